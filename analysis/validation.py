@@ -1,0 +1,176 @@
+"""The one validation module of pate-learn (numpy only, so ``analysis`` stays torch-free).
+
+Every public entry point validates its arguments here *before* doing any work, drawing any
+noise or spending any budget. Errors name the argument and the offending value and say
+what is expected instead.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "check_votes",
+    "check_positive",
+    "check_nonnegative",
+    "check_delta",
+    "check_orders",
+    "check_order",
+    "check_mask",
+    "check_int",
+    "check_baseline",
+    "check_choice",
+    "describe",
+]
+
+
+def describe(value: Any, limit: int = 60) -> str:
+    """A short, safe rendering of ``value`` for error messages (never a whole array)."""
+    if isinstance(value, np.ndarray):
+        return f"array of shape {value.shape} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_real(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {describe(value)} "
+                        f"of type {type(value).__name__}")
+    out = float(value)
+    if not np.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {out!r}")
+    return out
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A finite real number > 0 (e.g. ``sigma``, ``scale``)."""
+    out = _as_real(value, name)
+    if out <= 0:
+        raise ValueError(f"{name} must be > 0, got {out!r}")
+    return out
+
+
+def check_nonnegative(value: Any, name: str) -> float:
+    """A finite real number >= 0 (e.g. ``threshold``)."""
+    out = _as_real(value, name)
+    if out < 0:
+        raise ValueError(f"{name} must be >= 0, got {out!r}")
+    return out
+
+
+def check_delta(delta: Any, name: str = "delta") -> float:
+    """delta of (eps, delta)-DP: a real number strictly inside (0, 1)."""
+    out = _as_real(delta, name)
+    if not 0.0 < out < 1.0:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {out!r}")
+    return out
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+    """An integer (bool refused), optionally >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {describe(value)} "
+                        f"of type {type(value).__name__}")
+    out = int(value)
+    if minimum is not None and out < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {out}")
+    return out
+
+
+def check_order(order: Any, name: str = "order") -> float:
+    """One Renyi order lambda > 1."""
+    out = _as_real(order, name)
+    if out <= 1:
+        raise ValueError(f"{name} must be > 1 (Renyi orders are defined for lambda > 1), got {out!r}")
+    return out
+
+
+def check_orders(orders: Any, name: str = "orders") -> np.ndarray:
+    """A non-empty 1-D array of finite Renyi orders, each > 1 (any order, duplicates allowed)."""
+    try:
+        arr = np.asarray(orders, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a 1-D array of numbers, got {describe(orders)}") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of orders, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {describe(orders)} with non-finite entries")
+    if np.any(arr <= 1):
+        bad = arr[arr <= 1][0]
+        raise ValueError(f"{name} must all be > 1 (Renyi orders are defined for lambda > 1), "
+                         f"got an order {bad!r}")
+    return arr
+
+
+def check_votes(votes: Any, name: str = "votes") -> np.ndarray:
+    """A (queries, classes) matrix of non-negative integer vote counts with equal row sums.
+
+    Float arrays are accepted only when every entry is integral. Returns an int64 array.
+    """
+    if isinstance(votes, (str, bytes)) or votes is None:
+        raise TypeError(f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}")
+    arr = np.asarray(votes)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer)
+                                   or np.issubdtype(arr.dtype, np.floating)
+                                   or arr.dtype == np.bool_):
+        raise TypeError(f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D with shape (queries, classes), got shape {arr.shape}; "
+                         "for a single query pass votes[None, :]")
+    if arr.shape[1] < 2:
+        raise ValueError(f"{name} must have at least 2 classes (columns), got shape {arr.shape}")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise ValueError(f"{name} must hold integer vote counts, got non-integer values "
+                             f"(e.g. {arr[arr != np.round(arr)][:1].tolist()})")
+    out = arr.astype(np.int64, copy=False)
+    if out.size and out.min() < 0:
+        raise ValueError(f"{name} must be non-negative counts, got a minimum of {int(out.min())}")
+    if out.shape[0]:
+        sums = out.sum(axis=1)
+        if np.any(sums != sums[0]):
+            row = int(np.argmax(sums != sums[0]))
+            raise ValueError(f"{name} rows must all sum to the number of teachers; row 0 sums to "
+                             f"{int(sums[0])} but row {row} sums to {int(sums[row])}")
+        if sums[0] <= 0:
+            raise ValueError(f"{name} rows must sum to the number of teachers (> 0), got {int(sums[0])}")
+    return out
+
+
+def check_mask(mask: Any, length: int, name: str = "answered") -> np.ndarray:
+    """A 1-D boolean mask with one entry per query."""
+    arr = np.asarray(mask)
+    if arr.dtype != np.bool_:
+        if np.issubdtype(arr.dtype, np.integer) and arr.size and np.all((arr == 0) | (arr == 1)):
+            arr = arr.astype(bool)
+        elif arr.size == 0 and arr.ndim == 1:
+            arr = arr.astype(bool)
+        else:
+            raise TypeError(f"{name} must be a boolean mask, got {describe(mask)}")
+    if arr.ndim != 1 or arr.shape[0] != length:
+        raise ValueError(f"{name} must be a 1-D mask with one entry per query ({length}), "
+                         f"got shape {arr.shape}")
+    return arr
+
+
+def check_baseline(baseline: Any, shape: tuple[int, int], name: str = "baseline") -> np.ndarray:
+    """Interactive-GNMax baseline (student probabilities x teachers): finite floats of ``shape``."""
+    try:
+        arr = np.asarray(baseline, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of numbers, got {describe(baseline)}") from None
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{name} must have the shape of the votes {tuple(shape)}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return arr
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """One of a fixed set of strings."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {describe(value)}")
+    return value

@@ -1,0 +1,5 @@
+import sys
+
+from pate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The student: the only released model, trained on privately labelled public data."""

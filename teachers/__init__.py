@@ -1,0 +1,1 @@
+"""Teacher ensembles: data loading, model zoo, and training all teachers at once."""
