@@ -1,0 +1,15 @@
+"""Privacy analysis of PATE (numpy + scipy only; no torch anywhere in this package).
+
+An auditor can install numpy and scipy and check every epsilon pate-learn reports with this
+package alone. See the module docstrings for the symbols and the papers behind each bound.
+"""
+
+from analysis.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
+from analysis.rdp import (confident_gnmax_rdp, eps_from_rdp, gnmax_log_q, gnmax_rdp,
+                          lnmax_log_q, lnmax_rdp, threshold_log_pr_answered, threshold_rdp)
+
+__all__ = [
+    "DEFAULT_ORDERS", "REFERENCE_ORDERS",
+    "gnmax_log_q", "gnmax_rdp", "threshold_log_pr_answered", "threshold_rdp",
+    "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "eps_from_rdp",
+]

@@ -1,0 +1,366 @@
+"""Renyi-DP of the PATE aggregators, data-independent and data-dependent.
+
+References
+----------
+[P17] Papernot, Abadi, Erlingsson, Goodfellow, Talwar. "Semi-supervised Knowledge Transfer for
+      Deep Learning from Private Training Data", ICLR 2017.
+[P18] Papernot, Song, Mironov, Raghunathan, Talwar, Erlingsson. "Scalable Private Learning with
+      PATE", ICLR 2018 (arXiv:1802.08908). Proposition/Theorem numbers below follow its appendix.
+[M17] Mironov. "Renyi Differential Privacy", CSF 2017.
+[CKS20] Canonne, Kamath, Steinke. "The Discrete Gaussian for Differential Privacy", NeurIPS 2020;
+      [B20] Balle, Barthe, Gaboardi, Hsu, Sato. "Hypothesis testing interpretations and Renyi DP", 2020.
+
+Symbols
+-------
+n        number of queries (rows of the vote matrix ``votes``), m number of classes (columns)
+votes    (n, m) non-negative integer vote counts; every row sums to the number of teachers
+lambda   a Renyi order > 1 (``orders``: a 1-D array of k orders)
+sigma    standard deviation of the Gaussian noise added to each vote count (GNMax)
+sigma1   std of the Gaussian noise of the Confident-GNMax threshold check; T its ``threshold``
+sigma2   std of the Gaussian noise of the Confident-GNMax argmax step
+scale    the Laplace noise scale b of LNMax (density ~ exp(-|x|/b)); LNMax is (2/b)-DP
+q        an upper bound on Pr[the noisy aggregator does not return the plain argmax]
+         (``log_q`` everywhere: everything is in log-space)
+
+All functions are vectorized over queries *and* orders: per-query results have shape (n,),
+per-query-per-order results (n, k). The data-dependent bounds of [P18] are applied only where
+their conditions hold; everywhere else the data-independent bound is used, so the result is
+always min(data-independent, valid data-dependent bound) and never anything smaller.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import log_ndtr
+
+from analysis.validation import (check_baseline, check_choice, check_delta, check_mask,
+                                 check_nonnegative, check_orders, check_positive, check_votes)
+
+__all__ = [
+    "gnmax_log_q",
+    "gnmax_rdp",
+    "threshold_log_pr_answered",
+    "threshold_rdp",
+    "lnmax_log_q",
+    "lnmax_rdp",
+    "confident_gnmax_rdp",
+    "eps_from_rdp",
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _log1mexp(x: np.ndarray) -> np.ndarray:
+    """log(1 - exp(x)) for x <= 0, accurate at both ends (Maechler 2012); -inf at x == 0."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x < -1.0, np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
+
+
+def _logsumexp_rows(terms: np.ndarray) -> np.ndarray:
+    """log(sum(exp(terms))) over the last axis; rows of all -inf give -inf."""
+    top = np.max(terms, axis=-1, keepdims=True)
+    safe_top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(terms - safe_top), axis=-1)) + safe_top[..., 0]
+    return out
+
+
+def _rdp_gaussian_from_log_q(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
+    """Theorem 6 of [P18] with mu1, mu2 of Proposition 10, capped by Proposition 8.
+
+    For a mechanism that is (lambda, lambda/sigma^2)-RDP for all lambda (Gaussian noise on a
+    sensitivity-sqrt(2) histogram argmax) and whose most likely outcome has probability >= 1 - q:
+
+        mu2 = sigma * sqrt(-log q),  mu1 = mu2 + 1,  eps_i = mu_i / sigma^2,
+        A = (1 - q) / (1 - (q e^{eps2})^{1 - 1/mu2}),   B = e^{eps1} / q^{1/(mu1 - 1)},
+        RDP(lambda) <= 1/(lambda-1) log((1-q) A^{lambda-1} + q B^{lambda-1}).
+
+    The bound is used only for orders lambda < mu1 with mu2 > 1, and only when
+    log q <= (mu2 - 1) eps2 - mu2 (log(1 + 1/(mu1-1)) + log(1 + 1/(mu2-1)))  and  -log q > eps2
+    (q in the range where the bound increases in q, A > 0). Elsewhere: lambda / sigma^2.
+    A query whose outcome is certain (log q = -inf) costs 0.
+
+    log_q: (n,) array; returns (n, k).
+    """
+    variance = sigma ** 2
+    n = log_q.shape[0]
+    data_independent = orders / variance
+    out = np.broadcast_to(data_independent, (n, orders.size)).copy()
+    certain = np.isneginf(log_q)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mu2 = np.sqrt(variance * -log_q)
+        mu1 = mu2 + 1.0
+        eps1 = mu1 / variance
+        eps2 = mu2 / variance
+        order_applies = (mu1[:, None] > orders[None, :]) & (mu2[:, None] > 1.0)
+        log_a2 = (mu2 - 1.0) * eps2
+        increasing_in_q = log_q <= log_a2 - mu2 * (np.log(1.0 + 1.0 / (mu1 - 1.0))
+                                                   + np.log(1.0 + 1.0 / (mu2 - 1.0)))
+        rows = np.nonzero(order_applies.any(axis=1) & increasing_in_q & (-log_q > eps2) & ~certain)[0]
+        if rows.size:
+            lq = log_q[rows]
+            log1q = _log1mexp(lq)
+            per_order_a = log1q - _log1mexp((lq + eps2[rows]) * (1.0 - 1.0 / mu2[rows]))
+            per_order_b = eps1[rows] - lq / (mu1[rows] - 1.0)
+            orders_m1 = orders - 1.0
+            log_a = orders_m1[None, :] * per_order_a[:, None]
+            log_b = orders_m1[None, :] * per_order_b[:, None]
+            log_s = np.logaddexp(log1q[:, None] + log_a, lq[:, None] + log_b)
+            bound = log_s / orders_m1[None, :]
+            block = out[rows]
+            applies = order_applies[rows]
+            block[applies] = np.minimum(block, bound)[applies]
+            out[rows] = block
+    out[certain] = 0.0
+    return out
+
+
+def _unique_apply(keys: np.ndarray, fn) -> np.ndarray:
+    """Evaluate a row-wise ``fn`` once per distinct key and scatter back (identical results)."""
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return fn(unique)[inverse.reshape(-1)]
+
+
+# --------------------------------------------------------------------------- GNMax
+
+def _gnmax_log_q(votes: np.ndarray, sigma: float) -> np.ndarray:
+    n, m = votes.shape
+    rows = np.arange(n)
+    winner = np.argmax(votes, axis=1)  # the first argmax, as in [P18]'s analysis
+    gaps = (votes[rows, winner][:, None] - votes).astype(np.float64)
+    scale = math.sqrt(2.0 * sigma ** 2)
+    terms = log_ndtr(-(gaps / scale))
+    terms[rows, winner] = -np.inf
+    log_q = _logsumexp_rows(terms)
+    return np.minimum(log_q, math.log(1.0 - 1.0 / m))
+
+
+def gnmax_log_q(votes, *, sigma) -> np.ndarray:
+    """Upper bound on log Pr[GNMax output != argmax], one per query ([P18] Proposition 7).
+
+    Union bound over the non-winning classes j of Pr[n_j + N(0, s^2) >= n_i* + N(0, s^2)]
+    = Phi_c((n_i* - n_j) / (sqrt(2) sigma)), with i* the first argmax; capped at log(1 - 1/m)
+    (the probability of *some* other class under uniform noise cannot exceed that of a uniform
+    choice). A tied runner-up contributes log(1/2).
+
+    votes: (n, m) integer vote counts; sigma > 0. Returns (n,) float64.
+    """
+    votes = check_votes(votes)
+    sigma = check_positive(sigma, "sigma")
+    return _gnmax_log_q(votes, sigma)
+
+
+def gnmax_rdp(votes, *, sigma, orders, data_dependent: bool = True) -> np.ndarray:
+    """Per-query RDP of GNMax at each order, shape (n, k).
+
+    data_dependent=True: Theorem 6 of [P18] at q from Proposition 7, with mu1/mu2 from
+    Proposition 10, wherever it applies, and lambda/sigma^2 (Proposition 8) elsewhere.
+    data_dependent=False: lambda/sigma^2 for every query (Proposition 8).
+    """
+    votes = check_votes(votes)
+    sigma = check_positive(sigma, "sigma")
+    orders = check_orders(orders)
+    if not data_dependent:
+        return np.broadcast_to(orders / sigma ** 2, (votes.shape[0], orders.size)).copy()
+    log_q = _gnmax_log_q(votes, sigma)
+    return _unique_apply(log_q, lambda u: _rdp_gaussian_from_log_q(u, sigma, orders))
+
+
+# --------------------------------------------------------------------------- threshold check
+
+def _max_vote(votes: np.ndarray, baseline: np.ndarray | None) -> np.ndarray:
+    if baseline is None:
+        return votes.max(axis=1).astype(np.float64)
+    # Interactive GNMax: the check is on max_j (n_j - baseline_j), rounded half-to-even like
+    # the reference's Python round() (only matters for non-integer baselines).
+    return np.round(np.max(votes - baseline, axis=1))
+
+
+def _threshold_log_pr(max_vote: np.ndarray, threshold: float, sigma: float) -> np.ndarray:
+    return log_ndtr(-((threshold - max_vote) / sigma))
+
+
+def _threshold_log_q_from_max(max_vote: np.ndarray, threshold: float, sigma: float) -> np.ndarray:
+    """log min(p, 1 - p) where p = Pr[answered]; 1 - p computed directly (no cancellation)."""
+    log_pr = _threshold_log_pr(max_vote, threshold, sigma)
+    log_pr_not = log_ndtr((threshold - max_vote) / sigma)
+    return np.minimum(log_pr, log_pr_not)
+
+
+def _threshold_rdp_from_max(max_vote: np.ndarray, threshold: float, sigma: float,
+                            orders: np.ndarray) -> np.ndarray:
+    log_q = _threshold_log_q_from_max(max_vote, threshold, sigma)
+    return _rdp_gaussian_from_log_q(log_q, 2 ** 0.5 * sigma, orders)
+
+
+def _validate_threshold_args(votes, threshold, sigma, baseline):
+    votes = check_votes(votes)
+    threshold = check_nonnegative(threshold, "threshold")
+    sigma = check_positive(sigma, "sigma")
+    if baseline is not None:
+        baseline = check_baseline(baseline, votes.shape)
+    return votes, threshold, sigma, baseline
+
+
+def threshold_log_pr_answered(votes, *, threshold, sigma, baseline=None) -> np.ndarray:
+    """log Pr[max vote + N(0, sigma^2) >= threshold], one per query ([P18] Algorithm 1, step 1).
+
+    With ``baseline`` (Interactive GNMax, [P18] Algorithm 2) the max is taken over
+    ``votes - baseline`` and rounded to the nearest integer. Returns (n,).
+    """
+    votes, threshold, sigma, baseline = _validate_threshold_args(votes, threshold, sigma, baseline)
+    return _threshold_log_pr(_max_vote(votes, baseline), threshold, sigma)
+
+
+def threshold_rdp(votes, *, threshold, sigma, orders, data_dependent: bool = True,
+                  baseline=None) -> np.ndarray:
+    """Per-query RDP of the Confident-GNMax threshold check, shape (n, k).
+
+    The check releases one bit from a max vote of sensitivity 1, i.e. a Gaussian mechanism
+    that is (lambda, lambda / (2 sigma^2))-RDP (data-independent). Data-dependent: Theorem 6 of
+    [P18] with q = min(p, 1 - p), p = Pr[answered], and noise sqrt(2) sigma (stability 1 instead
+    of 2), capped by the data-independent bound.
+    """
+    votes, threshold, sigma, baseline = _validate_threshold_args(votes, threshold, sigma, baseline)
+    orders = check_orders(orders)
+    if not data_dependent:
+        return np.broadcast_to(orders / (2 ** 0.5 * sigma) ** 2,
+                               (votes.shape[0], orders.size)).copy()
+    max_vote = _max_vote(votes, baseline)
+    return _unique_apply(max_vote, lambda u: _threshold_rdp_from_max(u, threshold, sigma, orders))
+
+
+# --------------------------------------------------------------------------- LNMax
+
+def _lnmax_log_q(votes: np.ndarray, scale: float) -> np.ndarray:
+    n, m = votes.shape
+    rows = np.arange(n)
+    winner = np.argmax(votes, axis=1)
+    normalized = (votes - votes[rows, winner][:, None]) / scale  # <= 0
+    # Pr[j beats i*] <= (2 + g)/4 exp(-g) with g = gap/scale ([P17] Lemma 4's Laplace tail).
+    terms = np.log(2.0 - normalized) + math.log(0.25) + normalized
+    terms[rows, winner] = -np.inf
+    return np.minimum(_logsumexp_rows(terms), math.log(1.0 - 1.0 / m))
+
+
+def lnmax_log_q(votes, *, scale) -> np.ndarray:
+    """Upper bound on log Pr[LNMax output != argmax], one per query ([P17] Lemma 4, union bound).
+
+    LNMax adds Laplace(scale) noise to every count and is pure (2/scale)-DP. Returns (n,).
+    """
+    votes = check_votes(votes)
+    scale = check_positive(scale, "scale")
+    return _lnmax_log_q(votes, scale)
+
+
+def _rdp_pure_eps(log_q: np.ndarray, pure_eps: float, orders: np.ndarray) -> np.ndarray:
+    """RDP of a pure eps-DP mechanism whose likely outcome has probability >= 1 - q.
+
+    min( lambda eps^2 / 2  (eps-DP => eps^2/2-zCDP, Bun & Steinke 2016),
+         eps               (pure DP),
+         1/(lambda-1) log((1-q) ((1-q)/(1-e^eps q))^{lambda-1} + q e^{eps (lambda-1)})
+                           ([P17] Theorem 3, valid for q <= 1/(e^eps + 1)) ).
+    """
+    lam = orders[None, :]
+    data_independent = np.minimum(0.5 * pure_eps * pure_eps * lam, pure_eps)
+    out = np.broadcast_to(data_independent, (log_q.size, orders.size)).copy()
+    q = np.exp(log_q)
+    rows = np.nonzero(q <= 1.0 / (math.exp(pure_eps) + 1.0))[0]
+    if rows.size:
+        lq = log_q[rows][:, None]
+        log1q = np.log1p(-q[rows])[:, None]
+        log_t_one = log1q + (log1q - _log1mexp(pure_eps + lq)) * (lam - 1.0)
+        log_t_two = lq + pure_eps * (lam - 1.0)
+        bound = np.logaddexp(log_t_one, log_t_two) / (lam - 1.0)
+        out[rows] = np.minimum(out[rows], bound)
+    return out
+
+
+def lnmax_rdp(votes, *, scale, orders, data_dependent: bool = True) -> np.ndarray:
+    """Per-query RDP of LNMax (Laplace noise of scale ``scale``), shape (n, k).
+
+    data_dependent=False: min(lambda eps^2/2, eps) with eps = 2/scale.
+    data_dependent=True: additionally [P17] Theorem 3 at q from :func:`lnmax_log_q`.
+    """
+    votes = check_votes(votes)
+    scale = check_positive(scale, "scale")
+    orders = check_orders(orders)
+    pure_eps = 2.0 / scale
+    if not data_dependent:
+        return _rdp_pure_eps(np.full(votes.shape[0], 0.0), pure_eps, orders)
+    log_q = _lnmax_log_q(votes, scale)
+    return _unique_apply(log_q, lambda u: _rdp_pure_eps(u, pure_eps, orders))
+
+
+# --------------------------------------------------------------------------- Confident GNMax
+
+def confident_gnmax_rdp(votes, *, threshold, sigma1, sigma2, orders, answered=None,
+                        data_dependent: bool = True, baseline=None) -> np.ndarray:
+    """Total RDP of a Confident-GNMax run ([P18] Algorithm 1; Algorithm 2 with ``baseline``), (k,).
+
+    Every query pays the threshold check (sigma1). The GNMax step (sigma2) is paid
+      * with ``answered`` (bool mask, one per query): by the answered queries only -- the
+        realised cost of a run that actually drew the noise;
+      * with ``answered=None``: in expectation, weighted by Pr[answered] -- what the reference
+        scripts report for a run that was not sampled. This *expected* cost looks at the votes
+        through Pr[answered] even when ``data_dependent=False`` (the reference does the same).
+    """
+    votes, threshold, sigma1, baseline = _validate_threshold_args(votes, threshold, sigma1, baseline)
+    sigma2 = check_positive(sigma2, "sigma2")
+    orders = check_orders(orders)
+    if answered is not None:
+        answered = check_mask(answered, votes.shape[0], "answered")
+    step1 = threshold_rdp(votes, threshold=threshold, sigma=sigma1, orders=orders,
+                          data_dependent=data_dependent, baseline=baseline)
+    if answered is not None:
+        step2 = gnmax_rdp(votes[answered], sigma=sigma2, orders=orders,
+                          data_dependent=data_dependent)
+        return step1.sum(axis=0) + step2.sum(axis=0)
+    step2 = gnmax_rdp(votes, sigma=sigma2, orders=orders, data_dependent=data_dependent)
+    pr_answered = np.exp(_threshold_log_pr(_max_vote(votes, baseline), threshold, sigma1))
+    return step1.sum(axis=0) + (pr_answered[:, None] * step2).sum(axis=0)
+
+
+# --------------------------------------------------------------------------- conversion
+
+_CONVERSIONS = ("classic", "tight")
+
+
+def eps_from_rdp(rdp, *, orders, delta, conversion: str = "classic"):
+    """Convert an RDP curve to (eps, delta)-DP; returns ``(eps, order)`` at the best order.
+
+    classic ([M17] Proposition 3):  eps = min_lambda rdp(lambda) + log(1/delta) / (lambda - 1).
+    tight   ([CKS20] Proposition 12, [B20] Theorem 21):
+            eps = min_lambda rdp(lambda) + log(1 - 1/lambda) - (log delta + log lambda)/(lambda - 1),
+            never larger than the classic value (floored at 0).
+
+    ``rdp`` has shape (..., k) matching ``orders``; the results have shape (...) -- numpy float
+    scalars for a single curve. The first minimizing order is returned on ties.
+    """
+    orders = check_orders(orders)
+    delta = check_delta(delta)
+    conversion = check_choice(conversion, "conversion", _CONVERSIONS)
+    try:
+        rdp = np.asarray(rdp, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("rdp must be an array of per-order RDP values") from None
+    if rdp.ndim == 0 or rdp.shape[-1] != orders.size:
+        raise ValueError(f"rdp must have one value per order (last axis of length {orders.size}), "
+                         f"got shape {rdp.shape}")
+    if np.any(np.isnan(rdp)) or np.any(rdp < 0):
+        raise ValueError("rdp must be non-negative and not NaN")
+    if conversion == "classic":
+        eps = rdp - math.log(delta) / (orders - 1.0)
+    else:
+        eps = rdp + np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
+    best = np.argmin(eps, axis=-1)
+    eps_best = np.take_along_axis(eps, best[..., None], axis=-1)[..., 0]
+    if conversion == "tight":
+        eps_best = np.maximum(eps_best, 0.0)
+    order_best = orders[best]
+    if rdp.ndim == 1:
+        return np.float64(eps_best), np.float64(order_best)
+    return eps_best, order_best
