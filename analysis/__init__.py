@@ -4,11 +4,14 @@ An auditor can install numpy and scipy and check every epsilon pate-learn report
 package alone. See the module docstrings for the symbols and the papers behind each bound.
 """
 
+from analysis.accountant import (PrivacyEvent, RdpAccountant, confident_gnmax_event,
+                                 gnmax_event, lnmax_event)
 from analysis.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
 from analysis.rdp import (confident_gnmax_rdp, eps_from_rdp, gnmax_log_q, gnmax_rdp,
                           lnmax_log_q, lnmax_rdp, threshold_log_pr_answered, threshold_rdp)
 
 __all__ = [
+    "PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event",
     "DEFAULT_ORDERS", "REFERENCE_ORDERS",
     "gnmax_log_q", "gnmax_rdp", "threshold_log_pr_answered", "threshold_rdp",
     "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "eps_from_rdp",
