@@ -1,0 +1,459 @@
+"""Dataset loaders for PATE, working offline, and the PATE protocol split.
+
+Symbols
+-------
+``ArraySplit(x, y)``
+    One split: ``x`` float32 -- images ``(N, C, H, W)`` in ``[0, 1]`` or tabular ``(N, F)`` --
+    and ``y`` int64 labels ``(N,)`` (``-1`` where a label is unknown, e.g. an unlabelled public
+    split read from a user's ``.npz``).
+``PateData(name, private, public, evaluation, num_classes, input_shape)``
+    The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` is the
+    sensitive data the teachers are trained on (sharded by ``pate.partition``), ``public`` the
+    unlabelled inputs the teachers vote on (the student's training pool), ``evaluation`` the
+    held-out items used only to measure teacher and student accuracy.
+``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None)``
+    Load one of:
+
+    * ``"fashion-mnist"``, ``"mnist"``, ``"kmnist"``, ``"cifar10"``, ``"svhn"``: private = the
+      training split; public = the first ``public_size`` (default 9000) test items; evaluation =
+      the last ``eval_size`` (default 1000) test items (the two never overlap).
+      Fashion-MNIST is read from ``/usr/share/datasets/fashion-mnist`` (Debian's
+      ``dataset-fashion-mnist``) when ``root`` is None; otherwise every dataset is read from a
+      torchvision root in torchvision's own layout (``<root>/FashionMNIST/raw/*.gz``,
+      ``<root>/MNIST/raw``, ``<root>/KMNIST/raw``, ``<root>/cifar-10-batches-py``,
+      ``<root>/{train,test}_32x32.mat``). ``download=True`` lets torchvision fetch a missing
+      dataset into ``root``; nothing is downloaded otherwise.
+    * ``"digits"``: scikit-learn's ``load_digits`` (1797 8x8 images, shipped with sklearn),
+      ``(N, 1, 8, 8)`` in ``[0, 1]``, permuted with a fixed seed 0: private 1000, public 597,
+      evaluation 200.
+    * ``"npz:PATH"``: either arrays ``x_private, y_private, x_public, x_evaluation,
+      y_evaluation`` (``y_public`` optional) or a single pool ``x, y``; ``"csv:PATH"``: a numeric
+      table, label in the column named ``label`` (or ``y``, ``target``, ``class``) if there is a
+      header, else in the last column; ``"imagefolder:PATH"``: torchvision's ImageFolder layout
+      (``PATH/<class>/<image>``; with ``PATH/train`` and ``PATH/test`` the train/test protocol
+      above applies). A single pool is permuted with seed 0 and split into evaluation (the
+      last ``eval_size``, default 10 %), public (the ``public_size`` before it, default 20 %) and
+      private (the rest).
+
+Errors: a missing dataset raises :class:`analysis.errors.DatasetNotFoundError` saying how to
+obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+import pathlib
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.errors import DatasetNotFoundError
+from analysis.validation import check_int, describe
+
+__all__ = ["ArraySplit", "PateData", "load_pate_data", "read_idx", "DATASET_NAMES",
+           "DEFAULT_FASHION_MNIST_DIR"]
+
+DEFAULT_FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
+#: Names accepted by :func:`load_pate_data` (plus the ``npz:``/``csv:``/``imagefolder:`` prefixes).
+DATASET_NAMES = ("fashion-mnist", "mnist", "kmnist", "cifar10", "svhn", "digits")
+_PREFIXES = ("npz:", "csv:", "imagefolder:")
+_PROTOCOL_PUBLIC, _PROTOCOL_EVAL = 9000, 1000
+_DIGITS_PUBLIC, _DIGITS_EVAL = 597, 200
+_LABEL_COLUMNS = ("label", "y", "target", "class")
+
+
+@dataclass(frozen=True)
+class ArraySplit:
+    """Inputs ``x`` (float32) and labels ``y`` (int64, ``-1`` = unknown) of one split."""
+
+    x: np.ndarray
+    y: np.ndarray
+
+    def __post_init__(self) -> None:
+        x = np.ascontiguousarray(self.x, dtype=np.float32)
+        y = np.ascontiguousarray(self.y, dtype=np.int64)
+        if x.ndim < 2:
+            raise ValueError(f"x must have shape (N, features) or (N, C, H, W), got {x.shape}")
+        if y.ndim != 1 or y.shape[0] != x.shape[0]:
+            raise ValueError(f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
+        object.__setattr__(self, "x", x)
+        object.__setattr__(self, "y", y)
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+
+@dataclass(frozen=True)
+class PateData:
+    """The private / public / evaluation splits of one dataset (see the module docstring)."""
+
+    name: str
+    private: ArraySplit
+    public: ArraySplit
+    evaluation: ArraySplit
+    num_classes: int
+    input_shape: tuple[int, ...]
+
+
+# --------------------------------------------------------------------------- readers
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Read an IDX file (LeCun's MNIST format), gzip-compressed or not, into a numpy array.
+
+    Header: two zero bytes, a type code (0x08 = uint8, 0x09 int8, 0x0B int16, 0x0C int32,
+    0x0D float32, 0x0E float64), the number of dimensions, then one big-endian uint32 per
+    dimension.
+    """
+    path = pathlib.Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise ValueError(f"{path} is not an IDX file (bad magic number)")
+    dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    code, ndim = raw[2], raw[3]
+    if code not in dtypes:
+        raise ValueError(f"{path} has an unknown IDX type code {code:#x}")
+    header = 4 + 4 * ndim
+    shape = tuple(int(v) for v in np.frombuffer(raw[4:header], dtype=">u4"))
+    dtype = np.dtype(dtypes[code])
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header != expected:
+        raise ValueError(f"{path} is truncated or corrupt: header says shape {shape} "
+                         f"({expected} bytes) but {len(raw) - header} bytes follow")
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _find_idx(directory: pathlib.Path, stem: str) -> pathlib.Path | None:
+    for candidate in (directory / f"{stem}.gz", directory / stem):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_TV_FOLDER = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST", "kmnist": "KMNIST"}
+_TV_CLASS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST", "kmnist": "KMNIST",
+             "cifar10": "CIFAR10", "svhn": "SVHN"}
+
+
+def _how_to_get(name: str, root: pathlib.Path | None) -> str:
+    where = f"--data-root {root}" if root is not None else "--data-root DIR"
+    apt = ("install Debian's package (`apt-get install dataset-fashion-mnist`, files in "
+           f"{DEFAULT_FASHION_MNIST_DIR}), or " if name == "fashion-mnist" else "")
+    return (f"To obtain {name}: {apt}point {where} at a torchvision root that holds it, or add "
+            f"--download (download=True) to let torchvision fetch it into that root.")
+
+
+def _download(name: str, root: pathlib.Path) -> None:
+    import torchvision  # only when the user asked for a download
+
+    cls = getattr(torchvision.datasets, _TV_CLASS[name])
+    for train in (True, False):
+        if name == "svhn":
+            cls(str(root), split="train" if train else "test", download=True)
+        else:
+            cls(str(root), train=train, download=True)
+
+
+def _load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
+    if root is None:
+        if name != "fashion-mnist":
+            raise DatasetNotFoundError(f"{name} has no default location; " + _how_to_get(name, None))
+        candidates = [DEFAULT_FASHION_MNIST_DIR]
+    else:
+        candidates = [root / _TV_FOLDER[name] / "raw", root]
+    for attempt in range(2):
+        for directory in candidates:
+            paths = [_find_idx(directory, stem) for stem in _IDX_STEMS]
+            if all(p is not None for p in paths):
+                xtr, ytr, xte, yte = (read_idx(p) for p in paths)
+                return (xtr[:, None].astype(np.float32) / 255.0, ytr, xte[:, None].astype(np.float32) / 255.0, yte)
+        if attempt == 0 and download and root is not None:
+            _download(name, root)
+            continue
+        break
+    looked = ", ".join(str(d) for d in candidates)
+    raise DatasetNotFoundError(f"{name} IDX files ({', '.join(s + '[.gz]' for s in _IDX_STEMS)}) "
+                               f"not found in {looked}. " + _how_to_get(name, root))
+
+
+def _load_cifar10(root: pathlib.Path | None, download: bool):
+    if root is None:
+        raise DatasetNotFoundError("cifar10 has no default location; " + _how_to_get("cifar10", None))
+    folder = root / "cifar-10-batches-py"
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    if download and not all((folder / n).is_file() for n in names):
+        _download("cifar10", root)
+    if not all((folder / n).is_file() for n in names):
+        raise DatasetNotFoundError(f"cifar10 batches ({', '.join(names)}) not found in {folder}. "
+                                   + _how_to_get("cifar10", root))
+
+    def read(n):
+        with open(folder / n, "rb") as fh:
+            batch = pickle.load(fh, encoding="latin1")
+        return (np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32),
+                np.asarray(batch["labels"], dtype=np.int64))
+
+    parts = [read(n) for n in names[:5]]
+    xtr = np.concatenate([p[0] for p in parts]).astype(np.float32) / 255.0
+    ytr = np.concatenate([p[1] for p in parts])
+    xte, yte = read(names[5])
+    return xtr, ytr, xte.astype(np.float32) / 255.0, yte
+
+
+def _load_svhn(root: pathlib.Path | None, download: bool):
+    if root is None:
+        raise DatasetNotFoundError("svhn has no default location; " + _how_to_get("svhn", None))
+    files = [root / "train_32x32.mat", root / "test_32x32.mat"]
+    if download and not all(f.is_file() for f in files):
+        _download("svhn", root)
+    if not all(f.is_file() for f in files):
+        raise DatasetNotFoundError(f"svhn files (train_32x32.mat, test_32x32.mat) not found in "
+                                   f"{root}. " + _how_to_get("svhn", root))
+    from scipy.io import loadmat
+
+    out = []
+    for f in files:
+        mat = loadmat(str(f))
+        x = np.transpose(mat["X"], (3, 2, 0, 1)).astype(np.float32) / 255.0
+        y = mat["y"].astype(np.int64).reshape(-1)
+        y[y == 10] = 0  # SVHN stores digit 0 as label 10 (torchvision does the same mapping)
+        out += [x, y]
+    return tuple(out)
+
+
+def _load_npz(path: pathlib.Path):
+    if not path.is_file():
+        raise DatasetNotFoundError(f"npz file {path} does not exist; give npz:PATH of an existing "
+                                   "file with arrays x, y (or x_private, y_private, x_public, "
+                                   "x_evaluation, y_evaluation)")
+    with np.load(path, allow_pickle=False) as npz:
+        keys = set(npz.files)
+        split_keys = {"x_private", "y_private", "x_public", "x_evaluation", "y_evaluation"}
+        if split_keys <= keys:
+            xp = npz["x_public"]
+            yp = npz["y_public"] if "y_public" in keys else np.full(len(xp), -1, dtype=np.int64)
+            return "splits", (npz["x_private"], npz["y_private"], xp, yp,
+                              npz["x_evaluation"], npz["y_evaluation"])
+        if {"x", "y"} <= keys:
+            return "pool", (npz["x"], npz["y"])
+    raise ValueError(f"npz file {path} must hold arrays x, y or x_private, y_private, x_public, "
+                     f"x_evaluation, y_evaluation; it has {sorted(keys)}")
+
+
+def _load_csv(path: pathlib.Path):
+    if not path.is_file():
+        raise DatasetNotFoundError(f"csv file {path} does not exist; give csv:PATH of an existing "
+                                   "file with numeric feature columns and a label column")
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
+    if not rows:
+        raise ValueError(f"csv file {path} is empty")
+
+    def numeric(row):
+        try:
+            [float(c) for c in row]
+            return True
+        except ValueError:
+            return False
+
+    header = None if numeric(rows[0]) else [c.strip() for c in rows[0]]
+    body = rows if header is None else rows[1:]
+    label_col = len(rows[0]) - 1
+    if header is not None:
+        lowered = [h.lower() for h in header]
+        for name in _LABEL_COLUMNS:
+            if name in lowered:
+                label_col = lowered.index(name)
+                break
+    width = len(rows[0])
+    for i, r in enumerate(body):
+        if len(r) != width:
+            raise ValueError(f"csv file {path}: row {i + (header is not None) + 1} has {len(r)} "
+                             f"columns, expected {width}")
+    labels = [r[label_col].strip() for r in body]
+    try:
+        feats = np.array([[float(c) for j, c in enumerate(r) if j != label_col] for r in body],
+                         dtype=np.float32)
+    except ValueError as exc:
+        raise ValueError(f"csv file {path}: feature columns must be numeric ({exc}); encode "
+                         "categorical features first") from None
+    try:
+        as_num = np.array([float(v) for v in labels])
+        if np.all(as_num == np.round(as_num)) and as_num.min() >= 0:
+            y = as_num.astype(np.int64)
+        else:
+            raise ValueError
+    except ValueError:
+        classes = sorted(set(labels))
+        lookup = {c: i for i, c in enumerate(classes)}
+        y = np.array([lookup[v] for v in labels], dtype=np.int64)
+    return feats, y
+
+
+def _load_imagefolder(path: pathlib.Path):
+    if not path.is_dir():
+        raise DatasetNotFoundError(f"image folder {path} does not exist; give imagefolder:PATH "
+                                   "of a directory laid out as PATH/<class>/<image>")
+    from PIL import Image
+
+    def read_tree(directory: pathlib.Path, classes: list[str] | None):
+        found = sorted(d.name for d in directory.iterdir() if d.is_dir())
+        classes = found if classes is None else classes
+        if not classes:
+            raise ValueError(f"image folder {directory} has no class sub-directories")
+        unknown = set(found) - set(classes)
+        if unknown:
+            raise ValueError(f"image folder {directory} has classes {sorted(unknown)} that the "
+                             f"training folder lacks")
+        xs, ys, shape = [], [], None
+        exts = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+        for label, cls in enumerate(classes):
+            if not (directory / cls).is_dir():
+                continue
+            for f in sorted((directory / cls).iterdir()):
+                if f.suffix.lower() not in exts:
+                    continue
+                with Image.open(f) as im:
+                    arr = np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "I;16") else "RGB"))
+                arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
+                if shape is None:
+                    shape = arr.shape
+                elif arr.shape != shape:
+                    raise ValueError(f"image folder {directory}: {f} has shape {arr.shape} but "
+                                     f"earlier images have {shape}; resize all images to one size")
+                xs.append(arr)
+                ys.append(label)
+        if not xs:
+            raise ValueError(f"image folder {directory} holds no images")
+        return np.stack(xs).astype(np.float32) / 255.0, np.array(ys, dtype=np.int64), classes
+
+    if (path / "train").is_dir() and (path / "test").is_dir():
+        xtr, ytr, classes = read_tree(path / "train", None)
+        xte, yte, _ = read_tree(path / "test", classes)
+        return "train-test", (xtr, ytr, xte, yte)
+    x, y, _ = read_tree(path, None)
+    return "pool", (x, y)
+
+
+# --------------------------------------------------------------------------- splitting
+
+def _check_size(value, name):
+    if value is None:
+        return None
+    return check_int(value, name, minimum=1)
+
+
+def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
+    public_size = _PROTOCOL_PUBLIC if public_size is None else public_size
+    eval_size = _PROTOCOL_EVAL if eval_size is None else eval_size
+    n_test = len(xte)
+    if public_size + eval_size > n_test:
+        if public_size + eval_size == _PROTOCOL_PUBLIC + _PROTOCOL_EVAL:
+            # default sizes on a small test split: keep the 9:1 ratio
+            eval_size = max(1, n_test // 10)
+            public_size = n_test - eval_size
+        else:
+            raise ValueError(f"public_size + eval_size = {public_size} + {eval_size} exceeds the "
+                             f"{n_test} test items of {name}; choose smaller sizes")
+    return (ArraySplit(xtr, ytr), ArraySplit(xte[:public_size], yte[:public_size]),
+            ArraySplit(xte[n_test - eval_size:], yte[n_test - eval_size:]))
+
+
+def _pool_split(x, y, public_size, eval_size, name, *, default_public=None, default_eval=None):
+    n = len(x)
+    if len(y) != n:
+        raise ValueError(f"{name}: x has {n} rows but y has {len(y)}")
+    eval_size = eval_size if eval_size is not None else (
+        default_eval if default_eval is not None else max(1, n // 10))
+    public_size = public_size if public_size is not None else (
+        default_public if default_public is not None else max(1, n // 5))
+    if public_size + eval_size >= n:
+        raise ValueError(f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
+                         f"records out of {n} in {name}; choose smaller sizes")
+    perm = np.random.default_rng(0).permutation(n)
+    priv = perm[: n - public_size - eval_size]
+    pub = perm[n - public_size - eval_size: n - eval_size]
+    ev = perm[n - eval_size:]
+    return ArraySplit(x[priv], y[priv]), ArraySplit(x[pub], y[pub]), ArraySplit(x[ev], y[ev])
+
+
+def _num_classes(*ys) -> int:
+    labels = np.concatenate([y[y >= 0] for y in ys])
+    if labels.size == 0:
+        raise ValueError("the dataset has no labels")
+    if labels.min() < 0:
+        raise ValueError("labels must be non-negative integers")
+    return int(labels.max()) + 1
+
+
+def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download: bool = False,
+                   public_size: int | None = None, eval_size: int | None = None) -> PateData:
+    """Load dataset ``name`` and split it into private / public / evaluation (module docstring)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a dataset name string, got {describe(name)}")
+    if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
+        raise ValueError(f"unknown dataset name {name!r}; use one of "
+                         f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH")
+    if not isinstance(download, bool):
+        raise TypeError(f"download must be True or False, got {describe(download)}")
+    public_size = _check_size(public_size, "public_size")
+    eval_size = _check_size(eval_size, "eval_size")
+    root_path = None if root is None else pathlib.Path(root).expanduser()
+    if download and root_path is None:
+        raise ValueError("download=True needs root (--data-root DIR): the directory to download into")
+
+    if name in ("fashion-mnist", "mnist", "kmnist"):
+        private, public, evaluation = _protocol_split(*_load_idx_dataset(name, root_path, download),
+                                                      public_size, eval_size, name)
+    elif name == "cifar10":
+        private, public, evaluation = _protocol_split(*_load_cifar10(root_path, download),
+                                                      public_size, eval_size, name)
+    elif name == "svhn":
+        private, public, evaluation = _protocol_split(*_load_svhn(root_path, download),
+                                                      public_size, eval_size, name)
+    elif name == "digits":
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        x = (digits.images.astype(np.float32) / 16.0)[:, None]
+        private, public, evaluation = _pool_split(
+            x, digits.target.astype(np.int64), public_size, eval_size, name,
+            default_public=_DIGITS_PUBLIC, default_eval=_DIGITS_EVAL)
+    else:
+        prefix, _, rest = name.partition(":")
+        if not rest:
+            raise ValueError(f"dataset {name!r} needs a path after '{prefix}:'")
+        path = pathlib.Path(rest).expanduser()
+        if prefix == "npz":
+            kind, arrays = _load_npz(path)
+        elif prefix == "csv":
+            kind, arrays = "pool", _load_csv(path)
+        else:
+            kind, arrays = _load_imagefolder(path)
+        if kind == "splits":
+            if public_size is not None or eval_size is not None:
+                raise ValueError(f"{name} already holds explicit splits; do not pass "
+                                 "public_size/eval_size")
+            xs = [np.asarray(a) for a in arrays]
+            private, public, evaluation = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]),
+                                           ArraySplit(xs[4], xs[5]))
+        elif kind == "train-test":
+            private, public, evaluation = _protocol_split(*arrays, public_size, eval_size, name)
+        else:
+            private, public, evaluation = _pool_split(np.asarray(arrays[0]), np.asarray(arrays[1]),
+                                                      public_size, eval_size, name)
+
+    shapes = {private.x.shape[1:], public.x.shape[1:], evaluation.x.shape[1:]}
+    if len(shapes) != 1:
+        raise ValueError(f"{name}: the splits have different input shapes {sorted(shapes)}")
+    if np.any(private.y < 0) or np.any(evaluation.y < 0):
+        raise ValueError(f"{name}: private and evaluation labels must be known (non-negative)")
+    return PateData(name=name, private=private, public=public, evaluation=evaluation,
+                    num_classes=_num_classes(private.y, public.y, evaluation.y),
+                    input_shape=tuple(int(s) for s in private.x.shape[1:]))

@@ -1,0 +1,145 @@
+"""Model zoo for teachers (and students): small networks that ``torch.func.vmap`` can batch.
+
+Symbols
+-------
+``build_model(name, *, input_shape, num_classes) -> torch.nn.Module``
+    ``name`` is one of :data:`MODEL_NAMES` or ``"package.module:factory"``:
+
+    * ``"cnn28"`` -- 28x28 images (any number of channels): two 5x5 conv layers (32, 64
+      channels, ReLU, 2x2 max-pool) and a 2-layer head. The default for Fashion-MNIST / MNIST /
+      KMNIST teachers.
+    * ``"cnn32"`` -- 32x32 images (CIFAR-10, SVHN): three conv blocks with GroupNorm.
+    * ``"mlp"`` -- any input, flattened: two hidden layers (256, 128) with ReLU.
+    * ``"cnn8"`` -- tiny CNN for sklearn's 8x8 digits (tests, examples).
+    * ``"module:factory"`` -- ``factory`` is imported from ``module`` and called with
+      ``input_shape=`` and ``num_classes=`` (when it accepts them); it must return an
+      ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits.
+
+No zoo model uses BatchNorm (its running statistics are in-place state that ``vmap`` cannot
+batch) nor any in-model randomness (dropout): per-teacher randomness (batch order, data
+augmentation) is drawn outside the model from each teacher's own seed, so the vectorized and
+the sequential trainer produce the same teachers, whatever the chunking. Custom modules may
+use dropout; see ``teachers.vectorized`` for how their randomness is handled.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from analysis.validation import check_int, describe
+
+__all__ = ["build_model", "MODEL_NAMES", "check_input_shape"]
+
+MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8")
+
+
+def check_input_shape(input_shape, name: str = "input_shape") -> tuple[int, ...]:
+    """A non-empty tuple of positive ints (``(C, H, W)`` or ``(F,)``)."""
+    try:
+        shape = tuple(input_shape)
+    except TypeError:
+        raise TypeError(f"{name} must be a tuple of positive ints, got {describe(input_shape)}") from None
+    if not shape:
+        raise ValueError(f"{name} must be non-empty, got {shape}")
+    return tuple(check_int(s, f"{name}[{i}]", minimum=1) for i, s in enumerate(shape))
+
+
+def _image_shape(name: str, input_shape: tuple[int, ...], side: int) -> int:
+    if len(input_shape) != 3 or input_shape[1:] != (side, side):
+        raise ValueError(f"model {name!r} needs input_shape (C, {side}, {side}), got {input_shape}; "
+                         f"use 'mlp' (any shape) or a 'module:factory' of your own")
+    return input_shape[0]
+
+
+def _cnn28(channels: int, num_classes: int):
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(channels, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),   # 32 x 14 x 14
+        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),         # 64 x 7 x 7
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, num_classes))
+
+
+def _cnn32(channels: int, num_classes: int):
+    from torch import nn
+
+    def block(cin, cout):
+        return [nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.ReLU(),
+                nn.Conv2d(cout, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.ReLU(),
+                nn.MaxPool2d(2)]
+
+    return nn.Sequential(*block(channels, 32), *block(32, 64), *block(64, 128),  # 128 x 4 x 4
+                         nn.Flatten(), nn.Linear(128 * 4 * 4, 128), nn.ReLU(),
+                         nn.Linear(128, num_classes))
+
+
+def _mlp(features: int, num_classes: int):
+    from torch import nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(features, 256), nn.ReLU(),
+                         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, num_classes))
+
+
+def _cnn8(channels: int, num_classes: int):
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 16 x 4 x 4
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),        # 32 x 2 x 2
+        nn.Flatten(), nn.Linear(32 * 2 * 2, 64), nn.ReLU(), nn.Linear(64, num_classes))
+
+
+def _from_factory(spec: str, input_shape, num_classes):
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"model {spec!r}: a custom model is given as 'package.module:factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"model {spec!r}: cannot import module {module_name!r} ({exc}); "
+                         "make it importable (e.g. add its directory to PYTHONPATH)") from None
+    factory = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise ValueError(f"model {spec!r}: module {module_name!r} has no attribute {attr!r}")
+    if not callable(factory):
+        raise TypeError(f"model {spec!r}: {attr!r} is not callable")
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in (("input_shape", input_shape), ("num_classes", num_classes))
+              if takes_kwargs or k in params}
+    return factory(**kwargs)
+
+
+def build_model(name: str, *, input_shape, num_classes: int):
+    """Build a fresh, randomly initialised model (uses torch's global RNG for the init)."""
+    from torch import nn
+
+    if not isinstance(name, str):
+        raise TypeError(f"model name must be a string, got {describe(name)}")
+    input_shape = check_input_shape(input_shape)
+    num_classes = check_int(num_classes, "num_classes", minimum=2)
+    if name == "cnn28":
+        model = _cnn28(_image_shape(name, input_shape, 28), num_classes)
+    elif name == "cnn32":
+        model = _cnn32(_image_shape(name, input_shape, 32), num_classes)
+    elif name == "cnn8":
+        model = _cnn8(_image_shape(name, input_shape, 8), num_classes)
+    elif name == "mlp":
+        features = 1
+        for s in input_shape:
+            features *= s
+        model = _mlp(features, num_classes)
+    elif ":" in name and not name.startswith("sklearn:"):
+        model = _from_factory(name, input_shape, num_classes)
+    else:
+        raise ValueError(f"unknown model {name!r}; use one of {', '.join(MODEL_NAMES)} or "
+                         "'package.module:factory'")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model {name!r} must build a torch.nn.Module, got {type(model).__name__}")
+    return model
