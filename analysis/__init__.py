@@ -7,6 +7,10 @@ package alone. See the module docstrings for the symbols and the papers behind e
 from analysis.accountant import (PrivacyEvent, RdpAccountant, confident_gnmax_event,
                                  gnmax_event, lnmax_event)
 from analysis.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
+from analysis.sensitivity import (SanitizedRelease, check_conditions, gnmax_log_q0,
+                                         gnss_rdp, local_sensitivity_gnmax,
+                                         local_sensitivity_threshold, release_sanitized_epsilon,
+                                         search_smooth_sensitivity_parameters, smooth_sensitivity)
 from analysis.rdp import (confident_gnmax_rdp, eps_from_rdp, gnmax_log_q, gnmax_rdp,
                           lnmax_log_q, lnmax_rdp, threshold_log_pr_answered, threshold_rdp)
 
@@ -15,4 +19,7 @@ __all__ = [
     "DEFAULT_ORDERS", "REFERENCE_ORDERS",
     "gnmax_log_q", "gnmax_rdp", "threshold_log_pr_answered", "threshold_rdp",
     "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "eps_from_rdp",
+    "gnmax_log_q0", "local_sensitivity_gnmax", "local_sensitivity_threshold", "smooth_sensitivity",
+    "gnss_rdp", "check_conditions", "search_smooth_sensitivity_parameters",
+    "release_sanitized_epsilon", "SanitizedRelease",
 ]

@@ -1,0 +1,498 @@
+"""Smooth sensitivity of the data-dependent RDP, and its sanitized (private) release.
+
+The data-dependent epsilon of [P18] is a function of the private votes, so it cannot be
+published as is. [P18] Section 4 / Appendix C releases it through the GNSS mechanism: add
+Gaussian noise scaled by the beta-smooth sensitivity of the RDP (Nissim, Raskhodnikova, Smith
+2007). This module computes
+
+* local sensitivities LS(d): the largest change of one query's RDP (at a fixed order lambda)
+  between two neighbouring vote histograms, over all histograms within distance d of the
+  actual one ([P18] Algorithms 3-5, Propositions 13-14);
+* the beta-smooth sensitivity SS_beta = max_d e^{-beta d} LS(d);
+* the RDP cost of the GNSS release ([P18] Theorem 23);
+* the reference's (non-private) parameter search, and a private release with parameters fixed in
+  advance.
+
+Symbols: lambda (``order``) a Renyi order > 1; sigma2 the GNMax noise; T (``threshold``) and sigma1
+the threshold check; beta > 0 the smoothness parameter (lambda < 1/(2 beta)); sigma_ss the
+multiplier of the smooth-sensitivity noise; q the probability bound of Proposition 7;
+q0 the point above which the data-independent bound is used; q1 = BL(q0); m classes;
+N (``num_teachers``) teachers; d a distance between vote histograms (0..N-1).
+
+Differences from the reference code (tensorflow/privacy research/pate_2018) are deliberate and
+noted where they occur; none makes a bound smaller.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy.optimize import brentq, minimize_scalar
+from scipy.special import erfc, erfcinv, log_ndtr
+
+from analysis.rdp import (_max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
+                          _threshold_rdp_from_max, gnmax_log_q)
+from analysis.validation import (check_baseline, check_delta, check_int, check_mask,
+                                 check_nonnegative, check_order, check_positive, check_votes)
+
+__all__ = [
+    "gnmax_log_q0",
+    "local_sensitivity_gnmax",
+    "local_sensitivity_threshold",
+    "smooth_sensitivity",
+    "gnss_rdp",
+    "check_conditions",
+    "search_smooth_sensitivity_parameters",
+    "release_sanitized_epsilon",
+    "SanitizedRelease",
+]
+
+# Below this log q, exp(log q) underflows or erfcinv loses all precision. BU and beta are
+# non-decreasing in q (conditions C5/C6), so evaluating BU at this larger q only overstates LS.
+_LOG_Q_FLOOR = -700.0
+
+
+# --------------------------------------------------------------------------- GNMax pieces
+
+def _data_dependent_bound(sigma: float, log_q: np.ndarray, order: float) -> np.ndarray:
+    """Theorem 6 of [P18] at one order, without checking its preconditions (callers compare
+    log q with log q0, below which they hold)."""
+    variance = sigma ** 2
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mu2 = sigma * np.sqrt(-log_q)
+        mu1 = mu2 + 1.0
+        eps1 = mu1 / variance
+        eps2 = mu2 / variance
+        log1q = np.log1p(-np.exp(log_q))
+        log_a = (order - 1.0) * (log1q - np.log1p(-np.exp((log_q + eps2) * (1.0 - 1.0 / mu2))))
+        log_b = (order - 1.0) * (eps1 - log_q / (mu1 - 1.0))
+        return np.logaddexp(log1q + log_a, log_q + log_b) / (order - 1.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _log_q0(sigma: float, order: float) -> float:
+    def valid(log_q: float) -> bool:  # Theorem 6's range, Lemma 9 of [P18]
+        mu2 = sigma * math.sqrt(-log_q)
+        mu1 = mu2 + 1.0
+        if mu1 < order or mu2 <= 1.0:
+            return False
+        eps2 = mu2 / sigma ** 2
+        return log_q <= (mu2 - 1.0) * eps2 - mu2 * math.log(mu1 / (mu1 - 1.0) * mu2 / (mu2 - 1.0))
+
+    def dep_minus_ind(log_q: float) -> float:
+        return float(_data_dependent_bound(sigma, np.float64(log_q), order)) - order / sigma ** 2
+
+    upper = min(-(1.0 + 1.0 / sigma) ** 2, -((order - 0.99) / sigma) ** 2, -1.0 / sigma ** 2)
+    if not valid(upper):
+        raise ValueError(f"no data-dependent GNMax bound exists at sigma={sigma!r}, order={order!r}")
+    if dep_minus_ind(upper) < 0:
+        return upper
+    lower = 2.0 * upper
+    while dep_minus_ind(lower) > 0:
+        lower *= 1.5
+        if lower < -1e4:
+            raise ValueError(f"cannot bracket log q0 at sigma={sigma!r}, order={order!r}")
+    root = brentq(dep_minus_ind, lower, upper, full_output=False)
+    if not valid(root):
+        raise ValueError(f"log q0 at sigma={sigma!r}, order={order!r} is outside Theorem 6's range")
+    return float(root)
+
+
+def gnmax_log_q0(*, sigma, order) -> float:
+    """log q0: above it the data-independent bound lambda/sigma^2 is used for GNMax ([P18] C.2).
+
+    Root of (Theorem 6 bound at q) = lambda/sigma^2, bracketed below the natural upper bound
+    min(-(1+1/sigma)^2, -((lambda-.99)/sigma)^2, -1/sigma^2) and found with Brent's method
+    (tolerance 2e-12, as the reference).
+    """
+    return _log_q0(check_positive(sigma, "sigma"), check_order(order))
+
+
+def _bl(q: np.ndarray, sigma: float, m: int) -> np.ndarray:
+    """BL(q): the smallest q of a neighbouring histogram ([P18] Proposition 13)."""
+    return (m - 1) / 2.0 * erfc(1.0 / sigma + erfcinv(2.0 * q / (m - 1)))
+
+
+def _bu(q: np.ndarray, sigma: float, m: int) -> np.ndarray:
+    """BU(q): the largest q of a neighbouring histogram ([P18] Proposition 13)."""
+    return np.minimum(1.0, (m - 1) / 2.0 * erfc(-1.0 / sigma + erfcinv(2.0 * q / (m - 1))))
+
+
+def _log_q1(sigma: float, order: float, m: int) -> float:
+    return math.log(float(_bl(np.float64(math.exp(_log_q0(sigma, order))), sigma, m)))
+
+
+def _rdp_gnmax_at(sigma: float, log_q: np.ndarray, order: float, log_q0: float) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        dep = _data_dependent_bound(sigma, np.minimum(log_q, log_q0), order)
+    return np.where(log_q >= log_q0, order / sigma ** 2, dep)
+
+
+def _ls_gnmax_from_log_q(log_q: np.ndarray, sigma: float, m: int, order: float) -> np.ndarray:
+    """[P18] Algorithm 3: LS of the GNMax RDP at a histogram with bound q (Proposition 13)."""
+    log_q0 = _log_q0(sigma, order)
+    log_q1 = _log_q1(sigma, order, m)
+    log_q = np.where((log_q1 <= log_q) & (log_q <= log_q0), log_q1, log_q)
+    beta = _rdp_gnmax_at(sigma, log_q, order, log_q0)
+    q = np.exp(np.maximum(log_q, _LOG_Q_FLOOR))
+    with np.errstate(divide="ignore"):
+        log_bu = np.log(_bu(q, sigma, m))
+        log_bl = np.log(_bl(q, sigma, m))
+    beta_bu = _rdp_gnmax_at(sigma, log_bu, order, log_q0)
+    # BL underflowing to 0 means beta(BL) is ~0: using 0 overstates LS (safe).
+    beta_bl = np.where(np.isneginf(log_bl), 0.0, _rdp_gnmax_at(sigma, log_bl, order, log_q0))
+    return np.maximum(beta_bu - beta, beta - beta_bl)
+
+
+def _log_q_sorted(sorted_votes: np.ndarray, log_tail: np.ndarray, m: int) -> np.ndarray:
+    """Proposition 7 for rows sorted in non-increasing order (winner in column 0), with the
+    Gaussian tails looked up by integer gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
+    gaps = sorted_votes[:, :1] - sorted_votes[:, 1:]
+    terms = log_tail[gaps]
+    top = terms.max(axis=1)
+    log_q = top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
+    return np.minimum(log_q, math.log(1.0 - 1.0 / m))
+
+
+def _validate_ls_args(votes, num_teachers, order):
+    votes = check_votes(votes)
+    num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
+    if votes.shape[0] and int(votes[0].sum()) != num_teachers:
+        raise ValueError(f"votes rows sum to {int(votes[0].sum())} but num_teachers is {num_teachers}; "
+                         "pass the number of teachers that voted")
+    return votes, num_teachers, check_order(order)
+
+
+def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
+    """Local sensitivity at distance d of each query's GNMax RDP at ``order``, shape (n, N).
+
+    [P18] Algorithms 4-5 in O(N m) per query: move votes between the two leading classes in
+    the direction that brings q towards the plateau [q1, q0] (where LS is maximal), evaluating
+    Algorithm 3 at each distance; beyond that point LS(d) is the plateau value. All queries walk
+    in lock-step, and the Gaussian tails are looked up by integer vote gap.
+    """
+    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    sigma = check_positive(sigma, "sigma")
+    n, m = votes.shape
+    log_q0 = _log_q0(sigma, order)
+    log_q1 = _log_q1(sigma, order, m)
+    plateau = float(_ls_gnmax_from_log_q(np.array([log_q1]), sigma, m, order)[0])
+    result = np.full((n, num_teachers), plateau)
+    if n == 0:
+        return result
+
+    log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
+    log_q = gnmax_log_q(votes, sigma=sigma)
+    in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
+    result[~in_plateau, 0] = _ls_gnmax_from_log_q(log_q[~in_plateau], sigma, m, order)
+    go_left = log_q > log_q0  # make the leader stronger: q decreases towards q0
+    go_right = log_q < log_q1  # make the runner-up stronger: q increases towards q1
+    current = -np.sort(-votes, axis=1)
+    distance = 0
+    while distance + 1 < num_teachers:
+        moving = (go_left & (log_q > log_q0) & (current[:, 1] > 0)) | (go_right & (log_q < log_q1))
+        rows = np.nonzero(moving)[0]
+        if rows.size == 0:
+            break
+        distance += 1
+        step = np.where(go_left[rows], 1, -1)
+        block = current[rows]
+        block[:, 0] += step
+        block[:, 1] -= step
+        left_rows = go_left[rows]
+        if left_rows.any():  # restore the non-increasing order after lowering the runner-up
+            block[left_rows] = -np.sort(-block[left_rows], axis=1)
+        current[rows] = block
+        log_q[rows] = _log_q_sorted(block, log_tail, m)
+        result[rows, distance] = _ls_gnmax_from_log_q(log_q[rows], sigma, m, order)
+    return result
+
+
+# --------------------------------------------------------------------------- threshold pieces
+
+@functools.lru_cache(maxsize=256)
+def _threshold_ls_by_max_vote(num_teachers: int, threshold: float, sigma: float,
+                              order: float) -> np.ndarray:
+    """LS of the threshold RDP at each max vote v = 0..N (a neighbour moves the max by <= 1)."""
+    max_votes = np.arange(num_teachers + 1, dtype=np.float64)
+    rdp = _threshold_rdp_from_max(max_votes, threshold, sigma, np.array([order]))[:, 0]
+    steps = np.abs(np.diff(rdp))  # steps[v] = |rdp[v+1] - rdp[v]|
+    ls = np.zeros(num_teachers + 1)
+    ls[:-1] = steps
+    ls[1:] = np.maximum(ls[1:], steps)
+    ls.setflags(write=False)
+    return ls
+
+
+def local_sensitivity_threshold(votes, *, num_teachers, threshold, sigma, order,
+                                baseline=None) -> np.ndarray:
+    """Local sensitivity at distance d of each query's threshold-check RDP, shape (n, N).
+
+    The threshold RDP depends on the votes only through the (rounded) max vote c, which moves by
+    at most one between neighbours; LS(d) = max over c' in {c - d, c + d} within [0, N] of the
+    largest one-step change of the RDP at c'.
+
+    Difference from the reference: the reference fills d < max(c, N - c) only and leaves
+    LS(max(c, N - c)) = 0 although the max vote 0 or N is reachable at that distance; here that
+    entry is filled too (it can only raise the smooth sensitivity).
+    """
+    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    threshold = check_nonnegative(threshold, "threshold")
+    sigma = check_positive(sigma, "sigma")
+    if baseline is not None:
+        baseline = check_baseline(baseline, votes.shape)
+    ls_by_vote = _threshold_ls_by_max_vote(num_teachers, threshold, sigma, order)
+    current = np.clip(_max_vote(votes, baseline), 0, num_teachers).astype(np.int64)
+    distance = np.arange(num_teachers)
+    up = current[:, None] + distance[None, :]
+    down = current[:, None] - distance[None, :]
+    ls_up = np.where(up <= num_teachers, ls_by_vote[np.minimum(up, num_teachers)], 0.0)
+    ls_down = np.where(down >= 0, ls_by_vote[np.maximum(down, 0)], 0.0)
+    return np.maximum(ls_up, ls_down)
+
+
+# --------------------------------------------------------------------------- smooth sensitivity
+
+def smooth_sensitivity(local_sensitivity, *, beta):
+    """beta-smooth sensitivity max_d e^{-beta d} LS(d) (Nissim et al. 2007; [P18] Definition 11).
+
+    ``local_sensitivity`` has shape (..., D) with d = 0..D-1 on the last axis; returns shape (...)
+    (a float for a single LS curve).
+    """
+    beta = check_nonnegative(beta, "beta")
+    ls = np.asarray(local_sensitivity, dtype=np.float64)
+    if ls.ndim == 0 or ls.shape[-1] == 0:
+        raise ValueError(f"local_sensitivity must have a non-empty last axis, got shape {ls.shape}")
+    if np.any(np.isnan(ls)) or np.any(ls < 0):
+        raise ValueError("local_sensitivity must be non-negative and not NaN")
+    out = np.max(ls * np.exp(-beta * np.arange(ls.shape[-1])), axis=-1)
+    return float(out) if ls.ndim == 1 else out
+
+
+def gnss_rdp(*, beta, sigma_ss, order) -> float:
+    """RDP at ``order`` of releasing f(D) + SS_beta(D) * sigma_ss * N(0, 1) ([P18] Theorem 23):
+
+        lambda e^{2 beta} / sigma_ss^2 + (beta lambda - log(1 - 2 lambda beta) / 2) / (lambda - 1),
+
+    valid for 1 < lambda < 1 / (2 beta).
+    """
+    beta = check_nonnegative(beta, "beta")
+    order = check_order(order)
+    if np.isposinf(sigma_ss) and beta == 0:
+        return 0.0
+    sigma_ss = check_positive(sigma_ss, "sigma_ss")
+    if beta > 0 and not order < 1.0 / (2.0 * beta):
+        raise ValueError(f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r} for the GNSS bound, "
+                         f"got order={order!r} with beta={beta!r}; lower beta or the order")
+    return (order * math.exp(2.0 * beta) / sigma_ss ** 2
+            + (-0.5 * math.log(1.0 - 2.0 * order * beta) + beta * order) / (order - 1.0))
+
+
+# --------------------------------------------------------------------------- conditions C5, C6
+
+def _beta_of_q(q: np.ndarray, sigma: float, order: float) -> np.ndarray:
+    return _data_dependent_bound(sigma, np.log(q), order)
+
+
+def _is_non_decreasing(fn, lower: float, upper: float) -> bool:
+    """Numerical check that fn is non-decreasing on (lower, upper): the minimum of a central
+    finite-difference derivative (bounded scalar minimisation, as the reference) and a dense
+    log-spaced grid must both be >= 0 (up to rounding)."""
+    def derivative(x: float) -> float:
+        h = max(abs(x) * 1e-6, 1e-300)
+        return float((fn(np.array([x + h])) - fn(np.array([x - h])))[0] / (2 * h))
+
+    grid = np.geomspace(max(lower, 1e-300), upper, 2001)
+    values = fn(grid)
+    if np.any(np.diff(values) < -1e-12 * np.maximum(1.0, np.abs(values[1:]))):
+        return False
+    res = minimize_scalar(derivative, bounds=(grid[1], grid[-2]), method="bounded")
+    return bool(res.fun >= -1e-9)
+
+
+def check_conditions(*, sigma, num_classes, order) -> tuple[bool, bool]:
+    """Conditions C5 and C6 of [P18] (Appendix B.4.2), which Proposition 13's local sensitivity
+    needs: C5, beta(q) is non-decreasing on (0, q0); C6, beta(BU(q)) - beta(q) is non-decreasing
+    on (0, BL(q0)). Checked numerically (the reference differentiates symbolically with sympy and
+    minimises numerically; both are numerical checks)."""
+    sigma = check_positive(sigma, "sigma")
+    m = check_int(num_classes, "num_classes", minimum=2)
+    order = check_order(order)
+    q0 = math.exp(_log_q0(sigma, order))
+    cond5 = _is_non_decreasing(lambda q: _beta_of_q(q, sigma, order), 1e-300, q0)
+    if not cond5:
+        return False, False
+    bl_q0 = float(_bl(np.float64(q0), sigma, m))
+    cond6 = _is_non_decreasing(
+        lambda q: _beta_of_q(_bu(q, sigma, m), sigma, order) - _beta_of_q(q, sigma, order),
+        1e-300, bl_q0)
+    return True, bool(cond6)
+
+
+# --------------------------------------------------------------------------- the parameter search
+
+def _is_data_independent_step2(num_teachers: int, m: int, sigma: float, order: float) -> bool:
+    unanimous = np.zeros((1, m), dtype=np.int64)
+    unanimous[0, 0] = num_teachers
+    log_q = gnmax_log_q(unanimous, sigma=sigma)
+    dep = _rdp_gaussian_from_log_q(log_q, sigma, np.array([order]))[0, 0]
+    return bool(np.isclose(dep, order / sigma ** 2))
+
+
+def _is_data_independent_step1(num_teachers: int, threshold: float, sigma: float,
+                               order: float) -> bool:
+    extremes = np.array([0.0, float(num_teachers)])
+    dep = _threshold_rdp_from_max(extremes, threshold, sigma, np.array([order]))[:, 0]
+    return bool(np.all(np.isclose(dep, order / (2 ** 0.5 * sigma) ** 2)))
+
+
+def _expected_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, baseline):
+    """Per-query RDP at ``order`` and LS curves for the threshold and GNMax steps."""
+    m = votes.shape[1]
+    orders = np.array([order])
+    max_vote = _max_vote(votes, baseline)
+    log_pr = _threshold_log_pr(max_vote, threshold, sigma1)
+    ind1 = _is_data_independent_step1(num_teachers, threshold, sigma1, order)
+    ind2 = _is_data_independent_step2(num_teachers, m, sigma2, order)
+    if ind1:
+        rdp1 = np.full(votes.shape[0], order / (2 ** 0.5 * sigma1) ** 2)
+        ls1 = np.zeros((votes.shape[0], num_teachers))
+    else:
+        rdp1 = _threshold_rdp_from_max(max_vote, threshold, sigma1, orders)[:, 0]
+        ls1 = local_sensitivity_threshold(votes, num_teachers=num_teachers, threshold=threshold,
+                                          sigma=sigma1, order=order, baseline=baseline)
+    if ind2:
+        rdp2 = np.full(votes.shape[0], order / sigma2 ** 2)
+        ls2 = np.zeros((votes.shape[0], num_teachers))
+    else:
+        rdp2 = _rdp_gaussian_from_log_q(gnmax_log_q(votes, sigma=sigma2), sigma2, orders)[:, 0]
+        ls2 = local_sensitivity_gnmax(votes, num_teachers=num_teachers, sigma=sigma2, order=order)
+    return log_pr, rdp1, rdp2, ls1, ls2, ind1, ind2
+
+
+def search_smooth_sensitivity_parameters(votes, *, threshold, sigma1, sigma2, order, num_teachers,
+                                         delta) -> dict:
+    """The reference's search for the smooth-sensitivity parameters (``smooth_sensitivity_table``).
+
+    **Not private**: it looks at the votes to choose beta and sigma_ss, and it uses the
+    *expected* (Pr[answered]-weighted) cost and local sensitivity. Use it only to compare with
+    published numbers; a real release fixes order, beta and sigma_ss in advance
+    (:func:`release_sanitized_epsilon`).
+
+    For beta in arange(.3/lambda, .495/lambda, .01/lambda): SS = SS_beta(sum_i LS_thr_i +
+    p_i LS_gnmax_i), sigma_ss = (lambda e^{2 beta} / SS)^{1/3}, and the cost rdp + GNSS(beta,
+    sigma_ss) + 2 SS sigma_ss; the first beta of least cost wins. A step whose data-dependent
+    bound never beats the data-independent one at this order contributes LS = 0.
+
+    Returns a dict: beta, smooth_sensitivity, sigma_ss, eps_before (rdp + log(1/delta)/(lambda-1)),
+    eps_after (eps_before + GNSS cost), rdp (the expected RDP at ``order``), expected_answered,
+    data_independent_step1, data_independent_step2.
+    """
+    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    threshold = check_nonnegative(threshold, "threshold")
+    sigma1 = check_positive(sigma1, "sigma1")
+    sigma2 = check_positive(sigma2, "sigma2")
+    delta = check_delta(delta)
+    log_pr, rdp1, rdp2, ls1, ls2, ind1, ind2 = _expected_cost_and_ls(
+        votes, num_teachers, threshold, sigma1, sigma2, order, None)
+    pr = np.exp(log_pr)
+    rdp_total = float(np.sum(rdp1 + pr * rdp2))
+    ls_total = ls1.sum(axis=0) + (pr[:, None] * ls2).sum(axis=0)
+    eps_before = rdp_total + math.log(1.0 / delta) / (order - 1.0)
+    result = {"rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
+              "data_independent_step1": ind1, "data_independent_step2": ind2}
+    if ind1 and ind2:
+        result.update(beta=0.0, smooth_sensitivity=0.0, sigma_ss=math.inf, eps_after=eps_before)
+        return result
+    betas = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
+    decay = np.exp(-betas[:, None] * np.arange(num_teachers)[None, :])
+    ss = np.max(ls_total[None, :] * decay, axis=1)
+    sigma_ss = (order * np.exp(2.0 * betas) / ss) ** (1.0 / 3.0)
+    gnss = (order * np.exp(2.0 * betas) / sigma_ss ** 2
+            + (-0.5 * np.log(1.0 - 2.0 * order * betas) + betas * order) / (order - 1.0))
+    cost = rdp_total + gnss + 2.0 * ss * sigma_ss
+    best = int(np.argmin(cost))
+    result.update(beta=float(betas[best]), smooth_sensitivity=float(ss[best]),
+                  sigma_ss=float(sigma_ss[best]), eps_after=eps_before + float(gnss[best]))
+    return result
+
+
+# --------------------------------------------------------------------------- private release
+
+class SanitizedRelease(dict):
+    """Result of :func:`release_sanitized_epsilon` (a dict, JSON-serialisable)."""
+
+
+def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, order, beta, sigma_ss,
+                              delta, num_teachers, rng, baseline=None) -> SanitizedRelease:
+    """Release the data-dependent epsilon of a Confident-GNMax run privately (GNSS, [P18] §4.2).
+
+    ``order``, ``beta`` and ``sigma_ss`` must be fixed **before** looking at the votes (e.g. in the
+    run's config); they are never searched here. The released value is
+
+        rdp_noisy = rdp(lambda) + SS_beta * sigma_ss * Z,   Z ~ N(0, 1) drawn from ``rng``,
+
+    where rdp(lambda) is the *realised* data-dependent RDP at ``order`` (threshold check for every
+    query, GNMax for the answered ones) and SS_beta the beta-smooth sensitivity of that sum (the
+    sum of the per-query local sensitivities bounds the sum's). The release itself costs
+    gnss_rdp(beta, sigma_ss, order) at the same order, so the total (eps, delta) statement is
+
+        eps_sanitized = rdp_noisy + gnss_rdp + log(1/delta)/(lambda - 1).
+
+    Falls back to the data-independent cost -- nothing private to sanitize -- when neither step
+    has a data-dependent bound at this order, or when conditions C5/C6 fail (the local
+    sensitivity analysis does not apply); ``fallback`` then says why.
+
+    Returns a dict with eps_sanitized, eps_sanitized_upper_2std (eps_sanitized + 2 * noise std: a
+    conservative figure), eps_data_independent (at the same order), rdp_gnss, noise_std,
+    smooth_sensitivity, order, beta, sigma_ss, delta, answered, queries, fallback.
+    """
+    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    threshold = check_nonnegative(threshold, "threshold")
+    sigma1 = check_positive(sigma1, "sigma1")
+    sigma2 = check_positive(sigma2, "sigma2")
+    answered = check_mask(answered, votes.shape[0], "answered")
+    beta = check_positive(beta, "beta")
+    sigma_ss = check_positive(sigma_ss, "sigma_ss")
+    delta = check_delta(delta)
+    if baseline is not None:
+        baseline = check_baseline(baseline, votes.shape)
+    if not order < 1.0 / (2.0 * beta):
+        raise ValueError(f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r}, got order={order!r} "
+                         f"with beta={beta!r}; choose beta < 1/(2 order) in advance")
+    if not hasattr(rng, "normal"):
+        raise TypeError("rng must be a numpy Generator (or a generator-like object with normal())")
+
+    n_answered = int(answered.sum())
+    delta_term = math.log(1.0 / delta) / (order - 1.0)
+    eps_independent = (votes.shape[0] * order / (2 ** 0.5 * sigma1) ** 2
+                       + n_answered * order / sigma2 ** 2 + delta_term)
+    base = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "delta": delta,
+            "queries": int(votes.shape[0]), "answered": n_answered,
+            "eps_data_independent": eps_independent}
+
+    _, rdp1, rdp2, ls1, ls2, ind1, ind2 = _expected_cost_and_ls(
+        votes, num_teachers, threshold, sigma1, sigma2, order, baseline)
+    fallback = None
+    if ind1 and ind2:
+        fallback = "the data-dependent bounds never beat the data-independent ones at this order"
+    elif not ind2 and not all(check_conditions(sigma=sigma2, num_classes=votes.shape[1], order=order)):
+        fallback = "conditions C5/C6 do not hold at this order and sigma2"
+    if fallback is not None:
+        return SanitizedRelease(base, eps_sanitized=eps_independent,
+                                eps_sanitized_upper_2std=eps_independent, rdp_gnss=0.0,
+                                noise_std=0.0, smooth_sensitivity=0.0, fallback=fallback)
+
+    rdp_realised = float(rdp1.sum() + rdp2[answered].sum())
+    ls_total = ls1.sum(axis=0) + ls2[answered].sum(axis=0)
+    ss = smooth_sensitivity(ls_total, beta=beta)
+    noise_std = ss * sigma_ss
+    rdp_noisy = rdp_realised + noise_std * float(rng.normal(0.0, 1.0))
+    cost = gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=order)
+    eps_sanitized = max(rdp_noisy, 0.0) + cost + delta_term
+    return SanitizedRelease(base, eps_sanitized=eps_sanitized,
+                            eps_sanitized_upper_2std=eps_sanitized + 2.0 * noise_std,
+                            rdp_gnss=cost, noise_std=noise_std, smooth_sensitivity=ss,
+                            fallback=None)
