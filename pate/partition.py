@@ -1,0 +1,496 @@
+"""Split the sensitive records into disjoint teacher shards.
+
+Symbols
+-------
+``Partition``
+    Frozen record of a split: ``assignment`` (N,) int64 (teacher of each record),
+    ``num_teachers``, ``mode`` ("random" | "stratified" | "unit"), ``seed``, ``ids_digest``
+    (sha256 of the ids used) and, in unit mode, ``unit_ids``. ``.shards`` lists the sorted
+    record indices of each teacher; ``.save(path)`` / ``Partition.load(path, ids=...)``.
+``partition_random(num_records, *, num_teachers, rng)``
+    Uniformly random shards of equal size (+-1).
+``partition_stratified(labels, *, num_teachers, num_classes, rng)``
+    Every shard gets the same number (+-1) of records of every class, shards equal size (+-1).
+``partition_by_unit(unit_ids, *, num_teachers, rng)``
+    All records of one privacy unit (a patient, a user) land in the same shard.
+``check_partition(partition, num_records)``
+    Proves disjointness, coverage and non-empty shards (and unit consistency); raises
+    ``PartitionError`` otherwise.
+``ids_digest(ids)``
+    The sha256 hex digest of an id array, independent of its integer width / byte order.
+
+Neighbouring relation
+---------------------
+PATE's guarantee (Papernot et al., ICLR 2017, 2018) rests on each sensitive item influencing at
+most one teacher, so that changing it changes at most one vote. With ``mode="random"`` or
+``"stratified"`` the item is a *record* (record-level DP). With ``mode="unit"`` every record of a
+unit is in one shard, so adding, removing or changing all records of one person changes one
+teacher's vote: the guarantee is per *unit* (user-level DP). ``Partition.neighbouring_relation``
+states which one holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from analysis.errors import PartitionError
+from analysis.validation import check_choice, check_int, describe
+from pate.rng import check_rng
+
+__all__ = ["Partition", "partition_random", "partition_stratified", "partition_by_unit",
+           "check_partition", "ids_digest", "MODES", "PARTITION_FILENAME"]
+
+MODES = ("random", "stratified", "unit")
+PARTITION_FILENAME = "partition.npz"
+_FORMAT_VERSION = 1
+
+
+# --------------------------------------------------------------------------- ids and digests
+
+def _as_ids(ids: Any, name: str) -> np.ndarray:
+    """A 1-D array of integer or string ids (no floats, no objects, no missing values)."""
+    if isinstance(ids, (str, bytes)) or ids is None:
+        raise TypeError(f"{name} must be a 1-D array of integer or string ids, got {describe(ids)}")
+    arr = np.asarray(ids)
+    if arr.size == 0 and arr.dtype.kind == "f":
+        arr = arr.astype(np.int64)  # an empty list
+    if arr.dtype == object:
+        items = arr.ravel().tolist()
+        if items and all(isinstance(x, str) for x in items):
+            arr = np.asarray(items, dtype=str).reshape(arr.shape)
+        elif items and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                           for x in items):
+            arr = np.asarray(items, dtype=np.int64).reshape(arr.shape)
+        else:
+            raise TypeError(f"{name} must hold integers or strings (not a mix), got an object "
+                            "array with other values (e.g. None or floats); map them to ids first")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one id per record), got shape {arr.shape}")
+    if np.issubdtype(arr.dtype, np.integer):
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind in "US":
+        return arr.astype(str)
+    raise TypeError(f"{name} must hold integer or string ids, got dtype {arr.dtype}; float ids are "
+                    "refused because they compare ambiguously (e.g. 1.0 vs 1.0000001)")
+
+
+def ids_digest(ids: Any) -> str:
+    """sha256 hex digest of an id array (int ids hashed as int64 little-endian, str as UTF-8)."""
+    arr = _as_ids(ids, "ids")
+    h = hashlib.sha256()
+    if np.issubdtype(arr.dtype, np.integer):
+        h.update(b"pate-ids:int64:%d:" % arr.size)
+        h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
+    else:
+        h.update(b"pate-ids:str:%d:" % arr.size)
+        for item in arr:
+            data = str(item).encode("utf-8")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- the record
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """A split of N sensitive records among ``num_teachers`` disjoint shards.
+
+    Attributes
+    ----------
+    assignment : (N,) int64, read-only
+        Teacher index (0..num_teachers-1) of every record.
+    num_teachers : int
+    mode : "random" | "stratified" | "unit"
+    seed : int or None
+        Seed of the run that built it (None: secure / unseeded).
+    ids_digest : str
+        sha256 hex of the ids the split was built for: the unit ids in unit mode, the record ids
+        (``arange(N)`` unless given) otherwise. ``Partition.load(path, ids=...)`` verifies it.
+    unit_ids : (N,) array or None
+        Unit id of every record (unit mode only).
+    """
+
+    assignment: np.ndarray
+    num_teachers: int
+    mode: str
+    seed: int | None
+    ids_digest: str
+    unit_ids: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        num_teachers = check_int(self.num_teachers, "num_teachers", minimum=1)
+        check_choice(self.mode, "mode", MODES)
+        if self.seed is not None:
+            check_int(self.seed, "seed", minimum=0)
+        if not isinstance(self.ids_digest, str) or len(self.ids_digest) != 64:
+            raise ValueError(f"ids_digest must be a sha256 hex string, got {describe(self.ids_digest)}")
+        assignment = np.asarray(self.assignment)
+        if assignment.ndim != 1 or not np.issubdtype(assignment.dtype, np.integer):
+            raise TypeError(f"assignment must be a 1-D integer array, got {describe(assignment)}")
+        assignment = assignment.astype(np.int64, copy=True)
+        if assignment.size and (assignment.min() < 0 or assignment.max() >= num_teachers):
+            raise PartitionError(
+                f"assignment holds teacher indices outside [0, {num_teachers}) "
+                f"(min {int(assignment.min())}, max {int(assignment.max())})")
+        assignment.setflags(write=False)
+        object.__setattr__(self, "assignment", assignment)
+        object.__setattr__(self, "num_teachers", num_teachers)
+        if self.seed is not None:
+            object.__setattr__(self, "seed", int(self.seed))
+        unit_ids = self.unit_ids
+        if self.mode == "unit" and unit_ids is None:
+            raise ValueError("unit_ids is required when mode='unit'")
+        if unit_ids is not None:
+            unit_ids = _as_ids(unit_ids, "unit_ids").copy()
+            if unit_ids.shape != assignment.shape:
+                raise ValueError(f"unit_ids must have one id per record ({assignment.size}), "
+                                 f"got {unit_ids.size}")
+            unit_ids.setflags(write=False)
+            object.__setattr__(self, "unit_ids", unit_ids)
+
+    # -- views
+    @property
+    def num_records(self) -> int:
+        return int(self.assignment.size)
+
+    @property
+    def shards(self) -> list[np.ndarray]:
+        """Sorted record indices of each teacher (a list of ``num_teachers`` int64 arrays)."""
+        order = np.argsort(self.assignment, kind="stable")
+        bounds = np.cumsum(self.shard_sizes)[:-1]
+        return [s.astype(np.int64) for s in np.split(order, bounds)]
+
+    @property
+    def shard_sizes(self) -> np.ndarray:
+        """(num_teachers,) number of records per teacher."""
+        return np.bincount(self.assignment, minlength=self.num_teachers).astype(np.int64)
+
+    @property
+    def neighbouring_relation(self) -> str:
+        """Which neighbouring datasets the PATE guarantee is stated for."""
+        if self.mode == "unit":
+            return ("unit-level: datasets differing in all records of one privacy unit "
+                    "(e.g. one patient); each unit is held by exactly one teacher")
+        return ("record-level: datasets differing in one record; each record is held by exactly "
+                "one teacher")
+
+    def summary(self) -> dict:
+        """A JSON-able description (no record-level information)."""
+        sizes = self.shard_sizes
+        out = {"mode": self.mode, "num_teachers": self.num_teachers,
+               "num_records": self.num_records, "seed": self.seed,
+               "ids_digest": self.ids_digest,
+               "shard_size_min": int(sizes.min()) if sizes.size else 0,
+               "shard_size_max": int(sizes.max()) if sizes.size else 0,
+               "neighbouring_relation": self.neighbouring_relation}
+        if self.unit_ids is not None:
+            out["num_units"] = int(np.unique(self.unit_ids).size)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Partition):
+            return NotImplemented
+        same_units = (self.unit_ids is None and other.unit_ids is None) or (
+            self.unit_ids is not None and other.unit_ids is not None
+            and np.array_equal(self.unit_ids, other.unit_ids))
+        return (self.num_teachers == other.num_teachers and self.mode == other.mode
+                and self.seed == other.seed and self.ids_digest == other.ids_digest
+                and np.array_equal(self.assignment, other.assignment) and same_units)
+
+    __hash__ = None  # mutable-looking arrays inside: not hashable
+
+    def __repr__(self) -> str:
+        return (f"Partition(mode={self.mode!r}, num_teachers={self.num_teachers}, "
+                f"num_records={self.num_records}, seed={self.seed}, "
+                f"ids_digest={self.ids_digest[:12]}...)")
+
+    # -- persistence
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the partition to ``path`` (npz) atomically: temp file + ``os.replace``."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise ValueError(f"path must end in .npz, got {str(path)!r}")
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist; create it first")
+        arrays = {
+            "format_version": np.int64(_FORMAT_VERSION),
+            "assignment": self.assignment,
+            "num_teachers": np.int64(self.num_teachers),
+            "mode": np.str_(self.mode),
+            "seed": np.int64(-1 if self.seed is None else self.seed),
+            "ids_digest": np.str_(self.ids_digest),
+        }
+        if self.unit_ids is not None:
+            arrays["unit_ids"] = self.unit_ids
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        _atomic_write_bytes(path, buffer.getvalue())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, ids: Any = None) -> "Partition":
+        """Read a partition written by :meth:`save`; with ``ids`` verify it was built for them.
+
+        ``ids`` are the unit ids (unit mode) or the record ids (otherwise; ``arange(N)`` by
+        default). A mismatch raises ``PartitionError``: the data changed since the split.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no partition at {str(path)!r}; run `pate partition` first")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                fields = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise PartitionError(f"{str(path)!r} is not a readable partition file ({exc})") from None
+        required = {"format_version", "assignment", "num_teachers", "mode", "seed", "ids_digest"}
+        missing = required - set(fields)
+        if missing:
+            raise PartitionError(f"{str(path)!r} is not a partition file: missing {sorted(missing)}")
+        if int(fields["format_version"]) != _FORMAT_VERSION:
+            raise PartitionError(f"{str(path)!r} has format version {int(fields['format_version'])}; "
+                                 f"this pate-learn reads version {_FORMAT_VERSION}")
+        seed = int(fields["seed"])
+        try:
+            partition = cls(assignment=fields["assignment"],
+                            num_teachers=int(fields["num_teachers"]),
+                            mode=str(fields["mode"]), seed=None if seed < 0 else seed,
+                            ids_digest=str(fields["ids_digest"]),
+                            unit_ids=fields.get("unit_ids"))
+        except (TypeError, ValueError) as exc:
+            raise PartitionError(f"{str(path)!r} holds an invalid partition: {exc}") from None
+        check_partition(partition, partition.num_records)
+        if ids is not None:
+            given = _as_ids(ids, "ids")
+            if given.size != partition.num_records:
+                raise PartitionError(
+                    f"ids has {given.size} entries but the partition at {str(path)!r} covers "
+                    f"{partition.num_records} records; the data changed: re-run `pate partition`")
+            digest = ids_digest(given)
+            if digest != partition.ids_digest:
+                raise PartitionError(
+                    f"the partition at {str(path)!r} was built for other ids (digest "
+                    f"{partition.ids_digest[:12]}..., given {digest[:12]}...); the data changed "
+                    "since the split: re-run `pate partition` on the current data")
+        return partition
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+# --------------------------------------------------------------------------- checks
+
+def check_partition(partition: Partition | Sequence[Any], num_records: int) -> None:
+    """Prove that ``partition`` splits ``num_records`` records into disjoint, non-empty shards.
+
+    ``partition`` is a :class:`Partition` or a sequence of per-teacher index arrays. Raises
+    ``PartitionError`` on overlap (a record in two shards), missing or out-of-range records,
+    an empty shard, or (unit mode) a unit spread over several shards. Returns None.
+    """
+    num_records = check_int(num_records, "num_records", minimum=1)
+    if isinstance(partition, Partition):
+        assignment = partition.assignment
+        if assignment.size != num_records:
+            raise PartitionError(f"the partition covers {assignment.size} records, expected "
+                                 f"{num_records}; re-run `pate partition` on the current data")
+        sizes = partition.shard_sizes
+        if np.any(sizes == 0):
+            raise PartitionError(f"teacher {int(np.argmin(sizes))} has an empty shard; "
+                                 "use fewer teachers")
+        if partition.unit_ids is not None:
+            _check_units_whole(partition.unit_ids, assignment)
+        return None
+    if isinstance(partition, (str, bytes, np.ndarray)) or not isinstance(partition, Sequence):
+        raise TypeError("partition must be a Partition or a sequence of per-teacher index arrays, "
+                        f"got {describe(partition)}")
+    if len(partition) == 0:
+        raise PartitionError("the partition has no shards")
+    owner = np.full(num_records, -1, dtype=np.int64)
+    for t, shard in enumerate(partition):
+        idx = np.asarray(shard)
+        if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+            raise TypeError(f"shard {t} must be a 1-D integer index array, got {describe(idx)}")
+        if idx.size == 0:
+            raise PartitionError(f"shard {t} is empty; use fewer teachers")
+        if idx.min() < 0 or idx.max() >= num_records:
+            raise PartitionError(f"shard {t} holds record indices outside [0, {num_records})")
+        if np.unique(idx).size != idx.size:
+            raise PartitionError(f"shard {t} lists a record twice")
+        taken = owner[idx] >= 0
+        if np.any(taken):
+            rec = int(idx[np.argmax(taken)])
+            raise PartitionError(f"shards overlap: record {rec} is in shard {int(owner[rec])} "
+                                 f"and shard {t}; every record must go to exactly one teacher")
+        owner[idx] = t
+    if np.any(owner < 0):
+        missing = int(np.sum(owner < 0))
+        raise PartitionError(f"{missing} record(s) belong to no shard (first: record "
+                             f"{int(np.argmax(owner < 0))}); every record must be covered")
+    return None
+
+
+def _check_units_whole(unit_ids: np.ndarray, assignment: np.ndarray) -> None:
+    _, inverse = np.unique(unit_ids, return_inverse=True)
+    lo = np.full(inverse.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(inverse.max() + 1, -1, dtype=np.int64)
+    np.minimum.at(lo, inverse, assignment)
+    np.maximum.at(hi, inverse, assignment)
+    split = lo != hi
+    if np.any(split):
+        raise PartitionError(f"{int(split.sum())} privacy unit(s) are spread over several shards; "
+                             "in unit mode all records of a unit must go to one teacher")
+
+
+def _check_teachers(num_teachers: Any, available: int, what: str) -> int:
+    num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
+    if num_teachers > available:
+        raise PartitionError(f"num_teachers={num_teachers} is more than the {available} {what}; "
+                             f"every teacher needs at least one: use at most {available} teachers")
+    return num_teachers
+
+
+def _digest_for(record_ids: Any, num_records: int) -> str:
+    if record_ids is None:
+        return ids_digest(np.arange(num_records, dtype=np.int64))
+    ids = _as_ids(record_ids, "record_ids")
+    if ids.size != num_records:
+        raise ValueError(f"record_ids must have one id per record ({num_records}), got {ids.size}")
+    if np.unique(ids).size != ids.size:
+        raise ValueError("record_ids must be unique (one id per record)")
+    return ids_digest(ids)
+
+
+# --------------------------------------------------------------------------- builders
+
+def partition_random(num_records: int, *, num_teachers: int, rng: np.random.Generator,
+                     seed: int | None = None, record_ids: Any = None) -> Partition:
+    """Uniformly random disjoint shards of equal size (+-1).
+
+    Parameters
+    ----------
+    num_records : int >= 1
+    num_teachers : int, 1 <= num_teachers <= num_records
+    rng : numpy.random.Generator (e.g. ``make_streams(seed).partition``)
+    seed : int, optional
+        Recorded in the partition (the seed the ``rng`` came from), for the audit trail.
+    record_ids : (N,) ids, optional
+        Ids of the records, for the digest (``arange(N)`` by default).
+    """
+    num_records = check_int(num_records, "num_records", minimum=1)
+    num_teachers = _check_teachers(num_teachers, num_records, "records")
+    digest = _digest_for(record_ids, num_records)
+    rng = check_rng(rng)
+    _check_seed(seed)
+    assignment = np.empty(num_records, dtype=np.int64)
+    assignment[rng.permutation(num_records)] = np.arange(num_records, dtype=np.int64) % num_teachers
+    return Partition(assignment=assignment, num_teachers=num_teachers, mode="random",
+                     seed=seed, ids_digest=digest)
+
+
+def partition_stratified(labels: Any, *, num_teachers: int, num_classes: int,
+                         rng: np.random.Generator, seed: int | None = None,
+                         record_ids: Any = None) -> Partition:
+    """Shards of equal size (+-1) that each hold the same number (+-1) of records of each class.
+
+    Records are ordered by class (randomly within a class) and dealt round-robin to a random
+    permutation of the teachers, continuing from class to class.
+    """
+    num_classes = check_int(num_classes, "num_classes", minimum=2)
+    labels = _check_labels(labels, num_classes)
+    num_records = labels.size
+    num_teachers = _check_teachers(num_teachers, num_records, "records")
+    digest = _digest_for(record_ids, num_records)
+    rng = check_rng(rng)
+    _check_seed(seed)
+    within = rng.permutation(num_records)
+    order = within[np.argsort(labels[within], kind="stable")]
+    dealer = rng.permutation(num_teachers)
+    assignment = np.empty(num_records, dtype=np.int64)
+    assignment[order] = dealer[np.arange(num_records, dtype=np.int64) % num_teachers]
+    return Partition(assignment=assignment, num_teachers=num_teachers, mode="stratified",
+                     seed=seed, ids_digest=digest)
+
+
+def partition_by_unit(unit_ids: Any, *, num_teachers: int, rng: np.random.Generator,
+                      seed: int | None = None) -> Partition:
+    """Shards such that all records of one privacy unit (patient, user) go to one teacher.
+
+    Units are visited in a random order, larger units first (ties in random order), and each is
+    given to the teacher holding the fewest records so far (ties: lowest index), which keeps
+    shard sizes balanced even when unit sizes vary. With units of one record this is a random
+    equal-size split.
+    """
+    ids = _as_ids(unit_ids, "unit_ids")
+    if ids.size == 0:
+        raise ValueError("unit_ids is empty; there are no records to split")
+    units, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    num_teachers = _check_teachers(num_teachers, units.size, "privacy units")
+    rng = check_rng(rng)
+    _check_seed(seed)
+    shuffled = rng.permutation(units.size)
+    visit = shuffled[np.argsort(-counts[shuffled], kind="stable")]
+    unit_teacher = np.empty(units.size, dtype=np.int64)
+    if np.all(counts == 1):
+        unit_teacher[visit] = np.arange(units.size, dtype=np.int64) % num_teachers
+    else:
+        _greedy_balance(visit, counts, num_teachers, unit_teacher)
+    return Partition(assignment=unit_teacher[inverse.reshape(-1)], num_teachers=num_teachers,
+                     mode="unit", seed=seed, ids_digest=ids_digest(ids), unit_ids=ids)
+
+
+def _greedy_balance(visit: np.ndarray, counts: np.ndarray, num_teachers: int,
+                    unit_teacher: np.ndarray) -> None:
+    import heapq
+    heap = [(0, t) for t in range(num_teachers)]
+    for u in visit.tolist():
+        load, t = heapq.heappop(heap)
+        unit_teacher[u] = t
+        heapq.heappush(heap, (load + int(counts[u]), t))
+
+
+def _check_seed(seed: Any) -> None:
+    if seed is not None:
+        check_int(seed, "seed", minimum=0)
+
+
+def _check_labels(labels: Any, num_classes: int) -> np.ndarray:
+    if isinstance(labels, (str, bytes)) or labels is None:
+        raise TypeError(f"labels must be a 1-D integer array, got {describe(labels)}")
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"labels must be 1-D (one label per record), got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError("labels is empty; there are no records to split")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) \
+                and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"labels must be integer class indices, got {describe(arr)}")
+    arr = arr.astype(np.int64, copy=False)
+    bad = (arr < 0) | (arr >= num_classes)
+    if np.any(bad):
+        raise ValueError(f"labels must lie in [0, num_classes={num_classes}); got {int(arr[bad][0])} "
+                         f"(at record {int(np.argmax(bad))}); pass the right num_classes")
+    return arr
