@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
-from analysis.rdp import (_max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
+from analysis.rdp import (_max_vote, _unique_apply, _rdp_gaussian_from_log_q, _threshold_log_pr,
                           _threshold_rdp_from_max, gnmax_log_q)
 from analysis.validation import (check_baseline, check_delta, check_int, check_mask,
                                  check_nonnegative, check_order, check_positive, check_votes)
@@ -137,9 +137,10 @@ def _ls_gnmax_from_log_q(log_q: np.ndarray, sigma: float, m: int, order: float) 
     log_q = np.where((log_q1 <= log_q) & (log_q <= log_q0), log_q1, log_q)
     beta = _rdp_gnmax_at(sigma, log_q, order, log_q0)
     q = np.exp(np.maximum(log_q, _LOG_Q_FLOOR))
+    z = erfcinv(2.0 * q / (m - 1))  # shared by BU(q) and BL(q)
     with np.errstate(divide="ignore"):
-        log_bu = np.log(_bu(q, sigma, m))
-        log_bl = np.log(_bl(q, sigma, m))
+        log_bu = np.log(np.minimum(1.0, (m - 1) / 2.0 * erfc(z - 1.0 / sigma)))
+        log_bl = np.log((m - 1) / 2.0 * erfc(z + 1.0 / sigma))
     beta_bu = _rdp_gnmax_at(sigma, log_bu, order, log_q0)
     # BL underflowing to 0 means beta(BL) is ~0: using 0 overstates LS (safe).
     beta_bl = np.where(np.isneginf(log_bl), 0.0, _rdp_gnmax_at(sigma, log_bl, order, log_q0))
@@ -186,9 +187,13 @@ def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
     log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
     log_q = gnmax_log_q(votes, sigma=sigma)
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
-    result[~in_plateau, 0] = _ls_gnmax_from_log_q(log_q[~in_plateau], sigma, m, order)
     go_left = log_q > log_q0  # make the leader stronger: q decreases towards q0
     go_right = log_q < log_q1  # make the runner-up stronger: q increases towards q1
+    # Walk all queries in lock-step, recording (row, distance, log q); Algorithm 3 is then
+    # evaluated once, on the distinct log q values only.
+    visited_rows = [np.nonzero(~in_plateau)[0]]
+    visited_distance = [np.zeros(visited_rows[0].size, dtype=np.int64)]
+    visited_log_q = [log_q[~in_plateau]]
     current = -np.sort(-votes, axis=1)
     distance = 0
     while distance + 1 < num_teachers:
@@ -206,7 +211,12 @@ def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
             block[left_rows] = -np.sort(-block[left_rows], axis=1)
         current[rows] = block
         log_q[rows] = _log_q_sorted(block, log_tail, m)
-        result[rows, distance] = _ls_gnmax_from_log_q(log_q[rows], sigma, m, order)
+        visited_rows.append(rows)
+        visited_distance.append(np.full(rows.size, distance))
+        visited_log_q.append(log_q[rows])
+    all_log_q = np.concatenate(visited_log_q)
+    result[np.concatenate(visited_rows), np.concatenate(visited_distance)] = _unique_apply(
+        all_log_q, lambda u: _ls_gnmax_from_log_q(u, sigma, m, order))
     return result
 
 
