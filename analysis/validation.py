@@ -23,6 +23,8 @@ __all__ = [
     "check_int",
     "check_baseline",
     "check_choice",
+    "check_unit_interval",
+    "check_probabilities",
     "describe",
 ]
 
@@ -174,3 +176,38 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {describe(value)}")
     return value
+
+
+def check_unit_interval(value: Any, name: str) -> float:
+    """A finite real number in [0, 1] (e.g. a confidence level or a fraction)."""
+    out = _as_real(value, name)
+    if not 0.0 <= out <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {out!r}")
+    return out
+
+
+def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = "probabilities",
+                        *, atol: float = 1e-3) -> np.ndarray:
+    """Finite probabilities of ``shape`` in [0, 1], summing to 1 (within ``atol``) on the last axis.
+
+    Returns a float64 array. Logits (negative values, sums far from 1) are refused with a hint.
+    """
+    if isinstance(probabilities, (str, bytes)) or probabilities is None:
+        raise TypeError(f"{name} must be an array of probabilities, got {describe(probabilities)}")
+    try:
+        arr = np.asarray(probabilities, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of probabilities, got {describe(probabilities)}") from None
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    if arr.size:
+        if arr.min() < 0 or arr.max() > 1:
+            raise ValueError(f"{name} must lie in [0, 1], got values in [{float(arr.min())!r}, "
+                             f"{float(arr.max())!r}]; if these are logits apply a softmax first")
+        off = float(np.max(np.abs(arr.sum(axis=-1) - 1.0)))
+        if off > atol:
+            raise ValueError(f"{name} must sum to 1 over the last axis (within {atol}); a row is "
+                             f"off by {off:.3g}; apply a softmax first")
+    return arr
