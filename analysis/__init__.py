@@ -6,6 +6,8 @@ package alone. See the module docstrings for the symbols and the papers behind e
 
 from analysis.accountant import (PrivacyEvent, RdpAccountant, confident_gnmax_event,
                                  gnmax_event, lnmax_event)
+from analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
+                                  calibrate_lnmax_scale)
 from analysis.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
 from analysis.sensitivity import (SanitizedRelease, check_conditions, gnmax_log_q0,
                                          gnss_rdp, local_sensitivity_gnmax,
@@ -22,4 +24,5 @@ __all__ = [
     "gnmax_log_q0", "local_sensitivity_gnmax", "local_sensitivity_threshold", "smooth_sensitivity",
     "gnss_rdp", "check_conditions", "search_smooth_sensitivity_parameters",
     "release_sanitized_epsilon", "SanitizedRelease",
+    "calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax",
 ]

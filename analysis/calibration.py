@@ -1,0 +1,115 @@
+"""Noise calibration: the smallest noise whose data-independent epsilon meets a target.
+
+Data-independent costs (functions of public quantities only, so calibrating on them is private):
+
+* GNMax, n answered queries:           n lambda / sigma^2                        ([P18] Prop. 8)
+* LNMax, n answered queries:           n min(lambda eps0^2 / 2, eps0), eps0 = 2 / scale
+* Confident GNMax, n asked, a answered: n lambda / (2 sigma1^2) + a lambda / sigma2^2, with
+  sigma1 = ratio * sigma2 and a = n unless a smaller bound on the answers is enforced
+  (e.g. by an online aggregator that stops answering after ``max_answered``).
+
+Each cost is converted with :func:`analysis.eps_from_rdp` on the given orders. Epsilon decreases
+monotonically in the noise, so a bisection in log-space brackets the exact threshold; the
+returned noise is always the upper end of the final bracket, whose epsilon has been checked to be
+<= the target: calibration never overshoots.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from analysis.orders import DEFAULT_ORDERS
+from analysis.rdp import eps_from_rdp
+from analysis.validation import check_delta, check_int, check_orders, check_positive
+
+__all__ = ["calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax"]
+
+
+def _smallest_noise(eps_of: Callable[[float], float], target: float, what: str,
+                    floor_eps: float) -> float:
+    if target <= floor_eps:
+        raise ValueError(f"eps={target!r} is unreachable at this delta on these orders: even "
+                         f"infinite noise costs eps={floor_eps:.6g} (the delta term). Raise eps or "
+                         "include larger orders")
+    lo, hi = 1e-6, 1.0
+    while eps_of(hi) > target:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e15:
+            raise ValueError(f"no {what} below 1e15 reaches eps={target!r}")
+    if eps_of(lo) <= target:
+        return lo
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if eps_of(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi / lo - 1.0 < 1e-13:
+            break
+    if eps_of(hi) > target:  # defensive: never return a noise that overshoots
+        raise ArithmeticError(f"calibration of {what} failed to bracket eps={target!r}")
+    return hi
+
+
+def _delta_floor(orders: np.ndarray, delta: float, conversion: str) -> float:
+    return float(eps_from_rdp(np.zeros(orders.size), orders=orders, delta=delta,
+                              conversion=conversion)[0])
+
+
+def calibrate_gnmax_sigma(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
+                          conversion: str = "classic") -> float:
+    """Smallest sigma such that ``num_queries`` GNMax answers are (eps, delta)-DP
+    (data-independent bound)."""
+    eps = check_positive(eps, "eps")
+    delta = check_delta(delta)
+    n = check_int(num_queries, "num_queries", minimum=1)
+    orders = check_orders(orders)
+
+    def eps_of(sigma: float) -> float:
+        return float(eps_from_rdp(n * orders / sigma ** 2, orders=orders, delta=delta,
+                                  conversion=conversion)[0])
+
+    return _smallest_noise(eps_of, eps, "sigma", _delta_floor(orders, delta, conversion))
+
+
+def calibrate_lnmax_scale(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
+                          conversion: str = "classic") -> float:
+    """Smallest Laplace scale such that ``num_queries`` LNMax answers are (eps, delta)-DP."""
+    eps = check_positive(eps, "eps")
+    delta = check_delta(delta)
+    n = check_int(num_queries, "num_queries", minimum=1)
+    orders = check_orders(orders)
+
+    def eps_of(scale: float) -> float:
+        pure = 2.0 / scale
+        rdp = n * np.minimum(0.5 * pure * pure * orders, pure)
+        return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
+
+    return _smallest_noise(eps_of, eps, "scale", _delta_floor(orders, delta, conversion))
+
+
+def calibrate_confident_gnmax(*, eps, delta, num_queries, max_answered=None, sigma1_ratio=3.75,
+                              orders=DEFAULT_ORDERS, conversion: str = "classic") -> tuple[float, float]:
+    """Smallest (sigma1, sigma2) = (ratio * s, s) such that asking ``num_queries`` and answering at
+    most ``max_answered`` (default: all) is (eps, delta)-DP (data-independent bound).
+
+    The default ratio 3.75 is the Scalable-PATE MNIST setting (sigma1=150, sigma2=40).
+    """
+    eps = check_positive(eps, "eps")
+    delta = check_delta(delta)
+    n = check_int(num_queries, "num_queries", minimum=1)
+    answered = n if max_answered is None else check_int(max_answered, "max_answered", minimum=0)
+    if answered > n:
+        raise ValueError(f"max_answered ({answered}) cannot exceed num_queries ({n})")
+    ratio = check_positive(sigma1_ratio, "sigma1_ratio")
+    orders = check_orders(orders)
+
+    def eps_of(sigma2: float) -> float:
+        rdp = n * orders / (2.0 * (ratio * sigma2) ** 2) + answered * orders / sigma2 ** 2
+        return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
+
+    sigma2 = _smallest_noise(eps_of, eps, "sigma2", _delta_floor(orders, delta, conversion))
+    return ratio * sigma2, sigma2

@@ -1,0 +1,174 @@
+"""`pate analyze`: the privacy analysis of a vote matrix (no torch import: starts fast)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+MECHANISMS = ("gnmax", "confident-gnmax", "lnmax")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "analyze",
+        help="data-independent and data-dependent epsilon of a vote matrix",
+        description=(
+            "Compute the Renyi-DP of the PATE aggregator on a saved vote matrix (queries x classes, "
+            ".npy) and convert it to (eps, delta). Without --answered, Confident GNMax is charged "
+            "its expected cost (Pr[answered]-weighted, as the reference scripts); with --answered "
+            "(a boolean .npy mask of the queries actually answered) the realised cost. The "
+            "data-dependent epsilon looks at the votes: it is NOT private to publish (see "
+            "`analysis.release_sanitized_epsilon`)."))
+    p.add_argument("--votes", required=True, help="vote matrix (.npy, integer, queries x classes)")
+    p.add_argument("--mechanism", required=True, choices=MECHANISMS)
+    p.add_argument("--sigma", type=float, help="GNMax noise std")
+    p.add_argument("--scale", type=float, help="LNMax Laplace scale")
+    p.add_argument("--threshold", type=float, help="Confident GNMax threshold T")
+    p.add_argument("--sigma1", type=float, help="Confident GNMax threshold-check noise std")
+    p.add_argument("--sigma2", type=float, help="Confident GNMax argmax noise std")
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--answered", help="boolean mask of answered queries (.npy), realised cost")
+    p.add_argument("--orders", default="default",
+                   help="'default', 'reference' (the 298-order grid of the reference) or a "
+                        "comma-separated list of orders > 1")
+    p.add_argument("--conversion", default="classic", choices=("classic", "tight"),
+                   help="RDP to (eps, delta) conversion (default: classic, as the reference)")
+    p.add_argument("--smooth-sensitivity", action="store_true",
+                   help="also run the reference's (NON-private) smooth-sensitivity parameter "
+                        "search at the best order, to compare with published numbers "
+                        "(confident-gnmax only)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.set_defaults(func=run)
+
+
+def _parse_orders(text: str):
+    import numpy as np
+
+    import analysis
+
+    if text == "default":
+        return analysis.DEFAULT_ORDERS, "default"
+    if text == "reference":
+        return analysis.REFERENCE_ORDERS, "reference"
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--orders must be 'default', 'reference' or a comma-separated list of "
+                         f"numbers, got {text!r}") from None
+    return analysis.validation.check_orders(np.array(values), "--orders"), "custom"
+
+
+def _need(args, *names: str) -> None:
+    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is None]
+    if missing:
+        raise ValueError(f"--mechanism {args.mechanism} needs {', '.join(missing)}")
+
+
+def _load_npy(path: str, what: str):
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} file not found: {path}") from None
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{what} file {path} is not a readable .npy array ({exc})") from None
+
+
+def compute(args) -> dict:
+    """The analysis behind the command, as a JSON-able dict."""
+    import numpy as np
+
+    import analysis
+    from analysis import validation
+
+    orders, orders_name = _parse_orders(args.orders)
+    delta = validation.check_delta(args.delta, "--delta")
+    if args.mechanism == "gnmax":
+        _need(args, "sigma")
+        params = {"sigma": validation.check_positive(args.sigma, "--sigma")}
+    elif args.mechanism == "lnmax":
+        _need(args, "scale")
+        params = {"scale": validation.check_positive(args.scale, "--scale")}
+    else:
+        _need(args, "threshold", "sigma1", "sigma2")
+        params = {"threshold": validation.check_nonnegative(args.threshold, "--threshold"),
+                  "sigma1": validation.check_positive(args.sigma1, "--sigma1"),
+                  "sigma2": validation.check_positive(args.sigma2, "--sigma2")}
+    if args.smooth_sensitivity and args.mechanism != "confident-gnmax":
+        raise ValueError("--smooth-sensitivity applies to --mechanism confident-gnmax only")
+    votes = validation.check_votes(_load_npy(args.votes, "--votes"), "--votes")
+    n = votes.shape[0]
+    answered = None
+    if args.answered is not None:
+        answered = validation.check_mask(_load_npy(args.answered, "--answered"), n, "--answered")
+        if args.mechanism != "confident-gnmax":
+            raise ValueError("--answered applies to --mechanism confident-gnmax only "
+                             "(GNMax and LNMax answer every query)")
+
+    if args.mechanism == "gnmax":
+        dep = analysis.gnmax_rdp(votes, sigma=params["sigma"], orders=orders).sum(axis=0)
+        ind = n * orders / params["sigma"] ** 2
+        answered_count, answered_kind = float(n), "all"
+    elif args.mechanism == "lnmax":
+        dep = analysis.lnmax_rdp(votes, scale=params["scale"], orders=orders).sum(axis=0)
+        ind = analysis.lnmax_rdp(votes[:1], scale=params["scale"], orders=orders,
+                                 data_dependent=False)[0] * n
+        answered_count, answered_kind = float(n), "all"
+    else:
+        kw = dict(orders=orders, answered=answered, **params)
+        dep = analysis.confident_gnmax_rdp(votes, **kw)
+        ind = analysis.confident_gnmax_rdp(votes, data_dependent=False, **kw)
+        if answered is None:
+            answered_count = float(np.exp(analysis.threshold_log_pr_answered(
+                votes, threshold=params["threshold"], sigma=params["sigma1"])).sum())
+            answered_kind = "expected"
+        else:
+            answered_count, answered_kind = float(answered.sum()), "realised"
+
+    eps_dep, order_dep = analysis.eps_from_rdp(dep, orders=orders, delta=delta,
+                                               conversion=args.conversion)
+    eps_ind, order_ind = analysis.eps_from_rdp(ind, orders=orders, delta=delta,
+                                               conversion=args.conversion)
+    result = {
+        "mechanism": args.mechanism, "params": params, "delta": delta,
+        "queries": n, "answered": answered_count, "answered_kind": answered_kind,
+        "orders": orders_name, "conversion": args.conversion,
+        "eps_data_independent": float(eps_ind), "order_data_independent": float(order_ind),
+        "eps_data_dependent": float(eps_dep), "order": float(order_dep),
+        "data_dependent_is_private": False,
+    }
+    if args.smooth_sensitivity:
+        ss = analysis.search_smooth_sensitivity_parameters(
+            votes, threshold=params["threshold"], sigma1=params["sigma1"],
+            sigma2=params["sigma2"], order=float(order_dep), num_teachers=int(votes[0].sum()),
+            delta=delta)
+        result["smooth_sensitivity_search_not_private"] = {
+            k: (None if isinstance(v, float) and v == float("inf") else v) for k, v in ss.items()}
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    result = compute(args)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    kind = {"expected": "expected (Pr[answered]-weighted)", "realised": "realised (from --answered)",
+            "all": "all"}[result["answered_kind"]]
+    print(f"mechanism            {result['mechanism']} {result['params']}")
+    print(f"queries              {result['queries']}, answered {result['answered']:.2f} ({kind})")
+    print(f"delta                {result['delta']:g}   conversion {result['conversion']}, "
+          f"orders {result['orders']}")
+    print(f"eps data-independent {result['eps_data_independent']:.6f} "
+          f"(order {result['order_data_independent']:g})")
+    print(f"eps data-dependent   {result['eps_data_dependent']:.6f} (order {result['order']:g})  "
+          "-- depends on the votes: NOT private to publish as is")
+    ss = result.get("smooth_sensitivity_search_not_private")
+    if ss:
+        print(f"smooth sensitivity   beta {ss['beta']:.6f}, SS {ss['smooth_sensitivity']:.6g}, "
+              f"sigma_ss {ss['sigma_ss'] if ss['sigma_ss'] is not None else 'inf'}; "
+              f"eps {ss['eps_before']:.6f} -> {ss['eps_after']:.6f} with the GNSS release "
+              "(parameters searched on the votes: NOT private)")
+    return 0
