@@ -13,6 +13,7 @@ import sys
 # One line per subcommand module; keep this list sorted by pipeline stage.
 COMMAND_MODULES = (
     "pate.commands.analyze",
+    "pate.commands.budget",
 )
 
 

@@ -1,0 +1,1332 @@
+"""A persistent privacy-budget ledger: every run's spend of a sensitive dataset, never overspent.
+
+Without a ledger the total privacy cost of relabelling, adding queries and training new students
+is invisible. This module keeps, per sensitive dataset, the **events** each run spent
+(:class:`analysis.accountant.PrivacyEvent`: mechanism, parameters, the Renyi orders and the
+per-order RDP of what was actually answered, run id, UTC time) -- never just a final epsilon -- so
+that totals are recomposed exactly with :class:`analysis.accountant.RdpAccountant` and
+:func:`analysis.eps_from_rdp` whenever they are needed.
+
+Symbols
+-------
+``Ledger``
+    The SQLite ledger (one file, many datasets). ``Ledger(path)`` creates or opens it.
+``Reservation``
+    An upper bound on what one run may spend, held while the run works; ``commit(events)`` turns
+    it into events and releases the rest; ``release()`` gives it all back.
+``Budget``
+    ``(eps, delta, basis)`` of a dataset; ``basis`` is ``"data-independent"`` (default) or
+    ``"data-dependent"``.
+``StoredEvent``
+    A recorded ``PrivacyEvent`` with its row id, dataset, run id, time and blocks.
+``ReservationInfo``
+    A stored reservation (live or closed) as plain data.
+``dataset_digest(ids)``
+    The sha256 identity of a dataset from the ids (or per-record content hashes) of its records.
+``default_ledger_path()``
+    ``$PATE_LEDGER``, else ``$XDG_DATA_HOME/pate/ledger.sqlite3``, else
+    ``~/.local/share/pate/ledger.sqlite3``.
+``SCHEMA_VERSION``
+    The ``PRAGMA user_version`` this code reads and writes.
+
+Accounting rules
+----------------
+* Spend is judged on the **data-independent** RDP of each event by default. The data-dependent
+  RDP (Papernot et al. 2018, "Scalable Private Learning with PATE", Sec. 4) depends on the votes,
+  so an epsilon computed from it is not itself differentially private; a dataset may opt in with
+  ``set_budget(..., data_dependent=True)`` (documented, explicit, and shown as such everywhere).
+* Events recorded with different Renyi-order grids are composed on the orders **all of them
+  share**: RDP at an order is valid for that order alone, and converting with fewer orders can
+  only raise epsilon, so the total is never understated. No shared order -> ``LedgerError``.
+* Blocks (Sage: Lecuyer et al. 2019, "Privacy Accounting and Quality Control in the Sage
+  Differentially Private ML Platform", block composition): records arriving in time blocks are
+  registered as blocks; an event is charged only to the blocks the teacher ensemble was trained
+  on; every block has its own composition and the dataset's loss is the **max over blocks**, so a
+  new block brings fresh budget. Events recorded before any block existed are charged to every
+  block, present and future (the ledger cannot know which records they used).
+* Reservation protocol: ``reserve`` checks, in one ``BEGIN IMMEDIATE`` transaction, that the
+  committed events + every live reservation + the new upper bound fit the budget in every block
+  the run touches, then records the reservation with the process id, host name and a lease.
+  ``commit`` re-checks committed events + other live reservations + the realised events, so spend
+  within a reservation always commits and nothing can ever overspend. Release labels only after
+  ``commit`` returns. A reservation whose process is dead (same host: the pid is gone, a zombie,
+  or reused) or whose lease expired (another host) is marked ``expired`` by the next writer.
+
+Storage: SQLite in WAL mode, ``synchronous=FULL``, a busy timeout, ``PRAGMA user_version`` for
+the schema and an application marker in table ``meta``. Every event and reservation row carries
+the sha256 of its canonical JSON payload, checked on every read. A new ledger is built in a
+temporary file and hard-linked into place, so a half-initialised ledger never exists; an existing
+file that is not a ledger of this version is never written to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
+import pathlib
+import socket
+import sqlite3
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from analysis.errors import BudgetExceededError, LedgerError
+from analysis.validation import check_delta, check_int, check_orders, check_positive
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "Budget",
+    "Ledger",
+    "Reservation",
+    "ReservationInfo",
+    "StoredEvent",
+    "dataset_digest",
+    "default_ledger_path",
+]
+
+SCHEMA_VERSION = 1
+APPLICATION = "pate-learn-ledger"
+DEFAULT_LEASE_SECONDS = 900.0
+DEFAULT_TIMEOUT_SECONDS = 10.0
+BASES = ("data-independent", "data-dependent")
+_HEX = frozenset("0123456789abcdef")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE datasets (
+    digest TEXT PRIMARY KEY CHECK (length(digest) = 64),
+    name TEXT UNIQUE,
+    budget_eps REAL CHECK (budget_eps IS NULL OR budget_eps > 0),
+    budget_delta REAL CHECK (budget_delta IS NULL OR (budget_delta > 0 AND budget_delta < 1)),
+    basis TEXT NOT NULL DEFAULT 'data-independent'
+        CHECK (basis IN ('data-independent', 'data-dependent')),
+    created_utc TEXT NOT NULL
+);
+CREATE TABLE blocks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL REFERENCES datasets(digest),
+    name TEXT NOT NULL,
+    created_utc TEXT NOT NULL,
+    UNIQUE (dataset, name)
+);
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL REFERENCES datasets(digest),
+    run_id TEXT NOT NULL,
+    created_utc TEXT NOT NULL,
+    reservation TEXT,
+    mechanism TEXT NOT NULL,
+    queries INTEGER NOT NULL,
+    answered INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    sha256 TEXT NOT NULL
+);
+CREATE INDEX events_by_dataset ON events (dataset, id);
+CREATE TABLE event_blocks (
+    event INTEGER NOT NULL REFERENCES events(id),
+    block INTEGER NOT NULL REFERENCES blocks(id),
+    PRIMARY KEY (event, block)
+);
+CREATE TABLE reservations (
+    id TEXT PRIMARY KEY,
+    dataset TEXT NOT NULL REFERENCES datasets(digest),
+    run_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    process_token TEXT,
+    hostname TEXT NOT NULL,
+    created_utc TEXT NOT NULL,
+    heartbeat REAL NOT NULL,
+    lease_seconds REAL NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('active', 'committed', 'released', 'expired')),
+    closed_utc TEXT
+);
+CREATE INDEX reservations_by_dataset ON reservations (dataset, status);
+CREATE TABLE reservation_blocks (
+    reservation TEXT NOT NULL REFERENCES reservations(id),
+    block INTEGER NOT NULL REFERENCES blocks(id),
+    PRIMARY KEY (reservation, block)
+);
+CREATE TABLE audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT,
+    time_utc TEXT NOT NULL,
+    action TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------------
+
+def _accountant():
+    """``analysis.accountant`` and ``eps_from_rdp`` (imported lazily: the CLI starts fast)."""
+    from analysis import eps_from_rdp
+    from analysis.accountant import PrivacyEvent, RdpAccountant
+    return PrivacyEvent, RdpAccountant, eps_from_rdp
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _utc_from_unix(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def _canonical(obj: Any) -> str:
+    # repr-based float formatting round-trips float64 exactly; +inf is kept as Infinity.
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def default_ledger_path() -> pathlib.Path:
+    """Where the ledger lives unless ``--ledger`` / ``path`` says otherwise.
+
+    ``$PATE_LEDGER`` if set, else ``$XDG_DATA_HOME/pate/ledger.sqlite3``, else
+    ``~/.local/share/pate/ledger.sqlite3``.
+    """
+    env = os.environ.get("PATE_LEDGER")
+    if env:
+        return pathlib.Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return pathlib.Path(base) / "pate" / "ledger.sqlite3"
+
+
+def dataset_digest(ids: Any) -> str:
+    """sha256 hex identity of a sensitive dataset from the ids of its records.
+
+    ``ids`` is a 1-D array of unique integer ids or of unique strings (e.g. per-record content
+    hashes). The digest does not depend on the order of the ids: the same records give the same
+    dataset. Integers are hashed as little-endian int64 and strings as length-prefixed UTF-8, each
+    under a type tag, so ``[1, 2]`` and ``["1", "2"]`` are different datasets.
+    """
+    if isinstance(ids, (str, bytes)) or ids is None:
+        raise TypeError(f"ids must be a 1-D array of record ids, got {type(ids).__name__}")
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"ids must be a non-empty 1-D array of record ids, got shape {arr.shape}")
+    h = hashlib.sha256()
+    if arr.dtype != np.bool_ and np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max() > np.iinfo(np.int64).max:
+            raise ValueError("ids must fit in int64; hash larger ids as strings instead")
+        values = np.sort(arr.astype("<i8"))
+        if values.size > 1 and np.any(values[1:] == values[:-1]):
+            dup = int(values[1:][values[1:] == values[:-1]][0])
+            raise ValueError(f"ids must be unique, got the id {dup} more than once")
+        h.update(b"pate-learn ids int64\n")
+        h.update(values.tobytes())
+    elif arr.dtype.kind in ("U", "O"):
+        if arr.dtype.kind == "O" and not all(isinstance(v, str) for v in arr):
+            raise TypeError("ids must be integers or strings; got an object array with other types")
+        values = sorted(str(v) for v in arr)
+        for a, b in zip(values, values[1:]):
+            if a == b:
+                raise ValueError(f"ids must be unique, got the id {a!r} more than once")
+        h.update(b"pate-learn ids utf8\n")
+        for v in values:
+            data = v.encode("utf-8")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    else:
+        raise TypeError(f"ids must be integers or strings, got dtype {arr.dtype}")
+    return h.hexdigest()
+
+
+def _is_digest(text: str) -> bool:
+    return len(text) == 64 and set(text) <= _HEX
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks) of a Linux process, or None where /proc can't tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    if len(fields) < 20:
+        return None
+    return fields[0], fields[19]
+
+
+def _process_token(pid: int) -> str | None:
+    info = _proc_stat(pid)
+    return None if info is None else info[1]
+
+
+def _process_alive(pid: int, token: str | None) -> bool:
+    """Whether process ``pid`` (started at ``token``) still runs on this host.
+
+    Unsure means alive: a reservation is only given back when its process is certainly gone.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return True
+    info = _proc_stat(pid)
+    if info is None:
+        return True
+    state, start = info
+    if state in ("Z", "X"):  # zombie or dead: it will never commit
+        return False
+    if token is not None and start != token:  # pid reused by another process
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# plain data
+# --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The privacy budget of one dataset: total ``eps`` at ``delta``, judged on ``basis``."""
+
+    eps: float
+    delta: float
+    basis: str = "data-independent"
+
+    @property
+    def data_dependent(self) -> bool:
+        return self.basis == "data-dependent"
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredEvent:
+    """A ``PrivacyEvent`` as recorded: row ``id``, ``dataset`` digest, ``run_id``, ``time_utc``,
+    ``blocks`` (names; empty = charged to the whole dataset) and the ``event`` itself."""
+
+    id: int
+    dataset: str
+    run_id: str
+    time_utc: str
+    blocks: tuple[str, ...]
+    reservation: str | None
+    event: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ReservationInfo:
+    """A stored reservation: its upper-bound RDP curve, owner process and ``status``
+    (``active``, ``committed``, ``released`` or ``expired``)."""
+
+    id: str
+    dataset: str
+    run_id: str
+    orders: np.ndarray
+    rdp: np.ndarray
+    blocks: tuple[str, ...]
+    pid: int
+    hostname: str
+    created_utc: str
+    heartbeat_utc: str
+    lease_seconds: float
+    status: str
+    closed_utc: str | None
+
+
+@dataclasses.dataclass
+class _Item:
+    """One thing that counts against the budget: an event or a live reservation."""
+
+    event: Any                 # PrivacyEvent
+    blocks: frozenset[int]     # empty = the whole dataset (every block)
+    reservation: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# the ledger
+# --------------------------------------------------------------------------------------------
+
+class Ledger:
+    """A privacy-budget ledger in one SQLite file.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        The ledger file; default :func:`default_ledger_path`.
+    create : bool
+        Create the file (and its folder) when it does not exist. With ``False`` a missing
+        ledger raises ``LedgerError`` and nothing is written to disk.
+    timeout : float
+        Seconds to wait for another process's write lock before raising ``LedgerError``.
+
+    A ``Ledger`` holds one connection: use it from one thread, and open a new ``Ledger`` in each
+    process (connections must not cross ``fork``). It is a context manager that closes itself.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, create: bool = True,
+                 timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+        if path is None:
+            path = default_ledger_path()
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a file path, got {type(path).__name__}")
+        if not isinstance(create, bool):
+            raise TypeError(f"create must be True or False, got {create!r}")
+        self.timeout = check_positive(timeout, "timeout")
+        self.path = pathlib.Path(path).expanduser()
+        self._hostname = socket.gethostname()
+        self._conn: sqlite3.Connection | None = None
+        if self.path.is_dir():
+            raise LedgerError(f"ledger path {self.path} is a folder; pass the path of a file "
+                              "such as ledger.sqlite3 inside it")
+        if not self.path.exists():
+            if not create:
+                raise LedgerError(f"no ledger at {self.path}; create one with `pate budget set "
+                                  f"--dataset DIGEST --eps E --delta D --ledger {self.path}`")
+            self._create_file()
+        self._conn = self._connect()
+        try:
+            self._check_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- file and connection ------------------------------------------------------------
+
+    def _create_file(self) -> None:
+        """Build the schema in a temporary file, then hard-link it into place (never over a file)."""
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
+            os.close(fd)
+        except OSError as exc:
+            raise LedgerError(f"cannot create a ledger at {self.path}: {exc}") from exc
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+                conn.execute("INSERT INTO meta VALUES ('application', ?)", (APPLICATION,))
+                conn.execute("INSERT INTO meta VALUES ('created_utc', ?)", (_utc_now(),))
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            finally:
+                conn.close()
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process created it first: use theirs
+            except OSError:
+                # no hard links on this filesystem: rename, but never over an existing file
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        except OSError as exc:
+            raise LedgerError(f"cannot create a ledger at {self.path}: {exc}") from exc
+        finally:
+            for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+
+    def _connect(self) -> sqlite3.Connection:
+        uri = "file:" + _uri_path(self.path) + "?mode=rw"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._translate(exc) from exc
+        return conn
+
+    def _check_schema(self) -> None:
+        try:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+            app = None
+            if "meta" in tables:
+                row = self._conn.execute("SELECT value FROM meta WHERE key='application'").fetchone()
+                app = row[0] if row else None
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        if app != APPLICATION:
+            raise LedgerError(
+                f"{self.path} exists but is not a pate-learn ledger (user_version {version}, "
+                f"tables {sorted(tables) or 'none'}); it was left untouched. Pass another path "
+                "with --ledger or set PATE_LEDGER.")
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger at {self.path} has schema version {version}, written by a newer "
+                f"pate-learn (this one reads version {SCHEMA_VERSION}); upgrade pate-learn. "
+                "The file was left untouched.")
+        if version != SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger at {self.path} has unknown schema version {version} (expected "
+                f"{SCHEMA_VERSION}); the file was left untouched.")
+        try:
+            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r})"
+
+    def _translate(self, exc: sqlite3.Error) -> LedgerError:
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+            return LedgerError(
+                f"the ledger at {self.path} is locked by another process (waited {self.timeout:g} s: "
+                f"{text}); nothing was written. Retry when the other run has finished its "
+                "transaction, or pass a longer timeout.")
+        if "malformed" in text or "not a database" in text or (
+                type(exc) is sqlite3.DatabaseError):
+            return LedgerError(
+                f"the ledger at {self.path} is unreadable ({text}); it was left untouched. Do not "
+                "delete it: check it with `sqlite3 PATH 'PRAGMA integrity_check'` and restore it "
+                "from a backup if needed.")
+        return LedgerError(f"ledger operation on {self.path} failed: {text}")
+
+    @contextlib.contextmanager
+    def _txn(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction: ``BEGIN IMMEDIATE`` (a writer; serialises every read-then-write of
+        budget across processes) or ``BEGIN`` (a consistent read snapshot)."""
+        if self._conn is None:
+            raise LedgerError(f"the ledger at {self.path} is closed; open a new Ledger")
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._translate(exc) from exc
+            raise
+        else:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise self._translate(exc) from exc
+
+    def _audit(self, conn: sqlite3.Connection, dataset: str | None, action: str, detail: dict) -> None:
+        conn.execute("INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, ?, ?, ?)",
+                     (dataset, _utc_now(), action, _canonical(detail)))
+
+    # ---- datasets -----------------------------------------------------------------------
+
+    def _resolve(self, conn: sqlite3.Connection, dataset: Any) -> str:
+        if not isinstance(dataset, str) or not dataset:
+            raise TypeError(f"dataset must be a digest or a name (a non-empty string), got {dataset!r}")
+        key = dataset.strip()
+        row = conn.execute("SELECT digest FROM datasets WHERE digest=? OR name=?", (key.lower(), key)
+                           ).fetchone()
+        if row:
+            return row[0]
+        low = key.lower()
+        if len(low) >= 8 and set(low) <= _HEX:
+            rows = conn.execute("SELECT digest FROM datasets WHERE digest LIKE ?", (low + "%",)).fetchall()
+            if len(rows) == 1:
+                return rows[0][0]
+            if len(rows) > 1:
+                raise ValueError(f"dataset prefix {dataset!r} matches {len(rows)} datasets; "
+                                 "give more digits of the digest")
+        raise LedgerError(f"dataset {dataset!r} is not in the ledger at {self.path}; register it with "
+                          f"`pate budget set --dataset DIGEST --eps E --delta D --name NAME --ledger "
+                          f"{self.path}` (list known ones with `pate budget list`)")
+
+    def resolve(self, dataset: str) -> str:
+        """The digest of ``dataset`` given as a digest, a name or a unique digest prefix (>= 8)."""
+        with self._txn(write=False) as conn:
+            return self._resolve(conn, dataset)
+
+    def register_dataset(self, digest: str, *, name: str | None = None) -> str:
+        """Add a dataset by its sha256 ``digest`` (idempotent); optionally give it a ``name``."""
+        digest = _check_digest(digest)
+        name = _check_name(name, "name")
+        with self._txn(write=True) as conn:
+            self._register(conn, digest, name)
+        return digest
+
+    def _register(self, conn: sqlite3.Connection, digest: str, name: str | None) -> None:
+        row = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()
+        if name is not None:
+            other = conn.execute("SELECT digest FROM datasets WHERE name=? AND digest<>?",
+                                 (name, digest)).fetchone()
+            if other:
+                raise ValueError(f"name {name!r} already names dataset {other[0][:12]}...; "
+                                 "choose another name")
+            if _is_digest(name.lower()):
+                raise ValueError(f"name {name!r} looks like a digest; choose a readable name")
+        if row is None:
+            conn.execute("INSERT INTO datasets (digest, name, created_utc) VALUES (?, ?, ?)",
+                         (digest, name, _utc_now()))
+            self._audit(conn, digest, "register", {"name": name})
+        elif name is not None and row[0] != name:
+            conn.execute("UPDATE datasets SET name=? WHERE digest=?", (name, digest))
+            self._audit(conn, digest, "rename", {"old": row[0], "new": name})
+
+    def datasets(self) -> list[dict]:
+        """Every dataset: digest, name, budget and number of events."""
+        with self._txn(write=False) as conn:
+            rows = conn.execute(
+                "SELECT d.digest, d.name, d.budget_eps, d.budget_delta, d.basis, d.created_utc, "
+                "(SELECT count(*) FROM events e WHERE e.dataset=d.digest) "
+                "FROM datasets d ORDER BY d.created_utc").fetchall()
+        return [{"digest": r[0], "name": r[1], "budget_eps": r[2], "budget_delta": r[3],
+                 "basis": r[4], "created_utc": r[5], "events": r[6]} for r in rows]
+
+    def set_budget(self, dataset: str, *, eps: float, delta: float, data_dependent: bool = False,
+                   name: str | None = None) -> Budget:
+        """Set the total budget ``(eps, delta)`` of ``dataset`` (registered here if it is a new
+        digest). ``data_dependent=True`` judges spend on the realised data-dependent RDP, whose
+        epsilon is *not* differentially private itself (Papernot et al. 2018); the default
+        judges it on the data-independent RDP. Lowering the budget below what was spent is
+        allowed (no further spend then succeeds); every change is kept in the audit log."""
+        eps = check_positive(eps, "eps")
+        delta = check_delta(delta, "delta")
+        if not isinstance(data_dependent, bool):
+            raise TypeError(f"data_dependent must be True or False, got {data_dependent!r}")
+        name = _check_name(name, "name")
+        basis = BASES[1] if data_dependent else BASES[0]
+        with self._txn(write=True) as conn:
+            if isinstance(dataset, str) and _is_digest(dataset.strip().lower()):
+                digest = dataset.strip().lower()
+                self._register(conn, digest, name)
+            else:
+                digest = self._resolve(conn, dataset)
+                if name is not None:
+                    self._register(conn, digest, name)
+            old = conn.execute("SELECT budget_eps, budget_delta, basis FROM datasets WHERE digest=?",
+                               (digest,)).fetchone()
+            conn.execute("UPDATE datasets SET budget_eps=?, budget_delta=?, basis=? WHERE digest=?",
+                         (eps, delta, basis, digest))
+            self._audit(conn, digest, "set-budget",
+                        {"eps": eps, "delta": delta, "basis": basis,
+                         "previous": {"eps": old[0], "delta": old[1], "basis": old[2]}})
+        return Budget(eps, delta, basis)
+
+    def budget(self, dataset: str) -> Budget | None:
+        """The budget of ``dataset``; ``None`` when none was set (spend is then recorded, unlimited)."""
+        with self._txn(write=False) as conn:
+            return self._budget(conn, self._resolve(conn, dataset))
+
+    @staticmethod
+    def _budget(conn: sqlite3.Connection, digest: str) -> Budget | None:
+        row = conn.execute("SELECT budget_eps, budget_delta, basis FROM datasets WHERE digest=?",
+                           (digest,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return Budget(float(row[0]), float(row[1]), row[2])
+
+    def _name(self, conn: sqlite3.Connection, digest: str) -> str:
+        row = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()
+        return row[0] if row and row[0] else digest[:12]
+
+    # ---- blocks (Sage) -------------------------------------------------------------------
+
+    def add_block(self, dataset: str, name: str) -> None:
+        """Register a time block of records of ``dataset`` (Sage). It starts with fresh budget."""
+        name = _check_name(name, "block")
+        if name is None:
+            raise TypeError("block must be a non-empty string, got None")
+        with self._txn(write=True) as conn:
+            digest = self._resolve(conn, dataset)
+            if conn.execute("SELECT 1 FROM blocks WHERE dataset=? AND name=?", (digest, name)).fetchone():
+                raise ValueError(f"block {name!r} is already registered for dataset "
+                                 f"{self._name(conn, digest)}; choose a new name for new records")
+            conn.execute("INSERT INTO blocks (dataset, name, created_utc) VALUES (?, ?, ?)",
+                         (digest, name, _utc_now()))
+            self._audit(conn, digest, "add-block", {"block": name})
+
+    def blocks(self, dataset: str) -> list[str]:
+        """Names of the registered blocks of ``dataset``, oldest first."""
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            return [r[1] for r in self._block_rows(conn, digest)]
+
+    @staticmethod
+    def _block_rows(conn: sqlite3.Connection, digest: str) -> list[tuple[int, str]]:
+        return conn.execute("SELECT id, name FROM blocks WHERE dataset=? ORDER BY id", (digest,)).fetchall()
+
+    def _target_blocks(self, conn: sqlite3.Connection, digest: str, blocks: Any) -> frozenset[int]:
+        rows = self._block_rows(conn, digest)
+        by_name = {name: bid for bid, name in rows}
+        if blocks is None:
+            return frozenset(by_name.values())
+        if isinstance(blocks, str) or not isinstance(blocks, Iterable):
+            raise TypeError(f"blocks must be a list of block names or None, got {blocks!r}")
+        names = list(blocks)
+        if not names:
+            raise ValueError("blocks must name at least one block (None charges every block)")
+        unknown = [b for b in names if b not in by_name]
+        if unknown:
+            raise ValueError(f"blocks {unknown!r} are not registered for dataset "
+                             f"{self._name(conn, digest)} (registered: {sorted(by_name) or 'none'}); "
+                             "register them with Ledger.add_block / `pate budget add-block`")
+        return frozenset(by_name[b] for b in names)
+
+    # ---- reading events and reservations ------------------------------------------------
+
+    def _load_event(self, row: Sequence[Any]) -> Any:
+        PrivacyEvent, _, _ = _accountant()
+        event_id, payload, digest = row[0], row[1], row[2]
+        if _sha256(payload) != digest:
+            raise LedgerError(f"event {event_id} in the ledger at {self.path} fails its checksum "
+                              "(the file was altered or damaged); the ledger was left untouched -- "
+                              "restore it from a backup")
+        d = json.loads(payload)
+        return PrivacyEvent(mechanism=d["mechanism"], params=d["params"],
+                            orders=np.asarray(d["orders"], dtype=np.float64),
+                            rdp=np.asarray(d["rdp"], dtype=np.float64),
+                            rdp_data_independent=np.asarray(d["rdp_data_independent"], dtype=np.float64),
+                            queries=int(d["queries"]), answered=int(d["answered"]))
+
+    def _load_items(self, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
+                    ) -> tuple[list[_Item], list[_Item]]:
+        """(committed events, live reservations other than ``exclude``) of a dataset."""
+        links: dict[int, set[int]] = {}
+        for ev, blk in conn.execute("SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
+                                    "ON e.id = eb.event WHERE e.dataset=?", (digest,)):
+            links.setdefault(ev, set()).add(blk)
+        events = [_Item(self._load_event(r), frozenset(links.get(r[0], ())))
+                  for r in conn.execute("SELECT id, payload, sha256 FROM events WHERE dataset=? "
+                                        "ORDER BY id", (digest,))]
+        res_links: dict[str, set[int]] = {}
+        for rid, blk in conn.execute("SELECT rb.reservation, rb.block FROM reservation_blocks rb "
+                                     "JOIN reservations r ON r.id = rb.reservation "
+                                     "WHERE r.dataset=? AND r.status='active'", (digest,)):
+            res_links.setdefault(rid, set()).add(blk)
+        live = []
+        for row in conn.execute("SELECT id, payload, sha256, pid, process_token, hostname, heartbeat, "
+                                "lease_seconds FROM reservations WHERE dataset=? AND status='active' "
+                                "ORDER BY created_utc", (digest,)):
+            if row[0] == exclude or self._stale(row[3], row[4], row[5], row[6], row[7]):
+                continue
+            orders, rdp = self._load_curve(row[0], row[1], row[2])
+            live.append(_Item(_reservation_event(orders, rdp, row[0]),
+                              frozenset(res_links.get(row[0], ())), reservation=row[0]))
+        return events, live
+
+    def _load_curve(self, rid: str, payload: str, digest: str) -> tuple[np.ndarray, np.ndarray]:
+        if _sha256(payload) != digest:
+            raise LedgerError(f"reservation {rid} in the ledger at {self.path} fails its checksum "
+                              "(the file was altered or damaged); restore it from a backup")
+        d = json.loads(payload)
+        return np.asarray(d["orders"], dtype=np.float64), np.asarray(d["rdp"], dtype=np.float64)
+
+    def _stale(self, pid: int, token: str | None, hostname: str, heartbeat: float,
+               lease: float, now: float | None = None) -> bool:
+        if hostname == self._hostname:
+            return not _process_alive(int(pid), token)
+        return (time.time() if now is None else now) > heartbeat + lease
+
+    def events(self, dataset: str, *, run_id: str | None = None) -> list[StoredEvent]:
+        """The recorded events of ``dataset`` (optionally one run's), oldest first."""
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            return self._stored_events(conn, digest, run_id)
+
+    def _stored_events(self, conn: sqlite3.Connection, digest: str, run_id: str | None = None
+                       ) -> list[StoredEvent]:
+        names = dict(self._block_rows(conn, digest))
+        links: dict[int, list[str]] = {}
+        for ev, blk in conn.execute("SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
+                                    "ON e.id = eb.event WHERE e.dataset=? ORDER BY eb.block", (digest,)):
+            links.setdefault(ev, []).append(names[blk])
+        sql = ("SELECT id, payload, sha256, run_id, created_utc, reservation FROM events "
+               "WHERE dataset=?")
+        params: tuple = (digest,)
+        if run_id is not None:
+            sql += " AND run_id=?"
+            params += (run_id,)
+        return [StoredEvent(r[0], digest, r[3], r[4], tuple(links.get(r[0], ())), r[5],
+                            self._load_event(r))
+                for r in conn.execute(sql + " ORDER BY id", params)]
+
+    def reservations(self, dataset: str, *, live_only: bool = True) -> list[ReservationInfo]:
+        """Reservations of ``dataset``: the live ones (default) or all, oldest first."""
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            return self._reservation_infos(conn, digest, live_only)
+
+    def _reservation_infos(self, conn, digest, live_only) -> list[ReservationInfo]:
+        names = dict(self._block_rows(conn, digest))
+        links: dict[str, list[str]] = {}
+        for rid, blk in conn.execute("SELECT rb.reservation, rb.block FROM reservation_blocks rb "
+                                     "JOIN reservations r ON r.id = rb.reservation WHERE r.dataset=? "
+                                     "ORDER BY rb.block", (digest,)):
+            links.setdefault(rid, []).append(names[blk])
+        out = []
+        for r in conn.execute("SELECT id, run_id, payload, sha256, pid, process_token, hostname, "
+                              "created_utc, heartbeat, lease_seconds, status, closed_utc "
+                              "FROM reservations WHERE dataset=? ORDER BY created_utc", (digest,)):
+            status = r[10]
+            if status == "active" and self._stale(r[4], r[5], r[6], r[8], r[9]):
+                status = "stale"
+            if live_only and status != "active":
+                continue
+            orders, rdp = self._load_curve(r[0], r[2], r[3])
+            out.append(ReservationInfo(r[0], digest, r[1], orders, rdp, tuple(links.get(r[0], ())),
+                                       r[4], r[6], r[7], _utc_from_unix(r[8]), r[9], status, r[11]))
+        return out
+
+    # ---- reconciliation -----------------------------------------------------------------
+
+    def reconcile(self, dataset: str | None = None) -> list[str]:
+        """Mark reservations of crashed runs ``expired`` (their process is gone, or -- for runs on
+        other hosts -- their lease ran out); returns their ids. Every write does this first."""
+        with self._txn(write=True) as conn:
+            digest = None if dataset is None else self._resolve(conn, dataset)
+            return self._reconcile(conn, digest)
+
+    def _reconcile(self, conn: sqlite3.Connection, digest: str | None) -> list[str]:
+        sql = ("SELECT id, dataset, run_id, pid, process_token, hostname, heartbeat, lease_seconds "
+               "FROM reservations WHERE status='active'")
+        rows = conn.execute(sql + (" AND dataset=?" if digest else ""), (digest,) if digest else ()
+                            ).fetchall()
+        expired = []
+        for rid, ds, run_id, pid, token, host, beat, lease in rows:
+            if self._stale(pid, token, host, beat, lease):
+                conn.execute("UPDATE reservations SET status='expired', closed_utc=? WHERE id=?",
+                             (_utc_now(), rid))
+                self._audit(conn, ds, "expire-reservation",
+                            {"reservation": rid, "run_id": run_id, "pid": pid, "hostname": host,
+                             "reason": "process gone" if host == self._hostname else "lease expired"})
+                expired.append(rid)
+        return expired
+
+    # ---- accounting ---------------------------------------------------------------------
+
+    def _compose(self, items: Sequence[_Item], grid: np.ndarray, data_dependent: bool) -> np.ndarray:
+        _, RdpAccountant, _ = _accountant()
+        acc = RdpAccountant(orders=grid).compose(*[_restrict(it.event, grid) for it in items])
+        return np.asarray(acc.rdp(data_dependent=data_dependent), dtype=np.float64)
+
+    @staticmethod
+    def _scopes(items: Sequence[_Item], all_blocks: Iterable[int], target: frozenset[int] | None
+                ) -> list[tuple[int | None, list[_Item]]]:
+        """Per block, the items charged to it (whole-dataset items count in every block)."""
+        blocks = sorted(all_blocks) if target is None else sorted(target)
+        if not blocks:
+            return [(None, list(items))]
+        return [(b, [it for it in items if not it.blocks or b in it.blocks]) for b in blocks]
+
+    def _check_fits(self, conn: sqlite3.Connection, digest: str, new: Sequence[_Item],
+                    target: frozenset[int], *, exclude: str | None, what: str) -> None:
+        budget = self._budget(conn, digest)
+        if budget is None:
+            return
+        _, _, eps_from_rdp = _accountant()
+        events, live = self._load_items(conn, digest, exclude=exclude)
+        existing = events + live
+        grid = _shared_grid([it.event for it in existing + list(new)], self.path)
+        names = dict(self._block_rows(conn, digest))
+        worst_spent, worst = 0.0, None
+        for block, items in self._scopes(existing + list(new), names, target or None):
+            total = self._compose(items, grid, budget.data_dependent)
+            eps, _ = eps_from_rdp(total, orders=grid, delta=budget.delta)
+            if float(eps) > budget.eps and (worst is None or float(eps) > worst[1]):
+                worst = (block, float(eps))
+        if worst is None:
+            return
+        for block, items in self._scopes(existing, names, target or None):
+            if items:
+                total = self._compose(items, grid, budget.data_dependent)
+                worst_spent = max(worst_spent, float(eps_from_rdp(total, orders=grid,
+                                                                  delta=budget.delta)[0]))
+        alone = self._compose(list(new), grid, budget.data_dependent) if new else None
+        requested = float(eps_from_rdp(alone, orders=grid, delta=budget.delta)[0]) if new else 0.0
+        remaining = max(0.0, budget.eps - worst_spent)
+        label = self._name(conn, digest)
+        where = "" if worst[0] is None else f" in block {names[worst[0]]!r}"
+        raise BudgetExceededError(
+            f"{what} on dataset {label} would bring its spend{where} to eps={worst[1]:.4g} > budget "
+            f"eps={budget.eps:g} (delta={budget.delta:g}, {budget.basis} RDP); this request alone "
+            f"costs eps={requested:.4g}, remaining: eps={remaining:.4g} (committed events + live "
+            f"reservations). Nothing was recorded. See `pate budget show --dataset {label} "
+            f"--ledger {self.path}`.", requested=requested, remaining=remaining)
+
+    def prior_rdp(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
+                  include_reservations: bool = True, exclude_reservation: str | None = None,
+                  data_dependent: bool | None = None) -> np.ndarray:
+        """The RDP already spent on ``dataset`` at ``orders`` -- what an online aggregator adds its
+        own cost to (``OnlineAggregator(..., prior_rdp=...)``) so that it stops before the budget.
+
+        Composes the committed events and (by default) the other live reservations of every
+        block in ``blocks`` (default: all) and returns the element-wise max over those blocks, an
+        upper bound on each block's curve. Orders of ``orders`` that some recorded event lacks
+        get ``+inf`` (nothing can be claimed there). ``data_dependent`` defaults to the dataset's
+        budget basis (data-independent when no budget is set).
+        """
+        orders = _check_grid(orders, "orders")
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            target = self._target_blocks(conn, digest, blocks)
+            return self._prior(conn, digest, orders, target, include_reservations,
+                               exclude_reservation, data_dependent)
+
+    def _prior(self, conn, digest, orders, target, include_reservations, exclude, data_dependent):
+        if data_dependent is None:
+            budget = self._budget(conn, digest)
+            data_dependent = bool(budget and budget.data_dependent)
+        events, live = self._load_items(conn, digest, exclude=exclude)
+        items = events + (live if include_reservations else [])
+        out = np.zeros(orders.shape, dtype=np.float64)
+        if not items:
+            return out
+        common = set(orders.tolist())
+        for it in items:
+            common &= set(np.asarray(it.event.orders, dtype=np.float64).tolist())
+        present = np.array([o in common for o in orders.tolist()])
+        out[~present] = np.inf
+        if not present.any():
+            return out
+        grid = orders[present]
+        names = dict(self._block_rows(conn, digest))
+        curve = np.zeros(grid.shape)
+        for _, scoped in self._scopes(items, names, target or None):
+            if scoped:
+                curve = np.maximum(curve, self._compose(scoped, grid, data_dependent))
+        out[present] = curve
+        return out
+
+    # ---- spending -----------------------------------------------------------------------
+
+    def reserve(self, dataset: str, *, orders: Any, rdp: Any, run_id: str | None = None,
+                blocks: Sequence[str] | None = None,
+                lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "Reservation":
+        """Reserve an upper bound ``rdp`` (per order of ``orders``) on what a run may spend -- e.g.
+        the data-independent cost of the most queries it may ask -- before it spends anything.
+
+        Atomically checks committed events + live reservations + this bound against the budget in
+        every block in ``blocks`` (default: every registered block) and raises
+        ``BudgetExceededError`` (nothing recorded) if it does not fit. The reservation belongs to
+        this process (pid, host); it stays live while the process runs on this host, or until
+        ``lease_seconds`` after the last ``heartbeat()`` as seen from other hosts.
+        """
+        orders = _check_grid(orders, "orders")
+        curve = _check_curve(rdp, orders, "rdp")
+        run_id = _check_run_id(run_id)
+        lease = check_positive(lease_seconds, "lease_seconds")
+        rid = uuid.uuid4().hex
+        payload = _canonical({"orders": orders.tolist(), "rdp": curve.tolist()})
+        pid = os.getpid()
+        with self._txn(write=True) as conn:
+            digest = self._resolve(conn, dataset)
+            target = self._target_blocks(conn, digest, blocks)
+            self._reconcile(conn, digest)
+            self._check_fits(conn, digest, [_Item(_reservation_event(orders, curve, rid), target)],
+                             target, exclude=None, what=f"reserving for run {run_id}")
+            now = time.time()
+            conn.execute("INSERT INTO reservations (id, dataset, run_id, payload, sha256, pid, "
+                         "process_token, hostname, created_utc, heartbeat, lease_seconds, status) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+                         (rid, digest, run_id, payload, _sha256(payload), pid, _process_token(pid),
+                          self._hostname, _utc_now(), now, lease))
+            conn.executemany("INSERT INTO reservation_blocks VALUES (?, ?)", [(rid, b) for b in target])
+            block_names = tuple(n for b, n in self._block_rows(conn, digest) if b in target)
+        return Reservation(self, rid, digest, run_id, orders, curve, block_names)
+
+    def charge(self, dataset: str, events: Sequence[Any], *, run_id: str | None = None,
+               blocks: Sequence[str] | None = None) -> list[int]:
+        """Check and record ``events`` in one transaction (no reservation). Raises
+        ``BudgetExceededError`` and records nothing if they do not fit. Returns the event ids."""
+        events = _check_events(events)
+        run_id = _check_run_id(run_id)
+        with self._txn(write=True) as conn:
+            digest = self._resolve(conn, dataset)
+            target = self._target_blocks(conn, digest, blocks)
+            self._reconcile(conn, digest)
+            return self._record(conn, digest, events, target, run_id, None)
+
+    def _record(self, conn, digest, events, target, run_id, reservation) -> list[int]:
+        new = [_Item(e, target) for e in events]
+        if new:
+            self._check_fits(conn, digest, new, target, exclude=reservation,
+                             what=f"charging {len(events)} event(s) of run {run_id}")
+        ids = []
+        now = _utc_now()
+        for e in events:
+            payload = _event_payload(e)
+            cur = conn.execute("INSERT INTO events (dataset, run_id, created_utc, reservation, "
+                               "mechanism, queries, answered, payload, sha256) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               (digest, run_id, now, reservation, e.mechanism, int(e.queries),
+                                int(e.answered), payload, _sha256(payload)))
+            ids.append(int(cur.lastrowid))
+            conn.executemany("INSERT INTO event_blocks VALUES (?, ?)",
+                             [(cur.lastrowid, b) for b in target])
+        return ids
+
+    def _commit_reservation(self, res: "Reservation", events: list[Any]) -> list[int]:
+        with self._txn(write=True) as conn:
+            row = conn.execute("SELECT status FROM reservations WHERE id=?", (res.id,)).fetchone()
+            if row is None:
+                raise LedgerError(f"reservation {res.id} is not in the ledger at {self.path}")
+            if row[0] == "committed":
+                raise LedgerError(f"reservation {res.id} was already committed; reserve again for "
+                                  "more spend")
+            self._reconcile(conn, res.dataset)
+            target = frozenset(r[0] for r in conn.execute(
+                "SELECT block FROM reservation_blocks WHERE reservation=?", (res.id,)))
+            ids = self._record(conn, res.dataset, events, target, res.run_id, res.id)
+            conn.execute("UPDATE reservations SET status='committed', closed_utc=? WHERE id=?",
+                         (_utc_now(), res.id))
+            return ids
+
+    def release(self, reservation_id: str) -> bool:
+        """Give back a live reservation (nothing spent). Returns False if it was no longer live."""
+        if not isinstance(reservation_id, str) or not reservation_id:
+            raise TypeError(f"reservation_id must be a non-empty string, got {reservation_id!r}")
+        with self._txn(write=True) as conn:
+            row = conn.execute("SELECT dataset, status FROM reservations WHERE id=?",
+                               (reservation_id,)).fetchone()
+            if row is None:
+                raise ValueError(f"reservation {reservation_id!r} is not in the ledger at {self.path}; "
+                                 "list live ones with `pate budget show --dataset ...`")
+            if row[1] != "active":
+                return False
+            conn.execute("UPDATE reservations SET status='released', closed_utc=? WHERE id=?",
+                         (_utc_now(), reservation_id))
+            self._audit(conn, row[0], "release-reservation", {"reservation": reservation_id})
+            return True
+
+    def _heartbeat(self, reservation_id: str) -> None:
+        with self._txn(write=True) as conn:
+            conn.execute("UPDATE reservations SET heartbeat=? WHERE id=? AND status='active'",
+                         (time.time(), reservation_id))
+
+    # ---- reports ------------------------------------------------------------------------
+
+    def summary(self, dataset: str) -> dict:
+        """Everything ``pate budget show`` prints, as JSON-able data (a pipeline report can embed
+        it): budget, spent epsilon (committed; worst block) on the budget's basis and on both RDP
+        kinds, spent + reserved, remaining, per-block spend, live reservations, event counts."""
+        _, _, eps_from_rdp = _accountant()
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            budget = self._budget(conn, digest)
+            events, live = self._load_items(conn, digest)
+            names = dict(self._block_rows(conn, digest))
+            infos = self._reservation_infos(conn, digest, live_only=False)
+            name = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()[0]
+            runs = conn.execute("SELECT count(DISTINCT run_id) FROM events WHERE dataset=?",
+                                (digest,)).fetchone()[0]
+        delta = budget.delta if budget else None
+        dd_basis = bool(budget and budget.data_dependent)
+        out: dict[str, Any] = {
+            "dataset": digest, "name": name, "ledger": str(self.path),
+            "budget": None if budget is None else dataclasses.asdict(budget),
+            "events": len(events), "runs": runs,
+        }
+        all_items = events + live
+        grid = _shared_grid([it.event for it in all_items], self.path) if all_items else None
+        out["orders"] = None if grid is None else {"count": int(grid.size), "min": float(grid.min()),
+                                                   "max": float(grid.max())}
+
+        def eps_of(items, data_dependent):
+            if not items or delta is None:
+                return 0.0 if not items else None
+            return float(eps_from_rdp(self._compose(items, grid, data_dependent), orders=grid,
+                                      delta=delta)[0])
+
+        blocks = []
+        worst = {"spent": 0.0, "spent_data_independent": 0.0, "spent_data_dependent": 0.0,
+                 "spent_and_reserved": 0.0}
+        for block, _ in self._scopes(all_items, names, None):
+            scoped_events = [it for it in events if block is None or not it.blocks or block in it.blocks]
+            scoped_live = [it for it in live if block is None or not it.blocks or block in it.blocks]
+            row = {"block": None if block is None else names[block],
+                   "events": len(scoped_events),
+                   "spent_data_independent": eps_of(scoped_events, False),
+                   "spent_data_dependent": eps_of(scoped_events, True),
+                   "spent_and_reserved": eps_of(scoped_events + scoped_live, dd_basis)}
+            row["spent"] = row["spent_data_dependent" if dd_basis else "spent_data_independent"]
+            for key in worst:
+                if row[key] is not None and worst[key] is not None:
+                    worst[key] = max(worst[key], row[key])
+                else:
+                    worst[key] = None
+            blocks.append(row)
+        out.update(worst)
+        out["remaining"] = None if budget is None or worst["spent_and_reserved"] is None else \
+            max(0.0, budget.eps - worst["spent_and_reserved"])
+        out["blocks"] = blocks if names else []
+        out["reservations"] = [
+            {"id": r.id, "run_id": r.run_id, "status": r.status, "pid": r.pid, "hostname": r.hostname,
+             "created_utc": r.created_utc, "heartbeat_utc": r.heartbeat_utc,
+             "blocks": list(r.blocks),
+             "eps_alone": None if delta is None else float(
+                 eps_from_rdp(r.rdp, orders=r.orders, delta=delta)[0])}
+            for r in infos if r.status in ("active", "stale")]
+        return out
+
+    def history(self, dataset: str) -> list[dict]:
+        """One row per event, oldest first: run, time, mechanism, queries, answered, blocks, the
+        event's own epsilon and the cumulative epsilon (worst block) after it, both on the budget's
+        basis at the budget's delta (epsilons are ``None`` when no budget is set)."""
+        _, _, eps_from_rdp = _accountant()
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            budget = self._budget(conn, digest)
+            stored = self._stored_events(conn, digest)
+            names = dict(self._block_rows(conn, digest))
+        rows = [{"id": s.id, "run_id": s.run_id, "time_utc": s.time_utc, "mechanism": s.event.mechanism,
+                 "params": s.event.params, "queries": int(s.event.queries),
+                 "answered": int(s.event.answered), "blocks": list(s.blocks), "reservation": s.reservation,
+                 "eps": None, "cumulative_eps": None} for s in stored]
+        if not stored or budget is None:
+            return rows
+        grid = _shared_grid([s.event for s in stored], self.path)
+        dd = budget.data_dependent
+        per_event = np.stack([_restrict(s.event, grid).rdp if dd else
+                              _restrict(s.event, grid).rdp_data_independent for s in stored])
+        alone, _ = eps_from_rdp(per_event, orders=grid, delta=budget.delta)
+        by_name = {n: b for b, n in names.items()}
+        block_ids = [frozenset(by_name[n] for n in s.blocks) for s in stored]
+        scopes = sorted(names) or [None]
+        cumulative = np.full(len(stored), 0.0)
+        for block in scopes:
+            mask = np.array([block is None or not b or block in b for b in block_ids], dtype=float)
+            # Prefix compositions, each one recomposed with the accountant at the points it changes.
+            prefix = np.cumsum(per_event * mask[:, None], axis=0)
+            eps_prefix, _ = eps_from_rdp(prefix, orders=grid, delta=budget.delta)
+            eps_prefix = np.where(np.cumsum(mask) > 0, eps_prefix, 0.0)
+            cumulative = np.maximum(cumulative, eps_prefix)
+        for row, a, c in zip(rows, np.atleast_1d(alone), cumulative):
+            row["eps"], row["cumulative_eps"] = float(a), float(c)
+        return rows
+
+    def audit_log(self, dataset: str) -> list[dict]:
+        """Budget changes, block registrations and reservation expiries/releases, oldest first."""
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            rows = conn.execute("SELECT time_utc, action, detail FROM audit WHERE dataset=? ORDER BY id",
+                                (digest,)).fetchall()
+        return [{"time_utc": t, "action": a, "detail": json.loads(d)} for t, a, d in rows]
+
+
+class Reservation:
+    """A live upper bound on one run's spend (see :meth:`Ledger.reserve`).
+
+    Use it as a context manager: leaving the block without ``commit`` releases it (also on an
+    exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
+    """
+
+    def __init__(self, ledger: Ledger, rid: str, dataset: str, run_id: str, orders: np.ndarray,
+                 rdp: np.ndarray, blocks: tuple[str, ...]) -> None:
+        self.ledger = ledger
+        self.id = rid
+        self.dataset = dataset
+        self.run_id = run_id
+        self.orders = orders
+        self.rdp = rdp
+        self.blocks = blocks
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Reservation(id={self.id!r}, run_id={self.run_id!r}, dataset={self.dataset[:12]!r})"
+
+    @property
+    def budget(self) -> Budget | None:
+        return self.ledger.budget(self.dataset)
+
+    def prior_rdp(self, orders: Any = None) -> np.ndarray:
+        """RDP already spent or reserved by *others* in this run's blocks (element-wise max over
+        blocks) at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.prior_rdp(self.dataset, orders=self.orders if orders is None else orders,
+                                     blocks=list(self.blocks) or None, exclude_reservation=self.id)
+
+    def heartbeat(self) -> None:
+        """Renew the lease (only needed for runs that other hosts might otherwise reclaim)."""
+        self.ledger._heartbeat(self.id)
+
+    def commit(self, events: Sequence[Any]) -> list[int]:
+        """Record the run's realised ``events`` and release the rest of the reservation, atomically.
+        Spend within the reservation always fits; beyond it, it must fit the remaining budget or
+        ``BudgetExceededError`` is raised, nothing is recorded and the reservation stays live.
+        Release answers only after this returns."""
+        if self.closed:
+            raise LedgerError(f"reservation {self.id} is already closed; reserve again for more spend")
+        events = _check_events(events)
+        ids = self.ledger._commit_reservation(self, events)
+        self.closed = True
+        return ids
+
+    def release(self) -> None:
+        """Give the whole reservation back (nothing spent)."""
+        if not self.closed:
+            self.ledger.release(self.id)
+            self.closed = True
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.closed:
+            with contextlib.suppress(LedgerError):
+                self.release()
+
+
+# --------------------------------------------------------------------------------------------
+# validation and conversion
+# --------------------------------------------------------------------------------------------
+
+def _uri_path(path: pathlib.Path) -> str:
+    from urllib.parse import quote
+    return quote(str(path.absolute()), safe="/")
+
+
+def _check_digest(digest: Any) -> str:
+    if not isinstance(digest, str) or not _is_digest(digest.strip().lower()):
+        raise ValueError(f"digest must be a 64-character sha256 hex string, got {digest!r}; compute "
+                         "one with pate.ledger.dataset_digest(ids)")
+    return digest.strip().lower()
+
+
+def _check_name(name: Any, what: str) -> str | None:
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"{what} must be a non-empty string, got {name!r}")
+    if len(name) > 200:
+        raise ValueError(f"{what} must be at most 200 characters, got {len(name)}")
+    return name.strip()
+
+
+def _check_run_id(run_id: Any) -> str:
+    if run_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise TypeError(f"run_id must be a non-empty string or None, got {run_id!r}")
+    return run_id
+
+
+def _check_grid(orders: Any, name: str) -> np.ndarray:
+    arr = check_orders(orders, name)
+    if np.unique(arr).size != arr.size:
+        raise ValueError(f"{name} must not repeat an order")
+    return arr
+
+
+def _check_curve(rdp: Any, orders: np.ndarray, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(rdp, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of RDP values, one per order") from None
+    if arr.shape != orders.shape:
+        raise ValueError(f"{name} must have one value per order {orders.shape}, got shape {arr.shape}")
+    if np.any(np.isnan(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value")
+    return arr
+
+
+def _check_events(events: Any) -> list[Any]:
+    PrivacyEvent, _, _ = _accountant()
+    if isinstance(events, PrivacyEvent):
+        events = [events]
+    if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+        raise TypeError(f"events must be a list of analysis.accountant.PrivacyEvent, got "
+                        f"{type(events).__name__}")
+    out = list(events)
+    for i, e in enumerate(out):
+        if not isinstance(e, PrivacyEvent):
+            raise TypeError(f"events[{i}] must be an analysis.accountant.PrivacyEvent, got "
+                            f"{type(e).__name__}")
+        orders = _check_grid(e.orders, f"events[{i}].orders")
+        _check_curve(e.rdp, orders, f"events[{i}].rdp")
+        _check_curve(e.rdp_data_independent, orders, f"events[{i}].rdp_data_independent")
+        q = check_int(e.queries, f"events[{i}].queries", minimum=0)
+        a = check_int(e.answered, f"events[{i}].answered", minimum=0)
+        if a > q:
+            raise ValueError(f"events[{i}].answered ({a}) must not exceed queries ({q})")
+        try:
+            _event_payload(e)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"events[{i}].params must be JSON-serialisable: {exc}") from None
+    return out
+
+
+def _event_payload(e: Any) -> str:
+    return _canonical({
+        "mechanism": str(e.mechanism), "params": e.params,
+        "orders": np.asarray(e.orders, dtype=np.float64).tolist(),
+        "rdp": np.asarray(e.rdp, dtype=np.float64).tolist(),
+        "rdp_data_independent": np.asarray(e.rdp_data_independent, dtype=np.float64).tolist(),
+        "queries": int(e.queries), "answered": int(e.answered)})
+
+
+def _reservation_event(orders: np.ndarray, rdp: np.ndarray, rid: str) -> Any:
+    """A reservation as a PrivacyEvent, so it composes through the accountant like any event."""
+    PrivacyEvent, _, _ = _accountant()
+    return PrivacyEvent(mechanism="reservation", params={"reservation": rid},
+                        orders=np.asarray(orders, dtype=np.float64), rdp=np.asarray(rdp, dtype=np.float64),
+                        rdp_data_independent=np.asarray(rdp, dtype=np.float64), queries=0, answered=0)
+
+
+def _shared_grid(events: Sequence[Any], path: Any) -> np.ndarray:
+    """The Renyi orders every event has (sorted); LedgerError when there is none."""
+    if not events:
+        raise LedgerError("internal: no events to compose")
+    common = set(np.asarray(events[0].orders, dtype=np.float64).tolist())
+    for e in events[1:]:
+        common &= set(np.asarray(e.orders, dtype=np.float64).tolist())
+    if not common:
+        raise LedgerError(
+            f"the events of this dataset in the ledger at {path} share no Renyi order, so they "
+            "cannot be composed without understating epsilon; record events on a common order grid "
+            "(e.g. analysis.DEFAULT_ORDERS)")
+    return np.array(sorted(common), dtype=np.float64)
+
+
+def _restrict(event: Any, grid: np.ndarray) -> Any:
+    """``event`` with its RDP curves restricted to the orders of ``grid`` (all present)."""
+    orders = np.asarray(event.orders, dtype=np.float64)
+    if orders.shape == grid.shape and np.array_equal(orders, grid):
+        return event
+    return event.on_orders(grid)
