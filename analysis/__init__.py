@@ -12,7 +12,8 @@ from analysis.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
 from analysis.sensitivity import (SanitizedRelease, check_conditions, gnmax_log_q0,
                                          gnss_rdp, local_sensitivity_gnmax,
                                          local_sensitivity_threshold, release_sanitized_epsilon,
-                                         search_smooth_sensitivity_parameters, smooth_sensitivity)
+                                         search_smooth_sensitivity_parameters, smooth_sensitivity,
+                                  smooth_sensitivity_dp_parameters)
 from analysis.rdp import (confident_gnmax_rdp, eps_from_rdp, gnmax_log_q, gnmax_rdp,
                           lnmax_log_q, lnmax_rdp, threshold_log_pr_answered, threshold_rdp)
 
@@ -23,6 +24,6 @@ __all__ = [
     "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "eps_from_rdp",
     "gnmax_log_q0", "local_sensitivity_gnmax", "local_sensitivity_threshold", "smooth_sensitivity",
     "gnss_rdp", "check_conditions", "search_smooth_sensitivity_parameters",
-    "release_sanitized_epsilon", "SanitizedRelease",
+    "release_sanitized_epsilon", "SanitizedRelease", "smooth_sensitivity_dp_parameters",
     "calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "search_smooth_sensitivity_parameters",
     "release_sanitized_epsilon",
     "SanitizedRelease",
+    "smooth_sensitivity_dp_parameters",
 ]
 
 # Below this log q, exp(log q) underflows or erfcinv loses all precision. BU and beta are
@@ -506,3 +507,21 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
                             eps_sanitized_upper_2std=eps_sanitized + 2.0 * noise_std,
                             rdp_gnss=cost, noise_std=noise_std, smooth_sensitivity=ss,
                             fallback=None)
+
+
+def smooth_sensitivity_dp_parameters(*, eps, delta) -> tuple[float, float]:
+    """(alpha, beta) for an (eps, delta)-DP -- not RDP -- Gaussian release scaled by the
+    beta-smooth sensitivity (Nissim, Raskhodnikova, Smith 2007, Lemma 2.6, with the condition on
+    alpha taken from the proof of Lemma 2.10 as the reference does): with a = Phi^{-1}(1 - delta/2),
+    alpha = sqrt(a^2 + eps/2) - a and beta = eps / (2 chi2_1^{-1}(1 - delta/2)).
+    The noise is SS_beta / alpha * N(0, 1). pate-learn's own release goes through RDP instead
+    (:func:`release_sanitized_epsilon`); this is for comparison with that route.
+    """
+    from scipy.special import chdtri, ndtri
+
+    eps = check_positive(eps, "eps")
+    delta = check_delta(delta)
+    a = float(ndtri(1.0 - delta / 2.0))
+    alpha = math.sqrt(a ** 2 + eps / 2.0) - a
+    beta = eps / (2.0 * float(chdtri(1, delta / 2.0)))
+    return alpha, beta
