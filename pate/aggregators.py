@@ -1,0 +1,626 @@
+"""Noisy aggregation of teacher votes: LNMax, GNMax, Confident-GNMax, Interactive-GNMax.
+
+Symbols
+-------
+votes          (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on query i; every
+               row sums to the number of teachers T.
+``AggregationResult``
+    Frozen output of an aggregator: ``labels`` (n,) int64 (-1: no label), ``answered_mask``
+    (n,) bool (the *teachers* answered: the GNMax step ran and was charged), ``source`` (n,)
+    str ("teachers" | "student" | "none" | "not-asked"), ``asked_mask`` (n,) bool (the query
+    was submitted to the mechanism and charged), and ``event``, the
+    :class:`analysis.accountant.PrivacyEvent` of the realised cost.
+``lnmax(votes, *, scale, rng)``
+    argmax_j (votes_j + Laplace(0, scale)) ([P17]; pure (2/scale)-DP per query).
+``gnmax(votes, *, sigma, rng)``
+    argmax_j (votes_j + N(0, sigma^2)) ([P18] Section 4.1).
+``confident_gnmax(votes, *, threshold, sigma1, sigma2, rng)``
+    Answer only if max_j votes_j + N(0, sigma1^2) >= threshold, then GNMax(sigma2)
+    ([P18] Algorithm 1).
+``interactive_gnmax(votes, *, student_probabilities, threshold, sigma1, sigma2, student_confidence, rng)``
+    Threshold check on round(max_j (votes_j - T p_j)) + N(0, sigma1^2) where p is the student's
+    predicted distribution; if passed, GNMax(sigma2) on the votes; if not and the student's top
+    probability >= student_confidence, the student's own argmax label is kept at no privacy
+    cost; otherwise -1 ([P18] Algorithm 2).
+``OnlineAggregator``
+    Answers queries one at a time or in batches against an (eps, delta) budget, stopping (or
+    refusing) *before* an answer could exceed it; charges the realised cost.
+
+Privacy cost
+------------
+Every function returns the realised cost as a ``PrivacyEvent`` built by ``analysis``' event
+builders (no privacy arithmetic lives here): the threshold check is charged for every query
+asked, the GNMax step only for the queries the teachers answered. ``event.rdp`` is the
+data-dependent RDP (it depends on the votes and is NOT itself private to publish);
+``event.rdp_data_independent`` is the worst-case RDP that may be published as is.
+
+Randomness
+----------
+``rng`` is a ``numpy.random.Generator`` (e.g. ``pate.rng.make_streams(seed).noise``) or the
+``SecureGenerator`` of ``make_streams(secure=True).noise`` (OS entropy). Noise is drawn for all
+queries in a fixed order (threshold noise (n,), then argmax noise (n, m)) regardless of the
+outcome, so the state of the stream after a call never depends on the votes. Every argument is
+validated before any noise is drawn.
+
+References
+----------
+[P17] Papernot et al., "Semi-supervised Knowledge Transfer for Deep Learning from Private
+      Training Data", ICLR 2017.
+[P18] Papernot et al., "Scalable Private Learning with PATE", ICLR 2018 (arXiv:1802.08908).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from analysis.accountant import (PrivacyEvent, RdpAccountant, confident_gnmax_event,
+                                 gnmax_event, lnmax_event)
+from analysis.errors import BudgetExceededError
+from analysis.orders import DEFAULT_ORDERS
+from analysis.rdp import eps_from_rdp, gnmax_rdp, lnmax_rdp, threshold_rdp
+from analysis.validation import (check_choice, check_delta, check_nonnegative, check_orders,
+                                 check_positive, check_probabilities, check_unit_interval,
+                                 check_votes, describe)
+from pate.rng import check_rng
+
+__all__ = ["AggregationResult", "lnmax", "gnmax", "confident_gnmax", "interactive_gnmax",
+           "OnlineAggregator", "MECHANISMS", "BUDGET_BASES"]
+
+MECHANISMS = ("lnmax", "gnmax", "confident-gnmax", "interactive-gnmax")
+BUDGET_BASES = ("data_independent", "data_dependent")
+SOURCES = ("teachers", "student", "none", "not-asked")
+
+_PARAMS = {
+    "lnmax": ("scale",),
+    "gnmax": ("sigma",),
+    "confident-gnmax": ("threshold", "sigma1", "sigma2"),
+    "interactive-gnmax": ("threshold", "sigma1", "sigma2", "student_confidence"),
+}
+
+
+# --------------------------------------------------------------------------- result
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AggregationResult:
+    """What an aggregator released for a batch of queries, and what it cost.
+
+    Attributes
+    ----------
+    labels : (n,) int64, read-only
+        The released label of each query; -1 where no label was released.
+    answered_mask : (n,) bool, read-only
+        The teachers answered (the GNMax step ran and is charged).
+    source : (n,) str, read-only
+        "teachers" (noisy teacher answer), "student" (Interactive-GNMax kept the confident
+        student's label, free), "none" (not answered: label -1) or "not-asked" (an online
+        aggregator stopped before this query to respect its budget: label -1, not charged).
+    asked_mask : (n,) bool, read-only
+        The query went through the mechanism and its threshold check (if any) is charged.
+    event : analysis.accountant.PrivacyEvent
+        Realised cost of the asked queries.
+    stop_reason : str or None
+        Why an online aggregator stopped before the end of the batch (None otherwise).
+    """
+
+    labels: np.ndarray
+    answered_mask: np.ndarray
+    source: np.ndarray
+    asked_mask: np.ndarray
+    event: PrivacyEvent
+    stop_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("labels", "answered_mask", "source", "asked_mask"):
+            arr = np.array(getattr(self, name))
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @property
+    def mechanism(self) -> str:
+        return self.event.mechanism
+
+    @property
+    def labelled_mask(self) -> np.ndarray:
+        """A label was released (by the teachers or, in Interactive-GNMax, the student)."""
+        return self.labels >= 0
+
+    @property
+    def num_queries(self) -> int:
+        return int(self.labels.size)
+
+    @property
+    def num_asked(self) -> int:
+        return int(self.asked_mask.sum())
+
+    @property
+    def num_answered(self) -> int:
+        return int(self.answered_mask.sum())
+
+    @property
+    def num_labelled(self) -> int:
+        return int(self.labelled_mask.sum())
+
+    def counts(self) -> dict[str, int]:
+        """How many queries came from each source (no per-query information)."""
+        return {s: int(np.sum(self.source == s)) for s in SOURCES}
+
+    def __repr__(self) -> str:
+        return (f"AggregationResult({self.mechanism}, queries={self.num_queries}, "
+                f"asked={self.num_asked}, answered={self.num_answered}, "
+                f"labelled={self.num_labelled})")
+
+
+def _result(labels, answered, source, event, asked=None, stop_reason=None) -> AggregationResult:
+    if asked is None:
+        asked = np.ones(labels.shape[0], dtype=bool)
+    return AggregationResult(labels=labels.astype(np.int64, copy=False), answered_mask=answered,
+                             source=source, asked_mask=asked, event=event,
+                             stop_reason=stop_reason)
+
+
+# --------------------------------------------------------------------------- validation
+
+def _check_student(student_probabilities: Any, votes: np.ndarray) -> np.ndarray:
+    return check_probabilities(student_probabilities, votes.shape, "student_probabilities")
+
+
+def _validate(mechanism: str, votes: Any, params: dict[str, Any]) -> tuple[np.ndarray, dict]:
+    """Validate votes and the mechanism's noise parameters; returns (votes, clean params)."""
+    votes = check_votes(votes)
+    clean: dict[str, float] = {}
+    for name in _PARAMS[mechanism]:
+        value = params.get(name)
+        if value is None:
+            raise TypeError(f"{mechanism} needs {name}=...; its parameters are "
+                            f"{', '.join(_PARAMS[mechanism])}")
+        if name == "threshold":
+            clean[name] = check_nonnegative(value, name)
+        elif name == "student_confidence":
+            clean[name] = check_unit_interval(value, name)
+        else:
+            clean[name] = check_positive(value, name)
+    return votes, clean
+
+
+# --------------------------------------------------------------------------- noise steps
+
+def _noisy_argmax(votes: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    return np.argmax(votes + noise, axis=1).astype(np.int64)
+
+
+def _draw_gnmax(votes, sigma, rng):
+    return rng.normal(0.0, sigma, size=votes.shape)
+
+
+def _interactive_statistic(votes: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    # max_j (n_j - T p_j) rounded half-to-even: exactly the statistic analysis.threshold_rdp
+    # accounts for (sensitivity 1 before and after rounding), so the data-dependent bound is
+    # computed for the mechanism that actually ran.
+    return np.round(np.max(votes - baseline, axis=1))
+
+
+def _run(mechanism: str, votes: np.ndarray, p: dict, rng, student: np.ndarray | None):
+    """Draw the noise and decide every query. Returns (labels, answered, source)."""
+    n, m = votes.shape
+    if mechanism == "lnmax":
+        labels = _noisy_argmax(votes, rng.laplace(0.0, p["scale"], size=(n, m)))
+        return labels, np.ones(n, dtype=bool), np.full(n, "teachers", dtype="<U9")
+    if mechanism == "gnmax":
+        labels = _noisy_argmax(votes, _draw_gnmax(votes, p["sigma"], rng))
+        return labels, np.ones(n, dtype=bool), np.full(n, "teachers", dtype="<U9")
+    noise1 = rng.normal(0.0, p["sigma1"], size=n)
+    noise2 = rng.normal(0.0, p["sigma2"], size=(n, m))
+    if mechanism == "confident-gnmax":
+        statistic = votes.max(axis=1).astype(np.float64)
+    else:
+        statistic = _interactive_statistic(votes, votes.sum(axis=1, keepdims=True) * student)
+    answered = statistic + noise1 >= p["threshold"]
+    labels = np.where(answered, _noisy_argmax(votes, noise2), -1)
+    source = np.where(answered, "teachers", "none").astype("<U9")
+    if mechanism == "interactive-gnmax":
+        keep = ~answered & (student.max(axis=1) >= p["student_confidence"])
+        labels = np.where(keep, np.argmax(student, axis=1), labels)
+        source[keep] = "student"
+    return labels.astype(np.int64), answered, source
+
+
+def _event(mechanism: str, votes: np.ndarray, p: dict, answered: np.ndarray, orders: np.ndarray,
+           student: np.ndarray | None) -> PrivacyEvent:
+    if mechanism == "lnmax":
+        return lnmax_event(votes, scale=p["scale"], orders=orders)
+    if mechanism == "gnmax":
+        return gnmax_event(votes, sigma=p["sigma"], orders=orders)
+    baseline = None
+    if mechanism == "interactive-gnmax":
+        baseline = votes.sum(axis=1, keepdims=True) * student
+    event = confident_gnmax_event(votes, threshold=p["threshold"], sigma1=p["sigma1"],
+                                  sigma2=p["sigma2"], answered=answered, orders=orders,
+                                  baseline=baseline)
+    if mechanism == "interactive-gnmax":
+        # The student's fallback is free; record its parameter for the audit trail.
+        event = dataclasses.replace(event, params={**event.params,
+                                                   "student_confidence": p["student_confidence"]})
+    return event
+
+
+# --------------------------------------------------------------------------- public mechanisms
+
+def lnmax(votes, *, scale, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
+    """LNMax ([P17]): the argmax of the votes plus Laplace(0, ``scale``) noise on every count.
+
+    Every query is answered; pure (2/scale)-DP per query. ``orders`` is the Renyi grid of the
+    returned event.
+    """
+    votes, p = _validate("lnmax", votes, {"scale": scale})
+    orders, rng = check_orders(orders), check_rng(rng)
+    labels, answered, source = _run("lnmax", votes, p, rng, None)
+    return _result(labels, answered, source, _event("lnmax", votes, p, answered, orders, None))
+
+
+def gnmax(votes, *, sigma, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
+    """GNMax ([P18]): the argmax of the votes plus N(0, ``sigma``^2) noise on every count."""
+    votes, p = _validate("gnmax", votes, {"sigma": sigma})
+    orders, rng = check_orders(orders), check_rng(rng)
+    labels, answered, source = _run("gnmax", votes, p, rng, None)
+    return _result(labels, answered, source, _event("gnmax", votes, p, answered, orders, None))
+
+
+def confident_gnmax(votes, *, threshold, sigma1, sigma2, rng,
+                    orders=DEFAULT_ORDERS) -> AggregationResult:
+    """Confident-GNMax ([P18] Algorithm 1).
+
+    A query is answered only when max_j votes_j + N(0, sigma1^2) >= ``threshold``; the answer is
+    then GNMax(sigma2). Unanswered queries get label -1. The event charges the threshold check
+    for every query and the GNMax step for the answered ones only, i.e. it equals
+    ``analysis.confident_gnmax_rdp(votes, ..., answered=result.answered_mask)``.
+    """
+    votes, p = _validate("confident-gnmax", votes,
+                         {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2})
+    orders, rng = check_orders(orders), check_rng(rng)
+    labels, answered, source = _run("confident-gnmax", votes, p, rng, None)
+    return _result(labels, answered, source,
+                   _event("confident-gnmax", votes, p, answered, orders, None))
+
+
+def interactive_gnmax(votes, *, student_probabilities, threshold, sigma1, sigma2,
+                      student_confidence, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
+    """Interactive-GNMax ([P18] Algorithm 2).
+
+    ``student_probabilities`` (n, m) is the student's predicted distribution on the queries.
+    The threshold check runs on round(max_j (votes_j - T p_j)) + N(0, sigma1^2) (T = number of
+    teachers): it passes when the teachers disagree with a student. Then:
+
+    * check passed: the teachers answer with GNMax(sigma2) on the votes (source "teachers");
+    * check failed and max_j p_j >= ``student_confidence``: the student's argmax is kept, at no
+      privacy cost (it only depends on the student) (source "student");
+    * otherwise: label -1 (source "none").
+    """
+    votes, p = _validate("interactive-gnmax", votes,
+                         {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
+                          "student_confidence": student_confidence})
+    student = _check_student(student_probabilities, votes)
+    orders, rng = check_orders(orders), check_rng(rng)
+    labels, answered, source = _run("interactive-gnmax", votes, p, rng, student)
+    return _result(labels, answered, source,
+                   _event("interactive-gnmax", votes, p, answered, orders, student))
+
+
+# --------------------------------------------------------------------------- online mode
+
+class OnlineAggregator:
+    """Answer queries online against a privacy budget, stopping before it could be exceeded.
+
+    Parameters
+    ----------
+    mechanism : "lnmax" | "gnmax" | "confident-gnmax" | "interactive-gnmax"
+    budget_eps, delta : the (eps, delta) budget of the whole dataset, prior spending included.
+    rng : numpy Generator or pate.rng.SecureGenerator
+    scale / sigma / threshold, sigma1, sigma2 / student_confidence :
+        The mechanism's noise parameters (only those of ``mechanism``; others are refused).
+    orders : Renyi orders of the accounting (default ``analysis.DEFAULT_ORDERS``).
+    prior_rdp : (k,) array or None
+        RDP already spent on this dataset by earlier releases (e.g. from the ledger), on
+        ``orders``. It is added to both totals; pass the data-independent RDP of the earlier
+        releases (it upper-bounds their data-dependent one).
+    budget_basis : "data_independent" (default) or "data_dependent"
+        Which cost decides when to stop. ``"data_independent"``: query i is asked only if
+        eps(prior + realised data-independent cost so far + the worst-case cost of query i)
+        <= budget_eps. That decision depends only on earlier *outputs* (answered or not) and
+        public parameters, so stopping itself leaks nothing. ``"data_dependent"`` decides on the
+        data-dependent cost of each query, which depends on the votes: WHEN the aggregator
+        stops then reveals private information that no epsilon accounts for. It is NOT
+        private; use it only to explore parameters on non-sensitive data.
+    conversion : "classic" | "tight", the RDP -> (eps, delta) conversion (``analysis.eps_from_rdp``).
+
+    The realised cost of each batch (threshold check for every query asked, GNMax step for
+    the answered ones) is composed into an immutable :class:`analysis.RdpAccountant`:
+    ``accountant`` holds this aggregator's events (for a ledger), ``epsilon(...)`` the totals
+    including ``prior_rdp``.
+
+    Examples
+    --------
+    >>> from pate.rng import make_streams
+    >>> agg = OnlineAggregator("confident-gnmax", threshold=200, sigma1=150, sigma2=40,
+    ...                        budget_eps=2.0, delta=1e-5, rng=make_streams(0).noise)
+    >>> result = agg.answer(votes)            # stops cleanly when the budget is reached
+    >>> agg.epsilon(data_dependent=False)     # (eps, order) spent so far, prior included
+    """
+
+    def __init__(self, mechanism: str, *, budget_eps, delta, rng, orders=DEFAULT_ORDERS,
+                 prior_rdp=None, budget_basis: str = "data_independent",
+                 conversion: str = "classic", scale=None, sigma=None, threshold=None,
+                 sigma1=None, sigma2=None, student_confidence=None) -> None:
+        mechanism = check_choice(mechanism, "mechanism", MECHANISMS)
+        given = {"scale": scale, "sigma": sigma, "threshold": threshold, "sigma1": sigma1,
+                 "sigma2": sigma2, "student_confidence": student_confidence}
+        foreign = [k for k, v in given.items() if v is not None and k not in _PARAMS[mechanism]]
+        if foreign:
+            raise TypeError(f"{', '.join(foreign)} is not a parameter of {mechanism}; its "
+                            f"parameters are {', '.join(_PARAMS[mechanism])}")
+        # Validate the noise parameters with a dummy vote row (values irrelevant).
+        _, self._params = _validate(mechanism, np.array([[1, 0]]), given)
+        self._budget_eps = check_positive(budget_eps, "budget_eps")
+        self._delta = check_delta(delta)
+        self._orders = check_orders(orders).copy()
+        self._orders.setflags(write=False)
+        self._basis = check_choice(budget_basis, "budget_basis", BUDGET_BASES)
+        self._conversion = check_choice(conversion, "conversion", ("classic", "tight"))
+        self._rng = check_rng(rng)
+        self._prior = self._check_prior(prior_rdp)
+        self._mechanism = mechanism
+        self._accountant = RdpAccountant(self._orders)
+        self._shape: tuple[int, int] | None = None  # (teachers, classes) of the first batch
+        self._stopped: str | None = None
+        prior_eps = self._eps(self._prior)
+        if prior_eps > self._budget_eps:
+            raise BudgetExceededError(
+                f"prior_rdp already amounts to eps={prior_eps:.4g} at delta={self._delta:g}, more "
+                f"than budget_eps={self._budget_eps:g}; nothing remains for this dataset",
+                requested=0.0, remaining=self._budget_eps - prior_eps)
+
+    # -- configuration and state
+    def _check_prior(self, prior_rdp) -> np.ndarray:
+        if prior_rdp is None:
+            return np.zeros(self._orders.size)
+        try:
+            prior = np.array(prior_rdp, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"prior_rdp must be an array of per-order RDP values, got "
+                            f"{describe(prior_rdp)}") from None
+        if prior.shape != self._orders.shape:
+            raise ValueError(f"prior_rdp must have one value per order ({self._orders.size}), "
+                             f"got shape {prior.shape}; compute it on the same orders")
+        if np.any(np.isnan(prior)) or np.any(prior < 0):
+            raise ValueError("prior_rdp must be non-negative and not NaN")
+        return prior
+
+    @property
+    def mechanism(self) -> str:
+        return self._mechanism
+
+    @property
+    def params(self) -> dict[str, float]:
+        return dict(self._params)
+
+    @property
+    def budget_eps(self) -> float:
+        return self._budget_eps
+
+    @property
+    def delta(self) -> float:
+        return self._delta
+
+    @property
+    def budget_basis(self) -> str:
+        return self._basis
+
+    @property
+    def orders(self) -> np.ndarray:
+        return self._orders
+
+    @property
+    def prior_rdp(self) -> np.ndarray:
+        out = self._prior.copy()
+        out.setflags(write=False)
+        return out
+
+    @property
+    def accountant(self) -> "RdpAccountant":
+        """Immutable accountant of the events of this aggregator (``prior_rdp`` not included)."""
+        return self._accountant
+
+    @property
+    def queries_asked(self) -> int:
+        return self._accountant.queries
+
+    @property
+    def queries_answered(self) -> int:
+        return self._accountant.answered
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the last batch stopped early (None if it did not)."""
+        return self._stopped
+
+    def total_rdp(self, *, data_dependent: bool = False) -> np.ndarray:
+        """prior_rdp + the realised RDP of every event so far, shape (k,)."""
+        return self._prior + self._accountant.rdp(data_dependent=data_dependent)
+
+    def epsilon(self, *, data_dependent: bool = False) -> tuple[float, float]:
+        """(eps, order) spent at ``delta`` so far, prior included.
+
+        ``data_dependent=False`` (default) is the publishable worst case; the data-dependent
+        value depends on the votes and is not private to publish as is.
+        """
+        eps, order = eps_from_rdp(self.total_rdp(data_dependent=data_dependent),
+                                  orders=self._orders, delta=self._delta,
+                                  conversion=self._conversion)
+        return float(eps), float(order)
+
+    @property
+    def remaining_eps(self) -> float:
+        """budget_eps minus the eps spent on the budget basis (>= 0 by construction)."""
+        spent, _ = self.epsilon(data_dependent=self._basis == "data_dependent")
+        return max(0.0, self._budget_eps - spent)
+
+    def worst_case_query_rdp(self) -> np.ndarray:
+        """Data-independent RDP of one more query if the teachers answer it, shape (k,)."""
+        one = np.array([[1, 0]])
+        return self._per_query_rdp(one, None, data_dependent=False)[1][0]
+
+    def _eps(self, rdp: np.ndarray):
+        eps, _ = eps_from_rdp(rdp, orders=self._orders, delta=self._delta,
+                              conversion=self._conversion)
+        return eps
+
+    # -- cost per query (from analysis)
+    def _per_query_rdp(self, votes: np.ndarray, student: np.ndarray | None, *,
+                       data_dependent: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(always-charged cost, cost if the teachers answer), each (n, k), from ``analysis``."""
+        p, orders = self._params, self._orders
+        m = self._mechanism
+        if m == "lnmax":
+            step = lnmax_rdp(votes, scale=p["scale"], orders=orders, data_dependent=data_dependent)
+            return np.zeros_like(step), step
+        if m == "gnmax":
+            step = gnmax_rdp(votes, sigma=p["sigma"], orders=orders, data_dependent=data_dependent)
+            return np.zeros_like(step), step
+        baseline = None
+        if m == "interactive-gnmax" and student is not None:
+            baseline = votes.sum(axis=1, keepdims=True) * student
+        check = threshold_rdp(votes, threshold=p["threshold"], sigma=p["sigma1"], orders=orders,
+                              data_dependent=data_dependent, baseline=baseline)
+        step = gnmax_rdp(votes, sigma=p["sigma2"], orders=orders, data_dependent=data_dependent)
+        return check, check + step
+
+    # -- answering
+    def _validate_batch(self, votes, student_probabilities) -> tuple[np.ndarray, np.ndarray | None]:
+        votes = check_votes(votes)
+        student = None
+        if self._mechanism == "interactive-gnmax":
+            if student_probabilities is None:
+                raise TypeError("interactive-gnmax needs student_probabilities=... "
+                                "(the student's (queries, classes) predicted probabilities)")
+            student = _check_student(student_probabilities, votes)
+        elif student_probabilities is not None:
+            raise TypeError(f"student_probabilities is only used by interactive-gnmax, "
+                            f"not {self._mechanism}")
+        if votes.shape[0]:
+            shape = (int(votes[0].sum()), votes.shape[1])
+            if self._shape is not None and shape != self._shape:
+                raise ValueError(f"votes come from {shape[0]} teachers over {shape[1]} classes, "
+                                 f"but earlier batches from {self._shape[0]} teachers over "
+                                 f"{self._shape[1]} classes; use one aggregator per ensemble")
+        return votes, student
+
+    def answer(self, votes, *, student_probabilities=None,
+               on_exhausted: str = "stop") -> AggregationResult:
+        """Answer a batch of queries in order, within the budget.
+
+        on_exhausted="stop" (default): queries are asked in order while the next one fits the
+        budget (see ``budget_basis``); the rest get source "not-asked", label -1, and cost
+        nothing; ``result.stop_reason`` says why. on_exhausted="raise": if the whole batch
+        could exceed the budget (all of it answered by the teachers), nothing is asked and
+        :class:`analysis.errors.BudgetExceededError` is raised, before any noise is drawn.
+        """
+        on_exhausted = check_choice(on_exhausted, "on_exhausted", ("stop", "raise"))
+        votes, student = self._validate_batch(votes, student_probabilities)
+        n = votes.shape[0]
+        dd = self._basis == "data_dependent"
+        always, if_answered = self._per_query_rdp(votes, student, data_dependent=dd)
+        base = self.total_rdp(data_dependent=dd)
+        spent_eps = self._eps(base)
+        if on_exhausted == "raise" and n:
+            worst_total = base + if_answered.sum(axis=0)
+            worst_eps = self._eps(worst_total)
+            if worst_eps > self._budget_eps:
+                fits = self._count_fitting(base, if_answered)
+                raise BudgetExceededError(
+                    f"answering these {n} queries could bring the {self._basis.replace('_', '-')} "
+                    f"eps to {worst_eps:.6g} (delta={self._delta:g}), over budget_eps="
+                    f"{self._budget_eps:g}; spent {spent_eps:.6g}, remaining "
+                    f"{self._budget_eps - spent_eps:.6g}: at most {fits} of them fit. Ask fewer "
+                    "queries, use more noise, or raise the budget",
+                    requested=float(worst_eps - spent_eps),
+                    remaining=float(self._budget_eps - spent_eps))
+
+        # All validation is done: draw the noise and decide every query.
+        labels, answered, source = _run(self._mechanism, votes, self._params, self._rng, student)
+
+        # Sequential stopping rule, vectorized: query i is asked iff the cost realised by the
+        # queries before it plus query i's worst case stays within the budget.
+        realised = always + answered[:, None] * (if_answered - always)
+        before = base[None, :] + np.cumsum(realised, axis=0) - realised
+        candidate_eps = self._eps(before + if_answered) if n else np.zeros(0)
+        over = np.nonzero(candidate_eps > self._budget_eps)[0]
+        stop = int(over[0]) if over.size else n
+        asked = np.arange(n) < stop
+        stop_reason = None
+        if stop < n:
+            now = self._eps(before[stop])
+            stop_reason = (
+                f"privacy budget: stopped before query {stop} of {n}: answering it could bring "
+                f"the {self._basis.replace('_', '-')} eps from {now:.6g} to "
+                f"{candidate_eps[stop]:.6g} > budget_eps={self._budget_eps:g} "
+                f"(delta={self._delta:g}); {n - stop} queries not asked")
+            labels = np.where(asked, labels, -1)
+            answered = answered & asked
+            source = np.where(asked, source, "not-asked").astype("<U9")
+        self._stopped = stop_reason
+
+        event = _event(self._mechanism, votes[asked], self._params, answered[asked],
+                       self._orders, None if student is None else student[asked])
+        self._accountant = self._accountant.compose(event)
+        if votes.shape[0] and self._shape is None:
+            self._shape = (int(votes[0].sum()), votes.shape[1])
+        return _result(labels, answered, source, event, asked=asked, stop_reason=stop_reason)
+
+    def _count_fitting(self, base: np.ndarray, if_answered: np.ndarray) -> int:
+        eps = self._eps(base[None, :] + np.cumsum(if_answered, axis=0))
+        over = np.nonzero(eps > self._budget_eps)[0]
+        return int(over[0]) if over.size else int(if_answered.shape[0])
+
+    def answer_one(self, votes_row, *, student_probabilities=None) -> int:
+        """Answer one query (a (classes,) vote row); returns its label (-1: not answered).
+
+        Raises :class:`analysis.errors.BudgetExceededError` (nothing drawn, nothing charged) if
+        answering it could exceed the budget.
+        """
+        row = np.asarray(votes_row)
+        if row.ndim != 1:
+            raise ValueError(f"votes_row must be 1-D (one query's vote counts), got shape "
+                             f"{row.shape}; use answer() for a batch")
+        student = None
+        if student_probabilities is not None:
+            student = np.asarray(student_probabilities)
+            if student.ndim != 1:
+                raise ValueError("student_probabilities must be 1-D (one query) in answer_one, "
+                                 f"got shape {student.shape}")
+            student = student[None, :]
+        result = self.answer(row[None, :], student_probabilities=student, on_exhausted="raise")
+        return int(result.labels[0])
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able totals (no per-query information)."""
+        eps_di, order_di = self.epsilon(data_dependent=False)
+        eps_dd, order_dd = self.epsilon(data_dependent=True)
+        return {
+            "mechanism": self._mechanism, "params": dict(self._params),
+            "budget_eps": self._budget_eps, "delta": self._delta,
+            "budget_basis": self._basis, "conversion": self._conversion,
+            "queries_asked": self.queries_asked, "queries_answered": self.queries_answered,
+            "eps_data_independent": eps_di, "order_data_independent": order_di,
+            "eps_data_dependent": eps_dd, "order_data_dependent": order_dd,
+            "prior_included": bool(np.any(self._prior > 0)),
+            "stop_reason": self._stopped,
+        }
+
+    def __repr__(self) -> str:
+        eps, _ = self.epsilon(data_dependent=self._basis == "data_dependent")
+        return (f"OnlineAggregator({self._mechanism}, asked={self.queries_asked}, "
+                f"answered={self.queries_answered}, eps={eps:.4g}/{self._budget_eps:g} "
+                f"({self._basis}), delta={self._delta:g})")
