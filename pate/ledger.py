@@ -858,13 +858,14 @@ class Ledger:
 
     def _check_fits(self, conn: sqlite3.Connection, digest: str, new: Sequence[_Item],
                     target: frozenset[int], *, exclude: str | None, what: str) -> None:
+        events, live = self._load_items(conn, digest, exclude=exclude)
+        existing = events + live
+        # Even without a budget, refuse what could never be composed with the rest.
+        grid = _shared_grid([it.event for it in existing + list(new)], self.path)
         budget = self._budget(conn, digest)
         if budget is None:
             return
         _, _, eps_from_rdp = _accountant()
-        events, live = self._load_items(conn, digest, exclude=exclude)
-        existing = events + live
-        grid = _shared_grid([it.event for it in existing + list(new)], self.path)
         names = dict(self._block_rows(conn, digest))
         worst_spent, worst = 0.0, None
         for block, items in self._scopes(existing + list(new), names, target or None):

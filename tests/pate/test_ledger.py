@@ -469,3 +469,28 @@ def test_cli_uses_env_ledger_and_digest(tmp_path, monkeypatch, capsys):
     assert cli_main(["budget", "show", "--dataset", DIGEST, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["ledger"] == str(tmp_path / "env.sqlite3") and shown["budget"]["delta"] == 1e-6
+
+
+def test_disjoint_grids_are_refused_even_without_a_budget(path):
+    with Ledger(path) as led:
+        led.register_dataset(DIGEST, name="open")
+        led.charge("open", [gnmax_event(VOTES, sigma=40.0, orders=np.array([2.0, 3.0]))])
+        with pytest.raises(LedgerError, match="share no Renyi order"):
+            led.charge("open", [gnmax_event(VOTES, sigma=40.0, orders=np.array([5.0]))])
+        assert led.summary("open")["events"] == 1
+
+
+def test_expired_reservation_can_still_commit_only_what_fits(ledger, path, event):
+    """Liveness is advisory: even if a live run's reservation were wrongly reclaimed, its commit
+    re-checks the budget, so nothing can be overspent."""
+    k = max_fitting(event, 2.0)
+    res = ledger.reserve("toy", orders=event.orders, rdp=k * event.rdp_data_independent)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE reservations SET status='expired' WHERE id=?", (res.id,))
+    conn.commit()
+    conn.close()
+    ledger.charge("toy", [event])  # someone else takes part of the budget meanwhile
+    with pytest.raises(BudgetExceededError):
+        res.commit([event] * k)
+    assert res.commit([event] * (k - 1))
+    assert ledger.summary("toy")["spent"] <= 2.0
