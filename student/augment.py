@@ -1,0 +1,298 @@
+"""Data augmentations for the semi-supervised student, on torch tensors only (no downloads, no PIL).
+
+Symbols:
+
+- ``weak_augment(x, *, generator, flip, pad)``: FixMatch's weak view of a batch of images
+  ``x`` (N, C, H, W) in [0, 1]: optional random horizontal flip, then a random translation of
+  up to ``pad`` pixels (reflect-pad and random crop), each drawn independently per image.
+- ``strong_augment(x, *, generator, num_ops=2, cutout=0.5, fill=0.5)``: FixMatch's strong view,
+  a RandAugment variant (Cubuk et al. 2020, "RandAugment"; Sohn et al. 2020, "FixMatch",
+  section 2.3 and appendix D): per image, ``num_ops`` operations drawn uniformly from
+  ``IMAGE_OPS`` with a magnitude drawn uniformly in [0, 1] (RandAugment with random magnitude,
+  as in FixMatch's "RA" variant), followed by Cutout (DeVries & Taylor 2017) of a square of
+  side up to ``cutout`` x the image side. Colour and geometric operations are vectorised over
+  the batch (one affine ``grid_sample`` per operation slot).
+- ``weak_augment_tabular(x, *, generator, feature_std, noise=0.05)`` and
+  ``strong_augment_tabular(x, *, generator, feature_std, corruption=0.3, noise=0.2)``: the
+  tabular analogues for (N, F) features: Gaussian jitter scaled by each feature's standard
+  deviation, and for the strong view SCARF-style feature corruption (Bahri et al. 2022,
+  "SCARF"): each feature is replaced, with probability ``corruption``, by the same feature of
+  another random row of the batch (a draw from its empirical marginal), plus larger jitter.
+- ``default_pad(height)``: 12.5 % of the side (at least 1 pixel), FixMatch's translation range.
+- ``FLIP_DATASETS``: dataset names for which a horizontal flip preserves the label
+  (natural images and clothing; not digits or characters).
+
+Every random draw comes from the explicit ``torch.Generator`` (on the CPU) so that a seeded
+student run is reproducible and resumable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "FLIP_DATASETS",
+    "IMAGE_OPS",
+    "default_pad",
+    "weak_augment",
+    "strong_augment",
+    "weak_augment_tabular",
+    "strong_augment_tabular",
+]
+
+#: Datasets whose labels survive a horizontal flip. Digits, characters and house numbers do not.
+FLIP_DATASETS = frozenset({"fashion-mnist", "cifar10"})
+
+
+def default_pad(height: int) -> int:
+    """FixMatch's translation range: 12.5 % of the image side, at least one pixel."""
+    return max(1, int(round(0.125 * int(height))))
+
+
+def _uniform(n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    return torch.rand(n, generator=generator).to(device)
+
+
+def _signs(n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    return (torch.randint(0, 2, (n,), generator=generator) * 2 - 1).to(device, torch.float32)
+
+
+# --------------------------------------------------------------------------- weak (images)
+
+def weak_augment(x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad: int) -> torch.Tensor:
+    """Random horizontal flip (if ``flip``) and random translation by up to ``pad`` pixels.
+
+    Translation is reflect-padding by ``pad`` then a random ``H x W`` crop per image, as in
+    FixMatch's weak augmentation. Returns a new tensor of the same shape.
+    """
+    n, _, h, w = x.shape
+    device = x.device
+    if flip:
+        flip_mask = (torch.rand(n, generator=generator) < 0.5).to(device)
+        x = torch.where(flip_mask[:, None, None, None], x.flip(-1), x)
+    if pad <= 0:
+        return x.clone() if not flip else x
+    mode = "reflect" if pad < min(h, w) else "replicate"
+    padded = F.pad(x, (pad, pad, pad, pad), mode=mode)
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(device)
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(device)
+    rows = dy[:, None] + torch.arange(h, device=device)[None, :]          # (n, h)
+    cols = dx[:, None] + torch.arange(w, device=device)[None, :]          # (n, w)
+    batch = torch.arange(n, device=device)[:, None, None]
+    # Gather on a channels-last view: (n, H', W', C) -> (n, h, w, C).
+    out = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+# --------------------------------------------------------------------------- strong (images)
+
+def _blend(x: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """PIL ImageEnhance semantics: other + factor * (x - other), clipped to [0, 1]."""
+    f = factor[:, None, None, None]
+    return (other + f * (x - other)).clamp(0.0, 1.0)
+
+
+def _enhance_factor(m: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
+    # FixMatch's RA range for Brightness/Color/Contrast/Sharpness: factor in [0.05, 1.95].
+    return 1.0 + signs * 0.95 * m
+
+
+def _op_identity(x, m, g):
+    return x
+
+
+def _op_autocontrast(x, m, g):
+    lo = x.amin(dim=(2, 3), keepdim=True)
+    hi = x.amax(dim=(2, 3), keepdim=True)
+    scale = torch.where(hi > lo, 1.0 / (hi - lo).clamp_min(1e-8), torch.ones_like(hi))
+    offset = torch.where(hi > lo, lo, torch.zeros_like(lo))
+    return ((x - offset) * scale).clamp(0.0, 1.0)
+
+
+def _op_equalize(x, m, g):
+    """Histogram equalisation per image and channel on 256 levels (PIL ImageOps.equalize-like)."""
+    n, c, h, w = x.shape
+    levels = (x * 255.0).round().long().clamp(0, 255).reshape(n * c, h * w)
+    hist = torch.zeros(n * c, 256, device=x.device, dtype=torch.float32)
+    hist.scatter_add_(1, levels, torch.ones_like(levels, dtype=torch.float32))
+    cdf = hist.cumsum(dim=1)
+    # First non-zero bin's cumulative count (cdf_min); flat images stay unchanged.
+    cdf_min = torch.where(hist > 0, cdf, torch.full_like(cdf, float(h * w))).amin(dim=1, keepdim=True)
+    denom = float(h * w) - cdf_min
+    mapped = (cdf.gather(1, levels) - cdf_min) / denom.clamp_min(1.0)
+    flat = (denom <= 0).expand_as(mapped)
+    out = torch.where(flat, levels.float() / 255.0, mapped.clamp(0.0, 1.0))
+    return out.reshape(n, c, h, w)
+
+
+def _op_brightness(x, m, g):
+    return _blend(x, torch.zeros_like(x), _enhance_factor(m, _signs(len(m), g, x.device)))
+
+
+def _op_contrast(x, m, g):
+    gray = x.mean(dim=1, keepdim=True)
+    mean = gray.mean(dim=(2, 3), keepdim=True).expand_as(x)
+    return _blend(x, mean, _enhance_factor(m, _signs(len(m), g, x.device)))
+
+
+def _op_color(x, m, g):
+    if x.shape[1] != 3:
+        return x
+    weights = torch.tensor([0.299, 0.587, 0.114], device=x.device, dtype=x.dtype)
+    gray = (x * weights[None, :, None, None]).sum(dim=1, keepdim=True).expand_as(x)
+    return _blend(x, gray, _enhance_factor(m, _signs(len(m), g, x.device)))
+
+
+def _op_sharpness(x, m, g):
+    c = x.shape[1]
+    kernel = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]],
+                          device=x.device, dtype=x.dtype) / 13.0
+    kernel = kernel.expand(c, 1, 3, 3)
+    smooth = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
+    return _blend(x, smooth, _enhance_factor(m, _signs(len(m), g, x.device)))
+
+
+def _op_posterize(x, m, g):
+    bits = (8.0 - (m * 4.0).round()).clamp(4.0, 8.0)        # keep 4..8 bits
+    step = (2.0 ** (8.0 - bits))[:, None, None, None]
+    return (torch.floor(x * 255.0 / step) * step / 255.0).clamp(0.0, 1.0)
+
+
+def _op_solarize(x, m, g):
+    threshold = (1.0 - m)[:, None, None, None]
+    return torch.where(x >= threshold, 1.0 - x, x)
+
+
+def _affine(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def _identity_theta(n: int, device: torch.device) -> torch.Tensor:
+    theta = torch.zeros(n, 2, 3, device=device)
+    theta[:, 0, 0] = 1.0
+    theta[:, 1, 1] = 1.0
+    return theta
+
+
+def _op_rotate(x, m, g):
+    angle = _signs(len(m), g, x.device) * m * (30.0 * math.pi / 180.0)
+    theta = _identity_theta(len(m), x.device)
+    theta[:, 0, 0] = torch.cos(angle)
+    theta[:, 0, 1] = -torch.sin(angle)
+    theta[:, 1, 0] = torch.sin(angle)
+    theta[:, 1, 1] = torch.cos(angle)
+    return _affine(x, theta)
+
+
+def _op_shear_x(x, m, g):
+    theta = _identity_theta(len(m), x.device)
+    theta[:, 0, 1] = _signs(len(m), g, x.device) * 0.3 * m
+    return _affine(x, theta)
+
+
+def _op_shear_y(x, m, g):
+    theta = _identity_theta(len(m), x.device)
+    theta[:, 1, 0] = _signs(len(m), g, x.device) * 0.3 * m
+    return _affine(x, theta)
+
+
+def _op_translate_x(x, m, g):
+    theta = _identity_theta(len(m), x.device)
+    theta[:, 0, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0   # grid units span 2
+    return _affine(x, theta)
+
+
+def _op_translate_y(x, m, g):
+    theta = _identity_theta(len(m), x.device)
+    theta[:, 1, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0
+    return _affine(x, theta)
+
+
+#: The RandAugment operations (FixMatch's RA list, minus the PIL-only ones), name -> function.
+IMAGE_OPS = {
+    "identity": _op_identity,
+    "autocontrast": _op_autocontrast,
+    "equalize": _op_equalize,
+    "brightness": _op_brightness,
+    "contrast": _op_contrast,
+    "color": _op_color,
+    "sharpness": _op_sharpness,
+    "posterize": _op_posterize,
+    "solarize": _op_solarize,
+    "rotate": _op_rotate,
+    "shear_x": _op_shear_x,
+    "shear_y": _op_shear_y,
+    "translate_x": _op_translate_x,
+    "translate_y": _op_translate_y,
+}
+_OP_LIST = tuple(IMAGE_OPS.values())
+
+
+def _cutout(x: torch.Tensor, *, generator: torch.Generator, size_fraction: float,
+            fill: float) -> torch.Tensor:
+    """Zero-information square of side U(0, size_fraction) x side at a uniform centre, per image."""
+    n, _, h, w = x.shape
+    device = x.device
+    side = (torch.rand(n, generator=generator) * size_fraction * min(h, w)).to(device)
+    cy = (torch.rand(n, generator=generator) * h).to(device)
+    cx = (torch.rand(n, generator=generator) * w).to(device)
+    ys = torch.arange(h, device=device, dtype=torch.float32)[None, :] + 0.5
+    xs = torch.arange(w, device=device, dtype=torch.float32)[None, :] + 0.5
+    in_y = (ys - cy[:, None]).abs() <= side[:, None] / 2
+    in_x = (xs - cx[:, None]).abs() <= side[:, None] / 2
+    box = (in_y[:, :, None] & in_x[:, None, :])[:, None, :, :]
+    return torch.where(box, torch.full_like(x, fill), x)
+
+
+def strong_augment(x: torch.Tensor, *, generator: torch.Generator, num_ops: int = 2,
+                   cutout: float = 0.5, fill: float = 0.5) -> torch.Tensor:
+    """RandAugment (``num_ops`` random ops, random magnitudes) followed by Cutout.
+
+    ``x``: (N, C, H, W) in [0, 1]. Each image draws its own operations and magnitudes.
+    ``cutout``: the largest Cutout side as a fraction of the image side (0 disables it).
+    """
+    n = x.shape[0]
+    device = x.device
+    out = x.clone()
+    if n == 0:
+        return out
+    op_index = torch.randint(0, len(_OP_LIST), (n, num_ops), generator=generator).to(device)
+    magnitude = torch.rand(n, num_ops, generator=generator).to(device)
+    for slot in range(num_ops):
+        for k, op in enumerate(_OP_LIST):
+            if op is _op_identity:
+                continue
+            chosen = (op_index[:, slot] == k).nonzero(as_tuple=True)[0]
+            if chosen.numel() == 0:
+                continue
+            out[chosen] = op(out[chosen], magnitude[chosen, slot], generator)
+    if cutout > 0:
+        out = _cutout(out, generator=generator, size_fraction=cutout, fill=fill)
+    return out
+
+
+# --------------------------------------------------------------------------- tabular
+
+def weak_augment_tabular(x: torch.Tensor, *, generator: torch.Generator, feature_std: torch.Tensor,
+                         noise: float = 0.05) -> torch.Tensor:
+    """Gaussian jitter of ``noise`` x each feature's standard deviation."""
+    eps = torch.randn(x.shape, generator=generator).to(x.device)
+    return x + noise * feature_std[None, :] * eps
+
+
+def strong_augment_tabular(x: torch.Tensor, *, generator: torch.Generator, feature_std: torch.Tensor,
+                           corruption: float = 0.3, noise: float = 0.2) -> torch.Tensor:
+    """SCARF-style corruption (features replaced from random other rows) plus larger jitter."""
+    n, f = x.shape
+    if n == 0:
+        return x.clone()
+    replace = (torch.rand(n, f, generator=generator) < corruption).to(x.device)
+    donor_rows = torch.randint(0, n, (n, f), generator=generator).to(x.device)
+    donors = x.gather(0, donor_rows)
+    out = torch.where(replace, donors, x)
+    eps = torch.randn(x.shape, generator=generator).to(x.device)
+    return out + noise * feature_std[None, :] * eps

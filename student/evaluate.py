@@ -1,0 +1,106 @@
+"""Evaluation of the student on the held-out evaluation split (numpy only).
+
+Symbols:
+
+- ``confusion_matrix(y_true, y_pred, *, num_classes) -> (num_classes, num_classes) int64``:
+  entry ``[i, j]`` counts evaluation items of true class ``i`` predicted as ``j``.
+- ``evaluation_metrics(y_true, y_pred, *, num_classes) -> dict``: JSON-able report with
+  ``accuracy``, ``per_class_accuracy`` (``None`` for a class absent from ``y_true``),
+  ``per_class_support``, ``confusion_matrix`` (nested lists) and ``num_examples``.
+- ``evaluate_student(student, x, y, *, num_classes=None) -> dict``: the same for a fitted
+  student's predictions on ``x``.
+- ``save_json(obj, path)``: writes JSON atomically (temporary file in the same directory, then
+  ``os.replace``), so a crash never leaves a half-written report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from analysis.validation import check_int, describe
+
+__all__ = ["confusion_matrix", "evaluation_metrics", "evaluate_student", "save_json"]
+
+
+def _check_class_labels(values: Any, name: str, num_classes: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of class labels, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer class labels, got {describe(arr)}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
+        bad = int(arr[(arr < 0) | (arr >= num_classes)][0])
+        raise ValueError(f"{name} must lie in [0, {num_classes - 1}] (num_classes={num_classes}), "
+                         f"got a label {bad}")
+    return arr
+
+
+def confusion_matrix(y_true: Any, y_pred: Any, *, num_classes: int) -> np.ndarray:
+    """Counts ``[true class, predicted class]``; rows sum to the support of each class."""
+    num_classes = check_int(num_classes, "num_classes", minimum=2)
+    y_true = _check_class_labels(y_true, "y_true", num_classes)
+    y_pred = _check_class_labels(y_pred, "y_pred", num_classes)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"y_true and y_pred must have the same length, got {y_true.shape[0]} "
+                         f"and {y_pred.shape[0]}")
+    flat = np.bincount(y_true * num_classes + y_pred, minlength=num_classes * num_classes)
+    return flat.reshape(num_classes, num_classes).astype(np.int64)
+
+
+def evaluation_metrics(y_true: Any, y_pred: Any, *, num_classes: int) -> dict:
+    """Accuracy, per-class accuracy and confusion matrix as a JSON-able dict."""
+    cm = confusion_matrix(y_true, y_pred, num_classes=num_classes)
+    support = cm.sum(axis=1)
+    total = int(support.sum())
+    if total == 0:
+        raise ValueError("y_true is empty: evaluation needs at least one labelled example")
+    correct = np.diag(cm)
+    per_class = [float(c / s) if s > 0 else None for c, s in zip(correct, support)]
+    return {
+        "accuracy": float(correct.sum() / total),
+        "num_examples": total,
+        "num_classes": int(num_classes),
+        "per_class_accuracy": per_class,
+        "per_class_support": [int(s) for s in support],
+        "confusion_matrix": cm.tolist(),
+    }
+
+
+def evaluate_student(student: Any, x: Any, y: Any, *, num_classes: int | None = None) -> dict:
+    """Metrics of ``student.predict(x)`` against the true labels ``y`` of the evaluation split."""
+    if not hasattr(student, "predict"):
+        raise TypeError(f"student must be a fitted Student (with predict), got {type(student).__name__}")
+    if num_classes is None:
+        num_classes = getattr(student, "num_classes_", None)
+        if num_classes is None:
+            raise ValueError("num_classes is unknown: pass num_classes= or a fitted Student")
+    y_pred = np.asarray(student.predict(x))
+    return evaluation_metrics(y, y_pred, num_classes=num_classes)
+
+
+def save_json(obj: Any, path: str | os.PathLike) -> pathlib.Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically (temp file + ``os.replace``)."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(obj, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path

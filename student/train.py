@@ -1,0 +1,724 @@
+"""Training the student: supervised or semi-supervised (FixMatch) on the privately labelled public split.
+
+The student is the only model PATE releases. It is trained on the *public* inputs only: the
+items the aggregator answered carry its noisy labels, the unanswered ones are unlabelled data.
+Nothing else may reach it -- never the private split, the teachers' votes or the teachers'
+weights -- and :func:`train_student` enforces this at the API: it takes an array of public
+inputs and a 1-D array of released labels, and refuses anything else with a ``TypeError``.
+
+Symbols
+-------
+``train_student(public_x, labels, *, model="auto", method="fixmatch", **settings) -> Student``
+    ``public_x``: (N_public, C, H, W) images in [0, 1] or (N_public, F) tabular float features;
+    ``labels``: (N_public,) int64, the released label of each public item or ``-1`` where the
+    aggregator did not answer. Returns a fitted :class:`Student`.
+``Student(...)``
+    Estimator with scikit-learn conventions: constructor stores settings, ``fit(public_x,
+    labels)`` returns ``self``, ``random_state`` (None, a non-negative int or a
+    ``numpy.random.Generator`` such as ``pate.rng.make_streams(seed).student``), fitted
+    attributes end in ``_`` (``model_``, ``num_classes_``, ``input_shape_``, ``history_``,
+    ``seed_``). ``predict_proba(x)``, ``predict(x)``, ``score(x, y)``, ``save(path)``,
+    ``Student.load(path)``, ``get_params()`` / ``set_params()``.
+``METHODS``: ``("fixmatch", "supervised")``.
+``resolve_device(spec)``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+``auto_model_name(input_shape)``: the zoo model used for ``model="auto"``.
+``CHECKPOINT_NAME``: file name of the per-epoch checkpoint inside ``checkpoint_dir``.
+
+Methods
+-------
+* ``"supervised"``: cross-entropy on the answered items, with the weak augmentation.
+* ``"fixmatch"`` (Sohn et al. 2020, "FixMatch: Simplifying Semi-Supervised Learning with
+  Consistency and Confidence", NeurIPS): each step draws ``batch_size`` labelled items and
+  ``unlabeled_ratio * batch_size`` items of the whole public pool. The loss is the
+  cross-entropy on the weakly augmented labelled batch plus ``unlabeled_weight`` times the
+  cross-entropy between the model's prediction on a *strongly* augmented view and the hard
+  pseudo-label of the *weakly* augmented view, kept only where the pseudo-label's confidence
+  is at least ``threshold``. SGD with Nesterov momentum, cosine decay ``lr * cos(7 pi k / 16 K)``,
+  optional exponential moving average of the weights (``ema_decay``) used for prediction.
+  Images use :func:`student.augment.weak_augment` / :func:`student.augment.strong_augment`;
+  tabular features use Gaussian jitter and SCARF-style feature corruption
+  (:mod:`student.augment`).
+
+Inputs are standardised inside the model by the public pool's per-channel (images) or
+per-feature (tabular) mean and standard deviation (public statistics only).
+
+Reproducibility and resume: every random draw (initialisation, batches, augmentations) comes
+from one seed. With ``checkpoint_dir`` a checkpoint (model, EMA, optimiser, generator state,
+history) is written atomically after every epoch; ``resume=True`` continues from it and gives
+the same weights as an uninterrupted run. A checkpoint is tied to a fingerprint of the
+inputs, labels and settings; resuming with anything different is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import numbers
+import os
+import pathlib
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
+from student import augment as aug
+
+__all__ = ["train_student", "Student", "METHODS", "resolve_device", "auto_model_name",
+           "CHECKPOINT_NAME"]
+
+METHODS = ("fixmatch", "supervised")
+CHECKPOINT_NAME = "student_checkpoint.pt"
+_FORMAT = "pate-learn-student/1"
+
+# Settings that change the trained weights (part of the checkpoint fingerprint).
+_TRAINING_PARAMS = ("model", "method", "epochs", "steps_per_epoch", "batch_size", "unlabeled_ratio",
+                    "threshold", "unlabeled_weight", "learning_rate", "momentum", "weight_decay",
+                    "ema_decay", "flip", "pad", "strong_ops", "cutout", "num_classes")
+_OTHER_PARAMS = ("device", "random_state", "progress", "checkpoint_dir", "resume", "on_epoch_end",
+                 "validation")
+
+
+# --------------------------------------------------------------------------- helpers
+
+def resolve_device(spec: Any = "auto") -> torch.device:
+    """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist)."""
+    if isinstance(spec, torch.device):
+        spec = str(spec)
+    if not isinstance(spec, str):
+        raise TypeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {describe(spec)}")
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec == "cpu":
+        return torch.device("cpu")
+    if spec == "cuda" or spec.startswith("cuda:"):
+        index = spec.partition(":")[2]
+        if index and not index.isdigit():
+            raise ValueError(f"device {spec!r}: the CUDA index must be a non-negative integer, "
+                             "e.g. 'cuda:0'")
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {spec!r} was requested but CUDA is not available here; "
+                             "use --device cpu or --device auto")
+        if index and int(index) >= torch.cuda.device_count():
+            raise ValueError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s) "
+                             "are visible")
+        return torch.device(spec)
+    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {spec!r}")
+
+
+def auto_model_name(input_shape: tuple[int, ...]) -> str:
+    """The zoo model for ``model="auto"``: cnn28 / cnn32 / cnn8 by image side, else the MLP."""
+    if len(input_shape) == 3:
+        side = input_shape[1:]
+        if side == (28, 28):
+            return "cnn28"
+        if side == (32, 32):
+            return "cnn32"
+        if side == (8, 8):
+            return "cnn8"
+    return "mlp"
+
+
+def _looks_like_pate_data(obj: Any) -> bool:
+    return all(hasattr(obj, a) for a in ("private", "public", "evaluation"))
+
+
+def _looks_like_split(obj: Any) -> bool:
+    return hasattr(obj, "x") and hasattr(obj, "y") and not isinstance(obj, np.ndarray)
+
+
+def _is_model_like(obj: Any) -> bool:
+    if isinstance(obj, nn.Module):
+        return True
+    if isinstance(obj, (list, tuple)) and obj and all(isinstance(o, nn.Module) for o in obj):
+        return True
+    if isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+        return True   # a state dict (teacher weights)
+    return False
+
+
+def _refuse_non_public(obj: Any, name: str) -> None:
+    """TypeError for the things that must never reach the student."""
+    if _looks_like_pate_data(obj):
+        raise TypeError(
+            f"{name} is a PateData object, which holds the private split; the student may only see "
+            "the public inputs. Pass data.public.x as public_x and the released labels "
+            "(e.g. <run_dir>/labels.npy) as labels")
+    if _looks_like_split(obj):
+        raise TypeError(
+            f"{name} is an ArraySplit ({type(obj).__name__}), which carries true labels; pass the "
+            "public inputs array (split.x) as public_x and the aggregator's released labels as labels")
+    if _is_model_like(obj):
+        raise TypeError(
+            f"{name} is a model / teacher ensemble / state dict; the student must never receive "
+            "teacher weights. Pass the public inputs and the released labels only")
+
+
+def _check_public_x(public_x: Any) -> np.ndarray:
+    _refuse_non_public(public_x, "public_x")
+    if isinstance(public_x, torch.Tensor):
+        public_x = public_x.detach().cpu().numpy()
+    if not isinstance(public_x, np.ndarray):
+        raise TypeError(f"public_x must be a numpy array of public inputs, got {describe(public_x)} "
+                        f"of type {type(public_x).__name__}")
+    if not np.issubdtype(public_x.dtype, np.floating):
+        hint = ("; a 2-D integer array looks like a votes matrix: aggregate the votes first "
+                "(pate aggregate) and pass the released labels" if public_x.ndim == 2
+                and np.issubdtype(public_x.dtype, np.integer) else "")
+        raise TypeError(f"public_x must be a float array (images in [0, 1] or tabular features), "
+                        f"got {describe(public_x)}{hint}")
+    if public_x.ndim not in (2, 4):
+        extra = " (for grayscale (N, H, W) images pass x[:, None])" if public_x.ndim == 3 else ""
+        raise ValueError(f"public_x must have shape (N, C, H, W) or (N, F), got {public_x.shape}{extra}")
+    if public_x.shape[0] == 0:
+        raise ValueError("public_x is empty: the student needs public inputs")
+    if not np.all(np.isfinite(public_x)):
+        raise ValueError("public_x contains NaN or infinite values")
+    return np.ascontiguousarray(public_x, dtype=np.float32)
+
+
+def _check_labels(labels: Any, num_public: int, num_classes: int | None) -> np.ndarray:
+    _refuse_non_public(labels, "labels")
+    if isinstance(labels, torch.Tensor):
+        labels = labels.detach().cpu().numpy()
+    if not isinstance(labels, np.ndarray):
+        raise TypeError(f"labels must be a 1-D int64 numpy array (-1 = unanswered), got "
+                        f"{describe(labels)} of type {type(labels).__name__}")
+    if labels.ndim == 2:
+        if np.issubdtype(labels.dtype, np.integer):
+            raise TypeError(
+                f"labels has shape {labels.shape}, which looks like a votes matrix (queries, classes); "
+                "the student must never see the teachers' votes. Aggregate them (pate aggregate) and "
+                "pass the released labels, shape (N_public,), -1 where unanswered")
+        raise TypeError(f"labels has shape {labels.shape} (probabilities or one-hot?); pass hard "
+                        "released labels of shape (N_public,), -1 where unanswered")
+    if labels.ndim == 3:
+        raise TypeError(f"labels has shape {labels.shape}, which looks like per-teacher predictions; "
+                        "the student may only receive the aggregator's released labels (N_public,)")
+    if labels.ndim != 1:
+        raise ValueError(f"labels must be 1-D (N_public,), got shape {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise TypeError(f"labels must be integers (-1 = unanswered), got {describe(labels)}; "
+                        "use labels.astype(np.int64) if they are integral")
+    if labels.shape[0] != num_public:
+        raise ValueError(f"labels has {labels.shape[0]} entries but public_x has {num_public} items: "
+                         "pass one released label per public item (-1 = unanswered)")
+    labels = labels.astype(np.int64)
+    if labels.min() < -1:
+        raise ValueError(f"labels must be -1 (unanswered) or a class index, got {int(labels.min())}")
+    if num_classes is not None and labels.max() >= num_classes:
+        raise ValueError(f"labels must be < num_classes={num_classes}, got {int(labels.max())}")
+    if not np.any(labels >= 0):
+        raise ValueError("labels has no answered item (all -1): the student needs at least one label")
+    return labels
+
+
+def _seed_from(random_state: Any) -> int | None:
+    if random_state is None:
+        return None
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    if isinstance(random_state, (numbers.Integral, np.integer)) and not isinstance(random_state, bool):
+        return check_int(random_state, "random_state", minimum=0)
+    raise TypeError(f"random_state must be None, a non-negative int or a numpy.random.Generator "
+                    f"(e.g. pate.rng.make_streams(seed).student), got {describe(random_state)}")
+
+
+def _atomic_torch_save(obj: Any, path: pathlib.Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+class _Standardize(nn.Module):
+    """Standardises inputs with the public pool's statistics, then applies the network."""
+
+    def __init__(self, net: nn.Module, mean: torch.Tensor, std: torch.Tensor) -> None:
+        super().__init__()
+        self.net = net
+        self.register_buffer("mean", mean)
+        self.register_buffer("std", std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net((x - self.mean) / self.std)
+
+
+def _input_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (images) or per-feature (tabular) mean/std, shaped for broadcasting."""
+    if x.ndim == 4:
+        mean = x.mean(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
+        std = x.std(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
+    else:
+        mean = x.mean(axis=0, dtype=np.float64)[None, :]
+        std = x.std(axis=0, dtype=np.float64)[None, :]
+    std = np.where(std > 1e-6, std, 1.0)
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+def _accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, device: torch.device) -> float:
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, x.shape[0], 1024):
+            chunk = torch.from_numpy(np.ascontiguousarray(x[start:start + 1024], dtype=np.float32))
+            pred = model(chunk.to(device)).argmax(dim=1).cpu().numpy()
+            correct += int(np.sum(pred == y[start:start + 1024]))
+    return correct / max(1, x.shape[0])
+
+
+# --------------------------------------------------------------------------- the estimator
+
+class Student:
+    """The student model (scikit-learn-style estimator); see the module docstring.
+
+    Parameters
+    ----------
+    model : str
+        ``"auto"`` (cnn28 / cnn32 / cnn8 by image size, else mlp) or any name accepted by
+        ``teachers.models.build_model`` (including ``"package.module:factory"``). A model
+        *instance* is refused: the student always starts from a fresh initialisation, never
+        from teacher weights.
+    method : ``"fixmatch"`` or ``"supervised"``.
+    epochs : number of epochs (checkpoint granularity).
+    steps_per_epoch : optimiser steps per epoch; None = one pass over the public pool at
+        ``unlabeled_ratio * batch_size`` per step (fixmatch) or one pass over the answered items
+        (supervised).
+    batch_size : labelled items per step. unlabeled_ratio : FixMatch's mu (unlabelled batch =
+        mu * batch_size). threshold : FixMatch's confidence threshold tau for pseudo-labels.
+    unlabeled_weight : FixMatch's lambda_u. learning_rate, momentum, weight_decay : SGD
+        (Nesterov) settings; the rate decays as ``cos(7 pi k / 16 K)``.
+    ema_decay : None, or the decay in (0, 1) of an exponential moving average of the weights
+        used for prediction.
+    flip : horizontal flips in the weak augmentation (only where a flip preserves the label,
+        see ``student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
+        of the side). strong_ops : RandAugment operations per image. cutout : largest Cutout side
+        as a fraction of the image side.
+    num_classes : number of classes; None = ``max(labels) + 1`` (pass it explicitly when some
+        class may have no answered item).
+    device : ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    random_state : None, a non-negative int, or a ``numpy.random.Generator``.
+    progress : show a tqdm progress bar on stderr.
+    checkpoint_dir : directory for the per-epoch checkpoint (None = no checkpoints).
+    resume : continue from ``checkpoint_dir``'s checkpoint when there is one.
+    on_epoch_end : optional callable ``(epoch, record)`` called after each epoch's checkpoint
+        (``record`` is the epoch's entry of ``history_``).
+    validation : optional ``(x, y)`` held-out data whose accuracy is recorded in ``history_``
+        after every epoch (monitoring only: it never influences training).
+    """
+
+    def __init__(self, *, model: str = "auto", method: str = "fixmatch", epochs: int = 20,
+                 steps_per_epoch: int | None = None, batch_size: int = 64, unlabeled_ratio: int = 7,
+                 threshold: float = 0.95, unlabeled_weight: float = 1.0, learning_rate: float = 0.03,
+                 momentum: float = 0.9, weight_decay: float = 5e-4, ema_decay: float | None = None,
+                 flip: bool = False, pad: int | None = None, strong_ops: int = 2, cutout: float = 0.5,
+                 num_classes: int | None = None, device: str = "auto", random_state: Any = None,
+                 progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
+                 resume: bool = False,
+                 on_epoch_end: Callable[[int, dict], None] | None = None,
+                 validation: tuple[Any, Any] | None = None) -> None:
+        self.model = model
+        self.method = method
+        self.epochs = epochs
+        self.steps_per_epoch = steps_per_epoch
+        self.batch_size = batch_size
+        self.unlabeled_ratio = unlabeled_ratio
+        self.threshold = threshold
+        self.unlabeled_weight = unlabeled_weight
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.ema_decay = ema_decay
+        self.flip = flip
+        self.pad = pad
+        self.strong_ops = strong_ops
+        self.cutout = cutout
+        self.num_classes = num_classes
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+        self.checkpoint_dir = checkpoint_dir
+        self.resume = resume
+        self.on_epoch_end = on_epoch_end
+        self.validation = validation
+
+    # ---- scikit-learn conventions
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {name: getattr(self, name) for name in _TRAINING_PARAMS + _OTHER_PARAMS}
+
+    def set_params(self, **params: Any) -> "Student":
+        valid = set(_TRAINING_PARAMS + _OTHER_PARAMS)
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"unknown Student parameter {name!r}; valid: {', '.join(sorted(valid))}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in ("model", "method", "epochs", "random_state"))
+        return f"Student({shown})"
+
+    # ---- validation
+
+    def _validated(self) -> dict:
+        """All settings checked (before any work); returns the training settings as plain values."""
+        model = self.model
+        _refuse_non_public(model, "model")
+        if not isinstance(model, str):
+            raise TypeError(f"model must be a model name string ('auto', 'cnn28', 'mlp', ... or "
+                            f"'package.module:factory'), got {describe(model)}")
+        s = {"model": model, "method": check_choice(self.method, "method", METHODS)}
+        s["epochs"] = check_int(self.epochs, "epochs", minimum=1)
+        s["steps_per_epoch"] = (None if self.steps_per_epoch is None
+                                else check_int(self.steps_per_epoch, "steps_per_epoch", minimum=1))
+        s["batch_size"] = check_int(self.batch_size, "batch_size", minimum=1)
+        s["unlabeled_ratio"] = check_int(self.unlabeled_ratio, "unlabeled_ratio", minimum=1)
+        s["threshold"] = check_nonnegative(self.threshold, "threshold")
+        if s["threshold"] > 1:
+            raise ValueError(f"threshold is a confidence in [0, 1], got {s['threshold']!r}")
+        s["unlabeled_weight"] = check_nonnegative(self.unlabeled_weight, "unlabeled_weight")
+        s["learning_rate"] = check_positive(self.learning_rate, "learning_rate")
+        s["momentum"] = check_nonnegative(self.momentum, "momentum")
+        if s["momentum"] >= 1:
+            raise ValueError(f"momentum must be in [0, 1), got {s['momentum']!r}")
+        s["weight_decay"] = check_nonnegative(self.weight_decay, "weight_decay")
+        if self.ema_decay is None:
+            s["ema_decay"] = None
+        else:
+            s["ema_decay"] = check_positive(self.ema_decay, "ema_decay")
+            if s["ema_decay"] >= 1:
+                raise ValueError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
+        if not isinstance(self.flip, (bool, np.bool_)):
+            raise TypeError(f"flip must be True or False, got {describe(self.flip)}")
+        s["flip"] = bool(self.flip)
+        s["pad"] = None if self.pad is None else check_int(self.pad, "pad", minimum=0)
+        s["strong_ops"] = check_int(self.strong_ops, "strong_ops", minimum=0)
+        s["cutout"] = check_nonnegative(self.cutout, "cutout")
+        if s["cutout"] > 1:
+            raise ValueError(f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}")
+        s["num_classes"] = (None if self.num_classes is None
+                            else check_int(self.num_classes, "num_classes", minimum=2))
+        if not isinstance(self.progress, (bool, np.bool_)):
+            raise TypeError(f"progress must be True or False, got {describe(self.progress)}")
+        if not isinstance(self.resume, (bool, np.bool_)):
+            raise TypeError(f"resume must be True or False, got {describe(self.resume)}")
+        if self.resume and self.checkpoint_dir is None:
+            raise ValueError("resume=True needs checkpoint_dir (where the checkpoint is)")
+        if self.on_epoch_end is not None and not callable(self.on_epoch_end):
+            raise TypeError(f"on_epoch_end must be callable or None, got {describe(self.on_epoch_end)}")
+        if self.validation is not None:
+            if not (isinstance(self.validation, tuple) and len(self.validation) == 2):
+                raise TypeError(f"validation must be a tuple (x, y) or None, got {describe(self.validation)}")
+            vx, vy = self.validation
+            if not isinstance(vx, np.ndarray) or not isinstance(vy, np.ndarray) or vy.ndim != 1 \
+                    or vx.shape[0] != vy.shape[0]:
+                raise ValueError("validation must be (x, y) numpy arrays with one label per row of x")
+        return s
+
+    # ---- training
+
+    def fit(self, public_x: Any, labels: Any) -> "Student":
+        """Train on the public inputs and the released labels (-1 = unanswered); returns self."""
+        settings = self._validated()
+        x_np = _check_public_x(public_x)
+        y_np = _check_labels(labels, x_np.shape[0], settings["num_classes"])
+        num_classes = settings["num_classes"] or int(y_np.max()) + 1
+        if num_classes < 2:
+            raise ValueError("only class 0 was answered; pass num_classes= explicitly")
+        settings["num_classes"] = num_classes
+        device = resolve_device(self.device)
+        seed = _seed_from(self.random_state)
+        input_shape = tuple(int(s) for s in x_np.shape[1:])
+        model_name = auto_model_name(input_shape) if settings["model"] == "auto" else settings["model"]
+        image = x_np.ndim == 4
+        if image:
+            if settings["pad"] is None:
+                settings["pad"] = aug.default_pad(input_shape[1])
+        labelled = np.flatnonzero(y_np >= 0)
+        if settings["steps_per_epoch"] is None:
+            if settings["method"] == "fixmatch":
+                per_step = settings["batch_size"] * settings["unlabeled_ratio"]
+                settings["steps_per_epoch"] = max(1, math.ceil(x_np.shape[0] / per_step))
+            else:
+                settings["steps_per_epoch"] = max(1, math.ceil(labelled.size / settings["batch_size"]))
+
+        fingerprint = self._fingerprint(x_np, y_np, settings, model_name)
+        checkpoint_path = (None if self.checkpoint_dir is None
+                           else pathlib.Path(self.checkpoint_dir) / CHECKPOINT_NAME)
+        state = None
+        if self.resume and checkpoint_path is not None and checkpoint_path.exists():
+            state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+            if state.get("fingerprint") != fingerprint:
+                raise ValueError(
+                    f"checkpoint {checkpoint_path} was written for different public data, labels or "
+                    "settings; delete it (or use a new run directory) to start over, or resume with "
+                    "the original settings")
+            if seed is not None and seed != state["seed"]:
+                raise ValueError(f"checkpoint {checkpoint_path} was written with another random_state "
+                                 f"(seed {state['seed']}, now {seed}); resume with the same seed")
+            seed = int(state["seed"])
+        elif self.resume and checkpoint_path is not None:
+            print(f"student: no checkpoint at {checkpoint_path}; starting from scratch",
+                  file=sys.stderr)
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+        # ---- build (deterministic initialisation from the seed, global RNG untouched)
+        from teachers.models import build_model
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            net = build_model(model_name, input_shape=input_shape, num_classes=num_classes)
+        mean, std = _input_stats(x_np)
+        model = _Standardize(net, torch.from_numpy(mean), torch.from_numpy(std)).to(device)
+        ema = copy.deepcopy(model) if settings["ema_decay"] is not None else None
+        if ema is not None:
+            for p in ema.parameters():
+                p.requires_grad_(False)
+        optimizer = torch.optim.SGD(model.parameters(), lr=settings["learning_rate"],
+                                    momentum=settings["momentum"], nesterov=settings["momentum"] > 0,
+                                    weight_decay=settings["weight_decay"])
+        generator = torch.Generator().manual_seed(seed)
+        history: list[dict] = []
+        start_epoch = 0
+        if state is not None:
+            model.load_state_dict(state["model"])
+            if ema is not None:
+                ema.load_state_dict(state["ema"])
+            optimizer.load_state_dict(state["optimizer"])
+            generator.set_state(state["generator"])
+            history = list(state["history"])
+            start_epoch = int(state["epoch"])
+
+        x_all = torch.from_numpy(x_np).to(device)
+        y_all = torch.from_numpy(y_np).to(device)
+        labelled_t = torch.from_numpy(labelled)
+        feature_std = torch.from_numpy(std.reshape(-1)).to(device) if not image else None
+
+        def weak(batch):
+            if image:
+                return aug.weak_augment(batch, generator=generator, flip=settings["flip"], pad=settings["pad"])
+            return aug.weak_augment_tabular(batch, generator=generator, feature_std=feature_std)
+
+        def strong(batch):
+            if image:
+                batch = aug.weak_augment(batch, generator=generator, flip=settings["flip"], pad=settings["pad"])
+                return aug.strong_augment(batch, generator=generator, num_ops=settings["strong_ops"],
+                                          cutout=settings["cutout"])
+            return aug.strong_augment_tabular(batch, generator=generator, feature_std=feature_std)
+
+        total_steps = settings["epochs"] * settings["steps_per_epoch"]
+        base_lr = settings["learning_rate"]
+        fixmatch = settings["method"] == "fixmatch"
+        bs = settings["batch_size"]
+        ubs = bs * settings["unlabeled_ratio"]
+
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total_steps, initial=start_epoch * settings["steps_per_epoch"],
+                   desc=f"student ({settings['method']})", unit="step", file=sys.stderr,
+                   disable=not self.progress, leave=False)
+        model.train()
+        try:
+            for epoch in range(start_epoch, settings["epochs"]):
+                t0 = time.perf_counter()
+                sums = {"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0}
+                for i in range(settings["steps_per_epoch"]):
+                    step = epoch * settings["steps_per_epoch"] + i
+                    lr = base_lr * math.cos(7.0 * math.pi * step / (16.0 * total_steps))
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr
+                    pick = labelled_t[torch.randint(0, labelled_t.numel(), (bs,), generator=generator)]
+                    xb, yb = x_all[pick.to(device)], y_all[pick.to(device)]
+                    if fixmatch:
+                        upick = torch.randint(0, x_all.shape[0], (ubs,), generator=generator).to(device)
+                        xu = x_all[upick]
+                        xu_weak, xu_strong = weak(xu), strong(xu)
+                        with torch.no_grad():
+                            probs = torch.softmax(model(xu_weak), dim=1)
+                            confidence, pseudo = probs.max(dim=1)
+                            mask = (confidence >= settings["threshold"]).float()
+                        logits = model(torch.cat([weak(xb), xu_strong]))
+                        loss_x = F.cross_entropy(logits[:bs], yb)
+                        loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).mean()
+                        loss = loss_x + settings["unlabeled_weight"] * loss_u
+                        sums["loss_unlabelled"] += loss_u.item()
+                        sums["mask_rate"] += float(mask.mean())
+                    else:
+                        loss_x = F.cross_entropy(model(weak(xb)), yb)
+                        loss = loss_x
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    if ema is not None:
+                        with torch.no_grad():
+                            d = settings["ema_decay"]
+                            for pe, pm in zip(ema.parameters(), model.parameters()):
+                                pe.mul_(d).add_(pm.detach(), alpha=1.0 - d)
+                    sums["loss_labelled"] += loss_x.item()
+                    bar.update(1)
+                n = settings["steps_per_epoch"]
+                record = {"epoch": epoch + 1, "steps": (epoch + 1) * n, "lr": lr,
+                          "loss_labelled": sums["loss_labelled"] / n,
+                          "seconds": time.perf_counter() - t0}
+                if fixmatch:
+                    record["loss_unlabelled"] = sums["loss_unlabelled"] / n
+                    record["mask_rate"] = sums["mask_rate"] / n
+                if self.validation is not None:
+                    record["validation_accuracy"] = _accuracy(
+                        ema if ema is not None else model, *self.validation, device=device)
+                    model.train()
+                history.append(record)
+                bar.set_postfix(loss=f"{record['loss_labelled']:.3f}")
+                if checkpoint_path is not None:
+                    _atomic_torch_save({
+                        "format": _FORMAT, "fingerprint": fingerprint, "seed": seed,
+                        "epoch": epoch + 1, "model": model.state_dict(),
+                        "ema": ema.state_dict() if ema is not None else None,
+                        "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                        "history": history}, checkpoint_path)
+                if self.on_epoch_end is not None:
+                    self.on_epoch_end(epoch + 1, record)
+        finally:
+            bar.close()
+
+        final = ema if ema is not None else model
+        final.eval()
+        self.model_ = final
+        self.model_name_ = model_name
+        self.num_classes_ = num_classes
+        self.input_shape_ = input_shape
+        self.history_ = history
+        self.seed_ = seed
+        self.device_ = device
+        self.settings_ = settings
+        self.n_labelled_ = int(labelled.size)
+        return self
+
+    def _fingerprint(self, x: np.ndarray, y: np.ndarray, settings: dict, model_name: str) -> str:
+        h = hashlib.sha256()
+        h.update(repr((x.shape, str(x.dtype))).encode())
+        h.update(x.tobytes())
+        h.update(y.tobytes())
+        h.update(json.dumps({**settings, "model_name": model_name}, sort_keys=True).encode())
+        return h.hexdigest()
+
+    # ---- prediction
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "model_"):
+            raise ValueError("this Student is not fitted yet; call fit(public_x, labels) or Student.load(path)")
+
+    def predict_proba(self, x: Any, *, batch_size: int = 1024) -> np.ndarray:
+        """Class probabilities (N, num_classes) as float64."""
+        self._check_fitted()
+        _refuse_non_public(x, "x")
+        if isinstance(x, torch.Tensor):
+            x = x.detach().cpu().numpy()
+        if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.floating):
+            raise TypeError(f"x must be a float numpy array, got {describe(x)}")
+        if tuple(x.shape[1:]) != self.input_shape_:
+            raise ValueError(f"x must have shape (N, {', '.join(map(str, self.input_shape_))}), "
+                             f"got {x.shape}")
+        batch_size = check_int(batch_size, "batch_size", minimum=1)
+        device = next(self.model_.parameters()).device
+        out = []
+        self.model_.eval()
+        with torch.no_grad():
+            for start in range(0, x.shape[0], batch_size):
+                chunk = torch.from_numpy(np.ascontiguousarray(x[start:start + batch_size], dtype=np.float32))
+                out.append(torch.softmax(self.model_(chunk.to(device)).float(), dim=1).cpu().numpy())
+        if not out:
+            return np.zeros((0, self.num_classes_), dtype=np.float64)
+        return np.concatenate(out).astype(np.float64)
+
+    def predict(self, x: Any) -> np.ndarray:
+        """Predicted classes (N,) int64."""
+        return self.predict_proba(x).argmax(axis=1).astype(np.int64)
+
+    def score(self, x: Any, y: Any) -> float:
+        """Accuracy on (x, y)."""
+        y = np.asarray(y)
+        return float(np.mean(self.predict(x) == y))
+
+    # ---- persistence
+
+    def save(self, path: str | os.PathLike) -> pathlib.Path:
+        """Write the fitted weights and settings to ``path`` atomically (a run output: never commit it)."""
+        self._check_fitted()
+        path = pathlib.Path(path)
+        state = {k: v.detach().cpu() for k, v in self.model_.state_dict().items()}
+        _atomic_torch_save({
+            "format": _FORMAT, "model_name": self.model_name_, "input_shape": list(self.input_shape_),
+            "num_classes": self.num_classes_, "settings": self.settings_, "seed": self.seed_,
+            "history": self.history_, "n_labelled": self.n_labelled_, "state_dict": state}, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, device: str = "cpu") -> "Student":
+        """A fitted Student from a file written by :meth:`save`."""
+        path = pathlib.Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"no student weights at {path}; train one with `pate train-student`")
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
+            raise ValueError(f"{path} is not a pate-learn student file (format {_FORMAT})")
+        from teachers.models import build_model
+
+        settings = dict(blob["settings"])
+        input_shape = tuple(int(s) for s in blob["input_shape"])
+        num_classes = int(blob["num_classes"])
+        net = build_model(blob["model_name"], input_shape=input_shape, num_classes=num_classes)
+        state = blob["state_dict"]
+        model = _Standardize(net, torch.zeros_like(state["mean"]), torch.ones_like(state["std"]))
+        model.load_state_dict(state)
+        dev = resolve_device(device)
+        model.to(dev).eval()
+        student = cls(**{k: settings[k] for k in _TRAINING_PARAMS if k in settings},
+                      random_state=blob["seed"], device=str(dev), progress=False)
+        student.model = settings["model"]
+        student.model_ = model
+        student.model_name_ = blob["model_name"]
+        student.num_classes_ = num_classes
+        student.input_shape_ = input_shape
+        student.history_ = list(blob["history"])
+        student.seed_ = blob["seed"]
+        student.device_ = dev
+        student.settings_ = settings
+        student.n_labelled_ = int(blob["n_labelled"])
+        return student
+
+
+def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: str = "fixmatch",
+                  **settings: Any) -> Student:
+    """Fit a :class:`Student` on the public inputs and the released labels (-1 = unanswered).
+
+    ``settings`` are the other :class:`Student` parameters (``epochs``, ``random_state``,
+    ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
+    with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
+    """
+    valid = set(_TRAINING_PARAMS + _OTHER_PARAMS) - {"model", "method"}
+    unknown = sorted(set(settings) - valid)
+    if unknown:
+        hint = (" -- the student must never receive the teachers' votes, models or private data"
+                if any(k in ("votes", "teachers", "teacher", "private", "private_x", "data")
+                       for k in unknown) else "")
+        raise TypeError(f"train_student got unexpected argument(s) {', '.join(unknown)}{hint}; "
+                        f"valid settings: {', '.join(sorted(valid))}")
+    return Student(model=model, method=method, **settings).fit(public_x, labels)
