@@ -106,14 +106,15 @@ def _rdp_gaussian_from_log_q(log_q: np.ndarray, sigma: float, orders: np.ndarray
             per_order_a = log1q - _log1mexp((lq + eps2[rows]) * (1.0 - 1.0 / mu2[rows]))
             per_order_b = eps1[rows] - lq / (mu1[rows] - 1.0)
             orders_m1 = orders - 1.0
-            log_a = orders_m1[None, :] * per_order_a[:, None]
-            log_b = orders_m1[None, :] * per_order_b[:, None]
-            log_s = np.logaddexp(log1q[:, None] + log_a, lq[:, None] + log_b)
-            bound = log_s / orders_m1[None, :]
-            block = out[rows]
-            applies = order_applies[rows]
-            block[applies] = np.minimum(block, bound)[applies]
-            out[rows] = block
+            # log((1-q) A^{lambda-1} + q B^{lambda-1}) / (lambda-1), in place to spare memory
+            log_s = np.multiply.outer(per_order_a, orders_m1)
+            log_s += log1q[:, None]
+            log_b = np.multiply.outer(per_order_b, orders_m1)
+            log_b += lq[:, None]
+            np.logaddexp(log_s, log_b, out=log_s)
+            log_s /= orders_m1
+            np.minimum(log_s, data_independent, out=log_s)
+            out[rows] = np.where(order_applies[rows], log_s, data_independent)
     out[certain] = 0.0
     return out
 
@@ -122,6 +123,12 @@ def _unique_apply(keys: np.ndarray, fn) -> np.ndarray:
     """Evaluate a row-wise ``fn`` once per distinct key and scatter back (identical results)."""
     unique, inverse = np.unique(keys, return_inverse=True)
     return fn(unique)[inverse.reshape(-1)]
+
+
+def _unique_weighted_sum(keys: np.ndarray, weights: np.ndarray, fn) -> np.ndarray:
+    """sum_i weights_i * fn(keys)_i over rows, evaluating ``fn`` once per distinct key."""
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return np.bincount(inverse.reshape(-1), weights=weights, minlength=unique.size) @ fn(unique)
 
 
 # --------------------------------------------------------------------------- GNMax
@@ -313,15 +320,21 @@ def confident_gnmax_rdp(votes, *, threshold, sigma1, sigma2, orders, answered=No
     orders = check_orders(orders)
     if answered is not None:
         answered = check_mask(answered, votes.shape[0], "answered")
-    step1 = threshold_rdp(votes, threshold=threshold, sigma=sigma1, orders=orders,
-                          data_dependent=data_dependent, baseline=baseline)
+    n = votes.shape[0]
     if answered is not None:
-        step2 = gnmax_rdp(votes[answered], sigma=sigma2, orders=orders,
-                          data_dependent=data_dependent)
-        return step1.sum(axis=0) + step2.sum(axis=0)
-    step2 = gnmax_rdp(votes, sigma=sigma2, orders=orders, data_dependent=data_dependent)
-    pr_answered = np.exp(_threshold_log_pr(_max_vote(votes, baseline), threshold, sigma1))
-    return step1.sum(axis=0) + (pr_answered[:, None] * step2).sum(axis=0)
+        step2_weights = answered.astype(np.float64)
+    else:
+        step2_weights = np.exp(_threshold_log_pr(_max_vote(votes, baseline), threshold, sigma1))
+    if not data_dependent:
+        return (n * orders / (2 ** 0.5 * sigma1) ** 2
+                + float(np.sum(step2_weights)) * orders / sigma2 ** 2)
+    step1 = _unique_weighted_sum(
+        _max_vote(votes, baseline), np.ones(n),
+        lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders))
+    step2 = _unique_weighted_sum(
+        _gnmax_log_q(votes, sigma2), step2_weights,
+        lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders))
+    return step1 + step2
 
 
 # --------------------------------------------------------------------------- conversion

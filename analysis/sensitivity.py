@@ -167,6 +167,54 @@ def _validate_ls_args(votes, num_teachers, order):
     return votes, num_teachers, check_order(order)
 
 
+def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: float):
+    """[P18] Algorithms 4-5 for every query at once.
+
+    Returns (plateau, rows, distances, values): LS_i(d) = values[j] where (rows[j], distances[j])
+    = (i, d), and the plateau value everywhere else.
+    """
+    n, m = votes.shape
+    log_q0 = _log_q0(sigma, order)
+    log_q1 = _log_q1(sigma, order, m)
+    plateau = float(_ls_gnmax_from_log_q(np.array([log_q1]), sigma, m, order)[0])
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return plateau, empty, empty, np.zeros(0)
+    log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
+    log_q = gnmax_log_q(votes, sigma=sigma)
+    in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
+    go_left = log_q > log_q0  # make the leader stronger: q decreases towards q0
+    go_right = log_q < log_q1  # make the runner-up stronger: q increases towards q1
+    # Walk all queries in lock-step, recording (row, distance, log q); Algorithm 3 is then
+    # evaluated once, on the distinct log q values only.
+    visited_rows = [np.nonzero(~in_plateau)[0]]
+    visited_distance = [np.zeros(visited_rows[0].size, dtype=np.int64)]
+    visited_log_q = [log_q[~in_plateau]]
+    current = -np.sort(-votes, axis=1)
+    distance = 0
+    while distance + 1 < num_teachers:
+        moving = (go_left & (log_q > log_q0) & (current[:, 1] > 0)) | (go_right & (log_q < log_q1))
+        rows = np.nonzero(moving)[0]
+        if rows.size == 0:
+            break
+        distance += 1
+        step = np.where(go_left[rows], 1, -1)
+        block = current[rows]
+        block[:, 0] += step
+        block[:, 1] -= step
+        left_rows = go_left[rows]
+        if left_rows.any():  # restore the non-increasing order after lowering the runner-up
+            block[left_rows] = -np.sort(-block[left_rows], axis=1)
+        current[rows] = block
+        log_q[rows] = _log_q_sorted(block, log_tail, m)
+        visited_rows.append(rows)
+        visited_distance.append(np.full(rows.size, distance, dtype=np.int64))
+        visited_log_q.append(log_q[rows])
+    values = _unique_apply(np.concatenate(visited_log_q),
+                           lambda u: _ls_gnmax_from_log_q(u, sigma, m, order))
+    return plateau, np.concatenate(visited_rows), np.concatenate(visited_distance), values
+
+
 def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
     """Local sensitivity at distance d of each query's GNMax RDP at ``order``, shape (n, N).
 
@@ -174,16 +222,35 @@ def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
     the direction that brings q towards the plateau [q1, q0] (where LS is maximal), evaluating
     Algorithm 3 at each distance; beyond that point LS(d) is the plateau value. All queries walk
     in lock-step, and the Gaussian tails are looked up by integer vote gap.
+
+    (The reference's ``compute_smooth_sensitivity_gnmax`` passes its arguments to this
+    computation in the wrong order and raises TypeError; ``smooth_sensitivity(
+    local_sensitivity_gnmax(...), beta=...)`` is the intended computation.)
     """
     votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
     sigma = check_positive(sigma, "sigma")
-    n, m = votes.shape
-    log_q0 = _log_q0(sigma, order)
-    log_q1 = _log_q1(sigma, order, m)
-    plateau = float(_ls_gnmax_from_log_q(np.array([log_q1]), sigma, m, order)[0])
-    result = np.full((n, num_teachers), plateau)
-    if n == 0:
-        return result
+    plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order)
+    result = np.full((votes.shape[0], num_teachers), plateau)
+    result[rows, distances] = values
+    return result
+
+
+def _weighted_ls_gnmax_sum(votes, weights, num_teachers, sigma, order) -> np.ndarray:
+    """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix."""
+    plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order)
+    total = np.full(num_teachers, plateau * float(np.sum(weights)))
+    total += np.bincount(distances, weights=weights[rows] * (values - plateau), minlength=num_teachers)
+    return total
+
+
+def _weighted_ls_threshold_sum(votes, weights, num_teachers, threshold, sigma, order,
+                               baseline) -> np.ndarray:
+    """sum_i weights_i * LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
+    current = np.clip(_max_vote(votes, baseline), 0, num_teachers).astype(np.int64)
+    mass = np.bincount(current, weights=weights, minlength=num_teachers + 1)
+    present = np.nonzero(mass)[0]
+    table = _ls_threshold_table(num_teachers, threshold, sigma, order, present)
+    return mass[present] @ table
 
     log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
     log_q = gnmax_log_q(votes, sigma=sigma)
@@ -254,11 +321,16 @@ def local_sensitivity_threshold(votes, *, num_teachers, threshold, sigma, order,
     sigma = check_positive(sigma, "sigma")
     if baseline is not None:
         baseline = check_baseline(baseline, votes.shape)
-    ls_by_vote = _threshold_ls_by_max_vote(num_teachers, threshold, sigma, order)
     current = np.clip(_max_vote(votes, baseline), 0, num_teachers).astype(np.int64)
+    return _ls_threshold_table(num_teachers, threshold, sigma, order, current)
+
+
+def _ls_threshold_table(num_teachers, threshold, sigma, order, max_votes) -> np.ndarray:
+    """LS_threshold(d) for queries whose (rounded) max vote is each of ``max_votes``: (len, N)."""
+    ls_by_vote = _threshold_ls_by_max_vote(num_teachers, threshold, sigma, order)
     distance = np.arange(num_teachers)
-    up = current[:, None] + distance[None, :]
-    down = current[:, None] - distance[None, :]
+    up = max_votes[:, None] + distance[None, :]
+    down = max_votes[:, None] - distance[None, :]
     ls_up = np.where(up <= num_teachers, ls_by_vote[np.minimum(up, num_teachers)], 0.0)
     ls_down = np.where(down >= 0, ls_by_vote[np.maximum(down, 0)], 0.0)
     return np.maximum(ls_up, ls_down)
@@ -359,28 +431,36 @@ def _is_data_independent_step1(num_teachers: int, threshold: float, sigma: float
     return bool(np.all(np.isclose(dep, order / (2 ** 0.5 * sigma) ** 2)))
 
 
-def _expected_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, baseline):
-    """Per-query RDP at ``order`` and LS curves for the threshold and GNMax steps."""
+def _run_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, baseline,
+                     step2_weights):
+    """RDP at ``order`` and its local sensitivity at every distance, for a Confident-GNMax run in
+    which query i pays the threshold check and ``step2_weights[i]`` times its GNMax step (1/0 for
+    the realised cost of answered/unanswered queries, Pr[answered] for the expected cost).
+
+    Returns (rdp_total, ls_total (N,), data_independent_step1, data_independent_step2). A step whose
+    data-dependent bound never beats the data-independent one at this order is charged the
+    data-independent cost and contributes no local sensitivity.
+    """
     m = votes.shape[1]
     orders = np.array([order])
-    max_vote = _max_vote(votes, baseline)
-    log_pr = _threshold_log_pr(max_vote, threshold, sigma1)
+    ones = np.ones(votes.shape[0])
     ind1 = _is_data_independent_step1(num_teachers, threshold, sigma1, order)
     ind2 = _is_data_independent_step2(num_teachers, m, sigma2, order)
+    ls_total = np.zeros(num_teachers)
     if ind1:
-        rdp1 = np.full(votes.shape[0], order / (2 ** 0.5 * sigma1) ** 2)
-        ls1 = np.zeros((votes.shape[0], num_teachers))
+        rdp1 = votes.shape[0] * (order / (2 ** 0.5 * sigma1) ** 2)
     else:
-        rdp1 = _threshold_rdp_from_max(max_vote, threshold, sigma1, orders)[:, 0]
-        ls1 = local_sensitivity_threshold(votes, num_teachers=num_teachers, threshold=threshold,
-                                          sigma=sigma1, order=order, baseline=baseline)
+        rdp1 = float(np.sum(_threshold_rdp_from_max(_max_vote(votes, baseline), threshold, sigma1,
+                                                    orders)[:, 0]))
+        ls_total += _weighted_ls_threshold_sum(votes, ones, num_teachers, threshold, sigma1, order,
+                                               baseline)
     if ind2:
-        rdp2 = np.full(votes.shape[0], order / sigma2 ** 2)
-        ls2 = np.zeros((votes.shape[0], num_teachers))
+        rdp2 = float(np.sum(step2_weights)) * (order / sigma2 ** 2)
     else:
-        rdp2 = _rdp_gaussian_from_log_q(gnmax_log_q(votes, sigma=sigma2), sigma2, orders)[:, 0]
-        ls2 = local_sensitivity_gnmax(votes, num_teachers=num_teachers, sigma=sigma2, order=order)
-    return log_pr, rdp1, rdp2, ls1, ls2, ind1, ind2
+        per_query = _rdp_gaussian_from_log_q(gnmax_log_q(votes, sigma=sigma2), sigma2, orders)[:, 0]
+        rdp2 = float(np.sum(step2_weights * per_query))
+        ls_total += _weighted_ls_gnmax_sum(votes, step2_weights, num_teachers, sigma2, order)
+    return rdp1 + rdp2, ls_total, ind1, ind2
 
 
 def search_smooth_sensitivity_parameters(votes, *, threshold, sigma1, sigma2, order, num_teachers,
@@ -406,11 +486,9 @@ def search_smooth_sensitivity_parameters(votes, *, threshold, sigma1, sigma2, or
     sigma1 = check_positive(sigma1, "sigma1")
     sigma2 = check_positive(sigma2, "sigma2")
     delta = check_delta(delta)
-    log_pr, rdp1, rdp2, ls1, ls2, ind1, ind2 = _expected_cost_and_ls(
-        votes, num_teachers, threshold, sigma1, sigma2, order, None)
-    pr = np.exp(log_pr)
-    rdp_total = float(np.sum(rdp1 + pr * rdp2))
-    ls_total = ls1.sum(axis=0) + (pr[:, None] * ls2).sum(axis=0)
+    pr = np.exp(_threshold_log_pr(_max_vote(votes, None), threshold, sigma1))
+    rdp_total, ls_total, ind1, ind2 = _run_cost_and_ls(
+        votes, num_teachers, threshold, sigma1, sigma2, order, None, pr)
     eps_before = rdp_total + math.log(1.0 / delta) / (order - 1.0)
     result = {"rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
               "data_independent_step1": ind1, "data_independent_step2": ind2}
@@ -484,8 +562,8 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
             "queries": int(votes.shape[0]), "answered": n_answered,
             "eps_data_independent": eps_independent}
 
-    _, rdp1, rdp2, ls1, ls2, ind1, ind2 = _expected_cost_and_ls(
-        votes, num_teachers, threshold, sigma1, sigma2, order, baseline)
+    rdp_realised, ls_total, ind1, ind2 = _run_cost_and_ls(
+        votes, num_teachers, threshold, sigma1, sigma2, order, baseline, answered.astype(np.float64))
     fallback = None
     if ind1 and ind2:
         fallback = "the data-dependent bounds never beat the data-independent ones at this order"
@@ -496,8 +574,6 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
                                 eps_sanitized_upper_2std=eps_independent, rdp_gnss=0.0,
                                 noise_std=0.0, smooth_sensitivity=0.0, fallback=fallback)
 
-    rdp_realised = float(rdp1.sum() + rdp2[answered].sum())
-    ls_total = ls1.sum(axis=0) + ls2[answered].sum(axis=0)
     ss = smooth_sensitivity(ls_total, beta=beta)
     noise_std = ss * sigma_ss
     rdp_noisy = rdp_realised + noise_std * float(rng.normal(0.0, 1.0))

@@ -12,7 +12,7 @@ import pytest
 
 import analysis
 from analysis.rdp import _rdp_gaussian_from_log_q
-from analysis.sensitivity import _expected_cost_and_ls, _log_q1
+from analysis.sensitivity import _log_q1, _run_cost_and_ls
 
 
 def _load_golden_module():
@@ -254,9 +254,9 @@ def test_run_smooth_sensitivity_search(run):
     assert analysis.check_conditions(sigma=run["sigma2"], num_classes=run["num_classes"],
                                      order=ss["order"]) == (ss["C5"], ss["C6"])
     # The expected local sensitivity summed over the run, at every kept distance.
-    log_pr, _, _, ls1, ls2, _, _ = _expected_cost_and_ls(
-        votes, run["num_teachers"], run["threshold"], run["sigma1"], run["sigma2"], ss["order"], None)
-    ls_cum = ls1.sum(axis=0) + (np.exp(log_pr)[:, None] * ls2).sum(axis=0)
+    pr = np.exp(analysis.threshold_log_pr_answered(votes, threshold=run["threshold"], sigma=run["sigma1"]))
+    _, ls_cum, _, _ = _run_cost_and_ls(votes, run["num_teachers"], run["threshold"], run["sigma1"],
+                                       run["sigma2"], ss["order"], None, pr)
     d = np.array(ss["distance_index"])
     if ss["is_data_ind_step1"]:
         close(ls_cum[d], ss["ls_cum_final"], rtol=1e-9)
