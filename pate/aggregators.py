@@ -472,6 +472,13 @@ class OnlineAggregator:
         one = np.array([[1, 0]])
         return self._per_query_rdp(one, None, data_dependent=False)[1][0]
 
+    def worst_case_query_eps(self) -> tuple[float, float]:
+        """(eps, order) of prior + spent + one more worst-case query (data-independent)."""
+        eps, order = eps_from_rdp(self.total_rdp() + self.worst_case_query_rdp(),
+                                  orders=self._orders, delta=self._delta,
+                                  conversion=self._conversion)
+        return float(eps), float(order)
+
     def _eps(self, rdp: np.ndarray):
         eps, _ = eps_from_rdp(rdp, orders=self._orders, delta=self._delta,
                               conversion=self._conversion)
