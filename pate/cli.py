@@ -12,6 +12,8 @@ import sys
 
 # One line per subcommand module; keep this list sorted by pipeline stage.
 COMMAND_MODULES = (
+    "pate.commands.partition",
+    "pate.commands.aggregate",
     "pate.commands.analyze",
     "pate.commands.budget",
 )
