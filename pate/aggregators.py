@@ -538,42 +538,33 @@ class OnlineAggregator:
         votes, student = self._validate_batch(votes, student_probabilities)
         n = votes.shape[0]
         dd = self._basis == "data_dependent"
-        always, if_answered = self._per_query_rdp(votes, student, data_dependent=dd)
         base = self.total_rdp(data_dependent=dd)
-        spent_eps = self._eps(base)
         if on_exhausted == "raise" and n:
-            worst_total = base + if_answered.sum(axis=0)
-            worst_eps = self._eps(worst_total)
-            if worst_eps > self._budget_eps:
-                fits = self._count_fitting(base, if_answered)
-                raise BudgetExceededError(
-                    f"answering these {n} queries could bring the {self._basis.replace('_', '-')} "
-                    f"eps to {worst_eps:.6g} (delta={self._delta:g}), over budget_eps="
-                    f"{self._budget_eps:g}; spent {spent_eps:.6g}, remaining "
-                    f"{self._budget_eps - spent_eps:.6g}: at most {fits} of them fit. Ask fewer "
-                    "queries, use more noise, or raise the budget",
-                    requested=float(worst_eps - spent_eps),
-                    remaining=float(self._budget_eps - spent_eps))
+            self._refuse_if_over(votes, student, base, dd)
 
         # All validation is done: draw the noise and decide every query.
         labels, answered, source = _run(self._mechanism, votes, self._params, self._rng, student)
 
-        # Sequential stopping rule, vectorized: query i is asked iff the cost realised by the
-        # queries before it plus query i's worst case stays within the budget.
-        realised = always + answered[:, None] * (if_answered - always)
-        before = base[None, :] + np.cumsum(realised, axis=0) - realised
-        candidate_eps = self._eps(before + if_answered) if n else np.zeros(0)
-        over = np.nonzero(candidate_eps > self._budget_eps)[0]
-        stop = int(over[0]) if over.size else n
+        # Sequential stopping rule, vectorized per chunk (bounded memory): query i is asked iff
+        # the cost realised by the queries before it plus query i's worst case fits the budget.
+        stop, stop_reason, running = n, None, base
+        for lo, hi, always, if_answered in self._chunk_costs(votes, student, dd):
+            realised = always + answered[lo:hi, None] * (if_answered - always)
+            before = running[None, :] + np.cumsum(realised, axis=0) - realised
+            candidate_eps = self._eps(before + if_answered)
+            over = np.nonzero(candidate_eps > self._budget_eps)[0]
+            if over.size:
+                i = int(over[0])
+                stop = lo + i
+                stop_reason = (
+                    f"privacy budget: stopped before query {stop} of {n}: answering it could "
+                    f"bring the {self._basis.replace('_', '-')} eps from "
+                    f"{self._eps(before[i]):.6g} to {candidate_eps[i]:.6g} > budget_eps="
+                    f"{self._budget_eps:g} (delta={self._delta:g}); {n - stop} queries not asked")
+                break
+            running = before[-1] + realised[-1]
         asked = np.arange(n) < stop
-        stop_reason = None
         if stop < n:
-            now = self._eps(before[stop])
-            stop_reason = (
-                f"privacy budget: stopped before query {stop} of {n}: answering it could bring "
-                f"the {self._basis.replace('_', '-')} eps from {now:.6g} to "
-                f"{candidate_eps[stop]:.6g} > budget_eps={self._budget_eps:g} "
-                f"(delta={self._delta:g}); {n - stop} queries not asked")
             labels = np.where(asked, labels, -1)
             answered = answered & asked
             source = np.where(asked, source, "not-asked").astype("<U9")
@@ -582,14 +573,43 @@ class OnlineAggregator:
         event = _event(self._mechanism, votes[asked], self._params, answered[asked],
                        self._orders, None if student is None else student[asked])
         self._accountant = self._accountant.compose(event)
-        if votes.shape[0] and self._shape is None:
+        if n and self._shape is None:
             self._shape = (int(votes[0].sum()), votes.shape[1])
         return _result(labels, answered, source, event, asked=asked, stop_reason=stop_reason)
 
-    def _count_fitting(self, base: np.ndarray, if_answered: np.ndarray) -> int:
-        eps = self._eps(base[None, :] + np.cumsum(if_answered, axis=0))
-        over = np.nonzero(eps > self._budget_eps)[0]
-        return int(over[0]) if over.size else int(if_answered.shape[0])
+    #: Queries per block of the (queries, orders) cost arrays (bounds memory on large batches).
+    chunk_size = 2048
+
+    def _chunk_costs(self, votes, student, dd):
+        n = votes.shape[0]
+        for lo in range(0, n, self.chunk_size):
+            hi = min(n, lo + self.chunk_size)
+            always, if_answered = self._per_query_rdp(
+                votes[lo:hi], None if student is None else student[lo:hi], data_dependent=dd)
+            yield lo, hi, always, if_answered
+
+    def _refuse_if_over(self, votes, student, base, dd) -> None:
+        """Raise BudgetExceededError (before any noise) if the batch could exceed the budget."""
+        n = votes.shape[0]
+        worst_total, fits, running = base.copy(), None, base
+        for lo, hi, _, if_answered in self._chunk_costs(votes, student, dd):
+            prefix = running[None, :] + np.cumsum(if_answered, axis=0)
+            if fits is None:
+                over = np.nonzero(self._eps(prefix) > self._budget_eps)[0]
+                if over.size:
+                    fits = lo + int(over[0])
+            running = prefix[-1]
+        worst_total = running
+        worst_eps, spent_eps = self._eps(worst_total), self._eps(base)
+        if worst_eps > self._budget_eps:
+            raise BudgetExceededError(
+                f"answering these {n} queries could bring the {self._basis.replace('_', '-')} "
+                f"eps to {worst_eps:.6g} (delta={self._delta:g}), over budget_eps="
+                f"{self._budget_eps:g}; spent {spent_eps:.6g}, remaining "
+                f"{self._budget_eps - spent_eps:.6g}: at most {fits if fits is not None else n} "
+                "of them fit. Ask fewer queries, use more noise, or raise the budget",
+                requested=float(worst_eps - spent_eps),
+                remaining=float(self._budget_eps - spent_eps))
 
     def answer_one(self, votes_row, *, student_probabilities=None) -> int:
         """Answer one query (a (classes,) vote row); returns its label (-1: not answered).

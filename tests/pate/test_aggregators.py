@@ -415,3 +415,23 @@ def test_online_summary_is_json_and_holds_no_per_query_data():
     assert data["queries_asked"] == 50 and data["budget_basis"] == "data_independent"
     assert data["eps_data_independent"] >= data["eps_data_dependent"]
     assert "labels" not in data and "votes" not in data
+
+
+def test_online_chunking_does_not_change_anything():
+    v = _votes(n=1500)
+    results = []
+    for chunk in (7, 100, 10 ** 6):
+        agg = _online(budget_eps=6.0)
+        agg.chunk_size = chunk
+        r = agg.answer(v)
+        results.append((r.labels, r.asked_mask, agg.total_rdp(), agg.total_rdp(data_dependent=True)))
+        with pytest.raises(BudgetExceededError) as info:
+            agg.answer(v, on_exhausted="raise")
+        results[-1] += (str(info.value),)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            if isinstance(a, str):
+                assert a == b
+            else:
+                np.testing.assert_array_equal(a, b)
+    assert 0 < results[0][1].sum() < 1500
