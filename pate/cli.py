@@ -14,6 +14,7 @@ import sys
 COMMAND_MODULES = (
     "pate.commands.partition",
     "pate.commands.aggregate",
+    "pate.commands.train_student",
     "pate.commands.analyze",
     "pate.commands.budget",
 )

@@ -1,0 +1,246 @@
+"""Which public items to send to the aggregator: "first k" or active selection by the student.
+
+Every answered query costs privacy budget, so the choice of queries matters. Two protocols:
+
+* ``"first"``: the first k public items in order, the protocol of Papernot et al. 2017/2018.
+* ``"entropy"`` / ``"margin"``: active selection. A student trained on the labels released so
+  far scores every public item not yet asked, and the next batch is the items it is least sure
+  of: the highest predictive entropy, or the smallest margin between its two most probable
+  classes (uncertainty sampling; Settles 2009, "Active Learning Literature Survey", 3.1).
+  The batch is then aggregated with Interactive-GNMax (Papernot et al. 2018, "Scalable Private
+  Learning with PATE", Algorithm 2) using that student's predicted probabilities: the teachers
+  answer only where they disagree with the student; where they do not and the student is
+  confident, the student's own label is kept at no privacy cost.
+
+Symbols
+-------
+``SELECTION_MODES``: ``("first", "entropy", "margin")``.
+``first_k(num_public, *, k) -> (k,) int64``: indices ``0 .. k-1``.
+``uncertainty(probabilities, *, criterion) -> (n,) float``: larger = less certain
+    (``"entropy"``: -sum p log p; ``"margin"``: -(p_top1 - p_top2)).
+``select_uncertain(probabilities, *, k, criterion="entropy", exclude=None) -> (k,) int64``:
+    the ``k`` most uncertain rows not in the boolean ``exclude`` mask, most uncertain first
+    (ties by index).
+``active_labels(public_x, votes, *, rounds, batch_size, ...) -> ActiveResult``: the query loop
+    described above.
+``ActiveResult``: ``labels`` (N_public,) int64 (-1 = no label), ``asked_mask``,
+    ``answered_mask`` (the teachers answered), ``source`` (per item: "teachers", "student",
+    "none", "not-asked"), ``query_order`` (indices in the order asked), ``events`` (one
+    :class:`analysis.accountant.PrivacyEvent` per round -- compose them with an
+    ``RdpAccountant`` or record them in the ledger), ``rounds`` (per-round counts).
+
+Where the votes go: ``active_labels`` receives the teachers' votes on the public items only to
+hand the selected rows to the aggregator. The students it trains receive the public inputs and
+the *released* labels, nothing else (:func:`student.train.train_student` enforces it). The
+selection depends only on released labels and public inputs, i.e. it is post-processing of
+earlier releases, and each round's cost is composed adaptively by the accountant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from analysis.validation import check_choice, check_int, check_probabilities, check_votes, describe
+
+__all__ = ["SELECTION_MODES", "first_k", "uncertainty", "select_uncertain", "active_labels",
+           "ActiveResult"]
+
+SELECTION_MODES = ("first", "entropy", "margin")
+_CRITERIA = ("entropy", "margin")
+
+
+def first_k(num_public: int, *, k: int) -> np.ndarray:
+    """The first ``k`` public items (the papers' protocol)."""
+    num_public = check_int(num_public, "num_public", minimum=1)
+    k = check_int(k, "k", minimum=1)
+    if k > num_public:
+        raise ValueError(f"k={k} exceeds the number of public items ({num_public})")
+    return np.arange(k, dtype=np.int64)
+
+
+def _check_probability_matrix(probabilities: Any) -> np.ndarray:
+    arr = np.asarray(probabilities) if not isinstance(probabilities, (str, bytes)) else probabilities
+    if not isinstance(arr, np.ndarray) or arr.ndim != 2:
+        raise ValueError(f"probabilities must be a 2-D (items, classes) array, got "
+                         f"{describe(probabilities)}")
+    return check_probabilities(arr, arr.shape, "probabilities")
+
+
+def uncertainty(probabilities: Any, *, criterion: str = "entropy") -> np.ndarray:
+    """Uncertainty score per row (larger = less certain)."""
+    criterion = check_choice(criterion, "criterion", _CRITERIA)
+    p = _check_probability_matrix(probabilities)
+    if criterion == "entropy":
+        safe = np.clip(p, 1e-12, 1.0)
+        return -np.sum(np.where(p > 0, p * np.log(safe), 0.0), axis=1)
+    if p.shape[1] < 2:
+        raise ValueError("the margin criterion needs at least 2 classes")
+    top2 = np.sort(p, axis=1)[:, -2:]
+    return -(top2[:, 1] - top2[:, 0])
+
+
+def select_uncertain(probabilities: Any, *, k: int, criterion: str = "entropy",
+                     exclude: Any = None) -> np.ndarray:
+    """Indices of the ``k`` most uncertain rows outside ``exclude``, most uncertain first."""
+    score = uncertainty(probabilities, criterion=criterion)
+    k = check_int(k, "k", minimum=1)
+    n = score.shape[0]
+    if exclude is None:
+        exclude = np.zeros(n, dtype=bool)
+    else:
+        exclude = np.asarray(exclude)
+        if exclude.dtype != np.bool_ or exclude.shape != (n,):
+            raise ValueError(f"exclude must be a boolean mask of shape ({n},), got {describe(exclude)}")
+    candidates = np.flatnonzero(~exclude)
+    if k > candidates.size:
+        raise ValueError(f"k={k} exceeds the {candidates.size} items not yet asked")
+    order = np.argsort(-score[candidates], kind="stable")
+    return candidates[order[:k]].astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ActiveResult:
+    """Outcome of :func:`active_labels` (see the module docstring)."""
+
+    labels: np.ndarray
+    asked_mask: np.ndarray
+    answered_mask: np.ndarray
+    source: np.ndarray
+    query_order: np.ndarray
+    events: tuple
+    rounds: tuple
+
+    def __post_init__(self) -> None:
+        for name in ("labels", "asked_mask", "answered_mask", "source", "query_order"):
+            arr = np.array(getattr(self, name))
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @property
+    def num_labelled(self) -> int:
+        return int(np.sum(self.labels >= 0))
+
+    def counts(self) -> dict[str, int]:
+        """How many public items came from each source (no per-item information)."""
+        return {s: int(np.sum(self.source == s)) for s in ("teachers", "student", "none", "not-asked")}
+
+
+def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
+                  initial_size: int | None = None, criterion: str = "entropy",
+                  threshold: float | None = None, sigma1: float | None = None,
+                  sigma2: float | None = None, student_confidence: float | None = None,
+                  rng: Any = None, aggregator: Any = None,
+                  student_params: dict | None = None) -> ActiveResult:
+    """Label public items in rounds, each batch chosen by a student trained on the labels so far.
+
+    Parameters
+    ----------
+    public_x : (N_public, ...) float array of public inputs (given to the students).
+    votes : (N_public, classes) int votes of the teachers on every public item (given only to
+        the aggregator, row by row as items are selected).
+    rounds : number of aggregation rounds (>= 1). batch_size : queries per round after the
+        first; initial_size : queries of the first round (default ``batch_size``).
+    criterion : ``"first"`` (next items in order: no student is trained), ``"entropy"`` or
+        ``"margin"`` (uncertainty of a student trained on the labels so far).
+    threshold, sigma1, sigma2, student_confidence, rng : Interactive-GNMax parameters
+        (``pate.aggregators.interactive_gnmax``); or ``aggregator``: a
+        ``pate.aggregators.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
+        privacy budget (the loop stops when it stops).
+    student_params : settings of the per-round :class:`student.train.Student` (e.g.
+        ``{"method": "supervised", "epochs": 5, "random_state": 0}``).
+
+    The first round has no student: it uses uniform probabilities, for which Interactive-GNMax
+    is Confident-GNMax with the threshold raised by T / classes and no free student labels.
+    Every argument is validated before any noise is drawn.
+    """
+    from pate.aggregators import OnlineAggregator, interactive_gnmax
+    from student.train import Student, _check_public_x
+
+    criterion = check_choice(criterion, "criterion", SELECTION_MODES)
+    x = _check_public_x(public_x)
+    votes = check_votes(votes)
+    n, num_classes = votes.shape
+    if n != x.shape[0]:
+        raise ValueError(f"votes has {n} rows but public_x has {x.shape[0]} items: pass the teachers' "
+                         "votes on every public item, in the same order")
+    rounds = check_int(rounds, "rounds", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    initial_size = batch_size if initial_size is None else check_int(initial_size, "initial_size", minimum=1)
+    total = initial_size + (rounds - 1) * batch_size
+    if total > n:
+        raise ValueError(f"initial_size + (rounds - 1) * batch_size = {total} exceeds the {n} public items")
+    mechanism_params = {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
+                        "student_confidence": student_confidence}
+    if aggregator is not None:
+        if not isinstance(aggregator, OnlineAggregator) or aggregator.mechanism != "interactive-gnmax":
+            raise TypeError(f"aggregator must be an OnlineAggregator('interactive-gnmax', ...), got "
+                            f"{describe(aggregator)}")
+        given = [k for k, v in mechanism_params.items() if v is not None] + (["rng"] if rng is not None else [])
+        if given:
+            raise TypeError(f"pass either aggregator or {', '.join(given)}, not both: the aggregator "
+                            "carries its own parameters and noise stream")
+    else:
+        missing = [k for k, v in mechanism_params.items() if v is None] + (["rng"] if rng is None else [])
+        if missing:
+            raise TypeError(f"active_labels needs {', '.join(missing)} (Interactive-GNMax parameters) "
+                            "or an OnlineAggregator('interactive-gnmax', ...) as aggregator")
+        # Validate the mechanism parameters on a dummy query, before any noise is drawn.
+        from pate.aggregators import _validate
+        from pate.rng import check_rng
+
+        _validate("interactive-gnmax", np.array([[1, 0]]), mechanism_params)
+        check_rng(rng)
+    params = dict(student_params or {})
+    if criterion != "first":
+        params.setdefault("num_classes", num_classes)
+        params.setdefault("progress", False)
+        Student(**params)._validated()   # bad student settings fail here, before any noise
+
+    def aggregate(rows: np.ndarray, probabilities: np.ndarray):
+        if aggregator is not None:
+            return aggregator.answer(votes[rows], student_probabilities=probabilities)
+        return interactive_gnmax(votes[rows], student_probabilities=probabilities, rng=rng,
+                                 **mechanism_params)
+
+    labels = np.full(n, -1, dtype=np.int64)
+    asked = np.zeros(n, dtype=bool)
+    answered = np.zeros(n, dtype=bool)
+    source = np.full(n, "not-asked", dtype=object)
+    order: list[np.ndarray] = []
+    events = []
+    round_info = []
+    uniform = np.full((n, num_classes), 1.0 / num_classes)
+    selected_so_far = np.zeros(n, dtype=bool)
+    for r in range(rounds):
+        size = initial_size if r == 0 else batch_size
+        if r == 0 or criterion == "first" or not np.any(labels >= 0):
+            start = int(selected_so_far.sum()) if criterion == "first" else None
+            if criterion == "first":
+                rows = np.arange(start, start + size, dtype=np.int64)
+            else:
+                rows = np.flatnonzero(~selected_so_far)[:size].astype(np.int64)
+            probabilities = uniform[rows]
+        else:
+            student = Student(**params).fit(x, labels)
+            probs = student.predict_proba(x)
+            rows = select_uncertain(probs, k=size, criterion=criterion, exclude=selected_so_far)
+            probabilities = probs[rows]
+        result = aggregate(rows, probabilities)
+        selected_so_far[rows] = True
+        labels[rows] = result.labels
+        asked[rows] = result.asked_mask
+        answered[rows] = result.answered_mask
+        source[rows] = result.source
+        order.append(rows[result.asked_mask])
+        events.append(result.event)
+        counts = result.counts()
+        round_info.append({"round": r + 1, "queries": int(rows.size), **counts})
+        if getattr(result, "stop_reason", None):
+            round_info[-1]["stop_reason"] = result.stop_reason
+            break
+    return ActiveResult(labels=labels, asked_mask=asked, answered_mask=answered,
+                        source=source.astype(str), query_order=np.concatenate(order) if order else
+                        np.zeros(0, dtype=np.int64), events=tuple(events), rounds=tuple(round_info))
