@@ -1,0 +1,401 @@
+"""The 2017 PATE privacy analysis of LNMax: data-dependent moments accountant ([P17]).
+
+This is the analysis of the original PATE paper, kept so that numbers reported with it (e.g.
+the MNIST/SVHN epsilons of [P17]) can be reproduced and audited. New work should use the RDP
+analysis in :mod:`analysis.rdp` (tighter, and with a proof-backed smooth-sensitivity release in
+:mod:`analysis.sensitivity`). Reference code: tensorflow/privacy, ``research/pate_2017/analysis.py``.
+
+References
+----------
+[P17]  Papernot, Abadi, Erlingsson, Goodfellow, Talwar. "Semi-supervised Knowledge Transfer for
+       Deep Learning from Private Training Data", ICLR 2017 (arXiv:1610.05755). Lemma 4,
+       Theorems 2 and 3, Section 3 / Appendix B ("smooth sensitivity").
+[A16]  Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar, Zhang. "Deep Learning with Differential
+       Privacy", CCS 2016 (moments accountant: composability and tail bound).
+[BS16] Bun, Steinke. "Concentrated Differential Privacy", TCC 2016 (eps-DP => eps^2/2-zCDP).
+[NRS07] Nissim, Raskhodnikova, Smith. "Smooth sensitivity and sampling in private data
+       analysis", STOC 2007.
+
+Symbols
+-------
+votes     (n, m) non-negative integer vote counts: n queries, m classes; rows sum to the number
+          of teachers. n_j is the count of class j in one row, j* its first argmax.
+gamma     ``noise_eps``: LNMax adds Laplace noise of scale 1/gamma to every count. Moving one
+          teacher's vote changes two counts by one each, so one answer is (2 gamma, 0)-DP.
+eps       = 2 gamma, the pure-DP parameter of one answer (the reference's ``priv_eps``).
+q         an upper bound on Pr[noisy argmax != j*] (Lemma 4), capped at 1 - 1/m.
+l         a moment (``moments``; real, >= 1). alpha(l) is the log moment generating function of
+          the privacy loss of one answer ([A16]); it composes additively over queries.
+delta     the target delta; the tail bound of [A16] gives eps(l) = (sum_i alpha_i(l) - log delta)/l
+          and the reported epsilon is min_l eps(l).
+k         a distance between vote histograms (number of teachers whose vote is changed).
+beta      the smoothness parameter of the smooth sensitivity (NRS07).
+
+Every function is vectorized over queries (and moments); per-query results have shape (n,),
+per-query-per-moment results (n, L). q is computed in log-space (no overflow for large gaps).
+
+The data-dependent moments are NOT differentially private: the epsilon they give depends on the
+private votes. [P17] proposes to publish it through the smooth-sensitivity heuristic implemented
+at the end of this module; see :func:`lnmax_sens_at_k_2017` for why that heuristic is not a
+proof-backed bound.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from analysis.validation import (check_delta, check_int, check_positive, check_votes, describe)
+
+__all__ = [
+    "lnmax_q_2017",
+    "lnmax_log_mgf",
+    "lnmax_moments_accountant",
+    "lnmax_sens_at_k_2017",
+    "lnmax_smoothed_sensitivity_2017",
+]
+
+_LOG_QUARTER = math.log(0.25)
+_LOG2 = math.log(2.0)
+# Rows processed at once when the smooth sensitivity expands every row over all distances:
+# keeps the (rows, distances, classes) temporary under ~4 million floats.
+_CHUNK_ELEMENTS = 4_000_000
+
+
+# --------------------------------------------------------------------------- validation helpers
+
+def _check_moment(value, name: str = "moment") -> float:
+    """One moment l: a finite real number >= 1."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number >= 1, got {describe(value)} "
+                        f"of type {type(value).__name__}")
+    out = float(value)
+    if not math.isfinite(out) or out < 1.0:
+        raise ValueError(f"{name} must be a finite number >= 1 (the moments of [P17] are "
+                         f"l = 1, 2, ...), got {out!r}")
+    return out
+
+
+def _check_moments(moments, name: str = "moments") -> np.ndarray:
+    """A non-empty 1-D array of finite moments, each >= 1."""
+    if isinstance(moments, (str, bytes)) or moments is None:
+        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}")
+    try:
+        arr = np.asarray(moments, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, "
+                        f"got {describe(moments)}") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of moments, got shape {arr.shape}; "
+                         "e.g. moments=range(1, 9)")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 1.0):
+        bad = arr[~(np.isfinite(arr) & (arr >= 1.0))][0]
+        raise ValueError(f"{name} must all be finite and >= 1, got a moment {bad!r}; "
+                         "e.g. moments=range(1, 9)")
+    return arr
+
+
+def _check_distances(k, name: str = "k") -> tuple[np.ndarray, bool]:
+    """k: an int >= 0 or a 1-D array of them. Returns (int64 array, was_scalar)."""
+    if np.ndim(k) == 0:
+        return np.array([check_int(k, name, minimum=0)], dtype=np.int64), True
+    arr = np.asarray(k)
+    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be an int >= 0 or a non-empty 1-D array of ints, "
+                        f"got {describe(k)}")
+    if arr.min() < 0:
+        raise ValueError(f"{name} must be >= 0 (a distance between histograms), got {int(arr.min())}")
+    return arr.astype(np.int64), False
+
+
+# --------------------------------------------------------------------------- core (no validation)
+
+def _log_pr_beats(gaps: np.ndarray) -> np.ndarray:
+    """log((2 + g) / (4 e^g)): Lemma 4's bound on Pr[class j beats j*] at scaled gap g >= 0."""
+    return np.log(2.0 + gaps) + _LOG_QUARTER - gaps
+
+
+def _logsumexp_last(terms: np.ndarray) -> np.ndarray:
+    top = np.max(terms, axis=-1, keepdims=True)
+    safe_top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(terms - safe_top), axis=-1)) + safe_top[..., 0]
+
+
+def _log_q(votes: np.ndarray, gamma: float) -> np.ndarray:
+    """(n,) log q of Lemma 4 (union bound over j != j*), capped at log(1 - 1/m)."""
+    n, m = votes.shape
+    rows = np.arange(n)
+    winner = np.argmax(votes, axis=1)
+    gaps = gamma * (votes[rows, winner][:, None] - votes).astype(np.float64)
+    terms = _log_pr_beats(gaps)
+    terms[rows, winner] = -np.inf
+    return np.minimum(_logsumexp_last(terms), math.log1p(-1.0 / m))
+
+
+def _log_q_approx(votes: np.ndarray, gamma: float) -> np.ndarray:
+    """(n,) log of the reference's compute_q_noisy_max_approx: (m-1) times the runner-up term."""
+    n, m = votes.shape
+    top2 = -np.sort(-votes, axis=1)[:, :2]
+    gap = gamma * (top2[:, 0] - top2[:, 1]).astype(np.float64)
+    return np.minimum(math.log(m - 1) + _log_pr_beats(gap), math.log1p(-1.0 / m))
+
+
+def _data_independent_log_mgf(eps: float, moments: np.ndarray) -> np.ndarray:
+    """min(eps^2 l (l+1) / 2, eps l): [P17] Theorem 2 ([BS16]) and the pure-DP bound."""
+    return np.minimum(0.5 * eps * eps * moments * (moments + 1.0), eps * moments)
+
+
+def _q_limit(eps: float) -> float:
+    """Largest q (exclusive) at which Theorem 3 is used for an eps-DP answer.
+
+    [P17] Theorem 3 states q < (e^{2 gamma} - 1)/(e^{4 gamma} - 1) = 1/(e^eps + 1); the reference
+    uses q < 1/2. For eps < log 2 the reference's condition is also valid: writing
+    f(q) = (1-q)((1-q)/(1-e^eps q))^l + q e^{eps l}, a = e^eps - 1 < 1 and s = 1 - e^eps q,
+        f'(q) = ((1-q)/s)^l (l a - s)/s + e^{eps l},
+    and for q <= 1/2 one has (1-q)/(s e^eps) <= 1/(1-a^2), so where l a < s
+        f'(q) >= e^{eps l} (1 - (1 - l a)/(1-a^2)^l) >= 0     (Bernoulli: (1-a^2)^l >= 1 - l a^2),
+    i.e. f is non-decreasing on [0, 1/2]: the bound at the upper bound q dominates the bound at
+    the true (smaller) probability, which is what Theorem 3's proof needs. For eps >= log 2
+    (gamma >= 0.35) the reference's q < 1/2 is not valid (1 - e^eps q can be <= 0 and the
+    reference's formula then returns a meaningless value), so the paper's condition is used.
+
+    The choice never changes a result where 1 - e^eps q > 0: for q >= 1/(e^eps + 1) one has
+    (1-q)/(1-e^eps q) >= e^eps, hence f(q) >= e^{eps l} and the min with eps l discards it.
+    """
+    return 0.5 if eps < _LOG2 else 1.0 / (math.exp(eps) + 1.0)
+
+
+def _log_mgf_from_log_q(log_q: np.ndarray, eps: float, moments: np.ndarray) -> np.ndarray:
+    """(..., L) alpha(l) bound for answers whose failure probability is <= exp(log_q) (...,).
+
+    min(eps^2 l(l+1)/2, eps l, log f(q)) where Theorem 3 applies, else the first two terms.
+    """
+    log_q = np.asarray(log_q, dtype=np.float64)[..., None]
+    lam = moments.reshape((1,) * (log_q.ndim - 1) + (-1,))
+    cap = _data_independent_log_mgf(eps, lam)
+    q = np.exp(log_q)
+    applies = q < _q_limit(eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log1m_q = np.log1p(-q)
+        # e^eps q < 1 wherever Theorem 3 applies (q < 1/(e^eps+1), or q < 1/2 with e^eps < 2);
+        # elsewhere the value is discarded, so 0 keeps the logarithm finite.
+        log1m_eq = np.log1p(-np.where(applies, np.exp(eps + log_q), 0.0))
+        log_t_one = log1m_q + lam * (log1m_q - log1m_eq)
+        log_t_two = log_q + eps * lam
+        log_t = np.logaddexp(log_t_one, log_t_two)
+    return np.where(applies, np.minimum(cap, log_t), cap)
+
+
+def _sorted_shift_log_q(votes: np.ndarray, gamma: float, shifts: np.ndarray) -> np.ndarray:
+    """log q of each row after moving s votes from its largest to its second-largest count.
+
+    votes (r, m); shifts (S,) ints >= 0. Returns (r, S). The shifted histogram is
+    (c0 - s, c1 + s, c2, ..., c_{m-1}) with c sorted in decreasing order, exactly the vector the
+    reference's sens_at_k builds (``counts_sorted``). Lemma 4's q does not depend on the order of
+    the classes, so it is computed as term(|v0 - v1|) + sum_{j>=2} term(max(v0, v1) - c_j).
+    """
+    m = votes.shape[1]
+    c = -np.sort(-votes, axis=1)
+    v0 = c[:, :1] - shifts[None, :]                  # (r, S)
+    v1 = c[:, 1:2] + shifts[None, :]
+    top = np.maximum(v0, v1)
+    first = _log_pr_beats(gamma * np.abs(v0 - v1).astype(np.float64))[..., None]
+    rest = _log_pr_beats(gamma * (top[..., None] - c[:, None, 2:]).astype(np.float64))
+    terms = np.concatenate([first, rest], axis=-1)
+    return np.minimum(_logsumexp_last(terms), math.log1p(-1.0 / m))
+
+
+def _sens_at_k(votes: np.ndarray, gamma: float, moment: float, ks: np.ndarray) -> np.ndarray:
+    """(r, K) sensitivity at each distance in ks (see lnmax_sens_at_k_2017). No validation."""
+    eps = 2.0 * gamma
+    lam = np.array([moment])
+    if 0.5 * gamma * moment > 1.0:
+        # The reference returns 0 here ("l too large"); 0 would understate. A moment bound lies
+        # in [0, cap], so no change can exceed cap.
+        cap = float(_data_independent_log_mgf(eps, lam)[0])
+        return np.full((votes.shape[0], ks.size), cap)
+    c = -np.sort(-votes, axis=1)
+    gap = (c[:, 0] - c[:, 1])[:, None]                # (r, 1)
+    log_q = _sorted_shift_log_q(votes, gamma, np.concatenate([ks, ks + 1]))
+    log_mgf = _log_mgf_from_log_q(log_q, eps, lam)[..., 0]
+    val, val_changed = log_mgf[:, :ks.size], log_mgf[:, ks.size:]
+    out = np.maximum(val_changed - val, 0.0)
+    return np.where(gap < ks[None, :], 0.0, out)
+
+
+# --------------------------------------------------------------------------- public API
+
+def lnmax_q_2017(votes, *, noise_eps, approx: bool = False) -> np.ndarray:
+    """Upper bound q on Pr[LNMax answer != plain argmax], one per query, shape (n,).
+
+    [P17] Lemma 4: with Laplace(1/gamma) noise on every count and j* the (first) argmax,
+
+        Pr[M(d) != j*] <= sum_{j != j*} (2 + gamma (n_j* - n_j)) / (4 exp(gamma (n_j* - n_j))),
+
+    capped at 1 - 1/m (the reference's cap). Equals the reference's ``compute_q_noisy_max``.
+    Computed in log-space, so large gaps underflow to q = 0 instead of overflowing.
+
+    ``approx=True`` gives the reference's ``compute_q_noisy_max_approx``: (m - 1) times the term
+    of the runner-up. Since (2 + g) e^{-g} decreases in g >= 0, every term is at most the
+    runner-up's, so approx >= exact (equal when all non-winning counts are equal): it is a
+    looser, still valid, bound. ``noise_eps`` is gamma (the Laplace scale is 1/gamma).
+    """
+    votes = check_votes(votes)
+    gamma = check_positive(noise_eps, "noise_eps")
+    if not isinstance(approx, (bool, np.bool_)):
+        raise TypeError(f"approx must be True or False, got {describe(approx)}")
+    log_q = _log_q_approx(votes, gamma) if approx else _log_q(votes, gamma)
+    return np.exp(log_q)
+
+
+def lnmax_log_mgf(votes, *, noise_eps, moments) -> np.ndarray:
+    """Data-dependent bound on the log moments alpha(l) of one LNMax answer, shape (n, L).
+
+    [P17] Theorem 3 (data-dependent) capped by Theorem 2 and the pure-DP bound: with
+    eps = 2 gamma and q from :func:`lnmax_q_2017`,
+
+        alpha(l) <= min( eps^2 l (l+1) / 2,  eps l,
+                         log((1-q) ((1-q)/(1 - e^eps q))^l + q e^{eps l}) ),
+
+    the last term only where it is valid (q < 1/2 for eps < log 2, as in the reference; see
+    :func:`_q_limit` for the proof, and q < 1/(e^eps + 1), the paper's condition, otherwise);
+    elsewhere the data-independent min(eps^2 l(l+1)/2, eps l). Equals the reference's
+    ``logmgf_from_counts`` for gamma < log(2)/2 (the reference's own range of use), evaluated
+    in log-space (the reference's log(t) loses digits when t is close to 1).
+    """
+    votes = check_votes(votes)
+    gamma = check_positive(noise_eps, "noise_eps")
+    moments = _check_moments(moments)
+    return _log_mgf_from_log_q(_log_q(votes, gamma), 2.0 * gamma, moments)
+
+
+def lnmax_moments_accountant(votes, *, noise_eps, delta, moments=range(1, 9), beta=None) -> dict:
+    """The whole 2017 analysis of n LNMax answers ([P17] Section 3, reference ``main()``).
+
+    The log moments of the n answers add up ([A16] Theorem 2, composability), and the tail bound
+    ([A16]) gives, for each moment l, an (eps(l), delta)-DP guarantee with
+    eps(l) = (sum_i alpha_i(l) - log delta) / l; the reported epsilon is min_l eps(l).
+
+    Returns a dict with
+      ``moments`` (L,), ``total_log_mgf`` (L,) (sum of :func:`lnmax_log_mgf` over queries),
+      ``eps_per_moment`` (L,), ``eps`` (float, min over moments; data-dependent, NOT private to
+      publish as is), ``moment`` (the minimising l, first on ties), ``optimum_at_largest_moment``
+      (bool: the reference warns "may not have used enough values of l"),
+      ``data_independent_total_log_mgf`` (L,), ``data_independent_eps_per_moment`` (L,),
+      ``data_independent_eps`` (float: n min(eps^2 l(l+1)/2, eps l), the bound that may be
+      published without further noise), ``num_queries``.
+    With ``beta`` (> 0), also the reference's smooth-sensitivity summary:
+      ``total_smoothed_sensitivity`` (L,) (sum over queries of
+      :func:`lnmax_smoothed_sensitivity_2017`), ``smoothed_sensitivity_per_moment`` (L,) (that
+      divided by l: the smooth sensitivity of eps(l)), ``smooth_sensitivity_eps`` = 2 beta
+      log(1/delta) and ``smooth_sensitivity_noise_scale`` = 2 / that (the reference's Laplace
+      release of eps(l), [NRS07] Corollary 2.4; see the caveat in :func:`lnmax_sens_at_k_2017`).
+    """
+    votes = check_votes(votes)
+    gamma = check_positive(noise_eps, "noise_eps")
+    delta = check_delta(delta)
+    moments = _check_moments(moments)
+    if beta is not None:
+        beta = check_positive(beta, "beta")
+    n = votes.shape[0]
+    eps_answer = 2.0 * gamma
+    total = _log_mgf_from_log_q(_log_q(votes, gamma), eps_answer, moments).sum(axis=0)
+    eps_per_moment = (total - math.log(delta)) / moments
+    best = int(np.argmin(eps_per_moment))
+    ind_total = n * _data_independent_log_mgf(eps_answer, moments)
+    ind_eps = (ind_total - math.log(delta)) / moments
+    out = {
+        "moments": moments,
+        "total_log_mgf": total,
+        "eps_per_moment": eps_per_moment,
+        "eps": float(eps_per_moment[best]),
+        "moment": float(moments[best]),
+        "optimum_at_largest_moment": bool(moments[best] == moments.max()),
+        "data_independent_total_log_mgf": ind_total,
+        "data_independent_eps_per_moment": ind_eps,
+        "data_independent_eps": float(np.min(ind_eps)),
+        "num_queries": n,
+    }
+    if beta is not None:
+        total_ss = np.array([_smoothed_sensitivity(votes, gamma, float(l), beta).sum()
+                             for l in moments])
+        ss_eps = 2.0 * beta * math.log(1.0 / delta)
+        out.update({
+            "total_smoothed_sensitivity": total_ss,
+            "smoothed_sensitivity_per_moment": total_ss / moments,
+            "smooth_sensitivity_eps": ss_eps,
+            "smooth_sensitivity_noise_scale": 2.0 / ss_eps,
+        })
+    return out
+
+
+def lnmax_sens_at_k_2017(votes, *, noise_eps, moment, k) -> np.ndarray:
+    """The reference's sensitivity of alpha(l) at distance k ([P17] Appendix, ``sens_at_k``).
+
+    With c the counts of a row sorted in decreasing order and alpha(l; c) = lnmax_log_mgf:
+
+        sens(k) = 0                                                     if c0 - c1 < k,
+        sens(k) = alpha(l; c0-k-1, c1+k+1, c2, ...) - alpha(l; c0-k, c1+k, c2, ...)  otherwise,
+
+    i.e. the change of the moment bound when one more vote moves from the winner to the runner-up
+    after k votes have already moved. Returns (n,) for an int ``k``, (n, K) for a 1-D array.
+
+    Differences from the reference, none of which makes a value smaller:
+
+    * The reference checks the gap with the UNSORTED counts (``counts[0] < counts[1] + k``) while
+      it shifts the sorted ones, so whenever class 0 is not the winner its result is 0 (or
+      depends on an unrelated pair of classes). Here the gap is that of the sorted counts.
+    * A difference below 0 (once k > (c0 - c1)/2 the winner flips and moving more votes lowers
+      the bound) is reported as 0, since a sensitivity is non-negative.
+    * The reference returns 0 when gamma l / 2 > 1 ("l too large"); here the trivial bound
+      min(eps^2 l(l+1)/2, eps l) is returned (every moment bound lies in [0, that]).
+    Where the reference's class 0 is the winner and gamma l / 2 <= 1, values are equal.
+
+    Caveat: this is a heuristic, not a proof-backed local sensitivity: it only considers moving
+    votes from the winner to the runner-up, not every neighbouring histogram. It is provided to
+    reproduce [P17]. For a rigorous sanitized release use :mod:`analysis.sensitivity` ([P18]).
+    """
+    votes = check_votes(votes)
+    gamma = check_positive(noise_eps, "noise_eps")
+    moment = _check_moment(moment)
+    ks, scalar = _check_distances(k)
+    out = _sens_at_k(votes, gamma, moment, ks)
+    return out[:, 0] if scalar else out
+
+
+def _smoothed_sensitivity(votes: np.ndarray, gamma: float, moment: float, beta: float) -> np.ndarray:
+    """(n,) max_{0 <= k <= max count} e^{-beta k} sens(k), rows processed in chunks."""
+    n, m = votes.shape
+    c = -np.sort(-votes, axis=1)
+    out = np.zeros(n)
+    if n == 0:
+        return out
+    # sens(k) = 0 for k > c0 - c1, so only k <= the largest gap matters.
+    k_max = int((c[:, 0] - c[:, 1]).max())
+    ks = np.arange(k_max + 1, dtype=np.int64)
+    discount = np.exp(-beta * ks.astype(np.float64))[None, :]
+    chunk = max(1, _CHUNK_ELEMENTS // (2 * ks.size * m))
+    for start in range(0, n, chunk):
+        part = votes[start:start + chunk]
+        out[start:start + chunk] = np.max(discount * _sens_at_k(part, gamma, moment, ks), axis=1)
+    return np.maximum(out, 0.0)
+
+
+def lnmax_smoothed_sensitivity_2017(votes, *, noise_eps, moment, beta) -> np.ndarray:
+    """The reference's beta-smooth sensitivity of alpha(l), one per query, shape (n,).
+
+    SS_beta = max_{0 <= k <= max count} e^{-beta k} sens(k) with sens from
+    :func:`lnmax_sens_at_k_2017` ([NRS07] Definition 2.1 applied to [P17]'s per-distance
+    sensitivities; reference ``smoothed_sens``). The reference stops at the first k >= 1 with
+    sens(k) == 0; after that point sens(k) <= 0 in the reference (the gap has closed or the
+    winner flipped), so taking the max over all k gives the same value, and never a smaller one.
+    Same caveat as :func:`lnmax_sens_at_k_2017`: a heuristic from [P17], not a proof-backed bound.
+    """
+    votes = check_votes(votes)
+    gamma = check_positive(noise_eps, "noise_eps")
+    moment = _check_moment(moment)
+    beta = check_positive(beta, "beta")
+    return _smoothed_sensitivity(votes, gamma, moment, beta)
