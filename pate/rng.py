@@ -29,9 +29,13 @@ Secure mode
 ``os.urandom`` for every draw (nothing is cached, no PRNG state exists that could be recovered
 or replayed), and normal / Laplace variates are obtained by exact transforms of those uniforms.
 The other streams (partition, teachers, student) are seeded from fresh OS entropy, so they are
-not reproducible either. Note: the aggregators publish only the *argmax* of the noisy votes,
-never the noisy values themselves, so the low-order-bit attacks on floating-point Laplace
-sampling (Mironov, CCS 2012) do not apply to the released labels.
+not reproducible either.
+
+Floating point: uniforms lie on a 2**-53 grid, so the inverse-CDF normal never goes beyond
+about 8.3 standard deviations (a tail of probability < 1e-16 per draw is cut off). The
+aggregators publish only the *argmax* of the noisy votes, never the noisy values themselves,
+which removes the direct channel of the low-order-bit attacks on floating-point Laplace
+sampling (Mironov, CCS 2012).
 """
 
 from __future__ import annotations
