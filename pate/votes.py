@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.validation import check_int, check_votes, describe
+from analysis.validation import check_int, check_probabilities, check_votes, describe
 
 __all__ = ["votes_from_predictions", "votes_from_probabilities", "save_votes", "load_votes",
            "describe_votes", "VOTES_FILENAME"]
@@ -102,17 +102,7 @@ def votes_from_probabilities(probabilities: Any, *, num_classes: int,
                          f"num_classes={num_classes}")
     if probs.shape[0] < 1:
         raise ValueError("probabilities has no teachers (shape[0] == 0)")
-    if not np.all(np.isfinite(probs)):
-        raise ValueError("probabilities must be finite (found NaN or inf)")
-    if probs.size:
-        if probs.min() < 0:
-            raise ValueError(f"probabilities must be >= 0, got a minimum of {float(probs.min())!r}; "
-                             "these look like logits: apply a softmax first")
-        sums = probs.sum(axis=2, dtype=np.float64)
-        worst = float(np.max(np.abs(sums - 1.0)))
-        if worst > atol:
-            raise ValueError(f"probabilities must sum to 1 over classes (within atol={atol}); a row "
-                             f"is off by {worst:.3g}; apply a softmax first")
+    probs = check_probabilities(probs, probs.shape, "probabilities", atol=atol)
     return votes_from_predictions(np.argmax(probs, axis=2), num_classes=num_classes)
 
 
