@@ -8,6 +8,8 @@ from analysis.accountant import (PrivacyEvent, RdpAccountant, confident_gnmax_ev
                                  gnmax_event, lnmax_event)
 from analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
                                   calibrate_lnmax_scale)
+from analysis.pate2017 import (lnmax_log_mgf, lnmax_moments_accountant, lnmax_q_2017,
+                               lnmax_sens_at_k_2017, lnmax_smoothed_sensitivity_2017)
 from analysis.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
 from analysis.sensitivity import (SanitizedRelease, check_conditions, gnmax_log_q0,
                                          gnss_rdp, local_sensitivity_gnmax,
@@ -25,5 +27,7 @@ __all__ = [
     "gnmax_log_q0", "local_sensitivity_gnmax", "local_sensitivity_threshold", "smooth_sensitivity",
     "gnss_rdp", "check_conditions", "search_smooth_sensitivity_parameters",
     "release_sanitized_epsilon", "SanitizedRelease", "smooth_sensitivity_dp_parameters",
+    "lnmax_q_2017", "lnmax_log_mgf", "lnmax_moments_accountant", "lnmax_sens_at_k_2017",
+    "lnmax_smoothed_sensitivity_2017",
     "calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax",
 ]

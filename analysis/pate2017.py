@@ -43,11 +43,11 @@ proof-backed bound.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from analysis.validation import (check_delta, check_int, check_positive, check_votes, describe)
+from analysis.validation import (check_delta, check_distances, check_moment,
+                                 check_moments, check_positive, check_votes, describe)
 
 __all__ = [
     "lnmax_q_2017",
@@ -65,50 +65,6 @@ _CHUNK_ELEMENTS = 4_000_000
 
 
 # --------------------------------------------------------------------------- validation helpers
-
-def _check_moment(value, name: str = "moment") -> float:
-    """One moment l: a finite real number >= 1."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number >= 1, got {describe(value)} "
-                        f"of type {type(value).__name__}")
-    out = float(value)
-    if not math.isfinite(out) or out < 1.0:
-        raise ValueError(f"{name} must be a finite number >= 1 (the moments of [P17] are "
-                         f"l = 1, 2, ...), got {out!r}")
-    return out
-
-
-def _check_moments(moments, name: str = "moments") -> np.ndarray:
-    """A non-empty 1-D array of finite moments, each >= 1."""
-    if isinstance(moments, (str, bytes)) or moments is None:
-        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}")
-    try:
-        arr = np.asarray(moments, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, "
-                        f"got {describe(moments)}") from None
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array of moments, got shape {arr.shape}; "
-                         "e.g. moments=range(1, 9)")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 1.0):
-        bad = arr[~(np.isfinite(arr) & (arr >= 1.0))][0]
-        raise ValueError(f"{name} must all be finite and >= 1, got a moment {bad!r}; "
-                         "e.g. moments=range(1, 9)")
-    return arr
-
-
-def _check_distances(k, name: str = "k") -> tuple[np.ndarray, bool]:
-    """k: an int >= 0 or a 1-D array of them. Returns (int64 array, was_scalar)."""
-    if np.ndim(k) == 0:
-        return np.array([check_int(k, name, minimum=0)], dtype=np.int64), True
-    arr = np.asarray(k)
-    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must be an int >= 0 or a non-empty 1-D array of ints, "
-                        f"got {describe(k)}")
-    if arr.min() < 0:
-        raise ValueError(f"{name} must be >= 0 (a distance between histograms), got {int(arr.min())}")
-    return arr.astype(np.int64), False
-
 
 # --------------------------------------------------------------------------- core (no validation)
 
@@ -268,7 +224,7 @@ def lnmax_log_mgf(votes, *, noise_eps, moments) -> np.ndarray:
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
-    moments = _check_moments(moments)
+    moments = check_moments(moments)
     return _log_mgf_from_log_q(_log_q(votes, gamma), 2.0 * gamma, moments)
 
 
@@ -297,7 +253,7 @@ def lnmax_moments_accountant(votes, *, noise_eps, delta, moments=range(1, 9), be
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
     delta = check_delta(delta)
-    moments = _check_moments(moments)
+    moments = check_moments(moments)
     if beta is not None:
         beta = check_positive(beta, "beta")
     n = votes.shape[0]
@@ -360,8 +316,8 @@ def lnmax_sens_at_k_2017(votes, *, noise_eps, moment, k) -> np.ndarray:
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
-    moment = _check_moment(moment)
-    ks, scalar = _check_distances(k)
+    moment = check_moment(moment)
+    ks, scalar = check_distances(k)
     out = _sens_at_k(votes, gamma, moment, ks)
     return out[:, 0] if scalar else out
 
@@ -396,6 +352,6 @@ def lnmax_smoothed_sensitivity_2017(votes, *, noise_eps, moment, beta) -> np.nda
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
-    moment = _check_moment(moment)
+    moment = check_moment(moment)
     beta = check_positive(beta, "beta")
     return _smoothed_sensitivity(votes, gamma, moment, beta)

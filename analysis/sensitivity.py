@@ -252,41 +252,6 @@ def _weighted_ls_threshold_sum(votes, weights, num_teachers, threshold, sigma, o
     table = _ls_threshold_table(num_teachers, threshold, sigma, order, present)
     return mass[present] @ table
 
-    log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
-    log_q = gnmax_log_q(votes, sigma=sigma)
-    in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
-    go_left = log_q > log_q0  # make the leader stronger: q decreases towards q0
-    go_right = log_q < log_q1  # make the runner-up stronger: q increases towards q1
-    # Walk all queries in lock-step, recording (row, distance, log q); Algorithm 3 is then
-    # evaluated once, on the distinct log q values only.
-    visited_rows = [np.nonzero(~in_plateau)[0]]
-    visited_distance = [np.zeros(visited_rows[0].size, dtype=np.int64)]
-    visited_log_q = [log_q[~in_plateau]]
-    current = -np.sort(-votes, axis=1)
-    distance = 0
-    while distance + 1 < num_teachers:
-        moving = (go_left & (log_q > log_q0) & (current[:, 1] > 0)) | (go_right & (log_q < log_q1))
-        rows = np.nonzero(moving)[0]
-        if rows.size == 0:
-            break
-        distance += 1
-        step = np.where(go_left[rows], 1, -1)
-        block = current[rows]
-        block[:, 0] += step
-        block[:, 1] -= step
-        left_rows = go_left[rows]
-        if left_rows.any():  # restore the non-increasing order after lowering the runner-up
-            block[left_rows] = -np.sort(-block[left_rows], axis=1)
-        current[rows] = block
-        log_q[rows] = _log_q_sorted(block, log_tail, m)
-        visited_rows.append(rows)
-        visited_distance.append(np.full(rows.size, distance))
-        visited_log_q.append(log_q[rows])
-    all_log_q = np.concatenate(visited_log_q)
-    result[np.concatenate(visited_rows), np.concatenate(visited_distance)] = _unique_apply(
-        all_log_q, lambda u: _ls_gnmax_from_log_q(u, sigma, m, order))
-    return result
-
 
 # --------------------------------------------------------------------------- threshold pieces
 

@@ -7,6 +7,7 @@ what is expected instead.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -26,6 +27,9 @@ __all__ = [
     "check_unit_interval",
     "check_probabilities",
     "describe",
+    "check_moment",
+    "check_moments",
+    "check_distances",
 ]
 
 
@@ -211,3 +215,47 @@ def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = 
             raise ValueError(f"{name} must sum to 1 over the last axis (within {atol}); a row is "
                              f"off by {off:.3g}; apply a softmax first")
     return arr
+
+
+def check_moment(value, name: str = "moment") -> float:
+    """One moment l: a finite real number >= 1."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number >= 1, got {describe(value)} "
+                        f"of type {type(value).__name__}")
+    out = float(value)
+    if not math.isfinite(out) or out < 1.0:
+        raise ValueError(f"{name} must be a finite number >= 1 (the moments of [P17] are "
+                         f"l = 1, 2, ...), got {out!r}")
+    return out
+
+
+def check_moments(moments, name: str = "moments") -> np.ndarray:
+    """A non-empty 1-D array of finite moments, each >= 1."""
+    if isinstance(moments, (str, bytes)) or moments is None:
+        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}")
+    try:
+        arr = np.asarray(moments, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, "
+                        f"got {describe(moments)}") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of moments, got shape {arr.shape}; "
+                         "e.g. moments=range(1, 9)")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 1.0):
+        bad = arr[~(np.isfinite(arr) & (arr >= 1.0))][0]
+        raise ValueError(f"{name} must all be finite and >= 1, got a moment {bad!r}; "
+                         "e.g. moments=range(1, 9)")
+    return arr
+
+
+def check_distances(k, name: str = "k") -> tuple[np.ndarray, bool]:
+    """k: an int >= 0 or a 1-D array of them. Returns (int64 array, was_scalar)."""
+    if np.ndim(k) == 0:
+        return np.array([check_int(k, name, minimum=0)], dtype=np.int64), True
+    arr = np.asarray(k)
+    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be an int >= 0 or a non-empty 1-D array of ints, "
+                        f"got {describe(k)}")
+    if arr.min() < 0:
+        raise ValueError(f"{name} must be >= 0 (a distance between histograms), got {int(arr.min())}")
+    return arr.astype(np.int64), False
