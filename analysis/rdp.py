@@ -275,7 +275,8 @@ def _rdp_pure_eps(log_q: np.ndarray, pure_eps: float, orders: np.ndarray) -> np.
     data_independent = np.minimum(0.5 * pure_eps * pure_eps * lam, pure_eps)
     out = np.broadcast_to(data_independent, (log_q.size, orders.size)).copy()
     q = np.exp(log_q)
-    rows = np.nonzero(q <= 1.0 / (math.exp(pure_eps) + 1.0))[0]
+    # q <= 1 / (e^eps + 1), compared in log-space (e^eps overflows for eps > 709)
+    rows = np.nonzero(log_q <= -np.logaddexp(0.0, pure_eps))[0]
     if rows.size:
         lq = log_q[rows][:, None]
         log1q = np.log1p(-q[rows])[:, None]

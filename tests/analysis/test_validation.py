@@ -106,3 +106,8 @@ def test_local_sensitivity_arguments():
         analysis.smooth_sensitivity(np.ones(3), beta=-1)
     with pytest.raises(ValueError, match="1/\\(2 beta\\)"):
         analysis.gnss_rdp(beta=0.1, sigma_ss=1, order=6)
+
+
+def test_lnmax_with_tiny_scale_does_not_overflow():
+    rdp = analysis.lnmax_rdp(GOOD, scale=1e-4, orders=ORD)
+    assert np.all(np.isfinite(rdp)) and np.all(rdp <= 2e4)
