@@ -193,6 +193,12 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
 
         _validate("interactive-gnmax", np.array([[1, 0]]), mechanism_params)
         check_rng(rng)
+    confidence = (aggregator.params.get("student_confidence") if aggregator is not None
+                  else float(student_confidence))
+    if confidence is not None and confidence <= 1.0 / num_classes:
+        raise ValueError(f"student_confidence={confidence!r} is at most 1/classes = "
+                         f"{1.0 / num_classes:.4g}: every student label, even a uniform guess, would "
+                         "be kept; use a confidence well above 1/classes (e.g. 0.9)")
     params = dict(student_params or {})
     if criterion != "first":
         params.setdefault("num_classes", num_classes)

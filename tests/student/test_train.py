@@ -1,0 +1,220 @@
+import numpy as np
+import pytest
+import torch
+
+from student.train import CHECKPOINT_NAME, Student, resolve_device, train_student
+
+FAST = dict(epochs=2, steps_per_epoch=10, progress=False, device="cpu", num_classes=10)
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fail the test if a model is ever built: refusals must come before any work."""
+    import teachers.models
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a model was built although the input must have been refused")
+
+    monkeypatch.setattr(teachers.models, "build_model", boom)
+
+
+def test_student_learns(digits):
+    """Supervised on all public labels: far above chance (0.1) on the evaluation split."""
+    student = train_student(digits.public.x, digits.public.y, method="supervised", epochs=4,
+                            steps_per_epoch=50, random_state=0, progress=False, device="cpu")
+    assert student.score(digits.evaluation.x, digits.evaluation.y) > 0.85
+    proba = student.predict_proba(digits.evaluation.x)
+    assert proba.shape == (200, 10) and np.allclose(proba.sum(1), 1.0)
+    assert student.num_classes_ == 10 and student.model_name_ == "cnn8"
+
+
+def test_fixmatch_beats_supervised_with_few_labels(digits, first_k_labels):
+    """30 labels (first-k): FixMatch uses the 567 unlabelled public items and wins clearly.
+
+    Measured on seeds 0-2 while tuning: supervised 0.71-0.735, FixMatch 0.81-0.85.
+    """
+    labels = first_k_labels(digits.public.y, 30)
+    common = dict(epochs=10, steps_per_epoch=30, cutout=0.25, progress=False, device="cpu",
+                  num_classes=10)
+    sup, fix = [], []
+    for seed in (0, 1):
+        sup.append(train_student(digits.public.x, labels, method="supervised", random_state=seed,
+                                 **common).score(digits.evaluation.x, digits.evaluation.y))
+        fix_student = train_student(digits.public.x, labels, method="fixmatch", random_state=seed,
+                                    **common)
+        fix.append(fix_student.score(digits.evaluation.x, digits.evaluation.y))
+        assert fix_student.history_[-1]["mask_rate"] > 0.2   # pseudo-labels were used
+    assert np.mean(fix) >= np.mean(sup) + 0.05, (sup, fix)
+    assert min(fix) > max(sup) - 0.02, (sup, fix)
+
+
+def test_tabular_fixmatch_learns(digits, first_k_labels):
+    x = digits.public.x.reshape(len(digits.public.x), -1)
+    labels = first_k_labels(digits.public.y, 100)
+    student = train_student(x, labels, method="fixmatch", epochs=4, steps_per_epoch=25,
+                            random_state=0, progress=False, device="cpu", num_classes=10)
+    assert student.model_name_ == "mlp"
+    assert student.score(digits.evaluation.x.reshape(200, -1), digits.evaluation.y) > 0.6
+
+
+def test_same_seed_same_student_and_generator_seed(digits, first_k_labels):
+    labels = first_k_labels(digits.public.y, 50)
+    a = train_student(digits.public.x, labels, random_state=7, **FAST)
+    b = train_student(digits.public.x, labels, random_state=7, **FAST)
+    c = train_student(digits.public.x, labels, random_state=8, **FAST)
+    pa, pb, pc = (s.predict_proba(digits.evaluation.x) for s in (a, b, c))
+    assert np.array_equal(pa, pb) and not np.array_equal(pa, pc)
+    from pate.rng import make_streams
+
+    d = train_student(digits.public.x, labels, random_state=make_streams(3).student, **FAST)
+    e = train_student(digits.public.x, labels, random_state=make_streams(3).student, **FAST)
+    assert d.seed_ == e.seed_
+    # The global torch RNG is not consumed by training.
+    torch.manual_seed(0)
+    before = torch.rand(1)
+    torch.manual_seed(0)
+    train_student(digits.public.x, labels, random_state=1, **FAST)
+    assert torch.equal(torch.rand(1), before)
+
+
+def test_resume_after_a_crash_gives_the_uninterrupted_weights(digits, first_k_labels, tmp_path):
+    labels = first_k_labels(digits.public.y, 50)
+    settings = dict(method="fixmatch", epochs=3, steps_per_epoch=5, random_state=11, progress=False,
+                    device="cpu", num_classes=10, ema_decay=0.9)
+    full = train_student(digits.public.x, labels, **settings)
+
+    def crash(epoch, record):
+        if epoch == 2:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train_student(digits.public.x, labels, checkpoint_dir=tmp_path, on_epoch_end=crash, **settings)
+    assert (tmp_path / CHECKPOINT_NAME).exists()
+    seen = []
+    resumed = train_student(digits.public.x, labels, checkpoint_dir=tmp_path, resume=True,
+                            on_epoch_end=lambda e, r: seen.append(e), **settings)
+    assert seen == [3]                               # only the missing epoch was trained
+    assert len(resumed.history_) == 3
+    for (k, v), (k2, v2) in zip(full.model_.state_dict().items(), resumed.model_.state_dict().items()):
+        assert k == k2 and torch.equal(v, v2), k
+    # A checkpoint of other labels or settings is refused, not silently mixed in.
+    other = labels.copy()
+    other[0] = (other[0] + 1) % 10
+    with pytest.raises(ValueError, match="different public data, labels or settings"):
+        train_student(digits.public.x, other, checkpoint_dir=tmp_path, resume=True, **settings)
+    with pytest.raises(ValueError, match="another random_state"):
+        train_student(digits.public.x, labels, checkpoint_dir=tmp_path, resume=True,
+                      **{**settings, "random_state": 12})
+
+
+def test_save_and_load_round_trip(digits, first_k_labels, tmp_path):
+    labels = first_k_labels(digits.public.y, 50)
+    student = train_student(digits.public.x, labels, random_state=0, **FAST)
+    path = student.save(tmp_path / "student.pt")
+    loaded = Student.load(path)
+    assert np.allclose(loaded.predict_proba(digits.evaluation.x),
+                       student.predict_proba(digits.evaluation.x), atol=1e-6)
+    assert loaded.seed_ == student.seed_ and loaded.num_classes_ == 10
+    assert [p.name for p in tmp_path.iterdir()] == ["student.pt"]
+    with pytest.raises(FileNotFoundError, match="pate train-student"):
+        Student.load(tmp_path / "missing.pt")
+
+
+def test_fit_returns_self_and_sklearn_params():
+    s = Student(epochs=3, random_state=0)
+    assert s.get_params()["epochs"] == 3
+    assert s.set_params(epochs=4) is s and s.epochs == 4
+    with pytest.raises(ValueError, match="unknown Student parameter"):
+        s.set_params(votes=1)
+    with pytest.raises(ValueError, match="not fitted"):
+        s.predict(np.zeros((1, 1, 8, 8), np.float32))
+
+
+# ---------------------------------------------------------------- the API refuses non-public inputs
+
+def test_refuses_pate_data_and_splits(digits, first_k_labels, no_training):
+    labels = first_k_labels(digits.public.y, 30)
+    with pytest.raises(TypeError, match="PateData.*private"):
+        train_student(digits, labels)
+    with pytest.raises(TypeError, match="ArraySplit"):
+        train_student(digits.public, labels)
+    with pytest.raises(TypeError, match="ArraySplit"):
+        train_student(digits.public.x, digits.public)
+
+
+def test_refuses_private_data_by_shape(digits, first_k_labels, no_training):
+    """The private split (1000 items) does not match one label per public item (597)."""
+    labels = first_k_labels(digits.public.y, 30)
+    with pytest.raises(ValueError, match="one released label per public item"):
+        train_student(digits.private.x, labels)
+    with pytest.raises(TypeError, match="private"):
+        train_student(digits.public.x, labels, private_x=digits.private.x)
+
+
+def test_refuses_votes(digits, first_k_labels, no_training):
+    votes = np.zeros((597, 10), dtype=np.int64)
+    votes[np.arange(597), digits.public.y] = 50
+    with pytest.raises(TypeError, match="votes"):
+        train_student(digits.public.x, votes)
+    with pytest.raises(TypeError, match="votes"):
+        train_student(votes, first_k_labels(digits.public.y, 30))
+    with pytest.raises(TypeError, match="votes"):
+        train_student(digits.public.x, first_k_labels(digits.public.y, 30), votes=votes)
+    with pytest.raises(TypeError, match="per-teacher predictions"):
+        train_student(digits.public.x, np.zeros((5, 597, 10), dtype=np.int64))
+    with pytest.raises(TypeError, match="probabilities"):
+        train_student(digits.public.x, np.full((597, 10), 0.1))
+
+
+def test_refuses_teachers(digits, first_k_labels, no_training):
+    from teachers.models import MODEL_NAMES  # noqa: F401  (the zoo is importable)
+
+    teacher = torch.nn.Linear(64, 10)
+    labels = first_k_labels(digits.public.y, 30)
+    for bad in (teacher, [teacher, teacher], teacher.state_dict()):
+        with pytest.raises(TypeError, match="teacher"):
+            train_student(bad, labels)
+        with pytest.raises(TypeError, match="teacher"):
+            train_student(digits.public.x, labels, model=bad)
+    with pytest.raises(TypeError, match="teachers"):
+        train_student(digits.public.x, labels, teachers=[teacher])
+
+
+def test_refuses_bad_labels_and_settings(digits, first_k_labels, no_training):
+    x = digits.public.x
+    good = first_k_labels(digits.public.y, 30)
+    cases = [
+        (dict(labels=good.astype(np.float64)), TypeError, "integers"),
+        (dict(labels=np.full(597, -1)), ValueError, "no answered item"),
+        (dict(labels=np.where(good == 0, -2, good)), ValueError, "-1 .unanswered."),
+        (dict(labels=good, num_classes=5), ValueError, "num_classes=5"),
+        (dict(labels=good.tolist()), TypeError, "numpy array"),
+        (dict(labels=good, method="mixup"), ValueError, "method"),
+        (dict(labels=good, epochs=0), ValueError, "epochs"),
+        (dict(labels=good, threshold=1.5), ValueError, "threshold"),
+        (dict(labels=good, ema_decay=1.0), ValueError, "ema_decay"),
+        (dict(labels=good, resume=True), ValueError, "checkpoint_dir"),
+        (dict(labels=good, random_state=-1), ValueError, "random_state"),
+        (dict(labels=good, random_state="seed"), TypeError, "random_state"),
+        (dict(labels=good, device="tpu"), ValueError, "device"),
+    ]
+    for kwargs, exc, match in cases:
+        labels = kwargs.pop("labels")
+        with pytest.raises(exc, match=match):
+            train_student(x, labels, progress=False, **kwargs)
+    with pytest.raises(ValueError, match=r"x\[:, None\]"):
+        train_student(x[:, 0], good)
+    with pytest.raises(ValueError, match="NaN"):
+        train_student(np.full_like(x, np.nan), good)
+
+
+def test_resolve_device():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type in ("cpu", "cuda")
+    with pytest.raises(ValueError, match="cuda:N"):
+        resolve_device("gpu")
+    with pytest.raises(TypeError):
+        resolve_device(0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="not available"):
+            resolve_device("cuda:0")
