@@ -1,0 +1,578 @@
+"""Train a whole teacher ensemble: chunking, checkpoints, resume, predictions and accuracy.
+
+Symbols
+-------
+``TeacherConfig``
+    The training recipe (frozen dataclass): ``model`` ("auto", a zoo name, "module:factory",
+    "sklearn:package.module.Class" or a scikit-learn estimator instance), ``epochs``,
+    ``batch_size``, ``lr``, ``optimizer`` ("adam" | "adamw" | "sgd"), ``weight_decay``,
+    ``momentum`` (SGD), ``augment`` ("auto" | "none" | "shift" | "flip" | "shift+flip"),
+    ``label_smoothing``, ``trainer`` ("auto" | "vectorized" | "sequential"), ``device``
+    ("auto" | "cpu" | "cuda" | "cuda:N"), ``chunk_size`` (teachers trained together; None =
+    chosen from available memory), ``memory_budget_mb``, ``checkpoint`` ("epoch" | "chunk"),
+    ``amp`` (bfloat16 autocast on CUDA), ``n_jobs`` (joblib workers for scikit-learn
+    teachers), ``model_params`` (keyword arguments of a scikit-learn estimator).
+    ``TeacherConfig.resolved(data)`` fills the "auto" fields for a dataset: model ``cnn28`` /
+    ``cnn32`` / ``cnn8`` for 28x28 / 32x32 / 8x8 images, ``mlp`` otherwise; augmentation
+    ``shift+flip`` for Fashion-MNIST and CIFAR-10, ``shift`` for the digit datasets, ``none``
+    for user data.
+``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True)``
+    Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
+    an :class:`EnsembleResult`. Same-architecture torch teachers are trained together in chunks
+    (:mod:`teachers.vectorized`), others one after another (:mod:`teachers.sequential`). With
+    ``out_dir`` every epoch (or chunk) is checkpointed atomically and ``resume=True`` continues
+    an interrupted run to the same teachers as an uninterrupted one.
+``EnsembleResult``
+    ``public_predictions`` (T, N_public), ``eval_predictions`` (T, N_eval), ``eval_labels``,
+    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained.
+``plurality_accuracy(predictions, labels, *, num_classes)``
+    Accuracy of the noiseless plurality vote (ties go to the lowest class index).
+``load_teacher_models(out_dir)``
+    The trained torch teachers of an ``out_dir`` as a list of ``nn.Module`` (eval mode).
+
+Files in ``out_dir`` (normally ``<run_dir>/teachers``): ``state.json`` (recipe fingerprint,
+seeds, chunking, completed chunks), ``progress.pt`` (the chunk in training, removed when it is
+done), ``chunk_NNNN.pt`` / ``.pkl`` (trained weights and predictions of a chunk),
+``predictions.npz`` (``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import pathlib
+import pickle
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from analysis.errors import ConfigError
+from analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
+from teachers.checkpoint import (atomic_savez, atomic_torch_save, atomic_write_bytes,
+                                 atomic_write_json, load_torch)
+from teachers.models import MODEL_NAMES
+from teachers.optim import OPTIMIZERS
+from teachers.schedule import AUGMENTATIONS
+
+__all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accuracy",
+           "load_teacher_models", "resolve_device", "choose_chunk_size", "TRAINERS"]
+
+TRAINERS = ("auto", "vectorized", "sequential")
+_STATE, _PROGRESS = "state.json", "progress.pt"
+_FORMAT_VERSION = 1
+_AUTO_AUGMENT = {"fashion-mnist": "shift+flip", "cifar10": "shift+flip", "mnist": "shift",
+                 "kmnist": "shift", "svhn": "shift", "digits": "shift"}
+
+
+def _is_sklearn(model) -> bool:
+    return (isinstance(model, str) and model.startswith("sklearn:")) or (
+        not isinstance(model, str) and hasattr(model, "fit") and hasattr(model, "get_params"))
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """Training recipe of the teachers (see the module docstring)."""
+
+    model: Any = "auto"
+    epochs: int = 20
+    batch_size: int = 32
+    lr: float = 1e-3
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    augment: str = "auto"
+    label_smoothing: float = 0.0
+    trainer: str = "auto"
+    device: str = "auto"
+    chunk_size: int | None = None
+    memory_budget_mb: float | None = None
+    checkpoint: str = "epoch"
+    amp: bool = True
+    n_jobs: int = 1
+    model_params: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        m = self.model
+        if isinstance(m, str):
+            if not (m == "auto" or m in MODEL_NAMES or ":" in m):
+                raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
+                                 f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}")
+        elif not _is_sklearn(m):
+            raise TypeError(f"model must be a name or a scikit-learn estimator, got {describe(m)}")
+        check_int(self.epochs, "epochs", minimum=1)
+        check_int(self.batch_size, "batch_size", minimum=1)
+        check_positive(self.lr, "lr")
+        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
+        check_nonnegative(self.weight_decay, "weight_decay")
+        check_nonnegative(self.momentum, "momentum")
+        check_choice(self.augment, "augment", ("auto",) + AUGMENTATIONS)
+        ls = check_nonnegative(self.label_smoothing, "label_smoothing")
+        if ls >= 1:
+            raise ValueError(f"label_smoothing must be < 1, got {ls!r}")
+        check_choice(self.trainer, "trainer", TRAINERS)
+        _check_device_spelling(self.device)
+        if self.chunk_size is not None:
+            check_int(self.chunk_size, "chunk_size", minimum=1)
+        if self.memory_budget_mb is not None:
+            check_positive(self.memory_budget_mb, "memory_budget_mb")
+        check_choice(self.checkpoint, "checkpoint", ("epoch", "chunk"))
+        if not isinstance(self.amp, bool):
+            raise TypeError(f"amp must be True or False, got {describe(self.amp)}")
+        check_int(self.n_jobs, "n_jobs")
+        if self.n_jobs == 0:
+            raise ValueError("n_jobs must be a positive number of workers or -1 (all cores), got 0")
+        if not isinstance(self.model_params, dict):
+            raise TypeError(f"model_params must be a dict, got {describe(self.model_params)}")
+        if self.model_params and not _is_sklearn(m):
+            raise ValueError("model_params only apply to scikit-learn models "
+                             "(model='sklearn:package.module.Class')")
+
+    @property
+    def is_sklearn(self) -> bool:
+        return _is_sklearn(self.model)
+
+    def resolved(self, data) -> "TeacherConfig":
+        """A copy with ``model="auto"`` and ``augment="auto"`` decided for ``data``."""
+        shape = tuple(data.input_shape)
+        model = self.model
+        if model == "auto":
+            if len(shape) == 3 and shape[1:] == (28, 28):
+                model = "cnn28"
+            elif len(shape) == 3 and shape[1:] == (32, 32):
+                model = "cnn32"
+            elif len(shape) == 3 and shape[1:] == (8, 8):
+                model = "cnn8"
+            else:
+                model = "mlp"
+        augment = self.augment
+        if augment == "auto":
+            augment = _AUTO_AUGMENT.get(data.name, "none") if len(shape) == 3 else "none"
+        if _is_sklearn(model):
+            augment = "none"
+        return dataclasses.replace(self, model=model, augment=augment)
+
+    def fingerprint(self) -> dict:
+        """The fields that determine the trained teachers (not device, chunking or I/O)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name not in ("device", "chunk_size", "memory_budget_mb", "checkpoint", "n_jobs",
+                               "trainer")}
+        if not isinstance(d["model"], str):
+            d["model"] = f"{type(d['model']).__module__}.{type(d['model']).__qualname__}"
+            d["model_params"] = {k: repr(v) for k, v in sorted(self.model.get_params().items())}
+        return json.loads(json.dumps(d, default=repr))
+
+
+@dataclass(frozen=True)
+class EnsembleResult:
+    public_predictions: np.ndarray
+    eval_predictions: np.ndarray
+    eval_labels: np.ndarray
+    teacher_accuracy: np.ndarray
+    plurality_accuracy: float
+    num_classes: int
+    trainer: str
+    device: str
+    chunk_size: int
+    train_seconds: float
+
+    @property
+    def num_teachers(self) -> int:
+        return int(self.public_predictions.shape[0])
+
+    def summary(self) -> dict:
+        acc = self.teacher_accuracy
+        return {"num_teachers": self.num_teachers, "num_classes": self.num_classes,
+                "teacher_accuracy_mean": float(acc.mean()),
+                "teacher_accuracy_std": float(acc.std()),
+                "teacher_accuracy_min": float(acc.min()),
+                "teacher_accuracy_max": float(acc.max()),
+                "plurality_accuracy": float(self.plurality_accuracy),
+                "trainer": self.trainer, "device": self.device, "chunk_size": self.chunk_size,
+                "train_seconds": round(self.train_seconds, 2),
+                "evaluation_size": int(self.eval_labels.shape[0]),
+                "public_size": int(self.public_predictions.shape[1])}
+
+
+def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
+    """Accuracy of the (noiseless) plurality vote of ``predictions`` (T, N) against ``labels``."""
+    from pate.votes import votes_from_predictions
+
+    labels = np.asarray(labels)
+    votes = votes_from_predictions(predictions, num_classes=num_classes)
+    if labels.shape != (votes.shape[0],):
+        raise ValueError(f"labels must have shape ({votes.shape[0]},), got {labels.shape}")
+    return float(np.mean(votes.argmax(axis=1) == labels))
+
+
+# ----------------------------------------------------------------------------- devices, memory
+
+def _check_device_spelling(device) -> None:
+    if not isinstance(device, str):
+        raise TypeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {describe(device)}")
+    if device in ("auto", "cpu", "cuda"):
+        return
+    if device.startswith("cuda:") and device[5:].isdigit():
+        return
+    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; a named GPU must exist."""
+    import torch
+
+    _check_device_spelling(device)
+    if device == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but no CUDA GPU is available; "
+                         "use --device cpu (or auto)")
+    index = int(device[5:]) if ":" in device else 0
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ValueError(f"device {device!r} does not exist: {count} CUDA device(s) visible")
+    return f"cuda:{index}"
+
+
+def _available_bytes(device: str) -> int:
+    if device.startswith("cuda"):
+        import torch
+
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free * 0.6)
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in fh}
+        avail = info.get("MemAvailable", 8 << 30)
+    except OSError:  # not Linux
+        avail = 8 << 30
+    # CPU: at most half of what is free and at most 2 GiB, so that 250 Fashion-MNIST teachers
+    # stay well under 4 GB of peak RSS (data included), on a machine shared with other jobs.
+    return int(min(avail * 0.5, 2 << 30))
+
+
+def choose_chunk_size(num_teachers: int, per_teacher: int, budget: int) -> int:
+    """Teachers per chunk: as many as ``budget`` bytes hold, balanced across chunks."""
+    fit = max(1, min(num_teachers, budget // max(per_teacher, 1)))
+    chunks = math.ceil(num_teachers / fit)
+    return math.ceil(num_teachers / chunks)
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _check_shards(shards, num_records: int) -> list[np.ndarray]:
+    from pate.partition import check_partition
+
+    if isinstance(shards, (str, bytes)) or not hasattr(shards, "__len__"):
+        raise TypeError(f"shards must be a list of index arrays (Partition.shards), got "
+                        f"{describe(shards)}")
+    out = []
+    for t, s in enumerate(shards):
+        arr = np.asarray(s)
+        if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+            raise TypeError(f"shards[{t}] must be a 1-D integer array of record indices, got "
+                            f"{describe(s)}")
+        out.append(arr.astype(np.int64))
+    if not out:
+        raise ValueError("shards is empty: at least one teacher is needed")
+    for t, arr in enumerate(out):
+        if arr.size == 0:
+            raise ValueError(f"shards[{t}] is empty: every teacher needs at least one record")
+        if arr.min() < 0 or arr.max() >= num_records:
+            raise ValueError(f"shards[{t}] holds record indices outside [0, {num_records}) of the "
+                             "private split; was the partition made for another dataset?")
+    # Disjointness is what makes one record influence one teacher only (PATE's guarantee).
+    counts = np.bincount(np.concatenate(out), minlength=num_records)
+    if np.any(counts > 1):
+        check_partition(out, num_records)  # raises PartitionError naming the overlap
+        from analysis.errors import PartitionError
+        raise PartitionError("shards overlap: a record is assigned to more than one teacher")
+    return out
+
+
+def _check_seeds(seeds, num_teachers: int) -> list[int]:
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__"):
+        raise TypeError(f"seeds must be a list of non-negative ints (Streams.teacher_seeds), got "
+                        f"{describe(seeds)}")
+    if len(seeds) != num_teachers:
+        raise ValueError(f"seeds has {len(seeds)} entries but there are {num_teachers} shards; "
+                         "pass one seed per teacher (Streams.teacher_seeds(num_teachers))")
+    return [check_int(s, f"seeds[{i}]", minimum=0) for i, s in enumerate(seeds)]
+
+
+def _digest(arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        h.update(len(a).to_bytes(8, "little"))
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- training
+
+def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
+                   out_dir: str | os.PathLike | None = None, resume: bool = False,
+                   progress: bool = True) -> EnsembleResult:
+    """Train one teacher per shard (see the module docstring); returns an :class:`EnsembleResult`."""
+    config = TeacherConfig() if config is None else config
+    if not isinstance(config, TeacherConfig):
+        raise TypeError(f"config must be a TeacherConfig, got {describe(config)}")
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be True or False, got {describe(resume)}")
+    config = config.resolved(data)
+    shards = _check_shards(shards, len(data.private))
+    seeds = _check_seeds(seeds, len(shards))
+    num_teachers = len(shards)
+    y_priv = data.private.y
+    num_classes = int(data.num_classes)
+    if y_priv.min() < 0 or y_priv.max() >= num_classes:
+        raise ValueError(f"private labels must lie in [0, {num_classes})")
+
+    fingerprint = {"format": _FORMAT_VERSION, "recipe": config.fingerprint(),
+                   "dataset": data.name, "input_shape": list(data.input_shape),
+                   "num_classes": num_classes, "num_teachers": num_teachers,
+                   "shards_sha256": _digest(shards), "seeds_sha256": _digest([seeds]),
+                   "public_size": len(data.public), "eval_size": len(data.evaluation)}
+
+    if config.is_sklearn:
+        return _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)
+
+    import torch
+
+    device = resolve_device(config.device)
+    from teachers.vectorized import per_teacher_bytes, vmap_support
+
+    trainer = config.trainer
+    if trainer in ("auto", "vectorized"):
+        reason = vmap_support(config.model, input_shape=data.input_shape, num_classes=num_classes)
+        if reason is not None:
+            if trainer == "vectorized":
+                raise ValueError(f"model {config.model!r} cannot be trained with the vectorized "
+                                 f"trainer: {reason}; use trainer='sequential' (or 'auto')")
+            print(f"teachers: model {config.model!r} cannot be vmapped ({reason}); training "
+                  "teachers one after another", file=sys.stderr)
+            trainer = "sequential"
+        else:
+            trainer = "vectorized"
+
+    state = _open_out_dir(out_dir, fingerprint, resume)
+    if state is not None and "chunk_size" in state:
+        chunk_size = int(state["chunk_size"])
+    elif config.chunk_size is not None:
+        chunk_size = min(config.chunk_size, num_teachers)
+    else:
+        per_teacher = per_teacher_bytes(config.model, input_shape=data.input_shape,
+                                        num_classes=num_classes, batch_size=config.batch_size)
+        budget = (int(config.memory_budget_mb * 2 ** 20) if config.memory_budget_mb is not None
+                  else _available_bytes(device))
+        chunk_size = choose_chunk_size(num_teachers, per_teacher, budget)
+    chunks = [list(range(i, min(i + chunk_size, num_teachers)))
+              for i in range(0, num_teachers, chunk_size)]
+    out = pathlib.Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        state = dict(state or {}, fingerprint=fingerprint, chunk_size=chunk_size,
+                     num_chunks=len(chunks), trainer=trainer, seeds=seeds,
+                     completed=(state or {}).get("completed", []))
+        atomic_write_json(out / _STATE, state)
+
+    x_priv = torch.from_numpy(data.private.x).to(device)
+    y_priv_t = torch.from_numpy(y_priv).to(device)
+    x_pub = torch.from_numpy(data.public.x).to(device)
+    x_eval = torch.from_numpy(data.evaluation.x).to(device)
+    from teachers.sequential import SequentialChunk
+    from teachers.vectorized import VectorizedChunk
+
+    cls = VectorizedChunk if trainer == "vectorized" else SequentialChunk
+    public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
+    eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
+    completed = set(state["completed"]) if out is not None else set()
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(chunks) * config.epochs, file=sys.stderr, disable=not progress,
+               desc="teachers", unit="epoch", dynamic_ncols=True)
+    started = time.perf_counter()
+    try:
+        for ci, members in enumerate(chunks):
+            lo, hi = members[0], members[-1] + 1
+            if ci in completed:
+                saved = load_torch(out / f"chunk_{ci:04d}.pt")
+                public_preds[lo:hi] = saved["public_predictions"].numpy()
+                eval_preds[lo:hi] = saved["eval_predictions"].numpy()
+                bar.update(config.epochs)
+                continue
+            bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
+            unit = cls(config, [seeds[t] for t in members], [shards[t] for t in members],
+                       x_priv, y_priv_t, input_shape=data.input_shape, num_classes=num_classes,
+                       device=device)
+            start_epoch = 0
+            if out is not None and (out / _PROGRESS).exists():
+                prog = load_torch(out / _PROGRESS)
+                if int(prog["chunk"]) == ci:
+                    unit.load_state_dict(prog["state"])
+                    start_epoch = int(prog["epochs_done"])
+                    bar.update(start_epoch)
+            for epoch in range(start_epoch, config.epochs):
+                unit.train_epoch(epoch)
+                bar.update(1)
+                if out is not None and config.checkpoint == "epoch" and epoch + 1 < config.epochs:
+                    atomic_torch_save(out / _PROGRESS, {"chunk": ci, "epochs_done": epoch + 1,
+                                                        "state": unit.state_dict()})
+            public_preds[lo:hi] = unit.predict(x_pub)
+            eval_preds[lo:hi] = unit.predict(x_eval)
+            if out is not None:
+                atomic_torch_save(out / f"chunk_{ci:04d}.pt", {
+                    "teachers": [lo, hi], "params": unit.stacked_params(),
+                    "public_predictions": torch.from_numpy(public_preds[lo:hi]),
+                    "eval_predictions": torch.from_numpy(eval_preds[lo:hi])})
+                state["completed"] = sorted(set(state["completed"]) | {ci})
+                atomic_write_json(out / _STATE, state)
+                if (out / _PROGRESS).exists():
+                    os.unlink(out / _PROGRESS)
+            del unit
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - started
+    return _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size,
+                   seconds, out, config)
+
+
+def _open_out_dir(out_dir, fingerprint, resume):
+    """Create ``out_dir`` or check it for a resume; returns the saved state (or None)."""
+    if out_dir is None:
+        if resume:
+            raise ValueError("resume=True needs out_dir (the directory with the checkpoints)")
+        return None
+    out = pathlib.Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
+    state_path = out / _STATE
+    if state_path.exists():
+        if not resume:
+            raise ConfigError(f"{str(out)!r} already holds teachers (or a run in progress); pass "
+                              "--resume (resume=True) to continue it, or use a new --run-dir")
+        try:
+            state = json.loads(state_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{str(state_path)!r} is unreadable ({exc}); delete {str(out)!r} "
+                              "to train from scratch") from None
+        saved = state.get("fingerprint", {})
+        if saved != fingerprint:
+            diff = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
+            if "recipe" in diff:
+                a, b = saved.get("recipe", {}), fingerprint["recipe"]
+                diff += [f"recipe.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            raise ConfigError(f"cannot resume {str(out)!r}: it was trained with different "
+                              f"settings ({', '.join(diff)}); rerun with the original settings, "
+                              "or use a new --run-dir")
+        return state
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size, seconds,
+            out, config) -> EnsembleResult:
+    y_eval = data.evaluation.y
+    acc = (eval_preds == y_eval[None, :]).mean(axis=1)
+    result = EnsembleResult(public_predictions=public_preds, eval_predictions=eval_preds,
+                            eval_labels=y_eval.copy(), teacher_accuracy=acc,
+                            plurality_accuracy=plurality_accuracy(eval_preds, y_eval,
+                                                                  num_classes=num_classes),
+                            num_classes=num_classes, trainer=trainer, device=device,
+                            chunk_size=chunk_size, train_seconds=seconds)
+    if out is not None:
+        atomic_savez(out / "predictions.npz", public=public_preds, evaluation=eval_preds,
+                     evaluation_labels=y_eval)
+        metrics = dict(result.summary(), teacher_accuracy=[round(float(a), 6) for a in acc],
+                       recipe=config.fingerprint(), dataset=data.name)
+        atomic_write_json(out / "metrics.json", metrics)
+    return result
+
+
+def _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress):
+    from tqdm.auto import tqdm
+
+    from teachers.sequential import fit_sklearn_teachers, make_sklearn_estimator, sklearn_predict
+
+    estimator = (make_sklearn_estimator(config.model, config.model_params)
+                 if isinstance(config.model, str) else config.model)
+    num_teachers = len(shards)
+    y = data.private.y
+    for t, shard in enumerate(shards):  # checked before any fitting
+        if len(np.unique(y[shard])) < 2:
+            raise ValueError(f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
+                             "scikit-learn classifiers need at least two. Use a stratified "
+                             "partition or fewer teachers")
+    state = _open_out_dir(out_dir, fingerprint, resume)
+    chunk_size = int(state["chunk_size"]) if state and "chunk_size" in state else (
+        min(config.chunk_size or 25, num_teachers))
+    chunks = [list(range(i, min(i + chunk_size, num_teachers)))
+              for i in range(0, num_teachers, chunk_size)]
+    out = pathlib.Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        state = dict(state or {}, fingerprint=fingerprint, chunk_size=chunk_size,
+                     num_chunks=len(chunks), trainer="sklearn", seeds=seeds,
+                     completed=(state or {}).get("completed", []))
+        atomic_write_json(out / _STATE, state)
+    public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
+    eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
+    started = time.perf_counter()
+    with tqdm(total=num_teachers, file=sys.stderr, disable=not progress, desc="teachers",
+              unit="teacher", dynamic_ncols=True) as bar:
+        for ci, members in enumerate(chunks):
+            lo, hi = members[0], members[-1] + 1
+            path = out / f"chunk_{ci:04d}.pkl" if out is not None else None
+            if out is not None and ci in state["completed"]:
+                with open(path, "rb") as fh:
+                    saved = pickle.load(fh)
+            else:
+                fitted = fit_sklearn_teachers(estimator, data.private.x, y,
+                                              [shards[t] for t in members],
+                                              [seeds[t] for t in members], n_jobs=config.n_jobs)
+                saved = {"teachers": [lo, hi], "estimators": fitted,
+                         "public_predictions": sklearn_predict(fitted, data.public.x),
+                         "eval_predictions": sklearn_predict(fitted, data.evaluation.x)}
+                if out is not None:
+                    atomic_write_bytes(path, pickle.dumps(saved))
+                    state["completed"] = sorted(set(state["completed"]) | {ci})
+                    atomic_write_json(out / _STATE, state)
+            public_preds[lo:hi] = saved["public_predictions"]
+            eval_preds[lo:hi] = saved["eval_predictions"]
+            bar.update(hi - lo)
+    bad = (public_preds < 0) | (public_preds >= data.num_classes)
+    if np.any(bad):
+        raise ValueError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
+    return _finish(data, public_preds, eval_preds, int(data.num_classes), "sklearn", "cpu",
+                   chunk_size, time.perf_counter() - started, out, config)
+
+
+def load_teacher_models(out_dir) -> list:
+    """The trained torch teachers saved in ``out_dir``, in teacher order, in eval mode."""
+    from teachers.schedule import init_teacher
+
+    out = pathlib.Path(out_dir)
+    try:
+        state = json.loads((out / _STATE).read_text())
+    except (OSError, ValueError) as exc:
+        raise FileNotFoundError(f"no trained teachers in {str(out)!r} ({exc}); run "
+                                "`pate train-teachers` first") from None
+    fp = state["fingerprint"]
+    if state.get("trainer") == "sklearn" or len(state.get("completed", [])) != state["num_chunks"]:
+        raise ValueError(f"{str(out)!r} does not hold a finished torch ensemble")
+    models = []
+    for ci in range(state["num_chunks"]):
+        saved = load_torch(out / f"chunk_{ci:04d}.pt")
+        lo, hi = saved["teachers"]
+        for i in range(hi - lo):
+            net = init_teacher(fp["recipe"]["model"], 0, input_shape=tuple(fp["input_shape"]),
+                               num_classes=fp["num_classes"])
+            net.load_state_dict({k: v[i] for k, v in saved["params"].items()})
+            models.append(net.eval())
+    return models

@@ -1,0 +1,120 @@
+"""Optimisers over *stacked* parameters: one independent optimiser state per teacher.
+
+Symbols
+-------
+``StackedOptimizer(params, *, name, lr, weight_decay, momentum, betas, eps)``
+    Holds, for every tensor of a ``{name: (T, ...)}`` dict of stacked teacher parameters, the
+    per-teacher state of ``torch.optim.Adam`` / ``AdamW`` / ``SGD`` (with momentum) and a
+    per-teacher step counter. ``step(params, grads, active)`` updates in place exactly as
+    ``torch.optim`` would update each teacher on its own (same formulas and order of operations),
+    but only for teachers whose ``active`` entry is True: a teacher whose shard is exhausted for
+    this step (unequal shard sizes) keeps its weights, moments and step count unchanged.
+    ``state_dict()`` / ``load_state_dict()`` for checkpoints.
+``OPTIMIZERS``
+    ``("adam", "adamw", "sgd")``.
+"""
+
+from __future__ import annotations
+
+from analysis.validation import check_choice
+
+__all__ = ["StackedOptimizer", "OPTIMIZERS", "make_torch_optimizer"]
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+def make_torch_optimizer(name, parameters, *, lr, weight_decay=0.0, momentum=0.9,
+                         betas=(0.9, 0.999), eps=1e-8):
+    """The ``torch.optim`` optimiser that :class:`StackedOptimizer` reproduces (sequential path)."""
+    import torch
+
+    check_choice(name, "optimizer", OPTIMIZERS)
+    if name == "adam":
+        return torch.optim.Adam(parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                foreach=False)
+    if name == "adamw":
+        return torch.optim.AdamW(parameters, lr=lr, betas=betas, eps=eps,
+                                 weight_decay=weight_decay, foreach=False)
+    return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay,
+                           foreach=False)
+
+
+class StackedOptimizer:
+    def __init__(self, params: dict, *, name: str = "adam", lr: float = 1e-3,
+                 weight_decay: float = 0.0, momentum: float = 0.9,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        import torch
+
+        check_choice(name, "optimizer", OPTIMIZERS)
+        self.name, self.lr, self.weight_decay = name, float(lr), float(weight_decay)
+        self.momentum, self.betas, self.eps = float(momentum), tuple(betas), float(eps)
+        first = next(iter(params.values()))
+        self.num_teachers = int(first.shape[0])
+        self.steps = torch.zeros(self.num_teachers, dtype=torch.float64, device=first.device)
+        if name == "sgd":
+            self.state = {k: {"momentum_buffer": torch.zeros_like(p)} for k, p in params.items()}
+        else:
+            self.state = {k: {"exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+                          for k, p in params.items()}
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps.cpu(), "state": {k: {n: t.cpu() for n, t in s.items()}
+                                                    for k, s in self.state.items()}}
+
+    def load_state_dict(self, sd: dict) -> None:
+        dev = self.steps.device
+        self.steps = sd["steps"].to(dev)
+        self.state = {k: {n: t.to(dev) for n, t in s.items()} for k, s in sd["state"].items()}
+
+    def step(self, params: dict, grads: dict, active=None) -> None:
+        """One update of every active teacher; ``active``: (T,) bool tensor or None (= all)."""
+        import torch
+
+        with torch.no_grad():
+            if active is not None and bool(active.all()):
+                active = None
+            if active is None:
+                self.steps += 1
+            else:
+                self.steps += active.to(self.steps.dtype)
+            for key, param in params.items():
+                grad = grads[key]
+                shape = (-1,) + (1,) * (param.dim() - 1)
+                new_param, new_state = self._update(param, grad, self.state[key], shape)
+                if active is None:
+                    param.copy_(new_param)
+                    for n, t in new_state.items():
+                        self.state[key][n].copy_(t)
+                else:
+                    mask = active.view(shape)
+                    param.copy_(torch.where(mask, new_param, param))
+                    for n, t in new_state.items():
+                        self.state[key][n].copy_(torch.where(mask, t, self.state[key][n]))
+
+    def _update(self, param, grad, state, shape):
+        lr, wd = self.lr, self.weight_decay
+        if self.name == "sgd":
+            if wd:
+                grad = grad.add(param, alpha=wd)
+            buf = state["momentum_buffer"]
+            if self.momentum:
+                # torch.optim.SGD sets buf = grad on the first step; buf starts at 0, so
+                # momentum * 0 + grad is that same value.
+                first = (self.steps == 1).view(shape)
+                new_buf = buf.mul(self.momentum).add(grad)
+                new_buf = new_buf.where(~first, grad)
+                return param.add(new_buf, alpha=-lr), {"momentum_buffer": new_buf}
+            return param.add(grad, alpha=-lr), {"momentum_buffer": buf}
+        beta1, beta2 = self.betas
+        if self.name == "adamw":
+            param = param.mul(1 - lr * wd)
+        elif wd:
+            grad = grad.add(param, alpha=wd)
+        exp_avg = state["exp_avg"].lerp(grad, 1 - beta1)
+        exp_avg_sq = state["exp_avg_sq"].mul(beta2).addcmul(grad, grad, value=1 - beta2)
+        steps = self.steps.clamp(min=1)  # float64, like torch's python-float bias corrections
+        step_size = (lr / (1 - beta1 ** steps)).to(param.dtype).view(shape)
+        bias_correction2_sqrt = (1 - beta2 ** steps).sqrt().to(param.dtype).view(shape)
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add(self.eps)
+        new_param = param - step_size * (exp_avg / denom)
+        return new_param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}

@@ -1,0 +1,159 @@
+"""Sequential fallback: teachers trained one after another.
+
+Symbols
+-------
+``SequentialChunk(config, seeds, shards, x, y, *, input_shape, num_classes, device)``
+    Same interface as :class:`teachers.vectorized.VectorizedChunk`, for architectures that
+    ``vmap`` cannot batch (BatchNorm, data-dependent control flow, ...): each teacher is an
+    ordinary ``nn.Module`` with its own ``torch.optim`` optimiser, fed the same batches and
+    augmentations (:func:`teachers.schedule.epoch_plan`) as the vectorized trainer, so both
+    trainers produce the same teachers up to floating-point rounding. Its own randomness (e.g.
+    dropout) is seeded from the teacher's seed and the epoch.
+``fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs=1) -> list``
+    Tabular teachers: ``sklearn.base.clone(estimator)`` per shard, each with its own
+    ``random_state`` (when the estimator has one), fitted in parallel with joblib on flattened
+    inputs.
+``sklearn_predict(estimators, x) -> (T, N) int64``
+    Predicted labels of every fitted estimator.
+``make_sklearn_estimator(spec, params)``
+    ``"sklearn:package.module.Class"`` (any importable estimator class) with keyword ``params``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
+
+__all__ = ["SequentialChunk", "fit_sklearn_teachers", "sklearn_predict", "make_sklearn_estimator"]
+
+
+class SequentialChunk:
+    def __init__(self, config, seeds, shards, x, y, *, input_shape, num_classes, device) -> None:
+        import torch
+
+        from teachers.optim import make_torch_optimizer
+
+        self.config = config
+        self.seeds = [int(s) for s in seeds]
+        self.shards = [np.asarray(s, dtype=np.int64) for s in shards]
+        self.x, self.y = x, y
+        self.device = torch.device(device)
+        self.max_shift, self.flip = parse_augmentation(config.augment, tuple(input_shape))
+        self.models = [init_teacher(config.model, s, input_shape=input_shape,
+                                    num_classes=num_classes).to(self.device) for s in self.seeds]
+        self.optimizers = [make_torch_optimizer(config.optimizer, m.parameters(), lr=config.lr,
+                                                weight_decay=config.weight_decay,
+                                                momentum=config.momentum) for m in self.models]
+        self.amp = self.device.type == "cuda" and config.amp
+
+    def state_dict(self) -> dict:
+        return {"models": [{k: v.cpu() for k, v in m.state_dict().items()} for m in self.models],
+                "optimizers": [o.state_dict() for o in self.optimizers]}
+
+    def load_state_dict(self, sd: dict) -> None:
+        for m, o, msd, osd in zip(self.models, self.optimizers, sd["models"], sd["optimizers"]):
+            m.load_state_dict(msd)
+            o.load_state_dict(osd)
+
+    def stacked_params(self) -> dict:
+        import torch
+
+        sds = [m.state_dict() for m in self.models]
+        return {k: torch.stack([sd[k].detach().cpu() for sd in sds]) for k in sds[0]}
+
+    def train_epoch(self, epoch: int) -> None:
+        import torch
+        import torch.nn.functional as F
+
+        bs = self.config.batch_size
+        dev = self.device
+        for seed, shard, model, opt in zip(self.seeds, self.shards, self.models, self.optimizers):
+            plan = epoch_plan(seed, epoch, len(shard), max_shift=self.max_shift, flip=self.flip)
+            rows = torch.from_numpy(shard[plan.order]).to(dev)
+            shifts = torch.from_numpy(plan.shifts).to(dev) if plan.shifts is not None else None
+            flips = torch.from_numpy(plan.flips).to(dev) if plan.flips is not None else None
+            model.train()
+            with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+                torch.manual_seed(int(np.random.SeedSequence([seed, int(epoch)]).generate_state(1)[0]))
+                for start in range(0, len(shard), bs):
+                    sl = slice(start, start + bs)
+                    r = rows[sl]
+                    xb = augment(self.x.index_select(0, r),
+                                 None if shifts is None else shifts[sl],
+                                 None if flips is None else flips[sl])
+                    opt.zero_grad(set_to_none=True)
+                    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.amp):
+                        logits = model(xb)
+                    loss = F.cross_entropy(logits.float(), self.y.index_select(0, r),
+                                           label_smoothing=self.config.label_smoothing)
+                    loss.backward()
+                    opt.step()
+
+    def predict(self, x, *, batch: int = 500) -> np.ndarray:
+        import torch
+
+        out = []
+        with torch.no_grad():
+            for model in self.models:
+                model.eval()
+                preds = []
+                for start in range(0, x.shape[0], batch):
+                    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.amp):
+                        preds.append(model(x[start:start + batch]).float().argmax(dim=-1).cpu())
+                out.append(torch.cat(preds))
+        return torch.stack(out).numpy().astype(np.int64)
+
+
+# ------------------------------------------------------------------------------ scikit-learn
+
+def make_sklearn_estimator(spec: str, params: dict | None = None):
+    """Instantiate ``"sklearn:package.module.Class"`` with keyword ``params``."""
+    path = spec[len("sklearn:"):] if spec.startswith("sklearn:") else spec
+    module_name, _, cls_name = path.rpartition(".")
+    if not module_name:
+        raise ValueError(f"model {spec!r}: give a scikit-learn estimator as "
+                         "'sklearn:package.module.Class', e.g. "
+                         "'sklearn:sklearn.linear_model.LogisticRegression'")
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"model {spec!r}: cannot import {path!r} ({exc})") from None
+    try:
+        est = cls(**(params or {}))
+    except TypeError as exc:
+        raise ValueError(f"model {spec!r}: bad model_params {params!r} ({exc})") from None
+    if not (hasattr(est, "fit") and hasattr(est, "predict") and hasattr(est, "get_params")):
+        raise TypeError(f"model {spec!r} is not a scikit-learn estimator (needs fit, predict, "
+                        "get_params)")
+    return est
+
+
+def _fit_one(estimator, x, y, seed):
+    from sklearn.base import clone
+
+    est = clone(estimator)
+    if "random_state" in est.get_params():
+        est.set_params(random_state=int(seed) % (2 ** 32))
+    return est.fit(x, y)
+
+
+def fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs: int = 1) -> list:
+    from joblib import Parallel, delayed
+
+    flat = np.asarray(x).reshape(len(x), -1)
+    y = np.asarray(y)
+    for t, shard in enumerate(shards):
+        if len(np.unique(y[shard])) < 2:
+            raise ValueError(f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
+                             "scikit-learn classifiers need at least two. Use a stratified "
+                             "partition or fewer teachers")
+    return Parallel(n_jobs=n_jobs)(delayed(_fit_one)(estimator, flat[shard], y[shard], seed)
+                                   for shard, seed in zip(shards, seeds))
+
+
+def sklearn_predict(estimators, x) -> np.ndarray:
+    flat = np.asarray(x).reshape(len(x), -1)
+    return np.stack([np.asarray(e.predict(flat)) for e in estimators]).astype(np.int64)

@@ -1,0 +1,232 @@
+"""Train a chunk of same-architecture teachers simultaneously with ``torch.func``.
+
+Symbols
+-------
+``VectorizedChunk(config, seeds, shards, x, y, *, input_shape, num_classes, device)``
+    ``T`` teachers of one architecture: their parameters are stacked with
+    ``torch.func.stack_module_state`` into ``{name: (T, ...)}`` tensors, and one training step of
+    all ``T`` is ``vmap(grad(loss))`` over ``functional_call`` followed by a
+    :class:`teachers.optim.StackedOptimizer` update (per-teacher Adam/SGD state).
+
+    * Teacher ``t`` only ever sees rows ``shards[t]`` of ``x``: its batch at step ``s`` is
+      positions ``s*B:(s+1)*B`` of its own epoch order (:func:`teachers.schedule.epoch_plan`).
+      Shards of unequal size are handled by masking: a short shard's last batch is padded with
+      copies of its *own* first record at weight 0, and once a shard is exhausted the teacher is
+      inactive (no parameter, moment or step-count change) until the epoch ends. The loss is
+      ``sum(w * CE) / sum(w)`` -- exactly the mean over the real records -- so every teacher
+      receives the same updates as when trained alone (``teachers.sequential``).
+    * Per-teacher randomness (batch order, augmentation) comes from each teacher's seed, drawn
+      outside the model; a custom module's own randomness (e.g. dropout) runs under
+      ``vmap(randomness="different")`` with torch's RNG seeded from the chunk's seeds and the
+      epoch (reproducible for a given chunk size, which a resumed run reuses).
+    * On CUDA the whole private array stays on the device (batches are gathered there) and the
+      forward pass runs under bfloat16 autocast (``amp=True``).
+    ``train_epoch(epoch)``, ``predict(x)``, ``state_dict()``, ``load_state_dict()``,
+    ``stacked_params()``.
+``vmap_support(model, *, input_shape, num_classes) -> str | None``
+    ``None`` if the architecture can be trained by :class:`VectorizedChunk`, else the reason.
+``per_teacher_bytes(model, *, input_shape, num_classes, batch_size, eval_batch)``
+    Estimated memory of one teacher in a chunk (weights, gradients, optimiser moments,
+    temporaries and activations), used to choose the chunk size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
+
+__all__ = ["VectorizedChunk", "vmap_support", "per_teacher_bytes", "EVAL_BATCH"]
+
+EVAL_BATCH = 500
+
+
+def _has_batchnorm(module) -> bool:
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    return any(isinstance(m, _BatchNorm) for m in module.modules())
+
+
+def _meta_copy(model):
+    import copy
+
+    return copy.deepcopy(model).to("meta")
+
+
+def _make_fns(base, *, amp_device: str | None, label_smoothing: float):
+    import torch
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad, vmap
+
+    def forward(params, buffers, x):
+        if amp_device is not None:
+            with torch.autocast(device_type=amp_device, dtype=torch.bfloat16):
+                return functional_call(base, (params, buffers), (x,)).float()
+        return functional_call(base, (params, buffers), (x,))
+
+    def loss(params, buffers, x, y, w):
+        ce = F.cross_entropy(forward(params, buffers, x), y, reduction="none",
+                             label_smoothing=label_smoothing)
+        return (ce * w).sum() / w.sum().clamp(min=1.0)
+
+    grad_fn = vmap(grad(loss), in_dims=(0, 0, 0, 0, 0), randomness="different")
+    predict_fn = vmap(forward, in_dims=(0, 0, None), randomness="different")
+    return grad_fn, predict_fn
+
+
+def vmap_support(model: str, *, input_shape, num_classes: int) -> str | None:
+    """Why ``model`` cannot be vmapped (None when it can): BatchNorm, or a failing trial step."""
+    import torch
+    from torch.func import stack_module_state
+
+    nets = [init_teacher(model, s, input_shape=input_shape, num_classes=num_classes) for s in (0, 1)]
+    if _has_batchnorm(nets[0]):
+        return "it contains BatchNorm (in-place running statistics cannot be vmapped)"
+    try:
+        params, buffers = stack_module_state(nets)
+        grad_fn, _ = _make_fns(_meta_copy(nets[0]), amp_device=None, label_smoothing=0.0)
+        x = torch.zeros((2, 2) + tuple(input_shape))
+        y = torch.zeros((2, 2), dtype=torch.long)
+        w = torch.ones((2, 2))
+        grad_fn(params, buffers, x, y, w)
+    except Exception as exc:  # any failure of the trial step means: train sequentially
+        return f"a vmapped training step failed ({type(exc).__name__}: {str(exc)[:200]})"
+    return None
+
+
+def per_teacher_bytes(model: str, *, input_shape, num_classes: int, batch_size: int,
+                      eval_batch: int = EVAL_BATCH) -> int:
+    import torch
+
+    net = init_teacher(model, 0, input_shape=input_shape, num_classes=num_classes)
+    param_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
+    act = [0]
+
+    def hook(_m, _i, out):
+        if isinstance(out, torch.Tensor):
+            act[0] += out.numel() * out.element_size()
+
+    handles = [m.register_forward_hook(hook) for m in net.modules() if not list(m.children())]
+    with torch.no_grad():
+        net(torch.zeros((1,) + tuple(input_shape)))
+    for h in handles:
+        h.remove()
+    in_bytes = 4 * int(np.prod(input_shape))
+    # weights + grads + 2 moments + ~5 temporaries of the update; activations kept for backward,
+    # their gradients and layout copies made by batched convolutions (x4); augmented inputs.
+    train = 9 * param_bytes + batch_size * (4 * act[0] + 3 * in_bytes)
+    evaluate = eval_batch * 2 * act[0]
+    return int(train + evaluate)
+
+
+class VectorizedChunk:
+    """All teachers of one chunk, trained together (see the module docstring)."""
+
+    def __init__(self, config, seeds, shards, x, y, *, input_shape, num_classes, device) -> None:
+        import torch
+        from torch.func import stack_module_state
+
+        from teachers.optim import StackedOptimizer
+
+        self.config = config
+        self.seeds = [int(s) for s in seeds]
+        self.shards = [np.asarray(s, dtype=np.int64) for s in shards]
+        self.x, self.y = x, y          # torch tensors of the whole private split, on ``device``
+        self.device = torch.device(device)
+        self.num_teachers = len(self.seeds)
+        self.max_shift, self.flip = parse_augmentation(config.augment, tuple(input_shape))
+        nets = [init_teacher(config.model, s, input_shape=input_shape, num_classes=num_classes)
+                for s in self.seeds]
+        params, buffers = stack_module_state(nets)
+        self.params = {k: v.detach().to(self.device).contiguous() for k, v in params.items()}
+        self.buffers = {k: v.to(self.device) for k, v in buffers.items()}
+        amp = self.device.type == "cuda" and config.amp
+        self.grad_fn, self.predict_fn = _make_fns(_meta_copy(nets[0]),
+                                                  amp_device="cuda" if amp else None,
+                                                  label_smoothing=config.label_smoothing)
+        del nets
+        self.optimizer = StackedOptimizer(self.params, name=config.optimizer, lr=config.lr,
+                                          weight_decay=config.weight_decay,
+                                          momentum=config.momentum)
+
+    # -- state ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"params": {k: v.cpu() for k, v in self.params.items()},
+                "buffers": {k: v.cpu() for k, v in self.buffers.items()},
+                "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, sd: dict) -> None:
+        for k, v in sd["params"].items():
+            self.params[k].copy_(v.to(self.device))
+        for k, v in sd["buffers"].items():
+            self.buffers[k].copy_(v.to(self.device))
+        self.optimizer.load_state_dict(sd["optimizer"])
+
+    def stacked_params(self) -> dict:
+        """``{name: (T, ...)}`` CPU tensors (parameters and buffers)."""
+        out = {k: v.detach().cpu().clone() for k, v in self.params.items()}
+        out.update({k: v.detach().cpu().clone() for k, v in self.buffers.items()})
+        return out
+
+    # -- training -----------------------------------------------------------------------------
+    def _epoch_arrays(self, epoch: int):
+        bs = self.config.batch_size
+        sizes = [len(s) for s in self.shards]
+        steps = math.ceil(max(sizes) / bs)
+        width = steps * bs
+        t_count = self.num_teachers
+        rows = np.empty((t_count, width), dtype=np.int64)
+        weight = np.zeros((t_count, width), dtype=np.float32)
+        shifts = np.zeros((t_count, width, 2), dtype=np.int64) if self.max_shift else None
+        flips = np.zeros((t_count, width), dtype=bool) if self.flip else None
+        for t, (seed, shard) in enumerate(zip(self.seeds, self.shards)):
+            plan = epoch_plan(seed, epoch, len(shard), max_shift=self.max_shift, flip=self.flip)
+            n = len(shard)
+            rows[t, :n] = shard[plan.order]
+            rows[t, n:] = shard[0]          # padding: the teacher's own record, weight 0
+            weight[t, :n] = 1.0
+            if shifts is not None:
+                shifts[t, :n] = plan.shifts
+            if flips is not None:
+                flips[t, :n] = plan.flips
+        return steps, rows, weight, shifts, flips
+
+    def train_epoch(self, epoch: int) -> None:
+        import torch
+
+        bs = self.config.batch_size
+        steps, rows, weight, shifts, flips = self._epoch_arrays(epoch)
+        dev = self.device
+        rows_t = torch.from_numpy(rows).to(dev)
+        weight_t = torch.from_numpy(weight).to(dev)
+        shifts_t = torch.from_numpy(shifts).to(dev) if shifts is not None else None
+        flips_t = torch.from_numpy(flips).to(dev) if flips is not None else None
+        seed = int(np.random.SeedSequence([*self.seeds, int(epoch)]).generate_state(1)[0])
+        t_count = self.num_teachers
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            torch.manual_seed(seed)
+            for s in range(steps):
+                sl = slice(s * bs, (s + 1) * bs)
+                r = rows_t[:, sl].reshape(-1)
+                xb = augment(self.x.index_select(0, r),
+                             None if shifts_t is None else shifts_t[:, sl].reshape(-1, 2),
+                             None if flips_t is None else flips_t[:, sl].reshape(-1))
+                xb = xb.view((t_count, bs) + tuple(xb.shape[1:]))
+                yb = self.y.index_select(0, r).view(t_count, bs)
+                wb = weight_t[:, sl]
+                active = wb.sum(dim=1) > 0
+                grads = self.grad_fn(self.params, self.buffers, xb, yb, wb)
+                self.optimizer.step(self.params, grads, active)
+
+    def predict(self, x, *, batch: int = EVAL_BATCH) -> np.ndarray:
+        """(T, N) int64 predicted labels of every teacher for inputs ``x`` (torch, on device)."""
+        import torch
+
+        out = []
+        with torch.no_grad():
+            for start in range(0, x.shape[0], batch):
+                logits = self.predict_fn(self.params, self.buffers, x[start:start + batch])
+                out.append(logits.argmax(dim=-1).cpu())
+        return torch.cat(out, dim=1).numpy().astype(np.int64)
