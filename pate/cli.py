@@ -13,6 +13,8 @@ import sys
 # One line per subcommand module; keep this list sorted by pipeline stage.
 COMMAND_MODULES = (
     "pate.commands.partition",
+    "pate.commands.train_teachers",
+    "pate.commands.vote",
     "pate.commands.aggregate",
     "pate.commands.train_student",
     "pate.commands.analyze",
