@@ -1,0 +1,151 @@
+"""Benchmark: vectorized teacher training (torch.func) vs a plain per-teacher PyTorch loop.
+
+Trains the same ensemble twice in one process -- same architecture, optimiser, epochs, batches,
+augmentations and initial weights -- first with ``teachers.ensemble.train_teachers``
+(``trainer="vectorized"``), then with a plain loop (one ``nn.Module`` and one
+``torch.optim.Adam`` per teacher, one teacher after another). Prints both wall-clock times, the
+ratio, both mean teacher accuracies and plurality-vote accuracies on the evaluation split, and
+the peak RSS after the vectorized run. Both runs include predicting the public and evaluation
+splits (``--public-size``, default 1000 items).
+
+    .venv/bin/python benchmarks/teachers_vmap.py                 # 250 teachers x 240 images
+    .venv/bin/python benchmarks/teachers_vmap.py --threads 2 --device cuda
+
+Run on demand (minutes on a CPU), never as a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+
+import numpy as np
+
+
+def plain_loop(data, shards, seeds, config, device):
+    """The baseline: each teacher trained on its own with nn.Module + torch.optim (no vmap).
+
+    Returns the (T, N_eval) predictions; like the vectorized run it also predicts the public split.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
+
+    x = torch.from_numpy(data.private.x).to(device)
+    y = torch.from_numpy(data.private.y).to(device)
+    x_eval = torch.from_numpy(data.evaluation.x).to(device)
+    x_pub = torch.from_numpy(data.public.x).to(device)
+    max_shift, flip = parse_augmentation(config.augment, data.input_shape)
+    preds = []
+    for seed, shard in zip(seeds, shards):
+        model = init_teacher(config.model, seed, input_shape=data.input_shape,
+                             num_classes=data.num_classes).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+        for epoch in range(config.epochs):
+            plan = epoch_plan(seed, epoch, len(shard), max_shift=max_shift, flip=flip)
+            rows = torch.from_numpy(shard[plan.order]).to(device)
+            shifts = None if plan.shifts is None else torch.from_numpy(plan.shifts).to(device)
+            flips = None if plan.flips is None else torch.from_numpy(plan.flips).to(device)
+            for start in range(0, len(shard), config.batch_size):
+                sl = slice(start, start + config.batch_size)
+                xb = augment(x[rows[sl]], None if shifts is None else shifts[sl],
+                             None if flips is None else flips[sl])
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(model(xb), y[rows[sl]]).backward()
+                opt.step()
+        with torch.no_grad():  # the same outputs as the vectorized run: public and evaluation
+            for i in range(0, len(x_pub), 256):
+                model(x_pub[i:i + 256]).argmax(dim=1)
+            preds.append(torch.cat([model(x_eval[i:i + 256]).argmax(dim=1)
+                                    for i in range(0, len(x_eval), 256)]).cpu().numpy())
+    return np.stack(preds)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default="fashion-mnist")
+    p.add_argument("--data-root")
+    p.add_argument("--teachers", type=int, default=250)
+    p.add_argument("--per-teacher", type=int, default=240, help="images per teacher")
+    p.add_argument("--model", default="cnn28")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--augment", default="shift+flip")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (both runs)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--public-size", type=int, default=1000,
+                   help="public items both trainers predict (the protocol's 9000 only adds the "
+                        "same prediction time to both runs)")
+    p.add_argument("--skip-loop", action="store_true", help="time the vectorized trainer only")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from pate.partition import partition_random
+    from pate.rng import make_streams
+    from teachers.data import load_pate_data
+    from teachers.ensemble import TeacherConfig, plurality_accuracy, resolve_device, train_teachers
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    data = load_pate_data(args.data, root=args.data_root, public_size=args.public_size)
+    needed = args.teachers * args.per_teacher
+    if needed > len(data.private):
+        p.error(f"{args.teachers} x {args.per_teacher} > {len(data.private)} private records")
+    streams = make_streams(args.seed)
+    records = np.sort(streams.partition.permutation(len(data.private))[:needed])
+    part = partition_random(needed, num_teachers=args.teachers, rng=streams.partition)
+    shards = [records[s] for s in part.shards]
+    seeds = streams.teacher_seeds(args.teachers)
+    config = TeacherConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size,
+                           lr=args.lr, augment=args.augment, device=device, trainer="vectorized")
+    y_eval = data.evaluation.y
+    print(f"{args.teachers} teachers x {args.per_teacher} {args.data} images, model {args.model}, "
+          f"Adam lr {args.lr}, {args.epochs} epochs, batch {args.batch_size}, augment "
+          f"{args.augment}, device {device}, torch threads {torch.get_num_threads()}", flush=True)
+
+    t0 = time.perf_counter()
+    vec = train_teachers(data, shards, seeds, config, progress=False)
+    t_vec = time.perf_counter() - t0
+    rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    out = {"teachers": args.teachers, "per_teacher": args.per_teacher, "model": args.model,
+           "epochs": args.epochs, "augment": args.augment, "device": device,
+           "threads": torch.get_num_threads(), "vectorized_seconds": round(t_vec, 1),
+           "vectorized_chunk_size": vec.chunk_size,
+           "vectorized_mean_accuracy": float(vec.teacher_accuracy.mean()),
+           "vectorized_plurality_accuracy": vec.plurality_accuracy,
+           "peak_rss_gb_after_vectorized": round(rss_gb, 2)}
+    print(f"vectorized: {t_vec:.1f} s (chunks of {vec.chunk_size}), mean teacher accuracy "
+          f"{100 * vec.teacher_accuracy.mean():.2f} %, plurality {100 * vec.plurality_accuracy:.2f} %, "
+          f"peak RSS {rss_gb:.2f} GB", flush=True)
+    if not args.skip_loop:
+        t0 = time.perf_counter()
+        loop_preds = plain_loop(data, shards, seeds, config, device)
+        t_loop = time.perf_counter() - t0
+        loop_acc = (loop_preds == y_eval[None]).mean(axis=1)
+        loop_plur = plurality_accuracy(loop_preds, y_eval, num_classes=data.num_classes)
+        out.update({"loop_seconds": round(t_loop, 1), "speedup": round(t_loop / t_vec, 2),
+                    "loop_mean_accuracy": float(loop_acc.mean()),
+                    "loop_plurality_accuracy": loop_plur,
+                    "prediction_agreement": float((loop_preds == vec.eval_predictions).mean())})
+        print(f"plain loop: {t_loop:.1f} s, mean teacher accuracy {100 * loop_acc.mean():.2f} %, "
+              f"plurality {100 * loop_plur:.2f} %")
+        print(f"speed-up (loop / vectorized): {t_loop / t_vec:.2f}x; accuracy difference "
+              f"{100 * (vec.teacher_accuracy.mean() - loop_acc.mean()):+.2f} points; "
+              f"same prediction on {100 * out['prediction_agreement']:.1f} % of (teacher, item) pairs")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

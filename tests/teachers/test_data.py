@@ -1,0 +1,167 @@
+"""Dataset loaders: IDX parsing, torchvision layout, PATE split sizes, user formats, errors."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import numpy as np
+import pytest
+
+from analysis.errors import DatasetNotFoundError
+from teachers.data import ArraySplit, load_pate_data, read_idx
+
+
+def _write_idx(path, array, *, compress=True):
+    array = np.asarray(array, dtype=np.uint8)
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    data = header + array.tobytes()
+    if compress:
+        with gzip.open(path, "wb") as fh:
+            fh.write(data)
+    else:
+        path.write_bytes(data)
+
+
+def _fake_mnist_root(tmp_path, folder="FashionMNIST", n_train=30, n_test=25, compress=True):
+    raw = tmp_path / folder / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    arrays = {"train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28)),
+              "train-labels-idx1-ubyte": np.arange(n_train) % 10,
+              "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28)),
+              "t10k-labels-idx1-ubyte": (np.arange(n_test) * 3) % 10}
+    for stem, arr in arrays.items():
+        _write_idx(raw / (stem + (".gz" if compress else "")), arr, compress=compress)
+    return arrays
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_read_idx_round_trip(tmp_path, compress):
+    arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    path = tmp_path / ("a.gz" if compress else "a")
+    _write_idx(path, arr, compress=compress)
+    out = read_idx(path)
+    assert out.shape == (2, 3, 4) and out.dtype == np.uint8
+    np.testing.assert_array_equal(out, arr)
+
+
+def test_read_idx_rejects_bad_files(tmp_path):
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\x01\x02\x08\x01" + b"\x00" * 8)
+    with pytest.raises(ValueError, match="magic"):
+        read_idx(bad)
+    short = tmp_path / "short"
+    short.write_bytes(struct.pack(">BBBBI", 0, 0, 8, 1, 10) + b"\x00" * 3)
+    with pytest.raises(ValueError, match="truncated"):
+        read_idx(short)
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_fashion_mnist_from_torchvision_root(tmp_path, compress):
+    arrays = _fake_mnist_root(tmp_path, compress=compress)
+    data = load_pate_data("fashion-mnist", root=tmp_path, public_size=15, eval_size=5)
+    assert data.input_shape == (1, 28, 28) and data.num_classes == 10
+    assert len(data.private) == 30 and len(data.public) == 15 and len(data.evaluation) == 5
+    assert data.private.x.dtype == np.float32 and data.private.y.dtype == np.int64
+    assert 0.0 <= data.private.x.min() and data.private.x.max() <= 1.0
+    test_x = arrays["t10k-images-idx3-ubyte"].astype(np.float32) / 255
+    np.testing.assert_allclose(data.public.x[:, 0], test_x[:15])     # first public_size items
+    np.testing.assert_allclose(data.evaluation.x[:, 0], test_x[-5:])  # last eval_size items
+    np.testing.assert_array_equal(data.private.y, arrays["train-labels-idx1-ubyte"])
+
+
+def test_protocol_split_sizes_are_checked(tmp_path):
+    _fake_mnist_root(tmp_path, folder="MNIST")
+    with pytest.raises(ValueError, match="exceeds the 25 test items"):
+        load_pate_data("mnist", root=tmp_path, public_size=20, eval_size=10)
+
+
+def test_default_fashion_mnist_location_is_debian_package():
+    import pathlib
+
+    if not pathlib.Path("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").exists():
+        pytest.skip("dataset-fashion-mnist not installed")
+    data = load_pate_data("fashion-mnist", public_size=50, eval_size=20)
+    assert len(data.private) == 60000 and len(data.public) == 50 and len(data.evaluation) == 20
+
+
+def test_missing_dataset_says_how_to_get_it(tmp_path):
+    with pytest.raises(DatasetNotFoundError) as err:
+        load_pate_data("fashion-mnist", root=tmp_path)
+    msg = str(err.value)
+    assert "apt-get install dataset-fashion-mnist" in msg and "--download" in msg
+    with pytest.raises(DatasetNotFoundError, match="--download"):
+        load_pate_data("cifar10", root=tmp_path)
+    with pytest.raises(DatasetNotFoundError, match="no default location"):
+        load_pate_data("svhn")
+    with pytest.raises(ValueError, match="needs root"):
+        load_pate_data("mnist", download=True)
+
+
+def test_digits_split():
+    data = load_pate_data("digits")
+    assert (len(data.private), len(data.public), len(data.evaluation)) == (1000, 597, 200)
+    assert data.input_shape == (1, 8, 8) and data.num_classes == 10
+    assert data.private.x.max() <= 1.0 and data.private.x.min() >= 0.0
+    # the fixed permutation is the same every call, and the splits are disjoint
+    again = load_pate_data("digits")
+    np.testing.assert_array_equal(again.public.x, data.public.x)
+    rows = np.concatenate([s.x.reshape(len(s), -1) for s in (data.private, data.public, data.evaluation)])
+    assert len(rows) == 1797
+
+
+def test_npz_splits_and_pool(tmp_path):
+    rng = np.random.default_rng(1)
+    path = tmp_path / "d.npz"
+    np.savez(path, x_private=rng.random((40, 5)), y_private=np.arange(40) % 3,
+             x_public=rng.random((10, 5)), x_evaluation=rng.random((8, 5)),
+             y_evaluation=np.arange(8) % 3)
+    data = load_pate_data(f"npz:{path}")
+    assert len(data.private) == 40 and data.num_classes == 3 and data.input_shape == (5,)
+    assert np.all(data.public.y == -1)  # unlabelled public split
+    pool = tmp_path / "p.npz"
+    np.savez(pool, x=rng.random((100, 4)), y=np.arange(100) % 2)
+    data = load_pate_data(f"npz:{pool}", public_size=30, eval_size=10)
+    assert (len(data.private), len(data.public), len(data.evaluation)) == (60, 30, 10)
+    with pytest.raises(ValueError, match="leaves no private"):
+        load_pate_data(f"npz:{pool}", public_size=60, eval_size=40)
+
+
+def test_csv_with_header_and_string_labels(tmp_path):
+    path = tmp_path / "t.csv"
+    lines = ["age,income,label"] + [f"{i},{i * 2.5},{'yes' if i % 2 else 'no'}" for i in range(50)]
+    path.write_text("\n".join(lines) + "\n")
+    data = load_pate_data(f"csv:{path}", public_size=10, eval_size=5)
+    assert data.input_shape == (2,) and data.num_classes == 2
+    assert len(data.private) == 35
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b,label\n1,x,0\n2,3,1\n")
+    with pytest.raises(ValueError, match="numeric"):
+        load_pate_data(f"csv:{bad}")
+
+
+def test_imagefolder(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    for cls in ("cat", "dog"):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(
+                tmp_path / "imgs" / cls / f"{i}.png")
+    data = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=3, eval_size=2)
+    assert data.input_shape == (3, 8, 8) and data.num_classes == 2 and len(data.private) == 7
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_pate_data("imagenet")
+    with pytest.raises(TypeError):
+        load_pate_data(3)
+    with pytest.raises(ValueError, match="public_size"):
+        load_pate_data("digits", public_size=0)
+    with pytest.raises(DatasetNotFoundError):
+        load_pate_data("npz:/nonexistent/file.npz")
+    with pytest.raises(ValueError, match="shape"):
+        ArraySplit(np.zeros((3, 2)), np.zeros(4))
