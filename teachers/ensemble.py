@@ -367,7 +367,7 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
     if state is not None and "chunk_size" in state:
         chunk_size = int(state["chunk_size"])
     elif config.chunk_size is not None:
-        chunk_size = min(config.chunk_size, num_teachers)
+        chunk_size = choose_chunk_size(num_teachers, 1, config.chunk_size)
     else:
         per_teacher = per_teacher_bytes(config.model, input_shape=data.input_shape,
                                         num_classes=num_classes, batch_size=config.batch_size)

@@ -58,13 +58,14 @@ class StackedOptimizer:
                           for k, p in params.items()}
 
     def state_dict(self) -> dict:
-        return {"steps": self.steps.cpu(), "state": {k: {n: t.cpu() for n, t in s.items()}
-                                                    for k, s in self.state.items()}}
+        return {"steps": self.steps.detach().cpu().clone(),
+                "state": {k: {n: t.detach().cpu().clone() for n, t in s.items()}
+                          for k, s in self.state.items()}}
 
     def load_state_dict(self, sd: dict) -> None:
         dev = self.steps.device
-        self.steps = sd["steps"].to(dev)
-        self.state = {k: {n: t.to(dev) for n, t in s.items()} for k, s in sd["state"].items()}
+        self.steps = sd["steps"].to(dev).clone()
+        self.state = {k: {n: t.to(dev).clone() for n, t in s.items()} for k, s in sd["state"].items()}
 
     def step(self, params: dict, grads: dict, active=None) -> None:
         """One update of every active teacher; ``active``: (T,) bool tensor or None (= all)."""

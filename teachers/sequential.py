@@ -50,7 +50,8 @@ class SequentialChunk:
         self.amp = self.device.type == "cuda" and config.amp
 
     def state_dict(self) -> dict:
-        return {"models": [{k: v.cpu() for k, v in m.state_dict().items()} for m in self.models],
+        return {"models": [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
+                           for m in self.models],
                 "optimizers": [o.state_dict() for o in self.optimizers]}
 
     def load_state_dict(self, sd: dict) -> None:

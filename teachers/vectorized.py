@@ -106,7 +106,7 @@ def per_teacher_bytes(model: str, *, input_shape, num_classes: int, batch_size: 
                       eval_batch: int = EVAL_BATCH) -> int:
     import torch
 
-    net = init_teacher(model, 0, input_shape=input_shape, num_classes=num_classes)
+    net = init_teacher(model, 0, input_shape=input_shape, num_classes=num_classes).eval()
     param_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
     act = [0]
 
@@ -160,8 +160,8 @@ class VectorizedChunk:
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"params": {k: v.cpu() for k, v in self.params.items()},
-                "buffers": {k: v.cpu() for k, v in self.buffers.items()},
+        return {"params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
+                "buffers": {k: v.detach().cpu().clone() for k, v in self.buffers.items()},
                 "optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, sd: dict) -> None:

@@ -3,7 +3,6 @@ much faster and steadier single-threaded), restored after each test."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 
@@ -22,9 +21,3 @@ def digits():
 
     return load_pate_data("digits")
 
-
-def random_shards(num_records, sizes, seed=0):
-    """Disjoint shards of the given (unequal) sizes from the first sum(sizes) of a permutation."""
-    perm = np.random.default_rng(seed).permutation(num_records)
-    bounds = np.cumsum([0] + list(sizes))
-    return [np.sort(perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]

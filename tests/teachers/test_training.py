@@ -1,0 +1,217 @@
+"""Teacher training: vectorized == per-teacher loop, no cross-shard leakage, chunking, resume,
+scikit-learn teachers, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from analysis.errors import ConfigError, PartitionError  # noqa: E402
+from teachers.data import ArraySplit  # noqa: E402
+from teachers.ensemble import TeacherConfig, plurality_accuracy, train_teachers  # noqa: E402
+from teachers.sequential import SequentialChunk  # noqa: E402
+from teachers.vectorized import VectorizedChunk  # noqa: E402
+
+
+
+def random_shards(num_records, sizes, seed=0):
+    """Disjoint shards of the given (unequal) sizes from the first sum(sizes) of a permutation."""
+    perm = np.random.default_rng(seed).permutation(num_records)
+    bounds = np.cumsum([0] + list(sizes))
+    return [np.sort(perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+SEEDS = [101, 202, 303, 404]
+SIZES = [70, 45, 33, 64]           # unequal shards: partial last batches, exhausted teachers
+
+
+def _chunk(cls, data, config, shards, seeds=SEEDS):
+    return cls(config, seeds, shards, torch.from_numpy(data.private.x),
+               torch.from_numpy(data.private.y), input_shape=data.input_shape,
+               num_classes=data.num_classes, device="cpu")
+
+
+@pytest.mark.parametrize("optimizer,augment", [("adam", "shift"), ("sgd", "shift+flip")])
+def test_vectorized_equals_per_teacher_loop(digits, optimizer, augment):
+    config = TeacherConfig(model="cnn8", epochs=2, batch_size=16, lr=0.01, optimizer=optimizer,
+                           augment=augment, weight_decay=1e-4)
+    shards = random_shards(len(digits.private), SIZES)
+    vec = _chunk(VectorizedChunk, digits, config, shards)
+    seq = _chunk(SequentialChunk, digits, config, shards)
+    before = vec.stacked_params()
+    for epoch in range(config.epochs):
+        vec.train_epoch(epoch)
+        seq.train_epoch(epoch)
+    a, b = vec.stacked_params(), seq.stacked_params()
+    assert a.keys() == b.keys()
+    for k in a:
+        assert not torch.allclose(a[k], before[k])          # training moved every tensor
+        torch.testing.assert_close(a[k], b[k], rtol=1e-3, atol=1e-4)
+    x_eval = torch.from_numpy(digits.evaluation.x)
+    assert (vec.predict(x_eval) == seq.predict(x_eval)).mean() > 0.99
+
+
+def test_no_record_leaks_across_teachers(digits):
+    """Teacher 0's weights depend only on its own shard: scrambling every other record (inputs
+    and labels) leaves them bit-for-bit unchanged, while the other teachers change."""
+    config = TeacherConfig(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift")
+    shards = random_shards(len(digits.private), SIZES)
+    vec = _chunk(VectorizedChunk, digits, config, shards)
+    for e in range(2):
+        vec.train_epoch(e)
+    rng = np.random.default_rng(5)
+    others = np.setdiff1d(np.arange(len(digits.private)), shards[0])
+    x, y = digits.private.x.copy(), digits.private.y.copy()
+    x[others] = rng.random(x[others].shape, dtype=np.float32)
+    y[others] = rng.integers(0, 10, len(others))
+    scrambled = dataclasses.replace(digits, private=ArraySplit(x, y))
+    vec2 = _chunk(VectorizedChunk, scrambled, config, shards)
+    for e in range(2):
+        vec2.train_epoch(e)
+    a, b = vec.stacked_params(), vec2.stacked_params()
+    for k in a:
+        assert torch.equal(a[k][0], b[k][0])
+        assert not torch.equal(a[k][1:], b[k][1:])
+
+
+def test_chunk_size_does_not_change_the_teachers(digits):
+    shards = random_shards(len(digits.private), SIZES)
+    base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift")
+    one = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, chunk_size=4), progress=False)
+    two = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, chunk_size=3), progress=False)
+    assert two.chunk_size == 2  # 4 teachers, at most 3 per chunk -> balanced chunks of 2
+    assert (one.public_predictions == two.public_predictions).mean() > 0.995
+
+
+def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
+    shards = random_shards(len(digits.private), [200] * 5)
+    config = TeacherConfig(model="cnn8", epochs=12, batch_size=16, lr=3e-3)
+    res = train_teachers(digits, shards, [1, 2, 3, 4, 5], config, out_dir=tmp_path / "t",
+                         progress=False)
+    assert res.trainer == "vectorized"
+    assert res.public_predictions.shape == (5, 597) and res.eval_predictions.shape == (5, 200)
+    acc = (res.eval_predictions == digits.evaluation.y).mean(axis=1)
+    np.testing.assert_allclose(res.teacher_accuracy, acc)
+    assert acc.mean() > 0.6 and res.plurality_accuracy > 0.7
+    assert res.plurality_accuracy == plurality_accuracy(res.eval_predictions, digits.evaluation.y,
+                                                        num_classes=10)
+    import json
+
+    metrics = json.loads((tmp_path / "t" / "metrics.json").read_text())
+    assert metrics["teacher_accuracy"] == pytest.approx(list(acc), abs=1e-6)
+    with np.load(tmp_path / "t" / "predictions.npz") as npz:
+        np.testing.assert_array_equal(npz["public"], res.public_predictions)
+    from teachers.ensemble import load_teacher_models
+
+    models = load_teacher_models(tmp_path / "t")
+    with torch.no_grad():
+        pred = models[3](torch.from_numpy(digits.evaluation.x)).argmax(1).numpy()
+    np.testing.assert_array_equal(pred, res.eval_predictions[3])
+
+
+def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypatch):
+    shards = random_shards(len(digits.private), SIZES)
+    config = TeacherConfig(model="cnn8", epochs=3, batch_size=16, lr=0.01, augment="shift",
+                           chunk_size=2)
+    full = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "full", progress=False)
+    original = VectorizedChunk.train_epoch
+    calls = {"n": 0}
+
+    def crashing(self, epoch):
+        calls["n"] += 1
+        if calls["n"] == 5:  # chunk 2, epoch 2: after one checkpointed epoch of chunk 2
+            raise KeyboardInterrupt("simulated crash")
+        return original(self, epoch)
+
+    monkeypatch.setattr(VectorizedChunk, "train_epoch", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "cut", progress=False)
+    monkeypatch.setattr(VectorizedChunk, "train_epoch", original)
+    assert (tmp_path / "cut" / "progress.pt").exists()
+    with pytest.raises(ConfigError, match="--resume"):
+        train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "cut", progress=False)
+    other = dataclasses.replace(config, lr=0.02)
+    with pytest.raises(ConfigError, match="recipe.lr"):
+        train_teachers(digits, shards, SEEDS, other, out_dir=tmp_path / "cut", resume=True,
+                       progress=False)
+    resumed = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "cut",
+                             resume=True, progress=False)
+    np.testing.assert_array_equal(resumed.public_predictions, full.public_predictions)
+    for ci in range(2):
+        a = torch.load(tmp_path / "full" / f"chunk_{ci:04d}.pt", weights_only=True)["params"]
+        b = torch.load(tmp_path / "cut" / f"chunk_{ci:04d}.pt", weights_only=True)["params"]
+        for k in a:
+            assert torch.equal(a[k], b[k])
+    assert not (tmp_path / "cut" / "progress.pt").exists()
+
+
+def test_sequential_fallback_for_batchnorm(digits, tmp_path, monkeypatch):
+    (tmp_path / "bn_models.py").write_text(
+        "import torch\n"
+        "def bn(input_shape, num_classes):\n"
+        "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32),\n"
+        "        torch.nn.BatchNorm1d(32), torch.nn.ReLU(), torch.nn.Linear(32, num_classes))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shards = random_shards(len(digits.private), [100, 100])
+    config = TeacherConfig(model="bn_models:bn", epochs=2, batch_size=16, augment="none")
+    res = train_teachers(digits, shards, [1, 2], config, progress=False)
+    assert res.trainer == "sequential"
+    with pytest.raises(ValueError, match="BatchNorm"):
+        train_teachers(digits, shards, [1, 2], dataclasses.replace(config, trainer="vectorized"),
+                       progress=False)
+
+
+def test_sklearn_teachers(digits, tmp_path):
+    from sklearn.linear_model import SGDClassifier
+
+    shards = random_shards(len(digits.private), [200] * 4)
+    config = TeacherConfig(model=SGDClassifier(max_iter=200, tol=None), n_jobs=2)
+    res = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "sk", progress=False)
+    assert res.trainer == "sklearn" and res.teacher_accuracy.mean() > 0.8
+    import pickle
+
+    with open(tmp_path / "sk" / "chunk_0000.pkl", "rb") as fh:
+        saved = pickle.load(fh)
+    assert [e.random_state for e in saved["estimators"]] == SEEDS  # distinct, from the seeds
+    by_name = TeacherConfig(model="sklearn:sklearn.linear_model.LogisticRegression",
+                            model_params={"max_iter": 300})
+    res2 = train_teachers(digits, shards, SEEDS, by_name, progress=False)
+    assert res2.teacher_accuracy.mean() > 0.85
+    one_class = [np.flatnonzero(digits.private.y == 3)[:20], np.flatnonzero(digits.private.y == 4)[:20]]
+    with pytest.raises(ValueError, match="single class"):
+        train_teachers(digits, one_class, SEEDS[:2], by_name, progress=False)
+
+
+def test_input_errors_before_any_work(digits):
+    shards = random_shards(len(digits.private), [50, 50])
+    with pytest.raises(PartitionError):
+        train_teachers(digits, [shards[0], np.concatenate([shards[1], shards[0][:1]])], [1, 2],
+                       progress=False)
+    with pytest.raises(ValueError, match="one seed per teacher"):
+        train_teachers(digits, shards, [1], progress=False)
+    with pytest.raises(ValueError, match="outside"):
+        train_teachers(digits, [np.array([0, 5000])], [1], progress=False)
+    with pytest.raises(ValueError, match="device"):
+        TeacherConfig(device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            train_teachers(digits, shards, [1, 2], TeacherConfig(device="cuda:0"), progress=False)
+    with pytest.raises(ValueError, match="epochs"):
+        TeacherConfig(epochs=0)
+    with pytest.raises(ValueError, match="augment"):
+        TeacherConfig(augment="rotate")
+    with pytest.raises(ValueError, match="model_params"):
+        TeacherConfig(model="mlp", model_params={"C": 1.0})
+    tabular = dataclasses.replace(digits, private=ArraySplit(digits.private.x.reshape(1000, -1),
+                                                             digits.private.y),
+                                  public=ArraySplit(digits.public.x.reshape(597, -1), digits.public.y),
+                                  evaluation=ArraySplit(digits.evaluation.x.reshape(200, -1),
+                                                        digits.evaluation.y),
+                                  input_shape=(64,), name="npz:x")
+    with pytest.raises(ValueError, match="image inputs"):
+        train_teachers(tabular, shards, [1, 2], TeacherConfig(model="mlp", augment="shift"),
+                       progress=False)
