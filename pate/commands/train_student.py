@@ -9,9 +9,10 @@ the run directory and atomically: ``student.pt`` (the weights: a run output, nev
 split, the training settings and history) and, after every epoch, ``student_checkpoint.pt``
 (``--resume`` continues from it).
 
-Configuration: ``--config FILE.toml`` may set ``dataset``, ``data_root``, ``public_size``,
-``eval_size``, ``seed`` and ``device`` at the top level (or ``name``/``dataset``, ``root``,
-``public_size``, ``eval_size`` in a ``[data]`` table) and any student setting in a
+Configuration: ``--config FILE.toml`` (the layout of ``pate train-teachers`` / ``pate run``)
+may set ``dataset``, ``data_root``, ``public_size``, ``eval_size``, ``seed`` and ``device`` at
+the top level (or ``name``, ``root``, ``download``, ``public_size``, ``eval_size`` in a
+``[data]`` table, ``seed``/``device`` in ``[run]``) and any student setting in a
 ``[student]`` table (``method``, ``model``, ``epochs``, ``steps_per_epoch``, ``batch_size``,
 ``unlabeled_ratio``, ``threshold``, ``unlabeled_weight``, ``learning_rate``, ``momentum``,
 ``weight_decay``, ``ema_decay``, ``flip``, ``pad``, ``strong_ops``, ``cutout``). Flags
@@ -35,9 +36,13 @@ _STUDENT_KEYS = {"method": str, "model": str, "epochs": int, "steps_per_epoch": 
                  "unlabeled_ratio": int, "threshold": float, "unlabeled_weight": float,
                  "learning_rate": float, "momentum": float, "weight_decay": float,
                  "ema_decay": float, "flip": bool, "pad": int, "strong_ops": int, "cutout": float}
-_TOP_KEYS = {"dataset", "data_root", "public_size", "eval_size", "seed", "device"}
-_DATA_KEYS = {"name": "dataset", "dataset": "dataset", "root": "data_root",
-              "data_root": "data_root", "public_size": "public_size", "eval_size": "eval_size"}
+# top-level key -> (setting, type); [data] key -> (setting, type).
+_TOP_KEYS = {"dataset": ("dataset", str), "data_root": ("data_root", str),
+             "public_size": ("public_size", int), "eval_size": ("eval_size", int),
+             "seed": ("seed", int), "device": ("device", str)}
+_DATA_KEYS = {"name": ("dataset", str), "dataset": ("dataset", str), "root": ("data_root", str),
+              "data_root": ("data_root", str), "download": ("download", bool),
+              "public_size": ("public_size", int), "eval_size": ("eval_size", int)}
 
 
 def add_parser(subparsers) -> None:
@@ -82,8 +87,26 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _check_type(path, where: str, value, want):
+    from analysis.errors import ConfigError
+
+    ok = (isinstance(value, bool) if want is bool else
+          (isinstance(value, want) and not isinstance(value, bool)) or
+          (want is float and isinstance(value, int) and not isinstance(value, bool)))
+    if not ok:
+        raise ConfigError(f"--config {path}: {where} must be {want.__name__}, got {value!r}")
+    return value
+
+
 def _read_config(path: str | None) -> tuple[dict, dict]:
-    """(top-level settings, [student] settings) from a TOML file, strictly checked."""
+    """(data/run settings, [student] settings) from a TOML file, strictly checked.
+
+    Same layout as ``pate train-teachers`` and ``pate run``: top-level ``dataset``,
+    ``data_root``, ``public_size``, ``eval_size``, ``seed``, ``device``; a ``[data]`` table
+    (``name``, ``root``, ``download``, ``public_size``, ``eval_size``); ``seed``/``device`` of a
+    ``[run]`` table; a ``[student]`` table. Unknown keys in ``[data]`` and ``[student]`` are
+    errors; other tables belong to other commands.
+    """
     if path is None:
         return {}, {}
     import tomllib
@@ -99,33 +122,31 @@ def _read_config(path: str | None) -> tuple[dict, dict]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
     top: dict = {}
-    for key in _TOP_KEYS:
+    for table in ("data", "run", "student"):
+        if table in cfg and not isinstance(cfg[table], dict):
+            raise ConfigError(f"--config {path}: [{table}] must be a table")
+    run_table = cfg.get("run", {})
+    for key in ("seed", "device"):
+        if key in run_table:
+            top[key] = _check_type(path, f"[run] {key}", run_table[key], _TOP_KEYS[key][1])
+    for key, (name, want) in _TOP_KEYS.items():
         if key in cfg:
-            top[key] = cfg[key]
-    data = cfg.get("data", {})
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config {path}: [data] must be a table")
-    for key, value in data.items():
-        if key in _DATA_KEYS:
-            top.setdefault(_DATA_KEYS[key], value)
-    student = cfg.get("student", {})
-    if not isinstance(student, dict):
-        raise ConfigError(f"--config {path}: [student] must be a table")
+            top[name] = _check_type(path, key, cfg[key], want)
+    for key, value in cfg.get("data", {}).items():
+        if key not in _DATA_KEYS:
+            raise ConfigError(f"--config {path}: unknown key {key!r} in [data]; valid keys: "
+                              f"{', '.join(sorted(_DATA_KEYS))}")
+        name, want = _DATA_KEYS[key]
+        top[name] = _check_type(path, f"[data] {key}", value, want)
     settings = {}
-    for key, value in student.items():
+    for key, value in cfg.get("student", {}).items():
         if key in ("seed", "device"):
-            top[key] = value
+            top[key] = _check_type(path, f"[student] {key}", value, _TOP_KEYS[key][1])
             continue
         if key not in _STUDENT_KEYS:
             raise ConfigError(f"--config {path}: unknown key {key!r} in [student]; valid keys: "
                               f"{', '.join(sorted(_STUDENT_KEYS))}, seed, device")
-        want = _STUDENT_KEYS[key]
-        ok = (isinstance(value, bool) if want is bool else
-              isinstance(value, want) and not isinstance(value, bool) or
-              (want is float and isinstance(value, int) and not isinstance(value, bool)))
-        if not ok:
-            raise ConfigError(f"--config {path}: [student] {key} must be {want.__name__}, got {value!r}")
-        settings[key] = value
+        settings[key] = _check_type(path, f"[student] {key}", value, _STUDENT_KEYS[key])
     return top, settings
 
 
@@ -181,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     student._validated()  # bad settings fail before the data is read
 
     # ---- data: only the public inputs and the evaluation split are used
-    data = load_pate_data(dataset, root=data_root, public_size=public_size, eval_size=eval_size)
+    data = load_pate_data(dataset, root=data_root, download=bool(top.get("download", False)),
+                          public_size=public_size, eval_size=eval_size)
     public_x = data.public.x
     num_public = public_x.shape[0]
     if labels.shape[0] > num_public:

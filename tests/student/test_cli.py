@@ -41,8 +41,9 @@ def test_train_student_writes_weights_and_metrics(run_dir, capsys):
 
 def test_config_file_and_resume(run_dir, capsys):
     cfg = run_dir / "pate.toml"
-    cfg.write_text('dataset = "digits"\nseed = 3\ndevice = "cpu"\n[student]\nmethod = "fixmatch"\n'
-                   'epochs = 2\nsteps_per_epoch = 5\n[teachers]\nnum_teachers = 10\n')
+    cfg.write_text('[run]\nname = "demo"\nseed = 3\ndevice = "cpu"\n[data]\nname = "digits"\n'
+                   '[student]\nmethod = "fixmatch"\nepochs = 2\nsteps_per_epoch = 5\n'
+                   '[teachers]\nepochs = 10\n')
     assert main(["train-student", "--run-dir", str(run_dir), "--config", str(cfg), "--no-progress"]) == 0
     first = json.loads((run_dir / "student_metrics.json").read_text())
     assert first["method"] == "fixmatch" and first["seed"] == 3
@@ -53,6 +54,12 @@ def test_config_file_and_resume(run_dir, capsys):
     cfg.write_text('dataset = "digits"\n[student]\nepoch = 2\n')
     assert main(["train-student", "--run-dir", str(run_dir), "--config", str(cfg), "--overwrite"]) != 0
     assert "unknown key 'epoch'" in capsys.readouterr().err
+    cfg.write_text('[data]\nname = "digits"\nsize = 3\n')
+    assert main(["train-student", "--run-dir", str(run_dir), "--config", str(cfg), "--overwrite"]) != 0
+    assert "unknown key 'size' in [data]" in capsys.readouterr().err
+    cfg.write_text('dataset = "digits"\n[student]\nepochs = "2"\n')
+    assert main(["train-student", "--run-dir", str(run_dir), "--config", str(cfg), "--overwrite"]) != 0
+    assert "[student] epochs must be int" in capsys.readouterr().err
 
 
 def test_clean_errors(tmp_path, capsys, digits):
