@@ -409,10 +409,13 @@ def _run_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, base
     m = votes.shape[1]
     orders = np.array([order])
     ones = np.ones(votes.shape[0])
-    ind1 = _is_data_independent_step1(num_teachers, threshold, sigma1, order)
+    no_threshold = threshold is None  # plain GNMax: no threshold check at all
+    ind1 = no_threshold or _is_data_independent_step1(num_teachers, threshold, sigma1, order)
     ind2 = _is_data_independent_step2(num_teachers, m, sigma2, order)
     ls_total = np.zeros(num_teachers)
-    if ind1:
+    if no_threshold:
+        rdp1 = 0.0
+    elif ind1:
         rdp1 = votes.shape[0] * (order / (2 ** 0.5 * sigma1) ** 2)
     else:
         rdp1 = float(np.sum(_threshold_rdp_from_max(_max_vote(votes, baseline), threshold, sigma1,
@@ -495,6 +498,8 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
 
         eps_sanitized = rdp_noisy + gnss_rdp + log(1/delta)/(lambda - 1).
 
+    Plain GNMax (no threshold check): pass ``threshold=None, sigma1=None``.
+
     Falls back to the data-independent cost -- nothing private to sanitize -- when neither step
     has a data-dependent bound at this order, or when conditions C5/C6 fail (the local
     sensitivity analysis does not apply); ``fallback`` then says why.
@@ -504,8 +509,12 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
     smooth_sensitivity, order, beta, sigma_ss, delta, answered, queries, fallback.
     """
     votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
-    threshold = check_nonnegative(threshold, "threshold")
-    sigma1 = check_positive(sigma1, "sigma1")
+    if (threshold is None) != (sigma1 is None):
+        raise ValueError("threshold and sigma1 go together: both for Confident GNMax, neither for "
+                         f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})")
+    if threshold is not None:
+        threshold = check_nonnegative(threshold, "threshold")
+        sigma1 = check_positive(sigma1, "sigma1")
     sigma2 = check_positive(sigma2, "sigma2")
     answered = check_mask(answered, votes.shape[0], "answered")
     beta = check_positive(beta, "beta")
@@ -521,8 +530,8 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
 
     n_answered = int(answered.sum())
     delta_term = math.log(1.0 / delta) / (order - 1.0)
-    eps_independent = (votes.shape[0] * order / (2 ** 0.5 * sigma1) ** 2
-                       + n_answered * order / sigma2 ** 2 + delta_term)
+    threshold_cost = 0.0 if threshold is None else votes.shape[0] * order / (2 ** 0.5 * sigma1) ** 2
+    eps_independent = threshold_cost + n_answered * order / sigma2 ** 2 + delta_term
     base = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "delta": delta,
             "queries": int(votes.shape[0]), "answered": n_answered,
             "eps_data_independent": eps_independent}

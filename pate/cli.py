@@ -12,12 +12,14 @@ import sys
 
 # One line per subcommand module; keep this list sorted by pipeline stage.
 COMMAND_MODULES = (
+    "pate.commands.run",
     "pate.commands.partition",
     "pate.commands.train_teachers",
     "pate.commands.vote",
     "pate.commands.aggregate",
     "pate.commands.train_student",
     "pate.commands.analyze",
+    "pate.commands.report",
     "pate.commands.budget",
 )
 

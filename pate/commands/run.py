@@ -1,0 +1,59 @@
+"""`pate run`: the whole pipeline from a TOML config (see pate.pipeline)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="partition -> teachers -> votes -> aggregate -> student -> analysis -> report",
+        description=(
+            "Run the whole PATE pipeline from a TOML config into a run directory (runs/<name>/ by "
+            "default): partition the private data, train the teachers, vote on the public data, "
+            "answer queries within the privacy budget (charged to the privacy-budget ledger), "
+            "train the student, analyse, and write the privacy report. The config is validated "
+            "completely before anything is written. --resume continues an interrupted run without "
+            "redoing finished stages or charging any query twice."))
+    p.add_argument("--config", required=True, help="TOML config, e.g. configs/digits.toml")
+    p.add_argument("--seed", type=int, help="override [run] seed")
+    p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
+    p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in the run directory")
+    p.add_argument("--ledger", help="privacy-budget ledger path (default: [privacy] ledger, "
+                                    "$PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)")
+    p.add_argument("--until", choices=("partition", "teachers", "votes", "aggregate", "student",
+                                       "analysis", "report"),
+                   help="stop after this stage (run again with --resume to continue)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print report.json on stdout at the end")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pate import config as C
+    from pate.pipeline import Pipeline
+
+    config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir)
+    pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress,
+                        ledger_path=args.ledger)
+    result = pipeline.run(until=args.until)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.until in (None, "report"):
+        p, q, u = result["privacy"], result["queries"], result["utility"]
+        print(f"run directory      {pipeline.run_dir}")
+        print(f"queries            {q['asked']} asked, {q['answered']} answered")
+        print(f"epsilon (delta={p['delta']:g})  guarantee {p['eps_guarantee']:.4f}, "
+              f"data-independent {p['eps_data_independent']:.4f}, sanitized {p['eps_sanitized']:.4f}")
+        print(f"student accuracy   {u['student_accuracy']:.4f} (teachers {u['teacher_mean_accuracy']:.4f} "
+              f"mean, {u['plurality_vote_accuracy']:.4f} plurality vote)")
+        print(f"report             {pipeline.run_dir / 'report.md'}")
+    else:
+        print(f"stopped after {args.until}; continue with: pate run --config {args.config} "
+              f"--run-dir {pipeline.run_dir} --resume")
+    return 0

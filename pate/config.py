@@ -1,0 +1,257 @@
+"""The run configuration of ``pate run``: a TOML file validated up front.
+
+Tables and keys (unknown tables and keys are errors, never ignored)::
+
+    [run]        name*, seed, secure, device, run_dir
+    [data]       name*, root, download, public_size, eval_size
+    [partition]  num_teachers*, mode ("random" | "stratified" | "unit"), unit_ids (.npy, mode unit)
+    [teachers]   any field of teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
+    [aggregator] mechanism* ("confident-gnmax" | "gnmax" | "lnmax"), threshold, sigma1, sigma2,
+                 sigma, scale, queries (first-k public items asked; default all), budget_basis
+    [privacy]    delta*, budget_eps*, orders ("default" | "reference" | [list]), conversion,
+                 release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
+                 parameters, fixed here before any data is seen), ledger (path, or false), dataset
+    [student]    any setting of student.train.Student (see `pate train-student`)
+
+(* = required.) Everything is checked before any data is read, any file is written, any noise
+is drawn or any budget is spent; errors name the table, the key and the value.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import pathlib
+import tomllib
+from typing import Any
+
+from analysis.errors import ConfigError
+
+REQUIRED = object()
+
+MECHANISMS = ("confident-gnmax", "gnmax", "lnmax")
+MECHANISM_PARAMS = {"confident-gnmax": ("threshold", "sigma1", "sigma2"), "gnmax": ("sigma",),
+                    "lnmax": ("scale",)}
+
+# key -> (type, default). float accepts ints; bool is never an int.
+SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
+    "run": {"name": (str, REQUIRED), "seed": (int, 0), "secure": (bool, False),
+            "device": (str, "auto"), "run_dir": (str, None)},
+    "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
+             "public_size": (int, None), "eval_size": (int, None)},
+    "partition": {"num_teachers": (int, REQUIRED), "mode": (str, "random"), "unit_ids": (str, None)},
+    "teachers": {"model": (str, "auto"), "model_params": (dict, None), "epochs": (int, None),
+                 "batch_size": (int, None), "lr": (float, None), "optimizer": (str, None),
+                 "weight_decay": (float, None), "momentum": (float, None), "augment": (str, None),
+                 "label_smoothing": (float, None), "trainer": (str, None),
+                 "chunk_size": (int, None), "memory_budget_mb": (float, None),
+                 "checkpoint": (str, None), "amp": (bool, None), "n_jobs": (int, None)},
+    "aggregator": {"mechanism": (str, REQUIRED), "threshold": (float, None), "sigma1": (float, None),
+                   "sigma2": (float, None), "sigma": (float, None), "scale": (float, None),
+                   "queries": (int, None), "budget_basis": (str, "data-independent")},
+    "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, REQUIRED),
+                "orders": ((str, list), "default"), "conversion": (str, "classic"),
+                "release_order": (float, REQUIRED), "release_beta": (float, REQUIRED),
+                "release_sigma_ss": (float, REQUIRED), "ledger": ((str, bool), True),
+                "dataset": (str, None)},
+    "student": {"method": (str, None), "model": (str, None), "epochs": (int, None),
+                "steps_per_epoch": (int, None), "batch_size": (int, None),
+                "unlabeled_ratio": (int, None), "threshold": (float, None),
+                "unlabeled_weight": (float, None), "learning_rate": (float, None),
+                "momentum": (float, None), "weight_decay": (float, None),
+                "ema_decay": (float, None), "flip": (bool, None), "pad": (int, None),
+                "strong_ops": (int, None), "cutout": (float, None)},
+}
+
+
+def _type_ok(value: Any, want: Any) -> bool:
+    wants = want if isinstance(want, tuple) else (want,)
+    for w in wants:
+        if w is bool and isinstance(value, bool):
+            return True
+        if w is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if w is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if w in (str, list, dict) and isinstance(value, w):
+            return True
+    return False
+
+
+def _type_name(want: Any) -> str:
+    wants = want if isinstance(want, tuple) else (want,)
+    names = {bool: "true/false", int: "an integer", float: "a number", str: "a string",
+             list: "a list", dict: "a table"}
+    return " or ".join(names[w] for w in wants)
+
+
+def _fail(where: str, message: str) -> ConfigError:
+    return ConfigError(f"{where}: {message}")
+
+
+def normalize(raw: dict, *, source: str = "config") -> dict:
+    """Check tables, keys and types; fill defaults. Returns a new nested dict."""
+    if not isinstance(raw, dict):
+        raise _fail(source, "the configuration must be a TOML table")
+    unknown = sorted(set(raw) - set(SCHEMA))
+    if unknown:
+        raise _fail(source, f"unknown table(s) {', '.join(f'[{u}]' for u in unknown)}; "
+                            f"valid tables: {', '.join(f'[{t}]' for t in SCHEMA)}")
+    out: dict = {}
+    for table, keys in SCHEMA.items():
+        given = raw.get(table, {})
+        if not isinstance(given, dict):
+            raise _fail(source, f"[{table}] must be a table, got {given!r}")
+        bad = sorted(set(given) - set(keys))
+        if bad:
+            raise _fail(source, f"unknown key(s) {', '.join(bad)} in [{table}]; valid keys: "
+                                f"{', '.join(keys)}")
+        section = {}
+        for key, (want, default) in keys.items():
+            if key in given:
+                value = given[key]
+                if not _type_ok(value, want):
+                    raise _fail(source, f"[{table}] {key} must be {_type_name(want)}, got {value!r}")
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise _fail(source, f"[{table}] {key} must be finite, got {value!r}")
+                section[key] = float(value) if want is float else copy.deepcopy(value)
+            elif default is REQUIRED:
+                raise _fail(source, f"[{table}] {key} is required")
+            elif default is not None:
+                section[key] = default
+        out[table] = section
+    return out
+
+
+def _check(where: str, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def validate(config: dict, *, source: str = "config") -> dict:
+    """Semantic checks across keys (noise parameters, release parameters, student and teacher
+    recipes). Imports torch (through the teacher and student recipes); call it once, up front."""
+    from analysis import validation as v
+
+    run, data, part = config["run"], config["data"], config["partition"]
+    agg, priv = config["aggregator"], config["privacy"]
+    _check(f"{source}: [run] seed", v.check_int, run["seed"], "seed", minimum=0)
+    if run["secure"] and "seed" in config.get("_explicit_seed", ()):
+        raise _fail(source, "[run] secure = true draws noise from OS entropy and refuses a seed; "
+                            "remove [run] seed (or --seed), or set secure = false")
+    if not run["name"] or "/" in run["name"]:
+        raise _fail(source, f"[run] name must be a non-empty name without '/', got {run['name']!r}")
+    for key in ("public_size", "eval_size"):
+        if key in data:
+            _check(f"{source}: [data] {key}", v.check_int, data[key], key, minimum=1)
+    _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
+           "num_teachers", minimum=1)
+    _check(f"{source}: [partition] mode", v.check_choice, part["mode"], "mode",
+           ("random", "stratified", "unit"))
+    if (part["mode"] == "unit") != ("unit_ids" in part):
+        raise _fail(source, "[partition] unit_ids (a .npy file of one privacy-unit id per private "
+                            "record) is required with mode = \"unit\" and only then")
+    if "unit_ids" in part and not pathlib.Path(part["unit_ids"]).is_file():
+        raise _fail(source, f"[partition] unit_ids file not found: {part['unit_ids']}")
+
+    mech = _check(f"{source}: [aggregator] mechanism", v.check_choice, agg["mechanism"],
+                  "mechanism", MECHANISMS)
+    needed = MECHANISM_PARAMS[mech]
+    for key in needed:
+        if key not in agg:
+            raise _fail(source, f"[aggregator] mechanism = {mech!r} needs {', '.join(needed)}; "
+                                f"{key} is missing")
+    extra = [k for k in ("threshold", "sigma1", "sigma2", "sigma", "scale") if k in agg and k not in needed]
+    if extra:
+        raise _fail(source, f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}")
+    for key in needed:
+        check = v.check_nonnegative if key == "threshold" else v.check_positive
+        _check(f"{source}: [aggregator] {key}", check, agg[key], key)
+    if "queries" in agg:
+        _check(f"{source}: [aggregator] queries", v.check_int, agg["queries"], "queries", minimum=1)
+    _check(f"{source}: [aggregator] budget_basis", v.check_choice, agg["budget_basis"],
+           "budget_basis", ("data-independent", "data-dependent"))
+
+    _check(f"{source}: [privacy] delta", v.check_delta, priv["delta"])
+    _check(f"{source}: [privacy] budget_eps", v.check_positive, priv["budget_eps"], "budget_eps")
+    _check(f"{source}: [privacy] conversion", v.check_choice, priv["conversion"], "conversion",
+           ("classic", "tight"))
+    orders(config)  # validates
+    order = _check(f"{source}: [privacy] release_order", v.check_order, priv["release_order"],
+                   "release_order")
+    beta = _check(f"{source}: [privacy] release_beta", v.check_positive, priv["release_beta"],
+                  "release_beta")
+    _check(f"{source}: [privacy] release_sigma_ss", v.check_positive, priv["release_sigma_ss"],
+           "release_sigma_ss")
+    if not order < 1.0 / (2.0 * beta):
+        raise _fail(source, f"[privacy] release_order ({order}) must be < 1/(2 release_beta) = "
+                            f"{1.0 / (2.0 * beta):.6g}; lower release_beta (e.g. 0.4/release_order)")
+
+    from teachers.ensemble import TeacherConfig
+
+    _check(f"{source}: [teachers]", TeacherConfig, **teacher_settings(config))
+    from student.train import Student
+
+    _check(f"{source}: [student]", Student(**student_settings(config))._validated)
+    return config
+
+
+def teacher_settings(config: dict) -> dict:
+    """Keyword arguments of :class:`teachers.ensemble.TeacherConfig`."""
+    return dict(config["teachers"], device=config["run"]["device"])
+
+
+def student_settings(config: dict) -> dict:
+    """Keyword arguments of :class:`student.train.Student` (without data-dependent ones)."""
+    return dict(config["student"], device=config["run"]["device"])
+
+
+def orders(config: dict):
+    import analysis
+
+    spec = config["privacy"]["orders"]
+    if spec == "default":
+        return analysis.DEFAULT_ORDERS
+    if spec == "reference":
+        return analysis.REFERENCE_ORDERS
+    if isinstance(spec, str):
+        raise ConfigError(f"[privacy] orders must be \"default\", \"reference\" or a list of "
+                          f"orders > 1, got {spec!r}")
+    return _check("[privacy] orders", analysis.validation.check_orders, spec, "orders")
+
+
+def load(path, *, seed: int | None = None, device: str | None = None,
+         run_dir: str | None = None) -> dict:
+    """Read, apply the command-line overrides to, normalize and validate a TOML config."""
+    path = pathlib.Path(path)
+    try:
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    raw = copy.deepcopy(raw)
+    explicit_seed = "seed" in raw.get("run", {}) or seed is not None
+    run = raw.setdefault("run", {}) if isinstance(raw.get("run", {}), dict) else raw["run"]
+    if isinstance(run, dict):
+        if seed is not None:
+            run["seed"] = seed
+        if device is not None:
+            run["device"] = device
+        if run_dir is not None:
+            run["run_dir"] = str(run_dir)
+    config = normalize(raw, source=str(path))
+    if explicit_seed:
+        config["_explicit_seed"] = ["seed"]
+    validate(config, source=str(path))
+    config.pop("_explicit_seed", None)
+    return config
+
+
+def run_directory(config: dict) -> pathlib.Path:
+    """The run directory: [run] run_dir, else runs/<name>."""
+    run = config["run"]
+    return pathlib.Path(run.get("run_dir") or pathlib.Path("runs") / run["name"])

@@ -1,0 +1,236 @@
+"""The analysis stage of ``pate run``: every number of the privacy report, in ``analysis.json``.
+
+Privacy numbers are recomputed from the saved votes and answered mask with :mod:`analysis` (and
+checked against the event the aggregator charged); nothing here trusts a number it did not
+compute. The sanitized data-dependent epsilon is released once, with the order, beta and sigma_ss
+fixed in the config and noise from the run's ``release`` stream.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import analysis
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pate.pipeline import Pipeline
+
+_CURVE_POINTS = 300
+
+
+def _per_query_rdp(mechanism: str, params: dict, votes: np.ndarray, answered: np.ndarray,
+                   orders: np.ndarray, data_dependent: bool) -> np.ndarray:
+    """Realised per-query RDP (asked queries x orders): what each asked query cost."""
+    if mechanism == "confident-gnmax":
+        step1 = analysis.threshold_rdp(votes, threshold=params["threshold"], sigma=params["sigma1"],
+                                       orders=orders, data_dependent=data_dependent)
+        step2 = analysis.gnmax_rdp(votes, sigma=params["sigma2"], orders=orders,
+                                   data_dependent=data_dependent)
+        return step1 + answered[:, None] * step2
+    if mechanism == "gnmax":
+        return analysis.gnmax_rdp(votes, sigma=params["sigma"], orders=orders,
+                                  data_dependent=data_dependent)
+    return analysis.lnmax_rdp(votes, scale=params["scale"], orders=orders,
+                              data_dependent=data_dependent)
+
+
+def _worst_case_query_rdp(mechanism: str, params: dict, orders: np.ndarray) -> np.ndarray:
+    dummy = np.array([[1, 0]])
+    if mechanism == "confident-gnmax":
+        return (analysis.threshold_rdp(dummy, threshold=params["threshold"], sigma=params["sigma1"],
+                                       orders=orders, data_dependent=False)[0]
+                + orders / params["sigma2"] ** 2)
+    if mechanism == "gnmax":
+        return orders / params["sigma"] ** 2
+    return analysis.lnmax_rdp(dummy, scale=params["scale"], orders=orders, data_dependent=False)[0]
+
+
+def _downsample(n: int) -> np.ndarray:
+    if n <= _CURVE_POINTS:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, _CURVE_POINTS)).astype(int))
+
+
+def _composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int) -> dict:
+    """Basic and advanced composition of k queries (each (eps0, delta/(2k))-DP) at total delta.
+
+    Basic: (k eps0, delta/2). Advanced (Dwork, Rothblum, Vadhan 2010):
+    eps = sqrt(2 k ln(2/delta)) eps0 + k eps0 (e^eps0 - 1) at delta/2 + k delta0 = delta.
+    """
+    if k == 0:
+        return {"per_query_eps": 0.0, "per_query_delta": 0.0, "basic_eps": 0.0,
+                "advanced_eps": 0.0, "delta": delta, "queries_composed": 0}
+    delta0 = delta / (2 * k)
+    eps0 = float(analysis.eps_from_rdp(per_query, orders=orders, delta=delta0)[0])
+    advanced = math.sqrt(2 * k * math.log(2 / delta)) * eps0 + k * eps0 * math.expm1(eps0)
+    return {"per_query_eps": eps0, "per_query_delta": delta0, "basic_eps": k * eps0,
+            "advanced_eps": advanced, "delta": delta, "queries_composed": int(k)}
+
+
+def _gnss_curve(release: dict, orders: np.ndarray) -> np.ndarray:
+    """RDP of the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)."""
+    if release.get("fallback") is not None or release.get("noise_std", 0.0) == 0.0:
+        return np.zeros(orders.size)
+    beta, sigma_ss = release["beta"], release["sigma_ss"]
+    return np.array([analysis.gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1 / (2 * beta)
+                     else np.inf for o in orders])
+
+
+def _ledger_summary(pipeline: "Pipeline", dataset: str | None) -> dict | None:
+    if dataset is None:
+        return None
+    ledger = pipeline._ledger()
+    if ledger is None:
+        return None
+    try:
+        s = ledger.summary(dataset)
+    finally:
+        ledger.close()
+    budget = s.get("budget") or {}
+    spent = s.get("spent")
+    eps = budget.get("eps")
+    return {"path": s.get("ledger"), "dataset": s.get("dataset"), "name": s.get("name"),
+            "budget_eps": eps, "budget_delta": budget.get("delta"), "spent_eps": spent,
+            "remaining_eps": None if eps is None or spent is None else eps - spent,
+            "events": s.get("events"), "runs": s.get("runs")}
+
+
+def build_analysis(pipeline: "Pipeline") -> dict:
+    """The ``analysis.json`` document of a run whose earlier stages are done."""
+    from pate import __version__
+    from pate import config as C
+    from pate.partition import Partition
+
+    run_dir, config = pipeline.run_dir, pipeline.config
+    priv, agg_cfg = config["privacy"], config["aggregator"]
+    summary = json.loads((run_dir / "aggregate.json").read_text())
+    mechanism, params = summary["mechanism"], summary["params"]
+    orders = C.orders(config)
+    delta, conversion = priv["delta"], priv["conversion"]
+
+    votes_all = np.load(run_dir / "votes.npy", allow_pickle=False)
+    answered_all = np.load(run_dir / "answered.npy", allow_pickle=False)
+    labels = np.load(run_dir / "labels.npy", allow_pickle=False)
+    asked = int(summary["queries_asked"])
+    votes, answered = votes_all[:asked], answered_all[:asked]
+    num_teachers = int(votes_all[0].sum())
+
+    # Realised cost, recomputed per query; its total must equal the charged event.
+    dep = _per_query_rdp(mechanism, params, votes, answered, orders, True)
+    ind = _per_query_rdp(mechanism, params, votes, answered, orders, False)
+    rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
+    charged = analysis.RdpAccountant(orders).compose(
+        *[analysis.PrivacyEvent.from_dict(e) for e in summary["events"]])
+    if not (np.allclose(charged.rdp(), rdp_dep, rtol=1e-9, atol=0)
+            and np.allclose(charged.rdp(False), rdp_ind, rtol=1e-9, atol=0)):
+        raise RuntimeError("the recomputed privacy cost differs from the cost the aggregator charged; "
+                           "the run directory may have been modified")
+    eps_dep, order_dep = analysis.eps_from_rdp(rdp_dep, orders=orders, delta=delta, conversion=conversion)
+    eps_ind, order_ind = analysis.eps_from_rdp(rdp_ind, orders=orders, delta=delta, conversion=conversion)
+
+    # The sanitized release: parameters from the config, noise from the release stream.
+    rng = pipeline._noise_streams().release
+    common = dict(answered=answered, order=priv["release_order"], beta=priv["release_beta"],
+                  sigma_ss=priv["release_sigma_ss"], delta=delta, num_teachers=num_teachers, rng=rng)
+    if mechanism == "confident-gnmax":
+        release = analysis.release_sanitized_epsilon(votes, threshold=params["threshold"],
+                                                     sigma1=params["sigma1"], sigma2=params["sigma2"],
+                                                     **common)
+    elif mechanism == "gnmax":
+        release = analysis.release_sanitized_epsilon(votes, threshold=None, sigma1=None,
+                                                     sigma2=params["sigma"], **common)
+    else:
+        lam = priv["release_order"]
+        idx = int(np.argmin(np.abs(orders - lam)))
+        eps_at = float(rdp_ind[idx] + math.log(1 / delta) / (orders[idx] - 1))
+        release = {"order": float(orders[idx]), "beta": priv["release_beta"],
+                   "sigma_ss": priv["release_sigma_ss"], "delta": delta, "queries": asked,
+                   "answered": int(answered.sum()), "eps_data_independent": eps_at,
+                   "eps_sanitized": eps_at, "eps_sanitized_upper_2std": eps_at, "rdp_gnss": 0.0,
+                   "noise_std": 0.0, "smooth_sensitivity": 0.0,
+                   "fallback": "LNMax has no smooth-sensitivity analysis; the data-independent "
+                               "epsilon is reported"}
+    release = dict(release)
+    if release["fallback"] is not None:
+        # Nothing data-dependent is released: the data-independent epsilon holds at every order,
+        # so its best order may be used (it was chosen without looking at the data).
+        release["eps_sanitized"] = min(release["eps_sanitized"], float(eps_ind))
+    guarantee_rdp = rdp_ind + _gnss_curve(release, orders)
+    eps_guarantee, _ = analysis.eps_from_rdp(guarantee_rdp, orders=orders, delta=delta,
+                                             conversion=conversion)
+
+    # Curves: epsilon after each asked query, against the number answered so far.
+    idx = _downsample(asked)
+    curve = {"answered_count": [], "eps_data_independent": [], "eps_data_dependent": []}
+    if asked:
+        eps_i, _ = analysis.eps_from_rdp(np.cumsum(ind, axis=0)[idx], orders=orders, delta=delta,
+                                         conversion=conversion)
+        eps_d, _ = analysis.eps_from_rdp(np.cumsum(dep, axis=0)[idx], orders=orders, delta=delta,
+                                         conversion=conversion)
+        curve = {"answered_count": np.cumsum(answered)[idx].astype(int).tolist(),
+                 "eps_data_independent": eps_i.tolist(), "eps_data_dependent": eps_d.tolist()}
+
+    top2 = -np.sort(-votes, axis=1)[:, :2] if asked else np.zeros((0, 2), int)
+    margins = top2[:, 0] - top2[:, 1]
+    counts, edges = np.histogram(margins, bins=min(25, num_teachers), range=(0, num_teachers))
+
+    part = Partition.load(run_dir / "partition.npz")
+    data = pipeline.data
+    answered_labels = labels[answered_all]
+    label_acc = (float(np.mean(answered_labels == data.public.y[answered_all]))
+                 if answered_all.any() else None)
+    teachers = json.loads((run_dir / "teachers" / "metrics.json").read_text())
+    student = json.loads((run_dir / "student_metrics.json").read_text())
+
+    return {
+        "format": 1,
+        "run": {"name": config["run"]["name"], "run_dir": str(run_dir),
+                "created": pipeline.state["created"], "pate_learn_version": __version__,
+                "run_id": pipeline.state["run_id"]},
+        "config": config,
+        "privacy": {
+            "neighbouring_relation": "unit" if part.neighbouring_relation.startswith("unit") else "record",
+            "mechanism": mechanism, "params": params, "num_teachers": num_teachers,
+            "delta": delta, "conversion": conversion,
+            "orders": orders.tolist(), "rdp_data_dependent": rdp_dep.tolist(),
+            "rdp_data_independent": rdp_ind.tolist(),
+            "eps_data_independent": float(eps_ind), "order_data_independent": float(order_ind),
+            "eps_data_dependent": float(eps_dep), "order": float(order_dep),
+            "data_dependent_is_private": False,
+            "eps_sanitized": float(release["eps_sanitized"]),
+            "sanitized": {k: release.get(k) for k in (
+                "order", "beta", "sigma_ss", "noise_std", "rdp_gnss", "smooth_sensitivity",
+                "eps_sanitized_upper_2std", "eps_data_independent", "fallback")},
+            "eps_guarantee": float(eps_guarantee),
+            "composition": _composition(_worst_case_query_rdp(mechanism, params, orders), orders,
+                                        delta, asked),
+            "budget": {"eps": summary["budget_eps"], "delta": summary["delta"],
+                       "basis": summary["budget_basis"].replace("_", "-"),
+                       "stop_reason": summary.get("stop_reason")},
+            "ledger": _ledger_summary(pipeline, summary.get("dataset")),
+        },
+        "queries": {"public_size": int(labels.shape[0]), "asked": asked,
+                    "answered": int(answered.sum()), "labelled_by_student": 0,
+                    "stop_reason": summary.get("stop_reason")},
+        "utility": {
+            "student_accuracy": float(student["accuracy"]),
+            "student_per_class_accuracy": student.get("per_class_accuracy"),
+            "confusion_matrix": student.get("confusion_matrix"),
+            "class_names": getattr(data, "class_names", None),
+            "teacher_mean_accuracy": float(teachers["teacher_accuracy_mean"]),
+            "teacher_accuracy_std": float(teachers["teacher_accuracy_std"]),
+            "plurality_vote_accuracy": float(teachers["plurality_accuracy"]),
+            "label_accuracy_answered": label_acc,
+            "label_accuracy_note": ("accuracy of the released labels against the public split's true "
+                                    "labels, which are known here only because this is a benchmark "
+                                    "dataset; in a real deployment the public data is unlabelled"),
+            "evaluation_size": int(len(data.evaluation)),
+        },
+        "curves": curve,
+        "vote_margins": {"bin_edges": edges.tolist(), "counts": counts.astype(int).tolist(),
+                         "note": "internal: derived from the private votes; do not publish"},
+    }
