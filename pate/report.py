@@ -1,0 +1,976 @@
+"""The auditor-ready privacy report of a PATE run: ``report.json``, ``report.md``, ``report.html``
+and four PNG plots, generated from the run's ``analysis.json``.
+
+The report never recomputes a privacy number, never loads the votes and never imports torch:
+every figure comes from ``<run_dir>/analysis.json`` (written by the pipeline's analysis stage;
+schema ``format`` 1, see :data:`ANALYSIS_SCHEMA`). What it adds is the wording an auditor needs:
+
+* the **neighbouring relation** -- record-level (one sensitive record added or removed) or
+  unit-level (all records of one privacy unit, e.g. one patient, added or removed);
+* the **guarantee** ``eps_guarantee``: the (eps, delta) that provably holds for everything the
+  run releases (the data-independent cost of the answers composed with the release of the
+  sanitized epsilon);
+* the **sanitized** data-dependent epsilon ``eps_sanitized``: the data-dependent privacy cost
+  of [P18] released through the smooth-sensitivity (GNSS) mechanism with order, beta and
+  sigma_ss fixed in the config before the votes were seen, its release cost included;
+* the raw **data-dependent** epsilon, computed from the private votes: marked
+  ``NOT PRIVATE -- for internal use only, do not publish`` (as is everything else derived from
+  the votes: the vote-margin histogram, the data-dependent curves);
+* basic and advanced composition figures beside the RDP one ([M17], [DRV10]), the utility of the
+  student and teachers, and the cumulative spend recorded by the privacy ledger.
+
+Symbols: eps / delta the (epsilon, delta) of differential privacy; lambda (``order``) a Renyi
+order; beta the smoothness parameter and sigma_ss the noise multiplier of the GNSS release.
+
+References: [P17] Papernot et al., "Semi-supervised knowledge transfer for deep learning from
+private training data", ICLR 2017. [P18] Papernot et al., "Scalable private learning with PATE",
+ICLR 2018. [M17] Mironov, "Renyi differential privacy", CSF 2017. [DRV10] Dwork, Rothblum,
+Vadhan, "Boosting and differential privacy", FOCS 2010.
+
+Public API: :func:`write_report`, :func:`load_analysis`, :func:`validate_analysis`,
+:func:`build_report`, :func:`plain_language_statement`, :func:`render_markdown`,
+:func:`render_html`, :func:`render_plots`; constants :data:`ANALYSIS_FILE`,
+:data:`REPORT_FILES`, :data:`PLOT_NAMES`, :data:`NOT_PRIVATE`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ANALYSIS_FILE",
+    "ANALYSIS_SCHEMA",
+    "NOT_PRIVATE",
+    "PLOT_NAMES",
+    "REPORT_FILES",
+    "build_report",
+    "load_analysis",
+    "plain_language_statement",
+    "render_html",
+    "render_markdown",
+    "render_plots",
+    "validate_analysis",
+    "write_report",
+]
+
+ANALYSIS_FILE = "analysis.json"
+REPORT_FILES = ("report.json", "report.md", "report.html")
+PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order", "confusion_matrix")
+PLOTS_DIR = "plots"
+NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
+
+MECHANISMS = ("confident-gnmax", "gnmax", "lnmax", "interactive-gnmax")
+
+# ------------------------------------------------------------------------------ input schema
+# Leaf specs: "int", "float", "str", "bool", "dict" (any JSON object), "[int]", "[float]",
+# "[str]", "[[int]]"; a trailing "?" allows null; a tuple is a choice among strings; a nested
+# dict is a sub-object (wrapped in ("?", {...}) when the whole object may be null).
+ANALYSIS_SCHEMA: dict[str, Any] = {
+    "format": "int",
+    "run": {"name": "str", "run_dir": "str", "created": "str", "pate_learn_version": "str"},
+    "config": "dict",
+    "privacy": {
+        "neighbouring_relation": ("record", "unit"),
+        "mechanism": MECHANISMS,
+        "params": "dict",
+        "num_teachers": "int",
+        "delta": "float",
+        "conversion": ("classic", "tight"),
+        "orders": "[float]",
+        "rdp_data_dependent": "[float]",
+        "rdp_data_independent": "[float]",
+        "eps_data_independent": "float",
+        "order_data_independent": "float",
+        "eps_data_dependent": "float",
+        "order": "float",
+        "data_dependent_is_private": "bool",
+        "eps_sanitized": "float",
+        "sanitized": {"order": "float", "beta": "float", "sigma_ss": "float", "noise_std": "float",
+                      "rdp_gnss": "float", "smooth_sensitivity": "float",
+                      "eps_sanitized_upper_2std": "float", "eps_data_independent": "float",
+                      "fallback": "str?"},
+        "eps_guarantee": "float",
+        "composition": {"per_query_eps": "float", "per_query_delta": "float", "basic_eps": "float",
+                        "advanced_eps": "float", "delta": "float", "queries_composed": "int"},
+        "budget": {"eps": "float", "delta": "float", "basis": ("data-independent", "data-dependent"),
+                   "stop_reason": "str?"},
+        "ledger": ("?", {"path": "str", "dataset": "str", "budget_eps": "float?",
+                         "budget_delta": "float?", "spent_eps": "float", "remaining_eps": "float?",
+                         "events": "int", "runs": "int"}),
+    },
+    "queries": {"public_size": "int", "asked": "int", "answered": "int",
+                "labelled_by_student": "int", "stop_reason": "str?"},
+    "utility": {"student_accuracy": "float", "student_per_class_accuracy": "[float]",
+                "confusion_matrix": "[[int]]", "class_names": "[str]?",
+                "teacher_mean_accuracy": "float", "teacher_accuracy_std": "float",
+                "plurality_vote_accuracy": "float", "label_accuracy_answered": "float?",
+                "label_accuracy_note": "str", "evaluation_size": "int"},
+    "curves": {"answered_count": "[int]", "eps_data_independent": "[float]",
+               "eps_data_dependent": "[float]"},
+    "vote_margins": {"bin_edges": "[float]", "counts": "[int]", "note": "str"},
+}
+
+_REGENERATE = "regenerate it with the pipeline's analysis stage (`pate run --resume`)"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    # inf is allowed (an infinite epsilon overstates, never understates); NaN is not.
+    return (_is_int(value) or isinstance(value, float)) and not (
+        isinstance(value, float) and math.isnan(value))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Checker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, message: str) -> None:
+        raise ValueError(f"{self.source}: key '{key}' {message}; {_REGENERATE}")
+
+    def check(self, data: Any, spec: Any, key: str) -> None:
+        if isinstance(spec, dict):
+            if not isinstance(data, dict):
+                self.fail(key, f"must be a JSON object, got {_short(data)}")
+            for name, sub in spec.items():
+                path = f"{key}.{name}" if key else name
+                if name not in data:
+                    self.fail(path, "is missing")
+                self.check(data[name], sub, path)
+        elif isinstance(spec, tuple) and spec and spec[0] == "?":
+            if data is not None:
+                self.check(data, spec[1], key)
+        elif isinstance(spec, tuple):
+            if data not in spec:
+                self.fail(key, f"must be one of {', '.join(map(repr, spec))}, got {_short(data)}")
+        else:
+            self.leaf(data, spec, key)
+
+    def leaf(self, data: Any, spec: str, key: str) -> None:
+        if spec.endswith("?"):
+            if data is None:
+                return
+            spec = spec[:-1]
+        ok = {"int": _is_int, "float": _is_real, "str": lambda v: isinstance(v, str),
+              "bool": lambda v: isinstance(v, bool), "dict": lambda v: isinstance(v, dict)}
+        if spec in ok:
+            if not ok[spec](data):
+                kind = {"int": "an integer", "float": "a number (not NaN)", "str": "a string",
+                        "bool": "true or false", "dict": "a JSON object"}[spec]
+                self.fail(key, f"must be {kind}, got {_short(data)}")
+            return
+        if spec == "[[int]]":
+            if not (isinstance(data, list) and all(
+                    isinstance(row, list) and all(_is_int(v) for v in row) for row in data)):
+                self.fail(key, f"must be a list of lists of integers, got {_short(data)}")
+            return
+        item = {"[int]": _is_int, "[float]": _is_real, "[str]": lambda v: isinstance(v, str)}[spec]
+        if not (isinstance(data, list) and all(item(v) for v in data)):
+            kind = {"[int]": "integers", "[float]": "numbers (not NaN)", "[str]": "strings"}[spec]
+            self.fail(key, f"must be a list of {kind}, got {_short(data)}")
+
+
+def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
+    """Check ``analysis`` (the parsed ``analysis.json``) against :data:`ANALYSIS_SCHEMA`.
+
+    Also checks the consistency the report relies on (array lengths, a square confusion matrix,
+    non-negative counts, delta in (0, 1), answered <= asked, and that the data-dependent epsilon
+    is declared not private). Raises ``ValueError`` naming ``source`` and the offending key;
+    returns ``analysis`` unchanged.
+    """
+    checker = _Checker(source)
+    checker.check(analysis, ANALYSIS_SCHEMA, "")
+    if analysis["format"] != 1:
+        checker.fail("format", f"must be 1 (the format this pate-learn reads), got "
+                               f"{analysis['format']!r}")
+    p, q, u = analysis["privacy"], analysis["queries"], analysis["utility"]
+    if p["data_dependent_is_private"] is not False:
+        checker.fail("privacy.data_dependent_is_private",
+                     "must be false: the data-dependent epsilon is computed from the private votes")
+    if not 0.0 < p["delta"] < 1.0:
+        checker.fail("privacy.delta", f"must lie in (0, 1), got {p['delta']!r}")
+    if p["num_teachers"] < 1:
+        checker.fail("privacy.num_teachers", f"must be >= 1, got {p['num_teachers']!r}")
+    k = len(p["orders"])
+    if k == 0:
+        checker.fail("privacy.orders", "must not be empty")
+    for name in ("rdp_data_dependent", "rdp_data_independent"):
+        if len(p[name]) != k:
+            checker.fail(f"privacy.{name}", f"must have one value per order ({k}), got {len(p[name])}")
+    for name in ("eps_data_independent", "eps_data_dependent", "eps_sanitized", "eps_guarantee"):
+        if p[name] < 0:
+            checker.fail(f"privacy.{name}", f"must be >= 0, got {p[name]!r}")
+    for name in ("public_size", "asked", "answered", "labelled_by_student"):
+        if q[name] < 0:
+            checker.fail(f"queries.{name}", f"must be >= 0, got {q[name]!r}")
+    if q["answered"] > q["asked"]:
+        checker.fail("queries.answered", f"({q['answered']}) must not exceed queries.asked "
+                                         f"({q['asked']})")
+    c = analysis["curves"]
+    if not len(c["answered_count"]) == len(c["eps_data_independent"]) == len(c["eps_data_dependent"]):
+        checker.fail("curves", "answered_count, eps_data_independent and eps_data_dependent must "
+                               "have the same length")
+    vm = analysis["vote_margins"]
+    if len(vm["bin_edges"]) != len(vm["counts"]) + 1:
+        checker.fail("vote_margins.bin_edges", f"must have len(counts) + 1 = {len(vm['counts']) + 1} "
+                                               f"values, got {len(vm['bin_edges'])}")
+    if any(v < 0 for v in vm["counts"]):
+        checker.fail("vote_margins.counts", "must be non-negative")
+    cm = u["confusion_matrix"]
+    m = len(cm)
+    if m == 0 or any(len(row) != m for row in cm):
+        checker.fail("utility.confusion_matrix",
+                     "must be a non-empty square matrix (classes x classes)")
+    if any(v < 0 for row in cm for v in row):
+        checker.fail("utility.confusion_matrix", "must hold non-negative counts")
+    if len(u["student_per_class_accuracy"]) != m:
+        checker.fail("utility.student_per_class_accuracy",
+                     f"must have one value per class ({m}), got {len(u['student_per_class_accuracy'])}")
+    if u["class_names"] is not None and len(u["class_names"]) != m:
+        checker.fail("utility.class_names",
+                     f"must have one name per class ({m}), got {len(u['class_names'])}")
+    for name in ("student_accuracy", "teacher_mean_accuracy", "plurality_vote_accuracy",
+                 "label_accuracy_answered"):
+        value = u[name]
+        if value is not None and not 0.0 <= value <= 1.0:
+            checker.fail(f"utility.{name}", f"must be a fraction in [0, 1], got {value!r}")
+    config = analysis["config"]
+    partition = config.get("partition")
+    if (p["neighbouring_relation"] == "unit" and isinstance(partition, dict)
+            and partition.get("mode", "unit") != "unit"):
+        checker.fail("privacy.neighbouring_relation",
+                     f"is 'unit' but config.partition.mode is {partition.get('mode')!r}: a "
+                     f"unit-level guarantee needs the data split among teachers by unit")
+    fixed = config.get("privacy")
+    if isinstance(fixed, dict):
+        for key, name in (("order", "release_order"), ("beta", "release_beta"),
+                          ("sigma_ss", "release_sigma_ss")):
+            if name in fixed and _is_real(fixed[name]) and not math.isclose(
+                    p["sanitized"][key], fixed[name], rel_tol=1e-12, abs_tol=0.0):
+                checker.fail(f"privacy.sanitized.{key}",
+                             f"({p['sanitized'][key]!r}) differs from config.privacy.{name} "
+                             f"({fixed[name]!r}): the release parameters must be the ones fixed in "
+                             f"the config before the votes were seen")
+    return analysis
+
+
+def load_analysis(run_dir: str | os.PathLike) -> dict:
+    """Read and validate ``<run_dir>/analysis.json``.
+
+    Raises ``FileNotFoundError`` if the run directory or the file is missing and ``ValueError``
+    (naming the file and the key) if it is not valid JSON or does not follow the schema.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory not found: {run_dir} (give the directory of a "
+                                f"run made by `pate run`)")
+    path = run_dir / ANALYSIS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run the pipeline's analysis stage first "
+                                f"(`pate run --resume`)")
+    try:
+        analysis = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); {_REGENERATE}") from None
+    return validate_analysis(analysis, source=str(path))
+
+
+# ------------------------------------------------------------------------------ formatting
+
+def _eps(x: float) -> str:
+    """An epsilon with 4 significant digits."""
+    if math.isinf(x):
+        return "infinity"
+    return f"{x:.4g}"
+
+
+def _sig(x: float, digits: int = 3) -> str:
+    if isinstance(x, float) and math.isinf(x):
+        return "infinity"
+    return f"{x:.{digits}g}"
+
+
+def _delta(x: float) -> str:
+    """delta as 1e-5 / 2.5e-6, never 1e-05."""
+    text = f"{x:.3g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100.0 * x:.1f}%"
+
+
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
+def _param(value: Any) -> str:
+    if _is_real(value) and not isinstance(value, bool):
+        return f"{value:g}"
+    return str(value)
+
+
+_PARAM_SYMBOLS = {"threshold": "T", "sigma": "\u03c3", "sigma1": "\u03c3\u2081",
+                  "sigma2": "\u03c3\u2082", "scale": "Laplace scale", "gamma": "\u03b3"}
+
+_MECHANISM_TEXT = {
+    "confident-gnmax": (
+        "Confident GNMax [Papernot et al. 2018]: a query is answered only when the teachers' "
+        "largest vote count, plus Gaussian noise, exceeds a threshold; an answered query gets the "
+        "class with the largest vote count after independent Gaussian noise is added"),
+    "interactive-gnmax": (
+        "Interactive GNMax [Papernot et al. 2018]: a query is answered only when the teachers' "
+        "votes, minus the student's own prediction, plus Gaussian noise, clear a threshold; an "
+        "answered query gets the noisy (Gaussian) argmax of the votes"),
+    "gnmax": (
+        "GNMax [Papernot et al. 2018]: every query is answered with the class whose teacher "
+        "vote count is largest after Gaussian noise is added to each count"),
+    "lnmax": (
+        "LNMax [Papernot et al. 2017]: every query is answered with the class whose teacher "
+        "vote count is largest after Laplace noise is added to each count"),
+}
+
+_RELATION_TEXT = {
+    "record": (
+        "record",
+        "adding or removing any one record",
+        "Record-level: two training sets are neighbours when they differ by one sensitive record "
+        "(added or removed), so the guarantee bounds what anyone can learn about any single record.",
+        "Unit-level protection (all records of one person added or removed at once) is NOT claimed; "
+        "a person who contributed several records is protected only by group privacy, with a "
+        "correspondingly larger epsilon."),
+    "unit": (
+        "unit",
+        "adding or removing all records of any one privacy unit (person)",
+        "Unit-level: two training sets are neighbours when they differ by all records of one "
+        "privacy unit, e.g. one patient or customer (added or removed), so the guarantee bounds "
+        "what anyone can learn about any one person, however many records they contributed.",
+        "This is stronger than record-level protection (one sensitive record added or removed), "
+        "which it implies; it holds because the sensitive data was split among the teachers by "
+        "unit, so all records of one person reached the same teacher."),
+}
+
+
+def _params_text(params: dict) -> str:
+    if not params:
+        return "no parameters"
+    return ", ".join(f"{_PARAM_SYMBOLS.get(k, k)} = {_param(v)}" for k, v in params.items())
+
+
+def _mechanism_name(mechanism: str) -> str:
+    return {"confident-gnmax": "Confident GNMax", "interactive-gnmax": "Interactive GNMax",
+            "gnmax": "GNMax", "lnmax": "LNMax"}[mechanism]
+
+
+# ------------------------------------------------------------------------------ statement
+
+def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
+    """(heading, text) pairs of the plain-language statement."""
+    p, q, u = a["privacy"], a["queries"], a["utility"]
+    s = p["sanitized"]
+    short, phrase, relation, other = _RELATION_TEXT[p["neighbouring_relation"]]
+    delta = _delta(p["delta"])
+    paras = [("What is protected", (
+        f"This run protects the sensitive training data at the {short} level. {relation} {other}"))]
+
+    paras.append(("Mechanism", (
+        f"{_MECHANISM_TEXT[p['mechanism']]}. Parameters: {_params_text(p['params'])}; "
+        f"{_count(p['num_teachers'])} teachers, each trained on a disjoint part of the sensitive "
+        f"data. Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
+        f"orders and converted to (\u03b5, \u03b4) with the {p['conversion']} conversion at "
+        f"\u03b4 = {delta}.")))
+
+    answered_frac = q["answered"] / q["asked"] if q["asked"] else 0.0
+    queries = (
+        f"The student asked the teachers about {_count(q['asked'])} of "
+        f"{_count(q['public_size'])} public (non-sensitive) items; {_count(q['answered'])} "
+        f"({_pct(answered_frac)}) were answered and used as training labels.")
+    if q["labelled_by_student"]:
+        queries += (f" A further {_count(q['labelled_by_student'])} public items were labelled by "
+                    f"the student itself (semi-supervised training), at no privacy cost.")
+    stop = q["stop_reason"] or p["budget"]["stop_reason"]
+    if stop:
+        queries += f" Querying stopped early: {stop}."
+    paras.append(("Queries", queries))
+
+    paras.append(("Guarantee", (
+        f"The released student satisfies (\u03b5 = {_eps(p['eps_guarantee'])}, \u03b4 = {delta})"
+        f"-differential privacy with respect to {phrase} of the sensitive training data. This "
+        f"bound holds for everything the run releases \u2014 the student model, the labels it was "
+        f"trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
+        f"data-independent cost of the {_count(q['answered'])} answers "
+        f"(\u03b5 = {_eps(p['eps_data_independent'])} on its own, at order "
+        f"\u03bb = {_param(p['order_data_independent'])}) composed with the cost of releasing the "
+        f"sanitized epsilon.")))
+
+    fixed = (f"The order \u03bb = {_param(s['order'])}, smoothness \u03b2 = {_param(s['beta'])} "
+             f"and noise multiplier \u03c3_ss = {_param(s['sigma_ss'])} were fixed in the "
+             f"configuration before the votes were seen")
+    if s["fallback"] is None:
+        sanitized = (
+            f"\u03b5 = {_eps(p['eps_sanitized'])} (\u03b4 = {delta}). When the teachers agree "
+            f"strongly, the data-dependent analysis of Papernot et al. (2018) charges much less "
+            f"than the worst case, but it is computed from the private votes, so it is published "
+            f"only after sanitization with the smooth-sensitivity (GNSS) mechanism: Gaussian noise "
+            f"of standard deviation {_sig(s['noise_std'])} (smooth sensitivity "
+            f"{_sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss) was added to the Renyi divergence "
+            f"at order \u03bb = {_param(s['order'])}. {fixed}, and the cost of this release (Renyi "
+            f"divergence {_sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is a "
+            f"private measurement of the privacy loss actually incurred on this data, not a "
+            f"worst-case bound; because of the noise, a conservative reading adds two standard "
+            f"deviations: \u03b5 \u2264 {_eps(s['eps_sanitized_upper_2std'])}.")
+    else:
+        sanitized = (
+            f"\u03b5 = {_eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
+            f"release fell back to the data-independent cost at order "
+            f"\u03bb = {_param(s['order'])} because {s['fallback']}; no noise was added and "
+            f"nothing data-dependent is released. {fixed}.")
+    if p["eps_sanitized"] >= p["eps_guarantee"]:
+        sanitized += (" Here it is not smaller than the guarantee above, which remains the figure "
+                      "to quote.")
+    paras.append(("Sanitized data-dependent epsilon", sanitized))
+
+    paras.append(("Data-dependent epsilon", (
+        f"\u03b5 = {_eps(p['eps_data_dependent'])} (order \u03bb = {_param(p['order'])}) "
+        f"\u2014 {NOT_PRIVATE}. It is computed directly from the private teacher votes, so "
+        f"publishing it would itself leak information about the sensitive data; it is shown for "
+        f"tuning and for checking the sanitized figure only. The vote-margin histogram and the "
+        f"data-dependent curves in the plots are likewise internal ({NOT_PRIVATE}): they are "
+        f"derived from the private votes.")))
+
+    paras.append(("Utility", (
+        f"The student's accuracy is {_pct(u['student_accuracy'])} on "
+        f"{_count(u['evaluation_size'])} held-out evaluation items (teachers: "
+        f"{_pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality vote of all "
+        f"teachers: {_pct(u['plurality_vote_accuracy'])}).")))
+
+    ledger = p["ledger"]
+    if ledger is not None:
+        text = (f"The privacy ledger ({ledger['path']}) records "
+                f"\u03b5 = {_eps(ledger['spent_eps'])} spent on dataset {ledger['dataset']} over "
+                f"{_count(ledger['runs'])} run(s) ({_count(ledger['events'])} events), this run "
+                f"included.")
+        if ledger["budget_eps"] is not None:
+            text += f" The dataset's budget is \u03b5 = {_eps(ledger['budget_eps'])}"
+            if ledger["budget_delta"] is not None:
+                text += f" at \u03b4 = {_delta(ledger['budget_delta'])}"
+            if ledger["remaining_eps"] is not None:
+                text += f"; \u03b5 = {_eps(ledger['remaining_eps'])} remains"
+            text += "."
+        paras.append(("Cumulative spend", text))
+    return paras
+
+
+def plain_language_statement(analysis: dict) -> str:
+    """The plain-language privacy statement of a (validated) analysis, as plain text paragraphs
+    separated by blank lines. The data-dependent epsilon is marked :data:`NOT_PRIVATE`."""
+    return "\n\n".join(f"{head}: {text}" for head, text in _statement_paragraphs(analysis))
+
+
+def _warnings(a: dict) -> list[str]:
+    p, q = a["privacy"], a["queries"]
+    out = []
+    orders = p["orders"]
+    lo, hi = min(orders), max(orders)
+    for key in ("order", "order_data_independent"):
+        if p[key] in (lo, hi) and len(orders) > 1:
+            out.append(f"privacy.{key} = {_param(p[key])} is at the edge of the order grid "
+                       f"[{_param(lo)}, {_param(hi)}]: the best order may lie outside it; widen "
+                       f"the orders in the config for a tighter (never looser) epsilon.")
+    if p["eps_guarantee"] < p["eps_data_independent"] * (1 - 1e-9):
+        out.append(f"privacy.eps_guarantee ({_eps(p['eps_guarantee'])}) is smaller than the "
+                   f"data-independent epsilon of the answers alone "
+                   f"({_eps(p['eps_data_independent'])}), which composition cannot give: check "
+                   f"the analysis before quoting it.")
+    if p["sanitized"]["fallback"] is not None:
+        out.append(f"The sanitized epsilon fell back to the data-independent one: "
+                   f"{p['sanitized']['fallback']}.")
+    if p["delta"] >= 1.0 / p["num_teachers"]:
+        out.append(f"\u03b4 = {_delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
+                   f"number of teachers, a lower bound on the number of sensitive records): a "
+                   f"\u03b4 this large allows leaking whole records; choose \u03b4 well below "
+                   f"1/(number of sensitive records).")
+    if q["answered"] == 0:
+        out.append("No query was answered: the student learned nothing from the teachers.")
+    if p["budget"]["basis"] == "data-dependent" and (p["budget"]["stop_reason"] or q["stop_reason"]):
+        out.append("Querying stopped on a budget checked against the data-dependent epsilon, "
+                   "which is not private: when to stop then depends on the private votes in a way "
+                   "the guarantee above does not account for. Use a data-independent budget for "
+                   "runs whose numbers will be published.")
+    ledger = p["ledger"]
+    if ledger is not None and ledger["remaining_eps"] is not None and ledger["remaining_eps"] < 0:
+        out.append(f"The ledger's budget for dataset {ledger['dataset']} is overspent "
+                   f"(remaining \u03b5 = {_eps(ledger['remaining_eps'])}).")
+    return out
+
+
+def build_report(analysis: dict) -> dict:
+    """The content of ``report.json``: the (validated) analysis plus ``statement`` (the
+    plain-language text), ``plots`` (name -> path relative to the run directory) and
+    ``warnings`` (a list of strings). Pure: writes nothing."""
+    report = json.loads(json.dumps(analysis))  # a deep copy, JSON types only
+    report["statement"] = plain_language_statement(analysis)
+    report["plots"] = {name: f"{PLOTS_DIR}/{name}.png" for name in PLOT_NAMES}
+    report["warnings"] = _warnings(analysis)
+    return report
+
+
+# ------------------------------------------------------------------------------ documents
+# A report is a list of blocks rendered to Markdown and to HTML by the same code:
+# ("h1"|"h2"|"p"|"note", text), ("ul", [text]), ("table", header, rows), ("code", text),
+# ("img", name, caption, internal). Text may use **bold** only.
+
+_CAPTIONS = {
+    "epsilon_vs_answered": (
+        "Epsilon (at the run's \u03b4) against the number of answered queries: data-independent "
+        "(publishable) and data-dependent (internal).", True),
+    "vote_margins": (
+        "Histogram of vote margins (top-1 minus top-2 vote count) over the queries asked.", True),
+    "rdp_per_order": (
+        "Renyi-DP of the whole run at each order (log scale), data-independent and "
+        "data-dependent (internal), with the orders chosen for the conversion marked.", True),
+    "confusion_matrix": (
+        "Confusion matrix of the student on the evaluation split (rows: true class, "
+        "columns: predicted class).", False),
+}
+
+
+def _class_names(u: dict) -> list[str]:
+    names = u["class_names"]
+    return list(names) if names is not None else [str(i) for i in range(len(u["confusion_matrix"]))]
+
+
+def _blocks(report: dict) -> list[tuple]:
+    p, q, u = report["privacy"], report["queries"], report["utility"]
+    s, comp = p["sanitized"], p["composition"]
+    run = report["run"]
+    delta = _delta(p["delta"])
+    internal = f"**{NOT_PRIVATE}**"
+    b: list[tuple] = [
+        ("h1", f"Privacy report: {run['name']}"),
+        ("note", f"Run directory {run['run_dir']}, created {run['created']}, pate-learn "
+                 f"{run['pate_learn_version']}. Generated from {ANALYSIS_FILE}; regenerate with "
+                 f"`pate report RUN_DIR`. Figures marked INTERNAL are computed from the private "
+                 f"teacher votes: share this report with auditors under confidentiality and "
+                 f"publish only the figures marked publishable."),
+        ("h2", "Privacy statement"),
+    ]
+    for head, text in _statement_paragraphs(report):
+        b.append(("p", f"**{head}:** {text.replace(NOT_PRIVATE, internal)}"))
+    if report["warnings"]:
+        b.append(("h2", "Warnings"))
+        b.append(("ul", list(report["warnings"])))
+
+    b.append(("h2", "Privacy numbers"))
+    b.append(("table", ["Quantity", "Value", "Publishable"], [
+        ["Guarantee \u03b5 (answers + release, data-independent)", _eps(p["eps_guarantee"]), "yes"],
+        ["Sanitized data-dependent \u03b5 (release cost included)", _eps(p["eps_sanitized"]), "yes"],
+        ["Sanitized \u03b5 + 2 noise std (conservative)", _eps(s["eps_sanitized_upper_2std"]), "yes"],
+        [f"Data-independent \u03b5 of the answers (order {_param(p['order_data_independent'])})",
+         _eps(p["eps_data_independent"]), "yes"],
+        [f"Data-dependent \u03b5 (order {_param(p['order'])})", _eps(p["eps_data_dependent"]),
+         "**NO \u2014 INTERNAL**"],
+        ["\u03b4", delta, "yes"],
+        ["Neighbouring relation", f"{_RELATION_TEXT[p['neighbouring_relation']][0]}-level", "yes"],
+        ["Mechanism", f"{_mechanism_name(p['mechanism'])} ({_params_text(p['params'])})", "yes"],
+        ["Teachers", _count(p["num_teachers"]), "yes"],
+        ["Sanitization (fixed in advance)",
+         f"\u03bb = {_param(s['order'])}, \u03b2 = {_param(s['beta'])}, "
+         f"\u03c3_ss = {_param(s['sigma_ss'])}; noise std {_sig(s['noise_std'])}, "
+         f"release RDP {_sig(s['rdp_gnss'])}", "yes"],
+        ["Conversion, orders", f"{p['conversion']}, {len(p['orders'])} orders in "
+                               f"[{_param(min(p['orders']))}, {_param(max(p['orders']))}]", "yes"],
+    ]))
+
+    b.append(("h2", "Why Renyi differential privacy"))
+    rdp_eps = p["eps_data_independent"]
+    best_classic = min(comp["basic_eps"], comp["advanced_eps"])
+    if best_classic > rdp_eps > 0:
+        verdict = (f"Renyi-DP accounting is {best_classic / rdp_eps:.1f}\u00d7 tighter than the "
+                   f"better of the two, for the same mechanism and the same noise.")
+    else:
+        verdict = ("Here classic composition is not looser than Renyi-DP accounting (few queries); "
+                   "the report quotes the Renyi-DP figure, which is never an understatement.")
+    b.append(("p", (
+        f"Each query on its own is (\u03b5\u2080 = {_eps(comp['per_query_eps'])}, "
+        f"\u03b4\u2080 = {_delta(comp['per_query_delta'])})-differentially private. Composing "
+        f"{_count(comp['queries_composed'])} such queries with basic composition (the epsilons add "
+        f"up) gives \u03b5 = {_eps(comp['basic_eps'])}; advanced composition (Dwork, Rothblum and "
+        f"Vadhan 2010) gives \u03b5 = {_eps(comp['advanced_eps'])} at \u03b4 = "
+        f"{_delta(comp['delta'])}. Renyi-DP accounting (Mironov 2017), used for this report, tracks "
+        f"the Gaussian noise exactly across queries and gives \u03b5 = {_eps(rdp_eps)} at "
+        f"\u03b4 = {delta} (data-independent, before any data-dependent saving). {verdict}")))
+    b.append(("table", ["Accounting", "\u03b5", "\u03b4"], [
+        ["Basic composition", _eps(comp["basic_eps"]),
+         f"{_count(comp['queries_composed'])} \u00d7 \u03b4\u2080"],
+        ["Advanced composition", _eps(comp["advanced_eps"]), _delta(comp["delta"])],
+        ["Renyi DP (data-independent)", _eps(rdp_eps), delta],
+    ]))
+
+    b.append(("h2", "Queries and budget"))
+    budget = p["budget"]
+    b.append(("table", ["Item", "Value"], [
+        ["Public items available", _count(q["public_size"])],
+        ["Queries asked", _count(q["asked"])],
+        ["Queries answered", f"{_count(q['answered'])} "
+                             f"({_pct(q['answered'] / q['asked'] if q['asked'] else 0.0)})"],
+        ["Labelled by the student (no privacy cost)", _count(q["labelled_by_student"])],
+        ["Run budget", f"\u03b5 = {_eps(budget['eps'])}, \u03b4 = {_delta(budget['delta'])} "
+                       f"({budget['basis']})"],
+        ["Stop reason", q["stop_reason"] or budget["stop_reason"] or "all queries asked"],
+    ]))
+    ledger = p["ledger"]
+    if ledger is not None:
+        b.append(("h2", "Privacy ledger (cumulative spend on this dataset)"))
+        b.append(("table", ["Item", "Value"], [
+            ["Ledger", ledger["path"]], ["Dataset", ledger["dataset"]],
+            ["Spent \u03b5", _eps(ledger["spent_eps"])],
+            ["Budget \u03b5", "none" if ledger["budget_eps"] is None else _eps(ledger["budget_eps"])],
+            ["Budget \u03b4",
+             "none" if ledger["budget_delta"] is None else _delta(ledger["budget_delta"])],
+            ["Remaining \u03b5",
+             "n/a" if ledger["remaining_eps"] is None else _eps(ledger["remaining_eps"])],
+            ["Runs / events", f"{_count(ledger['runs'])} / {_count(ledger['events'])}"],
+        ]))
+
+    b.append(("h2", "Utility"))
+    b.append(("table", ["Model", "Accuracy"], [
+        [f"Student (evaluation split, {_count(u['evaluation_size'])} items)",
+         _pct(u["student_accuracy"])],
+        ["Teachers, mean \u00b1 std", f"{_pct(u['teacher_mean_accuracy'])} \u00b1 "
+                                      f"{_pct(u['teacher_accuracy_std'])}"],
+        ["Plurality vote of all teachers (no noise)", _pct(u["plurality_vote_accuracy"])],
+        ["Labels of the answered queries", _pct(u["label_accuracy_answered"])],
+    ]))
+    note = u["label_accuracy_note"]
+    if u["label_accuracy_answered"] is None:
+        b.append(("p", f"Label accuracy of the answered queries is not available: {note}"))
+    else:
+        b.append(("p", f"**Label accuracy is a benchmark-only figure:** {note}"))
+    names = _class_names(u)
+    b.append(("table", ["Class", "Student accuracy"],
+              [[n, _pct(acc)] for n, acc in zip(names, u["student_per_class_accuracy"])]))
+
+    b.append(("h2", "Plots"))
+    for name in PLOT_NAMES:
+        caption, is_internal = _CAPTIONS[name]
+        if name == "vote_margins":
+            note = report["vote_margins"]["note"].strip().rstrip(".")
+            if note:
+                caption += f" Note: {note}."
+        b.append(("img", name, caption, is_internal))
+
+    b.append(("h2", "Effective configuration"))
+    b.append(("code", json.dumps(report["config"], indent=2, sort_keys=True)))
+    return b
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: dict) -> str:
+    """``report.md``: the report (from :func:`build_report`) as Markdown; plots are linked
+    relative to the run directory."""
+    out: list[str] = []
+    for block in _blocks(report):
+        kind = block[0]
+        if kind == "h1":
+            out.append(f"# {block[1]}")
+        elif kind == "h2":
+            out.append(f"## {block[1]}")
+        elif kind == "p":
+            out.append(block[1])
+        elif kind == "note":
+            out.append(f"*{block[1]}*")
+        elif kind == "ul":
+            out.append("\n".join(f"- {item}" for item in block[1]))
+        elif kind == "table":
+            header, rows = block[1], block[2]
+            lines = ["| " + " | ".join(map(_md_cell, header)) + " |",
+                     "|" + "|".join("---" for _ in header) + "|"]
+            lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in rows]
+            out.append("\n".join(lines))
+        elif kind == "code":
+            out.append(f"```json\n{block[1]}\n```")
+        elif kind == "img":
+            _, name, caption, is_internal = block
+            tag = f"**INTERNAL \u2014 {NOT_PRIVATE}.** " if is_internal else "Publishable. "
+            out.append(f"![{name}]({report['plots'][name]})\n\n{tag}{caption}")
+    return "\n\n".join(out) + "\n"
+
+
+def _inline_html(text: str) -> str:
+    escaped = html.escape(str(text), quote=False)
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
+
+
+_CSS = """
+body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:60rem;margin:2rem auto;
+padding:0 1rem;line-height:1.5;color:#1b1f24}
+h1{border-bottom:2px solid #1b1f24;padding-bottom:.3rem}
+h2{margin-top:2rem;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:1rem 0}th,td{border:1px solid #bbb;padding:.3rem .6rem;
+text-align:left;vertical-align:top}th{background:#f0f2f4}
+.note{color:#555;font-style:italic}.warnings{background:#fff4e5;border-left:4px solid #e08a00;
+padding:.5rem 1rem .5rem 2rem}figure{margin:1.5rem 0}figure img{max-width:100%;border:1px solid #ddd}
+figcaption{font-size:.92rem;color:#333}.internal{color:#fff;background:#b00020;font-weight:bold;
+padding:.05rem .4rem;border-radius:3px}.public{color:#fff;background:#2e7d32;padding:.05rem .4rem;
+border-radius:3px}pre{background:#f6f8fa;padding:.8rem;overflow:auto;font-size:.85rem}
+strong{color:#000}
+@media print{figure{page-break-inside:avoid}}
+""".strip()
+
+
+def render_html(report: dict, images: dict[str, bytes]) -> str:
+    """``report.html``: one self-contained page (inline CSS, plots embedded as base64 PNG, no
+    external resource) that renders offline. ``images`` maps each plot name to its PNG bytes."""
+    missing = [name for name in PLOT_NAMES if name not in images]
+    if missing:
+        raise ValueError(f"images is missing the plot(s) {', '.join(missing)}")
+    body: list[str] = []
+    title = f"Privacy report: {report['run']['name']}"
+    for block in _blocks(report):
+        kind = block[0]
+        if kind == "h1":
+            body.append(f"<h1>{_inline_html(block[1])}</h1>")
+        elif kind == "h2":
+            body.append(f"<h2>{_inline_html(block[1])}</h2>")
+        elif kind == "p":
+            body.append(f"<p>{_inline_html(block[1])}</p>")
+        elif kind == "note":
+            body.append(f'<p class="note">{_inline_html(block[1])}</p>')
+        elif kind == "ul":
+            items = "".join(f"<li>{_inline_html(item)}</li>" for item in block[1])
+            body.append(f'<ul class="warnings">{items}</ul>')
+        elif kind == "table":
+            head = "".join(f"<th>{_inline_html(h)}</th>" for h in block[1])
+            rows = "".join("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in row) + "</tr>"
+                           for row in block[2])
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif kind == "code":
+            body.append(f"<pre><code>{html.escape(block[1], quote=False)}</code></pre>")
+        elif kind == "img":
+            _, name, caption, is_internal = block
+            data = base64.b64encode(images[name]).decode("ascii")
+            badge = (f'<span class="internal">INTERNAL \u2014 {html.escape(NOT_PRIVATE)}</span> '
+                     if is_internal else '<span class="public">Publishable</span> ')
+            body.append(f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{badge}{_inline_html(caption)}</figcaption></figure>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+# ------------------------------------------------------------------------------ plots
+
+def _png(fig) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _internal_stamp(ax) -> None:
+    ax.text(0.99, 0.01, "contains NOT PRIVATE data-dependent figures \u2014 internal only",
+            transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="#b00020")
+
+
+def _plot_epsilon(a: dict):
+    from matplotlib.figure import Figure
+
+    p, c = a["privacy"], a["curves"]
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    if c["answered_count"]:
+        ax.plot(c["answered_count"], c["eps_data_independent"], color="#1f5fa8", lw=2,
+                label="data-independent (publishable)")
+        ax.plot(c["answered_count"], c["eps_data_dependent"], color="#b00020", lw=2, ls="--",
+                label="data-dependent (NOT PRIVATE)")
+        x_end = c["answered_count"][-1]
+    else:
+        x_end = a["queries"]["answered"]
+        ax.text(0.5, 0.5, "no curve recorded", transform=ax.transAxes, ha="center")
+    ax.scatter([x_end], [p["eps_sanitized"]], marker="D", color="#2e7d32", zorder=3,
+               label=f"sanitized \u03b5 = {_eps(p['eps_sanitized'])}")
+    ax.scatter([x_end], [p["eps_guarantee"]], marker="*", s=110, color="#1b1f24", zorder=3,
+               label=f"guarantee \u03b5 = {_eps(p['eps_guarantee'])}")
+    ax.set_xlabel("answered queries")
+    ax.set_ylabel(f"\u03b5 at \u03b4 = {_delta(p['delta'])}")
+    ax.set_title("Privacy cost against answered queries")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    _internal_stamp(ax)
+    return fig
+
+
+def _plot_margins(a: dict):
+    from matplotlib.figure import Figure
+
+    vm = a["vote_margins"]
+    edges, counts = vm["bin_edges"], vm["counts"]
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    if counts:
+        widths = [hi - lo for lo, hi in zip(edges[:-1], edges[1:])]
+        ax.bar(edges[:-1], counts, width=widths, align="edge", color="#6d6875", edgecolor="white")
+    ax.set_xlabel("vote margin (top-1 minus top-2 vote count)")
+    ax.set_ylabel("queries")
+    ax.set_title("INTERNAL \u2014 derived from private votes, do not publish", color="#b00020",
+                 fontsize=11, fontweight="bold")
+    ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+def _plot_rdp(a: dict):
+    from matplotlib.figure import Figure
+
+    p = a["privacy"]
+    orders = p["orders"]
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    ax.plot(orders, p["rdp_data_independent"], color="#1f5fa8", lw=2, marker=".", ms=3,
+            label="data-independent (publishable)")
+    ax.plot(orders, p["rdp_data_dependent"], color="#b00020", lw=2, ls="--", marker=".", ms=3,
+            label="data-dependent (NOT PRIVATE)")
+    for order, series, color, label in (
+            (p["order_data_independent"], p["rdp_data_independent"], "#1f5fa8", "data-independent"),
+            (p["order"], p["rdp_data_dependent"], "#b00020", "data-dependent")):
+        ax.axvline(order, color=color, lw=1, ls=":")
+        if order in orders:
+            ax.scatter([order], [series[orders.index(order)]], color=color, s=40, zorder=3,
+                       edgecolor="black", label=f"chosen order {label}: \u03bb = {_param(order)}")
+    ax.set_xscale("log")
+    values = [v for v in p["rdp_data_independent"] + p["rdp_data_dependent"] if math.isfinite(v)]
+    if values and min(values) > 0:
+        ax.set_yscale("log")
+    ax.set_xlabel("Renyi order \u03bb (log scale)")
+    ax.set_ylabel("RDP of the run at order \u03bb")
+    ax.set_title("Renyi-DP per order")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    _internal_stamp(ax)
+    return fig
+
+
+def _plot_confusion(a: dict):
+    from matplotlib.figure import Figure
+
+    u = a["utility"]
+    cm = u["confusion_matrix"]
+    names = _class_names(u)
+    m = len(cm)
+    size = min(3.5 + 0.4 * m, 12.0)
+    fig = Figure(figsize=(size + 1.2, size))
+    ax = fig.add_subplot()
+    image = ax.imshow(cm, cmap="Blues")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    ax.set_xticks(range(m))
+    ax.set_yticks(range(m))
+    ax.set_xticklabels(names, rotation=45, ha="right", fontsize=8)
+    ax.set_yticklabels(names, fontsize=8)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
+    ax.set_title(f"Student on the evaluation split (accuracy {_pct(u['student_accuracy'])})")
+    peak = max((v for row in cm for v in row), default=0)
+    if m <= 30:
+        for i, row in enumerate(cm):
+            for j, value in enumerate(row):
+                ax.text(j, i, str(value), ha="center", va="center", fontsize=7 if m > 12 else 8,
+                        color="white" if peak and value > peak / 2 else "black")
+    return fig
+
+
+_PLOTTERS = {"epsilon_vs_answered": _plot_epsilon, "vote_margins": _plot_margins,
+             "rdp_per_order": _plot_rdp, "confusion_matrix": _plot_confusion}
+
+
+def render_plots(analysis: dict) -> dict[str, bytes]:
+    """The four plots of a (validated) analysis as PNG bytes, keyed by :data:`PLOT_NAMES`.
+    Uses matplotlib's Agg canvas directly (no pyplot, no global backend change)."""
+    return {name: _png(_PLOTTERS[name](analysis)) for name in PLOT_NAMES}
+
+
+# ------------------------------------------------------------------------------ writing
+
+def _file_mode() -> int:
+    """rw for whoever the umask allows (mkstemp's files are 0600, too tight for a report)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _stage(path: Path, data: bytes, mode: int) -> Path:
+    """Write ``data`` to a temporary file beside ``path``; the caller os.replace()s it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def write_report(run_dir: str | os.PathLike) -> dict:
+    """Generate the privacy report of a run from ``<run_dir>/analysis.json``.
+
+    Writes ``report.json`` (the analysis plus ``statement``, ``plots`` and ``warnings``),
+    ``report.md``, ``report.html`` (self-contained, renders offline) and
+    ``plots/{epsilon_vs_answered,vote_margins,rdp_per_order,confusion_matrix}.png``, each
+    atomically (temporary file + ``os.replace``); ``report.json`` is replaced last. The input is
+    validated first: a missing run directory or file raises ``FileNotFoundError``, a malformed
+    file or a missing key raises ``ValueError`` naming the file and the key, and nothing is
+    written. Returns the content of ``report.json``.
+    """
+    run_dir = Path(run_dir)
+    analysis = load_analysis(run_dir)
+    report = build_report(analysis)
+    images = render_plots(analysis)
+    documents = {
+        "report.md": render_markdown(report).encode("utf-8"),
+        "report.html": render_html(report, images).encode("utf-8"),
+        "report.json": (json.dumps(report, indent=2) + "\n").encode("utf-8"),
+    }
+    plots_dir = run_dir / PLOTS_DIR
+    plots_dir.mkdir(exist_ok=True)
+    targets = [(run_dir / rel, images[name]) for name, rel in report["plots"].items()]
+    targets += [(run_dir / name, documents[name]) for name in ("report.md", "report.html",
+                                                               "report.json")]
+    mode = _file_mode()
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, data in targets:
+            staged.append((_stage(target, data, mode), target))
+        for tmp, target in staged:
+            os.replace(tmp, target)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+    return report

@@ -1,0 +1,448 @@
+"""The privacy report (`pate.report`, `pate report`): files, numbers, wording, plots, errors.
+
+``make_analysis(...)`` builds a synthetic but realistic ``analysis.json`` (schema format 1) and is
+meant to be reused by other tests (e.g. the pipeline's).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import html
+import json
+import math
+import os
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pate import report as rep
+from pate.cli import main
+
+FMNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                  "Sneaker", "Bag", "Ankle boot"]
+
+
+def _eps_from_rdp(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, float]:
+    eps = rdp + math.log(1.0 / delta) / (orders - 1.0)
+    i = int(np.argmin(eps))
+    return float(eps[i]), float(orders[i])
+
+
+def make_analysis(run_dir: str | os.PathLike | None = None, *, name: str = "fmnist-test",
+                  relation: str = "record", mechanism: str = "confident-gnmax",
+                  num_teachers: int = 250, asked: int = 1000, answered: int = 320,
+                  delta: float = 1e-5, ledger: bool = True, fallback: str | None = None,
+                  num_classes: int = 10, class_names: list[str] | None | bool = True,
+                  label_accuracy: float | None = 0.912, seed: int = 0) -> dict:
+    """A synthetic but internally consistent analysis.json (format 1) of a Confident-GNMax run
+    (T = 200, sigma1 = 150, sigma2 = 40 by default). With ``run_dir`` it is also written to
+    ``<run_dir>/analysis.json`` (the directory is created). ``class_names=True`` uses the
+    Fashion-MNIST names when ``num_classes`` is 10, ``None`` leaves them out."""
+    rng = np.random.default_rng(seed)
+    orders = np.concatenate([np.linspace(1.1, 10.9, 99), np.arange(11.0, 101.0), [128.0, 256.0]])
+    if mechanism in ("confident-gnmax", "interactive-gnmax"):
+        params = {"threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0}
+        per_asked, per_answered = 1.0 / (2 * 150.0 ** 2), 1.0 / 40.0 ** 2
+    elif mechanism == "gnmax":
+        params = {"sigma": 40.0}
+        per_asked, per_answered, answered = 0.0, 1.0 / 40.0 ** 2, asked
+    else:
+        params = {"scale": 50.0}
+        per_asked, per_answered, answered = 0.0, 1.0 / 50.0 ** 2, asked
+    rdp_ind = orders * (asked * per_asked + answered * per_answered)
+    rdp_dep = np.minimum(rdp_ind, 0.22 * rdp_ind + 0.004 * orders ** 1.5)
+    eps_ind, order_ind = _eps_from_rdp(rdp_ind, orders, delta)
+    eps_dep, order_dep = _eps_from_rdp(rdp_dep, orders, delta)
+
+    release_order, beta, sigma_ss = 20.0, 0.0185, 30.0
+    delta_term = math.log(1.0 / delta) / (release_order - 1.0)
+    rdp_gnss = (release_order * math.exp(2 * beta) / sigma_ss ** 2
+                + (-0.5 * math.log(1 - 2 * release_order * beta) + beta * release_order)
+                / (release_order - 1.0))
+    k = int(np.flatnonzero(orders == release_order)[0])
+    eps_ind_at_release = float(rdp_ind[k]) + delta_term
+    if fallback is None:
+        smooth_sensitivity = 0.0079
+        noise_std = smooth_sensitivity * sigma_ss
+        eps_sanitized = float(rdp_dep[k]) + 0.31 * noise_std + rdp_gnss + delta_term
+        upper = eps_sanitized + 2 * noise_std
+    else:
+        smooth_sensitivity = noise_std = rdp_gnss = 0.0
+        eps_sanitized = upper = eps_ind_at_release
+    eps_guarantee, _ = _eps_from_rdp(rdp_ind + (rdp_gnss if fallback is None else 0.0) *
+                                     orders / release_order, orders, delta)
+
+    per_query_delta = delta / (2 * asked)
+    sens = math.sqrt(2.0)
+    per_query_eps = sens * math.sqrt(2 * math.log(1.25 / per_query_delta)) / 40.0
+    queries_composed = asked + answered if per_asked else asked
+    advanced = (math.sqrt(2 * queries_composed * math.log(2.0 / delta)) * per_query_eps
+                + queries_composed * per_query_eps * math.expm1(per_query_eps))
+
+    curve_x = np.linspace(0, answered, 21).round().astype(int)
+    scale = curve_x / max(answered, 1)
+    curve_ind = [_eps_from_rdp(rdp_ind * s, orders, delta)[0] for s in scale]
+    curve_dep = [_eps_from_rdp(rdp_dep * s, orders, delta)[0] for s in scale]
+
+    m = num_classes
+    truth = np.full(m, 100)
+    cm = np.zeros((m, m), dtype=int)
+    for i in range(m):
+        right = int(rng.integers(60, 98))
+        cm[i, i] = right
+        wrong = rng.multinomial(truth[i] - right, np.full(m - 1, 1.0 / (m - 1)))
+        cm[i, np.arange(m) != i] = wrong
+    per_class = (np.diag(cm) / cm.sum(axis=1)).tolist()
+    student_accuracy = float(np.trace(cm) / cm.sum())
+    if class_names is True:
+        class_names = FMNIST_CLASSES if m == 10 else [f"class {i}" for i in range(m)]
+    elif class_names is False:
+        class_names = None
+
+    split = max(num_teachers // 4, 1)
+    margins = np.concatenate([rng.integers(0, split, asked // 3),
+                              rng.integers(split, num_teachers + 1, asked - asked // 3)])
+    counts, edges = np.histogram(margins, bins=25, range=(0, num_teachers))
+
+    analysis = {
+        "format": 1,
+        "run": {"name": name, "run_dir": str(run_dir) if run_dir is not None else f"runs/{name}",
+                "created": "2025-01-15T10:42:07+00:00", "pate_learn_version": "0.1.0"},
+        "config": {
+            "run": {"name": name, "seed": 0, "secure": False, "device": "cpu"},
+            "data": {"name": "fashion-mnist"},
+            "partition": {"num_teachers": num_teachers,
+                          "mode": "unit" if relation == "unit" else "random"},
+            "aggregator": {"mechanism": mechanism, **params,
+                           "budget_basis": "data-independent"},
+            "privacy": {"delta": delta, "budget_eps": 8.0, "orders": "default",
+                        "conversion": "classic", "release_order": release_order,
+                        "release_beta": beta, "release_sigma_ss": sigma_ss, "ledger": True},
+            "student": {"method": "fixmatch", "epochs": 10},
+        },
+        "privacy": {
+            "neighbouring_relation": relation, "mechanism": mechanism, "params": params,
+            "num_teachers": num_teachers, "delta": delta, "conversion": "classic",
+            "orders": orders.tolist(), "rdp_data_dependent": rdp_dep.tolist(),
+            "rdp_data_independent": rdp_ind.tolist(),
+            "eps_data_independent": eps_ind, "order_data_independent": order_ind,
+            "eps_data_dependent": eps_dep, "order": order_dep, "data_dependent_is_private": False,
+            "eps_sanitized": eps_sanitized,
+            "sanitized": {"order": release_order, "beta": beta, "sigma_ss": sigma_ss,
+                          "noise_std": noise_std, "rdp_gnss": rdp_gnss,
+                          "smooth_sensitivity": smooth_sensitivity,
+                          "eps_sanitized_upper_2std": upper,
+                          "eps_data_independent": eps_ind_at_release, "fallback": fallback},
+            "eps_guarantee": eps_guarantee,
+            "composition": {"per_query_eps": per_query_eps, "per_query_delta": per_query_delta,
+                            "basic_eps": queries_composed * per_query_eps,
+                            "advanced_eps": advanced, "delta": delta,
+                            "queries_composed": queries_composed},
+            "budget": {"eps": 8.0, "delta": delta, "basis": "data-independent",
+                       "stop_reason": None},
+            "ledger": ({"path": "runs/ledger.sqlite", "dataset": "fashion-mnist@3f2a9c1e",
+                        "budget_eps": 10.0, "budget_delta": 1e-5, "spent_eps": 7.25,
+                        "remaining_eps": 2.75, "events": 3, "runs": 2} if ledger else None),
+        },
+        "queries": {"public_size": 9000, "asked": asked, "answered": answered,
+                    "labelled_by_student": 5100, "stop_reason": None},
+        "utility": {"student_accuracy": student_accuracy,
+                    "student_per_class_accuracy": per_class,
+                    "confusion_matrix": cm.tolist(), "class_names": class_names,
+                    "teacher_mean_accuracy": 0.7834, "teacher_accuracy_std": 0.0121,
+                    "plurality_vote_accuracy": 0.8612,
+                    "label_accuracy_answered": label_accuracy,
+                    "label_accuracy_note": ("computed from the public set's true labels, which "
+                                            "are known only in benchmarks, never in deployment"),
+                    "evaluation_size": int(cm.sum())},
+        "curves": {"answered_count": curve_x.tolist(), "eps_data_independent": curve_ind,
+                   "eps_data_dependent": curve_dep},
+        "vote_margins": {"bin_edges": edges.tolist(), "counts": counts.tolist(),
+                         "note": "internal: derived from the private votes"},
+    }
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "analysis.json").write_text(json.dumps(analysis, indent=2), encoding="utf-8")
+    return analysis
+
+
+REQUIRED = [("privacy", "delta"), ("privacy", "eps_data_independent"),
+            ("privacy", "eps_data_dependent"), ("privacy", "eps_sanitized"), ("queries", "asked"),
+            ("queries", "answered"), ("utility", "student_accuracy"),
+            ("utility", "teacher_mean_accuracy"), ("utility", "plurality_vote_accuracy")]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """One report written once for the read-only checks (plots take ~1 s)."""
+    run_dir = tmp_path_factory.mktemp("run")
+    analysis = make_analysis(run_dir)
+    result = rep.write_report(run_dir)
+    return run_dir, analysis, result
+
+
+def test_every_file_is_written_and_nothing_else(written):
+    run_dir, _, result = written
+    names = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")}
+    expected = {"analysis.json", "report.json", "report.md", "report.html", "plots",
+                *(f"plots/{n}.png" for n in rep.PLOT_NAMES)}
+    assert names == expected  # no temporary files left behind
+    assert result == json.loads((run_dir / "report.json").read_text())
+    assert result["plots"] == {n: f"plots/{n}.png" for n in rep.PLOT_NAMES}
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert (run_dir / "report.html").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_report_json_carries_the_analysis_unchanged(written):
+    run_dir, analysis, _ = written
+    report = json.loads((run_dir / "report.json").read_text())
+    for table, key in REQUIRED:
+        assert report[table][key] == analysis[table][key]
+    assert report["config"] == analysis["config"]
+    extra = {"statement", "plots", "warnings"}
+    assert {k: v for k, v in report.items() if k not in extra} == analysis
+    assert isinstance(report["statement"], str) and isinstance(report["warnings"], list)
+
+
+def test_statement_has_the_numbers_and_the_not_private_marking(written):
+    _, a, result = written
+    text = result["statement"]
+    p, s = a["privacy"], a["privacy"]["sanitized"]
+    assert f"(\u03b5 = {p['eps_guarantee']:.4g}, \u03b4 = 1e-5)-differential privacy" in text
+    assert "The released student satisfies" in text
+    assert "adding or removing any one record of the sensitive training data" in text
+    assert "at the record level" in text and "Unit-level protection" in text
+    for value in (p["eps_sanitized"], p["eps_data_dependent"], p["eps_data_independent"],
+                  s["eps_sanitized_upper_2std"]):
+        assert f"{value:.4g}" in text
+    assert f"{s['noise_std']:.3g}" in text and f"{s['rdp_gnss']:.3g}" in text
+    assert "\u03b2 = 0.0185" in text and "\u03c3_ss = 30" in text and "\u03bb = 20" in text
+    assert "fixed in the configuration before the votes were seen" in text
+    assert "1,000" in text and "320 (32.0%)" in text and "9,000" in text
+    assert "T = 200, \u03c3\u2081 = 150, \u03c3\u2082 = 40" in text and "250 teachers" in text
+    # the data-dependent epsilon sits in the NOT PRIVATE paragraph, and the histogram too
+    dep = next(par for par in text.split("\n\n") if par.startswith("Data-dependent epsilon"))
+    assert f"{p['eps_data_dependent']:.4g}" in dep and rep.NOT_PRIVATE in dep
+    assert "vote-margin histogram" in dep
+    assert "NOT PRIVATE \u2014 for internal use only, do not publish" == rep.NOT_PRIVATE
+    # the sanitized and guarantee paragraphs are not marked as internal
+    for head in ("Guarantee", "Sanitized data-dependent epsilon"):
+        par = next(par for par in text.split("\n\n") if par.startswith(head))
+        assert rep.NOT_PRIVATE not in par
+    assert f"{a['utility']['student_accuracy'] * 100:.1f}%" in text
+    assert "7.25" in text and "2.75" in text  # ledger spend and remaining
+    assert result["warnings"] == []
+
+
+def test_markdown_sections_numbers_and_links(written):
+    run_dir, a, _ = written
+    md = (run_dir / "report.md").read_text()
+    assert md.startswith("# Privacy report: fmnist-test")
+    for section in ("## Privacy statement", "## Privacy numbers", "## Why Renyi differential privacy",
+                    "## Queries and budget", "## Privacy ledger", "## Utility", "## Plots",
+                    "## Effective configuration"):
+        assert section in md
+    assert f"**{rep.NOT_PRIVATE}**" in md and "**NO \u2014 INTERNAL**" in md
+    for n in rep.PLOT_NAMES:
+        assert f"](plots/{n}.png)" in md
+    comp = a["privacy"]["composition"]
+    assert f"{comp['basic_eps']:.4g}" in md and f"{comp['advanced_eps']:.4g}" in md
+    ratio = min(comp["basic_eps"], comp["advanced_eps"]) / a["privacy"]["eps_data_independent"]
+    assert f"{ratio:.1f}\u00d7 tighter" in md
+    assert "91.2%" in md and "known only in benchmarks" in md
+    assert "78.3% \u00b1 1.2%" in md and "86.1%" in md
+    assert "Ankle boot" in md
+    assert '"release_sigma_ss": 30.0' in md  # the effective config
+
+
+class _Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources, self.links = [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img":
+            self.sources.append(attrs.get("src", ""))
+        for key in ("href", "src"):
+            if key in attrs:
+                self.links.append(attrs[key])
+
+
+def test_html_is_self_contained_with_statement_and_images(written):
+    run_dir, _, result = written
+    page = (run_dir / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page
+    parser = _Images()
+    parser.feed(page)
+    assert len(parser.sources) == 4
+    assert all(link.startswith("data:image/png;base64,") for link in parser.links)  # offline
+    embedded = sorted(base64.b64decode(src.split(",", 1)[1]) for src in parser.sources)
+    assert embedded == sorted((run_dir / f"plots/{n}.png").read_bytes() for n in rep.PLOT_NAMES)
+    for par in result["statement"].split("\n\n"):
+        head, _, body = par.partition(": ")
+        plain = html.escape(body, quote=False).replace(
+            rep.NOT_PRIVATE, f"<strong>{rep.NOT_PRIVATE}</strong>")
+        assert plain in page, head
+    assert page.count('class="internal"') == 3  # margins, and the two plots with dd curves
+
+
+def test_pngs_are_valid_nontrivial_images(written):
+    from PIL import Image
+
+    run_dir, _, _ = written
+    for n in rep.PLOT_NAMES:
+        path = run_dir / f"plots/{n}.png"
+        assert path.stat().st_size > 10_000
+        with Image.open(path) as image:
+            image.verify()
+        with Image.open(path) as image:
+            assert image.format == "PNG" and image.width > 400 and image.height > 300
+            pixels = np.asarray(image.convert("L"), dtype=float)
+        assert pixels.std() > 10  # not blank
+
+
+def test_regenerating_is_deterministic(tmp_path):
+    make_analysis(tmp_path)
+    first = rep.write_report(tmp_path)
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert rep.write_report(tmp_path) == first
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+
+
+def test_unit_level_gnmax_without_ledger(tmp_path):
+    make_analysis(tmp_path, relation="unit", mechanism="gnmax", ledger=False, class_names=None,
+                  num_classes=4, label_accuracy=None)
+    result = rep.write_report(tmp_path)
+    text = result["statement"]
+    assert "all records of any one privacy unit (person)" in text and "at the unit level" in text
+    assert "GNMax" in text and "\u03c3 = 40" in text
+    assert "Cumulative spend" not in text
+    md = (tmp_path / "report.md").read_text()
+    assert "Privacy ledger" not in md and "not available" in md
+
+
+def test_fallback_and_edge_cases_give_warnings(tmp_path):
+    a = make_analysis(fallback="conditions C5/C6 do not hold at this order and sigma2",
+                      num_teachers=50, delta=0.05)
+    a["privacy"]["order"] = a["privacy"]["orders"][-1]
+    a["privacy"]["budget"].update(basis="data-dependent", stop_reason="budget of eps 8 reached")
+    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    result = rep.write_report(tmp_path)
+    warnings = "\n".join(result["warnings"])
+    assert "fell back to the data-independent" in warnings
+    assert "edge of the order grid" in warnings
+    assert "1/50" in warnings
+    assert "data-dependent epsilon, which is not private" in warnings
+    assert "fell back to the data-independent cost" in result["statement"]
+    assert a["privacy"]["eps_sanitized"] >= a["privacy"]["eps_guarantee"]
+    assert "which remains the figure to quote" in result["statement"]
+    assert "Querying stopped early: budget of eps 8 reached" in result["statement"]
+    assert "## Warnings" in (tmp_path / "report.md").read_text()
+
+
+def _break(path: list, value=KeyError):
+    def edit(a):
+        node = a
+        for key in path[:-1]:
+            node = node[key]
+        if value is KeyError:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_break(["privacy", "eps_sanitized"]), "key 'privacy.eps_sanitized' is missing"),
+    (_break(["queries"]), "key 'queries' is missing"),
+    (_break(["privacy", "sanitized", "beta"]), "key 'privacy.sanitized.beta' is missing"),
+    (_break(["privacy", "delta"], "1e-5"), "key 'privacy.delta' must be a number"),
+    (_break(["privacy", "delta"], 2.0), "key 'privacy.delta' must lie in (0, 1)"),
+    (_break(["utility", "student_accuracy"], 91.0), "'utility.student_accuracy' must be a fraction"),
+    (_break(["queries", "answered"], 2000), "'queries.answered' (2000) must not exceed"),
+    (_break(["format"], 2), "key 'format' must be 1"),
+    (_break(["privacy", "mechanism"], "pate-magic"), "key 'privacy.mechanism' must be one of"),
+    (_break(["privacy", "data_dependent_is_private"], True),
+     "data_dependent_is_private' must be false"),
+    (_break(["privacy", "rdp_data_dependent"], [1.0, 2.0]), "one value per order"),
+    (_break(["utility", "confusion_matrix"], [[1, 2], [3]]), "square matrix"),
+    (_break(["privacy", "sanitized", "beta"], 0.02), "differs from config.privacy.release_beta"),
+    (_break(["privacy", "neighbouring_relation"], "unit"), "config.partition.mode is 'random'"),
+    (_break(["privacy", "ledger"], {"path": "x"}), "key 'privacy.ledger.dataset' is missing"),
+    (lambda a: a["privacy"]["orders"].__setitem__(0, float("nan")), "'privacy.orders' must be a list"),
+])
+def test_malformed_analysis_names_file_and_key_and_writes_nothing(tmp_path, edit, message):
+    a = make_analysis()
+    edit(a)
+    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    with pytest.raises(ValueError) as info:
+        rep.write_report(tmp_path)
+    assert message in str(info.value) and str(tmp_path / "analysis.json") in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+
+
+def test_missing_or_unreadable_input_writes_nothing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="analysis.json not found"):
+        rep.write_report(tmp_path)
+    with pytest.raises(FileNotFoundError, match="run directory not found"):
+        rep.write_report(tmp_path / "nope")
+    (tmp_path / "analysis.json").write_text("{not json")
+    with pytest.raises(ValueError, match="analysis.json is not valid JSON"):
+        rep.write_report(tmp_path)
+    (tmp_path / "analysis.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        rep.write_report(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+
+
+def test_validate_and_build_are_pure(tmp_path):
+    a = make_analysis()
+    before = copy.deepcopy(a)
+    report = rep.build_report(rep.validate_analysis(a))
+    assert a == before and set(report) == set(a) | {"statement", "plots", "warnings"}
+    assert rep.plain_language_statement(a) == report["statement"]
+
+
+def test_cli_json_equals_report_json(tmp_path, capsys):
+    make_analysis(tmp_path)
+    assert main(["report", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == json.loads((tmp_path / "report.json").read_text())
+    assert main(["report", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / n) for n in rep.REPORT_FILES] + [
+        str(tmp_path / f"plots/{n}.png") for n in rep.PLOT_NAMES]
+
+
+def test_cli_bad_input_one_clean_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "pate report: error:" in err and "analysis.json not found" in err
+    assert "Traceback" not in err
+    a = make_analysis()
+    del a["utility"]["plurality_vote_accuracy"]
+    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    assert main(["report", str(tmp_path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert "utility.plurality_vote_accuracy" in captured.err and captured.out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+
+
+def test_cli_does_not_import_torch(tmp_path):
+    make_analysis(tmp_path)
+    code = ("import sys; import pate.report; assert 'matplotlib' not in sys.modules; "
+            "from pate.cli import main; rc = main(['report', sys.argv[1], '--json']); "
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["privacy"]["eps_sanitized"] == pytest.approx(
+        json.loads((tmp_path / "analysis.json").read_text())["privacy"]["eps_sanitized"], abs=0)
