@@ -109,7 +109,7 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
     },
     "queries": {"public_size": "int", "asked": "int", "answered": "int",
                 "labelled_by_student": "int", "stop_reason": "str?"},
-    "utility": {"student_accuracy": "float", "student_per_class_accuracy": "[float]",
+    "utility": {"student_accuracy": "float", "student_per_class_accuracy": "[float?]",
                 "confusion_matrix": "[[int]]", "class_names": "[str]?",
                 "teacher_mean_accuracy": "float", "teacher_accuracy_std": "float",
                 "plurality_vote_accuracy": "float", "label_accuracy_answered": "float?",
@@ -180,9 +180,11 @@ class _Checker:
                     isinstance(row, list) and all(_is_int(v) for v in row) for row in data)):
                 self.fail(key, f"must be a list of lists of integers, got {_short(data)}")
             return
-        item = {"[int]": _is_int, "[float]": _is_real, "[str]": lambda v: isinstance(v, str)}[spec]
+        item = {"[int]": _is_int, "[float]": _is_real, "[float?]": lambda v: v is None or _is_real(v),
+                "[str]": lambda v: isinstance(v, str)}[spec]
         if not (isinstance(data, list) and all(item(v) for v in data)):
-            kind = {"[int]": "integers", "[float]": "numbers (not NaN)", "[str]": "strings"}[spec]
+            kind = {"[int]": "integers", "[float]": "numbers (not NaN)",
+                    "[float?]": "numbers (not NaN) or nulls", "[str]": "strings"}[spec]
             self.fail(key, f"must be a list of {kind}, got {_short(data)}")
 
 
@@ -258,7 +260,8 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
                      f"is 'unit' but config.partition.mode is {partition.get('mode')!r}: a "
                      f"unit-level guarantee needs the data split among teachers by unit")
     fixed = config.get("privacy")
-    if isinstance(fixed, dict):
+    if isinstance(fixed, dict) and p["sanitized"]["fallback"] is None:
+        # Noise was added with these parameters: they must be the ones fixed in advance.
         for key, name in (("order", "release_order"), ("beta", "release_beta"),
                           ("sigma_ss", "release_sigma_ss")):
             if name in fixed and _is_real(fixed[name]) and not math.isclose(
@@ -443,7 +446,9 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
             f"\u03b5 = {_eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
             f"release fell back to the data-independent cost at order "
             f"\u03bb = {_param(s['order'])} because {s['fallback']}; no noise was added and "
-            f"nothing data-dependent is released. {fixed}.")
+            f"nothing data-dependent is released. The release parameters (smoothness "
+            f"\u03b2 = {_param(s['beta'])}, noise multiplier \u03c3_ss = {_param(s['sigma_ss'])}) "
+            f"were fixed in the configuration before the votes were seen.")
     if p["eps_sanitized"] >= p["eps_guarantee"]:
         sanitized += (" Here it is not smaller than the guarantee above, which remains the figure "
                       "to quote.")
@@ -668,7 +673,8 @@ def _blocks(report: dict) -> list[tuple]:
         b.append(("p", f"**Label accuracy is a benchmark-only figure:** {note}"))
     names = _class_names(u)
     b.append(("table", ["Class", "Student accuracy"],
-              [[n, _pct(acc)] for n, acc in zip(names, u["student_per_class_accuracy"])]))
+              [[n, "n/a (no evaluation items)" if acc is None else _pct(acc)]
+               for n, acc in zip(names, u["student_per_class_accuracy"])]))
 
     b.append(("h2", "Plots"))
     for name in PLOT_NAMES:
@@ -793,9 +799,11 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def _internal_stamp(ax) -> None:
-    ax.text(0.99, 0.01, "contains NOT PRIVATE data-dependent figures \u2014 internal only",
-            transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="#b00020")
+def _internal_stamp(ax, title: str) -> None:
+    """The title, with a red subtitle saying the plot holds non-private figures."""
+    ax.set_title(title, pad=16)
+    ax.text(0.5, 1.01, "contains NOT PRIVATE data-dependent figures \u2014 internal only",
+            transform=ax.transAxes, ha="center", va="bottom", fontsize=8, color="#b00020")
 
 
 def _plot_epsilon(a: dict):
@@ -819,11 +827,10 @@ def _plot_epsilon(a: dict):
                label=f"guarantee \u03b5 = {_eps(p['eps_guarantee'])}")
     ax.set_xlabel("answered queries")
     ax.set_ylabel(f"\u03b5 at \u03b4 = {_delta(p['delta'])}")
-    ax.set_title("Privacy cost against answered queries")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    _internal_stamp(ax)
+    _internal_stamp(ax, "Privacy cost against answered queries")
     return fig
 
 
@@ -869,10 +876,9 @@ def _plot_rdp(a: dict):
         ax.set_yscale("log")
     ax.set_xlabel("Renyi order \u03bb (log scale)")
     ax.set_ylabel("RDP of the run at order \u03bb")
-    ax.set_title("Renyi-DP per order")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    _internal_stamp(ax)
+    ax.legend(fontsize=8, loc="best")
+    _internal_stamp(ax, "Renyi-DP per order")
     return fig
 
 

@@ -332,6 +332,8 @@ def test_unit_level_gnmax_without_ledger(tmp_path):
 def test_fallback_and_edge_cases_give_warnings(tmp_path):
     a = make_analysis(fallback="conditions C5/C6 do not hold at this order and sigma2",
                       num_teachers=50, delta=0.05)
+    a["privacy"]["sanitized"]["order"] = 19.0  # unused when falling back: not checked
+    a["utility"]["student_per_class_accuracy"][3] = None  # a class absent from the evaluation
     a["privacy"]["order"] = a["privacy"]["orders"][-1]
     a["privacy"]["budget"].update(basis="data-dependent", stop_reason="budget of eps 8 reached")
     (tmp_path / "analysis.json").write_text(json.dumps(a))
@@ -345,7 +347,8 @@ def test_fallback_and_edge_cases_give_warnings(tmp_path):
     assert a["privacy"]["eps_sanitized"] >= a["privacy"]["eps_guarantee"]
     assert "which remains the figure to quote" in result["statement"]
     assert "Querying stopped early: budget of eps 8 reached" in result["statement"]
-    assert "## Warnings" in (tmp_path / "report.md").read_text()
+    md = (tmp_path / "report.md").read_text()
+    assert "## Warnings" in md and "| Dress | n/a (no evaluation items) |" in md
 
 
 def _break(path: list, value=KeyError):
