@@ -15,10 +15,8 @@ Symbols:
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -87,20 +85,8 @@ def evaluate_student(student: Any, x: Any, y: Any, *, num_classes: int | None = 
 
 def save_json(obj: Any, path: str | os.PathLike) -> pathlib.Path:
     """Write ``obj`` as indented JSON to ``path`` atomically (temp file + ``os.replace``)."""
+    from teachers.checkpoint import atomic_write_json
+
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
+    return atomic_write_json(path, obj)

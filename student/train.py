@@ -59,7 +59,6 @@ import numbers
 import os
 import pathlib
 import sys
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -89,28 +88,15 @@ _OTHER_PARAMS = ("device", "random_state", "progress", "checkpoint_dir", "resume
 # --------------------------------------------------------------------------- helpers
 
 def resolve_device(spec: Any = "auto") -> torch.device:
-    """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist)."""
+    """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
+
+    The same rules and messages as the teachers (``teachers.ensemble.resolve_device``).
+    """
+    from teachers.ensemble import resolve_device as _resolve
+
     if isinstance(spec, torch.device):
         spec = str(spec)
-    if not isinstance(spec, str):
-        raise TypeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {describe(spec)}")
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if spec == "cpu":
-        return torch.device("cpu")
-    if spec == "cuda" or spec.startswith("cuda:"):
-        index = spec.partition(":")[2]
-        if index and not index.isdigit():
-            raise ValueError(f"device {spec!r}: the CUDA index must be a non-negative integer, "
-                             "e.g. 'cuda:0'")
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {spec!r} was requested but CUDA is not available here; "
-                             "use --device cpu or --device auto")
-        if index and int(index) >= torch.cuda.device_count():
-            raise ValueError(f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s) "
-                             "are visible")
-        return torch.device(spec)
-    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {spec!r}")
+    return torch.device(_resolve(spec))
 
 
 def auto_model_name(input_shape: tuple[int, ...]) -> str:
@@ -155,6 +141,11 @@ def _refuse_non_public(obj: Any, name: str) -> None:
         raise TypeError(
             f"{name} is an ArraySplit ({type(obj).__name__}), which carries true labels; pass the "
             "public inputs array (split.x) as public_x and the aggregator's released labels as labels")
+    if hasattr(obj, "public_predictions") or hasattr(obj, "teacher_accuracy"):
+        raise TypeError(
+            f"{name} is a teacher ensemble result ({type(obj).__name__}); the student must never "
+            "receive the teachers' predictions or weights. Vote and aggregate (pate vote, pate "
+            "aggregate) and pass the public inputs and the released labels only")
     if _is_model_like(obj):
         raise TypeError(
             f"{name} is a model / teacher ensemble / state dict; the student must never receive "
@@ -194,9 +185,10 @@ def _check_labels(labels: Any, num_public: int, num_classes: int | None) -> np.n
     if labels.ndim == 2:
         if np.issubdtype(labels.dtype, np.integer):
             raise TypeError(
-                f"labels has shape {labels.shape}, which looks like a votes matrix (queries, classes); "
-                "the student must never see the teachers' votes. Aggregate them (pate aggregate) and "
-                "pass the released labels, shape (N_public,), -1 where unanswered")
+                f"labels has shape {labels.shape}, which looks like a votes matrix (queries, classes) "
+                "or per-teacher predictions (teachers, queries); the student must never see the "
+                "teachers' votes or predictions. Aggregate them (pate aggregate) and pass the "
+                "released labels, shape (N_public,), -1 where unanswered")
         raise TypeError(f"labels has shape {labels.shape} (probabilities or one-hot?); pass hard "
                         "released labels of shape (N_public,), -1 where unanswered")
     if labels.ndim == 3:
@@ -232,18 +224,10 @@ def _seed_from(random_state: Any) -> int | None:
 
 
 def _atomic_torch_save(obj: Any, path: pathlib.Path) -> None:
+    from teachers.checkpoint import atomic_torch_save
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_torch_save(path, obj)
 
 
 class _Standardize(nn.Module):

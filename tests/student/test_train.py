@@ -178,6 +178,20 @@ def test_refuses_teachers(digits, first_k_labels, no_training):
             train_student(digits.public.x, labels, model=bad)
     with pytest.raises(TypeError, match="teachers"):
         train_student(digits.public.x, labels, teachers=[teacher])
+    # The teachers' training result (their predictions on the public split) and raw
+    # (teachers, queries) predictions are refused too.
+    from teachers.ensemble import EnsembleResult
+
+    preds = np.tile(digits.public.y, (5, 1))
+    result = EnsembleResult(public_predictions=preds, eval_predictions=preds[:, :200],
+                            eval_labels=digits.evaluation.y, teacher_accuracy=np.ones(5),
+                            plurality_accuracy=1.0, num_classes=10, trainer="sequential",
+                            device="cpu", chunk_size=5, train_seconds=0.0)
+    for bad in (result, preds):
+        with pytest.raises(TypeError, match="teacher"):
+            train_student(digits.public.x, bad)
+    with pytest.raises(TypeError, match="teacher ensemble"):
+        train_student(result, labels)
 
 
 def test_refuses_bad_labels_and_settings(digits, first_k_labels, no_training):
@@ -216,5 +230,5 @@ def test_resolve_device():
     with pytest.raises(TypeError):
         resolve_device(0)
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="not available"):
+        with pytest.raises(ValueError, match="no CUDA GPU"):
             resolve_device("cuda:0")
