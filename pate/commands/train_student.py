@@ -88,14 +88,11 @@ def add_parser(subparsers) -> None:
 
 
 def _check_type(path, where: str, value, want):
-    from analysis.errors import ConfigError
+    # The same typing rules and messages as `pate train-teachers` (float accepts ints, bool is
+    # never an int).
+    from pate.commands.train_teachers import _check_type as check
 
-    ok = (isinstance(value, bool) if want is bool else
-          (isinstance(value, want) and not isinstance(value, bool)) or
-          (want is float and isinstance(value, int) and not isinstance(value, bool)))
-    if not ok:
-        raise ConfigError(f"--config {path}: {where} must be {want.__name__}, got {value!r}")
-    return value
+    return check(path, where, "", value, want)
 
 
 def _read_config(path: str | None) -> tuple[dict, dict]:
