@@ -167,8 +167,6 @@ def test_refuses_votes(digits, first_k_labels, no_training):
 
 
 def test_refuses_teachers(digits, first_k_labels, no_training):
-    from teachers.models import MODEL_NAMES  # noqa: F401  (the zoo is importable)
-
     teacher = torch.nn.Linear(64, 10)
     labels = first_k_labels(digits.public.y, 30)
     for bad in (teacher, [teacher, teacher], teacher.state_dict()):
