@@ -376,7 +376,7 @@ class Pipeline:
         from pate.report import write_report
 
         report = write_report(self.run_dir)
-        return {"files": ["report.json", "report.md", "report.html"] + list(report.get("plots", []))}
+        return {"files": ["report.json", "report.md", "report.html", *report["plots"].values()]}
 
 
 def _finite(x: float) -> float | None:

@@ -90,13 +90,12 @@ def _ledger_summary(pipeline: "Pipeline", dataset: str | None) -> dict | None:
         s = ledger.summary(dataset)
     finally:
         ledger.close()
-    budget = s.get("budget") or {}
-    spent = s.get("spent")
-    eps = budget.get("eps")
-    return {"path": s.get("ledger"), "dataset": s.get("dataset"), "name": s.get("name"),
+    budget = s["budget"] or {}
+    spent, eps = float(s["spent"]), budget.get("eps")
+    return {"path": str(s["ledger"]), "dataset": s["dataset"], "name": s["name"],
             "budget_eps": eps, "budget_delta": budget.get("delta"), "spent_eps": spent,
-            "remaining_eps": None if eps is None or spent is None else eps - spent,
-            "events": s.get("events"), "runs": s.get("runs")}
+            "remaining_eps": None if eps is None else eps - spent,
+            "events": int(s["events"]), "runs": int(s["runs"])}
 
 
 def build_analysis(pipeline: "Pipeline") -> dict:
@@ -159,6 +158,7 @@ def build_analysis(pipeline: "Pipeline") -> dict:
         # Nothing data-dependent is released: the data-independent epsilon holds at every order,
         # so its best order may be used (it was chosen without looking at the data).
         release["eps_sanitized"] = min(release["eps_sanitized"], float(eps_ind))
+        release["eps_sanitized_upper_2std"] = release["eps_sanitized"]
     guarantee_rdp = rdp_ind + _gnss_curve(release, orders)
     eps_guarantee, _ = analysis.eps_from_rdp(guarantee_rdp, orders=orders, delta=delta,
                                              conversion=conversion)

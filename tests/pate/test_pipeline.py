@@ -1,0 +1,159 @@
+"""End to end: `pate run` on configs/digits.toml (seconds), resume, idempotent charging, bad configs."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import analysis
+from analysis.errors import ConfigError
+from pate import config as C
+from pate.cli import main
+from pate.ledger import Ledger
+from pate.pipeline import Pipeline
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DIGITS = REPO / "configs" / "digits.toml"
+OUTPUTS = ("votes.npy", "labels.npy", "answered.npy")
+
+
+def load_config(tmp, name):
+    return C.load(DIGITS, run_dir=str(tmp / name))
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipeline")
+    ledger = tmp / "ledger.sqlite3"
+    pipeline = Pipeline(load_config(tmp, "full"), progress=False, ledger_path=ledger)
+    report = pipeline.run()
+    return pipeline, report, ledger
+
+
+def test_every_stage_writes_its_outputs(full_run):
+    pipeline, report, _ = full_run
+    run_dir = pipeline.run_dir
+    for name in ("config.json", "run.json", "partition.npz", "teachers/metrics.json",
+                 "teachers/predictions.npz", *OUTPUTS, "aggregate.json", "student.pt",
+                 "student_metrics.json", "analysis.json", "report.json", "report.md", "report.html"):
+        assert (run_dir / name).is_file(), name
+    for stage in ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report"):
+        assert (run_dir / "stages" / f"{stage}.json").is_file()
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["aggregator"]["mechanism"] == "confident-gnmax" and saved["run"]["seed"] == 0
+    assert report["config"] == saved
+
+
+def test_reported_epsilon_equals_analysis_recomputed_from_saved_votes(full_run):
+    pipeline, report, _ = full_run
+    run_dir, cfg = pipeline.run_dir, pipeline.config
+    votes = np.load(run_dir / "votes.npy")
+    answered = np.load(run_dir / "answered.npy")
+    labels = np.load(run_dir / "labels.npy")
+    asked = report["queries"]["asked"]
+    assert np.all(labels[~answered] == -1) and np.all(labels[answered] >= 0)
+    assert report["queries"]["answered"] == int(answered.sum())
+    assert not answered[asked:].any()
+    a = cfg["aggregator"]
+    kw = dict(threshold=a["threshold"], sigma1=a["sigma1"], sigma2=a["sigma2"],
+              orders=analysis.DEFAULT_ORDERS, answered=answered[:asked])
+    for dd, key in ((True, "eps_data_dependent"), (False, "eps_data_independent")):
+        rdp = analysis.confident_gnmax_rdp(votes[:asked], data_dependent=dd, **kw)
+        eps, _ = analysis.eps_from_rdp(rdp, orders=analysis.DEFAULT_ORDERS, delta=cfg["privacy"]["delta"])
+        assert report["privacy"][key] == pytest.approx(float(eps), rel=1e-12)
+    p = report["privacy"]
+    assert p["eps_data_dependent"] <= p["eps_data_independent"] <= p["eps_guarantee"] + 1e-12
+    assert p["eps_data_independent"] <= cfg["privacy"]["budget_eps"]
+    u = report["utility"]
+    assert 0.6 < u["student_accuracy"] <= 1.0 and 0.6 < u["plurality_vote_accuracy"] <= 1.0
+
+
+def test_the_ledger_holds_exactly_the_run_s_charge(full_run):
+    pipeline, report, ledger_path = full_run
+    with Ledger(ledger_path) as ledger:
+        (dataset,) = ledger.datasets()
+        events = ledger.events(dataset["digest"])
+    assert [e.run_id for e in events] == [pipeline.state["run_id"] + ":aggregate"]
+    assert events[0].event.answered == report["queries"]["answered"]
+    assert report["privacy"]["ledger"]["events"] == 1
+
+
+def test_resume_after_a_crash_between_stages_gives_identical_outputs(full_run, tmp_path):
+    first, report, _ = full_run
+    ledger = tmp_path / "ledger.sqlite3"
+    partial = Pipeline(load_config(tmp_path, "resumed"), progress=False, ledger_path=ledger)
+    partial.run(until="votes")
+    assert not (partial.run_dir / "labels.npy").exists()
+    with pytest.raises(ConfigError, match="--resume"):
+        Pipeline(load_config(tmp_path, "resumed"), progress=False, ledger_path=ledger)
+    resumed = Pipeline(load_config(tmp_path, "resumed"), resume=True, progress=False, ledger_path=ledger)
+    again = resumed.run()
+    for name in OUTPUTS:
+        np.testing.assert_array_equal(np.load(first.run_dir / name), np.load(resumed.run_dir / name))
+    for key in ("eps_data_independent", "eps_data_dependent", "eps_sanitized", "eps_guarantee"):
+        assert again["privacy"][key] == report["privacy"][key]
+    assert again["utility"]["student_accuracy"] == report["utility"]["student_accuracy"]
+
+
+def test_crash_after_the_answers_before_the_ledger_charges_them_once(tmp_path, monkeypatch):
+    from pate import ledger as ledger_module
+
+    ledger_path = tmp_path / "ledger.sqlite3"
+    pipeline = Pipeline(load_config(tmp_path, "crash"), progress=False, ledger_path=ledger_path)
+    pipeline.run(until="votes")
+
+    def crash(self, events):
+        raise KeyboardInterrupt("simulated kill between writing the answers and the ledger commit")
+
+    monkeypatch.setattr(ledger_module.Reservation, "commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Pipeline(load_config(tmp_path, "crash"), resume=True, progress=False,
+                 ledger_path=ledger_path).run(until="aggregate")
+    labels = np.load(pipeline.run_dir / "labels.npy")
+    monkeypatch.undo()
+    with Ledger(ledger_path) as ledger:
+        (dataset,) = ledger.datasets()
+        assert ledger.events(dataset["digest"]) == []
+    for _ in range(2):  # resuming twice never charges twice, and never redraws the answers
+        Pipeline(load_config(tmp_path, "crash"), resume=True, progress=False,
+                 ledger_path=ledger_path).run(until="aggregate")
+    np.testing.assert_array_equal(np.load(pipeline.run_dir / "labels.npy"), labels)
+    with Ledger(ledger_path) as ledger:
+        events = ledger.events(dataset["digest"])
+    assert len(events) == 1 and events[0].event.answered == int((labels >= 0).sum())
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("[student]", "[student]\nbogus = 1"), "unknown key(s) bogus in [student]"),
+    (lambda t: t.replace("[run]", "[runn]\n[run]"), "unknown table(s) [runn]"),
+    (lambda t: t.replace("num_teachers = 10", "num_teachers = \"ten\""), "[partition] num_teachers must be an integer"),
+    (lambda t: t.replace("delta = 1e-5", ""), "[privacy] delta is required"),
+    (lambda t: t.replace("sigma2 = 1.5", "sigma2 = -1.5"), "sigma2 must be > 0"),
+    (lambda t: t.replace("release_beta = 0.1", "release_beta = 0.3"), "release_order (3.0) must be < 1/(2 release_beta)"),
+    (lambda t: t.replace("epochs = 40", "epochs = 0"), "epochs must be >= 1"),
+    (lambda t: t.replace("method = \"fixmatch\"", "method = \"magic\""), "method"),
+    (lambda t: t.replace("mechanism = \"confident-gnmax\"", "mechanism = \"gnmax\""), "needs sigma"),
+    (lambda t: t.replace("queries = 400", "queries = 100000"), "exceeds the 597 public items"),
+    (lambda t: t.replace("num_teachers = 10", "num_teachers = 5000"), "exceeds the 1000 private records"),
+    (lambda t: t + "\n[data]\nname = \"x\"\n", "not valid TOML"),
+])
+def test_bad_config_is_a_clear_error_and_writes_nothing(tmp_path, capsys, edit, message):
+    config = tmp_path / "bad.toml"
+    config.write_text(edit(DIGITS.read_text()))
+    run_dir = tmp_path / "run"
+    ledger = tmp_path / "ledger.sqlite3"
+    rc = main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger", str(ledger)])
+    err = capsys.readouterr().err
+    assert rc != 0 and message in err, err
+    assert "Traceback" not in err
+    assert not run_dir.exists() and not ledger.exists()
+
+
+def test_secure_mode_refuses_a_seed(tmp_path):
+    config = tmp_path / "secure.toml"
+    config.write_text(DIGITS.read_text().replace("seed = 0", "seed = 0\nsecure = true"))
+    with pytest.raises(ConfigError, match="secure"):
+        C.load(config)
