@@ -16,9 +16,19 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
+# The main job: Fashion-MNIST from Debian's dataset-fashion-mnist (installed here when missing and
+# apt is usable), then the whole pipeline. --resume: a second `make demo` reuses the finished run.
+FMNIST_DIR := /usr/share/datasets/fashion-mnist
 demo: setup
-	$(VENV)/bin/pate analyze --votes ../shared/bench/votes_1000_250teachers.npy \
-	    --mechanism confident-gnmax --threshold 200 --sigma1 150 --sigma2 40 --delta 1e-5
+	@if [ ! -e $(FMNIST_DIR)/train-images-idx3-ubyte.gz ] && [ ! -e $(FMNIST_DIR)/train-images-idx3-ubyte ]; then \
+	    if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	        apt-get update -q && apt-get install -y -q dataset-fashion-mnist; \
+	    else \
+	        echo "Fashion-MNIST is missing: install Debian's dataset-fashion-mnist (as root), or set"; \
+	        echo "[data] root / download in configs/fashion_mnist.toml"; \
+	    fi; \
+	fi
+	$(VENV)/bin/pate run --config configs/fashion_mnist.toml --resume
 
 test: setup
 	$(PY) -m pytest -q
