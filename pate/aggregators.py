@@ -52,7 +52,6 @@ References
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np

@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -43,6 +42,7 @@ import numpy as np
 
 from analysis.errors import PartitionError
 from analysis.validation import check_choice, check_int, describe
+from pate.io import atomic_write_bytes
 from pate.rng import check_rng
 
 __all__ = ["Partition", "partition_random", "partition_stratified", "partition_by_unit",
@@ -233,7 +233,7 @@ class Partition:
             arrays["unit_ids"] = self.unit_ids
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
-        _atomic_write_bytes(path, buffer.getvalue())
+        atomic_write_bytes(path, buffer.getvalue())
         return path
 
     @classmethod
@@ -282,21 +282,6 @@ class Partition:
                     "since the split: re-run `pate partition` on the current data")
         return partition
 
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 # --------------------------------------------------------------------------- checks

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from analysis.errors import ConfigError
+from pate.io import atomic_save_npy, atomic_write_json
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 _FORMAT = 1
@@ -46,19 +47,11 @@ def _now() -> str:
 
 
 def _write_json(path: pathlib.Path, obj: Any) -> None:
-    from teachers.checkpoint import atomic_write_json
-
     atomic_write_json(path, obj)
 
 
 def _save_npy(path: pathlib.Path, array: np.ndarray) -> None:
-    import io
-
-    from teachers.checkpoint import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_save_npy(path, array)
 
 
 def _log(message: str) -> None:

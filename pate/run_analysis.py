@@ -105,7 +105,7 @@ def build_analysis(pipeline: "Pipeline") -> dict:
     from pate.partition import Partition
 
     run_dir, config = pipeline.run_dir, pipeline.config
-    priv, agg_cfg = config["privacy"], config["aggregator"]
+    priv = config["privacy"]
     summary = json.loads((run_dir / "aggregate.json").read_text())
     mechanism, params = summary["mechanism"], summary["params"]
     orders = C.orders(config)

@@ -18,15 +18,14 @@ still has a column. Every row of a vote matrix sums to the number of teachers.
 
 from __future__ import annotations
 
-import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from analysis.validation import check_int, check_probabilities, check_votes, describe
+from pate.io import atomic_save_npy
 
 __all__ = ["votes_from_predictions", "votes_from_probabilities", "save_votes", "load_votes",
            "describe_votes", "VOTES_FILENAME"]
@@ -133,21 +132,7 @@ def save_votes(run_dir: str | os.PathLike, votes: Any) -> Path:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist; create it first")
     path = run_dir / VOTES_FILENAME
-    buffer = io.BytesIO()
-    np.save(buffer, arr, allow_pickle=False)
-    fd, tmp = tempfile.mkstemp(prefix=".votes.", suffix=".tmp", dir=run_dir)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buffer.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_save_npy(path, arr)
     return path
 
 

@@ -8,12 +8,11 @@ data-independent and data-dependent epsilon. Votes are never printed. No torch i
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
+
+from pate.io import atomic_save_npy, atomic_write_json
 
 MECHANISMS = ("lnmax", "gnmax", "confident-gnmax")
 LABELS_FILENAME = "labels.npy"
@@ -61,21 +60,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=run)
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,10 +133,8 @@ def run(args: argparse.Namespace) -> int:
     summary["eps_data_dependent_is_private"] = False
     summary["event"] = result.event.to_dict()
 
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(result.labels, dtype=np.int64), allow_pickle=False)
-    _atomic_write(labels_path, buffer.getvalue())
-    _atomic_write(summary_path, (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
+    atomic_save_npy(labels_path, np.asarray(result.labels, dtype=np.int64))
+    atomic_write_json(summary_path, summary)
 
     if args.json:
         printed = {k: v for k, v in summary.items() if k != "event"}
