@@ -65,7 +65,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model-params", help="JSON object of scikit-learn estimator parameters")
     p.add_argument("--epochs", type=int, help="training epochs per teacher (default 20)")
     p.add_argument("--batch-size", type=int, help="records per step per teacher (default 32)")
-    p.add_argument("--lr", type=float, help="learning rate (default 1e-3)")
+    p.add_argument("--lr", type=float, help="learning rate (default 2e-3)")
     p.add_argument("--optimizer", help="adam (default), adamw or sgd")
     p.add_argument("--weight-decay", type=float, help="weight decay (default 0)")
     p.add_argument("--momentum", type=float, help="SGD momentum (default 0.9)")
