@@ -354,6 +354,9 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
     from teachers.vectorized import per_teacher_bytes, vmap_support
 
     trainer = config.trainer
+    saved_state = _peek_state(out_dir) if resume else None
+    if saved_state is not None and saved_state.get("trainer") in ("vectorized", "sequential"):
+        trainer = saved_state["trainer"]  # a resumed run keeps its trainer (same float rounding)
     if trainer in ("auto", "vectorized"):
         reason = vmap_support(config.model, input_shape=data.input_shape, num_classes=num_classes)
         if reason is not None:
@@ -445,6 +448,15 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
     seconds = time.perf_counter() - started
     return _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size,
                    seconds, out, config)
+
+
+def _peek_state(out_dir):
+    if out_dir is None:
+        return None
+    try:
+        return json.loads((pathlib.Path(out_dir) / _STATE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _open_out_dir(out_dir, fingerprint, resume):

@@ -60,10 +60,11 @@ def epoch_plan(seed: int, epoch: int, num_records: int, *, max_shift: int = 0,
     return EpochPlan(order=order, shifts=shifts, flips=flips)
 
 
-def augment(x, shifts, flips):
+def augment(x, shifts, flips, *, max_shift: int | None = None):
     """Translate (zero padding) and/or horizontally flip each image of ``x`` (N, C, H, W).
 
-    ``shifts``: (N, 2) integer tensor or None; ``flips``: (N,) bool tensor or None.
+    ``shifts``: (N, 2) integer tensor or None; ``flips``: (N,) bool tensor or None;
+    ``max_shift``: a bound on ``|shifts|`` (avoids a device sync on GPU; computed if None).
     """
     import torch
 
@@ -71,7 +72,10 @@ def augment(x, shifts, flips):
         return x
     n, _, h, w = x.shape
     dev = x.device
-    m = int(shifts.abs().max().item()) if shifts is not None else 0
+    if shifts is None:
+        m = 0
+    else:
+        m = int(shifts.abs().max().item()) if max_shift is None else int(max_shift)
     xp = torch.nn.functional.pad(x, (m, m, m, m)) if m else x
     ar_h = torch.arange(h, device=dev)
     ar_w = torch.arange(w, device=dev)

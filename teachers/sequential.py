@@ -84,7 +84,8 @@ class SequentialChunk:
                     r = rows[sl]
                     xb = augment(self.x.index_select(0, r),
                                  None if shifts is None else shifts[sl],
-                                 None if flips is None else flips[sl])
+                                 None if flips is None else flips[sl],
+                                 max_shift=self.max_shift)
                     opt.zero_grad(set_to_none=True)
                     with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.amp):
                         logits = model(xb)

@@ -219,7 +219,8 @@ class VectorizedChunk:
                 r = rows_t[:, sl].reshape(-1)
                 xb = augment(self.x.index_select(0, r),
                              None if shifts_t is None else shifts_t[:, sl].reshape(-1, 2),
-                             None if flips_t is None else flips_t[:, sl].reshape(-1))
+                             None if flips_t is None else flips_t[:, sl].reshape(-1),
+                             max_shift=self.max_shift)
                 xb = xb.view((t_count, bs) + tuple(xb.shape[1:]))
                 yb = self.y.index_select(0, r).view(t_count, bs)
                 wb = weight_t[:, sl]
