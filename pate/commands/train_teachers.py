@@ -137,8 +137,6 @@ def read_config(path: str | None) -> tuple[dict, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from analysis.validation import check_int
 
     # ---- settings: file, then flags; all validated before any data is read or work done
@@ -206,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(summary, sys.stdout, indent=2)
         print()
     else:
+        import numpy as np
+
         acc = result.teacher_accuracy
         print(f"teachers: {result.num_teachers} x {config.resolved(data).model!r} on {name} "
               f"({result.trainer}, {result.device}, chunks of {result.chunk_size}, "
@@ -213,9 +213,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"evaluation accuracy ({len(data.evaluation)} items): teachers mean "
               f"{100 * acc.mean():.2f} % (std {100 * acc.std():.2f}, min {100 * acc.min():.2f}, "
               f"max {100 * acc.max():.2f}); plurality vote {100 * result.plurality_accuracy:.2f} %")
+        if result.num_teachers <= 20:
+            print("per-teacher accuracy (%): " + " ".join(f"{100 * a:.1f}" for a in acc))
+        else:
+            q = np.percentile(100 * acc, [10, 25, 50, 75, 90])
+            print("per-teacher accuracy percentiles 10/25/50/75/90 (%): "
+                  + " / ".join(f"{v:.1f}" for v in q))
         print(f"per-teacher accuracy: {out_dir / 'metrics.json'}; public predictions: "
               f"{out_dir / 'predictions.npz'}; next: pate vote --run-dir {run_dir}")
-    del np
     return 0
 
 
