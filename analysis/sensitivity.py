@@ -183,36 +183,83 @@ def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: fl
     log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
     log_q = gnmax_log_q(votes, sigma=sigma)
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
-    go_left = log_q > log_q0  # make the leader stronger: q decreases towards q0
-    go_right = log_q < log_q1  # make the runner-up stronger: q increases towards q1
-    # Walk all queries in lock-step, recording (row, distance, log q); Algorithm 3 is then
-    # evaluated once, on the distinct log q values only.
+    # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
+    # the distinct log q values only. Rows above the plateau move votes from the runner-up to the
+    # leader (q decreases towards q0), rows below it from the leader to the runner-up (q increases
+    # towards q1).
     visited_rows = [np.nonzero(~in_plateau)[0]]
     visited_distance = [np.zeros(visited_rows[0].size, dtype=np.int64)]
     visited_log_q = [log_q[~in_plateau]]
     current = -np.sort(-votes, axis=1)
-    distance = 0
-    while distance + 1 < num_teachers:
-        moving = (go_left & (log_q > log_q0) & (current[:, 1] > 0)) | (go_right & (log_q < log_q1))
-        rows = np.nonzero(moving)[0]
-        if rows.size == 0:
-            break
-        distance += 1
-        step = np.where(go_left[rows], 1, -1)
-        block = current[rows]
-        block[:, 0] += step
-        block[:, 1] -= step
-        left_rows = go_left[rows]
-        if left_rows.any():  # restore the non-increasing order after lowering the runner-up
-            block[left_rows] = -np.sort(-block[left_rows], axis=1)
-        current[rows] = block
-        log_q[rows] = _log_q_sorted(block, log_tail, m)
+    for walk in (_walk_towards_q0, _walk_towards_q1):
+        rows, distance, lq = walk(current, log_q, log_q0, log_q1, log_tail, num_teachers, m)
         visited_rows.append(rows)
-        visited_distance.append(np.full(rows.size, distance, dtype=np.int64))
-        visited_log_q.append(log_q[rows])
+        visited_distance.append(distance)
+        visited_log_q.append(lq)
     values = _unique_apply(np.concatenate(visited_log_q),
                            lambda u: _ls_gnmax_from_log_q(u, sigma, m, order))
     return plateau, np.concatenate(visited_rows), np.concatenate(visited_distance), values
+
+
+_WALK_CHUNK = 16
+
+
+def _walk_towards_q0(current, log_q, log_q0, log_q1, log_tail, num_teachers, m):
+    """Rows with log q > log q0: each step moves one vote from the runner-up to the leader and
+    restores the non-increasing order; continue while log q > log q0 and a runner-up vote is left."""
+    rows = np.nonzero(log_q > log_q0)[0]
+    block, lq = current[rows].copy(), log_q[rows].copy()
+    out_rows, out_distance, out_log_q = [], [], []
+    distance = 0
+    while rows.size and distance + 1 < num_teachers:
+        keep = (lq > log_q0) & (block[:, 1] > 0)
+        rows, block = rows[keep], block[keep]
+        if rows.size == 0:
+            break
+        distance += 1
+        block[:, 0] += 1
+        block[:, 1] -= 1
+        block = -np.sort(-block, axis=1)
+        lq = _log_q_sorted(block, log_tail, m)
+        out_rows.append(rows)
+        out_distance.append(np.full(rows.size, distance, dtype=np.int64))
+        out_log_q.append(lq)
+    return _concat(out_rows, np.int64), _concat(out_distance, np.int64), _concat(out_log_q, np.float64)
+
+
+def _walk_towards_q1(current, log_q, log_q0, log_q1, log_tail, num_teachers, m):
+    """Rows with log q < log q1: step d moves d votes from the leader to the runner-up (the order
+    cannot change while log q < log q1), so the gaps after d steps are g1 - 2d and g_j - d. Steps
+    are evaluated in chunks; a row continues while its previous log q is below log q1."""
+    rows = np.nonzero(log_q < log_q1)[0]
+    gaps0 = current[rows, :1] - current[rows, 1:]
+    out_rows, out_distance, out_log_q = [], [], []
+    start = 0
+    while rows.size and start + 1 < num_teachers:
+        steps = np.arange(start + 1, min(start + _WALK_CHUNK, num_teachers - 1) + 1)
+        gaps = gaps0[:, None, :] - steps[None, :, None]
+        gaps[:, :, 0] -= steps[None, :]
+        # Steps beyond a row's stopping point are computed and discarded: clip their gaps.
+        np.clip(gaps, 0, num_teachers, out=gaps)
+        terms = log_tail[gaps]
+        top = terms.max(axis=2)
+        lq = np.minimum(top + np.log(np.exp(terms - top[:, :, None]).sum(axis=2)),
+                        math.log(1.0 - 1.0 / m))
+        below = lq < log_q1
+        taken = np.ones(below.shape, dtype=bool)
+        taken[:, 1:] = np.logical_and.accumulate(below[:, :-1], axis=1)
+        r, k = np.nonzero(taken)
+        out_rows.append(rows[r])
+        out_distance.append(steps[k])
+        out_log_q.append(lq[r, k])
+        go_on = taken[:, -1] & below[:, -1]
+        rows, gaps0 = rows[go_on], gaps0[go_on]
+        start = int(steps[-1])
+    return _concat(out_rows, np.int64), _concat(out_distance, np.int64), _concat(out_log_q, np.float64)
+
+
+def _concat(parts, dtype):
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
 def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
