@@ -222,18 +222,26 @@ def orders(config: dict):
     return _check("[privacy] orders", analysis.validation.check_orders, spec, "orders")
 
 
+def read_toml(path) -> dict:
+    """A TOML file as a dict; a missing file or bad TOML is one clear error (shared by every
+    command that takes ``--config``)."""
+    path = pathlib.Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--config file not found: {path}") from None
+    except IsADirectoryError:
+        raise FileNotFoundError(f"--config {path} is a directory, not a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
+
+
 def load(path, *, seed: int | None = None, device: str | None = None,
          run_dir: str | None = None) -> dict:
     """Read, apply the command-line overrides to, normalize and validate a TOML config."""
     path = pathlib.Path(path)
-    try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"--config file not found: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    raw = copy.deepcopy(raw)
+    raw = read_toml(path)
     explicit_seed = "seed" in raw.get("run", {}) or seed is not None
     run = raw.setdefault("run", {}) if isinstance(raw.get("run", {}), dict) else raw["run"]
     if isinstance(run, dict):

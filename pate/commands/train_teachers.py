@@ -105,18 +105,10 @@ def read_config(path: str | None) -> tuple[dict, dict]:
     """``(data settings, teacher settings)`` from a TOML file, strictly checked."""
     if path is None:
         return {}, {}
-    import tomllib
-
     from analysis.errors import ConfigError
+    from pate.config import read_toml
 
-    cfg_path = Path(path)
-    if not cfg_path.is_file():
-        raise FileNotFoundError(f"--config {path!r} does not exist")
-    try:
-        with open(cfg_path, "rb") as fh:
-            cfg = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
+    cfg = read_toml(path)
     data, teachers = {}, {}
     for key, want in _TOP_KEYS.items():
         if key in cfg and not isinstance(cfg[key], dict):
