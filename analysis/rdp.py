@@ -100,21 +100,29 @@ def _rdp_gaussian_from_log_q(log_q: np.ndarray, sigma: float, orders: np.ndarray
         increasing_in_q = log_q <= log_a2 - mu2 * (np.log(1.0 + 1.0 / (mu1 - 1.0))
                                                    + np.log(1.0 + 1.0 / (mu2 - 1.0)))
         rows = np.nonzero(order_applies.any(axis=1) & increasing_in_q & (-log_q > eps2) & ~certain)[0]
-        if rows.size:
-            lq = log_q[rows]
+        # Only orders below mu1 can use the bound: evaluate it block by block of rows with
+        # similar mu1, on the orders below the block's largest mu1 only.
+        rows = rows[np.argsort(mu1[rows], kind="stable")]
+        orders_m1 = orders - 1.0
+        for block in np.array_split(rows, max(1, min(8, rows.size // 256))):
+            if block.size == 0:
+                continue
+            cols = np.nonzero(orders < mu1[block].max())[0]
+            lq = log_q[block]
             log1q = _log1mexp(lq)
-            per_order_a = log1q - _log1mexp((lq + eps2[rows]) * (1.0 - 1.0 / mu2[rows]))
-            per_order_b = eps1[rows] - lq / (mu1[rows] - 1.0)
-            orders_m1 = orders - 1.0
+            per_order_a = log1q - _log1mexp((lq + eps2[block]) * (1.0 - 1.0 / mu2[block]))
+            per_order_b = eps1[block] - lq / (mu1[block] - 1.0)
+            om1 = orders_m1[cols]
             # log((1-q) A^{lambda-1} + q B^{lambda-1}) / (lambda-1), in place to spare memory
-            log_s = np.multiply.outer(per_order_a, orders_m1)
+            log_s = np.multiply.outer(per_order_a, om1)
             log_s += log1q[:, None]
-            log_b = np.multiply.outer(per_order_b, orders_m1)
+            log_b = np.multiply.outer(per_order_b, om1)
             log_b += lq[:, None]
             np.logaddexp(log_s, log_b, out=log_s)
-            log_s /= orders_m1
-            np.minimum(log_s, data_independent, out=log_s)
-            out[rows] = np.where(order_applies[rows], log_s, data_independent)
+            log_s /= om1
+            di = data_independent[cols]
+            np.minimum(log_s, di, out=log_s)
+            out[np.ix_(block, cols)] = np.where(order_applies[np.ix_(block, cols)], log_s, di)
     out[certain] = 0.0
     return out
 
