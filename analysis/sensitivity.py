@@ -218,8 +218,10 @@ def _walk_towards_q0(current, log_q, log_q0, log_q1, log_tail, num_teachers, m):
             break
         distance += 1
         block[:, 0] += 1
-        block[:, 1] -= 1
-        block = -np.sort(-block, axis=1)
+        # Lowering the runner-up by one and re-sorting equals lowering the last entry of its run
+        # of ties: the row stays sorted without a sort.
+        last_tie = np.count_nonzero(block[:, 1:] == block[:, 1:2], axis=1)
+        block[np.arange(block.shape[0]), last_tie] -= 1
         lq = _log_q_sorted(block, log_tail, m)
         out_rows.append(rows)
         out_distance.append(np.full(rows.size, distance, dtype=np.int64))
