@@ -32,8 +32,8 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
-from analysis.rdp import (_max_vote, _unique_apply, _rdp_gaussian_from_log_q, _threshold_log_pr,
-                          _threshold_rdp_from_max, gnmax_log_q)
+from analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
+                          _threshold_rdp_from_max, _unique_apply, _unique_weighted_sum, gnmax_log_q)
 from analysis.validation import (check_baseline, check_delta, check_int, check_mask,
                                  check_nonnegative, check_order, check_positive, check_votes)
 
@@ -167,7 +167,8 @@ def _validate_ls_args(votes, num_teachers, order):
     return votes, num_teachers, check_order(order)
 
 
-def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: float):
+def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: float,
+                   log_q: np.ndarray | None = None):
     """[P18] Algorithms 4-5 for every query at once.
 
     Returns (plateau, rows, distances, values): LS_i(d) = values[j] where (rows[j], distances[j])
@@ -181,7 +182,7 @@ def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: fl
         empty = np.zeros(0, dtype=np.int64)
         return plateau, empty, empty, np.zeros(0)
     log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
-    log_q = gnmax_log_q(votes, sigma=sigma)
+    log_q = _gnmax_log_q(votes, sigma) if log_q is None else log_q
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
     # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
     # the distinct log q values only. Rows above the plateau move votes from the runner-up to the
@@ -284,9 +285,9 @@ def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
     return result
 
 
-def _weighted_ls_gnmax_sum(votes, weights, num_teachers, sigma, order) -> np.ndarray:
+def _weighted_ls_gnmax_sum(votes, weights, num_teachers, sigma, order, log_q=None) -> np.ndarray:
     """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix."""
-    plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order)
+    plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order, log_q)
     total = np.full(num_teachers, plateau * float(np.sum(weights)))
     total += np.bincount(distances, weights=weights[rows] * (values - plateau), minlength=num_teachers)
     return total
@@ -467,16 +468,18 @@ def _run_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, base
     elif ind1:
         rdp1 = votes.shape[0] * (order / (2 ** 0.5 * sigma1) ** 2)
     else:
-        rdp1 = float(np.sum(_threshold_rdp_from_max(_max_vote(votes, baseline), threshold, sigma1,
-                                                    orders)[:, 0]))
+        rdp1 = float(_unique_weighted_sum(
+            _max_vote(votes, baseline), ones,
+            lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders))[0])
         ls_total += _weighted_ls_threshold_sum(votes, ones, num_teachers, threshold, sigma1, order,
                                                baseline)
     if ind2:
         rdp2 = float(np.sum(step2_weights)) * (order / sigma2 ** 2)
     else:
-        per_query = _rdp_gaussian_from_log_q(gnmax_log_q(votes, sigma=sigma2), sigma2, orders)[:, 0]
-        rdp2 = float(np.sum(step2_weights * per_query))
-        ls_total += _weighted_ls_gnmax_sum(votes, step2_weights, num_teachers, sigma2, order)
+        log_q = _gnmax_log_q(votes, sigma2)
+        rdp2 = float(_unique_weighted_sum(
+            log_q, step2_weights, lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders))[0])
+        ls_total += _weighted_ls_gnmax_sum(votes, step2_weights, num_teachers, sigma2, order, log_q)
     return rdp1 + rdp2, ls_total, ind1, ind2
 
 
