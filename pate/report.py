@@ -509,6 +509,12 @@ def _warnings(a: dict) -> list[str]:
     if p["sanitized"]["fallback"] is not None:
         out.append(f"The sanitized epsilon fell back to the data-independent one: "
                    f"{p['sanitized']['fallback']}.")
+    elif p["eps_sanitized"] >= p["eps_data_independent"]:
+        out.append(f"The sanitized epsilon ({_eps(p['eps_sanitized'])}) is not smaller than the "
+                   f"data-independent epsilon of the answers ({_eps(p['eps_data_independent'])}): "
+                   f"on this run the data-dependent analysis saves less than its release costs. "
+                   f"Publishing only the data-independent figure, without the sanitized one, gives "
+                   f"the stronger guarantee (\u03b5 = {_eps(p['eps_data_independent'])}).")
     if p["delta"] >= 1.0 / p["num_teachers"]:
         out.append(f"\u03b4 = {_delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
                    f"number of teachers, a lower bound on the number of sensitive records): a "

@@ -449,3 +449,14 @@ def test_cli_does_not_import_torch(tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["privacy"]["eps_sanitized"] == pytest.approx(
         json.loads((tmp_path / "analysis.json").read_text())["privacy"]["eps_sanitized"], abs=0)
+
+
+def test_warns_when_the_sanitized_epsilon_is_no_saving(tmp_path):
+    from pate.report import build_report
+
+    analysis = make_analysis(tmp_path)
+    analysis["privacy"]["eps_sanitized"] = analysis["privacy"]["eps_data_independent"] + 0.5
+    warnings = build_report(analysis)["warnings"]
+    assert any("Publishing only the data-independent figure" in w for w in warnings)
+    analysis["privacy"]["eps_sanitized"] = analysis["privacy"]["eps_data_independent"] * 0.5
+    assert not any("Publishing only" in w for w in build_report(analysis)["warnings"])
