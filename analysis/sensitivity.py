@@ -126,9 +126,12 @@ def _log_q1(sigma: float, order: float, m: int) -> float:
 
 
 def _rdp_gnmax_at(sigma: float, log_q: np.ndarray, order: float, log_q0: float) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        dep = _data_dependent_bound(sigma, np.minimum(log_q, log_q0), order)
-    return np.where(log_q >= log_q0, order / sigma ** 2, dep)
+    """RDP of GNMax at ``order`` for bound q: Theorem 6 below q0, lambda / sigma^2 from q0 on."""
+    out = np.full(log_q.shape, order / sigma ** 2)
+    below = log_q < log_q0
+    if below.any():
+        out[below] = _data_dependent_bound(sigma, log_q[below], order)
+    return out
 
 
 def _ls_gnmax_from_log_q(log_q: np.ndarray, sigma: float, m: int, order: float) -> np.ndarray:
