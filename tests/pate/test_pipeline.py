@@ -157,3 +157,14 @@ def test_secure_mode_refuses_a_seed(tmp_path):
     config.write_text(DIGITS.read_text().replace("seed = 0", "seed = 0\nsecure = true"))
     with pytest.raises(ConfigError, match="secure"):
         C.load(config)
+
+
+def test_secure_mode_draws_the_noise_from_os_entropy(tmp_path):
+    from pate.rng import SecureGenerator
+
+    config = tmp_path / "secure.toml"
+    config.write_text(DIGITS.read_text().replace("seed = 0", "secure = true"))
+    pipeline = Pipeline(C.load(config, run_dir=str(tmp_path / "run")), progress=False)
+    streams = pipeline._noise_streams()
+    assert isinstance(streams.noise, SecureGenerator) and isinstance(streams.release, SecureGenerator)
+    assert not (tmp_path / "run").exists()  # creating the pipeline writes nothing
