@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import pathlib
 import secrets
@@ -286,14 +285,17 @@ class Pipeline:
             queries = agg_cfg.get("queries", votes.shape[0])
             orders = C.orders(self.config)
             budget_eps, delta, reservation = priv["budget_eps"], priv["delta"], None
-            probe = OnlineAggregator(agg_cfg["mechanism"], budget_eps=budget_eps, delta=delta,
-                                     rng=np.random.default_rng(0), orders=orders,
-                                     **self._aggregator_params())
             if ledger is not None:
-                budget = ledger.budget(dataset)
-                budget_eps, delta = budget.eps, budget.delta
-                per_query = probe.worst_case_query_rdp()
                 from analysis.errors import BudgetExceededError
+
+                budget = ledger.budget(dataset)  # the ledger's budget is authoritative
+                budget_eps, delta = budget.eps, budget.delta
+                # Reserve the worst case of the queries this run may ask (or, if that does not
+                # fit, of one query): concurrent runs then cannot spend what this one may need.
+                per_query = OnlineAggregator(
+                    agg_cfg["mechanism"], budget_eps=budget_eps, delta=delta,
+                    rng=np.random.default_rng(0), orders=orders,
+                    **self._aggregator_params()).worst_case_query_rdp()
 
                 try:
                     reservation = ledger.reserve(dataset, orders=orders, rdp=queries * per_query,
@@ -371,6 +373,3 @@ class Pipeline:
         report = write_report(self.run_dir)
         return {"files": ["report.json", "report.md", "report.html", *report["plots"].values()]}
 
-
-def _finite(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
