@@ -284,6 +284,12 @@ class Pipeline:
             votes = np.load(self.run_dir / "votes.npy", allow_pickle=False)
             queries = agg_cfg.get("queries", votes.shape[0])
             orders = C.orders(self.config)
+            # The sanitized release is planned before any noise is drawn (its parameters are in
+            # the config, its cost is data-independent): its cost is part of the budget, so the
+            # answers stop early enough to leave room for it.
+            plan = release_plan(self.config, num_teachers=int(votes[0].sum()),
+                                num_classes=int(votes.shape[1]), orders=orders)
+            release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
             budget_eps, delta, reservation = priv["budget_eps"], priv["delta"], None
             if ledger is not None:
                 from analysis.errors import BudgetExceededError
@@ -298,34 +304,54 @@ class Pipeline:
                     **self._aggregator_params()).worst_case_query_rdp()
 
                 try:
-                    reservation = ledger.reserve(dataset, orders=orders, rdp=queries * per_query,
-                                                 run_id=run_id)
+                    reservation = ledger.reserve(dataset, orders=orders,
+                                                 rdp=queries * per_query + release_rdp, run_id=run_id)
                 except BudgetExceededError:
-                    reservation = ledger.reserve(dataset, orders=orders, rdp=per_query, run_id=run_id)
+                    reservation = ledger.reserve(dataset, orders=orders, rdp=per_query + release_rdp,
+                                                 run_id=run_id)
+            prior = release_rdp if reservation is None else reservation.prior_rdp(orders) + release_rdp
+            noise = self._noise_streams()
             aggregator = OnlineAggregator(
                 agg_cfg["mechanism"], budget_eps=budget_eps, delta=delta,
-                rng=self._noise_streams().noise, orders=orders,
+                rng=noise.noise, orders=orders,
                 budget_basis=agg_cfg["budget_basis"].replace("-", "_"),
-                conversion=priv["conversion"],
-                prior_rdp=None if reservation is None else reservation.prior_rdp(orders),
-                **self._aggregator_params())
+                conversion=priv["conversion"], prior_rdp=prior, **self._aggregator_params())
             result = aggregator.answer(votes[:queries], on_exhausted="stop")
+            events = list(aggregator.accountant.events)
+            release = None
+            if plan["release"]:
+                asked = result.num_asked  # the online aggregator asks a prefix of the queries
+                release = self._release(votes[:asked], result.answered_mask[:asked], noise.release)
+                events.append(PrivacyEvent("gnss-release", plan["params"], orders, plan["rdp"],
+                                           plan["rdp"], queries=0, answered=0))
             labels = np.full(votes.shape[0], -1, dtype=np.int64)
             answered = np.zeros(votes.shape[0], dtype=bool)
             labels[:result.labels.shape[0]] = result.labels
             answered[:result.answered_mask.shape[0]] = result.answered_mask
             _save_npy(self.run_dir / "labels.npy", labels)
             _save_npy(self.run_dir / "answered.npy", answered)
-            summary = dict(aggregator.summary(), run_id=run_id,
-                           dataset=dataset, events=[e.to_dict() for e in aggregator.accountant.events],
-                           queries_offered=int(queries))
+            summary = dict(aggregator.summary(), run_id=run_id, dataset=dataset,
+                           events=[e.to_dict() for e in events], queries_offered=int(queries),
+                           release=release, release_plan={k: v for k, v in plan.items() if k != "rdp"})
             _write_json(summary_path, summary)
             if reservation is not None:
-                reservation.commit(aggregator.accountant.events)
+                reservation.commit(events)
             return self._aggregate_info(summary)
         finally:
             if ledger is not None:
                 ledger.close()
+
+    def _release(self, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
+        """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
+        import analysis
+
+        priv, params = self.config["privacy"], self._aggregator_params()
+        if "sigma" in params:  # plain GNMax: no threshold check
+            params = {"threshold": None, "sigma1": None, "sigma2": params["sigma"]}
+        return dict(analysis.release_sanitized_epsilon(
+            votes, answered=answered, order=priv["release_order"], beta=priv["release_beta"],
+            sigma_ss=priv["release_sigma_ss"], delta=priv["delta"], num_teachers=int(votes[0].sum()),
+            rng=rng, **params))
 
     @staticmethod
     def _aggregate_info(summary: dict) -> dict:
@@ -372,4 +398,36 @@ class Pipeline:
 
         report = write_report(self.run_dir)
         return {"files": ["report.json", "report.md", "report.html", *report["plots"].values()]}
+
+
+def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
+    """Whether this run will release a sanitized data-dependent epsilon, and its RDP cost.
+
+    Decided from public quantities only (mechanism, noise, release parameters, number of teachers
+    and classes): no release for LNMax (no smooth-sensitivity analysis), when the data-dependent
+    bounds can never beat the data-independent ones at the release order, or when conditions
+    C5/C6 fail. The cost curve is [P18] Theorem 23 at every order below 1/(2 beta) and infinite
+    above (only those orders can carry it).
+    """
+    import analysis
+    from analysis.sensitivity import _is_data_independent_step1, _is_data_independent_step2
+
+    agg, priv = config["aggregator"], config["privacy"]
+    order, beta, sigma_ss = priv["release_order"], priv["release_beta"], priv["release_sigma_ss"]
+    params = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
+    mechanism = agg["mechanism"]
+    reason = None
+    if mechanism == "lnmax":
+        reason = "LNMax has no smooth-sensitivity analysis; the data-independent epsilon is reported"
+    else:
+        sigma2 = agg["sigma2"] if mechanism == "confident-gnmax" else agg["sigma"]
+        ind1 = (mechanism == "gnmax"
+                or _is_data_independent_step1(num_teachers, agg["threshold"], agg["sigma1"], order))
+        if ind1 and _is_data_independent_step2(num_teachers, num_classes, sigma2, order):
+            reason = "the data-dependent bounds never beat the data-independent ones at this order"
+        elif not all(analysis.check_conditions(sigma=sigma2, num_classes=num_classes, order=order)):
+            reason = "conditions C5/C6 do not hold at this order and sigma2"
+    rdp = np.array([analysis.gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1 / (2 * beta)
+                    else np.inf for o in np.asarray(orders)])
+    return {"release": reason is None, "fallback": reason, "params": params, "rdp": rdp}
 

@@ -123,7 +123,8 @@ def build_analysis(pipeline: "Pipeline") -> dict:
     ind = _per_query_rdp(mechanism, params, votes, answered, orders, False)
     rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
     charged = analysis.RdpAccountant(orders).compose(
-        *[analysis.PrivacyEvent.from_dict(e) for e in summary["events"]])
+        *[analysis.PrivacyEvent.from_dict(e) for e in summary["events"]
+          if e["mechanism"] != "gnss-release"])
     if not (np.allclose(charged.rdp(), rdp_dep, rtol=1e-9, atol=0)
             and np.allclose(charged.rdp(False), rdp_ind, rtol=1e-9, atol=0)):
         raise RuntimeError("the recomputed privacy cost differs from the cost the aggregator charged; "
@@ -131,34 +132,21 @@ def build_analysis(pipeline: "Pipeline") -> dict:
     eps_dep, order_dep = analysis.eps_from_rdp(rdp_dep, orders=orders, delta=delta, conversion=conversion)
     eps_ind, order_ind = analysis.eps_from_rdp(rdp_ind, orders=orders, delta=delta, conversion=conversion)
 
-    # The sanitized release: parameters from the config, noise from the release stream.
-    rng = pipeline._noise_streams().release
-    common = dict(answered=answered, order=priv["release_order"], beta=priv["release_beta"],
-                  sigma_ss=priv["release_sigma_ss"], delta=delta, num_teachers=num_teachers, rng=rng)
-    if mechanism == "confident-gnmax":
-        release = analysis.release_sanitized_epsilon(votes, threshold=params["threshold"],
-                                                     sigma1=params["sigma1"], sigma2=params["sigma2"],
-                                                     **common)
-    elif mechanism == "gnmax":
-        release = analysis.release_sanitized_epsilon(votes, threshold=None, sigma1=None,
-                                                     sigma2=params["sigma"], **common)
-    else:
+    # The sanitized release was drawn (and charged) by the aggregate stage, with the parameters
+    # fixed in the config; without one, nothing data-dependent is released.
+    release = summary.get("release")
+    if release is None:
         lam = priv["release_order"]
         idx = int(np.argmin(np.abs(orders - lam)))
         eps_at = float(rdp_ind[idx] + math.log(1 / delta) / (orders[idx] - 1))
         release = {"order": float(orders[idx]), "beta": priv["release_beta"],
-                   "sigma_ss": priv["release_sigma_ss"], "delta": delta, "queries": asked,
-                   "answered": int(answered.sum()), "eps_data_independent": eps_at,
-                   "eps_sanitized": eps_at, "eps_sanitized_upper_2std": eps_at, "rdp_gnss": 0.0,
-                   "noise_std": 0.0, "smooth_sensitivity": 0.0,
-                   "fallback": "LNMax has no smooth-sensitivity analysis; the data-independent "
-                               "epsilon is reported"}
+                   "sigma_ss": priv["release_sigma_ss"], "noise_std": 0.0, "rdp_gnss": 0.0,
+                   "smooth_sensitivity": 0.0, "eps_data_independent": eps_at,
+                   "fallback": summary["release_plan"]["fallback"],
+                   # nothing data-dependent is released: the data-independent epsilon holds at
+                   # every order, so its best order may be used
+                   "eps_sanitized": float(eps_ind), "eps_sanitized_upper_2std": float(eps_ind)}
     release = dict(release)
-    if release["fallback"] is not None:
-        # Nothing data-dependent is released: the data-independent epsilon holds at every order,
-        # so its best order may be used (it was chosen without looking at the data).
-        release["eps_sanitized"] = min(release["eps_sanitized"], float(eps_ind))
-        release["eps_sanitized_upper_2std"] = release["eps_sanitized"]
     guarantee_rdp = rdp_ind + _gnss_curve(release, orders)
     eps_guarantee, _ = analysis.eps_from_rdp(guarantee_rdp, orders=orders, delta=delta,
                                              conversion=conversion)

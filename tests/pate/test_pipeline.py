@@ -76,9 +76,9 @@ def test_the_ledger_holds_exactly_the_run_s_charge(full_run):
     with Ledger(ledger_path) as ledger:
         (dataset,) = ledger.datasets()
         events = ledger.events(dataset["digest"])
-    assert [e.run_id for e in events] == [pipeline.state["run_id"] + ":aggregate"]
+    assert [e.run_id for e in events] == [pipeline.state["run_id"] + ":aggregate"] * 2
     assert events[0].event.answered == report["queries"]["answered"]
-    assert report["privacy"]["ledger"]["events"] == 1
+    assert report["privacy"]["ledger"]["events"] == 2  # the answers and the sanitized release
 
 
 def test_resume_after_a_crash_between_stages_gives_identical_outputs(full_run, tmp_path):
@@ -123,7 +123,7 @@ def test_crash_after_the_answers_before_the_ledger_charges_them_once(tmp_path, m
     np.testing.assert_array_equal(np.load(pipeline.run_dir / "labels.npy"), labels)
     with Ledger(ledger_path) as ledger:
         events = ledger.events(dataset["digest"])
-    assert len(events) == 1 and events[0].event.answered == int((labels >= 0).sum())
+    assert len(events) == 2 and events[0].event.answered == int((labels >= 0).sum())
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -131,7 +131,7 @@ def test_crash_after_the_answers_before_the_ledger_charges_them_once(tmp_path, m
     (lambda t: t.replace("[run]", "[runn]\n[run]"), "unknown table(s) [runn]"),
     (lambda t: t.replace("num_teachers = 10", "num_teachers = \"ten\""), "[partition] num_teachers must be an integer"),
     (lambda t: t.replace("delta = 1e-5", ""), "[privacy] delta is required"),
-    (lambda t: t.replace("sigma2 = 1.5", "sigma2 = -1.5"), "sigma2 must be > 0"),
+    (lambda t: t.replace("sigma2 = 2.0", "sigma2 = -1.5"), "sigma2 must be > 0"),
     (lambda t: t.replace("release_beta = 0.1", "release_beta = 0.3"), "release_order (3.0) must be < 1/(2 release_beta)"),
     (lambda t: t.replace("epochs = 40", "epochs = 0"), "epochs must be >= 1"),
     (lambda t: t.replace("method = \"fixmatch\"", "method = \"magic\""), "method"),
@@ -168,3 +168,39 @@ def test_secure_mode_draws_the_noise_from_os_entropy(tmp_path):
     streams = pipeline._noise_streams()
     assert isinstance(streams.noise, SecureGenerator) and isinstance(streams.release, SecureGenerator)
     assert not (tmp_path / "run").exists()  # creating the pipeline writes nothing
+
+
+def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
+    from pate.pipeline import release_plan
+
+    orders = analysis.DEFAULT_ORDERS
+    fmnist = C.load(REPO / "configs" / "fashion_mnist.toml")
+    plan = release_plan(fmnist, num_teachers=250, num_classes=10, orders=orders)
+    assert plan["release"] and plan["fallback"] is None
+    beta, order = fmnist["privacy"]["release_beta"], fmnist["privacy"]["release_order"]
+    finite = orders < 1 / (2 * beta)
+    assert np.all(np.isfinite(plan["rdp"][finite])) and np.all(np.isinf(plan["rdp"][~finite]))
+    at = int(np.argmin(np.abs(orders - order)))
+    assert plan["rdp"][at] == analysis.gnss_rdp(beta=beta, sigma_ss=fmnist["privacy"]["release_sigma_ss"],
+                                                order=orders[at])
+    digits = C.load(DIGITS)
+    assert release_plan(digits, num_teachers=10, num_classes=10, orders=orders)["release"]
+    digits["aggregator"]["sigma2"] = 1.5  # with 10 classes, C5/C6 fail at order 3
+    plan = release_plan(digits, num_teachers=10, num_classes=10, orders=orders)
+    assert not plan["release"] and "C5/C6" in plan["fallback"]
+    lnmax = dict(digits, aggregator={"mechanism": "lnmax", "scale": 2.0, "budget_basis": "data-independent"})
+    assert "LNMax" in release_plan(lnmax, num_teachers=10, num_classes=10, orders=orders)["fallback"]
+
+
+def test_the_planned_release_fits_the_budget_and_is_charged_with_the_answers(full_run):
+    pipeline, report, ledger_path = full_run
+    p = report["privacy"]
+    assert p["eps_guarantee"] <= pipeline.config["privacy"]["budget_eps"]
+    summary = json.loads((pipeline.run_dir / "aggregate.json").read_text())
+    charged = [e["mechanism"] for e in summary["events"]]
+    assert charged == ["confident-gnmax", "gnss-release"]  # the digits config releases
+    assert summary["release"]["fallback"] is None and p["sanitized"]["noise_std"] > 0
+    with Ledger(ledger_path) as ledger:
+        (dataset,) = ledger.datasets()
+        assert [e.event.mechanism for e in ledger.events(dataset["digest"])] == charged
+    assert report["privacy"]["ledger"]["spent_eps"] == pytest.approx(p["eps_guarantee"], rel=1e-9)
