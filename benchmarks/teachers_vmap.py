@@ -1,12 +1,14 @@
-"""Benchmark: vectorized teacher training (torch.func) vs a plain per-teacher PyTorch loop.
+"""Benchmark: vectorized teacher training (torch.func) vs the library's sequential trainer vs a
+plain per-teacher PyTorch loop.
 
-Trains the same ensemble twice in one process -- same architecture, optimiser, epochs, batches,
-augmentations and initial weights -- first with ``teachers.ensemble.train_teachers``
-(``trainer="vectorized"``), then with a plain loop (one ``nn.Module`` and one
-``torch.optim.Adam`` per teacher, one teacher after another). Prints both wall-clock times, the
-ratio, both mean teacher accuracies and plurality-vote accuracies on the evaluation split, and
-the peak RSS after the vectorized run. Both runs include predicting the public and evaluation
-splits (``--public-size``, default 1000 items).
+Trains the same ensemble three times in one process -- same architecture, optimiser, epochs,
+batches, augmentations and initial weights -- with ``teachers.ensemble.train_teachers``
+(``trainer="vectorized"``, then ``trainer="sequential"``, the one ``trainer="auto"`` picks on
+CPU), then with a plain loop (one ``nn.Module`` and one ``torch.optim.Adam`` per teacher, one
+teacher after another). Prints the wall-clock times, the ratios, the mean teacher accuracies and
+plurality-vote accuracies on the evaluation split, and the peak RSS after the vectorized run.
+Every run includes predicting the public and evaluation splits (``--public-size``, default 1000
+items). ``--skip-sequential`` / ``--skip-loop`` leave runs out.
 
     .venv/bin/python benchmarks/teachers_vmap.py                 # 250 teachers x 240 images
     .venv/bin/python benchmarks/teachers_vmap.py --threads 2 --device cuda
@@ -17,6 +19,7 @@ Run on demand (minutes on a CPU), never as a test.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import sys
@@ -82,7 +85,9 @@ def main(argv=None) -> int:
     p.add_argument("--public-size", type=int, default=1000,
                    help="public items both trainers predict (the protocol's 9000 only adds the "
                         "same prediction time to both runs)")
-    p.add_argument("--skip-loop", action="store_true", help="time the vectorized trainer only")
+    p.add_argument("--skip-loop", action="store_true", help="do not time the plain loop")
+    p.add_argument("--skip-sequential", action="store_true",
+                   help="do not time the library's sequential trainer")
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args(argv)
 
@@ -126,6 +131,23 @@ def main(argv=None) -> int:
     print(f"vectorized: {t_vec:.1f} s (chunks of {vec.chunk_size}), mean teacher accuracy "
           f"{100 * vec.teacher_accuracy.mean():.2f} %, plurality {100 * vec.plurality_accuracy:.2f} %, "
           f"peak RSS {rss_gb:.2f} GB", flush=True)
+    if not args.skip_sequential:
+        t0 = time.perf_counter()
+        seq = train_teachers(data, shards, seeds, dataclasses.replace(config, trainer="sequential"),
+                             progress=False)
+        t_seq = time.perf_counter() - t0
+        out.update({"sequential_seconds": round(t_seq, 1),
+                    "speedup_sequential_over_vectorized": round(t_vec / t_seq, 2),
+                    "sequential_mean_accuracy": float(seq.teacher_accuracy.mean()),
+                    "sequential_plurality_accuracy": seq.plurality_accuracy,
+                    "sequential_prediction_agreement":
+                        float((seq.eval_predictions == vec.eval_predictions).mean())})
+        print(f"sequential (library): {t_seq:.1f} s, mean teacher accuracy "
+              f"{100 * seq.teacher_accuracy.mean():.2f} %, plurality "
+              f"{100 * seq.plurality_accuracy:.2f} %; vectorized / sequential time "
+              f"{t_vec / t_seq:.2f}x; same prediction as vectorized on "
+              f"{100 * out['sequential_prediction_agreement']:.1f} % of (teacher, item) pairs",
+              flush=True)
     if not args.skip_loop:
         t0 = time.perf_counter()
         loop_preds = plain_loop(data, shards, seeds, config, device)
@@ -141,6 +163,9 @@ def main(argv=None) -> int:
         print(f"speed-up (loop / vectorized): {t_loop / t_vec:.2f}x; accuracy difference "
               f"{100 * (vec.teacher_accuracy.mean() - loop_acc.mean()):+.2f} points; "
               f"same prediction on {100 * out['prediction_agreement']:.1f} % of (teacher, item) pairs")
+        if not args.skip_sequential:
+            out["speedup_sequential_over_loop"] = round(t_loop / t_seq, 2)
+            print(f"plain loop / sequential time: {t_loop / t_seq:.2f}x")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)

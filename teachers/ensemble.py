@@ -7,7 +7,8 @@ Symbols
     "sklearn:package.module.Class" or a scikit-learn estimator instance), ``epochs``,
     ``batch_size``, ``lr``, ``optimizer`` ("adam" | "adamw" | "sgd"), ``weight_decay``,
     ``momentum`` (SGD), ``augment`` ("auto" | "none" | "shift" | "flip" | "shift+flip"),
-    ``label_smoothing``, ``trainer`` ("auto" | "vectorized" | "sequential"), ``device``
+    ``label_smoothing``, ``trainer`` ("auto" | "vectorized" | "sequential"; "auto" = sequential
+    on CPU, where it is the faster one, vectorized on CUDA when the model can be vmapped), ``device``
     ("auto" | "cpu" | "cuda" | "cuda:N"), ``chunk_size`` (teachers trained together; None =
     chosen from available memory), ``memory_budget_mb``, ``checkpoint`` ("epoch" | "chunk"),
     ``amp`` (bfloat16 autocast on CUDA), ``n_jobs`` (joblib workers for scikit-learn
@@ -20,7 +21,9 @@ Symbols
 ``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True)``
     Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
     an :class:`EnsembleResult`. Same-architecture torch teachers are trained together in chunks
-    (:mod:`teachers.vectorized`), others one after another (:mod:`teachers.sequential`). With
+    on a GPU (:mod:`teachers.vectorized`); on CPU, and for models that cannot be vmapped,
+    teachers are trained one after another (:mod:`teachers.sequential`), unless ``trainer``
+    names one. A resumed run keeps the trainer it started with. With
     ``out_dir`` every epoch (or chunk) is checkpointed atomically and ``resume=True`` continues
     an interrupted run to the same teachers as an uninterrupted one.
 ``EnsembleResult``
@@ -357,6 +360,10 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
     saved_state = _peek_state(out_dir) if resume else None
     if saved_state is not None and saved_state.get("trainer") in ("vectorized", "sequential"):
         trainer = saved_state["trainer"]  # a resumed run keeps its trainer (same float rounding)
+    if trainer == "auto" and torch.device(device).type == "cpu":
+        # Measured on CPU (benchmarks/teachers_vmap.py): vmap's grouped-convolution backward is
+        # slow there, and one nn.Module + torch.optim per teacher is faster.
+        trainer = "sequential"
     if trainer in ("auto", "vectorized"):
         reason = vmap_support(config.model, input_shape=data.input_shape, num_classes=num_classes)
         if reason is not None:

@@ -87,7 +87,10 @@ class SequentialChunk:
                                  None if flips is None else flips[sl],
                                  max_shift=self.max_shift)
                     opt.zero_grad(set_to_none=True)
-                    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.amp):
+                    if self.amp:
+                        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                            logits = model(xb)
+                    else:  # no autocast context per step (pure overhead when disabled)
                         logits = model(xb)
                     loss = F.cross_entropy(logits.float(), self.y.index_select(0, r),
                                            label_smoothing=self.config.label_smoothing)
@@ -103,8 +106,12 @@ class SequentialChunk:
                 model.eval()
                 preds = []
                 for start in range(0, x.shape[0], batch):
-                    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.amp):
-                        preds.append(model(x[start:start + batch]).float().argmax(dim=-1).cpu())
+                    if self.amp:
+                        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                            logits = model(x[start:start + batch])
+                    else:
+                        logits = model(x[start:start + batch])
+                    preds.append(logits.float().argmax(dim=-1).cpu())
                 out.append(torch.cat(preds))
         return torch.stack(out).numpy().astype(np.int64)
 

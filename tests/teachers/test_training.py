@@ -80,7 +80,8 @@ def test_no_record_leaks_across_teachers(digits):
 
 def test_chunk_size_does_not_change_the_teachers(digits):
     shards = random_shards(len(digits.private), SIZES)
-    base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift")
+    base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift",
+                trainer="vectorized")
     one = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, chunk_size=4), progress=False)
     two = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, chunk_size=3), progress=False)
     assert two.chunk_size == 2  # 4 teachers, at most 3 per chunk -> balanced chunks of 2
@@ -89,7 +90,7 @@ def test_chunk_size_does_not_change_the_teachers(digits):
 
 def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
     shards = random_shards(len(digits.private), [200] * 5)
-    config = TeacherConfig(model="cnn8", epochs=12, batch_size=16, lr=3e-3)
+    config = TeacherConfig(model="cnn8", epochs=12, batch_size=16, lr=3e-3, trainer="vectorized")
     res = train_teachers(digits, shards, [1, 2, 3, 4, 5], config, out_dir=tmp_path / "t",
                          progress=False)
     assert res.trainer == "vectorized"
@@ -116,7 +117,7 @@ def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
 def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypatch):
     shards = random_shards(len(digits.private), SIZES)
     config = TeacherConfig(model="cnn8", epochs=3, batch_size=16, lr=0.01, augment="shift",
-                           chunk_size=2)
+                           chunk_size=2, trainer="vectorized")
     full = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "full", progress=False)
     original = VectorizedChunk.train_epoch
     calls = {"n": 0}
@@ -138,8 +139,10 @@ def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypat
     with pytest.raises(ConfigError, match="recipe.lr"):
         train_teachers(digits, shards, SEEDS, other, out_dir=tmp_path / "cut", resume=True,
                        progress=False)
-    resumed = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "cut",
-                             resume=True, progress=False)
+    # resumed with trainer="auto" (sequential on CPU): the run keeps the trainer it started with
+    resumed = train_teachers(digits, shards, SEEDS, dataclasses.replace(config, trainer="auto"),
+                             out_dir=tmp_path / "cut", resume=True, progress=False)
+    assert resumed.trainer == "vectorized"
     np.testing.assert_array_equal(resumed.public_predictions, full.public_predictions)
     for ci in range(2):
         a = torch.load(tmp_path / "full" / f"chunk_{ci:04d}.pt", weights_only=True)["params"]
@@ -147,6 +150,19 @@ def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypat
         for k in a:
             assert torch.equal(a[k], b[k])
     assert not (tmp_path / "cut" / "progress.pt").exists()
+
+
+def test_auto_trainer_is_sequential_on_cpu(digits):
+    """trainer="auto" on CPU trains one teacher after another (faster there than vmap, see
+    benchmarks/teachers_vmap.py), and gives the teachers the vectorized trainer gives."""
+    shards = random_shards(len(digits.private), SIZES)
+    base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift", device="cpu")
+    auto = train_teachers(digits, shards, SEEDS, TeacherConfig(**base), progress=False)
+    assert auto.trainer == "sequential"
+    vec = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, trainer="vectorized"),
+                         progress=False)
+    assert vec.trainer == "vectorized"
+    assert (auto.public_predictions == vec.public_predictions).mean() > 0.99
 
 
 def test_sequential_fallback_for_batchnorm(digits, tmp_path, monkeypatch):
