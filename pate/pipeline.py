@@ -289,13 +289,24 @@ class Pipeline:
             # answers stop early enough to leave room for it.
             plan = release_plan(self.config, num_teachers=int(votes[0].sum()),
                                 num_classes=int(votes.shape[1]), orders=orders)
-            release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
             budget_eps, delta, reservation = priv["budget_eps"], priv["delta"], None
+            if ledger is not None:
+                budget = ledger.budget(dataset)  # the ledger's budget is authoritative
+                budget_eps, delta = budget.eps, budget.delta
+            if plan["release"]:
+                import analysis
+
+                release_eps = float(analysis.eps_from_rdp(plan["rdp"], orders=orders, delta=delta,
+                                                          conversion=priv["conversion"])[0])
+                if release_eps > budget_eps / 2:  # public quantities only: no data looked at
+                    plan = dict(plan, release=False, fallback=(
+                        f"the release alone would cost eps={release_eps:.4g}, more than half of the "
+                        f"budget ({budget_eps:g}); it was skipped (raise release_sigma_ss or the "
+                        "budget to release a sanitized epsilon)"))
+            release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
             if ledger is not None:
                 from analysis.errors import BudgetExceededError
 
-                budget = ledger.budget(dataset)  # the ledger's budget is authoritative
-                budget_eps, delta = budget.eps, budget.delta
                 # Reserve the worst case of the queries this run may ask (or, if that does not
                 # fit, of one query): concurrent runs then cannot spend what this one may need.
                 per_query = OnlineAggregator(

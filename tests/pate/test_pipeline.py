@@ -204,3 +204,15 @@ def test_the_planned_release_fits_the_budget_and_is_charged_with_the_answers(ful
         (dataset,) = ledger.datasets()
         assert [e.event.mechanism for e in ledger.events(dataset["digest"])] == charged
     assert report["privacy"]["ledger"]["spent_eps"] == pytest.approx(p["eps_guarantee"], rel=1e-9)
+
+
+def test_a_release_that_would_take_over_half_the_budget_is_skipped(tmp_path):
+    config = tmp_path / "small.toml"
+    config.write_text(DIGITS.read_text().replace("budget_eps = 1000.0", "budget_eps = 6.0"))
+    pipeline = Pipeline(C.load(config, run_dir=str(tmp_path / "run")), progress=False,
+                        ledger_path=tmp_path / "ledger.sqlite3")
+    pipeline.run(until="aggregate")
+    summary = json.loads((pipeline.run_dir / "aggregate.json").read_text())
+    assert summary["release"] is None and "more than half of the budget" in summary["release_plan"]["fallback"]
+    assert [e["mechanism"] for e in summary["events"]] == ["confident-gnmax"]
+    assert 0 < summary["queries_asked"] and summary["eps_data_independent"] <= 6.0
