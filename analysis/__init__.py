@@ -12,7 +12,7 @@ from analysis.pate2017 import (lnmax_log_mgf, lnmax_moments_accountant, lnmax_q_
                                lnmax_sens_at_k_2017, lnmax_smoothed_sensitivity_2017)
 from analysis.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
 from analysis.sensitivity import (SanitizedRelease, check_conditions, gnmax_log_q0,
-                                         gnss_rdp, local_sensitivity_gnmax,
+                                         gnss_rdp, gnss_rdp_curve, local_sensitivity_gnmax,
                                          local_sensitivity_threshold, release_sanitized_epsilon,
                                          search_smooth_sensitivity_parameters, smooth_sensitivity,
                                   smooth_sensitivity_dp_parameters)
@@ -25,7 +25,7 @@ __all__ = [
     "gnmax_log_q", "gnmax_rdp", "threshold_log_pr_answered", "threshold_rdp",
     "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "eps_from_rdp",
     "gnmax_log_q0", "local_sensitivity_gnmax", "local_sensitivity_threshold", "smooth_sensitivity",
-    "gnss_rdp", "check_conditions", "search_smooth_sensitivity_parameters",
+    "gnss_rdp", "gnss_rdp_curve", "check_conditions", "search_smooth_sensitivity_parameters",
     "release_sanitized_epsilon", "SanitizedRelease", "smooth_sensitivity_dp_parameters",
     "lnmax_q_2017", "lnmax_log_mgf", "lnmax_moments_accountant", "lnmax_sens_at_k_2017",
     "lnmax_smoothed_sensitivity_2017",

@@ -35,7 +35,8 @@ from scipy.special import erfc, erfcinv, log_ndtr
 from analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
                           _threshold_rdp_from_max, _unique_apply, _unique_weighted_sum, gnmax_log_q)
 from analysis.validation import (check_baseline, check_delta, check_int, check_mask,
-                                 check_nonnegative, check_order, check_positive, check_votes)
+                                 check_nonnegative, check_order, check_orders, check_positive,
+                                 check_votes)
 
 __all__ = [
     "gnmax_log_q0",
@@ -43,6 +44,7 @@ __all__ = [
     "local_sensitivity_threshold",
     "smooth_sensitivity",
     "gnss_rdp",
+    "gnss_rdp_curve",
     "check_conditions",
     "search_smooth_sensitivity_parameters",
     "release_sanitized_epsilon",
@@ -390,6 +392,16 @@ def gnss_rdp(*, beta, sigma_ss, order) -> float:
     return (order * math.exp(2.0 * beta) / sigma_ss ** 2
             + (-0.5 * math.log(1.0 - 2.0 * order * beta) + beta * order) / (order - 1.0))
 
+
+
+def gnss_rdp_curve(*, beta, sigma_ss, orders) -> np.ndarray:
+    """:func:`gnss_rdp` at every order of ``orders``, shape (k,): Theorem 23 of [P18] below
+    1/(2 beta), +inf at and above it (the release gives no RDP guarantee there)."""
+    beta = check_positive(beta, "beta")
+    sigma_ss = check_positive(sigma_ss, "sigma_ss")
+    orders = check_orders(orders)
+    return np.array([gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1.0 / (2.0 * beta)
+                     else np.inf for o in orders])
 
 # --------------------------------------------------------------------------- conditions C5, C6
 

@@ -438,7 +438,6 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
             reason = "the data-dependent bounds never beat the data-independent ones at this order"
         elif not all(analysis.check_conditions(sigma=sigma2, num_classes=num_classes, order=order)):
             reason = "conditions C5/C6 do not hold at this order and sigma2"
-    rdp = np.array([analysis.gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1 / (2 * beta)
-                    else np.inf for o in np.asarray(orders)])
+    rdp = analysis.gnss_rdp_curve(beta=beta, sigma_ss=sigma_ss, orders=orders)
     return {"release": reason is None, "fallback": reason, "params": params, "rdp": rdp}
 

@@ -75,9 +75,7 @@ def _gnss_curve(release: dict, orders: np.ndarray) -> np.ndarray:
     """RDP of the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)."""
     if release.get("fallback") is not None or release.get("noise_std", 0.0) == 0.0:
         return np.zeros(orders.size)
-    beta, sigma_ss = release["beta"], release["sigma_ss"]
-    return np.array([analysis.gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1 / (2 * beta)
-                     else np.inf for o in orders])
+    return analysis.gnss_rdp_curve(beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders)
 
 
 def _ledger_summary(pipeline: "Pipeline", dataset: str | None) -> dict | None:
