@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from pate.commands import add_noise_arguments
 from pate.io import atomic_save_npy, atomic_write_json
 
 MECHANISMS = ("lnmax", "gnmax", "confident-gnmax")
@@ -36,11 +37,7 @@ def add_parser(subparsers) -> None:
             "votes and is not private to publish."))
     p.add_argument("--votes", required=True, help="vote matrix (.npy), e.g. <run-dir>/votes.npy")
     p.add_argument("--mechanism", required=True, choices=MECHANISMS)
-    p.add_argument("--scale", type=float, help="LNMax: Laplace noise scale")
-    p.add_argument("--sigma", type=float, help="GNMax: Gaussian noise std")
-    p.add_argument("--threshold", type=float, help="Confident-GNMax: threshold T")
-    p.add_argument("--sigma1", type=float, help="Confident-GNMax: threshold-check noise std")
-    p.add_argument("--sigma2", type=float, help="Confident-GNMax: argmax noise std")
+    add_noise_arguments(p)
     p.add_argument("--budget-eps", required=True, type=float, help="privacy budget epsilon")
     p.add_argument("--delta", required=True, type=float, help="privacy budget delta")
     p.add_argument("--budget-basis", default="data-independent",

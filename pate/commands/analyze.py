@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from pate.commands import add_noise_arguments
+
 MECHANISMS = ("gnmax", "confident-gnmax", "lnmax")
 
 
@@ -22,11 +24,7 @@ def add_parser(subparsers) -> None:
             "`analysis.release_sanitized_epsilon`)."))
     p.add_argument("--votes", required=True, help="vote matrix (.npy, integer, queries x classes)")
     p.add_argument("--mechanism", required=True, choices=MECHANISMS)
-    p.add_argument("--sigma", type=float, help="GNMax noise std")
-    p.add_argument("--scale", type=float, help="LNMax Laplace scale")
-    p.add_argument("--threshold", type=float, help="Confident GNMax threshold T")
-    p.add_argument("--sigma1", type=float, help="Confident GNMax threshold-check noise std")
-    p.add_argument("--sigma2", type=float, help="Confident GNMax argmax noise std")
+    add_noise_arguments(p)
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--answered", help="boolean mask of answered queries (.npy), realised cost")
     p.add_argument("--orders", default="default",
