@@ -1,4 +1,4 @@
-"""Fixtures of the student tests: sklearn digits through the teachers' loader, one torch thread."""
+"""Fixtures of the student tests (digits and one torch thread come from tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,8 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny models run fastest on one thread, and the test machine's cores are shared."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_torch_thread(one_torch_thread):
     yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session")
-def digits():
-    from teachers.data import load_pate_data
-
-    return load_pate_data("digits")
 
 
 def _first_k_labels(y: np.ndarray, k: int) -> np.ndarray:

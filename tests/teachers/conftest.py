@@ -7,17 +7,5 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _one_torch_thread():
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_torch_thread(one_torch_thread):
     yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session")
-def digits():
-    from teachers.data import load_pate_data
-
-    return load_pate_data("digits")
-
