@@ -16,14 +16,14 @@ from analysis.sensitivity import (SanitizedRelease, check_conditions, gnmax_log_
                                          local_sensitivity_threshold, release_sanitized_epsilon,
                                          search_smooth_sensitivity_parameters, smooth_sensitivity,
                                   smooth_sensitivity_dp_parameters)
-from analysis.rdp import (confident_gnmax_rdp, eps_from_rdp, gnmax_log_q, gnmax_rdp,
+from analysis.rdp import (confident_gnmax_rdp, conversion_term, eps_from_rdp, gnmax_log_q, gnmax_rdp,
                           lnmax_log_q, lnmax_rdp, threshold_log_pr_answered, threshold_rdp)
 
 __all__ = [
     "PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event",
     "DEFAULT_ORDERS", "REFERENCE_ORDERS",
     "gnmax_log_q", "gnmax_rdp", "threshold_log_pr_answered", "threshold_rdp",
-    "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "eps_from_rdp",
+    "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "conversion_term", "eps_from_rdp",
     "gnmax_log_q0", "local_sensitivity_gnmax", "local_sensitivity_threshold", "smooth_sensitivity",
     "gnss_rdp", "gnss_rdp_curve", "check_conditions", "search_smooth_sensitivity_parameters",
     "release_sanitized_epsilon", "SanitizedRelease", "smooth_sensitivity_dp_parameters",

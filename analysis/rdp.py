@@ -35,7 +35,7 @@ import math
 import numpy as np
 from scipy.special import log_ndtr
 
-from analysis.validation import (check_baseline, check_choice, check_delta, check_mask,
+from analysis.validation import (check_baseline, check_choice, check_delta, check_mask, check_order,
                                  check_nonnegative, check_orders, check_positive, check_votes)
 
 __all__ = [
@@ -351,6 +351,23 @@ def confident_gnmax_rdp(votes, *, threshold, sigma1, sigma2, orders, answered=No
 _CONVERSIONS = ("classic", "tight")
 
 
+def _conversion_term(orders, delta: float, conversion: str):
+    """What converting RDP at ``orders`` to (eps, ``delta``)-DP adds to the RDP (unvalidated)."""
+    if conversion == "classic":
+        return -math.log(delta) / (orders - 1.0)
+    return np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
+
+
+def conversion_term(*, order, delta, conversion: str = "classic") -> float:
+    """eps - rdp when an RDP guarantee at one ``order`` becomes (eps, ``delta``)-DP:
+    log(1/delta)/(lambda-1) (classic) or log(1-1/lambda) - (log delta + log lambda)/(lambda-1)
+    (tight); see :func:`eps_from_rdp` for the references. The tight term is the smaller one."""
+    order = check_order(order)
+    delta = check_delta(delta)
+    conversion = check_choice(conversion, "conversion", _CONVERSIONS)
+    return float(_conversion_term(np.float64(order), delta, conversion))
+
+
 def eps_from_rdp(rdp, *, orders, delta, conversion: str = "classic"):
     """Convert an RDP curve to (eps, delta)-DP; returns ``(eps, order)`` at the best order.
 
@@ -374,10 +391,7 @@ def eps_from_rdp(rdp, *, orders, delta, conversion: str = "classic"):
                          f"got shape {rdp.shape}")
     if np.any(np.isnan(rdp)) or np.any(rdp < 0):
         raise ValueError("rdp must be non-negative and not NaN")
-    if conversion == "classic":
-        eps = rdp - math.log(delta) / (orders - 1.0)
-    else:
-        eps = rdp + np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
+    eps = rdp + _conversion_term(orders, delta, conversion)
     best = np.argmin(eps, axis=-1)
     eps_best = np.take_along_axis(eps, best[..., None], axis=-1)[..., 0]
     if conversion == "tight":

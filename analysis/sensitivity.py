@@ -33,7 +33,7 @@ from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
 from analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
-                          _threshold_rdp_from_max, _unique_apply, _unique_weighted_sum, gnmax_log_q)
+                          _threshold_rdp_from_max, conversion_term, _unique_apply, _unique_weighted_sum, gnmax_log_q)
 from analysis.validation import (check_baseline, check_delta, check_int, check_mask,
                                  check_nonnegative, check_order, check_orders, check_positive,
                                  check_votes)
@@ -550,7 +550,8 @@ class SanitizedRelease(dict):
 
 
 def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, order, beta, sigma_ss,
-                              delta, num_teachers, rng, baseline=None) -> SanitizedRelease:
+                              delta, num_teachers, rng, baseline=None,
+                              conversion: str = "classic") -> SanitizedRelease:
     """Release the data-dependent epsilon of a Confident-GNMax run privately (GNSS, [P18] §4.2).
 
     ``order``, ``beta`` and ``sigma_ss`` must be fixed **before** looking at the votes (e.g. in the
@@ -563,7 +564,11 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
     sum of the per-query local sensitivities bounds the sum's). The release itself costs
     gnss_rdp(beta, sigma_ss, order) at the same order, so the total (eps, delta) statement is
 
-        eps_sanitized = rdp_noisy + gnss_rdp + log(1/delta)/(lambda - 1).
+        eps_sanitized = rdp_noisy + gnss_rdp + log(1/delta)/(lambda - 1)
+
+    with ``conversion="classic"`` ([P18]); ``conversion="tight"`` replaces the last term by the
+    smaller log(1-1/lambda) - (log delta + log lambda)/(lambda-1) ([CKS20] Proposition 12, [B20]
+    Theorem 21: any RDP guarantee converts so), the conversion Opacus' RDP accountant uses.
 
     Plain GNMax (no threshold check): pass ``threshold=None, sigma1=None``.
 
@@ -596,7 +601,7 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
         raise TypeError("rng must be a numpy Generator (or a generator-like object with normal())")
 
     n_answered = int(answered.sum())
-    delta_term = math.log(1.0 / delta) / (order - 1.0)
+    delta_term = conversion_term(order=order, delta=delta, conversion=conversion)
     threshold_cost = 0.0 if threshold is None else votes.shape[0] * order / (2 ** 0.5 * sigma1) ** 2
     eps_independent = threshold_cost + n_answered * order / sigma2 ** 2 + delta_term
     base = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "delta": delta,

@@ -362,7 +362,7 @@ class Pipeline:
         return dict(analysis.release_sanitized_epsilon(
             votes, answered=answered, order=priv["release_order"], beta=priv["release_beta"],
             sigma_ss=priv["release_sigma_ss"], delta=priv["delta"], num_teachers=int(votes[0].sum()),
-            rng=rng, **params))
+            rng=rng, conversion=priv["conversion"], **params))
 
     @staticmethod
     def _aggregate_info(summary: dict) -> dict:

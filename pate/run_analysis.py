@@ -136,7 +136,8 @@ def build_analysis(pipeline: "Pipeline") -> dict:
     if release is None:
         lam = priv["release_order"]
         idx = int(np.argmin(np.abs(orders - lam)))
-        eps_at = float(rdp_ind[idx] + math.log(1 / delta) / (orders[idx] - 1))
+        eps_at = float(rdp_ind[idx] + analysis.conversion_term(order=orders[idx], delta=delta,
+                                                               conversion=conversion))
         release = {"order": float(orders[idx]), "beta": priv["release_beta"],
                    "sigma_ss": priv["release_sigma_ss"], "noise_std": 0.0, "rdp_gnss": 0.0,
                    "smooth_sensitivity": 0.0, "eps_data_independent": eps_at,

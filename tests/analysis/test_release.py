@@ -80,3 +80,25 @@ def test_release_falls_back_when_conditions_c5_c6_fail(run):
     out = release(votes, answered, np.random.default_rng(0), sigma2=2.0)
     assert out["fallback"].startswith("conditions C5/C6")
     assert out["eps_sanitized"] == out["eps_data_independent"]
+
+
+def test_tight_conversion_lowers_the_release_by_exactly_the_conversion_difference(run):
+    votes, answered = run
+    classic = release(votes, answered, np.random.default_rng(0))
+    tight = release(votes, answered, np.random.default_rng(0), conversion="tight")
+    diff = (analysis.conversion_term(order=8.0, delta=1e-5)
+            - analysis.conversion_term(order=8.0, delta=1e-5, conversion="tight"))
+    assert diff == pytest.approx(np.log(8.0) / 7.0 - np.log1p(-1 / 8.0), rel=1e-12) and diff > 0
+    for key in ("eps_sanitized", "eps_sanitized_upper_2std", "eps_data_independent"):
+        assert tight[key] == pytest.approx(classic[key] - diff, rel=1e-12)
+    with pytest.raises(ValueError, match="conversion"):
+        release(votes, answered, np.random.default_rng(0), conversion="loose")
+
+
+def test_conversion_term_matches_eps_from_rdp_at_one_order():
+    for conversion in ("classic", "tight"):
+        eps, _ = analysis.eps_from_rdp([0.5], orders=[12.0], delta=1e-6, conversion=conversion)
+        term = analysis.conversion_term(order=12.0, delta=1e-6, conversion=conversion)
+        assert eps == pytest.approx(0.5 + term, rel=1e-12)
+    with pytest.raises(ValueError, match="order"):
+        analysis.conversion_term(order=1.0, delta=1e-5)
