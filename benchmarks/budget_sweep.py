@@ -17,12 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import shutil
 import sys
 import time
-
-REUSED = ("partition.npz", "teachers", "votes.npy")
-REUSED_STAGES = ("partition", "teachers", "votes")
 
 
 def main() -> None:
@@ -33,30 +29,18 @@ def main() -> None:
     args = parser.parse_args()
 
     from pate import config as C
-    from pate.pipeline import Pipeline, _comparable
+    from pate.pipeline import Pipeline, fork_run
 
     source = pathlib.Path(args.run_dir)
     base = json.loads((source / "config.json").read_text())
-    state = json.loads((source / "run.json").read_text())
     rows = []
     for budget in args.budgets:
         config = json.loads(json.dumps(base))
         config["privacy"]["budget_eps"] = float(budget)
         config["privacy"]["ledger"] = False
-        target = source.parent / f"{source.name}-eps{budget:g}"
-        config["run"]["run_dir"] = str(target)
+        config["run"]["run_dir"] = str(source.parent / f"{source.name}-eps{budget:g}")
         C.validate(config)
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
-        (target / "stages").mkdir()
-        for name in REUSED:
-            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, target / name)
-        for stage in REUSED_STAGES:
-            shutil.copy2(source / "stages" / f"{stage}.json", target / "stages" / f"{stage}.json")
-        (target / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
-        (target / "run.json").write_text(json.dumps(dict(state, config_comparable=_comparable(config)),
-                                                    indent=2, sort_keys=True))
+        fork_run(source, config)
         t0 = time.perf_counter()
         report = Pipeline(config, resume=True, progress=False).run()
         p, q, u = report["privacy"], report["queries"], report["utility"]

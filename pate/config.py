@@ -10,7 +10,8 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  sigma, scale, queries (first-k public items asked; default all), budget_basis
     [privacy]    delta*, budget_eps*, orders ("default" | "reference" | [list]), conversion,
                  release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
-                 parameters, fixed here before any data is seen), ledger (path, or false), dataset
+                 parameters, fixed here before any data is seen), release (false: no sanitized
+                 release, only the data-independent epsilon), ledger (path, or false), dataset
     [student]    any setting of student.train.Student (see `pate train-student`)
 
 (* = required.) Everything is checked before any data is read, any file is written, any noise
@@ -52,7 +53,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, REQUIRED),
                 "orders": ((str, list), "default"), "conversion": (str, "classic"),
                 "release_order": (float, REQUIRED), "release_beta": (float, REQUIRED),
-                "release_sigma_ss": (float, REQUIRED), "ledger": ((str, bool), True),
+                "release_sigma_ss": (float, REQUIRED), "release": (bool, True),
+                "ledger": ((str, bool), True),
                 "dataset": (str, None)},
     "student": {"method": (str, None), "model": (str, None), "epochs": (int, None),
                 "steps_per_epoch": (int, None), "batch_size": (int, None),

@@ -411,6 +411,44 @@ class Pipeline:
         return {"files": ["report.json", "report.md", "report.html", *report["plots"].values()]}
 
 
+#: What a forked run reuses: the files and the finished stages up to the vote matrix.
+FORKED_FILES = ("partition.npz", "teachers", "votes.npy")
+FORKED_STAGES = ("partition", "teachers", "votes")
+
+
+def fork_run(source, config: dict) -> pathlib.Path:
+    """Start a new run directory (``config``'s) from a finished run's partition, teachers and votes.
+
+    For experiments that vary only what comes after the votes (aggregator, budget, release,
+    student): the new directory is then finished with ``Pipeline(config, resume=True).run()``.
+    ``config`` must be normalized and validated; it may differ from the source's config anywhere
+    after the votes. Its run directory is replaced if it exists. Returns that directory.
+    """
+    import shutil
+
+    from pate import config as C
+
+    source = pathlib.Path(source)
+    missing = [s for s in FORKED_STAGES if not (source / "stages" / f"{s}.json").exists()]
+    if missing:
+        raise ConfigError(f"{source} has not finished stage(s) {', '.join(missing)}; run "
+                          f"`pate run --config ... --until votes` there first")
+    state = json.loads((source / "run.json").read_text())
+    target = C.run_directory(config)
+    if target.resolve() == source.resolve():
+        raise ConfigError(f"fork_run: the new run directory is the source itself ({source})")
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "stages").mkdir(parents=True)
+    for name in FORKED_FILES:
+        (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, target / name)
+    for stage in FORKED_STAGES:
+        shutil.copy2(source / "stages" / f"{stage}.json", target / "stages" / f"{stage}.json")
+    _write_json(target / "config.json", config)
+    _write_json(target / "run.json", dict(state, config_comparable=_comparable(config)))
+    return target
+
+
 def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
     """Whether this run will release a sanitized data-dependent epsilon, and its RDP cost.
 
@@ -428,7 +466,9 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
     params = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
     mechanism = agg["mechanism"]
     reason = None
-    if mechanism == "lnmax":
+    if not priv.get("release", True):
+        reason = "[privacy] release = false: only the data-independent epsilon is reported"
+    elif mechanism == "lnmax":
         reason = "LNMax has no smooth-sensitivity analysis; the data-independent epsilon is reported"
     else:
         sigma2 = agg["sigma2"] if mechanism == "confident-gnmax" else agg["sigma"]

@@ -190,6 +190,10 @@ def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
     assert not plan["release"] and "C5/C6" in plan["fallback"]
     lnmax = dict(digits, aggregator={"mechanism": "lnmax", "scale": 2.0, "budget_basis": "data-independent"})
     assert "LNMax" in release_plan(lnmax, num_teachers=10, num_classes=10, orders=orders)["fallback"]
+    digits = C.load(DIGITS)
+    digits["privacy"]["release"] = False  # switched off: no release, nothing charged for one
+    plan = release_plan(digits, num_teachers=10, num_classes=10, orders=orders)
+    assert not plan["release"] and "release = false" in plan["fallback"]
 
 
 def test_the_planned_release_fits_the_budget_and_is_charged_with_the_answers(full_run):
@@ -216,3 +220,30 @@ def test_a_release_that_would_take_over_half_the_budget_is_skipped(tmp_path):
     assert summary["release"] is None and "more than half of the budget" in summary["release_plan"]["fallback"]
     assert [e["mechanism"] for e in summary["events"]] == ["confident-gnmax"]
     assert 0 < summary["queries_asked"] and summary["eps_data_independent"] <= 6.0
+
+
+def test_fork_run_reuses_the_votes_and_finishes_with_other_settings(full_run, tmp_path):
+    from pate.pipeline import fork_run
+
+    pipeline, report, _ = full_run
+    config = json.loads(json.dumps(pipeline.config))
+    config["run"]["run_dir"] = str(tmp_path / "fork")
+    config["privacy"].update(ledger=False, release=False)
+    config["aggregator"]["queries"] = 40
+    C.validate(config)
+    target = fork_run(pipeline.run_dir, config)
+    assert np.array_equal(np.load(target / "votes.npy"), np.load(pipeline.run_dir / "votes.npy"))
+    forked = Pipeline(config, resume=True, progress=False).run()
+    p = forked["privacy"]
+    assert forked["queries"]["asked"] <= 40
+    # No release: the reported (sanitized) eps is the data-independent one, nothing smaller.
+    assert p["eps_sanitized"] == pytest.approx(p["eps_data_independent"], rel=1e-12)
+    summary = json.loads((target / "aggregate.json").read_text())
+    assert summary["release"] is None and "release = false" in summary["release_plan"]["fallback"]
+    assert [e["mechanism"] for e in summary["events"]] == ["confident-gnmax"]
+    with pytest.raises(ConfigError, match="source itself"):
+        fork_run(target, config)
+    unfinished = tmp_path / "empty"
+    (unfinished / "stages").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="has not finished"):
+        fork_run(unfinished, config)
