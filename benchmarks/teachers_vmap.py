@@ -10,8 +10,18 @@ plurality-vote accuracies on the evaluation split, and the peak RSS after the ve
 Every run includes predicting the public and evaluation splits (``--public-size``, default 1000
 items). ``--skip-sequential`` / ``--skip-loop`` leave runs out.
 
+``--flops`` also counts the arithmetic of the work (``torch.utils.flop_counter.FlopCounterMode``:
+the matmul/convolution FLOPs of one forward+backward training step, times the steps of every
+teacher's shard and epoch, plus the forward passes predicting the public and evaluation items),
+measures the CPU's attainable fp32 rate with a large ``torch.mm`` at the same thread count,
+and prints each timed trainer's achieved GFLOP/s and share of that peak, and the share a 5x
+speed-up over the plain loop would need. The count is a lower bound on the work (element-wise
+operations and the optimiser update are not counted) and the same for every trainer (the
+vectorized trainer's padding of short last batches is not counted either).
+
     .venv/bin/python benchmarks/teachers_vmap.py                 # 250 teachers x 240 images
     .venv/bin/python benchmarks/teachers_vmap.py --threads 2 --device cuda
+    .venv/bin/python benchmarks/teachers_vmap.py --threads 2 --skip-sequential --flops
 
 Run on demand (minutes on a CPU), never as a test.
 """
@@ -68,6 +78,59 @@ def plain_loop(data, shards, seeds, config, device):
     return np.stack(preds)
 
 
+def counted_flops(fn) -> int:
+    """The FLOPs ``torch.utils.flop_counter.FlopCounterMode`` counts while ``fn()`` runs."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def work_flops(model_name, input_shape, num_classes, shard_sizes, *, batch_size, epochs,
+               predicted_items) -> dict:
+    """Counted FLOPs of training every teacher (forward+backward of each batch of its shard,
+    every epoch; a shard's last batch may be short) and of its forward passes over
+    ``predicted_items`` items. Counted once per distinct batch size on a throw-away model."""
+    import torch
+    import torch.nn.functional as F
+
+    from teachers.models import build_model
+
+    model = build_model(model_name, input_shape=input_shape, num_classes=num_classes)
+    step_cache: dict[int, int] = {}
+
+    def step(b):  # one training step (forward + backward) on a batch of b items
+        if b not in step_cache:
+            x, y = torch.zeros(b, *input_shape), torch.zeros(b, dtype=torch.long)
+            step_cache[b] = counted_flops(lambda: F.cross_entropy(model(x), y).backward())
+        return step_cache[b]
+
+    per_epoch = sum((n // batch_size) * step(batch_size)
+                    + (step(n % batch_size) if n % batch_size else 0) for n in shard_sizes)
+    with torch.no_grad():
+        x = torch.zeros(batch_size, *input_shape)
+        predict_per_item = counted_flops(lambda: model(x)) / batch_size
+    training = epochs * per_epoch
+    prediction = round(len(shard_sizes) * predicted_items * predict_per_item)
+    return {"training": training, "prediction": prediction, "total": training + prediction}
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 7) -> float:
+    """Attainable fp32 rate of this machine at the current torch thread count: the median
+    GFLOP/s of ``repeats`` n x n x n ``torch.mm`` calls (2 n^3 FLOPs each), after one warm-up."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - t0)
+    return 2 * n ** 3 / float(np.median(times)) / 1e9
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="fashion-mnist")
@@ -88,6 +151,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip-loop", action="store_true", help="do not time the plain loop")
     p.add_argument("--skip-sequential", action="store_true",
                    help="do not time the library's sequential trainer")
+    p.add_argument("--flops", action="store_true",
+                   help="count the FLOPs of the work, measure the fp32 matmul peak and print each "
+                        "trainer's achieved rate and share of that peak (CPU only)")
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args(argv)
 
@@ -101,6 +167,8 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    if args.flops and device != "cpu":
+        p.error("--flops compares with the CPU's matmul rate; use it with --device cpu")
     data = load_pate_data(args.data, root=args.data_root, public_size=args.public_size)
     needed = args.teachers * args.per_teacher
     if needed > len(data.private):
@@ -120,6 +188,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     vec = train_teachers(data, shards, seeds, config, progress=False)
     t_vec = time.perf_counter() - t0
+    seconds = {"vectorized": t_vec}
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     out = {"teachers": args.teachers, "per_teacher": args.per_teacher, "model": args.model,
            "epochs": args.epochs, "augment": args.augment, "device": device,
@@ -136,6 +205,7 @@ def main(argv=None) -> int:
         seq = train_teachers(data, shards, seeds, dataclasses.replace(config, trainer="sequential"),
                              progress=False)
         t_seq = time.perf_counter() - t0
+        seconds["sequential"] = t_seq
         out.update({"sequential_seconds": round(t_seq, 1),
                     "speedup_sequential_over_vectorized": round(t_vec / t_seq, 2),
                     "sequential_mean_accuracy": float(seq.teacher_accuracy.mean()),
@@ -152,6 +222,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         loop_preds = plain_loop(data, shards, seeds, config, device)
         t_loop = time.perf_counter() - t0
+        seconds["loop"] = t_loop
         loop_acc = (loop_preds == y_eval[None]).mean(axis=1)
         loop_plur = plurality_accuracy(loop_preds, y_eval, num_classes=data.num_classes)
         out.update({"loop_seconds": round(t_loop, 1), "speedup": round(t_loop / t_vec, 2),
@@ -166,6 +237,27 @@ def main(argv=None) -> int:
         if not args.skip_sequential:
             out["speedup_sequential_over_loop"] = round(t_loop / t_seq, 2)
             print(f"plain loop / sequential time: {t_loop / t_seq:.2f}x")
+    if args.flops:
+        flops = work_flops(args.model, data.input_shape, data.num_classes,
+                           [len(shard) for shard in shards], batch_size=args.batch_size,
+                           epochs=args.epochs, predicted_items=len(data.public) + len(data.evaluation))
+        peak = matmul_peak_gflops()
+        rates = {name: flops["total"] / t / 1e9 for name, t in seconds.items()}
+        out.update({"flops_training": flops["training"], "flops_prediction": flops["prediction"],
+                    "flops_total": flops["total"], "matmul_peak_gflops": round(peak, 1),
+                    **{f"{name}_gflops": round(r, 2) for name, r in rates.items()},
+                    **{f"{name}_percent_of_peak": round(100 * r / peak, 1)
+                       for name, r in rates.items()}})
+        print(f"work: {flops['total'] / 1e12:.3f} TFLOP counted ({flops['training'] / 1e12:.3f} "
+              f"training, {flops['prediction'] / 1e12:.3f} prediction); fp32 matmul peak "
+              f"(2048^3 torch.mm, {torch.get_num_threads()} threads): {peak:.1f} GFLOP/s")
+        for name, r in rates.items():
+            print(f"  {name}: {r:.1f} GFLOP/s = {100 * r / peak:.1f} % of peak")
+        if "loop" in rates:
+            needed = 5 * rates["loop"]
+            out["percent_of_peak_needed_for_5x"] = round(100 * needed / peak, 1)
+            print(f"  a 5x speed-up over the plain loop would need {needed:.1f} GFLOP/s "
+                  f"= {100 * needed / peak:.1f} % of peak")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)
