@@ -11,8 +11,8 @@ Configuration: ``--config FILE.toml`` with a ``[data]`` table (``name``, ``root`
 ``public_size``, ``eval_size``) and a ``[teachers]`` table (``model``, ``model_params``,
 ``epochs``, ``batch_size``, ``lr``, ``optimizer``, ``weight_decay``, ``momentum``, ``augment``,
 ``label_smoothing``, ``trainer``, ``device``, ``chunk_size``, ``memory_budget_mb``,
-``checkpoint``, ``amp``, ``n_jobs``, ``seed``). Unknown keys in these two tables are errors;
-other tables (``[student]``, ...) belong to other commands. Top-level ``seed``, ``device``,
+``checkpoint``, ``checkpoint_every_s``, ``amp``, ``n_jobs``, ``seed``). Unknown keys in these two
+tables are errors; other tables (``[student]``, ...) belong to other commands. Top-level ``seed``, ``device``,
 ``dataset`` and ``data_root`` are accepted too. Flags override the file.
 
 Seeds: teacher ``t`` gets ``make_streams(seed).teacher_seeds(K)[t]``; the seed defaults to the
@@ -33,8 +33,8 @@ _DATA_KEYS = {"name": str, "dataset": str, "root": str, "data_root": str, "downl
 _TEACHER_KEYS = {"model": str, "model_params": dict, "epochs": int, "batch_size": int,
                  "lr": float, "optimizer": str, "weight_decay": float, "momentum": float,
                  "augment": str, "label_smoothing": float, "trainer": str, "device": str,
-                 "chunk_size": int, "memory_budget_mb": float, "checkpoint": str, "amp": bool,
-                 "n_jobs": int, "seed": int}
+                 "chunk_size": int, "memory_budget_mb": float, "checkpoint": str,
+                 "checkpoint_every_s": float, "amp": bool, "n_jobs": int, "seed": int}
 _TOP_KEYS = {"seed": int, "device": str, "dataset": str, "data_root": str}
 
 
@@ -79,6 +79,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--memory-budget-mb", type=float,
                    help="memory for one chunk (default: half the free memory, at most 2 GiB on CPU)")
     p.add_argument("--checkpoint", help="epoch (default) or chunk")
+    p.add_argument("--checkpoint-every-s", type=float,
+                   help="with --checkpoint epoch: mid-chunk checkpoints at most this often "
+                        "(seconds; default 0 = after every epoch)")
     p.add_argument("--no-amp", dest="amp", action="store_false", default=None,
                    help="no bfloat16 autocast on CUDA")
     p.add_argument("--n-jobs", type=int, help="joblib workers for scikit-learn teachers")

@@ -231,3 +231,30 @@ def test_input_errors_before_any_work(digits):
     with pytest.raises(ValueError, match="image inputs"):
         train_teachers(tabular, shards, [1, 2], TeacherConfig(model="mlp", augment="shift"),
                        progress=False)
+
+
+def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(digits, tmp_path,
+                                                                                 monkeypatch):
+    from teachers import ensemble
+
+    shards = random_shards(len(digits.private), SIZES)
+    config = TeacherConfig(model="cnn8", epochs=3, batch_size=16, lr=0.01, chunk_size=2,
+                           trainer="vectorized")
+    saved = []
+    original = ensemble.atomic_torch_save
+    monkeypatch.setattr(ensemble, "atomic_torch_save",
+                        lambda path, obj: (saved.append(path.name), original(path, obj))[1])
+    every = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "every", progress=False)
+    per_epoch = saved.count("progress.pt")
+    saved.clear()
+    rare = train_teachers(digits, shards, SEEDS,
+                          dataclasses.replace(config, checkpoint_every_s=3600.0),
+                          out_dir=tmp_path / "rare", progress=False)
+    assert per_epoch == 2 * 2 and saved.count("progress.pt") == 0  # 2 chunks x 2 mid-chunk epochs
+    assert saved.count("chunk_0000.pt") == 1 and saved.count("chunk_0001.pt") == 1
+    np.testing.assert_array_equal(every.public_predictions, rare.public_predictions)
+    # The interval is I/O, not recipe: a run may resume with another one.
+    assert config.fingerprint() == dataclasses.replace(config, checkpoint_every_s=5.0).fingerprint()
+    for bad in (-1.0, float("inf")):
+        with pytest.raises(ValueError, match="checkpoint_every_s"):
+            TeacherConfig(checkpoint_every_s=bad)
