@@ -94,7 +94,7 @@ def _largest_prefix(fits, n: int) -> int:
 
 
 def plan_queries(votes, *, target: float, release: dict, delta: float, conversion: str,
-                 seed: int) -> dict:
+                 seed: int, aggregator: dict = AGGREGATOR) -> dict:
     """How many public items to offer for a target eps, and whether to release a sanitized eps.
 
     Two routes, on one planning draw of the aggregator's noise (``seed``):
@@ -111,7 +111,7 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
     import analysis
     from pate.aggregators import confident_gnmax
 
-    params = {k: AGGREGATOR[k] for k in ("threshold", "sigma1", "sigma2")}
+    params = {k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}
     answered = confident_gnmax(votes, rng=np.random.default_rng(seed), **params).answered_mask
     z = float(np.random.default_rng(0).normal())  # the draw each release below makes
 
@@ -141,7 +141,7 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
 
 
 def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
-                conversion: str, out: pathlib.Path) -> dict:
+                conversion: str, out: pathlib.Path, aggregator: dict = AGGREGATOR) -> dict:
     """Fork the base run, choose the release and the number of queries, finish the pipeline."""
     import analysis
     from pate import config as C
@@ -152,9 +152,9 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
     release = release_parameters(target, delta=delta, conversion=conversion)
     t0 = time.perf_counter()
     plan = plan_queries(votes, target=target, release=release, delta=delta, conversion=conversion,
-                        seed=base_config["run"]["seed"] + 1)
+                        seed=base_config["run"]["seed"] + 1, aggregator=aggregator)
     config = json.loads(json.dumps(base_config))
-    config["aggregator"].update(AGGREGATOR, queries=plan["queries"], budget_basis="data-independent")
+    config["aggregator"].update(aggregator, queries=plan["queries"], budget_basis="data-independent")
     config["privacy"].update(delta=delta, conversion=conversion, ledger=False,
                              release=plan["route"] == "release", release_order=release["order"],
                              release_beta=release["beta"], release_sigma_ss=release["sigma_ss"])
@@ -166,7 +166,7 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
         worst = OnlineAggregator(
             "confident-gnmax", budget_eps=1.0, delta=delta, rng=np.random.default_rng(0),
             orders=orders, conversion=conversion,
-            **{k: AGGREGATOR[k] for k in ("threshold", "sigma1", "sigma2")}).worst_case_query_rdp()
+            **{k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}).worst_case_query_rdp()
         gnss = analysis.gnss_rdp_curve(beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders)
         di_eps = analysis.eps_from_rdp(plan["queries"] * worst + gnss, orders=orders, delta=delta,
                                        conversion=conversion)[0]
@@ -298,6 +298,12 @@ def main(argv=None) -> int:
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--teacher-epochs", type=int, default=40,
                    help="teacher epochs of the base run (default 40)")
+    p.add_argument("--teachers", type=int, help="number of teachers of the base run (default: "
+                                                "the config's, 250)")
+    p.add_argument("--threshold", type=float, default=AGGREGATOR["threshold"],
+                   help="Confident-GNMax threshold T (default %(default)s)")
+    p.add_argument("--sigma1", type=float, default=AGGREGATOR["sigma1"])
+    p.add_argument("--sigma2", type=float, default=AGGREGATOR["sigma2"])
     p.add_argument("--skip-pate", action="store_true")
     p.add_argument("--skip-dpsgd", action="store_true")
     p.add_argument("--dpsgd-epochs", type=int, default=15)
@@ -332,12 +338,15 @@ def main(argv=None) -> int:
     else:
         base_config = recipe
         base_config["teachers"]["epochs"] = args.teacher_epochs
+        if args.teachers:
+            base_config["partition"]["num_teachers"] = args.teachers
     if args.data_root:
         base_config["data"]["root"] = args.data_root
     base_config["privacy"]["ledger"] = False
     C.validate(base_config)
+    aggregator = dict(AGGREGATOR, threshold=args.threshold, sigma1=args.sigma1, sigma2=args.sigma2)
     meta = {"delta": args.delta, "device": device, "config": args.config,
-            "aggregator": AGGREGATOR, "teachers": base_config["teachers"],
+            "aggregator": aggregator, "teachers": base_config["teachers"],
             "student": base_config["student"], "argv": sys.argv[1:]}
     rows: list[dict] = []
     t_start = time.perf_counter()
@@ -352,7 +361,7 @@ def main(argv=None) -> int:
         print(f"base run (partition, teachers, votes): {meta['base_seconds']:.0f} s", flush=True)
         for target in args.targets:
             row = pate_budget(base_dir, base_config, target, delta=args.delta,
-                              conversion="tight", out=out)
+                              conversion="tight", out=out, aggregator=aggregator)
             rows.append(row)
             write_outputs(rows, out, meta, quiet=True)  # partial results survive an interruption
             print(f"PATE target {target:g}: sanitized eps {row['eps']:.3f} (data-independent "
