@@ -47,13 +47,14 @@ def test_plan_never_offers_more_than_the_target_allows(utility):
         votes[i, 1:] = rng.multinomial(teachers - top[i], np.full(9, 1 / 9))
     from pate.aggregators import confident_gnmax
 
-    params = {k: utility.AGGREGATOR[k] for k in ("threshold", "sigma1", "sigma2")}
+    aggregator = dict(utility.AGGREGATOR, threshold=200.0)  # 250 teachers here
+    params = {k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}
     answered = confident_gnmax(votes, rng=np.random.default_rng(1), **params).answered_mask
     z = float(np.random.default_rng(0).normal())
     for target in (0.5, 2.0):
         release = utility.release_parameters(target, delta=1e-5)
         plan = utility.plan_queries(votes, target=target, release=release, delta=1e-5,
-                                    conversion="tight", seed=1)
+                                    conversion="tight", seed=1, aggregator=aggregator)
         assert 1 <= plan["queries"] <= n and plan["planned_answered"] <= plan["queries"]
 
         def upper(k):  # the planner's criterion: the release's centre plus one noise std
@@ -70,9 +71,10 @@ def test_plan_never_offers_more_than_the_target_allows(utility):
             assert plan["queries"] == n  # the online aggregator stops itself at the target
     # More budget never plans fewer answers.
     small = utility.plan_queries(votes, target=1.0, release=utility.release_parameters(1.0, delta=1e-5),
-                                 delta=1e-5, conversion="tight", seed=1)
+                                 delta=1e-5, conversion="tight", seed=1, aggregator=aggregator)
     large = utility.plan_queries(votes, target=4.0, release=utility.release_parameters(4.0, delta=1e-5),
-                                 delta=1e-5, conversion="tight", seed=1)
+                                 delta=1e-5, conversion="tight", seed=1, aggregator=aggregator)
+    assert small["planned_answered"] > 0
     assert large["planned_answered"] >= small["planned_answered"]
 
 
