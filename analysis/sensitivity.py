@@ -524,7 +524,7 @@ def search_smooth_sensitivity_parameters(votes, *, threshold, sigma1, sigma2, or
     pr = np.exp(_threshold_log_pr(_max_vote(votes, None), threshold, sigma1))
     rdp_total, ls_total, ind1, ind2 = _run_cost_and_ls(
         votes, num_teachers, threshold, sigma1, sigma2, order, None, pr)
-    eps_before = rdp_total + math.log(1.0 / delta) / (order - 1.0)
+    eps_before = rdp_total + conversion_term(order=order, delta=delta)
     result = {"rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
               "data_independent_step1": ind1, "data_independent_step2": ind2}
     if ind1 and ind2:

@@ -86,6 +86,20 @@ def release_parameters(target: float, *, delta: float, conversion: str = "tight"
     return best
 
 
+def _noise_params(aggregator: dict) -> dict:
+    """The Confident-GNMax keyword arguments of an aggregator setting."""
+    return {k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}
+
+
+class _OneStd:
+    """A generator-like whose every normal draw is +1: the release it is given reports its
+    centre plus one noise standard deviation."""
+
+    @staticmethod
+    def normal(*args):
+        return 1.0
+
+
 def _largest_prefix(fits, n: int) -> int:
     """The largest k in [0, n] with fits(k), for a predicate that holds up to some k (bisection)."""
     if fits(n):
@@ -115,9 +129,8 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
     import analysis
     from pate.aggregators import confident_gnmax
 
-    params = {k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}
+    params = _noise_params(aggregator)
     answered = confident_gnmax(votes, rng=np.random.default_rng(seed), **params).answered_mask
-    z = float(np.random.default_rng(0).normal())  # the draw each release below makes
 
     def release_fits(k: int) -> bool:
         if k == 0:
@@ -125,8 +138,8 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
         out = analysis.release_sanitized_epsilon(
             votes[:k], answered=answered[:k], order=release["order"], beta=release["beta"],
             sigma_ss=release["sigma_ss"], delta=delta, num_teachers=int(votes[0].sum()),
-            rng=np.random.default_rng(0), conversion=conversion, **params)
-        return out["eps_sanitized"] + out["noise_std"] * (1.0 - z) <= target
+            rng=_OneStd(), conversion=conversion, **params)
+        return out["eps_sanitized"] <= target
 
     orders = analysis.DEFAULT_ORDERS
 
@@ -170,7 +183,7 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
         worst = OnlineAggregator(
             "confident-gnmax", budget_eps=1.0, delta=delta, rng=np.random.default_rng(0),
             orders=orders, conversion=conversion,
-            **{k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}).worst_case_query_rdp()
+            **_noise_params(aggregator)).worst_case_query_rdp()
         gnss = analysis.gnss_rdp_curve(beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders)
         di_eps = analysis.eps_from_rdp(plan["queries"] * worst + gnss, orders=orders, delta=delta,
                                        conversion=conversion)[0]
