@@ -13,6 +13,10 @@ report -- exactly as ``pate run`` does. For each target:
   quantities only (:func:`release_parameters`): the order that leaves the most room for queries,
   ``(target - fixed costs) / lambda``, where the fixed costs are the GNSS release and the
   RDP-to-(eps, delta) conversion;
+* the aggregator (:func:`choose_aggregator`) is one of two Confident-GNMax settings: a quiet one
+  (sigma1 = 100, sigma2 = 40: few, accurate answers) unless its plan answers fewer than 200
+  queries, then a loud one (sigma1 = 250, sigma2 = 120: at small targets several times more
+  answers, less accurate but from every class). **Looks at the votes** like the next point;
 * the number of public items offered (:func:`plan_queries`) is the larger of two routes: the
   largest prefix k whose sanitized epsilon -- its centre plus one standard deviation of its
   smooth-sensitivity noise -- stays within the target, or no release at all and the online
@@ -49,10 +53,16 @@ import time
 import numpy as np
 
 TARGETS = (0.5, 1.0, 2.0, 4.0)
-#: The aggregator used for every budget: threshold and noise of Confident GNMax, for 500 teachers
-#: (T = 300: 60 % of the votes; a higher threshold answers almost no item of the classes the teachers
-#: confuse, such as shirts -- see the README).
+#: Confident GNMax for 500 teachers, little noise: few, accurate answers, paid for with the
+#: data-dependent analysis and the sanitized release (T = 300: 60 % of the votes; a higher
+#: threshold answers almost no item of the classes the teachers confuse, such as shirts).
 AGGREGATOR = {"mechanism": "confident-gnmax", "threshold": 300.0, "sigma1": 100.0, "sigma2": 40.0}
+#: Much more noise: each answer costs less data-independent RDP (lambda / sigma2^2), so a small
+#: budget buys several times more answers -- less accurate, but from every class.
+LOUD_AGGREGATOR = {"mechanism": "confident-gnmax", "threshold": 350.0, "sigma1": 250.0, "sigma2": 120.0}
+#: The loud aggregator is used where the quiet one's plan answers fewer queries than this (the
+#: student needs a few hundred labels; README, student section).
+MIN_ANSWERS = 200
 #: Teachers of the base run: 500 x 120 images (more, weaker teachers answer more queries per eps).
 TEACHERS = 500
 #: The release order's candidates (public).
@@ -157,9 +167,37 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
             "planned_answered": int(answered[:k_release].sum())}
 
 
+def scaled_threshold(aggregator: dict, *, num_teachers: int) -> dict:
+    """A candidate aggregator for ``num_teachers``: its threshold is set for ``TEACHERS`` teachers
+    and scales with their number (the same fraction of the votes); the noise does not."""
+    return dict(aggregator, threshold=aggregator["threshold"] * num_teachers / TEACHERS)
+
+
+def choose_aggregator(votes, *, target: float, release: dict, delta: float, conversion: str,
+                      seed: int, candidates=(AGGREGATOR, LOUD_AGGREGATOR),
+                      min_answers: int = MIN_ANSWERS) -> tuple[dict, dict]:
+    """The aggregator for a target eps and its plan: the first candidate whose plan answers at
+    least ``min_answers`` queries, else the one whose plan answers the most. Thresholds are
+    scaled to the number of teachers (:func:`scaled_threshold`).
+
+    **Looks at the votes** (through :func:`plan_queries`; see the module docstring). Returns
+    ``(aggregator, plan)``.
+    """
+    plans = []
+    for candidate in candidates:
+        aggregator = scaled_threshold(candidate, num_teachers=int(votes[0].sum()))
+        plans.append((aggregator, plan_queries(votes, target=target, release=release, delta=delta,
+                                               conversion=conversion, seed=seed, aggregator=aggregator)))
+    for aggregator, plan in plans:
+        if plan["planned_answered"] >= min_answers:
+            return aggregator, plan
+    return max(plans, key=lambda ap: ap[1]["planned_answered"])
+
+
 def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
-                conversion: str, out: pathlib.Path, aggregator: dict = AGGREGATOR) -> dict:
-    """Fork the base run, choose the release and the number of queries, finish the pipeline."""
+                conversion: str, out: pathlib.Path, aggregator: dict | None = None) -> dict:
+    """Fork the base run, choose the aggregator (:func:`choose_aggregator`, unless ``aggregator``
+    fixes it), the release and the number of queries; finish the pipeline."""
     import analysis
     from pate import config as C
     from pate.aggregators import OnlineAggregator
@@ -168,8 +206,12 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
     votes = np.load(base_dir / "votes.npy", allow_pickle=False)
     release = release_parameters(target, delta=delta, conversion=conversion)
     t0 = time.perf_counter()
-    plan = plan_queries(votes, target=target, release=release, delta=delta, conversion=conversion,
-                        seed=base_config["run"]["seed"] + 1, aggregator=aggregator)
+    planning = dict(target=target, release=release, delta=delta, conversion=conversion,
+                    seed=base_config["run"]["seed"] + 1)
+    if aggregator is None:
+        aggregator, plan = choose_aggregator(votes, **planning)
+    else:
+        plan = plan_queries(votes, aggregator=aggregator, **planning)
     config = json.loads(json.dumps(base_config))
     config["aggregator"].update(aggregator, queries=plan["queries"], budget_basis="data-independent")
     config["privacy"].update(delta=delta, conversion=conversion, ledger=False,
@@ -202,7 +244,7 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
             "accuracy": u["student_accuracy"], "route": plan["route"],
             "queries_offered": plan["queries"],
             "asked": q["asked"], "answered": q["answered"],
-            "label_accuracy": u["label_accuracy_answered"],
+            "label_accuracy": u["label_accuracy_answered"], "aggregator": aggregator,
             "release": ({k: release[k] for k in ("order", "beta", "sigma_ss")}
                         if plan["route"] == "release" else None),
             "seconds": round(time.perf_counter() - t0, 1)}
@@ -317,10 +359,15 @@ def main(argv=None) -> int:
                    help="teacher epochs of the base run (default 40)")
     p.add_argument("--teachers", type=int, default=TEACHERS,
                    help="number of teachers of the base run (default %(default)s)")
-    p.add_argument("--threshold", type=float, default=AGGREGATOR["threshold"],
-                   help="Confident-GNMax threshold T (default %(default)s)")
-    p.add_argument("--sigma1", type=float, default=AGGREGATOR["sigma1"])
-    p.add_argument("--sigma2", type=float, default=AGGREGATOR["sigma2"])
+    p.add_argument("--threshold", type=float,
+                   help="fix Confident GNMax's threshold T for every budget (with --sigma1/--sigma2; "
+                        "default: per budget, the quiet aggregator T=%g, sigma1=%g, sigma2=%g unless its "
+                        "plan answers fewer than %d queries, then the loud one T=%g, sigma1=%g, "
+                        "sigma2=%g)" % (AGGREGATOR["threshold"], AGGREGATOR["sigma1"], AGGREGATOR["sigma2"],
+                                        MIN_ANSWERS, LOUD_AGGREGATOR["threshold"],
+                                        LOUD_AGGREGATOR["sigma1"], LOUD_AGGREGATOR["sigma2"]))
+    p.add_argument("--sigma1", type=float, help="with --threshold: the threshold check's noise")
+    p.add_argument("--sigma2", type=float, help="with --threshold: the answers' noise")
     p.add_argument("--skip-pate", action="store_true")
     p.add_argument("--skip-dpsgd", action="store_true")
     p.add_argument("--dpsgd-epochs", type=int, default=15)
@@ -338,6 +385,15 @@ def main(argv=None) -> int:
             p.error(f"--targets must be positive finite numbers, got {t}")
     if not 0 < args.delta < 1:
         p.error(f"--delta must be in (0, 1), got {args.delta}")
+    fixed = {"threshold": args.threshold, "sigma1": args.sigma1, "sigma2": args.sigma2}
+    if any(v is not None for v in fixed.values()):
+        missing = [f"--{k}" for k, v in fixed.items() if v is None]
+        if missing:
+            p.error(f"--threshold, --sigma1 and --sigma2 fix the aggregator together; missing "
+                    f"{', '.join(missing)}")
+        for k, v in fixed.items():
+            if not (math.isfinite(v) and v > 0):
+                p.error(f"--{k} must be a positive finite number, got {v}")
 
     from pate import config as C
     from pate.pipeline import Pipeline
@@ -360,9 +416,11 @@ def main(argv=None) -> int:
         base_config["data"]["root"] = args.data_root
     base_config["privacy"]["ledger"] = False
     C.validate(base_config)
-    aggregator = dict(AGGREGATOR, threshold=args.threshold, sigma1=args.sigma1, sigma2=args.sigma2)
+    aggregator = (None if args.threshold is None
+                  else dict(AGGREGATOR, threshold=args.threshold, sigma1=args.sigma1, sigma2=args.sigma2))
     meta = {"delta": args.delta, "device": device, "config": args.config,
-            "aggregator": aggregator, "teachers": base_config["teachers"],
+            "aggregator": aggregator or {"candidates": [AGGREGATOR, LOUD_AGGREGATOR],
+                                         "min_answers": MIN_ANSWERS}, "teachers": base_config["teachers"],
             "student": base_config["student"], "argv": sys.argv[1:]}
     rows: list[dict] = []
     t_start = time.perf_counter()
@@ -381,7 +439,8 @@ def main(argv=None) -> int:
             rows.append(row)
             write_outputs(rows, out, meta, quiet=True)  # partial results survive an interruption
             print(f"PATE target {target:g}: sanitized eps {row['eps']:.3f} (data-independent "
-                  f"{row['eps_data_independent']:.2f}; route {row['route']}), {row['answered']} answered "
+                  f"{row['eps_data_independent']:.2f}; route {row['route']}; T {row['aggregator']['threshold']:g}, "
+                  f"sigma {row['aggregator']['sigma1']:g}/{row['aggregator']['sigma2']:g}), {row['answered']} answered "
                   f"of {row['asked']} asked (label accuracy {row['label_accuracy']:.3f}), "
                   f"student accuracy {row['accuracy']:.4f}, {row['seconds']:.0f} s", flush=True)
     if not args.skip_dpsgd:

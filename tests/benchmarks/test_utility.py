@@ -85,3 +85,55 @@ def test_bad_arguments_stop_before_any_work(utility, tmp_path, capsys):
     with pytest.raises(SystemExit):
         utility.main(["--delta", "1.5", "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def _votes(rng, n, teachers, top_low, top_high):
+    top = rng.integers(top_low, top_high + 1, size=n)
+    votes = np.zeros((n, 10), dtype=np.int64)
+    votes[:, 0] = top
+    for i in range(n):
+        votes[i, 1:] = rng.multinomial(teachers - top[i], np.full(9, 1 / 9))
+    return votes
+
+
+def test_scaled_threshold_keeps_the_fraction_of_the_votes(utility):
+    loud = utility.LOUD_AGGREGATOR
+    half = utility.scaled_threshold(loud, num_teachers=utility.TEACHERS // 2)
+    assert half["threshold"] == pytest.approx(loud["threshold"] / 2)
+    assert (half["sigma1"], half["sigma2"]) == (loud["sigma1"], loud["sigma2"])
+    assert utility.scaled_threshold(loud, num_teachers=utility.TEACHERS) == loud
+
+
+def test_choose_aggregator_takes_the_quiet_one_when_it_answers_enough(utility):
+    rng = np.random.default_rng(0)
+    common = dict(delta=1e-5, conversion="tight", seed=1)
+    votes = _votes(rng, 3000, 500, 480, 500)          # near-unanimous teachers: cheap answers
+    release = utility.release_parameters(4.0, delta=1e-5)
+    aggregator, plan = utility.choose_aggregator(votes, target=4.0, release=release, **common)
+    assert aggregator == utility.AGGREGATOR and plan["planned_answered"] >= utility.MIN_ANSWERS
+    assert plan == utility.plan_queries(votes, target=4.0, release=release, aggregator=aggregator,
+                                        **common)
+    # A target where the quiet aggregator answers fewer than MIN_ANSWERS: the loud one, which
+    # answers more there (its per-answer data-independent cost is (40 / 120)^2 of the quiet one's).
+    release = utility.release_parameters(0.5, delta=1e-5)
+    quiet = utility.plan_queries(votes, target=0.5, release=release, aggregator=utility.AGGREGATOR,
+                                 **common)
+    assert quiet["planned_answered"] < utility.MIN_ANSWERS
+    aggregator, plan = utility.choose_aggregator(votes, target=0.5, release=release, **common)
+    assert aggregator == utility.LOUD_AGGREGATOR
+    assert plan["planned_answered"] > quiet["planned_answered"]
+    # With no minimum, the first candidate always wins.
+    aggregator, _ = utility.choose_aggregator(votes, target=0.5, release=release, min_answers=0,
+                                              **common)
+    assert aggregator == utility.AGGREGATOR
+
+
+def test_a_fixed_aggregator_needs_all_three_settings(utility, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        utility.main(["--threshold", "200", "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "missing --sigma1, --sigma2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        utility.main(["--threshold", "200", "--sigma1", "-1", "--sigma2", "40",
+                      "--out", str(tmp_path / "out")])
+    assert "--sigma1 must be a positive" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
