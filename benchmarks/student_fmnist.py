@@ -10,10 +10,16 @@ uniformly among the 9 *other* classes (symmetric noise), independently per item,
 same model (``cnn28``), the same weak augmentation (flip + 4-pixel translation) and the same
 seed; FixMatch additionally sees the unlabelled public items.
 
+With ``--labels-from RUN_DIR`` the labelled items are instead those a PATE run answered (its
+``labels.npy``), trained once with the run's released labels and once with the TRUE labels of the
+same items: what the aggregator's mistakes cost, apart from which items it answered.
+
 Usage (the defaults give the README numbers: about 5.5 minutes on 2 shared CPU cores):
 
     .venv/bin/python benchmarks/student_fmnist.py
     .venv/bin/python benchmarks/student_fmnist.py --labels 1000 --label-noise 0.2 --json out.json
+    .venv/bin/python benchmarks/student_fmnist.py --labels-from runs/utility-v3/pate-eps1 \
+        --methods fixmatch --steps 4000
 
 Prints one line per (labels, noise, method) with the evaluation accuracy and the training time,
 then the FixMatch - supervised gain per setting.
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 import time
 
@@ -40,11 +47,18 @@ def noisy_labels(y: np.ndarray, *, k: int, noise: float, num_classes: int, seed:
     return labels
 
 
+def _noise(noise) -> str:
+    return noise if isinstance(noise, str) else f"{noise:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--labels", type=int, nargs="+", default=[250, 1000], help="labels budgets k")
     p.add_argument("--label-noise", type=float, nargs="+", default=[0.0],
                    help="symmetric label-noise rates (0 = true labels)")
+    p.add_argument("--labels-from", metavar="RUN_DIR",
+                   help="label the items this PATE run answered: its released labels, then their "
+                        "true labels (replaces --labels / --label-noise)")
     p.add_argument("--methods", nargs="+", default=["supervised", "fixmatch"],
                    choices=("supervised", "fixmatch"))
     p.add_argument("--steps", type=int, default=6000, help="optimiser steps per run (both methods)")
@@ -58,6 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", default=None, help="Fashion-MNIST directory (default: the system one)")
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args(argv)
+    released = None
+    if args.labels_from:
+        path = pathlib.Path(args.labels_from) / "labels.npy"
+        if not path.is_file():
+            p.error(f"--labels-from {args.labels_from!r} has no labels.npy (a PATE run directory "
+                    "after its aggregate stage)")
+        released = np.load(path, allow_pickle=False)
+        if released.ndim != 1 or not np.issubdtype(released.dtype, np.integer) or not np.any(released >= 0):
+            p.error(f"--labels-from: {path} is not a 1-D integer array with answered items")
 
     import torch
 
@@ -72,35 +95,43 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Fashion-MNIST: public {x.shape[0]}, evaluation {len(data.evaluation)}; "
           f"{epochs * steps_per_epoch} steps, batch {args.batch_size}, mu {args.unlabeled_ratio}, "
           f"EMA {args.ema_decay}, seed {args.seed}, torch threads {args.threads}", flush=True)
+    if released is not None:
+        full = np.full(y.shape[0], -1, dtype=np.int64)
+        full[:released.shape[0]] = released
+        answered = full >= 0
+        true_on_answered = np.where(answered, y, -1)
+        settings = [(int(answered.sum()), "released", full),
+                    (int(answered.sum()), "true", true_on_answered)]
+    else:
+        settings = [(k, noise, noisy_labels(y, k=k, noise=noise, num_classes=data.num_classes,
+                                            seed=args.seed))
+                    for k in args.labels for noise in args.label_noise]
     results = []
     total = time.perf_counter()
-    for k in args.labels:
-        for noise in args.label_noise:
-            labels = noisy_labels(y, k=k, noise=noise, num_classes=data.num_classes, seed=args.seed)
-            realised = float(np.mean(labels[:k] != y[:k]))
-            for method in args.methods:
-                t0 = time.perf_counter()
-                student = train_student(
-                    x, labels, model="cnn28", method=method, epochs=epochs,
-                    steps_per_epoch=steps_per_epoch, batch_size=args.batch_size,
-                    unlabeled_ratio=args.unlabeled_ratio, ema_decay=args.ema_decay, flip=True,
-                    num_classes=data.num_classes, random_state=args.seed, device=args.device,
-                    progress=sys.stderr.isatty())
-                seconds = time.perf_counter() - t0
-                acc = student.score(data.evaluation.x, data.evaluation.y)
-                row = {"labels": k, "label_noise": noise, "realised_label_error": realised,
-                       "method": method, "accuracy": acc, "seconds": seconds,
-                       "steps": epochs * steps_per_epoch, "device": str(student.device_)}
-                results.append(row)
-                print(f"labels {k:5d}  noise {noise:.2f} (realised {realised:.3f})  {method:10s}  "
-                      f"accuracy {acc:.4f}  time {seconds:6.1f} s", flush=True)
+    for k, noise, labels in settings:
+        realised = float(np.mean(labels[labels >= 0] != y[labels >= 0]))
+        for method in args.methods:
+            t0 = time.perf_counter()
+            student = train_student(
+                x, labels, model="cnn28", method=method, epochs=epochs,
+                steps_per_epoch=steps_per_epoch, batch_size=args.batch_size,
+                unlabeled_ratio=args.unlabeled_ratio, ema_decay=args.ema_decay, flip=True,
+                num_classes=data.num_classes, random_state=args.seed, device=args.device,
+                progress=sys.stderr.isatty())
+            seconds = time.perf_counter() - t0
+            acc = student.score(data.evaluation.x, data.evaluation.y)
+            row = {"labels": k, "label_noise": noise, "realised_label_error": realised,
+                   "method": method, "accuracy": acc, "seconds": seconds,
+                   "steps": epochs * steps_per_epoch, "device": str(student.device_)}
+            results.append(row)
+            print(f"labels {k:5d}  noise {_noise(noise)} (realised {realised:.3f})  {method:10s}  "
+                  f"accuracy {acc:.4f}  time {seconds:6.1f} s", flush=True)
     print(f"total {time.perf_counter() - total:.1f} s")
     by = {(r["labels"], r["label_noise"], r["method"]): r["accuracy"] for r in results}
-    for k in args.labels:
-        for noise in args.label_noise:
-            if (k, noise, "fixmatch") in by and (k, noise, "supervised") in by:
-                gain = by[(k, noise, "fixmatch")] - by[(k, noise, "supervised")]
-                print(f"labels {k:5d}  noise {noise:.2f}: FixMatch - supervised = {gain:+.4f}")
+    for k, noise, _ in settings:
+        if (k, noise, "fixmatch") in by and (k, noise, "supervised") in by:
+            gain = by[(k, noise, "fixmatch")] - by[(k, noise, "supervised")]
+            print(f"labels {k:5d}  noise {_noise(noise)}: FixMatch - supervised = {gain:+.4f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(results, fh, indent=2)
