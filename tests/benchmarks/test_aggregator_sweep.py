@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import pathlib
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def sweep():
-    spec = importlib.util.spec_from_file_location("aggregator_sweep", REPO / "benchmarks" / "aggregator_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def sweep(load_benchmark):
+    return load_benchmark("aggregator_sweep")
 
 
 def test_a_setting_is_target_threshold_and_two_sigmas(sweep):

@@ -3,21 +3,13 @@ itself runs on demand, not here)."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("student_fmnist", REPO / "benchmarks" / "student_fmnist.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("student_fmnist")
 
 
 def test_noisy_labels_flip_to_another_class_only_on_the_first_k(bench):

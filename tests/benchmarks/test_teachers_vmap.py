@@ -3,23 +3,15 @@ demand, not here; nothing here asserts a time or a rate)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def bench():
+def bench(load_benchmark):
     pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("teachers_vmap_bench",
-                                                  REPO / "benchmarks" / "teachers_vmap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("teachers_vmap")
 
 
 def test_work_flops_match_a_hand_count_of_cnn28(bench, one_torch_thread):

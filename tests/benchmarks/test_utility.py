@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 import analysis
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def utility():
-    spec = importlib.util.spec_from_file_location("utility_bench", REPO / "benchmarks" / "utility.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def utility(load_benchmark):
+    return load_benchmark("utility")
 
 
 @pytest.mark.parametrize("target", [0.5, 1.0, 2.0, 4.0])
