@@ -72,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import utility
-    from pate.aggregators import confident_gnmax
     from student.train import train_student
     from teachers.data import load_pate_data
 
@@ -87,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         release = utility.release_parameters(target, delta=args.delta, conversion="tight")
         plan = utility.plan_queries(votes, target=target, release=release, delta=args.delta,
                                     conversion="tight", seed=seed, aggregator=aggregator)
-        drawn = confident_gnmax(votes, rng=np.random.default_rng(seed),
-                                **{k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")})
+        drawn = utility.planning_draw(votes, seed=seed, aggregator=aggregator)
         answered = np.flatnonzero(drawn.answered_mask)[:plan["planned_answered"]]
         labels = np.full(y.shape[0], -1, dtype=np.int64)
         labels[answered] = drawn.labels[answered]
@@ -98,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                                 unlabeled_ratio=3, ema_decay=0.99, flip=True,
                                 num_classes=data.num_classes, random_state=0, device="cpu",
                                 progress=False)
-        row = {"target": target, **{k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")},
+        row = {"target": target, **utility.noise_params(aggregator),
                "route": plan["route"], "answered": int(answered.size),
                "label_accuracy": float(np.mean(labels[answered] == y[answered])) if answered.size else None,
                "val": float(np.mean(student.predict(data.public.x[8000:]) == y[8000:])),

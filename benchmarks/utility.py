@@ -96,9 +96,17 @@ def release_parameters(target: float, *, delta: float, conversion: str = "tight"
     return best
 
 
-def _noise_params(aggregator: dict) -> dict:
+def noise_params(aggregator: dict) -> dict:
     """The Confident-GNMax keyword arguments of an aggregator setting."""
     return {k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}
+
+
+def planning_draw(votes, *, seed: int, aggregator: dict):
+    """The planning draw of the aggregator's noise over all the votes (its
+    ``confident_gnmax`` result): what :func:`plan_queries` counts answers on."""
+    from pate.aggregators import confident_gnmax
+
+    return confident_gnmax(votes, rng=np.random.default_rng(seed), **noise_params(aggregator))
 
 
 class _OneStd:
@@ -137,10 +145,9 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
     The route with more answered queries in the planning draw wins.
     """
     import analysis
-    from pate.aggregators import confident_gnmax
 
-    params = _noise_params(aggregator)
-    answered = confident_gnmax(votes, rng=np.random.default_rng(seed), **params).answered_mask
+    params = noise_params(aggregator)
+    answered = planning_draw(votes, seed=seed, aggregator=aggregator).answered_mask
 
     def release_fits(k: int) -> bool:
         if k == 0:
@@ -183,15 +190,16 @@ def choose_aggregator(votes, *, target: float, release: dict, delta: float, conv
     **Looks at the votes** (through :func:`plan_queries`; see the module docstring). Returns
     ``(aggregator, plan)``.
     """
-    plans = []
-    for candidate in candidates:
+    best = None
+    for candidate in candidates:  # planned one at a time: later candidates only when needed
         aggregator = scaled_threshold(candidate, num_teachers=int(votes[0].sum()))
-        plans.append((aggregator, plan_queries(votes, target=target, release=release, delta=delta,
-                                               conversion=conversion, seed=seed, aggregator=aggregator)))
-    for aggregator, plan in plans:
+        plan = plan_queries(votes, target=target, release=release, delta=delta,
+                            conversion=conversion, seed=seed, aggregator=aggregator)
         if plan["planned_answered"] >= min_answers:
             return aggregator, plan
-    return max(plans, key=lambda ap: ap[1]["planned_answered"])
+        if best is None or plan["planned_answered"] > best[1]["planned_answered"]:
+            best = (aggregator, plan)
+    return best
 
 
 def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
@@ -225,7 +233,7 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
         worst = OnlineAggregator(
             "confident-gnmax", budget_eps=1.0, delta=delta, rng=np.random.default_rng(0),
             orders=orders, conversion=conversion,
-            **_noise_params(aggregator)).worst_case_query_rdp()
+            **noise_params(aggregator)).worst_case_query_rdp()
         gnss = analysis.gnss_rdp_curve(beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders)
         di_eps = analysis.eps_from_rdp(plan["queries"] * worst + gnss, orders=orders, delta=delta,
                                        conversion=conversion)[0]
