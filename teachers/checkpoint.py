@@ -1,4 +1,9 @@
-"""Atomic files for teacher training: a kill -9 at any moment leaves either the old or the new file.
+"""Atomic, code-free checkpoint files for teacher training.
+
+A kill -9 at any moment leaves either the old or the new file. Nothing in a run directory is
+ever a pickle: torch checkpoints are read with ``weights_only=True`` (tensors and plain
+containers only) and scikit-learn chunks are plain ``.npz`` arrays read with
+``allow_pickle=False``, so a file planted in a run directory cannot run code when it is read.
 
 Symbols
 -------
@@ -6,19 +11,52 @@ Symbols
 ``atomic_torch_save(path, obj)``, ``atomic_savez(path, **arrays)``
     Write to a temporary file in the same directory, fsync, then ``os.replace`` (the torch-free
     ones are :mod:`pate.io`'s, re-exported here).
-``load_torch(path)``
-    ``torch.load`` of a checkpoint written by this package (``weights_only=True``: no code runs).
+``load_torch(path, *, remedy=None)``
+    ``torch.load(path, map_location="cpu", weights_only=True)`` of a checkpoint written by this
+    package: no code runs. A missing, damaged or foreign file raises :class:`CheckpointError`
+    naming the file; ``remedy`` (a sentence) replaces the default advice of deleting the
+    directory holding it.
+``CheckpointError``
+    ``PateError`` and ``ValueError``: a checkpoint in a run directory is missing, damaged, not
+    written by pate-learn, or belongs to another run. The message names the file and says what
+    to delete; attribute ``path`` names it too.
+``load_plain_npz(path, *, keys, remedy=None) -> dict[str, np.ndarray]``
+    Read an ``.npz`` of plain numeric arrays with ``allow_pickle=False``; the archive must hold
+    exactly ``keys`` (an iterable of names), each a non-object array. Anything else (missing,
+    not a zip, a pickle, an object array, other keys) raises :class:`CheckpointError`.
 """
 
 from __future__ import annotations
 
 import io
 import pathlib
+import pickle
+import zipfile
+import zlib
 
+import numpy as np
+
+from analysis.errors import PateError
 from pate.io import atomic_savez, atomic_write_bytes, atomic_write_json
 
 __all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_torch_save", "atomic_savez",
-           "load_torch"]
+           "load_torch", "load_plain_npz", "CheckpointError"]
+
+
+class CheckpointError(PateError, ValueError):
+    """A checkpoint in a run directory is missing, damaged, foreign or from another run.
+
+    Attribute ``path`` (a string) names the file.
+    """
+
+    def __init__(self, message: str, *, path=None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else str(path)
+
+
+def _default_remedy(path: pathlib.Path) -> str:
+    return (f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers "
+            "again")
 
 
 def atomic_torch_save(path, obj) -> pathlib.Path:
@@ -29,7 +67,56 @@ def atomic_torch_save(path, obj) -> pathlib.Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def load_torch(path):
+def load_torch(path, *, remedy: str | None = None):
     import torch
 
-    return torch.load(path, map_location="cpu", weights_only=True)
+    path = pathlib.Path(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as exc:
+        # weights_only=True refuses anything but tensors and plain containers
+        # (pickle.UnpicklingError "Weights only load failed"); a truncated file is a RuntimeError.
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} cannot be read as a pate-learn checkpoint "
+            f"({type(exc).__name__}: {_first_line(exc)}); it is missing, damaged or was not "
+            f"written by pate-learn. {(remedy or _default_remedy(path)).rstrip('.')}.",
+            path=path) from None
+
+
+def load_plain_npz(path, *, keys, remedy: str | None = None) -> dict:
+    path = pathlib.Path(path)
+    keys = set(keys)
+    advice = (remedy or _default_remedy(path)).rstrip(".")
+
+    def fail(why: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {str(path)!r} {why}; {advice}.", path=path)
+
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise fail("is missing") from None
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
+        raise fail(f"is not a readable .npz of plain arrays ({type(exc).__name__}: "
+                   f"{_first_line(exc)})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise fail(f"is a single .npy array, not an .npz archive holding {sorted(keys)}")
+    try:
+        with loaded:
+            if set(loaded.files) != keys:
+                raise fail(f"holds arrays {sorted(loaded.files)}, expected {sorted(keys)}")
+            arrays = {k: loaded[k] for k in sorted(keys)}
+    except CheckpointError:
+        raise
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        # an object array needs pickles: refused by allow_pickle=False, never unpickled
+        raise fail(f"holds an array that is damaged or not plain numbers "
+                   f"({type(exc).__name__}: {_first_line(exc)})") from None
+    for k, a in arrays.items():
+        if a.dtype.hasobject or a.dtype.kind not in "biuf":
+            raise fail(f"array {k!r} has dtype {a.dtype}, expected plain numbers")
+    return arrays
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else "no details"

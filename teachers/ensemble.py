@@ -39,8 +39,30 @@ Symbols
 
 Files in ``out_dir`` (normally ``<run_dir>/teachers``): ``state.json`` (recipe fingerprint,
 seeds, chunking, completed chunks), ``progress.pt`` (the chunk in training, removed when it is
-done), ``chunk_NNNN.pt`` / ``.pkl`` (trained weights and predictions of a chunk),
-``predictions.npz`` (``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``.
+done), ``chunk_NNNN.pt`` (torch: trained weights and predictions of a chunk, read back with
+``weights_only=True``), ``chunk_NNNN.npz`` (scikit-learn, see below), ``predictions.npz``
+(``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``. No file in a run
+directory is ever a pickle, and none is read in a way that can run code.
+
+scikit-learn chunk checkpoints
+------------------------------
+A finished chunk of scikit-learn teachers is saved as ``chunk_NNNN.npz``: plain int64 arrays
+``format`` (1), ``teachers`` ([lo, hi): the teacher indices of the chunk), ``seeds``,
+``random_states`` (what each estimator was given; -1 when it has none), ``shard_sizes``,
+``public_predictions`` (hi-lo, N_public) and ``eval_predictions`` (hi-lo, N_eval). A resumed run
+reads it with ``np.load(..., allow_pickle=False)`` and checks every array against the run
+(teacher range, seeds, shard sizes, shapes, labels in [0, num_classes)); a missing, damaged or
+foreign chunk raises :class:`teachers.checkpoint.CheckpointError` naming the file.
+
+Why predictions and not the fitted estimators: a fitted scikit-learn estimator can only be
+saved as a pickle (or joblib, also a pickle), and unpickling a file planted in a run directory
+runs its payload; formats like skops still have to be told which types to trust. Nothing after
+this stage needs the estimators: voting reads ``predictions.npz``, the student learns from the
+released labels, and :func:`load_teacher_models` serves torch teachers only. An unfinished
+chunk is simply fitted again on resume (each estimator's ``random_state`` comes from its
+teacher's seed, so the resumed run equals an uninterrupted one). ``*.pkl`` files found in
+``out_dir`` (planted, or left by a version that pickled its chunks) are never opened: a resume
+logs a warning, and a chunk that exists only as ``.pkl`` raises :class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -48,10 +70,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import pathlib
-import pickle
 import sys
 import time
 from dataclasses import dataclass, field
@@ -61,8 +83,8 @@ import numpy as np
 
 from analysis.errors import ConfigError
 from analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
-from teachers.checkpoint import (atomic_savez, atomic_torch_save, atomic_write_bytes,
-                                 atomic_write_json, load_torch)
+from teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torch_save,
+                                 atomic_write_json, load_plain_npz, load_torch)
 from teachers.models import MODEL_NAMES
 from teachers.optim import OPTIMIZERS
 from teachers.schedule import AUGMENTATIONS
@@ -73,6 +95,10 @@ __all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accur
 TRAINERS = ("auto", "vectorized", "sequential")
 _STATE, _PROGRESS = "state.json", "progress.pt"
 _FORMAT_VERSION = 1
+_SKLEARN_CHUNK_FORMAT = 1
+_SKLEARN_CHUNK_KEYS = ("format", "teachers", "seeds", "random_states", "shard_sizes",
+                       "public_predictions", "eval_predictions")
+logger = logging.getLogger(__name__)
 # Fashion-MNIST: measured in the README (augmentation did not beat a higher learning rate there;
 # horizontal flips hurt: shoes face one way in the test set). The others: common practice.
 _AUTO_AUGMENT = {"fashion-mnist": "none", "cifar10": "shift+flip", "mnist": "shift",
@@ -531,7 +557,8 @@ def _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_
 def _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress):
     from tqdm.auto import tqdm
 
-    from teachers.sequential import fit_sklearn_teachers, make_sklearn_estimator, sklearn_predict
+    from teachers.sequential import (fit_sklearn_teachers, make_sklearn_estimator,
+                                     sklearn_predict, sklearn_random_states)
 
     estimator = (make_sklearn_estimator(config.model, config.model_params)
                  if isinstance(config.model, str) else config.model)
@@ -553,6 +580,7 @@ def _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pr
                      num_chunks=len(chunks), trainer="sklearn", seeds=seeds,
                      completed=(state or {}).get("completed", []))
         atomic_write_json(out / _STATE, state)
+        _warn_about_pickles(out)
     public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
     eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
     started = time.perf_counter()
@@ -560,19 +588,26 @@ def _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pr
               unit="teacher", dynamic_ncols=True) as bar:
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
-            path = out / f"chunk_{ci:04d}.pkl" if out is not None else None
+            expected = {"teachers": np.array([lo, hi], dtype=np.int64),
+                        "seeds": np.asarray(seeds[lo:hi], dtype=np.int64),
+                        "shard_sizes": np.array([len(shards[t]) for t in members], dtype=np.int64)}
+            path = out / f"chunk_{ci:04d}.npz" if out is not None else None
             if out is not None and ci in state["completed"]:
-                with open(path, "rb") as fh:
-                    saved = pickle.load(fh)
+                saved = _load_sklearn_chunk(path, expected, num_classes=int(data.num_classes),
+                                            n_public=len(data.public),
+                                            n_eval=len(data.evaluation))
             else:
                 fitted = fit_sklearn_teachers(estimator, data.private.x, y,
                                               [shards[t] for t in members],
                                               [seeds[t] for t in members], n_jobs=config.n_jobs)
-                saved = {"teachers": [lo, hi], "estimators": fitted,
-                         "public_predictions": sklearn_predict(fitted, data.public.x),
-                         "eval_predictions": sklearn_predict(fitted, data.evaluation.x)}
+                saved = dict(expected, format=np.array(_SKLEARN_CHUNK_FORMAT, dtype=np.int64),
+                             random_states=sklearn_random_states(fitted),
+                             public_predictions=sklearn_predict(fitted, data.public.x),
+                             eval_predictions=sklearn_predict(fitted, data.evaluation.x))
+                del fitted  # kept in memory only: estimators are never written (no pickles)
                 if out is not None:
-                    atomic_write_bytes(path, pickle.dumps(saved))
+                    atomic_savez(path, **{k: np.asarray(saved[k], dtype=np.int64)
+                                          for k in _SKLEARN_CHUNK_KEYS})
                     state["completed"] = sorted(set(state["completed"]) | {ci})
                     atomic_write_json(out / _STATE, state)
             public_preds[lo:hi] = saved["public_predictions"]
@@ -583,6 +618,53 @@ def _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pr
         raise ValueError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
     return _finish(data, public_preds, eval_preds, int(data.num_classes), "sklearn", "cpu",
                    chunk_size, time.perf_counter() - started, out, config)
+
+
+def _warn_about_pickles(out: pathlib.Path) -> None:
+    """Log ``*.pkl`` files in ``out`` (never opened: unpickling can run code)."""
+    stray = sorted(p.name for p in out.glob("*.pkl"))
+    if stray:
+        logger.warning("ignoring %s in %s: pate-learn never reads pickles from a run directory "
+                       "(they can run code); delete them if you did not put them there",
+                       ", ".join(stray), out)
+
+
+def _load_sklearn_chunk(path: pathlib.Path, expected: dict, *, num_classes: int, n_public: int,
+                        n_eval: int) -> dict:
+    """Read a finished scikit-learn chunk (plain arrays, no pickles) and check it fits the run."""
+    remedy = (f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers "
+              "again")
+    legacy = path.with_suffix(".pkl")
+    if not path.exists() and legacy.exists():
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is missing; {legacy.name} next to it is a pickle (written "
+            "by an older pate-learn, or planted) and is never loaded, because unpickling can run "
+            f"code; {remedy}", path=path)
+    arrays = load_plain_npz(path, keys=_SKLEARN_CHUNK_KEYS, remedy=remedy)
+
+    def fail(why: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {str(path)!r} does not belong to this run ({why}); "
+                               f"{remedy}", path=path)
+
+    for k, a in arrays.items():
+        if a.dtype.kind not in "iu":
+            raise fail(f"array {k!r} has dtype {a.dtype}, expected integers")
+    if arrays["format"].shape != () or int(arrays["format"]) != _SKLEARN_CHUNK_FORMAT:
+        raise fail(f"format {arrays['format'].tolist()!r}, expected {_SKLEARN_CHUNK_FORMAT}")
+    for k, want in expected.items():
+        if not np.array_equal(arrays[k], want):
+            raise fail(f"{k} {arrays[k].tolist()!r}, expected {want.tolist()!r}")
+    size = int(expected["seeds"].shape[0])
+    shapes = {"random_states": (size,), "public_predictions": (size, n_public),
+              "eval_predictions": (size, n_eval)}
+    for k, shape in shapes.items():
+        if arrays[k].shape != shape:
+            raise fail(f"{k} has shape {arrays[k].shape}, expected {shape}")
+    for k in ("public_predictions", "eval_predictions"):
+        a = arrays[k]
+        if a.size and (a.min() < 0 or a.max() >= num_classes):
+            raise fail(f"{k} holds labels outside [0, {num_classes})")
+    return {k: a.astype(np.int64) for k, a in arrays.items()}
 
 
 def load_teacher_models(out_dir) -> list:

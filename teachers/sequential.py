@@ -12,9 +12,14 @@ Symbols
 ``fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs=1) -> list``
     Tabular teachers: ``sklearn.base.clone(estimator)`` per shard, each with its own
     ``random_state`` (when the estimator has one), fitted in parallel with joblib on flattened
-    inputs.
+    inputs. The fitted estimators live in memory only: they are never written to disk (a
+    pickled estimator in a run directory could run code when read back; see
+    :mod:`teachers.ensemble` for what a scikit-learn chunk checkpoint holds instead).
 ``sklearn_predict(estimators, x) -> (T, N) int64``
     Predicted labels of every fitted estimator.
+``sklearn_random_states(estimators) -> (T,) int64``
+    The integer ``random_state`` each fitted estimator was given (``-1`` for an estimator without
+    one): the per-teacher metadata saved next to the predictions.
 ``make_sklearn_estimator(spec, params)``
     ``"sklearn:package.module.Class"`` (any importable estimator class) with keyword ``params``.
 """
@@ -27,7 +32,8 @@ import numpy as np
 
 from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
-__all__ = ["SequentialChunk", "fit_sklearn_teachers", "sklearn_predict", "make_sklearn_estimator"]
+__all__ = ["SequentialChunk", "fit_sklearn_teachers", "sklearn_predict", "sklearn_random_states",
+           "make_sklearn_estimator"]
 
 
 class SequentialChunk:
@@ -166,3 +172,11 @@ def fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs: int = 1) -> 
 def sklearn_predict(estimators, x) -> np.ndarray:
     flat = np.asarray(x).reshape(len(x), -1)
     return np.stack([np.asarray(e.predict(flat)) for e in estimators]).astype(np.int64)
+
+
+def sklearn_random_states(estimators) -> np.ndarray:
+    out = []
+    for e in estimators:
+        rs = e.get_params().get("random_state")
+        out.append(int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else -1)
+    return np.asarray(out, dtype=np.int64)

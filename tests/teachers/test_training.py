@@ -188,11 +188,10 @@ def test_sklearn_teachers(digits, tmp_path):
     config = TeacherConfig(model=SGDClassifier(max_iter=200, tol=None), n_jobs=2)
     res = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "sk", progress=False)
     assert res.trainer == "sklearn" and res.teacher_accuracy.mean() > 0.8
-    import pickle
-
-    with open(tmp_path / "sk" / "chunk_0000.pkl", "rb") as fh:
-        saved = pickle.load(fh)
-    assert [e.random_state for e in saved["estimators"]] == SEEDS  # distinct, from the seeds
+    with np.load(tmp_path / "sk" / "chunk_0000.npz", allow_pickle=False) as saved:
+        assert saved["random_states"].tolist() == SEEDS  # distinct, from the seeds
+        np.testing.assert_array_equal(saved["public_predictions"], res.public_predictions)
+    assert not list((tmp_path / "sk").glob("*.pkl"))  # no pickles in a run directory
     by_name = TeacherConfig(model="sklearn:sklearn.linear_model.LogisticRegression",
                             model_params={"max_iter": 300})
     res2 = train_teachers(digits, shards, SEEDS, by_name, progress=False)
