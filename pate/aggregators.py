@@ -1,5 +1,9 @@
 """Noisy aggregation of teacher votes: LNMax, GNMax, Confident-GNMax, Interactive-GNMax.
 
+The mechanisms themselves (parameters, noise step, privacy cost) are the specs of the registry
+:mod:`pate.mechanisms`; this module runs them on vote matrices, one-shot or online against a
+budget, and works for any registered mechanism.
+
 Symbols
 -------
 votes          (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on query i; every
@@ -22,14 +26,16 @@ votes          (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on
     predicted distribution; if passed, GNMax(sigma2) on the votes; if not and the student's top
     probability >= student_confidence, the student's own argmax label is kept at no privacy
     cost; otherwise -1 ([P18] Algorithm 2).
+``aggregate(mechanism, votes, *, rng, orders=..., student_probabilities=None, **params)``
+    Any registered mechanism, once on every query (the four functions above call it).
 ``OnlineAggregator``
     Answers queries one at a time or in batches against an (eps, delta) budget, stopping (or
     refusing) *before* an answer could exceed it; charges the realised cost.
 
 Privacy cost
 ------------
-Every function returns the realised cost as a ``PrivacyEvent`` built by ``analysis``' event
-builders (no privacy arithmetic lives here): the threshold check is charged for every query
+Every function returns the realised cost as a ``PrivacyEvent`` built by the mechanism's spec
+from ``analysis`` (no privacy arithmetic lives here): the threshold check is charged for every query
 asked, the GNMax step only for the queries the teachers answered. ``event.rdp`` is the
 data-dependent RDP (it depends on the votes and is NOT itself private to publish);
 ``event.rdp_data_independent`` is the worst-case RDP that may be published as is.
@@ -56,29 +62,20 @@ from typing import Any
 
 import numpy as np
 
-from analysis.accountant import (PrivacyEvent, RdpAccountant, confident_gnmax_event,
-                                 gnmax_event, lnmax_event)
+from analysis.accountant import PrivacyEvent, RdpAccountant
 from analysis.errors import BudgetExceededError
 from analysis.orders import DEFAULT_ORDERS
-from analysis.rdp import eps_from_rdp, gnmax_rdp, lnmax_rdp, threshold_rdp
-from analysis.validation import (check_choice, check_delta, check_nonnegative, check_orders,
-                                 check_positive, check_probabilities, check_unit_interval,
+from analysis.rdp import eps_from_rdp
+from analysis.validation import (check_choice, check_delta, check_orders, check_positive,
                                  check_votes, describe)
+from pate import mechanisms
 from pate.rng import check_rng
 
-__all__ = ["AggregationResult", "lnmax", "gnmax", "confident_gnmax", "interactive_gnmax",
-           "OnlineAggregator", "MECHANISMS", "BUDGET_BASES"]
+__all__ = ["AggregationResult", "aggregate", "lnmax", "gnmax", "confident_gnmax",
+           "interactive_gnmax", "OnlineAggregator", "BUDGET_BASES"]
 
-MECHANISMS = ("lnmax", "gnmax", "confident-gnmax", "interactive-gnmax")
 BUDGET_BASES = ("data_independent", "data_dependent")
 SOURCES = ("teachers", "student", "none", "not-asked")
-
-_PARAMS = {
-    "lnmax": ("scale",),
-    "gnmax": ("sigma",),
-    "confident-gnmax": ("threshold", "sigma1", "sigma2"),
-    "interactive-gnmax": ("threshold", "sigma1", "sigma2", "student_confidence"),
-}
 
 
 # --------------------------------------------------------------------------- result
@@ -161,92 +158,34 @@ def _result(labels, answered, source, event, asked=None, stop_reason=None) -> Ag
                              stop_reason=stop_reason)
 
 
-# --------------------------------------------------------------------------- validation
+# --------------------------------------------------------------------------- one-shot mechanisms
 
-def _check_student(student_probabilities: Any, votes: np.ndarray) -> np.ndarray:
-    return check_probabilities(student_probabilities, votes.shape, "student_probabilities")
+def aggregate(mechanism: str, votes, *, rng, orders=DEFAULT_ORDERS, student_probabilities=None,
+              **params) -> AggregationResult:
+    """Run any registered mechanism (:mod:`pate.mechanisms`) once on every query of ``votes``.
 
-
-def _validate(mechanism: str, votes: Any, params: dict[str, Any]) -> tuple[np.ndarray, dict]:
-    """Validate votes and the mechanism's noise parameters; returns (votes, clean params)."""
+    ``params`` are the mechanism's noise parameters (by name); ``student_probabilities`` the
+    student's (queries, classes) predictions for a mechanism that needs them. Every argument
+    is validated before any noise is drawn.
+    """
+    spec = mechanisms.get(mechanism)
+    _check_param_names(params)
     votes = check_votes(votes)
-    clean: dict[str, float] = {}
-    for name in _PARAMS[mechanism]:
-        value = params.get(name)
-        if value is None:
-            raise TypeError(f"{mechanism} needs {name}=...; its parameters are "
-                            f"{', '.join(_PARAMS[mechanism])}")
-        if name == "threshold":
-            clean[name] = check_nonnegative(value, name)
-        elif name == "student_confidence":
-            clean[name] = check_unit_interval(value, name)
-        else:
-            clean[name] = check_positive(value, name)
-    return votes, clean
+    p = spec.validate(params)
+    student = spec.check_student(student_probabilities, votes)
+    orders, rng = check_orders(orders), check_rng(rng)
+    labels, answered, source = spec.draw(votes, p, rng, student=student)
+    return _result(labels, answered, source,
+                   spec.event(votes, p, answered=answered, orders=orders, student=student))
 
 
-# --------------------------------------------------------------------------- noise steps
+def _check_param_names(params: dict[str, Any]) -> None:
+    known = mechanisms.all_param_names()
+    unknown = [k for k in params if k not in known]
+    if unknown:
+        raise TypeError(f"unknown parameter(s) {', '.join(unknown)}; the mechanisms' parameters "
+                        f"are {', '.join(known)}")
 
-def _noisy_argmax(votes: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    return np.argmax(votes + noise, axis=1).astype(np.int64)
-
-
-def _draw_gnmax(votes, sigma, rng):
-    return rng.normal(0.0, sigma, size=votes.shape)
-
-
-def _interactive_statistic(votes: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    # max_j (n_j - T p_j) rounded half-to-even: exactly the statistic analysis.threshold_rdp
-    # accounts for (sensitivity 1 before and after rounding), so the data-dependent bound is
-    # computed for the mechanism that actually ran.
-    return np.round(np.max(votes - baseline, axis=1))
-
-
-def _run(mechanism: str, votes: np.ndarray, p: dict, rng, student: np.ndarray | None):
-    """Draw the noise and decide every query. Returns (labels, answered, source)."""
-    n, m = votes.shape
-    if mechanism == "lnmax":
-        labels = _noisy_argmax(votes, rng.laplace(0.0, p["scale"], size=(n, m)))
-        return labels, np.ones(n, dtype=bool), np.full(n, "teachers", dtype="<U9")
-    if mechanism == "gnmax":
-        labels = _noisy_argmax(votes, _draw_gnmax(votes, p["sigma"], rng))
-        return labels, np.ones(n, dtype=bool), np.full(n, "teachers", dtype="<U9")
-    noise1 = rng.normal(0.0, p["sigma1"], size=n)
-    noise2 = rng.normal(0.0, p["sigma2"], size=(n, m))
-    if mechanism == "confident-gnmax":
-        statistic = votes.max(axis=1).astype(np.float64)
-    else:
-        statistic = _interactive_statistic(votes, votes.sum(axis=1, keepdims=True) * student)
-    answered = statistic + noise1 >= p["threshold"]
-    labels = np.where(answered, _noisy_argmax(votes, noise2), -1)
-    source = np.where(answered, "teachers", "none").astype("<U9")
-    if mechanism == "interactive-gnmax":
-        keep = ~answered & (student.max(axis=1) >= p["student_confidence"])
-        labels = np.where(keep, np.argmax(student, axis=1), labels)
-        source[keep] = "student"
-    return labels.astype(np.int64), answered, source
-
-
-def _event(mechanism: str, votes: np.ndarray, p: dict, answered: np.ndarray, orders: np.ndarray,
-           student: np.ndarray | None) -> PrivacyEvent:
-    if mechanism == "lnmax":
-        return lnmax_event(votes, scale=p["scale"], orders=orders)
-    if mechanism == "gnmax":
-        return gnmax_event(votes, sigma=p["sigma"], orders=orders)
-    baseline = None
-    if mechanism == "interactive-gnmax":
-        baseline = votes.sum(axis=1, keepdims=True) * student
-    event = confident_gnmax_event(votes, threshold=p["threshold"], sigma1=p["sigma1"],
-                                  sigma2=p["sigma2"], answered=answered, orders=orders,
-                                  baseline=baseline)
-    if mechanism == "interactive-gnmax":
-        # The student's fallback is free; record its parameter for the audit trail.
-        event = dataclasses.replace(event, params={**event.params,
-                                                   "student_confidence": p["student_confidence"]})
-    return event
-
-
-# --------------------------------------------------------------------------- public mechanisms
 
 def lnmax(votes, *, scale, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
     """LNMax ([P17]): the argmax of the votes plus Laplace(0, ``scale``) noise on every count.
@@ -254,18 +193,12 @@ def lnmax(votes, *, scale, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
     Every query is answered; pure (2/scale)-DP per query. ``orders`` is the Renyi grid of the
     returned event.
     """
-    votes, p = _validate("lnmax", votes, {"scale": scale})
-    orders, rng = check_orders(orders), check_rng(rng)
-    labels, answered, source = _run("lnmax", votes, p, rng, None)
-    return _result(labels, answered, source, _event("lnmax", votes, p, answered, orders, None))
+    return aggregate("lnmax", votes, rng=rng, orders=orders, scale=scale)
 
 
 def gnmax(votes, *, sigma, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
     """GNMax ([P18]): the argmax of the votes plus N(0, ``sigma``^2) noise on every count."""
-    votes, p = _validate("gnmax", votes, {"sigma": sigma})
-    orders, rng = check_orders(orders), check_rng(rng)
-    labels, answered, source = _run("gnmax", votes, p, rng, None)
-    return _result(labels, answered, source, _event("gnmax", votes, p, answered, orders, None))
+    return aggregate("gnmax", votes, rng=rng, orders=orders, sigma=sigma)
 
 
 def confident_gnmax(votes, *, threshold, sigma1, sigma2, rng,
@@ -277,12 +210,8 @@ def confident_gnmax(votes, *, threshold, sigma1, sigma2, rng,
     for every query and the GNMax step for the answered ones only, i.e. it equals
     ``analysis.confident_gnmax_rdp(votes, ..., answered=result.answered_mask)``.
     """
-    votes, p = _validate("confident-gnmax", votes,
-                         {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2})
-    orders, rng = check_orders(orders), check_rng(rng)
-    labels, answered, source = _run("confident-gnmax", votes, p, rng, None)
-    return _result(labels, answered, source,
-                   _event("confident-gnmax", votes, p, answered, orders, None))
+    return aggregate("confident-gnmax", votes, rng=rng, orders=orders, threshold=threshold,
+                     sigma1=sigma1, sigma2=sigma2)
 
 
 def interactive_gnmax(votes, *, student_probabilities, threshold, sigma1, sigma2,
@@ -298,14 +227,9 @@ def interactive_gnmax(votes, *, student_probabilities, threshold, sigma1, sigma2
       privacy cost (it only depends on the student) (source "student");
     * otherwise: label -1 (source "none").
     """
-    votes, p = _validate("interactive-gnmax", votes,
-                         {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
-                          "student_confidence": student_confidence})
-    student = _check_student(student_probabilities, votes)
-    orders, rng = check_orders(orders), check_rng(rng)
-    labels, answered, source = _run("interactive-gnmax", votes, p, rng, student)
-    return _result(labels, answered, source,
-                   _event("interactive-gnmax", votes, p, answered, orders, student))
+    return aggregate("interactive-gnmax", votes, rng=rng, orders=orders,
+                     student_probabilities=student_probabilities, threshold=threshold,
+                     sigma1=sigma1, sigma2=sigma2, student_confidence=student_confidence)
 
 
 # --------------------------------------------------------------------------- online mode
@@ -315,11 +239,13 @@ class OnlineAggregator:
 
     Parameters
     ----------
-    mechanism : "lnmax" | "gnmax" | "confident-gnmax" | "interactive-gnmax"
+    mechanism : a registered mechanism (:data:`pate.mechanisms.REGISTRY`): "lnmax", "gnmax",
+        "confident-gnmax", "interactive-gnmax", ...
     budget_eps, delta : the (eps, delta) budget of the whole dataset, prior spending included.
     rng : numpy Generator or pate.rng.SecureGenerator
-    scale / sigma / threshold, sigma1, sigma2 / student_confidence :
-        The mechanism's noise parameters (only those of ``mechanism``; others are refused).
+    **params : the mechanism's noise parameters by name (scale / sigma / threshold, sigma1,
+        sigma2 / student_confidence for the built-in ones); those of other mechanisms and
+        unknown names are refused.
     orders : Renyi orders of the accounting (default ``analysis.DEFAULT_ORDERS``).
     prior_rdp : (k,) array or None
         RDP already spent on this dataset by earlier releases (e.g. from the ledger), on
@@ -351,17 +277,10 @@ class OnlineAggregator:
 
     def __init__(self, mechanism: str, *, budget_eps, delta, rng, orders=DEFAULT_ORDERS,
                  prior_rdp=None, budget_basis: str = "data_independent",
-                 conversion: str = "classic", scale=None, sigma=None, threshold=None,
-                 sigma1=None, sigma2=None, student_confidence=None) -> None:
-        mechanism = check_choice(mechanism, "mechanism", MECHANISMS)
-        given = {"scale": scale, "sigma": sigma, "threshold": threshold, "sigma1": sigma1,
-                 "sigma2": sigma2, "student_confidence": student_confidence}
-        foreign = [k for k, v in given.items() if v is not None and k not in _PARAMS[mechanism]]
-        if foreign:
-            raise TypeError(f"{', '.join(foreign)} is not a parameter of {mechanism}; its "
-                            f"parameters are {', '.join(_PARAMS[mechanism])}")
-        # Validate the noise parameters with a dummy vote row (values irrelevant).
-        _, self._params = _validate(mechanism, np.array([[1, 0]]), given)
+                 conversion: str = "classic", **params) -> None:
+        self._spec = mechanisms.get(mechanism)
+        _check_param_names(params)
+        self._params = self._spec.validate(params)
         self._budget_eps = check_positive(budget_eps, "budget_eps")
         self._delta = check_delta(delta)
         self._orders = check_orders(orders).copy()
@@ -370,7 +289,7 @@ class OnlineAggregator:
         self._conversion = check_choice(conversion, "conversion", ("classic", "tight"))
         self._rng = check_rng(rng)
         self._prior = self._check_prior(prior_rdp)
-        self._mechanism = mechanism
+        self._mechanism = self._spec.name
         self._accountant = RdpAccountant(self._orders)
         self._shape: tuple[int, int] | None = None  # (teachers, classes) of the first batch
         self._stopped: str | None = None
@@ -468,8 +387,7 @@ class OnlineAggregator:
 
     def worst_case_query_rdp(self) -> np.ndarray:
         """Data-independent RDP of one more query if the teachers answer it, shape (k,)."""
-        one = np.array([[1, 0]])
-        return self._per_query_rdp(one, None, data_dependent=False)[1][0]
+        return self._spec.worst_case_query_rdp(self._params, orders=self._orders)
 
     def worst_case_query_eps(self) -> tuple[float, float]:
         """(eps, order) of prior + spent + one more worst-case query (data-independent)."""
@@ -483,38 +401,19 @@ class OnlineAggregator:
                               conversion=self._conversion)
         return eps
 
-    # -- cost per query (from analysis)
+    # -- cost per query (from the mechanism's spec)
     def _per_query_rdp(self, votes: np.ndarray, student: np.ndarray | None, *,
                        data_dependent: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(always-charged cost, cost if the teachers answer), each (n, k), from ``analysis``."""
-        p, orders = self._params, self._orders
-        m = self._mechanism
-        if m == "lnmax":
-            step = lnmax_rdp(votes, scale=p["scale"], orders=orders, data_dependent=data_dependent)
-            return np.zeros_like(step), step
-        if m == "gnmax":
-            step = gnmax_rdp(votes, sigma=p["sigma"], orders=orders, data_dependent=data_dependent)
-            return np.zeros_like(step), step
-        baseline = None
-        if m == "interactive-gnmax" and student is not None:
-            baseline = votes.sum(axis=1, keepdims=True) * student
-        check = threshold_rdp(votes, threshold=p["threshold"], sigma=p["sigma1"], orders=orders,
-                              data_dependent=data_dependent, baseline=baseline)
-        step = gnmax_rdp(votes, sigma=p["sigma2"], orders=orders, data_dependent=data_dependent)
-        return check, check + step
+        """(always-charged cost, cost if the teachers answer), each (n, k)."""
+        check, answer = self._spec.query_rdp_parts(votes, self._params, orders=self._orders,
+                                                   data_dependent=data_dependent,
+                                                   student=student)
+        return check, check + answer
 
     # -- answering
     def _validate_batch(self, votes, student_probabilities) -> tuple[np.ndarray, np.ndarray | None]:
         votes = check_votes(votes)
-        student = None
-        if self._mechanism == "interactive-gnmax":
-            if student_probabilities is None:
-                raise TypeError("interactive-gnmax needs student_probabilities=... "
-                                "(the student's (queries, classes) predicted probabilities)")
-            student = _check_student(student_probabilities, votes)
-        elif student_probabilities is not None:
-            raise TypeError(f"student_probabilities is only used by interactive-gnmax, "
-                            f"not {self._mechanism}")
+        student = self._spec.check_student(student_probabilities, votes)
         if votes.shape[0]:
             shape = (int(votes[0].sum()), votes.shape[1])
             if self._shape is not None and shape != self._shape:
@@ -542,7 +441,8 @@ class OnlineAggregator:
             self._refuse_if_over(votes, student, base, dd)
 
         # All validation is done: draw the noise and decide every query.
-        labels, answered, source = _run(self._mechanism, votes, self._params, self._rng, student)
+        labels, answered, source = self._spec.draw(votes, self._params, self._rng,
+                                                   student=student)
 
         # Sequential stopping rule, vectorized per chunk (bounded memory): query i is asked iff
         # the cost realised by the queries before it plus query i's worst case fits the budget.
@@ -569,8 +469,9 @@ class OnlineAggregator:
             source = np.where(asked, source, "not-asked").astype("<U9")
         self._stopped = stop_reason
 
-        event = _event(self._mechanism, votes[asked], self._params, answered[asked],
-                       self._orders, None if student is None else student[asked])
+        event = self._spec.event(votes[asked], self._params, answered=answered[asked],
+                                 orders=self._orders,
+                                 student=None if student is None else student[asked])
         self._accountant = self._accountant.compose(event)
         if n and self._shape is None:
             self._shape = (int(votes[0].sum()), votes.shape[1])

@@ -187,11 +187,11 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
         if missing:
             raise TypeError(f"active_labels needs {', '.join(missing)} (Interactive-GNMax parameters) "
                             "or an OnlineAggregator('interactive-gnmax', ...) as aggregator")
-        # Validate the mechanism parameters on a dummy query, before any noise is drawn.
-        from pate.aggregators import _validate
+        # Validate the mechanism parameters before any noise is drawn.
+        from pate import mechanisms
         from pate.rng import check_rng
 
-        _validate("interactive-gnmax", np.array([[1, 0]]), mechanism_params)
+        mechanisms.get("interactive-gnmax").validate(mechanism_params)
         check_rng(rng)
     confidence = (aggregator.params.get("student_confidence") if aggregator is not None
                   else float(student_confidence))

@@ -1,0 +1,478 @@
+"""The registry of PATE aggregation mechanisms: one :class:`MechanismSpec` per mechanism.
+
+A spec holds everything the rest of pate-learn needs to know about a mechanism -- its noise
+parameters and their validation, the noise step, the per-query and worst-case Renyi-DP cost,
+the :class:`analysis.accountant.PrivacyEvent` it charges, the parameters of its
+smooth-sensitivity release and the wording of the privacy report -- so that adding a mechanism
+means adding one spec here (and its tests), as dp_accounting has one event class per mechanism.
+The RDP arithmetic itself lives in :mod:`analysis`; a spec only wires it. This module is part of
+the pate core layer: it imports :mod:`analysis` and numpy only (``pate.aggregators`` imports it).
+
+Symbols
+-------
+votes          (n, m) int vote matrix (``analysis.validation.check_votes``): ``votes[i, j]``
+               teachers voted class j on query i; every row sums to the number of teachers T.
+params         a mechanism's clean noise parameters, the dict returned by
+               :meth:`MechanismSpec.validate` (names -> floats).
+student        (n, m) student probabilities (Interactive-GNMax) or None.
+answered       (n,) bool: the teachers answered query i (the answer step ran and is charged).
+orders         (k,) Renyi orders > 1.
+``Param(name, kind, help, symbol="")``
+    One noise parameter: ``kind`` is "positive" (> 0), "nonnegative" (>= 0) or
+    "unit_interval" (in [0, 1]); ``help`` the CLI help; ``symbol`` how the report writes it.
+``MechanismSpec``
+    Base class of the specs (see its methods). A mechanism subclasses it and implements
+    :meth:`~MechanismSpec.draw` and :meth:`~MechanismSpec.query_rdp_parts`; every other method
+    has a default built on those two.
+``REGISTRY``   read-only mapping name -> spec (lnmax, gnmax, confident-gnmax, interactive-gnmax,
+               and whatever :func:`register` added). ``NAMES``: the built-in names.
+``get(name)``  the spec of ``name`` (ValueError listing the valid names otherwise).
+``register(spec)`` / ``unregister(name)``  add / remove a spec (tests, plugins).
+``all_param_names()`` the parameters of every registered mechanism, in a stable order.
+
+References
+----------
+[P17] Papernot et al., "Semi-supervised Knowledge Transfer for Deep Learning from Private
+      Training Data", ICLR 2017.
+[P18] Papernot et al., "Scalable Private Learning with PATE", ICLR 2018 (arXiv:1802.08908).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Mapping
+
+import numpy as np
+
+from analysis.accountant import (PrivacyEvent, confident_gnmax_event, gnmax_event,
+                                 lnmax_event)
+from analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, lnmax_rdp, threshold_log_pr_answered,
+                          threshold_rdp)
+from analysis.validation import (check_mask, check_nonnegative, check_orders, check_positive,
+                                 check_probabilities, check_unit_interval, describe)
+
+__all__ = ["Param", "MechanismSpec", "REGISTRY", "NAMES", "PARAM_KINDS", "get", "register",
+           "unregister", "all_param_names"]
+
+_CHECKS = {"positive": check_positive, "nonnegative": check_nonnegative,
+           "unit_interval": check_unit_interval}
+PARAM_KINDS = tuple(_CHECKS)
+
+#: A one-teacher, two-class vote row: data-independent costs do not look at the votes.
+_DUMMY_VOTES = np.array([[1, 0]])
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One noise parameter of a mechanism (see the module docstring)."""
+
+    name: str
+    kind: str
+    help: str
+    symbol: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"Param name must be a Python identifier, got {self.name!r}")
+        if self.kind not in _CHECKS:
+            raise ValueError(f"Param {self.name}: kind must be one of "
+                             f"{', '.join(map(repr, PARAM_KINDS))}, got {self.kind!r}")
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag, e.g. ``--student-confidence``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def display(self) -> str:
+        """How the privacy report writes the parameter (its symbol, else its name)."""
+        return self.symbol or self.name
+
+    def check(self, value: Any, label: str) -> float:
+        """The value as a float, or ValueError/TypeError naming ``label``."""
+        return _CHECKS[self.kind](value, label)
+
+
+def _label(prefix: str, name: str) -> str:
+    # "--" makes command-line flags (dashes); any other prefix is prepended as is.
+    if prefix.endswith("-"):
+        return prefix + name.replace("_", "-")
+    return prefix + name
+
+
+@dataclasses.dataclass(frozen=True)
+class MechanismSpec:
+    """A PATE aggregation mechanism: parameters, noise step, privacy cost and report wording.
+
+    Attributes
+    ----------
+    name : registry key, e.g. "confident-gnmax" (also ``PrivacyEvent.mechanism``).
+    title : its name in prose, e.g. "Confident GNMax".
+    params : its noise parameters, in the order they are reported.
+    description : one or two sentences for the privacy report: what it does, what is charged.
+    reference : where it is defined, e.g. "Papernot et al. 2018, Algorithm 1".
+    needs_student : the mechanism needs the student's predicted probabilities per query.
+    always_answers : every query asked is answered (no threshold check); an ``answered`` mask
+        is then meaningless and every asked query is charged the answer step.
+
+    Subclasses implement :meth:`draw` and :meth:`query_rdp_parts`; they may override
+    :meth:`event` (e.g. to use an ``analysis`` event builder), :meth:`pr_answered`,
+    :meth:`expected_rdp` and :meth:`release_params`.
+    """
+
+    name: str
+    title: str
+    params: tuple[Param, ...]
+    description: str
+    reference: str
+    needs_student: bool = False
+    always_answers: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or self.name != self.name.strip():
+            raise ValueError(f"a mechanism name must be a non-empty string, got {self.name!r}")
+        params = tuple(self.params)
+        if not all(isinstance(p, Param) for p in params):
+            raise TypeError(f"{self.name}: params must be Param objects")
+        names = [p.name for p in params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate parameter names in {names}")
+        object.__setattr__(self, "params", params)
+
+    # ------------------------------------------------------------------ parameters
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(f"{name} is not a parameter of {self.name}")
+
+    def validate(self, params: Mapping[str, Any], *, prefix: str = "") -> dict[str, float]:
+        """The clean parameters (floats, in :attr:`params` order) of ``params``.
+
+        ``params`` may hold other keys (e.g. a config table's ``mechanism``); a key that is a
+        parameter of *another* registered mechanism and is not None is refused (TypeError), as
+        is a missing or None parameter of this one (TypeError); an invalid value raises the
+        ValueError/TypeError of its check. Errors name the parameter with ``prefix`` ("--" gives
+        command-line flags, e.g. "--sigma1"; "[aggregator] " a config key).
+        """
+        if not isinstance(params, Mapping):
+            raise TypeError(f"{self.name}: parameters must be a mapping of names to values, got "
+                            f"{describe(params)}")
+        own = self.param_names
+        listed = ", ".join(_label(prefix, n) if prefix.endswith("-") else n for n in own)
+        foreign = [k for k, v in params.items()
+                   if v is not None and k not in own and k in all_param_names()]
+        if foreign:
+            raise TypeError(f"{', '.join(_label(prefix, k) for k in foreign)} is not a parameter "
+                            f"of {self.name}; its parameters are {listed}")
+        missing = [n for n in own if params.get(n) is None]
+        if missing:
+            suffix = "=..." if not prefix else ""
+            raise TypeError(f"{self.name} needs "
+                            f"{', '.join(_label(prefix, n) + suffix for n in missing)}; "
+                            f"its parameters are {listed}")
+        return {p.name: p.check(params[p.name], _label(prefix, p.name)) for p in self.params}
+
+    def check_student(self, student: Any, votes: np.ndarray) -> np.ndarray | None:
+        """The validated (n, m) student probabilities (None for a mechanism without student).
+
+        TypeError if a student is missing where needed or given where it is not used.
+        """
+        if self.needs_student:
+            if student is None:
+                raise TypeError(f"{self.name} needs student_probabilities=... (the student's "
+                                "(queries, classes) predicted probabilities)")
+            return check_probabilities(student, votes.shape, "student_probabilities")
+        if student is not None:
+            users = [n for n, s in REGISTRY.items() if s.needs_student]
+            raise TypeError(f"student_probabilities is only used by {', '.join(users) or 'no mechanism'}, "
+                            f"not {self.name}")
+        return None
+
+    # ------------------------------------------------------------------ noise step
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng, *,
+             student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Draw the noise and decide every query: (labels (n,) int64 (-1: no label),
+        answered (n,) bool, source (n,) str). ``votes``, ``params`` and ``student`` are
+        validated; the noise drawn must not depend on the votes (only on their shape)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement draw()")
+
+    # ------------------------------------------------------------------ privacy cost
+    def query_rdp_parts(self, votes: np.ndarray, params: Mapping[str, float], *,
+                        orders: np.ndarray, data_dependent: bool,
+                        student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(check, answer), each (n, k): the RDP charged for every query asked (e.g. a threshold
+        check) and the RDP charged in addition when the teachers answer it. ``student`` may be
+        None only for data-independent costs."""
+        raise NotImplementedError(f"{type(self).__name__} must implement query_rdp_parts()")
+
+    def _weights(self, answered: Any, n: int) -> np.ndarray:
+        if self.always_answers:
+            return np.ones(n, dtype=bool)
+        return check_mask(answered, n, "answered")
+
+    def per_query_rdp(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
+                      orders: Any, data_dependent: bool,
+                      student: np.ndarray | None = None) -> np.ndarray:
+        """Realised RDP of each asked query, (n, k); its column sums equal ``event(...).rdp``
+        (``data_dependent=True``) or ``.rdp_data_independent`` (False), up to rounding."""
+        orders = check_orders(orders)
+        check, answer = self.query_rdp_parts(votes, params, orders=orders,
+                                             data_dependent=data_dependent, student=student)
+        weights = self._weights(answered, check.shape[0])
+        return check + weights[:, None] * answer
+
+    def event(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
+              orders: Any, student: np.ndarray | None = None) -> PrivacyEvent:
+        """The realised cost of running the mechanism on ``votes`` with ``answered`` outcomes."""
+        orders = check_orders(orders)
+        weights = self._weights(answered, np.shape(votes)[0])
+        kw = dict(params=params, answered=weights, orders=orders, student=student)
+        dep = self.per_query_rdp(votes, data_dependent=True, **kw).sum(axis=0)
+        ind = self.per_query_rdp(votes, data_dependent=False, **kw).sum(axis=0)
+        return PrivacyEvent(self.name, dict(params), orders, dep, ind, int(weights.size),
+                            int(weights.sum()))
+
+    def worst_case_query_rdp(self, params: Mapping[str, float], *, orders: Any) -> np.ndarray:
+        """Data-independent RDP of one query answered by the teachers, (k,): an upper bound of
+        what any one query can cost, whatever the votes."""
+        orders = check_orders(orders)
+        check, answer = self.query_rdp_parts(_DUMMY_VOTES, params, orders=orders,
+                                             data_dependent=False)
+        return check[0] + answer[0]
+
+    def pr_answered(self, votes: np.ndarray, params: Mapping[str, float], *,
+                    student: np.ndarray | None = None) -> np.ndarray:
+        """Probability that the teachers answer each query, (n,) (1 if :attr:`always_answers`)."""
+        if self.always_answers:
+            return np.ones(np.shape(votes)[0])
+        raise NotImplementedError(f"{type(self).__name__} must implement pr_answered()")
+
+    def expected_rdp(self, votes: np.ndarray, params: Mapping[str, float], *, orders: Any,
+                     data_dependent: bool, student: np.ndarray | None = None) -> np.ndarray:
+        """Total RDP, (k,), with the answer step weighted by Pr[answered] (what the reference
+        scripts report for a run that was not sampled; it looks at the votes through
+        Pr[answered] even when ``data_dependent=False``)."""
+        orders = check_orders(orders)
+        check, answer = self.query_rdp_parts(votes, params, orders=orders,
+                                             data_dependent=data_dependent, student=student)
+        pr = self.pr_answered(votes, params, student=student)
+        return (check + pr[:, None] * answer).sum(axis=0)
+
+    def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:
+        """Parameters of the smooth-sensitivity (GNSS) release of the data-dependent epsilon,
+        ``{"threshold", "sigma1", "sigma2"}`` for ``analysis.release_sanitized_epsilon``
+        (threshold and sigma1 None without a threshold check), or None when the mechanism has
+        no smooth-sensitivity analysis."""
+        return None
+
+
+# ---------------------------------------------------------------------- shared noise steps
+
+def _noisy_argmax(votes: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    return np.argmax(votes + noise, axis=1).astype(np.int64)
+
+
+def _all_answered(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.ones(n, dtype=bool), np.full(n, "teachers", dtype="<U9")
+
+
+def _baseline(votes: np.ndarray, student: np.ndarray | None) -> np.ndarray | None:
+    # T p_j: what the student's distribution would put on each class with the teachers' count.
+    return None if student is None else votes.sum(axis=1, keepdims=True) * student
+
+
+# ---------------------------------------------------------------------- the mechanisms
+
+@dataclasses.dataclass(frozen=True)
+class _LNMax(MechanismSpec):
+    def draw(self, votes, params, rng, *, student=None):
+        n, m = votes.shape
+        labels = _noisy_argmax(votes, rng.laplace(0.0, params["scale"], size=(n, m)))
+        return (labels, *_all_answered(n))
+
+    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+        answer = lnmax_rdp(votes, scale=params["scale"], orders=orders,
+                           data_dependent=data_dependent)
+        return np.zeros_like(answer), answer
+
+    def event(self, votes, params, *, answered, orders, student=None):
+        return lnmax_event(votes, scale=params["scale"], orders=orders)
+
+
+@dataclasses.dataclass(frozen=True)
+class _GNMax(MechanismSpec):
+    def draw(self, votes, params, rng, *, student=None):
+        n = votes.shape[0]
+        labels = _noisy_argmax(votes, rng.normal(0.0, params["sigma"], size=votes.shape))
+        return (labels, *_all_answered(n))
+
+    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+        answer = gnmax_rdp(votes, sigma=params["sigma"], orders=orders,
+                           data_dependent=data_dependent)
+        return np.zeros_like(answer), answer
+
+    def event(self, votes, params, *, answered, orders, student=None):
+        return gnmax_event(votes, sigma=params["sigma"], orders=orders)
+
+    def release_params(self, params):
+        return {"threshold": None, "sigma1": None, "sigma2": float(params["sigma"])}
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConfidentGNMax(MechanismSpec):
+    """Confident GNMax; with ``needs_student`` the check runs on votes - T p (Interactive)."""
+
+    def _statistic(self, votes, student):
+        if not self.needs_student:
+            return votes.max(axis=1).astype(np.float64)
+        # max_j (n_j - T p_j) rounded half-to-even: exactly the statistic analysis.threshold_rdp
+        # accounts for (sensitivity 1 before and after rounding), so the data-dependent bound is
+        # computed for the mechanism that actually ran.
+        return np.round(np.max(votes - _baseline(votes, student), axis=1))
+
+    def draw(self, votes, params, rng, *, student=None):
+        n, m = votes.shape
+        # Fixed draw order, whatever the outcome: threshold noise (n,), then argmax noise (n, m).
+        noise1 = rng.normal(0.0, params["sigma1"], size=n)
+        noise2 = rng.normal(0.0, params["sigma2"], size=(n, m))
+        answered = self._statistic(votes, student) + noise1 >= params["threshold"]
+        labels = np.where(answered, _noisy_argmax(votes, noise2), -1)
+        source = np.where(answered, "teachers", "none").astype("<U9")
+        if self.needs_student:
+            # The confident student's own label is kept at no privacy cost.
+            keep = ~answered & (student.max(axis=1) >= params["student_confidence"])
+            labels = np.where(keep, np.argmax(student, axis=1), labels)
+            source[keep] = "student"
+        return labels.astype(np.int64), answered, source
+
+    def _checked_baseline(self, votes, student, data_dependent):
+        if self.needs_student and student is None and data_dependent:
+            raise TypeError(f"the data-dependent cost of {self.name} needs the student's "
+                            "probabilities (student=...)")
+        return _baseline(votes, student)
+
+    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+        baseline = self._checked_baseline(votes, student, data_dependent)
+        check = threshold_rdp(votes, threshold=params["threshold"], sigma=params["sigma1"],
+                              orders=orders, data_dependent=data_dependent, baseline=baseline)
+        answer = gnmax_rdp(votes, sigma=params["sigma2"], orders=orders,
+                           data_dependent=data_dependent)
+        return check, answer
+
+    def event(self, votes, params, *, answered, orders, student=None):
+        event = confident_gnmax_event(
+            votes, threshold=params["threshold"], sigma1=params["sigma1"],
+            sigma2=params["sigma2"], answered=answered, orders=orders,
+            baseline=self._checked_baseline(votes, student, True))
+        extra = {k: params[k] for k in self.param_names if k not in event.params}
+        if extra:  # e.g. student_confidence: free, recorded for the audit trail
+            event = dataclasses.replace(event, params={**event.params, **extra})
+        return event
+
+    def pr_answered(self, votes, params, *, student=None):
+        return np.exp(threshold_log_pr_answered(
+            votes, threshold=params["threshold"], sigma=params["sigma1"],
+            baseline=self._checked_baseline(votes, student, True)))
+
+    def expected_rdp(self, votes, params, *, orders, data_dependent, student=None):
+        return confident_gnmax_rdp(votes, threshold=params["threshold"], sigma1=params["sigma1"],
+                                   sigma2=params["sigma2"], orders=check_orders(orders),
+                                   data_dependent=data_dependent,
+                                   baseline=self._checked_baseline(votes, student, True))
+
+    def release_params(self, params):
+        if self.needs_student:
+            # The GNSS release of Interactive GNMax needs the per-query student baseline, which
+            # these parameters cannot carry: no release rather than a wrong sensitivity.
+            return None
+        return {k: float(params[k]) for k in ("threshold", "sigma1", "sigma2")}
+
+
+_SCALE = Param("scale", "positive", "Laplace noise scale", "Laplace scale")
+_SIGMA = Param("sigma", "positive", "Gaussian noise std", "\u03c3")
+_THRESHOLD = Param("threshold", "nonnegative", "threshold T of the noisy check", "T")
+_SIGMA1 = Param("sigma1", "positive", "threshold-check noise std", "\u03c3\u2081")
+_SIGMA2 = Param("sigma2", "positive", "argmax noise std", "\u03c3\u2082")
+_CONFIDENCE = Param("student_confidence", "unit_interval",
+                    "the student's top probability from which its own label is kept")
+
+_BUILTIN: tuple[MechanismSpec, ...] = (
+    _LNMax(
+        name="lnmax", title="LNMax", params=(_SCALE,), always_answers=True,
+        reference="Papernot et al. 2017",
+        description=(
+            "every query is answered with the class whose teacher vote count is largest after "
+            "Laplace noise is added to each count. Every query is charged the noisy argmax "
+            "(pure \u03b5 = 2/scale per query, or less where the teachers agree).")),
+    _GNMax(
+        name="gnmax", title="GNMax", params=(_SIGMA,), always_answers=True,
+        reference="Papernot et al. 2018, Section 4.1",
+        description=(
+            "every query is answered with the class whose teacher vote count is largest after "
+            "Gaussian noise is added to each count. Every query is charged the noisy argmax.")),
+    _ConfidentGNMax(
+        name="confident-gnmax", title="Confident GNMax", params=(_THRESHOLD, _SIGMA1, _SIGMA2),
+        reference="Papernot et al. 2018, Algorithm 1",
+        description=(
+            "a query is answered only when the teachers' largest vote count, plus Gaussian "
+            "noise, exceeds a threshold; an answered query gets the class with the largest vote "
+            "count after independent Gaussian noise is added. Every query asked is charged the "
+            "threshold check, and the answered ones also the noisy argmax.")),
+    _ConfidentGNMax(
+        name="interactive-gnmax", title="Interactive GNMax",
+        params=(_THRESHOLD, _SIGMA1, _SIGMA2, _CONFIDENCE), needs_student=True,
+        reference="Papernot et al. 2018, Algorithm 2",
+        description=(
+            "a query is answered only when the teachers' votes, minus the student's own "
+            "prediction, plus Gaussian noise, clear a threshold; an answered query gets the noisy "
+            "(Gaussian) argmax of the votes, and otherwise a confident student keeps its own "
+            "label. Every query asked is charged the threshold check, the answered ones also the "
+            "noisy argmax; the student's own labels cost nothing.")),
+)
+
+_REGISTRY: dict[str, MechanismSpec] = {spec.name: spec for spec in _BUILTIN}
+REGISTRY: Mapping[str, MechanismSpec] = types.MappingProxyType(_REGISTRY)
+NAMES: tuple[str, ...] = tuple(spec.name for spec in _BUILTIN)
+
+
+def get(name: str) -> MechanismSpec:
+    """The spec of mechanism ``name``; ValueError listing the registered names otherwise."""
+    spec = _REGISTRY.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ValueError(f"mechanism must be one of {', '.join(map(repr, _REGISTRY))}; got "
+                         f"{describe(name)}")
+    return spec
+
+
+def register(spec: MechanismSpec) -> MechanismSpec:
+    """Add ``spec`` to the registry (for tests and plugins); a name already taken is refused."""
+    if not isinstance(spec, MechanismSpec):
+        raise TypeError(f"register needs a MechanismSpec, got {describe(spec)}")
+    if spec.name in _REGISTRY:
+        raise ValueError(f"mechanism {spec.name!r} is already registered; choose another name")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> MechanismSpec:
+    """Remove a mechanism added by :func:`register` (the built-in ones cannot be removed)."""
+    if name in NAMES:
+        raise ValueError(f"{name!r} is a built-in mechanism and cannot be unregistered")
+    spec = get(name)
+    del _REGISTRY[name]
+    return spec
+
+
+def all_param_names() -> tuple[str, ...]:
+    """Every registered mechanism's parameter names, each once, in registry order."""
+    seen: dict[str, None] = {}
+    for spec in _REGISTRY.values():
+        for name in spec.param_names:
+            seen.setdefault(name, None)
+    return tuple(seen)
