@@ -1,10 +1,36 @@
-"""Subcommands of the ``pate`` command (one module each; see pate.cli)."""
+"""Subcommands of the ``pate`` command (one module each; see pate.cli).
+
+``add_noise_arguments(parser, names=None)`` adds one ``--flag`` per noise parameter of the
+registered mechanisms (:mod:`pate.mechanisms`), or of the mechanisms ``names`` only; each flag
+stores a float (default None) under the parameter's name. ``noise_parameters(args)`` reads them
+back as ``{name: value}``, ready for ``MechanismSpec.validate(..., prefix="--")``.
+"""
 
 
-def add_noise_arguments(parser) -> None:
+def _specs(names):
+    from pate import mechanisms
+
+    if names is None:
+        return list(mechanisms.REGISTRY.values())
+    return [mechanisms.get(n) for n in names]
+
+
+def add_noise_arguments(parser, names=None) -> None:
     """The aggregators' noise parameters, shared by `pate analyze` and `pate aggregate`."""
-    parser.add_argument("--scale", type=float, help="LNMax: Laplace noise scale")
-    parser.add_argument("--sigma", type=float, help="GNMax: Gaussian noise std")
-    parser.add_argument("--threshold", type=float, help="Confident GNMax: threshold T")
-    parser.add_argument("--sigma1", type=float, help="Confident GNMax: threshold-check noise std")
-    parser.add_argument("--sigma2", type=float, help="Confident GNMax: argmax noise std")
+    users: dict[str, list] = {}
+    for spec in _specs(names):
+        for param in spec.params:
+            users.setdefault(param.name, []).append((spec, param))
+    for name, pairs in users.items():
+        spec, param = pairs[0]
+        titles = ", ".join(s.title for s, _ in pairs)
+        parser.add_argument(param.flag, dest=name, type=float, default=None,
+                            help=f"{titles}: {param.help}")
+
+
+def noise_parameters(args) -> dict:
+    """``{name: value}`` of every noise flag that ``args`` holds (None where not given)."""
+    from pate import mechanisms
+
+    return {name: getattr(args, name) for name in mechanisms.all_param_names()
+            if hasattr(args, name)}

@@ -1,4 +1,9 @@
-"""`pate analyze`: the privacy analysis of a vote matrix (no torch import: starts fast)."""
+"""`pate analyze`: the privacy analysis of a vote matrix (no torch import: starts fast).
+
+Works for every registered mechanism (:mod:`pate.mechanisms`) that needs no student
+predictions; its noise flags are generated from the registry. ``compute(args)`` returns the
+analysis as a JSON-able dict.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,18 @@ import argparse
 import json
 import sys
 
-from pate.commands import add_noise_arguments
+from pate.commands import add_noise_arguments, noise_parameters
 
-MECHANISMS = ("gnmax", "confident-gnmax", "lnmax")
+
+def _mechanism_names() -> list[str]:
+    """The mechanisms `pate analyze` can analyse: those that need no student predictions."""
+    from pate import mechanisms
+
+    return [name for name, spec in mechanisms.REGISTRY.items() if not spec.needs_student]
 
 
 def add_parser(subparsers) -> None:
+    names = _mechanism_names()
     p = subparsers.add_parser(
         "analyze",
         help="data-independent and data-dependent epsilon of a vote matrix",
@@ -21,10 +32,11 @@ def add_parser(subparsers) -> None:
             "its expected cost (Pr[answered]-weighted, as the reference scripts); with --answered "
             "(a boolean .npy mask of the queries actually answered) the realised cost. The "
             "data-dependent epsilon looks at the votes: it is NOT private to publish (see "
-            "`analysis.release_sanitized_epsilon`)."))
+            "`analysis.release_sanitized_epsilon`). Without a threshold check (GNMax, LNMax) every "
+            "query is answered."))
     p.add_argument("--votes", required=True, help="vote matrix (.npy, integer, queries x classes)")
-    p.add_argument("--mechanism", required=True, choices=MECHANISMS)
-    add_noise_arguments(p)
+    p.add_argument("--mechanism", required=True, choices=names)
+    add_noise_arguments(p, names)
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--answered", help="boolean mask of answered queries (.npy), realised cost")
     p.add_argument("--orders", default="default",
@@ -35,7 +47,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--smooth-sensitivity", action="store_true",
                    help="also run the reference's (NON-private) smooth-sensitivity parameter "
                         "search at the best order, to compare with published numbers "
-                        "(confident-gnmax only)")
+                        "(mechanisms with a threshold check and a smooth-sensitivity analysis, "
+                        "e.g. confident-gnmax)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -57,12 +70,6 @@ def _parse_orders(text: str):
     return analysis.validation.check_orders(np.array(values), "--orders"), "custom"
 
 
-def _need(args, *names: str) -> None:
-    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is None]
-    if missing:
-        raise ValueError(f"--mechanism {args.mechanism} needs {', '.join(missing)}")
-
-
 def _load_npy(path: str, what: str):
     import numpy as np
 
@@ -80,50 +87,37 @@ def compute(args) -> dict:
 
     import analysis
     from analysis import validation
+    from pate import mechanisms
 
+    spec = mechanisms.get(args.mechanism)
     orders, orders_name = _parse_orders(args.orders)
     delta = validation.check_delta(args.delta, "--delta")
-    if args.mechanism == "gnmax":
-        _need(args, "sigma")
-        params = {"sigma": validation.check_positive(args.sigma, "--sigma")}
-    elif args.mechanism == "lnmax":
-        _need(args, "scale")
-        params = {"scale": validation.check_positive(args.scale, "--scale")}
-    else:
-        _need(args, "threshold", "sigma1", "sigma2")
-        params = {"threshold": validation.check_nonnegative(args.threshold, "--threshold"),
-                  "sigma1": validation.check_positive(args.sigma1, "--sigma1"),
-                  "sigma2": validation.check_positive(args.sigma2, "--sigma2")}
-    if args.smooth_sensitivity and args.mechanism != "confident-gnmax":
-        raise ValueError("--smooth-sensitivity applies to --mechanism confident-gnmax only")
+    params = spec.validate(noise_parameters(args), prefix="--")
+    release = spec.release_params(params)
+    if args.smooth_sensitivity and (release is None or release["threshold"] is None):
+        raise ValueError(f"--smooth-sensitivity needs a mechanism with a threshold check and a "
+                         f"smooth-sensitivity analysis (e.g. confident-gnmax), not {spec.name}")
     votes = validation.check_votes(_load_npy(args.votes, "--votes"), "--votes")
     n = votes.shape[0]
     answered = None
     if args.answered is not None:
         answered = validation.check_mask(_load_npy(args.answered, "--answered"), n, "--answered")
-        if args.mechanism != "confident-gnmax":
-            raise ValueError("--answered applies to --mechanism confident-gnmax only "
-                             "(GNMax and LNMax answer every query)")
+        if spec.always_answers:
+            raise ValueError(f"--answered does not apply to --mechanism {spec.name}: it answers "
+                             "every query")
 
-    if args.mechanism == "gnmax":
-        dep = analysis.gnmax_rdp(votes, sigma=params["sigma"], orders=orders).sum(axis=0)
-        ind = n * orders / params["sigma"] ** 2
-        answered_count, answered_kind = float(n), "all"
-    elif args.mechanism == "lnmax":
-        dep = analysis.lnmax_rdp(votes, scale=params["scale"], orders=orders).sum(axis=0)
-        ind = analysis.lnmax_rdp(votes[:1], scale=params["scale"], orders=orders,
-                                 data_dependent=False)[0] * n
-        answered_count, answered_kind = float(n), "all"
+    if spec.always_answers or answered is not None:
+        # The realised cost: exactly the event the aggregator charges.
+        mask = answered if answered is not None else np.ones(n, dtype=bool)
+        event = spec.event(votes, params, answered=mask, orders=orders)
+        dep, ind = event.rdp, event.rdp_data_independent
+        answered_count = float(mask.sum())
+        answered_kind = "all" if answered is None else "realised"
     else:
-        kw = dict(orders=orders, answered=answered, **params)
-        dep = analysis.confident_gnmax_rdp(votes, **kw)
-        ind = analysis.confident_gnmax_rdp(votes, data_dependent=False, **kw)
-        if answered is None:
-            answered_count = float(np.exp(analysis.threshold_log_pr_answered(
-                votes, threshold=params["threshold"], sigma=params["sigma1"])).sum())
-            answered_kind = "expected"
-        else:
-            answered_count, answered_kind = float(answered.sum()), "realised"
+        dep = spec.expected_rdp(votes, params, orders=orders, data_dependent=True)
+        ind = spec.expected_rdp(votes, params, orders=orders, data_dependent=False)
+        answered_count = float(spec.pr_answered(votes, params).sum())
+        answered_kind = "expected"
 
     eps_dep, order_dep = analysis.eps_from_rdp(dep, orders=orders, delta=delta,
                                                conversion=args.conversion)
@@ -139,8 +133,7 @@ def compute(args) -> dict:
     }
     if args.smooth_sensitivity:
         ss = analysis.search_smooth_sensitivity_parameters(
-            votes, threshold=params["threshold"], sigma1=params["sigma1"],
-            sigma2=params["sigma2"], order=float(order_dep), num_teachers=int(votes[0].sum()),
+            votes, **release, order=float(order_dep), num_teachers=int(votes[0].sum()),
             delta=delta)
         result["smooth_sensitivity_search_not_private"] = {
             k: (None if isinstance(v, float) and v == float("inf") else v) for k, v in ss.items()}
