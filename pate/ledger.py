@@ -21,8 +21,24 @@ Symbols
     A recorded ``PrivacyEvent`` with its row id, dataset, run id, time and blocks.
 ``ReservationInfo``
     A stored reservation (live or closed) as plain data.
+``record_keys(x, y)``
+    One 16-byte content key per record (dtype ``S16``), from the record's values and label only:
+    ``x[i]`` as little-endian float32 in C order (``-0.0`` read as ``0.0``, every NaN as one NaN)
+    with the per-record shape, ``y[i]`` as int64, hashed with sha256 under a versioned tag and
+    truncated to 128 bits. It does not depend on row order, file path or format, dataset name,
+    run folder or working directory. Values are compared as float32: records whose float32 values
+    are equal are the same record (conservative: more sharing, never less).
+``DatasetIdentity``
+    ``(digest, record_keys, num_records)`` of a dataset: what the ledger knows it by.
+``dataset_identity(x, y)``
+    The identity **every pate entry point uses** (``pate run``, ``pate budget digest --config``):
+    ``record_keys`` and their ``dataset_digest``. The same records in any order, in any file, give
+    the same digest.
 ``dataset_digest(ids)``
-    The sha256 identity of a dataset from the ids (or per-record content hashes) of its records.
+    The one digest definition: sha256 of the **sorted** ids under a type tag. ``ids`` are explicit
+    unique record ids (integers or strings), or record keys (``S16``, a multiset: identical
+    records may repeat) from ``record_keys``. ``dataset_identity`` is ``dataset_digest`` of the
+    record keys.
 ``default_ledger_path()``
     ``$PATE_LEDGER``, else ``$XDG_DATA_HOME/pate/ledger.sqlite3``, else
     ``~/.local/share/pate/ledger.sqlite3``.
@@ -44,6 +60,22 @@ Accounting rules
   on; every block has its own composition and the dataset's loss is the **max over blocks**, so a
   new block brings fresh budget. Events recorded before any block existed are charged to every
   block, present and future (the ledger cannot know which records they used).
+* Overlapping datasets (Sage-style, conservative): a dataset registered with its records
+  (``register_identity``) is **linked** to every registered dataset sharing at least one record
+  key (table ``links``, with the number of shared distinct records). The spend of a dataset X is
+  the composition of the events and live reservations of X *and of every dataset linked to X*: a
+  charge counts against every dataset it touches. An event of a linked dataset counts against
+  every block of X (the ledger cannot tell which of X's blocks it touched). ``reserve``,
+  ``charge`` and a reservation's ``commit`` check, in the same transaction, the budget of X and
+  of every linked dataset (each on its own budget, delta, basis and items, the new spend
+  included); a dataset without a budget is still limited by the budgets of its linked datasets.
+  Direct links suffice: every dataset holding a record of X shares that record with X, so it is
+  linked to X. ``prior_rdp``, ``summary`` and ``history`` include linked spend;
+  ``constraints`` lists every budget a run on X must stay within. Datasets registered only by
+  digest (no records) are never linked.
+* Budget authority: ``set_budget`` may raise or lower a budget at any time, also after spend;
+  every change (old and new eps/delta/basis, the spend at the time, an optional reason) is kept
+  in the audit log and read back with ``budget_changes``.
 * Reservation protocol: ``reserve`` checks, in one ``BEGIN IMMEDIATE`` transaction, that the
   committed events + every live reservation + the new upper bound fit the budget in every block
   the run touches, then records the reservation with the process id, host name and a lease.
@@ -55,8 +87,11 @@ Accounting rules
 Storage: SQLite in WAL mode, ``synchronous=FULL``, a busy timeout, ``PRAGMA user_version`` for
 the schema and an application marker in table ``meta``. Every event and reservation row carries
 the sha256 of its canonical JSON payload, checked on every read. A new ledger is built in a
-temporary file and hard-linked into place, so a half-initialised ledger never exists; an existing
-file that is not a ledger of this version is never written to.
+temporary file and hard-linked into place, so a half-initialised ledger never exists. A
+version-1 ledger is migrated in place in one transaction (the record tables are added and
+``user_version`` bumped; every row is kept); any other file that is not a ledger of this version
+is never written to. Record keys live in ``identities`` / ``records`` (indexed by key), overlap
+links in ``links``.
 """
 
 from __future__ import annotations
@@ -66,6 +101,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import socket
@@ -86,15 +122,20 @@ __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_TIMEOUT_SECONDS",
     "Budget",
+    "DatasetIdentity",
     "Ledger",
     "Reservation",
     "ReservationInfo",
     "StoredEvent",
     "dataset_digest",
+    "dataset_identity",
     "default_ledger_path",
+    "record_keys",
 ]
 
-SCHEMA_VERSION = 1
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
 APPLICATION = "pate-learn-ledger"
 DEFAULT_LEASE_SECONDS = 900.0
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -167,6 +208,36 @@ CREATE TABLE audit (
 );
 """
 
+# Added by schema version 2 (a version-1 file is migrated by running exactly these statements).
+_SCHEMA_V2 = """
+CREATE TABLE identities (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL UNIQUE REFERENCES datasets(digest),
+    num_records INTEGER NOT NULL CHECK (num_records > 0),
+    distinct_records INTEGER NOT NULL CHECK (distinct_records > 0),
+    created_utc TEXT NOT NULL
+);
+CREATE TABLE records (
+    key BLOB NOT NULL CHECK (length(key) = 16),
+    identity INTEGER NOT NULL REFERENCES identities(id),
+    PRIMARY KEY (identity, key)
+) WITHOUT ROWID;
+CREATE INDEX records_by_key ON records (key);
+CREATE TABLE links (
+    a TEXT NOT NULL REFERENCES datasets(digest),
+    b TEXT NOT NULL REFERENCES datasets(digest),
+    shared INTEGER NOT NULL CHECK (shared > 0),
+    created_utc TEXT NOT NULL,
+    PRIMARY KEY (a, b),
+    CHECK (a < b)
+);
+CREATE INDEX links_by_b ON links (b);
+"""
+
+_RECORD_KEY_BYTES = 16
+_RECORD_TAG = b"pate-learn record float32-le/int64 v1\n"
+_KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
+
 
 # --------------------------------------------------------------------------------------------
 # small helpers
@@ -218,12 +289,16 @@ def default_ledger_path() -> pathlib.Path:
 
 
 def dataset_digest(ids: Any) -> str:
-    """sha256 hex identity of a sensitive dataset from the ids of its records.
+    """sha256 hex identity of a sensitive dataset from the ids of its records -- the one digest
+    definition of the ledger.
 
-    ``ids`` is a 1-D array of unique integer ids or of unique strings (e.g. per-record content
-    hashes). The digest does not depend on the order of the ids: the same records give the same
-    dataset. Integers are hashed as little-endian int64 and strings as length-prefixed UTF-8, each
-    under a type tag, so ``[1, 2]`` and ``["1", "2"]`` are different datasets.
+    ``ids`` is a 1-D array of unique integer ids, of unique strings, or of record keys (dtype
+    ``S16`` from :func:`record_keys`; a multiset: identical records may repeat). The digest does
+    not depend on the order of the ids: the same records give the same dataset. Integers are
+    hashed as little-endian int64, strings as length-prefixed UTF-8 and record keys as their 16
+    raw bytes, each kind under its own tag, so ``[1, 2]`` and ``["1", "2"]`` are different
+    datasets. Every pate entry point identifies its private data with :func:`dataset_identity`,
+    i.e. ``dataset_digest(record_keys(x, y))``; explicit ids are for datasets registered by hand.
     """
     if isinstance(ids, (str, bytes)) or ids is None:
         raise TypeError(f"ids must be a 1-D array of record ids, got {type(ids).__name__}")
@@ -231,6 +306,13 @@ def dataset_digest(ids: Any) -> str:
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"ids must be a non-empty 1-D array of record ids, got shape {arr.shape}")
     h = hashlib.sha256()
+    if arr.dtype.kind == "S":
+        if arr.dtype.itemsize != _RECORD_KEY_BYTES:
+            raise TypeError(f"byte ids must be {_RECORD_KEY_BYTES}-byte record keys (dtype "
+                            f"S{_RECORD_KEY_BYTES}, from record_keys), got dtype {arr.dtype}")
+        h.update(_KEYS_TAG)
+        h.update(_sorted_keys(arr).tobytes())  # fixed width: the concatenation is unambiguous
+        return h.hexdigest()
     if arr.dtype != np.bool_ and np.issubdtype(arr.dtype, np.integer):
         if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max() > np.iinfo(np.int64).max:
             raise ValueError("ids must fit in int64; hash larger ids as strings instead")
@@ -255,6 +337,116 @@ def dataset_digest(ids: Any) -> str:
     else:
         raise TypeError(f"ids must be integers or strings, got dtype {arr.dtype}")
     return h.hexdigest()
+
+
+def record_keys(x: Any, y: Any) -> np.ndarray:
+    """One 16-byte content key per record: an ``(n,)`` array of dtype ``S16`` (module docstring).
+
+    ``x`` is ``(n, ...)`` numeric (any dtype; compared as float32), ``y`` the ``n`` integer
+    labels. Key ``i`` is the first 16 bytes of sha256(tag, per-record shape, ``x[i]`` as
+    little-endian float32 in C order, ``y[i]`` as little-endian int64). Use ``keys.tobytes()``
+    (not ``keys[i]``, which numpy strips of trailing zero bytes) for the raw bytes.
+    """
+    if x is None or isinstance(x, (str, bytes)):
+        raise TypeError(f"x must be an array of records, got {type(x).__name__}")
+    xa = np.asarray(x)
+    if xa.ndim < 1 or xa.shape[0] == 0:
+        raise ValueError(f"x must hold at least one record (shape (n, ...)), got shape {xa.shape}")
+    if xa.dtype.kind not in "biuf":
+        raise TypeError(f"x must be a numeric array, got dtype {xa.dtype}")
+    ya = np.asarray(y)
+    if ya.ndim != 1 or ya.shape[0] != xa.shape[0]:
+        raise ValueError(f"y must hold one label per record ({xa.shape[0]}), got shape {ya.shape}")
+    if ya.dtype.kind in "biu":
+        labels = ya.astype("<i8")
+    elif ya.dtype.kind == "f" and np.all(np.isfinite(ya)) and np.all(ya == np.round(ya)):
+        labels = ya.astype("<i8")
+    else:
+        raise TypeError(f"y must hold integer labels, got dtype {ya.dtype}; pass class indices")
+    n = xa.shape[0]
+    # Canonical float32: +0.0 for -0.0 (adding 0 does it), one NaN bit pattern for every NaN.
+    x32 = np.ascontiguousarray(xa.reshape(n, -1), dtype="<f4") + np.float32(0.0)
+    nan = np.isnan(x32)
+    if nan.any():
+        x32[nan] = np.float32("nan")
+    shape = np.asarray(xa.shape[1:], dtype="<i8")
+    base = hashlib.sha256(_RECORD_TAG)
+    base.update(len(shape).to_bytes(8, "little"))
+    base.update(shape.tobytes())
+    row_bytes = x32.shape[1] * 4
+    xv = memoryview(x32.reshape(-1).view(np.uint8))
+    yv = memoryview(np.ascontiguousarray(labels).view(np.uint8))
+    out = bytearray(n * _RECORD_KEY_BYTES)
+    k = _RECORD_KEY_BYTES
+    for i in range(n):
+        h = base.copy()
+        h.update(xv[i * row_bytes:(i + 1) * row_bytes])
+        h.update(yv[i * 8:(i + 1) * 8])
+        out[i * k:(i + 1) * k] = h.digest()[:k]
+    return np.frombuffer(bytes(out), dtype=f"S{k}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DatasetIdentity:
+    """What the ledger knows a dataset by: ``digest`` (64 hex, :func:`dataset_digest` of the
+    record keys), ``record_keys`` (``S16``, one per record, in the data's order) and
+    ``num_records``. Two identities are equal when their digests are."""
+
+    digest: str
+    record_keys: np.ndarray
+    num_records: int
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatasetIdentity) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"DatasetIdentity(digest={self.digest[:16]}..., num_records={self.num_records})"
+
+
+def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
+    """The ledger identity of the records ``(x, y)``: what every pate entry point registers and
+    charges (``pate run``, ``pate budget digest --config``). Independent of row order, file,
+    format, dataset name and run folder; changes when any record's values or label change."""
+    keys = record_keys(x, y)
+    return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]))
+
+
+def _check_identity(identity: Any) -> DatasetIdentity:
+    if not isinstance(identity, DatasetIdentity):
+        raise TypeError(f"identity must be a pate.ledger.DatasetIdentity (from dataset_identity(x, y)), "
+                        f"got {type(identity).__name__}")
+    keys = np.asarray(identity.record_keys)
+    if keys.ndim != 1 or keys.dtype != np.dtype(f"S{_RECORD_KEY_BYTES}") or keys.size == 0:
+        raise ValueError(f"identity.record_keys must be a non-empty 1-D S{_RECORD_KEY_BYTES} array, "
+                         f"got dtype {keys.dtype} and shape {keys.shape}")
+    if identity.num_records != keys.size:
+        raise ValueError(f"identity.num_records ({identity.num_records}) must equal the number of "
+                         f"record keys ({keys.size})")
+    if dataset_digest(keys) != identity.digest:
+        raise ValueError(f"identity.digest {identity.digest!r} is not the digest of its record keys; "
+                         "build identities with pate.ledger.dataset_identity(x, y)")
+    return identity
+
+
+def _sorted_keys(keys: np.ndarray) -> np.ndarray:
+    """Record keys as an ``(n, 2)`` big-endian uint64 array in lexicographic byte order (explicit,
+    so the order never depends on how numpy compares byte strings)."""
+    words = np.ascontiguousarray(keys).view(">u8").reshape(-1, 2)
+    return words[np.lexsort((words[:, 1], words[:, 0]))]
+
+
+def _distinct_keys(keys: np.ndarray) -> list[bytes]:
+    words = _sorted_keys(keys)
+    if words.shape[0] > 1:
+        keep = np.ones(words.shape[0], dtype=bool)
+        keep[1:] = np.any(words[1:] != words[:-1], axis=1)
+        words = words[keep]
+    raw = words.tobytes()
+    k = _RECORD_KEY_BYTES
+    return [raw[i:i + k] for i in range(0, len(raw), k)]
 
 
 def _is_digest(text: str) -> bool:
@@ -361,6 +553,7 @@ class _Item:
     event: Any                 # PrivacyEvent
     blocks: frozenset[int]     # empty = the whole dataset (every block)
     reservation: str | None = None
+    via: str | None = None     # the linked dataset it was recorded on (None: this dataset's own)
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,7 +619,7 @@ class Ledger:
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+                conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + "COMMIT;")
                 conn.execute("INSERT INTO meta VALUES ('application', ?)", (APPLICATION,))
                 conn.execute("INSERT INTO meta VALUES ('created_utc', ?)", (_utc_now(),))
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -485,7 +678,9 @@ class Ledger:
                 f"the ledger at {self.path} has schema version {version}, written by a newer "
                 f"pate-learn (this one reads version {SCHEMA_VERSION}); upgrade pate-learn. "
                 "The file was left untouched.")
-        if version != SCHEMA_VERSION:
+        if version == 1:
+            self._migrate_v1()
+        elif version != SCHEMA_VERSION:
             raise LedgerError(
                 f"the ledger at {self.path} has unknown schema version {version} (expected "
                 f"{SCHEMA_VERSION}); the file was left untouched.")
@@ -495,6 +690,38 @@ class Ledger:
                 self._conn.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
+
+    def _migrate_v1(self) -> None:
+        """Version 1 -> 2 in place, in one transaction: add the record and link tables, bump
+        ``user_version``. Every existing row is kept; another process may have migrated first."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 1:
+                for statement in _SCHEMA_V2.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_2_utc', ?)", (_utc_now(),))
+                self._audit(conn, None, "migrate-schema", {"from": 1, "to": SCHEMA_VERSION})
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise LedgerError(f"the ledger at {self.path} changed to schema version {version} "
+                                  f"while being migrated (expected 1 or {SCHEMA_VERSION}); "
+                                  "the file was left untouched.")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._translate(exc) from exc
+            raise
+        if version == 1:
+            logger.info("migrated the ledger at %s from schema version 1 to %d", self.path,
+                        SCHEMA_VERSION)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -577,7 +804,8 @@ class Ledger:
                                  "give more digits of the digest")
         raise LedgerError(f"dataset {dataset!r} is not in the ledger at {self.path}; register it with "
                           f"`pate budget set --dataset DIGEST --eps E --delta D --name NAME --ledger "
-                          f"{self.path}` (list known ones with `pate budget list`)")
+                          f"{self.path}`, DIGEST from `pate budget digest --config CONFIG` (list "
+                          "known ones with `pate budget list`)")
 
     def resolve(self, dataset: str) -> str:
         """The digest of ``dataset`` given as a digest, a name or a unique digest prefix (>= 8)."""
@@ -610,28 +838,128 @@ class Ledger:
             conn.execute("UPDATE datasets SET name=? WHERE digest=?", (name, digest))
             self._audit(conn, digest, "rename", {"old": row[0], "new": name})
 
+    def register_identity(self, identity: DatasetIdentity, *, name: str | None = None) -> str:
+        """Register a dataset with its records (idempotent) and return its digest.
+
+        Stores the record keys of ``identity`` (from :func:`dataset_identity`) and links the
+        dataset to every registered dataset sharing at least one record key; from then on their
+        spend counts against each other (module docstring). A dataset already registered by
+        digest alone (e.g. ``pate budget set --dataset DIGEST``) keeps its budget and events and
+        gains its records. ``name`` as in :meth:`register_dataset`.
+        """
+        identity = _check_identity(identity)
+        name = _check_name(name, "name")
+        with self._txn(write=True) as conn:
+            self._register(conn, identity.digest, name)
+            if conn.execute("SELECT 1 FROM identities WHERE dataset=?", (identity.digest,)).fetchone():
+                return identity.digest
+            keys = _distinct_keys(identity.record_keys)
+            cur = conn.execute("INSERT INTO identities (dataset, num_records, distinct_records, "
+                               "created_utc) VALUES (?, ?, ?, ?)",
+                               (identity.digest, identity.num_records, len(keys), _utc_now()))
+            iid = int(cur.lastrowid)
+            conn.executemany("INSERT INTO records (key, identity) VALUES (?, ?)",
+                             ((k, iid) for k in keys))
+            shared = conn.execute(
+                "SELECT i.dataset, count(*) FROM records r1 JOIN records r2 "
+                "ON r2.key = r1.key AND r2.identity <> r1.identity "
+                "JOIN identities i ON i.id = r2.identity WHERE r1.identity = ? "
+                "GROUP BY i.dataset ORDER BY i.dataset", (iid,)).fetchall()
+            now = _utc_now()
+            for other, count in shared:
+                a, b = sorted((identity.digest, other))
+                conn.execute("INSERT OR REPLACE INTO links (a, b, shared, created_utc) VALUES (?, ?, ?, ?)",
+                             (a, b, int(count), now))
+                self._audit(conn, identity.digest, "link", {"dataset": other, "shared_records": count})
+                self._audit(conn, other, "link", {"dataset": identity.digest, "shared_records": count})
+            self._audit(conn, identity.digest, "register-records",
+                        {"num_records": identity.num_records, "distinct_records": len(keys),
+                         "linked": [o for o, _ in shared]})
+        if shared:
+            logger.info("dataset %s shares records with %d registered dataset(s); their spend "
+                        "counts against each other", identity.digest[:12], len(shared))
+        return identity.digest
+
+    def overlapping(self, identity: DatasetIdentity) -> list[dict]:
+        """Registered datasets that share records with ``identity`` (read only; nothing is
+        registered): the dataset with the same digest first if registered (``"same": True``, also
+        when it was registered by digest alone), then every dataset holding at least one of its
+        record keys, with ``shared_records`` (distinct), ``num_records`` and ``budget``."""
+        identity = _check_identity(identity)
+        keys = _distinct_keys(identity.record_keys)
+        counts: dict[str, int] = {}
+        with self._txn(write=False) as conn:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                for ds, count in conn.execute(
+                        "SELECT i.dataset, count(*) FROM records r JOIN identities i "
+                        "ON i.id = r.identity WHERE r.key IN (" + ",".join("?" * len(chunk)) + ") "
+                        "GROUP BY i.dataset", chunk):
+                    counts[ds] = counts.get(ds, 0) + int(count)
+            if conn.execute("SELECT 1 FROM datasets WHERE digest=?", (identity.digest,)).fetchone():
+                counts.setdefault(identity.digest, 0)
+            out = []
+            for ds in sorted(counts, key=lambda d: (d != identity.digest, -counts[d], d)):
+                budget = self._budget(conn, ds)
+                row = conn.execute("SELECT num_records FROM identities WHERE dataset=?", (ds,)).fetchone()
+                out.append({"dataset": ds, "name": conn.execute(
+                                "SELECT name FROM datasets WHERE digest=?", (ds,)).fetchone()[0],
+                            "same": ds == identity.digest,
+                            "shared_records": len(keys) if ds == identity.digest else counts[ds],
+                            "num_records": None if row is None else int(row[0]),
+                            "budget": None if budget is None else dataclasses.asdict(budget)})
+        return out
+
+    def linked(self, dataset: str) -> list[dict]:
+        """The datasets linked to ``dataset`` (sharing records with it): digest, name, number of
+        shared distinct records and budget."""
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            out = []
+            for other, shared in self._linked(conn, digest):
+                budget = self._budget(conn, other)
+                out.append({"dataset": other, "name": conn.execute(
+                                "SELECT name FROM datasets WHERE digest=?", (other,)).fetchone()[0],
+                            "shared_records": shared,
+                            "budget": None if budget is None else dataclasses.asdict(budget)})
+            return out
+
+    @staticmethod
+    def _linked(conn: sqlite3.Connection, digest: str) -> list[tuple[str, int]]:
+        return sorted(conn.execute("SELECT b, shared FROM links WHERE a=? "
+                                   "UNION ALL SELECT a, shared FROM links WHERE b=?",
+                                   (digest, digest)).fetchall())
+
     def datasets(self) -> list[dict]:
-        """Every dataset: digest, name, budget and number of events."""
+        """Every dataset: digest, name, budget, number of events, number of records (``None``
+        when registered by digest alone) and the digests of the datasets linked to it."""
         with self._txn(write=False) as conn:
             rows = conn.execute(
                 "SELECT d.digest, d.name, d.budget_eps, d.budget_delta, d.basis, d.created_utc, "
-                "(SELECT count(*) FROM events e WHERE e.dataset=d.digest) "
+                "(SELECT count(*) FROM events e WHERE e.dataset=d.digest), "
+                "(SELECT num_records FROM identities i WHERE i.dataset=d.digest) "
                 "FROM datasets d ORDER BY d.created_utc").fetchall()
+            links = {r[0]: [d for d, _ in self._linked(conn, r[0])] for r in rows}
         return [{"digest": r[0], "name": r[1], "budget_eps": r[2], "budget_delta": r[3],
-                 "basis": r[4], "created_utc": r[5], "events": r[6]} for r in rows]
+                 "basis": r[4], "created_utc": r[5], "events": r[6], "records": r[7],
+                 "linked": links[r[0]]} for r in rows]
 
     def set_budget(self, dataset: str, *, eps: float, delta: float, data_dependent: bool = False,
-                   name: str | None = None) -> Budget:
+                   name: str | None = None, reason: str | None = None) -> Budget:
         """Set the total budget ``(eps, delta)`` of ``dataset`` (registered here if it is a new
         digest). ``data_dependent=True`` judges spend on the realised data-dependent RDP, whose
         epsilon is *not* differentially private itself (Papernot et al. 2018); the default
-        judges it on the data-independent RDP. Lowering the budget below what was spent is
-        allowed (no further spend then succeeds); every change is kept in the audit log."""
+        judges it on the data-independent RDP. Raising a budget that was already spent, or
+        lowering it below what was spent (no further spend then succeeds), is allowed: it is the
+        data owner's decision. Every change is kept in the audit log with the old and new
+        budget, the spend at the time and ``reason``; read them with :meth:`budget_changes`."""
         eps = check_positive(eps, "eps")
         delta = check_delta(delta, "delta")
         if not isinstance(data_dependent, bool):
             raise TypeError(f"data_dependent must be True or False, got {data_dependent!r}")
         name = _check_name(name, "name")
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
         basis = BASES[1] if data_dependent else BASES[0]
         with self._txn(write=True) as conn:
             if isinstance(dataset, str) and _is_digest(dataset.strip().lower()):
@@ -645,10 +973,42 @@ class Ledger:
                                (digest,)).fetchone()
             conn.execute("UPDATE datasets SET budget_eps=?, budget_delta=?, basis=? WHERE digest=?",
                          (eps, delta, basis, digest))
+            events, _ = self._view(conn, digest)
+            spent = self._worst_eps(conn, digest, events, Budget(eps, delta, basis)) if events else 0.0
             self._audit(conn, digest, "set-budget",
                         {"eps": eps, "delta": delta, "basis": basis,
-                         "previous": {"eps": old[0], "delta": old[1], "basis": old[2]}})
+                         "previous": {"eps": old[0], "delta": old[1], "basis": old[2]},
+                         "spent_eps": spent, "reason": reason})
+        if old[0] is not None and spent > 0:
+            logger.warning("budget of dataset %s changed from eps=%g to eps=%g after eps=%.4g was "
+                           "spent (recorded in the audit log)", digest[:12], old[0], eps, spent)
         return Budget(eps, delta, basis)
+
+    def budget_changes(self, dataset: str) -> list[dict]:
+        """Every budget change of ``dataset``, oldest first: ``time_utc``, the new ``eps``,
+        ``delta``, ``basis``, the ``previous`` budget (``None`` for the first), ``change``
+        (``"initial"``, ``"raised"``, ``"lowered"`` or ``"unchanged"``, on eps at equal delta and
+        basis, else ``"changed"``), ``spent_eps`` at the time (``None`` for changes recorded before
+        schema version 2) and ``reason``. A report shows these next to the spend."""
+        out = []
+        for row in self.audit_log(dataset):
+            if row["action"] != "set-budget":
+                continue
+            d = row["detail"]
+            prev = d.get("previous") or {}
+            previous = None if prev.get("eps") is None else {
+                "eps": prev["eps"], "delta": prev["delta"], "basis": prev["basis"]}
+            if previous is None:
+                change = "initial"
+            elif previous["delta"] != d["delta"] or previous["basis"] != d["basis"]:
+                change = "changed"
+            else:
+                change = ("raised" if d["eps"] > previous["eps"] else
+                          "lowered" if d["eps"] < previous["eps"] else "unchanged")
+            out.append({"time_utc": row["time_utc"], "eps": d["eps"], "delta": d["delta"],
+                        "basis": d["basis"], "previous": previous, "change": change,
+                        "spent_eps": d.get("spent_eps"), "reason": d.get("reason")})
+        return out
 
     def budget(self, dataset: str) -> Budget | None:
         """The budget of ``dataset``; ``None`` when none was set (spend is then recorded, unlimited)."""
@@ -752,6 +1112,25 @@ class Ledger:
                               frozenset(res_links.get(row[0], ())), reservation=row[0]))
         return events, live
 
+    def _view(self, conn: sqlite3.Connection, digest: str, exclude: str | None = None,
+              cache: dict | None = None) -> tuple[list[_Item], list[_Item]]:
+        """(events, live reservations) that count against ``digest``: its own (with their blocks)
+        and those of every dataset linked to it (each charged to every block: ``blocks`` empty)."""
+        cache = {} if cache is None else cache
+
+        def raw(d: str) -> tuple[list[_Item], list[_Item]]:
+            if d not in cache:
+                cache[d] = self._load_items(conn, d, exclude=exclude)
+            return cache[d]
+
+        own_events, own_live = raw(digest)
+        events, live = list(own_events), list(own_live)
+        for other, _ in self._linked(conn, digest):
+            linked_events, linked_live = raw(other)
+            events += [_Item(it.event, frozenset(), it.reservation, other) for it in linked_events]
+            live += [_Item(it.event, frozenset(), it.reservation, other) for it in linked_live]
+        return events, live
+
     def _load_curve(self, rid: str, payload: str, digest: str) -> tuple[np.ndarray, np.ndarray]:
         if _sha256(payload) != digest:
             raise LedgerError(f"reservation {rid} in the ledger at {self.path} fails its checksum "
@@ -824,6 +1203,10 @@ class Ledger:
             digest = None if dataset is None else self._resolve(conn, dataset)
             return self._reconcile(conn, digest)
 
+    def _reconcile_group(self, conn: sqlite3.Connection, digest: str) -> None:
+        for d in [digest] + [other for other, _ in self._linked(conn, digest)]:
+            self._reconcile(conn, d)
+
     def _reconcile(self, conn: sqlite3.Connection, digest: str | None) -> list[str]:
         sql = ("SELECT id, dataset, run_id, pid, process_token, hostname, heartbeat, lease_seconds "
                "FROM reservations WHERE status='active'")
@@ -856,41 +1239,69 @@ class Ledger:
             return [(None, list(items))]
         return [(b, [it for it in items if not it.blocks or b in it.blocks]) for b in blocks]
 
+    def _worst_eps(self, conn: sqlite3.Connection, digest: str, items: Sequence[_Item],
+                   budget: Budget, target: frozenset[int] | None = None) -> float:
+        """The worst-block epsilon of ``items`` on ``budget``'s basis at its delta."""
+        _, _, eps_from_rdp = _accountant()
+        grid = _shared_grid([it.event for it in items], self.path)
+        names = dict(self._block_rows(conn, digest))
+        worst = 0.0
+        for _, scoped in self._scopes(items, names, target or None):
+            if scoped:
+                total = self._compose(scoped, grid, budget.data_dependent)
+                worst = max(worst, float(eps_from_rdp(total, orders=grid, delta=budget.delta)[0]))
+        return worst
+
     def _check_fits(self, conn: sqlite3.Connection, digest: str, new: Sequence[_Item],
                     target: frozenset[int], *, exclude: str | None, what: str) -> None:
-        events, live = self._load_items(conn, digest, exclude=exclude)
-        existing = events + live
+        """Refuse (``BudgetExceededError``) ``new`` items on ``digest`` unless they fit the budget
+        of ``digest`` (in the ``target`` blocks) and of every dataset linked to it (every block)."""
+        cache: dict = {}
+        for d, shared in [(digest, None)] + self._linked(conn, digest):
+            events, live = self._view(conn, d, exclude, cache)
+            if d == digest:
+                self._check_one(conn, d, events + live, list(new), target, what=what)
+            else:
+                moved = [_Item(it.event, frozenset(), it.reservation, digest) for it in new]
+                self._check_one(conn, d, events + live, moved, frozenset(), what=what,
+                                origin=digest, shared=shared)
+
+    def _check_one(self, conn: sqlite3.Connection, digest: str, existing: list[_Item],
+                   new: list[_Item], target: frozenset[int], *, what: str,
+                   origin: str | None = None, shared: int | None = None) -> None:
         # Even without a budget, refuse what could never be composed with the rest.
-        grid = _shared_grid([it.event for it in existing + list(new)], self.path)
+        grid = _shared_grid([it.event for it in existing + new], self.path)
         budget = self._budget(conn, digest)
         if budget is None:
             return
         _, _, eps_from_rdp = _accountant()
         names = dict(self._block_rows(conn, digest))
-        worst_spent, worst = 0.0, None
-        for block, items in self._scopes(existing + list(new), names, target or None):
+        worst = None
+        for block, items in self._scopes(existing + new, names, target or None):
             total = self._compose(items, grid, budget.data_dependent)
             eps, _ = eps_from_rdp(total, orders=grid, delta=budget.delta)
             if float(eps) > budget.eps and (worst is None or float(eps) > worst[1]):
                 worst = (block, float(eps))
         if worst is None:
             return
-        for block, items in self._scopes(existing, names, target or None):
-            if items:
-                total = self._compose(items, grid, budget.data_dependent)
-                worst_spent = max(worst_spent, float(eps_from_rdp(total, orders=grid,
-                                                                  delta=budget.delta)[0]))
-        alone = self._compose(list(new), grid, budget.data_dependent) if new else None
+        worst_spent = self._worst_eps(conn, digest, existing, budget, target) if existing else 0.0
+        alone = self._compose(new, grid, budget.data_dependent) if new else None
         requested = float(eps_from_rdp(alone, orders=grid, delta=budget.delta)[0]) if new else 0.0
         remaining = max(0.0, budget.eps - worst_spent)
         label = self._name(conn, digest)
         where = "" if worst[0] is None else f" in block {names[worst[0]]!r}"
+        if origin is None:
+            head = f"{what} on dataset {label} would bring its spend{where}"
+        else:
+            head = (f"{what} on dataset {self._name(conn, origin)} would bring the spend of dataset "
+                    f"{label}, which shares {shared} record(s) with it,{where}")
         raise BudgetExceededError(
-            f"{what} on dataset {label} would bring its spend{where} to eps={worst[1]:.4g} > budget "
-            f"eps={budget.eps:g} (delta={budget.delta:g}, {budget.basis} RDP); this request alone "
+            f"{head} to eps={worst[1]:.4g} > budget eps={budget.eps:g} of {label} "
+            f"(delta={budget.delta:g}, {budget.basis} RDP); this request alone "
             f"costs eps={requested:.4g}, remaining: eps={remaining:.4g} (committed events + live "
-            f"reservations). Nothing was recorded. See `pate budget show --dataset {label} "
-            f"--ledger {self.path}`.", requested=requested, remaining=remaining)
+            f"reservations, of {label} and of the datasets sharing records with it). Nothing was "
+            f"recorded. See `pate budget show --dataset {label} --ledger {self.path}`.",
+            requested=requested, remaining=remaining)
 
     def prior_rdp(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
                   include_reservations: bool = True, exclude_reservation: str | None = None,
@@ -900,7 +1311,9 @@ class Ledger:
 
         Composes the committed events and (by default) the other live reservations of every
         block in ``blocks`` (default: all) and returns the element-wise max over those blocks, an
-        upper bound on each block's curve. Orders of ``orders`` that some recorded event lacks
+        upper bound on each block's curve. The events and live reservations of every dataset
+        linked to ``dataset`` (sharing records with it) count in every block. This is the prior
+        against ``dataset``'s own budget; :meth:`constraints` gives one per linked budget too. Orders of ``orders`` that some recorded event lacks
         get ``+inf`` (nothing can be claimed there). ``data_dependent`` defaults to the dataset's
         budget basis (data-independent when no budget is set).
         """
@@ -911,11 +1324,37 @@ class Ledger:
             return self._prior(conn, digest, orders, target, include_reservations,
                                exclude_reservation, data_dependent)
 
+    def constraints(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
+                    exclude_reservation: str | None = None) -> list[dict]:
+        """Every budget a run on ``dataset`` must stay within, each with what is already spent
+        against it: the budget of ``dataset`` itself (if set) and of every linked dataset that
+        has one. Each entry: ``dataset`` (digest), ``name``, ``budget`` (:class:`Budget`),
+        ``shared_records`` (``None`` for ``dataset`` itself), ``linked`` (bool) and ``prior_rdp``
+        at ``orders`` on that budget's basis (committed events and other live reservations; see
+        :meth:`prior_rdp`). A run's own RDP ``r`` fits when, for every entry,
+        ``eps_from_rdp(prior_rdp + r, orders, budget.delta) <= budget.eps``."""
+        orders = _check_grid(orders, "orders")
+        with self._txn(write=False) as conn:
+            digest = self._resolve(conn, dataset)
+            target = self._target_blocks(conn, digest, blocks)
+            out = []
+            for d, shared in [(digest, None)] + self._linked(conn, digest):
+                budget = self._budget(conn, d)
+                if budget is None:
+                    continue
+                prior = self._prior(conn, d, orders, target if d == digest else frozenset(), True,
+                                    exclude_reservation, budget.data_dependent)
+                out.append({"dataset": d, "name": conn.execute(
+                                "SELECT name FROM datasets WHERE digest=?", (d,)).fetchone()[0],
+                            "budget": budget, "shared_records": shared, "linked": d != digest,
+                            "prior_rdp": prior})
+            return out
+
     def _prior(self, conn, digest, orders, target, include_reservations, exclude, data_dependent):
         if data_dependent is None:
             budget = self._budget(conn, digest)
             data_dependent = bool(budget and budget.data_dependent)
-        events, live = self._load_items(conn, digest, exclude=exclude)
+        events, live = self._view(conn, digest, exclude)
         items = events + (live if include_reservations else [])
         out = np.zeros(orders.shape, dtype=np.float64)
         if not items:
@@ -960,7 +1399,7 @@ class Ledger:
         with self._txn(write=True) as conn:
             digest = self._resolve(conn, dataset)
             target = self._target_blocks(conn, digest, blocks)
-            self._reconcile(conn, digest)
+            self._reconcile_group(conn, digest)
             self._check_fits(conn, digest, [_Item(_reservation_event(orders, curve, rid), target)],
                              target, exclude=None, what=f"reserving for run {run_id}")
             now = time.time()
@@ -982,7 +1421,7 @@ class Ledger:
         with self._txn(write=True) as conn:
             digest = self._resolve(conn, dataset)
             target = self._target_blocks(conn, digest, blocks)
-            self._reconcile(conn, digest)
+            self._reconcile_group(conn, digest)
             return self._record(conn, digest, events, target, run_id, None)
 
     def _record(self, conn, digest, events, target, run_id, reservation) -> list[int]:
@@ -1012,7 +1451,7 @@ class Ledger:
             if row[0] == "committed":
                 raise LedgerError(f"reservation {res.id} was already committed; reserve again for "
                                   "more spend")
-            self._reconcile(conn, res.dataset)
+            self._reconcile_group(conn, res.dataset)
             target = frozenset(r[0] for r in conn.execute(
                 "SELECT block FROM reservation_blocks WHERE reservation=?", (res.id,)))
             ids = self._record(conn, res.dataset, events, target, res.run_id, res.id)
@@ -1047,23 +1486,50 @@ class Ledger:
     def summary(self, dataset: str) -> dict:
         """Everything ``pate budget show`` prints, as JSON-able data (a pipeline report can embed
         it): budget, spent epsilon (committed; worst block) on the budget's basis and on both RDP
-        kinds, spent + reserved, remaining, per-block spend, live reservations, event counts."""
+        kinds, spent + reserved, remaining, per-block spend, live reservations, event counts.
+
+        Spend includes the events and live reservations of the datasets linked to this one
+        (``linked_events`` counts those events); ``linked`` lists those datasets with their own
+        budget and remaining, ``remaining_effective`` is the least remaining epsilon over this
+        dataset's and the linked budgets (each at its own delta) and ``limited_by`` the digest
+        it comes from; ``budget_changes`` lists every budget change (:meth:`budget_changes`)."""
         _, _, eps_from_rdp = _accountant()
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
             budget = self._budget(conn, digest)
-            events, live = self._load_items(conn, digest)
+            cache: dict = {}
+            events, live = self._view(conn, digest, None, cache)
             names = dict(self._block_rows(conn, digest))
             infos = self._reservation_infos(conn, digest, live_only=False)
             name = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()[0]
             runs = conn.execute("SELECT count(DISTINCT run_id) FROM events WHERE dataset=?",
                                 (digest,)).fetchone()[0]
+            records = conn.execute("SELECT num_records FROM identities WHERE dataset=?",
+                                   (digest,)).fetchone()
+            linked = []
+            for other, shared in self._linked(conn, digest):
+                other_budget = self._budget(conn, other)
+                other_events, other_live = self._view(conn, other, None, cache)
+                both = other_events + other_live
+                reserved = None if other_budget is None else (
+                    self._worst_eps(conn, other, both, other_budget) if both else 0.0)
+                linked.append({
+                    "dataset": other, "shared_records": shared,
+                    "name": conn.execute("SELECT name FROM datasets WHERE digest=?",
+                                         (other,)).fetchone()[0],
+                    "budget": None if other_budget is None else dataclasses.asdict(other_budget),
+                    "events": sum(1 for it in other_events if it.via is None),
+                    "live_reservations": sum(1 for it in other_live if it.via is None),
+                    "spent_and_reserved": reserved,
+                    "remaining": None if reserved is None else max(0.0, other_budget.eps - reserved)})
         delta = budget.delta if budget else None
         dd_basis = bool(budget and budget.data_dependent)
+        own = [it for it in events if it.via is None]
         out: dict[str, Any] = {
             "dataset": digest, "name": name, "ledger": str(self.path),
+            "records": None if records is None else int(records[0]),
             "budget": None if budget is None else dataclasses.asdict(budget),
-            "events": len(events), "runs": runs,
+            "events": len(own), "linked_events": len(events) - len(own), "runs": runs,
         }
         all_items = events + live
         grid = _shared_grid([it.event for it in all_items], self.path) if all_items else None
@@ -1105,21 +1571,36 @@ class Ledger:
              "eps_alone": None if delta is None else float(
                  eps_from_rdp(r.rdp, orders=r.orders, delta=delta)[0])}
             for r in infos if r.status in ("active", "stale")]
+        out["linked"] = linked
+        candidates = ([(out["remaining"], digest)] if out["remaining"] is not None else []) + \
+            [(row["remaining"], row["dataset"]) for row in linked if row["remaining"] is not None]
+        least = min(candidates, default=None)
+        out["remaining_effective"] = None if least is None else least[0]
+        out["limited_by"] = None if least is None else least[1]
+        out["budget_changes"] = self.budget_changes(digest)
         return out
 
     def history(self, dataset: str) -> list[dict]:
         """One row per event, oldest first: run, time, mechanism, queries, answered, blocks, the
         event's own epsilon and the cumulative epsilon (worst block) after it, both on the budget's
-        basis at the budget's delta (epsilons are ``None`` when no budget is set)."""
+        basis at the budget's delta (epsilons are ``None`` when no budget is set).
+
+        Events of linked datasets (sharing records with this one) are listed too, with their
+        ``dataset`` digest and ``linked: True``; they count in every block."""
         _, _, eps_from_rdp = _accountant()
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
             budget = self._budget(conn, digest)
             stored = self._stored_events(conn, digest)
+            for other, _ in self._linked(conn, digest):
+                stored += self._stored_events(conn, other)
             names = dict(self._block_rows(conn, digest))
-        rows = [{"id": s.id, "run_id": s.run_id, "time_utc": s.time_utc, "mechanism": s.event.mechanism,
+        stored.sort(key=lambda s: s.id)
+        rows = [{"id": s.id, "dataset": s.dataset, "linked": s.dataset != digest, "run_id": s.run_id,
+                 "time_utc": s.time_utc, "mechanism": s.event.mechanism,
                  "params": s.event.params, "queries": int(s.event.queries),
-                 "answered": int(s.event.answered), "blocks": list(s.blocks), "reservation": s.reservation,
+                 "answered": int(s.event.answered),
+                 "blocks": [] if s.dataset != digest else list(s.blocks), "reservation": s.reservation,
                  "eps": None, "cumulative_eps": None} for s in stored]
         if not stored or budget is None:
             return rows
@@ -1129,7 +1610,8 @@ class Ledger:
                               _restrict(s.event, grid).rdp_data_independent for s in stored])
         alone, _ = eps_from_rdp(per_event, orders=grid, delta=budget.delta)
         by_name = {n: b for b, n in names.items()}
-        block_ids = [frozenset(by_name[n] for n in s.blocks) for s in stored]
+        block_ids = [frozenset(by_name[n] for n in s.blocks) if s.dataset == digest else frozenset()
+                     for s in stored]
         scopes = sorted(names) or [None]
         cumulative = np.full(len(stored), 0.0)
         for block in scopes:
@@ -1144,7 +1626,8 @@ class Ledger:
         return rows
 
     def audit_log(self, dataset: str) -> list[dict]:
-        """Budget changes, block registrations and reservation expiries/releases, oldest first."""
+        """Budget changes, registrations, record links, block registrations and reservation
+        expiries/releases, oldest first."""
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
             rows = conn.execute("SELECT time_utc, action, detail FROM audit WHERE dataset=? ORDER BY id",
@@ -1182,6 +1665,12 @@ class Reservation:
         blocks) at ``orders`` (default: the reservation's orders)."""
         return self.ledger.prior_rdp(self.dataset, orders=self.orders if orders is None else orders,
                                      blocks=list(self.blocks) or None, exclude_reservation=self.id)
+
+    def constraints(self, orders: Any = None) -> list[dict]:
+        """Every budget this run must stay within (:meth:`Ledger.constraints`), others' spend as
+        prior, at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.constraints(self.dataset, orders=self.orders if orders is None else orders,
+                                       blocks=list(self.blocks) or None, exclude_reservation=self.id)
 
     def heartbeat(self) -> None:
         """Renew the lease (only needed for runs that other hosts might otherwise reclaim)."""
@@ -1225,8 +1714,9 @@ def _uri_path(path: pathlib.Path) -> str:
 
 def _check_digest(digest: Any) -> str:
     if not isinstance(digest, str) or not _is_digest(digest.strip().lower()):
-        raise ValueError(f"digest must be a 64-character sha256 hex string, got {digest!r}; compute "
-                         "one with pate.ledger.dataset_digest(ids)")
+        raise ValueError(f"digest must be a 64-character sha256 hex string, got {digest!r}; print "
+                         "the one `pate run` uses with `pate budget digest --config CONFIG` (or "
+                         "compute pate.ledger.dataset_identity(x, y).digest)")
     return digest.strip().lower()
 
 
