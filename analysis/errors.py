@@ -3,6 +3,16 @@
 Each message says what went wrong *and* what to do instead. Argument errors stay
 plain ``ValueError`` / ``TypeError`` subclasses so that callers catching the
 builtins keep working.
+
+``PateError``            base of every deliberate error; ``pate`` prints it as one line.
+``BudgetExceededError``  spending would exceed the privacy budget (exit 3 from ``pate``).
+``LedgerError``          the budget ledger cannot be read or written safely (exit 3).
+``ConfigError``          an invalid configuration file or override (a ``ValueError``; exit 2).
+``PartitionError``       an invalid partition of the sensitive data (a ``ValueError``; exit 2).
+``DatasetNotFoundError`` a dataset is missing (a ``FileNotFoundError``; exit 2).
+``InputError``           an unusable user input (a ``ValueError``; exit 2), with subclasses
+                         ``CorruptFileError`` (unreadable file, ``path``) and ``RunDirError``
+                         (an output folder that cannot be written, ``path`` and ``flag``).
 """
 
 from __future__ import annotations
@@ -39,3 +49,34 @@ class DatasetNotFoundError(PateError, FileNotFoundError):
 
 class LedgerError(PateError):
     """The privacy-budget ledger cannot be read or written safely."""
+
+
+class InputError(PateError, ValueError):
+    """An input of the user (a file, a folder, an argument) is unusable; the message says why.
+
+    A ``ValueError`` subclass, so callers catching the builtin keep working. The ``pate``
+    command prints it as one line and exits 2.
+    """
+
+
+class CorruptFileError(InputError):
+    """A file exists but cannot be read as what it should be (truncated, garbage, wrong format).
+
+    Attribute ``path`` (a string) names the file.
+    """
+
+    def __init__(self, message: str, *, path=None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else str(path)
+
+
+class RunDirError(InputError):
+    """An output folder (e.g. ``--run-dir``) cannot be created or written to.
+
+    Attributes ``path`` (a string) and ``flag`` (the option that named it, or None).
+    """
+
+    def __init__(self, message: str, *, path=None, flag: str | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else str(path)
+        self.flag = flag

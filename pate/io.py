@@ -1,7 +1,36 @@
-"""Atomic files: a kill -9 at any moment leaves either the old file or the new one, never half.
+"""Files of pate-learn: atomic writers, readers that name the file on failure, output folders.
 
+Writers -- a kill -9 at any moment leaves either the old file or the new one, never half.
 Every output of pate-learn (partitions, votes, labels, summaries, checkpoints, reports) is written
 through these helpers: write a temporary file in the same directory, fsync, then ``os.replace``.
+
+``atomic_write_bytes(path, data)``, ``atomic_write_json(path, obj)``, ``atomic_save_npy(path,
+array)``, ``atomic_savez(path, **arrays)``: write atomically; return the path.
+
+Readers -- never unpickle, and every failure names the file:
+
+``read_json(path, *, what=None)``  the parsed JSON document. A missing file raises
+    ``FileNotFoundError`` naming the path (and ``what``, a description of the file and of what
+    writes it, e.g. ``"teacher summary (written by `pate train-teachers`)"``); invalid JSON or
+    bytes that are not text raise ``CorruptFileError`` naming the file and the position of the
+    JSON error.
+``load_npy(path, *, what=None)``   the ``numpy.ndarray`` of a ``.npy`` file, read with
+    ``allow_pickle=False``. Missing -> ``FileNotFoundError``; truncated, garbage, an object
+    (pickled) array or an ``.npz`` archive -> ``CorruptFileError``.
+``load_npz(path, *, what=None)``   every array of an ``.npz`` archive, read eagerly into a
+    ``dict`` of name -> ``numpy.ndarray`` (so a corrupt member fails here, not later), the file
+    closed. Same errors as ``load_npy``.
+
+Output folders:
+
+``ensure_writable_dir(path, *, flag)``  create the folder (and its parents) if needed and check
+    that a file can be created in it, before any work is done; returns it as a
+    ``pathlib.Path``. Failure raises ``RunDirError`` naming the path and ``flag`` (the option
+    that named it, e.g. ``"--run-dir"``; None for "output directory").
+
+``CorruptFileError`` and ``RunDirError`` (``analysis.errors``) are ``ValueError`` subclasses; the
+``pate`` command prints them as one line and exits 2. ``PermissionError`` on reading
+propagates unchanged (its message names the file).
 No torch import here (``teachers.checkpoint`` adds the torch-specific ones).
 """
 
@@ -12,10 +41,15 @@ import json
 import os
 import pathlib
 import tempfile
+import zipfile
+import zlib
 
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_save_npy", "atomic_savez"]
+from analysis.errors import CorruptFileError, RunDirError
+
+__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_save_npy", "atomic_savez",
+           "read_json", "load_npy", "load_npz", "ensure_writable_dir"]
 
 
 def atomic_write_bytes(path, data: bytes) -> pathlib.Path:
@@ -50,3 +84,121 @@ def atomic_savez(path, **arrays) -> pathlib.Path:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def _check_path(path, name: str = "path") -> pathlib.Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path (str or os.PathLike), got "
+                        f"{type(path).__name__}")
+    return pathlib.Path(path)
+
+
+def _label(path: pathlib.Path, what: str | None) -> str:
+    return f"{path} ({what})" if what else str(path)
+
+
+def _missing(path: pathlib.Path, what: str | None) -> FileNotFoundError:
+    return FileNotFoundError(f"file not found: {_label(path, what)}")
+
+
+def _open_bytes(path: pathlib.Path, what: str | None) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise _missing(path, what) from None
+    except IsADirectoryError:
+        raise CorruptFileError(f"{_label(path, what)} is a directory, not a file", path=path) from None
+
+
+def read_json(path, *, what: str | None = None):
+    """The JSON document in ``path`` (see the module docstring for the errors)."""
+    path = _check_path(path)
+    data = _open_bytes(path, what)
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise CorruptFileError(
+            f"{_label(path, what)} is not valid JSON: {exc.msg} at line {exc.lineno} column "
+            f"{exc.colno} (the file is damaged or was not written by pate-learn; re-create it)",
+            path=path) from None
+    except UnicodeDecodeError as exc:
+        raise CorruptFileError(
+            f"{_label(path, what)} is not a JSON text file ({exc.reason} at byte {exc.start}); "
+            "re-create it", path=path) from None
+
+
+# What numpy raises on a damaged file (OSError is narrowed to the non-filesystem ones below).
+_NUMPY_CORRUPT = (ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, OSError)
+
+
+def _np_load(path: pathlib.Path, what: str | None):
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise _missing(path, what) from None
+    except IsADirectoryError:
+        raise CorruptFileError(f"{_label(path, what)} is a directory, not a file", path=path) from None
+    except PermissionError:
+        raise
+    except _NUMPY_CORRUPT as exc:
+        raise _corrupt(path, what, exc) from None
+
+
+def _corrupt(path: pathlib.Path, what: str | None, exc: BaseException) -> CorruptFileError:
+    kind = ".npz archive" if path.suffix == ".npz" else ".npy array"
+    detail = str(exc) or type(exc).__name__
+    if "pickle" in detail:
+        detail = "it holds pickled (object) data, which pate-learn never loads"
+    return CorruptFileError(f"{_label(path, what)} is not a readable {kind} ({detail}); the file is "
+                            "truncated, damaged or of another format: re-create it", path=path)
+
+
+def load_npy(path, *, what: str | None = None) -> np.ndarray:
+    """The array in the ``.npy`` file ``path`` (see the module docstring for the errors)."""
+    path = _check_path(path)
+    out = _np_load(path, what)
+    if not isinstance(out, np.ndarray):
+        out.close()
+        raise CorruptFileError(f"{_label(path, what)} is an .npz archive, not a .npy array",
+                               path=path)
+    return out
+
+
+def load_npz(path, *, what: str | None = None) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` archive ``path``, as a dict (see the module docstring)."""
+    path = _check_path(path)
+    archive = _np_load(path, what)
+    if isinstance(archive, np.ndarray):
+        raise CorruptFileError(f"{_label(path, what)} is a .npy array, not an .npz archive",
+                               path=path)
+    try:
+        with archive:
+            return {name: archive[name] for name in archive.files}
+    except PermissionError:
+        raise
+    except _NUMPY_CORRUPT as exc:
+        raise _corrupt(path, what, exc) from None
+
+
+def ensure_writable_dir(path, *, flag: str | None) -> pathlib.Path:
+    """Create the folder ``path`` if needed and check that it is writable (see the module docstring)."""
+    if flag is not None and not isinstance(flag, str):
+        raise TypeError(f"flag must be an option name such as '--run-dir' or None, got {flag!r}")
+    path = _check_path(path, flag or "path")
+    label = f"{flag} {path}" if flag else f"output directory {path}"
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{label} exists and is not a directory; choose a directory path",
+                          path=path, flag=flag)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"{label}: cannot create the directory ({exc.strerror or exc}); "
+                          "choose a path you can write to", path=path, flag=flag) from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".pate-write-check.", suffix=".tmp", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise RunDirError(f"{label} is not writable ({exc.strerror or exc}); choose a directory "
+                          "you can write to or fix its permissions", path=path, flag=flag) from None
+    return path
