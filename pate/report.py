@@ -17,7 +17,15 @@ schema ``format`` 1, see :data:`ANALYSIS_SCHEMA`). What it adds is the wording a
   ``NOT PRIVATE -- for internal use only, do not publish`` (as is everything else derived from
   the votes: the vote-margin histogram, the data-dependent curves);
 * basic and advanced composition figures beside the RDP one ([M17], [DRV10]), the utility of the
-  student and teachers, and the cumulative spend recorded by the privacy ledger.
+  student and teachers, and the cumulative spend recorded by the privacy ledger;
+* when ``privacy.noise_seeded`` is true (the noise came from a user-given seed), a statement
+  that opens with: reproducible, NOT differentially private, do not publish; when
+  ``privacy.ledger_enforced`` is false, that no budget was enforced across runs; and the
+  ledger's ``privacy.budget_changes``. These keys are optional: an older analysis.json without
+  them gets none of these sentences.
+
+The mechanism's name, description and parameter symbols come from its spec in
+:mod:`pate.mechanisms`.
 
 Symbols: eps / delta the (epsilon, delta) of differential privacy; lambda (``order``) a Renyi
 order; beta the smoothness parameter and sigma_ss the noise multiplier of the GNSS release.
@@ -46,6 +54,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pate import mechanisms
+
 __all__ = [
     "ANALYSIS_FILE",
     "ANALYSIS_SCHEMA",
@@ -68,8 +78,6 @@ PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order", "confusion
 PLOTS_DIR = "plots"
 NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
 
-MECHANISMS = ("confident-gnmax", "gnmax", "lnmax", "interactive-gnmax")
-
 # ------------------------------------------------------------------------------ input schema
 # Leaf specs: "int", "float", "str", "bool", "dict" (any JSON object), "[int]", "[float]",
 # "[str]", "[[int]]"; a trailing "?" allows null; a tuple is a choice among strings; a nested
@@ -80,7 +88,7 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
     "config": "dict",
     "privacy": {
         "neighbouring_relation": ("record", "unit"),
-        "mechanism": MECHANISMS,
+        "mechanism": "str",  # a registered mechanism (pate.mechanisms), checked below
         "params": "dict",
         "num_teachers": "int",
         "delta": "float",
@@ -118,6 +126,18 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
                "eps_data_dependent": "[float]"},
     "vote_margins": {"bin_edges": "[float]", "counts": "[int]", "note": "str"},
 }
+
+# Optional keys of "privacy" (absent from older analysis.json files: the report then says
+# nothing about them). noise_seeded: the aggregator's and the release's noise came from a seed the
+# user gave (replayable, hence not private); ledger_enforced: false when the privacy ledger was
+# turned off; budget_changes: the dataset budget's changes recorded by the ledger.
+_OPTIONAL_PRIVACY: dict[str, Any] = {
+    "noise_seeded": "bool",
+    "ledger_enforced": "bool",
+    "budget_changes": "[change]",
+}
+_BUDGET_CHANGE = {"time_utc": "str", "old_eps": "float?", "old_delta": "float?",
+                  "new_eps": "float?", "new_delta": "float?"}
 
 _REGENERATE = "regenerate it with the pipeline's analysis stage (`pate run --resume`)"
 
@@ -175,6 +195,12 @@ class _Checker:
                         "bool": "true or false", "dict": "a JSON object"}[spec]
                 self.fail(key, f"must be {kind}, got {_short(data)}")
             return
+        if spec == "[change]":
+            if not isinstance(data, list):
+                self.fail(key, f"must be a list of budget changes, got {_short(data)}")
+            for i, change in enumerate(data):
+                self.check(change, _BUDGET_CHANGE, f"{key}[{i}]")
+            return
         if spec == "[[int]]":
             if not (isinstance(data, list) and all(
                     isinstance(row, list) and all(_is_int(v) for v in row) for row in data)):
@@ -202,6 +228,13 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
         checker.fail("format", f"must be 1 (the format this pate-learn reads), got "
                                f"{analysis['format']!r}")
     p, q, u = analysis["privacy"], analysis["queries"], analysis["utility"]
+    if p["mechanism"] not in mechanisms.REGISTRY:
+        checker.fail("privacy.mechanism", f"must be one of "
+                                          f"{', '.join(map(repr, mechanisms.REGISTRY))}, got "
+                                          f"{_short(p['mechanism'])}")
+    for name, spec in _OPTIONAL_PRIVACY.items():
+        if name in p:
+            checker.check(p[name], spec, f"privacy.{name}")
     if p["data_dependent_is_private"] is not False:
         checker.fail("privacy.data_dependent_is_private",
                      "must be false: the data-dependent epsilon is computed from the private votes")
@@ -332,26 +365,6 @@ def _param(value: Any) -> str:
     return str(value)
 
 
-_PARAM_SYMBOLS = {"threshold": "T", "sigma": "\u03c3", "sigma1": "\u03c3\u2081",
-                  "sigma2": "\u03c3\u2082", "scale": "Laplace scale", "gamma": "\u03b3"}
-
-_MECHANISM_TEXT = {
-    "confident-gnmax": (
-        "Confident GNMax [Papernot et al. 2018]: a query is answered only when the teachers' "
-        "largest vote count, plus Gaussian noise, exceeds a threshold; an answered query gets the "
-        "class with the largest vote count after independent Gaussian noise is added"),
-    "interactive-gnmax": (
-        "Interactive GNMax [Papernot et al. 2018]: a query is answered only when the teachers' "
-        "votes, minus the student's own prediction, plus Gaussian noise, clear a threshold; an "
-        "answered query gets the noisy (Gaussian) argmax of the votes"),
-    "gnmax": (
-        "GNMax [Papernot et al. 2018]: every query is answered with the class whose teacher "
-        "vote count is largest after Gaussian noise is added to each count"),
-    "lnmax": (
-        "LNMax [Papernot et al. 2017]: every query is answered with the class whose teacher "
-        "vote count is largest after Laplace noise is added to each count"),
-}
-
 _RELATION_TEXT = {
     "record": (
         "record",
@@ -373,18 +386,34 @@ _RELATION_TEXT = {
 }
 
 
-def _params_text(params: dict) -> str:
+def _params_text(mechanism: str, params: dict) -> str:
     if not params:
         return "no parameters"
-    return ", ".join(f"{_PARAM_SYMBOLS.get(k, k)} = {_param(v)}" for k, v in params.items())
+    symbols = {p.name: p.display for p in mechanisms.get(mechanism).params}
+    return ", ".join(f"{symbols.get(k, k)} = {_param(v)}" for k, v in params.items())
 
 
-def _mechanism_name(mechanism: str) -> str:
-    return {"confident-gnmax": "Confident GNMax", "interactive-gnmax": "Interactive GNMax",
-            "gnmax": "GNMax", "lnmax": "LNMax"}[mechanism]
+def _mechanism_text(mechanism: str) -> str:
+    """"Title [reference]: description" of a registered mechanism."""
+    spec = mechanisms.get(mechanism)
+    return f"{spec.title} [{spec.reference}]: {spec.description}"
 
 
 # ------------------------------------------------------------------------------ statement
+
+_SEEDED_HEAD = "NOT DIFFERENTIALLY PRIVATE (seeded noise)"
+_SEEDED_TEXT = (
+    "The aggregator's noise was seeded: it came from a seed given by the user, so this run is "
+    "reproducible and its noise can be replayed exactly \u2014 and anyone with the seed can remove "
+    "it: this run is NOT differentially private; do not publish its outputs (the student, its "
+    "labels or the figures below). The epsilons below describe what the same run would guarantee "
+    "with secret noise; rerun with secure noise ([run] secure = true, or --secure) for a private "
+    "release.")
+_LEDGER_OFF = (
+    " The privacy ledger was turned off for this run: no budget was enforced across runs on this "
+    "data, so the figures below cover this run alone and nothing stopped earlier or later runs "
+    "from spending more on the same records.")
+
 
 def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     """(heading, text) pairs of the plain-language statement."""
@@ -392,11 +421,18 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     s = p["sanitized"]
     short, phrase, relation, other = _RELATION_TEXT[p["neighbouring_relation"]]
     delta = _delta(p["delta"])
-    paras = [("What is protected", (
-        f"This run protects the sensitive training data at the {short} level. {relation} {other}"))]
+    ledger_off = _LEDGER_OFF if p.get("ledger_enforced") is False else ""
+    paras = []
+    if p.get("noise_seeded") is True:
+        paras.append((_SEEDED_HEAD, _SEEDED_TEXT + ledger_off))
+        ledger_off = ""
+    paras.append(("What is protected", (
+        f"This run protects the sensitive training data at the {short} level. {relation} {other}"
+        + ledger_off)))
 
     paras.append(("Mechanism", (
-        f"{_MECHANISM_TEXT[p['mechanism']]}. Parameters: {_params_text(p['params'])}; "
+        f"{_mechanism_text(p['mechanism'])} Parameters: "
+        f"{_params_text(p['mechanism'], p['params'])}; "
         f"{_count(p['num_teachers'])} teachers, each trained on a disjoint part of the sensitive "
         f"data. Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
         f"orders and converted to (\u03b5, \u03b4) with the {p['conversion']} conversion at "
@@ -482,7 +518,33 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
                 text += f"; \u03b5 = {_eps(ledger['remaining_eps'])} remains"
             text += "."
         paras.append(("Cumulative spend", text))
+    changes = p.get("budget_changes") or []
+    if changes:
+        listed = "; ".join(
+            f"at {c['time_utc']}, from {_budget_text(c['old_eps'], c['old_delta'])} to "
+            f"{_budget_text(c['new_eps'], c['new_delta'])}" for c in changes)
+        paras.append(("Budget changes", (
+            f"The dataset's privacy budget was changed {_count(len(changes))} time(s) in the "
+            f"ledger: {listed}. A budget raised after spending no longer bounds the total "
+            f"privacy loss of the dataset by the original figure.")))
     return paras
+
+
+def _budget_text(eps: float | None, delta: float | None) -> str:
+    if eps is None:
+        return "no budget"
+    text = f"\u03b5 = {_eps(eps)}"
+    return text if delta is None else f"{text}, \u03b4 = {_delta(delta)}"
+
+
+def _budget_raised(change: dict) -> bool:
+    """The change loosened an existing budget (a larger epsilon or delta, or none at all)."""
+    if change["old_eps"] is None:
+        return False  # a first budget: nothing was promised before
+    looser_eps = change["new_eps"] is None or change["new_eps"] > change["old_eps"]
+    old_delta, new_delta = change["old_delta"], change["new_delta"]
+    looser_delta = old_delta is not None and (new_delta is None or new_delta > old_delta)
+    return looser_eps or looser_delta
 
 
 def plain_language_statement(analysis: dict) -> str:
@@ -494,6 +556,17 @@ def plain_language_statement(analysis: dict) -> str:
 def _warnings(a: dict) -> list[str]:
     p, q = a["privacy"], a["queries"]
     out = []
+    if p.get("noise_seeded") is True:
+        out.append("The aggregator's noise was seeded by the user: the run is reproducible and NOT "
+                   "differentially private (anyone with the seed can remove the noise). Do not "
+                   "publish its outputs; rerun with secure noise.")
+    if p.get("ledger_enforced") is False:
+        out.append("The privacy ledger was off: no budget was enforced across runs on this data, "
+                   "and this run's spend was not recorded for later runs.")
+    raised = [c for c in p.get("budget_changes") or [] if _budget_raised(c)]
+    if raised:
+        out.append(f"The dataset's budget was raised {_count(len(raised))} time(s) (see Budget "
+                   f"changes): the original budget no longer bounds the total privacy loss.")
     orders = p["orders"]
     lo, hi = min(orders), max(orders)
     for key in ("order", "order_data_independent"):
@@ -578,6 +651,9 @@ def _blocks(report: dict) -> list[tuple]:
     internal = f"**{NOT_PRIVATE}**"
     b: list[tuple] = [
         ("h1", f"Privacy report: {run['name']}"),
+        *([("p", "**This run is NOT differentially private: its noise was seeded by the user. Do "
+                 "not publish its outputs (see the privacy statement).**")]
+          if p.get("noise_seeded") is True else []),
         ("note", f"Run directory {run['run_dir']}, created {run['created']}, pate-learn "
                  f"{run['pate_learn_version']}. Generated from {ANALYSIS_FILE}; regenerate with "
                  f"`pate report RUN_DIR`. Figures marked INTERNAL are computed from the private "
@@ -602,7 +678,8 @@ def _blocks(report: dict) -> list[tuple]:
          "**NO \u2014 INTERNAL**"],
         ["\u03b4", delta, "yes"],
         ["Neighbouring relation", f"{_RELATION_TEXT[p['neighbouring_relation']][0]}-level", "yes"],
-        ["Mechanism", f"{_mechanism_name(p['mechanism'])} ({_params_text(p['params'])})", "yes"],
+        ["Mechanism", f"{mechanisms.get(p['mechanism']).title} "
+                      f"({_params_text(p['mechanism'], p['params'])})", "yes"],
         ["Teachers", _count(p["num_teachers"]), "yes"],
         ["Sanitization (fixed in advance)",
          f"\u03bb = {_param(s['order'])}, \u03b2 = {_param(s['beta'])}, "
@@ -662,6 +739,15 @@ def _blocks(report: dict) -> list[tuple]:
              "n/a" if ledger["remaining_eps"] is None else _eps(ledger["remaining_eps"])],
             ["Runs / events", f"{_count(ledger['runs'])} / {_count(ledger['events'])}"],
         ]))
+
+    changes = p.get("budget_changes") or []
+    if changes:
+        b.append(("h2", "Budget changes (privacy ledger)"))
+        b.append(("table", ["Time (UTC)", "Old \u03b5", "Old \u03b4", "New \u03b5", "New \u03b4"], [
+            [c["time_utc"],
+             *("none" if c[k] is None else (_eps(c[k]) if k.endswith("eps") else _delta(c[k]))
+               for k in ("old_eps", "old_delta", "new_eps", "new_delta"))]
+            for c in changes]))
 
     b.append(("h2", "Utility"))
     b.append(("table", ["Model", "Accuracy"], [

@@ -460,3 +460,130 @@ def test_warns_when_the_sanitized_epsilon_is_no_saving(tmp_path):
     assert any("Publishing only the data-independent figure" in w for w in warnings)
     analysis["privacy"]["eps_sanitized"] = analysis["privacy"]["eps_data_independent"] * 0.5
     assert not any("Publishing only" in w for w in build_report(analysis)["warnings"])
+
+
+# ------------------------------------------------------------------------------ seeded noise, ledger off,
+# budget changes (optional keys of analysis.json["privacy"])
+
+CHANGES = [
+    {"time_utc": "2025-01-02T09:00:00Z", "old_eps": None, "old_delta": None, "new_eps": 4.0,
+     "new_delta": 1e-5},
+    {"time_utc": "2025-01-09T17:30:00Z", "old_eps": 4.0, "old_delta": 1e-5, "new_eps": 10.0,
+     "new_delta": 1e-5},
+]
+
+
+def _first_paragraph(statement: str) -> str:
+    return statement.split("\n\n")[0]
+
+
+def test_seeded_noise_opens_every_statement_with_not_private(tmp_path):
+    a = make_analysis(tmp_path)
+    a["privacy"]["noise_seeded"] = True
+    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    result = rep.write_report(tmp_path)
+    first = _first_paragraph(result["statement"])
+    assert "NOT differentially private" in first and "do not publish its outputs" in first
+    assert "anyone with the seed can remove it" in first and "reproducible" in first
+    assert "seeded" in result["warnings"][0]
+    md = (tmp_path / "report.md").read_text()
+    # The first paragraph after the title, and the first one of the statement section.
+    assert md.split("\n\n")[1].startswith("**This run is NOT differentially private")
+    statement_md = md.split("## Privacy statement\n\n")[1]
+    assert statement_md.startswith("**NOT DIFFERENTIALLY PRIVATE (seeded noise):**")
+    page = (tmp_path / "report.html").read_text()
+    body = page[page.index("<body>"):]
+    assert body.index("NOT differentially private") < body.index("Run directory")
+    statement_html = body.split("<h2>Privacy statement</h2>\n")[1]
+    assert statement_html.startswith("<p><strong>NOT DIFFERENTIALLY PRIVATE (seeded noise):")
+
+
+def test_unseeded_or_old_analysis_says_nothing_about_seeds():
+    a = make_analysis()
+    assert "noise_seeded" not in a["privacy"]  # an analysis.json from before the key existed
+    old = rep.build_report(a)
+    a["privacy"]["noise_seeded"] = False
+    new = rep.build_report(a)
+    for report in (old, new):
+        assert "seed" not in report["statement"].lower()
+        assert _first_paragraph(report["statement"]).startswith("What is protected")
+        assert not any("seed" in w for w in report["warnings"])
+        assert "NOT differentially private" not in rep.render_markdown(report)
+    assert old["statement"] == new["statement"]
+
+
+def test_ledger_off_says_no_budget_was_enforced():
+    a = make_analysis(ledger=False)
+    a["privacy"]["ledger_enforced"] = False
+    report = rep.build_report(a)
+    assert "no budget was enforced" in _first_paragraph(report["statement"])
+    assert any("ledger was off" in w for w in report["warnings"])
+    # With seeded noise too, both caveats lead.
+    a["privacy"]["noise_seeded"] = True
+    first = _first_paragraph(rep.build_report(a)["statement"])
+    assert "NOT differentially private" in first and "no budget was enforced" in first
+    # Ledger on, or an old file without the key: nothing said.
+    for value in (True, None):
+        b = make_analysis()
+        if value is not None:
+            b["privacy"]["ledger_enforced"] = value
+        report = rep.build_report(b)
+        assert "no budget was enforced" not in report["statement"]
+        assert not any("ledger was off" in w for w in report["warnings"])
+
+
+def test_budget_changes_are_listed(tmp_path):
+    a = make_analysis(tmp_path)
+    a["privacy"]["budget_changes"] = CHANGES
+    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    result = rep.write_report(tmp_path)
+    assert "changed 2 time(s)" in result["statement"]
+    assert "from no budget to \u03b5 = 4, \u03b4 = 1e-5" in result["statement"]
+    assert "from \u03b5 = 4, \u03b4 = 1e-5 to \u03b5 = 10, \u03b4 = 1e-5" in result["statement"]
+    assert [w for w in result["warnings"] if "raised 1 time(s)" in w]  # the first one only set it
+    md = (tmp_path / "report.md").read_text()
+    assert "## Budget changes (privacy ledger)" in md
+    assert "| 2025-01-09T17:30:00Z | 4 | 1e-5 | 10 | 1e-5 |" in md
+    assert "2025-01-02T09:00:00Z" in (tmp_path / "report.html").read_text()
+    # Missing or empty: no section, no sentence.
+    for changes in (None, []):
+        b = make_analysis()
+        if changes is not None:
+            b["privacy"]["budget_changes"] = changes
+        report = rep.build_report(b)
+        assert "Budget changes" not in report["statement"]
+        assert "Budget changes" not in rep.render_markdown(report)
+
+
+def test_lowering_the_budget_is_not_a_warning():
+    a = make_analysis()
+    a["privacy"]["budget_changes"] = [dict(CHANGES[1], old_eps=10.0, new_eps=4.0)]
+    assert not any("raised" in w for w in rep.build_report(a)["warnings"])
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("noise_seeded", "yes", "privacy.noise_seeded' must be true or false"),
+    ("ledger_enforced", 0, "privacy.ledger_enforced' must be true or false"),
+    ("budget_changes", {"time_utc": "x"}, "must be a list of budget changes"),
+    ("budget_changes", [{"time_utc": "x", "old_eps": 1.0, "old_delta": 1e-5, "new_eps": 2.0}],
+     r"privacy.budget_changes\[0\].new_delta' is missing"),
+    ("budget_changes", [dict(CHANGES[0], new_eps="4")], r"budget_changes\[0\].new_eps' must be a number"),
+])
+def test_optional_privacy_keys_are_validated(key, value, message):
+    a = make_analysis()
+    a["privacy"][key] = value
+    with pytest.raises(ValueError, match=message):
+        rep.validate_analysis(a)
+
+
+def test_mechanism_wording_comes_from_the_registry():
+    from pate import mechanisms
+
+    for name in ("confident-gnmax", "gnmax", "lnmax", "interactive-gnmax"):
+        spec = mechanisms.get(name)
+        report = rep.build_report(make_analysis(mechanism=name))
+        assert f"{spec.title} [{spec.reference}]: {spec.description}" in report["statement"]
+    a = make_analysis()
+    a["privacy"]["mechanism"] = "rappor"
+    with pytest.raises(ValueError, match="privacy.mechanism' must be one of 'lnmax'"):
+        rep.validate_analysis(a)
