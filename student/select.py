@@ -156,6 +156,7 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
     is Confident-GNMax with the threshold raised by T / classes and no free student labels.
     Every argument is validated before any noise is drawn.
     """
+    from pate import mechanisms
     from pate.aggregators import OnlineAggregator, interactive_gnmax
     from student.train import Student, _check_public_x
 
@@ -175,9 +176,11 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
     mechanism_params = {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
                         "student_confidence": student_confidence}
     if aggregator is not None:
-        if not isinstance(aggregator, OnlineAggregator) or aggregator.mechanism != "interactive-gnmax":
-            raise TypeError(f"aggregator must be an OnlineAggregator('interactive-gnmax', ...), got "
-                            f"{describe(aggregator)}")
+        if (not isinstance(aggregator, OnlineAggregator)
+                or not mechanisms.get(aggregator.mechanism).needs_student):
+            raise TypeError(f"aggregator must be an OnlineAggregator of a mechanism that uses the "
+                            f"student's predictions, e.g. OnlineAggregator('interactive-gnmax', "
+                            f"...), got {describe(aggregator)}")
         given = [k for k, v in mechanism_params.items() if v is not None] + (["rng"] if rng is not None else [])
         if given:
             raise TypeError(f"pass either aggregator or {', '.join(given)}, not both: the aggregator "
@@ -188,7 +191,6 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
             raise TypeError(f"active_labels needs {', '.join(missing)} (Interactive-GNMax parameters) "
                             "or an OnlineAggregator('interactive-gnmax', ...) as aggregator")
         # Validate the mechanism parameters before any noise is drawn.
-        from pate import mechanisms
         from pate.rng import check_rng
 
         mechanisms.get("interactive-gnmax").validate(mechanism_params)

@@ -125,3 +125,13 @@ def test_active_mode_stops_with_an_online_aggregator_budget(digits, public_votes
     with pytest.raises(TypeError, match="not both"):
         active_labels(digits.public.x, public_votes, rounds=1, batch_size=10, aggregator=agg,
                       threshold=30.0)
+
+
+def test_aggregator_must_use_the_student(digits, public_votes):
+    from pate.aggregators import OnlineAggregator
+
+    agg = OnlineAggregator("confident-gnmax", budget_eps=1.0, delta=1e-5, rng=np.random.default_rng(2),
+                           threshold=30.0, sigma1=10.0, sigma2=5.0)
+    with pytest.raises(TypeError, match="uses the student's predictions"):
+        active_labels(digits.public.x, public_votes, rounds=1, batch_size=10, aggregator=agg)
+    assert agg.queries_asked == 0
