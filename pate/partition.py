@@ -17,7 +17,10 @@ Symbols
     Proves disjointness, coverage and non-empty shards (and unit consistency); raises
     ``PartitionError`` otherwise.
 ``ids_digest(ids)``
-    The sha256 hex digest of an id array, independent of its integer width / byte order.
+    The sha256 hex fingerprint of an id array **in its order**, independent of its integer
+    width / byte order: it ties a saved partition to the exact ids (and row order) it assigns.
+    It is not a dataset identity and never reaches the privacy ledger; the one dataset identity
+    (order-independent, from the records' content) is ``pate.ledger.dataset_identity``.
 
 Neighbouring relation
 ---------------------
@@ -83,7 +86,10 @@ def _as_ids(ids: Any, name: str) -> np.ndarray:
 
 
 def ids_digest(ids: Any) -> str:
-    """sha256 hex digest of an id array (int ids hashed as int64 little-endian, str as UTF-8)."""
+    """sha256 hex fingerprint of an id array *in its order* (int ids hashed as int64 little-endian,
+    str as UTF-8), used only to check that a saved partition matches its records and their order.
+    Not a dataset identity: the privacy ledger identifies data with
+    ``pate.ledger.dataset_identity(x, y)`` (order-independent, from the records' content)."""
     arr = _as_ids(ids, "ids")
     h = hashlib.sha256()
     if np.issubdtype(arr.dtype, np.integer):

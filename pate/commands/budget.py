@@ -6,17 +6,26 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 ``show --dataset D``       budget, spent epsilon (committed, worst block), spent + live
                            reservations, remaining, per-block spend, live reservations.
 ``history --dataset D``    every recorded event with its own and the cumulative epsilon.
-``set --dataset D --eps E --delta D [--name N] [--data-dependent]``
+``set --dataset D --eps E --delta D [--name N] [--data-dependent] [--reason TEXT]``
                            set (or register with) a budget; D must be a sha256 digest for a
-                           new dataset.
+                           new dataset (use the one ``digest --config`` prints). Raising or
+                           lowering a spent budget is allowed and kept in the audit log.
 ``add-block --dataset D --block NAME``
                            register a new time block of records (Sage): fresh budget for it.
 ``list``                   every dataset in the ledger.
 ``release --reservation ID``
                            give back a live reservation by hand (e.g. a run that hung).
-``digest --ids FILE``      the dataset digest of record ids (.npy array, or one id per line).
+``digest --config FILE [--ledger PATH]``
+                           the dataset digest ``pate run`` uses for the config's private split
+                           (content of the records, independent of row order and file), its
+                           record count and, with ``--ledger``, the registered datasets sharing
+                           records with it and their budgets.
+``digest --ids FILE``      the dataset digest of explicit record ids (.npy array, or one id per
+                           line) -- for datasets registered by hand, not what ``pate run`` uses.
 
 ``D`` is a digest, a dataset name, or a unique digest prefix of at least 8 hex digits.
+
+``config_identity(config)`` is the one "run config -> ledger identity" step.
 """
 
 from __future__ import annotations
@@ -54,6 +63,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data-dependent", action="store_true",
                    help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
                         "differentially private itself; default: data-independent RDP)")
+    p.add_argument("--reason", default=None,
+                   help="why the budget is set or changed (kept in the audit log)")
     p = sub.add_parser("add-block", help="register a new time block of records (Sage block accounting)")
     common(p)
     p.add_argument("--block", required=True, help="block name, e.g. 2025-06")
@@ -61,11 +72,17 @@ def add_parser(subparsers) -> None:
     p = sub.add_parser("release", help="give back a live reservation by hand")
     common(p, dataset=False)
     p.add_argument("--reservation", required=True, help="reservation id (see `pate budget show`)")
-    p = sub.add_parser("digest", help="dataset digest of a file of record ids")
-    p.add_argument("--ids", required=True,
-                   help=".npy array of ids, or a text file with one id per line")
+    p = sub.add_parser("digest", help="the dataset digest `pate run` uses for a config (or of record ids)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", default=None,
+                        help="run config (TOML): the digest of its private split, as `pate run` "
+                             "registers it in the ledger")
+    source.add_argument("--ids", default=None,
+                        help=".npy array of explicit record ids, or a text file with one id per line")
     p.add_argument("--strings", action="store_true",
                    help="treat the ids of a text file as strings even if they look like integers")
+    p.add_argument("--ledger", default=None,
+                   help="with --config: list the datasets of this ledger sharing records with it")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -97,14 +114,68 @@ def _load_ids(path: str, strings: bool):
     return np.array(lines, dtype=str)
 
 
-def run(args) -> int:
+def config_identity(config: dict):
+    """The ledger identity (:class:`pate.ledger.DatasetIdentity`) of the private split a run
+    config trains its teachers on -- what ``pate run`` registers and charges in the ledger.
+
+    ``config`` is the nested dict of :func:`pate.config.load`; its ``[data]`` section (``name``,
+    ``root``, ``download``, ``public_size``, ``eval_size``) is loaded with
+    :func:`teachers.data.load_pate_data` exactly as the pipeline loads it, and the identity is
+    :func:`pate.ledger.dataset_identity` of ``private.x`` / ``private.y``: it depends on the
+    records alone (not on their order, the file, its format, the dataset name or the run folder).
+    """
+    from pate.ledger import dataset_identity
+    from teachers.data import load_pate_data
+
+    d = config["data"]
+    data = load_pate_data(d["name"], root=d.get("root"), download=bool(d.get("download", False)),
+                          public_size=d.get("public_size"), eval_size=d.get("eval_size"))
+    return dataset_identity(data.private.x, data.private.y)
+
+
+def _digest(args) -> int:
     from pate.ledger import Ledger, dataset_digest
 
-    action = args.budget_command
-    if action == "digest":
+    if args.ids is not None:
+        if args.ledger is not None:
+            raise ValueError("--ledger goes with --config (the overlap of a config's records); "
+                             "with --ids only the digest is printed")
         digest = dataset_digest(_load_ids(args.ids, args.strings))
         _print_json({"digest": digest}) if args.json else print(digest)
         return 0
+    from pate.config import load
+
+    identity = config_identity(load(args.config))
+    out = {"digest": identity.digest, "records": identity.num_records, "config": args.config}
+    if args.ledger is not None:
+        with Ledger(args.ledger, create=False) as ledger:
+            out["ledger"] = str(ledger.path)
+            out["overlaps"] = ledger.overlapping(identity)
+    if args.json:
+        _print_json(out)
+        return 0
+    print(identity.digest)
+    print(f"records    {identity.num_records} (private split of {args.config})")
+    if args.ledger is not None:
+        rows = out["overlaps"]
+        if not rows:
+            print(f"ledger     {out['ledger']}: no registered dataset shares records with it "
+                  "(a run starts it with the config's budget)")
+        for r in rows:
+            b = r["budget"]
+            budget = "no budget" if b is None else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']})"
+            what = "this dataset" if r["same"] else (
+                f"shares {r['shared_records']} of its {r['num_records']} record(s)")
+            print(f"ledger     {r['dataset'][:12]} {r['name'] or '-'}: {what}; {budget}")
+    return 0
+
+
+def run(args) -> int:
+    from pate.ledger import Ledger
+
+    action = args.budget_command
+    if action == "digest":
+        return _digest(args)
     with Ledger(args.ledger, create=(action == "set")) as ledger:
         if action == "show":
             summary = ledger.summary(args.dataset)
@@ -113,12 +184,14 @@ def run(args) -> int:
             rows = ledger.history(args.dataset)
             if args.json:
                 _print_json({"dataset": ledger.resolve(args.dataset), "events": rows,
-                             "audit": ledger.audit_log(args.dataset)})
+                             "audit": ledger.audit_log(args.dataset),
+                             "budget_changes": ledger.budget_changes(args.dataset)})
             else:
                 _print_history(rows)
         elif action == "set":
             budget = ledger.set_budget(args.dataset, eps=args.eps, delta=args.delta,
-                                       data_dependent=args.data_dependent, name=args.name)
+                                       data_dependent=args.data_dependent, name=args.name,
+                                       reason=args.reason)
             digest = ledger.resolve(args.name or args.dataset)
             if args.json:
                 _print_json({"dataset": digest, "eps": budget.eps, "delta": budget.delta,
@@ -136,10 +209,14 @@ def run(args) -> int:
             if args.json:
                 _print_json(rows)
             else:
-                print(f"{'digest':<14} {'name':<20} {'eps':>8} {'delta':>8} {'events':>7}  basis")
+                print(f"{'digest':<14} {'name':<20} {'eps':>8} {'delta':>8} {'events':>7} "
+                      f"{'records':>8}  basis  (linked)")
                 for r in rows:
+                    linked = f"  (shares records with {', '.join(d[:12] for d in r['linked'])})" \
+                        if r["linked"] else ""
                     print(f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
-                          f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7}  {r['basis']}")
+                          f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
+                          f"{r['basis']}{linked}")
         elif action == "release":
             released = ledger.release(args.reservation)
             _print_json({"reservation": args.reservation, "released": released}) if args.json else \
@@ -176,6 +253,24 @@ def _print_summary(s: dict) -> None:
         for r in s["blocks"]:
             print(f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
                   f"{_fmt(r['spent_and_reserved']):>10}")
+    if s.get("linked"):
+        print(f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
+              f"({s['linked_events']} event(s)); each also keeps its own budget:")
+        for r in s["linked"]:
+            b = r["budget"]
+            budget = "no budget" if b is None else f"eps={b['eps']:g} at delta={b['delta']:g}"
+            print(f"  {r['dataset'][:12]} {r['name'] or '-'}: {r['shared_records']} shared record(s), "
+                  f"{budget}, remaining eps={_fmt(r['remaining'])}")
+        print(f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
+              f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})")
+    changes = [c for c in s.get("budget_changes", []) if c["change"] != "initial"]
+    if changes:
+        print("budget changes")
+        for c in changes:
+            prev = c["previous"]
+            print(f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
+                  f"(delta={prev['delta']:g} -> {c['delta']:g}) after eps={_fmt(c['spent_eps'])} spent"
+                  f"{'; ' + c['reason'] if c['reason'] else ''}")
     if s["reservations"]:
         print("live reservations")
         for r in s["reservations"]:
@@ -190,6 +285,8 @@ def _print_history(rows: list[dict]) -> None:
     print(f"{'id':>5}  {'time (UTC)':<19}  {'run':<12}  {'mechanism':<18} {'queries':>8} {'answered':>8} "
           f"{'eps':>9} {'cumulative':>10}  blocks")
     for r in rows:
+        where = f"all (linked dataset {r['dataset'][:12]})" if r.get("linked") else \
+            (','.join(r['blocks']) or 'all')
         print(f"{r['id']:>5}  {r['time_utc'][:19]:<19}  {r['run_id'][:12]:<12}  {r['mechanism']:<18} "
               f"{r['queries']:>8} {r['answered']:>8} {_fmt(r['eps']):>9} {_fmt(r['cumulative_eps']):>10}  "
-              f"{','.join(r['blocks']) or 'all'}")
+              f"{where}")

@@ -132,3 +132,60 @@ def test_kill_9_during_writes_loses_nothing_committed(tmp_path):
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
     assert len(reported) >= 8
+
+
+LINKED_WORKER = PRELUDE + """
+import os, time
+name = sys.argv[4]
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.005)
+accepted = refused = 0
+for i in range(int(sys.argv[3])):
+    try:
+        if i % 2:
+            led.charge(name, [ev], run_id=f'w{os.getpid()}-{i}')
+        else:
+            with led.reserve(name, orders=ev.orders, rdp=ev.rdp_data_independent) as res:
+                res.commit([ev])
+        accepted += 1
+    except BudgetExceededError:
+        refused += 1
+print(accepted, refused)
+"""
+
+
+def test_parallel_spend_on_overlapping_datasets_never_overspends_the_shared_records(tmp_path):
+    """Runs on a subset and on a superset of the same records, in parallel: every charge on the
+    superset counts against the subset's budget inside the same write transaction."""
+    from pate.ledger import dataset_identity
+
+    path = tmp_path / "ledger.sqlite3"
+    ev = _event()
+    budget = 3.0
+    fitting = 0
+    while eps_from_rdp((fitting + 1) * ev.rdp_data_independent, orders=ev.orders, delta=DELTA)[0] <= budget:
+        fitting += 1
+    rng = np.random.default_rng(5)
+    x, y = rng.random((120, 6), dtype=np.float32), rng.integers(0, 4, 120)
+    with Ledger(path) as led:
+        led.register_identity(dataset_identity(x[:80], y[:80]), name="sub")
+        led.set_budget("sub", eps=budget, delta=DELTA)
+        led.register_identity(dataset_identity(x, y), name="sup")  # no budget of its own
+    go = tmp_path / "go"
+    workers, attempts = 4, 6
+    procs = [subprocess.Popen([sys.executable, "-c", LINKED_WORKER, str(path), str(go), str(attempts),
+                               "sub" if w % 2 else "sup"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for w in range(workers)]
+    time.sleep(0.5)
+    go.touch()
+    accepted = 0
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        accepted += int(out.split()[0])
+    assert accepted == fitting
+    with Ledger(path) as led:
+        s = led.summary("sub")
+        assert s["events"] + s["linked_events"] == fitting and s["spent"] <= budget
+        assert led.summary("sup")["linked"][0]["spent_and_reserved"] == pytest.approx(s["spent"])
