@@ -435,3 +435,44 @@ def test_online_chunking_does_not_change_anything():
             else:
                 np.testing.assert_array_equal(a, b)
     assert 0 < results[0][1].sum() < 1500
+
+
+# --------------------------------------------------------------------------- registry dispatch
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_aggregate_by_name_equals_the_named_function(name):
+    from pate.aggregators import aggregate
+
+    v = _votes()
+    named = CALLS[name](v, np.random.default_rng(4))
+    kw = {"lnmax": dict(scale=20.0), "gnmax": dict(sigma=20.0),
+          "confident-gnmax": dict(threshold=60, sigma1=20, sigma2=20),
+          "interactive-gnmax": dict(student_probabilities=np.full(v.shape, 1 / v.shape[1]),
+                                    threshold=40, sigma1=20, sigma2=20,
+                                    student_confidence=0.9)}[name]
+    generic = aggregate(name, v, rng=np.random.default_rng(4), **kw)
+    np.testing.assert_array_equal(generic.labels, named.labels)
+    np.testing.assert_array_equal(generic.source, named.source)
+    assert generic.event.to_dict() == named.event.to_dict()
+
+
+def test_unknown_parameter_names_are_refused_before_any_noise():
+    from pate.aggregators import aggregate
+
+    spy = SpyRng()
+    with pytest.raises(TypeError, match="unknown parameter"):
+        aggregate("gnmax", [[1, 2]], sigma=1.0, sigmaa=2.0, rng=spy)
+    with pytest.raises(TypeError, match="unknown parameter"):
+        OnlineAggregator("gnmax", sigma=1.0, sigam=1.0, budget_eps=1.0, delta=1e-5, rng=spy)
+    with pytest.raises(TypeError, match="sigma is not a parameter of lnmax"):
+        aggregate("lnmax", [[1, 2]], scale=1.0, sigma=2.0, rng=spy)
+    assert spy.calls == 0
+
+
+def test_online_worst_case_query_is_the_spec_s():
+    from pate import mechanisms
+
+    agg = _online()
+    np.testing.assert_array_equal(
+        agg.worst_case_query_rdp(),
+        mechanisms.get("confident-gnmax").worst_case_query_rdp(agg.params, orders=agg.orders))

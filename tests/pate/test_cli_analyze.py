@@ -97,3 +97,56 @@ def test_analyze_does_not_import_torch(votes_file):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["queries"] == 120
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mechanism", "confident-gnmax", "--threshold", "1", "--sigma1", "1", "--sigma2", "1",
+      "--sigma", "3"], "--sigma is not a parameter of confident-gnmax"),
+    (["--mechanism", "gnmax", "--sigma", "4", "--smooth-sensitivity"],
+     "--smooth-sensitivity needs a mechanism with a threshold check"),
+    (["--mechanism", "lnmax", "--scale", "0"], "--scale must be > 0"),
+])
+def test_noise_flags_are_validated_by_the_mechanism(capsys, votes_file, args, message):
+    path, _ = votes_file
+    assert main(["analyze", "--votes", str(path), "--delta", "1e-5", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_answered_mask_refused_where_every_query_is_answered(capsys, tmp_path, votes_file):
+    path, _ = votes_file
+    np.save(tmp_path / "mask.npy", np.ones(120, dtype=bool))
+    assert main(["analyze", "--votes", str(path), "--mechanism", "gnmax", "--sigma", "4",
+                 "--delta", "1e-5", "--answered", str(tmp_path / "mask.npy")]) == 2
+    assert "--answered does not apply to --mechanism gnmax" in capsys.readouterr().err
+
+
+def test_flags_and_choices_come_from_the_registry(capsys):
+    from pate import mechanisms
+
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    text = capsys.readouterr().out
+    analysable = [s for s in mechanisms.REGISTRY.values() if not s.needs_student]
+    assert "{" + ",".join(s.name for s in analysable) + "}" in text
+    for spec in analysable:
+        for param in spec.params:
+            assert f"{param.flag} " in text and param.help in text
+    # No student predictions to analyse here: Interactive GNMax and its flag are left out.
+    assert "interactive-gnmax" not in text and "--student-confidence" not in text
+
+
+def test_realised_cost_is_the_event_the_aggregator_charges(capsys, tmp_path, votes_file):
+    from pate.aggregators import confident_gnmax
+
+    path, votes = votes_file
+    result = confident_gnmax(votes, threshold=200, sigma1=150, sigma2=40,
+                             rng=np.random.default_rng(0))
+    np.save(tmp_path / "mask.npy", result.answered_mask)
+    out = run_json(capsys, "--votes", path, "--mechanism", "confident-gnmax", "--threshold", 200,
+                   "--sigma1", 150, "--sigma2", 40, "--delta", 1e-5, "--answered",
+                   tmp_path / "mask.npy")
+    eps, order = analysis.eps_from_rdp(result.event.rdp, orders=analysis.DEFAULT_ORDERS, delta=1e-5)
+    assert out["eps_data_dependent"] == eps and out["order"] == order
+    eps_ind, _ = analysis.eps_from_rdp(result.event.rdp_data_independent,
+                                       orders=analysis.DEFAULT_ORDERS, delta=1e-5)
+    assert out["eps_data_independent"] == eps_ind
