@@ -11,6 +11,12 @@ Symbols
 -------
 ``Ledger``
     The SQLite ledger (one file, many datasets). ``Ledger(path)`` creates or opens it.
+    ``register_identity(identity, name=)`` registers a dataset with its record keys and links it
+    to every dataset sharing records; ``register_dataset(digest)`` registers one by digest alone;
+    ``reserve`` / ``charge`` spend; ``prior_rdp`` / ``constraints`` tell an online run what is
+    already spent against each budget it is bound by; ``summary`` / ``history`` /
+    ``budget_changes`` / ``audit_log`` / ``linked`` / ``overlapping`` report; ``link(a, b)``
+    declares by hand that two datasets share records (e.g. one budgeted under an id digest).
 ``Reservation``
     An upper bound on what one run may spend, held while the run works; ``commit(events)`` turns
     it into events and releases the rest; ``release()`` gives it all back.
@@ -70,7 +76,7 @@ Accounting rules
   of every linked dataset (each on its own budget, delta, basis and items, the new spend
   included); a dataset without a budget is still limited by the budgets of its linked datasets.
   Direct links suffice: every dataset holding a record of X shares that record with X, so it is
-  linked to X. ``prior_rdp``, ``summary`` and ``history`` include linked spend;
+  linked to X. ``link`` adds a link by hand (shared count unknown); links are never removed. ``prior_rdp``, ``summary`` and ``history`` include linked spend;
   ``constraints`` lists every budget a run on X must stay within. Datasets registered only by
   digest (no records) are never linked.
 * Budget authority: ``set_budget`` may raise or lower a budget at any time, also after spend;
@@ -226,7 +232,7 @@ CREATE INDEX records_by_key ON records (key);
 CREATE TABLE links (
     a TEXT NOT NULL REFERENCES datasets(digest),
     b TEXT NOT NULL REFERENCES datasets(digest),
-    shared INTEGER NOT NULL CHECK (shared > 0),
+    shared INTEGER CHECK (shared IS NULL OR shared > 0),  -- NULL: declared by hand (link())
     created_utc TEXT NOT NULL,
     PRIMARY KEY (a, b),
     CHECK (a < b)
@@ -924,8 +930,30 @@ class Ledger:
                             "budget": None if budget is None else dataclasses.asdict(budget)})
             return out
 
+    def link(self, dataset: str, other: str, *, reason: str | None = None) -> None:
+        """Declare by hand that ``dataset`` and ``other`` share records (idempotent), e.g. a
+        dataset whose budget was set under an id digest, or one an older pate-learn registered
+        under another digest, and the identity ``pate run`` registers now. From then on their
+        spend counts against each other exactly as for datasets linked by their record keys.
+        Links are never removed (that could only understate spend)."""
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
+        with self._txn(write=True) as conn:
+            a, b = self._resolve(conn, dataset), self._resolve(conn, other)
+            if a == b:
+                raise ValueError(f"dataset {dataset!r} and other {other!r} are the same dataset "
+                                 f"({a[:12]}...); link two different datasets")
+            lo, hi = sorted((a, b))
+            if conn.execute("SELECT 1 FROM links WHERE a=? AND b=?", (lo, hi)).fetchone():
+                return
+            conn.execute("INSERT INTO links (a, b, shared, created_utc) VALUES (?, ?, NULL, ?)",
+                         (lo, hi, _utc_now()))
+            for x, y in ((a, b), (b, a)):
+                self._audit(conn, x, "link", {"dataset": y, "shared_records": None, "by_hand": True,
+                                              "reason": reason})
+
     @staticmethod
-    def _linked(conn: sqlite3.Connection, digest: str) -> list[tuple[str, int]]:
+    def _linked(conn: sqlite3.Connection, digest: str) -> list[tuple[str, int | None]]:
         return sorted(conn.execute("SELECT b, shared FROM links WHERE a=? "
                                    "UNION ALL SELECT a, shared FROM links WHERE b=?",
                                    (digest, digest)).fetchall())
@@ -1294,7 +1322,9 @@ class Ledger:
             head = f"{what} on dataset {label} would bring its spend{where}"
         else:
             head = (f"{what} on dataset {self._name(conn, origin)} would bring the spend of dataset "
-                    f"{label}, which shares {shared} record(s) with it,{where}")
+                    f"{label}, which shares "
+                    f"{'records (linked by hand)' if shared is None else f'{shared} record(s)'} "
+                    f"with it,{where}")
         raise BudgetExceededError(
             f"{head} to eps={worst[1]:.4g} > budget eps={budget.eps:g} of {label} "
             f"(delta={budget.delta:g}, {budget.basis} RDP); this request alone "

@@ -13,6 +13,10 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 ``add-block --dataset D --block NAME``
                            register a new time block of records (Sage): fresh budget for it.
 ``list``                   every dataset in the ledger.
+``link --dataset D --with D2 [--reason TEXT]``
+                           declare that two datasets share records (e.g. a budget set under an
+                           id digest and the digest ``pate run`` uses): their spend then counts
+                           against each other. Links are never removed.
 ``release --reservation ID``
                            give back a live reservation by hand (e.g. a run that hung).
 ``digest --config FILE [--ledger PATH]``
@@ -69,6 +73,12 @@ def add_parser(subparsers) -> None:
     common(p)
     p.add_argument("--block", required=True, help="block name, e.g. 2025-06")
     common(sub.add_parser("list", help="every dataset in the ledger"), dataset=False)
+    p = sub.add_parser("link", help="declare that two datasets share records (their spend then "
+                                    "counts against each other)")
+    common(p)
+    p.add_argument("--with", dest="other", required=True,
+                   help="the other dataset: digest, name, or unique digest prefix")
+    p.add_argument("--reason", default=None, help="why (kept in the audit log)")
     p = sub.add_parser("release", help="give back a live reservation by hand")
     common(p, dataset=False)
     p.add_argument("--reservation", required=True, help="reservation id (see `pate budget show`)")
@@ -217,6 +227,14 @@ def run(args) -> int:
                     print(f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
                           f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
                           f"{r['basis']}{linked}")
+        elif action == "link":
+            ledger.link(args.dataset, args.other, reason=args.reason)
+            rows = ledger.linked(args.dataset)
+            if args.json:
+                _print_json({"dataset": ledger.resolve(args.dataset), "linked": rows})
+            else:
+                print(f"{args.dataset} now shares its spend with: "
+                      f"{', '.join(r['name'] or r['dataset'][:12] for r in rows)}")
         elif action == "release":
             released = ledger.release(args.reservation)
             _print_json({"reservation": args.reservation, "released": released}) if args.json else \
@@ -259,7 +277,9 @@ def _print_summary(s: dict) -> None:
         for r in s["linked"]:
             b = r["budget"]
             budget = "no budget" if b is None else f"eps={b['eps']:g} at delta={b['delta']:g}"
-            print(f"  {r['dataset'][:12]} {r['name'] or '-'}: {r['shared_records']} shared record(s), "
+            shared = "linked by hand" if r["shared_records"] is None else \
+                f"{r['shared_records']} shared record(s)"
+            print(f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
                   f"{budget}, remaining eps={_fmt(r['remaining'])}")
         print(f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
               f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})")

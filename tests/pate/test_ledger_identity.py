@@ -357,3 +357,30 @@ def test_cli_digest_of_config_is_the_identity_of_the_private_split(tmp_path, cap
     assert cli_main(["budget", "show", "--dataset", "digits-private", "--ledger", led_path]) == 0
     assert "raised: eps=4 -> 5" in capsys.readouterr().out
     assert cli_main(["budget", "digest", "--ids", led_path, "--ledger", led_path]) == 2
+
+
+def test_link_by_hand_joins_an_id_digest_budget_to_the_identity(tmp_path, capsys, data, event):
+    x, y = data
+    led_path = str(tmp_path / "link.sqlite3")
+    ids_digest = dataset_digest(np.arange(300))  # how an admin once named these records
+    assert cli_main(["budget", "set", "--dataset", ids_digest, "--eps", "1", "--delta", "1e-5",
+                     "--name", "by-ids", "--ledger", led_path]) == 0
+    with Ledger(led_path) as led:
+        led.register_identity(dataset_identity(x, y), name="by-content")
+        assert led.linked("by-content") == []  # nothing ties an id digest to the records
+    assert cli_main(["budget", "link", "--dataset", "by-content", "--with", "by-ids",
+                     "--reason", "same records", "--ledger", led_path]) == 0
+    assert cli_main(["budget", "link", "--dataset", "by-ids", "--with", "by-content",
+                     "--ledger", led_path]) == 0  # idempotent
+    with Ledger(led_path) as led:
+        assert [(r["name"], r["shared_records"]) for r in led.linked("by-content")] == [("by-ids", None)]
+        k = fitting(event, 1.0)
+        for _ in range(k):
+            led.charge("by-content", [event])
+        with pytest.raises(BudgetExceededError, match="linked by hand"):
+            led.charge("by-content", [event])
+        with pytest.raises(ValueError, match="same dataset"):
+            led.link("by-ids", ids_digest)
+    capsys.readouterr()
+    assert cli_main(["budget", "show", "--dataset", "by-ids", "--ledger", led_path]) == 0
+    assert "linked by hand" in capsys.readouterr().out
