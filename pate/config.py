@@ -6,16 +6,31 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
     [data]       name*, root, download, public_size, eval_size
     [partition]  num_teachers*, mode ("random" | "stratified" | "unit"), unit_ids (.npy, mode unit)
     [teachers]   any field of teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
-    [aggregator] mechanism* ("confident-gnmax" | "gnmax" | "lnmax"), threshold, sigma1, sigma2,
-                 sigma, scale, queries (first-k public items asked; default all), budget_basis
+    [aggregator] mechanism* (a name of the registry pate.mechanisms), its noise parameters
+                 (threshold, sigma1, sigma2, sigma, scale, ...), queries (first-k public items
+                 asked; default all), budget_basis, noise_seed
     [privacy]    delta*, budget_eps*, orders ("default" | "reference" | [list]), conversion,
                  release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
                  parameters, fixed here before any data is seen), release (false: no sanitized
-                 release, only the data-independent epsilon), ledger (path, or false), dataset
+                 release, only the data-independent epsilon), ledger (path, or false), dataset,
+                 private (false: the run is explicitly marked NOT private)
     [student]    any setting of student.train.Student (see `pate train-student`)
 
 (* = required.) Everything is checked before any data is read, any file is written, any noise
 is drawn or any budget is spent; errors name the table, the key and the value.
+
+Noise. The aggregator's and the sanitized release's noise come from OS entropy
+(:class:`pate.rng.SecureGenerator`) unless ``[aggregator] noise_seed`` is set: then the noise is
+replayable by anyone who knows the seed, and the report says in its first line that the run is
+reproducible and NOT private. ``[run] seed`` seeds only the partition, the teachers'
+initialisation and the student (``[run] secure = true`` draws those from OS entropy too).
+
+Ledger. ``[privacy] ledger`` is true (the default ledger, :func:`pate.ledger.default_ledger_path`:
+``$PATE_LEDGER``, else ``$XDG_DATA_HOME/pate/ledger.sqlite3``, else
+``~/.local/share/pate/ledger.sqlite3``), a path (a relative path is resolved against the folder
+of the config file, never the working directory) or false (no budget is enforced; the report says
+so in its first paragraph). ``budget_basis = "data-dependent"`` is refused unless the ledger is
+off and ``[privacy] private = false`` marks the run as not private.
 """
 
 from __future__ import annotations
@@ -27,12 +42,10 @@ import tomllib
 from typing import Any
 
 from analysis.errors import ConfigError
+from pate import mechanisms
 
 REQUIRED = object()
 
-MECHANISMS = ("confident-gnmax", "gnmax", "lnmax")
-MECHANISM_PARAMS = {"confident-gnmax": ("threshold", "sigma1", "sigma2"), "gnmax": ("sigma",),
-                    "lnmax": ("scale",)}
 
 # key -> (type, default). float accepts ints; bool is never an int.
 SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
@@ -48,15 +61,16 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                  "chunk_size": (int, None), "memory_budget_mb": (float, None),
                  "checkpoint": (str, None), "checkpoint_every_s": (float, None),
                  "amp": (bool, None), "n_jobs": (int, None)},
-    "aggregator": {"mechanism": (str, REQUIRED), "threshold": (float, None), "sigma1": (float, None),
-                   "sigma2": (float, None), "sigma": (float, None), "scale": (float, None),
-                   "queries": (int, None), "budget_basis": (str, "data-independent")},
+    "aggregator": {"mechanism": (str, REQUIRED),
+                   **{name: (float, None) for name in mechanisms.all_param_names()},
+                   "queries": (int, None), "budget_basis": (str, "data-independent"),
+                   "noise_seed": (int, None)},
     "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, REQUIRED),
                 "orders": ((str, list), "default"), "conversion": (str, "classic"),
                 "release_order": (float, REQUIRED), "release_beta": (float, REQUIRED),
                 "release_sigma_ss": (float, REQUIRED), "release": (bool, True),
                 "ledger": ((str, bool), True),
-                "dataset": (str, None)},
+                "dataset": (str, None), "private": (bool, True)},
     "student": {"method": (str, None), "model": (str, None), "epochs": (int, None),
                 "steps_per_epoch": (int, None), "batch_size": (int, None),
                 "unlabeled_ratio": (int, None), "threshold": (float, None),
@@ -160,22 +174,40 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, f"[partition] unit_ids file not found: {part['unit_ids']}")
 
     mech = _check(f"{source}: [aggregator] mechanism", v.check_choice, agg["mechanism"],
-                  "mechanism", MECHANISMS)
-    needed = MECHANISM_PARAMS[mech]
+                  "mechanism", mechanisms.NAMES)
+    spec = mechanisms.get(mech)
+    if spec.needs_student:
+        raise _fail(source, f"[aggregator] mechanism = {mech!r} needs the student's predictions on "
+                            "every query, which a pipeline run does not have; use it from Python "
+                            "(student.select)")
+    needed = spec.param_names
     for key in needed:
         if key not in agg:
             raise _fail(source, f"[aggregator] mechanism = {mech!r} needs {', '.join(needed)}; "
                                 f"{key} is missing")
-    extra = [k for k in ("threshold", "sigma1", "sigma2", "sigma", "scale") if k in agg and k not in needed]
+    extra = [k for k in mechanisms.all_param_names() if k in agg and k not in needed]
     if extra:
         raise _fail(source, f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}")
-    for key in needed:
-        check = v.check_nonnegative if key == "threshold" else v.check_positive
-        _check(f"{source}: [aggregator] {key}", check, agg[key], key)
+    _check(f"{source}: [aggregator]", spec.validate, aggregator_params(config))
     if "queries" in agg:
         _check(f"{source}: [aggregator] queries", v.check_int, agg["queries"], "queries", minimum=1)
+    if "noise_seed" in agg:
+        _check(f"{source}: [aggregator] noise_seed", v.check_int, agg["noise_seed"], "noise_seed",
+               minimum=0)
+        if run["secure"]:
+            raise _fail(source, "[run] secure = true refuses [aggregator] noise_seed (seeded noise "
+                                "is replayable); remove one of them")
     _check(f"{source}: [aggregator] budget_basis", v.check_choice, agg["budget_basis"],
            "budget_basis", ("data-independent", "data-dependent"))
+    if agg["budget_basis"] == "data-dependent" and (priv["ledger"] is not False or priv["private"]):
+        raise _fail(source, "[aggregator] budget_basis = \"data-dependent\" stops on a cost that "
+                            "depends on the private votes: WHEN it stops leaks information no "
+                            "epsilon accounts for. It is refused unless [privacy] ledger = false "
+                            "and [privacy] private = false mark the run as an exploration that is "
+                            "NOT private; use budget_basis = \"data-independent\"")
+    if priv["ledger"] == "":
+        raise _fail(source, "[privacy] ledger must be a path, true (the default ledger) or false, "
+                            "got an empty string")
 
     _check(f"{source}: [privacy] delta", v.check_delta, priv["delta"])
     _check(f"{source}: [privacy] budget_eps", v.check_positive, priv["budget_eps"], "budget_eps")
@@ -199,6 +231,22 @@ def validate(config: dict, *, source: str = "config") -> dict:
 
     _check(f"{source}: [student]", Student(**student_settings(config))._validated)
     return config
+
+
+def aggregator_params(config: dict) -> dict:
+    """The noise parameters of the configured mechanism (and only those)."""
+    agg = config["aggregator"]
+    return {k: agg[k] for k in mechanisms.get(agg["mechanism"]).param_names if k in agg}
+
+
+def noise_seeded(config: dict) -> bool:
+    """Whether the user seeded the aggregator's noise (the run is then NOT private)."""
+    return config["aggregator"].get("noise_seed") is not None
+
+
+def is_private(config: dict) -> bool:
+    """False when the run is not differentially private: seeded noise or ``private = false``."""
+    return bool(config["privacy"]["private"]) and not noise_seeded(config)
 
 
 def teacher_settings(config: dict) -> dict:
@@ -241,12 +289,38 @@ def read_toml(path) -> dict:
 
 
 def load(path, *, seed: int | None = None, device: str | None = None,
-         run_dir: str | None = None) -> dict:
-    """Read, apply the command-line overrides to, normalize and validate a TOML config."""
+         run_dir: str | None = None, ledger: str | bool | None = None,
+         overrides: dict[str, dict[str, Any]] | None = None) -> dict:
+    """Read, apply the command-line overrides to, normalize and validate a TOML config.
+
+    ``overrides`` maps a table to the keys a command's flags set (``{"aggregator": {"sigma1":
+    100.0}}``); ``ledger`` overrides ``[privacy] ledger`` (a path, or False). A relative
+    ``[privacy] ledger`` path in the file is resolved against the file's folder.
+    """
     path = pathlib.Path(path)
     raw = read_toml(path)
-    explicit_seed = "seed" in raw.get("run", {}) or seed is not None
-    run = raw.setdefault("run", {}) if isinstance(raw.get("run", {}), dict) else raw["run"]
+    privacy = raw.get("privacy")
+    if isinstance(privacy, dict) and isinstance(privacy.get("ledger"), str) and privacy["ledger"]:
+        privacy["ledger"] = str((path.parent / pathlib.Path(privacy["ledger"]).expanduser()).resolve())
+    return from_dict(raw, source=str(path), seed=seed, device=device, run_dir=run_dir,
+                     ledger=ledger, overrides=overrides)
+
+
+def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
+              device: str | None = None, run_dir: str | None = None,
+              ledger: str | bool | None = None,
+              overrides: dict[str, dict[str, Any]] | None = None) -> dict:
+    """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
+    ``config.json``): overrides, normalisation and validation. ``raw`` is not modified."""
+    raw = copy.deepcopy(raw)
+    if not isinstance(raw, dict):
+        raise _fail(source, "the configuration must be a TOML table")
+    explicit_seed = (isinstance(raw.get("run"), dict) and "seed" in raw["run"]) or seed is not None
+    for table, values in (overrides or {}).items():
+        section = raw.setdefault(table, {})
+        if isinstance(section, dict):
+            section.update({k: v for k, v in values.items() if v is not None})
+    run = raw.setdefault("run", {})
     if isinstance(run, dict):
         if seed is not None:
             run["seed"] = seed
@@ -254,12 +328,31 @@ def load(path, *, seed: int | None = None, device: str | None = None,
             run["device"] = device
         if run_dir is not None:
             run["run_dir"] = str(run_dir)
-    config = normalize(raw, source=str(path))
+    if ledger is not None:
+        privacy = raw.setdefault("privacy", {})
+        if isinstance(privacy, dict):
+            privacy["ledger"] = (str(pathlib.Path(ledger).expanduser().resolve())
+                                 if ledger is not False else False)
+    config = normalize(raw, source=source)
     if explicit_seed:
         config["_explicit_seed"] = ["seed"]
-    validate(config, source=str(path))
-    config.pop("_explicit_seed", None)
+    try:
+        validate(config, source=source)
+    finally:
+        config.pop("_explicit_seed", None)
     return config
+
+
+def ledger_path(config: dict) -> pathlib.Path | None:
+    """The ledger this config charges: None when ``[privacy] ledger = false``."""
+    setting = config["privacy"]["ledger"]
+    if setting is False:
+        return None
+    if setting is True:
+        from pate.ledger import default_ledger_path
+
+        return default_ledger_path().resolve()
+    return pathlib.Path(setting).expanduser().resolve()
 
 
 def run_directory(config: dict) -> pathlib.Path:

@@ -8,45 +8,18 @@ fixed in the config and noise from the run's ``release`` stream.
 
 from __future__ import annotations
 
-import json
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 import analysis
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pate.pipeline import Pipeline
+from pate import config as C
+from pate import mechanisms
+from pate import rundir as R
+from pate.io import load_npy, read_json
+from pate.rundir import Run
 
 _CURVE_POINTS = 300
-
-
-def _per_query_rdp(mechanism: str, params: dict, votes: np.ndarray, answered: np.ndarray,
-                   orders: np.ndarray, data_dependent: bool) -> np.ndarray:
-    """Realised per-query RDP (asked queries x orders): what each asked query cost."""
-    if mechanism == "confident-gnmax":
-        step1 = analysis.threshold_rdp(votes, threshold=params["threshold"], sigma=params["sigma1"],
-                                       orders=orders, data_dependent=data_dependent)
-        step2 = analysis.gnmax_rdp(votes, sigma=params["sigma2"], orders=orders,
-                                   data_dependent=data_dependent)
-        return step1 + answered[:, None] * step2
-    if mechanism == "gnmax":
-        return analysis.gnmax_rdp(votes, sigma=params["sigma"], orders=orders,
-                                  data_dependent=data_dependent)
-    return analysis.lnmax_rdp(votes, scale=params["scale"], orders=orders,
-                              data_dependent=data_dependent)
-
-
-def _worst_case_query_rdp(mechanism: str, params: dict, orders: np.ndarray) -> np.ndarray:
-    dummy = np.array([[1, 0]])
-    if mechanism == "confident-gnmax":
-        return (analysis.threshold_rdp(dummy, threshold=params["threshold"], sigma=params["sigma1"],
-                                       orders=orders, data_dependent=False)[0]
-                + orders / params["sigma2"] ** 2)
-    if mechanism == "gnmax":
-        return orders / params["sigma"] ** 2
-    return analysis.lnmax_rdp(dummy, scale=params["scale"], orders=orders, data_dependent=False)[0]
 
 
 def _downsample(n: int) -> np.ndarray:
@@ -78,14 +51,19 @@ def _gnss_curve(release: dict, orders: np.ndarray) -> np.ndarray:
     return analysis.gnss_rdp_curve(beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders)
 
 
-def _ledger_summary(pipeline: "Pipeline", dataset: str | None) -> dict | None:
+def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
     if dataset is None:
         return None
-    ledger = pipeline._ledger()
+    ledger = run.ledger()
     if ledger is None:
         return None
     try:
         s = ledger.summary(dataset)
+        # the report lists changes of a budget after it was first set (raises, lowerings)
+        changes = [{"time_utc": c["time_utc"], "old_eps": c["previous"]["eps"],
+                    "old_delta": c["previous"]["delta"], "new_eps": c["eps"],
+                    "new_delta": c["delta"], "spent_eps": c["spent_eps"], "change": c["change"]}
+                   for c in ledger.budget_changes(dataset) if c["previous"] is not None]
     finally:
         ledger.close()
     budget = s["budget"] or {}
@@ -93,32 +71,32 @@ def _ledger_summary(pipeline: "Pipeline", dataset: str | None) -> dict | None:
     return {"path": str(s["ledger"]), "dataset": s["dataset"], "name": s["name"],
             "budget_eps": eps, "budget_delta": budget.get("delta"), "spent_eps": spent,
             "remaining_eps": None if eps is None else eps - spent,
-            "events": int(s["events"]), "runs": int(s["runs"])}
+            "events": int(s["events"]), "runs": int(s["runs"]), "budget_changes": changes}
 
 
-def build_analysis(pipeline: "Pipeline") -> dict:
+def build_analysis(run: Run) -> dict:
     """The ``analysis.json`` document of a run whose earlier stages are done."""
     from pate import __version__
-    from pate import config as C
     from pate.partition import Partition
 
-    run_dir, config = pipeline.run_dir, pipeline.config
+    run_dir, config = run.run_dir, run.config
     priv = config["privacy"]
-    summary = json.loads((run_dir / "aggregate.json").read_text())
+    summary = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
     mechanism, params = summary["mechanism"], summary["params"]
+    spec = mechanisms.get(mechanism)
     orders = C.orders(config)
     delta, conversion = priv["delta"], priv["conversion"]
 
-    votes_all = np.load(run_dir / "votes.npy", allow_pickle=False)
-    answered_all = np.load(run_dir / "answered.npy", allow_pickle=False)
-    labels = np.load(run_dir / "labels.npy", allow_pickle=False)
+    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    answered_all = load_npy(run.path(R.ANSWERED), what="the aggregate stage")
+    labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     asked = int(summary["queries_asked"])
     votes, answered = votes_all[:asked], answered_all[:asked]
     num_teachers = int(votes_all[0].sum())
 
     # Realised cost, recomputed per query; its total must equal the charged event.
-    dep = _per_query_rdp(mechanism, params, votes, answered, orders, True)
-    ind = _per_query_rdp(mechanism, params, votes, answered, orders, False)
+    dep = spec.per_query_rdp(votes, params, answered=answered, orders=orders, data_dependent=True)
+    ind = spec.per_query_rdp(votes, params, answered=answered, orders=orders, data_dependent=False)
     rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
     charged = analysis.RdpAccountant(orders).compose(
         *[analysis.PrivacyEvent.from_dict(e) for e in summary["events"]
@@ -165,19 +143,20 @@ def build_analysis(pipeline: "Pipeline") -> dict:
     margins = top2[:, 0] - top2[:, 1]
     counts, edges = np.histogram(margins, bins=min(25, num_teachers), range=(0, num_teachers))
 
-    part = Partition.load(run_dir / "partition.npz")
-    data = pipeline.data
+    part = Partition.load(run.path(R.PARTITION))
+    data = run.data
     answered_labels = labels[answered_all]
     label_acc = (float(np.mean(answered_labels == data.public.y[answered_all]))
                  if answered_all.any() else None)
-    teachers = json.loads((run_dir / "teachers" / "metrics.json").read_text())
-    student = json.loads((run_dir / "student_metrics.json").read_text())
+    teachers = read_json(run.path(R.TEACHER_METRICS))
+    student = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
+    ledger = _ledger_summary(run, summary.get("dataset"))
 
     return {
         "format": 1,
         "run": {"name": config["run"]["name"], "run_dir": str(run_dir),
-                "created": pipeline.state["created"], "pate_learn_version": __version__,
-                "run_id": pipeline.state["run_id"]},
+                "created": run.state["created"], "pate_learn_version": __version__,
+                "run_id": run.state["run_id"], "forked_from": run.state.get("forked_from")},
         "config": config,
         "privacy": {
             "neighbouring_relation": "unit" if part.neighbouring_relation.startswith("unit") else "record",
@@ -193,12 +172,16 @@ def build_analysis(pipeline: "Pipeline") -> dict:
                 "order", "beta", "sigma_ss", "noise_std", "rdp_gnss", "smooth_sensitivity",
                 "eps_sanitized_upper_2std", "eps_data_independent", "fallback")},
             "eps_guarantee": float(eps_guarantee),
-            "composition": _composition(_worst_case_query_rdp(mechanism, params, orders), orders,
+            "composition": _composition(spec.worst_case_query_rdp(params, orders=orders), orders,
                                         delta, asked),
+            "noise_seeded": bool(summary["noise_seeded"]),
+            "private": C.is_private(config),
+            "ledger_enforced": summary.get("dataset") is not None,
+            "budget_changes": [] if ledger is None else ledger["budget_changes"],
             "budget": {"eps": summary["budget_eps"], "delta": summary["delta"],
                        "basis": summary["budget_basis"].replace("_", "-"),
                        "stop_reason": summary.get("stop_reason")},
-            "ledger": _ledger_summary(pipeline, summary.get("dataset")),
+            "ledger": ledger,
         },
         "queries": {"public_size": int(labels.shape[0]), "asked": asked,
                     "answered": int(answered.sum()), "labelled_by_student": 0,

@@ -16,10 +16,43 @@ def rng():
     return np.random.default_rng(12345)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_user_ledger(tmp_path_factory):
+    """No test, and no module- or session-scoped fixture, ever touches the user's ledger."""
+    import os
+
+    before = os.environ.get("PATE_LEDGER")
+    os.environ["PATE_LEDGER"] = str(tmp_path_factory.getbasetemp() / "session-ledger.sqlite3")
+    yield
+    if before is None:
+        os.environ.pop("PATE_LEDGER", None)
+    else:
+        os.environ["PATE_LEDGER"] = before
+
+
 @pytest.fixture(autouse=True)
-def _private_ledger(tmp_path_factory, monkeypatch):
-    """No test ever touches the user's privacy-budget ledger."""
-    monkeypatch.setenv("PATE_LEDGER", str(tmp_path_factory.getbasetemp() / "default-ledger.sqlite3"))
+def _private_ledger(tmp_path, monkeypatch):
+    """Each test has its own default ledger (budgets never leak from one test to another)."""
+    monkeypatch.setenv("PATE_LEDGER", str(tmp_path / "default-ledger.sqlite3"))
+
+
+def _small_digits_config(folder, *, replace=(), extra="", name="digits-small.toml") -> pathlib.Path:
+    text = (REPO / "configs" / "digits.toml").read_text()
+    for old, new in (("epochs = 40", "epochs = 16"), ("epochs = 6", "epochs = 1"),
+                     ("steps_per_epoch = 20", "steps_per_epoch = 8"), *replace):
+        if old not in text:
+            raise ValueError(f"small_digits_config: {old!r} is not in configs/digits.toml")
+        text = text.replace(old, new)
+    path = pathlib.Path(folder) / name
+    path.write_text(text + extra)
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_digits():
+    """A factory: ``small_digits(folder, replace=((old, new), ...), extra="...")`` writes
+    configs/digits.toml with short teacher and student training (seconds) into ``folder``."""
+    return _small_digits_config
 
 
 @pytest.fixture

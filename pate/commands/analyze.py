@@ -34,10 +34,13 @@ def add_parser(subparsers) -> None:
             "data-dependent epsilon looks at the votes: it is NOT private to publish (see "
             "`analysis.release_sanitized_epsilon`). Without a threshold check (GNMax, LNMax) every "
             "query is answered."))
-    p.add_argument("--votes", required=True, help="vote matrix (.npy, integer, queries x classes)")
-    p.add_argument("--mechanism", required=True, choices=names)
+    p.add_argument("--run-dir", help="run the analysis stage of a run directory instead "
+                                     "(writes analysis.json, the same as `pate run`); then no other "
+                                     "flag is needed")
+    p.add_argument("--votes", help="vote matrix (.npy, integer, queries x classes)")
+    p.add_argument("--mechanism", choices=names)
     add_noise_arguments(p, names)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--delta", type=float)
     p.add_argument("--answered", help="boolean mask of answered queries (.npy), realised cost")
     p.add_argument("--orders", default="default",
                    help="'default', 'reference' (the 298-order grid of the reference) or a "
@@ -140,7 +143,35 @@ def compute(args) -> dict:
     return result
 
 
+def _run_stage(args: argparse.Namespace) -> int:
+    """The analysis stage of a run directory (:func:`pate.stages.analysis_stage`)."""
+    from pate import rundir as R
+    from pate import stages
+
+    run = R.Run.open(args.run_dir, progress=False)
+    info = stages.run_stage(run, "analysis")
+    if args.json:
+        json.dump(info, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    print(f"analysis: eps guarantee {info['eps_guarantee']:.4f}, data-independent "
+          f"{info['eps_data_independent']:.4f}, sanitized {info['eps_sanitized']:.4f}; wrote "
+          f"{run.path(R.ANALYSIS)}")
+    print(f"next: pate report {run.run_dir}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.run_dir is not None:
+        given = [f"--{k}" for k in ("votes", "mechanism", "delta", "answered")
+                 if getattr(args, k) is not None]
+        if given:
+            raise ValueError(f"--run-dir analyses a run directory with its own config; drop "
+                             f"{', '.join(given)}")
+        return _run_stage(args)
+    missing = [f"--{k}" for k in ("votes", "mechanism", "delta") if getattr(args, k) is None]
+    if missing:
+        raise ValueError(f"pass --run-dir RUN_DIR, or a vote matrix with {', '.join(missing)}")
     result = compute(args)
     if args.json:
         json.dump(result, sys.stdout, indent=2)

@@ -25,10 +25,22 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from pate import rundir as R
+    from pate import stages
     from pate.report import REPORT_FILES, write_report
 
-    report = write_report(args.run_dir)
     run_dir = Path(args.run_dir)
+    if (run_dir / R.STATE).exists() and not (run_dir / R.STAGE_DIR / "report.json").exists():
+        # a run directory: the report stage, marked done like `pate run` marks it
+        run = R.Run.open(run_dir, progress=False)
+        if not run.done("analysis"):
+            from analysis.errors import ConfigError
+            raise ConfigError(f"{run_dir}: the report needs the analysis stage first: "
+                              f"pate analyze --run-dir {run_dir}")
+        stages.run_stage(run, "report")
+        report = R.read_summary(run_dir / R.REPORT_JSON, frozenset({"plots", "warnings"}))
+    else:  # a finished run, or a bare analysis.json: regenerate
+        report = write_report(args.run_dir)
     if args.json:
         sys.stdout.write((run_dir / "report.json").read_text(encoding="utf-8"))
         return 0

@@ -23,8 +23,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
     p.add_argument("--resume", action="store_true", help="continue the run in the run directory")
-    p.add_argument("--ledger", help="privacy-budget ledger path (default: [privacy] ledger, "
-                                    "$PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)")
+    ledger = p.add_mutually_exclusive_group()
+    ledger.add_argument("--ledger", help="privacy-budget ledger path (default: [privacy] ledger, "
+                                         "$PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)")
+    ledger.add_argument("--no-ledger", action="store_true",
+                        help="no ledger: no budget is enforced (the report says so first)")
     p.add_argument("--until", choices=("partition", "teachers", "votes", "aggregate", "student",
                                        "analysis", "report"),
                    help="stop after this stage (run again with --resume to continue)")
@@ -37,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     from pate import config as C
     from pate.pipeline import Pipeline
 
-    config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir)
-    pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress,
-                        ledger_path=args.ledger)
+    config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
+                    ledger=False if args.no_ledger else args.ledger)
+    pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress)
     result = pipeline.run(until=args.until)
     if args.json:
         json.dump(result, sys.stdout, indent=2)

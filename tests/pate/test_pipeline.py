@@ -20,8 +20,10 @@ DIGITS = REPO / "configs" / "digits.toml"
 OUTPUTS = ("votes.npy", "labels.npy", "answered.npy")
 
 
-def load_config(tmp, name):
-    return C.load(DIGITS, run_dir=str(tmp / name))
+def load_config(tmp, name, **aggregator):
+    """The digits config with the noise seeded (exact noise: these tests compare outputs)."""
+    return C.load(DIGITS, run_dir=str(tmp / name),
+                  overrides={"aggregator": {"noise_seed": 0, **aggregator}})
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +100,7 @@ def test_resume_after_a_crash_between_stages_gives_identical_outputs(full_run, t
     assert again["utility"]["student_accuracy"] == report["utility"]["student_accuracy"]
 
 
-def test_crash_after_the_answers_before_the_ledger_charges_them_once(tmp_path, monkeypatch):
+def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once(tmp_path, monkeypatch):
     from pate import ledger as ledger_module
 
     ledger_path = tmp_path / "ledger.sqlite3"
@@ -106,24 +108,32 @@ def test_crash_after_the_answers_before_the_ledger_charges_them_once(tmp_path, m
     pipeline.run(until="votes")
 
     def crash(self, events):
-        raise KeyboardInterrupt("simulated kill between writing the answers and the ledger commit")
+        raise KeyboardInterrupt("simulated kill between drawing the answers and the ledger commit")
 
     monkeypatch.setattr(ledger_module.Reservation, "commit", crash)
     with pytest.raises(KeyboardInterrupt):
         Pipeline(load_config(tmp_path, "crash"), resume=True, progress=False,
                  ledger_path=ledger_path).run(until="aggregate")
-    labels = np.load(pipeline.run_dir / "labels.npy")
     monkeypatch.undo()
+    # Nothing uncharged reaches labels.npy; the drawn answers wait in the pending file.
+    assert not (pipeline.run_dir / "labels.npy").exists()
+    assert not (pipeline.run_dir / "stages" / "aggregate.json").exists()
+    pending = np.load(pipeline.run_dir / "aggregate.pending.npz")["labels"]
     with Ledger(ledger_path) as ledger:
         (dataset,) = ledger.datasets()
         assert ledger.events(dataset["digest"]) == []
+    # The student refuses to train on them: the aggregate stage is not done.
+    assert main(["train-student", "--run-dir", str(pipeline.run_dir), "--no-progress"]) != 0
     for _ in range(2):  # resuming twice never charges twice, and never redraws the answers
         Pipeline(load_config(tmp_path, "crash"), resume=True, progress=False,
                  ledger_path=ledger_path).run(until="aggregate")
-    np.testing.assert_array_equal(np.load(pipeline.run_dir / "labels.npy"), labels)
+    labels = np.load(pipeline.run_dir / "labels.npy")
+    np.testing.assert_array_equal(labels, pending)
+    assert not (pipeline.run_dir / "aggregate.pending.npz").exists()
     with Ledger(ledger_path) as ledger:
         events = ledger.events(dataset["digest"])
-    assert len(events) == 2 and events[0].event.answered == int((labels >= 0).sum())
+    assert [e.event.mechanism for e in events] == ["confident-gnmax", "gnss-release"]
+    assert events[0].event.answered == int((labels >= 0).sum())
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -159,15 +169,20 @@ def test_secure_mode_refuses_a_seed(tmp_path):
         C.load(config)
 
 
-def test_secure_mode_draws_the_noise_from_os_entropy(tmp_path):
+def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
     from pate.rng import SecureGenerator
 
     config = tmp_path / "secure.toml"
     config.write_text(DIGITS.read_text().replace("seed = 0", "secure = true"))
     pipeline = Pipeline(C.load(config, run_dir=str(tmp_path / "run")), progress=False)
-    streams = pipeline._noise_streams()
+    streams = pipeline.ctx.noise_streams()
     assert isinstance(streams.noise, SecureGenerator) and isinstance(streams.release, SecureGenerator)
     assert not (tmp_path / "run").exists()  # creating the pipeline writes nothing
+    shipped = Pipeline(C.load(DIGITS, run_dir=str(tmp_path / "shipped")), progress=False)
+    assert isinstance(shipped.ctx.noise_streams().noise, SecureGenerator)  # [run] seed = 0 or not
+    seeded = Pipeline(load_config(tmp_path, "seeded"), progress=False)
+    assert not isinstance(seeded.ctx.noise_streams().noise, SecureGenerator)
+    assert not C.is_private(seeded.config) and C.is_private(shipped.config)
 
 
 def test_release_plan_is_decided_from_public_quantities_only(tmp_path):

@@ -1,0 +1,186 @@
+"""What every stage subcommand shares: its flags are generated from the config schema, mapped onto
+the config section of its stage, and the stage function of :mod:`pate.stages` is called.
+
+A stage command works on a run directory. The first command of a step-by-step run starts it
+from ``--config FILE`` (exactly as ``pate run`` would: ``config.json``, ``run.json``, run id,
+ledger); later commands reopen it from its ``config.json``. A command's flags override keys of
+its own stage's tables only, and only while that stage has not run (the new config is validated
+and saved, so ``pate run --resume`` and the report see it). The ledger, the seed of the
+non-noise streams and the run id are fixed when the run starts.
+
+Symbols
+-------
+``add_stage_arguments(parser, tables)``
+    ``--run-dir``, ``--config``, the global run flags and one flag per key of each table.
+``open_run(args, tables)``
+    The :class:`pate.rundir.Run` of ``--run-dir``, started or reopened, with the flags applied
+    and :func:`pate.stages.preflight` passed (sizes, dataset identity, budget).
+``run_stage_command(args, stage, tables)``
+    ``open_run`` then :func:`pate.stages.run_stage`; prints the stage's summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+#: The stage whose outputs each config table determines (a table may change only before it ran).
+TABLE_STAGE = {"run": "partition", "data": "partition", "partition": "partition",
+               "teachers": "teachers", "aggregator": "aggregate", "privacy": "aggregate",
+               "student": "student"}
+
+#: Flag names that differ from ``--<key with dashes>``.
+FLAG_NAMES = {("data", "name"): "--data", ("data", "root"): "--data-root",
+              ("student", "threshold"): "--confidence-threshold"}
+
+#: Keys that are not flags of a stage command (fixed when the run starts, or global flags).
+NOT_FLAGS = {("run", "name"), ("run", "run_dir"), ("run", "seed"), ("run", "device"),
+             ("run", "secure"), ("privacy", "ledger")}
+
+
+def _flag(table: str, key: str) -> str:
+    return FLAG_NAMES.get((table, key), "--" + key.replace("_", "-"))
+
+
+def _dest(table: str, key: str) -> str:
+    return f"cfg__{table}__{key}"
+
+
+def _json_table(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
+
+
+def _orders(text: str):
+    if text in ("default", "reference"):
+        return text
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'default', 'reference' or a comma-separated "
+                                         f"list of orders, got {text!r}") from None
+
+
+def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
+    """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
+    from pate.config import SCHEMA
+
+    parser.add_argument("--run-dir", required=True,
+                        help="the run directory (started by the first command with --config)")
+    parser.add_argument("--config", help="TOML config that starts the run (needed only when "
+                                         "--run-dir holds no run yet)")
+    parser.add_argument("--seed", type=int, help="[run] seed of a new run (partition, teacher "
+                                                  "and student streams; never the noise)")
+    parser.add_argument("--device", help="[run] device: auto, cpu, cuda, cuda:N")
+    ledger = parser.add_mutually_exclusive_group()
+    ledger.add_argument("--ledger", help="privacy-budget ledger of a new run (default: [privacy] "
+                                         "ledger, $PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)")
+    ledger.add_argument("--no-ledger", action="store_true",
+                        help="start the run without a ledger: no budget is enforced (the report "
+                             "says so in its first paragraph)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
+    for table in tables:
+        group = parser.add_argument_group(f"[{table}] settings (override the config's)")
+        for key, (want, _default) in SCHEMA[table].items():
+            if (table, key) in NOT_FLAGS:
+                continue
+            flag, dest = _flag(table, key), _dest(table, key)
+            wants = want if isinstance(want, tuple) else (want,)
+            helptext = f"[{table}] {key}"
+            if bool in wants:
+                group.add_argument(flag, dest=dest, action="store_true", default=None, help=helptext)
+                group.add_argument("--no-" + flag[2:], dest=dest, action="store_false",
+                                   help=f"{helptext} = false")
+            elif dict in wants:
+                group.add_argument(flag, dest=dest, type=_json_table, help=f"{helptext} (JSON object)")
+            elif list in wants:
+                group.add_argument(flag, dest=dest, type=_orders, help=helptext)
+            else:
+                group.add_argument(flag, dest=dest, type=wants[0], help=helptext)
+
+
+def _overrides(args, tables) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for name, value in vars(args).items():
+        if name.startswith("cfg__") and value is not None:
+            _, table, key = name.split("__", 2)
+            if table in tables:
+                out.setdefault(table, {})[key] = value
+    return out
+
+
+def open_run(args, tables: tuple[str, ...]):
+    """The run of ``--run-dir`` with the flags applied, preflight passed (see module doc)."""
+    import pathlib
+
+    from analysis.errors import ConfigError
+    from pate import config as C
+    from pate import stages
+    from pate.rundir import STATE, Run
+
+    run_dir = pathlib.Path(args.run_dir)
+    overrides = _overrides(args, tables)
+    ledger = False if args.no_ledger else args.ledger
+    progress = not args.no_progress
+    if (run_dir / STATE).exists():
+        run = Run.open(run_dir, progress=progress)
+        if args.config is not None:
+            raise ConfigError(f"--run-dir {run_dir} already holds a run (its config is "
+                              f"{run_dir / 'config.json'}); drop --config, or use a new --run-dir")
+        if args.seed is not None:
+            raise ConfigError(f"--seed: the seed of {run_dir} was fixed when the run started; "
+                              "use a new --run-dir for another seed")
+        config = C.from_dict(run.config, source=str(run_dir / "config.json"), overrides=overrides,
+                             device=args.device,
+                             ledger=None if ledger is None else ledger)
+        if C.ledger_path(config) != run.ledger_path:
+            raise ConfigError(f"{run_dir} charges the ledger {run.ledger_path or '(none: off)'} "
+                              "since it started; --ledger/--no-ledger cannot change that: use a "
+                              "new --run-dir")
+        changed = sorted(t for t in config if t != "run" and config[t] != run.config[t])
+        finished = [t for t in changed if run.done(TABLE_STAGE[t])]
+        if finished:
+            raise ConfigError(f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
+                              f"[{finished[0]}] settings in its config.json; a flag cannot change "
+                              "them now: use a new --run-dir")
+        if changed or config["run"] != run.config["run"]:
+            run.update_config(config)
+    else:
+        if args.config is None:
+            raise ConfigError(f"--run-dir {run_dir} holds no run yet: pass --config FILE to start "
+                              "one (e.g. --config configs/digits.toml)")
+        config = C.load(args.config, seed=args.seed, device=args.device, run_dir=str(run_dir),
+                        ledger=ledger, overrides=overrides)
+        run = Run.create(config, progress=progress, run_dir=run_dir)
+    stages.preflight(run)
+    return run
+
+
+def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) -> int:
+    """Open the run, run ``stage`` with :func:`pate.stages.run_stage`, print its summary."""
+    from pate import stages
+
+    run = open_run(args, tables)
+    info = stages.run_stage(run, stage)
+    if args.json:
+        json.dump(info, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        text = describe(run, info) if describe is not None else ", ".join(
+            f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
+        print(f"{stage}: {text}")
+        nxt = _NEXT.get(stage)
+        if nxt:
+            print(f"next: pate {nxt} --run-dir {run.run_dir}")
+    return 0
+
+
+_NEXT = {"partition": "train-teachers", "teachers": "vote", "votes": "aggregate",
+         "aggregate": "train-student", "student": "analyze", "analysis": "report"}

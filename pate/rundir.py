@@ -1,0 +1,245 @@
+"""The run directory: every file a run writes, the JSON summaries, and the open run (:class:`Run`).
+
+Producers (:mod:`pate.stages`) and consumers (:mod:`pate.run_analysis`, :mod:`pate.report`, the
+CLI) name files through this module only.
+
+Symbols
+-------
+``STAGES``
+    The stages of a run, in order. Each writes its outputs, then ``stages/<stage>.json``.
+``PREREQUISITES``
+    The stage that must be done before each stage may run.
+``CONFIG, STATE, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING, STUDENT_WEIGHTS,
+STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
+    File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
+    that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
+    labels; only the aggregate stage, on ``--resume``, commits or discards it.
+``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
+    The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
+    path wrote it; :func:`read_summary` checks them.
+``Run``
+    An open run: its directory, validated config, state (``run.json``: run id, stream seed,
+    ledger), the lazily loaded dataset, random streams, the ledger and the stage markers.
+    ``Run.create(config, ...)`` starts one (writes ``config.json`` and ``run.json``),
+    ``Run.open(run_dir, ...)`` reopens one.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import pathlib
+import secrets
+from typing import Any
+
+from analysis.errors import ConfigError, CorruptFileError
+from pate.io import atomic_write_json, read_json
+
+STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
+PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
+
+CONFIG = "config.json"
+STATE = "run.json"
+PARTITION = "partition.npz"
+TEACHERS = "teachers"
+TEACHER_PREDICTIONS = "teachers/predictions.npz"
+TEACHER_METRICS = "teachers/metrics.json"
+VOTES = "votes.npy"
+LABELS = "labels.npy"
+ANSWERED = "answered.npy"
+AGGREGATE = "aggregate.json"
+PENDING = "aggregate.pending.npz"
+PENDING_SUMMARY = "aggregate.pending.json"
+STUDENT_WEIGHTS = "student.pt"
+STUDENT_METRICS = "student_metrics.json"
+STUDENT_CHECKPOINTS = "student"
+ANALYSIS = "analysis.json"
+REPORT_JSON = "report.json"
+STAGE_DIR = "stages"
+
+FORMAT = 2
+
+#: Keys of ``aggregate.json``.
+AGGREGATE_KEYS = frozenset({
+    "mechanism", "params", "budget_eps", "delta", "budget_basis", "conversion", "queries_offered",
+    "queries_asked", "queries_answered", "stop_reason", "eps_data_independent",
+    "eps_data_dependent", "run_id", "dataset", "ledger", "events", "release", "release_plan",
+    "noise_seeded", "reserved_queries"})
+#: Keys of ``student_metrics.json``.
+STUDENT_METRICS_KEYS = frozenset({
+    "accuracy", "per_class_accuracy", "confusion_matrix", "num_examples", "method", "model",
+    "num_labelled", "num_public", "settings", "train_seconds"})
+#: Keys of ``run.json``.
+STATE_KEYS = frozenset({"format", "run_id", "created", "stream_seed", "ledger",
+                        "config_comparable"})
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(name: str) -> str:
+    """A fresh, unique run id: the ledger charges each run id once."""
+    return f"{name}-{secrets.token_hex(6)}"
+
+
+def comparable(config: dict) -> dict:
+    """The parts of a config that must not change on resume (the device may)."""
+    out = copy.deepcopy(config)
+    out["run"].pop("device", None)
+    return out
+
+
+def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
+    """A JSON summary of the run directory, checked to hold ``keys`` (names the file if not)."""
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise CorruptFileError(f"{path} must hold a JSON object; the run directory was modified or "
+                               "belongs to another version of pate-learn: start a new run", path=path)
+    missing = sorted(keys - set(doc))
+    if missing:
+        raise CorruptFileError(f"{path} lacks {', '.join(missing)}; it was written by another "
+                               "version of pate-learn or modified: start a new run", path=path)
+    return doc
+
+
+class Run:
+    """An open run directory (see the module docstring).
+
+    ``config`` is validated (:func:`pate.config.load`); ``state`` is the content of ``run.json``.
+    """
+
+    def __init__(self, run_dir: pathlib.Path, config: dict, state: dict, *,
+                 progress: bool = True) -> None:
+        self.run_dir = pathlib.Path(run_dir)
+        self.config = config
+        self.state = state
+        self.progress = bool(progress)
+        self._data = None
+
+    # ---------------------------------------------------------------- creation
+
+    @classmethod
+    def create(cls, config: dict, *, progress: bool = True, run_dir=None) -> "Run":
+        """Start a run in ``run_dir`` (default: the config's); it must be new or empty.
+
+        Resolves the ledger once (``run.json`` keeps its absolute path, so every later stage
+        and ``--resume`` charges the same ledger whatever the working directory or
+        ``$PATE_LEDGER``)."""
+        from pate import config as C
+
+        run_dir = pathlib.Path(run_dir or C.run_directory(config))
+        if (run_dir / STATE).exists():
+            raise ConfigError(f"run directory {run_dir} already holds a run; pass --resume to "
+                              "continue it, or choose another --run-dir / [run] name")
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise ConfigError(f"run directory {run_dir} exists and is not an empty directory; "
+                              "choose another --run-dir / [run] name")
+        ledger = C.ledger_path(config)
+        state = {
+            "format": FORMAT, "run_id": new_run_id(config["run"]["name"]), "created": now_utc(),
+            # Secure runs draw their non-noise streams (partition, teachers, student) from one
+            # fresh OS-entropy seed kept here, so that an interrupted run resumes identically.
+            "stream_seed": (secrets.randbits(63) if config["run"]["secure"]
+                            else config["run"]["seed"]),
+            "ledger": None if ledger is None else str(ledger),
+            "config_comparable": comparable(config),
+        }
+        return cls(run_dir, config, state, progress=progress)
+
+    def start(self) -> None:
+        """Write ``config.json`` and ``run.json`` (once; a started run is left as it is)."""
+        from pate.io import ensure_writable_dir
+
+        if (self.run_dir / STATE).exists():
+            return
+        ensure_writable_dir(self.run_dir, flag="--run-dir")
+        atomic_write_json(self.run_dir / CONFIG, self.config)
+        atomic_write_json(self.run_dir / STATE, self.state)
+
+    @classmethod
+    def open(cls, run_dir, *, progress: bool = True) -> "Run":
+        """Reopen a started run from its ``config.json`` and ``run.json``."""
+        from pate import config as C
+
+        run_dir = pathlib.Path(run_dir)
+        if not (run_dir / STATE).is_file():
+            raise FileNotFoundError(f"{run_dir} holds no run (no {STATE}); start one with "
+                                    f"`pate run --config FILE --run-dir {run_dir}` or a stage "
+                                    f"command with --config FILE")
+        state = read_summary(run_dir / STATE, STATE_KEYS)
+        if state.get("format") != FORMAT:
+            raise ConfigError(f"{run_dir} was made by another version of pate-learn (run format "
+                              f"{state.get('format')!r}, this version reads {FORMAT}); start a new run")
+        config = C.from_dict(read_json(run_dir / CONFIG), source=str(run_dir / CONFIG))
+        return cls(run_dir, config, state, progress=progress)
+
+    def update_config(self, config: dict) -> None:
+        """Replace the config of a started run (a stage command's flags for stages not run
+        yet); every finished stage must be unaffected, which the caller checked."""
+        self.config = config
+        self.state = dict(self.state, config_comparable=comparable(config))
+        atomic_write_json(self.run_dir / CONFIG, config)
+        atomic_write_json(self.run_dir / STATE, self.state)
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def run_id(self) -> str:
+        return self.state["run_id"]
+
+    def path(self, name: str) -> pathlib.Path:
+        return self.run_dir / name
+
+    def done(self, stage: str) -> bool:
+        return (self.run_dir / STAGE_DIR / f"{stage}.json").exists()
+
+    def mark(self, stage: str, info: dict) -> dict:
+        (self.run_dir / STAGE_DIR).mkdir(exist_ok=True)
+        info = dict(info, finished=now_utc())
+        atomic_write_json(self.run_dir / STAGE_DIR / f"{stage}.json", info)
+        return info
+
+    def stage_info(self, stage: str) -> dict:
+        return read_json(self.run_dir / STAGE_DIR / f"{stage}.json")
+
+    # ---------------------------------------------------------------- resources
+
+    @property
+    def data(self):
+        """The dataset of ``[data]`` (loaded once; torch-free loaders for tabular data)."""
+        if self._data is None:
+            from teachers.data import load_pate_data
+
+            d = self.config["data"]
+            self._data = load_pate_data(d["name"], root=d.get("root"), download=d["download"],
+                                        public_size=d.get("public_size"),
+                                        eval_size=d.get("eval_size"))
+        return self._data
+
+    def streams(self):
+        """The seeded streams of the partition, the teachers and the student."""
+        from pate.rng import make_streams
+
+        return make_streams(self.state["stream_seed"])
+
+    def noise_streams(self):
+        """The aggregator's and the release's noise: OS entropy unless the user seeded it."""
+        from pate.rng import make_streams
+
+        seed = self.config["aggregator"].get("noise_seed")
+        if seed is None:
+            return make_streams(secure=True)
+        return make_streams(seed)
+
+    @property
+    def ledger_path(self) -> pathlib.Path | None:
+        return None if self.state["ledger"] is None else pathlib.Path(self.state["ledger"])
+
+    def ledger(self):
+        """A new connection to the run's ledger (None when the ledger is off); close it."""
+        if self.ledger_path is None:
+            return None
+        from pate.ledger import Ledger
+
+        return Ledger(self.ledger_path)

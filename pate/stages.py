@@ -1,0 +1,558 @@
+"""The stages of a PATE run, each implemented once: a function of an open :class:`pate.rundir.Run`.
+
+``pate run`` (:class:`pate.pipeline.Pipeline`), the stage subcommands (``pate partition``,
+``pate train-teachers``, ``pate vote``, ``pate aggregate``, ``pate train-student``,
+``pate analyze --run-dir``, ``pate report``) and the Python API all call :func:`run_stage`, so the
+same files, the same JSON keys and the same ledger charges come out whichever path ran a stage.
+
+=========  =====================================================================================
+partition  ``partition.npz``: disjoint shards of the private split, one per teacher
+teachers   ``teachers/``: one model per shard, predictions and accuracy metrics
+votes      ``votes.npy``: teacher votes on the public split (sensitive: never printed)
+aggregate  ``labels.npy``, ``answered.npy``, ``aggregate.json``: noisy labels within the budget,
+           charged to the ledger BEFORE they are written (see :func:`aggregate`)
+student    ``student.pt``, ``student_metrics.json``: the only model that is ever released
+analysis   ``analysis.json``: every privacy and utility number, including the sanitized release
+report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png``
+=========  =====================================================================================
+
+Symbols
+-------
+``STAGE_FUNCTIONS``
+    stage name -> function ``(run) -> info dict`` (the info is saved in ``stages/<stage>.json``).
+``run_stage(run, stage)``
+    Check the stage's prerequisite is done and it is not, run it, mark it done.
+``preflight(run)``
+    Every check that needs the data or the ledger, before any work: sizes, and the dataset's
+    identity and budget in the ledger (:func:`authorize`).
+``authorize(run, ledger)``
+    Register the private split's identity (:func:`pate.ledger.dataset_identity`) and make the
+    ledger's budget and the config's agree: a new dataset takes the config's budget; a different
+    one is refused, naming both and the command that changes the ledger's.
+``release_plan(config, ...)``
+    Whether a sanitized data-dependent epsilon is released, decided from public quantities.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+from typing import Callable
+
+import numpy as np
+
+from analysis.errors import BudgetExceededError, ConfigError
+from pate import config as C
+from pate import mechanisms
+from pate import rundir as R
+from pate.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npy, load_npz, read_json
+from pate.rundir import Run
+
+logger = logging.getLogger("pate")
+
+__all__ = ["STAGE_FUNCTIONS", "run_stage", "preflight", "authorize", "release_plan",
+           "config_identity"]
+
+
+# ------------------------------------------------------------------------------ plumbing
+
+def run_stage(run: Run, stage: str) -> dict:
+    """Run ``stage`` of ``run`` (its prerequisite must be done, itself not) and mark it done."""
+    import time
+
+    if stage not in STAGE_FUNCTIONS:
+        raise ValueError(f"stage must be one of {', '.join(R.STAGES)}, got {stage!r}")
+    before = R.PREREQUISITES[stage]
+    if before is not None and not run.done(before):
+        raise ConfigError(f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
+                          f"`pate {_COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
+                          f"--config FILE --run-dir {run.run_dir} --resume`)")
+    if run.done(stage):
+        raise ConfigError(f"{run.run_dir}: stage {stage!r} is already done; start a new run "
+                          "directory to redo it")
+    run.start()
+    t0 = time.perf_counter()
+    info = STAGE_FUNCTIONS[stage](run) or {}
+    info["seconds"] = round(time.perf_counter() - t0, 2)
+    return run.mark(stage, info)
+
+
+_COMMANDS = {"partition": "partition", "teachers": "train-teachers", "votes": "vote",
+             "aggregate": "aggregate", "student": "train-student", "analysis": "analyze",
+             "report": "report"}
+
+
+def check_data(run: Run) -> None:
+    """Checks that need the dataset's sizes (before anything is written)."""
+    data, config = run.data, run.config
+    k = config["partition"]["num_teachers"]
+    if k > len(data.private):
+        raise ConfigError(f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
+                          f"private records of {data.name}")
+    queries = config["aggregator"].get("queries")
+    if queries is not None and queries > len(data.public):
+        raise ConfigError(f"[aggregator] queries ({queries}) exceeds the {len(data.public)} "
+                          f"public items of {data.name}")
+    if config["partition"]["mode"] == "unit":
+        unit_ids = load_npy(config["partition"]["unit_ids"], what="[partition] unit_ids")
+        if unit_ids.shape[0] != len(data.private):
+            raise ConfigError(f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
+                              f"split has {len(data.private)} records")
+
+
+def config_identity(config: dict):
+    """The ledger identity of a config's private split (what ``pate budget digest`` prints)."""
+    from pate.ledger import dataset_identity
+    from teachers.data import load_pate_data
+
+    d = config["data"]
+    data = load_pate_data(d["name"], root=d.get("root"), download=d["download"],
+                          public_size=d.get("public_size"), eval_size=d.get("eval_size"))
+    return dataset_identity(data.private.x, data.private.y)
+
+
+def _identity(run: Run):
+    from pate.ledger import dataset_identity
+
+    return dataset_identity(run.data.private.x, run.data.private.y)
+
+
+def authorize(run: Run, ledger) -> str:
+    """The private split's dataset in ``ledger``, with the config's budget (see module doc)."""
+    priv = run.config["privacy"]
+    identity = _identity(run)
+    name = priv.get("dataset")
+    if name is None:  # the data's name, unless another set of records already carries it
+        taken = {d["name"]: d["digest"] for d in ledger.datasets()}
+        name = run.config["data"]["name"]
+        if taken.get(name, identity.digest) != identity.digest:
+            name = None
+    digest = ledger.register_identity(identity, name=name)
+    budget = ledger.budget(digest)
+    eps, delta = priv["budget_eps"], priv["delta"]
+    if budget is None:
+        ledger.set_budget(digest, eps=eps, delta=delta)
+    elif (budget.eps, budget.delta) != (eps, delta):
+        raise ConfigError(
+            f"the ledger {ledger.path} holds the budget eps={budget.eps:g}, delta={budget.delta:g} "
+            f"for this dataset ({digest[:16]}...), but the config asks for budget_eps={eps:g}, "
+            f"delta={delta:g}. The ledger is the one authority: set [privacy] budget_eps = "
+            f"{budget.eps:g} and delta = {budget.delta:g}, or change the ledger's budget with "
+            f"`pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} --ledger "
+            f"{ledger.path}` (recorded, and shown in the report)")
+    return digest
+
+
+def preflight(run: Run) -> None:
+    """Data sizes, then the ledger's dataset and budget: before any work or any file."""
+    check_data(run)
+    ledger = run.ledger()
+    if ledger is not None:
+        try:
+            authorize(run, ledger)
+        finally:
+            ledger.close()
+
+
+# ------------------------------------------------------------------------------ stages
+
+def partition(run: Run) -> dict:
+    from pate import partition as P
+
+    cfg = run.config["partition"]
+    k, rng = cfg["num_teachers"], run.streams().partition
+    private = run.data.private
+    if cfg["mode"] == "random":
+        part = P.partition_random(len(private), num_teachers=k, rng=rng)
+    elif cfg["mode"] == "stratified":
+        part = P.partition_stratified(private.y, num_teachers=k, num_classes=run.data.num_classes,
+                                      rng=rng)
+    else:
+        unit_ids = load_npy(cfg["unit_ids"], what="[partition] unit_ids")
+        part = P.partition_by_unit(unit_ids, num_teachers=k, rng=rng)
+    part.save(run.path(R.PARTITION))
+    return {"num_teachers": k, "mode": cfg["mode"],
+            "neighbouring_relation": part.neighbouring_relation}
+
+
+def teachers(run: Run) -> dict:
+    from pate.partition import Partition
+    from teachers.ensemble import TeacherConfig, train_teachers
+
+    part = Partition.load(run.path(R.PARTITION))
+    if part.num_records != len(run.data.private):
+        raise ConfigError(f"{run.path(R.PARTITION)} covers {part.num_records} records but the "
+                          f"private split has {len(run.data.private)}; start a new run directory")
+    seeds = run.streams().teacher_seeds(part.num_teachers)
+    result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**C.teacher_settings(run.config)),
+                            out_dir=run.path(R.TEACHERS), resume=True, progress=run.progress)
+    summary = result.summary()
+    logger.info("teachers: mean accuracy %.4f, plurality vote %.4f on the evaluation split",
+                summary["teacher_accuracy_mean"], summary["plurality_accuracy"])
+    return summary
+
+
+def votes(run: Run) -> dict:
+    from pate.votes import votes_from_predictions
+
+    public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
+    counts = votes_from_predictions(public, num_classes=run.data.num_classes)
+    atomic_save_npy(run.path(R.VOTES), counts)
+    return {"queries": int(counts.shape[0]), "classes": int(counts.shape[1]),
+            "teachers": int(counts[0].sum())}
+
+
+# -- aggregate: answers are drawn inside a ledger reservation and charged before they are written
+
+def _max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str):
+    """The largest n <= limit whose worst case (n x ``worst``) the ledger can reserve now, and
+    that reservation (None, 0 when not even one query fits). Tries ``limit`` first, then a
+    binary search of reservation attempts (each one checked by the ledger itself, linked
+    datasets and concurrent runs included)."""
+    def attempt(n):
+        try:
+            return ledger.reserve(dataset, orders=orders, rdp=n * worst, run_id=run_id)
+        except BudgetExceededError:
+            return None
+
+    reservation = attempt(limit)
+    if reservation is not None:
+        return reservation, limit
+    lo, hi = 0, limit - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = attempt(mid)
+        if trial is None:
+            hi = mid - 1
+        else:
+            trial.release()
+            lo = mid
+    if lo == 0:
+        return None, 0
+    reservation = attempt(lo)
+    return (reservation, lo) if reservation is not None else (None, 0)
+
+
+def _pending_write(run: Run, labels, answered, summary) -> None:
+    atomic_savez(run.path(R.PENDING), labels=labels, answered=answered)
+    atomic_write_json(run.path(R.PENDING_SUMMARY), summary)
+
+
+def _publish(run: Run, labels, answered, summary) -> None:
+    """Write the charged answers where the later stages read them, then drop the pending copy."""
+    atomic_save_npy(run.path(R.LABELS), labels)
+    atomic_save_npy(run.path(R.ANSWERED), answered)
+    atomic_write_json(run.path(R.AGGREGATE), summary)
+    run.path(R.PENDING).unlink(missing_ok=True)
+    run.path(R.PENDING_SUMMARY).unlink(missing_ok=True)
+
+
+def _aggregate_info(summary: dict) -> dict:
+    return {"asked": summary["queries_asked"], "answered": summary["queries_answered"],
+            "stop_reason": summary.get("stop_reason")}
+
+
+def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
+    """Resume after a crash between drawing and publishing: charge what the ledger does not
+    hold yet, then publish -- or, if it no longer fits, discard the answers (never released)."""
+    from analysis import PrivacyEvent
+
+    summary = read_json(run.path(R.PENDING_SUMMARY))
+    pending = load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
+    labels, answered = pending["labels"], pending["answered"]
+    if ledger is not None:
+        events = [PrivacyEvent.from_dict(e) for e in summary["events"]]
+        charged = len(ledger.events(dataset, run_id=run_id))
+        if charged < len(events):
+            try:
+                ledger.charge(dataset, events[charged:], run_id=run_id)
+            except BudgetExceededError as exc:
+                run.path(R.PENDING).unlink(missing_ok=True)
+                run.path(R.PENDING_SUMMARY).unlink(missing_ok=True)
+                raise BudgetExceededError(
+                    f"the answers drawn before the interruption can no longer be charged ({exc}); "
+                    "they were discarded, never released. Start a new run directory") from None
+    _publish(run, labels, answered, summary)
+    return _aggregate_info(summary)
+
+
+def aggregate(run: Run) -> dict:
+    """Noisy labels within the budget; nothing reaches ``labels.npy`` before it is charged.
+
+    With a ledger, the queries are asked in rounds: each round reserves (in the ledger, against
+    the budget of the dataset and of every dataset sharing records with it, concurrent runs
+    included) the worst case of as many queries as fit, asks them, writes the answers to the
+    pending file, and commits their realised cost (always within the reservation). The
+    sanitized release's cost is reserved up front and committed when it is drawn. Only after
+    the last commit are ``labels.npy``/``answered.npy``/``aggregate.json`` written; a crash in
+    between leaves the pending file, which ``--resume`` charges and publishes (or discards).
+    """
+    from analysis import PrivacyEvent
+    from pate.aggregators import OnlineAggregator
+
+    config = run.config
+    agg, priv = config["aggregator"], config["privacy"]
+    spec = mechanisms.get(agg["mechanism"])
+    params = C.aggregator_params(config)
+    run_id = run.run_id + ":aggregate"
+    ledger = run.ledger()
+    try:
+        dataset = authorize(run, ledger) if ledger is not None else None
+        if run.path(R.AGGREGATE).exists():  # published: charged before it was written
+            return _aggregate_info(R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS))
+        if run.path(R.PENDING_SUMMARY).exists():
+            return _finish_pending(run, ledger, dataset, run_id)
+
+        votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+        num_queries = votes_all.shape[0]
+        queries = min(agg.get("queries", num_queries), num_queries)
+        orders = C.orders(config)
+        budget_eps, delta = priv["budget_eps"], priv["delta"]
+        num_teachers, num_classes = int(votes_all[0].sum()), int(votes_all.shape[1])
+        # The sanitized release is planned before any noise is drawn (its parameters are in the
+        # config, its cost is data-independent): the answers leave room for it.
+        plan = release_plan(config, num_teachers=num_teachers, num_classes=num_classes,
+                            orders=orders)
+        if plan["release"]:
+            import analysis
+
+            release_eps = float(analysis.eps_from_rdp(plan["rdp"], orders=orders, delta=delta,
+                                                      conversion=priv["conversion"])[0])
+            if release_eps > budget_eps / 2:  # public quantities only: no data looked at
+                plan = dict(plan, release=False, fallback=(
+                    f"the release alone would cost eps={release_eps:.4g}, more than half of the "
+                    f"budget ({budget_eps:g}); it was skipped (raise release_sigma_ss or the "
+                    "budget to release a sanitized epsilon)"))
+        release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
+        worst = spec.worst_case_query_rdp(params, orders=orders)
+
+        release_reservation = None
+        if ledger is not None and plan["release"]:
+            try:
+                release_reservation = ledger.reserve(dataset, orders=orders, rdp=release_rdp,
+                                                     run_id=run_id)
+            except BudgetExceededError:
+                plan = dict(plan, release=False, fallback=(
+                    "the ledger's remaining budget does not cover the sanitized release; it was "
+                    "skipped and the data-independent epsilon is reported"))
+                release_rdp = np.zeros(orders.size)
+        prior = release_rdp.copy()
+        if ledger is not None:
+            probe, fits = _max_fitting(ledger, dataset, orders=orders, worst=worst, limit=1,
+                                       run_id=run_id)
+            if probe is None:
+                if release_reservation is not None:
+                    release_reservation.release()
+                summary = ledger.summary(dataset)
+                raise BudgetExceededError(
+                    f"the ledger {ledger.path} has no room for even one query of {spec.title} "
+                    f"on this dataset ({dataset[:16]}...: spent and reserved eps="
+                    f"{summary['spent_and_reserved']:.6g} of {summary['budget']['eps']:g}); "
+                    "nothing was drawn or charged. Use more noise, or raise the budget with "
+                    "`pate budget set`", remaining=summary["remaining"])
+            prior = probe.prior_rdp(orders) + (0 if release_reservation is not None else release_rdp)
+            probe.release()
+        noise = run.noise_streams()
+        aggregator = OnlineAggregator(
+            spec.name, budget_eps=budget_eps, delta=delta, rng=noise.noise, orders=orders,
+            budget_basis=agg["budget_basis"].replace("-", "_"), conversion=priv["conversion"],
+            prior_rdp=prior, **params)
+
+        labels = np.full(num_queries, -1, dtype=np.int64)
+        answered = np.zeros(num_queries, dtype=bool)
+        asked, reserved, stop_reason, rounds = 0, 0, None, 0
+
+        def summary_now(events, release=None):
+            s = aggregator.summary()
+            return dict(
+                s, run_id=run_id, dataset=dataset, ledger=None if ledger is None else str(ledger.path),
+                events=[e.to_dict() for e in events], queries_offered=int(queries),
+                release=release, release_plan={k: v for k, v in plan.items() if k != "rdp"},
+                noise_seeded=C.noise_seeded(config), reserved_queries=int(reserved),
+                stop_reason=stop_reason, rounds=rounds)
+
+        while asked < queries:
+            reservation, n = None, queries - asked
+            if ledger is not None:
+                reservation, n = _max_fitting(ledger, dataset, orders=orders, worst=worst,
+                                              limit=queries - asked, run_id=run_id)
+                if reservation is None:
+                    stop_reason = (f"privacy budget: the ledger's remaining budget does not cover "
+                                   f"one more query after {asked} of {queries}")
+                    break
+                reserved += n
+            with (reservation if reservation is not None else _nothing()):
+                result = aggregator.answer(votes_all[asked:asked + n], on_exhausted="stop")
+                k = result.num_asked
+                labels[asked:asked + k] = result.labels[:k]
+                answered[asked:asked + k] = result.answered_mask[:k]
+                asked += k
+                rounds += 1
+                stop_reason = result.stop_reason
+                if reservation is not None:
+                    events = list(aggregator.accountant.events)
+                    _pending_write(run, labels, answered, summary_now(events))
+                    reservation.commit([events[-1]])
+            if result.stop_reason is not None or k < n:
+                break
+
+        events = list(aggregator.accountant.events)
+        release = None
+        if plan["release"]:
+            release = _release(config, votes_all[:asked], answered[:asked], noise.release)
+            events.append(PrivacyEvent("gnss-release", plan["params"], orders, plan["rdp"],
+                                       plan["rdp"], queries=0, answered=0))
+            if release_reservation is not None:
+                _pending_write(run, labels, answered, summary_now(events, release))
+                release_reservation.commit([events[-1]])
+        summary = summary_now(events, release)
+        _publish(run, labels, answered, summary)
+        return _aggregate_info(summary)
+    finally:
+        if ledger is not None:
+            ledger.close()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
+    """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
+    import analysis
+
+    priv = config["privacy"]
+    params = mechanisms.get(config["aggregator"]["mechanism"]).release_params(
+        C.aggregator_params(config))
+    return dict(analysis.release_sanitized_epsilon(
+        votes, answered=answered, order=priv["release_order"], beta=priv["release_beta"],
+        sigma_ss=priv["release_sigma_ss"], delta=priv["delta"], num_teachers=int(votes[0].sum()),
+        rng=rng, conversion=priv["conversion"], **params))
+
+
+def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
+    """Whether this run will release a sanitized data-dependent epsilon, and its RDP cost.
+
+    Decided from public quantities only (mechanism, noise, release parameters, number of teachers
+    and classes): no release for a mechanism without a smooth-sensitivity analysis (LNMax), when
+    the data-dependent bounds can never beat the data-independent ones at the release order, or
+    when conditions C5/C6 fail. The cost curve is [P18] Theorem 23 at every order below
+    1/(2 beta) and infinite above (only those orders can carry it).
+    """
+    import analysis
+    from analysis.sensitivity import _is_data_independent_step1, _is_data_independent_step2
+
+    agg, priv = config["aggregator"], config["privacy"]
+    order, beta, sigma_ss = priv["release_order"], priv["release_beta"], priv["release_sigma_ss"]
+    params = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
+    spec = mechanisms.get(agg["mechanism"])
+    release = spec.release_params(C.aggregator_params(config))
+    reason = None
+    if not priv.get("release", True):
+        reason = "[privacy] release = false: only the data-independent epsilon is reported"
+    elif release is None:
+        reason = (f"{spec.title} has no smooth-sensitivity analysis; the data-independent epsilon "
+                  "is reported")
+    else:
+        ind1 = (release["threshold"] is None or _is_data_independent_step1(
+            num_teachers, release["threshold"], release["sigma1"], order))
+        if ind1 and _is_data_independent_step2(num_teachers, num_classes, release["sigma2"], order):
+            reason = "the data-dependent bounds never beat the data-independent ones at this order"
+        elif not all(analysis.check_conditions(sigma=release["sigma2"], num_classes=num_classes,
+                                               order=order)):
+            reason = "conditions C5/C6 do not hold at this order and sigma2"
+    rdp = analysis.gnss_rdp_curve(beta=beta, sigma_ss=sigma_ss, orders=orders)
+    return {"release": reason is None, "fallback": reason, "params": params, "rdp": rdp}
+
+
+def student(run: Run) -> dict:
+    import time
+
+    from student.augment import FLIP_DATASETS
+    from student.evaluate import evaluation_metrics
+    from student.train import Student
+
+    data = run.data
+    settings = C.student_settings(run.config)
+    settings.setdefault("flip", run.config["data"]["name"] in FLIP_DATASETS)
+    labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
+    if labels.ndim != 1 or labels.shape[0] != len(data.public):
+        raise ConfigError(f"{run.path(R.LABELS)} holds {labels.shape} labels for "
+                          f"{len(data.public)} public items; start a new run directory")
+    model = Student(**settings, num_classes=data.num_classes, random_state=run.streams().student,
+                    progress=run.progress, checkpoint_dir=run.path(R.STUDENT_CHECKPOINTS),
+                    resume=True)
+    run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
+    # Only the public inputs and the released labels reach the student.
+    t0 = time.perf_counter()
+    model.fit(data.public.x, labels)
+    seconds = time.perf_counter() - t0
+    model.save(run.path(R.STUDENT_WEIGHTS))
+    metrics = evaluation_metrics(data.evaluation.y, model.predict(data.evaluation.x),
+                                 num_classes=data.num_classes)
+    metrics.update(method=model.settings_["method"], model=model.model_name_,
+                   num_labelled=int(np.sum(labels >= 0)), num_public=int(labels.shape[0]),
+                   settings=model.settings_, train_seconds=round(seconds, 2))
+    atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
+    logger.info("student: accuracy %.4f on the evaluation split", metrics["accuracy"])
+    return {"accuracy": metrics["accuracy"]}
+
+
+def analysis_stage(run: Run) -> dict:
+    from pate.run_analysis import build_analysis
+
+    doc = build_analysis(run)
+    atomic_write_json(run.path(R.ANALYSIS), doc)
+    p = doc["privacy"]
+    logger.info("analysis: eps data-independent %.4f, sanitized %.4f, data-dependent (not "
+                "private) %.4f at delta %g", p["eps_data_independent"], p["eps_sanitized"],
+                p["eps_data_dependent"], p["delta"])
+    return {k: p[k] for k in ("eps_data_independent", "eps_sanitized", "eps_guarantee")}
+
+
+def report(run: Run) -> dict:
+    from pate.report import write_report
+
+    doc = write_report(run.run_dir)
+    return {"files": ["report.json", "report.md", "report.html", *doc["plots"].values()]}
+
+
+STAGE_FUNCTIONS: dict[str, Callable[[Run], dict]] = {
+    "partition": partition, "teachers": teachers, "votes": votes, "aggregate": aggregate,
+    "student": student, "analysis": analysis_stage, "report": report}
+
+
+def fork(source, config: dict) -> pathlib.Path:
+    """Start a new run (``config``'s directory) from a finished run's partition, teachers and
+    votes, with a NEW run id (its answers are charged to the ledger as its own)."""
+    import shutil
+
+    source = pathlib.Path(source)
+    missing = [s for s in FORKED_STAGES if not (source / R.STAGE_DIR / f"{s}.json").exists()]
+    if missing:
+        raise ConfigError(f"{source} has not finished stage(s) {', '.join(missing)}; run "
+                          f"`pate run --config ... --until votes` there first")
+    parent = Run.open(source, progress=False)
+    target = C.run_directory(config)
+    if target.resolve() == source.resolve():
+        raise ConfigError(f"fork_run: the new run directory is the source itself ({source})")
+    if target.exists():
+        shutil.rmtree(target)
+    run = Run.create(config, progress=False, run_dir=target)
+    run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
+    run.start()
+    (target / R.STAGE_DIR).mkdir()
+    for name in FORKED_FILES:
+        (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, target / name)
+    for stage in FORKED_STAGES:
+        shutil.copy2(source / R.STAGE_DIR / f"{stage}.json", target / R.STAGE_DIR / f"{stage}.json")
+    return target
+
+
+#: What a forked run reuses: the files and the finished stages up to the vote matrix.
+FORKED_FILES = (R.PARTITION, R.TEACHERS, R.VOTES)
+FORKED_STAGES = ("partition", "teachers", "votes")
