@@ -180,15 +180,25 @@ def test_value_error_raised_on_purpose_by_a_library_module_exit_2(capsys, ledger
     assert lines(err)[0].startswith("pate budget: error: name 'five' already names dataset")
 
 
-def test_unwritable_run_dir_names_the_path(capsys, tmp_path):
+@pytest.mark.parametrize("write", ["mkdir", "atomic_write_json"])
+def test_unwritable_output_path_is_named(monkeypatch, capsys, ledger, tmp_path, write):
+    """An OSError of a path that cannot be written (here: a folder under a plain file) is an
+    expected error, exit 2, and the message names the path."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    run_dir = blocker / "run"
-    assert main(["partition", "--run-dir", str(run_dir), "--num-teachers", "2",
-                 "--num-records", "10", "--seed", "1"]) == 2
+    target = blocker / "run"
+
+    def run(args):
+        if write == "mkdir":
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            pio.atomic_write_json(target / "summary.json", {"a": 1})
+
+    monkeypatch.setattr(budget_command, "run", run)
+    assert main(["budget", "list", "--ledger", str(ledger)]) == 2
     err = capsys.readouterr().err
-    assert len(lines(err)) == 1 and err.startswith("pate partition: error: ")
-    assert str(blocker) in err and INTERNAL not in err
+    assert len(lines(err)) == 1 and err.startswith("pate budget: error: ")
+    assert str(target) in err and INTERNAL not in err
 
 
 def test_run_dir_error_from_a_command_exit_2(monkeypatch, capsys, ledger, tmp_path):
