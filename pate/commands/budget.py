@@ -29,7 +29,8 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 
 ``D`` is a digest, a dataset name, or a unique digest prefix of at least 8 hex digits.
 
-``config_identity(config)`` is the one "run config -> ledger identity" step.
+``config_identity(config)`` is the "run config -> ledger identity" step that ``pate run`` uses
+(defined once, in :mod:`pate.stages`).
 """
 
 from __future__ import annotations
@@ -128,19 +129,13 @@ def config_identity(config: dict):
     """The ledger identity (:class:`pate.ledger.DatasetIdentity`) of the private split a run
     config trains its teachers on -- what ``pate run`` registers and charges in the ledger.
 
-    ``config`` is the nested dict of :func:`pate.config.load`; its ``[data]`` section (``name``,
-    ``root``, ``download``, ``public_size``, ``eval_size``) is loaded with
-    :func:`teachers.data.load_pate_data` exactly as the pipeline loads it, and the identity is
-    :func:`pate.ledger.dataset_identity` of ``private.x`` / ``private.y``: it depends on the
-    records alone (not on their order, the file, its format, the dataset name or the run folder).
+    The one definition is :func:`pate.stages.config_identity` (the ``[data]`` section loaded
+    with :func:`teachers.data.load_pate_data` exactly as the run loads it, then
+    :func:`pate.ledger.dataset_identity` of ``private.x`` / ``private.y``); this is it.
     """
-    from pate.ledger import dataset_identity
-    from teachers.data import load_pate_data
+    from pate.stages import config_identity as identity_of
 
-    d = config["data"]
-    data = load_pate_data(d["name"], root=d.get("root"), download=bool(d.get("download", False)),
-                          public_size=d.get("public_size"), eval_size=d.get("eval_size"))
-    return dataset_identity(data.private.x, data.private.y)
+    return identity_of(config)
 
 
 def _digest(args) -> int:
