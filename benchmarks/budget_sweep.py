@@ -39,7 +39,7 @@ def main() -> None:
         config["privacy"]["budget_eps"] = float(budget)
         config["privacy"]["ledger"] = False
         config["run"]["run_dir"] = str(source.parent / f"{source.name}-eps{budget:g}")
-        C.validate(config)
+        config = C.from_dict(config)
         fork_run(source, config)
         t0 = time.perf_counter()
         report = Pipeline(config, resume=True, progress=False).run()

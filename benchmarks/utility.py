@@ -243,7 +243,7 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
     else:
         config["privacy"]["budget_eps"] = target  # the online aggregator stops at the target
     config["run"]["run_dir"] = str(out / f"pate-eps{target:g}")
-    C.validate(config)
+    config = C.from_dict(config)
     fork_run(base_dir, config)
     report = Pipeline(config, resume=True, progress=False).run()
     p, q, u = report["privacy"], report["queries"], report["utility"]
@@ -423,7 +423,7 @@ def main(argv=None) -> int:
     if args.data_root:
         base_config["data"]["root"] = args.data_root
     base_config["privacy"]["ledger"] = False
-    C.validate(base_config)
+    base_config = C.from_dict(base_config)
     aggregator = (None if args.threshold is None
                   else dict(AGGREGATOR, threshold=args.threshold, sigma1=args.sigma1, sigma2=args.sigma2))
     meta = {"delta": args.delta, "device": device, "config": args.config,

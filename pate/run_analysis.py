@@ -67,11 +67,15 @@ def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
     finally:
         ledger.close()
     budget = s["budget"] or {}
-    spent, eps = float(s["spent"]), budget.get("eps")
+    eps = budget.get("eps")
+    spent = None if s["spent"] is None else float(s["spent"])
+    remaining = s.get("remaining_effective", s["remaining"])
     return {"path": str(s["ledger"]), "dataset": s["dataset"], "name": s["name"],
             "budget_eps": eps, "budget_delta": budget.get("delta"), "spent_eps": spent,
-            "remaining_eps": None if eps is None else eps - spent,
-            "events": int(s["events"]), "runs": int(s["runs"]), "budget_changes": changes}
+            "remaining_eps": None if remaining is None else float(remaining),
+            "events": int(s["events"]), "linked_events": int(s.get("linked_events", 0)),
+            "limited_by": s.get("limited_by"), "runs": int(s["runs"]),
+            "budget_changes": changes}
 
 
 def build_analysis(run: Run) -> dict:

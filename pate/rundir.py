@@ -167,11 +167,15 @@ class Run:
             raise FileNotFoundError(f"{run_dir} holds no run (no {STATE}); start one with "
                                     f"`pate run --config FILE --run-dir {run_dir}` or a stage "
                                     f"command with --config FILE")
-        state = read_summary(run_dir / STATE, STATE_KEYS)
-        if state.get("format") != FORMAT:
+        config = C.from_dict(read_json(run_dir / CONFIG), source=str(run_dir / CONFIG))
+        state = read_summary(run_dir / STATE, STATE_KEYS - {"ledger"})
+        if state.get("format") == 1 and "ledger" not in state:
+            # format 1 (pate-learn 0.1.0) kept no ledger path: the config's, resolved now
+            ledger = C.ledger_path(config)
+            state = dict(state, format=FORMAT, ledger=None if ledger is None else str(ledger))
+        if state.get("format") != FORMAT or "ledger" not in state:
             raise ConfigError(f"{run_dir} was made by another version of pate-learn (run format "
                               f"{state.get('format')!r}, this version reads {FORMAT}); start a new run")
-        config = C.from_dict(read_json(run_dir / CONFIG), source=str(run_dir / CONFIG))
         return cls(run_dir, config, state, progress=progress)
 
     def update_config(self, config: dict) -> None:

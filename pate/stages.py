@@ -260,8 +260,8 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     summary = read_json(run.path(R.PENDING_SUMMARY))
     pending = load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
     labels, answered = pending["labels"], pending["answered"]
+    events = [PrivacyEvent.from_dict(e) for e in summary["events"]]
     if ledger is not None:
-        events = [PrivacyEvent.from_dict(e) for e in summary["events"]]
         charged = len(ledger.events(dataset, run_id=run_id))
         if charged < len(events):
             try:
@@ -272,6 +272,26 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
                 raise BudgetExceededError(
                     f"the answers drawn before the interruption can no longer be charged ({exc}); "
                     "they were discarded, never released. Start a new run directory") from None
+    if summary["release_plan"]["release"] and summary["release"] is None:
+        # the interruption came before the planned release was drawn: draw it now, charge it,
+        # and only then write it (or, if it no longer fits, report the data-independent eps)
+        config, asked = run.config, int(summary["queries_asked"])
+        votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+        orders = C.orders(config)
+        plan = release_plan(config, num_teachers=int(votes_all[0].sum()),
+                            num_classes=int(votes_all.shape[1]), orders=orders)
+        event = PrivacyEvent("gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"],
+                             queries=0, answered=0)
+        try:
+            if ledger is not None:
+                ledger.charge(dataset, [event], run_id=run_id)
+            summary["release"] = _release(config, votes_all[:asked], answered[:asked],
+                                          run.noise_streams().release)
+            summary["events"].append(event.to_dict())
+        except BudgetExceededError:
+            summary["release_plan"] = dict(summary["release_plan"], release=False, fallback=(
+                "the run was interrupted before its sanitized release and the ledger no longer "
+                "covers it; the data-independent epsilon is reported"))
     _publish(run, labels, answered, summary)
     return _aggregate_info(summary)
 

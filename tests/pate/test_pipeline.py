@@ -245,7 +245,7 @@ def test_fork_run_reuses_the_votes_and_finishes_with_other_settings(full_run, tm
     config["run"]["run_dir"] = str(tmp_path / "fork")
     config["privacy"].update(ledger=False, release=False)
     config["aggregator"]["queries"] = 40
-    C.validate(config)
+    config = C.from_dict(config)
     target = fork_run(pipeline.run_dir, config)
     assert np.array_equal(np.load(target / "votes.npy"), np.load(pipeline.run_dir / "votes.npy"))
     forked = Pipeline(config, resume=True, progress=False).run()

@@ -212,36 +212,43 @@ def test_object_array_inside_npz_is_never_unpickled(tmp_path):
     assert not marker.exists()
 
 
-def test_cli_resume_with_planted_pickle(tmp_path, monkeypatch, capsys):
+def test_cli_resume_with_planted_pickle(tmp_path, monkeypatch, capsys, small_digits):
+    import shutil
+
+    config = small_digits(tmp_path)
+
+    def partition(run_dir):
+        assert main(["partition", "--config", str(config), "--run-dir", str(run_dir),
+                     "--no-ledger", "--num-teachers", "4"]) == 0
+
     run = tmp_path / "run"
-    assert main(["partition", "--run-dir", str(run), "--num-teachers", "4",
-                 "--num-records", "1000", "--seed", "3"]) == 0
-    args = ["train-teachers", "--run-dir", str(run), "--data", "digits", "--model", SKLEARN,
+    partition(run)
+    args = ["train-teachers", "--run-dir", str(run), "--model", SKLEARN,
             "--model-params", '{"max_iter": 200}', "--chunk-size", "2", "--no-progress"]
     original = _crash_on_second_chunk(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        main(args)
+    assert main(args) == 130  # Ctrl-C in the second chunk: one line, exit 130
     monkeypatch.setattr(teachers.sequential, "fit_sklearn_teachers", original)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run, damaged)
     marker = tmp_path / "payload_ran"
     (run / "teachers" / "chunk_0000.pkl").write_bytes(_payload_bytes(marker))
     capsys.readouterr()
-    assert main(args + ["--resume"]) == 0
+    assert main(args) == 0  # the same command continues the interrupted stage
     assert not marker.exists()
     first = np.load(run / "teachers" / "predictions.npz", allow_pickle=False)["public"]
     # the same partition trained in one go gives the same teachers
     clean = tmp_path / "clean"
-    assert main(["partition", "--run-dir", str(clean), "--num-teachers", "4",
-                 "--num-records", "1000", "--seed", "3"]) == 0
+    partition(clean)
     assert main(args[:2] + [str(clean)] + args[3:]) == 0
     np.testing.assert_array_equal(
         first, np.load(clean / "teachers" / "predictions.npz", allow_pickle=False)["public"])
     assert not list(clean.rglob("*.pkl"))
     # a damaged chunk: exit code 2 and a message naming the file, no traceback
-    (run / "teachers" / "chunk_0001.npz").write_bytes(b"garbage")
+    (damaged / "teachers" / "chunk_0000.npz").write_bytes(b"garbage")
     capsys.readouterr()
-    assert main(args + ["--resume"]) == 2
+    assert main(args[:2] + [str(damaged)] + args[3:]) == 2
     err = capsys.readouterr().err
-    assert "chunk_0001.npz" in err and "Traceback" not in err
+    assert "chunk_0000.npz" in err and "Traceback" not in err
 
 
 def test_torch_checkpoints_never_run_code(tmp_path):
