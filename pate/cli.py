@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         command = args.command
         debug = _env_debug() or bool(getattr(args, "debug", False))
-        status = int(args.func(args) or 0)
+        with _progress_log(command):
+            status = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
         return status
     except KeyboardInterrupt:
@@ -134,6 +135,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:
         return _report(exc, command, debug)
+
+
+class _progress_log:
+    """The library's ``logging.getLogger("pate")`` messages (stage progress, warnings) as
+    ``pate <command>: ...`` lines on stderr while one command runs; removed afterwards."""
+
+    def __init__(self, command: str | None) -> None:
+        import logging
+
+        self.logger = logging.getLogger("pate")
+        self.handler = logging.StreamHandler(sys.stderr)
+        self.handler.setFormatter(logging.Formatter(f"{_prog(command)}: %(message)s"))
+        self.level = self.logger.level
+
+    def __enter__(self):
+        import logging
+
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+        return False
 
 
 def _prog(command: str | None) -> str:

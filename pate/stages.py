@@ -383,7 +383,17 @@ def aggregate(run: Run) -> dict:
         asked, reserved, stop_reason, rounds = 0, 0, None, 0
 
         def summary_now(events, release=None):
+            import analysis
+
             s = aggregator.summary()
+            # this run's answers alone (the aggregator's own totals include the prior: other
+            # runs' spend and the planned release)
+            for dd, key in ((False, "eps_data_independent"), (True, "eps_data_dependent")):
+                eps, order = analysis.eps_from_rdp(
+                    aggregator.accountant.rdp(data_dependent=dd), orders=orders, delta=delta,
+                    conversion=priv["conversion"])
+                s[key] = float(eps)
+                s["order_" + key[4:]] = float(order)
             return dict(
                 s, run_id=run_id, dataset=dataset, ledger=None if ledger is None else str(ledger.path),
                 events=[e.to_dict() for e in events], queries_offered=int(queries),

@@ -1,8 +1,9 @@
 """The layers of pate-learn point one way, and no module imports itself back.
 
 * ``test_layers_contract_is_kept``: the import-linter contract of ``pyproject.toml``
-  (``[tool.importlinter]``): CLI > orchestration > teachers | student > pate core > analysis.
-  A lower layer never imports a higher one; teachers and student are independent.
+  (``[tool.importlinter]``): CLI > orchestration > student > teachers > pate core > analysis (the student builds its
+  network from the teachers' model zoo; teachers never import the student).
+  A lower layer never imports a higher one.
 * ``test_every_pate_module_has_a_layer``: a new ``pate`` module must be given a layer.
 * ``test_no_import_cycles``: no cycle between the modules of the four packages.
 * ``test_pate_package_imports_only_the_errors``: ``import pate`` stays light.
@@ -79,7 +80,7 @@ def test_every_pate_module_has_a_layer(graph):
         if not any(module == name or module.startswith(name + ".") for name in declared))
     assert not missing, (
         f"modules without a layer: {', '.join(missing)}; add each to its layer in "
-        "pyproject.toml [tool.importlinter] (CLI, orchestration, teachers | student, pate core)")
+        "pyproject.toml [tool.importlinter] (CLI, orchestration, student, teachers, pate core)")
 
 
 def _strongly_connected(graph) -> list[list[str]]:

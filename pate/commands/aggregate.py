@@ -40,9 +40,12 @@ def _describe(run, info) -> str:
              f"{s['queries_answered']}"]
     if s["stop_reason"]:
         lines.append(f"stopped: {s['stop_reason']}")
-    lines.append(f"realised eps at delta={s['delta']:g}: data-independent "
+    lines.append(f"eps of these answers at delta={s['delta']:g}: data-independent "
                  f"{s['eps_data_independent']:.4f}, data-dependent {s['eps_data_dependent']:.4f} "
                  "(depends on the votes, not private to publish as is)")
+    if s["release"] is not None:
+        lines.append("the sanitized release was drawn and charged too: `pate analyze --run-dir` "
+                     "reports the guarantee (answers + release)")
     lines.append("charged to " + (f"the ledger {s['ledger']}" if s["ledger"] else
                                   "no ledger (--no-ledger: no budget was enforced)"))
     if s["noise_seeded"]:

@@ -74,14 +74,9 @@ def _parse_orders(text: str):
 
 
 def _load_npy(path: str, what: str):
-    import numpy as np
+    from pate.io import load_npy
 
-    try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} file not found: {path}") from None
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"{what} file {path} is not a readable .npy array ({exc})") from None
+    return load_npy(path, what=what)
 
 
 def compute(args) -> dict:
