@@ -21,8 +21,9 @@ Symbols
     An upper bound on what one run may spend, held while the run works; ``commit(events)`` turns
     it into events and releases the rest; ``release()`` gives it all back.
 ``Budget``
-    ``(eps, delta, basis)`` of a dataset; ``basis`` is ``"data-independent"`` (default) or
-    ``"data-dependent"``.
+    ``(eps, delta, basis, conversion)`` of a dataset; ``basis`` is ``"data-independent"``
+    (default) or ``"data-dependent"``; ``conversion`` is the RDP -> (eps, delta) conversion the
+    budget is judged with, ``"classic"`` (default) or ``"tight"`` (``analysis.eps_from_rdp``).
 ``StoredEvent``
     A recorded ``PrivacyEvent`` with its row id, dataset, run id, time and blocks.
 ``ReservationInfo``
@@ -50,6 +51,8 @@ Symbols
     ``~/.local/share/pate/ledger.sqlite3``.
 ``SCHEMA_VERSION``
     The ``PRAGMA user_version`` this code reads and writes.
+``CONVERSIONS``
+    ``("classic", "tight")``: the conversions a budget may be judged with.
 
 Accounting rules
 ----------------
@@ -57,6 +60,16 @@ Accounting rules
   RDP (Papernot et al. 2018, "Scalable Private Learning with PATE", Sec. 4) depends on the votes,
   so an epsilon computed from it is not itself differentially private; a dataset may opt in with
   ``set_budget(..., data_dependent=True)`` (documented, explicit, and shown as such everywhere).
+* Every epsilon of a dataset is converted from RDP with **its budget's conversion** at its
+  budget's delta (``set_budget(..., conversion=)``; ``"classic"``: Mironov 2017, Prop. 3,
+  the default and what is used where no budget is set; ``"tight"``: Canonne, Kamath & Steinke
+  2020, Prop. 12 / Balle et al. 2020, Thm. 21, never larger than classic). Both are valid
+  RDP -> (eps, delta) conversions, so judging a budget with either never understates epsilon for
+  that budget's definition; the conversion is part of the budget, so a run's online aggregator
+  stops on the same conversion the ledger checks its reservations with. This holds for the fits
+  checks of ``reserve`` / ``charge`` / ``commit`` (each linked dataset with its own budget's
+  conversion and delta), ``summary``, ``history``, ``constraints`` and the spend recorded by
+  ``set_budget``.
 * Events recorded with different Renyi-order grids are composed on the orders **all of them
   share**: RDP at an order is valid for that order alone, and converting with fewer orders can
   only raise epsilon, so the total is never understated. No shared order -> ``LedgerError``.
@@ -80,8 +93,8 @@ Accounting rules
   ``constraints`` lists every budget a run on X must stay within. Datasets registered only by
   digest (no records) are never linked.
 * Budget authority: ``set_budget`` may raise or lower a budget at any time, also after spend;
-  every change (old and new eps/delta/basis, the spend at the time, an optional reason) is kept
-  in the audit log and read back with ``budget_changes``.
+  every change (old and new eps/delta/basis/conversion, the spend at the time, an optional
+  reason) is kept in the audit log and read back with ``budget_changes``.
 * Reservation protocol: ``reserve`` checks, in one ``BEGIN IMMEDIATE`` transaction, that the
   committed events + every live reservation + the new upper bound fit the budget in every block
   the run touches, then records the reservation with the process id, host name and a lease.
@@ -94,10 +107,12 @@ Storage: SQLite in WAL mode, ``synchronous=FULL``, a busy timeout, ``PRAGMA user
 the schema and an application marker in table ``meta``. Every event and reservation row carries
 the sha256 of its canonical JSON payload, checked on every read. A new ledger is built in a
 temporary file and hard-linked into place, so a half-initialised ledger never exists. A
-version-1 ledger is migrated in place in one transaction (the record tables are added and
-``user_version`` bumped; every row is kept); any other file that is not a ledger of this version
-is never written to. Record keys live in ``identities`` / ``records`` (indexed by key), overlap
-links in ``links``.
+version-1 ledger is migrated in place in one transaction (the record tables and the
+``datasets.conversion`` column, ``'classic'`` for every existing budget, are added and
+``user_version`` bumped; every row is kept); a version-2 file written before budgets had a
+conversion (no ``datasets.conversion`` column) gains the column in place the same way. Any other
+file that is not a ledger of this version is never written to. Record keys live in
+``identities`` / ``records`` (indexed by key), overlap links in ``links``.
 """
 
 from __future__ import annotations
@@ -121,10 +136,11 @@ from typing import Any
 import numpy as np
 
 from analysis.errors import BudgetExceededError, LedgerError
-from analysis.validation import check_delta, check_int, check_orders, check_positive
+from analysis.validation import check_choice, check_delta, check_int, check_orders, check_positive
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CONVERSIONS",
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_TIMEOUT_SECONDS",
     "Budget",
@@ -146,9 +162,14 @@ APPLICATION = "pate-learn-ledger"
 DEFAULT_LEASE_SECONDS = 900.0
 DEFAULT_TIMEOUT_SECONDS = 10.0
 BASES = ("data-independent", "data-dependent")
+CONVERSIONS = ("classic", "tight")
 _HEX = frozenset("0123456789abcdef")
 
-_SCHEMA = """
+# The datasets.conversion column of schema version 2 (also added in place by the migrations).
+_CONVERSION_COLUMN = ("conversion TEXT NOT NULL DEFAULT 'classic' "
+                      "CHECK (conversion IN ('classic', 'tight'))")
+
+_SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE datasets (
     digest TEXT PRIMARY KEY CHECK (length(digest) = 64),
@@ -157,7 +178,8 @@ CREATE TABLE datasets (
     budget_delta REAL CHECK (budget_delta IS NULL OR (budget_delta > 0 AND budget_delta < 1)),
     basis TEXT NOT NULL DEFAULT 'data-independent'
         CHECK (basis IN ('data-independent', 'data-dependent')),
-    created_utc TEXT NOT NULL
+    created_utc TEXT NOT NULL,
+    {_CONVERSION_COLUMN}
 );
 CREATE TABLE blocks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -214,7 +236,8 @@ CREATE TABLE audit (
 );
 """
 
-# Added by schema version 2 (a version-1 file is migrated by running exactly these statements).
+# Added by schema version 2 (a version-1 file is migrated by running exactly these statements,
+# then adding the datasets.conversion column).
 _SCHEMA_V2 = """
 CREATE TABLE identities (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -507,11 +530,16 @@ def _process_alive(pid: int, token: str | None) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """The privacy budget of one dataset: total ``eps`` at ``delta``, judged on ``basis``."""
+    """The privacy budget of one dataset: total ``eps`` at ``delta``, judged on ``basis`` RDP
+    converted to (eps, delta) with ``conversion`` (``"classic"`` or ``"tight"``)."""
 
     eps: float
     delta: float
     basis: str = "data-independent"
+    conversion: str = "classic"
+
+    def __post_init__(self) -> None:
+        check_choice(self.conversion, "conversion", CONVERSIONS)
 
     @property
     def data_dependent(self) -> bool:
@@ -684,12 +712,12 @@ class Ledger:
                 f"the ledger at {self.path} has schema version {version}, written by a newer "
                 f"pate-learn (this one reads version {SCHEMA_VERSION}); upgrade pate-learn. "
                 "The file was left untouched.")
-        if version == 1:
-            self._migrate_v1()
-        elif version != SCHEMA_VERSION:
+        if version not in (1, SCHEMA_VERSION):
             raise LedgerError(
                 f"the ledger at {self.path} has unknown schema version {version} (expected "
                 f"{SCHEMA_VERSION}); the file was left untouched.")
+        if version == 1 or not self._has_conversion_column():
+            self._migrate()
         try:
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -697,27 +725,52 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
 
-    def _migrate_v1(self) -> None:
-        """Version 1 -> 2 in place, in one transaction: add the record and link tables, bump
+    def _has_conversion_column(self) -> bool:
+        try:
+            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(datasets)")}
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        return "conversion" in columns
+
+    def _migrate(self) -> None:
+        """Version 1 -> 2, or a version-2 file without ``datasets.conversion`` -> 2, in place and
+        in one transaction: add the record and link tables (version 1) and the conversion column
+        (``'classic'`` for every dataset: what their budgets were judged with so far), bump
         ``user_version``. Every existing row is kept; another process may have migrated first."""
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
+        added: list[str] = []
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (1, SCHEMA_VERSION):
+                raise LedgerError(f"the ledger at {self.path} changed to schema version {version} "
+                                  f"while being migrated (expected 1 or {SCHEMA_VERSION}); "
+                                  "the file was left untouched.")
             if version == 1:
                 for statement in _SCHEMA_V2.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_2_utc', ?)", (_utc_now(),))
-                self._audit(conn, None, "migrate-schema", {"from": 1, "to": SCHEMA_VERSION})
+                added.append("identities, records, links")
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}
+            if not columns:
+                raise LedgerError(f"the ledger at {self.path} has no datasets table; it was left "
+                                  "untouched. Restore it from a backup.")
+            if "conversion" not in columns:
+                conn.execute(f"ALTER TABLE datasets ADD COLUMN {_CONVERSION_COLUMN}")
+                added.append("datasets.conversion")
+            if added:
+                if version == 1:
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_2_utc', ?)",
+                                 (_utc_now(),))
+                if "datasets.conversion" in added:
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('added_conversion_utc', ?)",
+                                 (_utc_now(),))
+                self._audit(conn, None, "migrate-schema",
+                            {"from": version, "to": SCHEMA_VERSION, "added": added})
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif version != SCHEMA_VERSION:
-                raise LedgerError(f"the ledger at {self.path} changed to schema version {version} "
-                                  f"while being migrated (expected 1 or {SCHEMA_VERSION}); "
-                                  "the file was left untouched.")
             conn.execute("COMMIT")
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
@@ -725,9 +778,9 @@ class Ledger:
             if isinstance(exc, sqlite3.Error):
                 raise self._translate(exc) from exc
             raise
-        if version == 1:
-            logger.info("migrated the ledger at %s from schema version 1 to %d", self.path,
-                        SCHEMA_VERSION)
+        if added:
+            logger.info("migrated the ledger at %s from schema version %d to %d (added %s)",
+                        self.path, version, SCHEMA_VERSION, "; ".join(added))
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -959,29 +1012,35 @@ class Ledger:
                                    (digest, digest)).fetchall())
 
     def datasets(self) -> list[dict]:
-        """Every dataset: digest, name, budget, number of events, number of records (``None``
-        when registered by digest alone) and the digests of the datasets linked to it."""
+        """Every dataset: digest, name, budget (``budget_eps``, ``budget_delta``, ``basis``,
+        ``conversion``), number of events, number of records (``None`` when registered by digest
+        alone) and the digests of the datasets linked to it."""
         with self._txn(write=False) as conn:
             rows = conn.execute(
                 "SELECT d.digest, d.name, d.budget_eps, d.budget_delta, d.basis, d.created_utc, "
                 "(SELECT count(*) FROM events e WHERE e.dataset=d.digest), "
-                "(SELECT num_records FROM identities i WHERE i.dataset=d.digest) "
+                "(SELECT num_records FROM identities i WHERE i.dataset=d.digest), d.conversion "
                 "FROM datasets d ORDER BY d.created_utc").fetchall()
             links = {r[0]: [d for d, _ in self._linked(conn, r[0])] for r in rows}
         return [{"digest": r[0], "name": r[1], "budget_eps": r[2], "budget_delta": r[3],
-                 "basis": r[4], "created_utc": r[5], "events": r[6], "records": r[7],
-                 "linked": links[r[0]]} for r in rows]
+                 "basis": r[4], "conversion": r[8], "created_utc": r[5], "events": r[6],
+                 "records": r[7], "linked": links[r[0]]} for r in rows]
 
     def set_budget(self, dataset: str, *, eps: float, delta: float, data_dependent: bool = False,
-                   name: str | None = None, reason: str | None = None) -> Budget:
+                   conversion: str = "classic", name: str | None = None,
+                   reason: str | None = None) -> Budget:
         """Set the total budget ``(eps, delta)`` of ``dataset`` (registered here if it is a new
         digest). ``data_dependent=True`` judges spend on the realised data-dependent RDP, whose
         epsilon is *not* differentially private itself (Papernot et al. 2018); the default
-        judges it on the data-independent RDP. Raising a budget that was already spent, or
-        lowering it below what was spent (no further spend then succeeds), is allowed: it is the
-        data owner's decision. Every change is kept in the audit log with the old and new
-        budget, the spend at the time and ``reason``; read them with :meth:`budget_changes`."""
+        judges it on the data-independent RDP. ``conversion`` (``"classic"`` or ``"tight"``) is
+        the RDP -> (eps, delta) conversion every epsilon of this dataset is judged with (module
+        docstring); a run's ``[privacy] conversion`` must be the same. Raising a budget that was
+        already spent, or lowering it below what was spent (no further spend then succeeds), or
+        changing its conversion, is allowed: it is the data owner's decision. Every change is kept
+        in the audit log with the old and new budget, the spend at the time and ``reason``; read
+        them with :meth:`budget_changes`."""
         eps = check_positive(eps, "eps")
+        conversion = check_choice(conversion, "conversion", CONVERSIONS)
         delta = check_delta(delta, "delta")
         if not isinstance(data_dependent, bool):
             raise TypeError(f"data_dependent must be True or False, got {data_dependent!r}")
@@ -997,44 +1056,52 @@ class Ledger:
                 digest = self._resolve(conn, dataset)
                 if name is not None:
                     self._register(conn, digest, name)
-            old = conn.execute("SELECT budget_eps, budget_delta, basis FROM datasets WHERE digest=?",
-                               (digest,)).fetchone()
-            conn.execute("UPDATE datasets SET budget_eps=?, budget_delta=?, basis=? WHERE digest=?",
-                         (eps, delta, basis, digest))
+            old = conn.execute("SELECT budget_eps, budget_delta, basis, conversion FROM datasets "
+                               "WHERE digest=?", (digest,)).fetchone()
+            conn.execute("UPDATE datasets SET budget_eps=?, budget_delta=?, basis=?, conversion=? "
+                         "WHERE digest=?", (eps, delta, basis, conversion, digest))
+            budget = Budget(eps, delta, basis, conversion)
             events, _ = self._view(conn, digest)
-            spent = self._worst_eps(conn, digest, events, Budget(eps, delta, basis)) if events else 0.0
+            spent = self._worst_eps(conn, digest, events, budget) if events else 0.0
             self._audit(conn, digest, "set-budget",
-                        {"eps": eps, "delta": delta, "basis": basis,
-                         "previous": {"eps": old[0], "delta": old[1], "basis": old[2]},
+                        {"eps": eps, "delta": delta, "basis": basis, "conversion": conversion,
+                         "previous": {"eps": old[0], "delta": old[1], "basis": old[2],
+                                      "conversion": None if old[0] is None else old[3]},
                          "spent_eps": spent, "reason": reason})
         if old[0] is not None and spent > 0:
             logger.warning("budget of dataset %s changed from eps=%g to eps=%g after eps=%.4g was "
                            "spent (recorded in the audit log)", digest[:12], old[0], eps, spent)
-        return Budget(eps, delta, basis)
+        return budget
 
     def budget_changes(self, dataset: str) -> list[dict]:
         """Every budget change of ``dataset``, oldest first: ``time_utc``, the new ``eps``,
-        ``delta``, ``basis``, the ``previous`` budget (``None`` for the first), ``change``
-        (``"initial"``, ``"raised"``, ``"lowered"`` or ``"unchanged"``, on eps at equal delta and
-        basis, else ``"changed"``), ``spent_eps`` at the time (``None`` for changes recorded before
-        schema version 2) and ``reason``. A report shows these next to the spend."""
+        ``delta``, ``basis``, ``conversion``, the ``previous`` budget (``None`` for the first),
+        ``change`` (``"initial"``, ``"raised"``, ``"lowered"`` or ``"unchanged"``, on eps at equal
+        delta, basis and conversion, else ``"changed"``), ``spent_eps`` at the time (``None`` for
+        changes recorded before schema version 2) and ``reason``. Changes recorded before budgets
+        had a conversion read as ``"classic"`` (what they were judged with). A report shows these
+        next to the spend."""
         out = []
         for row in self.audit_log(dataset):
             if row["action"] != "set-budget":
                 continue
             d = row["detail"]
             prev = d.get("previous") or {}
+            conversion = d.get("conversion") or "classic"
             previous = None if prev.get("eps") is None else {
-                "eps": prev["eps"], "delta": prev["delta"], "basis": prev["basis"]}
+                "eps": prev["eps"], "delta": prev["delta"], "basis": prev["basis"],
+                "conversion": prev.get("conversion") or "classic"}
             if previous is None:
                 change = "initial"
-            elif previous["delta"] != d["delta"] or previous["basis"] != d["basis"]:
+            elif (previous["delta"] != d["delta"] or previous["basis"] != d["basis"]
+                  or previous["conversion"] != conversion):
                 change = "changed"
             else:
                 change = ("raised" if d["eps"] > previous["eps"] else
                           "lowered" if d["eps"] < previous["eps"] else "unchanged")
             out.append({"time_utc": row["time_utc"], "eps": d["eps"], "delta": d["delta"],
-                        "basis": d["basis"], "previous": previous, "change": change,
+                        "basis": d["basis"], "conversion": conversion, "previous": previous,
+                        "change": change,
                         "spent_eps": d.get("spent_eps"), "reason": d.get("reason")})
         return out
 
@@ -1045,11 +1112,11 @@ class Ledger:
 
     @staticmethod
     def _budget(conn: sqlite3.Connection, digest: str) -> Budget | None:
-        row = conn.execute("SELECT budget_eps, budget_delta, basis FROM datasets WHERE digest=?",
-                           (digest,)).fetchone()
+        row = conn.execute("SELECT budget_eps, budget_delta, basis, conversion FROM datasets "
+                           "WHERE digest=?", (digest,)).fetchone()
         if row is None or row[0] is None:
             return None
-        return Budget(float(row[0]), float(row[1]), row[2])
+        return Budget(float(row[0]), float(row[1]), row[2], row[3])
 
     def _name(self, conn: sqlite3.Connection, digest: str) -> str:
         row = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()
@@ -1269,7 +1336,8 @@ class Ledger:
 
     def _worst_eps(self, conn: sqlite3.Connection, digest: str, items: Sequence[_Item],
                    budget: Budget, target: frozenset[int] | None = None) -> float:
-        """The worst-block epsilon of ``items`` on ``budget``'s basis at its delta."""
+        """The worst-block epsilon of ``items`` on ``budget``'s basis at its delta, converted
+        with its conversion."""
         _, _, eps_from_rdp = _accountant()
         grid = _shared_grid([it.event for it in items], self.path)
         names = dict(self._block_rows(conn, digest))
@@ -1277,7 +1345,8 @@ class Ledger:
         for _, scoped in self._scopes(items, names, target or None):
             if scoped:
                 total = self._compose(scoped, grid, budget.data_dependent)
-                worst = max(worst, float(eps_from_rdp(total, orders=grid, delta=budget.delta)[0]))
+                worst = max(worst, float(eps_from_rdp(total, orders=grid, delta=budget.delta,
+                                                      conversion=budget.conversion)[0]))
         return worst
 
     def _check_fits(self, conn: sqlite3.Connection, digest: str, new: Sequence[_Item],
@@ -1307,14 +1376,16 @@ class Ledger:
         worst = None
         for block, items in self._scopes(existing + new, names, target or None):
             total = self._compose(items, grid, budget.data_dependent)
-            eps, _ = eps_from_rdp(total, orders=grid, delta=budget.delta)
+            eps, _ = eps_from_rdp(total, orders=grid, delta=budget.delta,
+                                  conversion=budget.conversion)
             if float(eps) > budget.eps and (worst is None or float(eps) > worst[1]):
                 worst = (block, float(eps))
         if worst is None:
             return
         worst_spent = self._worst_eps(conn, digest, existing, budget, target) if existing else 0.0
         alone = self._compose(new, grid, budget.data_dependent) if new else None
-        requested = float(eps_from_rdp(alone, orders=grid, delta=budget.delta)[0]) if new else 0.0
+        requested = float(eps_from_rdp(alone, orders=grid, delta=budget.delta,
+                                       conversion=budget.conversion)[0]) if new else 0.0
         remaining = max(0.0, budget.eps - worst_spent)
         label = self._name(conn, digest)
         where = "" if worst[0] is None else f" in block {names[worst[0]]!r}"
@@ -1327,7 +1398,8 @@ class Ledger:
                     f"with it,{where}")
         raise BudgetExceededError(
             f"{head} to eps={worst[1]:.4g} > budget eps={budget.eps:g} of {label} "
-            f"(delta={budget.delta:g}, {budget.basis} RDP); this request alone "
+            f"(delta={budget.delta:g}, {budget.basis} RDP, {budget.conversion} conversion); this "
+            f"request alone "
             f"costs eps={requested:.4g}, remaining: eps={remaining:.4g} (committed events + live "
             f"reservations, of {label} and of the datasets sharing records with it). Nothing was "
             f"recorded. See `pate budget show --dataset {label} --ledger {self.path}`.",
@@ -1362,7 +1434,9 @@ class Ledger:
         ``shared_records`` (``None`` for ``dataset`` itself), ``linked`` (bool) and ``prior_rdp``
         at ``orders`` on that budget's basis (committed events and other live reservations; see
         :meth:`prior_rdp`). A run's own RDP ``r`` fits when, for every entry,
-        ``eps_from_rdp(prior_rdp + r, orders, budget.delta) <= budget.eps``."""
+        ``eps_from_rdp(prior_rdp + r, orders=orders, delta=budget.delta,
+        conversion=budget.conversion) <= budget.eps`` (each budget with its own delta and
+        conversion, exactly as :meth:`reserve` checks it)."""
         orders = _check_grid(orders, "orders")
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
@@ -1522,7 +1596,9 @@ class Ledger:
         (``linked_events`` counts those events); ``linked`` lists those datasets with their own
         budget and remaining, ``remaining_effective`` is the least remaining epsilon over this
         dataset's and the linked budgets (each at its own delta) and ``limited_by`` the digest
-        it comes from; ``budget_changes`` lists every budget change (:meth:`budget_changes`)."""
+        it comes from; ``budget_changes`` lists every budget change (:meth:`budget_changes`).
+        Every epsilon is converted with its budget's conversion (``budget["conversion"]``; each
+        linked dataset's with its own)."""
         _, _, eps_from_rdp = _accountant()
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
@@ -1553,6 +1629,7 @@ class Ledger:
                     "spent_and_reserved": reserved,
                     "remaining": None if reserved is None else max(0.0, other_budget.eps - reserved)})
         delta = budget.delta if budget else None
+        conversion = budget.conversion if budget else "classic"
         dd_basis = bool(budget and budget.data_dependent)
         own = [it for it in events if it.via is None]
         out: dict[str, Any] = {
@@ -1570,7 +1647,7 @@ class Ledger:
             if not items or delta is None:
                 return 0.0 if not items else None
             return float(eps_from_rdp(self._compose(items, grid, data_dependent), orders=grid,
-                                      delta=delta)[0])
+                                      delta=delta, conversion=conversion)[0])
 
         blocks = []
         worst = {"spent": 0.0, "spent_data_independent": 0.0, "spent_data_dependent": 0.0,
@@ -1599,7 +1676,7 @@ class Ledger:
              "created_utc": r.created_utc, "heartbeat_utc": r.heartbeat_utc,
              "blocks": list(r.blocks),
              "eps_alone": None if delta is None else float(
-                 eps_from_rdp(r.rdp, orders=r.orders, delta=delta)[0])}
+                 eps_from_rdp(r.rdp, orders=r.orders, delta=delta, conversion=conversion)[0])}
             for r in infos if r.status in ("active", "stale")]
         out["linked"] = linked
         candidates = ([(out["remaining"], digest)] if out["remaining"] is not None else []) + \
@@ -1613,7 +1690,8 @@ class Ledger:
     def history(self, dataset: str) -> list[dict]:
         """One row per event, oldest first: run, time, mechanism, queries, answered, blocks, the
         event's own epsilon and the cumulative epsilon (worst block) after it, both on the budget's
-        basis at the budget's delta (epsilons are ``None`` when no budget is set).
+        basis at the budget's delta with the budget's conversion (epsilons are ``None`` when no
+        budget is set).
 
         Events of linked datasets (sharing records with this one) are listed too, with their
         ``dataset`` digest and ``linked: True``; they count in every block."""
@@ -1638,7 +1716,8 @@ class Ledger:
         dd = budget.data_dependent
         per_event = np.stack([_restrict(s.event, grid).rdp if dd else
                               _restrict(s.event, grid).rdp_data_independent for s in stored])
-        alone, _ = eps_from_rdp(per_event, orders=grid, delta=budget.delta)
+        alone, _ = eps_from_rdp(per_event, orders=grid, delta=budget.delta,
+                                conversion=budget.conversion)
         by_name = {n: b for b, n in names.items()}
         block_ids = [frozenset(by_name[n] for n in s.blocks) if s.dataset == digest else frozenset()
                      for s in stored]
@@ -1648,7 +1727,8 @@ class Ledger:
             mask = np.array([block is None or not b or block in b for b in block_ids], dtype=float)
             # Prefix compositions, each one recomposed with the accountant at the points it changes.
             prefix = np.cumsum(per_event * mask[:, None], axis=0)
-            eps_prefix, _ = eps_from_rdp(prefix, orders=grid, delta=budget.delta)
+            eps_prefix, _ = eps_from_rdp(prefix, orders=grid, delta=budget.delta,
+                                         conversion=budget.conversion)
             eps_prefix = np.where(np.cumsum(mask) > 0, eps_prefix, 0.0)
             cumulative = np.maximum(cumulative, eps_prefix)
         for row, a, c in zip(rows, np.atleast_1d(alone), cumulative):

@@ -3,13 +3,17 @@
 Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 ``~/.local/share/pate/ledger.sqlite3``, and ``--json`` for machine-readable output):
 
-``show --dataset D``       budget, spent epsilon (committed, worst block), spent + live
-                           reservations, remaining, per-block spend, live reservations.
+``show --dataset D``       budget (with its conversion), spent epsilon (committed, worst
+                           block), spent + live reservations, remaining, per-block spend, live
+                           reservations.
 ``history --dataset D``    every recorded event with its own and the cumulative epsilon.
-``set --dataset D --eps E --delta D [--name N] [--data-dependent] [--reason TEXT]``
+``set --dataset D --eps E --delta D [--name N] [--data-dependent] [--conversion C] [--reason TEXT]``
                            set (or register with) a budget; D must be a sha256 digest for a
-                           new dataset (use the one ``digest --config`` prints). Raising or
-                           lowering a spent budget is allowed and kept in the audit log.
+                           new dataset (use the one ``digest --config`` prints). ``C`` is the
+                           RDP -> (eps, delta) conversion the budget is judged with,
+                           ``classic`` (default) or ``tight``; a run's ``[privacy] conversion``
+                           must match it. Raising or lowering a spent budget, or changing its
+                           conversion, is allowed and kept in the audit log.
 ``add-block --dataset D --block NAME``
                            register a new time block of records (Sage): fresh budget for it.
 ``list``                   every dataset in the ledger.
@@ -68,6 +72,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data-dependent", action="store_true",
                    help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
                         "differentially private itself; default: data-independent RDP)")
+    p.add_argument("--conversion", choices=("classic", "tight"), default="classic",
+                   help="RDP -> (eps, delta) conversion every epsilon of this dataset is judged "
+                        "with (default: classic); must match the runs' [privacy] conversion")
     p.add_argument("--reason", default=None,
                    help="why the budget is set or changed (kept in the audit log)")
     p = sub.add_parser("add-block", help="register a new time block of records (Sage block accounting)")
@@ -168,7 +175,8 @@ def _digest(args) -> int:
                   "(a run starts it with the config's budget)")
         for r in rows:
             b = r["budget"]
-            budget = "no budget" if b is None else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']})"
+            budget = "no budget" if b is None else \
+                f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']}, {b['conversion']})"
             what = "this dataset" if r["same"] else (
                 f"shares {r['shared_records']} of its {r['num_records']} record(s)")
             print(f"ledger     {r['dataset'][:12]} {r['name'] or '-'}: {what}; {budget}")
@@ -195,15 +203,17 @@ def run(args) -> int:
                 _print_history(rows)
         elif action == "set":
             budget = ledger.set_budget(args.dataset, eps=args.eps, delta=args.delta,
-                                       data_dependent=args.data_dependent, name=args.name,
+                                       data_dependent=args.data_dependent,
+                                       conversion=args.conversion, name=args.name,
                                        reason=args.reason)
             digest = ledger.resolve(args.name or args.dataset)
             if args.json:
                 _print_json({"dataset": digest, "eps": budget.eps, "delta": budget.delta,
-                             "basis": budget.basis, "ledger": str(ledger.path)})
+                             "basis": budget.basis, "conversion": budget.conversion,
+                             "ledger": str(ledger.path)})
             else:
                 print(f"budget of {args.name or digest}: eps={budget.eps:g} at delta={budget.delta:g} "
-                      f"({budget.basis} RDP) in {ledger.path}")
+                      f"({budget.basis} RDP, {budget.conversion} conversion) in {ledger.path}")
         elif action == "add-block":
             ledger.add_block(args.dataset, args.block)
             blocks = ledger.blocks(args.dataset)
@@ -215,12 +225,13 @@ def run(args) -> int:
                 _print_json(rows)
             else:
                 print(f"{'digest':<14} {'name':<20} {'eps':>8} {'delta':>8} {'events':>7} "
-                      f"{'records':>8}  basis  (linked)")
+                      f"{'records':>8}  {'conversion':<10}  basis  (linked)")
                 for r in rows:
                     linked = f"  (shares records with {', '.join(d[:12] for d in r['linked'])})" \
                         if r["linked"] else ""
                     print(f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
                           f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
+                          f"{(r['conversion'] if r['budget_eps'] is not None else '-'):<10}  "
                           f"{r['basis']}{linked}")
         elif action == "link":
             ledger.link(args.dataset, args.other, reason=args.reason)
@@ -247,7 +258,8 @@ def _print_summary(s: dict) -> None:
         print("budget     none set (spend is recorded but unlimited); set one with "
               "`pate budget set --dataset ... --eps E --delta D`")
     else:
-        print(f"budget     eps={b['eps']:g} at delta={b['delta']:g}, judged on {b['basis']} RDP")
+        print(f"budget     eps={b['eps']:g} at delta={b['delta']:g}, judged on {b['basis']} RDP "
+              f"with the {b['conversion']} conversion")
     print(f"spent      eps={_fmt(s['spent'])}  (committed: {s['events']} event(s) from {s['runs']} run(s)"
           f"{', worst block' if s['blocks'] else ''})")
     if b is not None:
@@ -271,7 +283,8 @@ def _print_summary(s: dict) -> None:
               f"({s['linked_events']} event(s)); each also keeps its own budget:")
         for r in s["linked"]:
             b = r["budget"]
-            budget = "no budget" if b is None else f"eps={b['eps']:g} at delta={b['delta']:g}"
+            budget = "no budget" if b is None else \
+                f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
             shared = "linked by hand" if r["shared_records"] is None else \
                 f"{r['shared_records']} shared record(s)"
             print(f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
@@ -283,8 +296,10 @@ def _print_summary(s: dict) -> None:
         print("budget changes")
         for c in changes:
             prev = c["previous"]
+            conv = "" if prev["conversion"] == c["conversion"] else \
+                f", conversion {prev['conversion']} -> {c['conversion']}"
             print(f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
-                  f"(delta={prev['delta']:g} -> {c['delta']:g}) after eps={_fmt(c['spent_eps'])} spent"
+                  f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
                   f"{'; ' + c['reason'] if c['reason'] else ''}")
     if s["reservations"]:
         print("live reservations")

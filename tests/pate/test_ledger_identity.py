@@ -266,7 +266,8 @@ def test_budget_changes_are_recorded_with_spend(path, event):
             led.charge("d", [event])
         changes = led.budget_changes("d")
         assert [c["change"] for c in changes] == ["initial", "raised", "lowered"]
-        assert changes[1]["previous"] == {"eps": 1.0, "delta": DELTA, "basis": "data-independent"}
+        assert changes[1]["previous"] == {"eps": 1.0, "delta": DELTA, "basis": "data-independent",
+                                          "conversion": "classic"}
         assert changes[1]["eps"] == 3.0 and changes[1]["reason"] == "data owner approved more"
         assert changes[1]["spent_eps"] == pytest.approx(eps_of([event] * k), rel=1e-12)
         assert changes[2]["spent_eps"] == pytest.approx(eps_of([event] * (k + 1)), rel=1e-12)
@@ -288,6 +289,7 @@ def test_version_1_ledger_is_migrated_in_place_keeping_its_events(path, event, d
     conn = sqlite3.connect(path)
     for table in ("links", "records", "identities"):
         conn.execute(f"DROP TABLE {table}")
+    conn.execute("ALTER TABLE datasets DROP COLUMN conversion")
     conn.execute("PRAGMA user_version=1")
     conn.commit()
     conn.close()
@@ -297,6 +299,7 @@ def test_version_1_ledger_is_migrated_in_place_keeping_its_events(path, event, d
         for key in ("spent", "spent_and_reserved", "remaining", "events", "budget", "blocks"):
             assert after[key] == before[key]
         assert any(a["action"] == "set-budget" for a in led.audit_log("old"))
+        assert led.budget("old").conversion == "classic"
         x, y = data
         led.register_identity(dataset_identity(x, y), name="new")  # the new tables work
         led.charge("old", [event])
