@@ -64,7 +64,7 @@ AGGREGATE_KEYS = frozenset({
     "mechanism", "params", "budget_eps", "delta", "budget_basis", "conversion", "queries_offered",
     "queries_asked", "queries_answered", "stop_reason", "eps_data_independent",
     "eps_data_dependent", "run_id", "dataset", "ledger", "events", "release", "release_plan",
-    "noise_seeded", "reserved_queries"})
+    "noise_seeded", "reserved_queries", "rounds"})
 #: Keys of ``student_metrics.json``.
 STUDENT_METRICS_KEYS = frozenset({
     "accuracy", "per_class_accuracy", "confusion_matrix", "num_examples", "method", "model",

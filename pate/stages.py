@@ -129,17 +129,18 @@ def authorize(run: Run, ledger) -> str:
             name = None
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
-    eps, delta = priv["budget_eps"], priv["delta"]
+    eps, delta, conversion = priv["budget_eps"], priv["delta"], priv["conversion"]
     if budget is None:
-        ledger.set_budget(digest, eps=eps, delta=delta)
-    elif (budget.eps, budget.delta) != (eps, delta):
+        ledger.set_budget(digest, eps=eps, delta=delta, conversion=conversion)
+    elif (budget.eps, budget.delta, budget.conversion) != (eps, delta, conversion):
         raise ConfigError(
             f"the ledger {ledger.path} holds the budget eps={budget.eps:g}, delta={budget.delta:g} "
-            f"for this dataset ({digest[:16]}...), but the config asks for budget_eps={eps:g}, "
-            f"delta={delta:g}. The ledger is the one authority: set [privacy] budget_eps = "
-            f"{budget.eps:g} and delta = {budget.delta:g}, or change the ledger's budget with "
-            f"`pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} --ledger "
-            f"{ledger.path}` (recorded, and shown in the report)")
+            f"({budget.conversion} conversion) for this dataset ({digest[:16]}...), but the config "
+            f"asks for budget_eps={eps:g}, delta={delta:g} ({conversion} conversion). The ledger "
+            f"is the one authority: set [privacy] budget_eps = {budget.eps:g}, delta = "
+            f"{budget.delta:g} and conversion = \"{budget.conversion}\", or change the ledger's "
+            f"budget with `pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} "
+            f"--conversion {conversion} --ledger {ledger.path}` (recorded, and shown in the report)")
     return digest
 
 
@@ -316,6 +317,7 @@ def aggregate(run: Run) -> dict:
     params = C.aggregator_params(config)
     run_id = run.run_id + ":aggregate"
     ledger = run.ledger()
+    release_reservation = None
     try:
         dataset = authorize(run, ledger) if ledger is not None else None
         if run.path(R.AGGREGATE).exists():  # published: charged before it was written
@@ -346,7 +348,6 @@ def aggregate(run: Run) -> dict:
         release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
         worst = spec.worst_case_query_rdp(params, orders=orders)
 
-        release_reservation = None
         if ledger is not None and plan["release"]:
             try:
                 release_reservation = ledger.reserve(dataset, orders=orders, rdp=release_rdp,
@@ -426,6 +427,11 @@ def aggregate(run: Run) -> dict:
             if result.stop_reason is not None or k < n:
                 break
 
+        if asked == 0 and queries > 0:
+            raise BudgetExceededError(
+                f"no query could be asked ({stop_reason}); nothing was released or charged. Use "
+                "more noise, or raise the budget with `pate budget set`",
+                remaining=aggregator.remaining_eps)
         events = list(aggregator.accountant.events)
         release = None
         if plan["release"]:
@@ -439,6 +445,8 @@ def aggregate(run: Run) -> dict:
         _publish(run, labels, answered, summary)
         return _aggregate_info(summary)
     finally:
+        if release_reservation is not None and not release_reservation.closed:
+            release_reservation.release()  # nothing was drawn for it
         if ledger is not None:
             ledger.close()
 

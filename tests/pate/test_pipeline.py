@@ -233,7 +233,9 @@ def test_a_release_that_would_take_over_half_the_budget_is_skipped(tmp_path):
     pipeline.run(until="aggregate")
     summary = json.loads((pipeline.run_dir / "aggregate.json").read_text())
     assert summary["release"] is None and "more than half of the budget" in summary["release_plan"]["fallback"]
-    assert [e["mechanism"] for e in summary["events"]] == ["confident-gnmax"]
+    # one event per ledger round (a budget-limited run may take several), no release
+    assert {e["mechanism"] for e in summary["events"]} == {"confident-gnmax"}
+    assert len(summary["events"]) == summary["rounds"]
     assert 0 < summary["queries_asked"] and summary["eps_data_independent"] <= 6.0
 
 

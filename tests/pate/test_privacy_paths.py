@@ -203,7 +203,16 @@ def test_tight_conversion_never_leaves_uncharged_labels(base, tmp_path):
              progress=False).run(until="aggregate")
     labels = np.load(run_dir / "labels.npy")
     assert charged_answers(ledger, run_dir) == int((labels >= 0).sum()) > 0
+    with Ledger(ledger) as led:  # the ledger judges this budget with the conversion the run stops on
+        (dataset,) = led.datasets()
+        assert led.budget(dataset["digest"]).conversion == "tight"
     assert spent(ledger) <= 25.0
+    # a run that would judge the same budget with the classic conversion is refused up front
+    other = forked(base, tmp_path, "classic", ledger=ledger, privacy={"budget_eps": 25.0})
+    with pytest.raises(ConfigError, match="conversion"):
+        Pipeline(C.from_dict(json.loads((other / "config.json").read_text())), resume=True,
+                 progress=False).run(until="aggregate")
+    assert not (other / "labels.npy").exists()
 
 
 def test_two_concurrent_runs_never_leave_uncharged_labels(base, tmp_path):
