@@ -2,7 +2,8 @@
 
 Tables and keys (unknown tables and keys are errors, never ignored)::
 
-    [run]        name*, seed, secure, device, run_dir
+    [run]        name*, seed, secure, device, run_dir, smoke_test (true: the run only checks that
+                 the pipeline works; its report says so at the top)
     [data]       name*, root, download, public_size, eval_size
     [partition]  num_teachers*, mode ("random" | "stratified" | "unit"), unit_ids (.npy, mode unit)
     [teachers]   any field of teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
@@ -50,7 +51,7 @@ REQUIRED = object()
 # key -> (type, default). float accepts ints; bool is never an int.
 SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "run": {"name": (str, REQUIRED), "seed": (int, 0), "secure": (bool, False),
-            "device": (str, "auto"), "run_dir": (str, None)},
+            "device": (str, "auto"), "run_dir": (str, None), "smoke_test": (bool, False)},
     "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
              "public_size": (int, None), "eval_size": (int, None)},
     "partition": {"num_teachers": (int, REQUIRED), "mode": (str, "random"), "unit_ids": (str, None)},

@@ -160,7 +160,8 @@ def build_analysis(run: Run) -> dict:
         "format": 1,
         "run": {"name": config["run"]["name"], "run_dir": str(run_dir),
                 "created": run.state["created"], "pate_learn_version": __version__,
-                "run_id": run.state["run_id"], "forked_from": run.state.get("forked_from")},
+                "run_id": run.state["run_id"], "forked_from": run.state.get("forked_from"),
+                "smoke_test": bool(config["run"].get("smoke_test", False))},
         "config": config,
         "privacy": {
             "neighbouring_relation": "unit" if part.neighbouring_relation.startswith("unit") else "record",

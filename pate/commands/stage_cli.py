@@ -36,7 +36,7 @@ FLAG_NAMES = {("data", "name"): "--data", ("data", "root"): "--data-root",
 
 #: Keys that are not flags of a stage command (fixed when the run starts, or global flags).
 NOT_FLAGS = {("run", "name"), ("run", "run_dir"), ("run", "seed"), ("run", "device"),
-             ("run", "secure"), ("privacy", "ledger")}
+             ("run", "secure"), ("run", "smoke_test"), ("privacy", "ledger")}
 
 
 def _flag(table: str, key: str) -> str:
