@@ -274,10 +274,51 @@ def orders(config: dict):
     return _check("[privacy] orders", analysis.validation.check_orders, spec, "orders")
 
 
+def packaged_configs() -> dict[str, Any]:
+    """The configs that ship with pate-learn (the folder ``pate/configs`` of the installed
+    package): ``{name: file}``, sorted, the name being the file's stem with ``_`` written ``-``
+    (``fashion_mnist.toml`` is ``fashion-mnist``); a file is a :class:`pathlib.Path` or, for a
+    zipped install, an :class:`importlib.resources.abc.Traversable`."""
+    from importlib import resources
+
+    folder = resources.files("pate").joinpath("configs")
+    if not folder.is_dir():
+        return {}
+    found = {entry.name[:-len(".toml")].replace("_", "-"): entry for entry in folder.iterdir()
+             if entry.name.endswith(".toml") and entry.is_file()}
+    return dict(sorted(found.items()))
+
+
+def resolve_config(name_or_path) -> Any:
+    """The file a ``--config`` value names: an existing file path is that file; otherwise the
+    packaged config of that name (:func:`packaged_configs`; ``-`` and ``_`` are the same, case
+    and a ``.toml`` suffix are ignored: ``fashion-mnist``, ``fashion_mnist.toml``); otherwise
+    ``FileNotFoundError`` naming the value and listing the packaged names. Returns a
+    :class:`pathlib.Path` (or a Traversable for a packaged config of a zipped install)."""
+    path = pathlib.Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    text = str(name_or_path).strip()
+    key = text[:-len(".toml")] if text.lower().endswith(".toml") else text
+    key = key.lower().replace("_", "-")
+    shipped = packaged_configs()
+    if "/" not in text and "\\" not in text and key in shipped:
+        return shipped[key]
+    if path.is_dir():
+        return path  # read_toml says that it is a directory
+    names = ", ".join(shipped) or "(none found: is pate-learn installed?)"
+    raise FileNotFoundError(
+        f"--config {text}: no such file (relative paths are taken from the working directory "
+        f"{pathlib.Path.cwd()}), and not the name of a config that ships with pate-learn: "
+        f"{names}. Pass a path to a TOML file, or a packaged name (`pate init-config NAME` "
+        f"writes an editable copy)")
+
+
 def read_toml(path) -> dict:
     """A TOML file as a dict; a missing file or bad TOML is one clear error (shared by every
-    command that takes ``--config``)."""
-    path = pathlib.Path(path)
+    command that takes ``--config``). ``path`` is a file path or the name of a packaged config
+    (:func:`resolve_config`)."""
+    path = resolve_config(path)
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
