@@ -1,5 +1,5 @@
 """The auditor-ready privacy report of a PATE run: ``report.json``, ``report.md``, ``report.html``
-and four PNG plots, generated from the run's ``analysis.json``.
+and six PNG plots, generated from the run's ``analysis.json``.
 
 The report never recomputes a privacy number, never loads the votes and never imports torch:
 every figure comes from ``<run_dir>/analysis.json`` (written by the pipeline's analysis stage;
@@ -22,7 +22,20 @@ schema ``format`` 1, see :data:`ANALYSIS_SCHEMA`). What it adds is the wording a
   that opens with: reproducible, NOT differentially private, do not publish; when
   ``privacy.ledger_enforced`` is false, that no budget was enforced across runs; and the
   ledger's ``privacy.budget_changes``. These keys are optional: an older analysis.json without
-  them gets none of these sentences.
+  them gets none of these sentences;
+* when ``run.smoke_test`` is true (optional, false when absent), a banner on the first line
+  under the title and an opening paragraph of the statement: the run only checks that the
+  pipeline works and its privacy figures are not a meaningful guarantee;
+* when the guarantee's epsilon is above :data:`WEAK_EPSILON` (10), a warning right after the
+  guarantee sentence (and in ``warnings``) that it protects individuals very weakly, with the
+  factor e^eps by which it lets an attacker's odds about one record (or person) change.
+
+Plots (:data:`PLOT_NAMES`, written to ``plots/<name>.png``): ``epsilon_vs_answered`` and
+``rdp_per_order`` are INTERNAL (they draw the data-dependent curves, computed from the private
+votes), as is ``vote_margins``; ``epsilon_vs_answered_public`` and ``rdp_per_order_public`` are
+their publishable versions, drawn only from the data-independent figures and the released
+epsilons (:func:`publishable_plot_data`, the only input of their plotting functions);
+``confusion_matrix`` is publishable.
 
 The mechanism's name, description and parameter symbols come from its spec in
 :mod:`pate.mechanisms`.
@@ -37,8 +50,9 @@ Vadhan, "Boosting and differential privacy", FOCS 2010.
 
 Public API: :func:`write_report`, :func:`load_analysis`, :func:`validate_analysis`,
 :func:`build_report`, :func:`plain_language_statement`, :func:`render_markdown`,
-:func:`render_html`, :func:`render_plots`; constants :data:`ANALYSIS_FILE`,
-:data:`REPORT_FILES`, :data:`PLOT_NAMES`, :data:`NOT_PRIVATE`.
+:func:`render_html`, :func:`render_plots`, :func:`publishable_plot_data`; constants
+:data:`ANALYSIS_FILE`, :data:`REPORT_FILES`, :data:`PLOT_NAMES`, :data:`PUBLIC_PLOT_NAMES`,
+:data:`INTERNAL_PLOT_NAMES`, :data:`NOT_PRIVATE`, :data:`WEAK_EPSILON`.
 """
 
 from __future__ import annotations
@@ -59,12 +73,16 @@ from pate import mechanisms
 __all__ = [
     "ANALYSIS_FILE",
     "ANALYSIS_SCHEMA",
+    "INTERNAL_PLOT_NAMES",
     "NOT_PRIVATE",
     "PLOT_NAMES",
+    "PUBLIC_PLOT_NAMES",
     "REPORT_FILES",
+    "WEAK_EPSILON",
     "build_report",
     "load_analysis",
     "plain_language_statement",
+    "publishable_plot_data",
     "render_html",
     "render_markdown",
     "render_plots",
@@ -74,7 +92,14 @@ __all__ = [
 
 ANALYSIS_FILE = "analysis.json"
 REPORT_FILES = ("report.json", "report.md", "report.html")
-PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order", "confusion_matrix")
+PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order", "confusion_matrix",
+              "epsilon_vs_answered_public", "rdp_per_order_public")
+#: The plots drawn from the private votes (data-dependent curves, vote margins): never publish.
+INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
+#: The plots that may be published (no figure computed from the private votes).
+PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
+#: A guarantee epsilon above this gets the "protects individuals very weakly" warning.
+WEAK_EPSILON = 10.0
 PLOTS_DIR = "plots"
 NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
 
@@ -136,6 +161,9 @@ _OPTIONAL_PRIVACY: dict[str, Any] = {
     "ledger_enforced": "bool",
     "budget_changes": "[change]",
 }
+# Optional keys of "run": smoke_test (the run only checks that the pipeline works; false when
+# absent, as in files written before the key existed).
+_OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
 _BUDGET_CHANGE = {"time_utc": "str", "old_eps": "float?", "old_delta": "float?",
                   "new_eps": "float?", "new_delta": "float?"}
 
@@ -235,6 +263,9 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
     for name, spec in _OPTIONAL_PRIVACY.items():
         if name in p:
             checker.check(p[name], spec, f"privacy.{name}")
+    for name, spec in _OPTIONAL_RUN.items():
+        if name in analysis["run"]:
+            checker.check(analysis["run"][name], spec, f"run.{name}")
     if p["data_dependent_is_private"] is not False:
         checker.fail("privacy.data_dependent_is_private",
                      "must be false: the data-dependent epsilon is computed from the private votes")
@@ -415,6 +446,60 @@ _LEDGER_OFF = (
     "from spending more on the same records.")
 
 
+_SMOKE_HEAD = "SMOKE TEST"
+_SMOKE_TEXT = (
+    "This run is a smoke test: it only checks that the pipeline works end to end ([run] "
+    "smoke_test = true in its configuration). Its privacy figures are not a meaningful guarantee "
+    "and its student is not fit for use: do not quote or publish them.")
+_SMOKE_BANNER = ("**SMOKE TEST: this run only checks that the pipeline works; its privacy figures "
+                 "are not a meaningful guarantee. Do not quote or publish them.**")
+
+
+def _is_smoke_test(a: dict) -> bool:
+    """``run.smoke_test`` (false when absent, as in older analysis.json files)."""
+    return a["run"].get("smoke_test") is True
+
+
+def _odds_factor(eps: float) -> str:
+    """e^eps in words: "22,000" (2 significant digits) up to a million, "4.9 × 10^8" up to
+    e^50, then "more than 10^k" (the figure is meaningless by then; only its size matters)."""
+    log10 = eps / math.log(10.0)
+    if log10 < 6.0:
+        return f"{float(f'{math.exp(eps):.2g}'):,.0f}"
+    exponent = math.floor(log10)
+    if eps >= 50.0:
+        return f"more than 10^{exponent:,}"
+    mantissa = round(10.0 ** (log10 - exponent), 1)
+    if mantissa >= 10.0:
+        mantissa, exponent = mantissa / 10.0, exponent + 1
+    return f"\u2248 {mantissa:g} \u00d7 10^{exponent}"
+
+
+def _weak_guarantee(a: dict) -> str | None:
+    """The warning sentence for a guarantee epsilon above :data:`WEAK_EPSILON`, else None."""
+    p = a["privacy"]
+    eps = p["eps_guarantee"]
+    if not eps > WEAK_EPSILON:
+        return None
+    who = "record" if p["neighbouring_relation"] == "record" else "person (privacy unit)"
+    if math.isinf(eps):
+        return (f"This bound protects individuals not at all: an infinite epsilon puts no limit on "
+                f"how much an attacker's odds about any one {who} can change.")
+    factor = _odds_factor(eps)
+    if factor.startswith("more"):
+        factor = f", {factor}"
+    elif not factor.startswith("\u2248"):
+        factor = f" \u2248 {factor}"
+    else:
+        factor = f" {factor}"
+    text = (f"This bound protects individuals very weakly: an epsilon above "
+            f"{_param(WEAK_EPSILON)} allows an attacker's odds about any one {who} to change by "
+            f"a factor of e^{_eps(eps)}{factor}")
+    if eps >= 50.0:
+        text += ", which is no meaningful protection"
+    return text + "."
+
+
 def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     """(heading, text) pairs of the plain-language statement."""
     p, q, u = a["privacy"], a["queries"], a["utility"]
@@ -423,6 +508,8 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     delta = _delta(p["delta"])
     ledger_off = _LEDGER_OFF if p.get("ledger_enforced") is False else ""
     paras = []
+    if _is_smoke_test(a):
+        paras.append((_SMOKE_HEAD, _SMOKE_TEXT))
     if p.get("noise_seeded") is True:
         paras.append((_SEEDED_HEAD, _SEEDED_TEXT + ledger_off))
         ledger_off = ""
@@ -451,11 +538,13 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
         queries += f" Querying stopped early: {stop}."
     paras.append(("Queries", queries))
 
+    weak = _weak_guarantee(a)
     paras.append(("Guarantee", (
         f"The released student satisfies (\u03b5 = {_eps(p['eps_guarantee'])}, \u03b4 = {delta})"
-        f"-differential privacy with respect to {phrase} of the sensitive training data. This "
-        f"bound holds for everything the run releases \u2014 the student model, the labels it was "
-        f"trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
+        f"-differential privacy with respect to {phrase} of the sensitive training data. "
+        + (f"{weak} " if weak else "")
+        + f"This bound holds for everything the run releases \u2014 the student model, the labels "
+        f"it was trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
         f"data-independent cost of the {_count(q['answered'])} answers "
         f"(\u03b5 = {_eps(p['eps_data_independent'])} on its own, at order "
         f"\u03bb = {_param(p['order_data_independent'])}) composed with the cost of releasing the "
@@ -556,6 +645,15 @@ def plain_language_statement(analysis: dict) -> str:
 def _warnings(a: dict) -> list[str]:
     p, q = a["privacy"], a["queries"]
     out = []
+    if _is_smoke_test(a):
+        out.append("This run is a smoke test ([run] smoke_test = true): it only checks that the "
+                   "pipeline works, and its privacy figures are not a meaningful guarantee. Do not "
+                   "quote or publish them.")
+    weak = _weak_guarantee(a)
+    if weak:
+        out.append(f"The guarantee \u03b5 = {_eps(p['eps_guarantee'])} is above "
+                   f"{_param(WEAK_EPSILON)}. {weak} Quote it only with this caveat; answer fewer "
+                   f"queries or add more noise for a stronger guarantee.")
     if p.get("noise_seeded") is True:
         out.append("The aggregator's noise was seeded by the user: the run is reproducible and NOT "
                    "differentially private (anyone with the seed can remove the noise). Do not "
@@ -635,7 +733,16 @@ _CAPTIONS = {
     "confusion_matrix": (
         "Confusion matrix of the student on the evaluation split (rows: true class, "
         "columns: predicted class).", False),
+    "epsilon_vs_answered_public": (
+        "Data-independent epsilon (at the run's \u03b4) against the number of answered queries, "
+        "with the guarantee and the sanitized epsilon that the run releases; no data-dependent "
+        "curve.", False),
+    "rdp_per_order_public": (
+        "Data-independent Renyi-DP of the run's queries at each order (log scale), with the "
+        "order chosen for the conversion marked; no data-dependent curve.", False),
 }
+assert set(_CAPTIONS) == set(PLOT_NAMES) == set(PUBLIC_PLOT_NAMES) | set(INTERNAL_PLOT_NAMES)
+assert all(_CAPTIONS[n][1] == (n in INTERNAL_PLOT_NAMES) for n in PLOT_NAMES)
 
 
 def _class_names(u: dict) -> list[str]:
@@ -651,6 +758,7 @@ def _blocks(report: dict) -> list[tuple]:
     internal = f"**{NOT_PRIVATE}**"
     b: list[tuple] = [
         ("h1", f"Privacy report: {run['name']}"),
+        *([("p", _SMOKE_BANNER)] if _is_smoke_test(report) else []),
         *([("p", "**This run is NOT differentially private: its noise was seeded by the user. Do "
                  "not publish its outputs (see the privacy statement).**")]
           if p.get("noise_seeded") is True else []),
@@ -661,8 +769,12 @@ def _blocks(report: dict) -> list[tuple]:
                  f"publish only the figures marked publishable."),
         ("h2", "Privacy statement"),
     ]
+    weak = _weak_guarantee(report)
     for head, text in _statement_paragraphs(report):
-        b.append(("p", f"**{head}:** {text.replace(NOT_PRIVATE, internal)}"))
+        text = text.replace(NOT_PRIVATE, internal)
+        if weak:
+            text = text.replace(weak, f"**{weak}**")
+        b.append(("p", f"**{head}:** {text}"))
     if report["warnings"]:
         b.append(("h2", "Warnings"))
         b.append(("ul", list(report["warnings"])))
@@ -768,14 +880,21 @@ def _blocks(report: dict) -> list[tuple]:
               [[n, "n/a (no evaluation items)" if acc is None else _pct(acc)]
                for n, acc in zip(names, u["student_per_class_accuracy"])]))
 
-    b.append(("h2", "Plots"))
-    for name in PLOT_NAMES:
-        caption, is_internal = _CAPTIONS[name]
+    b.append(("h2", "Plots: publishable"))
+    b.append(("p", "These plots show only data-independent figures and released values (no "
+                   "figure computed from the private votes): they **may be published**."))
+    for name in PUBLIC_PLOT_NAMES:
+        b.append(("img", name, _CAPTIONS[name][0], False))
+    b.append(("h2", "Plots: INTERNAL (do not publish)"))
+    b.append(("p", f"These plots draw data-dependent curves or vote margins computed from the "
+                   f"private teacher votes: {internal}. Publish the versions above instead."))
+    for name in INTERNAL_PLOT_NAMES:
+        caption = _CAPTIONS[name][0]
         if name == "vote_margins":
             note = report["vote_margins"]["note"].strip().rstrip(".")
             if note:
                 caption += f" Note: {note}."
-        b.append(("img", name, caption, is_internal))
+        b.append(("img", name, caption, True))
 
     b.append(("h2", "Effective configuration"))
     b.append(("code", json.dumps(report["config"], indent=2, sort_keys=True)))
@@ -1002,14 +1121,104 @@ def _plot_confusion(a: dict):
     return fig
 
 
+def publishable_plot_data(analysis: dict) -> dict:
+    """The only input of the publishable plots: the figures of a (validated) analysis that may
+    be published, copied out of it. Keys: ``delta``; ``answered_count`` and
+    ``eps_data_independent`` (the data-independent curve, from ``curves``); ``answered``;
+    ``eps_guarantee`` and ``eps_sanitized`` (the released epsilons); ``orders``,
+    ``rdp_data_independent`` and ``order_data_independent`` (from ``privacy``). Nothing computed
+    from the private votes without sanitization (the data-dependent epsilon, order, RDP or
+    curve, the vote margins) is in it."""
+    p, c = analysis["privacy"], analysis["curves"]
+    return {
+        "delta": p["delta"],
+        "answered_count": list(c["answered_count"]),
+        "eps_data_independent": list(c["eps_data_independent"]),
+        "answered": analysis["queries"]["answered"],
+        "eps_guarantee": p["eps_guarantee"],
+        "eps_sanitized": p["eps_sanitized"],
+        "orders": list(p["orders"]),
+        "rdp_data_independent": list(p["rdp_data_independent"]),
+        "order_data_independent": p["order_data_independent"],
+    }
+
+
+def _public_stamp(ax, title: str, shows: str) -> None:
+    """The title, with a green subtitle saying what the plot shows and that it may be published."""
+    ax.set_title(f"{title} \u2014 publishable", pad=16)
+    ax.text(0.5, 1.01, f"{shows} only \u2014 may be published", transform=ax.transAxes,
+            ha="center", va="bottom", fontsize=8, color="#2e7d32")
+
+
+def _plot_epsilon_public(view: dict):
+    """The publishable epsilon plot, from :func:`publishable_plot_data` only."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    if view["answered_count"]:
+        ax.plot(view["answered_count"], view["eps_data_independent"], color="#1f5fa8", lw=2,
+                label="data-independent \u03b5 of the answers")
+        x_end = view["answered_count"][-1]
+    else:
+        x_end = view["answered"]
+        ax.text(0.5, 0.5, "no curve recorded", transform=ax.transAxes, ha="center")
+    ax.scatter([x_end], [view["eps_sanitized"]], marker="D", color="#2e7d32", zorder=3,
+               label=f"sanitized \u03b5 (released) = {_eps(view['eps_sanitized'])}")
+    ax.scatter([x_end], [view["eps_guarantee"]], marker="*", s=110, color="#1b1f24", zorder=3,
+               label=f"guarantee \u03b5 = {_eps(view['eps_guarantee'])}")
+    ax.set_xlabel("answered queries")
+    ax.set_ylabel(f"\u03b5 at \u03b4 = {_delta(view['delta'])}")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    _public_stamp(ax, "Privacy cost against answered queries",
+                  "data-independent curve and released epsilons")
+    return fig
+
+
+def _plot_rdp_public(view: dict):
+    """The publishable Renyi-DP plot, from :func:`publishable_plot_data` only."""
+    from matplotlib.figure import Figure
+
+    orders, series = view["orders"], view["rdp_data_independent"]
+    order = view["order_data_independent"]
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    ax.plot(orders, series, color="#1f5fa8", lw=2, marker=".", ms=3,
+            label="data-independent RDP of the queries")
+    ax.axvline(order, color="#1f5fa8", lw=1, ls=":")
+    if order in orders:
+        ax.scatter([order], [series[orders.index(order)]], color="#1f5fa8", s=40, zorder=3,
+                   edgecolor="black", label=f"chosen order: \u03bb = {_param(order)}")
+    ax.set_xscale("log")
+    values = [v for v in series if math.isfinite(v)]
+    if values and min(values) > 0:
+        ax.set_yscale("log")
+    ax.set_xlabel("Renyi order \u03bb (log scale)")
+    ax.set_ylabel("data-independent RDP at order \u03bb")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="best")
+    _public_stamp(ax, "Renyi-DP per order", "data-independent figures")
+    return fig
+
+
 _PLOTTERS = {"epsilon_vs_answered": _plot_epsilon, "vote_margins": _plot_margins,
              "rdp_per_order": _plot_rdp, "confusion_matrix": _plot_confusion}
+# The publishable plots see only publishable_plot_data(analysis), never the analysis itself.
+_PUBLIC_PLOTTERS = {"epsilon_vs_answered_public": _plot_epsilon_public,
+                    "rdp_per_order_public": _plot_rdp_public}
 
 
 def render_plots(analysis: dict) -> dict[str, bytes]:
-    """The four plots of a (validated) analysis as PNG bytes, keyed by :data:`PLOT_NAMES`.
-    Uses matplotlib's Agg canvas directly (no pyplot, no global backend change)."""
-    return {name: _png(_PLOTTERS[name](analysis)) for name in PLOT_NAMES}
+    """The plots of a (validated) analysis as PNG bytes, keyed by :data:`PLOT_NAMES`. The
+    publishable versions of the epsilon and RDP plots are drawn from
+    :func:`publishable_plot_data` alone. Uses matplotlib's Agg canvas directly (no pyplot, no
+    global backend change)."""
+    view = publishable_plot_data(analysis)
+    images = {name: _png(plot(analysis)) for name, plot in _PLOTTERS.items()}
+    images.update({name: _png(plot(view)) for name, plot in _PUBLIC_PLOTTERS.items()})
+    return {name: images[name] for name in PLOT_NAMES}
 
 
 # ------------------------------------------------------------------------------ writing
@@ -1041,7 +1250,7 @@ def write_report(run_dir: str | os.PathLike) -> dict:
 
     Writes ``report.json`` (the analysis plus ``statement``, ``plots`` and ``warnings``),
     ``report.md``, ``report.html`` (self-contained, renders offline) and
-    ``plots/{epsilon_vs_answered,vote_margins,rdp_per_order,confusion_matrix}.png``, each
+    ``plots/<name>.png`` for each of :data:`PLOT_NAMES`, each
     atomically (temporary file + ``os.replace``); ``report.json`` is replaced last. The input is
     validated first: a missing run directory or file raises ``FileNotFoundError``, a malformed
     file or a missing key raises ``ValueError`` naming the file and the key, and nothing is

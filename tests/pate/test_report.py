@@ -246,7 +246,8 @@ def test_markdown_sections_numbers_and_links(written):
     md = (run_dir / "report.md").read_text()
     assert md.startswith("# Privacy report: fmnist-test")
     for section in ("## Privacy statement", "## Privacy numbers", "## Why Renyi differential privacy",
-                    "## Queries and budget", "## Privacy ledger", "## Utility", "## Plots",
+                    "## Queries and budget", "## Privacy ledger", "## Utility",
+                    "## Plots: publishable", "## Plots: INTERNAL (do not publish)",
                     "## Effective configuration"):
         assert section in md
     assert f"**{rep.NOT_PRIVATE}**" in md and "**NO \u2014 INTERNAL**" in md
@@ -282,7 +283,7 @@ def test_html_is_self_contained_with_statement_and_images(written):
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page
     parser = _Images()
     parser.feed(page)
-    assert len(parser.sources) == 4
+    assert len(parser.sources) == len(rep.PLOT_NAMES) == 6
     assert all(link.startswith("data:image/png;base64,") for link in parser.links)  # offline
     embedded = sorted(base64.b64decode(src.split(",", 1)[1]) for src in parser.sources)
     assert embedded == sorted((run_dir / f"plots/{n}.png").read_bytes() for n in rep.PLOT_NAMES)
@@ -292,6 +293,7 @@ def test_html_is_self_contained_with_statement_and_images(written):
             rep.NOT_PRIVATE, f"<strong>{rep.NOT_PRIVATE}</strong>")
         assert plain in page, head
     assert page.count('class="internal"') == 3  # margins, and the two plots with dd curves
+    assert page.count('class="public"') == 3  # confusion matrix, the two data-independent plots
 
 
 def test_pngs_are_valid_nontrivial_images(written):
@@ -587,3 +589,195 @@ def test_mechanism_wording_comes_from_the_registry():
     a["privacy"]["mechanism"] = "rappor"
     with pytest.raises(ValueError, match="privacy.mechanism' must be one of 'lnmax'"):
         rep.validate_analysis(a)
+
+
+
+# ------------------------------------------------------------------------------ weak guarantees (eps > 10)
+
+def _with_guarantee(eps: float, **kwargs) -> dict:
+    a = make_analysis(**kwargs)
+    a["privacy"]["eps_guarantee"] = eps
+    a["privacy"]["eps_data_independent"] = min(a["privacy"]["eps_data_independent"], eps)
+    return a
+
+
+def _paragraph(statement: str, head: str) -> str:
+    return next(par for par in statement.split("\n\n") if par.startswith(f"{head}: "))
+
+
+@pytest.mark.parametrize("eps, factor", [
+    (10.5, "e^10.5 \u2248 36,000"),
+    (12.0, "e^12 \u2248 160,000"),
+    (20.0, "e^20 \u2248 4.9 \u00d7 10^8"),
+    (1000.0, "e^1000, more than 10^434, which is no meaningful protection"),
+])
+def test_guarantee_above_ten_is_flagged_right_after_the_guarantee(tmp_path, eps, factor):
+    a = _with_guarantee(eps)
+    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    result = rep.write_report(tmp_path)
+    guarantee = _paragraph(result["statement"], "Guarantee")
+    first, second = guarantee.split("-differential privacy with respect to ")[1].split(". ")[:2]
+    assert first == "adding or removing any one record of the sensitive training data"
+    assert second == ("This bound protects individuals very weakly: an epsilon above 10 allows an "
+                      f"attacker's odds about any one record to change by a factor of {factor}")
+    flagged = [w for w in result["warnings"] if "protects individuals very weakly" in w]
+    assert len(flagged) == 1 and factor in flagged[0] and f"\u03b5 = {eps:.4g}" in flagged[0]
+    assert json.loads((tmp_path / "report.json").read_text())["warnings"] == result["warnings"]
+    md = (tmp_path / "report.md").read_text()
+    md_guarantee = next(line for line in md.splitlines() if line.startswith("**Guarantee:**"))
+    assert "**This bound protects individuals very weakly" in md_guarantee and factor in md_guarantee
+    assert md.index("## Warnings") < md.index("protects individuals very weakly", md.index(
+        "## Warnings"))
+    page = (tmp_path / "report.html").read_text()
+    assert "<strong>This bound protects individuals very weakly" in page
+    assert html.escape(factor, quote=False) in page
+
+
+def test_unit_level_and_infinite_guarantees_are_flagged():
+    unit = rep.build_report(_with_guarantee(11.0, relation="unit"))
+    assert ("odds about any one person (privacy unit) to change by a factor of e^11 \u2248 60,000"
+            in _paragraph(unit["statement"], "Guarantee"))
+    infinite = rep.build_report(_with_guarantee(float("inf")))
+    assert "protects individuals not at all" in _paragraph(infinite["statement"], "Guarantee")
+    assert any("not at all" in w for w in infinite["warnings"])
+
+
+@pytest.mark.parametrize("eps", [10.0, 9.99, 3.0])
+def test_guarantee_at_or_below_ten_is_not_flagged(eps):
+    report = rep.build_report(_with_guarantee(eps))
+    assert "weakly" not in report["statement"] and "not at all" not in report["statement"]
+    assert not any("weakly" in w for w in report["warnings"])
+    assert "weakly" not in rep.render_markdown(report)
+
+
+# ------------------------------------------------------------------------------ smoke tests
+
+SMOKE_BANNER = ("**SMOKE TEST: this run only checks that the pipeline works; its privacy figures "
+                "are not a meaningful guarantee. Do not quote or publish them.**")
+
+
+def test_smoke_test_is_said_at_the_very_top(tmp_path):
+    a = make_analysis(tmp_path)
+    a["run"]["smoke_test"] = True
+    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    result = rep.write_report(tmp_path)
+    assert result["run"]["smoke_test"] is True
+    first = _first_paragraph(result["statement"])
+    assert first.startswith("SMOKE TEST: This run is a smoke test: it only checks that the pipeline")
+    assert "not a meaningful guarantee" in first
+    assert result["warnings"][0].startswith("This run is a smoke test")
+    assert "not a meaningful guarantee" in result["warnings"][0]
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["statement"] == result["statement"] and saved["warnings"] == result["warnings"]
+    md = (tmp_path / "report.md").read_text()
+    assert md.split("\n\n")[:2] == ["# Privacy report: fmnist-test", SMOKE_BANNER]
+    page = (tmp_path / "report.html").read_text()
+    body = page[page.index("<body>\n") + len("<body>\n"):].splitlines()
+    assert body[0] == "<h1>Privacy report: fmnist-test</h1>"
+    assert body[1] == f"<p>{rep._inline_html(SMOKE_BANNER)}</p>"
+    assert body[1].startswith("<p><strong>SMOKE TEST: this run only checks")
+
+
+def test_smoke_test_comes_before_seeded_noise():
+    a = make_analysis()
+    a["run"]["smoke_test"] = True
+    a["privacy"]["noise_seeded"] = True
+    report = rep.build_report(a)
+    heads = [par.split(":")[0] for par in report["statement"].split("\n\n")[:3]]
+    assert heads == ["SMOKE TEST", "NOT DIFFERENTIALLY PRIVATE (seeded noise)", "What is protected"]
+    blocks = rep.render_markdown(report).split("\n\n")
+    assert blocks[1] == SMOKE_BANNER and blocks[2].startswith("**This run is NOT differentially")
+
+
+@pytest.mark.parametrize("value", [None, False])
+def test_no_smoke_test_no_banner(value):
+    a = make_analysis()
+    if value is not None:  # None: an analysis.json from before the key existed
+        a["run"]["smoke_test"] = value
+    report = rep.build_report(a)
+    assert "smoke" not in report["statement"].lower()
+    assert not any("smoke" in w.lower() for w in report["warnings"])
+    md = rep.render_markdown(report)
+    assert "SMOKE" not in md and md.split("\n\n")[1].startswith("*Run directory")
+
+
+def test_smoke_test_must_be_a_boolean():
+    a = make_analysis()
+    a["run"]["smoke_test"] = "yes"
+    with pytest.raises(ValueError, match="key 'run.smoke_test' must be true or false"):
+        rep.validate_analysis(a)
+
+
+# ------------------------------------------------------------------------------ publishable plots
+
+DATA_DEPENDENT_KEYS = {"eps_data_dependent", "rdp_data_dependent", "order", "vote_margins",
+                       "counts", "bin_edges"}
+
+
+def _sentinel(a: dict) -> dict:
+    """``a`` with every figure computed from the private votes (and not sanitized) changed."""
+    b = copy.deepcopy(a)
+    p = b["privacy"]
+    p["rdp_data_dependent"] = [v * 0.5 + 0.123 for v in p["rdp_data_dependent"]]
+    p["eps_data_dependent"] = p["eps_data_dependent"] * 0.5 + 0.123
+    p["order"] = p["orders"][7]
+    b["curves"]["eps_data_dependent"] = [v * 0.5 + 0.123 for v in b["curves"]["eps_data_dependent"]]
+    b["vote_margins"]["counts"] = b["vote_margins"]["counts"][::-1]
+    return rep.validate_analysis(b)
+
+
+def test_publishable_plots_exist_and_are_marked(written):
+    from PIL import Image
+
+    run_dir, _, result = written
+    assert set(rep.PUBLIC_PLOT_NAMES) | set(rep.INTERNAL_PLOT_NAMES) == set(rep.PLOT_NAMES)
+    assert not set(rep.PUBLIC_PLOT_NAMES) & set(rep.INTERNAL_PLOT_NAMES)
+    for name in ("epsilon_vs_answered_public", "rdp_per_order_public"):
+        assert name in rep.PUBLIC_PLOT_NAMES and result["plots"][name] == f"plots/{name}.png"
+        with Image.open(run_dir / result["plots"][name]) as image:
+            image.verify()
+        with Image.open(run_dir / result["plots"][name]) as image:
+            assert image.format == "PNG" and image.width > 400
+    md = (run_dir / "report.md").read_text()
+    public = md.split("## Plots: publishable")[1].split("## Plots: INTERNAL")[0]
+    internal = md.split("## Plots: INTERNAL (do not publish)")[1].split("## Effective")[0]
+    assert "may be published" in public
+    for name in rep.PUBLIC_PLOT_NAMES:
+        assert f"![{name}](plots/{name}.png)\n\nPublishable. " in public
+        assert f"plots/{name}.png" not in internal
+    for name in rep.INTERNAL_PLOT_NAMES:
+        assert f"![{name}](plots/{name}.png)\n\n**INTERNAL \u2014 {rep.NOT_PRIVATE}.**" in internal
+        assert f"plots/{name}.png" not in public
+    page = (run_dir / "report.html").read_text()
+    for name in rep.PLOT_NAMES:
+        figure = page.split(f'<figure id="{name}">')[1].split("</figure>")[0]
+        badge = ('<span class="internal">' if name in rep.INTERNAL_PLOT_NAMES
+                 else '<span class="public">Publishable</span>')
+        assert badge in figure, name
+
+
+def test_publishable_plot_data_holds_nothing_data_dependent():
+    a = make_analysis()
+    view = rep.publishable_plot_data(a)
+    assert not DATA_DEPENDENT_KEYS & set(view)
+    assert view["eps_data_independent"] == a["curves"]["eps_data_independent"]
+    assert view["rdp_data_independent"] == a["privacy"]["rdp_data_independent"]
+    assert rep.publishable_plot_data(_sentinel(a)) == view
+
+
+def test_publishable_plots_do_not_depend_on_the_private_figures():
+    a = make_analysis()
+    before, after = rep.render_plots(a), rep.render_plots(_sentinel(a))
+    # The internal plots draw the data-dependent figures (so the sentinel shows in them) ...
+    for name in rep.INTERNAL_PLOT_NAMES:
+        assert before[name] != after[name], name
+    # ... the publishable ones are byte for byte the same whatever those figures are.
+    for name in rep.PUBLIC_PLOT_NAMES:
+        assert before[name] == after[name], name
+    # and they do follow the data-independent figures they show.
+    b = copy.deepcopy(a)
+    b["privacy"]["rdp_data_independent"] = [v * 1.5 for v in b["privacy"]["rdp_data_independent"]]
+    b["curves"]["eps_data_independent"] = [v * 1.5 for v in b["curves"]["eps_data_independent"]]
+    changed = rep.render_plots(b)
+    for name in ("epsilon_vs_answered_public", "rdp_per_order_public"):
+        assert changed[name] != before[name], name
