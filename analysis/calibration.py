@@ -8,6 +8,10 @@ Data-independent costs (functions of public quantities only, so calibrating on t
   sigma1 = ratio * sigma2 and a = n unless a smaller bound on the answers is enforced
   (e.g. by an online aggregator that stops answering after ``max_answered``).
 
+``extra_rdp`` (optional, one value per order) is a fixed data-independent cost composed with the
+answers (e.g. a planned sanitized release): the noise is calibrated so that the answers and it
+together meet the target.
+
 Each cost is converted with :func:`analysis.eps_from_rdp` on the given orders. Epsilon decreases
 monotonically in the noise, so a bisection in log-space brackets the exact threshold; the
 returned noise is always the upper end of the final bracket, whose epsilon has been checked to be
@@ -32,7 +36,7 @@ def _smallest_noise(eps_of: Callable[[float], float], target: float, what: str,
                     floor_eps: float) -> float:
     if target <= floor_eps:
         raise ValueError(f"eps={target!r} is unreachable at this delta on these orders: even "
-                         f"infinite noise costs eps={floor_eps:.6g} (the delta term). Raise eps or "
+                         f"infinite noise costs eps={floor_eps:.6g} (the delta term and any extra_rdp). Raise eps or "
                          "include larger orders")
     lo, hi = 1e-6, 1.0
     while eps_of(hi) > target:
@@ -54,45 +58,63 @@ def _smallest_noise(eps_of: Callable[[float], float], target: float, what: str,
     return hi
 
 
-def _delta_floor(orders: np.ndarray, delta: float, conversion: str) -> float:
-    return float(eps_from_rdp(np.zeros(orders.size), orders=orders, delta=delta,
-                              conversion=conversion)[0])
+def _delta_floor(orders: np.ndarray, delta: float, conversion: str, extra: np.ndarray) -> float:
+    return float(eps_from_rdp(extra, orders=orders, delta=delta, conversion=conversion)[0])
+
+
+def _extra(extra_rdp, orders: np.ndarray) -> np.ndarray:
+    if extra_rdp is None:
+        return np.zeros(orders.size)
+    try:
+        extra = np.asarray(extra_rdp, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("extra_rdp must be an array of RDP values, one per order") from None
+    if extra.shape != orders.shape:
+        raise ValueError(f"extra_rdp must have one value per order {orders.shape}, got shape "
+                         f"{extra.shape}")
+    if np.any(np.isnan(extra)) or np.any(extra < 0):
+        raise ValueError("extra_rdp must be >= 0 (or +inf) at every order")
+    return extra
 
 
 def calibrate_gnmax_sigma(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
-                          conversion: str = "classic") -> float:
-    """Smallest sigma such that ``num_queries`` GNMax answers are (eps, delta)-DP
-    (data-independent bound)."""
+                          conversion: str = "classic", extra_rdp=None) -> float:
+    """Smallest sigma such that ``num_queries`` GNMax answers (composed with ``extra_rdp``) are
+    (eps, delta)-DP (data-independent bound)."""
     eps = check_positive(eps, "eps")
     delta = check_delta(delta)
     n = check_int(num_queries, "num_queries", minimum=1)
     orders = check_orders(orders)
+    extra = _extra(extra_rdp, orders)
 
     def eps_of(sigma: float) -> float:
-        return float(eps_from_rdp(n * orders / sigma ** 2, orders=orders, delta=delta,
+        return float(eps_from_rdp(n * orders / sigma ** 2 + extra, orders=orders, delta=delta,
                                   conversion=conversion)[0])
 
-    return _smallest_noise(eps_of, eps, "sigma", _delta_floor(orders, delta, conversion))
+    return _smallest_noise(eps_of, eps, "sigma", _delta_floor(orders, delta, conversion, extra))
 
 
 def calibrate_lnmax_scale(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
-                          conversion: str = "classic") -> float:
-    """Smallest Laplace scale such that ``num_queries`` LNMax answers are (eps, delta)-DP."""
+                          conversion: str = "classic", extra_rdp=None) -> float:
+    """Smallest Laplace scale such that ``num_queries`` LNMax answers (composed with
+    ``extra_rdp``) are (eps, delta)-DP."""
     eps = check_positive(eps, "eps")
     delta = check_delta(delta)
     n = check_int(num_queries, "num_queries", minimum=1)
     orders = check_orders(orders)
+    extra = _extra(extra_rdp, orders)
 
     def eps_of(scale: float) -> float:
         pure = 2.0 / scale
-        rdp = n * np.minimum(0.5 * pure * pure * orders, pure)
+        rdp = n * np.minimum(0.5 * pure * pure * orders, pure) + extra
         return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
 
-    return _smallest_noise(eps_of, eps, "scale", _delta_floor(orders, delta, conversion))
+    return _smallest_noise(eps_of, eps, "scale", _delta_floor(orders, delta, conversion, extra))
 
 
 def calibrate_confident_gnmax(*, eps, delta, num_queries, max_answered=None, sigma1_ratio=3.75,
-                              orders=DEFAULT_ORDERS, conversion: str = "classic") -> tuple[float, float]:
+                              orders=DEFAULT_ORDERS, conversion: str = "classic",
+                              extra_rdp=None) -> tuple[float, float]:
     """Smallest (sigma1, sigma2) = (ratio * s, s) such that asking ``num_queries`` and answering at
     most ``max_answered`` (default: all) is (eps, delta)-DP (data-independent bound).
 
@@ -106,10 +128,11 @@ def calibrate_confident_gnmax(*, eps, delta, num_queries, max_answered=None, sig
         raise ValueError(f"max_answered ({answered}) cannot exceed num_queries ({n})")
     ratio = check_positive(sigma1_ratio, "sigma1_ratio")
     orders = check_orders(orders)
+    extra = _extra(extra_rdp, orders)
 
     def eps_of(sigma2: float) -> float:
-        rdp = n * orders / (2.0 * (ratio * sigma2) ** 2) + answered * orders / sigma2 ** 2
+        rdp = n * orders / (2.0 * (ratio * sigma2) ** 2) + answered * orders / sigma2 ** 2 + extra
         return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
 
-    sigma2 = _smallest_noise(eps_of, eps, "sigma2", _delta_floor(orders, delta, conversion))
+    sigma2 = _smallest_noise(eps_of, eps, "sigma2", _delta_floor(orders, delta, conversion, extra))
     return ratio * sigma2, sigma2

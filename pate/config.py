@@ -63,9 +63,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                  "checkpoint": (str, None), "checkpoint_every_s": (float, None),
                  "amp": (bool, None), "n_jobs": (int, None)},
     "aggregator": {"mechanism": (str, REQUIRED),
-                   **{name: (float, None) for name in mechanisms.all_param_names()},
+                   **{name: ((float, str), None) for name in mechanisms.all_param_names()},
                    "queries": (int, None), "budget_basis": (str, "data-independent"),
-                   "noise_seed": (int, None)},
+                   "noise_seed": (int, None), "target_eps": (float, None)},
     "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, REQUIRED),
                 "orders": ((str, list), "default"), "conversion": (str, "classic"),
                 "release_order": (float, REQUIRED), "release_beta": (float, REQUIRED),
@@ -189,9 +189,27 @@ def validate(config: dict, *, source: str = "config") -> dict:
     extra = [k for k in mechanisms.all_param_names() if k in agg and k not in needed]
     if extra:
         raise _fail(source, f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}")
-    _check(f"{source}: [aggregator]", spec.validate, aggregator_params(config))
+    for key in needed:
+        if isinstance(agg[key], str) and agg[key] != "auto":
+            raise _fail(source, f"[aggregator] {key} must be a number or \"auto\", got {agg[key]!r}")
+    auto = [k for k in needed if agg[k] == "auto"]
     if "queries" in agg:
         _check(f"{source}: [aggregator] queries", v.check_int, agg["queries"], "queries", minimum=1)
+    if auto:
+        if "target_eps" not in agg or "queries" not in agg:
+            raise _fail(source, f"[aggregator] {', '.join(auto)} = \"auto\" calibrates the noise "
+                                "for a target: set target_eps (the epsilon of this run's answers "
+                                "and release) and queries (how many public items are asked)")
+        _check(f"{source}: [aggregator] target_eps", v.check_positive, agg["target_eps"],
+               "target_eps")
+        if agg["target_eps"] > priv["budget_eps"]:
+            raise _fail(source, f"[aggregator] target_eps ({agg['target_eps']:g}) exceeds [privacy] "
+                                f"budget_eps ({priv['budget_eps']:g}), the dataset's whole budget")
+    elif "target_eps" in agg:
+        raise _fail(source, "[aggregator] target_eps only applies with a noise parameter = \"auto\" "
+                            "(e.g. sigma2 = \"auto\"); remove it or calibrate a parameter")
+    _check(f"{source}: [aggregator]", spec.validate,
+           {k: (1.0 if agg[k] == "auto" else agg[k]) for k in needed})
     if "noise_seed" in agg:
         _check(f"{source}: [aggregator] noise_seed", v.check_int, agg["noise_seed"], "noise_seed",
                minimum=0)
@@ -225,6 +243,9 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, f"[privacy] release_order ({order}) must be < 1/(2 release_beta) = "
                             f"{1.0 / (2.0 * beta):.6g}; lower release_beta (e.g. 0.4/release_order)")
 
+    if auto:  # the privacy table is valid now: calibrate (public quantities only)
+        _check(f"{source}: [aggregator]", spec.validate, aggregator_params(config))
+
     from teachers.ensemble import TeacherConfig
 
     _check(f"{source}: [teachers]", TeacherConfig, **teacher_settings(config))
@@ -235,9 +256,50 @@ def validate(config: dict, *, source: str = "config") -> dict:
 
 
 def aggregator_params(config: dict) -> dict:
-    """The noise parameters of the configured mechanism (and only those)."""
+    """The noise parameters of the configured mechanism (and only those), with every ``"auto"``
+    value calibrated (:func:`calibration`)."""
     agg = config["aggregator"]
-    return {k: agg[k] for k in mechanisms.get(agg["mechanism"]).param_names if k in agg}
+    params = {k: agg[k] for k in mechanisms.get(agg["mechanism"]).param_names if k in agg}
+    cal = calibration(config)
+    return params if cal is None else dict(params, **cal["calibrated"])
+
+
+def calibration(config: dict) -> dict | None:
+    """What ``"auto"`` noise parameters were calibrated to, and how (None without ``"auto"``).
+
+    The smallest noise such that asking ``[aggregator] queries`` queries, all answered (the worst
+    case), composed with the planned sanitized release's cost (when ``[privacy] release`` is on
+    and the mechanism has one), costs at most ``target_eps`` at ``delta`` with the config's
+    conversion and orders: public quantities only, fixed before any data is seen
+    (:meth:`pate.mechanisms.MechanismSpec.calibrate`, which uses ``analysis.calibrate_*``).
+    """
+    import analysis
+
+    agg, priv = config["aggregator"], config["privacy"]
+    spec = mechanisms.get(agg["mechanism"])
+    params = {k: agg[k] for k in spec.param_names if k in agg}
+    auto = sorted(k for k, v in params.items() if v == "auto")
+    if not auto:
+        return None
+    grid = orders(config)
+    release = bool(priv.get("release", True)) and spec.release_params(
+        {k: (1.0 if v == "auto" else v) for k, v in params.items()}) is not None
+    extra = (analysis.gnss_rdp_curve(beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"],
+                                     orders=grid) if release else None)
+    try:
+        full = spec.calibrate(params, target_eps=agg["target_eps"], delta=priv["delta"],
+                              num_queries=agg["queries"], orders=grid,
+                              conversion=priv["conversion"], extra_rdp=extra)
+    except (ValueError, ArithmeticError) as exc:
+        raise ConfigError(f"[aggregator] {', '.join(auto)} = \"auto\": {exc}") from None
+    return {"parameters": auto, "calibrated": {k: full[k] for k in auto},
+            "target_eps": agg["target_eps"], "queries": agg["queries"], "delta": priv["delta"],
+            "conversion": priv["conversion"], "release_included": release,
+            "method": (f"the smallest noise whose data-independent cost of {agg['queries']} "
+                       f"queries, all answered{', with the planned sanitized release' if release else ''}, "
+                       f"is at most eps={agg['target_eps']:g} at delta={priv['delta']:g} "
+                       f"({priv['conversion']} conversion): {spec.title} calibration of "
+                       "pate.mechanisms with analysis.calibrate_*")}
 
 
 def noise_seeded(config: dict) -> bool:

@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
+                                  calibrate_lnmax_scale)
 from analysis.accountant import (PrivacyEvent, confident_gnmax_event, gnmax_event,
                                  lnmax_event)
 from analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, lnmax_rdp, threshold_log_pr_answered,
@@ -264,6 +266,31 @@ class MechanismSpec:
         pr = self.pr_answered(votes, params, student=student)
         return (check + pr[:, None] * answer).sum(axis=0)
 
+    #: The parameters that :meth:`calibrate` can choose (``"auto"`` in a config); empty: none.
+    calibrated: ClassVar[tuple[str, ...]] = ()
+
+    def calibrate(self, params: Mapping[str, Any], *, target_eps: float, delta: float,
+                  num_queries: int, orders: Any, conversion: str = "classic",
+                  extra_rdp: Any = None) -> dict[str, float]:
+        """``params`` with every ``"auto"`` value replaced by the smallest noise such that asking
+        ``num_queries`` queries -- all answered by the teachers, the worst case -- composed with
+        ``extra_rdp`` (e.g. a planned release) costs at most ``target_eps`` at ``delta``
+        (data-independent: public quantities only, so calibrating is private). Delegates to
+        ``analysis.calibrate_*``. ValueError where a parameter cannot be calibrated."""
+        auto = [k for k, v in params.items() if isinstance(v, str) and v == "auto"]
+        if not auto:
+            return dict(params)
+        if not set(auto) <= set(self.calibrated):
+            raise ValueError(f"{self.name} can calibrate {', '.join(self.calibrated) or 'nothing'}, "
+                             f"not {', '.join(sorted(set(auto) - set(self.calibrated)))} "
+                             "(give a number)")
+        return {**params, **self._calibrate(params, auto=auto, eps=target_eps, delta=delta,
+                                            num_queries=num_queries, orders=check_orders(orders),
+                                            conversion=conversion, extra_rdp=extra_rdp)}
+
+    def _calibrate(self, params, *, auto, **kw) -> dict[str, float]:
+        raise NotImplementedError(f"{type(self).__name__} must implement _calibrate()")
+
     def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:
         """Parameters of the smooth-sensitivity (GNSS) release of the data-dependent epsilon,
         ``{"threshold", "sigma1", "sigma2"}`` for ``analysis.release_sanitized_epsilon``
@@ -304,6 +331,11 @@ class _LNMax(MechanismSpec):
     def event(self, votes, params, *, answered, orders, student=None):
         return lnmax_event(votes, scale=params["scale"], orders=orders)
 
+    calibrated = ("scale",)
+
+    def _calibrate(self, params, *, auto, **kw):
+        return {"scale": calibrate_lnmax_scale(**kw)}
+
 
 @dataclasses.dataclass(frozen=True)
 class _GNMax(MechanismSpec):
@@ -319,6 +351,11 @@ class _GNMax(MechanismSpec):
 
     def event(self, votes, params, *, answered, orders, student=None):
         return gnmax_event(votes, sigma=params["sigma"], orders=orders)
+
+    calibrated = ("sigma",)
+
+    def _calibrate(self, params, *, auto, **kw):
+        return {"sigma": calibrate_gnmax_sigma(**kw)}
 
     def release_params(self, params):
         return {"threshold": None, "sigma1": None, "sigma2": float(params["sigma"])}
@@ -374,6 +411,25 @@ class _ConfidentGNMax(MechanismSpec):
         if extra:  # e.g. student_confidence: free, recorded for the audit trail
             event = dataclasses.replace(event, params={**event.params, **extra})
         return event
+
+    calibrated = ("sigma1", "sigma2")
+
+    def _calibrate(self, params, *, auto, **kw):
+        """sigma2 (and sigma1 = sigma1_ratio x sigma2 when it is "auto" too; the ratio is the
+        given sigma1 / sigma2 ratio of Scalable PATE, 3.75, unless sigma1 is a number -- then
+        only sigma2 is chosen, with that sigma1)."""
+        if "sigma2" not in auto:
+            raise ValueError(f"{self.name}: calibrate sigma2 (with sigma1 = \"auto\" too, or a "
+                             "fixed sigma1); sigma1 alone cannot be calibrated")
+        if "sigma1" in auto:
+            sigma1, sigma2 = calibrate_confident_gnmax(**kw)
+            return {"sigma1": sigma1, "sigma2": sigma2}
+        sigma1 = check_positive(params["sigma1"], "sigma1")
+        check = threshold_rdp(_DUMMY_VOTES, threshold=0.0, sigma=sigma1, orders=kw["orders"],
+                              data_dependent=False)[0]
+        extra = check * kw["num_queries"] + (0.0 if kw["extra_rdp"] is None
+                                             else np.asarray(kw["extra_rdp"], dtype=np.float64))
+        return {"sigma2": calibrate_gnmax_sigma(**dict(kw, extra_rdp=extra))}
 
     def pr_answered(self, votes, params, *, student=None):
         return np.exp(threshold_log_pr_answered(

@@ -180,6 +180,7 @@ def build_analysis(run: Run) -> dict:
             "composition": _composition(spec.worst_case_query_rdp(params, orders=orders), orders,
                                         delta, asked),
             "noise_seeded": bool(summary["noise_seeded"]),
+            "calibration": C.calibration(config),
             "private": C.is_private(config),
             "ledger_enforced": summary.get("dataset") is not None,
             "budget_changes": [] if ledger is None else ledger["budget_changes"],

@@ -67,6 +67,15 @@ def _orders(text: str):
                                          f"list of orders, got {text!r}") from None
 
 
+def _number_or_auto(text: str):
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number or 'auto', got {text!r}") from None
+
+
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
     """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
     from pate.config import SCHEMA
@@ -102,6 +111,10 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
                 group.add_argument(flag, dest=dest, type=_json_table, help=f"{helptext} (JSON object)")
             elif list in wants:
                 group.add_argument(flag, dest=dest, type=_orders, help=helptext)
+            elif float in wants and str in wants:
+                group.add_argument(flag, dest=dest, type=_number_or_auto,
+                                   help=f"{helptext} (a number, or auto: calibrated for "
+                                        "--target-eps and --queries)")
             else:
                 group.add_argument(flag, dest=dest, type=wants[0], help=helptext)
 
