@@ -6,12 +6,18 @@ Symbols
     One split: ``x`` float32 -- images ``(N, C, H, W)`` in ``[0, 1]`` or tabular ``(N, F)`` --
     and ``y`` int64 labels ``(N,)`` (``-1`` where a label is unknown, e.g. an unlabelled public
     split read from a user's ``.npz``).
-``PateData(name, private, public, evaluation, num_classes, input_shape)``
+``PateData(name, private, public, evaluation, num_classes, input_shape, class_names=None)``
     The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` is the
     sensitive data the teachers are trained on (sharded by ``pate.partition``), ``public`` the
     unlabelled inputs the teachers vote on (the student's training pool), ``evaluation`` the
-    held-out items used only to measure teacher and student accuracy.
-``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None)``
+    held-out items used only to measure teacher and student accuracy. ``class_names`` is a
+    tuple of ``num_classes`` strings (label ``i`` is ``class_names[i]``) or None when unknown:
+    :data:`CLASS_NAMES` for the built-in datasets, the folder names of ``imagefolder:``, the
+    sorted label strings of a ``csv:`` with non-numeric labels, an optional ``class_names``
+    string array of an ``npz:``. Where the user declares the classes (folders, names),
+    ``num_classes`` is their number even if some class has no records.
+``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None,
+image_size=None)``
     Load one of:
 
     * ``"fashion-mnist"``, ``"mnist"``, ``"kmnist"``, ``"cifar10"``, ``"svhn"``: private = the
@@ -29,20 +35,31 @@ Symbols
     * ``"npz:PATH"``: either arrays ``x_private, y_private, x_public, x_evaluation,
       y_evaluation`` (``y_public`` optional) or a single pool ``x, y``; ``"csv:PATH"``: a numeric
       table, label in the column named ``label`` (or ``y``, ``target``, ``class``) if there is a
-      header, else in the last column; ``"imagefolder:PATH"``: torchvision's ImageFolder layout
-      (``PATH/<class>/<image>``; with ``PATH/train`` and ``PATH/test`` the train/test protocol
-      above applies). A single pool is permuted with seed 0 and split into evaluation (the
+      header, else in the last column; ``"imagefolder:PATH"``: read with torchvision's
+      ``ImageFolder`` (``PATH/<class>/<image>``, image files in sub-folders of a class folder
+      included; with ``PATH/train`` and ``PATH/test`` the train/test protocol above applies, and
+      a test class needs a training folder). Images of any sizes are resized (bilinear,
+      antialiased, aspect ratio not kept) to ``image_size`` -- an int or ``(height, width)``,
+      by default the size of the first image in sorted order (of ``train/`` if present); an image
+      already of that size is read exactly. All images become greyscale (1 channel) when every
+      one is greyscale, else RGB (3 channels; alpha dropped). A single pool is permuted with seed 0 and split into evaluation (the
       last ``eval_size``, default 10 %), public (the ``public_size`` before it, default 20 %) and
       private (the rest).
 
+``CLASS_NAMES``, ``IMAGE_EXTENSIONS``
+    The built-in datasets' class names; the file suffixes ``imagefolder:`` reads.
+
 Errors: a missing dataset raises :class:`analysis.errors.DatasetNotFoundError` saying how to
-obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read.
+obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read;
+an image file that cannot be decoded raises :class:`analysis.errors.InputError` naming it.
+Messages go to the ``logging`` logger ``"pate.teachers.data"`` (a child of ``"pate"``).
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import logging
 import os
 import pathlib
 import pickle
@@ -50,11 +67,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.errors import DatasetNotFoundError
+from analysis.errors import DatasetNotFoundError, InputError
 from analysis.validation import check_int, describe
 
 __all__ = ["ArraySplit", "PateData", "load_pate_data", "read_idx", "DATASET_NAMES",
-           "DEFAULT_FASHION_MNIST_DIR"]
+           "DEFAULT_FASHION_MNIST_DIR", "CLASS_NAMES", "IMAGE_EXTENSIONS"]
+
+logger = logging.getLogger("pate.teachers.data")
 
 DEFAULT_FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 #: Names accepted by :func:`load_pate_data` (plus the ``npz:``/``csv:``/``imagefolder:`` prefixes).
@@ -63,6 +82,18 @@ _PREFIXES = ("npz:", "csv:", "imagefolder:")
 _PROTOCOL_PUBLIC, _PROTOCOL_EVAL = 9000, 1000
 _DIGITS_PUBLIC, _DIGITS_EVAL = 597, 200
 _LABEL_COLUMNS = ("label", "y", "target", "class")
+_DIGIT_NAMES = tuple(str(i) for i in range(10))
+#: The class names of the built-in datasets, in label order (torchvision's, digits as "0".."9").
+CLASS_NAMES = {
+    "fashion-mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                      "Sneaker", "Bag", "Ankle boot"),
+    "mnist": _DIGIT_NAMES,
+    "kmnist": ("o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"),
+    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+                "truck"),
+    "svhn": _DIGIT_NAMES,
+    "digits": _DIGIT_NAMES,
+}
 
 
 @dataclass(frozen=True)
@@ -96,6 +127,7 @@ class PateData:
     evaluation: ArraySplit
     num_classes: int
     input_shape: tuple[int, ...]
+    class_names: tuple[str, ...] | None = None
 
 
 # --------------------------------------------------------------------------- readers
@@ -234,14 +266,21 @@ def _load_npz(path: pathlib.Path):
                                    "x_evaluation, y_evaluation)")
     with np.load(path, allow_pickle=False) as npz:
         keys = set(npz.files)
+        names = None
+        if "class_names" in keys:
+            raw = npz["class_names"]
+            if raw.ndim != 1 or raw.dtype.kind not in "US":
+                raise ValueError(f"npz file {path}: class_names must be a 1-D array of strings, "
+                                 f"got dtype {raw.dtype} and shape {raw.shape}")
+            names = [str(v) for v in raw.astype(str)]
         split_keys = {"x_private", "y_private", "x_public", "x_evaluation", "y_evaluation"}
         if split_keys <= keys:
             xp = npz["x_public"]
             yp = npz["y_public"] if "y_public" in keys else np.full(len(xp), -1, dtype=np.int64)
             return "splits", (npz["x_private"], npz["y_private"], xp, yp,
-                              npz["x_evaluation"], npz["y_evaluation"])
+                              npz["x_evaluation"], npz["y_evaluation"]), names
         if {"x", "y"} <= keys:
-            return "pool", (npz["x"], npz["y"])
+            return "pool", (npz["x"], npz["y"]), names
     raise ValueError(f"npz file {path} must hold arrays x, y or x_private, y_private, x_public, "
                      f"x_evaluation, y_evaluation; it has {sorted(keys)}")
 
@@ -283,6 +322,7 @@ def _load_csv(path: pathlib.Path):
     except ValueError as exc:
         raise ValueError(f"csv file {path}: feature columns must be numeric ({exc}); encode "
                          "categorical features first") from None
+    classes = None
     try:
         as_num = np.array([float(v) for v in labels])
         if np.all(as_num == np.round(as_num)) and as_num.min() >= 0:
@@ -293,52 +333,117 @@ def _load_csv(path: pathlib.Path):
         classes = sorted(set(labels))
         lookup = {c: i for i, c in enumerate(classes)}
         y = np.array([lookup[v] for v in labels], dtype=np.int64)
-    return feats, y
+    return (feats, y), classes
 
 
-def _load_imagefolder(path: pathlib.Path):
+#: File suffixes read as images by ``imagefolder:`` (case-insensitive; other files are skipped).
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+#: PIL modes read as one greyscale channel; any other mode makes the dataset RGB.
+_GREY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"})
+
+
+def _check_image_size(image_size) -> tuple[int, int] | None:
+    """``image_size`` as ``(height, width)``: an int ``s`` means ``(s, s)``; None stays None."""
+    if image_size is None:
+        return None
+    if isinstance(image_size, (list, tuple)):
+        if len(image_size) != 2:
+            raise ValueError(f"image_size must be one integer or a (height, width) pair, got "
+                             f"{describe(image_size)}")
+        return (check_int(image_size[0], "image_size height", minimum=1),
+                check_int(image_size[1], "image_size width", minimum=1))
+    side = check_int(image_size, "image_size", minimum=1)
+    return side, side
+
+
+def _image_folder(directory: pathlib.Path, classes: list[str] | None):
+    """torchvision's ``ImageFolder`` over ``directory``, with ``classes`` (None: its own)."""
+    from torchvision.datasets import ImageFolder
+
+    class _Folder(ImageFolder):
+        def find_classes(self, root):
+            if classes is None:
+                return super().find_classes(root)
+            return list(classes), {c: i for i, c in enumerate(classes)}
+
+    found = sorted(d.name for d in directory.iterdir() if d.is_dir())
+    if not found:
+        raise ValueError(f"image folder {directory} has no class sub-directories; lay it out as "
+                         f"{directory}/<class>/<image>")
+    unknown = set(found) - set(classes or found)
+    if unknown:
+        raise ValueError(f"image folder {directory} has classes {sorted(unknown)} that the "
+                         f"training folder lacks; every test class must have a training folder")
+    folder = _Folder(str(directory), allow_empty=True,
+                     is_valid_file=lambda p: p.lower().endswith(IMAGE_EXTENSIONS))
+    if not folder.samples:
+        raise ValueError(f"image folder {directory} holds no images (suffixes read: "
+                         f"{', '.join(IMAGE_EXTENSIONS)})")
+    return folder
+
+
+def _image_header(path: str):
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return im.mode, (int(im.height), int(im.width))
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InputError(f"image folder: {path} cannot be read as an image ({exc}); remove or "
+                         "replace it") from None
+
+
+class _ToArray:
+    """PIL image -> float32 ``(C, H, W)`` array in ``[0, 1]`` (``uint8 / 255``)."""
+
+    def __call__(self, image) -> np.ndarray:
+        arr = np.asarray(image, dtype=np.uint8)
+        arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
+        return arr.astype(np.float32) / 255.0
+
+
+def _load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None):
+    """Read ``PATH/<class>/<image>`` (or ``PATH/train`` + ``PATH/test``) with torchvision's
+    ``ImageFolder``; returns ``(kind, arrays, class_names)``.
+
+    Every image is converted to one colour mode -- greyscale ``L`` (1 channel) when all images
+    of the dataset are greyscale, else ``RGB`` (3 channels; greyscale images are replicated,
+    alpha is dropped) -- and resized (bilinear, antialiased, aspect ratio not kept) to
+    ``image_size`` = ``(height, width)``; by default the size of the first image (first class
+    in sorted order, first file in sorted order, of ``train/`` when there is one). An image
+    already of that size is not resampled, so a folder of same-size images reads exactly.
+    """
     if not path.is_dir():
         raise DatasetNotFoundError(f"image folder {path} does not exist; give imagefolder:PATH "
                                    "of a directory laid out as PATH/<class>/<image>")
-    from PIL import Image
+    from torchvision import transforms
 
-    def read_tree(directory: pathlib.Path, classes: list[str] | None):
-        found = sorted(d.name for d in directory.iterdir() if d.is_dir())
-        classes = found if classes is None else classes
-        if not classes:
-            raise ValueError(f"image folder {directory} has no class sub-directories")
-        unknown = set(found) - set(classes)
-        if unknown:
-            raise ValueError(f"image folder {directory} has classes {sorted(unknown)} that the "
-                             f"training folder lacks")
-        xs, ys, shape = [], [], None
-        exts = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
-        for label, cls in enumerate(classes):
-            if not (directory / cls).is_dir():
-                continue
-            for f in sorted((directory / cls).iterdir()):
-                if f.suffix.lower() not in exts:
-                    continue
-                with Image.open(f) as im:
-                    arr = np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "I;16") else "RGB"))
-                arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
-                if shape is None:
-                    shape = arr.shape
-                elif arr.shape != shape:
-                    raise ValueError(f"image folder {directory}: {f} has shape {arr.shape} but "
-                                     f"earlier images have {shape}; resize all images to one size")
-                xs.append(arr)
-                ys.append(label)
-        if not xs:
-            raise ValueError(f"image folder {directory} holds no images")
-        return np.stack(xs).astype(np.float32) / 255.0, np.array(ys, dtype=np.int64), classes
-
-    if (path / "train").is_dir() and (path / "test").is_dir():
-        xtr, ytr, classes = read_tree(path / "train", None)
-        xte, yte, _ = read_tree(path / "test", classes)
-        return "train-test", (xtr, ytr, xte, yte)
-    x, y, _ = read_tree(path, None)
-    return "pool", (x, y)
+    split = (path / "train").is_dir() and (path / "test").is_dir()
+    folders = [_image_folder(path / "train", None)] if split else [_image_folder(path, None)]
+    classes = list(folders[0].classes)
+    if split:
+        folders.append(_image_folder(path / "test", classes))
+    headers = [[_image_header(p) for p, _ in f.samples] for f in folders]
+    mode = "L" if all(m in _GREY_MODES for h in headers for m, _ in h) else "RGB"
+    size = image_size if image_size is not None else headers[0][0][1]
+    transform = transforms.Compose([transforms.Lambda(lambda im: im.convert(mode)),
+                                    transforms.Resize(size), _ToArray()])
+    arrays = []
+    for folder in folders:
+        folder.transform = transform
+        xs, ys = [], []
+        for i, (file, _) in enumerate(folder.samples):
+            try:
+                x, y = folder[i]
+            except (OSError, ValueError) as exc:
+                raise InputError(f"image folder: {file} cannot be read as an image ({exc}); "
+                                 "remove or replace it") from None
+            xs.append(x)
+            ys.append(y)
+        arrays += [np.stack(xs), np.asarray(ys, dtype=np.int64)]
+    logger.info("imagefolder %s: %d images, %d classes, %s %dx%d", path,
+                sum(len(f.samples) for f in folders), len(classes), mode, size[0], size[1])
+    return ("train-test" if split else "pool"), tuple(arrays), classes
 
 
 # --------------------------------------------------------------------------- splitting
@@ -393,8 +498,13 @@ def _num_classes(*ys) -> int:
 
 
 def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download: bool = False,
-                   public_size: int | None = None, eval_size: int | None = None) -> PateData:
-    """Load dataset ``name`` and split it into private / public / evaluation (module docstring)."""
+                   public_size: int | None = None, eval_size: int | None = None,
+                   image_size: int | tuple[int, int] | None = None) -> PateData:
+    """Load dataset ``name`` and split it into private / public / evaluation (module docstring).
+
+    ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
+    ``s`` means ``(s, s)``); None keeps the size of the first image.
+    """
     if not isinstance(name, str):
         raise TypeError(f"name must be a dataset name string, got {describe(name)}")
     if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
@@ -404,6 +514,11 @@ def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download
         raise TypeError(f"download must be True or False, got {describe(download)}")
     public_size = _check_size(public_size, "public_size")
     eval_size = _check_size(eval_size, "eval_size")
+    image_size = _check_image_size(image_size)
+    if image_size is not None and not name.startswith("imagefolder:"):
+        raise ValueError(f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
+                         f"{name!r}; leave it unset")
+    class_names = CLASS_NAMES.get(name)
     root_path = None if root is None else pathlib.Path(root).expanduser()
     if download and root_path is None:
         raise ValueError("download=True needs root (--data-root DIR): the directory to download into")
@@ -431,11 +546,12 @@ def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download
             raise ValueError(f"dataset {name!r} needs a path after '{prefix}:'")
         path = pathlib.Path(rest).expanduser()
         if prefix == "npz":
-            kind, arrays = _load_npz(path)
+            kind, arrays, class_names = _load_npz(path)
         elif prefix == "csv":
-            kind, arrays = "pool", _load_csv(path)
+            kind = "pool"
+            arrays, class_names = _load_csv(path)
         else:
-            kind, arrays = _load_imagefolder(path)
+            kind, arrays, class_names = _load_imagefolder(path, image_size)
         if kind == "splits":
             if public_size is not None or eval_size is not None:
                 raise ValueError(f"{name} already holds explicit splits; do not pass "
@@ -454,6 +570,16 @@ def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download
         raise ValueError(f"{name}: the splits have different input shapes {sorted(shapes)}")
     if np.any(private.y < 0) or np.any(evaluation.y < 0):
         raise ValueError(f"{name}: private and evaluation labels must be known (non-negative)")
+    num_classes = _num_classes(private.y, public.y, evaluation.y)
+    if class_names is not None:
+        if name in CLASS_NAMES:  # fixed label -> name table; a small sample may lack the last
+            class_names = class_names[:num_classes]
+        elif len(class_names) < num_classes:
+            raise ValueError(f"{name}: {len(class_names)} class names {list(class_names)} for "
+                             f"labels up to {num_classes - 1}; give one name per class")
+        else:  # the user declared the classes (folders, names): a class may have no records
+            num_classes = len(class_names)
+        class_names = tuple(str(c) for c in class_names)
     return PateData(name=name, private=private, public=public, evaluation=evaluation,
-                    num_classes=_num_classes(private.y, public.y, evaluation.y),
-                    input_shape=tuple(int(s) for s in private.x.shape[1:]))
+                    num_classes=num_classes, input_shape=tuple(int(s) for s in private.x.shape[1:]),
+                    class_names=class_names)

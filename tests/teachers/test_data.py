@@ -165,3 +165,169 @@ def test_bad_arguments():
         load_pate_data("npz:/nonexistent/file.npz")
     with pytest.raises(ValueError, match="shape"):
         ArraySplit(np.zeros((3, 2)), np.zeros(4))
+
+
+# --------------------------------------------------------------------------- imagefolder
+
+# Solid-colour images: a class's pixels are known exactly whatever the resize does.
+_ANT, _BEE, _CAT_RGB, _CAT_GREY = (200, 10, 10), 77, (0, 128, 255), 128
+
+
+def _solid(path, size_wh, colour):
+    from PIL import Image
+
+    mode = "L" if isinstance(colour, int) else "RGB"
+    Image.new(mode, size_wh, colour).save(path)
+
+
+def _mixed_folder(root, *, with_grey_cat=True):
+    """3 classes; sizes (w x h) 20x30, 40x40, 33x17; ant RGB, bee greyscale, cat both."""
+    sizes = [(20, 30), (40, 40), (33, 17)]
+    for cls in ("ant", "bee", "cat"):
+        (root / cls).mkdir(parents=True)
+    for i in range(6):
+        size = sizes[i % 3]
+        _solid(root / "ant" / f"{i}.png", size, _ANT)
+        _solid(root / "bee" / f"{i}.png", size, _BEE)
+        grey = with_grey_cat and i % 2 == 1
+        _solid(root / "cat" / f"{i}.png", size, _CAT_GREY if grey else _CAT_RGB)
+    (root / "cat" / "notes.txt").write_text("not an image")  # skipped: not an image suffix
+    return 18
+
+
+def _expected_colours(label):
+    return {0: {_ANT}, 1: {(_BEE,) * 3}, 2: {_CAT_RGB, (_CAT_GREY,) * 3}}[label]
+
+
+def _check_solid(data):
+    for split in (data.private, data.public, data.evaluation):
+        for x, y in zip(split.x, split.y):
+            colour = tuple(int(round(v)) for v in x[:, 0, 0] * 255)
+            assert colour in _expected_colours(int(y)), (int(y), colour)
+            np.testing.assert_array_equal(x, x[:, :1, :1] * np.ones_like(x))  # still solid
+
+
+def test_imagefolder_mixed_sizes_and_modes(tmp_path):
+    n = _mixed_folder(tmp_path / "imgs")
+    data = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3)
+    # default size: the first image (ant/0.png, 20 wide x 30 high); colour as one image is RGB
+    assert data.input_shape == (3, 30, 20)
+    assert {s.x.shape[1:] for s in (data.private, data.public, data.evaluation)} == {(3, 30, 20)}
+    assert data.class_names == ("ant", "bee", "cat") and data.num_classes == 3
+    labels = np.concatenate([data.private.y, data.public.y, data.evaluation.y])
+    assert len(labels) == n and np.bincount(labels).tolist() == [6, 6, 6]
+    assert data.private.x.dtype == np.float32
+    assert 0.0 <= data.private.x.min() <= data.private.x.max() <= 1.0
+    _check_solid(data)
+
+    square = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3,
+                            image_size=16)
+    assert square.input_shape == (3, 16, 16)
+    _check_solid(square)
+    np.testing.assert_array_equal(square.private.y, data.private.y)  # same split, other size
+    wide = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3,
+                          image_size=(12, 20))
+    assert wide.input_shape == (3, 12, 20)
+
+
+def test_imagefolder_all_greyscale_stays_one_channel(tmp_path):
+    for cls, value in (("dark", 30), ("light", 220)):
+        (tmp_path / "g" / cls).mkdir(parents=True)
+        for i, size in enumerate([(10, 10), (7, 13), (21, 9), (10, 10)]):
+            _solid(tmp_path / "g" / cls / f"{i}.png", size, value)
+    data = load_pate_data(f"imagefolder:{tmp_path / 'g'}", public_size=2, eval_size=2, image_size=8)
+    assert data.input_shape == (1, 8, 8) and data.class_names == ("dark", "light")
+    for split in (data.private, data.public, data.evaluation):
+        for x, y in zip(split.x, split.y):
+            np.testing.assert_array_equal(x, np.float32((30, 220)[y]) / np.float32(255.0))
+
+
+def test_imagefolder_same_size_images_read_exactly(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    pixels = {}
+    for cls in ("a", "b"):
+        (tmp_path / "f" / cls).mkdir(parents=True)
+        for i in range(5):
+            arr = rng.integers(0, 256, (6, 9, 3), dtype=np.uint8)
+            Image.fromarray(arr).save(tmp_path / "f" / cls / f"{i}.png")
+            pixels[arr.tobytes()] = cls
+    data = load_pate_data(f"imagefolder:{tmp_path / 'f'}", public_size=2, eval_size=2)
+    assert data.input_shape == (3, 6, 9)
+    for split in (data.private, data.public, data.evaluation):
+        for x, y in zip(split.x, split.y):
+            raw = np.round(np.transpose(x, (1, 2, 0)) * 255).astype(np.uint8).tobytes()
+            assert pixels[raw] == data.class_names[y]
+            assert np.array_equal(x * np.float32(255), np.round(x * 255))  # exact uint8 / 255
+
+
+def test_imagefolder_train_test_layout(tmp_path):
+    _mixed_folder(tmp_path / "tt" / "train")
+    (tmp_path / "tt" / "test" / "bee").mkdir(parents=True)   # a test split may lack a class
+    (tmp_path / "tt" / "test" / "cat").mkdir()
+    for i, size in enumerate([(5, 5), (50, 25), (9, 31), (12, 12)]):
+        _solid(tmp_path / "tt" / "test" / ("bee" if i % 2 else "cat") / f"{i}.png", size,
+               _BEE if i % 2 else _CAT_RGB)
+    data = load_pate_data(f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1,
+                          image_size=(10, 14))
+    assert data.input_shape == (3, 10, 14) and data.class_names == ("ant", "bee", "cat")
+    assert len(data.private) == 18 and len(data.public) == 3 and len(data.evaluation) == 1
+    # test labels follow the training folder's class indices, not the test folder's own
+    assert sorted(np.concatenate([data.public.y, data.evaluation.y]).tolist()) == [1, 1, 2, 2]
+    _check_solid(data)
+
+    (tmp_path / "tt" / "test" / "dog").mkdir()
+    _solid(tmp_path / "tt" / "test" / "dog" / "0.png", (8, 8), _ANT)
+    with pytest.raises(ValueError, match="dog"):
+        load_pate_data(f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1)
+
+
+def test_imagefolder_errors(tmp_path):
+    from analysis.errors import InputError
+
+    with pytest.raises(DatasetNotFoundError, match="imagefolder:PATH"):
+        load_pate_data(f"imagefolder:{tmp_path / 'missing'}")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no class sub-directories"):
+        load_pate_data(f"imagefolder:{tmp_path / 'empty'}")
+    (tmp_path / "empty" / "a").mkdir()
+    with pytest.raises(ValueError, match="holds no images"):
+        load_pate_data(f"imagefolder:{tmp_path / 'empty'}")
+    _mixed_folder(tmp_path / "bad")
+    (tmp_path / "bad" / "bee" / "broken.png").write_bytes(b"not a png at all")
+    with pytest.raises(InputError, match="broken.png"):
+        load_pate_data(f"imagefolder:{tmp_path / 'bad'}")
+    good = f"imagefolder:{tmp_path / 'empty'}"
+    with pytest.raises(ValueError, match="image_size"):
+        load_pate_data(good, image_size=0)
+    with pytest.raises(ValueError, match="image_size"):
+        load_pate_data(good, image_size=(8, 8, 3))
+    with pytest.raises(TypeError, match="image_size"):
+        load_pate_data(good, image_size=7.5)
+    with pytest.raises(ValueError, match="image_size.*imagefolder"):
+        load_pate_data("digits", image_size=8)
+
+
+def test_class_names():
+    digits = load_pate_data("digits")
+    assert digits.class_names == tuple(str(i) for i in range(10)) and digits.num_classes == 10
+
+
+def test_class_names_of_user_files(tmp_path):
+    rows = ["f1,f2,label"] + [f"{i},{i % 3},{('setosa', 'virginica', 'versicolor')[i % 3]}"
+                              for i in range(30)]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    data = load_pate_data(f"csv:{tmp_path / 't.csv'}", public_size=5, eval_size=5)
+    assert data.class_names == ("setosa", "versicolor", "virginica")
+    numeric = tmp_path / "n.csv"
+    numeric.write_text("\n".join(f"{i},{i % 2}" for i in range(20)) + "\n")
+    assert load_pate_data(f"csv:{numeric}", public_size=4, eval_size=4).class_names is None
+
+    x, y = np.random.default_rng(0).random((40, 4)), np.arange(40) % 2
+    np.savez(tmp_path / "named.npz", x=x, y=y, class_names=np.array(["no", "yes", "maybe"]))
+    named = load_pate_data(f"npz:{tmp_path / 'named.npz'}", public_size=5, eval_size=5)
+    assert named.class_names == ("no", "yes", "maybe") and named.num_classes == 3
+    np.savez(tmp_path / "short.npz", x=x, y=y, class_names=np.array(["only"]))
+    with pytest.raises(ValueError, match="one name per class"):
+        load_pate_data(f"npz:{tmp_path / 'short.npz'}", public_size=5, eval_size=5)
