@@ -44,6 +44,10 @@ done), ``chunk_NNNN.pt`` (torch: trained weights and predictions of a chunk, rea
 (``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``. No file in a run
 directory is ever a pickle, and none is read in a way that can run code.
 
+Messages (the trainer chosen, a fallback from vmap, ignored pickles) go to the ``logging``
+logger ``"pate.teachers.ensemble"``, a child of ``"pate"`` (the CLI shows it on stderr);
+progress bars are tqdm's, on stderr, off with ``progress=False``.
+
 scikit-learn chunk checkpoints
 ------------------------------
 A finished chunk of scikit-learn teachers is saved as ``chunk_NNNN.npz``: plain int64 arrays
@@ -98,7 +102,7 @@ _FORMAT_VERSION = 1
 _SKLEARN_CHUNK_FORMAT = 1
 _SKLEARN_CHUNK_KEYS = ("format", "teachers", "seeds", "random_states", "shard_sizes",
                        "public_predictions", "eval_predictions")
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
 # Fashion-MNIST: measured in the README (augmentation did not beat a higher learning rate there;
 # horizontal flips hurt: shoes face one way in the test set). The others: common practice.
 _AUTO_AUGMENT = {"fashion-mnist": "none", "cifar10": "shift+flip", "mnist": "shift",
@@ -139,8 +143,9 @@ class TeacherConfig:
             if not (m == "auto" or m in MODEL_NAMES or ":" in m):
                 raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
                                  f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}")
-        elif not _is_sklearn(m):
-            raise TypeError(f"model must be a name or a scikit-learn estimator, got {describe(m)}")
+        elif not _is_sklearn(m) and not callable(m):
+            raise TypeError(f"model must be a name, a scikit-learn estimator or a factory "
+                            f"returning a torch.nn.Module, got {describe(m)}")
         check_int(self.epochs, "epochs", minimum=1)
         check_int(self.batch_size, "batch_size", minimum=1)
         check_positive(self.lr, "lr")
@@ -201,9 +206,13 @@ class TeacherConfig:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
              if f.name not in ("device", "chunk_size", "memory_budget_mb", "checkpoint",
                                "checkpoint_every_s", "n_jobs", "trainer")}
-        if not isinstance(d["model"], str):
+        if _is_sklearn(d["model"]) and not isinstance(d["model"], str):
             d["model"] = f"{type(d['model']).__module__}.{type(d['model']).__qualname__}"
             d["model_params"] = {k: repr(v) for k, v in sorted(self.model.get_params().items())}
+        elif callable(d["model"]):  # a torch model factory given from Python
+            from teachers.models import factory_name
+
+            d["model"] = factory_name(d["model"])
         return json.loads(json.dumps(d, default=repr))
 
 
@@ -403,8 +412,8 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
             if trainer == "vectorized":
                 raise ValueError(f"model {config.model!r} cannot be trained with the vectorized "
                                  f"trainer: {reason}; use trainer='sequential' (or 'auto')")
-            print(f"teachers: model {config.model!r} cannot be vmapped ({reason}); training "
-                  "teachers one after another", file=sys.stderr)
+            logger.warning("teachers: model %r cannot be vmapped (%s); training teachers one "
+                           "after another", config.model, reason)
             trainer = "sequential"
         else:
             trainer = "vectorized"
@@ -428,6 +437,10 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
                      num_chunks=len(chunks), trainer=trainer, seeds=seeds,
                      completed=(state or {}).get("completed", []))
         atomic_write_json(out / _STATE, state)
+    done = len((state or {}).get("completed", []))
+    logger.info("teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s",
+                num_teachers, config.model, device, trainer, len(chunks), chunk_size,
+                f" ({done} already done)" if done else "")
 
     x_priv = torch.from_numpy(data.private.x).to(device)
     y_priv_t = torch.from_numpy(y_priv).to(device)

@@ -257,3 +257,57 @@ def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(
     for bad in (-1.0, float("inf")):
         with pytest.raises(ValueError, match="checkpoint_every_s"):
             TeacherConfig(checkpoint_every_s=bad)
+
+
+def test_mixed_size_imagefolder_trains_teachers_and_votes(tmp_path):
+    """An ImageFolder of differently sized RGB and greyscale images goes through training to votes."""
+    from PIL import Image
+
+    from pate.votes import votes_from_predictions
+    from teachers.data import load_pate_data
+
+    rng = np.random.default_rng(3)
+    sizes = [(20, 30), (40, 40), (33, 17)]
+    for c, cls in enumerate(("red", "green", "blue")):
+        (tmp_path / "img" / cls).mkdir(parents=True)
+        for i in range(12):
+            arr = rng.integers(0, 60, (sizes[i % 3][1], sizes[i % 3][0], 3), dtype=np.uint8)
+            arr[..., c] += 180
+            image = Image.fromarray(arr)
+            (image.convert("L") if i == 5 else image).save(tmp_path / "img" / cls / f"{i}.png")
+    data = load_pate_data(f"imagefolder:{tmp_path / 'img'}", public_size=6, eval_size=6,
+                          image_size=8)
+    assert data.input_shape == (3, 8, 8)
+    assert data.class_names == ("blue", "green", "red")  # the folders, sorted
+    shards = random_shards(len(data.private), [12, 12])
+    config = TeacherConfig(model="mlp", epochs=3, batch_size=8, augment="none")
+    res = train_teachers(data, shards, [1, 2], config, progress=False)
+    votes = votes_from_predictions(res.public_predictions, num_classes=data.num_classes)
+    assert votes.shape == (6, 3) and (votes.sum(axis=1) == 2).all()
+    again = train_teachers(data, shards, [1, 2], config, progress=False)
+    np.testing.assert_array_equal(again.public_predictions, res.public_predictions)
+
+
+def test_training_messages_go_to_the_pate_logger(digits):
+    """Library messages reach a handler on the 'pate' logger (what the CLI shows); no print."""
+    import logging
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    pate_logger = logging.getLogger("pate")
+    handler, level = Keep(), pate_logger.level
+    pate_logger.addHandler(handler)
+    pate_logger.setLevel(logging.INFO)
+    try:
+        shards = random_shards(len(digits.private), [40, 40])
+        train_teachers(digits, shards, [1, 2], TeacherConfig(model="cnn8", epochs=1, augment="none"),
+                       progress=False)
+    finally:
+        pate_logger.removeHandler(handler)
+        pate_logger.setLevel(level)
+    messages = [r.getMessage() for r in records if r.name.startswith("pate.teachers")]
+    assert any("2 cnn8 teachers" in m and "sequential trainer" in m for m in messages), messages
