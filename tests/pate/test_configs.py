@@ -1,12 +1,17 @@
-"""Every shipped config is valid, and the documented defaults hold."""
+"""Every shipped config is valid, and the documented defaults hold; the configs ship with the
+package (``pate run --config digits`` from any folder, ``pate init-config NAME``)."""
 
 from __future__ import annotations
 
+import json
 import pathlib
+import tomllib
 
 import pytest
 
 from pate import config as C
+from pate.cli import main
+from pate.commands import init_config
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
 
@@ -33,3 +38,171 @@ def test_overrides(tmp_path):
     config = C.load(CONFIGS[0], seed=7, device="cpu", run_dir=str(tmp_path / "x"))
     assert config["run"]["seed"] == 7 and config["run"]["device"] == "cpu"
     assert C.run_directory(config) == tmp_path / "x"
+
+
+# --------------------------------------------------------------------------- packaged configs
+# The configs ship inside the package (pate/configs, package data of the wheel); `configs` at the
+# top of the checkout is a symlink to it, so `configs/digits.toml` keeps working.
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PACKAGED = {"digits", "fashion-mnist", "mnist", "own-data"}
+
+
+def test_configs_is_the_package_folder():
+    assert (REPO / "configs").is_symlink()
+    assert (REPO / "configs").resolve() == (REPO / "pate" / "configs").resolve()
+    shipped = C.packaged_configs()
+    assert set(shipped) == PACKAGED
+    assert {pathlib.Path(str(f)).name for f in shipped.values()} == {p.name for p in CONFIGS}
+
+
+def test_the_configs_are_package_data_of_the_wheel():
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert "configs/*.toml" in setuptools["package-data"]["pate"]
+
+
+@pytest.mark.parametrize("name", ["digits", "digits.toml", "fashion-mnist", "fashion_mnist",
+                                  "Fashion-MNIST.toml", "own-data", "own_data"])
+def test_a_packaged_name_resolves_from_any_folder(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no configs/ here
+    stem = name.lower().removesuffix(".toml").replace("-", "_")
+    expected = C.load(REPO / "pate" / "configs" / f"{stem}.toml")
+    assert C.load(name) == expected
+    assert pathlib.Path(str(C.resolve_config(name))).resolve() == \
+        (REPO / "pate" / "configs" / f"{stem}.toml").resolve()
+
+
+def test_the_configs_path_still_works(monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert C.resolve_config("configs/digits.toml") == pathlib.Path("configs/digits.toml")
+    assert C.load("configs/digits.toml") == C.load("digits")
+
+
+def test_an_existing_file_wins_over_a_packaged_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = (REPO / "configs" / "digits.toml").read_text(encoding="utf-8")
+    pathlib.Path("digits").write_text(text.replace('name = "digits"\nseed', 'name = "mine"\nseed', 1),
+                                      encoding="utf-8")
+    assert C.resolve_config("digits") == pathlib.Path("digits")
+    assert C.load("digits")["run"]["name"] == "mine"
+
+
+@pytest.mark.parametrize("value", ["digitz", "configs/digits.toml", "no/such/file.toml"])
+def test_an_unknown_name_lists_the_packaged_names(value, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # configs/digits.toml is not here: a path is never a name
+    with pytest.raises(FileNotFoundError) as info:
+        C.load(value)
+    message = str(info.value)
+    assert f"--config {value}: no such file" in message
+    assert "digits, fashion-mnist, mnist, own-data" in message and "pate init-config" in message
+
+
+def test_the_cli_reports_an_unknown_config_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--config", "fashion-mnst", "--no-ledger"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pate run: error: --config fashion-mnst: no such file")
+    assert "fashion-mnist" in err and "\n" not in err
+
+
+def test_shipped_configs_set_no_relative_ledger():
+    # A relative [privacy] ledger resolves against the config's folder: inside site-packages for a
+    # packaged config. The shipped ones use the default ledger; copies (init-config) customise.
+    for path in CONFIGS:
+        privacy = tomllib.loads(path.read_text(encoding="utf-8"))["privacy"]
+        assert privacy.get("ledger", True) is True, path.name
+
+
+def test_own_data_validates_without_its_data(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = C.load("own-data")
+    name = config["data"]["name"]
+    assert name.startswith("csv:") and not pathlib.Path(name.partition(":")[2]).exists()
+    assert config["teachers"]["model"] == "mlp" and config["privacy"]["ledger"] is True
+    assert config["privacy"]["budget_eps"] <= 4.0
+    text = (REPO / "configs" / "own_data.toml").read_text(encoding="utf-8")
+    for documented in ("csv:PATH", "npz:PATH", "imagefolder:PATH", "x_private", "y_public",
+                       "PATH/<class>/<image>", "PATH/train", "REPLACE", "pate init-config"):
+        assert documented in text, documented
+
+
+def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
+    """The documented CSV rules hold: a header, the label in a column named `label` (not the
+    last one), text labels; a copy of the template pointed at it runs (partition only)."""
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    rows = ["Label,f1,f2,f3"] + [f"{'yes' if i % 2 else 'no'},{rng.normal():.4f},{rng.normal():.4f},"
+                                 f"{i % 7}" for i in range(400)]
+    pathlib.Path("my_data.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert main(["init-config", "own-data", "--output", "my_run.toml"]) == 0
+    assert main(["run", "--config", "my_run.toml", "--run-dir", "run", "--no-ledger",
+                 "--until", "partition", "--no-progress"]) == 0
+    assert (tmp_path / "run" / "partition.npz").is_file()
+    from teachers.data import load_pate_data
+
+    data = load_pate_data("csv:my_data.csv")
+    assert data.input_shape == (3,) and data.num_classes == 2
+    assert len(data.private) + len(data.public) + len(data.evaluation) == 400
+    assert len(data.evaluation) == 40 and len(data.public) == 80
+
+
+def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--config", "digits", "--run-dir", str(tmp_path / "run"), "--no-ledger",
+                 "--until", "partition", "--no-progress"]) == 0
+    saved = json.loads((tmp_path / "run" / "config.json").read_text(encoding="utf-8"))
+    assert saved["run"]["name"] == "digits"
+    assert (tmp_path / "run" / "partition.npz").is_file()
+
+
+def test_init_config_writes_an_editable_copy(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "mine.toml"
+    assert main(["init-config", "digits", "--output", str(out)]) == 0
+    assert out.read_bytes() == (REPO / "configs" / "digits.toml").read_bytes()
+    assert C.load(out) == C.load("digits")
+    assert str(out) in capsys.readouterr().out
+    # default output: the packaged file name in the working directory
+    assert main(["init-config", "fashion-mnist"]) == 0
+    assert C.load(tmp_path / "fashion_mnist.toml")["run"]["name"] == "fashion-mnist"
+    # a folder: the packaged name inside it
+    (tmp_path / "sub").mkdir()
+    assert main(["init-config", "own_data", "-o", "sub"]) == 0
+    assert (tmp_path / "sub" / "own_data.toml").is_file()
+
+
+def test_init_config_refuses_to_overwrite(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "mine.toml"
+    out.write_text("# my edits\n", encoding="utf-8")
+    assert main(["init-config", "digits", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "--force" in err and str(out) in err
+    assert out.read_text(encoding="utf-8") == "# my edits\n"
+    assert main(["init-config", "digits", "--output", str(out), "--force"]) == 0
+    assert out.read_bytes() == (REPO / "configs" / "digits.toml").read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.toml"]  # no temporary file left
+
+
+def test_init_config_unknown_name_lists_the_names(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["init-config", "cifar"]) == 2
+    err = capsys.readouterr().err
+    assert "'cifar' is not a config that ships with pate-learn" in err
+    assert "digits, fashion-mnist, mnist, own-data" in err
+    assert list(tmp_path.iterdir()) == []
+    assert main(["init-config"]) == 2  # neither NAME nor --list
+    assert "--list" in capsys.readouterr().err
+    assert main(["init-config", "digits", "-o", str(tmp_path / "missing" / "x.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_init_config_list(capsys):
+    assert main(["init-config", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0] for line in lines if line and not line.startswith("installed in")}
+    assert listed == PACKAGED
+    assert any(line.startswith("own-data") and "CSV" in line for line in lines)
+    assert init_config.packaged_name("Own_Data.toml") == "own-data"
