@@ -1,7 +1,11 @@
 """pate-learn: Private Aggregation of Teacher Ensembles.
 
+``pate.fit(...)`` runs the whole pipeline from Python (:mod:`pate.api`): sensitive data in,
+student, released labels and privacy figures out.
+
 Importing ``pate`` never imports torch: the CLI's analysis commands start fast and an
-auditor can use the privacy arithmetic (``analysis``) without it.
+auditor can use the privacy arithmetic (``analysis``) without it. ``pate.fit`` and
+``pate.PateResult`` are loaded on first use.
 """
 
 from analysis.errors import (BudgetExceededError, ConfigError, DatasetNotFoundError,
@@ -10,4 +14,14 @@ from analysis.errors import (BudgetExceededError, ConfigError, DatasetNotFoundEr
 __version__ = "0.1.0"
 
 __all__ = ["BudgetExceededError", "ConfigError", "DatasetNotFoundError", "LedgerError",
-           "PartitionError", "PateError", "__version__"]
+           "PartitionError", "PateError", "PateResult", "__version__", "fit"]
+
+_API = ("fit", "PateResult")
+
+
+def __getattr__(name: str):
+    if name in _API:  # the Python API, on first use (it is the top layer: keep import pate light)
+        import importlib
+
+        return getattr(importlib.import_module("pate.api"), name)
+    raise AttributeError(f"module 'pate' has no attribute {name!r}")

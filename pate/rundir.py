@@ -116,6 +116,11 @@ class Run:
         self.state = state
         self.progress = bool(progress)
         self._data = None
+        #: Python objects a run was given from the Python API (``pate.fit``): the teacher and
+        #: student models (``"teacher_model"``, ``"student_model"``) named ``python:...`` in the
+        #: config, and the fitted student of a scikit-learn student (``"fitted_student"``).
+        #: Never saved: resuming such a run needs them again.
+        self.objects: dict = {}
 
     # ---------------------------------------------------------------- creation
 
@@ -209,6 +214,14 @@ class Run:
 
     # ---------------------------------------------------------------- resources
 
+    def provide_data(self, data) -> None:
+        """Give the run its data in memory (``[data] name = "memory:<digest>"``, the Python
+        API); it must be the data the run was started with."""
+        if data.name != self.config["data"]["name"]:
+            raise ConfigError(f"{self.run_dir} was started on the data {self.config['data']['name']!r}, "
+                              f"not on these records ({data.name}); use a new run directory")
+        self._data = data
+
     @property
     def data(self):
         """The dataset of ``[data]`` (loaded once; torch-free loaders for tabular data)."""
@@ -216,6 +229,10 @@ class Run:
             from teachers.data import load_pate_data
 
             d = self.config["data"]
+            if d["name"].startswith("memory:"):
+                raise ConfigError(f"{self.run_dir}: this run's data was given in memory (pate.fit); "
+                                  "continue it from Python with the same data (pate.fit(..., "
+                                  "run_dir=..., resume=True))")
             self._data = load_pate_data(d["name"], root=d.get("root"), download=d["download"],
                                         public_size=d.get("public_size"),
                                         eval_size=d.get("eval_size"))
@@ -239,6 +256,17 @@ class Run:
     @property
     def ledger_path(self) -> pathlib.Path | None:
         return None if self.state["ledger"] is None else pathlib.Path(self.state["ledger"])
+
+    def python_object(self, key: str, setting):
+        """The Python object behind a ``python:...`` config value (a model given from Python),
+        or ``setting`` itself for any other value."""
+        if not (isinstance(setting, str) and setting.startswith("python:")):
+            return setting
+        if key not in self.objects:
+            raise ConfigError(f"{self.run_dir}: the {key.replace('_', ' ')} {setting[7:]} was given "
+                              "as a Python object (pate.fit); continue the run from Python with the "
+                              "same object")
+        return self.objects[key]
 
     def ledger(self):
         """A new connection to the run's ledger (None when the ledger is off); close it."""

@@ -185,7 +185,9 @@ def teachers(run: Run) -> dict:
         raise ConfigError(f"{run.path(R.PARTITION)} covers {part.num_records} records but the "
                           f"private split has {len(run.data.private)}; start a new run directory")
     seeds = run.streams().teacher_seeds(part.num_teachers)
-    result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**C.teacher_settings(run.config)),
+    settings = C.teacher_settings(run.config)
+    settings["model"] = run.python_object("teacher_model", settings["model"])
+    result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**settings),
                             out_dir=run.path(R.TEACHERS), resume=True, progress=run.progress)
     summary = result.summary()
     logger.info("teachers: mean accuracy %.4f, plurality vote %.4f on the evaluation split",
@@ -521,9 +523,15 @@ def student(run: Run) -> dict:
     if labels.ndim != 1 or labels.shape[0] != len(data.public):
         raise ConfigError(f"{run.path(R.LABELS)} holds {labels.shape} labels for "
                           f"{len(data.public)} public items; start a new run directory")
+    model = run.python_object("student_model", settings.get("model", "auto"))
+    if hasattr(model, "fit") and hasattr(model, "get_params"):
+        return _sklearn_student(run, model, labels)
+    settings["model"] = model
     model = Student(**settings, num_classes=data.num_classes, random_state=run.streams().student,
                     progress=run.progress, checkpoint_dir=run.path(R.STUDENT_CHECKPOINTS),
                     resume=True)
+    if not isinstance(settings["model"], str):
+        run.objects["fitted_student"] = model
     run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
     # Only the public inputs and the released labels reach the student.
     t0 = time.perf_counter()
@@ -537,6 +545,37 @@ def student(run: Run) -> dict:
                    settings=model.settings_, train_seconds=round(seconds, 2))
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
     logger.info("student: accuracy %.4f on the evaluation split", metrics["accuracy"])
+    return {"accuracy": metrics["accuracy"]}
+
+
+def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
+    """A scikit-learn student (given from Python): fitted on the answered public items only
+    (flattened inputs), evaluated like the torch student. It is returned to the caller in
+    memory and never saved (no pickles in run directories): ``student.pt`` is not written."""
+    import time
+
+    from sklearn.base import clone
+
+    from student.evaluate import evaluation_metrics
+
+    data = run.data
+    answered = labels >= 0
+    if len(np.unique(labels[answered])) < 2:
+        raise BudgetExceededError(f"the scikit-learn student needs labels of at least two classes; "
+                                  f"the aggregator answered {int(answered.sum())} queries")
+    model = clone(estimator)
+    t0 = time.perf_counter()
+    model.fit(data.public.x[answered].reshape(int(answered.sum()), -1), labels[answered])
+    seconds = time.perf_counter() - t0
+    predictions = model.predict(data.evaluation.x.reshape(len(data.evaluation), -1))
+    metrics = evaluation_metrics(data.evaluation.y, np.asarray(predictions, dtype=np.int64),
+                                 num_classes=data.num_classes)
+    metrics.update(method="supervised (scikit-learn, answered items only)",
+                   model=run.config["student"].get("model", "python"),
+                   num_labelled=int(answered.sum()), num_public=int(labels.shape[0]),
+                   settings={"estimator": repr(estimator)}, train_seconds=round(seconds, 2))
+    atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
+    run.objects["fitted_student"] = model
     return {"accuracy": metrics["accuracy"]}
 
 

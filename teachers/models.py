@@ -15,6 +15,9 @@ Symbols
     * ``"module:factory"`` -- ``factory`` is imported from ``module`` and called with
       ``input_shape=`` and ``num_classes=`` (when it accepts them); it must return an
       ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits.
+    * a Python callable -- the same factory given directly (the Python API,
+      :func:`pate.api.fit`): no import path, no ``PYTHONPATH``; it is never saved to disk, so
+      resuming such a run needs the same callable again.
 
 No zoo model uses BatchNorm (its running statistics are in-place state that ``vmap`` cannot
 batch) nor any in-model randomness (dropout): per-teacher randomness (batch order, data
@@ -107,6 +110,18 @@ def _from_factory(spec: str, input_shape, num_classes):
             raise ValueError(f"model {spec!r}: module {module_name!r} has no attribute {attr!r}")
     if not callable(factory):
         raise TypeError(f"model {spec!r}: {attr!r} is not callable")
+    return call_factory(factory, input_shape, num_classes)
+
+
+def factory_name(factory) -> str:
+    """``module.qualname`` of a model factory given as a Python callable (for logs and
+    fingerprints: the callable itself is not saved anywhere)."""
+    return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', repr(factory))}"
+
+
+def call_factory(factory, input_shape, num_classes):
+    """Call a model factory with ``input_shape=`` and ``num_classes=`` when it accepts them
+    (a zero-argument factory, e.g. ``lambda: nn.Sequential(...)``, is called without)."""
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -121,11 +136,15 @@ def build_model(name: str, *, input_shape, num_classes: int):
     """Build a fresh, randomly initialised model (uses torch's global RNG for the init)."""
     from torch import nn
 
-    if not isinstance(name, str):
-        raise TypeError(f"model name must be a string, got {describe(name)}")
+    if not isinstance(name, str) and not callable(name):
+        raise TypeError(f"model must be a name or a factory returning a torch.nn.Module, got "
+                        f"{describe(name)}")
     input_shape = check_input_shape(input_shape)
     num_classes = check_int(num_classes, "num_classes", minimum=2)
-    if name == "cnn28":
+    if callable(name):
+        model = call_factory(name, input_shape, num_classes)
+        name = factory_name(name)
+    elif name == "cnn28":
         model = _cnn28(_image_shape(name, input_shape, 28), num_classes)
     elif name == "cnn32":
         model = _cnn32(_image_shape(name, input_shape, 32), num_classes)

@@ -1,0 +1,273 @@
+"""The Python API: sensitive data -> teachers -> noisy labels -> student -> epsilon, in one call.
+
+``pate.fit`` runs the very stages of ``pate run`` (:mod:`pate.stages`) on data given in memory
+(numpy arrays, torch ``Dataset``/``DataLoader``) or by name (``"digits"``, ``"npz:PATH"``,
+``"csv:PATH"``, ``"imagefolder:PATH"``, ``"fashion-mnist"``), with teacher and student models
+given as Python objects: a factory returning a ``torch.nn.Module`` (e.g. ``lambda:
+nn.Sequential(...)``, or one taking ``input_shape=`` / ``num_classes=``), a scikit-learn
+estimator (a ``Pipeline`` too) or a zoo name. It charges the same ledger, writes the same run
+directory and report, and returns the trained student, the released labels and the privacy
+figures::
+
+    import pate
+    result = pate.fit((x_private, y_private), x_public, evaluation=(x_eval, y_eval),
+                      teacher=make_net, num_teachers=50, target_eps=2.0, delta=1e-5)
+    result.student.predict(x_new), result.epsilon, result.report_path
+
+Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Confident GNMax,
+``sigma=`` for GNMax, ``scale=`` for LNMax), or ``target_eps`` to calibrate them
+(:func:`pate.config.calibration`: the smallest noise whose data-independent cost of ``queries``
+queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
+The noise comes from OS entropy unless ``noise_seed`` is given (the run is then NOT private).
+
+Symbols
+-------
+``fit(private, public=None, *, evaluation=None, teacher, num_teachers, ...) -> PateResult``
+``PateResult``
+    ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
+    answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
+    figure of ``analysis.json``), ``report`` (``report.json``), ``run_dir``, ``report_path``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from analysis.errors import ConfigError
+
+__all__ = ["fit", "PateResult"]
+
+#: A threshold fixed before any data is seen: the teachers must agree at 80 % (Scalable PATE's
+#: MNIST setting is T = 200 of 250 teachers).
+DEFAULT_THRESHOLD_FRACTION = 0.8
+#: The sanitized release's parameters when ``release=True`` and none are given (the
+#: Fashion-MNIST config's: order 10 < 1 / (2 beta) = 12.5).
+DEFAULT_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
+_NOISE_PARAMS = ("threshold", "sigma1", "sigma2", "sigma", "scale")
+
+
+@dataclasses.dataclass(frozen=True)
+class PateResult:
+    """What :func:`fit` returns (see the module docstring)."""
+
+    student: Any
+    labels: np.ndarray
+    answered_mask: np.ndarray
+    epsilon: float
+    delta: float
+    privacy: dict
+    report: dict
+    run_dir: pathlib.Path
+
+    @property
+    def report_path(self) -> pathlib.Path:
+        return self.run_dir / "report.html"
+
+    def __repr__(self) -> str:
+        return (f"PateResult(epsilon={self.epsilon:.4g}, delta={self.delta:g}, answered="
+                f"{int(self.answered_mask.sum())}/{self.labels.size}, run_dir={str(self.run_dir)!r})")
+
+
+# ------------------------------------------------------------------------------ data
+
+def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(x, y) of ``data``: an array (no labels), an (x, y) tuple, a torch Dataset or DataLoader
+    yielding (x, y) pairs. ``labels``: "required", "optional"."""
+    if isinstance(data, np.ndarray):
+        if labels == "required":
+            raise TypeError(f"{what} needs labels: give (x, y), not x alone")
+        return data, None
+    if isinstance(data, tuple) and len(data) == 2:
+        x, y = np.asarray(data[0]), np.asarray(data[1])
+        if x.shape[:1] != y.shape[:1] or y.ndim != 1:
+            raise ValueError(f"{what}: x has {x.shape[0]} rows but y has shape {y.shape}; give "
+                             "(x, y) with one integer label per row")
+        return x, y
+    try:
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is not None and isinstance(data, (Dataset, DataLoader)):
+        loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=256)
+        xs, ys = [], []
+        for batch in loader:
+            if isinstance(batch, (tuple, list)) and len(batch) >= 2:
+                xs.append(torch.as_tensor(batch[0]).detach().cpu().numpy())
+                ys.append(torch.as_tensor(batch[1]).detach().cpu().numpy())
+            else:
+                xs.append(torch.as_tensor(batch).detach().cpu().numpy())
+        x = np.concatenate(xs)
+        y = np.concatenate(ys) if ys else None
+        if y is None and labels == "required":
+            raise TypeError(f"{what}: the dataset yields no labels; it must yield (x, y) pairs")
+        return x, y
+    raise TypeError(f"{what} must be a numpy array, an (x, y) tuple, a torch Dataset or "
+                    f"DataLoader, got {type(data).__name__}")
+
+
+def _memory_data(private, public, evaluation):
+    from pate.ledger import dataset_identity
+    from teachers.data import ArraySplit, PateData
+
+    xp, yp = _arrays(private, "private", labels="required")
+    xq, yq = _arrays(public, "public", labels="optional")
+    if evaluation is None:
+        raise TypeError("evaluation=(x, y) is needed: labelled held-out data on which the student's "
+                        "accuracy is measured for the report (never used for training)")
+    xe, ye = _arrays(evaluation, "evaluation", labels="required")
+    for label, y in (("private", yp), ("evaluation", ye)):
+        if not np.issubdtype(np.asarray(y).dtype, np.integer) or np.asarray(y).min() < 0:
+            raise ValueError(f"{label} labels must be non-negative integers (class indices)")
+    yq = np.full(len(xq), -1, dtype=np.int64) if yq is None else yq
+    splits = [ArraySplit(xp, yp), ArraySplit(xq, yq), ArraySplit(xe, ye)]
+    shapes = {s.x.shape[1:] for s in splits}
+    if len(shapes) != 1:
+        raise ValueError(f"private, public and evaluation inputs must have one shape per item, got "
+                         f"{sorted(shapes)}")
+    num_classes = int(max(splits[0].y.max(), splits[2].y.max(), splits[1].y.max())) + 1
+    identity = dataset_identity(splits[0].x, splits[0].y)
+    data = PateData(name=f"memory:{identity.digest[:16]}", private=splits[0], public=splits[1],
+                    evaluation=splits[2], num_classes=max(2, num_classes),
+                    input_shape=tuple(int(s) for s in splits[0].x.shape[1:]))
+    return data, identity
+
+
+# ------------------------------------------------------------------------------ models
+
+def _model_setting(model: Any, what: str) -> tuple[Any, Any]:
+    """(config value, Python object or None): names stay names; objects are recorded by name
+    and handed to the stage directly (never saved)."""
+    if isinstance(model, str):
+        return model, None
+    if callable(model) or (hasattr(model, "fit") and hasattr(model, "get_params")):
+        cls = model if isinstance(model, type) else type(model)
+        label = (getattr(model, "__qualname__", None) if callable(model) and not hasattr(model, "fit")
+                 else cls.__qualname__)
+        module = getattr(model, "__module__", None) or cls.__module__
+        return f"python:{module}.{label}", model
+    raise TypeError(f"{what} must be a zoo name (e.g. 'mlp', 'cnn28'), a factory returning a "
+                    f"torch.nn.Module, or a scikit-learn estimator; got {type(model).__name__}")
+
+
+# ------------------------------------------------------------------------------ fit
+
+def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
+        student: Any = "auto", num_teachers: int, mechanism: str = "confident-gnmax",
+        threshold=None, sigma1=None, sigma2=None, sigma=None, scale=None,
+        target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
+        budget_eps: float | None = None, release: bool = False, release_order=None,
+        release_beta=None, release_sigma_ss=None, conversion: str = "classic",
+        ledger: bool | str | pathlib.Path = True, dataset: str | None = None,
+        run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
+        noise_seed: int | None = None, device: str = "auto", partition: str = "random",
+        teacher_params: dict | None = None, student_params: dict | None = None,
+        progress: bool = False, resume: bool = False) -> PateResult:
+    """Train teachers on ``private``, label ``public`` privately, train the student; return it
+    with the labels and the privacy figures (see the module docstring).
+
+    ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
+    string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
+    unlabelled public inputs (labels, if given, are used only to report label accuracy);
+    ``evaluation`` labelled held-out data for the report. ``budget_eps`` is the dataset's total
+    budget in the ledger (default: ``target_eps``); ``queries`` how many public items are asked
+    (default: all). ``teacher_params`` / ``student_params`` are ``[teachers]`` / ``[student]``
+    settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
+    models).
+    """
+    from pate import config as C
+    from pate.pipeline import Pipeline
+
+    given = {k: v for k, v in {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
+                               "sigma": sigma, "scale": scale}.items() if v is not None}
+    data = identity = None
+    if isinstance(private, str):
+        if public is not None or evaluation is not None:
+            raise TypeError(f"private={private!r} names a dataset with its own public and "
+                            "evaluation splits; do not pass public= or evaluation=")
+        data_table = {"name": private}
+        num_public = None
+    else:
+        if public is None:
+            raise TypeError("public= (the public inputs the teachers label) is needed")
+        data, identity = _memory_data(private, public, evaluation)
+        data_table = {"name": data.name}
+        num_public = len(data.public)
+
+    from pate import mechanisms
+
+    spec = mechanisms.get(mechanism)
+    if target_eps is not None:
+        if budget_eps is None:
+            budget_eps = target_eps
+        for key in spec.calibrated:
+            given.setdefault(key, "auto")
+        if "threshold" in spec.param_names:
+            given.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * num_teachers)
+        if queries is None:
+            if num_public is None:
+                raise TypeError("target_eps with a named dataset needs queries= (how many public "
+                                "items are asked)")
+            queries = num_public
+    elif budget_eps is None:
+        raise TypeError("give target_eps (calibrated noise) or budget_eps with the noise "
+                        f"parameters of {mechanism} ({', '.join(spec.param_names)})")
+    aggregator = dict(mechanism=mechanism, **given)
+    if target_eps is not None:
+        aggregator["target_eps"] = float(target_eps)
+    if queries is not None:
+        aggregator["queries"] = int(queries)
+    if noise_seed is not None:
+        aggregator["noise_seed"] = int(noise_seed)
+    release_params = {k: v for k, v in (("release_order", release_order),
+                                        ("release_beta", release_beta),
+                                        ("release_sigma_ss", release_sigma_ss)) if v is not None}
+    privacy = dict(DEFAULT_RELEASE, **release_params, delta=delta, budget_eps=budget_eps,
+                   release=bool(release), conversion=conversion)
+    if dataset is not None:
+        privacy["dataset"] = dataset
+    teacher_value, teacher_object = _model_setting(teacher, "teacher")
+    student_value, student_object = _model_setting(student, "student")
+    raw = {"run": {"name": name, "seed": seed, "device": device},
+           "data": data_table,
+           "partition": {"num_teachers": num_teachers, "mode": partition},
+           "teachers": dict(teacher_params or {}, model=teacher_value),
+           "aggregator": aggregator, "privacy": privacy,
+           "student": dict(student_params or {}, model=student_value)}
+    if run_dir is None:
+        import tempfile
+
+        if resume:
+            raise TypeError("resume=True needs the run_dir of the run to continue")
+        run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"pate-{name}-")) / "run"
+    ledger_setting = ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve())
+    config = C.from_dict(raw, source="pate.fit", run_dir=str(run_dir),
+                         ledger=False if ledger_setting is False else
+                         (None if ledger_setting is True else ledger_setting))
+    pipeline = Pipeline(config, resume=resume, progress=progress)
+    if data is not None:
+        pipeline.ctx.provide_data(data)
+    pipeline.ctx.objects.update({k: v for k, v in (("teacher_model", teacher_object),
+                                                   ("student_model", student_object)) if v is not None})
+    report = pipeline.run()
+    return _result(pipeline.ctx, report)
+
+
+def _result(run, report: dict) -> PateResult:
+    from pate import rundir as R
+    from pate.io import load_npy
+
+    student = run.objects.get("fitted_student")
+    if student is None:
+        from student.train import Student
+
+        student = Student.load(run.path(R.STUDENT_WEIGHTS))
+    p = report["privacy"]
+    return PateResult(student=student, labels=load_npy(run.path(R.LABELS)),
+                      answered_mask=load_npy(run.path(R.ANSWERED)),
+                      epsilon=float(p["eps_guarantee"]), delta=float(p["delta"]), privacy=p,
+                      report=report, run_dir=run.run_dir)

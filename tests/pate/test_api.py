@@ -1,0 +1,97 @@
+"""pate.fit: the Python facade runs the same stages, ledger and report as `pate run`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pate
+from pate.ledger import Ledger, dataset_identity
+
+
+def flat(split):
+    return split.x.reshape(len(split.x), -1)
+
+
+@pytest.fixture(scope="module")
+def sklearn_run(tmp_path_factory, digits):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    tmp = tmp_path_factory.mktemp("api")
+    result = pate.fit((flat(digits.private), digits.private.y), flat(digits.public),
+                      evaluation=(flat(digits.evaluation), digits.evaluation.y),
+                      teacher=make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)),
+                      student=LogisticRegression(max_iter=500), num_teachers=10,
+                      mechanism="gnmax", target_eps=20.0, queries=120,
+                      ledger=tmp / "ledger.sqlite3", run_dir=tmp / "run")
+    return tmp, result
+
+
+def test_sklearn_pipeline_teachers_and_student_on_tabular_data(sklearn_run, digits):
+    tmp, result = sklearn_run
+    assert result.labels.shape == (597,) and int(result.answered_mask.sum()) == 120
+    assert np.all(result.labels[result.answered_mask] >= 0) and np.all(result.labels[120:] == -1)
+    assert result.student.score(flat(digits.evaluation), digits.evaluation.y) > 0.5
+    for name in ("config.json", "analysis.json", "report.md", "report.html", "aggregate.json"):
+        assert (result.run_dir / name).is_file(), name
+    assert not list(result.run_dir.rglob("*.pkl"))  # no pickles, not even of the student
+    config = json.loads((result.run_dir / "config.json").read_text())
+    assert config["teachers"]["model"].startswith("python:") and config["data"]["name"].startswith("memory:")
+
+
+def test_a_target_epsilon_is_met_within_five_percent(sklearn_run):
+    _, result = sklearn_run
+    assert 0.95 * 20.0 <= result.epsilon <= 20.0
+    assert result.privacy["calibration"]["parameters"] == ["sigma"]
+
+
+def test_the_ledger_is_charged_like_pate_run(sklearn_run, digits):
+    tmp, result = sklearn_run
+    digest = dataset_identity(flat(digits.private), digits.private.y).digest
+    with Ledger(tmp / "ledger.sqlite3") as ledger:
+        summary = ledger.summary(digest)
+        events = ledger.events(digest)
+    assert summary["budget"]["eps"] == 20.0  # budget_eps defaults to target_eps
+    assert summary["spent"] == pytest.approx(result.epsilon, rel=1e-9)
+    assert sum(e.event.answered for e in events) == int(result.answered_mask.sum())
+
+
+def test_resume_needs_the_same_data(sklearn_run, digits):
+    from analysis.errors import ConfigError
+
+    tmp, result = sklearn_run
+    x = flat(digits.private).copy()
+    x[0, 0] += 1.0
+    with pytest.raises(ConfigError, match="differs"):
+        pate.fit((x, digits.private.y), flat(digits.public),
+                 evaluation=(flat(digits.evaluation), digits.evaluation.y),
+                 teacher="mlp", num_teachers=10, mechanism="gnmax", target_eps=20.0,
+                 queries=120, ledger=tmp / "ledger.sqlite3", run_dir=result.run_dir, resume=True)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"evaluation": None}, TypeError, "evaluation="),
+    ({"public": None}, TypeError, "public="),
+    ({"target_eps": None}, TypeError, "target_eps"),
+    ({"teacher": 3}, TypeError, "teacher must be"),
+])
+def test_bad_arguments_are_clear_errors_before_any_work(tmp_path, digits, kwargs, error, message):
+    args = dict(public=flat(digits.public), evaluation=(flat(digits.evaluation), digits.evaluation.y),
+                teacher="mlp", num_teachers=5, target_eps=5.0, run_dir=tmp_path / "run",
+                ledger=tmp_path / "ledger.sqlite3")
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        pate.fit((flat(digits.private), digits.private.y), **args)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "ledger.sqlite3").exists()
+
+
+def test_import_pate_stays_torch_free():
+    import subprocess
+    import sys
+
+    code = "import sys, pate; pate.__version__; sys.exit(1 if 'torch' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
