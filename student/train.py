@@ -13,12 +13,32 @@ Symbols
     ``labels``: (N_public,) int64, the released label of each public item or ``-1`` where the
     aggregator did not answer. Returns a fitted :class:`Student`.
 ``Student(...)``
-    Estimator with scikit-learn conventions: constructor stores settings, ``fit(public_x,
-    labels)`` returns ``self``, ``random_state`` (None, a non-negative int or a
-    ``numpy.random.Generator`` such as ``pate.rng.make_streams(seed).student``), fitted
-    attributes end in ``_`` (``model_``, ``num_classes_``, ``input_shape_``, ``history_``,
-    ``seed_``). ``predict_proba(x)``, ``predict(x)``, ``score(x, y)``, ``save(path)``,
-    ``Student.load(path)``, ``get_params()`` / ``set_params()``.
+    A scikit-learn classifier (``ClassifierMixin`` + ``BaseEstimator``): the constructor stores
+    settings (keyword-only), ``fit(X, y)`` returns ``self``, ``random_state`` is None, a
+    non-negative int or a ``numpy.random.Generator`` such as
+    ``pate.rng.make_streams(seed).student`` (consumed by ``fit``, like a ``RandomState``).
+    Fitted attributes end in ``_``: ``classes_``, ``n_features_in_`` (``X.shape[1]`` as
+    scikit-learn counts it: features of tabular inputs, channels of images), ``model_``,
+    ``model_name_``, ``num_classes_``, ``input_shape_``, ``history_``, ``seed_``, ``device_``,
+    ``settings_``, ``n_labelled_``. ``predict_proba(X)``, ``predict(X)``, ``score(X, y)``
+    (accuracy, from ``ClassifierMixin``), ``save(path)``, ``Student.load(path)``,
+    ``get_params()`` / ``set_params()`` / ``sklearn.base.clone``. Works in
+    ``sklearn.pipeline.make_pipeline`` and ``sklearn.model_selection.cross_val_score``.
+``STUDENT_CHECKS_EXPECTED_TO_FAIL``
+    ``{check name: reason}``: the scikit-learn estimator checks
+    (``sklearn.utils.estimator_checks``) the Student fails by design, for
+    ``expected_failed_checks=``.
+``logger``: ``logging.getLogger("pate.student")`` (shown by the pate CLI).
+
+Labels (``y``)
+--------------
+``-1`` marks an unlabelled item (the aggregator did not answer); it is never a class.
+Integer labels (and floats with integral values) are class indices ``0 .. num_classes - 1``:
+``classes_`` is ``arange(num_classes)`` with ``num_classes`` the parameter or
+``max(y) + 1`` -- a class with no answered item is still a class (PATE's released labels).
+Any other labels (strings, booleans, objects; ``-1`` in an object array = unlabelled) are
+encoded by their sorted distinct answered values, which become ``classes_``; ``predict``
+returns them. Continuous targets are refused (``ValueError: Unknown label type``).
 ``METHODS``: ``("fixmatch", "supervised")``.
 ``resolve_device(spec)``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
 ``auto_model_name(input_shape)``: the zoo model used for ``model="auto"``.
@@ -54,6 +74,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import math
 import numbers
 import os
@@ -63,15 +84,22 @@ import time
 from typing import Any, Callable
 
 import numpy as np
+import scipy.sparse
 import torch
 import torch.nn.functional as F
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d, validate_data
 from torch import nn
 
 from analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
 from student import augment as aug
 
 __all__ = ["train_student", "Student", "METHODS", "resolve_device", "auto_model_name",
-           "CHECKPOINT_NAME"]
+           "CHECKPOINT_NAME", "STUDENT_CHECKS_EXPECTED_TO_FAIL"]
+
+logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
 METHODS = ("fixmatch", "supervised")
 CHECKPOINT_NAME = "student_checkpoint.pt"
@@ -125,7 +153,7 @@ def _is_model_like(obj: Any) -> bool:
         return True
     if isinstance(obj, (list, tuple)) and obj and all(isinstance(o, nn.Module) for o in obj):
         return True
-    if isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+    if isinstance(obj, dict) and len(obj) > 0 and all(isinstance(v, torch.Tensor) for v in obj.values()):
         return True   # a state dict (teacher weights)
     return False
 
@@ -152,64 +180,155 @@ def _refuse_non_public(obj: Any, name: str) -> None:
             "teacher weights. Pass the public inputs and the released labels only")
 
 
-def _check_public_x(public_x: Any) -> np.ndarray:
-    _refuse_non_public(public_x, "public_x")
-    if isinstance(public_x, torch.Tensor):
-        public_x = public_x.detach().cpu().numpy()
-    if not isinstance(public_x, np.ndarray):
-        raise TypeError(f"public_x must be a numpy array of public inputs, got {describe(public_x)} "
-                        f"of type {type(public_x).__name__}")
-    if not np.issubdtype(public_x.dtype, np.floating):
+def _plain_classes(classes: np.ndarray) -> list:
+    """``classes_`` as a list of Python str / int / float / bool (what a weights-only file holds)."""
+    out = [c.item() if isinstance(c, np.generic) else c for c in classes.tolist()]
+    bad = [c for c in out if not isinstance(c, (str, int, float, bool))]
+    if bad:
+        raise TypeError(f"cannot save a Student whose classes_ hold {type(bad[0]).__name__} labels "
+                        f"({bad[0]!r}); use str or int labels to save it")
+    return out
+
+
+def _as_array(obj: Any, name: str, what: str) -> np.ndarray:
+    """A numpy array from an array-like (list, tensor, DataFrame); sparse matrices are refused."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().numpy()
+    if scipy.sparse.issparse(obj):
+        raise TypeError(f"{name} is a scipy sparse matrix; sparse input is not supported: pass a "
+                        f"dense array ({name}.toarray())")
+    if isinstance(obj, np.ndarray):
+        return obj
+    if isinstance(obj, (list, tuple)) or hasattr(obj, "__array__"):
+        return np.asarray(obj)
+    raise TypeError(f"{name} must be {what}, got {describe(obj)} of type {type(obj).__name__}")
+
+
+def _check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
+    """Inputs as a C-contiguous, writeable float32 array (N, C, H, W) or (N, F).
+
+    Refused: the things that must never reach the student (:func:`_refuse_non_public`),
+    integer arrays (a 2-D one looks like a votes matrix), complex, sparse, NaN/inf, other ranks,
+    and (``fit``) no rows or (tabular) no features.
+    """
+    _refuse_non_public(x, name)
+    x = _as_array(x, name, "a numpy array of public inputs (or an array-like of floats)")
+    if x.dtype == object:
+        x = x.astype(np.float64)   # TypeError naming the bad element when it is not a number
+    if np.iscomplexobj(x):
+        raise ValueError(f"Complex data not supported: {name} has dtype {x.dtype}; pass real "
+                         "images in [0, 1] or real tabular features")
+    if not np.issubdtype(x.dtype, np.floating):
         hint = ("; a 2-D integer array looks like a votes matrix: aggregate the votes first "
-                "(pate aggregate) and pass the released labels" if public_x.ndim == 2
-                and np.issubdtype(public_x.dtype, np.integer) else "")
-        raise TypeError(f"public_x must be a float array (images in [0, 1] or tabular features), "
-                        f"got {describe(public_x)}{hint}")
-    if public_x.ndim not in (2, 4):
-        extra = " (for grayscale (N, H, W) images pass x[:, None])" if public_x.ndim == 3 else ""
-        raise ValueError(f"public_x must have shape (N, C, H, W) or (N, F), got {public_x.shape}{extra}")
-    if public_x.shape[0] == 0:
-        raise ValueError("public_x is empty: the student needs public inputs")
-    if not np.all(np.isfinite(public_x)):
-        raise ValueError("public_x contains NaN or infinite values")
-    return np.ascontiguousarray(public_x, dtype=np.float32)
+                "(pate aggregate) and pass the released labels" if x.ndim == 2
+                and np.issubdtype(x.dtype, np.integer) else
+                f"; convert it with {name}.astype(np.float32) if these are really features")
+        raise TypeError(f"{name} must be a float array (images in [0, 1] or tabular features), "
+                        f"got {describe(x)}{hint}")
+    if x.ndim not in (2, 4):
+        extra = (" (for grayscale (N, H, W) images pass x[:, None])" if x.ndim == 3 else
+                 ". Reshape your data either using x.reshape(-1, 1) if it has a single feature or "
+                 "x.reshape(1, -1) if it contains a single sample" if x.ndim == 1 else "")
+        raise ValueError(f"{name} must have shape (N, C, H, W) or (N, F), got {x.shape}{extra}")
+    if fit and x.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {x.shape}): the student needs public inputs")
+    if x.ndim == 2 and x.shape[1] == 0:
+        raise ValueError(f"{name} has 0 feature(s) (shape={x.shape}) while a minimum of 1 is "
+                         "required.")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    return x if x.flags.writeable else x.copy()
 
 
-def _check_labels(labels: Any, num_public: int, num_classes: int | None) -> np.ndarray:
-    _refuse_non_public(labels, "labels")
-    if isinstance(labels, torch.Tensor):
-        labels = labels.detach().cpu().numpy()
-    if not isinstance(labels, np.ndarray):
-        raise TypeError(f"labels must be a 1-D int64 numpy array (-1 = unanswered), got "
-                        f"{describe(labels)} of type {type(labels).__name__}")
+def _check_public_x(public_x: Any) -> np.ndarray:
+    """:func:`_check_inputs` for fitting, with the argument named ``public_x``."""
+    return _check_inputs(public_x, "public_x", fit=True)
+
+
+def _unlabelled_mask(y: np.ndarray) -> np.ndarray:
+    """Where an object array holds the integer -1 (the unlabelled marker)."""
+    return np.fromiter((isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool)
+                        and v == -1 for v in y), dtype=bool, count=y.shape[0])
+
+
+def _check_labels(labels: Any, num_public: int, num_classes: int | None,
+                  name: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+    """``(encoded, classes)``: int64 class indices (-1 = unlabelled) and ``classes_``.
+
+    See "Labels" in the module docstring. Refused: votes matrices, per-teacher predictions,
+    probabilities, continuous targets, labels below -1 or at/above ``num_classes``, no answered
+    item, and a single class when ``num_classes`` is not given.
+    """
+    _refuse_non_public(labels, name)
+    if labels is None:
+        raise ValueError(f"Student requires y to be passed, but the target y is None: pass {name}, "
+                         "the released label of each public item (-1 = unanswered)")
+    labels = _as_array(labels, name, "a 1-D array of released labels (-1 = unanswered)")
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = column_or_1d(labels, warn=True)   # a column vector: DataConversionWarning
     if labels.ndim == 2:
         if np.issubdtype(labels.dtype, np.integer):
             raise TypeError(
-                f"labels has shape {labels.shape}, which looks like a votes matrix (queries, classes) "
+                f"{name} has shape {labels.shape}, which looks like a votes matrix (queries, classes) "
                 "or per-teacher predictions (teachers, queries); the student must never see the "
                 "teachers' votes or predictions. Aggregate them (pate aggregate) and pass the "
                 "released labels, shape (N_public,), -1 where unanswered")
-        raise TypeError(f"labels has shape {labels.shape} (probabilities or one-hot?); pass hard "
+        raise TypeError(f"{name} has shape {labels.shape} (probabilities or one-hot?); pass hard "
                         "released labels of shape (N_public,), -1 where unanswered")
     if labels.ndim == 3:
-        raise TypeError(f"labels has shape {labels.shape}, which looks like per-teacher predictions; "
+        raise TypeError(f"{name} has shape {labels.shape}, which looks like per-teacher predictions; "
                         "the student may only receive the aggregator's released labels (N_public,)")
     if labels.ndim != 1:
-        raise ValueError(f"labels must be 1-D (N_public,), got shape {labels.shape}")
-    if not np.issubdtype(labels.dtype, np.integer):
-        raise TypeError(f"labels must be integers (-1 = unanswered), got {describe(labels)}; "
-                        "use labels.astype(np.int64) if they are integral")
+        raise ValueError(f"{name} must be 1-D (N_public,), got shape {labels.shape}")
     if labels.shape[0] != num_public:
-        raise ValueError(f"labels has {labels.shape[0]} entries but public_x has {num_public} items: "
-                         "pass one released label per public item (-1 = unanswered)")
-    labels = labels.astype(np.int64)
-    if labels.min() < -1:
-        raise ValueError(f"labels must be -1 (unanswered) or a class index, got {int(labels.min())}")
-    if num_classes is not None and labels.max() >= num_classes:
-        raise ValueError(f"labels must be < num_classes={num_classes}, got {int(labels.max())}")
-    if not np.any(labels >= 0):
-        raise ValueError("labels has no answered item (all -1): the student needs at least one label")
-    return labels
+        raise ValueError(f"{name} has {labels.shape[0]} entries but the inputs have {num_public} "
+                         "items: pass one released label per public item (-1 = unanswered)")
+    kind = labels.dtype.kind
+    if kind == "f":
+        if not np.all(np.isfinite(labels)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        # Integral floats are class indices; anything else is a regression target.
+        if np.any(labels != -1):
+            check_classification_targets(labels[labels != -1])   # ValueError: Unknown label type
+        labels, kind = labels.astype(np.int64), "i"
+    if kind in "iu":
+        labels = labels.astype(np.int64)
+        if labels.min() < -1:
+            raise ValueError(f"{name} must be -1 (unanswered) or a class index, got "
+                             f"{int(labels.min())}")
+        if num_classes is not None and labels.max() >= num_classes:
+            raise ValueError(f"{name} must be < num_classes={num_classes}, got {int(labels.max())}")
+        if not np.any(labels >= 0):
+            raise ValueError(f"{name} has no answered item (all -1): the student needs at least "
+                             "one label")
+        k = num_classes if num_classes is not None else int(labels.max()) + 1
+        if k < 2:
+            raise ValueError(f"only one class (class 0) was answered in {name}; pass num_classes= "
+                             "explicitly (the student needs at least 2 classes)")
+        return labels, np.arange(k, dtype=np.int64)
+    if kind not in "OUSb":
+        raise TypeError(f"{name} must hold class indices (-1 = unanswered) or class labels "
+                        f"(strings, booleans), got {describe(labels)}")
+    answered = ~_unlabelled_mask(labels) if kind == "O" else np.ones(labels.shape[0], dtype=bool)
+    if not answered.any():
+        raise ValueError(f"{name} has no answered item (all -1): the student needs at least one label")
+    check_classification_targets(labels[answered])
+    try:
+        classes, encoded = np.unique(labels[answered], return_inverse=True)
+    except TypeError as exc:
+        raise TypeError(f"{name} mixes label types that cannot be ordered ({exc}); use one type "
+                        "(e.g. all strings), -1 for unanswered items") from exc
+    if classes.shape[0] < 2:
+        raise ValueError(f"only one class ({classes[0]!r}) was answered in {name}; the student "
+                         "needs at least 2 classes")
+    if num_classes is not None and num_classes != classes.shape[0]:
+        raise ValueError(f"num_classes={num_classes} but {name} holds {classes.shape[0]} distinct "
+                         f"labels {classes.tolist()!r}; num_classes only applies to integer class "
+                         "indices: leave it None for other labels")
+    out = np.full(labels.shape[0], -1, dtype=np.int64)
+    out[answered] = encoded.reshape(-1)
+    return out, classes
 
 
 def _seed_from(random_state: Any) -> int | None:
@@ -268,8 +387,25 @@ def _accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, device: torch.d
 
 # --------------------------------------------------------------------------- the estimator
 
-class Student:
-    """The student model (scikit-learn-style estimator); see the module docstring.
+_INTEGER_X_REASON = (
+    "integer X is refused by design: a 2-D integer array is what the teachers' votes matrix looks "
+    "like, and votes must never reach the student (real integer features: X.astype(np.float32))")
+
+STUDENT_CHECKS_EXPECTED_TO_FAIL = {
+    "check_estimators_dtypes": _INTEGER_X_REASON,
+    "check_classifier_data_not_an_array": _INTEGER_X_REASON + "; this check's X is an integer array",
+    "check_classifiers_classes": (
+        "-1 marks an unlabelled item (semi-supervised), so this check's labels {-1, 1} are one "
+        "class plus unlabelled data, not two classes"),
+}
+
+class Student(ClassifierMixin, BaseEstimator):
+    """The student model, a scikit-learn classifier; see the module docstring.
+
+    ``fit(X, y)``: ``X`` the public inputs, (N, C, H, W) images in [0, 1] or (N, F) float
+    features; ``y`` one label per item, ``-1`` where unlabelled (see "Labels" in the module
+    docstring). In a cross-validation or a grid search every clone trains from scratch (leave
+    ``checkpoint_dir`` None there: the clones would share one checkpoint).
 
     Parameters
     ----------
@@ -341,22 +477,32 @@ class Student:
         self.on_epoch_end = on_epoch_end
         self.validation = validation
 
-    # ---- scikit-learn conventions
-
-    def get_params(self, deep: bool = True) -> dict:
-        return {name: getattr(self, name) for name in _TRAINING_PARAMS + _OTHER_PARAMS}
+    # ---- scikit-learn conventions (get_params, __repr__, score, clone: BaseEstimator / ClassifierMixin)
 
     def set_params(self, **params: Any) -> "Student":
         valid = set(_TRAINING_PARAMS + _OTHER_PARAMS)
-        for name, value in params.items():
+        for name in params:
             if name not in valid:
                 raise ValueError(f"unknown Student parameter {name!r}; valid: {', '.join(sorted(valid))}")
-            setattr(self, name, value)
-        return self
+        return super().set_params(**params)
 
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in ("model", "method", "epochs", "random_state"))
-        return f"Student({shown})"
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Inputs: (N, F) features or (N, C, H, W) images (no tag for 4-D); no NaN, no sparse.
+        tags.input_tags.two_d_array = True
+        tags.input_tags.three_d_array = False
+        tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = False
+        tags.target_tags.required = True
+        tags.classifier_tags.multi_class = True
+        tags.classifier_tags.multi_label = False
+        # Fixed random_state -> the same weights on the CPU; CUDA kernels are not bitwise
+        # reproducible.
+        try:
+            tags.non_deterministic = resolve_device(self.device).type != "cpu"
+        except (TypeError, ValueError):
+            tags.non_deterministic = True
+        return tags
 
     # ---- validation
 
@@ -417,15 +563,23 @@ class Student:
 
     # ---- training
 
-    def fit(self, public_x: Any, labels: Any) -> "Student":
-        """Train on the public inputs and the released labels (-1 = unanswered); returns self."""
+    def fit(self, X: Any, y: Any) -> "Student":
+        """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered).
+
+        Returns ``self``. Only the public inputs and the released labels may be passed: the
+        private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
+        models are refused with a ``TypeError``.
+        """
+        return self._fit(X, y, names=("X", "y"))
+
+    def _fit(self, X: Any, y: Any, *, names: tuple[str, str]) -> "Student":
         settings = self._validated()
-        x_np = _check_public_x(public_x)
-        y_np = _check_labels(labels, x_np.shape[0], settings["num_classes"])
-        num_classes = settings["num_classes"] or int(y_np.max()) + 1
-        if num_classes < 2:
-            raise ValueError("only class 0 was answered; pass num_classes= explicitly")
+        x_np = _check_inputs(X, names[0], fit=True)
+        y_np, classes = _check_labels(y, x_np.shape[0], settings["num_classes"], names[1])
+        num_classes = int(classes.shape[0])
         settings["num_classes"] = num_classes
+        # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
+        validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
         device = resolve_device(self.device)
         seed = _seed_from(self.random_state)
         input_shape = tuple(int(s) for s in x_np.shape[1:])
@@ -458,8 +612,7 @@ class Student:
                                  f"(seed {state['seed']}, now {seed}); resume with the same seed")
             seed = int(state["seed"])
         elif self.resume and checkpoint_path is not None:
-            print(f"student: no checkpoint at {checkpoint_path}; starting from scratch",
-                  file=sys.stderr)
+            logger.info("student: no checkpoint at %s; starting from scratch", checkpoint_path)
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
 
@@ -585,6 +738,7 @@ class Student:
         final = ema if ema is not None else model
         final.eval()
         self.model_ = final
+        self.classes_ = classes
         self.model_name_ = model_name
         self.num_classes_ = num_classes
         self.input_shape_ = input_shape
@@ -605,41 +759,37 @@ class Student:
 
     # ---- prediction
 
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "model_")
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "model_"):
-            raise ValueError("this Student is not fitted yet; call fit(public_x, labels) or Student.load(path)")
+            raise NotFittedError("this Student is not fitted yet; call fit(X, y) or Student.load(path)")
 
-    def predict_proba(self, x: Any, *, batch_size: int = 1024) -> np.ndarray:
-        """Class probabilities (N, num_classes) as float64."""
+    def predict_proba(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
+        """Class probabilities (N, len(classes_)) as float64, columns in the order of ``classes_``."""
         self._check_fitted()
-        _refuse_non_public(x, "x")
-        if isinstance(x, torch.Tensor):
-            x = x.detach().cpu().numpy()
-        if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.floating):
-            raise TypeError(f"x must be a float numpy array, got {describe(x)}")
-        if tuple(x.shape[1:]) != self.input_shape_:
-            raise ValueError(f"x must have shape (N, {', '.join(map(str, self.input_shape_))}), "
-                             f"got {x.shape}")
         batch_size = check_int(batch_size, "batch_size", minimum=1)
+        x = _check_inputs(X, "X", fit=False)
+        validate_data(self, X if hasattr(X, "columns") else x, reset=False, skip_check_array=True)
+        if tuple(x.shape[1:]) != self.input_shape_:
+            raise ValueError(f"X must have shape (N, {', '.join(map(str, self.input_shape_))}) as in "
+                             f"fit, got {x.shape}")
         device = next(self.model_.parameters()).device
         out = []
         self.model_.eval()
         with torch.no_grad():
             for start in range(0, x.shape[0], batch_size):
-                chunk = torch.from_numpy(np.ascontiguousarray(x[start:start + batch_size], dtype=np.float32))
+                chunk = torch.from_numpy(x[start:start + batch_size])
                 out.append(torch.softmax(self.model_(chunk.to(device)).float(), dim=1).cpu().numpy())
         if not out:
             return np.zeros((0, self.num_classes_), dtype=np.float64)
         return np.concatenate(out).astype(np.float64)
 
-    def predict(self, x: Any) -> np.ndarray:
-        """Predicted classes (N,) int64."""
-        return self.predict_proba(x).argmax(axis=1).astype(np.int64)
-
-    def score(self, x: Any, y: Any) -> float:
-        """Accuracy on (x, y)."""
-        y = np.asarray(y)
-        return float(np.mean(self.predict(x) == y))
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted labels (N,), taken from ``classes_`` (int64 class indices for integer labels)."""
+        proba = self.predict_proba(X)
+        return self.classes_[proba.argmax(axis=1)]
 
     # ---- persistence
 
@@ -651,7 +801,7 @@ class Student:
         _atomic_torch_save({
             "format": _FORMAT, "model_name": self.model_name_, "input_shape": list(self.input_shape_),
             "num_classes": self.num_classes_, "settings": self.settings_, "seed": self.seed_,
-            "history": self.history_, "n_labelled": self.n_labelled_, "state_dict": state}, path)
+            "classes": _plain_classes(self.classes_), "history": self.history_, "n_labelled": self.n_labelled_, "state_dict": state}, path)
         return path
 
     @classmethod
@@ -678,6 +828,10 @@ class Student:
                       random_state=blob["seed"], device=str(dev), progress=False)
         student.model = settings["model"]
         student.model_ = model
+        classes = blob.get("classes")   # absent in files written before classes_ existed
+        student.classes_ = (np.arange(num_classes, dtype=np.int64) if classes is None
+                            else np.asarray(classes))
+        student.n_features_in_ = input_shape[0]
         student.model_name_ = blob["model_name"]
         student.num_classes_ = num_classes
         student.input_shape_ = input_shape
@@ -705,4 +859,5 @@ def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: st
                        for k in unknown) else "")
         raise TypeError(f"train_student got unexpected argument(s) {', '.join(unknown)}{hint}; "
                         f"valid settings: {', '.join(sorted(valid))}")
-    return Student(model=model, method=method, **settings).fit(public_x, labels)
+    return Student(model=model, method=method, **settings)._fit(public_x, labels,
+                                                                 names=("public_x", "labels"))

@@ -196,11 +196,13 @@ def test_refuses_bad_labels_and_settings(digits, first_k_labels, no_training):
     x = digits.public.x
     good = first_k_labels(digits.public.y, 30)
     cases = [
-        (dict(labels=good.astype(np.float64)), TypeError, "integers"),
+        (dict(labels=good + 0.5), ValueError, "Unknown label type"),
+        (dict(labels=np.where(good == 0, np.nan, good)), ValueError, "NaN"),
         (dict(labels=np.full(597, -1)), ValueError, "no answered item"),
         (dict(labels=np.where(good == 0, -2, good)), ValueError, "-1 .unanswered."),
         (dict(labels=good, num_classes=5), ValueError, "num_classes=5"),
-        (dict(labels=good.tolist()), TypeError, "numpy array"),
+        (dict(labels={"a": 1}), TypeError, "1-D array of released labels"),
+        (dict(labels=np.full(597, 1 + 2j)), TypeError, "class indices"),
         (dict(labels=good, method="mixup"), ValueError, "method"),
         (dict(labels=good, epochs=0), ValueError, "epochs"),
         (dict(labels=good, threshold=1.5), ValueError, "threshold"),
@@ -218,6 +220,10 @@ def test_refuses_bad_labels_and_settings(digits, first_k_labels, no_training):
         train_student(x[:, 0], good)
     with pytest.raises(ValueError, match="NaN"):
         train_student(np.full_like(x, np.nan), good)
+    with pytest.raises(ValueError, match="one class .class 0."):
+        train_student(x, np.where(good > 0, -1, good))
+    with pytest.raises(ValueError, match="labels has 1 entries"):
+        train_student(x, good[:1])
 
 
 def test_resolve_device():
