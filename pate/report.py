@@ -24,8 +24,9 @@ schema ``format`` 1, see :data:`ANALYSIS_SCHEMA`). What it adds is the wording a
   ledger's ``privacy.budget_changes``. These keys are optional: an older analysis.json without
   them gets none of these sentences;
 * when ``run.smoke_test`` is true (optional, false when absent), a banner on the first line
-  under the title and an opening paragraph of the statement: the run only checks that the
-  pipeline works and its privacy figures are not a meaningful guarantee;
+  under the title, the first paragraph of the statement and the first warning (each after the
+  seeded-noise one, if any): the run only checks that the pipeline works and its privacy
+  figures are not a meaningful guarantee;
 * when the guarantee's epsilon is above :data:`WEAK_EPSILON` (10), a warning right after the
   guarantee sentence (and in ``warnings``) that it protects individuals very weakly, with the
   factor e^eps by which it lets an attacker's odds about one record (or person) change.
@@ -508,11 +509,13 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     delta = _delta(p["delta"])
     ledger_off = _LEDGER_OFF if p.get("ledger_enforced") is False else ""
     paras = []
-    if _is_smoke_test(a):
-        paras.append((_SMOKE_HEAD, _SMOKE_TEXT))
+    # Seeded noise leads (the statement of a non-private run opens by saying so), then a smoke
+    # test; the report's banners put the smoke test first, on the line under the title.
     if p.get("noise_seeded") is True:
         paras.append((_SEEDED_HEAD, _SEEDED_TEXT + ledger_off))
         ledger_off = ""
+    if _is_smoke_test(a):
+        paras.append((_SMOKE_HEAD, _SMOKE_TEXT))
     paras.append(("What is protected", (
         f"This run protects the sensitive training data at the {short} level. {relation} {other}"
         + ledger_off)))
@@ -645,6 +648,10 @@ def plain_language_statement(analysis: dict) -> str:
 def _warnings(a: dict) -> list[str]:
     p, q = a["privacy"], a["queries"]
     out = []
+    if p.get("noise_seeded") is True:
+        out.append("The aggregator's noise was seeded by the user: the run is reproducible and NOT "
+                   "differentially private (anyone with the seed can remove the noise). Do not "
+                   "publish its outputs; rerun with secure noise.")
     if _is_smoke_test(a):
         out.append("This run is a smoke test ([run] smoke_test = true): it only checks that the "
                    "pipeline works, and its privacy figures are not a meaningful guarantee. Do not "
@@ -654,10 +661,6 @@ def _warnings(a: dict) -> list[str]:
         out.append(f"The guarantee \u03b5 = {_eps(p['eps_guarantee'])} is above "
                    f"{_param(WEAK_EPSILON)}. {weak} Quote it only with this caveat; answer fewer "
                    f"queries or add more noise for a stronger guarantee.")
-    if p.get("noise_seeded") is True:
-        out.append("The aggregator's noise was seeded by the user: the run is reproducible and NOT "
-                   "differentially private (anyone with the seed can remove the noise). Do not "
-                   "publish its outputs; rerun with secure noise.")
     if p.get("ledger_enforced") is False:
         out.append("The privacy ledger was off: no budget was enforced across runs on this data, "
                    "and this run's spend was not recorded for later runs.")

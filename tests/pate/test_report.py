@@ -678,13 +678,16 @@ def test_smoke_test_is_said_at_the_very_top(tmp_path):
     assert body[1].startswith("<p><strong>SMOKE TEST: this run only checks")
 
 
-def test_smoke_test_comes_before_seeded_noise():
+def test_smoke_test_with_seeded_noise():
+    """The smoke-test banner is the line under the title; the statement still opens with the
+    seeded noise (a non-private run says so first), then the smoke test."""
     a = make_analysis()
     a["run"]["smoke_test"] = True
     a["privacy"]["noise_seeded"] = True
     report = rep.build_report(a)
     heads = [par.split(":")[0] for par in report["statement"].split("\n\n")[:3]]
-    assert heads == ["SMOKE TEST", "NOT DIFFERENTIALLY PRIVATE (seeded noise)", "What is protected"]
+    assert heads == ["NOT DIFFERENTIALLY PRIVATE (seeded noise)", "SMOKE TEST", "What is protected"]
+    assert "seeded" in report["warnings"][0] and "smoke test" in report["warnings"][1]
     blocks = rep.render_markdown(report).split("\n\n")
     assert blocks[1] == SMOKE_BANNER and blocks[2].startswith("**This run is NOT differentially")
 
