@@ -510,9 +510,15 @@ class Student(ClassifierMixin, BaseEstimator):
         """All settings checked (before any work); returns the training settings as plain values."""
         model = self.model
         _refuse_non_public(model, "model")
-        if not isinstance(model, str):
+        if callable(model) and not isinstance(model, str):
+            from teachers.models import factory_name
+
+            # a factory given from Python: recorded by name (settings stay plain values)
+            model = "python:" + factory_name(model)
+        elif not isinstance(model, str):
             raise TypeError(f"model must be a model name string ('auto', 'cnn28', 'mlp', ... or "
-                            f"'package.module:factory'), got {describe(model)}")
+                            f"'package.module:factory') or a factory returning a torch.nn.Module, "
+                            f"got {describe(model)}")
         s = {"model": model, "method": check_choice(self.method, "method", METHODS)}
         s["epochs"] = check_int(self.epochs, "epochs", minimum=1)
         s["steps_per_epoch"] = (None if self.steps_per_epoch is None
@@ -621,7 +627,8 @@ class Student(ClassifierMixin, BaseEstimator):
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            net = build_model(model_name, input_shape=input_shape, num_classes=num_classes)
+            net = build_model(self.model if model_name.startswith("python:") else model_name,
+                              input_shape=input_shape, num_classes=num_classes)
         mean, std = _input_stats(x_np)
         model = _Standardize(net, torch.from_numpy(mean), torch.from_numpy(std)).to(device)
         ema = copy.deepcopy(model) if settings["ema_decay"] is not None else None
@@ -805,7 +812,7 @@ class Student(ClassifierMixin, BaseEstimator):
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, device: str = "cpu") -> "Student":
+    def load(cls, path: str | os.PathLike, *, device: str = "cpu", model=None) -> "Student":
         """A fitted Student from a file written by :meth:`save`."""
         path = pathlib.Path(path)
         if not path.exists():
@@ -818,7 +825,13 @@ class Student(ClassifierMixin, BaseEstimator):
         settings = dict(blob["settings"])
         input_shape = tuple(int(s) for s in blob["input_shape"])
         num_classes = int(blob["num_classes"])
-        net = build_model(blob["model_name"], input_shape=input_shape, num_classes=num_classes)
+        name = blob["model_name"]
+        if name.startswith("python:"):
+            if model is None:
+                raise ValueError(f"{path}: the student's network was built by the Python factory "
+                                 f"{name[7:]}; pass it again: Student.load(path, model=factory)")
+            name = model
+        net = build_model(name, input_shape=input_shape, num_classes=num_classes)
         state = blob["state_dict"]
         model = _Standardize(net, torch.zeros_like(state["mean"]), torch.ones_like(state["std"]))
         model.load_state_dict(state)

@@ -95,3 +95,30 @@ def test_import_pate_stays_torch_free():
 
     code = "import sys, pate; pate.__version__; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def net(input_shape, num_classes):  # defined here: no import path, no PYTHONPATH
+        return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, num_classes))
+
+    private = DataLoader(TensorDataset(torch.as_tensor(digits.private.x),
+                                       torch.as_tensor(digits.private.y)), batch_size=100)
+    result = pate.fit(private, digits.public.x, evaluation=(digits.evaluation.x, digits.evaluation.y),
+                      teacher=net, student=net, num_teachers=5, threshold=3.0, sigma1=1.0,
+                      sigma2=1.0, budget_eps=500.0, queries=100, noise_seed=1, ledger=False,
+                      run_dir=tmp_path / "run", teacher_params={"epochs": 5, "lr": 1e-2},
+                      student_params={"epochs": 1, "steps_per_epoch": 10, "method": "supervised"})
+    assert 0 < int(result.answered_mask.sum()) <= 100
+    assert result.student.predict(digits.evaluation.x).shape == (200,)
+    assert not result.privacy["ledger_enforced"] and result.privacy["noise_seeded"]
+    from student.train import Student
+
+    with pytest.raises(ValueError, match="Python factory"):
+        Student.load(result.run_dir / "student.pt")
+    loaded = Student.load(result.run_dir / "student.pt", model=net)
+    np.testing.assert_array_equal(loaded.predict(digits.evaluation.x),
+                                  result.student.predict(digits.evaluation.x))
