@@ -24,7 +24,8 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.estimator_checks import estimator_checks_generator, parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
 
-from student.train import STUDENT_CHECKS_EXPECTED_TO_FAIL, Student, train_student
+from student.train import (STUDENT_CHECKS_EXPECTED_TO_FAIL, STUDENT_CHECKS_PLATFORM_DEPENDENT, Student,
+                           train_student)
 
 TINY = dict(epochs=1, steps_per_epoch=30, batch_size=16, learning_rate=0.1, device="cpu",
             progress=False, random_state=0)
@@ -37,15 +38,25 @@ ESTIMATORS = [Student(method="supervised", **TINY),
                          xfail_strict=True)
 def test_sklearn_estimator_checks(estimator, check):
     """Every check of ``sklearn.utils.estimator_checks`` (strict: an expected failure that
-    passes is reported, so the reasons in STUDENT_CHECKS_EXPECTED_TO_FAIL stay true)."""
-    check(estimator)
+    passes is reported, so the reasons in STUDENT_CHECKS_EXPECTED_TO_FAIL stay true). A
+    platform-dependent check runs too; only its failure is an expected failure, with its reason."""
+    name = getattr(check, "func", check).__name__
+    if name not in STUDENT_CHECKS_PLATFORM_DEPENDENT:
+        check(estimator)
+        return
+    try:
+        check(estimator)
+    except AssertionError as exc:
+        pytest.xfail(f"{STUDENT_CHECKS_PLATFORM_DEPENDENT[name]} ({str(exc).strip()[:300]})")
 
 
 def test_expected_failures_name_real_checks_with_reasons():
     names = {getattr(check, "func", check).__name__
              for _, check in estimator_checks_generator(ESTIMATORS[0])}
-    assert set(STUDENT_CHECKS_EXPECTED_TO_FAIL) <= names
-    assert all(len(reason) > 40 for reason in STUDENT_CHECKS_EXPECTED_TO_FAIL.values())
+    listed = {**STUDENT_CHECKS_EXPECTED_TO_FAIL, **STUDENT_CHECKS_PLATFORM_DEPENDENT}
+    assert set(listed) <= names
+    assert not set(STUDENT_CHECKS_EXPECTED_TO_FAIL) & set(STUDENT_CHECKS_PLATFORM_DEPENDENT)
+    assert all(len(reason) > 40 for reason in listed.values())
     assert len(names) > 40
 
 
