@@ -4,7 +4,8 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
 
     [run]        name*, seed, secure, device, run_dir, smoke_test (true: the run only checks that
                  the pipeline works; its report says so at the top)
-    [data]       name*, root, download, public_size, eval_size
+    [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
+                 size images are resized to, N or [height, width]; default the first image's)
     [partition]  num_teachers*, mode ("random" | "stratified" | "unit"), unit_ids (.npy, mode unit)
     [teachers]   any field of teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
     [aggregator] mechanism* (a name of the registry pate.mechanisms), its noise parameters
@@ -53,7 +54,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "run": {"name": (str, REQUIRED), "seed": (int, 0), "secure": (bool, False),
             "device": (str, "auto"), "run_dir": (str, None), "smoke_test": (bool, False)},
     "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
-             "public_size": (int, None), "eval_size": (int, None)},
+             "public_size": (int, None), "eval_size": (int, None),
+             "image_size": ((int, list), None)},
     "partition": {"num_teachers": (int, REQUIRED), "mode": (str, "random"), "unit_ids": (str, None)},
     "teachers": {"model": (str, "auto"), "model_params": (dict, None), "epochs": (int, None),
                  "batch_size": (int, None), "lr": (float, None), "optimizer": (str, None),
@@ -164,6 +166,16 @@ def validate(config: dict, *, source: str = "config") -> dict:
     for key in ("public_size", "eval_size"):
         if key in data:
             _check(f"{source}: [data] {key}", v.check_int, data[key], key, minimum=1)
+    if "image_size" in data:
+        size = data["image_size"]
+        if not data["name"].startswith("imagefolder:"):
+            raise _fail(source, "[data] image_size applies to imagefolder:PATH datasets only "
+                                f"(the size their images are resized to), not {data['name']!r}")
+        sizes = size if isinstance(size, list) else [size]
+        if len(sizes) not in (1, 2) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
+            raise _fail(source, f"[data] image_size must be a positive integer or [height, width], "
+                                f"got {size!r}")
     _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
            "num_teachers", minimum=1)
     _check(f"{source}: [partition] mode", v.check_choice, part["mode"], "mode",
@@ -445,6 +457,17 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
     finally:
         config.pop("_explicit_seed", None)
     return config
+
+
+def data_settings(config: dict) -> dict:
+    """Keyword arguments of :func:`teachers.data.load_pate_data` (besides the name)."""
+    d = config["data"]
+    size = d.get("image_size")
+    out = {"root": d.get("root"), "download": d["download"], "public_size": d.get("public_size"),
+           "eval_size": d.get("eval_size")}
+    if size is not None:
+        out["image_size"] = tuple(size) if isinstance(size, list) else size
+    return out
 
 
 def ledger_path(config: dict) -> pathlib.Path | None:

@@ -196,7 +196,8 @@ def build_analysis(run: Run) -> dict:
             "student_accuracy": float(student["accuracy"]),
             "student_per_class_accuracy": student.get("per_class_accuracy"),
             "confusion_matrix": student.get("confusion_matrix"),
-            "class_names": getattr(data, "class_names", None),
+            "class_names": (None if getattr(data, "class_names", None) is None
+                            else [str(c) for c in data.class_names]),
             "teacher_mean_accuracy": float(teachers["teacher_accuracy_mean"]),
             "teacher_accuracy_std": float(teachers["teacher_accuracy_std"]),
             "plurality_vote_accuracy": float(teachers["plurality_accuracy"]),

@@ -233,9 +233,9 @@ class Run:
                 raise ConfigError(f"{self.run_dir}: this run's data was given in memory (pate.fit); "
                                   "continue it from Python with the same data (pate.fit(..., "
                                   "run_dir=..., resume=True))")
-            self._data = load_pate_data(d["name"], root=d.get("root"), download=d["download"],
-                                        public_size=d.get("public_size"),
-                                        eval_size=d.get("eval_size"))
+            from pate import config as C
+
+            self._data = load_pate_data(d["name"], **C.data_settings(self.config))
         return self._data
 
     def streams(self):

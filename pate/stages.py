@@ -105,9 +105,7 @@ def config_identity(config: dict):
     from pate.ledger import dataset_identity
     from teachers.data import load_pate_data
 
-    d = config["data"]
-    data = load_pate_data(d["name"], root=d.get("root"), download=d["download"],
-                          public_size=d.get("public_size"), eval_size=d.get("eval_size"))
+    data = load_pate_data(config["data"]["name"], **C.data_settings(config))
     return dataset_identity(data.private.x, data.private.y)
 
 

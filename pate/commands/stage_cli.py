@@ -67,6 +67,14 @@ def _orders(text: str):
                                          f"list of orders, got {text!r}") from None
 
 
+def _image_size(text: str):
+    try:
+        sizes = [int(n) for n in text.lower().split("x")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be N or HxW (e.g. 32 or 32x48), got {text!r}") from None
+    return sizes[0] if len(sizes) == 1 else sizes
+
+
 def _number_or_auto(text: str):
     if text == "auto":
         return text
@@ -109,6 +117,9 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
                                    help=f"{helptext} = false")
             elif dict in wants:
                 group.add_argument(flag, dest=dest, type=_json_table, help=f"{helptext} (JSON object)")
+            elif (table, key) == ("data", "image_size"):
+                group.add_argument(flag, dest=dest, type=_image_size,
+                                   help=f"{helptext} (N or HxW: imagefolder images are resized to it)")
             elif list in wants:
                 group.add_argument(flag, dest=dest, type=_orders, help=helptext)
             elif float in wants and str in wants:
