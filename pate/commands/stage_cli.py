@@ -116,18 +116,18 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
                 group.add_argument("--no-" + flag[2:], dest=dest, action="store_false",
                                    help=f"{helptext} = false")
             elif dict in wants:
-                group.add_argument(flag, dest=dest, type=_json_table, help=f"{helptext} (JSON object)")
+                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_json_table, help=f"{helptext} (JSON object)")
             elif (table, key) == ("data", "image_size"):
-                group.add_argument(flag, dest=dest, type=_image_size,
+                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_image_size,
                                    help=f"{helptext} (N or HxW: imagefolder images are resized to it)")
             elif list in wants:
-                group.add_argument(flag, dest=dest, type=_orders, help=helptext)
+                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_orders, help=helptext)
             elif float in wants and str in wants:
-                group.add_argument(flag, dest=dest, type=_number_or_auto,
+                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_number_or_auto,
                                    help=f"{helptext} (a number, or auto: calibrated for "
                                         "--target-eps and --queries)")
             else:
-                group.add_argument(flag, dest=dest, type=wants[0], help=helptext)
+                group.add_argument(flag, dest=dest, metavar=key.upper(), type=wants[0], help=helptext)
 
 
 def _overrides(args, tables) -> dict[str, dict]:
