@@ -413,8 +413,9 @@ def load(path, *, seed: int | None = None, device: str | None = None,
     100.0}}``); ``ledger`` overrides ``[privacy] ledger`` (a path, or False). A relative
     ``[privacy] ledger`` path in the file is resolved against the file's folder.
     """
-    path = pathlib.Path(path)
+    path = resolve_config(path)
     raw = read_toml(path)
+    path = pathlib.Path(str(path))
     privacy = raw.get("privacy")
     if isinstance(privacy, dict) and isinstance(privacy.get("ledger"), str) and privacy["ledger"]:
         privacy["ledger"] = str((path.parent / pathlib.Path(privacy["ledger"]).expanduser()).resolve())

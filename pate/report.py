@@ -156,11 +156,13 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 # Optional keys of "privacy" (absent from older analysis.json files: the report then says
 # nothing about them). noise_seeded: the aggregator's and the release's noise came from a seed the
 # user gave (replayable, hence not private); ledger_enforced: false when the privacy ledger was
-# turned off; budget_changes: the dataset budget's changes recorded by the ledger.
+# turned off; budget_changes: the dataset budget's changes recorded by the ledger; calibration:
+# what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none).
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "ledger_enforced": "bool",
     "budget_changes": "[change]",
+    "calibration": "dict?",
 }
 # Optional keys of "run": smoke_test (the run only checks that the pipeline works; false when
 # absent, as in files written before the key existed).
@@ -527,6 +529,15 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
         f"data. Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
         f"orders and converted to (\u03b5, \u03b4) with the {p['conversion']} conversion at "
         f"\u03b4 = {delta}.")))
+
+    cal = p.get("calibration")
+    if cal:
+        chosen = _params_text(p["mechanism"], cal["calibrated"])
+        paras.append(("Calibration", (
+            f"The noise was calibrated for a target before any data was seen: {chosen}, "
+            f"{cal['method']}. The realised guarantee below is at most the target "
+            f"(ε = {_eps(cal['target_eps'])}); it is lower when fewer queries were answered "
+            "than the calibration assumed.")))
 
     answered_frac = q["answered"] / q["asked"] if q["asked"] else 0.0
     queries = (

@@ -18,7 +18,9 @@ def add_parser(subparsers) -> None:
             "train the student, analyse, and write the privacy report. The config is validated "
             "completely before anything is written. --resume continues an interrupted run without "
             "redoing finished stages or charging any query twice."))
-    p.add_argument("--config", required=True, help="TOML config, e.g. configs/digits.toml")
+    p.add_argument("--config", required=True,
+                   help="a TOML file, or a config shipped with pate-learn: digits, fashion-mnist, mnist, "
+                        "own-data (`pate init-config --list`)")
     p.add_argument("--seed", type=int, help="override [run] seed")
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")

@@ -90,8 +90,9 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
 
     parser.add_argument("--run-dir", required=True,
                         help="the run directory (started by the first command with --config)")
-    parser.add_argument("--config", help="TOML config that starts the run (needed only when "
-                                         "--run-dir holds no run yet)")
+    parser.add_argument("--config", help="TOML file or packaged config name (digits, fashion-mnist, "
+                                         "...) that starts the run (needed only when --run-dir "
+                                         "holds no run yet)")
     parser.add_argument("--seed", type=int, help="[run] seed of a new run (partition, teacher "
                                                   "and student streams; never the noise)")
     parser.add_argument("--device", help="[run] device: auto, cpu, cuda, cuda:N")

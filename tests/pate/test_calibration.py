@@ -86,3 +86,14 @@ def test_a_run_with_a_target_epsilon_spends_it_and_says_how(tmp_path, small_digi
     assert cal["parameters"] == ["sigma"] and cal["target_eps"] == 20.0 and cal["queries"] == 150
     assert p["params"]["sigma"] == pytest.approx(cal["calibrated"]["sigma"])
     assert json.loads((tmp_path / "run" / "config.json").read_text())["aggregator"]["sigma"] == "auto"
+
+
+def test_the_report_says_what_was_calibrated_and_how(tmp_path, small_digits):
+    path = _digits(tmp_path, small_digits,
+                   'mechanism = "gnmax"\nsigma = "auto"\ntarget_eps = 20.0\nqueries = 150',
+                   privacy_lines="release = false\n")
+    config = C.load(path, run_dir=str(tmp_path / "run"), ledger=False)
+    Pipeline(config, progress=False).run()
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "**Calibration:**" in report and "calibrated for a target" in report
+    assert "150 queries" in report and "eps=20" in report
