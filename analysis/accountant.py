@@ -18,9 +18,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from analysis.orders import DEFAULT_ORDERS
-from analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
-from analysis.validation import check_baseline, check_delta, check_mask, check_orders, check_votes
+from pate.analysis.orders import DEFAULT_ORDERS
+from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
+from pate.analysis.validation import check_baseline, check_delta, check_mask, check_orders, check_votes
 
 __all__ = ["PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event"]
 

@@ -25,9 +25,9 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.orders import DEFAULT_ORDERS
-from analysis.rdp import eps_from_rdp
-from analysis.validation import check_delta, check_int, check_orders, check_positive
+from pate.analysis.orders import DEFAULT_ORDERS
+from pate.analysis.rdp import eps_from_rdp
+from pate.analysis.validation import check_delta, check_int, check_orders, check_positive
 
 __all__ = ["calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax"]
 

@@ -2,8 +2,8 @@
 
 This is the analysis of the original PATE paper, kept so that numbers reported with it (e.g.
 the MNIST/SVHN epsilons of [P17]) can be reproduced and audited. New work should use the RDP
-analysis in :mod:`analysis.rdp` (tighter, and with a proof-backed smooth-sensitivity release in
-:mod:`analysis.sensitivity`). Reference code: tensorflow/privacy, ``research/pate_2017/analysis.py``.
+analysis in :mod:`pate.analysis.rdp` (tighter, and with a proof-backed smooth-sensitivity release in
+:mod:`pate.analysis.sensitivity`). Reference code: tensorflow/privacy, ``research/pate_2017/analysis.py``.
 
 References
 ----------
@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from analysis.validation import (check_delta, check_distances, check_moment,
+from pate.analysis.validation import (check_delta, check_distances, check_moment,
                                  check_moments, check_positive, check_votes, describe)
 
 __all__ = [
@@ -312,7 +312,7 @@ def lnmax_sens_at_k_2017(votes, *, noise_eps, moment, k) -> np.ndarray:
 
     Caveat: this is a heuristic, not a proof-backed local sensitivity: it only considers moving
     votes from the winner to the runner-up, not every neighbouring histogram. It is provided to
-    reproduce [P17]. For a rigorous sanitized release use :mod:`analysis.sensitivity` ([P18]).
+    reproduce [P17]. For a rigorous sanitized release use :mod:`pate.analysis.sensitivity` ([P18]).
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")

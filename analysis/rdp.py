@@ -35,7 +35,7 @@ import math
 import numpy as np
 from scipy.special import log_ndtr
 
-from analysis.validation import (check_baseline, check_choice, check_delta, check_mask, check_order,
+from pate.analysis.validation import (check_baseline, check_choice, check_delta, check_mask, check_order,
                                  check_nonnegative, check_orders, check_positive, check_votes)
 
 __all__ = [

@@ -32,9 +32,9 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
-from analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
+from pate.analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
                           _threshold_rdp_from_max, conversion_term, _unique_apply, _unique_weighted_sum, gnmax_log_q)
-from analysis.validation import (check_baseline, check_delta, check_int, check_mask,
+from pate.analysis.validation import (check_baseline, check_delta, check_int, check_mask,
                                  check_nonnegative, check_order, check_orders, check_positive,
                                  check_votes)
 

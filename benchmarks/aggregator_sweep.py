@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import utility
-    from student.train import train_student
-    from teachers.data import load_pate_data
+    from pate.student.train import train_student
+    from pate.teachers.data import load_pate_data
 
     torch.set_num_threads(args.threads)
     config = json.loads((base / "config.json").read_text())

@@ -20,8 +20,7 @@ import time
 
 import numpy as np
 
-import analysis
-import analysis.sensitivity
+from pate import analysis
 
 REFERENCE_SECONDS = 15.55
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -84,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from student.train import train_student
-    from teachers.data import load_pate_data
+    from pate.student.train import train_student
+    from pate.teachers.data import load_pate_data
 
     torch.set_num_threads(args.threads)
     data = load_pate_data("fashion-mnist", root=args.data_root)

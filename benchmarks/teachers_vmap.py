@@ -2,7 +2,7 @@
 plain per-teacher PyTorch loop.
 
 Trains the same ensemble three times in one process -- same architecture, optimiser, epochs,
-batches, augmentations and initial weights -- with ``teachers.ensemble.train_teachers``
+batches, augmentations and initial weights -- with ``pate.teachers.ensemble.train_teachers``
 (``trainer="vectorized"``, then ``trainer="sequential"``, the one ``trainer="auto"`` picks on
 CPU), then with a plain loop (one ``nn.Module`` and one ``torch.optim.Adam`` per teacher, one
 teacher after another). Prints the wall-clock times, the ratios, the mean teacher accuracies and
@@ -46,7 +46,7 @@ def plain_loop(data, shards, seeds, config, device):
     import torch
     import torch.nn.functional as F
 
-    from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
+    from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
     x = torch.from_numpy(data.private.x).to(device)
     y = torch.from_numpy(data.private.y).to(device)
@@ -95,7 +95,7 @@ def work_flops(model_name, input_shape, num_classes, shard_sizes, *, batch_size,
     import torch
     import torch.nn.functional as F
 
-    from teachers.models import build_model
+    from pate.teachers.models import build_model
 
     model = build_model(model_name, input_shape=input_shape, num_classes=num_classes)
     step_cache: dict[int, int] = {}
@@ -161,8 +161,8 @@ def main(argv=None) -> int:
 
     from pate.partition import partition_random
     from pate.rng import make_streams
-    from teachers.data import load_pate_data
-    from teachers.ensemble import TeacherConfig, plurality_accuracy, resolve_device, train_teachers
+    from pate.teachers.data import load_pate_data
+    from pate.teachers.ensemble import TeacherConfig, plurality_accuracy, resolve_device, train_teachers
 
     if args.threads:
         torch.set_num_threads(args.threads)

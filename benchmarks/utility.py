@@ -78,7 +78,7 @@ def release_parameters(target: float, *, delta: float, conversion: str = "tight"
     (target - gnss_rdp - conversion term) / order, wins: a query's RDP grows about linearly
     with the order, so that is the order that affords the most queries.
     """
-    import analysis
+    from pate import analysis
 
     best = None
     for order in RELEASE_ORDERS:
@@ -144,7 +144,7 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
 
     The route with more answered queries in the planning draw wins.
     """
-    import analysis
+    from pate import analysis
 
     params = noise_params(aggregator)
     answered = planning_draw(votes, seed=seed, aggregator=aggregator).answered_mask
@@ -206,7 +206,7 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
                 conversion: str, out: pathlib.Path, aggregator: dict | None = None) -> dict:
     """Fork the base run, choose the aggregator (:func:`choose_aggregator`, unless ``aggregator``
     fixes it), the release and the number of queries; finish the pipeline."""
-    import analysis
+    from pate import analysis
     from pate import config as C
     from pate.aggregators import OnlineAggregator
     from pate.pipeline import Pipeline, fork_run
@@ -268,7 +268,7 @@ def dpsgd_budget(data, target: float, *, delta: float, epochs: int, batch_size: 
         from opacus import PrivacyEngine
     except ImportError:
         raise SystemExit("DP-SGD needs Opacus: pip install 'pate-learn[bench]' (or --skip-dpsgd)")
-    from teachers.models import build_model
+    from pate.teachers.models import build_model
 
     t0 = time.perf_counter()
     torch.manual_seed(seed)
@@ -405,8 +405,8 @@ def main(argv=None) -> int:
 
     from pate import config as C
     from pate.pipeline import Pipeline
-    from teachers.data import load_pate_data
-    from teachers.ensemble import resolve_device
+    from pate.teachers.data import load_pate_data
+    from pate.teachers.ensemble import resolve_device
 
     device = resolve_device(args.device)
     out = pathlib.Path(args.out)

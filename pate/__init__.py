@@ -8,7 +8,7 @@ auditor can use the privacy arithmetic (``analysis``) without it. ``pate.fit`` a
 ``pate.PateResult`` are loaded on first use.
 """
 
-from analysis.errors import (BudgetExceededError, ConfigError, DatasetNotFoundError,
+from pate.analysis.errors import (BudgetExceededError, ConfigError, DatasetNotFoundError,
                              LedgerError, PartitionError, PateError)
 
 __version__ = "0.1.0"

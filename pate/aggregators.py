@@ -13,7 +13,7 @@ votes          (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on
     (n,) bool (the *teachers* answered: the GNMax step ran and was charged), ``source`` (n,)
     str ("teachers" | "student" | "none" | "not-asked"), ``asked_mask`` (n,) bool (the query
     was submitted to the mechanism and charged), and ``event``, the
-    :class:`analysis.accountant.PrivacyEvent` of the realised cost.
+    :class:`pate.analysis.accountant.PrivacyEvent` of the realised cost.
 ``lnmax(votes, *, scale, rng)``
     argmax_j (votes_j + Laplace(0, scale)) ([P17]; pure (2/scale)-DP per query).
 ``gnmax(votes, *, sigma, rng)``
@@ -62,11 +62,11 @@ from typing import Any
 
 import numpy as np
 
-from analysis.accountant import PrivacyEvent, RdpAccountant
-from analysis.errors import BudgetExceededError
-from analysis.orders import DEFAULT_ORDERS
-from analysis.rdp import eps_from_rdp
-from analysis.validation import (check_choice, check_delta, check_orders, check_positive,
+from pate.analysis.accountant import PrivacyEvent, RdpAccountant
+from pate.analysis.errors import BudgetExceededError
+from pate.analysis.orders import DEFAULT_ORDERS
+from pate.analysis.rdp import eps_from_rdp
+from pate.analysis.validation import (check_choice, check_delta, check_orders, check_positive,
                                  check_votes, describe)
 from pate import mechanisms
 from pate.rng import check_rng
@@ -96,7 +96,7 @@ class AggregationResult:
         aggregator stopped before this query to respect its budget: label -1, not charged).
     asked_mask : (n,) bool, read-only
         The query went through the mechanism and its threshold check (if any) is charged.
-    event : analysis.accountant.PrivacyEvent
+    event : pate.analysis.accountant.PrivacyEvent
         Realised cost of the asked queries.
     stop_reason : str or None
         Why an online aggregator stopped before the end of the batch (None otherwise).
@@ -430,7 +430,7 @@ class OnlineAggregator:
         budget (see ``budget_basis``); the rest get source "not-asked", label -1, and cost
         nothing; ``result.stop_reason`` says why. on_exhausted="raise": if the whole batch
         could exceed the budget (all of it answered by the teachers), nothing is asked and
-        :class:`analysis.errors.BudgetExceededError` is raised, before any noise is drawn.
+        :class:`pate.analysis.errors.BudgetExceededError` is raised, before any noise is drawn.
         """
         on_exhausted = check_choice(on_exhausted, "on_exhausted", ("stop", "raise"))
         votes, student = self._validate_batch(votes, student_probabilities)
@@ -514,7 +514,7 @@ class OnlineAggregator:
     def answer_one(self, votes_row, *, student_probabilities=None) -> int:
         """Answer one query (a (classes,) vote row); returns its label (-1: not answered).
 
-        Raises :class:`analysis.errors.BudgetExceededError` (nothing drawn, nothing charged) if
+        Raises :class:`pate.analysis.errors.BudgetExceededError` (nothing drawn, nothing charged) if
         answering it could exceed the budget.
         """
         row = np.asarray(votes_row)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.errors import ConfigError
+from pate.analysis.errors import ConfigError
 
 __all__ = ["fit", "PateResult"]
 
@@ -112,7 +112,7 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
 
 def _memory_data(private, public, evaluation):
     from pate.ledger import dataset_identity
-    from teachers.data import ArraySplit, PateData
+    from pate.teachers.data import ArraySplit, PateData
 
     xp, yp = _arrays(private, "private", labels="required")
     xq, yq = _arrays(public, "public", labels="optional")
@@ -263,7 +263,7 @@ def _result(run, report: dict) -> PateResult:
 
     student = run.objects.get("fitted_student")
     if student is None:
-        from student.train import Student
+        from pate.student.train import Student
 
         student = Student.load(run.path(R.STUDENT_WEIGHTS))
     p = report["privacy"]

@@ -66,10 +66,15 @@ _PATH_ERRNOS = frozenset(
                                       "EISDIR", "EEXIST", "ENAMETOOLONG", "ELOOP", "ENOENT")
     if hasattr(errno, name))
 
-_ROOT = pathlib.Path(__file__).resolve().parent.parent
-_PROJECT_DIRS = tuple(_ROOT / name for name in ("pate", "teachers", "student", "analysis"))
+# The folders of pate and its subpackages, resolved: in a checkout pate/analysis, pate/teachers and
+# pate/student are symlinks to the top-level folders (a traceback names either path); in an
+# installed wheel they are plain folders under pate/.
+_PATE_DIR = pathlib.Path(__file__).resolve().parent
+_PROJECT_DIRS = (_PATE_DIR, *((_PATE_DIR / name).resolve()
+                              for name in ("teachers", "student", "analysis")))
 # Every line of these modules is validation: whatever ValueError/TypeError they raise is expected.
-_VALIDATION_FILES = frozenset({_ROOT / "analysis" / "validation.py", _ROOT / "pate" / "config.py"})
+_VALIDATION_FILES = frozenset({(_PATE_DIR / "analysis").resolve() / "validation.py",
+                               _PATE_DIR / "config.py"})
 _RAISE_OPCODES = frozenset({"RAISE_VARARGS"})
 
 
@@ -189,7 +194,7 @@ def _report(exc: BaseException, command: str | None, debug: bool) -> int:
 
 def classify(exc: BaseException) -> tuple[int, str]:
     """``(exit status, message)`` of an exception that ended a command (see the docstring)."""
-    from analysis.errors import PateError
+    from pate.analysis.errors import PateError
 
     if isinstance(exc, PateError):
         code = EXIT_INPUT if isinstance(exc, (ValueError, TypeError, OSError)) else EXIT_BUDGET
@@ -206,9 +211,9 @@ def classify(exc: BaseException) -> tuple[int, str]:
 def raised_on_purpose(exc: BaseException) -> bool:
     """Whether ``exc`` was raised deliberately by pate-learn (see the module docstring).
 
-    Looks at the innermost frame of the traceback: a line of ``analysis/validation.py`` or
+    Looks at the innermost frame of the traceback: a line of ``pate/analysis/validation.py`` or
     ``pate/config.py``, or an explicit ``raise`` statement (the instruction that raised is
-    ``RAISE_VARARGS``) in a module of the four packages of pate-learn.
+    ``RAISE_VARARGS``) in a module of ``pate`` or its subpackages.
     """
     tb = exc.__traceback__
     if tb is None:

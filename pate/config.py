@@ -7,7 +7,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's)
     [partition]  num_teachers*, mode ("random" | "stratified" | "unit"), unit_ids (.npy, mode unit)
-    [teachers]   any field of teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
+    [teachers]   any field of pate.teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
     [aggregator] mechanism* (a name of the registry pate.mechanisms), its noise parameters
                  (threshold, sigma1, sigma2, sigma, scale, ...), queries (first-k public items
                  asked; default all), budget_basis, noise_seed
@@ -16,7 +16,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  parameters, fixed here before any data is seen), release (false: no sanitized
                  release, only the data-independent epsilon), ledger (path, or false), dataset,
                  private (false: the run is explicitly marked NOT private)
-    [student]    any setting of student.train.Student (see `pate train-student`)
+    [student]    any setting of pate.student.train.Student (see `pate train-student`)
 
 (* = required.) Everything is checked before any data is read, any file is written, any noise
 is drawn or any budget is spent; errors name the table, the key and the value.
@@ -43,7 +43,7 @@ import pathlib
 import tomllib
 from typing import Any
 
-from analysis.errors import ConfigError
+from pate.analysis.errors import ConfigError
 from pate import mechanisms
 
 REQUIRED = object()
@@ -153,7 +153,7 @@ def _check(where: str, fn, *args, **kwargs):
 def validate(config: dict, *, source: str = "config") -> dict:
     """Semantic checks across keys (noise parameters, release parameters, student and teacher
     recipes). Imports torch (through the teacher and student recipes); call it once, up front."""
-    from analysis import validation as v
+    from pate.analysis import validation as v
 
     run, data, part = config["run"], config["data"], config["partition"]
     agg, priv = config["aggregator"], config["privacy"]
@@ -192,7 +192,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if spec.needs_student:
         raise _fail(source, f"[aggregator] mechanism = {mech!r} needs the student's predictions on "
                             "every query, which a pipeline run does not have; use it from Python "
-                            "(student.select)")
+                            "(pate.student.select)")
     needed = spec.param_names
     for key in needed:
         if key not in agg:
@@ -258,10 +258,10 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if auto:  # the privacy table is valid now: calibrate (public quantities only)
         _check(f"{source}: [aggregator]", spec.validate, aggregator_params(config))
 
-    from teachers.ensemble import TeacherConfig
+    from pate.teachers.ensemble import TeacherConfig
 
     _check(f"{source}: [teachers]", TeacherConfig, **teacher_settings(config))
-    from student.train import Student
+    from pate.student.train import Student
 
     _check(f"{source}: [student]", Student(**student_settings(config))._validated)
     return config
@@ -283,9 +283,9 @@ def calibration(config: dict) -> dict | None:
     case), composed with the planned sanitized release's cost (when ``[privacy] release`` is on
     and the mechanism has one), costs at most ``target_eps`` at ``delta`` with the config's
     conversion and orders: public quantities only, fixed before any data is seen
-    (:meth:`pate.mechanisms.MechanismSpec.calibrate`, which uses ``analysis.calibrate_*``).
+    (:meth:`pate.mechanisms.MechanismSpec.calibrate`, which uses ``pate.analysis.calibrate_*``).
     """
-    import analysis
+    from pate import analysis
 
     agg, priv = config["aggregator"], config["privacy"]
     spec = mechanisms.get(agg["mechanism"])
@@ -311,7 +311,7 @@ def calibration(config: dict) -> dict | None:
                        f"queries, all answered{', with the planned sanitized release' if release else ''}, "
                        f"is at most eps={agg['target_eps']:g} at delta={priv['delta']:g} "
                        f"({priv['conversion']} conversion): {spec.title} calibration of "
-                       "pate.mechanisms with analysis.calibrate_*")}
+                       "pate.mechanisms with pate.analysis.calibrate_*")}
 
 
 def noise_seeded(config: dict) -> bool:
@@ -325,17 +325,17 @@ def is_private(config: dict) -> bool:
 
 
 def teacher_settings(config: dict) -> dict:
-    """Keyword arguments of :class:`teachers.ensemble.TeacherConfig`."""
+    """Keyword arguments of :class:`pate.teachers.ensemble.TeacherConfig`."""
     return dict(config["teachers"], device=config["run"]["device"])
 
 
 def student_settings(config: dict) -> dict:
-    """Keyword arguments of :class:`student.train.Student` (without data-dependent ones)."""
+    """Keyword arguments of :class:`pate.student.train.Student` (without data-dependent ones)."""
     return dict(config["student"], device=config["run"]["device"])
 
 
 def orders(config: dict):
-    import analysis
+    from pate import analysis
 
     spec = config["privacy"]["orders"]
     if spec == "default":
@@ -461,7 +461,7 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
 
 
 def data_settings(config: dict) -> dict:
-    """Keyword arguments of :func:`teachers.data.load_pate_data` (besides the name)."""
+    """Keyword arguments of :func:`pate.teachers.data.load_pate_data` (besides the name)."""
     d = config["data"]
     size = d.get("image_size")
     out = {"root": d.get("root"), "download": d["download"], "public_size": d.get("public_size"),

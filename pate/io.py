@@ -28,10 +28,10 @@ Output folders:
     ``pathlib.Path``. Failure raises ``RunDirError`` naming the path and ``flag`` (the option
     that named it, e.g. ``"--run-dir"``; None for "output directory").
 
-``CorruptFileError`` and ``RunDirError`` (``analysis.errors``) are ``ValueError`` subclasses; the
+``CorruptFileError`` and ``RunDirError`` (``pate.analysis.errors``) are ``ValueError`` subclasses; the
 ``pate`` command prints them as one line and exits 2. ``PermissionError`` on reading
 propagates unchanged (its message names the file).
-No torch import here (``teachers.checkpoint`` adds the torch-specific ones).
+No torch import here (``pate.teachers.checkpoint`` adds the torch-specific ones).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import zlib
 
 import numpy as np
 
-from analysis.errors import CorruptFileError, RunDirError
+from pate.analysis.errors import CorruptFileError, RunDirError
 
 __all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_save_npy", "atomic_savez",
            "read_json", "load_npy", "load_npz", "ensure_writable_dir"]

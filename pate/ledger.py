@@ -2,9 +2,9 @@
 
 Without a ledger the total privacy cost of relabelling, adding queries and training new students
 is invisible. This module keeps, per sensitive dataset, the **events** each run spent
-(:class:`analysis.accountant.PrivacyEvent`: mechanism, parameters, the Renyi orders and the
+(:class:`pate.analysis.accountant.PrivacyEvent`: mechanism, parameters, the Renyi orders and the
 per-order RDP of what was actually answered, run id, UTC time) -- never just a final epsilon -- so
-that totals are recomposed exactly with :class:`analysis.accountant.RdpAccountant` and
+that totals are recomposed exactly with :class:`pate.analysis.accountant.RdpAccountant` and
 :func:`analysis.eps_from_rdp` whenever they are needed.
 
 Symbols
@@ -135,8 +135,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.errors import BudgetExceededError, LedgerError
-from analysis.validation import check_choice, check_delta, check_int, check_orders, check_positive
+from pate.analysis.errors import BudgetExceededError, LedgerError
+from pate.analysis.validation import check_choice, check_delta, check_int, check_orders, check_positive
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -273,9 +273,9 @@ _KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
 # --------------------------------------------------------------------------------------------
 
 def _accountant():
-    """``analysis.accountant`` and ``eps_from_rdp`` (imported lazily: the CLI starts fast)."""
-    from analysis import eps_from_rdp
-    from analysis.accountant import PrivacyEvent, RdpAccountant
+    """``pate.analysis.accountant`` and ``eps_from_rdp`` (imported lazily: the CLI starts fast)."""
+    from pate.analysis import eps_from_rdp
+    from pate.analysis.accountant import PrivacyEvent, RdpAccountant
     return PrivacyEvent, RdpAccountant, eps_from_rdp
 
 
@@ -1872,12 +1872,12 @@ def _check_events(events: Any) -> list[Any]:
     if isinstance(events, PrivacyEvent):
         events = [events]
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
-        raise TypeError(f"events must be a list of analysis.accountant.PrivacyEvent, got "
+        raise TypeError(f"events must be a list of pate.analysis.accountant.PrivacyEvent, got "
                         f"{type(events).__name__}")
     out = list(events)
     for i, e in enumerate(out):
         if not isinstance(e, PrivacyEvent):
-            raise TypeError(f"events[{i}] must be an analysis.accountant.PrivacyEvent, got "
+            raise TypeError(f"events[{i}] must be an pate.analysis.accountant.PrivacyEvent, got "
                             f"{type(e).__name__}")
         orders = _check_grid(e.orders, f"events[{i}].orders")
         _check_curve(e.rdp, orders, f"events[{i}].rdp")

@@ -2,7 +2,7 @@
 
 A spec holds everything the rest of pate-learn needs to know about a mechanism -- its noise
 parameters and their validation, the noise step, the per-query and worst-case Renyi-DP cost,
-the :class:`analysis.accountant.PrivacyEvent` it charges, the parameters of its
+the :class:`pate.analysis.accountant.PrivacyEvent` it charges, the parameters of its
 smooth-sensitivity release and the wording of the privacy report -- so that adding a mechanism
 means adding one spec here (and its tests), as dp_accounting has one event class per mechanism.
 The RDP arithmetic itself lives in :mod:`analysis`; a spec only wires it. This module is part of
@@ -10,7 +10,7 @@ the pate core layer: it imports :mod:`analysis` and numpy only (``pate.aggregato
 
 Symbols
 -------
-votes          (n, m) int vote matrix (``analysis.validation.check_votes``): ``votes[i, j]``
+votes          (n, m) int vote matrix (``pate.analysis.validation.check_votes``): ``votes[i, j]``
                teachers voted class j on query i; every row sums to the number of teachers T.
 params         a mechanism's clean noise parameters, the dict returned by
                :meth:`MechanismSpec.validate` (names -> floats).
@@ -45,13 +45,13 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
+from pate.analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
                                   calibrate_lnmax_scale)
-from analysis.accountant import (PrivacyEvent, confident_gnmax_event, gnmax_event,
+from pate.analysis.accountant import (PrivacyEvent, confident_gnmax_event, gnmax_event,
                                  lnmax_event)
-from analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, lnmax_rdp, threshold_log_pr_answered,
+from pate.analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, lnmax_rdp, threshold_log_pr_answered,
                           threshold_rdp)
-from analysis.validation import (check_mask, check_nonnegative, check_orders, check_positive,
+from pate.analysis.validation import (check_mask, check_nonnegative, check_orders, check_positive,
                                  check_probabilities, check_unit_interval, describe)
 
 __all__ = ["Param", "MechanismSpec", "REGISTRY", "NAMES", "PARAM_KINDS", "get", "register",
@@ -276,7 +276,7 @@ class MechanismSpec:
         ``num_queries`` queries -- all answered by the teachers, the worst case -- composed with
         ``extra_rdp`` (e.g. a planned release) costs at most ``target_eps`` at ``delta``
         (data-independent: public quantities only, so calibrating is private). Delegates to
-        ``analysis.calibrate_*``. ValueError where a parameter cannot be calibrated."""
+        ``pate.analysis.calibrate_*``. ValueError where a parameter cannot be calibrated."""
         auto = [k for k, v in params.items() if isinstance(v, str) and v == "auto"]
         if not auto:
             return dict(params)
@@ -368,7 +368,7 @@ class _ConfidentGNMax(MechanismSpec):
     def _statistic(self, votes, student):
         if not self.needs_student:
             return votes.max(axis=1).astype(np.float64)
-        # max_j (n_j - T p_j) rounded half-to-even: exactly the statistic analysis.threshold_rdp
+        # max_j (n_j - T p_j) rounded half-to-even: exactly the statistic pate.analysis.threshold_rdp
         # accounts for (sensitivity 1 before and after rounding), so the data-dependent bound is
         # computed for the mechanism that actually ran.
         return np.round(np.max(votes - _baseline(votes, student), axis=1))

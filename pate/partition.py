@@ -43,8 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from analysis.errors import PartitionError
-from analysis.validation import check_choice, check_int, describe
+from pate.analysis.errors import PartitionError
+from pate.analysis.validation import check_choice, check_int, describe
 from pate.io import atomic_write_bytes
 from pate.rng import check_rng
 

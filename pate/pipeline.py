@@ -22,7 +22,7 @@ import logging
 import os
 import pathlib
 
-from analysis.errors import ConfigError
+from pate.analysis.errors import ConfigError
 from pate import config as C
 from pate import rundir as R
 from pate import stages as S

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from analysis.validation import check_int, describe
+from pate.analysis.validation import check_int, describe
 
 __all__ = ["Streams", "SecureGenerator", "make_streams", "check_rng", "STREAM_KEYS"]
 

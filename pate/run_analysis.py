@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-import analysis
+from pate import analysis
 from pate import config as C
 from pate import mechanisms
 from pate import rundir as R

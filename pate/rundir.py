@@ -32,7 +32,7 @@ import pathlib
 import secrets
 from typing import Any
 
-from analysis.errors import ConfigError, CorruptFileError
+from pate.analysis.errors import ConfigError, CorruptFileError
 from pate.io import atomic_write_json, read_json
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
@@ -226,7 +226,7 @@ class Run:
     def data(self):
         """The dataset of ``[data]`` (loaded once; torch-free loaders for tabular data)."""
         if self._data is None:
-            from teachers.data import load_pate_data
+            from pate.teachers.data import load_pate_data
 
             d = self.config["data"]
             if d["name"].startswith("memory:"):

@@ -41,7 +41,7 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.errors import BudgetExceededError, ConfigError
+from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate import config as C
 from pate import mechanisms
 from pate import rundir as R
@@ -103,7 +103,7 @@ def check_data(run: Run) -> None:
 def config_identity(config: dict):
     """The ledger identity of a config's private split (what ``pate budget digest`` prints)."""
     from pate.ledger import dataset_identity
-    from teachers.data import load_pate_data
+    from pate.teachers.data import load_pate_data
 
     data = load_pate_data(config["data"]["name"], **C.data_settings(config))
     return dataset_identity(data.private.x, data.private.y)
@@ -176,7 +176,7 @@ def partition(run: Run) -> dict:
 
 def teachers(run: Run) -> dict:
     from pate.partition import Partition
-    from teachers.ensemble import TeacherConfig, train_teachers
+    from pate.teachers.ensemble import TeacherConfig, train_teachers
 
     part = Partition.load(run.path(R.PARTITION))
     if part.num_records != len(run.data.private):
@@ -256,7 +256,7 @@ def _aggregate_info(summary: dict) -> dict:
 def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     """Resume after a crash between drawing and publishing: charge what the ledger does not
     hold yet, then publish -- or, if it no longer fits, discard the answers (never released)."""
-    from analysis import PrivacyEvent
+    from pate.analysis import PrivacyEvent
 
     summary = read_json(run.path(R.PENDING_SUMMARY))
     pending = load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
@@ -308,7 +308,7 @@ def aggregate(run: Run) -> dict:
     the last commit are ``labels.npy``/``answered.npy``/``aggregate.json`` written; a crash in
     between leaves the pending file, which ``--resume`` charges and publishes (or discards).
     """
-    from analysis import PrivacyEvent
+    from pate.analysis import PrivacyEvent
     from pate.aggregators import OnlineAggregator
 
     config = run.config
@@ -336,7 +336,7 @@ def aggregate(run: Run) -> dict:
         plan = release_plan(config, num_teachers=num_teachers, num_classes=num_classes,
                             orders=orders)
         if plan["release"]:
-            import analysis
+            from pate import analysis
 
             release_eps = float(analysis.eps_from_rdp(plan["rdp"], orders=orders, delta=delta,
                                                       conversion=priv["conversion"])[0])
@@ -384,7 +384,7 @@ def aggregate(run: Run) -> dict:
         asked, reserved, stop_reason, rounds = 0, 0, None, 0
 
         def summary_now(events, release=None):
-            import analysis
+            from pate import analysis
 
             s = aggregator.summary()
             # this run's answers alone (the aggregator's own totals include the prior: other
@@ -461,7 +461,7 @@ class _nothing:
 
 def _release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
     """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
-    import analysis
+    from pate import analysis
 
     priv = config["privacy"]
     params = mechanisms.get(config["aggregator"]["mechanism"]).release_params(
@@ -481,8 +481,8 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
     when conditions C5/C6 fail. The cost curve is [P18] Theorem 23 at every order below
     1/(2 beta) and infinite above (only those orders can carry it).
     """
-    import analysis
-    from analysis.sensitivity import _is_data_independent_step1, _is_data_independent_step2
+    from pate import analysis
+    from pate.analysis.sensitivity import _is_data_independent_step1, _is_data_independent_step2
 
     agg, priv = config["aggregator"], config["privacy"]
     order, beta, sigma_ss = priv["release_order"], priv["release_beta"], priv["release_sigma_ss"]
@@ -510,9 +510,9 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
 def student(run: Run) -> dict:
     import time
 
-    from student.augment import FLIP_DATASETS
-    from student.evaluate import evaluation_metrics
-    from student.train import Student
+    from pate.student.augment import FLIP_DATASETS
+    from pate.student.evaluate import evaluation_metrics
+    from pate.student.train import Student
 
     data = run.data
     settings = C.student_settings(run.config)
@@ -554,7 +554,7 @@ def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
 
     from sklearn.base import clone
 
-    from student.evaluate import evaluation_metrics
+    from pate.student.evaluate import evaluation_metrics
 
     data = run.data
     answered = labels >= 0

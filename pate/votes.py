@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.validation import check_int, check_probabilities, check_votes, describe
+from pate.analysis.validation import check_int, check_probabilities, check_votes, describe
 from pate.io import atomic_save_npy
 
 __all__ = ["votes_from_predictions", "votes_from_probabilities", "save_votes", "load_votes",

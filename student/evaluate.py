@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.validation import check_int, describe
+from pate.analysis.validation import check_int, describe
 
 __all__ = ["confusion_matrix", "evaluation_metrics", "evaluate_student", "save_json"]
 

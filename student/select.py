@@ -26,12 +26,12 @@ Symbols
 ``ActiveResult``: ``labels`` (N_public,) int64 (-1 = no label), ``asked_mask``,
     ``answered_mask`` (the teachers answered), ``source`` (per item: "teachers", "student",
     "none", "not-asked"), ``query_order`` (indices in the order asked), ``events`` (one
-    :class:`analysis.accountant.PrivacyEvent` per round -- compose them with an
+    :class:`pate.analysis.accountant.PrivacyEvent` per round -- compose them with an
     ``RdpAccountant`` or record them in the ledger), ``rounds`` (per-round counts).
 
 Where the votes go: ``active_labels`` receives the teachers' votes on the public items only to
 hand the selected rows to the aggregator. The students it trains receive the public inputs and
-the *released* labels, nothing else (:func:`student.train.train_student` enforces it). The
+the *released* labels, nothing else (:func:`pate.student.train.train_student` enforces it). The
 selection depends only on released labels and public inputs, i.e. it is post-processing of
 earlier releases, and each round's cost is composed adaptively by the accountant.
 """
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.validation import check_choice, check_int, check_probabilities, check_votes, describe
+from pate.analysis.validation import check_choice, check_int, check_probabilities, check_votes, describe
 
 __all__ = ["SELECTION_MODES", "first_k", "uncertainty", "select_uncertain", "active_labels",
            "ActiveResult"]
@@ -149,7 +149,7 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
         (``pate.aggregators.interactive_gnmax``); or ``aggregator``: a
         ``pate.aggregators.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
         privacy budget (the loop stops when it stops).
-    student_params : settings of the per-round :class:`student.train.Student` (e.g.
+    student_params : settings of the per-round :class:`pate.student.train.Student` (e.g.
         ``{"method": "supervised", "epochs": 5, "random_state": 0}``).
 
     The first round has no student: it uses uniform probabilities, for which Interactive-GNMax
@@ -158,7 +158,7 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
     """
     from pate import mechanisms
     from pate.aggregators import OnlineAggregator, interactive_gnmax
-    from student.train import Student, _check_public_x
+    from pate.student.train import Student, _check_public_x
 
     criterion = check_choice(criterion, "criterion", SELECTION_MODES)
     x = _check_public_x(public_x)

@@ -58,9 +58,9 @@ Methods
   pseudo-label of the *weakly* augmented view, kept only where the pseudo-label's confidence
   is at least ``threshold``. SGD with Nesterov momentum, cosine decay ``lr * cos(7 pi k / 16 K)``,
   optional exponential moving average of the weights (``ema_decay``) used for prediction.
-  Images use :func:`student.augment.weak_augment` / :func:`student.augment.strong_augment`;
+  Images use :func:`pate.student.augment.weak_augment` / :func:`pate.student.augment.strong_augment`;
   tabular features use Gaussian jitter and SCARF-style feature corruption
-  (:mod:`student.augment`).
+  (:mod:`pate.student.augment`).
 
 Inputs are standardised inside the model by the public pool's per-channel (images) or
 per-feature (tabular) mean and standard deviation (public statistics only).
@@ -96,8 +96,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 from torch import nn
 
-from analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
-from student import augment as aug
+from pate.analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
+from pate.student import augment as aug
 
 __all__ = ["train_student", "Student", "METHODS", "resolve_device", "auto_model_name",
            "CHECKPOINT_NAME", "STUDENT_CHECKS_EXPECTED_TO_FAIL", "STUDENT_CHECKS_PLATFORM_DEPENDENT"]
@@ -121,9 +121,9 @@ _OTHER_PARAMS = ("device", "random_state", "progress", "checkpoint_dir", "resume
 def resolve_device(spec: Any = "auto") -> torch.device:
     """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
 
-    The same rules and messages as the teachers (``teachers.ensemble.resolve_device``).
+    The same rules and messages as the teachers (``pate.teachers.ensemble.resolve_device``).
     """
-    from teachers.ensemble import resolve_device as _resolve
+    from pate.teachers.ensemble import resolve_device as _resolve
 
     if isinstance(spec, torch.device):
         spec = str(spec)
@@ -346,7 +346,7 @@ def _seed_from(random_state: Any) -> int | None:
 
 
 def _atomic_torch_save(obj: Any, path: pathlib.Path) -> None:
-    from teachers.checkpoint import atomic_torch_save
+    from pate.teachers.checkpoint import atomic_torch_save
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_torch_save(path, obj)
@@ -422,7 +422,7 @@ class Student(ClassifierMixin, BaseEstimator):
     ----------
     model : str
         ``"auto"`` (cnn28 / cnn32 / cnn8 by image size, else mlp) or any name accepted by
-        ``teachers.models.build_model`` (including ``"package.module:factory"``). A model
+        ``pate.teachers.models.build_model`` (including ``"package.module:factory"``). A model
         *instance* is refused: the student always starts from a fresh initialisation, never
         from teacher weights.
     method : ``"fixmatch"`` or ``"supervised"``.
@@ -437,7 +437,7 @@ class Student(ClassifierMixin, BaseEstimator):
     ema_decay : None, or the decay in (0, 1) of an exponential moving average of the weights
         used for prediction.
     flip : horizontal flips in the weak augmentation (only where a flip preserves the label,
-        see ``student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
+        see ``pate.student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
         of the side). strong_ops : RandAugment operations per image. cutout : largest Cutout side
         as a fraction of the image side.
     num_classes : number of classes; None = ``max(labels) + 1`` (pass it explicitly when some
@@ -522,7 +522,7 @@ class Student(ClassifierMixin, BaseEstimator):
         model = self.model
         _refuse_non_public(model, "model")
         if callable(model) and not isinstance(model, str):
-            from teachers.models import factory_name
+            from pate.teachers.models import factory_name
 
             # a factory given from Python: recorded by name (settings stay plain values)
             model = "python:" + factory_name(model)
@@ -634,7 +634,7 @@ class Student(ClassifierMixin, BaseEstimator):
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
 
         # ---- build (deterministic initialisation from the seed, global RNG untouched)
-        from teachers.models import build_model
+        from pate.teachers.models import build_model
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -831,7 +831,7 @@ class Student(ClassifierMixin, BaseEstimator):
         blob = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
             raise ValueError(f"{path} is not a pate-learn student file (format {_FORMAT})")
-        from teachers.models import build_model
+        from pate.teachers.models import build_model
 
         settings = dict(blob["settings"])
         input_shape = tuple(int(s) for s in blob["input_shape"])

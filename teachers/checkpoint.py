@@ -36,7 +36,7 @@ import zlib
 
 import numpy as np
 
-from analysis.errors import PateError
+from pate.analysis.errors import PateError
 from pate.io import atomic_savez, atomic_write_bytes, atomic_write_json
 
 __all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_torch_save", "atomic_savez",

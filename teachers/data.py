@@ -49,9 +49,9 @@ image_size=None)``
 ``CLASS_NAMES``, ``IMAGE_EXTENSIONS``
     The built-in datasets' class names; the file suffixes ``imagefolder:`` reads.
 
-Errors: a missing dataset raises :class:`analysis.errors.DatasetNotFoundError` saying how to
+Errors: a missing dataset raises :class:`pate.analysis.errors.DatasetNotFoundError` saying how to
 obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read;
-an image file that cannot be decoded raises :class:`analysis.errors.InputError` naming it.
+an image file that cannot be decoded raises :class:`pate.analysis.errors.InputError` naming it.
 Messages go to the ``logging`` logger ``"pate.teachers.data"`` (a child of ``"pate"``).
 """
 
@@ -67,8 +67,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.errors import DatasetNotFoundError, InputError
-from analysis.validation import check_int, describe
+from pate.analysis.errors import DatasetNotFoundError, InputError
+from pate.analysis.validation import check_int, describe
 
 __all__ = ["ArraySplit", "PateData", "load_pate_data", "read_idx", "DATASET_NAMES",
            "DEFAULT_FASHION_MNIST_DIR", "CLASS_NAMES", "IMAGE_EXTENSIONS"]

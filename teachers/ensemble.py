@@ -24,8 +24,8 @@ Symbols
 ``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True)``
     Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
     an :class:`EnsembleResult`. Same-architecture torch teachers are trained together in chunks
-    on a GPU (:mod:`teachers.vectorized`); on CPU, and for models that cannot be vmapped,
-    teachers are trained one after another (:mod:`teachers.sequential`), unless ``trainer``
+    on a GPU (:mod:`pate.teachers.vectorized`); on CPU, and for models that cannot be vmapped,
+    teachers are trained one after another (:mod:`pate.teachers.sequential`), unless ``trainer``
     names one. A resumed run keeps the trainer it started with. With
     ``out_dir`` every epoch (or chunk) is checkpointed atomically and ``resume=True`` continues
     an interrupted run to the same teachers as an uninterrupted one.
@@ -56,7 +56,7 @@ A finished chunk of scikit-learn teachers is saved as ``chunk_NNNN.npz``: plain 
 ``public_predictions`` (hi-lo, N_public) and ``eval_predictions`` (hi-lo, N_eval). A resumed run
 reads it with ``np.load(..., allow_pickle=False)`` and checks every array against the run
 (teacher range, seeds, shard sizes, shapes, labels in [0, num_classes)); a missing, damaged or
-foreign chunk raises :class:`teachers.checkpoint.CheckpointError` naming the file.
+foreign chunk raises :class:`pate.teachers.checkpoint.CheckpointError` naming the file.
 
 Why predictions and not the fitted estimators: a fitted scikit-learn estimator can only be
 saved as a pickle (or joblib, also a pickle), and unpickling a file planted in a run directory
@@ -85,13 +85,13 @@ from typing import Any
 
 import numpy as np
 
-from analysis.errors import ConfigError
-from analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
-from teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torch_save,
+from pate.analysis.errors import ConfigError
+from pate.analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
+from pate.teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torch_save,
                                  atomic_write_json, load_plain_npz, load_torch)
-from teachers.models import MODEL_NAMES
-from teachers.optim import OPTIMIZERS
-from teachers.schedule import AUGMENTATIONS
+from pate.teachers.models import MODEL_NAMES
+from pate.teachers.optim import OPTIMIZERS
+from pate.teachers.schedule import AUGMENTATIONS
 
 __all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accuracy",
            "load_teacher_models", "resolve_device", "choose_chunk_size", "TRAINERS"]
@@ -210,7 +210,7 @@ class TeacherConfig:
             d["model"] = f"{type(d['model']).__module__}.{type(d['model']).__qualname__}"
             d["model_params"] = {k: repr(v) for k, v in sorted(self.model.get_params().items())}
         elif callable(d["model"]):  # a torch model factory given from Python
-            from teachers.models import factory_name
+            from pate.teachers.models import factory_name
 
             d["model"] = factory_name(d["model"])
         return json.loads(json.dumps(d, default=repr))
@@ -340,7 +340,7 @@ def _check_shards(shards, num_records: int) -> list[np.ndarray]:
     counts = np.bincount(np.concatenate(out), minlength=num_records)
     if np.any(counts > 1):
         check_partition(out, num_records)  # raises PartitionError naming the overlap
-        from analysis.errors import PartitionError
+        from pate.analysis.errors import PartitionError
         raise PartitionError("shards overlap: a record is assigned to more than one teacher")
     return out
 
@@ -396,7 +396,7 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
     import torch
 
     device = resolve_device(config.device)
-    from teachers.vectorized import per_teacher_bytes, vmap_support
+    from pate.teachers.vectorized import per_teacher_bytes, vmap_support
 
     trainer = config.trainer
     saved_state = _peek_state(out_dir) if resume else None
@@ -446,8 +446,8 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
     y_priv_t = torch.from_numpy(y_priv).to(device)
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    from teachers.sequential import SequentialChunk
-    from teachers.vectorized import VectorizedChunk
+    from pate.teachers.sequential import SequentialChunk
+    from pate.teachers.vectorized import VectorizedChunk
 
     cls = VectorizedChunk if trainer == "vectorized" else SequentialChunk
     public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
@@ -570,7 +570,7 @@ def _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_
 def _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress):
     from tqdm.auto import tqdm
 
-    from teachers.sequential import (fit_sklearn_teachers, make_sklearn_estimator,
+    from pate.teachers.sequential import (fit_sklearn_teachers, make_sklearn_estimator,
                                      sklearn_predict, sklearn_random_states)
 
     estimator = (make_sklearn_estimator(config.model, config.model_params)
@@ -682,7 +682,7 @@ def _load_sklearn_chunk(path: pathlib.Path, expected: dict, *, num_classes: int,
 
 def load_teacher_models(out_dir) -> list:
     """The trained torch teachers saved in ``out_dir``, in teacher order, in eval mode."""
-    from teachers.schedule import init_teacher
+    from pate.teachers.schedule import init_teacher
 
     out = pathlib.Path(out_dir)
     try:

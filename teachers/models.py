@@ -23,7 +23,7 @@ No zoo model uses BatchNorm (its running statistics are in-place state that ``vm
 batch) nor any in-model randomness (dropout): per-teacher randomness (batch order, data
 augmentation) is drawn outside the model from each teacher's own seed, so the vectorized and
 the sequential trainer produce the same teachers, whatever the chunking. Custom modules may
-use dropout; see ``teachers.vectorized`` for how their randomness is handled.
+use dropout; see ``pate.teachers.vectorized`` for how their randomness is handled.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from analysis.validation import check_int, describe
+from pate.analysis.validation import check_int, describe
 
 __all__ = ["build_model", "MODEL_NAMES", "check_input_shape"]
 

@@ -16,7 +16,7 @@ Symbols
 
 from __future__ import annotations
 
-from analysis.validation import check_choice
+from pate.analysis.validation import check_choice
 
 __all__ = ["StackedOptimizer", "OPTIMIZERS", "make_torch_optimizer"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.validation import check_choice
+from pate.analysis.validation import check_choice
 
 __all__ = ["EpochPlan", "epoch_plan", "augment", "init_teacher", "AUGMENTATIONS",
            "parse_augmentation", "DEFAULT_SHIFT"]
@@ -95,7 +95,7 @@ def init_teacher(model: str, seed: int, *, input_shape, num_classes):
     """A freshly initialised teacher whose weights depend only on ``seed`` (built on CPU)."""
     import torch
 
-    from teachers.models import build_model
+    from pate.teachers.models import build_model
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed) % (2 ** 63))

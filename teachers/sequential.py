@@ -3,10 +3,10 @@
 Symbols
 -------
 ``SequentialChunk(config, seeds, shards, x, y, *, input_shape, num_classes, device)``
-    Same interface as :class:`teachers.vectorized.VectorizedChunk`, for architectures that
+    Same interface as :class:`pate.teachers.vectorized.VectorizedChunk`, for architectures that
     ``vmap`` cannot batch (BatchNorm, data-dependent control flow, ...): each teacher is an
     ordinary ``nn.Module`` with its own ``torch.optim`` optimiser, fed the same batches and
-    augmentations (:func:`teachers.schedule.epoch_plan`) as the vectorized trainer, so both
+    augmentations (:func:`pate.teachers.schedule.epoch_plan`) as the vectorized trainer, so both
     trainers produce the same teachers up to floating-point rounding. Its own randomness (e.g.
     dropout) is seeded from the teacher's seed and the epoch.
 ``fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs=1) -> list``
@@ -14,7 +14,7 @@ Symbols
     ``random_state`` (when the estimator has one), fitted in parallel with joblib on flattened
     inputs. The fitted estimators live in memory only: they are never written to disk (a
     pickled estimator in a run directory could run code when read back; see
-    :mod:`teachers.ensemble` for what a scikit-learn chunk checkpoint holds instead).
+    :mod:`pate.teachers.ensemble` for what a scikit-learn chunk checkpoint holds instead).
 ``sklearn_predict(estimators, x) -> (T, N) int64``
     Predicted labels of every fitted estimator.
 ``sklearn_random_states(estimators) -> (T,) int64``
@@ -30,7 +30,7 @@ import importlib
 
 import numpy as np
 
-from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
+from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
 __all__ = ["SequentialChunk", "fit_sklearn_teachers", "sklearn_predict", "sklearn_random_states",
            "make_sklearn_estimator"]
@@ -40,7 +40,7 @@ class SequentialChunk:
     def __init__(self, config, seeds, shards, x, y, *, input_shape, num_classes, device) -> None:
         import torch
 
-        from teachers.optim import make_torch_optimizer
+        from pate.teachers.optim import make_torch_optimizer
 
         self.config = config
         self.seeds = [int(s) for s in seeds]

@@ -6,15 +6,15 @@ Symbols
     ``T`` teachers of one architecture: their parameters are stacked with
     ``torch.func.stack_module_state`` into ``{name: (T, ...)}`` tensors, and one training step of
     all ``T`` is ``vmap(grad(loss))`` over ``functional_call`` followed by a
-    :class:`teachers.optim.StackedOptimizer` update (per-teacher Adam/SGD state).
+    :class:`pate.teachers.optim.StackedOptimizer` update (per-teacher Adam/SGD state).
 
     * Teacher ``t`` only ever sees rows ``shards[t]`` of ``x``: its batch at step ``s`` is
-      positions ``s*B:(s+1)*B`` of its own epoch order (:func:`teachers.schedule.epoch_plan`).
+      positions ``s*B:(s+1)*B`` of its own epoch order (:func:`pate.teachers.schedule.epoch_plan`).
       Shards of unequal size are handled by masking: a short shard's last batch is padded with
       copies of its *own* first record at weight 0, and once a shard is exhausted the teacher is
       inactive (no parameter, moment or step-count change) until the epoch ends. The loss is
       ``sum(w * CE) / sum(w)`` -- exactly the mean over the real records -- so every teacher
-      receives the same updates as when trained alone (``teachers.sequential``).
+      receives the same updates as when trained alone (``pate.teachers.sequential``).
     * Per-teacher randomness (batch order, augmentation) comes from each teacher's seed, drawn
       outside the model; a custom module's own randomness (e.g. dropout) runs under
       ``vmap(randomness="different")`` with torch's RNG seeded from the chunk's seeds and the
@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
+from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
 __all__ = ["VectorizedChunk", "vmap_support", "per_teacher_bytes", "EVAL_BATCH"]
 
@@ -134,7 +134,7 @@ class VectorizedChunk:
         import torch
         from torch.func import stack_module_state
 
-        from teachers.optim import StackedOptimizer
+        from pate.teachers.optim import StackedOptimizer
 
         self.config = config
         self.seeds = [int(s) for s in seeds]

@@ -69,6 +69,6 @@ def one_torch_thread():
 @pytest.fixture(scope="session")
 def digits():
     """scikit-learn's digits in the PATE split (private 1000 / public 597 / evaluation 200)."""
-    from teachers.data import load_pate_data
+    from pate.teachers.data import load_pate_data
 
     return load_pate_data("digits")

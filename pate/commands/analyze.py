@@ -59,7 +59,7 @@ def add_parser(subparsers) -> None:
 def _parse_orders(text: str):
     import numpy as np
 
-    import analysis
+    from pate import analysis
 
     if text == "default":
         return analysis.DEFAULT_ORDERS, "default"
@@ -83,8 +83,8 @@ def compute(args) -> dict:
     """The analysis behind the command, as a JSON-able dict."""
     import numpy as np
 
-    import analysis
-    from analysis import validation
+    from pate import analysis
+    from pate.analysis import validation
     from pate import mechanisms
 
     spec = mechanisms.get(args.mechanism)

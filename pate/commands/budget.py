@@ -137,7 +137,7 @@ def config_identity(config: dict):
     config trains its teachers on -- what ``pate run`` registers and charges in the ledger.
 
     The one definition is :func:`pate.stages.config_identity` (the ``[data]`` section loaded
-    with :func:`teachers.data.load_pate_data` exactly as the run loads it, then
+    with :func:`pate.teachers.data.load_pate_data` exactly as the run loads it, then
     :func:`pate.ledger.dataset_identity` of ``private.x`` / ``private.y``); this is it.
     """
     from pate.stages import config_identity as identity_of

@@ -57,7 +57,7 @@ def _names() -> dict:
 
 def packaged_name(name: str) -> str:
     """The packaged config ``name`` means (``-``/``_``, case and a ``.toml`` suffix ignored)."""
-    from analysis.errors import ConfigError
+    from pate.analysis.errors import ConfigError
 
     shipped = _names()
     text = str(name).strip()
@@ -87,7 +87,7 @@ def _describe(entry, *, width: int = 110) -> str:
 
 def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
     """Copy the packaged config ``name`` to ``output`` (see the module docstring)."""
-    from analysis.errors import InputError
+    from pate.analysis.errors import InputError
 
     entry = _names()[packaged_name(name)]
     target = pathlib.Path(entry.name) if output is None else pathlib.Path(output).expanduser()
@@ -119,7 +119,7 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.errors import ConfigError
+    from pate.analysis.errors import ConfigError
 
     if args.list_configs:
         if args.name is not None or args.output is not None or args.force:

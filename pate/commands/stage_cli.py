@@ -145,7 +145,7 @@ def open_run(args, tables: tuple[str, ...]):
     """The run of ``--run-dir`` with the flags applied, preflight passed (see module doc)."""
     import pathlib
 
-    from analysis.errors import ConfigError
+    from pate.analysis.errors import ConfigError
     from pate import config as C
     from pate import stages
     from pate.rundir import STATE, Run

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-import analysis
-from analysis import PrivacyEvent, RdpAccountant
+from pate import analysis
+from pate.analysis import PrivacyEvent, RdpAccountant
 
 
 @pytest.fixture

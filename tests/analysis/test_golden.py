@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import analysis
-from analysis.rdp import _rdp_gaussian_from_log_q
-from analysis.sensitivity import _log_q1, _run_cost_and_ls
+from pate import analysis
+from pate.analysis.rdp import _rdp_gaussian_from_log_q
+from pate.analysis.sensitivity import _log_q1, _run_cost_and_ls
 
 
 def _load_golden_module():

@@ -1,4 +1,4 @@
-"""analysis.pate2017 (the 2017 PATE moments accountant for LNMax) against the reference.
+"""pate.analysis.pate2017 (the 2017 PATE moments accountant for LNMax) against the reference.
 
 Reference values: the ``pate2017_analysis`` section of ../shared/golden/golden_public.json
 (tensorflow/privacy research/pate_2017/analysis.py, see ../shared/golden/README.md). When that
@@ -27,8 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import analysis
-from analysis.pate2017 import (_log_mgf_from_log_q, _sorted_shift_log_q, lnmax_log_mgf,
+from pate import analysis
+from pate.analysis.pate2017 import (_log_mgf_from_log_q, _sorted_shift_log_q, lnmax_log_mgf,
                                lnmax_moments_accountant, lnmax_q_2017, lnmax_sens_at_k_2017,
                                lnmax_smoothed_sensitivity_2017)
 
@@ -317,7 +317,7 @@ def test_theorem3_range_for_large_noise_eps():
 
 
 def test_theorem3_bound_non_decreasing_up_to_one_half():
-    # Numerical companion of the proof in analysis.pate2017._q_limit: for eps < log 2 and
+    # Numerical companion of the proof in pate.analysis.pate2017._q_limit: for eps < log 2 and
     # l >= 1, f(q) = (1-q)((1-q)/(1-e^eps q))^l + q e^{eps l} does not decrease on [0, 1/2).
     q = np.linspace(0.0, 0.4999, 4001)[:, None]
     for eps in (0.01, 0.1, 0.3, 0.6, 0.69):

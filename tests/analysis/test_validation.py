@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import analysis
+from pate import analysis
 
 GOOD = np.array([[5, 3, 2], [10, 0, 0]])
 ORD = analysis.DEFAULT_ORDERS

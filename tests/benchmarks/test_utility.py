@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import analysis
+from pate import analysis
 
 
 @pytest.fixture(scope="module")

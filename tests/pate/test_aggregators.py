@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import analysis
-from analysis.errors import BudgetExceededError
+from pate import analysis
+from pate.analysis.errors import BudgetExceededError
 from pate.aggregators import (AggregationResult, OnlineAggregator, confident_gnmax, gnmax,
                               interactive_gnmax, lnmax)
 from pate.rng import SecureGenerator, make_streams

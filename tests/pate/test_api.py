@@ -61,7 +61,7 @@ def test_the_ledger_is_charged_like_pate_run(sklearn_run, digits):
 
 
 def test_resume_needs_the_same_data(sklearn_run, digits):
-    from analysis.errors import ConfigError
+    from pate.analysis.errors import ConfigError
 
     tmp, result = sklearn_run
     x = flat(digits.private).copy()
@@ -115,7 +115,7 @@ def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
     assert 0 < int(result.answered_mask.sum()) <= 100
     assert result.student.predict(digits.evaluation.x).shape == (200,)
     assert not result.privacy["ledger_enforced"] and result.privacy["noise_seeded"]
-    from student.train import Student
+    from pate.student.train import Student
 
     with pytest.raises(ValueError, match="Python factory"):
         Student.load(result.run_dir / "student.pt")

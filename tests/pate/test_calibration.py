@@ -1,4 +1,4 @@
-"""Target-epsilon calibration: `"auto"` noise parameters (config, CLI) and analysis.calibrate_*."""
+"""Target-epsilon calibration: `"auto"` noise parameters (config, CLI) and pate.analysis.calibrate_*."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-import analysis
-from analysis.errors import ConfigError
+from pate import analysis
+from pate.analysis.errors import ConfigError
 from pate import config as C
 from pate import mechanisms
 from pate.pipeline import Pipeline, fork_run

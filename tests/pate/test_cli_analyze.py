@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-import analysis
+from pate import analysis
 from pate.cli import main
 
 

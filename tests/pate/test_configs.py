@@ -140,7 +140,7 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
     assert main(["run", "--config", "my_run.toml", "--run-dir", "run", "--no-ledger",
                  "--until", "partition", "--no-progress"]) == 0
     assert (tmp_path / "run" / "partition.npz").is_file()
-    from teachers.data import load_pate_data
+    from pate.teachers.data import load_pate_data
 
     data = load_pate_data("csv:my_data.csv")
     assert data.input_shape == (3,) and data.num_classes == 2

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import analysis
+from pate import analysis
 from pate.aggregators import confident_gnmax, gnmax, interactive_gnmax, lnmax
 
 DRAWS = 200_000

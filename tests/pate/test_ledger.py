@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from analysis import DEFAULT_ORDERS, PrivacyEvent, RdpAccountant, eps_from_rdp, gnmax_event
-from analysis.errors import BudgetExceededError, LedgerError
+from pate.analysis import DEFAULT_ORDERS, PrivacyEvent, RdpAccountant, eps_from_rdp, gnmax_event
+from pate.analysis.errors import BudgetExceededError, LedgerError
 from pate.cli import main as cli_main
 from pate.ledger import SCHEMA_VERSION, Ledger, dataset_digest, default_ledger_path
 
@@ -277,7 +277,7 @@ def test_events_before_any_block_count_in_every_block(ledger, event):
 def _run_child(path, code):
     script = f"""
 import numpy as np, os
-from analysis import gnmax_event
+from pate.analysis import gnmax_event
 from pate.ledger import Ledger
 led = Ledger({str(path)!r})
 ev = gnmax_event(np.tile(np.array([[200, 30, 20]]), (30, 1)), sigma=40.0)

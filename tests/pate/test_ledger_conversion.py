@@ -11,8 +11,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from analysis import DEFAULT_ORDERS, PrivacyEvent, eps_from_rdp
-from analysis.errors import BudgetExceededError
+from pate.analysis import DEFAULT_ORDERS, PrivacyEvent, eps_from_rdp
+from pate.analysis.errors import BudgetExceededError
 from pate.cli import main as cli_main
 from pate.ledger import SCHEMA_VERSION, Budget, Ledger, dataset_digest
 

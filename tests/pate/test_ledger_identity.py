@@ -10,8 +10,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from analysis import DEFAULT_ORDERS, RdpAccountant, gnmax_event
-from analysis.errors import BudgetExceededError, LedgerError
+from pate.analysis import DEFAULT_ORDERS, RdpAccountant, gnmax_event
+from pate.analysis.errors import BudgetExceededError, LedgerError
 from pate.cli import main as cli_main
 from pate.ledger import (SCHEMA_VERSION, DatasetIdentity, Ledger, dataset_digest, dataset_identity,
                          record_keys)
@@ -325,7 +325,7 @@ def test_unknown_old_version_is_refused_untouched(path):
 # ------------------------------------------------------------------------------ CLI
 
 def test_cli_digest_of_config_is_the_identity_of_the_private_split(tmp_path, capsys, event):
-    from teachers.data import load_pate_data
+    from pate.teachers.data import load_pate_data
 
     private = load_pate_data("digits").private
     expected = dataset_identity(private.x, private.y)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import eps_from_rdp
+from pate.analysis import eps_from_rdp
 from pate.aggregators import OnlineAggregator
 from pate.ledger import Ledger, dataset_digest
 

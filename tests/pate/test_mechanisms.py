@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import analysis
+from pate import analysis
 from pate import mechanisms
 from pate.aggregators import OnlineAggregator, aggregate
 from pate.cli import main

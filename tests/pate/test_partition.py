@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.errors import PartitionError
+from pate.analysis.errors import PartitionError
 from pate.partition import (Partition, check_partition, ids_digest, partition_by_unit,
                             partition_random, partition_stratified)
 

@@ -8,8 +8,8 @@ import pathlib
 import numpy as np
 import pytest
 
-import analysis
-from analysis.errors import ConfigError
+from pate import analysis
+from pate.analysis.errors import ConfigError
 from pate import config as C
 from pate.cli import main
 from pate.ledger import Ledger

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from analysis.errors import ConfigError
+from pate.analysis.errors import ConfigError
 from pate import config as C
 from pate import stages
 from pate.cli import main
@@ -130,7 +130,7 @@ def test_the_same_records_get_one_budget_whatever_their_order_file_name_or_cwd(
 
 
 def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits, digits):
-    from analysis.errors import BudgetExceededError
+    from pate.analysis.errors import BudgetExceededError
 
     ledger = tmp_path / "ledger.sqlite3"
     x, y = digits.private.x, digits.private.y
@@ -151,7 +151,7 @@ def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits,
 
 def _curve(orders, eps):
     """A Gaussian-like RDP curve c * order whose (eps, 1e-5) conversion is ``eps``."""
-    import analysis
+    from pate import analysis
 
     lo, hi = 0.0, eps
     for _ in range(100):
@@ -164,7 +164,7 @@ def _curve(orders, eps):
 
 
 def _event(orders, rdp):
-    from analysis import PrivacyEvent
+    from pate.analysis import PrivacyEvent
 
     return PrivacyEvent("gnmax", {"sigma": 1.0}, orders, rdp, rdp, queries=1, answered=1)
 

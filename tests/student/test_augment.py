@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from student import augment as aug
+from pate.student import augment as aug
 
 
 def _gen(seed=0):

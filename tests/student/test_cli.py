@@ -34,8 +34,8 @@ def test_train_student_writes_weights_and_metrics(run_dir, capsys):
     assert len(metrics["per_class_accuracy"]) == 10
     assert np.array(metrics["confusion_matrix"]).shape == (10, 10)
     assert metrics["method"] == "supervised" and metrics["settings"]["epochs"] == 3
-    from student.train import Student
-    from teachers.data import load_pate_data
+    from pate.student.train import Student
+    from pate.teachers.data import load_pate_data
 
     loaded = Student.load(run_dir / "student.pt")
     data = load_pate_data("digits")

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from student.evaluate import confusion_matrix, evaluation_metrics, save_json
+from pate.student.evaluate import confusion_matrix, evaluation_metrics, save_json
 
 
 def test_confusion_matrix_counts():

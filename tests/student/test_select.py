@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from student.select import active_labels, first_k, select_uncertain, uncertainty
+from pate.student.select import active_labels, first_k, select_uncertain, uncertainty
 
 MECH = dict(threshold=30.0, sigma1=10.0, sigma2=5.0, student_confidence=0.9)
 QUICK_STUDENT = dict(method="supervised", epochs=2, steps_per_epoch=10, random_state=0, device="cpu")
@@ -61,7 +61,7 @@ def test_first_mode_asks_in_order(digits, public_votes):
 
 def test_active_mode_selects_uncertain_items_and_student_sees_labels_only(digits, public_votes,
                                                                            monkeypatch):
-    import student.train as train
+    from pate.student import train
 
     seen = []
     original = train.Student.fit
@@ -86,7 +86,7 @@ def test_active_mode_selects_uncertain_items_and_student_sees_labels_only(digits
     assert set(res.source[res.asked_mask]) <= {"teachers", "student", "none"}
     assert res.counts()["teachers"] > 0
     assert len(res.events) == 3 and all(e.mechanism == "interactive-gnmax" for e in res.events)
-    from analysis.accountant import RdpAccountant
+    from pate.analysis.accountant import RdpAccountant
 
     eps, _ = RdpAccountant().compose(*res.events).epsilon(delta=1e-5, data_dependent=False)
     assert np.isfinite(eps) and eps > 0

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from student.train import CHECKPOINT_NAME, Student, resolve_device, train_student
+from pate.student.train import CHECKPOINT_NAME, Student, resolve_device, train_student
 
 FAST = dict(epochs=2, steps_per_epoch=10, progress=False, device="cpu", num_classes=10)
 
@@ -10,12 +10,12 @@ FAST = dict(epochs=2, steps_per_epoch=10, progress=False, device="cpu", num_clas
 @pytest.fixture
 def no_training(monkeypatch):
     """Fail the test if a model is ever built: refusals must come before any work."""
-    import teachers.models
+    from pate.teachers import models
 
     def boom(*args, **kwargs):
         raise AssertionError("a model was built although the input must have been refused")
 
-    monkeypatch.setattr(teachers.models, "build_model", boom)
+    monkeypatch.setattr(models, "build_model", boom)
 
 
 def test_student_learns(digits):
@@ -178,7 +178,7 @@ def test_refuses_teachers(digits, first_k_labels, no_training):
         train_student(digits.public.x, labels, teachers=[teacher])
     # The teachers' training result (their predictions on the public split) and raw
     # (teachers, queries) predictions are refused too.
-    from teachers.ensemble import EnsembleResult
+    from pate.teachers.ensemble import EnsembleResult
 
     preds = np.tile(digits.public.y, (5, 1))
     result = EnsembleResult(public_predictions=preds, eval_predictions=preds[:, :200],

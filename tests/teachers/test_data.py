@@ -8,8 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from analysis.errors import DatasetNotFoundError
-from teachers.data import ArraySplit, load_pate_data, read_idx
+from pate.analysis.errors import DatasetNotFoundError
+from pate.teachers.data import ArraySplit, load_pate_data, read_idx
 
 
 def _write_idx(path, array, *, compress=True):
@@ -284,7 +284,7 @@ def test_imagefolder_train_test_layout(tmp_path):
 
 
 def test_imagefolder_errors(tmp_path):
-    from analysis.errors import InputError
+    from pate.analysis.errors import InputError
 
     with pytest.raises(DatasetNotFoundError, match="imagefolder:PATH"):
         load_pate_data(f"imagefolder:{tmp_path / 'missing'}")

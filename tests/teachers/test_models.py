@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from teachers.models import build_model  # noqa: E402
+from pate.teachers.models import build_model  # noqa: E402
 
 
 @pytest.mark.parametrize("name,shape", [("cnn28", (1, 28, 28)), ("cnn28", (3, 28, 28)),

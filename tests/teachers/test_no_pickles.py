@@ -14,10 +14,10 @@ import re
 import numpy as np
 import pytest
 
-import teachers.sequential
+from pate.teachers import sequential
 from pate.cli import main
-from teachers.checkpoint import CheckpointError, load_plain_npz, load_torch
-from teachers.ensemble import TeacherConfig, train_teachers
+from pate.teachers.checkpoint import CheckpointError, load_plain_npz, load_torch
+from pate.teachers.ensemble import TeacherConfig, train_teachers
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEEDS = [11, 22, 33, 44]
@@ -56,7 +56,7 @@ def _config():
 
 
 def _crash_on_second_chunk(monkeypatch):
-    original = teachers.sequential.fit_sklearn_teachers
+    original = sequential.fit_sklearn_teachers
     calls = {"n": 0}
 
     def crashing(*args, **kwargs):
@@ -65,7 +65,7 @@ def _crash_on_second_chunk(monkeypatch):
             raise KeyboardInterrupt("simulated crash")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(teachers.sequential, "fit_sklearn_teachers", crashing)
+    monkeypatch.setattr(sequential, "fit_sklearn_teachers", crashing)
     return original
 
 
@@ -102,12 +102,12 @@ def test_resume_ignores_planted_pickles_and_equals_a_clean_run(digits, clean_run
     original = _crash_on_second_chunk(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out, progress=False)
-    monkeypatch.setattr(teachers.sequential, "fit_sklearn_teachers", original)
+    monkeypatch.setattr(sequential, "fit_sklearn_teachers", original)
     assert (out / "chunk_0000.npz").exists() and not (out / "chunk_0001.npz").exists()
     marker = tmp_path / "payload_ran"
     for name in ("chunk_0000.pkl", "chunk_0001.pkl"):  # one finished chunk, one unfinished
         (out / name).write_bytes(_payload_bytes(marker))
-    with caplog.at_level(logging.WARNING, logger="teachers.ensemble"):
+    with caplog.at_level(logging.WARNING, logger="pate.teachers.ensemble"):
         resumed = train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out,
                                  resume=True, progress=False)
     assert not marker.exists()
@@ -227,7 +227,7 @@ def test_cli_resume_with_planted_pickle(tmp_path, monkeypatch, capsys, small_dig
             "--model-params", '{"max_iter": 200}', "--chunk-size", "2", "--no-progress"]
     original = _crash_on_second_chunk(monkeypatch)
     assert main(args) == 130  # Ctrl-C in the second chunk: one line, exit 130
-    monkeypatch.setattr(teachers.sequential, "fit_sklearn_teachers", original)
+    monkeypatch.setattr(sequential, "fit_sklearn_teachers", original)
     damaged = tmp_path / "damaged"
     shutil.copytree(run, damaged)
     marker = tmp_path / "payload_ran"

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from teachers.optim import StackedOptimizer, make_torch_optimizer  # noqa: E402
+from pate.teachers.optim import StackedOptimizer, make_torch_optimizer  # noqa: E402
 
 
 @pytest.mark.parametrize("name,wd", [("adam", 0.0), ("adam", 0.01), ("adamw", 0.05), ("sgd", 0.01)])

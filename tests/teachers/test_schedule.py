@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation  # noqa: E402
+from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation  # noqa: E402
 
 
 def test_epoch_plan_is_stateless_and_per_teacher():

@@ -10,11 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from analysis.errors import ConfigError, PartitionError  # noqa: E402
-from teachers.data import ArraySplit  # noqa: E402
-from teachers.ensemble import TeacherConfig, plurality_accuracy, train_teachers  # noqa: E402
-from teachers.sequential import SequentialChunk  # noqa: E402
-from teachers.vectorized import VectorizedChunk  # noqa: E402
+from pate.analysis.errors import ConfigError, PartitionError  # noqa: E402
+from pate.teachers.data import ArraySplit  # noqa: E402
+from pate.teachers.ensemble import TeacherConfig, plurality_accuracy, train_teachers  # noqa: E402
+from pate.teachers.sequential import SequentialChunk  # noqa: E402
+from pate.teachers.vectorized import VectorizedChunk  # noqa: E402
 
 
 
@@ -106,7 +106,7 @@ def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
     assert metrics["teacher_accuracy"] == pytest.approx(list(acc), abs=1e-6)
     with np.load(tmp_path / "t" / "predictions.npz") as npz:
         np.testing.assert_array_equal(npz["public"], res.public_predictions)
-    from teachers.ensemble import load_teacher_models
+    from pate.teachers.ensemble import load_teacher_models
 
     models = load_teacher_models(tmp_path / "t")
     with torch.no_grad():
@@ -234,7 +234,7 @@ def test_input_errors_before_any_work(digits):
 
 def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(digits, tmp_path,
                                                                                  monkeypatch):
-    from teachers import ensemble
+    from pate.teachers import ensemble
 
     shards = random_shards(len(digits.private), SIZES)
     config = TeacherConfig(model="cnn8", epochs=3, batch_size=16, lr=0.01, chunk_size=2,
@@ -264,7 +264,7 @@ def test_mixed_size_imagefolder_trains_teachers_and_votes(tmp_path):
     from PIL import Image
 
     from pate.votes import votes_from_predictions
-    from teachers.data import load_pate_data
+    from pate.teachers.data import load_pate_data
 
     rng = np.random.default_rng(3)
     sizes = [(20, 30), (40, 40), (33, 17)]
