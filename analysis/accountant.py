@@ -20,7 +20,8 @@ import numpy as np
 
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
-from pate.analysis.validation import check_baseline, check_delta, check_mask, check_orders, check_votes
+from pate.analysis.validation import (check_baseline, check_delta, check_mask, check_orders,
+                                      check_votes)
 
 __all__ = ["PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event"]
 

@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from pate.analysis.validation import (check_delta, check_distances, check_moment,
-                                 check_moments, check_positive, check_votes, describe)
+                                      check_moments, check_positive, check_votes, describe)
 
 __all__ = [
     "lnmax_q_2017",

@@ -35,8 +35,9 @@ import math
 import numpy as np
 from scipy.special import log_ndtr
 
-from pate.analysis.validation import (check_baseline, check_choice, check_delta, check_mask, check_order,
-                                 check_nonnegative, check_orders, check_positive, check_votes)
+from pate.analysis.validation import (check_baseline, check_choice, check_delta, check_mask,
+                                      check_order, check_nonnegative, check_orders, check_positive,
+                                      check_votes)
 
 __all__ = [
     "gnmax_log_q",

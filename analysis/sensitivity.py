@@ -33,10 +33,11 @@ from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
 from pate.analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
-                          _threshold_rdp_from_max, conversion_term, _unique_apply, _unique_weighted_sum, gnmax_log_q)
+                               _threshold_rdp_from_max, conversion_term, _unique_apply,
+                               _unique_weighted_sum, gnmax_log_q)
 from pate.analysis.validation import (check_baseline, check_delta, check_int, check_mask,
-                                 check_nonnegative, check_order, check_orders, check_positive,
-                                 check_votes)
+                                      check_nonnegative, check_order, check_orders, check_positive,
+                                      check_votes)
 
 __all__ = [
     "gnmax_log_q0",

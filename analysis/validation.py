@@ -1,4 +1,4 @@
-"""The one validation module of pate-learn (numpy only, so ``analysis`` stays torch-free).
+"""The one validation module of pate-learn (numpy only, so ``pate.analysis`` stays torch-free).
 
 Every public entry point validates its arguments here *before* doing any work, drawing any
 noise or spending any budget. Errors name the argument and the offending value and say

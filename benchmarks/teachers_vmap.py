@@ -162,7 +162,8 @@ def main(argv=None) -> int:
     from pate.partition import partition_random
     from pate.rng import make_streams
     from pate.teachers.data import load_pate_data
-    from pate.teachers.ensemble import TeacherConfig, plurality_accuracy, resolve_device, train_teachers
+    from pate.teachers.ensemble import (TeacherConfig, plurality_accuracy, resolve_device,
+                                        train_teachers)
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -4,12 +4,12 @@
 student, released labels and privacy figures out.
 
 Importing ``pate`` never imports torch: the CLI's analysis commands start fast and an
-auditor can use the privacy arithmetic (``analysis``) without it. ``pate.fit`` and
+auditor can use the privacy arithmetic (``pate.analysis``) without it. ``pate.fit`` and
 ``pate.PateResult`` are loaded on first use.
 """
 
 from pate.analysis.errors import (BudgetExceededError, ConfigError, DatasetNotFoundError,
-                             LedgerError, PartitionError, PateError)
+                                  LedgerError, PartitionError, PateError)
 
 __version__ = "0.1.0"
 

@@ -35,7 +35,7 @@ votes          (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on
 Privacy cost
 ------------
 Every function returns the realised cost as a ``PrivacyEvent`` built by the mechanism's spec
-from ``analysis`` (no privacy arithmetic lives here): the threshold check is charged for every query
+from ``pate.analysis`` (no privacy arithmetic lives here): the threshold check is charged for every query
 asked, the GNMax step only for the queries the teachers answered. ``event.rdp`` is the
 data-dependent RDP (it depends on the votes and is NOT itself private to publish);
 ``event.rdp_data_independent`` is the worst-case RDP that may be published as is.
@@ -67,7 +67,7 @@ from pate.analysis.errors import BudgetExceededError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (check_choice, check_delta, check_orders, check_positive,
-                                 check_votes, describe)
+                                      check_votes, describe)
 from pate import mechanisms
 from pate.rng import check_rng
 

@@ -43,8 +43,8 @@ import pathlib
 import tomllib
 from typing import Any
 
-from pate.analysis.errors import ConfigError
 from pate import mechanisms
+from pate.analysis.errors import ConfigError
 
 REQUIRED = object()
 

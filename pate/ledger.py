@@ -136,7 +136,8 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import BudgetExceededError, LedgerError
-from pate.analysis.validation import check_choice, check_delta, check_int, check_orders, check_positive
+from pate.analysis.validation import (check_choice, check_delta, check_int, check_orders,
+                                      check_positive)
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -5,8 +5,8 @@ parameters and their validation, the noise step, the per-query and worst-case Re
 the :class:`pate.analysis.accountant.PrivacyEvent` it charges, the parameters of its
 smooth-sensitivity release and the wording of the privacy report -- so that adding a mechanism
 means adding one spec here (and its tests), as dp_accounting has one event class per mechanism.
-The RDP arithmetic itself lives in :mod:`analysis`; a spec only wires it. This module is part of
-the pate core layer: it imports :mod:`analysis` and numpy only (``pate.aggregators`` imports it).
+The RDP arithmetic itself lives in :mod:`pate.analysis`; a spec only wires it. This module is part of
+the pate core layer: it imports :mod:`pate.analysis` and numpy only (``pate.aggregators`` imports it).
 
 Symbols
 -------
@@ -46,13 +46,13 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from pate.analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
-                                  calibrate_lnmax_scale)
+                                       calibrate_lnmax_scale)
 from pate.analysis.accountant import (PrivacyEvent, confident_gnmax_event, gnmax_event,
-                                 lnmax_event)
+                                      lnmax_event)
 from pate.analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, lnmax_rdp, threshold_log_pr_answered,
-                          threshold_rdp)
+                               threshold_rdp)
 from pate.analysis.validation import (check_mask, check_nonnegative, check_orders, check_positive,
-                                 check_probabilities, check_unit_interval, describe)
+                                      check_probabilities, check_unit_interval, describe)
 
 __all__ = ["Param", "MechanismSpec", "REGISTRY", "NAMES", "PARAM_KINDS", "get", "register",
            "unregister", "all_param_names"]
@@ -119,7 +119,7 @@ class MechanismSpec:
         is then meaningless and every asked query is charged the answer step.
 
     Subclasses implement :meth:`draw` and :meth:`query_rdp_parts`; they may override
-    :meth:`event` (e.g. to use an ``analysis`` event builder), :meth:`pr_answered`,
+    :meth:`event` (e.g. to use a ``pate.analysis`` event builder), :meth:`pr_answered`,
     :meth:`expected_rdp` and :meth:`release_params`.
     """
 

@@ -22,10 +22,10 @@ import logging
 import os
 import pathlib
 
-from pate.analysis.errors import ConfigError
 from pate import config as C
 from pate import rundir as R
 from pate import stages as S
+from pate.analysis.errors import ConfigError
 from pate.rundir import Run
 
 logger = logging.getLogger("pate")

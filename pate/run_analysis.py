@@ -1,6 +1,6 @@
 """The analysis stage of ``pate run``: every number of the privacy report, in ``analysis.json``.
 
-Privacy numbers are recomputed from the saved votes and answered mask with :mod:`analysis` (and
+Privacy numbers are recomputed from the saved votes and answered mask with :mod:`pate.analysis` (and
 checked against the event the aggregator charged); nothing here trusts a number it did not
 compute. The sanitized data-dependent epsilon is released once, with the order, beta and sigma_ss
 fixed in the config and noise from the run's ``release`` stream.

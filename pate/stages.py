@@ -41,10 +41,10 @@ from typing import Callable
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate import config as C
 from pate import mechanisms
 from pate import rundir as R
+from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npy, load_npz, read_json
 from pate.rundir import Run
 
@@ -308,8 +308,8 @@ def aggregate(run: Run) -> dict:
     the last commit are ``labels.npy``/``answered.npy``/``aggregate.json`` written; a crash in
     between leaves the pending file, which ``--resume`` charges and publishes (or discards).
     """
-    from pate.analysis import PrivacyEvent
     from pate.aggregators import OnlineAggregator
+    from pate.analysis import PrivacyEvent
 
     config = run.config
     agg, priv = config["aggregator"], config["privacy"]

@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.validation import check_choice, check_int, check_probabilities, check_votes, describe
+from pate.analysis.validation import (check_choice, check_int, check_probabilities, check_votes,
+                                      describe)
 
 __all__ = ["SELECTION_MODES", "first_k", "uncertainty", "select_uncertain", "active_labels",
            "ActiveResult"]

@@ -96,7 +96,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 from torch import nn
 
-from pate.analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
+from pate.analysis.validation import (check_choice, check_int, check_nonnegative, check_positive,
+                                      describe)
 from pate.student import augment as aug
 
 __all__ = ["train_student", "Student", "METHODS", "resolve_device", "auto_model_name",

@@ -86,9 +86,10 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import ConfigError
-from pate.analysis.validation import check_choice, check_int, check_nonnegative, check_positive, describe
+from pate.analysis.validation import (check_choice, check_int, check_nonnegative, check_positive,
+                                      describe)
 from pate.teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torch_save,
-                                 atomic_write_json, load_plain_npz, load_torch)
+                                      atomic_write_json, load_plain_npz, load_torch)
 from pate.teachers.models import MODEL_NAMES
 from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.schedule import AUGMENTATIONS
@@ -571,7 +572,7 @@ def _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pr
     from tqdm.auto import tqdm
 
     from pate.teachers.sequential import (fit_sklearn_teachers, make_sklearn_estimator,
-                                     sklearn_predict, sklearn_random_states)
+                                          sklearn_predict, sklearn_random_states)
 
     estimator = (make_sklearn_estimator(config.model, config.model_params)
                  if isinstance(config.model, str) else config.model)

@@ -105,7 +105,8 @@ def test_user_modules_named_like_ours_do_not_shadow_pate(tmp_path):
     check = ("import sys, pate, pate.analysis, pate.teachers.data, pate.student.select\n"
              "from pate.analysis.errors import PateError\n"
              "assert issubclass(pate.ConfigError, PateError)\n"
-             "assert not {'analysis', 'teachers', 'student'} & set(sys.modules), sorted(sys.modules)\n")
+             "clash = {'analysis', 'teachers', 'student'} & set(sys.modules)\n"
+             "assert not clash, sorted(clash)\n")
     _run([sys.executable, "-c", check], cwd=work, env=env)
     # The folder really does shadow top-level names (so the check above means something).
     shadowed = subprocess.run([sys.executable, "-c", "import analysis"], cwd=work, env=env,
@@ -115,7 +116,8 @@ def test_user_modules_named_like_ours_do_not_shadow_pate(tmp_path):
     run_dir = tmp_path / "run"
     _run([sys.executable, "-m", "pate", "run", "--config", "digits", "--run-dir", str(run_dir),
           "--no-ledger", "--until", "partition", "--no-progress"], cwd=work, env=env)
-    assert (run_dir / "partition.npz").is_file() and (run_dir / "stages" / "partition.json").is_file()
+    assert (run_dir / "partition.npz").is_file()
+    assert (run_dir / "stages" / "partition.json").is_file()
 
 
 def _build_wheel(out: pathlib.Path) -> pathlib.Path:
@@ -178,4 +180,5 @@ def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
         sys.exit(rc)
     """)
     _run([sys.executable, "-S", "-c", code], cwd=work, env=env)
-    assert (run_dir / "partition.npz").is_file() and (run_dir / "stages" / "partition.json").is_file()
+    assert (run_dir / "partition.npz").is_file()
+    assert (run_dir / "stages" / "partition.json").is_file()

@@ -84,8 +84,8 @@ def compute(args) -> dict:
     import numpy as np
 
     from pate import analysis
-    from pate.analysis import validation
     from pate import mechanisms
+    from pate.analysis import validation
 
     spec = mechanisms.get(args.mechanism)
     orders, orders_name = _parse_orders(args.orders)

@@ -145,9 +145,9 @@ def open_run(args, tables: tuple[str, ...]):
     """The run of ``--run-dir`` with the flags applied, preflight passed (see module doc)."""
     import pathlib
 
-    from pate.analysis.errors import ConfigError
     from pate import config as C
     from pate import stages
+    from pate.analysis.errors import ConfigError
     from pate.rundir import STATE, Run
 
     run_dir = pathlib.Path(args.run_dir)

@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 from pate import analysis
 from pate.analysis.pate2017 import (_log_mgf_from_log_q, _sorted_shift_log_q, lnmax_log_mgf,
-                               lnmax_moments_accountant, lnmax_q_2017, lnmax_sens_at_k_2017,
-                               lnmax_smoothed_sensitivity_2017)
+                                    lnmax_moments_accountant, lnmax_q_2017, lnmax_sens_at_k_2017,
+                                    lnmax_smoothed_sensitivity_2017)
 
 HERE = pathlib.Path(__file__).resolve().parent
 FULL = HERE.parents[2] / "shared" / "golden" / "golden_public.json"

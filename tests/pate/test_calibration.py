@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.analysis.errors import ConfigError
 from pate import config as C
 from pate import mechanisms
+from pate.analysis.errors import ConfigError
 from pate.pipeline import Pipeline, fork_run
 
 ORDERS = analysis.DEFAULT_ORDERS

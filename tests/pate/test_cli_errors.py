@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import pate.commands.budget as budget_command
+from pate import io as pio
 from pate.analysis import validation
 from pate.analysis.errors import CorruptFileError, InputError, PateError, RunDirError
-from pate import io as pio
 from pate.cli import EXIT_SOFTWARE, classify, main, raised_on_purpose
 from pate.ledger import Ledger, dataset_digest
 

@@ -5,7 +5,7 @@ empirical output distributions over many noise draws must satisfy, for every set
 
     Pr[M(v) in S] <= e^eps Pr[M(v') in S] + delta    (and with v, v' swapped),
 
-where (eps, delta) is the guarantee claimed by ``analysis`` for one query (data-independent
+where (eps, delta) is the guarantee claimed by ``pate.analysis`` for one query (data-independent
 RDP converted at delta; LNMax: pure 2/scale). Sampling error is handled with one-sided
 Clopper-Pearson bounds (the test fails only if the *lower* bound of the left side exceeds the
 bound computed from the *upper* confidence bound of the right side). The same checker must reject

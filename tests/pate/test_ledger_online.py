@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.analysis import eps_from_rdp
 from pate.aggregators import OnlineAggregator
+from pate.analysis import eps_from_rdp
 from pate.ledger import Ledger, dataset_digest
 
 DELTA = 1e-5

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.analysis.errors import ConfigError
 from pate import config as C
+from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger
 from pate.pipeline import Pipeline

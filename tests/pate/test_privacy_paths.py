@@ -17,9 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from pate.analysis.errors import ConfigError
 from pate import config as C
 from pate import stages
+from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger, dataset_identity
 from pate.pipeline import Pipeline, fork_run

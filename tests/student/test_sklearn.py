@@ -24,8 +24,8 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.estimator_checks import estimator_checks_generator, parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
 
-from pate.student.train import (STUDENT_CHECKS_EXPECTED_TO_FAIL, STUDENT_CHECKS_PLATFORM_DEPENDENT, Student,
-                           train_student)
+from pate.student.train import (STUDENT_CHECKS_EXPECTED_TO_FAIL, STUDENT_CHECKS_PLATFORM_DEPENDENT,
+                                Student, train_student)
 
 TINY = dict(epochs=1, steps_per_epoch=30, batch_size=16, learning_rate=0.1, device="cpu",
             progress=False, random_state=0)

@@ -14,8 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from pate.teachers import sequential
 from pate.cli import main
+from pate.teachers import sequential
 from pate.teachers.checkpoint import CheckpointError, load_plain_npz, load_torch
 from pate.teachers.ensemble import TeacherConfig, train_teachers
 

@@ -263,8 +263,8 @@ def test_mixed_size_imagefolder_trains_teachers_and_votes(tmp_path):
     """An ImageFolder of differently sized RGB and greyscale images goes through training to votes."""
     from PIL import Image
 
-    from pate.votes import votes_from_predictions
     from pate.teachers.data import load_pate_data
+    from pate.votes import votes_from_predictions
 
     rng = np.random.default_rng(3)
     sizes = [(20, 30), (40, 40), (33, 17)]
