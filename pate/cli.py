@@ -18,10 +18,10 @@ unchanged):
   path that cannot be written, named) exit ``EXIT_INPUT`` (2); budget and ledger errors
   (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
 * a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
-  innermost frame of its traceback is in ``analysis/validation.py`` or ``pate/config.py``, or
-  is an explicit ``raise`` statement in the code of pate-learn (``pate``, ``teachers``,
-  ``student``, ``analysis``). Anything else (an error raised by the interpreter, such as
-  ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
+  innermost frame of its traceback is in ``pate/analysis/validation.py`` or ``pate/config.py``,
+  or is an explicit ``raise`` statement in the code of pate-learn (``pate`` and its subpackages
+  ``pate.teachers``, ``pate.student``, ``pate.analysis``). Anything else (an error raised by the
+  interpreter, such as ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
   ``pate <command>: internal error: <Type>: <message> -- this is a bug; ...`` and exit
   ``EXIT_SOFTWARE`` (70);
 * Ctrl-C prints ``pate <command>: interrupted`` and exits ``EXIT_INTERRUPTED`` (130);
