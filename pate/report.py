@@ -1037,26 +1037,37 @@ def _plot_epsilon(a: dict):
     p, c = a["privacy"], a["curves"]
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    if c["answered_count"]:
-        ax.plot(c["answered_count"], c["eps_data_independent"], color="#1f5fa8", lw=2,
-                label="data-independent (publishable)")
-        ax.plot(c["answered_count"], c["eps_data_dependent"], color="#b00020", lw=2, ls="--",
-                label="data-dependent (NOT PRIVATE)")
-        x_end = c["answered_count"][-1]
+    curves = [(c["eps_data_independent"], "data-independent (publishable)", {"color": "#1f5fa8"}),
+              (c["eps_data_dependent"], "data-dependent (NOT PRIVATE)",
+               {"color": "#b00020", "ls": "--"})]
+    _epsilon_axes(ax, c["answered_count"], curves, fallback_x=a["queries"]["answered"],
+                  sanitized=(p["eps_sanitized"], "sanitized"), guarantee=p["eps_guarantee"],
+                  delta=p["delta"])
+    _internal_stamp(ax, "Privacy cost against answered queries")
+    return fig
+
+
+def _epsilon_axes(ax, answered_count, curves, *, fallback_x, sanitized, guarantee, delta) -> None:
+    """epsilon against answered queries: ``curves`` ((values, label, style)), the sanitized and
+    guarantee markers at the end. Shared by the INTERNAL and the publishable plot: each passes
+    only what it may show."""
+    if answered_count:
+        for values, label, style in curves:
+            ax.plot(answered_count, values, lw=2, label=label, **style)
+        x_end = answered_count[-1]
     else:
-        x_end = a["queries"]["answered"]
+        x_end = fallback_x
         ax.text(0.5, 0.5, "no curve recorded", transform=ax.transAxes, ha="center")
-    ax.scatter([x_end], [p["eps_sanitized"]], marker="D", color="#2e7d32", zorder=3,
-               label=f"sanitized \u03b5 = {_eps(p['eps_sanitized'])}")
-    ax.scatter([x_end], [p["eps_guarantee"]], marker="*", s=110, color="#1b1f24", zorder=3,
-               label=f"guarantee \u03b5 = {_eps(p['eps_guarantee'])}")
+    value, label = sanitized
+    ax.scatter([x_end], [value], marker="D", color="#2e7d32", zorder=3,
+               label=f"{label} \u03b5 = {_eps(value)}")
+    ax.scatter([x_end], [guarantee], marker="*", s=110, color="#1b1f24", zorder=3,
+               label=f"guarantee \u03b5 = {_eps(guarantee)}")
     ax.set_xlabel("answered queries")
-    ax.set_ylabel(f"\u03b5 at \u03b4 = {_delta(p['delta'])}")
+    ax.set_ylabel(f"\u03b5 at \u03b4 = {_delta(delta)}")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    _internal_stamp(ax, "Privacy cost against answered queries")
-    return fig
 
 
 def _plot_margins(a: dict):
@@ -1170,22 +1181,12 @@ def _plot_epsilon_public(view: dict):
 
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    if view["answered_count"]:
-        ax.plot(view["answered_count"], view["eps_data_independent"], color="#1f5fa8", lw=2,
-                label="data-independent \u03b5 of the answers")
-        x_end = view["answered_count"][-1]
-    else:
-        x_end = view["answered"]
-        ax.text(0.5, 0.5, "no curve recorded", transform=ax.transAxes, ha="center")
-    ax.scatter([x_end], [view["eps_sanitized"]], marker="D", color="#2e7d32", zorder=3,
-               label=f"sanitized \u03b5 (released) = {_eps(view['eps_sanitized'])}")
-    ax.scatter([x_end], [view["eps_guarantee"]], marker="*", s=110, color="#1b1f24", zorder=3,
-               label=f"guarantee \u03b5 = {_eps(view['eps_guarantee'])}")
-    ax.set_xlabel("answered queries")
-    ax.set_ylabel(f"\u03b5 at \u03b4 = {_delta(view['delta'])}")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    _epsilon_axes(ax, view["answered_count"],
+                  [(view["eps_data_independent"], "data-independent \u03b5 of the answers",
+                    {"color": "#1f5fa8"})],
+                  fallback_x=view["answered"],
+                  sanitized=(view["eps_sanitized"], "sanitized (released)"),
+                  guarantee=view["eps_guarantee"], delta=view["delta"])
     _public_stamp(ax, "Privacy cost against answered queries",
                   "data-independent curve and released epsilons")
     return fig
