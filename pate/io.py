@@ -81,6 +81,12 @@ def atomic_save_npy(path, array) -> pathlib.Path:
 
 
 def atomic_savez(path, **arrays) -> pathlib.Path:
+    """An ``.npz`` of plain arrays; object arrays (which numpy would pickle) are refused, so no
+    run directory ever holds a pickle."""
+    objects = sorted(k for k, a in arrays.items() if np.asarray(a).dtype.hasobject)
+    if objects:
+        raise TypeError(f"atomic_savez: {', '.join(objects)} would be pickled (object dtype); "
+                        "save plain numeric or string arrays")
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return atomic_write_bytes(path, buffer.getvalue())
@@ -148,7 +154,15 @@ def _corrupt(path: pathlib.Path, what: str | None, exc: BaseException) -> Corrup
     kind = ".npz archive" if path.suffix == ".npz" else ".npy array"
     detail = str(exc) or type(exc).__name__
     if "pickle" in detail:
-        detail = "it holds pickled (object) data, which pate-learn never loads"
+        # numpy says "pickled data" for anything without a NumPy or zip header
+        try:
+            with open(path, "rb") as fh:
+                magic = fh.read(6)
+        except OSError:
+            magic = b""
+        detail = ("it holds pickled (object) data, which pate-learn never loads"
+                  if magic.startswith(b"\x93NUMPY") or magic.startswith(b"\x80")
+                  else "it has no NumPy .npy/.npz header")
     return CorruptFileError(f"{_label(path, what)} is not a readable {kind} ({detail}); the file is "
                             "truncated, damaged or of another format: re-create it", path=path)
 

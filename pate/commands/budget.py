@@ -122,8 +122,15 @@ def _load_ids(path: str, strings: bool):
     if not p.is_file():
         raise FileNotFoundError(f"--ids {path!r} is not a file")
     if p.suffix == ".npy":
-        return np.load(p, allow_pickle=False)
-    lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        from pate.io import load_npy
+
+        return load_npy(p, what="--ids")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"--ids {path!r} is neither a .npy array nor UTF-8 text with one id per "
+                         "line") from None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not strings:
         try:
             return np.array([int(x) for x in lines], dtype=np.int64)
