@@ -420,19 +420,24 @@ def load(path, *, seed: int | None = None, device: str | None = None,
     if isinstance(privacy, dict) and isinstance(privacy.get("ledger"), str) and privacy["ledger"]:
         privacy["ledger"] = str((path.parent / pathlib.Path(privacy["ledger"]).expanduser()).resolve())
     return from_dict(raw, source=str(path), seed=seed, device=device, run_dir=run_dir,
-                     ledger=ledger, overrides=overrides)
+                     ledger=ledger, overrides=overrides,
+                     seed_in_file=isinstance(raw.get("run"), dict) and "seed" in raw["run"])
 
 
 def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
               device: str | None = None, run_dir: str | None = None,
               ledger: str | bool | None = None,
-              overrides: dict[str, dict[str, Any]] | None = None) -> dict:
+              overrides: dict[str, dict[str, Any]] | None = None,
+              seed_in_file: bool = False) -> dict:
     """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
-    ``config.json``): overrides, normalisation and validation. ``raw`` is not modified."""
+    ``config.json``): overrides, normalisation and validation. ``raw`` is not modified.
+
+    ``seed_in_file``: the user wrote ``[run] seed`` (``load`` sets it from the TOML); a saved,
+    normalised config always holds a seed, which is then not the user's choice."""
     raw = copy.deepcopy(raw)
     if not isinstance(raw, dict):
         raise _fail(source, "the configuration must be a TOML table")
-    explicit_seed = (isinstance(raw.get("run"), dict) and "seed" in raw["run"]) or seed is not None
+    explicit_seed = seed_in_file or seed is not None
     for table, values in (overrides or {}).items():
         section = raw.setdefault(table, {})
         if isinstance(section, dict):

@@ -18,9 +18,10 @@ def add_parser(subparsers) -> None:
             "train the student, analyse, and write the privacy report. The config is validated "
             "completely before anything is written. --resume continues an interrupted run without "
             "redoing finished stages or charging any query twice."))
-    p.add_argument("--config", required=True,
+    p.add_argument("--config",
                    help="a TOML file, or a config shipped with pate-learn: digits, fashion-mnist, mnist, "
-                        "own-data (`pate init-config --list`)")
+                        "own-data (`pate init-config --list`); with --resume --run-dir DIR it may be "
+                        "left out: the run's own config.json is used")
     p.add_argument("--seed", type=int, help="override [run] seed")
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
@@ -42,8 +43,25 @@ def run(args: argparse.Namespace) -> int:
     from pate import config as C
     from pate.pipeline import Pipeline
 
-    config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
-                    ledger=False if args.no_ledger else args.ledger)
+    ledger = False if args.no_ledger else args.ledger
+    if args.config is None:
+        import json
+        import pathlib
+
+        from pate import rundir as R
+
+        if not (args.resume and args.run_dir):
+            raise ValueError("--config is required (a TOML file or a packaged name such as "
+                             "digits); only `pate run --resume --run-dir DIR` may leave it out")
+        saved = pathlib.Path(args.run_dir) / R.CONFIG
+        if not saved.is_file():
+            raise FileNotFoundError(f"--run-dir {args.run_dir} holds no run ({saved} is missing); "
+                                    "start it with --config FILE")
+        config = C.from_dict(json.loads(saved.read_text()), source=str(saved), seed=args.seed,
+                             device=args.device, run_dir=args.run_dir, ledger=ledger)
+    else:
+        config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
+                        ledger=ledger)
     pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress)
     result = pipeline.run(until=args.until)
     if args.json:
@@ -59,6 +77,6 @@ def run(args: argparse.Namespace) -> int:
               f"mean, {u['plurality_vote_accuracy']:.4f} plurality vote)")
         print(f"report             {pipeline.run_dir / 'report.md'}")
     else:
-        print(f"stopped after {args.until}; continue with: pate run --config {args.config} "
-              f"--run-dir {pipeline.run_dir} --resume")
+        print(f"stopped after {args.until}; continue with: pate run --run-dir {pipeline.run_dir} "
+              "--resume")
     return 0

@@ -154,3 +154,19 @@ def test_commands_do_not_import_torch():
     code = ("import sys, pate.cli; pate.cli.build_parser(); "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_secure_run_reopens_and_pate_run_resumes_it_without_config(tmp_path, small_digits, capsys):
+    # A secure run's saved config.json holds the default seed; reopening it is not "a seed given
+    # with secure = true" (the user gave none).
+    config = small_digits(tmp_path, replace=(("seed = 0", "secure = true"),))
+    run = tmp_path / "run"
+    assert main(["partition", "--config", str(config), "--run-dir", str(run), "--no-ledger"]) == 0
+    assert main(["train-teachers", "--run-dir", str(run), "--epochs", "1", "--no-progress"]) == 0
+    assert main(["run", "--run-dir", str(run), "--resume", "--until", "votes", "--no-progress"]) == 0
+    assert (run / "votes.npy").is_file()
+    capsys.readouterr()
+    assert main(["run", "--run-dir", str(tmp_path / "none"), "--resume"]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    assert main(["run", "--run-dir", str(run)]) == 2  # no --config, no --resume
+    assert "--config is required" in capsys.readouterr().err
