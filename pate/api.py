@@ -37,8 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.errors import ConfigError
-
 __all__ = ["fit", "PateResult"]
 
 #: A threshold fixed before any data is seen: the teachers must agree at 80 % (Scalable PATE's

@@ -738,13 +738,8 @@ class Ledger:
         in one transaction: add the record and link tables (version 1) and the conversion column
         (``'classic'`` for every dataset: what their budgets were judged with so far), bump
         ``user_version``. Every existing row is kept; another process may have migrated first."""
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise self._translate(exc) from exc
         added: list[str] = []
-        try:
+        with self._txn(write=True) as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version not in (1, SCHEMA_VERSION):
                 raise LedgerError(f"the ledger at {self.path} changed to schema version {version} "
@@ -772,13 +767,6 @@ class Ledger:
                 self._audit(conn, None, "migrate-schema",
                             {"from": version, "to": SCHEMA_VERSION, "added": added})
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise self._translate(exc) from exc
-            raise
         if added:
             logger.info("migrated the ledger at %s from schema version %d to %d (added %s)",
                         self.path, version, SCHEMA_VERSION, "; ".join(added))

@@ -9,6 +9,8 @@ Symbols
     The stages of a run, in order. Each writes its outputs, then ``stages/<stage>.json``.
 ``PREREQUISITES``
     The stage that must be done before each stage may run.
+``COMMANDS``
+    The ``pate`` subcommand of each stage.
 ``CONFIG, STATE, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING, STUDENT_WEIGHTS,
 STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
@@ -30,13 +32,15 @@ import copy
 import datetime as _dt
 import pathlib
 import secrets
-from typing import Any
-
 from pate.analysis.errors import ConfigError, CorruptFileError
 from pate.io import atomic_write_json, read_json
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
+#: The ``pate`` subcommand that runs each stage.
+COMMANDS = {"partition": "partition", "teachers": "train-teachers", "votes": "vote",
+            "aggregate": "aggregate", "student": "train-student", "analysis": "analyze",
+            "report": "report"}
 
 CONFIG = "config.json"
 STATE = "run.json"

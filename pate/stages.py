@@ -35,6 +35,7 @@ Symbols
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pathlib
 from typing import Callable
@@ -65,7 +66,7 @@ def run_stage(run: Run, stage: str) -> dict:
     before = R.PREREQUISITES[stage]
     if before is not None and not run.done(before):
         raise ConfigError(f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
-                          f"`pate {_COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
+                          f"`pate {R.COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
                           f"--config FILE --run-dir {run.run_dir} --resume`)")
     if run.done(stage):
         raise ConfigError(f"{run.run_dir}: stage {stage!r} is already done; start a new run "
@@ -75,11 +76,6 @@ def run_stage(run: Run, stage: str) -> dict:
     info = STAGE_FUNCTIONS[stage](run) or {}
     info["seconds"] = round(time.perf_counter() - t0, 2)
     return run.mark(stage, info)
-
-
-_COMMANDS = {"partition": "partition", "teachers": "train-teachers", "votes": "vote",
-             "aggregate": "aggregate", "student": "train-student", "analysis": "analyze",
-             "report": "report"}
 
 
 def check_data(run: Run) -> None:
@@ -317,7 +313,7 @@ def aggregate(run: Run) -> dict:
     params = C.aggregator_params(config)
     run_id = run.run_id + ":aggregate"
     ledger = run.ledger()
-    release_reservation = None
+    release_reservation, first = None, (None, 0)
     try:
         dataset = authorize(run, ledger) if ledger is not None else None
         if run.path(R.AGGREGATE).exists():  # published: charged before it was written
@@ -359,11 +355,11 @@ def aggregate(run: Run) -> dict:
                 release_rdp = np.zeros(orders.size)
         prior = release_rdp.copy()
         if ledger is not None:
-            probe, fits = _max_fitting(ledger, dataset, orders=orders, worst=worst, limit=1,
-                                       run_id=run_id)
-            if probe is None:
-                if release_reservation is not None:
-                    release_reservation.release()
+            # the first round's reservation, reserved before any noise exists: its prior (what
+            # others spent or reserved, the planned release included) starts the aggregator
+            first = _max_fitting(ledger, dataset, orders=orders, worst=worst, limit=queries,
+                                 run_id=run_id)
+            if first[0] is None:
                 summary = ledger.summary(dataset)
                 raise BudgetExceededError(
                     f"the ledger {ledger.path} has no room for even one query of {spec.title} "
@@ -371,8 +367,7 @@ def aggregate(run: Run) -> dict:
                     f"{summary['spent_and_reserved']:.6g} of {summary['budget']['eps']:g}); "
                     "nothing was drawn or charged. Use more noise, or raise the budget with "
                     "`pate budget set`", remaining=summary["remaining"])
-            prior = probe.prior_rdp(orders) + (0 if release_reservation is not None else release_rdp)
-            probe.release()
+            prior = first[0].prior_rdp(orders)
         noise = run.noise_streams()
         aggregator = OnlineAggregator(
             spec.name, budget_eps=budget_eps, delta=delta, rng=noise.noise, orders=orders,
@@ -404,15 +399,18 @@ def aggregate(run: Run) -> dict:
 
         while asked < queries:
             reservation, n = None, queries - asked
-            if ledger is not None:
+            if first[0] is not None:
+                (reservation, n), first = first, (None, 0)
+            elif ledger is not None:
                 reservation, n = _max_fitting(ledger, dataset, orders=orders, worst=worst,
                                               limit=queries - asked, run_id=run_id)
                 if reservation is None:
                     stop_reason = (f"privacy budget: the ledger's remaining budget does not cover "
                                    f"one more query after {asked} of {queries}")
                     break
+            if reservation is not None:
                 reserved += n
-            with (reservation if reservation is not None else _nothing()):
+            with (reservation if reservation is not None else contextlib.nullcontext()):
                 result = aggregator.answer(votes_all[asked:asked + n], on_exhausted="stop")
                 k = result.num_asked
                 labels[asked:asked + k] = result.labels[:k]
@@ -445,18 +443,11 @@ def aggregate(run: Run) -> dict:
         _publish(run, labels, answered, summary)
         return _aggregate_info(summary)
     finally:
-        if release_reservation is not None and not release_reservation.closed:
-            release_reservation.release()  # nothing was drawn for it
+        for unused in (release_reservation, first[0]):
+            if unused is not None and not unused.closed:
+                unused.release()  # nothing was drawn for it
         if ledger is not None:
             ledger.close()
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:

@@ -201,11 +201,9 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
         text = describe(run, info) if describe is not None else ", ".join(
             f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
         print(f"{stage}: {text}")
-        nxt = _NEXT.get(stage)
-        if nxt:
-            print(f"next: pate {nxt} --run-dir {run.run_dir}")
+        from pate import rundir as R
+
+        later = R.STAGES[R.STAGES.index(stage) + 1:]
+        if later:
+            print(f"next: pate {R.COMMANDS[later[0]]} --run-dir {run.run_dir}")
     return 0
-
-
-_NEXT = {"partition": "train-teachers", "teachers": "vote", "votes": "aggregate",
-         "aggregate": "train-student", "student": "analyze", "analysis": "report"}
