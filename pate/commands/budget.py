@@ -33,8 +33,7 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 
 ``D`` is a digest, a dataset name, or a unique digest prefix of at least 8 hex digits.
 
-``config_identity(config)`` is the "run config -> ledger identity" step that ``pate run`` uses
-(defined once, in :mod:`pate.stages`).
+``digest --config`` prints :func:`pate.stages.config_identity`, the identity ``pate run`` uses.
 """
 
 from __future__ import annotations
@@ -139,19 +138,6 @@ def _load_ids(path: str, strings: bool):
     return np.array(lines, dtype=str)
 
 
-def config_identity(config: dict):
-    """The ledger identity (:class:`pate.ledger.DatasetIdentity`) of the private split a run
-    config trains its teachers on -- what ``pate run`` registers and charges in the ledger.
-
-    The one definition is :func:`pate.stages.config_identity` (the ``[data]`` section loaded
-    with :func:`pate.teachers.data.load_pate_data` exactly as the run loads it, then
-    :func:`pate.ledger.dataset_identity` of ``private.x`` / ``private.y``); this is it.
-    """
-    from pate.stages import config_identity as identity_of
-
-    return identity_of(config)
-
-
 def _digest(args) -> int:
     from pate.ledger import Ledger, dataset_digest
 
@@ -163,6 +149,7 @@ def _digest(args) -> int:
         _print_json({"digest": digest}) if args.json else print(digest)
         return 0
     from pate.config import load
+    from pate.stages import config_identity
 
     identity = config_identity(load(args.config))
     out = {"digest": identity.digest, "records": identity.num_records, "config": args.config}
