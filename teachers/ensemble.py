@@ -21,17 +21,22 @@ Symbols
     ``none`` for Fashion-MNIST (measured best at 20 epochs, see the README), ``shift+flip`` for
     CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data. Default
     optimiser: Adam, lr 2e-3, batch 32, 20 epochs.
-``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True)``
+``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True,
+cluster=None)``
     Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
     an :class:`EnsembleResult`. Same-architecture torch teachers are trained together in chunks
     on a GPU (:mod:`pate.teachers.vectorized`); on CPU, and for models that cannot be vmapped,
     teachers are trained one after another (:mod:`pate.teachers.sequential`), unless ``trainer``
     names one. A resumed run keeps the trainer it started with. With
     ``out_dir`` every epoch (or chunk) is checkpointed atomically and ``resume=True`` continues
-    an interrupted run to the same teachers as an uninterrupted one.
+    an interrupted run to the same teachers as an uninterrupted one. ``cluster`` (a
+    :class:`pate.teachers.cluster.ClusterConfig`; None = local): with ``backend="ray"`` every
+    chunk is a Ray task (same predictions, bit for bit on CPU at the same thread count; the
+    chunk files are written here, by the driver, in the same format).
 ``EnsembleResult``
     ``public_predictions`` (T, N_public), ``eval_predictions`` (T, N_eval), ``eval_labels``,
-    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained.
+    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained;
+    ``execution``: where (``backend`` and its resources; not in ``summary()`` nor metrics.json).
 ``plurality_accuracy(predictions, labels, *, num_classes)``
     Accuracy of the noiseless plurality vote (ties go to the lowest class index).
 ``load_teacher_models(out_dir)``
@@ -39,7 +44,7 @@ Symbols
 
 Files in ``out_dir`` (normally ``<run_dir>/teachers``): ``state.json`` (recipe fingerprint,
 seeds, chunking, completed chunks), ``progress.pt`` (the chunk in training, removed when it is
-done), ``chunk_NNNN.pt`` (torch: trained weights and predictions of a chunk, read back with
+done; ``progress_NNNN.pt`` under Ray, one per chunk in training), ``chunk_NNNN.pt`` (torch: trained weights and predictions of a chunk, read back with
 ``weights_only=True``), ``chunk_NNNN.npz`` (scikit-learn, see below), ``predictions.npz``
 (``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``. No file in a run
 directory is ever a pickle, and none is read in a way that can run code.
@@ -90,6 +95,7 @@ from pate.analysis.validation import (check_choice, check_int, check_nonnegative
                                       describe)
 from pate.teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torch_save,
                                       atomic_write_json, load_plain_npz, load_torch)
+from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
 from pate.teachers.models import MODEL_NAMES
 from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.schedule import AUGMENTATIONS
@@ -229,6 +235,8 @@ class EnsembleResult:
     device: str
     chunk_size: int
     train_seconds: float
+    #: where it ran: ``backend`` ("local" | "ray") and its resources (not part of summary())
+    execution: dict = field(default_factory=dict, compare=False)
 
     @property
     def num_teachers(self) -> int:
@@ -369,11 +377,13 @@ def _digest(arrays) -> str:
 
 def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
                    out_dir: str | os.PathLike | None = None, resume: bool = False,
-                   progress: bool = True) -> EnsembleResult:
+                   progress: bool = True, cluster: ClusterConfig | None = None) -> EnsembleResult:
     """Train one teacher per shard (see the module docstring); returns an :class:`EnsembleResult`."""
     config = TeacherConfig() if config is None else config
     if not isinstance(config, TeacherConfig):
         raise TypeError(f"config must be a TeacherConfig, got {describe(config)}")
+    if cluster is not None and not isinstance(cluster, ClusterConfig):
+        raise TypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, got {describe(resume)}")
     config = config.resolved(data)
@@ -392,12 +402,25 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
                    "public_size": len(data.public), "eval_size": len(data.evaluation)}
 
     if config.is_sklearn:
-        return _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)
+        if cluster is not None and cluster.is_ray:
+            logger.warning("teachers: scikit-learn teachers are fitted here with joblib "
+                           "(n_jobs), not on Ray")
+        result = _train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume,
+                                progress)
+        return dataclasses.replace(result, execution={"backend": "local",
+                                                      "n_jobs": config.n_jobs})
 
     import torch
 
-    device = resolve_device(config.device)
-    from pate.teachers.vectorized import per_teacher_bytes, vmap_support
+    on_ray = cluster is not None and cluster.is_ray
+    if on_ray:
+        try:  # Ray gives each task its GPU: the device is the task's, not this machine's
+            device = cluster.task_device(config.device)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"[cluster] {exc}") from None
+    else:
+        device = resolve_device(config.device)
+    from pate.teachers.vectorized import vmap_support
 
     trainer = config.trainer
     saved_state = _peek_state(out_dir) if resume else None
@@ -420,37 +443,23 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
             trainer = "vectorized"
 
     state = _open_out_dir(out_dir, fingerprint, resume)
-    if state is not None and "chunk_size" in state:
-        chunk_size = int(state["chunk_size"])
-    elif config.chunk_size is not None:
-        chunk_size = choose_chunk_size(num_teachers, 1, config.chunk_size)
-    else:
-        per_teacher = per_teacher_bytes(config.model, input_shape=data.input_shape,
-                                        num_classes=num_classes, batch_size=config.batch_size)
-        budget = (int(config.memory_budget_mb * 2 ** 20) if config.memory_budget_mb is not None
-                  else _available_bytes(device))
-        chunk_size = choose_chunk_size(num_teachers, per_teacher, budget)
-    chunks = [list(range(i, min(i + chunk_size, num_teachers)))
-              for i in range(0, num_teachers, chunk_size)]
     out = pathlib.Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        state = dict(state or {}, fingerprint=fingerprint, chunk_size=chunk_size,
-                     num_chunks=len(chunks), trainer=trainer, seeds=seeds,
-                     completed=(state or {}).get("completed", []))
-        atomic_write_json(out / _STATE, state)
-    done = len((state or {}).get("completed", []))
-    logger.info("teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s",
-                num_teachers, config.model, device, trainer, len(chunks), chunk_size,
-                f" ({done} already done)" if done else "")
+    if on_ray:
+        with RaySession(cluster) as session:
+            chunk_size = _chunk_size(state, config, data, num_teachers, num_classes, device,
+                                     session, cluster)
+            chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config,
+                                  device, f"on Ray ({session.slots} task slot(s))")
+            return _train_on_ray(data, shards, seeds, config, session, trainer, device,
+                                 chunk_size, chunks, state, out, progress)
+    chunk_size = _chunk_size(state, config, data, num_teachers, num_classes, device, None, None)
+    chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device,
+                          "")
 
     x_priv = torch.from_numpy(data.private.x).to(device)
     y_priv_t = torch.from_numpy(y_priv).to(device)
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    from pate.teachers.sequential import SequentialChunk
-    from pate.teachers.vectorized import VectorizedChunk
-
-    cls = VectorizedChunk if trainer == "vectorized" else SequentialChunk
     public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
     eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
     completed = set(state["completed"]) if out is not None else set()
@@ -469,42 +478,134 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
                 bar.update(config.epochs)
                 continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
-            unit = cls(config, [seeds[t] for t in members], [shards[t] for t in members],
-                       x_priv, y_priv_t, input_shape=data.input_shape, num_classes=num_classes,
-                       device=device)
-            start_epoch = 0
-            if out is not None and (out / _PROGRESS).exists():
-                prog = load_torch(out / _PROGRESS)
-                if int(prog["chunk"]) == ci:
-                    unit.load_state_dict(prog["state"])
-                    start_epoch = int(prog["epochs_done"])
-                    bar.update(start_epoch)
-            last_saved = time.perf_counter()
-            for epoch in range(start_epoch, config.epochs):
-                unit.train_epoch(epoch)
-                bar.update(1)
-                if (out is not None and config.checkpoint == "epoch" and epoch + 1 < config.epochs
-                        and time.perf_counter() - last_saved >= config.checkpoint_every_s):
-                    atomic_torch_save(out / _PROGRESS, {"chunk": ci, "epochs_done": epoch + 1,
-                                                        "state": unit.state_dict()})
-                    last_saved = time.perf_counter()
-            public_preds[lo:hi] = unit.predict(x_pub)
-            eval_preds[lo:hi] = unit.predict(x_eval)
+            outcome = train_chunk(
+                trainer, config, ci, [seeds[t] for t in members], [shards[t] for t in members],
+                x_priv, y_priv_t, x_pub, x_eval, input_shape=data.input_shape,
+                num_classes=num_classes, device=device,
+                resume_from=[] if out is None else [out / _PROGRESS, out / progress_name(ci)],
+                checkpoint_path=None if out is None else out / _PROGRESS, on_epoch=bar.update,
+                save=atomic_torch_save)
+            public_preds[lo:hi] = outcome.public_predictions
+            eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
-                atomic_torch_save(out / f"chunk_{ci:04d}.pt", {
-                    "teachers": [lo, hi], "params": unit.stacked_params(),
-                    "public_predictions": torch.from_numpy(public_preds[lo:hi]),
-                    "eval_predictions": torch.from_numpy(eval_preds[lo:hi])})
-                state["completed"] = sorted(set(state["completed"]) | {ci})
-                atomic_write_json(out / _STATE, state)
-                if (out / _PROGRESS).exists():
-                    os.unlink(out / _PROGRESS)
-            del unit
+                _save_chunk(out, state, ci, lo, hi, outcome.unit.stacked_params(),
+                            public_preds[lo:hi], eval_preds[lo:hi], local=True)
+            del outcome
     finally:
         bar.close()
     seconds = time.perf_counter() - started
-    return _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size,
-                   seconds, out, config)
+    result = _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size,
+                     seconds, out, config)
+    return dataclasses.replace(result, execution={"backend": "local",
+                                                  "torch_threads": torch.get_num_threads()})
+
+
+def _chunk_size(state, config, data, num_teachers, num_classes, device, session,
+                cluster) -> int:
+    """Teachers per chunk: a resumed run keeps its own; under Ray ``teachers_per_task``, else
+    ``chunk_size``, else from the cluster's task slots; locally ``chunk_size``, else from the
+    free memory."""
+    from pate.teachers.vectorized import per_teacher_bytes
+
+    if state is not None and "chunk_size" in state:
+        return int(state["chunk_size"])
+    if session is not None:
+        if cluster.teachers_per_task is not None:
+            return min(cluster.teachers_per_task, num_teachers)
+        return session.default_chunk_size(num_teachers, config.chunk_size)
+    if config.chunk_size is not None:
+        return choose_chunk_size(num_teachers, 1, config.chunk_size)
+    per_teacher = per_teacher_bytes(config.model, input_shape=data.input_shape,
+                                    num_classes=num_classes, batch_size=config.batch_size)
+    budget = (int(config.memory_budget_mb * 2 ** 20) if config.memory_budget_mb is not None
+              else _available_bytes(device))
+    return choose_chunk_size(num_teachers, per_teacher, budget)
+
+
+def _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, where):
+    """The chunks (lists of teacher indices) and the saved state (``state.json`` written)."""
+    num_teachers = len(seeds)
+    chunks = [list(range(i, min(i + chunk_size, num_teachers)))
+              for i in range(0, num_teachers, chunk_size)]
+    if out is not None:
+        state = dict(state or {}, fingerprint=fingerprint, chunk_size=chunk_size,
+                     num_chunks=len(chunks), trainer=trainer, seeds=seeds,
+                     completed=(state or {}).get("completed", []))
+        atomic_write_json(out / _STATE, state)
+    done = len((state or {}).get("completed", []))
+    logger.info("teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s%s",
+                num_teachers, config.model, device, trainer, len(chunks), chunk_size,
+                f" {where}" if where else "", f" ({done} already done)" if done else "")
+    return chunks, state
+
+
+def _save_chunk(out, state, ci, lo, hi, params, public, evaluation, *, local: bool) -> None:
+    """A finished chunk: ``chunk_NNNN.pt``, then ``state.json``, then its progress checkpoint
+    goes (the same files and order whichever backend trained it). ``progress.pt`` is the chunk
+    in training locally; under Ray it may be another chunk's (a run started locally): it goes
+    when the stage ends."""
+    import torch
+
+    atomic_torch_save(out / f"chunk_{ci:04d}.pt", {
+        "teachers": [lo, hi], "params": params,
+        "public_predictions": torch.from_numpy(np.ascontiguousarray(public)),
+        "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation))})
+    state["completed"] = sorted(set(state["completed"]) | {ci})
+    atomic_write_json(out / _STATE, state)
+    for name in ((_PROGRESS,) if local else ()) + (progress_name(ci),):
+        if (out / name).exists():
+            os.unlink(out / name)
+
+
+def _train_on_ray(data, shards, seeds, config, session, trainer, device, chunk_size, chunks,
+                  state, out, progress) -> EnsembleResult:
+    """The chunks as Ray tasks (:class:`pate.teachers.cluster.RaySession`); the driver keeps
+    ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
+    num_teachers = len(shards)
+    num_classes = int(data.num_classes)
+    public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
+    eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
+    completed = set(state["completed"]) if out is not None else set()
+    jobs = []
+    for ci, members in enumerate(chunks):
+        lo, hi = members[0], members[-1] + 1
+        if ci in completed:  # finished chunks are read back, never trained again
+            saved = load_torch(out / f"chunk_{ci:04d}.pt")
+            public_preds[lo:hi] = saved["public_predictions"].numpy()
+            eval_preds[lo:hi] = saved["eval_predictions"].numpy()
+            continue
+        # the task receives only its chunk's private rows (the shards re-indexed into them)
+        rows = np.concatenate([shards[t] for t in members])
+        bounds = np.cumsum([0] + [len(shards[t]) for t in members])
+        local = [np.arange(bounds[i], bounds[i + 1], dtype=np.int64) for i in range(len(members))]
+        spec = {"chunk": ci, "teachers": [lo, hi], "seeds": [seeds[t] for t in members],
+                "shards": local, "config": config, "trainer": trainer, "device": device,
+                "threads": session.cluster.cpus_per_task, "input_shape": tuple(data.input_shape),
+                "num_classes": num_classes, "out_dir": None if out is None else str(out.resolve())}
+        jobs.append((ci, spec, data.private.x[rows], data.private.y[rows]))
+    workers: dict[int, dict] = {}
+
+    def on_result(ci: int, result: dict) -> None:
+        lo, hi = result["teachers"]
+        public_preds[lo:hi] = result["public_predictions"]
+        eval_preds[lo:hi] = result["eval_predictions"]
+        if out is not None:
+            _save_chunk(out, state, ci, lo, hi, result["params"], public_preds[lo:hi],
+                        eval_preds[lo:hi], local=False)
+        workers[ci] = result["worker"]
+
+    started = time.perf_counter()
+    session.run(jobs, data.public.x, data.evaluation.x, on_result, progress=progress,
+                done=len(chunks) - len(jobs), total=len(chunks))
+    seconds = time.perf_counter() - started
+    if out is not None and (out / _PROGRESS).exists():
+        os.unlink(out / _PROGRESS)  # a local run's, for a chunk finished above
+    result = _finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size,
+                     seconds, out, config)
+    execution = dict(session.resources(), teachers_per_task=chunk_size, num_chunks=len(chunks),
+                     chunks_trained=len(jobs), chunks_reused=len(chunks) - len(jobs),
+                     workers={str(k): v for k, v in sorted(workers.items())})
+    return dataclasses.replace(result, execution=execution)
 
 
 def _peek_state(out_dir):

@@ -1,0 +1,314 @@
+"""Where the teachers are trained: the work of one chunk, and the backends that run the chunks.
+
+Teachers are independent, so a teacher ensemble is a list of chunks (consecutive teachers trained
+together: vectorized on a GPU, one after another on a CPU) that can run anywhere. The *local*
+backend runs them one after another in this process (:func:`pate.teachers.ensemble.train_teachers`,
+today's behaviour; Ray is never imported). The *ray* backend runs one Ray task per chunk, on a
+laptop (``ray.init()`` starts a local Ray) or on a cluster (``address = "auto"``).
+
+Symbols
+-------
+``ClusterConfig``
+    The ``[cluster]`` table (frozen dataclass): ``backend`` ("local" | "ray"), ``address``
+    (None: start a local Ray, or use the one this process already started with ``ray.init``;
+    "auto" or "HOST:PORT": join a running cluster), ``num_cpus`` (CPUs of a local Ray; None = all),
+    ``cpus_per_task`` (also the task's torch thread count), ``gpus_per_task`` (> 0: the task trains
+    on its GPU with the vectorized trainer; fractions share a GPU), ``teachers_per_task`` (the
+    chunk size under Ray; None: ``[teachers] chunk_size`` if set, else about four chunks per
+    task slot on CPUs and one per slot on GPUs) and ``max_retries`` (a chunk whose worker dies is
+    run again at most this many times). Invalid values raise ``ValueError``/``TypeError`` naming
+    the key and the value.
+``train_chunk(trainer, config, chunk, seeds, shards, x, y, x_public, x_eval, *, input_shape,
+num_classes, device, resume_from=(), checkpoint_path=None, on_epoch=None, save=None)``
+    The work of one chunk, the same for every backend: build the chunk's teachers, continue from
+    the first checkpoint in ``resume_from`` that belongs to ``chunk``, train the remaining epochs
+    (checkpointing to ``checkpoint_path`` as ``config.checkpoint`` / ``checkpoint_every_s`` say),
+    and predict the public and evaluation items. ``shards`` index rows of ``x``/``y`` (a Ray task
+    receives only its chunk's rows, re-indexed: the batches, hence the teachers, are the same).
+``RaySession(cluster)``
+    Context manager: joins or starts Ray (and stops a Ray it started on exit), checks that a task
+    fits on the cluster (:class:`ConfigError` otherwise), ``slots`` (tasks that can run at once),
+    ``resources()`` (what the report records) and ``run(jobs, x_public, x_eval, on_result,
+    progress)``: one task per job, the public and evaluation inputs put once into the object
+    store, each chunk's private rows shipped with its task, results handed to ``on_result`` in
+    the order they finish, one progress bar over the chunks.
+
+Files. A Ray task that sees the run directory (shared storage) checkpoints its chunk there as
+``progress_NNNN.pt`` (the local backend's ``progress.pt``, one per chunk since chunks run at
+once), so a retried chunk continues from its last checkpoint; without shared storage a retried
+chunk starts again from its first epoch. The driver writes ``chunk_NNNN.pt`` and ``state.json``
+from what the tasks return, exactly as the local backend does, so a run directory does not say
+which backend trained it (``state.json`` records no backend; the stage summary does).
+
+Nothing random is drawn in a task but the teachers' own training, seeded per teacher; the
+aggregator's noise is drawn later, on the driver, by the aggregate stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import pathlib
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from pate.analysis.errors import ConfigError
+from pate.analysis.validation import check_choice, check_int, check_nonnegative, describe
+
+__all__ = ["ClusterConfig", "BACKENDS", "train_chunk", "ChunkOutcome", "RaySession",
+           "progress_name"]
+
+BACKENDS = ("local", "ray")
+LOCAL_PROGRESS = "progress.pt"  # the local backend's checkpoint of the chunk in training
+TASK_NAME = "pate-teachers-chunk"  # a running task's process title is "ray::pate-teachers-chunk"
+
+
+def progress_name(chunk: int) -> str:
+    """The mid-chunk checkpoint of ``chunk`` written by a Ray task."""
+    return f"progress_{chunk:04d}.pt"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where the teachers' chunks run (see the module docstring)."""
+
+    backend: str = "local"
+    address: str | None = None
+    num_cpus: int | None = None
+    cpus_per_task: int = 1
+    gpus_per_task: float = 0.0
+    teachers_per_task: int | None = None
+    max_retries: int = 3
+
+    def __post_init__(self) -> None:
+        check_choice(self.backend, "backend", BACKENDS)
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            raise ValueError(f"address must be \"auto\", \"HOST:PORT\" or \"ray://HOST:PORT\" "
+                             f"(or unset: start a local Ray), got {self.address!r}")
+        if self.num_cpus is not None:
+            check_int(self.num_cpus, "num_cpus", minimum=1)
+            if self.address is not None:
+                raise ValueError("num_cpus sizes a local Ray started by pate-learn; it does not "
+                                 f"apply with address = {self.address!r} (the cluster's nodes "
+                                 "declare their own CPUs)")
+        check_int(self.cpus_per_task, "cpus_per_task", minimum=1)
+        gpus = check_nonnegative(self.gpus_per_task, "gpus_per_task")
+        if not math.isfinite(gpus) or (gpus > 1 and gpus != int(gpus)):
+            raise ValueError(f"gpus_per_task must be a fraction of one GPU or a whole number of "
+                             f"GPUs, got {self.gpus_per_task!r}")
+        if self.teachers_per_task is not None:
+            check_int(self.teachers_per_task, "teachers_per_task", minimum=1)
+        check_int(self.max_retries, "max_retries", minimum=0)
+        if self.num_cpus is not None and self.cpus_per_task > self.num_cpus:
+            raise ValueError(f"cpus_per_task ({self.cpus_per_task}) exceeds num_cpus "
+                             f"({self.num_cpus}): no task could ever run")
+
+    @property
+    def is_ray(self) -> bool:
+        return self.backend == "ray"
+
+    def task_device(self, device: str) -> str:
+        """The torch device of a Ray task for the teachers' ``device`` setting."""
+        if not isinstance(device, str):
+            raise TypeError(f"device must be a string, got {describe(device)}")
+        if device == "auto":
+            return "cuda" if self.gpus_per_task > 0 else "cpu"
+        if device == "cpu":
+            if self.gpus_per_task > 0:
+                raise ValueError(f"gpus_per_task = {self.gpus_per_task:g} reserves GPUs for "
+                                 "every task but device = \"cpu\"; set gpus_per_task = 0 or "
+                                 "device = \"auto\"")
+            return "cpu"
+        if self.gpus_per_task <= 0:
+            raise ValueError(f"device = {device!r} under Ray needs gpus_per_task > 0 (Ray gives "
+                             "each task its GPU); set gpus_per_task, or device = \"auto\"")
+        return "cuda"  # Ray makes the task's GPU(s) the visible ones
+
+    def settings(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------- one chunk
+
+@dataclass
+class ChunkOutcome:
+    unit: Any                  # the trained SequentialChunk / VectorizedChunk
+    public_predictions: np.ndarray
+    eval_predictions: np.ndarray
+    start_epoch: int           # > 0: continued from a checkpoint
+
+
+def train_chunk(trainer: str, config, chunk: int, seeds, shards, x, y, x_public, x_eval, *,
+                input_shape, num_classes: int, device: str, resume_from=(),
+                checkpoint_path=None, on_epoch: Callable[[int], None] | None = None,
+                save: Callable | None = None) -> ChunkOutcome:
+    """Train one chunk of teachers (see the module docstring); ``on_epoch(n)`` counts epochs,
+    ``save(path, obj)`` writes a checkpoint (default: atomically)."""
+    from pate.teachers.checkpoint import atomic_torch_save, load_torch
+
+    save = atomic_torch_save if save is None else save
+
+    if trainer == "vectorized":
+        from pate.teachers.vectorized import VectorizedChunk as cls
+    else:
+        from pate.teachers.sequential import SequentialChunk as cls
+    unit = cls(config, list(seeds), list(shards), x, y, input_shape=input_shape,
+               num_classes=num_classes, device=device)
+    start_epoch = 0
+    for path in resume_from:
+        if path is not None and pathlib.Path(path).exists():
+            prog = load_torch(path)
+            if int(prog["chunk"]) == chunk:
+                unit.load_state_dict(prog["state"])
+                start_epoch = int(prog["epochs_done"])
+                if on_epoch is not None:
+                    on_epoch(start_epoch)
+                break
+    last_saved = time.perf_counter()
+    for epoch in range(start_epoch, config.epochs):
+        unit.train_epoch(epoch)
+        if on_epoch is not None:
+            on_epoch(1)
+        if (checkpoint_path is not None and config.checkpoint == "epoch"
+                and epoch + 1 < config.epochs
+                and time.perf_counter() - last_saved >= config.checkpoint_every_s):
+            save(checkpoint_path, {"chunk": chunk, "epochs_done": epoch + 1,
+                                   "state": unit.state_dict()})
+            last_saved = time.perf_counter()
+    return ChunkOutcome(unit, unit.predict(x_public), unit.predict(x_eval), start_epoch)
+
+
+# ----------------------------------------------------------------------------- Ray
+
+def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
+    """One Ray task: train chunk ``spec["chunk"]`` and return its weights and predictions."""
+    import socket
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(int(spec["threads"]))  # the task's CPUs (as the local run's threads)
+    started = time.perf_counter()
+    device = spec["device"]
+    with warnings.catch_warnings():  # arrays from the object store are read-only; never written
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        tensors = [torch.from_numpy(a).to(device) for a in (x, y, x_public, x_eval)]
+    out = pathlib.Path(spec["out_dir"]) if spec["out_dir"] is not None else None
+    shared = out is not None and out.is_dir()  # the run directory is on shared storage
+    ckpt = out / progress_name(spec["chunk"]) if shared else None
+    # a run started locally may have left this chunk half-trained in progress.pt
+    resume_from = [ckpt, out / LOCAL_PROGRESS] if shared else []
+    outcome = train_chunk(spec["trainer"], spec["config"], spec["chunk"], spec["seeds"],
+                          spec["shards"], *tensors, input_shape=spec["input_shape"],
+                          num_classes=spec["num_classes"], device=device,
+                          resume_from=resume_from, checkpoint_path=ckpt)
+    return {"teachers": list(spec["teachers"]), "params": outcome.unit.stacked_params(),
+            "public_predictions": outcome.public_predictions,
+            "eval_predictions": outcome.eval_predictions,
+            "worker": {"pid": os.getpid(), "host": socket.gethostname(),
+                       "resumed_from_epoch": outcome.start_epoch,
+                       "checkpoints": "shared" if shared else "none",
+                       "seconds": round(time.perf_counter() - started, 3)}}
+
+
+class RaySession:
+    """Ray for one teachers stage (see the module docstring)."""
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        if not cluster.is_ray:
+            raise ValueError("RaySession needs a ClusterConfig with backend = \"ray\"")
+        self.cluster = cluster
+        self.started = False
+        self._ray = None
+
+    def __enter__(self) -> "RaySession":
+        try:
+            import ray
+        except ImportError as exc:
+            raise ConfigError(f"[cluster] backend = \"ray\" needs Ray ({exc}); install it with "
+                              "pip install 'pate-learn[ray]'") from None
+        self._ray = ray
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if self.cluster.address is not None:
+                ray.init(address=self.cluster.address, **kwargs)
+            else:
+                ray.init(num_cpus=self.cluster.num_cpus, **kwargs)
+            self.started = True
+        total = ray.cluster_resources()
+        cpus, gpus = float(total.get("CPU", 0)), float(total.get("GPU", 0))
+        c = self.cluster
+        if c.cpus_per_task > cpus or c.gpus_per_task > gpus:
+            self.__exit__(None, None, None)
+            raise ConfigError(
+                f"[cluster] a task asks for cpus_per_task = {c.cpus_per_task} and gpus_per_task "
+                f"= {c.gpus_per_task:g}, but the Ray cluster has {cpus:g} CPUs and {gpus:g} "
+                "GPUs: no task could run; lower them or add nodes")
+        by_cpu = cpus // c.cpus_per_task
+        self.slots = int(min(by_cpu, gpus // c.gpus_per_task) if c.gpus_per_task > 0 else by_cpu)
+        self.slots = max(self.slots, 1)
+        self._total = {"CPU": cpus, "GPU": gpus,
+                       "nodes": sum(1 for n in ray.nodes() if n.get("Alive"))}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.started and self._ray is not None:
+            self._ray.shutdown()
+            self.started = False
+
+    def default_chunk_size(self, num_teachers: int, cap: int | None) -> int:
+        """``teachers_per_task`` when unset: about four chunks per slot on CPUs (balance, short
+        retries), one per slot on GPUs (the vectorized trainer wants many teachers at once)."""
+        per_slot = 1 if self.cluster.gpus_per_task > 0 else 4
+        size = math.ceil(num_teachers / (per_slot * self.slots))
+        return max(1, min(size, cap) if cap is not None else size)
+
+    def resources(self) -> dict:
+        c = self.cluster
+        return {"backend": "ray", "address": c.address or "local", "cluster": dict(self._total),
+                "slots": self.slots, "cpus_per_task": c.cpus_per_task,
+                "gpus_per_task": c.gpus_per_task, "max_retries": c.max_retries}
+
+    def run(self, jobs, x_public, x_eval, on_result: Callable[[int, dict], None], *,
+            progress: bool = True, done: int = 0, total: int | None = None) -> None:
+        """Submit ``jobs`` (``(chunk, spec, x_rows, y_rows)``), hand each finished chunk's
+        result to ``on_result(chunk, result)`` (on the driver, as they finish)."""
+        from tqdm.auto import tqdm
+
+        ray = self._ray
+        c = self.cluster
+        remote = ray.remote(_chunk_task).options(
+            name=TASK_NAME, num_cpus=c.cpus_per_task, num_gpus=c.gpus_per_task,
+            max_retries=c.max_retries, retry_exceptions=False)
+        pub_ref, eval_ref = ray.put(x_public), ray.put(x_eval)
+        pending = {remote.remote(spec, x_rows, y_rows, pub_ref, eval_ref): chunk
+                   for chunk, spec, x_rows, y_rows in jobs}
+        bar = tqdm(total=total if total is not None else done + len(pending), initial=done,
+                   file=sys.stderr, disable=not progress, desc="teachers", unit="chunk",
+                   dynamic_ncols=True)
+        bar.set_postfix_str(f"ray, {self.slots} task slot(s)")
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    chunk = pending.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except ray.exceptions.RayTaskError as exc:
+                        raise exc.as_instanceof_cause() from None
+                    except ray.exceptions.RayError as exc:
+                        raise RuntimeError(
+                            f"teachers chunk {chunk} failed on the Ray cluster after "
+                            f"{c.max_retries} retries ({type(exc).__name__}: {exc}); the finished "
+                            "chunks are saved: run the stage again (--resume) to continue") from None
+                    on_result(chunk, result)
+                    bar.update(1)
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            bar.close()
