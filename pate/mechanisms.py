@@ -18,14 +18,16 @@ student        (n, m) student probabilities (Interactive-GNMax) or None.
 answered       (n,) bool: the teachers answered query i (the answer step ran and is charged).
 orders         (k,) Renyi orders > 1.
 ``Param(name, kind, help, symbol="")``
-    One noise parameter: ``kind`` is "positive" (> 0), "nonnegative" (>= 0) or
-    "unit_interval" (in [0, 1]); ``help`` the CLI help; ``symbol`` how the report writes it.
+    One noise parameter: ``kind`` is "positive" (> 0), "nonnegative" (>= 0),
+    "unit_interval" (in [0, 1]) or "positive_integer" (an int >= 1; an integral float such as a
+    command-line 300.0 is accepted and returned as an int); ``help`` the CLI help; ``symbol`` how
+    the report writes it.
 ``MechanismSpec``
     Base class of the specs (see its methods). A mechanism subclasses it and implements
     :meth:`~MechanismSpec.draw` and :meth:`~MechanismSpec.query_rdp_parts`; every other method
     has a default built on those two.
 ``REGISTRY``   read-only mapping name -> spec (lnmax, gnmax, confident-gnmax, interactive-gnmax,
-               and whatever :func:`register` added). ``NAMES``: the built-in names.
+               private-knn, and whatever :func:`register` added). ``NAMES``: the built-in names.
 ``get(name)``  the spec of ``name`` (ValueError listing the valid names otherwise).
 ``register(spec)`` / ``unregister(name)``  add / remove a spec (tests, plugins).
 ``all_param_names()`` the parameters of every registered mechanism, in a stable order.
@@ -35,6 +37,9 @@ References
 [P17] Papernot et al., "Semi-supervised Knowledge Transfer for Deep Learning from Private
       Training Data", ICLR 2017.
 [P18] Papernot et al., "Scalable Private Learning with PATE", ICLR 2018 (arXiv:1802.08908).
+[ZYW20] Zhu, Yu, Wang, "Private-kNN: Practical Differential Privacy for Computer Vision", CVPR 2020.
+[MTZ19] Mironov, Talwar, Zhang, "Renyi Differential Privacy of the Sampled Gaussian Mechanism",
+      arXiv:1908.10530.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ from pate.analysis.calibration import (calibrate_confident_gnmax, calibrate_gnma
                                        calibrate_lnmax_scale)
 from pate.analysis.accountant import (PrivacyEvent, confident_gnmax_event, gnmax_event,
                                       lnmax_event)
+from pate.analysis.private_knn import (calibrate_private_knn_sigma2, private_knn_event,
+                                       private_knn_log_pr_answered, private_knn_query_rdp)
 from pate.analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, lnmax_rdp, threshold_log_pr_answered,
                                threshold_rdp)
 from pate.analysis.validation import (check_mask, check_nonnegative, check_orders, check_positive,
@@ -57,8 +64,16 @@ from pate.analysis.validation import (check_mask, check_nonnegative, check_order
 __all__ = ["Param", "MechanismSpec", "REGISTRY", "NAMES", "PARAM_KINDS", "get", "register",
            "unregister", "all_param_names"]
 
+def _check_positive_integer(value: Any, name: str) -> int:
+    """An integer >= 1; an integral real (e.g. 300.0 from a float command-line flag) is accepted."""
+    out = check_positive(value, name)
+    if out != int(out):
+        raise ValueError(f"{name} must be a whole number >= 1, got {out!r}")
+    return int(out)
+
+
 _CHECKS = {"positive": check_positive, "nonnegative": check_nonnegative,
-           "unit_interval": check_unit_interval}
+           "unit_interval": check_unit_interval, "positive_integer": _check_positive_integer}
 PARAM_KINDS = tuple(_CHECKS)
 
 #: A one-teacher, two-class vote row: data-independent costs do not look at the votes.
@@ -91,8 +106,9 @@ class Param:
         """How the privacy report writes the parameter (its symbol, else its name)."""
         return self.symbol or self.name
 
-    def check(self, value: Any, label: str) -> float:
-        """The value as a float, or ValueError/TypeError naming ``label``."""
+    def check(self, value: Any, label: str) -> float | int:
+        """The value as a float (an int for "positive_integer"), or ValueError/TypeError naming
+        ``label``."""
         return _CHECKS[self.kind](value, label)
 
 
@@ -117,6 +133,10 @@ class MechanismSpec:
     needs_student : the mechanism needs the student's predicted probabilities per query.
     always_answers : every query asked is answered (no threshold check); an ``answered`` mask
         is then meaningless and every asked query is charged the answer step.
+    samples_private_records : (class attribute) the mechanism's "votes" are not the teachers'
+        votes but histograms it computes from the private records with fresh randomness per
+        query (Private-kNN: ``pate.knn.knn_votes``); a caller must draw them itself, after the
+        budget is reserved, and pass them to :meth:`draw`. False for the PATE mechanisms.
 
     Subclasses implement :meth:`draw` and :meth:`query_rdp_parts`; they may override
     :meth:`event` (e.g. to use a ``pate.analysis`` event builder), :meth:`pr_answered`,
@@ -130,6 +150,9 @@ class MechanismSpec:
     reference: str
     needs_student: bool = False
     always_answers: bool = False
+
+    #: See the class docstring: True for a mechanism whose input histograms sample the records.
+    samples_private_records: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name != self.name.strip():
@@ -154,7 +177,8 @@ class MechanismSpec:
         raise KeyError(f"{name} is not a parameter of {self.name}")
 
     def validate(self, params: Mapping[str, Any], *, prefix: str = "") -> dict[str, float]:
-        """The clean parameters (floats, in :attr:`params` order) of ``params``.
+        """The clean parameters (floats -- ints for "positive_integer" ones --, in :attr:`params`
+        order) of ``params``.
 
         ``params`` may hold other keys (e.g. a config table's ``mechanism``); a key that is a
         parameter of *another* registered mechanism and is not None is refused (TypeError), as
@@ -450,6 +474,59 @@ class _ConfidentGNMax(MechanismSpec):
         return {k: float(params[k]) for k in ("threshold", "sigma1", "sigma2")}
 
 
+@dataclasses.dataclass(frozen=True)
+class _PrivateKNN(_ConfidentGNMax):
+    """Private-kNN [ZYW20]: Confident GNMax on the label histogram of the k nearest records of a
+    fresh Poisson sample per query. :meth:`draw` is the Confident-GNMax step on histograms the
+    caller drew with ``pate.knn.knn_votes`` (``samples_private_records``). Every asked query is
+    charged the sampled Gaussian mechanism's RDP ([MTZ19]; ``pate.analysis.private_knn``),
+    answered or not, with or without ``data_dependent``: there is no data-dependent bound."""
+
+    samples_private_records: ClassVar[bool] = True
+
+    def _query_rdp(self, params, orders) -> np.ndarray:
+        return private_knn_query_rdp(sampling_rate=params["sampling_rate"],
+                                     sigma1=params["sigma1"], sigma2=params["sigma2"],
+                                     orders=orders)
+
+    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+        n = np.shape(votes)[0]
+        check = np.broadcast_to(self._query_rdp(params, orders), (n, np.size(orders))).copy()
+        return check, np.zeros_like(check)
+
+    def event(self, votes, params, *, answered, orders, student=None):
+        return private_knn_event(answered=check_mask(answered, np.shape(votes)[0], "answered"),
+                                 k=params["k"], sampling_rate=params["sampling_rate"],
+                                 threshold=params["threshold"], sigma1=params["sigma1"],
+                                 sigma2=params["sigma2"], orders=check_orders(orders))
+
+    def pr_answered(self, votes, params, *, student=None):
+        # Pr[max h + N(0, sigma1^2) >= T] given these (already sampled) histograms.
+        return np.exp(private_knn_log_pr_answered(votes, threshold=params["threshold"],
+                                                  sigma1=params["sigma1"]))
+
+    def expected_rdp(self, votes, params, *, orders, data_dependent, student=None):
+        orders = check_orders(orders)
+        return np.shape(votes)[0] * self._query_rdp(params, orders)
+
+    calibrated = ("sigma2",)
+
+    def _calibrate(self, params, *, auto, **kw):
+        """sigma2 with sigma1 (and the sampling rate) fixed: the cost depends on both sigmas
+        only through z = 1/sqrt(1/sigma1^2 + 2/sigma2^2), which tends to sigma1 as sigma2 grows."""
+        if "sigma2" not in auto or "sigma1" in auto:
+            raise ValueError(f"{self.name}: only sigma2 can be calibrated (\"auto\"), with sigma1 "
+                             "and sampling_rate given as numbers")
+        return {"sigma2": calibrate_private_knn_sigma2(
+            eps=kw["eps"], delta=kw["delta"], num_queries=kw["num_queries"],
+            sampling_rate=check_unit_interval(params["sampling_rate"], "sampling_rate"),
+            sigma1=check_positive(params["sigma1"], "sigma1"), orders=kw["orders"],
+            conversion=kw["conversion"], extra_rdp=kw["extra_rdp"])}
+
+    def release_params(self, params):
+        return None  # no smooth-sensitivity analysis: the data-independent cost is the cost
+
+
 _SCALE = Param("scale", "positive", "Laplace noise scale", "Laplace scale")
 _SIGMA = Param("sigma", "positive", "Gaussian noise std", "\u03c3")
 _THRESHOLD = Param("threshold", "nonnegative", "threshold T of the noisy check", "T")
@@ -457,6 +534,10 @@ _SIGMA1 = Param("sigma1", "positive", "threshold-check noise std", "\u03c3\u2081
 _SIGMA2 = Param("sigma2", "positive", "argmax noise std", "\u03c3\u2082")
 _CONFIDENCE = Param("student_confidence", "unit_interval",
                     "the student's top probability from which its own label is kept")
+_K = Param("k", "positive_integer", "Private-kNN: neighbours per query", "k")
+_SAMPLING_RATE = Param("sampling_rate", "unit_interval",
+                       "Private-kNN: probability that a private record is in a query's sample",
+                       "\u03b3")
 
 _BUILTIN: tuple[MechanismSpec, ...] = (
     _LNMax(
@@ -490,6 +571,18 @@ _BUILTIN: tuple[MechanismSpec, ...] = (
             "(Gaussian) argmax of the votes, and otherwise a confident student keeps its own "
             "label. Every query asked is charged the threshold check, the answered ones also the "
             "noisy argmax; the student's own labels cost nothing.")),
+    _PrivateKNN(
+        name="private-knn", title="Private-kNN",
+        params=(_K, _SAMPLING_RATE, _THRESHOLD, _SIGMA1, _SIGMA2),
+        reference="Zhu, Yu & Wang 2020 (CVPR); analysis: Mironov, Talwar & Zhang 2019",
+        description=(
+            "for every query a fresh random sample of the private records is drawn (each record "
+            "with probability \u03b3), and the labels of the query's k nearest sampled records "
+            "are counted; a query is answered only when the largest count, plus Gaussian noise, "
+            "exceeds a threshold, and then gets the class with the largest count after "
+            "independent Gaussian noise. Every query asked is charged the same data-independent "
+            "cost, answered or not: the sampled Gaussian mechanism's RDP with noise multiplier "
+            "1/\u221a(1/\u03c3\u2081\u00b2 + 2/\u03c3\u2082\u00b2).")),
 )
 
 _REGISTRY: dict[str, MechanismSpec] = {spec.name: spec for spec in _BUILTIN}

@@ -22,7 +22,9 @@ ORDERS = analysis.DEFAULT_ORDERS
 PARAMS = {"lnmax": {"scale": 20.0}, "gnmax": {"sigma": 20.0},
           "confident-gnmax": {"threshold": 60.0, "sigma1": 20.0, "sigma2": 10.0},
           "interactive-gnmax": {"threshold": 40.0, "sigma1": 20.0, "sigma2": 10.0,
-                                "student_confidence": 0.9}}
+                                "student_confidence": 0.9},
+          "private-knn": {"k": 100, "sampling_rate": 0.1, "threshold": 60.0, "sigma1": 20.0,
+                          "sigma2": 10.0}}
 
 
 def _votes(n=300, teachers=100, classes=5, seed=0):
@@ -40,11 +42,12 @@ def _student(votes, seed=1):
 
 # --------------------------------------------------------------------------- the registry
 
-def test_registry_holds_the_four_mechanisms():
-    assert mechanisms.NAMES == ("lnmax", "gnmax", "confident-gnmax", "interactive-gnmax")
+def test_registry_holds_the_five_mechanisms():
+    assert mechanisms.NAMES == ("lnmax", "gnmax", "confident-gnmax", "interactive-gnmax",
+                                "private-knn")
     assert tuple(mechanisms.REGISTRY) == mechanisms.NAMES
     assert mechanisms.all_param_names() == ("scale", "sigma", "threshold", "sigma1", "sigma2",
-                                            "student_confidence")
+                                            "student_confidence", "k", "sampling_rate")
     for name, spec in mechanisms.REGISTRY.items():
         assert spec.name == name and spec.title and spec.description and spec.reference
         assert spec.param_names == tuple(PARAMS[name])
@@ -56,7 +59,7 @@ def test_registry_holds_the_four_mechanisms():
 
 def test_get_register_unregister_refuse_clearly():
     with pytest.raises(ValueError, match="mechanism must be one of 'lnmax', 'gnmax', "
-                                         "'confident-gnmax', 'interactive-gnmax'; got 'rappor'"):
+                                         "'confident-gnmax', 'interactive-gnmax', 'private-knn'; got 'rappor'"):
         mechanisms.get("rappor")
     with pytest.raises(ValueError, match="already registered"):
         mechanisms.register(mechanisms.get("gnmax"))
