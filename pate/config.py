@@ -17,6 +17,9 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  release, only the data-independent epsilon), ledger (path, or false), dataset,
                  private (false: the run is explicitly marked NOT private)
     [student]    any setting of pate.student.train.Student (see `pate train-student`)
+    [cluster]    where the teachers train: backend ("local" | "ray"), address, num_cpus,
+                 cpus_per_task, gpus_per_task, teachers_per_task, max_retries
+                 (pate.teachers.cluster.ClusterConfig; docs/cluster.md)
 
 (* = required.) Everything is checked before any data is read, any file is written, any noise
 is drawn or any budget is spent; errors name the table, the key and the value.
@@ -81,6 +84,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                 "momentum": (float, None), "weight_decay": (float, None),
                 "ema_decay": (float, None), "flip": (bool, None), "pad": (int, None),
                 "strong_ops": (int, None), "cutout": (float, None)},
+    # where the teachers are trained (pate.teachers.cluster.ClusterConfig); not what they compute
+    "cluster": {"backend": (str, "local"), "address": (str, None), "num_cpus": (int, None),
+                "cpus_per_task": (int, None), "gpus_per_task": (float, None),
+                "teachers_per_task": (int, None), "max_retries": (int, None)},
 }
 
 
@@ -261,6 +268,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
     from pate.teachers.ensemble import TeacherConfig
 
     _check(f"{source}: [teachers]", TeacherConfig, **teacher_settings(config))
+    _check_cluster(config, source)
     from pate.student.train import Student
 
     _check(f"{source}: [student]", Student(**student_settings(config))._validated)
@@ -327,6 +335,25 @@ def is_private(config: dict) -> bool:
 def teacher_settings(config: dict) -> dict:
     """Keyword arguments of :class:`pate.teachers.ensemble.TeacherConfig`."""
     return dict(config["teachers"], device=config["run"]["device"])
+
+
+def cluster_settings(config: dict) -> dict:
+    """Keyword arguments of :class:`pate.teachers.cluster.ClusterConfig` (a config saved before
+    the ``[cluster]`` table existed runs locally)."""
+    return dict(config.get("cluster") or {})
+
+
+def _check_cluster(config: dict, source: str) -> None:
+    from pate.teachers.cluster import ClusterConfig
+
+    cluster = _check(f"{source}: [cluster]", ClusterConfig, **cluster_settings(config))
+    if cluster.is_ray:
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise _fail(source, "[cluster] backend = \"ray\" needs Ray, which is not installed: "
+                                "pip install 'pate-learn[ray]' (or backend = \"local\")")
+        _check(f"{source}: [cluster]", cluster.task_device, config["run"]["device"])
 
 
 def student_settings(config: dict) -> dict:

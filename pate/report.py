@@ -719,6 +719,40 @@ def _warnings(a: dict) -> list[str]:
     return out
 
 
+def _execution_text(report: dict) -> str | None:
+    """Where the teachers trained: the backend and its resources (``execution``, from the teachers
+    stage's summary; else the config's ``[cluster]`` table; None when neither is known)."""
+    ex = report.get("execution")
+    cluster = (report.get("config") or {}).get("cluster") or {}
+    if not isinstance(ex, dict):
+        if not cluster:
+            return None
+        ex = {"backend": cluster.get("backend", "local")}
+    same = ("The backend does not change what the teachers predict, hence neither the votes nor "
+            "any privacy figure.")
+    if ex.get("backend") == "ray":
+        total = ex.get("cluster") or {}
+        return (f"**Where the teachers trained:** on Ray (address {ex.get('address', '?')}; a "
+                f"cluster of {total.get('CPU', 0):g} CPUs and {total.get('GPU', 0):g} GPUs on "
+                f"{total.get('nodes', '?')} node(s); {ex.get('cpus_per_task', '?')} CPU(s) and "
+                f"{ex.get('gpus_per_task', 0):g} GPU(s) per task, {ex.get('teachers_per_task', '?')} "
+                f"teachers per task, {ex.get('num_chunks', '?')} chunks, up to "
+                f"{ex.get('max_retries', '?')} retries of a chunk whose worker was lost). {same}")
+    threads = ex.get("torch_threads")
+    detail = f" with {threads} torch thread(s)" if threads is not None else ""
+    return f"**Where the teachers trained:** locally (backend \"local\"){detail}. {same}"
+
+
+def _stage_execution(run_dir: Path) -> dict | None:
+    """``execution`` of ``stages/teachers.json`` (where the teachers trained), if recorded."""
+    try:
+        info = json.loads((run_dir / "stages" / "teachers.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ex = info.get("execution") if isinstance(info, dict) else None
+    return ex if isinstance(ex, dict) else None
+
+
 def build_report(analysis: dict) -> dict:
     """The content of ``report.json``: the (validated) analysis plus ``statement`` (the
     plain-language text), ``plots`` (name -> path relative to the run directory) and
@@ -887,6 +921,9 @@ def _blocks(report: dict) -> list[tuple]:
         b.append(("p", f"Label accuracy of the answered queries is not available: {note}"))
     else:
         b.append(("p", f"**Label accuracy is a benchmark-only figure:** {note}"))
+    where = _execution_text(report)
+    if where:
+        b.append(("p", where))
     names = _class_names(u)
     b.append(("table", ["Class", "Student accuracy"],
               [[n, "n/a (no evaluation items)" if acc is None else _pct(acc)]
@@ -1261,7 +1298,8 @@ def _stage(path: Path, data: bytes, mode: int) -> Path:
 def write_report(run_dir: str | os.PathLike) -> dict:
     """Generate the privacy report of a run from ``<run_dir>/analysis.json``.
 
-    Writes ``report.json`` (the analysis plus ``statement``, ``plots`` and ``warnings``),
+    Writes ``report.json`` (the analysis plus ``statement``, ``plots``, ``warnings`` and, when
+    the teachers stage recorded it, ``execution``: the backend and resources it ran on),
     ``report.md``, ``report.html`` (self-contained, renders offline) and
     ``plots/<name>.png`` for each of :data:`PLOT_NAMES`, each
     atomically (temporary file + ``os.replace``); ``report.json`` is replaced last. The input is
@@ -1272,6 +1310,9 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     run_dir = Path(run_dir)
     analysis = load_analysis(run_dir)
     report = build_report(analysis)
+    execution = _stage_execution(run_dir)
+    if execution is not None:
+        report["execution"] = execution  # the backend and its resources (docs/cluster.md)
     images = render_plots(analysis)
     documents = {
         "report.md": render_markdown(report).encode("utf-8"),

@@ -88,9 +88,11 @@ def new_run_id(name: str) -> str:
 
 
 def comparable(config: dict) -> dict:
-    """The parts of a config that must not change on resume (the device may)."""
+    """The parts of a config that must not change on resume (the device and where the teachers
+    train, ``[cluster]``, may: they do not change what is computed)."""
     out = copy.deepcopy(config)
     out["run"].pop("device", None)
+    out.pop("cluster", None)
     return out
 
 

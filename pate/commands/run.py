@@ -35,6 +35,9 @@ def add_parser(subparsers) -> None:
                    help="stop after this stage (run again with --resume to continue)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print report.json on stdout at the end")
+    from pate.commands.stage_cli import add_table_arguments
+
+    add_table_arguments(p, "cluster")  # --backend ray --address auto ... (docs/cluster.md)
     p.set_defaults(func=run)
 
 
@@ -42,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
     from pate import config as C
     from pate.pipeline import Pipeline
 
+    from pate.commands.stage_cli import table_overrides
+
     ledger = False if args.no_ledger else args.ledger
+    overrides = table_overrides(args, ("cluster",))
     if args.config is None:
         import json
         import pathlib
@@ -57,10 +63,11 @@ def run(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"--run-dir {args.run_dir} holds no run ({saved} is missing); "
                                     "start it with --config FILE")
         config = C.from_dict(json.loads(saved.read_text()), source=str(saved), seed=args.seed,
-                             device=args.device, run_dir=args.run_dir, ledger=ledger)
+                             device=args.device, run_dir=args.run_dir, ledger=ledger,
+                             overrides=overrides)
     else:
         config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
-                        ledger=ledger)
+                        ledger=ledger, overrides=overrides)
     pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress)
     result = pipeline.run(until=args.until)
     if args.json:

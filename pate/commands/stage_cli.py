@@ -12,6 +12,9 @@ Symbols
 -------
 ``add_stage_arguments(parser, tables)``
     ``--run-dir``, ``--config``, the global run flags and one flag per key of each table.
+``add_table_arguments(parser, table)``, ``table_overrides(args, tables)``
+    One flag per key of one table; the keys the flags set (``pate run`` uses both for
+    ``[cluster]``, whose settings say where the teachers train and may change at any time).
 ``open_run(args, tables)``
     The :class:`pate.rundir.Run` of ``--run-dir``, started or reopened, with the flags applied
     and :func:`pate.stages.preflight` passed (sizes, dataset identity, budget).
@@ -28,7 +31,7 @@ import sys
 #: The stage whose outputs each config table determines (a table may change only before it ran).
 TABLE_STAGE = {"run": "partition", "data": "partition", "partition": "partition",
                "teachers": "teachers", "aggregator": "aggregate", "privacy": "aggregate",
-               "student": "student"}
+               "student": "student", "cluster": None}  # [cluster]: where, not what (any time)
 
 #: Flag names that differ from ``--<key with dashes>``.
 FLAG_NAMES = {("data", "name"): "--data", ("data", "root"): "--data-root",
@@ -86,8 +89,6 @@ def _number_or_auto(text: str):
 
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
     """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
-    from pate.config import SCHEMA
-
     parser.add_argument("--run-dir", required=True,
                         help="the run directory (started by the first command with --config)")
     parser.add_argument("--config", help="TOML file or packaged config name (digits, fashion-mnist, "
@@ -105,30 +106,42 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
     for table in tables:
-        group = parser.add_argument_group(f"[{table}] settings (override the config's)")
-        for key, (want, _default) in SCHEMA[table].items():
-            if (table, key) in NOT_FLAGS:
-                continue
-            flag, dest = _flag(table, key), _dest(table, key)
-            wants = want if isinstance(want, tuple) else (want,)
-            helptext = f"[{table}] {key}"
-            if bool in wants:
-                group.add_argument(flag, dest=dest, action="store_true", default=None, help=helptext)
-                group.add_argument("--no-" + flag[2:], dest=dest, action="store_false",
-                                   help=f"{helptext} = false")
-            elif dict in wants:
-                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_json_table, help=f"{helptext} (JSON object)")
-            elif (table, key) == ("data", "image_size"):
-                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_image_size,
-                                   help=f"{helptext} (N or HxW: imagefolder images are resized to it)")
-            elif list in wants:
-                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_orders, help=helptext)
-            elif float in wants and str in wants:
-                group.add_argument(flag, dest=dest, metavar=key.upper(), type=_number_or_auto,
-                                   help=f"{helptext} (a number, or auto: calibrated for "
-                                        "--target-eps and --queries)")
-            else:
-                group.add_argument(flag, dest=dest, metavar=key.upper(), type=wants[0], help=helptext)
+        add_table_arguments(parser, table)
+
+
+def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
+    """One flag per key of the config table ``table`` (``pate run`` uses it for ``[cluster]``)."""
+    from pate.config import SCHEMA
+
+    group = parser.add_argument_group(f"[{table}] settings (override the config's)")
+    for key, (want, _default) in SCHEMA[table].items():
+        if (table, key) in NOT_FLAGS:
+            continue
+        flag, dest = _flag(table, key), _dest(table, key)
+        wants = want if isinstance(want, tuple) else (want,)
+        helptext = f"[{table}] {key}"
+        if bool in wants:
+            group.add_argument(flag, dest=dest, action="store_true", default=None, help=helptext)
+            group.add_argument("--no-" + flag[2:], dest=dest, action="store_false",
+                               help=f"{helptext} = false")
+        elif dict in wants:
+            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_json_table, help=f"{helptext} (JSON object)")
+        elif (table, key) == ("data", "image_size"):
+            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_image_size,
+                               help=f"{helptext} (N or HxW: imagefolder images are resized to it)")
+        elif list in wants:
+            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_orders, help=helptext)
+        elif float in wants and str in wants:
+            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_number_or_auto,
+                               help=f"{helptext} (a number, or auto: calibrated for "
+                                    "--target-eps and --queries)")
+        else:
+            group.add_argument(flag, dest=dest, metavar=key.upper(), type=wants[0], help=helptext)
+
+
+def table_overrides(args, tables) -> dict[str, dict]:
+    """The config keys of ``tables`` that the flags set: ``{table: {key: value}}``."""
+    return _overrides(args, tables)
 
 
 def _overrides(args, tables) -> dict[str, dict]:
@@ -170,7 +183,7 @@ def open_run(args, tables: tuple[str, ...]):
                               "since it started; --ledger/--no-ledger cannot change that: use a "
                               "new --run-dir")
         changed = sorted(t for t in config if t != "run" and config[t] != run.config[t])
-        finished = [t for t in changed if run.done(TABLE_STAGE[t])]
+        finished = [t for t in changed if TABLE_STAGE[t] is not None and run.done(TABLE_STAGE[t])]
         if finished:
             raise ConfigError(f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
                               f"[{finished[0]}] settings in its config.json; a flag cannot change "

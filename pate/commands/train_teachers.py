@@ -2,7 +2,8 @@
 
 One teacher per shard of ``<run_dir>/partition.npz``, trained into ``<run_dir>/teachers/``
 (checkpoints, ``predictions.npz``, ``metrics.json``); an interrupted stage continues from its
-checkpoints when the command is run again. Every ``[teachers]`` key of the config is a flag.
+checkpoints when the command is run again. Every ``[teachers]`` and ``[cluster]`` key of the
+config is a flag (``--backend ray --address auto``: one Ray task per chunk of teachers).
 torch is imported only when the stage runs.
 """
 
@@ -12,7 +13,7 @@ import argparse
 
 from pate.commands.stage_cli import add_stage_arguments, run_stage_command
 
-TABLES = ("teachers",)
+TABLES = ("teachers", "cluster")  # [cluster]: local or on Ray (docs/cluster.md)
 
 
 def add_parser(subparsers) -> None:
