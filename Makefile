@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.14.1 torchvision==0.29.1
-	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[dev,ray]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # The main job: Fashion-MNIST from Debian's dataset-fashion-mnist (installed here when missing and
