@@ -97,6 +97,7 @@ def test_fractional_orders_against_dp_accounting(q):
 @pytest.mark.parametrize("q, z, alpha", [
     (0.1, 1.0, 1.5), (0.5, 1.0, 1.1), (0.05, 2.0, 3.7), (0.3, 5.0, 10.5), (0.01, 0.8, 2.5),
     (0.9, 2.0, 4.5), (0.5, 5.0, 2.0), (0.5, 0.5, 1.3), (0.02, 20.0, 7.0), (0.2, 3.0, 3.0)])
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 def test_equals_quadrature_and_dominates_the_reverse_divergence(q, z, alpha):
     ours = float(_sgm(q, z, [alpha])[0])
     forward = _quadrature(q, z, alpha, alpha)          # D_alpha(mu || mu0)
