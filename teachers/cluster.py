@@ -88,7 +88,7 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         check_choice(self.backend, "backend", BACKENDS)
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
-            raise ValueError(f"address must be \"auto\", \"HOST:PORT\" or \"ray://HOST:PORT\" "
+            raise ValueError(f"address must be \"auto\" or \"HOST:PORT\" of a running Ray cluster "
                              f"(or unset: start a local Ray), got {self.address!r}")
         if self.num_cpus is not None:
             check_int(self.num_cpus, "num_cpus", minimum=1)

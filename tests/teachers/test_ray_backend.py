@@ -258,7 +258,7 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
     resumed = subprocess.run([sys.executable, "-m", "pate", "run", "--run-dir", str(run_dir),
                               "--resume", *flags], env=env, cwd=tmp_path, capture_output=True,
                              text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert resumed.returncode == 0, (resumed.stdout[-1000:], resumed.stderr[-3000:])
     after = _files(run_dir / "teachers")
     assert {k: after[k] for k in before} == before  # finished chunks were not written again
     info = json.loads((run_dir / "stages" / "teachers.json").read_text())["execution"]
@@ -269,3 +269,19 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
     with np.load(tmp_path / "local" / "teachers" / "predictions.npz") as a, \
             np.load(run_dir / "teachers" / "predictions.npz") as b:
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+def test_report_says_where_the_teachers_trained():
+    from pate.report import _execution_text
+
+    ray_run = {"backend": "ray", "address": "auto", "cluster": {"CPU": 64.0, "GPU": 8.0, "nodes": 2},
+               "cpus_per_task": 4, "gpus_per_task": 1.0, "teachers_per_task": 32,
+               "num_chunks": 8, "max_retries": 3}
+    text = _execution_text({"execution": ray_run, "config": {}})
+    assert "on Ray (address auto; a cluster of 64 CPUs and 8 GPUs on 2 node(s)" in text
+    assert "4 CPU(s) and 1 GPU(s) per task, 32 teachers per task" in text
+    local = _execution_text({"execution": {"backend": "local", "torch_threads": 2}, "config": {}})
+    assert "locally" in local and "2 torch thread(s)" in local
+    # an analysis without the stage's record: the config's [cluster] table; neither: nothing
+    assert "locally" in _execution_text({"config": {"cluster": {"backend": "local"}}})
+    assert _execution_text({"config": {}}) is None
