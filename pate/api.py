@@ -15,7 +15,9 @@ figures::
     result.student.predict(x_new), result.epsilon, result.report_path
 
 Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Confident GNMax,
-``sigma=`` for GNMax, ``scale=`` for LNMax), or ``target_eps`` to calibrate them
+``sigma=`` for GNMax, ``scale=`` for LNMax; ``mechanism="private-knn"`` takes ``k=,
+sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
+trains no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
 (:func:`pate.config.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
 The noise comes from OS entropy unless ``noise_seed`` is given (the run is then NOT private).
@@ -155,8 +157,9 @@ def _model_setting(model: Any, what: str) -> tuple[Any, Any]:
 # ------------------------------------------------------------------------------ fit
 
 def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
-        student: Any = "auto", num_teachers: int, mechanism: str = "confident-gnmax",
-        threshold=None, sigma1=None, sigma2=None, sigma=None, scale=None,
+        student: Any = "auto", num_teachers: int | None = None,
+        mechanism: str = "confident-gnmax", threshold=None, sigma1=None, sigma2=None, sigma=None,
+        scale=None, k=None, sampling_rate=None, knn: dict | None = None,
         target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
         budget_eps: float | None = None, release: bool = False, release_order=None,
         release_beta=None, release_sigma_ss=None, conversion: str = "classic",
@@ -180,8 +183,9 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     from pate import config as C
     from pate.pipeline import Pipeline
 
-    given = {k: v for k, v in {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
-                               "sigma": sigma, "scale": scale}.items() if v is not None}
+    given = {name: v for name, v in {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
+                                     "sigma": sigma, "scale": scale, "k": k,
+                                     "sampling_rate": sampling_rate}.items() if v is not None}
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:
@@ -199,13 +203,21 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     from pate import mechanisms
 
     spec = mechanisms.get(mechanism)
+    no_teachers = spec.samples_private_records  # Private-kNN: the records vote themselves
+    if no_teachers and num_teachers is not None:
+        raise TypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
+    if not no_teachers and num_teachers is None:
+        raise TypeError("num_teachers= (how many teachers, one per disjoint shard) is needed")
+    if knn is not None and not no_teachers:
+        raise TypeError(f"knn= applies to mechanism='private-knn' only, not {mechanism!r}")
+    voters = given.get("k") if no_teachers else num_teachers
     if target_eps is not None:
         if budget_eps is None:
             budget_eps = target_eps
         for key in spec.calibrated:
             given.setdefault(key, "auto")
-        if "threshold" in spec.param_names:
-            given.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * num_teachers)
+        if "threshold" in spec.param_names and voters is not None:
+            given.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
         if queries is None:
             if num_public is None:
                 raise TypeError("target_eps with a named dataset needs queries= (how many public "
@@ -236,6 +248,10 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
            "teachers": dict(teacher_params or {}, model=teacher_value),
            "aggregator": aggregator, "privacy": privacy,
            "student": dict(student_params or {}, model=student_value)}
+    if no_teachers:
+        del raw["partition"]
+        if knn is not None:
+            raw["knn"] = dict(knn)
     if run_dir is None:
         import tempfile
 

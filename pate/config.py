@@ -6,7 +6,8 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  the pipeline works; its report says so at the top)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's)
-    [partition]  num_teachers*, mode ("random" | "stratified" | "unit"), unit_ids (.npy, mode unit)
+    [partition]  num_teachers* (not with private-knn: no teachers), mode ("random" |
+                 "stratified" | "unit"), unit_ids (.npy, mode unit)
     [teachers]   any field of pate.teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
     [aggregator] mechanism* (a name of the registry pate.mechanisms), its noise parameters
                  (threshold, sigma1, sigma2, sigma, scale, ...), queries (first-k public items
@@ -20,6 +21,10 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
     [cluster]    where the teachers train: backend ("local" | "ray"), address, num_cpus,
                  cpus_per_task, gpus_per_task, teachers_per_task, max_retries
                  (pate.teachers.cluster.ClusterConfig; docs/cluster.md)
+    [knn]        mechanism = "private-knn" only: the embedding of its nearest-neighbour search,
+                 features ("none": raw inputs | "scatternet"; default "scatternet" for images
+                 whose sides are multiples of 4 and >= 8, else "none") and dims (default 64):
+                 principal axes fitted on the public split only (:func:`knn_settings`)
 
 (* = required.) Everything is checked before any data is read, any file is written, any noise
 is drawn or any budget is spent; errors name the table, the key and the value.
@@ -59,7 +64,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
              "public_size": (int, None), "eval_size": (int, None),
              "image_size": ((int, list), None)},
-    "partition": {"num_teachers": (int, REQUIRED), "mode": (str, "random"), "unit_ids": (str, None)},
+    "partition": {"num_teachers": (int, None), "mode": (str, "random"), "unit_ids": (str, None)},
     "teachers": {"model": (str, "auto"), "model_params": (dict, None), "epochs": (int, None),
                  "batch_size": (int, None), "lr": (float, None), "optimizer": (str, None),
                  "weight_decay": (float, None), "momentum": (float, None), "augment": (str, None),
@@ -88,7 +93,13 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "cluster": {"backend": (str, "local"), "address": (str, None), "num_cpus": (int, None),
                 "cpus_per_task": (int, None), "gpus_per_task": (float, None),
                 "teachers_per_task": (int, None), "max_retries": (int, None)},
+    # the embedding of Private-kNN's neighbour search (public statistics only); see knn_settings
+    "knn": {"features": (str, None), "dims": (int, None)},
 }
+
+#: What a ``[knn]`` setting left out means (the features default depends on the data: images
+#: that ScatterNet takes get "scatternet", anything else "none").
+KNN_DEFAULTS = {"dims": 64}
 
 
 def _type_ok(value: Any, want: Any) -> bool:
@@ -183,8 +194,21 @@ def validate(config: dict, *, source: str = "config") -> dict:
                 isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
             raise _fail(source, f"[data] image_size must be a positive integer or [height, width], "
                                 f"got {size!r}")
-    _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
-           "num_teachers", minimum=1)
+    knn_run = mechanisms.REGISTRY.get(config["aggregator"]["mechanism"]) is not None and \
+        mechanisms.get(config["aggregator"]["mechanism"]).samples_private_records
+    if knn_run:
+        # no teachers: the private records vote through their nearest neighbours, record-level
+        if "num_teachers" in part or "unit_ids" in part or part["mode"] != "random":
+            raise _fail(source, f"[partition] does not apply to mechanism = "
+                                f"{config['aggregator']['mechanism']!r}: it trains no teachers (the "
+                                "private records vote through their nearest neighbours, with "
+                                "record-level protection); remove the [partition] table")
+    elif "num_teachers" not in part:
+        raise _fail(source, "[partition] num_teachers is required")
+    else:
+        _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
+               "num_teachers", minimum=1)
+    _check_knn(config, source, knn_run)
     _check(f"{source}: [partition] mode", v.check_choice, part["mode"], "mode",
            ("random", "stratified", "unit"))
     if (part["mode"] == "unit") != ("unit_ids" in part):
@@ -227,8 +251,8 @@ def validate(config: dict, *, source: str = "config") -> dict:
     elif "target_eps" in agg:
         raise _fail(source, "[aggregator] target_eps only applies with a noise parameter = \"auto\" "
                             "(e.g. sigma2 = \"auto\"); remove it or calibrate a parameter")
-    _check(f"{source}: [aggregator]", spec.validate,
-           {k: (1.0 if agg[k] == "auto" else agg[k]) for k in needed})
+    _check(source, spec.validate,
+           {k: (1.0 if agg[k] == "auto" else agg[k]) for k in needed}, prefix="[aggregator] ")
     if "noise_seed" in agg:
         _check(f"{source}: [aggregator] noise_seed", v.check_int, agg["noise_seed"], "noise_seed",
                minimum=0)
@@ -335,6 +359,39 @@ def is_private(config: dict) -> bool:
 def teacher_settings(config: dict) -> dict:
     """Keyword arguments of :class:`pate.teachers.ensemble.TeacherConfig`."""
     return dict(config["teachers"], device=config["run"]["device"])
+
+
+def knn_settings(config: dict, input_shape=None) -> dict:
+    """The ``[knn]`` settings of a Private-kNN run with their defaults: ``{"features", "dims"}``.
+    ``features`` defaults to "scatternet" when ``input_shape`` is an image ScatterNet takes ((C,
+    H, W), H and W multiples of 4 and >= 8), else "none" (None when ``input_shape`` is unknown
+    and the config does not say)."""
+    out = dict(KNN_DEFAULTS, **(config.get("knn") or {}))
+    if "features" not in out and input_shape is not None:
+        shape = tuple(int(s) for s in input_shape)
+        image = len(shape) == 3 and shape[1] % 4 == 0 and shape[2] % 4 == 0 and min(shape[1:]) >= 8
+        out["features"] = "scatternet" if image else "none"
+    return out
+
+
+def _check_knn(config: dict, source: str, knn_run: bool) -> None:
+    from pate.analysis import validation as v
+
+    knn = config.get("knn") or {}
+    if knn and not knn_run:
+        raise _fail(source, f"[knn] applies to mechanism = \"private-knn\" only, not "
+                            f"{config['aggregator']['mechanism']!r}; remove the [knn] table")
+    if "features" in knn:
+        _check(f"{source}: [knn] features", v.check_choice, knn["features"], "features",
+               ("none", "scatternet"))
+    if "dims" in knn:
+        _check(f"{source}: [knn] dims", v.check_int, knn["dims"], "dims", minimum=1)
+    if knn.get("features") == "scatternet":
+        import importlib.util
+
+        if importlib.util.find_spec("kymatio") is None:
+            raise _fail(source, "[knn] features = \"scatternet\" needs kymatio, which is not "
+                                "installed (pip install kymatio), or set features = \"none\"")
 
 
 def cluster_settings(config: dict) -> dict:

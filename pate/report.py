@@ -145,8 +145,9 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
                 "labelled_by_student": "int", "stop_reason": "str?"},
     "utility": {"student_accuracy": "float", "student_per_class_accuracy": "[float?]",
                 "confusion_matrix": "[[int]]", "class_names": "[str]?",
-                "teacher_mean_accuracy": "float", "teacher_accuracy_std": "float",
-                "plurality_vote_accuracy": "float", "label_accuracy_answered": "float?",
+                # null for a run without teachers (Private-kNN)
+                "teacher_mean_accuracy": "float?", "teacher_accuracy_std": "float?",
+                "plurality_vote_accuracy": "float?", "label_accuracy_answered": "float?",
                 "label_accuracy_note": "str", "evaluation_size": "int"},
     "curves": {"answered_count": "[int]", "eps_data_independent": "[float]",
                "eps_data_dependent": "[float]"},
@@ -427,6 +428,12 @@ def _params_text(mechanism: str, params: dict) -> str:
     return ", ".join(f"{symbols.get(k, k)} = {_param(v)}" for k, v in params.items())
 
 
+def _samples_records(a: dict) -> bool:
+    """The run's mechanism samples the private records itself (Private-kNN): no teachers, no
+    data-dependent analysis, no sanitized release; its wording comes from its spec."""
+    return mechanisms.get(a["privacy"]["mechanism"]).samples_private_records
+
+
 def _mechanism_text(mechanism: str) -> str:
     """"Title [reference]: description" of a registered mechanism."""
     spec = mechanisms.get(mechanism)
@@ -507,6 +514,7 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     """(heading, text) pairs of the plain-language statement."""
     p, q, u = a["privacy"], a["queries"], a["utility"]
     s = p["sanitized"]
+    knn = _samples_records(a)
     short, phrase, relation, other = _RELATION_TEXT[p["neighbouring_relation"]]
     delta = _delta(p["delta"])
     ledger_off = _LEDGER_OFF if p.get("ledger_enforced") is False else ""
@@ -525,8 +533,12 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     paras.append(("Mechanism", (
         f"{_mechanism_text(p['mechanism'])} Parameters: "
         f"{_params_text(p['mechanism'], p['params'])}; "
-        f"{_count(p['num_teachers'])} teachers, each trained on a disjoint part of the sensitive "
-        f"data. Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
+        + ("no teachers: the sensitive records themselves vote, through the k nearest of a fresh "
+           "sample for every query, on embeddings fitted to public data only. "
+           if knn else
+           f"{_count(p['num_teachers'])} teachers, each trained on a disjoint part of the "
+           f"sensitive data. ")
+        + f"Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
         f"orders and converted to (\u03b5, \u03b4) with the {p['conversion']} conversion at "
         f"\u03b4 = {delta}.")))
 
@@ -541,7 +553,8 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
 
     answered_frac = q["answered"] / q["asked"] if q["asked"] else 0.0
     queries = (
-        f"The student asked the teachers about {_count(q['asked'])} of "
+        f"The student asked {'the private records' if knn else 'the teachers'} about "
+        f"{_count(q['asked'])} of "
         f"{_count(q['public_size'])} public (non-sensitive) items; {_count(q['answered'])} "
         f"({_pct(answered_frac)}) were answered and used as training labels.")
     if q["labelled_by_student"]:
@@ -553,59 +566,75 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     paras.append(("Queries", queries))
 
     weak = _weak_guarantee(a)
-    paras.append(("Guarantee", (
-        f"The released student satisfies (\u03b5 = {_eps(p['eps_guarantee'])}, \u03b4 = {delta})"
-        f"-differential privacy with respect to {phrase} of the sensitive training data. "
-        + (f"{weak} " if weak else "")
-        + f"This bound holds for everything the run releases \u2014 the student model, the labels "
-        f"it was trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
-        f"data-independent cost of the {_count(q['answered'])} answers "
-        f"(\u03b5 = {_eps(p['eps_data_independent'])} on its own, at order "
-        f"\u03bb = {_param(p['order_data_independent'])}) composed with the cost of releasing the "
-        f"sanitized epsilon.")))
+    if knn:
+        title = mechanisms.get(p["mechanism"]).title
+        paras.append(("Guarantee", (
+            f"The released student satisfies (\u03b5 = {_eps(p['eps_guarantee'])}, \u03b4 = "
+            f"{delta})-differential privacy with respect to {phrase} of the sensitive training "
+            "data. " + (f"{weak} " if weak else "")
+            + f"This bound holds for everything the run releases \u2014 the student model and "
+            f"the labels it was trained on \u2014 whatever the data: it is the data-independent "
+            f"cost of all {_count(q['asked'])} queries asked, answered or not (order "
+            f"\u03bb = {_param(p['order_data_independent'])}).")))
+        paras.append(("No sanitized release", (
+            f"{title} has no data-dependent or smooth-sensitivity analysis: every asked query is "
+            f"charged the same data-independent cost, so there is no sanitized epsilon and no "
+            f"data-dependent epsilon to release; the guarantee above is the figure to quote.")))
+    else:  # the teachers' data-dependent analysis and its sanitized release
+        paras.append(("Guarantee", (
+            f"The released student satisfies (\u03b5 = {_eps(p['eps_guarantee'])}, \u03b4 = {delta})"
+            f"-differential privacy with respect to {phrase} of the sensitive training data. "
+            + (f"{weak} " if weak else "")
+            + f"This bound holds for everything the run releases \u2014 the student model, the labels "
+            f"it was trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
+            f"data-independent cost of the {_count(q['answered'])} answers "
+            f"(\u03b5 = {_eps(p['eps_data_independent'])} on its own, at order "
+            f"\u03bb = {_param(p['order_data_independent'])}) composed with the cost of releasing the "
+            f"sanitized epsilon.")))
 
-    fixed = (f"The order \u03bb = {_param(s['order'])}, smoothness \u03b2 = {_param(s['beta'])} "
-             f"and noise multiplier \u03c3_ss = {_param(s['sigma_ss'])} were fixed in the "
-             f"configuration before the votes were seen")
-    if s["fallback"] is None:
-        sanitized = (
-            f"\u03b5 = {_eps(p['eps_sanitized'])} (\u03b4 = {delta}). When the teachers agree "
-            f"strongly, the data-dependent analysis of Papernot et al. (2018) charges much less "
-            f"than the worst case, but it is computed from the private votes, so it is published "
-            f"only after sanitization with the smooth-sensitivity (GNSS) mechanism: Gaussian noise "
-            f"of standard deviation {_sig(s['noise_std'])} (smooth sensitivity "
-            f"{_sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss) was added to the Renyi divergence "
-            f"at order \u03bb = {_param(s['order'])}. {fixed}, and the cost of this release (Renyi "
-            f"divergence {_sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is a "
-            f"private measurement of the privacy loss actually incurred on this data, not a "
-            f"worst-case bound; because of the noise, a conservative reading adds two standard "
-            f"deviations: \u03b5 \u2264 {_eps(s['eps_sanitized_upper_2std'])}.")
-    else:
-        sanitized = (
-            f"\u03b5 = {_eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
-            f"release fell back to the data-independent cost at order "
-            f"\u03bb = {_param(s['order'])} because {s['fallback']}; no noise was added and "
-            f"nothing data-dependent is released. The release parameters (smoothness "
-            f"\u03b2 = {_param(s['beta'])}, noise multiplier \u03c3_ss = {_param(s['sigma_ss'])}) "
-            f"were fixed in the configuration before the votes were seen.")
-    if p["eps_sanitized"] >= p["eps_guarantee"]:
-        sanitized += (" Here it is not smaller than the guarantee above, which remains the figure "
-                      "to quote.")
-    paras.append(("Sanitized data-dependent epsilon", sanitized))
+        fixed = (f"The order \u03bb = {_param(s['order'])}, smoothness \u03b2 = {_param(s['beta'])} "
+                 f"and noise multiplier \u03c3_ss = {_param(s['sigma_ss'])} were fixed in the "
+                 f"configuration before the votes were seen")
+        if s["fallback"] is None:
+            sanitized = (
+                f"\u03b5 = {_eps(p['eps_sanitized'])} (\u03b4 = {delta}). When the teachers agree "
+                f"strongly, the data-dependent analysis of Papernot et al. (2018) charges much less "
+                f"than the worst case, but it is computed from the private votes, so it is published "
+                f"only after sanitization with the smooth-sensitivity (GNSS) mechanism: Gaussian noise "
+                f"of standard deviation {_sig(s['noise_std'])} (smooth sensitivity "
+                f"{_sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss) was added to the Renyi divergence "
+                f"at order \u03bb = {_param(s['order'])}. {fixed}, and the cost of this release (Renyi "
+                f"divergence {_sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is a "
+                f"private measurement of the privacy loss actually incurred on this data, not a "
+                f"worst-case bound; because of the noise, a conservative reading adds two standard "
+                f"deviations: \u03b5 \u2264 {_eps(s['eps_sanitized_upper_2std'])}.")
+        else:
+            sanitized = (
+                f"\u03b5 = {_eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
+                f"release fell back to the data-independent cost at order "
+                f"\u03bb = {_param(s['order'])} because {s['fallback']}; no noise was added and "
+                f"nothing data-dependent is released. The release parameters (smoothness "
+                f"\u03b2 = {_param(s['beta'])}, noise multiplier \u03c3_ss = {_param(s['sigma_ss'])}) "
+                f"were fixed in the configuration before the votes were seen.")
+        if p["eps_sanitized"] >= p["eps_guarantee"]:
+            sanitized += (" Here it is not smaller than the guarantee above, which remains the figure "
+                          "to quote.")
+        paras.append(("Sanitized data-dependent epsilon", sanitized))
 
-    paras.append(("Data-dependent epsilon", (
-        f"\u03b5 = {_eps(p['eps_data_dependent'])} (order \u03bb = {_param(p['order'])}) "
-        f"\u2014 {NOT_PRIVATE}. It is computed directly from the private teacher votes, so "
-        f"publishing it would itself leak information about the sensitive data; it is shown for "
-        f"tuning and for checking the sanitized figure only. The vote-margin histogram and the "
-        f"data-dependent curves in the plots are likewise internal ({NOT_PRIVATE}): they are "
-        f"derived from the private votes.")))
+        paras.append(("Data-dependent epsilon", (
+            f"\u03b5 = {_eps(p['eps_data_dependent'])} (order \u03bb = {_param(p['order'])}) "
+            f"\u2014 {NOT_PRIVATE}. It is computed directly from the private teacher votes, so "
+            f"publishing it would itself leak information about the sensitive data; it is shown for "
+            f"tuning and for checking the sanitized figure only. The vote-margin histogram and the "
+            f"data-dependent curves in the plots are likewise internal ({NOT_PRIVATE}): they are "
+            f"derived from the private votes.")))
 
     paras.append(("Utility", (
         f"The student's accuracy is {_pct(u['student_accuracy'])} on "
-        f"{_count(u['evaluation_size'])} held-out evaluation items (teachers: "
-        f"{_pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality vote of all "
-        f"teachers: {_pct(u['plurality_vote_accuracy'])}).")))
+        f"{_count(u['evaluation_size'])} held-out evaluation items "
+        + ("(no teachers)." if u["teacher_mean_accuracy"] is None else
+           f"(teachers: {_pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality "
+           f"vote of all teachers: {_pct(u['plurality_vote_accuracy'])})."))))
 
     ledger = p["ledger"]
     if ledger is not None:
@@ -691,7 +720,9 @@ def _warnings(a: dict) -> list[str]:
                    f"data-independent epsilon of the answers alone "
                    f"({_eps(p['eps_data_independent'])}), which composition cannot give: check "
                    f"the analysis before quoting it.")
-    if p["sanitized"]["fallback"] is not None:
+    if _samples_records(a):
+        pass  # no sanitized release at all (the statement says so); no teachers
+    elif p["sanitized"]["fallback"] is not None:
         out.append(f"The sanitized epsilon fell back to the data-independent one: "
                    f"{p['sanitized']['fallback']}.")
     elif p["eps_sanitized"] >= p["eps_data_independent"]:
@@ -700,7 +731,7 @@ def _warnings(a: dict) -> list[str]:
                    f"on this run the data-dependent analysis saves less than its release costs. "
                    f"Publishing only the data-independent figure, without the sanitized one, gives "
                    f"the stronger guarantee (\u03b5 = {_eps(p['eps_data_independent'])}).")
-    if p["delta"] >= 1.0 / p["num_teachers"]:
+    if not _samples_records(a) and p["delta"] >= 1.0 / p["num_teachers"]:
         out.append(f"\u03b4 = {_delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
                    f"number of teachers, a lower bound on the number of sensitive records): a "
                    f"\u03b4 this large allows leaking whole records; choose \u03b4 well below "
@@ -826,7 +857,8 @@ def _blocks(report: dict) -> list[tuple]:
         b.append(("ul", list(report["warnings"])))
 
     b.append(("h2", "Privacy numbers"))
-    b.append(("table", ["Quantity", "Value", "Publishable"], [
+    knn = _samples_records(report)
+    rows = [
         ["Guarantee \u03b5 (answers + release, data-independent)", _eps(p["eps_guarantee"]), "yes"],
         ["Sanitized data-dependent \u03b5 (release cost included)", _eps(p["eps_sanitized"]), "yes"],
         ["Sanitized \u03b5 + 2 noise std (conservative)", _eps(s["eps_sanitized_upper_2std"]), "yes"],
@@ -845,7 +877,14 @@ def _blocks(report: dict) -> list[tuple]:
          f"release RDP {_sig(s['rdp_gnss'])}", "yes"],
         ["Conversion, orders", f"{p['conversion']}, {len(p['orders'])} orders in "
                                f"[{_param(min(p['orders']))}, {_param(max(p['orders']))}]", "yes"],
-    ]))
+    ]
+    if knn:  # no teachers, no sanitized release, no data-dependent analysis
+        dropped = ("Sanitized", "Data-dependent", "Teachers")
+        rows = [r for r in rows if not r[0].startswith(dropped)]
+        rows[0][0] = "Guarantee \u03b5 (every asked query, data-independent)"
+        rows.append(["Sanitized release", "none: no data-dependent analysis for "
+                     f"{mechanisms.get(p['mechanism']).title}", "yes"])
+    b.append(("table", ["Quantity", "Value", "Publishable"], rows))
 
     b.append(("h2", "Why Renyi differential privacy"))
     rdp_eps = p["eps_data_independent"]
@@ -908,20 +947,23 @@ def _blocks(report: dict) -> list[tuple]:
             for c in changes]))
 
     b.append(("h2", "Utility"))
-    b.append(("table", ["Model", "Accuracy"], [
+    utility_rows = [
         [f"Student (evaluation split, {_count(u['evaluation_size'])} items)",
          _pct(u["student_accuracy"])],
         ["Teachers, mean \u00b1 std", f"{_pct(u['teacher_mean_accuracy'])} \u00b1 "
                                       f"{_pct(u['teacher_accuracy_std'])}"],
         ["Plurality vote of all teachers (no noise)", _pct(u["plurality_vote_accuracy"])],
         ["Labels of the answered queries", _pct(u["label_accuracy_answered"])],
-    ]))
+    ]
+    if u["teacher_mean_accuracy"] is None:  # no teachers (Private-kNN)
+        utility_rows = [utility_rows[0], utility_rows[-1]]
+    b.append(("table", ["Model", "Accuracy"], utility_rows))
     note = u["label_accuracy_note"]
     if u["label_accuracy_answered"] is None:
         b.append(("p", f"Label accuracy of the answered queries is not available: {note}"))
     else:
         b.append(("p", f"**Label accuracy is a benchmark-only figure:** {note}"))
-    where = _execution_text(report)
+    where = None if _samples_records(report) else _execution_text(report)
     if where:
         b.append(("p", where))
     names = _class_names(u)

@@ -4,6 +4,12 @@ Privacy numbers are recomputed from the saved votes and answered mask with :mod:
 checked against the event the aggregator charged); nothing here trusts a number it did not
 compute. The sanitized data-dependent epsilon is released once, with the order, beta and sigma_ss
 fixed in the config and noise from the run's ``release`` stream.
+
+A Private-kNN run (``samples_private_records``) has no votes matrix, no teachers and no
+data-dependent or smooth-sensitivity analysis: its privacy figures are the data-independent cost
+of every asked query (recomputed from the asked count and checked against the charged events);
+the data-dependent fields repeat it (the realised cost is the bound), its sanitized fields carry
+the fallback reason, its teacher figures are null and its vote-margin histogram is empty.
 """
 
 from __future__ import annotations
@@ -78,6 +84,10 @@ def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
             "budget_changes": changes}
 
 
+def _float_or_none(value) -> float | None:
+    return None if value is None else float(value)
+
+
 def build_analysis(run: Run) -> dict:
     """The ``analysis.json`` document of a run whose earlier stages are done."""
     from pate import __version__
@@ -91,16 +101,25 @@ def build_analysis(run: Run) -> dict:
     orders = C.orders(config)
     delta, conversion = priv["delta"], priv["conversion"]
 
-    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    knn = spec.samples_private_records  # Private-kNN: no votes, no teachers (module docstring)
     answered_all = load_npy(run.path(R.ANSWERED), what="the aggregate stage")
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     asked = int(summary["queries_asked"])
-    votes, answered = votes_all[:asked], answered_all[:asked]
-    num_teachers = int(votes_all[0].sum())
+    answered = answered_all[:asked]
+    if knn:
+        # its histograms were drawn inside the aggregate stage and never saved: the cost of an
+        # asked query does not depend on them (only their number is used here)
+        votes = np.zeros((asked, 2), dtype=np.int64)
+        num_teachers = int(params["k"])
+    else:
+        votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+        votes = votes_all[:asked]
+        num_teachers = int(votes_all[0].sum())
 
     # Realised cost, recomputed per query; its total must equal the charged event.
-    dep = spec.per_query_rdp(votes, params, answered=answered, orders=orders, data_dependent=True)
     ind = spec.per_query_rdp(votes, params, answered=answered, orders=orders, data_dependent=False)
+    dep = ind if knn else spec.per_query_rdp(votes, params, answered=answered, orders=orders,
+                                             data_dependent=True)
     rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
     charged = analysis.RdpAccountant(orders).compose(
         *[analysis.PrivacyEvent.from_dict(e) for e in summary["events"]
@@ -143,16 +162,25 @@ def build_analysis(run: Run) -> dict:
         curve = {"answered_count": np.cumsum(answered)[idx].astype(int).tolist(),
                  "eps_data_independent": eps_i.tolist(), "eps_data_dependent": eps_d.tolist()}
 
-    top2 = -np.sort(-votes, axis=1)[:, :2] if asked else np.zeros((0, 2), int)
-    margins = top2[:, 0] - top2[:, 1]
-    counts, edges = np.histogram(margins, bins=min(25, num_teachers), range=(0, num_teachers))
-
-    part = Partition.load(run.path(R.PARTITION))
+    if knn:
+        counts, edges = np.zeros(0, dtype=int), np.zeros(1)
+        margin_note = (f"{spec.title}: no vote margins; its histograms were drawn per query inside "
+                       "the aggregate stage and never saved")
+        relation = "record"  # every record may be sampled for any query: no partition
+        teachers = {"teacher_accuracy_mean": None, "teacher_accuracy_std": None,
+                    "plurality_accuracy": None}
+    else:
+        top2 = -np.sort(-votes, axis=1)[:, :2] if asked else np.zeros((0, 2), int)
+        margins = top2[:, 0] - top2[:, 1]
+        counts, edges = np.histogram(margins, bins=min(25, num_teachers), range=(0, num_teachers))
+        margin_note = "internal: derived from the private votes; do not publish"
+        part = Partition.load(run.path(R.PARTITION))
+        relation = "unit" if part.neighbouring_relation.startswith("unit") else "record"
+        teachers = read_json(run.path(R.TEACHER_METRICS))
     data = run.data
     answered_labels = labels[answered_all]
     label_acc = (float(np.mean(answered_labels == data.public.y[answered_all]))
                  if answered_all.any() else None)
-    teachers = read_json(run.path(R.TEACHER_METRICS))
     student = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
     ledger = _ledger_summary(run, summary.get("dataset"))
 
@@ -164,7 +192,7 @@ def build_analysis(run: Run) -> dict:
                 "smoke_test": bool(config["run"].get("smoke_test", False))},
         "config": config,
         "privacy": {
-            "neighbouring_relation": "unit" if part.neighbouring_relation.startswith("unit") else "record",
+            "neighbouring_relation": relation,
             "mechanism": mechanism, "params": params, "num_teachers": num_teachers,
             "delta": delta, "conversion": conversion,
             "orders": orders.tolist(), "rdp_data_dependent": rdp_dep.tolist(),
@@ -198,9 +226,9 @@ def build_analysis(run: Run) -> dict:
             "confusion_matrix": student.get("confusion_matrix"),
             "class_names": (None if getattr(data, "class_names", None) is None
                             else [str(c) for c in data.class_names]),
-            "teacher_mean_accuracy": float(teachers["teacher_accuracy_mean"]),
-            "teacher_accuracy_std": float(teachers["teacher_accuracy_std"]),
-            "plurality_vote_accuracy": float(teachers["plurality_accuracy"]),
+            "teacher_mean_accuracy": _float_or_none(teachers["teacher_accuracy_mean"]),
+            "teacher_accuracy_std": _float_or_none(teachers["teacher_accuracy_std"]),
+            "plurality_vote_accuracy": _float_or_none(teachers["plurality_accuracy"]),
             "label_accuracy_answered": label_acc,
             "label_accuracy_note": ("accuracy of the released labels against the public split's true "
                                     "labels, which are known here only because this is a benchmark "
@@ -209,5 +237,5 @@ def build_analysis(run: Run) -> dict:
         },
         "curves": curve,
         "vote_margins": {"bin_edges": edges.tolist(), "counts": counts.astype(int).tolist(),
-                         "note": "internal: derived from the private votes; do not publish"},
+                         "note": margin_note},
     }

@@ -16,6 +16,12 @@ STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
     that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
     labels; only the aggregate stage, on ``--resume``, commits or discards it.
+``KNN_EMBEDDINGS``
+    ``knn_embeddings.npz`` (Private-kNN runs, written by the votes stage instead of
+    ``votes.npy``): ``public`` (n, dims) and ``private`` (N, dims) float32 embeddings -- a PCA
+    fitted on the public split only, after the ``[knn] features`` front-end --, ``private_labels``
+    (N,) and ``num_classes``. Sensitive (the private records' embeddings and labels): never
+    printed. The kNN histograms themselves are drawn by the aggregate stage and never saved.
 ``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
     The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
     path wrote it; :func:`read_summary` checks them.
@@ -49,6 +55,7 @@ TEACHERS = "teachers"
 TEACHER_PREDICTIONS = "teachers/predictions.npz"
 TEACHER_METRICS = "teachers/metrics.json"
 VOTES = "votes.npy"
+KNN_EMBEDDINGS = "knn_embeddings.npz"
 LABELS = "labels.npy"
 ANSWERED = "answered.npy"
 AGGREGATE = "aggregate.json"

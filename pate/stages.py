@@ -16,12 +16,21 @@ analysis   ``analysis.json``: every privacy and utility number, including the sa
 report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png``
 =========  =====================================================================================
 
+A Private-kNN run (a mechanism with ``samples_private_records``) trains no teachers: partition
+and teachers are recorded as skipped (``stages/<stage>.json`` with ``skipped`` and ``reason``,
+see :func:`skip_reason`); its votes stage writes ``knn_embeddings.npz`` (public-fitted
+embeddings of the public and private splits) and its aggregate stage draws the kNN histograms
+inside each ledger round, after the round's reservation (:func:`aggregate`).
+
 Symbols
 -------
 ``STAGE_FUNCTIONS``
     stage name -> function ``(run) -> info dict`` (the info is saved in ``stages/<stage>.json``).
 ``run_stage(run, stage)``
-    Check the stage's prerequisite is done and it is not, run it, mark it done.
+    Check the stage's prerequisite is done and it is not, run it, mark it done (a stage that
+    does not apply to the run, :func:`skip_reason`, is marked skipped instead, every time).
+``skip_reason(config, stage)``
+    Why ``stage`` does not apply to a run of ``config`` (None when it does).
 ``preflight(run)``
     Every check that needs the data or the ledger, before any work: sizes, and the dataset's
     identity and budget in the ledger (:func:`authorize`).
@@ -52,10 +61,29 @@ from pate.rundir import Run
 logger = logging.getLogger("pate")
 
 __all__ = ["STAGE_FUNCTIONS", "run_stage", "preflight", "authorize", "release_plan",
-           "config_identity"]
+           "config_identity", "skip_reason"]
 
 
 # ------------------------------------------------------------------------------ plumbing
+
+def skip_reason(config: dict, stage: str) -> str | None:
+    """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that samples
+    the private records itself (Private-kNN) has no partition and no teachers."""
+    spec = mechanisms.get(config["aggregator"]["mechanism"])
+    if spec.samples_private_records and stage in ("partition", "teachers"):
+        return (f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
+                "themselves vote, through their nearest neighbours in a fresh sample per query "
+                "(the votes stage embeds them, the aggregate stage draws the histograms)")
+    return None
+
+
+def _skip(run: Run, stage: str, reason: str) -> dict:
+    """Record a stage that does not apply as skipped (again: the same record)."""
+    if run.done(stage):
+        return run.stage_info(stage)
+    run.start()
+    return run.mark(stage, {"skipped": True, "reason": reason, "seconds": 0.0})
+
 
 def run_stage(run: Run, stage: str) -> dict:
     """Run ``stage`` of ``run`` (its prerequisite must be done, itself not) and mark it done."""
@@ -63,6 +91,14 @@ def run_stage(run: Run, stage: str) -> dict:
 
     if stage not in STAGE_FUNCTIONS:
         raise ValueError(f"stage must be one of {', '.join(R.STAGES)}, got {stage!r}")
+    # stages that do not apply to this run (and come before this one) are recorded as skipped
+    for earlier in R.STAGES[:R.STAGES.index(stage) + 1]:
+        reason = skip_reason(run.config, earlier)
+        if reason is None:
+            break
+        info = _skip(run, earlier, reason)
+        if earlier == stage:
+            return info
     before = R.PREREQUISITES[stage]
     if before is not None and not run.done(before):
         raise ConfigError(f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
@@ -81,19 +117,53 @@ def run_stage(run: Run, stage: str) -> dict:
 def check_data(run: Run) -> None:
     """Checks that need the dataset's sizes (before anything is written)."""
     data, config = run.data, run.config
-    k = config["partition"]["num_teachers"]
-    if k > len(data.private):
-        raise ConfigError(f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
-                          f"private records of {data.name}")
     queries = config["aggregator"].get("queries")
     if queries is not None and queries > len(data.public):
         raise ConfigError(f"[aggregator] queries ({queries}) exceeds the {len(data.public)} "
                           f"public items of {data.name}")
+    if mechanisms.get(config["aggregator"]["mechanism"]).samples_private_records:
+        _check_knn_data(run)
+        return
+    k = config["partition"]["num_teachers"]
+    if k > len(data.private):
+        raise ConfigError(f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
+                          f"private records of {data.name}")
     if config["partition"]["mode"] == "unit":
         unit_ids = load_npy(config["partition"]["unit_ids"], what="[partition] unit_ids")
         if unit_ids.shape[0] != len(data.private):
             raise ConfigError(f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
                               f"split has {len(data.private)} records")
+
+
+def _knn_features(run: Run) -> tuple[str, int, int]:
+    """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
+    data cannot take them): sizes only, no record is read."""
+    data = run.data
+    settings = C.knn_settings(run.config, data.input_shape)
+    features, dims = settings["features"], settings["dims"]
+    if features == "scatternet":
+        from pate.teachers.features import feature_shape
+
+        try:
+            width = int(np.prod(feature_shape(data.input_shape)))
+        except ValueError as exc:
+            raise ConfigError(f"[knn] features: {exc}; set [knn] features = \"none\"") from None
+    else:
+        width = int(np.prod(data.input_shape))
+    return features, dims, width
+
+
+def _check_knn_data(run: Run) -> None:
+    features, dims, width = _knn_features(run)
+    limit = min(len(run.data.public), width)
+    if dims > limit:
+        raise ConfigError(f"[knn] dims ({dims}) exceeds min(public items, {features!r} features) "
+                          f"= {limit} of {run.data.name}: the principal axes are fitted on the "
+                          "public split")
+    k = C.aggregator_params(run.config)["k"]
+    if k > len(run.data.private):
+        raise ConfigError(f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
+                          f"records of {run.data.name}")
 
 
 def config_identity(config: dict):
@@ -196,6 +266,8 @@ def teachers(run: Run) -> dict:
 
 
 def votes(run: Run) -> dict:
+    if mechanisms.get(run.config["aggregator"]["mechanism"]).samples_private_records:
+        return _knn_embeddings(run)
     from pate.votes import votes_from_predictions
 
     public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
@@ -203,6 +275,27 @@ def votes(run: Run) -> dict:
     atomic_save_npy(run.path(R.VOTES), counts)
     return {"queries": int(counts.shape[0]), "classes": int(counts.shape[1]),
             "teachers": int(counts[0].sum())}
+
+
+def _knn_embeddings(run: Run) -> dict:
+    """The votes stage of a Private-kNN run: embeddings of the public and private splits for its
+    neighbour search, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
+    with public statistics, then a PCA of the public rows), so the embedding itself reveals
+    nothing about the private records. Writes ``knn_embeddings.npz``; no histogram is drawn."""
+    from pate.teachers.features import feature_data, public_pca_embedding
+
+    data = run.data
+    features, dims, width = _knn_features(run)
+    front = feature_data(data, features)
+    public, private = public_pca_embedding(front.public.x, front.private.x, dims=dims)
+    labels = np.asarray(data.private.y, dtype=np.int64)
+    atomic_savez(run.path(R.KNN_EMBEDDINGS), public=public, private=private,
+                 private_labels=labels, num_classes=np.int64(data.num_classes))
+    logger.info("votes: Private-kNN embeddings (%s features -> public PCA %d dims) of %d public "
+                "and %d private items", features, dims, len(public), len(private))
+    return {"queries": int(public.shape[0]), "classes": int(data.num_classes),
+            "private_records": int(private.shape[0]), "features": features, "dims": int(dims),
+            "feature_count": width, "embedding": R.KNN_EMBEDDINGS}
 
 
 # -- aggregate: answers are drawn inside a ledger reservation and charged before they are written
@@ -326,6 +419,8 @@ def aggregate(run: Run) -> dict:
             return _aggregate_info(R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS))
         if run.path(R.PENDING_SUMMARY).exists():
             return _finish_pending(run, ledger, dataset, run_id)
+        if spec.samples_private_records:
+            return _aggregate_knn(run, spec, ledger, dataset, run_id)
 
         votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
         num_queries = votes_all.shape[0]
@@ -456,6 +551,120 @@ def aggregate(run: Run) -> dict:
             ledger.close()
 
 
+def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
+    """The aggregate stage of a mechanism that samples the private records (Private-kNN).
+
+    Same protocol as :func:`aggregate`: each round first reserves in the ledger the worst case
+    of as many queries as fit; only then are the round's kNN histograms drawn
+    (:func:`pate.knn.knn_votes`: a fresh Poisson sample of the private records per query) and
+    the noisy answers (``spec.draw``), both from the run's noise stream; the answers go to the
+    pending file and the round's event is committed. Every asked query costs the same
+    data-independent RDP, so how many fit is decided from public quantities only. Without a
+    ledger the config's budget decides it. The histograms are never saved; nothing is released
+    beyond the answers (no smooth-sensitivity release)."""
+    from pate import analysis
+    from pate.knn import knn_votes
+
+    config = run.config
+    agg, priv = config["aggregator"], config["privacy"]
+    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
+    public, private = emb["public"], emb["private"]
+    private_labels, num_classes = emb["private_labels"], int(emb["num_classes"])
+    num_queries = public.shape[0]
+    queries = min(agg.get("queries", num_queries), num_queries)
+    orders = C.orders(config)
+    budget_eps, delta, conversion = priv["budget_eps"], priv["delta"], priv["conversion"]
+    plan = release_plan(config, num_teachers=int(params["k"]), num_classes=num_classes,
+                        orders=orders)
+    worst = spec.worst_case_query_rdp(params, orders=orders)
+
+    def eps_of(rdp):
+        return float(analysis.eps_from_rdp(rdp, orders=orders, delta=delta,
+                                           conversion=conversion)[0])
+
+    labels = np.full(num_queries, -1, dtype=np.int64)
+    answered = np.zeros(num_queries, dtype=bool)
+    events: list = []
+    asked, reserved, rounds, stop_reason = 0, 0, 0, None
+
+    def summary_now():
+        rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
+        eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
+        return {
+            "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
+            "delta": delta, "budget_basis": agg["budget_basis"].replace("-", "_"),
+            "conversion": conversion, "queries_asked": int(asked),
+            "queries_answered": int(answered[:asked].sum()),
+            # no data-dependent bound: the realised cost IS the data-independent one
+            "eps_data_independent": float(eps), "order_data_independent": float(order),
+            "eps_data_dependent": float(eps), "order_data_dependent": float(order),
+            "prior_included": False, "stop_reason": stop_reason, "run_id": run_id,
+            "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
+            "events": [e.to_dict() for e in events], "queries_offered": int(queries),
+            "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
+            "noise_seeded": C.noise_seeded(config), "reserved_queries": int(reserved),
+            "rounds": rounds,
+            "knn": {"histograms": "drawn per round after its reservation; never saved",
+                    "private_records": int(private.shape[0])}}
+
+    # How many queries the config's budget allows (the ledger checks its own, linked datasets
+    # and concurrent runs included): n x the per-query cost, public quantities only.
+    lo, hi = 0, queries
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if eps_of(mid * worst) <= budget_eps else (lo, mid - 1)
+    allowed = lo
+    first = (None, 0)
+    try:
+        if ledger is not None:
+            first = _max_fitting(ledger, dataset, orders=orders, worst=worst,
+                                 limit=max(1, min(queries, allowed)), run_id=run_id)
+        if allowed == 0 or (ledger is not None and first[0] is None):
+            where = ("the config's budget" if allowed == 0 else
+                     f"the ledger {ledger.path} (spent and reserved on this dataset: eps="
+                     f"{ledger.summary(dataset)['spent_and_reserved']:.6g})")
+            raise BudgetExceededError(
+                f"{where} has no room for even one query of {spec.title} (eps={budget_eps:g} at "
+                f"delta={delta:g}; one query costs eps={eps_of(worst):.6g}); nothing was drawn or "
+                "charged. Use more noise, a lower sampling_rate, or raise the budget with "
+                "`pate budget set`")
+        noise = run.noise_streams().noise
+        while asked < queries:
+            reservation, n = None, min(queries, allowed) - asked
+            if first[0] is not None:
+                (reservation, n), first = first, (None, 0)
+            elif ledger is not None and n > 0:
+                reservation, n = _max_fitting(ledger, dataset, orders=orders, worst=worst,
+                                              limit=n, run_id=run_id)
+            if n <= 0 or (ledger is not None and reservation is None):
+                stop_reason = (f"privacy budget: {'the ledger' if n > 0 else 'budget_eps'} does "
+                               f"not cover one more query after {asked} of {queries} (each "
+                               f"costs the same data-independent RDP)")
+                break
+            reserved += n if reservation is not None else 0
+            with (reservation if reservation is not None else contextlib.nullcontext()):
+                # Drawn only now, inside the reservation: the samples, the histograms, the noise.
+                hist = knn_votes(public[asked:asked + n], private, private_labels, k=params["k"],
+                                 sampling_rate=params["sampling_rate"], num_classes=num_classes,
+                                 rng=noise)
+                got, ok, _ = spec.draw(hist, params, noise)
+                event = spec.event(hist, params, answered=ok, orders=orders)
+                del hist
+                labels[asked:asked + n], answered[asked:asked + n] = got, ok
+                asked, rounds = asked + n, rounds + 1
+                events.append(event)
+                if reservation is not None:
+                    _pending_write(run, labels, answered, summary_now())
+                    reservation.commit([event])
+        summary = summary_now()
+        _publish(run, labels, answered, summary)
+        return _aggregate_info(summary)
+    finally:
+        if first[0] is not None and not first[0].closed:
+            first[0].release()  # nothing was drawn for it
+
+
 def _release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
     """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
     from pate import analysis
@@ -580,9 +789,14 @@ def analysis_stage(run: Run) -> dict:
     doc = build_analysis(run)
     atomic_write_json(run.path(R.ANALYSIS), doc)
     p = doc["privacy"]
-    logger.info("analysis: eps data-independent %.4f, sanitized %.4f, data-dependent (not "
-                "private) %.4f at delta %g", p["eps_data_independent"], p["eps_sanitized"],
-                p["eps_data_dependent"], p["delta"])
+    if mechanisms.get(p["mechanism"]).samples_private_records:
+        logger.info("analysis: eps data-independent %.4f at delta %g (every asked query; no "
+                    "data-dependent analysis, no sanitized release)", p["eps_data_independent"],
+                    p["delta"])
+    else:
+        logger.info("analysis: eps data-independent %.4f, sanitized %.4f, data-dependent (not "
+                    "private) %.4f at delta %g", p["eps_data_independent"], p["eps_sanitized"],
+                    p["eps_data_dependent"], p["delta"])
     return {k: p[k] for k in ("eps_data_independent", "eps_sanitized", "eps_guarantee")}
 
 

@@ -40,9 +40,17 @@ def _describe(run, info) -> str:
              f"{s['queries_answered']}"]
     if s["stop_reason"]:
         lines.append(f"stopped: {s['stop_reason']}")
-    lines.append(f"eps of these answers at delta={s['delta']:g}: data-independent "
-                 f"{s['eps_data_independent']:.4f}, data-dependent {s['eps_data_dependent']:.4f} "
-                 "(depends on the votes, not private to publish as is)")
+    from pate import mechanisms
+
+    if mechanisms.get(s["mechanism"]).samples_private_records:
+        lines.append(f"eps of the asked queries at delta={s['delta']:g}: data-independent "
+                     f"{s['eps_data_independent']:.4f} (every asked query is charged the same; "
+                     "no data-dependent bound, no sanitized release)")
+    else:
+        lines.append(f"eps of these answers at delta={s['delta']:g}: data-independent "
+                     f"{s['eps_data_independent']:.4f}, data-dependent "
+                     f"{s['eps_data_dependent']:.4f} (depends on the votes, not private to "
+                     "publish as is)")
     if s["release"] is not None:
         lines.append("the sanitized release was drawn and charged too: `pate analyze --run-dir` "
                      "reports the guarantee (answers + release)")

@@ -18,7 +18,8 @@ def add_parser(subparsers) -> None:
             "completely before anything is written. --resume continues an interrupted run without "
             "redoing finished stages or charging any query twice."))
     p.add_argument("--config",
-                   help="a TOML file, or a config shipped with pate-learn: digits, fashion-mnist, mnist, "
+                   help="a TOML file, or a config shipped with pate-learn: digits, fashion-mnist, "
+                        "fashion-mnist-knn, mnist, "
                         "own-data (`pate init-config --list`); with --resume --run-dir DIR it may be "
                         "left out: the run's own config.json is used")
     p.add_argument("--seed", type=int, help="override [run] seed")
@@ -79,8 +80,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"queries            {q['asked']} asked, {q['answered']} answered")
         print(f"epsilon (delta={p['delta']:g})  guarantee {p['eps_guarantee']:.4f}, "
               f"data-independent {p['eps_data_independent']:.4f}, sanitized {p['eps_sanitized']:.4f}")
-        print(f"student accuracy   {u['student_accuracy']:.4f} (teachers {u['teacher_mean_accuracy']:.4f} "
-              f"mean, {u['plurality_vote_accuracy']:.4f} plurality vote)")
+        if u["teacher_mean_accuracy"] is None:  # no teachers (Private-kNN)
+            print(f"student accuracy   {u['student_accuracy']:.4f}")
+        else:
+            print(f"student accuracy   {u['student_accuracy']:.4f} (teachers "
+                  f"{u['teacher_mean_accuracy']:.4f} mean, {u['plurality_vote_accuracy']:.4f} "
+                  "plurality vote)")
         print(f"report             {pipeline.run_dir / 'report.md'}")
     else:
         print(f"stopped after {args.until}; continue with: pate run --run-dir {pipeline.run_dir} "

@@ -207,6 +207,8 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
 
     run = open_run(args, tables)
     info = stages.run_stage(run, stage)
+    if info.get("skipped"):  # the stage does not apply to this run (e.g. no teachers: Private-kNN)
+        describe = lambda run, info: f"skipped, it does not apply to this run: {info['reason']}"  # noqa: E731
     if args.json:
         json.dump(info, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
