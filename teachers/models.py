@@ -12,6 +12,11 @@ Symbols
     * ``"cnn32"`` -- 32x32 images (CIFAR-10, SVHN): three conv blocks with GroupNorm.
     * ``"mlp"`` -- any input, flattened: two hidden layers (256, 128) with ReLU.
     * ``"cnn8"`` -- tiny CNN for sklearn's 8x8 digits (tests, examples).
+    * ``"linear"`` -- any input, flattened: one linear layer (multinomial logistic regression),
+      the teacher on fixed ScatterNet features (``[teachers] features = "scatternet"``).
+    * ``"scatter_cnn"`` -- a small CNN head for ScatterNet features (C x 7 x 7, from 28x28
+      images): two 3x3 conv layers (64 channels, ReLU), 2x2 max-pool, linear (Tramer & Boneh
+      2021's ScatterNet+CNN, without normalisation layers so that it can be vmapped).
     * ``"module:factory"`` -- ``factory`` is imported from ``module`` and called with
       ``input_shape=`` and ``num_classes=`` (when it accepts them); it must return an
       ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits.
@@ -35,7 +40,7 @@ from pate.analysis.validation import check_int, describe
 
 __all__ = ["build_model", "MODEL_NAMES", "check_input_shape"]
 
-MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8")
+MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn")
 
 
 def check_input_shape(input_shape, name: str = "input_shape") -> tuple[int, ...]:
@@ -83,6 +88,25 @@ def _mlp(features: int, num_classes: int):
 
     return nn.Sequential(nn.Flatten(), nn.Linear(features, 256), nn.ReLU(),
                          nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, num_classes))
+
+
+def _linear(features: int, num_classes: int):
+    from torch import nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
+
+
+def _scatter_cnn(input_shape: tuple[int, ...], num_classes: int):
+    from torch import nn
+
+    if len(input_shape) != 3 or min(input_shape[1:]) < 2:
+        raise ValueError(f"model 'scatter_cnn' needs (C, H, W) features with H, W >= 2 "
+                         f"(ScatterNet features of images), got input shape {input_shape}")
+    c, h, w = input_shape
+    return nn.Sequential(
+        nn.Conv2d(c, 64, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * (h // 2) * (w // 2), num_classes))
 
 
 def _cnn8(channels: int, num_classes: int):
@@ -150,11 +174,13 @@ def build_model(name: str, *, input_shape, num_classes: int):
         model = _cnn32(_image_shape(name, input_shape, 32), num_classes)
     elif name == "cnn8":
         model = _cnn8(_image_shape(name, input_shape, 8), num_classes)
-    elif name == "mlp":
+    elif name in ("mlp", "linear"):
         features = 1
         for s in input_shape:
             features *= s
-        model = _mlp(features, num_classes)
+        model = (_mlp if name == "mlp" else _linear)(features, num_classes)
+    elif name == "scatter_cnn":
+        model = _scatter_cnn(input_shape, num_classes)
     elif ":" in name and not name.startswith("sklearn:"):
         model = _from_factory(name, input_shape, num_classes)
     else:
