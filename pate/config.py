@@ -71,7 +71,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                  "label_smoothing": (float, None), "trainer": (str, None),
                  "chunk_size": (int, None), "memory_budget_mb": (float, None),
                  "checkpoint": (str, None), "checkpoint_every_s": (float, None),
-                 "amp": (bool, None), "n_jobs": (int, None)},
+                 "amp": (bool, None), "n_jobs": (int, None), "features": (str, None)},
     "aggregator": {"mechanism": (str, REQUIRED),
                    **{name: ((float, str), None) for name in mechanisms.all_param_names()},
                    "queries": (int, None), "budget_basis": (str, "data-independent"),

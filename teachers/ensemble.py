@@ -15,7 +15,10 @@ Symbols
     have passed since the chunk's last one; 0 = after every epoch. A GPU epoch of 250 teachers
     takes a fraction of a second while their checkpoint -- weights and optimiser moments, about
     0.6 GB for cnn28 -- takes longer to write), ``amp`` (bfloat16 autocast on CUDA), ``n_jobs`` (joblib workers for scikit-learn
-    teachers), ``model_params`` (keyword arguments of a scikit-learn estimator).
+    teachers), ``model_params`` (keyword arguments of a scikit-learn estimator), ``features``
+    ("none" | "scatternet": the teachers learn on fixed ScatterNet features of the images,
+    normalised with public statistics, :mod:`pate.teachers.features`; the model "auto" is then
+    ``linear`` and there is no augmentation).
     ``TeacherConfig.resolved(data)`` fills the "auto" fields for a dataset: model ``cnn28`` /
     ``cnn32`` / ``cnn8`` for 28x28 / 32x32 / 8x8 images, ``mlp`` otherwise; augmentation
     ``none`` for Fashion-MNIST (measured best at 20 epochs, see the README), ``shift+flip`` for
@@ -97,6 +100,7 @@ from pate.teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torc
                                       atomic_write_json, load_plain_npz, load_torch)
 from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
 from pate.teachers.models import MODEL_NAMES
+from pate.teachers.features import FEATURES, feature_data
 from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.schedule import AUGMENTATIONS
 
@@ -143,6 +147,7 @@ class TeacherConfig:
     amp: bool = True
     n_jobs: int = 1
     model_params: dict = field(default_factory=dict)
+    features: str = "none"
 
     def __post_init__(self) -> None:
         m = self.model
@@ -180,6 +185,7 @@ class TeacherConfig:
             raise ValueError("n_jobs must be a positive number of workers or -1 (all cores), got 0")
         if not isinstance(self.model_params, dict):
             raise TypeError(f"model_params must be a dict, got {describe(self.model_params)}")
+        check_choice(self.features, "features", FEATURES)
         if self.model_params and not _is_sklearn(m):
             raise ValueError("model_params only apply to scikit-learn models "
                              "(model='sklearn:package.module.Class')")
@@ -192,7 +198,9 @@ class TeacherConfig:
         """A copy with ``model="auto"`` and ``augment="auto"`` decided for ``data``."""
         shape = tuple(data.input_shape)
         model = self.model
-        if model == "auto":
+        if model == "auto" and self.features != "none":
+            model = "linear"  # on fixed features (Tramer & Boneh 2021): see pate.teachers.features
+        elif model == "auto":
             if len(shape) == 3 and shape[1:] == (28, 28):
                 model = "cnn28"
             elif len(shape) == 3 and shape[1:] == (32, 32):
@@ -204,8 +212,8 @@ class TeacherConfig:
         augment = self.augment
         if augment == "auto":
             augment = _AUTO_AUGMENT.get(data.name, "none") if len(shape) == 3 else "none"
-        if _is_sklearn(model):
-            augment = "none"
+        if _is_sklearn(model) or self.features != "none":
+            augment = "none"  # image augmentations do not apply to features
         return dataclasses.replace(self, model=model, augment=augment)
 
     def fingerprint(self) -> dict:
@@ -388,6 +396,7 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
         raise TypeError(f"resume must be True or False, got {describe(resume)}")
     config = config.resolved(data)
     shards = _check_shards(shards, len(data.private))
+    data = feature_data(data, config.features)  # fixed filters, public statistics: no privacy cost
     seeds = _check_seeds(seeds, len(shards))
     num_teachers = len(shards)
     y_priv = data.private.y
