@@ -833,12 +833,17 @@ def fork(source, config: dict) -> pathlib.Path:
     run.start()
     (target / R.STAGE_DIR).mkdir()
     for name in FORKED_FILES:
+        if not (source / name).exists() and name != R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
+            continue  # a Private-kNN run: no partition, no teachers
+        if name == R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
+            name = R.KNN_EMBEDDINGS
         (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, target / name)
     for stage in FORKED_STAGES:
         shutil.copy2(source / R.STAGE_DIR / f"{stage}.json", target / R.STAGE_DIR / f"{stage}.json")
     return target
 
 
-#: What a forked run reuses: the files and the finished stages up to the vote matrix.
+#: What a forked run reuses: the files and the finished stages up to the vote matrix (a
+#: Private-kNN run: its skipped stages and ``knn_embeddings.npz``).
 FORKED_FILES = (R.PARTITION, R.TEACHERS, R.VOTES)
 FORKED_STAGES = ("partition", "teachers", "votes")

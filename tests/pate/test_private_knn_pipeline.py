@@ -96,6 +96,23 @@ def test_pate_run_end_to_end(knn_run):
         assert (run_dir / "plots" / f"{name}.png").stat().st_size > 0
 
 
+def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
+    from pate.pipeline import fork_run
+
+    import shutil
+
+    config_path, run_dir, shared = knn_run
+    ledger = shutil.copy(shared, tmp_path / "ledger.sqlite3")  # the module's ledger stays as it is
+    config = C.load(config_path, run_dir=str(tmp_path / "fork"), ledger=str(ledger),
+                    overrides={"aggregator": {"sigma2": 3.0, "queries": 50}})
+    fork_run(run_dir, config)
+    Pipeline(config, resume=True, progress=False).run(until="aggregate")
+    a, b = np.load(run_dir / "knn_embeddings.npz"), np.load(tmp_path / "fork" / "knn_embeddings.npz")
+    np.testing.assert_array_equal(a["private"], b["private"])
+    assert json.loads((tmp_path / "fork" / "aggregate.json").read_text())["queries_asked"] == 50
+    assert len(spend(ledger)[1]) == 2  # its own charge
+
+
 def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits, capsys):
     config = knn_config(small_digits, tmp_path)
     seeded = knn_config(small_digits, tmp_path, name="seeded.toml", replace=(
