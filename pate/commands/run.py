@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import pathlib
 import sys
 
 
@@ -51,9 +53,6 @@ def run(args: argparse.Namespace) -> int:
     ledger = False if args.no_ledger else args.ledger
     overrides = table_overrides(args, ("cluster",))
     if args.config is None:
-        import json
-        import pathlib
-
         from pate import rundir as R
 
         if not (args.resume and args.run_dir):

@@ -157,6 +157,14 @@ def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):
     assert (tmp_path / "run" / "partition.npz").is_file()
 
 
+def test_run_json_prints_the_stage_result(tmp_path, capsys):
+    """`pate run --config F --json` prints JSON (json was imported only on the no-config path)."""
+    assert main(["run", "--config", "digits", "--run-dir", str(tmp_path / "run"), "--no-ledger",
+                 "--until", "partition", "--no-progress", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert isinstance(printed, dict) and printed
+
+
 def test_init_config_writes_an_editable_copy(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "mine.toml"
