@@ -1,4 +1,4 @@
-"""Statistical differential-privacy tests of the aggregators.
+"""Statistical differential-privacy tests of the aggregators (and of Private-kNN, at the end).
 
 For neighbouring vote vectors (one teacher moves its vote from class a to class b) the
 empirical output distributions over many noise draws must satisfy, for every set S of outputs,
@@ -21,7 +21,10 @@ import pytest
 from scipy import stats
 
 from pate import analysis
+from pate import mechanisms
 from pate.aggregators import confident_gnmax, gnmax, interactive_gnmax, lnmax
+from pate.analysis.private_knn import private_knn_query_rdp
+from pate.knn import knn_votes
 
 DRAWS = 200_000
 ALPHA = 1e-7  # per bound; with a fixed seed the test is deterministic anyway
@@ -133,3 +136,48 @@ def test_lnmax_pure_bound_is_nearly_tight():
     pw = _histogram(_run("lnmax", w, 8, scale=scale), 3) / DRAWS
     log_ratio = np.max(np.abs(np.log(pv[1:3] / pw[1:3])))
     assert 0.25 * (2 / scale) < log_ratio <= 2 / scale
+
+# ------------------------------------------------------------------------------ Private-kNN
+# One query of the full mechanism (Poisson sample, kNN histogram, Confident-GNMax step).
+# Neighbours: D (records of class 0 at distances 1..5 from the query) and D + {x}, x of class 1
+# at distance 0 (the nearest record: whenever it is sampled it is the 1-nearest neighbour and
+# moves the histogram from e_0 to e_1); the claim is pate.analysis.private_knn's data-independent
+# RDP converted at delta.
+
+KNN_PARAMS = {"k": 1, "sampling_rate": 0.5, "threshold": 0.5, "sigma1": 2.0, "sigma2": 2.0}
+KNN_RECORDS = np.arange(1.0, 6.0)[:, None]     # class 0 at distances 1..5 from the query at 0
+KNN_X = np.array([[0.0]])                       # class 1, the nearest record
+
+
+def _knn_run(with_x: bool, params: dict, seed: int) -> np.ndarray:
+    """Counts of the outputs -1, 0, 1 over DRAWS independent runs of the one-query mechanism."""
+    rng = np.random.default_rng(seed)
+    private = np.vstack([KNN_X, KNN_RECORDS]) if with_x else KNN_RECORDS
+    labels = np.array([1, 0, 0, 0, 0, 0]) if with_x else np.zeros(5, dtype=np.int64)
+    queries = np.zeros((DRAWS, 1))           # the same query, DRAWS fresh samples
+    votes = knn_votes(queries, private, labels, k=params["k"],
+                      sampling_rate=params["sampling_rate"], num_classes=2, rng=rng)
+    spec = mechanisms.get("private-knn")
+    out, _, _ = spec.draw(votes, spec.validate(params), rng)
+    return np.bincount(out + 1, minlength=3)
+
+
+def _knn_claimed_eps(params) -> float:
+    rdp = private_knn_query_rdp(sampling_rate=params["sampling_rate"], sigma1=params["sigma1"],
+                                sigma2=params["sigma2"], orders=ORDERS)
+    return float(analysis.eps_from_rdp(rdp, orders=ORDERS, delta=DELTA)[0])
+
+
+def test_private_knn_neighbouring_outputs_within_claimed_bound():
+    eps = _knn_claimed_eps(KNN_PARAMS)
+    assert 0.5 < eps < 6.0  # a claim the test can contradict
+    counts_d, counts_dx = _knn_run(False, KNN_PARAMS, 1), _knn_run(True, KNN_PARAMS, 2)
+    assert _violations(counts_d, counts_dx, eps, DELTA) == []
+    assert np.any(np.abs(counts_d - counts_dx) > 5 * np.sqrt(DRAWS) / 10)  # they do differ
+
+
+def test_private_knn_checker_rejects_ten_times_too_little_noise():
+    eps = _knn_claimed_eps(KNN_PARAMS)
+    weak = {**KNN_PARAMS, "sigma1": KNN_PARAMS["sigma1"] / 10, "sigma2": KNN_PARAMS["sigma2"] / 10}
+    counts_d, counts_dx = _knn_run(False, weak, 3), _knn_run(True, weak, 4)
+    assert _violations(counts_d, counts_dx, eps, DELTA) != []
