@@ -14,8 +14,9 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  asked; default all), budget_basis, noise_seed
     [privacy]    delta*, budget_eps*, orders ("default" | "reference" | [list]), conversion,
                  release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
-                 parameters, fixed here before any data is seen), release (false: no sanitized
-                 release, only the data-independent epsilon), ledger (path, or false), dataset,
+                 parameters, fixed here before any data is seen; required unless release =
+                 false), release (false: no sanitized release, only the data-independent
+                 epsilon), ledger (path, or false), dataset,
                  private (false: the run is explicitly marked NOT private)
     [student]    any setting of pate.student.train.Student (see `pate train-student`)
     [cluster]    where the teachers train: backend ("local" | "ray"), address, num_cpus,
@@ -55,6 +56,9 @@ from pate import mechanisms
 from pate.analysis.errors import ConfigError
 
 REQUIRED = object()
+#: What a config without a sanitized release (``[privacy] release = false``) may leave out: the
+#: release parameters, filled with these placeholders (validated like any others, never used).
+UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
 
 
 # key -> (type, default). float accepts ints; bool is never an int.
@@ -153,8 +157,12 @@ def normalize(raw: dict, *, source: str = "config") -> dict:
                 if isinstance(value, float) and not math.isfinite(value):
                     raise _fail(source, f"[{table}] {key} must be finite, got {value!r}")
                 section[key] = float(value) if want is float else copy.deepcopy(value)
+            elif default is REQUIRED and table == "privacy" and key in UNUSED_RELEASE and (
+                    given.get("release", True) is False):
+                section[key] = UNUSED_RELEASE[key]  # no release is drawn: never used
             elif default is REQUIRED:
-                raise _fail(source, f"[{table}] {key} is required")
+                raise _fail(source, f"[{table}] {key} is required"
+                            + (" (unless [privacy] release = false)" if key in UNUSED_RELEASE else ""))
             elif default is not None:
                 section[key] = default
         out[table] = section

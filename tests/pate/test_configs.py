@@ -10,6 +10,7 @@ import tomllib
 import pytest
 
 from pate import config as C
+from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.commands import init_config
 
@@ -214,3 +215,19 @@ def test_init_config_list(capsys):
     assert listed == PACKAGED
     assert any(line.startswith("own-data") and "CSV" in line for line in lines)
     assert init_config.packaged_name("Own_Data.toml") == "own-data"
+
+
+def test_release_parameters_are_optional_without_a_release(tmp_path):
+    """A config with [privacy] release = false may leave the release parameters out (the knn
+    config does); with a release they stay required, and the error says when they are not."""
+    text = (REPO / "configs" / "digits.toml").read_text()
+    kept = [line for line in text.splitlines() if not line.startswith("release_")]
+    no_release = tmp_path / "no_release.toml"
+    no_release.write_text("\n".join(kept).replace("[privacy]", "[privacy]\nrelease = false") + "\n")
+    config = C.load(no_release)
+    assert config["privacy"]["release"] is False and config["privacy"]["release_order"] == 10.0
+    with_release = tmp_path / "with_release.toml"
+    with_release.write_text("\n".join(kept) + "\n")
+    with pytest.raises(ConfigError, match=r"release_order is required \(unless \[privacy\] release = false\)"):
+        C.load(with_release)
+    assert "release_order" not in (REPO / "configs" / "fashion_mnist_knn.toml").read_text()
