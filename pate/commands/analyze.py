@@ -149,9 +149,11 @@ def _run_stage(args: argparse.Namespace) -> int:
         json.dump(info, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    print(f"analysis: eps guarantee {info['eps_guarantee']:.4f}, data-independent "
-          f"{info['eps_data_independent']:.4f}, sanitized {info['eps_sanitized']:.4f}; wrote "
-          f"{run.path(R.ANALYSIS)}")
+    from pate.commands.stage_cli import epsilon_summary
+    from pate.io import read_json
+
+    privacy = read_json(run.path(R.ANALYSIS), what="the analysis stage")["privacy"]
+    print(f"analysis: eps {epsilon_summary(privacy)}; wrote {run.path(R.ANALYSIS)}")
     print(f"next: pate report {run.run_dir}")
     return 0
 

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from pate import config as C
     from pate.pipeline import Pipeline
 
-    from pate.commands.stage_cli import table_overrides
+    from pate.commands.stage_cli import epsilon_summary, table_overrides
 
     ledger = False if args.no_ledger else args.ledger
     overrides = table_overrides(args, ("cluster",))
@@ -77,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
         p, q, u = result["privacy"], result["queries"], result["utility"]
         print(f"run directory      {pipeline.run_dir}")
         print(f"queries            {q['asked']} asked, {q['answered']} answered")
-        print(f"epsilon (delta={p['delta']:g})  guarantee {p['eps_guarantee']:.4f}, "
-              f"data-independent {p['eps_data_independent']:.4f}, sanitized {p['eps_sanitized']:.4f}")
+        print(f"epsilon (delta={p['delta']:g})  {epsilon_summary(p)}")
         if u["teacher_mean_accuracy"] is None:  # no teachers (Private-kNN)
             print(f"student accuracy   {u['student_accuracy']:.4f}")
         else:

@@ -222,3 +222,15 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
         if later:
             print(f"next: pate {R.COMMANDS[later[0]]} --run-dir {run.run_dir}")
     return 0
+
+
+def epsilon_summary(privacy: dict) -> str:
+    """The epsilon figures of an analysis (``analysis.json``/``report.json`` ``privacy``) in one
+    line: the guarantee, the data-independent epsilon and -- only where a sanitized
+    data-dependent epsilon was released -- that one."""
+    text = (f"guarantee {privacy['eps_guarantee']:.4f}, data-independent "
+            f"{privacy['eps_data_independent']:.4f}")
+    sanitized = privacy.get("sanitized") or {}
+    if sanitized.get("fallback", "none") is None:
+        return text + f", sanitized {privacy['eps_sanitized']:.4f}"
+    return text + " (no sanitized release)"

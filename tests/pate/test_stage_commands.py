@@ -170,3 +170,14 @@ def test_a_secure_run_reopens_and_pate_run_resumes_it_without_config(tmp_path, s
     assert "holds no run" in capsys.readouterr().err
     assert main(["run", "--run-dir", str(run)]) == 2  # no --config, no --resume
     assert "--config is required" in capsys.readouterr().err
+
+
+def test_epsilon_summary_names_a_sanitized_epsilon_only_where_one_was_released():
+    from pate.commands.stage_cli import epsilon_summary
+
+    base = {"eps_guarantee": 3.9, "eps_data_independent": 3.6, "eps_sanitized": 2.3}
+    released = epsilon_summary({**base, "sanitized": {"fallback": None}})
+    assert released == "guarantee 3.9000, data-independent 3.6000, sanitized 2.3000"
+    skipped = epsilon_summary({**base, "eps_sanitized": 3.6,
+                               "sanitized": {"fallback": "[privacy] release = false"}})
+    assert "sanitized 3.6" not in skipped and skipped.endswith("(no sanitized release)")
