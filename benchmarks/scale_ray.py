@@ -9,8 +9,10 @@ folder (checkpoints as the shipped config writes them):
    1 CPU (1 torch thread): one worker;
 3. ``ray-2``: the same with 2 CPUs: two workers at once.
 
-The recipe is ``configs/fashion_mnist.toml``'s (cnn28, Adam 2e-3, batch 32, 20 epochs, no
-augmentation, checkpoints at most every 30 s) on the first ``--teachers`` shards of its
+The recipe is cnn28 on pixels (Adam 2e-3, batch 32, 20 epochs, no augmentation, checkpoints at
+most every 30 s: ``configs/fashion_mnist.toml``'s teachers before it moved to linear teachers on
+ScatterNet features, which train in about a minute in all; the heavy case Ray is for) on the
+first ``--teachers`` shards of its
 250-teacher random partition (240 images each), predicting the 9000 public and 1000 evaluation
 images. A Ray stage time includes starting and stopping Ray (``ray.init``/``ray.shutdown``), as a
 user pays it. Reported: each stage time, Ray's overhead at one worker (``ray-1`` vs ``local``, as
