@@ -282,6 +282,120 @@ def scatter_ceiling(feats) -> dict:
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
+# --------------------------------------------------------------------------------------------
+# Data-dependent query planning, kept for benchmarks/aggregator_sweep.py (how the previous
+# version of this benchmark chose its aggregators). It LOOKS AT THE VOTES; nothing above uses it,
+# and no headline number of this benchmark depends on it.
+
+#: The release order's candidates (public).
+RELEASE_ORDERS = tuple(float(x) for x in (3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 25, 30, 40, 50, 64))
+
+
+def release_parameters(target: float, *, delta: float, conversion: str = "tight") -> dict:
+    """(order, beta, sigma_ss) of the sanitized release for a target eps, from public numbers only.
+
+    beta = 0.4 / order (Theorem 23 of [P18] needs order < 1/(2 beta)); sigma_ss makes the
+    release's first cost term, order e^{2 beta} / sigma_ss^2, a tenth of the target. Among the
+    candidate orders, the one with the most room left per unit of order,
+    (target - gnss_rdp - conversion term) / order, wins: a query's RDP grows about linearly
+    with the order, so that is the order that affords the most queries.
+    """
+    from pate import analysis
+
+    best = None
+    for order in RELEASE_ORDERS:
+        beta = 0.4 / order
+        sigma_ss = math.sqrt(order * math.exp(2 * beta) / (0.1 * target))
+        fixed = (analysis.gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=order)
+                 + analysis.conversion_term(order=order, delta=delta, conversion=conversion))
+        room = (target - fixed) / order
+        if room > 0 and (best is None or room > best["room"]):
+            best = {"order": order, "beta": beta, "sigma_ss": round(sigma_ss, 6), "room": room,
+                    "fixed_eps": fixed}
+    if best is None:
+        raise ValueError(f"target eps {target} is too small for any release order in "
+                         f"{RELEASE_ORDERS} at delta={delta}")
+    return best
+
+
+def noise_params(aggregator: dict) -> dict:
+    """The Confident-GNMax keyword arguments of an aggregator setting."""
+    return {k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}
+
+
+def planning_draw(votes, *, seed: int, aggregator: dict):
+    """The planning draw of the aggregator's noise over all the votes (its
+    ``confident_gnmax`` result): what :func:`plan_queries` counts answers on."""
+    from pate.aggregators import confident_gnmax
+
+    return confident_gnmax(votes, rng=np.random.default_rng(seed), **noise_params(aggregator))
+
+
+class _OneStd:
+    """A generator-like whose every normal draw is +1: the release it is given reports its
+    centre plus one noise standard deviation."""
+
+    @staticmethod
+    def normal(*args):
+        return 1.0
+
+
+def _largest_prefix(fits, n: int) -> int:
+    """The largest k in [0, n] with fits(k), for a predicate that holds up to some k (bisection)."""
+    if fits(n):
+        return n
+    lo, hi = 0, n  # fits(lo) (k = 0 always fits), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def plan_queries(votes, *, target: float, release: dict, delta: float, conversion: str,
+                 seed: int, aggregator: dict) -> dict:
+    """How many public items to offer for a target eps, and whether to release a sanitized eps.
+
+    Two routes, on one planning draw of the aggregator's noise (``seed``):
+
+    * ``release``: the largest prefix k whose sanitized eps -- the release's centre plus one
+      noise standard deviation -- is at most ``target``. **Looks at the votes** (see the module
+      docstring).
+    * ``data-independent``: no release; the pipeline's online aggregator itself stops when the
+      data-independent eps would pass ``target`` (a rigorous stop; the prefix here only counts
+      the answers it would get).
+
+    The route with more answered queries in the planning draw wins.
+    """
+    from pate import analysis
+
+    params = noise_params(aggregator)
+    answered = planning_draw(votes, seed=seed, aggregator=aggregator).answered_mask
+
+    def release_fits(k: int) -> bool:
+        if k == 0:
+            return True
+        out = analysis.release_sanitized_epsilon(
+            votes[:k], answered=answered[:k], order=release["order"], beta=release["beta"],
+            sigma_ss=release["sigma_ss"], delta=delta, num_teachers=int(votes[0].sum()),
+            rng=_OneStd(), conversion=conversion, **params)
+        return out["eps_sanitized"] <= target
+
+    orders = analysis.DEFAULT_ORDERS
+
+    def independent_fits(k: int) -> bool:
+        rdp = analysis.confident_gnmax_rdp(votes[:k], answered=answered[:k], orders=orders,
+                                           data_dependent=False, **params)
+        return analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0] <= target
+
+    k_release = _largest_prefix(release_fits, votes.shape[0])
+    k_independent = _largest_prefix(independent_fits, votes.shape[0])
+    if int(answered[:k_independent].sum()) >= int(answered[:k_release].sum()):
+        return {"route": "data-independent", "queries": int(votes.shape[0]),
+                "planned_answered": int(answered[:k_independent].sum())}
+    return {"route": "release", "queries": max(k_release, 1),
+            "planned_answered": int(answered[:k_release].sum())}
+
+
 METHODS = ("PATE", "Private-kNN", "DP-SGD CNN", "DP-SGD ScatterNet+linear")
 #: The --methods names.
 PARTS = ("dpsgd-scatter", "pate", "knn", "dpsgd-cnn")
@@ -323,7 +437,7 @@ def write_outputs(rows: list[dict], out: pathlib.Path, meta: dict, *, quiet: boo
     ax.set_ylabel("accuracy, last 1000 test images (%)")
     ax.set_title("Fashion-MNIST: accuracy vs privacy", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(out / "utility_fmnist.png", dpi=90)
     plt.close(fig)
@@ -340,7 +454,7 @@ def _commit() -> str:
         return "unknown"
 
 
-def merge(parts: list[pathlib.Path], out: pathlib.Path) -> int:
+def merge(parts: list[pathlib.Path], out: pathlib.Path, note: str | None = None) -> int:
     """One result from the parts of a benchmark run that ran side by side (same code, same
     protocol): the rows of all, the first part's meta with every part's own meta under ``parts``."""
     loaded = [json.loads((d / "utility_fmnist.json").read_text()) for d in parts]
@@ -350,6 +464,8 @@ def merge(parts: list[pathlib.Path], out: pathlib.Path) -> int:
     meta["parts"] = {str(d): {k: v for k, v in part["meta"].items()
                               if k not in ("tuned_on", "ceilings", "protocol")}
                      for d, part in zip(parts, loaded)}
+    if note:
+        meta["note"] = note
     write_outputs(rows, out, meta)
     print(f"wrote {out}/utility_fmnist.{{json,md,png}} ({len(rows)} rows from {len(parts)} parts)")
     return 0
@@ -370,6 +486,7 @@ def main(argv=None) -> int:
                    help="run nothing: combine the utility_fmnist.json of these output folders "
                         "(parts of one benchmark run side by side, e.g. --methods dpsgd-cnn in a "
                         "second process) into --out")
+    p.add_argument("--note", help="with --merge: a note on how the parts ran (kept in meta)")
     p.add_argument("--threads", type=int, help="torch threads (1 on a shared, busy machine)")
     p.add_argument("--device", default="auto")
     p.add_argument("--data-root", help="Fashion-MNIST directory (default: Debian's location)")
@@ -385,7 +502,7 @@ def main(argv=None) -> int:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.merge:
-        return merge([pathlib.Path(d) for d in args.merge], out)
+        return merge([pathlib.Path(d) for d in args.merge], out, note=args.note)
     methods = set(args.methods) - ({"dpsgd-scatter", "dpsgd-cnn"} if args.skip_dpsgd else set())
 
     import torch

@@ -1,6 +1,9 @@
-"""benchmarks/utility.py's planning functions (the benchmark itself runs on demand, not here)."""
+"""benchmarks/utility.py: its argument checks and --merge, and the data-dependent planning functions
+it keeps for benchmarks/aggregator_sweep.py (the benchmark itself runs on demand, not here)."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -39,7 +42,8 @@ def test_plan_never_offers_more_than_the_target_allows(utility):
         votes[i, 1:] = rng.multinomial(teachers - top[i], np.full(9, 1 / 9))
     from pate.aggregators import confident_gnmax
 
-    aggregator = dict(utility.AGGREGATOR, threshold=200.0)  # 250 teachers here
+    aggregator = {"mechanism": "confident-gnmax", "threshold": 200.0, "sigma1": 100.0,
+                  "sigma2": 40.0}  # 250 teachers here
     params = {k: aggregator[k] for k in ("threshold", "sigma1", "sigma2")}
     answered = confident_gnmax(votes, rng=np.random.default_rng(1), **params).answered_mask
     z = float(np.random.default_rng(0).normal())
@@ -79,53 +83,41 @@ def test_bad_arguments_stop_before_any_work(utility, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def _votes(rng, n, teachers, top_low, top_high):
-    top = rng.integers(top_low, top_high + 1, size=n)
-    votes = np.zeros((n, 10), dtype=np.int64)
-    votes[:, 0] = top
-    for i in range(n):
-        votes[i, 1:] = rng.multinomial(teachers - top[i], np.full(9, 1 / 9))
-    return votes
-
-
-def test_scaled_threshold_keeps_the_fraction_of_the_votes(utility):
-    loud = utility.LOUD_AGGREGATOR
-    half = utility.scaled_threshold(loud, num_teachers=utility.TEACHERS // 2)
-    assert half["threshold"] == pytest.approx(loud["threshold"] / 2)
-    assert (half["sigma1"], half["sigma2"]) == (loud["sigma1"], loud["sigma2"])
-    assert utility.scaled_threshold(loud, num_teachers=utility.TEACHERS) == loud
-
-
-def test_choose_aggregator_takes_the_quiet_one_when_it_answers_enough(utility):
-    rng = np.random.default_rng(0)
-    common = dict(delta=1e-5, conversion="tight", seed=1)
-    votes = _votes(rng, 3000, 500, 480, 500)          # near-unanimous teachers: cheap answers
-    release = utility.release_parameters(4.0, delta=1e-5)
-    aggregator, plan = utility.choose_aggregator(votes, target=4.0, release=release, **common)
-    assert aggregator == utility.AGGREGATOR and plan["planned_answered"] >= utility.MIN_ANSWERS
-    assert plan == utility.plan_queries(votes, target=4.0, release=release, aggregator=aggregator,
-                                        **common)
-    # A target where the quiet aggregator answers fewer than MIN_ANSWERS: the loud one, which
-    # answers more there (its per-answer data-independent cost is (40 / 120)^2 of the quiet one's).
-    release = utility.release_parameters(0.5, delta=1e-5)
-    quiet = utility.plan_queries(votes, target=0.5, release=release, aggregator=utility.AGGREGATOR,
-                                 **common)
-    assert quiet["planned_answered"] < utility.MIN_ANSWERS
-    aggregator, plan = utility.choose_aggregator(votes, target=0.5, release=release, **common)
-    assert aggregator == utility.LOUD_AGGREGATOR
-    assert plan["planned_answered"] > quiet["planned_answered"]
-    # With no minimum, the first candidate always wins.
-    aggregator, _ = utility.choose_aggregator(votes, target=0.5, release=release, min_answers=0,
-                                              **common)
-    assert aggregator == utility.AGGREGATOR
-
-
-def test_a_fixed_aggregator_needs_all_three_settings(utility, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exc:
-        utility.main(["--threshold", "200", "--out", str(tmp_path / "out")])
-    assert exc.value.code == 2 and "missing --sigma1, --sigma2" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        utility.main(["--threshold", "200", "--sigma1", "-1", "--sigma2", "40",
-                      "--out", str(tmp_path / "out")])
-    assert "--sigma1 must be a positive" in capsys.readouterr().err
+def test_bad_threads_and_methods_stop_before_any_work(utility, tmp_path, capsys):
+    for argv in (["--threads", "0"], ["--methods", "dp-sgd"]):
+        with pytest.raises(SystemExit) as exc:
+            utility.main([*argv, "--out", str(tmp_path / "out")])
+        assert exc.value.code == 2
     assert not (tmp_path / "out").exists()
+
+
+def _row(method, target, accuracy, kind="guarantee", answered=None):
+    return {"method": method, "kind": kind, "target_eps": target, "eps": target * 0.99,
+            "delta": 1e-5, "accuracy": accuracy, "answered": answered,
+            "asked": None if answered is None else 2 * answered,
+            "label_accuracy": None if answered is None else 0.9, "seconds": 1.0}
+
+
+def test_merge_combines_parts_into_one_table_and_plot(utility, tmp_path, capsys):
+    parts = {"a": [_row("PATE", 1.0, 0.74, answered=45),
+                   _row("PATE (data-dependent eps of the same answers)", 1.0, 0.74,
+                        kind="data-dependent", answered=45),
+                   _row("DP-SGD ScatterNet+linear", 1.0, 0.88)],
+             "b": [_row("DP-SGD CNN", 1.0, 0.81)]}
+    for name, rows in parts.items():
+        (tmp_path / name).mkdir()
+        meta = {"delta": 1e-5, "load_average_at_start": [1.0, 1.0, 1.0],
+                "ceilings": {"fixmatch_9000_true_labels": {"accuracy": 0.878, "label": "FixMatch"}}}
+        (tmp_path / name / "utility_fmnist.json").write_text(json.dumps({"rows": rows, "meta": meta}))
+    out = tmp_path / "merged"
+    assert utility.main(["--merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out),
+                         "--note", "two parts"]) == 0
+    merged = json.loads((out / "utility_fmnist.json").read_text())
+    assert [r["method"] for r in merged["rows"]] == [r["method"] for p in parts.values() for r in p]
+    assert merged["meta"]["note"] == "two parts" and set(merged["meta"]["parts"]) == {
+        str(tmp_path / "a"), str(tmp_path / "b")}
+    assert {r["kind"] for r in merged["rows"]} == {"guarantee", "data-dependent"}
+    table = (out / "utility_fmnist.md").read_text()
+    assert "| DP-SGD CNN | guarantee | 1 | 0.990 | - | - | 81.0 % | 1 |" in table
+    assert "| PATE | guarantee | 1 | 0.990 | 45 / 90 | 90.0 % | 74.0 % | 1 |" in table
+    assert (out / "utility_fmnist.png").stat().st_size > 1000
