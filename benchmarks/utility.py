@@ -56,7 +56,6 @@ import math
 import os
 import pathlib
 import platform
-import shutil
 import subprocess
 import sys
 import time
@@ -144,32 +143,11 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
     return rows
 
 
-def knn_fork(base_dir: pathlib.Path, config: dict) -> pathlib.Path:
-    """:func:`pate.pipeline.fork_run` for a Private-kNN base run: a new run (new id, own
-    charges) that re-uses the base's finished stages and its public-fitted embeddings."""
-    from pate import config as C
-    from pate import rundir as R
-    from pate.rundir import Run
-
-    parent = Run.open(base_dir, progress=False)
-    target = C.run_directory(config)
-    if target.exists():
-        shutil.rmtree(target)
-    run = Run.create(config, progress=False, run_dir=target)
-    run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
-    run.start()
-    (target / R.STAGE_DIR).mkdir()
-    shutil.copy2(base_dir / R.KNN_EMBEDDINGS, target / R.KNN_EMBEDDINGS)
-    for stage in ("partition", "teachers", "votes"):
-        shutil.copy2(base_dir / R.STAGE_DIR / f"{stage}.json", target / R.STAGE_DIR / f"{stage}.json")
-    return target
-
-
 def knn_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
                out: pathlib.Path) -> dict:
     """Fork the Private-kNN base run, ask until the eps reaches ``target``, train the student."""
     from pate import config as C
-    from pate.pipeline import Pipeline
+    from pate.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
     config = _copy(base_config)
@@ -178,7 +156,7 @@ def knn_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delt
                              budget_eps=target)
     config["run"]["run_dir"] = str(out / f"knn-eps{target:g}")
     config = C.from_dict(config)
-    knn_fork(base_dir, config)
+    fork_run(base_dir, config)  # a Private-kNN base: its embeddings and skipped stages
     report = Pipeline(config, resume=True, progress=False).run()
     eps, _ = _eps_fields(report)
     q, u = report["queries"], report["utility"]
