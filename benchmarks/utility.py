@@ -143,6 +143,24 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
     return rows
 
 
+def base_run(config_path, run_dir: pathlib.Path, *, device, data_root=None, edit=None):
+    """Run a config (ledger off; ``edit(config)`` may change it first) up to the votes stage,
+    the part every target's fork shares; returns (the config, seconds)."""
+    from pate import config as C
+    from pate.pipeline import Pipeline
+
+    config = C.load(config_path, device=device, run_dir=str(run_dir))
+    config["privacy"]["ledger"] = False
+    if data_root:
+        config["data"]["root"] = data_root
+    if edit is not None:
+        edit(config)
+    config = C.from_dict(config)
+    t0 = time.perf_counter()
+    Pipeline(config, resume=True, progress=False).run(until="votes")
+    return config, round(time.perf_counter() - t0, 1)
+
+
 def knn_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
                out: pathlib.Path) -> dict:
     """Fork the Private-kNN base run, ask until the eps reaches ``target``, train the student."""
@@ -488,7 +506,6 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from pate import config as C
-    from pate.pipeline import Pipeline
     from pate.teachers.data import load_pate_data
     from pate.teachers.ensemble import resolve_device
     from pate.teachers.features import feature_data
@@ -535,16 +552,12 @@ def main(argv=None) -> int:
         del feats
 
     if "pate" in methods:
-        base = C.load(args.config, device=device, run_dir=str(out / "pate-base"))
-        base["teachers"].update(TEACHER_RECIPE)
-        base["partition"]["num_teachers"] = TEACHERS
-        base["privacy"]["ledger"] = False
-        if args.data_root:
-            base["data"]["root"] = args.data_root
-        base = C.from_dict(base)
-        t0 = time.perf_counter()
-        Pipeline(base, resume=True, progress=False).run(until="votes")
-        meta["pate_base_seconds"] = round(time.perf_counter() - t0, 1)
+        def pate_edits(config):
+            config["teachers"].update(TEACHER_RECIPE)
+            config["partition"]["num_teachers"] = TEACHERS
+
+        base, meta["pate_base_seconds"] = base_run(args.config, out / "pate-base", device=device,
+                                                   data_root=args.data_root, edit=pate_edits)
         base_dir = C.run_directory(base)
         meta["pate_teachers"] = json.loads((base_dir / "stages" / "teachers.json").read_text())
         print(f"PATE base run (partition, teachers, votes): {meta['pate_base_seconds']:.0f} s", flush=True)
@@ -552,14 +565,8 @@ def main(argv=None) -> int:
             add(pate_budget(base_dir, base, target, delta=args.delta, out=out))
 
     if "knn" in methods:
-        base = C.load(args.knn_config, device=device, run_dir=str(out / "knn-base"))
-        base["privacy"]["ledger"] = False
-        if args.data_root:
-            base["data"]["root"] = args.data_root
-        base = C.from_dict(base)
-        t0 = time.perf_counter()
-        Pipeline(base, resume=True, progress=False).run(until="votes")
-        meta["knn_base_seconds"] = round(time.perf_counter() - t0, 1)
+        base, meta["knn_base_seconds"] = base_run(args.knn_config, out / "knn-base",
+                                                  device=device, data_root=args.data_root)
         print(f"Private-kNN base run (embeddings): {meta['knn_base_seconds']:.0f} s", flush=True)
         for target in args.targets:
             add(knn_budget(C.run_directory(base), base, target, delta=args.delta, out=out))
