@@ -45,6 +45,7 @@ Symbols
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import pathlib
 from typing import Callable
@@ -348,6 +349,53 @@ def _aggregate_info(summary: dict) -> dict:
             "stop_reason": summary.get("stop_reason")}
 
 
+@dataclasses.dataclass
+class _Progress:
+    """How far an aggregate stage's ledger rounds have come (its summaries read it)."""
+
+    asked: int = 0
+    reserved: int = 0
+    rounds: int = 0
+    stop_reason: str | None = None
+
+
+def _ask_in_rounds(run: Run, ledger, dataset: str | None, run_id: str, *, orders, worst,
+                   limit: int, first, ask, labels, answered, summary, progress: _Progress) -> None:
+    """The charge-before-publish loop, the same for every mechanism.
+
+    Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``first``
+    (reserved before any noise existed), then the most queries whose worst case (``worst``
+    each) fits now (:func:`_max_fitting`) -- and only inside it calls ``ask(start, n)``, which
+    draws the answers of queries ``start .. start + n - 1`` into ``labels``/``answered`` and
+    returns ``(queries asked, the round's event, stop reason)`` (it may ask fewer than ``n``);
+    the answers then go to the pending file with ``summary()`` and the event is committed
+    (always within the reservation). Without a ledger: one round of ``limit`` queries. Stops at
+    ``limit``, when ``ask`` stops, or when the ledger has no room for one more query."""
+    while progress.asked < limit:
+        reservation, n = None, limit - progress.asked
+        if first[0] is not None:
+            (reservation, n), first = first, (None, 0)
+        elif ledger is not None:
+            reservation, n = _max_fitting(ledger, dataset, orders=orders, worst=worst, limit=n,
+                                          run_id=run_id)
+            if reservation is None:
+                progress.stop_reason = (
+                    f"privacy budget: the ledger's remaining budget does not cover one more "
+                    f"query after {progress.asked} asked")
+                return
+        if reservation is not None:
+            progress.reserved += n
+        with (reservation if reservation is not None else contextlib.nullcontext()):
+            k, event, progress.stop_reason = ask(progress.asked, n)
+            progress.asked += k
+            progress.rounds += 1
+            if reservation is not None:
+                _pending_write(run, labels, answered, summary())
+                reservation.commit([event])
+        if progress.stop_reason is not None or k < n:
+            return
+
+
 def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     """Resume after a crash between drawing and publishing: charge what the ledger does not
     hold yet, then publish -- or, if it no longer fits, discard the answers (never released)."""
@@ -477,11 +525,12 @@ def aggregate(run: Run) -> dict:
 
         labels = np.full(num_queries, -1, dtype=np.int64)
         answered = np.zeros(num_queries, dtype=bool)
-        asked, reserved, stop_reason, rounds = 0, 0, None, 0
+        progress = _Progress()
 
-        def summary_now(events, release=None):
+        def summary_now(events=None, release=None):
             from pate import analysis
 
+            events = list(aggregator.accountant.events) if events is None else events
             s = aggregator.summary()
             # this run's answers alone (the aggregator's own totals include the prior: other
             # runs' spend and the planned release)
@@ -495,37 +544,21 @@ def aggregate(run: Run) -> dict:
                 s, run_id=run_id, dataset=dataset, ledger=None if ledger is None else str(ledger.path),
                 events=[e.to_dict() for e in events], queries_offered=int(queries),
                 release=release, release_plan={k: v for k, v in plan.items() if k != "rdp"},
-                noise_seeded=C.noise_seeded(config), reserved_queries=int(reserved),
-                stop_reason=stop_reason, rounds=rounds)
+                noise_seeded=C.noise_seeded(config), reserved_queries=int(progress.reserved),
+                stop_reason=progress.stop_reason, rounds=progress.rounds)
 
-        while asked < queries:
-            reservation, n = None, queries - asked
-            if first[0] is not None:
-                (reservation, n), first = first, (None, 0)
-            elif ledger is not None:
-                reservation, n = _max_fitting(ledger, dataset, orders=orders, worst=worst,
-                                              limit=queries - asked, run_id=run_id)
-                if reservation is None:
-                    stop_reason = (f"privacy budget: the ledger's remaining budget does not cover "
-                                   f"one more query after {asked} of {queries}")
-                    break
-            if reservation is not None:
-                reserved += n
-            with (reservation if reservation is not None else contextlib.nullcontext()):
-                result = aggregator.answer(votes_all[asked:asked + n], on_exhausted="stop")
-                k = result.num_asked
-                labels[asked:asked + k] = result.labels[:k]
-                answered[asked:asked + k] = result.answered_mask[:k]
-                asked += k
-                rounds += 1
-                stop_reason = result.stop_reason
-                if reservation is not None:
-                    events = list(aggregator.accountant.events)
-                    _pending_write(run, labels, answered, summary_now(events))
-                    reservation.commit([events[-1]])
-            if result.stop_reason is not None or k < n:
-                break
+        def ask(start, n):
+            # the aggregator stops by itself on the config's budget (prior included)
+            result = aggregator.answer(votes_all[start:start + n], on_exhausted="stop")
+            k = result.num_asked
+            labels[start:start + k] = result.labels[:k]
+            answered[start:start + k] = result.answered_mask[:k]
+            return k, result.event, result.stop_reason
 
+        _ask_in_rounds(run, ledger, dataset, run_id, orders=orders, worst=worst, limit=queries,
+                       first=first, ask=ask, labels=labels, answered=answered,
+                       summary=summary_now, progress=progress)
+        asked, stop_reason = progress.asked, progress.stop_reason
         if asked == 0 and queries > 0:
             raise BudgetExceededError(
                 f"no query could be asked ({stop_reason}); nothing was released or charged. Use "
@@ -586,7 +619,7 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
     labels = np.full(num_queries, -1, dtype=np.int64)
     answered = np.zeros(num_queries, dtype=bool)
     events: list = []
-    asked, reserved, rounds, stop_reason = 0, 0, 0, None
+    progress = _Progress()
 
     def summary_now():
         rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
@@ -594,17 +627,17 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
         return {
             "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
             "delta": delta, "budget_basis": agg["budget_basis"].replace("-", "_"),
-            "conversion": conversion, "queries_asked": int(asked),
-            "queries_answered": int(answered[:asked].sum()),
+            "conversion": conversion, "queries_asked": int(progress.asked),
+            "queries_answered": int(answered[:progress.asked].sum()),
             # no data-dependent bound: the realised cost IS the data-independent one
             "eps_data_independent": float(eps), "order_data_independent": float(order),
             "eps_data_dependent": float(eps), "order_data_dependent": float(order),
-            "prior_included": False, "stop_reason": stop_reason, "run_id": run_id,
+            "prior_included": False, "stop_reason": progress.stop_reason, "run_id": run_id,
             "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
             "events": [e.to_dict() for e in events], "queries_offered": int(queries),
             "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
-            "noise_seeded": C.noise_seeded(config), "reserved_queries": int(reserved),
-            "rounds": rounds,
+            "noise_seeded": C.noise_seeded(config), "reserved_queries": int(progress.reserved),
+            "rounds": progress.rounds,
             "knn": {"histograms": "drawn per round after its reservation; never saved",
                     "private_records": int(private.shape[0])}}
 
@@ -619,7 +652,7 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
     try:
         if ledger is not None:
             first = _max_fitting(ledger, dataset, orders=orders, worst=worst,
-                                 limit=max(1, min(queries, allowed)), run_id=run_id)
+                                 limit=max(1, allowed), run_id=run_id)
         if allowed == 0 or (ledger is not None and first[0] is None):
             where = ("the config's budget" if allowed == 0 else
                      f"the ledger {ledger.path} (spent and reserved on this dataset: eps="
@@ -630,33 +663,26 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
                 "charged. Use more noise, a lower sampling_rate, or raise the budget with "
                 "`pate budget set`")
         noise = run.noise_streams().noise
-        while asked < queries:
-            reservation, n = None, min(queries, allowed) - asked
-            if first[0] is not None:
-                (reservation, n), first = first, (None, 0)
-            elif ledger is not None and n > 0:
-                reservation, n = _max_fitting(ledger, dataset, orders=orders, worst=worst,
-                                              limit=n, run_id=run_id)
-            if n <= 0 or (ledger is not None and reservation is None):
-                stop_reason = (f"privacy budget: {'the ledger' if n > 0 else 'budget_eps'} does "
-                               f"not cover one more query after {asked} of {queries} (each "
-                               f"costs the same data-independent RDP)")
-                break
-            reserved += n if reservation is not None else 0
-            with (reservation if reservation is not None else contextlib.nullcontext()):
-                # Drawn only now, inside the reservation: the samples, the histograms, the noise.
-                hist = knn_votes(public[asked:asked + n], private, private_labels, k=params["k"],
-                                 sampling_rate=params["sampling_rate"], num_classes=num_classes,
-                                 rng=noise)
-                got, ok, _ = spec.draw(hist, params, noise)
-                event = spec.event(hist, params, answered=ok, orders=orders)
-                del hist
-                labels[asked:asked + n], answered[asked:asked + n] = got, ok
-                asked, rounds = asked + n, rounds + 1
-                events.append(event)
-                if reservation is not None:
-                    _pending_write(run, labels, answered, summary_now())
-                    reservation.commit([event])
+
+        def ask(start, n):
+            # Drawn only now, inside the round's reservation: the samples, the histograms, the
+            # noise. Every query costs the same, so all n are asked.
+            hist = knn_votes(public[start:start + n], private, private_labels, k=params["k"],
+                             sampling_rate=params["sampling_rate"], num_classes=num_classes,
+                             rng=noise)
+            got, ok, _ = spec.draw(hist, params, noise)
+            event = spec.event(hist, params, answered=ok, orders=orders)
+            labels[start:start + n], answered[start:start + n] = got, ok
+            events.append(event)
+            return n, event, None
+
+        _ask_in_rounds(run, ledger, dataset, run_id, orders=orders, worst=worst, limit=allowed,
+                       first=first, ask=ask, labels=labels, answered=answered,
+                       summary=summary_now, progress=progress)
+        if progress.stop_reason is None and progress.asked < queries:
+            progress.stop_reason = (
+                f"privacy budget: budget_eps does not cover one more query after "
+                f"{progress.asked} of {queries} (each costs the same data-independent RDP)")
         summary = summary_now()
         _publish(run, labels, answered, summary)
         return _aggregate_info(summary)

@@ -276,3 +276,32 @@ def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
     eps = analysis.eps_from_rdp(2000 * per_query_rdp(config), orders=C.orders(config),
                                 delta=config["privacy"]["delta"])[0]
     assert eps == pytest.approx(0.66, abs=0.005) and eps <= config["privacy"]["budget_eps"]
+
+
+def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(tmp_path, small_digits):
+    """A concurrent run's live reservation leaves room for fewer queries than the config's
+    budget: the first round reserves exactly what fits, the next round finds no room and the
+    stage stops on the ledger; the two runs together never pass the budget."""
+    config = C.load(knn_config(small_digits, tmp_path, replace=(
+        ("budget_eps = 1000.0", "budget_eps = 5.0"),)), run_dir=str(tmp_path / "run"))
+    ledger_path = tmp_path / "ledger.sqlite3"
+    Pipeline(config, progress=False, ledger_path=ledger_path).run(until="votes")
+    orders, worst = C.orders(config), per_query_rdp(config)
+    eps = lambda n: analysis.eps_from_rdp(n * worst, orders=orders, delta=1e-5)[0]  # noqa: E731
+    allowed = max(n for n in range(401) if eps(n) <= 5.0)  # what the config alone would allow
+    held = allowed // 3
+    with Ledger(ledger_path) as ledger:
+        (dataset,) = ledger.datasets()
+        other = ledger.reserve(dataset["digest"], orders=orders, rdp=held * worst,
+                               run_id="another-run")
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+        summary = json.loads((tmp_path / "run" / "aggregate.json").read_text())
+        asked = summary["queries_asked"]
+        assert 0 < asked < allowed and "ledger" in summary["stop_reason"]
+        assert eps(asked + held) <= 5.0 < eps(asked + held + 1)  # exactly what the ledger held
+        assert summary["rounds"] == len(summary["events"]) == 1
+        totals = ledger.summary(dataset["digest"])
+        assert totals["spent_and_reserved"] <= 5.0 + 1e-9
+        other.release()
+    spent, events = spend(ledger_path)
+    assert [e.queries for e in events] == [asked] and spent <= 5.0
