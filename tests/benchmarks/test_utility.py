@@ -84,7 +84,7 @@ def test_bad_arguments_stop_before_any_work(utility, tmp_path, capsys):
 
 
 def test_bad_threads_and_methods_stop_before_any_work(utility, tmp_path, capsys):
-    for argv in (["--threads", "0"], ["--methods", "dp-sgd"]):
+    for argv in (["--threads", "0"], ["--methods", "dp-sgd"], ["--pate-teachers", "300"]):
         with pytest.raises(SystemExit) as exc:
             utility.main([*argv, "--out", str(tmp_path / "out")])
         assert exc.value.code == 2
@@ -102,6 +102,7 @@ def test_merge_combines_parts_into_one_table_and_plot(utility, tmp_path, capsys)
     parts = {"a": [_row("PATE", 1.0, 0.74, answered=45),
                    _row("PATE (data-dependent eps of the same answers)", 1.0, 0.74,
                         kind="data-dependent", answered=45),
+                   dict(_row("PATE", 1.0, 0.785, answered=568), teachers=1000),
                    _row("DP-SGD ScatterNet+linear", 1.0, 0.88)],
              "b": [_row("DP-SGD CNN", 1.0, 0.81)]}
     for name, rows in parts.items():
@@ -120,4 +121,7 @@ def test_merge_combines_parts_into_one_table_and_plot(utility, tmp_path, capsys)
     table = (out / "utility_fmnist.md").read_text()
     assert "| DP-SGD CNN | guarantee | 1 | 0.990 | - | - | 81.0 % | 1 |" in table
     assert "| PATE | guarantee | 1 | 0.990 | 45 / 90 | 90.0 % | 74.0 % | 1 |" in table
+    # PATE rows name their ensemble size, and sort after the smaller ensemble
+    assert table.index("| PATE | guarantee") < table.index(
+        "| PATE 1000 teachers | guarantee | 1 | 0.990 | 568 / 1136 | 90.0 % | 78.5 % | 1 |")
     assert (out / "utility_fmnist.png").stat().st_size > 1000
