@@ -443,8 +443,9 @@ def write_outputs(rows: list[dict], out: pathlib.Path, meta: dict, *, quiet: boo
 
     fig, ax = plt.subplots(figsize=(5.6, 3.6))
     guarantees = [r for r in rows if r["kind"] == "guarantee"]
-    shown = sorted({label(r) for r in guarantees},
-                   key=lambda name: (next(i for i, m in enumerate(METHODS) if name.startswith(m)), name))
+    order = {label(r): (next((i for i, m in enumerate(METHODS) if r["method"] == m), 9),
+                        r.get("teachers") or 0) for r in guarantees}
+    shown = sorted(order, key=order.get)
     for name, marker in zip(shown, "osD^vP*X"):
         pts = sorted((r["eps"], 100 * r["accuracy"]) for r in guarantees if label(r) == name)
         ax.plot(*zip(*pts), marker=marker, label=name)

@@ -9,6 +9,8 @@ import sys
 
 
 def add_parser(subparsers) -> None:
+    from pate import config as C
+
     p = subparsers.add_parser(
         "run",
         help="partition -> teachers -> votes -> aggregate -> student -> analysis -> report",
@@ -20,10 +22,10 @@ def add_parser(subparsers) -> None:
             "completely before anything is written. --resume continues an interrupted run without "
             "redoing finished stages or charging any query twice."))
     p.add_argument("--config",
-                   help="a TOML file, or a config shipped with pate-learn: digits, fashion-mnist, "
-                        "fashion-mnist-knn, mnist, "
-                        "own-data (`pate init-config --list`); with --resume --run-dir DIR it may be "
-                        "left out: the run's own config.json is used")
+                   help="a TOML file, or a config shipped with pate-learn: "
+                        f"{', '.join(C.packaged_configs())} (`pate init-config --list`); with "
+                        "--resume --run-dir DIR it may be left out: the run's own config.json is "
+                        "used")
     p.add_argument("--seed", type=int, help="override [run] seed")
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")

@@ -46,7 +46,8 @@ def test_overrides(tmp_path):
 # top of the checkout is a symlink to it, so `configs/digits.toml` keeps working.
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PACKAGED = {"digits", "fashion-mnist", "fashion-mnist-knn", "mnist", "own-data"}
+NAMES = "digits, fashion-mnist, fashion-mnist-eps1, fashion-mnist-knn, mnist, own-data"
+PACKAGED = {"digits", "fashion-mnist", "fashion-mnist-eps1", "fashion-mnist-knn", "mnist", "own-data"}
 
 
 def test_configs_is_the_package_folder():
@@ -95,7 +96,7 @@ def test_an_unknown_name_lists_the_packaged_names(value, tmp_path, monkeypatch):
         C.load(value)
     message = str(info.value)
     assert f"--config {value}: no such file" in message
-    assert "digits, fashion-mnist, fashion-mnist-knn, mnist, own-data" in message and "pate init-config" in message
+    assert NAMES in message and "pate init-config" in message
 
 
 def test_the_cli_reports_an_unknown_config_in_one_line(tmp_path, monkeypatch, capsys):
@@ -200,7 +201,7 @@ def test_init_config_unknown_name_lists_the_names(tmp_path, monkeypatch, capsys)
     assert main(["init-config", "cifar"]) == 2
     err = capsys.readouterr().err
     assert "'cifar' is not a config that ships with pate-learn" in err
-    assert "digits, fashion-mnist, fashion-mnist-knn, mnist, own-data" in err
+    assert NAMES in err
     assert list(tmp_path.iterdir()) == []
     assert main(["init-config"]) == 2  # neither NAME nor --list
     assert "--list" in capsys.readouterr().err
