@@ -25,7 +25,10 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
     [knn]        mechanism = "private-knn" only: the embedding of its nearest-neighbour search,
                  features ("none": raw inputs | "scatternet"; default "scatternet" for images
                  whose sides are multiples of 4 and >= 8, else "none") and dims (default 64):
-                 principal axes fitted on the public split only (:func:`knn_settings`)
+                 principal axes fitted on the public split only (:func:`knn_settings`); or
+                 features = "student" with student_run = an earlier run's directory: that run's
+                 released student embeds (a next round; its privacy cost is composed into this
+                 run's guarantee, see pate.stages)
 
 (* = required.) Everything is checked before any data is read, any file is written, any noise
 is drawn or any budget is spent; errors name the table, the key and the value.
@@ -98,7 +101,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                 "cpus_per_task": (int, None), "gpus_per_task": (float, None),
                 "teachers_per_task": (int, None), "max_retries": (int, None)},
     # the embedding of Private-kNN's neighbour search (public statistics only); see knn_settings
-    "knn": {"features": (str, None), "dims": (int, None)},
+    "knn": {"features": (str, None), "dims": (int, None), "student_run": (str, None)},
 }
 
 #: What a ``[knn]`` setting left out means (the features default depends on the data: images
@@ -391,7 +394,16 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
                             f"{config['aggregator']['mechanism']!r}; remove the [knn] table")
     if "features" in knn:
         _check(f"{source}: [knn] features", v.check_choice, knn["features"], "features",
-               ("none", "scatternet"))
+               ("none", "scatternet", "student"))
+    if (knn.get("features") == "student") != ("student_run" in knn):
+        raise _fail(source, "[knn] features = \"student\" and [knn] student_run go together: "
+                            "student_run names the earlier run whose released student embeds "
+                            f"(got features={knn.get('features')!r}, "
+                            f"student_run={knn.get('student_run')!r})")
+    if "student_run" in knn and "dims" in knn:
+        raise _fail(source, "[knn] dims applies to the PCA front-ends (features = \"none\" or "
+                            "\"scatternet\"); a student embeds into its class probabilities: "
+                            "remove dims")
     if "dims" in knn:
         _check(f"{source}: [knn] dims", v.check_int, knn["dims"], "dims", minimum=1)
     if knn.get("features") == "scatternet":

@@ -158,12 +158,15 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 # nothing about them). noise_seeded: the aggregator's and the release's noise came from a seed the
 # user gave (replayable, hence not private); ledger_enforced: false when the privacy ledger was
 # turned off; budget_changes: the dataset budget's changes recorded by the ledger; calibration:
-# what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none).
+# what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none);
+# prior_rounds: the earlier runs whose released student embeds this Private-kNN run ({"runs":
+# [{"run_dir", "run_id", "eps"}], "eps"}: their composed cost, included in eps_guarantee).
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "ledger_enforced": "bool",
     "budget_changes": "[change]",
     "calibration": "dict?",
+    "prior_rounds": "dict?",
 }
 # Optional keys of "run": smoke_test (the run only checks that the pipeline works; false when
 # absent, as in files written before the key existed).
@@ -485,6 +488,18 @@ def _odds_factor(eps: float) -> str:
     return f"\u2248 {mantissa:g} \u00d7 10^{exponent}"
 
 
+def _prior_rounds(p: dict) -> str:
+    """The clause naming the earlier rounds composed into the guarantee ("" when none)."""
+    prior = p.get("prior_rounds")
+    if not prior:
+        return ""
+    runs = ", ".join(f"{r['run_dir']} (\u03b5 = {_eps(r['eps'])})" for r in prior["runs"])
+    return (f", composed with the cost of the earlier rounds whose released student embeds "
+            f"this run's neighbour search: {runs}. On their own, the earlier rounds cost "
+            f"\u03b5 = {_eps(prior['eps'])} and this run's queries \u03b5 = "
+            f"{_eps(p['eps_data_independent'])}")
+
+
 def _weak_guarantee(a: dict) -> str | None:
     """The warning sentence for a guarantee epsilon above :data:`WEAK_EPSILON`, else None."""
     p = a["privacy"]
@@ -575,7 +590,7 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
             + f"This bound holds for everything the run releases \u2014 the student model and "
             f"the labels it was trained on \u2014 whatever the data: it is the data-independent "
             f"cost of all {_count(q['asked'])} queries asked, answered or not (order "
-            f"\u03bb = {_param(p['order_data_independent'])}).")))
+            f"\u03bb = {_param(p['order_data_independent'])})" + _prior_rounds(p) + ".")))
         paras.append(("No sanitized release", (
             f"{title} has no data-dependent or smooth-sensitivity analysis: every asked query is "
             f"charged the same data-independent cost, so there is no sanitized epsilon and no "

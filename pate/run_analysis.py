@@ -148,6 +148,14 @@ def build_analysis(run: Run) -> dict:
                    "eps_sanitized": float(eps_ind), "eps_sanitized_upper_2std": float(eps_ind)}
     release = dict(release)
     guarantee_rdp = rdp_ind + _gnss_curve(release, orders)
+    # Earlier rounds whose released student embeds this run (Private-kNN, [knn] features =
+    # "student"): what this run releases depends on them too, so their cost is composed in.
+    prior = summary.get("prior")
+    if prior is not None:
+        prior_rdp = np.asarray(prior["rdp"], dtype=float)
+        guarantee_rdp = guarantee_rdp + prior_rdp
+        prior = {"runs": prior["runs"], "eps": float(analysis.eps_from_rdp(
+            prior_rdp, orders=orders, delta=delta, conversion=conversion)[0])}
     eps_guarantee, _ = analysis.eps_from_rdp(guarantee_rdp, orders=orders, delta=delta,
                                              conversion=conversion)
 
@@ -205,6 +213,7 @@ def build_analysis(run: Run) -> dict:
                 "order", "beta", "sigma_ss", "noise_std", "rdp_gnss", "smooth_sensitivity",
                 "eps_sanitized_upper_2std", "eps_data_independent", "fallback")},
             "eps_guarantee": float(eps_guarantee),
+            "prior_rounds": prior,
             "composition": _composition(spec.worst_case_query_rdp(params, orders=orders), orders,
                                         delta, asked),
             "noise_seeded": bool(summary["noise_seeded"]),

@@ -40,6 +40,9 @@ Symbols
     one is refused, naming both and the command that changes the ledger's.
 ``release_plan(config, ...)``
     Whether a sanitized data-dependent epsilon is released, decided from public quantities.
+``knn_prior(run)``
+    A later Private-kNN round (``[knn] features = "student"``): the earlier run whose released
+    student embeds it, checked, and that run's privacy cost (composed into this run's guarantee).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from pate.rundir import Run
 logger = logging.getLogger("pate")
 
 __all__ = ["STAGE_FUNCTIONS", "run_stage", "preflight", "authorize", "release_plan",
-           "config_identity", "skip_reason"]
+           "config_identity", "skip_reason", "knn_prior"]
 
 
 # ------------------------------------------------------------------------------ plumbing
@@ -142,6 +145,8 @@ def _knn_features(run: Run) -> tuple[str, int, int]:
     data = run.data
     settings = C.knn_settings(run.config, data.input_shape)
     features, dims = settings["features"], settings["dims"]
+    if features == "student":  # the earlier student's class probabilities, no PCA
+        return features, int(data.num_classes), int(data.num_classes)
     if features == "scatternet":
         from pate.teachers.features import feature_shape
 
@@ -157,7 +162,9 @@ def _knn_features(run: Run) -> tuple[str, int, int]:
 def _check_knn_data(run: Run) -> None:
     features, dims, width = _knn_features(run)
     limit = min(len(run.data.public), width)
-    if dims > limit:
+    if features == "student":
+        knn_prior(run)  # the earlier run is usable (ConfigError naming it otherwise)
+    elif dims > limit:
         raise ConfigError(f"[knn] dims ({dims}) exceeds min(public items, {features!r} features) "
                           f"= {limit} of {run.data.name}: the principal axes are fitted on the "
                           "public split")
@@ -165,6 +172,79 @@ def _check_knn_data(run: Run) -> None:
     if k > len(run.data.private):
         raise ConfigError(f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
                           f"records of {run.data.name}")
+
+
+def knn_prior(run: Run) -> dict | None:
+    """The earlier round of a Private-kNN run whose neighbour search is embedded by an earlier
+    run's released student (``[knn] features = "student"``, ``student_run``), and its privacy
+    cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp": [...]}`` -- every event that
+    run charged (its answers and any release, data-independent), plus its own earlier rounds, at
+    this run's orders. None for any other run.
+
+    Why it composes: that student is a function of the public data and of the earlier run's
+    released labels only, so this run's mechanism (a fixed embedding applied to each private
+    record, then Private-kNN) keeps the sensitivity of ``pate.analysis.private_knn``; but what
+    this run releases depends on both rounds, so its guarantee is the composition (adaptive
+    composition of RDP: the curves add). The student is usable only if that run drew fresh
+    noise and was charged to this run's ledger for the same records (the ledger then holds both
+    rounds against one budget), with the same orders; otherwise ConfigError, naming
+    ``[knn] student_run`` and the reason, before anything is drawn."""
+    from pate import analysis
+    from pate.analysis import PrivacyEvent
+
+    knn = run.config.get("knn") or {}
+    if knn.get("features") != "student":
+        return None
+    path = pathlib.Path(knn["student_run"]).expanduser().resolve()
+    where = f"[knn] student_run = {knn['student_run']!r}"
+    for name in (R.STUDENT_WEIGHTS, R.AGGREGATE):
+        if not (path / name).is_file():
+            raise ConfigError(f"{where}: {path / name} does not exist; name the directory of a "
+                              "finished run (its student trained)")
+    summary = R.read_summary(path / R.AGGREGATE, R.AGGREGATE_KEYS)
+    if summary["noise_seeded"]:
+        raise ConfigError(f"{where}: that run's noise was seeded (not private); its student "
+                          "cannot embed a private run")
+    ledger = run.ledger_path
+    if ledger is None or summary["ledger"] is None or \
+            pathlib.Path(summary["ledger"]).resolve() != ledger.resolve():
+        raise ConfigError(f"{where}: that run was charged to the ledger {summary['ledger']} and "
+                          f"this run's is {ledger}; both rounds must be charged to the same "
+                          "ledger, which composes them against one budget")
+    digest = _identity(run).digest
+    if summary["dataset"] != digest:
+        raise ConfigError(f"{where}: that run's private records ({summary['dataset'][:16]}...) "
+                          f"are not this run's ({digest[:16]}...)")
+    config = run.config
+    orders = C.orders(config)
+    own = np.zeros(orders.size)
+    for entry in summary["events"]:
+        event = PrivacyEvent.from_dict(entry)
+        if not np.array_equal(event.orders, orders):
+            raise ConfigError(f"{where}: that run used other [privacy] orders; use the same "
+                              "orders in every round")
+        own = own + event.rdp_data_independent
+    # The cost comes from the ledger (the authority), per run of the chain; the files only name
+    # the runs, and what they record must agree with what the ledger charged.
+    earlier = summary.get("prior") or {"runs": [], "rdp": np.zeros(orders.size).tolist()}
+    chain = [r["run_id"] for r in earlier["runs"]] + [summary["run_id"]]
+    with contextlib.closing(run.ledger()) as opened:
+        charged = {run_id: sum((np.asarray(e.event.rdp_data_independent, dtype=float)
+                                for e in opened.events(digest, run_id=run_id)),
+                               np.zeros(orders.size))
+                   for run_id in chain}
+    recorded = (own, np.asarray(earlier["rdp"], dtype=float))
+    ledgered = (charged[summary["run_id"]],
+                sum((charged[r] for r in chain[:-1]), np.zeros(orders.size)))
+    if not all(np.allclose(a, b, rtol=1e-9, atol=0) for a, b in zip(recorded, ledgered)):
+        raise ConfigError(f"{where}: the ledger {ledger} does not hold the charges of that run "
+                          "(or of its earlier rounds) as its aggregate.json records them "
+                          "(modified, or from another ledger); it cannot be composed")
+    eps = analysis.eps_from_rdp(ledgered[0], orders=orders, delta=config["privacy"]["delta"],
+                                conversion=config["privacy"]["conversion"])[0]
+    return {"runs": [*earlier["runs"], {"run_dir": str(path), "run_id": summary["run_id"],
+                                        "eps": float(eps)}],
+            "rdp": sum(charged.values(), np.zeros(orders.size)).tolist()}
 
 
 def config_identity(config: dict):
@@ -287,13 +367,24 @@ def _knn_embeddings(run: Run) -> dict:
 
     data = run.data
     features, dims, width = _knn_features(run)
-    front = feature_data(data, features)
-    public, private = public_pca_embedding(front.public.x, front.private.x, dims=dims)
+    if features == "student":
+        # the earlier round's released student: square roots of its class probabilities
+        # (Euclidean distance between them is the Hellinger distance)
+        from pate.student.train import Student
+
+        path = pathlib.Path(run.config["knn"]["student_run"]).expanduser().resolve()
+        knn_prior(run)  # still usable (checked again: the directory may have changed)
+        model = Student.load(path / R.STUDENT_WEIGHTS)
+        public, private = (np.sqrt(model.predict_proba(x)).astype(np.float32)
+                           for x in (data.public.x, data.private.x))
+    else:
+        front = feature_data(data, features)
+        public, private = public_pca_embedding(front.public.x, front.private.x, dims=dims)
     labels = np.asarray(data.private.y, dtype=np.int64)
     atomic_savez(run.path(R.KNN_EMBEDDINGS), public=public, private=private,
                  private_labels=labels, num_classes=np.int64(data.num_classes))
-    logger.info("votes: Private-kNN embeddings (%s features -> public PCA %d dims) of %d public "
-                "and %d private items", features, dims, len(public), len(private))
+    logger.info("votes: Private-kNN embeddings (%s features -> %d dims) of %d public and %d "
+                "private items", features, dims, len(public), len(private))
     return {"queries": int(public.shape[0]), "classes": int(data.num_classes),
             "private_records": int(private.shape[0]), "features": features, "dims": int(dims),
             "feature_count": width, "embedding": R.KNN_EMBEDDINGS}
@@ -611,6 +702,9 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
     plan = release_plan(config, num_teachers=int(params["k"]), num_classes=num_classes,
                         orders=orders)
     worst = spec.worst_case_query_rdp(params, orders=orders)
+    # an earlier round (its student embeds this one): its cost counts against the config's budget
+    prior = knn_prior(run)
+    prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
 
     def eps_of(rdp):
         return float(analysis.eps_from_rdp(rdp, orders=orders, delta=delta,
@@ -639,14 +733,16 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
             "noise_seeded": C.noise_seeded(config), "reserved_queries": int(progress.reserved),
             "rounds": progress.rounds,
             "knn": {"histograms": "drawn per round after its reservation; never saved",
-                    "private_records": int(private.shape[0])}}
+                    "private_records": int(private.shape[0])},
+            # the earlier rounds this run's embedding depends on (their cost is in the guarantee)
+            "prior": prior}
 
     # How many queries the config's budget allows (the ledger checks its own, linked datasets
-    # and concurrent runs included): n x the per-query cost, public quantities only.
+    # and concurrent runs included): earlier rounds + n x the per-query cost, public quantities.
     lo, hi = 0, queries
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if eps_of(mid * worst) <= budget_eps else (lo, mid - 1)
+        lo, hi = (mid, hi) if eps_of(prior_rdp + mid * worst) <= budget_eps else (lo, mid - 1)
     allowed = lo
     first = (None, 0)
     try:
@@ -659,7 +755,9 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
                      f"{ledger.summary(dataset)['spent_and_reserved']:.6g})")
             raise BudgetExceededError(
                 f"{where} has no room for even one query of {spec.title} (eps={budget_eps:g} at "
-                f"delta={delta:g}; one query costs eps={eps_of(worst):.6g}); nothing was drawn or "
+                f"delta={delta:g}; one query costs eps={eps_of(worst):.6g}"
+                + ("" if prior is None else f", the earlier rounds eps={eps_of(prior_rdp):.6g}")
+                + "); nothing was drawn or "
                 "charged. Use more noise, a lower sampling_rate, or raise the budget with "
                 "`pate budget set`")
         noise = run.noise_streams().noise

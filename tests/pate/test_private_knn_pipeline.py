@@ -305,3 +305,111 @@ def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(tmp
         other.release()
     spent, events = spend(ledger_path)
     assert [e.queries for e in events] == [asked] and spent <= 5.0
+
+
+def student_round(small_digits, folder, first_run, *, name="round2.toml"):
+    """A second Private-kNN round: the first round's released student embeds."""
+    return knn_config(small_digits, folder, name=name,
+                      knn=f'\n[knn]\nfeatures = "student"\nstudent_run = "{first_run}"\n')
+
+
+def test_a_second_round_embeds_with_the_first_rounds_student_and_composes_its_cost(
+        knn_run, tmp_path, small_digits, digits):
+    config_path, _, _ = knn_run
+    first_dir, ledger = tmp_path / "round1", tmp_path / "ledger.sqlite3"  # this test's own
+    assert main(["run", "--config", str(config_path), "--run-dir", str(first_dir), "--ledger",
+                 str(ledger), "--no-progress"]) == 0
+    config = student_round(small_digits, tmp_path, first_dir)
+    run_dir = tmp_path / "round2"
+    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
+                 str(ledger), "--no-progress"]) == 0
+    emb = np.load(run_dir / "knn_embeddings.npz")
+    # square roots of the first student's class probabilities: unit rows, one column per class
+    assert emb["public"].shape == (597, 10) and emb["private"].shape == (1000, 10)
+    np.testing.assert_allclose((emb["private"].astype(np.float64) ** 2).sum(axis=1), 1.0, atol=1e-5)
+    first = json.loads((first_dir / "analysis.json").read_text())["privacy"]
+    second = json.loads((run_dir / "analysis.json").read_text())["privacy"]
+    orders = np.asarray(second["orders"])
+    composed = np.asarray(first["rdp_data_independent"]) + np.asarray(second["rdp_data_independent"])
+    eps = analysis.eps_from_rdp(composed, orders=orders, delta=1e-5)[0]
+    # the guarantee covers both rounds: more than either alone, exactly their composition
+    assert second["eps_guarantee"] == pytest.approx(eps, rel=1e-9)
+    assert second["eps_guarantee"] > max(first["eps_guarantee"], second["eps_data_independent"])
+    assert second["prior_rounds"]["runs"] == [{"run_dir": str(first_dir.resolve()),
+                                               "run_id": json.loads((first_dir / "aggregate.json")
+                                                                    .read_text())["run_id"],
+                                               "eps": pytest.approx(first["eps_guarantee"], rel=1e-9)}]
+    # the ledger holds both rounds against the one budget: its spend is the same composition
+    spent, events = spend(ledger)
+    assert [e.mechanism for e in events] == ["private-knn", "private-knn"]
+    assert spent == pytest.approx(eps, rel=1e-9)
+    report = (run_dir / "report.md").read_text()
+    assert "composed with the cost of the earlier rounds" in report and str(first_dir.resolve()) in report
+    # a third round composes all three (the chain is read from the ledger, run by run)
+    third_dir = tmp_path / "round3"
+    assert main(["run", "--config", str(student_round(small_digits, tmp_path, run_dir,
+                                                      name="round3.toml")),
+                 "--run-dir", str(third_dir), "--ledger", str(ledger), "--no-progress"]) == 0
+    third = json.loads((third_dir / "analysis.json").read_text())["privacy"]
+    assert [r["run_dir"] for r in third["prior_rounds"]["runs"]] == [
+        str(first_dir.resolve()), str(run_dir.resolve())]
+    composed3 = composed + np.asarray(third["rdp_data_independent"])
+    eps3 = analysis.eps_from_rdp(composed3, orders=orders, delta=1e-5)[0]
+    assert third["eps_guarantee"] == pytest.approx(eps3, rel=1e-9)
+    assert spend(ledger)[0] == pytest.approx(eps3, rel=1e-9)
+    # the embedding is exactly the first round's released student (its saved weights)
+    from pate.student.train import Student
+
+    first_student = Student.load(first_dir / "student.pt")
+    np.testing.assert_allclose(emb["public"], np.sqrt(first_student.predict_proba(digits.public.x)),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_an_unusable_first_round_is_refused_before_anything_is_written(knn_run, tmp_path,
+                                                                        small_digits, capsys):
+    config_path, first_dir, knn_ledger = knn_run
+    own = tmp_path / "own.sqlite3"  # this test's ledger (knn_run's is only read)
+    cases = []
+    # no student yet
+    unfinished = tmp_path / "unfinished"
+    assert main(["run", "--config", str(config_path), "--run-dir", str(unfinished), "--ledger",
+                 str(own), "--until", "aggregate", "--no-progress"]) == 0
+    cases.append((unfinished, own, "student.pt does not exist"))
+    # charged to another ledger: this run's ledger could not compose the rounds
+    cases.append((first_dir, own, "same ledger"))
+    # seeded noise: not private
+    seeded = tmp_path / "seeded"
+    seeded_config = knn_config(small_digits, tmp_path, name="seeded.toml",
+                               replace=((KNN, KNN + "\nnoise_seed = 1"),))
+    assert main(["run", "--config", str(seeded_config), "--run-dir", str(seeded), "--ledger",
+                 str(own), "--no-progress"]) == 0
+    cases.append((seeded, own, "seeded (not private)"))
+    cases.append((tmp_path / "nowhere", own, "does not exist"))
+    # an aggregate.json that understates what the ledger charged
+    import shutil
+
+    tampered = tmp_path / "tampered"
+    shutil.copytree(first_dir, tampered)
+    summary = json.loads((tampered / "aggregate.json").read_text())
+    for event in summary["events"]:
+        event["rdp_data_independent"] = [x / 2 for x in event["rdp_data_independent"]]
+    (tampered / "aggregate.json").write_text(json.dumps(summary))
+    cases.append((tampered, knn_ledger, "does not hold the charges of that run"))
+    for i, (first, ledger_path, message) in enumerate(cases):
+        config = student_round(small_digits, tmp_path, first, name=f"r{i}.toml")
+        target = tmp_path / f"round2-{i}"
+        assert main(["run", "--config", str(config), "--run-dir", str(target), "--ledger",
+                     str(ledger_path), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "[knn] student_run" in err and message in err, err
+        assert not target.exists()
+
+
+@pytest.mark.parametrize("knn, message", [
+    ('\n[knn]\nfeatures = "student"\n', "go together"),
+    ('\n[knn]\nstudent_run = "runs/x"\n', "go together"),
+    ('\n[knn]\nfeatures = "student"\nstudent_run = "runs/x"\ndims = 8\n', "remove dims"),
+])
+def test_student_embedding_settings_are_checked(tmp_path, small_digits, knn, message):
+    with pytest.raises(ConfigError, match=message):
+        C.load(knn_config(small_digits, tmp_path, knn=knn))
