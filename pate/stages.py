@@ -257,9 +257,13 @@ def config_identity(config: dict):
 
 
 def _identity(run: Run):
+    """The private split's identity (hashed once per open run: preflight, the ledger and a
+    later Private-kNN round all ask for it)."""
     from pate.ledger import dataset_identity
 
-    return dataset_identity(run.data.private.x, run.data.private.y)
+    if "identity" not in run.objects:
+        run.objects["identity"] = dataset_identity(run.data.private.x, run.data.private.y)
+    return run.objects["identity"]
 
 
 def authorize(run: Run, ledger) -> str:
