@@ -267,9 +267,13 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path, ledger):
         sys.exit(main(sys.argv[1:]))
     """))
     env = {k: v for k, v in os.environ.items() if k != "PATE_DEBUG"}
+    # A suite started in the background of a non-interactive shell inherits SIGINT ignored
+    # (and Python then installs no KeyboardInterrupt handler): give the child the default, as a
+    # terminal's foreground process has.
     proc = subprocess.Popen([PYTHON, str(script), "budget", "list", "--ledger", str(ledger)],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout.readline() == "ready\n"
         proc.send_signal(signal.SIGINT)
