@@ -133,6 +133,16 @@ def _eps_fields(report: dict) -> tuple[float, float | None]:
     return float(eps), (None if p.get("eps_data_dependent") is None else float(p["eps_data_dependent"]))
 
 
+def _row(method: str, report: dict, target: float, *, delta: float, t0: float, **extra) -> dict:
+    """A guarantee row of a label-based method from its run's report."""
+    eps, _ = _eps_fields(report)
+    q, u = report["queries"], report["utility"]
+    return {"method": method, "kind": "guarantee", "target_eps": target, "eps": eps,
+            "delta": delta, "accuracy": u["student_accuracy"], "answered": q["answered"],
+            "asked": q["asked"], "label_accuracy": u.get("label_accuracy_answered"), **extra,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
 def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
                 out: pathlib.Path, teachers: int) -> list[dict]:
     """Fork the PATE base run, answer until the data-independent eps reaches ``target`` with the
@@ -151,13 +161,9 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
     config = C.from_dict(config)
     fork_run(base_dir, config)
     report = Pipeline(config, resume=True, progress=False).run()
-    eps, eps_dd = _eps_fields(report)
-    q, u = report["queries"], report["utility"]
-    row = {"method": "PATE", "kind": "guarantee", "target_eps": target, "eps": eps, "delta": delta,
-           "accuracy": u["student_accuracy"], "answered": q["answered"], "asked": q["asked"],
-           "label_accuracy": u.get("label_accuracy_answered"),
-           "aggregator": aggregator, "teachers": teachers,
-           "seconds": round(time.perf_counter() - t0, 1)}
+    _, eps_dd = _eps_fields(report)
+    row = _row("PATE", report, target, delta=delta, t0=t0, aggregator=aggregator,
+               teachers=teachers)
     rows = [row]
     if eps_dd is not None:
         rows.append(dict(row, method="PATE (data-dependent eps of the same answers)",
@@ -198,13 +204,8 @@ def knn_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delt
     config = C.from_dict(config)
     fork_run(base_dir, config)  # a Private-kNN base: its embeddings and skipped stages
     report = Pipeline(config, resume=True, progress=False).run()
-    eps, _ = _eps_fields(report)
-    q, u = report["queries"], report["utility"]
     agg = {k: base_config["aggregator"][k] for k in ("k", "sampling_rate", "threshold", "sigma1", "sigma2")}
-    return {"method": "Private-kNN", "kind": "guarantee", "target_eps": target, "eps": eps,
-            "delta": delta, "accuracy": u["student_accuracy"], "answered": q["answered"],
-            "asked": q["asked"], "label_accuracy": u.get("label_accuracy_answered"),
-            "aggregator": agg, "seconds": round(time.perf_counter() - t0, 1)}
+    return _row("Private-kNN", report, target, delta=delta, t0=t0, aggregator=agg)
 
 
 def knn_rounds_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
@@ -243,13 +244,7 @@ def knn_rounds_budget(base_dir: pathlib.Path, base_config: dict, target: float, 
     second["run"].update(run_dir=str(folder / "round2"), name=second["run"]["name"] + "-round2")
     second = C.from_dict(second)
     report = Pipeline(second, resume=True, progress=False).run()
-    eps, _ = _eps_fields(report)
-    q, u = report["queries"], report["utility"]
-    return {"method": "Private-kNN, 2 rounds", "kind": "guarantee", "target_eps": target,
-            "eps": eps, "delta": delta, "accuracy": u["student_accuracy"],
-            "answered": q["answered"], "asked": q["asked"],
-            "label_accuracy": u.get("label_accuracy_answered"), "round1_queries": half,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    return _row("Private-kNN, 2 rounds", report, target, delta=delta, t0=t0, round1_queries=half)
 
 
 def _opacus_train(model, x, y, *, target: float, delta: float, epochs: int, batch_size: int,

@@ -376,8 +376,9 @@ def _knn_embeddings(run: Run) -> dict:
         # (Euclidean distance between them is the Hellinger distance)
         from pate.student.train import Student
 
-        path = pathlib.Path(run.config["knn"]["student_run"]).expanduser().resolve()
-        knn_prior(run)  # still usable (checked again: the directory may have changed)
+        # checked again (the directory may have changed since preflight); the last run of the
+        # chain is the one whose student embeds
+        path = pathlib.Path(knn_prior(run)["runs"][-1]["run_dir"])
         model = Student.load(path / R.STUDENT_WEIGHTS)
         public, private = (np.sqrt(model.predict_proba(x)).astype(np.float32)
                            for x in (data.public.x, data.private.x))
