@@ -7,7 +7,7 @@ items, optionally corrupted by a documented noise model standing in for the aggr
 mistakes: with probability ``--label-noise p`` each label is replaced by a class drawn
 uniformly among the 9 *other* classes (symmetric noise), independently per item, from
 ``numpy.random.default_rng(seed)``. Both methods get the same number of optimiser steps, the
-same model (``cnn28``), the same weak augmentation (flip + 4-pixel translation) and the same
+same model (``--model``, default ``cnn28``), the same weak augmentation (flip + 4-pixel translation) and the same
 seed; FixMatch additionally sees the unlabelled public items.
 
 With ``--labels-from RUN_DIR`` the labelled items are instead those a PATE run answered (its
@@ -59,8 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--labels-from", metavar="RUN_DIR",
                    help="label the items this PATE run answered: its released labels, then their "
                         "true labels (replaces --labels / --label-noise)")
+    p.add_argument("--label-sets", nargs="+", default=["released", "true"],
+                   choices=("released", "true"),
+                   help="with --labels-from: train on the run's released labels, on the true labels "
+                        "of the same items, or both (default)")
     p.add_argument("--methods", nargs="+", default=["supervised", "fixmatch"],
                    choices=("supervised", "fixmatch"))
+    p.add_argument("--model", default="cnn28",
+                   help="student model: a zoo name (cnn28, wrn16_4, ...) or 'module:factory'")
+    p.add_argument("--lr", type=float, default=0.03, help="SGD learning rate")
     p.add_argument("--steps", type=int, default=6000, help="optimiser steps per run (both methods)")
     p.add_argument("--batch-size", type=int, default=32, help="labelled items per step")
     p.add_argument("--unlabeled-ratio", type=int, default=3, help="FixMatch mu")
@@ -88,20 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     from pate.teachers.data import load_pate_data
 
     torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True          # fixed shapes: let cuDNN pick its kernels
     data = load_pate_data("fashion-mnist", root=args.data_root)
     x, y = data.public.x, data.public.y
     steps_per_epoch = 100
     epochs = max(1, args.steps // steps_per_epoch)
     print(f"Fashion-MNIST: public {x.shape[0]}, evaluation {len(data.evaluation)}; "
-          f"{epochs * steps_per_epoch} steps, batch {args.batch_size}, mu {args.unlabeled_ratio}, "
+          f"model {args.model}, {epochs * steps_per_epoch} steps, batch {args.batch_size}, mu {args.unlabeled_ratio}, "
           f"EMA {args.ema_decay}, seed {args.seed}, torch threads {args.threads}", flush=True)
     if released is not None:
         full = np.full(y.shape[0], -1, dtype=np.int64)
         full[:released.shape[0]] = released
         answered = full >= 0
         true_on_answered = np.where(answered, y, -1)
-        settings = [(int(answered.sum()), "released", full),
-                    (int(answered.sum()), "true", true_on_answered)]
+        settings = [(int(answered.sum()), kind, full if kind == "released" else true_on_answered)
+                    for kind in args.label_sets]
     else:
         settings = [(k, noise, noisy_labels(y, k=k, noise=noise, num_classes=data.num_classes,
                                             seed=args.seed))
@@ -113,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         for method in args.methods:
             t0 = time.perf_counter()
             student = train_student(
-                x, labels, model="cnn28", method=method, epochs=epochs,
+                x, labels, model=args.model, method=method, learning_rate=args.lr, epochs=epochs,
                 steps_per_epoch=steps_per_epoch, batch_size=args.batch_size,
                 unlabeled_ratio=args.unlabeled_ratio, ema_decay=args.ema_decay, flip=True,
                 num_classes=data.num_classes, random_state=args.seed, device=args.device,
@@ -122,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             acc = student.score(data.evaluation.x, data.evaluation.y)
             row = {"labels": k, "label_noise": noise, "realised_label_error": realised,
                    "method": method, "accuracy": acc, "seconds": seconds,
-                   "steps": epochs * steps_per_epoch, "device": str(student.device_)}
+                   "steps": epochs * steps_per_epoch, "device": str(student.device_),
+                   "last_epoch_seconds": student.history_[-1]["seconds"],
+                   "model": args.model, "batch_size": args.batch_size,
+                   "unlabeled_ratio": args.unlabeled_ratio, "ema_decay": args.ema_decay}
             results.append(row)
             print(f"labels {k:5d}  noise {_noise(noise)} (realised {realised:.3f})  {method:10s}  "
                   f"accuracy {acc:.4f}  time {seconds:6.1f} s", flush=True)

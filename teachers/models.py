@@ -17,6 +17,9 @@ Symbols
     * ``"scatter_cnn"`` -- a small CNN head for ScatterNet features (C x 7 x 7, from 28x28
       images): two 3x3 conv layers (64 channels, ReLU), 2x2 max-pool, linear (Tramer & Boneh
       2021's ScatterNet+CNN, without normalisation layers so that it can be vmapped).
+    * ``"wrn16_4"`` -- images of any size >= 4x4 (any number of channels): the wide residual
+      network WRN-16-4 with GroupNorm (:mod:`pate.teachers.wide_resnet`), ~2.75 M weights,
+      ~0.35 G multiply-adds per 28x28 image: the stronger student, for a GPU.
     * ``"module:factory"`` -- ``factory`` is imported from ``module`` and called with
       ``input_shape=`` and ``num_classes=`` (when it accepts them); it must return an
       ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits.
@@ -40,7 +43,7 @@ from pate.analysis.validation import check_int, describe
 
 __all__ = ["build_model", "MODEL_NAMES", "check_input_shape"]
 
-MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn")
+MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn", "wrn16_4")
 
 
 def check_input_shape(input_shape, name: str = "input_shape") -> tuple[int, ...]:
@@ -181,6 +184,13 @@ def build_model(name: str, *, input_shape, num_classes: int):
         model = (_mlp if name == "mlp" else _linear)(features, num_classes)
     elif name == "scatter_cnn":
         model = _scatter_cnn(input_shape, num_classes)
+    elif name == "wrn16_4":
+        from pate.teachers.wide_resnet import wide_resnet
+
+        if len(input_shape) != 3 or min(input_shape[1:]) < 4:
+            raise ValueError(f"model 'wrn16_4' needs (C, H, W) images with H, W >= 4, got input "
+                             f"shape {input_shape}; use 'mlp' for tabular inputs")
+        model = wide_resnet(input_shape[0], num_classes, depth=16, widen=4)
     elif ":" in name and not name.startswith("sklearn:"):
         model = _from_factory(name, input_shape, num_classes)
     else:

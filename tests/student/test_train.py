@@ -120,6 +120,17 @@ def test_save_and_load_round_trip(digits, first_k_labels, tmp_path):
         Student.load(tmp_path / "missing.pt")
 
 
+def test_wide_resnet_student_trains_saves_and_loads(digits, first_k_labels, tmp_path):
+    """The stronger student (``model="wrn16_4"``) goes through the same FixMatch, save and load."""
+    labels = first_k_labels(digits.public.y, 50)
+    student = train_student(digits.public.x, labels, model="wrn16_4", random_state=0,
+                            **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8})
+    assert student.model_name_ == "wrn16_4" and len(student.history_) == 1
+    loaded = Student.load(student.save(tmp_path / "student.pt"))
+    assert np.allclose(loaded.predict_proba(digits.evaluation.x[:20]),
+                       student.predict_proba(digits.evaluation.x[:20]), atol=1e-6)
+
+
 def test_fit_returns_self_and_sklearn_params():
     s = Student(epochs=3, random_state=0)
     assert s.get_params()["epochs"] == 3

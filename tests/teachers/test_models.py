@@ -11,7 +11,8 @@ from pate.teachers.models import build_model  # noqa: E402
 
 @pytest.mark.parametrize("name,shape", [("cnn28", (1, 28, 28)), ("cnn28", (3, 28, 28)),
                                         ("cnn32", (3, 32, 32)), ("mlp", (17,)),
-                                        ("mlp", (1, 8, 8)), ("cnn8", (1, 8, 8))])
+                                        ("mlp", (1, 8, 8)), ("cnn8", (1, 8, 8)),
+                                        ("wrn16_4", (1, 28, 28)), ("wrn16_4", (3, 8, 8))])
 def test_zoo_shapes_and_no_batchnorm(name, shape):
     from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -19,6 +20,38 @@ def test_zoo_shapes_and_no_batchnorm(name, shape):
     assert model(torch.zeros((3,) + shape)).shape == (3, 7)
     assert not any(isinstance(m, _BatchNorm) for m in model.modules())
     assert not any(isinstance(m, torch.nn.Dropout) for m in model.modules())
+
+
+def test_wrn16_4_is_the_wide_resnet_of_the_paper():
+    """WRN-16-4: 2 blocks per stage at 64/128/256 channels, 28 -> 14 -> 7, one linear head."""
+    from pate.teachers.wide_resnet import wide_resnet
+
+    model = build_model("wrn16_4", input_shape=(1, 28, 28), num_classes=10)
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)]
+    assert len(convs) == 1 + 3 * 2 * 2                        # stem + 3 stages x 2 blocks x 2 convs
+    assert [c.out_channels for c in convs[1::4]] == [64, 128, 256]
+    assert 2.6e6 < sum(p.numel() for p in model.parameters()) < 2.9e6
+    seen = []
+    hook = model.blocks[-1].register_forward_hook(lambda m, i, o: seen.append(o.shape))
+    model(torch.zeros(2, 1, 28, 28))
+    hook.remove()
+    assert seen == [(2, 256, 7, 7)]
+    # GroupNorm, no running statistics: an item's output does not depend on its batch.
+    x = torch.rand(4, 1, 28, 28)
+    torch.testing.assert_close(model(x)[:1], model(x[:1]), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="6 n \\+ 4"):
+        wide_resnet(1, 10, depth=18)
+
+
+def test_wrn16_4_can_be_vmapped_over_stacked_weights():
+    from torch.func import functional_call, stack_module_state, vmap
+
+    models = [build_model("wrn16_4", input_shape=(1, 8, 8), num_classes=3) for _ in range(2)]
+    params, buffers = stack_module_state(models)
+    x = torch.rand(5, 1, 8, 8)
+    batched = vmap(lambda p, b: functional_call(models[0], (p, b), (x,)))(params, buffers)
+    for k, model in enumerate(models):
+        torch.testing.assert_close(batched[k], model(x), rtol=1e-4, atol=1e-5)
 
 
 def test_custom_factory(tmp_path, monkeypatch):
@@ -47,3 +80,5 @@ def test_bad_arguments():
         build_model("mlp", input_shape=(4,), num_classes=1)
     with pytest.raises(ValueError, match="input_shape"):
         build_model("mlp", input_shape=(0,), num_classes=3)
+    with pytest.raises(ValueError, match="wrn16_4.*H, W >= 4"):
+        build_model("wrn16_4", input_shape=(17,), num_classes=3)
