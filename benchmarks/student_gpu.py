@@ -52,6 +52,22 @@ def _command(args, extra: list[str], steps: int, json_path: pathlib.Path) -> lis
             "--json", str(json_path)] + (["--data-root", args.data_root] if args.data_root else []) + extra
 
 
+def plan(settings: list, *, per_step: float, budget_seconds: float, min_steps: int,
+         max_steps: int) -> tuple[list, int]:
+    """``(chosen settings, steps each)``: the GPU is shared, so all settings' steps together
+    (each weighted by its cost in FixMatch steps) must fit in 85 % of the budget (the rest is
+    for start-up and evaluation); settings are dropped from the end of the list while fewer
+    than ``min_steps`` would fit, down to one. Steps are whole hundreds (the benchmark's epochs)."""
+    chosen, steps = list(settings), 0
+    while chosen:
+        cost = sum(c for *_, c in chosen)
+        steps = int(0.85 * budget_seconds / (per_step * cost)) // 100 * 100
+        if steps >= min_steps or len(chosen) <= 1:
+            break
+        chosen = chosen[:-1]
+    return chosen, max(100, min(steps, max_steps))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output directory")
@@ -70,11 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=20000)
     args = p.parse_args(argv)
     out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if any("=" not in item for item in args.labels):
+        p.error(f"--labels takes NAME=RUN_DIR items, got {args.labels!r}")
     runs = dict(item.split("=", 1) for item in args.labels)
     for name in args.true_of:
         if name not in runs:
             p.error(f"--true-of {name!r} is not one of the --labels names {sorted(runs)}")
+    out.mkdir(parents=True, exist_ok=True)
 
     # Settings in priority order: (name, extra arguments, cost of one step in FixMatch steps).
     settings = []
@@ -99,16 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"timing run: {per_step * 1000:.1f} ms per FixMatch step alone "
               f"({time.perf_counter() - t0:.0f} s with start-up)", flush=True)
 
-    # GPU time is shared: all settings' steps together must fit in the budget (15 % margin
-    # for start-up and evaluation).
-    chosen, steps = settings, 0
-    while chosen:
-        cost = sum(c for *_, c in chosen)
-        steps = int(0.85 * args.budget_seconds / (per_step * cost)) // 100 * 100
-        if steps >= args.min_steps or len(chosen) <= 1:
-            break
-        chosen = chosen[:-1]
-    steps = min(steps, args.max_steps)
+    chosen, steps = plan(settings, per_step=per_step, budget_seconds=args.budget_seconds,
+                         min_steps=args.min_steps, max_steps=args.max_steps)
     print(f"{len(chosen)} settings ({', '.join(n for n, *_ in chosen)}), {steps} steps each; "
           f"dropped: {', '.join(n for n, *_ in settings[len(chosen):]) or 'none'}", flush=True)
 
