@@ -531,6 +531,12 @@ class Student(ClassifierMixin, BaseEstimator):
             raise TypeError(f"model must be a model name string ('auto', 'cnn28', 'mlp', ... or "
                             f"'package.module:factory') or a factory returning a torch.nn.Module, "
                             f"got {describe(model)}")
+        else:
+            from pate.teachers.models import MODEL_NAMES
+
+            if not (model == "auto" or model in MODEL_NAMES or ":" in model):
+                raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)} or "
+                                 f"'package.module:factory', got {model!r}")
         s = {"model": model, "method": check_choice(self.method, "method", METHODS)}
         s["epochs"] = check_int(self.epochs, "epochs", minimum=1)
         s["steps_per_epoch"] = (None if self.steps_per_epoch is None

@@ -48,6 +48,12 @@ def test_train_student_writes_weights_and_metrics(run_dir, capsys):
 def test_clean_errors(run_dir, tmp_path, capsys):
     assert main(["train-student", "--run-dir", str(run_dir), "--epochs", "0"]) == 2
     assert "epochs must be >= 1" in capsys.readouterr().err
+    # An unknown model is refused before anything is written (was: after the config was updated).
+    config_before = (run_dir / "config.json").read_bytes()
+    assert main(["train-student", "--run-dir", str(run_dir), "--model", "wrn"]) == 2
+    assert "[student]: model must be" in capsys.readouterr().err
+    assert (run_dir / "config.json").read_bytes() == config_before
+    assert not (run_dir / "student").exists()
     assert main(["train-student", "--run-dir", str(run_dir), "--method", "magic"]) == 2
     assert "method" in capsys.readouterr().err
     assert not (run_dir / "student.pt").exists() and not (run_dir / "student_metrics.json").exists()

@@ -215,6 +215,7 @@ def test_refuses_bad_labels_and_settings(digits, first_k_labels, no_training):
         (dict(labels={"a": 1}), TypeError, "1-D array of released labels"),
         (dict(labels=np.full(597, 1 + 2j)), TypeError, "class indices"),
         (dict(labels=good, method="mixup"), ValueError, "method"),
+        (dict(labels=good, model="wrn"), ValueError, "model must be .* got 'wrn'"),
         (dict(labels=good, epochs=0), ValueError, "epochs"),
         (dict(labels=good, threshold=1.5), ValueError, "threshold"),
         (dict(labels=good, ema_decay=1.0), ValueError, "ema_decay"),
