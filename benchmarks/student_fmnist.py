@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=32, help="labelled items per step")
     p.add_argument("--unlabeled-ratio", type=int, default=3, help="FixMatch mu")
     p.add_argument("--ema-decay", type=float, default=0.99)
+    p.add_argument("--distribution-alignment", action="store_true",
+                   help="FixMatch pseudo-labels aligned to a uniform class distribution")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int, default=1,
@@ -124,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 x, labels, model=args.model, method=method, learning_rate=args.lr, epochs=epochs,
                 steps_per_epoch=steps_per_epoch, batch_size=args.batch_size,
                 unlabeled_ratio=args.unlabeled_ratio, ema_decay=args.ema_decay, flip=True,
+                distribution_alignment=args.distribution_alignment,
                 num_classes=data.num_classes, random_state=args.seed, device=args.device,
                 progress=sys.stderr.isatty())
             seconds = time.perf_counter() - t0
@@ -133,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                    "steps": epochs * steps_per_epoch, "device": str(student.device_),
                    "last_epoch_seconds": student.history_[-1]["seconds"],
                    "model": args.model, "batch_size": args.batch_size,
-                   "unlabeled_ratio": args.unlabeled_ratio, "ema_decay": args.ema_decay}
+                   "unlabeled_ratio": args.unlabeled_ratio, "ema_decay": args.ema_decay,
+                   "distribution_alignment": args.distribution_alignment}
             results.append(row)
             print(f"labels {k:5d}  noise {_noise(noise)} (realised {realised:.3f})  {method:10s}  "
                   f"accuracy {acc:.4f}  time {seconds:6.1f} s", flush=True)

@@ -95,7 +95,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                 "unlabeled_weight": (float, None), "learning_rate": (float, None),
                 "momentum": (float, None), "weight_decay": (float, None),
                 "ema_decay": (float, None), "flip": (bool, None), "pad": (int, None),
-                "strong_ops": (int, None), "cutout": (float, None)},
+                "strong_ops": (int, None), "cutout": (float, None),
+                "distribution_alignment": (bool, None)},
     # where the teachers are trained (pate.teachers.cluster.ClusterConfig); not what they compute
     "cluster": {"backend": (str, "local"), "address": (str, None), "num_cpus": (int, None),
                 "cpus_per_task": (int, None), "gpus_per_task": (float, None),

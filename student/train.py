@@ -108,11 +108,13 @@ logger = logging.getLogger("pate.student")  # shown by the pate CLI
 METHODS = ("fixmatch", "supervised")
 CHECKPOINT_NAME = "student_checkpoint.pt"
 _FORMAT = "pate-learn-student/1"
+_ALIGNMENT_MOMENTUM = 0.99    # distribution alignment's running mean: about the last 100 steps
 
 # Settings that change the trained weights (part of the checkpoint fingerprint).
 _TRAINING_PARAMS = ("model", "method", "epochs", "steps_per_epoch", "batch_size", "unlabeled_ratio",
                     "threshold", "unlabeled_weight", "learning_rate", "momentum", "weight_decay",
-                    "ema_decay", "flip", "pad", "strong_ops", "cutout", "num_classes")
+                    "ema_decay", "flip", "pad", "strong_ops", "cutout", "num_classes",
+                    "distribution_alignment")
 _OTHER_PARAMS = ("device", "random_state", "progress", "checkpoint_dir", "resume", "on_epoch_end",
                  "validation")
 
@@ -437,6 +439,12 @@ class Student(ClassifierMixin, BaseEstimator):
         (Nesterov) settings; the rate decays as ``cos(7 pi k / 16 K)``.
     ema_decay : None, or the decay in (0, 1) of an exponential moving average of the weights
         used for prediction.
+    distribution_alignment : FixMatch only: rescale the weak view's class probabilities by
+        ``uniform / running mean of the predictions`` before taking the pseudo-label
+        (ReMixMatch's distribution alignment, Berthelot et al. 2020, with a uniform target):
+        counters a student that under-predicts classes the released labels rarely name. It
+        assumes the public pool's classes are about balanced -- a public assumption, never a
+        statistic of private data.
     flip : horizontal flips in the weak augmentation (only where a flip preserves the label,
         see ``pate.student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
         of the side). strong_ops : RandAugment operations per image. cutout : largest Cutout side
@@ -458,7 +466,7 @@ class Student(ClassifierMixin, BaseEstimator):
                  steps_per_epoch: int | None = None, batch_size: int = 64, unlabeled_ratio: int = 7,
                  threshold: float = 0.95, unlabeled_weight: float = 1.0, learning_rate: float = 0.03,
                  momentum: float = 0.9, weight_decay: float = 5e-4, ema_decay: float | None = None,
-                 flip: bool = False, pad: int | None = None, strong_ops: int = 2, cutout: float = 0.5,
+                 distribution_alignment: bool = False, flip: bool = False, pad: int | None = None, strong_ops: int = 2, cutout: float = 0.5,
                  num_classes: int | None = None, device: str = "auto", random_state: Any = None,
                  progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
                  resume: bool = False,
@@ -476,6 +484,7 @@ class Student(ClassifierMixin, BaseEstimator):
         self.momentum = momentum
         self.weight_decay = weight_decay
         self.ema_decay = ema_decay
+        self.distribution_alignment = distribution_alignment
         self.flip = flip
         self.pad = pad
         self.strong_ops = strong_ops
@@ -558,6 +567,10 @@ class Student(ClassifierMixin, BaseEstimator):
             s["ema_decay"] = check_positive(self.ema_decay, "ema_decay")
             if s["ema_decay"] >= 1:
                 raise ValueError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
+        if not isinstance(self.distribution_alignment, (bool, np.bool_)):
+            raise TypeError(f"distribution_alignment must be True or False, got "
+                            f"{describe(self.distribution_alignment)}")
+        s["distribution_alignment"] = bool(self.distribution_alignment)
         if not isinstance(self.flip, (bool, np.bool_)):
             raise TypeError(f"flip must be True or False, got {describe(self.flip)}")
         s["flip"] = bool(self.flip)
@@ -657,6 +670,8 @@ class Student(ClassifierMixin, BaseEstimator):
                                     momentum=settings["momentum"], nesterov=settings["momentum"] > 0,
                                     weight_decay=settings["weight_decay"])
         generator = torch.Generator().manual_seed(seed)
+        # Distribution alignment: running mean of the weak views' predicted class probabilities.
+        prediction_mean = torch.full((num_classes,), 1.0 / num_classes, device=device)
         history: list[dict] = []
         start_epoch = 0
         if state is not None:
@@ -665,6 +680,8 @@ class Student(ClassifierMixin, BaseEstimator):
                 ema.load_state_dict(state["ema"])
             optimizer.load_state_dict(state["optimizer"])
             generator.set_state(state["generator"])
+            if state.get("prediction_mean") is not None:
+                prediction_mean = state["prediction_mean"].to(device)
             history = list(state["history"])
             start_epoch = int(state["epoch"])
 
@@ -714,6 +731,11 @@ class Student(ClassifierMixin, BaseEstimator):
                         xu_weak, xu_strong = weak(xu), strong(xu)
                         with torch.no_grad():
                             probs = torch.softmax(model(xu_weak), dim=1)
+                            if settings["distribution_alignment"]:
+                                prediction_mean.mul_(_ALIGNMENT_MOMENTUM).add_(
+                                    probs.mean(dim=0), alpha=1.0 - _ALIGNMENT_MOMENTUM)
+                                probs = probs / (prediction_mean * num_classes)
+                                probs = probs / probs.sum(dim=1, keepdim=True)
                             confidence, pseudo = probs.max(dim=1)
                             mask = (confidence >= settings["threshold"]).float()
                         logits = model(torch.cat([weak(xb), xu_strong]))
@@ -754,7 +776,7 @@ class Student(ClassifierMixin, BaseEstimator):
                         "epoch": epoch + 1, "model": model.state_dict(),
                         "ema": ema.state_dict() if ema is not None else None,
                         "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-                        "history": history}, checkpoint_path)
+                        "prediction_mean": prediction_mean.cpu(), "history": history}, checkpoint_path)
                 if self.on_epoch_end is not None:
                     self.on_epoch_end(epoch + 1, record)
         finally:
