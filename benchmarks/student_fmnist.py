@@ -7,8 +7,8 @@ items, optionally corrupted by a documented noise model standing in for the aggr
 mistakes: with probability ``--label-noise p`` each label is replaced by a class drawn
 uniformly among the 9 *other* classes (symmetric noise), independently per item, from
 ``numpy.random.default_rng(seed)``. Both methods get the same number of optimiser steps, the
-same model (``--model``, default ``cnn28``), the same weak augmentation (flip + 4-pixel translation) and the same
-seed; FixMatch additionally sees the unlabelled public items.
+same model (``--model``, default ``cnn28``), the same weak augmentation (flip + 4-pixel
+translation) and the same seed; FixMatch additionally sees the unlabelled public items.
 
 With ``--labels-from RUN_DIR`` the labelled items are instead those a PATE run answered (its
 ``labels.npy``), trained once with the run's released labels and once with the TRUE labels of the
@@ -103,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     steps_per_epoch = 100
     epochs = max(1, args.steps // steps_per_epoch)
     print(f"Fashion-MNIST: public {x.shape[0]}, evaluation {len(data.evaluation)}; "
-          f"model {args.model}, {epochs * steps_per_epoch} steps, batch {args.batch_size}, mu {args.unlabeled_ratio}, "
-          f"EMA {args.ema_decay}, seed {args.seed}, torch threads {args.threads}", flush=True)
+          f"model {args.model}, {epochs * steps_per_epoch} steps, batch {args.batch_size}, "
+          f"mu {args.unlabeled_ratio}, EMA {args.ema_decay}, seed {args.seed}, "
+          f"torch threads {args.threads}", flush=True)
     if released is not None:
         full = np.full(y.shape[0], -1, dtype=np.int64)
         full[:released.shape[0]] = released

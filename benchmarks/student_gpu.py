@@ -94,16 +94,15 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--true-of {name!r} is not one of the --labels names {sorted(runs)}")
     out.mkdir(parents=True, exist_ok=True)
 
-    # Settings in priority order: (name, extra arguments, cost of one step in FixMatch steps).
-    settings = []
-    first, *rest = list(runs.items()) or [(None, None)]
-    if first[0] is not None:
-        settings.append((first[0], ["--labels-from", first[1], "--label-sets", "released"] + FIXMATCH, 1.0))
-    settings.append(("ceiling", ["--labels", "9000"] + SUPERVISED, SUPERVISED_COST))
-    for name, run_dir in rest:
-        settings.append((name, ["--labels-from", run_dir, "--label-sets", "released"] + FIXMATCH, 1.0))
-    for name in args.true_of:
-        settings.append((f"{name}-true", ["--labels-from", runs[name], "--label-sets", "true"] + FIXMATCH, 1.0))
+    # Settings in priority order: (name, extra arguments, cost of one step in FixMatch steps):
+    # the first run's labels, the ceiling, the other runs, the true-label controls.
+    def labelled(run_dir: str, kind: str) -> list[str]:
+        return ["--labels-from", run_dir, "--label-sets", kind] + FIXMATCH
+
+    released = [(name, labelled(run_dir, "released"), 1.0) for name, run_dir in runs.items()]
+    settings = (released[:1] + [("ceiling", ["--labels", "9000"] + SUPERVISED, SUPERVISED_COST)]
+                + released[1:]
+                + [(f"{name}-true", labelled(runs[name], "true"), 1.0) for name in args.true_of])
 
     # Timing run: 300 FixMatch steps alone on the GPU, the last 100 timed.
     t0 = time.perf_counter()
