@@ -75,3 +75,24 @@ def test_lnmax_event(votes):
     event = analysis.lnmax_event(votes, scale=20)
     assert event.mechanism == "lnmax"
     assert np.all(event.rdp <= event.rdp_data_independent + 1e-15)
+
+
+def test_answer_cap_at_eps1_stated_in_docs_benchmarks():
+    """docs/benchmarks.md: with 1000 teachers, sigma1 = 300, sigma2 = 150, eps = 1 (tight
+    conversion, delta = 1e-5) holds at most 611 Confident-GNMax answers even if every asked
+    query is answered (1086 with sigma2 = 200, 1220 with 212; sigma1 = 2 sigma2), and the
+    packaged fashion-mnist-eps1 run's 958 asked / 567 answered spend 0.9995."""
+    from pate.analysis.orders import DEFAULT_ORDERS
+    from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp
+
+    def eps(asked, answered, sigma2):
+        votes = np.zeros((asked, 10))
+        votes[:, 0] = 1000
+        mask = np.arange(asked) < answered
+        rdp = confident_gnmax_rdp(votes, threshold=600, sigma1=2 * sigma2, sigma2=sigma2,
+                                  orders=DEFAULT_ORDERS, answered=mask, data_dependent=False)
+        return eps_from_rdp(rdp, orders=DEFAULT_ORDERS, delta=1e-5, conversion="tight")[0]
+
+    assert eps(958, 567, 150) == pytest.approx(0.9995, abs=5e-5)
+    for sigma2, cap in ((150, 611), (200, 1086), (212, 1220)):
+        assert eps(cap, cap, sigma2) <= 1.0 < eps(cap + 1, cap + 1, sigma2), sigma2
