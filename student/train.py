@@ -542,9 +542,9 @@ class Student(ClassifierMixin, BaseEstimator):
                             f"'package.module:factory') or a factory returning a torch.nn.Module, "
                             f"got {describe(model)}")
         else:
-            from pate.teachers.models import MODEL_NAMES
+            from pate.teachers.models import MODEL_NAMES, is_model_name
 
-            if not (model == "auto" or model in MODEL_NAMES or ":" in model):
+            if not is_model_name(model):
                 raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)} or "
                                  f"'package.module:factory', got {model!r}")
         s = {"model": model, "method": check_choice(self.method, "method", METHODS)}

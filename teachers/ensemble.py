@@ -99,7 +99,7 @@ from pate.analysis.validation import (check_choice, check_int, check_nonnegative
 from pate.teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torch_save,
                                       atomic_write_json, load_plain_npz, load_torch)
 from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
-from pate.teachers.models import MODEL_NAMES
+from pate.teachers.models import MODEL_NAMES, is_model_name
 from pate.teachers.features import FEATURES, feature_data
 from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.schedule import AUGMENTATIONS
@@ -152,7 +152,7 @@ class TeacherConfig:
     def __post_init__(self) -> None:
         m = self.model
         if isinstance(m, str):
-            if not (m == "auto" or m in MODEL_NAMES or ":" in m):
+            if not is_model_name(m):
                 raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
                                  f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}")
         elif not _is_sklearn(m) and not callable(m):

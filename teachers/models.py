@@ -41,9 +41,16 @@ import inspect
 
 from pate.analysis.validation import check_int, describe
 
-__all__ = ["build_model", "MODEL_NAMES", "check_input_shape"]
+__all__ = ["build_model", "MODEL_NAMES", "check_input_shape", "is_model_name"]
 
 MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn", "wrn16_4")
+
+
+def is_model_name(name: str) -> bool:
+    """Whether a model given by name is one :func:`build_model` can resolve: ``"auto"``, a zoo
+    name, or a ``"module:factory"`` / ``"sklearn:..."`` / ``"python:..."`` reference (checked
+    when it is built). For up-front validation of teacher and student settings."""
+    return name == "auto" or name in MODEL_NAMES or ":" in name
 
 
 def check_input_shape(input_shape, name: str = "input_shape") -> tuple[int, ...]:
