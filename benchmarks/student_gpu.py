@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if per_step is None:
         timing = out / "timing.json"
         calib = ["--labels", "567"] + FIXMATCH
-        subprocess.run(_command(args, calib, 300, timing), check=True,
-                       stdout=open(out / "timing.log", "w"), stderr=subprocess.STDOUT)
+        with open(out / "timing.log", "w") as log:
+            subprocess.run(_command(args, calib, 300, timing), check=True, stdout=log,
+                           stderr=subprocess.STDOUT)
         per_step = json.loads(timing.read_text())[0]["last_epoch_seconds"] / 100
         print(f"timing run: {per_step * 1000:.1f} ms per FixMatch step alone "
               f"({time.perf_counter() - t0:.0f} s with start-up)", flush=True)
