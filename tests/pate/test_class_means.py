@@ -1,0 +1,538 @@
+"""pate.class_means (noisy class means + LDA) and the class-means mechanism spec.
+
+* sensitivity: adding one record, whatever it is (huge-norm outliers, zero vectors), changes the
+  released statistic S by one row of norm <= sqrt(2);
+* the geometry (whitening scale, clipping radius) is a function of the public embeddings only;
+* the noise is one ``standard_normal((m, d + 1))`` draw scaled by sigma, whatever the data, and
+  the release is exactly the documented post-processing of S + sigma Z;
+* utility on separated clusters; SecureGenerator; validation before any draw;
+* statistical DP tests on neighbouring datasets D, D + {x}, in the style of
+  test_dp_statistical.py: (a) the release itself, projected on x's contribution, 200k draws;
+  (b) the full mechanism (noisy_class_means, then the LDA score difference of a fixed query),
+  10k draws. Both stay within the claimed (eps, delta) at the calibrated sigma, and the same
+  checker rejects the mechanism run with sigma / 10;
+* the registry spec.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from pate import analysis, mechanisms
+from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
+                                       class_means_rdp)
+from pate.class_means import (CLIP_QUANTILE, WHITEN_FLOOR, NoisyClassMeans, PublicGeometry,
+                              class_sums, noisy_class_means, public_geometry)
+from pate.rng import SecureGenerator
+
+ORDERS = analysis.DEFAULT_ORDERS
+SQRT2 = math.sqrt(2.0)
+
+
+def _clusters(seed, *, m=4, d=8, n_private=2000, n_public=1000, n_test=1000, sep=3.0):
+    """Separated Gaussian clusters, centred on the public mean (like public_pca_embedding)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(m, d)) * sep
+
+    def draw(n):
+        y = rng.integers(0, m, n)
+        return centers[y] + rng.normal(size=(n, d)), y
+
+    public, _ = draw(n_public)
+    mean = public.mean(axis=0)
+    private, labels = draw(n_private)
+    test, test_labels = draw(n_test)
+    return public - mean, private - mean, labels, test - mean, test_labels
+
+
+def _release(public, private, labels, *, sigma, num_classes, noise):
+    """The documented post-processing of S + sigma * noise (module docstring of pate.class_means)."""
+    g = public_geometry(public)
+    noisy = class_sums(private, labels, num_classes=num_classes, geometry=g) + sigma * noise
+    counts = np.maximum(noisy[:, -1], 1.0)
+    means = g.radius * noisy[:, :-1] / counts[:, None]
+    return means, np.log(counts / counts.sum())
+
+
+# ----------------------------------------------------------------------------- sensitivity
+
+@st.composite
+def _neighbours(draw):
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    m, d = draw(st.integers(2, 5)), draw(st.integers(1, 5))
+    n_pub, n = draw(st.integers(2, 30)), draw(st.integers(0, 25))
+    pub_scale = draw(st.sampled_from([1e-3, 1.0, 1e3]))
+    kind = draw(st.sampled_from(["typical", "huge", "zero", "tiny", "axis-huge", "on-radius"]))
+    rng = np.random.default_rng(seed)
+    public = rng.normal(size=(n_pub, d)) * pub_scale * rng.uniform(0.1, 10.0, size=d)
+    if np.all(public.var(axis=0) == 0):  # pragma: no cover - measure zero
+        public[0, 0] += 1.0
+    private = rng.normal(size=(n, d)) * pub_scale
+    outliers = rng.random(n) < 0.2  # D holds outliers of its own
+    private[outliers] *= 10.0 ** rng.uniform(2, 100, size=(outliers.sum(), 1))
+    private[rng.random(n) < 0.1] = 0.0
+    labels = rng.integers(0, m, n)
+    direction = rng.normal(size=d)
+    x = {"typical": direction * pub_scale,
+         "huge": direction * 10.0 ** rng.uniform(3, 120),
+         "zero": np.zeros(d),
+         "tiny": direction * 1e-300,
+         "axis-huge": np.eye(d)[rng.integers(d)] * -1e100,
+         "on-radius": direction}[kind]
+    if kind == "on-radius":  # exactly at the public radius (in whitened units)
+        g = public_geometry(public)
+        x = direction / np.linalg.norm(direction / g.scale) * g.radius
+    return public, private, labels, x, int(rng.integers(m)), int(rng.integers(n + 1)), m
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_neighbours())
+def test_adding_one_record_changes_one_row_by_at_most_sqrt2(case):
+    public, private, labels, x, y, position, m = case
+    g = public_geometry(public)
+    before = class_sums(private, labels, num_classes=m, geometry=g)
+    after = class_sums(np.insert(private, position, x, axis=0), np.insert(labels, position, y),
+                       num_classes=m, geometry=g)
+    diff = after - before
+    assert np.all(np.isfinite(before)) and np.all(np.isfinite(after))
+    assert np.linalg.norm(diff) <= SQRT2 + 1e-12
+    changed = np.flatnonzero(np.any(diff != 0, axis=1))
+    np.testing.assert_array_equal(changed, [y])  # exactly the new record's class row
+    assert diff[y, -1] == 1.0  # the count
+    u = diff[y, :-1]
+    assert np.linalg.norm(u) <= 1 + 1e-12
+    # the contribution is the clipped, scaled whitened embedding (up to the sums' rounding)
+    w = x / g.scale
+    nw = np.linalg.norm(w)
+    expected = w / g.radius if nw <= g.radius else w / nw
+    np.testing.assert_allclose(u, expected, rtol=1e-9, atol=1e-12 * max(1.0, len(labels)))
+
+
+def test_outlier_contribution_has_norm_exactly_one():
+    rng = np.random.default_rng(0)
+    public = rng.normal(size=(40, 3))
+    g = public_geometry(public)
+    for x in ([1e6, 0, 0], [-3e50, 2e50, 1e49], [0, 0, 1e120]):
+        diff = class_sums([x], [1], num_classes=2, geometry=g)
+        assert np.linalg.norm(diff[1, :-1]) == pytest.approx(1.0, abs=1e-15)
+        assert np.linalg.norm(diff) == pytest.approx(SQRT2, abs=1e-15)
+        assert np.all(diff[0] == 0)
+    zero = class_sums([[0.0, 0.0, 0.0]], [0], num_classes=2, geometry=g)
+    np.testing.assert_array_equal(zero, [[0, 0, 0, 1], [0, 0, 0, 0]])
+
+
+def test_far_outliers_are_clipped_onto_the_unit_sphere():
+    # ||w|| > ~1.3e154 would overflow a plain norm (it squares); the record must still add the
+    # unit vector w / ||w||, not 0
+    rng = np.random.default_rng(1)
+    g = public_geometry(rng.normal(size=(50, 3)))
+    diff = class_sums([[1e200, 0.0, 0.0]], [1], num_classes=2, geometry=g)
+    np.testing.assert_allclose(diff[1], [1.0, 0.0, 0.0, 1.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("value", [1e308, -1.7e308])
+def test_sensitivity_holds_for_every_finite_embedding(value):
+    # |e / scale| beyond the float range (1e308 with a public std of 0.01) once whitened to inf
+    # and gave a NaN row: a release that would reveal the record
+    rng = np.random.default_rng(2)
+    g = public_geometry(rng.normal(size=(50, 3)) * 0.01)
+    with np.errstate(all="raise"):  # no overflow on the way either
+        diff = class_sums([[value, 0.0, 0.0]], [1], num_classes=2, geometry=g)
+    assert np.all(np.isfinite(diff))
+    assert np.linalg.norm(diff) <= SQRT2 + 1e-12
+
+
+# ----------------------------------------------------------------------------- the geometry
+
+def test_geometry_is_computed_from_the_public_embeddings_only():
+    rng = np.random.default_rng(3)
+    public = rng.normal(size=(200, 5)) * [1.0, 3.0, 0.2, 10.0, 0.5]
+    g = public_geometry(public)
+    var = public.var(axis=0)
+    scale = np.sqrt(var + WHITEN_FLOOR * var.mean())
+    np.testing.assert_allclose(g.scale, scale, rtol=1e-15)
+    assert g.radius == pytest.approx(np.quantile(np.linalg.norm(public / scale, axis=1),
+                                                 CLIP_QUANTILE), rel=1e-15)
+    releases = []
+    for seed, n in ((4, 10), (5, 500), (6, 500)):
+        prng = np.random.default_rng(seed)
+        private = prng.normal(size=(n, 5)) * 10.0 ** prng.uniform(-3, 3)
+        labels = prng.integers(0, 3, n)
+        out = noisy_class_means(public, private, labels, sigma=1.0, num_classes=3,
+                                rng=np.random.default_rng(0))
+        assert isinstance(out.geometry, PublicGeometry)
+        np.testing.assert_array_equal(out.geometry.scale, g.scale)
+        assert out.geometry.radius == g.radius
+        releases.append(out.means)
+    assert not np.allclose(releases[1], releases[2])  # the private data does matter elsewhere
+    # and the public data does change the geometry
+    other = public_geometry(public * 2.0)
+    np.testing.assert_allclose(other.scale, 2.0 * g.scale, rtol=1e-14)
+    assert other.radius == pytest.approx(g.radius, rel=1e-12)  # radius is in whitened units
+    assert public_geometry(public[:100]).radius != g.radius
+
+
+# ----------------------------------------------------------------------------- the noise draw
+
+def test_release_is_the_documented_post_processing_of_one_draw():
+    rng = np.random.default_rng(7)
+    public = rng.normal(size=(60, 4))
+    m, d, sigma = 3, 4, 0.7
+    datasets = [(rng.normal(size=(80, d)) * 5, rng.integers(0, 2, 80)),   # class 2 empty
+                (rng.normal(size=(80, d)) * 0.1, rng.integers(0, 3, 80)),
+                (np.zeros((0, d)), np.zeros(0, dtype=np.int64))]
+    noises = []
+    for private, labels in datasets:
+        gen = np.random.default_rng(11)
+        out = noisy_class_means(public, private, labels, sigma=sigma, num_classes=m, rng=gen)
+        ref = np.random.default_rng(11)
+        z = ref.standard_normal((m, d + 1))
+        # exactly one (m, d + 1) draw: the generators are in the same state afterwards
+        assert gen.bit_generator.state == ref.bit_generator.state
+        means, log_prior = _release(public, private, labels, sigma=sigma, num_classes=m, noise=z)
+        np.testing.assert_allclose(out.means, means, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out.log_prior, log_prior, rtol=1e-12, atol=1e-12)
+        assert out.means.shape == (m, d) and out.log_prior.shape == (m,)
+        assert np.exp(out.log_prior).sum() == pytest.approx(1.0, rel=1e-12)
+        # recover the released noise on the count-free part: R * (S + sigma z) / counts
+        S = class_sums(private, labels, num_classes=m, geometry=out.geometry)
+        counts = np.maximum(S[:, -1] + sigma * z[:, -1], 1.0)
+        noises.append(out.means * counts[:, None] / out.geometry.radius - S[:, :-1])
+    for other in noises[1:]:  # the same noise, whatever the private data
+        np.testing.assert_allclose(other, noises[0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(noises[0], sigma * np.random.default_rng(11).standard_normal(
+        (m, d + 1))[:, :-1], rtol=1e-9, atol=1e-12)
+
+
+def test_consecutive_releases_use_consecutive_blocks_of_one_stream():
+    """k releases from one generator = one batched (k, m, d + 1) draw (used by the
+    vectorised statistical test below)."""
+    rng = np.random.default_rng(8)
+    public, private, labels = rng.normal(size=(30, 2)), rng.normal(size=(20, 2)), rng.integers(0, 3, 20)
+    gen = np.random.default_rng(21)
+    outs = [noisy_class_means(public, private, labels, sigma=2.0, num_classes=3, rng=gen)
+            for _ in range(4)]
+    batch = np.random.default_rng(21).standard_normal((4, 3, 3))
+    for out, z in zip(outs, batch):
+        means, log_prior = _release(public, private, labels, sigma=2.0, num_classes=3, noise=z)
+        np.testing.assert_allclose(out.means, means, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out.log_prior, log_prior, rtol=1e-12, atol=1e-12)
+    assert not np.allclose(outs[0].means, outs[1].means)
+
+
+def test_noise_scales_with_sigma():
+    public, private, labels, _, _ = _clusters(9, n_private=400)
+    exact = []
+    for sigma in (1e-9, 1e-3):
+        out = noisy_class_means(public, private, labels, sigma=sigma, num_classes=4,
+                                rng=np.random.default_rng(0))
+        exact.append(out.means)
+    g = public_geometry(public)
+    S = class_sums(private, labels, num_classes=4, geometry=g)
+    true_means = g.radius * S[:, :-1] / S[:, -1:]
+    err = [np.abs(e - true_means).max() for e in exact]
+    assert err[0] < 1e-9 and 1e-7 < err[1] < 1e-3
+    assert err[1] / err[0] == pytest.approx(1e6, rel=1e-3)  # linear in sigma, same draw
+
+
+# ----------------------------------------------------------------------------- utility, rng
+
+def test_utility_on_separated_clusters():
+    public, private, labels, test, test_labels = _clusters(10)
+    good = noisy_class_means(public, private, labels, sigma=1.0, num_classes=4,
+                             rng=np.random.default_rng(0))
+    assert isinstance(good, NoisyClassMeans)
+    pred = good.predict(test)
+    assert pred.dtype == np.int64 and pred.shape == (1000,)
+    assert np.mean(pred == test_labels) >= 0.95
+    scores = good.scores(test)
+    assert scores.shape == (1000, 4)
+    np.testing.assert_array_equal(np.argmax(scores, axis=1), pred)
+    # with an enormous sigma the release is noise: near chance (4 classes), on average
+    accs = [np.mean(noisy_class_means(public, private, labels, sigma=1e6, num_classes=4,
+                                      rng=np.random.default_rng(s)).predict(test) == test_labels)
+            for s in range(8)]
+    assert np.mean(accs) < 0.5 and max(accs) < 0.8
+
+
+def test_secure_generator():
+    public, private, labels, test, test_labels = _clusters(12, n_private=1000, n_test=300)
+    runs = [noisy_class_means(public, private, labels, sigma=1.0, num_classes=4,
+                              rng=SecureGenerator()) for _ in range(2)]
+    for out in runs:
+        assert np.all(np.isfinite(out.means)) and np.all(np.isfinite(out.log_prior))
+        assert np.mean(out.predict(test) == test_labels) >= 0.95
+    assert not np.array_equal(runs[0].means, runs[1].means)  # fresh OS entropy each time
+
+
+# ----------------------------------------------------------------------------- validation
+
+class _Drawn(Exception):
+    pass
+
+
+class _NoDraw(np.random.Generator):
+    """A numpy Generator that fails the test if any randomness is drawn from it."""
+
+    def _fail(self, *args, **kwargs):
+        raise _Drawn("randomness was drawn")
+
+    standard_normal = normal = random = integers = laplace = exponential = uniform = _fail
+    choice = permutation = shuffle = permuted = binomial = multinomial = _fail
+
+
+def test_the_no_draw_generator_has_teeth():
+    gen = _NoDraw(np.random.PCG64(0))
+    with pytest.raises(_Drawn):
+        noisy_class_means(np.eye(3), np.eye(3), [0, 1, 0], sigma=1.0, num_classes=2, rng=gen)
+
+
+VALID = dict(public=np.arange(12.0).reshape(6, 2) % 5, private=np.ones((4, 2)),
+             labels=np.array([0, 1, 2, 0]), sigma=1.0, num_classes=3)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(private=np.ones((4, 3))), ValueError, "private has 3 features but the public geometry 2"),
+    (dict(public=np.ones((6, 3)) * np.arange(6)[:, None]), ValueError,
+     "private has 2 features but the public geometry 3"),
+    (dict(labels=np.array([0, 1, 2, 3])), ValueError, r"labels must lie in \[0, num_classes=3\), got a label 3"),
+    (dict(labels=np.array([0, -1, 2, 0])), ValueError, r"labels must lie in \[0, num_classes=3\), got a label -1"),
+    (dict(labels=np.array([0, 1, 2])), ValueError, "labels must be 1-D with one label per private record"),
+    (dict(labels=np.array([0.0, 1.0, 2.0, 0.0])), TypeError, "labels must be integers"),
+    (dict(private=np.array([[1.0, np.nan]] * 4)), ValueError, "private must be finite"),
+    (dict(private=np.array([[1.0, np.inf]] * 4)), ValueError, "private must be finite"),
+    (dict(public=np.array([[0.0, 1.0], [np.inf, 2.0], [1.0, 0.0]])), ValueError, "public must be finite"),
+    (dict(public=np.ones((1, 2))), ValueError, "public needs at least 2 items"),
+    (dict(public=np.ones((5, 2))), ValueError, "public embeddings are all identical"),
+    (dict(public=np.ones(5)), ValueError, "public must be 2-D"),
+    (dict(private="abc"), TypeError, "private must be a 2-D array"),
+    (dict(sigma=0.0), ValueError, "sigma must be > 0, got 0.0"),
+    (dict(sigma=-2.0), ValueError, "sigma must be > 0, got -2.0"),
+    (dict(sigma=float("nan")), ValueError, "sigma must be finite"),
+    (dict(num_classes=1, labels=np.zeros(4, dtype=int)), ValueError, "num_classes must be >= 2, got 1"),
+])
+def test_validation_raises_before_any_draw(kwargs, exc, match):
+    args = {**VALID, **kwargs}
+    gen = _NoDraw(np.random.PCG64(0))
+    state = gen.bit_generator.state
+    with pytest.raises(exc, match=match):
+        noisy_class_means(args.pop("public"), args.pop("private"), args.pop("labels"), rng=gen,
+                          **args)
+    assert gen.bit_generator.state == state
+
+
+def test_rng_and_prediction_validation():
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
+                          num_classes=3, rng=0)
+    out = noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
+                            num_classes=3, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError):
+        out.predict(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="embeddings must be 2-D"):
+        out.predict(np.ones(2))
+    with pytest.raises(ValueError, match="embeddings must be finite"):
+        out.scores(np.array([[np.nan, 0.0]]))
+    with pytest.raises(TypeError):
+        noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], 1.0, 3,
+                          np.random.default_rng(0))  # keyword-only
+
+
+@pytest.mark.parametrize("features", [1, 3])
+def test_prediction_refuses_the_wrong_number_of_features(features):
+    out = noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
+                            num_classes=3, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=f"embeddings have {features} features, the means 2"):
+        out.predict(np.ones((2, features)))
+
+
+# ----------------------------------------------------------------------------- statistical DP
+# Neighbours D and D + {x}: x a far outlier (its contribution has the full norm sqrt(2)). The
+# claim is pate.analysis.class_means's RDP at the calibrated sigma, converted at DELTA. Sampling
+# error: one-sided Clopper-Pearson bounds at ALPHA (test_dp_statistical.py); seeds are fixed.
+
+ALPHA = 1e-7
+DELTA = 1e-5
+TARGET_EPS = 2.0
+
+
+def _cp_lower(k, n):
+    k = np.asarray(k)
+    return np.where(k == 0, 0.0, stats.beta.ppf(ALPHA, np.maximum(k, 1), n - k + 1))
+
+
+def _cp_upper(k, n):
+    k = np.asarray(k)
+    return np.where(k == n, 1.0, stats.beta.ppf(1 - ALPHA, k + 1, np.maximum(n - k, 1)))
+
+
+def _violations(counts_a, counts_b, eps, delta):
+    """Sets of outputs (bins) on which the empirical distributions contradict (eps, delta)-DP."""
+    na, nb = counts_a.sum(), counts_b.sum()
+    subsets = np.array(list(itertools.product([0, 1], repeat=counts_a.size)))[1:]
+    ka, kb = subsets @ counts_a, subsets @ counts_b
+    bad = ((_cp_lower(ka, na) > np.exp(eps) * _cp_upper(kb, nb) + delta)
+           | (_cp_lower(kb, nb) > np.exp(eps) * _cp_upper(ka, na) + delta))
+    return [tuple(np.flatnonzero(s)) for s in subsets[bad]]
+
+
+def _claimed(sigma):
+    rdp = class_means_rdp(sigma=sigma, orders=ORDERS)
+    return float(analysis.eps_from_rdp(rdp, orders=ORDERS, delta=DELTA)[0])
+
+
+SIGMA = calibrate_class_means_sigma(eps=TARGET_EPS, delta=DELTA, orders=ORDERS)
+
+# (a) The release S + sigma Z itself, projected on x's contribution c = S(D + x) - S(D).
+RELEASE_DRAWS = 200_000
+
+
+def _release_neighbours():
+    rng = np.random.default_rng(30)
+    public = rng.normal(size=(100, 4))
+    private = rng.normal(size=(50, 4)) * [1, 1, 1, 1e3]  # some clipped, some not
+    labels = rng.integers(0, 3, 50)
+    x = np.array([-1e9, 5e8, 0.0, 2e8])
+    g = public_geometry(public)
+    s_d = class_sums(private, labels, num_classes=3, geometry=g)
+    s_dx = class_sums(np.vstack([private, x]), np.append(labels, 2), num_classes=3, geometry=g)
+    return s_d, s_dx
+
+
+def _projected_release(s, s_d, c, sigma, seed):
+    z = np.random.default_rng(seed).standard_normal((RELEASE_DRAWS, *s.shape))
+    stat = np.einsum("nij,ij->n", s + sigma * z - s_d, c) / np.linalg.norm(c)
+    # fixed bins, set by the claimed SIGMA (not the run's sigma) and the shift sqrt(2)
+    edges = np.array([-np.inf, -3 * SIGMA, -SIGMA, 0.0, SQRT2 / 2, SQRT2, SIGMA, 3 * SIGMA,
+                      5 * SIGMA, np.inf])
+    return np.histogram(stat, bins=edges)[0]
+
+
+def test_release_within_claimed_bound_and_checker_has_power():
+    s_d, s_dx = _release_neighbours()
+    c = s_dx - s_d
+    assert np.linalg.norm(c) == pytest.approx(SQRT2, abs=1e-12)  # the worst case
+    eps = _claimed(SIGMA)
+    assert eps <= TARGET_EPS and eps == pytest.approx(TARGET_EPS, rel=1e-6)
+    counts_d = _projected_release(s_d, s_d, c, SIGMA, 1)
+    counts_dx = _projected_release(s_dx, s_d, c, SIGMA, 2)
+    assert counts_d.sum() == counts_dx.sum() == RELEASE_DRAWS
+    assert _violations(counts_d, counts_dx, eps, DELTA) == []
+    assert np.any(np.abs(counts_d - counts_dx) > 5 * np.sqrt(RELEASE_DRAWS) / 10)  # they differ
+    weak_d = _projected_release(s_d, s_d, c, SIGMA / 10, 3)
+    weak_dx = _projected_release(s_dx, s_d, c, SIGMA / 10, 4)
+    assert _violations(weak_d, weak_dx, eps, DELTA) != []
+
+
+# (b) The full mechanism: noisy_class_means on D or D + {x}, then the LDA score difference
+# s_1 - s_0 of one fixed public query (post-processing), binned.
+MECHANISM_DRAWS = 10_000
+PUBLIC_1D = np.linspace(-1.0, 1.0, 41)[:, None]
+D_1D = np.array([[1e6]] * 3 + [[-1e6]] * 3)          # class 0 at +R, class 1 at -R (clipped)
+LABELS_1D = np.array([0, 0, 0, 1, 1, 1])
+X_1D, Y_1D = np.array([[1e6]]), 1                     # a class-1 record far on class 0's side
+SCORE_EDGES = np.array([-np.inf, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, np.inf])
+
+
+def _mechanism_counts(with_x, sigma, seed):
+    private = np.vstack([D_1D, X_1D]) if with_x else D_1D
+    labels = np.append(LABELS_1D, Y_1D) if with_x else LABELS_1D
+    query = 0.25 * public_geometry(PUBLIC_1D).scale[None, :]
+    rng = np.random.default_rng(seed)
+    stat = np.empty(MECHANISM_DRAWS)
+    for i in range(MECHANISM_DRAWS):
+        out = noisy_class_means(PUBLIC_1D, private, labels, sigma=sigma, num_classes=2, rng=rng)
+        s = out.scores(query)[0]
+        stat[i] = s[1] - s[0]
+    return np.histogram(stat, bins=SCORE_EDGES)[0]
+
+
+def test_mechanism_within_claimed_bound_and_checker_has_power():
+    eps = _claimed(SIGMA)
+    counts_d, counts_dx = _mechanism_counts(False, SIGMA, 5), _mechanism_counts(True, SIGMA, 6)
+    assert _violations(counts_d, counts_dx, eps, DELTA) == []
+    assert np.any(np.abs(counts_d - counts_dx) > 5 * np.sqrt(MECHANISM_DRAWS) / 10)
+    weak_d = _mechanism_counts(False, SIGMA / 10, 7)
+    weak_dx = _mechanism_counts(True, SIGMA / 10, 8)
+    assert _violations(weak_d, weak_dx, eps, DELTA) != []
+
+
+# ----------------------------------------------------------------------------- the spec
+
+def test_spec_flags_and_worst_case():
+    spec = mechanisms.get("class-means")
+    assert spec.name == "class-means" and spec.param_names == ("sigma",)
+    assert spec.releases_once and spec.samples_private_records and spec.always_answers
+    assert not spec.needs_student and spec.release_params({"sigma": 1.0}) is None
+    for s in (0.5, 3.0, 40.0):
+        np.testing.assert_array_equal(spec.worst_case_query_rdp({"sigma": s}, orders=ORDERS),
+                                      class_means_rdp(sigma=s, orders=ORDERS))
+    clean = spec.validate({"sigma": 2}, prefix="--")
+    assert clean == {"sigma": 2.0}
+    with pytest.raises(ValueError, match="--sigma must be"):
+        spec.validate({"sigma": -1.0}, prefix="--")
+
+
+@pytest.mark.parametrize("conversion", ["classic", "tight"])
+def test_spec_calibration_does_not_depend_on_the_number_of_queries(conversion):
+    spec = mechanisms.get("class-means")
+    kw = dict(target_eps=1.5, delta=1e-5, orders=ORDERS, conversion=conversion)
+    one = spec.calibrate({"sigma": "auto"}, num_queries=1, **kw)
+    many = spec.calibrate({"sigma": "auto"}, num_queries=9000, **kw)
+    assert one == many
+    assert one["sigma"] == calibrate_class_means_sigma(eps=1.5, delta=1e-5, orders=ORDERS,
+                                                       conversion=conversion)
+    eps = analysis.eps_from_rdp(class_means_rdp(sigma=one["sigma"], orders=ORDERS),
+                                orders=ORDERS, delta=1e-5, conversion=conversion)[0]
+    assert eps <= 1.5
+    extra = class_means_rdp(sigma=8.0, orders=ORDERS)
+    with_extra = spec.calibrate({"sigma": "auto"}, num_queries=9000, extra_rdp=extra, **kw)
+    assert with_extra["sigma"] > one["sigma"]
+    assert spec.calibrate({"sigma": 3.0}, num_queries=9000, **kw) == {"sigma": 3.0}  # no auto
+
+
+def test_spec_draw_refuses_votes():
+    spec = mechanisms.get("class-means")
+    with pytest.raises(TypeError, match="noisy_class_means"):
+        spec.draw(np.zeros((3, 2), dtype=np.int64), {"sigma": 1.0}, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("n", [1, 2, 50, 9000])
+def test_spec_per_query_rdp_sums_to_the_event(n):
+    spec = mechanisms.get("class-means")
+    params = {"sigma": 2.5}
+    votes = np.zeros((n, 10), dtype=np.int64)
+    answered = np.ones(n, dtype=bool)
+    event = spec.event(votes, params, answered=answered, orders=ORDERS)
+    one = class_means_event(sigma=2.5, queries=n, orders=ORDERS)
+    assert event.mechanism == "class-means" and event.queries == event.answered == n
+    np.testing.assert_array_equal(event.rdp, one.rdp)
+    np.testing.assert_array_equal(event.rdp_data_independent, one.rdp_data_independent)
+    for dd in (True, False):
+        per = spec.per_query_rdp(votes, params, answered=answered, orders=ORDERS,
+                                 data_dependent=dd)
+        assert per.shape == (n, ORDERS.size)
+        np.testing.assert_allclose(per.sum(axis=0), event.rdp, rtol=1e-15)
+        np.testing.assert_array_equal(per[0], class_means_rdp(sigma=2.5, orders=ORDERS))
+        assert np.all(per[1:] == 0)  # every further query is post-processing
+        np.testing.assert_allclose(spec.expected_rdp(votes, params, orders=ORDERS,
+                                                     data_dependent=dd), event.rdp, rtol=1e-15)
+    np.testing.assert_array_equal(spec.pr_answered(votes, params), np.ones(n))
+
+
+def test_spec_charges_nothing_when_nothing_is_asked():
+    # the stage draws no release for zero queries; the spec's event and per-query costs agree
+    spec = mechanisms.get("class-means")
+    votes = np.zeros((0, 10))
+    event = spec.event(votes, {"sigma": 3.0}, answered=np.zeros(0, bool), orders=[2.0, 8.0])
+    assert event.queries == 0 and np.all(event.rdp_data_independent == 0)
+    one = spec.event(np.zeros((1, 10)), {"sigma": 3.0}, answered=np.ones(1, bool),
+                     orders=[2.0, 8.0])
+    np.testing.assert_allclose(one.rdp_data_independent, [2.0 / 9.0, 8.0 / 9.0], rtol=1e-15)
