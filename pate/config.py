@@ -22,7 +22,8 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
     [cluster]    where the teachers train: backend ("local" | "ray"), address, num_cpus,
                  cpus_per_task, gpus_per_task, teachers_per_task, max_retries
                  (pate.teachers.cluster.ClusterConfig; docs/cluster.md)
-    [knn]        mechanism = "private-knn" only: the embedding of its nearest-neighbour search,
+    [knn]        mechanism = "private-knn" or "class-means" only: the embedding of the
+                 nearest-neighbour search, or of the class means,
                  features ("none": raw inputs | "scatternet"; default "scatternet" for images
                  whose sides are multiples of 4 and >= 8, else "none") and dims (default 64):
                  principal axes fitted on the public split only (:func:`knn_settings`); or
@@ -391,7 +392,8 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
 
     knn = config.get("knn") or {}
     if knn and not knn_run:
-        raise _fail(source, f"[knn] applies to mechanism = \"private-knn\" only, not "
+        raise _fail(source, f"[knn] applies to the mechanisms that read the private records "
+                            f"(\"private-knn\", \"class-means\") only, not "
                             f"{config['aggregator']['mechanism']!r}; remove the [knn] table")
     if "features" in knn:
         _check(f"{source}: [knn] features", v.check_choice, knn["features"], "features",

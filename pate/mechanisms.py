@@ -27,7 +27,7 @@ orders         (k,) Renyi orders > 1.
     :meth:`~MechanismSpec.draw` and :meth:`~MechanismSpec.query_rdp_parts`; every other method
     has a default built on those two.
 ``REGISTRY``   read-only mapping name -> spec (lnmax, gnmax, confident-gnmax, interactive-gnmax,
-               private-knn, and whatever :func:`register` added). ``NAMES``: the built-in names.
+               private-knn, class-means, and whatever :func:`register` added). ``NAMES``: the built-in names.
 ``get(name)``  the spec of ``name`` (ValueError listing the valid names otherwise).
 ``register(spec)`` / ``unregister(name)``  add / remove a spec (tests, plugins).
 ``all_param_names()`` the parameters of every registered mechanism, in a stable order.
@@ -40,6 +40,7 @@ References
 [ZYW20] Zhu, Yu, Wang, "Private-kNN: Practical Differential Privacy for Computer Vision", CVPR 2020.
 [MTZ19] Mironov, Talwar, Zhang, "Renyi Differential Privacy of the Sampled Gaussian Mechanism",
       arXiv:1908.10530.
+[M17] Mironov, "Renyi Differential Privacy", CSF 2017.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ import numpy as np
 
 from pate.analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
                                        calibrate_lnmax_scale)
+from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
+                                       class_means_rdp)
 from pate.analysis.accountant import (PrivacyEvent, confident_gnmax_event, gnmax_event,
                                       lnmax_event)
 from pate.analysis.private_knn import (calibrate_private_knn_sigma2, private_knn_event,
@@ -137,6 +140,12 @@ class MechanismSpec:
         votes but histograms it computes from the private records with fresh randomness per
         query (Private-kNN: ``pate.knn.knn_votes``); a caller must draw them itself, after the
         budget is reserved, and pass them to :meth:`draw`. False for the PATE mechanisms.
+    releases_once : (class attribute) the mechanism reads the private records too, but releases
+        one noisy statistic that labels every query (class-means: ``pate.class_means``); its
+        whole cost is one event, charged before the release is drawn, and :meth:`draw` does not
+        apply. Implies ``samples_private_records``.
+    voters_text : (records mechanisms) how the records vote instead of teachers, for the report.
+    cost_text : (records mechanisms) what the data-independent guarantee is the cost of.
 
     Subclasses implement :meth:`draw` and :meth:`query_rdp_parts`; they may override
     :meth:`event` (e.g. to use a ``pate.analysis`` event builder), :meth:`pr_answered`,
@@ -151,8 +160,13 @@ class MechanismSpec:
     needs_student: bool = False
     always_answers: bool = False
 
+    voters_text: str = ""
+    cost_text: str = ""
+
     #: See the class docstring: True for a mechanism whose input histograms sample the records.
     samples_private_records: ClassVar[bool] = False
+    #: See the class docstring: True for a mechanism whose one release labels every query.
+    releases_once: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name != self.name.strip():
@@ -526,6 +540,54 @@ class _PrivateKNN(_ConfidentGNMax):
     def release_params(self, params):
         return None  # no smooth-sensitivity analysis: the data-independent cost is the cost
 
+    def voters(self, params, *, private_records: int) -> int:
+        """How many records vote on one query (the report's count in place of teachers)."""
+        return int(params["k"])
+
+
+@dataclasses.dataclass(frozen=True)
+class _ClassMeans(MechanismSpec):
+    """Noisy class means: one Gaussian release of the private records' per-class sums of
+    clipped, public-whitened embeddings and class counts (sensitivity sqrt(2)), post-processed
+    into an LDA rule that labels every query (``pate.class_means``; analysis and derivation:
+    ``pate.analysis.class_means``, [M17] Propositions 7 and 9). The whole run costs one event,
+    ``sigma``'s RDP orders / sigma^2, whatever the number of queries: for the per-query methods
+    the first query asked carries that cost and every other query is free (post-processing)."""
+
+    samples_private_records: ClassVar[bool] = True
+    releases_once: ClassVar[bool] = True
+
+    def draw(self, votes, params, rng, *, student=None):
+        raise TypeError(f"{self.name} labels queries from one release of the private records' "
+                        "class sums, not from votes: use pate.class_means.noisy_class_means, or "
+                        "a run (`pate run`, pate.api), which charges the release first")
+
+    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+        n = np.shape(votes)[0]
+        check = np.zeros((n, np.size(orders)))
+        if n:
+            check[0] = class_means_rdp(sigma=params["sigma"], orders=orders)
+        return check, np.zeros_like(check)
+
+    def event(self, votes, params, *, answered, orders, student=None):
+        orders = check_orders(orders)
+        n = np.shape(votes)[0]
+        if n == 0:  # nothing asked: nothing is released (the stage draws nothing), no cost
+            zero = np.zeros(orders.size)
+            return PrivacyEvent(self.name, dict(params), orders, zero, zero, 0, 0)
+        return class_means_event(sigma=params["sigma"], queries=n, orders=orders)
+
+    calibrated = ("sigma",)
+
+    def _calibrate(self, params, *, auto, **kw):
+        """sigma for the one release (the number of queries does not enter the cost)."""
+        return {"sigma": calibrate_class_means_sigma(
+            eps=kw["eps"], delta=kw["delta"], orders=kw["orders"], conversion=kw["conversion"],
+            extra_rdp=kw["extra_rdp"])}
+
+    def voters(self, params, *, private_records: int) -> int:
+        return int(private_records)
+
 
 _SCALE = Param("scale", "positive", "Laplace noise scale", "Laplace scale")
 _SIGMA = Param("sigma", "positive", "Gaussian noise std", "\u03c3")
@@ -582,7 +644,25 @@ _BUILTIN: tuple[MechanismSpec, ...] = (
             "exceeds a threshold, and then gets the class with the largest count after "
             "independent Gaussian noise. Every query asked is charged the same data-independent "
             "cost, answered or not: the sampled Gaussian mechanism's RDP with noise multiplier "
-            "1/\u221a(1/\u03c3\u2081\u00b2 + 2/\u03c3\u2082\u00b2).")),
+            "1/\u221a(1/\u03c3\u2081\u00b2 + 2/\u03c3\u2082\u00b2)."),
+        voters_text=("the sensitive records themselves vote, through the k nearest of a fresh "
+                     "sample for every query, on embeddings fitted to public data only"),
+        cost_text="the data-independent cost of all {asked} queries asked, answered or not"),
+    _ClassMeans(
+        name="class-means", title="Noisy class means", params=(_SIGMA,), always_answers=True,
+        reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA "
+                  "(Hastie, Tibshirani & Friedman 2009, Section 4.3)",
+        description=(
+            "the per-class sums of the sensitive records' embeddings (each clipped to a fixed "
+            "radius) and the class counts are released once with Gaussian noise; every query "
+            "is labelled by the class whose noisy mean is nearest in the public-whitened "
+            "embedding (linear discriminant analysis). The one release is charged once, "
+            "whatever the number of queries: the labels are post-processing."),
+        voters_text=("the sensitive records' per-class sums, on embeddings fitted to public "
+                     "data only, are released once with Gaussian noise, and every query is "
+                     "labelled from them"),
+        cost_text="the data-independent cost of the one release, which labels all {asked} "
+                  "queries asked"),
 )
 
 _REGISTRY: dict[str, MechanismSpec] = {spec.name: spec for spec in _BUILTIN}

@@ -548,8 +548,7 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     paras.append(("Mechanism", (
         f"{_mechanism_text(p['mechanism'])} Parameters: "
         f"{_params_text(p['mechanism'], p['params'])}; "
-        + ("no teachers: the sensitive records themselves vote, through the k nearest of a fresh "
-           "sample for every query, on embeddings fitted to public data only. "
+        + (f"no teachers: {mechanisms.get(p['mechanism']).voters_text}. "
            if knn else
            f"{_count(p['num_teachers'])} teachers, each trained on a disjoint part of the "
            f"sensitive data. ")
@@ -588,12 +587,13 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
             f"{delta})-differential privacy with respect to {phrase} of the sensitive training "
             "data. " + (f"{weak} " if weak else "")
             + f"This bound holds for everything the run releases \u2014 the student model and "
-            f"the labels it was trained on \u2014 whatever the data: it is the data-independent "
-            f"cost of all {_count(q['asked'])} queries asked, answered or not (order "
-            f"\u03bb = {_param(p['order_data_independent'])})" + _prior_rounds(p) + ".")))
+            f"the labels it was trained on \u2014 whatever the data: it is "
+            + mechanisms.get(p["mechanism"]).cost_text.format(asked=_count(q["asked"]))
+            + f" (order \u03bb = {_param(p['order_data_independent'])})" + _prior_rounds(p)
+            + ".")))
         paras.append(("No sanitized release", (
-            f"{title} has no data-dependent or smooth-sensitivity analysis: every asked query is "
-            f"charged the same data-independent cost, so there is no sanitized epsilon and no "
+            f"{title} has no data-dependent or smooth-sensitivity analysis: its cost does not "
+            f"depend on the data, so there is no sanitized epsilon and no "
             f"data-dependent epsilon to release; the guarantee above is the figure to quote.")))
     else:  # the teachers' data-dependent analysis and its sanitized release
         paras.append(("Guarantee", (
@@ -896,7 +896,7 @@ def _blocks(report: dict) -> list[tuple]:
     if knn:  # no teachers, no sanitized release, no data-dependent analysis
         dropped = ("Sanitized", "Data-dependent", "Teachers")
         rows = [r for r in rows if not r[0].startswith(dropped)]
-        rows[0][0] = "Guarantee \u03b5 (every asked query, data-independent)"
+        rows[0][0] = "Guarantee \u03b5 (everything released, data-independent)"
         rows.append(["Sanitized release", "none: no data-dependent analysis for "
                      f"{mechanisms.get(p['mechanism']).title}", "yes"])
     b.append(("table", ["Quantity", "Value", "Publishable"], rows))

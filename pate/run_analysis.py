@@ -5,9 +5,10 @@ checked against the event the aggregator charged); nothing here trusts a number 
 compute. The sanitized data-dependent epsilon is released once, with the order, beta and sigma_ss
 fixed in the config and noise from the run's ``release`` stream.
 
-A Private-kNN run (``samples_private_records``) has no votes matrix, no teachers and no
-data-dependent or smooth-sensitivity analysis: its privacy figures are the data-independent cost
-of every asked query (recomputed from the asked count and checked against the charged events);
+A Private-kNN or class-means run (``samples_private_records``) has no votes matrix, no teachers
+and no data-dependent or smooth-sensitivity analysis: its privacy figures are the
+data-independent cost of every asked query -- for class-means, of its one release --
+(recomputed from the asked count and checked against the charged events);
 the data-dependent fields repeat it (the realised cost is the bound), its sanitized fields carry
 the fallback reason, its teacher figures are null and its vote-margin histogram is empty.
 """
@@ -110,7 +111,9 @@ def build_analysis(run: Run) -> dict:
         # its histograms were drawn inside the aggregate stage and never saved: the cost of an
         # asked query does not depend on them (only their number is used here)
         votes = np.zeros((asked, 2), dtype=np.int64)
-        num_teachers = int(params["k"])
+        # the records voting on one query (Private-kNN: k; class-means: all of them)
+        num_teachers = spec.voters(params, private_records=int(
+            (summary.get("records") or {}).get("private_records", 0)))
     else:
         votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
         votes = votes_all[:asked]
@@ -172,8 +175,8 @@ def build_analysis(run: Run) -> dict:
 
     if knn:
         counts, edges = np.zeros(0, dtype=int), np.zeros(1)
-        margin_note = (f"{spec.title}: no vote margins; its histograms were drawn per query inside "
-                       "the aggregate stage and never saved")
+        margin_note = (f"{spec.title}: no vote margins; what the private records contributed was "
+                       "drawn inside the aggregate stage and never saved")
         relation = "record"  # every record may be sampled for any query: no partition
         teachers = {"teacher_accuracy_mean": None, "teacher_accuracy_std": None,
                     "plurality_accuracy": None}

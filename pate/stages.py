@@ -168,8 +168,8 @@ def _check_knn_data(run: Run) -> None:
         raise ConfigError(f"[knn] dims ({dims}) exceeds min(public items, {features!r} features) "
                           f"= {limit} of {run.data.name}: the principal axes are fitted on the "
                           "public split")
-    k = C.aggregator_params(run.config)["k"]
-    if k > len(run.data.private):
+    k = C.aggregator_params(run.config).get("k")  # Private-kNN's neighbours per query
+    if k is not None and k > len(run.data.private):
         raise ConfigError(f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
                           f"records of {run.data.name}")
 
@@ -564,7 +564,8 @@ def aggregate(run: Run) -> dict:
         if run.path(R.PENDING_SUMMARY).exists():
             return _finish_pending(run, ledger, dataset, run_id)
         if spec.samples_private_records:
-            return _aggregate_knn(run, spec, ledger, dataset, run_id)
+            records = _aggregate_once if spec.releases_once else _aggregate_knn
+            return records(run, spec, ledger, dataset, run_id)
 
         votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
         num_queries = votes_all.shape[0]
@@ -792,6 +793,96 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
     finally:
         if first[0] is not None and not first[0].closed:
             first[0].release()  # nothing was drawn for it
+
+
+def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
+    """The aggregate stage of a mechanism whose one release labels every query (class-means).
+
+    The same charge-before-publish protocol as :func:`aggregate`, in one round: the release's
+    data-independent cost (public arithmetic: it depends on the noise only) is checked against
+    the config's budget (earlier rounds included) and reserved in the ledger; only then are the
+    private class sums computed and released with noise from the run's noise stream
+    (``pate.class_means.noisy_class_means``), the queries labelled from the release, the labels
+    put in the pending file and the event committed. The release itself is never saved."""
+    from pate import analysis
+    from pate.class_means import noisy_class_means
+
+    config = run.config
+    agg, priv = config["aggregator"], config["privacy"]
+    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
+    public, private = emb["public"], emb["private"]
+    private_labels, num_classes = emb["private_labels"], int(emb["num_classes"])
+    num_queries = public.shape[0]
+    queries = min(agg.get("queries", num_queries), num_queries)
+    orders = C.orders(config)
+    budget_eps, delta, conversion = priv["budget_eps"], priv["delta"], priv["conversion"]
+    plan = release_plan(config, num_teachers=max(1, int(private.shape[0])),
+                        num_classes=num_classes, orders=orders)
+    prior = knn_prior(run)
+    prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
+    event = spec.event(np.zeros((queries, num_classes)), params,
+                       answered=np.ones(queries, dtype=bool), orders=orders)
+    events = [event] if queries else []
+
+    def eps_of(rdp):
+        return float(analysis.eps_from_rdp(rdp, orders=orders, delta=delta,
+                                           conversion=conversion)[0])
+
+    labels = np.full(num_queries, -1, dtype=np.int64)
+    answered = np.zeros(num_queries, dtype=bool)
+    cost = eps_of(prior_rdp + event.rdp_data_independent)
+    if queries and cost > budget_eps:
+        raise BudgetExceededError(
+            f"the config's budget (eps={budget_eps:g} at delta={delta:g}) does not cover the one "
+            f"release of {spec.title} (eps={eps_of(event.rdp_data_independent):.6g}"
+            + ("" if prior is None else f", with the earlier rounds eps={cost:.6g}")
+            + "); nothing was drawn or charged. Use more noise (a larger sigma), or raise the "
+            "budget")
+    reservation = None
+    if queries and ledger is not None:
+        try:
+            reservation = ledger.reserve(dataset, orders=orders, rdp=event.rdp_data_independent,
+                                         run_id=run_id)
+        except BudgetExceededError as exc:
+            raise BudgetExceededError(
+                f"{exc}; the one release of {spec.title} does not fit, nothing was drawn or "
+                "charged. Use more noise, or raise the budget with `pate budget set`") from None
+    with (reservation if reservation is not None else contextlib.nullcontext()):
+        geometry = None
+        if queries:
+            # Drawn only now, inside the reservation: the class sums and their noise.
+            release = noisy_class_means(public, private, private_labels, sigma=params["sigma"],
+                                        num_classes=num_classes, rng=run.noise_streams().noise)
+            labels[:queries] = release.predict(public[:queries])
+            answered[:queries] = True
+            geometry = {"clip_radius": release.geometry.radius,
+                        "dims": int(public.shape[1])}
+        rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
+        eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
+        summary = {
+            "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
+            "delta": delta, "budget_basis": agg["budget_basis"].replace("-", "_"),
+            "conversion": conversion, "queries_asked": int(queries),
+            "queries_answered": int(queries),
+            # no data-dependent bound: the realised cost IS the data-independent one
+            "eps_data_independent": float(eps), "order_data_independent": float(order),
+            "eps_data_dependent": float(eps), "order_data_dependent": float(order),
+            "prior_included": False, "stop_reason": None, "run_id": run_id,
+            "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
+            "events": [e.to_dict() for e in events], "queries_offered": int(queries),
+            "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
+            "noise_seeded": C.noise_seeded(config), "reserved_queries": int(queries),
+            "rounds": 1 if queries else 0,
+            "records": {"statistic": "the noisy class sums: drawn once after the reservation; "
+                                     "never saved", "private_records": int(private.shape[0]),
+                        **(geometry or {})},
+            "prior": prior}
+        if reservation is not None:
+            _pending_write(run, labels, answered, summary)
+            reservation.commit(events)
+    _publish(run, labels, answered, summary)
+    return _aggregate_info(summary)
 
 
 def _release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:

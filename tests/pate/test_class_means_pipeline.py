@@ -1,0 +1,184 @@
+"""Noisy class means through the pipeline: `pate run`, the stage commands and resume on digits.
+
+No teachers (partition and teachers recorded as skipped), public-fitted embeddings in the votes
+stage, ONE release of the class sums drawn inside the ledger reservation from the run's fresh
+noise and charged once whatever the number of queries, every asked query labelled, no
+sanitized release.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pate import analysis
+from pate import config as C
+from pate.analysis.class_means import class_means_rdp
+from pate.analysis.errors import BudgetExceededError
+from pate.cli import main
+from pate.ledger import Ledger
+from pate.pipeline import Pipeline, fork_run
+
+PARTITION = '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
+CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'
+EMBEDDING = '\n[knn]\nfeatures = "none"\ndims = 16\n'
+
+
+def class_means_config(small_digits, folder, *, sigma=3.0, replace=(), name="cm.toml"):
+    """configs/digits.toml with the class-means mechanism on a 16-dimensional public PCA."""
+    return small_digits(folder, replace=((PARTITION, ""),
+                                         (CONFIDENT, f'mechanism = "class-means"\nsigma = {sigma}'),
+                                         *replace), extra=EMBEDDING, name=name)
+
+
+def spend(path):
+    with Ledger(path) as ledger:
+        (dataset,) = ledger.datasets()
+        return (ledger.summary(dataset["digest"])["spent"],
+                [e.event for e in ledger.events(dataset["digest"])])
+
+
+@pytest.fixture(scope="module")
+def cm_run(tmp_path_factory, small_digits):
+    tmp = tmp_path_factory.mktemp("class-means")
+    config = class_means_config(small_digits, tmp)
+    run_dir, ledger = tmp / "run", tmp / "ledger.sqlite3"
+    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
+                 str(ledger), "--no-progress"]) == 0
+    return config, run_dir, ledger
+
+
+def test_pate_run_end_to_end(cm_run):
+    config, run_dir, ledger = cm_run
+    for stage in ("partition", "teachers"):
+        info = json.loads((run_dir / "stages" / f"{stage}.json").read_text())
+        assert info["skipped"] is True and "trains no teachers" in info["reason"]
+    assert not any((run_dir / name).exists() for name in ("partition.npz", "teachers", "votes.npy"))
+    labels, answered = np.load(run_dir / "labels.npy"), np.load(run_dir / "answered.npy")
+    a = json.loads((run_dir / "analysis.json").read_text())
+    p, q = a["privacy"], a["queries"]
+    assert labels.shape == answered.shape == (597,)
+    assert q["asked"] == q["answered"] == 400 and answered[:400].all() and not answered[400:].any()
+    assert (labels[:400] >= 0).all() and (labels[400:] == -1).all()
+    assert a["utility"]["label_accuracy_answered"] > 0.85  # the noisy means do label sensibly
+
+    # one release, charged once: orders / sigma^2
+    summary = json.loads((run_dir / "aggregate.json").read_text())
+    events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
+    assert [(e.mechanism, e.queries, e.answered) for e in events] == [("class-means", 400, 400)]
+    orders = C.orders(C.load(config))
+    np.testing.assert_allclose(events[0].rdp_data_independent,
+                               class_means_rdp(sigma=3.0, orders=orders), rtol=1e-15)
+    eps = analysis.eps_from_rdp(orders / 9.0, orders=orders, delta=1e-5)[0]
+    assert p["eps_guarantee"] == pytest.approx(eps, rel=1e-12)
+    assert p["eps_data_dependent"] == p["eps_sanitized"] == p["eps_data_independent"]
+    assert summary["release"] is None and summary["records"]["private_records"] == 1000
+    assert summary["records"]["dims"] == 16 and summary["records"]["clip_radius"] > 0
+    spent, ledger_events = spend(ledger)
+    assert spent == pytest.approx(p["eps_guarantee"], rel=1e-9)
+    assert [e.mechanism for e in ledger_events] == ["class-means"]
+
+    report = (run_dir / "report.md").read_text()
+    assert "Noisy class means" in report and "No sanitized release" in report
+    assert "released once with Gaussian noise" in report and "the one release" in report
+    assert "k nearest" not in report and "Where the teachers trained" not in report
+
+
+def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
+    config_path, run_dir, _ = cm_run
+    eps = []
+    for queries in (50, 597):
+        config = C.load(config_path, run_dir=str(tmp_path / f"q{queries}"), ledger=False,
+                        overrides={"aggregator": {"queries": queries}})
+        fork_run(run_dir, config)
+        Pipeline(config, resume=True, progress=False).run(until="aggregate")
+        summary = json.loads((tmp_path / f"q{queries}" / "aggregate.json").read_text())
+        assert summary["queries_answered"] == queries
+        eps.append(summary["eps_data_independent"])
+    assert eps[0] == eps[1] > 0
+
+
+@pytest.mark.parametrize("ledger", [True, False])
+def test_a_budget_below_the_release_draws_and_charges_nothing(tmp_path, small_digits, ledger):
+    # sigma = 3 costs eps ~ 3.9 at delta = 1e-5; a budget of 2 cannot hold it
+    config = C.load(class_means_config(small_digits, tmp_path, replace=(
+        ("budget_eps = 1000.0", "budget_eps = 2.0"),)), run_dir=str(tmp_path / "run"),
+        ledger=str(tmp_path / "ledger.sqlite3") if ledger else False)
+    Pipeline(config, progress=False).run(until="votes")
+    with pytest.raises(BudgetExceededError, match="nothing was drawn or charged"):
+        Pipeline(config, resume=True, progress=False).run(until="aggregate")
+    assert not any((tmp_path / "run" / name).exists()
+                   for name in ("labels.npy", "answered.npy", "aggregate.json",
+                                "aggregate.pending.npz"))
+    if ledger:
+        assert spend(tmp_path / "ledger.sqlite3") == (0.0, [])
+
+
+def test_crash_before_the_ledger_commit_and_resume_charges_once(tmp_path, small_digits, monkeypatch):
+    from pate import ledger as ledger_module
+
+    config = C.load(class_means_config(small_digits, tmp_path), run_dir=str(tmp_path / "run"))
+    ledger_path, run_dir = tmp_path / "ledger.sqlite3", tmp_path / "run"
+    Pipeline(config, progress=False, ledger_path=ledger_path).run(until="votes")
+
+    def crash(self, events):
+        raise KeyboardInterrupt("simulated kill between drawing the release and the ledger commit")
+
+    monkeypatch.setattr(ledger_module.Reservation, "commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+    monkeypatch.undo()
+    assert not (run_dir / "labels.npy").exists()
+    pending = np.load(run_dir / "aggregate.pending.npz")["labels"]
+    assert spend(ledger_path) == (0.0, [])
+    for _ in range(2):  # resuming twice never charges twice, and never redraws
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+    np.testing.assert_array_equal(np.load(run_dir / "labels.npy"), pending)
+    assert not (run_dir / "aggregate.pending.npz").exists()
+    _, events = spend(ledger_path)
+    assert [(e.mechanism, e.queries) for e in events] == [("class-means", 400)]
+
+
+def test_the_noise_is_fresh_unless_seeded(tmp_path, small_digits):
+    # a large sigma, so that two releases label the 400 queries differently
+    config = class_means_config(small_digits, tmp_path, sigma=40.0)
+    outputs = []
+    for name in ("a", "b"):
+        Pipeline(C.load(config, run_dir=str(tmp_path / name), ledger=False),
+                 progress=False).run(until="aggregate")
+        outputs.append(np.load(tmp_path / name / "labels.npy"))
+    assert not np.array_equal(*outputs)
+    assert not C.noise_seeded(C.load(config))
+
+
+def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits, capsys):
+    config = class_means_config(small_digits, tmp_path, sigma=40.0)
+    seeded = class_means_config(small_digits, tmp_path, sigma=40.0, name="seeded.toml", replace=(
+        ("queries = 400", "queries = 400\nnoise_seed = 4"),))
+    whole, steps = tmp_path / "whole", tmp_path / "steps"
+    assert main(["run", "--config", str(seeded), "--run-dir", str(whole), "--ledger",
+                 str(tmp_path / "whole.sqlite3"), "--no-progress", "--until", "analysis"]) == 0
+    assert main(["partition", "--config", str(config), "--run-dir", str(steps), "--ledger",
+                 str(tmp_path / "steps.sqlite3")]) == 0
+    for command in ("train-teachers", "vote"):
+        assert main([command, "--run-dir", str(steps), "--no-progress"]) == 0, command
+    assert main(["aggregate", "--run-dir", str(steps), "--noise-seed", "4"]) == 0
+    for name in ("labels.npy", "answered.npy"):
+        np.testing.assert_array_equal(np.load(whole / name), np.load(steps / name))
+    assert spend(tmp_path / "whole.sqlite3")[0] == spend(tmp_path / "steps.sqlite3")[0] > 0
+    report = json.loads((whole / "analysis.json").read_text())
+    assert report["privacy"]["noise_seeded"] is True
+
+
+def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
+    config = C.load("fashion-mnist-class-means")
+    assert config["aggregator"] == {**config["aggregator"], "mechanism": "class-means",
+                                    "sigma": 5.75}
+    assert config["knn"] == {"features": "scatternet", "dims": 512}
+    orders = C.orders(config)
+    eps = analysis.eps_from_rdp(class_means_rdp(sigma=5.75, orders=orders), orders=orders,
+                                delta=config["privacy"]["delta"], conversion="tight")[0]
+    assert config["privacy"]["conversion"] == "tight"
+    assert eps == pytest.approx(0.9945, abs=5e-5) and eps <= config["privacy"]["budget_eps"]
