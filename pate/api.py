@@ -17,7 +17,8 @@ figures::
 Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Confident GNMax,
 ``sigma=`` for GNMax, ``scale=`` for LNMax; ``mechanism="private-knn"`` takes ``k=,
 sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
-trains no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
+``mechanism="class-means"`` takes ``sigma=`` (one release labels every query) and ``knn=`` too;
+both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
 (:func:`pate.config.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
 The noise comes from OS entropy unless ``noise_seed`` is given (the run is then NOT private).
@@ -209,7 +210,9 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     if not no_teachers and num_teachers is None:
         raise TypeError("num_teachers= (how many teachers, one per disjoint shard) is needed")
     if knn is not None and not no_teachers:
-        raise TypeError(f"knn= applies to mechanism='private-knn' only, not {mechanism!r}")
+        raise TypeError(f"knn= (the public-fitted embedding) applies to the mechanisms that read "
+                        f"the private records ('private-knn', 'class-means') only, not "
+                        f"{mechanism!r}")
     voters = given.get("k") if no_teachers else num_teachers
     if target_eps is not None:
         if budget_eps is None:

@@ -189,9 +189,9 @@ def build_analysis(run: Run) -> dict:
         relation = "unit" if part.neighbouring_relation.startswith("unit") else "record"
         teachers = read_json(run.path(R.TEACHER_METRICS))
     data = run.data
-    answered_labels = labels[answered_all]
-    label_acc = (float(np.mean(answered_labels == data.public.y[answered_all]))
-                 if answered_all.any() else None)
+    # only where the public split's true label is known (in-memory public data may have none: -1)
+    known = answered_all & (np.asarray(data.public.y) >= 0)
+    label_acc = float(np.mean(labels[known] == data.public.y[known])) if known.any() else None
     student = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
     ledger = _ledger_summary(run, summary.get("dataset"))
 

@@ -182,3 +182,21 @@ def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
                                 delta=config["privacy"]["delta"], conversion="tight")[0]
     assert config["privacy"]["conversion"] == "tight"
     assert eps == pytest.approx(0.9945, abs=5e-5) and eps <= config["privacy"]["budget_eps"]
+
+
+def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits):
+    import pate
+    from pate.analysis.class_means import calibrate_class_means_sigma
+
+    result = pate.fit((digits.private.x, digits.private.y), digits.public.x[:400],
+                      evaluation=(digits.evaluation.x, digits.evaluation.y),
+                      mechanism="class-means", knn={"features": "none", "dims": 16},
+                      target_eps=1.0, student="cnn8", run_dir=tmp_path / "run",
+                      ledger=tmp_path / "ledger.sqlite3",
+                      student_params={"method": "supervised", "epochs": 1, "steps_per_epoch": 20})
+    assert result.epsilon == pytest.approx(1.0, abs=1e-6) and result.epsilon <= 1.0
+    assert result.answered_mask.sum() == 400  # every public item, for the one release's cost
+    assert result.privacy["params"]["sigma"] == pytest.approx(
+        calibrate_class_means_sigma(eps=1.0, delta=1e-5), rel=1e-12)
+    # the public items came without labels: no label accuracy can be measured (it read 0.0)
+    assert result.report["utility"]["label_accuracy_answered"] is None
