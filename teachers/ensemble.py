@@ -99,7 +99,7 @@ from pate.analysis.validation import (check_choice, check_int, check_nonnegative
 from pate.teachers.checkpoint import (CheckpointError, atomic_savez, atomic_torch_save,
                                       atomic_write_json, load_plain_npz, load_torch)
 from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
-from pate.teachers.models import MODEL_NAMES, is_model_name
+from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, is_model_name
 from pate.teachers.features import FEATURES, feature_data
 from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.schedule import AUGMENTATIONS
@@ -155,6 +155,10 @@ class TeacherConfig:
             if not is_model_name(m):
                 raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
                                  f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}")
+            if m in STUDENT_ONLY_MODELS:
+                raise ValueError(f"model {m!r} is a student model: its ScatterNet front-end "
+                                 "cannot be vectorized over teachers; for teachers set features "
+                                 "= \"scatternet\" with model = \"scatter_cnn\" or \"linear\"")
         elif not _is_sklearn(m) and not callable(m):
             raise TypeError(f"model must be a name, a scikit-learn estimator or a factory "
                             f"returning a torch.nn.Module, got {describe(m)}")

@@ -17,6 +17,13 @@ Symbols
     * ``"scatter_cnn"`` -- a small CNN head for ScatterNet features (C x 7 x 7, from 28x28
       images): two 3x3 conv layers (64 channels, ReLU), 2x2 max-pool, linear (Tramer & Boneh
       2021's ScatterNet+CNN, without normalisation layers so that it can be vmapped).
+    * ``"scatternet_cnn"`` -- images (C, H, W) with H, W multiples of 4 and >= 8: the fixed
+      ScatterNet front-end (:func:`pate.teachers.features.ScatterNet`, no parameters),
+      GroupNorm (9 groups per input channel) and the ``scatter_cnn`` head -- Tramer & Boneh
+      2021's ScatterNet+CNN on raw images, so that a student can use the front-end with its
+      image augmentations; ~0.1 s per 224-image step on 2 CPU cores (about 6x cnn28). The
+      ScatterNet module is not vmappable: a student model, not for vectorized teachers (give
+      teachers ``[teachers] features = "scatternet"`` and ``scatter_cnn`` instead).
     * ``"wrn16_4"`` -- images of any size >= 4x4 (any number of channels): the wide residual
       network WRN-16-4 with GroupNorm (:mod:`pate.teachers.wide_resnet`), ~2.75 M weights,
       ~0.35 G multiply-adds per 28x28 image: the stronger student, for a GPU.
@@ -41,9 +48,13 @@ import inspect
 
 from pate.analysis.validation import check_int, describe
 
-__all__ = ["build_model", "MODEL_NAMES", "check_input_shape", "is_model_name"]
+__all__ = ["build_model", "MODEL_NAMES", "STUDENT_ONLY_MODELS", "check_input_shape",
+           "is_model_name"]
 
-MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn", "wrn16_4")
+MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn", "scatternet_cnn",
+               "wrn16_4")
+#: Zoo models a student may use but teachers may not (not vectorizable over teachers).
+STUDENT_ONLY_MODELS = ("scatternet_cnn",)
 
 
 def is_model_name(name: str) -> bool:
@@ -119,6 +130,21 @@ def _scatter_cnn(input_shape: tuple[int, ...], num_classes: int):
         nn.Flatten(), nn.Linear(64 * (h // 2) * (w // 2), num_classes))
 
 
+def _scatternet_cnn(input_shape: tuple[int, ...], num_classes: int):
+    from torch import nn
+
+    from pate.teachers.features import ScatterNet, feature_shape
+
+    try:
+        shape = feature_shape(input_shape)
+    except ValueError:
+        raise ValueError(f"model 'scatternet_cnn' needs images (C, H, W) with H and W multiples "
+                         f"of 4 and at least 8, got input shape {tuple(input_shape)}") from None
+    return nn.Sequential(ScatterNet(input_shape[1], input_shape[2]),
+                         nn.GroupNorm(9 * input_shape[0], shape[0]),
+                         *_scatter_cnn(shape, num_classes))
+
+
 def _cnn8(channels: int, num_classes: int):
     from torch import nn
 
@@ -191,6 +217,8 @@ def build_model(name: str, *, input_shape, num_classes: int):
         model = (_mlp if name == "mlp" else _linear)(features, num_classes)
     elif name == "scatter_cnn":
         model = _scatter_cnn(input_shape, num_classes)
+    elif name == "scatternet_cnn":
+        model = _scatternet_cnn(input_shape, num_classes)
     elif name == "wrn16_4":
         from pate.teachers.wide_resnet import wide_resnet
 

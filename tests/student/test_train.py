@@ -156,6 +156,18 @@ def test_wide_resnet_student_trains_saves_and_loads(digits, first_k_labels, tmp_
                        student.predict_proba(digits.evaluation.x[:20]), atol=1e-6)
 
 
+def test_scatternet_student_trains_saves_and_loads(digits, first_k_labels, tmp_path):
+    """``model="scatternet_cnn"`` (fixed ScatterNet front-end + CNN head) on raw images: the
+    same FixMatch (augmentations on the images), save and load."""
+    labels = first_k_labels(digits.public.y, 50)
+    student = train_student(digits.public.x, labels, model="scatternet_cnn", random_state=0,
+                            **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8})
+    assert student.model_name_ == "scatternet_cnn"
+    loaded = Student.load(student.save(tmp_path / "student.pt"))
+    assert np.allclose(loaded.predict_proba(digits.evaluation.x[:20]),
+                       student.predict_proba(digits.evaluation.x[:20]), atol=1e-6)
+
+
 def test_fit_returns_self_and_sklearn_params():
     s = Student(epochs=3, random_state=0)
     assert s.get_params()["epochs"] == 3

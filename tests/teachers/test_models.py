@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -12,7 +13,9 @@ from pate.teachers.models import build_model  # noqa: E402
 @pytest.mark.parametrize("name,shape", [("cnn28", (1, 28, 28)), ("cnn28", (3, 28, 28)),
                                         ("cnn32", (3, 32, 32)), ("mlp", (17,)),
                                         ("mlp", (1, 8, 8)), ("cnn8", (1, 8, 8)),
-                                        ("wrn16_4", (1, 28, 28)), ("wrn16_4", (3, 8, 8))])
+                                        ("wrn16_4", (1, 28, 28)), ("wrn16_4", (3, 8, 8)),
+                                        ("scatternet_cnn", (1, 28, 28)),
+                                        ("scatternet_cnn", (3, 8, 8))])
 def test_zoo_shapes_and_no_batchnorm(name, shape):
     from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -82,3 +85,27 @@ def test_bad_arguments():
         build_model("mlp", input_shape=(0,), num_classes=3)
     with pytest.raises(ValueError, match="wrn16_4.*H, W >= 4"):
         build_model("wrn16_4", input_shape=(17,), num_classes=3)
+
+
+def test_scatternet_cnn_is_the_fixed_front_end_then_the_scatter_cnn_head():
+    from pate.teachers.features import scatter
+
+    model = build_model("scatternet_cnn", input_shape=(1, 28, 28), num_classes=10)
+    front, norm = model[0], model[1]
+    x = torch.rand(4, 1, 28, 28)
+    # the front-end is pate's ScatterNet (no trainable weights), then GroupNorm on 81 channels
+    assert not any(p.requires_grad for p in front.parameters())
+    np.testing.assert_allclose(front(x).numpy(), scatter(x.numpy()), rtol=1e-5, atol=1e-6)
+    assert isinstance(norm, torch.nn.GroupNorm) and norm.num_channels == 81
+    head = build_model("scatter_cnn", input_shape=(81, 7, 7), num_classes=10)
+    assert sum(p.numel() for p in model.parameters()) == sum(
+        p.numel() for p in head.parameters()) + 2 * 81
+    with pytest.raises(ValueError, match="multiples of 4 and at least 8"):
+        build_model("scatternet_cnn", input_shape=(1, 10, 10), num_classes=10)
+
+
+def test_scatternet_cnn_is_refused_for_teachers():
+    from pate.teachers.ensemble import TeacherConfig
+
+    with pytest.raises(ValueError, match="'scatternet_cnn' is a student model"):
+        TeacherConfig(model="scatternet_cnn")
