@@ -329,6 +329,12 @@ class MechanismSpec:
     def _calibrate(self, params, *, auto, **kw) -> dict[str, float]:
         raise NotImplementedError(f"{type(self).__name__} must implement _calibrate()")
 
+    def voters(self, params: Mapping[str, float], *, private_records: int) -> int:
+        """For a mechanism that reads the private records (``samples_private_records``): how
+        many of them vote on one query -- the report's count in place of teachers. All of them
+        unless a spec says otherwise (Private-kNN: its k nearest)."""
+        return int(private_records)
+
     def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:
         """Parameters of the smooth-sensitivity (GNSS) release of the data-dependent epsilon,
         ``{"threshold", "sigma1", "sigma2"}`` for ``analysis.release_sanitized_epsilon``
@@ -541,8 +547,7 @@ class _PrivateKNN(_ConfidentGNMax):
         return None  # no smooth-sensitivity analysis: the data-independent cost is the cost
 
     def voters(self, params, *, private_records: int) -> int:
-        """How many records vote on one query (the report's count in place of teachers)."""
-        return int(params["k"])
+        return int(params["k"])  # the k nearest of the query's sample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -585,8 +590,6 @@ class _ClassMeans(MechanismSpec):
             eps=kw["eps"], delta=kw["delta"], orders=kw["orders"], conversion=kw["conversion"],
             extra_rdp=kw["extra_rdp"])}
 
-    def voters(self, params, *, private_records: int) -> int:
-        return int(private_records)
 
 
 _SCALE = Param("scale", "positive", "Laplace noise scale", "Laplace scale")

@@ -363,8 +363,9 @@ def votes(run: Run) -> dict:
 
 
 def _knn_embeddings(run: Run) -> dict:
-    """The votes stage of a Private-kNN run: embeddings of the public and private splits for its
-    neighbour search, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
+    """The votes stage of a run whose mechanism reads the private records (Private-kNN, noisy
+    class means): embeddings of the public and private splits for its neighbour search or class
+    means, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
     with public statistics, then a PCA of the public rows), so the embedding itself reveals
     nothing about the private records. Writes ``knn_embeddings.npz``; no histogram is drawn."""
     from pate.teachers.features import feature_data, public_pca_embedding
@@ -388,7 +389,7 @@ def _knn_embeddings(run: Run) -> dict:
     labels = np.asarray(data.private.y, dtype=np.int64)
     atomic_savez(run.path(R.KNN_EMBEDDINGS), public=public, private=private,
                  private_labels=labels, num_classes=np.int64(data.num_classes))
-    logger.info("votes: Private-kNN embeddings (%s features -> %d dims) of %d public and %d "
+    logger.info("votes: public-fitted embeddings (%s features -> %d dims) of %d public and %d "
                 "private items", features, dims, len(public), len(private))
     return {"queries": int(public.shape[0]), "classes": int(data.num_classes),
             "private_records": int(private.shape[0]), "features": features, "dims": int(dims),
