@@ -217,6 +217,39 @@ def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = 
     return arr
 
 
+def check_embeddings(value: Any, name: str) -> np.ndarray:
+    """A finite float64 (items, features >= 1) array of embeddings (``pate.knn``,
+    ``pate.class_means``)."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a 2-D array of numbers, got {describe(value)}") from None
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must be 2-D with shape (items, features >= 1), got shape "
+                         f"{arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    return arr
+
+
+def check_labels(value: Any, length: int, num_classes: int, name: str = "labels") -> np.ndarray:
+    """Integer class labels, one per private record (``length``), in [0, ``num_classes``), as
+    int64."""
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.shape[0] != length:
+        raise ValueError(f"{name} must be 1-D with one label per private record ({length}), got "
+                         f"shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
+        bad = arr[(arr < 0) | (arr >= num_classes)][0]
+        raise ValueError(f"{name} must lie in [0, num_classes={num_classes}), got a label "
+                         f"{int(bad)}")
+    return arr.astype(np.int64, copy=False)
+
+
 def check_moment(value, name: str = "moment") -> float:
     """One moment l: a finite real number >= 1."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):

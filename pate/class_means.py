@@ -37,11 +37,9 @@ post-processing).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
 import numpy as np
 
-from pate.analysis.validation import check_int, check_positive, describe
+from pate.analysis.validation import check_embeddings, check_int, check_labels, check_positive
 from pate.rng import check_rng
 
 __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "PublicGeometry", "public_geometry", "class_sums",
@@ -51,21 +49,6 @@ __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "PublicGeometry", "public_geometry",
 CLIP_QUANTILE = 0.9
 #: Added to every axis' public variance, as a fraction of the mean variance (numerical floor).
 WHITEN_FLOOR = 1e-3
-
-
-def _embeddings(value: Any, name: str) -> np.ndarray:
-    if isinstance(value, (str, bytes)) or value is None:
-        raise TypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a 2-D array of numbers, got {describe(value)}") from None
-    if arr.ndim != 2 or arr.shape[1] < 1:
-        raise ValueError(f"{name} must be 2-D with shape (items, features >= 1), got shape "
-                         f"{arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (found NaN or inf)")
-    return arr
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +64,7 @@ class PublicGeometry:
 
 def public_geometry(public) -> PublicGeometry:
     """Whitening scale and clipping radius from the public embeddings only (>= 2 rows)."""
-    pub = _embeddings(public, "public")
+    pub = check_embeddings(public, "public")
     if pub.shape[0] < 2:
         raise ValueError(f"public needs at least 2 items to estimate its spread, got {pub.shape[0]}")
     var = pub.var(axis=0)
@@ -94,19 +77,6 @@ def public_geometry(public) -> PublicGeometry:
         raise ValueError(f"the {CLIP_QUANTILE:g} quantile of the public norms is 0: most public "
                          "embeddings are at the public mean; use another embedding")
     return PublicGeometry(scale=scale, radius=radius)
-
-
-def _labels(value: Any, length: int, num_classes: int) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"labels must be 1-D with one label per private record ({length}), got "
-                         f"shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"labels must be integers, got dtype {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
-        bad = arr[(arr < 0) | (arr >= num_classes)][0]
-        raise ValueError(f"labels must lie in [0, num_classes={num_classes}), got a label {int(bad)}")
-    return arr.astype(np.int64, copy=False)
 
 
 def _clipped(embeddings: np.ndarray, geometry: PublicGeometry) -> np.ndarray:
@@ -131,11 +101,11 @@ def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry) -
     """The sensitive statistic S, (m, d + 1) float64 (module docstring): each row's clipped
     sum of u and, last, the class count. Every record adds a row vector of norm <= sqrt(2)."""
     m = check_int(num_classes, "num_classes", minimum=2)
-    p = _embeddings(private, "private")
+    p = check_embeddings(private, "private")
     if p.shape[1] != geometry.scale.shape[0]:
         raise ValueError(f"private has {p.shape[1]} features but the public geometry "
                          f"{geometry.scale.shape[0]}")
-    y = _labels(labels, p.shape[0], m)
+    y = check_labels(labels, p.shape[0], m)
     u = _clipped(p, geometry)
     out = np.zeros((m, p.shape[1] + 1))
     np.add.at(out[:, :-1], y, u)
@@ -154,7 +124,7 @@ class NoisyClassMeans:
     geometry: PublicGeometry
 
     def scores(self, embeddings) -> np.ndarray:
-        e = _embeddings(embeddings, "embeddings")
+        e = check_embeddings(embeddings, "embeddings")
         if e.shape[1] != self.means.shape[1]:
             raise ValueError(f"embeddings have {e.shape[1]} features, the means {self.means.shape[1]}")
         w = self.geometry.whiten(e)

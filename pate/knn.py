@@ -37,11 +37,10 @@ the stream consumed depends only on (n, N), never on the data, and not on ``batc
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from pate.analysis.validation import check_int, check_unit_interval, describe
+from pate.analysis.validation import (check_embeddings, check_int, check_labels,
+                                      check_unit_interval)
 from pate.rng import check_rng
 
 __all__ = ["knn_votes", "DEFAULT_BATCH_ELEMENTS"]
@@ -49,33 +48,6 @@ __all__ = ["knn_votes", "DEFAULT_BATCH_ELEMENTS"]
 #: Distances held at once when ``batch_size`` is None: batch = max(1, this // N) queries
 #: (2^22 float64 = 32 MiB per (batch, N) array; a few such arrays are alive at a time).
 DEFAULT_BATCH_ELEMENTS = 2 ** 22
-
-
-def _embeddings(value: Any, name: str) -> np.ndarray:
-    if isinstance(value, (str, bytes)) or value is None:
-        raise TypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a 2-D array of numbers, got {describe(value)}") from None
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D with shape (items, features), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (found NaN or inf)")
-    return arr
-
-
-def _labels(value: Any, length: int, num_classes: int) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"labels must be 1-D with one label per private record ({length}), got "
-                         f"shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"labels must be integers, got dtype {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
-        bad = arr[(arr < 0) | (arr >= num_classes)][0]
-        raise ValueError(f"labels must lie in [0, num_classes={num_classes}), got a label {int(bad)}")
-    return arr.astype(np.int64, copy=False)
 
 
 def _select(keys: np.ndarray, k: int) -> np.ndarray:
@@ -109,12 +81,12 @@ def knn_votes(queries, private, labels, *, k, sampling_rate, num_classes, rng,
     k = check_int(k, "k", minimum=1)
     gamma = check_unit_interval(sampling_rate, "sampling_rate")
     m = check_int(num_classes, "num_classes", minimum=2)
-    q = _embeddings(queries, "queries")
-    p = _embeddings(private, "private")
+    q = check_embeddings(queries, "queries")
+    p = check_embeddings(private, "private")
     if q.shape[1] != p.shape[1]:
         raise ValueError(f"queries and private must have the same number of features, got "
                          f"{q.shape[1]} and {p.shape[1]}")
-    y = _labels(labels, p.shape[0], m)
+    y = check_labels(labels, p.shape[0], m)
     rng = check_rng(rng)
     n, big_n = q.shape[0], p.shape[0]
     if batch_size is None:
