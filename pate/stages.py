@@ -682,6 +682,29 @@ def aggregate(run: Run) -> dict:
             ledger.close()
 
 
+def _records_inputs(run: Run, spec) -> tuple:
+    """What the aggregate stage of a mechanism that reads the private records starts from:
+    (params, public, private, private_labels, num_classes, num_queries, queries, orders,
+    budget_eps, delta, conversion, plan, prior, prior_rdp) -- the validated parameters, the
+    votes stage's embeddings, how many queries are offered, the privacy settings, the (no)
+    release plan, and an earlier round whose student embeds this run (:func:`knn_prior`): its
+    cost counts against the config's budget."""
+    config = run.config
+    priv = config["privacy"]
+    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
+    public, private = emb["public"], emb["private"]
+    num_classes, num_queries = int(emb["num_classes"]), public.shape[0]
+    orders = C.orders(config)
+    plan = release_plan(config, num_teachers=max(1, spec.voters(
+        params, private_records=int(private.shape[0]))), num_classes=num_classes, orders=orders)
+    prior = knn_prior(run)
+    prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
+    return (params, public, private, emb["private_labels"], num_classes, num_queries,
+            min(config["aggregator"].get("queries", num_queries), num_queries), orders,
+            priv["budget_eps"], priv["delta"], priv["conversion"], plan, prior, prior_rdp)
+
+
 def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a mechanism that samples the private records (Private-kNN).
 
@@ -696,22 +719,10 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
     from pate import analysis
     from pate.knn import knn_votes
 
-    config = run.config
-    agg, priv = config["aggregator"], config["privacy"]
-    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
-    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
-    public, private = emb["public"], emb["private"]
-    private_labels, num_classes = emb["private_labels"], int(emb["num_classes"])
-    num_queries = public.shape[0]
-    queries = min(agg.get("queries", num_queries), num_queries)
-    orders = C.orders(config)
-    budget_eps, delta, conversion = priv["budget_eps"], priv["delta"], priv["conversion"]
-    plan = release_plan(config, num_teachers=int(params["k"]), num_classes=num_classes,
-                        orders=orders)
+    config, agg = run.config, run.config["aggregator"]
+    (params, public, private, private_labels, num_classes, num_queries, queries, orders,
+     budget_eps, delta, conversion, plan, prior, prior_rdp) = _records_inputs(run, spec)
     worst = spec.worst_case_query_rdp(params, orders=orders)
-    # an earlier round (its student embeds this one): its cost counts against the config's budget
-    prior = knn_prior(run)
-    prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
 
     def eps_of(rdp):
         return float(analysis.eps_from_rdp(rdp, orders=orders, delta=delta,
@@ -808,20 +819,9 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     from pate import analysis
     from pate.class_means import noisy_class_means
 
-    config = run.config
-    agg, priv = config["aggregator"], config["privacy"]
-    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
-    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
-    public, private = emb["public"], emb["private"]
-    private_labels, num_classes = emb["private_labels"], int(emb["num_classes"])
-    num_queries = public.shape[0]
-    queries = min(agg.get("queries", num_queries), num_queries)
-    orders = C.orders(config)
-    budget_eps, delta, conversion = priv["budget_eps"], priv["delta"], priv["conversion"]
-    plan = release_plan(config, num_teachers=max(1, int(private.shape[0])),
-                        num_classes=num_classes, orders=orders)
-    prior = knn_prior(run)
-    prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
+    config, agg = run.config, run.config["aggregator"]
+    (params, public, private, private_labels, num_classes, num_queries, queries, orders,
+     budget_eps, delta, conversion, plan, prior, prior_rdp) = _records_inputs(run, spec)
     event = spec.event(np.zeros((queries, num_classes)), params,
                        answered=np.ones(queries, dtype=bool), orders=orders)
     events = [event] if queries else []
