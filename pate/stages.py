@@ -1011,9 +1011,9 @@ def analysis_stage(run: Run) -> dict:
     atomic_write_json(run.path(R.ANALYSIS), doc)
     p = doc["privacy"]
     if mechanisms.get(p["mechanism"]).samples_private_records:
-        logger.info("analysis: eps data-independent %.4f at delta %g (every asked query; no "
-                    "data-dependent analysis, no sanitized release)", p["eps_data_independent"],
-                    p["delta"])
+        logger.info("analysis: eps data-independent %.4f at delta %g (a cost that does not "
+                    "depend on the data; no data-dependent analysis, no sanitized release)",
+                    p["eps_data_independent"], p["delta"])
     else:
         logger.info("analysis: eps data-independent %.4f, sanitized %.4f, data-dependent (not "
                     "private) %.4f at delta %g", p["eps_data_independent"], p["eps_sanitized"],

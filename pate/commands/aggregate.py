@@ -44,7 +44,7 @@ def _describe(run, info) -> str:
 
     if mechanisms.get(s["mechanism"]).samples_private_records:
         lines.append(f"eps of the asked queries at delta={s['delta']:g}: data-independent "
-                     f"{s['eps_data_independent']:.4f} (every asked query is charged the same; "
+                     f"{s['eps_data_independent']:.4f} (a cost that does not depend on the data; "
                      "no data-dependent bound, no sanitized release)")
     else:
         lines.append(f"eps of these answers at delta={s['delta']:g}: data-independent "
