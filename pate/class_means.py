@@ -37,6 +37,7 @@ post-processing).
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 
 from pate.analysis.validation import check_embeddings, check_int, check_labels, check_positive

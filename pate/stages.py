@@ -705,6 +705,31 @@ def _records_inputs(run: Run, spec) -> tuple:
             priv["budget_eps"], priv["delta"], priv["conversion"], plan, prior, prior_rdp)
 
 
+def _records_summary(spec, params, events, *, config, orders, delta, conversion, budget_eps,
+                     asked, answered, offered, stop_reason, run_id, dataset, ledger, plan,
+                     reserved, rounds, prior, **mechanism_part) -> dict:
+    """``aggregate.json`` of a mechanism that reads the private records: the realised cost of
+    ``events`` is the data-independent one (there is no data-dependent bound), no sanitized
+    release; ``prior`` the earlier rounds this run's embedding depends on (their cost is in the
+    guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
+    from pate import analysis
+
+    rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
+    eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
+    return {
+        "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
+        "delta": delta, "budget_basis": config["aggregator"]["budget_basis"].replace("-", "_"),
+        "conversion": conversion, "queries_asked": int(asked), "queries_answered": int(answered),
+        "eps_data_independent": float(eps), "order_data_independent": float(order),
+        "eps_data_dependent": float(eps), "order_data_dependent": float(order),
+        "prior_included": False, "stop_reason": stop_reason, "run_id": run_id,
+        "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
+        "events": [e.to_dict() for e in events], "queries_offered": int(offered),
+        "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
+        "noise_seeded": C.noise_seeded(config), "reserved_queries": int(reserved),
+        "rounds": rounds, **mechanism_part, "prior": prior}
+
+
 def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a mechanism that samples the private records (Private-kNN).
 
@@ -719,7 +744,7 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
     from pate import analysis
     from pate.knn import knn_votes
 
-    config, agg = run.config, run.config["aggregator"]
+    config = run.config
     (params, public, private, private_labels, num_classes, num_queries, queries, orders,
      budget_eps, delta, conversion, plan, prior, prior_rdp) = _records_inputs(run, spec)
     worst = spec.worst_case_query_rdp(params, orders=orders)
@@ -736,24 +761,14 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
     def summary_now():
         rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
         eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
-        return {
-            "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
-            "delta": delta, "budget_basis": agg["budget_basis"].replace("-", "_"),
-            "conversion": conversion, "queries_asked": int(progress.asked),
-            "queries_answered": int(answered[:progress.asked].sum()),
-            # no data-dependent bound: the realised cost IS the data-independent one
-            "eps_data_independent": float(eps), "order_data_independent": float(order),
-            "eps_data_dependent": float(eps), "order_data_dependent": float(order),
-            "prior_included": False, "stop_reason": progress.stop_reason, "run_id": run_id,
-            "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
-            "events": [e.to_dict() for e in events], "queries_offered": int(queries),
-            "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
-            "noise_seeded": C.noise_seeded(config), "reserved_queries": int(progress.reserved),
-            "rounds": progress.rounds,
-            "knn": {"histograms": "drawn per round after its reservation; never saved",
-                    "private_records": int(private.shape[0])},
-            # the earlier rounds this run's embedding depends on (their cost is in the guarantee)
-            "prior": prior}
+        return _records_summary(
+            spec, params, events, config=config, orders=orders, delta=delta,
+            conversion=conversion, budget_eps=budget_eps, asked=progress.asked,
+            answered=int(answered[:progress.asked].sum()), offered=queries,
+            stop_reason=progress.stop_reason, run_id=run_id, dataset=dataset, ledger=ledger,
+            plan=plan, reserved=progress.reserved, rounds=progress.rounds, prior=prior,
+            knn={"histograms": "drawn per round after its reservation; never saved",
+                 "private_records": int(private.shape[0])})
 
     # How many queries the config's budget allows (the ledger checks its own, linked datasets
     # and concurrent runs included): earlier rounds + n x the per-query cost, public quantities.
@@ -819,7 +834,7 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     from pate import analysis
     from pate.class_means import noisy_class_means
 
-    config, agg = run.config, run.config["aggregator"]
+    config = run.config
     (params, public, private, private_labels, num_classes, num_queries, queries, orders,
      budget_eps, delta, conversion, plan, prior, prior_rdp) = _records_inputs(run, spec)
     event = spec.event(np.zeros((queries, num_classes)), params,
@@ -859,26 +874,14 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
             answered[:queries] = True
             geometry = {"clip_radius": release.geometry.radius,
                         "dims": int(public.shape[1])}
-        rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
-        eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
-        summary = {
-            "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
-            "delta": delta, "budget_basis": agg["budget_basis"].replace("-", "_"),
-            "conversion": conversion, "queries_asked": int(queries),
-            "queries_answered": int(queries),
-            # no data-dependent bound: the realised cost IS the data-independent one
-            "eps_data_independent": float(eps), "order_data_independent": float(order),
-            "eps_data_dependent": float(eps), "order_data_dependent": float(order),
-            "prior_included": False, "stop_reason": None, "run_id": run_id,
-            "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
-            "events": [e.to_dict() for e in events], "queries_offered": int(queries),
-            "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
-            "noise_seeded": C.noise_seeded(config), "reserved_queries": int(queries),
-            "rounds": 1 if queries else 0,
-            "records": {"statistic": "the noisy class sums: drawn once after the reservation; "
-                                     "never saved", "private_records": int(private.shape[0]),
-                        **(geometry or {})},
-            "prior": prior}
+        summary = _records_summary(
+            spec, params, events, config=config, orders=orders, delta=delta,
+            conversion=conversion, budget_eps=budget_eps, asked=queries, answered=queries,
+            offered=queries, stop_reason=None, run_id=run_id, dataset=dataset, ledger=ledger,
+            plan=plan, reserved=queries, rounds=1 if queries else 0, prior=prior,
+            records={"statistic": "the noisy class sums: drawn once after the reservation; "
+                                  "never saved", "private_records": int(private.shape[0]),
+                     **(geometry or {})})
         if reservation is not None:
             _pending_write(run, labels, answered, summary)
             reservation.commit(events)
