@@ -30,26 +30,67 @@ score     score_j(w) = <mu_j, w> - ||mu_j||^2 / 2 + log pi_j (LDA with identity 
           the label is argmax_j score_j(w(query)), ties to the lower class
 
 Randomness: the noise is ``rng.standard_normal((m, d + 1))`` scaled by sigma, drawn once; its
-draw depends only on (m, d), never on the data. Queries are not clipped (labelling them is
-post-processing).
+draw depends only on (m, d), never on the data. Queries are not clipped by the LDA rule (labelling
+them is post-processing).
+
+The public-marginal logistic rule (:func:`public_logistic`, what a run labels with)
+---------------------------------------------------------------------------------
+LDA assumes Gaussian classes with the public covariance. A multinomial logistic model
+p(j | u) = softmax(W u + b)_j makes no assumption on the inputs, and its average log-likelihood on
+the private records splits into a part that needs the labels and a part that does not:
+
+    (1/N) sum_i log p(y_i | u_i) = sum_j (<W_j, S_j> + b_j n_j) / N  -  (1/N) sum_i lse(W u_i + b)
+
+where S_j is the sum of u over class j and n_j its count (the rows of the released statistic),
+and lse the log-sum-exp. The first part is a linear function of S; the second depends on the
+private inputs only, not on their labels. PATE assumes the public and private inputs come from
+one distribution, so the rule replaces it by its public average, and S, n by the noisy release:
+
+    F(W, b) = (1/n) sum_{public u} lse(W u + b) - sum_j pi_j (<W_j, mu_j> / R + b_j)
+              + (ridge / 2) ||W||^2
+
+(pi_j mu_j / R = noisy S_j / sum of the noisy counts, so F reads the release only). F is convex
+(lse is convex, the rest linear or quadratic); at its minimum the public model moments match the
+released ones: (1/n) sum p(j | u) u = pi_j mu_j / R - ridge W_j and (1/n) sum p(j | u) = pi_j
+(moment matching, the maximum-entropy view of logistic regression). Without noise and with the
+public rows as the private records, F is exactly the ridge-penalised logistic regression of those
+rows (the cross-check in the tests). Everything F reads is the release or public: the rule is
+post-processing and costs nothing. Queries are mapped like the public rows it was fitted on
+(whitened, clipped, divided by R). ``LOGISTIC_RIDGE`` was chosen in a development simulation
+that looked at private data (docs/benchmarks.md lists it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
+import logging
 
-from pate.analysis.validation import check_embeddings, check_int, check_labels, check_positive
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp, softmax
+
+from pate.analysis.validation import (check_choice, check_embeddings, check_int, check_labels,
+                                      check_positive)
 from pate.rng import check_rng
 
-__all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "PublicGeometry", "public_geometry", "class_sums",
-           "NoisyClassMeans", "noisy_class_means"]
+__all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", "public_geometry",
+           "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
+           "public_logistic", "RULES", "labelling_rule"]
+
+logger = logging.getLogger(__name__)
 
 #: Quantile of the public whitened norms used as the clipping radius R (a public quantity).
 CLIP_QUANTILE = 0.9
 #: Added to every axis' public variance, as a fraction of the mean variance (numerical floor).
 WHITEN_FLOOR = 1e-3
+#: Ridge penalty of the public-marginal logistic rule, on W in u-coordinates (||u|| <= 1).
+LOGISTIC_RIDGE = 1e-3
+#: How close to a stationary point public_logistic's result must be (gradient norm relative to
+#: 1 + the released moments' norm) before it warns.
+GRADIENT_TOLERANCE = 1e-6
+#: The labelling rules of a class-means release (``[knn] rule``): see :func:`labelling_rule`.
+RULES = ("lda", "logistic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,3 +193,81 @@ def noisy_class_means(public, private, labels, *, sigma, num_classes, rng) -> No
     means = geometry.radius * noisy[:, :-1] / counts[:, None]
     log_prior = np.log(counts) - np.log(counts.sum())
     return NoisyClassMeans(means=means, log_prior=log_prior, geometry=geometry)
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearLabeller:
+    """The public-marginal logistic rule (module docstring): class scores
+    ``u(e) @ weights.T + bias`` with u the clipped, scaled embedding of ``geometry``."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+    geometry: PublicGeometry
+
+    def scores(self, embeddings) -> np.ndarray:
+        e = check_embeddings(embeddings, "embeddings")
+        if e.shape[1] != self.weights.shape[1]:
+            raise ValueError(f"embeddings have {e.shape[1]} features, the rule "
+                             f"{self.weights.shape[1]}")
+        return _clipped(e, self.geometry) @ self.weights.T + self.bias
+
+    def predict(self, embeddings) -> np.ndarray:
+        return np.argmax(self.scores(embeddings), axis=1).astype(np.int64)
+
+
+def public_logistic(release: NoisyClassMeans, public, *,
+                    ridge: float = LOGISTIC_RIDGE) -> LinearLabeller:
+    """Fit the public-marginal logistic rule to a class-means ``release`` (module docstring).
+
+    ``public`` (n >= 1, d): the public embeddings (the same map as the release's); ``ridge`` > 0.
+    Reads the release and the public rows only (post-processing: no privacy cost). The convex
+    objective F is minimised by L-BFGS from the LDA rule; the result is deterministic.
+    """
+    if not isinstance(release, NoisyClassMeans):
+        raise TypeError(f"release must be a NoisyClassMeans (from noisy_class_means), got "
+                        f"{type(release).__name__}")
+    ridge = check_positive(ridge, "ridge")
+    pub = check_embeddings(public, "public")
+    m, d = release.means.shape
+    if pub.shape[1] != d:
+        raise ValueError(f"public has {pub.shape[1]} features but the release {d}")
+    if pub.shape[0] < 1:
+        raise ValueError("public needs at least 1 item to fit the rule on")
+    u = _clipped(pub, release.geometry)
+    prior = np.exp(release.log_prior)
+    moments = prior[:, None] * release.means / release.geometry.radius   # noisy S_j / sum n
+    n = u.shape[0]
+
+    def objective(theta):
+        w, b = theta[:m * d].reshape(m, d), theta[m * d:]
+        z = u @ w.T + b
+        p = softmax(z, axis=1)
+        value = (logsumexp(z, axis=1).mean() - np.sum(w * moments) - b @ prior
+                 + 0.5 * ridge * np.sum(w * w))
+        grad_w = p.T @ u / n - moments + ridge * w
+        return value, np.concatenate([grad_w.ravel(), p.mean(axis=0) - prior])
+
+    # start from the LDA rule: <mu_j, w> - ||mu_j||^2 / 2 + log pi_j with w ~ R u
+    start = np.concatenate([(release.geometry.radius * release.means).ravel(),
+                            release.log_prior - 0.5 * np.sum(release.means ** 2, axis=1)])
+    result = minimize(objective, start, jac=True, method="L-BFGS-B",
+                      options={"maxiter": 5000, "gtol": 1e-12, "ftol": 1e-15, "maxcor": 30})
+    # L-BFGS-B may end on a failed line search at machine precision ("ABNORMAL"); what matters
+    # is the gradient it ends on, relative to the released moments it must match
+    gap = float(np.linalg.norm(result.jac)) / (float(np.linalg.norm(moments)) + 1.0)
+    if gap > GRADIENT_TOLERANCE:
+        logger.warning("public_logistic: L-BFGS ended %s with relative gradient %.3g; the labels "
+                       "come from that iterate (still post-processing of the release)",
+                       result.message, gap)
+    theta = result.x
+    return LinearLabeller(weights=theta[:m * d].reshape(m, d).copy(), bias=theta[m * d:].copy(),
+                          geometry=release.geometry)
+
+
+def labelling_rule(release: NoisyClassMeans, public, rule: str):
+    """What labels the queries of a class-means ``release``: ``"lda"``, the release itself
+    (nearest noisy class mean, best with few private records or much noise), or ``"logistic"``,
+    :func:`public_logistic` fitted on ``public`` (better with many records, e.g. Fashion-MNIST's
+    60000: docs/aggregators.md). Both have ``predict(embeddings)``; both are post-processing."""
+    rule = check_choice(rule, "rule", RULES)
+    return release if rule == "lda" else public_logistic(release, public)

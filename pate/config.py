@@ -103,7 +103,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                 "cpus_per_task": (int, None), "gpus_per_task": (float, None),
                 "teachers_per_task": (int, None), "max_retries": (int, None)},
     # the embedding of Private-kNN's neighbour search (public statistics only); see knn_settings
-    "knn": {"features": (str, None), "dims": (int, None), "student_run": (str, None)},
+    "knn": {"features": (str, None), "dims": (int, None), "student_run": (str, None),
+            "rule": (str, None)},
 }
 
 #: What a ``[knn]`` setting left out means (the features default depends on the data: images
@@ -387,6 +388,11 @@ def knn_settings(config: dict, input_shape=None) -> dict:
     return out
 
 
+def class_means_rule(config: dict) -> str:
+    """How a class-means run labels from its release: ``[knn] rule``, "lda" when left out."""
+    return (config.get("knn") or {}).get("rule", "lda")
+
+
 def _check_knn(config: dict, source: str, knn_run: bool) -> None:
     from pate.analysis import validation as v
 
@@ -409,6 +415,13 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
                             "remove dims")
     if "dims" in knn:
         _check(f"{source}: [knn] dims", v.check_int, knn["dims"], "dims", minimum=1)
+    if "rule" in knn:
+        from pate.class_means import RULES
+
+        if config["aggregator"]["mechanism"] != "class-means":
+            raise _fail(source, "[knn] rule is how \"class-means\" labels from its release; "
+                                f"{config['aggregator']['mechanism']!r} has none: remove it")
+        _check(f"{source}: [knn] rule", v.check_choice, knn["rule"], "rule", RULES)
     if knn.get("features") == "scatternet":
         import importlib.util
 

@@ -829,10 +829,11 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     data-independent cost (public arithmetic: it depends on the noise only) is checked against
     the config's budget (earlier rounds included) and reserved in the ledger; only then are the
     private class sums computed and released with noise from the run's noise stream
-    (``pate.class_means.noisy_class_means``), the queries labelled from the release, the labels
+    (``pate.class_means.noisy_class_means``), the queries labelled from the release (and the
+    public rows: ``[knn] rule``, ``pate.class_means.labelling_rule``), the labels
     put in the pending file and the event committed. The release itself is never saved."""
     from pate import analysis
-    from pate.class_means import noisy_class_means
+    from pate.class_means import LOGISTIC_RIDGE, labelling_rule, noisy_class_means
 
     config = run.config
     (params, public, private, private_labels, num_classes, num_queries, queries, orders,
@@ -870,10 +871,13 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
             # Drawn only now, inside the reservation: the class sums and their noise.
             release = noisy_class_means(public, private, private_labels, sigma=params["sigma"],
                                         num_classes=num_classes, rng=run.noise_streams().noise)
-            labels[:queries] = release.predict(public[:queries])
+            # post-processing: the release and the public rows only
+            rule = C.class_means_rule(config)
+            labels[:queries] = labelling_rule(release, public, rule).predict(public[:queries])
             answered[:queries] = True
             geometry = {"clip_radius": release.geometry.radius,
-                        "dims": int(public.shape[1])}
+                        "dims": int(public.shape[1]), "rule": rule,
+                        **({"ridge": LOGISTIC_RIDGE} if rule == "logistic" else {})}
         summary = _records_summary(
             spec, params, events, config=config, orders=orders, delta=delta,
             conversion=conversion, budget_eps=budget_eps, asked=queries, answered=queries,

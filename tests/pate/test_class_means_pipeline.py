@@ -176,7 +176,7 @@ def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
     config = C.load("fashion-mnist-class-means")
     assert config["aggregator"] == {**config["aggregator"], "mechanism": "class-means",
                                     "sigma": 5.75}
-    assert config["knn"] == {"features": "scatternet", "dims": 512}
+    assert config["knn"] == {"features": "scatternet", "dims": 512, "rule": "logistic"}
     orders = C.orders(config)
     eps = analysis.eps_from_rdp(class_means_rdp(sigma=5.75, orders=orders), orders=orders,
                                 delta=config["privacy"]["delta"], conversion="tight")[0]
