@@ -26,11 +26,13 @@ CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma
 EMBEDDING = '\n[knn]\nfeatures = "none"\ndims = 16\n'
 
 
-def class_means_config(small_digits, folder, *, sigma=3.0, replace=(), name="cm.toml"):
-    """configs/digits.toml with the class-means mechanism on a 16-dimensional public PCA."""
+def class_means_config(small_digits, folder, *, sigma=3.0, replace=(), name="cm.toml", rule=None):
+    """configs/digits.toml with the class-means mechanism on a 16-dimensional public PCA (and
+    ``[knn] rule = rule`` when given)."""
+    knn = EMBEDDING + ("" if rule is None else f"rule = {rule!r}\n".replace("'", '"'))
     return small_digits(folder, replace=((PARTITION, ""),
                                          (CONFIDENT, f'mechanism = "class-means"\nsigma = {sigma}'),
-                                         *replace), extra=EMBEDDING, name=name)
+                                         *replace), extra=knn, name=name)
 
 
 def spend(path):
@@ -170,6 +172,41 @@ def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits,
     assert spend(tmp_path / "whole.sqlite3")[0] == spend(tmp_path / "steps.sqlite3")[0] > 0
     report = json.loads((whole / "analysis.json").read_text())
     assert report["privacy"]["noise_seeded"] is True
+
+
+def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
+    """[knn] rule = "logistic": the same seeded release, the same one charge, and the labels are
+    exactly pate.class_means.public_logistic of that release (recomputed here from the run's
+    embeddings and its seeded noise stream); aggregate.json names the rule and its ridge."""
+    from pate.class_means import LOGISTIC_RIDGE, noisy_class_means, public_logistic
+    from pate.rng import make_streams
+
+    seed = ("queries = 400", "queries = 400\nnoise_seed = 5")
+    lda = class_means_config(small_digits, tmp_path, name="lda.toml", replace=(seed,))
+    logistic = class_means_config(small_digits, tmp_path, name="logistic.toml", replace=(seed,),
+                                  rule="logistic")
+    labels = {}
+    for name, config in (("lda", lda), ("logistic", logistic)):
+        assert main(["run", "--config", str(config), "--run-dir", str(tmp_path / name),
+                     "--ledger", str(tmp_path / f"{name}.sqlite3"), "--no-progress",
+                     "--until", "aggregate"]) == 0
+        labels[name] = np.load(tmp_path / name / "labels.npy")
+        records = json.loads((tmp_path / name / "aggregate.json").read_text())["records"]
+        assert records["rule"] == name
+        assert records.get("ridge") == (LOGISTIC_RIDGE if name == "logistic" else None)
+    (spent_lda, events_lda), (spent, events) = (spend(tmp_path / f"{name}.sqlite3")
+                                                for name in ("lda", "logistic"))
+    assert spent == spent_lda > 0
+    assert [(e.mechanism, e.queries) for e in events] == [("class-means", 400)]
+    np.testing.assert_array_equal(events[0].rdp_data_independent, events_lda[0].rdp_data_independent)
+    e = np.load(tmp_path / "logistic" / "knn_embeddings.npz")
+    release = noisy_class_means(e["public"], e["private"], e["private_labels"], sigma=3.0,
+                                num_classes=10, rng=make_streams(5).noise)
+    np.testing.assert_array_equal(labels["lda"][:400], release.predict(e["public"][:400]))
+    np.testing.assert_array_equal(labels["logistic"][:400],
+                                  public_logistic(release, e["public"]).predict(e["public"][:400]))
+    with pytest.raises(C.ConfigError, match=r"\[knn\] rule: rule must be one of 'lda', 'logistic'"):
+        C.load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="qda"))
 
 
 def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():

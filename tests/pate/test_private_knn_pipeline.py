@@ -251,6 +251,8 @@ def test_scatternet_features_on_digits(tmp_path, small_digits):
     (("k = 20", "k = 20"), '\n[knn]\nfeatures = "pixels"\n', "[knn] features"),
     (("k = 20", "k = 20"), '\n[knn]\ndims = 0\n', "[knn] dims"),
     (("k = 20", "k = 20"), '\n[knn]\nbogus = 1\n', "unknown key(s) bogus in [knn]"),
+    (("k = 20", "k = 20"), '\n[knn]\nrule = "logistic"\n',
+     '[knn] rule is how "class-means" labels from its release; \'private-knn\' has none'),
 ])
 def test_bad_knn_settings_are_clear_errors(tmp_path, small_digits, replace, extra, message):
     config = knn_config(small_digits, tmp_path, replace=(replace,), knn=extra)
