@@ -5,9 +5,10 @@ uses the private records themselves, like Private-kNN, but instead of a noisy vo
 releases once the per-class sums of their embeddings and the class counts with Gaussian noise, and
 labels every public query from that release by linear discriminant analysis (LDA; Hastie,
 Tibshirani & Friedman, "The Elements of Statistical Learning", 2nd ed., Section 4.3) with the
-covariance estimated on the public split. One release labels all the queries: the number of
+covariance estimated on the public split, or by the public-marginal logistic rule (below). One release labels all the queries: the number of
 labels is no longer bounded by the budget, only their accuracy is (the noise on the means).
-This module is part of the pate core layer (numpy and ``pate.analysis`` / ``pate.rng`` only).
+This module is part of the pate core layer (numpy, scipy and ``pate.analysis`` / ``pate.rng``
+only).
 
 Symbols
 -------

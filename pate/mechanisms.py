@@ -554,8 +554,9 @@ class _PrivateKNN(_ConfidentGNMax):
 class _ClassMeans(MechanismSpec):
     """Noisy class means: one Gaussian release of the private records' per-class sums of
     clipped, public-whitened embeddings and class counts (sensitivity sqrt(2)), post-processed
-    into an LDA rule that labels every query (``pate.class_means``; analysis and derivation:
-    ``pate.analysis.class_means``, [M17] Propositions 7 and 9). The whole run costs one event,
+    into a rule that labels every query, LDA or the public-marginal logistic regression
+    (``pate.class_means``; analysis and derivation: ``pate.analysis.class_means``, [M17]
+    Propositions 7 and 9). The whole run costs one event,
     ``sigma``'s RDP orders / sigma^2, whatever the number of queries: for the per-query methods
     the first query asked carries that cost and every other query is free (post-processing)."""
 
@@ -654,13 +655,16 @@ _BUILTIN: tuple[MechanismSpec, ...] = (
     _ClassMeans(
         name="class-means", title="Noisy class means", params=(_SIGMA,), always_answers=True,
         reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA "
-                  "(Hastie, Tibshirani & Friedman 2009, Section 4.3)",
+                  "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
+                  "fitted to the release and the public inputs",
         description=(
             "the per-class sums of the sensitive records' embeddings (each clipped to a fixed "
             "radius) and the class counts are released once with Gaussian noise; every query "
-            "is labelled by the class whose noisy mean is nearest in the public-whitened "
-            "embedding (linear discriminant analysis). The one release is charged once, "
-            "whatever the number of queries: the labels are post-processing."),
+            "is labelled from that release and the public inputs alone, by the class whose "
+            "noisy mean is nearest in the public-whitened embedding (linear discriminant "
+            "analysis) or by a logistic regression fitted to the release and the public "
+            "inputs. The one release is charged once, whatever the number of queries: the "
+            "labels are post-processing."),
         voters_text=("the sensitive records' per-class sums, on embeddings fitted to public "
                      "data only, are released once with Gaussian noise, and every query is "
                      "labelled from them"),
