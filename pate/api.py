@@ -17,7 +17,8 @@ figures::
 Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Confident GNMax,
 ``sigma=`` for GNMax, ``scale=`` for LNMax; ``mechanism="private-knn"`` takes ``k=,
 sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
-``mechanism="class-means"`` takes ``sigma=`` (one release labels every query) and ``knn=`` too;
+``mechanism="class-means"`` takes ``sigma=`` (one release labels every query) and ``knn=`` too,
+with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.class_means`);
 both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
 (:func:`pate.config.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).

@@ -227,11 +227,14 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits):
 
     result = pate.fit((digits.private.x, digits.private.y), digits.public.x[:400],
                       evaluation=(digits.evaluation.x, digits.evaluation.y),
-                      mechanism="class-means", knn={"features": "none", "dims": 16},
+                      mechanism="class-means",
+                      knn={"features": "none", "dims": 16, "rule": "logistic"},
                       target_eps=1.0, student="cnn8", run_dir=tmp_path / "run",
                       ledger=tmp_path / "ledger.sqlite3",
                       student_params={"method": "supervised", "epochs": 1, "steps_per_epoch": 20})
     assert result.epsilon == pytest.approx(1.0, abs=1e-6) and result.epsilon <= 1.0
+    records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
+    assert records["rule"] == "logistic"
     assert result.answered_mask.sum() == 400  # every public item, for the one release's cost
     assert result.privacy["params"]["sigma"] == pytest.approx(
         calibrate_class_means_sigma(eps=1.0, delta=1e-5), rel=1e-12)
