@@ -5,8 +5,9 @@ uses the private records themselves, like Private-kNN, but instead of a noisy vo
 releases once the per-class sums of their embeddings and the class counts with Gaussian noise, and
 labels every public query from that release by linear discriminant analysis (LDA; Hastie,
 Tibshirani & Friedman, "The Elements of Statistical Learning", 2nd ed., Section 4.3) with the
-covariance estimated on the public split, or by the public-marginal logistic rule (below). One release labels all the queries: the number of
-labels is no longer bounded by the budget, only their accuracy is (the noise on the means).
+covariance estimated on the public split, or by the public-marginal logistic rule (below). One
+release labels all the queries: the number of labels is no longer bounded by the budget, only
+their accuracy is (the noise on the means).
 This module is part of the pate core layer (numpy, scipy and ``pate.analysis`` / ``pate.rng``
 only).
 
@@ -34,8 +35,8 @@ Randomness: the noise is ``rng.standard_normal((m, d + 1))`` scaled by sigma, dr
 draw depends only on (m, d), never on the data. Queries are not clipped by the LDA rule (labelling
 them is post-processing).
 
-The public-marginal logistic rule (:func:`public_logistic`, what a run labels with)
----------------------------------------------------------------------------------
+The public-marginal logistic rule (:func:`public_logistic`; a run's ``[knn] rule = "logistic"``)
+-------------------------------------------------------------------------------------------
 LDA assumes Gaussian classes with the public covariance. A multinomial logistic model
 p(j | u) = softmax(W u + b)_j makes no assumption on the inputs, and its average log-likelihood on
 the private records splits into a part that needs the labels and a part that does not:
@@ -64,7 +65,6 @@ that looked at private data (docs/benchmarks.md lists it).
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 
 import numpy as np

@@ -102,7 +102,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "cluster": {"backend": (str, "local"), "address": (str, None), "num_cpus": (int, None),
                 "cpus_per_task": (int, None), "gpus_per_task": (float, None),
                 "teachers_per_task": (int, None), "max_retries": (int, None)},
-    # the embedding of Private-kNN's neighbour search (public statistics only); see knn_settings
+    # the embedding of the mechanisms that read the private records (public statistics only; see
+    # knn_settings), and how class-means labels from its release (rule; see class_means_rule)
     "knn": {"features": (str, None), "dims": (int, None), "student_run": (str, None),
             "rule": (str, None)},
 }

@@ -556,9 +556,9 @@ class _ClassMeans(MechanismSpec):
     clipped, public-whitened embeddings and class counts (sensitivity sqrt(2)), post-processed
     into a rule that labels every query, LDA or the public-marginal logistic regression
     (``pate.class_means``; analysis and derivation: ``pate.analysis.class_means``, [M17]
-    Propositions 7 and 9). The whole run costs one event,
-    ``sigma``'s RDP orders / sigma^2, whatever the number of queries: for the per-query methods
-    the first query asked carries that cost and every other query is free (post-processing)."""
+    Propositions 7 and 9). The whole run costs one event, ``sigma``'s RDP orders / sigma^2,
+    whatever the number of queries: for the per-query methods the first query asked carries
+    that cost and every other query is free (post-processing)."""
 
     samples_private_records: ClassVar[bool] = True
     releases_once: ClassVar[bool] = True
