@@ -572,10 +572,11 @@ def _commit() -> str:
 
 def merge(parts: list[pathlib.Path], out: pathlib.Path, note: str | None = None) -> int:
     """One result from the parts of a benchmark run that ran side by side (same code, same
-    protocol): the rows of all, the first part's meta with every part's own meta under ``parts``."""
+    protocol): the rows of all, the first part's meta with every part's own meta under ``parts``
+    and ``tuned_on`` = this file's TUNED_ON (parts that ran earlier may list fewer choices)."""
     loaded = [json.loads((d / "utility_fmnist.json").read_text()) for d in parts]
     rows = [r for part in loaded for r in part["rows"]]
-    meta = dict(loaded[0]["meta"])
+    meta = dict(loaded[0]["meta"], tuned_on=TUNED_ON)
     meta["ceilings"] = {k: v for part in loaded for k, v in part["meta"].get("ceilings", {}).items()}
     meta["parts"] = {str(d): {k: v for k, v in part["meta"].items()
                               if k not in ("tuned_on", "ceilings", "protocol")}

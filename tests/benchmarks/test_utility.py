@@ -118,6 +118,7 @@ def test_merge_combines_parts_into_one_table_and_plot(utility, tmp_path, capsys)
     assert merged["meta"]["note"] == "two parts" and set(merged["meta"]["parts"]) == {
         str(tmp_path / "a"), str(tmp_path / "b")}
     assert {r["kind"] for r in merged["rows"]} == {"guarantee", "data-dependent"}
+    assert merged["meta"]["tuned_on"] == utility.TUNED_ON  # the parts' meta had none
     table = (out / "utility_fmnist.md").read_text()
     assert "| DP-SGD CNN | guarantee | 1 | 0.990 | - | - | 81.0 % | 1 |" in table
     assert "| PATE | guarantee | 1 | 0.990 | 45 / 90 | 90.0 % | 74.0 % | 1 |" in table
