@@ -77,7 +77,7 @@ from pate.rng import check_rng
 
 __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", "public_geometry",
            "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
-           "public_logistic", "RULES", "labelling_rule"]
+           "public_logistic", "RULES", "RULE_TEXT", "labelling_rule"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +90,16 @@ LOGISTIC_RIDGE = 1e-3
 #: How close to a stationary point public_logistic's result must be (gradient norm relative to
 #: 1 + the released moments' norm) before it warns.
 GRADIENT_TOLERANCE = 1e-6
-#: The labelling rules of a class-means release (``[knn] rule``): see :func:`labelling_rule`.
-RULES = ("lda", "logistic")
+#: The labelling rules of a class-means release (``[knn] rule``; :func:`labelling_rule`), with
+#: how the privacy report words them.
+RULE_TEXT = {
+    "lda": "each query gets the class whose noisy mean is nearest in the public-whitened "
+           "embedding, plus the log of its noisy prior (linear discriminant analysis)",
+    "logistic": "each query is labelled by a logistic regression fitted to the release and to "
+                "the public inputs alone (the public inputs stand in for the sensitive inputs' "
+                f"distribution; ridge {LOGISTIC_RIDGE:g})",
+}
+RULES = tuple(RULE_TEXT)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -69,6 +69,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pate import config as C
 from pate import mechanisms
 
 __all__ = [
@@ -437,6 +438,16 @@ def _samples_records(a: dict) -> bool:
     return mechanisms.get(a["privacy"]["mechanism"]).samples_private_records
 
 
+def _rule_text(a: dict) -> str:
+    """How a class-means run labelled from its release ("" for any other mechanism)."""
+    if a["privacy"]["mechanism"] != "class-means":
+        return ""
+    from pate.class_means import RULE_TEXT
+
+    rule = C.class_means_rule(a["config"])
+    return f"Labelling rule ([knn] rule = \"{rule}\", post-processing): {RULE_TEXT[rule]}. "
+
+
 def _mechanism_text(mechanism: str) -> str:
     """"Title [reference]: description" of a registered mechanism."""
     spec = mechanisms.get(mechanism)
@@ -548,7 +559,7 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
     paras.append(("Mechanism", (
         f"{_mechanism_text(p['mechanism'])} Parameters: "
         f"{_params_text(p['mechanism'], p['params'])}; "
-        + (f"no teachers: {mechanisms.get(p['mechanism']).voters_text}. "
+        + (f"no teachers: {mechanisms.get(p['mechanism']).voters_text}. {_rule_text(a)}"
            if knn else
            f"{_count(p['num_teachers'])} teachers, each trained on a disjoint part of the "
            f"sensitive data. ")

@@ -86,6 +86,7 @@ def test_pate_run_end_to_end(cm_run):
     assert "Noisy class means" in report and "No sanitized release" in report
     assert "released once with Gaussian noise" in report and "the one release" in report
     assert "k nearest" not in report and "Where the teachers trained" not in report
+    assert 'Labelling rule ([knn] rule = "lda", post-processing): each query gets the class' in report
 
 
 def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
@@ -177,7 +178,7 @@ def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits,
 def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     """[knn] rule = "logistic": the same seeded release, the same one charge, and the labels are
     exactly pate.class_means.public_logistic of that release (recomputed here from the run's
-    embeddings and its seeded noise stream); aggregate.json names the rule and its ridge."""
+    embeddings and its seeded noise stream); aggregate.json and the report name the rule."""
     from pate.class_means import LOGISTIC_RIDGE, noisy_class_means, public_logistic
     from pate.rng import make_streams
 
@@ -188,9 +189,10 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     labels = {}
     for name, config in (("lda", lda), ("logistic", logistic)):
         assert main(["run", "--config", str(config), "--run-dir", str(tmp_path / name),
-                     "--ledger", str(tmp_path / f"{name}.sqlite3"), "--no-progress",
-                     "--until", "aggregate"]) == 0
+                     "--ledger", str(tmp_path / f"{name}.sqlite3"), "--no-progress"]) == 0
         labels[name] = np.load(tmp_path / name / "labels.npy")
+        assert f'Labelling rule ([knn] rule = "{name}", post-processing)' in (
+            tmp_path / name / "report.md").read_text()
         records = json.loads((tmp_path / name / "aggregate.json").read_text())["records"]
         assert records["rule"] == name
         assert records.get("ridge") == (LOGISTIC_RIDGE if name == "logistic" else None)
