@@ -164,6 +164,19 @@ def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry) -
     return out
 
 
+def _checked(embeddings, width: int, what: str) -> np.ndarray:
+    """Embeddings to label, validated against the ``width`` features of ``what`` labels them."""
+    e = check_embeddings(embeddings, "embeddings")
+    if e.shape[1] != width:
+        raise ValueError(f"embeddings have {e.shape[1]} features, {what} {width}")
+    return e
+
+
+def _argmax(scores: np.ndarray) -> np.ndarray:
+    """The label of every row of class ``scores``: the largest, ties to the lower class."""
+    return np.argmax(scores, axis=1).astype(np.int64)
+
+
 @dataclasses.dataclass(frozen=True)
 class NoisyClassMeans:
     """The post-processed release: noisy class means ``means`` (m, d) in whitened coordinates,
@@ -175,15 +188,12 @@ class NoisyClassMeans:
     geometry: PublicGeometry
 
     def scores(self, embeddings) -> np.ndarray:
-        e = check_embeddings(embeddings, "embeddings")
-        if e.shape[1] != self.means.shape[1]:
-            raise ValueError(f"embeddings have {e.shape[1]} features, the means {self.means.shape[1]}")
-        w = self.geometry.whiten(e)
+        w = self.geometry.whiten(_checked(embeddings, self.means.shape[1], "the means"))
         return (w @ self.means.T - 0.5 * np.einsum("jd,jd->j", self.means, self.means)
                 + self.log_prior)
 
     def predict(self, embeddings) -> np.ndarray:
-        return np.argmax(self.scores(embeddings), axis=1).astype(np.int64)
+        return _argmax(self.scores(embeddings))
 
 
 def noisy_class_means(public, private, labels, *, sigma, num_classes, rng) -> NoisyClassMeans:
@@ -214,14 +224,11 @@ class LinearLabeller:
     geometry: PublicGeometry
 
     def scores(self, embeddings) -> np.ndarray:
-        e = check_embeddings(embeddings, "embeddings")
-        if e.shape[1] != self.weights.shape[1]:
-            raise ValueError(f"embeddings have {e.shape[1]} features, the rule "
-                             f"{self.weights.shape[1]}")
+        e = _checked(embeddings, self.weights.shape[1], "the rule")
         return _clipped(e, self.geometry) @ self.weights.T + self.bias
 
     def predict(self, embeddings) -> np.ndarray:
-        return np.argmax(self.scores(embeddings), axis=1).astype(np.int64)
+        return _argmax(self.scores(embeddings))
 
 
 def public_logistic(release: NoisyClassMeans, public, *,
