@@ -419,9 +419,12 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
     if "rule" in knn:
         from pate.class_means import RULES
 
-        if config["aggregator"]["mechanism"] != "class-means":
-            raise _fail(source, "[knn] rule is how \"class-means\" labels from its release; "
-                                f"{config['aggregator']['mechanism']!r} has none: remove it")
+        mechanism = config["aggregator"]["mechanism"]
+        if not mechanisms.get(mechanism).releases_once:
+            labellers = " or ".join(f'"{n}"' for n, spec in mechanisms.REGISTRY.items()
+                                    if spec.releases_once)
+            raise _fail(source, f"[knn] rule is how {labellers} labels from its release; "
+                                f"{mechanism!r} has none: remove it")
         _check(f"{source}: [knn] rule", v.check_choice, knn["rule"], "rule", RULES)
     if knn.get("features") == "scatternet":
         import importlib.util

@@ -439,8 +439,9 @@ def _samples_records(a: dict) -> bool:
 
 
 def _rule_text(a: dict) -> str:
-    """How a class-means run labelled from its release ("" for any other mechanism)."""
-    if a["privacy"]["mechanism"] != "class-means":
+    """How a run whose one release labels every query (class-means) labelled from it ("" for
+    any other mechanism)."""
+    if not mechanisms.get(a["privacy"]["mechanism"]).releases_once:
         return ""
     from pate.class_means import RULE_TEXT
 
