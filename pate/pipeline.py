@@ -85,7 +85,8 @@ class Pipeline:
         (or, with ``until`` before the report, the stage summaries)."""
         if until is not None and until not in STAGES:
             raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
-        S.preflight(self.ctx)
+        last = STAGES.index(until) if until is not None else len(STAGES) - 1
+        S.preflight(self.ctx, stages=[s for s in STAGES[:last + 1] if not self.ctx.done(s)])
         self.ctx.start()
         results = {}
         for stage in STAGES:

@@ -31,9 +31,10 @@ Symbols
     does not apply to the run, :func:`skip_reason`, is marked skipped instead, every time).
 ``skip_reason(config, stage)``
     Why ``stage`` does not apply to a run of ``config`` (None when it does).
-``preflight(run)``
-    Every check that needs the data or the ledger, before any work: sizes, and the dataset's
-    identity and budget in the ledger (:func:`authorize`).
+``preflight(run, stages=...)``
+    Every check that needs the machine, the data or the ledger, before any work: the device of
+    the stages about to run (:func:`check_device`), sizes, and the dataset's identity and budget
+    in the ledger (:func:`authorize`).
 ``authorize(run, ledger)``
     Register the private split's identity (:func:`pate.ledger.dataset_identity`) and make the
     ledger's budget and the config's agree: a new dataset takes the config's budget; a different
@@ -116,6 +117,39 @@ def run_stage(run: Run, stage: str) -> dict:
     info = STAGE_FUNCTIONS[stage](run) or {}
     info["seconds"] = round(time.perf_counter() - t0, 2)
     return run.mark(stage, info)
+
+
+def _computes_here(config: dict, stage: str, objects: dict) -> bool:
+    """Whether ``stage`` trains a torch model on this machine's ``[run] device``: the student
+    (unless it is a scikit-learn estimator given from Python, in ``objects``), and the teachers
+    on the local backend (a cluster's workers check their own devices)."""
+    if stage == "student":
+        model = config["student"].get("model", "auto")
+        if isinstance(model, str) and model.startswith("python:"):
+            given = objects.get("student_model")
+            return not (hasattr(given, "fit") and hasattr(given, "get_params"))
+        return True
+    return (stage == "teachers" and skip_reason(config, "teachers") is None
+            and (config.get("cluster") or {}).get("backend", "local") == "local")
+
+
+def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) -> None:
+    """Refuse a ``[run] device`` that this machine lacks (e.g. "cuda" without a GPU) before any
+    of ``stages`` runs, when one of them computes here (:func:`_computes_here`; ``objects``: the
+    run's models given from Python). Otherwise a run without teachers (class-means,
+    Private-kNN) would draw and charge its release and only then fail in the student stage."""
+    users = [stage for stage in stages if _computes_here(config, stage, objects or {})]
+    if not users:
+        return
+    from pate.teachers.ensemble import resolve_device
+
+    device = config["run"]["device"]
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise ConfigError(f"[run] device = {device!r} (used by the {' and '.join(users)} "
+                          f"stage{'s' if len(users) > 1 else ''}): {exc}; nothing was written, "
+                          "drawn or charged") from None
 
 
 def check_data(run: Run) -> None:
@@ -293,8 +327,10 @@ def authorize(run: Run, ledger) -> str:
     return digest
 
 
-def preflight(run: Run) -> None:
-    """Data sizes, then the ledger's dataset and budget: before any work or any file."""
+def preflight(run: Run, *, stages=R.STAGES) -> None:
+    """The device of ``stages`` (those about to run), data sizes, then the ledger's dataset and
+    budget: before any work or any file."""
+    check_device(run.config, stages, objects=run.objects)
     check_data(run)
     ledger = run.ledger()
     if ledger is not None:

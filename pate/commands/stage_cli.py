@@ -15,7 +15,7 @@ Symbols
 ``add_table_arguments(parser, table)``, ``table_overrides(args, tables)``
     One flag per key of one table; the keys the flags set (``pate run`` uses both for
     ``[cluster]``, whose settings say where the teachers train and may change at any time).
-``open_run(args, tables)``
+``open_run(args, tables, stage)``
     The :class:`pate.rundir.Run` of ``--run-dir``, started or reopened, with the flags applied
     and :func:`pate.stages.preflight` passed (sizes, dataset identity, budget).
 ``run_stage_command(args, stage, tables)``
@@ -154,8 +154,9 @@ def _overrides(args, tables) -> dict[str, dict]:
     return out
 
 
-def open_run(args, tables: tuple[str, ...]):
-    """The run of ``--run-dir`` with the flags applied, preflight passed (see module doc)."""
+def open_run(args, tables: tuple[str, ...], stage: str):
+    """The run of ``--run-dir`` with the flags applied, preflight for ``stage`` passed (see
+    module doc); a device this machine lacks is refused before the run's config is written."""
     import pathlib
 
     from pate import config as C
@@ -188,6 +189,7 @@ def open_run(args, tables: tuple[str, ...]):
             raise ConfigError(f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
                               f"[{finished[0]}] settings in its config.json; a flag cannot change "
                               "them now: use a new --run-dir")
+        stages.check_device(config, (stage,), objects=run.objects)
         if changed or config["run"] != run.config["run"]:
             run.update_config(config)
     else:
@@ -196,8 +198,9 @@ def open_run(args, tables: tuple[str, ...]):
                               "one (e.g. --config configs/digits.toml)")
         config = C.load(args.config, seed=args.seed, device=args.device, run_dir=str(run_dir),
                         ledger=ledger, overrides=overrides)
+        stages.check_device(config, (stage,))
         run = Run.create(config, progress=progress, run_dir=run_dir)
-    stages.preflight(run)
+    stages.preflight(run, stages=(stage,))
     return run
 
 
@@ -205,7 +208,7 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
     """Open the run, run ``stage`` with :func:`pate.stages.run_stage`, print its summary."""
     from pate import stages
 
-    run = open_run(args, tables)
+    run = open_run(args, tables, stage)
     info = stages.run_stage(run, stage)
     if info.get("skipped"):  # the stage does not apply to this run (e.g. no teachers: Private-kNN)
         describe = lambda run, info: f"skipped, it does not apply to this run: {info['reason']}"  # noqa: E731

@@ -175,6 +175,50 @@ def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits,
     assert report["privacy"]["noise_seeded"] is True
 
 
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """This machine has no CUDA GPU (whatever the machine running the tests has)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def test_a_missing_gpu_is_refused_before_the_release_is_drawn(tmp_path, small_digits, capsys,
+                                                               no_gpu):
+    # class-means trains no teachers: without this check the release was drawn and charged and
+    # the run failed only in the student stage
+    config = class_means_config(small_digits, tmp_path, replace=(('device = "cpu"',
+                                                                  'device = "cuda"'),))
+    run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
+    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
+                 str(ledger), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "[run] device = 'cuda' (used by the student stage)" in err
+    assert "no CUDA GPU is available" in err and "nothing was written, drawn or charged" in err
+    assert not run_dir.exists()
+    assert not ledger.exists() or spend(ledger) == (0.0, [])
+
+
+def test_a_stage_that_needs_no_device_runs_and_the_student_stage_refuses_first(
+        tmp_path, small_digits, capsys, no_gpu):
+    config = class_means_config(small_digits, tmp_path, replace=(('device = "cpu"',
+                                                                  'device = "cuda"'),))
+    run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
+    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
+                 str(ledger), "--no-progress", "--until", "aggregate"]) == 0
+    charged = spend(ledger)[0]
+    saved = (run_dir / "config.json").read_text()
+    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress"]) == 2
+    assert "[run] device = 'cuda'" in capsys.readouterr().err
+    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--device",
+                 "cuda:1"]) == 2
+    assert "[run] device = 'cuda:1'" in capsys.readouterr().err
+    # refused before anything was written: no student folder, the config as it was
+    assert not (run_dir / "student").exists() and (run_dir / "config.json").read_text() == saved
+    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--device",
+                 "cpu"]) == 0
+    assert (run_dir / "student.pt").exists() and spend(ledger)[0] == charged > 0
+
+
 def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     """[knn] rule = "logistic": the same seeded release, the same one charge, and the labels are
     exactly pate.class_means.public_logistic of that release (recomputed here from the run's
