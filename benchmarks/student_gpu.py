@@ -5,7 +5,8 @@ Runs :mod:`benchmarks.student_fmnist` (one process per setting, side by side on 
 * ``ceiling``: all 9000 public items with their TRUE labels, supervised (the student's
   true-label ceiling, the issue's "stronger student" target);
 * one FixMatch run per ``--labels NAME=RUN_DIR``: the labels that PATE run released
-  (its ``labels.npy``), the unanswered public items as unlabelled data;
+  (its ``labels.npy``), the unanswered public items as unlabelled data (``--label-method
+  supervised``: supervised with the ceiling's settings instead, on the answered items);
 * ``--true-of NAME``: the same answered items with their TRUE labels (what the aggregator's
   mistakes cost, apart from which items it answered).
 
@@ -24,6 +25,8 @@ Usage (on a machine with a CUDA GPU; data in a torchvision root, labels from PAT
     python benchmarks/student_gpu.py --out OUT --data-root DATA \
         --labels pate1000-eps1=runs/eps1 knn-round2=runs/fashion-mnist-knn-round2 \
         --true-of pate1000-eps1 --budget-seconds 300
+    python benchmarks/student_gpu.py --out OUT --data-root DATA --label-method supervised \
+        --labels cm-eps1=runs/u-cml/class-means-eps1 cm-eps0.5=runs/u-cml/class-means-eps0.5
 
 Writes ``OUT/student_gpu.json`` (rows as :mod:`benchmarks.student_fmnist` writes them, plus
 ``setting``) and one log per setting.
@@ -52,6 +55,14 @@ def _command(args, extra: list[str], steps: int, json_path: pathlib.Path) -> lis
             "--json", str(json_path)] + (["--data-root", args.data_root] if args.data_root else []) + extra
 
 
+def labelled_setting(name: str, run_dir: str, kind: str, method: str) -> tuple:
+    """``(name, arguments, cost in FixMatch steps)`` of a student on a PATE run's answered items
+    (``kind``: their "released" or "true" labels), trained with FixMatch's published settings
+    (the unanswered items unlabelled) or, ``method = "supervised"``, the ceiling's."""
+    extra, cost = (FIXMATCH, 1.0) if method == "fixmatch" else (SUPERVISED, SUPERVISED_COST)
+    return name, ["--labels-from", run_dir, "--label-sets", kind] + extra, cost
+
+
 def plan(settings: list, *, per_step: float, budget_seconds: float, min_steps: int,
          max_steps: int) -> tuple[list, int]:
     """``(chosen settings, steps each)``: the GPU is shared, so all settings' steps together
@@ -76,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="PATE runs whose released labels train a FixMatch student (in priority order)")
     p.add_argument("--true-of", nargs="*", default=[], metavar="NAME",
                    help="also train on the TRUE labels of the items these runs answered")
+    p.add_argument("--label-method", choices=("fixmatch", "supervised"), default="fixmatch",
+                   help="how the --labels / --true-of students train (supervised: the ceiling's "
+                        "settings, the answered items only; e.g. a class-means run answers all)")
     p.add_argument("--model", default="wrn16_4")
     p.add_argument("--device", default="cuda", help="cuda (the point), or cpu for a dry run")
     p.add_argument("--budget-seconds", type=float, default=300.0,
@@ -96,13 +110,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # Settings in priority order: (name, extra arguments, cost of one step in FixMatch steps):
     # the first run's labels, the ceiling, the other runs, the true-label controls.
-    def labelled(run_dir: str, kind: str) -> list[str]:
-        return ["--labels-from", run_dir, "--label-sets", kind] + FIXMATCH
-
-    released = [(name, labelled(run_dir, "released"), 1.0) for name, run_dir in runs.items()]
+    released = [labelled_setting(name, run_dir, "released", args.label_method)
+                for name, run_dir in runs.items()]
     settings = (released[:1] + [("ceiling", ["--labels", "9000"] + SUPERVISED, SUPERVISED_COST)]
                 + released[1:]
-                + [(f"{name}-true", labelled(runs[name], "true"), 1.0) for name in args.true_of])
+                + [labelled_setting(f"{name}-true", runs[name], "true", args.label_method)
+                   for name in args.true_of])
 
     # Timing run: 300 FixMatch steps alone on the GPU, the last 100 timed.
     t0 = time.perf_counter()

@@ -54,3 +54,15 @@ def test_gpu_driver_refuses_an_unknown_true_of_name_before_any_work(load_benchma
         gpu.main(["--out", str(tmp_path / "out"), "--labels", f"eps1={tmp_path}", "--true-of", "eps2"])
     assert exc.value.code == 2 and "--true-of 'eps2'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_gpu_driver_trains_released_labels_with_fixmatch_or_supervised(load_benchmark):
+    gpu = load_benchmark("student_gpu")
+    name, extra, cost = gpu.labelled_setting("cm-eps1", "runs/x", "released", "fixmatch")
+    assert (name, cost) == ("cm-eps1", 1.0)
+    assert extra[:4] == ["--labels-from", "runs/x", "--label-sets", "released"]
+    assert extra[extra.index("--methods") + 1] == "fixmatch" and "--unlabeled-ratio" in extra
+    name, extra, cost = gpu.labelled_setting("cm-eps1", "runs/x", "true", "supervised")
+    assert cost == gpu.SUPERVISED_COST < 1 and extra[3] == "true"
+    assert extra[extra.index("--methods") + 1] == "supervised"
+    assert extra[extra.index("--batch-size") + 1] == "128"
