@@ -64,7 +64,10 @@ def test_pate_run_end_to_end(cm_run):
     assert labels.shape == answered.shape == (597,)
     assert q["asked"] == q["answered"] == 400 and answered[:400].all() and not answered[400:].any()
     assert (labels[:400] >= 0).all() and (labels[400:] == -1).all()
-    assert a["utility"]["label_accuracy_answered"] > 0.85  # the noisy means do label sensibly
+    # the noisy means do label sensibly; the noise is fresh, so the bound sits far below its
+    # spread: 3000 releases of this setting labelled 87.7 % +- 1.0 % right (min 84.5 %); the
+    # earlier bound, 0.85, failed about once in 120 runs
+    assert a["utility"]["label_accuracy_answered"] > 0.80
 
     # one release, charged once: orders / sigma^2
     summary = json.loads((run_dir / "aggregate.json").read_text())
