@@ -270,6 +270,34 @@ def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
     assert eps == pytest.approx(0.9945, abs=5e-5) and eps <= config["privacy"]["budget_eps"]
 
 
+def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_student():
+    cpu, gpu = C.load("fashion-mnist-class-means"), C.load("fashion-mnist-class-means-gpu")
+    # the same release and labelling rule (so the same eps, the same records' budget)
+    assert {t: v for t, v in gpu.items() if t not in ("run", "student")} == \
+        {t: v for t, v in cpu.items() if t not in ("run", "student")}
+    assert gpu["run"] == {**cpu["run"], "name": "fashion-mnist-class-means-gpu", "device": "cuda"}
+    # the settings of benchmarks/results/student_gpu_fmnist.json's 5000-step supervised rows
+    student = gpu["student"]
+    assert (student["model"], student["method"], student["batch_size"], student["ema_decay"]) == \
+        ("wrn16_4", "supervised", 128, 0.999)
+    assert student["epochs"] * student["steps_per_epoch"] == 5000
+
+
+def test_the_gpu_config_without_a_gpu_is_refused_before_the_data_is_read(tmp_path, monkeypatch,
+                                                                          capsys, no_gpu):
+    from pate.teachers import data as data_module
+
+    def unreadable(*args, **kwargs):
+        raise AssertionError("the data was read before the device was checked")
+
+    monkeypatch.setattr(data_module, "load_pate_data", unreadable)
+    run_dir = tmp_path / "run"
+    assert main(["run", "--config", "fashion-mnist-class-means-gpu", "--run-dir", str(run_dir),
+                 "--ledger", str(tmp_path / "ledger.sqlite3"), "--no-progress"]) == 2
+    assert "[run] device = 'cuda' (used by the student stage)" in capsys.readouterr().err
+    assert not run_dir.exists() and not (tmp_path / "ledger.sqlite3").exists()
+
+
 def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits):
     import pate
     from pate.analysis.class_means import calibrate_class_means_sigma

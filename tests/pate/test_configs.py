@@ -46,9 +46,11 @@ def test_overrides(tmp_path):
 # top of the checkout is a symlink to it, so `configs/digits.toml` keeps working.
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-NAMES = ("digits, fashion-mnist, fashion-mnist-class-means, fashion-mnist-eps1, fashion-mnist-knn, "
+NAMES = ("digits, fashion-mnist, fashion-mnist-class-means, fashion-mnist-class-means-gpu, "
+         "fashion-mnist-eps1, fashion-mnist-knn, "
          "fashion-mnist-knn-round2, mnist, own-data")
-PACKAGED = {"digits", "fashion-mnist", "fashion-mnist-class-means", "fashion-mnist-eps1",
+PACKAGED = {"digits", "fashion-mnist", "fashion-mnist-class-means", "fashion-mnist-class-means-gpu",
+            "fashion-mnist-eps1",
             "fashion-mnist-knn", "fashion-mnist-knn-round2", "mnist", "own-data"}
 
 
