@@ -119,6 +119,11 @@ def run_stage(run: Run, stage: str) -> dict:
     return run.mark(stage, info)
 
 
+def _is_estimator(model) -> bool:
+    """A scikit-learn estimator given from Python (a student trained by ``_sklearn_student``)."""
+    return hasattr(model, "fit") and hasattr(model, "get_params")
+
+
 def _computes_here(config: dict, stage: str, objects: dict) -> bool:
     """Whether ``stage`` trains a torch model on this machine's ``[run] device``: the student
     (unless it is a scikit-learn estimator given from Python, in ``objects``), and the teachers
@@ -126,8 +131,7 @@ def _computes_here(config: dict, stage: str, objects: dict) -> bool:
     if stage == "student":
         model = config["student"].get("model", "auto")
         if isinstance(model, str) and model.startswith("python:"):
-            given = objects.get("student_model")
-            return not (hasattr(given, "fit") and hasattr(given, "get_params"))
+            return not _is_estimator(objects.get("student_model"))
         return True
     return (stage == "teachers" and skip_reason(config, "teachers") is None
             and (config.get("cluster") or {}).get("backend", "local") == "local")
@@ -992,7 +996,7 @@ def student(run: Run) -> dict:
         raise ConfigError(f"{run.path(R.LABELS)} holds {labels.shape} labels for "
                           f"{len(data.public)} public items; start a new run directory")
     model = run.python_object("student_model", settings.get("model", "auto"))
-    if hasattr(model, "fit") and hasattr(model, "get_params"):
+    if _is_estimator(model):
         return _sklearn_student(run, model, labels)
     settings["model"] = model
     model = Student(**settings, num_classes=data.num_classes, random_state=run.streams().student,

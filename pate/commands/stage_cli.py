@@ -189,6 +189,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
             raise ConfigError(f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
                               f"[{finished[0]}] settings in its config.json; a flag cannot change "
                               "them now: use a new --run-dir")
+        # before update_config writes config.json (preflight below checks the others)
         stages.check_device(config, (stage,), objects=run.objects)
         if changed or config["run"] != run.config["run"]:
             run.update_config(config)
@@ -198,8 +199,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                               "one (e.g. --config configs/digits.toml)")
         config = C.load(args.config, seed=args.seed, device=args.device, run_dir=str(run_dir),
                         ledger=ledger, overrides=overrides)
-        stages.check_device(config, (stage,))
-        run = Run.create(config, progress=progress, run_dir=run_dir)
+        run = Run.create(config, progress=progress, run_dir=run_dir)  # writes nothing yet
     stages.preflight(run, stages=(stage,))
     return run
 
