@@ -97,7 +97,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                 "momentum": (float, None), "weight_decay": (float, None),
                 "ema_decay": (float, None), "flip": (bool, None), "pad": (int, None),
                 "strong_ops": (int, None), "cutout": (float, None),
-                "distribution_alignment": (bool, None)},
+                "distribution_alignment": (bool, None),
+                # not Student settings: what the student is trained to (student_targets)
+                "targets": (str, None), "temperature": (float, None)},
     # where the teachers are trained (pate.teachers.cluster.ClusterConfig); not what they compute
     "cluster": {"backend": (str, "local"), "address": (str, None), "num_cpus": (int, None),
                 "cpus_per_task": (int, None), "gpus_per_task": (float, None),
@@ -311,7 +313,42 @@ def validate(config: dict, *, source: str = "config") -> dict:
     from pate.student.train import Student
 
     _check(f"{source}: [student]", Student(**student_settings(config))._validated)
+    _check_student_targets(config, source, spec)
     return config
+
+
+#: ``[student] temperature`` when ``targets = "soft"`` leaves it out (chosen in a development
+#: run that looked at private labels: docs/benchmarks.md lists it).
+SOFT_TARGET_TEMPERATURE = 10.0
+
+
+def _check_student_targets(config: dict, source: str, spec) -> None:
+    from pate.analysis import validation as v
+
+    student = config["student"]
+    kind = _check(f"{source}: [student] targets", v.check_choice, student.get("targets", "hard"),
+                  "targets", ("hard", "soft"))
+    if "temperature" in student:
+        if kind != "soft":
+            raise _fail(source, "[student] temperature applies to targets = \"soft\" only (it "
+                                "scales the labelling rule's class scores); remove it or set "
+                                "targets = \"soft\"")
+        _check(f"{source}: [student] temperature", v.check_positive, student["temperature"],
+               "temperature")
+    if kind == "soft" and not spec.gives_label_scores:
+        raise _fail(source, f"[student] targets = \"soft\" needs class scores for every query, "
+                            f"which mechanism {spec.name!r} does not publish (it releases a noisy "
+                            "argmax only); use targets = \"hard\", or mechanism = \"class-means\"")
+
+
+def student_targets(config: dict) -> float | None:
+    """The temperature T of a student trained on soft targets softmax(T * scores) of the
+    labelling rule's published class scores (``[student] targets = "soft"``), or None for hard
+    labels."""
+    student = config["student"]
+    if student.get("targets", "hard") != "soft":
+        return None
+    return float(student.get("temperature", SOFT_TARGET_TEMPERATURE))
 
 
 def aggregator_params(config: dict) -> dict:
@@ -455,7 +492,12 @@ def _check_cluster(config: dict, source: str) -> None:
 
 def student_settings(config: dict) -> dict:
     """Keyword arguments of :class:`pate.student.train.Student` (without data-dependent ones)."""
-    return dict(config["student"], device=config["run"]["device"])
+    return dict({k: v for k, v in config["student"].items() if k not in _TARGET_KEYS},
+                device=config["run"]["device"])
+
+
+#: The ``[student]`` keys that say what the student is trained to, not how (student_targets).
+_TARGET_KEYS = ("targets", "temperature")
 
 
 def orders(config: dict):

@@ -144,6 +144,10 @@ class MechanismSpec:
         one noisy statistic that labels every query (class-means: ``pate.class_means``); its
         whole cost is one event, charged before the release is drawn, and :meth:`draw` does not
         apply. Implies ``samples_private_records``.
+    gives_label_scores : (class attribute) its labelling rule scores every class of every query
+        (post-processing of the charged release), and the aggregate stage publishes those scores
+        with the labels, for a student trained on soft targets (``[student] targets = "soft"``).
+        True for class-means; False where only a noisy argmax is released.
     voters_text : (records mechanisms) how the records vote instead of teachers, for the report.
     cost_text : (records mechanisms) what the data-independent guarantee is the cost of.
 
@@ -167,6 +171,8 @@ class MechanismSpec:
     samples_private_records: ClassVar[bool] = False
     #: See the class docstring: True for a mechanism whose one release labels every query.
     releases_once: ClassVar[bool] = False
+    #: See the class docstring: True for a mechanism that publishes per-class scores per query.
+    gives_label_scores: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name != self.name.strip():
@@ -562,6 +568,7 @@ class _ClassMeans(MechanismSpec):
 
     samples_private_records: ClassVar[bool] = True
     releases_once: ClassVar[bool] = True
+    gives_label_scores: ClassVar[bool] = True
 
     def draw(self, votes, params, rng, *, student=None):
         raise TypeError(f"{self.name} labels queries from one release of the private records' "

@@ -16,6 +16,12 @@ STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
     that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
     labels; only the aggregate stage, on ``--resume``, commits or discards it.
+``LABEL_SCORES``
+    ``label_scores.npy`` (mechanisms whose labelling rule scores every class, ``gives_label_scores``:
+    class-means): (queries, classes) float64 class scores of every public item, NaN where
+    unanswered; ``labels.npy`` is their argmax. Post-processing of the charged release, written
+    with the labels (never before the charge); a student with ``[student] targets = "soft"``
+    trains to their softmax. Absent for the other mechanisms.
 ``KNN_EMBEDDINGS``
     ``knn_embeddings.npz`` (Private-kNN runs, written by the votes stage instead of
     ``votes.npy``): ``public`` (n, dims) and ``private`` (N, dims) float32 embeddings -- a PCA
@@ -57,6 +63,7 @@ TEACHER_METRICS = "teachers/metrics.json"
 VOTES = "votes.npy"
 KNN_EMBEDDINGS = "knn_embeddings.npz"
 LABELS = "labels.npy"
+LABEL_SCORES = "label_scores.npy"
 ANSWERED = "answered.npy"
 AGGREGATE = "aggregate.json"
 PENDING = "aggregate.pending.npz"

@@ -467,13 +467,19 @@ def _max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str
     return (reservation, lo) if reservation is not None else (None, 0)
 
 
-def _pending_write(run: Run, labels, answered, summary) -> None:
-    atomic_savez(run.path(R.PENDING), labels=labels, answered=answered)
+def _pending_write(run: Run, labels, answered, summary, scores=None) -> None:
+    atomic_savez(run.path(R.PENDING), labels=labels, answered=answered,
+                 **({} if scores is None else {"scores": scores}))
     atomic_write_json(run.path(R.PENDING_SUMMARY), summary)
 
 
-def _publish(run: Run, labels, answered, summary) -> None:
-    """Write the charged answers where the later stages read them, then drop the pending copy."""
+def _publish(run: Run, labels, answered, summary, scores=None) -> None:
+    """Write the charged answers (and the labelling rule's class ``scores``, where the mechanism
+    gives them) where the later stages read them, then drop the pending copy."""
+    if scores is None:
+        run.path(R.LABEL_SCORES).unlink(missing_ok=True)   # never a stale earlier aggregate's
+    else:
+        atomic_save_npy(run.path(R.LABEL_SCORES), scores)
     atomic_save_npy(run.path(R.LABELS), labels)
     atomic_save_npy(run.path(R.ANSWERED), answered)
     atomic_write_json(run.path(R.AGGREGATE), summary)
@@ -541,6 +547,7 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     summary = read_json(run.path(R.PENDING_SUMMARY))
     pending = load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
     labels, answered = pending["labels"], pending["answered"]
+    scores = pending.get("scores")
     events = [PrivacyEvent.from_dict(e) for e in summary["events"]]
     if ledger is not None:
         charged = len(ledger.events(dataset, run_id=run_id))
@@ -573,7 +580,7 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
             summary["release_plan"] = dict(summary["release_plan"], release=False, fallback=(
                 "the run was interrupted before its sanitized release and the ledger no longer "
                 "covers it; the data-independent epsilon is reported"))
-    _publish(run, labels, answered, summary)
+    _publish(run, labels, answered, summary, scores)
     return _aggregate_info(summary)
 
 
@@ -888,6 +895,7 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
 
     labels = np.full(num_queries, -1, dtype=np.int64)
     answered = np.zeros(num_queries, dtype=bool)
+    scores = np.full((num_queries, num_classes), np.nan)
     cost = eps_of(prior_rdp + event.rdp_data_independent)
     if queries and cost > budget_eps:
         raise BudgetExceededError(
@@ -913,7 +921,8 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
                                         num_classes=num_classes, rng=run.noise_streams().noise)
             # post-processing: the release and the public rows only
             rule = C.class_means_rule(config)
-            labels[:queries] = labelling_rule(release, public, rule).predict(public[:queries])
+            scores[:queries] = labelling_rule(release, public, rule).scores(public[:queries])
+            labels[:queries] = np.argmax(scores[:queries], axis=1)   # the rule's predict
             answered[:queries] = True
             geometry = {"clip_radius": release.geometry.radius,
                         "dims": int(public.shape[1]), "rule": rule,
@@ -927,9 +936,9 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
                                   "never saved", "private_records": int(private.shape[0]),
                      **(geometry or {})})
         if reservation is not None:
-            _pending_write(run, labels, answered, summary)
+            _pending_write(run, labels, answered, summary, scores)
             reservation.commit(events)
-    _publish(run, labels, answered, summary)
+    _publish(run, labels, answered, summary, scores)
     return _aggregate_info(summary)
 
 
@@ -995,9 +1004,14 @@ def student(run: Run) -> dict:
     if labels.ndim != 1 or labels.shape[0] != len(data.public):
         raise ConfigError(f"{run.path(R.LABELS)} holds {labels.shape} labels for "
                           f"{len(data.public)} public items; start a new run directory")
+    temperature = C.student_targets(run.config)
     model = run.python_object("student_model", settings.get("model", "auto"))
     if _is_estimator(model):
+        if temperature is not None:
+            raise ConfigError("[student] targets = \"soft\" trains the torch student; a "
+                              "scikit-learn student takes hard labels: set targets = \"hard\"")
         return _sklearn_student(run, model, labels)
+    soft_targets = None if temperature is None else _soft_targets(run, labels, temperature)
     settings["model"] = model
     model = Student(**settings, num_classes=data.num_classes, random_state=run.streams().student,
                     progress=run.progress, checkpoint_dir=run.path(R.STUDENT_CHECKPOINTS),
@@ -1007,17 +1021,39 @@ def student(run: Run) -> dict:
     run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
     # Only the public inputs and the released labels reach the student.
     t0 = time.perf_counter()
-    model.fit(data.public.x, labels)
+    model.fit(data.public.x, labels, soft_targets=soft_targets)
     seconds = time.perf_counter() - t0
     model.save(run.path(R.STUDENT_WEIGHTS))
     metrics = evaluation_metrics(data.evaluation.y, model.predict(data.evaluation.x),
                                  num_classes=data.num_classes)
     metrics.update(method=model.settings_["method"], model=model.model_name_,
                    num_labelled=int(np.sum(labels >= 0)), num_public=int(labels.shape[0]),
-                   settings=model.settings_, train_seconds=round(seconds, 2))
+                   settings=model.settings_, train_seconds=round(seconds, 2),
+                   targets="hard" if temperature is None else "soft",
+                   **({} if temperature is None else {"temperature": temperature}))
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
     logger.info("student: accuracy %.4f on the evaluation split", metrics["accuracy"])
     return {"accuracy": metrics["accuracy"]}
+
+
+def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(temperature * scores) of the labelling rule's published class scores on the
+    answered items (zeros elsewhere): the student's soft targets (``[student] targets``)."""
+    from scipy.special import softmax
+
+    path = run.path(R.LABEL_SCORES)
+    if not path.exists():
+        raise ConfigError(f"[student] targets = \"soft\" needs the class scores {path}, which "
+                          f"this run's aggregate stage did not write (mechanism "
+                          f"{run.config['aggregator']['mechanism']!r}); set targets = \"hard\"")
+    scores = load_npy(path, what="the aggregate stage")
+    if scores.shape != (labels.shape[0], run.data.num_classes):
+        raise ConfigError(f"{path} holds {scores.shape} scores for {labels.shape[0]} public "
+                          f"items and {run.data.num_classes} classes; start a new run directory")
+    answered = labels >= 0
+    targets = np.zeros(scores.shape)
+    targets[answered] = softmax(temperature * scores[answered], axis=1)
+    return targets
 
 
 def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:

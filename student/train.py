@@ -42,6 +42,17 @@ Integer labels (and floats with integral values) are class indices ``0 .. num_cl
 Any other labels (strings, booleans, objects; ``-1`` in an object array = unlabelled) are
 encoded by their sorted distinct answered values, which become ``classes_``; ``predict``
 returns them. Continuous targets are refused (``ValueError: Unknown label type``).
+
+Soft targets (``fit(X, y, soft_targets=P)``)
+-------------------------------------------
+``P`` (N, len(classes_)) float class probabilities per public item (rows of the labelled items
+non-negative, summing to 1, their largest entry at the item's label in ``y``; unlabelled rows
+are ignored). The labelled loss is then the cross-entropy to ``P``'s row instead of to the
+one-hot label: a labelling rule's confidence (``pate.class_means``: the noisy class means'
+logistic rule, whose released class scores are post-processing of the charged release) tells
+the student which released labels are doubtful. Integer matrices are refused (votes never reach
+the student), as are rows that are not probabilities (a float votes matrix sums to the number of
+teachers).
 ``METHODS``: ``("fixmatch", "supervised")``.
 ``resolve_device(spec)``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
 ``auto_model_name(input_shape)``: the zoo model used for ``model="auto"``.
@@ -337,6 +348,43 @@ def _check_labels(labels: Any, num_public: int, num_classes: int | None,
     return out, classes
 
 
+def _check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """Soft targets as float64 (N, num_classes), checked ("Soft targets" in the module
+    docstring); ``labels`` are the encoded labels (-1 = unlabelled). Unlabelled rows are zeroed."""
+    _refuse_non_public(soft_targets, "soft_targets")
+    targets = _as_array(soft_targets, "soft_targets", "an (N, classes) array of class probabilities")
+    if targets.dtype.kind in "iub":
+        raise TypeError(f"soft_targets has integer dtype {targets.dtype} (a votes matrix?); the "
+                        "student never sees votes: pass float class probabilities, or none")
+    if targets.dtype.kind != "f":
+        raise TypeError(f"soft_targets must be float class probabilities, got {describe(targets)}")
+    expected = (labels.shape[0], num_classes)
+    if targets.shape != expected:
+        raise ValueError(f"soft_targets must have shape {expected} (one row of class "
+                         f"probabilities per item, columns in the order of classes_), got "
+                         f"{targets.shape}")
+    targets = targets.astype(np.float64)
+    rows = labels >= 0
+    labelled = targets[rows]
+    if not np.all(np.isfinite(labelled)) or labelled.min(initial=0.0) < 0:
+        raise ValueError("soft_targets must be finite and non-negative on the labelled items")
+    sums = labelled.sum(axis=1)
+    if not np.allclose(sums, 1.0, rtol=0, atol=1e-6):
+        worst = int(np.argmax(np.abs(sums - 1.0)))
+        raise ValueError(f"soft_targets' rows must sum to 1 (class probabilities); the labelled "
+                         f"item {int(np.flatnonzero(rows)[worst])} sums to {sums[worst]:.6g}")
+    at_label = labelled[np.arange(labelled.shape[0]), labels[rows]]
+    if np.any(at_label < labelled.max(axis=1)):
+        bad = int(np.flatnonzero(rows)[int(np.argmax(at_label < labelled.max(axis=1)))])
+        raise ValueError(f"soft_targets disagree with y: item {bad} is labelled "
+                         f"{int(labels[bad])} but its largest probability is at class "
+                         f"{int(np.argmax(targets[bad]))}; pass the probabilities the labels "
+                         "were taken from")
+    out = np.zeros(expected)
+    out[rows] = labelled / sums[:, None]
+    return out
+
+
 def _seed_from(random_state: Any) -> int | None:
     if random_state is None:
         return None
@@ -601,21 +649,26 @@ class Student(ClassifierMixin, BaseEstimator):
 
     # ---- training
 
-    def fit(self, X: Any, y: Any) -> "Student":
+    def fit(self, X: Any, y: Any, *, soft_targets: Any = None) -> "Student":
         """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered).
 
+        ``soft_targets``: None, or (N, len(classes_)) class probabilities that replace the
+        one-hot labels in the labelled loss ("Soft targets" in the module docstring).
         Returns ``self``. Only the public inputs and the released labels may be passed: the
         private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
         models are refused with a ``TypeError``.
         """
-        return self._fit(X, y, names=("X", "y"))
+        return self._fit(X, y, names=("X", "y"), soft_targets=soft_targets)
 
-    def _fit(self, X: Any, y: Any, *, names: tuple[str, str]) -> "Student":
+    def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> "Student":
         settings = self._validated()
         x_np = _check_inputs(X, names[0], fit=True)
         y_np, classes = _check_labels(y, x_np.shape[0], settings["num_classes"], names[1])
         num_classes = int(classes.shape[0])
         settings["num_classes"] = num_classes
+        targets_np = (None if soft_targets is None
+                      else _check_soft_targets(soft_targets, y_np, num_classes))
+        settings["soft_targets"] = targets_np is not None
         # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
         validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
         device = resolve_device(self.device)
@@ -634,7 +687,7 @@ class Student(ClassifierMixin, BaseEstimator):
             else:
                 settings["steps_per_epoch"] = max(1, math.ceil(labelled.size / settings["batch_size"]))
 
-        fingerprint = self._fingerprint(x_np, y_np, settings, model_name)
+        fingerprint = self._fingerprint(x_np, y_np, settings, model_name, targets_np)
         checkpoint_path = (None if self.checkpoint_dir is None
                            else pathlib.Path(self.checkpoint_dir) / CHECKPOINT_NAME)
         state = None
@@ -688,6 +741,14 @@ class Student(ClassifierMixin, BaseEstimator):
 
         x_all = torch.from_numpy(x_np).to(device)
         y_all = torch.from_numpy(y_np).to(device)
+        targets_all = (None if targets_np is None
+                       else torch.from_numpy(targets_np.astype(np.float32)).to(device))
+
+        def labelled_loss(logits, rows):
+            """Cross-entropy of the labelled batch: to the one-hot label, or to the soft target."""
+            if targets_all is None:
+                return F.cross_entropy(logits, y_all[rows])
+            return -(targets_all[rows] * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
         labelled_t = torch.from_numpy(labelled)
         feature_std = torch.from_numpy(std.reshape(-1)).to(device) if not image else None
 
@@ -725,7 +786,8 @@ class Student(ClassifierMixin, BaseEstimator):
                     for group in optimizer.param_groups:
                         group["lr"] = lr
                     pick = labelled_t[torch.randint(0, labelled_t.numel(), (bs,), generator=generator)]
-                    xb, yb = x_all[pick.to(device)], y_all[pick.to(device)]
+                    rows = pick.to(device)
+                    xb = x_all[rows]
                     if fixmatch:
                         upick = torch.randint(0, x_all.shape[0], (ubs,), generator=generator).to(device)
                         xu = x_all[upick]
@@ -740,13 +802,13 @@ class Student(ClassifierMixin, BaseEstimator):
                             confidence, pseudo = probs.max(dim=1)
                             mask = (confidence >= settings["threshold"]).float()
                         logits = model(torch.cat([weak(xb), xu_strong]))
-                        loss_x = F.cross_entropy(logits[:bs], yb)
+                        loss_x = labelled_loss(logits[:bs], rows)
                         loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).mean()
                         loss = loss_x + settings["unlabeled_weight"] * loss_u
                         sums["loss_unlabelled"] += loss_u.item()
                         sums["mask_rate"] += float(mask.mean())
                     else:
-                        loss_x = F.cross_entropy(model(weak(xb)), yb)
+                        loss_x = labelled_loss(model(weak(xb)), rows)
                         loss = loss_x
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
@@ -797,11 +859,14 @@ class Student(ClassifierMixin, BaseEstimator):
         self.n_labelled_ = int(labelled.size)
         return self
 
-    def _fingerprint(self, x: np.ndarray, y: np.ndarray, settings: dict, model_name: str) -> str:
+    def _fingerprint(self, x: np.ndarray, y: np.ndarray, settings: dict, model_name: str,
+                     soft_targets: np.ndarray | None = None) -> str:
         h = hashlib.sha256()
         h.update(repr((x.shape, str(x.dtype))).encode())
         h.update(x.tobytes())
         h.update(y.tobytes())
+        if soft_targets is not None:
+            h.update(soft_targets.tobytes())
         h.update(json.dumps({**settings, "model_name": model_name}, sort_keys=True).encode())
         return h.hexdigest()
 
@@ -898,7 +963,7 @@ class Student(ClassifierMixin, BaseEstimator):
 
 
 def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: str = "fixmatch",
-                  **settings: Any) -> Student:
+                  soft_targets: Any = None, **settings: Any) -> Student:
     """Fit a :class:`Student` on the public inputs and the released labels (-1 = unanswered).
 
     ``settings`` are the other :class:`Student` parameters (``epochs``, ``random_state``,
@@ -913,5 +978,5 @@ def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: st
                        for k in unknown) else "")
         raise TypeError(f"train_student got unexpected argument(s) {', '.join(unknown)}{hint}; "
                         f"valid settings: {', '.join(sorted(valid))}")
-    return Student(model=model, method=method, **settings)._fit(public_x, labels,
-                                                                 names=("public_x", "labels"))
+    return Student(model=model, method=method, **settings)._fit(
+        public_x, labels, names=("public_x", "labels"), soft_targets=soft_targets)

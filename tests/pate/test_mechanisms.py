@@ -56,6 +56,7 @@ def test_registry_holds_the_six_mechanisms():
     assert [n for n, s in mechanisms.REGISTRY.items() if s.always_answers] == ["lnmax", "gnmax",
                                                                           "class-means"]
     assert [n for n, s in mechanisms.REGISTRY.items() if s.releases_once] == ["class-means"]
+    assert [n for n, s in mechanisms.REGISTRY.items() if s.gives_label_scores] == ["class-means"]
     with pytest.raises(TypeError):
         mechanisms.REGISTRY["x"] = mechanisms.get("gnmax")  # read-only
 

@@ -285,3 +285,79 @@ def test_resolve_device():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA GPU"):
             resolve_device("cuda:0")
+
+
+# ---------------------------------------------------------------- soft targets
+
+def _one_hot(labels, classes=10):
+    out = np.zeros((labels.shape[0], classes))
+    rows = labels >= 0
+    out[rows, labels[rows]] = 1.0
+    return out
+
+
+@pytest.mark.parametrize("method", ["supervised", "fixmatch"])
+def test_one_hot_soft_targets_train_the_same_model_as_hard_labels(digits, first_k_labels, method):
+    """The soft-target loss is the cross-entropy to the target row: for one-hot rows it is the
+    hard-label loss, so the same seed gives the same student (to float32 rounding)."""
+    labels = first_k_labels(digits.public.y, 100)
+    hard = train_student(digits.public.x, labels, method=method, random_state=3, **FAST)
+    soft = train_student(digits.public.x, labels, method=method, random_state=3,
+                         soft_targets=_one_hot(labels), **FAST)
+    np.testing.assert_allclose(soft.predict_proba(digits.evaluation.x),
+                               hard.predict_proba(digits.evaluation.x), atol=1e-5)
+    assert soft.settings_["soft_targets"] is True and hard.settings_["soft_targets"] is False
+
+
+def test_soft_targets_change_what_the_student_learns(digits):
+    """Targets that keep each label's argmax but spread the rest of the mass train another model,
+    and a less confident one."""
+    labels = digits.public.y.astype(np.int64)
+    spread = 0.5 * _one_hot(labels) + 0.05   # 0.55 at the label, 0.05 on each other class
+    hard = train_student(digits.public.x, labels, method="supervised", random_state=3, **FAST)
+    soft = train_student(digits.public.x, labels, method="supervised", random_state=3,
+                         soft_targets=spread, **FAST)
+    p_hard, p_soft = (s.predict_proba(digits.evaluation.x) for s in (hard, soft))
+    assert np.abs(p_hard - p_soft).max() > 0.01
+    assert p_soft.max(axis=1).mean() < p_hard.max(axis=1).mean()
+
+
+def test_bad_soft_targets_are_refused_before_any_training(digits, first_k_labels, no_training):
+    labels = first_k_labels(digits.public.y, 50)
+    good = _one_hot(labels)
+    cases = [
+        (good.astype(np.int64), TypeError, "integer dtype.*votes"),
+        (good[:, :9], ValueError, r"shape \(597, 10\)"),
+        (good[:100], ValueError, r"shape \(597, 10\)"),
+        (2 * good, ValueError, "sum to 1.*item 0 sums to 2"),
+        (np.where(good > 0, np.nan, 0.0), ValueError, "finite and non-negative"),
+        (np.roll(good, 1, axis=1), ValueError, "disagree with y: item 0"),
+    ]
+    for targets, error, message in cases:
+        with pytest.raises(error, match=message):
+            train_student(digits.public.x, labels, soft_targets=targets, **FAST)
+    with pytest.raises(TypeError, match="ArraySplit"):
+        train_student(digits.public.x, labels, soft_targets=digits.public, **FAST)
+
+
+def test_unlabelled_rows_of_soft_targets_are_ignored(digits, first_k_labels):
+    """Rows of unanswered items (NaN in a run's label_scores) never enter the loss."""
+    labels = first_k_labels(digits.public.y, 100)
+    targets = _one_hot(labels)
+    targets[100:] = np.nan
+    a = train_student(digits.public.x, labels, method="supervised", random_state=1,
+                      soft_targets=targets, **FAST)
+    b = train_student(digits.public.x, labels, method="supervised", random_state=1,
+                      soft_targets=_one_hot(labels), **FAST)
+    np.testing.assert_array_equal(a.predict_proba(digits.evaluation.x),
+                                  b.predict_proba(digits.evaluation.x))
+
+
+def test_a_checkpoint_of_other_soft_targets_is_not_resumed(digits, first_k_labels, tmp_path):
+    labels = first_k_labels(digits.public.y, 100)
+    settings = dict(FAST, method="supervised", random_state=2, checkpoint_dir=tmp_path)
+    Student(**settings).fit(digits.public.x, labels, soft_targets=_one_hot(labels))
+    assert (tmp_path / CHECKPOINT_NAME).exists()
+    other = 0.9 * _one_hot(labels) + 0.01
+    with pytest.raises(ValueError, match="different public data, labels or settings"):
+        Student(**settings, resume=True).fit(digits.public.x, labels, soft_targets=other)
