@@ -12,7 +12,10 @@ translation) and the same seed; FixMatch additionally sees the unlabelled public
 
 With ``--labels-from RUN_DIR`` the labelled items are instead those a PATE run answered (its
 ``labels.npy``), trained once with the run's released labels and once with the TRUE labels of the
-same items: what the aggregator's mistakes cost, apart from which items it answered.
+same items: what the aggregator's mistakes cost, apart from which items it answered. Add
+``--soft-targets T`` (a class-means run, which publishes its rule's class scores,
+``label_scores.npy``) to train the released labels to ``softmax(T * scores)`` instead, as
+``[student] targets = "soft"`` does.
 
 Usage (the defaults give the README numbers: about 5.5 minutes on 2 shared CPU cores):
 
@@ -63,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                    choices=("released", "true"),
                    help="with --labels-from: train on the run's released labels, on the true labels "
                         "of the same items, or both (default)")
+    p.add_argument("--soft-targets", type=float, metavar="T",
+                   help="with --labels-from a class-means run: train the released labels to "
+                        "softmax(T * its label_scores.npy) (the true-label set stays one-hot)")
     p.add_argument("--methods", nargs="+", default=["supervised", "fixmatch"],
                    choices=("supervised", "fixmatch"))
     p.add_argument("--model", default="cnn28",
@@ -90,6 +96,21 @@ def main(argv: list[str] | None = None) -> int:
         released = np.load(path, allow_pickle=False)
         if released.ndim != 1 or not np.issubdtype(released.dtype, np.integer) or not np.any(released >= 0):
             p.error(f"--labels-from: {path} is not a 1-D integer array with answered items")
+    soft = None
+    if args.soft_targets is not None:
+        from scipy.special import softmax
+
+        scores_path = pathlib.Path(args.labels_from or ".") / "label_scores.npy"
+        if not args.labels_from or not scores_path.is_file():
+            p.error("--soft-targets needs --labels-from a class-means run directory (its "
+                    "label_scores.npy, the rule's class scores)")
+        if not args.soft_targets > 0:
+            p.error(f"--soft-targets must be a temperature > 0, got {args.soft_targets}")
+        scores = np.load(scores_path, allow_pickle=False)
+        if scores.shape[0] != released.shape[0] or scores.ndim != 2:
+            p.error(f"--soft-targets: {scores_path} has shape {scores.shape}, not one row per label")
+        soft = np.zeros(scores.shape)
+        soft[released >= 0] = softmax(args.soft_targets * scores[released >= 0], axis=1)
 
     import torch
 
@@ -113,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         true_on_answered = np.where(answered, y, -1)
         settings = [(int(answered.sum()), kind, full if kind == "released" else true_on_answered)
                     for kind in args.label_sets]
+        if soft is not None:
+            targets = np.zeros((y.shape[0], soft.shape[1]))
+            targets[:soft.shape[0]] = soft
     else:
         settings = [(k, noise, noisy_labels(y, k=k, noise=noise, num_classes=data.num_classes,
                                             seed=args.seed))
@@ -121,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter()
     for k, noise, labels in settings:
         realised = float(np.mean(labels[labels >= 0] != y[labels >= 0]))
+        soft_targets = targets if soft is not None and noise == "released" else None
         for method in args.methods:
             t0 = time.perf_counter()
             student = train_student(
-                x, labels, model=args.model, method=method, learning_rate=args.lr, epochs=epochs,
+                x, labels, soft_targets=soft_targets, model=args.model, method=method, learning_rate=args.lr, epochs=epochs,
                 steps_per_epoch=steps_per_epoch, batch_size=args.batch_size,
                 unlabeled_ratio=args.unlabeled_ratio, ema_decay=args.ema_decay, flip=True,
                 distribution_alignment=args.distribution_alignment,
@@ -138,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                    "last_epoch_seconds": student.history_[-1]["seconds"],
                    "model": args.model, "batch_size": args.batch_size,
                    "unlabeled_ratio": args.unlabeled_ratio, "ema_decay": args.ema_decay,
-                   "distribution_alignment": args.distribution_alignment}
+                   "distribution_alignment": args.distribution_alignment,
+                   "targets": "hard" if soft_targets is None else "soft",
+                   **({} if soft_targets is None else {"temperature": args.soft_targets})}
             results.append(row)
             print(f"labels {k:5d}  noise {_noise(noise)} (realised {realised:.3f})  {method:10s}  "
                   f"accuracy {acc:.4f}  time {seconds:6.1f} s", flush=True)

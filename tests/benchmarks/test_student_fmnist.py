@@ -66,3 +66,22 @@ def test_gpu_driver_trains_released_labels_with_fixmatch_or_supervised(load_benc
     assert cost == gpu.SUPERVISED_COST < 1 and extra[3] == "true"
     assert extra[extra.index("--methods") + 1] == "supervised"
     assert extra[extra.index("--batch-size") + 1] == "128"
+
+
+def test_soft_targets_need_a_class_means_run_and_a_positive_temperature(bench, tmp_path, capsys):
+    """Refused before torch or the data is loaded."""
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--soft-targets", "10"])
+    assert exc.value.code == 2 and "needs --labels-from a class-means run" in capsys.readouterr().err
+    np.save(tmp_path / "labels.npy", np.array([0, 1, -1], dtype=np.int64))
+    with pytest.raises(SystemExit):   # a teacher run: no label_scores.npy
+        bench.main(["--labels-from", str(tmp_path), "--soft-targets", "10"])
+    assert "label_scores.npy" in capsys.readouterr().err
+    np.save(tmp_path / "label_scores.npy", np.zeros((3, 10)))
+    with pytest.raises(SystemExit):
+        bench.main(["--labels-from", str(tmp_path), "--soft-targets", "0"])
+    assert "temperature > 0, got 0.0" in capsys.readouterr().err
+    np.save(tmp_path / "label_scores.npy", np.zeros((2, 10)))
+    with pytest.raises(SystemExit):
+        bench.main(["--labels-from", str(tmp_path), "--soft-targets", "10"])
+    assert "not one row per label" in capsys.readouterr().err
