@@ -598,8 +598,12 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
             f"The released student satisfies (\u03b5 = {_eps(p['eps_guarantee'])}, \u03b4 = "
             f"{delta})-differential privacy with respect to {phrase} of the sensitive training "
             "data. " + (f"{weak} " if weak else "")
-            + f"This bound holds for everything the run releases \u2014 the student model and "
-            f"the labels it was trained on \u2014 whatever the data: it is "
+            + f"This bound holds for everything the run releases \u2014 the student model"
+            + (", the labels it was trained on and the labelling rule's class scores of every "
+               "item (label_scores.npy, post-processing of the same release)"
+               if mechanisms.get(p["mechanism"]).gives_label_scores
+               else " and the labels it was trained on")
+            + " \u2014 whatever the data: it is "
             + mechanisms.get(p["mechanism"]).cost_text.format(asked=_count(q["asked"]))
             + f" (order \u03bb = {_param(p['order_data_independent'])})" + _prior_rounds(p)
             + ".")))
