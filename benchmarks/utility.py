@@ -62,6 +62,7 @@ copy is ``benchmarks/results/``. Run on demand, never as a test; see docs/benchm
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -551,7 +552,9 @@ def write_outputs(rows: list[dict], out: pathlib.Path, meta: dict, *, quiet: boo
     order = {label(r): (next((i for i, m in enumerate(METHODS) if r["method"] == m), 9),
                         r.get("teachers") or 0) for r in guarantees}
     shown = sorted(order, key=order.get)
-    for name, marker in zip(shown, "osD^vP*X"):
+    # one line per method, however many: zip with a fixed marker string once dropped the
+    # ninth method (DP-SGD ScatterNet+linear) from the plot without a word
+    for name, marker in zip(shown, itertools.cycle("osD^vP*Xhp<>")):
         pts = sorted((r["eps"], 100 * r["accuracy"]) for r in guarantees if label(r) == name)
         ax.plot(*zip(*pts), marker=marker, label=name)
     ceilings = meta.get("ceilings", {})
@@ -564,7 +567,7 @@ def write_outputs(rows: list[dict], out: pathlib.Path, meta: dict, *, quiet: boo
     ax.set_ylabel("accuracy, last 1000 test images (%)")
     ax.set_title("Fashion-MNIST: accuracy vs privacy", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=6, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "utility_fmnist.png", dpi=90)
     plt.close(fig)

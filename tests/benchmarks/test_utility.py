@@ -126,3 +126,25 @@ def test_merge_combines_parts_into_one_table_and_plot(utility, tmp_path, capsys)
     assert table.index("| PATE | guarantee") < table.index(
         "| PATE 1000 teachers | guarantee | 1 | 0.990 | 568 / 1136 | 90.0 % | 78.5 % | 1 |")
     assert (out / "utility_fmnist.png").stat().st_size > 1000
+
+
+def test_the_plot_draws_every_method(utility, tmp_path, monkeypatch):
+    """Twelve guarantee methods, twelve lines (eight markers once silently dropped the ninth)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+
+    drawn = []
+    plot = Axes.plot
+
+    def spy(self, *args, **kwargs):
+        drawn.append(kwargs.get("label"))
+        return plot(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", spy)
+    rows = [{"method": f"method {i}", "kind": "guarantee", "target_eps": 1.0, "eps": 1.0,
+             "accuracy": 0.5, "seconds": 1.0} for i in range(12)]
+    utility.write_outputs(rows, tmp_path, {"delta": 1e-5}, quiet=True)
+    assert sorted(drawn) == sorted(f"method {i}" for i in range(12))
+    assert (tmp_path / "utility_fmnist.png").stat().st_size > 0
