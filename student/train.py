@@ -53,6 +53,7 @@ logistic rule, whose released class scores are post-processing of the charged re
 the student which released labels are doubtful. Integer matrices are refused (votes never reach
 the student), as are rows that are not probabilities (a float votes matrix sums to the number of
 teachers).
+
 ``METHODS``: ``("fixmatch", "supervised")``.
 ``resolve_device(spec)``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
 ``auto_model_name(input_shape)``: the zoo model used for ``model="auto"``.
