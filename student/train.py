@@ -967,6 +967,7 @@ def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: st
                   soft_targets: Any = None, **settings: Any) -> Student:
     """Fit a :class:`Student` on the public inputs and the released labels (-1 = unanswered).
 
+    ``soft_targets``: None, or class probabilities per item (:meth:`Student.fit`).
     ``settings`` are the other :class:`Student` parameters (``epochs``, ``random_state``,
     ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
     with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
