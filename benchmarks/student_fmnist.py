@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.soft_targets is not None:
         from scipy.special import softmax
 
-        scores_path = pathlib.Path(args.labels_from or ".") / "label_scores.npy"
-        if not args.labels_from or not scores_path.is_file():
+        scores_path = args.labels_from and pathlib.Path(args.labels_from) / "label_scores.npy"
+        if not scores_path or not scores_path.is_file():
             p.error("--soft-targets needs --labels-from a class-means run directory (its "
                     "label_scores.npy, the rule's class scores)")
         if not args.soft_targets > 0:
