@@ -30,7 +30,10 @@ Symbols
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
-    figure of ``analysis.json``), ``report`` (``report.json``), ``run_dir``, ``report_path``.
+    figure of ``analysis.json``), ``report`` (``report.json``), ``run_dir``, ``report_path``,
+    ``label_scores`` ((public, classes) class scores of the labelling rule, NaN where not
+    answered, for mechanisms that publish them -- class-means -- else None; a student trains to
+    their softmax with ``student_params={"targets": "soft"}``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class PateResult:
     privacy: dict
     report: dict
     run_dir: pathlib.Path
+    label_scores: np.ndarray | None = None
 
     @property
     def report_path(self) -> pathlib.Path:
@@ -285,7 +289,9 @@ def _result(run, report: dict) -> PateResult:
 
         student = Student.load(run.path(R.STUDENT_WEIGHTS))
     p = report["privacy"]
+    scores = run.path(R.LABEL_SCORES)
     return PateResult(student=student, labels=load_npy(run.path(R.LABELS)),
                       answered_mask=load_npy(run.path(R.ANSWERED)),
                       epsilon=float(p["eps_guarantee"]), delta=float(p["delta"]), privacy=p,
-                      report=report, run_dir=run.run_dir)
+                      report=report, run_dir=run.run_dir,
+                      label_scores=load_npy(scores) if scores.exists() else None)

@@ -392,8 +392,14 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits):
                       knn={"features": "none", "dims": 16, "rule": "logistic"},
                       target_eps=1.0, student="cnn8", run_dir=tmp_path / "run",
                       ledger=tmp_path / "ledger.sqlite3",
-                      student_params={"method": "supervised", "epochs": 1, "steps_per_epoch": 20})
+                      student_params={"method": "supervised", "epochs": 1, "steps_per_epoch": 20,
+                                      "targets": "soft", "temperature": 5.0})
     assert result.epsilon == pytest.approx(1.0, abs=1e-6) and result.epsilon <= 1.0
+    # the rule's class scores come back with the labels, and the student trained to them
+    assert result.label_scores.shape == (400, 10)
+    np.testing.assert_array_equal(result.label_scores.argmax(axis=1), result.labels)
+    metrics = json.loads((tmp_path / "run" / "student_metrics.json").read_text())
+    assert (metrics["targets"], metrics["temperature"]) == ("soft", 5.0)
     records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
     assert records["rule"] == "logistic"
     assert result.answered_mask.sum() == 400  # every public item, for the one release's cost
