@@ -490,14 +490,14 @@ def _check_cluster(config: dict, source: str) -> None:
         _check(f"{source}: [cluster]", cluster.task_device, config["run"]["device"])
 
 
+#: The ``[student]`` keys that say what the student is trained to, not how (student_targets).
+_TARGET_KEYS = ("targets", "temperature")
+
+
 def student_settings(config: dict) -> dict:
     """Keyword arguments of :class:`pate.student.train.Student` (without data-dependent ones)."""
     return dict({k: v for k, v in config["student"].items() if k not in _TARGET_KEYS},
                 device=config["run"]["device"])
-
-
-#: The ``[student]`` keys that say what the student is trained to, not how (student_targets).
-_TARGET_KEYS = ("targets", "temperature")
 
 
 def orders(config: dict):

@@ -374,9 +374,9 @@ def _check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int)
         worst = int(np.argmax(np.abs(sums - 1.0)))
         raise ValueError(f"soft_targets' rows must sum to 1 (class probabilities); the labelled "
                          f"item {int(np.flatnonzero(rows)[worst])} sums to {sums[worst]:.6g}")
-    at_label = labelled[np.arange(labelled.shape[0]), labels[rows]]
-    if np.any(at_label < labelled.max(axis=1)):
-        bad = int(np.flatnonzero(rows)[int(np.argmax(at_label < labelled.max(axis=1)))])
+    below_max = labelled[np.arange(labelled.shape[0]), labels[rows]] < labelled.max(axis=1)
+    if np.any(below_max):
+        bad = int(np.flatnonzero(rows)[int(np.argmax(below_max))])
         raise ValueError(f"soft_targets disagree with y: item {bad} is labelled "
                          f"{int(labels[bad])} but its largest probability is at class "
                          f"{int(np.argmax(targets[bad]))}; pass the probabilities the labels "
