@@ -84,10 +84,12 @@ def test_bad_arguments_stop_before_any_work(utility, tmp_path, capsys):
 
 
 def test_bad_threads_and_methods_stop_before_any_work(utility, tmp_path, capsys):
-    for argv in (["--threads", "0"], ["--methods", "dp-sgd"], ["--pate-teachers", "300"]):
+    for argv in (["--threads", "0"], ["--methods", "dp-sgd"], ["--pate-teachers", "300"],
+                 ["--class-means-dims", "0"]):
         with pytest.raises(SystemExit) as exc:
             utility.main([*argv, "--out", str(tmp_path / "out")])
         assert exc.value.code == 2
+    assert "--class-means-dims must be positive, got 0" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
