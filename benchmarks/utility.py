@@ -372,7 +372,7 @@ def dpsgd_cnn_budget(data, target: float, *, delta: float, seed: int, device: st
             "eps": float(engine.get_epsilon(delta)), "delta": delta,
             "accuracy": _evaluate(model, data.evaluation.x, data.evaluation.y, device),
             "answered": None, "noise_multiplier": float(optimizer.noise_multiplier), **DPSGD_CNN,
-            "seconds": round(time.perf_counter() - t0, 1)}
+            "seed": seed, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def dpsgd_scatter_budget(feats, target: float, *, delta: float, seed: int, device: str) -> dict:
@@ -392,7 +392,7 @@ def dpsgd_scatter_budget(feats, target: float, *, delta: float, seed: int, devic
             "eps": float(engine.get_epsilon(delta)), "delta": delta,
             "accuracy": _evaluate(model, xe, feats.evaluation.y, device), "answered": None,
             "noise_multiplier": float(optimizer.noise_multiplier), **DPSGD_SCATTER,
-            "seconds": round(time.perf_counter() - t0, 1)}
+            "seed": seed, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def scatter_ceiling(feats) -> dict:
@@ -630,6 +630,9 @@ def main(argv=None) -> int:
     p.add_argument("--pate-teachers", type=int, nargs="+", choices=sorted(PATE_ENSEMBLES),
                    default=sorted(PATE_ENSEMBLES), help="PATE ensemble sizes (default: all)")
     p.add_argument("--skip-dpsgd", action="store_true", help="skip both DP-SGD baselines")
+    p.add_argument("--dpsgd-seed", type=int, default=0, metavar="SEED",
+                   help="seed of the DP-SGD baselines' initialisation, batches and noise "
+                        "(default 0; another seed repeats them; each row records its seed)")
     p.add_argument("--merge", nargs="+", metavar="DIR",
                    help="run nothing: combine the utility_fmnist.json of these output folders "
                         "(parts of one benchmark run side by side, e.g. --methods dpsgd-cnn in a "
@@ -646,6 +649,8 @@ def main(argv=None) -> int:
         p.error(f"--delta must be in (0, 1), got {args.delta}")
     if args.class_means_dims is not None and args.class_means_dims < 1:
         p.error(f"--class-means-dims must be positive, got {args.class_means_dims}")
+    if args.dpsgd_seed < 0:
+        p.error(f"--dpsgd-seed must be >= 0, got {args.dpsgd_seed}")
     if args.threads is not None and args.threads < 1:
         p.error(f"--threads must be positive, got {args.threads}")
 
@@ -702,7 +707,8 @@ def main(argv=None) -> int:
         print(f"ceiling: ScatterNet + logistic regression on 9000 true labels "
               f"{ceiling['accuracy']:.4f} ({ceiling['seconds']:.0f} s)", flush=True)
         for target in args.targets:
-            add(dpsgd_scatter_budget(feats, target, delta=args.delta, seed=0, device=device))
+            add(dpsgd_scatter_budget(feats, target, delta=args.delta, seed=args.dpsgd_seed,
+                                     device=device))
         del feats
 
     if "pate" in methods:
@@ -753,7 +759,8 @@ def main(argv=None) -> int:
 
     if "dpsgd-cnn" in methods:
         for target in args.targets:
-            add(dpsgd_cnn_budget(data, target, delta=args.delta, seed=0, device=device))
+            add(dpsgd_cnn_budget(data, target, delta=args.delta, seed=args.dpsgd_seed,
+                                 device=device))
 
     meta["total_seconds"] = round(time.perf_counter() - t_start, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -85,7 +85,7 @@ def test_bad_arguments_stop_before_any_work(utility, tmp_path, capsys):
 
 def test_bad_threads_and_methods_stop_before_any_work(utility, tmp_path, capsys):
     for argv in (["--threads", "0"], ["--methods", "dp-sgd"], ["--pate-teachers", "300"],
-                 ["--class-means-dims", "0"]):
+                 ["--dpsgd-seed", "-1"], ["--class-means-dims", "0"]):
         with pytest.raises(SystemExit) as exc:
             utility.main([*argv, "--out", str(tmp_path / "out")])
         assert exc.value.code == 2
