@@ -747,7 +747,7 @@ def main(argv=None) -> int:
                                       out=out))
 
     if "class-means" in methods:
-        def student_model(config):
+        def class_means_edits(config):
             if args.class_means_student:
                 config["student"]["model"] = args.class_means_student
             if args.class_means_dims is not None:
@@ -755,7 +755,7 @@ def main(argv=None) -> int:
 
         base, meta["class_means_base_seconds"] = base_run(
             args.class_means_config, out / "class-means-base", device=device,
-            data_root=args.data_root, edit=student_model)
+            data_root=args.data_root, edit=class_means_edits)
         print(f"class-means base run (embeddings): {meta['class_means_base_seconds']:.0f} s",
               flush=True)
         for target in args.targets:
