@@ -9,6 +9,7 @@ sanitized release.
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -350,11 +351,20 @@ def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_stude
     assert {t: v for t, v in gpu.items() if t not in ("run", "student")} == \
         {t: v for t, v in cpu.items() if t not in ("run", "student")}
     assert gpu["run"] == {**cpu["run"], "name": "fashion-mnist-class-means-gpu", "device": "cuda"}
-    # the settings of benchmarks/results/student_gpu_fmnist.json's 5000-step supervised rows
+    # the settings of benchmarks/results/student_gpu_fmnist.json's soft-target rows (device call 8)
     student = gpu["student"]
     assert (student["model"], student["method"], student["batch_size"], student["ema_decay"]) == \
         ("wrn16_4", "supervised", 128, 0.999)
     assert student["epochs"] * student["steps_per_epoch"] == 5000
+    results = pathlib.Path(__file__).resolve().parents[2] / "benchmarks/results/student_gpu_fmnist.json"
+    rows = [r for r in json.loads(results.read_text())["rows"] if r.get("device_call") == 8]
+    assert len(rows) == 9
+    for row in rows:
+        assert (row["model"], row["method"], row["batch_size"], row["ema_decay"], row["steps"],
+                row["targets"], row["temperature"]) == \
+            (student["model"], student["method"], student["batch_size"], student["ema_decay"],
+             student["epochs"] * student["steps_per_epoch"], student["targets"],
+             student["temperature"])
 
 
 def test_the_cpu_config_trains_its_student_to_the_rules_soft_targets():
@@ -364,7 +374,8 @@ def test_the_cpu_config_trains_its_student_to_the_rules_soft_targets():
             student["pad"]) == ("scatternet_cnn", "supervised", 128, 0.99, 2)
     assert student["epochs"] * student["steps_per_epoch"] == 3000
     assert C.student_targets(C.load("fashion-mnist-class-means")) == 10.0
-    assert C.student_targets(C.load("fashion-mnist-class-means-gpu")) is None  # as benchmarked
+    # the GPU student's soft-target rows (device call 8) used the same temperature
+    assert C.student_targets(C.load("fashion-mnist-class-means-gpu")) == 10.0
 
 
 def test_the_gpu_config_without_a_gpu_is_refused_before_the_data_is_read(tmp_path, monkeypatch,
