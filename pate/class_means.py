@@ -77,7 +77,8 @@ from pate.rng import check_rng
 
 __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", "public_geometry",
            "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
-           "public_logistic", "RULES", "RULE_TEXT", "labelling_rule"]
+           "public_logistic", "RULES", "RULE_TEXT", "labelling_rule", "rule_features",
+           "RecoveredRule", "recover_rule", "RECOVERY_TOLERANCE"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ LOGISTIC_RIDGE = 1e-3
 #: How close to a stationary point public_logistic's result must be (gradient norm relative to
 #: 1 + the released moments' norm) before it warns.
 GRADIENT_TOLERANCE = 1e-6
+#: The largest relative residual with which :func:`recover_rule` accepts published scores.
+RECOVERY_TOLERANCE = 1e-8
 #: The labelling rules of a class-means release (``[knn] rule``; :func:`labelling_rule`), with
 #: how the privacy report words them.
 RULE_TEXT = {
@@ -287,3 +290,69 @@ def labelling_rule(release: NoisyClassMeans, public, rule: str):
     60000: docs/aggregators.md). Both have ``predict(embeddings)``; both are post-processing."""
     rule = check_choice(rule, "rule", RULES)
     return release if rule == "lda" else public_logistic(release, public)
+
+
+def rule_features(embeddings, geometry: PublicGeometry, rule: str) -> np.ndarray:
+    """What ``rule``'s class scores are affine in, per row (float64): the clipped, scaled u(e)
+    for "logistic" (:class:`LinearLabeller`), the whitened w(e) for "lda"
+    (:class:`NoisyClassMeans`; the module docstring defines u and w)."""
+    rule = check_choice(rule, "rule", RULES)
+    e = check_embeddings(embeddings, "embeddings")
+    if e.shape[1] != geometry.scale.shape[0]:
+        raise ValueError(f"embeddings have {e.shape[1]} features, the geometry "
+                         f"{geometry.scale.shape[0]}")
+    return geometry.whiten(e) if rule == "lda" else _clipped(e, geometry)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecoveredRule:
+    """A labelling rule recovered from its published scores (:func:`recover_rule`): class
+    scores ``rule_features(e) @ weights.T + bias``."""
+
+    rule: str
+    weights: np.ndarray
+    bias: np.ndarray
+    geometry: PublicGeometry
+
+    def scores(self, embeddings) -> np.ndarray:
+        return rule_features(embeddings, self.geometry, self.rule) @ self.weights.T + self.bias
+
+
+def recover_rule(public, scores, *, rule: str) -> RecoveredRule:
+    """The labelling rule behind published class ``scores`` (n, m) of the ``public`` embeddings
+    (n, d), as a class-means run publishes them: ``label_scores.npy`` (NaN rows for the items it
+    did not label) and ``knn_embeddings.npz``.
+
+    Both rules are affine in a public map x(e) of the embedding (:func:`rule_features`; the
+    geometry is a function of ALL the ``public`` rows, as in :func:`noisy_class_means`), so
+    (weights, bias) is the exact least-squares solution of ``scores = [x(public), 1] @
+    [weights, bias].T`` over the labelled rows: d + 1 unknowns per class. Reading only public
+    rows and published scores, it is post-processing and costs no privacy. Refused (ValueError)
+    unless the labelled rows' design has full column rank (at least d + 1 of them) and the fit
+    reproduces ``scores`` to ``RECOVERY_TOLERANCE`` relative: scores that are not such a rule of
+    these embeddings (another rule, other embeddings) are never approximated.
+    """
+    pub = check_embeddings(public, "public")
+    sc = np.asarray(scores, dtype=np.float64)
+    if sc.ndim != 2 or sc.shape[0] != pub.shape[0] or sc.shape[1] < 2:
+        raise ValueError(f"scores must be (n, classes >= 2), one row per public embedding "
+                         f"({pub.shape[0]}); got shape {sc.shape}")
+    labelled = np.all(np.isfinite(sc), axis=1)
+    if not np.all(labelled | np.all(np.isnan(sc), axis=1)):
+        raise ValueError("scores must be finite in every labelled row and NaN in the others")
+    geometry = public_geometry(pub)
+    design = np.hstack([rule_features(pub[labelled], geometry, rule),
+                        np.ones((int(labelled.sum()), 1))])
+    rank = int(np.linalg.matrix_rank(design)) if design.size else 0
+    if rank < design.shape[1]:
+        raise ValueError(f"the {int(labelled.sum())} labelled public rows do not determine a rule "
+                         f"in {pub.shape[1]} dims (rank {rank} < {design.shape[1]})")
+    target = sc[labelled]
+    coef, *_ = np.linalg.lstsq(design, target, rcond=None)
+    residual = float(np.abs(design @ coef - target).max()
+                     / max(float(np.abs(target).max()), 1e-300))
+    if residual > RECOVERY_TOLERANCE:
+        raise ValueError(f"the scores are not an affine {rule} rule of these public embeddings "
+                         f"(relative residual {residual:.3g} > {RECOVERY_TOLERANCE:g})")
+    return RecoveredRule(rule=rule, weights=coef[:-1].T.copy(), bias=coef[-1].copy(),
+                         geometry=geometry)

@@ -18,7 +18,9 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  false), release (false: no sanitized release, only the data-independent
                  epsilon), ledger (path, or false), dataset,
                  private (false: the run is explicitly marked NOT private)
-    [student]    any setting of pate.student.train.Student (see `pate train-student`)
+    [student]    any setting of pate.student.train.Student (see `pate train-student`); and
+                 targets ("hard" | "soft"), temperature, combine_with_rule (class-means runs:
+                 release the student times its labelling rule; pate.student.rule_product)
     [cluster]    where the teachers train: backend ("local" | "ray"), address, num_cpus,
                  cpus_per_task, gpus_per_task, teachers_per_task, max_retries
                  (pate.teachers.cluster.ClusterConfig; docs/cluster.md)
@@ -98,8 +100,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                 "ema_decay": (float, None), "flip": (bool, None), "pad": (int, None),
                 "strong_ops": (int, None), "cutout": (float, None),
                 "distribution_alignment": (bool, None),
-                # not Student settings: what the student is trained to (student_targets)
-                "targets": (str, None), "temperature": (float, None)},
+                # not Student settings: what the student is trained to (student_targets), and
+                # whether the released model is the student times its labelling rule
+                "targets": (str, None), "temperature": (float, None),
+                "combine_with_rule": (bool, None)},
     # where the teachers are trained (pate.teachers.cluster.ClusterConfig); not what they compute
     "cluster": {"backend": (str, "local"), "address": (str, None), "num_cpus": (int, None),
                 "cpus_per_task": (int, None), "gpus_per_task": (float, None),
@@ -335,10 +339,26 @@ def _check_student_targets(config: dict, source: str, spec) -> None:
                                 "targets = \"soft\"")
         _check(f"{source}: [student] temperature", v.check_positive, student["temperature"],
                "temperature")
+    if student.get("combine_with_rule", False):
+        features = (config.get("knn") or {}).get("features")
+        if kind != "soft":
+            raise _fail(source, "[student] combine_with_rule = true multiplies the student with "
+                                "its labelling rule at the soft targets' temperature: set "
+                                "targets = \"soft\" (and temperature), or remove combine_with_rule")
+        if features == "student":
+            raise _fail(source, "[student] combine_with_rule = true needs a PCA front-end "
+                                "([knn] features = \"scatternet\" or \"none\"), not "
+                                "features = \"student\"; remove combine_with_rule")
     if kind == "soft" and not spec.gives_label_scores:
         raise _fail(source, f"[student] targets = \"soft\" needs class scores for every query, "
                             f"which mechanism {spec.name!r} does not publish (it releases a noisy "
                             "argmax only); use targets = \"hard\", or mechanism = \"class-means\"")
+
+
+def combine_with_rule(config: dict) -> bool:
+    """Whether the released model is the student times its labelling rule
+    (``[student] combine_with_rule``; :mod:`pate.student.rule_product`)."""
+    return bool(config["student"].get("combine_with_rule", False))
 
 
 def student_targets(config: dict) -> float | None:
@@ -490,8 +510,9 @@ def _check_cluster(config: dict, source: str) -> None:
         _check(f"{source}: [cluster]", cluster.task_device, config["run"]["device"])
 
 
-#: The ``[student]`` keys that say what the student is trained to, not how (student_targets).
-_TARGET_KEYS = ("targets", "temperature")
+#: The ``[student]`` keys that say what the student is trained to, not how (student_targets),
+#: and what is released with it (combine_with_rule).
+_TARGET_KEYS = ("targets", "temperature", "combine_with_rule")
 
 
 def student_settings(config: dict) -> dict:

@@ -172,6 +172,9 @@ _OPTIONAL_PRIVACY: dict[str, Any] = {
 # Optional keys of "run": smoke_test (the run only checks that the pipeline works; false when
 # absent, as in files written before the key existed).
 _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
+# Optional keys of "utility": student_alone_accuracy (the released model is the student times its
+# labelling rule, ``[student] combine_with_rule``: the student's own accuracy, for comparison).
+_OPTIONAL_UTILITY: dict[str, Any] = {"student_alone_accuracy": "float"}
 _BUDGET_CHANGE = {"time_utc": "str", "old_eps": "float?", "old_delta": "float?",
                   "new_eps": "float?", "new_delta": "float?"}
 
@@ -274,6 +277,9 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
     for name, spec in _OPTIONAL_RUN.items():
         if name in analysis["run"]:
             checker.check(analysis["run"][name], spec, f"run.{name}")
+    for name, spec in _OPTIONAL_UTILITY.items():
+        if name in u:
+            checker.check(u[name], spec, f"utility.{name}")
     if p["data_dependent_is_private"] is not False:
         checker.fail("privacy.data_dependent_is_private",
                      "must be false: the data-dependent epsilon is computed from the private votes")
@@ -665,7 +671,11 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
         f"{_count(u['evaluation_size'])} held-out evaluation items "
         + ("(no teachers)." if u["teacher_mean_accuracy"] is None else
            f"(teachers: {_pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality "
-           f"vote of all teachers: {_pct(u['plurality_vote_accuracy'])})."))))
+           f"vote of all teachers: {_pct(u['plurality_vote_accuracy'])}).")
+        + ("" if "student_alone_accuracy" not in u else
+           f" The released model is the student times its labelling rule (their class "
+           f"probabilities multiplied: post-processing of the one release and of public data, no "
+           f"further privacy cost); the student alone: {_pct(u['student_alone_accuracy'])}."))))
 
     ledger = p["ledger"]
     if ledger is not None:
@@ -979,7 +989,8 @@ def _blocks(report: dict) -> list[tuple]:
 
     b.append(("h2", "Utility"))
     utility_rows = [
-        [f"Student (evaluation split, {_count(u['evaluation_size'])} items)",
+        [f"Student (evaluation split, {_count(u['evaluation_size'])} items)"
+         + ("" if "student_alone_accuracy" not in u else ", times its labelling rule"),
          _pct(u["student_accuracy"])],
         ["Teachers, mean \u00b1 std", f"{_pct(u['teacher_mean_accuracy'])} \u00b1 "
                                       f"{_pct(u['teacher_accuracy_std'])}"],
@@ -988,6 +999,8 @@ def _blocks(report: dict) -> list[tuple]:
     ]
     if u["teacher_mean_accuracy"] is None:  # no teachers (Private-kNN)
         utility_rows = [utility_rows[0], utility_rows[-1]]
+    if "student_alone_accuracy" in u:
+        utility_rows.insert(1, ["Student alone", _pct(u["student_alone_accuracy"])])
     b.append(("table", ["Model", "Accuracy"], utility_rows))
     note = u["label_accuracy_note"]
     if u["label_accuracy_answered"] is None:

@@ -246,6 +246,8 @@ def build_analysis(run: Run) -> dict:
                                     "labels, which are known here only because this is a benchmark "
                                     "dataset; in a real deployment the public data is unlabelled"),
             "evaluation_size": int(len(data.evaluation)),
+            **({"student_alone_accuracy": float(student["student_alone_accuracy"])}
+               if "student_alone_accuracy" in student else {}),
         },
         "curves": curve,
         "vote_margins": {"bin_edges": edges.tolist(), "counts": counts.astype(int).tolist(),

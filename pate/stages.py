@@ -1023,9 +1023,15 @@ def student(run: Run) -> dict:
     t0 = time.perf_counter()
     model.fit(data.public.x, labels, soft_targets=soft_targets)
     seconds = time.perf_counter() - t0
+    alone = None
+    if C.combine_with_rule(run.config):
+        alone = float(np.mean(model.predict(data.evaluation.x) == np.asarray(data.evaluation.y)))
+        model.combine_with_rule(_rule_head(run, labels), temperature=temperature)
     model.save(run.path(R.STUDENT_WEIGHTS))
     metrics = evaluation_metrics(data.evaluation.y, model.predict(data.evaluation.x),
                                  num_classes=data.num_classes)
+    if alone is not None:
+        metrics.update(combined_with_rule=True, student_alone_accuracy=alone)
     metrics.update(method=model.settings_["method"], model=model.model_name_,
                    num_labelled=int(np.sum(labels >= 0)), num_public=int(labels.shape[0]),
                    settings=model.settings_, train_seconds=round(seconds, 2),
@@ -1034,6 +1040,53 @@ def student(run: Run) -> dict:
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
     logger.info("student: accuracy %.4f on the evaluation split", metrics["accuracy"])
     return {"accuracy": metrics["accuracy"]}
+
+
+def _rule_head(run: Run, labels: np.ndarray):
+    """The labelling rule of this class-means run as a torch head (``[student]
+    combine_with_rule``; :mod:`pate.student.rule_product`): its public front-end refitted on the
+    public split (checked against ``knn_embeddings.npz``), the rule recovered exactly from the
+    published ``label_scores.npy`` (``pate.class_means.recover_rule``), and the head checked to
+    reproduce those scores. Reads public data and published files only: post-processing."""
+    import torch
+
+    from pate.class_means import recover_rule
+    from pate.student.rule_product import RuleHead
+    from pate.teachers.features import PublicPCA, Standardizer, scatter
+
+    data = run.data
+    features, dims, _ = _knn_features(run)
+    public_x = np.asarray(data.public.x, dtype=np.float32)
+    standardizer, front = None, public_x
+    if features == "scatternet":
+        raw = scatter(public_x)
+        standardizer = Standardizer.fit(raw)
+        front = standardizer.transform(raw)
+    pca = PublicPCA.fit(front, dims=dims)
+    public = pca.project(front)
+    with np.load(run.path(R.KNN_EMBEDDINGS), allow_pickle=False) as saved:
+        saved_public = saved["public"]
+    if saved_public.shape != public.shape or not np.allclose(saved_public, public, atol=1e-4):
+        raise ConfigError(f"the public embeddings in {run.path(R.KNN_EMBEDDINGS)} are not those of "
+                          f"this run's [knn] front-end refitted now ({features}, {dims} dims); "
+                          "start a new run directory")
+    scores = load_npy(run.path(R.LABEL_SCORES), what="the aggregate stage")
+    answered = labels >= 0
+    recovered = recover_rule(public, np.where(answered[:, None], scores, np.nan),
+                             rule=C.class_means_rule(run.config))
+    head = RuleHead.from_fitted(input_shape=data.input_shape, features=features,
+                                standardizer=standardizer, pca=pca, recovered=recovered,
+                                num_classes=data.num_classes)
+    with torch.no_grad():
+        check = np.concatenate([head(torch.from_numpy(public_x[i:i + 1000])).numpy()
+                                for i in range(0, len(public_x), 1000)])
+    gap = float(np.abs(check[answered] - scores[answered]).max())
+    if gap > 1e-3 * max(float(np.abs(scores[answered]).max()), 1.0):
+        raise RuntimeError(f"the rule head reproduces the published class scores only to {gap:.3g}; "
+                           "this is a bug in pate-learn, please report it")
+    logger.info("student: combined with its labelling rule (%s, %s front-end, %d dims; published "
+                "scores reproduced to %.2g)", recovered.rule, features, dims, gap)
+    return head
 
 
 def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarray:

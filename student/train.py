@@ -905,6 +905,27 @@ class Student(ClassifierMixin, BaseEstimator):
         proba = self.predict_proba(X)
         return self.classes_[proba.argmax(axis=1)]
 
+    # ---- the released model of a class-means run: the student times its labelling rule
+
+    def combine_with_rule(self, head: nn.Module, *, temperature: float) -> "Student":
+        """Release ``softmax(log p_S + log softmax(temperature * head(x)))`` instead of p_S: the
+        fitted student times its labelling rule (:mod:`pate.student.rule_product`; ``head`` a
+        ``RuleHead``). Done once, after fitting; :meth:`save` and :meth:`load` keep it."""
+        from pate.student.rule_product import RuleHead, RuleProduct
+
+        self._check_fitted()
+        if getattr(self, "rule_product_", None) is not None:
+            raise ValueError("this Student is already combined with a labelling rule")
+        if not isinstance(head, RuleHead):
+            raise TypeError(f"head must be a pate.student.rule_product.RuleHead, got "
+                            f"{type(head).__name__}")
+        device = next(self.model_.parameters()).device
+        self.model_ = RuleProduct(self.model_, head.to(device), temperature).eval()
+        self.rule_product_ = {"features": head.features, "rule": head.rule,
+                              "dims": int(head.pca_axes.shape[0]),
+                              "temperature": float(temperature)}
+        return self
+
     # ---- persistence
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
@@ -915,7 +936,8 @@ class Student(ClassifierMixin, BaseEstimator):
         _atomic_torch_save({
             "format": _FORMAT, "model_name": self.model_name_, "input_shape": list(self.input_shape_),
             "num_classes": self.num_classes_, "settings": self.settings_, "seed": self.seed_,
-            "classes": _plain_classes(self.classes_), "history": self.history_, "n_labelled": self.n_labelled_, "state_dict": state}, path)
+            "classes": _plain_classes(self.classes_), "history": self.history_, "n_labelled": self.n_labelled_,
+            "rule_product": getattr(self, "rule_product_", None), "state_dict": state}, path)
         return path
 
     @classmethod
@@ -940,7 +962,17 @@ class Student(ClassifierMixin, BaseEstimator):
             name = model
         net = build_model(name, input_shape=input_shape, num_classes=num_classes)
         state = blob["state_dict"]
-        model = _Standardize(net, torch.zeros_like(state["mean"]), torch.ones_like(state["std"]))
+        product = blob.get("rule_product")   # absent in files written before it existed
+        prefix = "student." if product else ""
+        model = _Standardize(net, torch.zeros_like(state[prefix + "mean"]),
+                             torch.ones_like(state[prefix + "std"]))
+        if product:
+            from pate.student.rule_product import RuleHead, RuleProduct
+
+            head = RuleHead(input_shape=input_shape, features=product["features"],
+                            rule=product["rule"], dims=int(product["dims"]),
+                            num_classes=num_classes)
+            model = RuleProduct(model, head, float(product["temperature"]))
         model.load_state_dict(state)
         dev = resolve_device(device)
         model.to(dev).eval()
@@ -960,6 +992,7 @@ class Student(ClassifierMixin, BaseEstimator):
         student.device_ = dev
         student.settings_ = settings
         student.n_labelled_ = int(blob["n_labelled"])
+        student.rule_product_ = product or None
         return student
 
 

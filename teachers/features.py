@@ -39,8 +39,8 @@ import numpy as np
 
 from pate.analysis.validation import check_choice, check_int
 
-__all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "Standardizer", "feature_data",
-           "public_pca_embedding", "feature_shape"]
+__all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "Standardizer", "PublicPCA",
+           "feature_data", "public_pca_embedding", "feature_shape"]
 
 FEATURES = ("none", "scatternet")
 J, L = 2, 8
@@ -126,21 +126,35 @@ def feature_data(data, features: str):
     return dataclasses.replace(data, input_shape=shape, **splits)
 
 
+@dataclasses.dataclass(frozen=True)
+class PublicPCA:
+    """The first principal axes of public rows: ``mean`` (F,) and ``axes`` (dims, F), float64;
+    :meth:`project` maps rows (N, ...) to float32 (N, dims)."""
+
+    mean: np.ndarray
+    axes: np.ndarray
+
+    @classmethod
+    def fit(cls, public: np.ndarray, *, dims: int) -> "PublicPCA":
+        dims = check_int(dims, "dims", minimum=1)
+        pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
+        if dims > min(pub.shape):
+            raise ValueError(f"dims must be at most min(public items, features) = "
+                             f"{min(pub.shape)}, got {dims}")
+        mean = pub.mean(axis=0)
+        # principal axes of the public rows (right singular vectors), sign-fixed for determinism
+        _, _, vt = np.linalg.svd(pub - mean, full_matrices=False)
+        axes = vt[:dims]
+        axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
+        return cls(mean=mean, axes=axes)
+
+    def project(self, rows: np.ndarray) -> np.ndarray:
+        r = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        return ((r - self.mean) @ self.axes.T).astype(np.float32)
+
+
 def public_pca_embedding(public: np.ndarray, *others: np.ndarray, dims: int):
     """Rows of ``public`` and of each of ``others`` projected on the first ``dims`` principal
     axes of the public rows (centred with the public mean): a tuple of float32 (N, dims)."""
-    dims = check_int(dims, "dims", minimum=1)
-    pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
-    if dims > min(pub.shape):
-        raise ValueError(f"dims must be at most min(public items, features) = {min(pub.shape)}, "
-                         f"got {dims}")
-    mean = pub.mean(axis=0)
-    # principal axes of the public rows (right singular vectors), sign-fixed for determinism
-    _, _, vt = np.linalg.svd(pub - mean, full_matrices=False)
-    axes = vt[:dims]
-    axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
-    out = [((pub - mean) @ axes.T).astype(np.float32)]
-    for other in others:
-        o = np.asarray(other, dtype=np.float64).reshape(len(other), -1)
-        out.append(((o - mean) @ axes.T).astype(np.float32))
-    return tuple(out)
+    pca = PublicPCA.fit(public, dims=dims)
+    return tuple(pca.project(rows) for rows in (public, *others))

@@ -36,7 +36,7 @@ from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_
 from pate.class_means import (CLIP_QUANTILE, LOGISTIC_RIDGE, RULES, WHITEN_FLOOR, LinearLabeller,
                               NoisyClassMeans, PublicGeometry, _clipped, class_sums,
                               labelling_rule, noisy_class_means, public_geometry,
-                              public_logistic)
+                              public_logistic, recover_rule)
 from pate.rng import SecureGenerator
 
 ORDERS = analysis.DEFAULT_ORDERS
@@ -653,3 +653,47 @@ def test_spec_charges_nothing_when_nothing_is_asked():
     one = spec.event(np.zeros((1, 10)), {"sigma": 3.0}, answered=np.ones(1, bool),
                      orders=[2.0, 8.0])
     np.testing.assert_allclose(one.rdp_data_independent, [2.0 / 9.0, 8.0 / 9.0], rtol=1e-15)
+
+
+# -- recovering a published rule (the student times its rule: pate.student.rule_product)
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_rule_is_recovered_exactly_from_its_published_scores(rule):
+    """From the scores of the labelled public rows (NaN rows: unlabelled) the recovered rule
+    scores unseen embeddings, far ones beyond the clip included, as the rule itself does."""
+    public, private, labels, test, _ = _clusters(3, n_public=300)
+    release = noisy_class_means(public, private, labels, sigma=2.0, num_classes=4,
+                                rng=np.random.default_rng(4))
+    labeller = labelling_rule(release, public, rule)
+    scores = labeller.scores(public)
+    scores[250:] = np.nan                                # 250 labelled public rows
+    recovered = recover_rule(public, scores, rule=rule)
+    assert recovered.rule == rule
+    np.testing.assert_array_equal(recovered.geometry.scale, public_geometry(public).scale)
+    unseen = np.vstack([test[:100], 10 * test[:20]])
+    np.testing.assert_allclose(recovered.scores(unseen), labeller.scores(unseen), rtol=1e-7,
+                               atol=1e-7)
+
+
+def test_scores_that_are_not_such_a_rule_are_refused():
+    public, private, labels, _, _ = _clusters(5, n_public=300)
+    release = noisy_class_means(public, private, labels, sigma=2.0, num_classes=4,
+                                rng=np.random.default_rng(6))
+    logistic = public_logistic(release, public).scores(public)
+    # the logistic rule clips 10 % of the rows: not affine in the whitened embedding
+    with pytest.raises(ValueError, match="not an affine lda rule"):
+        recover_rule(public, logistic, rule="lda")
+    with pytest.raises(ValueError, match="not an affine logistic rule"):
+        recover_rule(public, np.random.default_rng(7).normal(size=logistic.shape), rule="logistic")
+    few = logistic.copy()
+    few[8:] = np.nan                                     # 8 labelled rows, 9 unknowns per class
+    with pytest.raises(ValueError, match="do not determine a rule in 8 dims"):
+        recover_rule(public, few, rule="logistic")
+    with pytest.raises(ValueError, match="one row per public embedding"):
+        recover_rule(public, logistic[:-1], rule="logistic")
+    partial = logistic.copy()
+    partial[0, 1] = np.nan
+    with pytest.raises(ValueError, match="finite in every labelled row and NaN in the others"):
+        recover_rule(public, partial, rule="logistic")
+    with pytest.raises(ValueError, match="rule must be one of"):
+        recover_rule(public, logistic, rule="qda")

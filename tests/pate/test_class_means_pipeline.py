@@ -270,6 +270,86 @@ def test_a_student_on_soft_targets_trains_to_the_published_scores(cm_run, small_
     assert json.loads((cm_run[1] / "student_metrics.json").read_text())["targets"] == "hard"
 
 
+@pytest.mark.parametrize("rule", ["logistic", "lda"])
+def test_the_released_model_can_be_the_student_times_its_labelling_rule(cm_run, small_digits,
+                                                                         tmp_path, rule):
+    """`pate train-student --targets soft --combine-with-rule` after `pate run --until
+    aggregate`: the saved student predicts softmax(log p_student + log softmax(T * rule scores)),
+    with the rule recovered from the published scores; reloading keeps it; nothing more is
+    charged."""
+    from scipy.special import log_softmax, softmax
+
+    from pate.class_means import recover_rule
+    from pate.student.train import Student
+    from pate.teachers.data import load_pate_data
+
+    run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
+    config = class_means_config(small_digits, tmp_path, rule=rule)
+    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
+                 str(ledger), "--no-progress", "--until", "aggregate"]) == 0
+    charged, events = spend(ledger)
+    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--targets", "soft",
+                 "--temperature", "5", "--combine-with-rule"]) == 0
+    metrics = json.loads((run_dir / "student_metrics.json").read_text())
+    assert metrics["combined_with_rule"] is True and 0 <= metrics["student_alone_accuracy"] <= 1
+    student = Student.load(run_dir / "student.pt")
+    assert student.rule_product_ == {"features": "none", "rule": rule, "dims": 16,
+                                     "temperature": 5.0}
+    # the same model by hand: the student alone (its network inside the product) times the
+    # rule recovered from the published scores of the public embeddings
+    data = load_pate_data("digits")
+    cfg = C.load(config)
+    x_eval = np.asarray(data.evaluation.x, dtype=np.float32)
+    emb = np.load(run_dir / "knn_embeddings.npz")["public"]
+    scores = np.load(run_dir / "label_scores.npy")
+    recovered = recover_rule(emb, scores, rule=rule)       # NaN rows: the unasked items
+    from pate.teachers.features import PublicPCA
+    pca = PublicPCA.fit(np.asarray(data.public.x, dtype=np.float32)[:len(emb)], dims=16)
+    import torch
+    with torch.no_grad():
+        logits = student.model_.student(torch.from_numpy(x_eval)).double().numpy()
+    expected = softmax(log_softmax(logits, axis=1)
+                       + log_softmax(5 * recovered.scores(pca.project(x_eval)), axis=1), axis=1)
+    np.testing.assert_allclose(student.predict_proba(x_eval), expected, atol=1e-5)
+    assert metrics["accuracy"] == pytest.approx(np.mean(expected.argmax(1) == data.evaluation.y))
+    assert C.combine_with_rule(cfg) is False          # the flag lives in the run's config.json
+    assert json.loads((run_dir / "config.json").read_text())["student"]["combine_with_rule"]
+    assert spend(ledger)[0] == charged > 0 and len(spend(ledger)[1]) == len(events) == 1
+    # the report says what is released, and the student's own accuracy beside it
+    assert main(["run", "--run-dir", str(run_dir), "--resume", "--no-progress"]) == 0
+    utility = json.loads((run_dir / "analysis.json").read_text())["utility"]
+    assert utility["student_accuracy"] == metrics["accuracy"]
+    assert utility["student_alone_accuracy"] == metrics["student_alone_accuracy"]
+    report = (run_dir / "report.md").read_text()
+    assert "The released model is the student times its labelling rule" in report
+    assert "| Student alone |" in report and "items), times its labelling rule |" in report
+
+
+def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_end(
+        tmp_path, small_digits):
+    for student, message in (
+            ("combine_with_rule = true", r"\[student\] combine_with_rule = true multiplies the "
+                                         r"student with its labelling rule at the soft targets'"),
+            ('combine_with_rule = "yes"', r"combine_with_rule"),
+    ):
+        config = class_means_config(small_digits, tmp_path, name="bad.toml")
+        config.write_text(config.read_text().replace("[student]\n", f"[student]\n{student}\n", 1))
+        with pytest.raises(C.ConfigError, match=message):
+            C.load(config)
+    knn2 = tmp_path / "round2.toml"
+    ok = class_means_config(small_digits, tmp_path, name="ok.toml")
+    knn2.write_text(ok.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n'
+                                           "combine_with_rule = true\n", 1)
+                    .replace('features = "none"\ndims = 16\n',
+                             'features = "student"\nstudent_run = "runs/r1"\n'))
+    with pytest.raises(C.ConfigError, match=r"needs a PCA front-end"):
+        C.load(knn2)
+    ok.write_text(ok.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n'
+                                         "combine_with_rule = true\n", 1))
+    assert C.combine_with_rule(C.load(ok)) is True
+    assert "combine_with_rule" not in C.student_settings(C.load(ok))
+
+
 def test_soft_targets_are_refused_where_no_scores_are_published(tmp_path, small_digits):
     """A teacher run's aggregator releases a noisy argmax only: [student] targets = "soft" is a
     config error, as are a temperature without soft targets and bad values."""

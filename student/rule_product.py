@@ -1,0 +1,124 @@
+"""The student times its labelling rule: the released model of a class-means run with
+``[student] combine_with_rule = true`` (a product of experts).
+
+A class-means run labels the public items by a rule fitted to its one noisy release
+(:mod:`pate.class_means`) and trains the student to that rule's soft targets. The student learns
+from 9000 public images; the rule was fitted to the release, which summarises all the private
+records. Multiplying their class probabilities gives a model that is better than either (on
+Fashion-MNIST, +0.6 to +1.0 points over the student on the evaluation split at eps 0.5 to 2:
+``benchmarks/rule_product.py``, docs/benchmarks.md). Both experts are post-processing of the
+release and of public data, so the product costs no privacy.
+
+Symbols
+-------
+x       an input (an image (C, H, W), or a feature vector)
+F(x)    the run's public front-end: ScatterNet features standardised with public statistics
+        (``[knn] features = "scatternet"``), or x itself (``"none"``); flattened
+e(x)    (F(x) - mean) @ axes.T: the public PCA (``pate.teachers.features.PublicPCA``), rounded
+        to float32 as the run's ``knn_embeddings.npz`` holds it
+s(e)    the rule's class scores, ``rule_features(e) @ W.T + b`` with (W, b) recovered exactly
+        from the published ``label_scores.npy`` (``pate.class_means.recover_rule``)
+T       the soft targets' temperature (``[student] temperature``)
+p_S     the student's class probabilities
+
+The released model predicts  p(j | x) ∝ p_S(j | x) · softmax(T · s(e(x)))_j ;
+:class:`RuleProduct` returns its logits  log p_S + log softmax(T · s), so ``softmax`` of them is p.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["RuleHead", "RuleProduct", "product_log_proba"]
+
+
+def product_log_proba(student_proba, rule_scores, *, temperature: float) -> np.ndarray:
+    """The product's unnormalised log-probabilities (N, m) in numpy: log p_S + log softmax(T s)
+    (the formula :class:`RuleProduct` computes in torch)."""
+    from scipy.special import log_softmax
+
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    logp = np.log(np.clip(np.asarray(student_proba, dtype=np.float64), 1e-300, None))
+    return logp + log_softmax(temperature * np.asarray(rule_scores, dtype=np.float64), axis=1)
+
+
+class RuleHead(nn.Module):
+    """x -> s(e(x)) (module docstring), float64. Built empty from its shapes (what
+    ``Student.load`` needs), then filled by :meth:`from_fitted`; every array is a buffer, so the
+    head travels in the student's state dict."""
+
+    def __init__(self, *, input_shape, features: str, rule: str, dims: int, num_classes: int):
+        super().__init__()
+        from pate.class_means import RULES
+        from pate.teachers.features import ScatterNet, feature_shape
+
+        if features not in ("scatternet", "none"):
+            raise ValueError(f"features must be 'scatternet' or 'none', got {features!r}")
+        if rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+        self.features, self.rule = features, rule
+        shape = tuple(int(s) for s in input_shape)
+        if features == "scatternet":
+            front = feature_shape(shape)
+            self.scatter = ScatterNet(shape[1], shape[2])
+            self.register_buffer("feature_mean", torch.zeros(front[0], 1, 1))
+            self.register_buffer("feature_std", torch.ones(front[0], 1, 1))
+            width = int(np.prod(front))
+        else:
+            width = int(np.prod(shape))
+        f64 = dict(dtype=torch.float64)
+        self.register_buffer("pca_mean", torch.zeros(width, **f64))
+        self.register_buffer("pca_axes", torch.zeros(dims, width, **f64))
+        self.register_buffer("scale", torch.ones(dims, **f64))
+        self.register_buffer("radius", torch.ones((), **f64))
+        self.register_buffer("weights", torch.zeros(num_classes, dims, **f64))
+        self.register_buffer("bias", torch.zeros(num_classes, **f64))
+
+    @classmethod
+    def from_fitted(cls, *, input_shape, features: str, standardizer, pca, recovered,
+                    num_classes: int) -> "RuleHead":
+        """The head of a run: its public ``standardizer`` (None for features "none"), its
+        ``pca`` (``PublicPCA``) and the ``recovered`` rule (``pate.class_means.RecoveredRule``)."""
+        head = cls(input_shape=input_shape, features=features, rule=recovered.rule,
+                   dims=pca.axes.shape[0], num_classes=num_classes)
+        with torch.no_grad():
+            if features == "scatternet":
+                head.feature_mean.copy_(torch.from_numpy(np.asarray(standardizer.mean)))
+                head.feature_std.copy_(torch.from_numpy(np.asarray(standardizer.std)))
+            for name, value in (("pca_mean", pca.mean), ("pca_axes", pca.axes),
+                                ("scale", recovered.geometry.scale),
+                                ("radius", recovered.geometry.radius),
+                                ("weights", recovered.weights), ("bias", recovered.bias)):
+                getattr(head, name).copy_(torch.as_tensor(np.asarray(value, dtype=np.float64)))
+        return head.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = x.float()
+        if self.features == "scatternet":
+            f = (self.scatter(f) - self.feature_mean) / self.feature_std
+        f = f.reshape(f.shape[0], -1).double()
+        e = ((f - self.pca_mean) @ self.pca_axes.T).float().double()   # float32, as the run's
+        w = e / self.scale                                             # whitened w(e)
+        if self.rule == "logistic":                                    # clipped, scaled u(e)
+            norm = torch.linalg.vector_norm(w, dim=1, keepdim=True)
+            factor = torch.where(norm > self.radius, self.radius / norm.clamp_min(1e-300),
+                                 torch.ones_like(norm))
+            w = w * factor / self.radius
+        return w @ self.weights.T + self.bias
+
+
+class RuleProduct(nn.Module):
+    """The released model: logits log p_S(x) + log softmax(T · head(x)) (module docstring)."""
+
+    def __init__(self, student: nn.Module, head: RuleHead, temperature: float):
+        super().__init__()
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.student, self.head, self.temperature = student, head, float(temperature)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (torch.log_softmax(self.student(x).double(), dim=1)
+                + torch.log_softmax(self.temperature * self.head(x), dim=1)).float()

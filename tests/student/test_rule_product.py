@@ -1,0 +1,107 @@
+"""pate.student.rule_product: the student times its labelling rule. The head reproduces the
+rule on the run's front-end (ScatterNet or raw inputs), the product is the documented formula,
+and a saved student keeps it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pate.class_means import labelling_rule, noisy_class_means, recover_rule
+from pate.student.rule_product import RuleHead, RuleProduct, product_log_proba
+from pate.student.train import Student
+from pate.teachers.features import PublicPCA, Standardizer, scatter
+
+
+def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150):
+    """A class-means rule fitted as a run fits it (public front-end, PCA, release, rule), its
+    scores published for the public rows and recovered into a head; and the rule itself."""
+    public_x, private_x = images[:n_public], images[n_public:]
+    standardizer = None
+    front_pub, front_priv = public_x, private_x
+    if features == "scatternet":
+        raw_pub, raw_priv = scatter(public_x), scatter(private_x)
+        standardizer = Standardizer.fit(raw_pub)
+        front_pub, front_priv = standardizer.transform(raw_pub), standardizer.transform(raw_priv)
+    pca = PublicPCA.fit(front_pub, dims=dims)
+    public, private = pca.project(front_pub), pca.project(front_priv)
+    release = noisy_class_means(public, private, labels[n_public:], sigma=1.0,
+                               num_classes=num_classes, rng=np.random.default_rng(0))
+    labeller = labelling_rule(release, public, rule)
+    recovered = recover_rule(public, labeller.scores(public), rule=rule)
+    head = RuleHead.from_fitted(input_shape=images.shape[1:], features=features,
+                                standardizer=standardizer, pca=pca, recovered=recovered,
+                                num_classes=num_classes)
+
+    def rule_scores(x):
+        front = x
+        if features == "scatternet":
+            front = standardizer.transform(scatter(x))
+        return labeller.scores(pca.project(front))
+
+    return head, rule_scores
+
+
+@pytest.mark.parametrize("features, rule, dims", [("scatternet", "logistic", 24),
+                                                  ("none", "lda", 12)])
+def test_the_head_scores_new_images_as_the_run_s_rule(digits_images, features, rule, dims):
+    x, y = digits_images
+    head, rule_scores = _head(x[:500], y[:500], features=features, rule=rule, dims=dims)
+    unseen = x[500:560]
+    with torch.no_grad():
+        got = head(torch.from_numpy(unseen)).numpy()
+    np.testing.assert_allclose(got, rule_scores(unseen), rtol=1e-4, atol=1e-4)
+
+
+def test_the_product_is_log_p_student_plus_log_softmax_of_t_times_the_rule(digits_images):
+    x, y = digits_images
+    head, rule_scores = _head(x[:500], y[:500], features="none", rule="logistic", dims=12)
+    student_net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    product = RuleProduct(student_net, head, temperature=3.0).eval()
+    unseen = x[500:540]
+    with torch.no_grad():
+        got = torch.softmax(product(torch.from_numpy(unseen)), dim=1).numpy()
+        p_student = torch.softmax(student_net(torch.from_numpy(unseen)), dim=1).double().numpy()
+    expected = product_log_proba(p_student, rule_scores(unseen), temperature=3.0)
+    expected = np.exp(expected - expected.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, expected / expected.sum(axis=1, keepdims=True), atol=1e-5)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        RuleProduct(student_net, head, temperature=0.0)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        product_log_proba(p_student, rule_scores(unseen), temperature=-1.0)
+
+
+def test_a_student_times_its_rule_is_saved_and_loaded_whole(digits_images, tmp_path):
+    x, y = digits_images
+    head, _ = _head(x[:500], y[:500], features="scatternet", rule="logistic", dims=24)
+    student = Student(model="cnn8", method="supervised", epochs=1, steps_per_epoch=5,
+                      batch_size=16, random_state=0, progress=False, device="cpu")
+    student.fit(x[:150], y[:150])
+    alone = student.predict_proba(x[500:530])
+    with pytest.raises(TypeError, match="head must be a pate.student.rule_product.RuleHead"):
+        student.combine_with_rule(torch.nn.Identity(), temperature=10.0)
+    student.combine_with_rule(head, temperature=10.0)
+    combined = student.predict_proba(x[500:530])
+    assert not np.allclose(combined, alone)
+    with pytest.raises(ValueError, match="already combined"):
+        student.combine_with_rule(head, temperature=10.0)
+    student.save(tmp_path / "student.pt")
+    loaded = Student.load(tmp_path / "student.pt")
+    assert loaded.rule_product_ == {"features": "scatternet", "rule": "logistic", "dims": 24,
+                                    "temperature": 10.0}
+    np.testing.assert_allclose(loaded.predict_proba(x[500:530]), combined, atol=1e-6)
+    # a student saved alone loads alone
+    plain = Student(model="cnn8", method="supervised", epochs=1, steps_per_epoch=5,
+                    batch_size=16, random_state=0, progress=False, device="cpu").fit(x[:150], y[:150])
+    plain.save(tmp_path / "plain.pt")
+    assert Student.load(tmp_path / "plain.pt").rule_product_ is None
+
+
+@pytest.fixture(scope="module")
+def digits_images():
+    """scikit-learn's digits as (N, 1, 8, 8) float32 images in [0, 1] and their labels."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return (d.images[:, None].astype(np.float32) / 16.0), d.target.astype(np.int64)
