@@ -8,10 +8,12 @@ rule's coefficients are the exact least-squares solution of
 
     scores = [x(public), 1] @ coef        (x = u or w; n public rows, d + 1 unknowns per class)
 
-and this script recovers them (refused unless the fit is exact to 1e-8 relative, which needs
-n >= d + 1 public rows of full rank). Nothing private is read: the rule and the student are
-both post-processing of the one release and of public data, so combining them costs no
-privacy. The combined model predicts
+and this script recovers them with ``pate.class_means.recover_rule`` (refused unless the fit is
+exact to 1e-8 relative, which needs n >= d + 1 public rows of full rank). Nothing private is
+read: the rule and the student are both post-processing of the one release and of public data,
+so combining them costs no privacy. A run with ``[student] combine_with_rule = true`` releases
+this product itself (``pate.student.rule_product``); this script measures it on runs whose
+student was saved alone (it skips the others). The combined model predicts
 
     argmax_j  log p_student(j | x) + log softmax(T * rule scores(e(x)))_j
 
@@ -37,64 +39,6 @@ import pathlib
 import sys
 
 import numpy as np
-
-#: the largest relative residual of the least-squares recovery that counts as exact
-EXACT = 1e-8
-
-
-def rule_features(embeddings, geometry, rule: str) -> np.ndarray:
-    """x(e) of ``rule`` for each row: the clipped, scaled u(e) ("logistic") or the whitened
-    w(e) ("lda"), both from :mod:`pate.class_means` with the public ``geometry``."""
-    from pate.class_means import LinearLabeller
-
-    e = np.asarray(embeddings, dtype=np.float64)
-    if rule == "lda":
-        return geometry.whiten(e)
-    if rule == "logistic":
-        d = geometry.scale.shape[0]
-        return LinearLabeller(weights=np.eye(d), bias=np.zeros(d), geometry=geometry).scores(e)
-    raise ValueError(f"rule must be 'lda' or 'logistic', got {rule!r}")
-
-
-def recover_rule(public, scores, *, rule: str):
-    """The affine rule behind ``scores`` (n, m) on the ``public`` embeddings (n, d): a function
-    from embeddings to class scores. Refused (ValueError) unless the least-squares fit
-    reproduces ``scores`` to ``EXACT`` relative: scores that no affine rule of this kind gives,
-    or too few public rows to pin it down."""
-    from pate.class_means import public_geometry
-
-    public = np.asarray(public, dtype=np.float64)
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 2 or scores.shape[0] != public.shape[0] or not np.all(np.isfinite(scores)):
-        raise ValueError(f"scores must be finite, one row per public embedding ({public.shape[0]}); "
-                         f"got shape {scores.shape}")
-    geometry = public_geometry(public)
-    design = np.hstack([rule_features(public, geometry, rule), np.ones((len(public), 1))])
-    if np.linalg.matrix_rank(design) < design.shape[1]:
-        raise ValueError(f"the {len(public)} public rows do not determine a rule in "
-                         f"{design.shape[1] - 1} dims (rank {np.linalg.matrix_rank(design)})")
-    coef, *_ = np.linalg.lstsq(design, scores, rcond=None)
-    residual = float(np.abs(design @ coef - scores).max() / max(np.abs(scores).max(), 1e-300))
-    if residual > EXACT:
-        raise ValueError(f"the scores are not an affine {rule} rule of the public embeddings "
-                         f"(relative residual {residual:.3g} > {EXACT:g})")
-
-    def rule_scores(embeddings):
-        return np.hstack([rule_features(embeddings, geometry, rule),
-                          np.ones((len(embeddings), 1))]) @ coef
-
-    return rule_scores
-
-
-def product_predict(student_proba, rule_scores, *, temperature: float) -> np.ndarray:
-    """argmax_j of log p_student + log softmax(temperature * rule scores), ties to the lower class."""
-    from scipy.special import log_softmax
-
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    logp = np.log(np.clip(np.asarray(student_proba, dtype=np.float64), 1e-300, None))
-    return np.argmax(logp + log_softmax(temperature * np.asarray(rule_scores), axis=1), axis=1)
-
 
 def _checked_runs(parser, run_dirs):
     """(path, config) per run directory, refused before any work unless each is a finished
@@ -132,6 +76,8 @@ def main(argv=None) -> int:
 
     import torch
 
+    from pate.class_means import recover_rule
+    from pate.student.rule_product import product_log_proba
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
     from pate.teachers.features import Standardizer, public_pca_embedding, scatter
@@ -159,9 +105,14 @@ def main(argv=None) -> int:
         scores = np.load(path / "label_scores.npy", allow_pickle=False)
         answered = labels >= 0
         rule_name = knn.get("rule", "lda")
-        rule = recover_rule(saved[answered], scores[answered], rule=rule_name)
-        rule_ev = rule(ev_emb)
+        rule_ev = recover_rule(saved, np.where(answered[:, None], scores, np.nan),
+                               rule=rule_name).scores(ev_emb)
         student = Student.load(path / "student.pt")
+        if student.rule_product_ is not None:
+            print(f"{path}: its student is already released times its rule "
+                  "([student] combine_with_rule); its student_metrics.json has both; skipped",
+                  file=sys.stderr)
+            continue
         proba = student.predict_proba(data.evaluation.x)
         y = np.asarray(data.evaluation.y)
         aggregate = json.loads((path / "aggregate.json").read_text())
@@ -173,7 +124,7 @@ def main(argv=None) -> int:
                "labelling_rule": float(np.mean(rule_ev.argmax(axis=1) == y))}
         for t in args.temperatures:
             row[f"product_t{t:g}"] = float(np.mean(
-                product_predict(proba, rule_ev, temperature=t) == y))
+                product_log_proba(proba, rule_ev, temperature=t).argmax(axis=1) == y))
         rows.append(row)
         print(f"{str(path):34s} eps {row['eps']:.4f}  labels {row['label_accuracy']:.4f}  "
               f"student {row['student']:.3f}  rule {row['labelling_rule']:.3f}  "
@@ -193,7 +144,8 @@ def main(argv=None) -> int:
                 "tuned_on": "the product of experts and its two temperatures were first looked "
                             "at in a development check on 10000 PRIVATE training images and the "
                             "evaluation split (benchmarks/utility.py TUNED_ON); both "
-                            "temperatures are listed, neither is chosen"}
+                            "temperatures are listed; the class-means config uses 10, the soft "
+                            "targets' temperature, which also scored higher"}
         pathlib.Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     return 0 if rows else 1
 
