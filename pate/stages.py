@@ -1018,15 +1018,17 @@ def student(run: Run) -> dict:
                     resume=True)
     if not isinstance(settings["model"], str):
         run.objects["fitted_student"] = model
+    # built before the training, so that a run it cannot serve fails before any work
+    head = _rule_head(run, labels) if C.combine_with_rule(run.config) else None
     run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
     # Only the public inputs and the released labels reach the student.
     t0 = time.perf_counter()
     model.fit(data.public.x, labels, soft_targets=soft_targets)
     seconds = time.perf_counter() - t0
     alone = None
-    if C.combine_with_rule(run.config):
+    if head is not None:
         alone = float(np.mean(model.predict(data.evaluation.x) == np.asarray(data.evaluation.y)))
-        model.combine_with_rule(_rule_head(run, labels), temperature=temperature)
+        model.combine_with_rule(head, temperature=temperature)
     model.save(run.path(R.STUDENT_WEIGHTS))
     metrics = evaluation_metrics(data.evaluation.y, model.predict(data.evaluation.x),
                                  num_classes=data.num_classes)
@@ -1072,8 +1074,13 @@ def _rule_head(run: Run, labels: np.ndarray):
                           "start a new run directory")
     scores = load_npy(run.path(R.LABEL_SCORES), what="the aggregate stage")
     answered = labels >= 0
-    recovered = recover_rule(public, np.where(answered[:, None], scores, np.nan),
-                             rule=C.class_means_rule(run.config))
+    try:
+        recovered = recover_rule(public, np.where(answered[:, None], scores, np.nan),
+                                 rule=C.class_means_rule(run.config))
+    except ValueError as exc:
+        raise ConfigError(f"[student] combine_with_rule = true: the labelling rule cannot be "
+                          f"recovered from {run.path(R.LABEL_SCORES)} ({exc}); set "
+                          "combine_with_rule = false") from None
     head = RuleHead.from_fitted(input_shape=data.input_shape, features=features,
                                 standardizer=standardizer, pca=pca, recovered=recovered,
                                 num_classes=data.num_classes)

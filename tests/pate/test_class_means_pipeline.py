@@ -350,6 +350,29 @@ def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_
     assert "combine_with_rule" not in C.student_settings(C.load(ok))
 
 
+def test_a_rule_too_few_labels_pin_down_is_refused_before_the_student_trains(
+        tmp_path, small_digits, monkeypatch, capsys):
+    """10 labelled items cannot determine a rule in 16 dims: the student stage fails at once,
+    naming the key, and no student is trained or written."""
+    from pate.student.train import Student
+
+    config = class_means_config(small_digits, tmp_path, replace=(("queries = 400", "queries = 10"),))
+    config.write_text(config.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n'
+                                                 "combine_with_rule = true\n", 1))
+
+    def trained(*args, **kwargs):
+        raise AssertionError("the student trained before the rule was checked")
+
+    monkeypatch.setattr(Student, "fit", trained)
+    run_dir = tmp_path / "run"
+    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
+                 str(tmp_path / "ledger.sqlite3"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "[student] combine_with_rule = true: the labelling rule cannot be recovered" in err
+    assert "the 10 labelled public rows do not determine a rule in 16 dims" in err
+    assert not (run_dir / "student.pt").exists()
+
+
 def test_soft_targets_are_refused_where_no_scores_are_published(tmp_path, small_digits):
     """A teacher run's aggregator releases a noisy argmax only: [student] targets = "soft" is a
     config error, as are a temperature without soft targets and bad values."""
