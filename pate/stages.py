@@ -1091,8 +1091,8 @@ def _rule_head(run: Run, labels: np.ndarray):
     if gap > 1e-3 * max(float(np.abs(scores[answered]).max()), 1.0):
         raise RuntimeError(f"the rule head reproduces the published class scores only to {gap:.3g}; "
                            "this is a bug in pate-learn, please report it")
-    logger.info("student: combined with its labelling rule (%s, %s front-end, %d dims; published "
-                "scores reproduced to %.2g)", recovered.rule, features, dims, gap)
+    logger.info("student: its labelling rule, to be released with it (%s, %s front-end, %d dims; "
+                "published scores reproduced to %.2g)", recovered.rule, features, dims, gap)
     return head
 
 
