@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     from pate.student.rule_product import product_log_proba
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
-    from pate.teachers.features import Standardizer, public_pca_embedding, scatter
+    from pate.teachers.features import PublicFrontEnd
 
     torch.set_num_threads(2)
     fronts, rows = {}, []
@@ -89,12 +89,9 @@ def main(argv=None) -> int:
         key = (config["data"]["name"], knn.get("features", "scatternet"), int(knn.get("dims", 64)))
         if key not in fronts:
             data = load_pate_data(key[0], root=config["data"].get("root"))
-            pub, ev = data.public.x, data.evaluation.x
-            if key[1] == "scatternet":
-                raw_pub, raw_ev = scatter(pub), scatter(ev)
-                norm = Standardizer.fit(raw_pub)
-                pub, ev = norm.transform(raw_pub), norm.transform(raw_ev)
-            fronts[key] = (data, *public_pca_embedding(pub, ev, dims=key[2]))
+            front, public = PublicFrontEnd.fit_transform(data.public.x, features=key[1],
+                                                         dims=key[2])
+            fronts[key] = (data, public, front.embed(data.evaluation.x))
         data, pub_emb, ev_emb = fronts[key]
         saved = np.load(path / "knn_embeddings.npz", allow_pickle=False)["public"]
         if saved.shape != pub_emb.shape or np.abs(saved - pub_emb).max() > 1e-4:

@@ -408,7 +408,7 @@ def _knn_embeddings(run: Run) -> dict:
     means, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
     with public statistics, then a PCA of the public rows), so the embedding itself reveals
     nothing about the private records. Writes ``knn_embeddings.npz``; no histogram is drawn."""
-    from pate.teachers.features import feature_data, public_pca_embedding
+    from pate.teachers.features import PublicFrontEnd
 
     data = run.data
     features, dims, width = _knn_features(run)
@@ -424,8 +424,8 @@ def _knn_embeddings(run: Run) -> dict:
         public, private = (np.sqrt(model.predict_proba(x)).astype(np.float32)
                            for x in (data.public.x, data.private.x))
     else:
-        front = feature_data(data, features)
-        public, private = public_pca_embedding(front.public.x, front.private.x, dims=dims)
+        front, public = PublicFrontEnd.fit_transform(data.public.x, features=features, dims=dims)
+        private = front.embed(data.private.x)
     labels = np.asarray(data.private.y, dtype=np.int64)
     atomic_savez(run.path(R.KNN_EMBEDDINGS), public=public, private=private,
                  private_labels=labels, num_classes=np.int64(data.num_classes))
@@ -1054,18 +1054,12 @@ def _rule_head(run: Run, labels: np.ndarray):
 
     from pate.class_means import recover_rule
     from pate.student.rule_product import RuleHead
-    from pate.teachers.features import PublicPCA, Standardizer, scatter
+    from pate.teachers.features import PublicFrontEnd
 
     data = run.data
     features, dims, _ = _knn_features(run)
     public_x = np.asarray(data.public.x, dtype=np.float32)
-    standardizer, front = None, public_x
-    if features == "scatternet":
-        raw = scatter(public_x)
-        standardizer = Standardizer.fit(raw)
-        front = standardizer.transform(raw)
-    pca = PublicPCA.fit(front, dims=dims)
-    public = pca.project(front)
+    front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims)
     with np.load(run.path(R.KNN_EMBEDDINGS), allow_pickle=False) as saved:
         saved_public = saved["public"]
     if saved_public.shape != public.shape or not np.allclose(saved_public, public, atol=1e-4):
@@ -1081,8 +1075,7 @@ def _rule_head(run: Run, labels: np.ndarray):
         raise ConfigError(f"[student] combine_with_rule = true: the labelling rule cannot be "
                           f"recovered from {run.path(R.LABEL_SCORES)} ({exc}); set "
                           "combine_with_rule = false") from None
-    head = RuleHead.from_fitted(input_shape=data.input_shape, features=features,
-                                standardizer=standardizer, pca=pca, recovered=recovered,
+    head = RuleHead.from_fitted(input_shape=data.input_shape, front=front, recovered=recovered,
                                 num_classes=data.num_classes)
     with torch.no_grad():
         check = np.concatenate([head(torch.from_numpy(public_x[i:i + 1000])).numpy()

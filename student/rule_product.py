@@ -78,16 +78,16 @@ class RuleHead(nn.Module):
         self.register_buffer("bias", torch.zeros(num_classes, **f64))
 
     @classmethod
-    def from_fitted(cls, *, input_shape, features: str, standardizer, pca, recovered,
-                    num_classes: int) -> "RuleHead":
-        """The head of a run: its public ``standardizer`` (None for features "none"), its
-        ``pca`` (``PublicPCA``) and the ``recovered`` rule (``pate.class_means.RecoveredRule``)."""
-        head = cls(input_shape=input_shape, features=features, rule=recovered.rule,
+    def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> "RuleHead":
+        """The head of a run: its public ``front`` (``pate.teachers.features.PublicFrontEnd``)
+        and the ``recovered`` rule (``pate.class_means.RecoveredRule``)."""
+        pca = front.pca
+        head = cls(input_shape=input_shape, features=front.features, rule=recovered.rule,
                    dims=pca.axes.shape[0], num_classes=num_classes)
         with torch.no_grad():
-            if features == "scatternet":
-                head.feature_mean.copy_(torch.from_numpy(np.asarray(standardizer.mean)))
-                head.feature_std.copy_(torch.from_numpy(np.asarray(standardizer.std)))
+            if front.standardizer is not None:
+                head.feature_mean.copy_(torch.from_numpy(np.asarray(front.standardizer.mean)))
+                head.feature_std.copy_(torch.from_numpy(np.asarray(front.standardizer.std)))
             for name, value in (("pca_mean", pca.mean), ("pca_axes", pca.axes),
                                 ("scale", recovered.geometry.scale),
                                 ("radius", recovered.geometry.radius),

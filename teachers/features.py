@@ -40,7 +40,7 @@ import numpy as np
 from pate.analysis.validation import check_choice, check_int
 
 __all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "Standardizer", "PublicPCA",
-           "feature_data", "public_pca_embedding", "feature_shape"]
+           "PublicFrontEnd", "feature_data", "public_pca_embedding", "feature_shape"]
 
 FEATURES = ("none", "scatternet")
 J, L = 2, 8
@@ -151,6 +151,37 @@ class PublicPCA:
     def project(self, rows: np.ndarray) -> np.ndarray:
         r = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
         return ((r - self.mean) @ self.axes.T).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicFrontEnd:
+    """The embedding of the mechanisms that read the private records (``[knn] features`` and
+    ``dims``), fitted on public inputs only: ScatterNet features standardised with public
+    statistics (``features = "scatternet"``; ``standardizer``) or the inputs themselves
+    (``"none"``; ``standardizer`` None), then the public ``pca``. :meth:`embed` maps inputs
+    (N, ...) to float32 (N, dims)."""
+
+    features: str
+    standardizer: Standardizer | None
+    pca: PublicPCA
+
+    @classmethod
+    def fit_transform(cls, public: np.ndarray, *, features: str, dims: int):
+        """(the front-end fitted on ``public``, the embedding of ``public``)."""
+        check_choice(features, "features", FEATURES)
+        front, standardizer = np.asarray(public, dtype=np.float32), None
+        if features == "scatternet":
+            raw = scatter(front)
+            standardizer = Standardizer.fit(raw)
+            front = standardizer.transform(raw)
+        pca = PublicPCA.fit(front, dims=dims)
+        return cls(features=features, standardizer=standardizer, pca=pca), pca.project(front)
+
+    def embed(self, x: np.ndarray) -> np.ndarray:
+        front = np.asarray(x, dtype=np.float32)
+        if self.standardizer is not None:
+            front = self.standardizer.transform(scatter(front))
+        return self.pca.project(front)
 
 
 def public_pca_embedding(public: np.ndarray, *others: np.ndarray, dims: int):

@@ -277,11 +277,13 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(cm_run, 
     aggregate`: the saved student predicts softmax(log p_student + log softmax(T * rule scores)),
     with the rule recovered from the published scores; reloading keeps it; nothing more is
     charged."""
+    import torch
     from scipy.special import log_softmax, softmax
 
     from pate.class_means import recover_rule
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
+    from pate.teachers.features import PublicPCA
 
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
     config = class_means_config(small_digits, tmp_path, rule=rule)
@@ -303,9 +305,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(cm_run, 
     emb = np.load(run_dir / "knn_embeddings.npz")["public"]
     scores = np.load(run_dir / "label_scores.npy")
     recovered = recover_rule(emb, scores, rule=rule)       # NaN rows: the unasked items
-    from pate.teachers.features import PublicPCA
     pca = PublicPCA.fit(np.asarray(data.public.x, dtype=np.float32)[:len(emb)], dims=16)
-    import torch
     with torch.no_grad():
         logits = student.model_.student(torch.from_numpy(x_eval)).double().numpy()
     expected = softmax(log_softmax(logits, axis=1)

@@ -11,34 +11,27 @@ import torch
 from pate.class_means import labelling_rule, noisy_class_means, recover_rule
 from pate.student.rule_product import RuleHead, RuleProduct, product_log_proba
 from pate.student.train import Student
-from pate.teachers.features import PublicPCA, Standardizer, scatter
+from pate.teachers.features import PublicFrontEnd, scatter
 
 
 def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150):
-    """A class-means rule fitted as a run fits it (public front-end, PCA, release, rule), its
-    scores published for the public rows and recovered into a head; and the rule itself."""
+    """A class-means rule fitted as a run fits it (public front-end, release, rule), its scores
+    published for the public rows and recovered into a head; and the rule on new inputs,
+    computed the numpy way (ScatterNet, public standardisation, PCA, the rule's own scores)."""
     public_x, private_x = images[:n_public], images[n_public:]
-    standardizer = None
-    front_pub, front_priv = public_x, private_x
-    if features == "scatternet":
-        raw_pub, raw_priv = scatter(public_x), scatter(private_x)
-        standardizer = Standardizer.fit(raw_pub)
-        front_pub, front_priv = standardizer.transform(raw_pub), standardizer.transform(raw_priv)
-    pca = PublicPCA.fit(front_pub, dims=dims)
-    public, private = pca.project(front_pub), pca.project(front_priv)
-    release = noisy_class_means(public, private, labels[n_public:], sigma=1.0,
-                               num_classes=num_classes, rng=np.random.default_rng(0))
+    front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims)
+    release = noisy_class_means(public, front.embed(private_x), labels[n_public:], sigma=1.0,
+                                num_classes=num_classes, rng=np.random.default_rng(0))
     labeller = labelling_rule(release, public, rule)
     recovered = recover_rule(public, labeller.scores(public), rule=rule)
-    head = RuleHead.from_fitted(input_shape=images.shape[1:], features=features,
-                                standardizer=standardizer, pca=pca, recovered=recovered,
+    head = RuleHead.from_fitted(input_shape=images.shape[1:], front=front, recovered=recovered,
                                 num_classes=num_classes)
 
     def rule_scores(x):
-        front = x
+        front_x = x
         if features == "scatternet":
-            front = standardizer.transform(scatter(x))
-        return labeller.scores(pca.project(front))
+            front_x = front.standardizer.transform(scatter(x))
+        return labeller.scores(front.pca.project(front_x))
 
     return head, rule_scores
 
