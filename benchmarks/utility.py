@@ -330,13 +330,17 @@ def class_means_budget(base_dir: pathlib.Path, base_config: dict, target: float,
     agg = {k: v for k, v in config["aggregator"].items() if k not in ("queries",)}
     model = config["student"].get("model", "auto")
     temperature = C.student_targets(config)
+    combined = C.combine_with_rule(config)
     method = ("Noisy class means" + ("" if model in ("auto", "cnn28") else f", {model} student")
               + ("" if temperature is None else ", soft targets")
+              + (", times its rule" if combined else "")
               + (f", {base_config['knn']['dims']} dims" if name_dims else ""))
     return _row(method, report, target, delta=delta, t0=t0, aggregator=agg,
                 dims=base_config["knn"]["dims"], rule=C.class_means_rule(base_config),
                 student_model=model, student_targets="hard" if temperature is None else "soft",
-                **({} if temperature is None else {"student_temperature": temperature}))
+                **({} if temperature is None else {"student_temperature": temperature}),
+                **({} if not combined else {
+                    "student_alone_accuracy": report["utility"]["student_alone_accuracy"]}))
 
 
 def _opacus_train(model, x, y, *, target: float, delta: float, epochs: int, batch_size: int,
@@ -548,7 +552,9 @@ def plan_queries(votes, *, target: float, release: dict, delta: float, conversio
 
 METHODS = ("PATE", "Private-kNN", "Private-kNN, 2 rounds", "Noisy class means",
            "Noisy class means, scatternet_cnn student",
-           "Noisy class means, scatternet_cnn student, soft targets", "DP-SGD CNN", "DP-SGD ScatterNet+linear")
+           "Noisy class means, scatternet_cnn student, soft targets",
+           "Noisy class means, scatternet_cnn student, soft targets, times its rule",
+           "DP-SGD CNN", "DP-SGD ScatterNet+linear")
 #: The --methods names.
 PARTS = ("dpsgd-scatter", "pate", "knn", "knn-rounds", "class-means", "dpsgd-cnn")
 
