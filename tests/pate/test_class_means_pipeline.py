@@ -468,6 +468,17 @@ def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_stude
             (student["model"], student["method"], student["batch_size"], student["ema_decay"],
              student["epochs"] * student["steps_per_epoch"], student["targets"],
              student["temperature"])
+    # the released model (the student times its rule) was measured with this very config
+    # (device calls 11-13: the utility benchmark's class-means part, three times per target)
+    assert student["combine_with_rule"] is True
+    product_rows = [r for r in json.loads(results.read_text())["rows"]
+                    if r.get("device_call") in (11, 12, 13)]
+    assert sorted(r["target_eps"] for r in product_rows) == [0.5] * 3 + [1] * 3 + [2] * 3
+    for row in product_rows:
+        assert row["combined_with_rule"] is True and "fashion_mnist_class_means_gpu" in row["command"]
+        assert (row["model"], row["steps"], row["temperature"]) == \
+            (student["model"], student["epochs"] * student["steps_per_epoch"],
+             student["temperature"])
 
 
 def test_the_cpu_config_trains_its_student_to_the_rules_soft_targets():
