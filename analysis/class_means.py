@@ -13,10 +13,11 @@ x = (e, y)  one private record: e its embedding in R^d (computed by a map fitted
             only), y its class in {0, ..., m-1}
 R           the clipping radius (a public quantity: ``pate.class_means`` takes a quantile of the
             public embeddings' norms); u(e) = e min(1, R / ||e||) / R, so ||u(e)|| <= 1
-c(x)        the record's contribution, an m x (d + 1) matrix: row y is (u(e), 1), every other
-            row is 0
+kappa       ``count_weight``: the weight of a record's count, kappa > 0 (a public constant)
+c(x)        the record's contribution, an m x (d + 1) matrix: row y is (u(e), kappa), every
+            other row is 0
 S(D)        sum over the records x of D of c(x): row j holds the clipped sum of class j's
-            embeddings (in units of R) and, last, the count n_j of class j
+            embeddings (in units of R) and, last, kappa n_j, with n_j the count of class j
 sigma       ``sigma``: the std of the Gaussian noise added to every entry of S(D)
 alpha       a Renyi order > 1 (``orders``: a 1-D array of them)
 
@@ -27,21 +28,32 @@ neighbours cost at most the composition of a removal and an addition (twice the 
 
 Derivation
 ----------
-*Sensitivity.* S(D + {x}) - S(D) = c(x), whose only non-zero row is (u(e), 1), so
-    ||S(D + {x}) - S(D)||_F = sqrt(||u(e)||^2 + 1) <= sqrt(2) =: Delta,
-whatever D and x are (the clipping makes ||u(e)|| <= 1 for any embedding, and R is public).
+*Sensitivity.* S(D + {x}) - S(D) = c(x), whose only non-zero row is (u(e), kappa), so
+    ||S(D + {x}) - S(D)||_F = sqrt(||u(e)||^2 + kappa^2) <= sqrt(1 + kappa^2) =: Delta,
+whatever D and x are (the clipping makes ||u(e)|| <= 1 for any embedding, and R and kappa are
+public).
 
 *Gaussian mechanism.* S(D) + N(0, sigma^2 I) has, at every order alpha > 1,
-    RDP(alpha) = alpha Delta^2 / (2 sigma^2) = alpha / sigma^2
+    RDP(alpha) = alpha Delta^2 / (2 sigma^2) = alpha (1 + kappa^2) / (2 sigma^2)
 (Mironov 2017, "Renyi Differential Privacy", Proposition 7: D_alpha(N(mu, s^2 I) || N(mu', s^2 I))
 = alpha ||mu - mu'||^2 / (2 s^2), maximised at ||mu - mu'|| = Delta; the relation is symmetric).
-It is the same per-order cost as one GNMax answer (Papernot et al. 2018: vote sensitivity
-sqrt(2)), here paid once for the whole labelling.
+With kappa = 1 (counts and sums weighted alike) it is alpha / sigma^2, the per-order cost of one
+GNMax answer (Papernot et al. 2018: vote sensitivity sqrt(2)); in general it is that cost at the
+GNMax noise sigma sqrt(2 / (1 + kappa^2)), which is how :func:`calibrate_class_means_sigma`
+calibrates. The cost is paid once for the whole labelling.
 
-*Post-processing.* The class means, the class priors, the discriminant functions and the labels
-of any number of public queries are functions of the released matrix and of public data only, so
-they cost nothing more (Mironov 2017, Proposition 9). There is no data-dependent bound: the
-data-independent cost is the cost, and it is both the guarantee and the realised cost.
+*Why a count weight.* The noisy count of class j is (its released entry) / kappa, with noise std
+sigma / kappa; the sums keep noise std sigma. At a fixed cost (fixed Delta / sigma) a small kappa
+moves noise from the d sum entries to the one count entry: with sigma_1 = sigma / Delta the noise
+of unit sensitivity, the class mean S_j / n_j has squared error about
+sigma_1^2 (1 + kappa^2) (d + c^2 / kappa^2) / n_j^2, with c = ||S_j|| / n_j <= 1 the norm of the
+clipped mean. This is smallest at kappa^2 = c / sqrt(d), independently of n_j. The mechanism's
+default kappa = 0.3 (``pate.mechanisms``) is within 8 % of that optimum for d from 16 to 2000 and
+c from 0.25 to 1 (but 18 % at d = 16, c = 1), with a squared error 1.15 to 1.83 times smaller than
+kappa = 1's there. At d = 512 the sums' noise std is 1.35 times smaller than with kappa = 1
+(sqrt(2) / sqrt(1.09)) and the counts' 2.5 times larger: a relative error sigma / (kappa n_j)
+under 0.5 % for Fashion-MNIST's ~6000 records per class at eps >= 0.5. Only below d ~ 10 can
+kappa = 1 be better.
 """
 
 from __future__ import annotations
@@ -53,36 +65,46 @@ from pate.analysis.calibration import calibrate_gnmax_sigma
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.validation import check_int, check_orders, check_positive
 
-__all__ = ["SENSITIVITY", "class_means_rdp", "class_means_event", "calibrate_class_means_sigma"]
-
-#: L2 sensitivity of the released matrix S(D) under add/remove of one record (module docstring).
-SENSITIVITY = float(np.sqrt(2.0))
+__all__ = ["class_means_sensitivity", "class_means_rdp", "class_means_event",
+           "calibrate_class_means_sigma"]
 
 MECHANISM = "class-means"
 
 
-def class_means_rdp(*, sigma, orders=DEFAULT_ORDERS) -> np.ndarray:
-    """RDP of the one Gaussian release, per order: ``orders / sigma**2`` (module docstring)."""
+def class_means_sensitivity(*, count_weight) -> float:
+    """L2 sensitivity Delta = sqrt(1 + kappa^2) of the released matrix S(D) under add/remove of
+    one record, kappa = ``count_weight`` > 0 (module docstring)."""
+    kappa = check_positive(count_weight, "count_weight")
+    return float(np.hypot(1.0, kappa))
+
+
+def class_means_rdp(*, sigma, count_weight, orders=DEFAULT_ORDERS) -> np.ndarray:
+    """RDP of the one Gaussian release, per order: ``orders * (1 + count_weight**2) /
+    (2 sigma**2)`` (module docstring)."""
     sigma = check_positive(sigma, "sigma")
+    delta_2 = class_means_sensitivity(count_weight=count_weight) ** 2
     orders = check_orders(orders)
-    return orders * (SENSITIVITY ** 2 / (2.0 * sigma ** 2))
+    return orders * (delta_2 / (2.0 * sigma ** 2))
 
 
-def class_means_event(*, sigma, queries, orders=DEFAULT_ORDERS) -> PrivacyEvent:
+def class_means_event(*, sigma, count_weight, queries, orders=DEFAULT_ORDERS) -> PrivacyEvent:
     """The release labelled ``queries`` public items: one Gaussian mechanism, whatever
     ``queries`` is (every query is answered, by post-processing). ``rdp`` (data-dependent) equals
     ``rdp_data_independent``: there is no data-dependent bound."""
     queries = check_int(queries, "queries", minimum=0)
-    rdp = class_means_rdp(sigma=sigma, orders=orders)
-    return PrivacyEvent(MECHANISM, {"sigma": float(sigma)}, check_orders(orders), rdp, rdp,
-                        queries=queries, answered=queries)
+    rdp = class_means_rdp(sigma=sigma, count_weight=count_weight, orders=orders)
+    return PrivacyEvent(MECHANISM, {"sigma": float(sigma), "count_weight": float(count_weight)},
+                        check_orders(orders), rdp, rdp, queries=queries, answered=queries)
 
 
-def calibrate_class_means_sigma(*, eps, delta, orders=DEFAULT_ORDERS, conversion: str = "classic",
-                                extra_rdp=None) -> float:
+def calibrate_class_means_sigma(*, eps, delta, count_weight, orders=DEFAULT_ORDERS,
+                                conversion: str = "classic", extra_rdp=None) -> float:
     """Smallest sigma such that the release, composed with ``extra_rdp``, is (eps, delta)-DP.
 
-    The release costs exactly one GNMax answer's data-independent RDP (``orders / sigma**2``),
-    so this is ``calibrate_gnmax_sigma`` with one query (never overshoots ``eps``)."""
-    return calibrate_gnmax_sigma(eps=eps, delta=delta, num_queries=1, orders=orders,
-                                 conversion=conversion, extra_rdp=extra_rdp)
+    The release at sigma costs exactly one GNMax answer's data-independent RDP at the noise
+    sigma sqrt(2 / (1 + kappa^2)) (module docstring), so this is ``calibrate_gnmax_sigma`` with
+    one query, scaled by sqrt((1 + kappa^2) / 2) (never overshoots ``eps``)."""
+    delta_sens = class_means_sensitivity(count_weight=count_weight)
+    gnmax_sigma = calibrate_gnmax_sigma(eps=eps, delta=delta, num_queries=1, orders=orders,
+                                        conversion=conversion, extra_rdp=extra_rdp)
+    return float(gnmax_sigma * delta_sens / np.sqrt(2.0))

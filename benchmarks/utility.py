@@ -321,14 +321,16 @@ def class_means_budget(base_dir: pathlib.Path, base_config: dict, target: float,
     one release costs ``target`` (public arithmetic), label the public items, train the student.
     ``name_dims``: the method's name says the embedding's dims (``--class-means-dims``)."""
     from pate import config as C
+    from pate import mechanisms
     from pate.analysis.class_means import calibrate_class_means_sigma
     from pate.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
     config = _copy(base_config)
     orders = C.orders(config)
-    sigma = calibrate_class_means_sigma(eps=target, delta=delta, orders=orders,
-                                        conversion=CONVERSION)
+    count_weight = mechanisms.get("class-means").with_defaults(config["aggregator"])["count_weight"]
+    sigma = calibrate_class_means_sigma(eps=target, delta=delta, count_weight=count_weight,
+                                        orders=orders, conversion=CONVERSION)
     config["aggregator"].update(sigma=sigma, queries=QUERIES)
     config["privacy"].update(delta=delta, conversion=CONVERSION, ledger=False, release=False,
                              budget_eps=target)

@@ -24,10 +24,13 @@ s         per-axis standard deviations of ``public`` (plus ``WHITEN_FLOOR`` x th
           covariance is (close to) the identity and LDA is a nearest-class-mean rule
 R         ``CLIP_QUANTILE`` quantile of the norms ||w(e)|| over the public rows
 u         w(e) min(1, R / ||w(e)||) / R: the clipped, scaled embedding, ||u|| <= 1
-S         (m, d + 1): row j = (sum of u over class j's private records, count of class j);
-          released as S + N(0, sigma^2 I) (sensitivity sqrt(2): ``pate.analysis.class_means``)
-mu_j      R * (noisy row sum of u) / max(noisy count, 1): the noisy class mean (w-coordinates)
-pi_j      max(noisy count_j, 1) / sum_j max(noisy count_j, 1): the noisy class prior
+kappa     ``count_weight`` > 0: the weight of a record's count in its contribution
+S         (m, d + 1): row j = (sum of u over class j's private records, kappa x count of class
+          j); released as S + N(0, sigma^2 I) (sensitivity sqrt(1 + kappa^2):
+          ``pate.analysis.class_means``, which also says why a small kappa is better)
+n_j       (noisy last entry of row j) / kappa: the noisy count of class j (noise std sigma / kappa)
+mu_j      R * (noisy row sum of u) / max(n_j, 1): the noisy class mean (w-coordinates)
+pi_j      max(n_j, 1) / sum_j max(n_j, 1): the noisy class prior
 score     score_j(w) = <mu_j, w> - ||mu_j||^2 / 2 + log pi_j (LDA with identity covariance);
           the label is argmax_j score_j(w(query)), ties to the lower class
 
@@ -151,10 +154,13 @@ def _clipped(embeddings: np.ndarray, geometry: PublicGeometry) -> np.ndarray:
     return np.where((n > 0)[:, None], v * (factor / n_safe)[:, None], 0.0)
 
 
-def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry) -> np.ndarray:
+def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry,
+               count_weight: float) -> np.ndarray:
     """The sensitive statistic S, (m, d + 1) float64 (module docstring): each row's clipped
-    sum of u and, last, the class count. Every record adds a row vector of norm <= sqrt(2)."""
+    sum of u and, last, ``count_weight`` times the class count. Every record adds a row vector
+    of norm <= sqrt(1 + count_weight**2)."""
     m = check_int(num_classes, "num_classes", minimum=2)
+    kappa = check_positive(count_weight, "count_weight")
     p = check_embeddings(private, "private")
     if p.shape[1] != geometry.scale.shape[0]:
         raise ValueError(f"private has {p.shape[1]} features but the public geometry "
@@ -163,7 +169,7 @@ def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry) -
     u = _clipped(p, geometry)
     out = np.zeros((m, p.shape[1] + 1))
     np.add.at(out[:, :-1], y, u)
-    out[:, -1] = np.bincount(y, minlength=m)
+    out[:, -1] = kappa * np.bincount(y, minlength=m)
     return out
 
 
@@ -199,19 +205,24 @@ class NoisyClassMeans:
         return _argmax(self.scores(embeddings))
 
 
-def noisy_class_means(public, private, labels, *, sigma, num_classes, rng) -> NoisyClassMeans:
+def noisy_class_means(public, private, labels, *, sigma, count_weight, num_classes,
+                      rng) -> NoisyClassMeans:
     """Release S + N(0, sigma^2 I) once and post-process it into the LDA rule (module docstring).
 
     public (n >= 2, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
-    sigma > 0; num_classes >= 2; rng a numpy Generator or pate.rng.SecureGenerator. Everything
-    is validated before the noise is drawn; the draw depends only on (num_classes, d).
+    sigma > 0; count_weight (kappa) > 0, the weight of the counts in S (the release costs
+    ``pate.analysis.class_means.class_means_rdp(sigma=sigma, count_weight=count_weight)``);
+    num_classes >= 2; rng a numpy Generator or pate.rng.SecureGenerator. Everything is validated
+    before the noise is drawn; the draw depends only on (num_classes, d).
     """
     sigma = check_positive(sigma, "sigma")
+    kappa = check_positive(count_weight, "count_weight")
     geometry = public_geometry(public)
-    sums = class_sums(private, labels, num_classes=num_classes, geometry=geometry)
+    sums = class_sums(private, labels, num_classes=num_classes, geometry=geometry,
+                      count_weight=kappa)
     rng = check_rng(rng)
     noisy = sums + sigma * np.asarray(rng.standard_normal(sums.shape), dtype=np.float64)
-    counts = np.maximum(noisy[:, -1], 1.0)
+    counts = np.maximum(noisy[:, -1] / kappa, 1.0)
     means = geometry.radius * noisy[:, :-1] / counts[:, None]
     log_prior = np.log(counts) - np.log(counts.sum())
     return NoisyClassMeans(means=means, log_prior=log_prior, geometry=geometry)

@@ -246,17 +246,21 @@ def validate(config: dict, *, source: str = "config") -> dict:
                             "every query, which a pipeline run does not have; use it from Python "
                             "(pate.student.select)")
     needed = spec.param_names
-    for key in needed:
+    required = [p.name for p in spec.params if p.required]
+    for key in required:
         if key not in agg:
-            raise _fail(source, f"[aggregator] mechanism = {mech!r} needs {', '.join(needed)}; "
-                                f"{key} is missing")
+            optional = [f"{p.name} (default {p.default:g})" for p in spec.params
+                        if not p.required]
+            raise _fail(source, f"[aggregator] mechanism = {mech!r} needs {', '.join(required)}"
+                                + (f" (optional: {', '.join(optional)})" if optional else "")
+                                + f"; {key} is missing")
     extra = [k for k in mechanisms.all_param_names() if k in agg and k not in needed]
     if extra:
         raise _fail(source, f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}")
     for key in needed:
-        if isinstance(agg[key], str) and agg[key] != "auto":
+        if isinstance(agg.get(key), str) and agg[key] != "auto":
             raise _fail(source, f"[aggregator] {key} must be a number or \"auto\", got {agg[key]!r}")
-    auto = [k for k in needed if agg[k] == "auto"]
+    auto = [k for k in needed if agg.get(k) == "auto"]
     if "queries" in agg:
         _check(f"{source}: [aggregator] queries", v.check_int, agg["queries"], "queries", minimum=1)
     if auto:
@@ -273,7 +277,8 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, "[aggregator] target_eps only applies with a noise parameter = \"auto\" "
                             "(e.g. sigma2 = \"auto\"); remove it or calibrate a parameter")
     _check(source, spec.validate,
-           {k: (1.0 if agg[k] == "auto" else agg[k]) for k in needed}, prefix="[aggregator] ")
+           {k: (1.0 if agg[k] == "auto" else agg[k]) for k in needed if k in agg},
+           prefix="[aggregator] ")
     if "noise_seed" in agg:
         _check(f"{source}: [aggregator] noise_seed", v.check_int, agg["noise_seed"], "noise_seed",
                minimum=0)

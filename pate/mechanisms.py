@@ -17,11 +17,13 @@ params         a mechanism's clean noise parameters, the dict returned by
 student        (n, m) student probabilities (Interactive-GNMax) or None.
 answered       (n,) bool: the teachers answered query i (the answer step ran and is charged).
 orders         (k,) Renyi orders > 1.
-``Param(name, kind, help, symbol="")``
+``Param(name, kind, help, symbol="", default=None)``
     One noise parameter: ``kind`` is "positive" (> 0), "nonnegative" (>= 0),
     "unit_interval" (in [0, 1]) or "positive_integer" (an int >= 1; an integral float such as a
     command-line 300.0 is accepted and returned as an int); ``help`` the CLI help; ``symbol`` how
-    the report writes it.
+    the report writes it; ``default`` the value used when it is not given (None: it must be
+    given). The validated parameters always hold every parameter, defaults included, so an
+    event records the value that was used.
 ``MechanismSpec``
     Base class of the specs (see its methods). A mechanism subclasses it and implements
     :meth:`~MechanismSpec.draw` and :meth:`~MechanismSpec.query_rdp_parts`; every other method
@@ -91,6 +93,7 @@ class Param:
     kind: str
     help: str
     symbol: str = ""
+    default: float | int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -98,6 +101,13 @@ class Param:
         if self.kind not in _CHECKS:
             raise ValueError(f"Param {self.name}: kind must be one of "
                              f"{', '.join(map(repr, PARAM_KINDS))}, got {self.kind!r}")
+        if self.default is not None:
+            object.__setattr__(self, "default", self.check(self.default, f"{self.name} default"))
+
+    @property
+    def required(self) -> bool:
+        """The parameter must be given (it has no default)."""
+        return self.default is None
 
     @property
     def flag(self) -> str:
@@ -202,9 +212,10 @@ class MechanismSpec:
 
         ``params`` may hold other keys (e.g. a config table's ``mechanism``); a key that is a
         parameter of *another* registered mechanism and is not None is refused (TypeError), as
-        is a missing or None parameter of this one (TypeError); an invalid value raises the
-        ValueError/TypeError of its check. Errors name the parameter with ``prefix`` ("--" gives
-        command-line flags, e.g. "--sigma1"; "[aggregator] " a config key).
+        is a missing or None parameter of this one that has no default (TypeError; one with a
+        default gets it); an invalid value raises the ValueError/TypeError of its check. Errors
+        name the parameter with ``prefix`` ("--" gives command-line flags, e.g. "--sigma1";
+        "[aggregator] " a config key).
         """
         if not isinstance(params, Mapping):
             raise TypeError(f"{self.name}: parameters must be a mapping of names to values, got "
@@ -216,6 +227,7 @@ class MechanismSpec:
         if foreign:
             raise TypeError(f"{', '.join(_label(prefix, k) for k in foreign)} is not a parameter "
                             f"of {self.name}; its parameters are {listed}")
+        params = self.with_defaults(params)
         missing = [n for n in own if params.get(n) is None]
         if missing:
             suffix = "=..." if not prefix else ""
@@ -223,6 +235,14 @@ class MechanismSpec:
                             f"{', '.join(_label(prefix, n) + suffix for n in missing)}; "
                             f"its parameters are {listed}")
         return {p.name: p.check(params[p.name], _label(prefix, p.name)) for p in self.params}
+
+    def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with the default of every parameter that is missing or None and has one."""
+        out = dict(params)
+        for p in self.params:
+            if out.get(p.name) is None and p.default is not None:
+                out[p.name] = p.default
+        return out
 
     def check_student(self, student: Any, votes: np.ndarray) -> np.ndarray | None:
         """The validated (n, m) student probabilities (None for a mechanism without student).
@@ -321,6 +341,7 @@ class MechanismSpec:
         ``extra_rdp`` (e.g. a planned release) costs at most ``target_eps`` at ``delta``
         (data-independent: public quantities only, so calibrating is private). Delegates to
         ``pate.analysis.calibrate_*``. ValueError where a parameter cannot be calibrated."""
+        params = self.with_defaults(params)
         auto = [k for k, v in params.items() if isinstance(v, str) and v == "auto"]
         if not auto:
             return dict(params)
@@ -556,15 +577,27 @@ class _PrivateKNN(_ConfidentGNMax):
         return int(params["k"])  # the k nearest of the query's sample
 
 
+def _count_weight(params: Mapping[str, Any]) -> float:
+    """The count weight of clean class-means ``params``; a TypeError, not a guess, where it is
+    missing (e.g. a summary written before the weight existed, when counts weighed 1)."""
+    if params.get("count_weight") is None:
+        raise TypeError("class-means parameters without count_weight: pass the parameters "
+                        "validated by mechanisms.get('class-means').validate(...), which fills "
+                        "in its default (a run directory written before the count weight "
+                        "existed weighted the counts like the sums: count_weight = 1)")
+    return params["count_weight"]
+
+
 @dataclasses.dataclass(frozen=True)
 class _ClassMeans(MechanismSpec):
     """Noisy class means: one Gaussian release of the private records' per-class sums of
-    clipped, public-whitened embeddings and class counts (sensitivity sqrt(2)), post-processed
-    into a rule that labels every query, LDA or the public-marginal logistic regression
-    (``pate.class_means``; analysis and derivation: ``pate.analysis.class_means``, [M17]
-    Propositions 7 and 9). The whole run costs one event, ``sigma``'s RDP orders / sigma^2,
-    whatever the number of queries: for the per-query methods the first query asked carries
-    that cost and every other query is free (post-processing)."""
+    clipped, public-whitened embeddings and their class counts weighted by ``count_weight``
+    kappa (sensitivity sqrt(1 + kappa^2)), post-processed into a rule that labels every query,
+    LDA or the public-marginal logistic regression (``pate.class_means``; analysis and
+    derivation: ``pate.analysis.class_means``, [M17] Propositions 7 and 9). The whole run costs
+    one event, RDP orders (1 + kappa^2) / (2 sigma^2), whatever the number of queries: for the
+    per-query methods the first query asked carries that cost and every other query is free
+    (post-processing)."""
 
     samples_private_records: ClassVar[bool] = True
     releases_once: ClassVar[bool] = True
@@ -579,7 +612,8 @@ class _ClassMeans(MechanismSpec):
         n = np.shape(votes)[0]
         check = np.zeros((n, np.size(orders)))
         if n:
-            check[0] = class_means_rdp(sigma=params["sigma"], orders=orders)
+            check[0] = class_means_rdp(sigma=params["sigma"],
+                                       count_weight=_count_weight(params), orders=orders)
         return check, np.zeros_like(check)
 
     def event(self, votes, params, *, answered, orders, student=None):
@@ -588,15 +622,18 @@ class _ClassMeans(MechanismSpec):
         if n == 0:  # nothing asked: nothing is released (the stage draws nothing), no cost
             zero = np.zeros(orders.size)
             return PrivacyEvent(self.name, dict(params), orders, zero, zero, 0, 0)
-        return class_means_event(sigma=params["sigma"], queries=n, orders=orders)
+        return class_means_event(sigma=params["sigma"], count_weight=_count_weight(params),
+                                 queries=n, orders=orders)
 
     calibrated = ("sigma",)
 
     def _calibrate(self, params, *, auto, **kw):
-        """sigma for the one release (the number of queries does not enter the cost)."""
+        """sigma for the one release, at the given count weight (the number of queries does
+        not enter the cost)."""
         return {"sigma": calibrate_class_means_sigma(
-            eps=kw["eps"], delta=kw["delta"], orders=kw["orders"], conversion=kw["conversion"],
-            extra_rdp=kw["extra_rdp"])}
+            eps=kw["eps"], delta=kw["delta"],
+            count_weight=check_positive(params["count_weight"], "count_weight"),
+            orders=kw["orders"], conversion=kw["conversion"], extra_rdp=kw["extra_rdp"])}
 
 
 
@@ -611,6 +648,10 @@ _K = Param("k", "positive_integer", "Private-kNN: neighbours per query", "k")
 _SAMPLING_RATE = Param("sampling_rate", "unit_interval",
                        "Private-kNN: probability that a private record is in a query's sample",
                        "\u03b3")
+#: The count weight's default (pate.analysis.class_means derives why 0.3 suits d from 16 to 2000).
+_COUNT_WEIGHT = Param("count_weight", "positive",
+                      "class-means: weight of a record's count beside its clipped embedding in "
+                      "the released sums (default 0.3)", "\u03ba", default=0.3)
 
 _BUILTIN: tuple[MechanismSpec, ...] = (
     _LNMax(
@@ -660,13 +701,15 @@ _BUILTIN: tuple[MechanismSpec, ...] = (
                      "sample for every query, on embeddings fitted to public data only"),
         cost_text="the data-independent cost of all {asked} queries asked, answered or not"),
     _ClassMeans(
-        name="class-means", title="Noisy class means", params=(_SIGMA,), always_answers=True,
+        name="class-means", title="Noisy class means", params=(_SIGMA, _COUNT_WEIGHT),
+        always_answers=True,
         reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA "
                   "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
                   "fitted to the release and the public inputs",
         description=(
             "the per-class sums of the sensitive records' embeddings (each clipped to a fixed "
-            "radius) and the class counts are released once with Gaussian noise; every query "
+            "radius) and the class counts (weighted by \u03ba) are released once with Gaussian "
+            "noise; every query "
             "is labelled from that release and the public inputs alone, by the class whose "
             "noisy mean is nearest in the public-whitened embedding (linear discriminant "
             "analysis) or by a logistic regression fitted to the release and the public "

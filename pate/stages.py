@@ -918,6 +918,7 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
         if queries:
             # Drawn only now, inside the reservation: the class sums and their noise.
             release = noisy_class_means(public, private, private_labels, sigma=params["sigma"],
+                                        count_weight=params["count_weight"],
                                         num_classes=num_classes, rng=run.noise_streams().noise)
             # post-processing: the release and the public rows only
             rule = C.class_means_rule(config)

@@ -2,7 +2,8 @@
 class-means mechanism spec.
 
 * sensitivity: adding one record, whatever it is (huge-norm outliers, zero vectors), changes the
-  released statistic S by one row of norm <= sqrt(2);
+  released statistic S by one row of norm <= sqrt(1 + kappa^2), kappa the count weight (the
+  mechanism's default here; its last entry is kappa, the record's weight in its class count);
 * the geometry (whitening scale, clipping radius) is a function of the public embeddings only;
 * the noise is one ``standard_normal((m, d + 1))`` draw scaled by sigma, whatever the data, and
   the release is exactly the documented post-processing of S + sigma Z;
@@ -40,7 +41,9 @@ from pate.class_means import (CLIP_QUANTILE, LOGISTIC_RIDGE, RULES, WHITEN_FLOOR
 from pate.rng import SecureGenerator
 
 ORDERS = analysis.DEFAULT_ORDERS
-SQRT2 = math.sqrt(2.0)
+#: The mechanism's default count weight, and the sensitivity it gives (pate.analysis.class_means)
+KAPPA = mechanisms.get("class-means").param("count_weight").default
+SENS = math.sqrt(1.0 + KAPPA ** 2)
 
 
 def _clusters(seed, *, m=4, d=8, n_private=2000, n_public=1000, n_test=1000, sep=3.0):
@@ -62,8 +65,9 @@ def _clusters(seed, *, m=4, d=8, n_private=2000, n_public=1000, n_test=1000, sep
 def _release(public, private, labels, *, sigma, num_classes, noise):
     """The documented post-processing of S + sigma * noise (module docstring of pate.class_means)."""
     g = public_geometry(public)
-    noisy = class_sums(private, labels, num_classes=num_classes, geometry=g) + sigma * noise
-    counts = np.maximum(noisy[:, -1], 1.0)
+    noisy = class_sums(private, labels,
+                       count_weight=KAPPA, num_classes=num_classes, geometry=g) + sigma * noise
+    counts = np.maximum(noisy[:, -1] / KAPPA, 1.0)
     means = g.radius * noisy[:, :-1] / counts[:, None]
     return means, np.log(counts / counts.sum())
 
@@ -101,18 +105,18 @@ def _neighbours(draw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_neighbours())
-def test_adding_one_record_changes_one_row_by_at_most_sqrt2(case):
+def test_adding_one_record_changes_one_row_by_at_most_the_sensitivity(case):
     public, private, labels, x, y, position, m = case
     g = public_geometry(public)
-    before = class_sums(private, labels, num_classes=m, geometry=g)
+    before = class_sums(private, labels, count_weight=KAPPA, num_classes=m, geometry=g)
     after = class_sums(np.insert(private, position, x, axis=0), np.insert(labels, position, y),
-                       num_classes=m, geometry=g)
+                       count_weight=KAPPA, num_classes=m, geometry=g)
     diff = after - before
     assert np.all(np.isfinite(before)) and np.all(np.isfinite(after))
-    assert np.linalg.norm(diff) <= SQRT2 + 1e-12
+    assert np.linalg.norm(diff) <= SENS + 1e-12
     changed = np.flatnonzero(np.any(diff != 0, axis=1))
     np.testing.assert_array_equal(changed, [y])  # exactly the new record's class row
-    assert diff[y, -1] == 1.0  # the count
+    assert diff[y, -1] == pytest.approx(KAPPA, rel=1e-12)  # its weight in its class count
     u = diff[y, :-1]
     assert np.linalg.norm(u) <= 1 + 1e-12
     # the contribution is the clipped, scaled whitened embedding (up to the sums' rounding)
@@ -127,12 +131,12 @@ def test_outlier_contribution_has_norm_exactly_one():
     public = rng.normal(size=(40, 3))
     g = public_geometry(public)
     for x in ([1e6, 0, 0], [-3e50, 2e50, 1e49], [0, 0, 1e120]):
-        diff = class_sums([x], [1], num_classes=2, geometry=g)
+        diff = class_sums([x], [1], count_weight=KAPPA, num_classes=2, geometry=g)
         assert np.linalg.norm(diff[1, :-1]) == pytest.approx(1.0, abs=1e-15)
-        assert np.linalg.norm(diff) == pytest.approx(SQRT2, abs=1e-15)
+        assert np.linalg.norm(diff) == pytest.approx(SENS, abs=1e-15)
         assert np.all(diff[0] == 0)
-    zero = class_sums([[0.0, 0.0, 0.0]], [0], num_classes=2, geometry=g)
-    np.testing.assert_array_equal(zero, [[0, 0, 0, 1], [0, 0, 0, 0]])
+    zero = class_sums([[0.0, 0.0, 0.0]], [0], count_weight=KAPPA, num_classes=2, geometry=g)
+    np.testing.assert_array_equal(zero, [[0, 0, 0, KAPPA], [0, 0, 0, 0]])
 
 
 def test_far_outliers_are_clipped_onto_the_unit_sphere():
@@ -140,8 +144,8 @@ def test_far_outliers_are_clipped_onto_the_unit_sphere():
     # unit vector w / ||w||, not 0
     rng = np.random.default_rng(1)
     g = public_geometry(rng.normal(size=(50, 3)))
-    diff = class_sums([[1e200, 0.0, 0.0]], [1], num_classes=2, geometry=g)
-    np.testing.assert_allclose(diff[1], [1.0, 0.0, 0.0, 1.0], atol=1e-12)
+    diff = class_sums([[1e200, 0.0, 0.0]], [1], count_weight=KAPPA, num_classes=2, geometry=g)
+    np.testing.assert_allclose(diff[1], [1.0, 0.0, 0.0, KAPPA], atol=1e-12)
 
 
 @pytest.mark.parametrize("value", [1e308, -1.7e308])
@@ -151,9 +155,9 @@ def test_sensitivity_holds_for_every_finite_embedding(value):
     rng = np.random.default_rng(2)
     g = public_geometry(rng.normal(size=(50, 3)) * 0.01)
     with np.errstate(all="raise"):  # no overflow on the way either
-        diff = class_sums([[value, 0.0, 0.0]], [1], num_classes=2, geometry=g)
+        diff = class_sums([[value, 0.0, 0.0]], [1], count_weight=KAPPA, num_classes=2, geometry=g)
     assert np.all(np.isfinite(diff))
-    assert np.linalg.norm(diff) <= SQRT2 + 1e-12
+    assert np.linalg.norm(diff) <= SENS + 1e-12
 
 
 # ----------------------------------------------------------------------------- the geometry
@@ -172,7 +176,8 @@ def test_geometry_is_computed_from_the_public_embeddings_only():
         prng = np.random.default_rng(seed)
         private = prng.normal(size=(n, 5)) * 10.0 ** prng.uniform(-3, 3)
         labels = prng.integers(0, 3, n)
-        out = noisy_class_means(public, private, labels, sigma=1.0, num_classes=3,
+        out = noisy_class_means(public, private, labels, sigma=1.0,
+                                count_weight=KAPPA, num_classes=3,
                                 rng=np.random.default_rng(0))
         assert isinstance(out.geometry, PublicGeometry)
         np.testing.assert_array_equal(out.geometry.scale, g.scale)
@@ -198,7 +203,8 @@ def test_release_is_the_documented_post_processing_of_one_draw():
     noises = []
     for private, labels in datasets:
         gen = np.random.default_rng(11)
-        out = noisy_class_means(public, private, labels, sigma=sigma, num_classes=m, rng=gen)
+        out = noisy_class_means(public, private, labels, sigma=sigma,
+                                count_weight=KAPPA, num_classes=m, rng=gen)
         ref = np.random.default_rng(11)
         z = ref.standard_normal((m, d + 1))
         # exactly one (m, d + 1) draw: the generators are in the same state afterwards
@@ -209,8 +215,8 @@ def test_release_is_the_documented_post_processing_of_one_draw():
         assert out.means.shape == (m, d) and out.log_prior.shape == (m,)
         assert np.exp(out.log_prior).sum() == pytest.approx(1.0, rel=1e-12)
         # recover the released noise on the count-free part: R * (S + sigma z) / counts
-        S = class_sums(private, labels, num_classes=m, geometry=out.geometry)
-        counts = np.maximum(S[:, -1] + sigma * z[:, -1], 1.0)
+        S = class_sums(private, labels, count_weight=KAPPA, num_classes=m, geometry=out.geometry)
+        counts = np.maximum((S[:, -1] + sigma * z[:, -1]) / KAPPA, 1.0)
         noises.append(out.means * counts[:, None] / out.geometry.radius - S[:, :-1])
     for other in noises[1:]:  # the same noise, whatever the private data
         np.testing.assert_allclose(other, noises[0], rtol=1e-9, atol=1e-12)
@@ -224,7 +230,8 @@ def test_consecutive_releases_use_consecutive_blocks_of_one_stream():
     rng = np.random.default_rng(8)
     public, private, labels = rng.normal(size=(30, 2)), rng.normal(size=(20, 2)), rng.integers(0, 3, 20)
     gen = np.random.default_rng(21)
-    outs = [noisy_class_means(public, private, labels, sigma=2.0, num_classes=3, rng=gen)
+    outs = [noisy_class_means(public, private, labels, sigma=2.0,
+                              count_weight=KAPPA, num_classes=3, rng=gen)
             for _ in range(4)]
     batch = np.random.default_rng(21).standard_normal((4, 3, 3))
     for out, z in zip(outs, batch):
@@ -238,12 +245,13 @@ def test_noise_scales_with_sigma():
     public, private, labels, _, _ = _clusters(9, n_private=400)
     exact = []
     for sigma in (1e-9, 1e-3):
-        out = noisy_class_means(public, private, labels, sigma=sigma, num_classes=4,
+        out = noisy_class_means(public, private, labels, sigma=sigma,
+                                count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(0))
         exact.append(out.means)
     g = public_geometry(public)
-    S = class_sums(private, labels, num_classes=4, geometry=g)
-    true_means = g.radius * S[:, :-1] / S[:, -1:]
+    S = class_sums(private, labels, count_weight=KAPPA, num_classes=4, geometry=g)
+    true_means = g.radius * S[:, :-1] / (S[:, -1:] / KAPPA)
     err = [np.abs(e - true_means).max() for e in exact]
     assert err[0] < 1e-9 and 1e-7 < err[1] < 1e-3
     assert err[1] / err[0] == pytest.approx(1e6, rel=1e-3)  # linear in sigma, same draw
@@ -253,7 +261,7 @@ def test_noise_scales_with_sigma():
 
 def test_utility_on_separated_clusters():
     public, private, labels, test, test_labels = _clusters(10)
-    good = noisy_class_means(public, private, labels, sigma=1.0, num_classes=4,
+    good = noisy_class_means(public, private, labels, sigma=1.0, count_weight=KAPPA, num_classes=4,
                              rng=np.random.default_rng(0))
     assert isinstance(good, NoisyClassMeans)
     pred = good.predict(test)
@@ -263,7 +271,8 @@ def test_utility_on_separated_clusters():
     assert scores.shape == (1000, 4)
     np.testing.assert_array_equal(np.argmax(scores, axis=1), pred)
     # with an enormous sigma the release is noise: near chance (4 classes), on average
-    accs = [np.mean(noisy_class_means(public, private, labels, sigma=1e6, num_classes=4,
+    accs = [np.mean(noisy_class_means(public, private, labels, sigma=1e6,
+                                      count_weight=KAPPA, num_classes=4,
                                       rng=np.random.default_rng(s)).predict(test) == test_labels)
             for s in range(8)]
     assert np.mean(accs) < 0.5 and max(accs) < 0.8
@@ -271,7 +280,7 @@ def test_utility_on_separated_clusters():
 
 def test_secure_generator():
     public, private, labels, test, test_labels = _clusters(12, n_private=1000, n_test=300)
-    runs = [noisy_class_means(public, private, labels, sigma=1.0, num_classes=4,
+    runs = [noisy_class_means(public, private, labels, sigma=1.0, count_weight=KAPPA, num_classes=4,
                               rng=SecureGenerator()) for _ in range(2)]
     for out in runs:
         assert np.all(np.isfinite(out.means)) and np.all(np.isfinite(out.log_prior))
@@ -298,11 +307,12 @@ class _NoDraw(np.random.Generator):
 def test_the_no_draw_generator_has_teeth():
     gen = _NoDraw(np.random.PCG64(0))
     with pytest.raises(_Drawn):
-        noisy_class_means(np.eye(3), np.eye(3), [0, 1, 0], sigma=1.0, num_classes=2, rng=gen)
+        noisy_class_means(np.eye(3), np.eye(3), [0, 1, 0], sigma=1.0,
+                          count_weight=KAPPA, num_classes=2, rng=gen)
 
 
 VALID = dict(public=np.arange(12.0).reshape(6, 2) % 5, private=np.ones((4, 2)),
-             labels=np.array([0, 1, 2, 0]), sigma=1.0, num_classes=3)
+             labels=np.array([0, 1, 2, 0]), sigma=1.0, count_weight=0.3, num_classes=3)
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -323,6 +333,9 @@ VALID = dict(public=np.arange(12.0).reshape(6, 2) % 5, private=np.ones((4, 2)),
     (dict(sigma=0.0), ValueError, "sigma must be > 0, got 0.0"),
     (dict(sigma=-2.0), ValueError, "sigma must be > 0, got -2.0"),
     (dict(sigma=float("nan")), ValueError, "sigma must be finite"),
+    (dict(count_weight=0.0), ValueError, "count_weight must be > 0, got 0.0"),
+    (dict(count_weight=-1.0), ValueError, "count_weight must be > 0, got -1.0"),
+    (dict(count_weight="0.3"), TypeError, "count_weight must be a real number"),
     (dict(num_classes=1, labels=np.zeros(4, dtype=int)), ValueError, "num_classes must be >= 2, got 1"),
 ])
 def test_validation_raises_before_any_draw(kwargs, exc, match):
@@ -338,9 +351,9 @@ def test_validation_raises_before_any_draw(kwargs, exc, match):
 def test_rng_and_prediction_validation():
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
-                          num_classes=3, rng=0)
+                          count_weight=KAPPA, num_classes=3, rng=0)
     out = noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
-                            num_classes=3, rng=np.random.default_rng(0))
+                            count_weight=KAPPA, num_classes=3, rng=np.random.default_rng(0))
     with pytest.raises(ValueError):
         out.predict(np.ones((2, 3)))
     with pytest.raises(ValueError, match="embeddings must be 2-D"):
@@ -355,13 +368,13 @@ def test_rng_and_prediction_validation():
 @pytest.mark.parametrize("features", [1, 3])
 def test_prediction_refuses_the_wrong_number_of_features(features):
     out = noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
-                            num_classes=3, rng=np.random.default_rng(0))
+                            count_weight=KAPPA, num_classes=3, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=f"embeddings have {features} features, the means 2"):
         out.predict(np.ones((2, features)))
 
 
 # ----------------------------------------------------------------------------- statistical DP
-# Neighbours D and D + {x}: x a far outlier (its contribution has the full norm sqrt(2)). The
+# Neighbours D and D + {x}: x a far outlier (its contribution has the full norm SENS). The
 # claim is pate.analysis.class_means's RDP at the calibrated sigma, converted at DELTA. Sampling
 # error: one-sided Clopper-Pearson bounds at ALPHA (test_dp_statistical.py); seeds are fixed.
 
@@ -391,11 +404,11 @@ def _violations(counts_a, counts_b, eps, delta):
 
 
 def _claimed(sigma):
-    rdp = class_means_rdp(sigma=sigma, orders=ORDERS)
+    rdp = class_means_rdp(count_weight=KAPPA, sigma=sigma, orders=ORDERS)
     return float(analysis.eps_from_rdp(rdp, orders=ORDERS, delta=DELTA)[0])
 
 
-SIGMA = calibrate_class_means_sigma(eps=TARGET_EPS, delta=DELTA, orders=ORDERS)
+SIGMA = calibrate_class_means_sigma(count_weight=KAPPA, eps=TARGET_EPS, delta=DELTA, orders=ORDERS)
 
 # (a) The release S + sigma Z itself, projected on x's contribution c = S(D + x) - S(D).
 RELEASE_DRAWS = 200_000
@@ -408,16 +421,17 @@ def _release_neighbours():
     labels = rng.integers(0, 3, 50)
     x = np.array([-1e9, 5e8, 0.0, 2e8])
     g = public_geometry(public)
-    s_d = class_sums(private, labels, num_classes=3, geometry=g)
-    s_dx = class_sums(np.vstack([private, x]), np.append(labels, 2), num_classes=3, geometry=g)
+    s_d = class_sums(private, labels, count_weight=KAPPA, num_classes=3, geometry=g)
+    s_dx = class_sums(np.vstack([private, x]), np.append(labels, 2),
+                      count_weight=KAPPA, num_classes=3, geometry=g)
     return s_d, s_dx
 
 
 def _projected_release(s, s_d, c, sigma, seed):
     z = np.random.default_rng(seed).standard_normal((RELEASE_DRAWS, *s.shape))
     stat = np.einsum("nij,ij->n", s + sigma * z - s_d, c) / np.linalg.norm(c)
-    # fixed bins, set by the claimed SIGMA (not the run's sigma) and the shift sqrt(2)
-    edges = np.array([-np.inf, -3 * SIGMA, -SIGMA, 0.0, SQRT2 / 2, SQRT2, SIGMA, 3 * SIGMA,
+    # fixed bins, set by the claimed SIGMA (not the run's sigma) and the shift SENS
+    edges = np.array([-np.inf, -3 * SIGMA, -SIGMA, 0.0, SENS / 2, SENS, SIGMA, 3 * SIGMA,
                       5 * SIGMA, np.inf])
     return np.histogram(stat, bins=edges)[0]
 
@@ -425,7 +439,7 @@ def _projected_release(s, s_d, c, sigma, seed):
 def test_release_within_claimed_bound_and_checker_has_power():
     s_d, s_dx = _release_neighbours()
     c = s_dx - s_d
-    assert np.linalg.norm(c) == pytest.approx(SQRT2, abs=1e-12)  # the worst case
+    assert np.linalg.norm(c) == pytest.approx(SENS, abs=1e-12)  # the worst case
     eps = _claimed(SIGMA)
     assert eps <= TARGET_EPS and eps == pytest.approx(TARGET_EPS, rel=1e-6)
     counts_d = _projected_release(s_d, s_d, c, SIGMA, 1)
@@ -455,7 +469,8 @@ def _mechanism_counts(with_x, sigma, seed):
     rng = np.random.default_rng(seed)
     stat = np.empty(MECHANISM_DRAWS)
     for i in range(MECHANISM_DRAWS):
-        out = noisy_class_means(PUBLIC_1D, private, labels, sigma=sigma, num_classes=2, rng=rng)
+        out = noisy_class_means(PUBLIC_1D, private, labels, sigma=sigma,
+                                count_weight=KAPPA, num_classes=2, rng=rng)
         s = out.scores(query)[0]
         stat[i] = s[1] - s[0]
     return np.histogram(stat, bins=SCORE_EDGES)[0]
@@ -490,7 +505,8 @@ def test_logistic_rule_is_sklearns_logistic_regression_without_noise(ridge):
     m, d, n = 3, 4, 600
     labels = rng.integers(0, m, n)
     public = rng.normal(size=(n, d)) * [1.0, 2.0, 0.5, 1.0] + 1.5 * np.eye(m, d)[labels]
-    release = noisy_class_means(public, public, labels, sigma=1e-12, num_classes=m,
+    release = noisy_class_means(public, public, labels, sigma=1e-12,
+                                count_weight=KAPPA, num_classes=m,
                                 rng=np.random.default_rng(0))
     ours = public_logistic(release, public, ridge=ridge)
     u = _clipped(public, release.geometry)
@@ -502,7 +518,8 @@ def test_logistic_rule_is_sklearns_logistic_regression_without_noise(ridge):
 
 def test_logistic_rule_matches_the_released_moments():
     public, private, labels, _, _ = _clusters(31, n_private=3000)
-    release = noisy_class_means(public, private, labels, sigma=2.0, num_classes=4,
+    release = noisy_class_means(public, private, labels, sigma=2.0,
+                                count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(1))
     rule = public_logistic(release, public)
     u = _clipped(public, release.geometry)
@@ -518,7 +535,8 @@ def test_logistic_rule_is_post_processing():
     """It reads the release and the public rows only, and draws nothing: two releases with the
     same fields give the same rule, whatever private data made them."""
     public, private, labels, test, _ = _clusters(32, n_private=500)
-    release = noisy_class_means(public, private, labels, sigma=1.0, num_classes=4,
+    release = noisy_class_means(public, private, labels, sigma=1.0,
+                                count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(2))
     copy = NoisyClassMeans(means=release.means.copy(), log_prior=release.log_prior.copy(),
                            geometry=release.geometry)
@@ -543,7 +561,8 @@ def test_logistic_rule_beats_lda_where_the_classes_are_correlated():
         return rng.multivariate_normal([0.0, 0.0], cov, n) + np.where(y[:, None] == 0, -0.5, 0.5) * [1, 0], y
 
     (public, public_y), (private, private_y) = draw(2000), draw(20000)
-    release = noisy_class_means(public, private, private_y, sigma=1.0, num_classes=2,
+    release = noisy_class_means(public, private, private_y, sigma=1.0,
+                                count_weight=KAPPA, num_classes=2,
                                 rng=np.random.default_rng(3))
     lda = np.mean(release.predict(public) == public_y)
     logistic = np.mean(public_logistic(release, public).predict(public) == public_y)
@@ -552,7 +571,8 @@ def test_logistic_rule_beats_lda_where_the_classes_are_correlated():
 
 def test_labelling_rule():
     public, private, labels, test, test_labels = _clusters(34, n_private=800)
-    release = noisy_class_means(public, private, labels, sigma=1.0, num_classes=4,
+    release = noisy_class_means(public, private, labels, sigma=1.0,
+                                count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(4))
     assert RULES == ("lda", "logistic")
     assert labelling_rule(release, public, "lda") is release
@@ -565,7 +585,8 @@ def test_labelling_rule():
 
 def test_logistic_rule_validation():
     public, private, labels, _, _ = _clusters(35, n_private=200)
-    release = noisy_class_means(public, private, labels, sigma=1.0, num_classes=4,
+    release = noisy_class_means(public, private, labels, sigma=1.0,
+                                count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(5))
     for ridge in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="ridge"):
@@ -585,51 +606,77 @@ def test_logistic_rule_validation():
 
 def test_spec_flags_and_worst_case():
     spec = mechanisms.get("class-means")
-    assert spec.name == "class-means" and spec.param_names == ("sigma",)
+    assert spec.name == "class-means" and spec.param_names == ("sigma", "count_weight")
+    assert spec.param("count_weight").default == 0.3 and not spec.param("count_weight").required
+    assert spec.param("sigma").required
     assert spec.releases_once and spec.samples_private_records and spec.always_answers
     assert not spec.needs_student and spec.release_params({"sigma": 1.0}) is None
     for s in (0.5, 3.0, 40.0):
-        np.testing.assert_array_equal(spec.worst_case_query_rdp({"sigma": s}, orders=ORDERS),
-                                      class_means_rdp(sigma=s, orders=ORDERS))
-    clean = spec.validate({"sigma": 2}, prefix="--")
-    assert clean == {"sigma": 2.0}
+        for kappa in (1.0, 0.3, 0.05):
+            np.testing.assert_array_equal(
+                spec.worst_case_query_rdp({"sigma": s, "count_weight": kappa}, orders=ORDERS),
+                class_means_rdp(sigma=s, count_weight=kappa, orders=ORDERS))
+    # the default fills in, and the validated parameters always say which weight was used
+    assert spec.validate({"sigma": 2}, prefix="--") == {"sigma": 2.0, "count_weight": 0.3}
+    assert spec.validate({"sigma": 2, "count_weight": None}) == {"sigma": 2.0, "count_weight": 0.3}
+    assert spec.validate({"sigma": 2, "count_weight": 1}) == {"sigma": 2.0, "count_weight": 1.0}
     with pytest.raises(ValueError, match="--sigma must be"):
         spec.validate({"sigma": -1.0}, prefix="--")
+    with pytest.raises(ValueError, match=r"\[aggregator\] count_weight must be > 0, got 0.0"):
+        spec.validate({"sigma": 1.0, "count_weight": 0.0}, prefix="[aggregator] ")
+    with pytest.raises(TypeError, match="class-means needs sigma=...; its parameters are "
+                                        "sigma, count_weight"):
+        spec.validate({"count_weight": 0.3})
+    # unvalidated parameters without the weight are refused, never costed with a guess
+    with pytest.raises(TypeError, match="without count_weight"):
+        spec.worst_case_query_rdp({"sigma": 3.0}, orders=ORDERS)
+    with pytest.raises(TypeError, match="without count_weight"):
+        spec.event(np.zeros((2, 3)), {"sigma": 3.0}, answered=np.ones(2, bool), orders=ORDERS)
 
 
+@pytest.mark.parametrize("kappa", [None, 1.0, 0.1])
 @pytest.mark.parametrize("conversion", ["classic", "tight"])
-def test_spec_calibration_does_not_depend_on_the_number_of_queries(conversion):
+def test_spec_calibration_does_not_depend_on_the_number_of_queries(conversion, kappa):
     spec = mechanisms.get("class-means")
     kw = dict(target_eps=1.5, delta=1e-5, orders=ORDERS, conversion=conversion)
-    one = spec.calibrate({"sigma": "auto"}, num_queries=1, **kw)
-    many = spec.calibrate({"sigma": "auto"}, num_queries=9000, **kw)
-    assert one == many
+    auto = {"sigma": "auto", **({} if kappa is None else {"count_weight": kappa})}
+    weight = KAPPA if kappa is None else kappa
+    one = spec.calibrate(auto, num_queries=1, **kw)
+    many = spec.calibrate(auto, num_queries=9000, **kw)
+    assert one == many and one["count_weight"] == weight
     assert one["sigma"] == calibrate_class_means_sigma(eps=1.5, delta=1e-5, orders=ORDERS,
+                                                       count_weight=weight,
                                                        conversion=conversion)
-    eps = analysis.eps_from_rdp(class_means_rdp(sigma=one["sigma"], orders=ORDERS),
+    eps = analysis.eps_from_rdp(class_means_rdp(sigma=one["sigma"], count_weight=weight,
+                                                orders=ORDERS),
                                 orders=ORDERS, delta=1e-5, conversion=conversion)[0]
-    assert eps <= 1.5
-    extra = class_means_rdp(sigma=8.0, orders=ORDERS)
-    with_extra = spec.calibrate({"sigma": "auto"}, num_queries=9000, extra_rdp=extra, **kw)
+    assert eps <= 1.5 and eps == pytest.approx(1.5, rel=1e-6)
+    extra = class_means_rdp(sigma=8.0, count_weight=1.0, orders=ORDERS)
+    with_extra = spec.calibrate(auto, num_queries=9000, extra_rdp=extra, **kw)
     assert with_extra["sigma"] > one["sigma"]
-    assert spec.calibrate({"sigma": 3.0}, num_queries=9000, **kw) == {"sigma": 3.0}  # no auto
+    assert spec.calibrate({"sigma": 3.0}, num_queries=9000, **kw) == {  # no auto
+        "sigma": 3.0, "count_weight": KAPPA}
+    with pytest.raises(ValueError, match="can calibrate sigma, not count_weight"):
+        spec.calibrate({"sigma": "auto", "count_weight": "auto"}, num_queries=1, **kw)
 
 
 def test_spec_draw_refuses_votes():
     spec = mechanisms.get("class-means")
     with pytest.raises(TypeError, match="noisy_class_means"):
-        spec.draw(np.zeros((3, 2), dtype=np.int64), {"sigma": 1.0}, np.random.default_rng(0))
+        spec.draw(np.zeros((3, 2), dtype=np.int64), {"sigma": 1.0, "count_weight": KAPPA},
+                  np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("n", [1, 2, 50, 9000])
 def test_spec_per_query_rdp_sums_to_the_event(n):
     spec = mechanisms.get("class-means")
-    params = {"sigma": 2.5}
+    params = spec.validate({"sigma": 2.5})
     votes = np.zeros((n, 10), dtype=np.int64)
     answered = np.ones(n, dtype=bool)
     event = spec.event(votes, params, answered=answered, orders=ORDERS)
-    one = class_means_event(sigma=2.5, queries=n, orders=ORDERS)
+    one = class_means_event(sigma=2.5, count_weight=KAPPA, queries=n, orders=ORDERS)
     assert event.mechanism == "class-means" and event.queries == event.answered == n
+    assert event.params == {"sigma": 2.5, "count_weight": KAPPA}
     np.testing.assert_array_equal(event.rdp, one.rdp)
     np.testing.assert_array_equal(event.rdp_data_independent, one.rdp_data_independent)
     for dd in (True, False):
@@ -637,7 +684,8 @@ def test_spec_per_query_rdp_sums_to_the_event(n):
                                  data_dependent=dd)
         assert per.shape == (n, ORDERS.size)
         np.testing.assert_allclose(per.sum(axis=0), event.rdp, rtol=1e-15)
-        np.testing.assert_array_equal(per[0], class_means_rdp(sigma=2.5, orders=ORDERS))
+        np.testing.assert_array_equal(per[0], class_means_rdp(sigma=2.5, count_weight=KAPPA,
+                                                              orders=ORDERS))
         assert np.all(per[1:] == 0)  # every further query is post-processing
         np.testing.assert_allclose(spec.expected_rdp(votes, params, orders=ORDERS,
                                                      data_dependent=dd), event.rdp, rtol=1e-15)
@@ -648,11 +696,15 @@ def test_spec_charges_nothing_when_nothing_is_asked():
     # the stage draws no release for zero queries; the spec's event and per-query costs agree
     spec = mechanisms.get("class-means")
     votes = np.zeros((0, 10))
-    event = spec.event(votes, {"sigma": 3.0}, answered=np.zeros(0, bool), orders=[2.0, 8.0])
+    params = {"sigma": 3.0, "count_weight": 1.0}
+    event = spec.event(votes, params, answered=np.zeros(0, bool), orders=[2.0, 8.0])
     assert event.queries == 0 and np.all(event.rdp_data_independent == 0)
-    one = spec.event(np.zeros((1, 10)), {"sigma": 3.0}, answered=np.ones(1, bool),
-                     orders=[2.0, 8.0])
+    one = spec.event(np.zeros((1, 10)), params, answered=np.ones(1, bool), orders=[2.0, 8.0])
     np.testing.assert_allclose(one.rdp_data_independent, [2.0 / 9.0, 8.0 / 9.0], rtol=1e-15)
+    light = spec.event(np.zeros((1, 10)), {"sigma": 3.0, "count_weight": 0.3},
+                       answered=np.ones(1, bool), orders=[2.0, 8.0])
+    np.testing.assert_allclose(light.rdp_data_independent,
+                               [2.0 * 1.09 / 18.0, 8.0 * 1.09 / 18.0], rtol=1e-14)
 
 
 # -- recovering a published rule (the student times its rule: pate.student.rule_product)
@@ -662,7 +714,8 @@ def test_a_rule_is_recovered_exactly_from_its_published_scores(rule):
     """From the scores of the labelled public rows (NaN rows: unlabelled) the recovered rule
     scores unseen embeddings, far ones beyond the clip included, as the rule itself does."""
     public, private, labels, test, _ = _clusters(3, n_public=300)
-    release = noisy_class_means(public, private, labels, sigma=2.0, num_classes=4,
+    release = noisy_class_means(public, private, labels, sigma=2.0,
+                                count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(4))
     labeller = labelling_rule(release, public, rule)
     scores = labeller.scores(public)
@@ -677,7 +730,8 @@ def test_a_rule_is_recovered_exactly_from_its_published_scores(rule):
 
 def test_scores_that_are_not_such_a_rule_are_refused():
     public, private, labels, _, _ = _clusters(5, n_public=300)
-    release = noisy_class_means(public, private, labels, sigma=2.0, num_classes=4,
+    release = noisy_class_means(public, private, labels, sigma=2.0,
+                                count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(6))
     logistic = public_logistic(release, public).scores(public)
     # the logistic rule clips 10 % of the rows: not affine in the whitened embedding

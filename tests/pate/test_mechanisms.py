@@ -25,7 +25,7 @@ PARAMS = {"lnmax": {"scale": 20.0}, "gnmax": {"sigma": 20.0},
                                 "student_confidence": 0.9},
           "private-knn": {"k": 100, "sampling_rate": 0.1, "threshold": 60.0, "sigma1": 20.0,
                           "sigma2": 10.0},
-          "class-means": {"sigma": 5.0}}
+          "class-means": {"sigma": 5.0, "count_weight": 0.3}}
 
 
 def _votes(n=300, teachers=100, classes=5, seed=0):
@@ -48,7 +48,8 @@ def test_registry_holds_the_six_mechanisms():
                                 "private-knn", "class-means")
     assert tuple(mechanisms.REGISTRY) == mechanisms.NAMES
     assert mechanisms.all_param_names() == ("scale", "sigma", "threshold", "sigma1", "sigma2",
-                                            "student_confidence", "k", "sampling_rate")
+                                            "student_confidence", "k", "sampling_rate",
+                                            "count_weight")
     for name, spec in mechanisms.REGISTRY.items():
         assert spec.name == name and spec.title and spec.description and spec.reference
         assert spec.param_names == tuple(PARAMS[name])
@@ -95,6 +96,25 @@ def test_get_register_unregister_refuse_clearly():
 def test_validate_names_the_parameter(name, params, prefix, exc, message):
     with pytest.raises(exc, match=message):
         mechanisms.get(name).validate(params, prefix=prefix)
+
+
+def test_a_parameter_with_a_default_may_be_left_out_and_is_always_recorded():
+    weight = mechanisms.Param("w", "positive", "a weight", default=2)
+    assert weight.default == 2.0 and type(weight.default) is float and not weight.required
+    assert mechanisms.Param("w", "positive", "a weight").required
+    with pytest.raises(ValueError, match="w default must be > 0, got -1"):
+        mechanisms.Param("w", "positive", "a weight", default=-1)
+    spec = mechanisms.get("class-means")
+    assert [p.name for p in spec.params if p.required] == ["sigma"]
+    # the default fills a missing or None value, never a given one; validate always returns it
+    assert spec.with_defaults({"sigma": 1.0}) == {"sigma": 1.0, "count_weight": 0.3}
+    assert spec.with_defaults({"sigma": 1.0, "count_weight": None})["count_weight"] == 0.3
+    assert spec.with_defaults({"sigma": 1.0, "count_weight": 0.7})["count_weight"] == 0.7
+    assert spec.validate({"sigma": 1}) == {"sigma": 1.0, "count_weight": 0.3}
+    # the required ones are still required, and the message lists every parameter
+    with pytest.raises(TypeError, match="class-means needs --sigma; its parameters are --sigma, "
+                                        "--count-weight"):
+        spec.validate({"count_weight": 0.3}, prefix="--")
 
 
 def test_validate_returns_clean_floats_and_ignores_other_keys():

@@ -21,7 +21,8 @@ def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150)
     public_x, private_x = images[:n_public], images[n_public:]
     front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims)
     release = noisy_class_means(public, front.embed(private_x), labels[n_public:], sigma=1.0,
-                                num_classes=num_classes, rng=np.random.default_rng(0))
+                                count_weight=0.3, num_classes=num_classes,
+                                rng=np.random.default_rng(0))
     labeller = labelling_rule(release, public, rule)
     recovered = recover_rule(public, labeller.scores(public), rule=rule)
     head = RuleHead.from_fitted(input_shape=images.shape[1:], front=front, recovered=recovered,
