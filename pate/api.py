@@ -17,7 +17,8 @@ figures::
 Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Confident GNMax,
 ``sigma=`` for GNMax, ``scale=`` for LNMax; ``mechanism="private-knn"`` takes ``k=,
 sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
-``mechanism="class-means"`` takes ``sigma=`` (one release labels every query) and ``knn=`` too,
+``mechanism="class-means"`` takes ``sigma=`` and optionally ``count_weight=`` (default 0.3; one
+release labels every query) and ``knn=`` too,
 with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.class_means`);
 both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
 (:func:`pate.config.calibration`: the smallest noise whose data-independent cost of ``queries``
@@ -165,7 +166,7 @@ def _model_setting(model: Any, what: str) -> tuple[Any, Any]:
 def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
         student: Any = "auto", num_teachers: int | None = None,
         mechanism: str = "confident-gnmax", threshold=None, sigma1=None, sigma2=None, sigma=None,
-        scale=None, k=None, sampling_rate=None, knn: dict | None = None,
+        scale=None, k=None, sampling_rate=None, count_weight=None, knn: dict | None = None,
         target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
         budget_eps: float | None = None, release: bool = False, release_order=None,
         release_beta=None, release_sigma_ss=None, conversion: str = "classic",
@@ -191,7 +192,8 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
 
     given = {name: v for name, v in {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
                                      "sigma": sigma, "scale": scale, "k": k,
-                                     "sampling_rate": sampling_rate}.items() if v is not None}
+                                     "sampling_rate": sampling_rate,
+                                     "count_weight": count_weight}.items() if v is not None}
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:

@@ -547,11 +547,13 @@ def test_the_gpu_config_without_a_gpu_is_refused_before_the_data_is_read(tmp_pat
     assert not run_dir.exists() and not (tmp_path / "ledger.sqlite3").exists()
 
 
-def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits):
+@pytest.mark.parametrize("count_weight", [None, 1.0])
+def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_weight):
     import pate
     from pate.analysis.class_means import calibrate_class_means_sigma
 
-    result = pate.fit((digits.private.x, digits.private.y), digits.public.x[:400],
+    weight = {} if count_weight is None else {"count_weight": count_weight}
+    result = pate.fit((digits.private.x, digits.private.y), digits.public.x[:400], **weight,
                       evaluation=(digits.evaluation.x, digits.evaluation.y),
                       mechanism="class-means",
                       knn={"features": "none", "dims": 16, "rule": "logistic"},
@@ -568,8 +570,9 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits):
     records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
     assert records["rule"] == "logistic"
     assert result.answered_mask.sum() == 400  # every public item, for the one release's cost
+    kappa = 0.3 if count_weight is None else count_weight   # the mechanism's default, or given
     assert result.privacy["params"] == {"sigma": pytest.approx(
-        calibrate_class_means_sigma(eps=1.0, delta=1e-5, count_weight=0.3), rel=1e-12),
-        "count_weight": 0.3}
+        calibrate_class_means_sigma(eps=1.0, delta=1e-5, count_weight=kappa), rel=1e-12),
+        "count_weight": kappa}
     # the public items came without labels: no label accuracy can be measured (it read 0.0)
     assert result.report["utility"]["label_accuracy_answered"] is None
