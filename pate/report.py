@@ -936,7 +936,14 @@ def _blocks(report: dict) -> list[tuple]:
     else:
         verdict = ("Here classic composition is not looser than Renyi-DP accounting (few queries); "
                    "the report quotes the Renyi-DP figure, which is never an understatement.")
+    once = mechanisms.get(p["mechanism"]).releases_once
     b.append(("p", (
+        f"One release labels all {_count(q['asked'])} queries asked, so nothing is composed "
+        f"across queries: the release on its own is (\u03b5\u2080 = "
+        f"{_eps(comp['per_query_eps'])}, \u03b4\u2080 = {_delta(comp['per_query_delta'])})-"
+        f"differentially private, and the classic bounds below are for that one mechanism. "
+        f"Renyi-DP accounting (Mironov 2017), used for this report, gives \u03b5 = "
+        f"{_eps(rdp_eps)} at \u03b4 = {delta}. {verdict}") if once else (
         f"Each query on its own is (\u03b5\u2080 = {_eps(comp['per_query_eps'])}, "
         f"\u03b4\u2080 = {_delta(comp['per_query_delta'])})-differentially private. Composing "
         f"{_count(comp['queries_composed'])} such queries with basic composition (the epsilons add "

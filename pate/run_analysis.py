@@ -217,8 +217,9 @@ def build_analysis(run: Run) -> dict:
                 "eps_sanitized_upper_2std", "eps_data_independent", "fallback")},
             "eps_guarantee": float(eps_guarantee),
             "prior_rounds": prior,
+            # one release labels every query (class-means): one mechanism, nothing to compose
             "composition": _composition(spec.worst_case_query_rdp(params, orders=orders), orders,
-                                        delta, asked),
+                                        delta, min(asked, 1) if spec.releases_once else asked),
             "noise_seeded": bool(summary["noise_seeded"]),
             "calibration": C.calibration(config),
             "private": C.is_private(config),
