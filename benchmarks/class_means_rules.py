@@ -16,6 +16,7 @@ costs the same eps as the listed sigma's with kappa = 1 (pate.analysis.class_mea
     .venv/bin/python benchmarks/class_means_rules.py --datasets digits --releases 10
     .venv/bin/python benchmarks/class_means_rules.py --datasets fashion-mnist \
         --count-weights 1 0.3 0.1 --out benchmarks/results/class_means_count_weight.json
+        # 26 minutes on 2 cores shared with another benchmark (the embeddings 21 of them)
 
 Run on demand, never as a test; docs/aggregators.md and docs/benchmarks.md quote its output
 (benchmarks/results/class_means_rules.json). The scores use the public split's TRUE labels and
