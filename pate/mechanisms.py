@@ -631,8 +631,7 @@ class _ClassMeans(MechanismSpec):
         """sigma for the one release, at the given count weight (the number of queries does
         not enter the cost)."""
         return {"sigma": calibrate_class_means_sigma(
-            eps=kw["eps"], delta=kw["delta"],
-            count_weight=check_positive(params["count_weight"], "count_weight"),
+            eps=kw["eps"], delta=kw["delta"], count_weight=params["count_weight"],
             orders=kw["orders"], conversion=kw["conversion"], extra_rdp=kw["extra_rdp"])}
 
 
