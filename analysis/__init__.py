@@ -4,8 +4,9 @@ An auditor can install numpy and scipy and check every epsilon pate-learn report
 package alone. See the module docstrings for the symbols and the papers behind each bound.
 """
 
-from pate.analysis.accountant import (PrivacyEvent, RdpAccountant, confident_gnmax_event,
-                                      gnmax_event, lnmax_event)
+from pate.analysis.accountant import (ADD_REMOVE, RELATIONS, REPLACE_ONE, PrivacyEvent,
+                                      RdpAccountant, confident_gnmax_event, gnmax_event,
+                                      legacy_relation, lnmax_event)
 from pate.analysis.calibration import (calibrate_confident_gnmax, calibrate_gnmax_sigma,
                                        calibrate_lnmax_scale)
 from pate.analysis.pate2017 import (lnmax_log_mgf, lnmax_moments_accountant, lnmax_q_2017,
@@ -22,6 +23,7 @@ from pate.analysis.rdp import (confident_gnmax_rdp, conversion_term, eps_from_rd
 
 __all__ = [
     "PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event",
+    "ADD_REMOVE", "REPLACE_ONE", "RELATIONS", "legacy_relation",
     "DEFAULT_ORDERS", "REFERENCE_ORDERS",
     "gnmax_log_q", "gnmax_rdp", "threshold_log_pr_answered", "threshold_rdp",
     "lnmax_log_q", "lnmax_rdp", "confident_gnmax_rdp", "conversion_term", "eps_from_rdp",

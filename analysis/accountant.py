@@ -8,6 +8,25 @@ are stored (by the ledger) and recomposed exactly; a final epsilon is never stor
 
 :class:`RdpAccountant` composes events by adding their RDP curves ([M17] Proposition 1) and never
 mutates: ``compose`` returns a new accountant (dp_accounting's event model).
+
+Neighbouring relation
+---------------------
+An RDP curve bounds the divergence between the outputs on two *neighbouring* datasets, so it is
+a statement about one relation. Every event records the relation its bound is stated for
+(``relation``, one of :data:`RELATIONS`); :class:`RdpAccountant` refuses to compose events stated
+for different relations (a sum of bounds for different relations bounds neither).
+
+* ``"add-remove"`` (:data:`ADD_REMOVE`): D and D' differ by one record added or removed (with a
+  privacy-unit partition: by all records of one unit). Every mechanism of pate-learn is analysed
+  for it: the teacher partition decides each record's shard from the record alone (a keyed hash,
+  :mod:`pate.partition`), so adding or removing a record changes one teacher's training set and
+  therefore at most one vote -- the histogram change every vote bound below assumes -- and
+  class-means and Private-kNN are derived for it in their modules. DP-SGD (Opacus,
+  dp_accounting) states its epsilon for the same relation, so the numbers compare.
+* ``"replace-one"`` (:data:`REPLACE_ONE`): D and D' have the same size and differ in one record.
+  Only events recorded by pate-learn before the keyed-hash partition carry it (their teachers
+  came from a seeded permutation of the records, which adding one record reshuffles, so their
+  vote bounds hold for replacement only); :func:`legacy_relation` tells which.
 """
 
 from __future__ import annotations
@@ -23,7 +42,28 @@ from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnma
 from pate.analysis.validation import (check_baseline, check_delta, check_mask, check_orders,
                                       check_votes)
 
-__all__ = ["PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event"]
+__all__ = ["PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event",
+           "ADD_REMOVE", "REPLACE_ONE", "RELATIONS", "legacy_relation"]
+
+ADD_REMOVE = "add-remove"
+REPLACE_ONE = "replace-one"
+#: The relations an event may be stated for, each in plain words (the report prints them).
+RELATIONS = {
+    ADD_REMOVE: "two datasets are neighbours when one is the other with one record added or "
+                "removed (with a privacy-unit partition: all records of one unit)",
+    REPLACE_ONE: "two datasets are neighbours when they have the same size and differ in one "
+                 "record",
+}
+#: Mechanisms whose events written before events carried a relation were add/remove already.
+_ADD_REMOVE_BEFORE_RELATIONS = frozenset({"class-means", "private-knn"})
+
+
+def legacy_relation(mechanism: str) -> str:
+    """The relation of an event stored without one (written by pate-learn before relations were
+    recorded): class-means and Private-kNN were derived for add/remove; every other mechanism
+    (the teacher votes, the sanitized release, a reservation) used a seeded-permutation
+    partition, valid for replace-one only (module docstring)."""
+    return ADD_REMOVE if mechanism in _ADD_REMOVE_BEFORE_RELATIONS else REPLACE_ONE
 
 
 def _frozen_array(values, name: str) -> np.ndarray:
@@ -47,8 +87,11 @@ class PrivacyEvent:
     rdp_data_independent: np.ndarray
     queries: int
     answered: int
+    relation: str = ADD_REMOVE
 
     def __post_init__(self) -> None:
+        if self.relation not in RELATIONS:
+            raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
         orders = check_orders(self.orders)
         orders = orders.copy()
         orders.setflags(write=False)
@@ -80,6 +123,7 @@ class PrivacyEvent:
             "rdp_data_independent": self.rdp_data_independent.tolist(),
             "queries": self.queries,
             "answered": self.answered,
+            "relation": self.relation,
         }
 
     @classmethod
@@ -88,7 +132,9 @@ class PrivacyEvent:
         missing = keys - set(data)
         if missing:
             raise ValueError(f"a privacy event needs the keys {sorted(missing)}")
-        return cls(**{k: data[k] for k in keys})
+        # an event written before events carried a relation: the one it was analysed under
+        relation = data.get("relation") or legacy_relation(str(data["mechanism"]))
+        return cls(**{k: data[k] for k in keys}, relation=relation)
 
     def on_orders(self, orders) -> "PrivacyEvent":
         """This event restricted to ``orders`` (each must be one of this event's orders)."""
@@ -116,7 +162,17 @@ class RdpAccountant:
             if ev.orders.shape != self._orders.shape or not np.array_equal(ev.orders, self._orders):
                 raise ValueError("every event must be computed on the accountant's orders; "
                                  "use event.on_orders(accountant.orders) or recompute it")
+        relations = sorted({ev.relation for ev in evs})
+        if len(relations) > 1:
+            raise ValueError(f"cannot compose events stated for different neighbouring relations "
+                             f"({', '.join(relations)}): the sum would bound neither; keep them in "
+                             "separate accountants")
         self._events = evs
+
+    @property
+    def relation(self) -> str | None:
+        """The neighbouring relation of every event (None while there is none)."""
+        return self._events[0].relation if self._events else None
 
     @property
     def orders(self) -> np.ndarray:

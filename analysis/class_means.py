@@ -23,8 +23,14 @@ alpha       a Renyi order > 1 (``orders``: a 1-D array of them)
 
 Adjacency
 ---------
-pate-learn's record-level relation: D and D' = D + {x} (add or remove one record). Replace-one
-neighbours cost at most the composition of a removal and an addition (twice the RDP below).
+pate-learn's relation (``relation = "add-remove"`` on the event): D and D' = D + {x}, one record
+added or removed. The bound below holds for that relation only. Under replace-one (same size, one
+record changed) the sensitivity is larger, and not by a factor the RDP could simply be doubled
+for: replacing (e, y) by (e', y') subtracts (u(e), kappa) from row y and adds (u(e'), kappa) to
+row y'; with y != y' that moves S by sqrt(||u(e)||^2 + ||u(e')||^2 + 2 kappa^2) <= sqrt(2 (1 +
+kappa^2)), with y = y' by ||u(e') - u(e)|| <= 2. So Delta_replace = max(2, sqrt(2 (1 + kappa^2))),
+which is 2 for kappa <= 1: 4 / (1 + kappa^2) times the add/remove RDP (3.7 times at the default
+kappa = 0.3, twice only at kappa = 1). pate-learn states no replace-one cost.
 
 Derivation
 ----------

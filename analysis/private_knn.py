@@ -20,8 +20,10 @@ A_alpha  E_{y ~ mu0}[(mu(y) / mu0(y))^alpha] = exp((alpha - 1) D_alpha(mu || mu0
 
 Adjacency
 ---------
-pate-learn's relation: D and D' = D + {x} (add or remove one record). The bound below is for that
-relation; replace-one neighbours cost at most the composition of a removal and an addition.
+pate-learn's relation (``relation = "add-remove"`` on the event): D and D' = D + {x}, one record
+added or removed. The bound below is for that relation only. pate-learn states no replace-one cost:
+Renyi divergence has no additive triangle inequality, so a replacement does not cost the sum of a
+removal and an addition at the same order.
 
 The mechanism, per query i
 --------------------------

@@ -22,6 +22,18 @@ scale    the Laplace noise scale b of LNMax (density ~ exp(-|x|/b)); LNMax is (2
 q        an upper bound on Pr[the noisy aggregator does not return the plain argmax]
          (``log_q`` everywhere: everything is in log-space)
 
+Neighbouring relation (add/remove one record)
+--------------------------------------------
+Every bound here is a bound for two vote histograms that differ by *one teacher's vote*: one
+count down by one and another up by one (L2 distance sqrt(2), every count moves by at most 1).
+That is what adding or removing one sensitive record does in pate-learn, because the partition
+decides each record's teacher from the record alone (:mod:`pate.partition`: a keyed hash of its
+content, or of its privacy unit): the record joins or leaves one shard, one teacher is retrained
+and only its vote can change; the number of teachers, and so the sum of every row, stays the
+same. The bounds therefore hold for add/remove-one-record neighbours ([P18] state them for the
+same histogram change). With a partition that reshuffles when a record is added (a seeded
+permutation of the rows) they would hold for replacing a record only.
+
 All functions are vectorized over queries *and* orders: per-query results have shape (n,),
 per-query-per-order results (n, k). The data-dependent bounds of [P18] are applied only where
 their conditions hold; everywhere else the data-independent bound is used, so the result is

@@ -158,7 +158,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: The record-key version this code registers (identities.key_version); 1 = schema <= 2's keys.
+KEY_VERSION = 2
+#: The one neighbouring relation a budget and every event composed against it are stated for.
+LEDGER_RELATION = "add-remove"
 APPLICATION = "pate-learn-ledger"
 DEFAULT_LEASE_SECONDS = 900.0
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -264,8 +268,18 @@ CREATE TABLE links (
 CREATE INDEX links_by_b ON links (b);
 """
 
+# Added by schema version 3 (each added in place to an older file that lacks it).
+_SCHEMA_V3_COLUMNS = {
+    ("identities", "key_version"): "INTEGER NOT NULL DEFAULT 1 CHECK (key_version IN (1, 2))",
+    ("datasets", "relation"): "TEXT NOT NULL DEFAULT 'add-remove' CHECK (relation IN ('add-remove'))",
+}
+_SCHEMA_V3 = ";".join(f"ALTER TABLE {t} ADD COLUMN {c} {d}" for (t, c), d in _SCHEMA_V3_COLUMNS.items())
+
 _RECORD_KEY_BYTES = 16
-_RECORD_TAG = b"pate-learn record float32-le/int64 v1\n"
+# v2 (now): the record's values flattened in C order, whatever the array's layout.
+_RECORD_TAG = b"pate-learn record flat float32-le/int64 v2\n"
+# v1 (ledgers written before schema 3): the same, under the per-record shape.
+_RECORD_TAG_V1 = b"pate-learn record float32-le/int64 v1\n"
 _KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
 
 
@@ -373,10 +387,24 @@ def record_keys(x: Any, y: Any) -> np.ndarray:
     """One 16-byte content key per record: an ``(n,)`` array of dtype ``S16`` (module docstring).
 
     ``x`` is ``(n, ...)`` numeric (any dtype; compared as float32), ``y`` the ``n`` integer
-    labels. Key ``i`` is the first 16 bytes of sha256(tag, per-record shape, ``x[i]`` as
-    little-endian float32 in C order, ``y[i]`` as little-endian int64). Use ``keys.tobytes()``
-    (not ``keys[i]``, which numpy strips of trailing zero bytes) for the raw bytes.
+    labels. Key ``i`` is the first 16 bytes of sha256(tag, ``x[i]`` flattened in C order as
+    little-endian float32, ``y[i]`` as little-endian int64): the same values give the same key
+    whatever the array's layout -- ``(n, 1, 8, 8)`` or ``(n, 64)``, float32 or float64, labels of
+    any integer width. Use ``keys.tobytes()`` (not ``keys[i]``, which numpy strips of trailing
+    zero bytes) for the raw bytes.
     """
+    return _record_keys(x, y, legacy=False)[0]
+
+
+def legacy_record_keys(x: Any, y: Any) -> np.ndarray:
+    """The record keys ledgers of schema version <= 2 stored (the per-record shape was hashed
+    too, so a reshaped copy had other keys). Only used to link those ledgers' datasets to the
+    same records registered now."""
+    return _record_keys(x, y, legacy=True)[1]
+
+
+def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """(keys, legacy keys or None) of ``(x, y)``, hashed in one pass over the records."""
     if x is None or isinstance(x, (str, bytes)):
         raise TypeError(f"x must be an array of records, got {type(x).__name__}")
     xa = np.asarray(x)
@@ -399,21 +427,32 @@ def record_keys(x: Any, y: Any) -> np.ndarray:
     nan = np.isnan(x32)
     if nan.any():
         x32[nan] = np.float32("nan")
-    shape = np.asarray(xa.shape[1:], dtype="<i8")
     base = hashlib.sha256(_RECORD_TAG)
-    base.update(len(shape).to_bytes(8, "little"))
-    base.update(shape.tobytes())
+    base_v1 = None
+    if legacy:
+        shape = np.asarray(xa.shape[1:], dtype="<i8")
+        base_v1 = hashlib.sha256(_RECORD_TAG_V1)
+        base_v1.update(len(shape).to_bytes(8, "little"))
+        base_v1.update(shape.tobytes())
     row_bytes = x32.shape[1] * 4
     xv = memoryview(x32.reshape(-1).view(np.uint8))
     yv = memoryview(np.ascontiguousarray(labels).view(np.uint8))
-    out = bytearray(n * _RECORD_KEY_BYTES)
     k = _RECORD_KEY_BYTES
+    out = bytearray(n * k)
+    out_v1 = bytearray(n * k) if legacy else None
     for i in range(n):
+        row, label = xv[i * row_bytes:(i + 1) * row_bytes], yv[i * 8:(i + 1) * 8]
         h = base.copy()
-        h.update(xv[i * row_bytes:(i + 1) * row_bytes])
-        h.update(yv[i * 8:(i + 1) * 8])
+        h.update(row)
+        h.update(label)
         out[i * k:(i + 1) * k] = h.digest()[:k]
-    return np.frombuffer(bytes(out), dtype=f"S{k}")
+        if base_v1 is not None:
+            h = base_v1.copy()
+            h.update(row)
+            h.update(label)
+            out_v1[i * k:(i + 1) * k] = h.digest()[:k]
+    keys = np.frombuffer(bytes(out), dtype=f"S{k}")
+    return keys, None if out_v1 is None else np.frombuffer(bytes(out_v1), dtype=f"S{k}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -425,6 +464,16 @@ class DatasetIdentity:
     digest: str
     record_keys: np.ndarray
     num_records: int
+    #: the keys ledgers of schema <= 2 stored for the same records (to link their datasets)
+    legacy_record_keys: np.ndarray | None = None
+
+    @property
+    def legacy_digest(self) -> str | None:
+        """The digest schema-<= 2 ledgers (and ``pate budget digest`` before them) gave these
+        records, or None when the legacy keys were not computed."""
+        if self.legacy_record_keys is None:
+            return None
+        return dataset_digest(self.legacy_record_keys)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DatasetIdentity) and other.digest == self.digest
@@ -439,9 +488,11 @@ class DatasetIdentity:
 def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
     """The ledger identity of the records ``(x, y)``: what every pate entry point registers and
     charges (``pate run``, ``pate budget digest --config``). Independent of row order, file,
-    format, dataset name and run folder; changes when any record's values or label change."""
-    keys = record_keys(x, y)
-    return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]))
+    format, array layout (shape, float or integer width), dataset name and run folder; changes
+    when any record's values or label change. It carries the legacy keys too, so that a ledger
+    written before the layout-free keys links these records to what it holds under the old ones."""
+    keys, legacy = _record_keys(x, y, legacy=True)
+    return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]), legacy)
 
 
 def _check_identity(identity: Any) -> DatasetIdentity:
@@ -458,7 +509,19 @@ def _check_identity(identity: Any) -> DatasetIdentity:
     if dataset_digest(keys) != identity.digest:
         raise ValueError(f"identity.digest {identity.digest!r} is not the digest of its record keys; "
                          "build identities with pate.ledger.dataset_identity(x, y)")
+    legacy = identity.legacy_record_keys
+    if legacy is not None and (np.asarray(legacy).dtype != keys.dtype
+                               or np.asarray(legacy).shape != keys.shape):
+        raise ValueError("identity.legacy_record_keys must be one S16 key per record, like "
+                         "identity.record_keys; build identities with dataset_identity(x, y)")
     return identity
+
+
+def _key_bytes(keys: np.ndarray) -> list[bytes]:
+    """The raw 16 bytes of every record key, in order (``keys[i]`` would strip trailing zeros)."""
+    raw = np.ascontiguousarray(keys).tobytes()
+    k = _RECORD_KEY_BYTES
+    return [raw[i:i + k] for i in range(0, len(raw), k)]
 
 
 def _sorted_keys(keys: np.ndarray) -> np.ndarray:
@@ -538,9 +601,12 @@ class Budget:
     delta: float
     basis: str = "data-independent"
     conversion: str = "classic"
+    #: the neighbouring relation the budget is a promise for (the only one: add/remove)
+    relation: str = LEDGER_RELATION
 
     def __post_init__(self) -> None:
         check_choice(self.conversion, "conversion", CONVERSIONS)
+        check_choice(self.relation, "relation", (LEDGER_RELATION,))
 
     @property
     def data_dependent(self) -> bool:
@@ -654,7 +720,7 @@ class Ledger:
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + "COMMIT;")
+                conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + _SCHEMA_V3 + ";COMMIT;")
                 conn.execute("INSERT INTO meta VALUES ('application', ?)", (APPLICATION,))
                 conn.execute("INSERT INTO meta VALUES ('created_utc', ?)", (_utc_now(),))
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -713,11 +779,11 @@ class Ledger:
                 f"the ledger at {self.path} has schema version {version}, written by a newer "
                 f"pate-learn (this one reads version {SCHEMA_VERSION}); upgrade pate-learn. "
                 "The file was left untouched.")
-        if version not in (1, SCHEMA_VERSION):
+        if version not in (1, 2, SCHEMA_VERSION):
             raise LedgerError(
                 f"the ledger at {self.path} has unknown schema version {version} (expected "
                 f"{SCHEMA_VERSION}); the file was left untouched.")
-        if version == 1 or not self._has_conversion_column():
+        if version < SCHEMA_VERSION or not self._has_current_columns():
             self._migrate()
         try:
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
@@ -726,22 +792,30 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
 
-    def _has_conversion_column(self) -> bool:
+    def _has_current_columns(self) -> bool:
+        """Whether every column the current schema added to older tables is there."""
         try:
-            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(datasets)")}
+            have = {(t, r[1]) for t in ("datasets", "identities")
+                    for r in self._conn.execute(f"PRAGMA table_info({t})")}
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
-        return "conversion" in columns
+        return ("datasets", "conversion") in have and set(_SCHEMA_V3_COLUMNS) <= have
 
     def _migrate(self) -> None:
-        """Version 1 -> 2, or a version-2 file without ``datasets.conversion`` -> 2, in place and
-        in one transaction: add the record and link tables (version 1) and the conversion column
-        (``'classic'`` for every dataset: what their budgets were judged with so far), bump
-        ``user_version``. Every existing row is kept; another process may have migrated first."""
+        """Version 1 or 2 -> 3, in place and in one transaction: add the record and link tables
+        (version 1), the conversion column (``'classic'`` for every dataset: what their budgets
+        were judged with so far; also for a version-2 file written before it), then (version
+        < 3) ``identities.key_version`` (1 for every stored identity: their keys include the
+        records' shape) and ``datasets.relation`` (``'add-remove'``: what every budget is
+        judged for from now on), and bump ``user_version``. Every existing row is kept; events
+        are not rewritten: an event stored without a relation is read with the one it was
+        analysed under (``analysis.legacy_relation``), and the ledger refuses to compose a
+        replace-one event with anything (:func:`_check_relations`). Another process may have
+        migrated first."""
         added: list[str] = []
         with self._txn(write=True) as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (1, SCHEMA_VERSION):
+            if version not in (1, 2, SCHEMA_VERSION):
                 raise LedgerError(f"the ledger at {self.path} changed to schema version {version} "
                                   f"while being migrated (expected 1 or {SCHEMA_VERSION}); "
                                   "the file was left untouched.")
@@ -757,9 +831,16 @@ class Ledger:
             if "conversion" not in columns:
                 conn.execute(f"ALTER TABLE datasets ADD COLUMN {_CONVERSION_COLUMN}")
                 added.append("datasets.conversion")
+            for (table, column), decl in _SCHEMA_V3_COLUMNS.items():
+                if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                    added.append(f"{table}.{column}")
             if added:
                 if version == 1:
                     conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_2_utc', ?)",
+                                 (_utc_now(),))
+                if version < 3:
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_3_utc', ?)",
                                  (_utc_now(),))
                 if "datasets.conversion" in added:
                     conn.execute("INSERT OR REPLACE INTO meta VALUES ('added_conversion_utc', ?)",
@@ -903,16 +984,21 @@ class Ledger:
                 return identity.digest
             keys = _distinct_keys(identity.record_keys)
             cur = conn.execute("INSERT INTO identities (dataset, num_records, distinct_records, "
-                               "created_utc) VALUES (?, ?, ?, ?)",
-                               (identity.digest, identity.num_records, len(keys), _utc_now()))
+                               "created_utc, key_version) VALUES (?, ?, ?, ?, ?)",
+                               (identity.digest, identity.num_records, len(keys), _utc_now(),
+                                KEY_VERSION))
             iid = int(cur.lastrowid)
             conn.executemany("INSERT INTO records (key, identity) VALUES (?, ?)",
                              ((k, iid) for k in keys))
+            by_legacy_digest = self._upgrade_legacy(conn, identity)
             shared = conn.execute(
                 "SELECT i.dataset, count(*) FROM records r1 JOIN records r2 "
                 "ON r2.key = r1.key AND r2.identity <> r1.identity "
                 "JOIN identities i ON i.id = r2.identity WHERE r1.identity = ? "
                 "GROUP BY i.dataset ORDER BY i.dataset", (iid,)).fetchall()
+            found = {other for other, _ in shared}
+            shared += [(other, identity.num_records) for other in by_legacy_digest
+                       if other not in found]
             now = _utc_now()
             for other, count in shared:
                 a, b = sorted((identity.digest, other))
@@ -928,6 +1014,36 @@ class Ledger:
                         "counts against each other", identity.digest[:12], len(shared))
         return identity.digest
 
+    def _upgrade_legacy(self, conn: sqlite3.Connection, identity: DatasetIdentity) -> list[str]:
+        """Link what a ledger of schema <= 2 holds under the legacy record keys to ``identity``.
+
+        Every record of a legacy identity that ``identity`` holds too (found by its legacy key)
+        gains its current key, so that it links to ``identity`` -- and to any later copy of
+        the same records in any layout -- like a record registered now. Returns the datasets
+        registered under ``identity``'s legacy digest (by digest alone, e.g. ``pate budget set
+        --dataset`` with the digest an older ``pate budget digest`` printed): they are linked
+        too. A legacy dataset whose records are only ever seen again in another layout than
+        the one the old ledger hashed cannot be recognised (the old keys include the shape)."""
+        legacy = identity.legacy_record_keys
+        if legacy is None or not conn.execute(
+                "SELECT 1 FROM identities WHERE key_version < ? LIMIT 1", (KEY_VERSION,)).fetchone():
+            return []
+        current = {bytes(k): bytes(c) for k, c in zip(
+            _key_bytes(legacy), _key_bytes(identity.record_keys))}
+        old_keys = list(current)
+        upgraded = []
+        for start in range(0, len(old_keys), 500):
+            chunk = old_keys[start:start + 500]
+            for key, iid in conn.execute(
+                    "SELECT r.key, r.identity FROM records r JOIN identities i ON i.id = r.identity "
+                    "WHERE i.key_version < ? AND r.key IN (" + ",".join("?" * len(chunk)) + ")",
+                    (KEY_VERSION, *chunk)):
+                upgraded.append((current[bytes(key)], int(iid)))
+        conn.executemany("INSERT OR IGNORE INTO records (key, identity) VALUES (?, ?)", upgraded)
+        legacy_digest = identity.legacy_digest
+        return [r[0] for r in conn.execute("SELECT digest FROM datasets WHERE digest=? AND digest<>?",
+                                           (legacy_digest, identity.digest))]
+
     def overlapping(self, identity: DatasetIdentity) -> list[dict]:
         """Registered datasets that share records with ``identity`` (read only; nothing is
         registered): the dataset with the same digest first if registered (``"same": True``, also
@@ -935,15 +1051,26 @@ class Ledger:
         record keys, with ``shared_records`` (distinct), ``num_records`` and ``budget``."""
         identity = _check_identity(identity)
         keys = _distinct_keys(identity.record_keys)
+        key_sets = [keys]
+        if identity.legacy_record_keys is not None:  # what a schema <= 2 ledger holds them as
+            key_sets.append(_distinct_keys(identity.legacy_record_keys))
         counts: dict[str, int] = {}
         with self._txn(write=False) as conn:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start:start + 500]
-                for ds, count in conn.execute(
-                        "SELECT i.dataset, count(*) FROM records r JOIN identities i "
-                        "ON i.id = r.identity WHERE r.key IN (" + ",".join("?" * len(chunk)) + ") "
-                        "GROUP BY i.dataset", chunk):
-                    counts[ds] = counts.get(ds, 0) + int(count)
+            for key_set in key_sets:
+                found: dict[str, int] = {}
+                for start in range(0, len(key_set), 500):
+                    chunk = key_set[start:start + 500]
+                    for ds, count in conn.execute(
+                            "SELECT i.dataset, count(*) FROM records r JOIN identities i "
+                            "ON i.id = r.identity WHERE r.key IN (" + ",".join("?" * len(chunk))
+                            + ") GROUP BY i.dataset", chunk):
+                        found[ds] = found.get(ds, 0) + int(count)
+                for ds, count in found.items():  # a legacy dataset may hold both kinds of key
+                    counts[ds] = max(counts.get(ds, 0), count)
+            legacy_digest = identity.legacy_digest
+            if legacy_digest is not None and conn.execute(
+                    "SELECT 1 FROM datasets WHERE digest=?", (legacy_digest,)).fetchone():
+                counts[legacy_digest] = max(counts.get(legacy_digest, 0), len(keys))
             if conn.execute("SELECT 1 FROM datasets WHERE digest=?", (identity.digest,)).fetchone():
                 counts.setdefault(identity.digest, 0)
             out = []
@@ -1101,11 +1228,11 @@ class Ledger:
 
     @staticmethod
     def _budget(conn: sqlite3.Connection, digest: str) -> Budget | None:
-        row = conn.execute("SELECT budget_eps, budget_delta, basis, conversion FROM datasets "
-                           "WHERE digest=?", (digest,)).fetchone()
+        row = conn.execute("SELECT budget_eps, budget_delta, basis, conversion, relation "
+                           "FROM datasets WHERE digest=?", (digest,)).fetchone()
         if row is None or row[0] is None:
             return None
-        return Budget(float(row[0]), float(row[1]), row[2], row[3])
+        return Budget(float(row[0]), float(row[1]), row[2], row[3], row[4])
 
     def _name(self, conn: sqlite3.Connection, digest: str) -> str:
         row = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()
@@ -1158,17 +1285,21 @@ class Ledger:
 
     def _load_event(self, row: Sequence[Any]) -> Any:
         PrivacyEvent, _, _ = _accountant()
+        from pate.analysis.accountant import legacy_relation
         event_id, payload, digest = row[0], row[1], row[2]
         if _sha256(payload) != digest:
             raise LedgerError(f"event {event_id} in the ledger at {self.path} fails its checksum "
                               "(the file was altered or damaged); the ledger was left untouched -- "
                               "restore it from a backup")
         d = json.loads(payload)
+        # an event stored before events carried a relation: the one it was analysed under
+        relation = d.get("relation") or legacy_relation(d["mechanism"])
         return PrivacyEvent(mechanism=d["mechanism"], params=d["params"],
                             orders=np.asarray(d["orders"], dtype=np.float64),
                             rdp=np.asarray(d["rdp"], dtype=np.float64),
                             rdp_data_independent=np.asarray(d["rdp_data_independent"], dtype=np.float64),
-                            queries=int(d["queries"]), answered=int(d["answered"]))
+                            queries=int(d["queries"]), answered=int(d["answered"]),
+                            relation=relation)
 
     def _load_items(self, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
                     ) -> tuple[list[_Item], list[_Item]]:
@@ -1452,6 +1583,7 @@ class Ledger:
         out = np.zeros(orders.shape, dtype=np.float64)
         if not items:
             return out
+        _check_relations([it.event for it in items], self.path)
         common = set(orders.tolist())
         for it in items:
             common &= set(np.asarray(it.event.orders, dtype=np.float64).tolist())
@@ -1888,7 +2020,7 @@ def _event_payload(e: Any) -> str:
         "orders": np.asarray(e.orders, dtype=np.float64).tolist(),
         "rdp": np.asarray(e.rdp, dtype=np.float64).tolist(),
         "rdp_data_independent": np.asarray(e.rdp_data_independent, dtype=np.float64).tolist(),
-        "queries": int(e.queries), "answered": int(e.answered)})
+        "queries": int(e.queries), "answered": int(e.answered), "relation": str(e.relation)})
 
 
 def _reservation_event(orders: np.ndarray, rdp: np.ndarray, rid: str) -> Any:
@@ -1899,10 +2031,30 @@ def _reservation_event(orders: np.ndarray, rdp: np.ndarray, rid: str) -> Any:
                         rdp_data_independent=np.asarray(rdp, dtype=np.float64), queries=0, answered=0)
 
 
+def _check_relations(events: Sequence[Any], path: Any) -> None:
+    """Refuse (``LedgerError``) to compose events stated for another neighbouring relation than
+    the ledger's (add/remove): a sum of bounds for different relations bounds neither, and a
+    replace-one bound cannot be turned into an add/remove one (the partition those events came
+    from moved most records when one was added)."""
+    other = [e for e in events if e.relation != LEDGER_RELATION]
+    if other:
+        mechanisms = sorted({e.mechanism for e in other})
+        raise LedgerError(
+            f"the ledger at {path} holds {len(other)} event(s) ({', '.join(mechanisms)}) on these "
+            f"records that were analysed for replace-one neighbours (teacher votes recorded by a "
+            f"pate-learn whose partition reshuffled the records when one was added); pate-learn "
+            f"now states every guarantee for adding or removing one record, and the two cannot "
+            f"be composed without understating epsilon. Nothing was recorded. Keep that ledger "
+            f"for the old runs and give new runs a new ledger file (--ledger FILE, [privacy] "
+            f"ledger or PATE_LEDGER)")
+
+
 def _shared_grid(events: Sequence[Any], path: Any) -> np.ndarray:
-    """The Renyi orders every event has (sorted); LedgerError when there is none."""
+    """The Renyi orders every event has (sorted); LedgerError when there is none or when the
+    events are stated for another relation than the ledger's (:func:`_check_relations`)."""
     if not events:
         raise LedgerError("internal: no events to compose")
+    _check_relations(events, path)
     common = set(np.asarray(events[0].orders, dtype=np.float64).tolist())
     for e in events[1:]:
         common &= set(np.asarray(e.orders, dtype=np.float64).tolist())

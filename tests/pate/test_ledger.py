@@ -440,7 +440,7 @@ def test_cli_set_show_history_and_errors(tmp_path, capsys, event):
     shown = json.loads(capsys.readouterr().out)
     assert shown["dataset"] == DIGEST and shown["spent"] == eps_of([event])
     assert shown["budget"] == {"eps": 3.0, "delta": 1e-5, "basis": "data-independent",
-                               "conversion": "classic"}
+                               "conversion": "classic", "relation": "add-remove"}
     assert shown["blocks"][0]["block"] == "2025-01"
     assert cli_main(["budget", "show", "--dataset", DIGEST[:12], "--ledger", led_path]) == 0
     text = capsys.readouterr().out

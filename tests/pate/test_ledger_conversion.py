@@ -161,6 +161,7 @@ def _drop_conversion(path, *, version: int) -> None:
     details, which were written without it)."""
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE datasets DROP COLUMN conversion")
+    conn.execute("ALTER TABLE datasets DROP COLUMN relation")  # schema 3's, likewise
     for rid, detail in conn.execute("SELECT id, detail FROM audit").fetchall():
         d = json.loads(detail)
         d.pop("conversion", None)
@@ -170,6 +171,8 @@ def _drop_conversion(path, *, version: int) -> None:
     if version == 1:
         for table in ("links", "records", "identities"):
             conn.execute(f"DROP TABLE {table}")
+    else:
+        conn.execute("ALTER TABLE identities DROP COLUMN key_version")
     conn.execute(f"PRAGMA user_version={version}")
     conn.commit()
     assert "conversion" not in {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}
@@ -204,7 +207,7 @@ def test_older_file_without_the_column_is_migrated_in_place_as_classic(path, ver
     with Ledger(path) as led:  # opening again migrates nothing more
         assert led.budget("old").conversion == "tight"
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
     migrations = [json.loads(d) for (d,) in conn.execute(
         "SELECT detail FROM audit WHERE action='migrate-schema'")]
@@ -229,7 +232,7 @@ def test_cli_set_conversion_then_show_and_list(tmp_path, capsys):
     assert cli_main(["budget", "show", "--dataset", "t", "--ledger", led_path, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["budget"] == {"eps": 2.0, "delta": 1e-5, "basis": "data-independent",
-                               "conversion": "tight"}
+                               "conversion": "tight", "relation": "add-remove"}
     assert shown["spent"] == pytest.approx(TIGHT, rel=1e-12)
     assert cli_main(["budget", "show", "--dataset", "t", "--ledger", led_path]) == 0
     assert "with the tight conversion" in capsys.readouterr().out
