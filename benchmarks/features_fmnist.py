@@ -41,6 +41,7 @@ def main(argv=None) -> int:
     import torch
     from sklearn.linear_model import LogisticRegression
 
+    from pate.ledger import record_keys
     from pate.partition import partition_random
     from pate.teachers import features as F
     from pate.teachers.data import load_pate_data
@@ -50,7 +51,8 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     print(f"load average {os.getloadavg()}, torch threads {torch.get_num_threads()}", flush=True)
     data = load_pate_data("fashion-mnist")
-    part = partition_random(len(data.private), num_teachers=250, rng=np.random.default_rng(0))
+    part = partition_random(record_keys(data.private.x, data.private.y), num_teachers=250,
+                           rng=np.random.default_rng(0))
     shards = part.shards[:args.teachers]
     rows = []
     for name, recipe in RECIPES:

@@ -41,6 +41,7 @@ import numpy as np
 
 
 def _load(teachers: int, data_name: str, per_teacher: int | None):
+    from pate.ledger import record_keys
     from pate.partition import partition_random
     from pate.rng import make_streams
     from pate.teachers.data import load_pate_data
@@ -48,7 +49,8 @@ def _load(teachers: int, data_name: str, per_teacher: int | None):
     data = load_pate_data(data_name)
     streams = make_streams(0)
     total = 250 if per_teacher is None else max(len(data.private) // per_teacher, teachers)
-    part = partition_random(len(data.private), num_teachers=total, rng=streams.partition)
+    part = partition_random(record_keys(data.private.x, data.private.y), num_teachers=total,
+                           rng=streams.partition)
     return data, part.shards[:teachers], streams.teacher_seeds(total)[:teachers]
 
 

@@ -159,6 +159,7 @@ def main(argv=None) -> int:
 
     import torch
 
+    from pate.ledger import record_keys
     from pate.partition import partition_random
     from pate.rng import make_streams
     from pate.teachers.data import load_pate_data
@@ -176,7 +177,8 @@ def main(argv=None) -> int:
         p.error(f"{args.teachers} x {args.per_teacher} > {len(data.private)} private records")
     streams = make_streams(args.seed)
     records = np.sort(streams.partition.permutation(len(data.private))[:needed])
-    part = partition_random(needed, num_teachers=args.teachers, rng=streams.partition)
+    part = partition_random(record_keys(data.private.x[records], data.private.y[records]),
+                           num_teachers=args.teachers, rng=streams.partition)
     shards = [records[s] for s in part.shards]
     seeds = streams.teacher_seeds(args.teachers)
     config = TeacherConfig(model=args.model, epochs=args.epochs, batch_size=args.batch_size,

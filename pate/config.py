@@ -6,8 +6,8 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  the pipeline works; its report says so at the top)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's)
-    [partition]  num_teachers* (not with private-knn: no teachers), mode ("random" |
-                 "stratified" | "unit"), unit_ids (.npy, mode unit)
+    [partition]  num_teachers* (not with private-knn: no teachers), mode ("random": a keyed
+                 hash of each record | "unit": of its privacy unit), unit_ids (.npy, mode unit)
     [teachers]   any field of pate.teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
     [aggregator] mechanism* (a name of the registry pate.mechanisms), its noise parameters
                  (threshold, sigma1, sigma2, sigma, scale, ...), queries (first-k public items
@@ -230,8 +230,14 @@ def validate(config: dict, *, source: str = "config") -> dict:
         _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
                "num_teachers", minimum=1)
     _check_knn(config, source, knn_run)
+    if part["mode"] == "stratified":
+        raise _fail(source, "[partition] mode = \"stratified\" is no longer offered: dealing the "
+                            "records class by class moves most records to another teacher when "
+                            "one record is added, so the guarantee would hold for replacing a "
+                            "record only. Use mode = \"random\" (each record's teacher is a keyed "
+                            "hash of the record: adding or removing one changes one teacher)")
     _check(f"{source}: [partition] mode", v.check_choice, part["mode"], "mode",
-           ("random", "stratified", "unit"))
+           ("random", "unit"))
     if (part["mode"] == "unit") != ("unit_ids" in part):
         raise _fail(source, "[partition] unit_ids (a .npy file of one privacy-unit id per private "
                             "record) is required with mode = \"unit\" and only then")

@@ -4,15 +4,17 @@ Symbols
 -------
 ``Partition``
     Frozen record of a split: ``assignment`` (N,) int64 (teacher of each record),
-    ``num_teachers``, ``mode`` ("random" | "stratified" | "unit"), ``seed``, ``ids_digest``
+    ``num_teachers``, ``mode`` ("random" | "unit"), ``seed``, ``ids_digest``
     (sha256 of the ids used) and, in unit mode, ``unit_ids``. ``.shards`` lists the sorted
     record indices of each teacher; ``.save(path)`` / ``Partition.load(path, ids=...)``.
-``partition_random(num_records, *, num_teachers, rng)``
-    Uniformly random shards of equal size (+-1).
-``partition_stratified(labels, *, num_teachers, num_classes, rng)``
-    Every shard gets the same number (+-1) of records of every class, shards equal size (+-1).
+``partition_random(record_keys, *, num_teachers, rng)``
+    Each record's teacher is a keyed hash of the record's content key
+    (``pate.ledger.record_keys(x, y)``) under a random key drawn from ``rng``.
 ``partition_by_unit(unit_ids, *, num_teachers, rng)``
-    All records of one privacy unit (a patient, a user) land in the same shard.
+    Each privacy unit's (a patient's, a user's) teacher is a keyed hash of its id: all records
+    of one unit land in the same shard.
+``teacher_of(items, *, num_teachers, key)``
+    The keyed hash itself: the teacher of each item (bytes), from the item alone.
 ``check_partition(partition, num_records)``
     Proves disjointness, coverage and non-empty shards (and unit consistency); raises
     ``PartitionError`` otherwise.
@@ -22,14 +24,33 @@ Symbols
     It is not a dataset identity and never reaches the privacy ledger; the one dataset identity
     (order-independent, from the records' content) is ``pate.ledger.dataset_identity``.
 
-Neighbouring relation
----------------------
+Neighbouring relation: add or remove one record
+-----------------------------------------------
 PATE's guarantee (Papernot et al., ICLR 2017, 2018) rests on each sensitive item influencing at
-most one teacher, so that changing it changes at most one vote. With ``mode="random"`` or
-``"stratified"`` the item is a *record* (record-level DP). With ``mode="unit"`` every record of a
-unit is in one shard, so adding, removing or changing all records of one person changes one
-teacher's vote: the guarantee is per *unit* (user-level DP). ``Partition.neighbouring_relation``
-states which one holds.
+most one teacher, so that a neighbouring dataset changes at most one vote. pate-learn states
+every guarantee for *adding or removing* one record (the relation DP-SGD, Opacus and
+dp_accounting use), so the partition must be **stable** under that change: the teacher of a
+record is decided by the record alone, ``blake2b(record key, key=K) mod num_teachers``, with K a
+32-byte key drawn from the partition stream before any record is read (OS entropy, or the run's
+seed: then the split is reproducible). Adding a record puts it into one shard and moves no other
+record; removing one takes it out of its shard: exactly one teacher's training set changes, the
+number of teachers does not, and so one vote at most moves -- the histogram change every bound
+of :mod:`pate.analysis.rdp` assumes. (A split that deals a seeded permutation of the rows
+round-robin, as pate-learn did before, moves most records when one is added -- 865 of 1000 on
+digits -- so its bounds held only for replacing a record; see ``analysis.legacy_relation``.)
+Identical records share a key, hence a shard; that is still one record added or removed.
+
+With ``mode="unit"`` the hash is of the unit id: adding, removing or changing any records of one
+privacy unit changes one teacher, so the guarantee is per *unit* (user-level DP), which implies
+the record-level one. ``Partition.neighbouring_relation`` states which one holds.
+
+*Shard sizes.* A hash split is not exactly balanced: shard sizes are multinomial, about
+N/T +- sqrt(N/T) (60000 records over 250 teachers: 240 +- 15.5). The teachers already train
+on shards of unequal size (the vectorized trainer masks the short ones). A shard left empty is
+refused (``PartitionError``, "use fewer teachers"); for a fixed dataset its probability over the
+key is at most T (1 - 1/T)^N <= T exp(-N/T) -- below 1e-7 at 20 records per teacher and 50
+teachers, and the planner's minimum shard size keeps it negligible. There is no class-balanced
+("stratified") mode: dealing records class by class is not stable under adding a record.
 """
 
 from __future__ import annotations
@@ -48,12 +69,15 @@ from pate.analysis.validation import check_choice, check_int, describe
 from pate.io import atomic_write_bytes
 from pate.rng import check_rng
 
-__all__ = ["Partition", "partition_random", "partition_stratified", "partition_by_unit",
-           "check_partition", "ids_digest", "MODES", "PARTITION_FILENAME"]
+__all__ = ["Partition", "partition_random", "partition_by_unit", "teacher_of",
+           "check_partition", "ids_digest", "MODES", "PARTITION_FILENAME", "RELATION"]
 
-MODES = ("random", "stratified", "unit")
+MODES = ("random", "unit")
 PARTITION_FILENAME = "partition.npz"
-_FORMAT_VERSION = 1
+#: The neighbouring relation the partition is stable under (module docstring).
+RELATION = "add-remove"
+_FORMAT_VERSION = 2  # 1: a seeded permutation dealt round-robin (replace-one only); refused
+_KEY_BYTES = 32
 
 
 # --------------------------------------------------------------------------- ids and digests
@@ -181,13 +205,19 @@ class Partition:
         return np.bincount(self.assignment, minlength=self.num_teachers).astype(np.int64)
 
     @property
+    def relation(self) -> str:
+        """The neighbouring relation the split is stable under: ``"add-remove"``."""
+        return RELATION
+
+    @property
     def neighbouring_relation(self) -> str:
-        """Which neighbouring datasets the PATE guarantee is stated for."""
+        """Which neighbouring datasets the PATE guarantee is stated for, in words."""
         if self.mode == "unit":
-            return ("unit-level: datasets differing in all records of one privacy unit "
-                    "(e.g. one patient); each unit is held by exactly one teacher")
-        return ("record-level: datasets differing in one record; each record is held by exactly "
-                "one teacher")
+            return ("unit-level: datasets differing by the records of one privacy unit (e.g. one "
+                    "patient) added or removed; each unit's teacher is a keyed hash of its id, so "
+                    "exactly one teacher's shard changes")
+        return ("record-level: datasets differing by one record added or removed; each record's "
+                "teacher is a keyed hash of the record, so exactly one teacher's shard changes")
 
     def summary(self) -> dict:
         """A JSON-able description (no record-level information)."""
@@ -197,6 +227,7 @@ class Partition:
                "ids_digest": self.ids_digest,
                "shard_size_min": int(sizes.min()) if sizes.size else 0,
                "shard_size_max": int(sizes.max()) if sizes.size else 0,
+               "relation": self.relation,
                "neighbouring_relation": self.neighbouring_relation}
         if self.unit_ids is not None:
             out["num_units"] = int(np.unique(self.unit_ids).size)
@@ -261,6 +292,12 @@ class Partition:
         missing = required - set(fields)
         if missing:
             raise PartitionError(f"{str(path)!r} is not a partition file: missing {sorted(missing)}")
+        if int(fields["format_version"]) == 1:
+            raise PartitionError(
+                f"{str(path)!r} was written by an older pate-learn whose split (a seeded "
+                "permutation of the records) reshuffles when a record is added, so its bounds "
+                "hold for replacing a record only; this pate-learn states add/remove guarantees. "
+                "Start a new run directory (the teachers must be retrained on a stable split)")
         if int(fields["format_version"]) != _FORMAT_VERSION:
             raise PartitionError(f"{str(path)!r} has format version {int(fields['format_version'])}; "
                                  f"this pate-learn reads version {_FORMAT_VERSION}")
@@ -374,114 +411,101 @@ def _digest_for(record_ids: Any, num_records: int) -> str:
 
 # --------------------------------------------------------------------------- builders
 
-def partition_random(num_records: int, *, num_teachers: int, rng: np.random.Generator,
-                     seed: int | None = None, record_ids: Any = None) -> Partition:
-    """Uniformly random disjoint shards of equal size (+-1).
+def teacher_of(items: Sequence[bytes], *, num_teachers: int, key: bytes) -> np.ndarray:
+    """The teacher of each item: ``blake2b(item, key=key, digest_size=8) mod num_teachers``, an
+    (n,) int64 array. An item's teacher depends on the item and the key alone, never on the
+    other items (module docstring); the modulo bias is below num_teachers / 2**64."""
+    num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
+    if not isinstance(key, bytes) or not 16 <= len(key) <= 64:
+        raise TypeError(f"key must be 16 to 64 bytes, got {describe(key)}")
+    out = np.empty(len(items), dtype=np.uint64)
+    for i, item in enumerate(items):
+        out[i] = int.from_bytes(hashlib.blake2b(item, key=key, digest_size=8).digest(), "little")
+    return (out % np.uint64(num_teachers)).astype(np.int64)
+
+
+def _draw_key(rng: Any) -> bytes:
+    """The partition's hash key, drawn before any record is looked at."""
+    rng = check_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng.bytes(_KEY_BYTES)
+    return os.urandom(_KEY_BYTES)  # a SecureGenerator: OS entropy, like its variates
+
+
+def _check_record_keys(record_keys: Any) -> list[bytes]:
+    if isinstance(record_keys, (str, bytes)) or record_keys is None:
+        raise TypeError("record_keys must be the (N,) S16 array of pate.ledger.record_keys(x, y), "
+                        f"got {describe(record_keys)}")
+    arr = np.asarray(record_keys)
+    if arr.ndim != 1 or arr.dtype.kind != "S" or arr.size == 0:
+        raise TypeError("record_keys must be a non-empty 1-D bytes array (the S16 keys of "
+                        f"pate.ledger.record_keys(x, y)), got {describe(arr)}")
+    raw, width = np.ascontiguousarray(arr).tobytes(), arr.dtype.itemsize
+    return [raw[i:i + width] for i in range(0, len(raw), width)]
+
+
+def _unit_bytes(ids: np.ndarray) -> list[bytes]:
+    if np.issubdtype(ids.dtype, np.integer):
+        return [b"i" + int(v).to_bytes(8, "little", signed=True) for v in ids.tolist()]
+    return [b"s" + str(v).encode("utf-8") for v in ids.tolist()]
+
+
+def _no_empty_shard(assignment: np.ndarray, num_teachers: int, what: str) -> None:
+    sizes = np.bincount(assignment, minlength=num_teachers)
+    if np.any(sizes == 0):
+        per_teacher = assignment.size / num_teachers
+        suggest = max(1, assignment.size // 20)
+        raise PartitionError(
+            f"teacher {int(np.argmin(sizes))} of {num_teachers} got no {what[:-1]} (the split "
+            f"hashes each {what[:-1]} to a teacher; {per_teacher:.3g} {what} per teacher); use "
+            f"fewer teachers, e.g. num_teachers <= {suggest} for about 20 {what} each")
+
+
+def partition_random(record_keys: Any, *, num_teachers: int, rng: Any, seed: int | None = None,
+                     record_ids: Any = None) -> Partition:
+    """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under a
+    32-byte key drawn from ``rng`` -- stable under adding or removing a record (module docstring).
 
     Parameters
     ----------
-    num_records : int >= 1
-    num_teachers : int, 1 <= num_teachers <= num_records
-    rng : numpy.random.Generator (e.g. ``make_streams(seed).partition``)
+    record_keys : (N,) S16
+        The records' content keys, ``pate.ledger.record_keys(x, y)``.
+    num_teachers : int, 1 <= num_teachers <= N
+    rng : numpy.random.Generator or SecureGenerator (e.g. ``make_streams(seed).partition``)
     seed : int, optional
         Recorded in the partition (the seed the ``rng`` came from), for the audit trail.
     record_ids : (N,) ids, optional
         Ids of the records, for the digest (``arange(N)`` by default).
     """
-    num_records = check_int(num_records, "num_records", minimum=1)
+    keys = _check_record_keys(record_keys)
+    num_records = len(keys)
     num_teachers = _check_teachers(num_teachers, num_records, "records")
     digest = _digest_for(record_ids, num_records)
-    rng = check_rng(rng)
     _check_seed(seed)
-    assignment = np.empty(num_records, dtype=np.int64)
-    assignment[rng.permutation(num_records)] = np.arange(num_records, dtype=np.int64) % num_teachers
+    assignment = teacher_of(keys, num_teachers=num_teachers, key=_draw_key(rng))
+    _no_empty_shard(assignment, num_teachers, "records")
     return Partition(assignment=assignment, num_teachers=num_teachers, mode="random",
                      seed=seed, ids_digest=digest)
 
 
-def partition_stratified(labels: Any, *, num_teachers: int, num_classes: int,
-                         rng: np.random.Generator, seed: int | None = None,
-                         record_ids: Any = None) -> Partition:
-    """Shards of equal size (+-1) that each hold the same number (+-1) of records of each class.
-
-    Records are ordered by class (randomly within a class) and dealt round-robin to a random
-    permutation of the teachers, continuing from class to class.
-    """
-    num_classes = check_int(num_classes, "num_classes", minimum=2)
-    labels = _check_labels(labels, num_classes)
-    num_records = labels.size
-    num_teachers = _check_teachers(num_teachers, num_records, "records")
-    digest = _digest_for(record_ids, num_records)
-    rng = check_rng(rng)
-    _check_seed(seed)
-    within = rng.permutation(num_records)
-    order = within[np.argsort(labels[within], kind="stable")]
-    dealer = rng.permutation(num_teachers)
-    assignment = np.empty(num_records, dtype=np.int64)
-    assignment[order] = dealer[np.arange(num_records, dtype=np.int64) % num_teachers]
-    return Partition(assignment=assignment, num_teachers=num_teachers, mode="stratified",
-                     seed=seed, ids_digest=digest)
-
-
-def partition_by_unit(unit_ids: Any, *, num_teachers: int, rng: np.random.Generator,
+def partition_by_unit(unit_ids: Any, *, num_teachers: int, rng: Any,
                       seed: int | None = None) -> Partition:
-    """Shards such that all records of one privacy unit (patient, user) go to one teacher.
-
-    Units are visited in a random order, larger units first (ties in random order), and each is
-    given to the teacher holding the fewest records so far (ties: lowest index), which keeps
-    shard sizes balanced even when unit sizes vary. With units of one record this is a random
-    equal-size split.
-    """
+    """Shards such that all records of one privacy unit (patient, user) go to one teacher: the
+    unit's teacher is ``teacher_of`` its id under a key drawn from ``rng``, so adding or removing
+    a unit's records changes that unit's teacher alone (module docstring). Shard sizes follow
+    the unit sizes (no balancing: balancing would move other units when one is added)."""
     ids = _as_ids(unit_ids, "unit_ids")
     if ids.size == 0:
         raise ValueError("unit_ids is empty; there are no records to split")
-    units, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    units, inverse = np.unique(ids, return_inverse=True)
     num_teachers = _check_teachers(num_teachers, units.size, "privacy units")
-    rng = check_rng(rng)
     _check_seed(seed)
-    shuffled = rng.permutation(units.size)
-    visit = shuffled[np.argsort(-counts[shuffled], kind="stable")]
-    unit_teacher = np.empty(units.size, dtype=np.int64)
-    if np.all(counts == 1):
-        unit_teacher[visit] = np.arange(units.size, dtype=np.int64) % num_teachers
-    else:
-        _greedy_balance(visit, counts, num_teachers, unit_teacher)
+    unit_teacher = teacher_of(_unit_bytes(units), num_teachers=num_teachers, key=_draw_key(rng))
+    _no_empty_shard(unit_teacher, num_teachers, "units")
     return Partition(assignment=unit_teacher[inverse.reshape(-1)], num_teachers=num_teachers,
                      mode="unit", seed=seed, ids_digest=ids_digest(ids), unit_ids=ids)
-
-
-def _greedy_balance(visit: np.ndarray, counts: np.ndarray, num_teachers: int,
-                    unit_teacher: np.ndarray) -> None:
-    import heapq
-    heap = [(0, t) for t in range(num_teachers)]
-    for u in visit.tolist():
-        load, t = heapq.heappop(heap)
-        unit_teacher[u] = t
-        heapq.heappush(heap, (load + int(counts[u]), t))
 
 
 def _check_seed(seed: Any) -> None:
     if seed is not None:
         check_int(seed, "seed", minimum=0)
-
-
-def _check_labels(labels: Any, num_classes: int) -> np.ndarray:
-    if isinstance(labels, (str, bytes)) or labels is None:
-        raise TypeError(f"labels must be a 1-D integer array, got {describe(labels)}")
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise ValueError(f"labels must be 1-D (one label per record), got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError("labels is empty; there are no records to split")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) \
-                and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise TypeError(f"labels must be integer class indices, got {describe(arr)}")
-    arr = arr.astype(np.int64, copy=False)
-    bad = (arr < 0) | (arr >= num_classes)
-    if np.any(bad):
-        raise ValueError(f"labels must lie in [0, num_classes={num_classes}); got {int(arr[bad][0])} "
-                         f"(at record {int(np.argmax(bad))}); pass the right num_classes")
-    return arr

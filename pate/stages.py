@@ -351,17 +351,15 @@ def partition(run: Run) -> dict:
 
     cfg = run.config["partition"]
     k, rng = cfg["num_teachers"], run.streams().partition
-    private = run.data.private
-    if cfg["mode"] == "random":
-        part = P.partition_random(len(private), num_teachers=k, rng=rng)
-    elif cfg["mode"] == "stratified":
-        part = P.partition_stratified(private.y, num_teachers=k, num_classes=run.data.num_classes,
-                                      rng=rng)
+    if cfg["mode"] == "random":  # a keyed hash of each record's content key (the ledger's)
+        part = P.partition_random(_identity(run).record_keys, num_teachers=k, rng=rng)
     else:
         unit_ids = load_npy(cfg["unit_ids"], what="[partition] unit_ids")
         part = P.partition_by_unit(unit_ids, num_teachers=k, rng=rng)
     part.save(run.path(R.PARTITION))
-    return {"num_teachers": k, "mode": cfg["mode"],
+    sizes = part.shard_sizes
+    return {"num_teachers": k, "mode": cfg["mode"], "relation": part.relation,
+            "shard_size_min": int(sizes.min()), "shard_size_max": int(sizes.max()),
             "neighbouring_relation": part.neighbouring_relation}
 
 

@@ -19,9 +19,10 @@ def add_parser(subparsers) -> None:
         description=(
             "Start a run directory from --config (or continue one) and assign every record of "
             "the private split to exactly one teacher: <run-dir>/partition.npz. The same stage "
-            "as `pate run`: mode random, stratified, or unit (--unit-ids: one privacy-unit id per "
-            "record, e.g. a patient; all records of a unit go to the same teacher, so the "
-            "guarantee is per unit). The dataset's identity and budget are checked in the ledger "
+            "as `pate run`: mode random (each record's teacher is a keyed hash of the record, so "
+            "adding or removing a record changes one teacher) or unit (--unit-ids: one "
+            "privacy-unit id per record, e.g. a patient; all records of a unit go to the same "
+            "teacher, so the guarantee is per unit). The dataset's identity and budget are checked in the ledger "
             "before anything is written. Next: pate train-teachers --run-dir DIR."))
     add_stage_arguments(p, TABLES)
     p.set_defaults(func=run)
