@@ -115,6 +115,8 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
     "config": "dict",
     "privacy": {
         "neighbouring_relation": ("record", "unit"),
+        "relation": ("add-remove",),
+        "relation_text": "str",
         "mechanism": "str",  # a registered mechanism (pate.mechanisms), checked below
         "params": "dict",
         "num_teachers": "int",
@@ -471,6 +473,9 @@ _SEEDED_TEXT = (
     "labels or the figures below). The epsilons below describe what the same run would guarantee "
     "with secret noise; rerun with secure noise ([run] secure = true, or --secure) for a private "
     "release.")
+_SAME_RELATION = (
+    " Every bound in this report, the partition and the ledger's budget are stated for this one "
+    "relation (adding or removing), the one DP-SGD (Opacus, dp_accounting) states its epsilon for.")
 _LEDGER_OFF = (
     " The privacy ledger was turned off for this run: no budget was enforced across runs on this "
     "data, so the figures below cover this run alone and nothing stopped earlier or later runs "
@@ -559,9 +564,12 @@ def _statement_paragraphs(a: dict) -> list[tuple[str, str]]:
         ledger_off = ""
     if _is_smoke_test(a):
         paras.append((_SMOKE_HEAD, _SMOKE_TEXT))
+    split = ("" if knn else
+             f" The teachers' split decides each {short}'s teacher from the {short} alone (a keyed "
+             f"hash), so adding or removing one changes one teacher's vote.")
     paras.append(("What is protected", (
         f"This run protects the sensitive training data at the {short} level. {relation} {other}"
-        + ledger_off)))
+        f"{split}{_SAME_RELATION}" + ledger_off)))
 
     paras.append(("Mechanism", (
         f"{_mechanism_text(p['mechanism'])} Parameters: "
@@ -908,7 +916,8 @@ def _blocks(report: dict) -> list[tuple]:
         [f"Data-dependent \u03b5 (order {_param(p['order'])})", _eps(p["eps_data_dependent"]),
          "**NO \u2014 INTERNAL**"],
         ["\u03b4", delta, "yes"],
-        ["Neighbouring relation", f"{_RELATION_TEXT[p['neighbouring_relation']][0]}-level", "yes"],
+        ["Neighbouring relation",
+         f"{_RELATION_TEXT[p['neighbouring_relation']][0]}-level, added or removed", "yes"],
         ["Mechanism", f"{mechanisms.get(p['mechanism']).title} "
                       f"({_params_text(p['mechanism'], p['params'])})", "yes"],
         ["Teachers", _count(p["num_teachers"]), "yes"],

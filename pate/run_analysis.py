@@ -23,6 +23,7 @@ from pate import analysis
 from pate import config as C
 from pate import mechanisms
 from pate import rundir as R
+from pate.analysis.errors import CorruptFileError
 from pate.io import load_npy, read_json
 from pate.rundir import Run
 
@@ -124,9 +125,17 @@ def build_analysis(run: Run) -> dict:
     dep = ind if knn else spec.per_query_rdp(votes, params, answered=answered, orders=orders,
                                              data_dependent=True)
     rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
+    events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
+    stated_for = sorted({e.relation for e in events} - {analysis.ADD_REMOVE})
+    if stated_for:  # an aggregate.json written before the stable (keyed-hash) partition
+        raise CorruptFileError(
+            f"{run.path(R.AGGREGATE)} holds privacy events analysed for {', '.join(stated_for)} "
+            "neighbours (written by a pate-learn whose teacher split reshuffled the records when "
+            "one was added); this pate-learn states every guarantee for adding or removing one "
+            "record and cannot report that run's. Start a new run directory",
+            path=run.path(R.AGGREGATE))
     charged = analysis.RdpAccountant(orders).compose(
-        *[analysis.PrivacyEvent.from_dict(e) for e in summary["events"]
-          if e["mechanism"] != "gnss-release"])
+        *[e for e in events if e.mechanism != "gnss-release"])
     if not (np.allclose(charged.rdp(), rdp_dep, rtol=1e-9, atol=0)
             and np.allclose(charged.rdp(False), rdp_ind, rtol=1e-9, atol=0)):
         raise RuntimeError("the recomputed privacy cost differs from the cost the aggregator charged; "
@@ -204,6 +213,9 @@ def build_analysis(run: Run) -> dict:
         "config": config,
         "privacy": {
             "neighbouring_relation": relation,
+            # the one relation of every bound, the partition, the ledger and this report
+            "relation": analysis.ADD_REMOVE,
+            "relation_text": analysis.RELATIONS[analysis.ADD_REMOVE],
             "mechanism": mechanism, "params": params, "num_teachers": num_teachers,
             "delta": delta, "conversion": conversion,
             "orders": orders.tolist(), "rdp_data_dependent": rdp_dep.tolist(),
