@@ -30,13 +30,18 @@ Symbols
     A stored reservation (live or closed) as plain data.
 ``record_keys(x, y)``
     One 16-byte content key per record (dtype ``S16``), from the record's values and label only:
-    ``x[i]`` as little-endian float32 in C order (``-0.0`` read as ``0.0``, every NaN as one NaN)
-    with the per-record shape, ``y[i]`` as int64, hashed with sha256 under a versioned tag and
-    truncated to 128 bits. It does not depend on row order, file path or format, dataset name,
-    run folder or working directory. Values are compared as float32: records whose float32 values
-    are equal are the same record (conservative: more sharing, never less).
+    ``x[i]`` flattened in C order as little-endian float32 (``-0.0`` read as ``0.0``, every NaN
+    as one NaN), ``y[i]`` as int64, hashed with sha256 under a versioned tag and truncated to 128
+    bits. It does not depend on row order, file path or format, array layout (``(n, 1, 8, 8)`` or
+    ``(n, 64)``), float or integer width, dataset name, run folder or working directory. Values
+    are compared as float32: records whose float32 values are equal are the same record
+    (conservative: more sharing, never less). What is *not* the same record: rescaled,
+    re-normalised or augmented values, values in another order within the record (e.g. HWC
+    against CHW images), a changed label. ``legacy_record_keys`` are the keys schema <= 2 stored
+    (the per-record shape hashed too).
 ``DatasetIdentity``
-    ``(digest, record_keys, num_records)`` of a dataset: what the ledger knows it by.
+    ``(digest, record_keys, num_records, legacy_record_keys)`` of a dataset: what the ledger
+    knows it by (the legacy keys link what an older ledger holds under them).
 ``dataset_identity(x, y)``
     The identity **every pate entry point uses** (``pate run``, ``pate budget digest --config``):
     ``record_keys`` and their ``dataset_digest``. The same records in any order, in any file, give
@@ -56,6 +61,15 @@ Symbols
 
 Accounting rules
 ----------------
+* **One neighbouring relation: add or remove one record.** Every budget is a promise for that
+  relation (``datasets.relation``, ``Budget.relation``) and every event states the relation its
+  bound is for (``PrivacyEvent.relation``, in the stored payload). The ledger composes only
+  add/remove events: an event stated for replace-one -- what the teacher votes of a pate-learn
+  before the keyed-hash partition were (``analysis.legacy_relation`` reads an event stored
+  without a relation) -- makes every charge, reservation, prior and summary touching its dataset
+  fail with a ``LedgerError`` that says so and what to do (a new ledger file for new runs). A
+  replace-one bound cannot be converted: that partition reshuffled the records when one was
+  added, so no add/remove bound follows from it.
 * Spend is judged on the **data-independent** RDP of each event by default. The data-dependent
   RDP (Papernot et al. 2018, "Scalable Private Learning with PATE", Sec. 4) depends on the votes,
   so an epsilon computed from it is not itself differentially private; a dataset may opt in with
@@ -110,8 +124,15 @@ temporary file and hard-linked into place, so a half-initialised ledger never ex
 version-1 ledger is migrated in place in one transaction (the record tables and the
 ``datasets.conversion`` column, ``'classic'`` for every existing budget, are added and
 ``user_version`` bumped; every row is kept); a version-2 file written before budgets had a
-conversion (no ``datasets.conversion`` column) gains the column in place the same way. Any other
-file that is not a ledger of this version is never written to. Record keys live in
+conversion (no ``datasets.conversion`` column) gains the column in place the same way. A
+version-1 or -2 file becomes version 3 the same way: ``identities.key_version`` (1 for every
+stored identity: their keys hashed the shape) and ``datasets.relation`` (``'add-remove'``) are
+added; events are not rewritten. Registering records on such a ledger also looks them up under
+their legacy keys and under their legacy digest: every matching legacy record gains its current
+key and the datasets are linked, so an old budget keeps binding the same records in any layout
+from then on (records an old ledger holds in one layout and that are only ever seen again in
+another cannot be recognised: the old keys depend on the shape). Any other file that is not a
+ledger of this version is never written to. Record keys live in
 ``identities`` / ``records`` (indexed by key), overlap links in ``links``.
 """
 
@@ -1025,9 +1046,14 @@ class Ledger:
         too. A legacy dataset whose records are only ever seen again in another layout than
         the one the old ledger hashed cannot be recognised (the old keys include the shape)."""
         legacy = identity.legacy_record_keys
-        if legacy is None or not conn.execute(
-                "SELECT 1 FROM identities WHERE key_version < ? LIMIT 1", (KEY_VERSION,)).fetchone():
+        if legacy is None:
             return []
+        by_digest = [r[0] for r in conn.execute("SELECT digest FROM datasets WHERE digest=? AND "
+                                                "digest<>?", (identity.legacy_digest,
+                                                              identity.digest))]
+        if not conn.execute("SELECT 1 FROM identities WHERE key_version < ? LIMIT 1",
+                            (KEY_VERSION,)).fetchone():
+            return by_digest
         current = {bytes(k): bytes(c) for k, c in zip(
             _key_bytes(legacy), _key_bytes(identity.record_keys))}
         old_keys = list(current)
@@ -1040,9 +1066,7 @@ class Ledger:
                     (KEY_VERSION, *chunk)):
                 upgraded.append((current[bytes(key)], int(iid)))
         conn.executemany("INSERT OR IGNORE INTO records (key, identity) VALUES (?, ?)", upgraded)
-        legacy_digest = identity.legacy_digest
-        return [r[0] for r in conn.execute("SELECT digest FROM datasets WHERE digest=? AND digest<>?",
-                                           (legacy_digest, identity.digest))]
+        return by_digest
 
     def overlapping(self, identity: DatasetIdentity) -> list[dict]:
         """Registered datasets that share records with ``identity`` (read only; nothing is

@@ -1,0 +1,190 @@
+"""Issue #30 in the ledger: one neighbouring relation (add/remove) for every budget and every
+event composed against it, and one identity per set of records whatever their array layout --
+also for ledgers written before either existed (schema <= 2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from pate.analysis import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, gnmax_event
+from pate.analysis.class_means import class_means_event
+from pate.analysis.errors import BudgetExceededError, LedgerError
+from pate.ledger import (DatasetIdentity, Ledger, dataset_digest, dataset_identity,
+                         legacy_record_keys)
+
+DELTA = 1e-5
+VOTES = np.tile(np.array([[200, 30, 20]]), (30, 1))
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "ledger.sqlite3"
+
+
+@pytest.fixture
+def digits():
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return d.images[:500, None].astype(np.float32), d.target[:500]   # (N, 1, 8, 8)
+
+
+def _strip_relations(path) -> None:
+    """Make every stored event one an older pate-learn wrote: no relation in the payload."""
+    conn = sqlite3.connect(path)
+    for rid, payload in conn.execute("SELECT id, payload FROM events").fetchall():
+        d = json.loads(payload)
+        d.pop("relation", None)
+        text = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        conn.execute("UPDATE events SET payload=?, sha256=? WHERE id=?",
+                     (text, hashlib.sha256(text.encode()).hexdigest(), rid))
+    conn.commit()
+    conn.close()
+
+
+def test_budgets_and_events_state_the_relation(path):
+    digest = dataset_digest(np.arange(50))
+    with Ledger(path) as led:
+        led.set_budget(digest, eps=5.0, delta=DELTA, name="d")
+        led.charge("d", [gnmax_event(VOTES, sigma=40.0)])
+        assert led.budget("d").relation == ADD_REMOVE
+        assert led.summary("d")["budget"]["relation"] == ADD_REMOVE
+        assert led.events("d")[0].event.relation == ADD_REMOVE
+    conn = sqlite3.connect(path)
+    assert json.loads(conn.execute("SELECT payload FROM events").fetchone()[0])["relation"] == \
+        ADD_REMOVE
+    with pytest.raises(sqlite3.IntegrityError):  # the budget's relation column is checked
+        conn.execute("UPDATE datasets SET relation='replace-one'")
+    conn.close()
+
+
+def test_a_replace_one_event_is_never_recorded(path):
+    event = gnmax_event(VOTES, sigma=40.0)
+    old = PrivacyEvent(event.mechanism, event.params, event.orders, event.rdp,
+                       event.rdp_data_independent, event.queries, event.answered,
+                       relation=REPLACE_ONE)
+    with Ledger(path) as led:
+        led.register_dataset(dataset_digest(np.arange(50)), name="d")
+        with pytest.raises(LedgerError, match="replace-one"):
+            led.charge("d", [old])
+        assert led.events("d") == []
+
+
+def test_an_old_ledger_mixing_relations_is_refused_not_summed(path):
+    """Break 1: class-means (add/remove) and teacher votes from the old split (replace-one)
+    were composed in one dataset's total, a bound under neither relation. Every later charge,
+    reservation and summary on that dataset is refused, naming the relation and the fix."""
+    digest = dataset_digest(np.arange(50))
+    with Ledger(path) as led:
+        led.set_budget(digest, eps=10.0, delta=DELTA, name="d")
+        led.charge("d", [gnmax_event(VOTES, sigma=40.0),
+                         class_means_event(sigma=4.245, count_weight=0.3, queries=9000)])
+    _strip_relations(path)
+    with Ledger(path) as led:
+        stored = [s.event for s in led.events("d")]
+        assert [e.relation for e in stored] == [REPLACE_ONE, ADD_REMOVE]
+        with pytest.raises(LedgerError, match="replace-one.*new ledger file"):
+            led.charge("d", [class_means_event(sigma=4.245, count_weight=0.3, queries=10)])
+        with pytest.raises(LedgerError, match="replace-one"):
+            led.reserve("d", orders=stored[1].orders, rdp=stored[1].rdp)
+        with pytest.raises(LedgerError, match="replace-one"):
+            led.summary("d")
+        with pytest.raises(LedgerError, match="replace-one"):
+            led.prior_rdp("d", orders=stored[1].orders)
+        assert len(led.events("d")) == 2  # nothing recorded
+
+
+def test_an_old_ledger_with_add_remove_events_only_keeps_working(path):
+    digest = dataset_digest(np.arange(50))
+    with Ledger(path) as led:
+        led.set_budget(digest, eps=10.0, delta=DELTA, name="d")
+        led.charge("d", [class_means_event(sigma=4.245, count_weight=0.3, queries=9000)])
+        spent = led.summary("d")["spent"]
+    _strip_relations(path)
+    with Ledger(path) as led:
+        assert led.summary("d")["spent"] == spent
+        led.charge("d", [class_means_event(sigma=4.245, count_weight=0.3, queries=10)])
+        assert len(led.events("d")) == 2
+
+
+def test_a_reshaped_copy_of_the_records_is_the_same_dataset(path, digits):
+    """Break 4: digits as (N, 1, 8, 8) and the same values as (N, 64), float64, int32 labels --
+    a CSV with 64 columns, an npz, arrays to pate.fit -- had different identities, so a run on
+    the flattened copy got a fresh budget where the original was exhausted."""
+    x, y = digits
+    flat = dataset_identity(x.reshape(len(x), 64).astype(np.float64), y.astype(np.int32))
+    assert flat.digest == dataset_identity(x, y).digest
+    event = gnmax_event(VOTES, sigma=40.0)
+    with Ledger(path) as led:
+        led.register_identity(dataset_identity(x, y), name="digits")
+        led.set_budget("digits", eps=1.0, delta=DELTA)
+        with pytest.raises(BudgetExceededError):
+            for _ in range(100):
+                led.charge("digits", [event])
+        assert led.register_identity(flat) == flat.digest
+        with pytest.raises(BudgetExceededError):
+            led.charge(flat.digest, [event])
+    # what is not the same data: rescaled values, one changed label
+    assert dataset_identity(x / 16.0, y).digest != flat.digest
+    y2 = y.copy()
+    y2[0] = (y2[0] + 1) % 10
+    assert dataset_identity(x, y2).digest != flat.digest
+
+
+def _legacy_ledger(path, x, y, *, eps=1.0) -> str:
+    """A ledger as schema 2 wrote it: the records under their legacy keys (key version 1), the
+    dataset under the legacy digest, its budget exhausted."""
+    keys = legacy_record_keys(x, y)
+    legacy = DatasetIdentity(dataset_digest(keys), keys, int(keys.size))
+    event = class_means_event(sigma=2.0, count_weight=0.3, queries=100)
+    with Ledger(path) as led:
+        led.register_identity(legacy, name="old-digits")
+        led.set_budget("old-digits", eps=eps, delta=DELTA)
+        with pytest.raises(BudgetExceededError):
+            for _ in range(100):
+                led.charge("old-digits", [event])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE identities SET key_version=1")
+    conn.commit()
+    conn.close()
+    return legacy.digest
+
+
+def test_records_an_old_ledger_holds_under_legacy_keys_stay_bound_to_its_budget(path, digits):
+    x, y = digits
+    legacy = _legacy_ledger(path, x, y)
+    event = class_means_event(sigma=2.0, count_weight=0.3, queries=100)
+    ident = dataset_identity(x, y)
+    assert ident.digest != legacy and ident.legacy_digest == legacy
+    with Ledger(path) as led:
+        overlap = {o["dataset"]: o["shared_records"] for o in led.overlapping(ident)}
+        assert overlap[legacy] == len(np.unique(ident.legacy_record_keys))
+        led.register_identity(ident, name="digits")
+        led.set_budget("digits", eps=100.0, delta=DELTA)  # a fresh, large budget of its own
+        assert [link["dataset"] for link in led.linked("digits")] == [legacy]
+        with pytest.raises(BudgetExceededError, match="old-digits"):
+            led.charge("digits", [event])   # the old dataset's exhausted budget binds
+        # once seen in the old layout, the records link in any layout
+        flat = (x.reshape(len(x), 64)[:400], y[:400])
+        subset = dataset_identity(*flat)
+        led.register_identity(subset, name="digits-flat-subset")
+        linked = {link["dataset"] for link in led.linked("digits-flat-subset")}
+        assert legacy in linked and ident.digest in linked
+        with pytest.raises(BudgetExceededError, match="old-digits"):
+            led.charge("digits-flat-subset", [event])
+
+
+def test_a_budget_set_on_the_digest_an_older_pate_printed_binds(path, digits):
+    x, y = digits
+    ident = dataset_identity(x, y)
+    with Ledger(path) as led:
+        led.set_budget(ident.legacy_digest, eps=0.5, delta=DELTA, name="by-old-digest")
+        led.register_identity(ident)
+        assert [link["dataset"] for link in led.linked(ident.digest)] == [ident.legacy_digest]
+        with pytest.raises(BudgetExceededError, match="by-old-digest"):
+            led.charge(ident.digest, [gnmax_event(VOTES, sigma=5.0)])
