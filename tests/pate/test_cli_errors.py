@@ -413,3 +413,61 @@ def test_ensure_writable_dir_read_only(tmp_path):
             pio.ensure_writable_dir(locked, flag="--run-dir")
     finally:
         locked.chmod(0o700)
+
+
+# --- bad input is refused before any work or charge (issue #30) ------------------------------
+
+
+def _npz_config(tmp_path, small_digits, digits, **replace):
+    """configs/digits.toml (short training) on an npz copy of the digits splits, with
+    ``replace``'s arrays swapped in."""
+    arrays = dict(x_private=digits.private.x, y_private=digits.private.y, x_public=digits.public.x,
+                  x_evaluation=digits.evaluation.x, y_evaluation=digits.evaluation.y)
+    arrays.update(replace)
+    np.savez(tmp_path / "data.npz", **arrays)
+    return small_digits(tmp_path, replace=(('name = "digits"\n\n[partition]',
+                                            f'name = "npz:{tmp_path / "data.npz"}"\n\n[partition]'),))
+
+
+def _spoiled(array, index, value, dtype=np.float64):
+    array = np.array(array, dtype=dtype)
+    array[index] = value
+    return array
+
+
+@pytest.mark.parametrize("command", ["run", "partition"])
+@pytest.mark.parametrize("key, index, value, message", [
+    ("x_private", (3, 0, 2, 5), np.nan, "private split (x_private): row 3, position (0, 2, 5) is nan"),
+    ("x_private", (7, 0, 0, 0), np.inf, "private split (x_private): row 7, position (0, 0, 0) is inf"),
+    ("x_public", (8, 0, 1, 1), np.nan, "public split (x_public): row 8, position (0, 1, 1) is nan"),
+    ("x_evaluation", (0, 0, 7, 7), -np.inf, "evaluation split (x_evaluation): row 0, position (0, 7, 7) is -inf"),
+    ("y_private", 9, 2.5, "private split (y_private): row 9 is 2.5, not an integer class index"),
+    ("y_private", 4, 10**7, "private split, row 4 has label 10000000, which makes 10000001 classes"),
+])
+def test_bad_records_are_refused_before_any_work_file_or_charge(
+        capsys, tmp_path, small_digits, digits, command, key, index, value, message):
+    """On main these were trained on and charged (NaN private features: exit 0; NaN public
+    features: two ledger events, then a failure in the student stage), truncated (2.5 -> 2) or
+    sized into 10**7 + 1 classes (17 GB in the teachers stage)."""
+    import time
+
+    dtype = np.int64 if isinstance(value, int) else np.float64
+    config = _npz_config(tmp_path, small_digits, digits,
+                         **{key: _spoiled(_array(digits, key), index, value, dtype)})
+    run_dir, ledger_path = tmp_path / "run", tmp_path / "ledger.sqlite3"
+    start = time.perf_counter()
+    status = main([command, "--config", str(config), "--run-dir", str(run_dir),
+                   "--ledger", str(ledger_path), "--no-progress"])
+    seconds = time.perf_counter() - start
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert len(lines(err)) == 1 and err.startswith(f"pate {command}: error: npz:"), err
+    assert message in err and "nothing was trained, written or charged" in err
+    assert not run_dir.exists() and not ledger_path.exists()  # no run, no ledger, no charge
+    assert seconds < 30.0  # refused at once, not after training (or sizing 10**7 classes)
+
+
+def _array(digits, key):
+    xy, split = key.split("_")
+    part = getattr(digits, split)
+    return part.x if xy == "x" else part.y
