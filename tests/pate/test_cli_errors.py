@@ -471,3 +471,127 @@ def _array(digits, key):
     xy, split = key.split("_")
     part = getattr(digits, split)
     return part.x if xy == "x" else part.y
+
+
+# --- a full disk is an expected error (issue #30) --------------------------------------------
+
+
+def _fail_fsync_of(monkeypatch, fragment: str, code: int = 28):
+    """Make ``os.fsync`` fail with ``code`` (ENOSPC) for files whose path holds ``fragment``, as
+    a full disk does when the data reaches it; every other file is written as usual."""
+    real = os.fsync
+    failed = []
+
+    def fsync(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if fragment in path:
+            failed.append(path)
+            raise OSError(code, os.strerror(code))  # no file name, like the real one
+        return real(fd)
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to tell which file is written")
+    monkeypatch.setattr(os, "fsync", fsync)
+    return failed
+
+
+@pytest.mark.parametrize("code, name", [(28, "ENOSPC"), (122, "EDQUOT"), (30, "EROFS")])
+def test_a_full_disk_during_a_write_is_one_line_exit_2_and_keeps_the_old_file(
+        monkeypatch, capsys, ledger, tmp_path, code, name):
+    """Was "internal error ... this is a bug" (exit 70): the OSError of a write names no file."""
+    target = tmp_path / "out" / "summary.json"
+    target.parent.mkdir()
+    target.write_text('{"old": true}\n')
+    failed = _fail_fsync_of(monkeypatch, "summary.json", code)
+    monkeypatch.setattr(budget_command, "run",
+                        lambda args: pio.atomic_write_json(target, {"new": True}))
+    assert main(["budget", "list", "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert failed and len(lines(err)) == 1, err
+    assert err.startswith(f"pate budget: error: cannot write {target}: {os.strerror(code)} ({name}); ")
+    assert INTERNAL not in err
+    assert target.read_text() == '{"old": true}\n'  # the old content, whole
+    assert sorted(p.name for p in target.parent.iterdir()) == ["summary.json"]  # no temp file
+
+
+def test_an_unnamed_full_disk_error_is_expected():
+    status, message = classify(OSError(28, "No space left on device"))
+    assert status == 2 and message.startswith("No space left on device while writing an output")
+    assert classify(OSError(28, "No space left on device", "/x/labels.npy")) == (
+        2, "No space left on device: /x/labels.npy (free space on that file system and run the "
+           "command again)")
+
+
+def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
+        monkeypatch, capsys, tmp_path, small_digits, one_torch_thread):
+    """The answers reach the pending file inside their ledger reservation: a full disk there
+    gives the reservation back (nothing charged); a full disk when the charged answers are
+    published keeps the pending file, and --resume publishes them without charging again."""
+    ledger_path, run_dir = tmp_path / "ledger.sqlite3", tmp_path / "run"
+    argv = ["run", "--config", str(small_digits(tmp_path)), "--run-dir", str(run_dir),
+            "--ledger", str(ledger_path), "--no-progress"]
+    assert main([*argv, "--until", "votes"]) == 0
+    capsys.readouterr()
+
+    def charged() -> int:
+        run_id = json.loads((run_dir / "run.json").read_text())["run_id"] + ":aggregate"
+        with Ledger(ledger_path) as led:
+            (dataset,) = [d["digest"] for d in led.datasets()]
+            return sum(e.event.answered for e in led.events(dataset, run_id=run_id))
+
+    def temp_files():
+        return sorted(str(p) for p in run_dir.rglob("*.tmp"))
+
+    with monkeypatch.context() as patch:  # the disk fills while the answers are saved pending
+        failed = _fail_fsync_of(patch, "aggregate.pending")
+        assert main([*argv, "--resume", "--until", "aggregate"]) == 2
+    err = capsys.readouterr().err
+    assert failed and lines(err)[-1].startswith(
+        f"pate run: error: cannot write {run_dir / 'aggregate.pending.npz'}: No space left on "
+        "device (ENOSPC); free space"), err
+    assert charged() == 0 and not (run_dir / "labels.npy").exists() and temp_files() == []
+
+    with monkeypatch.context() as patch:  # charged, then the disk fills while publishing
+        failed = _fail_fsync_of(patch, "labels.npy")
+        assert main([*argv, "--resume", "--until", "aggregate"]) == 2
+    err = capsys.readouterr().err
+    assert failed and f"cannot write {run_dir / 'labels.npy'}: No space left" in lines(err)[-1]
+    spent = charged()
+    assert spent > 0 and (run_dir / "aggregate.pending.npz").exists() and temp_files() == []
+
+    assert main([*argv, "--resume", "--until", "aggregate"]) == 0  # space freed
+    answered = np.load(run_dir / "answered.npy")
+    assert charged() == spent == int(answered.sum())  # published what was charged, once
+    assert not (run_dir / "aggregate.pending.npz").exists()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 300 KiB tmpfs (a disk that fills up), where this machine lets us mount one."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_a_real_full_disk_ends_pate_run_with_one_line(tmp_path, small_digits, small_tmpfs):
+    ledger_path, run_dir = tmp_path / "ledger.sqlite3", small_tmpfs / "run"
+    done = _pate("run", "--config", small_digits(tmp_path), "--run-dir", run_dir,
+                 "--ledger", ledger_path, "--no-progress", env={"PATE_DEBUG": "",
+                                                                "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr
+    last = lines(done.stderr)[-1]
+    assert last.startswith(f"pate run: error: cannot write {run_dir}/"), done.stderr
+    assert "No space left on device (ENOSPC); free space" in last and INTERNAL not in done.stderr
+    assert [line for line in lines(done.stderr) if "error" in line] == [last]
+    assert sorted(small_tmpfs.rglob("*.tmp")) == []  # no half-written file
+    with Ledger(ledger_path) as led:  # nothing was charged
+        assert all(led.events(d["digest"]) == [] for d in led.datasets())
