@@ -595,3 +595,17 @@ def test_a_real_full_disk_ends_pate_run_with_one_line(tmp_path, small_digits, sm
     assert sorted(small_tmpfs.rglob("*.tmp")) == []  # no half-written file
     with Ledger(ledger_path) as led:  # nothing was charged
         assert all(led.events(d["digest"]) == [] for d in led.datasets())
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_init_config_on_a_full_disk_leaves_no_half_written_config(capsys, small_tmpfs, force):
+    with open(small_tmpfs / "filler", "wb", buffering=0) as fh:  # fill the disk to the last page
+        with pytest.raises(OSError, match="No space left"):
+            while True:
+                fh.write(b"\0" * 4096)
+    target = small_tmpfs / "digits.toml"
+    status = main(["init-config", "digits", "--output", str(target), *(["--force"] if force else [])])
+    err = capsys.readouterr().err
+    assert status == 2 and len(lines(err)) == 1, err
+    assert err.startswith(f"pate init-config: error: cannot write {target}: No space left on device")
+    assert sorted(p.name for p in small_tmpfs.iterdir()) == ["filler"]
