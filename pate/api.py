@@ -118,8 +118,11 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
 
 
 def _memory_data(private, public, evaluation):
+    """The :class:`PateData` of arrays given to :func:`fit`, checked like a file's
+    (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
+    anything is written or charged."""
     from pate.ledger import dataset_identity
-    from pate.teachers.data import ArraySplit, PateData
+    from pate.teachers.data import ArraySplit, PateData, check_classes, check_features, check_labels
 
     xp, yp = _arrays(private, "private", labels="required")
     xq, yq = _arrays(public, "public", labels="optional")
@@ -127,16 +130,17 @@ def _memory_data(private, public, evaluation):
         raise TypeError("evaluation=(x, y) is needed: labelled held-out data on which the student's "
                         "accuracy is measured for the report (never used for training)")
     xe, ye = _arrays(evaluation, "evaluation", labels="required")
-    for label, y in (("private", yp), ("evaluation", ye)):
-        if not np.issubdtype(np.asarray(y).dtype, np.integer) or np.asarray(y).min() < 0:
-            raise ValueError(f"{label} labels must be non-negative integers (class indices)")
     yq = np.full(len(xq), -1, dtype=np.int64) if yq is None else yq
+    for split, x, y in (("private", xp, yp), ("public", xq, yq), ("evaluation", xe, ye)):
+        check_features(x, f"pate.fit {split} x")
+        check_labels(y, f"pate.fit {split} y", unknown_ok=split == "public")
     splits = [ArraySplit(xp, yp), ArraySplit(xq, yq), ArraySplit(xe, ye)]
     shapes = {s.x.shape[1:] for s in splits}
     if len(shapes) != 1:
         raise ValueError(f"private, public and evaluation inputs must have one shape per item, got "
                          f"{sorted(shapes)}")
     num_classes = int(max(splits[0].y.max(), splits[2].y.max(), splits[1].y.max())) + 1
+    check_classes("pate.fit", dict(zip(("private", "public", "evaluation"), splits)), num_classes)
     identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(name=f"memory:{identity.digest[:16]}", private=splits[0], public=splits[1],
                     evaluation=splits[2], num_classes=max(2, num_classes),

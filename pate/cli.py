@@ -15,7 +15,9 @@ unchanged):
   ``RunDirError``, ``PartitionError``, and the ``ValueError`` / ``TypeError`` raised on
   purpose by our validation), missing files or data (``FileNotFoundError``,
   ``DatasetNotFoundError``), unwritable paths (``PermissionError`` and the ``OSError`` of a
-  path that cannot be written, named) exit ``EXIT_INPUT`` (2); budget and ledger errors
+  path that cannot be written, named), a full disk or read-only file system (``ENOSPC``,
+  ``EDQUOT``, ``EFBIG``, ``EROFS``; the writers of ``pate.io`` name the file, see
+  ``naming_write_errors``) exit ``EXIT_INPUT`` (2); budget and ledger errors
   (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
 * a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
   innermost frame of its traceback is in ``pate/analysis/validation.py`` or ``pate/config.py``,
@@ -65,6 +67,11 @@ _PATH_ERRNOS = frozenset(
     getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ENOTDIR",
                                       "EISDIR", "EEXIST", "ENAMETOOLONG", "ELOOP", "ENOENT")
     if hasattr(errno, name))
+
+# The errnos of a full disk or a read-only file system: expected even where no file is named
+# (pate.io names the file of every write it does; a library's write may not).
+_NO_ROOM_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS")
+                            if hasattr(errno, name))
 
 # The folders of pate and its subpackages, resolved: in a checkout pate/analysis, pate/teachers and
 # pate/student are symlinks to the top-level folders (a traceback names either path); in an
@@ -203,6 +210,10 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return EXIT_INPUT, _os_message(exc)
     if isinstance(exc, OSError) and exc.errno in _PATH_ERRNOS and exc.filename is not None:
         return EXIT_INPUT, _os_message(exc)
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM_ERRNOS:
+        return EXIT_INPUT, (f"{exc.strerror or _message(exc)} while writing an output (rerun with "
+                            "--debug to see which); free space on that file system (or write "
+                            "elsewhere) and run the command again")
     if isinstance(exc, (ValueError, TypeError)) and raised_on_purpose(exc):
         return EXIT_INPUT, _message(exc)
     return EXIT_SOFTWARE, _message(exc)
@@ -242,7 +253,10 @@ def _message(exc: BaseException) -> str:
 def _os_message(exc: OSError) -> str:
     if exc.strerror and exc.filename is not None:
         target = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 is not None else "")
-        hint = "" if isinstance(exc, FileNotFoundError) else " (check the path and its permissions)"
+        hint = ("" if isinstance(exc, FileNotFoundError) else
+                " (free space on that file system and run the command again)"
+                if exc.errno in _NO_ROOM_ERRNOS - {errno.EROFS} else
+                " (check the path and its permissions)")
         return f"{exc.strerror}: {target}{hint}"
     return _message(exc)
 

@@ -5,7 +5,11 @@ Every output of pate-learn (partitions, votes, labels, summaries, checkpoints, r
 through these helpers: write a temporary file in the same directory, fsync, then ``os.replace``.
 
 ``atomic_write_bytes(path, data)``, ``atomic_write_json(path, obj)``, ``atomic_save_npy(path,
-array)``, ``atomic_savez(path, **arrays)``: write atomically; return the path.
+array)``, ``atomic_savez(path, **arrays)``: write atomically; return the path. On failure the
+temporary file is removed (the target keeps its old content or stays absent); a full disk
+(``ENOSPC``, ``EDQUOT``, ``EFBIG``), a read-only file system (``EROFS``) or missing rights
+(``EACCES``, ``EPERM``) raise ``RunDirError`` naming the file and what to do
+(:func:`naming_write_errors`, also used by the report's writer).
 
 Readers -- never unpickle, and every failure names the file:
 
@@ -36,6 +40,8 @@ No torch import here (``pate.teachers.checkpoint`` adds the torch-specific ones)
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import json
 import os
@@ -49,24 +55,52 @@ import numpy as np
 from pate.analysis.errors import CorruptFileError, RunDirError
 
 __all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_save_npy", "atomic_savez",
-           "read_json", "load_npy", "load_npz", "ensure_writable_dir"]
+           "naming_write_errors", "read_json", "load_npy", "load_npz", "ensure_writable_dir"]
+
+
+# A write that fails for want of room or rights: what to do about it (an expected error).
+_NO_ROOM = "free space on that file system (or raise the quota) and run the command again"
+WRITE_ERRNOS = {
+    getattr(errno, name): advice for name, advice in (
+        ("ENOSPC", _NO_ROOM), ("EDQUOT", _NO_ROOM), ("EFBIG", _NO_ROOM),
+        ("EROFS", "the file system is read-only: write to another folder"),
+        ("EACCES", "fix the folder's permissions or write to another folder"),
+        ("EPERM", "fix the folder's permissions or write to another folder"))
+    if hasattr(errno, name)}
+
+
+@contextlib.contextmanager
+def naming_write_errors(path):
+    """Inside it, an ``OSError`` of a full disk (``ENOSPC``, ``EDQUOT``, ``EFBIG``), a read-only
+    file system or missing rights while writing ``path`` becomes a :class:`RunDirError` naming
+    the file, the cause and what to do (the ``pate`` command: one line, exit 2); any other
+    error passes unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        advice = WRITE_ERRNOS.get(exc.errno)
+        if advice is None:
+            raise
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc} "
+                          f"({errno.errorcode[exc.errno]}); {advice} (nothing half-written was "
+                          "left; a stopped `pate run` continues with --resume)",
+                          path=path) from exc
 
 
 def atomic_write_bytes(path, data: bytes) -> pathlib.Path:
     path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    with naming_write_errors(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):  # the original error says more than the cleanup's
+                os.unlink(tmp)
+            raise
     return path
 
 

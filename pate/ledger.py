@@ -757,8 +757,10 @@ class Ledger:
                 # no hard links on this filesystem: rename, but never over an existing file
                 if not self.path.exists():
                     os.replace(tmp, self.path)
-        except OSError as exc:
-            raise LedgerError(f"cannot create a ledger at {self.path}: {exc}") from exc
+        except (OSError, sqlite3.Error) as exc:  # sqlite3: e.g. a full disk ("disk I/O error")
+            raise LedgerError(f"cannot create a ledger at {self.path}: {exc}; check that its "
+                              "file system has free space and is writable, or choose another "
+                              "--ledger") from exc
         finally:
             for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
                 with contextlib.suppress(FileNotFoundError):
@@ -901,6 +903,11 @@ class Ledger:
                 f"the ledger at {self.path} is unreadable ({text}); it was left untouched. Do not "
                 "delete it: check it with `sqlite3 PATH 'PRAGMA integrity_check'` and restore it "
                 "from a backup if needed.")
+        if "disk is full" in text or "disk I/O error" in text or "readonly" in text:
+            return LedgerError(  # SQLite's words for a full disk (ENOSPC) or a read-only one
+                f"ledger operation on {self.path} failed: {text}; the transaction was rolled "
+                "back (nothing recorded). Free space on its file system (or make it writable) "
+                "and run the command again")
         return LedgerError(f"ledger operation on {self.path} failed: {text}")
 
     @contextlib.contextmanager

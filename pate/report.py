@@ -71,6 +71,7 @@ from typing import Any
 
 from pate import config as C
 from pate import mechanisms
+from pate.io import naming_write_errors
 
 __all__ = [
     "ANALYSIS_FILE",
@@ -1383,17 +1384,19 @@ def _file_mode() -> int:
 
 
 def _stage(path: Path, data: bytes, mode: int) -> Path:
-    """Write ``data`` to a temporary file beside ``path``; the caller os.replace()s it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``data`` to a temporary file beside ``path``; the caller os.replace()s it. A full
+    disk raises ``RunDirError`` naming ``path`` (:func:`pate.io.naming_write_errors`)."""
+    with naming_write_errors(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return Path(tmp)
 
 
@@ -1432,7 +1435,8 @@ def write_report(run_dir: str | os.PathLike) -> dict:
         for target, data in targets:
             staged.append((_stage(target, data, mode), target))
         for tmp, target in staged:
-            os.replace(tmp, target)
+            with naming_write_errors(target):
+                os.replace(tmp, target)
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)

@@ -49,9 +49,21 @@ image_size=None)``
 ``CLASS_NAMES``, ``IMAGE_EXTENSIONS``
     The built-in datasets' class names; the file suffixes ``imagefolder:`` reads.
 
+``check_features(x, what)``, ``check_labels(y, what, unknown_ok=False)``, ``check_classes(source,
+splits, num_classes, declared=None)``
+    The input checks every dataset passes, from a file or from memory (``pate.fit``), before it
+    is partitioned, trained on or charged: features finite (as float32: NaN, +-inf and float64
+    beyond float32's range are refused), labels integer class indices (``2.5`` and NaN refused,
+    ``3.0`` accepted; negative refused, ``-1`` allowed for an unknown public label), and at most
+    as many classes as private records (a label of 10**7 on 1000 records would otherwise size
+    every vote histogram for 10**7 + 1 classes). Each raises
+    :class:`pate.analysis.errors.InputError` naming the split (and file/array), the row (and
+    column or position) and the value.
+
 Errors: a missing dataset raises :class:`pate.analysis.errors.DatasetNotFoundError` saying how to
 obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read;
-an image file that cannot be decoded raises :class:`pate.analysis.errors.InputError` naming it.
+an image file that cannot be decoded, a non-finite feature or a label that is not a class index
+raises :class:`pate.analysis.errors.InputError` naming it.
 Messages go to the ``logging`` logger ``"pate.teachers.data"`` (a child of ``"pate"``).
 """
 
@@ -70,7 +82,8 @@ import numpy as np
 from pate.analysis.errors import DatasetNotFoundError, InputError
 from pate.analysis.validation import check_int, describe
 
-__all__ = ["ArraySplit", "PateData", "load_pate_data", "read_idx", "DATASET_NAMES",
+__all__ = ["ArraySplit", "PateData", "load_pate_data", "read_idx", "check_features", "check_labels",
+           "check_classes", "DATASET_NAMES",
            "DEFAULT_FASHION_MNIST_DIR", "CLASS_NAMES", "IMAGE_EXTENSIONS"]
 
 logger = logging.getLogger("pate.teachers.data")
@@ -79,6 +92,7 @@ DEFAULT_FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 #: Names accepted by :func:`load_pate_data` (plus the ``npz:``/``csv:``/``imagefolder:`` prefixes).
 DATASET_NAMES = ("fashion-mnist", "mnist", "kmnist", "cifar10", "svhn", "digits")
 _PREFIXES = ("npz:", "csv:", "imagefolder:")
+_NPZ_SPLIT_KEYS = ("x_private", "y_private", "x_public", "y_public", "x_evaluation", "y_evaluation")
 _PROTOCOL_PUBLIC, _PROTOCOL_EVAL = 9000, 1000
 _DIGITS_PUBLIC, _DIGITS_EVAL = 597, 200
 _LABEL_COLUMNS = ("label", "y", "target", "class")
@@ -96,6 +110,129 @@ CLASS_NAMES = {
 }
 
 
+# --------------------------------------------------------------------------- input checks
+
+#: The largest label accepted before the class count is judged against the records (a class
+#: index is below the number of private records, :func:`check_classes`).
+_MAX_LABEL = 2**31 - 1
+_NOTHING_DONE = "nothing was trained, written or charged"
+_CHUNK = 1 << 22  # values checked at a time (bounds the temporary masks of a large split)
+
+
+def _show(value) -> str:
+    """A value as the user wrote it: ``nan``, ``2.5``, ``10000000`` (no numpy type names)."""
+    value = np.asarray(value).item()
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _where(shape: tuple[int, ...], index: tuple[int, ...]) -> str:
+    """``row 3`` / ``row 3, column 5`` / ``row 3, position (0, 2, 5)`` of one value."""
+    row = f"row {index[0]}"
+    if len(shape) == 2:
+        return f"{row}, column {index[1]}"
+    if len(shape) > 2:
+        return f"{row}, position {tuple(int(i) for i in index[1:])}"
+    return row
+
+
+def _scan(mask_of, a: np.ndarray) -> tuple[tuple[int, ...] | None, int]:
+    """(index of the first value of ``a`` where ``mask_of`` is True or None, how many), over
+    chunks of rows (so that a large split needs no full-size temporary mask)."""
+    if a.size == 0:
+        return None, 0
+    step = max(1, _CHUNK // max(1, a.size // a.shape[0]))
+    first, count = None, 0
+    for start in range(0, a.shape[0], step):
+        mask = mask_of(a[start:start + step])
+        found = int(np.count_nonzero(mask))
+        if found and first is None:
+            index = np.unravel_index(int(np.flatnonzero(mask.reshape(-1))[0]), mask.shape)
+            first = (int(index[0]) + start, *(int(i) for i in index[1:]))
+        count += found
+    return first, count
+
+
+def check_features(x, what: str, *, where=_where) -> None:
+    """Refuse features that are not finite numbers (as float32, what pate-learn trains on).
+
+    ``what`` names the split (and file/array) in the message; ``where(shape, index)`` words
+    the position (default: ``row R, column C``). Raises :class:`InputError` naming the first
+    bad value, its position and how many there are."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "biuf":
+        raise InputError(f"{what}: features must be numbers, got dtype {x.dtype}; encode them "
+                         f"as numeric arrays ({_NOTHING_DONE})")
+    if x.dtype.kind != "f" or x.ndim == 0:
+        return
+    with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf: refused
+        index, count = _scan(lambda part: ~np.isfinite(part.astype(np.float32, copy=False)), x)
+    if index is None:
+        return
+    value = x[index]
+    kind = "a missing value" if np.isnan(value) else (
+        "infinite" if np.isinf(value) else "beyond float32's range")
+    raise InputError(f"{what}: {where(x.shape, index)} is {_show(value)} ({kind}; {count} "
+                     f"non-finite value{'s' if count != 1 else ''} in all); features must be "
+                     f"finite numbers: impute or drop those records first ({_NOTHING_DONE})")
+
+
+def check_labels(y, what: str, *, unknown_ok: bool = False, where=_where) -> None:
+    """Refuse labels that are not class indices: not integers (2.5, NaN; an integer-valued float
+    such as 3.0 is accepted), negative (``-1`` is accepted where ``unknown_ok``: an unknown
+    public label) or absurdly large (over 2**31 - 1; :func:`check_classes` bounds them by the
+    records). Raises :class:`InputError` naming the first bad label, its row and its value."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        return  # the shape is refused by the caller, naming both shapes
+    if y.dtype.kind not in "biuf":
+        raise InputError(f"{what}: labels must be integer class indices 0, 1, ..., got dtype "
+                         f"{y.dtype}; map class names to indices first ({_NOTHING_DONE})")
+    if y.dtype.kind == "f":
+        index, _ = _scan(lambda part: ~np.isfinite(part) | (part != np.round(part)), y)
+        if index is not None:
+            raise InputError(f"{what}: {where(y.shape, index)} is {_show(y[index])}, not an integer "
+                             f"class index; labels must be 0, 1, ..., K-1 (an integer-valued "
+                             f"float such as 3.0 is accepted) ({_NOTHING_DONE})")
+    low = -1 if unknown_ok else 0
+    index, _ = _scan(lambda part: (part < low) | (part > _MAX_LABEL), y)
+    if index is not None:
+        value = y[index]
+        if value < low:
+            hint = ("labels must be class indices 0, 1, ..., K-1" + (
+                " (-1 marks an unknown label)" if unknown_ok else
+                "; every record of this split needs its label"))
+            raise InputError(f"{what}: {where(y.shape, index)} is {_show(value)}, a negative label; "
+                             f"{hint} ({_NOTHING_DONE})")
+        raise InputError(f"{what}: {where(y.shape, index)} is {_show(value)}, not a plausible class "
+                         f"index (labels must be 0, 1, ..., K-1 with K at most the number of "
+                         f"private records); remap the labels, e.g. with "
+                         f"numpy.unique(y, return_inverse=True) ({_NOTHING_DONE})")
+
+
+def check_classes(source: str, splits: dict, num_classes: int, *,
+                  declared: int | None = None) -> None:
+    """Refuse more classes than the private records could populate: a class index must be below
+    the number of private records (every class has to be learnt from private records, and the
+    vote histograms grow with the number of classes). ``splits`` maps split names (``private``
+    first) to :class:`ArraySplit`; ``declared``: a class count the user declared (class names,
+    folders), if any."""
+    n = len(splits["private"])
+    if num_classes <= n:
+        return
+    if declared is not None:
+        raise InputError(f"{source}: {declared} classes are declared (class names or folders) but "
+                         f"the private split has only {n} records; give at least one private "
+                         f"record per class ({_NOTHING_DONE})")
+    split, row, value = max(((name, int(np.argmax(s.y)), int(s.y.max()))
+                             for name, s in splits.items() if len(s) and s.y.max() >= 0),
+                            key=lambda t: t[2])
+    raise InputError(f"{source}: {split} split, row {row} has label {value}, which makes "
+                     f"{value + 1} classes, more than its {n} private records could populate (a "
+                     f"class index must be below the number of private records); labels must be "
+                     f"class indices 0, 1, ..., K-1: remap them, e.g. with "
+                     f"numpy.unique(y, return_inverse=True) ({_NOTHING_DONE})")
+
+
 @dataclass(frozen=True)
 class ArraySplit:
     """Inputs ``x`` (float32) and labels ``y`` (int64, ``-1`` = unknown) of one split."""
@@ -104,6 +241,8 @@ class ArraySplit:
     y: np.ndarray
 
     def __post_init__(self) -> None:
+        # never a silent cast: 2.5 or NaN would become label 2 or garbage (see check_labels)
+        check_labels(self.y, "ArraySplit y", unknown_ok=True)
         x = np.ascontiguousarray(self.x, dtype=np.float32)
         y = np.ascontiguousarray(self.y, dtype=np.int64)
         if x.ndim < 2:
@@ -316,20 +455,40 @@ def _load_csv(path: pathlib.Path):
             raise ValueError(f"csv file {path}: row {i + (header is not None) + 1} has {len(r)} "
                              f"columns, expected {width}")
     labels = [r[label_col].strip() for r in body]
-    try:
+    try:  # float64 first: a value beyond float32's range is refused by name, not read as inf
         feats = np.array([[float(c) for j, c in enumerate(r) if j != label_col] for r in body],
-                         dtype=np.float32)
+                         dtype=np.float64)
     except ValueError as exc:
         raise ValueError(f"csv file {path}: feature columns must be numeric ({exc}); encode "
                          "categorical features first") from None
-    classes = None
+    offset = (header is not None) + 1  # row numbers of the file (header = row 1), as above
+    features = [j for j in range(width) if j != label_col]
+
+    def where(shape, index):
+        if len(index) == 1:
+            return f"row {index[0] + offset}"
+        j = features[index[1]]
+        column = f"column {header[j]!r}" if header is not None else f"column {j + 1}"
+        return f"row {index[0] + offset}, {column}"
+
+    check_features(feats, f"csv file {path}", where=where)
+    feats = feats.astype(np.float32)
+    what = f"csv file {path}, label column"
+    classes = y = None
     try:
         as_num = np.array([float(v) for v in labels])
-        if np.all(as_num == np.round(as_num)) and as_num.min() >= 0:
+    except ValueError:  # class names
+        as_num = None
+    if as_num is not None:
+        bad = np.flatnonzero(~np.isfinite(as_num) | (as_num != np.round(as_num)))
+        if bad.size:  # a number that is no class index (2.5, nan): never a class name
+            raise InputError(f"{what}: {where(as_num.shape, (int(bad[0]),))} is "
+                             f"{labels[bad[0]]!r}, not an integer class index; numeric labels "
+                             f"must be class indices 0, 1, ..., K-1 ({_NOTHING_DONE})")
+        if as_num.min() >= 0:
+            check_labels(as_num, what, where=where)  # an absurd index, before the int cast
             y = as_num.astype(np.int64)
-        else:
-            raise ValueError
-    except ValueError:
+    if y is None:  # class names (or negative numbers such as -1/1): sorted into indices
         classes = sorted(set(labels))
         lookup = {c: i for i, c in enumerate(classes)}
         y = np.array([lookup[v] for v in labels], dtype=np.int64)
@@ -557,20 +716,31 @@ def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download
                 raise ValueError(f"{name} already holds explicit splits; do not pass "
                                  "public_size/eval_size")
             xs = [np.asarray(a) for a in arrays]
+            for key, a in zip(_NPZ_SPLIT_KEYS, xs):
+                split = key.split("_", 1)[1]
+                if key.startswith("x"):
+                    check_features(a, f"{name}: {split} split ({key})")
+                else:
+                    check_labels(a, f"{name}: {split} split ({key})", unknown_ok=split == "public")
             private, public, evaluation = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]),
                                            ArraySplit(xs[4], xs[5]))
         elif kind == "train-test":
             private, public, evaluation = _protocol_split(*arrays, public_size, eval_size, name)
-        else:
+        else:  # one pool, checked before it is split (rows are the file's)
+            check_features(arrays[0], f"{name}: x (the pool split into private/public/evaluation)")
+            check_labels(arrays[1], f"{name}: y (the pool split into private/public/evaluation)")
             private, public, evaluation = _pool_split(np.asarray(arrays[0]), np.asarray(arrays[1]),
                                                       public_size, eval_size, name)
 
     shapes = {private.x.shape[1:], public.x.shape[1:], evaluation.x.shape[1:]}
     if len(shapes) != 1:
         raise ValueError(f"{name}: the splits have different input shapes {sorted(shapes)}")
-    if np.any(private.y < 0) or np.any(evaluation.y < 0):
-        raise ValueError(f"{name}: private and evaluation labels must be known (non-negative)")
+    splits = {"private": private, "public": public, "evaluation": evaluation}
+    for split, part in splits.items():  # every source (the files' arrays were checked above)
+        check_features(part.x, f"{name}: {split} split")
+        check_labels(part.y, f"{name}: {split} split", unknown_ok=split == "public")
     num_classes = _num_classes(private.y, public.y, evaluation.y)
+    declared = None
     if class_names is not None:
         if name in CLASS_NAMES:  # fixed label -> name table; a small sample may lack the last
             class_names = class_names[:num_classes]
@@ -578,8 +748,9 @@ def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download
             raise ValueError(f"{name}: {len(class_names)} class names {list(class_names)} for "
                              f"labels up to {num_classes - 1}; give one name per class")
         else:  # the user declared the classes (folders, names): a class may have no records
-            num_classes = len(class_names)
+            num_classes = declared = len(class_names)
         class_names = tuple(str(c) for c in class_names)
+    check_classes(name, splits, num_classes, declared=declared)
     return PateData(name=name, private=private, public=public, evaluation=evaluation,
                     num_classes=num_classes, input_shape=tuple(int(s) for s in private.x.shape[1:]),
                     class_names=class_names)

@@ -96,25 +96,35 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
     if not target.parent.is_dir():
         raise InputError(f"--output {target}: the folder {target.parent} does not exist; create "
                          "it first, or choose another --output")
+    from pate.io import naming_write_errors
+
     content = entry.read_bytes()
     if not force:
         try:
-            with open(target, "xb") as fh:  # exclusive: never replaces a file, even in a race
-                fh.write(content)
+            fh = open(target, "xb")  # exclusive: never replaces a file, even in a race
         except FileExistsError:
             raise InputError(f"{target} already exists: pass --force to overwrite it, or choose "
                              "another --output") from None
+        with naming_write_errors(target):
+            try:
+                with fh:
+                    fh.write(content)
+            except BaseException:  # a full disk: no half-written config is left behind
+                target.unlink(missing_ok=True)
+                raise
         return target
     # --force: write a temporary file next to the target, then replace it in one step
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+    with naming_write_errors(target):
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                   dir=target.parent or ".")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            pathlib.Path(tmp).unlink(missing_ok=True)
+            raise
     return target
 
 

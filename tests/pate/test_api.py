@@ -90,6 +90,48 @@ def test_bad_arguments_are_clear_errors_before_any_work(tmp_path, digits, kwargs
     assert not (tmp_path / "run").exists() and not (tmp_path / "ledger.sqlite3").exists()
 
 
+def _spoil(array, index, value):
+    array = np.array(array, dtype=np.float64)
+    array[index] = value
+    return array
+
+
+@pytest.mark.parametrize("split, spoil, message", [
+    ("private", lambda x, y: (_spoil(x, (5, 7), np.nan), y), "pate.fit private x: row 5, column 7 is nan"),
+    ("public", lambda x, y: (_spoil(x, (3, 0), np.inf), y), "pate.fit public x: row 3, column 0 is inf"),
+    ("evaluation", lambda x, y: (_spoil(x, (1, 63), -np.inf), y),
+     "pate.fit evaluation x: row 1, column 63 is -inf"),
+    ("private", lambda x, y: (x, _spoil(y, 9, 2.5)), "pate.fit private y: row 9 is 2.5, not an integer"),
+    ("private", lambda x, y: (x, _spoil(y, 4, 10**7).astype(np.int64)),
+     "pate.fit: private split, row 4 has label 10000000, which makes 10000001 classes"),
+    ("public", lambda x, y: (x, _spoil(y, 2, -2).astype(np.int64)), "pate.fit public y: row 2 is -2, a negative"),
+])
+def test_bad_records_are_refused_before_anything_is_written_or_charged(tmp_path, digits, split,
+                                                                       spoil, message):
+    """Issue #30: NaN features were trained on and charged; a label of 10**7 sized the votes for
+    10**7 + 1 classes; now refused, naming the split, row, column and value."""
+    from pate.analysis.errors import InputError
+
+    data = {name: (flat(getattr(digits, name)), getattr(digits, name).y)
+            for name in ("private", "public", "evaluation")}
+    data[split] = spoil(*data[split])
+    with pytest.raises(InputError) as caught:
+        pate.fit(data["private"], data["public"], evaluation=data["evaluation"], teacher="mlp",
+                 num_teachers=5, target_eps=5.0, run_dir=tmp_path / "run",
+                 ledger=tmp_path / "ledger.sqlite3")
+    assert message in str(caught.value) and "nothing was trained, written or charged" in str(caught.value)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "ledger.sqlite3").exists()
+
+
+def test_integer_valued_float_labels_are_class_indices(digits):
+    from pate.api import _memory_data
+
+    data, _ = _memory_data((flat(digits.private), digits.private.y.astype(np.float32)),
+                           flat(digits.public), (flat(digits.evaluation), digits.evaluation.y))
+    assert data.num_classes == 10 and data.private.y.dtype == np.int64
+    np.testing.assert_array_equal(data.private.y, digits.private.y)
+
+
 def test_import_pate_stays_torch_free():
     import subprocess
     import sys

@@ -413,3 +413,199 @@ def test_ensure_writable_dir_read_only(tmp_path):
             pio.ensure_writable_dir(locked, flag="--run-dir")
     finally:
         locked.chmod(0o700)
+
+
+# --- bad input is refused before any work or charge (issue #30) ------------------------------
+
+
+def _npz_config(tmp_path, small_digits, digits, **replace):
+    """configs/digits.toml (short training) on an npz copy of the digits splits, with
+    ``replace``'s arrays swapped in."""
+    arrays = dict(x_private=digits.private.x, y_private=digits.private.y, x_public=digits.public.x,
+                  x_evaluation=digits.evaluation.x, y_evaluation=digits.evaluation.y)
+    arrays.update(replace)
+    np.savez(tmp_path / "data.npz", **arrays)
+    return small_digits(tmp_path, replace=(('name = "digits"\n\n[partition]',
+                                            f'name = "npz:{tmp_path / "data.npz"}"\n\n[partition]'),))
+
+
+def _spoiled(array, index, value, dtype=np.float64):
+    array = np.array(array, dtype=dtype)
+    array[index] = value
+    return array
+
+
+@pytest.mark.parametrize("command", ["run", "partition"])
+@pytest.mark.parametrize("key, index, value, message", [
+    ("x_private", (3, 0, 2, 5), np.nan, "private split (x_private): row 3, position (0, 2, 5) is nan"),
+    ("x_private", (7, 0, 0, 0), np.inf, "private split (x_private): row 7, position (0, 0, 0) is inf"),
+    ("x_public", (8, 0, 1, 1), np.nan, "public split (x_public): row 8, position (0, 1, 1) is nan"),
+    ("x_evaluation", (0, 0, 7, 7), -np.inf, "evaluation split (x_evaluation): row 0, position (0, 7, 7) is -inf"),
+    ("y_private", 9, 2.5, "private split (y_private): row 9 is 2.5, not an integer class index"),
+    ("y_private", 4, 10**7, "private split, row 4 has label 10000000, which makes 10000001 classes"),
+])
+def test_bad_records_are_refused_before_any_work_file_or_charge(
+        capsys, tmp_path, small_digits, digits, command, key, index, value, message):
+    """On main these were trained on and charged (NaN private features: exit 0; NaN public
+    features: two ledger events, then a failure in the student stage), truncated (2.5 -> 2) or
+    sized into 10**7 + 1 classes (17 GB in the teachers stage)."""
+    import time
+
+    dtype = np.int64 if isinstance(value, int) else np.float64
+    config = _npz_config(tmp_path, small_digits, digits,
+                         **{key: _spoiled(_array(digits, key), index, value, dtype)})
+    run_dir, ledger_path = tmp_path / "run", tmp_path / "ledger.sqlite3"
+    start = time.perf_counter()
+    status = main([command, "--config", str(config), "--run-dir", str(run_dir),
+                   "--ledger", str(ledger_path), "--no-progress"])
+    seconds = time.perf_counter() - start
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert len(lines(err)) == 1 and err.startswith(f"pate {command}: error: npz:"), err
+    assert message in err and "nothing was trained, written or charged" in err
+    assert not run_dir.exists() and not ledger_path.exists()  # no run, no ledger, no charge
+    assert seconds < 30.0  # refused at once, not after training (or sizing 10**7 classes)
+
+
+def _array(digits, key):
+    xy, split = key.split("_")
+    part = getattr(digits, split)
+    return part.x if xy == "x" else part.y
+
+
+# --- a full disk is an expected error (issue #30) --------------------------------------------
+
+
+def _fail_fsync_of(monkeypatch, fragment: str, code: int = 28):
+    """Make ``os.fsync`` fail with ``code`` (ENOSPC) for files whose path holds ``fragment``, as
+    a full disk does when the data reaches it; every other file is written as usual."""
+    real = os.fsync
+    failed = []
+
+    def fsync(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if fragment in path:
+            failed.append(path)
+            raise OSError(code, os.strerror(code))  # no file name, like the real one
+        return real(fd)
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to tell which file is written")
+    monkeypatch.setattr(os, "fsync", fsync)
+    return failed
+
+
+@pytest.mark.parametrize("code, name", [(28, "ENOSPC"), (122, "EDQUOT"), (30, "EROFS")])
+def test_a_full_disk_during_a_write_is_one_line_exit_2_and_keeps_the_old_file(
+        monkeypatch, capsys, ledger, tmp_path, code, name):
+    """Was "internal error ... this is a bug" (exit 70): the OSError of a write names no file."""
+    target = tmp_path / "out" / "summary.json"
+    target.parent.mkdir()
+    target.write_text('{"old": true}\n')
+    failed = _fail_fsync_of(monkeypatch, "summary.json", code)
+    monkeypatch.setattr(budget_command, "run",
+                        lambda args: pio.atomic_write_json(target, {"new": True}))
+    assert main(["budget", "list", "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert failed and len(lines(err)) == 1, err
+    assert err.startswith(f"pate budget: error: cannot write {target}: {os.strerror(code)} ({name}); ")
+    assert INTERNAL not in err
+    assert target.read_text() == '{"old": true}\n'  # the old content, whole
+    assert sorted(p.name for p in target.parent.iterdir()) == ["summary.json"]  # no temp file
+
+
+def test_an_unnamed_full_disk_error_is_expected():
+    status, message = classify(OSError(28, "No space left on device"))
+    assert status == 2 and message.startswith("No space left on device while writing an output")
+    assert classify(OSError(28, "No space left on device", "/x/labels.npy")) == (
+        2, "No space left on device: /x/labels.npy (free space on that file system and run the "
+           "command again)")
+
+
+def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
+        monkeypatch, capsys, tmp_path, small_digits, one_torch_thread):
+    """The answers reach the pending file inside their ledger reservation: a full disk there
+    gives the reservation back (nothing charged); a full disk when the charged answers are
+    published keeps the pending file, and --resume publishes them without charging again."""
+    ledger_path, run_dir = tmp_path / "ledger.sqlite3", tmp_path / "run"
+    argv = ["run", "--config", str(small_digits(tmp_path)), "--run-dir", str(run_dir),
+            "--ledger", str(ledger_path), "--no-progress"]
+    assert main([*argv, "--until", "votes"]) == 0
+    capsys.readouterr()
+
+    def charged() -> int:
+        run_id = json.loads((run_dir / "run.json").read_text())["run_id"] + ":aggregate"
+        with Ledger(ledger_path) as led:
+            (dataset,) = [d["digest"] for d in led.datasets()]
+            return sum(e.event.answered for e in led.events(dataset, run_id=run_id))
+
+    def temp_files():
+        return sorted(str(p) for p in run_dir.rglob("*.tmp"))
+
+    with monkeypatch.context() as patch:  # the disk fills while the answers are saved pending
+        failed = _fail_fsync_of(patch, "aggregate.pending")
+        assert main([*argv, "--resume", "--until", "aggregate"]) == 2
+    err = capsys.readouterr().err
+    assert failed and lines(err)[-1].startswith(
+        f"pate run: error: cannot write {run_dir / 'aggregate.pending.npz'}: No space left on "
+        "device (ENOSPC); free space"), err
+    assert charged() == 0 and not (run_dir / "labels.npy").exists() and temp_files() == []
+
+    with monkeypatch.context() as patch:  # charged, then the disk fills while publishing
+        failed = _fail_fsync_of(patch, "labels.npy")
+        assert main([*argv, "--resume", "--until", "aggregate"]) == 2
+    err = capsys.readouterr().err
+    assert failed and f"cannot write {run_dir / 'labels.npy'}: No space left" in lines(err)[-1]
+    spent = charged()
+    assert spent > 0 and (run_dir / "aggregate.pending.npz").exists() and temp_files() == []
+
+    assert main([*argv, "--resume", "--until", "aggregate"]) == 0  # space freed
+    answered = np.load(run_dir / "answered.npy")
+    assert charged() == spent == int(answered.sum())  # published what was charged, once
+    assert not (run_dir / "aggregate.pending.npz").exists()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 300 KiB tmpfs (a disk that fills up), where this machine lets us mount one."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_a_real_full_disk_ends_pate_run_with_one_line(tmp_path, small_digits, small_tmpfs):
+    ledger_path, run_dir = tmp_path / "ledger.sqlite3", small_tmpfs / "run"
+    done = _pate("run", "--config", small_digits(tmp_path), "--run-dir", run_dir,
+                 "--ledger", ledger_path, "--no-progress", env={"PATE_DEBUG": "",
+                                                                "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr
+    last = lines(done.stderr)[-1]
+    assert last.startswith(f"pate run: error: cannot write {run_dir}/"), done.stderr
+    assert "No space left on device (ENOSPC); free space" in last and INTERNAL not in done.stderr
+    assert [line for line in lines(done.stderr) if "error" in line] == [last]
+    assert sorted(small_tmpfs.rglob("*.tmp")) == []  # no half-written file
+    with Ledger(ledger_path) as led:  # nothing was charged
+        assert all(led.events(d["digest"]) == [] for d in led.datasets())
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_init_config_on_a_full_disk_leaves_no_half_written_config(capsys, small_tmpfs, force):
+    with open(small_tmpfs / "filler", "wb", buffering=0) as fh:  # fill the disk to the last page
+        with pytest.raises(OSError, match="No space left"):
+            while True:
+                fh.write(b"\0" * 4096)
+    target = small_tmpfs / "digits.toml"
+    status = main(["init-config", "digits", "--output", str(target), *(["--force"] if force else [])])
+    err = capsys.readouterr().err
+    assert status == 2 and len(lines(err)) == 1, err
+    assert err.startswith(f"pate init-config: error: cannot write {target}: No space left on device")
+    assert sorted(p.name for p in small_tmpfs.iterdir()) == ["filler"]

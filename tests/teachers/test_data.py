@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from pate.analysis.errors import DatasetNotFoundError
+from pate.analysis.errors import DatasetNotFoundError, InputError
 from pate.teachers.data import ArraySplit, load_pate_data, read_idx
 
 
@@ -331,3 +331,136 @@ def test_class_names_of_user_files(tmp_path):
     np.savez(tmp_path / "short.npz", x=x, y=y, class_names=np.array(["only"]))
     with pytest.raises(ValueError, match="one name per class"):
         load_pate_data(f"npz:{tmp_path / 'short.npz'}", public_size=5, eval_size=5)
+
+
+# --------------------------------------------------------------------------- input checks
+# Issue #30: bad input used to be trained on and charged (NaN features, a label of 10**7 sized
+# every vote histogram for 10**7 + 1 classes, a label 2.5 was truncated to 2). Every source is
+# now refused at load time, naming the split, the row (and column) and the value.
+
+def _splits_npz(path, **replace):
+    rng = np.random.default_rng(2)
+    arrays = dict(x_private=rng.random((40, 5)), y_private=np.arange(40) % 3,
+                  x_public=rng.random((10, 5)), x_evaluation=rng.random((8, 5)),
+                  y_evaluation=np.arange(8) % 3)
+    arrays.update(replace)
+    np.savez(path, **arrays)
+    return f"npz:{path}"
+
+
+@pytest.mark.parametrize("split, size", [("private", 40), ("public", 10), ("evaluation", 8)])
+@pytest.mark.parametrize("value, kind", [(np.nan, "a missing value"), (-np.inf, "infinite"),
+                                         (1e39, "beyond float32's range")])
+def test_non_finite_features_are_refused_naming_split_row_column_and_value(
+        tmp_path, split, size, value, kind):
+    x = np.random.default_rng(3).random((size, 5))
+    x[6, 4] = value
+    x[7, 0] = np.nan
+    source = _splits_npz(tmp_path / "d.npz", **{f"x_{split}": x})
+    with pytest.raises(InputError) as caught:
+        load_pate_data(source)
+    message = str(caught.value)
+    assert f"{split} split (x_{split}): row 6, column 4 is {value!r} ({kind}; 2 non-finite" in message
+    assert "\n" not in message
+
+
+def test_non_finite_image_features_name_the_position():
+    data = load_pate_data("digits")
+    x = data.private.x.copy()
+    x[12, 0, 3, 5] = np.nan
+    from pate.teachers.data import check_features
+
+    with pytest.raises(InputError, match=r"private: row 12, position \(0, 3, 5\) is nan"):
+        check_features(x, "private")
+
+
+def test_labels_that_are_not_class_indices_are_refused(tmp_path):
+    y = (np.arange(40) % 3).astype(np.float64)
+    y[11] = 2.5
+    with pytest.raises(InputError, match=r"private split \(y_private\): row 11 is 2.5, not an "
+                                         "integer class index"):
+        load_pate_data(_splits_npz(tmp_path / "a.npz", y_private=y))
+    y[11] = np.nan
+    with pytest.raises(InputError, match="row 11 is nan, not an integer"):
+        load_pate_data(_splits_npz(tmp_path / "b.npz", y_private=y))
+    y[11] = -2
+    with pytest.raises(InputError, match="row 11 is -2.0, a negative label"):
+        load_pate_data(_splits_npz(tmp_path / "c.npz", y_private=y))
+    ye = np.arange(8) % 3
+    ye[5] = -1  # unknown: allowed in the public split only
+    with pytest.raises(InputError, match=r"evaluation split \(y_evaluation\): row 5 is -1, a negative"):
+        load_pate_data(_splits_npz(tmp_path / "d.npz", y_evaluation=ye))
+    # integer-valued floats are class indices; -1 marks an unknown public label
+    y[11] = 2.0
+    data = load_pate_data(_splits_npz(tmp_path / "e.npz", y_private=y,
+                                      y_public=np.array([-1, 0, 1, 2, -1, 0, 1, 2, 0, 1.0])))
+    assert data.private.y[11] == 2 and data.private.y.dtype == np.int64
+    assert data.public.y[0] == -1 and data.num_classes == 3
+
+
+def test_array_split_never_truncates_a_label():
+    with pytest.raises(InputError, match="row 1 is 2.5"):
+        ArraySplit(np.zeros((2, 3)), np.array([1.0, 2.5]))
+    assert ArraySplit(np.zeros((2, 3)), np.array([1.0, 2.0])).y.tolist() == [1, 2]
+
+
+def test_a_huge_label_is_refused_at_once_not_sized_into_the_votes(tmp_path):
+    """A label of 10**7 made 10**7 + 1 classes: 17 GB and rising in the teachers stage."""
+    import time
+
+    y = np.arange(40) % 3
+    y[17] = 10**7
+    source = _splits_npz(tmp_path / "d.npz", y_private=y)
+    start = time.perf_counter()
+    with pytest.raises(InputError) as caught:
+        load_pate_data(source)
+    assert time.perf_counter() - start < 5.0
+    assert ("private split, row 17 has label 10000000, which makes 10000001 classes, more than "
+            "its 40 private records could populate") in str(caught.value)
+    ye = np.arange(8) % 3
+    ye[2] = 40  # one more class than the 40 private records: refused in any split
+    with pytest.raises(InputError, match="evaluation split, row 2 has label 40"):
+        load_pate_data(_splits_npz(tmp_path / "e.npz", y_evaluation=ye))
+    ye[2] = 39  # 40 classes on 40 records: accepted
+    assert load_pate_data(_splits_npz(tmp_path / "f.npz", y_evaluation=ye)).num_classes == 40
+    y[17] = 2**40  # beyond any class count: refused before the int64 cast
+    with pytest.raises(InputError, match="row 17 is 1099511627776, not a plausible class index"):
+        load_pate_data(_splits_npz(tmp_path / "g.npz", y_private=y.astype(np.uint64)))
+
+
+def test_declared_classes_need_private_records(tmp_path):
+    x, y = np.random.default_rng(0).random((12, 4)), np.arange(12) % 2
+    np.savez(tmp_path / "n.npz", x=x, y=y, class_names=np.array([f"c{i}" for i in range(9)]))
+    with pytest.raises(InputError, match="9 classes are declared .* only 8 records"):
+        load_pate_data(f"npz:{tmp_path / 'n.npz'}", public_size=2, eval_size=2)
+
+
+def test_a_pool_is_checked_with_the_file_s_row_numbers(tmp_path):
+    x, y = np.random.default_rng(0).random((100, 4)), np.arange(100) % 2
+    x[63, 1] = np.inf
+    np.savez(tmp_path / "p.npz", x=x, y=y)
+    with pytest.raises(InputError, match=r"p.npz: x \(the pool .*\): row 63, column 1 is inf"):
+        load_pate_data(f"npz:{tmp_path / 'p.npz'}", public_size=30, eval_size=10)
+    x[63, 1] = 0.5
+    y = y.astype(float)
+    y[70] = 0.5
+    np.savez(tmp_path / "q.npz", x=x, y=y)
+    with pytest.raises(InputError, match=r"q.npz: y \(the pool .*\): row 70 is 0.5"):
+        load_pate_data(f"npz:{tmp_path / 'q.npz'}", public_size=30, eval_size=10)
+
+
+def test_csv_values_are_named_by_the_file_s_row_and_column(tmp_path):
+    path = tmp_path / "t.csv"
+    rows = ["age,income,label"] + [f"{i},{i * 2.5},{i % 2}" for i in range(30)]
+    rows[9] = "8,nan,0"  # row 10 of the file (the header is row 1)
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(InputError, match="t.csv: row 10, column 'income' is nan"):
+        load_pate_data(f"csv:{path}", public_size=5, eval_size=5)
+    rows[9] = "8,20.0,2.5"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(InputError, match="label column: row 10 is '2.5', not an integer class"):
+        load_pate_data(f"csv:{path}", public_size=5, eval_size=5)
+    # negative numbers stay what they were: class names (e.g. -1 / 1), sorted into indices
+    rows = ["a,label"] + [f"{i},{-1 if i % 2 else 1}" for i in range(30)]
+    path.write_text("\n".join(rows) + "\n")
+    assert load_pate_data(f"csv:{path}", public_size=5, eval_size=5).class_names == ("-1", "1")
