@@ -134,13 +134,15 @@ def test_own_data_validates_without_its_data(tmp_path, monkeypatch):
 
 def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
     """The documented CSV rules hold: a header, the label in a column named `label` (not the
-    last one), text labels; a copy of the template pointed at it runs (partition only)."""
+    last one), text labels; a copy of the template pointed at it runs (partition only). 4000
+    rows: the template's 100 teachers get about 28 records each (a keyed-hash split leaves no
+    shard empty then; with 2.8 each it would, and is refused)."""
     import numpy as np
 
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(0)
     rows = ["Label,f1,f2,f3"] + [f"{'yes' if i % 2 else 'no'},{rng.normal():.4f},{rng.normal():.4f},"
-                                 f"{i % 7}" for i in range(400)]
+                                 f"{i % 7}" for i in range(4000)]
     pathlib.Path("my_data.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     assert main(["init-config", "own-data", "--output", "my_run.toml"]) == 0
     assert main(["run", "--config", "my_run.toml", "--run-dir", "run", "--no-ledger",
@@ -150,8 +152,8 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
 
     data = load_pate_data("csv:my_data.csv")
     assert data.input_shape == (3,) and data.num_classes == 2
-    assert len(data.private) + len(data.public) + len(data.evaluation) == 400
-    assert len(data.evaluation) == 40 and len(data.public) == 80
+    assert len(data.private) + len(data.public) + len(data.evaluation) == 4000
+    assert len(data.evaluation) == 400 and len(data.public) == 800
 
 
 def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):
