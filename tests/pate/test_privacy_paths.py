@@ -193,6 +193,32 @@ def test_a_config_budget_that_differs_from_the_ledger_s_is_refused_before_anythi
     assert [c["change"] for c in changes] == ["initial", "raised"] and changes[1]["spent_eps"] > 0
 
 
+def _snapshot(folder: pathlib.Path) -> dict:
+    """Every file and folder under ``folder``: bytes (files) and modification time."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("flags", [["--budget-eps", "1000"], ["--budget-eps", "999", "--queries", "30"]])
+def test_a_refused_stage_command_changes_no_file_of_the_run(base, tmp_path, capsys, flags):
+    """A stage command whose flags the ledger refuses (another budget for the dataset) leaves
+    the run directory exactly as it was (main rewrote config.json and run.json first)."""
+    ledger = tmp_path / "ledger.sqlite3"
+    run_dir = forked(base, tmp_path, "refused", ledger=ledger, privacy={"budget_eps": 40.0})
+    digest = dataset_identity(base.data.private.x, base.data.private.y).digest
+    with Ledger(ledger) as led:
+        led.set_budget(digest, eps=40.0, delta=1e-5)
+    before = _snapshot(run_dir)
+    rc = main(["aggregate", "--run-dir", str(run_dir), "--no-progress", *flags])
+    err = capsys.readouterr().err
+    assert rc == 2 and "eps=40" in err and "pate budget set" in err, err
+    assert _snapshot(run_dir) == before
+    assert json.loads((run_dir / "config.json").read_text())["privacy"]["budget_eps"] == 40.0
+    # flags the ledger accepts are saved (and the stage runs)
+    assert main(["aggregate", "--run-dir", str(run_dir), "--no-progress", "--queries", "30"]) == 0
+    assert json.loads((run_dir / "config.json").read_text())["aggregator"]["queries"] == 30
+
+
 # ---------------------------------------------------------------- 4. charge before release
 
 def test_tight_conversion_never_leaves_uncharged_labels(base, tmp_path):
