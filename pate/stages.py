@@ -310,7 +310,7 @@ def authorize(run: Run, ledger) -> str:
     identity = _identity(run)
     name = priv.get("dataset")
     if name is None:  # the data's name, unless another set of records already carries it
-        taken = {d["name"]: d["digest"] for d in ledger.datasets()}
+        taken = {n: d["digest"] for d in ledger.datasets() for n in (d["name"], *d["aliases"])}
         name = run.config["data"]["name"]
         if taken.get(name, identity.digest) != identity.digest:
             name = None

@@ -111,7 +111,7 @@ def _preflight(tmp_path, small_digits, name, source, ledger, **privacy):
 
 
 def test_the_same_records_get_one_budget_whatever_their_order_file_name_or_cwd(
-        tmp_path, small_digits, digits, monkeypatch):
+        tmp_path, small_digits, digits, monkeypatch, capsys):
     ledger = tmp_path / "ledger.sqlite3"
     x, y = digits.private.x, digits.private.y
     order = np.random.default_rng(1).permutation(len(y))
@@ -127,6 +127,16 @@ def test_the_same_records_get_one_budget_whatever_their_order_file_name_or_cwd(
         datasets = led.datasets()
     assert len(datasets) == 1
     assert datasets[0]["digest"] == dataset_identity(x, y).digest
+    # the first name is kept (main renamed the dataset after each run's source, so that
+    # `pate budget show --dataset <first name>` said "not in the ledger; register it")
+    assert datasets[0]["name"] == sources[0]
+    assert datasets[0]["aliases"] == [sources[1], "hospital-a"]
+    for name in (sources[0], sources[1], "hospital-a"):
+        assert main(["budget", "show", "--dataset", name, "--ledger", str(ledger), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["dataset"] == datasets[0]["digest"]
+    assert main(["budget", "list", "--ledger", str(ledger)]) == 0
+    listed = capsys.readouterr().out
+    assert f"also named {sources[1]}, hospital-a" in listed and sources[0] in listed
 
 
 def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits, digits):
