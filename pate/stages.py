@@ -305,30 +305,46 @@ def _identity(run: Run):
 
 
 def authorize(run: Run, ledger) -> str:
-    """The private split's dataset in ``ledger``, with the config's budget (see module doc)."""
+    """The private split's dataset in ``ledger``, with the config's budget (see module doc). A
+    budget that disagrees with the ledger's is refused before anything is written to the ledger
+    (no registration, no new name for the dataset)."""
     priv = run.config["privacy"]
     identity = _identity(run)
+    want = (priv["budget_eps"], priv["delta"], priv["conversion"])
+    known = ledger.datasets()
+    for d in known:
+        if d["digest"] == identity.digest and d["budget_eps"] is not None:
+            _check_budget(ledger, d["digest"], (d["budget_eps"], d["budget_delta"],
+                                                d["conversion"]), want)
     name = priv.get("dataset")
     if name is None:  # the data's name, unless another set of records already carries it
-        taken = {n: d["digest"] for d in ledger.datasets() for n in (d["name"], *d["aliases"])}
+        taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
         name = run.config["data"]["name"]
         if taken.get(name, identity.digest) != identity.digest:
             name = None
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
-    eps, delta, conversion = priv["budget_eps"], priv["delta"], priv["conversion"]
     if budget is None:
-        ledger.set_budget(digest, eps=eps, delta=delta, conversion=conversion)
-    elif (budget.eps, budget.delta, budget.conversion) != (eps, delta, conversion):
-        raise ConfigError(
-            f"the ledger {ledger.path} holds the budget eps={budget.eps:g}, delta={budget.delta:g} "
-            f"({budget.conversion} conversion) for this dataset ({digest[:16]}...), but the config "
-            f"asks for budget_eps={eps:g}, delta={delta:g} ({conversion} conversion). The ledger "
-            f"is the one authority: set [privacy] budget_eps = {budget.eps:g}, delta = "
-            f"{budget.delta:g} and conversion = \"{budget.conversion}\", or change the ledger's "
-            f"budget with `pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} "
-            f"--conversion {conversion} --ledger {ledger.path}` (recorded, and shown in the report)")
+        ledger.set_budget(digest, eps=want[0], delta=want[1], conversion=want[2])
+    else:  # again: another process may have set it meanwhile
+        _check_budget(ledger, digest, (budget.eps, budget.delta, budget.conversion), want)
     return digest
+
+
+def _check_budget(ledger, digest: str, have: tuple, want: tuple) -> None:
+    """ConfigError unless the ledger's budget ``have`` and the config's ``want`` -- both
+    ``(eps, delta, conversion)`` -- are the same."""
+    if tuple(have) == tuple(want):
+        return
+    (b_eps, b_delta, b_conv), (eps, delta, conversion) = have, want
+    raise ConfigError(
+        f"the ledger {ledger.path} holds the budget eps={b_eps:g}, delta={b_delta:g} "
+        f"({b_conv} conversion) for this dataset ({digest[:16]}...), but the config "
+        f"asks for budget_eps={eps:g}, delta={delta:g} ({conversion} conversion). The ledger "
+        f"is the one authority: set [privacy] budget_eps = {b_eps:g}, delta = "
+        f"{b_delta:g} and conversion = \"{b_conv}\", or change the ledger's "
+        f"budget with `pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} "
+        f"--conversion {conversion} --ledger {ledger.path}` (recorded, and shown in the report)")
 
 
 def preflight(run: Run, *, stages=R.STAGES) -> None:

@@ -139,6 +139,20 @@ def test_the_same_records_get_one_budget_whatever_their_order_file_name_or_cwd(
     assert f"also named {sources[1]}, hospital-a" in listed and sources[0] in listed
 
 
+def test_a_run_refused_for_its_budget_leaves_the_ledger_as_it_was(tmp_path, small_digits, digits):
+    """Refused before the ledger is written: no new name for the dataset, nothing registered."""
+    ledger = tmp_path / "ledger.sqlite3"
+    x, y = digits.private.x, digits.private.y
+    _preflight(tmp_path, small_digits, "first", _npz(tmp_path / "a.npz", x, y, digits), ledger)
+    with Ledger(ledger) as led:
+        led.set_budget(dataset_identity(x, y).digest, eps=50.0, delta=1e-5)
+        before = (led.datasets(), led.audit_log(dataset_identity(x, y).digest))
+    with pytest.raises(ConfigError, match="eps=50"):
+        _preflight(tmp_path, small_digits, "other", _npz(tmp_path / "b.npz", x, y, digits), ledger)
+    with Ledger(ledger) as led:
+        assert (led.datasets(), led.audit_log(dataset_identity(x, y).digest)) == before
+
+
 def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits, digits):
     from pate.analysis.errors import BudgetExceededError
 
