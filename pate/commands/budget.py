@@ -69,7 +69,9 @@ def add_parser(subparsers) -> None:
     common(p)
     p.add_argument("--eps", type=float, required=True, help="total epsilon the dataset may spend")
     p.add_argument("--delta", type=float, required=True, help="delta of the (eps, delta) budget")
-    p.add_argument("--name", default=None, help="a readable name for the dataset")
+    p.add_argument("--name", default=None,
+                   help="a readable name for the dataset (a dataset keeps its first name; a "
+                        "later one is added to its names, and any of them resolves it)")
     p.add_argument("--data-dependent", action="store_true",
                    help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
                         "differentially private itself; default: data-independent RDP)")
