@@ -12,7 +12,10 @@ Symbols
 ``Ledger``
     The SQLite ledger (one file, many datasets). ``Ledger(path)`` creates or opens it.
     ``register_identity(identity, name=)`` registers a dataset with its record keys and links it
-    to every dataset sharing records; ``register_dataset(digest)`` registers one by digest alone;
+    to every dataset sharing records; ``register_dataset(digest)`` registers one by digest alone.
+    A dataset keeps the FIRST name it was registered with; a later, different ``name`` is added
+    to its later names (``aliases`` in ``datasets()`` / ``summary()``), and any of its names
+    resolves it (a name names one dataset only);
     ``reserve`` / ``charge`` spend; ``prior_rdp`` / ``constraints`` tell an online run what is
     already spent against each budget it is bound by; ``summary`` / ``history`` /
     ``budget_changes`` / ``audit_log`` / ``linked`` / ``overlapping`` report; ``link(a, b)``
@@ -133,7 +136,12 @@ key and the datasets are linked, so an old budget keeps binding the same records
 from then on (records an old ledger holds in one layout and that are only ever seen again in
 another cannot be recognised: the old keys depend on the shape). Any other file that is not a
 ledger of this version is never written to. Record keys live in
-``identities`` / ``records`` (indexed by key), overlap links in ``links``.
+``identities`` / ``records`` (indexed by key), overlap links in ``links``. A dataset's later
+names live in ``dataset_names`` (its first stays in ``datasets.name``); a file without that table
+gains it in place, in one transaction and without a new ``user_version`` (the table only adds),
+and a dataset that an earlier pate-learn renamed after each run's data (audit action ``rename``)
+gets its first name back from the audit log, the others as later names -- except a name another
+dataset holds by then, which stays theirs.
 """
 
 from __future__ import annotations
@@ -295,6 +303,17 @@ _SCHEMA_V3_COLUMNS = {
     ("datasets", "relation"): "TEXT NOT NULL DEFAULT 'add-remove' CHECK (relation IN ('add-remove'))",
 }
 _SCHEMA_V3 = ";".join(f"ALTER TABLE {t} ADD COLUMN {c} {d}" for (t, c), d in _SCHEMA_V3_COLUMNS.items())
+
+# A dataset's later names (its FIRST name stays in datasets.name; see Ledger._migrate_names,
+# which adds this table in place to a file that lacks it, without changing user_version).
+_SCHEMA_NAMES = """
+CREATE TABLE dataset_names (
+    name TEXT PRIMARY KEY,
+    dataset TEXT NOT NULL REFERENCES datasets(digest),
+    created_utc TEXT NOT NULL
+);
+CREATE INDEX dataset_names_by_dataset ON dataset_names (dataset, created_utc);
+"""
 
 _RECORD_KEY_BYTES = 16
 # v2 (now): the record's values flattened in C order, whatever the array's layout.
@@ -741,7 +760,8 @@ class Ledger:
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + _SCHEMA_V3 + ";COMMIT;")
+                conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + _SCHEMA_NAMES + _SCHEMA_V3
+                                   + ";COMMIT;")
                 conn.execute("INSERT INTO meta VALUES ('application', ?)", (APPLICATION,))
                 conn.execute("INSERT INTO meta VALUES ('created_utc', ?)", (_utc_now(),))
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -808,6 +828,8 @@ class Ledger:
                 f"{SCHEMA_VERSION}); the file was left untouched.")
         if version < SCHEMA_VERSION or not self._has_current_columns():
             self._migrate()
+        if not self._has_names_table():
+            self._migrate_names()
         try:
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -874,6 +896,83 @@ class Ledger:
         if added:
             logger.info("migrated the ledger at %s from schema version %d to %d (added %s)",
                         self.path, version, SCHEMA_VERSION, "; ".join(added))
+
+    # ---- dataset names: the first is kept, later ones are listed (table dataset_names) ---------
+
+    def _has_names_table(self) -> bool:
+        try:
+            return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                                      "name='dataset_names'").fetchone() is not None
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
+    def _migrate_names(self) -> None:
+        """Add table ``dataset_names`` in place, in one transaction (``user_version`` is not
+        changed: the table only adds to what a file holds; another process may have added it
+        first). Earlier pate-learn versions renamed a dataset to the name of each run's data,
+        recording each rename in the audit log: the first name found there is restored to
+        ``datasets.name`` and the others become later names, except a name another dataset
+        holds now (it stays theirs). Every other row is kept."""
+        restored: dict[str, dict] = {}
+        with self._txn(write=True) as conn:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                            "name='dataset_names'").fetchone():
+                return
+            for statement in _SCHEMA_NAMES.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            renamed = conn.execute(
+                "SELECT d.digest, d.name FROM datasets d WHERE EXISTS (SELECT 1 FROM audit a "
+                "WHERE a.dataset = d.digest AND a.action = 'rename') ORDER BY d.created_utc, d.digest"
+            ).fetchall()
+            for digest, current in renamed:
+                history: list[str] = []
+                for (detail,) in conn.execute("SELECT detail FROM audit WHERE dataset=? AND "
+                                              "action='rename' ORDER BY id", (digest,)):
+                    try:
+                        change = json.loads(detail)
+                    except ValueError:
+                        continue  # an unreadable audit row: the names it held are not restored
+                    for key in ("old", "new"):
+                        value = change.get(key) if isinstance(change, dict) else None
+                        if isinstance(value, str) and value and value not in history:
+                            history.append(value)
+                if current is not None and current not in history:
+                    history.append(current)
+                names = [n for n in history if self._name_owner(conn, n) in (None, digest)]
+                if not names or names[0] == current and len(names) == 1:
+                    continue
+                conn.execute("UPDATE datasets SET name=? WHERE digest=?", (names[0], digest))
+                now = _utc_now()
+                conn.executemany("INSERT INTO dataset_names (name, dataset, created_utc) "
+                                 "VALUES (?, ?, ?)", ((n, digest, now) for n in names[1:]))
+                restored[digest] = {"name": names[0], "aliases": names[1:], "was": current}
+                self._audit(conn, digest, "restore-first-name", restored[digest])
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('added_dataset_names_utc', ?)",
+                         (_utc_now(),))
+            self._audit(conn, None, "migrate-schema", {"added": ["dataset_names"],
+                                                       "restored_first_names": len(restored)})
+        logger.info("added table dataset_names to the ledger at %s (restored the first name of %d "
+                    "renamed dataset(s))", self.path, len(restored))
+
+    @staticmethod
+    def _name_owner(conn: sqlite3.Connection, name: str) -> str | None:
+        """The digest of the dataset that ``name`` names (first or later name), or None."""
+        row = conn.execute("SELECT digest FROM datasets WHERE name=?", (name,)).fetchone() or \
+            conn.execute("SELECT dataset FROM dataset_names WHERE name=?", (name,)).fetchone()
+        return None if row is None else row[0]
+
+    def _add_name(self, conn: sqlite3.Connection, digest: str, name: str, *, first: str) -> None:
+        """One more name of ``digest`` (already checked free); its first name ``first`` stays."""
+        conn.execute("INSERT INTO dataset_names (name, dataset, created_utc) VALUES (?, ?, ?)",
+                     (name, digest, _utc_now()))
+        self._audit(conn, digest, "add-name", {"name": name, "first": first})
+
+    @staticmethod
+    def _aliases(conn: sqlite3.Connection, digest: str) -> list[str]:
+        """The later names of ``digest``, oldest first."""
+        return [r[0] for r in conn.execute("SELECT name FROM dataset_names WHERE dataset=? "
+                                           "ORDER BY created_utc, rowid", (digest,))]
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -948,7 +1047,8 @@ class Ledger:
             raise TypeError(f"dataset must be a digest or a name (a non-empty string), got {dataset!r}")
         key = dataset.strip()
         row = conn.execute("SELECT digest FROM datasets WHERE digest=? OR name=?", (key.lower(), key)
-                           ).fetchone()
+                           ).fetchone() or conn.execute(
+            "SELECT dataset FROM dataset_names WHERE name=?", (key,)).fetchone()
         if row:
             return row[0]
         low = key.lower()
@@ -970,7 +1070,9 @@ class Ledger:
             return self._resolve(conn, dataset)
 
     def register_dataset(self, digest: str, *, name: str | None = None) -> str:
-        """Add a dataset by its sha256 ``digest`` (idempotent); optionally give it a ``name``."""
+        """Add a dataset by its sha256 ``digest`` (idempotent); optionally give it a ``name``:
+        its first name, or, if it has one already, one more name that resolves it (the first is
+        kept). A name that names another dataset is refused (``ValueError``), before any write."""
         digest = _check_digest(digest)
         name = _check_name(name, "name")
         with self._txn(write=True) as conn:
@@ -978,12 +1080,14 @@ class Ledger:
         return digest
 
     def _register(self, conn: sqlite3.Connection, digest: str, name: str | None) -> None:
+        """Add ``digest`` (with ``name``), or give a registered dataset ``name``: its first name
+        if it has none, else one more of its names (the first is kept, :meth:`_add_name`)."""
         row = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()
+        owner = None
         if name is not None:
-            other = conn.execute("SELECT digest FROM datasets WHERE name=? AND digest<>?",
-                                 (name, digest)).fetchone()
-            if other:
-                raise ValueError(f"name {name!r} already names dataset {other[0][:12]}...; "
+            owner = self._name_owner(conn, name)
+            if owner is not None and owner != digest:
+                raise ValueError(f"name {name!r} already names dataset {owner[:12]}...; "
                                  "choose another name")
             if _is_digest(name.lower()):
                 raise ValueError(f"name {name!r} looks like a digest; choose a readable name")
@@ -991,9 +1095,12 @@ class Ledger:
             conn.execute("INSERT INTO datasets (digest, name, created_utc) VALUES (?, ?, ?)",
                          (digest, name, _utc_now()))
             self._audit(conn, digest, "register", {"name": name})
-        elif name is not None and row[0] != name:
-            conn.execute("UPDATE datasets SET name=? WHERE digest=?", (name, digest))
-            self._audit(conn, digest, "rename", {"old": row[0], "new": name})
+        elif name is not None and owner is None:
+            if row[0] is None:
+                conn.execute("UPDATE datasets SET name=? WHERE digest=?", (name, digest))
+                self._audit(conn, digest, "name", {"name": name})
+            else:
+                self._add_name(conn, digest, name, first=row[0])
 
     def register_identity(self, identity: DatasetIdentity, *, name: str | None = None) -> str:
         """Register a dataset with its records (idempotent) and return its digest.
@@ -1159,7 +1266,8 @@ class Ledger:
                                    (digest, digest)).fetchall())
 
     def datasets(self) -> list[dict]:
-        """Every dataset: digest, name, budget (``budget_eps``, ``budget_delta``, ``basis``,
+        """Every dataset: digest, name (the first it was registered with), ``aliases`` (its
+        later names, oldest first), budget (``budget_eps``, ``budget_delta``, ``basis``,
         ``conversion``), number of events, number of records (``None`` when registered by digest
         alone) and the digests of the datasets linked to it."""
         with self._txn(write=False) as conn:
@@ -1169,9 +1277,10 @@ class Ledger:
                 "(SELECT num_records FROM identities i WHERE i.dataset=d.digest), d.conversion "
                 "FROM datasets d ORDER BY d.created_utc").fetchall()
             links = {r[0]: [d for d, _ in self._linked(conn, r[0])] for r in rows}
-        return [{"digest": r[0], "name": r[1], "budget_eps": r[2], "budget_delta": r[3],
-                 "basis": r[4], "conversion": r[8], "created_utc": r[5], "events": r[6],
-                 "records": r[7], "linked": links[r[0]]} for r in rows]
+            aliases = {r[0]: self._aliases(conn, r[0]) for r in rows}
+        return [{"digest": r[0], "name": r[1], "aliases": aliases[r[0]], "budget_eps": r[2],
+                 "budget_delta": r[3], "basis": r[4], "conversion": r[8], "created_utc": r[5],
+                 "events": r[6], "records": r[7], "linked": links[r[0]]} for r in rows]
 
     def set_budget(self, dataset: str, *, eps: float, delta: float, data_dependent: bool = False,
                    conversion: str = "classic", name: str | None = None,
@@ -1760,6 +1869,7 @@ class Ledger:
             names = dict(self._block_rows(conn, digest))
             infos = self._reservation_infos(conn, digest, live_only=False)
             name = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()[0]
+            aliases = self._aliases(conn, digest)
             runs = conn.execute("SELECT count(DISTINCT run_id) FROM events WHERE dataset=?",
                                 (digest,)).fetchone()[0]
             records = conn.execute("SELECT num_records FROM identities WHERE dataset=?",
@@ -1785,7 +1895,7 @@ class Ledger:
         dd_basis = bool(budget and budget.data_dependent)
         own = [it for it in events if it.via is None]
         out: dict[str, Any] = {
-            "dataset": digest, "name": name, "ledger": str(self.path),
+            "dataset": digest, "name": name, "aliases": aliases, "ledger": str(self.path),
             "records": None if records is None else int(records[0]),
             "budget": None if budget is None else dataclasses.asdict(budget),
             "events": len(own), "linked_events": len(events) - len(own), "runs": runs,

@@ -305,30 +305,46 @@ def _identity(run: Run):
 
 
 def authorize(run: Run, ledger) -> str:
-    """The private split's dataset in ``ledger``, with the config's budget (see module doc)."""
+    """The private split's dataset in ``ledger``, with the config's budget (see module doc). A
+    budget that disagrees with the ledger's is refused before anything is written to the ledger
+    (no registration, no new name for the dataset)."""
     priv = run.config["privacy"]
     identity = _identity(run)
+    want = (priv["budget_eps"], priv["delta"], priv["conversion"])
+    known = ledger.datasets()
+    for d in known:
+        if d["digest"] == identity.digest and d["budget_eps"] is not None:
+            _check_budget(ledger, d["digest"], (d["budget_eps"], d["budget_delta"],
+                                                d["conversion"]), want)
     name = priv.get("dataset")
     if name is None:  # the data's name, unless another set of records already carries it
-        taken = {d["name"]: d["digest"] for d in ledger.datasets()}
+        taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
         name = run.config["data"]["name"]
         if taken.get(name, identity.digest) != identity.digest:
             name = None
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
-    eps, delta, conversion = priv["budget_eps"], priv["delta"], priv["conversion"]
     if budget is None:
-        ledger.set_budget(digest, eps=eps, delta=delta, conversion=conversion)
-    elif (budget.eps, budget.delta, budget.conversion) != (eps, delta, conversion):
-        raise ConfigError(
-            f"the ledger {ledger.path} holds the budget eps={budget.eps:g}, delta={budget.delta:g} "
-            f"({budget.conversion} conversion) for this dataset ({digest[:16]}...), but the config "
-            f"asks for budget_eps={eps:g}, delta={delta:g} ({conversion} conversion). The ledger "
-            f"is the one authority: set [privacy] budget_eps = {budget.eps:g}, delta = "
-            f"{budget.delta:g} and conversion = \"{budget.conversion}\", or change the ledger's "
-            f"budget with `pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} "
-            f"--conversion {conversion} --ledger {ledger.path}` (recorded, and shown in the report)")
+        ledger.set_budget(digest, eps=want[0], delta=want[1], conversion=want[2])
+    else:  # again: another process may have set it meanwhile
+        _check_budget(ledger, digest, (budget.eps, budget.delta, budget.conversion), want)
     return digest
+
+
+def _check_budget(ledger, digest: str, have: tuple, want: tuple) -> None:
+    """ConfigError unless the ledger's budget ``have`` and the config's ``want`` -- both
+    ``(eps, delta, conversion)`` -- are the same."""
+    if tuple(have) == tuple(want):
+        return
+    (b_eps, b_delta, b_conv), (eps, delta, conversion) = have, want
+    raise ConfigError(
+        f"the ledger {ledger.path} holds the budget eps={b_eps:g}, delta={b_delta:g} "
+        f"({b_conv} conversion) for this dataset ({digest[:16]}...), but the config "
+        f"asks for budget_eps={eps:g}, delta={delta:g} ({conversion} conversion). The ledger "
+        f"is the one authority: set [privacy] budget_eps = {b_eps:g}, delta = "
+        f"{b_delta:g} and conversion = \"{b_conv}\", or change the ledger's "
+        f"budget with `pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} "
+        f"--conversion {conversion} --ledger {ledger.path}` (recorded, and shown in the report)")
 
 
 def preflight(run: Run, *, stages=R.STAGES) -> None:
@@ -1170,9 +1186,39 @@ STAGE_FUNCTIONS: dict[str, Callable[[Run], dict]] = {
     "student": student, "analysis": analysis_stage, "report": report}
 
 
+def _check_fork_target(source: pathlib.Path, target: pathlib.Path) -> None:
+    """Refuse a fork target that would overwrite or delete anything: the source itself, a folder
+    inside the source, a folder the source lies in, or a path that exists and is not an empty
+    folder. Checked before anything is written; fork never deletes what it did not create."""
+    src, dst = source.resolve(), target.resolve()
+    if dst == src:
+        raise ConfigError(f"fork_run: the new run directory is the source itself ({source}); "
+                          "pick a new directory for the forked run")
+    if dst.is_relative_to(src):
+        raise ConfigError(f"fork_run: the new run directory {target} lies inside the source run "
+                          f"{source}; pick a new directory outside it")
+    if src.is_relative_to(dst):
+        raise ConfigError(f"fork_run: the new run directory {target} holds the source run "
+                          f"{source}; pick a new directory that does not contain it")
+    if target.is_symlink() and not target.exists():
+        raise ConfigError(f"fork_run: the new run directory {target} is a dangling symbolic "
+                          "link; pick a new directory, or remove the link yourself")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        what = "a file" if not target.is_dir() else "a folder that is not empty"
+        raise ConfigError(f"fork_run: the new run directory {target} exists and is {what}; it is "
+                          "never overwritten: pick a new directory, or remove it yourself")
+
+
 def fork(source, config: dict) -> pathlib.Path:
     """Start a new run (``config``'s directory) from a finished run's partition, teachers and
-    votes, with a NEW run id (its answers are charged to the ledger as its own)."""
+    votes, with a NEW run id (its answers are charged to the ledger as its own).
+
+    The new directory must not exist or be an empty folder, and must be neither the source,
+    inside it, nor a folder holding it (:class:`ConfigError`, before anything is written). The
+    run is assembled in a temporary folder next to it and renamed into place, so an interrupted
+    fork leaves no half-copied run; nothing that existed before is ever deleted."""
+    import os
+    import secrets
     import shutil
 
     source = pathlib.Path(source)
@@ -1180,24 +1226,36 @@ def fork(source, config: dict) -> pathlib.Path:
     if missing:
         raise ConfigError(f"{source} has not finished stage(s) {', '.join(missing)}; run "
                           f"`pate run --config ... --until votes` there first")
-    parent = Run.open(source, progress=False)
     target = C.run_directory(config)
-    if target.resolve() == source.resolve():
-        raise ConfigError(f"fork_run: the new run directory is the source itself ({source})")
-    if target.exists():
-        shutil.rmtree(target)
-    run = Run.create(config, progress=False, run_dir=target)
-    run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
-    run.start()
-    (target / R.STAGE_DIR).mkdir()
-    for name in FORKED_FILES:
-        if not (source / name).exists() and name != R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
-            continue  # a Private-kNN run: no partition, no teachers
-        if name == R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
-            name = R.KNN_EMBEDDINGS
-        (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, target / name)
-    for stage in FORKED_STAGES:
-        shutil.copy2(source / R.STAGE_DIR / f"{stage}.json", target / R.STAGE_DIR / f"{stage}.json")
+    _check_fork_target(source, target)
+    parent = Run.open(source, progress=False)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.fork-{secrets.token_hex(6)}"
+    staging.mkdir()  # a new, unique folder (the umask's permissions, like any run directory)
+    try:
+        run = Run.create(config, progress=False, run_dir=staging)
+        run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
+        run.start()
+        (staging / R.STAGE_DIR).mkdir()
+        for name in FORKED_FILES:
+            if not (source / name).exists() and name != R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
+                continue  # a Private-kNN run: no partition, no teachers
+            if name == R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
+                name = R.KNN_EMBEDDINGS
+            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name,
+                                                                             staging / name)
+        for stage in FORKED_STAGES:
+            shutil.copy2(source / R.STAGE_DIR / f"{stage}.json",
+                         staging / R.STAGE_DIR / f"{stage}.json")
+        _check_fork_target(source, target)  # again: nothing appeared there meanwhile
+        try:  # onto a missing path or an empty folder only (rename refuses a non-empty one)
+            os.rename(staging, target)
+        except OSError as exc:
+            raise ConfigError(f"fork_run: cannot move the forked run into {target} ({exc.strerror}"
+                              "); pick a new directory, or remove it yourself") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # the folder this call created, only
+        raise
     return target
 
 

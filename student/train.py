@@ -693,7 +693,9 @@ class Student(ClassifierMixin, BaseEstimator):
                            else pathlib.Path(self.checkpoint_dir) / CHECKPOINT_NAME)
         state = None
         if self.resume and checkpoint_path is not None and checkpoint_path.exists():
-            state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+            state = _load_checkpoint(checkpoint_path, _CHECKPOINT_KEYS, remedy=(
+                f"delete {checkpoint_path} (or use a new run directory) to train the student "
+                "from scratch"))
             if state.get("fingerprint") != fingerprint:
                 raise ValueError(
                     f"checkpoint {checkpoint_path} was written for different public data, labels or "
@@ -730,15 +732,20 @@ class Student(ClassifierMixin, BaseEstimator):
         history: list[dict] = []
         start_epoch = 0
         if state is not None:
-            model.load_state_dict(state["model"])
-            if ema is not None:
-                ema.load_state_dict(state["ema"])
-            optimizer.load_state_dict(state["optimizer"])
-            generator.set_state(state["generator"])
-            if state.get("prediction_mean") is not None:
-                prediction_mean = state["prediction_mean"].to(device)
-            history = list(state["history"])
-            start_epoch = int(state["epoch"])
+            try:
+                model.load_state_dict(state["model"])
+                if ema is not None:
+                    ema.load_state_dict(state["ema"])
+                optimizer.load_state_dict(state["optimizer"])
+                generator.set_state(state["generator"])
+                if state.get("prediction_mean") is not None:
+                    prediction_mean = state["prediction_mean"].to(device)
+                history = list(state["history"])
+                start_epoch = int(state["epoch"])
+            except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise _not_a_checkpoint(checkpoint_path, exc, remedy=(
+                    f"delete {checkpoint_path} (or use a new run directory) to train the "
+                    "student from scratch")) from None
 
         x_all = torch.from_numpy(x_np).to(device)
         y_all = torch.from_numpy(y_np).to(device)
@@ -942,13 +949,24 @@ class Student(ClassifierMixin, BaseEstimator):
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str = "cpu", model=None) -> "Student":
-        """A fitted Student from a file written by :meth:`save`."""
+        """A fitted Student from a file written by :meth:`save`, read with ``weights_only=True``
+        (no code in the file runs). Any other file -- a pickle of other objects, a damaged or
+        foreign one -- raises :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
         path = pathlib.Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no student weights at {path}; train one with `pate train-student`")
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a pate-learn student file (format {_FORMAT})")
+        remedy = ("train the student again (`pate train-student --run-dir DIR`), or load a file "
+                  "written by Student.save")
+        blob = _load_checkpoint(path, _WEIGHTS_KEYS, remedy=remedy)
+        try:
+            return cls._from_blob(path, blob, device=device, model=model)
+        except (RuntimeError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            # tensors and plain containers only (weights_only), but not the ones Student.save
+            # writes: a damaged or crafted file
+            raise _not_a_checkpoint(path, exc, remedy=remedy) from None
+
+    @classmethod
+    def _from_blob(cls, path: pathlib.Path, blob: dict, *, device: str, model) -> "Student":
         from pate.teachers.models import build_model
 
         settings = dict(blob["settings"])
@@ -994,6 +1012,40 @@ class Student(ClassifierMixin, BaseEstimator):
         student.n_labelled_ = int(blob["n_labelled"])
         student.rule_product_ = product or None
         return student
+
+
+#: The keys of the files :meth:`Student.save` and the per-epoch checkpoint write (checked on load).
+_WEIGHTS_KEYS = frozenset({"format", "model_name", "input_shape", "num_classes", "settings", "seed",
+                           "history", "n_labelled", "state_dict"})
+_CHECKPOINT_KEYS = frozenset({"format", "fingerprint", "seed", "epoch", "model", "ema", "optimizer",
+                              "generator", "history"})
+
+
+def _not_a_checkpoint(path, exc: BaseException, *, remedy: str):
+    from pate.teachers.checkpoint import CheckpointError
+
+    detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "no details"
+    return CheckpointError(
+        f"{str(path)!r} is not a student file written by pate-learn ({type(exc).__name__}: "
+        f"{detail}); {remedy.rstrip('.')}.", path=path)
+
+
+def _load_checkpoint(path, keys: frozenset, *, remedy: str) -> dict:
+    """A student file of pate-learn, read with ``weights_only=True`` (no code runs): a dict of
+    format ``_FORMAT`` holding ``keys``. Anything else (a pickle of other objects, a damaged or
+    foreign file) raises ``CheckpointError`` naming the file, saying it was not written by
+    pate-learn, and what to do (``remedy``)."""
+    from pate.teachers.checkpoint import CheckpointError, load_torch
+
+    blob = load_torch(path, remedy=remedy)
+    if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
+        raise CheckpointError(f"{str(path)!r} is not a student file written by pate-learn "
+                              f"(format {_FORMAT}); {remedy.rstrip('.')}.", path=path)
+    missing = sorted(keys - set(blob))
+    if missing:
+        raise CheckpointError(f"{str(path)!r} is not a student file written by pate-learn (it "
+                              f"lacks {', '.join(missing)}); {remedy.rstrip('.')}.", path=path)
+    return blob
 
 
 def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: str = "fixmatch",

@@ -31,6 +31,7 @@ from __future__ import annotations
 import io
 import pathlib
 import pickle
+import struct
 import zipfile
 import zlib
 
@@ -73,9 +74,12 @@ def load_torch(path, *, remedy: str | None = None):
     path = pathlib.Path(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as exc:
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError, KeyError,
+            IndexError, TypeError, AttributeError, struct.error, zipfile.BadZipFile) as exc:
         # weights_only=True refuses anything but tensors and plain containers
-        # (pickle.UnpicklingError "Weights only load failed"); a truncated file is a RuntimeError.
+        # (pickle.UnpicklingError "Weights only load failed"); a truncated file is a RuntimeError;
+        # a damaged pickle inside the archive can fail in the unpickler itself (e.g. KeyError of
+        # a memo index it never stored).
         raise CheckpointError(
             f"checkpoint {str(path)!r} cannot be read as a pate-learn checkpoint "
             f"({type(exc).__name__}: {_first_line(exc)}); it is missing, damaged or was not "

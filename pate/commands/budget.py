@@ -16,7 +16,8 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
                            conversion, is allowed and kept in the audit log.
 ``add-block --dataset D --block NAME``
                            register a new time block of records (Sage): fresh budget for it.
-``list``                   every dataset in the ledger.
+``list``                   every dataset in the ledger: its first name, and the names it was
+                           registered under later (``also named``; any of them resolves it).
 ``link --dataset D --with D2 [--reason TEXT]``
                            declare that two datasets share records (e.g. a budget set under an
                            id digest and the digest ``pate run`` uses): their spend then counts
@@ -31,7 +32,8 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 ``digest --ids FILE``      the dataset digest of explicit record ids (.npy array, or one id per
                            line) -- for datasets registered by hand, not what ``pate run`` uses.
 
-``D`` is a digest, a dataset name, or a unique digest prefix of at least 8 hex digits.
+``D`` is a digest, a dataset name (the first it was registered with or any later one), or a
+unique digest prefix of at least 8 hex digits.
 
 ``digest --config`` prints :func:`pate.stages.config_identity`, the identity ``pate run`` uses.
 """
@@ -67,7 +69,9 @@ def add_parser(subparsers) -> None:
     common(p)
     p.add_argument("--eps", type=float, required=True, help="total epsilon the dataset may spend")
     p.add_argument("--delta", type=float, required=True, help="delta of the (eps, delta) budget")
-    p.add_argument("--name", default=None, help="a readable name for the dataset")
+    p.add_argument("--name", default=None,
+                   help="a readable name for the dataset (a dataset keeps its first name; a "
+                        "later one is added to its names, and any of them resolves it)")
     p.add_argument("--data-dependent", action="store_true",
                    help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
                         "differentially private itself; default: data-independent RDP)")
@@ -223,6 +227,8 @@ def run(args) -> int:
                 for r in rows:
                     linked = f"  (shares records with {', '.join(d[:12] for d in r['linked'])})" \
                         if r["linked"] else ""
+                    if r["aliases"]:  # the first name, then the later ones
+                        linked += f"  (also named {', '.join(r['aliases'])})"
                     print(f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
                           f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
                           f"{(r['conversion'] if r['budget_eps'] is not None else '-'):<10}  "
@@ -247,6 +253,8 @@ def _print_summary(s: dict) -> None:
     b = s["budget"]
     label = f"{s['name']}  ({s['dataset']})" if s["name"] else s["dataset"]
     print(f"dataset    {label}")
+    if s.get("aliases"):
+        print(f"also named {', '.join(s['aliases'])}")
     print(f"ledger     {s['ledger']}")
     if b is None:
         print("budget     none set (spend is recorded but unlimited); set one with "

@@ -156,7 +156,9 @@ def _overrides(args, tables) -> dict[str, dict]:
 
 def open_run(args, tables: tuple[str, ...], stage: str):
     """The run of ``--run-dir`` with the flags applied, preflight for ``stage`` passed (see
-    module doc); a device this machine lacks is refused before the run's config is written."""
+    module doc). Everything is checked first (the flags, the device, the data, the ledger's
+    dataset and budget); the new config is written only after that, so a refused command
+    changes no file of the run."""
     import pathlib
 
     from pate import config as C
@@ -189,11 +191,13 @@ def open_run(args, tables: tuple[str, ...], stage: str):
             raise ConfigError(f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
                               f"[{finished[0]}] settings in its config.json; a flag cannot change "
                               "them now: use a new --run-dir")
-        # before update_config writes config.json (preflight below checks the others)
-        stages.check_device(config, (stage,), objects=run.objects)
-        if changed or config["run"] != run.config["run"]:
-            run.update_config(config)
+        save = bool(changed) or config["run"] != run.config["run"]
+        # in memory only: preflight below checks it (device, data, the ledger's budget), and
+        # config.json / run.json are rewritten only once it passed (a refused command changes
+        # no file)
+        run.config = config
     else:
+        save = False
         if args.config is None:
             raise ConfigError(f"--run-dir {run_dir} holds no run yet: pass --config FILE to start "
                               "one (e.g. --config configs/digits.toml)")
@@ -201,6 +205,8 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                         ledger=ledger, overrides=overrides)
         run = Run.create(config, progress=progress, run_dir=run_dir)  # writes nothing yet
     stages.preflight(run, stages=(stage,))
+    if save:
+        run.update_config(config)
     return run
 
 

@@ -74,6 +74,27 @@ def test_resume_needs_the_same_data(sklearn_run, digits):
                  queries=120, ledger=tmp / "ledger.sqlite3", run_dir=result.run_dir, resume=True)
 
 
+def test_a_reshaped_copy_of_the_private_records_has_no_fresh_budget(sklearn_run, digits):
+    """Issue #30, break 4: the same digits as (N, 1, 8, 8) or as float64 with int32 labels -- the
+    run above used (N, 64) float32 -- are the same records, so the exhausted budget binds them."""
+    from sklearn.linear_model import LogisticRegression
+
+    from pate.analysis.errors import BudgetExceededError
+
+    tmp, result = sklearn_run
+    x4 = digits.private.x.reshape(len(digits.private.x), 1, 8, 8).astype(np.float64)
+    assert dataset_identity(x4, digits.private.y.astype(np.int32)).digest == \
+        dataset_identity(flat(digits.private), digits.private.y).digest
+    with pytest.raises(BudgetExceededError, match="no room"):
+        pate.fit((x4.reshape(len(x4), -1), digits.private.y.astype(np.int32)), flat(digits.public),
+                 evaluation=(flat(digits.evaluation), digits.evaluation.y),
+                 teacher=LogisticRegression(max_iter=300), student=LogisticRegression(),
+                 num_teachers=10, mechanism="gnmax", target_eps=20.0, queries=120,
+                 ledger=tmp / "ledger.sqlite3", run_dir=tmp / "reshaped")
+    with Ledger(tmp / "ledger.sqlite3") as ledger:
+        assert len(ledger.datasets()) == 1  # one identity, one budget
+
+
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"evaluation": None}, TypeError, "evaluation="),
     ({"public": None}, TypeError, "public="),

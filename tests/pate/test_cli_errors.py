@@ -609,3 +609,33 @@ def test_init_config_on_a_full_disk_leaves_no_half_written_config(capsys, small_
     assert status == 2 and len(lines(err)) == 1, err
     assert err.startswith(f"pate init-config: error: cannot write {target}: No space left on device")
     assert sorted(p.name for p in small_tmpfs.iterdir()) == ["filler"]
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: proof that a pickle was loaded (code ran)."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "a"))
+
+
+def test_a_crafted_student_checkpoint_is_one_line_exit_2(tmp_path, small_digits, capsys):
+    """A student checkpoint that torch.load(weights_only=True) refuses (here: a pickled object)
+    is named, said not to be pate-learn's, exit 2 (main: exit 70, "internal error")."""
+    torch = pytest.importorskip("torch")
+    run_dir = tmp_path / "run"
+    assert main(["run", "--config", str(small_digits(tmp_path)), "--run-dir", str(run_dir),
+                 "--no-ledger", "--until", "aggregate", "--no-progress"]) == 0
+    marker = tmp_path / "fired"
+    planted = run_dir / "student" / "student_checkpoint.pt"
+    planted.parent.mkdir(exist_ok=True)
+    torch.save({"format": "pate-learn-student/1", "model": _Payload(marker)}, planted)
+    capsys.readouterr()
+    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress"]) == 2
+    (line,) = lines(capsys.readouterr().err)
+    assert line.startswith("pate train-student: error: ") and INTERNAL not in line
+    assert str(planted) in line and "not written by pate-learn" in line
+    assert f"delete {planted}" in line
+    assert not marker.exists() and not (run_dir / "student.pt").exists()

@@ -143,6 +143,102 @@ def test_resolve_by_digest_name_and_prefix(ledger):
         ledger.register_dataset(dataset_digest([1]), name="toy")
 
 
+def test_a_dataset_keeps_its_first_name_and_every_later_name_resolves(ledger):
+    # main renamed the dataset to each later name: the first ("toy") no longer resolved
+    ledger.register_dataset(DIGEST, name="npz:/data/a.npz")
+    ledger.register_dataset(DIGEST, name="npz:/data/b.npz")
+    ledger.register_dataset(DIGEST, name="npz:/data/a.npz")  # known already: nothing added
+    ledger.register_dataset(DIGEST, name="toy")
+    for name in ("toy", "npz:/data/a.npz", "npz:/data/b.npz"):
+        assert ledger.resolve(name) == DIGEST
+    (row,) = ledger.datasets()
+    assert row["name"] == "toy" and row["aliases"] == ["npz:/data/a.npz", "npz:/data/b.npz"]
+    s = ledger.summary("npz:/data/b.npz")
+    assert s["name"] == "toy" and s["aliases"] == row["aliases"]
+    assert [(a["action"], a["detail"]) for a in ledger.audit_log("toy")][-2:] == [
+        ("add-name", {"name": "npz:/data/a.npz", "first": "toy"}),
+        ("add-name", {"name": "npz:/data/b.npz", "first": "toy"})]
+    # a later name is taken like a first one: another dataset cannot have it
+    other = dataset_digest([1])
+    with pytest.raises(ValueError, match="already names dataset"):
+        ledger.register_dataset(other, name="npz:/data/b.npz")
+    with pytest.raises(ValueError, match="already names dataset"):
+        ledger.set_budget(other, eps=1.0, delta=DELTA, name="npz:/data/a.npz")
+    assert [d["digest"] for d in ledger.datasets()] == [DIGEST]  # refused before any write
+    # a dataset registered without a name takes its first name later
+    ledger.register_dataset(other)
+    ledger.register_dataset(other, name="second")
+    assert {d["name"]: d["aliases"] for d in ledger.datasets()}["second"] == []
+
+
+def test_cli_show_and_list_by_first_and_later_names(tmp_path, capsys):
+    led_path = str(tmp_path / "names.sqlite3")
+    assert cli_main(["budget", "set", "--dataset", DIGEST, "--eps", "3", "--delta", "1e-5",
+                     "--name", "digits", "--ledger", led_path]) == 0
+    with Ledger(led_path) as led:
+        led.register_dataset(DIGEST, name="npz:digits-copy.npz")  # what a later run does
+    capsys.readouterr()
+    for name in ("digits", "npz:digits-copy.npz"):
+        assert cli_main(["budget", "show", "--dataset", name, "--ledger", led_path]) == 0
+        out = capsys.readouterr().out
+        assert f"digits  ({DIGEST})" in out and "also named npz:digits-copy.npz" in out
+    assert cli_main(["budget", "list", "--ledger", led_path]) == 0
+    out = capsys.readouterr().out
+    assert "digits" in out and "(also named npz:digits-copy.npz)" in out
+    assert cli_main(["budget", "list", "--ledger", led_path, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["name"] == "digits" and row["aliases"] == ["npz:digits-copy.npz"]
+
+
+def _as_written_before_dataset_names(path):
+    """Turn ``path`` into a ledger as an earlier pate-learn left it: no dataset_names table."""
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE dataset_names")
+    conn.execute("DELETE FROM meta WHERE key='added_dataset_names_utc'")
+    conn.commit()
+    return conn
+
+
+def test_a_ledger_without_dataset_names_gains_it_and_gets_its_first_names_back(path, event):
+    other = dataset_digest([1])
+    with Ledger(path) as led:
+        led.set_budget(DIGEST, eps=2.0, delta=DELTA, name="digits")
+        led.charge("digits", [event], run_id="r1")
+        led.register_dataset(other, name="plain")
+        before = led.summary("digits")
+    conn = _as_written_before_dataset_names(path)
+    # what earlier versions did on each run from another source: rename, audited
+    audit = "INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, 't', 'rename', ?)"
+    for old, new in (("digits", "npz:a.npz"), ("npz:a.npz", "npz:b.npz")):
+        conn.execute("UPDATE datasets SET name=? WHERE digest=?", (new, DIGEST))
+        conn.execute(audit, (DIGEST, json.dumps({"old": old, "new": new})))
+    # the other dataset renamed too, to a name that since went to another dataset
+    conn.execute("UPDATE datasets SET name='later' WHERE digest=?", (other,))
+    conn.execute(audit, (other, json.dumps({"old": "plain", "new": "later"})))
+    conn.execute("INSERT INTO datasets (digest, name, created_utc) VALUES (?, 'plain', 'z')",
+                 (dataset_digest([2]),))
+    conn.commit()
+    conn.close()
+    with Ledger(path, create=False) as led:
+        rows = {d["digest"]: d for d in led.datasets()}
+        assert (rows[DIGEST]["name"], rows[DIGEST]["aliases"]) == ("digits", ["npz:a.npz", "npz:b.npz"])
+        assert (rows[other]["name"], rows[other]["aliases"]) == ("later", [])  # "plain" is taken
+        assert led.resolve("digits") == led.resolve("npz:b.npz") == DIGEST
+        after = led.summary("digits")
+        for key in ("spent", "remaining", "events", "budget"):
+            assert after[key] == before[key]
+        assert led.audit_log("digits")[-1] == {
+            "time_utc": led.audit_log("digits")[-1]["time_utc"], "action": "restore-first-name",
+            "detail": {"name": "digits", "aliases": ["npz:a.npz", "npz:b.npz"], "was": "npz:b.npz"}}
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    with Ledger(path) as led:  # once: reopening changes nothing
+        assert {d["digest"]: d for d in led.datasets()} == rows
+
+
 # ------------------------------------------------------------------------------ refusing overspend
 
 def test_charge_refuses_before_overspending_and_records_nothing(ledger, event):

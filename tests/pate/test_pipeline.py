@@ -264,3 +264,75 @@ def test_fork_run_reuses_the_votes_and_finishes_with_other_settings(full_run, tm
     (unfinished / "stages").mkdir(parents=True)
     with pytest.raises(ConfigError, match="has not finished"):
         fork_run(unfinished, config)
+
+
+def _snapshot(folder: pathlib.Path) -> dict:
+    """Every file under ``folder``: its bytes and modification time (the folders too)."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+def _fork_config(pipeline, run_dir) -> dict:
+    config = json.loads(json.dumps(pipeline.config))
+    config["run"]["run_dir"] = str(run_dir)
+    config["privacy"].update(ledger=False, release=False)
+    return C.from_dict(config)
+
+
+def test_fork_never_deletes_what_it_did_not_create(full_run, tmp_path):
+    from pate.pipeline import fork_run
+
+    pipeline, _, _ = full_run
+    source = pipeline.run_dir
+    before = _snapshot(source)
+    # a non-empty folder (on main: deleted with everything in it)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"kept exists and is a folder that is not empty.*"
+                                          r"pick a new directory, or remove it yourself"):
+        fork_run(source, _fork_config(pipeline, kept))
+    assert (kept / "notes.txt").read_text() == "mine" and len(list(kept.iterdir())) == 1
+    # a file
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        fork_run(source, _fork_config(pipeline, tmp_path / "afile"))
+    assert (tmp_path / "afile").read_text() == "x"
+    # a folder holding the source (on main: the source run itself was deleted)
+    for holder in (source.parent, source.parent.parent):
+        with pytest.raises(ConfigError, match="holds the source run"):
+            fork_run(source, _fork_config(pipeline, holder))
+    # the source itself, and a folder inside it (new or existing)
+    with pytest.raises(ConfigError, match="source itself"):
+        fork_run(source, _fork_config(pipeline, source))
+    for inside in (source / "fork", source / "teachers", source / "stages" / ".." / "x"):
+        with pytest.raises(ConfigError, match="inside the source run"):
+            fork_run(source, _fork_config(pipeline, inside))
+    assert _snapshot(source) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "kept"]  # no staging folder left
+
+
+def test_fork_into_an_empty_folder_and_a_failed_fork_leaves_nothing(full_run, tmp_path, monkeypatch):
+    import shutil
+
+    from pate.pipeline import fork_run
+
+    pipeline, _, _ = full_run
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    target = fork_run(pipeline.run_dir, _fork_config(pipeline, empty))
+    assert target == empty and (empty / "run.json").is_file() and (empty / "votes.npy").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    # a copy that fails half-way leaves neither the target nor a half-copied staging folder
+    real_copy, calls = shutil.copy2, []
+
+    def failing_copy(src, dst, *args, **kwargs):  # the second file copied: a full disk
+        calls.append(src)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_copy(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "copy2", failing_copy)
+    with pytest.raises(OSError, match="No space"):
+        fork_run(pipeline.run_dir, _fork_config(pipeline, tmp_path / "half"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]

@@ -111,7 +111,7 @@ def _preflight(tmp_path, small_digits, name, source, ledger, **privacy):
 
 
 def test_the_same_records_get_one_budget_whatever_their_order_file_name_or_cwd(
-        tmp_path, small_digits, digits, monkeypatch):
+        tmp_path, small_digits, digits, monkeypatch, capsys):
     ledger = tmp_path / "ledger.sqlite3"
     x, y = digits.private.x, digits.private.y
     order = np.random.default_rng(1).permutation(len(y))
@@ -127,6 +127,30 @@ def test_the_same_records_get_one_budget_whatever_their_order_file_name_or_cwd(
         datasets = led.datasets()
     assert len(datasets) == 1
     assert datasets[0]["digest"] == dataset_identity(x, y).digest
+    # the first name is kept (main renamed the dataset after each run's source, so that
+    # `pate budget show --dataset <first name>` said "not in the ledger; register it")
+    assert datasets[0]["name"] == sources[0]
+    assert datasets[0]["aliases"] == [sources[1], "hospital-a"]
+    for name in (sources[0], sources[1], "hospital-a"):
+        assert main(["budget", "show", "--dataset", name, "--ledger", str(ledger), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["dataset"] == datasets[0]["digest"]
+    assert main(["budget", "list", "--ledger", str(ledger)]) == 0
+    listed = capsys.readouterr().out
+    assert f"also named {sources[1]}, hospital-a" in listed and sources[0] in listed
+
+
+def test_a_run_refused_for_its_budget_leaves_the_ledger_as_it_was(tmp_path, small_digits, digits):
+    """Refused before the ledger is written: no new name for the dataset, nothing registered."""
+    ledger = tmp_path / "ledger.sqlite3"
+    x, y = digits.private.x, digits.private.y
+    _preflight(tmp_path, small_digits, "first", _npz(tmp_path / "a.npz", x, y, digits), ledger)
+    with Ledger(ledger) as led:
+        led.set_budget(dataset_identity(x, y).digest, eps=50.0, delta=1e-5)
+        before = (led.datasets(), led.audit_log(dataset_identity(x, y).digest))
+    with pytest.raises(ConfigError, match="eps=50"):
+        _preflight(tmp_path, small_digits, "other", _npz(tmp_path / "b.npz", x, y, digits), ledger)
+    with Ledger(ledger) as led:
+        assert (led.datasets(), led.audit_log(dataset_identity(x, y).digest)) == before
 
 
 def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits, digits):
@@ -191,6 +215,32 @@ def test_a_config_budget_that_differs_from_the_ledger_s_is_refused_before_anythi
     with Ledger(ledger) as led:
         changes = led.budget_changes(digest)
     assert [c["change"] for c in changes] == ["initial", "raised"] and changes[1]["spent_eps"] > 0
+
+
+def _snapshot(folder: pathlib.Path) -> dict:
+    """Every file and folder under ``folder``: bytes (files) and modification time."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("flags", [["--budget-eps", "1000"], ["--budget-eps", "999", "--queries", "30"]])
+def test_a_refused_stage_command_changes_no_file_of_the_run(base, tmp_path, capsys, flags):
+    """A stage command whose flags the ledger refuses (another budget for the dataset) leaves
+    the run directory exactly as it was (main rewrote config.json and run.json first)."""
+    ledger = tmp_path / "ledger.sqlite3"
+    run_dir = forked(base, tmp_path, "refused", ledger=ledger, privacy={"budget_eps": 40.0})
+    digest = dataset_identity(base.data.private.x, base.data.private.y).digest
+    with Ledger(ledger) as led:
+        led.set_budget(digest, eps=40.0, delta=1e-5)
+    before = _snapshot(run_dir)
+    rc = main(["aggregate", "--run-dir", str(run_dir), "--no-progress", *flags])
+    err = capsys.readouterr().err
+    assert rc == 2 and "eps=40" in err and "pate budget set" in err, err
+    assert _snapshot(run_dir) == before
+    assert json.loads((run_dir / "config.json").read_text())["privacy"]["budget_eps"] == 40.0
+    # flags the ledger accepts are saved (and the stage runs)
+    assert main(["aggregate", "--run-dir", str(run_dir), "--no-progress", "--queries", "30"]) == 0
+    assert json.loads((run_dir / "config.json").read_text())["aggregator"]["queries"] == 30
 
 
 # ---------------------------------------------------------------- 4. charge before release

@@ -361,3 +361,66 @@ def test_a_checkpoint_of_other_soft_targets_is_not_resumed(digits, first_k_label
     other = 0.9 * _one_hot(labels) + 0.01
     with pytest.raises(ValueError, match="different public data, labels or settings"):
         Student(**settings, resume=True).fit(digits.public.x, labels, soft_targets=other)
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: proof that a pickle was loaded (code ran)."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "a"))
+
+
+def _crafted_files(tmp_path, marker):
+    """Files named like student weights / checkpoints that Student.save never writes."""
+    files = {}
+    files["pickle"] = tmp_path / "pickle.pt"
+    torch.save({"format": "pate-learn-student/1", "state_dict": _Payload(marker)}, files["pickle"])
+    files["not-torch"] = tmp_path / "garbage.pt"
+    files["not-torch"].write_bytes(b"not a checkpoint at all")
+    files["foreign"] = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(3)}, files["foreign"])
+    files["incomplete"] = tmp_path / "incomplete.pt"
+    torch.save({"format": "pate-learn-student/1", "model_name": "mlp"}, files["incomplete"])
+    files["bad-tensors"] = tmp_path / "bad-tensors.pt"
+    torch.save({"format": "pate-learn-student/1", "model_name": "mlp", "input_shape": [1, 8, 8],
+                "num_classes": 10, "settings": {"model": "mlp"}, "seed": 0, "history": [],
+                "n_labelled": 5, "state_dict": {"mean": torch.zeros(1)}}, files["bad-tensors"])
+    return files
+
+
+def test_a_crafted_student_file_is_refused_naming_it_and_runs_no_code(tmp_path):
+    from pate.cli import EXIT_INPUT, classify
+    from pate.teachers.checkpoint import CheckpointError
+
+    marker = tmp_path / "fired"
+    for kind, path in _crafted_files(tmp_path, marker).items():
+        with pytest.raises(CheckpointError, match="not a student file written by pate-learn|not "
+                                                  "written by pate-learn") as info:
+            Student.load(path)
+        assert str(path) in str(info.value) and info.value.path == str(path), kind
+        assert "train the student again" in str(info.value), kind
+        # the pate command prints it as one line, exit 2 (main: exit 70, "internal error")
+        status, message = classify(info.value)
+        assert status == EXIT_INPUT and "\n" not in message, kind
+    assert not marker.exists()
+
+
+def test_a_crafted_checkpoint_is_refused_on_resume_before_training(digits, first_k_labels,
+                                                                   tmp_path):
+    from pate.teachers.checkpoint import CheckpointError
+
+    marker = tmp_path / "fired"
+    labels = first_k_labels(digits.public.y, 50)
+    for kind, crafted in _crafted_files(tmp_path, marker).items():
+        folder = tmp_path / kind
+        folder.mkdir()
+        (folder / CHECKPOINT_NAME).write_bytes(crafted.read_bytes())
+        with pytest.raises(CheckpointError, match="written by pate-learn") as info:
+            train_student(digits.public.x, labels, checkpoint_dir=folder, resume=True,
+                          random_state=0, **FAST)
+        assert str(folder / CHECKPOINT_NAME) in str(info.value), kind
+        assert f"delete {folder / CHECKPOINT_NAME}" in str(info.value), kind
+    assert not marker.exists()

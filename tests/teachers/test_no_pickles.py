@@ -265,6 +265,27 @@ def test_torch_checkpoints_never_run_code(tmp_path):
     assert torch.equal(load_torch(tmp_path / "ok.pt")["w"], torch.ones(2))
 
 
+def test_a_damaged_pickle_inside_a_torch_file_is_a_checkpoint_error(tmp_path):
+    """The unpickler itself can fail on a damaged pickle (here: KeyError of a memo index it never
+    stored; main let it through, and `pate` said "internal error", exit 70)."""
+    import io
+    import zipfile
+
+    torch = pytest.importorskip("torch")
+    buffer = io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buffer)
+    source, damaged = zipfile.ZipFile(io.BytesIO(buffer.getvalue())), io.BytesIO()
+    with zipfile.ZipFile(damaged, "w", compression=zipfile.ZIP_STORED) as out:
+        for info in source.infolist():
+            data = source.read(info)
+            out.writestr(info.filename, b"\x80\x02h\x2f." if info.filename.endswith("/data.pkl")
+                         else data)  # BINGET 47 from an empty memo, STOP
+    path = tmp_path / "damaged.pt"
+    path.write_bytes(damaged.getvalue())
+    with pytest.raises(CheckpointError, match=r"damaged\.pt.*KeyError.*not written by pate-learn"):
+        load_torch(path)
+
+
 # ---------------------------------------------------------------------------- code scan
 
 _PACKAGES = ("pate", "teachers", "student", "analysis", "benchmarks")
