@@ -126,7 +126,9 @@ def make_analysis(run_dir: str | os.PathLike | None = None, *, name: str = "fmni
             "student": {"method": "fixmatch", "epochs": 10},
         },
         "privacy": {
-            "neighbouring_relation": relation, "mechanism": mechanism, "params": params,
+            "neighbouring_relation": relation, "relation": "add-remove",
+            "relation_text": "two datasets are neighbours when one is the other with one record "
+                             "added or removed", "mechanism": mechanism, "params": params,
             "num_teachers": num_teachers, "delta": delta, "conversion": "classic",
             "orders": orders.tolist(), "rdp_data_dependent": rdp_dep.tolist(),
             "rdp_data_independent": rdp_ind.tolist(),
