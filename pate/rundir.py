@@ -15,7 +15,11 @@ Symbols
 STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
     that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
-    labels; only the aggregate stage, on ``--resume``, commits or discards it.
+    labels; only the aggregate stage, on ``--resume``, commits or discards it. It is ONE file,
+    written atomically: the arrays and, in its ``state`` member (UTF-8 JSON bytes), the summary and
+    each round's ledger reservation ids (see :mod:`pate.stages`). ``PENDING_SUMMARY``
+    (``aggregate.pending.json``) is the second file of the earlier two-file layout, only
+    recognised (and refused) on resume.
 ``LABEL_SCORES``
     ``label_scores.npy`` (mechanisms whose labelling rule scores every class, ``gives_label_scores``:
     class-means): (queries, classes) float64 class scores of every public item, NaN where
