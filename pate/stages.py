@@ -603,6 +603,8 @@ def _charge_round(run: Run, ledger, dataset: str, run_id: str, entry: dict, rewr
     from pate.analysis import PrivacyEvent
 
     events = [PrivacyEvent.from_dict(e) for e in entry["events"]]
+    if not events:
+        return
     orders = events[0].orders
     worst = sum((np.asarray(e.rdp_data_independent, dtype=float) for e in events),
                 np.zeros(orders.size))
