@@ -333,9 +333,12 @@ def authorize(run: Run, ledger) -> str:
 
 
 def preflight(run: Run, *, stages=R.STAGES) -> None:
-    """The device of ``stages`` (those about to run), data sizes, then the ledger's dataset and
-    budget: before any work or any file."""
+    """The device of ``stages`` (those about to run), that a run about to aggregate is in its
+    own directory (not a copy: :meth:`pate.rundir.Run.check_not_a_copy`), data sizes, then the
+    ledger's dataset and budget: before any work or any file."""
     check_device(run.config, stages, objects=run.objects)
+    if "aggregate" in stages:
+        run.check_not_a_copy()
     check_data(run)
     ledger = run.ledger()
     if ledger is not None:
@@ -695,6 +698,7 @@ def aggregate(run: Run) -> dict:
     spec = mechanisms.get(agg["mechanism"])
     params = C.aggregator_params(config)
     run_id = run.run_id + ":aggregate"
+    run.check_not_a_copy()  # a copied run directory never draws or charges under this run id
     ledger = run.ledger()
     release_reservation, first = None, (None, 0)
     try:
