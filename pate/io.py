@@ -2,7 +2,10 @@
 
 Writers -- a kill -9 at any moment leaves either the old file or the new one, never half.
 Every output of pate-learn (partitions, votes, labels, summaries, checkpoints, reports) is written
-through these helpers: write a temporary file in the same directory, fsync, then ``os.replace``.
+through these helpers: write a temporary file in the same directory, fsync, ``os.replace``, then
+fsync the directory (so that the rename itself survives a power loss). A failure at any step
+(``OSError``, e.g. ``ENOSPC``) raises and leaves the old file in place -- or, when only the last
+fsync failed, the new one, whose durability is then not promised.
 
 ``atomic_write_bytes(path, data)``, ``atomic_write_json(path, obj)``, ``atomic_save_npy(path,
 array)``, ``atomic_savez(path, **arrays)``: write atomically; return the path. On failure the
@@ -101,7 +104,20 @@ def atomic_write_bytes(path, data: bytes) -> pathlib.Path:
             with contextlib.suppress(OSError):  # the original error says more than the cleanup's
                 os.unlink(tmp)
             raise
+        _fsync_dir(path.parent)
     return path
+
+
+def _fsync_dir(folder: pathlib.Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX: fsync the directory); a failure raises, so
+    that a caller never takes a write for durable when it may not be."""
+    if not hasattr(os, "O_DIRECTORY"):  # Windows: the rename is as durable as it gets
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_json(path, obj) -> pathlib.Path:

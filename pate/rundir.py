@@ -15,7 +15,11 @@ Symbols
 STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
     that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
-    labels; only the aggregate stage, on ``--resume``, commits or discards it.
+    labels; only the aggregate stage, on ``--resume``, commits or discards it. It is ONE file,
+    written atomically: the arrays and, in its ``state`` member (UTF-8 JSON bytes), the summary and
+    each round's ledger reservation ids (see :mod:`pate.stages`). ``PENDING_SUMMARY``
+    (``aggregate.pending.json``) is the second file of the earlier two-file layout, only
+    recognised (and refused) on resume.
 ``LABEL_SCORES``
     ``label_scores.npy`` (mechanisms whose labelling rule scores every class, ``gives_label_scores``:
     class-means): (queries, classes) float64 class scores of every public item, NaN where
@@ -33,9 +37,15 @@ STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     path wrote it; :func:`read_summary` checks them.
 ``Run``
     An open run: its directory, validated config, state (``run.json``: run id, stream seed,
-    ledger), the lazily loaded dataset, random streams, the ledger and the stage markers.
-    ``Run.create(config, ...)`` starts one (writes ``config.json`` and ``run.json``),
-    ``Run.open(run_dir, ...)`` reopens one.
+    ledger, the directory it was started in), the lazily loaded dataset, random streams, the
+    ledger and the stage markers. ``Run.create(config, ...)`` starts one (writes
+    ``config.json`` and ``run.json``), ``Run.open(run_dir, ...)`` reopens one;
+    ``Run.check_not_a_copy()`` refuses a copy of a run directory (``RunCopyError``) before the
+    aggregate stage draws or charges anything.
+``directory_identity(run_dir)``, ``RunCopyError``
+    ``run.json``'s ``directory``: the path, device and inode of the directory the run started
+    in. A copy (``cp -r``, a restored backup, a move to another filesystem) has another device
+    or inode and is refused by the aggregate stage: fork it (``fork_run``) instead.
 """
 
 from __future__ import annotations
@@ -99,6 +109,23 @@ def now_utc() -> str:
 def new_run_id(name: str) -> str:
     """A fresh, unique run id: the ledger charges each run id once."""
     return f"{name}-{secrets.token_hex(6)}"
+
+
+class RunCopyError(ConfigError):
+    """The run directory is a copy of the directory its run was started in
+    (:meth:`Run.check_not_a_copy`); ``path`` is the copy."""
+
+    def __init__(self, message: str, *, path=None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def directory_identity(run_dir) -> dict:
+    """``{"path", "device", "inode"}`` of a run directory: what ``run.json`` records when the
+    run starts, and what :meth:`Run.check_not_a_copy` compares."""
+    run_dir = pathlib.Path(run_dir)
+    st = run_dir.stat()
+    return {"path": str(run_dir.resolve()), "device": int(st.st_dev), "inode": int(st.st_ino)}
 
 
 def comparable(config: dict) -> dict:
@@ -179,8 +206,37 @@ class Run:
         if (self.run_dir / STATE).exists():
             return
         ensure_writable_dir(self.run_dir, flag="--run-dir")
+        # this directory instance: a copy of it (cp -r, a restored backup) is another directory
+        # with the same run.json, and must not draw or charge answers under this run id
+        self.state = dict(self.state, directory=directory_identity(self.run_dir))
         atomic_write_json(self.run_dir / CONFIG, self.config)
         atomic_write_json(self.run_dir / STATE, self.state)
+
+    def check_not_a_copy(self) -> None:
+        """Refuse (``RunCopyError``, exit 2) to go on in a directory that is not the one the
+        run was started in -- a copy of it (``cp -r``, ``shutil.copytree``, a backup restored or
+        a move to another filesystem: another device or inode) --, before anything is drawn or
+        charged under the run's id. Two copies that both drew answers under one run id would be
+        two releases charged to one run id, which the analysis and a later round that embeds
+        this run's student read as one. A ``mv`` on the same
+        filesystem keeps the directory (same inode) and is accepted, and so is the same path
+        and inode under a renumbered device. A run started before the directory was recorded
+        (no ``directory`` in ``run.json``) is not checked."""
+        recorded = self.state.get("directory")
+        if not isinstance(recorded, dict):
+            return
+        here = directory_identity(self.run_dir)
+        # the same inode on the same device; or at the same path (device numbers of some
+        # filesystems -- device-mapper, overlay, NFS -- can change across a reboot or remount)
+        if recorded.get("inode") == here["inode"] and (
+                recorded.get("device") == here["device"] or recorded.get("path") == here["path"]):
+            return
+        raise RunCopyError(
+            f"{self.run_dir} is a copy of run {self.run_id} (started in {recorded.get('path')}, "
+            f"device {recorded.get('device')} inode {recorded.get('inode')}; this directory is "
+            f"device {here['device']} inode {here['inode']}): a copy cannot draw or charge "
+            "answers under that run's id; start a new run from it with fork_run (its partition, "
+            "teachers and votes, a new run id) or use a new run directory", path=self.run_dir)
 
     @classmethod
     def open(cls, run_dir, *, progress: bool = True) -> "Run":

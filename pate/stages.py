@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import pathlib
 from typing import Callable
@@ -59,8 +60,8 @@ import numpy as np
 from pate import config as C
 from pate import mechanisms
 from pate import rundir as R
-from pate.analysis.errors import BudgetExceededError, ConfigError
-from pate.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npy, load_npz, read_json
+from pate.analysis.errors import BudgetExceededError, ConfigError, CorruptFileError
+from pate.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npy, load_npz
 from pate.rundir import Run
 
 logger = logging.getLogger("pate")
@@ -348,9 +349,12 @@ def _check_budget(ledger, digest: str, have: tuple, want: tuple) -> None:
 
 
 def preflight(run: Run, *, stages=R.STAGES) -> None:
-    """The device of ``stages`` (those about to run), data sizes, then the ledger's dataset and
-    budget: before any work or any file."""
+    """The device of ``stages`` (those about to run), that a run about to aggregate is in its
+    own directory (not a copy: :meth:`pate.rundir.Run.check_not_a_copy`), data sizes, then the
+    ledger's dataset and budget: before any work or any file."""
     check_device(run.config, stages, objects=run.objects)
+    if "aggregate" in stages:
+        run.check_not_a_copy()
     check_data(run)
     ledger = run.ledger()
     if ledger is not None:
@@ -481,10 +485,56 @@ def _max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str
     return (reservation, lo) if reservation is not None else (None, 0)
 
 
-def _pending_write(run: Run, labels, answered, summary, scores=None) -> None:
+#: Version of the pending file's ``state`` (the earlier two-file layout had none).
+PENDING_FORMAT = 2
+
+
+def _pending_write(run: Run, labels, answered, summary, rounds, scores=None) -> None:
+    """The answers drawn so far, in ONE file written atomically (temp file, fsync, rename, fsync
+    of the directory: :func:`pate.io.atomic_savez`): the arrays, and in the ``state`` member
+    (UTF-8 JSON, as uint8 bytes) the summary to publish and ``rounds``, one entry per ledger
+    round -- ``{"keys": [reservation ids], "events": [event dicts]}`` --, written BEFORE the round's
+    reservation is committed. The ledger records each committed event with its reservation id,
+    so a resume knows exactly which rounds were charged (:func:`_finish_pending`): no count, no
+    second file that could be older or newer than the first."""
+    state = {"format": PENDING_FORMAT, "run_id": summary["run_id"], "summary": summary,
+             "rounds": rounds}
     atomic_savez(run.path(R.PENDING), labels=labels, answered=answered,
+                 state=np.frombuffer(json.dumps(state, sort_keys=True).encode(), dtype=np.uint8),
                  **({} if scores is None else {"scores": scores}))
-    atomic_write_json(run.path(R.PENDING_SUMMARY), summary)
+
+
+def _pending_read(run: Run, run_id: str) -> tuple[dict, dict]:
+    """(arrays, state) of the pending file; an interrupted run of an earlier version (two files,
+    ``aggregate.pending.npz`` + ``aggregate.pending.json``, charged by counting) is refused: what
+    it published could not be checked against the ledger."""
+    legacy = run.path(R.PENDING_SUMMARY).exists()
+    arrays = {} if legacy else load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
+    if legacy or "state" not in arrays:
+        raise ConfigError(
+            f"{run.run_dir} holds the answers of an aggregate stage interrupted under an earlier "
+            f"version of pate-learn ({R.PENDING} + {R.PENDING_SUMMARY}), whose charge this "
+            "version cannot check against the ledger: they are not published. Delete both files "
+            "to discard them (never released; what the ledger charged for them stays spent), "
+            "then run the aggregate stage again")
+    try:
+        state = json.loads(arrays.pop("state").astype(np.uint8).tobytes().decode())
+        ok = (isinstance(state, dict) and state.get("format") == PENDING_FORMAT
+              and isinstance(state.get("summary"), dict) and isinstance(state.get("rounds"), list)
+              and all(isinstance(r, dict) and isinstance(r.get("keys"), list)
+                      and isinstance(r.get("events"), list) for r in state["rounds"]))
+    except (ValueError, TypeError):  # not UTF-8, not JSON, not bytes
+        ok = False
+    if not ok or not {"labels", "answered"} <= set(arrays):
+        raise CorruptFileError(f"{run.path(R.PENDING)} is not a pending file of this version of "
+                               "pate-learn (modified or damaged); its answers are not published. "
+                               "Delete it to discard them, then run the aggregate stage again",
+                               path=run.path(R.PENDING))
+    if state.get("run_id") != run_id:
+        raise ConfigError(f"{run.path(R.PENDING)} holds the answers of run {state.get('run_id')}, "
+                          f"not of this run ({run_id}); they are not published. Delete it, then "
+                          "run the aggregate stage again")
+    return arrays, state
 
 
 def _publish(run: Run, labels, answered, summary, scores=None) -> None:
@@ -498,7 +548,6 @@ def _publish(run: Run, labels, answered, summary, scores=None) -> None:
     atomic_save_npy(run.path(R.ANSWERED), answered)
     atomic_write_json(run.path(R.AGGREGATE), summary)
     run.path(R.PENDING).unlink(missing_ok=True)
-    run.path(R.PENDING_SUMMARY).unlink(missing_ok=True)
 
 
 def _aggregate_info(summary: dict) -> dict:
@@ -514,6 +563,8 @@ class _Progress:
     reserved: int = 0
     rounds: int = 0
     stop_reason: str | None = None
+    #: the pending file's rounds: ``{"keys": [reservation id], "events": [event dict]}``
+    charges: list = dataclasses.field(default_factory=list)
 
 
 def _ask_in_rounds(run: Run, ledger, dataset: str | None, run_id: str, *, orders, worst,
@@ -525,8 +576,9 @@ def _ask_in_rounds(run: Run, ledger, dataset: str | None, run_id: str, *, orders
     each) fits now (:func:`_max_fitting`) -- and only inside it calls ``ask(start, n)``, which
     draws the answers of queries ``start .. start + n - 1`` into ``labels``/``answered`` and
     returns ``(queries asked, the round's event, stop reason)`` (it may ask fewer than ``n``);
-    the answers then go to the pending file with ``summary()`` and the event is committed
-    (always within the reservation). Without a ledger: one round of ``limit`` queries. Stops at
+    the answers then go to the pending file with ``summary()`` and the round's reservation id
+    (``progress.charges``), and only then is the event committed (always within the
+    reservation). Without a ledger: one round of ``limit`` queries. Stops at
     ``limit``, when ``ask`` stops, or when the ledger has no room for one more query."""
     while progress.asked < limit:
         reservation, n = None, limit - progress.asked
@@ -547,36 +599,75 @@ def _ask_in_rounds(run: Run, ledger, dataset: str | None, run_id: str, *, orders
             progress.asked += k
             progress.rounds += 1
             if reservation is not None:
-                _pending_write(run, labels, answered, summary())
+                progress.charges.append({"keys": [reservation.id], "events": [event.to_dict()]})
+                _pending_write(run, labels, answered, summary(), progress.charges)
                 reservation.commit([event])
         if progress.stop_reason is not None or k < n:
             return
 
 
-def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
-    """Resume after a crash between drawing and publishing: charge what the ledger does not
-    hold yet, then publish -- or, if it no longer fits, discard the answers (never released)."""
+def _charged_keys(ledger, dataset: str, run_id: str) -> set[str]:
+    """The reservation ids under which the ledger holds committed events of ``run_id``."""
+    return {e.reservation for e in ledger.events(dataset, run_id=run_id) if e.reservation}
+
+
+def _charge_round(run: Run, ledger, dataset: str, run_id: str, entry: dict, rewrite) -> None:
+    """Charge one pending round that the ledger does not hold (its reservation was never
+    committed): reserve its events' data-independent cost, add the new reservation id to the
+    round's keys in the pending file (``rewrite()``), then commit. A crash anywhere leaves the
+    round either uncharged (charged by the next resume) or charged under a key the pending file
+    names: never charged twice, never published uncharged."""
     from pate.analysis import PrivacyEvent
 
-    summary = read_json(run.path(R.PENDING_SUMMARY))
-    pending = load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
-    labels, answered = pending["labels"], pending["answered"]
-    scores = pending.get("scores")
-    events = [PrivacyEvent.from_dict(e) for e in summary["events"]]
-    if ledger is not None:
-        charged = len(ledger.events(dataset, run_id=run_id))
-        if charged < len(events):
+    events = [PrivacyEvent.from_dict(e) for e in entry["events"]]
+    if not events:
+        return
+    orders = events[0].orders
+    worst = sum((np.asarray(e.rdp_data_independent, dtype=float) for e in events),
+                np.zeros(orders.size))
+    with ledger.reserve(dataset, orders=orders, rdp=worst, run_id=run_id) as reservation:
+        entry["keys"].append(reservation.id)
+        rewrite()
+        reservation.commit(events)
+
+
+def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
+    """Resume after a crash between drawing and publishing: charge the rounds whose charge the
+    ledger does not hold, then publish -- or, if they no longer fit, discard the answers (never
+    released).
+
+    Which rounds were charged is read from the ledger by key, never by counting: each round of
+    the pending file names the reservation id(s) it was (or is being) committed under, and the
+    ledger stores that id with every committed event. Events of another run, or of another copy
+    of this run directory, carry other reservation ids and are never taken for this one's."""
+    from pate.analysis import PrivacyEvent
+
+    arrays, state = _pending_read(run, run_id)
+    labels, answered = arrays["labels"], arrays["answered"]
+    scores = arrays.get("scores")
+    summary, rounds = state["summary"], state["rounds"]
+    if ledger is None:
+        raise ConfigError(f"{run.path(R.PENDING)} holds answers drawn inside ledger reservations, "
+                          "but this run has no ledger; they are not published. Delete it, then "
+                          "run the aggregate stage again")
+
+    def rewrite():
+        _pending_write(run, labels, answered, summary, rounds, scores)
+
+    charged = _charged_keys(ledger, dataset, run_id)
+    for entry in rounds:
+        if charged.isdisjoint(entry["keys"]):
             try:
-                ledger.charge(dataset, events[charged:], run_id=run_id)
+                _charge_round(run, ledger, dataset, run_id, entry, rewrite)
             except BudgetExceededError as exc:
                 run.path(R.PENDING).unlink(missing_ok=True)
-                run.path(R.PENDING_SUMMARY).unlink(missing_ok=True)
                 raise BudgetExceededError(
                     f"the answers drawn before the interruption can no longer be charged ({exc}); "
                     "they were discarded, never released. Start a new run directory") from None
     if summary["release_plan"]["release"] and summary["release"] is None:
-        # the interruption came before the planned release was drawn: draw it now, charge it,
-        # and only then write it (or, if it no longer fits, report the data-independent eps)
+        # the interruption came before the planned release was drawn: draw it now inside a
+        # reservation, keep it in the pending file with that reservation's id, commit, and only
+        # then publish it (or, if it no longer fits, report the data-independent eps)
         config, asked = run.config, int(summary["queries_asked"])
         votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
         orders = C.orders(config)
@@ -585,15 +676,19 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
         event = PrivacyEvent("gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"],
                              queries=0, answered=0)
         try:
-            if ledger is not None:
-                ledger.charge(dataset, [event], run_id=run_id)
-            summary["release"] = _release(config, votes_all[:asked], answered[:asked],
-                                          run.noise_streams().release)
-            summary["events"].append(event.to_dict())
+            reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
         except BudgetExceededError:
             summary["release_plan"] = dict(summary["release_plan"], release=False, fallback=(
                 "the run was interrupted before its sanitized release and the ledger no longer "
                 "covers it; the data-independent epsilon is reported"))
+        else:
+            with reservation:
+                summary["release"] = _release(config, votes_all[:asked], answered[:asked],
+                                              run.noise_streams().release)
+                summary["events"].append(event.to_dict())
+                rounds.append({"keys": [reservation.id], "events": [event.to_dict()]})
+                rewrite()
+                reservation.commit([event])
     _publish(run, labels, answered, summary, scores)
     return _aggregate_info(summary)
 
@@ -617,13 +712,15 @@ def aggregate(run: Run) -> dict:
     spec = mechanisms.get(agg["mechanism"])
     params = C.aggregator_params(config)
     run_id = run.run_id + ":aggregate"
+    run.check_not_a_copy()  # a copied run directory never draws or charges under this run id
     ledger = run.ledger()
     release_reservation, first = None, (None, 0)
     try:
         dataset = authorize(run, ledger) if ledger is not None else None
         if run.path(R.AGGREGATE).exists():  # published: charged before it was written
+            run.path(R.PENDING).unlink(missing_ok=True)  # a crash before _publish removed it
             return _aggregate_info(R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS))
-        if run.path(R.PENDING_SUMMARY).exists():
+        if run.path(R.PENDING).exists() or run.path(R.PENDING_SUMMARY).exists():
             return _finish_pending(run, ledger, dataset, run_id)
         if spec.samples_private_records:
             records = _aggregate_once if spec.releases_once else _aggregate_knn
@@ -730,7 +827,10 @@ def aggregate(run: Run) -> dict:
             events.append(PrivacyEvent("gnss-release", plan["params"], orders, plan["rdp"],
                                        plan["rdp"], queries=0, answered=0))
             if release_reservation is not None:
-                _pending_write(run, labels, answered, summary_now(events, release))
+                progress.charges.append({"keys": [release_reservation.id],
+                                         "events": [events[-1].to_dict()]})
+                _pending_write(run, labels, answered, summary_now(events, release),
+                               progress.charges)
                 release_reservation.commit([events[-1]])
         summary = summary_now(events, release)
         _publish(run, labels, answered, summary)
@@ -951,7 +1051,9 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
                                   "never saved", "private_records": int(private.shape[0]),
                      **(geometry or {})})
         if reservation is not None:
-            _pending_write(run, labels, answered, summary, scores)
+            _pending_write(run, labels, answered, summary,
+                           [{"keys": [reservation.id], "events": [e.to_dict() for e in events]}],
+                           scores)
             reservation.commit(events)
     _publish(run, labels, answered, summary, scores)
     return _aggregate_info(summary)
