@@ -1358,6 +1358,8 @@ def fork(source, config: dict) -> pathlib.Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # the folder this call created, only
         raise
+    # the run now lives at the target (same inode): record that path, not the staging folder's
+    atomic_write_json(target / R.STATE, dict(run.state, directory=R.directory_identity(target)))
     return target
 
 
