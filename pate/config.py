@@ -449,11 +449,15 @@ def knn_settings(config: dict, input_shape=None) -> dict:
     ``features`` defaults to "scatternet" when ``input_shape`` is an image ScatterNet takes ((C,
     H, W), H and W multiples of 4 and >= 8), else "none" (None when ``input_shape`` is unknown
     and the config does not say)."""
-    out = dict(KNN_DEFAULTS, **(config.get("knn") or {}))
+    given = config.get("knn") or {}
+    out = dict(KNN_DEFAULTS, **given)
     if "features" not in out and input_shape is not None:
         shape = tuple(int(s) for s in input_shape)
         image = len(shape) == 3 and shape[1] % 4 == 0 and shape[2] % 4 == 0 and min(shape[1:]) >= 8
         out["features"] = "scatternet" if image else "none"
+    if "dims" not in given and out.get("features") == "none" and input_shape is not None:
+        # the default PCA keeps at most the raw inputs' dimensions (a 30-column table: 30)
+        out["dims"] = min(out["dims"], math.prod(int(s) for s in input_shape))
     return out
 
 
