@@ -238,3 +238,12 @@ def test_release_parameters_are_optional_without_a_release(tmp_path):
     with pytest.raises(ConfigError, match=r"release_order is required \(unless \[privacy\] release = false\)"):
         C.load(with_release)
     assert "release_order" not in (REPO / "configs" / "fashion_mnist_knn.toml").read_text()
+
+
+def test_knn_dims_left_out_fit_a_narrow_table():
+    """A 30-column table: the default PCA keeps 30 dimensions, not the 64 that were refused
+    (class-means could not run on such a table with its defaults); a given value is kept."""
+    assert C.knn_settings({"knn": {}}, (30,))["dims"] == 30
+    assert C.knn_settings({"knn": {}}, (784,))["dims"] == 64
+    assert C.knn_settings({"knn": {"dims": 50}}, (30,))["dims"] == 50  # refused later, by name
+    assert C.knn_settings({}, (1, 28, 28))["features"] == "scatternet"
