@@ -22,8 +22,12 @@ Symbols
     ``TeacherConfig.resolved(data)`` fills the "auto" fields for a dataset: model ``cnn28`` /
     ``cnn32`` / ``cnn8`` for 28x28 / 32x32 / 8x8 images, ``mlp`` otherwise; augmentation
     ``none`` for Fashion-MNIST (measured best at 20 epochs, see the README), ``shift+flip`` for
-    CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data. Default
-    optimiser: Adam, lr 2e-3, batch 32, 20 epochs.
+    CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data; ``epochs``
+    None from the shard size (:func:`auto_epochs`: at least ``MIN_TEACHER_STEPS`` = 200 steps,
+    20 to 200 epochs); ``standardize`` ("auto" | "public" | "none"): "auto" standardises the
+    tabular inputs of zoo models with the public split's statistics
+    (:mod:`pate.teachers.scaling`; a user's raw model on wildly scaled inputs is warned about
+    instead). Default optimiser: Adam, lr 2e-3, batch 32.
 ``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True,
 cluster=None)``
     Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
@@ -106,7 +110,8 @@ from pate.teachers.scaling import STANDARDIZE, scale_warning, standardized_data
 from pate.teachers.schedule import AUGMENTATIONS
 
 __all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accuracy",
-           "load_teacher_models", "resolve_device", "choose_chunk_size", "TRAINERS"]
+           "load_teacher_models", "resolve_device", "choose_chunk_size", "TRAINERS",
+           "auto_epochs", "MIN_TEACHER_STEPS", "AUTO_EPOCHS_RANGE"]
 
 TRAINERS = ("auto", "vectorized", "sequential")
 _STATE, _PROGRESS = "state.json", "progress.pt"

@@ -20,11 +20,12 @@ Rules (docs/teachers.md, "Input scaling"):
   handles scale itself: a scikit-learn ``Pipeline`` with a scaler step, or a tree ensemble
   (split thresholds do not depend on a feature's unit).
 
-Why 100: on make_classification with 30 features rescaled to scales 0.01 .. 1000 (ratio 1e5)
-an MLP teacher stays near chance, while with every scale within a factor of 10 the raw and the
-standardised MLP differ by a few points; 100 lies between, and a factor 100 between feature
-units (cents and thousands, metres and millimetres) is already a scale problem for gradient
-descent and for L2-regularised linear models.
+Why 100: a rule of thumb, not a measured threshold -- a factor of 100 between feature units
+(cents and thousands, metres and millimetres) already slows gradient descent and skews an L2
+penalty, and a lower limit would warn about most real tables. What is measured
+(tests/teachers/test_scaling.py): on make_classification with 12 features on scales 0.01 ..
+1000, three MLP teachers reach more than 60 % standardised and stay within 25 points of chance
+raw.
 
 Symbols
 -------
