@@ -56,3 +56,33 @@ def test_epochs_none_is_refused_nowhere_and_zero_still_is():
     with pytest.raises(ValueError, match="epochs"):
         Student(epochs=0).fit(np.random.default_rng(0).random((10, 3)).astype(np.float32),
                               np.array([0, 1] * 5))
+
+
+def test_pate_fit_names_a_too_short_student_and_a_raw_teacher_on_unscaled_inputs(tmp_path):
+    """Two planted causes in one run: a student of 5 steps and a raw LogisticRegression teacher
+    on features whose public scales differ by 1e5; both are in PateResult.warnings, the report's
+    first section and analysis.json, with what to change."""
+    import json
+
+    from sklearn.datasets import make_classification
+    from sklearn.linear_model import LogisticRegression
+
+    import pate
+
+    x, y = make_classification(n_samples=900, n_features=8, n_informative=5, n_redundant=0,
+                               n_classes=3, random_state=5)
+    x = (x * np.logspace(-2, 3, 8)).astype(np.float32)
+    result = pate.fit((x[:500], y[:500]), x[500:800], evaluation=(x[800:], y[800:]),
+                      teacher=LogisticRegression(max_iter=200), num_teachers=5,
+                      mechanism="gnmax", target_eps=20.0, queries=100, ledger=False,
+                      run_dir=tmp_path / "run",
+                      student_params={"epochs": 1, "steps_per_epoch": 5, "method": "supervised"})
+    text = " ".join(result.warnings)
+    assert "The student trained only 5 optimiser steps" in text and "student_params" in text
+    assert "LogisticRegression gets the tabular inputs unscaled" in text
+    assert "make_pipeline(StandardScaler()" in text
+    assert result.utility["student_steps"] == 5
+    analysis = json.loads((result.run_dir / "analysis.json").read_text())
+    assert analysis["utility"]["warnings"] == result.warnings[:len(analysis["utility"]["warnings"])]
+    md = (result.run_dir / "report.md").read_text()
+    assert md.index("trained only 5 optimiser steps") < md.index("## Privacy statement")
