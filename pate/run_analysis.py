@@ -137,10 +137,9 @@ def _scale_warnings(run: Run, knn: bool) -> list[str]:
     teachers = config.get("teachers") or {}
     if not knn and teachers.get("standardize", "auto") != "public":
         model = _model_object(run, "teacher_model", teachers.get("model", "auto"))
-        if not (isinstance(model, str) and model.startswith("sklearn:")):
-            warning = scale_warning(data.public.x, model, role="teacher")
-            if warning:
-                out.append(warning)
+        warning = scale_warning(data.public.x, model, role="teacher")
+        if warning:
+            out.append(warning)
     student = _model_object(run, "student_model", config["student"].get("model", "auto"))
     if hasattr(student, "fit") and hasattr(student, "get_params"):
         # the torch student standardises its inputs itself (pate.student.train); an estimator

@@ -108,6 +108,8 @@ def scale_warning(public_x, model, *, role: str = "teacher") -> str | None:
 
         if model == "auto" or model in MODEL_NAMES:
             return None
+        if model.startswith("sklearn:") and model.rsplit(".", 1)[-1] in _SCALE_FREE:
+            return None  # a tree model named by class
     elif hasattr(model, "fit") and hasattr(model, "get_params") and handles_scale(model):
         return None
     ratio = public_scale_ratio(public_x)

@@ -70,6 +70,8 @@ def test_a_raw_user_model_on_wild_scales_gets_a_warning_that_says_what_to_do():
     assert 'teacher="auto"' in warning
     assert scale_warning(public, lambda: None, role="teacher") is not None  # a torch factory
     assert scale_warning(public, "mymodule:factory", role="teacher") is not None
+    assert scale_warning(public, "sklearn:sklearn.svm.SVC") is not None
+    assert scale_warning(public, "sklearn:sklearn.ensemble.RandomForestClassifier") is None
     # models that handle scale, zoo models (standardised here), tame inputs, images: no warning
     pipe = make_pipeline(StandardScaler(), LogisticRegression())
     assert handles_scale(pipe) and handles_scale(RandomForestClassifier())
