@@ -712,11 +712,10 @@ class Student(ClassifierMixin, BaseEstimator):
                 settings["steps_per_epoch"] = max(1, math.ceil(x_np.shape[0] / per_step))
             else:
                 settings["steps_per_epoch"] = max(1, math.ceil(labelled.size / settings["batch_size"]))
+        short = settings["epochs"] is not None and (
+            settings["epochs"] * settings["steps_per_epoch"] < MIN_STUDENT_STEPS)
         if settings["epochs"] is None:
             settings["epochs"] = auto_epochs(settings["steps_per_epoch"])
-        elif settings["epochs"] * settings["steps_per_epoch"] < MIN_STUDENT_STEPS:
-            logger.warning("student: %s", short_training_warning(
-                settings["epochs"], settings["steps_per_epoch"]))
 
         fingerprint = self._fingerprint(x_np, y_np, settings, model_name, targets_np)
         checkpoint_path = (None if self.checkpoint_dir is None
@@ -803,6 +802,9 @@ class Student(ClassifierMixin, BaseEstimator):
             return aug.strong_augment_tabular(batch, generator=generator, feature_std=feature_std)
 
         total_steps = settings["epochs"] * settings["steps_per_epoch"]
+        if short:  # warned once the checkpoint (if any) is accepted, as training starts
+            logger.warning("student: %s", short_training_warning(
+                settings["epochs"], settings["steps_per_epoch"]))
         base_lr = settings["learning_rate"]
         fixmatch = settings["method"] == "fixmatch"
         bs = settings["batch_size"]
