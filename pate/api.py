@@ -34,7 +34,11 @@ Symbols
     figure of ``analysis.json``), ``report`` (``report.json``), ``run_dir``, ``report_path``,
     ``label_scores`` ((public, classes) class scores of the labelling rule, NaN where not
     answered, for mechanisms that publish them -- class-means -- else None; a student trains to
-    their softmax with ``student_params={"targets": "soft"}``).
+    their softmax with ``student_params={"targets": "soft"}``), ``utility`` (what the run is
+    worth: student, teachers' mean and plurality-vote accuracy, answered labels and their
+    agreement with the plurality vote -- internal --, the majority-class rate) and ``warnings``
+    (the report's: a student near chance or far below its labels or the plurality vote, too few
+    labels, a too-short student, unscaled inputs to a raw model; each says what to change).
 """
 
 from __future__ import annotations
@@ -69,14 +73,29 @@ class PateResult:
     report: dict
     run_dir: pathlib.Path
     label_scores: np.ndarray | None = None
+    #: what the run is worth (``report["utility"]``): ``student_accuracy``,
+    #: ``teacher_mean_accuracy``, ``plurality_vote_accuracy``, ``answered_labels``,
+    #: ``answered_plurality_agreement`` (internal), ``label_accuracy_answered``,
+    #: ``majority_class_rate``, ``chance_rate``, ``student_steps``
+    utility: dict = dataclasses.field(default_factory=dict)
+    #: the report's warnings (utility first: each says what to change), also logged
+    warnings: list = dataclasses.field(default_factory=list)
 
     @property
     def report_path(self) -> pathlib.Path:
         return self.run_dir / "report.html"
 
     def __repr__(self) -> str:
+        u = self.utility
+        student = u.get("student_accuracy")
+        extra = "" if student is None else f", student={100 * student:.1f}%"
+        if u.get("plurality_vote_accuracy") is not None:
+            extra += f", plurality={100 * u['plurality_vote_accuracy']:.1f}%"
+        if self.warnings:
+            extra += f", warnings={len(self.warnings)}"
         return (f"PateResult(epsilon={self.epsilon:.4g}, delta={self.delta:g}, answered="
-                f"{int(self.answered_mask.sum())}/{self.labels.size}, run_dir={str(self.run_dir)!r})")
+                f"{int(self.answered_mask.sum())}/{self.labels.size}{extra}, "
+                f"run_dir={str(self.run_dir)!r})")
 
 
 # ------------------------------------------------------------------------------ data
@@ -300,4 +319,6 @@ def _result(run, report: dict) -> PateResult:
                       answered_mask=load_npy(run.path(R.ANSWERED)),
                       epsilon=float(p["eps_guarantee"]), delta=float(p["delta"]), privacy=p,
                       report=report, run_dir=run.run_dir,
-                      label_scores=load_npy(scores) if scores.exists() else None)
+                      label_scores=load_npy(scores) if scores.exists() else None,
+                      utility=dict(report.get("utility") or {}),
+                      warnings=list(report.get("warnings") or []))

@@ -177,7 +177,17 @@ _OPTIONAL_PRIVACY: dict[str, Any] = {
 _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
 # Optional keys of "utility": student_alone_accuracy (the released model is the student times its
 # labelling rule, ``[student] combine_with_rule``: the student's own accuracy, for comparison).
-_OPTIONAL_UTILITY: dict[str, Any] = {"student_alone_accuracy": "float"}
+# What the run is worth in plain words (the report's first section; absent from files written
+# before these keys existed): answered_labels, answered_plurality_agreement (INTERNAL: from the
+# private votes; null without teachers), majority_class_rate and chance_rate (evaluation split),
+# student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings and
+# warnings (pate.run_analysis.utility_warnings: each says what to change).
+_OPTIONAL_UTILITY: dict[str, Any] = {"student_alone_accuracy": "float", "answered_labels": "int",
+                                     "answered_plurality_agreement": "float?",
+                                     "answered_plurality_agreement_note": "str",
+                                     "majority_class_rate": "float", "chance_rate": "float",
+                                     "student_steps": "int?", "scale_warnings": "[str]",
+                                     "warnings": "[str]"}
 _BUDGET_CHANGE = {"time_utc": "str", "old_eps": "float?", "old_delta": "float?",
                   "new_eps": "float?", "new_delta": "float?"}
 
@@ -329,8 +339,9 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
         checker.fail("utility.class_names",
                      f"must have one name per class ({m}), got {len(u['class_names'])}")
     for name in ("student_accuracy", "teacher_mean_accuracy", "plurality_vote_accuracy",
-                 "label_accuracy_answered"):
-        value = u[name]
+                 "label_accuracy_answered", "answered_plurality_agreement",
+                 "majority_class_rate", "chance_rate"):
+        value = u.get(name)
         if value is not None and not 0.0 <= value <= 1.0:
             checker.fail(f"utility.{name}", f"must be a fraction in [0, 1], got {value!r}")
     config = analysis["config"]
@@ -735,9 +746,14 @@ def plain_language_statement(analysis: dict) -> str:
     return "\n\n".join(f"{head}: {text}" for head, text in _statement_paragraphs(analysis))
 
 
+def _utility_warnings(a: dict) -> list[str]:
+    """The utility warnings of ``analysis.json`` (:func:`pate.run_analysis.utility_warnings`)."""
+    return list(a["utility"].get("warnings") or [])
+
+
 def _warnings(a: dict) -> list[str]:
     p, q = a["privacy"], a["queries"]
-    out = []
+    out = _utility_warnings(a)
     if p.get("noise_seeded") is True:
         out.append("The aggregator's noise was seeded by the user: the run is reproducible and NOT "
                    "differentially private (anyone with the seed can remove the noise). Do not "
@@ -877,6 +893,40 @@ def _class_names(u: dict) -> list[str]:
     return list(names) if names is not None else [str(i) for i in range(len(u["confusion_matrix"]))]
 
 
+def _at_a_glance(report: dict) -> list[tuple]:
+    """The report's first section: what the run is worth, in plain words, with its utility
+    warnings (each saying what to change)."""
+    q, u = report["queries"], report["utility"]
+    lines = [f"**Student** (the released model): {_pct(u['student_accuracy'])} on "
+             f"{_count(u['evaluation_size'])} evaluation items"
+             + ("" if "majority_class_rate" not in u else
+                f"; always answering the majority class gives {_pct(u['majority_class_rate'])}, "
+                f"guessing {_pct(u['chance_rate'])}") + "."]
+    if u["teacher_mean_accuracy"] is not None:
+        lines.append(f"**Teachers:** {_pct(u['teacher_mean_accuracy'])} each on average; their "
+                     f"noiseless plurality vote {_pct(u['plurality_vote_accuracy'])}.")
+    answered = u.get("answered_labels", q["answered"])
+    text = f"**Labels:** {_count(answered)} of {_count(q['asked'])} queries answered"
+    if u["label_accuracy_answered"] is not None:
+        text += f", {_pct(u['label_accuracy_answered'])} of them right (benchmark-only figure)"
+    agreement = u.get("answered_plurality_agreement")
+    if agreement is not None:
+        text += (f"; {_pct(agreement)} agree with the teachers' plurality vote "
+                 f"(**{NOT_PRIVATE}**: computed from the private votes)")
+    lines.append(text + ".")
+    if u.get("student_steps") is not None:
+        lines.append(f"**Student training:** {_count(u['student_steps'])} optimiser steps.")
+    blocks: list[tuple] = [("h2", "What you get"), ("ul", lines)]
+    warnings = _utility_warnings(report)
+    if warnings:
+        blocks.append(("p", "**Utility warnings** (what to change):"))
+        blocks.append(("ul", warnings))
+    elif "warnings" in u:
+        blocks.append(("p", "No utility warning: the student is well above chance and close to "
+                            "its labels and the teachers' vote."))
+    return blocks
+
+
 def _blocks(report: dict) -> list[tuple]:
     p, q, u = report["privacy"], report["queries"], report["utility"]
     s, comp = p["sanitized"], p["composition"]
@@ -894,17 +944,20 @@ def _blocks(report: dict) -> list[tuple]:
                  f"`pate report RUN_DIR`. Figures marked INTERNAL are computed from the private "
                  f"teacher votes: share this report with auditors under confidentiality and "
                  f"publish only the figures marked publishable."),
-        ("h2", "Privacy statement"),
     ]
+    b.extend(_at_a_glance(report))
+    b.append(("h2", "Privacy statement"))
     weak = _weak_guarantee(report)
     for head, text in _statement_paragraphs(report):
         text = text.replace(NOT_PRIVATE, internal)
         if weak:
             text = text.replace(weak, f"**{weak}**")
         b.append(("p", f"**{head}:** {text}"))
-    if report["warnings"]:
+    utility_warnings = _utility_warnings(report)
+    others = [w for w in report["warnings"] if w not in utility_warnings]
+    if others:
         b.append(("h2", "Warnings"))
-        b.append(("ul", list(report["warnings"])))
+        b.append(("ul", others))
 
     b.append(("h2", "Privacy numbers"))
     knn = _samples_records(report)

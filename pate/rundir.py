@@ -335,7 +335,19 @@ class Run:
 
     def python_object(self, key: str, setting):
         """The Python object behind a ``python:...`` config value (a model given from Python),
-        or ``setting`` itself for any other value."""
+        the scikit-learn estimator a ``package.module:factory`` returns (a ``Pipeline`` too;
+        :func:`pate.teachers.models.factory_estimator`), or ``setting`` itself for any other
+        value (a torch factory stays a name: it is built per model)."""
+        from pate.teachers.models import factory_estimator, is_factory_spec
+
+        if is_factory_spec(setting):
+            if key not in self.objects:
+                estimator = factory_estimator(setting, input_shape=self.data.input_shape,
+                                              num_classes=self.data.num_classes)
+                if estimator is None:
+                    return setting
+                self.objects[key] = estimator
+            return self.objects[key]
         if not (isinstance(setting, str) and setting.startswith("python:")):
             return setting
         if key not in self.objects:

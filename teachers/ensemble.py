@@ -22,8 +22,12 @@ Symbols
     ``TeacherConfig.resolved(data)`` fills the "auto" fields for a dataset: model ``cnn28`` /
     ``cnn32`` / ``cnn8`` for 28x28 / 32x32 / 8x8 images, ``mlp`` otherwise; augmentation
     ``none`` for Fashion-MNIST (measured best at 20 epochs, see the README), ``shift+flip`` for
-    CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data. Default
-    optimiser: Adam, lr 2e-3, batch 32, 20 epochs.
+    CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data; ``epochs``
+    None from the shard size (:func:`auto_epochs`: at least ``MIN_TEACHER_STEPS`` = 200 steps,
+    20 to 200 epochs); ``standardize`` ("auto" | "public" | "none"): "auto" standardises the
+    tabular inputs of zoo models with the public split's statistics
+    (:mod:`pate.teachers.scaling`; a user's raw model on wildly scaled inputs is warned about
+    instead). Default optimiser: Adam, lr 2e-3, batch 32.
 ``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True,
 cluster=None)``
     Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
@@ -102,10 +106,12 @@ from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, trai
 from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, is_model_name
 from pate.teachers.features import FEATURES, feature_data
 from pate.teachers.optim import OPTIMIZERS
+from pate.teachers.scaling import STANDARDIZE, scale_warning, standardized_data
 from pate.teachers.schedule import AUGMENTATIONS
 
 __all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accuracy",
-           "load_teacher_models", "resolve_device", "choose_chunk_size", "TRAINERS"]
+           "load_teacher_models", "resolve_device", "choose_chunk_size", "TRAINERS",
+           "auto_epochs", "MIN_TEACHER_STEPS", "AUTO_EPOCHS_RANGE"]
 
 TRAINERS = ("auto", "vectorized", "sequential")
 _STATE, _PROGRESS = "state.json", "progress.pt"
@@ -125,12 +131,31 @@ def _is_sklearn(model) -> bool:
         not isinstance(model, str) and hasattr(model, "fit") and hasattr(model, "get_params"))
 
 
+#: ``epochs=None``: at least this many optimiser steps per teacher (a teacher on 20 records and
+#: batch 32 would otherwise train 20 steps) ...
+MIN_TEACHER_STEPS = 200
+#: ... and between these many epochs (20: the former fixed default, measured on Fashion-MNIST;
+#: 200: a cap on the cost for tiny shards).
+AUTO_EPOCHS_RANGE = (20, 200)
+
+
+def auto_epochs(shard_size: float | None, *, batch_size: int = 32) -> int:
+    """Epochs of ``epochs=None``: ``ceil(MIN_TEACHER_STEPS / steps per epoch)`` clipped to
+    :data:`AUTO_EPOCHS_RANGE`, where a step is one batch of ``batch_size`` shard records
+    (docs/teachers.md, "Training length"). ``shard_size`` None: the lower end (20)."""
+    lo, hi = AUTO_EPOCHS_RANGE
+    if shard_size is None:
+        return lo
+    steps = max(1, math.ceil(float(shard_size) / batch_size))
+    return int(min(hi, max(lo, math.ceil(MIN_TEACHER_STEPS / steps))))
+
+
 @dataclass(frozen=True)
 class TeacherConfig:
     """Training recipe of the teachers (see the module docstring)."""
 
     model: Any = "auto"
-    epochs: int = 20
+    epochs: int | None = None
     batch_size: int = 32
     lr: float = 2e-3
     optimizer: str = "adam"
@@ -148,6 +173,7 @@ class TeacherConfig:
     n_jobs: int = 1
     model_params: dict = field(default_factory=dict)
     features: str = "none"
+    standardize: str = "auto"
 
     def __post_init__(self) -> None:
         m = self.model
@@ -162,7 +188,9 @@ class TeacherConfig:
         elif not _is_sklearn(m) and not callable(m):
             raise TypeError(f"model must be a name, a scikit-learn estimator or a factory "
                             f"returning a torch.nn.Module, got {describe(m)}")
-        check_int(self.epochs, "epochs", minimum=1)
+        if self.epochs is not None:
+            check_int(self.epochs, "epochs", minimum=1)
+        check_choice(self.standardize, "standardize", STANDARDIZE)
         check_int(self.batch_size, "batch_size", minimum=1)
         check_positive(self.lr, "lr")
         check_choice(self.optimizer, "optimizer", OPTIMIZERS)
@@ -198,8 +226,11 @@ class TeacherConfig:
     def is_sklearn(self) -> bool:
         return _is_sklearn(self.model)
 
-    def resolved(self, data) -> "TeacherConfig":
-        """A copy with ``model="auto"`` and ``augment="auto"`` decided for ``data``."""
+    def resolved(self, data, *, shard_size: float | None = None) -> "TeacherConfig":
+        """A copy with ``model="auto"``, ``augment="auto"``, ``epochs=None`` (from
+        ``shard_size``, the mean number of records per teacher: :func:`auto_epochs`) and
+        ``standardize="auto"`` decided for ``data`` (public facts only: the input shape, the
+        dataset's name, the shard size)."""
         shape = tuple(data.input_shape)
         model = self.model
         if model == "auto" and self.features != "none":
@@ -218,7 +249,19 @@ class TeacherConfig:
             augment = _AUTO_AUGMENT.get(data.name, "none") if len(shape) == 3 else "none"
         if _is_sklearn(model) or self.features != "none":
             augment = "none"  # image augmentations do not apply to features
-        return dataclasses.replace(self, model=model, augment=augment)
+        epochs = self.epochs
+        if epochs is None:
+            epochs = auto_epochs(shard_size, batch_size=self.batch_size)
+        standardize = self.standardize
+        if standardize == "auto":
+            # zoo models on tabular inputs; a user's own model keeps its inputs (it may scale
+            # them itself; pate.teachers.scaling.scale_warning says when it should)
+            zoo = isinstance(model, str) and model in MODEL_NAMES
+            standardize = "public" if zoo and len(shape) == 1 and self.features == "none" else "none"
+        if standardize == "public" and (_is_sklearn(model) or len(shape) != 1):
+            standardize = "none"  # images are in [0, 1]; a scikit-learn model has its Pipeline
+        return dataclasses.replace(self, model=model, augment=augment, epochs=epochs,
+                                   standardize=standardize)
 
     def fingerprint(self) -> dict:
         """The fields that determine the trained teachers (not device, chunking or I/O)."""
@@ -232,6 +275,8 @@ class TeacherConfig:
             from pate.teachers.models import factory_name
 
             d["model"] = factory_name(d["model"])
+        if d.get("standardize") in ("none", "auto"):
+            del d["standardize"]  # raw inputs: the fingerprint of runs made before the setting
         return json.loads(json.dumps(d, default=repr))
 
 
@@ -398,9 +443,16 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
         raise TypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, got {describe(resume)}")
-    config = config.resolved(data)
     shards = _check_shards(shards, len(data.private))
+    # the shard sizes are public facts of the partition (counts, not values)
+    config = config.resolved(data, shard_size=float(np.mean([len(s) for s in shards])))
     data = feature_data(data, config.features)  # fixed filters, public statistics: no privacy cost
+    if config.standardize == "public":
+        data = standardized_data(data)  # public statistics: no privacy cost
+    else:
+        warning = scale_warning(data.public.x, config.model, role="teacher")
+        if warning:
+            logger.warning("teachers: %s", warning)
     seeds = _check_seeds(seeds, len(shards))
     num_teachers = len(shards)
     y_priv = data.private.y

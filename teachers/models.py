@@ -29,7 +29,9 @@ Symbols
       ~0.35 G multiply-adds per 28x28 image: the stronger student, for a GPU.
     * ``"module:factory"`` -- ``factory`` is imported from ``module`` and called with
       ``input_shape=`` and ``num_classes=`` (when it accepts them); it must return an
-      ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits.
+      ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits,
+      or a scikit-learn estimator (a ``Pipeline`` too; :func:`factory_estimator`, resolved by
+      the run's stages, :meth:`pate.rundir.Run.python_object`).
     * a Python callable -- the same factory given directly (the Python API,
       :func:`pate.api.fit`): no import path, no ``PYTHONPATH``; it is never saved to disk, so
       resuming such a run needs the same callable again.
@@ -49,7 +51,7 @@ import inspect
 from pate.analysis.validation import check_int, describe
 
 __all__ = ["build_model", "MODEL_NAMES", "STUDENT_ONLY_MODELS", "check_input_shape",
-           "is_model_name"]
+           "is_model_name", "import_factory", "is_factory_spec", "factory_estimator"]
 
 MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn", "scatternet_cnn",
                "wrn16_4")
@@ -154,7 +156,8 @@ def _cnn8(channels: int, num_classes: int):
         nn.Flatten(), nn.Linear(32 * 2 * 2, 64), nn.ReLU(), nn.Linear(64, num_classes))
 
 
-def _from_factory(spec: str, input_shape, num_classes):
+def import_factory(spec: str):
+    """The callable named by ``"package.module:factory"`` (ValueError / TypeError naming it)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"model {spec!r}: a custom model is given as 'package.module:factory'")
@@ -170,7 +173,36 @@ def _from_factory(spec: str, input_shape, num_classes):
             raise ValueError(f"model {spec!r}: module {module_name!r} has no attribute {attr!r}")
     if not callable(factory):
         raise TypeError(f"model {spec!r}: {attr!r} is not callable")
-    return call_factory(factory, input_shape, num_classes)
+    return factory
+
+
+def _from_factory(spec: str, input_shape, num_classes):
+    return call_factory(import_factory(spec), input_shape, num_classes)
+
+
+def is_factory_spec(name) -> bool:
+    """Whether ``name`` is a ``"package.module:factory"`` reference (not ``sklearn:`` /
+    ``python:``)."""
+    return (isinstance(name, str) and ":" in name
+            and not name.startswith(("sklearn:", "python:")))
+
+
+def factory_estimator(spec: str, *, input_shape, num_classes: int):
+    """The scikit-learn estimator a ``"package.module:factory"`` returns (a ``Pipeline`` too),
+    or None when it builds a torch module (built once here and thrown away, under a forked torch
+    RNG so that the teachers' initialisation is unchanged). A factory that returns anything else
+    is refused with a TypeError naming it."""
+    import torch
+
+    factory = import_factory(spec)
+    with torch.random.fork_rng(devices=[]):
+        built = call_factory(factory, check_input_shape(input_shape), num_classes)
+    if isinstance(built, torch.nn.Module):
+        return None
+    if hasattr(built, "fit") and hasattr(built, "get_params"):
+        return built
+    raise TypeError(f"model {spec!r} must return a torch.nn.Module or a scikit-learn estimator "
+                    f"(e.g. a Pipeline), got {type(built).__name__}")
 
 
 def factory_name(factory) -> str:

@@ -795,3 +795,113 @@ def test_every_plot_has_a_caption_and_is_either_publishable_or_internal():
     assert set(report.PLOT_NAMES) == set(report.PUBLIC_PLOT_NAMES) | set(report.INTERNAL_PLOT_NAMES)
     assert not set(report.PUBLIC_PLOT_NAMES) & set(report.INTERNAL_PLOT_NAMES)
     assert all(report._CAPTIONS[n][1] == (n in report.INTERNAL_PLOT_NAMES) for n in report.PLOT_NAMES)
+
+
+# ------------------------------------------------------------------------------ utility (#31)
+
+def _utility(**change) -> dict:
+    """A run's utility object with the keys of pate.run_analysis (a healthy run by default)."""
+    u = {"student_accuracy": 0.88, "teacher_mean_accuracy": 0.8, "teacher_accuracy_std": 0.02,
+         "plurality_vote_accuracy": 0.93, "label_accuracy_answered": 0.9,
+         "answered_labels": 320, "answered_plurality_agreement": 0.95,
+         "answered_plurality_agreement_note": "internal: from the private votes; do not publish",
+         "majority_class_rate": 0.12, "chance_rate": 0.1, "student_steps": 4000,
+         "scale_warnings": []}
+    u.update(change)
+    return u
+
+
+def _utility_warnings(**change) -> list[str]:
+    from pate.run_analysis import utility_warnings
+
+    u = _utility(**change)
+    return utility_warnings(u, num_classes=10, answered=u["answered_labels"])
+
+
+def test_a_healthy_run_gets_no_utility_warning():
+    assert _utility_warnings() == []
+
+
+@pytest.mark.parametrize("change, says", [
+    # near chance, with the teachers near chance too: the teachers learned too little
+    (dict(student_accuracy=0.14, plurality_vote_accuracy=0.15, label_accuracy_answered=0.15),
+     ["near chance", "plurality vote is near chance too", "fewer teachers"]),
+    # near chance while the teachers know: the noise decides the answers (drowning noise)
+    (dict(student_accuracy=0.15, answered_plurality_agreement=0.2, label_accuracy_answered=0.2),
+     ["near chance", "disagree with the teachers' plurality vote", "fewer queries"]),
+    # near chance with good labels: the student (a too-short one, say)
+    (dict(student_accuracy=0.15), ["near chance", "train the student longer"]),
+    # far below its own labels (issue #31: labels 53 %, student 14.5 % -> here 53 / 30)
+    (dict(student_accuracy=0.3, label_accuracy_answered=0.53), ["far below the accuracy of its own labels",
+                                                                 "Train it longer"]),
+    # far below the plurality vote, labels unknown (breast cancer: 98.9 % vote, 54 % student)
+    (dict(student_accuracy=0.54, plurality_vote_accuracy=0.989, label_accuracy_answered=None,
+          majority_class_rate=0.37, answered_plurality_agreement=0.3),
+     ["far below the teachers' noiseless plurality vote", "less noise"]),
+    # too few answers for the classes
+    (dict(answered_labels=40), ["Only 40 labels were answered for 10 classes"]),
+    # a too-short student
+    (dict(student_steps=40), ["trained only 40 optimiser steps", "student_params"]),
+    # unscaled inputs to a raw model
+    (dict(scale_warnings=["the teacher model LogisticRegression gets the tabular inputs unscaled"]),
+     ["The teacher model LogisticRegression gets the tabular inputs unscaled."]),
+])
+def test_each_failure_cause_gets_a_warning_that_says_what_to_change(change, says):
+    warnings = _utility_warnings(**change)
+    assert warnings, change
+    text = " ".join(warnings)
+    for phrase in says:
+        assert phrase in text, (phrase, warnings)
+
+
+def test_the_majority_class_is_the_chance_level_when_it_beats_one_over_classes():
+    # 6 classes, majority 40 %: a student at 43 % is near chance even though 1/6 = 16.7 %
+    from pate.run_analysis import utility_warnings
+
+    u = _utility(student_accuracy=0.43, majority_class_rate=0.4, chance_rate=1 / 6)
+    assert "near chance" in utility_warnings(u, num_classes=6, answered=320)[0]
+    u = _utility(student_accuracy=0.6, majority_class_rate=0.4, chance_rate=1 / 6,
+                 label_accuracy_answered=0.65, plurality_vote_accuracy=0.7)
+    assert utility_warnings(u, num_classes=6, answered=320) == []
+
+
+def test_the_first_section_says_what_the_run_is_worth_with_its_warnings():
+    a = make_analysis()
+    warnings = _utility_warnings(student_accuracy=0.3, label_accuracy_answered=0.53)
+    a["utility"].update(_utility(student_accuracy=0.3, label_accuracy_answered=0.53,
+                                 warnings=warnings))
+    a["utility"]["student_accuracy"] = 0.3
+    report = rep.build_report(rep.validate_analysis(a))
+    assert report["warnings"][: len(warnings)] == warnings  # utility first
+    md = rep.render_markdown(report)
+    first = md.index("## What you get")
+    assert first < md.index("## Privacy statement") and md.count("## ") - md[first:].count("## ") == 0
+    glance = md[first:md.index("## Privacy statement")]
+    assert "30.0%" in glance and "majority class gives 12.0%" in glance
+    assert "Teachers:** 80.0% each on average; their noiseless plurality vote 93.0%" in glance
+    assert "320 of 1,000 queries answered, 53.0% of them right" in glance
+    assert "95.0% agree with the teachers' plurality vote (**NOT PRIVATE" in glance
+    assert warnings[0] in glance
+    assert md.count(warnings[0]) == 1  # not repeated under Warnings
+    a["utility"].update(_utility(warnings=[]))
+    healthy = rep.render_markdown(rep.build_report(rep.validate_analysis(a)))
+    assert "No utility warning" in healthy
+
+
+def test_old_analysis_files_without_the_utility_keys_still_render():
+    md = rep.render_markdown(rep.build_report(rep.validate_analysis(make_analysis())))
+    assert "## What you get" in md and "Utility warnings" not in md
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("answered_plurality_agreement", 1.5, "must be a fraction in"),
+    ("answered_plurality_agreement", "high", "must be a number"),
+    ("warnings", "check it", "must be a list of strings"),
+    ("student_steps", 2.5, "must be an integer"),
+    ("majority_class_rate", -0.1, "must be a fraction in"),
+])
+def test_optional_utility_keys_are_validated(key, value, message):
+    a = make_analysis()
+    a["utility"][key] = value
+    with pytest.raises(ValueError, match=message):
+        rep.validate_analysis(a)
