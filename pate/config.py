@@ -62,6 +62,8 @@ from pate import mechanisms
 from pate.analysis.errors import ConfigError
 
 REQUIRED = object()
+#: The entry of a saved config that records what the planner filled in (:mod:`pate.planner`).
+PLANNED = "planned"
 #: What a config without a sanitized release (``[privacy] release = false``) may leave out: the
 #: release parameters, filled with these placeholders (validated like any others, never used).
 UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
@@ -74,7 +76,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
              "public_size": (int, None), "eval_size": (int, None),
              "image_size": ((int, list), None)},
-    "partition": {"num_teachers": (int, None), "mode": (str, "random"), "unit_ids": (str, None)},
+    "partition": {"num_teachers": ((int, str), None), "mode": (str, "random"), "unit_ids": (str, None)},
     "teachers": {"model": (str, "auto"), "model_params": (dict, None), "epochs": (int, None),
                  "batch_size": (int, None), "lr": (float, None), "optimizer": (str, None),
                  "weight_decay": (float, None), "momentum": (float, None), "augment": (str, None),
@@ -84,7 +86,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                  "amp": (bool, None), "n_jobs": (int, None), "features": (str, None)},
     "aggregator": {"mechanism": (str, REQUIRED),
                    **{name: ((float, str), None) for name in mechanisms.all_param_names()},
-                   "queries": (int, None), "budget_basis": (str, "data-independent"),
+                   "queries": ((int, str), None), "budget_basis": (str, "data-independent"),
                    "noise_seed": (int, None), "target_eps": (float, None)},
     "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, REQUIRED),
                 "orders": ((str, list), "default"), "conversion": (str, "classic"),
@@ -148,7 +150,7 @@ def normalize(raw: dict, *, source: str = "config") -> dict:
     """Check tables, keys and types; fill defaults. Returns a new nested dict."""
     if not isinstance(raw, dict):
         raise _fail(source, "the configuration must be a TOML table")
-    unknown = sorted(set(raw) - set(SCHEMA))
+    unknown = sorted(set(raw) - set(SCHEMA) - {PLANNED})
     if unknown:
         raise _fail(source, f"unknown table(s) {', '.join(f'[{u}]' for u in unknown)}; "
                             f"valid tables: {', '.join(f'[{t}]' for t in SCHEMA)}")
@@ -179,6 +181,10 @@ def normalize(raw: dict, *, source: str = "config") -> dict:
             elif default is not None:
                 section[key] = default
         out[table] = section
+    if PLANNED in raw:  # what the planner filled in (pate.planner), kept with a saved config
+        if not isinstance(raw[PLANNED], dict):
+            raise _fail(source, f"{PLANNED!r} must be a table written by the planner")
+        out[PLANNED] = copy.deepcopy(raw[PLANNED])
     return out
 
 
@@ -224,8 +230,12 @@ def validate(config: dict, *, source: str = "config") -> dict:
                                 f"{config['aggregator']['mechanism']!r}: it trains no teachers (the "
                                 "private records vote through their nearest neighbours, with "
                                 "record-level protection); remove the [partition] table")
-    elif "num_teachers" not in part:
-        raise _fail(source, "[partition] num_teachers is required")
+    elif "num_teachers" not in part or part["num_teachers"] == "auto":
+        raise _fail(source, "[partition] num_teachers was left to the planner but no plan was "
+                            "made (pate.planner.plan_config); give a number of teachers")
+    elif isinstance(part["num_teachers"], str):
+        raise _fail(source, f"[partition] num_teachers must be an integer or \"auto\" (the "
+                            f"planner chooses), got {part['num_teachers']!r}")
     else:
         _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
                "num_teachers", minimum=1)
@@ -267,6 +277,10 @@ def validate(config: dict, *, source: str = "config") -> dict:
         if isinstance(agg.get(key), str) and agg[key] != "auto":
             raise _fail(source, f"[aggregator] {key} must be a number or \"auto\", got {agg[key]!r}")
     auto = [k for k in needed if agg.get(k) == "auto"]
+    if isinstance(agg.get("queries"), str):
+        raise _fail(source, f"[aggregator] queries must be an integer or \"auto\" (the planner "
+                            f"chooses), got {agg['queries']!r}" if agg["queries"] != "auto" else
+                    "[aggregator] queries = \"auto\" was left to the planner but no plan was made")
     if "queries" in agg:
         _check(f"{source}: [aggregator] queries", v.check_int, agg["queries"], "queries", minimum=1)
     if auto:
@@ -626,12 +640,19 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
               device: str | None = None, run_dir: str | None = None,
               ledger: str | bool | None = None,
               overrides: dict[str, dict[str, Any]] | None = None,
-              seed_in_file: bool = False) -> dict:
+              seed_in_file: bool = False, facts=None, wording: str = "config") -> dict:
     """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
     ``config.json``): overrides, normalisation and validation. ``raw`` is not modified.
 
     ``seed_in_file``: the user wrote ``[run] seed`` (``load`` sets it from the TOML); a saved,
-    normalised config always holds a seed, which is then not the user's choice."""
+    normalised config always holds a seed, which is then not the user's choice.
+
+    Settings left to the planner (``[partition] num_teachers`` missing or "auto", ``[aggregator]
+    queries = "auto"``, ``mechanism = "auto"``, ...: :func:`pate.planner.needs_plan`) are filled in
+    by :func:`pate.planner.plan_config` from ``facts`` (:class:`pate.planner.Facts`; counted from the
+    ``[data]`` source when None), after every other setting is validated; a plan that cannot give
+    a useful student raises :class:`pate.planner.PlanError` naming the setting in ``wording``
+    ("config": TOML keys; "python": keyword arguments)."""
     raw = copy.deepcopy(raw)
     if not isinstance(raw, dict):
         raise _fail(source, "the configuration must be a TOML table")
@@ -654,6 +675,17 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
             privacy["ledger"] = (str(pathlib.Path(ledger).expanduser().resolve())
                                  if ledger is not False else False)
     config = normalize(raw, source=source)
+    from pate import planner as P
+
+    if P.needs_plan(config):
+        _validated(P.probe(config), source, explicit_seed)  # every other setting, as usual
+        if facts is None:
+            facts = P.facts_of(_load_data(config))
+        config, plan = P.plan_config(config, facts, wording=wording)
+    return _validated(config, source, explicit_seed)
+
+
+def _validated(config: dict, source: str, explicit_seed: bool) -> dict:
     if explicit_seed:
         config["_explicit_seed"] = ["seed"]
     try:
@@ -661,6 +693,13 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
     finally:
         config.pop("_explicit_seed", None)
     return config
+
+
+def _load_data(config: dict):
+    """The ``[data]`` source, loaded to count its records for the planner."""
+    from pate.teachers.data import load_pate_data
+
+    return load_pate_data(config["data"]["name"], **data_settings(config))
 
 
 def data_settings(config: dict) -> dict:
