@@ -622,7 +622,7 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
                 remaining_eps=remaining_eps, filled=filled, checked=tuple(checked),
                 warnings=tuple(warnings) + tuple(f"(smoke test, not refused) {p}" for p in problems
                                                  if smoke),
-                usable=not problems or smoke)
+                usable=not problems)
     if problems and not smoke:
         first = problems[0]
         more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""

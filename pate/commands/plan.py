@@ -56,5 +56,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print("\n".join(plan.lines()))
-        print("usable      yes: `pate run --config " + args.config + "` runs this plan")
+        if plan.usable:
+            print(f"usable      yes: `pate run --config {args.config}` runs this plan")
+        else:  # only a smoke test gets here: its refusals are warnings
+            print("usable      no: [run] smoke_test = true runs it anyway, to check that the "
+                  "pipeline works (its report says so first)")
     return 0
