@@ -6,12 +6,15 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  the pipeline works; its report says so at the top)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's)
-    [partition]  num_teachers* (not with private-knn: no teachers), mode ("random": a keyed
+    [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
+                 planner chooses, pate.planner), mode ("random": a keyed
                  hash of each record | "unit": of its privacy unit), unit_ids (.npy, mode unit)
     [teachers]   any field of pate.teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
-    [aggregator] mechanism* (a name of the registry pate.mechanisms), its noise parameters
-                 (threshold, sigma1, sigma2, sigma, scale, ...), queries (first-k public items
-                 asked; default all), budget_basis, noise_seed
+    [aggregator] mechanism* (a name of the registry pate.mechanisms, or "auto": the planner's
+                 rule), its noise parameters (threshold, sigma1, sigma2, sigma, scale, ...; a
+                 Confident GNMax threshold left out is 0.8 x teachers), queries (first-k public
+                 items asked; default all with fixed noise, the planner's choice with "auto"
+                 noise, or "auto"), budget_basis, noise_seed
     [privacy]    delta*, budget_eps*, orders ("default" | "reference" | [list]), conversion,
                  release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
                  parameters, fixed here before any data is seen; required unless release =

@@ -612,13 +612,15 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
         _num(v) for v in clean.values()) and not spec.releases_once else None
     if spec.releases_once and calibrated:
         guarantee = eps_plan
+    numeric = all(_num(v) for v in clean.values())
+    releases = bool(priv.get("release", True)) and (
+        not numeric or spec.release_params(clean) is not None)
     plan = Plan(facts=facts, mechanism=spec.name, num_teachers=teachers, queries=int(queries),
                 noise={k: float(v) for k, v in clean.items() if _num(v)}, relative_noise=rel,
                 records_per_teacher=records, answers=int(answers), guarantee_eps=guarantee,
                 delta=float(priv["delta"]), budget_eps=budget,
                 target_eps=float(target) if target is not None else None,
-                release=bool(priv.get("release", True)) and spec.release_params(clean) is not None
-                if all(_num(v) for v in clean.values()) else bool(priv.get("release", True)),
+                release=releases,
                 remaining_eps=remaining_eps, filled=filled, checked=tuple(checked),
                 warnings=tuple(warnings) + tuple(f"(smoke test, not refused) {p}" for p in problems
                                                  if smoke),
@@ -626,8 +628,8 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
     if problems and not smoke:
         first = problems[0]
         more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""
-        raise PlanError(f"{str(first).split('. Fix: ')[0]}{more and ''}", setting=first.setting,
-                        fix=first.fix + more, plan=plan)
+        message = str(first)[:-len(f". Fix: {first.fix}")]
+        raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
     config["planned"] = {"filled": filled}
     return config, plan
 
@@ -635,7 +637,7 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
 def log_plan(plan: Plan) -> None:
     """The plan on the ``pate`` logger (one line each)."""
     for line in plan.lines():
-        logger.info("plan: %s", line)
+        (logger.warning if line.startswith("WARNING") else logger.info)("plan: %s", line)
 
 
 def _open_threshold(spec, agg: dict) -> bool:
