@@ -288,7 +288,7 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
     from pate import mechanisms
 
     if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism
-        mechanism = P.AUTO_MECHANISM
+        mechanism = P.FIXED_NOISE_MECHANISM
     spec = mechanisms.get(P.AUTO_MECHANISM if mechanism == "auto" else mechanism)
     no_teachers = spec.samples_private_records  # Private-kNN: the records vote themselves
     if no_teachers and num_teachers is not None:

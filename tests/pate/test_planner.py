@@ -121,13 +121,12 @@ AUTO = {"mechanism": "auto", "target_eps": 2.0}
                                         (BREAST, 4.0)])
 def test_defaults_fit_the_data_and_the_budget(facts, eps):
     config, got = plan(dict(AUTO, target_eps=eps), facts)
-    assert got.mechanism == "confident-gnmax" and config["aggregator"]["mechanism"] == "confident-gnmax"
-    assert set(got.filled) >= {"mechanism", "num_teachers", "queries", "threshold"}
+    assert got.mechanism == "gnmax" and config["aggregator"]["mechanism"] == "gnmax"
+    assert set(got.filled) >= {"mechanism", "num_teachers", "queries"}
     t = got.num_teachers
     assert config["partition"]["num_teachers"] == t and t <= P.MAX_TEACHERS
     assert facts.private_records / t >= P.MIN_RECORDS_PER_CLASS * facts.classes
-    assert config["aggregator"]["threshold"] == pytest.approx(0.8 * t)
-    assert got.relative_noise["sigma2/teachers"] <= P.DROWNING_NOISE
+    assert got.relative_noise["sigma/teachers"] <= P.DROWNING_NOISE
     assert P.MIN_LABELS_PER_CLASS * facts.classes <= got.queries <= facts.public_items
     assert got.guarantee_eps <= eps * (1 + 1e-9)
     # the run that follows uses exactly these values: the filled config validates
@@ -144,7 +143,7 @@ def test_more_budget_never_needs_more_teachers_and_buys_more_answers():
 def test_queries_are_not_all_the_public_items_when_that_would_drown_the_votes():
     config, got = plan(dict(AUTO, target_eps=2.0), TABLE)
     assert got.queries < TABLE.public_items
-    assert got.relative_noise["sigma2/teachers"] == pytest.approx(P.TARGET_NOISE, rel=0.05)
+    assert got.relative_noise["sigma/teachers"] == pytest.approx(P.TARGET_NOISE, rel=0.05)
 
 
 def test_digits_at_eps_2_is_refused_with_what_would_work():
@@ -181,6 +180,14 @@ def test_every_shipped_config_plans():
     assert (got.num_teachers, got.noise["sigma2"], got.noise["sigma1"]) == (250, 40.0, 150.0)
     assert got.relative_noise == {"sigma2/teachers": 0.16, "sigma1/teachers": 0.6}
     assert not got.filled  # the shipped configs set everything: nothing is changed
+
+
+def test_a_left_out_confident_gnmax_threshold_is_0_8_teachers():
+    config, got = plan({"mechanism": "confident-gnmax", "sigma1": "auto", "sigma2": "auto",
+                        "target_eps": 4.0}, TABLE)
+    assert config["aggregator"]["threshold"] == pytest.approx(0.8 * got.num_teachers)
+    assert got.filled["threshold"]["value"] == pytest.approx(0.8 * got.num_teachers)
+    assert got.relative_noise["sigma2/teachers"] <= P.TARGET_NOISE + 1e-9
 
 
 def test_the_fashion_mnist_facts_give_the_main_jobs_teachers():
@@ -243,6 +250,11 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
                  run_dir=tmp_path / "run", ledger=tmp_path / "ledger.sqlite3")
     assert caught.value.setting == "target_eps=" and "target_eps=" in caught.value.fix
     assert not (tmp_path / "run").exists() and not (tmp_path / "ledger.sqlite3").exists()
+    with pytest.raises(pate.PlanError, match="num_teachers=50 or fewer"):  # set, not left open
+        pate.fit((flat(digits.private), digits.private.y), flat(digits.public),
+                 evaluation=(flat(digits.evaluation), digits.evaluation.y), num_teachers=400,
+                 target_eps=8.0, run_dir=tmp_path / "run2", ledger=tmp_path / "ledger2.sqlite3")
+    assert not (tmp_path / "run2").exists() and not (tmp_path / "ledger2.sqlite3").exists()
     with pytest.raises(pate.PlanError, match="num_teachers=50 or fewer"):
         pate.plan((flat(digits.private), digits.private.y), flat(digits.public),
                   evaluation=(flat(digits.evaluation), digits.evaluation.y), num_teachers=400,
@@ -260,7 +272,7 @@ def test_pate_fit_with_only_a_target_runs_the_plan_and_stores_it(tmp_path):
                       ledger=tmp_path / "ledger.sqlite3", run_dir=tmp_path / "run")
     stored = json.loads((result.run_dir / "plan.json").read_text())
     assert stored["num_teachers"] == 50 and stored["queries"] == got.queries
-    assert set(stored["filled"]) >= {"mechanism", "num_teachers", "queries", "threshold"}
+    assert set(stored["filled"]) >= {"mechanism", "num_teachers", "queries"}
     assert result.epsilon <= 8.0 and int(result.answered_mask.sum()) <= got.queries
     again = pate.plan("digits", teacher=LogisticRegression(max_iter=300), target_eps=8.0,
                       ledger=tmp_path / "ledger.sqlite3")
