@@ -568,7 +568,10 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
                 refuse(f"the noise calibrated for {queries} queries at "
                        f"{_setting('target_eps', eps_plan, wording)} is {main} = {level:.3g}: it "
                        f"drowns the votes (refused above {DROWNING_NOISE:g})", "target_eps",
-                       f"{_set('target_eps', eps_needed, wording)} or more{fewer_text}" + more)
+                       f"{_set('target_eps', eps_needed, wording)} or more{fewer_text}" + more
+                       + ("" if spec.samples_private_records else
+                          f", or {_setting('mechanism', 'class-means', wording)} (one release "
+                          "labels every public item, no cost per query)"))
             else:
                 good = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
                 refuse(f"{_setting(key, float(noise[key]), wording)} is {main} = {level:.3g}: it "
