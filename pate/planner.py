@@ -239,7 +239,8 @@ class Plan:
             out.append("noise       " + ", ".join(f"{k} = {v:.4g}" for k, v in self.noise.items()))
         if self.relative_noise:
             out.append("relative    " + ", ".join(f"{k} = {v:.3g}" for k, v in self.relative_noise.items())
-                       + f" (refused above {DROWNING_NOISE:g}; planned at {TARGET_NOISE:g})")
+                       + f" (argmax noise refused above {DROWNING_NOISE:g}, planned at "
+                         f"{TARGET_NOISE:g}; sigma1 refused above {DROWNING_CHECK_NOISE:g})")
         out.append(f"queries     {self.queries} public items asked; the budget buys at least "
                    f"{self.answers} answers (worst case: every asked query answered)")
         target = f", target eps = {self.target_eps:g}" if self.target_eps is not None else ""
