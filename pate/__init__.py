@@ -18,14 +18,10 @@ __version__ = "0.1.0"
 __all__ = ["BudgetExceededError", "ConfigError", "DatasetNotFoundError", "LedgerError",
            "PartitionError", "PateError", "PateResult", "PlanError", "__version__", "fit", "plan"]
 
-_API = ("fit", "plan", "PateResult")
+_API = ("fit", "plan", "PateResult", "PlanError")
 
 
 def __getattr__(name: str):
-    if name == "PlanError":  # the planner's refusal (a ConfigError), without torch
-        from pate.planner import PlanError
-
-        return PlanError
     if name in _API:  # the Python API, on first use (it is the top layer: keep import pate light)
         import importlib
 

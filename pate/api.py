@@ -46,7 +46,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fit", "plan", "PateResult"]
+from pate.planner import PlanError  # what plan() and fit() raise for an unusable plan
+
+__all__ = ["fit", "plan", "PateResult", "PlanError"]
 
 #: A threshold fixed before any data is seen: the teachers must agree at 80 % (Scalable PATE's
 #: MNIST setting is T = 200 of 250 teachers).
@@ -233,14 +235,15 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
         run_dir = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
     arguments = _arguments(locals())
     arguments["resume"] = False
+    from pate import config as C
+
     config, data, identity, _, _ = _prepare(**arguments)
     if data is None:
         from pate.teachers.data import load_pate_data
-        from pate import config as C
 
         data = load_pate_data(config["data"]["name"], **C.data_settings(config))
-    remaining = P.ledger_remaining(config, data, identity)
-    return P.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
+    remaining = P.ledger_remaining(C.ledger_path(config), data, identity)
+    return C.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
 
 
 

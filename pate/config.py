@@ -684,8 +684,27 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
         _validated(P.probe(config), source, explicit_seed)  # every other setting, as usual
         if facts is None:
             facts = P.facts_of(_load_data(config))
-        config, plan = P.plan_config(config, facts, wording=wording)
+        config, _ = plan_config(config, facts, wording=wording)
     return _validated(config, source, explicit_seed)
+
+
+def plan_config(config: dict, facts, *, wording: str = "config",
+                remaining_eps: float | None = None):
+    """:func:`pate.planner.plan_config` with this module's calibration and orders: ``(filled
+    config, plan)``, or :class:`pate.planner.PlanError`."""
+    from pate import planner as P
+
+    return P.plan_config(config, facts, calibration=calibration, orders=orders, wording=wording,
+                         remaining_eps=remaining_eps)
+
+
+def plan_for(config: dict, facts, *, wording: str = "config", remaining_eps: float | None = None):
+    """:func:`pate.planner.plan_for` (the plan of a filled config) with this module's
+    calibration and orders."""
+    from pate import planner as P
+
+    return P.plan_for(config, facts, calibration=calibration, orders=orders, wording=wording,
+                      remaining_eps=remaining_eps)
 
 
 def _validated(config: dict, source: str, explicit_seed: bool) -> dict:

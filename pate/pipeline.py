@@ -94,7 +94,7 @@ class Pipeline:
         run's plan.json holds it)."""
         if self.ctx.done(STAGES[0]) or (self.run_dir / PLAN).exists():
             return None
-        plan = P.plan_for(self.config, P.facts_of(self.ctx.data), wording=self.wording)
+        plan = C.plan_for(self.config, P.facts_of(self.ctx.data), wording=self.wording)
         P.log_plan(plan)
         return plan
 

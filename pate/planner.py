@@ -262,62 +262,54 @@ class Plan:
 
 # ------------------------------------------------------------------------------ arithmetic
 
-def _orders(config: dict):
-    from pate import config as C
-
-    return C.orders(config)
-
-
-def _release_rdp(config: dict, spec, params: dict):
+def _release_rdp(config: dict, spec, params: dict, grid):
     from pate import analysis
 
     priv = config["privacy"]
     if not (bool(priv.get("release", True)) and spec.release_params(params) is not None):
         return None
     return analysis.gnss_rdp_curve(beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"],
-                                   orders=_orders(config))
+                                   orders=grid)
 
 
-def _worst_eps(config: dict, spec, params: dict, n: int) -> float:
+def _worst_eps(config: dict, spec, params: dict, n: int, grid) -> float:
     """The data-independent eps of ``n`` asked queries, all answered (with the release)."""
     from pate.analysis.rdp import eps_from_rdp
 
-    orders = _orders(config)
+    orders = grid
     rdp = n * spec.worst_case_query_rdp(params, orders=orders)
-    extra = _release_rdp(config, spec, params)
+    extra = _release_rdp(config, spec, params, grid)
     if extra is not None:
         rdp = rdp + extra
     return float(eps_from_rdp(rdp, orders=orders, delta=config["privacy"]["delta"],
                               conversion=config["privacy"]["conversion"])[0])
 
 
-def _answers_fixed(config: dict, spec, params: dict, budget: float, cap: int) -> int:
+def _answers_fixed(config: dict, spec, params: dict, budget: float, cap: int, grid) -> int:
     """How many queries, all answered, fixed noise ``params`` buys within ``budget`` (<= cap)."""
-    if cap <= 0 or _worst_eps(config, spec, params, 1) > budget:
+    if cap <= 0 or _worst_eps(config, spec, params, 1, grid) > budget:
         return 0
     lo, hi = 1, cap
-    if _worst_eps(config, spec, params, hi) <= budget:
+    if _worst_eps(config, spec, params, hi, grid) <= budget:
         return hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _worst_eps(config, spec, params, mid) <= budget:
+        if _worst_eps(config, spec, params, mid, grid) <= budget:
             lo = mid
         else:
             hi = mid
     return lo
 
 
-def _calibrated(config: dict, queries: int) -> dict | None:
+def _calibrated(config: dict, queries: int, calibration) -> dict | None:
     """The ``"auto"`` noise of ``config`` calibrated for ``queries`` (pate.config.calibration),
     None when the target is unreachable."""
-    from pate import config as C
-
     trial = copy.deepcopy(config)
     trial["aggregator"]["queries"] = int(queries)
     if trial["aggregator"].get("threshold") == "auto":
         trial["aggregator"]["threshold"] = 1.0  # set after the teachers; calibration ignores it
     try:
-        return C.calibration(trial)["calibrated"]
+        return calibration(trial)["calibrated"]
     except ConfigError:
         return None
 
@@ -345,15 +337,19 @@ def _argmax_std(spec, params: dict) -> tuple[str, float] | None:
 
 # ------------------------------------------------------------------------------ the plan
 
-def plan_config(config: dict, facts: Facts, *, wording: str = "config",
+def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str = "config",
                 remaining_eps: float | None = None) -> tuple[dict, Plan]:
     """Fill in what ``config`` (normalised: :func:`pate.config.normalize`) leaves open and check
     the rest against ``facts``; returns ``(filled config, plan)`` or raises :class:`PlanError`.
-    ``wording`` ("python" or "config") is how errors name settings. The config is not modified."""
+    ``wording`` ("python" or "config") is how errors name settings. The config is not modified.
+    ``calibration`` and ``orders`` are :func:`pate.config.calibration` and
+    :func:`pate.config.orders` (the config layer passes them: :func:`pate.config.plan_config`;
+    this module never imports it), so the noise is calibrated exactly as the run will."""
     if wording not in ("python", "config"):
         raise ValueError(f"wording must be 'python' or 'config', got {wording!r}")
     config = copy.deepcopy(config)
     config.pop("planned", None)
+    order_grid = orders(config)
     agg, priv, part = config["aggregator"], config["privacy"], config.setdefault("partition", {})
     smoke = bool(config["run"].get("smoke_test", False))
     filled: dict[str, dict] = {}
@@ -404,7 +400,7 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
         """The final noise parameters for ``queries`` (calibrated or as given)."""
         out = dict(params)
         if calibrated:
-            cal = _calibrated(config, queries)
+            cal = _calibrated(config, queries, calibration)
             if cal is None:
                 return None
             out.update(cal)
@@ -515,7 +511,7 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
                             f"delta = {priv['delta']:g}", setting=setting_name("target_eps", wording),
                             fix=f"raise {setting_name('target_eps', wording)}")
         answers = queries if calibrated else _answers_fixed(
-            config, spec, spec.validate(noise), eps_plan, queries)
+            config, spec, spec.validate(noise), eps_plan, queries, order_grid)
     if queries > n_pub:
         queries = n_pub
     agg["queries"] = queries
@@ -559,7 +555,7 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
                 ok[std_key.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
                 if "sigma1" in ok and params.get("sigma1") == "auto":
                     ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
-                eps_needed = _worst_eps(config, spec, spec.validate(ok), queries)
+                eps_needed = _worst_eps(config, spec, spec.validate(ok), queries, order_grid)
                 fewer = queries_at(voters, DROWNING_NOISE)
                 more = "" if spec.samples_private_records or teachers >= t_most else (
                     f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
@@ -609,7 +605,7 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
             else:
                 key = "target_eps" if target is not None else "budget_eps"
                 ok = dict(noise)
-                eps_needed = _worst_eps(config, spec, spec.validate(ok), need)
+                eps_needed = _worst_eps(config, spec, spec.validate(ok), need, order_grid)
                 refuse(f"the budget ({_setting(key, eps_plan, wording)}) buys {answers} answers in "
                        f"the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for {classes} "
                        "classes", key,
@@ -625,7 +621,7 @@ def plan_config(config: dict, facts: Facts, *, wording: str = "config",
                                 "may be weak unless it also learns from the unlabelled public "
                                 "items; a larger eps buys more")
     clean = spec.validate(noise) if all(_num(v) for v in noise.values()) else noise
-    guarantee = _worst_eps(config, spec, clean, answers) if answers and all(
+    guarantee = _worst_eps(config, spec, clean, answers, order_grid) if answers and all(
         _num(v) for v in clean.values()) and not spec.releases_once else None
     if spec.releases_once and calibrated:
         guarantee = eps_plan
@@ -703,22 +699,21 @@ def probe(config: dict) -> dict:
     return out
 
 
-def plan_for(config: dict, facts: Facts, *, wording: str = "config",
+def plan_for(config: dict, facts: Facts, *, calibration, orders, wording: str = "config",
              remaining_eps: float | None = None) -> Plan:
     """The plan of a config whose settings are all set (a filled one, from
     :func:`pate.config.from_dict`): the checks of :func:`plan_config`, with what the planner had
     filled in (the config's ``planned`` entry) reported as chosen. Raises :class:`PlanError`."""
-    _, plan = plan_config(config, facts, wording=wording, remaining_eps=remaining_eps)
+    _, plan = plan_config(config, facts, calibration=calibration, orders=orders, wording=wording,
+                          remaining_eps=remaining_eps)
     filled = dict((config.get("planned") or {}).get("filled") or {})
     return dataclasses.replace(plan, filled=dict(filled, **plan.filled))
 
 
-def ledger_remaining(config: dict, data, identity=None) -> float | None:
-    """What the config's ledger has left for the private records of ``data`` (None: no ledger,
-    no ledger file yet, or the records are not registered). Reads the ledger, writes nothing."""
-    from pate import config as C
-
-    path = C.ledger_path(config)
+def ledger_remaining(path, data, identity=None) -> float | None:
+    """What the ledger at ``path`` (:func:`pate.config.ledger_path`) has left for the private
+    records of ``data`` (None: no ledger, no ledger file yet, or the records are not
+    registered). Reads the ledger, writes nothing."""
     if path is None or not path.is_file():
         return None
     from pate.ledger import Ledger, dataset_identity

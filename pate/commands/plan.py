@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
                     ledger=ledger, overrides=table_overrides(args, ("cluster",)))
     data = load_pate_data(config["data"]["name"], **C.data_settings(config))
-    plan = P.plan_for(config, P.facts_of(data), wording="config",
-                      remaining_eps=P.ledger_remaining(config, data))
+    plan = C.plan_for(config, P.facts_of(data), wording="config",
+                      remaining_eps=P.ledger_remaining(C.ledger_path(config), data))
     if args.json:
         json.dump(plan.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -35,7 +35,7 @@ def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=Fa
 
 
 def plan(aggregator, facts, *, wording="python", **kw):
-    return P.plan_config(raw(aggregator, **kw), facts, wording=wording)
+    return C.plan_config(raw(aggregator, **kw), facts, wording=wording)
 
 
 # --------------------------------------------------------------------------- refusals
@@ -173,10 +173,10 @@ def test_every_shipped_config_plans():
     own = P.Facts(private_records=20000, classes=5, public_items=4000, input_shape=(20,))
     for path in sorted((REPO / "pate" / "configs").glob("*.toml")):
         config = C.normalize(tomllib.loads(path.read_text()))
-        got = P.plan_for(config, facts.get(config["data"]["name"], own))
+        got = C.plan_for(config, facts.get(config["data"]["name"], own))
         assert got.usable, path.name
     main_job = C.normalize(tomllib.loads((REPO / "pate/configs/fashion_mnist.toml").read_text()))
-    got = P.plan_for(main_job, FMNIST)
+    got = C.plan_for(main_job, FMNIST)
     assert (got.num_teachers, got.noise["sigma2"], got.noise["sigma1"]) == (250, 40.0, 150.0)
     assert got.relative_noise == {"sigma2/teachers": 0.16, "sigma1/teachers": 0.6}
     assert not got.filled  # the shipped configs set everything: nothing is changed
