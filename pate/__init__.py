@@ -1,7 +1,9 @@
 """pate-learn: Private Aggregation of Teacher Ensembles.
 
 ``pate.fit(...)`` runs the whole pipeline from Python (:mod:`pate.api`): sensitive data in,
-student, released labels and privacy figures out.
+student, released labels and privacy figures out; ``pate.plan(...)`` (same arguments) says what it
+would do, and refuses a run that cannot give a useful student, before any work
+(:mod:`pate.planner`).
 
 Importing ``pate`` never imports torch: the CLI's analysis commands start fast and an
 auditor can use the privacy arithmetic (``pate.analysis``) without it. ``pate.fit`` and
@@ -14,9 +16,9 @@ from pate.analysis.errors import (BudgetExceededError, ConfigError, DatasetNotFo
 __version__ = "0.1.0"
 
 __all__ = ["BudgetExceededError", "ConfigError", "DatasetNotFoundError", "LedgerError",
-           "PartitionError", "PateError", "PateResult", "__version__", "fit"]
+           "PartitionError", "PateError", "PateResult", "PlanError", "__version__", "fit", "plan"]
 
-_API = ("fit", "PateResult")
+_API = ("fit", "plan", "PateResult", "PlanError")
 
 
 def __getattr__(name: str):

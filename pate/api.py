@@ -27,7 +27,8 @@ The noise comes from OS entropy unless ``noise_seed`` is given (the run is then 
 
 Symbols
 -------
-``fit(private, public=None, *, evaluation=None, teacher, num_teachers, ...) -> PateResult``
+``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
+``plan(...) -> pate.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
@@ -49,7 +50,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fit", "PateResult"]
+from pate.planner import PlanError  # what plan() and fit() raise for an unusable plan
+
+__all__ = ["fit", "plan", "PateResult", "PlanError"]
 
 #: A threshold fixed before any data is seen: the teachers must agree at 80 % (Scalable PATE's
 #: MNIST setting is T = 200 of 250 teachers).
@@ -188,7 +191,7 @@ def _model_setting(model: Any, what: str) -> tuple[Any, Any]:
 
 def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
         student: Any = "auto", num_teachers: int | None = None,
-        mechanism: str = "confident-gnmax", threshold=None, sigma1=None, sigma2=None, sigma=None,
+        mechanism: str = "auto", threshold=None, sigma1=None, sigma2=None, sigma=None,
         scale=None, k=None, sampling_rate=None, count_weight=None, knn: dict | None = None,
         target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
         budget_eps: float | None = None, release: bool = False, release_order=None,
@@ -205,13 +208,86 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     unlabelled public inputs (labels, if given, are used only to report label accuracy);
     ``evaluation`` labelled held-out data for the report. ``budget_eps`` is the dataset's total
-    budget in the ledger (default: ``target_eps``); ``queries`` how many public items are asked
-    (default: all). ``teacher_params`` / ``student_params`` are ``[teachers]`` / ``[student]``
+    budget in the ledger (default: ``target_eps``); ``num_teachers``, ``queries`` (how many public
+    items are asked) and ``mechanism="auto"`` are chosen by the planner when left out
+    (:func:`plan` shows its choice and refuses, before any work, a run that cannot give a useful
+    student: :mod:`pate.planner`). ``teacher_params`` / ``student_params`` are ``[teachers]`` / ``[student]``
     settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
     models).
     """
-    from pate import config as C
     from pate.pipeline import Pipeline
+
+    config, data, _, teacher_object, student_object = _prepare(**_arguments(locals()))
+    pipeline = Pipeline(config, resume=resume, progress=progress, wording="python")
+    if data is not None:
+        pipeline.ctx.provide_data(data)
+    pipeline.ctx.objects.update({k: v for k, v in (("teacher_model", teacher_object),
+                                                   ("student_model", student_object)) if v is not None})
+    report = pipeline.run()
+    return _result(pipeline.ctx, report)
+
+
+def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
+        student: Any = "auto", num_teachers: int | None = None,
+        mechanism: str = "auto", threshold=None, sigma1=None, sigma2=None, sigma=None,
+        scale=None, k=None, sampling_rate=None, count_weight=None, knn: dict | None = None,
+        target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
+        budget_eps: float | None = None, release: bool = False, release_order=None,
+        release_beta=None, release_sigma_ss=None, conversion: str = "classic",
+        ledger: bool | str | pathlib.Path = True, dataset: str | None = None,
+        run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
+        noise_seed: int | None = None, device: str = "auto", partition: str = "random",
+        teacher_params: dict | None = None, student_params: dict | None = None,
+        progress: bool = False, resume: bool = False):
+    """The plan of :func:`fit` with the same arguments, made before any private record is read
+    beyond its count, any model is trained or any budget is spent (:mod:`pate.planner`): what the
+    planner fills in (``num_teachers``, ``queries``, the threshold, the mechanism when "auto"),
+    what to expect (records per teacher, noise relative to the ensemble, the answers the budget
+    buys, the guarantee) and the warnings. Returns a :class:`pate.planner.Plan`; raises
+    :class:`pate.planner.PlanError` (naming the keyword argument and a fix) when the plan cannot
+    give a useful student. Nothing is written; the ledger is only read (what it has left)."""
+    from pate import planner as P
+
+    if run_dir is None:
+        import tempfile
+
+        run_dir = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
+    arguments = _arguments(locals())
+    arguments["resume"] = False
+    from pate import config as C
+
+    config, data, identity, _, _ = _prepare(**arguments)
+    if data is None:
+        from pate.teachers.data import load_pate_data
+
+        data = load_pate_data(config["data"]["name"], **C.data_settings(config))
+    remaining = P.ledger_remaining(C.ledger_path(config), data, identity)
+    return C.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
+
+
+
+def _arguments(scope: dict) -> dict:
+    """The keyword arguments of fit/plan from their local scope (the same names)."""
+    import inspect
+
+    names = inspect.signature(_prepare).parameters
+    return {name: scope[name] for name in names}
+
+
+def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
+        student: Any = "auto", num_teachers: int | None = None,
+        mechanism: str = "auto", threshold=None, sigma1=None, sigma2=None, sigma=None,
+        scale=None, k=None, sampling_rate=None, count_weight=None, knn: dict | None = None,
+        target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
+        budget_eps: float | None = None, release: bool = False, release_order=None,
+        release_beta=None, release_sigma_ss=None, conversion: str = "classic",
+        ledger: bool | str | pathlib.Path = True, dataset: str | None = None,
+        run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
+        noise_seed: int | None = None, device: str = "auto", partition: str = "random",
+        teacher_params: dict | None = None, student_params: dict | None = None,
+        progress: bool = False, resume: bool = False):
+    from pate import config as C
+    from pate import planner as P
 
     given = {name: v for name, v in {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
                                      "sigma": sigma, "scale": scale, "k": k,
@@ -233,12 +309,12 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
 
     from pate import mechanisms
 
-    spec = mechanisms.get(mechanism)
+    if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism
+        mechanism = P.FIXED_NOISE_MECHANISM
+    spec = mechanisms.get(P.AUTO_MECHANISM if mechanism == "auto" else mechanism)
     no_teachers = spec.samples_private_records  # Private-kNN: the records vote themselves
     if no_teachers and num_teachers is not None:
         raise TypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
-    if not no_teachers and num_teachers is None:
-        raise TypeError("num_teachers= (how many teachers, one per disjoint shard) is needed")
     if knn is not None and not no_teachers:
         raise TypeError(f"knn= (the public-fitted embedding) applies to the mechanisms that read "
                         f"the private records ('private-knn', 'class-means') only, not "
@@ -251,11 +327,6 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
             given.setdefault(key, "auto")
         if "threshold" in spec.param_names and voters is not None:
             given.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
-        if queries is None:
-            if num_public is None:
-                raise TypeError("target_eps with a named dataset needs queries= (how many public "
-                                "items are asked)")
-            queries = num_public
     elif budget_eps is None:
         raise TypeError("give target_eps (calibrated noise) or budget_eps with the noise "
                         f"parameters of {mechanism} ({', '.join(spec.param_names)})")
@@ -277,7 +348,8 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     student_value, student_object = _model_setting(student, "student")
     raw = {"run": {"name": name, "seed": seed, "device": device},
            "data": data_table,
-           "partition": {"num_teachers": num_teachers, "mode": partition},
+           "partition": {"num_teachers": "auto" if num_teachers is None else num_teachers,
+                         "mode": partition},
            "teachers": dict(teacher_params or {}, model=teacher_value),
            "aggregator": aggregator, "privacy": privacy,
            "student": dict(student_params or {}, model=student_value)}
@@ -294,14 +366,9 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     ledger_setting = ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve())
     config = C.from_dict(raw, source="pate.fit", run_dir=str(run_dir),
                          ledger=False if ledger_setting is False else
-                         (None if ledger_setting is True else ledger_setting))
-    pipeline = Pipeline(config, resume=resume, progress=progress)
-    if data is not None:
-        pipeline.ctx.provide_data(data)
-    pipeline.ctx.objects.update({k: v for k, v in (("teacher_model", teacher_object),
-                                                   ("student_model", student_object)) if v is not None})
-    report = pipeline.run()
-    return _result(pipeline.ctx, report)
+                         (None if ledger_setting is True else ledger_setting),
+                         facts=None if data is None else P.facts_of(data), wording="python")
+    return config, data, identity, teacher_object, student_object
 
 
 def _result(run, report: dict) -> PateResult:

@@ -44,6 +44,7 @@ import traceback
 # One line per subcommand module; keep this list sorted by pipeline stage.
 COMMAND_MODULES = (
     "pate.commands.init_config",
+    "pate.commands.plan",
     "pate.commands.run",
     "pate.commands.partition",
     "pate.commands.train_teachers",

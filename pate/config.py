@@ -6,12 +6,15 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  the pipeline works; its report says so at the top)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's)
-    [partition]  num_teachers* (not with private-knn: no teachers), mode ("random": a keyed
+    [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
+                 planner chooses, pate.planner), mode ("random": a keyed
                  hash of each record | "unit": of its privacy unit), unit_ids (.npy, mode unit)
     [teachers]   any field of pate.teachers.ensemble.TeacherConfig except device (see `pate train-teachers`)
-    [aggregator] mechanism* (a name of the registry pate.mechanisms), its noise parameters
-                 (threshold, sigma1, sigma2, sigma, scale, ...), queries (first-k public items
-                 asked; default all), budget_basis, noise_seed
+    [aggregator] mechanism* (a name of the registry pate.mechanisms, or "auto": the planner's
+                 rule), its noise parameters (threshold, sigma1, sigma2, sigma, scale, ...; a
+                 Confident GNMax threshold left out is 0.8 x teachers), queries (first-k public
+                 items asked; default all with fixed noise, the planner's choice with "auto"
+                 noise, or "auto"), budget_basis, noise_seed
     [privacy]    delta*, budget_eps*, orders ("default" | "reference" | [list]), conversion,
                  release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
                  parameters, fixed here before any data is seen; required unless release =
@@ -62,6 +65,8 @@ from pate import mechanisms
 from pate.analysis.errors import ConfigError
 
 REQUIRED = object()
+#: The entry of a saved config that records what the planner filled in (:mod:`pate.planner`).
+PLANNED = "planned"
 #: What a config without a sanitized release (``[privacy] release = false``) may leave out: the
 #: release parameters, filled with these placeholders (validated like any others, never used).
 UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
@@ -74,7 +79,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
              "public_size": (int, None), "eval_size": (int, None),
              "image_size": ((int, list), None)},
-    "partition": {"num_teachers": (int, None), "mode": (str, "random"), "unit_ids": (str, None)},
+    "partition": {"num_teachers": ((int, str), None), "mode": (str, "random"), "unit_ids": (str, None)},
     "teachers": {"model": (str, "auto"), "model_params": (dict, None), "epochs": (int, None),
                  "batch_size": (int, None), "lr": (float, None), "optimizer": (str, None),
                  "weight_decay": (float, None), "momentum": (float, None), "augment": (str, None),
@@ -85,7 +90,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                  "standardize": (str, None)},
     "aggregator": {"mechanism": (str, REQUIRED),
                    **{name: ((float, str), None) for name in mechanisms.all_param_names()},
-                   "queries": (int, None), "budget_basis": (str, "data-independent"),
+                   "queries": ((int, str), None), "budget_basis": (str, "data-independent"),
                    "noise_seed": (int, None), "target_eps": (float, None)},
     "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, REQUIRED),
                 "orders": ((str, list), "default"), "conversion": (str, "classic"),
@@ -149,7 +154,7 @@ def normalize(raw: dict, *, source: str = "config") -> dict:
     """Check tables, keys and types; fill defaults. Returns a new nested dict."""
     if not isinstance(raw, dict):
         raise _fail(source, "the configuration must be a TOML table")
-    unknown = sorted(set(raw) - set(SCHEMA))
+    unknown = sorted(set(raw) - set(SCHEMA) - {PLANNED})
     if unknown:
         raise _fail(source, f"unknown table(s) {', '.join(f'[{u}]' for u in unknown)}; "
                             f"valid tables: {', '.join(f'[{t}]' for t in SCHEMA)}")
@@ -180,6 +185,10 @@ def normalize(raw: dict, *, source: str = "config") -> dict:
             elif default is not None:
                 section[key] = default
         out[table] = section
+    if PLANNED in raw:  # what the planner filled in (pate.planner), kept with a saved config
+        if not isinstance(raw[PLANNED], dict):
+            raise _fail(source, f"{PLANNED!r} must be a table written by the planner")
+        out[PLANNED] = copy.deepcopy(raw[PLANNED])
     return out
 
 
@@ -225,8 +234,12 @@ def validate(config: dict, *, source: str = "config") -> dict:
                                 f"{config['aggregator']['mechanism']!r}: it trains no teachers (the "
                                 "private records vote through their nearest neighbours, with "
                                 "record-level protection); remove the [partition] table")
-    elif "num_teachers" not in part:
-        raise _fail(source, "[partition] num_teachers is required")
+    elif "num_teachers" not in part or part["num_teachers"] == "auto":
+        raise _fail(source, "[partition] num_teachers was left to the planner but no plan was "
+                            "made (pate.planner.plan_config); give a number of teachers")
+    elif isinstance(part["num_teachers"], str):
+        raise _fail(source, f"[partition] num_teachers must be an integer or \"auto\" (the "
+                            f"planner chooses), got {part['num_teachers']!r}")
     else:
         _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
                "num_teachers", minimum=1)
@@ -268,6 +281,10 @@ def validate(config: dict, *, source: str = "config") -> dict:
         if isinstance(agg.get(key), str) and agg[key] != "auto":
             raise _fail(source, f"[aggregator] {key} must be a number or \"auto\", got {agg[key]!r}")
     auto = [k for k in needed if agg.get(k) == "auto"]
+    if isinstance(agg.get("queries"), str):
+        raise _fail(source, f"[aggregator] queries must be an integer or \"auto\" (the planner "
+                            f"chooses), got {agg['queries']!r}" if agg["queries"] != "auto" else
+                    "[aggregator] queries = \"auto\" was left to the planner but no plan was made")
     if "queries" in agg:
         _check(f"{source}: [aggregator] queries", v.check_int, agg["queries"], "queries", minimum=1)
     if auto:
@@ -631,12 +648,19 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
               device: str | None = None, run_dir: str | None = None,
               ledger: str | bool | None = None,
               overrides: dict[str, dict[str, Any]] | None = None,
-              seed_in_file: bool = False) -> dict:
+              seed_in_file: bool = False, facts=None, wording: str = "config") -> dict:
     """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
     ``config.json``): overrides, normalisation and validation. ``raw`` is not modified.
 
     ``seed_in_file``: the user wrote ``[run] seed`` (``load`` sets it from the TOML); a saved,
-    normalised config always holds a seed, which is then not the user's choice."""
+    normalised config always holds a seed, which is then not the user's choice.
+
+    Settings left to the planner (``[partition] num_teachers`` missing or "auto", ``[aggregator]
+    queries = "auto"``, ``mechanism = "auto"``, ...: :func:`pate.planner.needs_plan`) are filled in
+    by :func:`pate.planner.plan_config` from ``facts`` (:class:`pate.planner.Facts`; counted from the
+    ``[data]`` source when None), after every other setting is validated; a plan that cannot give
+    a useful student raises :class:`pate.planner.PlanError` naming the setting in ``wording``
+    ("config": TOML keys; "python": keyword arguments)."""
     raw = copy.deepcopy(raw)
     if not isinstance(raw, dict):
         raise _fail(source, "the configuration must be a TOML table")
@@ -659,6 +683,36 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
             privacy["ledger"] = (str(pathlib.Path(ledger).expanduser().resolve())
                                  if ledger is not False else False)
     config = normalize(raw, source=source)
+    from pate import planner as P
+
+    if P.needs_plan(config):
+        _validated(P.probe(config), source, explicit_seed)  # every other setting, as usual
+        if facts is None:
+            facts = P.facts_of(_load_data(config))
+        config, _ = plan_config(config, facts, wording=wording)
+    return _validated(config, source, explicit_seed)
+
+
+def plan_config(config: dict, facts, *, wording: str = "config",
+                remaining_eps: float | None = None):
+    """:func:`pate.planner.plan_config` with this module's calibration and orders: ``(filled
+    config, plan)``, or :class:`pate.planner.PlanError`."""
+    from pate import planner as P
+
+    return P.plan_config(config, facts, calibration=calibration, orders=orders, wording=wording,
+                         remaining_eps=remaining_eps)
+
+
+def plan_for(config: dict, facts, *, wording: str = "config", remaining_eps: float | None = None):
+    """:func:`pate.planner.plan_for` (the plan of a filled config) with this module's
+    calibration and orders."""
+    from pate import planner as P
+
+    return P.plan_for(config, facts, calibration=calibration, orders=orders, wording=wording,
+                      remaining_eps=remaining_eps)
+
+
+def _validated(config: dict, source: str, explicit_seed: bool) -> dict:
     if explicit_seed:
         config["_explicit_seed"] = ["seed"]
     try:
@@ -666,6 +720,13 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
     finally:
         config.pop("_explicit_seed", None)
     return config
+
+
+def _load_data(config: dict):
+    """The ``[data]`` source, loaded to count its records for the planner."""
+    from pate.teachers.data import load_pate_data
+
+    return load_pate_data(config["data"]["name"], **data_settings(config))
 
 
 def data_settings(config: dict) -> dict:

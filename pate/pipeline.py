@@ -2,7 +2,9 @@
 
 The pipeline only sequences and resumes the stages of :mod:`pate.stages` (each implemented once,
 shared with the stage subcommands and the Python API) over a run directory
-(:class:`pate.rundir.Run`, ``runs/<name>/`` by default). Before any work it runs
+(:class:`pate.rundir.Run`, ``runs/<name>/`` by default). Before any work it makes the plan
+(:mod:`pate.planner`: from the data's counts and the config only; a plan that cannot give a useful
+student is refused, naming the setting and a fix; ``plan.json``), then runs
 :func:`pate.stages.preflight`: the data's sizes, then the private split's identity and budget in
 the ledger (a config whose budget differs from the ledger's is refused before anything is
 written or drawn).
@@ -23,6 +25,7 @@ import os
 import pathlib
 
 from pate import config as C
+from pate import planner as P
 from pate import rundir as R
 from pate import stages as S
 from pate.analysis.errors import ConfigError
@@ -31,6 +34,8 @@ from pate.rundir import Run
 logger = logging.getLogger("pate")
 
 STAGES = R.STAGES
+#: The run's plan (:mod:`pate.planner`), written when the run starts.
+PLAN = "plan.json"
 FORKED_FILES, FORKED_STAGES = S.FORKED_FILES, S.FORKED_STAGES
 release_plan = S.release_plan
 
@@ -45,7 +50,9 @@ class Pipeline:
     """
 
     def __init__(self, config: dict, *, resume: bool = False, progress: bool = True,
-                 ledger_path: str | os.PathLike | None = None) -> None:
+                 ledger_path: str | os.PathLike | None = None, wording: str = "config") -> None:
+        #: How the plan's refusals name settings: "config" (TOML keys) or "python" (pate.fit).
+        self.wording = wording
         if ledger_path is not None:
             config = json.loads(json.dumps(config))
             config["privacy"]["ledger"] = str(pathlib.Path(ledger_path).expanduser().resolve())
@@ -80,14 +87,30 @@ class Pipeline:
     def data(self):
         return self.ctx.data
 
+    def _plan(self):
+        """The plan step (:mod:`pate.planner`): before the partition, from the data's counts and
+        the config alone, refused (``PlanError``) when it cannot give a useful student; logged,
+        and written to ``plan.json`` once the run starts. None once the partition is done (the
+        run's plan.json holds it)."""
+        if self.ctx.done(STAGES[0]) or (self.run_dir / PLAN).exists():
+            return None
+        plan = C.plan_for(self.config, P.facts_of(self.ctx.data), wording=self.wording)
+        P.log_plan(plan)
+        return plan
+
     def run(self, *, until: str | None = None) -> dict:
         """Run (or resume) every stage up to and including ``until``; returns the report dict
         (or, with ``until`` before the report, the stage summaries)."""
         if until is not None and until not in STAGES:
             raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
         last = STAGES.index(until) if until is not None else len(STAGES) - 1
+        todo = [s for s in STAGES[:last + 1] if not self.ctx.done(s)]
+        S.check_device(self.config, todo, objects=self.ctx.objects)  # before the data is read
+        plan = self._plan()
         S.preflight(self.ctx, stages=[s for s in STAGES[:last + 1] if not self.ctx.done(s)])
         self.ctx.start()
+        if plan is not None:
+            P.write_plan(self.run_dir / PLAN, plan)
         results = {}
         for stage in STAGES:
             if self.ctx.done(stage):

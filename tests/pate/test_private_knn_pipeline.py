@@ -267,8 +267,9 @@ def test_integer_k_and_knn_table_only_for_private_knn(tmp_path, small_digits):
     gnmax = small_digits(tmp_path, extra=EMBEDDING, name="gnmax.toml")
     with pytest.raises(ConfigError, match=r"\[knn\] applies to the mechanisms that read the private records"):
         C.load(gnmax)
-    with pytest.raises(ConfigError, match=r"\[partition\] num_teachers is required"):
-        C.load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
+    # issue #31: a mechanism with teachers may leave their number to the planner (pate.planner)
+    planned = C.load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
+    assert planned["partition"]["num_teachers"] == planned["planned"]["filled"]["num_teachers"]["value"]
 
 
 def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
