@@ -114,7 +114,7 @@ def test_the_config_wording_names_toml_keys():
 
 # --------------------------------------------------------------------------- filled in
 
-AUTO = {"mechanism": "auto", "target_eps": 2.0}
+AUTO = {"mechanism": "gnmax", "sigma": "auto", "target_eps": 2.0}
 
 
 @pytest.mark.parametrize("facts, eps", [(DIGITS, 8.0), (TABLE, 2.0), (TABLE, 8.0), (FMNIST, 4.0),
@@ -122,7 +122,7 @@ AUTO = {"mechanism": "auto", "target_eps": 2.0}
 def test_defaults_fit_the_data_and_the_budget(facts, eps):
     config, got = plan(dict(AUTO, target_eps=eps), facts)
     assert got.mechanism == "gnmax" and config["aggregator"]["mechanism"] == "gnmax"
-    assert set(got.filled) >= {"mechanism", "num_teachers", "queries"}
+    assert set(got.filled) >= {"num_teachers", "queries"}
     t = got.num_teachers
     assert config["partition"]["num_teachers"] == t and t <= P.MAX_TEACHERS
     assert facts.private_records / t >= P.MIN_RECORDS_PER_CLASS * facts.classes
@@ -247,7 +247,7 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
     with pytest.raises(pate.PlanError) as caught:
         pate.fit((flat(digits.private), digits.private.y), flat(digits.public),
                  evaluation=(flat(digits.evaluation), digits.evaluation.y), target_eps=2.0,
-                 run_dir=tmp_path / "run", ledger=tmp_path / "ledger.sqlite3")
+                 mechanism="gnmax", run_dir=tmp_path / "run", ledger=tmp_path / "ledger.sqlite3")
     assert caught.value.setting == "target_eps=" and "target_eps=" in caught.value.fix
     assert not (tmp_path / "run").exists() and not (tmp_path / "ledger.sqlite3").exists()
     with pytest.raises(pate.PlanError, match="num_teachers=50 or fewer"):  # set, not left open
@@ -278,3 +278,16 @@ def test_pate_fit_with_only_a_target_runs_the_plan_and_stores_it(tmp_path):
                       ledger=tmp_path / "ledger.sqlite3")
     assert again.remaining_eps == pytest.approx(8.0 - result.epsilon, abs=1e-6)
     assert np.all(result.labels[got.queries:] == -1)
+
+
+def test_auto_with_no_teachers_asked_for_is_one_class_means_release():
+    """pate.fit(private, public, target_eps=...) alone: the teachers are left open too, so
+    "auto" is class-means (one release labels every public item); naming a teacher model or a
+    number of teachers keeps teacher votes (GNMax)."""
+    config, got = plan({"mechanism": "auto", "target_eps": 2.0}, DIGITS)
+    assert got.mechanism == "class-means" and got.num_teachers is None
+    assert got.queries == DIGITS.public_items and "class-means" in got.filled["mechanism"]["value"]
+    assert "num_teachers" not in config["partition"]
+    assert P.auto_mechanism({"teachers": {"model": "mlp"}}) == "gnmax"
+    assert P.auto_mechanism({"partition": {"num_teachers": 40}}) == "gnmax"
+    assert P.auto_mechanism({"teachers": {"model": "auto"}}) == "class-means"
