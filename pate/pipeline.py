@@ -56,9 +56,9 @@ class Pipeline:
                 raise ConfigError(f"run directory {run_dir} already holds a run; pass --resume "
                                   "to continue it, or choose another --run-dir / [run] name")
             run = Run.open(run_dir, progress=progress)
-            if run.state.get("config_comparable") != R.comparable(config):
-                raise ConfigError(f"--resume: the configuration differs from the one {run_dir} "
-                                  "was started with (see its config.json); start a new run instead")
+            recorded = run.state.get("config_comparable")
+            if not isinstance(recorded, dict) or R.comparable(recorded) != R.comparable(config):
+                raise ConfigError(_differs(run_dir, recorded, R.comparable(config)))
             run.config = config  # the device may differ
             self.ctx = run
         else:
@@ -102,6 +102,25 @@ class Pipeline:
         from pate.io import read_json
 
         return read_json(self.run_dir / R.REPORT_JSON)
+
+
+def _differs(run_dir, recorded, now: dict) -> str:
+    """Why a config cannot resume ``run_dir``: the first key that differs, by name, and what
+    works instead."""
+    where = "the configuration"
+    if isinstance(recorded, dict):
+        recorded = R.comparable(recorded)
+        for table in sorted(set(recorded) | set(now)):
+            a, b = recorded.get(table, {}), now.get(table, {})
+            if a != b and isinstance(a, dict) and isinstance(b, dict):
+                key = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))[0]
+                where = (f"[{table}] {key} (started with {a.get(key, '(unset)')!r}, now "
+                         f"{b.get(key, '(unset)')!r})")
+                break
+    return (f"--resume: {where} differs from the configuration {run_dir} was started with (its "
+            f"config.json); continue it as it was with `pate run --run-dir {run_dir} --resume`, "
+            "or start a new run (another --run-dir / [run] name, or fork_run to keep its "
+            "teachers)")
 
 
 def fork_run(source, config: dict) -> pathlib.Path:
