@@ -55,8 +55,10 @@ off and ``[privacy] private = false`` marks the run as not private.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import pathlib
+import shlex
 import tomllib
 from typing import Any
 
@@ -166,15 +168,25 @@ def setting(table: str, key: str, *, source: str | None) -> str:
     return f"[{table}] {key}"
 
 
+def assignment(table: str, key: str, value: Any, *, source: str | None) -> str:
+    """A setting with a value as the caller writes it: ``budget_eps=120`` from :func:`pate.fit`,
+    ``[privacy] budget_eps = 120`` in a TOML config."""
+    text = f"{value:g}" if isinstance(value, float) else json.dumps(value)
+    if source == PYTHON_SOURCE:
+        return setting(table, key, source=source) + (text if not isinstance(value, str)
+                                                     else repr(value))
+    return f"{setting(table, key, source=source)} = {text}"
+
+
 def budget_command(source: str | None, *, ledger, digest: str, eps: float, delta: float,
                    conversion: str) -> str:
     """How the caller changes a dataset's lifetime budget in the ledger: a Python call for
     :func:`pate.fit`, the ``pate budget set`` command line for the CLI (both pasteable)."""
     if source == PYTHON_SOURCE:
-        return (f"pate.ledger.Ledger({str(ledger)!r}).set_budget({digest!r}, eps={eps:g}, "
+        return (f"pate.ledger.Ledger({str(ledger)!r}).set_budget({digest!r}, eps={eps:.10g}, "
                 f"delta={delta:g}, conversion={conversion!r})")
-    return (f"pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} --conversion "
-            f"{conversion} --ledger {ledger}")
+    return (f"pate budget set --dataset {digest} --eps {eps:.10g} --delta {delta:g} --conversion "
+            f"{conversion} --ledger {shlex.quote(str(ledger))}")
 
 
 def _fail(where: str, message: str) -> ConfigError:

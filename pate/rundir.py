@@ -265,7 +265,11 @@ class Run:
         if state.get("format") != FORMAT or "ledger" not in state:
             raise ConfigError(f"{run_dir} was made by another version of pate-learn (run format "
                               f"{state.get('format')!r}, this version reads {FORMAT}); start a new run")
-        return cls(run_dir, config, state, progress=progress)
+        run = cls(run_dir, config, state, progress=progress)
+        # the lifetime budget the run last ran under: a resume that names it goes on with the
+        # ledger's if `pate budget set` changed it since (pate.stages.authorize)
+        run.objects["recorded_budget_eps"] = config["privacy"].get("budget_eps")
+        return run
 
     def update_config(self, config: dict) -> None:
         """Replace the config of a started run (a stage command's flags for stages not run

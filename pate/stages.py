@@ -53,6 +53,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import pathlib
 from typing import Callable
 
@@ -319,17 +320,19 @@ def authorize(run: Run, ledger) -> str:
     registered with ``[privacy] budget_eps`` (``budget_eps=``), or, left out, with the run's
     ``target_eps`` (logged: the lifetime budget is then this run's target until it is raised
     with ``pate budget set``). A known dataset keeps the ledger's budget: a run that leaves
-    ``budget_eps`` out uses it; a NEW run whose ``budget_eps`` differs is refused (naming the
-    setting and how to change the ledger's) before anything is written; a started run (a resume)
-    whose recorded budget was changed in the ledger since -- ``pate budget set`` raised it --
-    goes on with the ledger's, which is logged. ``delta`` and ``conversion`` must always agree.
+    ``budget_eps`` out uses it; a run that asks for a different ``budget_eps`` is refused (naming
+    the setting and how to change the ledger's) before anything is written -- except a started
+    run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
+    ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
     Sets ``run.config["privacy"]["budget_eps"]`` to the ledger's budget (in memory: the aggregate
     stage stops on it)."""
     priv = run.config["privacy"]
     identity = _identity(run)
     given = priv.get("budget_eps")
     register = given if given is not None else run.config["aggregator"].get("target_eps")
-    resumed = (run.run_dir / R.STATE).exists()
+    # a started run that names the budget it last ran under (its config.json's) may go on with
+    # the ledger's when that was changed since; a budget asked for anew must be the ledger's
+    resumed = given is not None and given == run.objects.get("recorded_budget_eps")
     known = ledger.datasets()
     for d in known:
         if d["digest"] == identity.digest and d["budget_eps"] is not None:
@@ -349,9 +352,8 @@ def authorize(run: Run, ledger) -> str:
         raise ConfigError(
             f"the ledger {ledger.path} holds no budget for this dataset ({identity.digest[:16]}"
             f"...) yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
-            f"budget) or {C.setting('aggregator', 'target_eps', source=caller)}, or register one "
-            f"with `pate budget set --dataset {identity.digest} --eps E --delta "
-            f"{priv['delta']:g} --ledger {ledger.path}`")
+            f"budget) or {C.setting('aggregator', 'target_eps', source=caller)} (what this run "
+            "spends, then also registered as the lifetime budget)")
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
     if budget is None:
@@ -389,15 +391,14 @@ def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
             return
         run.objects["budget_noted"] = b_eps
         logger.warning("the ledger %s holds the lifetime budget eps=%g for this dataset (%s...); "
-                       "this run was started with budget_eps=%g and goes on with the ledger's",
+                       "this run last ran under eps=%g and goes on with the ledger's",
                        ledger.path, b_eps, digest[:16], eps)
         return
     caller = _caller(run)
-    name = functools.partial(C.setting, source=caller)
     asked = [(key, mine, theirs) for key, mine, theirs in (
         ("budget_eps", eps, b_eps), ("delta", delta, b_delta), ("conversion", conversion, b_conv))
         if mine is not None and mine != theirs]
-    fix = "; ".join(f"set {name('privacy', key)} {theirs!r}" + (
+    fix = "; ".join(f"set {C.assignment('privacy', key, theirs, source=caller)}" + (
         " or leave it out (the ledger's applies)" if key == "budget_eps" else "")
         for key, _, theirs in asked)
     command = C.budget_command(caller, ledger=ledger.path, digest=digest,
@@ -405,7 +406,7 @@ def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
     raise ConfigError(
         f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
         f"({b_conv} conversion) for this dataset ({digest[:16]}...), but this run asks for "
-        + ", ".join(f"{name('privacy', key)} {mine!r}" for key, mine, _ in asked)
+        + ", ".join(C.assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
         + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
         f"`{command}` (recorded, and shown in the report)")
 
@@ -445,7 +446,30 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
     if agg.get("target_eps") is not None:
         return (queries * worst, queries * worst, queries,
                 f"this run's target eps={agg['target_eps']:g} ({queries} queries, all answered)")
-    return worst, queries * worst, queries, f"one query of {spec.title}"
+    return worst, queries * worst, queries, f"even one query of {spec.title}"
+
+
+def _raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
+    """"raise the dataset's lifetime budget: `<command>`[, then `pate run --run-dir DIR
+    --resume`]": the command (a Python call for :func:`pate.fit`, ``pate budget set`` for the
+    CLI) raises the budget by the epsilon of ``rdp`` (public arithmetic) over what is spent and
+    reserved; both work when pasted."""
+    from pate import analysis
+
+    summary = ledger.summary(dataset)
+    budget = summary["budget"]
+    orders = C.orders(run.config)
+    cost = float(analysis.eps_from_rdp(np.asarray(rdp, dtype=float), orders=orders,
+                                       delta=budget["delta"],
+                                       conversion=budget["conversion"])[0])
+    caller = _caller(run)
+    command = C.budget_command(caller, ledger=ledger.path, digest=dataset,
+                               eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"])
+                                                    + cost)) / 100,
+                               delta=budget["delta"], conversion=budget["conversion"])
+    then = ("" if caller == C.PYTHON_SOURCE else
+            f", then `pate run --run-dir {run.run_dir} --resume`")
+    return f"raise the dataset's lifetime budget: `{command}`{then}"
 
 
 def check_budget_fits(run: Run, ledger, dataset: str) -> None:
@@ -472,6 +496,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     from pate import analysis
 
     priv = run.config["privacy"]
+
     def eps_of(curve):
         return float(analysis.eps_from_rdp(curve, orders=orders, delta=priv["delta"],
                                            conversion=priv["conversion"])[0])
@@ -487,19 +512,15 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     where = ("" if not limited or limited == dataset else
              f" (limited by the linked dataset {limited[:16]}...)")
     if run.config["aggregator"].get("target_eps") is not None:
-        fix = (f"lower {name('aggregator', 'target_eps')} to what is left, or raise the "
-               "dataset's lifetime budget")
+        fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
     else:
-        fix = (f"use more noise, or raise the dataset's lifetime budget (by eps={full_cost:.4g} "
-               f"for all {queries} queries)")
+        fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "
     raise BudgetExceededError(
         f"the ledger {ledger.path} has no room for {what}: it costs eps={cost:.4g} at most, and "
         f"this dataset ({dataset[:16]}...) has eps={remaining:.4g} left{where} of its lifetime "
         f"budget eps={budget['eps']:g} (spent and reserved: eps="
         f"{summary['spent_and_reserved']:.4g}). Nothing was trained, drawn or charged. To go on, "
-        f"{fix}: `{C.budget_command(caller, ledger=ledger.path, digest=dataset, eps=max(budget['eps'], summary['spent_and_reserved']) + full_cost, delta=budget['delta'], conversion=budget.get('conversion', priv['conversion']))}`"
-        + ("" if caller == C.PYTHON_SOURCE else
-           f", then `pate run --run-dir {run.run_dir} --resume`"),
+        f"{fix}{_raise_hint(run, ledger, dataset, full)}",
         requested=cost, remaining=remaining)
 
 
@@ -943,8 +964,9 @@ def aggregate(run: Run) -> dict:
                     f"the ledger {ledger.path} has no room for even one query of {spec.title} "
                     f"on this dataset ({dataset[:16]}...: spent and reserved eps="
                     f"{summary['spent_and_reserved']:.6g} of {summary['budget']['eps']:g}); "
-                    "nothing was drawn or charged. Use more noise, or raise the budget with "
-                    "`pate budget set`", remaining=summary["remaining"])
+                    "nothing was drawn or charged. Use more noise, or "
+                    + _raise_hint(run, ledger, dataset, queries * worst),
+                    remaining=summary["remaining"])
             prior = first[0].prior_rdp(orders)
         noise = run.noise_streams()
         aggregator = OnlineAggregator(
@@ -991,7 +1013,9 @@ def aggregate(run: Run) -> dict:
         if asked == 0 and queries > 0:
             raise BudgetExceededError(
                 f"no query could be asked ({stop_reason}); nothing was released or charged. Use "
-                "more noise, or raise the budget with `pate budget set`",
+                "more noise, or " + (_raise_hint(run, ledger, dataset, queries * worst)
+                                     if ledger is not None else
+                                     f"raise {C.setting('privacy', 'budget_eps', source=_caller(run))}"),
                 remaining=aggregator.remaining_eps)
         events = list(aggregator.accountant.events)
         release = None
@@ -1125,8 +1149,10 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
                 f"delta={delta:g}; one query costs eps={eps_of(worst):.6g}"
                 + ("" if prior is None else f", the earlier rounds eps={eps_of(prior_rdp):.6g}")
                 + "); nothing was drawn or "
-                "charged. Use more noise, a lower sampling_rate, or raise the budget with "
-                "`pate budget set`")
+                "charged. Use more noise, a lower sampling_rate, or "
+                + (_raise_hint(run, ledger, dataset, max(1, queries) * worst)
+                   if ledger is not None else
+                   f"raise {C.setting('privacy', 'budget_eps', source=_caller(run))}"))
         noise = run.noise_streams().noise
 
         def ask(start, n):
@@ -1199,7 +1225,8 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
         except BudgetExceededError as exc:
             raise BudgetExceededError(
                 f"{exc}; the one release of {spec.title} does not fit, nothing was drawn or "
-                "charged. Use more noise, or raise the budget with `pate budget set`") from None
+                "charged. Use more noise, or "
+                + _raise_hint(run, ledger, dataset, event.rdp_data_independent)) from None
     with (reservation if reservation is not None else contextlib.nullcontext()):
         geometry = None
         if queries:

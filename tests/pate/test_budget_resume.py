@@ -212,7 +212,7 @@ def test_a_cli_run_whose_budget_is_spent_trains_nothing(tmp_path, small_digits, 
                 "--no-progress") == 3
     assert time.perf_counter() - t0 < 30
     err = capsys.readouterr().err
-    assert "has no room for one query" in err and "pate budget set --dataset" in err, err
+    assert "has no room for even one query" in err and "pate budget set --dataset" in err, err
     assert not (tmp_path / "b").exists()
 
 
