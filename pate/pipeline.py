@@ -4,11 +4,15 @@ The pipeline only sequences and resumes the stages of :mod:`pate.stages` (each i
 shared with the stage subcommands and the Python API) over a run directory
 (:class:`pate.rundir.Run`, ``runs/<name>/`` by default). Before any work it runs
 :func:`pate.stages.preflight`: the data's sizes, then the private split's identity and budget in
-the ledger (a config whose budget differs from the ledger's is refused before anything is
-written or drawn).
+the ledger (a run asking for another lifetime budget than the ledger's is refused before anything
+is written or drawn), then whether the ledger can cover the run's planned worst case -- before
+any teacher trains (:func:`pate.stages.check_budget_fits`).
 
 A stage that finished leaves ``stages/<stage>.json``; ``resume=True`` skips finished stages and
-continues an interrupted one from its checkpoints. The aggregate stage charges the ledger before
+continues an interrupted one from its checkpoints. What must not change on resume is
+:func:`pate.rundir.comparable` (the lifetime budget and the run directory's spelling may: a run
+stopped by its budget resumes after ``pate budget set`` without retraining); a refused resume
+names the first setting that differs. The aggregate stage charges the ledger before
 it writes any label, and on resume charges answers it finds pending instead of drawing new noise
 -- no query is ever answered or charged twice. Randomness: ``[run] seed`` spawns the partition,
 teacher and student streams (:mod:`pate.rng`); the aggregator's and the release's noise come

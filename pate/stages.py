@@ -33,12 +33,17 @@ Symbols
     Why ``stage`` does not apply to a run of ``config`` (None when it does).
 ``preflight(run, stages=...)``
     Every check that needs the machine, the data or the ledger, before any work: the device of
-    the stages about to run (:func:`check_device`), sizes, and the dataset's identity and budget
-    in the ledger (:func:`authorize`).
+    the stages about to run (:func:`check_device`), sizes, the dataset's identity and budget
+    in the ledger (:func:`authorize`), and that the ledger can cover the run's planned worst
+    case before any teacher trains (:func:`check_budget_fits`).
 ``authorize(run, ledger)``
-    Register the private split's identity (:func:`pate.ledger.dataset_identity`) and make the
-    ledger's budget and the config's agree: a new dataset takes the config's budget; a different
-    one is refused, naming both and the command that changes the ledger's.
+    Register the private split's identity (:func:`pate.ledger.dataset_identity`) and resolve the
+    run's budget against the ledger's lifetime budget: a new dataset takes ``budget_eps`` (else
+    the run's ``target_eps``); a run that leaves it out takes the ledger's; a different one is
+    refused, naming both and the command that changes the ledger's.
+``check_budget_fits(run, ledger, dataset)``
+    Reserve-and-release the planned worst case (public facts only); refused: exit 3, with what is
+    left and the pasteable commands that raise the budget and resume.
 ``release_plan(config, ...)``
     Whether a sanitized data-dependent epsilon is released, decided from public quantities.
 ``knn_prior(run)``
@@ -68,8 +73,8 @@ from pate.rundir import Run
 
 logger = logging.getLogger("pate")
 
-__all__ = ["STAGE_FUNCTIONS", "run_stage", "preflight", "authorize", "release_plan",
-           "config_identity", "skip_reason", "knn_prior"]
+__all__ = ["STAGE_FUNCTIONS", "run_stage", "preflight", "authorize", "check_budget_fits",
+           "release_plan", "config_identity", "skip_reason", "knn_prior"]
 
 
 # ------------------------------------------------------------------------------ plumbing
