@@ -14,7 +14,8 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  asked; default all), budget_basis, noise_seed
     [privacy]    delta*, budget_eps (the dataset's lifetime budget: registered in the ledger the
                  first time the dataset is charged -- default [aggregator] target_eps then --,
-                 afterwards the ledger's counts; :func:`pate.stages.authorize`), orders ("default" | "reference" | [list]), conversion,
+                 afterwards the ledger's counts; :func:`pate.stages.authorize`),
+                 orders ("default" | "reference" | [list]), conversion,
                  release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
                  parameters, fixed here before any data is seen; required unless release =
                  false), release (false: no sanitized release, only the data-independent
@@ -147,6 +148,8 @@ def _type_name(want: Any) -> str:
 #: The ``source`` of a config built by :func:`pate.fit` (:func:`from_dict`): its messages name
 #: keyword arguments, not TOML keys (:func:`setting`).
 PYTHON_SOURCE = "pate.fit"
+#: The sources whose messages name keyword arguments (``"python"``: the planner's wording).
+_PYTHON_SOURCES = frozenset({PYTHON_SOURCE, "python"})
 
 #: How :func:`pate.fit` spells a config key, where it is not ``key=`` itself.
 PYTHON_NAMES = {("partition", "mode"): "partition=", ("privacy", "ledger"): "ledger=",
@@ -159,7 +162,7 @@ def setting(table: str, key: str, *, source: str | None) -> str:
     """A config key as the caller wrote it: ``budget_eps=`` (a keyword argument) for a config
     from :func:`pate.fit` (``source == PYTHON_SOURCE``), else the TOML key ``[privacy]
     budget_eps``. Messages build their names with this, never by rewriting text."""
-    if source == PYTHON_SOURCE:
+    if source in _PYTHON_SOURCES:
         if (table, key) in PYTHON_NAMES:
             return PYTHON_NAMES[table, key]
         if table in ("teachers", "student"):
@@ -172,7 +175,7 @@ def assignment(table: str, key: str, value: Any, *, source: str | None) -> str:
     """A setting with a value as the caller writes it: ``budget_eps=120`` from :func:`pate.fit`,
     ``[privacy] budget_eps = 120`` in a TOML config."""
     text = f"{value:g}" if isinstance(value, float) else json.dumps(value)
-    if source == PYTHON_SOURCE:
+    if source in _PYTHON_SOURCES:
         return setting(table, key, source=source) + (text if not isinstance(value, str)
                                                      else repr(value))
     return f"{setting(table, key, source=source)} = {text}"
@@ -182,7 +185,7 @@ def budget_command(source: str | None, *, ledger, digest: str, eps: float, delta
                    conversion: str) -> str:
     """How the caller changes a dataset's lifetime budget in the ledger: a Python call for
     :func:`pate.fit`, the ``pate budget set`` command line for the CLI (both pasteable)."""
-    if source == PYTHON_SOURCE:
+    if source in _PYTHON_SOURCES:
         return (f"pate.ledger.Ledger({str(ledger)!r}).set_budget({digest!r}, eps={eps:.10g}, "
                 f"delta={delta:g}, conversion={conversion!r})")
     return (f"pate budget set --dataset {digest} --eps {eps:.10g} --delta {delta:g} --conversion "

@@ -315,7 +315,8 @@ def _identity(run: Run):
 def _caller(run: Run) -> str | None:
     """Who started the run: :data:`pate.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
     name keyword arguments), None for the CLI (TOML keys and flags)."""
-    return run.objects.get("caller")
+    caller = run.objects.get("caller") or run.objects.get("wording")
+    return C.PYTHON_SOURCE if caller in (C.PYTHON_SOURCE, "python") else caller
 
 
 def authorize(run: Run, ledger) -> str:
@@ -367,10 +368,11 @@ def authorize(run: Run, ledger) -> str:
         if given is None:
             caller = _caller(run)
             logger.warning(
-                "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g: "
-                "%s, as %s was not set; later runs on the same records share it. To allow more "
-                "over the dataset's life, set %s the first time, or raise it with %s", ledger.path,
-                digest[:16], register, C.setting("aggregator", "target_eps", source=caller),
+                "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
+                "this run's %s (%s was not given); later runs on the same records share it. To "
+                "allow more over the dataset's life, give %s the first time, or raise it with %s",
+                ledger.path, digest[:16], register,
+                C.setting("aggregator", "target_eps", source=caller),
                 C.setting("privacy", "budget_eps", source=caller),
                 C.setting("privacy", "budget_eps", source=caller),
                 C.budget_command(caller, ledger=ledger.path, digest=digest, eps=register * 2,
@@ -511,6 +513,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     budget = summary["budget"]
     remaining = (summary["remaining"] if summary.get("remaining_effective") is None
                  else summary["remaining_effective"])
+    remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
     caller = _caller(run)
     name = functools.partial(C.setting, source=caller)
     limited = summary.get("limited_by")
