@@ -474,8 +474,12 @@ def _raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
                                eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"])
                                                     + cost)) / 100,
                                delta=budget["delta"], conversion=budget["conversion"])
-    then = ("" if caller == C.PYTHON_SOURCE else
-            f", then `pate run --run-dir {run.run_dir} --resume`")
+    if caller == C.PYTHON_SOURCE:
+        then = ""
+    elif (run.run_dir / R.STATE).exists():  # a started run continues where it stopped
+        then = f", then `pate run --run-dir {run.run_dir} --resume`"
+    else:  # nothing was started: the same command again
+        then = ", then run this command again"
     return f"raise the dataset's lifetime budget: `{command}`{then}"
 
 

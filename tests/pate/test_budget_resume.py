@@ -214,6 +214,12 @@ def test_a_cli_run_whose_budget_is_spent_trains_nothing(tmp_path, small_digits, 
     err = capsys.readouterr().err
     assert "has no room for even one query" in err and "pate budget set --dataset" in err, err
     assert not (tmp_path / "b").exists()
+    # nothing was started, so the hint is the budget command and this command again
+    (command,) = HINT.findall(err)
+    assert "then run this command again" in err and "--resume" not in err, err
+    assert _run(*shlex.split(command)[1:]) == 0
+    assert _run("run", "--config", unset, "--run-dir", tmp_path / "b", "--ledger", ledger,
+                "--until", "partition", "--no-progress") == 0
 
 
 def test_a_resume_with_a_changed_setting_names_it(tmp_path, small_digits, capsys):
