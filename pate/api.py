@@ -207,18 +207,24 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     unlabelled public inputs (labels, if given, are used only to report label accuracy);
-    ``evaluation`` labelled held-out data for the report. ``budget_eps`` is the dataset's total
-    budget in the ledger (default: ``target_eps``); ``num_teachers``, ``queries`` (how many public
-    items are asked) and ``mechanism="auto"`` are chosen by the planner when left out
-    (:func:`plan` shows its choice and refuses, before any work, a run that cannot give a useful
-    student: :mod:`pate.planner`). ``teacher_params`` / ``student_params`` are ``[teachers]`` / ``[student]``
+    ``evaluation`` labelled held-out data for the report. ``budget_eps`` is the dataset's lifetime
+    budget in the ledger, registered the first time the records are charged (default then:
+    ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
+    raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
+    is what this run may spend, refused before any training when the ledger has less left.
+    ``num_teachers``, ``queries`` (how many public items are asked) and ``mechanism="auto"`` are
+    chosen by the planner when left out (:func:`plan` shows its choice and refuses, before any
+    work, a run that cannot give a useful student: :mod:`pate.planner`). ``teacher_params`` /
+    ``student_params`` are ``[teachers]`` / ``[student]``
     settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
     models).
     """
+    from pate import config as C
     from pate.pipeline import Pipeline
 
     config, data, _, teacher_object, student_object = _prepare(**_arguments(locals()))
     pipeline = Pipeline(config, resume=resume, progress=progress, wording="python")
+    pipeline.ctx.objects["caller"] = C.PYTHON_SOURCE  # messages name keyword arguments
     if data is not None:
         pipeline.ctx.provide_data(data)
     pipeline.ctx.objects.update({k: v for k, v in (("teacher_model", teacher_object),
@@ -321,15 +327,13 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
                         f"{mechanism!r}")
     voters = given.get("k") if no_teachers else num_teachers
     if target_eps is not None:
-        if budget_eps is None:
-            budget_eps = target_eps
         for key in spec.calibrated:
             given.setdefault(key, "auto")
         if "threshold" in spec.param_names and voters is not None:
             given.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
-    elif budget_eps is None:
-        raise TypeError("give target_eps (calibrated noise) or budget_eps with the noise "
-                        f"parameters of {mechanism} ({', '.join(spec.param_names)})")
+    elif not any(key in given for key in spec.param_names):
+        raise TypeError("give target_eps= (the noise is calibrated to it) or the noise of "
+                        f"{mechanism} ({', '.join(f'{k}=' for k in spec.param_names)})")
     aggregator = dict(mechanism=mechanism, **given)
     if target_eps is not None:
         aggregator["target_eps"] = float(target_eps)
@@ -340,8 +344,12 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
     release_params = {k: v for k, v in (("release_order", release_order),
                                         ("release_beta", release_beta),
                                         ("release_sigma_ss", release_sigma_ss)) if v is not None}
-    privacy = dict(DEFAULT_RELEASE, **release_params, delta=delta, budget_eps=budget_eps,
-                   release=bool(release), conversion=conversion)
+    # budget_eps is the dataset's lifetime budget in the ledger, target_eps what this run may
+    # spend: left out, the ledger's budget applies (pate.stages.authorize)
+    privacy = dict(DEFAULT_RELEASE, **release_params, delta=delta, release=bool(release),
+                   conversion=conversion)
+    if budget_eps is not None:
+        privacy["budget_eps"] = budget_eps
     if dataset is not None:
         privacy["dataset"] = dataset
     teacher_value, teacher_object = _model_setting(teacher, "teacher")

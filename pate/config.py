@@ -15,7 +15,10 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  Confident GNMax threshold left out is 0.8 x teachers), queries (first-k public
                  items asked; default all with fixed noise, the planner's choice with "auto"
                  noise, or "auto"), budget_basis, noise_seed
-    [privacy]    delta*, budget_eps*, orders ("default" | "reference" | [list]), conversion,
+    [privacy]    delta*, budget_eps (the dataset's lifetime budget: registered in the ledger the
+                 first time the dataset is charged -- default [aggregator] target_eps then --,
+                 afterwards the ledger's counts; :func:`pate.stages.authorize`),
+                 orders ("default" | "reference" | [list]), conversion,
                  release_order*, release_beta*, release_sigma_ss*  (the sanitized release's
                  parameters, fixed here before any data is seen; required unless release =
                  false), release (false: no sanitized release, only the data-independent
@@ -56,8 +59,10 @@ off and ``[privacy] private = false`` marks the run as not private.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import pathlib
+import shlex
 import tomllib
 from typing import Any
 
@@ -92,7 +97,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
                    **{name: ((float, str), None) for name in mechanisms.all_param_names()},
                    "queries": ((int, str), None), "budget_basis": (str, "data-independent"),
                    "noise_seed": (int, None), "target_eps": (float, None)},
-    "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, REQUIRED),
+    "privacy": {"delta": (float, REQUIRED), "budget_eps": (float, None),
                 "orders": ((str, list), "default"), "conversion": (str, "classic"),
                 "release_order": (float, REQUIRED), "release_beta": (float, REQUIRED),
                 "release_sigma_ss": (float, REQUIRED), "release": (bool, True),
@@ -144,6 +149,53 @@ def _type_name(want: Any) -> str:
     names = {bool: "true/false", int: "an integer", float: "a number", str: "a string",
              list: "a list", dict: "a table"}
     return " or ".join(names[w] for w in wants)
+
+
+#: The ``source`` of a config built by :func:`pate.fit` (:func:`from_dict`): its messages name
+#: keyword arguments, not TOML keys (:func:`setting`).
+PYTHON_SOURCE = "pate.fit"
+#: The sources whose messages name keyword arguments (``"python"``: the planner's wording).
+_PYTHON_SOURCES = frozenset({PYTHON_SOURCE, "python"})
+
+#: How :func:`pate.fit` spells a config key, where it is not ``key=`` itself.
+PYTHON_NAMES = {("partition", "mode"): "partition=", ("privacy", "ledger"): "ledger=",
+                ("privacy", "release"): "release=", ("run", "run_dir"): "run_dir=",
+                ("data", "name"): "private=", ("teachers", "model"): "teacher=",
+                ("student", "model"): "student="}
+
+
+def setting(table: str, key: str, *, source: str | None) -> str:
+    """A config key as the caller wrote it: ``budget_eps=`` (a keyword argument) for a config
+    from :func:`pate.fit` (``source == PYTHON_SOURCE``), else the TOML key ``[privacy]
+    budget_eps``. Messages build their names with this, never by rewriting text."""
+    if source in _PYTHON_SOURCES:
+        if (table, key) in PYTHON_NAMES:
+            return PYTHON_NAMES[table, key]
+        if table in ("teachers", "student"):
+            return f"{table.removesuffix('s')}_params={{{key!r}: ...}}"
+        return f"{key}="
+    return f"[{table}] {key}"
+
+
+def assignment(table: str, key: str, value: Any, *, source: str | None) -> str:
+    """A setting with a value as the caller writes it: ``budget_eps=120`` from :func:`pate.fit`,
+    ``[privacy] budget_eps = 120`` in a TOML config."""
+    text = f"{value:g}" if isinstance(value, float) else json.dumps(value)
+    if source in _PYTHON_SOURCES:
+        return setting(table, key, source=source) + (text if not isinstance(value, str)
+                                                     else repr(value))
+    return f"{setting(table, key, source=source)} = {text}"
+
+
+def budget_command(source: str | None, *, ledger, digest: str, eps: float, delta: float,
+                   conversion: str) -> str:
+    """How the caller changes a dataset's lifetime budget in the ledger: a Python call for
+    :func:`pate.fit`, the ``pate budget set`` command line for the CLI (both pasteable)."""
+    if source in _PYTHON_SOURCES:
+        return (f"pate.ledger.Ledger({str(ledger)!r}).set_budget({digest!r}, eps={eps:.10g}, "
+                f"delta={delta:g}, conversion={conversion!r})")
+    return (f"pate budget set --dataset {digest} --eps {eps:.10g} --delta {delta:g} --conversion "
+            f"{conversion} --ledger {shlex.quote(str(ledger))}")
 
 
 def _fail(where: str, message: str) -> ConfigError:
@@ -294,9 +346,11 @@ def validate(config: dict, *, source: str = "config") -> dict:
                                 "and release) and queries (how many public items are asked)")
         _check(f"{source}: [aggregator] target_eps", v.check_positive, agg["target_eps"],
                "target_eps")
-        if agg["target_eps"] > priv["budget_eps"]:
-            raise _fail(source, f"[aggregator] target_eps ({agg['target_eps']:g}) exceeds [privacy] "
-                                f"budget_eps ({priv['budget_eps']:g}), the dataset's whole budget")
+        if priv.get("budget_eps") is not None and agg["target_eps"] > priv["budget_eps"]:
+            raise _fail(source, f"{setting('aggregator', 'target_eps', source=source)} "
+                                f"({agg['target_eps']:g}, this run's spend) exceeds "
+                                f"{setting('privacy', 'budget_eps', source=source)} "
+                                f"({priv['budget_eps']:g}), the dataset's lifetime budget")
     elif "target_eps" in agg:
         raise _fail(source, "[aggregator] target_eps only applies with a noise parameter = \"auto\" "
                             "(e.g. sigma2 = \"auto\"); remove it or calibrate a parameter")
@@ -321,8 +375,16 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, "[privacy] ledger must be a path, true (the default ledger) or false, "
                             "got an empty string")
 
-    _check(f"{source}: [privacy] delta", v.check_delta, priv["delta"])
-    _check(f"{source}: [privacy] budget_eps", v.check_positive, priv["budget_eps"], "budget_eps")
+    _check(f"{source}: {setting('privacy', 'delta', source=source)}", v.check_delta, priv["delta"])
+    if priv.get("budget_eps") is not None:
+        _check(f"{source}: {setting('privacy', 'budget_eps', source=source)}", v.check_positive,
+               priv["budget_eps"], "budget_eps")
+    elif priv["ledger"] is False and agg.get("target_eps") is None:
+        raise _fail(source, f"without a ledger ({setting('privacy', 'ledger', source=source)} = "
+                            f"false) the budget is the config's: set "
+                            f"{setting('privacy', 'budget_eps', source=source)} (or "
+                            f"{setting('aggregator', 'target_eps', source=source)} with calibrated "
+                            "noise)")
     _check(f"{source}: [privacy] conversion", v.check_choice, priv["conversion"], "conversion",
            ("classic", "tight"))
     orders(config)  # validates

@@ -6,11 +6,15 @@ shared with the stage subcommands and the Python API) over a run directory
 (:mod:`pate.planner`: from the data's counts and the config only; a plan that cannot give a useful
 student is refused, naming the setting and a fix; ``plan.json``), then runs
 :func:`pate.stages.preflight`: the data's sizes, then the private split's identity and budget in
-the ledger (a config whose budget differs from the ledger's is refused before anything is
-written or drawn).
+the ledger (a run asking for another lifetime budget than the ledger's is refused before anything
+is written or drawn), then whether the ledger can cover the run's planned worst case -- before
+any teacher trains (:func:`pate.stages.check_budget_fits`).
 
 A stage that finished leaves ``stages/<stage>.json``; ``resume=True`` skips finished stages and
-continues an interrupted one from its checkpoints. The aggregate stage charges the ledger before
+continues an interrupted one from its checkpoints. What must not change on resume is
+:func:`pate.rundir.comparable` (the lifetime budget and the run directory's spelling may: a run
+stopped by its budget resumes after ``pate budget set`` without retraining); a refused resume
+names the first setting that differs. The aggregate stage charges the ledger before
 it writes any label, and on resume charges answers it finds pending instead of drawing new noise
 -- no query is ever answered or charged twice. Randomness: ``[run] seed`` spawns the partition,
 teacher and student streams (:mod:`pate.rng`); the aggregator's and the release's noise come
@@ -63,9 +67,9 @@ class Pipeline:
                 raise ConfigError(f"run directory {run_dir} already holds a run; pass --resume "
                                   "to continue it, or choose another --run-dir / [run] name")
             run = Run.open(run_dir, progress=progress)
-            if run.state.get("config_comparable") != R.comparable(config):
-                raise ConfigError(f"--resume: the configuration differs from the one {run_dir} "
-                                  "was started with (see its config.json); start a new run instead")
+            recorded = run.state.get("config_comparable")
+            if not isinstance(recorded, dict) or R.comparable(recorded) != R.comparable(config):
+                raise ConfigError(_differs(run_dir, recorded, R.comparable(config)))
             run.config = config  # the device may differ
             self.ctx = run
         else:
@@ -125,6 +129,25 @@ class Pipeline:
         from pate.io import read_json
 
         return read_json(self.run_dir / R.REPORT_JSON)
+
+
+def _differs(run_dir, recorded, now: dict) -> str:
+    """Why a config cannot resume ``run_dir``: the first key that differs, by name, and what
+    works instead."""
+    where = "the configuration"
+    if isinstance(recorded, dict):
+        recorded = R.comparable(recorded)
+        for table in sorted(set(recorded) | set(now)):
+            a, b = recorded.get(table, {}), now.get(table, {})
+            if a != b and isinstance(a, dict) and isinstance(b, dict):
+                key = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))[0]
+                where = (f"[{table}] {key} (started with {a.get(key, '(unset)')!r}, now "
+                         f"{b.get(key, '(unset)')!r})")
+                break
+    return (f"--resume: {where} differs from the configuration {run_dir} was started with (its "
+            f"config.json); continue it as it was with `pate run --run-dir {run_dir} --resume`, "
+            "or start a new run (another --run-dir / [run] name, or fork_run to keep its "
+            "teachers)")
 
 
 def fork_run(source, config: dict) -> pathlib.Path:

@@ -129,10 +129,18 @@ def directory_identity(run_dir) -> dict:
 
 
 def comparable(config: dict) -> dict:
-    """The parts of a config that must not change on resume (the device and where the teachers
-    train, ``[cluster]``, may: they do not change what is computed)."""
+    """The parts of a config that must not change on resume. May change: the device and where
+    the teachers train (``[cluster]``), which do not change what is computed; where the run
+    directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
+    name one directory, whose identity :meth:`Run.check_not_a_copy` checks); and the dataset's
+    lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.stages.authorize`)
+    and no part of what a stage computed -- a run stopped by its budget resumes, without
+    retraining, once ``pate budget set`` raised it. Applied to a recorded ``config_comparable``
+    too, so that runs recorded before a key was exempted compare the same way."""
     out = copy.deepcopy(config)
-    out["run"].pop("device", None)
+    out.get("run", {}).pop("device", None)
+    out.get("run", {}).pop("run_dir", None)
+    out.get("privacy", {}).pop("budget_eps", None)
     out.pop("cluster", None)
     return out
 
@@ -257,7 +265,11 @@ class Run:
         if state.get("format") != FORMAT or "ledger" not in state:
             raise ConfigError(f"{run_dir} was made by another version of pate-learn (run format "
                               f"{state.get('format')!r}, this version reads {FORMAT}); start a new run")
-        return cls(run_dir, config, state, progress=progress)
+        run = cls(run_dir, config, state, progress=progress)
+        # the lifetime budget the run last ran under: a resume that names it goes on with the
+        # ledger's if `pate budget set` changed it since (pate.stages.authorize)
+        run.objects["recorded_budget_eps"] = config["privacy"].get("budget_eps")
+        return run
 
     def update_config(self, config: dict) -> None:
         """Replace the config of a started run (a stage command's flags for stages not run

@@ -33,12 +33,17 @@ Symbols
     Why ``stage`` does not apply to a run of ``config`` (None when it does).
 ``preflight(run, stages=...)``
     Every check that needs the machine, the data or the ledger, before any work: the device of
-    the stages about to run (:func:`check_device`), sizes, and the dataset's identity and budget
-    in the ledger (:func:`authorize`).
+    the stages about to run (:func:`check_device`), sizes, the dataset's identity and budget
+    in the ledger (:func:`authorize`), and that the ledger can cover the run's planned worst
+    case before any teacher trains (:func:`check_budget_fits`).
 ``authorize(run, ledger)``
-    Register the private split's identity (:func:`pate.ledger.dataset_identity`) and make the
-    ledger's budget and the config's agree: a new dataset takes the config's budget; a different
-    one is refused, naming both and the command that changes the ledger's.
+    Register the private split's identity (:func:`pate.ledger.dataset_identity`) and resolve the
+    run's budget against the ledger's lifetime budget: a new dataset takes ``budget_eps`` (else
+    the run's ``target_eps``); a run that leaves it out takes the ledger's; a different one is
+    refused, naming both and the command that changes the ledger's.
+``check_budget_fits(run, ledger, dataset)``
+    Reserve-and-release the planned worst case (public facts only); refused: exit 3, with what is
+    left and the pasteable commands that raise the budget and resume.
 ``release_plan(config, ...)``
     Whether a sanitized data-dependent epsilon is released, decided from public quantities.
 ``knn_prior(run)``
@@ -50,8 +55,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
+import math
 import pathlib
 from typing import Callable
 
@@ -66,8 +73,8 @@ from pate.rundir import Run
 
 logger = logging.getLogger("pate")
 
-__all__ = ["STAGE_FUNCTIONS", "run_stage", "preflight", "authorize", "release_plan",
-           "config_identity", "skip_reason", "knn_prior"]
+__all__ = ["STAGE_FUNCTIONS", "run_stage", "preflight", "authorize", "check_budget_fits",
+           "release_plan", "config_identity", "skip_reason", "knn_prior"]
 
 
 # ------------------------------------------------------------------------------ plumbing
@@ -109,7 +116,7 @@ def run_stage(run: Run, stage: str) -> dict:
     if before is not None and not run.done(before):
         raise ConfigError(f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
                           f"`pate {R.COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
-                          f"--config FILE --run-dir {run.run_dir} --resume`)")
+                          f"--run-dir {run.run_dir} --resume`)")
     if run.done(stage):
         raise ConfigError(f"{run.run_dir}: stage {stage!r} is already done; start a new run "
                           "directory to redo it")
@@ -305,63 +312,254 @@ def _identity(run: Run):
     return run.objects["identity"]
 
 
+def _caller(run: Run) -> str | None:
+    """Who started the run: :data:`pate.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
+    name keyword arguments), None for the CLI (TOML keys and flags)."""
+    caller = run.objects.get("caller") or run.objects.get("wording")
+    return C.PYTHON_SOURCE if caller in (C.PYTHON_SOURCE, "python") else caller
+
+
 def authorize(run: Run, ledger) -> str:
-    """The private split's dataset in ``ledger``, with the config's budget (see module doc). A
-    budget that disagrees with the ledger's is refused before anything is written to the ledger
-    (no registration, no new name for the dataset)."""
+    """The private split's dataset in ``ledger``, and the run's budget resolved against it.
+
+    The ledger holds each dataset's lifetime budget (the one authority). A new dataset is
+    registered with ``[privacy] budget_eps`` (``budget_eps=``), or, left out, with the run's
+    ``target_eps`` (logged: the lifetime budget is then this run's target until it is raised
+    with ``pate budget set``). A known dataset keeps the ledger's budget: a run that leaves
+    ``budget_eps`` out uses it; a run that asks for a different ``budget_eps`` is refused (naming
+    the setting and how to change the ledger's) before anything is written -- except a started
+    run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
+    ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
+    Sets ``run.config["privacy"]["budget_eps"]`` to the ledger's budget (in memory: the aggregate
+    stage stops on it)."""
     priv = run.config["privacy"]
     identity = _identity(run)
-    want = (priv["budget_eps"], priv["delta"], priv["conversion"])
+    given = priv.get("budget_eps")
+    register = given if given is not None else run.config["aggregator"].get("target_eps")
+    # a started run that names the budget it last ran under (its config.json's) may go on with
+    # the ledger's when that was changed since; a budget asked for anew must be the ledger's
+    resumed = given is not None and given == run.objects.get("recorded_budget_eps")
     known = ledger.datasets()
     for d in known:
         if d["digest"] == identity.digest and d["budget_eps"] is not None:
-            _check_budget(ledger, d["digest"], (d["budget_eps"], d["budget_delta"],
-                                                d["conversion"]), want)
+            _check_budget(run, ledger, d["digest"], (d["budget_eps"], d["budget_delta"],
+                                                     d["conversion"]),
+                          (given, priv["delta"], priv["conversion"]), resumed=resumed)
     name = priv.get("dataset")
     if name is None:  # the data's name, unless another set of records already carries it
         taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
         name = run.config["data"]["name"]
         if taken.get(name, identity.digest) != identity.digest:
             name = None
+    budget = None
+    if not any(d["digest"] == identity.digest and d["budget_eps"] is not None for d in known) \
+            and register is None:
+        caller = _caller(run)
+        raise ConfigError(
+            f"the ledger {ledger.path} holds no budget for this dataset ({identity.digest[:16]}"
+            f"...) yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
+            f"budget) or {C.setting('aggregator', 'target_eps', source=caller)} (what this run "
+            "spends, then also registered as the lifetime budget)")
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
     if budget is None:
-        ledger.set_budget(digest, eps=want[0], delta=want[1], conversion=want[2])
+        ledger.set_budget(digest, eps=register, delta=priv["delta"],
+                          conversion=priv["conversion"])
+        if given is None:
+            caller = _caller(run)
+            logger.warning(
+                "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
+                "this run's %s (%s was not given); later runs on the same records share it. To "
+                "allow more over the dataset's life, give %s the first time, or raise it with %s",
+                ledger.path, digest[:16], register,
+                C.setting("aggregator", "target_eps", source=caller),
+                C.setting("privacy", "budget_eps", source=caller),
+                C.setting("privacy", "budget_eps", source=caller),
+                C.budget_command(caller, ledger=ledger.path, digest=digest, eps=register * 2,
+                                 delta=priv["delta"], conversion=priv["conversion"]))
+        budget = ledger.budget(digest)
     else:  # again: another process may have set it meanwhile
-        _check_budget(ledger, digest, (budget.eps, budget.delta, budget.conversion), want)
+        _check_budget(run, ledger, digest, (budget.eps, budget.delta, budget.conversion),
+                      (given, priv["delta"], priv["conversion"]), resumed=resumed)
+    priv["budget_eps"] = float(budget.eps)
     return digest
 
 
-def _check_budget(ledger, digest: str, have: tuple, want: tuple) -> None:
-    """ConfigError unless the ledger's budget ``have`` and the config's ``want`` -- both
-    ``(eps, delta, conversion)`` -- are the same."""
-    if tuple(have) == tuple(want):
-        return
+def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
+                  resumed: bool) -> None:
+    """ConfigError unless the ledger's budget ``have`` and the run's ``want`` -- both
+    ``(eps, delta, conversion)``; ``want``'s eps None: the ledger's -- agree. A resumed run
+    accepts the ledger's eps (see :func:`authorize`)."""
     (b_eps, b_delta, b_conv), (eps, delta, conversion) = have, want
+    if (b_delta, b_conv) == (delta, conversion) and (eps is None or eps == b_eps):
+        return
+    if (b_delta, b_conv) == (delta, conversion) and resumed:
+        if run.objects.get("budget_noted") == b_eps:
+            return
+        run.objects["budget_noted"] = b_eps
+        logger.warning("the ledger %s holds the lifetime budget eps=%g for this dataset (%s...); "
+                       "this run last ran under eps=%g and goes on with the ledger's",
+                       ledger.path, b_eps, digest[:16], eps)
+        return
+    caller = _caller(run)
+    asked = [(key, mine, theirs) for key, mine, theirs in (
+        ("budget_eps", eps, b_eps), ("delta", delta, b_delta), ("conversion", conversion, b_conv))
+        if mine is not None and mine != theirs]
+    fix = "; ".join(f"set {C.assignment('privacy', key, theirs, source=caller)}" + (
+        " or leave it out (the ledger's applies)" if key == "budget_eps" else "")
+        for key, _, theirs in asked)
+    command = C.budget_command(caller, ledger=ledger.path, digest=digest,
+                               eps=b_eps if eps is None else eps, delta=delta, conversion=conversion)
     raise ConfigError(
-        f"the ledger {ledger.path} holds the budget eps={b_eps:g}, delta={b_delta:g} "
-        f"({b_conv} conversion) for this dataset ({digest[:16]}...), but the config "
-        f"asks for budget_eps={eps:g}, delta={delta:g} ({conversion} conversion). The ledger "
-        f"is the one authority: set [privacy] budget_eps = {b_eps:g}, delta = "
-        f"{b_delta:g} and conversion = \"{b_conv}\", or change the ledger's "
-        f"budget with `pate budget set --dataset {digest} --eps {eps:g} --delta {delta:g} "
-        f"--conversion {conversion} --ledger {ledger.path}` (recorded, and shown in the report)")
+        f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
+        f"({b_conv} conversion) for this dataset ({digest[:16]}...), but this run asks for "
+        + ", ".join(C.assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
+        + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
+        f"`{command}` (recorded, and shown in the report)")
+
+
+def _resolve_budget_without_ledger(run: Run) -> None:
+    """Without a ledger the config's budget is the only one: ``budget_eps``, else the run's
+    ``target_eps`` (:func:`pate.config.validate` requires one of them)."""
+    priv = run.config["privacy"]
+    if priv.get("budget_eps") is None:
+        priv["budget_eps"] = float(run.config["aggregator"]["target_eps"])
+
+
+def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | None:
+    """The data-independent RDP this run must be able to reserve before any private record is
+    read, the RDP of all its planned queries (what a raised budget should cover), how many
+    those are, and what the first is -- from public facts only (the
+    mechanism, its noise, the number of public items and of classes): the whole planned cost
+    for a run with a ``target_eps`` (its calibrated worst case: every query answered) and for a
+    mechanism that releases once (class-means); else one query (a run with set noise stops when
+    the budget runs out, the aggregate stage reserves as many as fit). None when the run asks
+    no query."""
+    config = run.config
+    agg = config["aggregator"]
+    spec = mechanisms.get(agg["mechanism"])
+    orders = C.orders(config)
+    num_public = len(run.data.public)
+    queries = min(agg.get("queries", num_public), num_public)
+    if queries <= 0:
+        return None
+    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    if spec.releases_once:
+        event = spec.event(np.zeros((queries, run.data.num_classes)), params,
+                           answered=np.ones(queries, dtype=bool), orders=orders)
+        rdp = event.rdp_data_independent
+        return rdp, rdp, queries, f"the one release of {spec.title}"
+    worst = spec.worst_case_query_rdp(params, orders=orders)
+    if agg.get("target_eps") is not None:
+        return (queries * worst, queries * worst, queries,
+                f"this run's target eps={agg['target_eps']:g} ({queries} queries, all answered)")
+    return worst, queries * worst, queries, f"even one query of {spec.title}"
+
+
+def _raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
+    """"raise the dataset's lifetime budget: `<command>`[, then `pate run --run-dir DIR
+    --resume`]": the command (a Python call for :func:`pate.fit`, ``pate budget set`` for the
+    CLI) raises the budget by the epsilon of ``rdp`` (public arithmetic) over what is spent and
+    reserved; both work when pasted."""
+    from pate import analysis
+
+    summary = ledger.summary(dataset)
+    budget = summary["budget"]
+    orders = C.orders(run.config)
+    cost = float(analysis.eps_from_rdp(np.asarray(rdp, dtype=float), orders=orders,
+                                       delta=budget["delta"],
+                                       conversion=budget["conversion"])[0])
+    caller = _caller(run)
+    command = C.budget_command(caller, ledger=ledger.path, digest=dataset,
+                               eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"])
+                                                    + cost)) / 100,
+                               delta=budget["delta"], conversion=budget["conversion"])
+    if caller == C.PYTHON_SOURCE:
+        then = ""
+    elif (run.run_dir / R.STATE).exists():  # a started run continues where it stopped
+        then = f", then `pate run --run-dir {run.run_dir} --resume`"
+    else:  # nothing was started: the same command again
+        then = ", then run this command again"
+    return f"raise the dataset's lifetime budget: `{command}`{then}"
+
+
+def check_budget_fits(run: Run, ledger, dataset: str) -> None:
+    """Refuse (``BudgetExceededError``, exit 3) a run whose planned worst case
+    (:func:`_planned_worst_case`) the ledger cannot reserve now -- this dataset's budget and
+    every linked one, concurrent runs included, checked by the ledger itself -- before any
+    stage runs: no teacher is trained for a run that could not be answered.
+
+    The check reserves and at once releases: no reservation is held across the teacher training
+    (it may take hours; a reservation held that long would need a heartbeat and would block
+    concurrent runs for that long). The aggregate stage reserves again before any noise is drawn,
+    so a budget spent by another run in between stops the run there (charge-before-release is
+    unchanged), and it resumes without retraining once the budget is raised."""
+    planned = _planned_worst_case(run)
+    if planned is None:
+        return
+    rdp, full, queries, what = planned
+    orders = C.orders(run.config)
+    try:
+        ledger.reserve(dataset, orders=orders, rdp=rdp, run_id=run.run_id + ":preflight").release()
+        return
+    except BudgetExceededError:
+        pass
+    from pate import analysis
+
+    priv = run.config["privacy"]
+
+    def eps_of(curve):
+        return float(analysis.eps_from_rdp(curve, orders=orders, delta=priv["delta"],
+                                           conversion=priv["conversion"])[0])
+
+    cost, full_cost = eps_of(rdp), eps_of(full)
+    summary = ledger.summary(dataset)
+    budget = summary["budget"]
+    remaining = (summary["remaining"] if summary.get("remaining_effective") is None
+                 else summary["remaining_effective"])
+    remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
+    caller = _caller(run)
+    name = functools.partial(C.setting, source=caller)
+    limited = summary.get("limited_by")
+    where = ("" if not limited or limited == dataset else
+             f" (limited by the linked dataset {limited[:16]}...)")
+    if run.config["aggregator"].get("target_eps") is not None:
+        fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
+    else:
+        fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "
+    raise BudgetExceededError(
+        f"the ledger {ledger.path} has no room for {what}: it costs eps={cost:.4g} at most, and "
+        f"this dataset ({dataset[:16]}...) has eps={remaining:.4g} left{where} of its lifetime "
+        f"budget eps={budget['eps']:g} (spent and reserved: eps="
+        f"{summary['spent_and_reserved']:.4g}). Nothing was trained, drawn or charged. To go on, "
+        f"{fix}{_raise_hint(run, ledger, dataset, full)}",
+        requested=cost, remaining=remaining)
 
 
 def preflight(run: Run, *, stages=R.STAGES) -> None:
     """The device of ``stages`` (those about to run), that a run about to aggregate is in its
     own directory (not a copy: :meth:`pate.rundir.Run.check_not_a_copy`), data sizes, then the
-    ledger's dataset and budget: before any work or any file."""
+    ledger's dataset and budget, and -- while the aggregate stage has yet to draw anything --
+    that the ledger can cover the run's planned worst case (:func:`check_budget_fits`): all of
+    it before any work or any file."""
     check_device(run.config, stages, objects=run.objects)
     if "aggregate" in stages:
         run.check_not_a_copy()
     check_data(run)
     ledger = run.ledger()
-    if ledger is not None:
-        try:
-            authorize(run, ledger)
-        finally:
-            ledger.close()
+    if ledger is None:
+        _resolve_budget_without_ledger(run)
+        return
+    try:
+        dataset = authorize(run, ledger)
+        # nothing drawn yet: not published (aggregate.json, maybe before its stage file), no
+        # pending answers (the resume charges and publishes those, whatever is left)
+        drawing = not any(run.path(name).exists() for name in (
+            R.AGGREGATE, R.PENDING, R.PENDING_SUMMARY)) and not run.done("aggregate")
+        if drawing and any(s in stages for s in R.STAGES[:R.STAGES.index("aggregate") + 1]):
+            check_budget_fits(run, ledger, dataset)
+    finally:
+        ledger.close()
 
 
 # ------------------------------------------------------------------------------ stages
@@ -764,14 +962,25 @@ def aggregate(run: Run) -> dict:
             # others spent or reserved, the planned release included) starts the aggregator
             first = _max_fitting(ledger, dataset, orders=orders, worst=worst, limit=queries,
                                  run_id=run_id)
+            if first[0] is None and release_reservation is not None:
+                # answers before the release: without room for one query, the release goes
+                release_reservation.release()
+                release_reservation = None
+                plan = dict(plan, release=False, fallback=(
+                    "the ledger's remaining budget does not cover the sanitized release and one "
+                    "query; the release was skipped and the data-independent epsilon is reported"))
+                release_rdp = np.zeros(orders.size)
+                first = _max_fitting(ledger, dataset, orders=orders, worst=worst, limit=queries,
+                                     run_id=run_id)
             if first[0] is None:
                 summary = ledger.summary(dataset)
                 raise BudgetExceededError(
                     f"the ledger {ledger.path} has no room for even one query of {spec.title} "
                     f"on this dataset ({dataset[:16]}...: spent and reserved eps="
                     f"{summary['spent_and_reserved']:.6g} of {summary['budget']['eps']:g}); "
-                    "nothing was drawn or charged. Use more noise, or raise the budget with "
-                    "`pate budget set`", remaining=summary["remaining"])
+                    "nothing was drawn or charged. Use more noise, or "
+                    + _raise_hint(run, ledger, dataset, queries * worst),
+                    remaining=summary["remaining"])
             prior = first[0].prior_rdp(orders)
         noise = run.noise_streams()
         aggregator = OnlineAggregator(
@@ -818,7 +1027,9 @@ def aggregate(run: Run) -> dict:
         if asked == 0 and queries > 0:
             raise BudgetExceededError(
                 f"no query could be asked ({stop_reason}); nothing was released or charged. Use "
-                "more noise, or raise the budget with `pate budget set`",
+                "more noise, or " + (_raise_hint(run, ledger, dataset, queries * worst)
+                                     if ledger is not None else
+                                     f"raise {C.setting('privacy', 'budget_eps', source=_caller(run))}"),
                 remaining=aggregator.remaining_eps)
         events = list(aggregator.accountant.events)
         release = None
@@ -952,8 +1163,10 @@ def _aggregate_knn(run: Run, spec, ledger, dataset: str | None, run_id: str) -> 
                 f"delta={delta:g}; one query costs eps={eps_of(worst):.6g}"
                 + ("" if prior is None else f", the earlier rounds eps={eps_of(prior_rdp):.6g}")
                 + "); nothing was drawn or "
-                "charged. Use more noise, a lower sampling_rate, or raise the budget with "
-                "`pate budget set`")
+                "charged. Use more noise, a lower sampling_rate, or "
+                + (_raise_hint(run, ledger, dataset, max(1, queries) * worst)
+                   if ledger is not None else
+                   f"raise {C.setting('privacy', 'budget_eps', source=_caller(run))}"))
         noise = run.noise_streams().noise
 
         def ask(start, n):
@@ -1026,7 +1239,8 @@ def _aggregate_once(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
         except BudgetExceededError as exc:
             raise BudgetExceededError(
                 f"{exc}; the one release of {spec.title} does not fit, nothing was drawn or "
-                "charged. Use more noise, or raise the budget with `pate budget set`") from None
+                "charged. Use more noise, or "
+                + _raise_hint(run, ledger, dataset, event.rdp_data_independent)) from None
     with (reservation if reservation is not None else contextlib.nullcontext()):
         geometry = None
         if queries:
@@ -1327,7 +1541,7 @@ def fork(source, config: dict) -> pathlib.Path:
     missing = [s for s in FORKED_STAGES if not (source / R.STAGE_DIR / f"{s}.json").exists()]
     if missing:
         raise ConfigError(f"{source} has not finished stage(s) {', '.join(missing)}; run "
-                          f"`pate run --config ... --until votes` there first")
+                          f"`pate run --run-dir {source} --resume --until votes` there first")
     target = C.run_directory(config)
     _check_fork_target(source, target)
     parent = Run.open(source, progress=False)

@@ -129,6 +129,12 @@ def test_a_budget_below_the_release_draws_and_charges_nothing(tmp_path, small_di
     config = C.load(class_means_config(small_digits, tmp_path, replace=(
         ("budget_eps = 1000.0", "budget_eps = 1.0"),)), run_dir=str(tmp_path / "run"),
         ledger=str(tmp_path / "ledger.sqlite3") if ledger else False)
+    if ledger:  # the ledger cannot reserve the one release: refused before any stage ran
+        with pytest.raises(BudgetExceededError, match="Nothing was trained, drawn or charged"):
+            Pipeline(config, progress=False).run(until="votes")
+        assert not (tmp_path / "run").exists()
+        assert spend(tmp_path / "ledger.sqlite3") == (0.0, [])
+        return
     Pipeline(config, progress=False).run(until="votes")
     with pytest.raises(BudgetExceededError, match="nothing was drawn or charged"):
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
