@@ -467,7 +467,7 @@ def markdown_table(results: dict) -> str:
     for r in results["rows"]:
         if r["status"] == "ok":
             said = "; ".join(w for w in r["warnings"] if not w.startswith(ROUTINE_WARNINGS))
-            said = said or "nothing (beyond: ledger off, no sanitized release)"
+            said = said or "nothing"
             cells = [str(r.get("num_teachers")) + (" (provisional)" if "num_teachers"
                                                    in r["provisional"] else ""),
                      f"**{_pct(r['student'])}**",
