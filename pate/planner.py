@@ -407,15 +407,11 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
     params = {k: agg[k] for k in spec.param_names if k in agg}
     calibrated = any(v == "auto" for v in params.values())
     # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
-    # the ledger has left for it (its budget applies)
+    # the ledger has left for it; else the ledger's budget applies, checked before any training
+    # (pate.stages.check_budget_fits) -- the plan then assumes no limit of its own
     budget = priv.get("budget_eps")
     budget = float(budget if budget is not None else target if target is not None
-                   else remaining_eps if remaining_eps is not None else math.nan)
-    if math.isnan(budget):
-        raise PlanError("neither a target nor a budget says what this run may spend",
-                        setting=setting_name("target_eps", wording),
-                        fix=f"give {setting_name('target_eps', wording)} (what this run may spend) "
-                            f"or {setting_name('budget_eps', wording)}")
+                   else remaining_eps if remaining_eps is not None else math.inf)
     eps_plan = float(target) if target is not None else budget
     if remaining_eps is not None and remaining_eps < eps_plan:
         warnings.append(f"the ledger has eps = {remaining_eps:.4g} left for these records, less "

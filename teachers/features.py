@@ -135,18 +135,27 @@ class PublicPCA:
     axes: np.ndarray
 
     @classmethod
-    def fit(cls, public: np.ndarray, *, dims: int) -> "PublicPCA":
+    def fit(cls, public: np.ndarray, *, dims: int, standardize: bool = False) -> "PublicPCA":
+        """With ``standardize``, the axes are those of the public rows standardised column by
+        column with their own (public) mean and std, folded into ``mean`` and ``axes``:
+        ``project(x)`` = ((x - mu) / s - m) @ A.T = (x - (mu + s m)) @ (A / s).T -- a table's
+        columns on scales 0.01 .. 1000 then count alike instead of the largest alone."""
         dims = check_int(dims, "dims", minimum=1)
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if dims > min(pub.shape):
             raise ValueError(f"dims must be at most min(public items, features) = "
                              f"{min(pub.shape)}, got {dims}")
+        shift, unit = np.zeros(pub.shape[1]), np.ones(pub.shape[1])
+        if standardize:
+            shift, std = pub.mean(axis=0), pub.std(axis=0)
+            unit = np.where(std > 1e-6, std, 1.0)
+            pub = (pub - shift) / unit
         mean = pub.mean(axis=0)
         # principal axes of the public rows (right singular vectors), sign-fixed for determinism
         _, _, vt = np.linalg.svd(pub - mean, full_matrices=False)
         axes = vt[:dims]
         axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
-        return cls(mean=mean, axes=axes)
+        return cls(mean=shift + unit * mean, axes=axes / unit)
 
     def project(self, rows: np.ndarray) -> np.ndarray:
         r = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
@@ -158,7 +167,8 @@ class PublicFrontEnd:
     """The embedding of the mechanisms that read the private records (``[knn] features`` and
     ``dims``), fitted on public inputs only: ScatterNet features standardised with public
     statistics (``features = "scatternet"``; ``standardizer``) or the inputs themselves
-    (``"none"``; ``standardizer`` None), then the public ``pca``. :meth:`embed` maps inputs
+    (``"none"``; ``standardizer`` None; a table's columns standardised with public statistics
+    inside the PCA), then the public ``pca``. :meth:`embed` maps inputs
     (N, ...) to float32 (N, dims)."""
 
     features: str
@@ -174,7 +184,10 @@ class PublicFrontEnd:
             raw = scatter(front)
             standardizer = Standardizer.fit(raw)
             front = standardizer.transform(raw)
-        pca = PublicPCA.fit(front, dims=dims)
+        # a table's columns have units of their own: their axes are taken standardised with the
+        # public statistics (free; folded into the PCA, so the embedding and the rule head that
+        # copies the PCA are unchanged in form). Image pixels share a unit: as they are.
+        pca = PublicPCA.fit(front, dims=dims, standardize=features == "none" and front.ndim == 2)
         return cls(features=features, standardizer=standardizer, pca=pca), pca.project(front)
 
     def embed(self, x: np.ndarray) -> np.ndarray:

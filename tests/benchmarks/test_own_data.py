@@ -146,7 +146,9 @@ def test_tiny_run_then_resumed_without_rerunning(own, tmp_path, capsys):
     if row["status"] == "ok":
         assert 0 < row["eps_guarantee"] <= 2.0 + 1e-6
         assert 0 <= row["answered"] <= row["asked"] <= row["public"] == 120
-        assert 0.0 <= row["student"] <= 1.0 and row["teachers_mean"] is not None
+        assert 0.0 <= row["student"] <= 1.0
+        # no teachers where the planner chose class-means (the auto rule with nothing else given)
+        assert row["teachers_mean"] is None or 0.0 <= row["teachers_mean"] <= 1.0
         assert row["gap_closed"] == pytest.approx(
             own.gap_closed(row["student"], row["majority"], row["non_private"]), abs=1e-4)
     else:  # a refusal before training says why

@@ -74,7 +74,7 @@ def test_pate_fit_names_a_too_short_student_and_a_raw_teacher_on_unscaled_inputs
     x = (x * np.logspace(-2, 3, 8)).astype(np.float32)
     result = pate.fit((x[:500], y[:500]), x[500:800], evaluation=(x[800:], y[800:]),
                       teacher=LogisticRegression(max_iter=200), num_teachers=5,
-                      mechanism="gnmax", target_eps=20.0, queries=100, ledger=False,
+                      mechanism="gnmax", target_eps=200.0, queries=100, ledger=False,
                       run_dir=tmp_path / "run",
                       student_params={"epochs": 1, "steps_per_epoch": 5, "method": "supervised"})
     text = " ".join(result.warnings)

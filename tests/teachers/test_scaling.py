@@ -191,7 +191,7 @@ def test_pate_fit_with_a_module_factory_pipeline_for_teachers_and_student(factor
     spec = f"{factory_module}:pipeline"
     result = pate.fit((flat[0], digits.private.y), flat[1],
                       evaluation=(flat[2], digits.evaluation.y), teacher=spec, student=spec,
-                      num_teachers=5, mechanism="gnmax", target_eps=20.0, queries=150,
+                      num_teachers=5, mechanism="gnmax", target_eps=300.0, queries=150,
                       ledger=False, run_dir=tmp_path / "run")
     from sklearn.pipeline import Pipeline
 
@@ -202,9 +202,7 @@ def test_pate_fit_with_a_module_factory_pipeline_for_teachers_and_student(factor
     assert u["teacher_mean_accuracy"] > 0.8 and u["plurality_vote_accuracy"] > 0.9
     assert u["answered_labels"] == 150 and u["student_steps"] is None  # an estimator
     assert u["scale_warnings"] == []  # the Pipeline scales its inputs
-    # five teachers at epsilon 20 over 150 answers: the noise decides most labels, and the
-    # result says so, with what to change
-    assert u["answered_plurality_agreement"] < 0.5
-    first = result.warnings[0]
-    assert "far below the teachers' noiseless plurality vote" in first or "near chance" in first
-    assert "disagree with the" in first and "less noise" in first
+    # five teachers at a large target (the planner refuses 20: that noise would drown the five
+    # votes, tests/pate/test_planner.py): the answers follow the plurality vote, no warning
+    assert u["answered_plurality_agreement"] > 0.9
+    assert not any("near chance" in w for w in result.warnings)
