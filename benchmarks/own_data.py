@@ -451,6 +451,9 @@ def save_results(path: pathlib.Path, results: dict) -> None:
 
 #: warnings every ``ledger=False`` run without a sanitized release gets: kept in the JSON, left
 #: out of the docs table (they say nothing about utility)
+#: Mechanisms without teachers: the privacy figure's "num_teachers" counts their voters (every
+#: private record), not teachers, so the table says "none".
+NO_TEACHERS = ("class-means", "private-knn")
 ROUTINE_WARNINGS = ("The privacy ledger was off", "The sanitized epsilon fell back")
 
 
@@ -468,8 +471,9 @@ def markdown_table(results: dict) -> str:
         if r["status"] == "ok":
             said = "; ".join(w for w in r["warnings"] if not w.startswith(ROUTINE_WARNINGS))
             said = said or "nothing"
-            cells = [str(r.get("num_teachers")) + (" (provisional)" if "num_teachers"
-                                                   in r["provisional"] else ""),
+            teachers = (f"none ({r['mechanism']})" if r.get("mechanism") in NO_TEACHERS
+                        else str(r.get("num_teachers")))
+            cells = [teachers + (" (provisional)" if "num_teachers" in r["provisional"] else ""),
                      f"**{_pct(r['student'])}**",
                      f"{_pct(r['teachers_mean'])} / {_pct(r['plurality'])}",
                      f"{r['answered']} / {r['asked']}", _pct(r["label_accuracy"]),
