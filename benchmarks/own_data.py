@@ -451,10 +451,10 @@ def save_results(path: pathlib.Path, results: dict) -> None:
 
 #: warnings every ``ledger=False`` run without a sanitized release gets: kept in the JSON, left
 #: out of the docs table (they say nothing about utility)
+ROUTINE_WARNINGS = ("The privacy ledger was off", "The sanitized epsilon fell back")
 #: Mechanisms without teachers: the privacy figure's "num_teachers" counts their voters (every
 #: private record), not teachers, so the table says "none".
 NO_TEACHERS = ("class-means", "private-knn")
-ROUTINE_WARNINGS = ("The privacy ledger was off", "The sanitized epsilon fell back")
 
 
 def _pct(value) -> str:
