@@ -142,15 +142,7 @@ def test_every_failing_write_fsync_and_rename_then_resume_never_publishes_unchar
         ledger = folder / "ledger.sqlite3"
         run_dir = votes_run(folder / "run", ledger).run_dir
         failing = Failing(original, k)
-        monkeypatch.setattr(module, name, failing)
-        try:
-            aggregate(run_dir)
-            crashed = False
-        except (OSError, RunDirError) as exc:
-            assert _is_enospc(exc), exc
-            crashed = True
-        finally:
-            monkeypatch.setattr(module, name, original)
+        crashed = _aggregate_failing(run_dir, monkeypatch, module, name, failing)
         # at the crash: whatever is readable is charged
         assert published(run_dir) <= charged(ledger, run_dir)
         if (run_dir / R.PENDING).exists():
@@ -250,15 +242,7 @@ def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
         run_dir = fork_run(base, C.from_dict(raw, run_dir=str(tmp_path / f"k{k}"),
                                              ledger=str(ledger)))
         failing = Failing(original, k)
-        monkeypatch.setattr(pate_io, "atomic_write_bytes", failing)
-        try:
-            aggregate(run_dir)
-            crashed = False
-        except (OSError, RunDirError) as exc:
-            assert _is_enospc(exc), exc
-            crashed = True
-        finally:
-            monkeypatch.setattr(pate_io, "atomic_write_bytes", original)
+        crashed = _aggregate_failing(run_dir, monkeypatch, pate_io, "atomic_write_bytes", failing)
         assert published(run_dir) <= charged(ledger, run_dir)
         if not crashed:
             break
@@ -305,6 +289,21 @@ def test_a_real_full_disk_at_every_size_never_publishes_uncharged(tmp_path):
         assert "full" in outcomes and "done" in outcomes, outcomes
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+def _aggregate_failing(run_dir, monkeypatch, module, name, failing) -> bool:
+    """Run the aggregate stage with ``module.name`` replaced by ``failing``; True when it
+    stopped on the injected ENOSPC (raised as is or as the RunDirError naming the file)."""
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, failing)
+    try:
+        aggregate(run_dir)
+        return False
+    except (OSError, RunDirError) as exc:
+        assert _is_enospc(exc), exc
+        return True
+    finally:
+        monkeypatch.setattr(module, name, original)
 
 
 def _is_enospc(exc: BaseException) -> bool:
