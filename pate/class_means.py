@@ -81,7 +81,8 @@ from pate.rng import check_rng
 __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", "public_geometry",
            "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
            "public_logistic", "RULES", "RULE_TEXT", "labelling_rule", "rule_features",
-           "RecoveredRule", "recover_rule", "RECOVERY_TOLERANCE"]
+           "RecoveredRule", "recover_rule", "RECOVERY_TOLERANCE", "kernel_dims",
+           "KERNEL_DIMS_EXPONENT", "KERNEL_DIMS_MIN", "KERNEL_DIMS_MAX"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,36 @@ RULE_TEXT = {
                 f"distribution; ridge {LOGISTIC_RIDGE:g})",
 }
 RULES = tuple(RULE_TEXT)
+
+
+#: The kernel front-end's PCA dimensions: (records per class / sigma) ** KERNEL_DIMS_EXPONENT,
+#: between KERNEL_DIMS_MIN and KERNEL_DIMS_MAX (:func:`kernel_dims`).
+KERNEL_DIMS_EXPONENT = 0.75
+KERNEL_DIMS_MIN = 8
+KERNEL_DIMS_MAX = 512
+
+
+def kernel_dims(*, private_records: int, num_classes: int, sigma: float, public_items: int) -> int:
+    """How many public principal axes of a table's kernel features (``[knn] features =
+    "kernel"``) a class-means release with noise ``sigma`` can afford: round((n / sigma) **
+    KERNEL_DIMS_EXPONENT) with n = private_records / num_classes the records of an average
+    class, clamped to [KERNEL_DIMS_MIN, KERNEL_DIMS_MAX] and to the public items. Reads sizes and
+    the noise only (no record), so the choice is free.
+
+    Why this shape: a class mean is a sum of n clipped rows (norm <= 1) divided by n, released
+    with noise sigma per coordinate, so the noise on it grows like sigma sqrt(d) / n in d
+    dimensions while the kernel rule gains resolution with d at a decreasing rate (the public
+    spectrum decays): more records per class or less noise afford more dimensions. The power
+    law and its exponent are empirical, fitted to the best dimensions of development runs on
+    the ``benchmarks/own_data.py`` tables at eps 2 (n / sigma = 65: 16 dims; 115: 32; 474: 64
+    to 96; 960: 128; 1923: 384 to 512) -- docs/plan.md lists this as a choice that looked at
+    those datasets -- not derived."""
+    n = check_int(private_records, "private_records", minimum=1)
+    m = check_int(num_classes, "num_classes", minimum=1)
+    sigma = check_positive(sigma, "sigma")
+    public = check_int(public_items, "public_items", minimum=1)
+    dims = int(round(((n / m) / sigma) ** KERNEL_DIMS_EXPONENT))
+    return max(1, min(max(dims, KERNEL_DIMS_MIN), KERNEL_DIMS_MAX, public))
 
 
 @dataclasses.dataclass(frozen=True)

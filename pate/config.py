@@ -32,9 +32,12 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  (pate.teachers.cluster.ClusterConfig; docs/cluster.md)
     [knn]        mechanism = "private-knn" or "class-means" only: the embedding of the
                  nearest-neighbour search, or of the class means,
-                 features ("none": raw inputs | "scatternet"; default "scatternet" for images
-                 whose sides are multiples of 4 and >= 8, else "none") and dims (default 64):
-                 principal axes fitted on the public split only (:func:`knn_settings`); or
+                 features ("none": raw inputs | "scatternet" | "kernel": a table's random
+                 Fourier features; default "scatternet" for images whose sides are multiples
+                 of 4 and >= 8, "kernel" for a class-means table, else "none") and dims
+                 (default 64; a kernel's from the noise and the sizes,
+                 pate.class_means.kernel_dims): principal axes fitted on the public split
+                 only (:func:`knn_settings`); or
                  features = "student" with student_run = an earlier run's directory: that run's
                  released student embeds (a next round; its privacy cost is composed into this
                  run's guarantee, see pate.stages)
@@ -524,20 +527,33 @@ def teacher_settings(config: dict) -> dict:
     return dict(config["teachers"], device=config["run"]["device"])
 
 
-def knn_settings(config: dict, input_shape=None) -> dict:
-    """The ``[knn]`` settings of a Private-kNN run with their defaults: ``{"features", "dims"}``.
-    ``features`` defaults to "scatternet" when ``input_shape`` is an image ScatterNet takes ((C,
-    H, W), H and W multiples of 4 and >= 8), else "none" (None when ``input_shape`` is unknown
-    and the config does not say)."""
+def knn_settings(config: dict, input_shape=None, *, sizes: tuple[int, int, int] | None = None) -> dict:
+    """The ``[knn]`` settings of a Private-kNN or class-means run with their defaults:
+    ``{"features", "dims"}``. ``features`` defaults to "scatternet" when ``input_shape`` is an
+    image ScatterNet takes ((C, H, W), H and W multiples of 4 and >= 8), to "kernel" for a
+    class-means run on a table (its rule is then nonlinear in the inputs), else "none" (None
+    when ``input_shape`` is unknown and the config does not say). A kernel's ``dims``, when left
+    out, come from ``sizes`` = (private records, classes, public items) and the noise sigma
+    (:func:`pate.class_means.kernel_dims`; 64 until both are known)."""
     given = config.get("knn") or {}
     out = dict(KNN_DEFAULTS, **given)
     if "features" not in out and input_shape is not None:
         shape = tuple(int(s) for s in input_shape)
         image = len(shape) == 3 and shape[1] % 4 == 0 and shape[2] % 4 == 0 and min(shape[1:]) >= 8
-        out["features"] = "scatternet" if image else "none"
+        spec = mechanisms.REGISTRY.get((config.get("aggregator") or {}).get("mechanism"))
+        table_release = len(shape) == 1 and spec is not None and spec.releases_once
+        out["features"] = "scatternet" if image else "kernel" if table_release else "none"
     if "dims" not in given and out.get("features") == "none" and input_shape is not None:
         # the default PCA keeps at most the raw inputs' dimensions (a 30-column table: 30)
         out["dims"] = min(out["dims"], math.prod(int(s) for s in input_shape))
+    sigma = (config.get("aggregator") or {}).get("sigma")
+    if "dims" not in given and out.get("features") == "kernel" and sizes is not None and \
+            isinstance(sigma, (int, float)) and not isinstance(sigma, bool) and sigma > 0:
+        from pate.class_means import kernel_dims
+
+        records, classes, public = sizes
+        out["dims"] = kernel_dims(private_records=records, num_classes=classes,
+                                  sigma=float(sigma), public_items=public)
     return out
 
 
@@ -556,15 +572,20 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
                             f"{config['aggregator']['mechanism']!r}; remove the [knn] table")
     if "features" in knn:
         _check(f"{source}: [knn] features", v.check_choice, knn["features"], "features",
-               ("none", "scatternet", "student"))
+               ("none", "scatternet", "kernel", "student"))
+        if knn["features"] == "kernel" and not mechanisms.get(
+                config["aggregator"]["mechanism"]).releases_once:
+            raise _fail(source, "[knn] features = \"kernel\" is the class-means release's "
+                                "front-end (its rule becomes nonlinear); a neighbour search "
+                                "measures distances in the inputs: set features = \"none\"")
     if (knn.get("features") == "student") != ("student_run" in knn):
         raise _fail(source, "[knn] features = \"student\" and [knn] student_run go together: "
                             "student_run names the earlier run whose released student embeds "
                             f"(got features={knn.get('features')!r}, "
                             f"student_run={knn.get('student_run')!r})")
     if "student_run" in knn and "dims" in knn:
-        raise _fail(source, "[knn] dims applies to the PCA front-ends (features = \"none\" or "
-                            "\"scatternet\"); a student embeds into its class probabilities: "
+        raise _fail(source, "[knn] dims applies to the PCA front-ends (features = \"none\", "
+                            "\"scatternet\" or \"kernel\"); a student embeds into its class probabilities: "
                             "remove dims")
     if "dims" in knn:
         _check(f"{source}: [knn] dims", v.check_int, knn["dims"], "dims", minimum=1)

@@ -472,6 +472,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                             fix=f"raise {setting_name('target_eps', wording)}")
         answers = queries
         voters = None
+        _plan_kernel(config, facts, noise, filled)
     else:
         if spec.samples_private_records:
             voters = _voters(spec, None, params)
@@ -674,6 +675,31 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
         raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
     config["planned"] = {"filled": filled}
     return config, plan
+
+
+def _plan_kernel(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
+    """A class-means release on a table labels through random Fourier features (``[knn] features
+    = "kernel"``, the default there) when the user named no front-end; their PCA dimensions, when
+    left open, from the sizes and the calibrated noise (:func:`pate.class_means.kernel_dims`).
+    Both go into the filled ``config`` and ``filled`` (sizes and noise only: free)."""
+    from pate.class_means import kernel_dims
+
+    knn = config.get("knn") or {}
+    sigma = noise.get("sigma")
+    if len(facts.input_shape) != 1 or knn.get("features", "kernel") != "kernel" or not _num(sigma):
+        return
+    if "features" not in knn:
+        filled["features"] = {"value": "kernel", "why": "a table: the release labels through "
+                                                         "random Fourier features of the public-"
+                                                         "standardised columns (a nonlinear rule)"}
+    if "dims" not in knn:
+        dims = kernel_dims(private_records=facts.private_records, num_classes=max(facts.classes, 2),
+                           sigma=float(sigma), public_items=facts.public_items)
+        filled["dims"] = {"value": dims, "why": f"{dims} public principal axes of the kernel "
+                                                "features: (records per class / sigma) ** 0.75 "
+                                                "(more records or less noise afford more)"}
+        knn = dict(knn, dims=dims)
+    config["knn"] = dict(knn, features="kernel")
 
 
 def log_plan(plan: Plan) -> None:

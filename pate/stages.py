@@ -189,10 +189,19 @@ def _knn_features(run: Run) -> tuple[str, int, int]:
     """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
     data cannot take them): sizes only, no record is read."""
     data = run.data
-    settings = C.knn_settings(run.config, data.input_shape)
+    settings = C.knn_settings(run.config, data.input_shape, sizes=(
+        len(data.private), int(data.num_classes), len(data.public)))
     features, dims = settings["features"], settings["dims"]
     if features == "student":  # the earlier student's class probabilities, no PCA
         return features, int(data.num_classes), int(data.num_classes)
+    if features == "kernel":
+        from pate.teachers.features import KERNEL_FEATURES
+
+        if len(data.input_shape) != 1:
+            raise ConfigError(f"[knn] features = \"kernel\" maps tables; {data.name} has inputs "
+                              f"of shape {tuple(data.input_shape)}: set [knn] features = "
+                              "\"scatternet\" or \"none\"")
+        return features, dims, KERNEL_FEATURES
     if features == "scatternet":
         from pate.teachers.features import feature_shape
 

@@ -13,7 +13,8 @@ Symbols
 -------
 x       an input (an image (C, H, W), or a feature vector)
 F(x)    the run's public front-end: ScatterNet features standardised with public statistics
-        (``[knn] features = "scatternet"``), or x itself (``"none"``); flattened
+        (``[knn] features = "scatternet"``), a table's random Fourier features (``"kernel"``,
+        ``pate.teachers.features.RandomFourierFeatures``), or x itself (``"none"``); flattened
 e(x)    (F(x) - mean) @ axes.T: the public PCA (``pate.teachers.features.PublicPCA``), rounded
         to float32 as the run's ``knn_embeddings.npz`` holds it
 s(e)    the rule's class scores, ``rule_features(e) @ W.T + b`` with (W, b) recovered exactly
@@ -55,8 +56,8 @@ class RuleHead(nn.Module):
         from pate.class_means import RULES
         from pate.teachers.features import ScatterNet, feature_shape
 
-        if features not in ("scatternet", "none"):
-            raise ValueError(f"features must be 'scatternet' or 'none', got {features!r}")
+        if features not in ("scatternet", "kernel", "none"):
+            raise ValueError(f"features must be 'scatternet', 'kernel' or 'none', got {features!r}")
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.features, self.rule = features, rule
@@ -67,6 +68,14 @@ class RuleHead(nn.Module):
             self.register_buffer("feature_mean", torch.zeros(front[0], 1, 1))
             self.register_buffer("feature_std", torch.ones(front[0], 1, 1))
             width = int(np.prod(front))
+        elif features == "kernel":
+            from pate.teachers.features import KERNEL_FEATURES
+
+            columns, width = int(np.prod(shape)), KERNEL_FEATURES
+            self.register_buffer("kernel_mean", torch.zeros(columns, dtype=torch.float64))
+            self.register_buffer("kernel_std", torch.ones(columns, dtype=torch.float64))
+            self.register_buffer("kernel_weights", torch.zeros(columns, width, dtype=torch.float64))
+            self.register_buffer("kernel_phases", torch.zeros(width, dtype=torch.float64))
         else:
             width = int(np.prod(shape))
         f64 = dict(dtype=torch.float64)
@@ -88,6 +97,10 @@ class RuleHead(nn.Module):
             if front.standardizer is not None:
                 head.feature_mean.copy_(torch.from_numpy(np.asarray(front.standardizer.mean)))
                 head.feature_std.copy_(torch.from_numpy(np.asarray(front.standardizer.std)))
+            if front.kernel is not None:
+                for name in ("mean", "std", "weights", "phases"):
+                    getattr(head, f"kernel_{name}").copy_(torch.as_tensor(
+                        np.asarray(getattr(front.kernel, name), dtype=np.float64)))
             for name, value in (("pca_mean", pca.mean), ("pca_axes", pca.axes),
                                 ("scale", recovered.geometry.scale),
                                 ("radius", recovered.geometry.radius),
@@ -100,6 +113,12 @@ class RuleHead(nn.Module):
         if self.features == "scatternet":
             f = (self.scatter(f) - self.feature_mean) / self.feature_std
         f = f.reshape(f.shape[0], -1).double()
+        if self.features == "kernel":
+            from pate.teachers.features import KERNEL_CLIP
+
+            z = ((f - self.kernel_mean) / self.kernel_std).clamp(-KERNEL_CLIP, KERNEL_CLIP)
+            f = (2.0 / self.kernel_weights.shape[1]) ** 0.5 * torch.cos(
+                z @ self.kernel_weights + self.kernel_phases)
         e = ((f - self.pca_mean) @ self.pca_axes.T).float().double()   # float32, as the run's
         w = e / self.scale                                             # whitened w(e)
         if self.rule == "logistic":                                    # clipped, scaled u(e)

@@ -25,6 +25,10 @@ Symbols
                    ``features="none"`` returns ``data`` itself.
 ``public_pca_embedding(public, others, *, dims)``  flattened features projected on the first
                    ``dims`` principal axes of the *public* rows (for Private-kNN distances).
+``KNN_FEATURES``   the front-ends of the mechanisms that read the private records (``[knn]
+                   features``): ``FEATURES`` plus ``"kernel"``, random Fourier features of a
+                   table (:class:`RandomFourierFeatures`) -- a class-means release then labels
+                   by a nonlinear rule (nested shells, two moons, classes of several clusters).
 
 Note: ``import kymatio.torch`` fails with scipy >= 1.15 (its 3-D frontend imports
 ``scipy.special.sph_harm``); the 2-D frontend is imported directly.
@@ -40,9 +44,22 @@ import numpy as np
 from pate.analysis.validation import check_choice, check_int
 
 __all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "Standardizer", "PublicPCA",
-           "PublicFrontEnd", "feature_data", "public_pca_embedding", "feature_shape"]
+           "PublicFrontEnd", "feature_data", "public_pca_embedding", "feature_shape",
+           "KNN_FEATURES", "RandomFourierFeatures"]
 
 FEATURES = ("none", "scatternet")
+KNN_FEATURES = FEATURES + ("kernel",)
+#: Random Fourier features of the "kernel" front-end (their count D) and the fixed, public seed
+#: of their frequencies and phases: the map looks at no data but the public split's statistics.
+KERNEL_FEATURES = 2048
+KERNEL_SEED = 31_2026
+#: Standardised table values are clipped to +-KERNEL_CLIP before the map (one wild value then
+#: cannot dominate a row's distance to every other).
+KERNEL_CLIP = 6.0
+#: Public rows that estimate the bandwidth (median pairwise squared distance).
+KERNEL_BANDWIDTH_ROWS = 1000
+#: Rows mapped at a time (the (rows, D) block is the largest array the map makes).
+KERNEL_CHUNK = 4096
 J, L = 2, 8
 _PER_CHANNEL = 1 + J * L + L * L * J * (J - 1) // 2  # 81
 logger = logging.getLogger("pate.teachers.features")
@@ -157,41 +174,130 @@ class PublicPCA:
         axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
         return cls(mean=shift + unit * mean, axes=axes / unit)
 
+    @classmethod
+    def fit_chunked(cls, public: np.ndarray, transform, *, dims: int, chunk: int) -> "PublicPCA":
+        """The principal axes of ``transform(public)`` without holding it: its mean and second
+        moment are summed ``chunk`` rows at a time and the axes are the top eigenvectors of the
+        covariance (the same axes as :meth:`fit`'s SVD up to rounding, same sign rule)."""
+        dims = check_int(dims, "dims", minimum=1)
+        total, second, n = None, None, len(public)
+        for i in range(0, n, chunk):
+            block = np.asarray(transform(public[i:i + chunk]), dtype=np.float64)
+            total = block.sum(axis=0) if total is None else total + block.sum(axis=0)
+            second = block.T @ block if second is None else second + block.T @ block
+        if total is None or dims > min(n, total.shape[0]):
+            raise ValueError(f"dims must be at most min(public items, features) = "
+                             f"{min(n, 0 if total is None else total.shape[0])}, got {dims}")
+        mean = total / n
+        covariance = second / n - np.outer(mean, mean)
+        _, vectors = np.linalg.eigh(covariance)              # ascending eigenvalues
+        axes = np.ascontiguousarray(vectors[:, ::-1][:, :dims].T)
+        axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
+        return cls(mean=mean, axes=axes)
+
     def project(self, rows: np.ndarray) -> np.ndarray:
         r = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
         return ((r - self.mean) @ self.axes.T).astype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True)
+class RandomFourierFeatures:
+    """Random Fourier features of a table (Rahimi & Recht 2007, "Random Features for Large-Scale
+    Kernel Machines", NeurIPS): phi(x) = sqrt(2 / D) cos(z(x) @ weights + phases), z(x) the
+    columns standardised with the PUBLIC ``mean`` / ``std`` and clipped to +-KERNEL_CLIP,
+    ``weights`` (F, D) ~ N(0, 2 gamma) and ``phases`` (D,) ~ U[0, 2 pi) from the fixed public seed
+    KERNEL_SEED, so <phi(x), phi(x')> ~ exp(-gamma ||z(x) - z(x')||^2) (a Gaussian kernel).
+    gamma = 1 / median squared distance between public rows (the median heuristic). Nothing here
+    looks at a private record: the map is fitted on the public split alone.
+
+    Why a class-means release needs it: its rule compares a query with the noisy class means, a
+    linear rule in the embedding. In the kernel's feature space the class mean is the class's
+    kernel mean embedding and the nearest-mean rule becomes a kernel rule (a Parzen-like
+    classifier), which separates classes a straight boundary cannot; the public PCA that follows
+    keeps the few directions the release can afford (``pate.class_means.kernel_dims``)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    weights: np.ndarray
+    phases: np.ndarray
+
+    @classmethod
+    def fit(cls, public: np.ndarray, *, num_features: int = KERNEL_FEATURES,
+            seed: int = KERNEL_SEED) -> "RandomFourierFeatures":
+        num_features = check_int(num_features, "num_features", minimum=1)
+        pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
+        if pub.shape[0] < 2:
+            raise ValueError(f"the kernel features need at least 2 public rows, got {pub.shape[0]}")
+        mean, std = pub.mean(axis=0), pub.std(axis=0)
+        std = np.where(std > 1e-6, std, 1.0)
+        z = np.clip((pub - mean) / std, -KERNEL_CLIP, KERNEL_CLIP)
+        rng = np.random.default_rng(seed)
+        rows = rng.choice(len(z), size=min(KERNEL_BANDWIDTH_ROWS, len(z)), replace=False)
+        sample = z[rows]
+        sq = np.einsum("ij,ij->i", sample, sample)
+        d2 = sq[:, None] + sq[None, :] - 2.0 * sample @ sample.T
+        positive = d2[np.triu_indices(len(sample), k=1)]
+        positive = positive[positive > 1e-12]
+        median = float(np.median(positive)) if positive.size else 1.0
+        gamma = 1.0 / median
+        weights = rng.standard_normal((z.shape[1], num_features)) * np.sqrt(2.0 * gamma)
+        phases = rng.uniform(0.0, 2.0 * np.pi, num_features)
+        return cls(mean=mean, std=std, weights=weights, phases=phases)
+
+    def transform(self, rows: np.ndarray) -> np.ndarray:
+        """float64 (N, D): phi of every row (one block; :meth:`PublicFrontEnd.embed` chunks)."""
+        r = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        z = np.clip((r - self.mean) / self.std, -KERNEL_CLIP, KERNEL_CLIP)
+        return np.sqrt(2.0 / self.weights.shape[1]) * np.cos(z @ self.weights + self.phases)
+
+
+@dataclasses.dataclass(frozen=True)
 class PublicFrontEnd:
     """The embedding of the mechanisms that read the private records (``[knn] features`` and
     ``dims``), fitted on public inputs only: ScatterNet features standardised with public
-    statistics (``features = "scatternet"``; ``standardizer``) or the inputs themselves
+    statistics (``features = "scatternet"``; ``standardizer``), the inputs themselves
     (``"none"``; ``standardizer`` None; a table's columns standardised with public statistics
-    inside the PCA), then the public ``pca``. :meth:`embed` maps inputs
-    (N, ...) to float32 (N, dims)."""
+    inside the PCA), or a table's random Fourier features (``"kernel"``; ``kernel``), then the
+    public ``pca``. :meth:`embed` maps inputs (N, ...) to float32 (N, dims), a chunk of rows at a
+    time for the kernel map."""
 
     features: str
     standardizer: Standardizer | None
     pca: PublicPCA
+    kernel: RandomFourierFeatures | None = None
 
     @classmethod
     def fit_transform(cls, public: np.ndarray, *, features: str, dims: int):
         """(the front-end fitted on ``public``, the embedding of ``public``)."""
-        check_choice(features, "features", FEATURES)
-        front, standardizer = np.asarray(public, dtype=np.float32), None
+        check_choice(features, "features", KNN_FEATURES)
+        front, standardizer, kernel = np.asarray(public, dtype=np.float32), None, None
         if features == "scatternet":
             raw = scatter(front)
             standardizer = Standardizer.fit(raw)
             front = standardizer.transform(raw)
+        elif features == "kernel":
+            if front.ndim != 2:
+                raise ValueError(f"features = 'kernel' maps tables (rows of numbers); got inputs "
+                                 f"of shape {front.shape[1:]}")
+            kernel = RandomFourierFeatures.fit(front)
+            pca = PublicPCA.fit_chunked(front, kernel.transform, dims=dims, chunk=KERNEL_CHUNK)
+            out = cls(features=features, standardizer=None, pca=pca, kernel=kernel)
+            return out, out.embed(front)
         # a table's columns have units of their own: their axes are taken standardised with the
         # public statistics (free; folded into the PCA, so the embedding and the rule head that
-        # copies the PCA are unchanged in form). Image pixels share a unit: as they are.
+        # copies the PCA are unchanged in form). Image pixels share a unit: as they are; the
+        # kernel map's features too (it standardised the columns itself).
         pca = PublicPCA.fit(front, dims=dims, standardize=features == "none" and front.ndim == 2)
-        return cls(features=features, standardizer=standardizer, pca=pca), pca.project(front)
+        return (cls(features=features, standardizer=standardizer, pca=pca, kernel=kernel),
+                pca.project(front))
 
     def embed(self, x: np.ndarray) -> np.ndarray:
         front = np.asarray(x, dtype=np.float32)
+        if self.kernel is not None:
+            chunks = [self.pca.project(self.kernel.transform(front[i:i + KERNEL_CHUNK]))
+                      for i in range(0, len(front), KERNEL_CHUNK)]
+            return (np.concatenate(chunks) if chunks else
+                    np.zeros((0, self.pca.axes.shape[0]), dtype=np.float32))
         if self.standardizer is not None:
             front = self.standardizer.transform(scatter(front))
         return self.pca.project(front)

@@ -291,3 +291,37 @@ def test_auto_with_no_teachers_asked_for_is_one_class_means_release():
     assert P.auto_mechanism({"teachers": {"model": "mlp"}}) == "gnmax"
     assert P.auto_mechanism({"partition": {"num_teachers": 40}}) == "gnmax"
     assert P.auto_mechanism({"teachers": {"model": "auto"}}) == "class-means"
+
+
+def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_the_noise():
+    """On a table, "auto" class-means labels through random Fourier features ([knn] features =
+    "kernel"); the PCA keeps (records per class / sigma) ** 0.75 axes: more with more records
+    or a larger eps, never beyond the public items. Images keep ScatterNet."""
+    from pate.class_means import kernel_dims
+
+    config, got = plan({"mechanism": "auto", "target_eps": 2.0}, BREAST)
+    sigma = got.noise["sigma"]
+    assert config["knn"]["features"] == "kernel" and got.filled["features"]["value"] == "kernel"
+    assert config["knn"]["dims"] == got.filled["dims"]["value"] == round((200 / sigma) ** 0.75)
+    _, big = plan({"mechanism": "auto", "target_eps": 2.0}, TABLE)
+    _, loose = plan({"mechanism": "auto", "target_eps": 8.0}, BREAST)
+    assert big.filled["dims"]["value"] > got.filled["dims"]["value"] < loose.filled["dims"]["value"]
+    config, image = plan({"mechanism": "auto", "target_eps": 2.0}, FMNIST)
+    assert "features" not in image.filled and "features" not in (config.get("knn") or {})
+    # what the user set stays
+    mine = raw({"mechanism": "auto", "target_eps": 2.0})
+    mine["knn"] = {"features": "none", "dims": 5}
+    config, kept = C.plan_config(mine, BREAST, wording="python")
+    assert config["knn"] == {"features": "none", "dims": 5} and "dims" not in kept.filled
+    assert kernel_dims(private_records=10, num_classes=2, sigma=100.0, public_items=50) == 8
+    assert kernel_dims(private_records=10**7, num_classes=2, sigma=0.1, public_items=10**5) == 512
+    assert kernel_dims(private_records=10**7, num_classes=2, sigma=0.1, public_items=30) == 30
+    with pytest.raises(ValueError, match="sigma"):
+        kernel_dims(private_records=10, num_classes=2, sigma=0.0, public_items=50)
+
+
+def test_kernel_features_are_refused_for_a_neighbour_search():
+    bad = raw({"mechanism": "private-knn", "sigma": 1.0, "k": 20, "queries": 10})
+    bad["knn"] = {"features": "kernel"}
+    with pytest.raises(pate.ConfigError, match="features = \"kernel\" is the class-means"):
+        C.validate(bad, source="test")

@@ -11,7 +11,7 @@ import torch
 from pate.class_means import labelling_rule, noisy_class_means, recover_rule
 from pate.student.rule_product import RuleHead, RuleProduct, product_log_proba
 from pate.student.train import Student
-from pate.teachers.features import PublicFrontEnd, scatter
+from pate.teachers.features import PublicFrontEnd
 
 
 def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150):
@@ -29,10 +29,7 @@ def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150)
                                 num_classes=num_classes)
 
     def rule_scores(x):
-        front_x = x
-        if features == "scatternet":
-            front_x = front.standardizer.transform(scatter(x))
-        return labeller.scores(front.pca.project(front_x))
+        return labeller.scores(front.embed(x))
 
     return head, rule_scores
 
@@ -46,6 +43,19 @@ def test_the_head_scores_new_images_as_the_run_s_rule(digits_images, features, r
     with torch.no_grad():
         got = head(torch.from_numpy(unseen)).numpy()
     np.testing.assert_allclose(got, rule_scores(unseen), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rule", ["lda", "logistic"])
+def test_the_head_scores_new_table_rows_as_a_kernel_rule(digits_images, rule):
+    """A table's kernel front-end (random Fourier features, then the public PCA) travels in the
+    head: new rows get the run's rule scores."""
+    x, y = digits_images
+    rows = x.reshape(len(x), -1)[:560]
+    head, rule_scores = _head(rows[:500], y[:500], features="kernel", rule=rule, dims=16)
+    with torch.no_grad():
+        got = head(torch.from_numpy(rows[500:])).numpy()
+    np.testing.assert_allclose(got, rule_scores(rows[500:]), rtol=1e-4, atol=1e-4)
+    assert head.kernel_weights.shape == (64, head.pca_axes.shape[1])
 
 
 def test_the_product_is_log_p_student_plus_log_softmax_of_t_times_the_rule(digits_images):

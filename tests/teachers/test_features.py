@@ -104,3 +104,61 @@ def test_teachers_on_scatternet_features_digits(digits):
                                           device="cpu"), progress=False)
     assert result.public_predictions.shape == (4, len(digits.public))
     assert result.teacher_accuracy.mean() > 0.6
+
+
+def test_random_fourier_features_approximate_a_gaussian_kernel_fitted_on_public_rows():
+    rng = np.random.default_rng(0)
+    public = rng.normal(size=(400, 5)) * [1.0, 10.0, 0.1, 1e3, 1.0] + 7.0
+    rff = F.RandomFourierFeatures.fit(public)
+    assert rff.weights.shape == (5, F.KERNEL_FEATURES) and rff.phases.shape == (F.KERNEL_FEATURES,)
+    # the map reads the public split's statistics only, and its frequencies come from a fixed
+    # public seed: the same public rows give the same map
+    again = F.RandomFourierFeatures.fit(public.copy())
+    np.testing.assert_array_equal(rff.weights, again.weights)
+    # <phi(x), phi(x')> ~ exp(-gamma ||z - z'||^2), gamma = 1 / (median squared public distance)
+    z = (public - rff.mean) / rff.std
+    gamma = float(np.mean(rff.weights ** 2) / 2.0)
+    phi = rff.transform(public[:40])
+    exact = np.exp(-gamma * ((z[:40, None] - z[None, :40]) ** 2).sum(-1))
+    assert np.abs(phi @ phi.T - exact).max() < 0.15
+    d2 = ((z[:, None] - z[None]) ** 2).sum(-1)
+    assert 0.7 < gamma * np.median(d2[np.triu_indices(len(z), 1)]) < 1.4
+    with pytest.raises(ValueError, match="at least 2 public rows"):
+        F.RandomFourierFeatures.fit(public[:1])
+
+
+def test_kernel_front_end_embeds_in_chunks_as_in_one_block(monkeypatch):
+    rng = np.random.default_rng(1)
+    public, private = rng.normal(size=(300, 6)), rng.normal(size=(250, 6))
+    front, embedded = F.PublicFrontEnd.fit_transform(public, features="kernel", dims=12)
+    monkeypatch.setattr(F, "KERNEL_CHUNK", 7)
+    np.testing.assert_allclose(front.embed(private), front.pca.project(front.kernel.transform(private)),
+                               atol=1e-5)
+    np.testing.assert_allclose(front.embed(public), embedded, atol=1e-5)
+    # the chunked PCA finds the SVD's axes (same sign rule)
+    features = front.kernel.transform(public)
+    reference = F.PublicPCA.fit(features, dims=12)
+    np.testing.assert_allclose(np.abs(front.pca.axes @ reference.axes.T), np.eye(12), atol=1e-6)
+    np.testing.assert_allclose(front.pca.axes, reference.axes, atol=1e-6)
+    with pytest.raises(ValueError, match="maps tables"):
+        F.PublicFrontEnd.fit_transform(_images(20), features="kernel", dims=4)
+
+
+def test_a_kernel_class_means_release_separates_rings_a_linear_one_cannot():
+    """The reason for the kernel front-end: classes a straight boundary cannot split (two
+    concentric rings) are labelled well through random Fourier features, from the same noisy
+    release (add/remove sensitivity unchanged: rows are still clipped to norm <= 1)."""
+    from sklearn.datasets import make_circles
+
+    from pate.class_means import noisy_class_means
+
+    x, y = make_circles(n_samples=3000, noise=0.08, factor=0.5, random_state=0)
+    x = x * [100.0, 0.01]                                       # awkward column scales
+    public, private, y_public, y_private = x[:600], x[600:], y[:600], y[600:]
+    right = {}
+    for features, dims in (("none", 2), ("kernel", 32)):
+        front, e_public = F.PublicFrontEnd.fit_transform(public, features=features, dims=dims)
+        release = noisy_class_means(e_public, front.embed(private), y_private, sigma=2.6,
+                                    count_weight=0.3, num_classes=2, rng=np.random.default_rng(0))
+        right[features] = float(np.mean(release.predict(e_public) == y_public))
+    assert right["none"] < 0.7 < 0.9 < right["kernel"], right
