@@ -64,12 +64,15 @@ class Pipeline:
         run_dir = C.run_directory(config)
         if (run_dir / R.STATE).exists():
             if not self.resume:
-                raise ConfigError(f"run directory {run_dir} already holds a run; pass --resume "
-                                  "to continue it, or choose another --run-dir / [run] name")
+                how = ("pass resume=True to continue it, or choose another run_dir="
+                       if wording == "python" else
+                       "pass --resume to continue it, or choose another --run-dir / [run] name")
+                raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
             run = Run.open(run_dir, progress=progress)
             recorded = run.state.get("config_comparable")
             if not isinstance(recorded, dict) or R.comparable(recorded) != R.comparable(config):
-                raise ConfigError(_differs(run_dir, recorded, R.comparable(config)))
+                raise ConfigError(_differs(run_dir, recorded, R.comparable(config),
+                                           wording=wording))
             run.config = config  # the device may differ
             self.ctx = run
         else:
@@ -131,9 +134,10 @@ class Pipeline:
         return read_json(self.run_dir / R.REPORT_JSON)
 
 
-def _differs(run_dir, recorded, now: dict) -> str:
-    """Why a config cannot resume ``run_dir``: the first key that differs, by name, and what
-    works instead."""
+def _differs(run_dir, recorded, now: dict, *, wording: str = "config") -> str:
+    """Why a config cannot resume ``run_dir``: the first key that differs, by name (a TOML key,
+    or a keyword argument with ``wording="python"``), and what works instead."""
+    python = wording == "python"
     where = "the configuration"
     if isinstance(recorded, dict):
         recorded = R.comparable(recorded)
@@ -141,9 +145,15 @@ def _differs(run_dir, recorded, now: dict) -> str:
             a, b = recorded.get(table, {}), now.get(table, {})
             if a != b and isinstance(a, dict) and isinstance(b, dict):
                 key = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))[0]
-                where = (f"[{table}] {key} (started with {a.get(key, '(unset)')!r}, now "
+                name = C.setting(table, key, source="python" if python else None)
+                where = (f"{name} (started with {a.get(key, '(unset)')!r}, now "
                          f"{b.get(key, '(unset)')!r})")
                 break
+    if python:
+        return (f"resume=True: {where} differs from the configuration {run_dir} was started "
+                "with (its config.json); call again with the arguments it was started with and "
+                f"resume=True (or `pate run --run-dir {run_dir} --resume` in a shell), or start "
+                "a new run (another run_dir=, or pate.pipeline.fork_run to keep its teachers)")
     return (f"--resume: {where} differs from the configuration {run_dir} was started with (its "
             f"config.json); continue it as it was with `pate run --run-dir {run_dir} --resume`, "
             "or start a new run (another --run-dir / [run] name, or fork_run to keep its "

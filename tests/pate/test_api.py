@@ -74,6 +74,25 @@ def test_resume_needs_the_same_data(sklearn_run, digits):
                  queries=120, ledger=tmp / "ledger.sqlite3", run_dir=result.run_dir, resume=True)
 
 
+def test_resume_errors_speak_pate_fit_s_keywords(sklearn_run, digits):
+    """A run directory reused from Python is refused in keyword arguments (resume=True,
+    target_eps=), not in the CLI's flags and TOML keys."""
+    from pate.analysis.errors import ConfigError
+
+    tmp, result = sklearn_run
+    args = ((flat(digits.private), digits.private.y), flat(digits.public))
+    kwargs = dict(evaluation=(flat(digits.evaluation), digits.evaluation.y), teacher="mlp",
+                  num_teachers=10, mechanism="gnmax", queries=120,
+                  ledger=tmp / "ledger.sqlite3", run_dir=result.run_dir)
+    with pytest.raises(ConfigError, match="already holds a run; pass resume=True") as caught:
+        pate.fit(*args, target_eps=20.0, **kwargs)
+    assert "--resume" not in str(caught.value) and "[run]" not in str(caught.value)
+    with pytest.raises(ConfigError, match=r"resume=True: target_eps= \(started with 20") as caught:
+        pate.fit(*args, target_eps=10.0, resume=True, **kwargs)
+    assert "call again with the arguments it was started with" in str(caught.value)
+    assert "[aggregator]" not in str(caught.value)
+
+
 def test_a_reshaped_copy_of_the_private_records_has_no_fresh_budget(sklearn_run, digits):
     """Issue #30, break 4: the same digits as (N, 1, 8, 8) or as float64 with int32 labels -- the
     run above used (N, 64) float32 -- are the same records, so the exhausted budget binds them."""
