@@ -102,8 +102,10 @@ def _privacy_numbers(report: dict) -> list[Block]:
     p = report["privacy"]
     s = p["sanitized"]
     rows = [
-        ["Guarantee \u03b5 (answers + release, data-independent)", F.eps(p["eps_guarantee"]), "yes"],
-        ["Sanitized data-dependent \u03b5 (release cost included)", F.eps(p["eps_sanitized"]), "yes"],
+        ["Guarantee \u03b5 (answers + release, data-independent)", F.eps(p["eps_guarantee"]),
+         "yes"],
+        ["Sanitized data-dependent \u03b5 (release cost included)", F.eps(p["eps_sanitized"]),
+         "yes"],
         ["Sanitized \u03b5 + 2 noise std (conservative)", F.eps(s["eps_sanitized_upper_2std"]),
          "yes"],
         [f"Data-independent \u03b5 of the answers (order {F.param(p['order_data_independent'])})",
@@ -121,7 +123,8 @@ def _privacy_numbers(report: dict) -> list[Block]:
          f"\u03c3_ss = {F.param(s['sigma_ss'])}; noise std {F.sig(s['noise_std'])}, "
          f"release RDP {F.sig(s['rdp_gnss'])}", "yes"],
         ["Conversion, orders", f"{p['conversion']}, {len(p['orders'])} orders in "
-                               f"[{F.param(min(p['orders']))}, {F.param(max(p['orders']))}]", "yes"],
+                               f"[{F.param(min(p['orders']))}, {F.param(max(p['orders']))}]",
+         "yes"],
     ]
     if W.samples_records(report):  # no teachers, no sanitized release, no data-dependent analysis
         dropped = ("Sanitized", "Data-dependent", "Teachers")
@@ -156,8 +159,8 @@ def _why_renyi(report: dict) -> list[Block]:
         text = (
             f"Each query on its own is (\u03b5\u2080 = {F.eps(comp['per_query_eps'])}, "
             f"\u03b4\u2080 = {F.delta(comp['per_query_delta'])})-differentially private. Composing "
-            f"{F.count(comp['queries_composed'])} such queries with basic composition (the epsilons "
-            f"add up) gives \u03b5 = {F.eps(comp['basic_eps'])}; advanced composition (Dwork, "
+            f"{F.count(comp['queries_composed'])} such queries with basic composition (the "
+            f"epsilons add up) gives \u03b5 = {F.eps(comp['basic_eps'])}; advanced composition (Dwork, "
             f"Rothblum and Vadhan 2010) gives \u03b5 = {F.eps(comp['advanced_eps'])} at \u03b4 = "
             f"{F.delta(comp['delta'])}. Renyi-DP accounting (Mironov 2017), used for this report, "
             f"tracks the Gaussian noise exactly across queries and gives \u03b5 = {F.eps(rdp_eps)} "
@@ -198,7 +201,8 @@ def _ledger(report: dict) -> list[Block]:
                        ["Budget \u03b5", _or_none(F.eps, ledger["budget_eps"])],
                        ["Budget \u03b4", _or_none(F.delta, ledger["budget_delta"])],
                        ["Remaining \u03b5", _or_none(F.eps, ledger["remaining_eps"], "n/a")],
-                       ["Runs / events", f"{F.count(ledger['runs'])} / {F.count(ledger['events'])}"],
+                       ["Runs / events",
+                        f"{F.count(ledger['runs'])} / {F.count(ledger['events'])}"],
                    ])]
     changes = p.get("budget_changes") or []
     if changes:
