@@ -22,6 +22,7 @@ import pytest
 
 from pate import report as rep
 from pate.cli import main
+from pate.report.render import inline_html
 
 FMNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                   "Sneaker", "Bag", "Ankle boot"]
@@ -296,6 +297,15 @@ def test_html_is_self_contained_with_statement_and_images(written):
         assert plain in page, head
     assert page.count('class="internal"') == 3  # margins, and the two plots with dd curves
     assert page.count('class="public"') == 3  # confusion matrix, the two data-independent plots
+
+
+def test_documents_come_from_the_packaged_templates(written):
+    from pate.report.render import template_source
+
+    run_dir, _, _ = written
+    page = (run_dir / "report.html").read_text()
+    assert f"<style>\n{template_source('report.css')}</style>" in page
+    assert "{%" not in page and "{{" not in page and "{%" not in (run_dir / "report.md").read_text()
 
 
 def test_pngs_are_valid_nontrivial_images(written):
@@ -676,7 +686,7 @@ def test_smoke_test_is_said_at_the_very_top(tmp_path):
     page = (tmp_path / "report.html").read_text()
     body = page[page.index("<body>\n") + len("<body>\n"):].splitlines()
     assert body[0] == "<h1>Privacy report: fmnist-test</h1>"
-    assert body[1] == f"<p>{rep._inline_html(SMOKE_BANNER)}</p>"
+    assert body[1] == f"<p>{inline_html(SMOKE_BANNER)}</p>"
     assert body[1].startswith("<p><strong>SMOKE TEST: this run only checks")
 
 
@@ -790,11 +800,12 @@ def test_publishable_plots_do_not_depend_on_the_private_figures():
 
 def test_every_plot_has_a_caption_and_is_either_publishable_or_internal():
     from pate import report
+    from pate.report.wording import CAPTIONS
 
-    assert set(report._CAPTIONS) == set(report.PLOT_NAMES)
+    assert set(CAPTIONS) == set(report.PLOT_NAMES)
     assert set(report.PLOT_NAMES) == set(report.PUBLIC_PLOT_NAMES) | set(report.INTERNAL_PLOT_NAMES)
     assert not set(report.PUBLIC_PLOT_NAMES) & set(report.INTERNAL_PLOT_NAMES)
-    assert all(report._CAPTIONS[n][1] == (n in report.INTERNAL_PLOT_NAMES) for n in report.PLOT_NAMES)
+    assert all(CAPTIONS[n][1] == (n in report.INTERNAL_PLOT_NAMES) for n in report.PLOT_NAMES)
 
 
 # ------------------------------------------------------------------------------ utility (#31)

@@ -272,7 +272,7 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
 
 
 def test_report_says_where_the_teachers_trained():
-    from pate.report import _execution_text
+    from pate.report.wording import execution_text as _execution_text
 
     ray_run = {"backend": "ray", "address": "auto", "cluster": {"CPU": 64.0, "GPU": 8.0, "nodes": 2},
                "cpus_per_task": 4, "gpus_per_task": 1.0, "teachers_per_task": 32,
