@@ -106,7 +106,15 @@ _OPTIONAL_UTILITY: dict[str, Any] = {"student_alone_accuracy": "float", "answere
 _BUDGET_CHANGE = {"time_utc": "str", "old_eps": "float?", "old_delta": "float?",
                   "new_eps": "float?", "new_delta": "float?"}
 
-_REGENERATE = "regenerate it with the pipeline's analysis stage (`pate run --resume`)"
+_REGENERATE = ("it is not what the analysis stage wrote (edited or damaged): restore it, or "
+               "start a new run directory (a finished stage is never silently rewritten)")
+
+
+def _continue(path) -> str:
+    """A pasteable command that runs the missing stages of the run directory holding ``path``."""
+    import shlex
+
+    return f"`pate run --run-dir {shlex.quote(str(Path(path).parent))} --resume`"
 
 
 def is_int(value: Any) -> bool:
@@ -315,8 +323,8 @@ def load_analysis(run_dir: str | os.PathLike) -> dict:
                                 f"run made by `pate run`)")
     path = run_dir / ANALYSIS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: run the pipeline's analysis stage first "
-                                f"(`pate run --resume`)")
+        raise FileNotFoundError(f"{path} not found: run the pipeline's analysis stage first: "
+                                f"{_continue(path)}")
     try:
         analysis = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
