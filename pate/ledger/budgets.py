@@ -45,6 +45,9 @@ def check_fits(store: Store, conn: sqlite3.Connection, digest: str, new: Sequenc
 def _check_one(store: Store, conn: sqlite3.Connection, digest: str, existing: list[Item],
                new: list[Item], target: frozenset[int], *, what: str,
                origin: str | None = None, shared: int | None = None) -> None:
+    """Refuse ``new`` unless ``existing`` + ``new`` fit the budget of ``digest`` in every
+    ``target`` block (every block when empty); ``origin``: the dataset ``new`` is charged on,
+    when it is another one (linked to ``digest``, sharing ``shared`` records)."""
     # Even without a budget, refuse what could never be composed with the rest.
     grid = shared_grid([it.event for it in existing + new], store.path)
     budget = budget_of(conn, digest)

@@ -15,7 +15,7 @@ import pathlib
 import socket
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pate.analysis.errors import LedgerError
 from pate.ledger import schema
@@ -137,7 +137,7 @@ class Store:
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
 
-    def _ask(self, question) -> bool:
+    def _ask(self, question: Callable[[sqlite3.Connection], bool]) -> bool:
         """``question(connection)`` outside a transaction, its SQLite errors translated."""
         try:
             return question(self._conn)
