@@ -172,7 +172,7 @@ def test_ledger_error_exit_3(capsys, ledger):
 
 
 def test_value_error_raised_on_purpose_by_a_library_module_exit_2(capsys, ledger):
-    # Ledger.set_budget raises ValueError itself (a `raise` statement in pate/ledger.py).
+    # Ledger.set_budget raises ValueError itself (a `raise` statement in pate/ledger/datasets.py).
     digest = dataset_digest(np.arange(7))
     assert main(["budget", "set", "--dataset", digest, "--eps", "1", "--delta", "1e-5",
                  "--name", "five", "--ledger", str(ledger)]) == 2
@@ -226,7 +226,7 @@ def test_classification():
     # Our validation layer and explicit raises in pate-learn's modules: expected.
     assert raised_on_purpose(caught(validation.check_positive, -1.0, "--sigma"))
     assert raised_on_purpose(caught(validation.check_positive, "x", "--sigma"))  # TypeError
-    assert raised_on_purpose(caught(dataset_digest, np.array([1, 1])))  # pate/ledger.py
+    assert raised_on_purpose(caught(dataset_digest, np.array([1, 1])))  # pate/ledger/identity.py
     # Raised by the interpreter or inside numpy: a bug.
     assert not raised_on_purpose(caught(_bug, None))
     assert not raised_on_purpose(caught(np.reshape, np.arange(3), (2, 2)))

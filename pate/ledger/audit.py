@@ -1,0 +1,49 @@
+"""The audit log (table ``audit``): every registration, name, link, block, budget change,
+migration and reservation expiry or release, as canonical JSON, oldest first."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from pate.ledger.formats import canonical, utc_now
+
+
+def write_audit(conn: sqlite3.Connection, dataset: str | None, action: str, detail: dict) -> None:
+    """One audit row (``dataset`` None: about the whole file, e.g. a migration)."""
+    conn.execute("INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, ?, ?, ?)",
+                 (dataset, utc_now(), action, canonical(detail)))
+
+
+def read_audit(conn: sqlite3.Connection, digest: str) -> list[dict]:
+    """The audit rows of dataset ``digest``, oldest first: ``time_utc``, ``action``, ``detail``."""
+    rows = conn.execute("SELECT time_utc, action, detail FROM audit WHERE dataset=? ORDER BY id",
+                        (digest,)).fetchall()
+    return [{"time_utc": t, "action": a, "detail": json.loads(d)} for t, a, d in rows]
+
+
+def budget_changes(audit_rows: list[dict]) -> list[dict]:
+    """The budget changes among ``audit_rows`` (:meth:`pate.ledger.Ledger.budget_changes`)."""
+    out = []
+    for row in audit_rows:
+        if row["action"] != "set-budget":
+            continue
+        d = row["detail"]
+        prev = d.get("previous") or {}
+        conversion = d.get("conversion") or "classic"
+        previous = None if prev.get("eps") is None else {
+            "eps": prev["eps"], "delta": prev["delta"], "basis": prev["basis"],
+            "conversion": prev.get("conversion") or "classic"}
+        if previous is None:
+            change = "initial"
+        elif (previous["delta"] != d["delta"] or previous["basis"] != d["basis"]
+              or previous["conversion"] != conversion):
+            change = "changed"
+        else:
+            change = ("raised" if d["eps"] > previous["eps"] else
+                      "lowered" if d["eps"] < previous["eps"] else "unchanged")
+        out.append({"time_utc": row["time_utc"], "eps": d["eps"], "delta": d["delta"],
+                    "basis": d["basis"], "conversion": conversion, "previous": previous,
+                    "change": change,
+                    "spent_eps": d.get("spent_eps"), "reason": d.get("reason")})
+    return out

@@ -1,0 +1,245 @@
+"""Dataset identity: one 16-byte content key per record, and the one digest definition.
+
+``record_keys(x, y)`` hashes each record's values (float32, C order, whatever the array's
+layout) and label; ``dataset_digest`` is the sha256 of sorted ids or record keys;
+``dataset_identity(x, y)`` is what every pate entry point registers and charges. The keys that
+ledgers of schema version <= 2 stored (the per-record shape hashed too) are the *legacy* keys
+(``legacy_record_keys``), kept only to link what such a ledger holds to the same records now.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+import numpy as np
+
+#: The record-key version this code registers (identities.key_version); 1 = schema <= 2's keys.
+KEY_VERSION = 2
+RECORD_KEY_BYTES = 16
+HEX_DIGITS = frozenset("0123456789abcdef")
+
+# v2 (now): the record's values flattened in C order, whatever the array's layout.
+_RECORD_TAG = b"pate-learn record flat float32-le/int64 v2\n"
+# v1 (ledgers written before schema 3): the same, under the per-record shape.
+_RECORD_TAG_V1 = b"pate-learn record float32-le/int64 v1\n"
+_KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
+
+
+def dataset_digest(ids: Any) -> str:
+    """sha256 hex identity of a sensitive dataset from the ids of its records -- the one digest
+    definition of the ledger.
+
+    ``ids`` is a 1-D array of unique integer ids, of unique strings, or of record keys (dtype
+    ``S16`` from :func:`record_keys`; a multiset: identical records may repeat). The digest does
+    not depend on the order of the ids: the same records give the same dataset. Integers are
+    hashed as little-endian int64, strings as length-prefixed UTF-8 and record keys as their 16
+    raw bytes, each kind under its own tag, so ``[1, 2]`` and ``["1", "2"]`` are different
+    datasets. Every pate entry point identifies its private data with :func:`dataset_identity`,
+    i.e. ``dataset_digest(record_keys(x, y))``; explicit ids are for datasets registered by hand.
+    """
+    if isinstance(ids, (str, bytes)) or ids is None:
+        raise TypeError(f"ids must be a 1-D array of record ids, got {type(ids).__name__}")
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"ids must be a non-empty 1-D array of record ids, got shape {arr.shape}")
+    h = hashlib.sha256()
+    if arr.dtype.kind == "S":
+        if arr.dtype.itemsize != RECORD_KEY_BYTES:
+            raise TypeError(f"byte ids must be {RECORD_KEY_BYTES}-byte record keys (dtype "
+                            f"S{RECORD_KEY_BYTES}, from record_keys), got dtype {arr.dtype}")
+        h.update(_KEYS_TAG)
+        h.update(_sorted_keys(arr).tobytes())  # fixed width: the concatenation is unambiguous
+        return h.hexdigest()
+    if arr.dtype != np.bool_ and np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max() > np.iinfo(np.int64).max:
+            raise ValueError("ids must fit in int64; hash larger ids as strings instead")
+        values = np.sort(arr.astype("<i8"))
+        if values.size > 1 and np.any(values[1:] == values[:-1]):
+            dup = int(values[1:][values[1:] == values[:-1]][0])
+            raise ValueError(f"ids must be unique, got the id {dup} more than once")
+        h.update(b"pate-learn ids int64\n")
+        h.update(values.tobytes())
+    elif arr.dtype.kind in ("U", "O"):
+        if arr.dtype.kind == "O" and not all(isinstance(v, str) for v in arr):
+            raise TypeError("ids must be integers or strings; got an object array with other types")
+        values = sorted(str(v) for v in arr)
+        for a, b in zip(values, values[1:]):
+            if a == b:
+                raise ValueError(f"ids must be unique, got the id {a!r} more than once")
+        h.update(b"pate-learn ids utf8\n")
+        for v in values:
+            data = v.encode("utf-8")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    else:
+        raise TypeError(f"ids must be integers or strings, got dtype {arr.dtype}")
+    return h.hexdigest()
+
+
+def record_keys(x: Any, y: Any) -> np.ndarray:
+    """One 16-byte content key per record: an ``(n,)`` array of dtype ``S16`` (``pate.ledger``).
+
+    ``x`` is ``(n, ...)`` numeric (any dtype; compared as float32), ``y`` the ``n`` integer
+    labels. Key ``i`` is the first 16 bytes of sha256(tag, ``x[i]`` flattened in C order as
+    little-endian float32, ``y[i]`` as little-endian int64): the same values give the same key
+    whatever the array's layout -- ``(n, 1, 8, 8)`` or ``(n, 64)``, float32 or float64, labels of
+    any integer width. Use ``keys.tobytes()`` (not ``keys[i]``, which numpy strips of trailing
+    zero bytes) for the raw bytes.
+    """
+    return _record_keys(x, y, legacy=False)[0]
+
+
+def legacy_record_keys(x: Any, y: Any) -> np.ndarray:
+    """The record keys ledgers of schema version <= 2 stored (the per-record shape was hashed
+    too, so a reshaped copy had other keys). Only used to link those ledgers' datasets to the
+    same records registered now."""
+    return _record_keys(x, y, legacy=True)[1]
+
+
+def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """(keys, legacy keys or None) of ``(x, y)``, hashed in one pass over the records."""
+    if x is None or isinstance(x, (str, bytes)):
+        raise TypeError(f"x must be an array of records, got {type(x).__name__}")
+    xa = np.asarray(x)
+    if xa.ndim < 1 or xa.shape[0] == 0:
+        raise ValueError(f"x must hold at least one record (shape (n, ...)), got shape {xa.shape}")
+    if xa.dtype.kind not in "biuf":
+        raise TypeError(f"x must be a numeric array, got dtype {xa.dtype}")
+    ya = np.asarray(y)
+    if ya.ndim != 1 or ya.shape[0] != xa.shape[0]:
+        raise ValueError(f"y must hold one label per record ({xa.shape[0]}), got shape {ya.shape}")
+    if ya.dtype.kind in "biu":
+        labels = ya.astype("<i8")
+    elif ya.dtype.kind == "f" and np.all(np.isfinite(ya)) and np.all(ya == np.round(ya)):
+        labels = ya.astype("<i8")
+    else:
+        raise TypeError(f"y must hold integer labels, got dtype {ya.dtype}; pass class indices")
+    n = xa.shape[0]
+    # Canonical float32: +0.0 for -0.0 (adding 0 does it), one NaN bit pattern for every NaN.
+    x32 = np.ascontiguousarray(xa.reshape(n, -1), dtype="<f4") + np.float32(0.0)
+    nan = np.isnan(x32)
+    if nan.any():
+        x32[nan] = np.float32("nan")
+    base = hashlib.sha256(_RECORD_TAG)
+    base_v1 = None
+    if legacy:
+        shape = np.asarray(xa.shape[1:], dtype="<i8")
+        base_v1 = hashlib.sha256(_RECORD_TAG_V1)
+        base_v1.update(len(shape).to_bytes(8, "little"))
+        base_v1.update(shape.tobytes())
+    row_bytes = x32.shape[1] * 4
+    xv = memoryview(x32.reshape(-1).view(np.uint8))
+    yv = memoryview(np.ascontiguousarray(labels).view(np.uint8))
+    k = RECORD_KEY_BYTES
+    out = bytearray(n * k)
+    out_v1 = bytearray(n * k) if legacy else None
+    for i in range(n):
+        row, label = xv[i * row_bytes:(i + 1) * row_bytes], yv[i * 8:(i + 1) * 8]
+        h = base.copy()
+        h.update(row)
+        h.update(label)
+        out[i * k:(i + 1) * k] = h.digest()[:k]
+        if base_v1 is not None:
+            h = base_v1.copy()
+            h.update(row)
+            h.update(label)
+            out_v1[i * k:(i + 1) * k] = h.digest()[:k]
+    keys = np.frombuffer(bytes(out), dtype=f"S{k}")
+    return keys, None if out_v1 is None else np.frombuffer(bytes(out_v1), dtype=f"S{k}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DatasetIdentity:
+    """What the ledger knows a dataset by: ``digest`` (64 hex, :func:`dataset_digest` of the
+    record keys), ``record_keys`` (``S16``, one per record, in the data's order) and
+    ``num_records``. Two identities are equal when their digests are."""
+
+    digest: str
+    record_keys: np.ndarray
+    num_records: int
+    #: the keys ledgers of schema <= 2 stored for the same records (to link their datasets)
+    legacy_record_keys: np.ndarray | None = None
+
+    @property
+    def legacy_digest(self) -> str | None:
+        """The digest schema-<= 2 ledgers (and ``pate budget digest`` before them) gave these
+        records, or None when the legacy keys were not computed."""
+        if self.legacy_record_keys is None:
+            return None
+        return dataset_digest(self.legacy_record_keys)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatasetIdentity) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"DatasetIdentity(digest={self.digest[:16]}..., num_records={self.num_records})"
+
+
+def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
+    """The ledger identity of the records ``(x, y)``: what every pate entry point registers and
+    charges (``pate run``, ``pate budget digest --config``). Independent of row order, file,
+    format, array layout (shape, float or integer width), dataset name and run folder; changes
+    when any record's values or label change. It carries the legacy keys too, so that a ledger
+    written before the layout-free keys links these records to what it holds under the old ones."""
+    keys, legacy = _record_keys(x, y, legacy=True)
+    return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]), legacy)
+
+
+def check_identity(identity: Any) -> DatasetIdentity:
+    """``identity`` if it is a consistent :class:`DatasetIdentity`, else a typed error naming it."""
+    if not isinstance(identity, DatasetIdentity):
+        raise TypeError(f"identity must be a pate.ledger.DatasetIdentity (from dataset_identity(x, y)), "
+                        f"got {type(identity).__name__}")
+    keys = np.asarray(identity.record_keys)
+    if keys.ndim != 1 or keys.dtype != np.dtype(f"S{RECORD_KEY_BYTES}") or keys.size == 0:
+        raise ValueError(f"identity.record_keys must be a non-empty 1-D S{RECORD_KEY_BYTES} array, "
+                         f"got dtype {keys.dtype} and shape {keys.shape}")
+    if identity.num_records != keys.size:
+        raise ValueError(f"identity.num_records ({identity.num_records}) must equal the number of "
+                         f"record keys ({keys.size})")
+    if dataset_digest(keys) != identity.digest:
+        raise ValueError(f"identity.digest {identity.digest!r} is not the digest of its record keys; "
+                         "build identities with pate.ledger.dataset_identity(x, y)")
+    legacy = identity.legacy_record_keys
+    if legacy is not None and (np.asarray(legacy).dtype != keys.dtype
+                               or np.asarray(legacy).shape != keys.shape):
+        raise ValueError("identity.legacy_record_keys must be one S16 key per record, like "
+                         "identity.record_keys; build identities with dataset_identity(x, y)")
+    return identity
+
+
+def key_bytes(keys: np.ndarray) -> list[bytes]:
+    """The raw 16 bytes of every record key, in order (``keys[i]`` would strip trailing zeros)."""
+    raw = np.ascontiguousarray(keys).tobytes()
+    k = RECORD_KEY_BYTES
+    return [raw[i:i + k] for i in range(0, len(raw), k)]
+
+
+def _sorted_keys(keys: np.ndarray) -> np.ndarray:
+    """Record keys as an ``(n, 2)`` big-endian uint64 array in lexicographic byte order (explicit,
+    so the order never depends on how numpy compares byte strings)."""
+    words = np.ascontiguousarray(keys).view(">u8").reshape(-1, 2)
+    return words[np.lexsort((words[:, 1], words[:, 0]))]
+
+
+def distinct_keys(keys: np.ndarray) -> list[bytes]:
+    """The raw bytes of each distinct record key, in lexicographic byte order."""
+    words = _sorted_keys(keys)
+    if words.shape[0] > 1:
+        keep = np.ones(words.shape[0], dtype=bool)
+        keep[1:] = np.any(words[1:] != words[:-1], axis=1)
+        words = words[keep]
+    raw = words.tobytes()
+    k = RECORD_KEY_BYTES
+    return [raw[i:i + k] for i in range(0, len(raw), k)]
+
+
+def is_digest(text: str) -> bool:
+    """Whether ``text`` is a 64-character lower-case sha256 hex digest."""
+    return len(text) == 64 and set(text) <= HEX_DIGITS
+

@@ -1,0 +1,442 @@
+"""The ``Ledger`` (one SQLite file, many datasets) and the ``Reservation`` it hands out: the
+public face of the ledger. Each public method checks its arguments, then runs one transaction of
+:class:`pate.ledger.store.Store` through the functions of the package's modules (datasets,
+blocks, budgets, spending, summaries)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pathlib
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pate.analysis.errors import LedgerError
+from pate.analysis.validation import check_choice, check_delta, check_positive
+from pate.ledger import budgets, datasets, spending, summaries
+from pate.ledger.audit import budget_changes, read_audit
+from pate.ledger.blocks import add_block, block_rows, target_blocks
+from pate.ledger.composition import prior
+from pate.ledger.data import BASES, CONVERSIONS, Budget, ReservationInfo, StoredEvent
+from pate.ledger.identity import DatasetIdentity, check_identity, is_digest
+from pate.ledger.store import DEFAULT_TIMEOUT_SECONDS, Store, default_ledger_path
+from pate.ledger.stored import reservation_infos, stored_events
+from pate.ledger.validation import (check_curve, check_digest, check_events, check_grid,
+                                    check_name, check_run_id)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LEASE_SECONDS = 900.0
+
+
+class Ledger:
+    """A privacy-budget ledger in one SQLite file.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        The ledger file; default :func:`default_ledger_path`.
+    create : bool
+        Create the file (and its folder) when it does not exist. With ``False`` a missing
+        ledger raises ``LedgerError`` and nothing is written to disk.
+    timeout : float
+        Seconds to wait for another process's write lock before raising ``LedgerError``.
+
+    A ``Ledger`` holds one connection: use it from one thread, and open a new ``Ledger`` in each
+    process (connections must not cross ``fork``). It is a context manager that closes itself.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, create: bool = True,
+                 timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+        if path is None:
+            path = default_ledger_path()
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a file path, got {type(path).__name__}")
+        if not isinstance(create, bool):
+            raise TypeError(f"create must be True or False, got {create!r}")
+        self.timeout = check_positive(timeout, "timeout")
+        self.path = pathlib.Path(path).expanduser()
+        self._store = Store(self.path, create=create, timeout=self.timeout)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._store.close()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r})"
+
+    def _txn(self, *, write: bool) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._store.transaction(write=write)
+
+    # ---- datasets -----------------------------------------------------------------------
+
+    def resolve(self, dataset: str) -> str:
+        """The digest of ``dataset`` given as a digest, a name or a unique digest prefix (>= 8)."""
+        with self._txn(write=False) as conn:
+            return datasets.resolve(conn, dataset, self.path)
+
+    def register_dataset(self, digest: str, *, name: str | None = None) -> str:
+        """Add a dataset by its sha256 ``digest`` (idempotent); optionally give it a ``name``:
+        its first name, or, if it has one already, one more name that resolves it (the first is
+        kept). A name that names another dataset is refused (``ValueError``), before any write."""
+        digest = check_digest(digest)
+        name = check_name(name, "name")
+        with self._txn(write=True) as conn:
+            datasets.register(conn, digest, name)
+        return digest
+
+    def register_identity(self, identity: DatasetIdentity, *, name: str | None = None) -> str:
+        """Register a dataset with its records (idempotent) and return its digest.
+
+        Stores the record keys of ``identity`` (from :func:`dataset_identity`) and links the
+        dataset to every registered dataset sharing at least one record key; from then on their
+        spend counts against each other (``pate.ledger``). A dataset already registered by
+        digest alone (e.g. ``pate budget set --dataset DIGEST``) keeps its budget and events and
+        gains its records. ``name`` as in :meth:`register_dataset`.
+        """
+        identity = check_identity(identity)
+        name = check_name(name, "name")
+        with self._txn(write=True) as conn:
+            datasets.register(conn, identity.digest, name)
+            shared = datasets.add_records(conn, identity)
+        if shared:
+            logger.info("dataset %s shares records with %d registered dataset(s); their spend "
+                        "counts against each other", identity.digest[:12], len(shared))
+        return identity.digest
+
+    def overlapping(self, identity: DatasetIdentity) -> list[dict]:
+        """Registered datasets that share records with ``identity`` (read only; nothing is
+        registered): the dataset with the same digest first if registered (``"same": True``, also
+        when it was registered by digest alone), then every dataset holding at least one of its
+        record keys, with ``shared_records`` (distinct), ``num_records`` and ``budget``."""
+        identity = check_identity(identity)
+        with self._txn(write=False) as conn:
+            return datasets.overlapping(conn, identity)
+
+    def linked(self, dataset: str) -> list[dict]:
+        """The datasets linked to ``dataset`` (sharing records with it): digest, name, number of
+        shared distinct records and budget."""
+        with self._txn(write=False) as conn:
+            return datasets.linked_datasets(conn, datasets.resolve(conn, dataset, self.path))
+
+    def link(self, dataset: str, other: str, *, reason: str | None = None) -> None:
+        """Declare by hand that ``dataset`` and ``other`` share records (idempotent), e.g. a
+        dataset whose budget was set under an id digest, or one an older pate-learn registered
+        under another digest, and the identity ``pate run`` registers now. From then on their
+        spend counts against each other exactly as for datasets linked by their record keys.
+        Links are never removed (that could only understate spend)."""
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
+        with self._txn(write=True) as conn:
+            pair = (datasets.resolve(conn, dataset, self.path),
+                    datasets.resolve(conn, other, self.path))
+            datasets.add_link(conn, pair, (dataset, other), reason)
+
+    def datasets(self) -> list[dict]:
+        """Every dataset: digest, name (the first it was registered with), ``aliases`` (its
+        later names, oldest first), budget (``budget_eps``, ``budget_delta``, ``basis``,
+        ``conversion``), number of events, number of records (``None`` when registered by digest
+        alone) and the digests of the datasets linked to it."""
+        with self._txn(write=False) as conn:
+            return datasets.list_datasets(conn)
+
+    # ---- budgets ------------------------------------------------------------------------
+
+    def set_budget(self, dataset: str, *, eps: float, delta: float, data_dependent: bool = False,
+                   conversion: str = "classic", name: str | None = None,
+                   reason: str | None = None) -> Budget:
+        """Set the total budget ``(eps, delta)`` of ``dataset`` (registered here if it is a new
+        digest). ``data_dependent=True`` judges spend on the realised data-dependent RDP, whose
+        epsilon is *not* differentially private itself (Papernot et al. 2018); the default
+        judges it on the data-independent RDP. ``conversion`` (``"classic"`` or ``"tight"``) is
+        the RDP -> (eps, delta) conversion every epsilon of this dataset is judged with (module
+        docstring); a run's ``[privacy] conversion`` must be the same. Raising a budget that was
+        already spent, or lowering it below what was spent (no further spend then succeeds), or
+        changing its conversion, is allowed: it is the data owner's decision. Every change is kept
+        in the audit log with the old and new budget, the spend at the time and ``reason``; read
+        them with :meth:`budget_changes`."""
+        eps = check_positive(eps, "eps")
+        conversion = check_choice(conversion, "conversion", CONVERSIONS)
+        delta = check_delta(delta, "delta")
+        if not isinstance(data_dependent, bool):
+            raise TypeError(f"data_dependent must be True or False, got {data_dependent!r}")
+        name = check_name(name, "name")
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
+        basis = BASES[1] if data_dependent else BASES[0]
+        with self._txn(write=True) as conn:
+            if isinstance(dataset, str) and is_digest(dataset.strip().lower()):
+                digest = dataset.strip().lower()
+                datasets.register(conn, digest, name)
+            else:
+                digest = datasets.resolve(conn, dataset, self.path)
+                if name is not None:
+                    datasets.register(conn, digest, name)
+            budget = Budget(eps, delta, basis, conversion)
+            old, spent = budgets.write_budget(self._store, conn, digest, budget, reason)
+        if old[0] is not None and spent > 0:
+            logger.warning("budget of dataset %s changed from eps=%g to eps=%g after eps=%.4g was "
+                           "spent (recorded in the audit log)", digest[:12], old[0], eps, spent)
+        return budget
+
+    def budget_changes(self, dataset: str) -> list[dict]:
+        """Every budget change of ``dataset``, oldest first: ``time_utc``, the new ``eps``,
+        ``delta``, ``basis``, ``conversion``, the ``previous`` budget (``None`` for the first),
+        ``change`` (``"initial"``, ``"raised"``, ``"lowered"`` or ``"unchanged"``, on eps at equal
+        delta, basis and conversion, else ``"changed"``), ``spent_eps`` at the time (``None`` for
+        changes recorded before schema version 2) and ``reason``. Changes recorded before budgets
+        had a conversion read as ``"classic"`` (what they were judged with). A report shows these
+        next to the spend."""
+        return budget_changes(self.audit_log(dataset))
+
+    def budget(self, dataset: str) -> Budget | None:
+        """The budget of ``dataset``; ``None`` when none was set (spend is then recorded, unlimited)."""
+        with self._txn(write=False) as conn:
+            return datasets.budget_of(conn, datasets.resolve(conn, dataset, self.path))
+
+    # ---- blocks (Sage) -------------------------------------------------------------------
+
+    def add_block(self, dataset: str, name: str) -> None:
+        """Register a time block of records of ``dataset`` (Sage). It starts with fresh budget."""
+        name = check_name(name, "block")
+        if name is None:
+            raise TypeError("block must be a non-empty string, got None")
+        with self._txn(write=True) as conn:
+            add_block(conn, datasets.resolve(conn, dataset, self.path), name)
+
+    def blocks(self, dataset: str) -> list[str]:
+        """Names of the registered blocks of ``dataset``, oldest first."""
+        with self._txn(write=False) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            return [r[1] for r in block_rows(conn, digest)]
+
+    # ---- reading events and reservations ------------------------------------------------
+
+    def events(self, dataset: str, *, run_id: str | None = None) -> list[StoredEvent]:
+        """The recorded events of ``dataset`` (optionally one run's), oldest first."""
+        with self._txn(write=False) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            return stored_events(self._store, conn, digest, run_id)
+
+    def reservations(self, dataset: str, *, live_only: bool = True) -> list[ReservationInfo]:
+        """Reservations of ``dataset``: the live ones (default) or all, oldest first."""
+        with self._txn(write=False) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            return reservation_infos(self._store, conn, digest, live_only)
+
+    def reconcile(self, dataset: str | None = None) -> list[str]:
+        """Mark reservations of crashed runs ``expired`` (their process is gone, or -- for runs on
+        other hosts -- their lease ran out); returns their ids. Every write does this first."""
+        with self._txn(write=True) as conn:
+            digest = None if dataset is None else datasets.resolve(conn, dataset, self.path)
+            return spending.reconcile(self._store, conn, digest)
+
+    # ---- what is spent ------------------------------------------------------------------
+
+    def prior_rdp(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
+                  include_reservations: bool = True, exclude_reservation: str | None = None,
+                  data_dependent: bool | None = None) -> np.ndarray:
+        """The RDP already spent on ``dataset`` at ``orders`` -- what an online aggregator adds its
+        own cost to (``OnlineAggregator(..., prior_rdp=...)``) so that it stops before the budget.
+
+        Composes the committed events and (by default) the other live reservations of every
+        block in ``blocks`` (default: all) and returns the element-wise max over those blocks, an
+        upper bound on each block's curve. The events and live reservations of every dataset
+        linked to ``dataset`` (sharing records with it) count in every block. This is the prior
+        against ``dataset``'s own budget; :meth:`constraints` gives one per linked budget too. Orders of ``orders`` that some recorded event lacks
+        get ``+inf`` (nothing can be claimed there). ``data_dependent`` defaults to the dataset's
+        budget basis (data-independent when no budget is set).
+        """
+        orders = check_grid(orders, "orders")
+        with self._txn(write=False) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            target = target_blocks(conn, digest, blocks)
+            return prior(self._store, conn, digest, orders, target=target,
+                         include_reservations=include_reservations, exclude=exclude_reservation,
+                         data_dependent=data_dependent)
+
+    def constraints(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
+                    exclude_reservation: str | None = None) -> list[dict]:
+        """Every budget a run on ``dataset`` must stay within, each with what is already spent
+        against it: the budget of ``dataset`` itself (if set) and of every linked dataset that
+        has one. Each entry: ``dataset`` (digest), ``name``, ``budget`` (:class:`Budget`),
+        ``shared_records`` (``None`` for ``dataset`` itself), ``linked`` (bool) and ``prior_rdp``
+        at ``orders`` on that budget's basis (committed events and other live reservations; see
+        :meth:`prior_rdp`). A run's own RDP ``r`` fits when, for every entry,
+        ``eps_from_rdp(prior_rdp + r, orders=orders, delta=budget.delta,
+        conversion=budget.conversion) <= budget.eps`` (each budget with its own delta and
+        conversion, exactly as :meth:`reserve` checks it)."""
+        orders = check_grid(orders, "orders")
+        with self._txn(write=False) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            target = target_blocks(conn, digest, blocks)
+            return budgets.constraints(self._store, conn, digest, orders, target=target,
+                                       exclude=exclude_reservation)
+
+    # ---- spending -----------------------------------------------------------------------
+
+    def reserve(self, dataset: str, *, orders: Any, rdp: Any, run_id: str | None = None,
+                blocks: Sequence[str] | None = None,
+                lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "Reservation":
+        """Reserve an upper bound ``rdp`` (per order of ``orders``) on what a run may spend -- e.g.
+        the data-independent cost of the most queries it may ask -- before it spends anything.
+
+        Atomically checks committed events + live reservations + this bound against the budget in
+        every block in ``blocks`` (default: every registered block) and raises
+        ``BudgetExceededError`` (nothing recorded) if it does not fit. The reservation belongs to
+        this process (pid, host); it stays live while the process runs on this host, or until
+        ``lease_seconds`` after the last ``heartbeat()`` as seen from other hosts.
+        """
+        orders = check_grid(orders, "orders")
+        curve = check_curve(rdp, orders, "rdp")
+        run_id = check_run_id(run_id)
+        lease = check_positive(lease_seconds, "lease_seconds")
+        with self._txn(write=True) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            target = target_blocks(conn, digest, blocks)
+            rid, block_names = spending.reserve(self._store, conn, digest, target, orders=orders,
+                                                curve=curve, run_id=run_id, lease=lease)
+        return Reservation(self, rid, digest, run_id, orders, curve, block_names)
+
+    def charge(self, dataset: str, events: Sequence[Any], *, run_id: str | None = None,
+               blocks: Sequence[str] | None = None) -> list[int]:
+        """Check and record ``events`` in one transaction (no reservation). Raises
+        ``BudgetExceededError`` and records nothing if they do not fit. Returns the event ids."""
+        events = check_events(events)
+        run_id = check_run_id(run_id)
+        with self._txn(write=True) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            target = target_blocks(conn, digest, blocks)
+            spending.reconcile_group(self._store, conn, digest)
+            return spending.record(self._store, conn, digest, events, target, run_id, None)
+
+    def _commit_reservation(self, res: "Reservation", events: list[Any]) -> list[int]:
+        with self._txn(write=True) as conn:
+            return spending.commit(self._store, conn, res.id, res.dataset, res.run_id, events)
+
+    def release(self, reservation_id: str) -> bool:
+        """Give back a live reservation (nothing spent). Returns False if it was no longer live."""
+        if not isinstance(reservation_id, str) or not reservation_id:
+            raise TypeError(f"reservation_id must be a non-empty string, got {reservation_id!r}")
+        with self._txn(write=True) as conn:
+            return spending.release(self._store, conn, reservation_id)
+
+    def _heartbeat(self, reservation_id: str) -> None:
+        with self._txn(write=True) as conn:
+            spending.heartbeat(conn, reservation_id)
+
+    # ---- reports ------------------------------------------------------------------------
+
+    def summary(self, dataset: str) -> dict:
+        """Everything ``pate budget show`` prints, as JSON-able data (a pipeline report can embed
+        it): budget, spent epsilon (committed; worst block) on the budget's basis and on both RDP
+        kinds, spent + reserved, remaining, per-block spend, live reservations, event counts.
+
+        Spend includes the events and live reservations of the datasets linked to this one
+        (``linked_events`` counts those events); ``linked`` lists those datasets with their own
+        budget and remaining, ``remaining_effective`` is the least remaining epsilon over this
+        dataset's and the linked budgets (each at its own delta) and ``limited_by`` the digest
+        it comes from; ``budget_changes`` lists every budget change (:meth:`budget_changes`).
+        Every epsilon is converted with its budget's conversion (``budget["conversion"]``; each
+        linked dataset's with its own)."""
+        with self._txn(write=False) as conn:
+            digest = datasets.resolve(conn, dataset, self.path)
+            out = summaries.summary(self._store, conn, digest)
+        out["budget_changes"] = self.budget_changes(digest)
+        return out
+
+    def history(self, dataset: str) -> list[dict]:
+        """One row per event, oldest first: run, time, mechanism, queries, answered, blocks, the
+        event's own epsilon and the cumulative epsilon (worst block) after it, both on the budget's
+        basis at the budget's delta with the budget's conversion (epsilons are ``None`` when no
+        budget is set).
+
+        Events of linked datasets (sharing records with this one) are listed too, with their
+        ``dataset`` digest and ``linked: True``; they count in every block."""
+        with self._txn(write=False) as conn:
+            return summaries.history(self._store, conn, datasets.resolve(conn, dataset, self.path))
+
+    def audit_log(self, dataset: str) -> list[dict]:
+        """Budget changes, registrations, record links, block registrations and reservation
+        expiries/releases, oldest first."""
+        with self._txn(write=False) as conn:
+            return read_audit(conn, datasets.resolve(conn, dataset, self.path))
+
+
+class Reservation:
+    """A live upper bound on one run's spend (see :meth:`Ledger.reserve`).
+
+    Use it as a context manager: leaving the block without ``commit`` releases it (also on an
+    exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
+    """
+
+    def __init__(self, ledger: Ledger, rid: str, dataset: str, run_id: str, orders: np.ndarray,
+                 rdp: np.ndarray, blocks: tuple[str, ...]) -> None:
+        self.ledger = ledger
+        self.id = rid
+        self.dataset = dataset
+        self.run_id = run_id
+        self.orders = orders
+        self.rdp = rdp
+        self.blocks = blocks
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Reservation(id={self.id!r}, run_id={self.run_id!r}, dataset={self.dataset[:12]!r})"
+
+    @property
+    def budget(self) -> Budget | None:
+        return self.ledger.budget(self.dataset)
+
+    def prior_rdp(self, orders: Any = None) -> np.ndarray:
+        """RDP already spent or reserved by *others* in this run's blocks (element-wise max over
+        blocks) at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.prior_rdp(self.dataset, orders=self.orders if orders is None else orders,
+                                     blocks=list(self.blocks) or None, exclude_reservation=self.id)
+
+    def constraints(self, orders: Any = None) -> list[dict]:
+        """Every budget this run must stay within (:meth:`Ledger.constraints`), others' spend as
+        prior, at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.constraints(self.dataset, orders=self.orders if orders is None else orders,
+                                       blocks=list(self.blocks) or None, exclude_reservation=self.id)
+
+    def heartbeat(self) -> None:
+        """Renew the lease (only needed for runs that other hosts might otherwise reclaim)."""
+        self.ledger._heartbeat(self.id)
+
+    def commit(self, events: Sequence[Any]) -> list[int]:
+        """Record the run's realised ``events`` and release the rest of the reservation, atomically.
+        Spend within the reservation always fits; beyond it, it must fit the remaining budget or
+        ``BudgetExceededError`` is raised, nothing is recorded and the reservation stays live.
+        Release answers only after this returns."""
+        if self.closed:
+            raise LedgerError(f"reservation {self.id} is already closed; reserve again for more spend")
+        events = check_events(events)
+        ids = self.ledger._commit_reservation(self, events)
+        self.closed = True
+        return ids
+
+    def release(self) -> None:
+        """Give the whole reservation back (nothing spent)."""
+        if not self.closed:
+            self.ledger.release(self.id)
+            self.closed = True
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.closed:
+            with contextlib.suppress(LedgerError):
+                self.release()
+

@@ -1,0 +1,92 @@
+"""Checks of what a caller passes to the ledger: typed errors that name the argument and the
+value, raised before any work."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from pate.analysis.validation import check_int, check_orders
+from pate.ledger.events import accountant, event_payload
+from pate.ledger.identity import is_digest
+
+
+def check_digest(digest: Any) -> str:
+    """``digest`` as 64 lower-case hex characters, or a ``ValueError`` saying how to get one."""
+    if not isinstance(digest, str) or not is_digest(digest.strip().lower()):
+        raise ValueError(f"digest must be a 64-character sha256 hex string, got {digest!r}; print "
+                         "the one `pate run` uses with `pate budget digest --config CONFIG` (or "
+                         "compute pate.ledger.dataset_identity(x, y).digest)")
+    return digest.strip().lower()
+
+
+def check_name(name: Any, what: str) -> str | None:
+    """``name`` stripped (None stays None), or a typed error naming ``what``."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"{what} must be a non-empty string, got {name!r}")
+    if len(name) > 200:
+        raise ValueError(f"{what} must be at most 200 characters, got {len(name)}")
+    return name.strip()
+
+
+def check_run_id(run_id: Any) -> str:
+    """``run_id``, or a fresh random one for None."""
+    if run_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise TypeError(f"run_id must be a non-empty string or None, got {run_id!r}")
+    return run_id
+
+
+def check_grid(orders: Any, name: str) -> np.ndarray:
+    """``orders`` as valid Renyi orders without repeats, or a typed error naming ``name``."""
+    arr = check_orders(orders, name)
+    if np.unique(arr).size != arr.size:
+        raise ValueError(f"{name} must not repeat an order")
+    return arr
+
+
+def check_curve(rdp: Any, orders: np.ndarray, name: str) -> np.ndarray:
+    """``rdp`` as one value >= 0 (or +inf) per order of ``orders``; else a typed error."""
+    try:
+        arr = np.asarray(rdp, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of RDP values, one per order") from None
+    if arr.shape != orders.shape:
+        raise ValueError(f"{name} must have one value per order {orders.shape}, got shape {arr.shape}")
+    if np.any(np.isnan(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value")
+    return arr
+
+
+def check_events(events: Any) -> list[Any]:
+    """``events`` (one ``PrivacyEvent`` or a list) as a list of valid, storable events."""
+    PrivacyEvent, _, _ = accountant()
+    if isinstance(events, PrivacyEvent):
+        events = [events]
+    if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+        raise TypeError(f"events must be a list of pate.analysis.accountant.PrivacyEvent, got "
+                        f"{type(events).__name__}")
+    out = list(events)
+    for i, e in enumerate(out):
+        if not isinstance(e, PrivacyEvent):
+            raise TypeError(f"events[{i}] must be an pate.analysis.accountant.PrivacyEvent, got "
+                            f"{type(e).__name__}")
+        orders = check_grid(e.orders, f"events[{i}].orders")
+        check_curve(e.rdp, orders, f"events[{i}].rdp")
+        check_curve(e.rdp_data_independent, orders, f"events[{i}].rdp_data_independent")
+        q = check_int(e.queries, f"events[{i}].queries", minimum=0)
+        a = check_int(e.answered, f"events[{i}].answered", minimum=0)
+        if a > q:
+            raise ValueError(f"events[{i}].answered ({a}) must not exceed queries ({q})")
+        try:
+            event_payload(e)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"events[{i}].params must be JSON-serialisable: {exc}") from None
+    return out
+
