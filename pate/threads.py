@@ -238,6 +238,8 @@ def prepare_environment(environ=None) -> str:
         return _wait
     user = {k: environ[k] for k in PASSIVE_WAIT if k in environ}
     if openmp_loaded():
+        if "OMP_WAIT_POLICY" in user:  # in the environment already, most likely from the start
+            return f"OMP_WAIT_POLICY={user['OMP_WAIT_POLICY']} (from the environment)"
         return "unchanged: OpenMP was already loaded" + (
             f" (environment: {_pairs(user)})" if user else "")
     for key, value in PASSIVE_WAIT.items():
@@ -257,7 +259,8 @@ def _pairs(settings: dict) -> str:
 def apply(choice: ThreadChoice, *, torch: bool = True) -> dict:
     """Set torch's intra-op threads (and inter-op, where torch still allows it) and the BLAS /
     OpenMP pools of the loaded libraries (threadpoolctl) to ``choice.count``. ``torch=False``
-    touches torch only if it is already imported. Returns ``{"torch": ..., "blas": ...}``."""
+    touches torch only if it is already imported. Returns torch's counts as set (``{"torch":
+    n, "torch_interop": n}``; empty where torch was left alone)."""
     done: dict = {}
     if torch or "torch" in sys.modules:
         import torch as _torch
@@ -271,11 +274,8 @@ def apply(choice: ThreadChoice, *, torch: bool = True) -> dict:
             logger.debug("threads: torch's inter-op threads are already fixed at %d",
                          _torch.get_num_interop_threads())
         done["torch_interop"] = _torch.get_num_interop_threads()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - installed with scikit-learn, a dependency
-        done["blas"] = "threadpoolctl not installed"
-        return done
+    from threadpoolctl import threadpool_limits  # installed with scikit-learn, a dependency
+
     threadpool_limits(limits=choice.count)  # process-wide, not a context: kept until changed
     return done
 
@@ -296,11 +296,11 @@ def configure(*, explicit: int | None = None, explicit_source: str = "config",
     record = dict(choice.as_dict(), wait_policy=wait, load_average=load_average())
     if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {
             k: record[k] for k in ("count", "source", "wait_policy")}:
-        logger.info("threads: %d (%s: %s; %d usable CPUs); idle threads wait: %s",
-                    choice.count, choice.source, choice.detail, choice.cpus, wait)
-        if wait.startswith("unchanged"):
-            logger.info("threads: too late to make idle OpenMP threads sleep in this process; set "
-                        "OMP_WAIT_POLICY=PASSIVE before starting Python (or before importing "
-                        "torch) on a shared machine")
+        usable = "" if choice.source in ("affinity", "cgroup") else f"; {choice.cpus} usable CPUs"
+        late = ("; too late to make them sleep in this process: on a shared machine set "
+                "OMP_WAIT_POLICY=PASSIVE before starting Python, or call pate.fit before "
+                "importing torch") if wait.startswith("unchanged") else ""
+        logger.info("threads: %d (%s: %s%s); idle threads wait: %s%s",
+                    choice.count, choice.source, choice.detail, usable, wait, late)
     _last = record
     return record

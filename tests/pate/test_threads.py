@@ -187,6 +187,13 @@ def test_too_late_once_openmp_is_loaded(monkeypatch):
     assert env == {"KMP_BLOCKTIME": "5"}
 
 
+def test_a_wait_policy_from_the_environment_is_reported_as_such(monkeypatch):
+    monkeypatch.setattr(T, "openmp_loaded", lambda: True)
+    env = {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert T.prepare_environment(env) == "OMP_WAIT_POLICY=PASSIVE (from the environment)"
+    assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def test_openmp_is_seen_once_torch_is_loaded():
     pytest.importorskip("torch")
     import torch  # noqa: F401  (loads libgomp)
