@@ -314,3 +314,28 @@ def test_the_stage_summary_records_the_threads_and_their_source(
     assert record["cpus"] >= 1 and isinstance(record["wait_policy"], str)
     saved = json.loads((run_dir / "config.json").read_text())["run"]
     assert saved.get("threads") == (None if how == "env" else 1)
+
+
+@pytest.mark.parametrize("entry", [
+    "from pate.cli import main; main(['init-config', '--list'])",
+    "import pate; pate.plan('digits', target_eps=2.0, ledger=False, threads=1)",
+])
+def test_the_cli_and_the_api_set_passive_waiting_before_torch_loads(entry, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in T.PASSIVE_WAIT}
+    env["PYTHONPATH"] = str(repo) + os.pathsep + env.get("PYTHONPATH", "")
+    code = (f"import os, sys\n{entry}\n"
+            "import torch\n"  # loads libgomp, which reads the variables now
+            "from pate import threads\n"
+            # "passive": set while no OpenMP was loaded (else "... (from the environment)")
+            "print('RESULT', threads.openmp_loaded(), threads.prepare_environment(), "
+            "*(os.environ.get(k) for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT', 'KMP_BLOCKTIME')))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert result == ["RESULT True passive PASSIVE 0 0"], done.stdout
