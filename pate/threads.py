@@ -13,12 +13,15 @@ The choice (:func:`choose`), first that applies:
    (source ``"flag"`` / ``"config"`` / ``"keyword"``);
 2. ``OMP_NUM_THREADS`` in the environment (source ``"env"``): the user's own choice, never
    overridden silently;
-3. the CPUs this process may use: its CPU affinity (``os.sched_getaffinity``; source
+3. torch's thread count as the caller left it, where it is below the usable CPUs (a script
+   that called ``torch.set_num_threads(1)`` before ``pate.fit`` or a :class:`Pipeline`; source
+   ``"torch"``);
+4. the CPUs this process may use: its CPU affinity (``os.sched_getaffinity``; source
    ``"affinity"``), lowered to the cgroup's CPU quota where one is set (cgroup v2 ``cpu.max``,
    v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``, the smallest along the cgroup's path, rounded
    up; source ``"cgroup"``). The load average is recorded but does not lower the choice: with
-   passive waiting, a busy neighbour costs no more with all usable threads than with fewer
-   (the measurements are in docs/threads.md).
+   passive waiting, two threads beside busy neighbours were as fast as or faster than one in
+   all but one measurement (docs/threads.md).
 
 The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
 (GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
@@ -31,7 +34,9 @@ Symbols
 -------
 ``ThreadChoice``  ``count``, ``source``, ``cpus`` (usable CPUs), ``detail``; ``as_dict()``
 ``usable_cpus(*, affinity=None, cgroup_root=..., proc_cgroup=...) -> (int, source, detail)``
-``choose(*, explicit=None, explicit_source="config", environ=None, **usable) -> ThreadChoice``
+``choose(*, explicit=None, explicit_source="config", environ=None, torch_threads=None, **usable)``
+    -> ``ThreadChoice``
+``caller_torch_threads() -> int | None``  torch's count where the caller set it, not pate
 ``check_threads(value, name) -> int``  an explicit setting, validated (int >= 1)
 ``prepare_environment(environ=None) -> str``  the wait policy: what was done
 ``apply(choice, *, torch=True) -> dict``  torch's and BLAS/OpenMP pools set to ``choice.count``
@@ -66,7 +71,7 @@ class ThreadChoice:
     """The thread count chosen and why (see the module docstring)."""
 
     count: int
-    #: "flag", "config", "keyword", "env", "affinity" or "cgroup"
+    #: "flag", "config", "keyword", "env", "torch", "affinity" or "cgroup"
     source: str
     #: the CPUs this process may use (affinity and cgroup quota), whatever the choice
     cpus: int
@@ -179,10 +184,13 @@ def load_average() -> float | None:
 # ------------------------------------------------------------------------------ the choice
 
 def choose(*, explicit: int | None = None, explicit_source: str = "config",
-           environ=None, affinity: int | None = None, cgroup_root: pathlib.Path = _CGROUP_ROOT,
+           environ=None, torch_threads: int | None = None, affinity: int | None = None,
+           cgroup_root: pathlib.Path = _CGROUP_ROOT,
            proc_cgroup: pathlib.Path = _PROC_CGROUP) -> ThreadChoice:
     """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else
-    ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else the usable CPUs."""
+    ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
+    count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
+    else the usable CPUs."""
     if explicit_source not in EXPLICIT_SOURCES:
         raise ValueError(f"explicit_source must be one of {', '.join(EXPLICIT_SOURCES)}, got "
                          f"{explicit_source!r}")
@@ -198,8 +206,12 @@ def choose(*, explicit: int | None = None, explicit_source: str = "config",
         count = _env_threads(env)
         if count is not None:
             return ThreadChoice(count, "env", cpus, f"OMP_NUM_THREADS={env}")
-        logger.warning("threads: OMP_NUM_THREADS=%r is not a positive integer; it is ignored and "
-                       "%d threads are used (%s)", env, cpus, detail)
+        logger.warning("threads: OMP_NUM_THREADS=%r is not a positive integer; it is ignored",
+                       env)
+    if torch_threads is not None and 1 <= torch_threads < cpus:
+        return ThreadChoice(int(torch_threads), "torch", cpus,
+                            f"torch.get_num_threads() {torch_threads} before pate set it (the "
+                            f"caller's torch.set_num_threads, or torch's default; {detail})")
     return ThreadChoice(cpus, source, cpus, detail)
 
 
@@ -261,12 +273,13 @@ def apply(choice: ThreadChoice, *, torch: bool = True) -> dict:
     OpenMP pools of the loaded libraries (threadpoolctl) to ``choice.count``. ``torch=False``
     touches torch only if it is already imported. Returns torch's counts as set (``{"torch":
     n, "torch_interop": n}``; empty where torch was left alone)."""
+    global _torch_set
     done: dict = {}
     if torch or "torch" in sys.modules:
         import torch as _torch
 
         _torch.set_num_threads(choice.count)
-        done["torch"] = _torch.get_num_threads()
+        done["torch"] = _torch_set = _torch.get_num_threads()
         try:
             if _torch.get_num_interop_threads() != choice.count:
                 _torch.set_num_interop_threads(choice.count)
@@ -282,6 +295,19 @@ def apply(choice: ThreadChoice, *, torch: bool = True) -> dict:
 
 #: The last record :func:`configure` made in this process (None before): what ran with it.
 _last: dict | None = None
+#: torch's intra-op thread count as :func:`apply` last set it (None: never).
+_torch_set: int | None = None
+
+
+def caller_torch_threads() -> int | None:
+    """torch's thread count where the caller chose it: torch is imported and its count is not
+    the one :func:`apply` last set (a ``torch.set_num_threads`` of the caller's, or torch's own
+    default before pate set any); None where torch is not imported or holds pate's count."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "get_num_threads"):
+        return None
+    current = int(torch.get_num_threads())
+    return None if current == _torch_set else current
 
 
 def configure(*, explicit: int | None = None, explicit_source: str = "config",
@@ -291,7 +317,8 @@ def configure(*, explicit: int | None = None, explicit_source: str = "config",
     "wait_policy", "load_average"}``."""
     global _last
     wait = prepare_environment()
-    choice = choose(explicit=explicit, explicit_source=explicit_source)
+    choice = choose(explicit=explicit, explicit_source=explicit_source,
+                    torch_threads=caller_torch_threads())
     apply(choice, torch=torch)
     record = dict(choice.as_dict(), wait_policy=wait, load_average=load_average())
     if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {

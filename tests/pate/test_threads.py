@@ -123,6 +123,32 @@ def test_explicit_beats_environment_beats_automatic(tmp_path):
     assert (auto.count, auto.source) == (8, "affinity")
 
 
+def test_a_lower_torch_count_of_the_caller_is_kept(tmp_path):
+    paths = _no_cgroup(tmp_path)
+    kept = T.choose(environ={}, torch_threads=1, affinity=4, **paths)
+    assert (kept.count, kept.source, kept.cpus) == (1, "torch", 4)
+    assert "torch.get_num_threads() 1 before pate set it" in kept.detail
+    high = T.choose(environ={}, torch_threads=8, affinity=4, **paths)  # above: lowered
+    assert (high.count, high.source) == (4, "affinity")
+    env = T.choose(environ={"OMP_NUM_THREADS": "3"}, torch_threads=1, affinity=4, **paths)
+    assert (env.count, env.source) == (3, "env")
+    flag = T.choose(explicit=2, explicit_source="flag", environ={}, torch_threads=1,
+                    affinity=4, **paths)
+    assert (flag.count, flag.source) == (2, "flag")
+
+
+def test_caller_torch_threads_ignores_pates_own_count(monkeypatch, restore_threads):
+    import torch
+
+    monkeypatch.setattr(T, "_torch_set", None)
+    torch.set_num_threads(1)
+    assert T.caller_torch_threads() == 1  # never set by pate: the caller's
+    T.apply(T.ThreadChoice(1, "flag", 2, "--threads 1"))
+    assert T.caller_torch_threads() is None  # pate's own
+    torch.set_num_threads(2)
+    assert T.caller_torch_threads() == 2  # changed by the caller since
+
+
 def test_cgroup_is_named_as_the_source_when_it_decides(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "200000 100000"})
     choice = T.choose(environ={}, affinity=8, **paths)
@@ -217,6 +243,7 @@ def test_configure_records_the_choice_and_logs_it(restore_threads, monkeypatch, 
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setattr(T, "_last", None)
+    monkeypatch.setattr(T, "_torch_set", None)
     with caplog.at_level("INFO", logger="pate"):
         record = T.configure()
     assert record["count"] == 1 and record["source"] == "env"
