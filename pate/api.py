@@ -200,7 +200,7 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
         run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
         noise_seed: int | None = None, device: str = "auto", partition: str = "random",
         teacher_params: dict | None = None, student_params: dict | None = None,
-        progress: bool = False, resume: bool = False) -> PateResult:
+        progress: bool = False, resume: bool = False, threads: int | None = None) -> PateResult:
     """Train teachers on ``private``, label ``public`` privately, train the student; return it
     with the labels and the privacy figures (see the module docstring).
 
@@ -217,14 +217,19 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     work, a run that cannot give a useful student: :mod:`pate.planner`). ``teacher_params`` /
     ``student_params`` are ``[teachers]`` / ``[student]``
     settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
-    models).
+    models). ``threads`` is the number of CPU threads to compute with (``[run] threads``; left
+    out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.threads`).
     """
+    _prepare_threads(threads)
     from pate import config as C
     from pate.pipeline import Pipeline
+    from pate.stages import THREADS_SOURCE
 
     config, data, _, teacher_object, student_object = _prepare(**_arguments(locals()))
     pipeline = Pipeline(config, resume=resume, progress=progress, wording="python")
     pipeline.ctx.objects["caller"] = C.PYTHON_SOURCE  # messages name keyword arguments
+    if threads is not None:
+        pipeline.ctx.objects[THREADS_SOURCE] = "keyword"
     if data is not None:
         pipeline.ctx.provide_data(data)
     pipeline.ctx.objects.update({k: v for k, v in (("teacher_model", teacher_object),
@@ -244,14 +249,16 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
         run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
         noise_seed: int | None = None, device: str = "auto", partition: str = "random",
         teacher_params: dict | None = None, student_params: dict | None = None,
-        progress: bool = False, resume: bool = False):
+        progress: bool = False, resume: bool = False, threads: int | None = None):
     """The plan of :func:`fit` with the same arguments, made before any private record is read
     beyond its count, any model is trained or any budget is spent (:mod:`pate.planner`): what the
     planner fills in (``num_teachers``, ``queries``, the threshold, the mechanism when "auto"),
     what to expect (records per teacher, noise relative to the ensemble, the answers the budget
     buys, the guarantee) and the warnings. Returns a :class:`pate.planner.Plan`; raises
     :class:`pate.planner.PlanError` (naming the keyword argument and a fix) when the plan cannot
-    give a useful student. Nothing is written; the ledger is only read (what it has left)."""
+    give a useful student. Nothing is written; the ledger is only read (what it has left).
+    ``threads`` is checked and kept in the plan's config; the plan itself sets no thread count."""
+    _prepare_threads(threads)
     from pate import planner as P
 
     if run_dir is None:
@@ -270,6 +277,17 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
     remaining = P.ledger_remaining(C.ledger_path(config), data, identity)
     return C.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
 
+
+
+def _prepare_threads(threads) -> None:
+    """Check ``threads=`` before any work, and make idle OpenMP threads sleep if torch is not
+    loaded yet (:func:`pate.threads.prepare_environment`; where it is, the first stage's log line
+    says that it was too late: :func:`pate.threads.configure`)."""
+    from pate import threads as T
+
+    if threads is not None:
+        T.check_threads(threads, "threads=")
+    T.prepare_environment()
 
 
 def _arguments(scope: dict) -> dict:
@@ -291,7 +309,7 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
         run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
         noise_seed: int | None = None, device: str = "auto", partition: str = "random",
         teacher_params: dict | None = None, student_params: dict | None = None,
-        progress: bool = False, resume: bool = False):
+        progress: bool = False, resume: bool = False, threads: int | None = None):
     from pate import config as C
     from pate import planner as P
 
@@ -354,7 +372,8 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
         privacy["dataset"] = dataset
     teacher_value, teacher_object = _model_setting(teacher, "teacher")
     student_value, student_object = _model_setting(student, "student")
-    raw = {"run": {"name": name, "seed": seed, "device": device},
+    raw = {"run": {"name": name, "seed": seed, "device": device,
+                   **({} if threads is None else {"threads": threads})},
            "data": data_table,
            "partition": {"num_teachers": "auto" if num_teachers is None else num_teachers,
                          "mode": partition},

@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     command: str | None = None
     options = argv[: argv.index("--")] if "--" in argv else argv
     debug = _env_debug() or "--debug" in options  # until the arguments are parsed
+    from pate import threads
+
+    threads.prepare_environment()  # idle OpenMP threads sleep: before anything loads torch
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -3,7 +3,9 @@
 Tables and keys (unknown tables and keys are errors, never ignored)::
 
     [run]        name*, seed, secure, device, run_dir, smoke_test (true: the run only checks that
-                 the pipeline works; its report says so at the top)
+                 the pipeline works; its report says so at the top), threads (CPU threads, an
+                 integer >= 1; left out: $OMP_NUM_THREADS, else the CPUs this process may use --
+                 pate.threads, docs/threads.md)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's)
     [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
@@ -83,7 +85,8 @@ UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss
 # key -> (type, default). float accepts ints; bool is never an int.
 SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "run": {"name": (str, REQUIRED), "seed": (int, 0), "secure": (bool, False),
-            "device": (str, "auto"), "run_dir": (str, None), "smoke_test": (bool, False)},
+            "device": (str, "auto"), "run_dir": (str, None), "smoke_test": (bool, False),
+            "threads": (int, None)},
     "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
              "public_size": (int, None), "eval_size": (int, None),
              "image_size": ((int, list), None)},
@@ -265,6 +268,10 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if run["secure"] and "seed" in config.get("_explicit_seed", ()):
         raise _fail(source, "[run] secure = true draws noise from OS entropy and refuses a seed; "
                             "remove [run] seed (or --seed), or set secure = false")
+    if "threads" in run:
+        from pate.threads import check_threads
+
+        _check(source, check_threads, run["threads"], setting("run", "threads", source=source))
     if not run["name"] or "/" in run["name"]:
         raise _fail(source, f"[run] name must be a non-empty name without '/', got {run['name']!r}")
     for key in ("public_size", "eval_size"):

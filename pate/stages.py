@@ -121,10 +121,31 @@ def run_stage(run: Run, stage: str) -> dict:
         raise ConfigError(f"{run.run_dir}: stage {stage!r} is already done; start a new run "
                           "directory to redo it")
     run.start()
+    threads = _apply_threads(run, stage)
     t0 = time.perf_counter()
     info = STAGE_FUNCTIONS[stage](run) or {}
     info["seconds"] = round(time.perf_counter() - t0, 2)
+    info["threads"] = threads
     return run.mark(stage, info)
+
+
+#: Where an explicit ``[run] threads`` came from: ``run.objects["threads_source"]``, set by the
+#: ``pate`` command ("flag") and :func:`pate.fit` ("keyword"); else it is the config's.
+THREADS_SOURCE = "threads_source"
+#: The stages that compute with torch (the others set its threads only if it is loaded already:
+#: `pate analyze` and `pate report` stay torch-free).
+TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
+
+
+def _apply_threads(run: Run, stage: str) -> dict:
+    """The CPU threads ``stage`` computes with (:func:`pate.threads.configure`: ``[run]
+    threads``, else $OMP_NUM_THREADS, else the usable CPUs); the record its summary keeps under
+    ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
+    from pate import threads as T
+
+    return T.configure(explicit=run.config["run"].get("threads"),
+                       explicit_source=run.objects.get(THREADS_SOURCE, "config"),
+                       torch=stage in TORCH_STAGES)
 
 
 def _is_estimator(model) -> bool:

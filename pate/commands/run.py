@@ -40,8 +40,9 @@ def add_parser(subparsers) -> None:
                    help="stop after this stage (run again with --resume to continue)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print report.json on stdout at the end")
-    from pate.commands.stage_cli import add_table_arguments
+    from pate.commands.stage_cli import add_table_arguments, add_threads_argument
 
+    add_threads_argument(p)
     add_table_arguments(p, "cluster")  # --backend ray --address auto ... (docs/cluster.md)
     p.set_defaults(func=run)
 
@@ -50,10 +51,11 @@ def run(args: argparse.Namespace) -> int:
     from pate import config as C
     from pate.pipeline import Pipeline
 
-    from pate.commands.stage_cli import epsilon_summary, table_overrides
+    from pate.commands.stage_cli import (epsilon_summary, mark_threads_flag, table_overrides,
+                                         threads_override)
 
     ledger = False if args.no_ledger else args.ledger
-    overrides = table_overrides(args, ("cluster",))
+    overrides = threads_override(args, table_overrides(args, ("cluster",)))
     if args.config is None:
         from pate import rundir as R
 
@@ -71,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
                         ledger=ledger, overrides=overrides)
     pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress)
+    mark_threads_flag(args, pipeline.ctx)
     result = pipeline.run(until=args.until)
     if args.json:
         json.dump(result, sys.stdout, indent=2)

@@ -15,6 +15,9 @@ Symbols
 ``add_table_arguments(parser, table)``, ``table_overrides(args, tables)``
     One flag per key of one table; the keys the flags set (``pate run`` uses both for
     ``[cluster]``, whose settings say where the teachers train and may change at any time).
+``add_threads_argument(parser)``, ``threads_override(args, overrides)``, ``mark_threads_flag(args, run)``
+    ``--threads N`` (``[run] threads``, every stage command and ``pate run``): the override, and
+    the mark that makes the stage summary's ``threads.source`` say "flag".
 ``open_run(args, tables, stage)``
     The :class:`pate.rundir.Run` of ``--run-dir``, started or reopened, with the flags applied
     and :func:`pate.stages.preflight` passed (sizes, dataset identity, budget).
@@ -87,6 +90,41 @@ def _number_or_auto(text: str):
         raise argparse.ArgumentTypeError(f"must be a number or 'auto', got {text!r}") from None
 
 
+def _thread_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (the number of CPU threads), "
+                                         f"got {text!r}; leave it out to use the CPUs this "
+                                         "process may use")
+    return value
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """``--threads N``: ``[run] threads`` (pate.threads; docs/threads.md)."""
+    parser.add_argument("--threads", type=_thread_count, metavar="N",
+                        help="[run] threads: CPU threads to compute with (default: "
+                             "$OMP_NUM_THREADS, else the CPUs this process may use: its affinity "
+                             "and cgroup quota)")
+
+
+def threads_override(args, overrides: dict) -> dict:
+    """``overrides`` with ``--threads`` as ``{"run": {"threads": N}}`` where it was given."""
+    if getattr(args, "threads", None) is not None:
+        overrides = dict(overrides, run=dict(overrides.get("run", {}), threads=args.threads))
+    return overrides
+
+
+def mark_threads_flag(args, run) -> None:
+    """Record that ``[run] threads`` came from ``--threads`` (the stage summary says "flag")."""
+    if getattr(args, "threads", None) is not None:
+        from pate.stages import THREADS_SOURCE
+
+        run.objects[THREADS_SOURCE] = "flag"
+
+
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
     """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
     parser.add_argument("--run-dir", required=True,
@@ -105,6 +143,7 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
                              "says so in its first paragraph)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
+    add_threads_argument(parser)
     for table in tables:
         add_table_arguments(parser, table)
 
@@ -167,7 +206,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     from pate.rundir import STATE, Run
 
     run_dir = pathlib.Path(args.run_dir)
-    overrides = _overrides(args, tables)
+    overrides = threads_override(args, _overrides(args, tables))
     ledger = False if args.no_ledger else args.ledger
     progress = not args.no_progress
     if (run_dir / STATE).exists():
@@ -204,6 +243,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
         config = C.load(args.config, seed=args.seed, device=args.device, run_dir=str(run_dir),
                         ledger=ledger, overrides=overrides)
         run = Run.create(config, progress=progress, run_dir=run_dir)  # writes nothing yet
+    mark_threads_flag(args, run)
     stages.preflight(run, stages=(stage,))
     if save:
         run.update_config(config)

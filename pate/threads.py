@@ -1,0 +1,333 @@
+"""How many CPU threads this process computes with, and how its idle threads wait.
+
+On a shared machine torch's default (one OpenMP thread per core the machine has, spinning while
+it waits for its siblings) is the wrong choice: a thread that spins for a descheduled sibling
+burns the very core that sibling needs. Measured on a 2-core VM with one core kept busy by a
+Python loop: ``make demo``'s teachers 3.2x and its student 3.5x slower, where sharing one of two
+cores should cost at most 2x (docs/threads.md, ``benchmarks/threads.py``). This module chooses
+the thread count from the CPUs the process may actually use and makes idle threads sleep.
+
+The choice (:func:`choose`), first that applies:
+
+1. an explicit setting: ``--threads N``, ``[run] threads = N``, ``pate.fit(threads=N)``
+   (source ``"flag"`` / ``"config"`` / ``"keyword"``);
+2. ``OMP_NUM_THREADS`` in the environment (source ``"env"``): the user's own choice, never
+   overridden silently;
+3. torch's thread count as the caller left it, where it is below the usable CPUs (a script
+   that called ``torch.set_num_threads(1)`` before ``pate.fit`` or a :class:`Pipeline`; source
+   ``"torch"``);
+4. the CPUs this process may use: its CPU affinity (``os.sched_getaffinity``; source
+   ``"affinity"``), lowered to the cgroup's CPU quota where one is set (cgroup v2 ``cpu.max``,
+   v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``, the smallest along the cgroup's path, rounded
+   up; source ``"cgroup"``). The load average is recorded but does not lower the choice: with
+   passive waiting, two threads beside busy neighbours were as fast as or faster than one in
+   all but one measurement (docs/threads.md).
+
+The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
+(GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
+the environment unless the user set them. OpenMP reads them once, when its library is loaded
+(``import torch``, or scikit-learn): the ``pate`` command sets them first thing, ``pate.fit`` /
+``pate.plan`` at their start; where an OpenMP library is already loaded it is too late, and a
+log line says so.
+
+Symbols
+-------
+``ThreadChoice``  ``count``, ``source``, ``cpus`` (usable CPUs), ``detail``; ``as_dict()``
+``usable_cpus(*, affinity=None, cgroup_root=..., proc_cgroup=...) -> (int, source, detail)``
+``choose(*, explicit=None, explicit_source="config", environ=None, torch_threads=None, **usable)``
+    -> ``ThreadChoice``
+``caller_torch_threads() -> int | None``  torch's count where the caller set it, not pate
+``check_threads(value, name) -> int``  an explicit setting, validated (int >= 1)
+``prepare_environment(environ=None) -> str``  the wait policy: what was done
+``apply(choice, *, torch=True) -> dict``  torch's and BLAS/OpenMP pools set to ``choice.count``
+``configure(*, explicit=None, explicit_source="config", torch=True) -> dict``
+    ``prepare_environment`` + ``choose`` + ``apply``; the record a stage summary keeps
+    (``{"count", "source", "cpus", "detail", "wait_policy", "load_average"}``)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import pathlib
+import sys
+
+logger = logging.getLogger("pate")
+
+#: The environment variables that make idle OpenMP threads sleep instead of spinning.
+PASSIVE_WAIT = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0"}
+#: Where the explicit setting came from (how messages and the record name it).
+EXPLICIT_SOURCES = ("flag", "config", "keyword")
+#: The OpenMP runtimes whose wait policy is fixed once they are loaded.
+_OPENMP_LIBRARIES = ("libgomp", "libiomp", "libomp")
+_CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
+_PROC_CGROUP = pathlib.Path("/proc/self/cgroup")
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadChoice:
+    """The thread count chosen and why (see the module docstring)."""
+
+    count: int
+    #: "flag", "config", "keyword", "env", "torch", "affinity" or "cgroup"
+    source: str
+    #: the CPUs this process may use (affinity and cgroup quota), whatever the choice
+    cpus: int
+    #: how the value was found, for a person (e.g. "OMP_NUM_THREADS=3")
+    detail: str
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def check_threads(value, name: str) -> int:
+    """An explicit thread count: an integer >= 1 (bool refused); ``name`` is how the caller
+    wrote the setting (``--threads``, ``[run] threads``, ``threads=``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer >= 1 (the number of CPU threads), got "
+                        f"{value!r} of type {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be an integer >= 1 (the number of CPU threads), got "
+                         f"{value}; leave it out to use the CPUs this process may use")
+    return int(value)
+
+
+# ------------------------------------------------------------------------------ usable CPUs
+
+def _affinity() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux: no affinity mask
+        return os.cpu_count() or 1
+
+
+def _read(path: pathlib.Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _quota_cpus(quota: str | None, period: str | None) -> float | None:
+    """CPUs of a CFS quota: quota / period; None for no limit ("max", -1) or unreadable."""
+    try:
+        q, p = int(quota), int(period)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def _ancestors(root: pathlib.Path, cgroup_path: str):
+    """``root/<cgroup_path>`` and each of its parents up to ``root`` (a quota applies to the
+    cgroup and everything under it: the smallest along the path limits the process)."""
+    parts = [p for p in cgroup_path.split("/") if p]
+    for n in range(len(parts), -1, -1):
+        yield root.joinpath(*parts[:n])
+
+
+def cgroup_cpus(*, cgroup_root: pathlib.Path = _CGROUP_ROOT,
+                proc_cgroup: pathlib.Path = _PROC_CGROUP) -> tuple[float, str] | None:
+    """The CPU quota of this process's cgroup as ``(cpus, where)``, or None when none is set.
+
+    cgroup v2: ``<root>/<path>/cpu.max`` ("quota period", or "max period"); cgroup v1:
+    ``<root>/cpu[,cpuacct]/<path>/cpu.cfs_quota_us`` and ``cpu.cfs_period_us`` (-1: none).
+    The path comes from ``/proc/self/cgroup``; each ancestor is read too and the smallest wins.
+    """
+    text = _read(proc_cgroup) or ""
+    found: list[tuple[float, str]] = []
+    for line in text.splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if controllers == "":  # cgroup v2 (unified); a hybrid system mounts it at unified/
+            for base in (cgroup_root, cgroup_root / "unified"):
+                for folder in _ancestors(base, path):
+                    cpu_max = (_read(folder / "cpu.max") or "").split()
+                    cpus = _quota_cpus(*cpu_max) if len(cpu_max) == 2 else None
+                    if cpus is not None:
+                        found.append((cpus, f"{folder / 'cpu.max'} {' '.join(cpu_max)}"))
+        elif "cpu" in controllers.split(","):  # cgroup v1
+            for mount in (controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"):
+                for folder in _ancestors(cgroup_root / mount, path):
+                    quota = _read(folder / "cpu.cfs_quota_us")
+                    period = _read(folder / "cpu.cfs_period_us")
+                    cpus = _quota_cpus(quota, period)
+                    if cpus is not None:
+                        found.append((cpus, f"{folder}/cpu.cfs_quota_us {quota} / "
+                                            f"cpu.cfs_period_us {period}"))
+    return min(found) if found else None
+
+
+def usable_cpus(*, affinity: int | None = None, cgroup_root: pathlib.Path = _CGROUP_ROOT,
+                proc_cgroup: pathlib.Path = _PROC_CGROUP) -> tuple[int, str, str]:
+    """``(cpus, source, detail)``: the CPUs this process may use -- its affinity mask, lowered to
+    its cgroup's CPU quota (rounded up) where that is smaller; source "affinity" or "cgroup"."""
+    mask = _affinity() if affinity is None else int(affinity)
+    quota = cgroup_cpus(cgroup_root=cgroup_root, proc_cgroup=proc_cgroup)
+    if quota is not None and math.ceil(quota[0]) < mask:
+        cpus = max(1, math.ceil(quota[0]))
+        return cpus, "cgroup", f"cgroup quota {quota[0]:g} CPUs ({quota[1]}), affinity {mask}"
+    return mask, "affinity", f"sched_getaffinity: {mask} CPUs"
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (recorded with the choice), or None where unavailable."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+# ------------------------------------------------------------------------------ the choice
+
+def choose(*, explicit: int | None = None, explicit_source: str = "config",
+           environ=None, torch_threads: int | None = None, affinity: int | None = None,
+           cgroup_root: pathlib.Path = _CGROUP_ROOT,
+           proc_cgroup: pathlib.Path = _PROC_CGROUP) -> ThreadChoice:
+    """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else
+    ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
+    count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
+    else the usable CPUs."""
+    if explicit_source not in EXPLICIT_SOURCES:
+        raise ValueError(f"explicit_source must be one of {', '.join(EXPLICIT_SOURCES)}, got "
+                         f"{explicit_source!r}")
+    environ = os.environ if environ is None else environ
+    cpus, source, detail = usable_cpus(affinity=affinity, cgroup_root=cgroup_root,
+                                       proc_cgroup=proc_cgroup)
+    if explicit is not None:
+        name = {"flag": "--threads", "config": "[run] threads", "keyword": "threads="}
+        count = check_threads(explicit, name[explicit_source])
+        return ThreadChoice(count, explicit_source, cpus, f"{name[explicit_source]} {count}")
+    env = environ.get("OMP_NUM_THREADS", "").strip()
+    if env:
+        count = _env_threads(env)
+        if count is not None:
+            return ThreadChoice(count, "env", cpus, f"OMP_NUM_THREADS={env}")
+        logger.warning("threads: OMP_NUM_THREADS=%r is not a positive integer; it is ignored",
+                       env)
+    if torch_threads is not None and 1 <= torch_threads < cpus:
+        return ThreadChoice(int(torch_threads), "torch", cpus,
+                            f"torch.get_num_threads() {torch_threads} before pate set it (the "
+                            f"caller's torch.set_num_threads, or torch's default; {detail})")
+    return ThreadChoice(cpus, source, cpus, detail)
+
+
+def _env_threads(text: str) -> int | None:
+    """OMP_NUM_THREADS's count: an integer >= 1, or its first entry ("4,2": nested levels)."""
+    try:
+        count = int(text.split(",")[0])
+    except ValueError:
+        return None
+    return count if count >= 1 else None
+
+
+# ------------------------------------------------------------------------------ applying it
+
+def openmp_loaded() -> bool:
+    """Whether an OpenMP runtime is already loaded into this process (its wait policy is then
+    fixed): read from ``/proc/self/maps``; where that is unreadable, whether torch is imported."""
+    try:
+        maps = pathlib.Path("/proc/self/maps").read_text()
+    except OSError:
+        return "torch" in sys.modules
+    return any(name in maps for name in _OPENMP_LIBRARIES)
+
+
+#: What :func:`prepare_environment` did to ``os.environ`` before OpenMP was loaded (None: not yet).
+_wait: str | None = None
+
+
+def prepare_environment(environ=None) -> str:
+    """Make idle OpenMP threads sleep (:data:`PASSIVE_WAIT`), keeping every variable the user
+    set. Returns what happened: "passive", "passive (the user's GOMP_SPINCOUNT=100 kept)",
+    "OMP_WAIT_POLICY=ACTIVE (the user's ... kept)", or "unchanged: ..." (too late)."""
+    global _wait
+    environ = os.environ if environ is None else environ
+    if _wait is not None and environ is os.environ:  # set before OpenMP loaded: still in force
+        return _wait
+    user = {k: environ[k] for k in PASSIVE_WAIT if k in environ}
+    if openmp_loaded():
+        if "OMP_WAIT_POLICY" in user:  # in the environment already, most likely from the start
+            return f"OMP_WAIT_POLICY={user['OMP_WAIT_POLICY']} (from the environment)"
+        return "unchanged: OpenMP was already loaded" + (
+            f" (environment: {_pairs(user)})" if user else "")
+    for key, value in PASSIVE_WAIT.items():
+        environ.setdefault(key, value)
+    policy = environ["OMP_WAIT_POLICY"]
+    result = ("passive" if policy.strip().upper() == "PASSIVE" else f"OMP_WAIT_POLICY={policy}") \
+        + (f" (the user's {_pairs(user)} kept)" if user else "")
+    if environ is os.environ:
+        _wait = result
+    return result
+
+
+def _pairs(settings: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+
+
+def apply(choice: ThreadChoice, *, torch: bool = True) -> dict:
+    """Set torch's intra-op threads (and inter-op, where torch still allows it) and the BLAS /
+    OpenMP pools of the loaded libraries (threadpoolctl) to ``choice.count``. ``torch=False``
+    touches torch only if it is already imported. Returns torch's counts as set (``{"torch":
+    n, "torch_interop": n}``; empty where torch was left alone)."""
+    global _torch_set
+    done: dict = {}
+    if torch or "torch" in sys.modules:
+        import torch as _torch
+
+        _torch.set_num_threads(choice.count)
+        done["torch"] = _torch_set = _torch.get_num_threads()
+        try:
+            if _torch.get_num_interop_threads() != choice.count:
+                _torch.set_num_interop_threads(choice.count)
+        except RuntimeError:  # only before any inter-op work, once per process
+            logger.debug("threads: torch's inter-op threads are already fixed at %d",
+                         _torch.get_num_interop_threads())
+        done["torch_interop"] = _torch.get_num_interop_threads()
+    from threadpoolctl import threadpool_limits  # installed with scikit-learn, a dependency
+
+    threadpool_limits(limits=choice.count)  # process-wide, not a context: kept until changed
+    return done
+
+
+#: The last record :func:`configure` made in this process (None before): what ran with it.
+_last: dict | None = None
+#: torch's intra-op thread count as :func:`apply` last set it (None: never).
+_torch_set: int | None = None
+
+
+def caller_torch_threads() -> int | None:
+    """torch's thread count where the caller chose it: torch is imported and its count is not
+    the one :func:`apply` last set (a ``torch.set_num_threads`` of the caller's, or torch's own
+    default before pate set any); None where torch is not imported or holds pate's count."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "get_num_threads"):
+        return None
+    current = int(torch.get_num_threads())
+    return None if current == _torch_set else current
+
+
+def configure(*, explicit: int | None = None, explicit_source: str = "config",
+              torch: bool = True) -> dict:
+    """:func:`prepare_environment`, :func:`choose` and :func:`apply`; logs the choice (once per
+    change) and returns the record a run keeps: ``{"count", "source", "cpus", "detail",
+    "wait_policy", "load_average"}``."""
+    global _last
+    wait = prepare_environment()
+    choice = choose(explicit=explicit, explicit_source=explicit_source,
+                    torch_threads=caller_torch_threads())
+    apply(choice, torch=torch)
+    record = dict(choice.as_dict(), wait_policy=wait, load_average=load_average())
+    if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {
+            k: record[k] for k in ("count", "source", "wait_policy")}:
+        usable = "" if choice.source in ("affinity", "cgroup") else f"; {choice.cpus} usable CPUs"
+        late = ("; too late to make them sleep in this process: on a shared machine set "
+                "OMP_WAIT_POLICY=PASSIVE before starting Python, or call pate.fit before "
+                "importing torch") if wait.startswith("unchanged") else ""
+        logger.info("threads: %d (%s: %s%s); idle threads wait: %s%s",
+                    choice.count, choice.source, choice.detail, usable, wait, late)
+    _last = record
+    return record

@@ -1,0 +1,49 @@
+"""benchmarks/threads.py: its ratios, its environment and one short child measurement (the
+side-by-side timing itself runs on demand, not here)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bench(load_benchmark):
+    return load_benchmark("threads")
+
+
+def test_ratios_are_per_policy_against_idle_and_per_condition_against_old(bench):
+    rate = {"student": {"old": {"idle": 10.0, "busy1": 2.0, "torch2": 1.0},
+                        "new": {"idle": 20.0, "busy1": 10.0, "torch2": 5.0},
+                        "new-1": {"idle": 10.0, "busy1": 5.0, "torch2": 4.0}}}
+    out = bench.ratios(rate)
+    assert out["slowdown_vs_idle"]["student"]["old"] == {"idle": 1.0, "busy1": 5.0, "torch2": 10.0}
+    assert out["slowdown_vs_idle"]["student"]["new"] == {"idle": 1.0, "busy1": 2.0, "torch2": 4.0}
+    assert out["speedup_vs_old"]["student"]["new"] == {"idle": 2.0, "busy1": 5.0, "torch2": 5.0}
+    assert out["speedup_vs_old"]["student"]["new-1"]["torch2"] == 4.0
+
+
+def test_it_refuses_a_set_omp_num_threads(bench, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--out", str(tmp_path / "t.json")])
+    assert exc.value.code == 2 and "unset OMP_NUM_THREADS" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_the_children_get_torch_defaults(bench, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    env = bench._clean_env("old")
+    assert not set(bench.THREAD_VARIABLES) & set(env)
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(bench.ROOT)
+
+
+def test_a_child_measures_with_the_new_policy(bench):
+    pytest.importorskip("torch")
+    result = bench._time("new", "student", 2, 0.5)
+    assert result["steps"] >= 1 and result["steps_per_s"] > 0
+    from pate.threads import usable_cpus
+
+    assert result["threads"] == usable_cpus()[0]  # the usable CPUs, not OMP_NUM_THREADS=1
