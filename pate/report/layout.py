@@ -239,6 +239,9 @@ def _utility(report: dict) -> list[Block]:
     where = None if W.samples_records(report) else W.execution_text(report)
     if where:
         blocks.append(Paragraph(where))
+    threads = W.threads_text(report)
+    if threads:
+        blocks.append(Paragraph(threads))
     blocks.append(_table(["Class", "Student accuracy"],
                          [[n, "n/a (no evaluation items)" if acc is None else F.pct(acc)]
                           for n, acc in zip(F.class_names(u), u["student_per_class_accuracy"])]))

@@ -19,7 +19,7 @@ from pate.report.wording import plain_language_statement, report_warnings
 
 __all__ = ["INTERNAL_PLOT_NAMES", "PLOTS_DIR", "PLOT_NAMES", "PUBLIC_PLOT_NAMES", "Block",
            "BulletList", "CodeBlock", "Figure", "Heading", "Note", "Paragraph", "Table",
-           "build_report", "read_execution"]
+           "build_report", "read_execution", "read_threads"]
 
 PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order", "confusion_matrix",
               "epsilon_vs_answered_public", "rdp_per_order_public")
@@ -51,6 +51,22 @@ def read_execution(run_dir: Path) -> dict | None:
         return None
     ex = info.get("execution") if isinstance(info, dict) else None
     return ex if isinstance(ex, dict) else None
+
+
+def read_threads(run_dir: Path) -> dict | None:
+    """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
+    ``stages/<stage>.json`` recorded them (:mod:`pate.threads`: count, source, cpus, detail,
+    wait_policy); None when no stage recorded any (a run made before threads were recorded)."""
+    out = {}
+    for stage in ("teachers", "votes", "aggregate", "student"):
+        try:
+            info = json.loads((Path(run_dir) / "stages" / f"{stage}.json").read_text())
+        except (OSError, ValueError):
+            continue
+        threads = info.get("threads") if isinstance(info, dict) else None
+        if isinstance(threads, dict) and isinstance(threads.get("count"), int):
+            out[stage] = threads
+    return out or None
 
 
 # ------------------------------------------------------------------------------ document blocks

@@ -18,7 +18,7 @@ from pate import mechanisms
 from pate.report import formatting as F
 
 __all__ = ["CAPTIONS", "NOT_PRIVATE", "RELATION_TEXT", "SEEDED_BANNER", "SMOKE_BANNER",
-           "WEAK_EPSILON", "execution_text", "is_smoke_test", "params_text",
+           "WEAK_EPSILON", "execution_text", "threads_text", "is_smoke_test", "params_text",
            "plain_language_statement", "report_warnings", "samples_records",
            "statement_paragraphs", "utility_warnings", "weak_guarantee"]
 
@@ -483,6 +483,21 @@ def execution_text(report: dict) -> str | None:
     threads = ex.get("torch_threads")
     detail = f" with {threads} torch thread(s)" if threads is not None else ""
     return f"**Where the teachers trained:** locally (backend \"local\"){detail}. {same}"
+
+
+def threads_text(report: dict) -> str | None:
+    """The CPU threads each computing stage ran with and why (``threads``, from the stages'
+    summaries; None when not recorded)."""
+    threads = report.get("threads")
+    if not isinstance(threads, dict) or not threads:
+        return None
+    parts = []
+    for stage, t in threads.items():
+        wait = t.get("wait_policy")
+        why = f"{t.get('source', '?')}: {t.get('detail', '')}".rstrip(": ")
+        parts.append(f"{stage} {t['count']} ({why}" + (f"; OpenMP waiting {wait})" if wait else ")"))
+    return ("**CPU threads:** " + ", ".join(parts) + ". They change the speed, not what is "
+            "computed (set them with `--threads` or `[run] threads`; docs/threads.md).")
 
 
 # The caption of each plot and whether it is INTERNAL (computed from the private votes).

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from pate.io import naming_write_errors
-from pate.report.model import PLOTS_DIR, build_report, read_execution
+from pate.report.model import PLOTS_DIR, build_report, read_execution, read_threads
 from pate.report.plots import render_plots
 from pate.report.render import render_html, render_markdown
 from pate.report.schema import load_analysis
@@ -64,6 +64,9 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     execution = read_execution(run_dir)
     if execution is not None:
         report["execution"] = execution  # the backend and its resources (docs/cluster.md)
+    threads = read_threads(run_dir)
+    if threads is not None:
+        report["threads"] = threads  # the CPU threads of each stage (docs/threads.md)
     images = render_plots(analysis)
     documents = {
         "report.md": render_markdown(report).encode("utf-8"),

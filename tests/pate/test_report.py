@@ -916,3 +916,23 @@ def test_optional_utility_keys_are_validated(key, value, message):
     a["utility"][key] = value
     with pytest.raises(ValueError, match=message):
         rep.validate_analysis(a)
+
+
+def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
+    """Issue #33: the thread count each computing stage chose (pate.threads, recorded in
+    stages/<stage>.json) and why appear in the report; a run without the record has no line."""
+    make_analysis(tmp_path)
+    rep.write_report(tmp_path)
+    assert "CPU threads" not in (tmp_path / "report.md").read_text()
+    (tmp_path / "stages").mkdir()
+    record = {"count": 2, "source": "affinity", "cpus": 2, "detail": "sched_getaffinity: 2 CPUs",
+              "wait_policy": "passive", "load_average": 0.5}
+    (tmp_path / "stages" / "student.json").write_text(json.dumps({"threads": record}))
+    (tmp_path / "stages" / "teachers.json").write_text(json.dumps(
+        {"threads": dict(record, count=1, source="flag", detail="--threads 1")}))
+    result = rep.write_report(tmp_path)
+    assert result["threads"]["student"]["count"] == 2
+    md = (tmp_path / "report.md").read_text()
+    assert ("**CPU threads:** teachers 1 (flag: --threads 1; OpenMP waiting passive), student 2 "
+            "(affinity: sched_getaffinity: 2 CPUs; OpenMP waiting passive)") in md
+    assert "CPU threads" in (tmp_path / "report.html").read_text()
