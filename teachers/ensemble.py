@@ -3,31 +3,9 @@
 Symbols
 -------
 ``TeacherConfig``
-    The training recipe (frozen dataclass): ``model`` ("auto", a zoo name, "module:factory",
-    "sklearn:package.module.Class" or a scikit-learn estimator instance), ``epochs``,
-    ``batch_size``, ``lr``, ``optimizer`` ("adam" | "adamw" | "sgd"), ``weight_decay``,
-    ``momentum`` (SGD), ``augment`` ("auto" | "none" | "shift" | "flip" | "shift+flip"),
-    ``label_smoothing``, ``trainer`` ("auto" | "vectorized" | "sequential"; "auto" = sequential
-    on CPU, where it is the faster one, vectorized on CUDA when the model can be vmapped), ``device``
-    ("auto" | "cpu" | "cuda" | "cuda:N"), ``chunk_size`` (teachers trained together; None =
-    chosen from available memory), ``memory_budget_mb``, ``checkpoint`` ("epoch" | "chunk"),
-    ``checkpoint_every_s`` (with "epoch": write a mid-chunk checkpoint only once this many seconds
-    have passed since the chunk's last one; 0 = after every epoch. A GPU epoch of 250 teachers
-    takes a fraction of a second while their checkpoint -- weights and optimiser moments, about
-    0.6 GB for cnn28 -- takes longer to write), ``amp`` (bfloat16 autocast on CUDA), ``n_jobs`` (joblib workers for scikit-learn
-    teachers), ``model_params`` (keyword arguments of a scikit-learn estimator), ``features``
-    ("none" | "scatternet": the teachers learn on fixed ScatterNet features of the images,
-    normalised with public statistics, :mod:`pate.teachers.features`; the model "auto" is then
-    ``linear`` and there is no augmentation).
-    ``TeacherConfig.resolved(data)`` fills the "auto" fields for a dataset: model ``cnn28`` /
-    ``cnn32`` / ``cnn8`` for 28x28 / 32x32 / 8x8 images, ``mlp`` otherwise; augmentation
-    ``none`` for Fashion-MNIST (measured best at 20 epochs, see the README), ``shift+flip`` for
-    CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data; ``epochs``
-    None from the shard size (:func:`auto_epochs`: at least ``MIN_TEACHER_STEPS`` = 200 steps,
-    20 to 200 epochs); ``standardize`` ("auto" | "public" | "none"): "auto" standardises the
-    tabular inputs of zoo models with the public split's statistics
-    (:mod:`pate.teachers.scaling`; a user's raw model on wildly scaled inputs is warned about
-    instead). Default optimiser: Adam, lr 2e-3, batch 32.
+    The training recipe (frozen dataclass; :mod:`pate.teachers.recipe` describes every field
+    and how ``TeacherConfig.resolved(data)`` decides the "auto" ones), with :func:`auto_epochs`,
+    ``MIN_TEACHER_STEPS``, ``AUTO_EPOCHS_RANGE`` and ``TRAINERS``.
 ``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True,
 cluster=None)``
     Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
@@ -51,8 +29,9 @@ cluster=None)``
 
 Files in ``out_dir`` (normally ``<run_dir>/teachers``): ``state.json`` (recipe fingerprint,
 seeds, chunking, completed chunks), ``progress.pt`` (the chunk in training, removed when it is
-done; ``progress_NNNN.pt`` under Ray, one per chunk in training), ``chunk_NNNN.pt`` (torch: trained weights and predictions of a chunk, read back with
-``weights_only=True``), ``chunk_NNNN.npz`` (scikit-learn, see below), ``predictions.npz``
+done; ``progress_NNNN.pt`` under Ray, one per chunk in training), ``chunk_NNNN.pt`` (torch:
+trained weights and predictions of a chunk, read back with ``weights_only=True``), ``chunk_NNNN.npz`` (scikit-learn:
+:mod:`pate.teachers.sklearn_teachers`), ``predictions.npz``
 (``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``. No file in a run
 directory is ever a pickle, and none is read in a way that can run code.
 
