@@ -452,6 +452,7 @@ class Student(ClassifierMixin, BaseEstimator):
         # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
         validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
         device = resolve_device(self.device)
+        seed = _seed_from(self.random_state)
         input_shape = tuple(int(s) for s in x_np.shape[1:])
         model_name = auto_model_name(input_shape) if settings["model"] == "auto" else settings["model"]
         labelled = np.flatnonzero(y_np >= 0)
@@ -459,7 +460,7 @@ class Student(ClassifierMixin, BaseEstimator):
         fingerprint = self._fingerprint(x_np, y_np, settings, model_name, targets_np)
         checkpoint_path = (None if self.checkpoint_dir is None
                            else pathlib.Path(self.checkpoint_dir) / CHECKPOINT_NAME)
-        state, seed = self._saved_state(checkpoint_path, fingerprint, _seed_from(self.random_state))
+        state, seed = self._saved_state(checkpoint_path, fingerprint, seed)
 
         model, std = build_network(self.model if model_name.startswith("python:") else model_name,
                                    seed=seed, x=x_np, input_shape=input_shape,
