@@ -1,0 +1,313 @@
+"""One training run of the student: its network, optimiser and random draws, and the epoch loop
+of FixMatch or supervised training (the methods are described in :mod:`pate.student.train`).
+
+Every random draw comes from the run's seed: the initial weights are drawn under
+``torch.random.fork_rng`` seeded with it (the global generator is untouched), the batches and
+augmentations from one ``torch.Generator``. A checkpoint holds the generator's state, so a
+resumed run draws what an uninterrupted one would have drawn.
+
+Symbols
+-------
+``Standardize(net, mean, std)``
+    The network behind a standardisation by the public pool's statistics (its buffers ``mean``
+    and ``std`` are part of the state dict).
+``input_stats(x)``: per-channel (images) or per-feature (tabular) mean and std of ``x``.
+``build_network(spec, *, seed, x, input_shape, num_classes, device)``
+    A freshly initialised zoo network (``spec``: a model name or a factory) inside
+    :class:`Standardize`; returns it and the std it divides by.
+``Training``
+    The state of a run: model, EMA copy, optimiser, generator, the running mean of the predicted
+    class probabilities (distribution alignment), history and the first epoch still to train.
+``Batches``
+    The public pool on the device and what a step draws from it: labelled rows, unlabelled
+    rows, weak and strong augmentations, the labelled loss (hard labels or soft targets).
+``train_epochs(training, batches, settings, *, ...)``
+    The epochs from ``training.start_epoch`` on, a checkpoint after each.
+``accuracy(model, x, y, *, device)``: accuracy on held-out data (monitoring only).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pate.student import augment as aug
+from pate.student.checkpoint import FORMAT, atomic_save, not_a_checkpoint
+
+__all__ = ["Standardize", "input_stats", "build_network", "Training", "Batches", "train_epochs",
+           "accuracy", "ALIGNMENT_MOMENTUM"]
+
+logger = logging.getLogger("pate.student")  # shown by the pate CLI
+
+ALIGNMENT_MOMENTUM = 0.99    # distribution alignment's running mean: about the last 100 steps
+
+
+class Standardize(nn.Module):
+    """Standardises inputs with the public pool's statistics, then applies the network."""
+
+    def __init__(self, net: nn.Module, mean: torch.Tensor, std: torch.Tensor) -> None:
+        super().__init__()
+        self.net = net
+        self.register_buffer("mean", mean)
+        self.register_buffer("std", std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net((x - self.mean) / self.std)
+
+
+def input_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (images) or per-feature (tabular) mean/std, shaped for broadcasting."""
+    if x.ndim == 4:
+        mean = x.mean(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
+        std = x.std(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
+    else:
+        mean = x.mean(axis=0, dtype=np.float64)[None, :]
+        std = x.std(axis=0, dtype=np.float64)[None, :]
+    std = np.where(std > 1e-6, std, 1.0)
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, device: torch.device) -> float:
+    """Accuracy of ``model`` on ``(x, y)``, in chunks of 1024 (leaves the model in eval mode)."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, x.shape[0], 1024):
+            chunk = torch.from_numpy(np.ascontiguousarray(x[start:start + 1024], dtype=np.float32))
+            pred = model(chunk.to(device)).argmax(dim=1).cpu().numpy()
+            correct += int(np.sum(pred == y[start:start + 1024]))
+    return correct / max(1, x.shape[0])
+
+
+def build_network(spec: Any, *, seed: int, x: np.ndarray, input_shape: tuple[int, ...],
+                  num_classes: int, device: torch.device) -> tuple[Standardize, np.ndarray]:
+    """A fresh network (initialised from ``seed``, global RNG untouched) standardised by the
+    statistics of ``x``, on ``device``; and the std it divides by."""
+    from pate.teachers.models import build_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = build_model(spec, input_shape=input_shape, num_classes=num_classes)
+    mean, std = input_stats(x)
+    return Standardize(net, torch.from_numpy(mean), torch.from_numpy(std)).to(device), std
+
+
+@dataclass
+class Training:
+    """The state of one run (see the module docstring); :meth:`start` makes a fresh one."""
+
+    model: nn.Module
+    ema: nn.Module | None
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+    prediction_mean: torch.Tensor
+    history: list[dict] = field(default_factory=list)
+    start_epoch: int = 0
+
+    @classmethod
+    def start(cls, model: nn.Module, settings: dict, *, seed: int, num_classes: int,
+              device: torch.device) -> "Training":
+        ema = copy.deepcopy(model) if settings["ema_decay"] is not None else None
+        if ema is not None:
+            for p in ema.parameters():
+                p.requires_grad_(False)
+        optimizer = torch.optim.SGD(model.parameters(), lr=settings["learning_rate"],
+                                    momentum=settings["momentum"], nesterov=settings["momentum"] > 0,
+                                    weight_decay=settings["weight_decay"])
+        generator = torch.Generator().manual_seed(seed)
+        # Distribution alignment: running mean of the weak views' predicted class probabilities.
+        prediction_mean = torch.full((num_classes,), 1.0 / num_classes, device=device)
+        return cls(model, ema, optimizer, generator, prediction_mean)
+
+    @property
+    def final(self) -> nn.Module:
+        """The model that predicts: the EMA copy when there is one."""
+        return self.ema if self.ema is not None else self.model
+
+    def restore(self, state: dict, *, device: torch.device, checkpoint_path) -> None:
+        """Continue from a checkpoint's ``state`` (a damaged one raises ``CheckpointError``)."""
+        try:
+            self.model.load_state_dict(state["model"])
+            if self.ema is not None:
+                self.ema.load_state_dict(state["ema"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.generator.set_state(state["generator"])
+            if state.get("prediction_mean") is not None:
+                self.prediction_mean = state["prediction_mean"].to(device)
+            self.history = list(state["history"])
+            self.start_epoch = int(state["epoch"])
+        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise not_a_checkpoint(checkpoint_path, exc, remedy=(
+                f"delete {checkpoint_path} (or use a new run directory) to train the "
+                "student from scratch")) from None
+
+    def checkpoint(self, *, fingerprint: str, seed: int, epoch: int) -> dict:
+        """What the per-epoch checkpoint holds after ``epoch`` epochs."""
+        return {"format": FORMAT, "fingerprint": fingerprint, "seed": seed,
+                "epoch": epoch, "model": self.model.state_dict(),
+                "ema": self.ema.state_dict() if self.ema is not None else None,
+                "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
+                "prediction_mean": self.prediction_mean.cpu(), "history": self.history}
+
+
+class Batches:
+    """The public pool on ``device`` and the draws of a step, all from ``generator``."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None,
+                 labelled: np.ndarray, std: np.ndarray, settings: dict, *,
+                 generator: torch.Generator, device: torch.device) -> None:
+        self.x = torch.from_numpy(x).to(device)
+        self.y = torch.from_numpy(y).to(device)
+        self.targets = (None if targets is None
+                        else torch.from_numpy(targets.astype(np.float32)).to(device))
+        self.labelled = torch.from_numpy(labelled)
+        self.image = x.ndim == 4
+        self.feature_std = torch.from_numpy(std.reshape(-1)).to(device) if not self.image else None
+        self.settings = settings
+        self.generator = generator
+        self.device = device
+
+    def labelled_rows(self, size: int) -> torch.Tensor:
+        """``size`` answered items, drawn with replacement (their rows of the pool)."""
+        pick = self.labelled[torch.randint(0, self.labelled.numel(), (size,),
+                                           generator=self.generator)]
+        return pick.to(self.device)
+
+    def unlabelled_rows(self, size: int) -> torch.Tensor:
+        """``size`` items of the whole public pool, drawn with replacement."""
+        return torch.randint(0, self.x.shape[0], (size,), generator=self.generator).to(self.device)
+
+    def labelled_loss(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of the labelled batch: to the one-hot label, or to the soft target."""
+        if self.targets is None:
+            return F.cross_entropy(logits, self.y[rows])
+        return -(self.targets[rows] * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+
+    def weak(self, batch: torch.Tensor) -> torch.Tensor:
+        s = self.settings
+        if self.image:
+            return aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
+        return aug.weak_augment_tabular(batch, generator=self.generator,
+                                        feature_std=self.feature_std)
+
+    def strong(self, batch: torch.Tensor) -> torch.Tensor:
+        s = self.settings
+        if self.image:
+            batch = aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
+            return aug.strong_augment(batch, generator=self.generator, num_ops=s["strong_ops"],
+                                      cutout=s["cutout"])
+        return aug.strong_augment_tabular(batch, generator=self.generator,
+                                          feature_std=self.feature_std)
+
+
+def _pseudo_labels(training: Training, xu_weak: torch.Tensor, settings: dict,
+                   num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient)."""
+    with torch.no_grad():
+        probs = torch.softmax(training.model(xu_weak), dim=1)
+        if settings["distribution_alignment"]:
+            training.prediction_mean.mul_(ALIGNMENT_MOMENTUM).add_(
+                probs.mean(dim=0), alpha=1.0 - ALIGNMENT_MOMENTUM)
+            probs = probs / (training.prediction_mean * num_classes)
+            probs = probs / probs.sum(dim=1, keepdim=True)
+        confidence, pseudo = probs.max(dim=1)
+        mask = (confidence >= settings["threshold"]).float()
+    return pseudo, mask
+
+
+def _step(training: Training, batches: Batches, settings: dict, sums: dict, *,
+          num_classes: int) -> None:
+    """One optimiser step (its learning rate already set); adds its losses to ``sums``."""
+    model = training.model
+    bs = settings["batch_size"]
+    rows = batches.labelled_rows(bs)
+    xb = batches.x[rows]
+    if settings["method"] == "fixmatch":
+        xu = batches.x[batches.unlabelled_rows(bs * settings["unlabeled_ratio"])]
+        xu_weak, xu_strong = batches.weak(xu), batches.strong(xu)
+        pseudo, mask = _pseudo_labels(training, xu_weak, settings, num_classes)
+        logits = model(torch.cat([batches.weak(xb), xu_strong]))
+        loss_x = batches.labelled_loss(logits[:bs], rows)
+        loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).mean()
+        loss = loss_x + settings["unlabeled_weight"] * loss_u
+        sums["loss_unlabelled"] += loss_u.item()
+        sums["mask_rate"] += float(mask.mean())
+    else:
+        loss_x = batches.labelled_loss(model(batches.weak(xb)), rows)
+        loss = loss_x
+    training.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    training.optimizer.step()
+    if training.ema is not None:
+        with torch.no_grad():
+            d = settings["ema_decay"]
+            for pe, pm in zip(training.ema.parameters(), model.parameters()):
+                pe.mul_(d).add_(pm.detach(), alpha=1.0 - d)
+    sums["loss_labelled"] += loss_x.item()
+
+
+def _epoch(training: Training, batches: Batches, settings: dict, epoch: int, bar, *,
+           num_classes: int, validation: tuple[Any, Any] | None,
+           device: torch.device) -> dict:
+    """Train one epoch; returns its record of ``history_``."""
+    t0 = time.perf_counter()
+    n = settings["steps_per_epoch"]
+    total_steps = settings["epochs"] * n
+    sums = {"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0}
+    lr = settings["learning_rate"]
+    for i in range(n):
+        step = epoch * n + i
+        lr = settings["learning_rate"] * math.cos(7.0 * math.pi * step / (16.0 * total_steps))
+        for group in training.optimizer.param_groups:
+            group["lr"] = lr
+        _step(training, batches, settings, sums, num_classes=num_classes)
+        bar.update(1)
+    record = {"epoch": epoch + 1, "steps": (epoch + 1) * n, "lr": lr,
+              "loss_labelled": sums["loss_labelled"] / n,
+              "seconds": time.perf_counter() - t0}
+    if settings["method"] == "fixmatch":
+        record["loss_unlabelled"] = sums["loss_unlabelled"] / n
+        record["mask_rate"] = sums["mask_rate"] / n
+    if validation is not None:
+        record["validation_accuracy"] = accuracy(training.final, *validation, device=device)
+        training.model.train()
+    return record
+
+
+def train_epochs(training: Training, batches: Batches, settings: dict, *, num_classes: int,
+                 device: torch.device, progress: bool, validation: tuple[Any, Any] | None,
+                 checkpoint_path, fingerprint: str, seed: int,
+                 on_epoch_end: Callable[[int, dict], None] | None) -> None:
+    """The epochs from ``training.start_epoch`` to ``settings["epochs"]``: after each, its
+    record is appended to ``training.history``, the checkpoint written (when
+    ``checkpoint_path``) and ``on_epoch_end(epoch, record)`` called."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=settings["epochs"] * settings["steps_per_epoch"],
+               initial=training.start_epoch * settings["steps_per_epoch"],
+               desc=f"student ({settings['method']})", unit="step", file=sys.stderr,
+               disable=not progress, leave=False)
+    training.model.train()
+    try:
+        for epoch in range(training.start_epoch, settings["epochs"]):
+            record = _epoch(training, batches, settings, epoch, bar, num_classes=num_classes,
+                            validation=validation, device=device)
+            training.history.append(record)
+            bar.set_postfix(loss=f"{record['loss_labelled']:.3f}")
+            if checkpoint_path is not None:
+                atomic_save(training.checkpoint(fingerprint=fingerprint, seed=seed,
+                                                epoch=epoch + 1), checkpoint_path)
+            if on_epoch_end is not None:
+                on_epoch_end(epoch + 1, record)
+    finally:
+        bar.close()

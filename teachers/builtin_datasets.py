@@ -1,0 +1,177 @@
+"""The built-in datasets, read offline: Fashion-MNIST, MNIST, KMNIST (IDX files), CIFAR-10 (its
+python batches), SVHN (its ``.mat`` files); where they are looked for and how to obtain them
+(:func:`pate.teachers.data.load_pate_data` describes the layouts and splits them).
+
+Symbols
+-------
+``DATASET_NAMES``: the names :func:`pate.teachers.data.load_pate_data` accepts (besides the
+``npz:``/``csv:``/``imagefolder:`` prefixes). ``CLASS_NAMES``: their class names, in label order.
+``DEFAULT_FASHION_MNIST_DIR``: where Debian's ``dataset-fashion-mnist`` puts its files.
+``read_idx(path)``: an IDX file (LeCun's MNIST format), gzip-compressed or not.
+``load_idx_dataset(name, root, download)``, ``load_cifar10(root, download)``,
+``load_svhn(root, download)``: ``(x_train, y_train, x_test, y_test)``, images float32 in
+``[0, 1]``; a missing dataset raises :class:`pate.analysis.errors.DatasetNotFoundError` saying
+how to obtain it (``download=True`` lets torchvision fetch it into ``root``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pathlib
+import pickle
+
+import numpy as np
+
+from pate.analysis.errors import DatasetNotFoundError
+
+__all__ = ["DATASET_NAMES", "CLASS_NAMES", "DEFAULT_FASHION_MNIST_DIR", "read_idx",
+           "load_idx_dataset", "load_cifar10", "load_svhn"]
+
+DEFAULT_FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
+#: Names accepted by :func:`pate.teachers.data.load_pate_data` (plus the ``npz:``/``csv:``/
+#: ``imagefolder:`` prefixes).
+DATASET_NAMES = ("fashion-mnist", "mnist", "kmnist", "cifar10", "svhn", "digits")
+_DIGIT_NAMES = tuple(str(i) for i in range(10))
+#: The class names of the built-in datasets, in label order (torchvision's, digits as "0".."9").
+CLASS_NAMES = {
+    "fashion-mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                      "Sneaker", "Bag", "Ankle boot"),
+    "mnist": _DIGIT_NAMES,
+    "kmnist": ("o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"),
+    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+                "truck"),
+    "svhn": _DIGIT_NAMES,
+    "digits": _DIGIT_NAMES,
+}
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Read an IDX file (LeCun's MNIST format), gzip-compressed or not, into a numpy array.
+
+    Header: two zero bytes, a type code (0x08 = uint8, 0x09 int8, 0x0B int16, 0x0C int32,
+    0x0D float32, 0x0E float64), the number of dimensions, then one big-endian uint32 per
+    dimension.
+    """
+    path = pathlib.Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise ValueError(f"{path} is not an IDX file (bad magic number)")
+    dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    code, ndim = raw[2], raw[3]
+    if code not in dtypes:
+        raise ValueError(f"{path} has an unknown IDX type code {code:#x}")
+    header = 4 + 4 * ndim
+    shape = tuple(int(v) for v in np.frombuffer(raw[4:header], dtype=">u4"))
+    dtype = np.dtype(dtypes[code])
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header != expected:
+        raise ValueError(f"{path} is truncated or corrupt: header says shape {shape} "
+                         f"({expected} bytes) but {len(raw) - header} bytes follow")
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _find_idx(directory: pathlib.Path, stem: str) -> pathlib.Path | None:
+    for candidate in (directory / f"{stem}.gz", directory / stem):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_TV_FOLDER = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST", "kmnist": "KMNIST"}
+_TV_CLASS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST", "kmnist": "KMNIST",
+             "cifar10": "CIFAR10", "svhn": "SVHN"}
+
+
+def _how_to_get(name: str, root: pathlib.Path | None) -> str:
+    where = f"--data-root {root}" if root is not None else "--data-root DIR"
+    apt = ("install Debian's package (`apt-get install dataset-fashion-mnist`, files in "
+           f"{DEFAULT_FASHION_MNIST_DIR}), or " if name == "fashion-mnist" else "")
+    return (f"To obtain {name}: {apt}point {where} at a torchvision root that holds it, or add "
+            f"--download (download=True) to let torchvision fetch it into that root.")
+
+
+def _download(name: str, root: pathlib.Path) -> None:
+    import torchvision  # only when the user asked for a download
+
+    cls = getattr(torchvision.datasets, _TV_CLASS[name])
+    for train in (True, False):
+        if name == "svhn":
+            cls(str(root), split="train" if train else "test", download=True)
+        else:
+            cls(str(root), train=train, download=True)
+
+
+def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
+    """Fashion-MNIST / MNIST / KMNIST from IDX files (Debian's folder or a torchvision root)."""
+    if root is None:
+        if name != "fashion-mnist":
+            raise DatasetNotFoundError(f"{name} has no default location; " + _how_to_get(name, None))
+        candidates = [DEFAULT_FASHION_MNIST_DIR]
+    else:
+        candidates = [root / _TV_FOLDER[name] / "raw", root]
+    for attempt in range(2):
+        for directory in candidates:
+            paths = [_find_idx(directory, stem) for stem in _IDX_STEMS]
+            if all(p is not None for p in paths):
+                xtr, ytr, xte, yte = (read_idx(p) for p in paths)
+                return (xtr[:, None].astype(np.float32) / 255.0, ytr, xte[:, None].astype(np.float32) / 255.0, yte)
+        if attempt == 0 and download and root is not None:
+            _download(name, root)
+            continue
+        break
+    looked = ", ".join(str(d) for d in candidates)
+    raise DatasetNotFoundError(f"{name} IDX files ({', '.join(s + '[.gz]' for s in _IDX_STEMS)}) "
+                               f"not found in {looked}. " + _how_to_get(name, root))
+
+
+def load_cifar10(root: pathlib.Path | None, download: bool):
+    """CIFAR-10 from the user's own python batches in ``root`` (the one pickle read: never a
+    run directory's file)."""
+    if root is None:
+        raise DatasetNotFoundError("cifar10 has no default location; " + _how_to_get("cifar10", None))
+    folder = root / "cifar-10-batches-py"
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    if download and not all((folder / n).is_file() for n in names):
+        _download("cifar10", root)
+    if not all((folder / n).is_file() for n in names):
+        raise DatasetNotFoundError(f"cifar10 batches ({', '.join(names)}) not found in {folder}. "
+                                   + _how_to_get("cifar10", root))
+
+    def read(n):
+        with open(folder / n, "rb") as fh:
+            batch = pickle.load(fh, encoding="latin1")
+        return (np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32),
+                np.asarray(batch["labels"], dtype=np.int64))
+
+    parts = [read(n) for n in names[:5]]
+    xtr = np.concatenate([p[0] for p in parts]).astype(np.float32) / 255.0
+    ytr = np.concatenate([p[1] for p in parts])
+    xte, yte = read(names[5])
+    return xtr, ytr, xte.astype(np.float32) / 255.0, yte
+
+
+def load_svhn(root: pathlib.Path | None, download: bool):
+    """SVHN from ``train_32x32.mat`` and ``test_32x32.mat`` in ``root`` (label 10 -> 0)."""
+    if root is None:
+        raise DatasetNotFoundError("svhn has no default location; " + _how_to_get("svhn", None))
+    files = [root / "train_32x32.mat", root / "test_32x32.mat"]
+    if download and not all(f.is_file() for f in files):
+        _download("svhn", root)
+    if not all(f.is_file() for f in files):
+        raise DatasetNotFoundError(f"svhn files (train_32x32.mat, test_32x32.mat) not found in "
+                                   f"{root}. " + _how_to_get("svhn", root))
+    from scipy.io import loadmat
+
+    out = []
+    for f in files:
+        mat = loadmat(str(f))
+        x = np.transpose(mat["X"], (3, 2, 0, 1)).astype(np.float32) / 255.0
+        y = mat["y"].astype(np.int64).reshape(-1)
+        y[y == 10] = 0  # SVHN stores digit 0 as label 10 (torchvision does the same mapping)
+        out += [x, y]
+    return tuple(out)

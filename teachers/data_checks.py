@@ -1,0 +1,141 @@
+"""The input checks every dataset passes, from a file or from memory (``pate.fit``), before it is
+partitioned, trained on or charged (described in :mod:`pate.teachers.data`).
+
+Symbols
+-------
+``check_features(x, what, *, where=...)``, ``check_labels(y, what, *, unknown_ok=False,
+where=...)``, ``check_classes(source, splits, num_classes, *, declared=None)``
+    Each raises :class:`pate.analysis.errors.InputError` naming the split (``what``: and
+    file/array), the row (and column or position) and the value; ``where(shape, index)`` words
+    the position.
+``NOTHING_DONE``: the end of their messages (nothing was trained, written or charged).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pate.analysis.errors import InputError
+
+__all__ = ["check_features", "check_labels", "check_classes", "NOTHING_DONE"]
+
+
+#: The largest label accepted before the class count is judged against the records (a class
+#: index is below the number of private records, :func:`check_classes`).
+_MAX_LABEL = 2**31 - 1
+NOTHING_DONE = "nothing was trained, written or charged"
+_CHUNK = 1 << 22  # values checked at a time (bounds the temporary masks of a large split)
+
+
+def _show(value) -> str:
+    """A value as the user wrote it: ``nan``, ``2.5``, ``10000000`` (no numpy type names)."""
+    value = np.asarray(value).item()
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _where(shape: tuple[int, ...], index: tuple[int, ...]) -> str:
+    """``row 3`` / ``row 3, column 5`` / ``row 3, position (0, 2, 5)`` of one value."""
+    row = f"row {index[0]}"
+    if len(shape) == 2:
+        return f"{row}, column {index[1]}"
+    if len(shape) > 2:
+        return f"{row}, position {tuple(int(i) for i in index[1:])}"
+    return row
+
+
+def _scan(mask_of, a: np.ndarray) -> tuple[tuple[int, ...] | None, int]:
+    """(index of the first value of ``a`` where ``mask_of`` is True or None, how many), over
+    chunks of rows (so that a large split needs no full-size temporary mask)."""
+    if a.size == 0:
+        return None, 0
+    step = max(1, _CHUNK // max(1, a.size // a.shape[0]))
+    first, count = None, 0
+    for start in range(0, a.shape[0], step):
+        mask = mask_of(a[start:start + step])
+        found = int(np.count_nonzero(mask))
+        if found and first is None:
+            index = np.unravel_index(int(np.flatnonzero(mask.reshape(-1))[0]), mask.shape)
+            first = (int(index[0]) + start, *(int(i) for i in index[1:]))
+        count += found
+    return first, count
+
+
+def check_features(x, what: str, *, where=_where) -> None:
+    """Refuse features that are not finite numbers (as float32, what pate-learn trains on).
+
+    ``what`` names the split (and file/array) in the message; ``where(shape, index)`` words
+    the position (default: ``row R, column C``). Raises :class:`InputError` naming the first
+    bad value, its position and how many there are."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "biuf":
+        raise InputError(f"{what}: features must be numbers, got dtype {x.dtype}; encode them "
+                         f"as numeric arrays ({NOTHING_DONE})")
+    if x.dtype.kind != "f" or x.ndim == 0:
+        return
+    with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf: refused
+        index, count = _scan(lambda part: ~np.isfinite(part.astype(np.float32, copy=False)), x)
+    if index is None:
+        return
+    value = x[index]
+    kind = "a missing value" if np.isnan(value) else (
+        "infinite" if np.isinf(value) else "beyond float32's range")
+    raise InputError(f"{what}: {where(x.shape, index)} is {_show(value)} ({kind}; {count} "
+                     f"non-finite value{'s' if count != 1 else ''} in all); features must be "
+                     f"finite numbers: impute or drop those records first ({NOTHING_DONE})")
+
+
+def check_labels(y, what: str, *, unknown_ok: bool = False, where=_where) -> None:
+    """Refuse labels that are not class indices: not integers (2.5, NaN; an integer-valued float
+    such as 3.0 is accepted), negative (``-1`` is accepted where ``unknown_ok``: an unknown
+    public label) or absurdly large (over 2**31 - 1; :func:`check_classes` bounds them by the
+    records). Raises :class:`InputError` naming the first bad label, its row and its value."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        return  # the shape is refused by the caller, naming both shapes
+    if y.dtype.kind not in "biuf":
+        raise InputError(f"{what}: labels must be integer class indices 0, 1, ..., got dtype "
+                         f"{y.dtype}; map class names to indices first ({NOTHING_DONE})")
+    if y.dtype.kind == "f":
+        index, _ = _scan(lambda part: ~np.isfinite(part) | (part != np.round(part)), y)
+        if index is not None:
+            raise InputError(f"{what}: {where(y.shape, index)} is {_show(y[index])}, not an integer "
+                             f"class index; labels must be 0, 1, ..., K-1 (an integer-valued "
+                             f"float such as 3.0 is accepted) ({NOTHING_DONE})")
+    low = -1 if unknown_ok else 0
+    index, _ = _scan(lambda part: (part < low) | (part > _MAX_LABEL), y)
+    if index is not None:
+        value = y[index]
+        if value < low:
+            hint = ("labels must be class indices 0, 1, ..., K-1" + (
+                " (-1 marks an unknown label)" if unknown_ok else
+                "; every record of this split needs its label"))
+            raise InputError(f"{what}: {where(y.shape, index)} is {_show(value)}, a negative label; "
+                             f"{hint} ({NOTHING_DONE})")
+        raise InputError(f"{what}: {where(y.shape, index)} is {_show(value)}, not a plausible class "
+                         f"index (labels must be 0, 1, ..., K-1 with K at most the number of "
+                         f"private records); remap the labels, e.g. with "
+                         f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})")
+
+
+def check_classes(source: str, splits: dict, num_classes: int, *,
+                  declared: int | None = None) -> None:
+    """Refuse more classes than the private records could populate: a class index must be below
+    the number of private records (every class has to be learnt from private records, and the
+    vote histograms grow with the number of classes). ``splits`` maps split names (``private``
+    first) to :class:`ArraySplit`; ``declared``: a class count the user declared (class names,
+    folders), if any."""
+    n = len(splits["private"])
+    if num_classes <= n:
+        return
+    if declared is not None:
+        raise InputError(f"{source}: {declared} classes are declared (class names or folders) but "
+                         f"the private split has only {n} records; give at least one private "
+                         f"record per class ({NOTHING_DONE})")
+    split, row, value = max(((name, int(np.argmax(s.y)), int(s.y.max()))
+                             for name, s in splits.items() if len(s) and s.y.max() >= 0),
+                            key=lambda t: t[2])
+    raise InputError(f"{source}: {split} split, row {row} has label {value}, which makes "
+                     f"{value + 1} classes, more than its {n} private records could populate (a "
+                     f"class index must be below the number of private records); labels must be "
+                     f"class indices 0, 1, ..., K-1: remap them, e.g. with "
+                     f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})")

@@ -1,0 +1,95 @@
+"""The teachers' output directory (normally ``<run_dir>/teachers``): its state, checked on resume,
+and the trained torch teachers read back from it.
+
+Symbols
+-------
+``STATE``, ``PROGRESS``: ``state.json`` (recipe fingerprint, seeds, chunking, completed chunks)
+and ``progress.pt`` (the chunk in training locally).
+``FORMAT_VERSION``: the ``format`` of the fingerprint in ``state.json``.
+``peek_state(out_dir)``: the saved state, or None.
+``open_out_dir(out_dir, fingerprint, resume)``: create ``out_dir``, or check it for a resume
+(a different fingerprint is refused with a ``ConfigError`` naming the settings that differ).
+``load_teacher_models(out_dir)``: the trained torch teachers as ``nn.Module`` (eval mode).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from pate.analysis.errors import ConfigError
+from pate.teachers.checkpoint import load_torch
+
+__all__ = ["STATE", "PROGRESS", "FORMAT_VERSION", "peek_state", "open_out_dir",
+           "load_teacher_models"]
+
+STATE, PROGRESS = "state.json", "progress.pt"
+FORMAT_VERSION = 1
+
+
+def peek_state(out_dir):
+    """The saved ``state.json`` of ``out_dir``, or None (none, or unreadable)."""
+    if out_dir is None:
+        return None
+    try:
+        return json.loads((pathlib.Path(out_dir) / STATE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def open_out_dir(out_dir, fingerprint, resume):
+    """Create ``out_dir`` or check it for a resume; returns the saved state (or None)."""
+    if out_dir is None:
+        if resume:
+            raise ValueError("resume=True needs out_dir (the directory with the checkpoints)")
+        return None
+    out = pathlib.Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
+    state_path = out / STATE
+    if state_path.exists():
+        if not resume:
+            raise ConfigError(f"{str(out)!r} already holds teachers (or a run in progress); pass "
+                              "--resume (resume=True) to continue it, or use a new --run-dir")
+        try:
+            state = json.loads(state_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{str(state_path)!r} is unreadable ({exc}); delete {str(out)!r} "
+                              "to train from scratch") from None
+        saved = state.get("fingerprint", {})
+        if saved != fingerprint:
+            diff = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
+            if "recipe" in diff:
+                a, b = saved.get("recipe", {}), fingerprint["recipe"]
+                diff += [f"recipe.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            raise ConfigError(f"cannot resume {str(out)!r}: it was trained with different "
+                              f"settings ({', '.join(diff)}); rerun with the original settings, "
+                              "or use a new --run-dir")
+        return state
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def load_teacher_models(out_dir) -> list:
+    """The trained torch teachers saved in ``out_dir``, in teacher order, in eval mode."""
+    from pate.teachers.schedule import init_teacher
+
+    out = pathlib.Path(out_dir)
+    try:
+        state = json.loads((out / STATE).read_text())
+    except (OSError, ValueError) as exc:
+        raise FileNotFoundError(f"no trained teachers in {str(out)!r} ({exc}); run "
+                                "`pate train-teachers` first") from None
+    fp = state["fingerprint"]
+    if state.get("trainer") == "sklearn" or len(state.get("completed", [])) != state["num_chunks"]:
+        raise ValueError(f"{str(out)!r} does not hold a finished torch ensemble")
+    models = []
+    for ci in range(state["num_chunks"]):
+        saved = load_torch(out / f"chunk_{ci:04d}.pt")
+        lo, hi = saved["teachers"]
+        for i in range(hi - lo):
+            net = init_teacher(fp["recipe"]["model"], 0, input_shape=tuple(fp["input_shape"]),
+                               num_classes=fp["num_classes"])
+            net.load_state_dict({k: v[i] for k, v in saved["params"].items()})
+            models.append(net.eval())
+    return models

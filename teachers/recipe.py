@@ -1,0 +1,216 @@
+"""The teachers' training recipe: :class:`TeacherConfig`, and how its "auto" fields are decided.
+
+Symbols
+-------
+``TeacherConfig``
+    The training recipe (frozen dataclass): ``model`` ("auto", a zoo name, "module:factory",
+    "sklearn:package.module.Class" or a scikit-learn estimator instance), ``epochs``,
+    ``batch_size``, ``lr``, ``optimizer`` ("adam" | "adamw" | "sgd"), ``weight_decay``,
+    ``momentum`` (SGD), ``augment`` ("auto" | "none" | "shift" | "flip" | "shift+flip"),
+    ``label_smoothing``, ``trainer`` ("auto" | "vectorized" | "sequential"; "auto" = sequential
+    on CPU, where it is the faster one, vectorized on CUDA when the model can be vmapped), ``device``
+    ("auto" | "cpu" | "cuda" | "cuda:N"), ``chunk_size`` (teachers trained together; None =
+    chosen from available memory), ``memory_budget_mb``, ``checkpoint`` ("epoch" | "chunk"),
+    ``checkpoint_every_s`` (with "epoch": write a mid-chunk checkpoint only once this many seconds
+    have passed since the chunk's last one; 0 = after every epoch. A GPU epoch of 250 teachers
+    takes a fraction of a second while their checkpoint -- weights and optimiser moments, about
+    0.6 GB for cnn28 -- takes longer to write), ``amp`` (bfloat16 autocast on CUDA), ``n_jobs`` (joblib workers for scikit-learn
+    teachers), ``model_params`` (keyword arguments of a scikit-learn estimator), ``features``
+    ("none" | "scatternet": the teachers learn on fixed ScatterNet features of the images,
+    normalised with public statistics, :mod:`pate.teachers.features`; the model "auto" is then
+    ``linear`` and there is no augmentation).
+    ``TeacherConfig.resolved(data)`` fills the "auto" fields for a dataset: model ``cnn28`` /
+    ``cnn32`` / ``cnn8`` for 28x28 / 32x32 / 8x8 images, ``mlp`` otherwise; augmentation
+    ``none`` for Fashion-MNIST (measured best at 20 epochs, see the README), ``shift+flip`` for
+    CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data; ``epochs``
+    None from the shard size (:func:`auto_epochs`: at least ``MIN_TEACHER_STEPS`` = 200 steps,
+    20 to 200 epochs); ``standardize`` ("auto" | "public" | "none"): "auto" standardises the
+    tabular inputs of zoo models with the public split's statistics
+    (:mod:`pate.teachers.scaling`; a user's raw model on wildly scaled inputs is warned about
+    instead). Default optimiser: Adam, lr 2e-3, batch 32.
+``auto_epochs(shard_size, *, batch_size=32)``, ``MIN_TEACHER_STEPS``, ``AUTO_EPOCHS_RANGE``
+    The epochs of ``epochs=None`` (docs/teachers.md, "Training length").
+``TRAINERS``: ``("auto", "vectorized", "sequential")``.
+``is_sklearn_model(model)``: a scikit-learn model (name or estimator instance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pate.analysis.validation import (check_choice, check_int, check_nonnegative, check_positive,
+                                      describe)
+from pate.teachers.devices import check_device_spelling
+from pate.teachers.features import FEATURES
+from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, is_model_name
+from pate.teachers.optim import OPTIMIZERS
+from pate.teachers.scaling import STANDARDIZE
+from pate.teachers.schedule import AUGMENTATIONS
+
+__all__ = ["TeacherConfig", "TRAINERS", "auto_epochs", "MIN_TEACHER_STEPS", "AUTO_EPOCHS_RANGE",
+           "is_sklearn_model", "AUTO_AUGMENT"]
+
+TRAINERS = ("auto", "vectorized", "sequential")
+# Fashion-MNIST: measured in the README (augmentation did not beat a higher learning rate there;
+# horizontal flips hurt: shoes face one way in the test set). The others: common practice.
+AUTO_AUGMENT = {"fashion-mnist": "none", "cifar10": "shift+flip", "mnist": "shift",
+                "kmnist": "shift", "svhn": "shift", "digits": "shift"}
+
+
+def is_sklearn_model(model) -> bool:
+    """A scikit-learn model: ``"sklearn:package.module.Class"`` or an estimator instance."""
+    return (isinstance(model, str) and model.startswith("sklearn:")) or (
+        not isinstance(model, str) and hasattr(model, "fit") and hasattr(model, "get_params"))
+
+
+#: ``epochs=None``: at least this many optimiser steps per teacher (a teacher on 20 records and
+#: batch 32 would otherwise train 20 steps) ...
+MIN_TEACHER_STEPS = 200
+#: ... and between these many epochs (20: the former fixed default, measured on Fashion-MNIST;
+#: 200: a cap on the cost for tiny shards).
+AUTO_EPOCHS_RANGE = (20, 200)
+
+
+def auto_epochs(shard_size: float | None, *, batch_size: int = 32) -> int:
+    """Epochs of ``epochs=None``: ``ceil(MIN_TEACHER_STEPS / steps per epoch)`` clipped to
+    :data:`AUTO_EPOCHS_RANGE`, where a step is one batch of ``batch_size`` shard records
+    (docs/teachers.md, "Training length"). ``shard_size`` None: the lower end (20)."""
+    lo, hi = AUTO_EPOCHS_RANGE
+    if shard_size is None:
+        return lo
+    steps = max(1, math.ceil(float(shard_size) / batch_size))
+    return int(min(hi, max(lo, math.ceil(MIN_TEACHER_STEPS / steps))))
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """Training recipe of the teachers (see the module docstring)."""
+
+    model: Any = "auto"
+    epochs: int | None = None
+    batch_size: int = 32
+    lr: float = 2e-3
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    augment: str = "auto"
+    label_smoothing: float = 0.0
+    trainer: str = "auto"
+    device: str = "auto"
+    chunk_size: int | None = None
+    memory_budget_mb: float | None = None
+    checkpoint: str = "epoch"
+    checkpoint_every_s: float = 0.0
+    amp: bool = True
+    n_jobs: int = 1
+    model_params: dict = field(default_factory=dict)
+    features: str = "none"
+    standardize: str = "auto"
+
+    def __post_init__(self) -> None:
+        m = self.model
+        if isinstance(m, str):
+            if not is_model_name(m):
+                raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
+                                 f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}")
+            if m in STUDENT_ONLY_MODELS:
+                raise ValueError(f"model {m!r} is a student model: its ScatterNet front-end "
+                                 "cannot be vectorized over teachers; for teachers set features "
+                                 "= \"scatternet\" with model = \"scatter_cnn\" or \"linear\"")
+        elif not is_sklearn_model(m) and not callable(m):
+            raise TypeError(f"model must be a name, a scikit-learn estimator or a factory "
+                            f"returning a torch.nn.Module, got {describe(m)}")
+        if self.epochs is not None:
+            check_int(self.epochs, "epochs", minimum=1)
+        check_choice(self.standardize, "standardize", STANDARDIZE)
+        check_int(self.batch_size, "batch_size", minimum=1)
+        check_positive(self.lr, "lr")
+        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
+        check_nonnegative(self.weight_decay, "weight_decay")
+        check_nonnegative(self.momentum, "momentum")
+        check_choice(self.augment, "augment", ("auto",) + AUGMENTATIONS)
+        ls = check_nonnegative(self.label_smoothing, "label_smoothing")
+        if ls >= 1:
+            raise ValueError(f"label_smoothing must be < 1, got {ls!r}")
+        check_choice(self.trainer, "trainer", TRAINERS)
+        check_device_spelling(self.device)
+        if self.chunk_size is not None:
+            check_int(self.chunk_size, "chunk_size", minimum=1)
+        if self.memory_budget_mb is not None:
+            check_positive(self.memory_budget_mb, "memory_budget_mb")
+        check_choice(self.checkpoint, "checkpoint", ("epoch", "chunk"))
+        every = check_nonnegative(self.checkpoint_every_s, "checkpoint_every_s")
+        if not math.isfinite(every):
+            raise ValueError(f"checkpoint_every_s must be finite (0 = after every epoch), got {every!r}")
+        if not isinstance(self.amp, bool):
+            raise TypeError(f"amp must be True or False, got {describe(self.amp)}")
+        check_int(self.n_jobs, "n_jobs")
+        if self.n_jobs == 0:
+            raise ValueError("n_jobs must be a positive number of workers or -1 (all cores), got 0")
+        if not isinstance(self.model_params, dict):
+            raise TypeError(f"model_params must be a dict, got {describe(self.model_params)}")
+        check_choice(self.features, "features", FEATURES)
+        if self.model_params and not is_sklearn_model(m):
+            raise ValueError("model_params only apply to scikit-learn models "
+                             "(model='sklearn:package.module.Class')")
+
+    @property
+    def is_sklearn(self) -> bool:
+        return is_sklearn_model(self.model)
+
+    def resolved(self, data, *, shard_size: float | None = None) -> "TeacherConfig":
+        """A copy with ``model="auto"``, ``augment="auto"``, ``epochs=None`` (from
+        ``shard_size``, the mean number of records per teacher: :func:`auto_epochs`) and
+        ``standardize="auto"`` decided for ``data`` (public facts only: the input shape, the
+        dataset's name, the shard size)."""
+        shape = tuple(data.input_shape)
+        model = self.model
+        if model == "auto" and self.features != "none":
+            model = "linear"  # on fixed features (Tramer & Boneh 2021): see pate.teachers.features
+        elif model == "auto":
+            if len(shape) == 3 and shape[1:] == (28, 28):
+                model = "cnn28"
+            elif len(shape) == 3 and shape[1:] == (32, 32):
+                model = "cnn32"
+            elif len(shape) == 3 and shape[1:] == (8, 8):
+                model = "cnn8"
+            else:
+                model = "mlp"
+        augment = self.augment
+        if augment == "auto":
+            augment = AUTO_AUGMENT.get(data.name, "none") if len(shape) == 3 else "none"
+        if is_sklearn_model(model) or self.features != "none":
+            augment = "none"  # image augmentations do not apply to features
+        epochs = self.epochs
+        if epochs is None:
+            epochs = auto_epochs(shard_size, batch_size=self.batch_size)
+        standardize = self.standardize
+        if standardize == "auto":
+            # zoo models on tabular inputs; a user's own model keeps its inputs (it may scale
+            # them itself; pate.teachers.scaling.scale_warning says when it should)
+            zoo = isinstance(model, str) and model in MODEL_NAMES
+            standardize = "public" if zoo and len(shape) == 1 and self.features == "none" else "none"
+        if standardize == "public" and (is_sklearn_model(model) or len(shape) != 1):
+            standardize = "none"  # images are in [0, 1]; a scikit-learn model has its Pipeline
+        return dataclasses.replace(self, model=model, augment=augment, epochs=epochs,
+                                   standardize=standardize)
+
+    def fingerprint(self) -> dict:
+        """The fields that determine the trained teachers (not device, chunking or I/O)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name not in ("device", "chunk_size", "memory_budget_mb", "checkpoint",
+                               "checkpoint_every_s", "n_jobs", "trainer")}
+        if is_sklearn_model(d["model"]) and not isinstance(d["model"], str):
+            d["model"] = f"{type(d['model']).__module__}.{type(d['model']).__qualname__}"
+            d["model_params"] = {k: repr(v) for k, v in sorted(self.model.get_params().items())}
+        elif callable(d["model"]):  # a torch model factory given from Python
+            from pate.teachers.models import factory_name
+
+            d["model"] = factory_name(d["model"])
+        if d.get("standardize") in ("none", "auto"):
+            del d["standardize"]  # raw inputs: the fingerprint of runs made before the setting
+        return json.loads(json.dumps(d, default=repr))
