@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.pate-installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test lint bench clean
 
 setup: $(STAMP)
 
@@ -30,8 +30,13 @@ demo: setup
 	fi
 	$(VENV)/bin/pate run --config configs/fashion_mnist.toml --resume
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q
+
+# ruff (lint) and mypy (the analysis layer), configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check pate teachers student analysis tests benchmarks
+	$(VENV)/bin/mypy
 
 bench: setup
 	$(PY) benchmarks/analysis_speed.py

@@ -60,7 +60,7 @@ _LOG_Q_FLOOR = -700.0
 
 # --------------------------------------------------------------------------- GNMax pieces
 
-def _data_dependent_bound(sigma: float, log_q: np.ndarray, order: float) -> np.ndarray:
+def _data_dependent_bound(sigma: float, log_q: np.ndarray | np.float64, order: float) -> np.ndarray:
     """Theorem 6 of [P18] at one order, without checking its preconditions (callers compare
     log q with log q0, below which they hold)."""
     variance = sigma ** 2
@@ -114,7 +114,7 @@ def gnmax_log_q0(*, sigma, order) -> float:
     return _log_q0(check_positive(sigma, "sigma"), check_order(order))
 
 
-def _bl(q: np.ndarray, sigma: float, m: int) -> np.ndarray:
+def _bl(q: np.ndarray | np.float64, sigma: float, m: int) -> np.ndarray:
     """BL(q): the smallest q of a neighbouring histogram ([P18] Proposition 13)."""
     return (m - 1) / 2.0 * erfc(1.0 / sigma + erfcinv(2.0 * q / (m - 1)))
 

@@ -323,13 +323,11 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
             raise TypeError(f"private={private!r} names a dataset with its own public and "
                             "evaluation splits; do not pass public= or evaluation=")
         data_table = {"name": private}
-        num_public = None
     else:
         if public is None:
             raise TypeError("public= (the public inputs the teachers label) is needed")
         data, identity = _memory_data(private, public, evaluation)
         data_table = {"name": data.name}
-        num_public = len(data.public)
 
     from pate import mechanisms
 

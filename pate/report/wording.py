@@ -251,7 +251,7 @@ def _records_guarantee(a: dict) -> list[tuple[str, str]]:
         f"{F.delta(p['delta'])})-differential privacy with respect to "
         f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training "
         "data. " + (f"{weak} " if weak else "")
-        + f"This bound holds for everything the run releases \u2014 the student model"
+        + "This bound holds for everything the run releases \u2014 the student model"
         + (", the labels it was trained on and the labelling rule's class scores of every "
            "item (label_scores.npy, post-processing of the same release)"
            if spec.gives_label_scores else " and the labels it was trained on")

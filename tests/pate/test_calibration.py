@@ -11,7 +11,7 @@ from pate import analysis
 from pate import config as C
 from pate import mechanisms
 from pate.analysis.errors import ConfigError
-from pate.pipeline import Pipeline, fork_run
+from pate.pipeline import Pipeline
 
 ORDERS = analysis.DEFAULT_ORDERS
 

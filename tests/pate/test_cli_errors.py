@@ -116,12 +116,12 @@ def test_debug_traceback_for_expected_errors_too(capsys, votes_file):
 
 def test_internal_error_in_a_subprocess_exits_70_and_debug_shows_where(tmp_path, ledger):
     script = tmp_path / "bug.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(textwrap.dedent("""
         import sys
         import pate.commands.budget as b
         from pate.cli import main
         def run(args):
-            return {{"a": 1}}["b"]
+            return {"a": 1}["b"]
         b.run = run
         sys.exit(main(sys.argv[1:]))
     """))
