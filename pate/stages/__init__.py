@@ -16,11 +16,13 @@ analysis   ``analysis.json``: every privacy and utility number, including the sa
 report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png``
 =========  =====================================================================================
 
-A Private-kNN run (a mechanism with ``samples_private_records``) trains no teachers: partition
-and teachers are recorded as skipped (``stages/<stage>.json`` with ``skipped`` and ``reason``,
-see :func:`skip_reason`); its votes stage writes ``knn_embeddings.npz`` (public-fitted
-embeddings of the public and private splits) and its aggregate stage draws the kNN histograms
-inside each ledger round, after the round's reservation (:func:`aggregate`).
+A run of a mechanism that reads the private records itself (its kind's
+``reads_private_records``: Private-kNN, class-means) trains no teachers: partition and teachers
+are recorded as skipped (``stages/<stage>.json`` with ``skipped`` and ``reason``, see
+:func:`skip_reason`); its votes stage writes ``knn_embeddings.npz`` (public-fitted embeddings of
+the public and private splits) and its aggregate stage draws from the records inside each ledger
+round, after the round's reservation (:func:`aggregate`: one loop per kind of mechanism, all on
+the round driver of :mod:`pate.stages.rounds`).
 
 Symbols
 -------

@@ -18,7 +18,7 @@ def analysis_stage(run: Run) -> dict:
     doc = build_analysis(run)
     atomic_write_json(run.path(R.ANALYSIS), doc)
     p = doc["privacy"]
-    if mechanisms.get(p["mechanism"]).samples_private_records:
+    if mechanisms.get(p["mechanism"]).kind.reads_private_records:
         logger.info("analysis: eps data-independent %.4f at delta %g (a cost that does not "
                     "depend on the data; no data-dependent analysis, no sanitized release)",
                     p["eps_data_independent"], p["delta"])

@@ -27,7 +27,7 @@ def config_identity(config: dict):
     return dataset_identity(data.private.x, data.private.y)
 
 
-def _identity(run: Run):
+def run_identity(run: Run):
     """The private split's identity (hashed once per open run: preflight, the ledger and a
     later Private-kNN round all ask for it)."""
     from pate.ledger import dataset_identity
@@ -37,7 +37,7 @@ def _identity(run: Run):
     return run.objects["identity"]
 
 
-def _caller(run: Run) -> str | None:
+def caller_of(run: Run) -> str | None:
     """Who started the run: :data:`pate.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
     name keyword arguments), None for the CLI (TOML keys and flags)."""
     caller = run.objects.get("caller") or run.objects.get("wording")
@@ -58,7 +58,7 @@ def authorize(run: Run, ledger) -> str:
     Sets ``run.config["privacy"]["budget_eps"]`` to the ledger's budget (in memory: the aggregate
     stage stops on it)."""
     priv = run.config["privacy"]
-    identity = _identity(run)
+    identity = run_identity(run)
     given = priv.get("budget_eps")
     register = given if given is not None else run.config["aggregator"].get("target_eps")
     # a started run that names the budget it last ran under (its config.json's) may go on with
@@ -79,7 +79,7 @@ def authorize(run: Run, ledger) -> str:
     budget = None
     if not any(d["digest"] == identity.digest and d["budget_eps"] is not None for d in known) \
             and register is None:
-        caller = _caller(run)
+        caller = caller_of(run)
         raise ConfigError(
             f"the ledger {ledger.path} holds no budget for this dataset ({identity.digest[:16]}"
             f"...) yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
@@ -91,7 +91,7 @@ def authorize(run: Run, ledger) -> str:
         ledger.set_budget(digest, eps=register, delta=priv["delta"],
                           conversion=priv["conversion"])
         if given is None:
-            caller = _caller(run)
+            caller = caller_of(run)
             logger.warning(
                 "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
                 "this run's %s (%s was not given); later runs on the same records share it. To "
@@ -126,7 +126,7 @@ def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
                        "this run last ran under eps=%g and goes on with the ledger's",
                        ledger.path, b_eps, digest[:16], eps)
         return
-    caller = _caller(run)
+    caller = caller_of(run)
     asked = [(key, mine, theirs) for key, mine, theirs in (
         ("budget_eps", eps, b_eps), ("delta", delta, b_delta), ("conversion", conversion, b_conv))
         if mine is not None and mine != theirs]
@@ -143,7 +143,7 @@ def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
         f"`{command}` (recorded, and shown in the report)")
 
 
-def _resolve_budget_without_ledger(run: Run) -> None:
+def resolve_budget_without_ledger(run: Run) -> None:
     """Without a ledger the config's budget is the only one: ``budget_eps``, else the run's
     ``target_eps`` (:func:`pate.config.validate` requires one of them)."""
     priv = run.config["privacy"]
@@ -169,7 +169,7 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
     if queries <= 0:
         return None
     params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
-    if spec.releases_once:
+    if spec.kind.releases_once:
         event = spec.event(np.zeros((queries, run.data.num_classes)), params,
                            answered=np.ones(queries, dtype=bool), orders=orders)
         rdp = event.rdp_data_independent
@@ -181,7 +181,7 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
     return worst, queries * worst, queries, f"even one query of {spec.title}"
 
 
-def _raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
+def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
     """"raise the dataset's lifetime budget: `<command>`[, then `pate run --run-dir DIR
     --resume`]": the command (a Python call for :func:`pate.fit`, ``pate budget set`` for the
     CLI) raises the budget by the epsilon of ``rdp`` (public arithmetic) over what is spent and
@@ -194,7 +194,7 @@ def _raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
     cost = float(analysis.eps_from_rdp(np.asarray(rdp, dtype=float), orders=orders,
                                        delta=budget["delta"],
                                        conversion=budget["conversion"])[0])
-    caller = _caller(run)
+    caller = caller_of(run)
     command = C.budget_command(caller, ledger=ledger.path, digest=dataset,
                                eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"])
                                                     + cost)) / 100,
@@ -243,7 +243,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     remaining = (summary["remaining"] if summary.get("remaining_effective") is None
                  else summary["remaining_effective"])
     remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
-    caller = _caller(run)
+    caller = caller_of(run)
     name = functools.partial(C.setting, source=caller)
     limited = summary.get("limited_by")
     where = ("" if not limited or limited == dataset else
@@ -257,5 +257,5 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         f"this dataset ({dataset[:16]}...) has eps={remaining:.4g} left{where} of its lifetime "
         f"budget eps={budget['eps']:g} (spent and reserved: eps="
         f"{summary['spent_and_reserved']:.4g}). Nothing was trained, drawn or charged. To go on, "
-        f"{fix}{_raise_hint(run, ledger, dataset, full)}",
+        f"{fix}{raise_hint(run, ledger, dataset, full)}",
         requested=cost, remaining=remaining)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pate import rundir as R
 from pate.io import load_npy
 from pate.rundir import Run
-from pate.stages.budget import _identity
+from pate.stages.budget import run_identity
 
 
 def partition(run: Run) -> dict:
@@ -14,7 +14,7 @@ def partition(run: Run) -> dict:
     cfg = run.config["partition"]
     k, rng = cfg["num_teachers"], run.streams().partition
     if cfg["mode"] == "random":  # a keyed hash of each record's content key (the ledger's)
-        part = P.partition_random(_identity(run).record_keys, num_teachers=k, rng=rng)
+        part = P.partition_random(run_identity(run).record_keys, num_teachers=k, rng=rng)
     else:
         unit_ids = load_npy(cfg["unit_ids"], what="[partition] unit_ids")
         part = P.partition_by_unit(unit_ids, num_teachers=k, rng=rng)

@@ -12,20 +12,20 @@ from pate import rundir as R
 from pate.analysis.errors import BudgetExceededError, ConfigError, CorruptFileError
 from pate.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npy, load_npz
 from pate.rundir import Run
-from pate.stages.release import _release, release_plan
+from pate.stages.release import draw_release, release_plan
 
 
 #: Version of the pending file's ``state`` (the earlier two-file layout had none).
 PENDING_FORMAT = 2
 
 
-def _pending_write(run: Run, labels, answered, summary, rounds, scores=None) -> None:
+def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> None:
     """The answers drawn so far, in ONE file written atomically (temp file, fsync, rename, fsync
     of the directory: :func:`pate.io.atomic_savez`): the arrays, and in the ``state`` member
     (UTF-8 JSON, as uint8 bytes) the summary to publish and ``rounds``, one entry per ledger
     round -- ``{"keys": [reservation ids], "events": [event dicts]}`` --, written BEFORE the round's
     reservation is committed. The ledger records each committed event with its reservation id,
-    so a resume knows exactly which rounds were charged (:func:`_finish_pending`): no count, no
+    so a resume knows exactly which rounds were charged (:func:`finish_pending`): no count, no
     second file that could be older or newer than the first."""
     state = {"format": PENDING_FORMAT, "run_id": summary["run_id"], "summary": summary,
              "rounds": rounds}
@@ -34,7 +34,7 @@ def _pending_write(run: Run, labels, answered, summary, rounds, scores=None) -> 
                  **({} if scores is None else {"scores": scores}))
 
 
-def _pending_read(run: Run, run_id: str) -> tuple[dict, dict]:
+def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
     """(arrays, state) of the pending file; an interrupted run of an earlier version (two files,
     ``aggregate.pending.npz`` + ``aggregate.pending.json``, charged by counting) is refused: what
     it published could not be checked against the ledger."""
@@ -67,7 +67,7 @@ def _pending_read(run: Run, run_id: str) -> tuple[dict, dict]:
     return arrays, state
 
 
-def _publish(run: Run, labels, answered, summary, scores=None) -> None:
+def publish(run: Run, labels, answered, summary, scores=None) -> None:
     """Write the charged answers (and the labelling rule's class ``scores``, where the mechanism
     gives them) where the later stages read them, then drop the pending copy."""
     if scores is None:
@@ -80,7 +80,7 @@ def _publish(run: Run, labels, answered, summary, scores=None) -> None:
     run.path(R.PENDING).unlink(missing_ok=True)
 
 
-def _aggregate_info(summary: dict) -> dict:
+def aggregate_info(summary: dict) -> dict:
     return {"asked": summary["queries_asked"], "answered": summary["queries_answered"],
             "stop_reason": summary.get("stop_reason")}
 
@@ -110,7 +110,7 @@ def _charge_round(run: Run, ledger, dataset: str, run_id: str, entry: dict, rewr
         reservation.commit(events)
 
 
-def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
+def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     """Resume after a crash between drawing and publishing: charge the rounds whose charge the
     ledger does not hold, then publish -- or, if they no longer fit, discard the answers (never
     released).
@@ -121,7 +121,7 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     of this run directory, carry other reservation ids and are never taken for this one's."""
     from pate.analysis import PrivacyEvent
 
-    arrays, state = _pending_read(run, run_id)
+    arrays, state = read_pending(run, run_id)
     labels, answered = arrays["labels"], arrays["answered"]
     scores = arrays.get("scores")
     summary, rounds = state["summary"], state["rounds"]
@@ -131,7 +131,7 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
                           "run the aggregate stage again")
 
     def rewrite():
-        _pending_write(run, labels, answered, summary, rounds, scores)
+        write_pending(run, labels, answered, summary, rounds, scores)
 
     charged = _charged_keys(ledger, dataset, run_id)
     for entry in rounds:
@@ -162,11 +162,11 @@ def _finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
                 "covers it; the data-independent epsilon is reported"))
         else:
             with reservation:
-                summary["release"] = _release(config, votes_all[:asked], answered[:asked],
-                                              run.noise_streams().release)
+                summary["release"] = draw_release(config, votes_all[:asked], answered[:asked],
+                                                  run.noise_streams().release)
                 summary["events"].append(event.to_dict())
                 rounds.append({"keys": [reservation.id], "events": [event.to_dict()]})
                 rewrite()
                 reservation.commit([event])
-    _publish(run, labels, answered, summary, scores)
-    return _aggregate_info(summary)
+    publish(run, labels, answered, summary, scores)
+    return aggregate_info(summary)

@@ -7,11 +7,11 @@ from pate import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.io import load_npy
 from pate.rundir import Run
-from pate.stages.budget import _resolve_budget_without_ledger, authorize, check_budget_fits
-from pate.stages.records import _check_knn_data, skip_reason
+from pate.stages.budget import resolve_budget_without_ledger, authorize, check_budget_fits
+from pate.stages.records import check_records_data, skip_reason
 
 
-def _is_estimator(model) -> bool:
+def is_estimator(model) -> bool:
     """A scikit-learn estimator given from Python (a student trained by ``_sklearn_student``)."""
     return hasattr(model, "fit") and hasattr(model, "get_params")
 
@@ -23,7 +23,7 @@ def _computes_here(config: dict, stage: str, objects: dict) -> bool:
     if stage == "student":
         model = config["student"].get("model", "auto")
         if isinstance(model, str) and model.startswith("python:"):
-            return not _is_estimator(objects.get("student_model"))
+            return not is_estimator(objects.get("student_model"))
         return True
     return (stage == "teachers" and skip_reason(config, "teachers") is None
             and (config.get("cluster") or {}).get("backend", "local") == "local")
@@ -55,8 +55,8 @@ def check_data(run: Run) -> None:
     if queries is not None and queries > len(data.public):
         raise ConfigError(f"[aggregator] queries ({queries}) exceeds the {len(data.public)} "
                           f"public items of {data.name}")
-    if mechanisms.get(config["aggregator"]["mechanism"]).samples_private_records:
-        _check_knn_data(run)
+    if mechanisms.get(config["aggregator"]["mechanism"]).kind.reads_private_records:
+        check_records_data(run)
         return
     k = config["partition"]["num_teachers"]
     if k > len(data.private):
@@ -81,7 +81,7 @@ def preflight(run: Run, *, stages=R.STAGES) -> None:
     check_data(run)
     ledger = run.ledger()
     if ledger is None:
-        _resolve_budget_without_ledger(run)
+        resolve_budget_without_ledger(run)
         return
     try:
         dataset = authorize(run, ledger)

@@ -1,5 +1,6 @@
-"""What the stages of a mechanism that reads the private records share: the size of its
-public-fitted embedding, and an earlier round whose released student embeds it (:func:`knn_prior`)."""
+"""What the stages of a mechanism that reads the private records share: which stages it skips,
+the size of its public-fitted embedding, an earlier round whose released student embeds it
+(:func:`knn_prior`), and what its aggregate stage starts from and publishes."""
 
 from __future__ import annotations
 
@@ -13,21 +14,23 @@ from pate import mechanisms
 from pate import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.rundir import Run
-from pate.stages.budget import _identity
+from pate.io import load_npz
+from pate.stages.budget import run_identity
+from pate.stages.release import release_plan
 
 
 def skip_reason(config: dict, stage: str) -> str | None:
     """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that samples
     the private records itself (Private-kNN) has no partition and no teachers."""
     spec = mechanisms.get(config["aggregator"]["mechanism"])
-    if spec.samples_private_records and stage in ("partition", "teachers"):
+    if spec.kind.reads_private_records and stage in ("partition", "teachers"):
         return (f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
                 "themselves vote, through their nearest neighbours in a fresh sample per query "
                 "(the votes stage embeds them, the aggregate stage draws the histograms)")
     return None
 
 
-def _knn_features(run: Run) -> tuple[str, int, int]:
+def embedding_features(run: Run) -> tuple[str, int, int]:
     """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
     data cannot take them): sizes only, no record is read."""
     data = run.data
@@ -56,8 +59,8 @@ def _knn_features(run: Run) -> tuple[str, int, int]:
     return features, dims, width
 
 
-def _check_knn_data(run: Run) -> None:
-    features, dims, width = _knn_features(run)
+def check_records_data(run: Run) -> None:
+    features, dims, width = embedding_features(run)
     limit = min(len(run.data.public), width)
     if features == "student":
         knn_prior(run)  # the earlier run is usable (ConfigError naming it otherwise)
@@ -108,7 +111,7 @@ def knn_prior(run: Run) -> dict | None:
         raise ConfigError(f"{where}: that run was charged to the ledger {summary['ledger']} and "
                           f"this run's is {ledger}; both rounds must be charged to the same "
                           "ledger, which composes them against one budget")
-    digest = _identity(run).digest
+    digest = run_identity(run).digest
     if summary["dataset"] != digest:
         raise ConfigError(f"{where}: that run's private records ({summary['dataset'][:16]}...) "
                           f"are not this run's ({digest[:16]}...)")
@@ -142,3 +145,51 @@ def knn_prior(run: Run) -> dict | None:
     return {"runs": [*earlier["runs"], {"run_dir": str(path), "run_id": summary["run_id"],
                                         "eps": float(eps)}],
             "rdp": sum(charged.values(), np.zeros(orders.size)).tolist()}
+
+
+def records_inputs(run: Run, spec) -> tuple:
+    """What the aggregate stage of a mechanism that reads the private records starts from:
+    (params, public, private, private_labels, num_classes, num_queries, queries, orders,
+    budget_eps, delta, conversion, plan, prior, prior_rdp) -- the validated parameters, the
+    votes stage's embeddings, how many queries are offered, the privacy settings, the (no)
+    release plan, and an earlier round whose student embeds this run (:func:`knn_prior`): its
+    cost counts against the config's budget."""
+    config = run.config
+    priv = config["privacy"]
+    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
+    public, private = emb["public"], emb["private"]
+    num_classes, num_queries = int(emb["num_classes"]), public.shape[0]
+    orders = C.orders(config)
+    plan = release_plan(config, num_teachers=max(1, spec.voters(
+        params, private_records=int(private.shape[0]))), num_classes=num_classes, orders=orders)
+    prior = knn_prior(run)
+    prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
+    return (params, public, private, emb["private_labels"], num_classes, num_queries,
+            min(config["aggregator"].get("queries", num_queries), num_queries), orders,
+            priv["budget_eps"], priv["delta"], priv["conversion"], plan, prior, prior_rdp)
+
+
+def records_summary(spec, params, events, *, config, orders, delta, conversion, budget_eps,
+                     asked, answered, offered, stop_reason, run_id, dataset, ledger, plan,
+                     reserved, rounds, prior, **mechanism_part) -> dict:
+    """``aggregate.json`` of a mechanism that reads the private records: the realised cost of
+    ``events`` is the data-independent one (there is no data-dependent bound), no sanitized
+    release; ``prior`` the earlier rounds this run's embedding depends on (their cost is in the
+    guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
+    from pate import analysis
+
+    rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
+    eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
+    return {
+        "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
+        "delta": delta, "budget_basis": config["aggregator"]["budget_basis"].replace("-", "_"),
+        "conversion": conversion, "queries_asked": int(asked), "queries_answered": int(answered),
+        "eps_data_independent": float(eps), "order_data_independent": float(order),
+        "eps_data_dependent": float(eps), "order_data_dependent": float(order),
+        "prior_included": False, "stop_reason": stop_reason, "run_id": run_id,
+        "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
+        "events": [e.to_dict() for e in events], "queries_offered": int(offered),
+        "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
+        "noise_seeded": C.noise_seeded(config), "reserved_queries": int(reserved),
+        "rounds": rounds, **mechanism_part, "prior": prior}

@@ -9,7 +9,7 @@ from pate import config as C
 from pate import mechanisms
 
 
-def _release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
+def draw_release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
     """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
     from pate import analysis
 

@@ -1,4 +1,5 @@
-"""Running one stage of a run: its prerequisites, the stages that do not apply (skipped), its record."""
+"""Running one stage of a run: its prerequisites, the stages that do not apply (recorded as
+skipped), and its record in ``stages/<stage>.json``."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from pate import rundir as R
 from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.io import atomic_write_json, load_npy
 from pate.rundir import Run
-from pate.stages.preflight import _is_estimator
-from pate.stages.records import _knn_features
+from pate.stages.preflight import is_estimator
+from pate.stages.records import embedding_features
 
 logger = logging.getLogger("pate")
 
@@ -33,7 +33,7 @@ def student(run: Run) -> dict:
                           f"{len(data.public)} public items; start a new run directory")
     temperature = C.student_targets(run.config)
     model = run.python_object("student_model", settings.get("model", "auto"))
-    if _is_estimator(model):
+    if is_estimator(model):
         if temperature is not None:
             raise ConfigError("[student] targets = \"soft\" trains the torch student; a "
                               "scikit-learn student takes hard labels: set targets = \"hard\"")
@@ -84,7 +84,7 @@ def _rule_head(run: Run, labels: np.ndarray):
     from pate.teachers.features import PublicFrontEnd
 
     data = run.data
-    features, dims, _ = _knn_features(run)
+    features, dims, _ = embedding_features(run)
     public_x = np.asarray(data.public.x, dtype=np.float32)
     front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims)
     with np.load(run.path(R.KNN_EMBEDDINGS), allow_pickle=False) as saved:

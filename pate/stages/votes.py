@@ -12,13 +12,13 @@ from pate import mechanisms
 from pate import rundir as R
 from pate.io import atomic_save_npy, atomic_savez, load_npz
 from pate.rundir import Run
-from pate.stages.records import _knn_features, knn_prior
+from pate.stages.records import embedding_features, knn_prior
 
 logger = logging.getLogger("pate")
 
 
 def votes(run: Run) -> dict:
-    if mechanisms.get(run.config["aggregator"]["mechanism"]).samples_private_records:
+    if mechanisms.get(run.config["aggregator"]["mechanism"]).kind.reads_private_records:
         return _knn_embeddings(run)
     from pate.votes import votes_from_predictions
 
@@ -38,7 +38,7 @@ def _knn_embeddings(run: Run) -> dict:
     from pate.teachers.features import PublicFrontEnd
 
     data = run.data
-    features, dims, width = _knn_features(run)
+    features, dims, width = embedding_features(run)
     if features == "student":
         # the earlier round's released student: square roots of its class probabilities
         # (Euclidean distance between them is the Hellinger distance)
