@@ -314,7 +314,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, f"[partition] unit_ids file not found: {part['unit_ids']}")
 
     mech = _check(f"{source}: [aggregator] mechanism", v.check_choice, agg["mechanism"],
-                  "mechanism", mechanisms.NAMES)
+                  "mechanism", tuple(mechanisms.REGISTRY))
     spec = mechanisms.get(mech)
     if spec.needs_student:
         raise _fail(source, f"[aggregator] mechanism = {mech!r} needs the student's predictions on "
