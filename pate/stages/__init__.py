@@ -55,7 +55,8 @@ Symbols
 The stages live one per file (``partition``, ``teachers``, ``votes``, ``aggregate``, ``student``,
 ``analysis``, ``report``), beside what they share: :mod:`~pate.stages.runner` (``run_stage``),
 :mod:`~pate.stages.preflight` and :mod:`~pate.stages.budget` (the checks before any work),
-:mod:`~pate.stages.records` (mechanisms that read the private records),
+:mod:`~pate.stages.records` (mechanisms that read the private records), the aggregate loop of
+each kind of mechanism (``aggregate_votes``, ``aggregate_sample``, ``aggregate_release``),
 :mod:`~pate.stages.rounds` (the aggregate stage's round driver), :mod:`~pate.stages.pending`
 (the pending file and the resume), :mod:`~pate.stages.release` (the sanitized release) and
 :mod:`~pate.stages.fork`. This package re-exports every name used outside it; a stage
