@@ -58,8 +58,8 @@ The stages live one per file (``partition``, ``teachers``, ``votes``, ``aggregat
 :mod:`~pate.stages.records` (mechanisms that read the private records), the aggregate loop of
 each kind of mechanism (``aggregate_votes``, ``aggregate_sample``, ``aggregate_release``),
 :mod:`~pate.stages.rounds` (the aggregate stage's round driver), :mod:`~pate.stages.pending`
-(the pending file and the resume), :mod:`~pate.stages.release` (the sanitized release) and
-:mod:`~pate.stages.fork`. This package re-exports every name used outside it; a stage
+(the pending file), :mod:`~pate.stages.resume` (charging and publishing it after a crash),
+:mod:`~pate.stages.release` (the sanitized release) and :mod:`~pate.stages.fork`. This package re-exports every name used outside it; a stage
 function's name here is the function (``pate.stages.aggregate``), not its module (import the
 module as ``importlib.import_module("pate.stages.aggregate")``).
 """

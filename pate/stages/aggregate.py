@@ -4,7 +4,7 @@ charged.
 Whatever the mechanism, the stage opens the ledger, resolves the run's dataset and budget in it,
 and then either returns the published answers (``aggregate.json`` is written last, after every
 charge), or resumes an interrupted stage from its pending file (charging what the ledger does not
-hold, then publishing: :func:`pate.stages.pending.finish_pending`), or runs the loop of the
+hold, then publishing: :func:`pate.stages.resume.finish_pending`), or runs the loop of the
 mechanism's kind (:data:`KIND_LOOPS`), each built on the one round driver
 :func:`pate.stages.rounds.ask_in_rounds` (reserve -> draw -> write pending -> commit), with
 ``labels.npy``/``answered.npy``/``aggregate.json`` written only after the last commit.
@@ -21,7 +21,8 @@ from pate.stages.aggregate_release import aggregate_release
 from pate.stages.aggregate_sample import aggregate_sample
 from pate.stages.aggregate_votes import aggregate_votes
 from pate.stages.budget import authorize
-from pate.stages.pending import aggregate_info, finish_pending
+from pate.stages.pending import aggregate_info
+from pate.stages.resume import finish_pending
 
 #: The aggregate loop of each kind of mechanism (``pate.mechanisms.KINDS``), by kind name:
 #: ``loop(run, spec, ledger, dataset, run_id) -> info``.

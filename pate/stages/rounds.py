@@ -5,7 +5,7 @@ Nothing noisy is written before it is charged: a round's answers are drawn only 
 reservation, written to the pending file (with the round's reservation id) BEFORE the round's
 event is committed, and published (``pate.stages.pending.publish``) only after the last commit;
 a crash in between leaves the pending file, which the resume charges by key and publishes
-(``pate.stages.pending.finish_pending``).
+(``pate.stages.resume.finish_pending``).
 
 Symbols
 -------
