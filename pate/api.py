@@ -334,7 +334,7 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
     if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism
         mechanism = P.FIXED_NOISE_MECHANISM
     spec = mechanisms.get(P.AUTO_MECHANISM if mechanism == "auto" else mechanism)
-    no_teachers = spec.samples_private_records  # Private-kNN: the records vote themselves
+    no_teachers = spec.kind.reads_private_records  # Private-kNN: the records vote themselves
     if no_teachers and num_teachers is not None:
         raise TypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
     if knn is not None and not no_teachers:

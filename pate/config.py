@@ -288,7 +288,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
             raise _fail(source, f"[data] image_size must be a positive integer or [height, width], "
                                 f"got {size!r}")
     knn_run = mechanisms.REGISTRY.get(config["aggregator"]["mechanism"]) is not None and \
-        mechanisms.get(config["aggregator"]["mechanism"]).samples_private_records
+        mechanisms.get(config["aggregator"]["mechanism"]).kind.reads_private_records
     if knn_run:
         # no teachers: the private records vote through their nearest neighbours, record-level
         if "num_teachers" in part or "unit_ids" in part or part["mode"] != "random":
@@ -321,7 +321,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, f"[partition] unit_ids file not found: {part['unit_ids']}")
 
     mech = _check(f"{source}: [aggregator] mechanism", v.check_choice, agg["mechanism"],
-                  "mechanism", mechanisms.NAMES)
+                  "mechanism", tuple(mechanisms.REGISTRY))
     spec = mechanisms.get(mech)
     if spec.needs_student:
         raise _fail(source, f"[aggregator] mechanism = {mech!r} needs the student's predictions on "
@@ -450,7 +450,7 @@ def _check_student_targets(config: dict, source: str, spec) -> None:
             raise _fail(source, "[student] combine_with_rule = true needs a PCA front-end "
                                 "([knn] features = \"scatternet\" or \"none\"), not "
                                 "features = \"student\"; remove combine_with_rule")
-    if kind == "soft" and not spec.gives_label_scores:
+    if kind == "soft" and not spec.kind.gives_label_scores:
         raise _fail(source, f"[student] targets = \"soft\" needs class scores for every query, "
                             f"which mechanism {spec.name!r} does not publish (it releases a noisy "
                             "argmax only); use targets = \"hard\", or mechanism = \"class-means\"")
@@ -548,7 +548,7 @@ def knn_settings(config: dict, input_shape=None, *, sizes: tuple[int, int, int] 
         shape = tuple(int(s) for s in input_shape)
         image = len(shape) == 3 and shape[1] % 4 == 0 and shape[2] % 4 == 0 and min(shape[1:]) >= 8
         spec = mechanisms.REGISTRY.get((config.get("aggregator") or {}).get("mechanism"))
-        table_release = len(shape) == 1 and spec is not None and spec.releases_once
+        table_release = len(shape) == 1 and spec is not None and spec.kind.releases_once
         out["features"] = "scatternet" if image else "kernel" if table_release else "none"
     if "dims" not in given and out.get("features") == "none" and input_shape is not None:
         # the default PCA keeps at most the raw inputs' dimensions (a 30-column table: 30)
@@ -581,7 +581,7 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
         _check(f"{source}: [knn] features", v.check_choice, knn["features"], "features",
                ("none", "scatternet", "kernel", "student"))
         if knn["features"] == "kernel" and not mechanisms.get(
-                config["aggregator"]["mechanism"]).releases_once:
+                config["aggregator"]["mechanism"]).kind.releases_once:
             raise _fail(source, "[knn] features = \"kernel\" is the class-means release's "
                                 "front-end (its rule becomes nonlinear); a neighbour search "
                                 "measures distances in the inputs: set features = \"none\"")
@@ -600,9 +600,9 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
         from pate.class_means import RULES
 
         mechanism = config["aggregator"]["mechanism"]
-        if not mechanisms.get(mechanism).releases_once:
+        if not mechanisms.get(mechanism).kind.releases_once:
             labellers = " or ".join(f'"{n}"' for n, spec in mechanisms.REGISTRY.items()
-                                    if spec.releases_once)
+                                    if spec.kind.releases_once)
             raise _fail(source, f"[knn] rule is how {labellers} labels from its release; "
                                 f"{mechanism!r} has none: remove it")
         _check(f"{source}: [knn] rule", v.check_choice, knn["rule"], "rule", RULES)

@@ -331,7 +331,7 @@ def _calibrated(config: dict, queries: int, calibration) -> dict | None:
 
 
 def _voters(spec, num_teachers, params) -> float | None:
-    if spec.samples_private_records:
+    if spec.kind.reads_private_records:
         return float(params["k"]) if "k" in spec.param_names and _num(params.get("k")) else None
     return float(num_teachers) if num_teachers else None
 
@@ -344,7 +344,7 @@ def _argmax_std(spec, params: dict) -> tuple[str, float] | None:
     """(name, std) of the noise on the vote counts' argmax."""
     if "sigma2" in spec.param_names and _num(params.get("sigma2")):
         return "sigma2", float(params["sigma2"])
-    if spec.name == "gnmax" and _num(params.get("sigma")):
+    if spec.kind.trains_teachers and "sigma" in spec.param_names and _num(params.get("sigma")):
         return "sigma", float(params["sigma"])
     if "scale" in spec.param_names and _num(params.get("scale")):
         return "scale", math.sqrt(2.0) * float(params["scale"])
@@ -460,7 +460,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
 
     teachers = None
     t_most = max(1, min(MAX_TEACHERS, facts.private_records // (MIN_RECORDS_PER_CLASS * classes)))
-    if spec.releases_once:  # class-means: one release labels every public item
+    if spec.kind.releases_once:  # class-means: one release labels every public item
         queries = cap
         if user_queries is None:
             filled["queries"] = {"value": queries, "why": "every public item: one release labels "
@@ -474,7 +474,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
         voters = None
         _plan_kernel(config, facts, noise, filled)
     else:
-        if spec.samples_private_records:
+        if spec.kind.reads_private_records:
             voters = _voters(spec, None, params)
         else:
             user_t = part.get("num_teachers")
@@ -587,7 +587,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                     ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
                 eps_needed = _worst_eps(config, spec, spec.validate(ok), queries, order_grid)
                 fewer = queries_at(voters, DROWNING_NOISE)
-                more = "" if spec.samples_private_records or teachers >= t_most else (
+                more = "" if spec.kind.reads_private_records or teachers >= t_most else (
                     f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
                     "1/teachers^2 as much at the same relative noise) if the private records allow")
                 fewer_text = (f", or ask fewer queries ({_set('queries', fewer, wording)})"
@@ -596,7 +596,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                        f"{_setting('target_eps', eps_plan, wording)} is {main} = {level:.3g}: it "
                        f"drowns the votes (refused above {DROWNING_NOISE:g})", "target_eps",
                        f"{_set('target_eps', eps_needed, wording)} or more{fewer_text}" + more
-                       + ("" if spec.samples_private_records else
+                       + ("" if spec.kind.reads_private_records else
                           f", or {_setting('mechanism', 'class-means', wording)} (one release "
                           "labels every public item, no cost per query)"))
             else:
@@ -622,7 +622,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                    f"a larger {setting_name('target_eps', wording)} or fewer queries")
         else:
             checked.append(f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}")
-    if not spec.releases_once:
+    if not spec.kind.releases_once:
         if n_pub < need:
             refuse(f"{n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per class "
                    f"for {classes} classes", "queries", f"bring at least {need} public items")
@@ -652,8 +652,8 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                                 "items; a larger eps buys more")
     clean = spec.validate(noise) if all(_num(v) for v in noise.values()) else noise
     guarantee = _worst_eps(config, spec, clean, answers, order_grid) if answers and all(
-        _num(v) for v in clean.values()) and not spec.releases_once else None
-    if spec.releases_once and calibrated:
+        _num(v) for v in clean.values()) and not spec.kind.releases_once else None
+    if spec.kind.releases_once and calibrated:
         guarantee = eps_plan
     numeric = all(_num(v) for v in clean.values())
     releases = bool(priv.get("release", True)) and (
@@ -710,7 +710,7 @@ def log_plan(plan: Plan) -> None:
 
 def _open_threshold(spec, agg: dict) -> bool:
     return "threshold" in spec.param_names and agg.get("threshold") in (None, "auto") \
-        and not spec.samples_private_records
+        and not spec.kind.reads_private_records
 
 
 def needs_plan(config: dict) -> bool:
@@ -723,7 +723,7 @@ def needs_plan(config: dict) -> bool:
     spec = mechanisms.REGISTRY.get(agg.get("mechanism"))
     if spec is None:
         return False  # validation names the mechanism
-    if not spec.samples_private_records and (config.get("partition") or {}).get(
+    if not spec.kind.reads_private_records and (config.get("partition") or {}).get(
             "num_teachers", "auto") == "auto":
         return True
     calibrated = any(agg.get(k) == "auto" for k in spec.param_names)
@@ -754,7 +754,7 @@ def probe(config: dict) -> dict:
     spec = mechanisms.REGISTRY.get(agg["mechanism"])
     if spec is None:
         return out
-    if not spec.samples_private_records and out.setdefault("partition", {}).get(
+    if not spec.kind.reads_private_records and out.setdefault("partition", {}).get(
             "num_teachers", "auto") == "auto":
         out["partition"]["num_teachers"] = 1
     if agg.get("queries") == "auto" or ("queries" not in agg and any(

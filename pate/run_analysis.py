@@ -5,7 +5,7 @@ checked against the event the aggregator charged); nothing here trusts a number 
 compute. The sanitized data-dependent epsilon is released once, with the order, beta and sigma_ss
 fixed in the config and noise from the run's ``release`` stream.
 
-A Private-kNN or class-means run (``samples_private_records``) has no votes matrix, no teachers
+A Private-kNN or class-means run (``kind.reads_private_records``) has no votes matrix, no teachers
 and no data-dependent or smooth-sensitivity analysis: its privacy figures are the
 data-independent cost of every asked query -- for class-means, of its one release --
 (recomputed from the asked count and checked against the charged events);
@@ -223,7 +223,7 @@ def build_analysis(run: Run) -> dict:
     orders = C.orders(config)
     delta, conversion = priv["delta"], priv["conversion"]
 
-    knn = spec.samples_private_records  # Private-kNN: no votes, no teachers (module docstring)
+    knn = spec.kind.reads_private_records  # Private-kNN: no votes, no teachers (module docstring)
     answered_all = load_npy(run.path(R.ANSWERED), what="the aggregate stage")
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     asked = int(summary["queries_asked"])
@@ -361,7 +361,7 @@ def build_analysis(run: Run) -> dict:
             "prior_rounds": prior,
             # one release labels every query (class-means): one mechanism, nothing to compose
             "composition": _composition(spec.worst_case_query_rdp(params, orders=orders), orders,
-                                        delta, min(asked, 1) if spec.releases_once else asked),
+                                        delta, min(asked, 1) if spec.kind.releases_once else asked),
             "noise_seeded": bool(summary["noise_seeded"]),
             "calibration": C.calibration(config),
             "private": C.is_private(config),

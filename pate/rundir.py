@@ -21,8 +21,8 @@ STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     (``aggregate.pending.json``) is the second file of the earlier two-file layout, only
     recognised (and refused) on resume.
 ``LABEL_SCORES``
-    ``label_scores.npy`` (mechanisms whose labelling rule scores every class, ``gives_label_scores``:
-    class-means): (queries, classes) float64 class scores of every public item, NaN where
+    ``label_scores.npy`` (mechanisms whose labelling rule scores every class,
+    ``kind.gives_label_scores``: class-means): (queries, classes) float64 class scores of every public item, NaN where
     unanswered; ``labels.npy`` is their argmax. Post-processing of the charged release, written
     with the labels (never before the charge); a student with ``[student] targets = "soft"``
     trains to their softmax. Absent for the other mechanisms.

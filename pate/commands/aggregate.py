@@ -42,7 +42,7 @@ def _describe(run, info) -> str:
         lines.append(f"stopped: {s['stop_reason']}")
     from pate import mechanisms
 
-    if mechanisms.get(s["mechanism"]).samples_private_records:
+    if mechanisms.get(s["mechanism"]).kind.reads_private_records:
         lines.append(f"eps of the asked queries at delta={s['delta']:g}: data-independent "
                      f"{s['eps_data_independent']:.4f} (a cost that does not depend on the data; "
                      "no data-dependent bound, no sanitized release)")

@@ -147,7 +147,7 @@ def _why_renyi(report: dict) -> list[Block]:
     else:
         verdict = ("Here classic composition is not looser than Renyi-DP accounting (few queries); "
                    "the report quotes the Renyi-DP figure, which is never an understatement.")
-    if mechanisms.get(p["mechanism"]).releases_once:
+    if mechanisms.get(p["mechanism"]).kind.releases_once:
         text = (
             f"One release labels all {F.count(q['asked'])} queries asked, so nothing is composed "
             f"across queries: the release on its own is (\u03b5\u2080 = "

@@ -59,13 +59,13 @@ def params_text(mechanism: str, params: dict) -> str:
 def samples_records(a: dict) -> bool:
     """The run's mechanism samples the private records itself (Private-kNN): no teachers, no
     data-dependent analysis, no sanitized release; its wording comes from its spec."""
-    return mechanisms.get(a["privacy"]["mechanism"]).samples_private_records
+    return mechanisms.get(a["privacy"]["mechanism"]).kind.reads_private_records
 
 
 def _rule_text(a: dict) -> str:
     """How a run whose one release labels every query (class-means) labelled from it ("" for
     any other mechanism)."""
-    if not mechanisms.get(a["privacy"]["mechanism"]).releases_once:
+    if not mechanisms.get(a["privacy"]["mechanism"]).kind.releases_once:
         return ""
     from pate.class_means import RULE_TEXT
 
@@ -254,7 +254,7 @@ def _records_guarantee(a: dict) -> list[tuple[str, str]]:
         + "This bound holds for everything the run releases \u2014 the student model"
         + (", the labels it was trained on and the labelling rule's class scores of every "
            "item (label_scores.npy, post-processing of the same release)"
-           if spec.gives_label_scores else " and the labels it was trained on")
+           if spec.kind.gives_label_scores else " and the labels it was trained on")
         + " \u2014 whatever the data: it is "
         + spec.cost_text.format(asked=F.count(q["asked"]))
         + f" (order \u03bb = {F.param(p['order_data_independent'])})" + _prior_rounds(p)

@@ -609,7 +609,7 @@ def test_spec_flags_and_worst_case():
     assert spec.name == "class-means" and spec.param_names == ("sigma", "count_weight")
     assert spec.param("count_weight").default == 0.3 and not spec.param("count_weight").required
     assert spec.param("sigma").required
-    assert spec.releases_once and spec.samples_private_records and spec.always_answers
+    assert spec.kind.releases_once and spec.kind.reads_private_records and spec.always_answers
     assert not spec.needs_student and spec.release_params({"sigma": 1.0}) is None
     for s in (0.5, 3.0, 40.0):
         for kappa in (1.0, 0.3, 0.05):

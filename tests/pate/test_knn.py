@@ -94,7 +94,8 @@ PARAMS = {"k": 50, "sampling_rate": 0.05, "threshold": 30.0, "sigma1": 10.0, "si
 
 def test_spec_charges_every_asked_query_the_sampled_gaussian():
     spec = mechanisms.get("private-knn")
-    assert spec.samples_private_records and not mechanisms.get("confident-gnmax").samples_private_records
+    assert spec.kind is mechanisms.SAMPLE and spec.kind.reads_private_records
+    assert not mechanisms.get("confident-gnmax").kind.reads_private_records
     assert spec.release_params(PARAMS) is None and not spec.always_answers
     rng = np.random.default_rng(0)
     votes = np.stack([rng.multinomial(int(n), [0.7, 0.2, 0.1]) for n in rng.integers(20, 51, 200)])

@@ -56,8 +56,12 @@ def test_registry_holds_the_six_mechanisms():
     assert [n for n, s in mechanisms.REGISTRY.items() if s.needs_student] == ["interactive-gnmax"]
     assert [n for n, s in mechanisms.REGISTRY.items() if s.always_answers] == ["lnmax", "gnmax",
                                                                           "class-means"]
-    assert [n for n, s in mechanisms.REGISTRY.items() if s.releases_once] == ["class-means"]
-    assert [n for n, s in mechanisms.REGISTRY.items() if s.gives_label_scores] == ["class-means"]
+    assert {n: s.kind.name for n, s in mechanisms.REGISTRY.items()} == {
+        "lnmax": "vote", "gnmax": "vote", "confident-gnmax": "vote", "interactive-gnmax": "vote",
+        "private-knn": "sample", "class-means": "release"}
+    assert [n for n, s in mechanisms.REGISTRY.items() if s.kind.releases_once] == ["class-means"]
+    assert [n for n, s in mechanisms.REGISTRY.items()
+            if s.kind.gives_label_scores] == ["class-means"]
     with pytest.raises(TypeError):
         mechanisms.REGISTRY["x"] = mechanisms.get("gnmax")  # read-only
 
@@ -129,7 +133,7 @@ def test_validate_returns_clean_floats_and_ignores_other_keys():
 # --------------------------------------------------------------------------- cost consistency
 
 @pytest.mark.parametrize("name", [n for n in mechanisms.NAMES
-                                  if not mechanisms.get(n).releases_once])
+                                  if not mechanisms.get(n).kind.releases_once])
 def test_per_query_rdp_sums_to_the_event(name):
     # (class-means has no votes to draw on: tests/pate/test_class_means.py checks its sums)
     spec = mechanisms.get(name)
@@ -237,6 +241,56 @@ def test_no_string_dispatch_on_mechanism_names_outside_the_registry():
                 "pate/commands/__init__.py", "student/select.py"):
         text = (root / rel).read_text()
         assert not dispatch.search(text), f"{rel} branches on a mechanism name"
+
+
+def test_the_stages_and_the_orchestration_ask_the_kind_never_a_flag_or_a_name():
+    """Stages, config, planner, analysis, report, api, rundir and commands read what a run of a
+    mechanism does from its kind (``spec.kind``): no flag of the spec, no mechanism name."""
+    root = Path(__file__).resolve().parents[2]
+    names = "|".join(re.escape(n) for n in mechanisms.NAMES)
+    dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
+    flag = re.compile(r"(?<!kind)\.(samples_private_records|releases_once|gives_label_scores)\b")
+    files = sorted({*(root / "pate/stages").glob("*.py"), *(root / "pate/commands").glob("*.py"),
+                    *(root / "pate/report").glob("*.py"),
+                    *(root / "pate" / f for f in ("config.py", "planner.py", "run_analysis.py",
+                                                  "api.py", "rundir.py", "pipeline.py"))})
+    assert len(files) > 20
+    for path in files:
+        text = path.read_text()
+        assert not dispatch.search(text), f"{path.relative_to(root)} branches on a mechanism name"
+        assert not flag.search(text), f"{path.relative_to(root)} reads a flag, not the kind"
+        assert "samples_private_records" not in text
+
+
+def test_the_kinds():
+    assert {n: (k.reads_private_records, k.releases_once, k.gives_label_scores, k.trains_teachers)
+            for n, k in mechanisms.KINDS.items()} == {
+        "vote": (False, False, False, True), "sample": (True, False, False, False),
+        "release": (True, True, True, False)}
+    with pytest.raises(ValueError, match="reads the private records"):
+        mechanisms.MechanismKind("once", "once", reads_private_records=False, releases_once=True)
+    with pytest.raises(TypeError):
+        mechanisms.KINDS["x"] = mechanisms.VOTE  # read-only
+
+    @dataclasses.dataclass(frozen=True)
+    class Unknown(RandomizedResponse):
+        kind = mechanisms.MechanismKind("vote", "a kind no stage knows", False)
+
+    unknown = Unknown(**{f.name: getattr(TOY, f.name) for f in dataclasses.fields(TOY)}
+                      | {"name": "unknown-kind"})
+    with pytest.raises(TypeError, match="its kind must be one of mechanisms.VOTE, "
+                                        "mechanisms.SAMPLE, mechanisms.RELEASE"):
+        mechanisms.register(unknown)
+    assert "unknown-kind" not in mechanisms.REGISTRY
+    for name in ("lnmax", "class-means"):  # only a kind's own draw applies
+        spec = mechanisms.get(name)
+        with pytest.raises(NotImplementedError, match="has no sample_votes"):
+            spec.sample_votes(np.zeros((1, 2)), np.zeros((3, 2)), np.zeros(3, dtype=int), {},
+                              num_classes=2, rng=np.random.default_rng(0))
+    with pytest.raises(NotImplementedError, match="has no release_scores"):
+        mechanisms.get("private-knn").release_scores(
+            np.zeros((1, 2)), np.zeros((3, 2)), np.zeros(3, dtype=int), {}, queries=1,
+            num_classes=2, rng=np.random.default_rng(0), rule="lda")
 
 
 # --------------------------------------------------------------------------- a toy mechanism

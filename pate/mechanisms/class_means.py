@@ -1,0 +1,115 @@
+"""Noisy class means: one Gaussian release of the private records' per-class sums labels every
+query ("release" kind; ``pate.class_means``, analysis ``pate.analysis.class_means``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
+                                       class_means_rdp)
+from pate.analysis.validation import check_orders
+from pate.mechanisms.base import MechanismSpec
+from pate.mechanisms.kinds import RELEASE, MechanismKind
+from pate.mechanisms.params import COUNT_WEIGHT, SIGMA
+
+__all__ = ["CLASS_MEANS"]
+
+
+def _count_weight(params: Mapping[str, Any]) -> float:
+    """The count weight of clean class-means ``params``; a TypeError, not a guess, where it is
+    missing (e.g. a summary written before the weight existed, when counts weighed 1)."""
+    if params.get("count_weight") is None:
+        raise TypeError("class-means parameters without count_weight: pass the parameters "
+                        "validated by mechanisms.get('class-means').validate(...), which fills "
+                        "in its default (a run directory written before the count weight "
+                        "existed weighted the counts like the sums: count_weight = 1)")
+    return params["count_weight"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _ClassMeans(MechanismSpec):
+    """Noisy class means: one Gaussian release of the private records' per-class sums of
+    clipped, public-whitened embeddings and their class counts weighted by ``count_weight``
+    kappa (sensitivity sqrt(1 + kappa^2)), post-processed into a rule that labels every query,
+    LDA or the public-marginal logistic regression (``pate.class_means``; analysis and
+    derivation: ``pate.analysis.class_means``, [M17] Propositions 7 and 9). The whole run costs
+    one event, RDP orders (1 + kappa^2) / (2 sigma^2), whatever the number of queries: for the
+    per-query methods the first query asked carries that cost and every other query is free
+    (post-processing)."""
+
+    kind: ClassVar[MechanismKind] = RELEASE
+    released_statistic: ClassVar[str] = ("the noisy class sums: drawn once after the "
+                                         "reservation; never saved")
+
+    def draw(self, votes, params, rng, *, student=None):
+        raise TypeError(f"{self.name} labels queries from one release of the private records' "
+                        "class sums, not from votes: use pate.class_means.noisy_class_means, or "
+                        "a run (`pate run`, pate.api), which charges the release first")
+
+    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+        n = np.shape(votes)[0]
+        check = np.zeros((n, np.size(orders)))
+        if n:
+            check[0] = class_means_rdp(sigma=params["sigma"],
+                                       count_weight=_count_weight(params), orders=orders)
+        return check, np.zeros_like(check)
+
+    def event(self, votes, params, *, answered, orders, student=None):
+        orders = check_orders(orders)
+        n = np.shape(votes)[0]
+        if n == 0:  # nothing asked: nothing is released (the stage draws nothing), no cost
+            zero = np.zeros(orders.size)
+            return PrivacyEvent(self.name, dict(params), orders, zero, zero, 0, 0)
+        return class_means_event(sigma=params["sigma"], count_weight=_count_weight(params),
+                                 queries=n, orders=orders)
+
+    calibrated = ("sigma",)
+
+    def _calibrate(self, params, *, auto, **kw):
+        """sigma for the one release, at the given count weight (the number of queries does
+        not enter the cost)."""
+        return {"sigma": calibrate_class_means_sigma(
+            eps=kw["eps"], delta=kw["delta"], count_weight=params["count_weight"],
+            orders=kw["orders"], conversion=kw["conversion"], extra_rdp=kw["extra_rdp"])}
+
+    def release_scores(self, public, private, private_labels, params, *, queries, num_classes,
+                       rng, rule):
+        """The noisy class sums (``pate.class_means.noisy_class_means``), then the scores of
+        the labelling ``rule`` ("lda" or "logistic": ``labelling_rule``) on the first
+        ``queries`` public rows."""
+        from pate.class_means import LOGISTIC_RIDGE, labelling_rule, noisy_class_means
+
+        release = noisy_class_means(public, private, private_labels, sigma=params["sigma"],
+                                    count_weight=params["count_weight"],
+                                    num_classes=num_classes, rng=rng)
+        # post-processing: the release and the public rows only
+        scores = labelling_rule(release, public, rule).scores(public[:queries])
+        return scores, {"clip_radius": release.geometry.radius, "dims": int(public.shape[1]),
+                        "rule": rule, **({"ridge": LOGISTIC_RIDGE} if rule == "logistic" else {})}
+
+
+
+CLASS_MEANS = _ClassMeans(
+    name="class-means", title="Noisy class means", params=(SIGMA, COUNT_WEIGHT),
+    always_answers=True,
+    reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA "
+              "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
+              "fitted to the release and the public inputs",
+    description=(
+        "the per-class sums of the sensitive records' embeddings (each clipped to a fixed "
+        "radius) and the class counts (weighted by \u03ba) are released once with Gaussian "
+        "noise; every query "
+        "is labelled from that release and the public inputs alone, by the class whose "
+        "noisy mean is nearest in the public-whitened embedding (linear discriminant "
+        "analysis) or by a logistic regression fitted to the release and the public "
+        "inputs. The one release is charged once, whatever the number of queries: the "
+        "labels are post-processing."),
+    voters_text=("the sensitive records' per-class sums, on embeddings fitted to public "
+                 "data only, are released once with Gaussian noise, and every query is "
+                 "labelled from them"),
+    cost_text="the data-independent cost of the one release, which labels all {asked} "
+              "queries asked")

@@ -1,0 +1,47 @@
+"""GNMax [P18, Section 4.1]: the Gaussian noisy argmax of the teachers' votes ("vote" kind)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pate.analysis.accountant import gnmax_event
+from pate.analysis.calibration import calibrate_gnmax_sigma
+from pate.analysis.rdp import gnmax_rdp
+from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
+from pate.mechanisms.params import SIGMA
+
+__all__ = ["GNMAX"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _GNMax(MechanismSpec):
+    def draw(self, votes, params, rng, *, student=None):
+        n = votes.shape[0]
+        labels = noisy_argmax(votes, rng.normal(0.0, params["sigma"], size=votes.shape))
+        return (labels, *all_answered(n))
+
+    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+        answer = gnmax_rdp(votes, sigma=params["sigma"], orders=orders,
+                           data_dependent=data_dependent)
+        return np.zeros_like(answer), answer
+
+    def event(self, votes, params, *, answered, orders, student=None):
+        return gnmax_event(votes, sigma=params["sigma"], orders=orders)
+
+    calibrated = ("sigma",)
+
+    def _calibrate(self, params, *, auto, **kw):
+        return {"sigma": calibrate_gnmax_sigma(**kw)}
+
+    def release_params(self, params):
+        return {"threshold": None, "sigma1": None, "sigma2": float(params["sigma"])}
+
+
+GNMAX = _GNMax(
+    name="gnmax", title="GNMax", params=(SIGMA,), always_answers=True,
+    reference="Papernot et al. 2018, Section 4.1",
+    description=(
+        "every query is answered with the class whose teacher vote count is largest after "
+        "Gaussian noise is added to each count. Every query is charged the noisy argmax."))

@@ -1,0 +1,80 @@
+"""The kinds of mechanism: what a mechanism reads and how its answers are drawn and charged.
+
+Every :class:`~pate.mechanisms.base.MechanismSpec` has exactly one kind (its class attribute
+``kind``). The rest of pate-learn asks the kind -- never a mechanism's name -- which stages a run
+has, what the aggregate stage draws and charges, and what it publishes; the aggregate stage runs
+one loop per kind (``pate.stages.aggregate``), all on one round driver (``pate.stages.rounds``).
+
+=======  ========================================================================================
+vote     a noisy answer per query from the teachers' vote counts (LNMax, GNMax, Confident and
+         Interactive GNMax): partition and teachers run, the votes stage writes the vote matrix,
+         each ledger round charges the answers it drew (``spec.draw``, ``spec.event``)
+sample   a noisy answer per query from histograms of a fresh sample of the private records,
+         drawn inside the round's reservation (``spec.sample_votes``; Private-kNN): no teachers,
+         the votes stage embeds the records, every query costs the same data-independent RDP
+release  one noisy release of the private records that labels every query
+         (``spec.release_scores``; class-means): no teachers, one event charged before the
+         release is drawn, the labelling rule's class scores published with the labels
+=======  ========================================================================================
+
+Symbols
+-------
+``MechanismKind``  one kind: ``name``, ``title``, and what it implies (its attributes).
+``VOTE``, ``SAMPLE``, ``RELEASE``  the kinds; ``KINDS`` all of them, by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Mapping
+
+__all__ = ["MechanismKind", "VOTE", "SAMPLE", "RELEASE", "KINDS"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MechanismKind:
+    """A kind of mechanism (see the module docstring).
+
+    Attributes
+    ----------
+    name : "vote", "sample" or "release".
+    title : its name in prose.
+    reads_private_records : the mechanism reads the private records itself, not teachers' votes:
+        a run has no partition and no teachers (skipped), its votes stage writes public-fitted
+        embeddings of both splits, and the records (or their sample) vote instead of teachers.
+    releases_once : one noisy release labels every query; the whole cost is one event, charged
+        before the release is drawn, whatever the number of queries (``spec.draw`` does not
+        apply). Implies ``reads_private_records``.
+    gives_label_scores : the labelling rule scores every class of every query (post-processing of
+        the charged release); the aggregate stage publishes the scores with the labels, for a
+        student trained on soft targets (``[student] targets = "soft"``).
+    """
+
+    name: str
+    title: str
+    reads_private_records: bool
+    releases_once: bool = False
+    gives_label_scores: bool = False
+
+    def __post_init__(self) -> None:
+        if self.releases_once and not self.reads_private_records:
+            raise ValueError(f"kind {self.name!r}: a mechanism that releases once reads the "
+                             "private records (set reads_private_records=True)")
+
+    @property
+    def trains_teachers(self) -> bool:
+        """A run of this kind trains teachers on a partition of the private records."""
+        return not self.reads_private_records
+
+
+VOTE = MechanismKind("vote", "a noisy answer per query from the teachers' votes",
+                     reads_private_records=False)
+SAMPLE = MechanismKind("sample", "a noisy answer per query from a fresh sample of the private "
+                       "records", reads_private_records=True)
+RELEASE = MechanismKind("release", "one noisy release of the private records that labels every "
+                        "query", reads_private_records=True, releases_once=True,
+                        gives_label_scores=True)
+
+KINDS: Mapping[str, MechanismKind] = types.MappingProxyType(
+    {kind.name: kind for kind in (VOTE, SAMPLE, RELEASE)})

@@ -1,0 +1,47 @@
+"""The registry of mechanism specs: name -> spec, read-only to everyone but
+:func:`pate.mechanisms.register` / :func:`pate.mechanisms.unregister` (which check what they add
+and remove, and call :func:`add` / :func:`remove` here)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Mapping
+
+from pate.analysis.validation import describe
+
+__all__ = ["REGISTRY", "get", "all_param_names", "add", "remove"]
+
+_REGISTRY: dict[str, Any] = {}
+REGISTRY: Mapping[str, Any] = types.MappingProxyType(_REGISTRY)
+
+
+def get(name: str):
+    """The spec of mechanism ``name``; ValueError listing the registered names otherwise."""
+    spec = _REGISTRY.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ValueError(f"mechanism must be one of {', '.join(map(repr, _REGISTRY))}; got "
+                         f"{describe(name)}")
+    return spec
+
+
+def add(spec) -> None:
+    """Store ``spec`` under its name (a name already taken is refused)."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"mechanism {spec.name!r} is already registered; choose another name")
+    _REGISTRY[spec.name] = spec
+
+
+def remove(name: str):
+    """Drop mechanism ``name`` and return its spec (ValueError if it is not registered)."""
+    spec = get(name)
+    del _REGISTRY[name]
+    return spec
+
+
+def all_param_names() -> tuple[str, ...]:
+    """Every registered mechanism's parameter names, each once, in registry order."""
+    seen: dict[str, None] = {}
+    for spec in _REGISTRY.values():
+        for name in spec.param_names:
+            seen.setdefault(name, None)
+    return tuple(seen)
