@@ -1,96 +1,6 @@
-"""The plan: what a run will do and whether it can give a useful student, before any private
-record is read, any model trained or any budget spent.
-
-``pate plan`` (CLI), ``pate.plan(...)`` (Python) and the first step of every ``pate run`` /
-``pate.fit`` call :func:`plan_config`. It looks only at facts that are not private:
-
-* the number of private records, public items and evaluation items and the input shape
-  (tabular: one axis; image: channels x height x width), counted by the loader;
-* the number of classes: the data source's declared class count (its class names, or the
-  largest label + 1 the loader already uses to check labels);
-* the mechanism, its noise parameters, the (eps, delta) target and budget, the conversion;
-* optionally, what the ledger has left for the dataset.
-
-Counting records and classes is treated as public metadata, as in every DP library (Opacus'
-``make_private_with_epsilon`` takes the sample rate, i.e. the dataset size, as public); nothing
-here reads a feature value or a label beyond that count, so planning is not charged to the
-ledger. It fills in what the user left open and checks what the user set; a plan that cannot
-give a useful student is refused with a :class:`PlanError` naming the setting (``num_teachers=``
-in Python, ``[partition] num_teachers`` in a config) and a fix.
-
-Rules (constants below; their sources, and how the heuristic ones were measured, are in
-``docs/plan.md``; ``benchmarks/plan_constants.py`` reproduces the measurements):
-
-1. **Noise must not drown the votes** ([P18] Sec. 4: the noise is set relative to the number of
-   teachers; their MNIST/SVHN setting is 250 teachers with sigma2 = 40, i.e. sigma2 / T = 0.16,
-   and sigma1 = 150, 0.6 T). The argmax noise's standard deviation relative to the ensemble
-   (GNMax sigma / T, Confident GNMax sigma2 / T, LNMax sqrt(2) scale / T, Private-kNN
-   sigma2 / k) above :data:`DROWNING_NOISE` (0.5) is refused: measured with logistic-regression
-   teachers, it halves the labels' accuracy on 10 classes (digits) and costs 10-15 points on 2.
-   The planner aims at :data:`TARGET_NOISE` (0.2), where the measured labels lose at most a
-   few points against the plurality vote when the teachers see >= 3 records per class.
-   Confident GNMax's threshold check with sigma1 / T above :data:`DROWNING_CHECK_NOISE` (2.0)
-   is refused: with the default threshold 0.8 T a unanimous vote then passes with probability
-   Phi(0.1) = 54 % and a 30 % plurality with Phi(-0.25) = 40 % -- a coin flip, not a check
-   (Gaussian tails, not a measurement).
-2. **Shards large enough to learn** (heuristic, measured): a teacher needs at least
-   :data:`MIN_RECORDS_PER_CLASS` (2) private records per class on average; with 1 per class the
-   measured logistic-regression teachers were at chance on breast_cancer (63 %, the majority
-   class) and 42 % on digits. The planner's own choice keeps >= :data:`TARGET_RECORDS_PER_CLASS`
-   (5) where the budget allows (79 % / 89 % mean teacher accuracy on digits / breast_cancer).
-3. **Enough answers for the classes** (heuristic, measured): the budget must buy at least
-   :data:`MIN_LABELS_PER_CLASS` (10) answers per class in the worst case (every asked query
-   answered, the data-independent guarantee); a logistic-regression student on 10 correct labels
-   per class reached 90 % of its all-labels accuracy on digits but closed only 46 % of the gap to
-   the majority class on make_classification. Fewer than :data:`TARGET_LABELS_PER_CLASS` (50)
-   per class is a warning (71 % of that gap at 50).
-
-Filling in (only what the user left open):
-
-* ``mechanism = "auto"`` (needs ``target_eps``; :func:`auto_mechanism`): when the user asked for
-  no teachers (teacher model "auto", number of teachers open) -- what ``pate.fit(private,
-  public, target_eps=...)`` does -- **class-means**: one Gaussian release of the clipped class
-  sums labels every public item, so the whole target buys one release instead of being split
-  over queries. Measured (``pate.fit`` with only ``target_eps``, eps 2, no ledger; these are
-  the own-data benchmark's datasets, so that benchmark is not an independent test of this
-  choice -- ``docs/own_data.md`` says so): scikit-learn digits as arrays, class-means student
-  80-84 % (labels 78-83 %) where every teacher plan is refused (GNMax needs eps ~ 7.8);
-  breast_cancer 88.4 % (gap to the majority class closed 0.82-0.93); a 1000-row two-moons
-  table 0.71, a 10 000-row mixed table 0.64, the issue's 40 000-row table 0.44 against 0.38
-  for 250 teachers with fixed relative noise. A linear rule cannot separate nested classes
-  (gaussian quantiles: 0.04); teachers then do not help at these sizes either (plurality vote
-  75 %, 2 answers bought). When the user names a teacher model or a number of teachers, GNMax
-  ([P18] Sec. 4.1) with ``sigma`` calibrated to ``target_eps`` for the planned queries. The calibration charges every asked
-  query as answered (the data-independent worst case), so Confident GNMax's threshold check
-  would only discard labels the target has already paid for: measured with the planner's own
-  choices (``pate.fit`` with logistic-regression teachers and student, ``target_eps`` only, no
-  ledger), digits at eps 8: GNMax 104 labels 72-78 % right, student 78 / 84 %; Confident GNMax
-  (threshold 0.8 T) 33-36 labels 88-89 % right, student 55.5 / 57.5 % (two runs each);
-  make_classification (8400 private rows, 6 classes, eps 2, 400 teachers): GNMax student
-  37.4 %, Confident GNMax 28.8 % (threshold 0.8 T) and 23.8 % (0.5 T). A fixed rule: no data is
-  looked at to choose. (``pate.fit`` without ``target_eps`` keeps Confident GNMax with the noise
-  given: with fixed noise and a lifetime budget a declined query costs only its check.)
-* ``threshold`` (Confident GNMax, left out): 0.8 T ([P18]'s MNIST setting, 200 of 250).
-* ``num_teachers``: [P18]'s trade-off -- at a fixed relative noise sigma / T one answer costs
-  1 / T^2 as much, so more teachers buy more answers, but each sees fewer records. The planner
-  takes the *smallest* T (largest shards) from a grid (:data:`TEACHER_GRID`) whose budget buys
-  :data:`TARGET_LABELS_PER_CLASS` answers per class at :data:`TARGET_NOISE` (calibrated noise) or
-  whose fixed noise is at most :data:`TARGET_NOISE` x T; it never exceeds
-  private records / (:data:`MIN_RECORDS_PER_CLASS` x classes) or :data:`MAX_TEACHERS` (training
-  time on a laptop: 1000 linear teachers take ~2 min on 2 cores, ``docs/pipeline.md``).
-* ``queries`` (calibrated noise): the largest number of public items whose calibrated noise
-  stays at :data:`TARGET_NOISE` x T (asking every public item would spread the budget into
-  noise that drowns the votes); at least ``MIN_LABELS_PER_CLASS x classes`` when that is still
-  below :data:`DROWNING_NOISE`. With fixed noise: every public item (the ledger stops asking
-  when the budget is spent).
-
-A run marked ``[run] smoke_test = true`` (it only checks that the pipeline works; its report
-says so first) gets the refusals as warnings.
-
-[P17] Papernot et al., "Semi-supervised Knowledge Transfer for Deep Learning from Private
-      Training Data", ICLR 2017.  [P18] Papernot et al., "Scalable Private Learning with PATE",
-      ICLR 2018.
-"""
+"""The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
+the rest (module :mod:`pate.planner` lists every rule and its source), and the helpers
+of the plan step (``needs_plan``, ``probe``, ``plan_for``, ``ledger_remaining``, ...)."""
 
 from __future__ import annotations
 
@@ -98,260 +8,19 @@ import copy
 import dataclasses
 import logging
 import math
-from typing import Any
-
-import numpy as np
 
 from pate import mechanisms
 from pate.analysis.errors import ConfigError
+from pate.planner.costs import (answers_fixed, argmax_std, calibrated_noise, is_number,
+                                voters_of, worst_eps)
+from pate.planner.model import (AUTO_MECHANISM, AUTO_NO_TEACHERS, DROWNING_CHECK_NOISE,
+                                DROWNING_NOISE, Facts, MAX_TEACHERS, MIN_LABELS_PER_CLASS,
+                                MIN_RECORDS_PER_CLASS, Plan, PlanError, TARGET_LABELS_PER_CLASS,
+                                TARGET_NOISE, TARGET_RECORDS_PER_CLASS, TEACHER_GRID,
+                                THRESHOLD_FRACTION, assignment_text, setting_name, setting_text)
 
 logger = logging.getLogger("pate")
 
-__all__ = ["Facts", "Plan", "PlanError", "plan_config", "facts_of", "AUTO_MECHANISM",
-           "AUTO_NO_TEACHERS", "auto_mechanism",
-           "DROWNING_NOISE", "TARGET_NOISE", "DROWNING_CHECK_NOISE", "MIN_RECORDS_PER_CLASS",
-           "TARGET_RECORDS_PER_CLASS", "MIN_LABELS_PER_CLASS", "TARGET_LABELS_PER_CLASS",
-           "MAX_TEACHERS", "TEACHER_GRID", "THRESHOLD_FRACTION"]
-
-#: Refused above: the argmax noise std relative to the voters (rule 1).
-DROWNING_NOISE = 0.5
-#: What the planner aims at when it chooses teachers and queries (rule 1).
-TARGET_NOISE = 0.2
-#: Refused above: Confident GNMax's sigma1 relative to the teachers (rule 1).
-DROWNING_CHECK_NOISE = 2.0
-#: Refused below: private records per teacher per class (rule 2).
-MIN_RECORDS_PER_CLASS = 2
-#: The planner's preference when it chooses the number of teachers (rule 2).
-TARGET_RECORDS_PER_CLASS = 5
-#: Refused below: worst-case answers per class the budget buys (rule 3).
-MIN_LABELS_PER_CLASS = 10
-#: Warned below; what the planner aims at (rule 3).
-TARGET_LABELS_PER_CLASS = 50
-#: The most teachers the planner chooses by itself.
-MAX_TEACHERS = 1000
-#: The numbers of teachers the planner considers.
-TEACHER_GRID = (5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 250, 300, 400, 500, 750, 1000)
-#: Confident GNMax's threshold when the planner sets it: 0.8 x teachers ([P18] MNIST: 200 of 250).
-THRESHOLD_FRACTION = 0.8
-#: What ``mechanism = "auto"`` becomes with calibrated noise (a fixed rule, see the module
-#: docstring).
-AUTO_MECHANISM = "gnmax"
-#: What ``mechanism = "auto"`` becomes with a target when the user left the teachers open too
-#: (teacher model "auto", number of teachers open): one class-means release (module docstring).
-AUTO_NO_TEACHERS = "class-means"
-#: What ``pate.fit``'s ``mechanism="auto"`` becomes without ``target_eps`` (noise given).
-FIXED_NOISE_MECHANISM = "confident-gnmax"
-
-#: How a setting is named to the caller: keyword arguments in Python, TOML keys in a config.
-_CONFIG_NAMES = {"num_teachers": "[partition] num_teachers", "queries": "[aggregator] queries",
-                 "target_eps": "[aggregator] target_eps", "budget_eps": "[privacy] budget_eps",
-                 "mechanism": "[aggregator] mechanism", "delta": "[privacy] delta",
-                 "release": "[privacy] release", "smoke_test": "[run] smoke_test"}
-
-
-def setting_name(key: str, wording: str) -> str:
-    """``num_teachers=`` (wording "python") or ``[partition] num_teachers`` ("config")."""
-    if wording == "python":
-        return f"{key}="
-    return _CONFIG_NAMES.get(key, f"[aggregator] {key}")
-
-
-def _set(key: str, value: float, wording: str) -> str:
-    """How to write ``key`` set to a (rounded up) number, in the caller's wording."""
-    shown = f"{value:.3g}"
-    return f"{key}={shown}" if wording == "python" else f"{setting_name(key, wording)} = {shown}"
-
-
-def _setting(key: str, value: Any, wording: str) -> str:
-    if wording == "python":
-        return f"{key}={value!r}"
-    shown = f'"{value}"' if isinstance(value, str) else f"{value:g}" if isinstance(value, float) \
-        else str(value).lower() if isinstance(value, bool) else value
-    return f"{setting_name(key, wording)} = {shown}"
-
-
-class PlanError(ConfigError):
-    """A plan that cannot give a useful student: ``setting`` names what to change (in the
-    caller's wording), ``fix`` says to what; the message holds both."""
-
-    def __init__(self, message: str, *, setting: str, fix: str, plan: "Plan | None" = None):
-        super().__init__(f"{message}. Fix: {fix}")
-        self.setting = setting
-        self.fix = fix
-        self.plan = plan
-
-
-@dataclasses.dataclass(frozen=True)
-class Facts:
-    """The non-private facts a plan is made from (see the module docstring)."""
-
-    private_records: int
-    classes: int
-    public_items: int
-    input_shape: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        for name in ("private_records", "classes", "public_items"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ConfigError(f"plan facts: {name} must be a count >= 0, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
-
-    @property
-    def kind(self) -> str:
-        """"image" (channels x height x width) or "tabular" (anything else, flattened)."""
-        return "image" if len(self.input_shape) == 3 else "tabular"
-
-
-def facts_of(data) -> Facts:
-    """The facts of a loaded :class:`pate.teachers.data.PateData`: its split sizes, declared
-    class count and input shape (no record is read)."""
-    return Facts(private_records=len(data.private), classes=int(data.num_classes),
-                 public_items=len(data.public), input_shape=tuple(data.input_shape))
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What a run will do and what to expect (see the module docstring)."""
-
-    facts: Facts
-    mechanism: str
-    num_teachers: int | None
-    queries: int
-    noise: dict
-    relative_noise: dict
-    records_per_teacher: float | None
-    answers: int
-    guarantee_eps: float | None
-    delta: float
-    budget_eps: float
-    target_eps: float | None
-    release: bool
-    remaining_eps: float | None
-    filled: dict
-    checked: tuple[str, ...]
-    warnings: tuple[str, ...]
-    usable: bool = True
-
-    def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["facts"] = dict(out["facts"], kind=self.facts.kind, input_shape=list(self.facts.input_shape))
-        out["checked"], out["warnings"] = list(self.checked), list(self.warnings)
-        return out
-
-    def lines(self) -> list[str]:
-        """The plan in plain words, one line each (what ``pate plan`` prints)."""
-        f = self.facts
-        shape = "x".join(map(str, f.input_shape))
-        out = [f"data        {f.private_records} private records, {f.public_items} public items, "
-               f"{f.classes} classes, {f.kind} inputs ({shape})"]
-        mech = self.mechanism + (f", {self.num_teachers} teachers" if self.num_teachers else "")
-        out.append(f"mechanism   {mech}")
-        if self.records_per_teacher is not None:
-            out.append(f"shards      {self.records_per_teacher:.0f} private records per teacher "
-                       f"({self.records_per_teacher / max(f.classes, 1):.1f} per class)")
-        if self.noise:
-            out.append("noise       " + ", ".join(f"{k} = {v:.4g}" for k, v in self.noise.items()))
-        if self.relative_noise:
-            out.append("relative    " + ", ".join(f"{k} = {v:.3g}" for k, v in self.relative_noise.items())
-                       + f" (argmax noise refused above {DROWNING_NOISE:g}, planned at "
-                         f"{TARGET_NOISE:g}; sigma1 refused above {DROWNING_CHECK_NOISE:g})")
-        out.append(f"queries     {self.queries} public items asked; the budget buys at least "
-                   f"{self.answers} answers (worst case: every asked query answered)")
-        target = f", target eps = {self.target_eps:g}" if self.target_eps is not None else ""
-        guarantee = (f"eps <= {self.guarantee_eps:.4g}" if self.guarantee_eps is not None
-                     else "stops at the budget")
-        out.append(f"guarantee   {guarantee} at delta = {self.delta:g} (budget eps = "
-                   f"{self.budget_eps:g}{target}; sanitized release "
-                   f"{'on' if self.release else 'off'})")
-        if self.remaining_eps is not None:
-            out.append(f"ledger      eps = {self.remaining_eps:.4g} left for these records")
-        for key, item in self.filled.items():
-            out.append(f"chosen      {key} = {item['value']}: {item['why']}")
-        for line in self.checked:
-            out.append(f"checked     {line}")
-        for line in self.warnings:
-            out.append(f"WARNING     {line}")
-        return out
-
-
-# ------------------------------------------------------------------------------ arithmetic
-
-def _release_rdp(config: dict, spec, params: dict, grid):
-    from pate import analysis
-
-    priv = config["privacy"]
-    if not (bool(priv.get("release", True)) and spec.release_params(params) is not None):
-        return None
-    return analysis.gnss_rdp_curve(beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"],
-                                   orders=grid)
-
-
-def _worst_eps(config: dict, spec, params: dict, n: int, grid) -> float:
-    """The data-independent eps of ``n`` asked queries, all answered (with the release)."""
-    from pate.analysis.rdp import eps_from_rdp
-
-    orders = grid
-    rdp = n * spec.worst_case_query_rdp(params, orders=orders)
-    extra = _release_rdp(config, spec, params, grid)
-    if extra is not None:
-        rdp = rdp + extra
-    return float(eps_from_rdp(rdp, orders=orders, delta=config["privacy"]["delta"],
-                              conversion=config["privacy"]["conversion"])[0])
-
-
-def _answers_fixed(config: dict, spec, params: dict, budget: float, cap: int, grid) -> int:
-    """How many queries, all answered, fixed noise ``params`` buys within ``budget`` (<= cap)."""
-    if cap <= 0 or _worst_eps(config, spec, params, 1, grid) > budget:
-        return 0
-    lo, hi = 1, cap
-    if _worst_eps(config, spec, params, hi, grid) <= budget:
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _worst_eps(config, spec, params, mid, grid) <= budget:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _calibrated(config: dict, queries: int, calibration) -> dict | None:
-    """The ``"auto"`` noise of ``config`` calibrated for ``queries`` (pate.config.calibration),
-    None when the target is unreachable."""
-    trial = copy.deepcopy(config)
-    trial["aggregator"]["queries"] = int(queries)
-    if trial["aggregator"].get("threshold") == "auto":
-        trial["aggregator"]["threshold"] = 1.0  # set after the teachers; calibration ignores it
-    try:
-        return calibration(trial)["calibrated"]
-    except ConfigError:
-        return None
-
-
-def _voters(spec, num_teachers, params) -> float | None:
-    if spec.kind.reads_private_records:
-        return float(params["k"]) if "k" in spec.param_names and _num(params.get("k")) else None
-    return float(num_teachers) if num_teachers else None
-
-
-def _num(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _argmax_std(spec, params: dict) -> tuple[str, float] | None:
-    """(name, std) of the noise on the vote counts' argmax."""
-    if "sigma2" in spec.param_names and _num(params.get("sigma2")):
-        return "sigma2", float(params["sigma2"])
-    if spec.kind.trains_teachers and "sigma" in spec.param_names and _num(params.get("sigma")):
-        return "sigma", float(params["sigma"])
-    if "scale" in spec.param_names and _num(params.get("scale")):
-        return "scale", math.sqrt(2.0) * float(params["scale"])
-    return None
-
-
-# ------------------------------------------------------------------------------ the plan
 
 def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str = "config",
                 remaining_eps: float | None = None) -> tuple[dict, Plan]:
@@ -379,7 +48,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
     target = agg.get("target_eps")
     if agg["mechanism"] == "auto":
         if target is None:
-            raise PlanError(f"{_setting('mechanism', 'auto', wording)} chooses the mechanism and "
+            raise PlanError(f"{setting_text('mechanism', 'auto', wording)} chooses the mechanism and "
                             "calibrates its noise to a target", setting=setting_name("target_eps", wording),
                             fix=f"give {setting_name('target_eps', wording)} (the epsilon this run may "
                                 "spend), or name a mechanism with its noise")
@@ -400,7 +69,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
         filled["mechanism"] = {"value": chosen, "why": why}
     spec = mechanisms.get(agg["mechanism"])
     if spec.needs_student:
-        raise ConfigError(f"{_setting('mechanism', spec.name, wording)} needs the student's "
+        raise ConfigError(f"{setting_text('mechanism', spec.name, wording)} needs the student's "
                           "predictions on every query; a run cannot plan it")
     if _open_threshold(spec, agg):
         agg["threshold"] = "auto"
@@ -421,7 +90,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
     n_pub, classes = facts.public_items, max(facts.classes, 2)
     need = MIN_LABELS_PER_CLASS * classes
     want = TARGET_LABELS_PER_CLASS * classes
-    user_queries = agg.get("queries") if _num(agg.get("queries")) else None
+    user_queries = agg.get("queries") if is_number(agg.get("queries")) else None
     cap = min(int(user_queries), n_pub) if user_queries is not None else n_pub
     std_key = {"sigma2": "sigma2", "sigma": "sigma", "scale": "scale"}
 
@@ -429,7 +98,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
         """The final noise parameters for ``queries`` (calibrated or as given)."""
         out = dict(params)
         if calibrated:
-            cal = _calibrated(config, queries, calibration)
+            cal = calibrated_noise(config, queries, calibration)
             if cal is None:
                 return None
             out.update(cal)
@@ -438,7 +107,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
         return out
 
     def relative(noise: dict | None, voters: float | None) -> float:
-        got = _argmax_std(spec, noise or {})
+        got = argmax_std(spec, noise or {})
         return math.inf if got is None or not voters else got[1] / voters
 
     def queries_at(voters: float, level: float) -> int:
@@ -467,7 +136,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                                                           "them all at no further cost"}
         noise = noise_for(queries, None)
         if noise is None:
-            raise PlanError(f"{_setting('target_eps', eps_plan, wording)} is unreachable at this "
+            raise PlanError(f"{setting_text('target_eps', eps_plan, wording)} is unreachable at this "
                             "delta", setting=setting_name("target_eps", wording),
                             fix=f"raise {setting_name('target_eps', wording)}")
         answers = queries
@@ -475,11 +144,11 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
         _plan_kernel(config, facts, noise, filled)
     else:
         if spec.kind.reads_private_records:
-            voters = _voters(spec, None, params)
+            voters = voters_of(spec, None, params)
         else:
             user_t = part.get("num_teachers")
             t_max = t_most
-            if _num(user_t):
+            if is_number(user_t):
                 teachers = int(user_t)
             else:
                 grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
@@ -494,7 +163,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                                    f"{min(want, cap)} answers at noise {TARGET_NOISE:g} x teachers")
                             break
                     else:
-                        std = _argmax_std(spec, params)
+                        std = argmax_std(spec, params)
                         if std is not None and std[1] / t <= TARGET_NOISE:
                             chosen = t
                             why = (f"the fewest teachers whose votes the fixed noise "
@@ -537,10 +206,10 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
             queries = cap
         noise = noise_for(queries, voters)
         if noise is None:
-            raise PlanError(f"{_setting('target_eps', eps_plan, wording)} is unreachable at "
+            raise PlanError(f"{setting_text('target_eps', eps_plan, wording)} is unreachable at "
                             f"delta = {priv['delta']:g}", setting=setting_name("target_eps", wording),
                             fix=f"raise {setting_name('target_eps', wording)}")
-        answers = queries if calibrated else _answers_fixed(
+        answers = queries if calibrated else answers_fixed(
             config, spec, spec.validate(noise), eps_plan, queries, order_grid)
     if queries > n_pub:
         queries = n_pub
@@ -551,25 +220,25 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
     rel: dict[str, float] = {}
     if voters:
         who = "teachers" if teachers else "k"
-        got = _argmax_std(spec, noise)
+        got = argmax_std(spec, noise)
         if got is not None:
             shown = "sqrt(2) scale" if got[0] == "scale" else got[0]
             rel[f"{shown}/{who}"] = got[1] / voters
-        if "sigma1" in spec.param_names and _num(noise.get("sigma1")):
+        if "sigma1" in spec.param_names and is_number(noise.get("sigma1")):
             rel[f"sigma1/{who}"] = float(noise["sigma1"]) / voters
     if teachers:
         least = MIN_RECORDS_PER_CLASS * classes
         if teachers > facts.private_records:
-            refuse(f"{_setting('num_teachers', teachers, wording)} exceeds the "
+            refuse(f"{setting_text('num_teachers', teachers, wording)} exceeds the "
                    f"{facts.private_records} private records", "num_teachers",
-                   f"{_set('num_teachers', max(1, facts.private_records // least), wording)} or "
+                   f"{assignment_text('num_teachers', max(1, facts.private_records // least), wording)} or "
                    "fewer, or leave it out and the planner chooses")
         elif records < least:
             t_ok = max(1, facts.private_records // least)
             refuse(f"{teachers} teachers leave {records:.1f} private records per teacher "
                    f"({records / classes:.2f} per class for {classes} classes): shards too small "
                    f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)", "num_teachers",
-                   f"{_set('num_teachers', t_ok, wording)} or fewer for "
+                   f"{assignment_text('num_teachers', t_ok, wording)} or fewer for "
                    f"{facts.private_records} private records, or leave it out and the planner "
                    "chooses, or bring more private records")
         else:
@@ -585,25 +254,25 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                 ok[std_key.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
                 if "sigma1" in ok and params.get("sigma1") == "auto":
                     ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
-                eps_needed = _worst_eps(config, spec, spec.validate(ok), queries, order_grid)
+                eps_needed = worst_eps(config, spec, spec.validate(ok), queries, order_grid)
                 fewer = queries_at(voters, DROWNING_NOISE)
                 more = "" if spec.kind.reads_private_records or teachers >= t_most else (
                     f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
                     "1/teachers^2 as much at the same relative noise) if the private records allow")
-                fewer_text = (f", or ask fewer queries ({_set('queries', fewer, wording)})"
+                fewer_text = (f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
                               if fewer >= need else "")
                 refuse(f"the noise calibrated for {queries} queries at "
-                       f"{_setting('target_eps', eps_plan, wording)} is {main} = {level:.3g}: it "
+                       f"{setting_text('target_eps', eps_plan, wording)} is {main} = {level:.3g}: it "
                        f"drowns the votes (refused above {DROWNING_NOISE:g})", "target_eps",
-                       f"{_set('target_eps', eps_needed, wording)} or more{fewer_text}" + more
+                       f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}" + more
                        + ("" if spec.kind.reads_private_records else
-                          f", or {_setting('mechanism', 'class-means', wording)} (one release "
+                          f", or {setting_text('mechanism', 'class-means', wording)} (one release "
                           "labels every public item, no cost per query)"))
             else:
                 good = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
-                refuse(f"{_setting(key, float(noise[key]), wording)} is {main} = {level:.3g}: it "
+                refuse(f"{setting_text(key, float(noise[key]), wording)} is {main} = {level:.3g}: it "
                        f"drowns the votes (refused above {DROWNING_NOISE:g})", key,
-                       f"{_set(key, good, wording)} ({TARGET_NOISE:g} x {voters:g} voters), or "
+                       f"{assignment_text(key, good, wording)} ({TARGET_NOISE:g} x {voters:g} voters), or "
                        "more voters")
         else:
             checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
@@ -617,7 +286,7 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
             key = "target_eps" if params.get("sigma1") == "auto" else "sigma1"
             refuse(f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin flip "
                    f"(refused above {DROWNING_CHECK_NOISE:g})", key,
-                   f"{_set('sigma1', 0.6 * voters, wording)} (0.6 x voters, Papernot et al. "
+                   f"{assignment_text('sigma1', 0.6 * voters, wording)} (0.6 x voters, Papernot et al. "
                    "2018)" if key == "sigma1" else
                    f"a larger {setting_name('target_eps', wording)} or fewer queries")
         else:
@@ -628,19 +297,19 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                    f"for {classes} classes", "queries", f"bring at least {need} public items")
         elif answers < need:
             if user_queries is not None and user_queries < need:
-                refuse(f"{_setting('queries', int(user_queries), wording)} asks for fewer labels than "
+                refuse(f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels than "
                        f"{MIN_LABELS_PER_CLASS} per class for {classes} classes", "queries",
                        f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
                        "planner chooses")
             else:
                 key = "target_eps" if target is not None else "budget_eps"
                 ok = dict(noise)
-                eps_needed = _worst_eps(config, spec, spec.validate(ok), need, order_grid)
-                refuse(f"the budget ({_setting(key, eps_plan, wording)}) buys {answers} answers in "
+                eps_needed = worst_eps(config, spec, spec.validate(ok), need, order_grid)
+                refuse(f"the budget ({setting_text(key, eps_plan, wording)}) buys {answers} answers in "
                        f"the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for {classes} "
                        "classes", key,
-                       f"{_set(key, eps_needed, wording)} or more, or "
-                       f"{_setting('mechanism', 'class-means', wording)} (one release labels "
+                       f"{assignment_text(key, eps_needed, wording)} or more, or "
+                       f"{setting_text('mechanism', 'class-means', wording)} (one release labels "
                        "every public item)")
         else:
             checked.append(f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)")
@@ -650,16 +319,16 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                                 f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
                                 "may be weak unless it also learns from the unlabelled public "
                                 "items; a larger eps buys more")
-    clean = spec.validate(noise) if all(_num(v) for v in noise.values()) else noise
-    guarantee = _worst_eps(config, spec, clean, answers, order_grid) if answers and all(
-        _num(v) for v in clean.values()) and not spec.kind.releases_once else None
+    clean = spec.validate(noise) if all(is_number(v) for v in noise.values()) else noise
+    guarantee = worst_eps(config, spec, clean, answers, order_grid) if answers and all(
+        is_number(v) for v in clean.values()) and not spec.kind.releases_once else None
     if spec.kind.releases_once and calibrated:
         guarantee = eps_plan
-    numeric = all(_num(v) for v in clean.values())
+    numeric = all(is_number(v) for v in clean.values())
     releases = bool(priv.get("release", True)) and (
         not numeric or spec.release_params(clean) is not None)
     plan = Plan(facts=facts, mechanism=spec.name, num_teachers=teachers, queries=int(queries),
-                noise={k: float(v) for k, v in clean.items() if _num(v)}, relative_noise=rel,
+                noise={k: float(v) for k, v in clean.items() if is_number(v)}, relative_noise=rel,
                 records_per_teacher=records, answers=int(answers), guarantee_eps=guarantee,
                 delta=float(priv["delta"]), budget_eps=budget,
                 target_eps=float(target) if target is not None else None,
@@ -686,7 +355,7 @@ def _plan_kernel(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
 
     knn = config.get("knn") or {}
     sigma = noise.get("sigma")
-    if len(facts.input_shape) != 1 or knn.get("features", "kernel") != "kernel" or not _num(sigma):
+    if len(facts.input_shape) != 1 or knn.get("features", "kernel") != "kernel" or not is_number(sigma):
         return
     if "features" not in knn:
         filled["features"] = {"value": "kernel", "why": "a table: the release labels through "
