@@ -18,12 +18,8 @@ cluster=None)``
     :class:`pate.teachers.cluster.ClusterConfig`; None = local): with ``backend="ray"`` every
     chunk is a Ray task (same predictions, bit for bit on CPU at the same thread count; the
     chunk files are written here, by the driver, in the same format).
-``EnsembleResult``
-    ``public_predictions`` (T, N_public), ``eval_predictions`` (T, N_eval), ``eval_labels``,
-    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained;
-    ``execution``: where (``backend`` and its resources; not in ``summary()`` nor metrics.json).
-``plurality_accuracy(predictions, labels, *, num_classes)``
-    Accuracy of the noiseless plurality vote (ties go to the lowest class index).
+``EnsembleResult``, ``plurality_accuracy``
+    What training gives (predictions, accuracies, where it ran): :mod:`pate.teachers.result`.
 ``load_teacher_models(out_dir)``
     The trained torch teachers of an ``out_dir`` as a list of ``nn.Module`` (eval mode).
 
