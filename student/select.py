@@ -157,16 +157,34 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
     is Confident-GNMax with the threshold raised by T / classes and no free student labels.
     Every argument is validated before any noise is drawn.
     """
-    from pate import mechanisms
-    from pate.aggregators import OnlineAggregator, interactive_gnmax
-    from pate.student.train import Student, _check_public_x
+    from pate.student.train import _check_public_x
 
     criterion = check_choice(criterion, "criterion", SELECTION_MODES)
     x = _check_public_x(public_x)
     votes = check_votes(votes)
     n, num_classes = votes.shape
-    if n != x.shape[0]:
-        raise ValueError(f"votes has {n} rows but public_x has {x.shape[0]} items: pass the teachers' "
+    rounds, batch_size, initial_size = _check_round_sizes(
+        num_votes=n, num_public=x.shape[0], rounds=rounds, batch_size=batch_size,
+        initial_size=initial_size)
+    mechanism_params = {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
+                        "student_confidence": student_confidence}
+    _check_aggregation(aggregator, mechanism_params, rng)
+    confidence = (aggregator.params.get("student_confidence") if aggregator is not None
+                  else float(student_confidence))
+    _check_student_confidence(confidence, num_classes=num_classes)
+    params = _student_settings(student_params, criterion=criterion, num_classes=num_classes)
+    loop = _ActiveLoop(x, votes, criterion=criterion, student_params=params,
+                       aggregator=aggregator, rng=rng, mechanism_params=mechanism_params)
+    return loop.run(rounds=rounds, initial_size=initial_size, batch_size=batch_size)
+
+
+def _check_round_sizes(*, num_votes: int, num_public: int, rounds: Any, batch_size: Any,
+                       initial_size: Any) -> tuple[int, int, int]:
+    """``(rounds, batch_size, initial_size)`` of :func:`active_labels`, checked against the
+    ``num_votes`` rows of votes and the ``num_public`` public items."""
+    n = num_votes
+    if n != num_public:
+        raise ValueError(f"votes has {n} rows but public_x has {num_public} items: pass the teachers' "
                          "votes on every public item, in the same order")
     rounds = check_int(rounds, "rounds", minimum=1)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
@@ -174,8 +192,15 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
     total = initial_size + (rounds - 1) * batch_size
     if total > n:
         raise ValueError(f"initial_size + (rounds - 1) * batch_size = {total} exceeds the {n} public items")
-    mechanism_params = {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
-                        "student_confidence": student_confidence}
+    return rounds, batch_size, initial_size
+
+
+def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> None:
+    """Either an online aggregator of a mechanism that uses the student, or every
+    Interactive-GNMax parameter and ``rng`` (validated before any noise is drawn), not both."""
+    from pate import mechanisms
+    from pate.aggregators import OnlineAggregator
+
     if aggregator is not None:
         if (not isinstance(aggregator, OnlineAggregator)
                 or not mechanisms.get(aggregator.mechanism).needs_student):
@@ -196,60 +221,105 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
 
         mechanisms.get("interactive-gnmax").validate(mechanism_params)
         check_rng(rng)
-    confidence = (aggregator.params.get("student_confidence") if aggregator is not None
-                  else float(student_confidence))
+
+
+def _check_student_confidence(confidence: float | None, *, num_classes: int) -> None:
+    """Refuse a ``student_confidence`` at which even a uniform guess would be kept."""
     if confidence is not None and confidence <= 1.0 / num_classes:
         raise ValueError(f"student_confidence={confidence!r} is at most 1/classes = "
                          f"{1.0 / num_classes:.4g}: every student label, even a uniform guess, would "
                          "be kept; use a confidence well above 1/classes (e.g. 0.9)")
+
+
+def _student_settings(student_params: dict | None, *, criterion: str, num_classes: int) -> dict:
+    """The settings of the per-round students, checked before any noise when one is trained."""
+    from pate.student.train import Student
+
     params = dict(student_params or {})
     if criterion != "first":
         params.setdefault("num_classes", num_classes)
         params.setdefault("progress", False)
         Student(**params)._validated()   # bad student settings fail here, before any noise
+    return params
 
-    def aggregate(rows: np.ndarray, probabilities: np.ndarray):
-        if aggregator is not None:
-            return aggregator.answer(votes[rows], student_probabilities=probabilities)
-        return interactive_gnmax(votes[rows], student_probabilities=probabilities, rng=rng,
-                                 **mechanism_params)
 
-    labels = np.full(n, -1, dtype=np.int64)
-    asked = np.zeros(n, dtype=bool)
-    answered = np.zeros(n, dtype=bool)
-    source = np.full(n, "not-asked", dtype=object)
-    order: list[np.ndarray] = []
-    events = []
-    round_info = []
-    uniform = np.full((n, num_classes), 1.0 / num_classes)
-    selected_so_far = np.zeros(n, dtype=bool)
-    for r in range(rounds):
-        size = initial_size if r == 0 else batch_size
-        if r == 0 or criterion == "first" or not np.any(labels >= 0):
+class _ActiveLoop:
+    """The rounds of one :func:`active_labels` call and what each public item got so far."""
+
+    def __init__(self, x: np.ndarray, votes: np.ndarray, *, criterion: str, student_params: dict,
+                 aggregator: Any, rng: Any, mechanism_params: dict) -> None:
+        n, num_classes = votes.shape
+        self.x = x
+        self.votes = votes
+        self.criterion = criterion
+        self.student_params = student_params
+        self.aggregator = aggregator
+        self.rng = rng
+        self.mechanism_params = mechanism_params
+        self.labels = np.full(n, -1, dtype=np.int64)
+        self.asked = np.zeros(n, dtype=bool)
+        self.answered = np.zeros(n, dtype=bool)
+        self.source = np.full(n, "not-asked", dtype=object)
+        self.order: list[np.ndarray] = []
+        self.events: list = []
+        self.round_info: list[dict] = []
+        self.uniform = np.full((n, num_classes), 1.0 / num_classes)
+        self.selected_so_far = np.zeros(n, dtype=bool)
+
+    def run(self, *, rounds: int, initial_size: int, batch_size: int) -> ActiveResult:
+        """Ask ``rounds`` batches (fewer when the aggregator stops); the outcome."""
+        for r in range(rounds):
+            size = initial_size if r == 0 else batch_size
+            rows, probabilities = self._next_batch(r, size=size)
+            result = self._aggregate(rows, probabilities)
+            self._record(r, rows, result)
+            if getattr(result, "stop_reason", None):
+                self.round_info[-1]["stop_reason"] = result.stop_reason
+                break
+        return self._result()
+
+    def _next_batch(self, r: int, *, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of round ``r`` and the student's probabilities on them (uniform while no
+        student is trained: the first round, ``"first"``, or no label released yet)."""
+        from pate.student.train import Student
+
+        criterion = self.criterion
+        selected_so_far = self.selected_so_far
+        if r == 0 or criterion == "first" or not np.any(self.labels >= 0):
             start = int(selected_so_far.sum()) if criterion == "first" else None
             if criterion == "first":
                 rows = np.arange(start, start + size, dtype=np.int64)
             else:
                 rows = np.flatnonzero(~selected_so_far)[:size].astype(np.int64)
-            probabilities = uniform[rows]
-        else:
-            student = Student(**params).fit(x, labels)
-            probs = student.predict_proba(x)
-            rows = select_uncertain(probs, k=size, criterion=criterion, exclude=selected_so_far)
-            probabilities = probs[rows]
-        result = aggregate(rows, probabilities)
-        selected_so_far[rows] = True
-        labels[rows] = result.labels
-        asked[rows] = result.asked_mask
-        answered[rows] = result.answered_mask
-        source[rows] = result.source
-        order.append(rows[result.asked_mask])
-        events.append(result.event)
+            return rows, self.uniform[rows]
+        student = Student(**self.student_params).fit(self.x, self.labels)
+        probs = student.predict_proba(self.x)
+        rows = select_uncertain(probs, k=size, criterion=criterion, exclude=selected_so_far)
+        return rows, probs[rows]
+
+    def _aggregate(self, rows: np.ndarray, probabilities: np.ndarray):
+        from pate.aggregators import interactive_gnmax
+
+        if self.aggregator is not None:
+            return self.aggregator.answer(self.votes[rows], student_probabilities=probabilities)
+        return interactive_gnmax(self.votes[rows], student_probabilities=probabilities, rng=self.rng,
+                                 **self.mechanism_params)
+
+    def _record(self, r: int, rows: np.ndarray, result: Any) -> None:
+        """Keep round ``r``'s answers on ``rows``."""
+        self.selected_so_far[rows] = True
+        self.labels[rows] = result.labels
+        self.asked[rows] = result.asked_mask
+        self.answered[rows] = result.answered_mask
+        self.source[rows] = result.source
+        self.order.append(rows[result.asked_mask])
+        self.events.append(result.event)
         counts = result.counts()
-        round_info.append({"round": r + 1, "queries": int(rows.size), **counts})
-        if getattr(result, "stop_reason", None):
-            round_info[-1]["stop_reason"] = result.stop_reason
-            break
-    return ActiveResult(labels=labels, asked_mask=asked, answered_mask=answered,
-                        source=source.astype(str), query_order=np.concatenate(order) if order else
-                        np.zeros(0, dtype=np.int64), events=tuple(events), rounds=tuple(round_info))
+        self.round_info.append({"round": r + 1, "queries": int(rows.size), **counts})
+
+    def _result(self) -> ActiveResult:
+        order = self.order
+        return ActiveResult(labels=self.labels, asked_mask=self.asked, answered_mask=self.answered,
+                            source=self.source.astype(str), query_order=np.concatenate(order) if order
+                            else np.zeros(0, dtype=np.int64), events=tuple(self.events),
+                            rounds=tuple(self.round_info))
