@@ -317,6 +317,40 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
                                      "sigma": sigma, "scale": scale, "k": k,
                                      "sampling_rate": sampling_rate,
                                      "count_weight": count_weight}.items() if v is not None}
+    data, identity, data_table = _data_source(private, public, evaluation)
+    aggregator, no_teachers = _aggregator_table(
+        mechanism, given, num_teachers=num_teachers, knn=knn, target_eps=target_eps,
+        queries=queries, noise_seed=noise_seed)
+    privacy = _privacy_table(delta=delta, release=release, conversion=conversion,
+                             release_order=release_order, release_beta=release_beta,
+                             release_sigma_ss=release_sigma_ss, budget_eps=budget_eps,
+                             dataset=dataset)
+    teacher_value, teacher_object = _model_setting(teacher, "teacher")
+    student_value, student_object = _model_setting(student, "student")
+    raw = {"run": {"name": name, "seed": seed, "device": device,
+                   **({} if threads is None else {"threads": threads})},
+           "data": data_table,
+           "partition": {"num_teachers": "auto" if num_teachers is None else num_teachers,
+                         "mode": partition},
+           "teachers": dict(teacher_params or {}, model=teacher_value),
+           "aggregator": aggregator, "privacy": privacy,
+           "student": dict(student_params or {}, model=student_value)}
+    if no_teachers:
+        del raw["partition"]
+        if knn is not None:
+            raw["knn"] = dict(knn)
+    run_dir = _run_dir(run_dir, name=name, resume=resume)
+    ledger_setting = ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve())
+    config = C.from_dict(raw, source="pate.fit", run_dir=str(run_dir),
+                         ledger=False if ledger_setting is False else
+                         (None if ledger_setting is True else ledger_setting),
+                         facts=None if data is None else P.facts_of(data), wording="python")
+    return config, data, identity, teacher_object, student_object
+
+
+def _data_source(private, public, evaluation):
+    """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
+    and ``identity`` None); arrays are checked now (:func:`_memory_data`)."""
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:
@@ -328,9 +362,18 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
             raise TypeError("public= (the public inputs the teachers label) is needed")
         data, identity = _memory_data(private, public, evaluation)
         data_table = {"name": data.name}
+    return data, identity, data_table
 
+
+def _aggregator_table(mechanism: str, given: dict, *, num_teachers, knn, target_eps, queries,
+                      noise_seed) -> tuple[dict, bool]:
+    """``([aggregator] table, no_teachers)`` of fit's arguments; ``given``: the noise and
+    mechanism parameters passed (not None). ``no_teachers``: the mechanism reads the private
+    records itself (Private-kNN, class-means)."""
     from pate import mechanisms
+    from pate import planner as P
 
+    given = dict(given)
     if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism
         mechanism = P.FIXED_NOISE_MECHANISM
     spec = mechanisms.get(P.AUTO_MECHANISM if mechanism == "auto" else mechanism)
@@ -357,6 +400,12 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
         aggregator["queries"] = int(queries)
     if noise_seed is not None:
         aggregator["noise_seed"] = int(noise_seed)
+    return aggregator, no_teachers
+
+
+def _privacy_table(*, delta, release, conversion, release_order, release_beta, release_sigma_ss,
+                   budget_eps, dataset) -> dict:
+    """The ``[privacy]`` table of fit's arguments (the release's defaults: ``DEFAULT_RELEASE``)."""
     release_params = {k: v for k, v in (("release_order", release_order),
                                         ("release_beta", release_beta),
                                         ("release_sigma_ss", release_sigma_ss)) if v is not None}
@@ -368,32 +417,18 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
         privacy["budget_eps"] = budget_eps
     if dataset is not None:
         privacy["dataset"] = dataset
-    teacher_value, teacher_object = _model_setting(teacher, "teacher")
-    student_value, student_object = _model_setting(student, "student")
-    raw = {"run": {"name": name, "seed": seed, "device": device,
-                   **({} if threads is None else {"threads": threads})},
-           "data": data_table,
-           "partition": {"num_teachers": "auto" if num_teachers is None else num_teachers,
-                         "mode": partition},
-           "teachers": dict(teacher_params or {}, model=teacher_value),
-           "aggregator": aggregator, "privacy": privacy,
-           "student": dict(student_params or {}, model=student_value)}
-    if no_teachers:
-        del raw["partition"]
-        if knn is not None:
-            raw["knn"] = dict(knn)
+    return privacy
+
+
+def _run_dir(run_dir, *, name: str, resume: bool):
+    """``run_dir``, or a fresh temporary one when left out (refused with ``resume=True``)."""
     if run_dir is None:
         import tempfile
 
         if resume:
             raise TypeError("resume=True needs the run_dir of the run to continue")
         run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"pate-{name}-")) / "run"
-    ledger_setting = ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve())
-    config = C.from_dict(raw, source="pate.fit", run_dir=str(run_dir),
-                         ledger=False if ledger_setting is False else
-                         (None if ledger_setting is True else ledger_setting),
-                         facts=None if data is None else P.facts_of(data), wording="python")
-    return config, data, identity, teacher_object, student_object
+    return run_dir
 
 
 def _result(run, report: dict) -> PateResult:
