@@ -60,6 +60,7 @@ import json
 import logging
 import math
 import pathlib
+import time
 from typing import Callable
 
 import numpy as np
@@ -212,6 +213,15 @@ def _knn_features(run: Run) -> tuple[str, int, int]:
     else:
         width = int(np.prod(data.input_shape))
     return features, dims, width
+
+
+def _feature_cache(run: Run):
+    """The on-disk front-end feature cache of this run (None: ``[run] feature_cache = false``
+    or ``$PATE_FEATURE_CACHE=off``); docs/feature_cache.md."""
+    from pate.teachers.feature_cache import FeatureCache
+
+    root = C.feature_cache_root(run.config, run_dir=run.run_dir)
+    return None if root is None else FeatureCache(root)
 
 
 def _check_knn_data(run: Run) -> None:
@@ -605,10 +615,16 @@ def teachers(run: Run) -> dict:
     # [cluster] says where the teachers train, never what they compute: every backend gives the
     # same predictions; the stage summary records where it ran (the report shows it)
     cluster = ClusterConfig(**C.cluster_settings(run.config))
-    result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**settings),
-                            out_dir=run.path(R.TEACHERS), resume=True, progress=run.progress,
-                            cluster=cluster)
+    from pate.teachers.feature_cache import using as using_feature_cache
+
+    cache = _feature_cache(run)
+    with using_feature_cache(cache):  # [teachers] features = "scatternet": cached on disk
+        result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**settings),
+                                out_dir=run.path(R.TEACHERS), resume=True, progress=run.progress,
+                                cluster=cluster)
     summary = result.summary()
+    if cache is not None and cache.summary()["entries"]:
+        summary["feature_cache"] = cache.summary()
     summary["execution"] = {k: v for k, v in result.execution.items() if k != "workers"}
     logger.info("teachers: mean accuracy %.4f, plurality vote %.4f on the evaluation split",
                 summary["teacher_accuracy_mean"], summary["plurality_accuracy"])
@@ -649,8 +665,12 @@ def _knn_embeddings(run: Run) -> dict:
         public, private = (np.sqrt(model.predict_proba(x)).astype(np.float32)
                            for x in (data.public.x, data.private.x))
     else:
-        front, public = PublicFrontEnd.fit_transform(data.public.x, features=features, dims=dims)
-        private = front.embed(data.private.x)
+        cache, t0 = _feature_cache(run), time.perf_counter()
+        front, public = PublicFrontEnd.fit_transform(data.public.x, features=features, dims=dims,
+                                                     cache=cache)
+        private = front.embed(data.private.x, cache=cache)
+        front_end = {"front_end_seconds": round(time.perf_counter() - t0, 2),
+                     "feature_cache": None if cache is None else cache.summary()}
     labels = np.asarray(data.private.y, dtype=np.int64)
     atomic_savez(run.path(R.KNN_EMBEDDINGS), public=public, private=private,
                  private_labels=labels, num_classes=np.int64(data.num_classes))
@@ -658,7 +678,8 @@ def _knn_embeddings(run: Run) -> dict:
                 "private items", features, dims, len(public), len(private))
     return {"queries": int(public.shape[0]), "classes": int(data.num_classes),
             "private_records": int(private.shape[0]), "features": features, "dims": int(dims),
-            "feature_count": width, "embedding": R.KNN_EMBEDDINGS}
+            "feature_count": width, "embedding": R.KNN_EMBEDDINGS,
+            **(front_end if features != "student" else {})}
 
 
 # -- aggregate: answers are drawn inside a ledger reservation and charged before they are written
@@ -1399,7 +1420,8 @@ def _rule_head(run: Run, labels: np.ndarray):
     data = run.data
     features, dims, _ = _knn_features(run)
     public_x = np.asarray(data.public.x, dtype=np.float32)
-    front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims)
+    front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims,
+                                                 cache=_feature_cache(run))
     with np.load(run.path(R.KNN_EMBEDDINGS), allow_pickle=False) as saved:
         saved_public = saved["public"]
     if saved_public.shape != public.shape or not np.allclose(saved_public, public, atol=1e-4):
