@@ -653,6 +653,7 @@ def _knn_embeddings(run: Run) -> dict:
 
     data = run.data
     features, dims, width = _knn_features(run)
+    front_end = {}  # the front-end's seconds and feature-cache lookups (not for a student's)
     if features == "student":
         # the earlier round's released student: square roots of its class probabilities
         # (Euclidean distance between them is the Hellinger distance)
@@ -679,7 +680,7 @@ def _knn_embeddings(run: Run) -> dict:
     return {"queries": int(public.shape[0]), "classes": int(data.num_classes),
             "private_records": int(private.shape[0]), "features": features, "dims": int(dims),
             "feature_count": width, "embedding": R.KNN_EMBEDDINGS,
-            **(front_end if features != "student" else {})}
+            **front_end}
 
 
 # -- aggregate: answers are drawn inside a ledger reservation and charged before they are written
