@@ -83,3 +83,27 @@ def test_cache_needs_an_action(capsys):
     with pytest.raises(SystemExit):
         main(["cache"])
     assert "list" in capsys.readouterr().err
+
+
+def test_the_teachers_stage_reads_scatternet_features_through_the_cache(tmp_path, small_digits,
+                                                                        monkeypatch):
+    """[teachers] features = "scatternet": the second run's teachers stage reads the three
+    splits' features that the first one cached, and trains the same teachers."""
+    from pate import rundir as R
+    from pate import stages
+    from pate.rundir import Run
+
+    monkeypatch.delenv(FC.ENV, raising=False)
+    config = small_digits(tmp_path, replace=(('model = "cnn8"', 'model = "linear"\n'
+                                              'features = "scatternet"'),
+                                             ("epochs = 16", "epochs = 2")))
+    summaries, predictions = [], []
+    for name in ("first", "second"):
+        run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)
+        stages.run_stage(run, "partition")
+        summaries.append(stages.run_stage(run, "teachers")["feature_cache"])
+        with np.load(run.path(R.TEACHER_PREDICTIONS)) as saved:
+            predictions.append(saved["public"])
+    assert [(s["misses"], s["hits"]) for s in summaries] == [(3, 0), (0, 3)]
+    assert {e["rows"] for e in summaries[1]["entries"]} == {1000, 597, 200}
+    np.testing.assert_array_equal(predictions[0], predictions[1])
