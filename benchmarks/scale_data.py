@@ -76,7 +76,7 @@ def enlarged_npz(data, factor: int, path: pathlib.Path) -> int:
     if data.class_names:
         arrays["class_names"] = np.asarray(data.class_names)
     np.savez(path, **arrays)
-    return int(len(arrays["y_private"]))
+    return len(arrays["y_private"])
 
 
 def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: pathlib.Path) -> None:

@@ -57,7 +57,7 @@ import pathlib
 import shutil
 import tempfile
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -65,8 +65,8 @@ from pate.analysis.errors import RunDirError
 from pate.analysis.validation import check_int
 from pate.io import naming_write_errors
 
-__all__ = ["FORMAT", "ENV", "DIRNAME", "CHUNK_ROWS", "resolve_root", "input_digest", "EntryKey",
-           "CachedFeatures", "FeatureCache", "using", "active"]
+__all__ = ["CHUNK_ROWS", "DIRNAME", "ENV", "FORMAT", "CachedFeatures", "EntryKey", "FeatureCache",
+           "active", "input_digest", "resolve_root", "using"]
 
 FORMAT = 1
 ENV = "PATE_FEATURE_CACHE"
@@ -120,7 +120,7 @@ class EntryKey:
     digest: str
 
     @classmethod
-    def of(cls, x, *, front_end: str, settings: dict, output_shape) -> "EntryKey":
+    def of(cls, x, *, front_end: str, settings: dict, output_shape) -> EntryKey:
         return cls(front_end=front_end, settings=dict(settings),
                    input_shape=tuple(int(s) for s in np.shape(x)[1:]),
                    output_shape=tuple(int(s) for s in output_shape), rows=len(x),

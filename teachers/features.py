@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-
 import time
 
 import numpy as np

@@ -20,7 +20,7 @@ def _data():
     rng = np.random.default_rng(0)
     x = np.zeros((6, 1, 8, 8), dtype=np.float32)
     x[:, :, 2:6, 1:4] = rng.random((6, 1, 4, 3))
-    split = lambda n: ArraySplit(x[:n], rng.integers(0, 3, n))  # noqa: E731
+    split = lambda n: ArraySplit(x[:n], rng.integers(0, 3, n))
     return PateData(name="toy", private=split(6), public=split(4), evaluation=split(3),
                     num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"))
 

@@ -94,8 +94,8 @@ def test_the_teachers_stage_reads_scatternet_features_through_the_cache(tmp_path
     from pate.rundir import Run
 
     monkeypatch.delenv(FC.ENV, raising=False)
-    config = small_digits(tmp_path, replace=(('model = "cnn8"', 'model = "linear"\n'
-                                              'features = "scatternet"'),
+    config = small_digits(tmp_path, replace=(('model = "cnn8"',
+                                              'model = "linear"\nfeatures = "scatternet"'),
                                              ("epochs = 16", "epochs = 2")))
     summaries, predictions = [], []
     for name in ("first", "second"):

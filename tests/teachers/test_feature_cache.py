@@ -265,14 +265,13 @@ def test_using_sets_the_cache_of_the_front_end(tmp_path):
         assert FC.active() is cache
         assert F.scatter_features(_images(4)).hit is False
     assert FC.active() is None and cache.summary()["misses"] == 1
-    with pytest.raises(TypeError, match="FeatureCache"):
-        with FC.using("folder"):
-            pass
+    with pytest.raises(TypeError, match="FeatureCache"), FC.using("folder"):
+        pass
 
 
 def _data(n_private=40, n_public=30, n_eval=10):
     rng = np.random.default_rng(5)
-    split = lambda n, s: ArraySplit(_images(n, seed=s), rng.integers(0, 3, n))  # noqa: E731
+    split = lambda n, s: ArraySplit(_images(n, seed=s), rng.integers(0, 3, n))
     return PateData(name="toy", private=split(n_private, 1), public=split(n_public, 2),
                     evaluation=split(n_eval, 3), num_classes=3, input_shape=(1, 8, 8))
 
