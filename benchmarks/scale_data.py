@@ -102,7 +102,7 @@ def measured(argv: list[str], log: pathlib.Path) -> dict:
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
         _, status, usage = os.wait4(proc.pid, 0)
     return {"wall_s": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux: kilobytes
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # MiB (Linux: ru_maxrss in kB)
             "exit_status": os.waitstatus_to_exitcode(status),
             "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
@@ -172,8 +172,8 @@ def main(argv=None) -> int:
                           "python": platform.python_version(),
                           "memory_gb": round(os.sysconf("SC_PAGE_SIZE")
                                              * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-              "notes": "OMP_NUM_THREADS=1; peak_rss_mb is the child's ru_maxrss; the machine is "
-                       "shared (see loadavg_before/after)"}
+              "notes": "OMP_NUM_THREADS=1; peak_rss_mb is the child's ru_maxrss in MiB (kB / 1024); "
+                       "the machine is shared (see loadavg_before/after)"}
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0
