@@ -54,6 +54,7 @@ COMMAND_MODULES = (
     "pate.commands.analyze",
     "pate.commands.report",
     "pate.commands.budget",
+    "pate.commands.cache",
 )
 
 EXIT_INPUT = 2

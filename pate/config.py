@@ -5,7 +5,10 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
     [run]        name*, seed, secure, device, run_dir, smoke_test (true: the run only checks that
                  the pipeline works; its report says so at the top), threads (CPU threads, an
                  integer >= 1; left out: $OMP_NUM_THREADS, else the CPUs this process may use --
-                 pate.threads, docs/threads.md)
+                 pate.threads, docs/threads.md), feature_cache (the folder of the on-disk
+                 front-end feature cache, relative to the config file, or false; default
+                 $PATE_FEATURE_CACHE, else <runs root>/.feature-cache:
+                 :func:`feature_cache_root`, docs/feature_cache.md)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's)
     [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
@@ -86,7 +89,7 @@ UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss
 SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "run": {"name": (str, REQUIRED), "seed": (int, 0), "secure": (bool, False),
             "device": (str, "auto"), "run_dir": (str, None), "smoke_test": (bool, False),
-            "threads": (int, None)},
+            "threads": (int, None), "feature_cache": ((str, bool), None)},
     "data": {"name": (str, REQUIRED), "root": (str, None), "download": (bool, False),
              "public_size": (int, None), "eval_size": (int, None),
              "image_size": ((int, list), None)},
@@ -274,6 +277,9 @@ def validate(config: dict, *, source: str = "config") -> dict:
         _check(source, check_threads, run["threads"], setting("run", "threads", source=source))
     if not run["name"] or "/" in run["name"]:
         raise _fail(source, f"[run] name must be a non-empty name without '/', got {run['name']!r}")
+    if run.get("feature_cache") == "":
+        raise _fail(source, "[run] feature_cache must be a folder path, true (the default folder) "
+                            "or false (no cache), got an empty string")
     for key in ("public_size", "eval_size"):
         if key in data:
             _check(f"{source}: [data] {key}", v.check_int, data[key], key, minimum=1)
@@ -729,6 +735,9 @@ def load(path, *, seed: int | None = None, device: str | None = None,
     privacy = raw.get("privacy")
     if isinstance(privacy, dict) and isinstance(privacy.get("ledger"), str) and privacy["ledger"]:
         privacy["ledger"] = str((path.parent / pathlib.Path(privacy["ledger"]).expanduser()).resolve())
+    run = raw.get("run")
+    if isinstance(run, dict) and isinstance(run.get("feature_cache"), str) and run["feature_cache"]:
+        run["feature_cache"] = str((path.parent / pathlib.Path(run["feature_cache"]).expanduser()).resolve())
     return from_dict(raw, source=str(path), seed=seed, device=device, run_dir=run_dir,
                      ledger=ledger, overrides=overrides,
                      seed_in_file=isinstance(raw.get("run"), dict) and "seed" in raw["run"])
@@ -846,3 +855,13 @@ def run_directory(config: dict) -> pathlib.Path:
     """The run directory: [run] run_dir, else runs/<name>."""
     run = config["run"]
     return pathlib.Path(run.get("run_dir") or pathlib.Path("runs") / run["name"])
+
+
+def feature_cache_root(config: dict, *, run_dir) -> pathlib.Path | None:
+    """The folder of the front-end feature cache of a run in ``run_dir``: ``[run]
+    feature_cache`` (false: none), else ``$PATE_FEATURE_CACHE``, else ``.feature-cache`` beside
+    the run directory (:func:`pate.teachers.feature_cache.resolve_root`)."""
+    from pate.teachers.feature_cache import resolve_root
+
+    return resolve_root(config["run"].get("feature_cache"),
+                        runs_root=pathlib.Path(run_dir).absolute().parent)

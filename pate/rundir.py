@@ -130,7 +130,8 @@ def directory_identity(run_dir) -> dict:
 
 def comparable(config: dict) -> dict:
     """The parts of a config that must not change on resume. May change: the device, the CPU
-    threads (``[run] threads``) and where the teachers train (``[cluster]``), which do not change
+    threads (``[run] threads``), the feature cache's folder (``[run] feature_cache``: the cache is
+    checked at every read, a miss recomputes the same features) and where the teachers train (``[cluster]``), which do not change
     what is computed; where the run
     directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
     name one directory, whose identity :meth:`Run.check_not_a_copy` checks); and the dataset's
@@ -142,6 +143,7 @@ def comparable(config: dict) -> dict:
     out.get("run", {}).pop("device", None)
     out.get("run", {}).pop("run_dir", None)
     out.get("run", {}).pop("threads", None)  # how fast, not what (pate.threads)
+    out.get("run", {}).pop("feature_cache", None)  # where features are cached, not what they are
     out.get("privacy", {}).pop("budget_eps", None)
     out.pop("cluster", None)
     return out

@@ -18,11 +18,18 @@ Symbols
                    multiples of 4. Uses kymatio's Morlet filter bank (Andreux et al. 2020,
                    "Kymatio: Scattering Transforms in Python", JMLR).
 ``scatter(x, *, batch_size)``  numpy (N, C, H, W) -> float32 (N, C * 81, H / 4, W / 4).
+``scatter_features(x, *, cache)``  the same as a :class:`pate.teachers.feature_cache.
+                   CachedFeatures`: read from / written to the on-disk feature cache ``cache``
+                   (default: :func:`pate.teachers.feature_cache.active`), computed in memory
+                   without one; ``.chunks()`` yields it a block of rows at a time.
 ``Standardizer``   per-channel mean and standard deviation of public features;
-                   ``Standardizer.fit(public_features)``, ``transform(features)``.
-``feature_data(data, features)``  a :class:`pate.teachers.data.PateData` whose three splits are
-                   replaced by their standardised features (statistics from ``data.public`` only);
-                   ``features="none"`` returns ``data`` itself.
+                   ``Standardizer.fit(public_features)`` (an array or ``CachedFeatures``, read a
+                   chunk at a time), ``transform(features)``.
+``feature_data(data, features, *, cache)``  a :class:`pate.teachers.data.PateData` whose three
+                   splits are replaced by their standardised features (statistics from
+                   ``data.public`` only); ``features="none"`` returns ``data`` itself. The raw
+                   features never stand in memory beside the standardised ones: they are read
+                   (or computed) a chunk at a time.
 ``public_pca_embedding(public, others, *, dims)``  flattened features projected on the first
                    ``dims`` principal axes of the *public* rows (for Private-kNN distances).
 ``KNN_FEATURES``   the front-ends of the mechanisms that read the private records (``[knn]
@@ -38,12 +45,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 
 import numpy as np
 
 from pate.analysis.validation import check_choice, check_int
+from pate.teachers import feature_cache as FC
 
-__all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "Standardizer", "PublicPCA",
+__all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "scatter_features", "Standardizer",
+           "PublicPCA",
            "PublicFrontEnd", "feature_data", "public_pca_embedding", "feature_shape",
            "KNN_FEATURES", "RandomFourierFeatures"]
 
@@ -92,19 +102,63 @@ def ScatterNet(height: int, width: int):
     return _ScatterNet()
 
 
-def scatter(x: np.ndarray, *, batch_size: int = 1000) -> np.ndarray:
-    """ScatterNet features of images ``x`` (N, C, H, W) as float32 (N, C * 81, H/4, W/4)."""
+def _scatter_function(image_shape):
+    """x (n, C, H, W) -> float32 features, with one ScatterNet built for ``image_shape``."""
     import torch
 
+    feature_shape(image_shape)
+    net = ScatterNet(int(image_shape[1]), int(image_shape[2]))
+
+    def apply(block: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return net(torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))).numpy()
+
+    return apply
+
+
+def scatter(x: np.ndarray, *, batch_size: int = 1000) -> np.ndarray:
+    """ScatterNet features of images ``x`` (N, C, H, W) as float32 (N, C * 81, H/4, W/4)."""
     x = np.asarray(x, dtype=np.float32)
     shape = feature_shape(x.shape[1:])
     batch_size = check_int(batch_size, "batch_size", minimum=1)
-    net = ScatterNet(x.shape[2], x.shape[3])
+    apply = _scatter_function(x.shape[1:])
     out = np.empty((len(x),) + shape, dtype=np.float32)
-    with torch.no_grad():
-        for i in range(0, len(x), batch_size):
-            out[i:i + batch_size] = net(torch.from_numpy(x[i:i + batch_size])).numpy()
+    for i in range(0, len(x), batch_size):
+        out[i:i + batch_size] = apply(x[i:i + batch_size])
     return out
+
+
+def scatter_features(x: np.ndarray, *, cache: "FC.FeatureCache | None" = None) -> "FC.CachedFeatures":
+    """ScatterNet features of images ``x`` (N, C, H, W): from the feature cache ``cache`` (None:
+    :func:`pate.teachers.feature_cache.active`) when it holds them, else computed (a chunk at a
+    time) and cached; without a cache, computed in memory (``hit`` None)."""
+    shape = feature_shape(np.shape(x)[1:])
+    cache = FC.active() if cache is None else cache
+    if cache is None:
+        t0 = time.perf_counter()
+        return FC.CachedFeatures(scatter(x), None, time.perf_counter() - t0)
+    key = FC.EntryKey.of(x, front_end="scatternet", settings={"J": J, "L": L},
+                         output_shape=shape)
+    return cache.features(key, x, _scatter_function(np.shape(x)[1:]))
+
+
+def _scatter_blocks(x: np.ndarray, cache) -> "iter":
+    """ScatterNet features of ``x`` a chunk of rows at a time: read from the cache (written
+    first on a miss), or, without one, computed chunk by chunk (never all held at once)."""
+    cache = FC.active() if cache is None else cache
+    if cache is not None:
+        yield from scatter_features(x, cache=cache).chunks()
+        return
+    apply = _scatter_function(np.shape(x)[1:])
+    for i in range(0, len(x), FC.CHUNK_ROWS):
+        yield apply(x[i:i + FC.CHUNK_ROWS])
+
+
+def _blocks_of(rows) -> "iter":
+    """Blocks of rows of an array or of :class:`~pate.teachers.feature_cache.CachedFeatures`."""
+    if isinstance(rows, FC.CachedFeatures):
+        return rows.chunks()
+    return (rows[i:i + FC.CHUNK_ROWS] for i in range(0, len(rows), FC.CHUNK_ROWS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,19 +169,31 @@ class Standardizer:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, public: np.ndarray) -> "Standardizer":
-        public = np.asarray(public, dtype=np.float64)
-        if public.ndim != 4 or len(public) < 2:
-            raise ValueError(f"Standardizer.fit needs (N >= 2, C, H, W) features, got {public.shape}")
-        mean = public.mean(axis=(0, 2, 3), keepdims=True)
-        std = public.std(axis=(0, 2, 3), keepdims=True)
-        return cls(mean=mean[0].astype(np.float32), std=(std[0] + 1e-6).astype(np.float32))
+    def fit(cls, public) -> "Standardizer":
+        """Statistics of ``public`` features (N, C, H, W): an array or a ``CachedFeatures``,
+        read a chunk at a time in two passes (the mean, then the squared deviations)."""
+        shape = tuple(public.array.shape if isinstance(public, FC.CachedFeatures)
+                      else np.shape(public))
+        if len(shape) != 4 or shape[0] < 2:
+            raise ValueError(f"Standardizer.fit needs (N >= 2, C, H, W) features, got {shape}")
+        count = shape[0] * shape[2] * shape[3]
+        total = np.zeros(shape[1])
+        for block in _blocks_of(public):
+            total += np.asarray(block, dtype=np.float64).sum(axis=(0, 2, 3))
+        mean = total / count
+        squares = np.zeros(shape[1])
+        for block in _blocks_of(public):
+            d = np.asarray(block, dtype=np.float64) - mean[None, :, None, None]
+            squares += np.einsum("nchw,nchw->c", d, d)
+        std = np.sqrt(squares / count)
+        return cls(mean=mean[:, None, None].astype(np.float32),
+                   std=(std[:, None, None] + 1e-6).astype(np.float32))
 
     def transform(self, features: np.ndarray) -> np.ndarray:
         return ((np.asarray(features, dtype=np.float32) - self.mean) / self.std).astype(np.float32)
 
 
-def feature_data(data, features: str):
+def feature_data(data, features: str, *, cache: "FC.FeatureCache | None" = None):
     """``data`` with every split replaced by its standardised ``features`` (see the module)."""
     from pate.teachers.data import ArraySplit
 
@@ -135,9 +201,18 @@ def feature_data(data, features: str):
     if features == "none":
         return data
     shape = feature_shape(data.input_shape)
-    raw = {name: scatter(getattr(data, name).x) for name in ("public", "private", "evaluation")}
-    norm = Standardizer.fit(raw["public"])
-    splits = {name: ArraySplit(norm.transform(x), getattr(data, name).y) for name, x in raw.items()}
+    cache = FC.active() if cache is None else cache
+    public = scatter_features(data.public.x, cache=cache)
+    norm = Standardizer.fit(public)
+    splits = {}
+    for name in ("public", "private", "evaluation"):
+        x = getattr(data, name).x
+        out = np.empty((len(x),) + shape, dtype=np.float32)
+        i = 0
+        for block in (public.chunks() if name == "public" else _scatter_blocks(x, cache)):
+            out[i:i + len(block)] = norm.transform(block)
+            i += len(block)
+        splits[name] = ArraySplit(out, getattr(data, name).y)
     logger.info("features: ScatterNet (J=%d, L=%d) %s -> %s, normalised with public statistics",
                 J, L, tuple(data.input_shape), shape)
     return dataclasses.replace(data, input_shape=shape, **splits)
@@ -179,10 +254,17 @@ class PublicPCA:
         """The principal axes of ``transform(public)`` without holding it: its mean and second
         moment are summed ``chunk`` rows at a time and the axes are the top eigenvectors of the
         covariance (the same axes as :meth:`fit`'s SVD up to rounding, same sign rule)."""
+        return cls.fit_blocks((transform(public[i:i + chunk]) for i in range(0, len(public), chunk)),
+                              dims=dims)
+
+    @classmethod
+    def fit_blocks(cls, blocks, *, dims: int) -> "PublicPCA":
+        """:meth:`fit_chunked` of rows given as an iterable of blocks (n_i, ...) (flattened)."""
         dims = check_int(dims, "dims", minimum=1)
-        total, second, n = None, None, len(public)
-        for i in range(0, n, chunk):
-            block = np.asarray(transform(public[i:i + chunk]), dtype=np.float64)
+        total, second, n = None, None, 0
+        for block in blocks:
+            block = np.asarray(block, dtype=np.float64).reshape(len(block), -1)
+            n += len(block)
             total = block.sum(axis=0) if total is None else total + block.sum(axis=0)
             second = block.T @ block if second is None else second + block.T @ block
         if total is None or dims > min(n, total.shape[0]):
@@ -267,15 +349,24 @@ class PublicFrontEnd:
     kernel: RandomFourierFeatures | None = None
 
     @classmethod
-    def fit_transform(cls, public: np.ndarray, *, features: str, dims: int):
-        """(the front-end fitted on ``public``, the embedding of ``public``)."""
+    def fit_transform(cls, public: np.ndarray, *, features: str, dims: int,
+                      cache: "FC.FeatureCache | None" = None):
+        """(the front-end fitted on ``public``, the embedding of ``public``). ScatterNet features
+        come from the feature cache ``cache`` (None: the active one, or computed; see
+        :func:`scatter_features`); their principal axes are those of the covariance summed a
+        chunk at a time (:meth:`PublicPCA.fit_blocks`)."""
         check_choice(features, "features", KNN_FEATURES)
         front, standardizer, kernel = np.asarray(public, dtype=np.float32), None, None
         if features == "scatternet":
-            raw = scatter(front)
+            # the public features are read a chunk at a time (twice for the statistics, once
+            # for the axes' sums, once to embed): never a standardised float64 copy of them all
+            raw = scatter_features(front, cache=cache)
             standardizer = Standardizer.fit(raw)
-            front = standardizer.transform(raw)
-        elif features == "kernel":
+            pca = PublicPCA.fit_blocks((standardizer.transform(b) for b in raw.chunks()),
+                                       dims=dims)
+            out = cls(features=features, standardizer=standardizer, pca=pca)
+            return out, _concat(pca.project(standardizer.transform(b)) for b in raw.chunks())
+        if features == "kernel":
             if front.ndim != 2:
                 raise ValueError(f"features = 'kernel' maps tables (rows of numbers); got inputs "
                                  f"of shape {front.shape[1:]}")
@@ -291,16 +382,27 @@ class PublicFrontEnd:
         return (cls(features=features, standardizer=standardizer, pca=pca, kernel=kernel),
                 pca.project(front))
 
-    def embed(self, x: np.ndarray) -> np.ndarray:
+    def embed(self, x: np.ndarray, *, cache: "FC.FeatureCache | None" = None) -> np.ndarray:
+        """float32 (N, dims); ScatterNet features read (or computed) a chunk of rows at a time
+        (from the feature cache ``cache``, default the active one), never held all at once."""
         front = np.asarray(x, dtype=np.float32)
         if self.kernel is not None:
-            chunks = [self.pca.project(self.kernel.transform(front[i:i + KERNEL_CHUNK]))
-                      for i in range(0, len(front), KERNEL_CHUNK)]
-            return (np.concatenate(chunks) if chunks else
-                    np.zeros((0, self.pca.axes.shape[0]), dtype=np.float32))
+            return self._concat(self.pca.project(self.kernel.transform(front[i:i + KERNEL_CHUNK]))
+                                for i in range(0, len(front), KERNEL_CHUNK))
         if self.standardizer is not None:
-            front = self.standardizer.transform(scatter(front))
+            return self._concat(self.pca.project(self.standardizer.transform(block))
+                                for block in _scatter_blocks(front, cache))
         return self.pca.project(front)
+
+    def _concat(self, blocks) -> np.ndarray:
+        return _concat(blocks, width=self.pca.axes.shape[0])
+
+
+def _concat(blocks, *, width: int | None = None) -> np.ndarray:
+    """The blocks (n_i, dims) stacked; (0, width) float32 when there are none."""
+    blocks = list(blocks)
+    return (np.concatenate(blocks) if blocks else
+            np.zeros((0, 0 if width is None else width), dtype=np.float32))
 
 
 def public_pca_embedding(public: np.ndarray, *others: np.ndarray, dims: int):

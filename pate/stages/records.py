@@ -30,6 +30,15 @@ def skip_reason(config: dict, stage: str) -> str | None:
     return None
 
 
+def feature_cache(run: Run):
+    """The on-disk front-end feature cache of this run (None: ``[run] feature_cache = false``
+    or ``$PATE_FEATURE_CACHE=off``); docs/feature_cache.md."""
+    from pate.teachers.feature_cache import FeatureCache
+
+    root = C.feature_cache_root(run.config, run_dir=run.run_dir)
+    return None if root is None else FeatureCache(root)
+
+
 def embedding_features(run: Run) -> tuple[str, int, int]:
     """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
     data cannot take them): sizes only, no record is read."""

@@ -12,7 +12,7 @@ from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.io import atomic_write_json, load_npy
 from pate.rundir import Run
 from pate.stages.preflight import is_estimator
-from pate.stages.records import embedding_features
+from pate.stages.records import embedding_features, feature_cache
 
 logger = logging.getLogger("pate")
 
@@ -86,7 +86,8 @@ def _rule_head(run: Run, labels: np.ndarray):
     data = run.data
     features, dims, _ = embedding_features(run)
     public_x = np.asarray(data.public.x, dtype=np.float32)
-    front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims)
+    front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims,
+                                                 cache=feature_cache(run))
     with np.load(run.path(R.KNN_EMBEDDINGS), allow_pickle=False) as saved:
         saved_public = saved["public"]
     if saved_public.shape != public.shape or not np.allclose(saved_public, public, atol=1e-4):

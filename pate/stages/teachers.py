@@ -8,6 +8,7 @@ from pate import config as C
 from pate import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.rundir import Run
+from pate.stages.records import feature_cache
 
 logger = logging.getLogger("pate")
 
@@ -27,10 +28,16 @@ def teachers(run: Run) -> dict:
     # [cluster] says where the teachers train, never what they compute: every backend gives the
     # same predictions; the stage summary records where it ran (the report shows it)
     cluster = ClusterConfig(**C.cluster_settings(run.config))
-    result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**settings),
-                            out_dir=run.path(R.TEACHERS), resume=True, progress=run.progress,
-                            cluster=cluster)
+    from pate.teachers.feature_cache import using as using_feature_cache
+
+    cache = feature_cache(run)
+    with using_feature_cache(cache):  # [teachers] features = "scatternet": cached on disk
+        result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**settings),
+                                out_dir=run.path(R.TEACHERS), resume=True, progress=run.progress,
+                                cluster=cluster)
     summary = result.summary()
+    if cache is not None and cache.summary()["entries"]:
+        summary["feature_cache"] = cache.summary()
     summary["execution"] = {k: v for k, v in result.execution.items() if k != "workers"}
     logger.info("teachers: mean accuracy %.4f, plurality vote %.4f on the evaluation split",
                 summary["teacher_accuracy_mean"], summary["plurality_accuracy"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import time
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from pate import mechanisms
 from pate import rundir as R
 from pate.io import atomic_save_npy, atomic_savez, load_npz
 from pate.rundir import Run
-from pate.stages.records import embedding_features, knn_prior
+from pate.stages.records import embedding_features, feature_cache, knn_prior
 
 logger = logging.getLogger("pate")
 
@@ -39,6 +40,7 @@ def _knn_embeddings(run: Run) -> dict:
 
     data = run.data
     features, dims, width = embedding_features(run)
+    front_end = {}  # the front-end's seconds and feature-cache lookups (not for a student's)
     if features == "student":
         # the earlier round's released student: square roots of its class probabilities
         # (Euclidean distance between them is the Hellinger distance)
@@ -51,8 +53,12 @@ def _knn_embeddings(run: Run) -> dict:
         public, private = (np.sqrt(model.predict_proba(x)).astype(np.float32)
                            for x in (data.public.x, data.private.x))
     else:
-        front, public = PublicFrontEnd.fit_transform(data.public.x, features=features, dims=dims)
-        private = front.embed(data.private.x)
+        cache, t0 = feature_cache(run), time.perf_counter()
+        front, public = PublicFrontEnd.fit_transform(data.public.x, features=features, dims=dims,
+                                                     cache=cache)
+        private = front.embed(data.private.x, cache=cache)
+        front_end = {"front_end_seconds": round(time.perf_counter() - t0, 2),
+                     "feature_cache": None if cache is None else cache.summary()}
     labels = np.asarray(data.private.y, dtype=np.int64)
     atomic_savez(run.path(R.KNN_EMBEDDINGS), public=public, private=private,
                  private_labels=labels, num_classes=np.int64(data.num_classes))
@@ -60,4 +66,4 @@ def _knn_embeddings(run: Run) -> dict:
                 "private items", features, dims, len(public), len(private))
     return {"queries": int(public.shape[0]), "classes": int(data.num_classes),
             "private_records": int(private.shape[0]), "features": features, "dims": int(dims),
-            "feature_count": width, "embedding": R.KNN_EMBEDDINGS}
+            "feature_count": width, "embedding": R.KNN_EMBEDDINGS, **front_end}

@@ -244,6 +244,41 @@ def test_scatternet_features_on_digits(tmp_path, small_digits):
     assert C.knn_settings({"knn": {}}, (64,))["features"] == "none"
 
 
+def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_run(
+        tmp_path, small_digits, monkeypatch):
+    """Issue #33: a second run on the same data (another run directory beside the first) reads
+    the features the first one cached; its embeddings are the same; the stage summary says so."""
+    import stat
+
+    from pate import stages
+    from pate.rundir import Run
+
+    monkeypatch.delenv("PATE_FEATURE_CACHE", raising=False)
+    config = knn_config(small_digits, tmp_path, knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n')
+    infos = []
+    for name in ("first", "second"):
+        run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)
+        infos.append(stages.run_stage(run, "votes"))
+    first, second = (i["feature_cache"] for i in infos)
+    assert (first["misses"], first["hits"], second["misses"], second["hits"]) == (2, 0, 0, 2)
+    assert first["root"] == str(tmp_path / ".feature-cache")
+    assert stat.S_IMODE((tmp_path / ".feature-cache").stat().st_mode) == 0o700
+    assert all(i["front_end_seconds"] >= 0 for i in infos)
+    a, b = (np.load(tmp_path / name / "knn_embeddings.npz") for name in ("first", "second"))
+    np.testing.assert_array_equal(a["public"], b["public"])
+    np.testing.assert_array_equal(a["private"], b["private"])
+    # [run] feature_cache = false: computed in memory, nothing written beside the run
+    (tmp_path / "off").mkdir()
+    off = knn_config(small_digits, tmp_path / "off", name="off.toml",
+                     replace=(('[run]', '[run]\nfeature_cache = false'),),
+                     knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n')
+    run = Run.create(C.load(off, ledger=False), progress=False, run_dir=tmp_path / "off" / "run")
+    info = stages.run_stage(run, "votes")
+    assert info["feature_cache"] is None and not (tmp_path / "off" / ".feature-cache").exists()
+    np.testing.assert_array_equal(np.load(tmp_path / "off" / "run" / "knn_embeddings.npz")["private"],
+                                  a["private"])
+
+
 @pytest.mark.parametrize("replace, extra, message", [
     (("k = 20", "k = 2.5"), EMBEDDING, "[aggregator] k must be a whole number"),
     (("k = 20", "k = 0"), EMBEDDING, "[aggregator] k must be"),

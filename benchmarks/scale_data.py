@@ -1,0 +1,183 @@
+"""Benchmark: wall time and peak memory of a config as its private split grows (issue #33).
+
+For each size factor (x1, x4, x8, ...) the config's private split is enlarged with
+label-preserving copies of every private image (copy k of image i is a fixed transformation of
+it: a horizontal flip, shifts by 2 pixels, and flips of the shifted images; the public and
+evaluation splits are unchanged), written to an ``npz:`` file, and the config is run on it with
+``pate run`` in a child process (``--until`` a stage, default ``votes``: the stage whose
+front-end features grow with the private split). Each size is run twice on one feature cache:
+``cold`` (an empty cache: every split's features computed and written) and ``warm`` (the same
+run again in a new run directory: the features read from the cache). A third child only loads the
+data (``data-only``): the memory the data itself takes, whatever the pipeline does.
+
+Reported per run: wall seconds, peak resident memory of the child (``ru_maxrss`` from
+``os.wait4``: the largest resident set, file-backed pages of memory maps included), the votes
+stage's feature-cache hits and misses and front-end seconds, and ``os.getloadavg()`` before and
+after (the machine is shared: other jobs slow every number down); with the machine's facts.
+
+    .venv/bin/python benchmarks/scale_data.py --sizes 1 --json benchmarks/results/scale_data.json
+    .venv/bin/python benchmarks/scale_data.py --sizes 1 4 8 --until student   # hours on 2 cores
+
+The enlarged data, the runs and the cache go to a temporary folder (``--work DIR`` to keep them;
+x8 of Fashion-MNIST is a 1.5 GB npz file and 7.6 GB of cached features). The ledger is a fresh
+one per run (each run is charged as a new dataset). Run on demand, never as a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+#: Copy k (1-based) of every private image: (horizontal flip, shift down, shift right), in pixels.
+TRANSFORMS = ((True, 0, 0), (False, 2, 0), (False, 0, 2), (False, -2, 0), (False, 0, -2),
+              (True, 2, 0), (True, 0, 2), (True, -2, 0), (True, 0, -2), (False, 2, 2),
+              (False, -2, -2), (True, 2, 2), (True, -2, -2), (False, 2, -2), (False, -2, 2))
+MAX_FACTOR = len(TRANSFORMS) + 1
+
+
+def transformed(x: np.ndarray, flip: bool, dy: int, dx: int) -> np.ndarray:
+    """Images (N, C, H, W) flipped left-right and shifted by (dy, dx), zero-filled (the
+    background of Fashion-MNIST and MNIST): the class of every image is kept."""
+    out = x[..., ::-1] if flip else x
+    out = np.roll(out, (dy, dx), axis=(2, 3))
+    if dy > 0:
+        out[:, :, :dy] = 0
+    elif dy < 0:
+        out[:, :, dy:] = 0
+    if dx > 0:
+        out[:, :, :, :dx] = 0
+    elif dx < 0:
+        out[:, :, :, dx:] = 0
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def enlarged_npz(data, factor: int, path: pathlib.Path) -> int:
+    """Write ``data`` with its private split ``factor`` times as large to ``path``; returns the
+    number of private records."""
+    if not 1 <= factor <= MAX_FACTOR:
+        raise ValueError(f"factor must be in 1..{MAX_FACTOR}, got {factor}")
+    xp, yp = data.private.x, data.private.y
+    if xp.ndim != 4:
+        raise ValueError(f"scale_data enlarges image data (N, C, H, W); got {xp.shape}")
+    xs = [xp] + [transformed(xp, *TRANSFORMS[k]) for k in range(factor - 1)]
+    arrays = {"x_private": np.concatenate(xs), "y_private": np.tile(yp, factor),
+              "x_public": data.public.x, "y_public": data.public.y,
+              "x_evaluation": data.evaluation.x, "y_evaluation": data.evaluation.y}
+    if data.class_names:
+        arrays["class_names"] = np.asarray(data.class_names)
+    np.savez(path, **arrays)
+    return len(arrays["y_private"])
+
+
+def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: pathlib.Path) -> None:
+    """The config's TOML with ``[data] name = "npz:..."`` and ``[run] feature_cache``."""
+    from pate import config as C
+
+    text = pathlib.Path(C.resolve_config(config)).read_text()
+    text, n = re.subn(r'(?m)^name\s*=\s*"fashion-mnist"\s*$', f'name = "npz:{npz}"', text)
+    if n != 1:
+        raise ValueError(f"{config}: expected one [data] name = \"fashion-mnist\" line, found {n}")
+    text, n = re.subn(r"(?m)^\[run\]\s*$", f'[run]\nfeature_cache = "{cache}"', text)
+    if n != 1:
+        raise ValueError(f"{config}: expected one [run] table, found {n}")
+    out.write_text(text)
+
+
+def measured(argv: list[str], log: pathlib.Path) -> dict:
+    """Run ``argv`` as a child; its wall seconds, peak RSS (MB) and exit status."""
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        _, status, usage = os.wait4(proc.pid, 0)
+    return {"wall_s": round(time.perf_counter() - t0, 1),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # MiB (Linux: ru_maxrss in kB)
+            "exit_status": os.waitstatus_to_exitcode(status),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _votes_summary(run_dir: pathlib.Path) -> dict:
+    path = run_dir / "stages" / "votes.json"
+    if not path.exists():
+        return {}
+    info = json.loads(path.read_text())
+    info = info.get("summary", info)
+    cache = info.get("feature_cache") or {}
+    return {"front_end_s": info.get("front_end_seconds"), "cache_hits": cache.get("hits"),
+            "cache_misses": cache.get("misses")}
+
+
+def run_size(data, factor: int, args, work: pathlib.Path) -> list[dict]:
+    folder = work / f"x{factor}"
+    folder.mkdir(parents=True, exist_ok=True)
+    npz = folder / "data.npz"
+    private = enlarged_npz(data, factor, npz)
+    config = folder / "config.toml"
+    scaled_config(args.config, npz, folder / "feature-cache", config)
+    rows = []
+    loader = ("from pate.teachers.data import load_pate_data; "
+              f"d = load_pate_data('npz:{npz}'); print(len(d.private))")
+    row = measured([sys.executable, "-c", loader], folder / "data-only.log")
+    rows.append({"size": f"x{factor}", "private_records": private, "run": "data-only", **row})
+    print(json.dumps(rows[-1]), flush=True)
+    for name in ("cold", "warm"):
+        run_dir = folder / "runs" / name
+        argv = [sys.executable, "-m", "pate", "run", "--config", str(config), "--run-dir",
+                str(run_dir), "--ledger", str(folder / f"ledger-{name}.sqlite3"), "--no-progress"]
+        if args.until != "report":
+            argv += ["--until", args.until]
+        row = measured(argv, folder / f"{name}.log")
+        rows.append({"size": f"x{factor}", "private_records": private, "run": name,
+                     "until": args.until, **row, **_votes_summary(run_dir)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="fashion-mnist-class-means")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--until", default="votes",
+                   choices=("partition", "teachers", "votes", "aggregate", "student", "report"))
+    p.add_argument("--work", help="keep the data, runs and cache here (default: a temp folder)")
+    p.add_argument("--json", help="write the results here (e.g. benchmarks/results/scale_data.json)")
+    args = p.parse_args(argv)
+    from pate import config as C
+    from pate.teachers.data import load_pate_data
+
+    source = C.load(args.config, ledger=False)
+    data = load_pate_data(source["data"]["name"], **C.data_settings(source))
+    rows = []
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(args.work or tmp)
+        for factor in args.sizes:
+            rows += run_size(data, factor, args, work)
+    result = {"benchmark": "scale_data", "config": args.config, "until": args.until,
+              "started": started, "rows": rows,
+              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "processor": platform.processor() or platform.machine(),
+                          "python": platform.python_version(),
+                          "memory_gb": round(os.sysconf("SC_PAGE_SIZE")
+                                             * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+              "notes": "OMP_NUM_THREADS=1; peak_rss_mb is the child's ru_maxrss in MiB (kB / 1024); "
+                       "the machine is shared (see loadavg_before/after)"}
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,409 @@
+"""An on-disk cache of front-end features: computed once per input data and front-end settings,
+memory-mapped by every later run and config that asks for the same features.
+
+The ScatterNet front-end (:mod:`pate.teachers.features`) maps every 28x28 image to 81 x 7 x 7
+floats (16 KB, 20 times its input). Held in memory for 70 000 images that is 1.1 GB per copy,
+and every config that uses the front-end recomputed it (minutes on two cores). An entry of this
+cache holds the features of one split as a ``.npy`` file that readers memory-map or read a chunk
+of rows at a time (:meth:`CachedFeatures.chunks`), so memory stays bounded by a chunk.
+
+The features hold information about PRIVATE records (they are a fixed function of them): the
+cache folder is created with mode 0700 (owner only), an existing folder of another user is
+refused and one readable by others is narrowed to 0700. ``pate cache clear`` removes it.
+
+Layout -- ``<root>/<name>/features.npy`` and ``<root>/<name>/entry.json``, ``name`` the sha256
+of the entry's key (:class:`EntryKey`: the front-end, its settings, the input shape, the number of
+rows and :func:`input_digest` of the inputs, and :data:`FORMAT`). ``entry.json`` repeats the key
+and records the array's shape and dtype, the file's size and its blake2b checksum. An entry is
+used only when all of them match (the whole file is re-hashed at every open, streamed, a few
+seconds per GB); a corrupt, truncated, foreign or stale entry is logged, moved aside and rebuilt,
+never trusted.
+
+Writing -- the features are computed a chunk of rows at a time into a private temporary folder
+``<root>/.tmp-<name>-<random>/`` (file written with ``write``, checksummed as it goes, fsynced),
+then the folder is renamed to ``<name>`` in one step (``rename`` of a directory is atomic and
+refuses a non-empty target): a crash leaves a ``.tmp-`` folder (``pate cache clear`` removes it)
+and never a half entry. Two runs computing the same entry at once: both compute, the first
+rename wins, the second finds the entry there, checks it and uses it (its own copy is deleted).
+
+Symbols
+-------
+``FORMAT``            version of the entry layout (part of every key).
+``ENV``               ``PATE_FEATURE_CACHE``: the cache folder when ``[run] feature_cache`` is
+                      not set (``off`` / ``0`` / ``false`` / empty: no cache).
+``DIRNAME``           ``.feature-cache``: the default folder's name, next to the run directories.
+``CHUNK_ROWS``        rows computed, written and read at a time (1024: 16 MB of ScatterNet
+                      features of 28x28 images).
+``resolve_root(setting, *, runs_root)``  the cache folder of a run (None: no cache).
+``input_digest(x)``   sha256 of the inputs, in order, as float32 (what the features depend on).
+``EntryKey``          what an entry is the features of.
+``FeatureCache(root)``  ``.features(key, x, compute)`` -> :class:`CachedFeatures`;
+                      ``.entries()``, ``.clear()``; ``.summary()`` the hits and misses so far.
+``using(cache)`` / ``active()``  the cache the front-end uses inside a ``with`` block (the
+                      teachers stage, whose features are computed inside ``train_teachers``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
+import io
+import json
+import logging
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from pate.analysis.errors import RunDirError
+from pate.analysis.validation import check_int
+from pate.io import naming_write_errors
+
+__all__ = ["CHUNK_ROWS", "DIRNAME", "ENV", "FORMAT", "CachedFeatures", "EntryKey", "FeatureCache",
+           "active", "input_digest", "resolve_root", "using"]
+
+FORMAT = 1
+ENV = "PATE_FEATURE_CACHE"
+DIRNAME = ".feature-cache"
+CHUNK_ROWS = 1024
+_FEATURES, _ENTRY, _TMP = "features.npy", "entry.json", ".tmp-"
+_OFF = frozenset({"", "0", "off", "false", "no", "none"})
+_HASH_BLOCK = 1 << 22  # bytes read at a time when checksumming
+logger = logging.getLogger("pate.teachers.feature_cache")
+
+
+def resolve_root(setting, *, runs_root) -> pathlib.Path | None:
+    """The cache folder: ``setting`` (``[run] feature_cache``: a path, or False for none) when
+    given, else ``$PATE_FEATURE_CACHE`` (``off`` for none), else ``runs_root/.feature-cache``."""
+    if setting is False:
+        return None
+    if setting is not None and setting is not True:
+        if not isinstance(setting, (str, os.PathLike)) or not str(setting):
+            raise TypeError(f"feature_cache must be a folder path, true or false, got {setting!r}")
+        return pathlib.Path(setting).expanduser()
+    env = os.environ.get(ENV)
+    if env is not None:
+        return None if env.strip().lower() in _OFF else pathlib.Path(env).expanduser()
+    return pathlib.Path(runs_root) / DIRNAME
+
+
+def input_digest(x) -> str:
+    """sha256 hex of the inputs ``x`` (N, ...) in order, as little-endian float32 with their
+    shape: the features are a function of exactly these bytes. (The ledger's
+    ``dataset_identity`` hashes the same float32 record bytes, but as an unordered multiset with
+    the labels: the identity of a set of people; feature rows are positional and label-free.)"""
+    n = len(x)
+    h = hashlib.sha256(b"pate-learn feature-cache input v1\0")
+    h.update(json.dumps([n, *(int(s) for s in np.shape(x)[1:])]).encode())
+    for i in range(0, n, 8 * CHUNK_ROWS):
+        h.update(np.ascontiguousarray(x[i:i + 8 * CHUNK_ROWS], dtype="<f4").tobytes())
+    return h.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryKey:
+    """What an entry holds: ``front_end`` (e.g. ``"scatternet"``) with ``settings`` (e.g.
+    ``{"J": 2, "L": 8}``) applied to ``rows`` inputs of ``input_shape`` whose
+    :func:`input_digest` is ``digest``; ``output_shape`` the shape of one row's features."""
+
+    front_end: str
+    settings: dict
+    input_shape: tuple
+    output_shape: tuple
+    rows: int
+    digest: str
+
+    @classmethod
+    def of(cls, x, *, front_end: str, settings: dict, output_shape) -> EntryKey:
+        return cls(front_end=front_end, settings=dict(settings),
+                   input_shape=tuple(int(s) for s in np.shape(x)[1:]),
+                   output_shape=tuple(int(s) for s in output_shape), rows=len(x),
+                   digest=input_digest(x))
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "front_end": self.front_end, "settings": self.settings,
+                "input_shape": list(self.input_shape), "output_shape": list(self.output_shape),
+                "rows": self.rows, "input_sha256": self.digest}
+
+    @property
+    def name(self) -> str:
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedFeatures:
+    """The features of one split: ``array`` (a read-only memory map of the entry, or an
+    in-memory array when there is no cache), ``hit`` (True: read from the cache; False:
+    computed now; None: no cache) and the ``seconds`` it took (checks included)."""
+
+    array: np.ndarray
+    hit: bool | None
+    seconds: float
+    path: pathlib.Path | None = None
+
+    def __len__(self) -> int:
+        return int(self.array.shape[0])
+
+    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
+        """float32 blocks of ``rows`` rows, in order. From an entry they are read with ``pread``
+        into fresh buffers (not through the memory map, whose touched pages would count in the
+        process's resident memory until it ends), so a pass over a split holds one block."""
+        rows = check_int(rows, "rows", minimum=1)
+        n = len(self)
+        if self.path is None:
+            for i in range(0, n, rows):
+                yield self.array[i:i + rows]
+            return
+        row_shape = self.array.shape[1:]
+        row_bytes = int(np.prod(row_shape)) * 4
+        offset = self.array.offset
+        with open(self.path, "rb") as f:
+            for i in range(0, n, rows):
+                m = min(rows, n - i)
+                buf = os.pread(f.fileno(), m * row_bytes, offset + i * row_bytes)
+                if len(buf) != m * row_bytes:
+                    raise OSError(f"{self.path}: short read at row {i} (file changed while read)")
+                yield np.frombuffer(buf, dtype="<f4").reshape((m,) + row_shape)
+
+
+def _checksum(path: pathlib.Path) -> str:
+    h = hashlib.blake2b(digest_size=32)
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(folder: pathlib.Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FeatureCache:
+    """The cache in folder ``root`` (see the module docstring); created (mode 0700) on first
+    use. ``summary()``: ``{"root", "hits", "misses", "entries": [{"front_end", "rows", "hit",
+    "seconds"}, ...]}`` of this object's lookups."""
+
+    def __init__(self, root) -> None:
+        if not isinstance(root, (str, os.PathLike)) or not str(root):
+            raise TypeError(f"root must be a folder path, got {root!r}")
+        self.root = pathlib.Path(root)
+        self._log: list[dict] = []
+
+    # ------------------------------------------------------------------ the folder
+
+    def _ensure_root(self) -> pathlib.Path:
+        """Create the folder (0700), or check an existing one: ours, and narrowed to 0700."""
+        with naming_write_errors(self.root):
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = self.root.stat()
+            if not self.root.is_dir():
+                raise RunDirError(f"the feature cache {self.root} is not a folder; set [run] "
+                                  f"feature_cache or ${ENV} to a folder", path=self.root)
+            if hasattr(os, "getuid") and st.st_uid != os.getuid():
+                raise RunDirError(f"the feature cache {self.root} belongs to another user (uid "
+                                  f"{st.st_uid}); it holds features of private records: set "
+                                  f"[run] feature_cache or ${ENV} to a folder of your own",
+                                  path=self.root)
+            if st.st_mode & 0o077:
+                logger.warning("feature cache %s was readable by others (mode %o): set to 0700",
+                               self.root, st.st_mode & 0o777)
+                os.chmod(self.root, 0o700)
+        return self.root
+
+    # ------------------------------------------------------------------ entries
+
+    def _valid(self, folder: pathlib.Path, key: EntryKey) -> str | None:
+        """None when ``folder`` holds the entry ``key`` intact, else what is wrong with it."""
+        try:
+            meta = json.loads((folder / _ENTRY).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return f"no {_ENTRY}"
+        except (OSError, ValueError) as exc:
+            return f"{_ENTRY} unreadable ({exc})"
+        if not isinstance(meta, dict) or meta.get("key") != key.to_dict():
+            return "its key is not this entry's (a foreign or older file)"
+        path = folder / _FEATURES
+        try:
+            size = path.stat().st_size
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            return f"{_FEATURES} unreadable ({exc})"
+        want = (key.rows, *key.output_shape)
+        if arr.shape != want or arr.dtype != np.dtype("<f4") or not arr.flags.c_contiguous:
+            return f"{_FEATURES} holds {arr.dtype} {arr.shape}, not float32 {want}"
+        if size != meta.get("bytes"):
+            return f"{_FEATURES} has {size} bytes, {meta.get('bytes')} were written"
+        if _checksum(path) != meta.get("blake2b"):
+            return f"{_FEATURES} does not match its checksum (damaged)"
+        return None
+
+    def _open(self, folder: pathlib.Path) -> np.ndarray:
+        return np.load(folder / _FEATURES, mmap_mode="r", allow_pickle=False)
+
+    def _discard(self, folder: pathlib.Path) -> None:
+        """Move a bad entry out of the way (a rename, so a concurrent reader keeps its open
+        file), then delete it."""
+        aside = self.root / f"{_TMP}stale-{folder.name}-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            os.rename(folder, aside)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def _write(self, key: EntryKey, x,
+               compute: Callable[[np.ndarray], np.ndarray]) -> tuple[pathlib.Path, bool]:
+        """Compute the entry into a temporary folder, a chunk at a time; rename it into place.
+        Returns (the entry's folder, whether it is the one written here)."""
+        root = self._ensure_root()
+        target = root / key.name
+        with naming_write_errors(root):
+            tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"{_TMP}{key.name}-", dir=root))
+        try:
+            path = tmp / _FEATURES
+            shape = (key.rows, *key.output_shape)
+            h = hashlib.blake2b(digest_size=32)  # of the bytes as written, header included
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(
+                header, {"descr": "<f4", "fortran_order": False, "shape": shape})
+            with naming_write_errors(path), open(path, "wb") as f:
+                f.write(header.getvalue())
+                h.update(header.getvalue())
+                for i in range(0, key.rows, CHUNK_ROWS):
+                    block = np.ascontiguousarray(compute(np.asarray(x[i:i + CHUNK_ROWS])),
+                                                 dtype="<f4")
+                    if block.shape != (min(CHUNK_ROWS, key.rows - i), *key.output_shape):
+                        raise RuntimeError(f"the {key.front_end} front-end returned {block.shape} "
+                                           f"for rows {i}..; this is a bug in pate-learn")
+                    data = block.tobytes()
+                    f.write(data)
+                    h.update(data)
+                f.flush()
+                os.fsync(f.fileno())
+            meta = {"key": key.to_dict(), "shape": list(shape), "dtype": "<f4",
+                    "bytes": path.stat().st_size, "blake2b": h.hexdigest(),
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            with naming_write_errors(tmp / _ENTRY), open(tmp / _ENTRY, "w", encoding="utf-8") as f:
+                json.dump(meta, f, sort_keys=True, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            _fsync_dir(tmp)
+            try:
+                os.rename(tmp, target)  # atomic; refuses a non-empty target
+            except OSError:
+                if not target.exists():
+                    raise
+                # another run renamed the same entry first: theirs is used (checked by the caller)
+                logger.info("feature cache: entry %s was written by another run meanwhile", key.name)
+                return target, False
+            _fsync_dir(root)
+            return target, True
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def features(self, key: EntryKey, x, compute: Callable[[np.ndarray], np.ndarray]) -> CachedFeatures:
+        """The features ``key`` of inputs ``x``: the entry when it is there and intact (a hit),
+        else ``compute`` (a function of a block of rows of ``x``) applied a chunk at a time and
+        written to the cache (a miss). A bad entry is logged, discarded and rebuilt."""
+        if not isinstance(key, EntryKey):
+            raise TypeError(f"key must be an EntryKey, got {type(key).__name__}")
+        t0 = time.perf_counter()
+        folder = self._ensure_root() / key.name
+        hit = False
+        if folder.exists():
+            problem = self._valid(folder, key)
+            if problem is None:
+                hit = True
+            else:
+                logger.warning("feature cache: entry %s is not used and is rebuilt: %s", folder,
+                               problem)
+                self._discard(folder)
+        if not hit:
+            folder, ours = self._write(key, x, compute)
+            problem = None if ours else self._valid(folder, key)  # ours: hashed as written
+            if problem is not None:  # a concurrent writer's entry, damaged: ours again
+                self._discard(folder)
+                folder, ours = self._write(key, x, compute)
+                problem = None if ours else self._valid(folder, key)
+                if problem is not None:
+                    raise RuntimeError(f"feature cache {folder}: an entry just written fails its "
+                                       f"check ({problem}); is another process writing there?")
+        seconds = time.perf_counter() - t0
+        self._log.append({"front_end": key.front_end, "rows": key.rows, "hit": hit,
+                          "seconds": round(seconds, 3)})
+        logger.info("feature cache: %s features of %d rows %s (%.1f s)", key.front_end, key.rows,
+                    "read from the cache" if hit else "computed and cached", seconds)
+        return CachedFeatures(self._open(folder), hit, seconds, folder / _FEATURES)
+
+    def summary(self) -> dict:
+        hits = sum(1 for e in self._log if e["hit"])
+        return {"root": str(self.root), "hits": hits, "misses": len(self._log) - hits,
+                "entries": list(self._log)}
+
+    # ------------------------------------------------------------------ listing, clearing
+
+    def entries(self) -> list[dict]:
+        """Every entry and leftover temporary folder: ``{"name", "bytes", "front_end", "rows",
+        "shape", "created", "state"}``; ``state`` is ``"ok"`` when its ``entry.json`` reads and
+        the file has the size written there (checksums are checked at use, not here),
+        ``"temporary"`` for a ``.tmp-`` folder (an interrupted or running write), else
+        ``"damaged"``."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for folder in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+            row = {"name": folder.name, "bytes": size, "front_end": None, "rows": None,
+                   "shape": None, "created": None, "state": "temporary"}
+            if not folder.name.startswith(_TMP):
+                try:
+                    meta = json.loads((folder / _ENTRY).read_text(encoding="utf-8"))
+                    key = meta["key"]
+                    row.update(front_end=key["front_end"], rows=key["rows"],
+                               shape=meta["shape"], created=meta["created"],
+                               state="ok" if (folder / _FEATURES).stat().st_size == meta["bytes"]
+                               else "damaged")
+                except (OSError, ValueError, KeyError, TypeError):
+                    row["state"] = "damaged"
+            out.append(row)
+        return out
+
+    def clear(self) -> tuple[int, int]:
+        """Delete every entry and temporary folder (and the folder itself); returns (folders
+        removed, bytes freed). A run writing an entry meanwhile fails with the error of its
+        vanished temporary folder: clear the cache when no run is going."""
+        rows = self.entries()
+        if self.root.is_dir():
+            shutil.rmtree(self.root)
+        return len(rows), sum(r["bytes"] for r in rows)
+
+
+_ACTIVE: contextvars.ContextVar[FeatureCache | None] = contextvars.ContextVar(
+    "pate_feature_cache", default=None)
+
+
+@contextlib.contextmanager
+def using(cache: FeatureCache | None):
+    """Inside the block, :func:`active` returns ``cache`` (None: no cache)."""
+    if cache is not None and not isinstance(cache, FeatureCache):
+        raise TypeError(f"cache must be a FeatureCache or None, got {type(cache).__name__}")
+    token = _ACTIVE.set(cache)
+    try:
+        yield cache
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active() -> FeatureCache | None:
+    """The cache of the innermost :func:`using` block (None outside one)."""
+    return _ACTIVE.get()
