@@ -32,33 +32,77 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
     this module never imports it), so the noise is calibrated exactly as the run will."""
     if wording not in ("python", "config"):
         raise ValueError(f"wording must be 'python' or 'config', got {wording!r}")
-    config = copy.deepcopy(config)
-    config.pop("planned", None)
-    order_grid = orders(config)
-    agg, priv, part = config["aggregator"], config["privacy"], config.setdefault("partition", {})
-    smoke = bool(config["run"].get("smoke_test", False))
-    filled: dict[str, dict] = {}
-    checked: list[str] = []
-    warnings: list[str] = []
-    problems: list[PlanError] = []
+    planning = _Planning(config, facts, calibration=calibration, orders=orders, wording=wording,
+                         remaining_eps=remaining_eps)
+    planning.choose_mechanism()
+    planning.set_budget()
+    planning.choose_teachers_and_queries()
+    planning.check()
+    return planning.finish()
 
-    def refuse(message: str, key: str, fix: str) -> None:
-        problems.append(PlanError(message, setting=setting_name(key, wording), fix=fix))
 
-    target = agg.get("target_eps")
-    if agg["mechanism"] == "auto":
-        if target is None:
+# the noise parameter a relative-noise label ("sigma/teachers", "sqrt(2) scale/k") names
+_STD_KEY = {"sigma2": "sigma2", "sigma": "sigma", "scale": "scale"}
+
+
+class _Planning:
+    """The state :func:`plan_config` shares between its phases (the mechanism, the budget, the
+    teachers and queries, the checks, the plan), one method per phase in that order. It works
+    on a deep copy of the config; ``problems`` collects the refusals of the checks."""
+
+    def __init__(self, config: dict, facts: Facts, *, calibration, orders, wording: str,
+                 remaining_eps: float | None) -> None:
+        config = copy.deepcopy(config)
+        config.pop("planned", None)
+        self.config, self.facts, self.wording = config, facts, wording
+        self.calibration, self.remaining_eps = calibration, remaining_eps
+        self.order_grid = orders(config)
+        self.agg, self.priv = config["aggregator"], config["privacy"]
+        self.part = config.setdefault("partition", {})
+        self.smoke = bool(config["run"].get("smoke_test", False))
+        self.filled: dict[str, dict] = {}
+        self.checked: list[str] = []
+        self.warnings: list[str] = []
+        self.problems: list[PlanError] = []
+        self.target = self.agg.get("target_eps")
+        self.teachers: int | None = None
+        self.voters: float | None = None
+
+    def refuse(self, message: str, key: str, fix: str) -> None:
+        self.problems.append(PlanError(message, setting=setting_name(key, self.wording), fix=fix))
+
+    # ------------------------------------------------------------------ the mechanism
+
+    def choose_mechanism(self) -> None:
+        """``mechanism = "auto"`` resolved (:func:`auto_mechanism`), the spec, and which noise is
+        calibrated."""
+        agg, wording = self.agg, self.wording
+        if agg["mechanism"] == "auto":
+            self._choose_auto_mechanism()
+        spec = self.spec = mechanisms.get(agg["mechanism"])
+        if spec.needs_student:
+            raise ConfigError(f"{setting_text('mechanism', spec.name, wording)} needs the student's "
+                              "predictions on every query; a run cannot plan it")
+        if _open_threshold(spec, agg):
+            agg["threshold"] = "auto"
+        self.params = {k: agg[k] for k in spec.param_names if k in agg}
+        self.calibrated = any(v == "auto" for v in self.params.values())
+
+    def _choose_auto_mechanism(self) -> None:
+        """What ``mechanism = "auto"`` becomes (needs a target), with why, in ``filled``."""
+        agg, wording = self.agg, self.wording
+        if self.target is None:
             raise PlanError(f"{setting_text('mechanism', 'auto', wording)} chooses the mechanism and "
                             "calibrates its noise to a target", setting=setting_name("target_eps", wording),
                             fix=f"give {setting_name('target_eps', wording)} (the epsilon this run may "
                                 "spend), or name a mechanism with its noise")
-        chosen = auto_mechanism(config)
+        chosen = auto_mechanism(self.config)
         agg["mechanism"] = chosen
         spec = mechanisms.get(chosen)
         for key in spec.calibrated:
             agg.setdefault(key, "auto")
         if chosen == AUTO_NO_TEACHERS:
-            part.pop("num_teachers", None)  # no teachers: nothing to split them by
+            self.part.pop("num_teachers", None)  # no teachers: nothing to split them by
             why = ("mechanism \"auto\" with a target and no teachers asked for: one class-means "
                    "release labels every public item for the whole target (no per-query cost); "
                    "name a teacher model or num_teachers for teacher votes (GNMax)")
@@ -66,39 +110,41 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
             why = ("mechanism \"auto\" with a target and teachers asked for: GNMax, noise "
                    "calibrated to target_eps for every asked query (a threshold check would "
                    "discard answers already paid for)")
-        filled["mechanism"] = {"value": chosen, "why": why}
-    spec = mechanisms.get(agg["mechanism"])
-    if spec.needs_student:
-        raise ConfigError(f"{setting_text('mechanism', spec.name, wording)} needs the student's "
-                          "predictions on every query; a run cannot plan it")
-    if _open_threshold(spec, agg):
-        agg["threshold"] = "auto"
-    params = {k: agg[k] for k in spec.param_names if k in agg}
-    calibrated = any(v == "auto" for v in params.values())
-    # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
-    # the ledger has left for it; else the ledger's budget applies, checked before any training
-    # (pate.stages.check_budget_fits) -- the plan then assumes no limit of its own
-    budget = priv.get("budget_eps")
-    budget = float(budget if budget is not None else target if target is not None
-                   else remaining_eps if remaining_eps is not None else math.inf)
-    eps_plan = float(target) if target is not None else budget
-    if remaining_eps is not None and remaining_eps < eps_plan:
-        warnings.append(f"the ledger has eps = {remaining_eps:.4g} left for these records, less "
-                        f"than the {eps_plan:g} this plan may spend: the run stops when it is spent")
-        if not calibrated:
-            eps_plan = float(remaining_eps)
-    n_pub, classes = facts.public_items, max(facts.classes, 2)
-    need = MIN_LABELS_PER_CLASS * classes
-    want = TARGET_LABELS_PER_CLASS * classes
-    user_queries = agg.get("queries") if is_number(agg.get("queries")) else None
-    cap = min(int(user_queries), n_pub) if user_queries is not None else n_pub
-    std_key = {"sigma2": "sigma2", "sigma": "sigma", "scale": "scale"}
+        self.filled["mechanism"] = {"value": chosen, "why": why}
 
-    def noise_for(queries: int, voters: float | None) -> dict | None:
+    # ------------------------------------------------------------------ the budget
+
+    def set_budget(self) -> None:
+        """The budget and the epsilon this plan may spend, and the label counts it aims at."""
+        target, remaining_eps, facts = self.target, self.remaining_eps, self.facts
+        # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
+        # the ledger has left for it; else the ledger's budget applies, checked before any training
+        # (pate.stages.check_budget_fits) -- the plan then assumes no limit of its own
+        budget = self.priv.get("budget_eps")
+        self.budget = float(budget if budget is not None else target if target is not None
+                            else remaining_eps if remaining_eps is not None else math.inf)
+        self.eps_plan = float(target) if target is not None else self.budget
+        if remaining_eps is not None and remaining_eps < self.eps_plan:
+            self.warnings.append(f"the ledger has eps = {remaining_eps:.4g} left for these records, less "
+                                 f"than the {self.eps_plan:g} this plan may spend: the run stops when it "
+                                 "is spent")
+            if not self.calibrated:
+                self.eps_plan = float(remaining_eps)
+        self.n_pub, self.classes = facts.public_items, max(facts.classes, 2)
+        self.need = MIN_LABELS_PER_CLASS * self.classes
+        self.want = TARGET_LABELS_PER_CLASS * self.classes
+        self.user_queries = self.agg.get("queries") if is_number(self.agg.get("queries")) else None
+        self.cap = min(int(self.user_queries), self.n_pub) if self.user_queries is not None else self.n_pub
+        self.t_most = max(1, min(MAX_TEACHERS,
+                                 facts.private_records // (MIN_RECORDS_PER_CLASS * self.classes)))
+
+    # ------------------------------------------------------------------ noise at a query count
+
+    def noise_for(self, queries: int, voters: float | None) -> dict | None:
         """The final noise parameters for ``queries`` (calibrated or as given)."""
-        out = dict(params)
-        if calibrated:
-            cal = calibrated_noise(config, queries, calibration)
+        out = dict(self.params)
+        if self.calibrated:
+            cal = calibrated_noise(self.config, queries, self.calibration)
             if cal is None:
                 return None
             out.update(cal)
@@ -106,90 +152,127 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
             out["threshold"] = THRESHOLD_FRACTION * voters
         return out
 
-    def relative(noise: dict | None, voters: float | None) -> float:
-        got = argmax_std(spec, noise or {})
+    def relative(self, noise: dict | None, voters: float | None) -> float:
+        """The argmax noise's standard deviation over ``voters`` (inf when there is none)."""
+        got = argmax_std(self.spec, noise or {})
         return math.inf if got is None or not voters else got[1] / voters
 
-    def queries_at(voters: float, level: float) -> int:
+    def queries_at(self, voters: float, level: float) -> int:
         """The most queries (<= cap) whose calibrated noise stays at ``level`` x voters."""
-        if not calibrated:
-            return cap
-        if relative(noise_for(1, voters), voters) > level:
+        if not self.calibrated:
+            return self.cap
+        if self.relative(self.noise_for(1, voters), voters) > level:
             return 0
-        lo, hi = 1, cap
-        if relative(noise_for(hi, voters), voters) <= level:
+        lo, hi = 1, self.cap
+        if self.relative(self.noise_for(hi, voters), voters) <= level:
             return hi
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if relative(noise_for(mid, voters), voters) <= level:
+            if self.relative(self.noise_for(mid, voters), voters) <= level:
                 lo = mid
             else:
                 hi = mid
         return lo
 
-    teachers = None
-    t_most = max(1, min(MAX_TEACHERS, facts.private_records // (MIN_RECORDS_PER_CLASS * classes)))
-    if spec.kind.releases_once:  # class-means: one release labels every public item
-        queries = cap
-        if user_queries is None:
-            filled["queries"] = {"value": queries, "why": "every public item: one release labels "
-                                                          "them all at no further cost"}
-        noise = noise_for(queries, None)
+    # ------------------------------------------------------------------ teachers and queries
+
+    def choose_teachers_and_queries(self) -> None:
+        """The teachers (voters), the queries, the final noise and the worst-case answers."""
+        if self.spec.kind.releases_once:
+            self._plan_single_release()
+        else:
+            self._plan_votes()
+        if self.queries > self.n_pub:
+            self.queries = self.n_pub
+        self.agg["queries"] = self.queries
+
+    def _plan_single_release(self) -> None:
+        """Class-means: one release labels every public item."""
+        wording = self.wording
+        self.queries = self.cap
+        if self.user_queries is None:
+            self.filled["queries"] = {"value": self.queries, "why": "every public item: one release "
+                                                                    "labels them all at no further cost"}
+        noise = self.noise_for(self.queries, None)
         if noise is None:
-            raise PlanError(f"{setting_text('target_eps', eps_plan, wording)} is unreachable at this "
+            raise PlanError(f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at this "
                             "delta", setting=setting_name("target_eps", wording),
                             fix=f"raise {setting_name('target_eps', wording)}")
-        answers = queries
-        voters = None
-        _plan_kernel(config, facts, noise, filled)
-    else:
+        self.noise = noise
+        self.answers = self.queries
+        self.voters = None
+        _plan_kernel(self.config, self.facts, noise, self.filled)
+
+    def _plan_votes(self) -> None:
+        """Teacher votes (or Private-kNN neighbours): voters, threshold, queries, noise, answers."""
+        spec, params, wording = self.spec, self.params, self.wording
         if spec.kind.reads_private_records:
-            voters = voters_of(spec, None, params)
+            self.voters = voters_of(spec, None, params)
         else:
-            user_t = part.get("num_teachers")
-            t_max = t_most
+            user_t = self.part.get("num_teachers")
             if is_number(user_t):
-                teachers = int(user_t)
+                self.teachers = int(user_t)
             else:
-                grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
-                preferred = [t for t in grid
-                             if facts.private_records / t >= TARGET_RECORDS_PER_CLASS * classes]
-                chosen, why = None, ""
-                for t in grid:
-                    if calibrated:
-                        if queries_at(t, TARGET_NOISE) >= min(want, cap):
-                            chosen = t
-                            why = (f"the fewest teachers (largest shards) whose budget buys "
-                                   f"{min(want, cap)} answers at noise {TARGET_NOISE:g} x teachers")
-                            break
-                    else:
-                        std = argmax_std(spec, params)
-                        if std is not None and std[1] / t <= TARGET_NOISE:
-                            chosen = t
-                            why = (f"the fewest teachers whose votes the fixed noise "
-                                   f"{std[0]} = {params[std[0]]:g} does not drown "
-                                   f"(<= {TARGET_NOISE:g} x teachers)")
-                            break
-                if chosen is None:
-                    chosen = grid[-1]
-                    why = (f"the most teachers the {facts.private_records} private records allow "
-                           f"({MIN_RECORDS_PER_CLASS} per class each, at most {MAX_TEACHERS}); "
-                           "fewer would drown their votes")
-                elif chosen not in preferred and preferred:
-                    warnings.append(f"{chosen} teachers see {facts.private_records / chosen:.0f} "
-                                    f"records each (< {TARGET_RECORDS_PER_CLASS} per class): weak "
-                                    "teachers; a larger budget would allow fewer")
-                teachers = chosen
-                part["num_teachers"] = teachers
-                filled["num_teachers"] = {"value": teachers, "why": why}
-            voters = float(teachers)
+                self._choose_num_teachers()
+            self.voters = float(self.teachers)
+        voters = self.voters
         if "threshold" in params and params["threshold"] in (None, "auto") and voters:
-            agg["threshold"] = params["threshold"] = THRESHOLD_FRACTION * voters
-            filled["threshold"] = {"value": params["threshold"],
-                                   "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. "
-                                          "2018: 200 of 250)"}
-        if user_queries is None and calibrated and voters:
-            queries = queries_at(voters, TARGET_NOISE)
+            self.agg["threshold"] = params["threshold"] = THRESHOLD_FRACTION * voters
+            self.filled["threshold"] = {"value": params["threshold"],
+                                        "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. "
+                                               "2018: 200 of 250)"}
+        self._choose_queries()
+        noise = self.noise_for(self.queries, voters)
+        if noise is None:
+            raise PlanError(f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at "
+                            f"delta = {self.priv['delta']:g}", setting=setting_name("target_eps", wording),
+                            fix=f"raise {setting_name('target_eps', wording)}")
+        self.noise = noise
+        self.answers = self.queries if self.calibrated else answers_fixed(
+            self.config, spec, spec.validate(noise), self.eps_plan, self.queries, self.order_grid)
+
+    def _choose_num_teachers(self) -> None:
+        """The fewest teachers from :data:`TEACHER_GRID` whose noise stays at :data:`TARGET_NOISE`
+        (the module docstring's ``num_teachers`` filling rule)."""
+        facts, classes, params, cap = self.facts, self.classes, self.params, self.cap
+        t_max = self.t_most
+        grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
+        preferred = [t for t in grid
+                     if facts.private_records / t >= TARGET_RECORDS_PER_CLASS * classes]
+        chosen, why = None, ""
+        for t in grid:
+            if self.calibrated:
+                if self.queries_at(t, TARGET_NOISE) >= min(self.want, cap):
+                    chosen = t
+                    why = (f"the fewest teachers (largest shards) whose budget buys "
+                           f"{min(self.want, cap)} answers at noise {TARGET_NOISE:g} x teachers")
+                    break
+            else:
+                std = argmax_std(self.spec, params)
+                if std is not None and std[1] / t <= TARGET_NOISE:
+                    chosen = t
+                    why = (f"the fewest teachers whose votes the fixed noise "
+                           f"{std[0]} = {params[std[0]]:g} does not drown "
+                           f"(<= {TARGET_NOISE:g} x teachers)")
+                    break
+        if chosen is None:
+            chosen = grid[-1]
+            why = (f"the most teachers the {facts.private_records} private records allow "
+                   f"({MIN_RECORDS_PER_CLASS} per class each, at most {MAX_TEACHERS}); "
+                   "fewer would drown their votes")
+        elif chosen not in preferred and preferred:
+            self.warnings.append(f"{chosen} teachers see {facts.private_records / chosen:.0f} "
+                                 f"records each (< {TARGET_RECORDS_PER_CLASS} per class): weak "
+                                 "teachers; a larger budget would allow fewer")
+        self.teachers = chosen
+        self.part["num_teachers"] = chosen
+        self.filled["num_teachers"] = {"value": chosen, "why": why}
+
+    def _choose_queries(self) -> None:
+        """The queries asked: as given, else the most the noise allows, else every public item."""
+        voters, cap, need = self.voters, self.cap, self.need
+        if self.user_queries is None and self.calibrated and voters:
+            queries = self.queries_at(voters, TARGET_NOISE)
             why = (f"the most public items whose calibrated noise stays at {TARGET_NOISE:g} x "
                    "voters (asking all would drown the votes)")
             if queries < min(need, cap):
@@ -197,153 +280,195 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
                 why = (f"{MIN_LABELS_PER_CLASS} per class: fewer would not teach a student; the "
                        "noise is then above the planned level")
             queries = max(queries, 1)
-            filled["queries"] = {"value": queries, "why": why}
-        elif user_queries is None:
+            self.filled["queries"] = {"value": queries, "why": why}
+        elif self.user_queries is None:
             queries = cap
-            filled["queries"] = {"value": queries, "why": "every public item, asked in order "
-                                                          "until the budget is spent"}
+            self.filled["queries"] = {"value": queries, "why": "every public item, asked in order "
+                                                               "until the budget is spent"}
         else:
             queries = cap
-        noise = noise_for(queries, voters)
-        if noise is None:
-            raise PlanError(f"{setting_text('target_eps', eps_plan, wording)} is unreachable at "
-                            f"delta = {priv['delta']:g}", setting=setting_name("target_eps", wording),
-                            fix=f"raise {setting_name('target_eps', wording)}")
-        answers = queries if calibrated else answers_fixed(
-            config, spec, spec.validate(noise), eps_plan, queries, order_grid)
-    if queries > n_pub:
-        queries = n_pub
-    agg["queries"] = queries
+        self.queries = queries
 
     # ------------------------------------------------------------------ checks
-    records = facts.private_records / teachers if teachers else None
-    rel: dict[str, float] = {}
-    if voters:
-        who = "teachers" if teachers else "k"
-        got = argmax_std(spec, noise)
-        if got is not None:
-            shown = "sqrt(2) scale" if got[0] == "scale" else got[0]
-            rel[f"{shown}/{who}"] = got[1] / voters
-        if "sigma1" in spec.param_names and is_number(noise.get("sigma1")):
-            rel[f"sigma1/{who}"] = float(noise["sigma1"]) / voters
-    if teachers:
+
+    def check(self) -> None:
+        """Every check (the module docstring's rules 1 to 3); refusals go to ``problems``."""
+        teachers = self.teachers
+        self.records = self.facts.private_records / teachers if teachers else None
+        self.rel = self._relative_noise()
+        if teachers:
+            self._check_shards()
+        self._check_noise()
+        self._check_threshold_noise()
+        if not self.spec.kind.releases_once:
+            self._check_answers()
+
+    def _relative_noise(self) -> dict[str, float]:
+        """The noise's standard deviations over the voters, by label ("sigma/teachers", ...)."""
+        rel: dict[str, float] = {}
+        voters, spec, noise = self.voters, self.spec, self.noise
+        if voters:
+            who = "teachers" if self.teachers else "k"
+            got = argmax_std(spec, noise)
+            if got is not None:
+                shown = "sqrt(2) scale" if got[0] == "scale" else got[0]
+                rel[f"{shown}/{who}"] = got[1] / voters
+            if "sigma1" in spec.param_names and is_number(noise.get("sigma1")):
+                rel[f"sigma1/{who}"] = float(noise["sigma1"]) / voters
+        return rel
+
+    def _check_shards(self) -> None:
+        """Rule 2: shards large enough to learn."""
+        teachers, records, classes, wording = self.teachers, self.records, self.classes, self.wording
+        private_records = self.facts.private_records
         least = MIN_RECORDS_PER_CLASS * classes
-        if teachers > facts.private_records:
-            refuse(f"{setting_text('num_teachers', teachers, wording)} exceeds the "
-                   f"{facts.private_records} private records", "num_teachers",
-                   f"{assignment_text('num_teachers', max(1, facts.private_records // least), wording)} or "
-                   "fewer, or leave it out and the planner chooses")
+        if teachers > private_records:
+            self.refuse(f"{setting_text('num_teachers', teachers, wording)} exceeds the "
+                        f"{private_records} private records", "num_teachers",
+                        f"{assignment_text('num_teachers', max(1, private_records // least), wording)} or "
+                        "fewer, or leave it out and the planner chooses")
         elif records < least:
-            t_ok = max(1, facts.private_records // least)
-            refuse(f"{teachers} teachers leave {records:.1f} private records per teacher "
-                   f"({records / classes:.2f} per class for {classes} classes): shards too small "
-                   f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)", "num_teachers",
-                   f"{assignment_text('num_teachers', t_ok, wording)} or fewer for "
-                   f"{facts.private_records} private records, or leave it out and the planner "
-                   "chooses, or bring more private records")
+            t_ok = max(1, private_records // least)
+            self.refuse(f"{teachers} teachers leave {records:.1f} private records per teacher "
+                        f"({records / classes:.2f} per class for {classes} classes): shards too small "
+                        f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)", "num_teachers",
+                        f"{assignment_text('num_teachers', t_ok, wording)} or fewer for "
+                        f"{private_records} private records, or leave it out and the planner "
+                        "chooses, or bring more private records")
         else:
-            checked.append(f"{records:.0f} records per teacher >= {least} "
-                           f"({MIN_RECORDS_PER_CLASS} per class)")
-    main = next((k for k in rel if not k.startswith("sigma1")), None)
-    if main is not None:
-        level = rel[main]
+            self.checked.append(f"{records:.0f} records per teacher >= {least} "
+                                f"({MIN_RECORDS_PER_CLASS} per class)")
+
+    def _check_noise(self) -> None:
+        """Rule 1: the argmax noise must not drown the votes."""
+        main = next((k for k in self.rel if not k.startswith("sigma1")), None)
+        if main is None:
+            return
+        level = self.rel[main]
         if level > DROWNING_NOISE:
             key = main.split("/")[0].replace("sqrt(2) ", "")
-            if calibrated:
-                ok = dict(noise)
-                ok[std_key.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
-                if "sigma1" in ok and params.get("sigma1") == "auto":
-                    ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
-                eps_needed = worst_eps(config, spec, spec.validate(ok), queries, order_grid)
-                fewer = queries_at(voters, DROWNING_NOISE)
-                more = "" if spec.kind.reads_private_records or teachers >= t_most else (
-                    f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
-                    "1/teachers^2 as much at the same relative noise) if the private records allow")
-                fewer_text = (f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
-                              if fewer >= need else "")
-                refuse(f"the noise calibrated for {queries} queries at "
-                       f"{setting_text('target_eps', eps_plan, wording)} is {main} = {level:.3g}: it "
-                       f"drowns the votes (refused above {DROWNING_NOISE:g})", "target_eps",
-                       f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}" + more
-                       + ("" if spec.kind.reads_private_records else
-                          f", or {setting_text('mechanism', 'class-means', wording)} (one release "
-                          "labels every public item, no cost per query)"))
+            if self.calibrated:
+                self._refuse_drowning_calibrated(main, level, key)
             else:
-                good = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
-                refuse(f"{setting_text(key, float(noise[key]), wording)} is {main} = {level:.3g}: it "
-                       f"drowns the votes (refused above {DROWNING_NOISE:g})", key,
-                       f"{assignment_text(key, good, wording)} ({TARGET_NOISE:g} x {voters:g} voters), or "
-                       "more voters")
+                good = TARGET_NOISE * self.voters / (math.sqrt(2) if key == "scale" else 1)
+                self.refuse(f"{setting_text(key, float(self.noise[key]), self.wording)} is {main} = "
+                            f"{level:.3g}: it drowns the votes (refused above {DROWNING_NOISE:g})", key,
+                            f"{assignment_text(key, good, self.wording)} ({TARGET_NOISE:g} x "
+                            f"{self.voters:g} voters), or more voters")
         else:
-            checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
+            self.checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
             if level > TARGET_NOISE + 1e-9:
-                warnings.append(f"noise {main} = {level:.3g} is above the planned "
-                                f"{TARGET_NOISE:g}: expect many answered labels to differ from "
-                                "the plurality vote")
-    s1 = next((k for k in rel if k.startswith("sigma1")), None)
-    if s1 is not None:
+                self.warnings.append(f"noise {main} = {level:.3g} is above the planned "
+                                     f"{TARGET_NOISE:g}: expect many answered labels to differ from "
+                                     "the plurality vote")
+
+    def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
+        """Rule 1 with calibrated noise: the refusal names the target and what would work."""
+        spec, voters, queries, wording = self.spec, self.voters, self.queries, self.wording
+        ok = dict(self.noise)
+        ok[_STD_KEY.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
+        if "sigma1" in ok and self.params.get("sigma1") == "auto":
+            ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
+        eps_needed = worst_eps(self.config, spec, spec.validate(ok), queries, self.order_grid)
+        fewer = self.queries_at(voters, DROWNING_NOISE)
+        more = "" if spec.kind.reads_private_records or self.teachers >= self.t_most else (
+            f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
+            "1/teachers^2 as much at the same relative noise) if the private records allow")
+        fewer_text = (f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
+                      if fewer >= self.need else "")
+        self.refuse(f"the noise calibrated for {queries} queries at "
+                    f"{setting_text('target_eps', self.eps_plan, wording)} is {main} = {level:.3g}: it "
+                    f"drowns the votes (refused above {DROWNING_NOISE:g})", "target_eps",
+                    f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}" + more
+                    + ("" if spec.kind.reads_private_records else
+                       f", or {setting_text('mechanism', 'class-means', wording)} (one release "
+                       "labels every public item, no cost per query)"))
+
+    def _check_threshold_noise(self) -> None:
+        """Rule 1 for Confident GNMax's threshold check: not a coin flip."""
+        rel, wording = self.rel, self.wording
+        s1 = next((k for k in rel if k.startswith("sigma1")), None)
+        if s1 is None:
+            return
         if rel[s1] > DROWNING_CHECK_NOISE:
-            key = "target_eps" if params.get("sigma1") == "auto" else "sigma1"
-            refuse(f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin flip "
-                   f"(refused above {DROWNING_CHECK_NOISE:g})", key,
-                   f"{assignment_text('sigma1', 0.6 * voters, wording)} (0.6 x voters, Papernot et al. "
-                   "2018)" if key == "sigma1" else
-                   f"a larger {setting_name('target_eps', wording)} or fewer queries")
+            key = "target_eps" if self.params.get("sigma1") == "auto" else "sigma1"
+            self.refuse(f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin "
+                        f"flip (refused above {DROWNING_CHECK_NOISE:g})", key,
+                        f"{assignment_text('sigma1', 0.6 * self.voters, wording)} (0.6 x voters, "
+                        "Papernot et al. 2018)" if key == "sigma1" else
+                        f"a larger {setting_name('target_eps', wording)} or fewer queries")
         else:
-            checked.append(f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}")
-    if not spec.kind.releases_once:
-        if n_pub < need:
-            refuse(f"{n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per class "
-                   f"for {classes} classes", "queries", f"bring at least {need} public items")
+            self.checked.append(f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}")
+
+    def _check_answers(self) -> None:
+        """Rule 3: enough worst-case answers to teach a student."""
+        need, classes, answers, wording = self.need, self.classes, self.answers, self.wording
+        if self.n_pub < need:
+            self.refuse(f"{self.n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per "
+                        f"class for {classes} classes", "queries", f"bring at least {need} public items")
         elif answers < need:
+            user_queries = self.user_queries
             if user_queries is not None and user_queries < need:
-                refuse(f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels than "
-                       f"{MIN_LABELS_PER_CLASS} per class for {classes} classes", "queries",
-                       f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
-                       "planner chooses")
+                self.refuse(f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels "
+                            f"than {MIN_LABELS_PER_CLASS} per class for {classes} classes", "queries",
+                            f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
+                            "planner chooses")
             else:
-                key = "target_eps" if target is not None else "budget_eps"
-                ok = dict(noise)
-                eps_needed = worst_eps(config, spec, spec.validate(ok), need, order_grid)
-                refuse(f"the budget ({setting_text(key, eps_plan, wording)}) buys {answers} answers in "
-                       f"the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for {classes} "
-                       "classes", key,
-                       f"{assignment_text(key, eps_needed, wording)} or more, or "
-                       f"{setting_text('mechanism', 'class-means', wording)} (one release labels "
-                       "every public item)")
+                key = "target_eps" if self.target is not None else "budget_eps"
+                ok = dict(self.noise)
+                eps_needed = worst_eps(self.config, self.spec, self.spec.validate(ok), need,
+                                       self.order_grid)
+                self.refuse(f"the budget ({setting_text(key, self.eps_plan, wording)}) buys {answers} "
+                            f"answers in the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for "
+                            f"{classes} classes", key,
+                            f"{assignment_text(key, eps_needed, wording)} or more, or "
+                            f"{setting_text('mechanism', 'class-means', wording)} (one release labels "
+                            "every public item)")
         else:
-            checked.append(f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)")
-            if answers < min(want, n_pub):
-                warnings.append(f"the budget guarantees {answers} answers (worst case; more "
-                                "when a threshold check declines queries), fewer than "
-                                f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
-                                "may be weak unless it also learns from the unlabelled public "
-                                "items; a larger eps buys more")
-    clean = spec.validate(noise) if all(is_number(v) for v in noise.values()) else noise
-    guarantee = worst_eps(config, spec, clean, answers, order_grid) if answers and all(
-        is_number(v) for v in clean.values()) and not spec.kind.releases_once else None
-    if spec.kind.releases_once and calibrated:
-        guarantee = eps_plan
-    numeric = all(is_number(v) for v in clean.values())
-    releases = bool(priv.get("release", True)) and (
-        not numeric or spec.release_params(clean) is not None)
-    plan = Plan(facts=facts, mechanism=spec.name, num_teachers=teachers, queries=int(queries),
-                noise={k: float(v) for k, v in clean.items() if is_number(v)}, relative_noise=rel,
-                records_per_teacher=records, answers=int(answers), guarantee_eps=guarantee,
-                delta=float(priv["delta"]), budget_eps=budget,
-                target_eps=float(target) if target is not None else None,
-                release=releases,
-                remaining_eps=remaining_eps, filled=filled, checked=tuple(checked),
-                warnings=tuple(warnings) + tuple(f"(smoke test, not refused) {p}" for p in problems
-                                                 if smoke),
-                usable=not problems)
-    if problems and not smoke:
-        first = problems[0]
-        more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""
-        message = str(first)[:-len(f". Fix: {first.fix}")]
-        raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
-    config["planned"] = {"filled": filled}
-    return config, plan
+            self.checked.append(f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)")
+            if answers < min(self.want, self.n_pub):
+                self.warnings.append(f"the budget guarantees {answers} answers (worst case; more "
+                                     "when a threshold check declines queries), fewer than "
+                                     f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
+                                     "may be weak unless it also learns from the unlabelled public "
+                                     "items; a larger eps buys more")
+
+    # ------------------------------------------------------------------ the plan
+
+    def finish(self) -> tuple[dict, Plan]:
+        """``(filled config, plan)``, or the first refusal (with the others in its fix)."""
+        plan = self._plan()
+        problems = self.problems
+        if problems and not self.smoke:
+            first = problems[0]
+            more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""
+            message = str(first)[:-len(f". Fix: {first.fix}")]
+            raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
+        self.config["planned"] = {"filled": self.filled}
+        return self.config, plan
+
+    def _plan(self) -> Plan:
+        """The :class:`Plan` of what was chosen and checked (usable when nothing was refused)."""
+        spec, noise, answers, target = self.spec, self.noise, self.answers, self.target
+        clean = spec.validate(noise) if all(is_number(v) for v in noise.values()) else noise
+        guarantee = worst_eps(self.config, spec, clean, answers, self.order_grid) if answers and all(
+            is_number(v) for v in clean.values()) and not spec.kind.releases_once else None
+        if spec.kind.releases_once and self.calibrated:
+            guarantee = self.eps_plan
+        numeric = all(is_number(v) for v in clean.values())
+        releases = bool(self.priv.get("release", True)) and (
+            not numeric or spec.release_params(clean) is not None)
+        return Plan(facts=self.facts, mechanism=spec.name, num_teachers=self.teachers,
+                    queries=int(self.queries),
+                    noise={k: float(v) for k, v in clean.items() if is_number(v)},
+                    relative_noise=self.rel, records_per_teacher=self.records, answers=int(answers),
+                    guarantee_eps=guarantee, delta=float(self.priv["delta"]), budget_eps=self.budget,
+                    target_eps=float(target) if target is not None else None,
+                    release=releases, remaining_eps=self.remaining_eps, filled=self.filled,
+                    checked=tuple(self.checked),
+                    warnings=tuple(self.warnings) + tuple(f"(smoke test, not refused) {p}"
+                                                          for p in self.problems if self.smoke),
+                    usable=not self.problems)
 
 
 def _plan_kernel(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
