@@ -152,7 +152,7 @@ def test_a_toy_sample_mechanism_runs_through_pate_run_and_the_report(tmp_path, s
                                                                       one_torch_thread):
     spec = mechanisms.get("toy-sample")
     run_dir, events = _run(small_digits, tmp_path, 'mechanism = "toy-sample"\nk = 50\n'
-                           'sampling_rate = 0.2\nthreshold = 30.0\nsigma1 = 4.0\nsigma2 = 2.0',
+                           'sampling_rate = 0.2\nthreshold = 15.0\nsigma1 = 4.0\nsigma2 = 2.0',
                            teachers=False, queries=100)
     assert _stage(run_dir, "partition")["skipped"] and _stage(run_dir, "teachers")["skipped"]
     assert (run_dir / "knn_embeddings.npz").exists() and not (run_dir / "votes.npy").exists()
