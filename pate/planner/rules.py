@@ -86,7 +86,9 @@ class _Planning:
         if _open_threshold(spec, agg):
             agg["threshold"] = "auto"
         self.params = {k: agg[k] for k in spec.param_names if k in agg}
-        self.calibrated = any(v == "auto" for v in self.params.values())
+        # the noise is calibrated to the target; an open threshold is filled in from the voters
+        # (noise_for), never calibrated
+        self.calibrated = any(v == "auto" for k, v in self.params.items() if k != "threshold")
 
     def _choose_auto_mechanism(self) -> None:
         """What ``mechanism = "auto"`` becomes (needs a target), with why, in ``filled``."""
@@ -520,7 +522,7 @@ def needs_plan(config: dict) -> bool:
     if not spec.kind.reads_private_records and (config.get("partition") or {}).get(
             "num_teachers", "auto") == "auto":
         return True
-    calibrated = any(agg.get(k) == "auto" for k in spec.param_names)
+    calibrated = any(agg.get(k) == "auto" for k in spec.param_names if k != "threshold")
     return (calibrated and "queries" not in agg) or _open_threshold(spec, agg)
 
 

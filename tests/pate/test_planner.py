@@ -338,3 +338,16 @@ def test_no_function_in_the_planner_rules_is_over_80_lines():
                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     assert {"plan_config", "probe", "needs_plan"} <= set(lengths)  # the file was read
     assert {name: n for name, n in lengths.items() if n > 80} == {}
+
+
+def test_fixed_confident_noise_with_the_threshold_left_out_plans():
+    """Confident GNMax with its noise given and no threshold: the threshold is filled in (0.8 x
+    teachers), not calibrated -- planning used to crash with a TypeError here."""
+    config, got = plan({"mechanism": "confident-gnmax", "sigma1": 150.0, "sigma2": 40.0},
+                       FMNIST, teachers=250, budget=4.0)
+    assert config["aggregator"]["threshold"] == got.noise["threshold"] == 200.0
+    assert got.noise["sigma1"] == 150.0 and got.noise["sigma2"] == 40.0
+    assert 0 < got.answers < FMNIST.public_items and got.guarantee_eps <= 4.0
+    assert P.needs_plan(C.normalize({**raw({"mechanism": "confident-gnmax", "sigma1": 150.0,
+                                             "sigma2": 40.0, "threshold": "auto"},
+                                            teachers=250, budget=4.0)}))
