@@ -528,8 +528,8 @@ def needs_plan(config: dict) -> bool:
 
 def auto_mechanism(config: dict) -> str:
     """What ``mechanism = "auto"`` becomes with a target: class-means when the user asked for no
-    teachers (teacher model "auto" and the number of teachers open), else GNMax (module
-    docstring, rule 4). Reads the config only."""
+    teachers (teacher model "auto" and the number of teachers open), else GNMax (the module
+    docstring of :mod:`pate.planner`, "Filling in"). Reads the config only."""
     teachers = (config.get("teachers") or {}).get("model", "auto")
     count = (config.get("partition") or {}).get("num_teachers", "auto")
     return AUTO_NO_TEACHERS if teachers == "auto" and count in (None, "auto") else AUTO_MECHANISM
