@@ -260,13 +260,10 @@ def _check(where: str, fn, *args, **kwargs):
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def validate(config: dict, *, source: str = "config") -> dict:
-    """Semantic checks across keys (noise parameters, release parameters, student and teacher
-    recipes). Imports torch (through the teacher and student recipes); call it once, up front."""
+def _check_run_table(config: dict, source: str) -> None:
     from pate.analysis import validation as v
 
-    run, data, part = config["run"], config["data"], config["partition"]
-    agg, priv = config["aggregator"], config["privacy"]
+    run = config["run"]
     _check(f"{source}: [run] seed", v.check_int, run["seed"], "seed", minimum=0)
     if run["secure"] and "seed" in config.get("_explicit_seed", ()):
         raise _fail(source, "[run] secure = true draws noise from OS entropy and refuses a seed; "
@@ -280,6 +277,12 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if run.get("feature_cache") == "":
         raise _fail(source, "[run] feature_cache must be a folder path, true (the default folder) "
                             "or false (no cache), got an empty string")
+
+
+def _check_data_table(config: dict, source: str) -> None:
+    from pate.analysis import validation as v
+
+    data = config["data"]
     for key in ("public_size", "eval_size"):
         if key in data:
             _check(f"{source}: [data] {key}", v.check_int, data[key], key, minimum=1)
@@ -293,8 +296,14 @@ def validate(config: dict, *, source: str = "config") -> dict:
                 isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
             raise _fail(source, f"[data] image_size must be a positive integer or [height, width], "
                                 f"got {size!r}")
-    knn_run = mechanisms.REGISTRY.get(config["aggregator"]["mechanism"]) is not None and \
-        mechanisms.get(config["aggregator"]["mechanism"]).kind.reads_private_records
+
+
+def _check_teacher_count(config: dict, source: str, knn_run: bool) -> None:
+    """``[partition] num_teachers``: a positive integer, or the whole table left out by a
+    mechanism that trains no teachers."""
+    from pate.analysis import validation as v
+
+    part = config["partition"]
     if knn_run:
         # no teachers: the private records vote through their nearest neighbours, record-level
         if "num_teachers" in part or "unit_ids" in part or part["mode"] != "random":
@@ -311,7 +320,12 @@ def validate(config: dict, *, source: str = "config") -> dict:
     else:
         _check(f"{source}: [partition] num_teachers", v.check_int, part["num_teachers"],
                "num_teachers", minimum=1)
-    _check_knn(config, source, knn_run)
+
+
+def _check_partition_mode(config: dict, source: str) -> None:
+    from pate.analysis import validation as v
+
+    part = config["partition"]
     if part["mode"] == "stratified":
         raise _fail(source, "[partition] mode = \"stratified\" is no longer offered: dealing the "
                             "records class by class moves most records to another teacher when "
@@ -326,6 +340,13 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if "unit_ids" in part and not pathlib.Path(part["unit_ids"]).is_file():
         raise _fail(source, f"[partition] unit_ids file not found: {part['unit_ids']}")
 
+
+def _check_mechanism(config: dict, source: str) -> tuple[Any, list[str]]:
+    """The ``[aggregator]`` mechanism and which of its noise parameters are given: returns its
+    spec and the parameters set to \"auto\"."""
+    from pate.analysis import validation as v
+
+    agg = config["aggregator"]
     mech = _check(f"{source}: [aggregator] mechanism", v.check_choice, agg["mechanism"],
                   "mechanism", tuple(mechanisms.REGISTRY))
     spec = mechanisms.get(mech)
@@ -348,7 +369,14 @@ def validate(config: dict, *, source: str = "config") -> dict:
     for key in needed:
         if isinstance(agg.get(key), str) and agg[key] != "auto":
             raise _fail(source, f"[aggregator] {key} must be a number or \"auto\", got {agg[key]!r}")
-    auto = [k for k in needed if agg.get(k) == "auto"]
+    return spec, [k for k in needed if agg.get(k) == "auto"]
+
+
+def _check_queries_and_target(config: dict, source: str, auto: list[str]) -> None:
+    """``[aggregator] queries`` and ``target_eps`` (the latter only with calibrated noise)."""
+    from pate.analysis import validation as v
+
+    agg, priv = config["aggregator"], config["privacy"]
     if isinstance(agg.get("queries"), str):
         raise _fail(source, f"[aggregator] queries must be an integer or \"auto\" (the planner "
                             f"chooses), got {agg['queries']!r}" if agg["queries"] != "auto" else
@@ -370,8 +398,16 @@ def validate(config: dict, *, source: str = "config") -> dict:
     elif "target_eps" in agg:
         raise _fail(source, "[aggregator] target_eps only applies with a noise parameter = \"auto\" "
                             "(e.g. sigma2 = \"auto\"); remove it or calibrate a parameter")
+
+
+def _check_noise_and_basis(config: dict, source: str, spec) -> None:
+    """The noise parameters' values (\"auto\" ones as placeholders), the noise seed, the budget
+    basis and the ledger setting."""
+    from pate.analysis import validation as v
+
+    run, agg, priv = config["run"], config["aggregator"], config["privacy"]
     _check(source, spec.validate,
-           {k: (1.0 if agg[k] == "auto" else agg[k]) for k in needed if k in agg},
+           {k: (1.0 if agg[k] == "auto" else agg[k]) for k in spec.param_names if k in agg},
            prefix="[aggregator] ")
     if "noise_seed" in agg:
         _check(f"{source}: [aggregator] noise_seed", v.check_int, agg["noise_seed"], "noise_seed",
@@ -391,6 +427,12 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, "[privacy] ledger must be a path, true (the default ledger) or false, "
                             "got an empty string")
 
+
+def _check_privacy_table(config: dict, source: str) -> None:
+    """Delta, the budget, the conversion, the orders and the sanitized release's parameters."""
+    from pate.analysis import validation as v
+
+    agg, priv = config["aggregator"], config["privacy"]
     _check(f"{source}: {setting('privacy', 'delta', source=source)}", v.check_delta, priv["delta"])
     if priv.get("budget_eps") is not None:
         _check(f"{source}: {setting('privacy', 'budget_eps', source=source)}", v.check_positive,
@@ -414,6 +456,22 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise _fail(source, f"[privacy] release_order ({order}) must be < 1/(2 release_beta) = "
                             f"{1.0 / (2.0 * beta):.6g}; lower release_beta (e.g. 0.4/release_order)")
 
+
+def validate(config: dict, *, source: str = "config") -> dict:
+    """Semantic checks across keys (noise parameters, release parameters, student and teacher
+    recipes). Imports torch (through the teacher and student recipes); call it once, up front."""
+    _check_run_table(config, source)
+    _check_data_table(config, source)
+    knn_run = mechanisms.REGISTRY.get(config["aggregator"]["mechanism"]) is not None and \
+        mechanisms.get(config["aggregator"]["mechanism"]).kind.reads_private_records
+    _check_teacher_count(config, source, knn_run)
+    _check_knn(config, source, knn_run)
+    _check_partition_mode(config, source)
+
+    spec, auto = _check_mechanism(config, source)
+    _check_queries_and_target(config, source, auto)
+    _check_noise_and_basis(config, source, spec)
+    _check_privacy_table(config, source)
     if auto:  # the privacy table is valid now: calibrate (public quantities only)
         _check(f"{source}: [aggregator]", spec.validate, aggregator_params(config))
 
