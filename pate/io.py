@@ -86,7 +86,8 @@ def naming_write_errors(path):
             raise
         raise RunDirError(f"cannot write {path}: {exc.strerror or exc} "
                           f"({errno.errorcode[exc.errno]}); {advice} (nothing half-written was "
-                          "left; a stopped `pate run` continues with --resume)",
+                          "left; a stopped run continues where it stopped: the same `pate run` "
+                          "command with --resume, or the same pate.fit call with resume=True)",
                           path=path) from exc
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import pickle
 
 import numpy as np
 import pytest
 
-from pate.analysis.errors import CorruptFileError
+from pate.analysis.errors import CorruptFileError, RunDirError
 from pate.io import atomic_savez, load_npy, load_npz
 
 
@@ -27,3 +28,21 @@ def test_a_file_without_a_numpy_header_is_not_called_a_pickle(tmp_path):
     (tmp_path / "pickled.npy").write_bytes(pickle.dumps([1, 2]))
     with pytest.raises(CorruptFileError, match="pickled"):
         load_npy(tmp_path / "pickled.npy")
+
+
+def test_a_full_disk_names_the_file_and_how_to_continue_in_both_front_ends(tmp_path):
+    """pate.io.naming_write_errors: the message names the file, the cause and what to do, and
+    how a stopped run continues from the command line and from Python."""
+    from pate.io import naming_write_errors
+
+    target = tmp_path / "labels.npy"
+    with pytest.raises(RunDirError) as caught:
+        with naming_write_errors(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    text = str(caught.value)
+    assert str(target) in text and "ENOSPC" in text and "free space" in text
+    assert "nothing half-written was left" in text
+    assert "`pate run` command with --resume" in text and "pate.fit call with resume=True" in text
+    with pytest.raises(KeyError):  # any other error passes unchanged
+        with naming_write_errors(target):
+            raise KeyError("x")
