@@ -82,7 +82,9 @@ __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", 
            "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
            "public_logistic", "RULES", "RULE_TEXT", "labelling_rule", "rule_features",
            "RecoveredRule", "recover_rule", "RECOVERY_TOLERANCE", "kernel_dims",
-           "KERNEL_DIMS_EXPONENT", "KERNEL_DIMS_MIN", "KERNEL_DIMS_MAX"]
+           "KERNEL_DIMS_EXPONENT", "KERNEL_DIMS_MIN", "KERNEL_DIMS_MAX", "LINEAR_RULES",
+           "QDA_RECORDS_PER_FEATURE", "table_front_end", "QuadraticDiscriminant",
+           "quadratic_discriminant", "quadratic_width", "QUADRATIC_MAX_WIDTH"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +107,19 @@ RULE_TEXT = {
     "logistic": "each query is labelled by a logistic regression fitted to the release and to "
                 "the public inputs alone (the public inputs stand in for the sensitive inputs' "
                 f"distribution; ridge {LOGISTIC_RIDGE:g})",
+    "qda": "each query gets the class of highest Gaussian likelihood, each class's mean and "
+           "covariance read from the released sums of the columns and their products, "
+           "eigenvalues below the noise level raised to it (quadratic discriminant analysis)",
 }
 RULES = tuple(RULE_TEXT)
+#: The rules whose class scores are affine in a public map of the embedding (:func:`rule_features`,
+#: :func:`recover_rule`; a released model can carry them: ``[student] combine_with_rule``).
+LINEAR_RULES = ("lda", "logistic")
+#: A table's quadratic front-end is chosen (:func:`table_front_end`) when an average class has at
+#: least this many private records per quadratic feature.
+QDA_RECORDS_PER_FEATURE = 5
+#: The most features the "quadratic" front-end makes (F + F (F + 1) / 2 for F columns: 90 columns).
+QUADRATIC_MAX_WIDTH = 4185
 
 
 #: The kernel front-end's PCA dimensions: (records per class / sigma) ** KERNEL_DIMS_EXPONENT,
@@ -220,12 +233,15 @@ def _argmax(scores: np.ndarray) -> np.ndarray:
 @dataclasses.dataclass(frozen=True)
 class NoisyClassMeans:
     """The post-processed release: noisy class means ``means`` (m, d) in whitened coordinates,
-    ``log_prior`` (m,), and the public ``geometry``; :meth:`scores` / :meth:`predict` label
-    embeddings (post-processing, no privacy cost)."""
+    ``log_prior`` (m,), the public ``geometry``, the noisy class ``counts`` (m,) (each at least
+    1) and the noise ``sigma`` of the release (public: the run's setting); :meth:`scores` /
+    :meth:`predict` label embeddings (post-processing, no privacy cost)."""
 
     means: np.ndarray
     log_prior: np.ndarray
     geometry: PublicGeometry
+    counts: np.ndarray
+    sigma: float
 
     def scores(self, embeddings) -> np.ndarray:
         w = self.geometry.whiten(_checked(embeddings, self.means.shape[1], "the means"))
@@ -256,7 +272,8 @@ def noisy_class_means(public, private, labels, *, sigma, count_weight, num_class
     counts = np.maximum(noisy[:, -1] / kappa, 1.0)
     means = geometry.radius * noisy[:, :-1] / counts[:, None]
     log_prior = np.log(counts) - np.log(counts.sum())
-    return NoisyClassMeans(means=means, log_prior=log_prior, geometry=geometry)
+    return NoisyClassMeans(means=means, log_prior=log_prior, geometry=geometry, counts=counts,
+                           sigma=sigma)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,14 +348,17 @@ def labelling_rule(release: NoisyClassMeans, public, rule: str):
     :func:`public_logistic` fitted on ``public`` (better with many records, e.g. Fashion-MNIST's
     60000: docs/aggregators.md). Both have ``predict(embeddings)``; both are post-processing."""
     rule = check_choice(rule, "rule", RULES)
+    if rule == "qda":
+        return quadratic_discriminant(release, public)
     return release if rule == "lda" else public_logistic(release, public)
 
 
 def rule_features(embeddings, geometry: PublicGeometry, rule: str) -> np.ndarray:
     """What ``rule``'s class scores are affine in, per row (float64): the clipped, scaled u(e)
     for "logistic" (:class:`LinearLabeller`), the whitened w(e) for "lda"
-    (:class:`NoisyClassMeans`; the module docstring defines u and w)."""
-    rule = check_choice(rule, "rule", RULES)
+    (:class:`NoisyClassMeans`; the module docstring defines u and w). "qda" is not affine in
+    any such map: refused (ValueError)."""
+    rule = check_choice(rule, "rule", LINEAR_RULES)
     e = check_embeddings(embeddings, "embeddings")
     if e.shape[1] != geometry.scale.shape[0]:
         raise ValueError(f"embeddings have {e.shape[1]} features, the geometry "
@@ -398,3 +418,120 @@ def recover_rule(public, scores, *, rule: str) -> RecoveredRule:
                          f"(relative residual {residual:.3g} > {RECOVERY_TOLERANCE:g})")
     return RecoveredRule(rule=rule, weights=coef[:-1].T.copy(), bias=coef[-1].copy(),
                          geometry=geometry)
+
+
+def quadratic_width(columns: int) -> int:
+    """How many features a table's quadratic front-end makes of ``columns`` columns
+    (:class:`pate.teachers.features.QuadraticFeatures`): each column and each product of two
+    (squares included), F + F (F + 1) / 2."""
+    f = check_int(columns, "columns", minimum=1)
+    return f + f * (f + 1) // 2
+
+
+def table_front_end(*, private_records: int, num_classes: int, columns: int) -> str:
+    """The front-end of a class-means release on a table when the user names none: "quadratic"
+    (with the "qda" rule) when an average class has at least QDA_RECORDS_PER_FEATURE private
+    records per quadratic feature and the features stay within QUADRATIC_MAX_WIDTH, else
+    "kernel". Reads sizes only (free).
+
+    Why: each class's covariance has F (F + 1) / 2 entries read from n noisy, clipped sums
+    (n = private_records / num_classes); with few records per entry the class covariances are
+    mostly noise and the kernel rule (which needs no covariance) is the better labeller --
+    Friedman (1989, "Regularized Discriminant Analysis", JASA 84) on QDA's need for many
+    records per covariance entry. The factor 5 is empirical: in development runs on the
+    ``benchmarks/own_data.py`` tables at eps 1 to 4, QDA labelled better from 20 to 29 records
+    per feature (shells, mixed, moons) and from 10 (the 40 000-row table), worse from 0.5
+    (breast-cancer: 30 columns, 455 records) and 0.07 (digits: 64 columns) -- docs/plan.md
+    lists this as a choice that looked at those datasets."""
+    n = check_int(private_records, "private_records", minimum=1)
+    m = check_int(num_classes, "num_classes", minimum=1)
+    width = quadratic_width(columns)
+    if width <= QUADRATIC_MAX_WIDTH and n / m >= QDA_RECORDS_PER_FEATURE * width:
+        return "quadratic"
+    return "kernel"
+
+
+def _columns_of(width: int) -> int:
+    """F such that quadratic_width(F) == width (a ValueError if none: not quadratic features)."""
+    f = int(round((np.sqrt(9.0 + 8.0 * width) - 3.0) / 2.0))
+    if f < 1 or quadratic_width(f) != width:
+        raise ValueError(f"the \"qda\" rule reads a release over a table's quadratic features "
+                         f"([knn] features = \"quadratic\"); embeddings of {width} features are "
+                         "not (use rule = \"lda\" or \"logistic\")")
+    return f
+
+
+@dataclasses.dataclass(frozen=True)
+class QuadraticDiscriminant:
+    """The "qda" rule (:func:`quadratic_discriminant`): class ``means`` (m, F), the eigenvectors
+    ``axes`` (m, F, F) and floored eigenvalues ``variances`` (m, F) of each class covariance,
+    ``log_prior`` (m,). Scores of embeddings (N, F + F (F + 1) / 2) read their first F columns."""
+
+    means: np.ndarray
+    axes: np.ndarray
+    variances: np.ndarray
+    log_prior: np.ndarray
+
+    def scores(self, embeddings) -> np.ndarray:
+        f = self.means.shape[1]
+        e = _checked(embeddings, quadratic_width(f), "the quadratic rule")
+        z = e[:, :f]
+        out = np.empty((len(z), len(self.means)))
+        for j, (mean, axes, var) in enumerate(zip(self.means, self.axes, self.variances)):
+            d = (z - mean) @ axes
+            out[:, j] = (-0.5 * np.sum(np.log(var)) - 0.5 * np.sum(d * d / var, axis=1)
+                         + self.log_prior[j])
+        return out
+
+    def predict(self, embeddings) -> np.ndarray:
+        return _argmax(self.scores(embeddings))
+
+
+def quadratic_discriminant(release: NoisyClassMeans, public) -> QuadraticDiscriminant:
+    """Quadratic discriminant analysis (Hastie, Tibshirani & Friedman 2009, Section 4.3) read
+    from a class-means ``release`` over a table's quadratic features; post-processing of the
+    release and the ``public`` embeddings only (no privacy cost).
+
+    The embedding is e = phi(x) - (public mean of phi), phi = [z, (z_i z_k)_{i <= k}] with z
+    centred on the public mean (:class:`pate.teachers.features.QuadraticFeatures`), so the
+    public mean of z is 0 and the public mean of z_i z_k is C_ik, C = (1/n) sum_public z z^T the
+    public covariance (computed here from the public embeddings' first F columns). The release's
+    noisy class mean of e, means_j * s (un-whitened), splits into a_j (F) and b_j (F (F + 1) / 2):
+
+        m_j = a_j                    (the class mean of z)
+        Sigma_j = B_j + C - m_j m_j^T   (B_j: b_j as a symmetric F x F matrix)
+
+    since E_j[z z^T] = B_j + C. Noise: the release adds N(0, sigma^2) to each coordinate of a
+    class's sum of u = w / R (clipped), so each entry of B_j carries noise of standard deviation
+    tau = R sigma s_a / n_j (s_a that coordinate's public scale, n_j the noisy count), and the
+    F x F noise matrix has spectral norm about 2 sqrt(F) tau_rms (the semicircle edge of a
+    symmetric matrix with independent entries; Bai & Yin 1988). Eigenvalues of Sigma_j below that
+    level cannot be told from noise: each is raised to it (and to 1e-6 x trace(C) / F, a
+    numerical floor). Clipped rows (||w|| > R) shrink their class's moments: a bias, not a
+    privacy matter. Scores: log N(z; m_j, Sigma_j) + log pi_j."""
+    pub = check_embeddings(public, "public")
+    width = release.means.shape[1]
+    f = _columns_of(width)
+    if pub.shape[1] != width:
+        raise ValueError(f"public has {pub.shape[1]} features, the release {width}")
+    z_pub = pub[:, :f].astype(np.float64)
+    public_cov = z_pub.T @ z_pub / len(z_pub)
+    numeric_floor = 1e-6 * max(float(np.trace(public_cov)) / f, 1e-300)
+    scale = release.geometry.scale
+    tau_rms = float(np.sqrt(np.mean(scale[f:] ** 2)))
+    upper = np.triu_indices(f)
+    means, axes, variances = [], [], []
+    for j in range(release.means.shape[0]):
+        e_mean = release.means[j] * scale
+        mean = e_mean[:f]
+        second = np.zeros((f, f))
+        second[upper] = e_mean[f:]
+        second = second + np.triu(second, 1).T
+        covariance = second + public_cov - np.outer(mean, mean)
+        noise = 2.0 * np.sqrt(f) * release.geometry.radius * release.sigma * tau_rms / release.counts[j]
+        var, vec = np.linalg.eigh(covariance)
+        means.append(mean)
+        axes.append(vec)
+        variances.append(np.maximum(var, max(noise, numeric_floor)))
+    return QuadraticDiscriminant(means=np.array(means), axes=np.array(axes),
+                                 variances=np.array(variances), log_prior=release.log_prior.copy())

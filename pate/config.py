@@ -510,6 +510,10 @@ def _check_student_targets(config: dict, source: str, spec) -> None:
             raise _fail(source, "[student] combine_with_rule = true multiplies the student with "
                                 "its labelling rule at the soft targets' temperature: set "
                                 "targets = \"soft\" (and temperature), or remove combine_with_rule")
+        if class_means_rule(config) == "qda":
+            raise _fail(source, "[student] combine_with_rule = true multiplies the student with "
+                                "a rule affine in its embedding (rule = \"lda\" or \"logistic\"); "
+                                "the \"qda\" rule is quadratic: remove combine_with_rule")
         if features == "student":
             raise _fail(source, "[student] combine_with_rule = true needs a PCA front-end "
                                 "([knn] features = \"scatternet\" or \"none\"), not "
@@ -625,12 +629,18 @@ def knn_settings(config: dict, input_shape=None, *, sizes: tuple[int, int, int] 
         records, classes, public = sizes
         out["dims"] = kernel_dims(private_records=records, num_classes=classes,
                                   sigma=float(sigma), public_items=public)
+    if out.get("features") == "quadratic" and input_shape is not None:
+        from pate.class_means import quadratic_width
+
+        out["dims"] = quadratic_width(math.prod(int(s) for s in input_shape))  # no reduction
     return out
 
 
 def class_means_rule(config: dict) -> str:
-    """How a class-means run labels from its release: ``[knn] rule``, "lda" when left out."""
-    return (config.get("knn") or {}).get("rule", "lda")
+    """How a class-means run labels from its release: ``[knn] rule``; when left out, "qda" over
+    the quadratic front-end and "lda" otherwise."""
+    knn = config.get("knn") or {}
+    return knn.get("rule", "qda" if knn.get("features") == "quadratic" else "lda")
 
 
 def _check_knn(config: dict, source: str, knn_run: bool) -> None:
@@ -643,12 +653,20 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
                             f"{config['aggregator']['mechanism']!r}; remove the [knn] table")
     if "features" in knn:
         _check(f"{source}: [knn] features", v.check_choice, knn["features"], "features",
-               ("none", "scatternet", "kernel", "student"))
-        if knn["features"] == "kernel" and not mechanisms.get(
+               ("none", "scatternet", "kernel", "quadratic", "student"))
+        if knn["features"] in ("kernel", "quadratic") and not mechanisms.get(
                 config["aggregator"]["mechanism"]).kind.releases_once:
-            raise _fail(source, "[knn] features = \"kernel\" is the class-means release's "
-                                "front-end (its rule becomes nonlinear); a neighbour search "
-                                "measures distances in the inputs: set features = \"none\"")
+            raise _fail(source, f"[knn] features = \"{knn['features']}\" is the class-means "
+                                "release's front-end (its rule becomes nonlinear); a neighbour "
+                                "search measures distances in the inputs: set features = \"none\"")
+    if knn.get("features") == "quadratic" and "dims" in knn:
+        raise _fail(source, "[knn] features = \"quadratic\" keeps every column and product of "
+                            "two (the \"qda\" rule reads each class's covariance back): remove dims")
+    if knn.get("rule") == "qda" and knn.get("features") != "quadratic":
+        raise _fail(source, "[knn] rule = \"qda\" reads each class's covariance from a release "
+                            "over a table's quadratic features: set [knn] features = "
+                            f"\"quadratic\" (got features = {knn.get('features')!r}), or rule = "
+                            "\"lda\" or \"logistic\"")
     if (knn.get("features") == "student") != ("student_run" in knn):
         raise _fail(source, "[knn] features = \"student\" and [knn] student_run go together: "
                             "student_run names the earlier run whose released student embeds "

@@ -35,7 +35,11 @@ Symbols
 ``KNN_FEATURES``   the front-ends of the mechanisms that read the private records (``[knn]
                    features``): ``FEATURES`` plus ``"kernel"``, random Fourier features of a
                    table (:class:`RandomFourierFeatures`) -- a class-means release then labels
-                   by a nonlinear rule (nested shells, two moons, classes of several clusters).
+                   by a nonlinear rule (nested shells, two moons, classes of several clusters) --
+                   and ``"quadratic"``, a table's columns and their pairwise products
+                   (:class:`QuadraticFeatures`): the release then holds every class's mean and
+                   second moments, and the ``"qda"`` rule labels by quadratic discriminant
+                   analysis.
 
 Note: ``import kymatio.torch`` fails with scipy >= 1.15 (its 3-D frontend imports
 ``scipy.special.sph_harm``); the 2-D frontend is imported directly.
@@ -50,15 +54,17 @@ import time
 import numpy as np
 
 from pate.analysis.validation import check_choice, check_int
+from pate.class_means import QUADRATIC_MAX_WIDTH, quadratic_width
 from pate.teachers import feature_cache as FC
 
 __all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "scatter_features", "Standardizer",
            "PublicPCA",
            "PublicFrontEnd", "feature_data", "public_pca_embedding", "feature_shape",
-           "KNN_FEATURES", "RandomFourierFeatures"]
+           "KNN_FEATURES", "RandomFourierFeatures", "QuadraticFeatures",
+           "quadratic_width", "QUADRATIC_MAX_WIDTH"]
 
 FEATURES = ("none", "scatternet")
-KNN_FEATURES = FEATURES + ("kernel",)
+KNN_FEATURES = FEATURES + ("kernel", "quadratic")
 #: Random Fourier features of the "kernel" front-end (their count D) and the fixed, public seed
 #: of their frequencies and phases: the map looks at no data but the public split's statistics.
 KERNEL_FEATURES = 2048
@@ -334,19 +340,66 @@ class RandomFourierFeatures:
 
 
 @dataclasses.dataclass(frozen=True)
+class QuadraticFeatures:
+    """A table's columns and their pairwise products: phi(x) = [z, (z_i z_k) for i <= k], z the
+    columns standardised with the PUBLIC ``mean`` / ``std``, clipped to +-KERNEL_CLIP and
+    centred on the public mean of the clipped values (``centre``: the public rows' z then have
+    mean exactly 0). Fitted on the public split alone; nothing reads a private record.
+
+    Why a class-means release needs it: the class sums of phi are the class sums of z and of
+    z z^T, so one release holds every class's mean and second-moment matrix, and the public
+    covariance of z is the public mean of z z^T. The "qda" rule
+    (:func:`pate.class_means.quadratic_discriminant`) reads back each class's Gaussian, a rule
+    quadratic in the inputs (nested shells, classes of several clusters, classes that differ in
+    spread), where a nearest-mean rule is linear in its embedding."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    centre: np.ndarray
+
+    @classmethod
+    def fit(cls, public: np.ndarray) -> "QuadraticFeatures":
+        pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
+        if pub.shape[0] < 2:
+            raise ValueError(f"the quadratic features need at least 2 public rows, got {pub.shape[0]}")
+        width = quadratic_width(pub.shape[1])
+        if width > QUADRATIC_MAX_WIDTH:
+            raise ValueError(f"the quadratic features of {pub.shape[1]} columns would be {width} "
+                             f"features (at most {QUADRATIC_MAX_WIDTH}): set [knn] features = "
+                             "\"kernel\"")
+        mean, std = pub.mean(axis=0), pub.std(axis=0)
+        std = np.where(std > 1e-6, std, 1.0)
+        centre = np.clip((pub - mean) / std, -KERNEL_CLIP, KERNEL_CLIP).mean(axis=0)
+        return cls(mean=mean, std=std, centre=centre)
+
+    @property
+    def columns(self) -> int:
+        return int(self.mean.shape[0])
+
+    def transform(self, rows: np.ndarray) -> np.ndarray:
+        """float64 (N, F + F (F + 1) / 2): z, then z_i z_k for i <= k in row-major upper-triangle
+        order (``np.triu_indices(F)``)."""
+        r = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        z = np.clip((r - self.mean) / self.std, -KERNEL_CLIP, KERNEL_CLIP) - self.centre
+        i, k = np.triu_indices(z.shape[1])
+        return np.hstack([z, z[:, i] * z[:, k]])
+
+
+@dataclasses.dataclass(frozen=True)
 class PublicFrontEnd:
     """The embedding of the mechanisms that read the private records (``[knn] features`` and
     ``dims``), fitted on public inputs only: ScatterNet features standardised with public
     statistics (``features = "scatternet"``; ``standardizer``), the inputs themselves
     (``"none"``; ``standardizer`` None; a table's columns standardised with public statistics
     inside the PCA), or a table's random Fourier features (``"kernel"``; ``kernel``), then the
-    public ``pca``. :meth:`embed` maps inputs (N, ...) to float32 (N, dims), a chunk of rows at a
+    public ``pca``; a table's quadratic features (``"quadratic"``; ``kernel`` holds the
+    :class:`QuadraticFeatures`) are only centred (``pca`` with identity axes). :meth:`embed` maps inputs (N, ...) to float32 (N, dims), a chunk of rows at a
     time for the kernel map."""
 
     features: str
     standardizer: Standardizer | None
     pca: PublicPCA
-    kernel: RandomFourierFeatures | None = None
+    kernel: "RandomFourierFeatures | QuadraticFeatures | None" = None
 
     @classmethod
     def fit_transform(cls, public: np.ndarray, *, features: str, dims: int,
@@ -373,6 +426,18 @@ class PublicFrontEnd:
             kernel = RandomFourierFeatures.fit(front)
             pca = PublicPCA.fit_chunked(front, kernel.transform, dims=dims, chunk=KERNEL_CHUNK)
             out = cls(features=features, standardizer=None, pca=pca, kernel=kernel)
+            return out, out.embed(front)
+        if features == "quadratic":
+            if front.ndim != 2:
+                raise ValueError(f"features = 'quadratic' maps tables (rows of numbers); got "
+                                 f"inputs of shape {front.shape[1:]}")
+            quadratic = QuadraticFeatures.fit(front)
+            # no reduction: the "qda" rule reads every class's moments back from the release.
+            # The "PCA" only centres on the public mean (identity axes).
+            phi_mean = sum(quadratic.transform(front[i:i + KERNEL_CHUNK]).sum(axis=0)
+                           for i in range(0, len(front), KERNEL_CHUNK)) / len(front)
+            pca = PublicPCA(mean=phi_mean, axes=np.eye(phi_mean.shape[0]))
+            out = cls(features=features, standardizer=None, pca=pca, kernel=quadratic)
             return out, out.embed(front)
         # a table's columns have units of their own: their axes are taken standardised with the
         # public statistics (free; folded into the PCA, so the embedding and the rule head that

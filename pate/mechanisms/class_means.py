@@ -96,7 +96,7 @@ class _ClassMeans(MechanismSpec):
 CLASS_MEANS = _ClassMeans(
     name="class-means", title="Noisy class means", params=(SIGMA, COUNT_WEIGHT),
     always_answers=True,
-    reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA "
+    reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA or QDA "
               "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
               "fitted to the release and the public inputs",
     description=(
@@ -105,8 +105,9 @@ CLASS_MEANS = _ClassMeans(
         "noise; every query "
         "is labelled from that release and the public inputs alone, by the class whose "
         "noisy mean is nearest in the public-whitened embedding (linear discriminant "
-        "analysis) or by a logistic regression fitted to the release and the public "
-        "inputs. The one release is charged once, whatever the number of queries: the "
+        "analysis), by each class's Gaussian read from the release (quadratic discriminant "
+        "analysis, over a table's columns and their products) or by a logistic regression "
+        "fitted to the release and the public inputs. The one release is charged once, whatever the number of queries: the "
         "labels are post-processing."),
     voters_text=("the sensitive records' per-class sums, on embeddings fitted to public "
                  "data only, are released once with Gaussian noise, and every query is "

@@ -86,9 +86,15 @@ Filling in (only what the user left open):
   noise that drowns the votes); at least ``MIN_LABELS_PER_CLASS x classes`` when that is still
   below :data:`DROWNING_NOISE`. With fixed noise: every public item (the ledger stops asking
   when the budget is spent).
-* ``[knn] features`` and ``dims`` (a class-means release on a table, left out): ``"kernel"``
-  (random Fourier features of the public-standardised columns, Rahimi & Recht 2007;
-  ``pate.teachers.features.RandomFourierFeatures``), and (records per class / sigma) ** 0.75
+* ``[knn] features``, ``rule`` and ``dims`` (a class-means release on a table, left out; planned
+  even when the noise is given): ``"quadratic"`` with the ``"qda"`` rule (the columns and their
+  pairwise products, so the release holds every class's mean and covariance: quadratic
+  discriminant analysis, ``pate.class_means.quadratic_discriminant``) when an average class
+  has at least ``QDA_RECORDS_PER_FEATURE`` (5) private records per quadratic feature
+  (:func:`pate.class_means.table_front_end`; Friedman 1989 on QDA's need for records per
+  covariance entry, the factor fitted on the own-data tables), else ``"kernel"`` (random
+  Fourier features of the public-standardised columns, Rahimi & Recht 2007;
+  ``pate.teachers.features.RandomFourierFeatures``) and (records per class / sigma) ** 0.75
   public principal axes of them (:func:`pate.class_means.kernel_dims`; an empirical power law
   fitted on the own-data tables, ``docs/plan.md``). Sizes and the calibrated noise only.
 

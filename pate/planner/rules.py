@@ -203,7 +203,7 @@ class _Planning:
         self.noise = noise
         self.answers = self.queries
         self.voters = None
-        _plan_kernel(self.config, self.facts, noise, self.filled)
+        _plan_table_front_end(self.config, self.facts, noise, self.filled)
 
     def _plan_votes(self) -> None:
         """Teacher votes (or Private-kNN neighbours): voters, threshold, queries, noise, answers."""
@@ -473,23 +473,40 @@ class _Planning:
                     usable=not self.problems)
 
 
-def _plan_kernel(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
-    """A class-means release on a table labels through random Fourier features (``[knn] features
-    = "kernel"``, the default there) when the user named no front-end; their PCA dimensions, when
-    left open, from the sizes and the calibrated noise (:func:`pate.class_means.kernel_dims`).
-    Both go into the filled ``config`` and ``filled`` (sizes and noise only: free)."""
-    from pate.class_means import kernel_dims
+def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
+    """A class-means release on a table, when the user named no front-end: the quadratic
+    features and the "qda" rule when the sizes afford every class's covariance, else random
+    Fourier features (``[knn] features = "kernel"``) with, when left open, their PCA dimensions
+    from the sizes and the calibrated noise (:func:`pate.class_means.table_front_end`,
+    :func:`pate.class_means.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
+    noise only: free)."""
+    from pate.class_means import QDA_RECORDS_PER_FEATURE, kernel_dims, table_front_end
 
     knn = config.get("knn") or {}
     sigma = noise.get("sigma")
     if len(facts.input_shape) != 1 or knn.get("features", "kernel") != "kernel" or not is_number(sigma):
+        return
+    classes = max(facts.classes, 2)
+    if "features" not in knn and table_front_end(private_records=facts.private_records,
+                                                 num_classes=classes,
+                                                 columns=facts.input_shape[0]) == "quadratic":
+        filled["features"] = {"value": "quadratic", "why": "a table with at least "
+                              f"{QDA_RECORDS_PER_FEATURE} private records per class for each of its "
+                              "columns and products of two: the release holds every class's mean "
+                              "and covariance"}
+        knn = dict(knn, features="quadratic")
+        if "rule" not in knn:
+            filled["rule"] = {"value": "qda", "why": "quadratic discriminant analysis read from "
+                                                     "the release (a rule quadratic in the inputs)"}
+            knn["rule"] = "qda"
+        config["knn"] = knn
         return
     if "features" not in knn:
         filled["features"] = {"value": "kernel", "why": "a table: the release labels through "
                                                          "random Fourier features of the public-"
                                                          "standardised columns (a nonlinear rule)"}
     if "dims" not in knn:
-        dims = kernel_dims(private_records=facts.private_records, num_classes=max(facts.classes, 2),
+        dims = kernel_dims(private_records=facts.private_records, num_classes=classes,
                            sigma=float(sigma), public_items=facts.public_items)
         filled["dims"] = {"value": dims, "why": f"{dims} public principal axes of the kernel "
                                                 "features: (records per class / sigma) ** 0.75 "
@@ -522,6 +539,8 @@ def needs_plan(config: dict) -> bool:
     if not spec.kind.reads_private_records and (config.get("partition") or {}).get(
             "num_teachers", "auto") == "auto":
         return True
+    if spec.kind.releases_once and "features" not in (config.get("knn") or {}):
+        return True  # a table's front-end is chosen from the sizes (_plan_table_front_end)
     calibrated = any(agg.get(k) == "auto" for k in spec.param_names if k != "threshold")
     return (calibrated and "queries" not in agg) or _open_threshold(spec, agg)
 

@@ -56,6 +56,19 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
                               f"of shape {tuple(data.input_shape)}: set [knn] features = "
                               "\"scatternet\" or \"none\"")
         return features, dims, KERNEL_FEATURES
+    if features == "quadratic":
+        from pate.class_means import QUADRATIC_MAX_WIDTH, quadratic_width
+
+        if len(data.input_shape) != 1:
+            raise ConfigError(f"[knn] features = \"quadratic\" maps tables; {data.name} has inputs "
+                              f"of shape {tuple(data.input_shape)}: set [knn] features = "
+                              "\"scatternet\" or \"none\"")
+        width = quadratic_width(int(data.input_shape[0]))
+        if width > QUADRATIC_MAX_WIDTH:
+            raise ConfigError(f"[knn] features = \"quadratic\": {data.input_shape[0]} columns make "
+                              f"{width} features (at most {QUADRATIC_MAX_WIDTH}); set [knn] features "
+                              "= \"kernel\"")
+        return features, width, width
     if features == "scatternet":
         from pate.teachers.features import feature_shape
 
@@ -73,7 +86,7 @@ def check_records_data(run: Run) -> None:
     limit = min(len(run.data.public), width)
     if features == "student":
         knn_prior(run)  # the earlier run is usable (ConfigError naming it otherwise)
-    elif dims > limit:
+    elif features != "quadratic" and dims > limit:  # quadratic features are not reduced
         raise ConfigError(f"[knn] dims ({dims}) exceeds min(public items, {features!r} features) "
                           f"= {limit} of {run.data.name}: the principal axes are fitted on the "
                           "public split")

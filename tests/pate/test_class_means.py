@@ -34,7 +34,7 @@ from scipy import stats
 from pate import analysis, mechanisms
 from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
                                        class_means_rdp)
-from pate.class_means import (CLIP_QUANTILE, LOGISTIC_RIDGE, RULES, WHITEN_FLOOR, LinearLabeller,
+from pate.class_means import (LINEAR_RULES, CLIP_QUANTILE, LOGISTIC_RIDGE, RULES, WHITEN_FLOOR, LinearLabeller,
                               NoisyClassMeans, PublicGeometry, _clipped, class_sums,
                               labelling_rule, noisy_class_means, public_geometry,
                               public_logistic, recover_rule)
@@ -539,7 +539,8 @@ def test_logistic_rule_is_post_processing():
                                 count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(2))
     copy = NoisyClassMeans(means=release.means.copy(), log_prior=release.log_prior.copy(),
-                           geometry=release.geometry)
+                           geometry=release.geometry, counts=release.counts.copy(),
+                           sigma=release.sigma)
     a, b = public_logistic(release, public), public_logistic(copy, public)
     np.testing.assert_array_equal(a.weights, b.weights)
     np.testing.assert_array_equal(a.bias, b.bias)
@@ -574,12 +575,14 @@ def test_labelling_rule():
     release = noisy_class_means(public, private, labels, sigma=1.0,
                                 count_weight=KAPPA, num_classes=4,
                                 rng=np.random.default_rng(4))
-    assert RULES == ("lda", "logistic")
+    assert RULES == ("lda", "logistic", "qda")
     assert labelling_rule(release, public, "lda") is release
     rule = labelling_rule(release, public, "logistic")
     np.testing.assert_array_equal(rule.weights, public_logistic(release, public).weights)
     assert np.mean(rule.predict(test) == test_labels) >= 0.95
-    with pytest.raises(ValueError, match="rule must be one of 'lda', 'logistic'; got 'qda'"):
+    with pytest.raises(ValueError, match="rule must be one of 'lda', 'logistic', 'qda'; got 'x'"):
+        labelling_rule(release, public, "x")
+    with pytest.raises(ValueError, match="quadratic features"):   # not a quadratic embedding
         labelling_rule(release, public, "qda")
 
 
@@ -709,7 +712,7 @@ def test_spec_charges_nothing_when_nothing_is_asked():
 
 # -- recovering a published rule (the student times its rule: pate.student.rule_product)
 
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("rule", LINEAR_RULES)
 def test_a_rule_is_recovered_exactly_from_its_published_scores(rule):
     """From the scores of the labelled public rows (NaN rows: unlabelled) the recovered rule
     scores unseen embeddings, far ones beyond the clip included, as the rule itself does."""

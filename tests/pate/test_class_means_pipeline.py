@@ -448,7 +448,9 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     np.testing.assert_array_equal(labels["lda"][:400], release.predict(e["public"][:400]))
     np.testing.assert_array_equal(labels["logistic"][:400],
                                   public_logistic(release, e["public"]).predict(e["public"][:400]))
-    with pytest.raises(C.ConfigError, match=r"\[knn\] rule: rule must be one of 'lda', 'logistic'"):
+    with pytest.raises(C.ConfigError, match=r"\[knn\] rule: rule must be one of 'lda', 'logistic', 'qda'"):
+        C.load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="cubic"))
+    with pytest.raises(C.ConfigError, match=r"rule = \"qda\" reads each class's covariance"):
         C.load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="qda"))
 
 
@@ -588,3 +590,27 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
         "count_weight": kappa}
     # the public items came without labels: no label accuracy can be measured (it read 0.0)
     assert result.report["utility"]["label_accuracy_answered"] is None
+
+
+def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
+    """pate.fit with only target_eps on a table of nested shells (3 classes, 6 columns, 1100
+    records per class: 27 features, 5 x 27 needed): the plan chooses the quadratic front-end and
+    the "qda" rule, the run charges one release, and the report names the rule."""
+    from sklearn.datasets import make_gaussian_quantiles
+
+    import pate
+
+    x, y = make_gaussian_quantiles(n_samples=4300, n_features=6, n_classes=3, random_state=7)
+    x = x * [1.0, 100.0, 0.01, 1.0, 1.0, 10.0]
+    plan = pate.plan((x[:3300], y[:3300]), x[3300:4000], evaluation=(x[4000:], y[4000:]),
+                     target_eps=2.0, ledger=False)
+    assert plan.filled["features"]["value"] == "quadratic" and plan.filled["rule"]["value"] == "qda"
+    result = pate.fit((x[:3300], y[:3300]), x[3300:4000], evaluation=(x[4000:], y[4000:]),
+                      target_eps=2.0, ledger=False, run_dir=tmp_path / "run")
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["knn"] == {"features": "quadratic", "rule": "qda"}
+    records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
+    assert records["rule"] == "qda" and records["dims"] == 27
+    assert 'Labelling rule ([knn] rule = "qda", post-processing)' in (
+        tmp_path / "run" / "report.md").read_text()
+    assert result.epsilon <= 2.0 and result.utility["student_accuracy"] > 0.6

@@ -20,6 +20,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 DIGITS = P.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
 BREAST = P.Facts(private_records=400, classes=2, public_items=114, input_shape=(30,))
 TABLE = P.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(30,))
+#: 64 columns: 2144 quadratic features, more than 5000 records per class afford
+WIDE_TABLE = P.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(64,))
 FMNIST = P.Facts(private_records=60000, classes=10, public_items=9000, input_shape=(1, 28, 28))
 
 
@@ -303,7 +305,7 @@ def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_t
     sigma = got.noise["sigma"]
     assert config["knn"]["features"] == "kernel" and got.filled["features"]["value"] == "kernel"
     assert config["knn"]["dims"] == got.filled["dims"]["value"] == round((200 / sigma) ** 0.75)
-    _, big = plan({"mechanism": "auto", "target_eps": 2.0}, TABLE)
+    _, big = plan({"mechanism": "auto", "target_eps": 2.0}, WIDE_TABLE)
     _, loose = plan({"mechanism": "auto", "target_eps": 8.0}, BREAST)
     assert big.filled["dims"]["value"] > got.filled["dims"]["value"] < loose.filled["dims"]["value"]
     config, image = plan({"mechanism": "auto", "target_eps": 2.0}, FMNIST)
@@ -320,11 +322,53 @@ def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_t
         kernel_dims(private_records=10, num_classes=2, sigma=0.0, public_items=50)
 
 
+def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
+    """With enough records per class for every column and product of two (the issue's 40 000-row
+    table: 5000 per class, 495 quadratic features), "auto" class-means labels by quadratic
+    discriminant analysis over the quadratic features; the plan says so and why. A named
+    front-end or rule stays the user's."""
+    config, got = plan({"mechanism": "auto", "target_eps": 2.0}, TABLE)
+    assert config["knn"] == {"features": "quadratic", "rule": "qda"}
+    assert got.filled["features"]["value"] == "quadratic" and got.filled["rule"]["value"] == "qda"
+    assert "dims" not in got.filled
+    assert any("features = quadratic" in line for line in got.lines())
+    assert C.class_means_rule(config) == "qda"
+    mine = raw({"mechanism": "auto", "target_eps": 2.0})
+    mine["knn"] = {"features": "quadratic", "rule": "lda"}
+    config, kept = C.plan_config(mine, TABLE, wording="python")
+    assert config["knn"] == {"features": "quadratic", "rule": "lda"} and "rule" not in kept.filled
+    mine["knn"] = {"features": "kernel"}
+    config, kept = C.plan_config(mine, TABLE, wording="python")
+    assert config["knn"]["features"] == "kernel" and "dims" in kept.filled
+    # with the noise given (nothing calibrated) the front-end is still chosen before the run
+    given = raw({"mechanism": "class-means", "sigma": 3.0})
+    assert P.needs_plan(C.normalize(given, source="test"))
+    config, _ = C.plan_config(given, TABLE, wording="python")
+    assert config["knn"]["features"] == "quadratic"
+
+
+@pytest.mark.parametrize("knn, mechanism, student, match", [
+    ({"features": "kernel", "rule": "qda"}, "class-means", {},
+     "rule = \"qda\" reads each class's covariance"),
+    ({"features": "quadratic", "dims": 30}, "class-means", {},
+     "features = \"quadratic\" keeps every column"),
+    ({"features": "quadratic"}, "class-means", {"targets": "soft", "combine_with_rule": True},
+     "\"qda\" rule is quadratic: remove combine_with_rule"),
+])
+def test_quadratic_settings_that_cannot_work_are_refused(knn, mechanism, student, match):
+    bad = raw({"mechanism": mechanism, "sigma": 1.0, "queries": 10})
+    bad["knn"] = knn
+    bad["student"] = dict(bad.get("student") or {}, **student)
+    with pytest.raises(pate.ConfigError, match=match):
+        C.validate(bad, source="test")
+
+
 def test_kernel_features_are_refused_for_a_neighbour_search():
     bad = raw({"mechanism": "private-knn", "sigma": 1.0, "k": 20, "queries": 10})
-    bad["knn"] = {"features": "kernel"}
-    with pytest.raises(pate.ConfigError, match="features = \"kernel\" is the class-means"):
-        C.validate(bad, source="test")
+    for features in ("kernel", "quadratic"):
+        bad["knn"] = {"features": features}
+        with pytest.raises(pate.ConfigError, match=f"features = \"{features}\" is the class-means"):
+            C.validate(bad, source="test")
 
 
 # --------------------------------------------------------------------------- code shape
