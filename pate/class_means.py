@@ -83,7 +83,7 @@ __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", 
            "public_logistic", "RULES", "RULE_TEXT", "labelling_rule", "rule_features",
            "RecoveredRule", "recover_rule", "RECOVERY_TOLERANCE", "kernel_dims",
            "KERNEL_DIMS_EXPONENT", "KERNEL_DIMS_MIN", "KERNEL_DIMS_MAX", "LINEAR_RULES",
-           "QDA_RECORDS_PER_FEATURE", "table_front_end", "QuadraticDiscriminant",
+           "QDA_RECORDS_PER_FEATURE", "QDA_MIN_COLUMNS", "table_front_end", "QuadraticDiscriminant",
            "quadratic_discriminant", "quadratic_width", "QUADRATIC_MAX_WIDTH"]
 
 logger = logging.getLogger(__name__)
@@ -118,6 +118,8 @@ LINEAR_RULES = ("lda", "logistic")
 #: A table's quadratic front-end is chosen (:func:`table_front_end`) when an average class has at
 #: least this many private records per quadratic feature.
 QDA_RECORDS_PER_FEATURE = 5
+#: ... and when the table has at least this many columns (below it the kernel rule is chosen).
+QDA_MIN_COLUMNS = 8
 #: The most features the "quadratic" front-end makes (F + F (F + 1) / 2 for F columns: 90 columns).
 QUADRATIC_MAX_WIDTH = 4185
 
@@ -430,23 +432,28 @@ def quadratic_width(columns: int) -> int:
 
 def table_front_end(*, private_records: int, num_classes: int, columns: int) -> str:
     """The front-end of a class-means release on a table when the user names none: "quadratic"
-    (with the "qda" rule) when an average class has at least QDA_RECORDS_PER_FEATURE private
-    records per quadratic feature and the features stay within QUADRATIC_MAX_WIDTH, else
-    "kernel". Reads sizes only (free).
+    (with the "qda" rule) when the table has at least QDA_MIN_COLUMNS columns, an average class
+    has at least QDA_RECORDS_PER_FEATURE private records per quadratic feature and the features
+    stay within QUADRATIC_MAX_WIDTH, else "kernel". Reads sizes only (free).
 
     Why: each class's covariance has F (F + 1) / 2 entries read from n noisy, clipped sums
     (n = private_records / num_classes); with few records per entry the class covariances are
     mostly noise and the kernel rule (which needs no covariance) is the better labeller --
     Friedman (1989, "Regularized Discriminant Analysis", JASA 84) on QDA's need for many
-    records per covariance entry. The factor 5 is empirical: in development runs on the
-    ``benchmarks/own_data.py`` tables at eps 1 to 4, QDA labelled better from 20 to 29 records
-    per feature (shells, mixed, moons) and from 10 (the 40 000-row table), worse from 0.5
-    (breast-cancer: 30 columns, 455 records) and 0.07 (digits: 64 columns) -- docs/plan.md
-    lists this as a choice that looked at those datasets."""
+    records per covariance entry. With few columns the kernel rule, a kernel density estimate
+    of each class, resolves shapes no Gaussian has (its error grows with the dimension: Stone
+    1980's rate n^(-4 / (4 + d))); with many it dilutes and QDA's Gaussian classes label better.
+    Both constants are empirical, from development runs on the ``benchmarks/own_data.py``
+    tables at eps 1 to 4: QDA labelled better at 10 to 22 records per feature with 10 to 30
+    columns (the 40 000-row table, shells, mixed), worse at 0.5 (breast-cancer: 30 columns, 455
+    records) and 0.07 (digits: 64 columns), and its students were worse on the 4-column moons
+    (3 runs at eps 2: 79.5 % against 84.0 % for the kernel) -- docs/plan.md lists this as a
+    choice that looked at those datasets."""
     n = check_int(private_records, "private_records", minimum=1)
     m = check_int(num_classes, "num_classes", minimum=1)
     width = quadratic_width(columns)
-    if width <= QUADRATIC_MAX_WIDTH and n / m >= QDA_RECORDS_PER_FEATURE * width:
+    if QDA_MIN_COLUMNS <= columns and width <= QUADRATIC_MAX_WIDTH and \
+            n / m >= QDA_RECORDS_PER_FEATURE * width:
         return "quadratic"
     return "kernel"
 

@@ -480,7 +480,8 @@ def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict)
     from the sizes and the calibrated noise (:func:`pate.class_means.table_front_end`,
     :func:`pate.class_means.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
     noise only: free)."""
-    from pate.class_means import QDA_RECORDS_PER_FEATURE, kernel_dims, table_front_end
+    from pate.class_means import (QDA_MIN_COLUMNS, QDA_RECORDS_PER_FEATURE, kernel_dims,
+                                  table_front_end)
 
     knn = config.get("knn") or {}
     sigma = noise.get("sigma")
@@ -490,10 +491,10 @@ def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict)
     if "features" not in knn and table_front_end(private_records=facts.private_records,
                                                  num_classes=classes,
                                                  columns=facts.input_shape[0]) == "quadratic":
-        filled["features"] = {"value": "quadratic", "why": "a table with at least "
-                              f"{QDA_RECORDS_PER_FEATURE} private records per class for each of its "
-                              "columns and products of two: the release holds every class's mean "
-                              "and covariance"}
+        filled["features"] = {"value": "quadratic", "why": f"a table of {QDA_MIN_COLUMNS} or more "
+                              f"columns with at least {QDA_RECORDS_PER_FEATURE} private records per "
+                              "class for each column and product of two: the release holds every "
+                              "class's mean and covariance"}
         knn = dict(knn, features="quadratic")
         if "rule" not in knn:
             filled["rule"] = {"value": "qda", "why": "quadratic discriminant analysis read from "

@@ -593,15 +593,15 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
 
 
 def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
-    """pate.fit with only target_eps on a table of nested shells (3 classes, 6 columns, 1100
-    records per class: 27 features, 5 x 27 needed): the plan chooses the quadratic front-end and
+    """pate.fit with only target_eps on a table of nested shells (3 classes, 8 columns, 1100
+    records per class: 44 features, 5 x 44 needed): the plan chooses the quadratic front-end and
     the "qda" rule, the run charges one release, and the report names the rule."""
     from sklearn.datasets import make_gaussian_quantiles
 
     import pate
 
-    x, y = make_gaussian_quantiles(n_samples=4300, n_features=6, n_classes=3, random_state=7)
-    x = x * [1.0, 100.0, 0.01, 1.0, 1.0, 10.0]
+    x, y = make_gaussian_quantiles(n_samples=4300, n_features=8, n_classes=3, random_state=7)
+    x = x * [1.0, 100.0, 0.01, 1.0, 1.0, 10.0, 1.0, 1e3]
     plan = pate.plan((x[:3300], y[:3300]), x[3300:4000], evaluation=(x[4000:], y[4000:]),
                      target_eps=2.0, ledger=False)
     assert plan.filled["features"]["value"] == "quadratic" and plan.filled["rule"]["value"] == "qda"
@@ -610,7 +610,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["knn"] == {"features": "quadratic", "rule": "qda"}
     records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
-    assert records["rule"] == "qda" and records["dims"] == 27
+    assert records["rule"] == "qda" and records["dims"] == 44
     assert 'Labelling rule ([knn] rule = "qda", post-processing)' in (
         tmp_path / "run" / "report.md").read_text()
     assert result.epsilon <= 2.0 and result.utility["student_accuracy"] > 0.6

@@ -50,6 +50,9 @@ def test_quadratic_width_and_the_choice_of_front_end():
     assert table_front_end(private_records=3 * 325, num_classes=3, columns=10) == "quadratic"
     assert table_front_end(private_records=3 * 324, num_classes=3, columns=10) == "kernel"
     assert QDA_RECORDS_PER_FEATURE == 5
+    # few columns: the kernel rule (moons-like, 4 columns), whatever the records
+    assert table_front_end(private_records=10**6, num_classes=2, columns=4) == "kernel"
+    assert table_front_end(private_records=10**6, num_classes=2, columns=8) == "quadratic"
     # breast-cancer-like (30 columns, 455 records) and digits-like tables keep the kernel
     assert table_front_end(private_records=455, num_classes=2, columns=30) == "kernel"
     assert table_front_end(private_records=1438, num_classes=10, columns=64) == "kernel"
