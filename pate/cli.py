@@ -20,7 +20,8 @@ unchanged):
   ``naming_write_errors``) exit ``EXIT_INPUT`` (2); budget and ledger errors
   (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
 * a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
-  innermost frame of its traceback is in ``pate/analysis/validation.py`` or ``pate/config.py``,
+  innermost frame of its traceback is in ``pate/analysis/validation.py`` or the config package
+  ``pate/config/``,
   or is an explicit ``raise`` statement in the code of pate-learn (``pate`` and its subpackages
   ``pate.teachers``, ``pate.student``, ``pate.analysis``). Anything else (an error raised by the
   interpreter, such as ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
@@ -81,9 +82,10 @@ _NO_ROOM_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT"
 _PATE_DIR = pathlib.Path(__file__).resolve().parent
 _PROJECT_DIRS = (_PATE_DIR, *((_PATE_DIR / name).resolve()
                               for name in ("teachers", "student", "analysis")))
-# Every line of these modules is validation: whatever ValueError/TypeError they raise is expected.
-_VALIDATION_FILES = frozenset({(_PATE_DIR / "analysis").resolve() / "validation.py",
-                               _PATE_DIR / "config.py"})
+# Every line of these modules, and of the config package, is validation: whatever
+# ValueError/TypeError they raise is expected.
+_VALIDATION_FILES = frozenset({(_PATE_DIR / "analysis").resolve() / "validation.py"})
+_VALIDATION_DIRS = (_PATE_DIR / "config",)
 _RAISE_OPCODES = frozenset({"RAISE_VARARGS"})
 
 
@@ -228,7 +230,8 @@ def raised_on_purpose(exc: BaseException) -> bool:
     """Whether ``exc`` was raised deliberately by pate-learn (see the module docstring).
 
     Looks at the innermost frame of the traceback: a line of ``pate/analysis/validation.py`` or
-    ``pate/config.py``, or an explicit ``raise`` statement (the instruction that raised is
+    of the config package ``pate/config/``, or an explicit ``raise`` statement (the instruction
+    that raised is
     ``RAISE_VARARGS``) in a module of ``pate`` or its subpackages.
     """
     tb = exc.__traceback__
@@ -241,7 +244,7 @@ def raised_on_purpose(exc: BaseException) -> bool:
         path = pathlib.Path(code.co_filename).resolve()
     except (OSError, ValueError):
         return False
-    if path in _VALIDATION_FILES:
+    if path in _VALIDATION_FILES or any(path.is_relative_to(d) for d in _VALIDATION_DIRS):
         return True
     if not any(path.is_relative_to(d) for d in _PROJECT_DIRS):
         return False

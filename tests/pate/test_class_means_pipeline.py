@@ -496,8 +496,8 @@ def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
                                 conversion="tight")[0]
     assert config["privacy"]["conversion"] == "tight"
     assert eps == pytest.approx(0.9944, abs=5e-5) and eps <= config["privacy"]["budget_eps"]
-    assert "eps = 0.9944 at delta = 1e-5" in pathlib.Path(C.__file__).with_name(
-        "configs").joinpath("fashion_mnist_class_means.toml").read_text()
+    assert "eps = 0.9944 at delta = 1e-5" in C.packaged_configs()[
+        "fashion-mnist-class-means"].read_text()
 
 
 def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_student():
