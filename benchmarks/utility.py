@@ -499,7 +499,7 @@ def noise_params(aggregator: dict) -> dict:
 def planning_draw(votes, *, seed: int, aggregator: dict):
     """The planning draw of the aggregator's noise over all the votes (its
     ``confident_gnmax`` result): what :func:`plan_queries` counts answers on."""
-    from pate.aggregators import confident_gnmax
+    from pate.core.aggregators import confident_gnmax
 
     return confident_gnmax(votes, rng=np.random.default_rng(seed), **noise_params(aggregator))
 

@@ -19,7 +19,7 @@ Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Con
 sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
 ``mechanism="class-means"`` takes ``sigma=`` and optionally ``count_weight=`` (default 0.3; one
 release labels every query) and ``knn=`` too,
-with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.class_means`);
+with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.class_means`);
 both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
 (:func:`pate.config.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
@@ -218,7 +218,7 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     ``student_params`` are ``[teachers]`` / ``[student]``
     settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
     models). ``threads`` is the number of CPU threads to compute with (``[run] threads``; left
-    out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.threads`).
+    out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.core.threads`).
     """
     _prepare_threads(threads)
     from pate import config as C
@@ -281,9 +281,9 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
 
 def _prepare_threads(threads) -> None:
     """Check ``threads=`` before any work, and make idle OpenMP threads sleep if torch is not
-    loaded yet (:func:`pate.threads.prepare_environment`; where it is, the first stage's log line
-    says that it was too late: :func:`pate.threads.configure`)."""
-    from pate import threads as T
+    loaded yet (:func:`pate.core.threads.prepare_environment`; where it is, the first stage's log line
+    says that it was too late: :func:`pate.core.threads.configure`)."""
+    from pate.core import threads as T
 
     if threads is not None:
         T.check_threads(threads, "threads=")
@@ -433,7 +433,7 @@ def _run_dir(run_dir, *, name: str, resume: bool):
 
 def _result(run, report: dict) -> PateResult:
     from pate import rundir as R
-    from pate.io import load_npy
+    from pate.core.io import load_npy
 
     student = run.objects.get("fitted_student")
     if student is None:

@@ -16,7 +16,7 @@ unchanged):
   purpose by our validation), missing files or data (``FileNotFoundError``,
   ``DatasetNotFoundError``), unwritable paths (``PermissionError`` and the ``OSError`` of a
   path that cannot be written, named), a full disk or read-only file system (``ENOSPC``,
-  ``EDQUOT``, ``EFBIG``, ``EROFS``; the writers of ``pate.io`` name the file, see
+  ``EDQUOT``, ``EFBIG``, ``EROFS``; the writers of ``pate.core.io`` name the file, see
   ``naming_write_errors``) exit ``EXIT_INPUT`` (2); budget and ledger errors
   (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
 * a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
@@ -72,7 +72,7 @@ _PATH_ERRNOS = frozenset(
     if hasattr(errno, name))
 
 # The errnos of a full disk or a read-only file system: expected even where no file is named
-# (pate.io names the file of every write it does; a library's write may not).
+# (pate.core.io names the file of every write it does; a library's write may not).
 _NO_ROOM_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS")
                             if hasattr(errno, name))
 
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     command: str | None = None
     options = argv[: argv.index("--")] if "--" in argv else argv
     debug = _env_debug() or "--debug" in options  # until the arguments are parsed
-    from pate import threads
+    from pate.core import threads
 
     threads.prepare_environment()  # idle OpenMP threads sleep: before anything loads torch
     try:

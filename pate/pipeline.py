@@ -17,7 +17,7 @@ stopped by its budget resumes after ``pate budget set`` without retraining); a r
 names the first setting that differs. The aggregate stage charges the ledger before
 it writes any label, and on resume charges answers it finds pending instead of drawing new noise
 -- no query is ever answered or charged twice. Randomness: ``[run] seed`` spawns the partition,
-teacher and student streams (:mod:`pate.rng`); the aggregator's and the release's noise come
+teacher and student streams (:mod:`pate.core.rng`); the aggregator's and the release's noise come
 from OS entropy unless ``[aggregator] noise_seed`` is set (then the run is NOT private).
 """
 
@@ -129,7 +129,7 @@ class Pipeline:
                 logger.info("%s: done in %.1f s", stage, results[stage]["seconds"])
             if stage == until:
                 return results
-        from pate.io import read_json
+        from pate.core.io import read_json
 
         return read_json(self.run_dir / R.REPORT_JSON)
 

@@ -26,7 +26,7 @@ from pate import config as C
 from pate import mechanisms
 from pate import rundir as R
 from pate.analysis.errors import CorruptFileError
-from pate.io import load_npy, read_json
+from pate.core.io import load_npy, read_json
 from pate.rundir import Run
 
 _CURVE_POINTS = 300
@@ -378,7 +378,7 @@ def _curves(saved: _Saved, cost: _Cost) -> dict:
 def _margins_and_teachers(run: Run, saved: _Saved) -> tuple[dict, str, dict]:
     """The vote-margin histogram, the neighbouring relation of the partition and the teachers'
     metrics (none of them for a run that reads the private records)."""
-    from pate.partition import Partition
+    from pate.core.partition import Partition
 
     if saved.knn:
         counts, edges = np.zeros(0, dtype=int), np.zeros(1)

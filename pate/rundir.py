@@ -55,7 +55,7 @@ import datetime as _dt
 import pathlib
 import secrets
 from pate.analysis.errors import ConfigError, CorruptFileError
-from pate.io import atomic_write_json, read_json
+from pate.core.io import atomic_write_json, read_json
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
@@ -142,7 +142,7 @@ def comparable(config: dict) -> dict:
     out = copy.deepcopy(config)
     out.get("run", {}).pop("device", None)
     out.get("run", {}).pop("run_dir", None)
-    out.get("run", {}).pop("threads", None)  # how fast, not what (pate.threads)
+    out.get("run", {}).pop("threads", None)  # how fast, not what (pate.core.threads)
     out.get("run", {}).pop("feature_cache", None)  # where features are cached, not what they are
     out.get("privacy", {}).pop("budget_eps", None)
     out.pop("cluster", None)
@@ -213,7 +213,7 @@ class Run:
 
     def start(self) -> None:
         """Write ``config.json`` and ``run.json`` (once; a started run is left as it is)."""
-        from pate.io import ensure_writable_dir
+        from pate.core.io import ensure_writable_dir
 
         if (self.run_dir / STATE).exists():
             return
@@ -332,13 +332,13 @@ class Run:
 
     def streams(self):
         """The seeded streams of the partition, the teachers and the student."""
-        from pate.rng import make_streams
+        from pate.core.rng import make_streams
 
         return make_streams(self.state["stream_seed"])
 
     def noise_streams(self):
         """The aggregator's and the release's noise: OS entropy unless the user seeded it."""
-        from pate.rng import make_streams
+        from pate.core.rng import make_streams
 
         seed = self.config["aggregator"].get("noise_seed")
         if seed is None:

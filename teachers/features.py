@@ -296,7 +296,7 @@ class RandomFourierFeatures:
     linear rule in the embedding. In the kernel's feature space the class mean is the class's
     kernel mean embedding and the nearest-mean rule becomes a kernel rule (a Parzen-like
     classifier), which separates classes a straight boundary cannot; the public PCA that follows
-    keeps the few directions the release can afford (``pate.class_means.kernel_dims``)."""
+    keeps the few directions the release can afford (``pate.core.class_means.kernel_dims``)."""
 
     mean: np.ndarray
     std: np.ndarray

@@ -74,7 +74,7 @@ def _parse_orders(text: str):
 
 
 def _load_npy(path: str, what: str):
-    from pate.io import load_npy
+    from pate.core.io import load_npy
 
     return load_npy(path, what=what)
 
@@ -150,7 +150,7 @@ def _run_stage(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     from pate.commands.stage_cli import epsilon_summary
-    from pate.io import read_json
+    from pate.core.io import read_json
 
     privacy = read_json(run.path(R.ANALYSIS), what="the analysis stage")["privacy"]
     print(f"analysis: eps {epsilon_summary(privacy)}; wrote {run.path(R.ANALYSIS)}")

@@ -125,7 +125,7 @@ def _load_ids(path: str, strings: bool):
     if not p.is_file():
         raise FileNotFoundError(f"--ids {path!r} is not a file")
     if p.suffix == ".npy":
-        from pate.io import load_npy
+        from pate.core.io import load_npy
 
         return load_npy(p, what="--ids")
     try:

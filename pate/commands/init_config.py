@@ -96,7 +96,7 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
     if not target.parent.is_dir():
         raise InputError(f"--output {target}: the folder {target.parent} does not exist; create "
                          "it first, or choose another --output")
-    from pate.io import naming_write_errors
+    from pate.core.io import naming_write_errors
 
     content = entry.read_bytes()
     if not force:

@@ -103,7 +103,7 @@ def _thread_count(text: str) -> int:
 
 
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    """``--threads N``: ``[run] threads`` (pate.threads; docs/threads.md)."""
+    """``--threads N``: ``[run] threads`` (pate.core.threads; docs/threads.md)."""
     parser.add_argument("--threads", type=_thread_count, metavar="N",
                         help="[run] threads: CPU threads to compute with (default: "
                              "$OMP_NUM_THREADS, else the CPUs this process may use: its affinity "

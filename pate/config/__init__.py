@@ -5,7 +5,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
     [run]        name*, seed, secure, device, run_dir, smoke_test (true: the run only checks that
                  the pipeline works; its report says so at the top), threads (CPU threads, an
                  integer >= 1; left out: $OMP_NUM_THREADS, else the CPUs this process may use --
-                 pate.threads, docs/threads.md), feature_cache (the folder of the on-disk
+                 pate.core.threads, docs/threads.md), feature_cache (the folder of the on-disk
                  front-end feature cache, relative to the config file, or false; default
                  $PATE_FEATURE_CACHE, else <runs root>/.feature-cache:
                  :func:`feature_cache_root`, docs/feature_cache.md)
@@ -41,7 +41,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  Fourier features; default "scatternet" for images whose sides are multiples
                  of 4 and >= 8, "kernel" for a class-means table, else "none") and dims
                  (default 64; a kernel's from the noise and the sizes,
-                 pate.class_means.kernel_dims): principal axes fitted on the public split
+                 pate.core.class_means.kernel_dims): principal axes fitted on the public split
                  only (:func:`knn_settings`); or
                  features = "student" with student_run = an earlier run's directory: that run's
                  released student embeds (a next round; its privacy cost is composed into this
@@ -51,7 +51,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
 is drawn or any budget is spent; errors name the table, the key and the value.
 
 Noise. The aggregator's and the sanitized release's noise come from OS entropy
-(:class:`pate.rng.SecureGenerator`) unless ``[aggregator] noise_seed`` is set: then the noise is
+(:class:`pate.core.rng.SecureGenerator`) unless ``[aggregator] noise_seed`` is set: then the noise is
 replayable by anyone who knows the seed, and the report says in its first line that the run is
 reproducible and NOT private. ``[run] seed`` seeds only the partition, the teachers'
 initialisation and the student (``[run] secure = true`` draws those from OS entropy too).

@@ -103,7 +103,7 @@ def knn_settings(config: dict, input_shape=None, *, sizes: tuple[int, int, int] 
     class-means run on a table (its rule is then nonlinear in the inputs), else "none" (None
     when ``input_shape`` is unknown and the config does not say). A kernel's ``dims``, when left
     out, come from ``sizes`` = (private records, classes, public items) and the noise sigma
-    (:func:`pate.class_means.kernel_dims`; 64 until both are known)."""
+    (:func:`pate.core.class_means.kernel_dims`; 64 until both are known)."""
     given = config.get("knn") or {}
     out = dict(KNN_DEFAULTS, **given)
     if "features" not in out and input_shape is not None:
@@ -118,7 +118,7 @@ def knn_settings(config: dict, input_shape=None, *, sizes: tuple[int, int, int] 
     sigma = (config.get("aggregator") or {}).get("sigma")
     if "dims" not in given and out.get("features") == "kernel" and sizes is not None and \
             isinstance(sigma, (int, float)) and not isinstance(sigma, bool) and sigma > 0:
-        from pate.class_means import kernel_dims
+        from pate.core.class_means import kernel_dims
 
         records, classes, public = sizes
         out["dims"] = kernel_dims(private_records=records, num_classes=classes,

@@ -20,7 +20,7 @@ def _check_run_table(config: dict, source: str) -> None:
         raise error_at(source, "[run] secure = true draws noise from OS entropy and refuses a seed; "
                             "remove [run] seed (or --seed), or set secure = false")
     if "threads" in run:
-        from pate.threads import check_threads
+        from pate.core.threads import check_threads
 
         checked(source, check_threads, run["threads"], setting("run", "threads", source=source))
     if not run["name"] or "/" in run["name"]:
@@ -295,7 +295,7 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
     if "dims" in knn:
         checked(f"{source}: [knn] dims", v.check_int, knn["dims"], "dims", minimum=1)
     if "rule" in knn:
-        from pate.class_means import RULES
+        from pate.core.class_means import RULES
 
         mechanism = config["aggregator"]["mechanism"]
         if not mechanisms.get(mechanism).kind.releases_once:

@@ -89,7 +89,7 @@ Filling in (only what the user left open):
 * ``[knn] features`` and ``dims`` (a class-means release on a table, left out): ``"kernel"``
   (random Fourier features of the public-standardised columns, Rahimi & Recht 2007;
   ``pate.teachers.features.RandomFourierFeatures``), and (records per class / sigma) ** 0.75
-  public principal axes of them (:func:`pate.class_means.kernel_dims`; an empirical power law
+  public principal axes of them (:func:`pate.core.class_means.kernel_dims`; an empirical power law
   fitted on the own-data tables, ``docs/plan.md``). Sizes and the calibrated noise only.
 
 A run marked ``[run] smoke_test = true`` (it only checks that the pipeline works; its report

@@ -476,9 +476,9 @@ class _Planning:
 def _plan_kernel(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
     """A class-means release on a table labels through random Fourier features (``[knn] features
     = "kernel"``, the default there) when the user named no front-end; their PCA dimensions, when
-    left open, from the sizes and the calibrated noise (:func:`pate.class_means.kernel_dims`).
+    left open, from the sizes and the calibrated noise (:func:`pate.core.class_means.kernel_dims`).
     Both go into the filled ``config`` and ``filled`` (sizes and noise only: free)."""
-    from pate.class_means import kernel_dims
+    from pate.core.class_means import kernel_dims
 
     knn = config.get("knn") or {}
     sigma = noise.get("sigma")
@@ -592,6 +592,6 @@ def ledger_remaining(path, data, identity=None) -> float | None:
 
 def write_plan(path, plan: Plan) -> None:
     """``plan.json`` of a run directory (atomic)."""
-    from pate.io import atomic_write_json
+    from pate.core.io import atomic_write_json
 
     atomic_write_json(path, plan.to_dict())

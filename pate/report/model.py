@@ -55,7 +55,7 @@ def read_execution(run_dir: Path) -> dict | None:
 
 def read_threads(run_dir: Path) -> dict | None:
     """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
-    ``stages/<stage>.json`` recorded them (:mod:`pate.threads`: count, source, cpus, detail,
+    ``stages/<stage>.json`` recorded them (:mod:`pate.core.threads`: count, source, cpus, detail,
     wait_policy); None when no stage recorded any (a run made before threads were recorded)."""
     out = {}
     for stage in ("teachers", "votes", "aggregate", "student"):

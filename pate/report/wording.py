@@ -67,7 +67,7 @@ def _rule_text(a: dict) -> str:
     any other mechanism)."""
     if not mechanisms.get(a["privacy"]["mechanism"]).kind.releases_once:
         return ""
-    from pate.class_means import RULE_TEXT
+    from pate.core.class_means import RULE_TEXT
 
     rule = C.class_means_rule(a["config"])
     return f"Labelling rule ([knn] rule = \"{rule}\", post-processing): {RULE_TEXT[rule]}. "

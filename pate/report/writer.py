@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pate.io import naming_write_errors
+from pate.core.io import naming_write_errors
 from pate.report.model import PLOTS_DIR, build_report, read_execution, read_threads
 from pate.report.plots import render_plots
 from pate.report.render import render_html, render_markdown
@@ -31,7 +31,7 @@ def _file_mode() -> int:
 
 def _stage(path: Path, data: bytes, mode: int) -> Path:
     """Write ``data`` to a temporary file beside ``path``; the caller os.replace()s it. A full
-    disk raises ``RunDirError`` naming ``path`` (:func:`pate.io.naming_write_errors`)."""
+    disk raises ``RunDirError`` naming ``path`` (:func:`pate.core.io.naming_write_errors`)."""
     with naming_write_errors(path):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:

@@ -3,7 +3,7 @@ from a fresh sample of the private records inside its round's reservation, on th
 (:func:`pate.stages.rounds.ask_in_rounds`).
 
 Each round first reserves in the ledger the worst case of as many queries as fit; only then are
-the round's histograms drawn (``spec.sample_votes``: for Private-kNN, ``pate.knn.knn_votes``, a
+the round's histograms drawn (``spec.sample_votes``: for Private-kNN, ``pate.core.knn.knn_votes``, a
 fresh Poisson sample of the private records per query) and the noisy answers (``spec.draw``),
 both from the run's noise stream; the answers go to the pending file and the round's event is
 committed. Every asked query costs the same data-independent RDP, so how many fit is decided from

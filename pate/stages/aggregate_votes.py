@@ -4,7 +4,7 @@ noisy answers to the teachers' vote counts, asked in ledger rounds on the round 
 
 With a ledger, the queries are asked in rounds: each round reserves (in the ledger, against the
 budget of the dataset and of every dataset sharing records with it, concurrent runs included)
-the worst case of as many queries as fit, asks them (:class:`pate.aggregators.OnlineAggregator`,
+the worst case of as many queries as fit, asks them (:class:`pate.core.aggregators.OnlineAggregator`,
 which also stops on the config's budget), writes the answers to the pending file, and commits
 their realised cost (always within the reservation). The sanitized release's cost is reserved up
 front and committed when it is drawn, as one more round.
@@ -19,7 +19,7 @@ import numpy as np
 from pate import config as C
 from pate import rundir as R
 from pate.analysis.errors import BudgetExceededError
-from pate.io import load_npy
+from pate.core.io import load_npy
 from pate.rundir import Run
 from pate.stages.budget import caller_of, raise_hint
 from pate.stages.pending import aggregate_info, publish
@@ -131,7 +131,7 @@ def _summary(aggregator, *, config: dict, orders, queries: int, run_id: str, dat
 def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a "vote" mechanism (see the module docstring): nothing reaches
     ``labels.npy`` before it is charged."""
-    from pate.aggregators import OnlineAggregator
+    from pate.core.aggregators import OnlineAggregator
 
     config = run.config
     agg, priv = config["aggregator"], config["privacy"]

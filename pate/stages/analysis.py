@@ -6,7 +6,7 @@ import logging
 
 from pate import mechanisms
 from pate import rundir as R
-from pate.io import atomic_write_json
+from pate.core.io import atomic_write_json
 from pate.rundir import Run
 
 logger = logging.getLogger("pate")

@@ -7,7 +7,7 @@ import pathlib
 from pate import config as C
 from pate import rundir as R
 from pate.analysis.errors import ConfigError
-from pate.io import atomic_write_json
+from pate.core.io import atomic_write_json
 from pate.rundir import Run
 
 

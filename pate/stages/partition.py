@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pate import rundir as R
-from pate.io import load_npy
+from pate.core.io import load_npy
 from pate.rundir import Run
 from pate.stages.budget import run_identity
 
 
 def partition(run: Run) -> dict:
-    from pate import partition as P
+    from pate.core import partition as P
 
     cfg = run.config["partition"]
     k, rng = cfg["num_teachers"], run.streams().partition

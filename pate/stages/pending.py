@@ -9,7 +9,7 @@ import numpy as np
 
 from pate import rundir as R
 from pate.analysis.errors import ConfigError, CorruptFileError
-from pate.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npz
+from pate.core.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npz
 from pate.rundir import Run
 
 
@@ -19,7 +19,7 @@ PENDING_FORMAT = 2
 
 def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> None:
     """The answers drawn so far, in ONE file written atomically (temp file, fsync, rename, fsync
-    of the directory: :func:`pate.io.atomic_savez`): the arrays, and in the ``state`` member
+    of the directory: :func:`pate.core.io.atomic_savez`): the arrays, and in the ``state`` member
     (UTF-8 JSON, as uint8 bytes) the summary to publish and ``rounds``, one entry per ledger
     round -- ``{"keys": [reservation ids], "events": [event dicts]}`` --, written BEFORE the round's
     reservation is committed. The ledger records each committed event with its reservation id,

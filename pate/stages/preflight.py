@@ -5,7 +5,7 @@ from __future__ import annotations
 from pate import mechanisms
 from pate import rundir as R
 from pate.analysis.errors import ConfigError
-from pate.io import load_npy
+from pate.core.io import load_npy
 from pate.rundir import Run
 from pate.stages.budget import resolve_budget_without_ledger, authorize, check_budget_fits
 from pate.stages.records import check_records_data, skip_reason

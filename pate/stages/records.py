@@ -14,7 +14,7 @@ from pate import mechanisms
 from pate import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.rundir import Run
-from pate.io import load_npz
+from pate.core.io import load_npz
 from pate.stages.budget import run_identity
 from pate.stages.release import release_plan
 

@@ -10,7 +10,7 @@ import numpy as np
 from pate import config as C
 from pate import rundir as R
 from pate.analysis.errors import BudgetExceededError, ConfigError
-from pate.io import load_npy
+from pate.core.io import load_npy
 from pate.rundir import Run
 from pate.stages.pending import aggregate_info, publish, read_pending, write_pending
 from pate.stages.release import draw_release, release_plan

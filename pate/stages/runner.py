@@ -66,10 +66,10 @@ TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
 
 
 def _apply_threads(run: Run, stage: str) -> dict:
-    """The CPU threads ``stage`` computes with (:func:`pate.threads.configure`: ``[run]
+    """The CPU threads ``stage`` computes with (:func:`pate.core.threads.configure`: ``[run]
     threads``, else $OMP_NUM_THREADS, else the usable CPUs); the record its summary keeps under
     ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
-    from pate import threads as T
+    from pate.core import threads as T
 
     return T.configure(explicit=run.config["run"].get("threads"),
                        explicit_source=run.objects.get(THREADS_SOURCE, "config"),

@@ -14,7 +14,7 @@ logger = logging.getLogger("pate")
 
 
 def teachers(run: Run) -> dict:
-    from pate.partition import Partition
+    from pate.core.partition import Partition
     from pate.teachers.cluster import ClusterConfig
     from pate.teachers.ensemble import TeacherConfig, train_teachers
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from pate import mechanisms
 from pate import rundir as R
-from pate.io import atomic_save_npy, atomic_savez, load_npz
+from pate.core.io import atomic_save_npy, atomic_savez, load_npz
 from pate.rundir import Run
 from pate.stages.records import embedding_features, feature_cache, knn_prior
 
@@ -21,7 +21,7 @@ logger = logging.getLogger("pate")
 def votes(run: Run) -> dict:
     if mechanisms.get(run.config["aggregator"]["mechanism"]).kind.reads_private_records:
         return _knn_embeddings(run)
-    from pate.votes import votes_from_predictions
+    from pate.core.votes import votes_from_predictions
 
     public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
     counts = votes_from_predictions(public, num_classes=run.data.num_classes)

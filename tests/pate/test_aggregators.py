@@ -1,4 +1,4 @@
-"""pate.aggregators: labels, seeds, secure noise, realised cost, online budget, validation."""
+"""pate.core.aggregators: labels, seeds, secure noise, realised cost, online budget, validation."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 
 from pate import analysis
 from pate.analysis.errors import BudgetExceededError
-from pate.aggregators import (AggregationResult, OnlineAggregator, confident_gnmax, gnmax,
+from pate.core.aggregators import (AggregationResult, OnlineAggregator, confident_gnmax, gnmax,
                               interactive_gnmax, lnmax)
-from pate.rng import SecureGenerator, make_streams
-from pate.votes import votes_from_predictions
+from pate.core.rng import SecureGenerator, make_streams
+from pate.core.votes import votes_from_predictions
 
 ORDERS = analysis.DEFAULT_ORDERS
 
@@ -441,7 +441,7 @@ def test_online_chunking_does_not_change_anything():
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_aggregate_by_name_equals_the_named_function(name):
-    from pate.aggregators import aggregate
+    from pate.core.aggregators import aggregate
 
     v = _votes()
     named = CALLS[name](v, np.random.default_rng(4))
@@ -457,7 +457,7 @@ def test_aggregate_by_name_equals_the_named_function(name):
 
 
 def test_unknown_parameter_names_are_refused_before_any_noise():
-    from pate.aggregators import aggregate
+    from pate.core.aggregators import aggregate
 
     spy = SpyRng()
     with pytest.raises(TypeError, match="unknown parameter"):

@@ -1,4 +1,4 @@
-"""pate.class_means (noisy class means; the LDA and public-marginal logistic rules) and the
+"""pate.core.class_means (noisy class means; the LDA and public-marginal logistic rules) and the
 class-means mechanism spec.
 
 * sensitivity: adding one record, whatever it is (huge-norm outliers, zero vectors), changes the
@@ -34,11 +34,11 @@ from scipy import stats
 from pate import analysis, mechanisms
 from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
                                        class_means_rdp)
-from pate.class_means import (CLIP_QUANTILE, LOGISTIC_RIDGE, RULES, WHITEN_FLOOR, LinearLabeller,
+from pate.core.class_means import (CLIP_QUANTILE, LOGISTIC_RIDGE, RULES, WHITEN_FLOOR, LinearLabeller,
                               NoisyClassMeans, PublicGeometry, _clipped, class_sums,
                               labelling_rule, noisy_class_means, public_geometry,
                               public_logistic, recover_rule)
-from pate.rng import SecureGenerator
+from pate.core.rng import SecureGenerator
 
 ORDERS = analysis.DEFAULT_ORDERS
 #: The mechanism's default count weight, and the sensitivity it gives (pate.analysis.class_means)
@@ -63,7 +63,7 @@ def _clusters(seed, *, m=4, d=8, n_private=2000, n_public=1000, n_test=1000, sep
 
 
 def _release(public, private, labels, *, sigma, num_classes, noise):
-    """The documented post-processing of S + sigma * noise (module docstring of pate.class_means)."""
+    """The documented post-processing of S + sigma * noise (module docstring of pate.core.class_means)."""
     g = public_geometry(public)
     noisy = class_sums(private, labels,
                        count_weight=KAPPA, num_classes=num_classes, geometry=g) + sigma * noise

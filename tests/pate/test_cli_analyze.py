@@ -136,7 +136,7 @@ def test_flags_and_choices_come_from_the_registry(capsys):
 
 
 def test_realised_cost_is_the_event_the_aggregator_charges(capsys, tmp_path, votes_file):
-    from pate.aggregators import confident_gnmax
+    from pate.core.aggregators import confident_gnmax
 
     path, votes = votes_file
     result = confident_gnmax(votes, threshold=200, sigma1=150, sigma2=40,

@@ -1,6 +1,6 @@
 """How the ``pate`` command ends on errors: one line and a documented exit status for expected
 errors, "internal error" (exit 70) for bugs, ``--debug`` / PATE_DEBUG=1 for the traceback,
-Ctrl-C (exit 130), a closed standard output (exit 0, silent); and the file readers of ``pate.io``
+Ctrl-C (exit 130), a closed standard output (exit 0, silent); and the file readers of ``pate.core.io``
 that name the file when it is missing or corrupt."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import pate.commands.budget as budget_command
-from pate import io as pio
+from pate.core import io as pio
 from pate.analysis import validation
 from pate.analysis.errors import CorruptFileError, InputError, PateError, RunDirError
 from pate.cli import EXIT_SOFTWARE, classify, main, raised_on_purpose
@@ -330,7 +330,7 @@ def test_other_broken_pipes_are_not_swallowed(monkeypatch, capsys, ledger):
     assert "internal error: BrokenPipeError" in capsys.readouterr().err
 
 
-# --- pate.io readers ------------------------------------------------------------------------
+# --- pate.core.io readers ------------------------------------------------------------------------
 
 
 def test_read_json(tmp_path):

@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 
 from pate import config as C
-from pate import io as pate_io
+from pate.core import io as pate_io
 from pate import rundir as R
 from pate import stages
 from pate.analysis.errors import ConfigError, RunDirError
 from pate.cli import main
-from pate.io import atomic_save_npy, atomic_savez
+from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
 from pate.pipeline import fork_run
 from pate.rundir import Run, RunCopyError
@@ -307,7 +307,7 @@ def _aggregate_failing(run_dir, monkeypatch, module, name, failing) -> bool:
 
 
 def _is_enospc(exc: BaseException) -> bool:
-    """ENOSPC, raised as is or as the RunDirError naming the file (pate.io.naming_write_errors)."""
+    """ENOSPC, raised as is or as the RunDirError naming the file (pate.core.io.naming_write_errors)."""
     for e in (exc, exc.__cause__):
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             return True

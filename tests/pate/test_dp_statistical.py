@@ -22,9 +22,9 @@ from scipy import stats
 
 from pate import analysis
 from pate import mechanisms
-from pate.aggregators import confident_gnmax, gnmax, interactive_gnmax, lnmax
+from pate.core.aggregators import confident_gnmax, gnmax, interactive_gnmax, lnmax
 from pate.analysis.private_knn import private_knn_query_rdp
-from pate.knn import knn_votes
+from pate.core.knn import knn_votes
 
 DRAWS = 200_000
 ALPHA = 1e-7  # per bound; with a fixed seed the test is deterministic anyway

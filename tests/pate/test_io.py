@@ -1,4 +1,4 @@
-"""pate.io: atomic writers never pickle; readers name the file and say what is wrong."""
+"""pate.core.io: atomic writers never pickle; readers name the file and say what is wrong."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pate.analysis.errors import CorruptFileError, RunDirError
-from pate.io import atomic_savez, load_npy, load_npz
+from pate.core.io import atomic_savez, load_npy, load_npz
 
 
 def test_atomic_savez_refuses_object_arrays(tmp_path):
@@ -31,9 +31,9 @@ def test_a_file_without_a_numpy_header_is_not_called_a_pickle(tmp_path):
 
 
 def test_a_full_disk_names_the_file_and_how_to_continue_in_both_front_ends(tmp_path):
-    """pate.io.naming_write_errors: the message names the file, the cause and what to do, and
+    """pate.core.io.naming_write_errors: the message names the file, the cause and what to do, and
     how a stopped run continues from the command line and from Python."""
-    from pate.io import naming_write_errors
+    from pate.core.io import naming_write_errors
 
     target = tmp_path / "labels.npy"
     with pytest.raises(RunDirError) as caught:

@@ -1,4 +1,4 @@
-"""pate.knn.knn_votes against a brute-force loop, and the private-knn mechanism spec."""
+"""pate.core.knn.knn_votes against a brute-force loop, and the private-knn mechanism spec."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from pate import analysis, mechanisms
 from pate.analysis.private_knn import private_knn_query_rdp
-from pate.knn import knn_votes
+from pate.core.knn import knn_votes
 
 ORDERS = analysis.DEFAULT_ORDERS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.aggregators import OnlineAggregator
+from pate.core.aggregators import OnlineAggregator
 from pate.analysis import eps_from_rdp
 from pate.ledger import Ledger, dataset_digest
 

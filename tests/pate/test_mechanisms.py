@@ -1,5 +1,5 @@
 """pate.mechanisms: the registry of mechanism specs, and a toy mechanism added without editing
-any other module (it runs through pate.aggregators and `pate analyze` as registered)."""
+any other module (it runs through pate.core.aggregators and `pate analyze` as registered)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 
 from pate import analysis
 from pate import mechanisms
-from pate.aggregators import OnlineAggregator, aggregate
+from pate.core.aggregators import OnlineAggregator, aggregate
 from pate.cli import main
-from pate.votes import votes_from_predictions
+from pate.core.votes import votes_from_predictions
 
 ORDERS = analysis.DEFAULT_ORDERS
 PARAMS = {"lnmax": {"scale": 20.0}, "gnmax": {"sigma": 20.0},
@@ -237,7 +237,7 @@ def test_no_string_dispatch_on_mechanism_names_outside_the_registry():
     dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
     report = sorted(p.relative_to(root).as_posix() for p in (root / "pate/report").glob("*.py"))
     assert report, "pate/report/*.py not found"
-    for rel in ("pate/aggregators.py", *report, "pate/commands/analyze.py",
+    for rel in ("pate/core/aggregators.py", *report, "pate/commands/analyze.py",
                 "pate/commands/__init__.py", "student/select.py"):
         text = (root / rel).read_text()
         assert not dispatch.search(text), f"{rel} branches on a mechanism name"

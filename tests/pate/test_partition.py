@@ -1,4 +1,4 @@
-"""pate.partition: a split stable under adding or removing a record, persistence, and every error
+"""pate.core.partition: a split stable under adding or removing a record, persistence, and every error
 before any randomness is drawn."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pate.analysis.errors import PartitionError
 from pate.ledger import record_keys
-from pate.partition import (Partition, check_partition, ids_digest, partition_by_unit,
+from pate.core.partition import (Partition, check_partition, ids_digest, partition_by_unit,
                             partition_random, teacher_of)
 
 
@@ -117,7 +117,7 @@ def test_split_is_deterministic_from_the_key_stream_and_independent_of_row_order
 
 
 def test_secure_generator_draws_the_key_from_os_entropy():
-    from pate.rng import SecureGenerator
+    from pate.core.rng import SecureGenerator
 
     keys = _keys(400)
     a = partition_random(keys, num_teachers=4, rng=SecureGenerator())

@@ -170,7 +170,7 @@ def test_secure_mode_refuses_a_seed(tmp_path):
 
 
 def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
-    from pate.rng import SecureGenerator
+    from pate.core.rng import SecureGenerator
 
     config = tmp_path / "secure.toml"
     config.write_text(DIGITS.read_text().replace("seed = 0", "secure = true"))

@@ -919,7 +919,7 @@ def test_optional_utility_keys_are_validated(key, value, message):
 
 
 def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
-    """Issue #33: the thread count each computing stage chose (pate.threads, recorded in
+    """Issue #33: the thread count each computing stage chose (pate.core.threads, recorded in
     stages/<stage>.json) and why appear in the report; a run without the record has no line."""
     make_analysis(tmp_path)
     rep.write_report(tmp_path)

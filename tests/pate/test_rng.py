@@ -1,4 +1,4 @@
-"""pate.rng: named independent streams, reproducibility, secure mode."""
+"""pate.core.rng: named independent streams, reproducibility, secure mode."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pate.rng import STREAM_KEYS, SecureGenerator, check_rng, make_streams
+from pate.core.rng import STREAM_KEYS, SecureGenerator, check_rng, make_streams
 
 
 def test_same_seed_same_numbers_different_seed_different():

@@ -16,7 +16,7 @@ import pytest
 
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.partition import Partition
+from pate.core.partition import Partition
 
 PRIVACY_KEYS = ("eps_data_independent", "eps_data_dependent", "eps_sanitized", "eps_guarantee",
                 "rdp_data_independent", "rdp_data_dependent")

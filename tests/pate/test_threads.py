@@ -1,4 +1,4 @@
-"""pate.threads: the thread count from affinity / cgroup quota / environment / explicit setting,
+"""pate.core.threads: the thread count from affinity / cgroup quota / environment / explicit setting,
 its precedence, passive waiting, and the [run] threads / --threads / threads= settings (issue
 #33). No timing here: benchmarks/threads.py measures."""
 
@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from pate import threads as T
+from pate.core import threads as T
 from pate.analysis.errors import ConfigError
 
 
@@ -357,7 +357,7 @@ def test_the_cli_and_the_api_set_passive_waiting_before_torch_loads(entry, tmp_p
     env["PYTHONPATH"] = str(repo) + os.pathsep + env.get("PYTHONPATH", "")
     code = (f"import os, sys\n{entry}\n"
             "import torch\n"  # loads libgomp, which reads the variables now
-            "from pate import threads\n"
+            "from pate.core import threads\n"
             # "passive": set while no OpenMP was loaded (else "... (from the environment)")
             "print('RESULT', threads.openmp_loaded(), threads.prepare_environment(), "
             "*(os.environ.get(k) for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT', 'KMP_BLOCKTIME')))")

@@ -1,11 +1,11 @@
-"""pate.votes: explicit num_classes, row sums, validation, storage."""
+"""pate.core.votes: explicit num_classes, row sums, validation, storage."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pate.votes import (describe_votes, load_votes, save_votes, votes_from_predictions,
+from pate.core.votes import (describe_votes, load_votes, save_votes, votes_from_predictions,
                         votes_from_probabilities)
 
 

@@ -263,6 +263,6 @@ def check_rng(rng: Any, name: str = "rng"):
     if isinstance(rng, (np.random.Generator, SecureGenerator)):
         return rng
     raise TypeError(
-        f"{name} must be a numpy.random.Generator or a pate.rng.SecureGenerator, got "
+        f"{name} must be a numpy.random.Generator or a pate.core.rng.SecureGenerator, got "
         f"{describe(rng)} of type {type(rng).__name__}; use make_streams(seed).noise, "
         "make_streams(secure=True).noise or numpy.random.default_rng(seed)")

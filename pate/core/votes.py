@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.validation import check_int, check_probabilities, check_votes, describe
-from pate.io import atomic_save_npy
+from pate.core.io import atomic_save_npy
 
 __all__ = ["votes_from_predictions", "votes_from_probabilities", "save_votes", "load_votes",
            "describe_votes", "VOTES_FILENAME"]

@@ -5,7 +5,7 @@ draws a fresh Poisson sample of the private records (each record independently w
 ``sampling_rate``) and counts the labels of the query's k nearest sampled records. The histograms
 are sensitive (like teacher votes); the noisy Confident-GNMax step and its privacy cost are the
 "private-knn" spec of :mod:`pate.mechanisms` (analysis: :mod:`pate.analysis.private_knn`). This
-module is part of the pate core layer (numpy and ``pate.analysis`` / ``pate.rng`` only).
+module is part of the pate core layer (numpy and ``pate.analysis`` / ``pate.core.rng`` only).
 
 Symbols
 -------
@@ -41,7 +41,7 @@ import numpy as np
 
 from pate.analysis.validation import (check_embeddings, check_int, check_labels,
                                       check_unit_interval)
-from pate.rng import check_rng
+from pate.core.rng import check_rng
 
 __all__ = ["knn_votes", "DEFAULT_BATCH_ELEMENTS"]
 
@@ -74,7 +74,7 @@ def knn_votes(queries, private, labels, *, k, sampling_rate, num_classes, rng,
 
     queries (n, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
     k >= 1; sampling_rate in [0, 1]; num_classes >= 2; rng a numpy Generator or
-    pate.rng.SecureGenerator; batch_size None (memory-bounded: DEFAULT_BATCH_ELEMENTS // N
+    pate.core.rng.SecureGenerator; batch_size None (memory-bounded: DEFAULT_BATCH_ELEMENTS // N
     queries) or a positive int. Returns (n, num_classes) int64, row sums min(k, |S_i|).
     Everything is validated before any randomness is drawn.
     """

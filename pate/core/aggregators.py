@@ -42,7 +42,7 @@ data-dependent RDP (it depends on the votes and is NOT itself private to publish
 
 Randomness
 ----------
-``rng`` is a ``numpy.random.Generator`` (e.g. ``pate.rng.make_streams(seed).noise``) or the
+``rng`` is a ``numpy.random.Generator`` (e.g. ``pate.core.rng.make_streams(seed).noise``) or the
 ``SecureGenerator`` of ``make_streams(secure=True).noise`` (OS entropy). Noise is drawn for all
 queries in a fixed order (threshold noise (n,), then argmax noise (n, m)) regardless of the
 outcome, so the state of the stream after a call never depends on the votes. Every argument is
@@ -69,7 +69,7 @@ from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (check_choice, check_delta, check_orders, check_positive,
                                       check_votes, describe)
 from pate import mechanisms
-from pate.rng import check_rng
+from pate.core.rng import check_rng
 
 __all__ = ["AggregationResult", "aggregate", "lnmax", "gnmax", "confident_gnmax",
            "interactive_gnmax", "OnlineAggregator", "BUDGET_BASES"]
@@ -242,7 +242,7 @@ class OnlineAggregator:
     mechanism : a registered mechanism (:data:`pate.mechanisms.REGISTRY`): "lnmax", "gnmax",
         "confident-gnmax", "interactive-gnmax", ...
     budget_eps, delta : the (eps, delta) budget of the whole dataset, prior spending included.
-    rng : numpy Generator or pate.rng.SecureGenerator
+    rng : numpy Generator or pate.core.rng.SecureGenerator
     **params : the mechanism's noise parameters by name (scale / sigma / threshold, sigma1,
         sigma2 / student_confidence for the built-in ones); those of other mechanisms and
         unknown names are refused.
@@ -268,7 +268,7 @@ class OnlineAggregator:
 
     Examples
     --------
-    >>> from pate.rng import make_streams
+    >>> from pate.core.rng import make_streams
     >>> agg = OnlineAggregator("confident-gnmax", threshold=200, sigma1=150, sigma2=40,
     ...                        budget_eps=2.0, delta=1e-5, rng=make_streams(0).noise)
     >>> result = agg.answer(votes)            # stops cleanly when the budget is reached

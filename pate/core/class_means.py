@@ -8,7 +8,7 @@ Tibshirani & Friedman, "The Elements of Statistical Learning", 2nd ed., Section 
 covariance estimated on the public split, or by the public-marginal logistic rule (below). One
 release labels all the queries: the number of labels is no longer bounded by the budget, only
 their accuracy is (the noise on the means).
-This module is part of the pate core layer (numpy, scipy and ``pate.analysis`` / ``pate.rng``
+This module is part of the pate core layer (numpy, scipy and ``pate.analysis`` / ``pate.core.rng``
 only).
 
 Symbols
@@ -76,7 +76,7 @@ from scipy.special import logsumexp, softmax
 
 from pate.analysis.validation import (check_choice, check_embeddings, check_int, check_labels,
                                       check_positive)
-from pate.rng import check_rng
+from pate.core.rng import check_rng
 
 __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", "public_geometry",
            "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
@@ -243,7 +243,7 @@ def noisy_class_means(public, private, labels, *, sigma, count_weight, num_class
     public (n >= 2, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
     sigma > 0; count_weight (kappa) > 0, the weight of the counts in S (the release costs
     ``pate.analysis.class_means.class_means_rdp(sigma=sigma, count_weight=count_weight)``);
-    num_classes >= 2; rng a numpy Generator or pate.rng.SecureGenerator. Everything is validated
+    num_classes >= 2; rng a numpy Generator or pate.core.rng.SecureGenerator. Everything is validated
     before the noise is drawn; the draw depends only on (num_classes, d).
     """
     sigma = check_positive(sigma, "sigma")

@@ -66,8 +66,8 @@ import numpy as np
 
 from pate.analysis.errors import PartitionError
 from pate.analysis.validation import check_choice, check_int, describe
-from pate.io import atomic_write_bytes
-from pate.rng import check_rng
+from pate.core.io import atomic_write_bytes
+from pate.core.rng import check_rng
 
 __all__ = ["Partition", "partition_random", "partition_by_unit", "teacher_of",
            "check_partition", "ids_digest", "MODES", "PARTITION_FILENAME", "RELATION"]
