@@ -21,7 +21,7 @@ unchanged):
   (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
 * a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
   innermost frame of its traceback is in ``pate/analysis/validation.py`` or the config package
-  ``pate/config/``,
+  ``pate/run/config/``,
   or is an explicit ``raise`` statement in the code of pate-learn (``pate`` and its subpackages
   ``pate.teachers``, ``pate.student``, ``pate.analysis``). Anything else (an error raised by the
   interpreter, such as ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
@@ -85,7 +85,7 @@ _PROJECT_DIRS = (_PATE_DIR, *((_PATE_DIR / name).resolve()
 # Every line of these modules, and of the config package, is validation: whatever
 # ValueError/TypeError they raise is expected.
 _VALIDATION_FILES = frozenset({(_PATE_DIR / "analysis").resolve() / "validation.py"})
-_VALIDATION_DIRS = (_PATE_DIR / "config",)
+_VALIDATION_DIRS = (_PATE_DIR / "run" / "config",)
 _RAISE_OPCODES = frozenset({"RAISE_VARARGS"})
 
 
@@ -230,7 +230,7 @@ def raised_on_purpose(exc: BaseException) -> bool:
     """Whether ``exc`` was raised deliberately by pate-learn (see the module docstring).
 
     Looks at the innermost frame of the traceback: a line of ``pate/analysis/validation.py`` or
-    of the config package ``pate/config/``, or an explicit ``raise`` statement (the instruction
+    of the config package ``pate/run/config/``, or an explicit ``raise`` statement (the instruction
     that raised is
     ``RAISE_VARARGS``) in a module of ``pate`` or its subpackages.
     """

@@ -45,7 +45,7 @@ _ROOTS = ("pate/", "analysis/", "teachers/", "student/", "tests/", "docs/", "ben
 
 def page_paths(text: str) -> list[str]:
     """The folder and file paths the page names in backticks (``teachers/data.py``,
-    ``pate/stages/``, ``pyproject.toml``); dotted module names are not paths."""
+    ``pate/run/stages/``, ``pyproject.toml``); dotted module names are not paths."""
     found = []
     for match in _PATH.finditer(text):
         token = match.group(1)
@@ -56,9 +56,9 @@ def page_paths(text: str) -> list[str]:
 
 
 def test_page_paths_finds_folders_and_files_but_not_modules():
-    text = ("`teachers/data.py` and `pate/stages/` in `pyproject.toml`; the module "
+    text = ("`teachers/data.py` and `pate/run/stages/` in `pyproject.toml`; the module "
             "`pate.teachers` and the call `load_pate_data` and `pate run` are not paths")
-    assert page_paths(text) == ["pate/stages/", "pyproject.toml", "teachers/data.py"]
+    assert page_paths(text) == ["pate/run/stages/", "pyproject.toml", "teachers/data.py"]
 
 
 def _path_cases():
@@ -81,8 +81,8 @@ def test_architecture_page_names_existing_paths(path):
 def test_architecture_page_names_enough_paths():
     """The page is not vacuous: it names the folders of every layer and the split modules."""
     paths = set(page_paths(PAGE.read_text(encoding="utf-8")))
-    assert {"analysis/", "teachers/", "student/", "pate/commands/", "pate/stages/",
-            "pate/mechanisms/", "pate/ledger/", "pate/report/"} <= paths
+    assert {"analysis/", "teachers/", "student/", "pate/commands/", "pate/run/stages/",
+            "pate/mechanisms/", "pate/ledger/", "pate/run/report/"} <= paths
     assert {"student/train.py", "teachers/ensemble.py", "teachers/data.py"} <= paths
 
 
@@ -116,7 +116,7 @@ def test_long_function_finder_finds_a_long_function():
 
 def test_every_source_module_is_checked():
     modules = source_modules()
-    assert len(modules) > 100 and "pate/planner/rules.py" in modules and "analysis/rdp.py" in modules
+    assert len(modules) > 100 and "pate/run/planner/rules.py" in modules and "analysis/rdp.py" in modules
     assert len(modules) == len(set(modules))
 
 

@@ -1,4 +1,4 @@
-"""`pate aggregate`: the aggregate stage (:func:`pate.stages.aggregate`) of a run directory.
+"""`pate aggregate`: the aggregate stage (:func:`pate.run.stages.aggregate`) of a run directory.
 
 Noisy labels of the public queries from ``<run-dir>/votes.npy``, within the budget, charged to
 the ledger before anything is written (``labels.npy``, ``answered.npy``, ``aggregate.json``).
@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
 
 
 def _describe(run, info) -> str:
-    from pate import rundir as R
+    from pate.run import rundir as R
 
     s = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
     lines = [f"{s['mechanism']}: asked {s['queries_asked']} of {s['queries_offered']}, answered "

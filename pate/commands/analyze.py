@@ -139,9 +139,9 @@ def compute(args) -> dict:
 
 
 def _run_stage(args: argparse.Namespace) -> int:
-    """The analysis stage of a run directory (:func:`pate.stages.analysis_stage`)."""
-    from pate import rundir as R
-    from pate import stages
+    """The analysis stage of a run directory (:func:`pate.run.stages.analysis_stage`)."""
+    from pate.run import rundir as R
+    from pate.run import stages
 
     run = R.Run.open(args.run_dir, progress=False)
     info = stages.run_stage(run, "analysis")

@@ -35,7 +35,7 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 ``D`` is a digest, a dataset name (the first it was registered with or any later one), or a
 unique digest prefix of at least 8 hex digits.
 
-``digest --config`` prints :func:`pate.stages.config_identity`, the identity ``pate run`` uses.
+``digest --config`` prints :func:`pate.run.stages.config_identity`, the identity ``pate run`` uses.
 """
 
 from __future__ import annotations
@@ -152,8 +152,8 @@ def _digest(args) -> int:
         digest = dataset_digest(_load_ids(args.ids, args.strings))
         _print_json({"digest": digest}) if args.json else print(digest)
         return 0
-    from pate.config import load
-    from pate.stages import config_identity
+    from pate.run.config import load
+    from pate.run.stages import config_identity
 
     identity = config_identity(load(args.config))
     out = {"digest": identity.digest, "records": identity.num_records, "config": args.config}

@@ -47,7 +47,7 @@ def cache_root(args: argparse.Namespace) -> pathlib.Path | None:
             raise ValueError("--cache-dir must name a folder, got an empty string")
         return pathlib.Path(args.cache_dir).expanduser()
     if args.config is not None:
-        from pate import config as C
+        from pate.run import config as C
 
         config = C.load(args.config, ledger=False)
         return C.feature_cache_root(config, run_dir=C.run_directory(config))

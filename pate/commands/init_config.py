@@ -1,7 +1,7 @@
 """`pate init-config`: an editable copy of a config that ships with pate-learn.
 
 ``pate init-config NAME [--output FILE] [--force]``
-    Copy the packaged config ``NAME`` (``pate.config.packaged_configs``: ``digits``,
+    Copy the packaged config ``NAME`` (``pate.run.config.packaged_configs``: ``digits``,
     ``fashion-mnist``, ``mnist``, ``own-data``; ``-``/``_``, case and ``.toml`` do not matter)
     to ``FILE`` (default: the packaged file's name, e.g. ``fashion_mnist.toml``, in the working
     directory; a folder: that name inside it). An existing file is never overwritten without
@@ -50,7 +50,7 @@ def add_parser(subparsers) -> None:
 
 
 def _names() -> dict:
-    from pate import config as C
+    from pate.run import config as C
 
     return C.packaged_configs()
 

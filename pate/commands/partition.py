@@ -1,4 +1,4 @@
-"""`pate partition`: the partition stage (:func:`pate.stages.partition`) of a run directory.
+"""`pate partition`: the partition stage (:func:`pate.run.stages.partition`) of a run directory.
 
 No torch import at module import time: the command starts fast.
 """

@@ -1,5 +1,5 @@
 """`pate plan`: what `pate run` would do with a config, before any private record is read
-beyond its count, any model trained or any budget spent (see pate.planner)."""
+beyond its count, any model trained or any budget spent (see pate.run.planner)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    from pate import config as C
+    from pate.run import config as C
 
     p = subparsers.add_parser(
         "plan",
@@ -40,8 +40,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate import config as C
-    from pate import planner as P
+    from pate.run import config as C
+    from pate.run import planner as P
     from pate.commands.stage_cli import table_overrides
     from pate.teachers.data import load_pate_data
 

@@ -25,9 +25,9 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pate import rundir as R
-    from pate import stages
-    from pate.report import REPORT_FILES, write_report
+    from pate.run import rundir as R
+    from pate.run import stages
+    from pate.run.report import REPORT_FILES, write_report
 
     run_dir = Path(args.run_dir)
     if (run_dir / R.STATE).exists() and not (run_dir / R.STAGE_DIR / "report.json").exists():

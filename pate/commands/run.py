@@ -1,4 +1,4 @@
-"""`pate run`: the whole pipeline from a TOML config (see pate.pipeline)."""
+"""`pate run`: the whole pipeline from a TOML config (see pate.run.pipeline)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    from pate import config as C
+    from pate.run import config as C
 
     p = subparsers.add_parser(
         "run",
@@ -48,8 +48,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate import config as C
-    from pate.pipeline import Pipeline
+    from pate.run import config as C
+    from pate.run.pipeline import Pipeline
 
     from pate.commands.stage_cli import (epsilon_summary, mark_threads_flag, table_overrides,
                                          threads_override)
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = False if args.no_ledger else args.ledger
     overrides = threads_override(args, table_overrides(args, ("cluster",)))
     if args.config is None:
-        from pate import rundir as R
+        from pate.run import rundir as R
 
         if not (args.resume and args.run_dir):
             raise ValueError("--config is required (a TOML file or a packaged name such as "

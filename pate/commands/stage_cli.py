@@ -1,5 +1,5 @@
 """What every stage subcommand shares: its flags are generated from the config schema, mapped onto
-the config section of its stage, and the stage function of :mod:`pate.stages` is called.
+the config section of its stage, and the stage function of :mod:`pate.run.stages` is called.
 
 A stage command works on a run directory. The first command of a step-by-step run starts it
 from ``--config FILE`` (exactly as ``pate run`` would: ``config.json``, ``run.json``, run id,
@@ -19,10 +19,10 @@ Symbols
     ``--threads N`` (``[run] threads``, every stage command and ``pate run``): the override, and
     the mark that makes the stage summary's ``threads.source`` say "flag".
 ``open_run(args, tables, stage)``
-    The :class:`pate.rundir.Run` of ``--run-dir``, started or reopened, with the flags applied
-    and :func:`pate.stages.preflight` passed (sizes, dataset identity, budget).
+    The :class:`pate.run.rundir.Run` of ``--run-dir``, started or reopened, with the flags applied
+    and :func:`pate.run.stages.preflight` passed (sizes, dataset identity, budget).
 ``run_stage_command(args, stage, tables)``
-    ``open_run`` then :func:`pate.stages.run_stage`; prints the stage's summary.
+    ``open_run`` then :func:`pate.run.stages.run_stage`; prints the stage's summary.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def threads_override(args, overrides: dict) -> dict:
 def mark_threads_flag(args, run) -> None:
     """Record that ``[run] threads`` came from ``--threads`` (the stage summary says "flag")."""
     if getattr(args, "threads", None) is not None:
-        from pate.stages import THREADS_SOURCE
+        from pate.run.stages import THREADS_SOURCE
 
         run.objects[THREADS_SOURCE] = "flag"
 
@@ -150,7 +150,7 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
 
 def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
     """One flag per key of the config table ``table`` (``pate run`` uses it for ``[cluster]``)."""
-    from pate.config import SCHEMA
+    from pate.run.config import SCHEMA
 
     group = parser.add_argument_group(f"[{table}] settings (override the config's)")
     for key, (want, _default) in SCHEMA[table].items():
@@ -200,10 +200,10 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     changes no file of the run."""
     import pathlib
 
-    from pate import config as C
-    from pate import stages
+    from pate.run import config as C
+    from pate.run import stages
     from pate.analysis.errors import ConfigError
-    from pate.rundir import STATE, Run
+    from pate.run.rundir import STATE, Run
 
     run_dir = pathlib.Path(args.run_dir)
     overrides = threads_override(args, _overrides(args, tables))
@@ -251,8 +251,8 @@ def open_run(args, tables: tuple[str, ...], stage: str):
 
 
 def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) -> int:
-    """Open the run, run ``stage`` with :func:`pate.stages.run_stage`, print its summary."""
-    from pate import stages
+    """Open the run, run ``stage`` with :func:`pate.run.stages.run_stage`, print its summary."""
+    from pate.run import stages
 
     run = open_run(args, tables, stage)
     info = stages.run_stage(run, stage)
@@ -265,7 +265,7 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
         text = describe(run, info) if describe is not None else ", ".join(
             f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
         print(f"{stage}: {text}")
-        from pate import rundir as R
+        from pate.run import rundir as R
 
         later = R.STAGES[R.STAGES.index(stage) + 1:]
         if later:

@@ -1,4 +1,4 @@
-"""`pate train-student`: the student stage (:func:`pate.stages.student`) of a run directory.
+"""`pate train-student`: the student stage (:func:`pate.run.stages.student`) of a run directory.
 
 Trains the student -- the only model that is released -- on the public inputs and the labels the
 aggregate stage charged and released (``labels.npy``, -1 = unanswered), and evaluates it on the
@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
 
 
 def _describe(run, info) -> str:
-    from pate import rundir as R
+    from pate.run import rundir as R
 
     m = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
     return (f"{m['method']} {m['model']}: accuracy {m['accuracy']:.4f} on {m['num_examples']} "

@@ -1,4 +1,4 @@
-"""`pate train-teachers`: the teachers stage (:func:`pate.stages.teachers`) of a run directory.
+"""`pate train-teachers`: the teachers stage (:func:`pate.run.stages.teachers`) of a run directory.
 
 One teacher per shard of ``<run_dir>/partition.npz``, trained into ``<run_dir>/teachers/``
 (checkpoints, ``predictions.npz``, ``metrics.json``); an interrupted stage continues from its

@@ -1,4 +1,4 @@
-"""`pate vote`: the votes stage (:func:`pate.stages.votes`): the teachers' vote matrix on the
+"""`pate vote`: the votes stage (:func:`pate.run.stages.votes`): the teachers' vote matrix on the
 public split, ``<run-dir>/votes.npy``. Only its shape is printed: votes are sensitive."""
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def test_a_resume_with_a_changed_setting_names_it(tmp_path, small_digits, capsys
 
 
 def test_setting_names_follow_the_caller():
-    from pate import config as C
+    from pate.run import config as C
 
     assert C.setting("privacy", "budget_eps", source=C.PYTHON_SOURCE) == "budget_eps="
     assert C.setting("partition", "num_teachers", source=C.PYTHON_SOURCE) == "num_teachers="

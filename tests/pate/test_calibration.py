@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate import config as C
+from pate.run import config as C
 from pate import mechanisms
 from pate.analysis.errors import ConfigError
-from pate.pipeline import Pipeline
+from pate.run.pipeline import Pipeline
 
 ORDERS = analysis.DEFAULT_ORDERS
 

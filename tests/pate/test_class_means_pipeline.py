@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate import config as C
+from pate.run import config as C
 from pate.analysis.class_means import class_means_rdp
 from pate.analysis.errors import BudgetExceededError
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.pipeline import Pipeline, fork_run
+from pate.run.pipeline import Pipeline, fork_run
 
 PARTITION = '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
 CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from pate import config as C
+from pate.run import config as C
 from pate.cli import main
 from pate.teachers import feature_cache as FC
 
@@ -89,9 +89,9 @@ def test_the_teachers_stage_reads_scatternet_features_through_the_cache(tmp_path
                                                                         monkeypatch):
     """[teachers] features = "scatternet": the second run's teachers stage reads the three
     splits' features that the first one cached, and trains the same teachers."""
-    from pate import rundir as R
-    from pate import stages
-    from pate.rundir import Run
+    from pate.run import rundir as R
+    from pate.run import stages
+    from pate.run.rundir import Run
 
     monkeypatch.delenv(FC.ENV, raising=False)
     config = small_digits(tmp_path, replace=(('model = "cnn8"',

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from pate import config as C
+from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.commands import init_config

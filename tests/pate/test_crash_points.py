@@ -23,16 +23,16 @@ import uuid
 import numpy as np
 import pytest
 
-from pate import config as C
+from pate.run import config as C
 from pate.core import io as pate_io
-from pate import rundir as R
-from pate import stages
+from pate.run import rundir as R
+from pate.run import stages
 from pate.analysis.errors import ConfigError, RunDirError
 from pate.cli import main
 from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
-from pate.pipeline import fork_run
-from pate.rundir import Run, RunCopyError
+from pate.run.pipeline import fork_run
+from pate.run.rundir import Run, RunCopyError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DIGITS = REPO / "configs" / "digits.toml"
@@ -209,7 +209,7 @@ RECORDS = {"private-knn": 'mechanism = "private-knn"\nk = 20\nsampling_rate = 0.
 @pytest.fixture(scope="module")
 def records_bases(tmp_path_factory, small_digits):
     """mechanism -> a run of it up to its votes stage (the public-fitted embeddings), no ledger."""
-    from pate.pipeline import Pipeline
+    from pate.run.pipeline import Pipeline
 
     tmp = tmp_path_factory.mktemp("records")
     bases = {}

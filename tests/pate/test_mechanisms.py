@@ -235,8 +235,8 @@ def test_no_string_dispatch_on_mechanism_names_outside_the_registry():
     root = Path(__file__).resolve().parents[2]
     names = "|".join(re.escape(n) for n in mechanisms.NAMES)
     dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
-    report = sorted(p.relative_to(root).as_posix() for p in (root / "pate/report").glob("*.py"))
-    assert report, "pate/report/*.py not found"
+    report = sorted(p.relative_to(root).as_posix() for p in (root / "pate/run/report").glob("*.py"))
+    assert report, "pate/run/report/*.py not found"
     for rel in ("pate/core/aggregators.py", *report, "pate/commands/analyze.py",
                 "pate/commands/__init__.py", "student/select.py"):
         text = (root / rel).read_text()
@@ -250,11 +250,14 @@ def test_the_stages_and_the_orchestration_ask_the_kind_never_a_flag_or_a_name():
     names = "|".join(re.escape(n) for n in mechanisms.NAMES)
     dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
     flag = re.compile(r"(?<!kind)\.(samples_private_records|releases_once|gives_label_scores)\b")
-    files = sorted({*(root / "pate/stages").glob("*.py"), *(root / "pate/commands").glob("*.py"),
-                    *(root / "pate/config").glob("*.py"),
-                    *(root / "pate/report").glob("*.py"), *(root / "pate/planner").glob("*.py"),
-                    *(root / "pate" / f for f in ("run_analysis.py",
-                                                  "api.py", "rundir.py", "pipeline.py"))})
+    files = sorted({*(root / "pate/run/stages").glob("*.py"),
+                    *(root / "pate/commands").glob("*.py"),
+                    *(root / "pate/run/config").glob("*.py"),
+                    *(root / "pate/run/report").glob("*.py"),
+                    *(root / "pate/run/planner").glob("*.py"),
+                    *(root / "pate/run" / f for f in ("run_analysis.py", "rundir.py",
+                                                      "pipeline.py")),
+                    root / "pate/api.py"})
     assert all(path.is_file() for path in files)
     assert len(files) > 20
     for path in files:

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate import config as C
+from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.pipeline import Pipeline
+from pate.run.pipeline import Pipeline
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DIGITS = REPO / "configs" / "digits.toml"
@@ -186,7 +186,7 @@ def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
 
 
 def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
-    from pate.pipeline import release_plan
+    from pate.run.pipeline import release_plan
 
     orders = analysis.DEFAULT_ORDERS
     fmnist = C.load(REPO / "configs" / "fashion_mnist.toml")
@@ -240,7 +240,7 @@ def test_a_release_that_would_take_over_half_the_budget_is_skipped(tmp_path):
 
 
 def test_fork_run_reuses_the_votes_and_finishes_with_other_settings(full_run, tmp_path):
-    from pate.pipeline import fork_run
+    from pate.run.pipeline import fork_run
 
     pipeline, report, _ = full_run
     config = json.loads(json.dumps(pipeline.config))
@@ -280,7 +280,7 @@ def _fork_config(pipeline, run_dir) -> dict:
 
 
 def test_fork_never_deletes_what_it_did_not_create(full_run, tmp_path):
-    from pate.pipeline import fork_run
+    from pate.run.pipeline import fork_run
 
     pipeline, _, _ = full_run
     source = pipeline.run_dir
@@ -315,7 +315,7 @@ def test_fork_never_deletes_what_it_did_not_create(full_run, tmp_path):
 def test_fork_into_an_empty_folder_and_a_failed_fork_leaves_nothing(full_run, tmp_path, monkeypatch):
     import shutil
 
-    from pate.pipeline import fork_run
+    from pate.run.pipeline import fork_run
 
     pipeline, _, _ = full_run
     empty = tmp_path / "empty"

@@ -1,4 +1,4 @@
-"""The planner (pate.planner, `pate plan`, pate.plan and the plan step of pate run / pate.fit):
+"""The planner (pate.run.planner, `pate plan`, pate.plan and the plan step of pate run / pate.fit):
 each refusal planted, in the caller's wording, the filled-in defaults on a few data sizes, and
 that a plan needs counts and shapes only."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import pate
-from pate import config as C
-from pate import planner as P
+from pate.run import config as C
+from pate.run import planner as P
 from pate.cli import main
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -17,13 +17,13 @@ import sys
 import numpy as np
 import pytest
 
-from pate import config as C
-from pate import stages
+from pate.run import config as C
+from pate.run import stages
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger, dataset_identity
-from pate.pipeline import Pipeline, fork_run
-from pate.rundir import Run
+from pate.run.pipeline import Pipeline, fork_run
+from pate.run.rundir import Run
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from pate import analysis, mechanisms
-from pate import config as C
+from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.pipeline import Pipeline
+from pate.run.pipeline import Pipeline
 
 PARTITION = '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
 CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'
@@ -97,7 +97,7 @@ def test_pate_run_end_to_end(knn_run):
 
 
 def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
-    from pate.pipeline import fork_run
+    from pate.run.pipeline import fork_run
 
     import shutil
 
@@ -209,8 +209,8 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(tmp_path, small_
 
 def test_the_embedding_is_fitted_on_public_data_only(tmp_path, small_digits, digits):
     """Changing a private record changes its own embedding and nothing else."""
-    from pate import stages
-    from pate.rundir import Run
+    from pate.run import stages
+    from pate.run.rundir import Run
 
     embeddings = []
     for name, shift in (("same", 0.0), ("changed", 1.0)):
@@ -232,8 +232,8 @@ def test_the_embedding_is_fitted_on_public_data_only(tmp_path, small_digits, dig
 
 
 def test_scatternet_features_on_digits(tmp_path, small_digits):
-    from pate import stages
-    from pate.rundir import Run
+    from pate.run import stages
+    from pate.run.rundir import Run
 
     config = knn_config(small_digits, tmp_path, knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n')
     run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / "run")
@@ -250,8 +250,8 @@ def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_
     the features the first one cached; its embeddings are the same; the stage summary says so."""
     import stat
 
-    from pate import stages
-    from pate.rundir import Run
+    from pate.run import stages
+    from pate.run.rundir import Run
 
     monkeypatch.delenv("PATE_FEATURE_CACHE", raising=False)
     config = knn_config(small_digits, tmp_path, knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n')
@@ -302,7 +302,7 @@ def test_integer_k_and_knn_table_only_for_private_knn(tmp_path, small_digits):
     gnmax = small_digits(tmp_path, extra=EMBEDDING, name="gnmax.toml")
     with pytest.raises(ConfigError, match=r"\[knn\] applies to the mechanisms that read the private records"):
         C.load(gnmax)
-    # issue #31: a mechanism with teachers may leave their number to the planner (pate.planner)
+    # issue #31: a mechanism with teachers may leave their number to the planner (pate.run.planner)
     planned = C.load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
     assert planned["partition"]["num_teachers"] == planned["planned"]["filled"]["num_teachers"]["value"]
 

@@ -1,4 +1,4 @@
-"""The privacy report (`pate.report`, `pate report`): files, numbers, wording, plots, errors.
+"""The privacy report (`pate.run.report`, `pate report`): files, numbers, wording, plots, errors.
 
 ``make_analysis(...)`` builds a synthetic but realistic ``analysis.json`` (schema format 1) and is
 meant to be reused by other tests (e.g. the pipeline's).
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pate import report as rep
+from pate.run import report as rep
 from pate.cli import main
-from pate.report.render import inline_html
+from pate.run.report.render import inline_html
 
 FMNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                   "Sneaker", "Bag", "Ankle boot"]
@@ -300,7 +300,7 @@ def test_html_is_self_contained_with_statement_and_images(written):
 
 
 def test_documents_come_from_the_packaged_templates(written):
-    from pate.report.render import template_source
+    from pate.run.report.render import template_source
 
     run_dir, _, _ = written
     page = (run_dir / "report.html").read_text()
@@ -455,7 +455,7 @@ def test_cli_bad_input_one_clean_line(tmp_path, capsys):
 
 def test_cli_does_not_import_torch(tmp_path):
     make_analysis(tmp_path)
-    code = ("import sys; import pate.report; assert 'matplotlib' not in sys.modules; "
+    code = ("import sys; import pate.run.report; assert 'matplotlib' not in sys.modules; "
             "from pate.cli import main; rc = main(['report', sys.argv[1], '--json']); "
             "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
@@ -466,7 +466,7 @@ def test_cli_does_not_import_torch(tmp_path):
 
 
 def test_warns_when_the_sanitized_epsilon_is_no_saving(tmp_path):
-    from pate.report import build_report
+    from pate.run.report import build_report
 
     analysis = make_analysis(tmp_path)
     analysis["privacy"]["eps_sanitized"] = analysis["privacy"]["eps_data_independent"] + 0.5
@@ -799,8 +799,8 @@ def test_publishable_plots_do_not_depend_on_the_private_figures():
 
 
 def test_every_plot_has_a_caption_and_is_either_publishable_or_internal():
-    from pate import report
-    from pate.report.wording import CAPTIONS
+    from pate.run import report
+    from pate.run.report.wording import CAPTIONS
 
     assert set(CAPTIONS) == set(report.PLOT_NAMES)
     assert set(report.PLOT_NAMES) == set(report.PUBLIC_PLOT_NAMES) | set(report.INTERNAL_PLOT_NAMES)
@@ -811,7 +811,7 @@ def test_every_plot_has_a_caption_and_is_either_publishable_or_internal():
 # ------------------------------------------------------------------------------ utility (#31)
 
 def _utility(**change) -> dict:
-    """A run's utility object with the keys of pate.run_analysis (a healthy run by default)."""
+    """A run's utility object with the keys of pate.run.run_analysis (a healthy run by default)."""
     u = {"student_accuracy": 0.88, "teacher_mean_accuracy": 0.8, "teacher_accuracy_std": 0.02,
          "plurality_vote_accuracy": 0.93, "label_accuracy_answered": 0.9,
          "answered_labels": 320, "answered_plurality_agreement": 0.95,
@@ -823,7 +823,7 @@ def _utility(**change) -> dict:
 
 
 def _utility_warnings(**change) -> list[str]:
-    from pate.run_analysis import utility_warnings
+    from pate.run.run_analysis import utility_warnings
 
     u = _utility(**change)
     return utility_warnings(u, num_classes=10, answered=u["answered_labels"])
@@ -867,7 +867,7 @@ def test_each_failure_cause_gets_a_warning_that_says_what_to_change(change, says
 
 def test_the_majority_class_is_the_chance_level_when_it_beats_one_over_classes():
     # 6 classes, majority 40 %: a student at 43 % is near chance even though 1/6 = 16.7 %
-    from pate.run_analysis import utility_warnings
+    from pate.run.run_analysis import utility_warnings
 
     u = _utility(student_accuracy=0.43, majority_class_rate=0.4, chance_rate=1 / 6)
     assert "near chance" in utility_warnings(u, num_classes=6, answered=320)[0]

@@ -1,4 +1,4 @@
-"""The shape of the package ``pate.report`` (issue #32): one concept a module, no file over 700
+"""The shape of the package ``pate.run.report`` (issue #32): one concept a module, no file over 700
 lines, no function over 80, no private helper imported from outside its module, and the
 Markdown / HTML templates shipped as package data and found with importlib.resources."""
 
@@ -11,15 +11,15 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from pate.report import render
+from pate.run.report import render
 
-REPORT = Path(__file__).resolve().parents[2] / "pate" / "report"
+REPORT = Path(__file__).resolve().parents[2] / "pate" / "run" / "report"
 TEMPLATES = ("report.md.j2", "report.html.j2", "report.css")
 
 
 def _modules() -> list[Path]:
     found = sorted(REPORT.glob("*.py"))
-    assert len(found) >= 8, f"pate/report/*.py: expected the package's modules, found {found}"
+    assert len(found) >= 8, f"pate/run/report/*.py: expected the package's modules, found {found}"
     return found
 
 
@@ -43,20 +43,20 @@ def test_no_function_under_pate_report_exceeds_80_lines():
 
 
 def _private_uses(tree: ast.Module) -> list[str]:
-    """``from pate.report.x import _y`` and ``M._y`` where ``M`` is a pate.report module."""
+    """``from pate.run.report.x import _y`` and ``M._y`` where ``M`` is a pate.run.report module."""
     aliases, found = set(), []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "pate":  # from pate import report
+        if isinstance(node, ast.ImportFrom) and node.module == "pate.run":  # from pate.run import report
             aliases.update(n.asname or n.name for n in node.names if n.name == "report")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pate.report"):
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pate.run.report"):
             for name in node.names:
                 if name.name.startswith("_"):
                     found.append(f"from {node.module} import {name.name}")
-                if node.module == "pate.report":  # from pate.report import formatting as F
+                if node.module == "pate.run.report":  # from pate.run.report import formatting as F
                     aliases.add(name.asname or name.name)
         elif isinstance(node, ast.Import):
             for name in node.names:
-                if name.name.startswith("pate.report"):
+                if name.name.startswith("pate.run.report"):
                     aliases.add(name.asname or name.name)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
@@ -74,24 +74,24 @@ def test_no_private_helper_is_imported_across_modules():
     offending = {}
     for path in users:
         text = path.read_text(encoding="utf-8")
-        if "pate.report" in text or "from pate import report" in text:
+        if "pate.run.report" in text or "from pate.run import report" in text:
             uses = _private_uses(ast.parse(text))
             if uses:
                 offending[path.relative_to(root).as_posix()] = uses
-    assert not offending, f"private names of pate.report used outside their module: {offending}"
+    assert not offending, f"private names of pate.run.report used outside their module: {offending}"
 
 
 def test_the_private_use_finder_finds_one():
-    tree = ast.parse("from pate.report import wording as W\nfrom pate.report.render import _x\n"
-                     "from pate import report as rep\nW._secret()\nW.public()\nrep._old()\n")
-    assert sorted(_private_uses(tree)) == ["W._secret", "from pate.report.render import _x",
+    tree = ast.parse("from pate.run.report import wording as W\nfrom pate.run.report.render import _x\n"
+                     "from pate.run import report as rep\nW._secret()\nW.public()\nrep._old()\n")
+    assert sorted(_private_uses(tree)) == ["W._secret", "from pate.run.report.render import _x",
                                            "rep._old"]
 
 
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_templates_are_found_via_importlib_resources(name):
-    entry = resources.files("pate.report").joinpath("templates", name)
-    assert entry.is_file(), f"pate/report/templates/{name} is not in the package"
+    entry = resources.files("pate.run.report").joinpath("templates", name)
+    assert entry.is_file(), f"pate/run/report/templates/{name} is not in the package"
     text = entry.read_text(encoding="utf-8")
     assert text.strip() and render.template_source(name) == text
 

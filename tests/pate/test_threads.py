@@ -271,15 +271,15 @@ def _digits_raw(**run) -> dict:
     (True, r"\[run\] threads must be an integer, got True"),
 ])
 def test_config_refuses_a_bad_thread_count(value, message):
-    from pate import config as C
+    from pate.run import config as C
 
     with pytest.raises(ConfigError, match=message):
         C.from_dict(_digits_raw(threads=value), source="t.toml", ledger=False)
 
 
 def test_config_keeps_a_good_thread_count_and_resume_ignores_it():
-    from pate import config as C
-    from pate import rundir as R
+    from pate.run import config as C
+    from pate.run import rundir as R
 
     config = C.from_dict(_digits_raw(threads=2), source="t.toml", ledger=False)
     assert config["run"]["threads"] == 2

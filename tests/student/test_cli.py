@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from pate import config as C
+from pate.run import config as C
 from pate.cli import main
-from pate.pipeline import Pipeline
+from pate.run.pipeline import Pipeline
 
 
 @pytest.fixture
