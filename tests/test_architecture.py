@@ -81,7 +81,7 @@ def test_architecture_page_names_existing_paths(path):
 def test_architecture_page_names_enough_paths():
     """The page is not vacuous: it names the folders of every layer and the split modules."""
     paths = set(page_paths(PAGE.read_text(encoding="utf-8")))
-    assert {"analysis/", "teachers/", "student/", "pate/commands/", "pate/run/stages/",
+    assert {"analysis/", "teachers/", "student/", "pate/cli/commands/", "pate/run/stages/",
             "pate/mechanisms/", "pate/ledger/", "pate/run/report/"} <= paths
     assert {"student/train.py", "teachers/ensemble.py", "teachers/data.py"} <= paths
 

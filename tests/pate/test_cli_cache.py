@@ -1,4 +1,4 @@
-"""`pate cache list|clear` (pate.commands.cache) and `[run] feature_cache`."""
+"""`pate cache list|clear` (pate.cli.commands.cache) and `[run] feature_cache`."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
-import pate.commands.budget as budget_command
+import pate.cli.commands.budget as budget_command
 from pate.core import io as pio
 from pate.analysis import validation
 from pate.analysis.errors import CorruptFileError, InputError, PateError, RunDirError
@@ -118,7 +118,7 @@ def test_internal_error_in_a_subprocess_exits_70_and_debug_shows_where(tmp_path,
     script = tmp_path / "bug.py"
     script.write_text(textwrap.dedent("""
         import sys
-        import pate.commands.budget as b
+        import pate.cli.commands.budget as b
         from pate.cli import main
         def run(args):
             return {"a": 1}["b"]
@@ -258,7 +258,7 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path, ledger):
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent("""
         import sys, time
-        import pate.commands.budget as b
+        import pate.cli.commands.budget as b
         from pate.cli import main
         def run(args):
             print("ready", flush=True)

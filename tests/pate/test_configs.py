@@ -12,7 +12,7 @@ import pytest
 from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
-from pate.commands import init_config
+from pate.cli.commands import init_config
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
 

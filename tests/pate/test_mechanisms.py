@@ -237,8 +237,8 @@ def test_no_string_dispatch_on_mechanism_names_outside_the_registry():
     dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
     report = sorted(p.relative_to(root).as_posix() for p in (root / "pate/run/report").glob("*.py"))
     assert report, "pate/run/report/*.py not found"
-    for rel in ("pate/core/aggregators.py", *report, "pate/commands/analyze.py",
-                "pate/commands/__init__.py", "student/select.py"):
+    for rel in ("pate/core/aggregators.py", *report, "pate/cli/commands/analyze.py",
+                "pate/cli/commands/__init__.py", "student/select.py"):
         text = (root / rel).read_text()
         assert not dispatch.search(text), f"{rel} branches on a mechanism name"
 
@@ -251,7 +251,7 @@ def test_the_stages_and_the_orchestration_ask_the_kind_never_a_flag_or_a_name():
     dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
     flag = re.compile(r"(?<!kind)\.(samples_private_records|releases_once|gives_label_scores)\b")
     files = sorted({*(root / "pate/run/stages").glob("*.py"),
-                    *(root / "pate/commands").glob("*.py"),
+                    *(root / "pate/cli/commands").glob("*.py"),
                     *(root / "pate/run/config").glob("*.py"),
                     *(root / "pate/run/report").glob("*.py"),
                     *(root / "pate/run/planner").glob("*.py"),

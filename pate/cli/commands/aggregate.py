@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from pate.commands.stage_cli import add_stage_arguments, run_stage_command
+from pate.cli.commands.stage_cli import add_stage_arguments, run_stage_command
 
 TABLES = ("aggregator", "privacy")
 

@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
                    help="stop after this stage (run again with --resume to continue)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print report.json on stdout at the end")
-    from pate.commands.stage_cli import add_table_arguments, add_threads_argument
+    from pate.cli.commands.stage_cli import add_table_arguments, add_threads_argument
 
     add_threads_argument(p)
     add_table_arguments(p, "cluster")  # --backend ray --address auto ... (docs/cluster.md)
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from pate.run import config as C
     from pate.run.pipeline import Pipeline
 
-    from pate.commands.stage_cli import (epsilon_summary, mark_threads_flag, table_overrides,
+    from pate.cli.commands.stage_cli import (epsilon_summary, mark_threads_flag, table_overrides,
                                          threads_override)
 
     ledger = False if args.no_ledger else args.ledger

@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
     ledger.add_argument("--ledger", help="privacy-budget ledger path (read only: what it has left)")
     ledger.add_argument("--no-ledger", action="store_true", help="plan without a ledger")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    from pate.commands.stage_cli import add_table_arguments
+    from pate.cli.commands.stage_cli import add_table_arguments
 
     add_table_arguments(p, "cluster")  # the flags of `pate run`
     p.set_defaults(func=run)
@@ -42,7 +42,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pate.run import config as C
     from pate.run import planner as P
-    from pate.commands.stage_cli import table_overrides
+    from pate.cli.commands.stage_cli import table_overrides
     from pate.teachers.data import load_pate_data
 
     ledger = False if args.no_ledger else args.ledger

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from pate.commands.stage_cli import add_stage_arguments, run_stage_command
+from pate.cli.commands.stage_cli import add_stage_arguments, run_stage_command
 
 TABLES = ("teachers", "cluster")  # [cluster]: local or on Ray (docs/cluster.md)
 

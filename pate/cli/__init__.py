@@ -1,4 +1,4 @@
-"""The ``pate`` command: argparse subcommands, one module each under ``pate.commands``.
+"""The ``pate`` command: argparse subcommands, one module each under ``pate.cli.commands``.
 
 Each command module defines ``add_parser(subparsers)`` (which sets ``func``) and must not
 import torch at module import time, so that ``pate analyze`` starts fast.
@@ -44,18 +44,18 @@ import traceback
 
 # One line per subcommand module; keep this list sorted by pipeline stage.
 COMMAND_MODULES = (
-    "pate.commands.init_config",
-    "pate.commands.plan",
-    "pate.commands.run",
-    "pate.commands.partition",
-    "pate.commands.train_teachers",
-    "pate.commands.vote",
-    "pate.commands.aggregate",
-    "pate.commands.train_student",
-    "pate.commands.analyze",
-    "pate.commands.report",
-    "pate.commands.budget",
-    "pate.commands.cache",
+    "pate.cli.commands.init_config",
+    "pate.cli.commands.plan",
+    "pate.cli.commands.run",
+    "pate.cli.commands.partition",
+    "pate.cli.commands.train_teachers",
+    "pate.cli.commands.vote",
+    "pate.cli.commands.aggregate",
+    "pate.cli.commands.train_student",
+    "pate.cli.commands.analyze",
+    "pate.cli.commands.report",
+    "pate.cli.commands.budget",
+    "pate.cli.commands.cache",
 )
 
 EXIT_INPUT = 2
@@ -79,7 +79,7 @@ _NO_ROOM_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT"
 # The folders of pate and its subpackages, resolved: in a checkout pate/analysis, pate/teachers and
 # pate/student are symlinks to the top-level folders (a traceback names either path); in an
 # installed wheel they are plain folders under pate/.
-_PATE_DIR = pathlib.Path(__file__).resolve().parent
+_PATE_DIR = pathlib.Path(__file__).resolve().parents[1]
 _PROJECT_DIRS = (_PATE_DIR, *((_PATE_DIR / name).resolve()
                               for name in ("teachers", "student", "analysis")))
 # Every line of these modules, and of the config package, is validation: whatever

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from pate.commands import add_noise_arguments, noise_parameters
+from pate.cli.commands import add_noise_arguments, noise_parameters
 
 
 def _mechanism_names() -> list[str]:
@@ -149,7 +149,7 @@ def _run_stage(args: argparse.Namespace) -> int:
         json.dump(info, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    from pate.commands.stage_cli import epsilon_summary
+    from pate.cli.commands.stage_cli import epsilon_summary
     from pate.core.io import read_json
 
     privacy = read_json(run.path(R.ANALYSIS), what="the analysis stage")["privacy"]
