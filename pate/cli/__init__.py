@@ -21,9 +21,8 @@ unchanged):
   (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
 * a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
   innermost frame of its traceback is in ``pate/analysis/validation.py`` or the config package
-  ``pate/run/config/``,
-  or is an explicit ``raise`` statement in the code of pate-learn (``pate`` and its subpackages
-  ``pate.teachers``, ``pate.student``, ``pate.analysis``). Anything else (an error raised by the
+  ``pate/run/config/``, or is an explicit ``raise`` statement in the code of pate-learn (``pate``
+  and its subpackages ``pate.teachers``, ``pate.student``, ``pate.analysis``). Anything else (an error raised by the
   interpreter, such as ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
   ``pate <command>: internal error: <Type>: <message> -- this is a bug; ...`` and exit
   ``EXIT_SOFTWARE`` (70);
@@ -230,9 +229,8 @@ def raised_on_purpose(exc: BaseException) -> bool:
     """Whether ``exc`` was raised deliberately by pate-learn (see the module docstring).
 
     Looks at the innermost frame of the traceback: a line of ``pate/analysis/validation.py`` or
-    of the config package ``pate/run/config/``, or an explicit ``raise`` statement (the instruction
-    that raised is
-    ``RAISE_VARARGS``) in a module of ``pate`` or its subpackages.
+    of the config package ``pate/run/config/``, or an explicit ``raise`` statement (the
+    instruction that raised is ``RAISE_VARARGS``) in a module of ``pate`` or its subpackages.
     """
     tb = exc.__traceback__
     if tb is None:
