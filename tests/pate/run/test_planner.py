@@ -16,7 +16,7 @@ from pate.run import config as C
 from pate.run import planner as P
 from pate.cli import main
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = P.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
 BREAST = P.Facts(private_records=400, classes=2, public_items=114, input_shape=(30,))
 TABLE = P.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(30,))

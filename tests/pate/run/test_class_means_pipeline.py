@@ -511,7 +511,7 @@ def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_stude
     assert (student["model"], student["method"], student["batch_size"], student["ema_decay"]) == \
         ("wrn16_4", "supervised", 128, 0.999)
     assert student["epochs"] * student["steps_per_epoch"] == 5000
-    results = pathlib.Path(__file__).resolve().parents[2] / "benchmarks/results/student_gpu_fmnist.json"
+    results = pathlib.Path(__file__).resolve().parents[3] / "benchmarks/results/student_gpu_fmnist.json"
     rows = [r for r in json.loads(results.read_text())["rows"] if r.get("device_call") == 8]
     assert len(rows) == 9
     for row in rows:

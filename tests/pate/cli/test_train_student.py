@@ -13,6 +13,9 @@ from pate.run import config as C
 from pate.cli import main
 from pate.run.pipeline import Pipeline
 
+# One torch thread, as in tests/student/conftest.py (where these tests lived).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 @pytest.fixture
 def run_dir(tmp_path, small_digits):

@@ -26,7 +26,7 @@ from pate.analysis.rdp import gnmax_rdp
 from pate.cli import main
 from pate.ledger import Ledger
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'
 PARTITION = ('[partition]\nnum_teachers = 10            # 100 private images per teacher\n'
              'mode = "random"\n')
@@ -69,7 +69,7 @@ TOYS = {
     "toy-vote": ToyGaussianVote(
         name="toy-vote", title="Toy vote", always_answers=True,
         params=(mechanisms.Param("sigma", "positive", "toy noise std", "\u03c3"),),
-        reference="tests/pate/test_toy_mechanisms.py",
+        reference="tests/pate/mechanisms/test_toy_mechanisms.py",
         description="the toy noisy argmax of the teachers' votes."),
     "toy-sample": dataclasses.replace(mechanisms.get("private-knn"), name="toy-sample",
                                       title="Toy sample"),

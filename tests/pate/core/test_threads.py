@@ -258,7 +258,7 @@ def test_configure_records_the_choice_and_logs_it(restore_threads, monkeypatch, 
 def _digits_raw(**run) -> dict:
     import tomllib
 
-    raw = tomllib.loads((pathlib.Path(__file__).resolve().parents[2] / "configs" /
+    raw = tomllib.loads((pathlib.Path(__file__).resolve().parents[3] / "configs" /
                          "digits.toml").read_text())
     raw["run"].update(run)
     return raw
@@ -352,7 +352,7 @@ def test_the_cli_and_the_api_set_passive_waiting_before_torch_loads(entry, tmp_p
     import subprocess
     import sys
 
-    repo = pathlib.Path(__file__).resolve().parents[2]
+    repo = pathlib.Path(__file__).resolve().parents[3]
     env = {k: v for k, v in os.environ.items() if k not in T.PASSIVE_WAIT}
     env["PYTHONPATH"] = str(repo) + os.pathsep + env.get("PYTHONPATH", "")
     code = (f"import os, sys\n{entry}\n"

@@ -14,6 +14,9 @@ import pytest
 
 from pate.cli import main
 
+# One torch thread, as in tests/teachers/conftest.py (where these tests lived).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 pytest.importorskip("torch")
 
 

@@ -15,7 +15,7 @@ from pate.cli import main
 from pate.ledger import Ledger
 from pate.run.pipeline import Pipeline
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = REPO / "configs" / "digits.toml"
 OUTPUTS = ("votes.npy", "labels.npy", "answered.npy")
 

@@ -23,7 +23,7 @@ from pate.analysis.errors import CorruptFileError, InputError, PateError, RunDir
 from pate.cli import EXIT_SOFTWARE, classify, main, raised_on_purpose
 from pate.ledger import Ledger, dataset_digest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 PYTHON = sys.executable
 INTERNAL = "internal error"
 

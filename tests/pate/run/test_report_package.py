@@ -13,7 +13,7 @@ import pytest
 
 from pate.run.report import render
 
-REPORT = Path(__file__).resolve().parents[2] / "pate" / "run" / "report"
+REPORT = Path(__file__).resolve().parents[3] / "pate" / "run" / "report"
 TEMPLATES = ("report.md.j2", "report.html.j2", "report.css")
 
 
@@ -67,7 +67,7 @@ def _private_uses(tree: ast.Module) -> list[str]:
 
 
 def test_no_private_helper_is_imported_across_modules():
-    root = REPORT.parents[2]  # the repository (REPORT is pate/run/report)
+    root = REPORT.parents[3]  # the repository (REPORT is pate/run/report)
     users = _modules() + [p for folder in ("pate", "teachers", "student", "tests", "benchmarks")
                           for p in sorted((root / folder).rglob("*.py"))
                           if REPORT not in p.parents]

@@ -25,7 +25,7 @@ from pate.ledger import Ledger, dataset_identity
 from pate.run.pipeline import Pipeline, fork_run
 from pate.run.rundir import Run
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -135,7 +135,7 @@ def test_validate_returns_clean_floats_and_ignores_other_keys():
 @pytest.mark.parametrize("name", [n for n in mechanisms.NAMES
                                   if not mechanisms.get(n).kind.releases_once])
 def test_per_query_rdp_sums_to_the_event(name):
-    # (class-means has no votes to draw on: tests/pate/test_class_means.py checks its sums)
+    # (class-means has no votes to draw on: tests/pate/core/test_class_means.py checks its sums)
     spec = mechanisms.get(name)
     votes = _votes()
     student = _student(votes) if spec.needs_student else None
@@ -232,7 +232,7 @@ def test_release_params():
 
 
 def test_no_string_dispatch_on_mechanism_names_outside_the_registry():
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     names = "|".join(re.escape(n) for n in mechanisms.NAMES)
     dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
     report = sorted(p.relative_to(root).as_posix() for p in (root / "pate/run/report").glob("*.py"))
@@ -246,7 +246,7 @@ def test_no_string_dispatch_on_mechanism_names_outside_the_registry():
 def test_the_stages_and_the_orchestration_ask_the_kind_never_a_flag_or_a_name():
     """Stages, config, planner, analysis, report, api, rundir and commands read what a run of a
     mechanism does from its kind (``spec.kind``): no flag of the spec, no mechanism name."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     names = "|".join(re.escape(n) for n in mechanisms.NAMES)
     dispatch = re.compile(rf'(==|!=|\bin)\s*\(?\s*"({names})"')
     flag = re.compile(r"(?<!kind)\.(samples_private_records|releases_once|gives_label_scores)\b")

@@ -34,7 +34,7 @@ from pate.ledger import Ledger
 from pate.run.pipeline import fork_run
 from pate.run.rundir import Run, RunCopyError
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = REPO / "configs" / "digits.toml"
 
 

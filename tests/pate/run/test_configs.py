@@ -14,7 +14,7 @@ from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.cli.commands import init_config
 
-CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[2] / "configs").glob("*.toml"))
+CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[3] / "configs").glob("*.toml"))
 
 
 def test_configs_are_shipped():
@@ -45,7 +45,7 @@ def test_overrides(tmp_path):
 # The configs ship inside the package (pate/configs, package data of the wheel); `configs` at the
 # top of the checkout is a symlink to it, so `configs/digits.toml` keeps working.
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 NAMES = ("digits, fashion-mnist, fashion-mnist-class-means, fashion-mnist-class-means-gpu, "
          "fashion-mnist-eps1, fashion-mnist-knn, "
          "fashion-mnist-knn-round2, mnist, own-data")
