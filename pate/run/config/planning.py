@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pate.run.config.settings import calibration, orders
 
+
 def plan_config(config: dict, facts, *, wording: str = "config",
                 remaining_eps: float | None = None):
     """:func:`pate.run.planner.plan_config` with this module's calibration and orders: ``(filled

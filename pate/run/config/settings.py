@@ -1,7 +1,7 @@
 """What a validated config says, read once: the keyword arguments of the teachers, the student,
 the data source and the cluster, the ``[knn]`` front-end, the noise (with ``"auto"`` parameters
-calibrated), the orders, the ledger, the run directory and the feature cache. No module outside
-this package reads ``config["..."]["..."]`` for these."""
+calibrated), the orders, the ledger, the run directory and the feature cache: the readers the
+stages, the planner, the report and the API call instead of indexing the tables themselves."""
 
 from __future__ import annotations
 
