@@ -19,7 +19,7 @@ for different relations (a sum of bounds for different relations bounds neither)
 * ``"add-remove"`` (:data:`ADD_REMOVE`): D and D' differ by one record added or removed (with a
   privacy-unit partition: by all records of one unit). Every mechanism of pate-learn is analysed
   for it: the teacher partition decides each record's shard from the record alone (a keyed hash,
-  :mod:`pate.partition`), so adding or removing a record changes one teacher's training set and
+  :mod:`pate.core.partition`), so adding or removing a record changes one teacher's training set and
   therefore at most one vote -- the histogram change every vote bound below assumes -- and
   class-means and Private-kNN are derived for it in their modules. DP-SGD (Opacus,
   dp_accounting) states its epsilon for the same relation, so the numbers compare.

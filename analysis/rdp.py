@@ -27,7 +27,7 @@ Neighbouring relation (add/remove one record)
 Every bound here is a bound for two vote histograms that differ by *one teacher's vote*: one
 count down by one and another up by one (L2 distance sqrt(2), every count moves by at most 1).
 That is what adding or removing one sensitive record does in pate-learn, because the partition
-decides each record's teacher from the record alone (:mod:`pate.partition`: a keyed hash of its
+decides each record's teacher from the record alone (:mod:`pate.core.partition`: a keyed hash of its
 content, or of its privacy unit): the record joins or leaves one shard, one teacher is retrained
 and only its vote can change; the number of teachers, and so the sum of every row, stays the
 same. The bounds therefore hold for add/remove-one-record neighbours ([P18] state them for the

@@ -218,8 +218,8 @@ def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = 
 
 
 def check_embeddings(value: Any, name: str) -> np.ndarray:
-    """A finite float64 (items, features >= 1) array of embeddings (``pate.knn``,
-    ``pate.class_means``)."""
+    """A finite float64 (items, features >= 1) array of embeddings (``pate.core.knn``,
+    ``pate.core.class_means``)."""
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
     try:

@@ -28,8 +28,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
 
-    from pate import config as C
-    from pate.pipeline import Pipeline, fork_run
+    from pate.run import config as C
+    from pate.run.pipeline import Pipeline, fork_run
 
     source = pathlib.Path(args.run_dir)
     base = json.loads((source / "config.json").read_text())

@@ -58,7 +58,7 @@ def embeddings(name: str):
 
 
 def compare(name: str, releases: int, count_weights=(1.0,)) -> list[dict]:
-    from pate.class_means import LOGISTIC_RIDGE, noisy_class_means, public_logistic
+    from pate.core.class_means import LOGISTIC_RIDGE, noisy_class_means, public_logistic
 
     start = time.perf_counter()
     data, public, private, evaluation = embeddings(name)

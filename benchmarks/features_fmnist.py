@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     from sklearn.linear_model import LogisticRegression
 
     from pate.ledger import record_keys
-    from pate.partition import partition_random
+    from pate.core.partition import partition_random
     from pate.teachers import features as F
     from pate.teachers.data import load_pate_data
     from pate.teachers.ensemble import TeacherConfig, train_teachers

@@ -81,7 +81,7 @@ def enlarged_npz(data, factor: int, path: pathlib.Path) -> int:
 
 def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: pathlib.Path) -> None:
     """The config's TOML with ``[data] name = "npz:..."`` and ``[run] feature_cache``."""
-    from pate import config as C
+    from pate.run import config as C
 
     text = pathlib.Path(C.resolve_config(config)).read_text()
     text, n = re.subn(r'(?m)^name\s*=\s*"fashion-mnist"\s*$', f'name = "npz:{npz}"', text)
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     p.add_argument("--work", help="keep the data, runs and cache here (default: a temp folder)")
     p.add_argument("--json", help="write the results here (e.g. benchmarks/results/scale_data.json)")
     args = p.parse_args(argv)
-    from pate import config as C
+    from pate.run import config as C
     from pate.teachers.data import load_pate_data
 
     source = C.load(args.config, ledger=False)

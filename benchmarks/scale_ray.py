@@ -42,8 +42,8 @@ import numpy as np
 
 def _load(teachers: int, data_name: str, per_teacher: int | None):
     from pate.ledger import record_keys
-    from pate.partition import partition_random
-    from pate.rng import make_streams
+    from pate.core.partition import partition_random
+    from pate.core.rng import make_streams
     from pate.teachers.data import load_pate_data
 
     data = load_pate_data(data_name)

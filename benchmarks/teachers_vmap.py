@@ -160,8 +160,8 @@ def main(argv=None) -> int:
     import torch
 
     from pate.ledger import record_keys
-    from pate.partition import partition_random
-    from pate.rng import make_streams
+    from pate.core.partition import partition_random
+    from pate.core.rng import make_streams
     from pate.teachers.data import load_pate_data
     from pate.teachers.ensemble import (TeacherConfig, plurality_accuracy, resolve_device,
                                         train_teachers)

@@ -1,4 +1,4 @@
-"""Benchmark: torch's default threads vs pate.threads' policy, idle and beside busy neighbours.
+"""Benchmark: torch's default threads vs pate.core.threads' policy, idle and beside busy neighbours.
 
 Two workloads of ``make demo``, a few seconds each on an idle 2-core machine:
 
@@ -11,7 +11,7 @@ Each is timed, in a fresh Python process (the OpenMP wait policy is read when to
 
 * ``old``: torch's defaults (one thread per core of the machine, OpenMP threads spin while they
   wait; ``OMP_WAIT_POLICY`` etc. removed from the child's environment);
-* ``new``: :func:`pate.threads.configure` (the usable CPUs, idle threads sleep);
+* ``new``: :func:`pate.core.threads.configure` (the usable CPUs, idle threads sleep);
 * ``new-1``: the new policy with one thread (``threads=1``): what lowering the count by the load
   average would give;
 
@@ -60,7 +60,7 @@ CHILD = r"""
 import json, sys, time
 policy, workload, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if policy != "old":
-    from pate import threads
+    from pate.core import threads
     record = threads.configure(explicit=1 if policy == "new-1" else None, explicit_source="flag")
 import torch
 from torch.func import functional_call, grad, vmap
@@ -149,7 +149,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def machine_facts() -> dict:
-    from pate import threads
+    from pate.core import threads
 
     quota = threads.cgroup_cpus()
     return {"cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),

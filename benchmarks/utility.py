@@ -9,7 +9,7 @@ what noise, looks at the private data or at the teachers' votes.
 1. PATE (classic, disjoint teachers), at each ensemble size of ``--pate-teachers`` (default 250
    and 1000). Per size, one base run of the pipeline (partition, T teachers x 60000 / T images,
    ScatterNet features + a linear model per teacher, 20 epochs, Adam 2e-3, votes) is shared by
-   all targets; each target forks it (:func:`pate.pipeline.fork_run`) and the pipeline finishes
+   all targets; each target forks it (:func:`pate.run.pipeline.fork_run`) and the pipeline finishes
    it: Confident GNMax with fixed noise (250 teachers: T = 200, sigma1 = 150, sigma2 = 40,
    Papernot et al. 2018's published MNIST setting; 1000 teachers: T = 600, sigma1 = 300,
    sigma2 = 150, see ``PATE_ENSEMBLES`` for how it was chosen), the 9000 public items offered in
@@ -224,8 +224,8 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
     """Fork the PATE base run, answer until the data-independent eps reaches ``target`` with the
     fixed aggregator, train the student. Returns the guarantee row and the data-dependent row
     (same answers, same student; its eps looked at the votes)."""
-    from pate import config as C
-    from pate.pipeline import Pipeline, fork_run
+    from pate.run import config as C
+    from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
     config = _copy(base_config)
@@ -250,8 +250,8 @@ def pate_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, del
 def base_run(config_path, run_dir: pathlib.Path, *, device, data_root=None, edit=None):
     """Run a config (ledger off; ``edit(config)`` may change it first) up to the votes stage,
     the part every target's fork shares; returns (the config, seconds)."""
-    from pate import config as C
-    from pate.pipeline import Pipeline
+    from pate.run import config as C
+    from pate.run.pipeline import Pipeline
 
     config = C.load(config_path, device=device, run_dir=str(run_dir))
     config["privacy"]["ledger"] = False
@@ -268,8 +268,8 @@ def base_run(config_path, run_dir: pathlib.Path, *, device, data_root=None, edit
 def knn_budget(base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float,
                out: pathlib.Path) -> dict:
     """Fork the Private-kNN base run, ask until the eps reaches ``target``, train the student."""
-    from pate import config as C
-    from pate.pipeline import Pipeline, fork_run
+    from pate.run import config as C
+    from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
     config = _copy(base_config)
@@ -288,10 +288,10 @@ def knn_rounds_budget(base_dir: pathlib.Path, base_config: dict, target: float, 
                       out: pathlib.Path) -> dict:
     """Two Private-kNN rounds within ``target``: round 1 (a fork of the base run) spends half of
     it, round 2 embeds with round 1's student and stops when both rounds reach ``target``."""
-    from pate import config as C
+    from pate.run import config as C
     from pate import mechanisms
     from pate.analysis import eps_from_rdp
-    from pate.pipeline import Pipeline, fork_run
+    from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
     folder = out / f"knn2-eps{target:g}"
@@ -328,10 +328,10 @@ def class_means_budget(base_dir: pathlib.Path, base_config: dict, target: float,
     """Fork the class-means base run, release the class sums once with the smallest sigma whose
     one release costs ``target`` (public arithmetic), label the public items, train the student.
     ``name_dims``: the method's name says the embedding's dims (``--class-means-dims``)."""
-    from pate import config as C
+    from pate.run import config as C
     from pate import mechanisms
     from pate.analysis.class_means import calibrate_class_means_sigma
-    from pate.pipeline import Pipeline, fork_run
+    from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
     config = _copy(base_config)
@@ -499,7 +499,7 @@ def noise_params(aggregator: dict) -> dict:
 def planning_draw(votes, *, seed: int, aggregator: dict):
     """The planning draw of the aggregator's noise over all the votes (its
     ``confident_gnmax`` result): what :func:`plan_queries` counts answers on."""
-    from pate.aggregators import confident_gnmax
+    from pate.core.aggregators import confident_gnmax
 
     return confident_gnmax(votes, rng=np.random.default_rng(seed), **noise_params(aggregator))
 
@@ -714,7 +714,7 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from pate import config as C
+    from pate.run import config as C
     from pate.teachers.data import load_pate_data
     from pate.teachers.ensemble import resolve_device
     from pate.teachers.features import feature_data

@@ -3,7 +3,7 @@
 ``pate.fit(...)`` runs the whole pipeline from Python (:mod:`pate.api`): sensitive data in,
 student, released labels and privacy figures out; ``pate.plan(...)`` (same arguments) says what it
 would do, and refuses a run that cannot give a useful student, before any work
-(:mod:`pate.planner`).
+(:mod:`pate.run.planner`).
 
 Importing ``pate`` never imports torch: the CLI's analysis commands start fast and an
 auditor can use the privacy arithmetic (``pate.analysis``) without it. ``pate.fit`` and

@@ -1,6 +1,6 @@
 """The Python API: sensitive data -> teachers -> noisy labels -> student -> epsilon, in one call.
 
-``pate.fit`` runs the very stages of ``pate run`` (:mod:`pate.stages`) on data given in memory
+``pate.fit`` runs the very stages of ``pate run`` (:mod:`pate.run.stages`) on data given in memory
 (numpy arrays, torch ``Dataset``/``DataLoader``) or by name (``"digits"``, ``"npz:PATH"``,
 ``"csv:PATH"``, ``"imagefolder:PATH"``, ``"fashion-mnist"``), with teacher and student models
 given as Python objects: a factory returning a ``torch.nn.Module`` (e.g. ``lambda:
@@ -19,16 +19,16 @@ Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Con
 sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
 ``mechanism="class-means"`` takes ``sigma=`` and optionally ``count_weight=`` (default 0.3; one
 release labels every query) and ``knn=`` too,
-with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.class_means`);
+with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.class_means`);
 both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
-(:func:`pate.config.calibration`: the smallest noise whose data-independent cost of ``queries``
+(:func:`pate.run.config.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
 The noise comes from OS entropy unless ``noise_seed`` is given (the run is then NOT private).
 
 Symbols
 -------
 ``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
-``plan(...) -> pate.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
+``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from pate.planner import PlanError  # what plan() and fit() raise for an unusable plan
+from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 
 __all__ = ["fit", "plan", "PateResult", "PlanError"]
 
@@ -214,16 +214,16 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
     is what this run may spend, refused before any training when the ledger has less left.
     ``num_teachers``, ``queries`` (how many public items are asked) and ``mechanism="auto"`` are
     chosen by the planner when left out (:func:`plan` shows its choice and refuses, before any
-    work, a run that cannot give a useful student: :mod:`pate.planner`). ``teacher_params`` /
+    work, a run that cannot give a useful student: :mod:`pate.run.planner`). ``teacher_params`` /
     ``student_params`` are ``[teachers]`` / ``[student]``
     settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
     models). ``threads`` is the number of CPU threads to compute with (``[run] threads``; left
-    out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.threads`).
+    out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.core.threads`).
     """
     _prepare_threads(threads)
-    from pate import config as C
-    from pate.pipeline import Pipeline
-    from pate.stages import THREADS_SOURCE
+    from pate.run import config as C
+    from pate.run.pipeline import Pipeline
+    from pate.run.stages import THREADS_SOURCE
 
     config, data, _, teacher_object, student_object = _prepare(**_arguments(locals()))
     pipeline = Pipeline(config, resume=resume, progress=progress, wording="python")
@@ -251,15 +251,15 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
         teacher_params: dict | None = None, student_params: dict | None = None,
         progress: bool = False, resume: bool = False, threads: int | None = None):
     """The plan of :func:`fit` with the same arguments, made before any private record is read
-    beyond its count, any model is trained or any budget is spent (:mod:`pate.planner`): what the
+    beyond its count, any model is trained or any budget is spent (:mod:`pate.run.planner`): what the
     planner fills in (``num_teachers``, ``queries``, the threshold, the mechanism when "auto"),
     what to expect (records per teacher, noise relative to the ensemble, the answers the budget
-    buys, the guarantee) and the warnings. Returns a :class:`pate.planner.Plan`; raises
-    :class:`pate.planner.PlanError` (naming the keyword argument and a fix) when the plan cannot
+    buys, the guarantee) and the warnings. Returns a :class:`pate.run.planner.Plan`; raises
+    :class:`pate.run.planner.PlanError` (naming the keyword argument and a fix) when the plan cannot
     give a useful student. Nothing is written; the ledger is only read (what it has left).
     ``threads`` is checked and kept in the plan's config; the plan itself sets no thread count."""
     _prepare_threads(threads)
-    from pate import planner as P
+    from pate.run import planner as P
 
     if run_dir is None:
         import tempfile
@@ -267,7 +267,7 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
         run_dir = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
     arguments = _arguments(locals())
     arguments["resume"] = False
-    from pate import config as C
+    from pate.run import config as C
 
     config, data, identity, _, _ = _prepare(**arguments)
     if data is None:
@@ -281,9 +281,9 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
 
 def _prepare_threads(threads) -> None:
     """Check ``threads=`` before any work, and make idle OpenMP threads sleep if torch is not
-    loaded yet (:func:`pate.threads.prepare_environment`; where it is, the first stage's log line
-    says that it was too late: :func:`pate.threads.configure`)."""
-    from pate import threads as T
+    loaded yet (:func:`pate.core.threads.prepare_environment`; where it is, the first stage's log line
+    says that it was too late: :func:`pate.core.threads.configure`)."""
+    from pate.core import threads as T
 
     if threads is not None:
         T.check_threads(threads, "threads=")
@@ -310,8 +310,8 @@ def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
         noise_seed: int | None = None, device: str = "auto", partition: str = "random",
         teacher_params: dict | None = None, student_params: dict | None = None,
         progress: bool = False, resume: bool = False, threads: int | None = None):
-    from pate import config as C
-    from pate import planner as P
+    from pate.run import config as C
+    from pate.run import planner as P
 
     given = {name: v for name, v in {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
                                      "sigma": sigma, "scale": scale, "k": k,
@@ -371,7 +371,7 @@ def _aggregator_table(mechanism: str, given: dict, *, num_teachers, knn, target_
     mechanism parameters passed (not None). ``no_teachers``: the mechanism reads the private
     records itself (Private-kNN, class-means)."""
     from pate import mechanisms
-    from pate import planner as P
+    from pate.run import planner as P
 
     given = dict(given)
     if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism
@@ -410,7 +410,7 @@ def _privacy_table(*, delta, release, conversion, release_order, release_beta, r
                                         ("release_beta", release_beta),
                                         ("release_sigma_ss", release_sigma_ss)) if v is not None}
     # budget_eps is the dataset's lifetime budget in the ledger, target_eps what this run may
-    # spend: left out, the ledger's budget applies (pate.stages.authorize)
+    # spend: left out, the ledger's budget applies (pate.run.stages.authorize)
     privacy = dict(DEFAULT_RELEASE, **release_params, delta=delta, release=bool(release),
                    conversion=conversion)
     if budget_eps is not None:
@@ -432,8 +432,8 @@ def _run_dir(run_dir, *, name: str, resume: bool):
 
 
 def _result(run, report: dict) -> PateResult:
-    from pate import rundir as R
-    from pate.io import load_npy
+    from pate.run import rundir as R
+    from pate.core.io import load_npy
 
     student = run.objects.get("fitted_student")
     if student is None:

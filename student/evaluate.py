@@ -85,7 +85,7 @@ def evaluate_student(student: Any, x: Any, y: Any, *, num_classes: int | None = 
 
 def save_json(obj: Any, path: str | os.PathLike) -> pathlib.Path:
     """Write ``obj`` as indented JSON to ``path`` atomically (temp file + ``os.replace``)."""
-    from pate.io import atomic_write_json
+    from pate.core.io import atomic_write_json
 
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -147,8 +147,8 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
     criterion : ``"first"`` (next items in order: no student is trained), ``"entropy"`` or
         ``"margin"`` (uncertainty of a student trained on the labels so far).
     threshold, sigma1, sigma2, student_confidence, rng : Interactive-GNMax parameters
-        (``pate.aggregators.interactive_gnmax``); or ``aggregator``: a
-        ``pate.aggregators.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
+        (``pate.core.aggregators.interactive_gnmax``); or ``aggregator``: a
+        ``pate.core.aggregators.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
         privacy budget (the loop stops when it stops).
     student_params : settings of the per-round :class:`pate.student.train.Student` (e.g.
         ``{"method": "supervised", "epochs": 5, "random_state": 0}``).
@@ -199,7 +199,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
     """Either an online aggregator of a mechanism that uses the student, or every
     Interactive-GNMax parameter and ``rng`` (validated before any noise is drawn), not both."""
     from pate import mechanisms
-    from pate.aggregators import OnlineAggregator
+    from pate.core.aggregators import OnlineAggregator
 
     if aggregator is not None:
         if (not isinstance(aggregator, OnlineAggregator)
@@ -217,7 +217,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
             raise TypeError(f"active_labels needs {', '.join(missing)} (Interactive-GNMax parameters) "
                             "or an OnlineAggregator('interactive-gnmax', ...) as aggregator")
         # Validate the mechanism parameters before any noise is drawn.
-        from pate.rng import check_rng
+        from pate.core.rng import check_rng
 
         mechanisms.get("interactive-gnmax").validate(mechanism_params)
         check_rng(rng)
@@ -298,7 +298,7 @@ class _ActiveLoop:
         return rows, probs[rows]
 
     def _aggregate(self, rows: np.ndarray, probabilities: np.ndarray):
-        from pate.aggregators import interactive_gnmax
+        from pate.core.aggregators import interactive_gnmax
 
         if self.aggregator is not None:
             return self.aggregator.answer(self.votes[rows], student_probabilities=probabilities)

@@ -16,7 +16,7 @@ Symbols
     A scikit-learn classifier (``ClassifierMixin`` + ``BaseEstimator``): the constructor stores
     settings (keyword-only), ``fit(X, y)`` returns ``self``, ``random_state`` is None, a
     non-negative int or a ``numpy.random.Generator`` such as
-    ``pate.rng.make_streams(seed).student`` (consumed by ``fit``, like a ``RandomState``).
+    ``pate.core.rng.make_streams(seed).student`` (consumed by ``fit``, like a ``RandomState``).
     Fitted attributes end in ``_``: ``classes_``, ``n_features_in_`` (``X.shape[1]`` as
     scikit-learn counts it: features of tabular inputs, channels of images), ``model_``,
     ``model_name_``, ``num_classes_``, ``input_shape_``, ``history_``, ``seed_``, ``device_``,
@@ -48,7 +48,7 @@ Soft targets (``fit(X, y, soft_targets=P)``)
 ``P`` (N, len(classes_)) float class probabilities per public item (rows of the labelled items
 non-negative, summing to 1, their largest entry at the item's label in ``y``; unlabelled rows
 are ignored). The labelled loss is then the cross-entropy to ``P``'s row instead of to the
-one-hot label: a labelling rule's confidence (``pate.class_means``: the noisy class means'
+one-hot label: a labelling rule's confidence (``pate.core.class_means``: the noisy class means'
 logistic rule, whose released class scores are post-processing of the charged release) tells
 the student which released labels are doubtful. Integer matrices are refused (votes never reach
 the student), as are rows that are not probabilities (a float votes matrix sums to the number of
@@ -213,7 +213,7 @@ def _seed_from(random_state: Any) -> int | None:
     if isinstance(random_state, (numbers.Integral, np.integer)) and not isinstance(random_state, bool):
         return check_int(random_state, "random_state", minimum=0)
     raise TypeError(f"random_state must be None, a non-negative int or a numpy.random.Generator "
-                    f"(e.g. pate.rng.make_streams(seed).student), got {describe(random_state)}")
+                    f"(e.g. pate.core.rng.make_streams(seed).student), got {describe(random_state)}")
 
 
 # --------------------------------------------------------------------------- the estimator

@@ -10,7 +10,7 @@ Symbols
 ``atomic_write_bytes(path, data)``, ``atomic_write_json(path, obj)``,
 ``atomic_torch_save(path, obj)``, ``atomic_savez(path, **arrays)``
     Write to a temporary file in the same directory, fsync, then ``os.replace`` (the torch-free
-    ones are :mod:`pate.io`'s, re-exported here).
+    ones are :mod:`pate.core.io`'s, re-exported here).
 ``load_torch(path, *, remedy=None)``
     ``torch.load(path, map_location="cpu", weights_only=True)`` of a checkpoint written by this
     package: no code runs. A missing, damaged or foreign file raises :class:`CheckpointError`
@@ -38,7 +38,7 @@ import zlib
 import numpy as np
 
 from pate.analysis.errors import PateError
-from pate.io import atomic_savez, atomic_write_bytes, atomic_write_json
+from pate.core.io import atomic_savez, atomic_write_bytes, atomic_write_json
 
 __all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_torch_save", "atomic_savez",
            "load_torch", "load_plain_npz", "CheckpointError"]

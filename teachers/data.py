@@ -8,7 +8,7 @@ Symbols
     split read from a user's ``.npz``).
 ``PateData(name, private, public, evaluation, num_classes, input_shape, class_names=None)``
     The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` is the
-    sensitive data the teachers are trained on (sharded by ``pate.partition``), ``public`` the
+    sensitive data the teachers are trained on (sharded by ``pate.core.partition``), ``public`` the
     unlabelled inputs the teachers vote on (the student's training pool), ``evaluation`` the
     held-out items used only to measure teacher and student accuracy. ``class_names`` is a
     tuple of ``num_classes`` strings (label ``i`` is ``class_names[i]``) or None when unknown:

@@ -77,7 +77,7 @@ logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
 # ----------------------------------------------------------------------------- validation
 
 def _check_shards(shards, num_records: int) -> list[np.ndarray]:
-    from pate.partition import check_partition
+    from pate.core.partition import check_partition
 
     if isinstance(shards, (str, bytes)) or not hasattr(shards, "__len__"):
         raise TypeError(f"shards must be a list of index arrays (Partition.shards), got "

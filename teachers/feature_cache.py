@@ -63,7 +63,7 @@ import numpy as np
 
 from pate.analysis.errors import RunDirError
 from pate.analysis.validation import check_int
-from pate.io import naming_write_errors
+from pate.core.io import naming_write_errors
 
 __all__ = ["CHUNK_ROWS", "DIRNAME", "ENV", "FORMAT", "CachedFeatures", "EntryKey", "FeatureCache",
            "active", "input_digest", "resolve_root", "using"]

@@ -31,7 +31,7 @@ Symbols
       ``input_shape=`` and ``num_classes=`` (when it accepts them); it must return an
       ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits,
       or a scikit-learn estimator (a ``Pipeline`` too; :func:`factory_estimator`, resolved by
-      the run's stages, :meth:`pate.rundir.Run.python_object`).
+      the run's stages, :meth:`pate.run.rundir.Run.python_object`).
     * a Python callable -- the same factory given directly (the Python API,
       :func:`pate.api.fit`): no import path, no ``PYTHONPATH``; it is never saved to disk, so
       resuming such a run needs the same callable again.

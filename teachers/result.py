@@ -60,7 +60,7 @@ class EnsembleResult:
 
 def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
     """Accuracy of the (noiseless) plurality vote of ``predictions`` (T, N) against ``labels``."""
-    from pate.votes import votes_from_predictions
+    from pate.core.votes import votes_from_predictions
 
     labels = np.asarray(labels)
     votes = votes_from_predictions(predictions, num_classes=num_classes)

@@ -85,7 +85,7 @@ def test_every_module_imports_under_pate_only(tmp_path):
     # The walk reached every subpackage (through the symlinks in a checkout) and their modules.
     for name in ("pate.analysis.errors", "pate.analysis.rdp", "pate.teachers.ensemble",
                  "pate.teachers.data", "pate.student.train", "pate.student.select",
-                 "pate.commands.run", "pate.cli", "pate.api"):
+                 "pate.cli.commands.run", "pate.cli", "pate.api"):
         assert name in modules, f"{name} was not found under pate: {sorted(modules)}"
     assert found["top_level"] == [], (
         f"these modules were imported under a top-level name besides pate.*: {found['top_level']}; "
@@ -145,7 +145,7 @@ def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
     assert tops == {"pate"}, f"the wheel ships top-level {sorted(tops)}, expected pate only"
     for name in ("pate/__init__.py", "pate/analysis/__init__.py", "pate/analysis/errors.py",
                  "pate/analysis/rdp.py", "pate/teachers/ensemble.py", "pate/student/train.py",
-                 "pate/commands/run.py", "pate/configs/digits.toml"):
+                 "pate/cli/commands/run.py", "pate/configs/digits.toml"):
         assert name in names, f"{name} is not in the wheel"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "pate = pate.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

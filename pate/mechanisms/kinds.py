@@ -3,7 +3,7 @@
 Every :class:`~pate.mechanisms.base.MechanismSpec` has exactly one kind (its class attribute
 ``kind``). The rest of pate-learn asks the kind -- never a mechanism's name -- which stages a run
 has, what the aggregate stage draws and charges, and what it publishes; the aggregate stage runs
-one loop per kind (``pate.stages.aggregate``), all on one round driver (``pate.stages.rounds``).
+one loop per kind (``pate.run.stages.aggregate``), all on one round driver (``pate.run.stages.rounds``).
 
 =======  ========================================================================================
 vote     a noisy answer per query from the teachers' vote counts (LNMax, GNMax, Confident and

@@ -23,7 +23,7 @@ __all__ = ["PRIVATE_KNN"]
 class _PrivateKNN(_ConfidentGNMax):
     """Private-kNN [ZYW20]: Confident GNMax on the label histogram of the k nearest records of a
     fresh Poisson sample per query. :meth:`draw` is the Confident-GNMax step on histograms the
-    caller drew with :meth:`sample_votes` (``pate.knn.knn_votes``; the "sample" kind). Every asked query is
+    caller drew with :meth:`sample_votes` (``pate.core.knn.knn_votes``; the "sample" kind). Every asked query is
     charged the sampled Gaussian mechanism's RDP ([MTZ19]; ``pate.analysis.private_knn``),
     answered or not, with or without ``data_dependent``: there is no data-dependent bound."""
 
@@ -75,7 +75,7 @@ class _PrivateKNN(_ConfidentGNMax):
         return int(params["k"])  # the k nearest of the query's sample
 
     def sample_votes(self, queries, private, private_labels, params, *, num_classes, rng):
-        from pate.knn import knn_votes
+        from pate.core.knn import knn_votes
 
         return knn_votes(queries, private, private_labels, k=params["k"],
                          sampling_rate=params["sampling_rate"], num_classes=num_classes, rng=rng)

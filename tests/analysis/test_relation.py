@@ -156,7 +156,7 @@ def test_adding_or_removing_a_record_moves_at_most_one_vote():
     from sklearn.neighbors import NearestCentroid
 
     from pate.ledger import record_keys
-    from pate.partition import teacher_of
+    from pate.core.partition import teacher_of
 
     digits = load_digits()
     x, y = digits.data.astype(np.float32), digits.target

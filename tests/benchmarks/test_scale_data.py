@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate import config as C
+from pate.run import config as C
 from pate.teachers.data import ArraySplit, PateData, load_pate_data
 
 

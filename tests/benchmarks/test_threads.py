@@ -44,6 +44,6 @@ def test_a_child_measures_with_the_new_policy(bench):
     pytest.importorskip("torch")
     result = bench._time("new", "student", 2, 0.5)
     assert result["steps"] >= 1 and result["steps_per_s"] > 0
-    from pate.threads import usable_cpus
+    from pate.core.threads import usable_cpus
 
     assert result["threads"] == usable_cpus()[0]  # the usable CPUs, not OMP_NUM_THREADS=1

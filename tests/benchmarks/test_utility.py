@@ -40,7 +40,7 @@ def test_plan_never_offers_more_than_the_target_allows(utility):
     votes[:, 0] = top
     for i in range(n):
         votes[i, 1:] = rng.multinomial(teachers - top[i], np.full(9, 1 / 9))
-    from pate.aggregators import confident_gnmax
+    from pate.core.aggregators import confident_gnmax
 
     aggregator = {"mechanism": "confident-gnmax", "threshold": 200.0, "sigma1": 100.0,
                   "sigma2": 40.0}  # 250 teachers here

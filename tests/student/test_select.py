@@ -15,7 +15,7 @@ def public_votes(digits):
     y = digits.public.y
     right = rng.random((50, y.size)) < 0.7
     preds = np.where(right, y[None, :], rng.integers(0, 10, (50, y.size)))
-    from pate.votes import votes_from_predictions
+    from pate.core.votes import votes_from_predictions
 
     return votes_from_predictions(preds, num_classes=10)
 
@@ -114,7 +114,7 @@ def test_active_mode_validates_before_any_noise(digits, public_votes):
 
 
 def test_active_mode_stops_with_an_online_aggregator_budget(digits, public_votes):
-    from pate.aggregators import OnlineAggregator
+    from pate.core.aggregators import OnlineAggregator
 
     agg = OnlineAggregator("interactive-gnmax", budget_eps=1.0, delta=1e-5, rng=np.random.default_rng(2),
                            threshold=30.0, sigma1=10.0, sigma2=5.0, student_confidence=0.9)
@@ -129,7 +129,7 @@ def test_active_mode_stops_with_an_online_aggregator_budget(digits, public_votes
 
 
 def test_aggregator_must_use_the_student(digits, public_votes):
-    from pate.aggregators import OnlineAggregator
+    from pate.core.aggregators import OnlineAggregator
 
     agg = OnlineAggregator("confident-gnmax", budget_eps=1.0, delta=1e-5, rng=np.random.default_rng(2),
                            threshold=30.0, sigma1=10.0, sigma2=5.0)

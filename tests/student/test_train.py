@@ -64,7 +64,7 @@ def test_same_seed_same_student_and_generator_seed(digits, first_k_labels):
     c = train_student(digits.public.x, labels, random_state=8, **FAST)
     pa, pb, pc = (s.predict_proba(digits.evaluation.x) for s in (a, b, c))
     assert np.array_equal(pa, pb) and not np.array_equal(pa, pc)
-    from pate.rng import make_streams
+    from pate.core.rng import make_streams
 
     d = train_student(digits.public.x, labels, random_state=make_streams(3).student, **FAST)
     e = train_student(digits.public.x, labels, random_state=make_streams(3).student, **FAST)

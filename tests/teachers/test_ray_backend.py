@@ -111,7 +111,7 @@ def _task_pids() -> list[int]:
 def test_local_backend_never_imports_ray(tmp_path, small_digits):
     config = small_digits(tmp_path, replace=(("epochs = 16", "epochs = 1"),))
     code = ("import sys\n"
-            "import pate, pate.config, pate.teachers.ensemble, pate.teachers.cluster\n"
+            "import pate, pate.run.config, pate.teachers.ensemble, pate.teachers.cluster\n"
             "assert 'ray' not in sys.modules, 'import'\n"
             "from pate.cli import main\n"
             f"rc = main(['run', '--config', {str(config)!r}, '--run-dir', {str(tmp_path / 'run')!r},"
@@ -137,7 +137,7 @@ def test_local_backend_never_imports_ray(tmp_path, small_digits):
     ('nodes = 3', "unknown key"),
 ])
 def test_cluster_settings_are_checked_before_any_work(tmp_path, small_digits, extra, match):
-    from pate import config as C
+    from pate.run import config as C
     from pate.analysis.errors import ConfigError
 
     path = small_digits(tmp_path, extra=f"\n[cluster]\n{extra}\n")
@@ -272,7 +272,7 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
 
 
 def test_report_says_where_the_teachers_trained():
-    from pate.report.wording import execution_text as _execution_text
+    from pate.run.report.wording import execution_text as _execution_text
 
     ray_run = {"backend": "ray", "address": "auto", "cluster": {"CPU": 64.0, "GPU": 8.0, "nodes": 2},
                "cpus_per_task": 4, "gpus_per_task": 1.0, "teachers_per_task": 32,

@@ -203,6 +203,6 @@ def test_pate_fit_with_a_module_factory_pipeline_for_teachers_and_student(factor
     assert u["answered_labels"] == 150 and u["student_steps"] is None  # an estimator
     assert u["scale_warnings"] == []  # the Pipeline scales its inputs
     # five teachers at a large target (the planner refuses 20: that noise would drown the five
-    # votes, tests/pate/test_planner.py): the answers follow the plurality vote, no warning
+    # votes, tests/pate/run/test_planner.py): the answers follow the plurality vote, no warning
     assert u["answered_plurality_agreement"] > 0.9
     assert not any("near chance" in w for w in result.warnings)

@@ -264,7 +264,7 @@ def test_mixed_size_imagefolder_trains_teachers_and_votes(tmp_path):
     from PIL import Image
 
     from pate.teachers.data import load_pate_data
-    from pate.votes import votes_from_predictions
+    from pate.core.votes import votes_from_predictions
 
     rng = np.random.default_rng(3)
     sizes = [(20, 30), (40, 40), (33, 17)]

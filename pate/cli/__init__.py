@@ -1,0 +1,301 @@
+"""The ``pate`` command: argparse subcommands, one module each under ``pate.cli.commands``.
+
+Each command module defines ``add_parser(subparsers)`` (which sets ``func``) and must not
+import torch at module import time, so that ``pate analyze`` starts fast.
+
+``build_parser()``  the argument parser (every command and sub-action accepts ``--debug``).
+``main(argv=None)`` run one command; returns the exit status (``pate.__main__`` and the
+                    ``pate`` console script pass it to ``sys.exit``).
+
+How errors end (``--debug`` or ``PATE_DEBUG=1`` prints the full traceback first, exit status
+unchanged):
+
+* expected errors print one line ``pate <command>: error: <message>`` on stderr:
+  bad input or configuration (``ConfigError``, ``InputError`` and its ``CorruptFileError`` /
+  ``RunDirError``, ``PartitionError``, and the ``ValueError`` / ``TypeError`` raised on
+  purpose by our validation), missing files or data (``FileNotFoundError``,
+  ``DatasetNotFoundError``), unwritable paths (``PermissionError`` and the ``OSError`` of a
+  path that cannot be written, named), a full disk or read-only file system (``ENOSPC``,
+  ``EDQUOT``, ``EFBIG``, ``EROFS``; the writers of ``pate.core.io`` name the file, see
+  ``naming_write_errors``) exit ``EXIT_INPUT`` (2); budget and ledger errors
+  (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
+* a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
+  innermost frame of its traceback is in ``pate/analysis/validation.py`` or the config package
+  ``pate/run/config/``, or is an explicit ``raise`` statement in the code of pate-learn (``pate``
+  and its subpackages ``pate.teachers``, ``pate.student``, ``pate.analysis``). Anything else (an error raised by the
+  interpreter, such as ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
+  ``pate <command>: internal error: <Type>: <message> -- this is a bug; ...`` and exit
+  ``EXIT_SOFTWARE`` (70);
+* Ctrl-C prints ``pate <command>: interrupted`` and exits ``EXIT_INTERRUPTED`` (130);
+* a closed standard output (``pate budget list --json | head -1``) ends quietly with exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dis
+import errno
+import importlib
+import os
+import pathlib
+import sys
+import traceback
+
+# One line per subcommand module; keep this list sorted by pipeline stage.
+COMMAND_MODULES = (
+    "pate.cli.commands.init_config",
+    "pate.cli.commands.plan",
+    "pate.cli.commands.run",
+    "pate.cli.commands.partition",
+    "pate.cli.commands.train_teachers",
+    "pate.cli.commands.vote",
+    "pate.cli.commands.aggregate",
+    "pate.cli.commands.train_student",
+    "pate.cli.commands.analyze",
+    "pate.cli.commands.report",
+    "pate.cli.commands.budget",
+    "pate.cli.commands.cache",
+)
+
+EXIT_INPUT = 2
+EXIT_BUDGET = 3
+EXIT_SOFTWARE = 70  # sysexits.h EX_SOFTWARE
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+
+DEBUG_HELP = "on any error, print the full traceback (also: environment PATE_DEBUG=1)"
+
+# The errnos of a path that cannot be created or written: expected, the message names the path.
+_PATH_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ENOTDIR",
+                                      "EISDIR", "EEXIST", "ENAMETOOLONG", "ELOOP", "ENOENT")
+    if hasattr(errno, name))
+
+# The errnos of a full disk or a read-only file system: expected even where no file is named
+# (pate.core.io names the file of every write it does; a library's write may not).
+_NO_ROOM_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS")
+                            if hasattr(errno, name))
+
+# The folders of pate and its subpackages, resolved: in a checkout pate/analysis, pate/teachers and
+# pate/student are symlinks to the top-level folders (a traceback names either path); in an
+# installed wheel they are plain folders under pate/.
+_PATE_DIR = pathlib.Path(__file__).resolve().parents[1]
+_PROJECT_DIRS = (_PATE_DIR, *((_PATE_DIR / name).resolve()
+                              for name in ("teachers", "student", "analysis")))
+# Every line of these modules, and of the config package, is validation: whatever
+# ValueError/TypeError they raise is expected.
+_VALIDATION_FILES = frozenset({(_PATE_DIR / "analysis").resolve() / "validation.py"})
+_VALIDATION_DIRS = (_PATE_DIR / "run" / "config",)
+_RAISE_OPCODES = frozenset({"RAISE_VARARGS"})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pate",
+        description="PATE: private aggregation of teacher ensembles, with an auditable privacy report.")
+    from pate import __version__
+    parser.add_argument("--version", action="version", version=f"pate-learn {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_parser(sub)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            _add_debug_flag(action)
+    return parser
+
+
+def _add_debug_flag(subparsers: argparse._SubParsersAction) -> None:
+    """Let ``--debug`` also come after the command (``pate budget show ... --debug``)."""
+    seen: set[int] = set()
+    for child in subparsers.choices.values():
+        if id(child) in seen:  # aliases share their parser
+            continue
+        seen.add(id(child))
+        if "--debug" not in child._option_string_actions:
+            # SUPPRESS: absent after the command, the top-level value stays.
+            child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                               help=DEBUG_HELP)
+        for action in child._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _add_debug_flag(action)
+
+
+def _env_debug() -> bool:
+    return os.environ.get("PATE_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: str | None = None
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    debug = _env_debug() or "--debug" in options  # until the arguments are parsed
+    from pate.core import threads
+
+    threads.prepare_environment()  # idle OpenMP threads sleep: before anything loads torch
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = args.command
+        debug = _env_debug() or bool(getattr(args, "debug", False))
+        with _progress_log(command):
+            status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
+        return status
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        _say(f"{_prog(command)}: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        if not _stdout_closed():
+            return _report(sys.exc_info()[1], command, debug)
+        _silence_stdout()
+        return 0
+    except Exception as exc:
+        return _report(exc, command, debug)
+
+
+class _progress_log:
+    """The library's ``logging.getLogger("pate")`` messages (stage progress, warnings) as
+    ``pate <command>: ...`` lines on stderr while one command runs; removed afterwards."""
+
+    def __init__(self, command: str | None) -> None:
+        import logging
+
+        self.logger = logging.getLogger("pate")
+        self.handler = logging.StreamHandler(sys.stderr)
+        self.handler.setFormatter(logging.Formatter(f"{_prog(command)}: %(message)s"))
+        self.level = self.logger.level
+
+    def __enter__(self):
+        import logging
+
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+        return False
+
+
+def _prog(command: str | None) -> str:
+    return f"pate {command}" if command else "pate"
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed as well: nothing left to tell
+        pass
+
+
+def _report(exc: BaseException, command: str | None, debug: bool) -> int:
+    if debug:
+        traceback.print_exception(exc)
+        sys.stderr.flush()
+    status, message = classify(exc)
+    if status == EXIT_SOFTWARE:
+        _say(f"{_prog(command)}: internal error: {_type_name(exc)}: {message} -- this is a bug; "
+             "rerun with --debug (or PATE_DEBUG=1) for the traceback and report it")
+    else:
+        _say(f"{_prog(command)}: error: {message}")
+    return status
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """``(exit status, message)`` of an exception that ended a command (see the docstring)."""
+    from pate.analysis.errors import PateError
+
+    if isinstance(exc, PateError):
+        code = EXIT_INPUT if isinstance(exc, (ValueError, TypeError, OSError)) else EXIT_BUDGET
+        return code, _message(exc)
+    if isinstance(exc, (FileNotFoundError, PermissionError)):
+        return EXIT_INPUT, _os_message(exc)
+    if isinstance(exc, OSError) and exc.errno in _PATH_ERRNOS and exc.filename is not None:
+        return EXIT_INPUT, _os_message(exc)
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM_ERRNOS:
+        return EXIT_INPUT, (f"{exc.strerror or _message(exc)} while writing an output (rerun with "
+                            "--debug to see which); free space on that file system (or write "
+                            "elsewhere) and run the command again")
+    if isinstance(exc, (ValueError, TypeError)) and raised_on_purpose(exc):
+        return EXIT_INPUT, _message(exc)
+    return EXIT_SOFTWARE, _message(exc)
+
+
+def raised_on_purpose(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised deliberately by pate-learn (see the module docstring).
+
+    Looks at the innermost frame of the traceback: a line of ``pate/analysis/validation.py`` or
+    of the config package ``pate/run/config/``, or an explicit ``raise`` statement (the
+    instruction that raised is ``RAISE_VARARGS``) in a module of ``pate`` or its subpackages.
+    """
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    try:
+        path = pathlib.Path(code.co_filename).resolve()
+    except (OSError, ValueError):
+        return False
+    if path in _VALIDATION_FILES or any(path.is_relative_to(d) for d in _VALIDATION_DIRS):
+        return True
+    if not any(path.is_relative_to(d) for d in _PROJECT_DIRS):
+        return False
+    for instruction in dis.get_instructions(code):
+        if instruction.offset == tb.tb_lasti:
+            return instruction.opname in _RAISE_OPCODES
+    return False
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc) or _type_name(exc)
+
+
+def _os_message(exc: OSError) -> str:
+    if exc.strerror and exc.filename is not None:
+        target = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 is not None else "")
+        hint = ("" if isinstance(exc, FileNotFoundError) else
+                " (free space on that file system and run the command again)"
+                if exc.errno in _NO_ROOM_ERRNOS - {errno.EROFS} else
+                " (check the path and its permissions)")
+        return f"{exc.strerror}: {target}{hint}"
+    return _message(exc)
+
+
+def _type_name(exc: BaseException) -> str:
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (so a BrokenPipeError is it)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False  # not a real file (captured output): the broken pipe was something else
+    try:
+        import select
+        poller = select.poll()
+    except (ImportError, AttributeError):  # no poll() on this platform: assume standard output
+        return True
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _silence_stdout() -> None:
+    """Point standard output at devnull, so that the interpreter's final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, ValueError, OSError):
+        pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

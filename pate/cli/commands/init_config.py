@@ -1,0 +1,152 @@
+"""`pate init-config`: an editable copy of a config that ships with pate-learn.
+
+``pate init-config NAME [--output FILE] [--force]``
+    Copy the packaged config ``NAME`` (``pate.run.config.packaged_configs``: ``digits``,
+    ``fashion-mnist``, ``mnist``, ``own-data``; ``-``/``_``, case and ``.toml`` do not matter)
+    to ``FILE`` (default: the packaged file's name, e.g. ``fashion_mnist.toml``, in the working
+    directory; a folder: that name inside it). An existing file is never overwritten without
+    ``--force``; an unknown NAME is an error that lists the packaged names.
+``pate init-config --list``
+    The packaged names, each with the first line of its comment, and where they are installed.
+
+The packaged configs can be run as they are (``pate run --config digits``); a copy is the way
+to change them -- in particular to set a relative ``[privacy] ledger`` path, which is resolved
+against the folder of the config file (for a packaged config, a folder inside the installed
+package).
+
+``packaged_name(name) -> str`` the packaged name that ``name`` means (``ConfigError`` listing
+the packaged names when there is none). ``copy_config(name, output, *, force=False) -> Path``
+writes the copy (``InputError`` when ``output`` exists and ``force`` is false) and returns its
+path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import tempfile
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "init-config",
+        help="write an editable copy of a packaged config (digits, fashion-mnist, ...)",
+        description=(
+            "Write an editable copy of a config that ships with pate-learn, to change it and run "
+            "it with `pate run --config FILE`. The packaged configs also run as they are: "
+            "`pate run --config digits`. `--list` shows them; `own-data` is a documented "
+            "template for your own data (CSV, .npz or an image folder)."))
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="a packaged config (see --list), e.g. digits, fashion-mnist, own-data")
+    p.add_argument("--output", "-o", metavar="FILE",
+                   help="where to write the copy (default: the packaged file name, e.g. "
+                        "digits.toml, in the working directory; a folder: that name inside it)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--list", action="store_true", dest="list_configs",
+                   help="list the packaged configs and exit")
+    p.set_defaults(func=run)
+
+
+def _names() -> dict:
+    from pate.run import config as C
+
+    return C.packaged_configs()
+
+
+def packaged_name(name: str) -> str:
+    """The packaged config ``name`` means (``-``/``_``, case and a ``.toml`` suffix ignored)."""
+    from pate.analysis.errors import ConfigError
+
+    shipped = _names()
+    text = str(name).strip()
+    key = text[:-len(".toml")] if text.lower().endswith(".toml") else text
+    key = key.lower().replace("_", "-")
+    if key not in shipped:
+        listed = ", ".join(shipped) or "(none found: is pate-learn installed?)"
+        raise ConfigError(f"init-config NAME: {text!r} is not a config that ships with "
+                          f"pate-learn; the packaged configs are: {listed} "
+                          "(`pate init-config --list` describes them)")
+    return key
+
+
+def _describe(entry, *, width: int = 110) -> str:
+    """The first sentence of a packaged config's opening comment, at most ``width`` characters."""
+    words: list[str] = []
+    for line in entry.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line.startswith("#") or not line.lstrip("#").strip():
+            break
+        words += line.lstrip("#").split()
+    text = " ".join(words)
+    end = re.search(r"\.\s(?!\d)", text)  # "et al. 2018" does not end the sentence
+    text = text[:end.start() + 1] if end else text
+    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
+
+
+def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
+    """Copy the packaged config ``name`` to ``output`` (see the module docstring)."""
+    from pate.analysis.errors import InputError
+
+    entry = _names()[packaged_name(name)]
+    target = pathlib.Path(entry.name) if output is None else pathlib.Path(output).expanduser()
+    if target.is_dir():
+        target = target / entry.name
+    if not target.parent.is_dir():
+        raise InputError(f"--output {target}: the folder {target.parent} does not exist; create "
+                         "it first, or choose another --output")
+    from pate.core.io import naming_write_errors
+
+    content = entry.read_bytes()
+    if not force:
+        try:
+            fh = open(target, "xb")  # exclusive: never replaces a file, even in a race
+        except FileExistsError:
+            raise InputError(f"{target} already exists: pass --force to overwrite it, or choose "
+                             "another --output") from None
+        with naming_write_errors(target):
+            try:
+                with fh:
+                    fh.write(content)
+            except BaseException:  # a full disk: no half-written config is left behind
+                target.unlink(missing_ok=True)
+                raise
+        return target
+    # --force: write a temporary file next to the target, then replace it in one step
+    with naming_write_errors(target):
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                   dir=target.parent or ".")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            pathlib.Path(tmp).unlink(missing_ok=True)
+            raise
+    return target
+
+
+def run(args: argparse.Namespace) -> int:
+    from pate.analysis.errors import ConfigError
+
+    if args.list_configs:
+        if args.name is not None or args.output is not None or args.force:
+            raise ConfigError("init-config --list takes no NAME, --output or --force")
+        shipped = _names()
+        width = max((len(n) for n in shipped), default=0)
+        for name, entry in shipped.items():
+            print(f"{name:<{width}}  {_describe(entry)}")
+        folder = next(iter(shipped.values()), None)
+        if folder is not None:
+            print(f"\ninstalled in {pathlib.Path(str(folder)).parent}; "
+                  "run one with `pate run --config NAME`, copy one with `pate init-config NAME`")
+        return 0
+    if args.name is None:
+        raise ConfigError("init-config needs NAME (a packaged config: "
+                          f"{', '.join(_names())}) or --list")
+    target = copy_config(args.name, args.output, force=args.force)
+    print(f"wrote {target} (a copy of the packaged config {packaged_name(args.name)!r}); "
+          f"edit it, then run: pate run --config {target}")
+    return 0

@@ -1,0 +1,511 @@
+"""Split the sensitive records into disjoint teacher shards.
+
+Symbols
+-------
+``Partition``
+    Frozen record of a split: ``assignment`` (N,) int64 (teacher of each record),
+    ``num_teachers``, ``mode`` ("random" | "unit"), ``seed``, ``ids_digest``
+    (sha256 of the ids used) and, in unit mode, ``unit_ids``. ``.shards`` lists the sorted
+    record indices of each teacher; ``.save(path)`` / ``Partition.load(path, ids=...)``.
+``partition_random(record_keys, *, num_teachers, rng)``
+    Each record's teacher is a keyed hash of the record's content key
+    (``pate.ledger.record_keys(x, y)``) under a random key drawn from ``rng``.
+``partition_by_unit(unit_ids, *, num_teachers, rng)``
+    Each privacy unit's (a patient's, a user's) teacher is a keyed hash of its id: all records
+    of one unit land in the same shard.
+``teacher_of(items, *, num_teachers, key)``
+    The keyed hash itself: the teacher of each item (bytes), from the item alone.
+``check_partition(partition, num_records)``
+    Proves disjointness, coverage and non-empty shards (and unit consistency); raises
+    ``PartitionError`` otherwise.
+``ids_digest(ids)``
+    The sha256 hex fingerprint of an id array **in its order**, independent of its integer
+    width / byte order: it ties a saved partition to the exact ids (and row order) it assigns.
+    It is not a dataset identity and never reaches the privacy ledger; the one dataset identity
+    (order-independent, from the records' content) is ``pate.ledger.dataset_identity``.
+
+Neighbouring relation: add or remove one record
+-----------------------------------------------
+PATE's guarantee (Papernot et al., ICLR 2017, 2018) rests on each sensitive item influencing at
+most one teacher, so that a neighbouring dataset changes at most one vote. pate-learn states
+every guarantee for *adding or removing* one record (the relation DP-SGD, Opacus and
+dp_accounting use), so the partition must be **stable** under that change: the teacher of a
+record is decided by the record alone, ``blake2b(record key, key=K) mod num_teachers``, with K a
+32-byte key drawn from the partition stream before any record is read (OS entropy, or the run's
+seed: then the split is reproducible). Adding a record puts it into one shard and moves no other
+record; removing one takes it out of its shard: exactly one teacher's training set changes, the
+number of teachers does not, and so one vote at most moves -- the histogram change every bound
+of :mod:`pate.analysis.rdp` assumes. (A split that deals a seeded permutation of the rows
+round-robin, as pate-learn did before, moves most records when one is added -- 865 of 1000 on
+digits -- so its bounds held only for replacing a record; see ``analysis.legacy_relation``.)
+Identical records share a key, hence a shard; that is still one record added or removed.
+
+With ``mode="unit"`` the hash is of the unit id: adding, removing or changing any records of one
+privacy unit changes one teacher, so the guarantee is per *unit* (user-level DP), which implies
+the record-level one. ``Partition.neighbouring_relation`` states which one holds.
+
+*Shard sizes.* A hash split is not exactly balanced: shard sizes are multinomial, about
+N/T +- sqrt(N/T) (60000 records over 250 teachers: 240 +- 15.5). The teachers already train
+on shards of unequal size (the vectorized trainer masks the short ones). A shard left empty is
+refused (``PartitionError``, "use fewer teachers"); for a fixed dataset its probability over the
+key is at most T (1 - 1/T)^N <= T exp(-N/T) -- below 1e-7 at 20 records per teacher and 50
+teachers, and the planner's minimum shard size keeps it negligible. There is no class-balanced
+("stratified") mode: dealing records class by class is not stable under adding a record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from pate.analysis.errors import PartitionError
+from pate.analysis.validation import check_choice, check_int, describe
+from pate.core.io import atomic_write_bytes
+from pate.core.rng import check_rng
+
+__all__ = ["Partition", "partition_random", "partition_by_unit", "teacher_of",
+           "check_partition", "ids_digest", "MODES", "PARTITION_FILENAME", "RELATION"]
+
+MODES = ("random", "unit")
+PARTITION_FILENAME = "partition.npz"
+#: The neighbouring relation the partition is stable under (module docstring).
+RELATION = "add-remove"
+_FORMAT_VERSION = 2  # 1: a seeded permutation dealt round-robin (replace-one only); refused
+_KEY_BYTES = 32
+
+
+# --------------------------------------------------------------------------- ids and digests
+
+def _as_ids(ids: Any, name: str) -> np.ndarray:
+    """A 1-D array of integer or string ids (no floats, no objects, no missing values)."""
+    if isinstance(ids, (str, bytes)) or ids is None:
+        raise TypeError(f"{name} must be a 1-D array of integer or string ids, got {describe(ids)}")
+    arr = np.asarray(ids)
+    if arr.size == 0 and arr.dtype.kind == "f":
+        arr = arr.astype(np.int64)  # an empty list
+    if arr.dtype == object:
+        items = arr.ravel().tolist()
+        if items and all(isinstance(x, str) for x in items):
+            arr = np.asarray(items, dtype=str).reshape(arr.shape)
+        elif items and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                           for x in items):
+            arr = np.asarray(items, dtype=np.int64).reshape(arr.shape)
+        else:
+            raise TypeError(f"{name} must hold integers or strings (not a mix), got an object "
+                            "array with other values (e.g. None or floats); map them to ids first")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one id per record), got shape {arr.shape}")
+    if np.issubdtype(arr.dtype, np.integer):
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind in "US":
+        return arr.astype(str)
+    raise TypeError(f"{name} must hold integer or string ids, got dtype {arr.dtype}; float ids are "
+                    "refused because they compare ambiguously (e.g. 1.0 vs 1.0000001)")
+
+
+def ids_digest(ids: Any) -> str:
+    """sha256 hex fingerprint of an id array *in its order* (int ids hashed as int64 little-endian,
+    str as UTF-8), used only to check that a saved partition matches its records and their order.
+    Not a dataset identity: the privacy ledger identifies data with
+    ``pate.ledger.dataset_identity(x, y)`` (order-independent, from the records' content)."""
+    arr = _as_ids(ids, "ids")
+    h = hashlib.sha256()
+    if np.issubdtype(arr.dtype, np.integer):
+        h.update(b"pate-ids:int64:%d:" % arr.size)
+        h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
+    else:
+        h.update(b"pate-ids:str:%d:" % arr.size)
+        for item in arr:
+            data = str(item).encode("utf-8")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- the record
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """A split of N sensitive records among ``num_teachers`` disjoint shards.
+
+    Attributes
+    ----------
+    assignment : (N,) int64, read-only
+        Teacher index (0..num_teachers-1) of every record.
+    num_teachers : int
+    mode : "random" | "stratified" | "unit"
+    seed : int or None
+        Seed of the run that built it (None: secure / unseeded).
+    ids_digest : str
+        sha256 hex of the ids the split was built for: the unit ids in unit mode, the record ids
+        (``arange(N)`` unless given) otherwise. ``Partition.load(path, ids=...)`` verifies it.
+    unit_ids : (N,) array or None
+        Unit id of every record (unit mode only).
+    """
+
+    assignment: np.ndarray
+    num_teachers: int
+    mode: str
+    seed: int | None
+    ids_digest: str
+    unit_ids: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        num_teachers = check_int(self.num_teachers, "num_teachers", minimum=1)
+        check_choice(self.mode, "mode", MODES)
+        if self.seed is not None:
+            check_int(self.seed, "seed", minimum=0)
+        if not isinstance(self.ids_digest, str) or len(self.ids_digest) != 64:
+            raise ValueError(f"ids_digest must be a sha256 hex string, got {describe(self.ids_digest)}")
+        assignment = np.asarray(self.assignment)
+        if assignment.ndim != 1 or not np.issubdtype(assignment.dtype, np.integer):
+            raise TypeError(f"assignment must be a 1-D integer array, got {describe(assignment)}")
+        assignment = assignment.astype(np.int64, copy=True)
+        if assignment.size and (assignment.min() < 0 or assignment.max() >= num_teachers):
+            raise PartitionError(
+                f"assignment holds teacher indices outside [0, {num_teachers}) "
+                f"(min {int(assignment.min())}, max {int(assignment.max())})")
+        assignment.setflags(write=False)
+        object.__setattr__(self, "assignment", assignment)
+        object.__setattr__(self, "num_teachers", num_teachers)
+        if self.seed is not None:
+            object.__setattr__(self, "seed", int(self.seed))
+        unit_ids = self.unit_ids
+        if self.mode == "unit" and unit_ids is None:
+            raise ValueError("unit_ids is required when mode='unit'")
+        if unit_ids is not None:
+            unit_ids = _as_ids(unit_ids, "unit_ids").copy()
+            if unit_ids.shape != assignment.shape:
+                raise ValueError(f"unit_ids must have one id per record ({assignment.size}), "
+                                 f"got {unit_ids.size}")
+            unit_ids.setflags(write=False)
+            object.__setattr__(self, "unit_ids", unit_ids)
+
+    # -- views
+    @property
+    def num_records(self) -> int:
+        return int(self.assignment.size)
+
+    @property
+    def shards(self) -> list[np.ndarray]:
+        """Sorted record indices of each teacher (a list of ``num_teachers`` int64 arrays)."""
+        order = np.argsort(self.assignment, kind="stable")
+        bounds = np.cumsum(self.shard_sizes)[:-1]
+        return [s.astype(np.int64) for s in np.split(order, bounds)]
+
+    @property
+    def shard_sizes(self) -> np.ndarray:
+        """(num_teachers,) number of records per teacher."""
+        return np.bincount(self.assignment, minlength=self.num_teachers).astype(np.int64)
+
+    @property
+    def relation(self) -> str:
+        """The neighbouring relation the split is stable under: ``"add-remove"``."""
+        return RELATION
+
+    @property
+    def neighbouring_relation(self) -> str:
+        """Which neighbouring datasets the PATE guarantee is stated for, in words."""
+        if self.mode == "unit":
+            return ("unit-level: datasets differing by the records of one privacy unit (e.g. one "
+                    "patient) added or removed; each unit's teacher is a keyed hash of its id, so "
+                    "exactly one teacher's shard changes")
+        return ("record-level: datasets differing by one record added or removed; each record's "
+                "teacher is a keyed hash of the record, so exactly one teacher's shard changes")
+
+    def summary(self) -> dict:
+        """A JSON-able description (no record-level information)."""
+        sizes = self.shard_sizes
+        out = {"mode": self.mode, "num_teachers": self.num_teachers,
+               "num_records": self.num_records, "seed": self.seed,
+               "ids_digest": self.ids_digest,
+               "shard_size_min": int(sizes.min()) if sizes.size else 0,
+               "shard_size_max": int(sizes.max()) if sizes.size else 0,
+               "relation": self.relation,
+               "neighbouring_relation": self.neighbouring_relation}
+        if self.unit_ids is not None:
+            out["num_units"] = int(np.unique(self.unit_ids).size)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Partition):
+            return NotImplemented
+        same_units = (self.unit_ids is None and other.unit_ids is None) or (
+            self.unit_ids is not None and other.unit_ids is not None
+            and np.array_equal(self.unit_ids, other.unit_ids))
+        return (self.num_teachers == other.num_teachers and self.mode == other.mode
+                and self.seed == other.seed and self.ids_digest == other.ids_digest
+                and np.array_equal(self.assignment, other.assignment) and same_units)
+
+    __hash__ = None  # mutable-looking arrays inside: not hashable
+
+    def __repr__(self) -> str:
+        return (f"Partition(mode={self.mode!r}, num_teachers={self.num_teachers}, "
+                f"num_records={self.num_records}, seed={self.seed}, "
+                f"ids_digest={self.ids_digest[:12]}...)")
+
+    # -- persistence
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the partition to ``path`` (npz) atomically: temp file + ``os.replace``."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise ValueError(f"path must end in .npz, got {str(path)!r}")
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist; create it first")
+        arrays = {
+            "format_version": np.int64(_FORMAT_VERSION),
+            "assignment": self.assignment,
+            "num_teachers": np.int64(self.num_teachers),
+            "mode": np.str_(self.mode),
+            "seed": np.int64(-1 if self.seed is None else self.seed),
+            "ids_digest": np.str_(self.ids_digest),
+        }
+        if self.unit_ids is not None:
+            arrays["unit_ids"] = self.unit_ids
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        atomic_write_bytes(path, buffer.getvalue())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, ids: Any = None) -> "Partition":
+        """Read a partition written by :meth:`save`; with ``ids`` verify it was built for them.
+
+        ``ids`` are the unit ids (unit mode) or the record ids (otherwise; ``arange(N)`` by
+        default). A mismatch raises ``PartitionError``: the data changed since the split.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no partition at {str(path)!r}; run `pate partition` first")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                fields = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise PartitionError(f"{str(path)!r} is not a readable partition file ({exc})") from None
+        required = {"format_version", "assignment", "num_teachers", "mode", "seed", "ids_digest"}
+        missing = required - set(fields)
+        if missing:
+            raise PartitionError(f"{str(path)!r} is not a partition file: missing {sorted(missing)}")
+        if int(fields["format_version"]) == 1:
+            raise PartitionError(
+                f"{str(path)!r} was written by an older pate-learn whose split (a seeded "
+                "permutation of the records) reshuffles when a record is added, so its bounds "
+                "hold for replacing a record only; this pate-learn states add/remove guarantees. "
+                "Start a new run directory (the teachers must be retrained on a stable split)")
+        if int(fields["format_version"]) != _FORMAT_VERSION:
+            raise PartitionError(f"{str(path)!r} has format version {int(fields['format_version'])}; "
+                                 f"this pate-learn reads version {_FORMAT_VERSION}")
+        seed = int(fields["seed"])
+        try:
+            partition = cls(assignment=fields["assignment"],
+                            num_teachers=int(fields["num_teachers"]),
+                            mode=str(fields["mode"]), seed=None if seed < 0 else seed,
+                            ids_digest=str(fields["ids_digest"]),
+                            unit_ids=fields.get("unit_ids"))
+        except (TypeError, ValueError) as exc:
+            raise PartitionError(f"{str(path)!r} holds an invalid partition: {exc}") from None
+        check_partition(partition, partition.num_records)
+        if ids is not None:
+            given = _as_ids(ids, "ids")
+            if given.size != partition.num_records:
+                raise PartitionError(
+                    f"ids has {given.size} entries but the partition at {str(path)!r} covers "
+                    f"{partition.num_records} records; the data changed: re-run `pate partition`")
+            digest = ids_digest(given)
+            if digest != partition.ids_digest:
+                raise PartitionError(
+                    f"the partition at {str(path)!r} was built for other ids (digest "
+                    f"{partition.ids_digest[:12]}..., given {digest[:12]}...); the data changed "
+                    "since the split: re-run `pate partition` on the current data")
+        return partition
+
+
+
+# --------------------------------------------------------------------------- checks
+
+def check_partition(partition: Partition | Sequence[Any], num_records: int) -> None:
+    """Prove that ``partition`` splits ``num_records`` records into disjoint, non-empty shards.
+
+    ``partition`` is a :class:`Partition` or a sequence of per-teacher index arrays. Raises
+    ``PartitionError`` on overlap (a record in two shards), missing or out-of-range records,
+    an empty shard, or (unit mode) a unit spread over several shards. Returns None.
+    """
+    num_records = check_int(num_records, "num_records", minimum=1)
+    if isinstance(partition, Partition):
+        assignment = partition.assignment
+        if assignment.size != num_records:
+            raise PartitionError(f"the partition covers {assignment.size} records, expected "
+                                 f"{num_records}; re-run `pate partition` on the current data")
+        sizes = partition.shard_sizes
+        if np.any(sizes == 0):
+            raise PartitionError(f"teacher {int(np.argmin(sizes))} has an empty shard; "
+                                 "use fewer teachers")
+        if partition.unit_ids is not None:
+            _check_units_whole(partition.unit_ids, assignment)
+        return None
+    if isinstance(partition, (str, bytes, np.ndarray)) or not isinstance(partition, Sequence):
+        raise TypeError("partition must be a Partition or a sequence of per-teacher index arrays, "
+                        f"got {describe(partition)}")
+    if len(partition) == 0:
+        raise PartitionError("the partition has no shards")
+    owner = np.full(num_records, -1, dtype=np.int64)
+    for t, shard in enumerate(partition):
+        idx = np.asarray(shard)
+        if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+            raise TypeError(f"shard {t} must be a 1-D integer index array, got {describe(idx)}")
+        if idx.size == 0:
+            raise PartitionError(f"shard {t} is empty; use fewer teachers")
+        if idx.min() < 0 or idx.max() >= num_records:
+            raise PartitionError(f"shard {t} holds record indices outside [0, {num_records})")
+        if np.unique(idx).size != idx.size:
+            raise PartitionError(f"shard {t} lists a record twice")
+        taken = owner[idx] >= 0
+        if np.any(taken):
+            rec = int(idx[np.argmax(taken)])
+            raise PartitionError(f"shards overlap: record {rec} is in shard {int(owner[rec])} "
+                                 f"and shard {t}; every record must go to exactly one teacher")
+        owner[idx] = t
+    if np.any(owner < 0):
+        missing = int(np.sum(owner < 0))
+        raise PartitionError(f"{missing} record(s) belong to no shard (first: record "
+                             f"{int(np.argmax(owner < 0))}); every record must be covered")
+    return None
+
+
+def _check_units_whole(unit_ids: np.ndarray, assignment: np.ndarray) -> None:
+    _, inverse = np.unique(unit_ids, return_inverse=True)
+    lo = np.full(inverse.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(inverse.max() + 1, -1, dtype=np.int64)
+    np.minimum.at(lo, inverse, assignment)
+    np.maximum.at(hi, inverse, assignment)
+    split = lo != hi
+    if np.any(split):
+        raise PartitionError(f"{int(split.sum())} privacy unit(s) are spread over several shards; "
+                             "in unit mode all records of a unit must go to one teacher")
+
+
+def _check_teachers(num_teachers: Any, available: int, what: str) -> int:
+    num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
+    if num_teachers > available:
+        raise PartitionError(f"num_teachers={num_teachers} is more than the {available} {what}; "
+                             f"every teacher needs at least one: use at most {available} teachers")
+    return num_teachers
+
+
+def _digest_for(record_ids: Any, num_records: int) -> str:
+    if record_ids is None:
+        return ids_digest(np.arange(num_records, dtype=np.int64))
+    ids = _as_ids(record_ids, "record_ids")
+    if ids.size != num_records:
+        raise ValueError(f"record_ids must have one id per record ({num_records}), got {ids.size}")
+    if np.unique(ids).size != ids.size:
+        raise ValueError("record_ids must be unique (one id per record)")
+    return ids_digest(ids)
+
+
+# --------------------------------------------------------------------------- builders
+
+def teacher_of(items: Sequence[bytes], *, num_teachers: int, key: bytes) -> np.ndarray:
+    """The teacher of each item: ``blake2b(item, key=key, digest_size=8) mod num_teachers``, an
+    (n,) int64 array. An item's teacher depends on the item and the key alone, never on the
+    other items (module docstring); the modulo bias is below num_teachers / 2**64."""
+    num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
+    if not isinstance(key, bytes) or not 16 <= len(key) <= 64:
+        raise TypeError(f"key must be 16 to 64 bytes, got {describe(key)}")
+    out = np.empty(len(items), dtype=np.uint64)
+    for i, item in enumerate(items):
+        out[i] = int.from_bytes(hashlib.blake2b(item, key=key, digest_size=8).digest(), "little")
+    return (out % np.uint64(num_teachers)).astype(np.int64)
+
+
+def _draw_key(rng: Any) -> bytes:
+    """The partition's hash key, drawn before any record is looked at."""
+    rng = check_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng.bytes(_KEY_BYTES)
+    return os.urandom(_KEY_BYTES)  # a SecureGenerator: OS entropy, like its variates
+
+
+def _check_record_keys(record_keys: Any) -> list[bytes]:
+    if isinstance(record_keys, (str, bytes)) or record_keys is None:
+        raise TypeError("record_keys must be the (N,) S16 array of pate.ledger.record_keys(x, y), "
+                        f"got {describe(record_keys)}")
+    arr = np.asarray(record_keys)
+    if arr.ndim != 1 or arr.dtype.kind != "S" or arr.size == 0:
+        raise TypeError("record_keys must be a non-empty 1-D bytes array (the S16 keys of "
+                        f"pate.ledger.record_keys(x, y)), got {describe(arr)}")
+    raw, width = np.ascontiguousarray(arr).tobytes(), arr.dtype.itemsize
+    return [raw[i:i + width] for i in range(0, len(raw), width)]
+
+
+def _unit_bytes(ids: np.ndarray) -> list[bytes]:
+    if np.issubdtype(ids.dtype, np.integer):
+        return [b"i" + int(v).to_bytes(8, "little", signed=True) for v in ids.tolist()]
+    return [b"s" + str(v).encode("utf-8") for v in ids.tolist()]
+
+
+def _no_empty_shard(assignment: np.ndarray, num_teachers: int, what: str) -> None:
+    sizes = np.bincount(assignment, minlength=num_teachers)
+    if np.any(sizes == 0):
+        per_teacher = assignment.size / num_teachers
+        suggest = max(1, assignment.size // 20)
+        raise PartitionError(
+            f"teacher {int(np.argmin(sizes))} of {num_teachers} got no {what[:-1]} (the split "
+            f"hashes each {what[:-1]} to a teacher; {per_teacher:.3g} {what} per teacher); use "
+            f"fewer teachers, e.g. num_teachers <= {suggest} for about 20 {what} each")
+
+
+def partition_random(record_keys: Any, *, num_teachers: int, rng: Any, seed: int | None = None,
+                     record_ids: Any = None) -> Partition:
+    """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under a
+    32-byte key drawn from ``rng`` -- stable under adding or removing a record (module docstring).
+
+    Parameters
+    ----------
+    record_keys : (N,) S16
+        The records' content keys, ``pate.ledger.record_keys(x, y)``.
+    num_teachers : int, 1 <= num_teachers <= N
+    rng : numpy.random.Generator or SecureGenerator (e.g. ``make_streams(seed).partition``)
+    seed : int, optional
+        Recorded in the partition (the seed the ``rng`` came from), for the audit trail.
+    record_ids : (N,) ids, optional
+        Ids of the records, for the digest (``arange(N)`` by default).
+    """
+    keys = _check_record_keys(record_keys)
+    num_records = len(keys)
+    num_teachers = _check_teachers(num_teachers, num_records, "records")
+    digest = _digest_for(record_ids, num_records)
+    _check_seed(seed)
+    assignment = teacher_of(keys, num_teachers=num_teachers, key=_draw_key(rng))
+    _no_empty_shard(assignment, num_teachers, "records")
+    return Partition(assignment=assignment, num_teachers=num_teachers, mode="random",
+                     seed=seed, ids_digest=digest)
+
+
+def partition_by_unit(unit_ids: Any, *, num_teachers: int, rng: Any,
+                      seed: int | None = None) -> Partition:
+    """Shards such that all records of one privacy unit (patient, user) go to one teacher: the
+    unit's teacher is ``teacher_of`` its id under a key drawn from ``rng``, so adding or removing
+    a unit's records changes that unit's teacher alone (module docstring). Shard sizes follow
+    the unit sizes (no balancing: balancing would move other units when one is added)."""
+    ids = _as_ids(unit_ids, "unit_ids")
+    if ids.size == 0:
+        raise ValueError("unit_ids is empty; there are no records to split")
+    units, inverse = np.unique(ids, return_inverse=True)
+    num_teachers = _check_teachers(num_teachers, units.size, "privacy units")
+    _check_seed(seed)
+    unit_teacher = teacher_of(_unit_bytes(units), num_teachers=num_teachers, key=_draw_key(rng))
+    _no_empty_shard(unit_teacher, num_teachers, "units")
+    return Partition(assignment=unit_teacher[inverse.reshape(-1)], num_teachers=num_teachers,
+                     mode="unit", seed=seed, ids_digest=ids_digest(ids), unit_ids=ids)
+
+
+def _check_seed(seed: Any) -> None:
+    if seed is not None:
+        check_int(seed, "seed", minimum=0)

@@ -1,0 +1,268 @@
+"""Explicit randomness for a PATE run: one seed, independent named streams.
+
+Symbols
+-------
+``Streams``
+    The random streams of one run. ``partition``, ``noise``, ``student`` and ``release`` are
+    generators; ``teacher_seeds(num_teachers)`` gives one integer seed per teacher (for
+    ``torch.Generator.manual_seed`` or scikit-learn's ``random_state``).
+``SecureGenerator``
+    A generator-like object whose every draw comes from the operating system's entropy pool
+    (``os.urandom``); it offers ``random``, ``normal``, ``laplace``, ``standard_normal``,
+    ``exponential`` and ``integers``.
+``make_streams(seed=None, *, secure=False)``
+    Build the ``Streams`` of a run.
+``check_rng(rng, name="rng")``
+    Validate a random generator argument (a ``numpy.random.Generator`` or a ``SecureGenerator``).
+
+Stream independence
+-------------------
+One ``numpy.random.SeedSequence(seed)`` is the root. Each stage gets a child with a *fixed*
+spawn key (``partition`` 0, ``teachers`` 1, ``noise`` 2, ``student`` 3, ``release`` 4), so the
+streams are statistically independent, never share state, and adding a stage later does not
+change the numbers of the existing ones. Teacher ``t`` uses the grandchild ``(1, t)``.
+
+Secure mode
+-----------
+``make_streams(secure=True)`` refuses a seed. Its ``noise`` and ``release`` streams are
+``SecureGenerator`` objects: uniform variates are built from 53 random bits read from
+``os.urandom`` for every draw (nothing is cached, no PRNG state exists that could be recovered
+or replayed), and normal / Laplace variates are obtained by exact transforms of those uniforms.
+The other streams (partition, teachers, student) are seeded from fresh OS entropy, so they are
+not reproducible either.
+
+Floating point: uniforms lie on a 2**-53 grid, so the inverse-CDF normal never goes beyond
+about 8.3 standard deviations (a tail of probability < 1e-16 per draw is cut off). The
+aggregators publish only the *argmax* of the noisy votes, never the noisy values themselves,
+which removes the direct channel of the low-order-bit attacks on floating-point Laplace
+sampling (Mironov, CCS 2012).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+
+from pate.analysis.validation import check_int, describe
+
+__all__ = ["Streams", "SecureGenerator", "make_streams", "check_rng", "STREAM_KEYS"]
+
+#: Fixed spawn key of each stage's child of the root ``SeedSequence``.
+STREAM_KEYS = {"partition": 0, "teachers": 1, "noise": 2, "student": 3, "release": 4}
+
+_TWO_POW_M53 = 2.0 ** -53
+
+
+def _size_tuple(size: Any) -> tuple[int, ...]:
+    if size is None:
+        return ()
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        size = (int(size),)
+    try:
+        shape = tuple(int(s) for s in size)
+    except TypeError:
+        raise TypeError(f"size must be None, an int or a tuple of ints, got {describe(size)}") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"size must be non-negative, got {shape}")
+    return shape
+
+
+class SecureGenerator:
+    """Random variates drawn from OS entropy (``os.urandom``) at every call; it has no seed.
+
+    Mirrors the subset of :class:`numpy.random.Generator` the aggregators use. Scalars are
+    returned as Python floats when ``size`` is None, arrays otherwise.
+    """
+
+    secure = True
+
+    def _uniform_open(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Uniforms on the open interval (0, 1): (k + 0.5) * 2**-53 with k uniform on 53 bits."""
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        words = np.frombuffer(os.urandom(8 * count), dtype="<u8")
+        out = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_POW_M53
+        return out.reshape(shape) if shape else out
+
+    @staticmethod
+    def _finish(values: np.ndarray, shape: tuple[int, ...]):
+        return float(values[0]) if not shape else values
+
+    def random(self, size: Any = None):
+        """Uniform on (0, 1)."""
+        shape = _size_tuple(size)
+        return self._finish(self._uniform_open(shape), shape)
+
+    def standard_normal(self, size: Any = None):
+        """N(0, 1) by the inverse normal CDF of an OS-entropy uniform."""
+        shape = _size_tuple(size)
+        return self._finish(ndtri(self._uniform_open(shape)), shape)
+
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None):
+        """N(loc, scale**2)."""
+        _check_scale(scale)
+        shape = _size_tuple(size)
+        values = loc + scale * ndtri(self._uniform_open(shape))
+        return self._finish(np.asarray(values, dtype=np.float64), shape)
+
+    def exponential(self, scale: Any = 1.0, size: Any = None):
+        """Exponential with mean ``scale`` (``-scale * log U``)."""
+        _check_scale(scale)
+        shape = _size_tuple(size)
+        values = -scale * np.log(self._uniform_open(shape))
+        return self._finish(np.asarray(values, dtype=np.float64), shape)
+
+    def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None):
+        """Laplace(loc, scale) as the difference of two independent exponentials."""
+        _check_scale(scale)
+        shape = _size_tuple(size)
+        e1 = -np.log(self._uniform_open(shape))
+        e2 = -np.log(self._uniform_open(shape))
+        values = loc + scale * (e1 - e2)
+        return self._finish(np.asarray(values, dtype=np.float64), shape)
+
+    def integers(self, low: int, high: int | None = None, size: Any = None):
+        """Uniform integers in [low, high) by rejection sampling (no modulo bias)."""
+        if high is None:
+            low, high = 0, low
+        low = check_int(low, "low")
+        high = check_int(high, "high")
+        if high <= low:
+            raise ValueError(f"high must be > low, got low={low}, high={high}")
+        shape = _size_tuple(size)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        span = high - low
+        if span > 2 ** 62:
+            raise ValueError(f"integer range too wide ({span}); use at most 2**62 values")
+        bits = max(1, (span - 1).bit_length())
+        out = np.empty(count, dtype=np.int64)
+        filled = 0
+        while filled < count:
+            need = count - filled
+            words = np.frombuffer(os.urandom(8 * 2 * need), dtype="<u8") >> np.uint64(64 - bits)
+            good = words[words < span][:need].astype(np.int64)
+            out[filled:filled + good.size] = good
+            filled += good.size
+        out += low
+        return int(out[0]) if not shape else out.reshape(shape)
+
+    def __repr__(self) -> str:
+        return "SecureGenerator(os.urandom)"
+
+
+def _check_scale(scale: Any) -> None:
+    arr = np.asarray(scale, dtype=np.float64)
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"scale must be finite and >= 0, got {describe(scale)}")
+
+
+@dataclass(frozen=True)
+class Streams:
+    """The independent random streams of one PATE run (build with :func:`make_streams`).
+
+    Attributes
+    ----------
+    seed : int or None
+        The root seed (None in secure mode).
+    secure : bool
+        Whether ``noise`` and ``release`` draw from OS entropy.
+    partition, noise, student, release
+        Generators of the partitioner, the aggregator's noise, the student's training and
+        any later noisy release (``SecureGenerator`` for noise/release in secure mode).
+    """
+
+    seed: int | None
+    secure: bool
+    partition: np.random.Generator
+    noise: Any
+    student: np.random.Generator
+    release: Any
+    _root: np.random.SeedSequence = field(repr=False)
+
+    def teacher_seeds(self, num_teachers: int) -> list[int]:
+        """One independent seed in [0, 2**32) per teacher, distinct from each other.
+
+        Teacher ``t`` gets the first 32-bit word of ``SeedSequence`` grandchild ``(1, t)``,
+        so its seed does not depend on ``num_teachers`` (teacher 3 of 10 = teacher 3 of 250).
+        2**32 is the range scikit-learn's ``random_state`` accepts; ``torch.manual_seed``
+        accepts it too.
+        """
+        num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
+        seeds: list[int] = []
+        used: set[int] = set()
+        for t in range(num_teachers):
+            child = _child(self._root, STREAM_KEYS["teachers"], t)
+            words = child.generate_state(8, np.uint32)
+            # A collision of 32-bit words has probability ~ K^2 / 2**33; skip to the next word
+            # (deterministically) so that no two teachers ever share a seed.
+            seed = next((int(w) for w in words if int(w) not in used), None)
+            if seed is None:  # pragma: no cover - probability ~ 2**-200
+                raise RuntimeError("could not derive distinct teacher seeds")
+            used.add(seed)
+            seeds.append(seed)
+        return seeds
+
+
+def _child(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key),
+                                  pool_size=root.pool_size)
+
+
+def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
+    """Build the named, independent random streams of a run from one seed.
+
+    Parameters
+    ----------
+    seed : int >= 0 or None
+        Root seed. ``None`` (not secure) draws a fresh root from OS entropy; the run is then
+        not reproducible.
+    secure : bool
+        Draw the aggregator's noise from OS entropy. A seed is refused: a reproducible noise
+        stream is one an adversary who learns the seed can replay.
+
+    Examples
+    --------
+    >>> streams = make_streams(7)
+    >>> labels_rng = streams.noise           # numpy Generator, seeded from child (2,)
+    >>> seeds = streams.teacher_seeds(3)     # three distinct ints for three teachers
+    """
+    if not isinstance(secure, (bool, np.bool_)):
+        raise TypeError(f"secure must be True or False, got {describe(secure)}")
+    if secure:
+        if seed is not None:
+            raise ValueError(
+                f"secure=True refuses a seed (got seed={describe(seed)}): secure noise is drawn "
+                "from OS entropy and cannot be replayed; drop the seed, or use secure=False "
+                "for a reproducible experiment")
+        root = np.random.SeedSequence()  # fresh OS entropy for the non-noise streams
+        return Streams(seed=None, secure=True,
+                       partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
+                       noise=SecureGenerator(),
+                       student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
+                       release=SecureGenerator(), _root=root)
+    if seed is not None:
+        seed = check_int(seed, "seed", minimum=0)
+    root = np.random.SeedSequence(seed)
+    return Streams(seed=seed, secure=False,
+                   partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
+                   noise=np.random.default_rng(_child(root, STREAM_KEYS["noise"])),
+                   student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
+                   release=np.random.default_rng(_child(root, STREAM_KEYS["release"])),
+                   _root=root)
+
+
+def check_rng(rng: Any, name: str = "rng"):
+    """Return ``rng`` if it is a ``numpy.random.Generator`` or a :class:`SecureGenerator`.
+
+    Integers, None and the legacy ``RandomState`` are refused, so that randomness is always
+    explicit and every stream comes from :func:`make_streams` or ``numpy.random.default_rng``.
+    """
+    if isinstance(rng, (np.random.Generator, SecureGenerator)):
+        return rng
+    raise TypeError(
+        f"{name} must be a numpy.random.Generator or a pate.core.rng.SecureGenerator, got "
+        f"{describe(rng)} of type {type(rng).__name__}; use make_streams(seed).noise, "
+        "make_streams(secure=True).noise or numpy.random.default_rng(seed)")

@@ -1,0 +1,170 @@
+"""``pate run``: sensitive data to a released student and a privacy report, in one command.
+
+The pipeline only sequences and resumes the stages of :mod:`pate.run.stages` (each implemented once,
+shared with the stage subcommands and the Python API) over a run directory
+(:class:`pate.run.rundir.Run`, ``runs/<name>/`` by default). Before any work it makes the plan
+(:mod:`pate.run.planner`: from the data's counts and the config only; a plan that cannot give a useful
+student is refused, naming the setting and a fix; ``plan.json``), then runs
+:func:`pate.run.stages.preflight`: the data's sizes, then the private split's identity and budget in
+the ledger (a run asking for another lifetime budget than the ledger's is refused before anything
+is written or drawn), then whether the ledger can cover the run's planned worst case -- before
+any teacher trains (:func:`pate.run.stages.check_budget_fits`).
+
+A stage that finished leaves ``stages/<stage>.json``; ``resume=True`` skips finished stages and
+continues an interrupted one from its checkpoints. What must not change on resume is
+:func:`pate.run.rundir.comparable` (the lifetime budget and the run directory's spelling may: a run
+stopped by its budget resumes after ``pate budget set`` without retraining); a refused resume
+names the first setting that differs. The aggregate stage charges the ledger before
+it writes any label, and on resume charges answers it finds pending instead of drawing new noise
+-- no query is ever answered or charged twice. Randomness: ``[run] seed`` spawns the partition,
+teacher and student streams (:mod:`pate.core.rng`); the aggregator's and the release's noise come
+from OS entropy unless ``[aggregator] noise_seed`` is set (then the run is NOT private).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+
+from pate.run import config as C
+from pate.run import planner as P
+from pate.run import rundir as R
+from pate.run import stages as S
+from pate.analysis.errors import ConfigError
+from pate.run.rundir import Run
+
+logger = logging.getLogger("pate")
+
+STAGES = R.STAGES
+#: The run's plan (:mod:`pate.run.planner`), written when the run starts.
+PLAN = "plan.json"
+FORKED_FILES, FORKED_STAGES = S.FORKED_FILES, S.FORKED_STAGES
+release_plan = S.release_plan
+
+
+class Pipeline:
+    """One run of the whole PATE pipeline (see the module docstring).
+
+    ``config`` is a validated configuration (:func:`pate.run.config.load`). ``ledger_path``
+    overrides ``[privacy] ledger``. Creating the object checks the run directory (a new one, or
+    ``resume=True`` on one made with the same config and ledger) but writes nothing; :meth:`run`
+    does the work.
+    """
+
+    def __init__(self, config: dict, *, resume: bool = False, progress: bool = True,
+                 ledger_path: str | os.PathLike | None = None, wording: str = "config") -> None:
+        #: How the plan's refusals name settings: "config" (TOML keys) or "python" (pate.fit).
+        self.wording = wording
+        if ledger_path is not None:
+            config = json.loads(json.dumps(config))
+            config["privacy"]["ledger"] = str(pathlib.Path(ledger_path).expanduser().resolve())
+        self.resume = bool(resume)
+        run_dir = C.run_directory(config)
+        if (run_dir / R.STATE).exists():
+            if not self.resume:
+                how = ("pass resume=True to continue it, or choose another run_dir="
+                       if wording == "python" else
+                       "pass --resume to continue it, or choose another --run-dir / [run] name")
+                raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
+            run = Run.open(run_dir, progress=progress)
+            recorded = run.state.get("config_comparable")
+            if not isinstance(recorded, dict) or R.comparable(recorded) != R.comparable(config):
+                raise ConfigError(_differs(run_dir, recorded, R.comparable(config),
+                                           wording=wording))
+            run.config = config  # the device may differ
+            self.ctx = run
+        else:
+            self.ctx = Run.create(config, progress=progress, run_dir=run_dir)
+
+    @property
+    def run_dir(self) -> pathlib.Path:
+        return self.ctx.run_dir
+
+    @property
+    def config(self) -> dict:
+        return self.ctx.config
+
+    @property
+    def state(self) -> dict:
+        return self.ctx.state
+
+    @property
+    def data(self):
+        return self.ctx.data
+
+    def _plan(self):
+        """The plan step (:mod:`pate.run.planner`): before the partition, from the data's counts and
+        the config alone, refused (``PlanError``) when it cannot give a useful student; logged,
+        and written to ``plan.json`` once the run starts. None once the partition is done (the
+        run's plan.json holds it)."""
+        if self.ctx.done(STAGES[0]) or (self.run_dir / PLAN).exists():
+            return None
+        plan = C.plan_for(self.config, P.facts_of(self.ctx.data), wording=self.wording)
+        P.log_plan(plan)
+        return plan
+
+    def run(self, *, until: str | None = None) -> dict:
+        """Run (or resume) every stage up to and including ``until``; returns the report dict
+        (or, with ``until`` before the report, the stage summaries)."""
+        if until is not None and until not in STAGES:
+            raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
+        last = STAGES.index(until) if until is not None else len(STAGES) - 1
+        todo = [s for s in STAGES[:last + 1] if not self.ctx.done(s)]
+        S.check_device(self.config, todo, objects=self.ctx.objects)  # before the data is read
+        plan = self._plan()
+        S.preflight(self.ctx, stages=[s for s in STAGES[:last + 1] if not self.ctx.done(s)])
+        self.ctx.start()
+        if plan is not None:
+            P.write_plan(self.run_dir / PLAN, plan)
+        results = {}
+        for stage in STAGES:
+            if self.ctx.done(stage):
+                logger.info("%s: already done, skipped", stage)
+                results[stage] = self.ctx.stage_info(stage)
+            else:
+                logger.info("%s: running", stage)
+                results[stage] = S.run_stage(self.ctx, stage)
+                logger.info("%s: done in %.1f s", stage, results[stage]["seconds"])
+            if stage == until:
+                return results
+        from pate.core.io import read_json
+
+        return read_json(self.run_dir / R.REPORT_JSON)
+
+
+def _differs(run_dir, recorded, now: dict, *, wording: str = "config") -> str:
+    """Why a config cannot resume ``run_dir``: the first key that differs, by name (a TOML key,
+    or a keyword argument with ``wording="python"``), and what works instead."""
+    python = wording == "python"
+    where = "the configuration"
+    if isinstance(recorded, dict):
+        recorded = R.comparable(recorded)
+        for table in sorted(set(recorded) | set(now)):
+            a, b = recorded.get(table, {}), now.get(table, {})
+            if a != b and isinstance(a, dict) and isinstance(b, dict):
+                key = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))[0]
+                name = C.setting(table, key, source="python" if python else None)
+                where = (f"{name} (started with {a.get(key, '(unset)')!r}, now "
+                         f"{b.get(key, '(unset)')!r})")
+                break
+    if python:
+        return (f"resume=True: {where} differs from the configuration {run_dir} was started "
+                "with (its config.json); call again with the arguments it was started with and "
+                f"resume=True (or `pate run --run-dir {run_dir} --resume` in a shell), or start "
+                "a new run (another run_dir=, or pate.run.pipeline.fork_run to keep its teachers)")
+    return (f"--resume: {where} differs from the configuration {run_dir} was started with (its "
+            f"config.json); continue it as it was with `pate run --run-dir {run_dir} --resume`, "
+            "or start a new run (another --run-dir / [run] name, or fork_run to keep its "
+            "teachers)")
+
+
+def fork_run(source, config: dict) -> pathlib.Path:
+    """Start a new run directory (``config``'s) from a finished run's partition, teachers and
+    votes, with its own run id and its own ledger charges (see :func:`pate.run.stages.fork`).
+
+    For experiments that vary only what comes after the votes (aggregator, budget, release,
+    student): finish it with ``Pipeline(config, resume=True).run()``.
+    """
+    return S.fork(source, config)

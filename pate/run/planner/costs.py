@@ -1,0 +1,87 @@
+"""What a plan costs and buys: the worst-case epsilon of n answers, the answers a budget
+buys at fixed noise, the noise calibrated for n queries, the voters and the argmax noise
+of a mechanism (reads the config and the mechanism spec only)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+from pate.analysis.errors import ConfigError
+
+
+def release_rdp(config: dict, spec, params: dict, grid):
+    from pate import analysis
+
+    priv = config["privacy"]
+    if not (bool(priv.get("release", True)) and spec.release_params(params) is not None):
+        return None
+    return analysis.gnss_rdp_curve(beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"],
+                                   orders=grid)
+
+
+def worst_eps(config: dict, spec, params: dict, n: int, grid) -> float:
+    """The data-independent eps of ``n`` asked queries, all answered (with the release)."""
+    from pate.analysis.rdp import eps_from_rdp
+
+    orders = grid
+    rdp = n * spec.worst_case_query_rdp(params, orders=orders)
+    extra = release_rdp(config, spec, params, grid)
+    if extra is not None:
+        rdp = rdp + extra
+    return float(eps_from_rdp(rdp, orders=orders, delta=config["privacy"]["delta"],
+                              conversion=config["privacy"]["conversion"])[0])
+
+
+def answers_fixed(config: dict, spec, params: dict, budget: float, cap: int, grid) -> int:
+    """How many queries, all answered, fixed noise ``params`` buys within ``budget`` (<= cap)."""
+    if cap <= 0 or worst_eps(config, spec, params, 1, grid) > budget:
+        return 0
+    lo, hi = 1, cap
+    if worst_eps(config, spec, params, hi, grid) <= budget:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if worst_eps(config, spec, params, mid, grid) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def calibrated_noise(config: dict, queries: int, calibration) -> dict | None:
+    """The ``"auto"`` noise of ``config`` calibrated for ``queries`` (pate.run.config.calibration),
+    None when the target is unreachable."""
+    trial = copy.deepcopy(config)
+    trial["aggregator"]["queries"] = int(queries)
+    if trial["aggregator"].get("threshold") == "auto":
+        trial["aggregator"]["threshold"] = 1.0  # set after the teachers; calibration ignores it
+    try:
+        return calibration(trial)["calibrated"]
+    except ConfigError:
+        return None
+
+
+def voters_of(spec, num_teachers, params) -> float | None:
+    if spec.kind.reads_private_records:
+        return float(params["k"]) if "k" in spec.param_names and is_number(params.get("k")) else None
+    return float(num_teachers) if num_teachers else None
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def argmax_std(spec, params: dict) -> tuple[str, float] | None:
+    """(name, std) of the noise on the vote counts' argmax."""
+    if "sigma2" in spec.param_names and is_number(params.get("sigma2")):
+        return "sigma2", float(params["sigma2"])
+    if spec.kind.trains_teachers and "sigma" in spec.param_names and is_number(params.get("sigma")):
+        return "sigma", float(params["sigma"])
+    if "scale" in spec.param_names and is_number(params.get("scale")):
+        return "scale", math.sqrt(2.0) * float(params["scale"])
+    return None
+
+
+# ------------------------------------------------------------------------------ the plan
+

@@ -1,0 +1,181 @@
+"""The plan's data: the planner's constants (module :mod:`pate.run.planner` gives their
+sources), how a setting is named in the caller's words, :class:`PlanError`, the
+non-private :class:`Facts` a plan reads and the :class:`Plan` it returns."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import numpy as np
+
+from pate.analysis.errors import ConfigError
+
+logger = logging.getLogger("pate")
+
+#: Refused above: the argmax noise std relative to the voters (rule 1).
+DROWNING_NOISE = 0.5
+#: What the planner aims at when it chooses teachers and queries (rule 1).
+TARGET_NOISE = 0.2
+#: Refused above: Confident GNMax's sigma1 relative to the teachers (rule 1).
+DROWNING_CHECK_NOISE = 2.0
+#: Refused below: private records per teacher per class (rule 2).
+MIN_RECORDS_PER_CLASS = 2
+#: The planner's preference when it chooses the number of teachers (rule 2).
+TARGET_RECORDS_PER_CLASS = 5
+#: Refused below: worst-case answers per class the budget buys (rule 3).
+MIN_LABELS_PER_CLASS = 10
+#: Warned below; what the planner aims at (rule 3).
+TARGET_LABELS_PER_CLASS = 50
+#: The most teachers the planner chooses by itself.
+MAX_TEACHERS = 1000
+#: The numbers of teachers the planner considers.
+TEACHER_GRID = (5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 250, 300, 400, 500, 750, 1000)
+#: Confident GNMax's threshold when the planner sets it: 0.8 x teachers ([P18] MNIST: 200 of 250).
+THRESHOLD_FRACTION = 0.8
+#: What ``mechanism = "auto"`` becomes with calibrated noise (a fixed rule, see the module
+#: docstring).
+AUTO_MECHANISM = "gnmax"
+#: What ``mechanism = "auto"`` becomes with a target when the user left the teachers open too
+#: (teacher model "auto", number of teachers open): one class-means release (module docstring).
+AUTO_NO_TEACHERS = "class-means"
+#: What ``pate.fit``'s ``mechanism="auto"`` becomes without ``target_eps`` (noise given).
+FIXED_NOISE_MECHANISM = "confident-gnmax"
+
+#: How a setting is named to the caller: keyword arguments in Python, TOML keys in a config.
+_CONFIG_NAMES = {"num_teachers": "[partition] num_teachers", "queries": "[aggregator] queries",
+                 "target_eps": "[aggregator] target_eps", "budget_eps": "[privacy] budget_eps",
+                 "mechanism": "[aggregator] mechanism", "delta": "[privacy] delta",
+                 "release": "[privacy] release", "smoke_test": "[run] smoke_test"}
+
+
+def setting_name(key: str, wording: str) -> str:
+    """``num_teachers=`` (wording "python") or ``[partition] num_teachers`` ("config")."""
+    if wording == "python":
+        return f"{key}="
+    return _CONFIG_NAMES.get(key, f"[aggregator] {key}")
+
+
+def assignment_text(key: str, value: float, wording: str) -> str:
+    """How to write ``key`` set to a (rounded up) number, in the caller's wording."""
+    shown = f"{value:.3g}"
+    return f"{key}={shown}" if wording == "python" else f"{setting_name(key, wording)} = {shown}"
+
+
+def setting_text(key: str, value: Any, wording: str) -> str:
+    if wording == "python":
+        return f"{key}={value!r}"
+    shown = f'"{value}"' if isinstance(value, str) else f"{value:g}" if isinstance(value, float) \
+        else str(value).lower() if isinstance(value, bool) else value
+    return f"{setting_name(key, wording)} = {shown}"
+
+
+class PlanError(ConfigError):
+    """A plan that cannot give a useful student: ``setting`` names what to change (in the
+    caller's wording), ``fix`` says to what; the message holds both."""
+
+    def __init__(self, message: str, *, setting: str, fix: str, plan: "Plan | None" = None):
+        super().__init__(f"{message}. Fix: {fix}")
+        self.setting = setting
+        self.fix = fix
+        self.plan = plan
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """The non-private facts a plan is made from (see the module docstring)."""
+
+    private_records: int
+    classes: int
+    public_items: int
+    input_shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("private_records", "classes", "public_items"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ConfigError(f"plan facts: {name} must be a count >= 0, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
+
+    @property
+    def kind(self) -> str:
+        """"image" (channels x height x width) or "tabular" (anything else, flattened)."""
+        return "image" if len(self.input_shape) == 3 else "tabular"
+
+
+def facts_of(data) -> Facts:
+    """The facts of a loaded :class:`pate.teachers.data.PateData`: its split sizes, declared
+    class count and input shape (no record is read)."""
+    return Facts(private_records=len(data.private), classes=int(data.num_classes),
+                 public_items=len(data.public), input_shape=tuple(data.input_shape))
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a run will do and what to expect (see the module docstring)."""
+
+    facts: Facts
+    mechanism: str
+    num_teachers: int | None
+    queries: int
+    noise: dict
+    relative_noise: dict
+    records_per_teacher: float | None
+    answers: int
+    guarantee_eps: float | None
+    delta: float
+    budget_eps: float
+    target_eps: float | None
+    release: bool
+    remaining_eps: float | None
+    filled: dict
+    checked: tuple[str, ...]
+    warnings: tuple[str, ...]
+    usable: bool = True
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["facts"] = dict(out["facts"], kind=self.facts.kind, input_shape=list(self.facts.input_shape))
+        out["checked"], out["warnings"] = list(self.checked), list(self.warnings)
+        return out
+
+    def lines(self) -> list[str]:
+        """The plan in plain words, one line each (what ``pate plan`` prints)."""
+        f = self.facts
+        shape = "x".join(map(str, f.input_shape))
+        out = [f"data        {f.private_records} private records, {f.public_items} public items, "
+               f"{f.classes} classes, {f.kind} inputs ({shape})"]
+        mech = self.mechanism + (f", {self.num_teachers} teachers" if self.num_teachers else "")
+        out.append(f"mechanism   {mech}")
+        if self.records_per_teacher is not None:
+            out.append(f"shards      {self.records_per_teacher:.0f} private records per teacher "
+                       f"({self.records_per_teacher / max(f.classes, 1):.1f} per class)")
+        if self.noise:
+            out.append("noise       " + ", ".join(f"{k} = {v:.4g}" for k, v in self.noise.items()))
+        if self.relative_noise:
+            out.append("relative    " + ", ".join(f"{k} = {v:.3g}" for k, v in self.relative_noise.items())
+                       + f" (argmax noise refused above {DROWNING_NOISE:g}, planned at "
+                         f"{TARGET_NOISE:g}; sigma1 refused above {DROWNING_CHECK_NOISE:g})")
+        out.append(f"queries     {self.queries} public items asked; the budget buys at least "
+                   f"{self.answers} answers (worst case: every asked query answered)")
+        target = f", target eps = {self.target_eps:g}" if self.target_eps is not None else ""
+        guarantee = (f"eps <= {self.guarantee_eps:.4g}" if self.guarantee_eps is not None
+                     else "stops at the budget")
+        out.append(f"guarantee   {guarantee} at delta = {self.delta:g} (budget eps = "
+                   f"{self.budget_eps:g}{target}; sanitized release "
+                   f"{'on' if self.release else 'off'})")
+        if self.remaining_eps is not None:
+            out.append(f"ledger      eps = {self.remaining_eps:.4g} left for these records")
+        for key, item in self.filled.items():
+            out.append(f"chosen      {key} = {item['value']}: {item['why']}")
+        for line in self.checked:
+            out.append(f"checked     {line}")
+        for line in self.warnings:
+            out.append(f"WARNING     {line}")
+        return out
+
+
+# ------------------------------------------------------------------------------ arithmetic
+

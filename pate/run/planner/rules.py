@@ -1,0 +1,617 @@
+"""The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
+the rest (module :mod:`pate.run.planner` lists every rule and its source), and the helpers
+of the plan step (``needs_plan``, ``probe``, ``plan_for``, ``ledger_remaining``, ...)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+
+from pate import mechanisms
+from pate.analysis.errors import ConfigError
+from pate.run.planner.costs import (answers_fixed, argmax_std, calibrated_noise, is_number,
+                                voters_of, worst_eps)
+from pate.run.planner.model import (AUTO_MECHANISM, AUTO_NO_TEACHERS, DROWNING_CHECK_NOISE,
+                                DROWNING_NOISE, Facts, MAX_TEACHERS, MIN_LABELS_PER_CLASS,
+                                MIN_RECORDS_PER_CLASS, Plan, PlanError, TARGET_LABELS_PER_CLASS,
+                                TARGET_NOISE, TARGET_RECORDS_PER_CLASS, TEACHER_GRID,
+                                THRESHOLD_FRACTION, assignment_text, setting_name, setting_text)
+
+logger = logging.getLogger("pate")
+
+
+def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str = "config",
+                remaining_eps: float | None = None) -> tuple[dict, Plan]:
+    """Fill in what ``config`` (normalised: :func:`pate.run.config.normalize`) leaves open and check
+    the rest against ``facts``; returns ``(filled config, plan)`` or raises :class:`PlanError`.
+    ``wording`` ("python" or "config") is how errors name settings. The config is not modified.
+    ``calibration`` and ``orders`` are :func:`pate.run.config.calibration` and
+    :func:`pate.run.config.orders` (the config layer passes them: :func:`pate.run.config.plan_config`;
+    this module never imports it), so the noise is calibrated exactly as the run will."""
+    if wording not in ("python", "config"):
+        raise ValueError(f"wording must be 'python' or 'config', got {wording!r}")
+    planning = _Planning(config, facts, calibration=calibration, orders=orders, wording=wording,
+                         remaining_eps=remaining_eps)
+    planning.choose_mechanism()
+    planning.set_budget()
+    planning.choose_teachers_and_queries()
+    planning.check()
+    return planning.finish()
+
+
+# the noise parameter a relative-noise label ("sigma/teachers", "sqrt(2) scale/k") names
+_STD_KEY = {"sigma2": "sigma2", "sigma": "sigma", "scale": "scale"}
+
+
+class _Planning:
+    """The state :func:`plan_config` shares between its phases (the mechanism, the budget, the
+    teachers and queries, the checks, the plan), one method per phase in that order. It works
+    on a deep copy of the config; ``problems`` collects the refusals of the checks."""
+
+    def __init__(self, config: dict, facts: Facts, *, calibration, orders, wording: str,
+                 remaining_eps: float | None) -> None:
+        config = copy.deepcopy(config)
+        config.pop("planned", None)
+        self.config, self.facts, self.wording = config, facts, wording
+        self.calibration, self.remaining_eps = calibration, remaining_eps
+        self.order_grid = orders(config)
+        self.agg, self.priv = config["aggregator"], config["privacy"]
+        self.part = config.setdefault("partition", {})
+        self.smoke = bool(config["run"].get("smoke_test", False))
+        self.filled: dict[str, dict] = {}
+        self.checked: list[str] = []
+        self.warnings: list[str] = []
+        self.problems: list[PlanError] = []
+        self.target = self.agg.get("target_eps")
+        self.teachers: int | None = None
+        self.voters: float | None = None
+
+    def refuse(self, message: str, key: str, fix: str) -> None:
+        self.problems.append(PlanError(message, setting=setting_name(key, self.wording), fix=fix))
+
+    # ------------------------------------------------------------------ the mechanism
+
+    def choose_mechanism(self) -> None:
+        """``mechanism = "auto"`` resolved (:func:`auto_mechanism`), the spec, and which noise is
+        calibrated."""
+        agg, wording = self.agg, self.wording
+        if agg["mechanism"] == "auto":
+            self._choose_auto_mechanism()
+        spec = self.spec = mechanisms.get(agg["mechanism"])
+        if spec.needs_student:
+            raise ConfigError(f"{setting_text('mechanism', spec.name, wording)} needs the student's "
+                              "predictions on every query; a run cannot plan it")
+        if _open_threshold(spec, agg):
+            agg["threshold"] = "auto"
+        self.params = {k: agg[k] for k in spec.param_names if k in agg}
+        # the noise is calibrated to the target; an open threshold is filled in from the voters
+        # (noise_for), never calibrated
+        self.calibrated = any(v == "auto" for k, v in self.params.items() if k != "threshold")
+
+    def _choose_auto_mechanism(self) -> None:
+        """What ``mechanism = "auto"`` becomes (needs a target), with why, in ``filled``."""
+        agg, wording = self.agg, self.wording
+        if self.target is None:
+            raise PlanError(f"{setting_text('mechanism', 'auto', wording)} chooses the mechanism and "
+                            "calibrates its noise to a target", setting=setting_name("target_eps", wording),
+                            fix=f"give {setting_name('target_eps', wording)} (the epsilon this run may "
+                                "spend), or name a mechanism with its noise")
+        chosen = auto_mechanism(self.config)
+        agg["mechanism"] = chosen
+        spec = mechanisms.get(chosen)
+        for key in spec.calibrated:
+            agg.setdefault(key, "auto")
+        if chosen == AUTO_NO_TEACHERS:
+            self.part.pop("num_teachers", None)  # no teachers: nothing to split them by
+            why = ("mechanism \"auto\" with a target and no teachers asked for: one class-means "
+                   "release labels every public item for the whole target (no per-query cost); "
+                   "name a teacher model or num_teachers for teacher votes (GNMax)")
+        else:
+            why = ("mechanism \"auto\" with a target and teachers asked for: GNMax, noise "
+                   "calibrated to target_eps for every asked query (a threshold check would "
+                   "discard answers already paid for)")
+        self.filled["mechanism"] = {"value": chosen, "why": why}
+
+    # ------------------------------------------------------------------ the budget
+
+    def set_budget(self) -> None:
+        """The budget and the epsilon this plan may spend, and the label counts it aims at."""
+        target, remaining_eps, facts = self.target, self.remaining_eps, self.facts
+        # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
+        # the ledger has left for it; else the ledger's budget applies, checked before any training
+        # (pate.run.stages.check_budget_fits) -- the plan then assumes no limit of its own
+        budget = self.priv.get("budget_eps")
+        self.budget = float(budget if budget is not None else target if target is not None
+                            else remaining_eps if remaining_eps is not None else math.inf)
+        self.eps_plan = float(target) if target is not None else self.budget
+        if remaining_eps is not None and remaining_eps < self.eps_plan:
+            self.warnings.append(f"the ledger has eps = {remaining_eps:.4g} left for these records, less "
+                                 f"than the {self.eps_plan:g} this plan may spend: the run stops when it "
+                                 "is spent")
+            if not self.calibrated:
+                self.eps_plan = float(remaining_eps)
+        self.n_pub, self.classes = facts.public_items, max(facts.classes, 2)
+        self.need = MIN_LABELS_PER_CLASS * self.classes
+        self.want = TARGET_LABELS_PER_CLASS * self.classes
+        self.user_queries = self.agg.get("queries") if is_number(self.agg.get("queries")) else None
+        self.cap = min(int(self.user_queries), self.n_pub) if self.user_queries is not None else self.n_pub
+        self.t_most = max(1, min(MAX_TEACHERS,
+                                 facts.private_records // (MIN_RECORDS_PER_CLASS * self.classes)))
+
+    # ------------------------------------------------------------------ noise at a query count
+
+    def noise_for(self, queries: int, voters: float | None) -> dict | None:
+        """The final noise parameters for ``queries`` (calibrated or as given)."""
+        out = dict(self.params)
+        if self.calibrated:
+            cal = calibrated_noise(self.config, queries, self.calibration)
+            if cal is None:
+                return None
+            out.update(cal)
+        if "threshold" in out and out["threshold"] == "auto" and voters:
+            out["threshold"] = THRESHOLD_FRACTION * voters
+        return out
+
+    def relative(self, noise: dict | None, voters: float | None) -> float:
+        """The argmax noise's standard deviation over ``voters`` (inf when there is none)."""
+        got = argmax_std(self.spec, noise or {})
+        return math.inf if got is None or not voters else got[1] / voters
+
+    def queries_at(self, voters: float, level: float) -> int:
+        """The most queries (<= cap) whose calibrated noise stays at ``level`` x voters."""
+        if not self.calibrated:
+            return self.cap
+        if self.relative(self.noise_for(1, voters), voters) > level:
+            return 0
+        lo, hi = 1, self.cap
+        if self.relative(self.noise_for(hi, voters), voters) <= level:
+            return hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.relative(self.noise_for(mid, voters), voters) <= level:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    # ------------------------------------------------------------------ teachers and queries
+
+    def choose_teachers_and_queries(self) -> None:
+        """The teachers (voters), the queries, the final noise and the worst-case answers."""
+        if self.spec.kind.releases_once:
+            self._plan_single_release()
+        else:
+            self._plan_votes()
+        if self.queries > self.n_pub:
+            self.queries = self.n_pub
+        self.agg["queries"] = self.queries
+
+    def _plan_single_release(self) -> None:
+        """Class-means: one release labels every public item."""
+        wording = self.wording
+        self.queries = self.cap
+        if self.user_queries is None:
+            self.filled["queries"] = {"value": self.queries, "why": "every public item: one release "
+                                                                    "labels them all at no further cost"}
+        noise = self.noise_for(self.queries, None)
+        if noise is None:
+            raise PlanError(f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at this "
+                            "delta", setting=setting_name("target_eps", wording),
+                            fix=f"raise {setting_name('target_eps', wording)}")
+        self.noise = noise
+        self.answers = self.queries
+        self.voters = None
+        _plan_table_front_end(self.config, self.facts, noise, self.filled)
+
+    def _plan_votes(self) -> None:
+        """Teacher votes (or Private-kNN neighbours): voters, threshold, queries, noise, answers."""
+        spec, params, wording = self.spec, self.params, self.wording
+        if spec.kind.reads_private_records:
+            self.voters = voters_of(spec, None, params)
+        else:
+            user_t = self.part.get("num_teachers")
+            if is_number(user_t):
+                self.teachers = int(user_t)
+            else:
+                self._choose_num_teachers()
+            self.voters = float(self.teachers)
+        voters = self.voters
+        if "threshold" in params and params["threshold"] in (None, "auto") and voters:
+            self.agg["threshold"] = params["threshold"] = THRESHOLD_FRACTION * voters
+            self.filled["threshold"] = {"value": params["threshold"],
+                                        "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. "
+                                               "2018: 200 of 250)"}
+        self._choose_queries()
+        noise = self.noise_for(self.queries, voters)
+        if noise is None:
+            raise PlanError(f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at "
+                            f"delta = {self.priv['delta']:g}", setting=setting_name("target_eps", wording),
+                            fix=f"raise {setting_name('target_eps', wording)}")
+        self.noise = noise
+        self.answers = self.queries if self.calibrated else answers_fixed(
+            self.config, spec, spec.validate(noise), self.eps_plan, self.queries, self.order_grid)
+
+    def _choose_num_teachers(self) -> None:
+        """The fewest teachers from :data:`TEACHER_GRID` whose noise stays at :data:`TARGET_NOISE`
+        (the module docstring's ``num_teachers`` filling rule)."""
+        facts, classes, params, cap = self.facts, self.classes, self.params, self.cap
+        t_max = self.t_most
+        grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
+        preferred = [t for t in grid
+                     if facts.private_records / t >= TARGET_RECORDS_PER_CLASS * classes]
+        chosen, why = None, ""
+        for t in grid:
+            if self.calibrated:
+                if self.queries_at(t, TARGET_NOISE) >= min(self.want, cap):
+                    chosen = t
+                    why = (f"the fewest teachers (largest shards) whose budget buys "
+                           f"{min(self.want, cap)} answers at noise {TARGET_NOISE:g} x teachers")
+                    break
+            else:
+                std = argmax_std(self.spec, params)
+                if std is not None and std[1] / t <= TARGET_NOISE:
+                    chosen = t
+                    why = (f"the fewest teachers whose votes the fixed noise "
+                           f"{std[0]} = {params[std[0]]:g} does not drown "
+                           f"(<= {TARGET_NOISE:g} x teachers)")
+                    break
+        if chosen is None:
+            chosen = grid[-1]
+            why = (f"the most teachers the {facts.private_records} private records allow "
+                   f"({MIN_RECORDS_PER_CLASS} per class each, at most {MAX_TEACHERS}); "
+                   "fewer would drown their votes")
+        elif chosen not in preferred and preferred:
+            self.warnings.append(f"{chosen} teachers see {facts.private_records / chosen:.0f} "
+                                 f"records each (< {TARGET_RECORDS_PER_CLASS} per class): weak "
+                                 "teachers; a larger budget would allow fewer")
+        self.teachers = chosen
+        self.part["num_teachers"] = chosen
+        self.filled["num_teachers"] = {"value": chosen, "why": why}
+
+    def _choose_queries(self) -> None:
+        """The queries asked: as given, else the most the noise allows, else every public item."""
+        voters, cap, need = self.voters, self.cap, self.need
+        if self.user_queries is None and self.calibrated and voters:
+            queries = self.queries_at(voters, TARGET_NOISE)
+            why = (f"the most public items whose calibrated noise stays at {TARGET_NOISE:g} x "
+                   "voters (asking all would drown the votes)")
+            if queries < min(need, cap):
+                queries = min(need, cap)
+                why = (f"{MIN_LABELS_PER_CLASS} per class: fewer would not teach a student; the "
+                       "noise is then above the planned level")
+            queries = max(queries, 1)
+            self.filled["queries"] = {"value": queries, "why": why}
+        elif self.user_queries is None:
+            queries = cap
+            self.filled["queries"] = {"value": queries, "why": "every public item, asked in order "
+                                                               "until the budget is spent"}
+        else:
+            queries = cap
+        self.queries = queries
+
+    # ------------------------------------------------------------------ checks
+
+    def check(self) -> None:
+        """Every check (the module docstring's rules 1 to 3); refusals go to ``problems``."""
+        teachers = self.teachers
+        self.records = self.facts.private_records / teachers if teachers else None
+        self.rel = self._relative_noise()
+        if teachers:
+            self._check_shards()
+        self._check_noise()
+        self._check_threshold_noise()
+        if not self.spec.kind.releases_once:
+            self._check_answers()
+
+    def _relative_noise(self) -> dict[str, float]:
+        """The noise's standard deviations over the voters, by label ("sigma/teachers", ...)."""
+        rel: dict[str, float] = {}
+        voters, spec, noise = self.voters, self.spec, self.noise
+        if voters:
+            who = "teachers" if self.teachers else "k"
+            got = argmax_std(spec, noise)
+            if got is not None:
+                shown = "sqrt(2) scale" if got[0] == "scale" else got[0]
+                rel[f"{shown}/{who}"] = got[1] / voters
+            if "sigma1" in spec.param_names and is_number(noise.get("sigma1")):
+                rel[f"sigma1/{who}"] = float(noise["sigma1"]) / voters
+        return rel
+
+    def _check_shards(self) -> None:
+        """Rule 2: shards large enough to learn."""
+        teachers, records, classes, wording = self.teachers, self.records, self.classes, self.wording
+        private_records = self.facts.private_records
+        least = MIN_RECORDS_PER_CLASS * classes
+        if teachers > private_records:
+            self.refuse(f"{setting_text('num_teachers', teachers, wording)} exceeds the "
+                        f"{private_records} private records", "num_teachers",
+                        f"{assignment_text('num_teachers', max(1, private_records // least), wording)} or "
+                        "fewer, or leave it out and the planner chooses")
+        elif records < least:
+            t_ok = max(1, private_records // least)
+            self.refuse(f"{teachers} teachers leave {records:.1f} private records per teacher "
+                        f"({records / classes:.2f} per class for {classes} classes): shards too small "
+                        f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)", "num_teachers",
+                        f"{assignment_text('num_teachers', t_ok, wording)} or fewer for "
+                        f"{private_records} private records, or leave it out and the planner "
+                        "chooses, or bring more private records")
+        else:
+            self.checked.append(f"{records:.0f} records per teacher >= {least} "
+                                f"({MIN_RECORDS_PER_CLASS} per class)")
+
+    def _check_noise(self) -> None:
+        """Rule 1: the argmax noise must not drown the votes."""
+        main = next((k for k in self.rel if not k.startswith("sigma1")), None)
+        if main is None:
+            return
+        level = self.rel[main]
+        if level > DROWNING_NOISE:
+            key = main.split("/")[0].replace("sqrt(2) ", "")
+            if self.calibrated:
+                self._refuse_drowning_calibrated(main, level, key)
+            else:
+                good = TARGET_NOISE * self.voters / (math.sqrt(2) if key == "scale" else 1)
+                self.refuse(f"{setting_text(key, float(self.noise[key]), self.wording)} is {main} = "
+                            f"{level:.3g}: it drowns the votes (refused above {DROWNING_NOISE:g})", key,
+                            f"{assignment_text(key, good, self.wording)} ({TARGET_NOISE:g} x "
+                            f"{self.voters:g} voters), or more voters")
+        else:
+            self.checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
+            if level > TARGET_NOISE + 1e-9:
+                self.warnings.append(f"noise {main} = {level:.3g} is above the planned "
+                                     f"{TARGET_NOISE:g}: expect many answered labels to differ from "
+                                     "the plurality vote")
+
+    def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
+        """Rule 1 with calibrated noise: the refusal names the target and what would work."""
+        spec, voters, queries, wording = self.spec, self.voters, self.queries, self.wording
+        ok = dict(self.noise)
+        ok[_STD_KEY.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
+        if "sigma1" in ok and self.params.get("sigma1") == "auto":
+            ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
+        eps_needed = worst_eps(self.config, spec, spec.validate(ok), queries, self.order_grid)
+        fewer = self.queries_at(voters, DROWNING_NOISE)
+        more = "" if spec.kind.reads_private_records or self.teachers >= self.t_most else (
+            f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
+            "1/teachers^2 as much at the same relative noise) if the private records allow")
+        fewer_text = (f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
+                      if fewer >= self.need else "")
+        self.refuse(f"the noise calibrated for {queries} queries at "
+                    f"{setting_text('target_eps', self.eps_plan, wording)} is {main} = {level:.3g}: it "
+                    f"drowns the votes (refused above {DROWNING_NOISE:g})", "target_eps",
+                    f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}" + more
+                    + ("" if spec.kind.reads_private_records else
+                       f", or {setting_text('mechanism', 'class-means', wording)} (one release "
+                       "labels every public item, no cost per query)"))
+
+    def _check_threshold_noise(self) -> None:
+        """Rule 1 for Confident GNMax's threshold check: not a coin flip."""
+        rel, wording = self.rel, self.wording
+        s1 = next((k for k in rel if k.startswith("sigma1")), None)
+        if s1 is None:
+            return
+        if rel[s1] > DROWNING_CHECK_NOISE:
+            key = "target_eps" if self.params.get("sigma1") == "auto" else "sigma1"
+            self.refuse(f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin "
+                        f"flip (refused above {DROWNING_CHECK_NOISE:g})", key,
+                        f"{assignment_text('sigma1', 0.6 * self.voters, wording)} (0.6 x voters, "
+                        "Papernot et al. 2018)" if key == "sigma1" else
+                        f"a larger {setting_name('target_eps', wording)} or fewer queries")
+        else:
+            self.checked.append(f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}")
+
+    def _check_answers(self) -> None:
+        """Rule 3: enough worst-case answers to teach a student."""
+        need, classes, answers, wording = self.need, self.classes, self.answers, self.wording
+        if self.n_pub < need:
+            self.refuse(f"{self.n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per "
+                        f"class for {classes} classes", "queries", f"bring at least {need} public items")
+        elif answers < need:
+            user_queries = self.user_queries
+            if user_queries is not None and user_queries < need:
+                self.refuse(f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels "
+                            f"than {MIN_LABELS_PER_CLASS} per class for {classes} classes", "queries",
+                            f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
+                            "planner chooses")
+            else:
+                key = "target_eps" if self.target is not None else "budget_eps"
+                ok = dict(self.noise)
+                eps_needed = worst_eps(self.config, self.spec, self.spec.validate(ok), need,
+                                       self.order_grid)
+                self.refuse(f"the budget ({setting_text(key, self.eps_plan, wording)}) buys {answers} "
+                            f"answers in the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for "
+                            f"{classes} classes", key,
+                            f"{assignment_text(key, eps_needed, wording)} or more, or "
+                            f"{setting_text('mechanism', 'class-means', wording)} (one release labels "
+                            "every public item)")
+        else:
+            self.checked.append(f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)")
+            if answers < min(self.want, self.n_pub):
+                self.warnings.append(f"the budget guarantees {answers} answers (worst case; more "
+                                     "when a threshold check declines queries), fewer than "
+                                     f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
+                                     "may be weak unless it also learns from the unlabelled public "
+                                     "items; a larger eps buys more")
+
+    # ------------------------------------------------------------------ the plan
+
+    def finish(self) -> tuple[dict, Plan]:
+        """``(filled config, plan)``, or the first refusal (with the others in its fix)."""
+        plan = self._plan()
+        problems = self.problems
+        if problems and not self.smoke:
+            first = problems[0]
+            more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""
+            message = str(first)[:-len(f". Fix: {first.fix}")]
+            raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
+        self.config["planned"] = {"filled": self.filled}
+        return self.config, plan
+
+    def _plan(self) -> Plan:
+        """The :class:`Plan` of what was chosen and checked (usable when nothing was refused)."""
+        spec, noise, answers, target = self.spec, self.noise, self.answers, self.target
+        clean = spec.validate(noise) if all(is_number(v) for v in noise.values()) else noise
+        guarantee = worst_eps(self.config, spec, clean, answers, self.order_grid) if answers and all(
+            is_number(v) for v in clean.values()) and not spec.kind.releases_once else None
+        if spec.kind.releases_once and self.calibrated:
+            guarantee = self.eps_plan
+        numeric = all(is_number(v) for v in clean.values())
+        releases = bool(self.priv.get("release", True)) and (
+            not numeric or spec.release_params(clean) is not None)
+        return Plan(facts=self.facts, mechanism=spec.name, num_teachers=self.teachers,
+                    queries=int(self.queries),
+                    noise={k: float(v) for k, v in clean.items() if is_number(v)},
+                    relative_noise=self.rel, records_per_teacher=self.records, answers=int(answers),
+                    guarantee_eps=guarantee, delta=float(self.priv["delta"]), budget_eps=self.budget,
+                    target_eps=float(target) if target is not None else None,
+                    release=releases, remaining_eps=self.remaining_eps, filled=self.filled,
+                    checked=tuple(self.checked),
+                    warnings=tuple(self.warnings) + tuple(f"(smoke test, not refused) {p}"
+                                                          for p in self.problems if self.smoke),
+                    usable=not self.problems)
+
+
+def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
+    """A class-means release on a table, when the user named no front-end: the quadratic
+    features and the "qda" rule when the sizes afford every class's covariance, else random
+    Fourier features (``[knn] features = "kernel"``) with, when left open, their PCA dimensions
+    from the sizes and the calibrated noise (:func:`pate.core.class_means.table_front_end`,
+    :func:`pate.core.class_means.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
+    noise only: free)."""
+    from pate.core.class_means import (QDA_MIN_COLUMNS, QDA_RECORDS_PER_FEATURE, kernel_dims,
+                                  table_front_end)
+
+    knn = config.get("knn") or {}
+    sigma = noise.get("sigma")
+    if len(facts.input_shape) != 1 or knn.get("features", "kernel") != "kernel" or not is_number(sigma):
+        return
+    classes = max(facts.classes, 2)
+    if "features" not in knn and table_front_end(private_records=facts.private_records,
+                                                 num_classes=classes,
+                                                 columns=facts.input_shape[0]) == "quadratic":
+        filled["features"] = {"value": "quadratic", "why": f"a table of {QDA_MIN_COLUMNS} or more "
+                              f"columns with at least {QDA_RECORDS_PER_FEATURE} private records per "
+                              "class for each column and product of two: the release holds every "
+                              "class's mean and covariance"}
+        knn = dict(knn, features="quadratic")
+        if "rule" not in knn:
+            filled["rule"] = {"value": "qda", "why": "quadratic discriminant analysis read from "
+                                                     "the release (a rule quadratic in the inputs)"}
+            knn["rule"] = "qda"
+        config["knn"] = knn
+        return
+    if "features" not in knn:
+        filled["features"] = {"value": "kernel", "why": "a table: the release labels through "
+                                                         "random Fourier features of the public-"
+                                                         "standardised columns (a nonlinear rule)"}
+    if "dims" not in knn:
+        dims = kernel_dims(private_records=facts.private_records, num_classes=classes,
+                           sigma=float(sigma), public_items=facts.public_items)
+        filled["dims"] = {"value": dims, "why": f"{dims} public principal axes of the kernel "
+                                                "features: (records per class / sigma) ** 0.75 "
+                                                "(more records or less noise afford more)"}
+        knn = dict(knn, dims=dims)
+    config["knn"] = dict(knn, features="kernel")
+
+
+def log_plan(plan: Plan) -> None:
+    """The plan on the ``pate`` logger (one line each)."""
+    for line in plan.lines():
+        (logger.warning if line.startswith("WARNING") else logger.info)("plan: %s", line)
+
+
+def _open_threshold(spec, agg: dict) -> bool:
+    return "threshold" in spec.param_names and agg.get("threshold") in (None, "auto") \
+        and not spec.kind.reads_private_records
+
+
+def needs_plan(config: dict) -> bool:
+    """Whether a normalised config leaves a setting to the planner: ``mechanism = "auto"``, no
+    (or "auto") ``[partition] num_teachers`` for a mechanism with teachers, ``queries = "auto"``
+    or no queries with calibrated noise, or no (or "auto") Confident GNMax threshold."""
+    agg = config["aggregator"]
+    if agg.get("mechanism") == "auto" or agg.get("queries") == "auto":
+        return True
+    spec = mechanisms.REGISTRY.get(agg.get("mechanism"))
+    if spec is None:
+        return False  # validation names the mechanism
+    if not spec.kind.reads_private_records and (config.get("partition") or {}).get(
+            "num_teachers", "auto") == "auto":
+        return True
+    if spec.kind.releases_once and "features" not in (config.get("knn") or {}):
+        return True  # a table's front-end is chosen from the sizes (_plan_table_front_end)
+    calibrated = any(agg.get(k) == "auto" for k in spec.param_names if k != "threshold")
+    return (calibrated and "queries" not in agg) or _open_threshold(spec, agg)
+
+
+def auto_mechanism(config: dict) -> str:
+    """What ``mechanism = "auto"`` becomes with a target: class-means when the user asked for no
+    teachers (teacher model "auto" and the number of teachers open), else GNMax (the module
+    docstring of :mod:`pate.run.planner`, "Filling in"). Reads the config only."""
+    teachers = (config.get("teachers") or {}).get("model", "auto")
+    count = (config.get("partition") or {}).get("num_teachers", "auto")
+    return AUTO_NO_TEACHERS if teachers == "auto" and count in (None, "auto") else AUTO_MECHANISM
+
+
+def probe(config: dict) -> dict:
+    """``config`` with placeholders where the planner will fill in (to validate everything else
+    first, with the usual messages)."""
+    out = copy.deepcopy(config)
+    agg = out["aggregator"]
+    if agg.get("mechanism") == "auto":
+        agg["mechanism"] = auto_mechanism(config) if "target_eps" in agg else AUTO_MECHANISM
+        if agg["mechanism"] == AUTO_NO_TEACHERS:
+            out.setdefault("partition", {}).pop("num_teachers", None)
+        if "target_eps" in agg:
+            for key in mechanisms.get(agg["mechanism"]).calibrated:
+                agg.setdefault(key, "auto")
+    spec = mechanisms.REGISTRY.get(agg["mechanism"])
+    if spec is None:
+        return out
+    if not spec.kind.reads_private_records and out.setdefault("partition", {}).get(
+            "num_teachers", "auto") == "auto":
+        out["partition"]["num_teachers"] = 1
+    if agg.get("queries") == "auto" or ("queries" not in agg and any(
+            agg.get(k) == "auto" for k in spec.param_names)):
+        agg["queries"] = 1
+    if _open_threshold(spec, agg):
+        agg["threshold"] = 1.0
+    return out
+
+
+def plan_for(config: dict, facts: Facts, *, calibration, orders, wording: str = "config",
+             remaining_eps: float | None = None) -> Plan:
+    """The plan of a config whose settings are all set (a filled one, from
+    :func:`pate.run.config.from_dict`): the checks of :func:`plan_config`, with what the planner had
+    filled in (the config's ``planned`` entry) reported as chosen. Raises :class:`PlanError`."""
+    _, plan = plan_config(config, facts, calibration=calibration, orders=orders, wording=wording,
+                          remaining_eps=remaining_eps)
+    filled = dict((config.get("planned") or {}).get("filled") or {})
+    return dataclasses.replace(plan, filled=dict(filled, **plan.filled))
+
+
+def ledger_remaining(path, data, identity=None) -> float | None:
+    """What the ledger at ``path`` (:func:`pate.run.config.ledger_path`) has left for the private
+    records of ``data`` (None: no ledger, no ledger file yet, or the records are not
+    registered). Reads the ledger, writes nothing."""
+    if path is None or not path.is_file():
+        return None
+    from pate.ledger import Ledger, dataset_identity
+
+    if identity is None:
+        identity = dataset_identity(data.private.x, data.private.y)
+    with Ledger(path, create=False) as ledger:
+        if not any(d["digest"] == identity.digest for d in ledger.datasets()):
+            return None
+        summary = ledger.summary(identity.digest)
+    left = summary.get("remaining_effective", summary.get("remaining"))
+    return None if left is None else float(left)
+
+
+def write_plan(path, plan: Plan) -> None:
+    """``plan.json`` of a run directory (atomic)."""
+    from pate.core.io import atomic_write_json
+
+    atomic_write_json(path, plan.to_dict())

@@ -1,0 +1,129 @@
+"""The report's content, built from a run directory: ``report.json`` (:func:`build_report`:
+the validated ``analysis.json`` plus the statement, the plots' paths and the warnings), where
+the teachers trained (:func:`read_execution`), and the typed blocks that make up the report's
+document (:class:`Heading`, :class:`Paragraph`, ...), laid out by :mod:`pate.run.report.layout` and
+rendered to Markdown and HTML by the templates of :mod:`pate.run.report.render`.
+
+Block text may use two inline marks: ``**bold**`` and ```code```. Markdown keeps them; HTML
+turns them into ``<strong>`` and ``<code>``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Union
+
+from pate.run.report.wording import plain_language_statement, report_warnings
+
+__all__ = ["INTERNAL_PLOT_NAMES", "PLOTS_DIR", "PLOT_NAMES", "PUBLIC_PLOT_NAMES", "Block",
+           "BulletList", "CodeBlock", "Figure", "Heading", "Note", "Paragraph", "Table",
+           "build_report", "read_execution", "read_threads"]
+
+PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order", "confusion_matrix",
+              "epsilon_vs_answered_public", "rdp_per_order_public")
+#: The plots drawn from the private votes (data-dependent curves, vote margins): never publish.
+INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
+#: The plots that may be published (no figure computed from the private votes).
+PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
+#: The folder of the run directory that holds the plots (``plots/<name>.png``).
+PLOTS_DIR = "plots"
+
+
+def build_report(analysis: dict) -> dict:
+    """The content of ``report.json``: the (validated) analysis plus ``statement`` (the
+    plain-language text), ``plots`` (name -> path relative to the run directory) and
+    ``warnings`` (a list of strings). Pure: writes nothing."""
+    report = json.loads(json.dumps(analysis))  # a deep copy, JSON types only
+    report["statement"] = plain_language_statement(analysis)
+    report["plots"] = {name: f"{PLOTS_DIR}/{name}.png" for name in PLOT_NAMES}
+    report["warnings"] = report_warnings(analysis)
+    return report
+
+
+def read_execution(run_dir: Path) -> dict | None:
+    """``execution`` of ``<run_dir>/stages/teachers.json`` (where the teachers trained: the
+    backend and its resources), if recorded; None otherwise."""
+    try:
+        info = json.loads((Path(run_dir) / "stages" / "teachers.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ex = info.get("execution") if isinstance(info, dict) else None
+    return ex if isinstance(ex, dict) else None
+
+
+def read_threads(run_dir: Path) -> dict | None:
+    """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
+    ``stages/<stage>.json`` recorded them (:mod:`pate.core.threads`: count, source, cpus, detail,
+    wait_policy); None when no stage recorded any (a run made before threads were recorded)."""
+    out = {}
+    for stage in ("teachers", "votes", "aggregate", "student"):
+        try:
+            info = json.loads((Path(run_dir) / "stages" / f"{stage}.json").read_text())
+        except (OSError, ValueError):
+            continue
+        threads = info.get("threads") if isinstance(info, dict) else None
+        if isinstance(threads, dict) and isinstance(threads.get("count"), int):
+            out[stage] = threads
+    return out or None
+
+
+# ------------------------------------------------------------------------------ document blocks
+# ``kind`` names the block for the templates (templates/report.md.j2, templates/report.html.j2).
+
+@dataclass(frozen=True)
+class Heading:
+    """A heading: level 1 (the title) or 2 (a section)."""
+    text: str
+    level: int = 2
+    kind: ClassVar[str] = "heading"
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """A paragraph."""
+    text: str
+    kind: ClassVar[str] = "paragraph"
+
+
+@dataclass(frozen=True)
+class Note:
+    """A paragraph set apart (italic): where the report comes from and how to share it."""
+    text: str
+    kind: ClassVar[str] = "note"
+
+
+@dataclass(frozen=True)
+class BulletList:
+    """A bulleted list (shown highlighted in HTML: warnings and the run at a glance)."""
+    items: tuple[str, ...]
+    kind: ClassVar[str] = "list"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table: a header row and rows of cells (strings)."""
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    kind: ClassVar[str] = "table"
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """Preformatted JSON (the effective configuration)."""
+    text: str
+    kind: ClassVar[str] = "code"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A plot (one of :data:`PLOT_NAMES`) with its caption; ``internal``: drawn from the private
+    votes (:data:`INTERNAL_PLOT_NAMES`), never publish."""
+    name: str
+    caption: str
+    internal: bool
+    kind: ClassVar[str] = "figure"
+
+
+Block = Union[Heading, Paragraph, Note, BulletList, Table, CodeBlock, Figure]

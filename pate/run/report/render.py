@@ -1,0 +1,102 @@
+"""``report.md`` and ``report.html`` from the report's blocks (:func:`pate.run.report.layout.document`),
+through the jinja2 templates shipped in ``pate/run/report/templates/`` (found with
+:mod:`importlib.resources`, so they work from a wheel or a zipped install too):
+
+* ``report.md.j2``: Markdown; plots linked relative to the run directory;
+* ``report.html.j2``: one self-contained page (the stylesheet ``report.css`` inlined, plots
+  embedded as base64 PNG, no external resource) that renders offline.
+
+To restyle or translate the report, edit these templates: they receive ``blocks`` (typed blocks
+of :mod:`pate.run.report.model`, dispatched on ``block.kind``), ``title``, ``plots`` (name -> path),
+``images`` (name -> base64 PNG, HTML only) and ``not_private`` (:data:`NOT_PRIVATE`). The
+filters ``md_cell`` (a Markdown table cell), ``inline_html`` (block text to HTML: escaped,
+``**bold**`` and ```code``` marks turned into tags), ``html_text`` (escaped, quotes kept) and
+``html_attr`` (escaped, quotes too) escape what the templates print; HTML autoescaping is on for
+anything printed without them.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import re
+from importlib import resources
+
+import jinja2
+from markupsafe import Markup
+
+from pate.run.report.layout import document
+from pate.run.report.model import PLOT_NAMES
+from pate.run.report.wording import NOT_PRIVATE
+
+__all__ = ["TEMPLATES", "inline_html", "md_cell", "render_html", "render_markdown",
+           "template_source"]
+
+#: The template folder, inside the package ``pate.run.report``.
+TEMPLATES = "templates"
+
+
+def template_source(name: str) -> str:
+    """The text of the packaged template ``name`` (``templates/<name>``, via importlib.resources).
+    Raises ``jinja2.TemplateNotFound`` naming it when the package does not hold it."""
+    entry = resources.files("pate.run.report").joinpath(TEMPLATES, name)
+    if not entry.is_file():
+        raise jinja2.TemplateNotFound(
+            f"{name} (pate/run/report/{TEMPLATES}/{name} is missing from the installed package: "
+            f"reinstall pate-learn)")
+    return entry.read_text(encoding="utf-8")
+
+
+def md_cell(text) -> str:
+    """A Markdown table cell: ``|`` escaped, line breaks as spaces."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def inline_html(text) -> Markup:
+    """Block text as HTML: escaped (quotes kept), ``**bold**`` as ``<strong>`` and ```code```
+    as ``<code>``."""
+    escaped = html.escape(str(text), quote=False)
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
+    return Markup(re.sub(r"`(.+?)`", r"<code>\1</code>", escaped))
+
+
+def _html_text(text) -> Markup:
+    return Markup(html.escape(str(text), quote=False))
+
+
+def _html_attr(text) -> Markup:
+    return Markup(html.escape(str(text), quote=True))
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(template_source),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",),
+                                            default_for_string=False, default=False),
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined)
+    env.filters.update(md_cell=md_cell, inline_html=inline_html, html_text=_html_text,
+                       html_attr=_html_attr)
+    return env
+
+
+def render_markdown(report: dict) -> str:
+    """``report.md``: the report (from :func:`pate.run.report.build_report`) as Markdown; plots are
+    linked relative to the run directory."""
+    return _environment().get_template("report.md.j2").render(
+        blocks=document(report), title=f"Privacy report: {report['run']['name']}",
+        plots=report["plots"], not_private=NOT_PRIVATE)
+
+
+def render_html(report: dict, images: dict[str, bytes]) -> str:
+    """``report.html``: one self-contained page (inline CSS, plots embedded as base64 PNG, no
+    external resource) that renders offline. ``images`` maps each plot name to its PNG bytes."""
+    missing = [name for name in PLOT_NAMES if name not in images]
+    if missing:
+        raise ValueError(f"images is missing the plot(s) {', '.join(missing)}")
+    encoded = {name: base64.b64encode(images[name]).decode("ascii") for name in PLOT_NAMES}
+    return _environment().get_template("report.html.j2").render(
+        blocks=document(report), title=f"Privacy report: {report['run']['name']}",
+        plots=report["plots"], images=encoded, not_private=NOT_PRIVATE)

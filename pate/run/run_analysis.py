@@ -1,0 +1,548 @@
+"""The analysis stage of ``pate run``: every number of the privacy report, in ``analysis.json``.
+
+Privacy numbers are recomputed from the saved votes and answered mask with :mod:`pate.analysis` (and
+checked against the event the aggregator charged); nothing here trusts a number it did not
+compute. The sanitized data-dependent epsilon is released once, with the order, beta and sigma_ss
+fixed in the config and noise from the run's ``release`` stream.
+
+A Private-kNN or class-means run (``kind.reads_private_records``) has no votes matrix, no teachers
+and no data-dependent or smooth-sensitivity analysis: its privacy figures are the
+data-independent cost of every asked query -- for class-means, of its one release --
+(recomputed from the asked count and checked against the charged events);
+the data-dependent fields repeat it (the realised cost is the bound), its sanitized fields carry
+the fallback reason, its teacher figures are null and its vote-margin histogram is empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+
+import numpy as np
+
+from pate import analysis
+from pate.run import config as C
+from pate import mechanisms
+from pate.run import rundir as R
+from pate.analysis.errors import CorruptFileError
+from pate.core.io import load_npy, read_json
+from pate.run.rundir import Run
+
+_CURVE_POINTS = 300
+logger = logging.getLogger("pate.run.run_analysis")
+
+# Utility rules (docs/student.md, "Utility warnings"); rules of thumb, stated in points of
+# accuracy on the evaluation split:
+#: a student within this many points of the better of the majority-class rate and 1 / classes
+#: is "near chance" ...
+NEAR_CHANCE = 0.05
+#: ... one this many points below the accuracy of its own labels (where the public labels are
+#: known) has not learned what it was given ...
+BELOW_LABELS = 0.15
+#: ... and one this many points below the noiseless plurality vote lost most of what the teachers
+#: knew (noise, too few labels or too short a training).
+BELOW_PLURALITY = 0.25
+#: fewer answered labels than this per class are too few for most students.
+MIN_LABELS_PER_CLASS = 10
+#: below this share of answered labels agreeing with the teachers' plurality, the noise decides
+#: most answers.
+MIN_AGREEMENT = 0.5
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def utility_warnings(u: dict, *, num_classes: int, answered: int) -> list[str]:
+    """Plain-language warnings about what the run's student is worth, each naming what to
+    change (the rules above; docs/student.md). ``u``: the ``utility`` object of
+    ``analysis.json`` (student_accuracy, majority_class_rate, plurality_vote_accuracy,
+    label_accuracy_answered, answered_plurality_agreement, student_steps, scale_warnings)."""
+    out = []
+    student = u["student_accuracy"]
+    plurality = u.get("plurality_vote_accuracy")
+    labels = u.get("label_accuracy_answered")
+    agreement = u.get("answered_plurality_agreement")
+    chance = 1.0 / max(2, num_classes)
+    majority = u.get("majority_class_rate")
+    baseline = max(chance, majority if majority is not None else 0.0)
+    noise_fix = ("use less noise for the same budget: fewer queries (queries=, [aggregator] "
+                 "queries), fewer teachers, or a larger target epsilon")
+    drowned = agreement is not None and agreement < MIN_AGREEMENT and answered > 0
+    if student <= baseline + NEAR_CHANCE:
+        text = (f"The student ({_pct(student)}) is near chance: always answering the evaluation "
+                f"split's majority class gives {_pct(baseline)}.")
+        if plurality is not None and plurality <= baseline + NEAR_CHANCE:
+            text += (f" The teachers' plurality vote is near chance too ({_pct(plurality)}): each "
+                     f"teacher learned too little. Give each teacher more records (fewer "
+                     f"teachers), use teacher='auto', or a model suited to these inputs "
+                     f"(scaled tabular features).")
+        elif drowned:
+            text += (" Most answered labels disagree with the teachers' plurality vote: the noise "
+                     f"decides the answers; {noise_fix}.")
+        elif answered < MIN_LABELS_PER_CLASS * num_classes:
+            text += (f" It had {answered} labels for {num_classes} classes: answer more queries "
+                     f"(a larger budget, or less noise).")
+        else:
+            text += (" Its labels are better than that: train the student longer (leave its "
+                     "epochs unset, student='auto') or with a model suited to the inputs.")
+        out.append(text)
+    elif labels is not None and student < labels - BELOW_LABELS:
+        out.append(f"The student ({_pct(student)}) is far below the accuracy of its own labels "
+                   f"({_pct(labels)}): it did not learn what it was given. Train it longer (leave "
+                   f"its epochs unset: auto trains at least 1000 steps), or use student='auto'.")
+    elif plurality is not None and student < plurality - BELOW_PLURALITY:
+        cause = (f"most answered labels disagree with the plurality vote; {noise_fix}" if drowned
+                 else "answer more queries, use less noise, or train the student longer")
+        out.append(f"The student ({_pct(student)}) is far below the teachers' noiseless plurality "
+                   f"vote ({_pct(plurality)}): {cause}.")
+    elif drowned:
+        out.append(f"Most answered labels disagree with the teachers' plurality vote: the noise "
+                   f"decides the answers; {noise_fix}.")
+    if 0 < answered < MIN_LABELS_PER_CLASS * num_classes:
+        out.append(f"Only {answered} labels were answered for {num_classes} classes (fewer than "
+                   f"{MIN_LABELS_PER_CLASS} per class): a larger budget, less noise or a lower "
+                   f"threshold buys more.")
+    steps = u.get("student_steps")
+    if steps is not None:
+        from pate.student.train import MIN_STUDENT_STEPS
+
+        if steps < MIN_STUDENT_STEPS:
+            out.append(f"The student trained only {steps} optimiser steps (fewer than "
+                       f"{MIN_STUDENT_STEPS}): leave its epochs unset (auto) or raise them "
+                       f"(student_params={{'epochs': ...}} in pate.fit, [student] epochs in a "
+                       f"config).")
+    out.extend(w[0].upper() + w[1:] + "." for w in u.get("scale_warnings") or [])
+    return out
+
+
+def _model_object(run: Run, key: str, setting):
+    """The model of ``setting`` for the scale check: a Python object given to pate.fit, the
+    estimator a ``module:factory`` returns, else the name (never an error here)."""
+    try:
+        return run.python_object(key, setting)
+    except Exception:  # a model given from Python and not given again: judge it by name
+        return setting
+
+
+def _scale_warnings(run: Run, knn: bool) -> list[str]:
+    """Warnings for a user's own model on unscaled tabular inputs (public statistics only:
+    :func:`pate.teachers.scaling.scale_warning`)."""
+    from pate.teachers.scaling import scale_warning
+
+    data, config = run.data, run.config
+    if len(tuple(data.input_shape)) != 1:
+        return []
+    out = []
+    teachers = config.get("teachers") or {}
+    if not knn and teachers.get("standardize", "auto") != "public":
+        model = _model_object(run, "teacher_model", teachers.get("model", "auto"))
+        warning = scale_warning(data.public.x, model, role="teacher")
+        if warning:
+            out.append(warning)
+    student = _model_object(run, "student_model", config["student"].get("model", "auto"))
+    if hasattr(student, "fit") and hasattr(student, "get_params"):
+        # the torch student standardises its inputs itself (pate.student.train); an estimator
+        # given from Python does not
+        warning = scale_warning(data.public.x, student, role="student")
+        if warning:
+            out.append(warning)
+    return out
+
+
+def _downsample(n: int) -> np.ndarray:
+    if n <= _CURVE_POINTS:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, _CURVE_POINTS)).astype(int))
+
+
+def _composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int) -> dict:
+    """Basic and advanced composition of k queries (each (eps0, delta/(2k))-DP) at total delta.
+
+    Basic: (k eps0, delta/2). Advanced (Dwork, Rothblum, Vadhan 2010):
+    eps = sqrt(2 k ln(2/delta)) eps0 + k eps0 (e^eps0 - 1) at delta/2 + k delta0 = delta.
+    """
+    if k == 0:
+        return {"per_query_eps": 0.0, "per_query_delta": 0.0, "basic_eps": 0.0,
+                "advanced_eps": 0.0, "delta": delta, "queries_composed": 0}
+    delta0 = delta / (2 * k)
+    eps0 = float(analysis.eps_from_rdp(per_query, orders=orders, delta=delta0)[0])
+    advanced = math.sqrt(2 * k * math.log(2 / delta)) * eps0 + k * eps0 * math.expm1(eps0)
+    return {"per_query_eps": eps0, "per_query_delta": delta0, "basic_eps": k * eps0,
+            "advanced_eps": advanced, "delta": delta, "queries_composed": int(k)}
+
+
+def _gnss_curve(release: dict, orders: np.ndarray) -> np.ndarray:
+    """RDP of the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)."""
+    if release.get("fallback") is not None or release.get("noise_std", 0.0) == 0.0:
+        return np.zeros(orders.size)
+    return analysis.gnss_rdp_curve(beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders)
+
+
+def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
+    if dataset is None:
+        return None
+    ledger = run.ledger()
+    if ledger is None:
+        return None
+    try:
+        s = ledger.summary(dataset)
+        # the report lists changes of a budget after it was first set (raises, lowerings)
+        changes = [{"time_utc": c["time_utc"], "old_eps": c["previous"]["eps"],
+                    "old_delta": c["previous"]["delta"], "new_eps": c["eps"],
+                    "new_delta": c["delta"], "spent_eps": c["spent_eps"], "change": c["change"]}
+                   for c in ledger.budget_changes(dataset) if c["previous"] is not None]
+    finally:
+        ledger.close()
+    budget = s["budget"] or {}
+    eps = budget.get("eps")
+    spent = None if s["spent"] is None else float(s["spent"])
+    remaining = s.get("remaining_effective", s["remaining"])
+    return {"path": str(s["ledger"]), "dataset": s["dataset"], "name": s["name"],
+            "budget_eps": eps, "budget_delta": budget.get("delta"), "spent_eps": spent,
+            "remaining_eps": None if remaining is None else float(remaining),
+            "events": int(s["events"]), "linked_events": int(s.get("linked_events", 0)),
+            "limited_by": s.get("limited_by"), "runs": int(s["runs"]),
+            "budget_changes": changes}
+
+
+def _float_or_none(value) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Saved:
+    """What the earlier stages saved, cut to the asked queries, with the accounting settings of
+    the config. A run that reads the private records has no votes (module docstring): its
+    ``votes`` are zeros, one row an asked query, and ``num_teachers`` the records voting on one."""
+
+    summary: dict
+    spec: mechanisms.MechanismSpec
+    orders: np.ndarray
+    delta: float
+    conversion: str
+    answered_all: np.ndarray
+    labels: np.ndarray
+    asked: int
+    answered: np.ndarray
+    votes: np.ndarray
+    num_teachers: int
+
+    @property
+    def params(self) -> dict:
+        return self.summary["params"]
+
+    @property
+    def knn(self) -> bool:
+        """Private-kNN or class-means: no votes, no teachers (module docstring)."""
+        return self.spec.kind.reads_private_records
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cost:
+    """The realised cost recomputed per query (rows: asked queries; columns: orders), its totals
+    and their epsilons at the config's delta."""
+
+    ind: np.ndarray
+    dep: np.ndarray
+    rdp_ind: np.ndarray
+    rdp_dep: np.ndarray
+    eps_ind: float
+    order_ind: float
+    eps_dep: float
+    order_dep: float
+
+
+def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
+    """The votes of the asked queries and the number of voters on one query."""
+    if spec.kind.reads_private_records:
+        # its histograms were drawn inside the aggregate stage and never saved: the cost of an
+        # asked query does not depend on them (only their number is used here)
+        votes = np.zeros((asked, 2), dtype=np.int64)
+        # the records voting on one query (Private-kNN: k; class-means: all of them)
+        num_teachers = spec.voters(summary["params"], private_records=int(
+            (summary.get("records") or {}).get("private_records", 0)))
+        return votes, num_teachers
+    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    return votes_all[:asked], int(votes_all[0].sum())
+
+
+def _load_saved(run: Run) -> _Saved:
+    """Read the aggregate stage's summary, answered mask and labels (and the votes stage's votes)."""
+    config = run.config
+    priv = config["privacy"]
+    summary = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
+    spec = mechanisms.get(summary["mechanism"])
+    orders = C.orders(config)
+    delta, conversion = priv["delta"], priv["conversion"]
+    answered_all = load_npy(run.path(R.ANSWERED), what="the aggregate stage")
+    labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
+    asked = int(summary["queries_asked"])
+    votes, num_teachers = _votes(run, spec, summary, asked)
+    return _Saved(summary=summary, spec=spec, orders=orders, delta=delta, conversion=conversion,
+                  answered_all=answered_all, labels=labels, asked=asked,
+                  answered=answered_all[:asked], votes=votes, num_teachers=num_teachers)
+
+
+def _check_charged(run: Run, summary: dict, orders: np.ndarray, *, rdp_dep: np.ndarray,
+                   rdp_ind: np.ndarray) -> None:
+    """Raise unless the events the aggregator charged are stated for adding or removing one
+    record and compose to the recomputed totals."""
+    events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
+    stated_for = sorted({e.relation for e in events} - {analysis.ADD_REMOVE})
+    if stated_for:  # an aggregate.json written before the stable (keyed-hash) partition
+        raise CorruptFileError(
+            f"{run.path(R.AGGREGATE)} holds privacy events analysed for {', '.join(stated_for)} "
+            "neighbours (written by a pate-learn whose teacher split reshuffled the records when "
+            "one was added); this pate-learn states every guarantee for adding or removing one "
+            "record and cannot report that run's. Start a new run directory",
+            path=run.path(R.AGGREGATE))
+    charged = analysis.RdpAccountant(orders).compose(
+        *[e for e in events if e.mechanism != "gnss-release"])
+    if not (np.allclose(charged.rdp(), rdp_dep, rtol=1e-9, atol=0)
+            and np.allclose(charged.rdp(False), rdp_ind, rtol=1e-9, atol=0)):
+        raise RuntimeError("the recomputed privacy cost differs from the cost the aggregator charged; "
+                           "the run directory may have been modified")
+
+
+def _realised_cost(run: Run, saved: _Saved) -> _Cost:
+    """Realised cost, recomputed per query; its total must equal the charged event."""
+    s = saved
+    ind = s.spec.per_query_rdp(s.votes, s.params, answered=s.answered, orders=s.orders,
+                               data_dependent=False)
+    dep = ind if s.knn else s.spec.per_query_rdp(s.votes, s.params, answered=s.answered,
+                                                 orders=s.orders, data_dependent=True)
+    rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
+    _check_charged(run, s.summary, s.orders, rdp_dep=rdp_dep, rdp_ind=rdp_ind)
+    eps_dep, order_dep = analysis.eps_from_rdp(rdp_dep, orders=s.orders, delta=s.delta,
+                                               conversion=s.conversion)
+    eps_ind, order_ind = analysis.eps_from_rdp(rdp_ind, orders=s.orders, delta=s.delta,
+                                               conversion=s.conversion)
+    return _Cost(ind=ind, dep=dep, rdp_ind=rdp_ind, rdp_dep=rdp_dep, eps_ind=eps_ind,
+                 order_ind=order_ind, eps_dep=eps_dep, order_dep=order_dep)
+
+
+def _release(saved: _Saved, cost: _Cost, priv: dict) -> dict:
+    """The sanitized release: drawn (and charged) by the aggregate stage, with the parameters
+    fixed in the config; without one, nothing data-dependent is released."""
+    release = saved.summary.get("release")
+    if release is None:
+        orders, delta = saved.orders, saved.delta
+        lam = priv["release_order"]
+        idx = int(np.argmin(np.abs(orders - lam)))
+        eps_at = float(cost.rdp_ind[idx] + analysis.conversion_term(
+            order=orders[idx], delta=delta, conversion=saved.conversion))
+        release = {"order": float(orders[idx]), "beta": priv["release_beta"],
+                   "sigma_ss": priv["release_sigma_ss"], "noise_std": 0.0, "rdp_gnss": 0.0,
+                   "smooth_sensitivity": 0.0, "eps_data_independent": eps_at,
+                   "fallback": saved.summary["release_plan"]["fallback"],
+                   # nothing data-dependent is released: the data-independent epsilon holds at
+                   # every order, so its best order may be used
+                   "eps_sanitized": float(cost.eps_ind),
+                   "eps_sanitized_upper_2std": float(cost.eps_ind)}
+    return dict(release)
+
+
+def _guarantee(saved: _Saved, cost: _Cost, release: dict) -> tuple[float, dict | None]:
+    """The epsilon of what the run releases, and the earlier rounds composed into it (or None)."""
+    orders, delta, conversion = saved.orders, saved.delta, saved.conversion
+    guarantee_rdp = cost.rdp_ind + _gnss_curve(release, orders)
+    # Earlier rounds whose released student embeds this run (Private-kNN, [knn] features =
+    # "student"): what this run releases depends on them too, so their cost is composed in.
+    prior = saved.summary.get("prior")
+    if prior is not None:
+        prior_rdp = np.asarray(prior["rdp"], dtype=float)
+        guarantee_rdp = guarantee_rdp + prior_rdp
+        prior = {"runs": prior["runs"], "eps": float(analysis.eps_from_rdp(
+            prior_rdp, orders=orders, delta=delta, conversion=conversion)[0])}
+    eps_guarantee, _ = analysis.eps_from_rdp(guarantee_rdp, orders=orders, delta=delta,
+                                             conversion=conversion)
+    return eps_guarantee, prior
+
+
+def _curves(saved: _Saved, cost: _Cost) -> dict:
+    """Epsilon after each asked query, against the number answered so far."""
+    asked, orders, delta, conversion = saved.asked, saved.orders, saved.delta, saved.conversion
+    idx = _downsample(asked)
+    if not asked:
+        return {"answered_count": [], "eps_data_independent": [], "eps_data_dependent": []}
+    eps_i, _ = analysis.eps_from_rdp(np.cumsum(cost.ind, axis=0)[idx], orders=orders, delta=delta,
+                                     conversion=conversion)
+    eps_d, _ = analysis.eps_from_rdp(np.cumsum(cost.dep, axis=0)[idx], orders=orders, delta=delta,
+                                     conversion=conversion)
+    return {"answered_count": np.cumsum(saved.answered)[idx].astype(int).tolist(),
+            "eps_data_independent": eps_i.tolist(), "eps_data_dependent": eps_d.tolist()}
+
+
+def _margins_and_teachers(run: Run, saved: _Saved) -> tuple[dict, str, dict]:
+    """The vote-margin histogram, the neighbouring relation of the partition and the teachers'
+    metrics (none of them for a run that reads the private records)."""
+    from pate.core.partition import Partition
+
+    if saved.knn:
+        counts, edges = np.zeros(0, dtype=int), np.zeros(1)
+        margin_note = (f"{saved.spec.title}: no vote margins; what the private records "
+                       "contributed was drawn inside the aggregate stage and never saved")
+        relation = "record"  # every record may be sampled for any query: no partition
+        teachers = {"teacher_accuracy_mean": None, "teacher_accuracy_std": None,
+                    "plurality_accuracy": None}
+    else:
+        votes, asked, num_teachers = saved.votes, saved.asked, saved.num_teachers
+        top2 = -np.sort(-votes, axis=1)[:, :2] if asked else np.zeros((0, 2), int)
+        margins = top2[:, 0] - top2[:, 1]
+        counts, edges = np.histogram(margins, bins=min(25, num_teachers), range=(0, num_teachers))
+        margin_note = "internal: derived from the private votes; do not publish"
+        part = Partition.load(run.path(R.PARTITION))
+        relation = "unit" if part.neighbouring_relation.startswith("unit") else "record"
+        teachers = read_json(run.path(R.TEACHER_METRICS))
+    margins_doc = {"bin_edges": edges.tolist(), "counts": counts.astype(int).tolist(),
+                   "note": margin_note}
+    return margins_doc, relation, teachers
+
+
+@dataclasses.dataclass(frozen=True)
+class _StudentFigures:
+    """The student's saved metrics and the figures its warnings are judged against."""
+
+    student: dict
+    label_acc: float | None
+    agreement: float | None
+    majority: float
+    steps: int | None
+
+
+def _student_figures(run: Run, saved: _Saved) -> _StudentFigures:
+    """Read the student's metrics; compute the accuracy of the answered labels, their agreement
+    with the plurality vote, the evaluation split's majority-class rate and the student's steps."""
+    data, labels, answered, asked = run.data, saved.labels, saved.answered, saved.asked
+    # only where the public split's true label is known (in-memory public data may have none: -1)
+    known = saved.answered_all & (np.asarray(data.public.y) >= 0)
+    label_acc = float(np.mean(labels[known] == data.public.y[known])) if known.any() else None
+    student = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
+    # INTERNAL: computed from the private votes (like the vote margins)
+    agreement = None
+    if not saved.knn and answered.any():
+        agreement = float(np.mean(labels[:asked][answered] == saved.votes[answered].argmax(axis=1)))
+    y_eval = np.asarray(data.evaluation.y)
+    majority = float(np.bincount(y_eval, minlength=data.num_classes).max() / y_eval.size)
+    settings = student.get("settings") or {}
+    steps = (int(settings["epochs"]) * int(settings["steps_per_epoch"])
+             if isinstance(settings.get("epochs"), int)
+             and isinstance(settings.get("steps_per_epoch"), int) else None)
+    return _StudentFigures(student=student, label_acc=label_acc, agreement=agreement,
+                           majority=majority, steps=steps)
+
+
+def _run_section(run: Run) -> dict:
+    """The ``run`` object of ``analysis.json``: which run, made by which pate-learn."""
+    from pate import __version__
+
+    config = run.config
+    return {"name": config["run"]["name"], "run_dir": str(run.run_dir),
+            "created": run.state["created"], "pate_learn_version": __version__,
+            "run_id": run.state["run_id"], "forked_from": run.state.get("forked_from"),
+            "smoke_test": bool(config["run"].get("smoke_test", False))}
+
+
+def _privacy_section(config: dict, saved: _Saved, cost: _Cost, *, relation: str, release: dict,
+                     guarantee: tuple[float, dict | None], ledger: dict | None) -> dict:
+    """The ``privacy`` object of ``analysis.json``."""
+    s, summary = saved, saved.summary
+    eps_guarantee, prior = guarantee
+    return {
+        "neighbouring_relation": relation,
+        # the one relation of every bound, the partition, the ledger and this report
+        "relation": analysis.ADD_REMOVE,
+        "relation_text": analysis.RELATIONS[analysis.ADD_REMOVE],
+        "mechanism": summary["mechanism"], "params": s.params, "num_teachers": s.num_teachers,
+        "delta": s.delta, "conversion": s.conversion,
+        "orders": s.orders.tolist(), "rdp_data_dependent": cost.rdp_dep.tolist(),
+        "rdp_data_independent": cost.rdp_ind.tolist(),
+        "eps_data_independent": float(cost.eps_ind), "order_data_independent": float(cost.order_ind),
+        "eps_data_dependent": float(cost.eps_dep), "order": float(cost.order_dep),
+        "data_dependent_is_private": False,
+        "eps_sanitized": float(release["eps_sanitized"]),
+        "sanitized": {k: release.get(k) for k in (
+            "order", "beta", "sigma_ss", "noise_std", "rdp_gnss", "smooth_sensitivity",
+            "eps_sanitized_upper_2std", "eps_data_independent", "fallback")},
+        "eps_guarantee": float(eps_guarantee),
+        "prior_rounds": prior,
+        # one release labels every query (class-means): one mechanism, nothing to compose
+        "composition": _composition(s.spec.worst_case_query_rdp(s.params, orders=s.orders),
+                                    s.orders, s.delta,
+                                    min(s.asked, 1) if s.spec.kind.releases_once else s.asked),
+        "noise_seeded": bool(summary["noise_seeded"]),
+        "calibration": C.calibration(config),
+        "private": C.is_private(config),
+        "ledger_enforced": summary.get("dataset") is not None,
+        "budget_changes": [] if ledger is None else ledger["budget_changes"],
+        "budget": {"eps": summary["budget_eps"], "delta": summary["delta"],
+                   "basis": summary["budget_basis"].replace("_", "-"),
+                   "stop_reason": summary.get("stop_reason")},
+        "ledger": ledger,
+    }
+
+
+def _utility_section(run: Run, saved: _Saved, teachers: dict, figures: _StudentFigures) -> dict:
+    """The ``utility`` object of ``analysis.json`` (its warnings are added by the caller)."""
+    data, student = run.data, figures.student
+    return {
+        "student_accuracy": float(student["accuracy"]),
+        "student_per_class_accuracy": student.get("per_class_accuracy"),
+        "confusion_matrix": student.get("confusion_matrix"),
+        "class_names": (None if getattr(data, "class_names", None) is None
+                        else [str(c) for c in data.class_names]),
+        "teacher_mean_accuracy": _float_or_none(teachers["teacher_accuracy_mean"]),
+        "teacher_accuracy_std": _float_or_none(teachers["teacher_accuracy_std"]),
+        "plurality_vote_accuracy": _float_or_none(teachers["plurality_accuracy"]),
+        "label_accuracy_answered": figures.label_acc,
+        "label_accuracy_note": ("accuracy of the released labels against the public split's true "
+                                "labels, which are known here only because this is a benchmark "
+                                "dataset; in a real deployment the public data is unlabelled"),
+        "evaluation_size": int(len(data.evaluation)),
+        **({"student_alone_accuracy": float(student["student_alone_accuracy"])}
+           if "student_alone_accuracy" in student else {}),
+        "answered_labels": int(saved.answered.sum()),
+        "answered_plurality_agreement": figures.agreement,
+        "answered_plurality_agreement_note": (
+            "internal: share of the answered labels equal to the teachers' noiseless "
+            "plurality vote, computed from the private votes; do not publish"),
+        "majority_class_rate": figures.majority,
+        "chance_rate": 1.0 / data.num_classes,
+        "student_steps": figures.steps,
+        "scale_warnings": _scale_warnings(run, saved.knn),
+    }
+
+
+def build_analysis(run: Run) -> dict:
+    """The ``analysis.json`` document of a run whose earlier stages are done."""
+    config = run.config
+    saved = _load_saved(run)
+    cost = _realised_cost(run, saved)
+    release = _release(saved, cost, config["privacy"])
+    guarantee = _guarantee(saved, cost, release)
+    curves = _curves(saved, cost)
+    vote_margins, relation, teachers = _margins_and_teachers(run, saved)
+    figures = _student_figures(run, saved)
+    ledger = _ledger_summary(run, saved.summary.get("dataset"))
+
+    doc = {
+        "format": 1,
+        "run": _run_section(run),
+        "config": config,
+        "privacy": _privacy_section(config, saved, cost, relation=relation, release=release,
+                                    guarantee=guarantee, ledger=ledger),
+        "queries": {"public_size": int(saved.labels.shape[0]), "asked": saved.asked,
+                    "answered": int(saved.answered.sum()), "labelled_by_student": 0,
+                    "stop_reason": saved.summary.get("stop_reason")},
+        "utility": _utility_section(run, saved, teachers, figures),
+        "curves": curves,
+        "vote_margins": vote_margins,
+    }
+    u = doc["utility"]
+    u["warnings"] = utility_warnings(u, num_classes=int(run.data.num_classes),
+                                     answered=int(saved.answered.sum()))
+    for warning in u["warnings"]:
+        logger.warning("utility: %s", warning)
+    return doc

@@ -1,0 +1,381 @@
+"""The run directory: every file a run writes, the JSON summaries, and the open run (:class:`Run`).
+
+Producers (:mod:`pate.run.stages`) and consumers (:mod:`pate.run.run_analysis`, :mod:`pate.run.report`, the
+CLI) name files through this module only.
+
+Symbols
+-------
+``STAGES``
+    The stages of a run, in order. Each writes its outputs, then ``stages/<stage>.json``.
+``PREREQUISITES``
+    The stage that must be done before each stage may run.
+``COMMANDS``
+    The ``pate`` subcommand of each stage.
+``CONFIG, STATE, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING, STUDENT_WEIGHTS,
+STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
+    File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
+    that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
+    labels; only the aggregate stage, on ``--resume``, commits or discards it. It is ONE file,
+    written atomically: the arrays and, in its ``state`` member (UTF-8 JSON bytes), the summary and
+    each round's ledger reservation ids (see :mod:`pate.run.stages`). ``PENDING_SUMMARY``
+    (``aggregate.pending.json``) is the second file of the earlier two-file layout, only
+    recognised (and refused) on resume.
+``LABEL_SCORES``
+    ``label_scores.npy`` (mechanisms whose labelling rule scores every class,
+    ``kind.gives_label_scores``: class-means): (queries, classes) float64 class scores of every public item, NaN where
+    unanswered; ``labels.npy`` is their argmax. Post-processing of the charged release, written
+    with the labels (never before the charge); a student with ``[student] targets = "soft"``
+    trains to their softmax. Absent for the other mechanisms.
+``KNN_EMBEDDINGS``
+    ``knn_embeddings.npz`` (Private-kNN runs, written by the votes stage instead of
+    ``votes.npy``): ``public`` (n, dims) and ``private`` (N, dims) float32 embeddings -- a PCA
+    fitted on the public split only, after the ``[knn] features`` front-end --, ``private_labels``
+    (N,) and ``num_classes``. Sensitive (the private records' embeddings and labels): never
+    printed. The kNN histograms themselves are drawn by the aggregate stage and never saved.
+``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
+    The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
+    path wrote it; :func:`read_summary` checks them.
+``Run``
+    An open run: its directory, validated config, state (``run.json``: run id, stream seed,
+    ledger, the directory it was started in), the lazily loaded dataset, random streams, the
+    ledger and the stage markers. ``Run.create(config, ...)`` starts one (writes
+    ``config.json`` and ``run.json``), ``Run.open(run_dir, ...)`` reopens one;
+    ``Run.check_not_a_copy()`` refuses a copy of a run directory (``RunCopyError``) before the
+    aggregate stage draws or charges anything.
+``directory_identity(run_dir)``, ``RunCopyError``
+    ``run.json``'s ``directory``: the path, device and inode of the directory the run started
+    in. A copy (``cp -r``, a restored backup, a move to another filesystem) has another device
+    or inode and is refused by the aggregate stage: fork it (``fork_run``) instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import pathlib
+import secrets
+from pate.analysis.errors import ConfigError, CorruptFileError
+from pate.core.io import atomic_write_json, read_json
+
+STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
+PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
+#: The ``pate`` subcommand that runs each stage.
+COMMANDS = {"partition": "partition", "teachers": "train-teachers", "votes": "vote",
+            "aggregate": "aggregate", "student": "train-student", "analysis": "analyze",
+            "report": "report"}
+
+CONFIG = "config.json"
+STATE = "run.json"
+PARTITION = "partition.npz"
+TEACHERS = "teachers"
+TEACHER_PREDICTIONS = "teachers/predictions.npz"
+TEACHER_METRICS = "teachers/metrics.json"
+VOTES = "votes.npy"
+KNN_EMBEDDINGS = "knn_embeddings.npz"
+LABELS = "labels.npy"
+LABEL_SCORES = "label_scores.npy"
+ANSWERED = "answered.npy"
+AGGREGATE = "aggregate.json"
+PENDING = "aggregate.pending.npz"
+PENDING_SUMMARY = "aggregate.pending.json"
+STUDENT_WEIGHTS = "student.pt"
+STUDENT_METRICS = "student_metrics.json"
+STUDENT_CHECKPOINTS = "student"
+ANALYSIS = "analysis.json"
+REPORT_JSON = "report.json"
+STAGE_DIR = "stages"
+
+FORMAT = 2
+
+#: Keys of ``aggregate.json``.
+AGGREGATE_KEYS = frozenset({
+    "mechanism", "params", "budget_eps", "delta", "budget_basis", "conversion", "queries_offered",
+    "queries_asked", "queries_answered", "stop_reason", "eps_data_independent",
+    "eps_data_dependent", "run_id", "dataset", "ledger", "events", "release", "release_plan",
+    "noise_seeded", "reserved_queries", "rounds"})
+#: Keys of ``student_metrics.json``.
+STUDENT_METRICS_KEYS = frozenset({
+    "accuracy", "per_class_accuracy", "confusion_matrix", "num_examples", "method", "model",
+    "num_labelled", "num_public", "settings", "train_seconds"})
+#: Keys of ``run.json``.
+STATE_KEYS = frozenset({"format", "run_id", "created", "stream_seed", "ledger",
+                        "config_comparable"})
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(name: str) -> str:
+    """A fresh, unique run id: the ledger charges each run id once."""
+    return f"{name}-{secrets.token_hex(6)}"
+
+
+class RunCopyError(ConfigError):
+    """The run directory is a copy of the directory its run was started in
+    (:meth:`Run.check_not_a_copy`); ``path`` is the copy."""
+
+    def __init__(self, message: str, *, path=None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def directory_identity(run_dir) -> dict:
+    """``{"path", "device", "inode"}`` of a run directory: what ``run.json`` records when the
+    run starts, and what :meth:`Run.check_not_a_copy` compares."""
+    run_dir = pathlib.Path(run_dir)
+    st = run_dir.stat()
+    return {"path": str(run_dir.resolve()), "device": int(st.st_dev), "inode": int(st.st_ino)}
+
+
+def comparable(config: dict) -> dict:
+    """The parts of a config that must not change on resume. May change: the device, the CPU
+    threads (``[run] threads``), the feature cache's folder (``[run] feature_cache``: the cache is
+    checked at every read, a miss recomputes the same features) and where the teachers train (``[cluster]``), which do not change
+    what is computed; where the run
+    directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
+    name one directory, whose identity :meth:`Run.check_not_a_copy` checks); and the dataset's
+    lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.run.stages.authorize`)
+    and no part of what a stage computed -- a run stopped by its budget resumes, without
+    retraining, once ``pate budget set`` raised it. Applied to a recorded ``config_comparable``
+    too, so that runs recorded before a key was exempted compare the same way."""
+    out = copy.deepcopy(config)
+    out.get("run", {}).pop("device", None)
+    out.get("run", {}).pop("run_dir", None)
+    out.get("run", {}).pop("threads", None)  # how fast, not what (pate.core.threads)
+    out.get("run", {}).pop("feature_cache", None)  # where features are cached, not what they are
+    out.get("privacy", {}).pop("budget_eps", None)
+    out.pop("cluster", None)
+    return out
+
+
+def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
+    """A JSON summary of the run directory, checked to hold ``keys`` (names the file if not)."""
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise CorruptFileError(f"{path} must hold a JSON object; the run directory was modified or "
+                               "belongs to another version of pate-learn: start a new run", path=path)
+    missing = sorted(keys - set(doc))
+    if missing:
+        raise CorruptFileError(f"{path} lacks {', '.join(missing)}; it was written by another "
+                               "version of pate-learn or modified: start a new run", path=path)
+    return doc
+
+
+class Run:
+    """An open run directory (see the module docstring).
+
+    ``config`` is validated (:func:`pate.run.config.load`); ``state`` is the content of ``run.json``.
+    """
+
+    def __init__(self, run_dir: pathlib.Path, config: dict, state: dict, *,
+                 progress: bool = True) -> None:
+        self.run_dir = pathlib.Path(run_dir)
+        self.config = config
+        self.state = state
+        self.progress = bool(progress)
+        self._data = None
+        #: Python objects a run was given from the Python API (``pate.fit``): the teacher and
+        #: student models (``"teacher_model"``, ``"student_model"``) named ``python:...`` in the
+        #: config, and the fitted student of a scikit-learn student (``"fitted_student"``).
+        #: Never saved: resuming such a run needs them again.
+        self.objects: dict = {}
+
+    # ---------------------------------------------------------------- creation
+
+    @classmethod
+    def create(cls, config: dict, *, progress: bool = True, run_dir=None) -> "Run":
+        """Start a run in ``run_dir`` (default: the config's); it must be new or empty.
+
+        Resolves the ledger once (``run.json`` keeps its absolute path, so every later stage
+        and ``--resume`` charges the same ledger whatever the working directory or
+        ``$PATE_LEDGER``)."""
+        from pate.run import config as C
+
+        run_dir = pathlib.Path(run_dir or C.run_directory(config))
+        if (run_dir / STATE).exists():
+            raise ConfigError(f"run directory {run_dir} already holds a run; pass --resume to "
+                              "continue it, or choose another --run-dir / [run] name")
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise ConfigError(f"run directory {run_dir} exists and is not an empty directory; "
+                              "choose another --run-dir / [run] name")
+        ledger = C.ledger_path(config)
+        state = {
+            "format": FORMAT, "run_id": new_run_id(config["run"]["name"]), "created": now_utc(),
+            # Secure runs draw their non-noise streams (partition, teachers, student) from one
+            # fresh OS-entropy seed kept here, so that an interrupted run resumes identically.
+            "stream_seed": (secrets.randbits(63) if config["run"]["secure"]
+                            else config["run"]["seed"]),
+            "ledger": None if ledger is None else str(ledger),
+            "config_comparable": comparable(config),
+        }
+        return cls(run_dir, config, state, progress=progress)
+
+    def start(self) -> None:
+        """Write ``config.json`` and ``run.json`` (once; a started run is left as it is)."""
+        from pate.core.io import ensure_writable_dir
+
+        if (self.run_dir / STATE).exists():
+            return
+        ensure_writable_dir(self.run_dir, flag="--run-dir")
+        # this directory instance: a copy of it (cp -r, a restored backup) is another directory
+        # with the same run.json, and must not draw or charge answers under this run id
+        self.state = dict(self.state, directory=directory_identity(self.run_dir))
+        atomic_write_json(self.run_dir / CONFIG, self.config)
+        atomic_write_json(self.run_dir / STATE, self.state)
+
+    def check_not_a_copy(self) -> None:
+        """Refuse (``RunCopyError``, exit 2) to go on in a directory that is not the one the
+        run was started in -- a copy of it (``cp -r``, ``shutil.copytree``, a backup restored or
+        a move to another filesystem: another device or inode) --, before anything is drawn or
+        charged under the run's id. Two copies that both drew answers under one run id would be
+        two releases charged to one run id, which the analysis and a later round that embeds
+        this run's student read as one. A ``mv`` on the same
+        filesystem keeps the directory (same inode) and is accepted, and so is the same path
+        and inode under a renumbered device. A run started before the directory was recorded
+        (no ``directory`` in ``run.json``) is not checked."""
+        recorded = self.state.get("directory")
+        if not isinstance(recorded, dict):
+            return
+        here = directory_identity(self.run_dir)
+        # the same inode on the same device; or at the same path (device numbers of some
+        # filesystems -- device-mapper, overlay, NFS -- can change across a reboot or remount)
+        if recorded.get("inode") == here["inode"] and (
+                recorded.get("device") == here["device"] or recorded.get("path") == here["path"]):
+            return
+        raise RunCopyError(
+            f"{self.run_dir} is a copy of run {self.run_id} (started in {recorded.get('path')}, "
+            f"device {recorded.get('device')} inode {recorded.get('inode')}; this directory is "
+            f"device {here['device']} inode {here['inode']}): a copy cannot draw or charge "
+            "answers under that run's id; start a new run from it with fork_run (its partition, "
+            "teachers and votes, a new run id) or use a new run directory", path=self.run_dir)
+
+    @classmethod
+    def open(cls, run_dir, *, progress: bool = True) -> "Run":
+        """Reopen a started run from its ``config.json`` and ``run.json``."""
+        from pate.run import config as C
+
+        run_dir = pathlib.Path(run_dir)
+        if not (run_dir / STATE).is_file():
+            raise FileNotFoundError(f"{run_dir} holds no run (no {STATE}); start one with "
+                                    f"`pate run --config FILE --run-dir {run_dir}` or a stage "
+                                    f"command with --config FILE")
+        config = C.from_dict(read_json(run_dir / CONFIG), source=str(run_dir / CONFIG))
+        state = read_summary(run_dir / STATE, STATE_KEYS - {"ledger"})
+        if state.get("format") == 1 and "ledger" not in state:
+            # format 1 (pate-learn 0.1.0) kept no ledger path: the config's, resolved now
+            ledger = C.ledger_path(config)
+            state = dict(state, format=FORMAT, ledger=None if ledger is None else str(ledger))
+        if state.get("format") != FORMAT or "ledger" not in state:
+            raise ConfigError(f"{run_dir} was made by another version of pate-learn (run format "
+                              f"{state.get('format')!r}, this version reads {FORMAT}); start a new run")
+        run = cls(run_dir, config, state, progress=progress)
+        # the lifetime budget the run last ran under: a resume that names it goes on with the
+        # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)
+        run.objects["recorded_budget_eps"] = config["privacy"].get("budget_eps")
+        return run
+
+    def update_config(self, config: dict) -> None:
+        """Replace the config of a started run (a stage command's flags for stages not run
+        yet); every finished stage must be unaffected, which the caller checked."""
+        self.config = config
+        self.state = dict(self.state, config_comparable=comparable(config))
+        atomic_write_json(self.run_dir / CONFIG, config)
+        atomic_write_json(self.run_dir / STATE, self.state)
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def run_id(self) -> str:
+        return self.state["run_id"]
+
+    def path(self, name: str) -> pathlib.Path:
+        return self.run_dir / name
+
+    def done(self, stage: str) -> bool:
+        return (self.run_dir / STAGE_DIR / f"{stage}.json").exists()
+
+    def mark(self, stage: str, info: dict) -> dict:
+        (self.run_dir / STAGE_DIR).mkdir(exist_ok=True)
+        info = dict(info, finished=now_utc())
+        atomic_write_json(self.run_dir / STAGE_DIR / f"{stage}.json", info)
+        return info
+
+    def stage_info(self, stage: str) -> dict:
+        return read_json(self.run_dir / STAGE_DIR / f"{stage}.json")
+
+    # ---------------------------------------------------------------- resources
+
+    def provide_data(self, data) -> None:
+        """Give the run its data in memory (``[data] name = "memory:<digest>"``, the Python
+        API); it must be the data the run was started with."""
+        if data.name != self.config["data"]["name"]:
+            raise ConfigError(f"{self.run_dir} was started on the data {self.config['data']['name']!r}, "
+                              f"not on these records ({data.name}); use a new run directory")
+        self._data = data
+
+    @property
+    def data(self):
+        """The dataset of ``[data]`` (loaded once; torch-free loaders for tabular data)."""
+        if self._data is None:
+            from pate.teachers.data import load_pate_data
+
+            d = self.config["data"]
+            if d["name"].startswith("memory:"):
+                raise ConfigError(f"{self.run_dir}: this run's data was given in memory (pate.fit); "
+                                  "continue it from Python with the same data (pate.fit(..., "
+                                  "run_dir=..., resume=True))")
+            from pate.run import config as C
+
+            self._data = load_pate_data(d["name"], **C.data_settings(self.config))
+        return self._data
+
+    def streams(self):
+        """The seeded streams of the partition, the teachers and the student."""
+        from pate.core.rng import make_streams
+
+        return make_streams(self.state["stream_seed"])
+
+    def noise_streams(self):
+        """The aggregator's and the release's noise: OS entropy unless the user seeded it."""
+        from pate.core.rng import make_streams
+
+        seed = self.config["aggregator"].get("noise_seed")
+        if seed is None:
+            return make_streams(secure=True)
+        return make_streams(seed)
+
+    @property
+    def ledger_path(self) -> pathlib.Path | None:
+        return None if self.state["ledger"] is None else pathlib.Path(self.state["ledger"])
+
+    def python_object(self, key: str, setting):
+        """The Python object behind a ``python:...`` config value (a model given from Python),
+        the scikit-learn estimator a ``package.module:factory`` returns (a ``Pipeline`` too;
+        :func:`pate.teachers.models.factory_estimator`), or ``setting`` itself for any other
+        value (a torch factory stays a name: it is built per model)."""
+        from pate.teachers.models import factory_estimator, is_factory_spec
+
+        if is_factory_spec(setting):
+            if key not in self.objects:
+                estimator = factory_estimator(setting, input_shape=self.data.input_shape,
+                                              num_classes=self.data.num_classes)
+                if estimator is None:
+                    return setting
+                self.objects[key] = estimator
+            return self.objects[key]
+        if not (isinstance(setting, str) and setting.startswith("python:")):
+            return setting
+        if key not in self.objects:
+            raise ConfigError(f"{self.run_dir}: the {key.replace('_', ' ')} {setting[7:]} was given "
+                              "as a Python object (pate.fit); continue the run from Python with the "
+                              "same object")
+        return self.objects[key]
+
+    def ledger(self):
+        """A new connection to the run's ledger (None when the ledger is off); close it."""
+        if self.ledger_path is None:
+            return None
+        from pate.ledger import Ledger
+
+        return Ledger(self.ledger_path)

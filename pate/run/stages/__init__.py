@@ -1,0 +1,87 @@
+"""The stages of a PATE run, each implemented once: a function of an open :class:`pate.run.rundir.Run`.
+
+``pate run`` (:class:`pate.run.pipeline.Pipeline`), the stage subcommands (``pate partition``,
+``pate train-teachers``, ``pate vote``, ``pate aggregate``, ``pate train-student``,
+``pate analyze --run-dir``, ``pate report``) and the Python API all call :func:`run_stage`, so the
+same files, the same JSON keys and the same ledger charges come out whichever path ran a stage.
+
+=========  =====================================================================================
+partition  ``partition.npz``: disjoint shards of the private split, one per teacher
+teachers   ``teachers/``: one model per shard, predictions and accuracy metrics
+votes      ``votes.npy``: teacher votes on the public split (sensitive: never printed)
+aggregate  ``labels.npy``, ``answered.npy``, ``aggregate.json``: noisy labels within the budget,
+           charged to the ledger BEFORE they are written (see :func:`aggregate`)
+student    ``student.pt``, ``student_metrics.json``: the only model that is ever released
+analysis   ``analysis.json``: every privacy and utility number, including the sanitized release
+report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png``
+=========  =====================================================================================
+
+A run of a mechanism that reads the private records itself (its kind's
+``reads_private_records``: Private-kNN, class-means) trains no teachers: partition and teachers
+are recorded as skipped (``stages/<stage>.json`` with ``skipped`` and ``reason``, see
+:func:`skip_reason`); its votes stage writes ``knn_embeddings.npz`` (public-fitted embeddings of
+the public and private splits) and its aggregate stage draws from the records inside each ledger
+round, after the round's reservation (:func:`aggregate`: one loop per kind of mechanism, all on
+the round driver of :mod:`pate.run.stages.rounds`).
+
+Symbols
+-------
+``STAGE_FUNCTIONS``
+    stage name -> function ``(run) -> info dict`` (the info is saved in ``stages/<stage>.json``).
+``run_stage(run, stage)``
+    Check the stage's prerequisite is done and it is not, run it, mark it done (a stage that
+    does not apply to the run, :func:`skip_reason`, is marked skipped instead, every time).
+``skip_reason(config, stage)``
+    Why ``stage`` does not apply to a run of ``config`` (None when it does).
+``preflight(run, stages=...)``
+    Every check that needs the machine, the data or the ledger, before any work: the device of
+    the stages about to run (:func:`check_device`), sizes, the dataset's identity and budget
+    in the ledger (:func:`authorize`), and that the ledger can cover the run's planned worst
+    case before any teacher trains (:func:`check_budget_fits`).
+``authorize(run, ledger)``
+    Register the private split's identity (:func:`pate.ledger.dataset_identity`) and resolve the
+    run's budget against the ledger's lifetime budget: a new dataset takes ``budget_eps`` (else
+    the run's ``target_eps``); a run that leaves it out takes the ledger's; a different one is
+    refused, naming both and the command that changes the ledger's.
+``check_budget_fits(run, ledger, dataset)``
+    Reserve-and-release the planned worst case (public facts only); refused: exit 3, with what is
+    left and the pasteable commands that raise the budget and resume.
+``release_plan(config, ...)``
+    Whether a sanitized data-dependent epsilon is released, decided from public quantities.
+``knn_prior(run)``
+    A later Private-kNN round (``[knn] features = "student"``): the earlier run whose released
+    student embeds it, checked, and that run's privacy cost (composed into this run's guarantee).
+
+The stages live one per file (``partition``, ``teachers``, ``votes``, ``aggregate``, ``student``,
+``analysis``, ``report``), beside what they share: :mod:`~pate.run.stages.runner` (``run_stage``),
+:mod:`~pate.run.stages.preflight` and :mod:`~pate.run.stages.budget` (the checks before any work),
+:mod:`~pate.run.stages.records` (mechanisms that read the private records), the aggregate loop of
+each kind of mechanism (``aggregate_votes``, ``aggregate_sample``, ``aggregate_release``),
+:mod:`~pate.run.stages.rounds` (the aggregate stage's round driver), :mod:`~pate.run.stages.pending`
+(the pending file), :mod:`~pate.run.stages.resume` (charging and publishing it after a crash),
+:mod:`~pate.run.stages.release` (the sanitized release) and :mod:`~pate.run.stages.fork`. This package re-exports every name used outside it; a stage
+function's name here is the function (``pate.run.stages.aggregate``), not its module (import the
+module as ``importlib.import_module("pate.run.stages.aggregate")``).
+"""
+
+from __future__ import annotations
+
+from pate.run.stages.runner import STAGE_FUNCTIONS, THREADS_SOURCE, TORCH_STAGES, run_stage, skip_reason
+from pate.run.stages.preflight import check_data, check_device, preflight
+from pate.run.stages.budget import authorize, check_budget_fits, config_identity
+from pate.run.stages.records import knn_prior
+from pate.run.stages.release import release_plan
+from pate.run.stages.pending import PENDING_FORMAT
+from pate.run.stages.fork import FORKED_FILES, FORKED_STAGES, fork
+from pate.run.stages.partition import partition
+from pate.run.stages.teachers import teachers
+from pate.run.stages.votes import votes
+from pate.run.stages.aggregate import aggregate
+from pate.run.stages.student import student
+from pate.run.stages.analysis import analysis_stage
+from pate.run.stages.report import report
+
+__all__ = ["STAGE_FUNCTIONS", "THREADS_SOURCE", "TORCH_STAGES", "run_stage", "preflight", "authorize", "check_budget_fits",
+           "release_plan", "config_identity", "skip_reason", "knn_prior", "check_data",
+           "check_device", "fork", "FORKED_FILES", "FORKED_STAGES", "PENDING_FORMAT",
+           "partition", "teachers", "votes", "aggregate", "student", "analysis_stage", "report"]

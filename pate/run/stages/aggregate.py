@@ -1,0 +1,52 @@
+"""The aggregate stage: noisy labels within the budget; nothing reaches ``labels.npy`` before it is
+charged.
+
+Whatever the mechanism, the stage opens the ledger, resolves the run's dataset and budget in it,
+and then either returns the published answers (``aggregate.json`` is written last, after every
+charge), or resumes an interrupted stage from its pending file (charging what the ledger does not
+hold, then publishing: :func:`pate.run.stages.resume.finish_pending`), or runs the loop of the
+mechanism's kind (:data:`KIND_LOOPS`), each built on the one round driver
+:func:`pate.run.stages.rounds.ask_in_rounds` (reserve -> draw -> write pending -> commit), with
+``labels.npy``/``answered.npy``/``aggregate.json`` written only after the last commit.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pate import mechanisms
+from pate.run import rundir as R
+from pate.run.rundir import Run
+from pate.run.stages.aggregate_release import aggregate_release
+from pate.run.stages.aggregate_sample import aggregate_sample
+from pate.run.stages.aggregate_votes import aggregate_votes
+from pate.run.stages.budget import authorize
+from pate.run.stages.pending import aggregate_info
+from pate.run.stages.resume import finish_pending
+
+#: The aggregate loop of each kind of mechanism (``pate.mechanisms.KINDS``), by kind name:
+#: ``loop(run, spec, ledger, dataset, run_id) -> info``.
+KIND_LOOPS: dict[str, Callable[..., dict]] = {
+    mechanisms.VOTE.name: aggregate_votes, mechanisms.SAMPLE.name: aggregate_sample,
+    mechanisms.RELEASE.name: aggregate_release}
+
+
+def aggregate(run: Run) -> dict:
+    """Noisy labels within the budget; nothing reaches ``labels.npy`` before it is charged (see
+    the module docstring). A crash between drawing and publishing leaves the pending file, which
+    ``--resume`` charges and publishes (or discards)."""
+    spec = mechanisms.get(run.config["aggregator"]["mechanism"])
+    run_id = run.run_id + ":aggregate"
+    run.check_not_a_copy()  # a copied run directory never draws or charges under this run id
+    ledger = run.ledger()
+    try:
+        dataset = authorize(run, ledger) if ledger is not None else None
+        if run.path(R.AGGREGATE).exists():  # published: charged before it was written
+            run.path(R.PENDING).unlink(missing_ok=True)  # a crash before publish removed it
+            return aggregate_info(R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS))
+        if run.path(R.PENDING).exists() or run.path(R.PENDING_SUMMARY).exists():
+            return finish_pending(run, ledger, dataset, run_id)
+        return KIND_LOOPS[spec.kind.name](run, spec, ledger, dataset, run_id)
+    finally:
+        if ledger is not None:
+            ledger.close()

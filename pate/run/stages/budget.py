@@ -1,0 +1,261 @@
+"""The private split's identity in the ledger, the run's budget resolved against the ledger's,
+and the check that the ledger can cover the run's planned worst case before any work."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+
+import numpy as np
+
+from pate.run import config as C
+from pate import mechanisms
+from pate.run import rundir as R
+from pate.analysis.errors import BudgetExceededError, ConfigError
+from pate.run.rundir import Run
+
+logger = logging.getLogger("pate")
+
+
+def config_identity(config: dict):
+    """The ledger identity of a config's private split (what ``pate budget digest`` prints)."""
+    from pate.ledger import dataset_identity
+    from pate.teachers.data import load_pate_data
+
+    data = load_pate_data(config["data"]["name"], **C.data_settings(config))
+    return dataset_identity(data.private.x, data.private.y)
+
+
+def run_identity(run: Run):
+    """The private split's identity (hashed once per open run: preflight, the ledger and a
+    later Private-kNN round all ask for it)."""
+    from pate.ledger import dataset_identity
+
+    if "identity" not in run.objects:
+        run.objects["identity"] = dataset_identity(run.data.private.x, run.data.private.y)
+    return run.objects["identity"]
+
+
+def caller_of(run: Run) -> str | None:
+    """Who started the run: :data:`pate.run.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
+    name keyword arguments), None for the CLI (TOML keys and flags)."""
+    caller = run.objects.get("caller") or run.objects.get("wording")
+    return C.PYTHON_SOURCE if caller in (C.PYTHON_SOURCE, "python") else caller
+
+
+def authorize(run: Run, ledger) -> str:
+    """The private split's dataset in ``ledger``, and the run's budget resolved against it.
+
+    The ledger holds each dataset's lifetime budget (the one authority). A new dataset is
+    registered with ``[privacy] budget_eps`` (``budget_eps=``), or, left out, with the run's
+    ``target_eps`` (logged: the lifetime budget is then this run's target until it is raised
+    with ``pate budget set``). A known dataset keeps the ledger's budget: a run that leaves
+    ``budget_eps`` out uses it; a run that asks for a different ``budget_eps`` is refused (naming
+    the setting and how to change the ledger's) before anything is written -- except a started
+    run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
+    ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
+    Sets ``run.config["privacy"]["budget_eps"]`` to the ledger's budget (in memory: the aggregate
+    stage stops on it)."""
+    priv = run.config["privacy"]
+    identity = run_identity(run)
+    given = priv.get("budget_eps")
+    register = given if given is not None else run.config["aggregator"].get("target_eps")
+    # a started run that names the budget it last ran under (its config.json's) may go on with
+    # the ledger's when that was changed since; a budget asked for anew must be the ledger's
+    resumed = given is not None and given == run.objects.get("recorded_budget_eps")
+    known = ledger.datasets()
+    for d in known:
+        if d["digest"] == identity.digest and d["budget_eps"] is not None:
+            _check_budget(run, ledger, d["digest"], (d["budget_eps"], d["budget_delta"],
+                                                     d["conversion"]),
+                          (given, priv["delta"], priv["conversion"]), resumed=resumed)
+    name = priv.get("dataset")
+    if name is None:  # the data's name, unless another set of records already carries it
+        taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
+        name = run.config["data"]["name"]
+        if taken.get(name, identity.digest) != identity.digest:
+            name = None
+    budget = None
+    if not any(d["digest"] == identity.digest and d["budget_eps"] is not None for d in known) \
+            and register is None:
+        caller = caller_of(run)
+        raise ConfigError(
+            f"the ledger {ledger.path} holds no budget for this dataset ({identity.digest[:16]}"
+            f"...) yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
+            f"budget) or {C.setting('aggregator', 'target_eps', source=caller)} (what this run "
+            "spends, then also registered as the lifetime budget)")
+    digest = ledger.register_identity(identity, name=name)
+    budget = ledger.budget(digest)
+    if budget is None:
+        ledger.set_budget(digest, eps=register, delta=priv["delta"],
+                          conversion=priv["conversion"])
+        if given is None:
+            caller = caller_of(run)
+            logger.warning(
+                "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
+                "this run's %s (%s was not given); later runs on the same records share it. To "
+                "allow more over the dataset's life, give %s the first time, or raise it with %s",
+                ledger.path, digest[:16], register,
+                C.setting("aggregator", "target_eps", source=caller),
+                C.setting("privacy", "budget_eps", source=caller),
+                C.setting("privacy", "budget_eps", source=caller),
+                C.budget_command(caller, ledger=ledger.path, digest=digest, eps=register * 2,
+                                 delta=priv["delta"], conversion=priv["conversion"]))
+        budget = ledger.budget(digest)
+    else:  # again: another process may have set it meanwhile
+        _check_budget(run, ledger, digest, (budget.eps, budget.delta, budget.conversion),
+                      (given, priv["delta"], priv["conversion"]), resumed=resumed)
+    priv["budget_eps"] = float(budget.eps)
+    return digest
+
+
+def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
+                  resumed: bool) -> None:
+    """ConfigError unless the ledger's budget ``have`` and the run's ``want`` -- both
+    ``(eps, delta, conversion)``; ``want``'s eps None: the ledger's -- agree. A resumed run
+    accepts the ledger's eps (see :func:`authorize`)."""
+    (b_eps, b_delta, b_conv), (eps, delta, conversion) = have, want
+    if (b_delta, b_conv) == (delta, conversion) and (eps is None or eps == b_eps):
+        return
+    if (b_delta, b_conv) == (delta, conversion) and resumed:
+        if run.objects.get("budget_noted") == b_eps:
+            return
+        run.objects["budget_noted"] = b_eps
+        logger.warning("the ledger %s holds the lifetime budget eps=%g for this dataset (%s...); "
+                       "this run last ran under eps=%g and goes on with the ledger's",
+                       ledger.path, b_eps, digest[:16], eps)
+        return
+    caller = caller_of(run)
+    asked = [(key, mine, theirs) for key, mine, theirs in (
+        ("budget_eps", eps, b_eps), ("delta", delta, b_delta), ("conversion", conversion, b_conv))
+        if mine is not None and mine != theirs]
+    fix = "; ".join(f"set {C.assignment('privacy', key, theirs, source=caller)}" + (
+        " or leave it out (the ledger's applies)" if key == "budget_eps" else "")
+        for key, _, theirs in asked)
+    command = C.budget_command(caller, ledger=ledger.path, digest=digest,
+                               eps=b_eps if eps is None else eps, delta=delta, conversion=conversion)
+    raise ConfigError(
+        f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
+        f"({b_conv} conversion) for this dataset ({digest[:16]}...), but this run asks for "
+        + ", ".join(C.assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
+        + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
+        f"`{command}` (recorded, and shown in the report)")
+
+
+def resolve_budget_without_ledger(run: Run) -> None:
+    """Without a ledger the config's budget is the only one: ``budget_eps``, else the run's
+    ``target_eps`` (:func:`pate.run.config.validate` requires one of them)."""
+    priv = run.config["privacy"]
+    if priv.get("budget_eps") is None:
+        priv["budget_eps"] = float(run.config["aggregator"]["target_eps"])
+
+
+def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | None:
+    """The data-independent RDP this run must be able to reserve before any private record is
+    read, the RDP of all its planned queries (what a raised budget should cover), how many
+    those are, and what the first is -- from public facts only (the
+    mechanism, its noise, the number of public items and of classes): the whole planned cost
+    for a run with a ``target_eps`` (its calibrated worst case: every query answered) and for a
+    mechanism that releases once (class-means); else one query (a run with set noise stops when
+    the budget runs out, the aggregate stage reserves as many as fit). None when the run asks
+    no query."""
+    config = run.config
+    agg = config["aggregator"]
+    spec = mechanisms.get(agg["mechanism"])
+    orders = C.orders(config)
+    num_public = len(run.data.public)
+    queries = min(agg.get("queries", num_public), num_public)
+    if queries <= 0:
+        return None
+    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    if spec.kind.releases_once:
+        event = spec.event(np.zeros((queries, run.data.num_classes)), params,
+                           answered=np.ones(queries, dtype=bool), orders=orders)
+        rdp = event.rdp_data_independent
+        return rdp, rdp, queries, f"the one release of {spec.title}"
+    worst = spec.worst_case_query_rdp(params, orders=orders)
+    if agg.get("target_eps") is not None:
+        return (queries * worst, queries * worst, queries,
+                f"this run's target eps={agg['target_eps']:g} ({queries} queries, all answered)")
+    return worst, queries * worst, queries, f"even one query of {spec.title}"
+
+
+def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
+    """"raise the dataset's lifetime budget: `<command>`[, then `pate run --run-dir DIR
+    --resume`]": the command (a Python call for :func:`pate.fit`, ``pate budget set`` for the
+    CLI) raises the budget by the epsilon of ``rdp`` (public arithmetic) over what is spent and
+    reserved; both work when pasted."""
+    from pate import analysis
+
+    summary = ledger.summary(dataset)
+    budget = summary["budget"]
+    orders = C.orders(run.config)
+    cost = float(analysis.eps_from_rdp(np.asarray(rdp, dtype=float), orders=orders,
+                                       delta=budget["delta"],
+                                       conversion=budget["conversion"])[0])
+    caller = caller_of(run)
+    command = C.budget_command(caller, ledger=ledger.path, digest=dataset,
+                               eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"])
+                                                    + cost)) / 100,
+                               delta=budget["delta"], conversion=budget["conversion"])
+    if caller == C.PYTHON_SOURCE:
+        then = ""
+    elif (run.run_dir / R.STATE).exists():  # a started run continues where it stopped
+        then = f", then `pate run --run-dir {run.run_dir} --resume`"
+    else:  # nothing was started: the same command again
+        then = ", then run this command again"
+    return f"raise the dataset's lifetime budget: `{command}`{then}"
+
+
+def check_budget_fits(run: Run, ledger, dataset: str) -> None:
+    """Refuse (``BudgetExceededError``, exit 3) a run whose planned worst case
+    (:func:`_planned_worst_case`) the ledger cannot reserve now -- this dataset's budget and
+    every linked one, concurrent runs included, checked by the ledger itself -- before any
+    stage runs: no teacher is trained for a run that could not be answered.
+
+    The check reserves and at once releases: no reservation is held across the teacher training
+    (it may take hours; a reservation held that long would need a heartbeat and would block
+    concurrent runs for that long). The aggregate stage reserves again before any noise is drawn,
+    so a budget spent by another run in between stops the run there (charge-before-release is
+    unchanged), and it resumes without retraining once the budget is raised."""
+    planned = _planned_worst_case(run)
+    if planned is None:
+        return
+    rdp, full, queries, what = planned
+    orders = C.orders(run.config)
+    try:
+        ledger.reserve(dataset, orders=orders, rdp=rdp, run_id=run.run_id + ":preflight").release()
+        return
+    except BudgetExceededError:
+        pass
+    from pate import analysis
+
+    priv = run.config["privacy"]
+
+    def eps_of(curve):
+        return float(analysis.eps_from_rdp(curve, orders=orders, delta=priv["delta"],
+                                           conversion=priv["conversion"])[0])
+
+    cost, full_cost = eps_of(rdp), eps_of(full)
+    summary = ledger.summary(dataset)
+    budget = summary["budget"]
+    remaining = (summary["remaining"] if summary.get("remaining_effective") is None
+                 else summary["remaining_effective"])
+    remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
+    caller = caller_of(run)
+    name = functools.partial(C.setting, source=caller)
+    limited = summary.get("limited_by")
+    where = ("" if not limited or limited == dataset else
+             f" (limited by the linked dataset {limited[:16]}...)")
+    if run.config["aggregator"].get("target_eps") is not None:
+        fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
+    else:
+        fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "
+    raise BudgetExceededError(
+        f"the ledger {ledger.path} has no room for {what}: it costs eps={cost:.4g} at most, and "
+        f"this dataset ({dataset[:16]}...) has eps={remaining:.4g} left{where} of its lifetime "
+        f"budget eps={budget['eps']:g} (spent and reserved: eps="
+        f"{summary['spent_and_reserved']:.4g}). Nothing was trained, drawn or charged. To go on, "
+        f"{fix}{raise_hint(run, ledger, dataset, full)}",
+        requested=cost, remaining=remaining)

@@ -1,0 +1,92 @@
+"""A new run from a finished run's partition, teachers and votes, with a new run id."""
+
+from __future__ import annotations
+
+import pathlib
+
+from pate.run import config as C
+from pate.run import rundir as R
+from pate.analysis.errors import ConfigError
+from pate.core.io import atomic_write_json
+from pate.run.rundir import Run
+
+
+def _check_fork_target(source: pathlib.Path, target: pathlib.Path) -> None:
+    """Refuse a fork target that would overwrite or delete anything: the source itself, a folder
+    inside the source, a folder the source lies in, or a path that exists and is not an empty
+    folder. Checked before anything is written; fork never deletes what it did not create."""
+    src, dst = source.resolve(), target.resolve()
+    if dst == src:
+        raise ConfigError(f"fork_run: the new run directory is the source itself ({source}); "
+                          "pick a new directory for the forked run")
+    if dst.is_relative_to(src):
+        raise ConfigError(f"fork_run: the new run directory {target} lies inside the source run "
+                          f"{source}; pick a new directory outside it")
+    if src.is_relative_to(dst):
+        raise ConfigError(f"fork_run: the new run directory {target} holds the source run "
+                          f"{source}; pick a new directory that does not contain it")
+    if target.is_symlink() and not target.exists():
+        raise ConfigError(f"fork_run: the new run directory {target} is a dangling symbolic "
+                          "link; pick a new directory, or remove the link yourself")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        what = "a file" if not target.is_dir() else "a folder that is not empty"
+        raise ConfigError(f"fork_run: the new run directory {target} exists and is {what}; it is "
+                          "never overwritten: pick a new directory, or remove it yourself")
+
+
+def fork(source, config: dict) -> pathlib.Path:
+    """Start a new run (``config``'s directory) from a finished run's partition, teachers and
+    votes, with a NEW run id (its answers are charged to the ledger as its own).
+
+    The new directory must not exist or be an empty folder, and must be neither the source,
+    inside it, nor a folder holding it (:class:`ConfigError`, before anything is written). The
+    run is assembled in a temporary folder next to it and renamed into place, so an interrupted
+    fork leaves no half-copied run; nothing that existed before is ever deleted."""
+    import os
+    import secrets
+    import shutil
+
+    source = pathlib.Path(source)
+    missing = [s for s in FORKED_STAGES if not (source / R.STAGE_DIR / f"{s}.json").exists()]
+    if missing:
+        raise ConfigError(f"{source} has not finished stage(s) {', '.join(missing)}; run "
+                          f"`pate run --run-dir {source} --resume --until votes` there first")
+    target = C.run_directory(config)
+    _check_fork_target(source, target)
+    parent = Run.open(source, progress=False)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.fork-{secrets.token_hex(6)}"
+    staging.mkdir()  # a new, unique folder (the umask's permissions, like any run directory)
+    try:
+        run = Run.create(config, progress=False, run_dir=staging)
+        run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
+        run.start()
+        (staging / R.STAGE_DIR).mkdir()
+        for name in FORKED_FILES:
+            if not (source / name).exists() and name != R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
+                continue  # a Private-kNN run: no partition, no teachers
+            if name == R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
+                name = R.KNN_EMBEDDINGS
+            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name,
+                                                                             staging / name)
+        for stage in FORKED_STAGES:
+            shutil.copy2(source / R.STAGE_DIR / f"{stage}.json",
+                         staging / R.STAGE_DIR / f"{stage}.json")
+        _check_fork_target(source, target)  # again: nothing appeared there meanwhile
+        try:  # onto a missing path or an empty folder only (rename refuses a non-empty one)
+            os.rename(staging, target)
+        except OSError as exc:
+            raise ConfigError(f"fork_run: cannot move the forked run into {target} ({exc.strerror}"
+                              "); pick a new directory, or remove it yourself") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # the folder this call created, only
+        raise
+    # the run now lives at the target (same inode): record that path, not the staging folder's
+    atomic_write_json(target / R.STATE, dict(run.state, directory=R.directory_identity(target)))
+    return target
+
+
+#: What a forked run reuses: the files and the finished stages up to the vote matrix (a
+#: Private-kNN run: its skipped stages and ``knn_embeddings.npz``).
+FORKED_FILES = (R.PARTITION, R.TEACHERS, R.VOTES)
+FORKED_STAGES = ("partition", "teachers", "votes")

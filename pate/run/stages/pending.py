@@ -1,0 +1,83 @@
+"""The pending file: answers drawn inside ledger reservations, kept until they are charged, then
+published (the resume after a crash: :mod:`pate.run.stages.resume`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from pate.run import rundir as R
+from pate.analysis.errors import ConfigError, CorruptFileError
+from pate.core.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npz
+from pate.run.rundir import Run
+
+
+#: Version of the pending file's ``state`` (the earlier two-file layout had none).
+PENDING_FORMAT = 2
+
+
+def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> None:
+    """The answers drawn so far, in ONE file written atomically (temp file, fsync, rename, fsync
+    of the directory: :func:`pate.core.io.atomic_savez`): the arrays, and in the ``state`` member
+    (UTF-8 JSON, as uint8 bytes) the summary to publish and ``rounds``, one entry per ledger
+    round -- ``{"keys": [reservation ids], "events": [event dicts]}`` --, written BEFORE the round's
+    reservation is committed. The ledger records each committed event with its reservation id,
+    so a resume knows exactly which rounds were charged (:func:`finish_pending`): no count, no
+    second file that could be older or newer than the first."""
+    state = {"format": PENDING_FORMAT, "run_id": summary["run_id"], "summary": summary,
+             "rounds": rounds}
+    atomic_savez(run.path(R.PENDING), labels=labels, answered=answered,
+                 state=np.frombuffer(json.dumps(state, sort_keys=True).encode(), dtype=np.uint8),
+                 **({} if scores is None else {"scores": scores}))
+
+
+def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
+    """(arrays, state) of the pending file; an interrupted run of an earlier version (two files,
+    ``aggregate.pending.npz`` + ``aggregate.pending.json``, charged by counting) is refused: what
+    it published could not be checked against the ledger."""
+    legacy = run.path(R.PENDING_SUMMARY).exists()
+    arrays = {} if legacy else load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
+    if legacy or "state" not in arrays:
+        raise ConfigError(
+            f"{run.run_dir} holds the answers of an aggregate stage interrupted under an earlier "
+            f"version of pate-learn ({R.PENDING} + {R.PENDING_SUMMARY}), whose charge this "
+            "version cannot check against the ledger: they are not published. Delete both files "
+            "to discard them (never released; what the ledger charged for them stays spent), "
+            "then run the aggregate stage again")
+    try:
+        state = json.loads(arrays.pop("state").astype(np.uint8).tobytes().decode())
+        ok = (isinstance(state, dict) and state.get("format") == PENDING_FORMAT
+              and isinstance(state.get("summary"), dict) and isinstance(state.get("rounds"), list)
+              and all(isinstance(r, dict) and isinstance(r.get("keys"), list)
+                      and isinstance(r.get("events"), list) for r in state["rounds"]))
+    except (ValueError, TypeError):  # not UTF-8, not JSON, not bytes
+        ok = False
+    if not ok or not {"labels", "answered"} <= set(arrays):
+        raise CorruptFileError(f"{run.path(R.PENDING)} is not a pending file of this version of "
+                               "pate-learn (modified or damaged); its answers are not published. "
+                               "Delete it to discard them, then run the aggregate stage again",
+                               path=run.path(R.PENDING))
+    if state.get("run_id") != run_id:
+        raise ConfigError(f"{run.path(R.PENDING)} holds the answers of run {state.get('run_id')}, "
+                          f"not of this run ({run_id}); they are not published. Delete it, then "
+                          "run the aggregate stage again")
+    return arrays, state
+
+
+def publish(run: Run, labels, answered, summary, scores=None) -> None:
+    """Write the charged answers (and the labelling rule's class ``scores``, where the mechanism
+    gives them) where the later stages read them, then drop the pending copy."""
+    if scores is None:
+        run.path(R.LABEL_SCORES).unlink(missing_ok=True)   # never a stale earlier aggregate's
+    else:
+        atomic_save_npy(run.path(R.LABEL_SCORES), scores)
+    atomic_save_npy(run.path(R.LABELS), labels)
+    atomic_save_npy(run.path(R.ANSWERED), answered)
+    atomic_write_json(run.path(R.AGGREGATE), summary)
+    run.path(R.PENDING).unlink(missing_ok=True)
+
+
+def aggregate_info(summary: dict) -> dict:
+    return {"asked": summary["queries_asked"], "answered": summary["queries_answered"],
+            "stop_reason": summary.get("stop_reason")}

@@ -1,0 +1,95 @@
+"""The checks before any work: the device, the data's sizes, the ledger's dataset and budget."""
+
+from __future__ import annotations
+
+from pate import mechanisms
+from pate.run import rundir as R
+from pate.analysis.errors import ConfigError
+from pate.core.io import load_npy
+from pate.run.rundir import Run
+from pate.run.stages.budget import resolve_budget_without_ledger, authorize, check_budget_fits
+from pate.run.stages.records import check_records_data, skip_reason
+
+
+def is_estimator(model) -> bool:
+    """A scikit-learn estimator given from Python (a student trained by ``_sklearn_student``)."""
+    return hasattr(model, "fit") and hasattr(model, "get_params")
+
+
+def _computes_here(config: dict, stage: str, objects: dict) -> bool:
+    """Whether ``stage`` trains a torch model on this machine's ``[run] device``: the student
+    (unless it is a scikit-learn estimator given from Python, in ``objects``), and the teachers
+    on the local backend (a cluster's workers check their own devices)."""
+    if stage == "student":
+        model = config["student"].get("model", "auto")
+        if isinstance(model, str) and model.startswith("python:"):
+            return not is_estimator(objects.get("student_model"))
+        return True
+    return (stage == "teachers" and skip_reason(config, "teachers") is None
+            and (config.get("cluster") or {}).get("backend", "local") == "local")
+
+
+def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) -> None:
+    """Refuse a ``[run] device`` that this machine lacks (e.g. "cuda" without a GPU) before any
+    of ``stages`` runs, when one of them computes here (:func:`_computes_here`; ``objects``: the
+    run's models given from Python). Otherwise a run without teachers (class-means,
+    Private-kNN) would draw and charge its release and only then fail in the student stage."""
+    users = [stage for stage in stages if _computes_here(config, stage, objects or {})]
+    if not users:
+        return
+    from pate.teachers.ensemble import resolve_device
+
+    device = config["run"]["device"]
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise ConfigError(f"[run] device = {device!r} (used by the {' and '.join(users)} "
+                          f"stage{'s' if len(users) > 1 else ''}): {exc}; nothing was written, "
+                          "drawn or charged") from None
+
+
+def check_data(run: Run) -> None:
+    """Checks that need the dataset's sizes (before anything is written)."""
+    data, config = run.data, run.config
+    queries = config["aggregator"].get("queries")
+    if queries is not None and queries > len(data.public):
+        raise ConfigError(f"[aggregator] queries ({queries}) exceeds the {len(data.public)} "
+                          f"public items of {data.name}")
+    if mechanisms.get(config["aggregator"]["mechanism"]).kind.reads_private_records:
+        check_records_data(run)
+        return
+    k = config["partition"]["num_teachers"]
+    if k > len(data.private):
+        raise ConfigError(f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
+                          f"private records of {data.name}")
+    if config["partition"]["mode"] == "unit":
+        unit_ids = load_npy(config["partition"]["unit_ids"], what="[partition] unit_ids")
+        if unit_ids.shape[0] != len(data.private):
+            raise ConfigError(f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
+                              f"split has {len(data.private)} records")
+
+
+def preflight(run: Run, *, stages=R.STAGES) -> None:
+    """The device of ``stages`` (those about to run), that a run about to aggregate is in its
+    own directory (not a copy: :meth:`pate.run.rundir.Run.check_not_a_copy`), data sizes, then the
+    ledger's dataset and budget, and -- while the aggregate stage has yet to draw anything --
+    that the ledger can cover the run's planned worst case (:func:`check_budget_fits`): all of
+    it before any work or any file."""
+    check_device(run.config, stages, objects=run.objects)
+    if "aggregate" in stages:
+        run.check_not_a_copy()
+    check_data(run)
+    ledger = run.ledger()
+    if ledger is None:
+        resolve_budget_without_ledger(run)
+        return
+    try:
+        dataset = authorize(run, ledger)
+        # nothing drawn yet: not published (aggregate.json, maybe before its stage file), no
+        # pending answers (the resume charges and publishes those, whatever is left)
+        drawing = not any(run.path(name).exists() for name in (
+            R.AGGREGATE, R.PENDING, R.PENDING_SUMMARY)) and not run.done("aggregate")
+        if drawing and any(s in stages for s in R.STAGES[:R.STAGES.index("aggregate") + 1]):
+            check_budget_fits(run, ledger, dataset)
+    finally:
+        ledger.close()

@@ -1,0 +1,57 @@
+"""The sanitized (smooth-sensitivity) release of the data-dependent epsilon: planned from public
+quantities before any noise is drawn, drawn once after the answers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pate.run import config as C
+from pate import mechanisms
+
+
+def draw_release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
+    """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
+    from pate import analysis
+
+    priv = config["privacy"]
+    params = mechanisms.get(config["aggregator"]["mechanism"]).release_params(
+        C.aggregator_params(config))
+    return dict(analysis.release_sanitized_epsilon(
+        votes, answered=answered, order=priv["release_order"], beta=priv["release_beta"],
+        sigma_ss=priv["release_sigma_ss"], delta=priv["delta"], num_teachers=int(votes[0].sum()),
+        rng=rng, conversion=priv["conversion"], **params))
+
+
+def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
+    """Whether this run will release a sanitized data-dependent epsilon, and its RDP cost.
+
+    Decided from public quantities only (mechanism, noise, release parameters, number of teachers
+    and classes): no release for a mechanism without a smooth-sensitivity analysis (LNMax), when
+    the data-dependent bounds can never beat the data-independent ones at the release order, or
+    when conditions C5/C6 fail. The cost curve is [P18] Theorem 23 at every order below
+    1/(2 beta) and infinite above (only those orders can carry it).
+    """
+    from pate import analysis
+    from pate.analysis.sensitivity import _is_data_independent_step1, _is_data_independent_step2
+
+    agg, priv = config["aggregator"], config["privacy"]
+    order, beta, sigma_ss = priv["release_order"], priv["release_beta"], priv["release_sigma_ss"]
+    params = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
+    spec = mechanisms.get(agg["mechanism"])
+    release = spec.release_params(C.aggregator_params(config))
+    reason = None
+    if not priv.get("release", True):
+        reason = "[privacy] release = false: only the data-independent epsilon is reported"
+    elif release is None:
+        reason = (f"{spec.title} has no smooth-sensitivity analysis; the data-independent epsilon "
+                  "is reported")
+    else:
+        ind1 = (release["threshold"] is None or _is_data_independent_step1(
+            num_teachers, release["threshold"], release["sigma1"], order))
+        if ind1 and _is_data_independent_step2(num_teachers, num_classes, release["sigma2"], order):
+            reason = "the data-dependent bounds never beat the data-independent ones at this order"
+        elif not all(analysis.check_conditions(sigma=release["sigma2"], num_classes=num_classes,
+                                               order=order)):
+            reason = "conditions C5/C6 do not hold at this order and sigma2"
+    rdp = analysis.gnss_rdp_curve(beta=beta, sigma_ss=sigma_ss, orders=orders)
+    return {"release": reason is None, "fallback": reason, "params": params, "rdp": rdp}

@@ -1,0 +1,134 @@
+"""The round driver of the aggregate stage: reserve -> draw -> write pending -> commit, the same for
+every kind of mechanism (each kind's loop, ``pate.run.stages.aggregate_<kind>``, gives it ``ask``).
+
+Nothing noisy is written before it is charged: a round's answers are drawn only inside its ledger
+reservation, written to the pending file (with the round's reservation id) BEFORE the round's
+event is committed, and published (``pate.run.stages.pending.publish``) only after the last commit;
+a crash in between leaves the pending file, which the resume charges by key and publishes
+(``pate.run.stages.resume.finish_pending``).
+
+Symbols
+-------
+``Answers``        the arrays a stage draws into and publishes: labels, answered, class scores.
+``Rounds``         how far the rounds have come (the stage's summaries read it).
+``max_fitting``    the largest reservation of n x a per-query worst case that the ledger allows now.
+``commit_round``   write the pending file with a round's charge, then commit the round's events.
+``ask_in_rounds``  the driver: rounds of reserve -> ``ask`` -> ``commit_round`` up to a limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from pate.analysis.errors import BudgetExceededError
+from pate.run.rundir import Run
+from pate.run.stages.pending import write_pending
+
+
+@dataclasses.dataclass
+class Answers:
+    """What an aggregate stage draws into, keeps in the pending file and publishes: ``labels``
+    (n,) int64 (-1: no label), ``answered`` (n,) bool, and ``scores`` (n, m) float64 (NaN where
+    not labelled) for a mechanism whose kind gives label scores, else None."""
+
+    labels: np.ndarray
+    answered: np.ndarray
+    scores: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls, num_queries: int, *, num_classes: int | None = None) -> "Answers":
+        """Nothing answered yet; with ``num_classes``, a score table too."""
+        return cls(np.full(num_queries, -1, dtype=np.int64), np.zeros(num_queries, dtype=bool),
+                   None if num_classes is None else np.full((num_queries, num_classes), np.nan))
+
+
+@dataclasses.dataclass
+class Rounds:
+    """How far an aggregate stage's ledger rounds have come (its summaries read it)."""
+
+    asked: int = 0
+    reserved: int = 0
+    rounds: int = 0
+    stop_reason: str | None = None
+    #: the pending file's rounds: ``{"keys": [reservation id], "events": [event dict]}``
+    charges: list = dataclasses.field(default_factory=list)
+
+
+def max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str):
+    """The largest n <= limit whose worst case (n x ``worst``) the ledger can reserve now, and
+    that reservation (None, 0 when not even one query fits). Tries ``limit`` first, then a
+    binary search of reservation attempts (each one checked by the ledger itself, linked
+    datasets and concurrent runs included)."""
+    def attempt(n):
+        try:
+            return ledger.reserve(dataset, orders=orders, rdp=n * worst, run_id=run_id)
+        except BudgetExceededError:
+            return None
+
+    reservation = attempt(limit)
+    if reservation is not None:
+        return reservation, limit
+    lo, hi = 0, limit - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = attempt(mid)
+        if trial is None:
+            hi = mid - 1
+        else:
+            trial.release()
+            lo = mid
+    if lo == 0:
+        return None, 0
+    reservation = attempt(lo)
+    return (reservation, lo) if reservation is not None else (None, 0)
+
+
+def commit_round(run: Run, reservation, events: list, answers: Answers, summary: dict,
+                 rounds: Rounds) -> None:
+    """Inside ``reservation``: record its id and ``events`` in ``rounds.charges``, write the pending
+    file (``answers``, ``summary``, every round so far), and only then commit ``events``."""
+    rounds.charges.append({"keys": [reservation.id], "events": [e.to_dict() for e in events]})
+    write_pending(run, answers.labels, answers.answered, summary, rounds.charges, answers.scores)
+    reservation.commit(events)
+
+
+def ask_in_rounds(run: Run, ledger, dataset: str | None, run_id: str, *, orders, worst,
+                  limit: int, first, ask: Callable, answers: Answers, summary: Callable,
+                  rounds: Rounds) -> None:
+    """The charge-before-publish loop, the same for every kind of mechanism.
+
+    Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``first``
+    (reserved before any noise existed: ``(reservation, n)`` or ``(None, 0)``), then the most
+    queries whose worst case (``worst`` each) fits now (:func:`max_fitting`) -- and only inside it
+    calls ``ask(start, n)``, which draws the answers of queries ``start .. start + n - 1`` into
+    ``answers`` and returns ``(queries asked, the round's event, stop reason)`` (it may ask fewer
+    than ``n``); then :func:`commit_round` writes them to the pending file with ``summary()`` and
+    commits the event (always within the reservation). Without a ledger: one round of ``limit``
+    queries. Stops at ``limit``, when ``ask`` stops, or when the ledger has no room for one more
+    query (``rounds.stop_reason`` says so)."""
+    while rounds.asked < limit:
+        reservation, n = None, limit - rounds.asked
+        if first[0] is not None:
+            (reservation, n), first = first, (None, 0)
+        elif ledger is not None:
+            reservation, n = max_fitting(ledger, dataset, orders=orders, worst=worst, limit=n,
+                                         run_id=run_id)
+            if reservation is None:
+                rounds.stop_reason = (
+                    f"privacy budget: the ledger's remaining budget does not cover one more "
+                    f"query after {rounds.asked} asked")
+                return
+        if reservation is not None:
+            rounds.reserved += n
+        with (reservation if reservation is not None else contextlib.nullcontext()):
+            k, event, rounds.stop_reason = ask(rounds.asked, n)
+            rounds.asked += k
+            rounds.rounds += 1
+            if reservation is not None:
+                commit_round(run, reservation, [event], answers, summary(), rounds)
+        if rounds.stop_reason is not None or k < n:
+            return

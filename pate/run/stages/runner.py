@@ -1,0 +1,81 @@
+"""Running one stage of a run: its prerequisites, the stages that do not apply (recorded as
+skipped), and its record in ``stages/<stage>.json``."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pate.run import rundir as R
+from pate.analysis.errors import ConfigError
+from pate.run.rundir import Run
+from pate.run.stages.partition import partition
+from pate.run.stages.teachers import teachers
+from pate.run.stages.votes import votes
+from pate.run.stages.aggregate import aggregate
+from pate.run.stages.student import student
+from pate.run.stages.analysis import analysis_stage
+from pate.run.stages.report import report
+from pate.run.stages.records import skip_reason
+
+
+def _skip(run: Run, stage: str, reason: str) -> dict:
+    """Record a stage that does not apply as skipped (again: the same record)."""
+    if run.done(stage):
+        return run.stage_info(stage)
+    run.start()
+    return run.mark(stage, {"skipped": True, "reason": reason, "seconds": 0.0})
+
+
+def run_stage(run: Run, stage: str) -> dict:
+    """Run ``stage`` of ``run`` (its prerequisite must be done, itself not) and mark it done."""
+    import time
+
+    if stage not in STAGE_FUNCTIONS:
+        raise ValueError(f"stage must be one of {', '.join(R.STAGES)}, got {stage!r}")
+    # stages that do not apply to this run (and come before this one) are recorded as skipped
+    for earlier in R.STAGES[:R.STAGES.index(stage) + 1]:
+        reason = skip_reason(run.config, earlier)
+        if reason is None:
+            break
+        info = _skip(run, earlier, reason)
+        if earlier == stage:
+            return info
+    before = R.PREREQUISITES[stage]
+    if before is not None and not run.done(before):
+        raise ConfigError(f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
+                          f"`pate {R.COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
+                          f"--run-dir {run.run_dir} --resume`)")
+    if run.done(stage):
+        raise ConfigError(f"{run.run_dir}: stage {stage!r} is already done; start a new run "
+                          "directory to redo it")
+    run.start()
+    threads = _apply_threads(run, stage)
+    t0 = time.perf_counter()
+    info = STAGE_FUNCTIONS[stage](run) or {}
+    info["seconds"] = round(time.perf_counter() - t0, 2)
+    info["threads"] = threads
+    return run.mark(stage, info)
+
+
+#: Where an explicit ``[run] threads`` came from: ``run.objects["threads_source"]``, set by the
+#: ``pate`` command ("flag") and :func:`pate.fit` ("keyword"); else it is the config's.
+THREADS_SOURCE = "threads_source"
+#: The stages that compute with torch (the others set its threads only if it is loaded already:
+#: `pate analyze` and `pate report` stay torch-free).
+TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
+
+
+def _apply_threads(run: Run, stage: str) -> dict:
+    """The CPU threads ``stage`` computes with (:func:`pate.core.threads.configure`: ``[run]
+    threads``, else $OMP_NUM_THREADS, else the usable CPUs); the record its summary keeps under
+    ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
+    from pate.core import threads as T
+
+    return T.configure(explicit=run.config["run"].get("threads"),
+                       explicit_source=run.objects.get(THREADS_SOURCE, "config"),
+                       torch=stage in TORCH_STAGES)
+
+
+STAGE_FUNCTIONS: dict[str, Callable[[Run], dict]] = {
+    "partition": partition, "teachers": teachers, "votes": votes, "aggregate": aggregate,
+    "student": student, "analysis": analysis_stage, "report": report}

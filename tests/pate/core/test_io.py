@@ -1,0 +1,48 @@
+"""pate.core.io: atomic writers never pickle; readers name the file and say what is wrong."""
+
+from __future__ import annotations
+
+import errno
+import pickle
+
+import numpy as np
+import pytest
+
+from pate.analysis.errors import CorruptFileError, RunDirError
+from pate.core.io import atomic_savez, load_npy, load_npz
+
+
+def test_atomic_savez_refuses_object_arrays(tmp_path):
+    with pytest.raises(TypeError, match="would be pickled"):
+        atomic_savez(tmp_path / "x.npz", ok=np.arange(3), bad=np.array([object()], dtype=object))
+    assert not (tmp_path / "x.npz").exists()
+    atomic_savez(tmp_path / "y.npz", ok=np.arange(3), names=np.array(["a", "b"]))
+    assert sorted(load_npz(tmp_path / "y.npz")) == ["names", "ok"]
+
+
+def test_a_file_without_a_numpy_header_is_not_called_a_pickle(tmp_path):
+    (tmp_path / "garbage.npy").write_bytes(b"not numpy at all")
+    with pytest.raises(CorruptFileError, match="no NumPy .npy/.npz header") as info:
+        load_npy(tmp_path / "garbage.npy", what="--votes")
+    assert "garbage.npy" in str(info.value)
+    (tmp_path / "pickled.npy").write_bytes(pickle.dumps([1, 2]))
+    with pytest.raises(CorruptFileError, match="pickled"):
+        load_npy(tmp_path / "pickled.npy")
+
+
+def test_a_full_disk_names_the_file_and_how_to_continue_in_both_front_ends(tmp_path):
+    """pate.core.io.naming_write_errors: the message names the file, the cause and what to do, and
+    how a stopped run continues from the command line and from Python."""
+    from pate.core.io import naming_write_errors
+
+    target = tmp_path / "labels.npy"
+    with pytest.raises(RunDirError) as caught:
+        with naming_write_errors(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    text = str(caught.value)
+    assert str(target) in text and "ENOSPC" in text and "free space" in text
+    assert "nothing half-written was left" in text
+    assert "`pate run` command with --resume" in text and "pate.fit call with resume=True" in text
+    with pytest.raises(KeyError):  # any other error passes unchanged
+        with naming_write_errors(target):
+            raise KeyError("x")
