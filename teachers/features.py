@@ -74,6 +74,8 @@ KERNEL_SEED = 31_2026
 KERNEL_CLIP = 6.0
 #: Public rows that estimate the bandwidth (median pairwise squared distance).
 KERNEL_BANDWIDTH_ROWS = 1000
+#: Public quantiles per column of the "quadratic" front-end's normal-score map.
+QUADRATIC_KNOTS = 1000
 #: Rows mapped at a time (the (rows, D) block is the largest array the map makes).
 KERNEL_CHUNK = 4096
 J, L = 2, 8
@@ -342,9 +344,18 @@ class RandomFourierFeatures:
 @dataclasses.dataclass(frozen=True)
 class QuadraticFeatures:
     """A table's columns and their pairwise products: phi(x) = [z, (z_i z_k) for i <= k], z the
-    columns standardised with the PUBLIC ``mean`` / ``std``, clipped to +-KERNEL_CLIP and
-    centred on the public mean of the clipped values (``centre``: the public rows' z then have
-    mean exactly 0). Fitted on the public split alone; nothing reads a private record.
+    columns' **public normal scores**: each column mapped by the monotone map that sends the
+    PUBLIC split's quantiles to the standard normal's (z = Phi^-1(F_public(x)), linear between
+    ``knots``, constant beyond the first and last: a wild value cannot dominate), then centred
+    on the public mean (``centre``: the public rows' z have mean exactly 0). Fitted on the public
+    split alone; nothing reads a private record.
+
+    Why normal scores: the "qda" rule models each class as a Gaussian; skewed or heavy-tailed
+    columns (counts, amounts, lognormal measurements) are far from one, and their squares even
+    more, so a few rows would set the release's clipping radius. After the public normal-score
+    map every column's public marginal is standard normal, whatever its scale or skew (a
+    Gaussian-copula view of the table); ties (integer codes) share the mean score of their
+    quantiles.
 
     Why a class-means release needs it: the class sums of phi are the class sums of z and of
     z z^T, so one release holds every class's mean and second-moment matrix, and the public
@@ -353,12 +364,14 @@ class QuadraticFeatures:
     quadratic in the inputs (nested shells, classes of several clusters, classes that differ in
     spread), where a nearest-mean rule is linear in its embedding."""
 
-    mean: np.ndarray
-    std: np.ndarray
+    knots: tuple
+    scores: tuple
     centre: np.ndarray
 
     @classmethod
     def fit(cls, public: np.ndarray) -> "QuadraticFeatures":
+        from scipy.special import ndtri
+
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if pub.shape[0] < 2:
             raise ValueError(f"the quadratic features need at least 2 public rows, got {pub.shape[0]}")
@@ -367,20 +380,32 @@ class QuadraticFeatures:
             raise ValueError(f"the quadratic features of {pub.shape[1]} columns would be {width} "
                              f"features (at most {QUADRATIC_MAX_WIDTH}): set [knn] features = "
                              "\"kernel\"")
-        mean, std = pub.mean(axis=0), pub.std(axis=0)
-        std = np.where(std > 1e-6, std, 1.0)
-        centre = np.clip((pub - mean) / std, -KERNEL_CLIP, KERNEL_CLIP).mean(axis=0)
-        return cls(mean=mean, std=std, centre=centre)
+        if not np.all(np.isfinite(pub)):
+            raise ValueError("the public rows must be finite to fit the quadratic features")
+        levels = (np.arange(min(QUADRATIC_KNOTS, len(pub))) + 0.5) / min(QUADRATIC_KNOTS, len(pub))
+        normal = ndtri(levels)
+        knots, scores = [], []
+        for column in pub.T:
+            at, tied = np.unique(np.quantile(column, levels), return_inverse=True)
+            knots.append(at)
+            scores.append(np.bincount(tied, weights=normal) / np.bincount(tied))
+        out = cls(knots=tuple(knots), scores=tuple(scores), centre=np.zeros(pub.shape[1]))
+        centre = out._scores(pub).mean(axis=0)
+        return cls(knots=out.knots, scores=out.scores, centre=centre)
 
     @property
     def columns(self) -> int:
-        return int(self.mean.shape[0])
+        return len(self.knots)
+
+    def _scores(self, r: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.interp(r[:, c], self.knots[c], self.scores[c])
+                                for c in range(self.columns)]) - self.centre
 
     def transform(self, rows: np.ndarray) -> np.ndarray:
         """float64 (N, F + F (F + 1) / 2): z, then z_i z_k for i <= k in row-major upper-triangle
         order (``np.triu_indices(F)``)."""
         r = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
-        z = np.clip((r - self.mean) / self.std, -KERNEL_CLIP, KERNEL_CLIP) - self.centre
+        z = self._scores(r)
         i, k = np.triu_indices(z.shape[1])
         return np.hstack([z, z[:, i] * z[:, k]])
 

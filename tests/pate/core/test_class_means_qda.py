@@ -168,3 +168,30 @@ def test_the_quadratic_front_end_reads_public_rows_only():
         F.PublicFrontEnd.fit_transform(rng.random((20, 1, 8, 8)), features="quadratic", dims=None)
     with pytest.raises(ValueError, match="set \\[knn\\] features = \"kernel\""):
         F.QuadraticFeatures.fit(rng.normal(size=(10, 91)))
+
+
+def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
+    """A skewed column (lognormal), an integer code and a constant column: the public z of each
+    non-constant column has mean 0 and spread ~1, the map is monotone, equal inputs share one
+    score, and values beyond the public range get the end scores (a wild value is bounded)."""
+    from scipy import stats
+
+    from pate.teachers import features as F
+
+    rng = np.random.default_rng(6)
+    public = np.column_stack([rng.lognormal(sigma=2.0, size=2000), rng.integers(0, 4, 2000),
+                              np.full(2000, 7.0)])
+    quad = F.QuadraticFeatures.fit(public)
+    z = quad.transform(public)[:, :3]
+    np.testing.assert_allclose(z.mean(axis=0), 0.0, atol=1e-12)
+    assert 0.95 < z[:, 0].std() < 1.05 and abs(stats.skew(z[:, 0])) < 0.05
+    assert abs(stats.skew(public[:, 0])) > 5
+    order = np.argsort(public[:, 0])
+    assert np.all(np.diff(z[order, 0]) >= 0)
+    for code in range(4):
+        assert np.ptp(z[public[:, 1] == code, 1]) == 0
+    assert np.all(np.abs(z[:, 2]) < 1e-12)
+    far = quad.transform(np.array([[1e12, 99.0, 7.0], [-1e12, -99.0, 7.0]]))[:, :3]
+    assert np.all(np.abs(far) <= np.abs(z).max(axis=0) + 1e-12)
+    with pytest.raises(ValueError, match="finite"):
+        F.QuadraticFeatures.fit(np.array([[1.0, np.nan], [2.0, 3.0]]))
