@@ -609,6 +609,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
                       target_eps=2.0, ledger=False, run_dir=tmp_path / "run")
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["knn"] == {"features": "quadratic", "rule": "qda"}
+    assert config["student"]["targets"] == "soft" and config["student"]["temperature"] == 1.0
     records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
     assert records["rule"] == "qda" and records["dims"] == 44
     assert 'Labelling rule ([knn] rule = "qda", post-processing)' in (

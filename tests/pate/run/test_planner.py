@@ -332,6 +332,13 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert got.filled["features"]["value"] == "quadratic" and got.filled["rule"]["value"] == "qda"
     assert "dims" not in got.filled
     assert any("features = quadratic" in line for line in got.lines())
+    # the automatic student learns the rule's class probabilities (temperature 1)
+    assert config["student"]["targets"] == "soft" and config["student"]["temperature"] == 1.0
+    assert got.filled["targets"]["value"] == "soft"
+    mine = raw({"mechanism": "auto", "target_eps": 2.0})
+    mine["student"] = dict(mine.get("student") or {}, targets="hard")
+    config, kept = C.plan_config(mine, TABLE, wording="python")
+    assert config["student"]["targets"] == "hard" and "targets" not in kept.filled
     assert C.class_means_rule(config) == "qda"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["knn"] = {"features": "quadratic", "rule": "lda"}
