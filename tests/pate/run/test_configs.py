@@ -9,6 +9,7 @@ import tomllib
 
 import pytest
 
+import pate
 from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
@@ -22,7 +23,10 @@ def test_configs_are_shipped():
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
-def test_shipped_config_validates(path):
+def test_shipped_config_validates(path, tmp_path, monkeypatch):
+    if path.name == "own_data.toml":  # the planner counts its records: a file must be there
+        monkeypatch.chdir(tmp_path)
+        _write_table(tmp_path / "my_data.csv")
     config = C.load(path)
     assert config["run"]["name"] and config["privacy"]["delta"] < 1
     assert config["privacy"]["release_order"] < 1 / (2 * config["privacy"]["release_beta"])
@@ -71,6 +75,7 @@ def test_the_configs_are_package_data_of_the_wheel():
                                   "Fashion-MNIST.toml", "own-data", "own_data"])
 def test_a_packaged_name_resolves_from_any_folder(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no configs/ here
+    _write_table(tmp_path / "my_data.csv")  # own-data's records (the planner counts them)
     stem = name.lower().removesuffix(".toml").replace("-", "_")
     expected = C.load(REPO / "pate" / "configs" / f"{stem}.toml")
     assert C.load(name) == expected
@@ -119,12 +124,27 @@ def test_shipped_configs_set_no_relative_ledger():
         assert privacy.get("ledger", True) is True, path.name
 
 
-def test_own_data_validates_without_its_data(tmp_path, monkeypatch):
+def _write_table(path: pathlib.Path, rows: int = 600) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(rows, 3))
+    y = (x[:, 0] > 0).astype(int)
+    lines = ["f1,f2,f3,label"] + [f"{a:.4f},{b:.4f},{c:.4f},{t}" for (a, b, c), t in zip(x, y)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_own_data_leaves_the_choices_to_the_planner(tmp_path, monkeypatch):
+    """The template plans from the records' counts (mechanism "auto", a target eps, no number of
+    teachers): unchanged, it names the data file it needs; pointed at a table it plans."""
     monkeypatch.chdir(tmp_path)
+    with pytest.raises(pate.DatasetNotFoundError, match="my_data.csv does not exist"):
+        C.load("own-data")
+    _write_table(tmp_path / "my_data.csv")
     config = C.load("own-data")
-    name = config["data"]["name"]
-    assert name.startswith("csv:") and not pathlib.Path(name.partition(":")[2]).exists()
-    assert config["teachers"]["model"] == "mlp" and config["privacy"]["ledger"] is True
+    assert config["data"]["name"] == "csv:my_data.csv"
+    assert config["teachers"]["model"] == "auto" and config["privacy"]["ledger"] is True
+    assert config["aggregator"]["mechanism"] in ("auto", "class-means")  # the planner decides
     assert config["privacy"]["budget_eps"] <= 4.0
     text = (REPO / "configs" / "own_data.toml").read_text(encoding="utf-8")
     for documented in ("csv:PATH", "npz:PATH", "imagefolder:PATH", "x_private", "y_public",
@@ -147,7 +167,8 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
     assert main(["init-config", "own-data", "--output", "my_run.toml"]) == 0
     assert main(["run", "--config", "my_run.toml", "--run-dir", "run", "--no-ledger",
                  "--until", "partition", "--no-progress"]) == 0
-    assert (tmp_path / "run" / "partition.npz").is_file()
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert plan["mechanism"] == "class-means" and (tmp_path / "run" / "stages" / "partition.json").is_file()
     from pate.teachers.data import load_pate_data
 
     data = load_pate_data("csv:my_data.csv")
