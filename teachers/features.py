@@ -30,6 +30,9 @@ Symbols
                    ``data.public`` only); ``features="none"`` returns ``data`` itself. The raw
                    features never stand in memory beside the standardised ones: they are read
                    (or computed) a chunk at a time.
+``feature_rows(data, features, *, cache)``  the same with the private split a
+                   :class:`FeatureRows` (``take(rows)``: standardised rows read from the cache
+                   on demand; what the teachers train on, a chunk of shards at a time).
 ``public_pca_embedding(public, others, *, dims)``  flattened features projected on the first
                    ``dims`` principal axes of the *public* rows (for Private-kNN distances).
 ``KNN_FEATURES``   the front-ends of the mechanisms that read the private records (``[knn]
@@ -54,7 +57,7 @@ from pate.teachers import feature_cache as FC
 
 __all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "scatter_features", "Standardizer",
            "PublicPCA",
-           "PublicFrontEnd", "feature_data", "public_pca_embedding", "feature_shape",
+           "PublicFrontEnd", "feature_data", "feature_rows", "FeatureRows", "public_pca_embedding", "feature_shape",
            "KNN_FEATURES", "RandomFourierFeatures"]
 
 FEATURES = ("none", "scatternet")
@@ -193,8 +196,69 @@ class Standardizer:
         return ((np.asarray(features, dtype=np.float32) - self.mean) / self.std).astype(np.float32)
 
 
+@dataclasses.dataclass(frozen=True)
+class FeatureRows:
+    """The standardised features of one split, read a few rows at a time instead of held:
+    ``raw`` its ScatterNet features (an entry of the feature cache, or in memory without one),
+    ``standardizer`` the public statistics, ``y`` its labels. ``take(rows)`` gives the
+    standardised rows asked for (float32, bit for bit those rows of :func:`feature_data`'s
+    array); ``shape`` and ``len()`` as the array's; ``row_bytes`` what one row takes."""
+
+    raw: FC.CachedFeatures
+    standardizer: Standardizer
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self.raw.array.shape)
+
+    @property
+    def row_bytes(self) -> int:
+        return int(np.prod(self.shape[1:])) * 4
+
+    def take(self, rows) -> np.ndarray:
+        return self.standardizer.transform(self.raw.take(rows))
+
+    def split(self):
+        """The whole split as a :class:`pate.teachers.data.ArraySplit` (held in memory)."""
+        from pate.teachers.data import ArraySplit
+
+        out = np.empty(self.shape, dtype=np.float32)
+        i = 0
+        for block in self.raw.chunks():
+            out[i:i + len(block)] = self.standardizer.transform(block)
+            i += len(block)
+        return ArraySplit(out, self.y)
+
+
+def _raw_features(x, shape, cache) -> "FC.CachedFeatures":
+    """ScatterNet features of ``x``: the cache's entry, or computed here (held in memory) a
+    chunk at a time, as the cache computes them."""
+    if cache is not None:
+        return scatter_features(x, cache=cache)
+    t0, out, i = time.perf_counter(), np.empty((len(x),) + shape, dtype=np.float32), 0
+    for block in _scatter_blocks(x, None):
+        out[i:i + len(block)] = block
+        i += len(block)
+    return FC.CachedFeatures(out, None, time.perf_counter() - t0)
+
+
 def feature_data(data, features: str, *, cache: "FC.FeatureCache | None" = None):
     """``data`` with every split replaced by its standardised ``features`` (see the module)."""
+    rows = feature_rows(data, features, cache=cache)
+    if rows is data:
+        return data
+    return dataclasses.replace(rows, private=rows.private.split())
+
+
+def feature_rows(data, features: str, *, cache: "FC.FeatureCache | None" = None):
+    """:func:`feature_data` with the private split left as :class:`FeatureRows` (read from the
+    feature cache a shard's rows at a time when the teachers ask for them: the private split's
+    features are never all in memory; without a cache its raw features are). ``features =
+    "none"`` returns ``data`` itself."""
     from pate.teachers.data import ArraySplit
 
     check_choice(features, "features", FEATURES)
@@ -204,8 +268,9 @@ def feature_data(data, features: str, *, cache: "FC.FeatureCache | None" = None)
     cache = FC.active() if cache is None else cache
     public = scatter_features(data.public.x, cache=cache)
     norm = Standardizer.fit(public)
-    splits = {}
-    for name in ("public", "private", "evaluation"):
+    splits = {"private": FeatureRows(_raw_features(data.private.x, shape, cache), norm,
+                                     data.private.y)}
+    for name in ("public", "evaluation"):
         x = getattr(data, name).x
         out = np.empty((len(x),) + shape, dtype=np.float32)
         i = 0
