@@ -23,7 +23,7 @@ cluster=None)``
 ``PRIVATE_CHUNK_BYTES``
     With ScatterNet features read from the feature cache, the private rows of a chunk of
     teachers are read (and standardised) when the chunk starts and dropped when it ends, and
-    the chunk holds at most this many bytes of them (256 MiB; at least one teacher): the
+    the chunk holds at most about this many bytes of them (128 MiB; at least one teacher): the
     teachers' memory does not grow with the private split. Teachers train alike in any chunk.
 ``load_teacher_models(out_dir)``
     The trained torch teachers of an ``out_dir`` as a list of ``nn.Module`` (eval mode).
@@ -77,7 +77,7 @@ __all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accur
            "auto_epochs", "MIN_TEACHER_STEPS", "AUTO_EPOCHS_RANGE"]
 
 logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
-PRIVATE_CHUNK_BYTES = 256 * 2 ** 20
+PRIVATE_CHUNK_BYTES = 128 * 2 ** 20
 
 
 # ----------------------------------------------------------------------------- validation

@@ -51,6 +51,7 @@ import logging
 import time
 
 import numpy as np
+import scipy.linalg
 
 from pate.analysis.validation import check_choice, check_int
 from pate.teachers import feature_cache as FC
@@ -74,6 +75,8 @@ KERNEL_BANDWIDTH_ROWS = 1000
 #: Rows mapped at a time (the (rows, D) block is the largest array the map makes).
 KERNEL_CHUNK = 4096
 J, L = 2, 8
+#: Rows of the covariance corrected at a time in :meth:`PublicPCA.fit_blocks`.
+_OUTER_ROWS = 256
 _PER_CHANNEL = 1 + J * L + L * L * J * (J - 1) // 2  # 81
 logger = logging.getLogger("pate.teachers.features")
 
@@ -220,7 +223,12 @@ class FeatureRows:
         return int(np.prod(self.shape[1:])) * 4
 
     def take(self, rows) -> np.ndarray:
-        return self.standardizer.transform(self.raw.take(rows))
+        # standardised in place: the same float32 operations as Standardizer.transform, without
+        # its temporaries (each as large as the rows)
+        out = self.raw.take(rows)
+        out -= self.standardizer.mean
+        out /= self.standardizer.std
+        return out
 
     def split(self):
         """The whole split as a :class:`pate.teachers.data.ArraySplit` (held in memory)."""
@@ -336,9 +344,16 @@ class PublicPCA:
             raise ValueError(f"dims must be at most min(public items, features) = "
                              f"{min(n, 0 if total is None else total.shape[0])}, got {dims}")
         mean = total / n
-        covariance = second / n - np.outer(mean, mean)
-        _, vectors = np.linalg.eigh(covariance)              # ascending eigenvalues
-        axes = np.ascontiguousarray(vectors[:, ::-1][:, :dims].T)
+        covariance = second  # in place (F x F float64: 126 MB for ScatterNet's F = 3969)
+        covariance /= n
+        for i in range(0, len(mean), _OUTER_ROWS):  # - outer(mean, mean), a band at a time
+            covariance[i:i + _OUTER_ROWS] -= np.outer(mean[i:i + _OUTER_ROWS], mean)
+        # the top ``dims`` eigenvectors only (LAPACK's syevr on the matrix itself): a full
+        # eigh copied the matrix and held all F eigenvectors and a 2 F^2 workspace (0.6 GB)
+        f = len(mean)
+        _, vectors = scipy.linalg.eigh(covariance, subset_by_index=[f - dims, f - 1],
+                                       driver="evr", overwrite_a=True, check_finite=False)
+        axes = np.ascontiguousarray(vectors[:, ::-1].T)      # ascending eigenvalues
         axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
         return cls(mean=mean, axes=axes)
 

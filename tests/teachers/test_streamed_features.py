@@ -116,3 +116,32 @@ def test_teachers_on_streamed_rows_are_the_teachers_on_held_features(tmp_path, m
     np.testing.assert_array_equal(streamed.public_predictions, held.public_predictions)
     np.testing.assert_array_equal(streamed.eval_predictions, held.eval_predictions)
     np.testing.assert_array_equal(streamed.teacher_accuracy, held.teacher_accuracy)
+
+
+def test_streamed_rows_are_standardised_in_place(tmp_path):
+    x = _images(3000, side=16)
+    raw = _doubled(tmp_path, x)
+    rows = F.FeatureRows(raw, F.Standardizer.fit(raw), np.zeros(3000, dtype=np.int64))
+    picked = np.arange(0, 3000, 2)
+    np.testing.assert_array_equal(rows.take(picked),
+                                  rows.standardizer.transform(x[picked] * 2.0))
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = rows.take(picked)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.2 * out.nbytes  # one array of the rows, no temporaries beside it
+
+
+def test_the_public_axes_are_the_top_eigenvectors_of_the_full_decomposition():
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((300, 40)) @ rng.standard_normal((40, 40))
+    pca = F.PublicPCA.fit_blocks((rows[i:i + 64] for i in range(0, 300, 64)), dims=12)
+    mean = rows.mean(axis=0)
+    _, vectors = np.linalg.eigh(rows.T @ rows / 300 - np.outer(mean, mean))
+    full = vectors[:, ::-1][:, :12].T
+    np.testing.assert_allclose(np.abs(np.sum(pca.axes * full, axis=1)), 1.0, atol=1e-9)
+    np.testing.assert_allclose(pca.mean, mean, atol=1e-12)
+    assert pca.axes.shape == (12, 40) and pca.axes.flags.c_contiguous
