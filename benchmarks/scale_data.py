@@ -93,7 +93,9 @@ def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: path
     from pate import config as C
 
     text = pathlib.Path(C.resolve_config(config)).read_text()
-    text, n = re.subn(r'(?m)^name\s*=\s*"fashion-mnist"\s*$', f'name = "npz:{npz}"', text)
+    # the [data] table's name (a [run] table may have the same name line)
+    text, n = re.subn(r'(?m)^(\[data\]\s*\n(?:(?!\[).*\n)*?)name\s*=\s*"fashion-mnist"\s*$',
+                      lambda m: f'{m.group(1)}name = "npz:{npz}"', text)
     if n != 1:
         raise ValueError(f"{config}: expected one [data] name = \"fashion-mnist\" line, found {n}")
     text, n = re.subn(r"(?m)^\[run\]\s*$", f'[run]\nfeature_cache = "{cache}"', text)
