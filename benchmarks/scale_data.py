@@ -206,6 +206,10 @@ def main(argv=None) -> int:
                         "(a kept --work cache may already be warm for 'cold')")
     p.add_argument("--work", help="keep the data, runs and cache here (default: a temp folder)")
     p.add_argument("--json", help="write the results here (e.g. benchmarks/results/scale_data.json)")
+    p.add_argument("--append", action="store_true",
+                   help="add this invocation and its rows to the --json file's (same machine)")
+    p.add_argument("--label", default="",
+                   help="what code was measured (e.g. a commit), recorded in every row")
     args = p.parse_args(argv)
     from pate import config as C
     from pate.teachers.data import load_pate_data
@@ -218,8 +222,11 @@ def main(argv=None) -> int:
         work = pathlib.Path(args.work or tmp)
         for factor in args.sizes:
             rows += run_size(data, factor, args, work)
-    result = {"benchmark": "scale_data", "config": args.config, "until": args.until,
-              "per_stage": args.per_stage, "started": started, "rows": rows,
+    rows = [{"config": args.config, "code": args.label, **row} for row in rows]
+    invocation = {"command": " ".join(["python", "benchmarks/scale_data.py",
+                                       *(sys.argv[1:] if argv is None else argv)]),
+                  "started": started, "code": args.label}
+    result = {"benchmark": "scale_data", "invocations": [invocation], "rows": rows,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                           "processor": platform.processor() or platform.machine(),
                           "python": platform.python_version(),
@@ -229,7 +236,14 @@ def main(argv=None) -> int:
                        "/usr/bin/time -f %M, in MiB; the machine is shared (see "
                        "loadavg_before/after)"}
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        path = pathlib.Path(args.json)
+        if args.append and path.exists():
+            before = json.loads(path.read_text())
+            if before.get("machine") != result["machine"]:
+                raise SystemExit(f"{path} holds results of another machine; write another file")
+            result["invocations"] = before.get("invocations", []) + result["invocations"]
+            result["rows"] = before.get("rows", []) + result["rows"]
+        path.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 
