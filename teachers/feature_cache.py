@@ -37,6 +37,8 @@ Symbols
 ``resolve_root(setting, *, runs_root)``  the cache folder of a run (None: no cache).
 ``input_digest(x)``   sha256 of the inputs, in order, as float32 (what the features depend on).
 ``EntryKey``          what an entry is the features of.
+``CachedFeatures``    one split's features: ``.chunks(rows)`` a block at a time, ``.take(rows)``
+                      the rows asked for (both read from the file, never through the map).
 ``FeatureCache(root)``  ``.features(key, x, compute)`` -> :class:`CachedFeatures`;
                       ``.entries()``, ``.clear()``; ``.summary()`` the hits and misses so far.
 ``using(cache)`` / ``active()``  the cache the front-end uses inside a ``with`` block (the
