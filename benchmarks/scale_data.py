@@ -128,15 +128,17 @@ def measured(argv: list[str], log: pathlib.Path) -> dict:
             "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
 
 
-def _votes_summary(run_dir: pathlib.Path) -> dict:
-    path = run_dir / "stages" / "votes.json"
+def _cache_summary(run_dir: pathlib.Path, stage: str = "votes") -> dict:
+    """The feature-cache hits and misses of the votes (or teachers) stage, and the votes
+    stage's front-end seconds: whether a run found the features cached."""
+    path = run_dir / "stages" / f"{stage}.json"
     if not path.exists():
         return {}
     info = json.loads(path.read_text())
     info = info.get("summary", info)
     cache = info.get("feature_cache") or {}
-    return {"front_end_s": info.get("front_end_seconds"), "cache_hits": cache.get("hits"),
-            "cache_misses": cache.get("misses")}
+    out = {"cache_hits": cache.get("hits"), "cache_misses": cache.get("misses")}
+    return {"front_end_s": info.get("front_end_seconds"), **out} if stage == "votes" else out
 
 
 def _stage_seconds(run_dir: pathlib.Path, stage: str) -> dict:
@@ -159,14 +161,14 @@ def _runs(args, folder, config, name) -> list[dict]:
     if not args.per_stage:
         argv = base + ([] if args.until == "report" else ["--until", args.until])
         row = measured(argv, folder / f"{name}.log")
-        return [{"run": name, "until": args.until, **row, **_votes_summary(run_dir)}]
+        return [{"run": name, "until": args.until, **row, **_cache_summary(run_dir)}]
     rows = []
     for i, stage in enumerate(stages):
         argv = base + (["--resume"] if i else []) + (
             [] if stage == "report" else ["--until", stage])
         row = measured(argv, folder / f"{name}-{stage}.log")
         extra = {**_stage_seconds(run_dir, stage),
-                 **(_votes_summary(run_dir) if stage == "votes" else {})}
+                 **(_cache_summary(run_dir, stage) if stage in ("teachers", "votes") else {})}
         rows.append({"run": name, "stage": stage, **row, **extra})
         if row["exit_status"] != 0:
             break
