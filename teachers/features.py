@@ -470,12 +470,24 @@ class PublicFrontEnd:
             return self._concat(self.pca.project(self.kernel.transform(front[i:i + KERNEL_CHUNK]))
                                 for i in range(0, len(front), KERNEL_CHUNK))
         if self.standardizer is not None:
-            return self._concat(self.pca.project(self.standardizer.transform(block))
-                                for block in _scatter_blocks(front, cache))
+            return self._concat((self.pca.project(self.standardizer.transform(block))
+                                 for block in _scatter_blocks(front, cache)), rows=len(front))
         return self.pca.project(front)
 
-    def _concat(self, blocks) -> np.ndarray:
-        return _concat(blocks, width=self.pca.axes.shape[0])
+    def _concat(self, blocks, *, rows: int | None = None) -> np.ndarray:
+        """The blocks stacked; with ``rows`` (their total), written into one array as they
+        come (np.concatenate held every block and the result: twice the embeddings)."""
+        width = self.pca.axes.shape[0]
+        if rows is None:
+            return _concat(blocks, width=width)
+        out, i = np.empty((rows, width), dtype=np.float32), 0
+        for block in blocks:
+            out[i:i + len(block)] = block
+            i += len(block)
+        if i != rows:
+            raise RuntimeError(f"the front-end gave {i} rows for {rows} inputs; this is a bug in "
+                               "pate-learn")
+        return out
 
 
 def _concat(blocks, *, width: int | None = None) -> np.ndarray:

@@ -145,3 +145,19 @@ def test_the_public_axes_are_the_top_eigenvectors_of_the_full_decomposition():
     np.testing.assert_allclose(np.abs(np.sum(pca.axes * full, axis=1)), 1.0, atol=1e-9)
     np.testing.assert_allclose(pca.mean, mean, atol=1e-12)
     assert pca.axes.shape == (12, 40) and pca.axes.flags.c_contiguous
+
+
+def test_the_private_embedding_is_written_into_one_array(tmp_path, monkeypatch):
+    """PublicFrontEnd.embed of ScatterNet features fills one (N, dims) array block by block:
+    the same rows as stacking the blocks, without holding every block beside the result."""
+    monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
+    data = _data(n_private=200)
+    cache = FC.FeatureCache(tmp_path)
+    front, _ = F.PublicFrontEnd.fit_transform(data.public.x, features="scatternet", dims=8,
+                                              cache=cache)
+    blocks = [front.pca.project(front.standardizer.transform(b))
+              for b in F.scatter_features(data.private.x, cache=cache).chunks()]
+    embedded = front.embed(data.private.x, cache=cache)
+    assert embedded.dtype == np.float32 and embedded.shape == (200, 8)
+    np.testing.assert_array_equal(embedded, np.concatenate(blocks))
+    assert front.embed(data.private.x[:0], cache=None).shape == (0, 8)
