@@ -10,13 +10,22 @@ front-end features grow with the private split). Each size is run twice on one f
 run again in a new run directory: the features read from the cache). A third child only loads the
 data (``data-only``): the memory the data itself takes, whatever the pipeline does.
 
-Reported per run: wall seconds, peak resident memory of the child (``ru_maxrss`` from
-``os.wait4``: the largest resident set, file-backed pages of memory maps included), the votes
-stage's feature-cache hits and misses and front-end seconds, and ``os.getloadavg()`` before and
-after (the machine is shared: other jobs slow every number down); with the machine's facts.
+With ``--per-stage`` every stage up to ``--until`` is its own child (``pate run --until STAGE``,
+then ``--resume --until`` the next one in the same run directory): one row per stage, whose peak
+is that stage's (with the data loading and imports every child does).
+
+Reported per run: wall seconds, peak resident memory of the child (``/usr/bin/time -f %M``: the
+largest resident set, file-backed pages of memory maps included), the votes stage's
+feature-cache hits and misses and front-end seconds, and ``os.getloadavg()`` before and after
+(the machine is shared: other jobs slow every number down); with the machine's facts. The child's
+own ``ru_maxrss`` from ``os.wait4`` is not used: Python starts children with ``vfork``, and the
+kernel carries the parent's resident set (this harness holds the enlarged data) into the
+child's maximum.
 
     .venv/bin/python benchmarks/scale_data.py --sizes 1 --json benchmarks/results/scale_data.json
     .venv/bin/python benchmarks/scale_data.py --sizes 1 4 8 --until student   # hours on 2 cores
+    .venv/bin/python benchmarks/scale_data.py --config fashion-mnist --sizes 1 --until teachers \
+        --per-stage --runs warm --work DIR      # make demo's config, stage by stage
 
 The enlarged data, the runs and the cache go to a temporary folder (``--work DIR`` to keep them;
 x8 of Fashion-MNIST is a 1.5 GB npz file and 7.6 GB of cached features). The ledger is a fresh
@@ -84,7 +93,9 @@ def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: path
     from pate.run import config as C
 
     text = pathlib.Path(C.resolve_config(config)).read_text()
-    text, n = re.subn(r'(?m)^name\s*=\s*"fashion-mnist"\s*$', f'name = "npz:{npz}"', text)
+    # the [data] table's name (a [run] table may have the same name line)
+    text, n = re.subn(r'(?m)^(\[data\]\s*\n(?:(?!\[).*\n)*?)name\s*=\s*"fashion-mnist"\s*$',
+                      lambda m: f'{m.group(1)}name = "npz:{npz}"', text)
     if n != 1:
         raise ValueError(f"{config}: expected one [data] name = \"fashion-mnist\" line, found {n}")
     text, n = re.subn(r"(?m)^\[run\]\s*$", f'[run]\nfeature_cache = "{cache}"', text)
@@ -93,30 +104,75 @@ def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: path
     out.write_text(text)
 
 
+TIME = "/usr/bin/time"  # GNU time: forks its child from a small process of its own
+
+
 def measured(argv: list[str], log: pathlib.Path) -> dict:
-    """Run ``argv`` as a child; its wall seconds, peak RSS (MB) and exit status."""
+    """Run ``argv`` as a child; its wall seconds, peak RSS (MiB) and exit status."""
+    if not os.access(TIME, os.X_OK):
+        raise SystemExit(f"{TIME} (GNU time) is needed to measure a child's peak memory: "
+                         "install the 'time' package")
     load_before = os.getloadavg()
+    peak_file = log.with_suffix(".maxrss")
     t0 = time.perf_counter()
     with open(log, "w") as f:
-        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([TIME, "-f", "%M", "-o", str(peak_file), *argv], stdout=f,
+                                stderr=subprocess.STDOUT,
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
-        _, status, usage = os.wait4(proc.pid, 0)
+        status = proc.wait()
+    lines = peak_file.read_text().split()
     return {"wall_s": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # MiB (Linux: ru_maxrss in kB)
-            "exit_status": os.waitstatus_to_exitcode(status),
+            "peak_rss_mb": round(int(lines[-1]) / 1024, 1),  # MiB (GNU time's %M is in KiB)
+            "exit_status": status,
             "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
 
 
-def _votes_summary(run_dir: pathlib.Path) -> dict:
-    path = run_dir / "stages" / "votes.json"
+def _cache_summary(run_dir: pathlib.Path, stage: str = "votes") -> dict:
+    """The feature-cache hits and misses of the votes (or teachers) stage, and the votes
+    stage's front-end seconds: whether a run found the features cached."""
+    path = run_dir / "stages" / f"{stage}.json"
     if not path.exists():
         return {}
     info = json.loads(path.read_text())
     info = info.get("summary", info)
     cache = info.get("feature_cache") or {}
-    return {"front_end_s": info.get("front_end_seconds"), "cache_hits": cache.get("hits"),
-            "cache_misses": cache.get("misses")}
+    out = {"cache_hits": cache.get("hits"), "cache_misses": cache.get("misses")}
+    return {"front_end_s": info.get("front_end_seconds"), **out} if stage == "votes" else out
+
+
+def _stage_seconds(run_dir: pathlib.Path, stage: str) -> dict:
+    """The stage's own seconds (``stages/<stage>.json``), without the child's start-up."""
+    path = run_dir / "stages" / f"{stage}.json"
+    if not path.exists():
+        return {}
+    info = json.loads(path.read_text())
+    return {"stage_s": info["seconds"]} if "seconds" in info else {}
+
+
+def _runs(args, folder, config, name) -> list[dict]:
+    """One child (``pate run --until``), or with ``--per-stage`` one child per stage."""
+    from pate import rundir as R
+
+    run_dir = folder / "runs" / name
+    base = [sys.executable, "-m", "pate", "run", "--config", str(config), "--run-dir",
+            str(run_dir), "--ledger", str(folder / f"ledger-{name}.sqlite3"), "--no-progress"]
+    stages = R.STAGES[:R.STAGES.index(args.until) + 1]
+    if not args.per_stage:
+        argv = base + ([] if args.until == "report" else ["--until", args.until])
+        row = measured(argv, folder / f"{name}.log")
+        return [{"run": name, "until": args.until, **row, **_cache_summary(run_dir)}]
+    rows = []
+    for i, stage in enumerate(stages):
+        argv = base + (["--resume"] if i else []) + (
+            [] if stage == "report" else ["--until", stage])
+        row = measured(argv, folder / f"{name}-{stage}.log")
+        extra = {**_stage_seconds(run_dir, stage),
+                 **(_cache_summary(run_dir, stage) if stage in ("teachers", "votes") else {})}
+        rows.append({"run": name, "stage": stage, **row, **extra})
+        if row["exit_status"] != 0:
+            break
+    return rows
 
 
 def run_size(data, factor: int, args, work: pathlib.Path) -> list[dict]:
@@ -132,16 +188,10 @@ def run_size(data, factor: int, args, work: pathlib.Path) -> list[dict]:
     row = measured([sys.executable, "-c", loader], folder / "data-only.log")
     rows.append({"size": f"x{factor}", "private_records": private, "run": "data-only", **row})
     print(json.dumps(rows[-1]), flush=True)
-    for name in ("cold", "warm"):
-        run_dir = folder / "runs" / name
-        argv = [sys.executable, "-m", "pate", "run", "--config", str(config), "--run-dir",
-                str(run_dir), "--ledger", str(folder / f"ledger-{name}.sqlite3"), "--no-progress"]
-        if args.until != "report":
-            argv += ["--until", args.until]
-        row = measured(argv, folder / f"{name}.log")
-        rows.append({"size": f"x{factor}", "private_records": private, "run": name,
-                     "until": args.until, **row, **_votes_summary(run_dir)})
-        print(json.dumps(rows[-1]), flush=True)
+    for name in args.runs:
+        for row in _runs(args, folder, config, name):
+            rows.append({"size": f"x{factor}", "private_records": private, **row})
+            print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -151,8 +201,17 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8])
     p.add_argument("--until", default="votes",
                    choices=("partition", "teachers", "votes", "aggregate", "student", "report"))
+    p.add_argument("--per-stage", action="store_true",
+                   help="one child per stage (its own peak RSS), resumed in one run directory")
+    p.add_argument("--runs", nargs="+", default=["cold", "warm"], choices=("cold", "warm"),
+                   help="cold: the first run on the cache; warm: again, in a new run directory "
+                        "(a kept --work cache may already be warm for 'cold')")
     p.add_argument("--work", help="keep the data, runs and cache here (default: a temp folder)")
     p.add_argument("--json", help="write the results here (e.g. benchmarks/results/scale_data.json)")
+    p.add_argument("--append", action="store_true",
+                   help="add this invocation and its rows to the --json file's (same machine)")
+    p.add_argument("--label", default="",
+                   help="what code was measured (e.g. a commit), recorded in every row")
     args = p.parse_args(argv)
     from pate.run import config as C
     from pate.teachers.data import load_pate_data
@@ -165,17 +224,28 @@ def main(argv=None) -> int:
         work = pathlib.Path(args.work or tmp)
         for factor in args.sizes:
             rows += run_size(data, factor, args, work)
-    result = {"benchmark": "scale_data", "config": args.config, "until": args.until,
-              "started": started, "rows": rows,
+    rows = [{"config": args.config, "code": args.label, **row} for row in rows]
+    invocation = {"command": " ".join(["python", "benchmarks/scale_data.py",
+                                       *(sys.argv[1:] if argv is None else argv)]),
+                  "started": started, "code": args.label}
+    result = {"benchmark": "scale_data", "invocations": [invocation], "rows": rows,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                           "processor": platform.processor() or platform.machine(),
                           "python": platform.python_version(),
                           "memory_gb": round(os.sysconf("SC_PAGE_SIZE")
                                              * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-              "notes": "OMP_NUM_THREADS=1; peak_rss_mb is the child's ru_maxrss in MiB (kB / 1024); "
-                       "the machine is shared (see loadavg_before/after)"}
+              "notes": "OMP_NUM_THREADS=1; peak_rss_mb is the child's peak resident set from "
+                       "/usr/bin/time -f %M, in MiB; the machine is shared (see "
+                       "loadavg_before/after)"}
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        path = pathlib.Path(args.json)
+        if args.append and path.exists():
+            before = json.loads(path.read_text())
+            if before.get("machine") != result["machine"]:
+                raise SystemExit(f"{path} holds results of another machine; write another file")
+            result["invocations"] = before.get("invocations", []) + result["invocations"]
+            result["rows"] = before.get("rows", []) + result["rows"]
+        path.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 

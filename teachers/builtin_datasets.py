@@ -73,6 +73,15 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
+def unit_float32(images: np.ndarray) -> np.ndarray:
+    """uint8 images as float32 in [0, 1] (``images / 255`` in float32, bit for bit
+    ``images.astype(np.float32) / 255.0``), written once into the result: no float32 temporary
+    beside it (the former ``astype`` then divide held two float32 copies of every split)."""
+    out = np.empty(images.shape, dtype=np.float32)
+    np.divide(images, np.float32(255.0), out=out, dtype=np.float32)
+    return out
+
+
 def _find_idx(directory: pathlib.Path, stem: str) -> pathlib.Path | None:
     for candidate in (directory / f"{stem}.gz", directory / stem):
         if candidate.is_file():
@@ -119,7 +128,7 @@ def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
             paths = [_find_idx(directory, stem) for stem in _IDX_STEMS]
             if all(p is not None for p in paths):
                 xtr, ytr, xte, yte = (read_idx(p) for p in paths)
-                return (xtr[:, None].astype(np.float32) / 255.0, ytr, xte[:, None].astype(np.float32) / 255.0, yte)
+                return unit_float32(xtr[:, None]), ytr, unit_float32(xte[:, None]), yte
         if attempt == 0 and download and root is not None:
             _download(name, root)
             continue
@@ -149,10 +158,10 @@ def load_cifar10(root: pathlib.Path | None, download: bool):
                 np.asarray(batch["labels"], dtype=np.int64))
 
     parts = [read(n) for n in names[:5]]
-    xtr = np.concatenate([p[0] for p in parts]).astype(np.float32) / 255.0
+    xtr = unit_float32(np.concatenate([p[0] for p in parts]))
     ytr = np.concatenate([p[1] for p in parts])
     xte, yte = read(names[5])
-    return xtr, ytr, xte.astype(np.float32) / 255.0, yte
+    return xtr, ytr, unit_float32(xte), yte
 
 
 def load_svhn(root: pathlib.Path | None, download: bool):
@@ -170,7 +179,7 @@ def load_svhn(root: pathlib.Path | None, download: bool):
     out = []
     for f in files:
         mat = loadmat(str(f))
-        x = np.transpose(mat["X"], (3, 2, 0, 1)).astype(np.float32) / 255.0
+        x = unit_float32(np.transpose(mat["X"], (3, 2, 0, 1)))
         y = mat["y"].astype(np.int64).reshape(-1)
         y[y == 10] = 0  # SVHN stores digit 0 as label 10 (torchvision does the same mapping)
         out += [x, y]

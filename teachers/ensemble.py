@@ -20,6 +20,11 @@ cluster=None)``
     chunk files are written here, by the driver, in the same format).
 ``EnsembleResult``, ``plurality_accuracy``
     What training gives (predictions, accuracies, where it ran): :mod:`pate.teachers.result`.
+``PRIVATE_CHUNK_BYTES``
+    With ScatterNet features read from the feature cache, the private rows of a chunk of
+    teachers are read (and standardised) when the chunk starts and dropped when it ends, and
+    the chunk holds at most about this many bytes of them (128 MiB; at least one teacher): the
+    teachers' memory does not grow with the private split. Teachers train alike in any chunk.
 ``load_teacher_models(out_dir)``
     The trained torch teachers of an ``out_dir`` as a list of ``nn.Module`` (eval mode).
 
@@ -60,7 +65,7 @@ from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, trai
 from pate.teachers.devices import available_bytes, choose_chunk_size, resolve_device
 from pate.teachers.ensemble_dir import (FORMAT_VERSION, PROGRESS, STATE, load_teacher_models,
                                         open_out_dir, peek_state)
-from pate.teachers.features import feature_data
+from pate.teachers.features import FeatureRows, feature_rows
 from pate.teachers.recipe import (AUTO_EPOCHS_RANGE, MIN_TEACHER_STEPS, TRAINERS, TeacherConfig,
                                   auto_epochs)
 from pate.teachers.result import EnsembleResult, finish, plurality_accuracy
@@ -72,6 +77,7 @@ __all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accur
            "auto_epochs", "MIN_TEACHER_STEPS", "AUTO_EPOCHS_RANGE"]
 
 logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
+PRIVATE_CHUNK_BYTES = 128 * 2 ** 20
 
 
 # ----------------------------------------------------------------------------- validation
@@ -196,7 +202,12 @@ def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, objec
     features, public standardisation: public statistics only, no privacy cost)."""
     # the shard sizes are public facts of the partition (counts, not values)
     config = config.resolved(data, shard_size=float(np.mean([len(s) for s in shards])))
-    data = feature_data(data, config.features)  # fixed filters, public statistics: no privacy cost
+    # fixed filters, public statistics: no privacy cost; the private split's features are read
+    # from the feature cache a chunk of teachers at a time (FeatureRows)
+    data = feature_rows(data, config.features)
+    if isinstance(data.private, FeatureRows) and (config.is_sklearn
+                                                  or config.standardize == "public"):
+        data = dataclasses.replace(data, private=data.private.split())  # they read it whole
     if config.standardize == "public":
         data = standardized_data(data)  # public statistics: no privacy cost
     else:
@@ -243,8 +254,10 @@ def _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks
     from tqdm.auto import tqdm
 
     num_teachers, num_classes = len(shards), int(data.num_classes)
-    x_priv = torch.from_numpy(data.private.x).to(device)
-    y_priv_t = torch.from_numpy(data.private.y).to(device)
+    streamed = isinstance(data.private, FeatureRows)  # a chunk's rows read when it starts
+    if not streamed:
+        x_priv = torch.from_numpy(data.private.x).to(device)
+        y_priv_t = torch.from_numpy(data.private.y).to(device)
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
     public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
@@ -263,8 +276,13 @@ def _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks
                 bar.update(config.epochs)
                 continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
+            member_shards = [shards[t] for t in members]
+            if streamed:
+                x_c, y_c, member_shards = _chunk_rows(data.private, member_shards)
+                x_priv, y_priv_t = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
+                del x_c, y_c
             outcome = train_chunk(
-                trainer, config, ci, [seeds[t] for t in members], [shards[t] for t in members],
+                trainer, config, ci, [seeds[t] for t in members], member_shards,
                 x_priv, y_priv_t, x_pub, x_eval, input_shape=data.input_shape,
                 num_classes=num_classes, device=device,
                 resume_from=[] if out is None else [out / PROGRESS, out / progress_name(ci)],
@@ -276,6 +294,8 @@ def _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks
                 _save_chunk(out, state, ci, lo, hi, outcome.unit.stacked_params(),
                             public_preds[lo:hi], eval_preds[lo:hi], local=True)
             del outcome
+            if streamed:
+                del x_priv, y_priv_t
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -283,6 +303,18 @@ def _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks
                     seconds, out, config)
     return dataclasses.replace(result, execution={"backend": "local",
                                                   "torch_threads": torch.get_num_threads()})
+
+
+def _chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(x, y) of the rows of a chunk's shards, one shard after another, and the shards
+    re-indexed into them: each teacher sees the same records in the same order as in the whole
+    split. ``private``: an :class:`~pate.teachers.data.ArraySplit` or :class:`FeatureRows`."""
+    rows = np.concatenate(member_shards)
+    bounds = np.cumsum([0] + [len(s) for s in member_shards])
+    local = [np.arange(bounds[i], bounds[i + 1], dtype=np.int64)
+             for i in range(len(member_shards))]
+    x = private.take(rows) if isinstance(private, FeatureRows) else private.x[rows]
+    return x, private.y[rows], local
 
 
 def _chunk_size(state, config, data, num_teachers, num_classes, device, session,
@@ -304,7 +336,11 @@ def _chunk_size(state, config, data, num_teachers, num_classes, device, session,
                                     num_classes=num_classes, batch_size=config.batch_size)
     budget = (int(config.memory_budget_mb * 2 ** 20) if config.memory_budget_mb is not None
               else available_bytes(device))
-    return choose_chunk_size(num_teachers, per_teacher, budget)
+    size = choose_chunk_size(num_teachers, per_teacher, budget)
+    if isinstance(data.private, FeatureRows):  # the chunk's private rows are read for it
+        shard_bytes = data.private.row_bytes * -(-len(data.private) // num_teachers)
+        size = min(size, max(1, PRIVATE_CHUNK_BYTES // shard_bytes))
+    return size
 
 
 def _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, where):
@@ -360,14 +396,12 @@ def _train_on_ray(data, shards, seeds, config, session, trainer, device, chunk_s
             eval_preds[lo:hi] = saved["eval_predictions"].numpy()
             continue
         # the task receives only its chunk's private rows (the shards re-indexed into them)
-        rows = np.concatenate([shards[t] for t in members])
-        bounds = np.cumsum([0] + [len(shards[t]) for t in members])
-        local = [np.arange(bounds[i], bounds[i + 1], dtype=np.int64) for i in range(len(members))]
+        x_c, y_c, local = _chunk_rows(data.private, [shards[t] for t in members])
         spec = {"chunk": ci, "teachers": [lo, hi], "seeds": [seeds[t] for t in members],
                 "shards": local, "config": config, "trainer": trainer, "device": device,
                 "threads": session.cluster.cpus_per_task, "input_shape": tuple(data.input_shape),
                 "num_classes": num_classes, "out_dir": None if out is None else str(out.resolve())}
-        jobs.append((ci, spec, data.private.x[rows], data.private.y[rows]))
+        jobs.append((ci, spec, x_c, y_c))
     workers: dict[int, dict] = {}
 
     def on_result(ci: int, result: dict) -> None:

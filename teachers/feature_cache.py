@@ -37,6 +37,8 @@ Symbols
 ``resolve_root(setting, *, runs_root)``  the cache folder of a run (None: no cache).
 ``input_digest(x)``   sha256 of the inputs, in order, as float32 (what the features depend on).
 ``EntryKey``          what an entry is the features of.
+``CachedFeatures``    one split's features: ``.chunks(rows)`` a block at a time, ``.take(rows)``
+                      the rows asked for (both read from the file, never through the map).
 ``FeatureCache(root)``  ``.features(key, x, compute)`` -> :class:`CachedFeatures`;
                       ``.entries()``, ``.clear()``; ``.summary()`` the hits and misses so far.
 ``using(cache)`` / ``active()``  the cache the front-end uses inside a ``with`` block (the
@@ -171,6 +173,40 @@ class CachedFeatures:
                 if len(buf) != m * row_bytes:
                     raise OSError(f"{self.path}: short read at row {i} (file changed while read)")
                 yield np.frombuffer(buf, dtype="<f4").reshape((m,) + row_shape)
+
+
+    def take(self, rows) -> np.ndarray:
+        """float32 ``(len(rows), ...)``: the features of the rows ``rows`` (indices, any order,
+        repeats allowed), in that order. From an entry every run of consecutive rows is read with
+        ``pread`` into a fresh buffer (as :meth:`chunks`), so only the rows asked for are ever
+        in memory; without an entry, rows of the in-memory array."""
+        rows = np.asarray(rows)
+        if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
+            raise TypeError(f"rows must be a 1-D array of row indices, got {rows.dtype} "
+                            f"{rows.shape}")
+        n = len(self)
+        if rows.size and (rows.min() < 0 or rows.max() >= n):
+            raise ValueError(f"rows must lie in [0, {n}), got {int(rows.min())}..{int(rows.max())}")
+        if self.path is None or not rows.size:
+            return np.ascontiguousarray(self.array[rows], dtype=np.float32)
+        row_shape = self.array.shape[1:]
+        row_bytes = int(np.prod(row_shape)) * 4
+        order = np.argsort(rows, kind="stable")
+        wanted = rows[order]
+        out = np.empty((len(rows),) + row_shape, dtype=np.float32)
+        flat = out.reshape(len(rows), int(np.prod(row_shape)))
+        # runs of consecutive (sorted) rows: one read each
+        breaks = np.flatnonzero(np.diff(wanted) != 1) + 1
+        with open(self.path, "rb") as f:
+            for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(wanted)]):
+                first, count = int(wanted[lo]), int(wanted[hi - 1]) - int(wanted[lo]) + 1
+                buf = os.pread(f.fileno(), count * row_bytes, self.array.offset + first * row_bytes)
+                if len(buf) != count * row_bytes:
+                    raise OSError(f"{self.path}: short read at row {first} (file changed while "
+                                  "read)")
+                block = np.frombuffer(buf, dtype="<f4").reshape(count, flat.shape[1])
+                flat[order[lo:hi]] = block[wanted[lo:hi] - first]
+        return out
 
 
 def _checksum(path: pathlib.Path) -> str:

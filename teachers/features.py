@@ -30,6 +30,9 @@ Symbols
                    ``data.public`` only); ``features="none"`` returns ``data`` itself. The raw
                    features never stand in memory beside the standardised ones: they are read
                    (or computed) a chunk at a time.
+``feature_rows(data, features, *, cache)``  the same with the private split a
+                   :class:`FeatureRows` (``take(rows)``: standardised rows read from the cache
+                   on demand; what the teachers train on, a chunk of shards at a time).
 ``public_pca_embedding(public, others, *, dims)``  flattened features projected on the first
                    ``dims`` principal axes of the *public* rows (for Private-kNN distances).
 ``KNN_FEATURES``   the front-ends of the mechanisms that read the private records (``[knn]
@@ -52,6 +55,7 @@ import logging
 import time
 
 import numpy as np
+import scipy.linalg
 
 from pate.analysis.validation import check_choice, check_int
 from pate.core.class_means import QUADRATIC_MAX_WIDTH, quadratic_width
@@ -59,8 +63,8 @@ from pate.teachers import feature_cache as FC
 
 __all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "scatter_features", "Standardizer",
            "PublicPCA",
-           "PublicFrontEnd", "feature_data", "public_pca_embedding", "feature_shape",
-           "KNN_FEATURES", "RandomFourierFeatures", "QuadraticFeatures",
+           "PublicFrontEnd", "feature_data", "feature_rows", "FeatureRows", "public_pca_embedding",
+           "feature_shape", "KNN_FEATURES", "RandomFourierFeatures", "QuadraticFeatures",
            "quadratic_width", "QUADRATIC_MAX_WIDTH"]
 
 FEATURES = ("none", "scatternet")
@@ -79,6 +83,8 @@ QUADRATIC_KNOTS = 1000
 #: Rows mapped at a time (the (rows, D) block is the largest array the map makes).
 KERNEL_CHUNK = 4096
 J, L = 2, 8
+#: Rows of the covariance corrected at a time in :meth:`PublicPCA.fit_blocks`.
+_OUTER_ROWS = 256
 _PER_CHANNEL = 1 + J * L + L * L * J * (J - 1) // 2  # 81
 logger = logging.getLogger("pate.teachers.features")
 
@@ -201,8 +207,74 @@ class Standardizer:
         return ((np.asarray(features, dtype=np.float32) - self.mean) / self.std).astype(np.float32)
 
 
+@dataclasses.dataclass(frozen=True)
+class FeatureRows:
+    """The standardised features of one split, read a few rows at a time instead of held:
+    ``raw`` its ScatterNet features (an entry of the feature cache, or in memory without one),
+    ``standardizer`` the public statistics, ``y`` its labels. ``take(rows)`` gives the
+    standardised rows asked for (float32, bit for bit those rows of :func:`feature_data`'s
+    array); ``shape`` and ``len()`` as the array's; ``row_bytes`` what one row takes."""
+
+    raw: FC.CachedFeatures
+    standardizer: Standardizer
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self.raw.array.shape)
+
+    @property
+    def row_bytes(self) -> int:
+        return int(np.prod(self.shape[1:])) * 4
+
+    def take(self, rows) -> np.ndarray:
+        # standardised in place: the same float32 operations as Standardizer.transform, without
+        # its temporaries (each as large as the rows)
+        out = self.raw.take(rows)
+        out -= self.standardizer.mean
+        out /= self.standardizer.std
+        return out
+
+    def split(self):
+        """The whole split as a :class:`pate.teachers.data.ArraySplit` (held in memory)."""
+        from pate.teachers.data import ArraySplit
+
+        out = np.empty(self.shape, dtype=np.float32)
+        i = 0
+        for block in self.raw.chunks():
+            out[i:i + len(block)] = self.standardizer.transform(block)
+            i += len(block)
+        return ArraySplit(out, self.y)
+
+
+def _raw_features(x, shape, cache) -> "FC.CachedFeatures":
+    """ScatterNet features of ``x``: the cache's entry, or computed here (held in memory) a
+    chunk at a time, as the cache computes them."""
+    if cache is not None:
+        return scatter_features(x, cache=cache)
+    t0, out, i = time.perf_counter(), np.empty((len(x),) + shape, dtype=np.float32), 0
+    for block in _scatter_blocks(x, None):
+        out[i:i + len(block)] = block
+        i += len(block)
+    return FC.CachedFeatures(out, None, time.perf_counter() - t0)
+
+
 def feature_data(data, features: str, *, cache: "FC.FeatureCache | None" = None):
     """``data`` with every split replaced by its standardised ``features`` (see the module)."""
+    rows = feature_rows(data, features, cache=cache)
+    if rows is data:
+        return data
+    return dataclasses.replace(rows, private=rows.private.split())
+
+
+def feature_rows(data, features: str, *, cache: "FC.FeatureCache | None" = None):
+    """:func:`feature_data` with the private split left as :class:`FeatureRows` (read from the
+    feature cache a shard's rows at a time when the teachers ask for them: the private split's
+    features are never all in memory; without a cache its raw features are). ``features =
+    "none"`` returns ``data`` itself."""
     from pate.teachers.data import ArraySplit
 
     check_choice(features, "features", FEATURES)
@@ -212,8 +284,9 @@ def feature_data(data, features: str, *, cache: "FC.FeatureCache | None" = None)
     cache = FC.active() if cache is None else cache
     public = scatter_features(data.public.x, cache=cache)
     norm = Standardizer.fit(public)
-    splits = {}
-    for name in ("public", "private", "evaluation"):
+    splits = {"private": FeatureRows(_raw_features(data.private.x, shape, cache), norm,
+                                     data.private.y)}
+    for name in ("public", "evaluation"):
         x = getattr(data, name).x
         out = np.empty((len(x),) + shape, dtype=np.float32)
         i = 0
@@ -279,9 +352,16 @@ class PublicPCA:
             raise ValueError(f"dims must be at most min(public items, features) = "
                              f"{min(n, 0 if total is None else total.shape[0])}, got {dims}")
         mean = total / n
-        covariance = second / n - np.outer(mean, mean)
-        _, vectors = np.linalg.eigh(covariance)              # ascending eigenvalues
-        axes = np.ascontiguousarray(vectors[:, ::-1][:, :dims].T)
+        covariance = second  # in place (F x F float64: 126 MB for ScatterNet's F = 3969)
+        covariance /= n
+        for i in range(0, len(mean), _OUTER_ROWS):  # - outer(mean, mean), a band at a time
+            covariance[i:i + _OUTER_ROWS] -= np.outer(mean[i:i + _OUTER_ROWS], mean)
+        # the top ``dims`` eigenvectors only (LAPACK's syevr on the matrix itself): a full
+        # eigh copied the matrix and held all F eigenvectors and a 2 F^2 workspace (0.6 GB)
+        f = len(mean)
+        _, vectors = scipy.linalg.eigh(covariance, subset_by_index=[f - dims, f - 1],
+                                       driver="evr", overwrite_a=True, check_finite=False)
+        axes = np.ascontiguousarray(vectors[:, ::-1].T)      # ascending eigenvalues
         axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
         return cls(mean=mean, axes=axes)
 
@@ -480,12 +560,24 @@ class PublicFrontEnd:
             return self._concat(self.pca.project(self.kernel.transform(front[i:i + KERNEL_CHUNK]))
                                 for i in range(0, len(front), KERNEL_CHUNK))
         if self.standardizer is not None:
-            return self._concat(self.pca.project(self.standardizer.transform(block))
-                                for block in _scatter_blocks(front, cache))
+            return self._concat((self.pca.project(self.standardizer.transform(block))
+                                 for block in _scatter_blocks(front, cache)), rows=len(front))
         return self.pca.project(front)
 
-    def _concat(self, blocks) -> np.ndarray:
-        return _concat(blocks, width=self.pca.axes.shape[0])
+    def _concat(self, blocks, *, rows: int | None = None) -> np.ndarray:
+        """The blocks stacked; with ``rows`` (their total), written into one array as they
+        come (np.concatenate held every block and the result: twice the embeddings)."""
+        width = self.pca.axes.shape[0]
+        if rows is None:
+            return _concat(blocks, width=width)
+        out, i = np.empty((rows, width), dtype=np.float32), 0
+        for block in blocks:
+            out[i:i + len(block)] = block
+            i += len(block)
+        if i != rows:
+            raise RuntimeError(f"the front-end gave {i} rows for {rows} inputs; this is a bug in "
+                               "pate-learn")
+        return out
 
 
 def _concat(blocks, *, width: int | None = None) -> np.ndarray:

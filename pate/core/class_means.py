@@ -99,6 +99,8 @@ LOGISTIC_RIDGE = 1e-3
 GRADIENT_TOLERANCE = 1e-6
 #: The largest relative residual with which :func:`recover_rule` accepts published scores.
 RECOVERY_TOLERANCE = 1e-8
+#: Private rows clipped and summed at a time by :func:`class_sums` (its float64 temporaries).
+SUM_ROWS = 4096
 #: The labelling rules of a class-means release (``[knn] rule``; :func:`labelling_rule`), with
 #: how the privacy report words them.
 RULE_TEXT = {
@@ -207,14 +209,21 @@ def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry,
     of norm <= sqrt(1 + count_weight**2)."""
     m = check_int(num_classes, "num_classes", minimum=2)
     kappa = check_positive(count_weight, "count_weight")
-    p = check_embeddings(private, "private")
+    p = private if isinstance(private, np.ndarray) else check_embeddings(private, "private")
+    if p.ndim != 2:
+        p = check_embeddings(p, "private")  # the typed error
+    for i in range(0, p.shape[0], SUM_ROWS):  # every block checked before any is summed
+        check_embeddings(p[i:i + SUM_ROWS], "private")
     if p.shape[1] != geometry.scale.shape[0]:
         raise ValueError(f"private has {p.shape[1]} features but the public geometry "
                          f"{geometry.scale.shape[0]}")
     y = check_labels(labels, p.shape[0], m)
-    u = _clipped(p, geometry)
     out = np.zeros((m, p.shape[1] + 1))
-    np.add.at(out[:, :-1], y, u)
+    # a block of rows at a time (float64 temporaries of SUM_ROWS rows, not of every record);
+    # np.add.at adds the rows in order, so the sums are those of one pass over all the rows
+    for i in range(0, p.shape[0], SUM_ROWS):
+        block = np.asarray(p[i:i + SUM_ROWS], dtype=np.float64)
+        np.add.at(out[:, :-1], y[i:i + SUM_ROWS], _clipped(block, geometry))
     out[:, -1] = kappa * np.bincount(y, minlength=m)
     return out
 

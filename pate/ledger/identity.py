@@ -98,6 +98,11 @@ def legacy_record_keys(x: Any, y: Any) -> np.ndarray:
     return _record_keys(x, y, legacy=True)[1]
 
 
+#: Bytes of records converted to canonical float32 at a time by :func:`_record_keys` (a copy of
+#: the whole split would double the memory the data takes).
+_BLOCK_BYTES = 1 << 24
+
+
 def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """(keys, legacy keys or None) of ``(x, y)``, hashed in one pass over the records."""
     if x is None or isinstance(x, (str, bytes)):
@@ -117,11 +122,7 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
     else:
         raise TypeError(f"y must hold integer labels, got dtype {ya.dtype}; pass class indices")
     n = xa.shape[0]
-    # Canonical float32: +0.0 for -0.0 (adding 0 does it), one NaN bit pattern for every NaN.
-    x32 = np.ascontiguousarray(xa.reshape(n, -1), dtype="<f4") + np.float32(0.0)
-    nan = np.isnan(x32)
-    if nan.any():
-        x32[nan] = np.float32("nan")
+    flat = xa.reshape(n, -1)
     base = hashlib.sha256(_RECORD_TAG)
     base_v1 = None
     if legacy:
@@ -129,23 +130,31 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
         base_v1 = hashlib.sha256(_RECORD_TAG_V1)
         base_v1.update(len(shape).to_bytes(8, "little"))
         base_v1.update(shape.tobytes())
-    row_bytes = x32.shape[1] * 4
-    xv = memoryview(x32.reshape(-1).view(np.uint8))
+    row_bytes = flat.shape[1] * 4
     yv = memoryview(np.ascontiguousarray(labels).view(np.uint8))
     k = RECORD_KEY_BYTES
     out = bytearray(n * k)
     out_v1 = bytearray(n * k) if legacy else None
-    for i in range(n):
-        row, label = xv[i * row_bytes:(i + 1) * row_bytes], yv[i * 8:(i + 1) * 8]
-        h = base.copy()
-        h.update(row)
-        h.update(label)
-        out[i * k:(i + 1) * k] = h.digest()[:k]
-        if base_v1 is not None:
-            h = base_v1.copy()
+    step = max(1, _BLOCK_BYTES // max(1, row_bytes))  # rows converted at a time, not all
+    for start in range(0, n, step):
+        # Canonical float32: +0.0 for -0.0 (adding 0 does it), one NaN bit pattern for every NaN.
+        x32 = np.ascontiguousarray(flat[start:start + step], dtype="<f4") + np.float32(0.0)
+        nan = np.isnan(x32)
+        if nan.any():
+            x32[nan] = np.float32("nan")
+        xv = memoryview(x32.reshape(-1).view(np.uint8))
+        for j in range(x32.shape[0]):
+            i = start + j
+            row, label = xv[j * row_bytes:(j + 1) * row_bytes], yv[i * 8:(i + 1) * 8]
+            h = base.copy()
             h.update(row)
             h.update(label)
-            out_v1[i * k:(i + 1) * k] = h.digest()[:k]
+            out[i * k:(i + 1) * k] = h.digest()[:k]
+            if base_v1 is not None:
+                h = base_v1.copy()
+                h.update(row)
+                h.update(label)
+                out_v1[i * k:(i + 1) * k] = h.digest()[:k]
     keys = np.frombuffer(bytes(out), dtype=f"S{k}")
     return keys, None if out_v1 is None else np.frombuffer(bytes(out_v1), dtype=f"S{k}")
 

@@ -754,3 +754,36 @@ def test_scores_that_are_not_such_a_rule_are_refused():
         recover_rule(public, partial, rule="logistic")
     with pytest.raises(ValueError, match="rule must be one of"):
         recover_rule(public, logistic, rule="qda")
+
+
+def test_class_sums_a_block_at_a_time_are_the_sums_of_one_pass(monkeypatch):
+    """Issue #33: the private rows are clipped and summed SUM_ROWS at a time; np.add.at adds
+    them in order, so the sums are bit for bit those of all the rows at once, and the float64
+    temporaries are a block's, not every record's."""
+    import tracemalloc
+
+    from pate import class_means as CM
+
+    rng = np.random.default_rng(8)
+    public = rng.standard_normal((200, 16))
+    private = (rng.standard_normal((5000, 16)) * 3).astype(np.float32)
+    labels = rng.integers(0, 4, 5000)
+    geometry = CM.public_geometry(public)
+    whole = np.zeros((4, 17))  # all the rows in one pass, as before the blocks
+    np.add.at(whole[:, :-1], labels, CM._clipped(private.astype(np.float64), geometry))
+    whole[:, -1] = 0.3 * np.bincount(labels, minlength=4)
+    monkeypatch.setattr(CM, "SUM_ROWS", 128)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        blocks = CM.class_sums(private, labels, num_classes=4, geometry=geometry,
+                               count_weight=0.3)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(blocks, whole)
+    assert peak < private.nbytes  # one float64 copy of the rows alone would be twice this
+    bad = private.copy()
+    bad[4999, 3] = np.nan  # in the last block: refused before any block is summed
+    with pytest.raises(ValueError, match="private must be finite"):
+        CM.class_sums(bad, labels, num_classes=4, geometry=geometry, count_weight=0.3)

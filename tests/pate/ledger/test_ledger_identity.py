@@ -389,3 +389,22 @@ def test_link_by_hand_joins_an_id_digest_budget_to_the_identity(tmp_path, capsys
     capsys.readouterr()
     assert cli_main(["budget", "show", "--dataset", "by-ids", "--ledger", led_path]) == 0
     assert "linked by hand" in capsys.readouterr().out
+
+
+def test_record_keys_converted_a_block_at_a_time_are_the_keys_of_one_block(monkeypatch):
+    """The records are converted to canonical float32 a block of rows at a time (issue #33: no
+    float32 copy of the whole split); the keys are those of the whole split at once."""
+    from pate.ledger import identity as I
+
+    rng = np.random.default_rng(4)
+    x = rng.random((37, 3, 4)).astype(np.float64)
+    x[3, 0, 0], x[20, 1, 2], x[36, 2, 3] = -0.0, np.nan, -np.nan
+    y = rng.integers(0, 5, 37)
+    whole = I.dataset_identity(x, y)
+    monkeypatch.setattr(I, "_BLOCK_BYTES", 5 * 12 * 4)  # 5 rows a block
+    blocks = I.dataset_identity(x, y)
+    assert blocks.digest == whole.digest
+    assert blocks.record_keys.tobytes() == whole.record_keys.tobytes()
+    assert blocks.legacy_record_keys.tobytes() == whole.legacy_record_keys.tobytes()
+    x[36, 2, 3] = 0.5  # and the keys still see every row
+    assert I.dataset_identity(x, y).digest != whole.digest
