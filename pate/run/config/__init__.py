@@ -90,7 +90,8 @@ from pate.run.config.schema import (KNN_DEFAULTS, PLANNED, REQUIRED, SCHEMA, UNU
 from pate.run.config.sections import (SECTION_TYPES, AggregatorSection, ClusterSection,
                                       DataSection, KnnSection, PartitionSection,
                                       PrivacySection, RunSection, Sections, StudentSection,
-                                      TeachersSection, sections, set_budget_eps)
+                                      TeachersSection, sections, set_budget_eps,
+                                      with_ledger)
 from pate.run.config.settings import (SOFT_TARGET_TEMPERATURE, aggregator_params, calibration,
                                   class_means_rule, cluster_settings, combine_with_rule,
                                   data_settings, feature_cache_root, is_private, knn_settings,
@@ -108,5 +109,5 @@ __all__ = [
     "error_at", "feature_cache_root", "from_dict", "is_private", "knn_settings", "ledger_path",
     "load", "noise_seeded", "normalize", "orders", "packaged_configs", "plan_config", "plan_for",
     "read_toml", "resolve_config", "run_directory", "sections", "set_budget_eps", "setting",
-    "student_settings", "student_targets", "teacher_settings", "validate",
+    "student_settings", "student_targets", "teacher_settings", "validate", "with_ledger",
 ]

@@ -5,7 +5,8 @@ None), and :class:`Sections`, the whole config, built by :func:`sections`.
 The dict stays the config's one source of truth and its on-disk format (``config.json``): the
 sections are built from a dict that passed :func:`pate.run.config.validate` (no check runs
 again, no message changes), and an in-memory change of the dict (the budget a ledger
-authorizes: :func:`set_budget_eps`) is seen by the next :func:`sections`. Modules outside this
+authorizes: :func:`set_budget_eps`) is seen by the next :func:`sections`; :func:`with_ledger`
+is a copy that charges another ledger. Modules outside this
 package read ``C.sections(config).run.device``, never ``config["run"]["device"]``
 (``tests/pate/run/config/test_config_reads.py``)."""
 
@@ -230,6 +231,18 @@ def sections(config: Mapping[str, Any]) -> Sections:
         tables[table] = _section(table, dict(defaults, **given))
     planned = config.get(PLANNED)
     return Sections(**tables, planned=None if planned is None else _frozen(planned))
+
+
+def with_ledger(config: Mapping[str, Any], path) -> dict:
+    """A copy of a validated config that charges the ledger at ``path`` (``[privacy] ledger``,
+    resolved to an absolute path): what :class:`pate.run.pipeline.Pipeline` runs when it is
+    given a ledger. ``config`` itself is not changed."""
+    import json
+    import pathlib
+
+    out = json.loads(json.dumps(config))
+    out["privacy"]["ledger"] = str(pathlib.Path(path).expanduser().resolve())
+    return out
 
 
 def set_budget_eps(config: dict, eps: float) -> None:

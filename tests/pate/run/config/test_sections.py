@@ -77,3 +77,12 @@ def test_a_saved_config_without_cluster_or_knn_reads_their_defaults():
     config.pop("knn")
     s = C.sections(config)
     assert s.cluster.backend == "local" and s.knn.features is None
+
+
+def test_with_ledger_is_a_copy_that_charges_that_ledger(tmp_path):
+    config = C.load(CONFIGS[0])
+    before = C.sections(config).privacy.ledger
+    other = C.with_ledger(config, tmp_path / "sub" / ".." / "l.sqlite3")
+    assert C.sections(other).privacy.ledger == str((tmp_path / "l.sqlite3").resolve())
+    assert C.ledger_path(other) == (tmp_path / "l.sqlite3").resolve()
+    assert C.sections(config).privacy.ledger == before and other["run"] == config["run"]
