@@ -54,8 +54,8 @@ def authorize(run: Run, ledger) -> str:
     the setting and how to change the ledger's) before anything is written -- except a started
     run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
     ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
-    Sets ``run.config["privacy"]["budget_eps"]`` to the ledger's budget (in memory: the aggregate
-    stage stops on it)."""
+    Sets ``[privacy] budget_eps`` of ``run.config`` to the ledger's budget
+    (:func:`pate.run.config.set_budget_eps`; in memory: the aggregate stage stops on it)."""
     s = C.sections(run.config)
     priv = s.privacy
     identity = run_identity(run)
