@@ -273,7 +273,7 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
     if data is None:
         from pate.teachers.data import load_pate_data
 
-        data = load_pate_data(config["data"]["name"], **C.data_settings(config))
+        data = load_pate_data(C.sections(config).data.name, **C.data_settings(config))
     remaining = P.ledger_remaining(C.ledger_path(config), data, identity)
     return C.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
 

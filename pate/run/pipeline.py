@@ -23,7 +23,6 @@ from OS entropy unless ``[aggregator] noise_seed`` is set (then the run is NOT p
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pathlib
@@ -58,8 +57,7 @@ class Pipeline:
         #: How the plan's refusals name settings: "config" (TOML keys) or "python" (pate.fit).
         self.wording = wording
         if ledger_path is not None:
-            config = json.loads(json.dumps(config))
-            config["privacy"]["ledger"] = str(pathlib.Path(ledger_path).expanduser().resolve())
+            config = C.with_ledger(config, ledger_path)
         self.resume = bool(resume)
         run_dir = C.run_directory(config)
         if (run_dir / R.STATE).exists():

@@ -131,17 +131,17 @@ def _scale_warnings(run: Run, knn: bool) -> list[str]:
     :func:`pate.teachers.scaling.scale_warning`)."""
     from pate.teachers.scaling import scale_warning
 
-    data, config = run.data, run.config
+    data, s = run.data, C.sections(run.config)
     if len(tuple(data.input_shape)) != 1:
         return []
     out = []
-    teachers = config.get("teachers") or {}
-    if not knn and teachers.get("standardize", "auto") != "public":
-        model = _model_object(run, "teacher_model", teachers.get("model", "auto"))
+    teachers = s.teachers
+    if not knn and teachers.standardize != "public":
+        model = _model_object(run, "teacher_model", teachers.model)
         warning = scale_warning(data.public.x, model, role="teacher")
         if warning:
             out.append(warning)
-    student = _model_object(run, "student_model", config["student"].get("model", "auto"))
+    student = _model_object(run, "student_model", s.student.model or "auto")
     if hasattr(student, "fit") and hasattr(student, "get_params"):
         # the torch student standardises its inputs itself (pate.student.train); an estimator
         # given from Python does not
@@ -271,11 +271,11 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
 def _load_saved(run: Run) -> _Saved:
     """Read the aggregate stage's summary, answered mask and labels (and the votes stage's votes)."""
     config = run.config
-    priv = config["privacy"]
+    priv = C.sections(config).privacy
     summary = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
     spec = mechanisms.get(summary["mechanism"])
     orders = C.orders(config)
-    delta, conversion = priv["delta"], priv["conversion"]
+    delta, conversion = priv.delta, priv.conversion
     answered_all = load_npy(run.path(R.ANSWERED), what="the aggregate stage")
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     asked = int(summary["queries_asked"])
@@ -323,18 +323,18 @@ def _realised_cost(run: Run, saved: _Saved) -> _Cost:
                  order_ind=order_ind, eps_dep=eps_dep, order_dep=order_dep)
 
 
-def _release(saved: _Saved, cost: _Cost, priv: dict) -> dict:
+def _release(saved: _Saved, cost: _Cost, priv: C.PrivacySection) -> dict:
     """The sanitized release: drawn (and charged) by the aggregate stage, with the parameters
     fixed in the config; without one, nothing data-dependent is released."""
     release = saved.summary.get("release")
     if release is None:
         orders, delta = saved.orders, saved.delta
-        lam = priv["release_order"]
+        lam = priv.release_order
         idx = int(np.argmin(np.abs(orders - lam)))
         eps_at = float(cost.rdp_ind[idx] + analysis.conversion_term(
             order=orders[idx], delta=delta, conversion=saved.conversion))
-        release = {"order": float(orders[idx]), "beta": priv["release_beta"],
-                   "sigma_ss": priv["release_sigma_ss"], "noise_std": 0.0, "rdp_gnss": 0.0,
+        release = {"order": float(orders[idx]), "beta": priv.release_beta,
+                   "sigma_ss": priv.release_sigma_ss, "noise_std": 0.0, "rdp_gnss": 0.0,
                    "smooth_sensitivity": 0.0, "eps_data_independent": eps_at,
                    "fallback": saved.summary["release_plan"]["fallback"],
                    # nothing data-dependent is released: the data-independent epsilon holds at
@@ -438,11 +438,11 @@ def _run_section(run: Run) -> dict:
     """The ``run`` object of ``analysis.json``: which run, made by which pate-learn."""
     from pate import __version__
 
-    config = run.config
-    return {"name": config["run"]["name"], "run_dir": str(run.run_dir),
+    section = C.sections(run.config).run
+    return {"name": section.name, "run_dir": str(run.run_dir),
             "created": run.state["created"], "pate_learn_version": __version__,
             "run_id": run.state["run_id"], "forked_from": run.state.get("forked_from"),
-            "smoke_test": bool(config["run"].get("smoke_test", False))}
+            "smoke_test": bool(section.smoke_test)}
 
 
 def _privacy_section(config: dict, saved: _Saved, cost: _Cost, *, relation: str, release: dict,
@@ -520,7 +520,7 @@ def build_analysis(run: Run) -> dict:
     config = run.config
     saved = _load_saved(run)
     cost = _realised_cost(run, saved)
-    release = _release(saved, cost, config["privacy"])
+    release = _release(saved, cost, C.sections(config).privacy)
     guarantee = _guarantee(saved, cost, release)
     curves = _curves(saved, cost)
     vote_margins, relation, teachers = _margins_and_teachers(run, saved)

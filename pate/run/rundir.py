@@ -199,13 +199,12 @@ class Run:
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
             raise ConfigError(f"run directory {run_dir} exists and is not an empty directory; "
                               "choose another --run-dir / [run] name")
-        ledger = C.ledger_path(config)
+        ledger, section = C.ledger_path(config), C.sections(config).run
         state = {
-            "format": FORMAT, "run_id": new_run_id(config["run"]["name"]), "created": now_utc(),
+            "format": FORMAT, "run_id": new_run_id(section.name), "created": now_utc(),
             # Secure runs draw their non-noise streams (partition, teachers, student) from one
             # fresh OS-entropy seed kept here, so that an interrupted run resumes identically.
-            "stream_seed": (secrets.randbits(63) if config["run"]["secure"]
-                            else config["run"]["seed"]),
+            "stream_seed": secrets.randbits(63) if section.secure else section.seed,
             "ledger": None if ledger is None else str(ledger),
             "config_comparable": comparable(config),
         }
@@ -272,7 +271,7 @@ class Run:
         run = cls(run_dir, config, state, progress=progress)
         # the lifetime budget the run last ran under: a resume that names it goes on with the
         # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)
-        run.objects["recorded_budget_eps"] = config["privacy"].get("budget_eps")
+        run.objects["recorded_budget_eps"] = C.sections(config).privacy.budget_eps
         return run
 
     def update_config(self, config: dict) -> None:
@@ -309,8 +308,11 @@ class Run:
     def provide_data(self, data) -> None:
         """Give the run its data in memory (``[data] name = "memory:<digest>"``, the Python
         API); it must be the data the run was started with."""
-        if data.name != self.config["data"]["name"]:
-            raise ConfigError(f"{self.run_dir} was started on the data {self.config['data']['name']!r}, "
+        from pate.run import config as C
+
+        started_on = C.sections(self.config).data.name
+        if data.name != started_on:
+            raise ConfigError(f"{self.run_dir} was started on the data {started_on!r}, "
                               f"not on these records ({data.name}); use a new run directory")
         self._data = data
 
@@ -318,16 +320,15 @@ class Run:
     def data(self):
         """The dataset of ``[data]`` (loaded once; torch-free loaders for tabular data)."""
         if self._data is None:
+            from pate.run import config as C
             from pate.teachers.data import load_pate_data
 
-            d = self.config["data"]
-            if d["name"].startswith("memory:"):
+            name = C.sections(self.config).data.name
+            if name.startswith("memory:"):
                 raise ConfigError(f"{self.run_dir}: this run's data was given in memory (pate.fit); "
                                   "continue it from Python with the same data (pate.fit(..., "
                                   "run_dir=..., resume=True))")
-            from pate.run import config as C
-
-            self._data = load_pate_data(d["name"], **C.data_settings(self.config))
+            self._data = load_pate_data(name, **C.data_settings(self.config))
         return self._data
 
     def streams(self):
@@ -339,8 +340,9 @@ class Run:
     def noise_streams(self):
         """The aggregator's and the release's noise: OS entropy unless the user seeded it."""
         from pate.core.rng import make_streams
+        from pate.run import config as C
 
-        seed = self.config["aggregator"].get("noise_seed")
+        seed = C.sections(self.config).aggregator.noise_seed
         if seed is None:
             return make_streams(secure=True)
         return make_streams(seed)

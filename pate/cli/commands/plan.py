@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = False if args.no_ledger else args.ledger
     config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
                     ledger=ledger, overrides=table_overrides(args, ("cluster",)))
-    data = load_pate_data(config["data"]["name"], **C.data_settings(config))
+    data = load_pate_data(C.sections(config).data.name, **C.data_settings(config))
     plan = C.plan_for(config, P.facts_of(data), wording="config",
                       remaining_eps=P.ledger_remaining(C.ledger_path(config), data))
     if args.json:

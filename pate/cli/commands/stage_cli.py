@@ -230,7 +230,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
             raise ConfigError(f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
                               f"[{finished[0]}] settings in its config.json; a flag cannot change "
                               "them now: use a new --run-dir")
-        save = bool(changed) or config["run"] != run.config["run"]
+        save = bool(changed) or C.sections(config).run != C.sections(run.config).run
         # in memory only: preflight below checks it (device, data, the ledger's budget), and
         # config.json / run.json are rewritten only once it passed (a refused command changes
         # no file)

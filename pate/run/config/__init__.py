@@ -68,6 +68,9 @@ The package, one concern per module (each imports only those listed before it):
 ``messages``    how a message names a setting (a TOML key or a keyword of :func:`pate.fit`),
                 :func:`error_at` and :func:`checked`.
 ``schema``      the tables, keys, types and defaults (:data:`SCHEMA`) and :func:`normalize`.
+``sections``    a validated config as typed sections, one frozen dataclass per table
+                (:func:`sections`: ``C.sections(config).run.device``); the dict stays the
+                on-disk format.
 ``settings``    what a validated config says, read once (:func:`teacher_settings`,
                 :func:`aggregator_params`, :func:`calibration`, :func:`ledger_path`, ...).
 ``validation``  the semantic checks, one function per table (:func:`validate`).
@@ -84,6 +87,11 @@ from pate.run.config.messages import (PYTHON_NAMES, PYTHON_SOURCE, assignment, b
 from pate.run.config.planning import plan_config, plan_for
 from pate.run.config.schema import (KNN_DEFAULTS, PLANNED, REQUIRED, SCHEMA, UNUSED_RELEASE,
                                 normalize)
+from pate.run.config.sections import (SECTION_TYPES, AggregatorSection, ClusterSection,
+                                      DataSection, KnnSection, PartitionSection,
+                                      PrivacySection, RunSection, Sections, StudentSection,
+                                      TeachersSection, sections, set_budget_eps,
+                                      with_ledger)
 from pate.run.config.settings import (SOFT_TARGET_TEMPERATURE, aggregator_params, calibration,
                                   class_means_rule, cluster_settings, combine_with_rule,
                                   data_settings, feature_cache_root, is_private, knn_settings,
@@ -93,11 +101,13 @@ from pate.run.config.validation import validate
 
 __all__ = [
     "CONFIGS_FOLDER", "CONFIGS_PACKAGE", "KNN_DEFAULTS", "PLANNED", "PYTHON_NAMES",
-    "PYTHON_SOURCE", "REQUIRED", "SCHEMA", "SOFT_TARGET_TEMPERATURE", "UNUSED_RELEASE",
-    "ConfigError", "aggregator_params", "assignment", "budget_command", "calibration", "checked",
-    "class_means_rule", "cluster_settings", "combine_with_rule", "data_settings", "error_at",
-    "feature_cache_root", "from_dict", "is_private", "knn_settings", "ledger_path", "load",
-    "noise_seeded", "normalize", "orders", "packaged_configs", "plan_config", "plan_for",
-    "read_toml", "resolve_config", "run_directory", "setting", "student_settings",
-    "student_targets", "teacher_settings", "validate",
+    "PYTHON_SOURCE", "REQUIRED", "SCHEMA", "SECTION_TYPES", "SOFT_TARGET_TEMPERATURE",
+    "UNUSED_RELEASE", "AggregatorSection", "ClusterSection", "ConfigError", "DataSection",
+    "KnnSection", "PartitionSection", "PrivacySection", "RunSection", "Sections", "StudentSection",
+    "TeachersSection", "aggregator_params", "assignment", "budget_command", "calibration",
+    "checked", "class_means_rule", "cluster_settings", "combine_with_rule", "data_settings",
+    "error_at", "feature_cache_root", "from_dict", "is_private", "knn_settings", "ledger_path",
+    "load", "noise_seeded", "normalize", "orders", "packaged_configs", "plan_config", "plan_for",
+    "read_toml", "resolve_config", "run_directory", "sections", "set_budget_eps", "setting",
+    "student_settings", "student_targets", "teacher_settings", "validate", "with_ledger",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from pate import mechanisms
+from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.aggregate_release import aggregate_release
@@ -35,7 +36,7 @@ def aggregate(run: Run) -> dict:
     """Noisy labels within the budget; nothing reaches ``labels.npy`` before it is charged (see
     the module docstring). A crash between drawing and publishing leaves the pending file, which
     ``--resume`` charges and publishes (or discards)."""
-    spec = mechanisms.get(run.config["aggregator"]["mechanism"])
+    spec = C.sections(run.config).aggregator.spec
     run_id = run.run_id + ":aggregate"
     run.check_not_a_copy()  # a copied run directory never draws or charges under this run id
     ledger = run.ledger()

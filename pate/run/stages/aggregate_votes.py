@@ -48,14 +48,14 @@ def _planned_release(config: dict, *, num_teachers: int, num_classes: int, order
     """The sanitized release, planned before any noise is drawn (its parameters are in the
     config, its cost is data-independent), so that the answers leave room for it; skipped when
     it alone would cost more than half the budget (public quantities only)."""
-    priv = config["privacy"]
-    budget_eps = priv["budget_eps"]
+    priv = C.sections(config).privacy
+    budget_eps = priv.budget_eps
     plan = release_plan(config, num_teachers=num_teachers, num_classes=num_classes, orders=orders)
     if plan["release"]:
         from pate import analysis
 
-        release_eps = float(analysis.eps_from_rdp(plan["rdp"], orders=orders, delta=priv["delta"],
-                                                  conversion=priv["conversion"])[0])
+        release_eps = float(analysis.eps_from_rdp(plan["rdp"], orders=orders, delta=priv.delta,
+                                                  conversion=priv.conversion)[0])
         if release_eps > budget_eps / 2:  # public quantities only: no data looked at
             plan = dict(plan, release=False, fallback=(
                 f"the release alone would cost eps={release_eps:.4g}, more than half of the "
@@ -111,13 +111,13 @@ def _summary(aggregator, *, config: dict, orders, queries: int, run_id: str, dat
     (the aggregator's own totals include the prior: other runs' spend and the planned release)."""
     from pate import analysis
 
-    priv = config["privacy"]
+    priv = C.sections(config).privacy
     events = list(aggregator.accountant.events) if events is None else events
     s = aggregator.summary()
     for dd, key in ((False, "eps_data_independent"), (True, "eps_data_dependent")):
         eps, order = analysis.eps_from_rdp(
-            aggregator.accountant.rdp(data_dependent=dd), orders=orders, delta=priv["delta"],
-            conversion=priv["conversion"])
+            aggregator.accountant.rdp(data_dependent=dd), orders=orders, delta=priv.delta,
+            conversion=priv.conversion)
         s[key] = float(eps)
         s["order_" + key[4:]] = float(order)
     return dict(
@@ -134,11 +134,12 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     from pate.core.aggregators import OnlineAggregator
 
     config = run.config
-    agg, priv = config["aggregator"], config["privacy"]
+    s = C.sections(config)
+    agg, priv = s.aggregator, s.privacy
     params = C.aggregator_params(config)
     votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
     num_queries = votes_all.shape[0]
-    queries = min(agg.get("queries", num_queries), num_queries)
+    queries = min(num_queries if agg.queries is None else agg.queries, num_queries)
     orders = C.orders(config)
     plan = _planned_release(config, num_teachers=int(votes_all[0].sum()),
                             num_classes=int(votes_all.shape[1]), orders=orders)
@@ -149,9 +150,9 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
                  orders=orders, held=held)
         noise = run.noise_streams()
         aggregator = OnlineAggregator(
-            spec.name, budget_eps=priv["budget_eps"], delta=priv["delta"], rng=noise.noise,
-            orders=orders, budget_basis=agg["budget_basis"].replace("-", "_"),
-            conversion=priv["conversion"], prior_rdp=held.prior, **params)
+            spec.name, budget_eps=priv.budget_eps, delta=priv.delta, rng=noise.noise,
+            orders=orders, budget_basis=agg.budget_basis.replace("-", "_"),
+            conversion=priv.conversion, prior_rdp=held.prior, **params)
         answers, rounds = Answers.empty(num_queries), Rounds()
 
         def summary_now(events=None, release=None):

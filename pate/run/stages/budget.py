@@ -10,7 +10,6 @@ import math
 import numpy as np
 
 from pate.run import config as C
-from pate import mechanisms
 from pate.run import rundir as R
 from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.run.rundir import Run
@@ -23,7 +22,7 @@ def config_identity(config: dict):
     from pate.ledger import dataset_identity
     from pate.teachers.data import load_pate_data
 
-    data = load_pate_data(config["data"]["name"], **C.data_settings(config))
+    data = load_pate_data(C.sections(config).data.name, **C.data_settings(config))
     return dataset_identity(data.private.x, data.private.y)
 
 
@@ -55,12 +54,13 @@ def authorize(run: Run, ledger) -> str:
     the setting and how to change the ledger's) before anything is written -- except a started
     run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
     ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
-    Sets ``run.config["privacy"]["budget_eps"]`` to the ledger's budget (in memory: the aggregate
-    stage stops on it)."""
-    priv = run.config["privacy"]
+    Sets ``[privacy] budget_eps`` of ``run.config`` to the ledger's budget
+    (:func:`pate.run.config.set_budget_eps`; in memory: the aggregate stage stops on it)."""
+    s = C.sections(run.config)
+    priv = s.privacy
     identity = run_identity(run)
-    given = priv.get("budget_eps")
-    register = given if given is not None else run.config["aggregator"].get("target_eps")
+    given = priv.budget_eps
+    register = given if given is not None else s.aggregator.target_eps
     # a started run that names the budget it last ran under (its config.json's) may go on with
     # the ledger's when that was changed since; a budget asked for anew must be the ledger's
     resumed = given is not None and given == run.objects.get("recorded_budget_eps")
@@ -69,11 +69,11 @@ def authorize(run: Run, ledger) -> str:
         if d["digest"] == identity.digest and d["budget_eps"] is not None:
             _check_budget(run, ledger, d["digest"], (d["budget_eps"], d["budget_delta"],
                                                      d["conversion"]),
-                          (given, priv["delta"], priv["conversion"]), resumed=resumed)
-    name = priv.get("dataset")
+                          (given, priv.delta, priv.conversion), resumed=resumed)
+    name = priv.dataset
     if name is None:  # the data's name, unless another set of records already carries it
         taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
-        name = run.config["data"]["name"]
+        name = s.data.name
         if taken.get(name, identity.digest) != identity.digest:
             name = None
     budget = None
@@ -88,8 +88,8 @@ def authorize(run: Run, ledger) -> str:
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
     if budget is None:
-        ledger.set_budget(digest, eps=register, delta=priv["delta"],
-                          conversion=priv["conversion"])
+        ledger.set_budget(digest, eps=register, delta=priv.delta,
+                          conversion=priv.conversion)
         if given is None:
             caller = caller_of(run)
             logger.warning(
@@ -101,12 +101,12 @@ def authorize(run: Run, ledger) -> str:
                 C.setting("privacy", "budget_eps", source=caller),
                 C.setting("privacy", "budget_eps", source=caller),
                 C.budget_command(caller, ledger=ledger.path, digest=digest, eps=register * 2,
-                                 delta=priv["delta"], conversion=priv["conversion"]))
+                                 delta=priv.delta, conversion=priv.conversion))
         budget = ledger.budget(digest)
     else:  # again: another process may have set it meanwhile
         _check_budget(run, ledger, digest, (budget.eps, budget.delta, budget.conversion),
-                      (given, priv["delta"], priv["conversion"]), resumed=resumed)
-    priv["budget_eps"] = float(budget.eps)
+                      (given, priv.delta, priv.conversion), resumed=resumed)
+    C.set_budget_eps(run.config, budget.eps)
     return digest
 
 
@@ -146,9 +146,9 @@ def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
 def resolve_budget_without_ledger(run: Run) -> None:
     """Without a ledger the config's budget is the only one: ``budget_eps``, else the run's
     ``target_eps`` (:func:`pate.run.config.validate` requires one of them)."""
-    priv = run.config["privacy"]
-    if priv.get("budget_eps") is None:
-        priv["budget_eps"] = float(run.config["aggregator"]["target_eps"])
+    s = C.sections(run.config)
+    if s.privacy.budget_eps is None:
+        C.set_budget_eps(run.config, s.aggregator.target_eps)
 
 
 def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | None:
@@ -161,11 +161,11 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
     the budget runs out, the aggregate stage reserves as many as fit). None when the run asks
     no query."""
     config = run.config
-    agg = config["aggregator"]
-    spec = mechanisms.get(agg["mechanism"])
+    agg = C.sections(config).aggregator
+    spec = agg.spec
     orders = C.orders(config)
     num_public = len(run.data.public)
-    queries = min(agg.get("queries", num_public), num_public)
+    queries = min(num_public if agg.queries is None else agg.queries, num_public)
     if queries <= 0:
         return None
     params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
@@ -175,9 +175,9 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
         rdp = event.rdp_data_independent
         return rdp, rdp, queries, f"the one release of {spec.title}"
     worst = spec.worst_case_query_rdp(params, orders=orders)
-    if agg.get("target_eps") is not None:
+    if agg.target_eps is not None:
         return (queries * worst, queries * worst, queries,
-                f"this run's target eps={agg['target_eps']:g} ({queries} queries, all answered)")
+                f"this run's target eps={agg.target_eps:g} ({queries} queries, all answered)")
     return worst, queries * worst, queries, f"even one query of {spec.title}"
 
 
@@ -231,11 +231,11 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         pass
     from pate import analysis
 
-    priv = run.config["privacy"]
+    priv = C.sections(run.config).privacy
 
     def eps_of(curve):
-        return float(analysis.eps_from_rdp(curve, orders=orders, delta=priv["delta"],
-                                           conversion=priv["conversion"])[0])
+        return float(analysis.eps_from_rdp(curve, orders=orders, delta=priv.delta,
+                                           conversion=priv.conversion)[0])
 
     cost, full_cost = eps_of(rdp), eps_of(full)
     summary = ledger.summary(dataset)
@@ -248,7 +248,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     limited = summary.get("limited_by")
     where = ("" if not limited or limited == dataset else
              f" (limited by the linked dataset {limited[:16]}...)")
-    if run.config["aggregator"].get("target_eps") is not None:
+    if C.sections(run.config).aggregator.target_eps is not None:
         fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
     else:
         fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "

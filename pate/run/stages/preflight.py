@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pate import mechanisms
+from pate.run import config as C
 from pate.run import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.core.io import load_npy
@@ -21,12 +21,12 @@ def _computes_here(config: dict, stage: str, objects: dict) -> bool:
     (unless it is a scikit-learn estimator given from Python, in ``objects``), and the teachers
     on the local backend (a cluster's workers check their own devices)."""
     if stage == "student":
-        model = config["student"].get("model", "auto")
+        model = C.sections(config).student.model  # None: "auto"
         if isinstance(model, str) and model.startswith("python:"):
             return not is_estimator(objects.get("student_model"))
         return True
     return (stage == "teachers" and skip_reason(config, "teachers") is None
-            and (config.get("cluster") or {}).get("backend", "local") == "local")
+            and C.sections(config).cluster.backend == "local")
 
 
 def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) -> None:
@@ -39,7 +39,7 @@ def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) 
         return
     from pate.teachers.ensemble import resolve_device
 
-    device = config["run"]["device"]
+    device = C.sections(config).run.device
     try:
         resolve_device(device)
     except ValueError as exc:
@@ -50,20 +50,20 @@ def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) 
 
 def check_data(run: Run) -> None:
     """Checks that need the dataset's sizes (before anything is written)."""
-    data, config = run.data, run.config
-    queries = config["aggregator"].get("queries")
+    data, s = run.data, C.sections(run.config)
+    queries = s.aggregator.queries
     if queries is not None and queries > len(data.public):
         raise ConfigError(f"[aggregator] queries ({queries}) exceeds the {len(data.public)} "
                           f"public items of {data.name}")
-    if mechanisms.get(config["aggregator"]["mechanism"]).kind.reads_private_records:
+    if s.aggregator.spec.kind.reads_private_records:
         check_records_data(run)
         return
-    k = config["partition"]["num_teachers"]
+    k = s.partition.num_teachers
     if k > len(data.private):
         raise ConfigError(f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
                           f"private records of {data.name}")
-    if config["partition"]["mode"] == "unit":
-        unit_ids = load_npy(config["partition"]["unit_ids"], what="[partition] unit_ids")
+    if s.partition.mode == "unit":
+        unit_ids = load_npy(s.partition.unit_ids, what="[partition] unit_ids")
         if unit_ids.shape[0] != len(data.private):
             raise ConfigError(f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
                               f"split has {len(data.private)} records")

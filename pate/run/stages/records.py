@@ -10,7 +10,6 @@ import pathlib
 import numpy as np
 
 from pate.run import config as C
-from pate import mechanisms
 from pate.run import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.run.rundir import Run
@@ -22,7 +21,7 @@ from pate.run.stages.release import release_plan
 def skip_reason(config: dict, stage: str) -> str | None:
     """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that samples
     the private records itself (Private-kNN) has no partition and no teachers."""
-    spec = mechanisms.get(config["aggregator"]["mechanism"])
+    spec = C.sections(config).aggregator.spec
     if spec.kind.reads_private_records and stage in ("partition", "teachers"):
         return (f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
                 "themselves vote, through their nearest neighbours in a fresh sample per query "
@@ -114,11 +113,11 @@ def knn_prior(run: Run) -> dict | None:
     from pate import analysis
     from pate.analysis import PrivacyEvent
 
-    knn = run.config.get("knn") or {}
-    if knn.get("features") != "student":
+    knn = C.sections(run.config).knn
+    if knn.features != "student":
         return None
-    path = pathlib.Path(knn["student_run"]).expanduser().resolve()
-    where = f"[knn] student_run = {knn['student_run']!r}"
+    path = pathlib.Path(knn.student_run).expanduser().resolve()
+    where = f"[knn] student_run = {knn.student_run!r}"
     for name in (R.STUDENT_WEIGHTS, R.AGGREGATE):
         if not (path / name).is_file():
             raise ConfigError(f"{where}: {path / name} does not exist; name the directory of a "
@@ -162,8 +161,9 @@ def knn_prior(run: Run) -> dict | None:
         raise ConfigError(f"{where}: the ledger {ledger} does not hold the charges of that run "
                           "(or of its earlier rounds) as its aggregate.json records them "
                           "(modified, or from another ledger); it cannot be composed")
-    eps = analysis.eps_from_rdp(ledgered[0], orders=orders, delta=config["privacy"]["delta"],
-                                conversion=config["privacy"]["conversion"])[0]
+    priv = C.sections(config).privacy
+    eps = analysis.eps_from_rdp(ledgered[0], orders=orders, delta=priv.delta,
+                                conversion=priv.conversion)[0]
     return {"runs": [*earlier["runs"], {"run_dir": str(path), "run_id": summary["run_id"],
                                         "eps": float(eps)}],
             "rdp": sum(charged.values(), np.zeros(orders.size)).tolist()}
@@ -177,7 +177,8 @@ def records_inputs(run: Run, spec) -> tuple:
     release plan, and an earlier round whose student embeds this run (:func:`knn_prior`): its
     cost counts against the config's budget."""
     config = run.config
-    priv = config["privacy"]
+    s = C.sections(config)
+    priv = s.privacy
     params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
     emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
     public, private = emb["public"], emb["private"]
@@ -188,8 +189,9 @@ def records_inputs(run: Run, spec) -> tuple:
     prior = knn_prior(run)
     prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
     return (params, public, private, emb["private_labels"], num_classes, num_queries,
-            min(config["aggregator"].get("queries", num_queries), num_queries), orders,
-            priv["budget_eps"], priv["delta"], priv["conversion"], plan, prior, prior_rdp)
+            min(num_queries if s.aggregator.queries is None else s.aggregator.queries,
+                num_queries), orders,
+            priv.budget_eps, priv.delta, priv.conversion, plan, prior, prior_rdp)
 
 
 def records_summary(spec, params, events, *, config, orders, delta, conversion, budget_eps,
@@ -205,7 +207,7 @@ def records_summary(spec, params, events, *, config, orders, delta, conversion, 
     eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
     return {
         "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
-        "delta": delta, "budget_basis": config["aggregator"]["budget_basis"].replace("-", "_"),
+        "delta": delta, "budget_basis": C.sections(config).aggregator.budget_basis.replace("-", "_"),
         "conversion": conversion, "queries_asked": int(asked), "queries_answered": int(answered),
         "eps_data_independent": float(eps), "order_data_independent": float(order),
         "eps_data_dependent": float(eps), "order_data_dependent": float(order),

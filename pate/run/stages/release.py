@@ -6,20 +6,19 @@ from __future__ import annotations
 import numpy as np
 
 from pate.run import config as C
-from pate import mechanisms
 
 
 def draw_release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
     """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
     from pate import analysis
 
-    priv = config["privacy"]
-    params = mechanisms.get(config["aggregator"]["mechanism"]).release_params(
-        C.aggregator_params(config))
+    s = C.sections(config)
+    priv = s.privacy
+    params = s.aggregator.spec.release_params(C.aggregator_params(config))
     return dict(analysis.release_sanitized_epsilon(
-        votes, answered=answered, order=priv["release_order"], beta=priv["release_beta"],
-        sigma_ss=priv["release_sigma_ss"], delta=priv["delta"], num_teachers=int(votes[0].sum()),
-        rng=rng, conversion=priv["conversion"], **params))
+        votes, answered=answered, order=priv.release_order, beta=priv.release_beta,
+        sigma_ss=priv.release_sigma_ss, delta=priv.delta, num_teachers=int(votes[0].sum()),
+        rng=rng, conversion=priv.conversion, **params))
 
 
 def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
@@ -34,13 +33,14 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
     from pate import analysis
     from pate.analysis.sensitivity import _is_data_independent_step1, _is_data_independent_step2
 
-    agg, priv = config["aggregator"], config["privacy"]
-    order, beta, sigma_ss = priv["release_order"], priv["release_beta"], priv["release_sigma_ss"]
+    s = C.sections(config)
+    priv = s.privacy
+    order, beta, sigma_ss = priv.release_order, priv.release_beta, priv.release_sigma_ss
     params = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
-    spec = mechanisms.get(agg["mechanism"])
+    spec = s.aggregator.spec
     release = spec.release_params(C.aggregator_params(config))
     reason = None
-    if not priv.get("release", True):
+    if not priv.release:
         reason = "[privacy] release = false: only the data-independent epsilon is reported"
     elif release is None:
         reason = (f"{spec.title} has no smooth-sensitivity analysis; the data-independent epsilon "

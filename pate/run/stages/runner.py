@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from pate.run import config as C
 from pate.run import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.run.rundir import Run
@@ -71,7 +72,7 @@ def _apply_threads(run: Run, stage: str) -> dict:
     ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
     from pate.core import threads as T
 
-    return T.configure(explicit=run.config["run"].get("threads"),
+    return T.configure(explicit=C.sections(run.config).run.threads,
                        explicit_source=run.objects.get(THREADS_SOURCE, "config"),
                        torch=stage in TORCH_STAGES)
 

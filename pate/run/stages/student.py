@@ -26,7 +26,7 @@ def student(run: Run) -> dict:
 
     data = run.data
     settings = C.student_settings(run.config)
-    settings.setdefault("flip", run.config["data"]["name"] in FLIP_DATASETS)
+    settings.setdefault("flip", C.sections(run.config).data.name in FLIP_DATASETS)
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     if labels.ndim != 1 or labels.shape[0] != len(data.public):
         raise ConfigError(f"{run.path(R.LABELS)} holds {labels.shape} labels for "
@@ -128,7 +128,7 @@ def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarra
     if not path.exists():
         raise ConfigError(f"[student] targets = \"soft\" needs the class scores {path}, which "
                           f"this run's aggregate stage did not write (mechanism "
-                          f"{run.config['aggregator']['mechanism']!r}); set targets = \"hard\"")
+                          f"{C.sections(run.config).aggregator.mechanism!r}); set targets = \"hard\"")
     scores = load_npy(path, what="the aggregate stage")
     if scores.shape != (labels.shape[0], run.data.num_classes):
         raise ConfigError(f"{path} holds {scores.shape} scores for {labels.shape[0]} public "
@@ -162,7 +162,7 @@ def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
     metrics = evaluation_metrics(data.evaluation.y, np.asarray(predictions, dtype=np.int64),
                                  num_classes=data.num_classes)
     metrics.update(method="supervised (scikit-learn, answered items only)",
-                   model=run.config["student"].get("model", "python"),
+                   model=C.sections(run.config).student.model or "python",
                    num_labelled=int(answered.sum()), num_public=int(labels.shape[0]),
                    settings={"estimator": repr(estimator)}, train_seconds=round(seconds, 2))
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from pate import mechanisms
+from pate.run import config as C
 from pate.run import rundir as R
 from pate.core.io import atomic_save_npy, atomic_savez, load_npz
 from pate.run.rundir import Run
@@ -19,7 +19,7 @@ logger = logging.getLogger("pate")
 
 
 def votes(run: Run) -> dict:
-    if mechanisms.get(run.config["aggregator"]["mechanism"]).kind.reads_private_records:
+    if C.sections(run.config).aggregator.spec.kind.reads_private_records:
         return _knn_embeddings(run)
     from pate.core.votes import votes_from_predictions
 

@@ -1,0 +1,100 @@
+"""No module outside the config package reads a table of a config dict (issue #32): they read
+the typed sections (``C.sections(config).run.device``) or a reader of the package
+(``C.aggregator_params(config)``), so the tables' keys are spelt in one place.
+
+A read is ``X["table"]`` or ``X.get("table")`` with ``table`` a table of the schema (or the
+planner's ``"planned"``) and ``X`` a config: a name ``config``/``cfg``/``conf`` or an attribute
+``.config`` (``run.config``, ``self.ctx.config``). That also catches ``priv = config["privacy"]``
+followed by ``priv["delta"]``, which a check of chained subscripts alone would miss."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from pate.run import config as C
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
+CONFIG_PACKAGE = "pate/run/config/"
+CONFIG_NAMES = frozenset({"config", "cfg", "conf"})
+TABLES = frozenset(C.SCHEMA) | {C.PLANNED}
+
+#: Modules that may still read the dict, each with why.
+ALLOWED = {
+    # The planner fills in a normalised config that is not validated yet (settings left to it:
+    # num_teachers, queries, mechanism = "auto"): typed sections are built only from a config
+    # that passed validation, and the planner writes the tables it fills.
+    "pate/run/planner/rules.py": "fills in a normalised, not yet validated dict",
+    "pate/run/planner/costs.py": "costs a plan of a not yet validated dict (the planner's)",
+    # The report's schema check reads the copy of the config inside an analysis.json read from
+    # disk, which may be malformed or hand-edited: it checks each value's type itself and names
+    # the document's field (config.privacy.release_order), never a section of a live config.
+    "pate/run/report/schema.py": "checks the config copy inside an analysis.json document",
+}
+
+
+def source_modules() -> list[str]:
+    """Every module of the four source folders, once (pate/analysis, pate/teachers and
+    pate/student are symlinks to analysis/, teachers/, student/)."""
+    out = []
+    for root in ("pate", "analysis", "teachers", "student"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            rel = path.relative_to(REPO)
+            if root == "pate" and rel.parts[1] in ("analysis", "teachers", "student"):
+                continue
+            out.append(rel.as_posix())
+    return out
+
+
+def _is_config(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id in CONFIG_NAMES) or (
+        isinstance(node, ast.Attribute) and node.attr == "config")
+
+
+def _table_key(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in TABLES:
+        return node.value
+    return None
+
+
+def table_reads(source: str) -> list[tuple[int, str]]:
+    """``(line, table)`` of every read of a config table in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and _is_config(node.value):
+            table = _table_key(node.slice)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and _is_config(node.func.value) and node.args):
+            table = _table_key(node.args[0])
+        else:
+            continue
+        if table is not None:
+            found.append((node.lineno, table))
+    return sorted(found)
+
+
+def test_the_finder_finds_each_form_of_read():
+    source = ('a = config["run"]["device"]\nb = run.config["aggregator"].get("queries")\n'
+              'priv = cfg["privacy"]\nknn = self.ctx.config.get("knn") or {}\n'
+              'c = config[t]\nd = other["run"]\ne = config["not_a_table"]\n'
+              'config["privacy"]["budget_eps"] = 1.0\n')
+    assert table_reads(source) == [(1, "run"), (2, "aggregator"), (3, "privacy"), (4, "knn"),
+                                   (8, "privacy")]
+
+
+def test_the_allow_list_names_modules_that_exist_and_still_read():
+    for path, why in ALLOWED.items():
+        assert why and not path.startswith(CONFIG_PACKAGE)
+        assert table_reads((REPO / path).read_text()), f"{path} no longer reads: drop it"
+
+
+@pytest.mark.parametrize("path", [p for p in source_modules()
+                                  if not p.startswith(CONFIG_PACKAGE) and p not in ALLOWED])
+def test_no_module_outside_the_config_package_reads_a_table(path):
+    reads = table_reads((REPO / path).read_text())
+    assert not reads, (f"{path} reads config tables at " + ", ".join(
+        f"line {line} ([{table}])" for line, table in reads)
+        + ": read C.sections(config).<table>.<key> (pate.run.config.sections) or a reader of "
+        "pate.run.config instead")
