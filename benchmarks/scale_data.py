@@ -152,7 +152,7 @@ def _stage_seconds(run_dir: pathlib.Path, stage: str) -> dict:
 
 def _runs(args, folder, config, name) -> list[dict]:
     """One child (``pate run --until``), or with ``--per-stage`` one child per stage."""
-    from pate import rundir as R
+    from pate.run import rundir as R
 
     run_dir = folder / "runs" / name
     base = [sys.executable, "-m", "pate", "run", "--config", str(config), "--run-dir",

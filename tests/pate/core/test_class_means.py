@@ -762,7 +762,7 @@ def test_class_sums_a_block_at_a_time_are_the_sums_of_one_pass(monkeypatch):
     temporaries are a block's, not every record's."""
     import tracemalloc
 
-    from pate import class_means as CM
+    from pate.core import class_means as CM
 
     rng = np.random.default_rng(8)
     public = rng.standard_normal((200, 16))
