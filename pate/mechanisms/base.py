@@ -11,6 +11,7 @@ import numpy as np
 from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.arrays import IntArray
 from pate.analysis.validation import check_mask, check_orders, check_probabilities, describe
+from pate.core.rng import Rng
 from pate.mechanisms.kinds import VOTE, MechanismKind
 from pate.mechanisms.params import Param, label
 from pate.mechanisms.registry import REGISTRY, all_param_names
@@ -139,7 +140,7 @@ class MechanismSpec:
         return None
 
     # ------------------------------------------------------------------ noise step
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: np.random.Generator, *,
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
              student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Draw the noise and decide every query: (labels (n,) int64 (-1: no label),
         answered (n,) bool, source (n,) str). ``votes``, ``params`` and ``student`` are
@@ -257,7 +258,7 @@ class MechanismSpec:
 
     def sample_votes(self, queries: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
                      params: Mapping[str, float], *, num_classes: int,
-                     rng: np.random.Generator) -> np.ndarray:
+                     rng: Rng) -> np.ndarray:
         """A "sample" spec: the (n, m) histograms its noise step answers, one per row of the
         public embeddings ``queries``, drawn from a fresh sample of the ``private`` embeddings
         (labels ``private_labels``) with ``rng`` -- called only inside the round's reservation."""
@@ -266,7 +267,7 @@ class MechanismSpec:
 
     def release_scores(self, public: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
                        params: Mapping[str, float], *, queries: int, num_classes: int,
-                       rng: np.random.Generator, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
+                       rng: Rng, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
         """A "release" spec: draw its one noisy release of the ``private`` embeddings (labels
         ``private_labels``) with ``rng`` -- called only inside the release's reservation -- and
         return the (queries, m) class scores of the first ``queries`` rows of ``public`` (its

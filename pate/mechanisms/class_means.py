@@ -12,6 +12,7 @@ from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
                                        class_means_rdp)
 from pate.analysis.validation import check_orders
+from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec
 from pate.mechanisms.kinds import RELEASE, MechanismKind
 from pate.mechanisms.params import COUNT_WEIGHT, SIGMA
@@ -46,7 +47,7 @@ class _ClassMeans(MechanismSpec):
     released_statistic: ClassVar[str] = ("the noisy class sums: drawn once after the "
                                          "reservation; never saved")
 
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: np.random.Generator, *,
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
              student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise TypeError(f"{self.name} labels queries from one release of the private records' "
                         "class sums, not from votes: use pate.core.class_means.noisy_class_means, or "
@@ -84,7 +85,7 @@ class _ClassMeans(MechanismSpec):
 
     def release_scores(self, public: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
                        params: Mapping[str, float], *, queries: int, num_classes: int,
-                       rng: np.random.Generator, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
+                       rng: Rng, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy class sums (``pate.core.class_means.noisy_class_means``), then the scores of
         the labelling ``rule`` ("lda" or "logistic": ``labelling_rule``) on the first
         ``queries`` public rows."""

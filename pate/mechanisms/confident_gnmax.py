@@ -15,6 +15,7 @@ from pate.analysis.calibration import calibrate_confident_gnmax, calibrate_gnmax
 from pate.analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, threshold_log_pr_answered,
                                threshold_rdp)
 from pate.analysis.validation import check_orders, check_positive
+from pate.core.rng import Rng
 from pate.mechanisms.base import DUMMY_VOTES, MechanismSpec, noisy_argmax, student_baseline
 from pate.mechanisms.params import CONFIDENCE, SIGMA1, SIGMA2, THRESHOLD
 
@@ -35,7 +36,7 @@ class _ConfidentGNMax(MechanismSpec):
         rounded: np.ndarray = np.round(np.max(votes - student_baseline(votes, student), axis=1))
         return rounded
 
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: np.random.Generator, *,
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
              student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n, m = votes.shape
         # Fixed draw order, whatever the outcome: threshold noise (n,), then argmax noise (n, m).

@@ -11,6 +11,7 @@ import numpy as np
 from pate.analysis.accountant import PrivacyEvent, gnmax_event
 from pate.analysis.calibration import calibrate_gnmax_sigma
 from pate.analysis.rdp import gnmax_rdp
+from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
 from pate.mechanisms.params import SIGMA
 
@@ -19,7 +20,7 @@ __all__ = ["GNMAX"]
 
 @dataclasses.dataclass(frozen=True)
 class _GNMax(MechanismSpec):
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: np.random.Generator, *,
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
              student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = votes.shape[0]
         labels = noisy_argmax(votes, rng.normal(0.0, params["sigma"], size=votes.shape))

@@ -11,6 +11,7 @@ import numpy as np
 from pate.analysis.accountant import PrivacyEvent, lnmax_event
 from pate.analysis.calibration import calibrate_lnmax_scale
 from pate.analysis.rdp import lnmax_rdp
+from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
 from pate.mechanisms.params import SCALE
 
@@ -19,7 +20,7 @@ __all__ = ["LNMAX"]
 
 @dataclasses.dataclass(frozen=True)
 class _LNMax(MechanismSpec):
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: np.random.Generator, *,
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
              student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n, m = votes.shape
         labels = noisy_argmax(votes, rng.laplace(0.0, params["scale"], size=(n, m)))

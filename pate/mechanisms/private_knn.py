@@ -14,6 +14,7 @@ from pate.analysis.private_knn import (calibrate_private_knn_sigma2, private_knn
                                        private_knn_log_pr_answered, private_knn_query_rdp)
 from pate.analysis.validation import (check_mask, check_orders, check_positive,
                                       check_unit_interval)
+from pate.core.rng import Rng
 from pate.mechanisms.confident_gnmax import _ConfidentGNMax
 from pate.mechanisms.kinds import SAMPLE, MechanismKind
 from pate.mechanisms.params import K, SAMPLING_RATE, SIGMA1, SIGMA2, THRESHOLD
@@ -86,10 +87,10 @@ class _PrivateKNN(_ConfidentGNMax):
 
     def sample_votes(self, queries: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
                      params: Mapping[str, float], *, num_classes: int,
-                     rng: np.random.Generator) -> np.ndarray:
+                     rng: Rng) -> np.ndarray:
         from pate.core.knn import knn_votes
 
-        return knn_votes(queries, private, private_labels, k=params["k"],
+        return knn_votes(queries, private, private_labels, k=cast(int, params["k"]),
                          sampling_rate=params["sampling_rate"], num_classes=num_classes, rng=rng)
 
 
