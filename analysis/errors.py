@@ -78,7 +78,8 @@ class RunDirError(InputError):
     Attributes ``path`` (a string) and ``flag`` (the option that named it, or None).
     """
 
-    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None, flag: str | None = None) -> None:
+    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None,
+                 flag: str | None = None) -> None:
         super().__init__(message)
         self.path = None if path is None else str(path)
         self.flag = flag

@@ -133,7 +133,7 @@ _ROUNDING_MARGIN_REL = 2.0 ** -44
 
 # --------------------------------------------------------------------------- helpers
 
-def _log_expm1(x: np.ndarray) -> np.ndarray:
+def _log_expm1(x: FloatArray) -> FloatArray:
     """log(e^x - 1) for x > 0, accurate for tiny and huge x."""
     x = np.asarray(x, dtype=np.float64)
     out = np.empty_like(x)

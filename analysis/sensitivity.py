@@ -128,7 +128,8 @@ def _bl(q: FloatArray | np.float64, sigma: float, m: int) -> FloatArray:
 
 def _bu(q: FloatArray, sigma: float, m: int) -> FloatArray:
     """BU(q): the largest q of a neighbouring histogram ([P18] Proposition 13)."""
-    bu: FloatArray = np.minimum(1.0, (m - 1) / 2.0 * erfc(-1.0 / sigma + erfcinv(2.0 * q / (m - 1))))
+    bu: FloatArray = np.minimum(
+        1.0, (m - 1) / 2.0 * erfc(-1.0 / sigma + erfcinv(2.0 * q / (m - 1))))
     return bu
 
 
@@ -199,7 +200,8 @@ def _ls_gnmax_walk(votes: IntArray, num_teachers: int, sigma: float, order: floa
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return plateau, empty, empty, np.zeros(0)
-    log_tail: FloatArray = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
+    log_tail: FloatArray = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64)
+                                      / math.sqrt(2.0 * sigma ** 2)))
     log_q = _gnmax_log_q(votes, sigma) if log_q is None else log_q
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
     # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
@@ -552,8 +554,9 @@ def search_smooth_sensitivity_parameters(votes: npt.ArrayLike, *, threshold: flo
     rdp_total, ls_total, ind1, ind2 = _run_cost_and_ls(
         counts, num_teachers, threshold, sigma1, sigma2, order, None, pr)
     eps_before = rdp_total + conversion_term(order=order, delta=delta)
-    result: dict[str, Any] = {"rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
-              "data_independent_step1": ind1, "data_independent_step2": ind2}
+    result: dict[str, Any] = {
+        "rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
+        "data_independent_step1": ind1, "data_independent_step2": ind2}
     if ind1 and ind2:
         result.update(beta=0.0, smooth_sensitivity=0.0, sigma_ss=math.inf, eps_after=eps_before)
         return result

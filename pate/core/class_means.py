@@ -204,8 +204,8 @@ def _clipped(embeddings: np.ndarray, geometry: PublicGeometry) -> np.ndarray:
     return clipped
 
 
-def class_sums(private: npt.ArrayLike, labels: npt.ArrayLike, *, num_classes: int, geometry: PublicGeometry,
-               count_weight: float) -> np.ndarray:
+def class_sums(private: npt.ArrayLike, labels: npt.ArrayLike, *, num_classes: int,
+               geometry: PublicGeometry, count_weight: float) -> FloatArray:
     """The sensitive statistic S, (m, d + 1) float64 (module docstring): each row's clipped
     sum of u and, last, ``count_weight`` times the class count. Every record adds a row vector
     of norm <= sqrt(1 + count_weight**2)."""

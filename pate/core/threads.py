@@ -186,7 +186,8 @@ def load_average() -> float | None:
 # ------------------------------------------------------------------------------ the choice
 
 def choose(*, explicit: int | None = None, explicit_source: str = "config",
-           environ: Mapping[str, str] | None = None, torch_threads: int | None = None, affinity: int | None = None,
+           environ: Mapping[str, str] | None = None, torch_threads: int | None = None,
+           affinity: int | None = None,
            cgroup_root: pathlib.Path = _CGROUP_ROOT,
            proc_cgroup: pathlib.Path = _PROC_CGROUP) -> ThreadChoice:
     """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else

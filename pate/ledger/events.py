@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pate.analysis.accountant import PrivacyEvent, RdpAccountant
     from pate.analysis.arrays import FloatOrArray
 
-    #: :func:`pate.analysis.eps_from_rdp`'s type: (rdp, *, orders, delta, conversion) -> (eps, order)
+    #: :func:`pate.analysis.eps_from_rdp`: (rdp, *, orders, delta, conversion) -> (eps, order)
     EpsFromRdp = Callable[..., tuple[FloatOrArray, FloatOrArray]]
 
 
