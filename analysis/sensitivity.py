@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -579,10 +579,28 @@ class SanitizedRelease(dict[str, Any]):
     """Result of :func:`release_sanitized_epsilon` (a dict, JSON-serialisable)."""
 
 
+class NormalSource(Protocol):
+    """Where :func:`release_sanitized_epsilon` draws its one N(0, 1) from: a numpy Generator or
+    ``pate.core.rng.SecureGenerator``."""
+
+    def normal(self, loc: float, scale: float) -> float: ...
+
+
+def _check_threshold_check(threshold: float | None,
+                           sigma1: float | None) -> tuple[float | None, float | None]:
+    """(threshold, sigma1) of Confident GNMax checked, or (None, None) for plain GNMax."""
+    if (threshold is None) != (sigma1 is None):
+        raise ValueError("threshold and sigma1 go together: both for Confident GNMax, neither for "
+                         f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})")
+    if threshold is None or sigma1 is None:
+        return None, None
+    return check_nonnegative(threshold, "threshold"), check_positive(sigma1, "sigma1")
+
+
 def release_sanitized_epsilon(votes: npt.ArrayLike, *, threshold: float | None,
                               sigma1: float | None, sigma2: float, answered: npt.ArrayLike,
                               order: float, beta: float, sigma_ss: float, delta: float,
-                              num_teachers: int, rng: np.random.Generator,
+                              num_teachers: int, rng: NormalSource,
                               baseline: npt.ArrayLike | None = None,
                               conversion: str = "classic") -> SanitizedRelease:
     """Release the data-dependent epsilon of a Confident-GNMax run privately (GNSS, [P18] §4.2).
@@ -614,12 +632,7 @@ def release_sanitized_epsilon(votes: npt.ArrayLike, *, threshold: float | None,
     smooth_sensitivity, order, beta, sigma_ss, delta, answered, queries, fallback.
     """
     counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
-    if (threshold is None) != (sigma1 is None):
-        raise ValueError("threshold and sigma1 go together: both for Confident GNMax, neither for "
-                         f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})")
-    if threshold is not None:
-        threshold = check_nonnegative(threshold, "threshold")
-        sigma1 = check_positive(sigma1, "sigma1")
+    threshold, sigma1 = _check_threshold_check(threshold, sigma1)
     sigma2 = check_positive(sigma2, "sigma2")
     mask = check_mask(answered, counts.shape[0], "answered")
     beta = check_positive(beta, "beta")
