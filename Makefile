@@ -33,7 +33,8 @@ demo: setup
 test: setup lint
 	$(PY) -m pytest -q
 
-# ruff (lint) and mypy (the analysis layer), configured in pyproject.toml.
+# ruff (lint) and mypy (strict on analysis/ and the pate core: pate/core, pate/mechanisms,
+# pate/ledger), both configured in pyproject.toml; `make test` runs this first (so CI does).
 lint: setup
 	$(VENV)/bin/ruff check pate teachers student analysis tests benchmarks
 	$(VENV)/bin/mypy

@@ -36,7 +36,9 @@ import json
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
+from pate.analysis.arrays import FloatArray, FloatOrArray
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
 from pate.analysis.validation import (check_baseline, check_delta, check_mask, check_orders,
@@ -66,7 +68,7 @@ def legacy_relation(mechanism: str) -> str:
     return ADD_REMOVE if mechanism in _ADD_REMOVE_BEFORE_RELATIONS else REPLACE_ONE
 
 
-def _frozen_array(values, name: str) -> np.ndarray:
+def _frozen_array(values: npt.ArrayLike, name: str) -> FloatArray:
     arr = np.array(values, dtype=np.float64)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
@@ -82,9 +84,9 @@ class PrivacyEvent:
 
     mechanism: str
     params: Mapping[str, Any]
-    orders: np.ndarray
-    rdp: np.ndarray
-    rdp_data_independent: np.ndarray
+    orders: FloatArray
+    rdp: FloatArray
+    rdp_data_independent: FloatArray
     queries: int
     answered: int
     relation: str = ADD_REMOVE
@@ -136,23 +138,24 @@ class PrivacyEvent:
         relation = data.get("relation") or legacy_relation(str(data["mechanism"]))
         return cls(**{k: data[k] for k in keys}, relation=relation)
 
-    def on_orders(self, orders) -> "PrivacyEvent":
+    def on_orders(self, orders: npt.ArrayLike) -> "PrivacyEvent":
         """This event restricted to ``orders`` (each must be one of this event's orders)."""
-        orders = check_orders(orders)
+        grid = check_orders(orders)
         index = {float(o): i for i, o in enumerate(self.orders)}
         try:
-            idx = np.array([index[float(o)] for o in orders])
+            idx = np.array([index[float(o)] for o in grid])
         except KeyError as exc:
             raise ValueError(f"order {exc.args[0]} is not among this event's orders; "
                              "recompute the event on the accountant's grid") from None
-        return dataclasses.replace(self, orders=orders, rdp=self.rdp[idx],
+        return dataclasses.replace(self, orders=grid, rdp=self.rdp[idx],
                                    rdp_data_independent=self.rdp_data_independent[idx])
 
 
 class RdpAccountant:
     """Immutable composition of :class:`PrivacyEvent` s on a fixed grid of orders."""
 
-    def __init__(self, orders=DEFAULT_ORDERS, events: Iterable[PrivacyEvent] = ()) -> None:
+    def __init__(self, orders: npt.ArrayLike = DEFAULT_ORDERS,
+                 events: Iterable[PrivacyEvent] = ()) -> None:
         self._orders = check_orders(orders).copy()
         self._orders.setflags(write=False)
         evs = tuple(events)
@@ -175,7 +178,7 @@ class RdpAccountant:
         return self._events[0].relation if self._events else None
 
     @property
-    def orders(self) -> np.ndarray:
+    def orders(self) -> FloatArray:
         return self._orders
 
     @property
@@ -186,9 +189,9 @@ class RdpAccountant:
         """A new accountant holding this one's events followed by ``events``."""
         return RdpAccountant(self._orders, self._events + tuple(events))
 
-    def rdp(self, data_dependent: bool = True) -> np.ndarray:
+    def rdp(self, data_dependent: bool = True) -> FloatArray:
         """Composed per-order RDP (sum over events), shape (k,)."""
-        total = np.zeros(self._orders.size)
+        total: FloatArray = np.zeros(self._orders.size)
         for ev in self._events:
             total = total + (ev.rdp if data_dependent else ev.rdp_data_independent)
         return total
@@ -201,7 +204,8 @@ class RdpAccountant:
     def answered(self) -> int:
         return sum(ev.answered for ev in self._events)
 
-    def epsilon(self, *, delta, data_dependent: bool = True, conversion: str = "classic"):
+    def epsilon(self, *, delta: float, data_dependent: bool = True,
+                conversion: str = "classic") -> tuple[FloatOrArray, FloatOrArray]:
         """(eps, order) of the composition at ``delta`` (see :func:`analysis.eps_from_rdp`)."""
         check_delta(delta)
         return eps_from_rdp(self.rdp(data_dependent), orders=self._orders, delta=delta,
@@ -214,39 +218,42 @@ class RdpAccountant:
 
 # --------------------------------------------------------------------------- event builders
 
-def gnmax_event(votes, *, sigma, orders=DEFAULT_ORDERS) -> PrivacyEvent:
+def gnmax_event(votes: npt.ArrayLike, *, sigma: float,
+                orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
     """GNMax answered every query in ``votes`` (realised cost)."""
-    votes = check_votes(votes)
-    orders = check_orders(orders)
-    dep = gnmax_rdp(votes, sigma=sigma, orders=orders).sum(axis=0)
-    ind = gnmax_rdp(votes, sigma=sigma, orders=orders, data_dependent=False).sum(axis=0)
-    n = votes.shape[0]
-    return PrivacyEvent("gnmax", {"sigma": float(sigma)}, orders, dep, ind, n, n)
+    counts = check_votes(votes)
+    grid = check_orders(orders)
+    dep: FloatArray = gnmax_rdp(counts, sigma=sigma, orders=grid).sum(axis=0)
+    ind: FloatArray = gnmax_rdp(counts, sigma=sigma, orders=grid, data_dependent=False).sum(axis=0)
+    n = counts.shape[0]
+    return PrivacyEvent("gnmax", {"sigma": float(sigma)}, grid, dep, ind, n, n)
 
 
-def lnmax_event(votes, *, scale, orders=DEFAULT_ORDERS) -> PrivacyEvent:
+def lnmax_event(votes: npt.ArrayLike, *, scale: float,
+                orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
     """LNMax answered every query in ``votes`` (realised cost)."""
-    votes = check_votes(votes)
-    orders = check_orders(orders)
-    dep = lnmax_rdp(votes, scale=scale, orders=orders).sum(axis=0)
-    ind = lnmax_rdp(votes, scale=scale, orders=orders, data_dependent=False).sum(axis=0)
-    n = votes.shape[0]
-    return PrivacyEvent("lnmax", {"scale": float(scale)}, orders, dep, ind, n, n)
+    counts = check_votes(votes)
+    grid = check_orders(orders)
+    dep: FloatArray = lnmax_rdp(counts, scale=scale, orders=grid).sum(axis=0)
+    ind: FloatArray = lnmax_rdp(counts, scale=scale, orders=grid, data_dependent=False).sum(axis=0)
+    n = counts.shape[0]
+    return PrivacyEvent("lnmax", {"scale": float(scale)}, grid, dep, ind, n, n)
 
 
-def confident_gnmax_event(votes, *, threshold, sigma1, sigma2, answered, orders=DEFAULT_ORDERS,
-                          baseline=None) -> PrivacyEvent:
+def confident_gnmax_event(votes: npt.ArrayLike, *, threshold: float, sigma1: float,
+                          sigma2: float, answered: npt.ArrayLike,
+                          orders: npt.ArrayLike = DEFAULT_ORDERS,
+                          baseline: npt.ArrayLike | None = None) -> PrivacyEvent:
     """Confident GNMax (Interactive GNMax with ``baseline``) asked every query in ``votes`` and
     answered those in the ``answered`` mask: the realised cost."""
-    votes = check_votes(votes)
-    orders = check_orders(orders)
-    answered = check_mask(answered, votes.shape[0], "answered")
-    if baseline is not None:
-        baseline = check_baseline(baseline, votes.shape)
-    kwargs = dict(threshold=threshold, sigma1=sigma1, sigma2=sigma2, orders=orders,
-                  answered=answered, baseline=baseline)
-    dep = confident_gnmax_rdp(votes, **kwargs)
-    ind = confident_gnmax_rdp(votes, data_dependent=False, **kwargs)
-    mechanism = "confident-gnmax" if baseline is None else "interactive-gnmax"
+    counts = check_votes(votes)
+    grid = check_orders(orders)
+    mask = check_mask(answered, counts.shape[0], "answered")
+    base = None if baseline is None else check_baseline(baseline, counts.shape)
+    dep = confident_gnmax_rdp(counts, threshold=threshold, sigma1=sigma1, sigma2=sigma2,
+                              orders=grid, answered=mask, baseline=base)
+    ind = confident_gnmax_rdp(counts, threshold=threshold, sigma1=sigma1, sigma2=sigma2,
+                              orders=grid, answered=mask, baseline=base, data_dependent=False)
+    mechanism = "confident-gnmax" if base is None else "interactive-gnmax"
     params = {"threshold": float(threshold), "sigma1": float(sigma1), "sigma2": float(sigma2)}
-    return PrivacyEvent(mechanism, params, orders, dep, ind, votes.shape[0], int(answered.sum()))
+    return PrivacyEvent(mechanism, params, grid, dep, ind, counts.shape[0], int(mask.sum()))

@@ -24,7 +24,9 @@ import math
 from typing import Callable
 
 import numpy as np
+import numpy.typing as npt
 
+from pate.analysis.arrays import FloatArray
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import check_delta, check_int, check_orders, check_positive
@@ -58,11 +60,11 @@ def _smallest_noise(eps_of: Callable[[float], float], target: float, what: str,
     return hi
 
 
-def _delta_floor(orders: np.ndarray, delta: float, conversion: str, extra: np.ndarray) -> float:
+def _delta_floor(orders: FloatArray, delta: float, conversion: str, extra: FloatArray) -> float:
     return float(eps_from_rdp(extra, orders=orders, delta=delta, conversion=conversion)[0])
 
 
-def _extra(extra_rdp, orders: np.ndarray) -> np.ndarray:
+def _extra(extra_rdp: npt.ArrayLike | None, orders: FloatArray) -> FloatArray:
     if extra_rdp is None:
         return np.zeros(orders.size)
     try:
@@ -77,8 +79,9 @@ def _extra(extra_rdp, orders: np.ndarray) -> np.ndarray:
     return extra
 
 
-def calibrate_gnmax_sigma(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
-                          conversion: str = "classic", extra_rdp=None) -> float:
+def calibrate_gnmax_sigma(*, eps: float, delta: float, num_queries: int,
+                          orders: npt.ArrayLike = DEFAULT_ORDERS, conversion: str = "classic",
+                          extra_rdp: npt.ArrayLike | None = None) -> float:
     """Smallest sigma such that ``num_queries`` GNMax answers (composed with ``extra_rdp``) are
     (eps, delta)-DP (data-independent bound)."""
     eps = check_positive(eps, "eps")
@@ -94,8 +97,9 @@ def calibrate_gnmax_sigma(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
     return _smallest_noise(eps_of, eps, "sigma", _delta_floor(orders, delta, conversion, extra))
 
 
-def calibrate_lnmax_scale(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
-                          conversion: str = "classic", extra_rdp=None) -> float:
+def calibrate_lnmax_scale(*, eps: float, delta: float, num_queries: int,
+                          orders: npt.ArrayLike = DEFAULT_ORDERS, conversion: str = "classic",
+                          extra_rdp: npt.ArrayLike | None = None) -> float:
     """Smallest Laplace scale such that ``num_queries`` LNMax answers (composed with
     ``extra_rdp``) are (eps, delta)-DP."""
     eps = check_positive(eps, "eps")
@@ -112,9 +116,10 @@ def calibrate_lnmax_scale(*, eps, delta, num_queries, orders=DEFAULT_ORDERS,
     return _smallest_noise(eps_of, eps, "scale", _delta_floor(orders, delta, conversion, extra))
 
 
-def calibrate_confident_gnmax(*, eps, delta, num_queries, max_answered=None, sigma1_ratio=3.75,
-                              orders=DEFAULT_ORDERS, conversion: str = "classic",
-                              extra_rdp=None) -> tuple[float, float]:
+def calibrate_confident_gnmax(*, eps: float, delta: float, num_queries: int,
+                              max_answered: int | None = None, sigma1_ratio: float = 3.75,
+                              orders: npt.ArrayLike = DEFAULT_ORDERS, conversion: str = "classic",
+                              extra_rdp: npt.ArrayLike | None = None) -> tuple[float, float]:
     """Smallest (sigma1, sigma2) = (ratio * s, s) such that asking ``num_queries`` and answering at
     most ``max_answered`` (default: all) is (eps, delta)-DP (data-independent bound).
 

@@ -71,7 +71,9 @@ is both the guarantee and the realised cost.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
+from pate.analysis.arrays import FloatArray
 from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.calibration import calibrate_gnmax_sigma
 from pate.analysis.orders import DEFAULT_ORDERS
@@ -83,23 +85,25 @@ __all__ = ["class_means_sensitivity", "class_means_rdp", "class_means_event",
 MECHANISM = "class-means"
 
 
-def class_means_sensitivity(*, count_weight) -> float:
+def class_means_sensitivity(*, count_weight: float) -> float:
     """L2 sensitivity Delta = sqrt(1 + kappa^2) of the released matrix S(D) under add/remove of
     one record, kappa = ``count_weight`` > 0 (module docstring)."""
     kappa = check_positive(count_weight, "count_weight")
     return float(np.hypot(1.0, kappa))
 
 
-def class_means_rdp(*, sigma, count_weight, orders=DEFAULT_ORDERS) -> np.ndarray:
+def class_means_rdp(*, sigma: float, count_weight: float,
+                    orders: npt.ArrayLike = DEFAULT_ORDERS) -> FloatArray:
     """RDP of the one Gaussian release, per order: ``orders * (1 + count_weight**2) /
     (2 sigma**2)`` (module docstring)."""
     sigma = check_positive(sigma, "sigma")
     delta_2 = class_means_sensitivity(count_weight=count_weight) ** 2
-    orders = check_orders(orders)
-    return orders * (delta_2 / (2.0 * sigma ** 2))
+    rdp: FloatArray = check_orders(orders) * (delta_2 / (2.0 * sigma ** 2))
+    return rdp
 
 
-def class_means_event(*, sigma, count_weight, queries, orders=DEFAULT_ORDERS) -> PrivacyEvent:
+def class_means_event(*, sigma: float, count_weight: float, queries: int,
+                      orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
     """The release labelled ``queries`` public items: one Gaussian mechanism, whatever
     ``queries`` is (every query is answered, by post-processing). ``rdp`` (data-dependent) equals
     ``rdp_data_independent``: there is no data-dependent bound."""
@@ -109,8 +113,10 @@ def class_means_event(*, sigma, count_weight, queries, orders=DEFAULT_ORDERS) ->
                         check_orders(orders), rdp, rdp, queries=queries, answered=queries)
 
 
-def calibrate_class_means_sigma(*, eps, delta, count_weight, orders=DEFAULT_ORDERS,
-                                conversion: str = "classic", extra_rdp=None) -> float:
+def calibrate_class_means_sigma(*, eps: float, delta: float, count_weight: float,
+                                orders: npt.ArrayLike = DEFAULT_ORDERS,
+                                conversion: str = "classic",
+                                extra_rdp: npt.ArrayLike | None = None) -> float:
     """Smallest sigma such that the release, composed with ``extra_rdp``, is (eps, delta)-DP.
 
     The release at sigma costs exactly one GNMax answer's data-independent RDP at the noise

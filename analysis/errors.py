@@ -17,6 +17,8 @@ builtins keep working.
 
 from __future__ import annotations
 
+import os
+
 
 class PateError(Exception):
     """Base class of every error raised on purpose by pate-learn."""
@@ -65,7 +67,7 @@ class CorruptFileError(InputError):
     Attribute ``path`` (a string) names the file.
     """
 
-    def __init__(self, message: str, *, path=None) -> None:
+    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__(message)
         self.path = None if path is None else str(path)
 
@@ -76,7 +78,8 @@ class RunDirError(InputError):
     Attributes ``path`` (a string) and ``flag`` (the option that named it, or None).
     """
 
-    def __init__(self, message: str, *, path=None, flag: str | None = None) -> None:
+    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None,
+                 flag: str | None = None) -> None:
         super().__init__(message)
         self.path = None if path is None else str(path)
         self.flag = flag

@@ -43,9 +43,12 @@ proof-backed bound.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.validation import (check_delta, check_distances, check_moment,
                                       check_moments, check_positive, check_votes, describe)
 
@@ -68,19 +71,21 @@ _CHUNK_ELEMENTS = 4_000_000
 
 # --------------------------------------------------------------------------- core (no validation)
 
-def _log_pr_beats(gaps: np.ndarray) -> np.ndarray:
+def _log_pr_beats(gaps: FloatArray) -> FloatArray:
     """log((2 + g) / (4 e^g)): Lemma 4's bound on Pr[class j beats j*] at scaled gap g >= 0."""
-    return np.log(2.0 + gaps) + _LOG_QUARTER - gaps
+    out: FloatArray = np.log(2.0 + gaps) + _LOG_QUARTER - gaps
+    return out
 
 
-def _logsumexp_last(terms: np.ndarray) -> np.ndarray:
+def _logsumexp_last(terms: FloatArray) -> FloatArray:
     top = np.max(terms, axis=-1, keepdims=True)
     safe_top = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(terms - safe_top), axis=-1)) + safe_top[..., 0]
+        out: FloatArray = np.log(np.sum(np.exp(terms - safe_top), axis=-1)) + safe_top[..., 0]
+    return out
 
 
-def _log_q(votes: np.ndarray, gamma: float) -> np.ndarray:
+def _log_q(votes: IntArray, gamma: float) -> FloatArray:
     """(n,) log q of Lemma 4 (union bound over j != j*), capped at log(1 - 1/m)."""
     n, m = votes.shape
     rows = np.arange(n)
@@ -91,7 +96,7 @@ def _log_q(votes: np.ndarray, gamma: float) -> np.ndarray:
     return np.minimum(_logsumexp_last(terms), math.log1p(-1.0 / m))
 
 
-def _log_q_approx(votes: np.ndarray, gamma: float) -> np.ndarray:
+def _log_q_approx(votes: IntArray, gamma: float) -> FloatArray:
     """(n,) log of the reference's compute_q_noisy_max_approx: (m-1) times the runner-up term."""
     n, m = votes.shape
     top2 = -np.sort(-votes, axis=1)[:, :2]
@@ -99,9 +104,10 @@ def _log_q_approx(votes: np.ndarray, gamma: float) -> np.ndarray:
     return np.minimum(math.log(m - 1) + _log_pr_beats(gap), math.log1p(-1.0 / m))
 
 
-def _data_independent_log_mgf(eps: float, moments: np.ndarray) -> np.ndarray:
+def _data_independent_log_mgf(eps: float, moments: FloatArray) -> FloatArray:
     """min(eps^2 l (l+1) / 2, eps l): [P17] Theorem 2 ([BS16]) and the pure-DP bound."""
-    return np.minimum(0.5 * eps * eps * moments * (moments + 1.0), eps * moments)
+    bound: FloatArray = np.minimum(0.5 * eps * eps * moments * (moments + 1.0), eps * moments)
+    return bound
 
 
 def _q_limit(eps: float) -> float:
@@ -124,7 +130,7 @@ def _q_limit(eps: float) -> float:
     return 0.5 if eps < _LOG2 else 1.0 / (math.exp(eps) + 1.0)
 
 
-def _log_mgf_from_log_q(log_q: np.ndarray, eps: float, moments: np.ndarray) -> np.ndarray:
+def _log_mgf_from_log_q(log_q: FloatArray, eps: float, moments: FloatArray) -> FloatArray:
     """(..., L) alpha(l) bound for answers whose failure probability is <= exp(log_q) (...,).
 
     min(eps^2 l(l+1)/2, eps l, log f(q)) where Theorem 3 applies, else the first two terms.
@@ -142,10 +148,11 @@ def _log_mgf_from_log_q(log_q: np.ndarray, eps: float, moments: np.ndarray) -> n
         log_t_one = log1m_q + lam * (log1m_q - log1m_eq)
         log_t_two = log_q + eps * lam
         log_t = np.logaddexp(log_t_one, log_t_two)
-    return np.where(applies, np.minimum(cap, log_t), cap)
+    out: FloatArray = np.where(applies, np.minimum(cap, log_t), cap)
+    return out
 
 
-def _sorted_shift_log_q(votes: np.ndarray, gamma: float, shifts: np.ndarray) -> np.ndarray:
+def _sorted_shift_log_q(votes: IntArray, gamma: float, shifts: IntArray) -> FloatArray:
     """log q of each row after moving s votes from its largest to its second-largest count.
 
     votes (r, m); shifts (S,) ints >= 0. Returns (r, S). The shifted histogram is
@@ -164,7 +171,7 @@ def _sorted_shift_log_q(votes: np.ndarray, gamma: float, shifts: np.ndarray) -> 
     return np.minimum(_logsumexp_last(terms), math.log1p(-1.0 / m))
 
 
-def _sens_at_k(votes: np.ndarray, gamma: float, moment: float, ks: np.ndarray) -> np.ndarray:
+def _sens_at_k(votes: IntArray, gamma: float, moment: float, ks: IntArray) -> FloatArray:
     """(r, K) sensitivity at each distance in ks (see lnmax_sens_at_k_2017). No validation."""
     eps = 2.0 * gamma
     lam = np.array([moment])
@@ -179,12 +186,13 @@ def _sens_at_k(votes: np.ndarray, gamma: float, moment: float, ks: np.ndarray) -
     log_mgf = _log_mgf_from_log_q(log_q, eps, lam)[..., 0]
     val, val_changed = log_mgf[:, :ks.size], log_mgf[:, ks.size:]
     out = np.maximum(val_changed - val, 0.0)
-    return np.where(gap < ks[None, :], 0.0, out)
+    sens: FloatArray = np.where(gap < ks[None, :], 0.0, out)
+    return sens
 
 
 # --------------------------------------------------------------------------- public API
 
-def lnmax_q_2017(votes, *, noise_eps, approx: bool = False) -> np.ndarray:
+def lnmax_q_2017(votes: npt.ArrayLike, *, noise_eps: float, approx: bool = False) -> FloatArray:
     """Upper bound q on Pr[LNMax answer != plain argmax], one per query, shape (n,).
 
     [P17] Lemma 4: with Laplace(1/gamma) noise on every count and j* the (first) argmax,
@@ -204,10 +212,12 @@ def lnmax_q_2017(votes, *, noise_eps, approx: bool = False) -> np.ndarray:
     if not isinstance(approx, (bool, np.bool_)):
         raise TypeError(f"approx must be True or False, got {describe(approx)}")
     log_q = _log_q_approx(votes, gamma) if approx else _log_q(votes, gamma)
-    return np.exp(log_q)
+    q: FloatArray = np.exp(log_q)
+    return q
 
 
-def lnmax_log_mgf(votes, *, noise_eps, moments) -> np.ndarray:
+def lnmax_log_mgf(votes: npt.ArrayLike, *, noise_eps: float,
+                  moments: npt.ArrayLike) -> FloatArray:
     """Data-dependent bound on the log moments alpha(l) of one LNMax answer, shape (n, L).
 
     [P17] Theorem 3 (data-dependent) capped by Theorem 2 and the pure-DP bound: with
@@ -228,7 +238,9 @@ def lnmax_log_mgf(votes, *, noise_eps, moments) -> np.ndarray:
     return _log_mgf_from_log_q(_log_q(votes, gamma), 2.0 * gamma, moments)
 
 
-def lnmax_moments_accountant(votes, *, noise_eps, delta, moments=range(1, 9), beta=None) -> dict:
+def lnmax_moments_accountant(votes: npt.ArrayLike, *, noise_eps: float, delta: float,
+                             moments: npt.ArrayLike = range(1, 9),
+                             beta: float | None = None) -> dict[str, Any]:
     """The whole 2017 analysis of n LNMax answers ([P17] Section 3, reference ``main()``).
 
     The log moments of the n answers add up ([A16] Theorem 2, composability), and the tail bound
@@ -263,7 +275,7 @@ def lnmax_moments_accountant(votes, *, noise_eps, delta, moments=range(1, 9), be
     best = int(np.argmin(eps_per_moment))
     ind_total = n * _data_independent_log_mgf(eps_answer, moments)
     ind_eps = (ind_total - math.log(delta)) / moments
-    out = {
+    out: dict[str, Any] = {
         "moments": moments,
         "total_log_mgf": total,
         "eps_per_moment": eps_per_moment,
@@ -288,7 +300,8 @@ def lnmax_moments_accountant(votes, *, noise_eps, delta, moments=range(1, 9), be
     return out
 
 
-def lnmax_sens_at_k_2017(votes, *, noise_eps, moment, k) -> np.ndarray:
+def lnmax_sens_at_k_2017(votes: npt.ArrayLike, *, noise_eps: float, moment: float,
+                         k: int | npt.ArrayLike) -> FloatArray:
     """The reference's sensitivity of alpha(l) at distance k ([P17] Appendix, ``sens_at_k``).
 
     With c the counts of a row sorted in decreasing order and alpha(l; c) = lnmax_log_mgf:
@@ -322,11 +335,11 @@ def lnmax_sens_at_k_2017(votes, *, noise_eps, moment, k) -> np.ndarray:
     return out[:, 0] if scalar else out
 
 
-def _smoothed_sensitivity(votes: np.ndarray, gamma: float, moment: float, beta: float) -> np.ndarray:
+def _smoothed_sensitivity(votes: IntArray, gamma: float, moment: float, beta: float) -> FloatArray:
     """(n,) max_{0 <= k <= max count} e^{-beta k} sens(k), rows processed in chunks."""
     n, m = votes.shape
     c = -np.sort(-votes, axis=1)
-    out = np.zeros(n)
+    out: FloatArray = np.zeros(n)
     if n == 0:
         return out
     # sens(k) = 0 for k > c0 - c1, so only k <= the largest gap matters.
@@ -337,10 +350,12 @@ def _smoothed_sensitivity(votes: np.ndarray, gamma: float, moment: float, beta: 
     for start in range(0, n, chunk):
         part = votes[start:start + chunk]
         out[start:start + chunk] = np.max(discount * _sens_at_k(part, gamma, moment, ks), axis=1)
-    return np.maximum(out, 0.0)
+    floored: FloatArray = np.maximum(out, 0.0)
+    return floored
 
 
-def lnmax_smoothed_sensitivity_2017(votes, *, noise_eps, moment, beta) -> np.ndarray:
+def lnmax_smoothed_sensitivity_2017(votes: npt.ArrayLike, *, noise_eps: float, moment: float,
+                                    beta: float) -> FloatArray:
     """The reference's beta-smooth sensitivity of alpha(l), one per query, shape (n,).
 
     SS_beta = max_{0 <= k <= max count} e^{-beta k} sens(k) with sens from

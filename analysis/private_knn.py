@@ -108,9 +108,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import gammaln, gammasgn, log_ndtr, logsumexp
 
 from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.arrays import FloatArray
 from pate.analysis.calibration import _delta_floor, _extra, _smallest_noise
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
@@ -131,7 +133,7 @@ _ROUNDING_MARGIN_REL = 2.0 ** -44
 
 # --------------------------------------------------------------------------- helpers
 
-def _log_expm1(x: np.ndarray) -> np.ndarray:
+def _log_expm1(x: FloatArray) -> FloatArray:
     """log(e^x - 1) for x > 0, accurate for tiny and huge x."""
     x = np.asarray(x, dtype=np.float64)
     out = np.empty_like(x)
@@ -150,16 +152,18 @@ def _log_a_minus_1_int(q: float, z: float, alpha: int) -> float:
     return float(logsumexp(terms))
 
 
-def _log_terms_frac(q: float, z: float, alpha: float, j: np.ndarray, z0: float):
+def _log_terms_frac(q: float, z: float, alpha: float, j: FloatArray,
+                    z0: float) -> tuple[FloatArray, FloatArray]:
     """(log |term_j|, sign_j) of the fractional-order series for the indices ``j``."""
     log_q, log_1mq = math.log(q), math.log1p(-q)
     log_binom = gammaln(alpha + 1.0) - gammaln(j + 1.0) - gammaln(alpha - j + 1.0)
-    sign = gammasgn(alpha - j + 1.0)
+    sign: FloatArray = gammasgn(alpha - j + 1.0)
     r = alpha - j
     inv = 1.0 / (2.0 * z * z)
     left = j * log_q + r * log_1mq + (j * j - j) * inv + log_ndtr((z0 - j) / z)
     right = r * log_q + j * log_1mq + (r * r - r) * inv + log_ndtr((r - z0) / z)
-    return log_binom + np.logaddexp(left, right), sign
+    log_abs: FloatArray = log_binom + np.logaddexp(left, right)
+    return log_abs, sign
 
 
 def _log_a_frac(q: float, z: float, alpha: float) -> float:
@@ -194,18 +198,20 @@ def _log_a_frac(q: float, z: float, alpha: float) -> float:
     return math.inf
 
 
-def _check_args(sampling_rate, noise_multiplier, orders):
+def _check_args(sampling_rate: float, noise_multiplier: float,
+                orders: npt.ArrayLike) -> tuple[float, float, FloatArray]:
     q = check_unit_interval(sampling_rate, "sampling_rate")
     z = check_positive(noise_multiplier, "noise_multiplier")
     return q, z, check_orders(orders)
 
 
-def _sampled_gaussian_rdp(q: float, z: float, orders: np.ndarray) -> np.ndarray:
+def _sampled_gaussian_rdp(q: float, z: float, orders: FloatArray) -> FloatArray:
     if q == 0.0:
         return np.zeros(orders.size)
     if q == 1.0:
-        return orders / (2.0 * z * z)
-    out = np.empty(orders.size)
+        full: FloatArray = orders / (2.0 * z * z)
+        return full
+    out: FloatArray = np.empty(orders.size)
     for i, alpha in enumerate(orders):
         a = float(alpha)
         if a.is_integer():
@@ -214,12 +220,14 @@ def _sampled_gaussian_rdp(q: float, z: float, orders: np.ndarray) -> np.ndarray:
             log_a = _log_a_frac(q, z, a)
         out[i] = (log_a * (1.0 + _ROUNDING_MARGIN_REL) + _ROUNDING_MARGIN) / (a - 1.0)
     # Rounding can take a tiny value below 0; the RDP is >= 0.
-    return np.maximum(out, 0.0)
+    floored: FloatArray = np.maximum(out, 0.0)
+    return floored
 
 
 # --------------------------------------------------------------------------- public API
 
-def sampled_gaussian_rdp(*, sampling_rate, noise_multiplier, orders) -> np.ndarray:
+def sampled_gaussian_rdp(*, sampling_rate: float, noise_multiplier: float,
+                         orders: npt.ArrayLike) -> FloatArray:
     """RDP of the Poisson-sampled Gaussian mechanism at each order, shape (k,) ([MTZ19]).
 
     ``sampling_rate`` gamma in [0, 1]; ``noise_multiplier`` z > 0 (noise std / L2 sensitivity);
@@ -228,11 +236,11 @@ def sampled_gaussian_rdp(*, sampling_rate, noise_multiplier, orders) -> np.ndarr
     alpha / (2 z^2), gamma = 0 gives 0. Valid for add/remove-one adjacency and any function of
     L2 sensitivity 1 (not only sums: see the derivation in the module docstring).
     """
-    q, z, orders = _check_args(sampling_rate, noise_multiplier, orders)
-    return _sampled_gaussian_rdp(q, z, orders)
+    q, z, grid = _check_args(sampling_rate, noise_multiplier, orders)
+    return _sampled_gaussian_rdp(q, z, grid)
 
 
-def private_knn_noise_multiplier(*, sigma1, sigma2) -> float:
+def private_knn_noise_multiplier(*, sigma1: float, sigma2: float) -> float:
     """z = 1 / sqrt(1/sigma1^2 + 2/sigma2^2): the noise multiplier of the joint Gaussian mechanism
     on (max h / sigma1, h / sigma2) (sensitivities 1 and sqrt(2))."""
     s1 = check_positive(sigma1, "sigma1")
@@ -240,7 +248,8 @@ def private_knn_noise_multiplier(*, sigma1, sigma2) -> float:
     return 1.0 / math.sqrt(1.0 / (s1 * s1) + 2.0 / (s2 * s2))
 
 
-def private_knn_query_rdp(*, sampling_rate, sigma1, sigma2, orders) -> np.ndarray:
+def private_knn_query_rdp(*, sampling_rate: float, sigma1: float, sigma2: float,
+                          orders: npt.ArrayLike) -> FloatArray:
     """Data-independent RDP, (k,), of one Private-kNN query asked (answered or not): the sampled
     Gaussian mechanism at gamma = ``sampling_rate`` and z = :func:`private_knn_noise_multiplier`."""
     z = private_knn_noise_multiplier(sigma1=sigma1, sigma2=sigma2)
@@ -248,8 +257,9 @@ def private_knn_query_rdp(*, sampling_rate, sigma1, sigma2, orders) -> np.ndarra
     return _sampled_gaussian_rdp(q, z, check_orders(orders))
 
 
-def private_knn_event(*, answered, k, sampling_rate, threshold, sigma1, sigma2,
-                      orders=DEFAULT_ORDERS) -> PrivacyEvent:
+def private_knn_event(*, answered: npt.ArrayLike, k: int, sampling_rate: float, threshold: float,
+                      sigma1: float, sigma2: float,
+                      orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
     """Private-kNN asked ``len(answered)`` queries and answered those in the ``answered`` mask.
 
     Every asked query is charged :func:`private_knn_query_rdp`, answered or not; the event's
@@ -263,17 +273,18 @@ def private_knn_event(*, answered, k, sampling_rate, threshold, sigma1, sigma2,
     mask = check_mask(arr, arr.shape[0], "answered")
     k = check_int(k, "k", minimum=1)
     threshold = check_nonnegative(threshold, "threshold")
-    orders = check_orders(orders)
+    grid = check_orders(orders)
     per_query = private_knn_query_rdp(sampling_rate=sampling_rate, sigma1=sigma1, sigma2=sigma2,
-                                      orders=orders)
+                                      orders=grid)
     total = mask.size * per_query
     params = {"k": k, "sampling_rate": float(sampling_rate), "threshold": threshold,
               "sigma1": float(sigma1), "sigma2": float(sigma2)}
-    return PrivacyEvent("private-knn", params, orders, total, total, int(mask.size),
+    return PrivacyEvent("private-knn", params, grid, total, total, int(mask.size),
                         int(mask.sum()))
 
 
-def private_knn_log_pr_answered(histograms, *, threshold, sigma1) -> np.ndarray:
+def private_knn_log_pr_answered(histograms: npt.ArrayLike, *, threshold: float,
+                                sigma1: float) -> FloatArray:
     """log Pr[max_j h_ij + N(0, sigma1^2) >= threshold] per row of ``histograms`` (n, m): the
     threshold check of Private-kNN given its sampled histograms. Non-negative integer counts;
     unlike teacher votes, rows may sum to different totals (min(k, |S_i|))."""
@@ -287,12 +298,15 @@ def private_knn_log_pr_answered(histograms, *, threshold, sigma1) -> np.ndarray:
     threshold = check_nonnegative(threshold, "threshold")
     sigma1 = check_positive(sigma1, "sigma1")
     top = arr.max(axis=1).astype(np.float64) if arr.shape[0] else np.zeros(0)
-    return log_ndtr((top - threshold) / sigma1)
+    log_pr: FloatArray = log_ndtr((top - threshold) / sigma1)
+    return log_pr
 
 
-def calibrate_private_knn_sigma2(*, eps, delta, num_queries, sampling_rate, sigma1,
-                                 orders=DEFAULT_ORDERS, conversion: str = "classic",
-                                 extra_rdp=None) -> float:
+def calibrate_private_knn_sigma2(*, eps: float, delta: float, num_queries: int,
+                                 sampling_rate: float, sigma1: float,
+                                 orders: npt.ArrayLike = DEFAULT_ORDERS,
+                                 conversion: str = "classic",
+                                 extra_rdp: npt.ArrayLike | None = None) -> float:
     """Smallest sigma2 such that asking ``num_queries`` Private-kNN queries (with ``sigma1``
     fixed), composed with ``extra_rdp``, is (eps, delta)-DP (data-independent, never overshoots).
 
@@ -303,12 +317,12 @@ def calibrate_private_knn_sigma2(*, eps, delta, num_queries, sampling_rate, sigm
     n = check_int(num_queries, "num_queries", minimum=1)
     q = check_unit_interval(sampling_rate, "sampling_rate")
     s1 = check_positive(sigma1, "sigma1")
-    orders = check_orders(orders)
-    extra = _extra(extra_rdp, orders)
+    grid = check_orders(orders)
+    extra = _extra(extra_rdp, grid)
 
     def eps_at_z(z: float) -> float:
-        rdp = n * _sampled_gaussian_rdp(q, z, orders) + extra
-        return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
+        rdp = n * _sampled_gaussian_rdp(q, z, grid) + extra
+        return float(eps_from_rdp(rdp, orders=grid, delta=delta, conversion=conversion)[0])
 
     floor = eps_at_z(s1)
     if floor >= eps:
@@ -319,4 +333,4 @@ def calibrate_private_knn_sigma2(*, eps, delta, num_queries, sampling_rate, sigm
     def eps_of(sigma2: float) -> float:
         return eps_at_z(private_knn_noise_multiplier(sigma1=s1, sigma2=sigma2))
 
-    return _smallest_noise(eps_of, eps, "sigma2", _delta_floor(orders, delta, conversion, extra))
+    return _smallest_noise(eps_of, eps, "sigma2", _delta_floor(grid, delta, conversion, extra))

@@ -43,10 +43,13 @@ always min(data-independent, valid data-dependent bound) and never anything smal
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import log_ndtr
 
+from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
 from pate.analysis.validation import (check_baseline, check_choice, check_delta, check_mask,
                                       check_order, check_nonnegative, check_orders, check_positive,
                                       check_votes)
@@ -65,23 +68,24 @@ __all__ = [
 
 # --------------------------------------------------------------------------- helpers
 
-def _log1mexp(x: np.ndarray) -> np.ndarray:
+def _log1mexp(x: npt.ArrayLike) -> FloatArray:
     """log(1 - exp(x)) for x <= 0, accurate at both ends (Maechler 2012); -inf at x == 0."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x < -1.0, np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
+        out: FloatArray = np.where(x < -1.0, np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
+    return out
 
 
-def _logsumexp_rows(terms: np.ndarray) -> np.ndarray:
+def _logsumexp_rows(terms: FloatArray) -> FloatArray:
     """log(sum(exp(terms))) over the last axis; rows of all -inf give -inf."""
     top = np.max(terms, axis=-1, keepdims=True)
     safe_top = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(terms - safe_top), axis=-1)) + safe_top[..., 0]
+        out: FloatArray = np.log(np.sum(np.exp(terms - safe_top), axis=-1)) + safe_top[..., 0]
     return out
 
 
-def _rdp_gaussian_from_log_q(log_q: np.ndarray, sigma: float, orders: np.ndarray) -> np.ndarray:
+def _rdp_gaussian_from_log_q(log_q: FloatArray, sigma: float, orders: FloatArray) -> FloatArray:
     """Theorem 6 of [P18] with mu1, mu2 of Proposition 10, capped by Proposition 8.
 
     For a mechanism that is (lambda, lambda/sigma^2)-RDP for all lambda (Gaussian noise on a
@@ -140,33 +144,36 @@ def _rdp_gaussian_from_log_q(log_q: np.ndarray, sigma: float, orders: np.ndarray
     return out
 
 
-def _unique_apply(keys: np.ndarray, fn) -> np.ndarray:
+def _unique_apply(keys: FloatArray, fn: Callable[[FloatArray], FloatArray]) -> FloatArray:
     """Evaluate a row-wise ``fn`` once per distinct key and scatter back (identical results)."""
     unique, inverse = np.unique(keys, return_inverse=True)
     return fn(unique)[inverse.reshape(-1)]
 
 
-def _unique_weighted_sum(keys: np.ndarray, weights: np.ndarray, fn) -> np.ndarray:
+def _unique_weighted_sum(keys: FloatArray, weights: FloatArray,
+                         fn: Callable[[FloatArray], FloatArray]) -> FloatArray:
     """sum_i weights_i * fn(keys)_i over rows, evaluating ``fn`` once per distinct key."""
     unique, inverse = np.unique(keys, return_inverse=True)
-    return np.bincount(inverse.reshape(-1), weights=weights, minlength=unique.size) @ fn(unique)
+    out: FloatArray = (np.bincount(inverse.reshape(-1), weights=weights, minlength=unique.size)
+                       @ fn(unique))
+    return out
 
 
 # --------------------------------------------------------------------------- GNMax
 
-def _gnmax_log_q(votes: np.ndarray, sigma: float) -> np.ndarray:
+def _gnmax_log_q(votes: IntArray, sigma: float) -> FloatArray:
     n, m = votes.shape
     rows = np.arange(n)
     winner = np.argmax(votes, axis=1)  # the first argmax, as in [P18]'s analysis
     gaps = (votes[rows, winner][:, None] - votes).astype(np.float64)
     scale = math.sqrt(2.0 * sigma ** 2)
-    terms = log_ndtr(-(gaps / scale))
+    terms: FloatArray = log_ndtr(-(gaps / scale))
     terms[rows, winner] = -np.inf
     log_q = _logsumexp_rows(terms)
     return np.minimum(log_q, math.log(1.0 - 1.0 / m))
 
 
-def gnmax_log_q(votes, *, sigma) -> np.ndarray:
+def gnmax_log_q(votes: npt.ArrayLike, *, sigma: float) -> FloatArray:
     """Upper bound on log Pr[GNMax output != argmax], one per query ([P18] Proposition 7).
 
     Union bound over the non-winning classes j of Pr[n_j + N(0, s^2) >= n_i* + N(0, s^2)]
@@ -181,7 +188,8 @@ def gnmax_log_q(votes, *, sigma) -> np.ndarray:
     return _gnmax_log_q(votes, sigma)
 
 
-def gnmax_rdp(votes, *, sigma, orders, data_dependent: bool = True) -> np.ndarray:
+def gnmax_rdp(votes: npt.ArrayLike, *, sigma: float, orders: npt.ArrayLike,
+              data_dependent: bool = True) -> FloatArray:
     """Per-query RDP of GNMax at each order, shape (n, k).
 
     data_dependent=True: Theorem 6 of [P18] at q from Proposition 7, with mu1/mu2 from
@@ -199,52 +207,58 @@ def gnmax_rdp(votes, *, sigma, orders, data_dependent: bool = True) -> np.ndarra
 
 # --------------------------------------------------------------------------- threshold check
 
-def _max_vote(votes: np.ndarray, baseline: np.ndarray | None) -> np.ndarray:
+def _max_vote(votes: IntArray, baseline: FloatArray | None) -> FloatArray:
     if baseline is None:
-        return votes.max(axis=1).astype(np.float64)
+        top: FloatArray = votes.max(axis=1).astype(np.float64)
+        return top
     # Interactive GNMax: the check is on max_j (n_j - baseline_j), rounded half-to-even like
     # the reference's Python round() (only matters for non-integer baselines).
-    return np.round(np.max(votes - baseline, axis=1))
+    rounded: FloatArray = np.round(np.max(votes - baseline, axis=1))
+    return rounded
 
 
-def _threshold_log_pr(max_vote: np.ndarray, threshold: float, sigma: float) -> np.ndarray:
-    return log_ndtr(-((threshold - max_vote) / sigma))
+def _threshold_log_pr(max_vote: FloatArray, threshold: float, sigma: float) -> FloatArray:
+    log_pr: FloatArray = log_ndtr(-((threshold - max_vote) / sigma))
+    return log_pr
 
 
-def _threshold_log_q_from_max(max_vote: np.ndarray, threshold: float, sigma: float) -> np.ndarray:
+def _threshold_log_q_from_max(max_vote: FloatArray, threshold: float, sigma: float) -> FloatArray:
     """log min(p, 1 - p) where p = Pr[answered]; 1 - p computed directly (no cancellation)."""
     log_pr = _threshold_log_pr(max_vote, threshold, sigma)
-    log_pr_not = log_ndtr((threshold - max_vote) / sigma)
+    log_pr_not: FloatArray = log_ndtr((threshold - max_vote) / sigma)
     return np.minimum(log_pr, log_pr_not)
 
 
-def _threshold_rdp_from_max(max_vote: np.ndarray, threshold: float, sigma: float,
-                            orders: np.ndarray) -> np.ndarray:
+def _threshold_rdp_from_max(max_vote: FloatArray, threshold: float, sigma: float,
+                            orders: FloatArray) -> FloatArray:
     log_q = _threshold_log_q_from_max(max_vote, threshold, sigma)
     return _rdp_gaussian_from_log_q(log_q, 2 ** 0.5 * sigma, orders)
 
 
-def _validate_threshold_args(votes, threshold, sigma, baseline):
+def _validate_threshold_args(
+        votes: npt.ArrayLike, threshold: float, sigma: float, baseline: npt.ArrayLike | None,
+) -> tuple[IntArray, float, float, FloatArray | None]:
     votes = check_votes(votes)
     threshold = check_nonnegative(threshold, "threshold")
     sigma = check_positive(sigma, "sigma")
-    if baseline is not None:
-        baseline = check_baseline(baseline, votes.shape)
-    return votes, threshold, sigma, baseline
+    checked_baseline = None if baseline is None else check_baseline(baseline, votes.shape)
+    return votes, threshold, sigma, checked_baseline
 
 
-def threshold_log_pr_answered(votes, *, threshold, sigma, baseline=None) -> np.ndarray:
+def threshold_log_pr_answered(votes: npt.ArrayLike, *, threshold: float, sigma: float,
+                              baseline: npt.ArrayLike | None = None) -> FloatArray:
     """log Pr[max vote + N(0, sigma^2) >= threshold], one per query ([P18] Algorithm 1, step 1).
 
     With ``baseline`` (Interactive GNMax, [P18] Algorithm 2) the max is taken over
     ``votes - baseline`` and rounded to the nearest integer. Returns (n,).
     """
-    votes, threshold, sigma, baseline = _validate_threshold_args(votes, threshold, sigma, baseline)
-    return _threshold_log_pr(_max_vote(votes, baseline), threshold, sigma)
+    counts, threshold, sigma, base = _validate_threshold_args(votes, threshold, sigma, baseline)
+    return _threshold_log_pr(_max_vote(counts, base), threshold, sigma)
 
 
-def threshold_rdp(votes, *, threshold, sigma, orders, data_dependent: bool = True,
-                  baseline=None) -> np.ndarray:
+def threshold_rdp(votes: npt.ArrayLike, *, threshold: float, sigma: float,
+                  orders: npt.ArrayLike, data_dependent: bool = True,
+                  baseline: npt.ArrayLike | None = None) -> FloatArray:
     """Per-query RDP of the Confident-GNMax threshold check, shape (n, k).
 
     The check releases one bit from a max vote of sensitivity 1, i.e. a Gaussian mechanism
@@ -252,18 +266,19 @@ def threshold_rdp(votes, *, threshold, sigma, orders, data_dependent: bool = Tru
     [P18] with q = min(p, 1 - p), p = Pr[answered], and noise sqrt(2) sigma (stability 1 instead
     of 2), capped by the data-independent bound.
     """
-    votes, threshold, sigma, baseline = _validate_threshold_args(votes, threshold, sigma, baseline)
-    orders = check_orders(orders)
+    counts, threshold, sigma, base = _validate_threshold_args(votes, threshold, sigma, baseline)
+    checked_orders = check_orders(orders)
     if not data_dependent:
-        return np.broadcast_to(orders / (2 ** 0.5 * sigma) ** 2,
-                               (votes.shape[0], orders.size)).copy()
-    max_vote = _max_vote(votes, baseline)
-    return _unique_apply(max_vote, lambda u: _threshold_rdp_from_max(u, threshold, sigma, orders))
+        return np.broadcast_to(checked_orders / (2 ** 0.5 * sigma) ** 2,
+                               (counts.shape[0], checked_orders.size)).copy()
+    max_vote = _max_vote(counts, base)
+    return _unique_apply(max_vote,
+                         lambda u: _threshold_rdp_from_max(u, threshold, sigma, checked_orders))
 
 
 # --------------------------------------------------------------------------- LNMax
 
-def _lnmax_log_q(votes: np.ndarray, scale: float) -> np.ndarray:
+def _lnmax_log_q(votes: IntArray, scale: float) -> FloatArray:
     n, m = votes.shape
     rows = np.arange(n)
     winner = np.argmax(votes, axis=1)
@@ -274,7 +289,7 @@ def _lnmax_log_q(votes: np.ndarray, scale: float) -> np.ndarray:
     return np.minimum(_logsumexp_rows(terms), math.log(1.0 - 1.0 / m))
 
 
-def lnmax_log_q(votes, *, scale) -> np.ndarray:
+def lnmax_log_q(votes: npt.ArrayLike, *, scale: float) -> FloatArray:
     """Upper bound on log Pr[LNMax output != argmax], one per query ([P17] Lemma 4, union bound).
 
     LNMax adds Laplace(scale) noise to every count and is pure (2/scale)-DP. Returns (n,).
@@ -284,7 +299,7 @@ def lnmax_log_q(votes, *, scale) -> np.ndarray:
     return _lnmax_log_q(votes, scale)
 
 
-def _rdp_pure_eps(log_q: np.ndarray, pure_eps: float, orders: np.ndarray) -> np.ndarray:
+def _rdp_pure_eps(log_q: FloatArray, pure_eps: float, orders: FloatArray) -> FloatArray:
     """RDP of a pure eps-DP mechanism whose likely outcome has probability >= 1 - q.
 
     min( lambda eps^2 / 2  (eps-DP => eps^2/2-zCDP, Bun & Steinke 2016),
@@ -308,7 +323,8 @@ def _rdp_pure_eps(log_q: np.ndarray, pure_eps: float, orders: np.ndarray) -> np.
     return out
 
 
-def lnmax_rdp(votes, *, scale, orders, data_dependent: bool = True) -> np.ndarray:
+def lnmax_rdp(votes: npt.ArrayLike, *, scale: float, orders: npt.ArrayLike,
+              data_dependent: bool = True) -> FloatArray:
     """Per-query RDP of LNMax (Laplace noise of scale ``scale``), shape (n, k).
 
     data_dependent=False: min(lambda eps^2/2, eps) with eps = 2/scale.
@@ -326,8 +342,10 @@ def lnmax_rdp(votes, *, scale, orders, data_dependent: bool = True) -> np.ndarra
 
 # --------------------------------------------------------------------------- Confident GNMax
 
-def confident_gnmax_rdp(votes, *, threshold, sigma1, sigma2, orders, answered=None,
-                        data_dependent: bool = True, baseline=None) -> np.ndarray:
+def confident_gnmax_rdp(votes: npt.ArrayLike, *, threshold: float, sigma1: float, sigma2: float,
+                        orders: npt.ArrayLike, answered: npt.ArrayLike | None = None,
+                        data_dependent: bool = True,
+                        baseline: npt.ArrayLike | None = None) -> FloatArray:
     """Total RDP of a Confident-GNMax run ([P18] Algorithm 1; Algorithm 2 with ``baseline``), (k,).
 
     Every query pays the threshold check (sigma1). The GNMax step (sigma2) is paid
@@ -348,15 +366,17 @@ def confident_gnmax_rdp(votes, *, threshold, sigma1, sigma2, orders, answered=No
     else:
         step2_weights = np.exp(_threshold_log_pr(_max_vote(votes, baseline), threshold, sigma1))
     if not data_dependent:
-        return (n * orders / (2 ** 0.5 * sigma1) ** 2
-                + float(np.sum(step2_weights)) * orders / sigma2 ** 2)
+        independent: FloatArray = (n * orders / (2 ** 0.5 * sigma1) ** 2
+                                   + float(np.sum(step2_weights)) * orders / sigma2 ** 2)
+        return independent
     step1 = _unique_weighted_sum(
         _max_vote(votes, baseline), np.ones(n),
         lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders))
     step2 = _unique_weighted_sum(
         _gnmax_log_q(votes, sigma2), step2_weights,
         lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders))
-    return step1 + step2
+    total: FloatArray = step1 + step2
+    return total
 
 
 # --------------------------------------------------------------------------- conversion
@@ -364,14 +384,18 @@ def confident_gnmax_rdp(votes, *, threshold, sigma1, sigma2, orders, answered=No
 _CONVERSIONS = ("classic", "tight")
 
 
-def _conversion_term(orders, delta: float, conversion: str):
+def _conversion_term(orders: FloatArray | np.float64, delta: float,
+                     conversion: str) -> FloatArray | np.float64:
     """What converting RDP at ``orders`` to (eps, ``delta``)-DP adds to the RDP (unvalidated)."""
+    term: FloatArray | np.float64
     if conversion == "classic":
-        return -math.log(delta) / (orders - 1.0)
-    return np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
+        term = -math.log(delta) / (orders - 1.0)
+    else:
+        term = np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
+    return term
 
 
-def conversion_term(*, order, delta, conversion: str = "classic") -> float:
+def conversion_term(*, order: float, delta: float, conversion: str = "classic") -> float:
     """eps - rdp when an RDP guarantee at one ``order`` becomes (eps, ``delta``)-DP:
     log(1/delta)/(lambda-1) (classic) or log(1-1/lambda) - (log delta + log lambda)/(lambda-1)
     (tight); see :func:`eps_from_rdp` for the references. The tight term is the smaller one."""
@@ -381,7 +405,8 @@ def conversion_term(*, order, delta, conversion: str = "classic") -> float:
     return float(_conversion_term(np.float64(order), delta, conversion))
 
 
-def eps_from_rdp(rdp, *, orders, delta, conversion: str = "classic"):
+def eps_from_rdp(rdp: npt.ArrayLike, *, orders: npt.ArrayLike, delta: float,
+                 conversion: str = "classic") -> tuple[FloatOrArray, FloatOrArray]:
     """Convert an RDP curve to (eps, delta)-DP; returns ``(eps, order)`` at the best order.
 
     classic ([M17] Proposition 3):  eps = min_lambda rdp(lambda) + log(1/delta) / (lambda - 1).

@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
+from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
                                _threshold_rdp_from_max, conversion_term, _unique_apply,
                                _unique_weighted_sum, gnmax_log_q)
@@ -60,7 +64,8 @@ _LOG_Q_FLOOR = -700.0
 
 # --------------------------------------------------------------------------- GNMax pieces
 
-def _data_dependent_bound(sigma: float, log_q: np.ndarray | np.float64, order: float) -> np.ndarray:
+def _data_dependent_bound(sigma: float, log_q: FloatArray | np.float64,
+                          order: float) -> FloatArray:
     """Theorem 6 of [P18] at one order, without checking its preconditions (callers compare
     log q with log q0, below which they hold)."""
     variance = sigma ** 2
@@ -72,7 +77,8 @@ def _data_dependent_bound(sigma: float, log_q: np.ndarray | np.float64, order: f
         log1q = np.log1p(-np.exp(log_q))
         log_a = (order - 1.0) * (log1q - np.log1p(-np.exp((log_q + eps2) * (1.0 - 1.0 / mu2))))
         log_b = (order - 1.0) * (eps1 - log_q / (mu1 - 1.0))
-        return np.logaddexp(log1q + log_a, log_q + log_b) / (order - 1.0)
+        bound: FloatArray = np.logaddexp(log1q + log_a, log_q + log_b) / (order - 1.0)
+    return bound
 
 
 @functools.lru_cache(maxsize=4096)
@@ -98,13 +104,13 @@ def _log_q0(sigma: float, order: float) -> float:
         lower *= 1.5
         if lower < -1e4:
             raise ValueError(f"cannot bracket log q0 at sigma={sigma!r}, order={order!r}")
-    root = brentq(dep_minus_ind, lower, upper, full_output=False)
+    root: float = brentq(dep_minus_ind, lower, upper, full_output=False)
     if not valid(root):
         raise ValueError(f"log q0 at sigma={sigma!r}, order={order!r} is outside Theorem 6's range")
     return float(root)
 
 
-def gnmax_log_q0(*, sigma, order) -> float:
+def gnmax_log_q0(*, sigma: float, order: float) -> float:
     """log q0: above it the data-independent bound lambda/sigma^2 is used for GNMax ([P18] C.2).
 
     Root of (Theorem 6 bound at q) = lambda/sigma^2, bracketed below the natural upper bound
@@ -114,30 +120,33 @@ def gnmax_log_q0(*, sigma, order) -> float:
     return _log_q0(check_positive(sigma, "sigma"), check_order(order))
 
 
-def _bl(q: np.ndarray | np.float64, sigma: float, m: int) -> np.ndarray:
+def _bl(q: FloatArray | np.float64, sigma: float, m: int) -> FloatArray:
     """BL(q): the smallest q of a neighbouring histogram ([P18] Proposition 13)."""
-    return (m - 1) / 2.0 * erfc(1.0 / sigma + erfcinv(2.0 * q / (m - 1)))
+    bl: FloatArray = (m - 1) / 2.0 * erfc(1.0 / sigma + erfcinv(2.0 * q / (m - 1)))
+    return bl
 
 
-def _bu(q: np.ndarray, sigma: float, m: int) -> np.ndarray:
+def _bu(q: FloatArray, sigma: float, m: int) -> FloatArray:
     """BU(q): the largest q of a neighbouring histogram ([P18] Proposition 13)."""
-    return np.minimum(1.0, (m - 1) / 2.0 * erfc(-1.0 / sigma + erfcinv(2.0 * q / (m - 1))))
+    bu: FloatArray = np.minimum(
+        1.0, (m - 1) / 2.0 * erfc(-1.0 / sigma + erfcinv(2.0 * q / (m - 1))))
+    return bu
 
 
 def _log_q1(sigma: float, order: float, m: int) -> float:
     return math.log(float(_bl(np.float64(math.exp(_log_q0(sigma, order))), sigma, m)))
 
 
-def _rdp_gnmax_at(sigma: float, log_q: np.ndarray, order: float, log_q0: float) -> np.ndarray:
+def _rdp_gnmax_at(sigma: float, log_q: FloatArray, order: float, log_q0: float) -> FloatArray:
     """RDP of GNMax at ``order`` for bound q: Theorem 6 below q0, lambda / sigma^2 from q0 on."""
-    out = np.full(log_q.shape, order / sigma ** 2)
+    out: FloatArray = np.full(log_q.shape, order / sigma ** 2)
     below = log_q < log_q0
     if below.any():
         out[below] = _data_dependent_bound(sigma, log_q[below], order)
     return out
 
 
-def _ls_gnmax_from_log_q(log_q: np.ndarray, sigma: float, m: int, order: float) -> np.ndarray:
+def _ls_gnmax_from_log_q(log_q: FloatArray, sigma: float, m: int, order: float) -> FloatArray:
     """[P18] Algorithm 3: LS of the GNMax RDP at a histogram with bound q (Proposition 13)."""
     log_q0 = _log_q0(sigma, order)
     log_q1 = _log_q1(sigma, order, m)
@@ -151,30 +160,34 @@ def _ls_gnmax_from_log_q(log_q: np.ndarray, sigma: float, m: int, order: float) 
     beta_bu = _rdp_gnmax_at(sigma, log_bu, order, log_q0)
     # BL underflowing to 0 means beta(BL) is ~0: using 0 overstates LS (safe).
     beta_bl = np.where(np.isneginf(log_bl), 0.0, _rdp_gnmax_at(sigma, log_bl, order, log_q0))
-    return np.maximum(beta_bu - beta, beta - beta_bl)
+    ls: FloatArray = np.maximum(beta_bu - beta, beta - beta_bl)
+    return ls
 
 
-def _log_q_sorted(sorted_votes: np.ndarray, log_tail: np.ndarray, m: int) -> np.ndarray:
+def _log_q_sorted(sorted_votes: IntArray, log_tail: FloatArray, m: int) -> FloatArray:
     """Proposition 7 for rows sorted in non-increasing order (winner in column 0), with the
     Gaussian tails looked up by integer gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
     gaps = sorted_votes[:, :1] - sorted_votes[:, 1:]
     terms = log_tail[gaps]
     top = terms.max(axis=1)
     log_q = top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
-    return np.minimum(log_q, math.log(1.0 - 1.0 / m))
+    capped: FloatArray = np.minimum(log_q, math.log(1.0 - 1.0 / m))
+    return capped
 
 
-def _validate_ls_args(votes, num_teachers, order):
-    votes = check_votes(votes)
+def _validate_ls_args(votes: npt.ArrayLike, num_teachers: int,
+                      order: float) -> tuple[IntArray, int, float]:
+    counts = check_votes(votes)
     num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
-    if votes.shape[0] and int(votes[0].sum()) != num_teachers:
-        raise ValueError(f"votes rows sum to {int(votes[0].sum())} but num_teachers is {num_teachers}; "
+    if counts.shape[0] and int(counts[0].sum()) != num_teachers:
+        raise ValueError(f"votes rows sum to {int(counts[0].sum())} but num_teachers is {num_teachers}; "
                          "pass the number of teachers that voted")
-    return votes, num_teachers, check_order(order)
+    return counts, num_teachers, check_order(order)
 
 
-def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: float,
-                   log_q: np.ndarray | None = None):
+def _ls_gnmax_walk(votes: IntArray, num_teachers: int, sigma: float, order: float,
+                   log_q: FloatArray | None = None,
+                   ) -> tuple[float, IntArray, IntArray, FloatArray]:
     """[P18] Algorithms 4-5 for every query at once.
 
     Returns (plateau, rows, distances, values): LS_i(d) = values[j] where (rows[j], distances[j])
@@ -187,7 +200,8 @@ def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: fl
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return plateau, empty, empty, np.zeros(0)
-    log_tail = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma ** 2)))
+    log_tail: FloatArray = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64)
+                                      / math.sqrt(2.0 * sigma ** 2)))
     log_q = _gnmax_log_q(votes, sigma) if log_q is None else log_q
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
     # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
@@ -211,7 +225,9 @@ def _ls_gnmax_walk(votes: np.ndarray, num_teachers: int, sigma: float, order: fl
 _WALK_CHUNK = 16
 
 
-def _walk_towards_q0(current, log_q, log_q0, log_q1, log_tail, num_teachers, m):
+def _walk_towards_q0(current: IntArray, log_q: FloatArray, log_q0: float, log_q1: float,
+                     log_tail: FloatArray, num_teachers: int,
+                     m: int) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q > log q0: each step moves one vote from the runner-up to the leader and
     restores the non-increasing order; continue while log q > log q0 and a runner-up vote is left."""
     rows = np.nonzero(log_q > log_q0)[0]
@@ -236,7 +252,9 @@ def _walk_towards_q0(current, log_q, log_q0, log_q1, log_tail, num_teachers, m):
     return _concat(out_rows, np.int64), _concat(out_distance, np.int64), _concat(out_log_q, np.float64)
 
 
-def _walk_towards_q1(current, log_q, log_q0, log_q1, log_tail, num_teachers, m):
+def _walk_towards_q1(current: IntArray, log_q: FloatArray, log_q0: float, log_q1: float,
+                     log_tail: FloatArray, num_teachers: int,
+                     m: int) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q < log q1: step d moves d votes from the leader to the runner-up (the order
     cannot change while log q < log q1), so the gaps after d steps are g1 - 2d and g_j - d. Steps
     are evaluated in chunks; a row continues while its previous log q is below log q1."""
@@ -267,11 +285,12 @@ def _walk_towards_q1(current, log_q, log_q0, log_q1, log_tail, num_teachers, m):
     return _concat(out_rows, np.int64), _concat(out_distance, np.int64), _concat(out_log_q, np.float64)
 
 
-def _concat(parts, dtype):
+def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
-def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
+def local_sensitivity_gnmax(votes: npt.ArrayLike, *, num_teachers: int, sigma: float,
+                            order: float) -> FloatArray:
     """Local sensitivity at distance d of each query's GNMax RDP at ``order``, shape (n, N).
 
     [P18] Algorithms 4-5 in O(N m) per query: move votes between the two leading classes in
@@ -283,50 +302,54 @@ def local_sensitivity_gnmax(votes, *, num_teachers, sigma, order) -> np.ndarray:
     computation in the wrong order and raises TypeError; ``smooth_sensitivity(
     local_sensitivity_gnmax(...), beta=...)`` is the intended computation.)
     """
-    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
     sigma = check_positive(sigma, "sigma")
-    plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order)
-    result = np.full((votes.shape[0], num_teachers), plateau)
+    plateau, rows, distances, values = _ls_gnmax_walk(counts, num_teachers, sigma, order)
+    result: FloatArray = np.full((counts.shape[0], num_teachers), plateau)
     result[rows, distances] = values
     return result
 
 
-def _weighted_ls_gnmax_sum(votes, weights, num_teachers, sigma, order, log_q=None) -> np.ndarray:
+def _weighted_ls_gnmax_sum(votes: IntArray, weights: FloatArray, num_teachers: int, sigma: float,
+                           order: float, log_q: FloatArray | None = None) -> FloatArray:
     """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix."""
     plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order, log_q)
-    total = np.full(num_teachers, plateau * float(np.sum(weights)))
+    total: FloatArray = np.full(num_teachers, plateau * float(np.sum(weights)))
     total += np.bincount(distances, weights=weights[rows] * (values - plateau), minlength=num_teachers)
     return total
 
 
-def _weighted_ls_threshold_sum(votes, weights, num_teachers, threshold, sigma, order,
-                               baseline) -> np.ndarray:
+def _weighted_ls_threshold_sum(votes: IntArray, weights: FloatArray, num_teachers: int,
+                               threshold: float, sigma: float, order: float,
+                               baseline: FloatArray | None) -> FloatArray:
     """sum_i weights_i * LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
     current = np.clip(_max_vote(votes, baseline), 0, num_teachers).astype(np.int64)
     mass = np.bincount(current, weights=weights, minlength=num_teachers + 1)
     present = np.nonzero(mass)[0]
     table = _ls_threshold_table(num_teachers, threshold, sigma, order, present)
-    return mass[present] @ table
+    total: FloatArray = mass[present] @ table
+    return total
 
 
 # --------------------------------------------------------------------------- threshold pieces
 
 @functools.lru_cache(maxsize=256)
 def _threshold_ls_by_max_vote(num_teachers: int, threshold: float, sigma: float,
-                              order: float) -> np.ndarray:
+                              order: float) -> FloatArray:
     """LS of the threshold RDP at each max vote v = 0..N (a neighbour moves the max by <= 1)."""
     max_votes = np.arange(num_teachers + 1, dtype=np.float64)
     rdp = _threshold_rdp_from_max(max_votes, threshold, sigma, np.array([order]))[:, 0]
     steps = np.abs(np.diff(rdp))  # steps[v] = |rdp[v+1] - rdp[v]|
-    ls = np.zeros(num_teachers + 1)
+    ls: FloatArray = np.zeros(num_teachers + 1)
     ls[:-1] = steps
     ls[1:] = np.maximum(ls[1:], steps)
     ls.setflags(write=False)
     return ls
 
 
-def local_sensitivity_threshold(votes, *, num_teachers, threshold, sigma, order,
-                                baseline=None) -> np.ndarray:
+def local_sensitivity_threshold(votes: npt.ArrayLike, *, num_teachers: int, threshold: float,
+                                sigma: float, order: float,
+                                baseline: npt.ArrayLike | None = None) -> FloatArray:
     """Local sensitivity at distance d of each query's threshold-check RDP, shape (n, N).
 
     The threshold RDP depends on the votes only through the (rounded) max vote c, which moves by
@@ -337,16 +360,16 @@ def local_sensitivity_threshold(votes, *, num_teachers, threshold, sigma, order,
     LS(max(c, N - c)) = 0 although the max vote 0 or N is reachable at that distance; here that
     entry is filled too (it can only raise the smooth sensitivity).
     """
-    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
     threshold = check_nonnegative(threshold, "threshold")
     sigma = check_positive(sigma, "sigma")
-    if baseline is not None:
-        baseline = check_baseline(baseline, votes.shape)
-    current = np.clip(_max_vote(votes, baseline), 0, num_teachers).astype(np.int64)
+    base = None if baseline is None else check_baseline(baseline, counts.shape)
+    current = np.clip(_max_vote(counts, base), 0, num_teachers).astype(np.int64)
     return _ls_threshold_table(num_teachers, threshold, sigma, order, current)
 
 
-def _ls_threshold_table(num_teachers, threshold, sigma, order, max_votes) -> np.ndarray:
+def _ls_threshold_table(num_teachers: int, threshold: float, sigma: float, order: float,
+                       max_votes: IntArray) -> FloatArray:
     """LS_threshold(d) for queries whose (rounded) max vote is each of ``max_votes``: (len, N)."""
     ls_by_vote = _threshold_ls_by_max_vote(num_teachers, threshold, sigma, order)
     distance = np.arange(num_teachers)
@@ -354,12 +377,13 @@ def _ls_threshold_table(num_teachers, threshold, sigma, order, max_votes) -> np.
     down = max_votes[:, None] - distance[None, :]
     ls_up = np.where(up <= num_teachers, ls_by_vote[np.minimum(up, num_teachers)], 0.0)
     ls_down = np.where(down >= 0, ls_by_vote[np.maximum(down, 0)], 0.0)
-    return np.maximum(ls_up, ls_down)
+    ls: FloatArray = np.maximum(ls_up, ls_down)
+    return ls
 
 
 # --------------------------------------------------------------------------- smooth sensitivity
 
-def smooth_sensitivity(local_sensitivity, *, beta):
+def smooth_sensitivity(local_sensitivity: npt.ArrayLike, *, beta: float) -> float | FloatArray:
     """beta-smooth sensitivity max_d e^{-beta d} LS(d) (Nissim et al. 2007; [P18] Definition 11).
 
     ``local_sensitivity`` has shape (..., D) with d = 0..D-1 on the last axis; returns shape (...)
@@ -371,11 +395,11 @@ def smooth_sensitivity(local_sensitivity, *, beta):
         raise ValueError(f"local_sensitivity must have a non-empty last axis, got shape {ls.shape}")
     if np.any(np.isnan(ls)) or np.any(ls < 0):
         raise ValueError("local_sensitivity must be non-negative and not NaN")
-    out = np.max(ls * np.exp(-beta * np.arange(ls.shape[-1])), axis=-1)
+    out: FloatArray = np.max(ls * np.exp(-beta * np.arange(ls.shape[-1])), axis=-1)
     return float(out) if ls.ndim == 1 else out
 
 
-def gnss_rdp(*, beta, sigma_ss, order) -> float:
+def gnss_rdp(*, beta: float, sigma_ss: float, order: float) -> float:
     """RDP at ``order`` of releasing f(D) + SS_beta(D) * sigma_ss * N(0, 1) ([P18] Theorem 23):
 
         lambda e^{2 beta} / sigma_ss^2 + (beta lambda - log(1 - 2 lambda beta) / 2) / (lambda - 1),
@@ -395,22 +419,22 @@ def gnss_rdp(*, beta, sigma_ss, order) -> float:
 
 
 
-def gnss_rdp_curve(*, beta, sigma_ss, orders) -> np.ndarray:
+def gnss_rdp_curve(*, beta: float, sigma_ss: float, orders: npt.ArrayLike) -> FloatArray:
     """:func:`gnss_rdp` at every order of ``orders``, shape (k,): Theorem 23 of [P18] below
     1/(2 beta), +inf at and above it (the release gives no RDP guarantee there)."""
     beta = check_positive(beta, "beta")
     sigma_ss = check_positive(sigma_ss, "sigma_ss")
-    orders = check_orders(orders)
     return np.array([gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1.0 / (2.0 * beta)
-                     else np.inf for o in orders])
+                     else np.inf for o in check_orders(orders)])
 
 # --------------------------------------------------------------------------- conditions C5, C6
 
-def _beta_of_q(q: np.ndarray, sigma: float, order: float) -> np.ndarray:
+def _beta_of_q(q: FloatArray, sigma: float, order: float) -> FloatArray:
     return _data_dependent_bound(sigma, np.log(q), order)
 
 
-def _is_non_decreasing(fn, lower: float, upper: float) -> bool:
+def _is_non_decreasing(fn: Callable[[FloatArray], FloatArray], lower: float,
+                       upper: float) -> bool:
     """Numerical check that fn is non-decreasing on (lower, upper): the minimum of a central
     finite-difference derivative (bounded scalar minimisation, as the reference) and a dense
     log-spaced grid must both be >= 0 (up to rounding)."""
@@ -426,7 +450,7 @@ def _is_non_decreasing(fn, lower: float, upper: float) -> bool:
     return bool(res.fun >= -1e-9)
 
 
-def check_conditions(*, sigma, num_classes, order) -> tuple[bool, bool]:
+def check_conditions(*, sigma: float, num_classes: int, order: float) -> tuple[bool, bool]:
     """Conditions C5 and C6 of [P18] (Appendix B.4.2), which Proposition 13's local sensitivity
     needs: C5, beta(q) is non-decreasing on (0, q0); C6, beta(BU(q)) - beta(q) is non-decreasing
     on (0, BL(q0)). Checked numerically (the reference differentiates symbolically with sympy and
@@ -462,8 +486,10 @@ def _is_data_independent_step1(num_teachers: int, threshold: float, sigma: float
     return bool(np.all(np.isclose(dep, order / (2 ** 0.5 * sigma) ** 2)))
 
 
-def _run_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, baseline,
-                     step2_weights):
+def _run_cost_and_ls(votes: IntArray, num_teachers: int, threshold: float | None,
+                     sigma1: float | None, sigma2: float, order: float,
+                     baseline: FloatArray | None,
+                     step2_weights: FloatArray) -> tuple[float, FloatArray, bool, bool]:
     """RDP at ``order`` and its local sensitivity at every distance, for a Confident-GNMax run in
     which query i pays the threshold check and ``step2_weights[i]`` times its GNMax step (1/0 for
     the realised cost of answered/unanswered queries, Pr[answered] for the expected cost).
@@ -475,11 +501,12 @@ def _run_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, base
     m = votes.shape[1]
     orders = np.array([order])
     ones = np.ones(votes.shape[0])
-    no_threshold = threshold is None  # plain GNMax: no threshold check at all
-    ind1 = no_threshold or _is_data_independent_step1(num_teachers, threshold, sigma1, order)
+    # plain GNMax (threshold and sigma1 None, checked by the caller): no threshold check at all
+    ind1 = (threshold is None or sigma1 is None
+            or _is_data_independent_step1(num_teachers, threshold, sigma1, order))
     ind2 = _is_data_independent_step2(num_teachers, m, sigma2, order)
-    ls_total = np.zeros(num_teachers)
-    if no_threshold:
+    ls_total: FloatArray = np.zeros(num_teachers)
+    if threshold is None or sigma1 is None:
         rdp1 = 0.0
     elif ind1:
         rdp1 = votes.shape[0] * (order / (2 ** 0.5 * sigma1) ** 2)
@@ -499,8 +526,9 @@ def _run_cost_and_ls(votes, num_teachers, threshold, sigma1, sigma2, order, base
     return rdp1 + rdp2, ls_total, ind1, ind2
 
 
-def search_smooth_sensitivity_parameters(votes, *, threshold, sigma1, sigma2, order, num_teachers,
-                                         delta) -> dict:
+def search_smooth_sensitivity_parameters(votes: npt.ArrayLike, *, threshold: float, sigma1: float,
+                                         sigma2: float, order: float, num_teachers: int,
+                                         delta: float) -> dict[str, Any]:
     """The reference's search for the smooth-sensitivity parameters (``smooth_sensitivity_table``).
 
     **Not private**: it looks at the votes to choose beta and sigma_ss, and it uses the
@@ -517,17 +545,18 @@ def search_smooth_sensitivity_parameters(votes, *, threshold, sigma1, sigma2, or
     eps_after (eps_before + GNSS cost), rdp (the expected RDP at ``order``), expected_answered,
     data_independent_step1, data_independent_step2.
     """
-    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
     threshold = check_nonnegative(threshold, "threshold")
     sigma1 = check_positive(sigma1, "sigma1")
     sigma2 = check_positive(sigma2, "sigma2")
     delta = check_delta(delta)
-    pr = np.exp(_threshold_log_pr(_max_vote(votes, None), threshold, sigma1))
+    pr = np.exp(_threshold_log_pr(_max_vote(counts, None), threshold, sigma1))
     rdp_total, ls_total, ind1, ind2 = _run_cost_and_ls(
-        votes, num_teachers, threshold, sigma1, sigma2, order, None, pr)
+        counts, num_teachers, threshold, sigma1, sigma2, order, None, pr)
     eps_before = rdp_total + conversion_term(order=order, delta=delta)
-    result = {"rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
-              "data_independent_step1": ind1, "data_independent_step2": ind2}
+    result: dict[str, Any] = {
+        "rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
+        "data_independent_step1": ind1, "data_independent_step2": ind2}
     if ind1 and ind2:
         result.update(beta=0.0, smooth_sensitivity=0.0, sigma_ss=math.inf, eps_after=eps_before)
         return result
@@ -546,12 +575,33 @@ def search_smooth_sensitivity_parameters(votes, *, threshold, sigma1, sigma2, or
 
 # --------------------------------------------------------------------------- private release
 
-class SanitizedRelease(dict):
+class SanitizedRelease(dict[str, Any]):
     """Result of :func:`release_sanitized_epsilon` (a dict, JSON-serialisable)."""
 
 
-def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, order, beta, sigma_ss,
-                              delta, num_teachers, rng, baseline=None,
+class NormalSource(Protocol):
+    """Where :func:`release_sanitized_epsilon` draws its one N(0, 1) from: a numpy Generator or
+    ``pate.core.rng.SecureGenerator``."""
+
+    def normal(self, loc: float, scale: float) -> float: ...
+
+
+def _check_threshold_check(threshold: float | None,
+                           sigma1: float | None) -> tuple[float | None, float | None]:
+    """(threshold, sigma1) of Confident GNMax checked, or (None, None) for plain GNMax."""
+    if (threshold is None) != (sigma1 is None):
+        raise ValueError("threshold and sigma1 go together: both for Confident GNMax, neither for "
+                         f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})")
+    if threshold is None or sigma1 is None:
+        return None, None
+    return check_nonnegative(threshold, "threshold"), check_positive(sigma1, "sigma1")
+
+
+def release_sanitized_epsilon(votes: npt.ArrayLike, *, threshold: float | None,
+                              sigma1: float | None, sigma2: float, answered: npt.ArrayLike,
+                              order: float, beta: float, sigma_ss: float, delta: float,
+                              num_teachers: int, rng: NormalSource,
+                              baseline: npt.ArrayLike | None = None,
                               conversion: str = "classic") -> SanitizedRelease:
     """Release the data-dependent epsilon of a Confident-GNMax run privately (GNSS, [P18] §4.2).
 
@@ -581,47 +631,43 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
     conservative figure), eps_data_independent (at the same order), rdp_gnss, noise_std,
     smooth_sensitivity, order, beta, sigma_ss, delta, answered, queries, fallback.
     """
-    votes, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
-    if (threshold is None) != (sigma1 is None):
-        raise ValueError("threshold and sigma1 go together: both for Confident GNMax, neither for "
-                         f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})")
-    if threshold is not None:
-        threshold = check_nonnegative(threshold, "threshold")
-        sigma1 = check_positive(sigma1, "sigma1")
+    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    threshold, sigma1 = _check_threshold_check(threshold, sigma1)
     sigma2 = check_positive(sigma2, "sigma2")
-    answered = check_mask(answered, votes.shape[0], "answered")
+    mask = check_mask(answered, counts.shape[0], "answered")
     beta = check_positive(beta, "beta")
     sigma_ss = check_positive(sigma_ss, "sigma_ss")
     delta = check_delta(delta)
-    if baseline is not None:
-        baseline = check_baseline(baseline, votes.shape)
+    base_votes = None if baseline is None else check_baseline(baseline, counts.shape)
     if not order < 1.0 / (2.0 * beta):
         raise ValueError(f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r}, got order={order!r} "
                          f"with beta={beta!r}; choose beta < 1/(2 order) in advance")
     if not hasattr(rng, "normal"):
         raise TypeError("rng must be a numpy Generator (or a generator-like object with normal())")
 
-    n_answered = int(answered.sum())
+    n_answered = int(mask.sum())
     delta_term = conversion_term(order=order, delta=delta, conversion=conversion)
-    threshold_cost = 0.0 if threshold is None else votes.shape[0] * order / (2 ** 0.5 * sigma1) ** 2
+    threshold_cost = (0.0 if threshold is None or sigma1 is None
+                      else counts.shape[0] * order / (2 ** 0.5 * sigma1) ** 2)
     eps_independent = threshold_cost + n_answered * order / sigma2 ** 2 + delta_term
     base = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "delta": delta,
-            "queries": int(votes.shape[0]), "answered": n_answered,
+            "queries": int(counts.shape[0]), "answered": n_answered,
             "eps_data_independent": eps_independent}
 
     rdp_realised, ls_total, ind1, ind2 = _run_cost_and_ls(
-        votes, num_teachers, threshold, sigma1, sigma2, order, baseline, answered.astype(np.float64))
+        counts, num_teachers, threshold, sigma1, sigma2, order, base_votes,
+        mask.astype(np.float64))
     fallback = None
     if ind1 and ind2:
         fallback = "the data-dependent bounds never beat the data-independent ones at this order"
-    elif not ind2 and not all(check_conditions(sigma=sigma2, num_classes=votes.shape[1], order=order)):
+    elif not ind2 and not all(check_conditions(sigma=sigma2, num_classes=counts.shape[1], order=order)):
         fallback = "conditions C5/C6 do not hold at this order and sigma2"
     if fallback is not None:
         return SanitizedRelease(base, eps_sanitized=eps_independent,
                                 eps_sanitized_upper_2std=eps_independent, rdp_gnss=0.0,
                                 noise_std=0.0, smooth_sensitivity=0.0, fallback=fallback)
 
-    ss = smooth_sensitivity(ls_total, beta=beta)
+    ss = float(smooth_sensitivity(ls_total, beta=beta))  # a float already: ls_total is 1-D
     noise_std = ss * sigma_ss
     rdp_noisy = rdp_realised + noise_std * float(rng.normal(0.0, 1.0))
     cost = gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=order)
@@ -632,7 +678,7 @@ def release_sanitized_epsilon(votes, *, threshold, sigma1, sigma2, answered, ord
                             fallback=None)
 
 
-def smooth_sensitivity_dp_parameters(*, eps, delta) -> tuple[float, float]:
+def smooth_sensitivity_dp_parameters(*, eps: float, delta: float) -> tuple[float, float]:
     """(alpha, beta) for an (eps, delta)-DP -- not RDP -- Gaussian release scaled by the
     beta-smooth sensitivity (Nissim, Raskhodnikova, Smith 2007, Lemma 2.6, with the condition on
     alpha taken from the proof of Lemma 2.10 as the reference does): with a = Phi^{-1}(1 - delta/2),

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.arrays import BoolArray, FloatArray, IntArray
+
 __all__ = [
     "check_votes",
     "check_positive",
@@ -94,7 +96,7 @@ def check_order(order: Any, name: str = "order") -> float:
     return out
 
 
-def check_orders(orders: Any, name: str = "orders") -> np.ndarray:
+def check_orders(orders: Any, name: str = "orders") -> FloatArray:
     """A non-empty 1-D array of finite Renyi orders, each > 1 (any order, duplicates allowed)."""
     try:
         arr = np.asarray(orders, dtype=np.float64)
@@ -111,7 +113,7 @@ def check_orders(orders: Any, name: str = "orders") -> np.ndarray:
     return arr
 
 
-def check_votes(votes: Any, name: str = "votes") -> np.ndarray:
+def check_votes(votes: Any, name: str = "votes") -> IntArray:
     """A (queries, classes) matrix of non-negative integer vote counts with equal row sums.
 
     Float arrays are accepted only when every entry is integral. Returns an int64 array.
@@ -146,7 +148,7 @@ def check_votes(votes: Any, name: str = "votes") -> np.ndarray:
     return out
 
 
-def check_mask(mask: Any, length: int, name: str = "answered") -> np.ndarray:
+def check_mask(mask: Any, length: int, name: str = "answered") -> BoolArray:
     """A 1-D boolean mask with one entry per query."""
     arr = np.asarray(mask)
     if arr.dtype != np.bool_:
@@ -162,7 +164,7 @@ def check_mask(mask: Any, length: int, name: str = "answered") -> np.ndarray:
     return arr
 
 
-def check_baseline(baseline: Any, shape: tuple[int, int], name: str = "baseline") -> np.ndarray:
+def check_baseline(baseline: Any, shape: tuple[int, int], name: str = "baseline") -> FloatArray:
     """Interactive-GNMax baseline (student probabilities x teachers): finite floats of ``shape``."""
     try:
         arr = np.asarray(baseline, dtype=np.float64)
@@ -179,7 +181,8 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     """One of a fixed set of strings."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {describe(value)}")
-    return value
+    chosen: str = value  # one of ``choices``
+    return chosen
 
 
 def check_unit_interval(value: Any, name: str) -> float:
@@ -191,7 +194,7 @@ def check_unit_interval(value: Any, name: str) -> float:
 
 
 def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = "probabilities",
-                        *, atol: float = 1e-3) -> np.ndarray:
+                        *, atol: float = 1e-3) -> FloatArray:
     """Finite probabilities of ``shape`` in [0, 1], summing to 1 (within ``atol``) on the last axis.
 
     Returns a float64 array. Logits (negative values, sums far from 1) are refused with a hint.
@@ -217,7 +220,7 @@ def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = 
     return arr
 
 
-def check_embeddings(value: Any, name: str) -> np.ndarray:
+def check_embeddings(value: Any, name: str) -> FloatArray:
     """A finite float64 (items, features >= 1) array of embeddings (``pate.core.knn``,
     ``pate.core.class_means``)."""
     if isinstance(value, (str, bytes)) or value is None:
@@ -234,7 +237,7 @@ def check_embeddings(value: Any, name: str) -> np.ndarray:
     return arr
 
 
-def check_labels(value: Any, length: int, num_classes: int, name: str = "labels") -> np.ndarray:
+def check_labels(value: Any, length: int, num_classes: int, name: str = "labels") -> IntArray:
     """Integer class labels, one per private record (``length``), in [0, ``num_classes``), as
     int64."""
     arr = np.asarray(value)
@@ -250,7 +253,7 @@ def check_labels(value: Any, length: int, num_classes: int, name: str = "labels"
     return arr.astype(np.int64, copy=False)
 
 
-def check_moment(value, name: str = "moment") -> float:
+def check_moment(value: Any, name: str = "moment") -> float:
     """One moment l: a finite real number >= 1."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a real number >= 1, got {describe(value)} "
@@ -262,7 +265,7 @@ def check_moment(value, name: str = "moment") -> float:
     return out
 
 
-def check_moments(moments, name: str = "moments") -> np.ndarray:
+def check_moments(moments: Any, name: str = "moments") -> FloatArray:
     """A non-empty 1-D array of finite moments, each >= 1."""
     if isinstance(moments, (str, bytes)) or moments is None:
         raise TypeError(f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}")
@@ -281,7 +284,7 @@ def check_moments(moments, name: str = "moments") -> np.ndarray:
     return arr
 
 
-def check_distances(k, name: str = "k") -> tuple[np.ndarray, bool]:
+def check_distances(k: Any, name: str = "k") -> tuple[IntArray, bool]:
     """k: an int >= 0 or a 1-D array of them. Returns (int64 array, was_scalar)."""
     if np.ndim(k) == 0:
         return np.array([check_int(k, name, minimum=0)], dtype=np.int64), True

@@ -58,18 +58,22 @@ References
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from pate.analysis.accountant import PrivacyEvent, RdpAccountant
+from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
 from pate.analysis.errors import BudgetExceededError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (check_choice, check_delta, check_orders, check_positive,
                                       check_votes, describe)
 from pate import mechanisms
-from pate.core.rng import check_rng
+from pate.core.rng import Rng, check_rng
+from pate.mechanisms.base import MechanismSpec
 
 __all__ = ["AggregationResult", "aggregate", "lnmax", "gnmax", "confident_gnmax",
            "interactive_gnmax", "OnlineAggregator", "BUDGET_BASES"]
@@ -150,7 +154,8 @@ class AggregationResult:
                 f"labelled={self.num_labelled})")
 
 
-def _result(labels, answered, source, event, asked=None, stop_reason=None) -> AggregationResult:
+def _result(labels: np.ndarray, answered: np.ndarray, source: np.ndarray, event: PrivacyEvent,
+            asked: np.ndarray | None = None, stop_reason: str | None = None) -> AggregationResult:
     if asked is None:
         asked = np.ones(labels.shape[0], dtype=bool)
     return AggregationResult(labels=labels.astype(np.int64, copy=False), answered_mask=answered,
@@ -160,23 +165,24 @@ def _result(labels, answered, source, event, asked=None, stop_reason=None) -> Ag
 
 # --------------------------------------------------------------------------- one-shot mechanisms
 
-def aggregate(mechanism: str, votes, *, rng, orders=DEFAULT_ORDERS, student_probabilities=None,
-              **params) -> AggregationResult:
+def aggregate(mechanism: str, votes: npt.ArrayLike, *, rng: Rng,
+              orders: npt.ArrayLike = DEFAULT_ORDERS, student_probabilities: Any = None,
+              **params: Any) -> AggregationResult:
     """Run any registered mechanism (:mod:`pate.mechanisms`) once on every query of ``votes``.
 
     ``params`` are the mechanism's noise parameters (by name); ``student_probabilities`` the
     student's (queries, classes) predictions for a mechanism that needs them. Every argument
     is validated before any noise is drawn.
     """
-    spec = mechanisms.get(mechanism)
+    spec: MechanismSpec = mechanisms.get(mechanism)
     _check_param_names(params)
-    votes = check_votes(votes)
+    counts = check_votes(votes)
     p = spec.validate(params)
-    student = spec.check_student(student_probabilities, votes)
-    orders, rng = check_orders(orders), check_rng(rng)
-    labels, answered, source = spec.draw(votes, p, rng, student=student)
+    student = spec.check_student(student_probabilities, counts)
+    grid, rng = check_orders(orders), check_rng(rng)
+    labels, answered, source = spec.draw(counts, p, rng, student=student)
     return _result(labels, answered, source,
-                   spec.event(votes, p, answered=answered, orders=orders, student=student))
+                   spec.event(counts, p, answered=answered, orders=grid, student=student))
 
 
 def _check_param_names(params: dict[str, Any]) -> None:
@@ -187,7 +193,8 @@ def _check_param_names(params: dict[str, Any]) -> None:
                         f"are {', '.join(known)}")
 
 
-def lnmax(votes, *, scale, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
+def lnmax(votes: npt.ArrayLike, *, scale: float, rng: Rng,
+          orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
     """LNMax ([P17]): the argmax of the votes plus Laplace(0, ``scale``) noise on every count.
 
     Every query is answered; pure (2/scale)-DP per query. ``orders`` is the Renyi grid of the
@@ -196,13 +203,14 @@ def lnmax(votes, *, scale, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
     return aggregate("lnmax", votes, rng=rng, orders=orders, scale=scale)
 
 
-def gnmax(votes, *, sigma, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
+def gnmax(votes: npt.ArrayLike, *, sigma: float, rng: Rng,
+          orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
     """GNMax ([P18]): the argmax of the votes plus N(0, ``sigma``^2) noise on every count."""
     return aggregate("gnmax", votes, rng=rng, orders=orders, sigma=sigma)
 
 
-def confident_gnmax(votes, *, threshold, sigma1, sigma2, rng,
-                    orders=DEFAULT_ORDERS) -> AggregationResult:
+def confident_gnmax(votes: npt.ArrayLike, *, threshold: float, sigma1: float, sigma2: float,
+                    rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
     """Confident-GNMax ([P18] Algorithm 1).
 
     A query is answered only when max_j votes_j + N(0, sigma1^2) >= ``threshold``; the answer is
@@ -214,8 +222,9 @@ def confident_gnmax(votes, *, threshold, sigma1, sigma2, rng,
                      sigma1=sigma1, sigma2=sigma2)
 
 
-def interactive_gnmax(votes, *, student_probabilities, threshold, sigma1, sigma2,
-                      student_confidence, rng, orders=DEFAULT_ORDERS) -> AggregationResult:
+def interactive_gnmax(votes: npt.ArrayLike, *, student_probabilities: npt.ArrayLike,
+                      threshold: float, sigma1: float, sigma2: float, student_confidence: float,
+                      rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
     """Interactive-GNMax ([P18] Algorithm 2).
 
     ``student_probabilities`` (n, m) is the student's predicted distribution on the queries.
@@ -275,10 +284,11 @@ class OnlineAggregator:
     >>> agg.epsilon(data_dependent=False)     # (eps, order) spent so far, prior included
     """
 
-    def __init__(self, mechanism: str, *, budget_eps, delta, rng, orders=DEFAULT_ORDERS,
-                 prior_rdp=None, budget_basis: str = "data_independent",
-                 conversion: str = "classic", **params) -> None:
-        self._spec = mechanisms.get(mechanism)
+    def __init__(self, mechanism: str, *, budget_eps: float, delta: float, rng: Rng,
+                 orders: npt.ArrayLike = DEFAULT_ORDERS, prior_rdp: npt.ArrayLike | None = None,
+                 budget_basis: str = "data_independent", conversion: str = "classic",
+                 **params: Any) -> None:
+        self._spec: MechanismSpec = mechanisms.get(mechanism)
         _check_param_names(params)
         self._params = self._spec.validate(params)
         self._budget_eps = check_positive(budget_eps, "budget_eps")
@@ -289,11 +299,11 @@ class OnlineAggregator:
         self._conversion = check_choice(conversion, "conversion", ("classic", "tight"))
         self._rng = check_rng(rng)
         self._prior = self._check_prior(prior_rdp)
-        self._mechanism = self._spec.name
+        self._mechanism: str = self._spec.name
         self._accountant = RdpAccountant(self._orders)
         self._shape: tuple[int, int] | None = None  # (teachers, classes) of the first batch
         self._stopped: str | None = None
-        prior_eps = self._eps(self._prior)
+        prior_eps = cast(np.float64, self._eps(self._prior))  # one curve: a scalar
         if prior_eps > self._budget_eps:
             raise BudgetExceededError(
                 f"prior_rdp already amounts to eps={prior_eps:.4g} at delta={self._delta:g}, more "
@@ -301,7 +311,7 @@ class OnlineAggregator:
                 requested=0.0, remaining=self._budget_eps - prior_eps)
 
     # -- configuration and state
-    def _check_prior(self, prior_rdp) -> np.ndarray:
+    def _check_prior(self, prior_rdp: npt.ArrayLike | None) -> FloatArray:
         if prior_rdp is None:
             return np.zeros(self._orders.size)
         try:
@@ -364,9 +374,10 @@ class OnlineAggregator:
         """Why the last batch stopped early (None if it did not)."""
         return self._stopped
 
-    def total_rdp(self, *, data_dependent: bool = False) -> np.ndarray:
+    def total_rdp(self, *, data_dependent: bool = False) -> FloatArray:
         """prior_rdp + the realised RDP of every event so far, shape (k,)."""
-        return self._prior + self._accountant.rdp(data_dependent=data_dependent)
+        total: FloatArray = self._prior + self._accountant.rdp(data_dependent=data_dependent)
+        return total
 
     def epsilon(self, *, data_dependent: bool = False) -> tuple[float, float]:
         """(eps, order) spent at ``delta`` so far, prior included.
@@ -396,7 +407,7 @@ class OnlineAggregator:
                                   conversion=self._conversion)
         return float(eps), float(order)
 
-    def _eps(self, rdp: np.ndarray):
+    def _eps(self, rdp: FloatArray) -> FloatOrArray:
         eps, _ = eps_from_rdp(rdp, orders=self._orders, delta=self._delta,
                               conversion=self._conversion)
         return eps
@@ -411,18 +422,19 @@ class OnlineAggregator:
         return check, check + answer
 
     # -- answering
-    def _validate_batch(self, votes, student_probabilities) -> tuple[np.ndarray, np.ndarray | None]:
-        votes = check_votes(votes)
-        student = self._spec.check_student(student_probabilities, votes)
-        if votes.shape[0]:
-            shape = (int(votes[0].sum()), votes.shape[1])
+    def _validate_batch(self, votes: npt.ArrayLike,
+                        student_probabilities: Any) -> tuple[IntArray, np.ndarray | None]:
+        counts = check_votes(votes)
+        student = self._spec.check_student(student_probabilities, counts)
+        if counts.shape[0]:
+            shape = (int(counts[0].sum()), counts.shape[1])
             if self._shape is not None and shape != self._shape:
                 raise ValueError(f"votes come from {shape[0]} teachers over {shape[1]} classes, "
                                  f"but earlier batches from {self._shape[0]} teachers over "
                                  f"{self._shape[1]} classes; use one aggregator per ensemble")
-        return votes, student
+        return counts, student
 
-    def answer(self, votes, *, student_probabilities=None,
+    def answer(self, votes: npt.ArrayLike, *, student_probabilities: Any = None,
                on_exhausted: str = "stop") -> AggregationResult:
         """Answer a batch of queries in order, within the budget.
 
@@ -433,24 +445,24 @@ class OnlineAggregator:
         :class:`pate.analysis.errors.BudgetExceededError` is raised, before any noise is drawn.
         """
         on_exhausted = check_choice(on_exhausted, "on_exhausted", ("stop", "raise"))
-        votes, student = self._validate_batch(votes, student_probabilities)
-        n = votes.shape[0]
+        counts, student = self._validate_batch(votes, student_probabilities)
+        n = counts.shape[0]
         dd = self._basis == "data_dependent"
         base = self.total_rdp(data_dependent=dd)
         if on_exhausted == "raise" and n:
-            self._refuse_if_over(votes, student, base, dd)
+            self._refuse_if_over(counts, student, base, dd)
 
         # All validation is done: draw the noise and decide every query.
-        labels, answered, source = self._spec.draw(votes, self._params, self._rng,
+        labels, answered, source = self._spec.draw(counts, self._params, self._rng,
                                                    student=student)
 
         # Sequential stopping rule, vectorized per chunk (bounded memory): query i is asked iff
         # the cost realised by the queries before it plus query i's worst case fits the budget.
         stop, stop_reason, running = n, None, base
-        for lo, hi, always, if_answered in self._chunk_costs(votes, student, dd):
+        for lo, hi, always, if_answered in self._chunk_costs(counts, student, dd):
             realised = always + answered[lo:hi, None] * (if_answered - always)
             before = running[None, :] + np.cumsum(realised, axis=0) - realised
-            candidate_eps = self._eps(before + if_answered)
+            candidate_eps = cast(FloatArray, self._eps(before + if_answered))  # one per row
             over = np.nonzero(candidate_eps > self._budget_eps)[0]
             if over.size:
                 i = int(over[0])
@@ -469,18 +481,19 @@ class OnlineAggregator:
             source = np.where(asked, source, "not-asked").astype("<U9")
         self._stopped = stop_reason
 
-        event = self._spec.event(votes[asked], self._params, answered=answered[asked],
+        event = self._spec.event(counts[asked], self._params, answered=answered[asked],
                                  orders=self._orders,
                                  student=None if student is None else student[asked])
         self._accountant = self._accountant.compose(event)
         if n and self._shape is None:
-            self._shape = (int(votes[0].sum()), votes.shape[1])
+            self._shape = (int(counts[0].sum()), counts.shape[1])
         return _result(labels, answered, source, event, asked=asked, stop_reason=stop_reason)
 
     #: Queries per block of the (queries, orders) cost arrays (bounds memory on large batches).
     chunk_size = 2048
 
-    def _chunk_costs(self, votes, student, dd):
+    def _chunk_costs(self, votes: IntArray, student: np.ndarray | None, dd: bool,
+                     ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
         n = votes.shape[0]
         for lo in range(0, n, self.chunk_size):
             hi = min(n, lo + self.chunk_size)
@@ -488,7 +501,8 @@ class OnlineAggregator:
                 votes[lo:hi], None if student is None else student[lo:hi], data_dependent=dd)
             yield lo, hi, always, if_answered
 
-    def _refuse_if_over(self, votes, student, base, dd) -> None:
+    def _refuse_if_over(self, votes: IntArray, student: np.ndarray | None, base: FloatArray,
+                        dd: bool) -> None:
         """Raise BudgetExceededError (before any noise) if the batch could exceed the budget."""
         n = votes.shape[0]
         worst_total, fits, running = base.copy(), None, base
@@ -511,7 +525,8 @@ class OnlineAggregator:
                 requested=float(worst_eps - spent_eps),
                 remaining=float(self._budget_eps - spent_eps))
 
-    def answer_one(self, votes_row, *, student_probabilities=None) -> int:
+    def answer_one(self, votes_row: npt.ArrayLike, *,
+                   student_probabilities: npt.ArrayLike | None = None) -> int:
         """Answer one query (a (classes,) vote row); returns its label (-1: not answered).
 
         Raises :class:`pate.analysis.errors.BudgetExceededError` (nothing drawn, nothing charged) if

@@ -71,12 +71,14 @@ import dataclasses
 import logging
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
+from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.validation import (check_choice, check_embeddings, check_int, check_labels,
                                       check_positive)
-from pate.core.rng import check_rng
+from pate.core.rng import Rng, check_rng
 
 __all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", "public_geometry",
            "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
@@ -163,11 +165,12 @@ class PublicGeometry:
     scale: np.ndarray
     radius: float
 
-    def whiten(self, embeddings: np.ndarray) -> np.ndarray:
-        return np.asarray(embeddings, dtype=np.float64) / self.scale
+    def whiten(self, embeddings: np.ndarray) -> FloatArray:
+        whitened: FloatArray = np.asarray(embeddings, dtype=np.float64) / self.scale
+        return whitened
 
 
-def public_geometry(public) -> PublicGeometry:
+def public_geometry(public: npt.ArrayLike) -> PublicGeometry:
     """Whitening scale and clipping radius from the public embeddings only (>= 2 rows)."""
     pub = check_embeddings(public, "public")
     if pub.shape[0] < 2:
@@ -199,11 +202,12 @@ def _clipped(embeddings: np.ndarray, geometry: PublicGeometry) -> np.ndarray:
     n_safe = np.where(n > 0, n, 1.0)
     log_norm = np.log(a_safe) + np.log(b_safe) + np.log(n_safe)   # log ||w||
     factor = np.exp(np.minimum(log_norm - np.log(geometry.radius), 0.0))  # min(||w|| / R, 1)
-    return np.where((n > 0)[:, None], v * (factor / n_safe)[:, None], 0.0)
+    clipped: FloatArray = np.where((n > 0)[:, None], v * (factor / n_safe)[:, None], 0.0)
+    return clipped
 
 
-def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry,
-               count_weight: float) -> np.ndarray:
+def class_sums(private: npt.ArrayLike, labels: npt.ArrayLike, *, num_classes: int,
+               geometry: PublicGeometry, count_weight: float) -> FloatArray:
     """The sensitive statistic S, (m, d + 1) float64 (module docstring): each row's clipped
     sum of u and, last, ``count_weight`` times the class count. Every record adds a row vector
     of norm <= sqrt(1 + count_weight**2)."""
@@ -228,7 +232,7 @@ def class_sums(private, labels, *, num_classes: int, geometry: PublicGeometry,
     return out
 
 
-def _checked(embeddings, width: int, what: str) -> np.ndarray:
+def _checked(embeddings: npt.ArrayLike, width: int, what: str) -> FloatArray:
     """Embeddings to label, validated against the ``width`` features of ``what`` labels them."""
     e = check_embeddings(embeddings, "embeddings")
     if e.shape[1] != width:
@@ -236,9 +240,10 @@ def _checked(embeddings, width: int, what: str) -> np.ndarray:
     return e
 
 
-def _argmax(scores: np.ndarray) -> np.ndarray:
+def _argmax(scores: np.ndarray) -> IntArray:
     """The label of every row of class ``scores``: the largest, ties to the lower class."""
-    return np.argmax(scores, axis=1).astype(np.int64)
+    labels: IntArray = np.argmax(scores, axis=1).astype(np.int64)
+    return labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,17 +259,19 @@ class NoisyClassMeans:
     counts: np.ndarray
     sigma: float
 
-    def scores(self, embeddings) -> np.ndarray:
+    def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
         w = self.geometry.whiten(_checked(embeddings, self.means.shape[1], "the means"))
-        return (w @ self.means.T - 0.5 * np.einsum("jd,jd->j", self.means, self.means)
-                + self.log_prior)
+        out: FloatArray = (w @ self.means.T - 0.5 * np.einsum("jd,jd->j", self.means, self.means)
+                           + self.log_prior)
+        return out
 
-    def predict(self, embeddings) -> np.ndarray:
+    def predict(self, embeddings: npt.ArrayLike) -> IntArray:
         return _argmax(self.scores(embeddings))
 
 
-def noisy_class_means(public, private, labels, *, sigma, count_weight, num_classes,
-                      rng) -> NoisyClassMeans:
+def noisy_class_means(public: npt.ArrayLike, private: npt.ArrayLike, labels: npt.ArrayLike, *,
+                      sigma: float, count_weight: float, num_classes: int,
+                      rng: Rng) -> NoisyClassMeans:
     """Release S + N(0, sigma^2 I) once and post-process it into the LDA rule (module docstring).
 
     public (n >= 2, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
@@ -296,15 +303,16 @@ class LinearLabeller:
     bias: np.ndarray
     geometry: PublicGeometry
 
-    def scores(self, embeddings) -> np.ndarray:
+    def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
         e = _checked(embeddings, self.weights.shape[1], "the rule")
-        return _clipped(e, self.geometry) @ self.weights.T + self.bias
+        out: FloatArray = _clipped(e, self.geometry) @ self.weights.T + self.bias
+        return out
 
-    def predict(self, embeddings) -> np.ndarray:
+    def predict(self, embeddings: npt.ArrayLike) -> IntArray:
         return _argmax(self.scores(embeddings))
 
 
-def public_logistic(release: NoisyClassMeans, public, *,
+def public_logistic(release: NoisyClassMeans, public: npt.ArrayLike, *,
                     ridge: float = LOGISTIC_RIDGE) -> LinearLabeller:
     """Fit the public-marginal logistic rule to a class-means ``release`` (module docstring).
 
@@ -327,7 +335,7 @@ def public_logistic(release: NoisyClassMeans, public, *,
     moments = prior[:, None] * release.means / release.geometry.radius   # noisy S_j / sum n
     n = u.shape[0]
 
-    def objective(theta):
+    def objective(theta: FloatArray) -> tuple[float, FloatArray]:
         w, b = theta[:m * d].reshape(m, d), theta[m * d:]
         z = u @ w.T + b
         p = softmax(z, axis=1)
@@ -353,7 +361,8 @@ def public_logistic(release: NoisyClassMeans, public, *,
                           geometry=release.geometry)
 
 
-def labelling_rule(release: NoisyClassMeans, public, rule: str):
+def labelling_rule(release: NoisyClassMeans, public: npt.ArrayLike, rule: str,
+                   ) -> NoisyClassMeans | LinearLabeller | QuadraticDiscriminant:
     """What labels the queries of a class-means ``release``: ``"lda"``, the release itself
     (nearest noisy class mean, best with few private records or much noise), or ``"logistic"``,
     :func:`public_logistic` fitted on ``public`` (better with many records, e.g. Fashion-MNIST's
@@ -364,7 +373,7 @@ def labelling_rule(release: NoisyClassMeans, public, rule: str):
     return release if rule == "lda" else public_logistic(release, public)
 
 
-def rule_features(embeddings, geometry: PublicGeometry, rule: str) -> np.ndarray:
+def rule_features(embeddings: npt.ArrayLike, geometry: PublicGeometry, rule: str) -> FloatArray:
     """What ``rule``'s class scores are affine in, per row (float64): the clipped, scaled u(e)
     for "logistic" (:class:`LinearLabeller`), the whitened w(e) for "lda"
     (:class:`NoisyClassMeans`; the module docstring defines u and w). "qda" is not affine in
@@ -387,11 +396,13 @@ class RecoveredRule:
     bias: np.ndarray
     geometry: PublicGeometry
 
-    def scores(self, embeddings) -> np.ndarray:
-        return rule_features(embeddings, self.geometry, self.rule) @ self.weights.T + self.bias
+    def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
+        out: FloatArray = (rule_features(embeddings, self.geometry, self.rule) @ self.weights.T
+                           + self.bias)
+        return out
 
 
-def recover_rule(public, scores, *, rule: str) -> RecoveredRule:
+def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> RecoveredRule:
     """The labelling rule behind published class ``scores`` (n, m) of the ``public`` embeddings
     (n, d), as a class-means run publishes them: ``label_scores.npy`` (NaN rows for the items it
     did not label) and ``knn_embeddings.npz``.
@@ -488,22 +499,23 @@ class QuadraticDiscriminant:
     variances: np.ndarray
     log_prior: np.ndarray
 
-    def scores(self, embeddings) -> np.ndarray:
+    def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
         f = self.means.shape[1]
         e = _checked(embeddings, quadratic_width(f), "the quadratic rule")
         z = e[:, :f]
-        out = np.empty((len(z), len(self.means)))
+        out: FloatArray = np.empty((len(z), len(self.means)))
         for j, (mean, axes, var) in enumerate(zip(self.means, self.axes, self.variances)):
             d = (z - mean) @ axes
             out[:, j] = (-0.5 * np.sum(np.log(var)) - 0.5 * np.sum(d * d / var, axis=1)
                          + self.log_prior[j])
         return out
 
-    def predict(self, embeddings) -> np.ndarray:
+    def predict(self, embeddings: npt.ArrayLike) -> IntArray:
         return _argmax(self.scores(embeddings))
 
 
-def quadratic_discriminant(release: NoisyClassMeans, public) -> QuadraticDiscriminant:
+def quadratic_discriminant(release: NoisyClassMeans,
+                           public: npt.ArrayLike) -> QuadraticDiscriminant:
     """Quadratic discriminant analysis (Hastie, Tibshirani & Friedman 2009, Section 4.3) read
     from a class-means ``release`` over a table's quadratic features; post-processing of the
     release and the ``public`` embeddings only (no privacy cost).

@@ -52,8 +52,12 @@ import pathlib
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+from numpy.lib.npyio import NpzFile
 
 from pate.analysis.errors import CorruptFileError, RunDirError
 
@@ -71,9 +75,12 @@ WRITE_ERRNOS = {
         ("EPERM", "fix the folder's permissions or write to another folder"))
     if hasattr(errno, name)}
 
+#: A file or folder path as the writers here take it.
+PathArg = str | os.PathLike[str]
+
 
 @contextlib.contextmanager
-def naming_write_errors(path):
+def naming_write_errors(path: PathArg) -> Iterator[None]:
     """Inside it, an ``OSError`` of a full disk (``ENOSPC``, ``EDQUOT``, ``EFBIG``), a read-only
     file system or missing rights while writing ``path`` becomes a :class:`RunDirError` naming
     the file, the cause and what to do (the ``pate`` command: one line, exit 2); any other
@@ -82,7 +89,7 @@ def naming_write_errors(path):
         yield
     except OSError as exc:
         advice = WRITE_ERRNOS.get(exc.errno)
-        if advice is None:
+        if advice is None or exc.errno is None:  # (no errno: never one of WRITE_ERRNOS)
             raise
         raise RunDirError(f"cannot write {path}: {exc.strerror or exc} "
                           f"({errno.errorcode[exc.errno]}); {advice} (nothing half-written was "
@@ -91,7 +98,7 @@ def naming_write_errors(path):
                           path=path) from exc
 
 
-def atomic_write_bytes(path, data: bytes) -> pathlib.Path:
+def atomic_write_bytes(path: PathArg, data: bytes) -> pathlib.Path:
     path = pathlib.Path(path)
     with naming_write_errors(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -121,17 +128,17 @@ def _fsync_dir(folder: pathlib.Path) -> None:
         os.close(fd)
 
 
-def atomic_write_json(path, obj) -> pathlib.Path:
+def atomic_write_json(path: PathArg, obj: Any) -> pathlib.Path:
     return atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
-def atomic_save_npy(path, array) -> pathlib.Path:
+def atomic_save_npy(path: PathArg, array: npt.ArrayLike) -> pathlib.Path:
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(array), allow_pickle=False)
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def atomic_savez(path, **arrays) -> pathlib.Path:
+def atomic_savez(path: PathArg, **arrays: npt.ArrayLike) -> pathlib.Path:
     """An ``.npz`` of plain arrays; object arrays (which numpy would pickle) are refused, so no
     run directory ever holds a pickle."""
     objects = sorted(k for k, a in arrays.items() if np.asarray(a).dtype.hasobject)
@@ -139,11 +146,12 @@ def atomic_savez(path, **arrays) -> pathlib.Path:
         raise TypeError(f"atomic_savez: {', '.join(objects)} would be pickled (object dtype); "
                         "save plain numeric or string arrays")
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    # numpy's stub matches ``**arrays`` against savez's ``allow_pickle: bool`` too
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def _check_path(path, name: str = "path") -> pathlib.Path:
+def _check_path(path: Any, name: str = "path") -> pathlib.Path:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a file path (str or os.PathLike), got "
                         f"{type(path).__name__}")
@@ -167,7 +175,7 @@ def _open_bytes(path: pathlib.Path, what: str | None) -> bytes:
         raise CorruptFileError(f"{_label(path, what)} is a directory, not a file", path=path) from None
 
 
-def read_json(path, *, what: str | None = None):
+def read_json(path: Any, *, what: str | None = None) -> Any:
     """The JSON document in ``path`` (see the module docstring for the errors)."""
     path = _check_path(path)
     data = _open_bytes(path, what)
@@ -188,9 +196,10 @@ def read_json(path, *, what: str | None = None):
 _NUMPY_CORRUPT = (ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, OSError)
 
 
-def _np_load(path: pathlib.Path, what: str | None):
+def _np_load(path: pathlib.Path, what: str | None) -> np.ndarray | NpzFile:
     try:
-        return np.load(path, allow_pickle=False)
+        loaded: np.ndarray | NpzFile = np.load(path, allow_pickle=False)
+        return loaded
     except FileNotFoundError:
         raise _missing(path, what) from None
     except IsADirectoryError:
@@ -218,7 +227,7 @@ def _corrupt(path: pathlib.Path, what: str | None, exc: BaseException) -> Corrup
                             "truncated, damaged or of another format: re-create it", path=path)
 
 
-def load_npy(path, *, what: str | None = None) -> np.ndarray:
+def load_npy(path: Any, *, what: str | None = None) -> np.ndarray:
     """The array in the ``.npy`` file ``path`` (see the module docstring for the errors)."""
     path = _check_path(path)
     out = _np_load(path, what)
@@ -229,7 +238,7 @@ def load_npy(path, *, what: str | None = None) -> np.ndarray:
     return out
 
 
-def load_npz(path, *, what: str | None = None) -> dict[str, np.ndarray]:
+def load_npz(path: Any, *, what: str | None = None) -> dict[str, np.ndarray]:
     """Every array of the ``.npz`` archive ``path``, as a dict (see the module docstring)."""
     path = _check_path(path)
     archive = _np_load(path, what)
@@ -245,25 +254,25 @@ def load_npz(path, *, what: str | None = None) -> dict[str, np.ndarray]:
         raise _corrupt(path, what, exc) from None
 
 
-def ensure_writable_dir(path, *, flag: str | None) -> pathlib.Path:
+def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
     """Create the folder ``path`` if needed and check that it is writable (see the module docstring)."""
     if flag is not None and not isinstance(flag, str):
         raise TypeError(f"flag must be an option name such as '--run-dir' or None, got {flag!r}")
-    path = _check_path(path, flag or "path")
-    label = f"{flag} {path}" if flag else f"output directory {path}"
-    if path.exists() and not path.is_dir():
+    folder = _check_path(path, flag or "path")
+    label = f"{flag} {folder}" if flag else f"output directory {folder}"
+    if folder.exists() and not folder.is_dir():
         raise RunDirError(f"{label} exists and is not a directory; choose a directory path",
-                          path=path, flag=flag)
+                          path=folder, flag=flag)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunDirError(f"{label}: cannot create the directory ({exc.strerror or exc}); "
-                          "choose a path you can write to", path=path, flag=flag) from None
+                          "choose a path you can write to", path=folder, flag=flag) from None
     try:
-        fd, probe = tempfile.mkstemp(prefix=".pate-write-check.", suffix=".tmp", dir=path)
+        fd, probe = tempfile.mkstemp(prefix=".pate-write-check.", suffix=".tmp", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         raise RunDirError(f"{label} is not writable ({exc.strerror or exc}); choose a directory "
-                          "you can write to or fix its permissions", path=path, flag=flag) from None
-    return path
+                          "you can write to or fix its permissions", path=folder, flag=flag) from None
+    return folder

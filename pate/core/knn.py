@@ -38,10 +38,12 @@ the stream consumed depends only on (n, N), never on the data, and not on ``batc
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
+from pate.analysis.arrays import BoolArray, FloatArray, IntArray
 from pate.analysis.validation import (check_embeddings, check_int, check_labels,
                                       check_unit_interval)
-from pate.core.rng import check_rng
+from pate.core.rng import Rng, check_rng
 
 __all__ = ["knn_votes", "DEFAULT_BATCH_ELEMENTS"]
 
@@ -50,10 +52,10 @@ __all__ = ["knn_votes", "DEFAULT_BATCH_ELEMENTS"]
 DEFAULT_BATCH_ELEMENTS = 2 ** 22
 
 
-def _select(keys: np.ndarray, k: int) -> np.ndarray:
+def _select(keys: FloatArray, k: int) -> BoolArray:
     """(b, N) bool: the k smallest finite keys of each row, ties by lower column index."""
     b, n = keys.shape
-    finite = np.isfinite(keys)
+    finite: BoolArray = np.isfinite(keys)
     if k >= n:
         return finite
     kth = np.partition(keys, k - 1, axis=1)[:, k - 1:k]
@@ -65,11 +67,13 @@ def _select(keys: np.ndarray, k: int) -> np.ndarray:
         rows = np.nonzero(over)[0]
         rank = np.cumsum(tied[rows], axis=1)
         tied[rows] &= rank <= need[rows, None]
-    return below | tied
+    selected: BoolArray = below | tied
+    return selected
 
 
-def knn_votes(queries, private, labels, *, k, sampling_rate, num_classes, rng,
-              batch_size=None) -> np.ndarray:
+def knn_votes(queries: npt.ArrayLike, private: npt.ArrayLike, labels: npt.ArrayLike, *, k: int,
+              sampling_rate: float, num_classes: int, rng: Rng,
+              batch_size: int | None = None) -> IntArray:
     """Label histograms of the k nearest records of a fresh Poisson sample per query.
 
     queries (n, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
@@ -93,7 +97,7 @@ def knn_votes(queries, private, labels, *, k, sampling_rate, num_classes, rng,
         batch = max(1, DEFAULT_BATCH_ELEMENTS // max(big_n, 1))
     else:
         batch = check_int(batch_size, "batch_size", minimum=1)
-    out = np.zeros((n, m), dtype=np.int64)
+    out: IntArray = np.zeros((n, m), dtype=np.int64)
     if n == 0:
         return out
     norms = np.einsum("ij,ij->i", p, p)

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from pate.analysis.errors import PartitionError
 from pate.analysis.validation import check_choice, check_int, describe
@@ -219,7 +220,7 @@ class Partition:
         return ("record-level: datasets differing by one record added or removed; each record's "
                 "teacher is a keyed hash of the record, so exactly one teacher's shard changes")
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """A JSON-able description (no record-level information)."""
         sizes = self.shard_sizes
         out = {"mode": self.mode, "num_teachers": self.num_teachers,
@@ -243,7 +244,9 @@ class Partition:
                 and self.seed == other.seed and self.ids_digest == other.ids_digest
                 and np.array_equal(self.assignment, other.assignment) and same_units)
 
-    __hash__ = None  # mutable-looking arrays inside: not hashable
+    # mutable-looking arrays inside: not hashable (None is how Python spells it; object's
+    # ``__hash__`` is a method, hence the ignore)
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return (f"Partition(mode={self.mode!r}, num_teachers={self.num_teachers}, "
@@ -251,14 +254,14 @@ class Partition:
                 f"ids_digest={self.ids_digest[:12]}...)")
 
     # -- persistence
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the partition to ``path`` (npz) atomically: temp file + ``os.replace``."""
         path = Path(path)
         if path.suffix != ".npz":
             raise ValueError(f"path must end in .npz, got {str(path)!r}")
         if not path.parent.is_dir():
             raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist; create it first")
-        arrays = {
+        arrays: dict[str, npt.ArrayLike] = {
             "format_version": np.int64(_FORMAT_VERSION),
             "assignment": self.assignment,
             "num_teachers": np.int64(self.num_teachers),
@@ -269,12 +272,13 @@ class Partition:
         if self.unit_ids is not None:
             arrays["unit_ids"] = self.unit_ids
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        # numpy's stub matches ``**arrays`` against savez's ``allow_pickle: bool`` too
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]
         atomic_write_bytes(path, buffer.getvalue())
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, ids: Any = None) -> "Partition":
+    def load(cls, path: str | os.PathLike[str], *, ids: Any = None) -> "Partition":
         """Read a partition written by :meth:`save`; with ``ids`` verify it was built for them.
 
         ``ids`` are the unit ids (unit mode) or the record ids (otherwise; ``arange(N)`` by
@@ -391,11 +395,11 @@ def _check_units_whole(unit_ids: np.ndarray, assignment: np.ndarray) -> None:
 
 
 def _check_teachers(num_teachers: Any, available: int, what: str) -> int:
-    num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
-    if num_teachers > available:
-        raise PartitionError(f"num_teachers={num_teachers} is more than the {available} {what}; "
+    count = check_int(num_teachers, "num_teachers", minimum=1)
+    if count > available:
+        raise PartitionError(f"num_teachers={count} is more than the {available} {what}; "
                              f"every teacher needs at least one: use at most {available} teachers")
-    return num_teachers
+    return count
 
 
 def _digest_for(record_ids: Any, num_records: int) -> str:

@@ -42,19 +42,23 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from scipy.special import ndtri
 
+from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.validation import check_int, describe
 
-__all__ = ["Streams", "SecureGenerator", "make_streams", "check_rng", "STREAM_KEYS"]
+__all__ = ["Streams", "SecureGenerator", "Rng", "make_streams", "check_rng", "STREAM_KEYS"]
 
 #: Fixed spawn key of each stage's child of the root ``SeedSequence``.
 STREAM_KEYS = {"partition": 0, "teachers": 1, "noise": 2, "student": 3, "release": 4}
 
 _TWO_POW_M53 = 2.0 ** -53
+
+#: A ``size`` of :class:`SecureGenerator`'s draws that gives an array (None gives a float).
+SizeArg = int | np.integer[Any] | tuple[int, ...]
 
 
 def _size_tuple(size: Any) -> tuple[int, ...]:
@@ -88,34 +92,73 @@ class SecureGenerator:
         return out.reshape(shape) if shape else out
 
     @staticmethod
-    def _finish(values: np.ndarray, shape: tuple[int, ...]):
+    def _finish(values: FloatArray, shape: tuple[int, ...]) -> float | FloatArray:
         return float(values[0]) if not shape else values
 
-    def random(self, size: Any = None):
+    @overload
+    def random(self, size: None = None) -> float: ...
+
+    @overload
+    def random(self, size: SizeArg) -> FloatArray: ...
+
+    def random(self, size: Any = None) -> float | FloatArray:
         """Uniform on (0, 1)."""
         shape = _size_tuple(size)
         return self._finish(self._uniform_open(shape), shape)
 
-    def standard_normal(self, size: Any = None):
+    @overload
+    def standard_normal(self, size: None = None) -> float: ...
+
+    @overload
+    def standard_normal(self, size: SizeArg) -> FloatArray: ...
+
+    def standard_normal(self, size: Any = None) -> float | FloatArray:
         """N(0, 1) by the inverse normal CDF of an OS-entropy uniform."""
         shape = _size_tuple(size)
         return self._finish(ndtri(self._uniform_open(shape)), shape)
 
-    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None):
+    @overload
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: None = None) -> float: ...
+
+    @overload
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, *, size: SizeArg) -> FloatArray: ...
+
+    @overload
+    def normal(self, loc: Any, scale: Any, size: SizeArg) -> FloatArray: ...
+
+    def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> float | FloatArray:
         """N(loc, scale**2)."""
         _check_scale(scale)
         shape = _size_tuple(size)
         values = loc + scale * ndtri(self._uniform_open(shape))
         return self._finish(np.asarray(values, dtype=np.float64), shape)
 
-    def exponential(self, scale: Any = 1.0, size: Any = None):
+    @overload
+    def exponential(self, scale: Any = 1.0, size: None = None) -> float: ...
+
+    @overload
+    def exponential(self, scale: Any = 1.0, *, size: SizeArg) -> FloatArray: ...
+
+    @overload
+    def exponential(self, scale: Any, size: SizeArg) -> FloatArray: ...
+
+    def exponential(self, scale: Any = 1.0, size: Any = None) -> float | FloatArray:
         """Exponential with mean ``scale`` (``-scale * log U``)."""
         _check_scale(scale)
         shape = _size_tuple(size)
         values = -scale * np.log(self._uniform_open(shape))
         return self._finish(np.asarray(values, dtype=np.float64), shape)
 
-    def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None):
+    @overload
+    def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: None = None) -> float: ...
+
+    @overload
+    def laplace(self, loc: Any = 0.0, scale: Any = 1.0, *, size: SizeArg) -> FloatArray: ...
+
+    @overload
+    def laplace(self, loc: Any, scale: Any, size: SizeArg) -> FloatArray: ...
+
+    def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> float | FloatArray:
         """Laplace(loc, scale) as the difference of two independent exponentials."""
         _check_scale(scale)
         shape = _size_tuple(size)
@@ -124,7 +167,16 @@ class SecureGenerator:
         values = loc + scale * (e1 - e2)
         return self._finish(np.asarray(values, dtype=np.float64), shape)
 
-    def integers(self, low: int, high: int | None = None, size: Any = None):
+    @overload
+    def integers(self, low: int, high: int | None = None, size: None = None) -> int: ...
+
+    @overload
+    def integers(self, low: int, high: int | None = None, *, size: SizeArg) -> IntArray: ...
+
+    @overload
+    def integers(self, low: int, high: int | None, size: SizeArg) -> IntArray: ...
+
+    def integers(self, low: int, high: int | None = None, size: Any = None) -> int | IntArray:
         """Uniform integers in [low, high) by rejection sampling (no modulo bias)."""
         if high is None:
             low, high = 0, low
@@ -151,6 +203,10 @@ class SecureGenerator:
 
     def __repr__(self) -> str:
         return "SecureGenerator(os.urandom)"
+
+
+#: What a noise step draws from: a seeded numpy Generator or the OS-entropy SecureGenerator.
+Rng = np.random.Generator | SecureGenerator
 
 
 def _check_scale(scale: Any) -> None:
@@ -254,7 +310,7 @@ def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
                    _root=root)
 
 
-def check_rng(rng: Any, name: str = "rng"):
+def check_rng(rng: Any, name: str = "rng") -> Rng:
     """Return ``rng`` if it is a ``numpy.random.Generator`` or a :class:`SecureGenerator`.
 
     Integers, None and the legacy ``RandomState`` are refused, so that randomness is always

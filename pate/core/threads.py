@@ -53,6 +53,8 @@ import math
 import os
 import pathlib
 import sys
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any
 
 logger = logging.getLogger("pate")
 
@@ -78,11 +80,11 @@ class ThreadChoice:
     #: how the value was found, for a person (e.g. "OMP_NUM_THREADS=3")
     detail: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def check_threads(value, name: str) -> int:
+def check_threads(value: Any, name: str) -> int:
     """An explicit thread count: an integer >= 1 (bool refused); ``name`` is how the caller
     wrote the setting (``--threads``, ``[run] threads``, ``threads=``)."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -119,7 +121,7 @@ def _quota_cpus(quota: str | None, period: str | None) -> float | None:
     return q / p if q > 0 and p > 0 else None
 
 
-def _ancestors(root: pathlib.Path, cgroup_path: str):
+def _ancestors(root: pathlib.Path, cgroup_path: str) -> Iterator[pathlib.Path]:
     """``root/<cgroup_path>`` and each of its parents up to ``root`` (a quota applies to the
     cgroup and everything under it: the smallest along the path limits the process)."""
     parts = [p for p in cgroup_path.split("/") if p]
@@ -184,7 +186,8 @@ def load_average() -> float | None:
 # ------------------------------------------------------------------------------ the choice
 
 def choose(*, explicit: int | None = None, explicit_source: str = "config",
-           environ=None, torch_threads: int | None = None, affinity: int | None = None,
+           environ: Mapping[str, str] | None = None, torch_threads: int | None = None,
+           affinity: int | None = None,
            cgroup_root: pathlib.Path = _CGROUP_ROOT,
            proc_cgroup: pathlib.Path = _PROC_CGROUP) -> ThreadChoice:
     """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else
@@ -203,9 +206,9 @@ def choose(*, explicit: int | None = None, explicit_source: str = "config",
         return ThreadChoice(count, explicit_source, cpus, f"{name[explicit_source]} {count}")
     env = environ.get("OMP_NUM_THREADS", "").strip()
     if env:
-        count = _env_threads(env)
-        if count is not None:
-            return ThreadChoice(count, "env", cpus, f"OMP_NUM_THREADS={env}")
+        env_count = _env_threads(env)
+        if env_count is not None:
+            return ThreadChoice(env_count, "env", cpus, f"OMP_NUM_THREADS={env}")
         logger.warning("threads: OMP_NUM_THREADS=%r is not a positive integer; it is ignored",
                        env)
     if torch_threads is not None and 1 <= torch_threads < cpus:
@@ -240,7 +243,7 @@ def openmp_loaded() -> bool:
 _wait: str | None = None
 
 
-def prepare_environment(environ=None) -> str:
+def prepare_environment(environ: MutableMapping[str, str] | None = None) -> str:
     """Make idle OpenMP threads sleep (:data:`PASSIVE_WAIT`), keeping every variable the user
     set. Returns what happened: "passive", "passive (the user's GOMP_SPINCOUNT=100 kept)",
     "OMP_WAIT_POLICY=ACTIVE (the user's ... kept)", or "unchanged: ..." (too late)."""
@@ -264,17 +267,17 @@ def prepare_environment(environ=None) -> str:
     return result
 
 
-def _pairs(settings: dict) -> str:
+def _pairs(settings: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
 
 
-def apply(choice: ThreadChoice, *, torch: bool = True) -> dict:
+def apply(choice: ThreadChoice, *, torch: bool = True) -> dict[str, Any]:
     """Set torch's intra-op threads (and inter-op, where torch still allows it) and the BLAS /
     OpenMP pools of the loaded libraries (threadpoolctl) to ``choice.count``. ``torch=False``
     touches torch only if it is already imported. Returns torch's counts as set (``{"torch":
     n, "torch_interop": n}``; empty where torch was left alone)."""
     global _torch_set
-    done: dict = {}
+    done: dict[str, Any] = {}
     if torch or "torch" in sys.modules:
         import torch as _torch
 
@@ -294,7 +297,7 @@ def apply(choice: ThreadChoice, *, torch: bool = True) -> dict:
 
 
 #: The last record :func:`configure` made in this process (None before): what ran with it.
-_last: dict | None = None
+_last: dict[str, Any] | None = None
 #: torch's intra-op thread count as :func:`apply` last set it (None: never).
 _torch_set: int | None = None
 
@@ -311,7 +314,7 @@ def caller_torch_threads() -> int | None:
 
 
 def configure(*, explicit: int | None = None, explicit_source: str = "config",
-              torch: bool = True) -> dict:
+              torch: bool = True) -> dict[str, Any]:
     """:func:`prepare_environment`, :func:`choose` and :func:`apply`; logs the choice (once per
     change) and returns the record a run keeps: ``{"count", "source", "cpus", "detail",
     "wait_policy", "load_average"}``."""

@@ -125,7 +125,7 @@ def describe_votes(votes: Any) -> str:
     return f"{arr.shape[0]} queries x {arr.shape[1]} classes, {teachers} teachers"
 
 
-def save_votes(run_dir: str | os.PathLike, votes: Any) -> Path:
+def save_votes(run_dir: str | os.PathLike[str], votes: Any) -> Path:
     """Write ``votes`` to ``<run_dir>/votes.npy`` atomically (temp file + ``os.replace``)."""
     arr = check_votes(votes)
     run_dir = Path(run_dir)
@@ -136,7 +136,7 @@ def save_votes(run_dir: str | os.PathLike, votes: Any) -> Path:
     return path
 
 
-def load_votes(path: str | os.PathLike, *, num_classes: int | None = None) -> np.ndarray:
+def load_votes(path: str | os.PathLike[str], *, num_classes: int | None = None) -> np.ndarray:
     """Read and validate a vote matrix saved as ``.npy`` (no pickles).
 
     With ``num_classes`` the number of columns is checked against it.

@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 from pate.ledger.formats import canonical, utc_now
 
 
-def write_audit(conn: sqlite3.Connection, dataset: str | None, action: str, detail: dict) -> None:
+def write_audit(conn: sqlite3.Connection, dataset: str | None, action: str,
+                detail: dict[str, Any]) -> None:
     """One audit row (``dataset`` None: about the whole file, e.g. a migration)."""
     conn.execute("INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, ?, ?, ?)",
                  (dataset, utc_now(), action, canonical(detail)))
 
 
-def read_audit(conn: sqlite3.Connection, digest: str) -> list[dict]:
+def read_audit(conn: sqlite3.Connection, digest: str) -> list[dict[str, Any]]:
     """The audit rows of dataset ``digest``, oldest first: ``time_utc``, ``action``, ``detail``."""
     rows = conn.execute("SELECT time_utc, action, detail FROM audit WHERE dataset=? ORDER BY id",
                         (digest,)).fetchall()
     return [{"time_utc": t, "action": a, "detail": json.loads(d)} for t, a, d in rows]
 
 
-def budget_changes(audit_rows: list[dict]) -> list[dict]:
+def budget_changes(audit_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The budget changes among ``audit_rows`` (:meth:`pate.ledger.Ledger.budget_changes`)."""
     out = []
     for row in audit_rows:

@@ -10,6 +10,8 @@ datasets.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlite3
 from collections.abc import Sequence
 
@@ -24,14 +26,14 @@ from pate.ledger.datasets import budget_of, label, linked_pairs
 from pate.ledger.events import accountant
 from pate.ledger.names import first_name
 from pate.ledger.store import Store
-from pate.ledger.stored import view
+from pate.ledger.stored import ViewCache, view
 
 
 def check_fits(store: Store, conn: sqlite3.Connection, digest: str, new: Sequence[Item],
                target: frozenset[int], *, exclude: str | None, what: str) -> None:
     """Refuse (``BudgetExceededError``) ``new`` items on ``digest`` unless they fit the budget
     of ``digest`` (in the ``target`` blocks) and of every dataset linked to it (every block)."""
-    cache: dict = {}
+    cache: ViewCache = {}
     for d, shared in [(digest, None)] + linked_pairs(conn, digest):
         events, live = view(store, conn, d, exclude, cache)
         if d == digest:
@@ -89,7 +91,7 @@ def _check_one(store: Store, conn: sqlite3.Connection, digest: str, existing: li
 
 
 def constraints(store: Store, conn: sqlite3.Connection, digest: str, orders: np.ndarray, *,
-                target: frozenset[int], exclude: str | None) -> list[dict]:
+                target: frozenset[int], exclude: str | None) -> list[dict[str, Any]]:
     """Every budget a run on ``digest`` must stay within (:meth:`pate.ledger.Ledger.constraints`)."""
     out = []
     for d, shared in [(digest, None)] + linked_pairs(conn, digest):
@@ -105,8 +107,12 @@ def constraints(store: Store, conn: sqlite3.Connection, digest: str, orders: np.
     return out
 
 
+#: A ``datasets`` row's budget columns: (eps, delta, basis, conversion), all None without one
+BudgetRow = tuple[float | None, float | None, str | None, str | None]
+
+
 def write_budget(store: Store, conn: sqlite3.Connection, digest: str, budget: Budget,
-                 reason: str | None) -> tuple[tuple, float]:
+                 reason: str | None) -> tuple[BudgetRow, float]:
     """Set the budget of ``digest`` to ``budget``; audit the change with the previous budget and
     the spend at the time. Returns (the previous budget row, that spend)."""
     old = conn.execute("SELECT budget_eps, budget_delta, basis, conversion FROM datasets "

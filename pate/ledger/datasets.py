@@ -32,12 +32,14 @@ def resolve(conn: sqlite3.Connection, dataset: Any, path: Any) -> str:
                        ).fetchone() or conn.execute(
         "SELECT dataset FROM dataset_names WHERE name=?", (key,)).fetchone()
     if row:
-        return row[0]
+        found: str = row[0]
+        return found
     low = key.lower()
     if len(low) >= 8 and set(low) <= HEX_DIGITS:
         rows = conn.execute("SELECT digest FROM datasets WHERE digest LIKE ?", (low + "%",)).fetchall()
         if len(rows) == 1:
-            return rows[0][0]
+            only: str = rows[0][0]
+            return only
         if len(rows) > 1:
             raise ValueError(f"dataset prefix {dataset!r} matches {len(rows)} datasets; "
                              "give more digits of the digest")
@@ -82,7 +84,9 @@ def add_records(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[tup
                        "created_utc, key_version) VALUES (?, ?, ?, ?, ?)",
                        (identity.digest, identity.num_records, len(keys), utc_now(),
                         KEY_VERSION))
-    iid = int(cur.lastrowid)
+    iid = cur.lastrowid
+    if iid is None:  # sqlite3 sets it after every INSERT
+        raise LedgerError(f"the ledger did not return the id of the identity of {identity.digest}")
     conn.executemany("INSERT INTO records (key, identity) VALUES (?, ?)",
                      ((k, iid) for k in keys))
     by_legacy_digest = _upgrade_legacy(conn, identity)
@@ -141,7 +145,7 @@ def _upgrade_legacy(conn: sqlite3.Connection, identity: DatasetIdentity) -> list
     return by_digest
 
 
-def overlapping(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[dict]:
+def overlapping(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[dict[str, Any]]:
     """Registered datasets sharing records with ``identity`` (:meth:`Ledger.overlapping`)."""
     keys = distinct_keys(identity.record_keys)
     counts = _overlap_counts(conn, identity, keys)
@@ -193,7 +197,7 @@ def linked_pairs(conn: sqlite3.Connection, digest: str) -> list[tuple[str, int |
                                (digest, digest)).fetchall())
 
 
-def linked_datasets(conn: sqlite3.Connection, digest: str) -> list[dict]:
+def linked_datasets(conn: sqlite3.Connection, digest: str) -> list[dict[str, Any]]:
     """The datasets linked to ``digest``: digest, name, shared distinct records and budget."""
     out = []
     for other, shared in linked_pairs(conn, digest):
@@ -221,7 +225,7 @@ def add_link(conn: sqlite3.Connection, pair: tuple[str, str], given: tuple[str, 
                                       "reason": reason})
 
 
-def list_datasets(conn: sqlite3.Connection) -> list[dict]:
+def list_datasets(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every dataset (:meth:`pate.ledger.Ledger.datasets`)."""
     rows = conn.execute(
         "SELECT d.digest, d.name, d.budget_eps, d.budget_delta, d.basis, d.created_utc, "

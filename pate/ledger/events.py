@@ -5,16 +5,23 @@ checksums verified (a failed checksum is a ``LedgerError``, the file left untouc
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pate.analysis.errors import LedgerError
 from pate.ledger.formats import canonical, sha256_text
 
+if TYPE_CHECKING:
+    from pate.analysis.accountant import PrivacyEvent, RdpAccountant
+    from pate.analysis.arrays import FloatOrArray
 
-def accountant():
+    #: :func:`pate.analysis.eps_from_rdp`: (rdp, *, orders, delta, conversion) -> (eps, order)
+    EpsFromRdp = Callable[..., tuple[FloatOrArray, FloatOrArray]]
+
+
+def accountant() -> tuple[type[PrivacyEvent], type[RdpAccountant], EpsFromRdp]:
     """``pate.analysis.accountant`` and ``eps_from_rdp`` (imported lazily: the CLI starts fast)."""
     from pate.analysis import eps_from_rdp
     from pate.analysis.accountant import PrivacyEvent, RdpAccountant

@@ -64,12 +64,12 @@ def dataset_digest(ids: Any) -> str:
     elif arr.dtype.kind in ("U", "O"):
         if arr.dtype.kind == "O" and not all(isinstance(v, str) for v in arr):
             raise TypeError("ids must be integers or strings; got an object array with other types")
-        values = sorted(str(v) for v in arr)
-        for a, b in zip(values, values[1:]):
+        texts = sorted(str(v) for v in arr)
+        for a, b in zip(texts, texts[1:]):
             if a == b:
                 raise ValueError(f"ids must be unique, got the id {a!r} more than once")
         h.update(b"pate-learn ids utf8\n")
-        for v in values:
+        for v in texts:
             data = v.encode("utf-8")
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)
@@ -95,7 +95,9 @@ def legacy_record_keys(x: Any, y: Any) -> np.ndarray:
     """The record keys ledgers of schema version <= 2 stored (the per-record shape was hashed
     too, so a reshaped copy had other keys). Only used to link those ledgers' datasets to the
     same records registered now."""
-    return _record_keys(x, y, legacy=True)[1]
+    keys = _record_keys(x, y, legacy=True)[1]
+    assert keys is not None  # legacy=True always hashes them (an invariant, not a user input)
+    return keys
 
 
 #: Bytes of records converted to canonical float32 at a time by :func:`_record_keys` (a copy of
@@ -131,7 +133,8 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
         base_v1.update(len(shape).to_bytes(8, "little"))
         base_v1.update(shape.tobytes())
     row_bytes = flat.shape[1] * 4
-    yv = memoryview(np.ascontiguousarray(labels).view(np.uint8))
+    # numpy's stubs give ndarray the buffer protocol (``__buffer__``) from Python 3.12 only
+    yv = memoryview(np.ascontiguousarray(labels).view(np.uint8))  # type: ignore[arg-type]
     k = RECORD_KEY_BYTES
     out = bytearray(n * k)
     out_v1 = bytearray(n * k) if legacy else None
@@ -142,7 +145,7 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
         nan = np.isnan(x32)
         if nan.any():
             x32[nan] = np.float32("nan")
-        xv = memoryview(x32.reshape(-1).view(np.uint8))
+        xv = memoryview(x32.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
         for j in range(x32.shape[0]):
             i = start + j
             row, label = xv[j * row_bytes:(j + 1) * row_bytes], yv[i * 8:(i + 1) * 8]
@@ -150,7 +153,7 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
             h.update(row)
             h.update(label)
             out[i * k:(i + 1) * k] = h.digest()[:k]
-            if base_v1 is not None:
+            if base_v1 is not None and out_v1 is not None:  # both set together, with ``legacy``
                 h = base_v1.copy()
                 h.update(row)
                 h.update(label)

@@ -50,7 +50,7 @@ class Ledger:
     process (connections must not cross ``fork``). It is a context manager that closes itself.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, create: bool = True,
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True,
                  timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
         if path is None:
             path = default_ledger_path()
@@ -114,7 +114,7 @@ class Ledger:
                         "counts against each other", identity.digest[:12], len(shared))
         return identity.digest
 
-    def overlapping(self, identity: DatasetIdentity) -> list[dict]:
+    def overlapping(self, identity: DatasetIdentity) -> list[dict[str, Any]]:
         """Registered datasets that share records with ``identity`` (read only; nothing is
         registered): the dataset with the same digest first if registered (``"same": True``, also
         when it was registered by digest alone), then every dataset holding at least one of its
@@ -123,7 +123,7 @@ class Ledger:
         with self._txn(write=False) as conn:
             return datasets.overlapping(conn, identity)
 
-    def linked(self, dataset: str) -> list[dict]:
+    def linked(self, dataset: str) -> list[dict[str, Any]]:
         """The datasets linked to ``dataset`` (sharing records with it): digest, name, number of
         shared distinct records and budget."""
         with self._txn(write=False) as conn:
@@ -142,7 +142,7 @@ class Ledger:
                     datasets.resolve(conn, other, self.path))
             datasets.add_link(conn, pair, (dataset, other), reason)
 
-    def datasets(self) -> list[dict]:
+    def datasets(self) -> list[dict[str, Any]]:
         """Every dataset: digest, name (the first it was registered with), ``aliases`` (its
         later names, oldest first), budget (``budget_eps``, ``budget_delta``, ``basis``,
         ``conversion``), number of events, number of records (``None`` when registered by digest
@@ -189,7 +189,7 @@ class Ledger:
                            "spent (recorded in the audit log)", digest[:12], old[0], eps, spent)
         return budget
 
-    def budget_changes(self, dataset: str) -> list[dict]:
+    def budget_changes(self, dataset: str) -> list[dict[str, Any]]:
         """Every budget change of ``dataset``, oldest first: ``time_utc``, the new ``eps``,
         ``delta``, ``basis``, ``conversion``, the ``previous`` budget (``None`` for the first),
         ``change`` (``"initial"``, ``"raised"``, ``"lowered"`` or ``"unchanged"``, on eps at equal
@@ -208,11 +208,11 @@ class Ledger:
 
     def add_block(self, dataset: str, name: str) -> None:
         """Register a time block of records of ``dataset`` (Sage). It starts with fresh budget."""
-        name = check_name(name, "block")
-        if name is None:
+        block = check_name(name, "block")
+        if block is None:
             raise TypeError("block must be a non-empty string, got None")
         with self._txn(write=True) as conn:
-            add_block(conn, datasets.resolve(conn, dataset, self.path), name)
+            add_block(conn, datasets.resolve(conn, dataset, self.path), block)
 
     def blocks(self, dataset: str) -> list[str]:
         """Names of the registered blocks of ``dataset``, oldest first."""
@@ -266,7 +266,7 @@ class Ledger:
                          data_dependent=data_dependent)
 
     def constraints(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
-                    exclude_reservation: str | None = None) -> list[dict]:
+                    exclude_reservation: str | None = None) -> list[dict[str, Any]]:
         """Every budget a run on ``dataset`` must stay within, each with what is already spent
         against it: the budget of ``dataset`` itself (if set) and of every linked dataset that
         has one. Each entry: ``dataset`` (digest), ``name``, ``budget`` (:class:`Budget`),
@@ -337,7 +337,7 @@ class Ledger:
 
     # ---- reports ------------------------------------------------------------------------
 
-    def summary(self, dataset: str) -> dict:
+    def summary(self, dataset: str) -> dict[str, Any]:
         """Everything ``pate budget show`` prints, as JSON-able data (a pipeline report can embed
         it): budget, spent epsilon (committed; worst block) on the budget's basis and on both RDP
         kinds, spent + reserved, remaining, per-block spend, live reservations, event counts.
@@ -355,7 +355,7 @@ class Ledger:
         out["budget_changes"] = self.budget_changes(digest)
         return out
 
-    def history(self, dataset: str) -> list[dict]:
+    def history(self, dataset: str) -> list[dict[str, Any]]:
         """One row per event, oldest first: run, time, mechanism, queries, answered, blocks, the
         event's own epsilon and the cumulative epsilon (worst block) after it, both on the budget's
         basis at the budget's delta with the budget's conversion (epsilons are ``None`` when no
@@ -366,7 +366,7 @@ class Ledger:
         with self._txn(write=False) as conn:
             return summaries.history(self._store, conn, datasets.resolve(conn, dataset, self.path))
 
-    def audit_log(self, dataset: str) -> list[dict]:
+    def audit_log(self, dataset: str) -> list[dict[str, Any]]:
         """Budget changes, registrations, record links, block registrations and reservation
         expiries/releases, oldest first."""
         with self._txn(write=False) as conn:
@@ -404,7 +404,7 @@ class Reservation:
         return self.ledger.prior_rdp(self.dataset, orders=self.orders if orders is None else orders,
                                      blocks=list(self.blocks) or None, exclude_reservation=self.id)
 
-    def constraints(self, orders: Any = None) -> list[dict]:
+    def constraints(self, orders: Any = None) -> list[dict[str, Any]]:
         """Every budget this run must stay within (:meth:`Ledger.constraints`), others' spend as
         prior, at ``orders`` (default: the reservation's orders)."""
         return self.ledger.constraints(self.dataset, orders=self.orders if orders is None else orders,

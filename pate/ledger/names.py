@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 from pate.ledger.audit import write_audit
 from pate.ledger.formats import utc_now
@@ -40,17 +41,19 @@ def aliases(conn: sqlite3.Connection, digest: str) -> list[str]:
 
 def first_name(conn: sqlite3.Connection, digest: str) -> str | None:
     """The first name of ``digest`` (``datasets.name``; None when it has none)."""
-    return conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()[0]
+    name: str | None = conn.execute("SELECT name FROM datasets WHERE digest=?",
+                                    (digest,)).fetchone()[0]
+    return name
 
 
-def add_names_table(conn: sqlite3.Connection) -> dict[str, dict] | None:
+def add_names_table(conn: sqlite3.Connection) -> dict[str, dict[str, Any]] | None:
     """Add table ``dataset_names`` in place, in the caller's write transaction (``user_version``
     is not changed: the table only adds to what a file holds); None when another process added
     it first. Earlier pate-learn versions renamed a dataset to the name of each run's data,
     recording each rename in the audit log: the first name found there is restored to
     ``datasets.name`` and the others become later names, except a name another dataset holds now
     (it stays theirs). Every other row is kept. Returns the restored names by digest."""
-    restored: dict[str, dict] = {}
+    restored: dict[str, dict[str, Any]] = {}
     if has_names_table(conn):
         return None
     for statement in SCHEMA_NAMES.split(";"):

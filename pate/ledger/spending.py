@@ -95,7 +95,9 @@ def record(store: Store, conn: sqlite3.Connection, digest: str, events: list[Any
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                            (digest, run_id, now, reservation, e.mechanism, int(e.queries),
                             int(e.answered), payload, sha256_text(payload)))
-        ids.append(int(cur.lastrowid))
+        if cur.lastrowid is None:  # sqlite3 sets it after every INSERT
+            raise LedgerError(f"the ledger did not return the id of an event of {digest}")
+        ids.append(cur.lastrowid)
         conn.executemany("INSERT INTO event_blocks VALUES (?, ?)",
                          [(cur.lastrowid, b) for b in target])
     return ids

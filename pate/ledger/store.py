@@ -120,9 +120,15 @@ class Store:
             raise self.translate(exc) from exc
         return conn
 
+    def _open_conn(self) -> sqlite3.Connection:
+        """The connection, or a ``LedgerError`` once :meth:`close` has closed it."""
+        if self._conn is None:
+            raise LedgerError(f"the ledger at {self.path} is closed; open a new Ledger")
+        return self._conn
+
     def _check_schema(self) -> None:
         try:
-            version, tables, app = schema.read_state(self._conn)
+            version, tables, app = schema.read_state(self._open_conn())
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
         schema.check_state(self.path, version, tables, app)
@@ -131,16 +137,16 @@ class Store:
         if not self._ask(schema.has_names_table):
             self._migrate_names()
         try:
-            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+            mode = self._open_conn().execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() != "wal":
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._open_conn().execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
 
     def _ask(self, question: Callable[[sqlite3.Connection], bool]) -> bool:
         """``question(connection)`` outside a transaction, its SQLite errors translated."""
         try:
-            return question(self._conn)
+            return question(self._open_conn())
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
 
@@ -194,9 +200,7 @@ class Store:
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction: ``BEGIN IMMEDIATE`` (a writer; serialises every read-then-write of
         budget across processes) or ``BEGIN`` (a consistent read snapshot)."""
-        if self._conn is None:
-            raise LedgerError(f"the ledger at {self.path} is closed; open a new Ledger")
-        conn = self._conn
+        conn = self._open_conn()
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as exc:

@@ -43,8 +43,12 @@ def load_items(store: Store, conn: sqlite3.Connection, digest: str, *, exclude: 
     return events, live
 
 
+#: (events, live reservations) of each dataset already read, by digest (:func:`view`)
+ViewCache = dict[str, tuple[list[Item], list[Item]]]
+
+
 def view(store: Store, conn: sqlite3.Connection, digest: str, exclude: str | None = None,
-         cache: dict | None = None) -> tuple[list[Item], list[Item]]:
+         cache: ViewCache | None = None) -> tuple[list[Item], list[Item]]:
     """(events, live reservations) that count against ``digest``: its own (with their blocks)
     and those of every dataset linked to it (each charged to every block: ``blocks`` empty)."""
     cache = {} if cache is None else cache
@@ -73,7 +77,7 @@ def stored_events(store: Store, conn: sqlite3.Connection, digest: str, run_id: s
         links.setdefault(ev, []).append(names[blk])
     sql = ("SELECT id, payload, sha256, run_id, created_utc, reservation FROM events "
            "WHERE dataset=?")
-    params: tuple = (digest,)
+    params: tuple[str, ...] = (digest,)
     if run_id is not None:
         sql += " AND run_id=?"
         params += (run_id,)

@@ -18,13 +18,13 @@ from pate.ledger.datasets import budget_of, linked_pairs
 from pate.ledger.events import accountant
 from pate.ledger.names import aliases, first_name
 from pate.ledger.store import Store
-from pate.ledger.stored import reservation_infos, stored_events, view
+from pate.ledger.stored import ViewCache, reservation_infos, stored_events, view
 
 
-def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict:
+def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, Any]:
     """:meth:`pate.ledger.Ledger.summary` without ``budget_changes`` (read from the audit log)."""
     budget = budget_of(conn, digest)
-    cache: dict = {}
+    cache: ViewCache = {}
     events, live = view(store, conn, digest, None, cache)
     names = dict(block_rows(conn, digest))
     runs = conn.execute("SELECT count(DISTINCT run_id) FROM events WHERE dataset=?",
@@ -62,7 +62,7 @@ def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict:
 
 def _spend_per_block(events: list[Item], live: list[Item], names: dict[int, str],
                      grid: np.ndarray | None, budget: Budget | None
-                     ) -> tuple[list[dict], dict[str, float | None]]:
+                     ) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
     """One row per block (one row for the whole dataset without blocks) of spent epsilon on
     both RDP kinds and spent + reserved on the budget's basis, and the worst of each."""
     _, _, eps_from_rdp = accountant()
@@ -70,8 +70,8 @@ def _spend_per_block(events: list[Item], live: list[Item], names: dict[int, str]
     conversion = budget.conversion if budget else "classic"
     dd_basis = bool(budget and budget.data_dependent)
 
-    def eps_of(items, data_dependent):
-        if not items or delta is None:
+    def eps_of(items: list[Item], data_dependent: bool) -> float | None:
+        if not items or delta is None or grid is None:  # grid is None only without items
             return 0.0 if not items else None
         return float(eps_from_rdp(compose(items, grid, data_dependent), orders=grid,
                                   delta=delta, conversion=conversion)[0])
@@ -82,11 +82,12 @@ def _spend_per_block(events: list[Item], live: list[Item], names: dict[int, str]
     for block, _ in scopes(events + live, names, None):
         scoped_events = [it for it in events if block is None or not it.blocks or block in it.blocks]
         scoped_live = [it for it in live if block is None or not it.blocks or block in it.blocks]
-        row = {"block": None if block is None else names[block],
-               "events": len(scoped_events),
-               "spent_data_independent": eps_of(scoped_events, False),
-               "spent_data_dependent": eps_of(scoped_events, True),
-               "spent_and_reserved": eps_of(scoped_events + scoped_live, dd_basis)}
+        row: dict[str, Any] = {
+            "block": None if block is None else names[block],
+            "events": len(scoped_events),
+            "spent_data_independent": eps_of(scoped_events, False),
+            "spent_data_dependent": eps_of(scoped_events, True),
+            "spent_and_reserved": eps_of(scoped_events + scoped_live, dd_basis)}
         row["spent"] = row["spent_data_dependent" if dd_basis else "spent_data_independent"]
         for key in worst:
             if row[key] is not None and worst[key] is not None:
@@ -97,7 +98,7 @@ def _spend_per_block(events: list[Item], live: list[Item], names: dict[int, str]
     return blocks, worst
 
 
-def _live_reservations(infos: list[ReservationInfo], budget: Budget | None) -> list[dict]:
+def _live_reservations(infos: list[ReservationInfo], budget: Budget | None) -> list[dict[str, Any]]:
     """The active and stale reservations among ``infos``, each with its own epsilon."""
     _, _, eps_from_rdp = accountant()
     delta = budget.delta if budget else None
@@ -111,7 +112,8 @@ def _live_reservations(infos: list[ReservationInfo], budget: Budget | None) -> l
         for r in infos if r.status in ("active", "stale")]
 
 
-def _linked_spend(store: Store, conn: sqlite3.Connection, digest: str, cache: dict) -> list[dict]:
+def _linked_spend(store: Store, conn: sqlite3.Connection, digest: str,
+                  cache: ViewCache) -> list[dict[str, Any]]:
     """Every dataset linked to ``digest`` with its own budget, spend and remaining epsilon."""
     linked = []
     for other, shared in linked_pairs(conn, digest):
@@ -127,11 +129,12 @@ def _linked_spend(store: Store, conn: sqlite3.Connection, digest: str, cache: di
             "events": sum(1 for it in other_events if it.via is None),
             "live_reservations": sum(1 for it in other_live if it.via is None),
             "spent_and_reserved": reserved,
-            "remaining": None if reserved is None else max(0.0, other_budget.eps - reserved)})
+            "remaining": (None if reserved is None or other_budget is None
+                          else max(0.0, other_budget.eps - reserved))})
     return linked
 
 
-def history(store: Store, conn: sqlite3.Connection, digest: str) -> list[dict]:
+def history(store: Store, conn: sqlite3.Connection, digest: str) -> list[dict[str, Any]]:
     """:meth:`pate.ledger.Ledger.history`: one row per event of ``digest`` and of its linked
     datasets, oldest first, with its own and the cumulative (worst block) epsilon."""
     _, _, eps_from_rdp = accountant()
@@ -158,7 +161,8 @@ def history(store: Store, conn: sqlite3.Connection, digest: str) -> list[dict]:
     by_name = {n: b for b, n in names.items()}
     block_ids = [frozenset(by_name[n] for n in s.blocks) if s.dataset == digest else frozenset()
                  for s in stored]
-    cumulative = _cumulative_eps(per_event, block_ids, sorted(names) or [None], grid, budget)
+    scope_blocks: list[int | None] = [*sorted(names)] or [None]
+    cumulative = _cumulative_eps(per_event, block_ids, scope_blocks, grid, budget)
     for row, a, c in zip(rows, np.atleast_1d(alone), cumulative):
         row["eps"], row["cumulative_eps"] = float(a), float(c)
     return rows

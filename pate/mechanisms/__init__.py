@@ -98,4 +98,5 @@ def unregister(name: str) -> MechanismSpec:
     """Remove a mechanism added by :func:`register` (the built-in ones cannot be removed)."""
     if name in NAMES:
         raise ValueError(f"{name!r} is a built-in mechanism and cannot be unregistered")
-    return _registry.remove(name)
+    spec: MechanismSpec = _registry.remove(name)
+    return spec

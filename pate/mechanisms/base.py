@@ -9,7 +9,9 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.arrays import IntArray
 from pate.analysis.validation import check_mask, check_orders, check_probabilities, describe
+from pate.core.rng import Rng
 from pate.mechanisms.kinds import VOTE, MechanismKind
 from pate.mechanisms.params import Param, label
 from pate.mechanisms.registry import REGISTRY, all_param_names
@@ -138,7 +140,7 @@ class MechanismSpec:
         return None
 
     # ------------------------------------------------------------------ noise step
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng, *,
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
              student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Draw the noise and decide every query: (labels (n,) int64 (-1: no label),
         answered (n,) bool, source (n,) str). ``votes``, ``params`` and ``student`` are
@@ -168,7 +170,8 @@ class MechanismSpec:
         check, answer = self.query_rdp_parts(votes, params, orders=orders,
                                              data_dependent=data_dependent, student=student)
         weights = self._weights(answered, check.shape[0])
-        return check + weights[:, None] * answer
+        rdp: np.ndarray = check + weights[:, None] * answer
+        return rdp
 
     def event(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
               orders: Any, student: np.ndarray | None = None) -> PrivacyEvent:
@@ -187,7 +190,8 @@ class MechanismSpec:
         orders = check_orders(orders)
         check, answer = self.query_rdp_parts(DUMMY_VOTES, params, orders=orders,
                                              data_dependent=False)
-        return check[0] + answer[0]
+        worst: np.ndarray = check[0] + answer[0]
+        return worst
 
     def pr_answered(self, votes: np.ndarray, params: Mapping[str, float], *,
                     student: np.ndarray | None = None) -> np.ndarray:
@@ -205,7 +209,8 @@ class MechanismSpec:
         check, answer = self.query_rdp_parts(votes, params, orders=orders,
                                              data_dependent=data_dependent, student=student)
         pr = self.pr_answered(votes, params, student=student)
-        return (check + pr[:, None] * answer).sum(axis=0)
+        total: np.ndarray = (check + pr[:, None] * answer).sum(axis=0)
+        return total
 
     #: The parameters that :meth:`calibrate` can choose (``"auto"`` in a config); empty: none.
     calibrated: ClassVar[tuple[str, ...]] = ()
@@ -230,7 +235,8 @@ class MechanismSpec:
                                             num_queries=num_queries, orders=check_orders(orders),
                                             conversion=conversion, extra_rdp=extra_rdp)}
 
-    def _calibrate(self, params, *, auto, **kw) -> dict[str, float]:
+    def _calibrate(self, params: Mapping[str, Any], *, auto: list[str],
+                   **kw: Any) -> dict[str, float]:
         raise NotImplementedError(f"{type(self).__name__} must implement _calibrate()")
 
     def voters(self, params: Mapping[str, float], *, private_records: int) -> int:
@@ -251,7 +257,8 @@ class MechanismSpec:
     released_statistic: ClassVar[str] = ""
 
     def sample_votes(self, queries: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
-                     params: Mapping[str, float], *, num_classes: int, rng) -> np.ndarray:
+                     params: Mapping[str, float], *, num_classes: int,
+                     rng: Rng) -> np.ndarray:
         """A "sample" spec: the (n, m) histograms its noise step answers, one per row of the
         public embeddings ``queries``, drawn from a fresh sample of the ``private`` embeddings
         (labels ``private_labels``) with ``rng`` -- called only inside the round's reservation."""
@@ -259,8 +266,8 @@ class MechanismSpec:
                                   "sample_votes(): only a \"sample\" mechanism samples records")
 
     def release_scores(self, public: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
-                       params: Mapping[str, float], *, queries: int, num_classes: int, rng,
-                       rule: str) -> tuple[np.ndarray, dict]:
+                       params: Mapping[str, float], *, queries: int, num_classes: int,
+                       rng: Rng, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
         """A "release" spec: draw its one noisy release of the ``private`` embeddings (labels
         ``private_labels``) with ``rng`` -- called only inside the release's reservation -- and
         return the (queries, m) class scores of the first ``queries`` rows of ``public`` (its
@@ -273,8 +280,9 @@ class MechanismSpec:
 
 # ---------------------------------------------------------------------- shared noise steps
 
-def noisy_argmax(votes: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    return np.argmax(votes + noise, axis=1).astype(np.int64)
+def noisy_argmax(votes: np.ndarray, noise: np.ndarray) -> IntArray:
+    labels: IntArray = np.argmax(votes + noise, axis=1).astype(np.int64)
+    return labels
 
 
 def all_answered(n: int) -> tuple[np.ndarray, np.ndarray]:

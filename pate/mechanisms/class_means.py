@@ -12,6 +12,7 @@ from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
                                        class_means_rdp)
 from pate.analysis.validation import check_orders
+from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec
 from pate.mechanisms.kinds import RELEASE, MechanismKind
 from pate.mechanisms.params import COUNT_WEIGHT, SIGMA
@@ -27,7 +28,8 @@ def _count_weight(params: Mapping[str, Any]) -> float:
                         "validated by mechanisms.get('class-means').validate(...), which fills "
                         "in its default (a run directory written before the count weight "
                         "existed weighted the counts like the sums: count_weight = 1)")
-    return params["count_weight"]
+    weight: float = params["count_weight"]
+    return weight
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,12 +47,15 @@ class _ClassMeans(MechanismSpec):
     released_statistic: ClassVar[str] = ("the noisy class sums: drawn once after the "
                                          "reservation; never saved")
 
-    def draw(self, votes, params, rng, *, student=None):
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
+             student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise TypeError(f"{self.name} labels queries from one release of the private records' "
                         "class sums, not from votes: use pate.core.class_means.noisy_class_means, or "
                         "a run (`pate run`, pate.api), which charges the release first")
 
-    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+    def query_rdp_parts(self, votes: np.ndarray, params: Mapping[str, float], *,
+                        orders: np.ndarray, data_dependent: bool,
+                        student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         n = np.shape(votes)[0]
         check = np.zeros((n, np.size(orders)))
         if n:
@@ -58,7 +63,8 @@ class _ClassMeans(MechanismSpec):
                                        count_weight=_count_weight(params), orders=orders)
         return check, np.zeros_like(check)
 
-    def event(self, votes, params, *, answered, orders, student=None):
+    def event(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
+              orders: Any, student: np.ndarray | None = None) -> PrivacyEvent:
         orders = check_orders(orders)
         n = np.shape(votes)[0]
         if n == 0:  # nothing asked: nothing is released (the stage draws nothing), no cost
@@ -67,17 +73,19 @@ class _ClassMeans(MechanismSpec):
         return class_means_event(sigma=params["sigma"], count_weight=_count_weight(params),
                                  queries=n, orders=orders)
 
-    calibrated = ("sigma",)
+    calibrated: ClassVar[tuple[str, ...]] = ("sigma",)
 
-    def _calibrate(self, params, *, auto, **kw):
+    def _calibrate(self, params: Mapping[str, Any], *, auto: list[str],
+                   **kw: Any) -> dict[str, float]:
         """sigma for the one release, at the given count weight (the number of queries does
         not enter the cost)."""
         return {"sigma": calibrate_class_means_sigma(
             eps=kw["eps"], delta=kw["delta"], count_weight=params["count_weight"],
             orders=kw["orders"], conversion=kw["conversion"], extra_rdp=kw["extra_rdp"])}
 
-    def release_scores(self, public, private, private_labels, params, *, queries, num_classes,
-                       rng, rule):
+    def release_scores(self, public: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
+                       params: Mapping[str, float], *, queries: int, num_classes: int,
+                       rng: Rng, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy class sums (``pate.core.class_means.noisy_class_means``), then the scores of
         the labelling ``rule`` ("lda" or "logistic": ``labelling_rule``) on the first
         ``queries`` public rows."""

@@ -5,14 +5,17 @@ the teachers' votes (minus the student's prediction, Interactive), then the Gaus
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
-from pate.analysis.accountant import confident_gnmax_event
+from pate.analysis.accountant import PrivacyEvent, confident_gnmax_event
 from pate.analysis.calibration import calibrate_confident_gnmax, calibrate_gnmax_sigma
 from pate.analysis.rdp import (confident_gnmax_rdp, gnmax_rdp, threshold_log_pr_answered,
                                threshold_rdp)
 from pate.analysis.validation import check_orders, check_positive
+from pate.core.rng import Rng
 from pate.mechanisms.base import DUMMY_VOTES, MechanismSpec, noisy_argmax, student_baseline
 from pate.mechanisms.params import CONFIDENCE, SIGMA1, SIGMA2, THRESHOLD
 
@@ -23,15 +26,18 @@ __all__ = ["CONFIDENT_GNMAX", "INTERACTIVE_GNMAX"]
 class _ConfidentGNMax(MechanismSpec):
     """Confident GNMax; with ``needs_student`` the check runs on votes - T p (Interactive)."""
 
-    def _statistic(self, votes, student):
+    def _statistic(self, votes: np.ndarray, student: np.ndarray | None) -> np.ndarray:
         if not self.needs_student:
-            return votes.max(axis=1).astype(np.float64)
+            top: np.ndarray = votes.max(axis=1).astype(np.float64)
+            return top
         # max_j (n_j - T p_j) rounded half-to-even: exactly the statistic pate.analysis.threshold_rdp
         # accounts for (sensitivity 1 before and after rounding), so the data-dependent bound is
         # computed for the mechanism that actually ran.
-        return np.round(np.max(votes - student_baseline(votes, student), axis=1))
+        rounded: np.ndarray = np.round(np.max(votes - student_baseline(votes, student), axis=1))
+        return rounded
 
-    def draw(self, votes, params, rng, *, student=None):
+    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
+             student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n, m = votes.shape
         # Fixed draw order, whatever the outcome: threshold noise (n,), then argmax noise (n, m).
         noise1 = rng.normal(0.0, params["sigma1"], size=n)
@@ -40,19 +46,24 @@ class _ConfidentGNMax(MechanismSpec):
         labels = np.where(answered, noisy_argmax(votes, noise2), -1)
         source = np.where(answered, "teachers", "none").astype("<U9")
         if self.needs_student:
+            if student is None:  # check_student refuses a missing student before any draw
+                raise TypeError(f"{self.name} needs the student's probabilities (student=...)")
             # The confident student's own label is kept at no privacy cost.
             keep = ~answered & (student.max(axis=1) >= params["student_confidence"])
             labels = np.where(keep, np.argmax(student, axis=1), labels)
             source[keep] = "student"
         return labels.astype(np.int64), answered, source
 
-    def _checked_baseline(self, votes, student, data_dependent):
+    def _checked_baseline(self, votes: np.ndarray, student: np.ndarray | None,
+                          data_dependent: bool) -> np.ndarray | None:
         if self.needs_student and student is None and data_dependent:
             raise TypeError(f"the data-dependent cost of {self.name} needs the student's "
                             "probabilities (student=...)")
         return student_baseline(votes, student)
 
-    def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
+    def query_rdp_parts(self, votes: np.ndarray, params: Mapping[str, float], *,
+                        orders: np.ndarray, data_dependent: bool,
+                        student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         baseline = self._checked_baseline(votes, student, data_dependent)
         check = threshold_rdp(votes, threshold=params["threshold"], sigma=params["sigma1"],
                               orders=orders, data_dependent=data_dependent, baseline=baseline)
@@ -60,7 +71,8 @@ class _ConfidentGNMax(MechanismSpec):
                            data_dependent=data_dependent)
         return check, answer
 
-    def event(self, votes, params, *, answered, orders, student=None):
+    def event(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
+              orders: Any, student: np.ndarray | None = None) -> PrivacyEvent:
         event = confident_gnmax_event(
             votes, threshold=params["threshold"], sigma1=params["sigma1"],
             sigma2=params["sigma2"], answered=answered, orders=orders,
@@ -70,9 +82,10 @@ class _ConfidentGNMax(MechanismSpec):
             event = dataclasses.replace(event, params={**event.params, **extra})
         return event
 
-    calibrated = ("sigma1", "sigma2")
+    calibrated: ClassVar[tuple[str, ...]] = ("sigma1", "sigma2")
 
-    def _calibrate(self, params, *, auto, **kw):
+    def _calibrate(self, params: Mapping[str, Any], *, auto: list[str],
+                   **kw: Any) -> dict[str, float]:
         """sigma2 (and sigma1 = sigma1_ratio x sigma2 when it is "auto" too; the ratio is the
         given sigma1 / sigma2 ratio of Scalable PATE, 3.75, unless sigma1 is a number -- then
         only sigma2 is chosen, with that sigma1)."""
@@ -89,18 +102,20 @@ class _ConfidentGNMax(MechanismSpec):
                                              else np.asarray(kw["extra_rdp"], dtype=np.float64))
         return {"sigma2": calibrate_gnmax_sigma(**dict(kw, extra_rdp=extra))}
 
-    def pr_answered(self, votes, params, *, student=None):
+    def pr_answered(self, votes: np.ndarray, params: Mapping[str, float], *,
+                    student: np.ndarray | None = None) -> np.ndarray:
         return np.exp(threshold_log_pr_answered(
             votes, threshold=params["threshold"], sigma=params["sigma1"],
             baseline=self._checked_baseline(votes, student, True)))
 
-    def expected_rdp(self, votes, params, *, orders, data_dependent, student=None):
+    def expected_rdp(self, votes: np.ndarray, params: Mapping[str, float], *, orders: Any,
+                     data_dependent: bool, student: np.ndarray | None = None) -> np.ndarray:
         return confident_gnmax_rdp(votes, threshold=params["threshold"], sigma1=params["sigma1"],
                                    sigma2=params["sigma2"], orders=check_orders(orders),
                                    data_dependent=data_dependent,
                                    baseline=self._checked_baseline(votes, student, True))
 
-    def release_params(self, params):
+    def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:
         if self.needs_student:
             # The GNSS release of Interactive GNMax needs the per-query student baseline, which
             # these parameters cannot carry: no release rather than a wrong sensitivity.

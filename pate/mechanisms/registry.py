@@ -11,11 +11,13 @@ from pate.analysis.validation import describe
 
 __all__ = ["REGISTRY", "get", "all_param_names", "add", "remove"]
 
+# Specs are typed Any here: their class (pate.mechanisms.base.MechanismSpec) imports this module,
+# so naming it would make an import cycle; pate.mechanisms.register checks what is added.
 _REGISTRY: dict[str, Any] = {}
 REGISTRY: Mapping[str, Any] = types.MappingProxyType(_REGISTRY)
 
 
-def get(name: str):
+def get(name: str) -> Any:
     """The spec of mechanism ``name``; ValueError listing the registered names otherwise."""
     spec = _REGISTRY.get(name) if isinstance(name, str) else None
     if spec is None:
@@ -24,14 +26,14 @@ def get(name: str):
     return spec
 
 
-def add(spec) -> None:
+def add(spec: Any) -> None:
     """Store ``spec`` under its name (a name already taken is refused)."""
     if spec.name in _REGISTRY:
         raise ValueError(f"mechanism {spec.name!r} is already registered; choose another name")
     _REGISTRY[spec.name] = spec
 
 
-def remove(name: str):
+def remove(name: str) -> Any:
     """Drop mechanism ``name`` and return its spec (ValueError if it is not registered)."""
     spec = get(name)
     del _REGISTRY[name]
