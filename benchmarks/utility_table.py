@@ -249,8 +249,9 @@ def _budget(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-_BLOCK = re.compile(r"(<!-- utility table: (?P<name>[a-z]+) -->\n)(?P<body>.*?)"
-                    r"(\n<!-- /utility table -->)", re.S)
+#: A generated block: its start line, one or more lines, its end line (never across blocks).
+_BLOCK = re.compile(r"(<!-- utility table: (?P<name>[a-z]+) -->\n)"
+                    r"(?P<body>(?:(?!<!-- /?utility table)[\s\S])+?)(\n<!-- /utility table -->)")
 
 
 def docs_blocks(text: str) -> list[tuple[str, str]]:
