@@ -57,8 +57,12 @@ accountant uses; ``[privacy] conversion = "tight"``).
     .venv/bin/python benchmarks/utility.py --targets 1 --skip-dpsgd # PATE and Private-kNN at eps 1
 
 Writes ``utility_fmnist.json`` (rows + meta), ``utility_fmnist.md`` (the table) and
-``utility_fmnist.png`` (accuracy vs eps) into ``--out`` (default ``runs/utility``); the measured
-copy is ``benchmarks/results/``. Run on demand, never as a test; see docs/benchmarks.md.
+``utility_fmnist.png`` (accuracy vs eps) into ``--out`` (default ``runs/utility``); measured
+runs are kept as ``benchmarks/results/utility_fmnist_*.json``. ``--table`` runs nothing: it
+rewrites ``benchmarks/results/utility_fmnist.json``, the one table of every measured run (one
+row per method x eps x evaluation set, mean, std, runs, provenance; benchmarks/utility_table.py),
+and with ``--docs FILE.md`` the generated blocks of docs/utility.md. Run on demand, never as a
+test; see docs/benchmarks.md and docs/utility.md.
 """
 
 from __future__ import annotations

@@ -265,3 +265,13 @@ def test_docs_without_table_stops_before_any_work(utility, tmp_path, capsys):
         utility.main(["--docs", "docs/utility.md", "--out", str(tmp_path / "out")])
     assert exc.value.code == 2 and "--docs goes with --table" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_holdout_with_a_method_that_cannot_hold_out_stops_before_any_work(utility, tmp_path,
+                                                                          capsys):
+    with pytest.raises(SystemExit) as exc:
+        utility.main(["--holdout", "--methods", "dpsgd-scatter", "class-means",
+                      "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "--holdout works with --methods dpsgd-scatter only" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
