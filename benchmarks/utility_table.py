@@ -43,6 +43,9 @@ SOURCES = {
     "utility_fmnist_dpsgd.json": "benchmarks/dpsgd_linear.py: DP-SGD ScatterNet + linear with "
         "Tramer & Boneh's recipe (group normalisation, lr 16), closed-form per-example "
         "gradients; their protocol and the pipeline's, with and without --holdout",
+    "utility_fmnist_class_means.json": "benchmarks/utility.py --methods class-means, 27 Nov "
+        "2026: configs/fashion_mnist_class_means.toml as shipped (count weight 0.3, soft "
+        "targets, the student times its rule); eps 0.5 only (meta.note)",
 }
 
 #: Methods of the PATE family (label-based: a released student) vs the DP-SGD baselines.
