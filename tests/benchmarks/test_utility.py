@@ -176,7 +176,7 @@ def test_rows_are_mean_std_of_runs_and_eps_is_never_understated(table, tmp_path,
     (tmp_path / "b.json").write_text(json.dumps({"meta": {}, "runs": [
         _run("Noisy class means", 1.0, 0.88, eps=0.98, student_alone_accuracy=0.87,
              command="c2", commit="def", device="cuda"),
-        _run("DP-SGD ScatterNet+linear", 1.0, 0.87, recipe={"groups": 27},
+        _run("DP-SGD ScatterNet+linear", 1.0, 0.87, recipe={"groups": 27}, holdout=True,
              accuracy_holdout=0.9, evaluation="evaluation-1000", seed=3)]}))
     rows = table.build_table(table.load_runs(["a.json", "b.json"]))
     by = {(r["method"], r["evaluation"]): r for r in rows}
@@ -191,6 +191,10 @@ def test_rows_are_mean_std_of_runs_and_eps_is_never_understated(table, tmp_path,
     assert not alone["released_model"] and alone["accuracy_mean"] == pytest.approx(0.86)
     tb = by[("DP-SGD ScatterNet+linear (T&B recipe)", "holdout-10000")]
     assert tb["accuracy_mean"] == 0.9 and tb["accuracy_std"] is None and tb["seeds"] == [3]
+    # a held-out run trained on 50000: its 1000-image score is a row of its own protocol
+    assert tb["protocol"] == "pate-holdout"
+    assert by[("DP-SGD ScatterNet+linear (T&B recipe)", "evaluation-1000")]["protocol"] == \
+        "pate-holdout"
     assert by[("DP-SGD ScatterNet+linear (Opacus, public standardisation, lr 4)",
                "evaluation-1000")]["family"] == "DP-SGD"
 
