@@ -236,7 +236,7 @@ def render(doc: dict, name: str) -> str:
     if name == "budget":
         return _budget(rows)
     if name == "reproduction":
-        lines = ["| protocol | ε (their accounting) | ε (tight) | accuracy, 10000 test images (runs) "
+        lines = ["| protocol | target ε | ε (tight conversion) | accuracy, 10000 test images (runs) "
                  "| published | difference |", "|---|---|---|---|---|---|"]
         for r in rows:
             if r["protocol"].startswith("tramer-boneh") and r["kind"] == "guarantee":
