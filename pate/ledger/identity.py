@@ -96,7 +96,8 @@ def legacy_record_keys(x: Any, y: Any) -> np.ndarray:
     too, so a reshaped copy had other keys). Only used to link those ledgers' datasets to the
     same records registered now."""
     keys = _record_keys(x, y, legacy=True)[1]
-    assert keys is not None  # legacy=True always hashes them (an invariant, not a user input)
+    if keys is None:  # legacy=True always hashes them: an internal invariant, not a user input
+        raise RuntimeError("the legacy record keys were not computed")
     return keys
 
 
