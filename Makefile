@@ -37,6 +37,7 @@ test: setup lint
 # pate/ledger), both configured in pyproject.toml; `make test` runs this first (so CI does).
 lint: setup
 	$(VENV)/bin/ruff check pate teachers student analysis tests benchmarks
+	$(VENV)/bin/ruff format --check pate teachers student analysis tests benchmarks
 	$(VENV)/bin/mypy
 
 bench: setup

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,20 +42,34 @@ import numpy.typing as npt
 from pate.analysis.arrays import FloatArray, FloatOrArray
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
-from pate.analysis.validation import (check_baseline, check_delta, check_mask, check_orders,
-                                      check_votes)
+from pate.analysis.validation import (
+    check_baseline,
+    check_delta,
+    check_mask,
+    check_orders,
+    check_votes,
+)
 
-__all__ = ["PrivacyEvent", "RdpAccountant", "gnmax_event", "lnmax_event", "confident_gnmax_event",
-           "ADD_REMOVE", "REPLACE_ONE", "RELATIONS", "legacy_relation"]
+__all__ = [
+    "PrivacyEvent",
+    "RdpAccountant",
+    "gnmax_event",
+    "lnmax_event",
+    "confident_gnmax_event",
+    "ADD_REMOVE",
+    "REPLACE_ONE",
+    "RELATIONS",
+    "legacy_relation",
+]
 
 ADD_REMOVE = "add-remove"
 REPLACE_ONE = "replace-one"
 #: The relations an event may be stated for, each in plain words (the report prints them).
 RELATIONS = {
     ADD_REMOVE: "two datasets are neighbours when one is the other with one record added or "
-                "removed (with a privacy-unit partition: all records of one unit)",
+    "removed (with a privacy-unit partition: all records of one unit)",
     REPLACE_ONE: "two datasets are neighbours when they have the same size and differ in one "
-                 "record",
+    "record",
 }
 #: Mechanisms whose events written before events carried a relation were add/remove already.
 _ADD_REMOVE_BEFORE_RELATIONS = frozenset({"class-means", "private-knn"})
@@ -99,8 +114,11 @@ class PrivacyEvent:
         orders.setflags(write=False)
         object.__setattr__(self, "orders", orders)
         object.__setattr__(self, "rdp", _frozen_array(self.rdp, "rdp"))
-        object.__setattr__(self, "rdp_data_independent",
-                           _frozen_array(self.rdp_data_independent, "rdp_data_independent"))
+        object.__setattr__(
+            self,
+            "rdp_data_independent",
+            _frozen_array(self.rdp_data_independent, "rdp_data_independent"),
+        )
         if self.rdp.shape != orders.shape or self.rdp_data_independent.shape != orders.shape:
             raise ValueError("rdp and rdp_data_independent must have one value per order")
         if not isinstance(self.mechanism, str) or not self.mechanism:
@@ -129,8 +147,16 @@ class PrivacyEvent:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "PrivacyEvent":
-        keys = {"mechanism", "params", "orders", "rdp", "rdp_data_independent", "queries", "answered"}
+    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyEvent:
+        keys = {
+            "mechanism",
+            "params",
+            "orders",
+            "rdp",
+            "rdp_data_independent",
+            "queries",
+            "answered",
+        }
         missing = keys - set(data)
         if missing:
             raise ValueError(f"a privacy event needs the keys {sorted(missing)}")
@@ -138,24 +164,31 @@ class PrivacyEvent:
         relation = data.get("relation") or legacy_relation(str(data["mechanism"]))
         return cls(**{k: data[k] for k in keys}, relation=relation)
 
-    def on_orders(self, orders: npt.ArrayLike) -> "PrivacyEvent":
+    def on_orders(self, orders: npt.ArrayLike) -> PrivacyEvent:
         """This event restricted to ``orders`` (each must be one of this event's orders)."""
         grid = check_orders(orders)
         index = {float(o): i for i, o in enumerate(self.orders)}
         try:
             idx = np.array([index[float(o)] for o in grid])
         except KeyError as exc:
-            raise ValueError(f"order {exc.args[0]} is not among this event's orders; "
-                             "recompute the event on the accountant's grid") from None
-        return dataclasses.replace(self, orders=grid, rdp=self.rdp[idx],
-                                   rdp_data_independent=self.rdp_data_independent[idx])
+            raise ValueError(
+                f"order {exc.args[0]} is not among this event's orders; "
+                "recompute the event on the accountant's grid"
+            ) from None
+        return dataclasses.replace(
+            self,
+            orders=grid,
+            rdp=self.rdp[idx],
+            rdp_data_independent=self.rdp_data_independent[idx],
+        )
 
 
 class RdpAccountant:
     """Immutable composition of :class:`PrivacyEvent` s on a fixed grid of orders."""
 
-    def __init__(self, orders: npt.ArrayLike = DEFAULT_ORDERS,
-                 events: Iterable[PrivacyEvent] = ()) -> None:
+    def __init__(
+        self, orders: npt.ArrayLike = DEFAULT_ORDERS, events: Iterable[PrivacyEvent] = ()
+    ) -> None:
         self._orders = check_orders(orders).copy()
         self._orders.setflags(write=False)
         evs = tuple(events)
@@ -163,13 +196,17 @@ class RdpAccountant:
             if not isinstance(ev, PrivacyEvent):
                 raise TypeError(f"events must be PrivacyEvent objects, got {type(ev).__name__}")
             if ev.orders.shape != self._orders.shape or not np.array_equal(ev.orders, self._orders):
-                raise ValueError("every event must be computed on the accountant's orders; "
-                                 "use event.on_orders(accountant.orders) or recompute it")
+                raise ValueError(
+                    "every event must be computed on the accountant's orders; "
+                    "use event.on_orders(accountant.orders) or recompute it"
+                )
         relations = sorted({ev.relation for ev in evs})
         if len(relations) > 1:
-            raise ValueError(f"cannot compose events stated for different neighbouring relations "
-                             f"({', '.join(relations)}): the sum would bound neither; keep them in "
-                             "separate accountants")
+            raise ValueError(
+                f"cannot compose events stated for different neighbouring relations "
+                f"({', '.join(relations)}): the sum would bound neither; keep them in "
+                "separate accountants"
+            )
         self._events = evs
 
     @property
@@ -185,7 +222,7 @@ class RdpAccountant:
     def events(self) -> tuple[PrivacyEvent, ...]:
         return self._events
 
-    def compose(self, *events: PrivacyEvent) -> "RdpAccountant":
+    def compose(self, *events: PrivacyEvent) -> RdpAccountant:
         """A new accountant holding this one's events followed by ``events``."""
         return RdpAccountant(self._orders, self._events + tuple(events))
 
@@ -204,22 +241,28 @@ class RdpAccountant:
     def answered(self) -> int:
         return sum(ev.answered for ev in self._events)
 
-    def epsilon(self, *, delta: float, data_dependent: bool = True,
-                conversion: str = "classic") -> tuple[FloatOrArray, FloatOrArray]:
+    def epsilon(
+        self, *, delta: float, data_dependent: bool = True, conversion: str = "classic"
+    ) -> tuple[FloatOrArray, FloatOrArray]:
         """(eps, order) of the composition at ``delta`` (see :func:`analysis.eps_from_rdp`)."""
         check_delta(delta)
-        return eps_from_rdp(self.rdp(data_dependent), orders=self._orders, delta=delta,
-                            conversion=conversion)
+        return eps_from_rdp(
+            self.rdp(data_dependent), orders=self._orders, delta=delta, conversion=conversion
+        )
 
     def __repr__(self) -> str:
-        return (f"RdpAccountant({len(self._events)} events, {self.queries} queries, "
-                f"{self.answered} answered, {self._orders.size} orders)")
+        return (
+            f"RdpAccountant({len(self._events)} events, {self.queries} queries, "
+            f"{self.answered} answered, {self._orders.size} orders)"
+        )
 
 
 # --------------------------------------------------------------------------- event builders
 
-def gnmax_event(votes: npt.ArrayLike, *, sigma: float,
-                orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
+
+def gnmax_event(
+    votes: npt.ArrayLike, *, sigma: float, orders: npt.ArrayLike = DEFAULT_ORDERS
+) -> PrivacyEvent:
     """GNMax answered every query in ``votes`` (realised cost)."""
     counts = check_votes(votes)
     grid = check_orders(orders)
@@ -229,8 +272,9 @@ def gnmax_event(votes: npt.ArrayLike, *, sigma: float,
     return PrivacyEvent("gnmax", {"sigma": float(sigma)}, grid, dep, ind, n, n)
 
 
-def lnmax_event(votes: npt.ArrayLike, *, scale: float,
-                orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
+def lnmax_event(
+    votes: npt.ArrayLike, *, scale: float, orders: npt.ArrayLike = DEFAULT_ORDERS
+) -> PrivacyEvent:
     """LNMax answered every query in ``votes`` (realised cost)."""
     counts = check_votes(votes)
     grid = check_orders(orders)
@@ -240,20 +284,41 @@ def lnmax_event(votes: npt.ArrayLike, *, scale: float,
     return PrivacyEvent("lnmax", {"scale": float(scale)}, grid, dep, ind, n, n)
 
 
-def confident_gnmax_event(votes: npt.ArrayLike, *, threshold: float, sigma1: float,
-                          sigma2: float, answered: npt.ArrayLike,
-                          orders: npt.ArrayLike = DEFAULT_ORDERS,
-                          baseline: npt.ArrayLike | None = None) -> PrivacyEvent:
+def confident_gnmax_event(
+    votes: npt.ArrayLike,
+    *,
+    threshold: float,
+    sigma1: float,
+    sigma2: float,
+    answered: npt.ArrayLike,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+    baseline: npt.ArrayLike | None = None,
+) -> PrivacyEvent:
     """Confident GNMax (Interactive GNMax with ``baseline``) asked every query in ``votes`` and
     answered those in the ``answered`` mask: the realised cost."""
     counts = check_votes(votes)
     grid = check_orders(orders)
     mask = check_mask(answered, counts.shape[0], "answered")
     base = None if baseline is None else check_baseline(baseline, counts.shape)
-    dep = confident_gnmax_rdp(counts, threshold=threshold, sigma1=sigma1, sigma2=sigma2,
-                              orders=grid, answered=mask, baseline=base)
-    ind = confident_gnmax_rdp(counts, threshold=threshold, sigma1=sigma1, sigma2=sigma2,
-                              orders=grid, answered=mask, baseline=base, data_dependent=False)
+    dep = confident_gnmax_rdp(
+        counts,
+        threshold=threshold,
+        sigma1=sigma1,
+        sigma2=sigma2,
+        orders=grid,
+        answered=mask,
+        baseline=base,
+    )
+    ind = confident_gnmax_rdp(
+        counts,
+        threshold=threshold,
+        sigma1=sigma1,
+        sigma2=sigma2,
+        orders=grid,
+        answered=mask,
+        baseline=base,
+        data_dependent=False,
+    )
     mechanism = "confident-gnmax" if base is None else "interactive-gnmax"
     params = {"threshold": float(threshold), "sigma1": float(sigma1), "sigma2": float(sigma2)}
     return PrivacyEvent(mechanism, params, grid, dep, ind, counts.shape[0], int(mask.sum()))

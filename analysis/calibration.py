@@ -21,7 +21,7 @@ returned noise is always the upper end of the final bracket, whose epsilon has b
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -34,12 +34,15 @@ from pate.analysis.validation import check_delta, check_int, check_orders, check
 __all__ = ["calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax"]
 
 
-def _smallest_noise(eps_of: Callable[[float], float], target: float, what: str,
-                    floor_eps: float) -> float:
+def _smallest_noise(
+    eps_of: Callable[[float], float], target: float, what: str, floor_eps: float
+) -> float:
     if target <= floor_eps:
-        raise ValueError(f"eps={target!r} is unreachable at this delta on these orders: even "
-                         f"infinite noise costs eps={floor_eps:.6g} (the delta term and any extra_rdp). Raise eps or "
-                         "include larger orders")
+        raise ValueError(
+            f"eps={target!r} is unreachable at this delta on these orders: even "
+            f"infinite noise costs eps={floor_eps:.6g} (the delta term and any extra_rdp). Raise eps or "
+            "include larger orders"
+        )
     lo, hi = 1e-6, 1.0
     while eps_of(hi) > target:
         lo, hi = hi, hi * 2.0
@@ -72,16 +75,23 @@ def _extra(extra_rdp: npt.ArrayLike | None, orders: FloatArray) -> FloatArray:
     except (TypeError, ValueError):
         raise TypeError("extra_rdp must be an array of RDP values, one per order") from None
     if extra.shape != orders.shape:
-        raise ValueError(f"extra_rdp must have one value per order {orders.shape}, got shape "
-                         f"{extra.shape}")
+        raise ValueError(
+            f"extra_rdp must have one value per order {orders.shape}, got shape {extra.shape}"
+        )
     if np.any(np.isnan(extra)) or np.any(extra < 0):
         raise ValueError("extra_rdp must be >= 0 (or +inf) at every order")
     return extra
 
 
-def calibrate_gnmax_sigma(*, eps: float, delta: float, num_queries: int,
-                          orders: npt.ArrayLike = DEFAULT_ORDERS, conversion: str = "classic",
-                          extra_rdp: npt.ArrayLike | None = None) -> float:
+def calibrate_gnmax_sigma(
+    *,
+    eps: float,
+    delta: float,
+    num_queries: int,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+    conversion: str = "classic",
+    extra_rdp: npt.ArrayLike | None = None,
+) -> float:
     """Smallest sigma such that ``num_queries`` GNMax answers (composed with ``extra_rdp``) are
     (eps, delta)-DP (data-independent bound)."""
     eps = check_positive(eps, "eps")
@@ -91,15 +101,24 @@ def calibrate_gnmax_sigma(*, eps: float, delta: float, num_queries: int,
     extra = _extra(extra_rdp, orders)
 
     def eps_of(sigma: float) -> float:
-        return float(eps_from_rdp(n * orders / sigma ** 2 + extra, orders=orders, delta=delta,
-                                  conversion=conversion)[0])
+        return float(
+            eps_from_rdp(
+                n * orders / sigma**2 + extra, orders=orders, delta=delta, conversion=conversion
+            )[0]
+        )
 
     return _smallest_noise(eps_of, eps, "sigma", _delta_floor(orders, delta, conversion, extra))
 
 
-def calibrate_lnmax_scale(*, eps: float, delta: float, num_queries: int,
-                          orders: npt.ArrayLike = DEFAULT_ORDERS, conversion: str = "classic",
-                          extra_rdp: npt.ArrayLike | None = None) -> float:
+def calibrate_lnmax_scale(
+    *,
+    eps: float,
+    delta: float,
+    num_queries: int,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+    conversion: str = "classic",
+    extra_rdp: npt.ArrayLike | None = None,
+) -> float:
     """Smallest Laplace scale such that ``num_queries`` LNMax answers (composed with
     ``extra_rdp``) are (eps, delta)-DP."""
     eps = check_positive(eps, "eps")
@@ -116,10 +135,17 @@ def calibrate_lnmax_scale(*, eps: float, delta: float, num_queries: int,
     return _smallest_noise(eps_of, eps, "scale", _delta_floor(orders, delta, conversion, extra))
 
 
-def calibrate_confident_gnmax(*, eps: float, delta: float, num_queries: int,
-                              max_answered: int | None = None, sigma1_ratio: float = 3.75,
-                              orders: npt.ArrayLike = DEFAULT_ORDERS, conversion: str = "classic",
-                              extra_rdp: npt.ArrayLike | None = None) -> tuple[float, float]:
+def calibrate_confident_gnmax(
+    *,
+    eps: float,
+    delta: float,
+    num_queries: int,
+    max_answered: int | None = None,
+    sigma1_ratio: float = 3.75,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+    conversion: str = "classic",
+    extra_rdp: npt.ArrayLike | None = None,
+) -> tuple[float, float]:
     """Smallest (sigma1, sigma2) = (ratio * s, s) such that asking ``num_queries`` and answering at
     most ``max_answered`` (default: all) is (eps, delta)-DP (data-independent bound).
 
@@ -136,7 +162,7 @@ def calibrate_confident_gnmax(*, eps: float, delta: float, num_queries: int,
     extra = _extra(extra_rdp, orders)
 
     def eps_of(sigma2: float) -> float:
-        rdp = n * orders / (2.0 * (ratio * sigma2) ** 2) + answered * orders / sigma2 ** 2 + extra
+        rdp = n * orders / (2.0 * (ratio * sigma2) ** 2) + answered * orders / sigma2**2 + extra
         return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
 
     sigma2 = _smallest_noise(eps_of, eps, "sigma2", _delta_floor(orders, delta, conversion, extra))

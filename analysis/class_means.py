@@ -73,14 +73,18 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pate.analysis.arrays import FloatArray
 from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.arrays import FloatArray
 from pate.analysis.calibration import calibrate_gnmax_sigma
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.validation import check_int, check_orders, check_positive
 
-__all__ = ["class_means_sensitivity", "class_means_rdp", "class_means_event",
-           "calibrate_class_means_sigma"]
+__all__ = [
+    "class_means_sensitivity",
+    "class_means_rdp",
+    "class_means_event",
+    "calibrate_class_means_sigma",
+]
 
 MECHANISM = "class-means"
 
@@ -92,37 +96,57 @@ def class_means_sensitivity(*, count_weight: float) -> float:
     return float(np.hypot(1.0, kappa))
 
 
-def class_means_rdp(*, sigma: float, count_weight: float,
-                    orders: npt.ArrayLike = DEFAULT_ORDERS) -> FloatArray:
+def class_means_rdp(
+    *, sigma: float, count_weight: float, orders: npt.ArrayLike = DEFAULT_ORDERS
+) -> FloatArray:
     """RDP of the one Gaussian release, per order: ``orders * (1 + count_weight**2) /
     (2 sigma**2)`` (module docstring)."""
     sigma = check_positive(sigma, "sigma")
     delta_2 = class_means_sensitivity(count_weight=count_weight) ** 2
-    rdp: FloatArray = check_orders(orders) * (delta_2 / (2.0 * sigma ** 2))
+    rdp: FloatArray = check_orders(orders) * (delta_2 / (2.0 * sigma**2))
     return rdp
 
 
-def class_means_event(*, sigma: float, count_weight: float, queries: int,
-                      orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
+def class_means_event(
+    *, sigma: float, count_weight: float, queries: int, orders: npt.ArrayLike = DEFAULT_ORDERS
+) -> PrivacyEvent:
     """The release labelled ``queries`` public items: one Gaussian mechanism, whatever
     ``queries`` is (every query is answered, by post-processing). ``rdp`` (data-dependent) equals
     ``rdp_data_independent``: there is no data-dependent bound."""
     queries = check_int(queries, "queries", minimum=0)
     rdp = class_means_rdp(sigma=sigma, count_weight=count_weight, orders=orders)
-    return PrivacyEvent(MECHANISM, {"sigma": float(sigma), "count_weight": float(count_weight)},
-                        check_orders(orders), rdp, rdp, queries=queries, answered=queries)
+    return PrivacyEvent(
+        MECHANISM,
+        {"sigma": float(sigma), "count_weight": float(count_weight)},
+        check_orders(orders),
+        rdp,
+        rdp,
+        queries=queries,
+        answered=queries,
+    )
 
 
-def calibrate_class_means_sigma(*, eps: float, delta: float, count_weight: float,
-                                orders: npt.ArrayLike = DEFAULT_ORDERS,
-                                conversion: str = "classic",
-                                extra_rdp: npt.ArrayLike | None = None) -> float:
+def calibrate_class_means_sigma(
+    *,
+    eps: float,
+    delta: float,
+    count_weight: float,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+    conversion: str = "classic",
+    extra_rdp: npt.ArrayLike | None = None,
+) -> float:
     """Smallest sigma such that the release, composed with ``extra_rdp``, is (eps, delta)-DP.
 
     The release at sigma costs exactly one GNMax answer's data-independent RDP at the noise
     sigma sqrt(2 / (1 + kappa^2)) (module docstring), so this is ``calibrate_gnmax_sigma`` with
     one query, scaled by sqrt((1 + kappa^2) / 2) (never overshoots ``eps``)."""
     delta_sens = class_means_sensitivity(count_weight=count_weight)
-    gnmax_sigma = calibrate_gnmax_sigma(eps=eps, delta=delta, num_queries=1, orders=orders,
-                                        conversion=conversion, extra_rdp=extra_rdp)
+    gnmax_sigma = calibrate_gnmax_sigma(
+        eps=eps,
+        delta=delta,
+        num_queries=1,
+        orders=orders,
+        conversion=conversion,
+        extra_rdp=extra_rdp,
+    )
     return float(gnmax_sigma * delta_sens / np.sqrt(2.0))

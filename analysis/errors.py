@@ -30,8 +30,9 @@ class BudgetExceededError(PateError):
     Attributes ``requested``, ``remaining`` (epsilons) say by how much.
     """
 
-    def __init__(self, message: str, *, requested: float | None = None,
-                 remaining: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, requested: float | None = None, remaining: float | None = None
+    ) -> None:
         super().__init__(message)
         self.requested = requested
         self.remaining = remaining
@@ -78,8 +79,9 @@ class RunDirError(InputError):
     Attributes ``path`` (a string) and ``flag`` (the option that named it, or None).
     """
 
-    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None,
-                 flag: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str | os.PathLike[str] | None = None, flag: str | None = None
+    ) -> None:
         super().__init__(message)
         self.path = None if path is None else str(path)
         self.flag = flag

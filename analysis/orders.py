@@ -16,14 +16,19 @@ import numpy as np
 from pate.analysis.arrays import FloatArray
 
 REFERENCE_ORDERS: FloatArray = np.concatenate(
-    (np.arange(2, 100 + 1, 0.5), np.logspace(np.log10(100), np.log10(500), num=100)))
+    (np.arange(2, 100 + 1, 0.5), np.logspace(np.log10(100), np.log10(500), num=100))
+)
 REFERENCE_ORDERS.setflags(write=False)
 
-DEFAULT_ORDERS: FloatArray = np.unique(np.concatenate((
-    np.round(np.arange(1.1, 11.0, 0.1), 10),
-    np.arange(11.0, 100.0, 0.5),
-    np.geomspace(100.0, 1000.0, 61),
-)))
+DEFAULT_ORDERS: FloatArray = np.unique(
+    np.concatenate(
+        (
+            np.round(np.arange(1.1, 11.0, 0.1), 10),
+            np.arange(11.0, 100.0, 0.5),
+            np.geomspace(100.0, 1000.0, 61),
+        )
+    )
+)
 DEFAULT_ORDERS.setflags(write=False)
 
 __all__ = ["REFERENCE_ORDERS", "DEFAULT_ORDERS"]

@@ -49,8 +49,15 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
-from pate.analysis.validation import (check_delta, check_distances, check_moment,
-                                      check_moments, check_positive, check_votes, describe)
+from pate.analysis.validation import (
+    check_delta,
+    check_distances,
+    check_moment,
+    check_moments,
+    check_positive,
+    check_votes,
+    describe,
+)
 
 __all__ = [
     "lnmax_q_2017",
@@ -70,6 +77,7 @@ _CHUNK_ELEMENTS = 4_000_000
 # --------------------------------------------------------------------------- validation helpers
 
 # --------------------------------------------------------------------------- core (no validation)
+
 
 def _log_pr_beats(gaps: FloatArray) -> FloatArray:
     """log((2 + g) / (4 e^g)): Lemma 4's bound on Pr[class j beats j*] at scaled gap g >= 0."""
@@ -162,7 +170,7 @@ def _sorted_shift_log_q(votes: IntArray, gamma: float, shifts: IntArray) -> Floa
     """
     m = votes.shape[1]
     c = -np.sort(-votes, axis=1)
-    v0 = c[:, :1] - shifts[None, :]                  # (r, S)
+    v0 = c[:, :1] - shifts[None, :]  # (r, S)
     v1 = c[:, 1:2] + shifts[None, :]
     top = np.maximum(v0, v1)
     first = _log_pr_beats(gamma * np.abs(v0 - v1).astype(np.float64))[..., None]
@@ -181,16 +189,17 @@ def _sens_at_k(votes: IntArray, gamma: float, moment: float, ks: IntArray) -> Fl
         cap = float(_data_independent_log_mgf(eps, lam)[0])
         return np.full((votes.shape[0], ks.size), cap)
     c = -np.sort(-votes, axis=1)
-    gap = (c[:, 0] - c[:, 1])[:, None]                # (r, 1)
+    gap = (c[:, 0] - c[:, 1])[:, None]  # (r, 1)
     log_q = _sorted_shift_log_q(votes, gamma, np.concatenate([ks, ks + 1]))
     log_mgf = _log_mgf_from_log_q(log_q, eps, lam)[..., 0]
-    val, val_changed = log_mgf[:, :ks.size], log_mgf[:, ks.size:]
+    val, val_changed = log_mgf[:, : ks.size], log_mgf[:, ks.size :]
     out = np.maximum(val_changed - val, 0.0)
     sens: FloatArray = np.where(gap < ks[None, :], 0.0, out)
     return sens
 
 
 # --------------------------------------------------------------------------- public API
+
 
 def lnmax_q_2017(votes: npt.ArrayLike, *, noise_eps: float, approx: bool = False) -> FloatArray:
     """Upper bound q on Pr[LNMax answer != plain argmax], one per query, shape (n,).
@@ -216,8 +225,7 @@ def lnmax_q_2017(votes: npt.ArrayLike, *, noise_eps: float, approx: bool = False
     return q
 
 
-def lnmax_log_mgf(votes: npt.ArrayLike, *, noise_eps: float,
-                  moments: npt.ArrayLike) -> FloatArray:
+def lnmax_log_mgf(votes: npt.ArrayLike, *, noise_eps: float, moments: npt.ArrayLike) -> FloatArray:
     """Data-dependent bound on the log moments alpha(l) of one LNMax answer, shape (n, L).
 
     [P17] Theorem 3 (data-dependent) capped by Theorem 2 and the pure-DP bound: with
@@ -238,9 +246,14 @@ def lnmax_log_mgf(votes: npt.ArrayLike, *, noise_eps: float,
     return _log_mgf_from_log_q(_log_q(votes, gamma), 2.0 * gamma, moments)
 
 
-def lnmax_moments_accountant(votes: npt.ArrayLike, *, noise_eps: float, delta: float,
-                             moments: npt.ArrayLike = range(1, 9),
-                             beta: float | None = None) -> dict[str, Any]:
+def lnmax_moments_accountant(
+    votes: npt.ArrayLike,
+    *,
+    noise_eps: float,
+    delta: float,
+    moments: npt.ArrayLike = range(1, 9),
+    beta: float | None = None,
+) -> dict[str, Any]:
     """The whole 2017 analysis of n LNMax answers ([P17] Section 3, reference ``main()``).
 
     The log moments of the n answers add up ([A16] Theorem 2, composability), and the tail bound
@@ -288,20 +301,24 @@ def lnmax_moments_accountant(votes: npt.ArrayLike, *, noise_eps: float, delta: f
         "num_queries": n,
     }
     if beta is not None:
-        total_ss = np.array([_smoothed_sensitivity(votes, gamma, float(l), beta).sum()
-                             for l in moments])
+        total_ss = np.array(
+            [_smoothed_sensitivity(votes, gamma, float(l), beta).sum() for l in moments]
+        )
         ss_eps = 2.0 * beta * math.log(1.0 / delta)
-        out.update({
-            "total_smoothed_sensitivity": total_ss,
-            "smoothed_sensitivity_per_moment": total_ss / moments,
-            "smooth_sensitivity_eps": ss_eps,
-            "smooth_sensitivity_noise_scale": 2.0 / ss_eps,
-        })
+        out.update(
+            {
+                "total_smoothed_sensitivity": total_ss,
+                "smoothed_sensitivity_per_moment": total_ss / moments,
+                "smooth_sensitivity_eps": ss_eps,
+                "smooth_sensitivity_noise_scale": 2.0 / ss_eps,
+            }
+        )
     return out
 
 
-def lnmax_sens_at_k_2017(votes: npt.ArrayLike, *, noise_eps: float, moment: float,
-                         k: int | npt.ArrayLike) -> FloatArray:
+def lnmax_sens_at_k_2017(
+    votes: npt.ArrayLike, *, noise_eps: float, moment: float, k: int | npt.ArrayLike
+) -> FloatArray:
     """The reference's sensitivity of alpha(l) at distance k ([P17] Appendix, ``sens_at_k``).
 
     With c the counts of a row sorted in decreasing order and alpha(l; c) = lnmax_log_mgf:
@@ -348,14 +365,15 @@ def _smoothed_sensitivity(votes: IntArray, gamma: float, moment: float, beta: fl
     discount = np.exp(-beta * ks.astype(np.float64))[None, :]
     chunk = max(1, _CHUNK_ELEMENTS // (2 * ks.size * m))
     for start in range(0, n, chunk):
-        part = votes[start:start + chunk]
-        out[start:start + chunk] = np.max(discount * _sens_at_k(part, gamma, moment, ks), axis=1)
+        part = votes[start : start + chunk]
+        out[start : start + chunk] = np.max(discount * _sens_at_k(part, gamma, moment, ks), axis=1)
     floored: FloatArray = np.maximum(out, 0.0)
     return floored
 
 
-def lnmax_smoothed_sensitivity_2017(votes: npt.ArrayLike, *, noise_eps: float, moment: float,
-                                    beta: float) -> FloatArray:
+def lnmax_smoothed_sensitivity_2017(
+    votes: npt.ArrayLike, *, noise_eps: float, moment: float, beta: float
+) -> FloatArray:
     """The reference's beta-smooth sensitivity of alpha(l), one per query, shape (n,).
 
     SS_beta = max_{0 <= k <= max count} e^{-beta k} sens(k) with sens from

@@ -116,22 +116,36 @@ from pate.analysis.arrays import FloatArray
 from pate.analysis.calibration import _delta_floor, _extra, _smallest_noise
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
-from pate.analysis.validation import (check_delta, check_int, check_mask, check_nonnegative,
-                                      check_orders, check_positive, check_unit_interval)
+from pate.analysis.validation import (
+    check_delta,
+    check_int,
+    check_mask,
+    check_nonnegative,
+    check_orders,
+    check_positive,
+    check_unit_interval,
+)
 
-__all__ = ["sampled_gaussian_rdp", "private_knn_noise_multiplier", "private_knn_query_rdp",
-           "private_knn_event", "private_knn_log_pr_answered", "calibrate_private_knn_sigma2"]
+__all__ = [
+    "sampled_gaussian_rdp",
+    "private_knn_noise_multiplier",
+    "private_knn_query_rdp",
+    "private_knn_event",
+    "private_knn_log_pr_answered",
+    "calibrate_private_knn_sigma2",
+]
 
-_MAX_TERMS = 2 ** 22
+_MAX_TERMS = 2**22
 _TAIL_LOG_TOL = -54.0 * math.log(2.0)
 #: Added to every computed log A_alpha, absolutely and relatively: covers the float64 rounding of
 #: the log-space sums (~1e-16 of the largest exponents each), so the result is an upper bound and
 #: not merely close (3.6e-15 + 5.7e-14 log A_alpha, divided by alpha - 1).
-_ROUNDING_MARGIN = 2.0 ** -48
-_ROUNDING_MARGIN_REL = 2.0 ** -44
+_ROUNDING_MARGIN = 2.0**-48
+_ROUNDING_MARGIN_REL = 2.0**-44
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _log_expm1(x: FloatArray) -> FloatArray:
     """log(e^x - 1) for x > 0, accurate for tiny and huge x."""
@@ -147,13 +161,18 @@ def _log_a_minus_1_int(q: float, z: float, alpha: int) -> float:
     """log(A_alpha - 1) for an integer alpha >= 2 (all terms positive)."""
     j = np.arange(2, alpha + 1, dtype=np.float64)
     log_binom = gammaln(alpha + 1.0) - gammaln(j + 1.0) - gammaln(alpha - j + 1.0)
-    terms = (log_binom + j * math.log(q) + (alpha - j) * math.log1p(-q)
-             + _log_expm1((j * j - j) / (2.0 * z * z)))
+    terms = (
+        log_binom
+        + j * math.log(q)
+        + (alpha - j) * math.log1p(-q)
+        + _log_expm1((j * j - j) / (2.0 * z * z))
+    )
     return float(logsumexp(terms))
 
 
-def _log_terms_frac(q: float, z: float, alpha: float, j: FloatArray,
-                    z0: float) -> tuple[FloatArray, FloatArray]:
+def _log_terms_frac(
+    q: float, z: float, alpha: float, j: FloatArray, z0: float
+) -> tuple[FloatArray, FloatArray]:
     """(log |term_j|, sign_j) of the fractional-order series for the indices ``j``."""
     log_q, log_1mq = math.log(q), math.log1p(-q)
     log_binom = gammaln(alpha + 1.0) - gammaln(j + 1.0) - gammaln(alpha - j + 1.0)
@@ -183,7 +202,9 @@ def _log_a_frac(q: float, z: float, alpha: float) -> float:
         log_t, sign = _log_terms_frac(q, z, alpha, j, z0)
         # Past alpha, stop at the first term below the tolerance (relative to the positive part,
         # an upper bound of the sum): everything after it is smaller still.
-        small = np.nonzero((j > alpha) & (log_t < max(log_pos, float(np.max(log_t))) + _TAIL_LOG_TOL))[0]
+        small = np.nonzero(
+            (j > alpha) & (log_t < max(log_pos, float(np.max(log_t))) + _TAIL_LOG_TOL)
+        )[0]
         stop = int(small[0]) if small.size else size
         keep_t, keep_s = log_t[:stop], sign[:stop]
         log_pos = float(np.logaddexp(log_pos, logsumexp(np.where(keep_s > 0, keep_t, -np.inf))))
@@ -198,8 +219,9 @@ def _log_a_frac(q: float, z: float, alpha: float) -> float:
     return math.inf
 
 
-def _check_args(sampling_rate: float, noise_multiplier: float,
-                orders: npt.ArrayLike) -> tuple[float, float, FloatArray]:
+def _check_args(
+    sampling_rate: float, noise_multiplier: float, orders: npt.ArrayLike
+) -> tuple[float, float, FloatArray]:
     q = check_unit_interval(sampling_rate, "sampling_rate")
     z = check_positive(noise_multiplier, "noise_multiplier")
     return q, z, check_orders(orders)
@@ -226,8 +248,10 @@ def _sampled_gaussian_rdp(q: float, z: float, orders: FloatArray) -> FloatArray:
 
 # --------------------------------------------------------------------------- public API
 
-def sampled_gaussian_rdp(*, sampling_rate: float, noise_multiplier: float,
-                         orders: npt.ArrayLike) -> FloatArray:
+
+def sampled_gaussian_rdp(
+    *, sampling_rate: float, noise_multiplier: float, orders: npt.ArrayLike
+) -> FloatArray:
     """RDP of the Poisson-sampled Gaussian mechanism at each order, shape (k,) ([MTZ19]).
 
     ``sampling_rate`` gamma in [0, 1]; ``noise_multiplier`` z > 0 (noise std / L2 sensitivity);
@@ -248,8 +272,9 @@ def private_knn_noise_multiplier(*, sigma1: float, sigma2: float) -> float:
     return 1.0 / math.sqrt(1.0 / (s1 * s1) + 2.0 / (s2 * s2))
 
 
-def private_knn_query_rdp(*, sampling_rate: float, sigma1: float, sigma2: float,
-                          orders: npt.ArrayLike) -> FloatArray:
+def private_knn_query_rdp(
+    *, sampling_rate: float, sigma1: float, sigma2: float, orders: npt.ArrayLike
+) -> FloatArray:
     """Data-independent RDP, (k,), of one Private-kNN query asked (answered or not): the sampled
     Gaussian mechanism at gamma = ``sampling_rate`` and z = :func:`private_knn_noise_multiplier`."""
     z = private_knn_noise_multiplier(sigma1=sigma1, sigma2=sigma2)
@@ -257,9 +282,16 @@ def private_knn_query_rdp(*, sampling_rate: float, sigma1: float, sigma2: float,
     return _sampled_gaussian_rdp(q, z, check_orders(orders))
 
 
-def private_knn_event(*, answered: npt.ArrayLike, k: int, sampling_rate: float, threshold: float,
-                      sigma1: float, sigma2: float,
-                      orders: npt.ArrayLike = DEFAULT_ORDERS) -> PrivacyEvent:
+def private_knn_event(
+    *,
+    answered: npt.ArrayLike,
+    k: int,
+    sampling_rate: float,
+    threshold: float,
+    sigma1: float,
+    sigma2: float,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+) -> PrivacyEvent:
     """Private-kNN asked ``len(answered)`` queries and answered those in the ``answered`` mask.
 
     Every asked query is charged :func:`private_knn_query_rdp`, answered or not; the event's
@@ -268,23 +300,30 @@ def private_knn_event(*, answered: npt.ArrayLike, k: int, sampling_rate: float, 
     """
     arr = np.asarray(answered)
     if arr.ndim != 1:
-        raise ValueError(f"answered must be a 1-D mask with one entry per asked query, got shape "
-                         f"{arr.shape}")
+        raise ValueError(
+            f"answered must be a 1-D mask with one entry per asked query, got shape {arr.shape}"
+        )
     mask = check_mask(arr, arr.shape[0], "answered")
     k = check_int(k, "k", minimum=1)
     threshold = check_nonnegative(threshold, "threshold")
     grid = check_orders(orders)
-    per_query = private_knn_query_rdp(sampling_rate=sampling_rate, sigma1=sigma1, sigma2=sigma2,
-                                      orders=grid)
+    per_query = private_knn_query_rdp(
+        sampling_rate=sampling_rate, sigma1=sigma1, sigma2=sigma2, orders=grid
+    )
     total = mask.size * per_query
-    params = {"k": k, "sampling_rate": float(sampling_rate), "threshold": threshold,
-              "sigma1": float(sigma1), "sigma2": float(sigma2)}
-    return PrivacyEvent("private-knn", params, grid, total, total, int(mask.size),
-                        int(mask.sum()))
+    params = {
+        "k": k,
+        "sampling_rate": float(sampling_rate),
+        "threshold": threshold,
+        "sigma1": float(sigma1),
+        "sigma2": float(sigma2),
+    }
+    return PrivacyEvent("private-knn", params, grid, total, total, int(mask.size), int(mask.sum()))
 
 
-def private_knn_log_pr_answered(histograms: npt.ArrayLike, *, threshold: float,
-                                sigma1: float) -> FloatArray:
+def private_knn_log_pr_answered(
+    histograms: npt.ArrayLike, *, threshold: float, sigma1: float
+) -> FloatArray:
     """log Pr[max_j h_ij + N(0, sigma1^2) >= threshold] per row of ``histograms`` (n, m): the
     threshold check of Private-kNN given its sampled histograms. Non-negative integer counts;
     unlike teacher votes, rows may sum to different totals (min(k, |S_i|))."""
@@ -292,8 +331,9 @@ def private_knn_log_pr_answered(histograms: npt.ArrayLike, *, threshold: float,
     if arr.ndim != 2 or arr.shape[1] < 2:
         raise ValueError(f"histograms must be 2-D (queries, classes >= 2), got shape {arr.shape}")
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)) or (
-            arr.size and (not np.all(np.isfinite(arr)) or np.any(arr < 0)
-                          or np.any(arr != np.round(arr)))):
+        arr.size
+        and (not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr)))
+    ):
         raise ValueError("histograms must hold non-negative integer counts")
     threshold = check_nonnegative(threshold, "threshold")
     sigma1 = check_positive(sigma1, "sigma1")
@@ -302,11 +342,17 @@ def private_knn_log_pr_answered(histograms: npt.ArrayLike, *, threshold: float,
     return log_pr
 
 
-def calibrate_private_knn_sigma2(*, eps: float, delta: float, num_queries: int,
-                                 sampling_rate: float, sigma1: float,
-                                 orders: npt.ArrayLike = DEFAULT_ORDERS,
-                                 conversion: str = "classic",
-                                 extra_rdp: npt.ArrayLike | None = None) -> float:
+def calibrate_private_knn_sigma2(
+    *,
+    eps: float,
+    delta: float,
+    num_queries: int,
+    sampling_rate: float,
+    sigma1: float,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+    conversion: str = "classic",
+    extra_rdp: npt.ArrayLike | None = None,
+) -> float:
     """Smallest sigma2 such that asking ``num_queries`` Private-kNN queries (with ``sigma1``
     fixed), composed with ``extra_rdp``, is (eps, delta)-DP (data-independent, never overshoots).
 
@@ -326,9 +372,11 @@ def calibrate_private_knn_sigma2(*, eps: float, delta: float, num_queries: int,
 
     floor = eps_at_z(s1)
     if floor >= eps:
-        raise ValueError(f"eps={eps!r} is unreachable with sigma1={s1!r}, sampling_rate={q!r} and "
-                         f"num_queries={n}: even sigma2 = inf costs eps={floor:.6g}; raise sigma1 "
-                         "or lower sampling_rate or num_queries")
+        raise ValueError(
+            f"eps={eps!r} is unreachable with sigma1={s1!r}, sampling_rate={q!r} and "
+            f"num_queries={n}: even sigma2 = inf costs eps={floor:.6g}; raise sigma1 "
+            "or lower sampling_rate or num_queries"
+        )
 
     def eps_of(sigma2: float) -> float:
         return eps_at_z(private_knn_noise_multiplier(sigma1=s1, sigma2=sigma2))

@@ -50,9 +50,17 @@ import numpy.typing as npt
 from scipy.special import log_ndtr
 
 from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
-from pate.analysis.validation import (check_baseline, check_choice, check_delta, check_mask,
-                                      check_order, check_nonnegative, check_orders, check_positive,
-                                      check_votes)
+from pate.analysis.validation import (
+    check_baseline,
+    check_choice,
+    check_delta,
+    check_mask,
+    check_nonnegative,
+    check_order,
+    check_orders,
+    check_positive,
+    check_votes,
+)
 
 __all__ = [
     "gnmax_log_q",
@@ -67,6 +75,7 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _log1mexp(x: npt.ArrayLike) -> FloatArray:
     """log(1 - exp(x)) for x <= 0, accurate at both ends (Maechler 2012); -inf at x == 0."""
@@ -102,7 +111,7 @@ def _rdp_gaussian_from_log_q(log_q: FloatArray, sigma: float, orders: FloatArray
 
     log_q: (n,) array; returns (n, k).
     """
-    variance = sigma ** 2
+    variance = sigma**2
     n = log_q.shape[0]
     data_independent = orders / variance
     out = np.broadcast_to(data_independent, (n, orders.size)).copy()
@@ -114,9 +123,12 @@ def _rdp_gaussian_from_log_q(log_q: FloatArray, sigma: float, orders: FloatArray
         eps2 = mu2 / variance
         order_applies = (mu1[:, None] > orders[None, :]) & (mu2[:, None] > 1.0)
         log_a2 = (mu2 - 1.0) * eps2
-        increasing_in_q = log_q <= log_a2 - mu2 * (np.log(1.0 + 1.0 / (mu1 - 1.0))
-                                                   + np.log(1.0 + 1.0 / (mu2 - 1.0)))
-        rows = np.nonzero(order_applies.any(axis=1) & increasing_in_q & (-log_q > eps2) & ~certain)[0]
+        increasing_in_q = log_q <= log_a2 - mu2 * (
+            np.log(1.0 + 1.0 / (mu1 - 1.0)) + np.log(1.0 + 1.0 / (mu2 - 1.0))
+        )
+        rows = np.nonzero(order_applies.any(axis=1) & increasing_in_q & (-log_q > eps2) & ~certain)[
+            0
+        ]
         # Only orders below mu1 can use the bound: evaluate it block by block of rows with
         # similar mu1, on the orders below the block's largest mu1 only.
         rows = rows[np.argsort(mu1[rows], kind="stable")]
@@ -150,23 +162,26 @@ def _unique_apply(keys: FloatArray, fn: Callable[[FloatArray], FloatArray]) -> F
     return fn(unique)[inverse.reshape(-1)]
 
 
-def _unique_weighted_sum(keys: FloatArray, weights: FloatArray,
-                         fn: Callable[[FloatArray], FloatArray]) -> FloatArray:
+def _unique_weighted_sum(
+    keys: FloatArray, weights: FloatArray, fn: Callable[[FloatArray], FloatArray]
+) -> FloatArray:
     """sum_i weights_i * fn(keys)_i over rows, evaluating ``fn`` once per distinct key."""
     unique, inverse = np.unique(keys, return_inverse=True)
-    out: FloatArray = (np.bincount(inverse.reshape(-1), weights=weights, minlength=unique.size)
-                       @ fn(unique))
+    out: FloatArray = np.bincount(inverse.reshape(-1), weights=weights, minlength=unique.size) @ fn(
+        unique
+    )
     return out
 
 
 # --------------------------------------------------------------------------- GNMax
+
 
 def _gnmax_log_q(votes: IntArray, sigma: float) -> FloatArray:
     n, m = votes.shape
     rows = np.arange(n)
     winner = np.argmax(votes, axis=1)  # the first argmax, as in [P18]'s analysis
     gaps = (votes[rows, winner][:, None] - votes).astype(np.float64)
-    scale = math.sqrt(2.0 * sigma ** 2)
+    scale = math.sqrt(2.0 * sigma**2)
     terms: FloatArray = log_ndtr(-(gaps / scale))
     terms[rows, winner] = -np.inf
     log_q = _logsumexp_rows(terms)
@@ -188,8 +203,9 @@ def gnmax_log_q(votes: npt.ArrayLike, *, sigma: float) -> FloatArray:
     return _gnmax_log_q(votes, sigma)
 
 
-def gnmax_rdp(votes: npt.ArrayLike, *, sigma: float, orders: npt.ArrayLike,
-              data_dependent: bool = True) -> FloatArray:
+def gnmax_rdp(
+    votes: npt.ArrayLike, *, sigma: float, orders: npt.ArrayLike, data_dependent: bool = True
+) -> FloatArray:
     """Per-query RDP of GNMax at each order, shape (n, k).
 
     data_dependent=True: Theorem 6 of [P18] at q from Proposition 7, with mu1/mu2 from
@@ -200,12 +216,13 @@ def gnmax_rdp(votes: npt.ArrayLike, *, sigma: float, orders: npt.ArrayLike,
     sigma = check_positive(sigma, "sigma")
     orders = check_orders(orders)
     if not data_dependent:
-        return np.broadcast_to(orders / sigma ** 2, (votes.shape[0], orders.size)).copy()
+        return np.broadcast_to(orders / sigma**2, (votes.shape[0], orders.size)).copy()
     log_q = _gnmax_log_q(votes, sigma)
     return _unique_apply(log_q, lambda u: _rdp_gaussian_from_log_q(u, sigma, orders))
 
 
 # --------------------------------------------------------------------------- threshold check
+
 
 def _max_vote(votes: IntArray, baseline: FloatArray | None) -> FloatArray:
     if baseline is None:
@@ -229,14 +246,18 @@ def _threshold_log_q_from_max(max_vote: FloatArray, threshold: float, sigma: flo
     return np.minimum(log_pr, log_pr_not)
 
 
-def _threshold_rdp_from_max(max_vote: FloatArray, threshold: float, sigma: float,
-                            orders: FloatArray) -> FloatArray:
+def _threshold_rdp_from_max(
+    max_vote: FloatArray, threshold: float, sigma: float, orders: FloatArray
+) -> FloatArray:
     log_q = _threshold_log_q_from_max(max_vote, threshold, sigma)
-    return _rdp_gaussian_from_log_q(log_q, 2 ** 0.5 * sigma, orders)
+    return _rdp_gaussian_from_log_q(log_q, 2**0.5 * sigma, orders)
 
 
 def _validate_threshold_args(
-        votes: npt.ArrayLike, threshold: float, sigma: float, baseline: npt.ArrayLike | None,
+    votes: npt.ArrayLike,
+    threshold: float,
+    sigma: float,
+    baseline: npt.ArrayLike | None,
 ) -> tuple[IntArray, float, float, FloatArray | None]:
     votes = check_votes(votes)
     threshold = check_nonnegative(threshold, "threshold")
@@ -245,8 +266,9 @@ def _validate_threshold_args(
     return votes, threshold, sigma, checked_baseline
 
 
-def threshold_log_pr_answered(votes: npt.ArrayLike, *, threshold: float, sigma: float,
-                              baseline: npt.ArrayLike | None = None) -> FloatArray:
+def threshold_log_pr_answered(
+    votes: npt.ArrayLike, *, threshold: float, sigma: float, baseline: npt.ArrayLike | None = None
+) -> FloatArray:
     """log Pr[max vote + N(0, sigma^2) >= threshold], one per query ([P18] Algorithm 1, step 1).
 
     With ``baseline`` (Interactive GNMax, [P18] Algorithm 2) the max is taken over
@@ -256,9 +278,15 @@ def threshold_log_pr_answered(votes: npt.ArrayLike, *, threshold: float, sigma: 
     return _threshold_log_pr(_max_vote(counts, base), threshold, sigma)
 
 
-def threshold_rdp(votes: npt.ArrayLike, *, threshold: float, sigma: float,
-                  orders: npt.ArrayLike, data_dependent: bool = True,
-                  baseline: npt.ArrayLike | None = None) -> FloatArray:
+def threshold_rdp(
+    votes: npt.ArrayLike,
+    *,
+    threshold: float,
+    sigma: float,
+    orders: npt.ArrayLike,
+    data_dependent: bool = True,
+    baseline: npt.ArrayLike | None = None,
+) -> FloatArray:
     """Per-query RDP of the Confident-GNMax threshold check, shape (n, k).
 
     The check releases one bit from a max vote of sensitivity 1, i.e. a Gaussian mechanism
@@ -269,14 +297,17 @@ def threshold_rdp(votes: npt.ArrayLike, *, threshold: float, sigma: float,
     counts, threshold, sigma, base = _validate_threshold_args(votes, threshold, sigma, baseline)
     checked_orders = check_orders(orders)
     if not data_dependent:
-        return np.broadcast_to(checked_orders / (2 ** 0.5 * sigma) ** 2,
-                               (counts.shape[0], checked_orders.size)).copy()
+        return np.broadcast_to(
+            checked_orders / (2**0.5 * sigma) ** 2, (counts.shape[0], checked_orders.size)
+        ).copy()
     max_vote = _max_vote(counts, base)
-    return _unique_apply(max_vote,
-                         lambda u: _threshold_rdp_from_max(u, threshold, sigma, checked_orders))
+    return _unique_apply(
+        max_vote, lambda u: _threshold_rdp_from_max(u, threshold, sigma, checked_orders)
+    )
 
 
 # --------------------------------------------------------------------------- LNMax
+
 
 def _lnmax_log_q(votes: IntArray, scale: float) -> FloatArray:
     n, m = votes.shape
@@ -323,8 +354,9 @@ def _rdp_pure_eps(log_q: FloatArray, pure_eps: float, orders: FloatArray) -> Flo
     return out
 
 
-def lnmax_rdp(votes: npt.ArrayLike, *, scale: float, orders: npt.ArrayLike,
-              data_dependent: bool = True) -> FloatArray:
+def lnmax_rdp(
+    votes: npt.ArrayLike, *, scale: float, orders: npt.ArrayLike, data_dependent: bool = True
+) -> FloatArray:
     """Per-query RDP of LNMax (Laplace noise of scale ``scale``), shape (n, k).
 
     data_dependent=False: min(lambda eps^2/2, eps) with eps = 2/scale.
@@ -342,10 +374,18 @@ def lnmax_rdp(votes: npt.ArrayLike, *, scale: float, orders: npt.ArrayLike,
 
 # --------------------------------------------------------------------------- Confident GNMax
 
-def confident_gnmax_rdp(votes: npt.ArrayLike, *, threshold: float, sigma1: float, sigma2: float,
-                        orders: npt.ArrayLike, answered: npt.ArrayLike | None = None,
-                        data_dependent: bool = True,
-                        baseline: npt.ArrayLike | None = None) -> FloatArray:
+
+def confident_gnmax_rdp(
+    votes: npt.ArrayLike,
+    *,
+    threshold: float,
+    sigma1: float,
+    sigma2: float,
+    orders: npt.ArrayLike,
+    answered: npt.ArrayLike | None = None,
+    data_dependent: bool = True,
+    baseline: npt.ArrayLike | None = None,
+) -> FloatArray:
     """Total RDP of a Confident-GNMax run ([P18] Algorithm 1; Algorithm 2 with ``baseline``), (k,).
 
     Every query pays the threshold check (sigma1). The GNMax step (sigma2) is paid
@@ -355,7 +395,9 @@ def confident_gnmax_rdp(votes: npt.ArrayLike, *, threshold: float, sigma1: float
         scripts report for a run that was not sampled. This *expected* cost looks at the votes
         through Pr[answered] even when ``data_dependent=False`` (the reference does the same).
     """
-    votes, threshold, sigma1, baseline = _validate_threshold_args(votes, threshold, sigma1, baseline)
+    votes, threshold, sigma1, baseline = _validate_threshold_args(
+        votes, threshold, sigma1, baseline
+    )
     sigma2 = check_positive(sigma2, "sigma2")
     orders = check_orders(orders)
     if answered is not None:
@@ -366,15 +408,20 @@ def confident_gnmax_rdp(votes: npt.ArrayLike, *, threshold: float, sigma1: float
     else:
         step2_weights = np.exp(_threshold_log_pr(_max_vote(votes, baseline), threshold, sigma1))
     if not data_dependent:
-        independent: FloatArray = (n * orders / (2 ** 0.5 * sigma1) ** 2
-                                   + float(np.sum(step2_weights)) * orders / sigma2 ** 2)
+        independent: FloatArray = (
+            n * orders / (2**0.5 * sigma1) ** 2 + float(np.sum(step2_weights)) * orders / sigma2**2
+        )
         return independent
     step1 = _unique_weighted_sum(
-        _max_vote(votes, baseline), np.ones(n),
-        lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders))
+        _max_vote(votes, baseline),
+        np.ones(n),
+        lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders),
+    )
     step2 = _unique_weighted_sum(
-        _gnmax_log_q(votes, sigma2), step2_weights,
-        lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders))
+        _gnmax_log_q(votes, sigma2),
+        step2_weights,
+        lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders),
+    )
     total: FloatArray = step1 + step2
     return total
 
@@ -384,8 +431,9 @@ def confident_gnmax_rdp(votes: npt.ArrayLike, *, threshold: float, sigma1: float
 _CONVERSIONS = ("classic", "tight")
 
 
-def _conversion_term(orders: FloatArray | np.float64, delta: float,
-                     conversion: str) -> FloatArray | np.float64:
+def _conversion_term(
+    orders: FloatArray | np.float64, delta: float, conversion: str
+) -> FloatArray | np.float64:
     """What converting RDP at ``orders`` to (eps, ``delta``)-DP adds to the RDP (unvalidated)."""
     term: FloatArray | np.float64
     if conversion == "classic":
@@ -405,8 +453,9 @@ def conversion_term(*, order: float, delta: float, conversion: str = "classic") 
     return float(_conversion_term(np.float64(order), delta, conversion))
 
 
-def eps_from_rdp(rdp: npt.ArrayLike, *, orders: npt.ArrayLike, delta: float,
-                 conversion: str = "classic") -> tuple[FloatOrArray, FloatOrArray]:
+def eps_from_rdp(
+    rdp: npt.ArrayLike, *, orders: npt.ArrayLike, delta: float, conversion: str = "classic"
+) -> tuple[FloatOrArray, FloatOrArray]:
     """Convert an RDP curve to (eps, delta)-DP; returns ``(eps, order)`` at the best order.
 
     classic ([M17] Proposition 3):  eps = min_lambda rdp(lambda) + log(1/delta) / (lambda - 1).
@@ -425,8 +474,10 @@ def eps_from_rdp(rdp: npt.ArrayLike, *, orders: npt.ArrayLike, delta: float,
     except (TypeError, ValueError):
         raise TypeError("rdp must be an array of per-order RDP values") from None
     if rdp.ndim == 0 or rdp.shape[-1] != orders.size:
-        raise ValueError(f"rdp must have one value per order (last axis of length {orders.size}), "
-                         f"got shape {rdp.shape}")
+        raise ValueError(
+            f"rdp must have one value per order (last axis of length {orders.size}), "
+            f"got shape {rdp.shape}"
+        )
     if np.any(np.isnan(rdp)) or np.any(rdp < 0):
         raise ValueError("rdp must be non-negative and not NaN")
     eps = rdp + _conversion_term(orders, delta, conversion)

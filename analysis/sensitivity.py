@@ -36,12 +36,28 @@ from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
 from pate.analysis.arrays import FloatArray, IntArray
-from pate.analysis.rdp import (_gnmax_log_q, _max_vote, _rdp_gaussian_from_log_q, _threshold_log_pr,
-                               _threshold_rdp_from_max, conversion_term, _unique_apply,
-                               _unique_weighted_sum, gnmax_log_q)
-from pate.analysis.validation import (check_baseline, check_delta, check_int, check_mask,
-                                      check_nonnegative, check_order, check_orders, check_positive,
-                                      check_votes)
+from pate.analysis.rdp import (
+    _gnmax_log_q,
+    _max_vote,
+    _rdp_gaussian_from_log_q,
+    _threshold_log_pr,
+    _threshold_rdp_from_max,
+    _unique_apply,
+    _unique_weighted_sum,
+    conversion_term,
+    gnmax_log_q,
+)
+from pate.analysis.validation import (
+    check_baseline,
+    check_delta,
+    check_int,
+    check_mask,
+    check_nonnegative,
+    check_order,
+    check_orders,
+    check_positive,
+    check_votes,
+)
 
 __all__ = [
     "gnmax_log_q0",
@@ -64,11 +80,11 @@ _LOG_Q_FLOOR = -700.0
 
 # --------------------------------------------------------------------------- GNMax pieces
 
-def _data_dependent_bound(sigma: float, log_q: FloatArray | np.float64,
-                          order: float) -> FloatArray:
+
+def _data_dependent_bound(sigma: float, log_q: FloatArray | np.float64, order: float) -> FloatArray:
     """Theorem 6 of [P18] at one order, without checking its preconditions (callers compare
     log q with log q0, below which they hold)."""
-    variance = sigma ** 2
+    variance = sigma**2
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         mu2 = sigma * np.sqrt(-log_q)
         mu1 = mu2 + 1.0
@@ -88,15 +104,17 @@ def _log_q0(sigma: float, order: float) -> float:
         mu1 = mu2 + 1.0
         if mu1 < order or mu2 <= 1.0:
             return False
-        eps2 = mu2 / sigma ** 2
+        eps2 = mu2 / sigma**2
         return log_q <= (mu2 - 1.0) * eps2 - mu2 * math.log(mu1 / (mu1 - 1.0) * mu2 / (mu2 - 1.0))
 
     def dep_minus_ind(log_q: float) -> float:
-        return float(_data_dependent_bound(sigma, np.float64(log_q), order)) - order / sigma ** 2
+        return float(_data_dependent_bound(sigma, np.float64(log_q), order)) - order / sigma**2
 
-    upper = min(-(1.0 + 1.0 / sigma) ** 2, -((order - 0.99) / sigma) ** 2, -1.0 / sigma ** 2)
+    upper = min(-((1.0 + 1.0 / sigma) ** 2), -(((order - 0.99) / sigma) ** 2), -1.0 / sigma**2)
     if not valid(upper):
-        raise ValueError(f"no data-dependent GNMax bound exists at sigma={sigma!r}, order={order!r}")
+        raise ValueError(
+            f"no data-dependent GNMax bound exists at sigma={sigma!r}, order={order!r}"
+        )
     if dep_minus_ind(upper) < 0:
         return upper
     lower = 2.0 * upper
@@ -129,7 +147,8 @@ def _bl(q: FloatArray | np.float64, sigma: float, m: int) -> FloatArray:
 def _bu(q: FloatArray, sigma: float, m: int) -> FloatArray:
     """BU(q): the largest q of a neighbouring histogram ([P18] Proposition 13)."""
     bu: FloatArray = np.minimum(
-        1.0, (m - 1) / 2.0 * erfc(-1.0 / sigma + erfcinv(2.0 * q / (m - 1))))
+        1.0, (m - 1) / 2.0 * erfc(-1.0 / sigma + erfcinv(2.0 * q / (m - 1)))
+    )
     return bu
 
 
@@ -139,7 +158,7 @@ def _log_q1(sigma: float, order: float, m: int) -> float:
 
 def _rdp_gnmax_at(sigma: float, log_q: FloatArray, order: float, log_q0: float) -> FloatArray:
     """RDP of GNMax at ``order`` for bound q: Theorem 6 below q0, lambda / sigma^2 from q0 on."""
-    out: FloatArray = np.full(log_q.shape, order / sigma ** 2)
+    out: FloatArray = np.full(log_q.shape, order / sigma**2)
     below = log_q < log_q0
     if below.any():
         out[below] = _data_dependent_bound(sigma, log_q[below], order)
@@ -175,19 +194,26 @@ def _log_q_sorted(sorted_votes: IntArray, log_tail: FloatArray, m: int) -> Float
     return capped
 
 
-def _validate_ls_args(votes: npt.ArrayLike, num_teachers: int,
-                      order: float) -> tuple[IntArray, int, float]:
+def _validate_ls_args(
+    votes: npt.ArrayLike, num_teachers: int, order: float
+) -> tuple[IntArray, int, float]:
     counts = check_votes(votes)
     num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
     if counts.shape[0] and int(counts[0].sum()) != num_teachers:
-        raise ValueError(f"votes rows sum to {int(counts[0].sum())} but num_teachers is {num_teachers}; "
-                         "pass the number of teachers that voted")
+        raise ValueError(
+            f"votes rows sum to {int(counts[0].sum())} but num_teachers is {num_teachers}; "
+            "pass the number of teachers that voted"
+        )
     return counts, num_teachers, check_order(order)
 
 
-def _ls_gnmax_walk(votes: IntArray, num_teachers: int, sigma: float, order: float,
-                   log_q: FloatArray | None = None,
-                   ) -> tuple[float, IntArray, IntArray, FloatArray]:
+def _ls_gnmax_walk(
+    votes: IntArray,
+    num_teachers: int,
+    sigma: float,
+    order: float,
+    log_q: FloatArray | None = None,
+) -> tuple[float, IntArray, IntArray, FloatArray]:
     """[P18] Algorithms 4-5 for every query at once.
 
     Returns (plateau, rows, distances, values): LS_i(d) = values[j] where (rows[j], distances[j])
@@ -200,8 +226,9 @@ def _ls_gnmax_walk(votes: IntArray, num_teachers: int, sigma: float, order: floa
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return plateau, empty, empty, np.zeros(0)
-    log_tail: FloatArray = log_ndtr(-(np.arange(num_teachers + 1, dtype=np.float64)
-                                      / math.sqrt(2.0 * sigma ** 2)))
+    log_tail: FloatArray = log_ndtr(
+        -(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma**2))
+    )
     log_q = _gnmax_log_q(votes, sigma) if log_q is None else log_q
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
     # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
@@ -217,17 +244,24 @@ def _ls_gnmax_walk(votes: IntArray, num_teachers: int, sigma: float, order: floa
         visited_rows.append(rows)
         visited_distance.append(distance)
         visited_log_q.append(lq)
-    values = _unique_apply(np.concatenate(visited_log_q),
-                           lambda u: _ls_gnmax_from_log_q(u, sigma, m, order))
+    values = _unique_apply(
+        np.concatenate(visited_log_q), lambda u: _ls_gnmax_from_log_q(u, sigma, m, order)
+    )
     return plateau, np.concatenate(visited_rows), np.concatenate(visited_distance), values
 
 
 _WALK_CHUNK = 16
 
 
-def _walk_towards_q0(current: IntArray, log_q: FloatArray, log_q0: float, log_q1: float,
-                     log_tail: FloatArray, num_teachers: int,
-                     m: int) -> tuple[IntArray, IntArray, FloatArray]:
+def _walk_towards_q0(
+    current: IntArray,
+    log_q: FloatArray,
+    log_q0: float,
+    log_q1: float,
+    log_tail: FloatArray,
+    num_teachers: int,
+    m: int,
+) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q > log q0: each step moves one vote from the runner-up to the leader and
     restores the non-increasing order; continue while log q > log q0 and a runner-up vote is left."""
     rows = np.nonzero(log_q > log_q0)[0]
@@ -249,12 +283,22 @@ def _walk_towards_q0(current: IntArray, log_q: FloatArray, log_q0: float, log_q1
         out_rows.append(rows)
         out_distance.append(np.full(rows.size, distance, dtype=np.int64))
         out_log_q.append(lq)
-    return _concat(out_rows, np.int64), _concat(out_distance, np.int64), _concat(out_log_q, np.float64)
+    return (
+        _concat(out_rows, np.int64),
+        _concat(out_distance, np.int64),
+        _concat(out_log_q, np.float64),
+    )
 
 
-def _walk_towards_q1(current: IntArray, log_q: FloatArray, log_q0: float, log_q1: float,
-                     log_tail: FloatArray, num_teachers: int,
-                     m: int) -> tuple[IntArray, IntArray, FloatArray]:
+def _walk_towards_q1(
+    current: IntArray,
+    log_q: FloatArray,
+    log_q0: float,
+    log_q1: float,
+    log_tail: FloatArray,
+    num_teachers: int,
+    m: int,
+) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q < log q1: step d moves d votes from the leader to the runner-up (the order
     cannot change while log q < log q1), so the gaps after d steps are g1 - 2d and g_j - d. Steps
     are evaluated in chunks; a row continues while its previous log q is below log q1."""
@@ -270,8 +314,9 @@ def _walk_towards_q1(current: IntArray, log_q: FloatArray, log_q0: float, log_q1
         np.clip(gaps, 0, num_teachers, out=gaps)
         terms = log_tail[gaps]
         top = terms.max(axis=2)
-        lq = np.minimum(top + np.log(np.exp(terms - top[:, :, None]).sum(axis=2)),
-                        math.log(1.0 - 1.0 / m))
+        lq = np.minimum(
+            top + np.log(np.exp(terms - top[:, :, None]).sum(axis=2)), math.log(1.0 - 1.0 / m)
+        )
         below = lq < log_q1
         taken = np.ones(below.shape, dtype=bool)
         taken[:, 1:] = np.logical_and.accumulate(below[:, :-1], axis=1)
@@ -282,15 +327,20 @@ def _walk_towards_q1(current: IntArray, log_q: FloatArray, log_q0: float, log_q1
         go_on = taken[:, -1] & below[:, -1]
         rows, gaps0 = rows[go_on], gaps0[go_on]
         start = int(steps[-1])
-    return _concat(out_rows, np.int64), _concat(out_distance, np.int64), _concat(out_log_q, np.float64)
+    return (
+        _concat(out_rows, np.int64),
+        _concat(out_distance, np.int64),
+        _concat(out_log_q, np.float64),
+    )
 
 
 def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
-def local_sensitivity_gnmax(votes: npt.ArrayLike, *, num_teachers: int, sigma: float,
-                            order: float) -> FloatArray:
+def local_sensitivity_gnmax(
+    votes: npt.ArrayLike, *, num_teachers: int, sigma: float, order: float
+) -> FloatArray:
     """Local sensitivity at distance d of each query's GNMax RDP at ``order``, shape (n, N).
 
     [P18] Algorithms 4-5 in O(N m) per query: move votes between the two leading classes in
@@ -310,18 +360,32 @@ def local_sensitivity_gnmax(votes: npt.ArrayLike, *, num_teachers: int, sigma: f
     return result
 
 
-def _weighted_ls_gnmax_sum(votes: IntArray, weights: FloatArray, num_teachers: int, sigma: float,
-                           order: float, log_q: FloatArray | None = None) -> FloatArray:
+def _weighted_ls_gnmax_sum(
+    votes: IntArray,
+    weights: FloatArray,
+    num_teachers: int,
+    sigma: float,
+    order: float,
+    log_q: FloatArray | None = None,
+) -> FloatArray:
     """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix."""
     plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order, log_q)
     total: FloatArray = np.full(num_teachers, plateau * float(np.sum(weights)))
-    total += np.bincount(distances, weights=weights[rows] * (values - plateau), minlength=num_teachers)
+    total += np.bincount(
+        distances, weights=weights[rows] * (values - plateau), minlength=num_teachers
+    )
     return total
 
 
-def _weighted_ls_threshold_sum(votes: IntArray, weights: FloatArray, num_teachers: int,
-                               threshold: float, sigma: float, order: float,
-                               baseline: FloatArray | None) -> FloatArray:
+def _weighted_ls_threshold_sum(
+    votes: IntArray,
+    weights: FloatArray,
+    num_teachers: int,
+    threshold: float,
+    sigma: float,
+    order: float,
+    baseline: FloatArray | None,
+) -> FloatArray:
     """sum_i weights_i * LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
     current = np.clip(_max_vote(votes, baseline), 0, num_teachers).astype(np.int64)
     mass = np.bincount(current, weights=weights, minlength=num_teachers + 1)
@@ -333,9 +397,11 @@ def _weighted_ls_threshold_sum(votes: IntArray, weights: FloatArray, num_teacher
 
 # --------------------------------------------------------------------------- threshold pieces
 
+
 @functools.lru_cache(maxsize=256)
-def _threshold_ls_by_max_vote(num_teachers: int, threshold: float, sigma: float,
-                              order: float) -> FloatArray:
+def _threshold_ls_by_max_vote(
+    num_teachers: int, threshold: float, sigma: float, order: float
+) -> FloatArray:
     """LS of the threshold RDP at each max vote v = 0..N (a neighbour moves the max by <= 1)."""
     max_votes = np.arange(num_teachers + 1, dtype=np.float64)
     rdp = _threshold_rdp_from_max(max_votes, threshold, sigma, np.array([order]))[:, 0]
@@ -347,9 +413,15 @@ def _threshold_ls_by_max_vote(num_teachers: int, threshold: float, sigma: float,
     return ls
 
 
-def local_sensitivity_threshold(votes: npt.ArrayLike, *, num_teachers: int, threshold: float,
-                                sigma: float, order: float,
-                                baseline: npt.ArrayLike | None = None) -> FloatArray:
+def local_sensitivity_threshold(
+    votes: npt.ArrayLike,
+    *,
+    num_teachers: int,
+    threshold: float,
+    sigma: float,
+    order: float,
+    baseline: npt.ArrayLike | None = None,
+) -> FloatArray:
     """Local sensitivity at distance d of each query's threshold-check RDP, shape (n, N).
 
     The threshold RDP depends on the votes only through the (rounded) max vote c, which moves by
@@ -368,8 +440,9 @@ def local_sensitivity_threshold(votes: npt.ArrayLike, *, num_teachers: int, thre
     return _ls_threshold_table(num_teachers, threshold, sigma, order, current)
 
 
-def _ls_threshold_table(num_teachers: int, threshold: float, sigma: float, order: float,
-                       max_votes: IntArray) -> FloatArray:
+def _ls_threshold_table(
+    num_teachers: int, threshold: float, sigma: float, order: float, max_votes: IntArray
+) -> FloatArray:
     """LS_threshold(d) for queries whose (rounded) max vote is each of ``max_votes``: (len, N)."""
     ls_by_vote = _threshold_ls_by_max_vote(num_teachers, threshold, sigma, order)
     distance = np.arange(num_teachers)
@@ -382,6 +455,7 @@ def _ls_threshold_table(num_teachers: int, threshold: float, sigma: float, order
 
 
 # --------------------------------------------------------------------------- smooth sensitivity
+
 
 def smooth_sensitivity(local_sensitivity: npt.ArrayLike, *, beta: float) -> float | FloatArray:
     """beta-smooth sensitivity max_d e^{-beta d} LS(d) (Nissim et al. 2007; [P18] Definition 11).
@@ -412,11 +486,13 @@ def gnss_rdp(*, beta: float, sigma_ss: float, order: float) -> float:
         return 0.0
     sigma_ss = check_positive(sigma_ss, "sigma_ss")
     if beta > 0 and not order < 1.0 / (2.0 * beta):
-        raise ValueError(f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r} for the GNSS bound, "
-                         f"got order={order!r} with beta={beta!r}; lower beta or the order")
-    return (order * math.exp(2.0 * beta) / sigma_ss ** 2
-            + (-0.5 * math.log(1.0 - 2.0 * order * beta) + beta * order) / (order - 1.0))
-
+        raise ValueError(
+            f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r} for the GNSS bound, "
+            f"got order={order!r} with beta={beta!r}; lower beta or the order"
+        )
+    return order * math.exp(2.0 * beta) / sigma_ss**2 + (
+        -0.5 * math.log(1.0 - 2.0 * order * beta) + beta * order
+    ) / (order - 1.0)
 
 
 def gnss_rdp_curve(*, beta: float, sigma_ss: float, orders: npt.ArrayLike) -> FloatArray:
@@ -424,20 +500,26 @@ def gnss_rdp_curve(*, beta: float, sigma_ss: float, orders: npt.ArrayLike) -> Fl
     1/(2 beta), +inf at and above it (the release gives no RDP guarantee there)."""
     beta = check_positive(beta, "beta")
     sigma_ss = check_positive(sigma_ss, "sigma_ss")
-    return np.array([gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1.0 / (2.0 * beta)
-                     else np.inf for o in check_orders(orders)])
+    return np.array(
+        [
+            gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=o) if o < 1.0 / (2.0 * beta) else np.inf
+            for o in check_orders(orders)
+        ]
+    )
+
 
 # --------------------------------------------------------------------------- conditions C5, C6
+
 
 def _beta_of_q(q: FloatArray, sigma: float, order: float) -> FloatArray:
     return _data_dependent_bound(sigma, np.log(q), order)
 
 
-def _is_non_decreasing(fn: Callable[[FloatArray], FloatArray], lower: float,
-                       upper: float) -> bool:
+def _is_non_decreasing(fn: Callable[[FloatArray], FloatArray], lower: float, upper: float) -> bool:
     """Numerical check that fn is non-decreasing on (lower, upper): the minimum of a central
     finite-difference derivative (bounded scalar minimisation, as the reference) and a dense
     log-spaced grid must both be >= 0 (up to rounding)."""
+
     def derivative(x: float) -> float:
         h = max(abs(x) * 1e-6, 1e-300)
         return float((fn(np.array([x + h])) - fn(np.array([x - h])))[0] / (2 * h))
@@ -465,31 +547,41 @@ def check_conditions(*, sigma: float, num_classes: int, order: float) -> tuple[b
     bl_q0 = float(_bl(np.float64(q0), sigma, m))
     cond6 = _is_non_decreasing(
         lambda q: _beta_of_q(_bu(q, sigma, m), sigma, order) - _beta_of_q(q, sigma, order),
-        1e-300, bl_q0)
+        1e-300,
+        bl_q0,
+    )
     return True, bool(cond6)
 
 
 # --------------------------------------------------------------------------- the parameter search
+
 
 def _is_data_independent_step2(num_teachers: int, m: int, sigma: float, order: float) -> bool:
     unanimous = np.zeros((1, m), dtype=np.int64)
     unanimous[0, 0] = num_teachers
     log_q = gnmax_log_q(unanimous, sigma=sigma)
     dep = _rdp_gaussian_from_log_q(log_q, sigma, np.array([order]))[0, 0]
-    return bool(np.isclose(dep, order / sigma ** 2))
+    return bool(np.isclose(dep, order / sigma**2))
 
 
-def _is_data_independent_step1(num_teachers: int, threshold: float, sigma: float,
-                               order: float) -> bool:
+def _is_data_independent_step1(
+    num_teachers: int, threshold: float, sigma: float, order: float
+) -> bool:
     extremes = np.array([0.0, float(num_teachers)])
     dep = _threshold_rdp_from_max(extremes, threshold, sigma, np.array([order]))[:, 0]
-    return bool(np.all(np.isclose(dep, order / (2 ** 0.5 * sigma) ** 2)))
+    return bool(np.all(np.isclose(dep, order / (2**0.5 * sigma) ** 2)))
 
 
-def _run_cost_and_ls(votes: IntArray, num_teachers: int, threshold: float | None,
-                     sigma1: float | None, sigma2: float, order: float,
-                     baseline: FloatArray | None,
-                     step2_weights: FloatArray) -> tuple[float, FloatArray, bool, bool]:
+def _run_cost_and_ls(
+    votes: IntArray,
+    num_teachers: int,
+    threshold: float | None,
+    sigma1: float | None,
+    sigma2: float,
+    order: float,
+    baseline: FloatArray | None,
+    step2_weights: FloatArray,
+) -> tuple[float, FloatArray, bool, bool]:
     """RDP at ``order`` and its local sensitivity at every distance, for a Confident-GNMax run in
     which query i pays the threshold check and ``step2_weights[i]`` times its GNMax step (1/0 for
     the realised cost of answered/unanswered queries, Pr[answered] for the expected cost).
@@ -502,33 +594,51 @@ def _run_cost_and_ls(votes: IntArray, num_teachers: int, threshold: float | None
     orders = np.array([order])
     ones = np.ones(votes.shape[0])
     # plain GNMax (threshold and sigma1 None, checked by the caller): no threshold check at all
-    ind1 = (threshold is None or sigma1 is None
-            or _is_data_independent_step1(num_teachers, threshold, sigma1, order))
+    ind1 = (
+        threshold is None
+        or sigma1 is None
+        or _is_data_independent_step1(num_teachers, threshold, sigma1, order)
+    )
     ind2 = _is_data_independent_step2(num_teachers, m, sigma2, order)
     ls_total: FloatArray = np.zeros(num_teachers)
     if threshold is None or sigma1 is None:
         rdp1 = 0.0
     elif ind1:
-        rdp1 = votes.shape[0] * (order / (2 ** 0.5 * sigma1) ** 2)
+        rdp1 = votes.shape[0] * (order / (2**0.5 * sigma1) ** 2)
     else:
-        rdp1 = float(_unique_weighted_sum(
-            _max_vote(votes, baseline), ones,
-            lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders))[0])
-        ls_total += _weighted_ls_threshold_sum(votes, ones, num_teachers, threshold, sigma1, order,
-                                               baseline)
+        rdp1 = float(
+            _unique_weighted_sum(
+                _max_vote(votes, baseline),
+                ones,
+                lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders),
+            )[0]
+        )
+        ls_total += _weighted_ls_threshold_sum(
+            votes, ones, num_teachers, threshold, sigma1, order, baseline
+        )
     if ind2:
-        rdp2 = float(np.sum(step2_weights)) * (order / sigma2 ** 2)
+        rdp2 = float(np.sum(step2_weights)) * (order / sigma2**2)
     else:
         log_q = _gnmax_log_q(votes, sigma2)
-        rdp2 = float(_unique_weighted_sum(
-            log_q, step2_weights, lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders))[0])
+        rdp2 = float(
+            _unique_weighted_sum(
+                log_q, step2_weights, lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders)
+            )[0]
+        )
         ls_total += _weighted_ls_gnmax_sum(votes, step2_weights, num_teachers, sigma2, order, log_q)
     return rdp1 + rdp2, ls_total, ind1, ind2
 
 
-def search_smooth_sensitivity_parameters(votes: npt.ArrayLike, *, threshold: float, sigma1: float,
-                                         sigma2: float, order: float, num_teachers: int,
-                                         delta: float) -> dict[str, Any]:
+def search_smooth_sensitivity_parameters(
+    votes: npt.ArrayLike,
+    *,
+    threshold: float,
+    sigma1: float,
+    sigma2: float,
+    order: float,
+    num_teachers: int,
+    delta: float,
+) -> dict[str, Any]:
     """The reference's search for the smooth-sensitivity parameters (``smooth_sensitivity_table``).
 
     **Not private**: it looks at the votes to choose beta and sigma_ss, and it uses the
@@ -552,11 +662,16 @@ def search_smooth_sensitivity_parameters(votes: npt.ArrayLike, *, threshold: flo
     delta = check_delta(delta)
     pr = np.exp(_threshold_log_pr(_max_vote(counts, None), threshold, sigma1))
     rdp_total, ls_total, ind1, ind2 = _run_cost_and_ls(
-        counts, num_teachers, threshold, sigma1, sigma2, order, None, pr)
+        counts, num_teachers, threshold, sigma1, sigma2, order, None, pr
+    )
     eps_before = rdp_total + conversion_term(order=order, delta=delta)
     result: dict[str, Any] = {
-        "rdp": rdp_total, "expected_answered": float(pr.sum()), "eps_before": eps_before,
-        "data_independent_step1": ind1, "data_independent_step2": ind2}
+        "rdp": rdp_total,
+        "expected_answered": float(pr.sum()),
+        "eps_before": eps_before,
+        "data_independent_step1": ind1,
+        "data_independent_step2": ind2,
+    }
     if ind1 and ind2:
         result.update(beta=0.0, smooth_sensitivity=0.0, sigma_ss=math.inf, eps_after=eps_before)
         return result
@@ -564,16 +679,22 @@ def search_smooth_sensitivity_parameters(votes: npt.ArrayLike, *, threshold: flo
     decay = np.exp(-betas[:, None] * np.arange(num_teachers)[None, :])
     ss = np.max(ls_total[None, :] * decay, axis=1)
     sigma_ss = (order * np.exp(2.0 * betas) / ss) ** (1.0 / 3.0)
-    gnss = (order * np.exp(2.0 * betas) / sigma_ss ** 2
-            + (-0.5 * np.log(1.0 - 2.0 * order * betas) + betas * order) / (order - 1.0))
+    gnss = order * np.exp(2.0 * betas) / sigma_ss**2 + (
+        -0.5 * np.log(1.0 - 2.0 * order * betas) + betas * order
+    ) / (order - 1.0)
     cost = rdp_total + gnss + 2.0 * ss * sigma_ss
     best = int(np.argmin(cost))
-    result.update(beta=float(betas[best]), smooth_sensitivity=float(ss[best]),
-                  sigma_ss=float(sigma_ss[best]), eps_after=eps_before + float(gnss[best]))
+    result.update(
+        beta=float(betas[best]),
+        smooth_sensitivity=float(ss[best]),
+        sigma_ss=float(sigma_ss[best]),
+        eps_after=eps_before + float(gnss[best]),
+    )
     return result
 
 
 # --------------------------------------------------------------------------- private release
+
 
 class SanitizedRelease(dict[str, Any]):
     """Result of :func:`release_sanitized_epsilon` (a dict, JSON-serialisable)."""
@@ -586,23 +707,36 @@ class NormalSource(Protocol):
     def normal(self, loc: float, scale: float) -> float: ...
 
 
-def _check_threshold_check(threshold: float | None,
-                           sigma1: float | None) -> tuple[float | None, float | None]:
+def _check_threshold_check(
+    threshold: float | None, sigma1: float | None
+) -> tuple[float | None, float | None]:
     """(threshold, sigma1) of Confident GNMax checked, or (None, None) for plain GNMax."""
     if (threshold is None) != (sigma1 is None):
-        raise ValueError("threshold and sigma1 go together: both for Confident GNMax, neither for "
-                         f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})")
+        raise ValueError(
+            "threshold and sigma1 go together: both for Confident GNMax, neither for "
+            f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})"
+        )
     if threshold is None or sigma1 is None:
         return None, None
     return check_nonnegative(threshold, "threshold"), check_positive(sigma1, "sigma1")
 
 
-def release_sanitized_epsilon(votes: npt.ArrayLike, *, threshold: float | None,
-                              sigma1: float | None, sigma2: float, answered: npt.ArrayLike,
-                              order: float, beta: float, sigma_ss: float, delta: float,
-                              num_teachers: int, rng: NormalSource,
-                              baseline: npt.ArrayLike | None = None,
-                              conversion: str = "classic") -> SanitizedRelease:
+def release_sanitized_epsilon(
+    votes: npt.ArrayLike,
+    *,
+    threshold: float | None,
+    sigma1: float | None,
+    sigma2: float,
+    answered: npt.ArrayLike,
+    order: float,
+    beta: float,
+    sigma_ss: float,
+    delta: float,
+    num_teachers: int,
+    rng: NormalSource,
+    baseline: npt.ArrayLike | None = None,
+    conversion: str = "classic",
+) -> SanitizedRelease:
     """Release the data-dependent epsilon of a Confident-GNMax run privately (GNSS, [P18] §4.2).
 
     ``order``, ``beta`` and ``sigma_ss`` must be fixed **before** looking at the votes (e.g. in the
@@ -640,42 +774,66 @@ def release_sanitized_epsilon(votes: npt.ArrayLike, *, threshold: float | None,
     delta = check_delta(delta)
     base_votes = None if baseline is None else check_baseline(baseline, counts.shape)
     if not order < 1.0 / (2.0 * beta):
-        raise ValueError(f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r}, got order={order!r} "
-                         f"with beta={beta!r}; choose beta < 1/(2 order) in advance")
+        raise ValueError(
+            f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r}, got order={order!r} "
+            f"with beta={beta!r}; choose beta < 1/(2 order) in advance"
+        )
     if not hasattr(rng, "normal"):
         raise TypeError("rng must be a numpy Generator (or a generator-like object with normal())")
 
     n_answered = int(mask.sum())
     delta_term = conversion_term(order=order, delta=delta, conversion=conversion)
-    threshold_cost = (0.0 if threshold is None or sigma1 is None
-                      else counts.shape[0] * order / (2 ** 0.5 * sigma1) ** 2)
-    eps_independent = threshold_cost + n_answered * order / sigma2 ** 2 + delta_term
-    base = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "delta": delta,
-            "queries": int(counts.shape[0]), "answered": n_answered,
-            "eps_data_independent": eps_independent}
+    threshold_cost = (
+        0.0
+        if threshold is None or sigma1 is None
+        else counts.shape[0] * order / (2**0.5 * sigma1) ** 2
+    )
+    eps_independent = threshold_cost + n_answered * order / sigma2**2 + delta_term
+    base = {
+        "order": order,
+        "beta": beta,
+        "sigma_ss": sigma_ss,
+        "delta": delta,
+        "queries": int(counts.shape[0]),
+        "answered": n_answered,
+        "eps_data_independent": eps_independent,
+    }
 
     rdp_realised, ls_total, ind1, ind2 = _run_cost_and_ls(
-        counts, num_teachers, threshold, sigma1, sigma2, order, base_votes,
-        mask.astype(np.float64))
+        counts, num_teachers, threshold, sigma1, sigma2, order, base_votes, mask.astype(np.float64)
+    )
     fallback = None
     if ind1 and ind2:
         fallback = "the data-dependent bounds never beat the data-independent ones at this order"
-    elif not ind2 and not all(check_conditions(sigma=sigma2, num_classes=counts.shape[1], order=order)):
+    elif not ind2 and not all(
+        check_conditions(sigma=sigma2, num_classes=counts.shape[1], order=order)
+    ):
         fallback = "conditions C5/C6 do not hold at this order and sigma2"
     if fallback is not None:
-        return SanitizedRelease(base, eps_sanitized=eps_independent,
-                                eps_sanitized_upper_2std=eps_independent, rdp_gnss=0.0,
-                                noise_std=0.0, smooth_sensitivity=0.0, fallback=fallback)
+        return SanitizedRelease(
+            base,
+            eps_sanitized=eps_independent,
+            eps_sanitized_upper_2std=eps_independent,
+            rdp_gnss=0.0,
+            noise_std=0.0,
+            smooth_sensitivity=0.0,
+            fallback=fallback,
+        )
 
     ss = float(smooth_sensitivity(ls_total, beta=beta))  # a float already: ls_total is 1-D
     noise_std = ss * sigma_ss
     rdp_noisy = rdp_realised + noise_std * float(rng.normal(0.0, 1.0))
     cost = gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=order)
     eps_sanitized = max(rdp_noisy, 0.0) + cost + delta_term
-    return SanitizedRelease(base, eps_sanitized=eps_sanitized,
-                            eps_sanitized_upper_2std=eps_sanitized + 2.0 * noise_std,
-                            rdp_gnss=cost, noise_std=noise_std, smooth_sensitivity=ss,
-                            fallback=None)
+    return SanitizedRelease(
+        base,
+        eps_sanitized=eps_sanitized,
+        eps_sanitized_upper_2std=eps_sanitized + 2.0 * noise_std,
+        rdp_gnss=cost,
+        noise_std=noise_std,
+        smooth_sensitivity=ss,
+        fallback=None,
+    )
 
 
 def smooth_sensitivity_dp_parameters(*, eps: float, delta: float) -> tuple[float, float]:
@@ -691,6 +849,6 @@ def smooth_sensitivity_dp_parameters(*, eps: float, delta: float) -> tuple[float
     eps = check_positive(eps, "eps")
     delta = check_delta(delta)
     a = float(ndtri(1.0 - delta / 2.0))
-    alpha = math.sqrt(a ** 2 + eps / 2.0) - a
+    alpha = math.sqrt(a**2 + eps / 2.0) - a
     beta = eps / (2.0 * float(chdtri(1, delta / 2.0)))
     return alpha, beta

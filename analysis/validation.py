@@ -45,8 +45,9 @@ def describe(value: Any, limit: int = 60) -> str:
 
 def _as_real(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number, got {describe(value)} "
-                        f"of type {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a real number, got {describe(value)} of type {type(value).__name__}"
+        )
     out = float(value)
     if not np.isfinite(out):
         raise ValueError(f"{name} must be finite, got {out!r}")
@@ -80,8 +81,9 @@ def check_delta(delta: Any, name: str = "delta") -> float:
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     """An integer (bool refused), optionally >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {describe(value)} "
-                        f"of type {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be an integer, got {describe(value)} of type {type(value).__name__}"
+        )
     out = int(value)
     if minimum is not None and out < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {out}")
@@ -92,7 +94,9 @@ def check_order(order: Any, name: str = "order") -> float:
     """One Renyi order lambda > 1."""
     out = _as_real(order, name)
     if out <= 1:
-        raise ValueError(f"{name} must be > 1 (Renyi orders are defined for lambda > 1), got {out!r}")
+        raise ValueError(
+            f"{name} must be > 1 (Renyi orders are defined for lambda > 1), got {out!r}"
+        )
     return out
 
 
@@ -108,8 +112,10 @@ def check_orders(orders: Any, name: str = "orders") -> FloatArray:
         raise ValueError(f"{name} must be finite, got {describe(orders)} with non-finite entries")
     if np.any(arr <= 1):
         bad = arr[arr <= 1][0]
-        raise ValueError(f"{name} must all be > 1 (Renyi orders are defined for lambda > 1), "
-                         f"got an order {bad!r}")
+        raise ValueError(
+            f"{name} must all be > 1 (Renyi orders are defined for lambda > 1), "
+            f"got an order {bad!r}"
+        )
     return arr
 
 
@@ -121,19 +127,25 @@ def check_votes(votes: Any, name: str = "votes") -> IntArray:
     if isinstance(votes, (str, bytes)) or votes is None:
         raise TypeError(f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}")
     arr = np.asarray(votes)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer)
-                                   or np.issubdtype(arr.dtype, np.floating)
-                                   or arr.dtype == np.bool_):
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.integer)
+        or np.issubdtype(arr.dtype, np.floating)
+        or arr.dtype == np.bool_
+    ):
         raise TypeError(f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}")
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D with shape (queries, classes), got shape {arr.shape}; "
-                         "for a single query pass votes[None, :]")
+        raise ValueError(
+            f"{name} must be 2-D with shape (queries, classes), got shape {arr.shape}; "
+            "for a single query pass votes[None, :]"
+        )
     if arr.shape[1] < 2:
         raise ValueError(f"{name} must have at least 2 classes (columns), got shape {arr.shape}")
     if np.issubdtype(arr.dtype, np.floating):
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise ValueError(f"{name} must hold integer vote counts, got non-integer values "
-                             f"(e.g. {arr[arr != np.round(arr)][:1].tolist()})")
+            raise ValueError(
+                f"{name} must hold integer vote counts, got non-integer values "
+                f"(e.g. {arr[arr != np.round(arr)][:1].tolist()})"
+            )
     out = arr.astype(np.int64, copy=False)
     if out.size and out.min() < 0:
         raise ValueError(f"{name} must be non-negative counts, got a minimum of {int(out.min())}")
@@ -141,10 +153,14 @@ def check_votes(votes: Any, name: str = "votes") -> IntArray:
         sums = out.sum(axis=1)
         if np.any(sums != sums[0]):
             row = int(np.argmax(sums != sums[0]))
-            raise ValueError(f"{name} rows must all sum to the number of teachers; row 0 sums to "
-                             f"{int(sums[0])} but row {row} sums to {int(sums[row])}")
+            raise ValueError(
+                f"{name} rows must all sum to the number of teachers; row 0 sums to "
+                f"{int(sums[0])} but row {row} sums to {int(sums[row])}"
+            )
         if sums[0] <= 0:
-            raise ValueError(f"{name} rows must sum to the number of teachers (> 0), got {int(sums[0])}")
+            raise ValueError(
+                f"{name} rows must sum to the number of teachers (> 0), got {int(sums[0])}"
+            )
     return out
 
 
@@ -159,8 +175,9 @@ def check_mask(mask: Any, length: int, name: str = "answered") -> BoolArray:
         else:
             raise TypeError(f"{name} must be a boolean mask, got {describe(mask)}")
     if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"{name} must be a 1-D mask with one entry per query ({length}), "
-                         f"got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must be a 1-D mask with one entry per query ({length}), got shape {arr.shape}"
+        )
     return arr
 
 
@@ -180,7 +197,9 @@ def check_baseline(baseline: Any, shape: tuple[int, int], name: str = "baseline"
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     """One of a fixed set of strings."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {describe(value)}")
+        raise ValueError(
+            f"{name} must be one of {', '.join(map(repr, choices))}; got {describe(value)}"
+        )
     chosen: str = value  # one of ``choices``
     return chosen
 
@@ -193,8 +212,9 @@ def check_unit_interval(value: Any, name: str) -> float:
     return out
 
 
-def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = "probabilities",
-                        *, atol: float = 1e-3) -> FloatArray:
+def check_probabilities(
+    probabilities: Any, shape: tuple[int, ...], name: str = "probabilities", *, atol: float = 1e-3
+) -> FloatArray:
     """Finite probabilities of ``shape`` in [0, 1], summing to 1 (within ``atol``) on the last axis.
 
     Returns a float64 array. Logits (negative values, sums far from 1) are refused with a hint.
@@ -204,19 +224,25 @@ def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str = 
     try:
         arr = np.asarray(probabilities, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of probabilities, got {describe(probabilities)}") from None
+        raise TypeError(
+            f"{name} must be an array of probabilities, got {describe(probabilities)}"
+        ) from None
     if arr.shape != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (found NaN or inf)")
     if arr.size:
         if arr.min() < 0 or arr.max() > 1:
-            raise ValueError(f"{name} must lie in [0, 1], got values in [{float(arr.min())!r}, "
-                             f"{float(arr.max())!r}]; if these are logits apply a softmax first")
+            raise ValueError(
+                f"{name} must lie in [0, 1], got values in [{float(arr.min())!r}, "
+                f"{float(arr.max())!r}]; if these are logits apply a softmax first"
+            )
         off = float(np.max(np.abs(arr.sum(axis=-1) - 1.0)))
         if off > atol:
-            raise ValueError(f"{name} must sum to 1 over the last axis (within {atol}); a row is "
-                             f"off by {off:.3g}; apply a softmax first")
+            raise ValueError(
+                f"{name} must sum to 1 over the last axis (within {atol}); a row is "
+                f"off by {off:.3g}; apply a softmax first"
+            )
     return arr
 
 
@@ -230,8 +256,9 @@ def check_embeddings(value: Any, name: str) -> FloatArray:
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a 2-D array of numbers, got {describe(value)}") from None
     if arr.ndim != 2 or arr.shape[1] < 1:
-        raise ValueError(f"{name} must be 2-D with shape (items, features >= 1), got shape "
-                         f"{arr.shape}")
+        raise ValueError(
+            f"{name} must be 2-D with shape (items, features >= 1), got shape {arr.shape}"
+        )
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (found NaN or inf)")
     return arr
@@ -242,26 +269,33 @@ def check_labels(value: Any, length: int, num_classes: int, name: str = "labels"
     int64."""
     arr = np.asarray(value)
     if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"{name} must be 1-D with one label per private record ({length}), got "
-                         f"shape {arr.shape}")
+        raise ValueError(
+            f"{name} must be 1-D with one label per private record ({length}), got "
+            f"shape {arr.shape}"
+        )
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
     if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
         bad = arr[(arr < 0) | (arr >= num_classes)][0]
-        raise ValueError(f"{name} must lie in [0, num_classes={num_classes}), got a label "
-                         f"{int(bad)}")
+        raise ValueError(
+            f"{name} must lie in [0, num_classes={num_classes}), got a label {int(bad)}"
+        )
     return arr.astype(np.int64, copy=False)
 
 
 def check_moment(value: Any, name: str = "moment") -> float:
     """One moment l: a finite real number >= 1."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number >= 1, got {describe(value)} "
-                        f"of type {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a real number >= 1, got {describe(value)} "
+            f"of type {type(value).__name__}"
+        )
     out = float(value)
     if not math.isfinite(out) or out < 1.0:
-        raise ValueError(f"{name} must be a finite number >= 1 (the moments of [P17] are "
-                         f"l = 1, 2, ...), got {out!r}")
+        raise ValueError(
+            f"{name} must be a finite number >= 1 (the moments of [P17] are "
+            f"l = 1, 2, ...), got {out!r}"
+        )
     return out
 
 
@@ -272,15 +306,19 @@ def check_moments(moments: Any, name: str = "moments") -> FloatArray:
     try:
         arr = np.asarray(moments, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, "
-                        f"got {describe(moments)}") from None
+        raise TypeError(
+            f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}"
+        ) from None
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array of moments, got shape {arr.shape}; "
-                         "e.g. moments=range(1, 9)")
+        raise ValueError(
+            f"{name} must be a non-empty 1-D array of moments, got shape {arr.shape}; "
+            "e.g. moments=range(1, 9)"
+        )
     if not np.all(np.isfinite(arr)) or np.any(arr < 1.0):
         bad = arr[~(np.isfinite(arr) & (arr >= 1.0))][0]
-        raise ValueError(f"{name} must all be finite and >= 1, got a moment {bad!r}; "
-                         "e.g. moments=range(1, 9)")
+        raise ValueError(
+            f"{name} must all be finite and >= 1, got a moment {bad!r}; e.g. moments=range(1, 9)"
+        )
     return arr
 
 
@@ -290,8 +328,11 @@ def check_distances(k: Any, name: str = "k") -> tuple[IntArray, bool]:
         return np.array([check_int(k, name, minimum=0)], dtype=np.int64), True
     arr = np.asarray(k)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must be an int >= 0 or a non-empty 1-D array of ints, "
-                        f"got {describe(k)}")
+        raise TypeError(
+            f"{name} must be an int >= 0 or a non-empty 1-D array of ints, got {describe(k)}"
+        )
     if arr.min() < 0:
-        raise ValueError(f"{name} must be >= 0 (a distance between histograms), got {int(arr.min())}")
+        raise ValueError(
+            f"{name} must be >= 0 (a distance between histograms), got {int(arr.min())}"
+        )
     return arr.astype(np.int64), False

@@ -44,16 +44,23 @@ def parse_setting(text: str) -> tuple[float, dict]:
     if len(values) != 4 or not all(math.isfinite(v) and v > 0 for v in values):
         raise argparse.ArgumentTypeError(
             f"a setting is target/T/sigma1/sigma2 with four positive numbers, e.g. 1/350/250/120; "
-            f"got {text!r}")
+            f"got {text!r}"
+        )
     target, threshold, sigma1, sigma2 = values
-    return target, {"mechanism": "confident-gnmax", "threshold": threshold, "sigma1": sigma1,
-                    "sigma2": sigma2}
+    return target, {
+        "mechanism": "confident-gnmax",
+        "threshold": threshold,
+        "sigma1": sigma1,
+        "sigma2": sigma2,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("settings", nargs="+", type=parse_setting, metavar="TARGET/T/SIGMA1/SIGMA2")
-    p.add_argument("--base-run", required=True, help="a run directory with votes.npy and config.json")
+    p.add_argument(
+        "--base-run", required=True, help="a run directory with votes.npy and config.json"
+    )
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--steps", type=int, default=4000, help="student steps (multiple of 500)")
     p.add_argument("--threads", type=int, default=1)
@@ -62,16 +69,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     base = pathlib.Path(args.base_run)
     if not (base / "votes.npy").is_file() or not (base / "config.json").is_file():
-        p.error(f"--base-run {str(base)!r} has no votes.npy and config.json (run the pipeline "
-                "up to its votes stage first)")
+        p.error(
+            f"--base-run {str(base)!r} has no votes.npy and config.json (run the pipeline "
+            "up to its votes stage first)"
+        )
     if not 0 < args.delta < 1:
         p.error(f"--delta must be in (0, 1), got {args.delta}")
     if args.steps < 500 or args.steps % 500:
         p.error(f"--steps must be a positive multiple of 500, got {args.steps}")
 
     import torch
-
     import utility
+
     from pate.student.train import train_student
     from pate.teachers.data import load_pate_data
 
@@ -84,24 +93,48 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for target, aggregator in args.settings:
         release = utility.release_parameters(target, delta=args.delta, conversion="tight")
-        plan = utility.plan_queries(votes, target=target, release=release, delta=args.delta,
-                                    conversion="tight", seed=seed, aggregator=aggregator)
+        plan = utility.plan_queries(
+            votes,
+            target=target,
+            release=release,
+            delta=args.delta,
+            conversion="tight",
+            seed=seed,
+            aggregator=aggregator,
+        )
         drawn = utility.planning_draw(votes, seed=seed, aggregator=aggregator)
-        answered = np.flatnonzero(drawn.answered_mask)[:plan["planned_answered"]]
+        answered = np.flatnonzero(drawn.answered_mask)[: plan["planned_answered"]]
         labels = np.full(y.shape[0], -1, dtype=np.int64)
         labels[answered] = drawn.labels[answered]
         t0 = time.perf_counter()
-        student = train_student(data.public.x, labels, model="cnn28", method="fixmatch",
-                                epochs=args.steps // 500, steps_per_epoch=500, batch_size=32,
-                                unlabeled_ratio=3, ema_decay=0.99, flip=True,
-                                num_classes=data.num_classes, random_state=0, device="cpu",
-                                progress=False)
-        row = {"target": target, **utility.noise_params(aggregator),
-               "route": plan["route"], "answered": int(answered.size),
-               "label_accuracy": float(np.mean(labels[answered] == y[answered])) if answered.size else None,
-               "val": float(np.mean(student.predict(data.public.x[8000:]) == y[8000:])),
-               "eval": float(student.score(data.evaluation.x, data.evaluation.y)),
-               "seconds": round(time.perf_counter() - t0, 1)}
+        student = train_student(
+            data.public.x,
+            labels,
+            model="cnn28",
+            method="fixmatch",
+            epochs=args.steps // 500,
+            steps_per_epoch=500,
+            batch_size=32,
+            unlabeled_ratio=3,
+            ema_decay=0.99,
+            flip=True,
+            num_classes=data.num_classes,
+            random_state=0,
+            device="cpu",
+            progress=False,
+        )
+        row = {
+            "target": target,
+            **utility.noise_params(aggregator),
+            "route": plan["route"],
+            "answered": int(answered.size),
+            "label_accuracy": float(np.mean(labels[answered] == y[answered]))
+            if answered.size
+            else None,
+            "val": float(np.mean(student.predict(data.public.x[8000:]) == y[8000:])),
+            "eval": float(student.score(data.evaluation.x, data.evaluation.y)),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:

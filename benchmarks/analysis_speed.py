@@ -27,17 +27,21 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def run_once(votes: np.ndarray) -> dict:
-    rdp = analysis.confident_gnmax_rdp(votes, threshold=200, sigma1=150, sigma2=40,
-                                       orders=analysis.REFERENCE_ORDERS)
+    rdp = analysis.confident_gnmax_rdp(
+        votes, threshold=200, sigma1=150, sigma2=40, orders=analysis.REFERENCE_ORDERS
+    )
     eps, order = analysis.eps_from_rdp(rdp, orders=analysis.REFERENCE_ORDERS, delta=1e-5)
     ss = analysis.search_smooth_sensitivity_parameters(
-        votes, threshold=200, sigma1=150, sigma2=40, order=order, num_teachers=250, delta=1e-5)
+        votes, threshold=200, sigma1=150, sigma2=40, order=order, num_teachers=250, delta=1e-5
+    )
     return {"eps": float(eps), "order": float(order), **ss}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--votes", default=str(REPO.parent / "shared/bench/votes_9000_250teachers.npy"))
+    parser.add_argument(
+        "--votes", default=str(REPO.parent / "shared/bench/votes_9000_250teachers.npy")
+    )
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     votes = np.load(args.votes)
@@ -51,14 +55,22 @@ def main() -> None:
         result = run_once(votes)
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
-    print(f"queries={votes.shape[0]} teachers={int(votes[0].sum())} orders={analysis.REFERENCE_ORDERS.size}")
-    print(f"eps={result['eps']:.6f} at order={result['order']:g} "
-          f"(E[answered]={result['expected_answered']:.2f})")
-    print(f"beta={result['beta']:.6f} smooth_sensitivity={result['smooth_sensitivity']:.6f} "
-          f"sigma_ss={result['sigma_ss']:.6f} eps_before={result['eps_before']:.6f} "
-          f"eps_after={result['eps_after']:.6f}")
-    print(f"time: median {median:.4f} s over {args.repeats} runs (min {min(times):.4f} s); "
-          f"reference {REFERENCE_SECONDS} s on this machine kind -> {REFERENCE_SECONDS / median:.0f}x faster")
+    print(
+        f"queries={votes.shape[0]} teachers={int(votes[0].sum())} orders={analysis.REFERENCE_ORDERS.size}"
+    )
+    print(
+        f"eps={result['eps']:.6f} at order={result['order']:g} "
+        f"(E[answered]={result['expected_answered']:.2f})"
+    )
+    print(
+        f"beta={result['beta']:.6f} smooth_sensitivity={result['smooth_sensitivity']:.6f} "
+        f"sigma_ss={result['sigma_ss']:.6f} eps_before={result['eps_before']:.6f} "
+        f"eps_after={result['eps_after']:.6f}"
+    )
+    print(
+        f"time: median {median:.4f} s over {args.repeats} runs (min {min(times):.4f} s); "
+        f"reference {REFERENCE_SECONDS} s on this machine kind -> {REFERENCE_SECONDS / median:.0f}x faster"
+    )
 
 
 if __name__ == "__main__":

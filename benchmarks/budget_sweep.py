@@ -44,17 +44,27 @@ def main() -> None:
         t0 = time.perf_counter()
         report = Pipeline(config, resume=True, progress=False).run()
         p, q, u = report["privacy"], report["queries"], report["utility"]
-        row = {"budget_eps": budget, "asked": q["asked"], "answered": q["answered"],
-               "label_accuracy": u["label_accuracy_answered"],
-               "eps_data_independent": p["eps_data_independent"], "eps_sanitized": p["eps_sanitized"],
-               "eps_guarantee": p["eps_guarantee"], "student_accuracy": u["student_accuracy"],
-               "delta": p["delta"], "seconds": round(time.perf_counter() - t0, 1)}
+        row = {
+            "budget_eps": budget,
+            "asked": q["asked"],
+            "answered": q["answered"],
+            "label_accuracy": u["label_accuracy_answered"],
+            "eps_data_independent": p["eps_data_independent"],
+            "eps_sanitized": p["eps_sanitized"],
+            "eps_guarantee": p["eps_guarantee"],
+            "student_accuracy": u["student_accuracy"],
+            "delta": p["delta"],
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
         rows.append(row)
-        print(f"budget {budget:g}: asked {row['asked']}, answered {row['answered']} (label accuracy "
-              f"{row['label_accuracy']:.3f}); eps data-independent {row['eps_data_independent']:.3f}, "
-              f"sanitized {row['eps_sanitized']:.3f}, guarantee {row['eps_guarantee']:.3f} "
-              f"(delta {row['delta']:g}); student accuracy {row['student_accuracy']:.4f}; "
-              f"{row['seconds']:.0f} s", flush=True)
+        print(
+            f"budget {budget:g}: asked {row['asked']}, answered {row['answered']} (label accuracy "
+            f"{row['label_accuracy']:.3f}); eps data-independent {row['eps_data_independent']:.3f}, "
+            f"sanitized {row['eps_sanitized']:.3f}, guarantee {row['eps_guarantee']:.3f} "
+            f"(delta {row['delta']:g}); student accuracy {row['student_accuracy']:.4f}; "
+            f"{row['seconds']:.0f} s",
+            flush=True,
+        )
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=2))
     print(json.dumps(rows), file=sys.stderr)

@@ -53,7 +53,8 @@ def embeddings(name: str):
     data = load_pate_data(name)
     front = feature_data(data, features)
     public, private, evaluation = public_pca_embedding(
-        front.public.x, front.private.x, front.evaluation.x, dims=dims)
+        front.public.x, front.private.x, front.evaluation.x, dims=dims
+    )
     return data, public, private, evaluation
 
 
@@ -65,42 +66,72 @@ def compare(name: str, releases: int, count_weights=(1.0,)) -> list[dict]:
     print(f"{name}: embeddings {time.perf_counter() - start:.0f} s", flush=True)
     rows = []
     for kappa, listed in ((k, s) for k in count_weights for s in SETTINGS[name][2]):
-        sigma = listed * math.sqrt((1.0 + kappa ** 2) / 2.0)   # the same eps as listed at 1
+        sigma = listed * math.sqrt((1.0 + kappa**2) / 2.0)  # the same eps as listed at 1
         scores = {"lda": [], "logistic": []}
         for seed in range(100, 100 + (1 if sigma == 0 else releases)):
-            release = noisy_class_means(public, private, data.private.y, sigma=sigma or 1e-12,
-                                        count_weight=kappa, num_classes=data.num_classes,
-                                        rng=np.random.default_rng(seed))
-            for rule, labeller in (("lda", release),
-                                   ("logistic", public_logistic(release, public))):
-                scores[rule].append((float(np.mean(labeller.predict(public) == data.public.y)),
-                                     float(np.mean(labeller.predict(evaluation)
-                                                   == data.evaluation.y))))
+            release = noisy_class_means(
+                public,
+                private,
+                data.private.y,
+                sigma=sigma or 1e-12,
+                count_weight=kappa,
+                num_classes=data.num_classes,
+                rng=np.random.default_rng(seed),
+            )
+            for rule, labeller in (
+                ("lda", release),
+                ("logistic", public_logistic(release, public)),
+            ):
+                scores[rule].append(
+                    (
+                        float(np.mean(labeller.predict(public) == data.public.y)),
+                        float(np.mean(labeller.predict(evaluation) == data.evaluation.y)),
+                    )
+                )
         for rule, values in scores.items():
             values = np.array(values)
-            rows.append({"dataset": name, "count_weight": kappa, "sigma": round(sigma, 6),
-                         "sigma_at_count_weight_1": listed, "rule": rule,
-                         "ridge": LOGISTIC_RIDGE if rule == "logistic" else None,
-                         "releases": len(values), "private_records": int(len(private)),
-                         "dims": int(public.shape[1]),
-                         "public_right_mean": round(float(values[:, 0].mean()), 4),
-                         "public_right": [round(v, 4) for v in values[:, 0]],
-                         "evaluation_right_mean": round(float(values[:, 1].mean()), 4)})
-            print(f"{name} kappa {kappa:g} sigma {sigma:>7.4f}: {rule:8s} public "
-                  f"{values[:, 0].mean():.4f} "
-                  f"evaluation {values[:, 1].mean():.4f} ({len(values)} releases)", flush=True)
+            rows.append(
+                {
+                    "dataset": name,
+                    "count_weight": kappa,
+                    "sigma": round(sigma, 6),
+                    "sigma_at_count_weight_1": listed,
+                    "rule": rule,
+                    "ridge": LOGISTIC_RIDGE if rule == "logistic" else None,
+                    "releases": len(values),
+                    "private_records": int(len(private)),
+                    "dims": int(public.shape[1]),
+                    "public_right_mean": round(float(values[:, 0].mean()), 4),
+                    "public_right": [round(v, 4) for v in values[:, 0]],
+                    "evaluation_right_mean": round(float(values[:, 1].mean()), 4),
+                }
+            )
+            print(
+                f"{name} kappa {kappa:g} sigma {sigma:>7.4f}: {rule:8s} public "
+                f"{values[:, 0].mean():.4f} "
+                f"evaluation {values[:, 1].mean():.4f} ({len(values)} releases)",
+                flush=True,
+            )
     return rows
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", nargs="+", choices=tuple(SETTINGS),
-                        default=list(SETTINGS))
-    parser.add_argument("--releases", type=int, default=3,
-                        help="releases (fresh noise seeds) per sigma > 0 (default 3)")
-    parser.add_argument("--count-weights", type=float, nargs="+", default=[1.0], metavar="K",
-                        help="count weights kappa of the release, each at the listed sigmas' "
-                             "eps (default 1)")
+    parser.add_argument("--datasets", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS))
+    parser.add_argument(
+        "--releases",
+        type=int,
+        default=3,
+        help="releases (fresh noise seeds) per sigma > 0 (default 3)",
+    )
+    parser.add_argument(
+        "--count-weights",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        metavar="K",
+        help="count weights kappa of the release, each at the listed sigmas' eps (default 1)",
+    )
     parser.add_argument("--out", default="benchmarks/results/class_means_rules.json")
     args = parser.parse_args(argv)
     if args.releases < 1:
@@ -110,14 +141,19 @@ def main(argv=None) -> int:
         parser.error(f"--count-weights must be > 0, got {bad[0]:g}")
 
     start = time.perf_counter()
-    rows = [row for name in args.datasets
-            for row in compare(name, args.releases, args.count_weights)]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    meta = {"argv": sys.argv[1:] if argv is None else list(argv), "commit": commit,
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-            "seconds": round(time.perf_counter() - start, 1),
-            "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+    rows = [
+        row for name in args.datasets for row in compare(name, args.releases, args.count_weights)
+    ]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    meta = {
+        "argv": sys.argv[1:] if argv is None else list(argv),
+        "commit": commit,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "seconds": round(time.perf_counter() - start, 1),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"rows": rows, "meta": meta}, indent=1) + "\n")

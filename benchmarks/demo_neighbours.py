@@ -54,8 +54,21 @@ def run_once(config: str, run_dir: pathlib.Path, cache: str | None) -> dict:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     if cache is not None:
         env["PATE_FEATURE_CACHE"] = cache
-    cmd = ["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-m", "pate", "run", "--config",
-           config, "--run-dir", str(run_dir), "--no-ledger", "--no-progress"]
+    cmd = [
+        "/usr/bin/time",
+        "-f",
+        "TIME %e %M",
+        sys.executable,
+        "-m",
+        "pate",
+        "run",
+        "--config",
+        config,
+        "--run-dir",
+        str(run_dir),
+        "--no-ledger",
+        "--no-progress",
+    ]
     out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     lines = [line for line in out.stderr.splitlines() if line.startswith("TIME ")]
     if out.returncode != 0 or not lines:
@@ -64,24 +77,36 @@ def run_once(config: str, run_dir: pathlib.Path, cache: str | None) -> dict:
     stages = {}
     for path in sorted((run_dir / "stages").glob("*.json")):
         summary = json.loads(path.read_text())
-        stages[path.stem] = {"seconds": summary.get("seconds"),
-                             "threads": (summary.get("threads") or {}).get("count")}
+        stages[path.stem] = {
+            "seconds": summary.get("seconds"),
+            "threads": (summary.get("threads") or {}).get("count"),
+        }
     analysis = json.loads((run_dir / "analysis.json").read_text())
-    return {"wall_seconds": float(wall), "peak_rss_mib": round(int(rss_kb) / 1024, 1),
-            "stages": stages, "student_accuracy": analysis["utility"]["student_accuracy"],
-            "eps_guarantee": analysis["privacy"]["eps_guarantee"]}
+    return {
+        "wall_seconds": float(wall),
+        "peak_rss_mib": round(int(rss_kb) / 1024, 1),
+        "stages": stages,
+        "student_accuracy": analysis["utility"]["student_accuracy"],
+        "eps_guarantee": analysis["privacy"]["eps_guarantee"],
+    }
 
 
 def slowdowns(runs: dict) -> dict:
     """Wall time of each condition over the idle run's (None without an idle run)."""
     idle = (runs.get("idle") or {}).get("wall_seconds")
-    return {c: (None if idle is None else round(r["wall_seconds"] / idle, 2))
-            for c, r in runs.items()}
+    return {
+        c: (None if idle is None else round(r["wall_seconds"] / idle, 2)) for c, r in runs.items()
+    }
 
 
 def _commit() -> str | None:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                         text=True, check=False)
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return out.stdout.strip() or None
 
 
@@ -105,17 +130,25 @@ def main(argv=None) -> int:
                 runs[condition] = run_once(args.config, work / condition, args.feature_cache)
             finally:
                 neighbours._stop(procs)
-            print(f"{condition}: {runs[condition]['wall_seconds']:.1f} s, "
-                  f"{runs[condition]['peak_rss_mib']:.0f} MiB, student "
-                  f"{runs[condition]['student_accuracy']:.3f}", flush=True)
+            print(
+                f"{condition}: {runs[condition]['wall_seconds']:.1f} s, "
+                f"{runs[condition]['peak_rss_mib']:.0f} MiB, student "
+                f"{runs[condition]['student_accuracy']:.3f}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result = {"machine": neighbours.machine_facts(), "load_average_before": load,
-              "config": args.config, "runs": runs, "slowdown_vs_idle": slowdowns(runs),
-              "bars": {"slowdown": BARS, "idle_seconds": IDLE_BAR_SECONDS},
-              "command": "python benchmarks/demo_neighbours.py " + " ".join(argv or sys.argv[1:]),
-              "commit": _commit(),
-              "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    result = {
+        "machine": neighbours.machine_facts(),
+        "load_average_before": load,
+        "config": args.config,
+        "runs": runs,
+        "slowdown_vs_idle": slowdowns(runs),
+        "bars": {"slowdown": BARS, "idle_seconds": IDLE_BAR_SECONDS},
+        "command": "python benchmarks/demo_neighbours.py " + " ".join(argv or sys.argv[1:]),
+        "commit": _commit(),
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     pathlib.Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result["slowdown_vs_idle"]))
     return 0

@@ -106,32 +106,50 @@ def group_normalise(features: np.ndarray, *, groups: int, chunk: int = 4096) -> 
         raise ValueError(f"groups must divide the {c} channels, got groups={groups}")
     out = np.empty((n, int(np.prod(features.shape[1:]))), dtype=np.float32)
     for i in range(0, n, chunk):
-        block = np.asarray(features[i:i + chunk], dtype=np.float32).reshape(-1, groups, out.shape[1] // groups)
+        block = np.asarray(features[i : i + chunk], dtype=np.float32).reshape(
+            -1, groups, out.shape[1] // groups
+        )
         mean = block.mean(axis=2, keepdims=True)
         var = block.var(axis=2, keepdims=True)
-        out[i:i + chunk] = ((block - mean) / np.sqrt(var + 1e-5)).reshape(len(block), -1)
+        out[i : i + chunk] = ((block - mean) / np.sqrt(var + 1e-5)).reshape(len(block), -1)
     return out
 
 
-def dpsgd_eps(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
-              orders, conversion: str) -> float:
+def dpsgd_eps(
+    *,
+    noise_multiplier: float,
+    sampling_rate: float,
+    steps: int,
+    delta: float,
+    orders,
+    conversion: str,
+) -> float:
     """(eps at ``delta``) of ``steps`` Poisson-subsampled Gaussian steps (RDP, [MTZ19])."""
     from pate.analysis import eps_from_rdp
     from pate.analysis.private_knn import sampled_gaussian_rdp
 
     orders = np.asarray(orders, dtype=np.float64)
-    rdp = steps * sampled_gaussian_rdp(sampling_rate=sampling_rate,
-                                       noise_multiplier=noise_multiplier, orders=orders)
+    rdp = steps * sampled_gaussian_rdp(
+        sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, orders=orders
+    )
     return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
 
 
-def calibrate_noise(*, eps: float, sampling_rate: float, steps: int, delta: float, orders,
-                    conversion: str) -> float:
+def calibrate_noise(
+    *, eps: float, sampling_rate: float, steps: int, delta: float, orders, conversion: str
+) -> float:
     """The smallest noise multiplier (to 1e-4 relative, rounded up) whose ``steps`` cost at
     most ``eps``: bisection on the accountant, which is decreasing in the noise."""
+
     def cost(z):
-        return dpsgd_eps(noise_multiplier=z, sampling_rate=sampling_rate, steps=steps,
-                         delta=delta, orders=orders, conversion=conversion)
+        return dpsgd_eps(
+            noise_multiplier=z,
+            sampling_rate=sampling_rate,
+            steps=steps,
+            delta=delta,
+            orders=orders,
+            conversion=conversion,
+        )
 
     lo, hi = 0.3, 1.0
     while cost(hi) > eps:
@@ -159,8 +177,15 @@ def clipped_gradient_sum(w, b, xb, yb, *, clip: float, sq=None):
     return r.T @ xb, r.sum(0)
 
 
-def train_linear(x: np.ndarray, y: np.ndarray, *, recipe: Recipe, noise_multiplier: float,
-                 seed: int, num_classes: int):
+def train_linear(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    recipe: Recipe,
+    noise_multiplier: float,
+    seed: int,
+    num_classes: int,
+):
     """DP-SGD (Poisson sampling, per-example clipping, Gaussian noise, momentum SGD) of a linear
     model on rows ``x`` (N, D) float32; returns (W (K, D), b (K,)) as torch tensors."""
     import torch
@@ -214,8 +239,9 @@ def load_features(*, data_root=None, cache_root=None):
     return out
 
 
-def run_tramer_boneh(splits, *, seed: int, recipe: Recipe = TRAMER_BONEH_FMNIST,
-                     calibrate: bool = False) -> dict:
+def run_tramer_boneh(
+    splits, *, seed: int, recipe: Recipe = TRAMER_BONEH_FMNIST, calibrate: bool = False
+) -> dict:
     """One run under T&B's protocol: 60000 training images, the 10000 test images (the public
     and evaluation splits, in order), eps 3 at delta 1e-5."""
     from pate.analysis import DEFAULT_ORDERS
@@ -224,24 +250,51 @@ def run_tramer_boneh(splits, *, seed: int, recipe: Recipe = TRAMER_BONEH_FMNIST,
     xt = np.concatenate([splits["public"][0], splits["evaluation"][0]])
     yt = np.concatenate([splits["public"][1], splits["evaluation"][1]])
     n, steps, q = len(x), recipe.steps(len(x)), recipe.sampling_rate(len(x))
-    z = (calibrate_noise(eps=TB_EPS, sampling_rate=q, steps=steps, delta=TB_DELTA,
-                         orders=DEFAULT_ORDERS, conversion="tight")
-         if calibrate else TB_NOISE_MULTIPLIER)
+    z = (
+        calibrate_noise(
+            eps=TB_EPS,
+            sampling_rate=q,
+            steps=steps,
+            delta=TB_DELTA,
+            orders=DEFAULT_ORDERS,
+            conversion="tight",
+        )
+        if calibrate
+        else TB_NOISE_MULTIPLIER
+    )
     t0 = time.perf_counter()
     w, b = train_linear(x, y, recipe=recipe, noise_multiplier=z, seed=seed, num_classes=10)
     common = dict(noise_multiplier=z, sampling_rate=q, steps=steps, delta=TB_DELTA)
-    return {"protocol": "tramer-boneh" + (" (noise calibrated, tight conversion)" if calibrate else ""),
-            "method": "DP-SGD ScatterNet+linear", "kind": "guarantee", "target_eps": TB_EPS,
-            "eps": dpsgd_eps(orders=DEFAULT_ORDERS, conversion="tight", **common),
-            "eps_tramer_boneh_accounting": dpsgd_eps(orders=TB_ORDERS, conversion="classic", **common),
-            "delta": TB_DELTA, "accuracy": accuracy(w, b, xt, yt), "evaluation": "test-10000",
-            "train_size": n, "noise_multiplier": z, "steps": steps, "sampling_rate": q,
-            "recipe": dataclasses.asdict(recipe), "seed": seed, "holdout": False,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        "protocol": "tramer-boneh" + (" (noise calibrated, tight conversion)" if calibrate else ""),
+        "method": "DP-SGD ScatterNet+linear",
+        "kind": "guarantee",
+        "target_eps": TB_EPS,
+        "eps": dpsgd_eps(orders=DEFAULT_ORDERS, conversion="tight", **common),
+        "eps_tramer_boneh_accounting": dpsgd_eps(orders=TB_ORDERS, conversion="classic", **common),
+        "delta": TB_DELTA,
+        "accuracy": accuracy(w, b, xt, yt),
+        "evaluation": "test-10000",
+        "train_size": n,
+        "noise_multiplier": z,
+        "steps": steps,
+        "sampling_rate": q,
+        "recipe": dataclasses.asdict(recipe),
+        "seed": seed,
+        "holdout": False,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
-def run_pate_protocol(splits, *, target: float, delta: float, seed: int, holdout: bool,
-                      recipe: Recipe = TRAMER_BONEH_FMNIST) -> dict:
+def run_pate_protocol(
+    splits,
+    *,
+    target: float,
+    delta: float,
+    seed: int,
+    holdout: bool,
+    recipe: Recipe = TRAMER_BONEH_FMNIST,
+) -> dict:
     """One run in the pipeline's protocol at ``target`` eps (tight conversion): trained on the
     private split (its first 50000 with ``holdout``), scored on the 1000 evaluation images (and
     on the 10000 held-out private images)."""
@@ -252,18 +305,40 @@ def run_pate_protocol(splits, *, target: float, delta: float, seed: int, holdout
     if holdout:
         x, y, xh, yh = x[:-HOLDOUT], y[:-HOLDOUT], x[-HOLDOUT:], y[-HOLDOUT:]
     n, steps, q = len(x), recipe.steps(len(x)), recipe.sampling_rate(len(x))
-    z = calibrate_noise(eps=target, sampling_rate=q, steps=steps, delta=delta,
-                        orders=DEFAULT_ORDERS, conversion="tight")
+    z = calibrate_noise(
+        eps=target,
+        sampling_rate=q,
+        steps=steps,
+        delta=delta,
+        orders=DEFAULT_ORDERS,
+        conversion="tight",
+    )
     t0 = time.perf_counter()
     w, b = train_linear(x, y, recipe=recipe, noise_multiplier=z, seed=seed, num_classes=10)
-    row = {"protocol": "pate", "method": "DP-SGD ScatterNet+linear", "kind": "guarantee",
-           "target_eps": target,
-           "eps": dpsgd_eps(noise_multiplier=z, sampling_rate=q, steps=steps, delta=delta,
-                            orders=DEFAULT_ORDERS, conversion="tight"),
-           "delta": delta, "accuracy": accuracy(w, b, *splits["evaluation"]),
-           "evaluation": "evaluation-1000", "train_size": n, "noise_multiplier": z,
-           "steps": steps, "sampling_rate": q, "recipe": dataclasses.asdict(recipe),
-           "seed": seed, "holdout": holdout}
+    row = {
+        "protocol": "pate",
+        "method": "DP-SGD ScatterNet+linear",
+        "kind": "guarantee",
+        "target_eps": target,
+        "eps": dpsgd_eps(
+            noise_multiplier=z,
+            sampling_rate=q,
+            steps=steps,
+            delta=delta,
+            orders=DEFAULT_ORDERS,
+            conversion="tight",
+        ),
+        "delta": delta,
+        "accuracy": accuracy(w, b, *splits["evaluation"]),
+        "evaluation": "evaluation-1000",
+        "train_size": n,
+        "noise_multiplier": z,
+        "steps": steps,
+        "sampling_rate": q,
+        "recipe": dataclasses.asdict(recipe),
+        "seed": seed,
+        "holdout": holdout,
+    }
     if holdout:
         row["accuracy_holdout"] = accuracy(w, b, xh, yh)
     row["seconds"] = round(time.perf_counter() - t0, 1)
@@ -272,10 +347,19 @@ def run_pate_protocol(splits, *, target: float, delta: float, seed: int, holdout
 
 def _commit() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, cwd=ROOT).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        ).stdout.strip()
         return head + (" (+ uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -297,19 +381,30 @@ def save(rows: list[dict], path: pathlib.Path, meta: dict) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--protocol", choices=PROTOCOLS, required=True)
-    p.add_argument("--targets", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0],
-                   help="target eps of the pate protocol (default 0.5 1 2 4)")
+    p.add_argument(
+        "--targets",
+        type=float,
+        nargs="+",
+        default=[0.5, 1.0, 2.0, 4.0],
+        help="target eps of the pate protocol (default 0.5 1 2 4)",
+    )
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--holdout", action="store_true",
-                   help="pate protocol: train on the first 50000 private images, score also on "
-                        "the last 10000")
-    p.add_argument("--calibrate", action="store_true",
-                   help="tramer-boneh protocol: noise for eps 3 under the tight conversion "
-                        "instead of T&B's 4.05")
+    p.add_argument(
+        "--holdout",
+        action="store_true",
+        help="pate protocol: train on the first 50000 private images, score also on the last 10000",
+    )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="tramer-boneh protocol: noise for eps 3 under the tight conversion "
+        "instead of T&B's 4.05",
+    )
     p.add_argument("--out", default="benchmarks/results/utility_fmnist_dpsgd.json")
     p.add_argument("--feature-cache", help="feature cache folder (default $PATE_FEATURE_CACHE)")
     p.add_argument("--data-root", help="Fashion-MNIST directory (default: Debian's location)")
@@ -332,12 +427,19 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = pathlib.Path(args.out)
-    meta = {"command": "benchmarks/dpsgd_linear.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "commit": _commit(), "device": "cpu", "started": datetime.datetime.now(
-                datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"node": platform.node(), "cpus": os.cpu_count(),
-                        "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
-            "load_average_at_start": [round(v, 2) for v in os.getloadavg()]}
+    meta = {
+        "command": "benchmarks/dpsgd_linear.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "commit": _commit(),
+        "device": "cpu",
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "node": platform.node(),
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        },
+        "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
+    }
     t0 = time.perf_counter()
     splits = load_features(data_root=args.data_root, cache_root=args.feature_cache)
     logger.info("features: %.0f s", time.perf_counter() - t0)
@@ -346,17 +448,25 @@ def main(argv=None) -> int:
         if args.protocol == "tramer-boneh":
             todo = [lambda seed=seed: run_tramer_boneh(splits, seed=seed, calibrate=args.calibrate)]
         else:
-            todo = [lambda seed=seed, t=t: run_pate_protocol(
-                splits, target=t, delta=args.delta, seed=seed, holdout=args.holdout)
-                for t in args.targets]
+            todo = [
+                lambda seed=seed, t=t: run_pate_protocol(
+                    splits, target=t, delta=args.delta, seed=seed, holdout=args.holdout
+                )
+                for t in args.targets
+            ]
         for job in todo:
             row = dict(job(), command=meta["command"], commit=meta["commit"], device="cpu")
             rows.append(row)
             save(rows, out, meta)  # each run kept as it ends
-            logger.info("%s eps %.3f seed %d: accuracy %.4f%s (%.0f s)", row["protocol"],
-                        row["eps"], seed, row["accuracy"],
-                        f", held out {row['accuracy_holdout']:.4f}" if "accuracy_holdout" in row else "",
-                        row["seconds"])
+            logger.info(
+                "%s eps %.3f seed %d: accuracy %.4f%s (%.0f s)",
+                row["protocol"],
+                row["eps"],
+                seed,
+                row["accuracy"],
+                f", held out {row['accuracy_holdout']:.4f}" if "accuracy_holdout" in row else "",
+                row["seconds"],
+            )
     return 0
 
 

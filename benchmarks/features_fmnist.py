@@ -26,8 +26,10 @@ import numpy as np
 RECIPES = (
     ("cnn28 on pixels", dict(model="cnn28", features="none", epochs=20, lr=2e-3)),
     ("linear on ScatterNet", dict(model="linear", features="scatternet", epochs=20, lr=2e-3)),
-    ("scatter_cnn on ScatterNet", dict(model="scatter_cnn", features="scatternet", epochs=20,
-                                       lr=1e-3)),
+    (
+        "scatter_cnn on ScatterNet",
+        dict(model="scatter_cnn", features="scatternet", epochs=20, lr=1e-3),
+    ),
 )
 
 
@@ -41,8 +43,8 @@ def main(argv=None) -> int:
     import torch
     from sklearn.linear_model import LogisticRegression
 
-    from pate.ledger import record_keys
     from pate.core.partition import partition_random
+    from pate.ledger import record_keys
     from pate.teachers import features as F
     from pate.teachers.data import load_pate_data
     from pate.teachers.ensemble import TeacherConfig, train_teachers
@@ -51,18 +53,29 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     print(f"load average {os.getloadavg()}, torch threads {torch.get_num_threads()}", flush=True)
     data = load_pate_data("fashion-mnist")
-    part = partition_random(record_keys(data.private.x, data.private.y), num_teachers=250,
-                           rng=np.random.default_rng(0))
-    shards = part.shards[:args.teachers]
+    part = partition_random(
+        record_keys(data.private.x, data.private.y), num_teachers=250, rng=np.random.default_rng(0)
+    )
+    shards = part.shards[: args.teachers]
     rows = []
     for name, recipe in RECIPES:
         start = time.perf_counter()
-        result = train_teachers(data, shards, list(range(len(shards))),
-                                TeacherConfig(device="cpu", **recipe), progress=False)
-        rows.append({"recipe": name, "teachers": len(shards),
-                     "mean_accuracy": round(float(result.teacher_accuracy.mean()), 4),
-                     "plurality_accuracy": round(float(result.plurality_accuracy), 4),
-                     "seconds": round(time.perf_counter() - start, 1)})
+        result = train_teachers(
+            data,
+            shards,
+            list(range(len(shards))),
+            TeacherConfig(device="cpu", **recipe),
+            progress=False,
+        )
+        rows.append(
+            {
+                "recipe": name,
+                "teachers": len(shards),
+                "mean_accuracy": round(float(result.teacher_accuracy.mean()), 4),
+                "plurality_accuracy": round(float(result.plurality_accuracy), 4),
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     if not args.skip_ceiling:
         start = time.perf_counter()
@@ -71,11 +84,19 @@ def main(argv=None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # lbfgs' iteration-limit warning
             clf = LogisticRegression(C=0.01, max_iter=300).fit(
-                norm.transform(pub).reshape(len(pub), -1), data.public.y)
+                norm.transform(pub).reshape(len(pub), -1), data.public.y
+            )
         acc = clf.score(norm.transform(ev).reshape(len(ev), -1), data.evaluation.y)
-        print(json.dumps({"ceiling": "logistic regression on ScatterNet, 9000 true labels",
-                          "accuracy": round(float(acc), 4),
-                          "seconds": round(time.perf_counter() - start, 1)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "ceiling": "logistic regression on ScatterNet, 9000 true labels",
+                    "accuracy": round(float(acc), 4),
+                    "seconds": round(time.perf_counter() - start, 1),
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

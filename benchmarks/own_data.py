@@ -73,8 +73,15 @@ class Dataset:
     "image folder"; ``cleanup``: folders to delete after the runs. (A plain class: this file is
     loaded outside ``sys.modules`` by the tests, where dataclasses cannot resolve annotations.)"""
 
-    def __init__(self, name: str, kind: str, description: str, splits: dict,
-                 source: str | None = None, cleanup: list | None = None):
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        description: str,
+        splits: dict,
+        source: str | None = None,
+        cleanup: list | None = None,
+    ):
         self.name, self.kind, self.description, self.splits = name, kind, description, splits
         self.source, self.cleanup = source, list(cleanup or [])
 
@@ -84,8 +91,12 @@ class Dataset:
 
     @property
     def classes(self) -> int:
-        return int(max(int(np.max(self.splits[f"y_{s}"]))
-                       for s in ("private", "public", "evaluation"))) + 1
+        return (
+            int(
+                max(int(np.max(self.splits[f"y_{s}"])) for s in ("private", "public", "evaluation"))
+            )
+            + 1
+        )
 
 
 def split_sizes(n: int) -> tuple[int, int, int]:
@@ -121,17 +132,24 @@ def _breast_cancer(seed: int, work: pathlib.Path) -> Dataset:
     from sklearn.datasets import load_breast_cancer
 
     x, y = load_breast_cancer(return_X_y=True)
-    return Dataset("breast-cancer", "table",
-                   "scikit-learn's breast_cancer: 30 raw features (scales 1e-3 .. 1e3), 2 classes",
-                   split_pool(x, y, seed=seed))
+    return Dataset(
+        "breast-cancer",
+        "table",
+        "scikit-learn's breast_cancer: 30 raw features (scales 1e-3 .. 1e3), 2 classes",
+        split_pool(x, y, seed=seed),
+    )
 
 
 def _digits(seed: int, work: pathlib.Path) -> Dataset:
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
-    return Dataset("digits", "table", "scikit-learn's digits as 64 raw pixel columns (0..16), "
-                   "10 classes", split_pool(x, y, seed=seed))
+    return Dataset(
+        "digits",
+        "table",
+        "scikit-learn's digits as 64 raw pixel columns (0..16), 10 classes",
+        split_pool(x, y, seed=seed),
+    )
 
 
 def _digits_images(seed: int, work: pathlib.Path) -> Dataset:
@@ -158,22 +176,38 @@ def _digits_images(seed: int, work: pathlib.Path) -> Dataset:
         part = getattr(data, name)
         splits[f"x_{name}"] = np.asarray(part.x, dtype=np.float32)
         splits[f"y_{name}"] = np.asarray(part.y, dtype=np.int64)
-    return Dataset("digits-png-28", "image folder",
-                   "digits upscaled to 28x28 grey PNGs, one folder per class (imagefolder:)",
-                   splits, source=source, cleanup=[folder])
+    return Dataset(
+        "digits-png-28",
+        "image folder",
+        "digits upscaled to 28x28 grey PNGs, one folder per class (imagefolder:)",
+        splits,
+        source=source,
+        cleanup=[folder],
+    )
 
 
 def _table_40k(seed: int, work: pathlib.Path) -> Dataset:
     """The issue's case: 40 000 rows, 30 features on scales 0.01 .. 1000, 6 classes."""
     from sklearn.datasets import make_classification
 
-    x, y = make_classification(n_samples=40_000, n_features=30, n_informative=12, n_redundant=6,
-                               n_classes=6, n_clusters_per_class=2, class_sep=1.0, flip_y=0.02,
-                               random_state=3101 + seed)
-    return Dataset("table-40k-scaled", "table",
-                   "make_classification: 30 features (12 informative) rescaled 0.01 .. 1000, "
-                   "6 classes, 2 clusters per class", split_pool(_scaled(x, seed=seed), y,
-                                                                 seed=seed))
+    x, y = make_classification(
+        n_samples=40_000,
+        n_features=30,
+        n_informative=12,
+        n_redundant=6,
+        n_classes=6,
+        n_clusters_per_class=2,
+        class_sep=1.0,
+        flip_y=0.02,
+        random_state=3101 + seed,
+    )
+    return Dataset(
+        "table-40k-scaled",
+        "table",
+        "make_classification: 30 features (12 informative) rescaled 0.01 .. 1000, "
+        "6 classes, 2 clusters per class",
+        split_pool(_scaled(x, seed=seed), y, seed=seed),
+    )
 
 
 def _quantiles_5k(seed: int, work: pathlib.Path) -> Dataset:
@@ -181,13 +215,16 @@ def _quantiles_5k(seed: int, work: pathlib.Path) -> Dataset:
     from sklearn.datasets import make_gaussian_quantiles
 
     rng = np.random.default_rng(3102 + seed)
-    x, y = make_gaussian_quantiles(n_samples=5_000, n_features=4, n_classes=3,
-                                   random_state=3102 + seed)
+    x, y = make_gaussian_quantiles(
+        n_samples=5_000, n_features=4, n_classes=3, random_state=3102 + seed
+    )
     x = np.hstack([x, rng.normal(size=(len(y), 6))])
-    return Dataset("shells-5k-noise", "table",
-                   "make_gaussian_quantiles: 3 nested shells in 4 dims + 6 noise columns, "
-                   "scales 0.1 .. 100", split_pool(_scaled(x, seed=seed, low=-1, high=2), y,
-                                                   seed=seed))
+    return Dataset(
+        "shells-5k-noise",
+        "table",
+        "make_gaussian_quantiles: 3 nested shells in 4 dims + 6 noise columns, scales 0.1 .. 100",
+        split_pool(_scaled(x, seed=seed, low=-1, high=2), y, seed=seed),
+    )
 
 
 def _mixed_10k(seed: int, work: pathlib.Path) -> Dataset:
@@ -196,18 +233,31 @@ def _mixed_10k(seed: int, work: pathlib.Path) -> Dataset:
     from sklearn.datasets import make_classification
 
     rng = np.random.default_rng(3103 + seed)
-    x, y = make_classification(n_samples=10_000, n_features=12, n_informative=7, n_redundant=2,
-                               n_classes=3, n_clusters_per_class=1, class_sep=0.8, flip_y=0.03,
-                               random_state=3103 + seed)
+    x, y = make_classification(
+        n_samples=10_000,
+        n_features=12,
+        n_informative=7,
+        n_redundant=2,
+        n_classes=3,
+        n_clusters_per_class=1,
+        class_sep=0.8,
+        flip_y=0.03,
+        random_state=3103 + seed,
+    )
     continuous = _scaled(x[:, :8], seed=seed, low=-1, high=4)
-    binned = [np.digitize(x[:, 8 + j],
-                          np.quantile(x[:, 8 + j], np.linspace(0, 1, levels + 1)[1:-1]))
-              for j, levels in enumerate((3, 5, 7, 12))]
+    binned = [
+        np.digitize(x[:, 8 + j], np.quantile(x[:, 8 + j], np.linspace(0, 1, levels + 1)[1:-1]))
+        for j, levels in enumerate((3, 5, 7, 12))
+    ]
     codes = [rng.integers(0, 1000, len(y)), rng.integers(0, 7, len(y))]
     x = np.column_stack([continuous, *binned, *codes]).astype(np.float64)
-    return Dataset("mixed-10k-categorical", "table",
-                   "make_classification: 8 continuous columns (scales 0.1 .. 1e4) + 4 binned "
-                   "integer columns + 2 noise codes, 3 classes", split_pool(x, y, seed=seed))
+    return Dataset(
+        "mixed-10k-categorical",
+        "table",
+        "make_classification: 8 continuous columns (scales 0.1 .. 1e4) + 4 binned "
+        "integer columns + 2 noise codes, 3 classes",
+        split_pool(x, y, seed=seed),
+    )
 
 
 def _moons_1k(seed: int, work: pathlib.Path) -> Dataset:
@@ -216,25 +266,40 @@ def _moons_1k(seed: int, work: pathlib.Path) -> Dataset:
     rng = np.random.default_rng(3104 + seed)
     x, y = make_moons(n_samples=1_000, noise=0.25, random_state=3104 + seed)
     x = np.hstack([x * [1000.0, 0.01], rng.normal(size=(len(y), 2))])
-    return Dataset("moons-1k", "table", "make_moons (noise 0.25), scales 1000 and 0.01, + 2 "
-                   "noise columns, 2 classes", split_pool(x, y, seed=seed))
+    return Dataset(
+        "moons-1k",
+        "table",
+        "make_moons (noise 0.25), scales 1000 and 0.01, + 2 noise columns, 2 classes",
+        split_pool(x, y, seed=seed),
+    )
 
 
 def _blobs_tiny(seed: int, work: pathlib.Path) -> Dataset:
     """A quick check of the harness (not in the default set): 600 easy rows."""
     from sklearn.datasets import make_blobs
 
-    x, y = make_blobs(n_samples=600, n_features=5, centers=3, cluster_std=1.0,
-                      random_state=3105 + seed)
-    return Dataset("blobs-600", "table", "make_blobs: 3 well-separated classes, 5 features",
-                   split_pool(x, y, seed=seed))
+    x, y = make_blobs(
+        n_samples=600, n_features=5, centers=3, cluster_std=1.0, random_state=3105 + seed
+    )
+    return Dataset(
+        "blobs-600",
+        "table",
+        "make_blobs: 3 well-separated classes, 5 features",
+        split_pool(x, y, seed=seed),
+    )
 
 
 #: name -> builder(seed, work folder); the default set is every name but the quick check
-DATASETS = {"breast-cancer": _breast_cancer, "moons-1k": _moons_1k, "digits": _digits,
-            "digits-png-28": _digits_images, "shells-5k-noise": _quantiles_5k,
-            "mixed-10k-categorical": _mixed_10k, "table-40k-scaled": _table_40k,
-            "blobs-600": _blobs_tiny}
+DATASETS = {
+    "breast-cancer": _breast_cancer,
+    "moons-1k": _moons_1k,
+    "digits": _digits,
+    "digits-png-28": _digits_images,
+    "shells-5k-noise": _quantiles_5k,
+    "mixed-10k-categorical": _mixed_10k,
+    "table-40k-scaled": _table_40k,
+    "blobs-600": _blobs_tiny,
+}
 QUICK = ("blobs-600",)
 DEFAULT_DATASETS = tuple(n for n in DATASETS if n not in QUICK)
 
@@ -264,8 +329,12 @@ def references(ds: Dataset, *, seed: int) -> dict:
         label = "StandardScaler + LogisticRegression(C=0.1) on the pixels"
     model.fit(xp, s["y_private"])
     non_private = float(model.score(xe, s["y_evaluation"]))
-    return {"non_private": round(non_private, 4), "non_private_model": label,
-            "majority": round(majority, 4), "seconds": round(time.perf_counter() - start, 1)}
+    return {
+        "non_private": round(non_private, 4),
+        "non_private_model": label,
+        "majority": round(majority, 4),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
 
 
 def gap_closed(student: float | None, majority: float, non_private: float) -> float | None:
@@ -279,6 +348,7 @@ def provisional_num_teachers(private_records: int) -> int:
     """PROVISIONAL (the harness's, not pate's): about 100 private records per teacher, 10 to
     250 teachers. Used only while pate.fit still requires num_teachers=."""
     return int(min(250, max(10, private_records // 100)))
+
 
 # ------------------------------------------------------------------------------ one run
 
@@ -320,21 +390,31 @@ def _fit(ds: Dataset, eps: float, run_dir: pathlib.Path):
     while True:
         try:
             if ds.source is not None:
-                result = pate.fit(ds.source, target_eps=eps, delta=DELTA, ledger=False,
-                                  run_dir=run_dir, **extra)
+                result = pate.fit(
+                    ds.source, target_eps=eps, delta=DELTA, ledger=False, run_dir=run_dir, **extra
+                )
             else:
-                result = pate.fit((s["x_private"], s["y_private"]), s["x_public"],
-                                  evaluation=(s["x_evaluation"], s["y_evaluation"]),
-                                  target_eps=eps, delta=DELTA, ledger=False, run_dir=run_dir,
-                                  **extra)
+                result = pate.fit(
+                    (s["x_private"], s["y_private"]),
+                    s["x_public"],
+                    evaluation=(s["x_evaluation"], s["y_evaluation"]),
+                    target_eps=eps,
+                    delta=DELTA,
+                    ledger=False,
+                    run_dir=run_dir,
+                    **extra,
+                )
             return result, sorted(extra)
         except TypeError as exc:
             missing = _MISSING.search(str(exc))
             if missing is None or missing.group(1) in extra:
                 raise
             key = missing.group(1)
-            extra[key] = (provisional_num_teachers(len(s["y_private"])) if key == "num_teachers"
-                          else len(s["y_public"]))
+            extra[key] = (
+                provisional_num_teachers(len(s["y_private"]))
+                if key == "num_teachers"
+                else len(s["y_public"])
+            )
 
 
 def _plan(ds: Dataset, eps: float) -> str | None:
@@ -349,9 +429,14 @@ def _plan(ds: Dataset, eps: float) -> str | None:
         if ds.source is not None:
             out = plan(ds.source, target_eps=eps, delta=DELTA, ledger=False)
         else:
-            out = plan((s["x_private"], s["y_private"]), s["x_public"],
-                       evaluation=(s["x_evaluation"], s["y_evaluation"]), target_eps=eps,
-                       delta=DELTA, ledger=False)
+            out = plan(
+                (s["x_private"], s["y_private"]),
+                s["x_public"],
+                evaluation=(s["x_evaluation"], s["y_evaluation"]),
+                target_eps=eps,
+                delta=DELTA,
+                ledger=False,
+            )
     except Exception as exc:  # a refusal is recorded by the run itself
         return f"{type(exc).__name__}: {exc}"
     return str(out)
@@ -360,10 +445,20 @@ def _plan(ds: Dataset, eps: float) -> str | None:
 def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     """One pate.fit with defaults only, as a result row."""
     s = ds.splits
-    row = {"dataset": ds.name, "kind": ds.kind, "rows": ds.rows, "classes": ds.classes,
-           "input_shape": list(s["x_private"].shape[1:]), "private": len(s["y_private"]),
-           "public": len(s["y_public"]), "evaluation": len(s["y_evaluation"]), "eps": eps,
-           "delta": DELTA, "non_private": ref["non_private"], "majority": ref["majority"]}
+    row = {
+        "dataset": ds.name,
+        "kind": ds.kind,
+        "rows": ds.rows,
+        "classes": ds.classes,
+        "input_shape": list(s["x_private"].shape[1:]),
+        "private": len(s["y_private"]),
+        "public": len(s["y_public"]),
+        "evaluation": len(s["y_evaluation"]),
+        "eps": eps,
+        "delta": DELTA,
+        "non_private": ref["non_private"],
+        "majority": ref["majority"],
+    }
     run_dir = work / f"run-{ds.name}-{eps:g}"
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -380,10 +475,15 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     row["warnings"] = list(dict.fromkeys(logged + [str(w.message) for w in caught]))
     if error is not None:
         trained = (run_dir / "teachers").exists()
-        row.update(status="refused" if not trained else "failed",
-                   refused=not trained, error_type=type(error).__name__,
-                   error=str(error)[:2000], provisional=provisional, student=None,
-                   gap_closed=None)
+        row.update(
+            status="refused" if not trained else "failed",
+            refused=not trained,
+            error_type=type(error).__name__,
+            error=str(error)[:2000],
+            provisional=provisional,
+            student=None,
+            gap_closed=None,
+        )
         shutil.rmtree(run_dir, ignore_errors=True)
         return row
     report, u, q = result.report, result.report["utility"], result.report["queries"]
@@ -404,20 +504,30 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     p = result.privacy
     gap = gap_closed(student, ref["majority"], ref["non_private"])
     row.update(
-        status="ok", refused=False, error_type=None, error=None, provisional=provisional,
-        num_teachers=p.get("num_teachers"), mechanism=p.get("mechanism"),
-        params={k: (round(v, 4) if isinstance(v, float) else v)
-                for k, v in (p.get("params") or {}).items()},
+        status="ok",
+        refused=False,
+        error_type=None,
+        error=None,
+        provisional=provisional,
+        num_teachers=p.get("num_teachers"),
+        mechanism=p.get("mechanism"),
+        params={
+            k: (round(v, 4) if isinstance(v, float) else v)
+            for k, v in (p.get("params") or {}).items()
+        },
         student=round(student, 4),
         teachers_mean=_r(u.get("teacher_mean_accuracy")),
         plurality=_r(u.get("plurality_vote_accuracy")),
         plurality_public=_r(plurality_public),
-        asked=int(q["asked"]), answered=int(q["answered"]),
-        label_accuracy=_r(label_acc), label_plurality_agreement=_r(agreement),
+        asked=int(q["asked"]),
+        answered=int(q["answered"]),
+        label_accuracy=_r(label_acc),
+        label_plurality_agreement=_r(agreement),
         eps_guarantee=round(float(result.epsilon), 4),
         gap_closed=None if gap is None else round(gap, 4),
         teacher_model=(report.get("config", {}).get("teachers", {}) or {}).get("model"),
-        student_model=(report.get("config", {}).get("student", {}) or {}).get("model"))
+        student_model=(report.get("config", {}).get("student", {}) or {}).get("model"),
+    )
     shutil.rmtree(run_dir, ignore_errors=True)
     return row
 
@@ -425,14 +535,20 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
 def _r(value, digits: int = 4):
     return None if value is None else round(float(value), digits)
 
+
 # ------------------------------------------------------------------------------ results
 
 
 def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=ROOT)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout.strip()
     return out.stdout.strip() + ("+dirty" if dirty else "")
 
 
@@ -463,21 +579,29 @@ def _pct(value) -> str:
 
 def markdown_table(results: dict) -> str:
     """The docs table of a results file: one line per (dataset, eps), in the file's order."""
-    head = ("| dataset | kind | rows | classes | ε | teachers | student % | teachers mean / "
-            "plurality % | answered / asked | labels right % | guarantee ε | non-private % | "
-            "majority % | gap closed | s | what pate said |")
+    head = (
+        "| dataset | kind | rows | classes | ε | teachers | student % | teachers mean / "
+        "plurality % | answered / asked | labels right % | guarantee ε | non-private % | "
+        "majority % | gap closed | s | what pate said |"
+    )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in results["rows"]:
         if r["status"] == "ok":
             said = "; ".join(w for w in r["warnings"] if not w.startswith(ROUTINE_WARNINGS))
             said = said or "nothing"
-            teachers = (f"none ({r['mechanism']})" if r.get("mechanism") in NO_TEACHERS
-                        else str(r.get("num_teachers")))
-            cells = [teachers + (" (provisional)" if "num_teachers" in r["provisional"] else ""),
-                     f"**{_pct(r['student'])}**",
-                     f"{_pct(r['teachers_mean'])} / {_pct(r['plurality'])}",
-                     f"{r['answered']} / {r['asked']}", _pct(r["label_accuracy"]),
-                     f"{r['eps_guarantee']:.2f}"]
+            teachers = (
+                f"none ({r['mechanism']})"
+                if r.get("mechanism") in NO_TEACHERS
+                else str(r.get("num_teachers"))
+            )
+            cells = [
+                teachers + (" (provisional)" if "num_teachers" in r["provisional"] else ""),
+                f"**{_pct(r['student'])}**",
+                f"{_pct(r['teachers_mean'])} / {_pct(r['plurality'])}",
+                f"{r['answered']} / {r['asked']}",
+                _pct(r["label_accuracy"]),
+                f"{r['eps_guarantee']:.2f}",
+            ]
         else:
             said = f"{r['status']}: {r['error_type']}: {r['error']}"
             cells = ["–", f"**{r['status']}**", "–", "–", "–", "–"]
@@ -485,15 +609,33 @@ def markdown_table(results: dict) -> str:
         said = said.replace("|", "\\|").replace("\n", " ")
         if len(said) > 160:
             said = said[:157] + "..."
-        lines.append("| " + " | ".join([r["dataset"], r["kind"], str(r["rows"]), str(r["classes"]),
-                                          f"{r['eps']:g}", *cells, _pct(r["non_private"]),
-                                          _pct(r["majority"]), gap, f"{r['seconds']:.0f}",
-                                          said]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r["dataset"],
+                    r["kind"],
+                    str(r["rows"]),
+                    str(r["classes"]),
+                    f"{r['eps']:g}",
+                    *cells,
+                    _pct(r["non_private"]),
+                    _pct(r["majority"]),
+                    gap,
+                    f"{r['seconds']:.0f}",
+                    said,
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
-_BLOCK = re.compile(r"(<!-- own_data table: (?P<path>\S+) -->\n)(?P<table>.*?)"
-                    r"(\n<!-- /own_data table -->)", re.S)
+_BLOCK = re.compile(
+    r"(<!-- own_data table: (?P<path>\S+) -->\n)(?P<table>.*?)"
+    r"(\n<!-- /own_data table -->)",
+    re.S,
+)
 
 
 def docs_tables(text: str):
@@ -514,24 +656,44 @@ def write_docs(doc: pathlib.Path) -> int:
     doc.write_text(_BLOCK.sub(fill, text))
     return count
 
+
 # ------------------------------------------------------------------------------ main
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", nargs="+", choices=tuple(DATASETS),
-                        default=list(DEFAULT_DATASETS), metavar="NAME",
-                        help=f"default: {' '.join(DEFAULT_DATASETS)} (also: {' '.join(QUICK)})")
-    parser.add_argument("--eps", type=float, nargs="+", default=list(DEFAULT_EPS),
-                        help="target epsilons (default 1 2 4), delta 1e-5")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=tuple(DATASETS),
+        default=list(DEFAULT_DATASETS),
+        metavar="NAME",
+        help=f"default: {' '.join(DEFAULT_DATASETS)} (also: {' '.join(QUICK)})",
+    )
+    parser.add_argument(
+        "--eps",
+        type=float,
+        nargs="+",
+        default=list(DEFAULT_EPS),
+        help="target epsilons (default 1 2 4), delta 1e-5",
+    )
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--seed", type=int, default=0, help="the splits' and tables' seed")
-    parser.add_argument("--force", action="store_true",
-                        help="rerun (dataset, eps) rows already in --out")
-    parser.add_argument("--max-minutes", type=float, default=None,
-                        help="start no new run after this many minutes (continue later)")
-    parser.add_argument("--docs", default=None, metavar="FILE.md",
-                        help="only rewrite the generated tables of FILE.md from their results")
+    parser.add_argument(
+        "--force", action="store_true", help="rerun (dataset, eps) rows already in --out"
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="start no new run after this many minutes (continue later)",
+    )
+    parser.add_argument(
+        "--docs",
+        default=None,
+        metavar="FILE.md",
+        help="only rewrite the generated tables of FILE.md from their results",
+    )
     args = parser.parse_args(argv)
     bad = [e for e in args.eps if not (math.isfinite(e) and e > 0)]
     if bad:
@@ -546,12 +708,18 @@ def main(argv=None) -> int:
     out = pathlib.Path(args.out)
     results = load_results(out)
     start = time.perf_counter()
-    invocation = {"argv": sys.argv[1:] if argv is None else list(argv), "commit": _commit(),
-                  "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                              "platform": platform.platform(),
-                              "omp_num_threads": os.environ.get("OMP_NUM_THREADS")},
-                  "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                  "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    invocation = {
+        "argv": sys.argv[1:] if argv is None else list(argv),
+        "commit": _commit(),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        },
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
     results["meta"].setdefault("invocations", []).append(invocation)
     done = {(r["dataset"], float(r["eps"])) for r in results["rows"]}
     stopped = False
@@ -569,38 +737,58 @@ def main(argv=None) -> int:
             ref = results["datasets"].get(name)
             if ref is None or args.force or ref.get("rows") != ds.rows:
                 ref = references(ds, seed=args.seed)
-                ref.update(kind=ds.kind, rows=ds.rows, classes=ds.classes,
-                           description=ds.description, private=len(ds.splits["y_private"]),
-                           public=len(ds.splits["y_public"]),
-                           evaluation=len(ds.splits["y_evaluation"]))
+                ref.update(
+                    kind=ds.kind,
+                    rows=ds.rows,
+                    classes=ds.classes,
+                    description=ds.description,
+                    private=len(ds.splits["y_private"]),
+                    public=len(ds.splits["y_public"]),
+                    evaluation=len(ds.splits["y_evaluation"]),
+                )
                 results["datasets"][name] = ref
-            print(f"{name}: {ds.rows} rows, {ds.classes} classes; non-private "
-                  f"{ref['non_private']:.3f}, majority {ref['majority']:.3f}", flush=True)
+            print(
+                f"{name}: {ds.rows} rows, {ds.classes} classes; non-private "
+                f"{ref['non_private']:.3f}, majority {ref['majority']:.3f}",
+                flush=True,
+            )
             for eps in todo:
                 if args.max_minutes and time.perf_counter() - start > 60 * args.max_minutes:
                     stopped = True
                     break
                 row = run_one(ds, float(eps), ref, work=work)
                 row["commit"] = invocation["commit"]
-                results["rows"] = [r for r in results["rows"]
-                                   if (r["dataset"], float(r["eps"])) != (name, float(eps))]
+                results["rows"] = [
+                    r
+                    for r in results["rows"]
+                    if (r["dataset"], float(r["eps"])) != (name, float(eps))
+                ]
                 results["rows"].append(row)
-                results["rows"].sort(key=lambda r: (list(DATASETS).index(r["dataset"])
-                                                    if r["dataset"] in DATASETS else 99, r["eps"]))
+                results["rows"].sort(
+                    key=lambda r: (
+                        list(DATASETS).index(r["dataset"]) if r["dataset"] in DATASETS else 99,
+                        r["eps"],
+                    )
+                )
                 invocation["seconds"] = round(time.perf_counter() - start, 1)
                 invocation["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
                 save_results(out, results)
                 if row["status"] == "ok":
-                    print(f"  eps {eps:g}: student {row['student']:.3f} (gap closed "
-                          f"{row['gap_closed'] if row['gap_closed'] is not None else '-'}), "
-                          f"teachers {row['teachers_mean']} / plurality {row['plurality']}, "
-                          f"{row['answered']}/{row['asked']} answered, guarantee "
-                          f"{row['eps_guarantee']}, {row['seconds']:.0f} s"
-                          + (f"; warned: {row['warnings']}" if row["warnings"] else ""),
-                          flush=True)
+                    print(
+                        f"  eps {eps:g}: student {row['student']:.3f} (gap closed "
+                        f"{row['gap_closed'] if row['gap_closed'] is not None else '-'}), "
+                        f"teachers {row['teachers_mean']} / plurality {row['plurality']}, "
+                        f"{row['answered']}/{row['asked']} answered, guarantee "
+                        f"{row['eps_guarantee']}, {row['seconds']:.0f} s"
+                        + (f"; warned: {row['warnings']}" if row["warnings"] else ""),
+                        flush=True,
+                    )
                 else:
-                    print(f"  eps {eps:g}: {row['status']}: {row['error_type']}: "
-                          f"{row['error'][:300]} ({row['seconds']:.0f} s)", flush=True)
+                    print(
+                        f"  eps {eps:g}: {row['status']}: {row['error_type']}: "
+                        f"{row['error'][:300]} ({row['seconds']:.0f} s)",
+                        flush=True,
+                    )
             for folder in ds.cleanup:
                 shutil.rmtree(folder, ignore_errors=True)
             if stopped:
@@ -609,8 +797,10 @@ def main(argv=None) -> int:
     invocation["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     invocation["stopped_by_max_minutes"] = stopped
     save_results(out, results)
-    print(f"wrote {out} ({invocation['seconds']:.0f} s)"
-          + ("; stopped by --max-minutes, run again to continue" if stopped else ""))
+    print(
+        f"wrote {out} ({invocation['seconds']:.0f} s)"
+        + ("; stopped by --max-minutes, run again to continue" if stopped else "")
+    )
     return 0
 
 

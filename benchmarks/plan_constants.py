@@ -31,8 +31,14 @@ def datasets():
     yield "digits", x, y
     x, y = load_breast_cancer(return_X_y=True)
     yield "breast_cancer", x, y
-    x, y = make_classification(n_samples=12000, n_features=30, n_informative=12, n_classes=6,
-                               n_clusters_per_class=2, random_state=3101)
+    x, y = make_classification(
+        n_samples=12000,
+        n_features=30,
+        n_informative=12,
+        n_classes=6,
+        n_clusters_per_class=2,
+        random_state=3101,
+    )
     x = x * np.logspace(-2, 3, 30)  # awkward feature scales, as in issue #31
     yield "make_classification", x, y
 
@@ -73,17 +79,29 @@ def main() -> None:
             plural = float((votes.argmax(1) == yq).mean())
             noisy = {}
             for rel in (0.1, 0.2, 0.3, 0.5, 1.0, 2.0):
-                acc = [float(((votes + rng.normal(0, rel * t, votes.shape)).argmax(1) == yq).mean())
-                       for _ in range(5)]
+                acc = [
+                    float(((votes + rng.normal(0, rel * t, votes.shape)).argmax(1) == yq).mean())
+                    for _ in range(5)
+                ]
                 noisy[rel] = round(float(np.mean(acc)), 4)
-            rows.append({"records_per_class_per_teacher": per_class, "teachers": t,
-                         "teacher_mean": round(mean, 4), "plurality": round(plural, 4),
-                         "noisy_argmax_by_sigma_over_T": noisy})
+            rows.append(
+                {
+                    "records_per_class_per_teacher": per_class,
+                    "teachers": t,
+                    "teacher_mean": round(mean, 4),
+                    "plurality": round(plural, 4),
+                    "noisy_argmax_by_sigma_over_T": noisy,
+                }
+            )
             print(name, rows[-1], flush=True)
-        out[name] = {"private": len(xp), "public": n_pub, "classes": classes,
-                     "majority": round(float(np.bincount(yq).max() / len(yq)), 4), "rows": rows}
+        out[name] = {
+            "private": len(xp),
+            "public": n_pub,
+            "classes": classes,
+            "majority": round(float(np.bincount(yq).max() / len(yq)), 4),
+            "rows": rows,
+        }
     json.dump(out, sys.stdout if len(sys.argv) < 2 else open(sys.argv[1], "w"), indent=1)
-
 
 
 def labels_curve() -> dict:

@@ -40,25 +40,39 @@ import sys
 
 import numpy as np
 
+
 def _checked_runs(parser, run_dirs):
     """(path, config) per run directory, refused before any work unless each is a finished
     class-means run with a PCA front-end."""
     runs = []
     for name in run_dirs:
         path = pathlib.Path(name)
-        missing = [f for f in ("config.json", "knn_embeddings.npz", "label_scores.npy",
-                               "labels.npy", "student.pt") if not (path / f).is_file()]
+        missing = [
+            f
+            for f in (
+                "config.json",
+                "knn_embeddings.npz",
+                "label_scores.npy",
+                "labels.npy",
+                "student.pt",
+            )
+            if not (path / f).is_file()
+        ]
         if missing:
-            parser.error(f"run directory {name!r} has no {', '.join(missing)} (a finished "
-                         "class-means run: `pate run --config fashion-mnist-class-means`)")
+            parser.error(
+                f"run directory {name!r} has no {', '.join(missing)} (a finished "
+                "class-means run: `pate run --config fashion-mnist-class-means`)"
+            )
         config = json.loads((path / "config.json").read_text())
         mechanism = config.get("aggregator", {}).get("mechanism")
         if mechanism != "class-means":
             parser.error(f"run directory {name!r}: mechanism {mechanism!r}, not 'class-means'")
         knn = config.get("knn", {})
         if knn.get("features", "scatternet") not in ("scatternet", "none"):
-            parser.error(f"run directory {name!r}: [knn] features = {knn.get('features')!r}; "
-                         "only the PCA front-ends ('scatternet', 'none') are recomputed here")
+            parser.error(
+                f"run directory {name!r}: [knn] features = {knn.get('features')!r}; "
+                "only the PCA front-ends ('scatternet', 'none') are recomputed here"
+            )
         runs.append((path, config))
     return runs
 
@@ -89,61 +103,78 @@ def main(argv=None) -> int:
         key = (config["data"]["name"], knn.get("features", "scatternet"), int(knn.get("dims", 64)))
         if key not in fronts:
             data = load_pate_data(key[0], root=config["data"].get("root"))
-            front, public = PublicFrontEnd.fit_transform(data.public.x, features=key[1],
-                                                         dims=key[2])
+            front, public = PublicFrontEnd.fit_transform(
+                data.public.x, features=key[1], dims=key[2]
+            )
             fronts[key] = (data, public, front.embed(data.evaluation.x))
         data, pub_emb, ev_emb = fronts[key]
         saved = np.load(path / "knn_embeddings.npz", allow_pickle=False)["public"]
         if saved.shape != pub_emb.shape or np.abs(saved - pub_emb).max() > 1e-4:
-            print(f"{path}: its public embeddings differ from the recomputed front-end; skipped",
-                  file=sys.stderr)
+            print(
+                f"{path}: its public embeddings differ from the recomputed front-end; skipped",
+                file=sys.stderr,
+            )
             continue
         labels = np.load(path / "labels.npy", allow_pickle=False)
         scores = np.load(path / "label_scores.npy", allow_pickle=False)
         answered = labels >= 0
         rule_name = knn.get("rule", "lda")
-        rule_ev = recover_rule(saved, np.where(answered[:, None], scores, np.nan),
-                               rule=rule_name).scores(ev_emb)
+        rule_ev = recover_rule(
+            saved, np.where(answered[:, None], scores, np.nan), rule=rule_name
+        ).scores(ev_emb)
         student = Student.load(path / "student.pt")
         if student.rule_product_ is not None:
-            print(f"{path}: its student is already released times its rule "
-                  "([student] combine_with_rule); its student_metrics.json has both; skipped",
-                  file=sys.stderr)
+            print(
+                f"{path}: its student is already released times its rule "
+                "([student] combine_with_rule); its student_metrics.json has both; skipped",
+                file=sys.stderr,
+            )
             continue
         proba = student.predict_proba(data.evaluation.x)
         y = np.asarray(data.evaluation.y)
         aggregate = json.loads((path / "aggregate.json").read_text())
-        row = {"run_dir": str(path), "eps": aggregate.get("eps_data_independent"),
-               "rule": rule_name,
-               "label_accuracy": float(np.mean(labels[answered] == np.asarray(data.public.y)[
-                   :len(labels)][answered])),
-               "student": float(np.mean(proba.argmax(axis=1) == y)),
-               "labelling_rule": float(np.mean(rule_ev.argmax(axis=1) == y))}
+        row = {
+            "run_dir": str(path),
+            "eps": aggregate.get("eps_data_independent"),
+            "rule": rule_name,
+            "label_accuracy": float(
+                np.mean(labels[answered] == np.asarray(data.public.y)[: len(labels)][answered])
+            ),
+            "student": float(np.mean(proba.argmax(axis=1) == y)),
+            "labelling_rule": float(np.mean(rule_ev.argmax(axis=1) == y)),
+        }
         for t in args.temperatures:
-            row[f"product_t{t:g}"] = float(np.mean(
-                product_log_proba(proba, rule_ev, temperature=t).argmax(axis=1) == y))
+            row[f"product_t{t:g}"] = float(
+                np.mean(product_log_proba(proba, rule_ev, temperature=t).argmax(axis=1) == y)
+            )
         rows.append(row)
-        print(f"{str(path):34s} eps {row['eps']:.4f}  labels {row['label_accuracy']:.4f}  "
-              f"student {row['student']:.3f}  rule {row['labelling_rule']:.3f}  "
-              + "  ".join(f"product T={t:g} {row[f'product_t{t:g}']:.3f}"
-                          for t in args.temperatures), flush=True)
+        print(
+            f"{str(path):34s} eps {row['eps']:.4f}  labels {row['label_accuracy']:.4f}  "
+            f"student {row['student']:.3f}  rule {row['labelling_rule']:.3f}  "
+            + "  ".join(f"product T={t:g} {row[f'product_t{t:g}']:.3f}" for t in args.temperatures),
+            flush=True,
+        )
     if args.json:
         import datetime
         import platform
 
-        meta = {"command": "python benchmarks/rule_product.py " + " ".join(
-                    argv if argv is not None else sys.argv[1:]),
-                "date": datetime.date.today().isoformat(),
-                "machine": f"{platform.machine()}, {platform.python_version()}, torch "
-                           f"{torch.__version__}, numpy {np.__version__}",
-                "split": "accuracies on the evaluation split (the last 1000 Fashion-MNIST test "
-                         "images); label_accuracy on the public items' true labels",
-                "tuned_on": "the product of experts and its two temperatures were first looked "
-                            "at in a development check on 10000 PRIVATE training images and the "
-                            "evaluation split (benchmarks/utility.py TUNED_ON); both "
-                            "temperatures are listed; the class-means config uses 10, the soft "
-                            "targets' temperature, which also scored higher"}
-        pathlib.Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+        meta = {
+            "command": "python benchmarks/rule_product.py "
+            + " ".join(argv if argv is not None else sys.argv[1:]),
+            "date": datetime.date.today().isoformat(),
+            "machine": f"{platform.machine()}, {platform.python_version()}, torch "
+            f"{torch.__version__}, numpy {np.__version__}",
+            "split": "accuracies on the evaluation split (the last 1000 Fashion-MNIST test "
+            "images); label_accuracy on the public items' true labels",
+            "tuned_on": "the product of experts and its two temperatures were first looked "
+            "at in a development check on 10000 PRIVATE training images and the "
+            "evaluation split (benchmarks/utility.py TUNED_ON); both "
+            "temperatures are listed; the class-means config uses 10, the soft "
+            "targets' temperature, which also scored higher",
+        }
+        pathlib.Path(args.json).write_text(
+            json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n"
+        )
     return 0 if rows else 1
 
 

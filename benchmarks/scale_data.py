@@ -48,9 +48,23 @@ import time
 import numpy as np
 
 #: Copy k (1-based) of every private image: (horizontal flip, shift down, shift right), in pixels.
-TRANSFORMS = ((True, 0, 0), (False, 2, 0), (False, 0, 2), (False, -2, 0), (False, 0, -2),
-              (True, 2, 0), (True, 0, 2), (True, -2, 0), (True, 0, -2), (False, 2, 2),
-              (False, -2, -2), (True, 2, 2), (True, -2, -2), (False, 2, -2), (False, -2, 2))
+TRANSFORMS = (
+    (True, 0, 0),
+    (False, 2, 0),
+    (False, 0, 2),
+    (False, -2, 0),
+    (False, 0, -2),
+    (True, 2, 0),
+    (True, 0, 2),
+    (True, -2, 0),
+    (True, 0, -2),
+    (False, 2, 2),
+    (False, -2, -2),
+    (True, 2, 2),
+    (True, -2, -2),
+    (False, 2, -2),
+    (False, -2, 2),
+)
 MAX_FACTOR = len(TRANSFORMS) + 1
 
 
@@ -79,9 +93,14 @@ def enlarged_npz(data, factor: int, path: pathlib.Path) -> int:
     if xp.ndim != 4:
         raise ValueError(f"scale_data enlarges image data (N, C, H, W); got {xp.shape}")
     xs = [xp] + [transformed(xp, *TRANSFORMS[k]) for k in range(factor - 1)]
-    arrays = {"x_private": np.concatenate(xs), "y_private": np.tile(yp, factor),
-              "x_public": data.public.x, "y_public": data.public.y,
-              "x_evaluation": data.evaluation.x, "y_evaluation": data.evaluation.y}
+    arrays = {
+        "x_private": np.concatenate(xs),
+        "y_private": np.tile(yp, factor),
+        "x_public": data.public.x,
+        "y_public": data.public.y,
+        "x_evaluation": data.evaluation.x,
+        "y_evaluation": data.evaluation.y,
+    }
     if data.class_names:
         arrays["class_names"] = np.asarray(data.class_names)
     np.savez(path, **arrays)
@@ -94,10 +113,13 @@ def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: path
 
     text = pathlib.Path(C.resolve_config(config)).read_text()
     # the [data] table's name (a [run] table may have the same name line)
-    text, n = re.subn(r'(?m)^(\[data\]\s*\n(?:(?!\[).*\n)*?)name\s*=\s*"fashion-mnist"\s*$',
-                      lambda m: f'{m.group(1)}name = "npz:{npz}"', text)
+    text, n = re.subn(
+        r'(?m)^(\[data\]\s*\n(?:(?!\[).*\n)*?)name\s*=\s*"fashion-mnist"\s*$',
+        lambda m: f'{m.group(1)}name = "npz:{npz}"',
+        text,
+    )
     if n != 1:
-        raise ValueError(f"{config}: expected one [data] name = \"fashion-mnist\" line, found {n}")
+        raise ValueError(f'{config}: expected one [data] name = "fashion-mnist" line, found {n}')
     text, n = re.subn(r"(?m)^\[run\]\s*$", f'[run]\nfeature_cache = "{cache}"', text)
     if n != 1:
         raise ValueError(f"{config}: expected one [run] table, found {n}")
@@ -110,22 +132,29 @@ TIME = "/usr/bin/time"  # GNU time: forks its child from a small process of its 
 def measured(argv: list[str], log: pathlib.Path) -> dict:
     """Run ``argv`` as a child; its wall seconds, peak RSS (MiB) and exit status."""
     if not os.access(TIME, os.X_OK):
-        raise SystemExit(f"{TIME} (GNU time) is needed to measure a child's peak memory: "
-                         "install the 'time' package")
+        raise SystemExit(
+            f"{TIME} (GNU time) is needed to measure a child's peak memory: "
+            "install the 'time' package"
+        )
     load_before = os.getloadavg()
     peak_file = log.with_suffix(".maxrss")
     t0 = time.perf_counter()
     with open(log, "w") as f:
-        proc = subprocess.Popen([TIME, "-f", "%M", "-o", str(peak_file), *argv], stdout=f,
-                                stderr=subprocess.STDOUT,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        proc = subprocess.Popen(
+            [TIME, "-f", "%M", "-o", str(peak_file), *argv],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         status = proc.wait()
     lines = peak_file.read_text().split()
-    return {"wall_s": round(time.perf_counter() - t0, 1),
-            "peak_rss_mb": round(int(lines[-1]) / 1024, 1),  # MiB (GNU time's %M is in KiB)
-            "exit_status": status,
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "peak_rss_mb": round(int(lines[-1]) / 1024, 1),  # MiB (GNU time's %M is in KiB)
+        "exit_status": status,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def _cache_summary(run_dir: pathlib.Path, stage: str = "votes") -> dict:
@@ -155,20 +184,34 @@ def _runs(args, folder, config, name) -> list[dict]:
     from pate.run import rundir as R
 
     run_dir = folder / "runs" / name
-    base = [sys.executable, "-m", "pate", "run", "--config", str(config), "--run-dir",
-            str(run_dir), "--ledger", str(folder / f"ledger-{name}.sqlite3"), "--no-progress"]
-    stages = R.STAGES[:R.STAGES.index(args.until) + 1]
+    base = [
+        sys.executable,
+        "-m",
+        "pate",
+        "run",
+        "--config",
+        str(config),
+        "--run-dir",
+        str(run_dir),
+        "--ledger",
+        str(folder / f"ledger-{name}.sqlite3"),
+        "--no-progress",
+    ]
+    stages = R.STAGES[: R.STAGES.index(args.until) + 1]
     if not args.per_stage:
         argv = base + ([] if args.until == "report" else ["--until", args.until])
         row = measured(argv, folder / f"{name}.log")
         return [{"run": name, "until": args.until, **row, **_cache_summary(run_dir)}]
     rows = []
     for i, stage in enumerate(stages):
-        argv = base + (["--resume"] if i else []) + (
-            [] if stage == "report" else ["--until", stage])
+        argv = (
+            base + (["--resume"] if i else []) + ([] if stage == "report" else ["--until", stage])
+        )
         row = measured(argv, folder / f"{name}-{stage}.log")
-        extra = {**_stage_seconds(run_dir, stage),
-                 **(_cache_summary(run_dir, stage) if stage in ("teachers", "votes") else {})}
+        extra = {
+            **_stage_seconds(run_dir, stage),
+            **(_cache_summary(run_dir, stage) if stage in ("teachers", "votes") else {}),
+        }
         rows.append({"run": name, "stage": stage, **row, **extra})
         if row["exit_status"] != 0:
             break
@@ -183,8 +226,10 @@ def run_size(data, factor: int, args, work: pathlib.Path) -> list[dict]:
     config = folder / "config.toml"
     scaled_config(args.config, npz, folder / "feature-cache", config)
     rows = []
-    loader = ("from pate.teachers.data import load_pate_data; "
-              f"d = load_pate_data('npz:{npz}'); print(len(d.private))")
+    loader = (
+        "from pate.teachers.data import load_pate_data; "
+        f"d = load_pate_data('npz:{npz}'); print(len(d.private))"
+    )
     row = measured([sys.executable, "-c", loader], folder / "data-only.log")
     rows.append({"size": f"x{factor}", "private_records": private, "run": "data-only", **row})
     print(json.dumps(rows[-1]), flush=True)
@@ -199,19 +244,36 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="fashion-mnist-class-means")
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8])
-    p.add_argument("--until", default="votes",
-                   choices=("partition", "teachers", "votes", "aggregate", "student", "report"))
-    p.add_argument("--per-stage", action="store_true",
-                   help="one child per stage (its own peak RSS), resumed in one run directory")
-    p.add_argument("--runs", nargs="+", default=["cold", "warm"], choices=("cold", "warm"),
-                   help="cold: the first run on the cache; warm: again, in a new run directory "
-                        "(a kept --work cache may already be warm for 'cold')")
+    p.add_argument(
+        "--until",
+        default="votes",
+        choices=("partition", "teachers", "votes", "aggregate", "student", "report"),
+    )
+    p.add_argument(
+        "--per-stage",
+        action="store_true",
+        help="one child per stage (its own peak RSS), resumed in one run directory",
+    )
+    p.add_argument(
+        "--runs",
+        nargs="+",
+        default=["cold", "warm"],
+        choices=("cold", "warm"),
+        help="cold: the first run on the cache; warm: again, in a new run directory "
+        "(a kept --work cache may already be warm for 'cold')",
+    )
     p.add_argument("--work", help="keep the data, runs and cache here (default: a temp folder)")
-    p.add_argument("--json", help="write the results here (e.g. benchmarks/results/scale_data.json)")
-    p.add_argument("--append", action="store_true",
-                   help="add this invocation and its rows to the --json file's (same machine)")
-    p.add_argument("--label", default="",
-                   help="what code was measured (e.g. a commit), recorded in every row")
+    p.add_argument(
+        "--json", help="write the results here (e.g. benchmarks/results/scale_data.json)"
+    )
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="add this invocation and its rows to the --json file's (same machine)",
+    )
+    p.add_argument(
+        "--label", default="", help="what code was measured (e.g. a commit), recorded in every row"
+    )
     args = p.parse_args(argv)
     from pate.run import config as C
     from pate.teachers.data import load_pate_data
@@ -225,18 +287,28 @@ def main(argv=None) -> int:
         for factor in args.sizes:
             rows += run_size(data, factor, args, work)
     rows = [{"config": args.config, "code": args.label, **row} for row in rows]
-    invocation = {"command": " ".join(["python", "benchmarks/scale_data.py",
-                                       *(sys.argv[1:] if argv is None else argv)]),
-                  "started": started, "code": args.label}
-    result = {"benchmark": "scale_data", "invocations": [invocation], "rows": rows,
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "processor": platform.processor() or platform.machine(),
-                          "python": platform.python_version(),
-                          "memory_gb": round(os.sysconf("SC_PAGE_SIZE")
-                                             * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-              "notes": "OMP_NUM_THREADS=1; peak_rss_mb is the child's peak resident set from "
-                       "/usr/bin/time -f %M, in MiB; the machine is shared (see "
-                       "loadavg_before/after)"}
+    invocation = {
+        "command": " ".join(
+            ["python", "benchmarks/scale_data.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "started": started,
+        "code": args.label,
+    }
+    result = {
+        "benchmark": "scale_data",
+        "invocations": [invocation],
+        "rows": rows,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        },
+        "notes": "OMP_NUM_THREADS=1; peak_rss_mb is the child's peak resident set from "
+        "/usr/bin/time -f %M, in MiB; the machine is shared (see "
+        "loadavg_before/after)",
+    }
     if args.json:
         path = pathlib.Path(args.json)
         if args.append and path.exists():

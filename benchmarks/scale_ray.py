@@ -41,16 +41,17 @@ import numpy as np
 
 
 def _load(teachers: int, data_name: str, per_teacher: int | None):
-    from pate.ledger import record_keys
     from pate.core.partition import partition_random
     from pate.core.rng import make_streams
+    from pate.ledger import record_keys
     from pate.teachers.data import load_pate_data
 
     data = load_pate_data(data_name)
     streams = make_streams(0)
     total = 250 if per_teacher is None else max(len(data.private) // per_teacher, teachers)
-    part = partition_random(record_keys(data.private.x, data.private.y), num_teachers=total,
-                           rng=streams.partition)
+    part = partition_random(
+        record_keys(data.private.x, data.private.y), num_teachers=total, rng=streams.partition
+    )
     return data, part.shards[:teachers], streams.teacher_seeds(total)[:teachers]
 
 
@@ -62,11 +63,20 @@ def run(args) -> dict:
 
     torch.set_num_threads(1)
     data, shards, seeds = _load(args.teachers, args.data, args.per_teacher)
-    config = TeacherConfig(model=args.model, epochs=args.epochs, batch_size=32, lr=2e-3,
-                           augment="none", checkpoint_every_s=30.0, device="cpu")
-    runs = [("local", None),
-            ("ray-1", ClusterConfig(backend="ray", num_cpus=1, cpus_per_task=1)),
-            ("ray-2", ClusterConfig(backend="ray", num_cpus=2, cpus_per_task=1))]
+    config = TeacherConfig(
+        model=args.model,
+        epochs=args.epochs,
+        batch_size=32,
+        lr=2e-3,
+        augment="none",
+        checkpoint_every_s=30.0,
+        device="cpu",
+    )
+    runs = [
+        ("local", None),
+        ("ray-1", ClusterConfig(backend="ray", num_cpus=1, cpus_per_task=1)),
+        ("ray-2", ClusterConfig(backend="ray", num_cpus=2, cpus_per_task=1)),
+    ]
     results, predictions = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, cluster in runs:
@@ -74,30 +84,49 @@ def run(args) -> dict:
                 continue
             load_before = os.getloadavg()
             started = time.perf_counter()
-            result = train_teachers(data, shards, seeds, config, out_dir=pathlib.Path(tmp) / name,
-                                    progress=not args.no_progress, cluster=cluster)
+            result = train_teachers(
+                data,
+                shards,
+                seeds,
+                config,
+                out_dir=pathlib.Path(tmp) / name,
+                progress=not args.no_progress,
+                cluster=cluster,
+            )
             seconds = time.perf_counter() - started
             execution = {k: v for k, v in result.execution.items() if k != "workers"}
-            results[name] = {"stage_seconds": round(seconds, 2),
-                             "training_seconds": round(result.train_seconds, 2),
-                             "chunks": execution.get("num_chunks", 1),
-                             "teachers_per_chunk": result.chunk_size,
-                             "teacher_accuracy_mean": round(float(result.teacher_accuracy.mean()), 4),
-                             "plurality_accuracy": round(float(result.plurality_accuracy), 4),
-                             "loadavg_before": [round(x, 2) for x in load_before],
-                             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-                             "execution": execution}
+            results[name] = {
+                "stage_seconds": round(seconds, 2),
+                "training_seconds": round(result.train_seconds, 2),
+                "chunks": execution.get("num_chunks", 1),
+                "teachers_per_chunk": result.chunk_size,
+                "teacher_accuracy_mean": round(float(result.teacher_accuracy.mean()), 4),
+                "plurality_accuracy": round(float(result.plurality_accuracy), 4),
+                "loadavg_before": [round(x, 2) for x in load_before],
+                "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+                "execution": execution,
+            }
             predictions[name] = (result.public_predictions, result.eval_predictions)
-            print(f"{name:6s} {seconds:7.1f} s  (training {result.train_seconds:6.1f} s, "
-                  f"{results[name]['chunks']} chunk(s), mean teacher accuracy "
-                  f"{results[name]['teacher_accuracy_mean']:.2%}, load {load_before[0]:.2f})",
-                  flush=True)
-    out = {"benchmark": "scale_ray", "data": data.name, "model": config.model,
-           "teachers": len(shards), "images_per_teacher": int(np.mean([len(s) for s in shards])),
-           "epochs": config.epochs, "public_items": len(data.public),
-           "eval_items": len(data.evaluation), "cpu_count": os.cpu_count(),
-           "machine": platform.processor() or platform.machine(),
-           "torch": torch.__version__, "runs": results}
+            print(
+                f"{name:6s} {seconds:7.1f} s  (training {result.train_seconds:6.1f} s, "
+                f"{results[name]['chunks']} chunk(s), mean teacher accuracy "
+                f"{results[name]['teacher_accuracy_mean']:.2%}, load {load_before[0]:.2f})",
+                flush=True,
+            )
+    out = {
+        "benchmark": "scale_ray",
+        "data": data.name,
+        "model": config.model,
+        "teachers": len(shards),
+        "images_per_teacher": int(np.mean([len(s) for s in shards])),
+        "epochs": config.epochs,
+        "public_items": len(data.public),
+        "eval_items": len(data.evaluation),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "runs": results,
+    }
     try:
         import ray
 
@@ -107,7 +136,9 @@ def run(args) -> dict:
     names = list(predictions)
     out["identical_predictions"] = all(
         np.array_equal(predictions[n][0], predictions[names[0]][0])
-        and np.array_equal(predictions[n][1], predictions[names[0]][1]) for n in names)
+        and np.array_equal(predictions[n][1], predictions[names[0]][1])
+        for n in names
+    )
     t = {n: r["stage_seconds"] for n, r in results.items()}
     if "local" in t and "ray-1" in t:
         out["ray_overhead_1_worker"] = round((t["ray-1"] - t["local"]) / t["local"], 4)
@@ -122,25 +153,41 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--teachers", type=int, default=48, help="teachers (shards of 240 images)")
     p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--data", default="fashion-mnist",
-                   help="dataset (default fashion-mnist; digits for a smoke test)")
+    p.add_argument(
+        "--data",
+        default="fashion-mnist",
+        help="dataset (default fashion-mnist; digits for a smoke test)",
+    )
     p.add_argument("--model", default="auto", help="teacher model (default: cnn28 for 28x28)")
-    p.add_argument("--per-teacher", type=int, default=None,
-                   help="images per teacher (default: a 250-teacher partition's)")
-    p.add_argument("--runs", nargs="+", default=["local", "ray-1", "ray-2"],
-                   choices=["local", "ray-1", "ray-2"])
+    p.add_argument(
+        "--per-teacher",
+        type=int,
+        default=None,
+        help="images per teacher (default: a 250-teacher partition's)",
+    )
+    p.add_argument(
+        "--runs",
+        nargs="+",
+        default=["local", "ray-1", "ray-2"],
+        choices=["local", "ray-1", "ray-2"],
+    )
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
-          f"({os.cpu_count()} CPUs{'; other jobs are running' if os.getloadavg()[0] > 0.5 else ''})",
-          flush=True)
+    print(
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+        f"({os.cpu_count()} CPUs{'; other jobs are running' if os.getloadavg()[0] > 0.5 else ''})",
+        flush=True,
+    )
     out = run(args)
     for key in ("ray_overhead_1_worker", "speedup_2_vs_1_workers", "speedup_2_workers_vs_local"):
         if key in out:
             value = out[key]
-            print(f"{key:28s} {value:+.1%}" if key.startswith("ray_overhead") else
-                  f"{key:28s} {value:.2f}x")
+            print(
+                f"{key:28s} {value:+.1%}"
+                if key.startswith("ray_overhead")
+                else f"{key:28s} {value:.2f}x"
+            )
     print(f"identical predictions: {out['identical_predictions']}")
     if args.json:
         path = pathlib.Path(args.json)

@@ -51,8 +51,14 @@ POLICIES = ("old", "new", "new-1")
 CONDITIONS = ("idle", "busy1", "torch2")
 WORKLOADS = ("student", "teachers")
 #: The environment variables the ``old`` policy removes (torch's defaults apply).
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME",
-                    "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "KMP_BLOCKTIME",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+)
 
 # The child: times one workload under one policy; prints {"steps", "seconds", "steps_per_s",
 # "threads"} as JSON.
@@ -116,8 +122,13 @@ def _clean_env(policy: str) -> dict:
 
 
 def _time(policy: str, workload: str, steps: int, limit: float) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, policy, workload, str(steps), str(limit)],
-                         env=_clean_env(policy), capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, policy, workload, str(steps), str(limit)],
+        env=_clean_env(policy),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{policy}/{workload} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -131,8 +142,10 @@ def _neighbours(condition: str) -> list[subprocess.Popen]:
     else:
         cmds = [[sys.executable, "-c", TORCH_NEIGHBOUR]] * 2
     env = _clean_env("old")
-    procs = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for c in cmds]
+    procs = [
+        subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for c in cmds
+    ]
     time.sleep(1.5 if condition == "busy1" else 4.0)  # started (torch imported) before timing
     return procs
 
@@ -152,10 +165,15 @@ def machine_facts() -> dict:
     from pate.core import threads
 
     quota = threads.cgroup_cpus()
-    return {"cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-            "cgroup_quota_cpus": None if quota is None else quota[0],
-            "load_average_before": list(os.getloadavg()), "python": platform.python_version(),
-            "machine": platform.machine(), "processor": _cpu_model()}
+    return {
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)),
+        "cgroup_quota_cpus": None if quota is None else quota[0],
+        "load_average_before": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": _cpu_model(),
+    }
 
 
 def _cpu_model() -> str | None:
@@ -172,23 +190,41 @@ def ratios(rate: dict) -> dict:
     """From ``{workload: {policy: {condition: steps/s}}}``: ``slowdown_vs_idle`` (how many times
     longer a step takes beside the neighbours than with none, same policy) and ``speedup_vs_old``
     (the policy's steps/s over torch's defaults', same condition)."""
-    return {"slowdown_vs_idle": {w: {p: {c: round(rate[w][p]["idle"] / rate[w][p][c], 2)
-                                         for c in CONDITIONS} for p in POLICIES} for w in rate},
-            "speedup_vs_old": {w: {p: {c: round(rate[w][p][c] / rate[w]["old"][c], 2)
-                                       for c in CONDITIONS} for p in POLICIES} for w in rate}}
+    return {
+        "slowdown_vs_idle": {
+            w: {
+                p: {c: round(rate[w][p]["idle"] / rate[w][p][c], 2) for c in CONDITIONS}
+                for p in POLICIES
+            }
+            for w in rate
+        },
+        "speedup_vs_old": {
+            w: {
+                p: {c: round(rate[w][p][c] / rate[w]["old"][c], 2) for c in CONDITIONS}
+                for p in POLICIES
+            }
+            for w in rate
+        },
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="timed steps per measurement")
-    parser.add_argument("--max-seconds", type=float, default=6.0,
-                        help="stop a measurement after this long (its steps/s is kept)")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=6.0,
+        help="stop a measurement after this long (its steps/s is kept)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="measurements per cell (median)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     if os.environ.get("OMP_NUM_THREADS"):
-        parser.error("unset OMP_NUM_THREADS: the old policy is torch's default and the new one "
-                     "would take it as the user's choice")
+        parser.error(
+            "unset OMP_NUM_THREADS: the old policy is torch's default and the new one "
+            "would take it as the user's choice"
+        )
     facts = machine_facts()
     print(f"machine: {facts}", flush=True)
     rate: dict = {}  # steps/s
@@ -199,29 +235,46 @@ def main(argv=None) -> int:
         try:
             for workload in WORKLOADS:
                 for policy in POLICIES:
-                    runs = sorted((_time(policy, workload, args.steps, args.max_seconds)
-                                   for _ in range(args.repeats)), key=lambda r: r["steps_per_s"])
+                    runs = sorted(
+                        (
+                            _time(policy, workload, args.steps, args.max_seconds)
+                            for _ in range(args.repeats)
+                        ),
+                        key=lambda r: r["steps_per_s"],
+                    )
                     r = runs[len(runs) // 2]
                     rate.setdefault(workload, {}).setdefault(policy, {})[condition] = round(
-                        r["steps_per_s"], 2)
-                    print(f"{condition:7s} {workload:9s} {policy:6s} {r['steps_per_s']:7.1f} "
-                          f"steps/s ({r['steps']} steps in {r['seconds']:.2f} s, "
-                          f"{r['threads']} threads)", flush=True)
+                        r["steps_per_s"], 2
+                    )
+                    print(
+                        f"{condition:7s} {workload:9s} {policy:6s} {r['steps_per_s']:7.1f} "
+                        f"steps/s ({r['steps']} steps in {r['seconds']:.2f} s, "
+                        f"{r['threads']} threads)",
+                        flush=True,
+                    )
         finally:
             _stop(procs)
-    doc = {"machine": facts, "load_average_per_condition": loads, "max_steps": args.steps,
-           "max_seconds": args.max_seconds, "repeats": args.repeats, "steps_per_s": rate,
-           **ratios(rate),
-           "command": "python benchmarks/threads.py " + " ".join(argv or sys.argv[1:]),
-           "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    doc = {
+        "machine": facts,
+        "load_average_per_condition": loads,
+        "max_steps": args.steps,
+        "max_seconds": args.max_seconds,
+        "repeats": args.repeats,
+        "steps_per_s": rate,
+        **ratios(rate),
+        "command": "python benchmarks/threads.py " + " ".join(argv or sys.argv[1:]),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     for key in ("slowdown_vs_idle", "speedup_vs_old"):
         for w in WORKLOADS:
             for p in POLICIES:
-                print(f"{key} {w:9s} {p:6s} "
-                      + "  ".join(f"{c} {doc[key][w][p][c]:5.2f}x" for c in CONDITIONS))
+                print(
+                    f"{key} {w:9s} {p:6s} "
+                    + "  ".join(f"{c} {doc[key][w][p][c]:5.2f}x" for c in CONDITIONS)
+                )
     print(f"wrote {out}")
     return 0
 

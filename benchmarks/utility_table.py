@@ -37,17 +37,17 @@ TARGETS = (0.5, 1.0, 2.0, 4.0)
 #: read from each file (its ``meta`` for the whole file, or each run's own fields).
 SOURCES = {
     "utility_fmnist_runs.json": "benchmarks/utility.py, 26-27 Nov 2026: the first run of every "
-        "method (five parts of one protocol merged with --merge; meta.note and meta.parts say "
-        "which part ran which rows); one run each, DP-SGD with seed 0",
+    "method (five parts of one protocol merged with --merge; meta.note and meta.parts say "
+    "which part ran which rows); one run each, DP-SGD with seed 0",
     "utility_fmnist_repeats.json": "benchmarks/utility.py, 27 Nov 2026: repeats of DP-SGD "
-        "ScatterNet + linear (Opacus, seeds 1, 2) and of the soft-target class-means rows (fresh "
-        "releases), merged with --merge",
+    "ScatterNet + linear (Opacus, seeds 1, 2) and of the soft-target class-means rows (fresh "
+    "releases), merged with --merge",
     "utility_fmnist_dpsgd.json": "benchmarks/dpsgd_linear.py: DP-SGD ScatterNet + linear with "
-        "Tramer & Boneh's recipe (group normalisation, lr 16), closed-form per-example "
-        "gradients; their protocol and the pipeline's, with and without --holdout",
+    "Tramer & Boneh's recipe (group normalisation, lr 16), closed-form per-example "
+    "gradients; their protocol and the pipeline's, with and without --holdout",
     "utility_fmnist_class_means.json": "benchmarks/utility.py --methods class-means, 27 Nov "
-        "2026: configs/fashion_mnist_class_means.toml as shipped (count weight 0.3, soft "
-        "targets, the student times its rule); eps 0.5 only (meta.note)",
+    "2026: configs/fashion_mnist_class_means.toml as shipped (count weight 0.3, soft "
+    "targets, the student times its rule); eps 0.5 only (meta.note)",
 }
 
 #: Methods of the PATE family (label-based: a released student) vs the DP-SGD baselines.
@@ -69,8 +69,20 @@ def _label(run: dict) -> str:
 
 
 def _config(run: dict) -> dict:
-    keys = ("aggregator", "recipe", "noise_multiplier", "batch_size", "lr", "clip", "epochs",
-            "dims", "rule", "student_model", "student_targets", "student_temperature")
+    keys = (
+        "aggregator",
+        "recipe",
+        "noise_multiplier",
+        "batch_size",
+        "lr",
+        "clip",
+        "epochs",
+        "dims",
+        "rule",
+        "student_model",
+        "student_targets",
+        "student_temperature",
+    )
     return {k: run[k] for k in keys if run.get(k) is not None}
 
 
@@ -79,29 +91,50 @@ def load_runs(sources=None) -> list[dict]:
     ``released_model`` and its provenance; a run scored on two sets gives two entries, and a
     released product (student times its rule) gives a second, unreleased, student-alone entry."""
     out = []
-    for name in (SOURCES if sources is None else sources):
+    for name in SOURCES if sources is None else sources:
         doc = json.loads((RESULTS / name).read_text())
         meta = doc.get("meta", {})
         for run in doc.get("runs", doc.get("rows", [])):
-            base = {"label": _label(run), "kind": run["kind"], "target_eps": run["target_eps"],
-                    "eps": run["eps"], "delta": run["delta"], "source": name,
-                    "protocol": run.get("protocol", "pate") + ("-holdout" if run.get("holdout")
-                                                               else ""),
-                    "command": run.get("command") or "benchmarks/utility.py " + " ".join(
-                        meta.get("argv", [])),
-                    "commit": run.get("commit") or meta.get("commit", "unknown"),
-                    "device": run.get("device") or meta.get("device", "unknown"),
-                    "config": _config(run), "seed": run.get("seed")}
+            base = {
+                "label": _label(run),
+                "kind": run["kind"],
+                "target_eps": run["target_eps"],
+                "eps": run["eps"],
+                "delta": run["delta"],
+                "source": name,
+                "protocol": run.get("protocol", "pate")
+                + ("-holdout" if run.get("holdout") else ""),
+                "command": run.get("command")
+                or "benchmarks/utility.py " + " ".join(meta.get("argv", [])),
+                "commit": run.get("commit") or meta.get("commit", "unknown"),
+                "device": run.get("device") or meta.get("device", "unknown"),
+                "config": _config(run),
+                "seed": run.get("seed"),
+            }
             evaluation = run.get("evaluation") or "evaluation-1000"
-            out.append(dict(base, evaluation=evaluation, accuracy=run["accuracy"],
-                            released_model=True))
+            out.append(
+                dict(base, evaluation=evaluation, accuracy=run["accuracy"], released_model=True)
+            )
             if run.get("accuracy_holdout") is not None:
-                out.append(dict(base, evaluation="holdout-10000",
-                                accuracy=run["accuracy_holdout"], released_model=True))
+                out.append(
+                    dict(
+                        base,
+                        evaluation="holdout-10000",
+                        accuracy=run["accuracy_holdout"],
+                        released_model=True,
+                    )
+                )
             if run.get("student_alone_accuracy") is not None:
-                out.append(dict(base, label=base["label"].replace(", times its rule", "")
-                                + ", student alone (not released)", evaluation=evaluation,
-                                accuracy=run["student_alone_accuracy"], released_model=False))
+                out.append(
+                    dict(
+                        base,
+                        label=base["label"].replace(", times its rule", "")
+                        + ", student alone (not released)",
+                        evaluation=evaluation,
+                        accuracy=run["student_alone_accuracy"],
+                        released_model=False,
+                    )
+                )
     return out
 
 
@@ -126,21 +159,39 @@ def build_table(runs: list[dict]) -> list[dict]:
     rows = []
     for (protocol, label, kind, target, evaluation), rs in groups.items():
         mean, std = _mean_std([r["accuracy"] for r in rs])
-        rows.append({"method": label, "kind": kind, "target_eps": target,
-                     "eps": max(r["eps"] for r in rs), "delta": rs[0]["delta"],
-                     "accuracy_mean": round(mean, 6),
-                     "accuracy_std": None if std is None else round(std, 6), "runs": len(rs),
-                     "evaluation": evaluation, "protocol": protocol,
-                     "released_model": rs[0]["released_model"],
-                     "family": "DP-SGD" if label.startswith(DPSGD_PREFIX) else "PATE family",
-                     "device": _unique(r["device"] for r in rs),
-                     "commit": _unique(r["commit"] for r in rs),
-                     "command": _unique(r["command"] for r in rs),
-                     "source": _unique(r["source"] for r in rs),
-                     "seeds": _unique(r["seed"] for r in rs), "config": rs[0]["config"]})
+        rows.append(
+            {
+                "method": label,
+                "kind": kind,
+                "target_eps": target,
+                "eps": max(r["eps"] for r in rs),
+                "delta": rs[0]["delta"],
+                "accuracy_mean": round(mean, 6),
+                "accuracy_std": None if std is None else round(std, 6),
+                "runs": len(rs),
+                "evaluation": evaluation,
+                "protocol": protocol,
+                "released_model": rs[0]["released_model"],
+                "family": "DP-SGD" if label.startswith(DPSGD_PREFIX) else "PATE family",
+                "device": _unique(r["device"] for r in rs),
+                "commit": _unique(r["commit"] for r in rs),
+                "command": _unique(r["command"] for r in rs),
+                "source": _unique(r["source"] for r in rs),
+                "seeds": _unique(r["seed"] for r in rs),
+                "config": rs[0]["config"],
+            }
+        )
     order = {"pate": 0, "pate-holdout": 1}
-    rows.sort(key=lambda r: (order.get(r["protocol"], 2), r["evaluation"], r["target_eps"],
-                             r["kind"] != "guarantee", r["family"], r["method"]))
+    rows.sort(
+        key=lambda r: (
+            order.get(r["protocol"], 2),
+            r["evaluation"],
+            r["target_eps"],
+            r["kind"] != "guarantee",
+            r["family"],
+            r["method"],
+        )
+    )
     return rows
 
 
@@ -153,44 +204,72 @@ def comparisons(rows: list[dict]) -> list[dict]:
     out = []
     for evaluation, protocol in (("evaluation-1000", "pate"), ("holdout-10000", "pate-holdout")):
         for target in TARGETS:
-            pick = [r for r in rows if r["protocol"] == protocol and r["kind"] == "guarantee"
-                    and r["released_model"] and r["evaluation"] == evaluation
-                    and r["target_eps"] == target]
-            pate = max((r for r in pick if r["family"] == "PATE family"),
-                       key=lambda r: r["accuracy_mean"], default=None)
-            dp = max((r for r in pick if r["family"] == "DP-SGD"),
-                     key=lambda r: r["accuracy_mean"], default=None)
+            pick = [
+                r
+                for r in rows
+                if r["protocol"] == protocol
+                and r["kind"] == "guarantee"
+                and r["released_model"]
+                and r["evaluation"] == evaluation
+                and r["target_eps"] == target
+            ]
+            pate = max(
+                (r for r in pick if r["family"] == "PATE family"),
+                key=lambda r: r["accuracy_mean"],
+                default=None,
+            )
+            dp = max(
+                (r for r in pick if r["family"] == "DP-SGD"),
+                key=lambda r: r["accuracy_mean"],
+                default=None,
+            )
             if pate is None or dp is None:
                 continue
             se = None
             if pate["runs"] > 1 and dp["runs"] > 1:
-                se = math.sqrt(pate["accuracy_std"] ** 2 / pate["runs"]
-                               + dp["accuracy_std"] ** 2 / dp["runs"])
-            out.append({"target_eps": target, "evaluation": evaluation,
-                        "pate_family_best": pate["method"], "pate_mean": pate["accuracy_mean"],
-                        "pate_runs": pate["runs"], "dpsgd_best": dp["method"],
-                        "dpsgd_mean": dp["accuracy_mean"], "dpsgd_runs": dp["runs"],
-                        "difference": round(pate["accuracy_mean"] - dp["accuracy_mean"], 6),
-                        "standard_error": None if se is None else round(se, 6)})
+                se = math.sqrt(
+                    pate["accuracy_std"] ** 2 / pate["runs"] + dp["accuracy_std"] ** 2 / dp["runs"]
+                )
+            out.append(
+                {
+                    "target_eps": target,
+                    "evaluation": evaluation,
+                    "pate_family_best": pate["method"],
+                    "pate_mean": pate["accuracy_mean"],
+                    "pate_runs": pate["runs"],
+                    "dpsgd_best": dp["method"],
+                    "dpsgd_mean": dp["accuracy_mean"],
+                    "dpsgd_runs": dp["runs"],
+                    "difference": round(pate["accuracy_mean"] - dp["accuracy_mean"], 6),
+                    "standard_error": None if se is None else round(se, 6),
+                }
+            )
     return out
 
 
 def make(sources=None) -> dict:
     """The table document (what ``benchmarks/results/utility_fmnist.json`` holds)."""
     rows = build_table(load_runs(sources))
-    return {"rows": rows, "comparisons": comparisons(rows),
-            "meta": {"generated_by": "python benchmarks/utility.py --table",
-                     "sources": dict(SOURCES) if sources is None else {s: SOURCES.get(s, "")
-                                                                        for s in sources},
-                     "evaluation_sets": {
-                         "evaluation-1000": "the last 1000 Fashion-MNIST test images (pipeline "
-                                            "protocol; private = 60000 training images)",
-                         "holdout-10000": "10000 images held out of the private training set "
-                                          "(private = the first 50000)",
-                         "test-10000": "the 10000 test images (Tramer & Boneh's protocol)"},
-                     "accuracy_std": "sample standard deviation over the runs (None for one run)",
-                     "eps": "the largest guarantee eps of the row's runs (kind 'data-dependent': "
-                            "looked at the votes, not a guarantee)"}}
+    return {
+        "rows": rows,
+        "comparisons": comparisons(rows),
+        "meta": {
+            "generated_by": "python benchmarks/utility.py --table",
+            "sources": dict(SOURCES)
+            if sources is None
+            else {s: SOURCES.get(s, "") for s in sources},
+            "evaluation_sets": {
+                "evaluation-1000": "the last 1000 Fashion-MNIST test images (pipeline "
+                "protocol; private = 60000 training images)",
+                "holdout-10000": "10000 images held out of the private training set "
+                "(private = the first 50000)",
+                "test-10000": "the 10000 test images (Tramer & Boneh's protocol)",
+            },
+            "accuracy_std": "sample standard deviation over the runs (None for one run)",
+            "eps": "the largest guarantee eps of the row's runs (kind 'data-dependent': "
+            "looked at the votes, not a guarantee)",
+        },
+    }
 
 
 def write_table(path: pathlib.Path = TABLE) -> dict:
@@ -206,43 +285,59 @@ def _pct(row: dict) -> str:
     if row is None:
         return "–"
     std = row["accuracy_std"]
-    return (f"{100 * row['accuracy_mean']:.1f} ± {100 * std:.1f} % ({row['runs']})"
-            if std is not None else f"{100 * row['accuracy_mean']:.1f} % (1)")
+    return (
+        f"{100 * row['accuracy_mean']:.1f} ± {100 * std:.1f} % ({row['runs']})"
+        if std is not None
+        else f"{100 * row['accuracy_mean']:.1f} % (1)"
+    )
 
 
 def render(doc: dict, name: str) -> str:
     """The markdown of a generated block, from the table document alone."""
     rows = doc["rows"]
     if name == "full":
-        lines = ["| method | protocol | evaluation | target ε | ε | accuracy (runs) | released |",
-                 "|---|---|---|---|---|---|---|"]
+        lines = [
+            "| method | protocol | evaluation | target ε | ε | accuracy (runs) | released |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             if r["kind"] != "guarantee":
                 continue
-            lines.append(f"| {r['method']} | {r['protocol']} | {r['evaluation']} | "
-                         f"{r['target_eps']:g} | {r['eps']:.3f} | {_pct(r)} | "
-                         f"{'yes' if r['released_model'] else 'no'} |")
+            lines.append(
+                f"| {r['method']} | {r['protocol']} | {r['evaluation']} | "
+                f"{r['target_eps']:g} | {r['eps']:.3f} | {_pct(r)} | "
+                f"{'yes' if r['released_model'] else 'no'} |"
+            )
         return "\n".join(lines)
     if name == "comparison":
-        lines = ["| target ε | evaluation | PATE family's best | DP-SGD's best | difference ± s.e. |",
-                 "|---|---|---|---|---|"]
+        lines = [
+            "| target ε | evaluation | PATE family's best | DP-SGD's best | difference ± s.e. |",
+            "|---|---|---|---|---|",
+        ]
         for c in doc["comparisons"]:
             se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
-            lines.append(f"| {c['target_eps']:g} | {c['evaluation']} | {c['pate_family_best']}: "
-                         f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
-                         f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
-                         f"{100 * c['difference']:+.1f}{se} points |")
+            lines.append(
+                f"| {c['target_eps']:g} | {c['evaluation']} | {c['pate_family_best']}: "
+                f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
+                f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
+                f"{100 * c['difference']:+.1f}{se} points |"
+            )
         return "\n".join(lines)
     if name == "budget":
         return _budget(rows)
     if name == "reproduction":
-        lines = ["| protocol | target ε | ε (tight conversion) | accuracy, 10000 test images (runs) "
-                 "| published | difference |", "|---|---|---|---|---|---|"]
+        lines = [
+            "| protocol | target ε | ε (tight conversion) | accuracy, 10000 test images (runs) "
+            "| published | difference |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in rows:
             if r["protocol"].startswith("tramer-boneh") and r["kind"] == "guarantee":
-                lines.append(f"| {r['protocol']} | {r['target_eps']:g} | {r['eps']:.2f} | "
-                             f"{_pct(r)} | {100 * PUBLISHED_DPSGD_SCATTER:.1f} % | "
-                             f"{100 * (r['accuracy_mean'] - PUBLISHED_DPSGD_SCATTER):+.2f} points |")
+                lines.append(
+                    f"| {r['protocol']} | {r['target_eps']:g} | {r['eps']:.2f} | "
+                    f"{_pct(r)} | {100 * PUBLISHED_DPSGD_SCATTER:.1f} % | "
+                    f"{100 * (r['accuracy_mean'] - PUBLISHED_DPSGD_SCATTER):+.2f} points |"
+                )
         return "\n".join(lines)
     raise ValueError(f"unknown block name {name!r}; use one of {', '.join(BLOCKS)}")
 
@@ -250,28 +345,43 @@ def render(doc: dict, name: str) -> str:
 def _budget(rows: list[dict]) -> str:
     """Which mechanism for which budget: per target eps (pipeline protocol, 1000 evaluation
     images, guarantees, released models) the best of each kind of mechanism."""
-    kinds = (("class means", lambda m: m.startswith("Noisy class means")),
-             ("classic PATE (teachers vote)", lambda m: m.startswith("PATE")),
-             ("Private-kNN", lambda m: m.startswith("Private-kNN")),
-             ("DP-SGD", lambda m: m.startswith(DPSGD_PREFIX)))
-    lines = ["| target ε | " + " | ".join(k for k, _ in kinds) + " |",
-             "|---|" + "---|" * len(kinds)]
+    kinds = (
+        ("class means", lambda m: m.startswith("Noisy class means")),
+        ("classic PATE (teachers vote)", lambda m: m.startswith("PATE")),
+        ("Private-kNN", lambda m: m.startswith("Private-kNN")),
+        ("DP-SGD", lambda m: m.startswith(DPSGD_PREFIX)),
+    )
+    lines = [
+        "| target ε | " + " | ".join(k for k, _ in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
     for target in TARGETS:
-        pick = [r for r in rows if r["protocol"] == "pate" and r["kind"] == "guarantee"
-                and r["released_model"] and r["evaluation"] == "evaluation-1000"
-                and r["target_eps"] == target]
+        pick = [
+            r
+            for r in rows
+            if r["protocol"] == "pate"
+            and r["kind"] == "guarantee"
+            and r["released_model"]
+            and r["evaluation"] == "evaluation-1000"
+            and r["target_eps"] == target
+        ]
         cells = []
         for _, test in kinds:
-            best = max((r for r in pick if test(r["method"])), key=lambda r: r["accuracy_mean"],
-                       default=None)
+            best = max(
+                (r for r in pick if test(r["method"])),
+                key=lambda r: r["accuracy_mean"],
+                default=None,
+            )
             cells.append("–" if best is None else f"{_pct(best)}: {best['method']}")
         lines.append(f"| {target:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 #: A generated block: its start line, one or more lines, its end line (never across blocks).
-_BLOCK = re.compile(r"(<!-- utility table: (?P<name>[a-z]+) -->\n)"
-                    r"(?P<body>(?:(?!<!-- /?utility table)[\s\S])+?)(\n<!-- /utility table -->)")
+_BLOCK = re.compile(
+    r"(<!-- utility table: (?P<name>[a-z]+) -->\n)"
+    r"(?P<body>(?:(?!<!-- /?utility table)[\s\S])+?)(\n<!-- /utility table -->)"
+)
 
 
 def docs_blocks(text: str) -> list[tuple[str, str]]:

@@ -10,13 +10,30 @@ auditor can use the privacy arithmetic (``pate.analysis``) without it. ``pate.fi
 ``pate.PateResult`` are loaded on first use.
 """
 
-from pate.analysis.errors import (BudgetExceededError, ConfigError, DatasetNotFoundError,
-                                  LedgerError, PartitionError, PateError)
+from pate.analysis.errors import (
+    BudgetExceededError,
+    ConfigError,
+    DatasetNotFoundError,
+    LedgerError,
+    PartitionError,
+    PateError,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["BudgetExceededError", "ConfigError", "DatasetNotFoundError", "LedgerError",
-           "PartitionError", "PateError", "PateResult", "PlanError", "__version__", "fit", "plan"]
+__all__ = [
+    "BudgetExceededError",
+    "ConfigError",
+    "DatasetNotFoundError",
+    "LedgerError",
+    "PartitionError",
+    "PateError",
+    "PateResult",
+    "PlanError",
+    "__version__",
+    "fit",
+    "plan",
+]
 
 _API = ("fit", "plan", "PateResult", "PlanError")
 

@@ -96,12 +96,15 @@ class PateResult:
             extra += f", plurality={100 * u['plurality_vote_accuracy']:.1f}%"
         if self.warnings:
             extra += f", warnings={len(self.warnings)}"
-        return (f"PateResult(epsilon={self.epsilon:.4g}, delta={self.delta:g}, answered="
-                f"{int(self.answered_mask.sum())}/{self.labels.size}{extra}, "
-                f"run_dir={str(self.run_dir)!r})")
+        return (
+            f"PateResult(epsilon={self.epsilon:.4g}, delta={self.delta:g}, answered="
+            f"{int(self.answered_mask.sum())}/{self.labels.size}{extra}, "
+            f"run_dir={str(self.run_dir)!r})"
+        )
 
 
 # ------------------------------------------------------------------------------ data
+
 
 def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarray | None]:
     """(x, y) of ``data``: an array (no labels), an (x, y) tuple, a torch Dataset or DataLoader
@@ -113,8 +116,10 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
     if isinstance(data, tuple) and len(data) == 2:
         x, y = np.asarray(data[0]), np.asarray(data[1])
         if x.shape[:1] != y.shape[:1] or y.ndim != 1:
-            raise ValueError(f"{what}: x has {x.shape[0]} rows but y has shape {y.shape}; give "
-                             "(x, y) with one integer label per row")
+            raise ValueError(
+                f"{what}: x has {x.shape[0]} rows but y has shape {y.shape}; give "
+                "(x, y) with one integer label per row"
+            )
         return x, y
     try:
         import torch
@@ -135,8 +140,10 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
         if y is None and labels == "required":
             raise TypeError(f"{what}: the dataset yields no labels; it must yield (x, y) pairs")
         return x, y
-    raise TypeError(f"{what} must be a numpy array, an (x, y) tuple, a torch Dataset or "
-                    f"DataLoader, got {type(data).__name__}")
+    raise TypeError(
+        f"{what} must be a numpy array, an (x, y) tuple, a torch Dataset or "
+        f"DataLoader, got {type(data).__name__}"
+    )
 
 
 def _memory_data(private, public, evaluation):
@@ -149,8 +156,10 @@ def _memory_data(private, public, evaluation):
     xp, yp = _arrays(private, "private", labels="required")
     xq, yq = _arrays(public, "public", labels="optional")
     if evaluation is None:
-        raise TypeError("evaluation=(x, y) is needed: labelled held-out data on which the student's "
-                        "accuracy is measured for the report (never used for training)")
+        raise TypeError(
+            "evaluation=(x, y) is needed: labelled held-out data on which the student's "
+            "accuracy is measured for the report (never used for training)"
+        )
     xe, ye = _arrays(evaluation, "evaluation", labels="required")
     yq = np.full(len(xq), -1, dtype=np.int64) if yq is None else yq
     for split, x, y in (("private", xp, yp), ("public", xq, yq), ("evaluation", xe, ye)):
@@ -159,18 +168,26 @@ def _memory_data(private, public, evaluation):
     splits = [ArraySplit(xp, yp), ArraySplit(xq, yq), ArraySplit(xe, ye)]
     shapes = {s.x.shape[1:] for s in splits}
     if len(shapes) != 1:
-        raise ValueError(f"private, public and evaluation inputs must have one shape per item, got "
-                         f"{sorted(shapes)}")
+        raise ValueError(
+            f"private, public and evaluation inputs must have one shape per item, got "
+            f"{sorted(shapes)}"
+        )
     num_classes = int(max(splits[0].y.max(), splits[2].y.max(), splits[1].y.max())) + 1
     check_classes("pate.fit", dict(zip(("private", "public", "evaluation"), splits)), num_classes)
     identity = dataset_identity(splits[0].x, splits[0].y)
-    data = PateData(name=f"memory:{identity.digest[:16]}", private=splits[0], public=splits[1],
-                    evaluation=splits[2], num_classes=max(2, num_classes),
-                    input_shape=tuple(int(s) for s in splits[0].x.shape[1:]))
+    data = PateData(
+        name=f"memory:{identity.digest[:16]}",
+        private=splits[0],
+        public=splits[1],
+        evaluation=splits[2],
+        num_classes=max(2, num_classes),
+        input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
+    )
     return data, identity
 
 
 # ------------------------------------------------------------------------------ models
+
 
 def _model_setting(model: Any, what: str) -> tuple[Any, Any]:
     """(config value, Python object or None): names stay names; objects are recorded by name
@@ -179,28 +196,63 @@ def _model_setting(model: Any, what: str) -> tuple[Any, Any]:
         return model, None
     if callable(model) or (hasattr(model, "fit") and hasattr(model, "get_params")):
         cls = model if isinstance(model, type) else type(model)
-        label = (getattr(model, "__qualname__", None) if callable(model) and not hasattr(model, "fit")
-                 else cls.__qualname__)
+        label = (
+            getattr(model, "__qualname__", None)
+            if callable(model) and not hasattr(model, "fit")
+            else cls.__qualname__
+        )
         module = getattr(model, "__module__", None) or cls.__module__
         return f"python:{module}.{label}", model
-    raise TypeError(f"{what} must be a zoo name (e.g. 'mlp', 'cnn28'), a factory returning a "
-                    f"torch.nn.Module, or a scikit-learn estimator; got {type(model).__name__}")
+    raise TypeError(
+        f"{what} must be a zoo name (e.g. 'mlp', 'cnn28'), a factory returning a "
+        f"torch.nn.Module, or a scikit-learn estimator; got {type(model).__name__}"
+    )
 
 
 # ------------------------------------------------------------------------------ fit
 
-def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
-        student: Any = "auto", num_teachers: int | None = None,
-        mechanism: str = "auto", threshold=None, sigma1=None, sigma2=None, sigma=None,
-        scale=None, k=None, sampling_rate=None, count_weight=None, knn: dict | None = None,
-        target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
-        budget_eps: float | None = None, release: bool = False, release_order=None,
-        release_beta=None, release_sigma_ss=None, conversion: str = "classic",
-        ledger: bool | str | pathlib.Path = True, dataset: str | None = None,
-        run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
-        noise_seed: int | None = None, device: str = "auto", partition: str = "random",
-        teacher_params: dict | None = None, student_params: dict | None = None,
-        progress: bool = False, resume: bool = False, threads: int | None = None) -> PateResult:
+
+def fit(
+    private,
+    public=None,
+    *,
+    evaluation=None,
+    teacher: Any = "auto",
+    student: Any = "auto",
+    num_teachers: int | None = None,
+    mechanism: str = "auto",
+    threshold=None,
+    sigma1=None,
+    sigma2=None,
+    sigma=None,
+    scale=None,
+    k=None,
+    sampling_rate=None,
+    count_weight=None,
+    knn: dict | None = None,
+    target_eps: float | None = None,
+    delta: float = 1e-5,
+    queries: int | None = None,
+    budget_eps: float | None = None,
+    release: bool = False,
+    release_order=None,
+    release_beta=None,
+    release_sigma_ss=None,
+    conversion: str = "classic",
+    ledger: bool | str | pathlib.Path = True,
+    dataset: str | None = None,
+    run_dir: str | pathlib.Path | None = None,
+    name: str = "pate",
+    seed: int = 0,
+    noise_seed: int | None = None,
+    device: str = "auto",
+    partition: str = "random",
+    teacher_params: dict | None = None,
+    student_params: dict | None = None,
+    progress: bool = False,
+    resume: bool = False,
+    threads: int | None = None,
+) -> PateResult:
     """Train teachers on ``private``, label ``public`` privately, train the student; return it
     with the labels and the privacy figures (see the module docstring).
 
@@ -232,24 +284,58 @@ def fit(private, public=None, *, evaluation=None, teacher: Any = "auto",
         pipeline.ctx.objects[THREADS_SOURCE] = "keyword"
     if data is not None:
         pipeline.ctx.provide_data(data)
-    pipeline.ctx.objects.update({k: v for k, v in (("teacher_model", teacher_object),
-                                                   ("student_model", student_object)) if v is not None})
+    pipeline.ctx.objects.update(
+        {
+            k: v
+            for k, v in (("teacher_model", teacher_object), ("student_model", student_object))
+            if v is not None
+        }
+    )
     report = pipeline.run()
     return _result(pipeline.ctx, report)
 
 
-def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
-        student: Any = "auto", num_teachers: int | None = None,
-        mechanism: str = "auto", threshold=None, sigma1=None, sigma2=None, sigma=None,
-        scale=None, k=None, sampling_rate=None, count_weight=None, knn: dict | None = None,
-        target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
-        budget_eps: float | None = None, release: bool = False, release_order=None,
-        release_beta=None, release_sigma_ss=None, conversion: str = "classic",
-        ledger: bool | str | pathlib.Path = True, dataset: str | None = None,
-        run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
-        noise_seed: int | None = None, device: str = "auto", partition: str = "random",
-        teacher_params: dict | None = None, student_params: dict | None = None,
-        progress: bool = False, resume: bool = False, threads: int | None = None):
+def plan(
+    private,
+    public=None,
+    *,
+    evaluation=None,
+    teacher: Any = "auto",
+    student: Any = "auto",
+    num_teachers: int | None = None,
+    mechanism: str = "auto",
+    threshold=None,
+    sigma1=None,
+    sigma2=None,
+    sigma=None,
+    scale=None,
+    k=None,
+    sampling_rate=None,
+    count_weight=None,
+    knn: dict | None = None,
+    target_eps: float | None = None,
+    delta: float = 1e-5,
+    queries: int | None = None,
+    budget_eps: float | None = None,
+    release: bool = False,
+    release_order=None,
+    release_beta=None,
+    release_sigma_ss=None,
+    conversion: str = "classic",
+    ledger: bool | str | pathlib.Path = True,
+    dataset: str | None = None,
+    run_dir: str | pathlib.Path | None = None,
+    name: str = "pate",
+    seed: int = 0,
+    noise_seed: int | None = None,
+    device: str = "auto",
+    partition: str = "random",
+    teacher_params: dict | None = None,
+    student_params: dict | None = None,
+    progress: bool = False,
+    resume: bool = False,
+    threads: int | None = None,
+):
     """The plan of :func:`fit` with the same arguments, made before any private record is read
     beyond its count, any model is trained or any budget is spent (:mod:`pate.run.planner`): what the
     planner fills in (``num_teachers``, ``queries``, the threshold, the mechanism when "auto"),
@@ -278,7 +364,6 @@ def plan(private, public=None, *, evaluation=None, teacher: Any = "auto",
     return C.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
 
 
-
 def _prepare_threads(threads) -> None:
     """Check ``threads=`` before any work, and make idle OpenMP threads sleep if torch is not
     loaded yet (:func:`pate.core.threads.prepare_environment`; where it is, the first stage's log line
@@ -298,53 +383,119 @@ def _arguments(scope: dict) -> dict:
     return {name: scope[name] for name in names}
 
 
-def _prepare(private, public=None, *, evaluation=None, teacher: Any = "auto",
-        student: Any = "auto", num_teachers: int | None = None,
-        mechanism: str = "auto", threshold=None, sigma1=None, sigma2=None, sigma=None,
-        scale=None, k=None, sampling_rate=None, count_weight=None, knn: dict | None = None,
-        target_eps: float | None = None, delta: float = 1e-5, queries: int | None = None,
-        budget_eps: float | None = None, release: bool = False, release_order=None,
-        release_beta=None, release_sigma_ss=None, conversion: str = "classic",
-        ledger: bool | str | pathlib.Path = True, dataset: str | None = None,
-        run_dir: str | pathlib.Path | None = None, name: str = "pate", seed: int = 0,
-        noise_seed: int | None = None, device: str = "auto", partition: str = "random",
-        teacher_params: dict | None = None, student_params: dict | None = None,
-        progress: bool = False, resume: bool = False, threads: int | None = None):
+def _prepare(
+    private,
+    public=None,
+    *,
+    evaluation=None,
+    teacher: Any = "auto",
+    student: Any = "auto",
+    num_teachers: int | None = None,
+    mechanism: str = "auto",
+    threshold=None,
+    sigma1=None,
+    sigma2=None,
+    sigma=None,
+    scale=None,
+    k=None,
+    sampling_rate=None,
+    count_weight=None,
+    knn: dict | None = None,
+    target_eps: float | None = None,
+    delta: float = 1e-5,
+    queries: int | None = None,
+    budget_eps: float | None = None,
+    release: bool = False,
+    release_order=None,
+    release_beta=None,
+    release_sigma_ss=None,
+    conversion: str = "classic",
+    ledger: bool | str | pathlib.Path = True,
+    dataset: str | None = None,
+    run_dir: str | pathlib.Path | None = None,
+    name: str = "pate",
+    seed: int = 0,
+    noise_seed: int | None = None,
+    device: str = "auto",
+    partition: str = "random",
+    teacher_params: dict | None = None,
+    student_params: dict | None = None,
+    progress: bool = False,
+    resume: bool = False,
+    threads: int | None = None,
+):
     from pate.run import config as C
     from pate.run import planner as P
 
-    given = {name: v for name, v in {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
-                                     "sigma": sigma, "scale": scale, "k": k,
-                                     "sampling_rate": sampling_rate,
-                                     "count_weight": count_weight}.items() if v is not None}
+    given = {
+        name: v
+        for name, v in {
+            "threshold": threshold,
+            "sigma1": sigma1,
+            "sigma2": sigma2,
+            "sigma": sigma,
+            "scale": scale,
+            "k": k,
+            "sampling_rate": sampling_rate,
+            "count_weight": count_weight,
+        }.items()
+        if v is not None
+    }
     data, identity, data_table = _data_source(private, public, evaluation)
     aggregator, no_teachers = _aggregator_table(
-        mechanism, given, num_teachers=num_teachers, knn=knn, target_eps=target_eps,
-        queries=queries, noise_seed=noise_seed)
-    privacy = _privacy_table(delta=delta, release=release, conversion=conversion,
-                             release_order=release_order, release_beta=release_beta,
-                             release_sigma_ss=release_sigma_ss, budget_eps=budget_eps,
-                             dataset=dataset)
+        mechanism,
+        given,
+        num_teachers=num_teachers,
+        knn=knn,
+        target_eps=target_eps,
+        queries=queries,
+        noise_seed=noise_seed,
+    )
+    privacy = _privacy_table(
+        delta=delta,
+        release=release,
+        conversion=conversion,
+        release_order=release_order,
+        release_beta=release_beta,
+        release_sigma_ss=release_sigma_ss,
+        budget_eps=budget_eps,
+        dataset=dataset,
+    )
     teacher_value, teacher_object = _model_setting(teacher, "teacher")
     student_value, student_object = _model_setting(student, "student")
-    raw = {"run": {"name": name, "seed": seed, "device": device,
-                   **({} if threads is None else {"threads": threads})},
-           "data": data_table,
-           "partition": {"num_teachers": "auto" if num_teachers is None else num_teachers,
-                         "mode": partition},
-           "teachers": dict(teacher_params or {}, model=teacher_value),
-           "aggregator": aggregator, "privacy": privacy,
-           "student": dict(student_params or {}, model=student_value)}
+    raw = {
+        "run": {
+            "name": name,
+            "seed": seed,
+            "device": device,
+            **({} if threads is None else {"threads": threads}),
+        },
+        "data": data_table,
+        "partition": {
+            "num_teachers": "auto" if num_teachers is None else num_teachers,
+            "mode": partition,
+        },
+        "teachers": dict(teacher_params or {}, model=teacher_value),
+        "aggregator": aggregator,
+        "privacy": privacy,
+        "student": dict(student_params or {}, model=student_value),
+    }
     if no_teachers:
         del raw["partition"]
         if knn is not None:
             raw["knn"] = dict(knn)
     run_dir = _run_dir(run_dir, name=name, resume=resume)
     ledger_setting = ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve())
-    config = C.from_dict(raw, source="pate.fit", run_dir=str(run_dir),
-                         ledger=False if ledger_setting is False else
-                         (None if ledger_setting is True else ledger_setting),
-                         facts=None if data is None else P.facts_of(data), wording="python")
+    config = C.from_dict(
+        raw,
+        source="pate.fit",
+        run_dir=str(run_dir),
+        ledger=False
+        if ledger_setting is False
+        else (None if ledger_setting is True else ledger_setting),
+        facts=None if data is None else P.facts_of(data),
+        wording="python",
+    )
     return config, data, identity, teacher_object, student_object
 
 
@@ -354,8 +505,10 @@ def _data_source(private, public, evaluation):
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:
-            raise TypeError(f"private={private!r} names a dataset with its own public and "
-                            "evaluation splits; do not pass public= or evaluation=")
+            raise TypeError(
+                f"private={private!r} names a dataset with its own public and "
+                "evaluation splits; do not pass public= or evaluation="
+            )
         data_table = {"name": private}
     else:
         if public is None:
@@ -365,8 +518,9 @@ def _data_source(private, public, evaluation):
     return data, identity, data_table
 
 
-def _aggregator_table(mechanism: str, given: dict, *, num_teachers, knn, target_eps, queries,
-                      noise_seed) -> tuple[dict, bool]:
+def _aggregator_table(
+    mechanism: str, given: dict, *, num_teachers, knn, target_eps, queries, noise_seed
+) -> tuple[dict, bool]:
     """``([aggregator] table, no_teachers)`` of fit's arguments; ``given``: the noise and
     mechanism parameters passed (not None). ``no_teachers``: the mechanism reads the private
     records itself (Private-kNN, class-means)."""
@@ -381,9 +535,11 @@ def _aggregator_table(mechanism: str, given: dict, *, num_teachers, knn, target_
     if no_teachers and num_teachers is not None:
         raise TypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
     if knn is not None and not no_teachers:
-        raise TypeError(f"knn= (the public-fitted embedding) applies to the mechanisms that read "
-                        f"the private records ('private-knn', 'class-means') only, not "
-                        f"{mechanism!r}")
+        raise TypeError(
+            f"knn= (the public-fitted embedding) applies to the mechanisms that read "
+            f"the private records ('private-knn', 'class-means') only, not "
+            f"{mechanism!r}"
+        )
     voters = given.get("k") if no_teachers else num_teachers
     if target_eps is not None:
         for key in spec.calibrated:
@@ -391,8 +547,10 @@ def _aggregator_table(mechanism: str, given: dict, *, num_teachers, knn, target_
         if "threshold" in spec.param_names and voters is not None:
             given.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
     elif not any(key in given for key in spec.param_names):
-        raise TypeError("give target_eps= (the noise is calibrated to it) or the noise of "
-                        f"{mechanism} ({', '.join(f'{k}=' for k in spec.param_names)})")
+        raise TypeError(
+            "give target_eps= (the noise is calibrated to it) or the noise of "
+            f"{mechanism} ({', '.join(f'{k}=' for k in spec.param_names)})"
+        )
     aggregator = dict(mechanism=mechanism, **given)
     if target_eps is not None:
         aggregator["target_eps"] = float(target_eps)
@@ -403,16 +561,32 @@ def _aggregator_table(mechanism: str, given: dict, *, num_teachers, knn, target_
     return aggregator, no_teachers
 
 
-def _privacy_table(*, delta, release, conversion, release_order, release_beta, release_sigma_ss,
-                   budget_eps, dataset) -> dict:
+def _privacy_table(
+    *,
+    delta,
+    release,
+    conversion,
+    release_order,
+    release_beta,
+    release_sigma_ss,
+    budget_eps,
+    dataset,
+) -> dict:
     """The ``[privacy]`` table of fit's arguments (the release's defaults: ``DEFAULT_RELEASE``)."""
-    release_params = {k: v for k, v in (("release_order", release_order),
-                                        ("release_beta", release_beta),
-                                        ("release_sigma_ss", release_sigma_ss)) if v is not None}
+    release_params = {
+        k: v
+        for k, v in (
+            ("release_order", release_order),
+            ("release_beta", release_beta),
+            ("release_sigma_ss", release_sigma_ss),
+        )
+        if v is not None
+    }
     # budget_eps is the dataset's lifetime budget in the ledger, target_eps what this run may
     # spend: left out, the ledger's budget applies (pate.run.stages.authorize)
-    privacy = dict(DEFAULT_RELEASE, **release_params, delta=delta, release=bool(release),
-                   conversion=conversion)
+    privacy = dict(
+        DEFAULT_RELEASE, **release_params, delta=delta, release=bool(release), conversion=conversion
+    )
     if budget_eps is not None:
         privacy["budget_eps"] = budget_eps
     if dataset is not None:
@@ -432,8 +606,8 @@ def _run_dir(run_dir, *, name: str, resume: bool):
 
 
 def _result(run, report: dict) -> PateResult:
-    from pate.run import rundir as R
     from pate.core.io import load_npy
+    from pate.run import rundir as R
 
     student = run.objects.get("fitted_student")
     if student is None:
@@ -442,10 +616,16 @@ def _result(run, report: dict) -> PateResult:
         student = Student.load(run.path(R.STUDENT_WEIGHTS))
     p = report["privacy"]
     scores = run.path(R.LABEL_SCORES)
-    return PateResult(student=student, labels=load_npy(run.path(R.LABELS)),
-                      answered_mask=load_npy(run.path(R.ANSWERED)),
-                      epsilon=float(p["eps_guarantee"]), delta=float(p["delta"]), privacy=p,
-                      report=report, run_dir=run.run_dir,
-                      label_scores=load_npy(scores) if scores.exists() else None,
-                      utility=dict(report.get("utility") or {}),
-                      warnings=list(report.get("warnings") or []))
+    return PateResult(
+        student=student,
+        labels=load_npy(run.path(R.LABELS)),
+        answered_mask=load_npy(run.path(R.ANSWERED)),
+        epsilon=float(p["eps_guarantee"]),
+        delta=float(p["delta"]),
+        privacy=p,
+        report=report,
+        run_dir=run.run_dir,
+        label_scores=load_npy(scores) if scores.exists() else None,
+        utility=dict(report.get("utility") or {}),
+        warnings=list(report.get("warnings") or []),
+    )

@@ -62,7 +62,10 @@ def _signs(n: int, generator: torch.Generator, device: torch.device) -> torch.Te
 
 # --------------------------------------------------------------------------- weak (images)
 
-def weak_augment(x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad: int) -> torch.Tensor:
+
+def weak_augment(
+    x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad: int
+) -> torch.Tensor:
     """Random horizontal flip (if ``flip``) and random translation by up to ``pad`` pixels.
 
     Translation is reflect-padding by ``pad`` then a random ``H x W`` crop per image, as in
@@ -79,8 +82,8 @@ def weak_augment(x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad
     padded = F.pad(x, (pad, pad, pad, pad), mode=mode)
     dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(device)
     dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(device)
-    rows = dy[:, None] + torch.arange(h, device=device)[None, :]          # (n, h)
-    cols = dx[:, None] + torch.arange(w, device=device)[None, :]          # (n, w)
+    rows = dy[:, None] + torch.arange(h, device=device)[None, :]  # (n, h)
+    cols = dx[:, None] + torch.arange(w, device=device)[None, :]  # (n, w)
     batch = torch.arange(n, device=device)[:, None, None]
     # Gather on a channels-last view: (n, H', W', C) -> (n, h, w, C).
     out = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
@@ -88,6 +91,7 @@ def weak_augment(x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad
 
 
 # --------------------------------------------------------------------------- strong (images)
+
 
 def _blend(x: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """PIL ImageEnhance semantics: other + factor * (x - other), clipped to [0, 1]."""
@@ -120,7 +124,9 @@ def _op_equalize(x, m, g):
     hist.scatter_add_(1, levels, torch.ones_like(levels, dtype=torch.float32))
     cdf = hist.cumsum(dim=1)
     # First non-zero bin's cumulative count (cdf_min); flat images stay unchanged.
-    cdf_min = torch.where(hist > 0, cdf, torch.full_like(cdf, float(h * w))).amin(dim=1, keepdim=True)
+    cdf_min = torch.where(hist > 0, cdf, torch.full_like(cdf, float(h * w))).amin(
+        dim=1, keepdim=True
+    )
     denom = float(h * w) - cdf_min
     mapped = (cdf.gather(1, levels) - cdf_min) / denom.clamp_min(1.0)
     flat = (denom <= 0).expand_as(mapped)
@@ -148,15 +154,19 @@ def _op_color(x, m, g):
 
 def _op_sharpness(x, m, g):
     c = x.shape[1]
-    kernel = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]],
-                          device=x.device, dtype=x.dtype) / 13.0
+    kernel = (
+        torch.tensor(
+            [[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], device=x.device, dtype=x.dtype
+        )
+        / 13.0
+    )
     kernel = kernel.expand(c, 1, 3, 3)
     smooth = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
     return _blend(x, smooth, _enhance_factor(m, _signs(len(m), g, x.device)))
 
 
 def _op_posterize(x, m, g):
-    bits = (8.0 - (m * 4.0).round()).clamp(4.0, 8.0)        # keep 4..8 bits
+    bits = (8.0 - (m * 4.0).round()).clamp(4.0, 8.0)  # keep 4..8 bits
     step = (2.0 ** (8.0 - bits))[:, None, None, None]
     return (torch.floor(x * 255.0 / step) * step / 255.0).clamp(0.0, 1.0)
 
@@ -202,7 +212,7 @@ def _op_shear_y(x, m, g):
 
 def _op_translate_x(x, m, g):
     theta = _identity_theta(len(m), x.device)
-    theta[:, 0, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0   # grid units span 2
+    theta[:, 0, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0  # grid units span 2
     return _affine(x, theta)
 
 
@@ -232,8 +242,9 @@ IMAGE_OPS = {
 _OP_LIST = tuple(IMAGE_OPS.values())
 
 
-def _cutout(x: torch.Tensor, *, generator: torch.Generator, size_fraction: float,
-            fill: float) -> torch.Tensor:
+def _cutout(
+    x: torch.Tensor, *, generator: torch.Generator, size_fraction: float, fill: float
+) -> torch.Tensor:
     """Zero-information square of side U(0, size_fraction) x side at a uniform centre, per image."""
     n, _, h, w = x.shape
     device = x.device
@@ -248,8 +259,14 @@ def _cutout(x: torch.Tensor, *, generator: torch.Generator, size_fraction: float
     return torch.where(box, torch.full_like(x, fill), x)
 
 
-def strong_augment(x: torch.Tensor, *, generator: torch.Generator, num_ops: int = 2,
-                   cutout: float = 0.5, fill: float = 0.5) -> torch.Tensor:
+def strong_augment(
+    x: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    num_ops: int = 2,
+    cutout: float = 0.5,
+    fill: float = 0.5,
+) -> torch.Tensor:
     """RandAugment (``num_ops`` random ops, random magnitudes) followed by Cutout.
 
     ``x``: (N, C, H, W) in [0, 1]. Each image draws its own operations and magnitudes.
@@ -277,15 +294,23 @@ def strong_augment(x: torch.Tensor, *, generator: torch.Generator, num_ops: int 
 
 # --------------------------------------------------------------------------- tabular
 
-def weak_augment_tabular(x: torch.Tensor, *, generator: torch.Generator, feature_std: torch.Tensor,
-                         noise: float = 0.05) -> torch.Tensor:
+
+def weak_augment_tabular(
+    x: torch.Tensor, *, generator: torch.Generator, feature_std: torch.Tensor, noise: float = 0.05
+) -> torch.Tensor:
     """Gaussian jitter of ``noise`` x each feature's standard deviation."""
     eps = torch.randn(x.shape, generator=generator).to(x.device)
     return x + noise * feature_std[None, :] * eps
 
 
-def strong_augment_tabular(x: torch.Tensor, *, generator: torch.Generator, feature_std: torch.Tensor,
-                           corruption: float = 0.3, noise: float = 0.2) -> torch.Tensor:
+def strong_augment_tabular(
+    x: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    feature_std: torch.Tensor,
+    corruption: float = 0.3,
+    noise: float = 0.2,
+) -> torch.Tensor:
     """SCARF-style corruption (features replaced from random other rows) plus larger jitter."""
     n, f = x.shape
     if n == 0:

@@ -20,8 +20,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHECKPOINT_NAME", "FORMAT", "WEIGHTS_KEYS", "CHECKPOINT_KEYS", "atomic_save",
-           "load_student_file", "not_a_checkpoint", "plain_classes"]
+__all__ = [
+    "CHECKPOINT_NAME",
+    "FORMAT",
+    "WEIGHTS_KEYS",
+    "CHECKPOINT_KEYS",
+    "atomic_save",
+    "load_student_file",
+    "not_a_checkpoint",
+    "plain_classes",
+]
 
 CHECKPOINT_NAME = "student_checkpoint.pt"
 FORMAT = "pate-learn-student/1"
@@ -32,8 +40,10 @@ def plain_classes(classes: np.ndarray) -> list:
     out = [c.item() if isinstance(c, np.generic) else c for c in classes.tolist()]
     bad = [c for c in out if not isinstance(c, (str, int, float, bool))]
     if bad:
-        raise TypeError(f"cannot save a Student whose classes_ hold {type(bad[0]).__name__} labels "
-                        f"({bad[0]!r}); use str or int labels to save it")
+        raise TypeError(
+            f"cannot save a Student whose classes_ hold {type(bad[0]).__name__} labels "
+            f"({bad[0]!r}); use str or int labels to save it"
+        )
     return out
 
 
@@ -47,10 +57,22 @@ def atomic_save(obj: Any, path: pathlib.Path) -> None:
 
 #: The keys of the files :meth:`pate.student.train.Student.save` and the per-epoch checkpoint
 #: write (checked on load).
-WEIGHTS_KEYS = frozenset({"format", "model_name", "input_shape", "num_classes", "settings", "seed",
-                           "history", "n_labelled", "state_dict"})
-CHECKPOINT_KEYS = frozenset({"format", "fingerprint", "seed", "epoch", "model", "ema", "optimizer",
-                              "generator", "history"})
+WEIGHTS_KEYS = frozenset(
+    {
+        "format",
+        "model_name",
+        "input_shape",
+        "num_classes",
+        "settings",
+        "seed",
+        "history",
+        "n_labelled",
+        "state_dict",
+    }
+)
+CHECKPOINT_KEYS = frozenset(
+    {"format", "fingerprint", "seed", "epoch", "model", "ema", "optimizer", "generator", "history"}
+)
 
 
 def not_a_checkpoint(path, exc: BaseException, *, remedy: str):
@@ -59,7 +81,9 @@ def not_a_checkpoint(path, exc: BaseException, *, remedy: str):
     detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "no details"
     return CheckpointError(
         f"{str(path)!r} is not a student file written by pate-learn ({type(exc).__name__}: "
-        f"{detail}); {remedy.rstrip('.')}.", path=path)
+        f"{detail}); {remedy.rstrip('.')}.",
+        path=path,
+    )
 
 
 def load_student_file(path, keys: frozenset, *, remedy: str) -> dict:
@@ -71,10 +95,16 @@ def load_student_file(path, keys: frozenset, *, remedy: str) -> dict:
 
     blob = load_torch(path, remedy=remedy)
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise CheckpointError(f"{str(path)!r} is not a student file written by pate-learn "
-                              f"(format {FORMAT}); {remedy.rstrip('.')}.", path=path)
+        raise CheckpointError(
+            f"{str(path)!r} is not a student file written by pate-learn "
+            f"(format {FORMAT}); {remedy.rstrip('.')}.",
+            path=path,
+        )
     missing = sorted(keys - set(blob))
     if missing:
-        raise CheckpointError(f"{str(path)!r} is not a student file written by pate-learn (it "
-                              f"lacks {', '.join(missing)}); {remedy.rstrip('.')}.", path=path)
+        raise CheckpointError(
+            f"{str(path)!r} is not a student file written by pate-learn (it "
+            f"lacks {', '.join(missing)}); {remedy.rstrip('.')}.",
+            path=path,
+        )
     return blob

@@ -35,8 +35,10 @@ def _check_class_labels(values: Any, name: str, num_classes: int) -> np.ndarray:
     arr = arr.astype(np.int64, copy=False)
     if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
         bad = int(arr[(arr < 0) | (arr >= num_classes)][0])
-        raise ValueError(f"{name} must lie in [0, {num_classes - 1}] (num_classes={num_classes}), "
-                         f"got a label {bad}")
+        raise ValueError(
+            f"{name} must lie in [0, {num_classes - 1}] (num_classes={num_classes}), "
+            f"got a label {bad}"
+        )
     return arr
 
 
@@ -46,8 +48,10 @@ def confusion_matrix(y_true: Any, y_pred: Any, *, num_classes: int) -> np.ndarra
     y_true = _check_class_labels(y_true, "y_true", num_classes)
     y_pred = _check_class_labels(y_pred, "y_pred", num_classes)
     if y_true.shape != y_pred.shape:
-        raise ValueError(f"y_true and y_pred must have the same length, got {y_true.shape[0]} "
-                         f"and {y_pred.shape[0]}")
+        raise ValueError(
+            f"y_true and y_pred must have the same length, got {y_true.shape[0]} "
+            f"and {y_pred.shape[0]}"
+        )
     flat = np.bincount(y_true * num_classes + y_pred, minlength=num_classes * num_classes)
     return flat.reshape(num_classes, num_classes).astype(np.int64)
 
@@ -74,7 +78,9 @@ def evaluation_metrics(y_true: Any, y_pred: Any, *, num_classes: int) -> dict:
 def evaluate_student(student: Any, x: Any, y: Any, *, num_classes: int | None = None) -> dict:
     """Metrics of ``student.predict(x)`` against the true labels ``y`` of the evaluation split."""
     if not hasattr(student, "predict"):
-        raise TypeError(f"student must be a fitted Student (with predict), got {type(student).__name__}")
+        raise TypeError(
+            f"student must be a fitted Student (with predict), got {type(student).__name__}"
+        )
     if num_classes is None:
         num_classes = getattr(student, "num_classes_", None)
         if num_classes is None:

@@ -30,8 +30,15 @@ from torch import nn
 
 from pate.analysis.validation import describe
 
-__all__ = ["check_inputs", "check_public_x", "check_labels", "check_soft_targets",
-           "refuse_non_public", "as_array", "unlabelled_mask"]
+__all__ = [
+    "check_inputs",
+    "check_public_x",
+    "check_labels",
+    "check_soft_targets",
+    "refuse_non_public",
+    "as_array",
+    "unlabelled_mask",
+]
 
 
 def looks_like_pate_data(obj: Any) -> bool:
@@ -47,8 +54,12 @@ def is_model_like(obj: Any) -> bool:
         return True
     if isinstance(obj, (list, tuple)) and obj and all(isinstance(o, nn.Module) for o in obj):
         return True
-    if isinstance(obj, dict) and len(obj) > 0 and all(isinstance(v, torch.Tensor) for v in obj.values()):
-        return True   # a state dict (teacher weights)
+    if (
+        isinstance(obj, dict)
+        and len(obj) > 0
+        and all(isinstance(v, torch.Tensor) for v in obj.values())
+    ):
+        return True  # a state dict (teacher weights)
     return False
 
 
@@ -58,21 +69,24 @@ def refuse_non_public(obj: Any, name: str) -> None:
         raise TypeError(
             f"{name} is a PateData object, which holds the private split; the student may only see "
             "the public inputs. Pass data.public.x as public_x and the released labels "
-            "(e.g. <run_dir>/labels.npy) as labels")
+            "(e.g. <run_dir>/labels.npy) as labels"
+        )
     if looks_like_split(obj):
         raise TypeError(
             f"{name} is an ArraySplit ({type(obj).__name__}), which carries true labels; pass the "
-            "public inputs array (split.x) as public_x and the aggregator's released labels as labels")
+            "public inputs array (split.x) as public_x and the aggregator's released labels as labels"
+        )
     if hasattr(obj, "public_predictions") or hasattr(obj, "teacher_accuracy"):
         raise TypeError(
             f"{name} is a teacher ensemble result ({type(obj).__name__}); the student must never "
             "receive the teachers' predictions or weights. Vote and aggregate (pate vote, pate "
-            "aggregate) and pass the public inputs and the released labels only")
+            "aggregate) and pass the public inputs and the released labels only"
+        )
     if is_model_like(obj):
         raise TypeError(
             f"{name} is a model / teacher ensemble / state dict; the student must never receive "
-            "teacher weights. Pass the public inputs and the released labels only")
-
+            "teacher weights. Pass the public inputs and the released labels only"
+        )
 
 
 def as_array(obj: Any, name: str, what: str) -> np.ndarray:
@@ -80,8 +94,10 @@ def as_array(obj: Any, name: str, what: str) -> np.ndarray:
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu().numpy()
     if scipy.sparse.issparse(obj):
-        raise TypeError(f"{name} is a scipy sparse matrix; sparse input is not supported: pass a "
-                        f"dense array ({name}.toarray())")
+        raise TypeError(
+            f"{name} is a scipy sparse matrix; sparse input is not supported: pass a "
+            f"dense array ({name}.toarray())"
+        )
     if isinstance(obj, np.ndarray):
         return obj
     if isinstance(obj, (list, tuple)) or hasattr(obj, "__array__"):
@@ -99,27 +115,39 @@ def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
     refuse_non_public(x, name)
     x = as_array(x, name, "a numpy array of public inputs (or an array-like of floats)")
     if x.dtype == object:
-        x = x.astype(np.float64)   # TypeError naming the bad element when it is not a number
+        x = x.astype(np.float64)  # TypeError naming the bad element when it is not a number
     if np.iscomplexobj(x):
-        raise ValueError(f"Complex data not supported: {name} has dtype {x.dtype}; pass real "
-                         "images in [0, 1] or real tabular features")
+        raise ValueError(
+            f"Complex data not supported: {name} has dtype {x.dtype}; pass real "
+            "images in [0, 1] or real tabular features"
+        )
     if not np.issubdtype(x.dtype, np.floating):
-        hint = ("; a 2-D integer array looks like a votes matrix: aggregate the votes first "
-                "(pate aggregate) and pass the released labels" if x.ndim == 2
-                and np.issubdtype(x.dtype, np.integer) else
-                f"; convert it with {name}.astype(np.float32) if these are really features")
-        raise TypeError(f"{name} must be a float array (images in [0, 1] or tabular features), "
-                        f"got {describe(x)}{hint}")
+        hint = (
+            "; a 2-D integer array looks like a votes matrix: aggregate the votes first "
+            "(pate aggregate) and pass the released labels"
+            if x.ndim == 2 and np.issubdtype(x.dtype, np.integer)
+            else f"; convert it with {name}.astype(np.float32) if these are really features"
+        )
+        raise TypeError(
+            f"{name} must be a float array (images in [0, 1] or tabular features), "
+            f"got {describe(x)}{hint}"
+        )
     if x.ndim not in (2, 4):
-        extra = (" (for grayscale (N, H, W) images pass x[:, None])" if x.ndim == 3 else
-                 ". Reshape your data either using x.reshape(-1, 1) if it has a single feature or "
-                 "x.reshape(1, -1) if it contains a single sample" if x.ndim == 1 else "")
+        extra = (
+            " (for grayscale (N, H, W) images pass x[:, None])"
+            if x.ndim == 3
+            else ". Reshape your data either using x.reshape(-1, 1) if it has a single feature or "
+            "x.reshape(1, -1) if it contains a single sample"
+            if x.ndim == 1
+            else ""
+        )
         raise ValueError(f"{name} must have shape (N, C, H, W) or (N, F), got {x.shape}{extra}")
     if fit and x.shape[0] == 0:
         raise ValueError(f"{name} is empty (shape {x.shape}): the student needs public inputs")
     if x.ndim == 2 and x.shape[1] == 0:
-        raise ValueError(f"{name} has 0 feature(s) (shape={x.shape}) while a minimum of 1 is "
-                         "required.")
+        raise ValueError(
+            f"{name} has 0 feature(s) (shape={x.shape}) while a minimum of 1 is required."
+        )
     if not np.all(np.isfinite(x)):
         raise ValueError(f"{name} contains NaN or infinite values")
     x = np.ascontiguousarray(x, dtype=np.float32)
@@ -133,12 +161,19 @@ def check_public_x(public_x: Any) -> np.ndarray:
 
 def unlabelled_mask(y: np.ndarray) -> np.ndarray:
     """Where an object array holds the integer -1 (the unlabelled marker)."""
-    return np.fromiter((isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool)
-                        and v == -1 for v in y), dtype=bool, count=y.shape[0])
+    return np.fromiter(
+        (
+            isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool) and v == -1
+            for v in y
+        ),
+        dtype=bool,
+        count=y.shape[0],
+    )
 
 
-def check_labels(labels: Any, num_public: int, num_classes: int | None,
-                  name: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+def check_labels(
+    labels: Any, num_public: int, num_classes: int | None, name: str = "labels"
+) -> tuple[np.ndarray, np.ndarray]:
     """``(encoded, classes)``: int64 class indices (-1 = unlabelled) and ``classes_``.
 
     See "Labels" in the module docstring. Refused: votes matrices, per-teacher predictions,
@@ -147,70 +182,93 @@ def check_labels(labels: Any, num_public: int, num_classes: int | None,
     """
     refuse_non_public(labels, name)
     if labels is None:
-        raise ValueError(f"Student requires y to be passed, but the target y is None: pass {name}, "
-                         "the released label of each public item (-1 = unanswered)")
+        raise ValueError(
+            f"Student requires y to be passed, but the target y is None: pass {name}, "
+            "the released label of each public item (-1 = unanswered)"
+        )
     labels = as_array(labels, name, "a 1-D array of released labels (-1 = unanswered)")
     if labels.ndim == 2 and labels.shape[1] == 1:
-        labels = column_or_1d(labels, warn=True)   # a column vector: DataConversionWarning
+        labels = column_or_1d(labels, warn=True)  # a column vector: DataConversionWarning
     if labels.ndim == 2:
         if np.issubdtype(labels.dtype, np.integer):
             raise TypeError(
                 f"{name} has shape {labels.shape}, which looks like a votes matrix (queries, classes) "
                 "or per-teacher predictions (teachers, queries); the student must never see the "
                 "teachers' votes or predictions. Aggregate them (pate aggregate) and pass the "
-                "released labels, shape (N_public,), -1 where unanswered")
-        raise TypeError(f"{name} has shape {labels.shape} (probabilities or one-hot?); pass hard "
-                        "released labels of shape (N_public,), -1 where unanswered")
+                "released labels, shape (N_public,), -1 where unanswered"
+            )
+        raise TypeError(
+            f"{name} has shape {labels.shape} (probabilities or one-hot?); pass hard "
+            "released labels of shape (N_public,), -1 where unanswered"
+        )
     if labels.ndim == 3:
-        raise TypeError(f"{name} has shape {labels.shape}, which looks like per-teacher predictions; "
-                        "the student may only receive the aggregator's released labels (N_public,)")
+        raise TypeError(
+            f"{name} has shape {labels.shape}, which looks like per-teacher predictions; "
+            "the student may only receive the aggregator's released labels (N_public,)"
+        )
     if labels.ndim != 1:
         raise ValueError(f"{name} must be 1-D (N_public,), got shape {labels.shape}")
     if labels.shape[0] != num_public:
-        raise ValueError(f"{name} has {labels.shape[0]} entries but the inputs have {num_public} "
-                         "items: pass one released label per public item (-1 = unanswered)")
+        raise ValueError(
+            f"{name} has {labels.shape[0]} entries but the inputs have {num_public} "
+            "items: pass one released label per public item (-1 = unanswered)"
+        )
     kind = labels.dtype.kind
     if kind == "f":
         if not np.all(np.isfinite(labels)):
             raise ValueError(f"{name} contains NaN or infinite values")
         # Integral floats are class indices; anything else is a regression target.
         if np.any(labels != -1):
-            check_classification_targets(labels[labels != -1])   # ValueError: Unknown label type
+            check_classification_targets(labels[labels != -1])  # ValueError: Unknown label type
         labels, kind = labels.astype(np.int64), "i"
     if kind in "iu":
         labels = labels.astype(np.int64)
         if labels.min() < -1:
-            raise ValueError(f"{name} must be -1 (unanswered) or a class index, got "
-                             f"{int(labels.min())}")
+            raise ValueError(
+                f"{name} must be -1 (unanswered) or a class index, got {int(labels.min())}"
+            )
         if num_classes is not None and labels.max() >= num_classes:
             raise ValueError(f"{name} must be < num_classes={num_classes}, got {int(labels.max())}")
         if not np.any(labels >= 0):
-            raise ValueError(f"{name} has no answered item (all -1): the student needs at least "
-                             "one label")
+            raise ValueError(
+                f"{name} has no answered item (all -1): the student needs at least one label"
+            )
         k = num_classes if num_classes is not None else int(labels.max()) + 1
         if k < 2:
-            raise ValueError(f"only one class (class 0) was answered in {name}; pass num_classes= "
-                             "explicitly (the student needs at least 2 classes)")
+            raise ValueError(
+                f"only one class (class 0) was answered in {name}; pass num_classes= "
+                "explicitly (the student needs at least 2 classes)"
+            )
         return labels, np.arange(k, dtype=np.int64)
     if kind not in "OUSb":
-        raise TypeError(f"{name} must hold class indices (-1 = unanswered) or class labels "
-                        f"(strings, booleans), got {describe(labels)}")
+        raise TypeError(
+            f"{name} must hold class indices (-1 = unanswered) or class labels "
+            f"(strings, booleans), got {describe(labels)}"
+        )
     answered = ~unlabelled_mask(labels) if kind == "O" else np.ones(labels.shape[0], dtype=bool)
     if not answered.any():
-        raise ValueError(f"{name} has no answered item (all -1): the student needs at least one label")
+        raise ValueError(
+            f"{name} has no answered item (all -1): the student needs at least one label"
+        )
     check_classification_targets(labels[answered])
     try:
         classes, encoded = np.unique(labels[answered], return_inverse=True)
     except TypeError as exc:
-        raise TypeError(f"{name} mixes label types that cannot be ordered ({exc}); use one type "
-                        "(e.g. all strings), -1 for unanswered items") from exc
+        raise TypeError(
+            f"{name} mixes label types that cannot be ordered ({exc}); use one type "
+            "(e.g. all strings), -1 for unanswered items"
+        ) from exc
     if classes.shape[0] < 2:
-        raise ValueError(f"only one class ({classes[0]!r}) was answered in {name}; the student "
-                         "needs at least 2 classes")
+        raise ValueError(
+            f"only one class ({classes[0]!r}) was answered in {name}; the student "
+            "needs at least 2 classes"
+        )
     if num_classes is not None and num_classes != classes.shape[0]:
-        raise ValueError(f"num_classes={num_classes} but {name} holds {classes.shape[0]} distinct "
-                         f"labels {classes.tolist()!r}; num_classes only applies to integer class "
-                         "indices: leave it None for other labels")
+        raise ValueError(
+            f"num_classes={num_classes} but {name} holds {classes.shape[0]} distinct "
+            f"labels {classes.tolist()!r}; num_classes only applies to integer class "
+            "indices: leave it None for other labels"
+        )
     out = np.full(labels.shape[0], -1, dtype=np.int64)
     out[answered] = encoded.reshape(-1)
     return out, classes
@@ -222,15 +280,19 @@ def check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) 
     refuse_non_public(soft_targets, "soft_targets")
     targets = as_array(soft_targets, "soft_targets", "an (N, classes) array of class probabilities")
     if targets.dtype.kind in "iub":
-        raise TypeError(f"soft_targets has integer dtype {targets.dtype} (a votes matrix?); the "
-                        "student never sees votes: pass float class probabilities, or none")
+        raise TypeError(
+            f"soft_targets has integer dtype {targets.dtype} (a votes matrix?); the "
+            "student never sees votes: pass float class probabilities, or none"
+        )
     if targets.dtype.kind != "f":
         raise TypeError(f"soft_targets must be float class probabilities, got {describe(targets)}")
     expected = (labels.shape[0], num_classes)
     if targets.shape != expected:
-        raise ValueError(f"soft_targets must have shape {expected} (one row of class "
-                         f"probabilities per item, columns in the order of classes_), got "
-                         f"{targets.shape}")
+        raise ValueError(
+            f"soft_targets must have shape {expected} (one row of class "
+            f"probabilities per item, columns in the order of classes_), got "
+            f"{targets.shape}"
+        )
     targets = targets.astype(np.float64)
     rows = labels >= 0
     labelled = targets[rows]
@@ -239,15 +301,19 @@ def check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) 
     sums = labelled.sum(axis=1)
     if not np.allclose(sums, 1.0, rtol=0, atol=1e-6):
         worst = int(np.argmax(np.abs(sums - 1.0)))
-        raise ValueError(f"soft_targets' rows must sum to 1 (class probabilities); the labelled "
-                         f"item {int(np.flatnonzero(rows)[worst])} sums to {sums[worst]:.6g}")
+        raise ValueError(
+            f"soft_targets' rows must sum to 1 (class probabilities); the labelled "
+            f"item {int(np.flatnonzero(rows)[worst])} sums to {sums[worst]:.6g}"
+        )
     below_max = labelled[np.arange(labelled.shape[0]), labels[rows]] < labelled.max(axis=1)
     if np.any(below_max):
         bad = int(np.flatnonzero(rows)[int(np.argmax(below_max))])
-        raise ValueError(f"soft_targets disagree with y: item {bad} is labelled "
-                         f"{int(labels[bad])} but its largest probability is at class "
-                         f"{int(np.argmax(targets[bad]))}; pass the probabilities the labels "
-                         "were taken from")
+        raise ValueError(
+            f"soft_targets disagree with y: item {bad} is labelled "
+            f"{int(labels[bad])} but its largest probability is at class "
+            f"{int(np.argmax(targets[bad]))}; pass the probabilities the labels "
+            "were taken from"
+        )
     out = np.zeros(expected)
     out[rows] = labelled / sums[:, None]
     return out

@@ -87,24 +87,34 @@ class RuleHead(nn.Module):
         self.register_buffer("bias", torch.zeros(num_classes, **f64))
 
     @classmethod
-    def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> "RuleHead":
+    def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> RuleHead:
         """The head of a run: its public ``front`` (``pate.teachers.features.PublicFrontEnd``)
         and the ``recovered`` rule (``pate.core.class_means.RecoveredRule``)."""
         pca = front.pca
-        head = cls(input_shape=input_shape, features=front.features, rule=recovered.rule,
-                   dims=pca.axes.shape[0], num_classes=num_classes)
+        head = cls(
+            input_shape=input_shape,
+            features=front.features,
+            rule=recovered.rule,
+            dims=pca.axes.shape[0],
+            num_classes=num_classes,
+        )
         with torch.no_grad():
             if front.standardizer is not None:
                 head.feature_mean.copy_(torch.from_numpy(np.asarray(front.standardizer.mean)))
                 head.feature_std.copy_(torch.from_numpy(np.asarray(front.standardizer.std)))
             if front.kernel is not None:
                 for name in ("mean", "std", "weights", "phases"):
-                    getattr(head, f"kernel_{name}").copy_(torch.as_tensor(
-                        np.asarray(getattr(front.kernel, name), dtype=np.float64)))
-            for name, value in (("pca_mean", pca.mean), ("pca_axes", pca.axes),
-                                ("scale", recovered.geometry.scale),
-                                ("radius", recovered.geometry.radius),
-                                ("weights", recovered.weights), ("bias", recovered.bias)):
+                    getattr(head, f"kernel_{name}").copy_(
+                        torch.as_tensor(np.asarray(getattr(front.kernel, name), dtype=np.float64))
+                    )
+            for name, value in (
+                ("pca_mean", pca.mean),
+                ("pca_axes", pca.axes),
+                ("scale", recovered.geometry.scale),
+                ("radius", recovered.geometry.radius),
+                ("weights", recovered.weights),
+                ("bias", recovered.bias),
+            ):
                 getattr(head, name).copy_(torch.as_tensor(np.asarray(value, dtype=np.float64)))
         return head.eval()
 
@@ -118,13 +128,15 @@ class RuleHead(nn.Module):
 
             z = ((f - self.kernel_mean) / self.kernel_std).clamp(-KERNEL_CLIP, KERNEL_CLIP)
             f = (2.0 / self.kernel_weights.shape[1]) ** 0.5 * torch.cos(
-                z @ self.kernel_weights + self.kernel_phases)
-        e = ((f - self.pca_mean) @ self.pca_axes.T).float().double()   # float32, as the run's
-        w = e / self.scale                                             # whitened w(e)
-        if self.rule == "logistic":                                    # clipped, scaled u(e)
+                z @ self.kernel_weights + self.kernel_phases
+            )
+        e = ((f - self.pca_mean) @ self.pca_axes.T).float().double()  # float32, as the run's
+        w = e / self.scale  # whitened w(e)
+        if self.rule == "logistic":  # clipped, scaled u(e)
             norm = torch.linalg.vector_norm(w, dim=1, keepdim=True)
-            factor = torch.where(norm > self.radius, self.radius / norm.clamp_min(1e-300),
-                                 torch.ones_like(norm))
+            factor = torch.where(
+                norm > self.radius, self.radius / norm.clamp_min(1e-300), torch.ones_like(norm)
+            )
             w = w * factor / self.radius
         return w @ self.weights.T + self.bias
 
@@ -139,5 +151,7 @@ class RuleProduct(nn.Module):
         self.student, self.head, self.temperature = student, head, float(temperature)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (torch.log_softmax(self.student(x).double(), dim=1)
-                + torch.log_softmax(self.temperature * self.head(x), dim=1)).float()
+        return (
+            torch.log_softmax(self.student(x).double(), dim=1)
+            + torch.log_softmax(self.temperature * self.head(x), dim=1)
+        ).float()

@@ -43,11 +43,22 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.validation import (check_choice, check_int, check_probabilities, check_votes,
-                                      describe)
+from pate.analysis.validation import (
+    check_choice,
+    check_int,
+    check_probabilities,
+    check_votes,
+    describe,
+)
 
-__all__ = ["SELECTION_MODES", "first_k", "uncertainty", "select_uncertain", "active_labels",
-           "ActiveResult"]
+__all__ = [
+    "SELECTION_MODES",
+    "first_k",
+    "uncertainty",
+    "select_uncertain",
+    "active_labels",
+    "ActiveResult",
+]
 
 SELECTION_MODES = ("first", "entropy", "margin")
 _CRITERIA = ("entropy", "margin")
@@ -63,10 +74,13 @@ def first_k(num_public: int, *, k: int) -> np.ndarray:
 
 
 def _check_probability_matrix(probabilities: Any) -> np.ndarray:
-    arr = np.asarray(probabilities) if not isinstance(probabilities, (str, bytes)) else probabilities
+    arr = (
+        np.asarray(probabilities) if not isinstance(probabilities, (str, bytes)) else probabilities
+    )
     if not isinstance(arr, np.ndarray) or arr.ndim != 2:
-        raise ValueError(f"probabilities must be a 2-D (items, classes) array, got "
-                         f"{describe(probabilities)}")
+        raise ValueError(
+            f"probabilities must be a 2-D (items, classes) array, got {describe(probabilities)}"
+        )
     return check_probabilities(arr, arr.shape, "probabilities")
 
 
@@ -83,8 +97,9 @@ def uncertainty(probabilities: Any, *, criterion: str = "entropy") -> np.ndarray
     return -(top2[:, 1] - top2[:, 0])
 
 
-def select_uncertain(probabilities: Any, *, k: int, criterion: str = "entropy",
-                     exclude: Any = None) -> np.ndarray:
+def select_uncertain(
+    probabilities: Any, *, k: int, criterion: str = "entropy", exclude: Any = None
+) -> np.ndarray:
     """Indices of the ``k`` most uncertain rows outside ``exclude``, most uncertain first."""
     score = uncertainty(probabilities, criterion=criterion)
     k = check_int(k, "k", minimum=1)
@@ -94,7 +109,9 @@ def select_uncertain(probabilities: Any, *, k: int, criterion: str = "entropy",
     else:
         exclude = np.asarray(exclude)
         if exclude.dtype != np.bool_ or exclude.shape != (n,):
-            raise ValueError(f"exclude must be a boolean mask of shape ({n},), got {describe(exclude)}")
+            raise ValueError(
+                f"exclude must be a boolean mask of shape ({n},), got {describe(exclude)}"
+            )
     candidates = np.flatnonzero(~exclude)
     if k > candidates.size:
         raise ValueError(f"k={k} exceeds the {candidates.size} items not yet asked")
@@ -126,15 +143,27 @@ class ActiveResult:
 
     def counts(self) -> dict[str, int]:
         """How many public items came from each source (no per-item information)."""
-        return {s: int(np.sum(self.source == s)) for s in ("teachers", "student", "none", "not-asked")}
+        return {
+            s: int(np.sum(self.source == s)) for s in ("teachers", "student", "none", "not-asked")
+        }
 
 
-def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
-                  initial_size: int | None = None, criterion: str = "entropy",
-                  threshold: float | None = None, sigma1: float | None = None,
-                  sigma2: float | None = None, student_confidence: float | None = None,
-                  rng: Any = None, aggregator: Any = None,
-                  student_params: dict | None = None) -> ActiveResult:
+def active_labels(
+    public_x: Any,
+    votes: Any,
+    *,
+    rounds: int,
+    batch_size: int,
+    initial_size: int | None = None,
+    criterion: str = "entropy",
+    threshold: float | None = None,
+    sigma1: float | None = None,
+    sigma2: float | None = None,
+    student_confidence: float | None = None,
+    rng: Any = None,
+    aggregator: Any = None,
+    student_params: dict | None = None,
+) -> ActiveResult:
     """Label public items in rounds, each batch chosen by a student trained on the labels so far.
 
     Parameters
@@ -164,34 +193,59 @@ def active_labels(public_x: Any, votes: Any, *, rounds: int, batch_size: int,
     votes = check_votes(votes)
     n, num_classes = votes.shape
     rounds, batch_size, initial_size = _check_round_sizes(
-        num_votes=n, num_public=x.shape[0], rounds=rounds, batch_size=batch_size,
-        initial_size=initial_size)
-    mechanism_params = {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2,
-                        "student_confidence": student_confidence}
+        num_votes=n,
+        num_public=x.shape[0],
+        rounds=rounds,
+        batch_size=batch_size,
+        initial_size=initial_size,
+    )
+    mechanism_params = {
+        "threshold": threshold,
+        "sigma1": sigma1,
+        "sigma2": sigma2,
+        "student_confidence": student_confidence,
+    }
     _check_aggregation(aggregator, mechanism_params, rng)
-    confidence = (aggregator.params.get("student_confidence") if aggregator is not None
-                  else float(student_confidence))
+    confidence = (
+        aggregator.params.get("student_confidence")
+        if aggregator is not None
+        else float(student_confidence)
+    )
     _check_student_confidence(confidence, num_classes=num_classes)
     params = _student_settings(student_params, criterion=criterion, num_classes=num_classes)
-    loop = _ActiveLoop(x, votes, criterion=criterion, student_params=params,
-                       aggregator=aggregator, rng=rng, mechanism_params=mechanism_params)
+    loop = _ActiveLoop(
+        x,
+        votes,
+        criterion=criterion,
+        student_params=params,
+        aggregator=aggregator,
+        rng=rng,
+        mechanism_params=mechanism_params,
+    )
     return loop.run(rounds=rounds, initial_size=initial_size, batch_size=batch_size)
 
 
-def _check_round_sizes(*, num_votes: int, num_public: int, rounds: Any, batch_size: Any,
-                       initial_size: Any) -> tuple[int, int, int]:
+def _check_round_sizes(
+    *, num_votes: int, num_public: int, rounds: Any, batch_size: Any, initial_size: Any
+) -> tuple[int, int, int]:
     """``(rounds, batch_size, initial_size)`` of :func:`active_labels`, checked against the
     ``num_votes`` rows of votes and the ``num_public`` public items."""
     n = num_votes
     if n != num_public:
-        raise ValueError(f"votes has {n} rows but public_x has {num_public} items: pass the teachers' "
-                         "votes on every public item, in the same order")
+        raise ValueError(
+            f"votes has {n} rows but public_x has {num_public} items: pass the teachers' "
+            "votes on every public item, in the same order"
+        )
     rounds = check_int(rounds, "rounds", minimum=1)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
-    initial_size = batch_size if initial_size is None else check_int(initial_size, "initial_size", minimum=1)
+    initial_size = (
+        batch_size if initial_size is None else check_int(initial_size, "initial_size", minimum=1)
+    )
     total = initial_size + (rounds - 1) * batch_size
     if total > n:
-        raise ValueError(f"initial_size + (rounds - 1) * batch_size = {total} exceeds the {n} public items")
+        raise ValueError(
+            f"initial_size + (rounds - 1) * batch_size = {total} exceeds the {n} public items"
+        )
     return rounds, batch_size, initial_size
 
 
@@ -202,20 +256,32 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
     from pate.core.aggregators import OnlineAggregator
 
     if aggregator is not None:
-        if (not isinstance(aggregator, OnlineAggregator)
-                or not mechanisms.get(aggregator.mechanism).needs_student):
-            raise TypeError(f"aggregator must be an OnlineAggregator of a mechanism that uses the "
-                            f"student's predictions, e.g. OnlineAggregator('interactive-gnmax', "
-                            f"...), got {describe(aggregator)}")
-        given = [k for k, v in mechanism_params.items() if v is not None] + (["rng"] if rng is not None else [])
+        if (
+            not isinstance(aggregator, OnlineAggregator)
+            or not mechanisms.get(aggregator.mechanism).needs_student
+        ):
+            raise TypeError(
+                f"aggregator must be an OnlineAggregator of a mechanism that uses the "
+                f"student's predictions, e.g. OnlineAggregator('interactive-gnmax', "
+                f"...), got {describe(aggregator)}"
+            )
+        given = [k for k, v in mechanism_params.items() if v is not None] + (
+            ["rng"] if rng is not None else []
+        )
         if given:
-            raise TypeError(f"pass either aggregator or {', '.join(given)}, not both: the aggregator "
-                            "carries its own parameters and noise stream")
+            raise TypeError(
+                f"pass either aggregator or {', '.join(given)}, not both: the aggregator "
+                "carries its own parameters and noise stream"
+            )
     else:
-        missing = [k for k, v in mechanism_params.items() if v is None] + (["rng"] if rng is None else [])
+        missing = [k for k, v in mechanism_params.items() if v is None] + (
+            ["rng"] if rng is None else []
+        )
         if missing:
-            raise TypeError(f"active_labels needs {', '.join(missing)} (Interactive-GNMax parameters) "
-                            "or an OnlineAggregator('interactive-gnmax', ...) as aggregator")
+            raise TypeError(
+                f"active_labels needs {', '.join(missing)} (Interactive-GNMax parameters) "
+                "or an OnlineAggregator('interactive-gnmax', ...) as aggregator"
+            )
         # Validate the mechanism parameters before any noise is drawn.
         from pate.core.rng import check_rng
 
@@ -226,9 +292,11 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
 def _check_student_confidence(confidence: float | None, *, num_classes: int) -> None:
     """Refuse a ``student_confidence`` at which even a uniform guess would be kept."""
     if confidence is not None and confidence <= 1.0 / num_classes:
-        raise ValueError(f"student_confidence={confidence!r} is at most 1/classes = "
-                         f"{1.0 / num_classes:.4g}: every student label, even a uniform guess, would "
-                         "be kept; use a confidence well above 1/classes (e.g. 0.9)")
+        raise ValueError(
+            f"student_confidence={confidence!r} is at most 1/classes = "
+            f"{1.0 / num_classes:.4g}: every student label, even a uniform guess, would "
+            "be kept; use a confidence well above 1/classes (e.g. 0.9)"
+        )
 
 
 def _student_settings(student_params: dict | None, *, criterion: str, num_classes: int) -> dict:
@@ -239,15 +307,24 @@ def _student_settings(student_params: dict | None, *, criterion: str, num_classe
     if criterion != "first":
         params.setdefault("num_classes", num_classes)
         params.setdefault("progress", False)
-        Student(**params)._validated()   # bad student settings fail here, before any noise
+        Student(**params)._validated()  # bad student settings fail here, before any noise
     return params
 
 
 class _ActiveLoop:
     """The rounds of one :func:`active_labels` call and what each public item got so far."""
 
-    def __init__(self, x: np.ndarray, votes: np.ndarray, *, criterion: str, student_params: dict,
-                 aggregator: Any, rng: Any, mechanism_params: dict) -> None:
+    def __init__(
+        self,
+        x: np.ndarray,
+        votes: np.ndarray,
+        *,
+        criterion: str,
+        student_params: dict,
+        aggregator: Any,
+        rng: Any,
+        mechanism_params: dict,
+    ) -> None:
         n, num_classes = votes.shape
         self.x = x
         self.votes = votes
@@ -302,8 +379,12 @@ class _ActiveLoop:
 
         if self.aggregator is not None:
             return self.aggregator.answer(self.votes[rows], student_probabilities=probabilities)
-        return interactive_gnmax(self.votes[rows], student_probabilities=probabilities, rng=self.rng,
-                                 **self.mechanism_params)
+        return interactive_gnmax(
+            self.votes[rows],
+            student_probabilities=probabilities,
+            rng=self.rng,
+            **self.mechanism_params,
+        )
 
     def _record(self, r: int, rows: np.ndarray, result: Any) -> None:
         """Keep round ``r``'s answers on ``rows``."""
@@ -319,7 +400,12 @@ class _ActiveLoop:
 
     def _result(self) -> ActiveResult:
         order = self.order
-        return ActiveResult(labels=self.labels, asked_mask=self.asked, answered_mask=self.answered,
-                            source=self.source.astype(str), query_order=np.concatenate(order) if order
-                            else np.zeros(0, dtype=np.int64), events=tuple(self.events),
-                            rounds=tuple(self.round_info))
+        return ActiveResult(
+            labels=self.labels,
+            asked_mask=self.asked,
+            answered_mask=self.answered,
+            source=self.source.astype(str),
+            query_order=np.concatenate(order) if order else np.zeros(0, dtype=np.int64),
+            events=tuple(self.events),
+            rounds=tuple(self.round_info),
+        )

@@ -97,7 +97,8 @@ import math
 import numbers
 import os
 import pathlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -106,19 +107,46 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 from torch import nn
 
-from pate.analysis.validation import (check_choice, check_int, check_nonnegative, check_positive,
-                                      describe)
+from pate.analysis.validation import (
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    describe,
+)
 from pate.student import augment as aug
-from pate.student.checkpoint import (CHECKPOINT_KEYS, CHECKPOINT_NAME, FORMAT, WEIGHTS_KEYS,
-                                     atomic_save, load_student_file, not_a_checkpoint,
-                                     plain_classes)
-from pate.student.inputs import (check_inputs, check_labels, check_public_x, check_soft_targets,
-                                 refuse_non_public)
+from pate.student.checkpoint import (
+    CHECKPOINT_KEYS,
+    CHECKPOINT_NAME,
+    FORMAT,
+    WEIGHTS_KEYS,
+    atomic_save,
+    load_student_file,
+    not_a_checkpoint,
+    plain_classes,
+)
+from pate.student.inputs import (
+    check_inputs,
+    check_labels,
+    check_public_x,
+    check_soft_targets,
+    refuse_non_public,
+)
 from pate.student.trainer import Batches, Standardize, Training, build_network, train_epochs
 
-__all__ = ["train_student", "Student", "METHODS", "resolve_device", "auto_model_name",
-           "auto_epochs", "short_training_warning", "MIN_STUDENT_STEPS",
-           "CHECKPOINT_NAME", "STUDENT_CHECKS_EXPECTED_TO_FAIL", "STUDENT_CHECKS_PLATFORM_DEPENDENT"]
+__all__ = [
+    "train_student",
+    "Student",
+    "METHODS",
+    "resolve_device",
+    "auto_model_name",
+    "auto_epochs",
+    "short_training_warning",
+    "MIN_STUDENT_STEPS",
+    "CHECKPOINT_NAME",
+    "STUDENT_CHECKS_EXPECTED_TO_FAIL",
+    "STUDENT_CHECKS_PLATFORM_DEPENDENT",
+]
 
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
@@ -142,10 +170,13 @@ def auto_epochs(steps_per_epoch: int) -> int:
 
 def short_training_warning(epochs: int, steps_per_epoch: int) -> str:
     """The warning for a student trained fewer than :data:`MIN_STUDENT_STEPS` steps."""
-    return (f"the student trains only {epochs * steps_per_epoch} optimiser steps ({epochs} epochs "
-            f"x {steps_per_epoch} steps), fewer than {MIN_STUDENT_STEPS}: it may stay far below "
-            f"its labels. Leave epochs unset (auto: at least {MIN_STUDENT_STEPS} steps) or raise "
-            f"it (student_params={{'epochs': ...}} in pate.fit, [student] epochs in a config)")
+    return (
+        f"the student trains only {epochs * steps_per_epoch} optimiser steps ({epochs} epochs "
+        f"x {steps_per_epoch} steps), fewer than {MIN_STUDENT_STEPS}: it may stay far below "
+        f"its labels. Leave epochs unset (auto: at least {MIN_STUDENT_STEPS} steps) or raise "
+        f"it (student_params={{'epochs': ...}} in pate.fit, [student] epochs in a config)"
+    )
+
 
 def _fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bool:
     """Fill the settings left open: ``pad`` (images), ``steps_per_epoch`` and ``epochs``
@@ -160,25 +191,49 @@ def _fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> b
         else:
             settings["steps_per_epoch"] = max(1, math.ceil(num_labelled / settings["batch_size"]))
     short = settings["epochs"] is not None and (
-        settings["epochs"] * settings["steps_per_epoch"] < MIN_STUDENT_STEPS)
+        settings["epochs"] * settings["steps_per_epoch"] < MIN_STUDENT_STEPS
+    )
     if settings["epochs"] is None:
         settings["epochs"] = auto_epochs(settings["steps_per_epoch"])
     return short
 
 
-
 METHODS = ("fixmatch", "supervised")
 
 # Settings that change the trained weights (part of the checkpoint fingerprint).
-_TRAINING_PARAMS = ("model", "method", "epochs", "steps_per_epoch", "batch_size", "unlabeled_ratio",
-                    "threshold", "unlabeled_weight", "learning_rate", "momentum", "weight_decay",
-                    "ema_decay", "flip", "pad", "strong_ops", "cutout", "num_classes",
-                    "distribution_alignment")
-_OTHER_PARAMS = ("device", "random_state", "progress", "checkpoint_dir", "resume", "on_epoch_end",
-                 "validation")
+_TRAINING_PARAMS = (
+    "model",
+    "method",
+    "epochs",
+    "steps_per_epoch",
+    "batch_size",
+    "unlabeled_ratio",
+    "threshold",
+    "unlabeled_weight",
+    "learning_rate",
+    "momentum",
+    "weight_decay",
+    "ema_decay",
+    "flip",
+    "pad",
+    "strong_ops",
+    "cutout",
+    "num_classes",
+    "distribution_alignment",
+)
+_OTHER_PARAMS = (
+    "device",
+    "random_state",
+    "progress",
+    "checkpoint_dir",
+    "resume",
+    "on_epoch_end",
+    "validation",
+)
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def resolve_device(spec: Any = "auto") -> torch.device:
     """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
@@ -210,24 +265,31 @@ def _seed_from(random_state: Any) -> int | None:
         return None
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(0, 2**63 - 1))
-    if isinstance(random_state, (numbers.Integral, np.integer)) and not isinstance(random_state, bool):
+    if isinstance(random_state, (numbers.Integral, np.integer)) and not isinstance(
+        random_state, bool
+    ):
         return check_int(random_state, "random_state", minimum=0)
-    raise TypeError(f"random_state must be None, a non-negative int or a numpy.random.Generator "
-                    f"(e.g. pate.core.rng.make_streams(seed).student), got {describe(random_state)}")
+    raise TypeError(
+        f"random_state must be None, a non-negative int or a numpy.random.Generator "
+        f"(e.g. pate.core.rng.make_streams(seed).student), got {describe(random_state)}"
+    )
 
 
 # --------------------------------------------------------------------------- the estimator
 
 _INTEGER_X_REASON = (
     "integer X is refused by design: a 2-D integer array is what the teachers' votes matrix looks "
-    "like, and votes must never reach the student (real integer features: X.astype(np.float32))")
+    "like, and votes must never reach the student (real integer features: X.astype(np.float32))"
+)
 
 STUDENT_CHECKS_EXPECTED_TO_FAIL = {
     "check_estimators_dtypes": _INTEGER_X_REASON,
-    "check_classifier_data_not_an_array": _INTEGER_X_REASON + "; this check's X is an integer array",
+    "check_classifier_data_not_an_array": _INTEGER_X_REASON
+    + "; this check's X is an integer array",
     "check_classifiers_classes": (
         "-1 marks an unlabelled item (semi-supervised), so this check's labels {-1, 1} are one "
-        "class plus unlabelled data, not two classes"),
+        "class plus unlabelled data, not two classes"
+    ),
 }
 
 STUDENT_CHECKS_PLATFORM_DEPENDENT = {
@@ -235,8 +297,10 @@ STUDENT_CHECKS_PLATFORM_DEPENDENT = {
         "the network computes in float32 and some CPU BLAS kernels round a batch of one row "
         "differently from a larger batch, so predict_proba of a subset can differ from the full "
         "batch by a float32 rounding step (~1e-7), which this check's atol=1e-7, rtol=1e-7 "
-        "rejects; seen on a 16-core machine with torch 2.11, not on a 2-core one with torch 2.14"),
+        "rejects; seen on a 16-core machine with torch 2.11, not on a 2-core one with torch 2.14"
+    ),
 }
+
 
 class Student(ClassifierMixin, BaseEstimator):
     """The student model, a scikit-learn classifier; see the module docstring.
@@ -289,17 +353,35 @@ class Student(ClassifierMixin, BaseEstimator):
         after every epoch (monitoring only: it never influences training).
     """
 
-    def __init__(self, *, model: str = "auto", method: str = "fixmatch", epochs: int | None = None,
-                 steps_per_epoch: int | None = None, batch_size: int = 64, unlabeled_ratio: int = 7,
-                 threshold: float = 0.95, unlabeled_weight: float = 1.0, learning_rate: float = 0.03,
-                 momentum: float = 0.9, weight_decay: float = 5e-4, ema_decay: float | None = None,
-                 distribution_alignment: bool = False, flip: bool = False, pad: int | None = None,
-                 strong_ops: int = 2, cutout: float = 0.5,
-                 num_classes: int | None = None, device: str = "auto", random_state: Any = None,
-                 progress: bool = True, checkpoint_dir: str | os.PathLike | None = None,
-                 resume: bool = False,
-                 on_epoch_end: Callable[[int, dict], None] | None = None,
-                 validation: tuple[Any, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str = "auto",
+        method: str = "fixmatch",
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        batch_size: int = 64,
+        unlabeled_ratio: int = 7,
+        threshold: float = 0.95,
+        unlabeled_weight: float = 1.0,
+        learning_rate: float = 0.03,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+        ema_decay: float | None = None,
+        distribution_alignment: bool = False,
+        flip: bool = False,
+        pad: int | None = None,
+        strong_ops: int = 2,
+        cutout: float = 0.5,
+        num_classes: int | None = None,
+        device: str = "auto",
+        random_state: Any = None,
+        progress: bool = True,
+        checkpoint_dir: str | os.PathLike | None = None,
+        resume: bool = False,
+        on_epoch_end: Callable[[int, dict], None] | None = None,
+        validation: tuple[Any, Any] | None = None,
+    ) -> None:
         self.model = model
         self.method = method
         self.epochs = epochs
@@ -328,11 +410,13 @@ class Student(ClassifierMixin, BaseEstimator):
 
     # ---- scikit-learn conventions (get_params, __repr__, score, clone: BaseEstimator / ClassifierMixin)
 
-    def set_params(self, **params: Any) -> "Student":
+    def set_params(self, **params: Any) -> Student:
         valid = set(_TRAINING_PARAMS + _OTHER_PARAMS)
         for name in params:
             if name not in valid:
-                raise ValueError(f"unknown Student parameter {name!r}; valid: {', '.join(sorted(valid))}")
+                raise ValueError(
+                    f"unknown Student parameter {name!r}; valid: {', '.join(sorted(valid))}"
+                )
         return super().set_params(**params)
 
     def __sklearn_tags__(self):
@@ -365,19 +449,26 @@ class Student(ClassifierMixin, BaseEstimator):
             # a factory given from Python: recorded by name (settings stay plain values)
             model = "python:" + factory_name(model)
         elif not isinstance(model, str):
-            raise TypeError(f"model must be a model name string ('auto', 'cnn28', 'mlp', ... or "
-                            f"'package.module:factory') or a factory returning a torch.nn.Module, "
-                            f"got {describe(model)}")
+            raise TypeError(
+                f"model must be a model name string ('auto', 'cnn28', 'mlp', ... or "
+                f"'package.module:factory') or a factory returning a torch.nn.Module, "
+                f"got {describe(model)}"
+            )
         else:
             from pate.teachers.models import MODEL_NAMES, is_model_name
 
             if not is_model_name(model):
-                raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)} or "
-                                 f"'package.module:factory', got {model!r}")
+                raise ValueError(
+                    f"model must be 'auto', one of {', '.join(MODEL_NAMES)} or "
+                    f"'package.module:factory', got {model!r}"
+                )
         s = {"model": model, "method": check_choice(self.method, "method", METHODS)}
         s["epochs"] = None if self.epochs is None else check_int(self.epochs, "epochs", minimum=1)
-        s["steps_per_epoch"] = (None if self.steps_per_epoch is None
-                                else check_int(self.steps_per_epoch, "steps_per_epoch", minimum=1))
+        s["steps_per_epoch"] = (
+            None
+            if self.steps_per_epoch is None
+            else check_int(self.steps_per_epoch, "steps_per_epoch", minimum=1)
+        )
         s["batch_size"] = check_int(self.batch_size, "batch_size", minimum=1)
         s["unlabeled_ratio"] = check_int(self.unlabeled_ratio, "unlabeled_ratio", minimum=1)
         s["threshold"] = check_nonnegative(self.threshold, "threshold")
@@ -396,8 +487,10 @@ class Student(ClassifierMixin, BaseEstimator):
             if s["ema_decay"] >= 1:
                 raise ValueError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
         if not isinstance(self.distribution_alignment, (bool, np.bool_)):
-            raise TypeError(f"distribution_alignment must be True or False, got "
-                            f"{describe(self.distribution_alignment)}")
+            raise TypeError(
+                f"distribution_alignment must be True or False, got "
+                f"{describe(self.distribution_alignment)}"
+            )
         s["distribution_alignment"] = bool(self.distribution_alignment)
         if not isinstance(self.flip, (bool, np.bool_)):
             raise TypeError(f"flip must be True or False, got {describe(self.flip)}")
@@ -406,9 +499,14 @@ class Student(ClassifierMixin, BaseEstimator):
         s["strong_ops"] = check_int(self.strong_ops, "strong_ops", minimum=0)
         s["cutout"] = check_nonnegative(self.cutout, "cutout")
         if s["cutout"] > 1:
-            raise ValueError(f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}")
-        s["num_classes"] = (None if self.num_classes is None
-                            else check_int(self.num_classes, "num_classes", minimum=2))
+            raise ValueError(
+                f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}"
+            )
+        s["num_classes"] = (
+            None
+            if self.num_classes is None
+            else check_int(self.num_classes, "num_classes", minimum=2)
+        )
         if not isinstance(self.progress, (bool, np.bool_)):
             raise TypeError(f"progress must be True or False, got {describe(self.progress)}")
         if not isinstance(self.resume, (bool, np.bool_)):
@@ -416,19 +514,29 @@ class Student(ClassifierMixin, BaseEstimator):
         if self.resume and self.checkpoint_dir is None:
             raise ValueError("resume=True needs checkpoint_dir (where the checkpoint is)")
         if self.on_epoch_end is not None and not callable(self.on_epoch_end):
-            raise TypeError(f"on_epoch_end must be callable or None, got {describe(self.on_epoch_end)}")
+            raise TypeError(
+                f"on_epoch_end must be callable or None, got {describe(self.on_epoch_end)}"
+            )
         if self.validation is not None:
             if not (isinstance(self.validation, tuple) and len(self.validation) == 2):
-                raise TypeError(f"validation must be a tuple (x, y) or None, got {describe(self.validation)}")
+                raise TypeError(
+                    f"validation must be a tuple (x, y) or None, got {describe(self.validation)}"
+                )
             vx, vy = self.validation
-            if not isinstance(vx, np.ndarray) or not isinstance(vy, np.ndarray) or vy.ndim != 1 \
-                    or vx.shape[0] != vy.shape[0]:
-                raise ValueError("validation must be (x, y) numpy arrays with one label per row of x")
+            if (
+                not isinstance(vx, np.ndarray)
+                or not isinstance(vy, np.ndarray)
+                or vy.ndim != 1
+                or vx.shape[0] != vy.shape[0]
+            ):
+                raise ValueError(
+                    "validation must be (x, y) numpy arrays with one label per row of x"
+                )
         return s
 
     # ---- training
 
-    def fit(self, X: Any, y: Any, *, soft_targets: Any = None) -> "Student":
+    def fit(self, X: Any, y: Any, *, soft_targets: Any = None) -> Student:
         """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered).
 
         ``soft_targets``: None, or (N, len(classes_)) class probabilities that replace the
@@ -439,44 +547,76 @@ class Student(ClassifierMixin, BaseEstimator):
         """
         return self._fit(X, y, names=("X", "y"), soft_targets=soft_targets)
 
-    def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> "Student":
+    def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> Student:
         """Check everything, resume or start a run, train it, set the fitted attributes."""
         settings = self._validated()
         x_np = check_inputs(X, names[0], fit=True)
         y_np, classes = check_labels(y, x_np.shape[0], settings["num_classes"], names[1])
         num_classes = int(classes.shape[0])
         settings["num_classes"] = num_classes
-        targets_np = (None if soft_targets is None
-                      else check_soft_targets(soft_targets, y_np, num_classes))
+        targets_np = (
+            None if soft_targets is None else check_soft_targets(soft_targets, y_np, num_classes)
+        )
         settings["soft_targets"] = targets_np is not None
         # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
         validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
         device = resolve_device(self.device)
         seed = _seed_from(self.random_state)
         input_shape = tuple(int(s) for s in x_np.shape[1:])
-        model_name = auto_model_name(input_shape) if settings["model"] == "auto" else settings["model"]
+        model_name = (
+            auto_model_name(input_shape) if settings["model"] == "auto" else settings["model"]
+        )
         labelled = np.flatnonzero(y_np >= 0)
         short = _fill_training_length(settings, x_np, labelled.size)
         fingerprint = self._fingerprint(x_np, y_np, settings, model_name, targets_np)
-        checkpoint_path = (None if self.checkpoint_dir is None
-                           else pathlib.Path(self.checkpoint_dir) / CHECKPOINT_NAME)
+        checkpoint_path = (
+            None
+            if self.checkpoint_dir is None
+            else pathlib.Path(self.checkpoint_dir) / CHECKPOINT_NAME
+        )
         state, seed = self._saved_state(checkpoint_path, fingerprint, seed)
 
-        model, std = build_network(self.model if model_name.startswith("python:") else model_name,
-                                   seed=seed, x=x_np, input_shape=input_shape,
-                                   num_classes=num_classes, device=device)
-        training = Training.start(model, settings, seed=seed, num_classes=num_classes, device=device)
+        model, std = build_network(
+            self.model if model_name.startswith("python:") else model_name,
+            seed=seed,
+            x=x_np,
+            input_shape=input_shape,
+            num_classes=num_classes,
+            device=device,
+        )
+        training = Training.start(
+            model, settings, seed=seed, num_classes=num_classes, device=device
+        )
         if state is not None:
             training.restore(state, device=device, checkpoint_path=checkpoint_path)
-        batches = Batches(x_np, y_np, targets_np, labelled, std, settings,
-                          generator=training.generator, device=device)
+        batches = Batches(
+            x_np,
+            y_np,
+            targets_np,
+            labelled,
+            std,
+            settings,
+            generator=training.generator,
+            device=device,
+        )
         if short:  # warned once the checkpoint (if any) is accepted, as training starts
-            logger.warning("student: %s", short_training_warning(
-                settings["epochs"], settings["steps_per_epoch"]))
-        train_epochs(training, batches, settings, num_classes=num_classes, device=device,
-                     progress=self.progress, validation=self.validation,
-                     checkpoint_path=checkpoint_path, fingerprint=fingerprint, seed=seed,
-                     on_epoch_end=self.on_epoch_end)
+            logger.warning(
+                "student: %s",
+                short_training_warning(settings["epochs"], settings["steps_per_epoch"]),
+            )
+        train_epochs(
+            training,
+            batches,
+            settings,
+            num_classes=num_classes,
+            device=device,
+            progress=self.progress,
+            validation=self.validation,
+            checkpoint_path=checkpoint_path,
+            fingerprint=fingerprint,
+            seed=seed,
+            on_epoch_end=self.on_epoch_end,
+        )
 
         final = training.final
         final.eval()
@@ -492,24 +632,33 @@ class Student(ClassifierMixin, BaseEstimator):
         self.n_labelled_ = int(labelled.size)
         return self
 
-    def _saved_state(self, checkpoint_path: pathlib.Path | None, fingerprint: str,
-                     seed: int | None) -> tuple[dict | None, int]:
+    def _saved_state(
+        self, checkpoint_path: pathlib.Path | None, fingerprint: str, seed: int | None
+    ) -> tuple[dict | None, int]:
         """``(checkpoint, seed)``: with ``resume`` the checkpoint of the same inputs, labels and
         settings (anything else is refused) and its seed; else None and ``seed`` (drawn when
         None)."""
         state = None
         if self.resume and checkpoint_path is not None and checkpoint_path.exists():
-            state = load_student_file(checkpoint_path, CHECKPOINT_KEYS, remedy=(
-                f"delete {checkpoint_path} (or use a new run directory) to train the student "
-                "from scratch"))
+            state = load_student_file(
+                checkpoint_path,
+                CHECKPOINT_KEYS,
+                remedy=(
+                    f"delete {checkpoint_path} (or use a new run directory) to train the student "
+                    "from scratch"
+                ),
+            )
             if state.get("fingerprint") != fingerprint:
                 raise ValueError(
                     f"checkpoint {checkpoint_path} was written for different public data, labels or "
                     "settings; delete it (or use a new run directory) to start over, or resume with "
-                    "the original settings")
+                    "the original settings"
+                )
             if seed is not None and seed != state["seed"]:
-                raise ValueError(f"checkpoint {checkpoint_path} was written with another random_state "
-                                 f"(seed {state['seed']}, now {seed}); resume with the same seed")
+                raise ValueError(
+                    f"checkpoint {checkpoint_path} was written with another random_state "
+                    f"(seed {state['seed']}, now {seed}); resume with the same seed"
+                )
             seed = int(state["seed"])
         elif self.resume and checkpoint_path is not None:
             logger.info("student: no checkpoint at %s; starting from scratch", checkpoint_path)
@@ -517,9 +666,14 @@ class Student(ClassifierMixin, BaseEstimator):
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
         return state, seed
 
-
-    def _fingerprint(self, x: np.ndarray, y: np.ndarray, settings: dict, model_name: str,
-                     soft_targets: np.ndarray | None = None) -> str:
+    def _fingerprint(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        settings: dict,
+        model_name: str,
+        soft_targets: np.ndarray | None = None,
+    ) -> str:
         h = hashlib.sha256()
         h.update(repr((x.shape, str(x.dtype))).encode())
         h.update(x.tobytes())
@@ -536,7 +690,9 @@ class Student(ClassifierMixin, BaseEstimator):
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "model_"):
-            raise NotFittedError("this Student is not fitted yet; call fit(X, y) or Student.load(path)")
+            raise NotFittedError(
+                "this Student is not fitted yet; call fit(X, y) or Student.load(path)"
+            )
 
     def predict_proba(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
         """Class probabilities (N, len(classes_)) as float64, columns in the order of ``classes_``."""
@@ -545,15 +701,19 @@ class Student(ClassifierMixin, BaseEstimator):
         x = check_inputs(X, "X", fit=False)
         validate_data(self, X if hasattr(X, "columns") else x, reset=False, skip_check_array=True)
         if tuple(x.shape[1:]) != self.input_shape_:
-            raise ValueError(f"X must have shape (N, {', '.join(map(str, self.input_shape_))}) as in "
-                             f"fit, got {x.shape}")
+            raise ValueError(
+                f"X must have shape (N, {', '.join(map(str, self.input_shape_))}) as in "
+                f"fit, got {x.shape}"
+            )
         device = next(self.model_.parameters()).device
         out = []
         self.model_.eval()
         with torch.no_grad():
             for start in range(0, x.shape[0], batch_size):
-                chunk = torch.from_numpy(x[start:start + batch_size])
-                out.append(torch.softmax(self.model_(chunk.to(device)).float(), dim=1).cpu().numpy())
+                chunk = torch.from_numpy(x[start : start + batch_size])
+                out.append(
+                    torch.softmax(self.model_(chunk.to(device)).float(), dim=1).cpu().numpy()
+                )
         if not out:
             return np.zeros((0, self.num_classes_), dtype=np.float64)
         return np.concatenate(out).astype(np.float64)
@@ -565,7 +725,7 @@ class Student(ClassifierMixin, BaseEstimator):
 
     # ---- the released model of a class-means run: the student times its labelling rule
 
-    def combine_with_rule(self, head: nn.Module, *, temperature: float) -> "Student":
+    def combine_with_rule(self, head: nn.Module, *, temperature: float) -> Student:
         """Release ``softmax(log p_S + log softmax(temperature * head(x)))`` instead of p_S: the
         fitted student times its labelling rule (:mod:`pate.student.rule_product`; ``head`` a
         ``RuleHead``). Done once, after fitting; :meth:`save` and :meth:`load` keep it."""
@@ -575,13 +735,17 @@ class Student(ClassifierMixin, BaseEstimator):
         if getattr(self, "rule_product_", None) is not None:
             raise ValueError("this Student is already combined with a labelling rule")
         if not isinstance(head, RuleHead):
-            raise TypeError(f"head must be a pate.student.rule_product.RuleHead, got "
-                            f"{type(head).__name__}")
+            raise TypeError(
+                f"head must be a pate.student.rule_product.RuleHead, got {type(head).__name__}"
+            )
         device = next(self.model_.parameters()).device
         self.model_ = RuleProduct(self.model_, head.to(device), temperature).eval()
-        self.rule_product_ = {"features": head.features, "rule": head.rule,
-                              "dims": int(head.pca_axes.shape[0]),
-                              "temperature": float(temperature)}
+        self.rule_product_ = {
+            "features": head.features,
+            "rule": head.rule,
+            "dims": int(head.pca_axes.shape[0]),
+            "temperature": float(temperature),
+        }
         return self
 
     # ---- persistence
@@ -591,23 +755,38 @@ class Student(ClassifierMixin, BaseEstimator):
         self._check_fitted()
         path = pathlib.Path(path)
         state = {k: v.detach().cpu() for k, v in self.model_.state_dict().items()}
-        atomic_save({
-            "format": FORMAT, "model_name": self.model_name_, "input_shape": list(self.input_shape_),
-            "num_classes": self.num_classes_, "settings": self.settings_, "seed": self.seed_,
-            "classes": plain_classes(self.classes_), "history": self.history_, "n_labelled": self.n_labelled_,
-            "rule_product": getattr(self, "rule_product_", None), "state_dict": state}, path)
+        atomic_save(
+            {
+                "format": FORMAT,
+                "model_name": self.model_name_,
+                "input_shape": list(self.input_shape_),
+                "num_classes": self.num_classes_,
+                "settings": self.settings_,
+                "seed": self.seed_,
+                "classes": plain_classes(self.classes_),
+                "history": self.history_,
+                "n_labelled": self.n_labelled_,
+                "rule_product": getattr(self, "rule_product_", None),
+                "state_dict": state,
+            },
+            path,
+        )
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, device: str = "cpu", model=None) -> "Student":
+    def load(cls, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Student:
         """A fitted Student from a file written by :meth:`save`, read with ``weights_only=True``
         (no code in the file runs). Any other file -- a pickle of other objects, a damaged or
         foreign one -- raises :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
         path = pathlib.Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"no student weights at {path}; train one with `pate train-student`")
-        remedy = ("train the student again (`pate train-student --run-dir DIR`), or load a file "
-                  "written by Student.save")
+            raise FileNotFoundError(
+                f"no student weights at {path}; train one with `pate train-student`"
+            )
+        remedy = (
+            "train the student again (`pate train-student --run-dir DIR`), or load a file "
+            "written by Student.save"
+        )
         blob = load_student_file(path, WEIGHTS_KEYS, remedy=remedy)
         try:
             return cls._from_blob(path, blob, device=device, model=model)
@@ -617,7 +796,7 @@ class Student(ClassifierMixin, BaseEstimator):
             raise not_a_checkpoint(path, exc, remedy=remedy) from None
 
     @classmethod
-    def _from_blob(cls, path: pathlib.Path, blob: dict, *, device: str, model) -> "Student":
+    def _from_blob(cls, path: pathlib.Path, blob: dict, *, device: str, model) -> Student:
         from pate.teachers.models import build_model
 
         settings = dict(blob["settings"])
@@ -626,32 +805,44 @@ class Student(ClassifierMixin, BaseEstimator):
         name = blob["model_name"]
         if name.startswith("python:"):
             if model is None:
-                raise ValueError(f"{path}: the student's network was built by the Python factory "
-                                 f"{name[7:]}; pass it again: Student.load(path, model=factory)")
+                raise ValueError(
+                    f"{path}: the student's network was built by the Python factory "
+                    f"{name[7:]}; pass it again: Student.load(path, model=factory)"
+                )
             name = model
         net = build_model(name, input_shape=input_shape, num_classes=num_classes)
         state = blob["state_dict"]
-        product = blob.get("rule_product")   # absent in files written before it existed
+        product = blob.get("rule_product")  # absent in files written before it existed
         prefix = "student." if product else ""
-        model = Standardize(net, torch.zeros_like(state[prefix + "mean"]),
-                             torch.ones_like(state[prefix + "std"]))
+        model = Standardize(
+            net, torch.zeros_like(state[prefix + "mean"]), torch.ones_like(state[prefix + "std"])
+        )
         if product:
             from pate.student.rule_product import RuleHead, RuleProduct
 
-            head = RuleHead(input_shape=input_shape, features=product["features"],
-                            rule=product["rule"], dims=int(product["dims"]),
-                            num_classes=num_classes)
+            head = RuleHead(
+                input_shape=input_shape,
+                features=product["features"],
+                rule=product["rule"],
+                dims=int(product["dims"]),
+                num_classes=num_classes,
+            )
             model = RuleProduct(model, head, float(product["temperature"]))
         model.load_state_dict(state)
         dev = resolve_device(device)
         model.to(dev).eval()
-        student = cls(**{k: settings[k] for k in _TRAINING_PARAMS if k in settings},
-                      random_state=blob["seed"], device=str(dev), progress=False)
+        student = cls(
+            **{k: settings[k] for k in _TRAINING_PARAMS if k in settings},
+            random_state=blob["seed"],
+            device=str(dev),
+            progress=False,
+        )
         student.model = settings["model"]
         student.model_ = model
-        classes = blob.get("classes")   # absent in files written before classes_ existed
-        student.classes_ = (np.arange(num_classes, dtype=np.int64) if classes is None
-                            else np.asarray(classes))
+        classes = blob.get("classes")  # absent in files written before classes_ existed
+        student.classes_ = (
+            np.arange(num_classes, dtype=np.int64) if classes is None else np.asarray(classes)
+        )
         student.n_features_in_ = input_shape[0]
         student.model_name_ = blob["model_name"]
         student.num_classes_ = num_classes
@@ -665,8 +856,15 @@ class Student(ClassifierMixin, BaseEstimator):
         return student
 
 
-def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: str = "fixmatch",
-                  soft_targets: Any = None, **settings: Any) -> Student:
+def train_student(
+    public_x: Any,
+    labels: Any,
+    *,
+    model: str = "auto",
+    method: str = "fixmatch",
+    soft_targets: Any = None,
+    **settings: Any,
+) -> Student:
     """Fit a :class:`Student` on the public inputs and the released labels (-1 = unanswered).
 
     ``soft_targets``: None, or class probabilities per item (:meth:`Student.fit`).
@@ -677,10 +875,18 @@ def train_student(public_x: Any, labels: Any, *, model: str = "auto", method: st
     valid = set(_TRAINING_PARAMS + _OTHER_PARAMS) - {"model", "method"}
     unknown = sorted(set(settings) - valid)
     if unknown:
-        hint = (" -- the student must never receive the teachers' votes, models or private data"
-                if any(k in ("votes", "teachers", "teacher", "private", "private_x", "data")
-                       for k in unknown) else "")
-        raise TypeError(f"train_student got unexpected argument(s) {', '.join(unknown)}{hint}; "
-                        f"valid settings: {', '.join(sorted(valid))}")
+        hint = (
+            " -- the student must never receive the teachers' votes, models or private data"
+            if any(
+                k in ("votes", "teachers", "teacher", "private", "private_x", "data")
+                for k in unknown
+            )
+            else ""
+        )
+        raise TypeError(
+            f"train_student got unexpected argument(s) {', '.join(unknown)}{hint}; "
+            f"valid settings: {', '.join(sorted(valid))}"
+        )
     return Student(model=model, method=method, **settings)._fit(
-        public_x, labels, names=("public_x", "labels"), soft_targets=soft_targets)
+        public_x, labels, names=("public_x", "labels"), soft_targets=soft_targets
+    )

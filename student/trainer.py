@@ -33,8 +33,9 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,12 +45,20 @@ from torch import nn
 from pate.student import augment as aug
 from pate.student.checkpoint import FORMAT, atomic_save, not_a_checkpoint
 
-__all__ = ["Standardize", "input_stats", "build_network", "Training", "Batches", "train_epochs",
-           "accuracy", "ALIGNMENT_MOMENTUM"]
+__all__ = [
+    "Standardize",
+    "input_stats",
+    "build_network",
+    "Training",
+    "Batches",
+    "train_epochs",
+    "accuracy",
+    "ALIGNMENT_MOMENTUM",
+]
 
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
-ALIGNMENT_MOMENTUM = 0.99    # distribution alignment's running mean: about the last 100 steps
+ALIGNMENT_MOMENTUM = 0.99  # distribution alignment's running mean: about the last 100 steps
 
 
 class Standardize(nn.Module):
@@ -83,14 +92,23 @@ def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, *, device: torch.de
     correct = 0
     with torch.no_grad():
         for start in range(0, x.shape[0], 1024):
-            chunk = torch.from_numpy(np.ascontiguousarray(x[start:start + 1024], dtype=np.float32))
+            chunk = torch.from_numpy(
+                np.ascontiguousarray(x[start : start + 1024], dtype=np.float32)
+            )
             pred = model(chunk.to(device)).argmax(dim=1).cpu().numpy()
-            correct += int(np.sum(pred == y[start:start + 1024]))
+            correct += int(np.sum(pred == y[start : start + 1024]))
     return correct / max(1, x.shape[0])
 
 
-def build_network(spec: Any, *, seed: int, x: np.ndarray, input_shape: tuple[int, ...],
-                  num_classes: int, device: torch.device) -> tuple[Standardize, np.ndarray]:
+def build_network(
+    spec: Any,
+    *,
+    seed: int,
+    x: np.ndarray,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    device: torch.device,
+) -> tuple[Standardize, np.ndarray]:
     """A fresh network (initialised from ``seed``, global RNG untouched) standardised by the
     statistics of ``x``, on ``device``; and the std it divides by."""
     from pate.teachers.models import build_model
@@ -115,15 +133,20 @@ class Training:
     start_epoch: int = 0
 
     @classmethod
-    def start(cls, model: nn.Module, settings: dict, *, seed: int, num_classes: int,
-              device: torch.device) -> "Training":
+    def start(
+        cls, model: nn.Module, settings: dict, *, seed: int, num_classes: int, device: torch.device
+    ) -> Training:
         ema = copy.deepcopy(model) if settings["ema_decay"] is not None else None
         if ema is not None:
             for p in ema.parameters():
                 p.requires_grad_(False)
-        optimizer = torch.optim.SGD(model.parameters(), lr=settings["learning_rate"],
-                                    momentum=settings["momentum"], nesterov=settings["momentum"] > 0,
-                                    weight_decay=settings["weight_decay"])
+        optimizer = torch.optim.SGD(
+            model.parameters(),
+            lr=settings["learning_rate"],
+            momentum=settings["momentum"],
+            nesterov=settings["momentum"] > 0,
+            weight_decay=settings["weight_decay"],
+        )
         generator = torch.Generator().manual_seed(seed)
         # Distribution alignment: running mean of the weak views' predicted class probabilities.
         prediction_mean = torch.full((num_classes,), 1.0 / num_classes, device=device)
@@ -147,29 +170,51 @@ class Training:
             self.history = list(state["history"])
             self.start_epoch = int(state["epoch"])
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise not_a_checkpoint(checkpoint_path, exc, remedy=(
-                f"delete {checkpoint_path} (or use a new run directory) to train the "
-                "student from scratch")) from None
+            raise not_a_checkpoint(
+                checkpoint_path,
+                exc,
+                remedy=(
+                    f"delete {checkpoint_path} (or use a new run directory) to train the "
+                    "student from scratch"
+                ),
+            ) from None
 
     def checkpoint(self, *, fingerprint: str, seed: int, epoch: int) -> dict:
         """What the per-epoch checkpoint holds after ``epoch`` epochs."""
-        return {"format": FORMAT, "fingerprint": fingerprint, "seed": seed,
-                "epoch": epoch, "model": self.model.state_dict(),
-                "ema": self.ema.state_dict() if self.ema is not None else None,
-                "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
-                "prediction_mean": self.prediction_mean.cpu(), "history": self.history}
+        return {
+            "format": FORMAT,
+            "fingerprint": fingerprint,
+            "seed": seed,
+            "epoch": epoch,
+            "model": self.model.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "prediction_mean": self.prediction_mean.cpu(),
+            "history": self.history,
+        }
 
 
 class Batches:
     """The public pool on ``device`` and the draws of a step, all from ``generator``."""
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, targets: np.ndarray | None,
-                 labelled: np.ndarray, std: np.ndarray, settings: dict, *,
-                 generator: torch.Generator, device: torch.device) -> None:
+    def __init__(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        targets: np.ndarray | None,
+        labelled: np.ndarray,
+        std: np.ndarray,
+        settings: dict,
+        *,
+        generator: torch.Generator,
+        device: torch.device,
+    ) -> None:
         self.x = torch.from_numpy(x).to(device)
         self.y = torch.from_numpy(y).to(device)
-        self.targets = (None if targets is None
-                        else torch.from_numpy(targets.astype(np.float32)).to(device))
+        self.targets = (
+            None if targets is None else torch.from_numpy(targets.astype(np.float32)).to(device)
+        )
         self.labelled = torch.from_numpy(labelled)
         self.image = x.ndim == 4
         self.feature_std = torch.from_numpy(std.reshape(-1)).to(device) if not self.image else None
@@ -179,8 +224,9 @@ class Batches:
 
     def labelled_rows(self, size: int) -> torch.Tensor:
         """``size`` answered items, drawn with replacement (their rows of the pool)."""
-        pick = self.labelled[torch.randint(0, self.labelled.numel(), (size,),
-                                           generator=self.generator)]
+        pick = self.labelled[
+            torch.randint(0, self.labelled.numel(), (size,), generator=self.generator)
+        ]
         return pick.to(self.device)
 
     def unlabelled_rows(self, size: int) -> torch.Tensor:
@@ -197,27 +243,32 @@ class Batches:
         s = self.settings
         if self.image:
             return aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
-        return aug.weak_augment_tabular(batch, generator=self.generator,
-                                        feature_std=self.feature_std)
+        return aug.weak_augment_tabular(
+            batch, generator=self.generator, feature_std=self.feature_std
+        )
 
     def strong(self, batch: torch.Tensor) -> torch.Tensor:
         s = self.settings
         if self.image:
             batch = aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
-            return aug.strong_augment(batch, generator=self.generator, num_ops=s["strong_ops"],
-                                      cutout=s["cutout"])
-        return aug.strong_augment_tabular(batch, generator=self.generator,
-                                          feature_std=self.feature_std)
+            return aug.strong_augment(
+                batch, generator=self.generator, num_ops=s["strong_ops"], cutout=s["cutout"]
+            )
+        return aug.strong_augment_tabular(
+            batch, generator=self.generator, feature_std=self.feature_std
+        )
 
 
-def _pseudo_labels(training: Training, xu_weak: torch.Tensor, settings: dict,
-                   num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _pseudo_labels(
+    training: Training, xu_weak: torch.Tensor, settings: dict, num_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient)."""
     with torch.no_grad():
         probs = torch.softmax(training.model(xu_weak), dim=1)
         if settings["distribution_alignment"]:
             training.prediction_mean.mul_(ALIGNMENT_MOMENTUM).add_(
-                probs.mean(dim=0), alpha=1.0 - ALIGNMENT_MOMENTUM)
+                probs.mean(dim=0), alpha=1.0 - ALIGNMENT_MOMENTUM
+            )
             probs = probs / (training.prediction_mean * num_classes)
             probs = probs / probs.sum(dim=1, keepdim=True)
         confidence, pseudo = probs.max(dim=1)
@@ -225,8 +276,9 @@ def _pseudo_labels(training: Training, xu_weak: torch.Tensor, settings: dict,
     return pseudo, mask
 
 
-def _step(training: Training, batches: Batches, settings: dict, sums: dict, *,
-          num_classes: int) -> None:
+def _step(
+    training: Training, batches: Batches, settings: dict, sums: dict, *, num_classes: int
+) -> None:
     """One optimiser step (its learning rate already set); adds its losses to ``sums``."""
     model = training.model
     bs = settings["batch_size"]
@@ -256,9 +308,17 @@ def _step(training: Training, batches: Batches, settings: dict, sums: dict, *,
     sums["loss_labelled"] += loss_x.item()
 
 
-def _epoch(training: Training, batches: Batches, settings: dict, epoch: int, bar, *,
-           num_classes: int, validation: tuple[Any, Any] | None,
-           device: torch.device) -> dict:
+def _epoch(
+    training: Training,
+    batches: Batches,
+    settings: dict,
+    epoch: int,
+    bar,
+    *,
+    num_classes: int,
+    validation: tuple[Any, Any] | None,
+    device: torch.device,
+) -> dict:
     """Train one epoch; returns its record of ``history_``."""
     t0 = time.perf_counter()
     n = settings["steps_per_epoch"]
@@ -272,9 +332,13 @@ def _epoch(training: Training, batches: Batches, settings: dict, epoch: int, bar
             group["lr"] = lr
         _step(training, batches, settings, sums, num_classes=num_classes)
         bar.update(1)
-    record = {"epoch": epoch + 1, "steps": (epoch + 1) * n, "lr": lr,
-              "loss_labelled": sums["loss_labelled"] / n,
-              "seconds": time.perf_counter() - t0}
+    record = {
+        "epoch": epoch + 1,
+        "steps": (epoch + 1) * n,
+        "lr": lr,
+        "loss_labelled": sums["loss_labelled"] / n,
+        "seconds": time.perf_counter() - t0,
+    }
     if settings["method"] == "fixmatch":
         record["loss_unlabelled"] = sums["loss_unlabelled"] / n
         record["mask_rate"] = sums["mask_rate"] / n
@@ -284,29 +348,54 @@ def _epoch(training: Training, batches: Batches, settings: dict, epoch: int, bar
     return record
 
 
-def train_epochs(training: Training, batches: Batches, settings: dict, *, num_classes: int,
-                 device: torch.device, progress: bool, validation: tuple[Any, Any] | None,
-                 checkpoint_path, fingerprint: str, seed: int,
-                 on_epoch_end: Callable[[int, dict], None] | None) -> None:
+def train_epochs(
+    training: Training,
+    batches: Batches,
+    settings: dict,
+    *,
+    num_classes: int,
+    device: torch.device,
+    progress: bool,
+    validation: tuple[Any, Any] | None,
+    checkpoint_path,
+    fingerprint: str,
+    seed: int,
+    on_epoch_end: Callable[[int, dict], None] | None,
+) -> None:
     """The epochs from ``training.start_epoch`` to ``settings["epochs"]``: after each, its
     record is appended to ``training.history``, the checkpoint written (when
     ``checkpoint_path``) and ``on_epoch_end(epoch, record)`` called."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=settings["epochs"] * settings["steps_per_epoch"],
-               initial=training.start_epoch * settings["steps_per_epoch"],
-               desc=f"student ({settings['method']})", unit="step", file=sys.stderr,
-               disable=not progress, leave=False)
+    bar = tqdm(
+        total=settings["epochs"] * settings["steps_per_epoch"],
+        initial=training.start_epoch * settings["steps_per_epoch"],
+        desc=f"student ({settings['method']})",
+        unit="step",
+        file=sys.stderr,
+        disable=not progress,
+        leave=False,
+    )
     training.model.train()
     try:
         for epoch in range(training.start_epoch, settings["epochs"]):
-            record = _epoch(training, batches, settings, epoch, bar, num_classes=num_classes,
-                            validation=validation, device=device)
+            record = _epoch(
+                training,
+                batches,
+                settings,
+                epoch,
+                bar,
+                num_classes=num_classes,
+                validation=validation,
+                device=device,
+            )
             training.history.append(record)
             bar.set_postfix(loss=f"{record['loss_labelled']:.3f}")
             if checkpoint_path is not None:
-                atomic_save(training.checkpoint(fingerprint=fingerprint, seed=seed,
-                                                epoch=epoch + 1), checkpoint_path)
+                atomic_save(
+                    training.checkpoint(fingerprint=fingerprint, seed=seed, epoch=epoch + 1),
+                    checkpoint_path,
+                )
             if on_epoch_end is not None:
                 on_epoch_end(epoch + 1, record)
     finally:

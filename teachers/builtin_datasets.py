@@ -25,8 +25,15 @@ import numpy as np
 
 from pate.analysis.errors import DatasetNotFoundError
 
-__all__ = ["DATASET_NAMES", "CLASS_NAMES", "DEFAULT_FASHION_MNIST_DIR", "read_idx",
-           "load_idx_dataset", "load_cifar10", "load_svhn"]
+__all__ = [
+    "DATASET_NAMES",
+    "CLASS_NAMES",
+    "DEFAULT_FASHION_MNIST_DIR",
+    "read_idx",
+    "load_idx_dataset",
+    "load_cifar10",
+    "load_svhn",
+]
 
 DEFAULT_FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 #: Names accepted by :func:`pate.teachers.data.load_pate_data` (plus the ``npz:``/``csv:``/
@@ -35,12 +42,32 @@ DATASET_NAMES = ("fashion-mnist", "mnist", "kmnist", "cifar10", "svhn", "digits"
 _DIGIT_NAMES = tuple(str(i) for i in range(10))
 #: The class names of the built-in datasets, in label order (torchvision's, digits as "0".."9").
 CLASS_NAMES = {
-    "fashion-mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
-                      "Sneaker", "Bag", "Ankle boot"),
+    "fashion-mnist": (
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    ),
     "mnist": _DIGIT_NAMES,
     "kmnist": ("o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"),
-    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
-                "truck"),
+    "cifar10": (
+        "airplane",
+        "automobile",
+        "bird",
+        "cat",
+        "deer",
+        "dog",
+        "frog",
+        "horse",
+        "ship",
+        "truck",
+    ),
     "svhn": _DIGIT_NAMES,
     "digits": _DIGIT_NAMES,
 }
@@ -68,9 +95,15 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     dtype = np.dtype(dtypes[code])
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(raw) - header != expected:
-        raise ValueError(f"{path} is truncated or corrupt: header says shape {shape} "
-                         f"({expected} bytes) but {len(raw) - header} bytes follow")
-    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+        raise ValueError(
+            f"{path} is truncated or corrupt: header says shape {shape} "
+            f"({expected} bytes) but {len(raw) - header} bytes follow"
+        )
+    return (
+        np.frombuffer(raw, dtype=dtype, offset=header)
+        .reshape(shape)
+        .astype(dtype.newbyteorder("="))
+    )
 
 
 def unit_float32(images: np.ndarray) -> np.ndarray:
@@ -89,19 +122,34 @@ def _find_idx(directory: pathlib.Path, stem: str) -> pathlib.Path | None:
     return None
 
 
-_IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_IDX_STEMS = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
 _TV_FOLDER = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST", "kmnist": "KMNIST"}
-_TV_CLASS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST", "kmnist": "KMNIST",
-             "cifar10": "CIFAR10", "svhn": "SVHN"}
+_TV_CLASS = {
+    "fashion-mnist": "FashionMNIST",
+    "mnist": "MNIST",
+    "kmnist": "KMNIST",
+    "cifar10": "CIFAR10",
+    "svhn": "SVHN",
+}
 
 
 def _how_to_get(name: str, root: pathlib.Path | None) -> str:
     where = f"--data-root {root}" if root is not None else "--data-root DIR"
-    apt = ("install Debian's package (`apt-get install dataset-fashion-mnist`, files in "
-           f"{DEFAULT_FASHION_MNIST_DIR}), or " if name == "fashion-mnist" else "")
-    return (f"To obtain {name}: {apt}point {where} at a torchvision root that holds it, or add "
-            f"--download (download=True) to let torchvision fetch it into that root.")
+    apt = (
+        "install Debian's package (`apt-get install dataset-fashion-mnist`, files in "
+        f"{DEFAULT_FASHION_MNIST_DIR}), or "
+        if name == "fashion-mnist"
+        else ""
+    )
+    return (
+        f"To obtain {name}: {apt}point {where} at a torchvision root that holds it, or add "
+        f"--download (download=True) to let torchvision fetch it into that root."
+    )
 
 
 def _download(name: str, root: pathlib.Path) -> None:
@@ -119,7 +167,9 @@ def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
     """Fashion-MNIST / MNIST / KMNIST from IDX files (Debian's folder or a torchvision root)."""
     if root is None:
         if name != "fashion-mnist":
-            raise DatasetNotFoundError(f"{name} has no default location; " + _how_to_get(name, None))
+            raise DatasetNotFoundError(
+                f"{name} has no default location; " + _how_to_get(name, None)
+            )
         candidates = [DEFAULT_FASHION_MNIST_DIR]
     else:
         candidates = [root / _TV_FOLDER[name] / "raw", root]
@@ -134,28 +184,36 @@ def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
             continue
         break
     looked = ", ".join(str(d) for d in candidates)
-    raise DatasetNotFoundError(f"{name} IDX files ({', '.join(s + '[.gz]' for s in _IDX_STEMS)}) "
-                               f"not found in {looked}. " + _how_to_get(name, root))
+    raise DatasetNotFoundError(
+        f"{name} IDX files ({', '.join(s + '[.gz]' for s in _IDX_STEMS)}) "
+        f"not found in {looked}. " + _how_to_get(name, root)
+    )
 
 
 def load_cifar10(root: pathlib.Path | None, download: bool):
     """CIFAR-10 from the user's own python batches in ``root`` (the one pickle read: never a
     run directory's file)."""
     if root is None:
-        raise DatasetNotFoundError("cifar10 has no default location; " + _how_to_get("cifar10", None))
+        raise DatasetNotFoundError(
+            "cifar10 has no default location; " + _how_to_get("cifar10", None)
+        )
     folder = root / "cifar-10-batches-py"
     names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
     if download and not all((folder / n).is_file() for n in names):
         _download("cifar10", root)
     if not all((folder / n).is_file() for n in names):
-        raise DatasetNotFoundError(f"cifar10 batches ({', '.join(names)}) not found in {folder}. "
-                                   + _how_to_get("cifar10", root))
+        raise DatasetNotFoundError(
+            f"cifar10 batches ({', '.join(names)}) not found in {folder}. "
+            + _how_to_get("cifar10", root)
+        )
 
     def read(n):
         with open(folder / n, "rb") as fh:
             batch = pickle.load(fh, encoding="latin1")
-        return (np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32),
-                np.asarray(batch["labels"], dtype=np.int64))
+        return (
+            np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32),
+            np.asarray(batch["labels"], dtype=np.int64),
+        )
 
     parts = [read(n) for n in names[:5]]
     xtr = unit_float32(np.concatenate([p[0] for p in parts]))
@@ -172,8 +230,10 @@ def load_svhn(root: pathlib.Path | None, download: bool):
     if download and not all(f.is_file() for f in files):
         _download("svhn", root)
     if not all(f.is_file() for f in files):
-        raise DatasetNotFoundError(f"svhn files (train_32x32.mat, test_32x32.mat) not found in "
-                                   f"{root}. " + _how_to_get("svhn", root))
+        raise DatasetNotFoundError(
+            f"svhn files (train_32x32.mat, test_32x32.mat) not found in "
+            f"{root}. " + _how_to_get("svhn", root)
+        )
     from scipy.io import loadmat
 
     out = []

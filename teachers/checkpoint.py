@@ -40,8 +40,15 @@ import numpy as np
 from pate.analysis.errors import PateError
 from pate.core.io import atomic_savez, atomic_write_bytes, atomic_write_json
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_torch_save", "atomic_savez",
-           "load_torch", "load_plain_npz", "CheckpointError"]
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_torch_save",
+    "atomic_savez",
+    "load_torch",
+    "load_plain_npz",
+    "CheckpointError",
+]
 
 
 class CheckpointError(PateError, ValueError):
@@ -56,8 +63,7 @@ class CheckpointError(PateError, ValueError):
 
 
 def _default_remedy(path: pathlib.Path) -> str:
-    return (f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers "
-            "again")
+    return f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers again"
 
 
 def atomic_torch_save(path, obj) -> pathlib.Path:
@@ -74,8 +80,19 @@ def load_torch(path, *, remedy: str | None = None):
     path = pathlib.Path(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError, KeyError,
-            IndexError, TypeError, AttributeError, struct.error, zipfile.BadZipFile) as exc:
+    except (
+        OSError,
+        EOFError,
+        RuntimeError,
+        ValueError,
+        pickle.UnpicklingError,
+        KeyError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        struct.error,
+        zipfile.BadZipFile,
+    ) as exc:
         # weights_only=True refuses anything but tensors and plain containers
         # (pickle.UnpicklingError "Weights only load failed"); a truncated file is a RuntimeError;
         # a damaged pickle inside the archive can fail in the unpickler itself (e.g. KeyError of
@@ -84,7 +101,8 @@ def load_torch(path, *, remedy: str | None = None):
             f"checkpoint {str(path)!r} cannot be read as a pate-learn checkpoint "
             f"({type(exc).__name__}: {_first_line(exc)}); it is missing, damaged or was not "
             f"written by pate-learn. {(remedy or _default_remedy(path)).rstrip('.')}.",
-            path=path) from None
+            path=path,
+        ) from None
 
 
 def load_plain_npz(path, *, keys, remedy: str | None = None) -> dict:
@@ -100,8 +118,9 @@ def load_plain_npz(path, *, keys, remedy: str | None = None) -> dict:
     except FileNotFoundError:
         raise fail("is missing") from None
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
-        raise fail(f"is not a readable .npz of plain arrays ({type(exc).__name__}: "
-                   f"{_first_line(exc)})") from None
+        raise fail(
+            f"is not a readable .npz of plain arrays ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise fail(f"is a single .npy array, not an .npz archive holding {sorted(keys)}")
     try:
@@ -113,8 +132,10 @@ def load_plain_npz(path, *, keys, remedy: str | None = None) -> dict:
         raise
     except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
         # an object array needs pickles: refused by allow_pickle=False, never unpickled
-        raise fail(f"holds an array that is damaged or not plain numbers "
-                   f"({type(exc).__name__}: {_first_line(exc)})") from None
+        raise fail(
+            f"holds an array that is damaged or not plain numbers "
+            f"({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     for k, a in arrays.items():
         if a.dtype.hasobject or a.dtype.kind not in "biuf":
             raise fail(f"array {k!r} has dtype {a.dtype}, expected plain numbers")

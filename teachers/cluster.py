@@ -52,16 +52,23 @@ import os
 import pathlib
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from pate.analysis.errors import ConfigError
 from pate.analysis.validation import check_choice, check_int, check_nonnegative, describe
 
-__all__ = ["ClusterConfig", "BACKENDS", "train_chunk", "ChunkOutcome", "RaySession",
-           "progress_name"]
+__all__ = [
+    "ClusterConfig",
+    "BACKENDS",
+    "train_chunk",
+    "ChunkOutcome",
+    "RaySession",
+    "progress_name",
+]
 
 BACKENDS = ("local", "ray")
 LOCAL_PROGRESS = "progress.pt"  # the local backend's checkpoint of the chunk in training
@@ -88,25 +95,33 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         check_choice(self.backend, "backend", BACKENDS)
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
-            raise ValueError(f"address must be \"auto\" or \"HOST:PORT\" of a running Ray cluster "
-                             f"(or unset: start a local Ray), got {self.address!r}")
+            raise ValueError(
+                f'address must be "auto" or "HOST:PORT" of a running Ray cluster '
+                f"(or unset: start a local Ray), got {self.address!r}"
+            )
         if self.num_cpus is not None:
             check_int(self.num_cpus, "num_cpus", minimum=1)
             if self.address is not None:
-                raise ValueError("num_cpus sizes a local Ray started by pate-learn; it does not "
-                                 f"apply with address = {self.address!r} (the cluster's nodes "
-                                 "declare their own CPUs)")
+                raise ValueError(
+                    "num_cpus sizes a local Ray started by pate-learn; it does not "
+                    f"apply with address = {self.address!r} (the cluster's nodes "
+                    "declare their own CPUs)"
+                )
         check_int(self.cpus_per_task, "cpus_per_task", minimum=1)
         gpus = check_nonnegative(self.gpus_per_task, "gpus_per_task")
         if not math.isfinite(gpus) or (gpus > 1 and gpus != int(gpus)):
-            raise ValueError(f"gpus_per_task must be a fraction of one GPU or a whole number of "
-                             f"GPUs, got {self.gpus_per_task!r}")
+            raise ValueError(
+                f"gpus_per_task must be a fraction of one GPU or a whole number of "
+                f"GPUs, got {self.gpus_per_task!r}"
+            )
         if self.teachers_per_task is not None:
             check_int(self.teachers_per_task, "teachers_per_task", minimum=1)
         check_int(self.max_retries, "max_retries", minimum=0)
         if self.num_cpus is not None and self.cpus_per_task > self.num_cpus:
-            raise ValueError(f"cpus_per_task ({self.cpus_per_task}) exceeds num_cpus "
-                             f"({self.num_cpus}): no task could ever run")
+            raise ValueError(
+                f"cpus_per_task ({self.cpus_per_task}) exceeds num_cpus "
+                f"({self.num_cpus}): no task could ever run"
+            )
 
     @property
     def is_ray(self) -> bool:
@@ -120,13 +135,17 @@ class ClusterConfig:
             return "cuda" if self.gpus_per_task > 0 else "cpu"
         if device == "cpu":
             if self.gpus_per_task > 0:
-                raise ValueError(f"gpus_per_task = {self.gpus_per_task:g} reserves GPUs for "
-                                 "every task but device = \"cpu\"; set gpus_per_task = 0 or "
-                                 "device = \"auto\"")
+                raise ValueError(
+                    f"gpus_per_task = {self.gpus_per_task:g} reserves GPUs for "
+                    'every task but device = "cpu"; set gpus_per_task = 0 or '
+                    'device = "auto"'
+                )
             return "cpu"
         if self.gpus_per_task <= 0:
-            raise ValueError(f"device = {device!r} under Ray needs gpus_per_task > 0 (Ray gives "
-                             "each task its GPU); set gpus_per_task, or device = \"auto\"")
+            raise ValueError(
+                f"device = {device!r} under Ray needs gpus_per_task > 0 (Ray gives "
+                'each task its GPU); set gpus_per_task, or device = "auto"'
+            )
         return "cuda"  # Ray makes the task's GPU(s) the visible ones
 
     def settings(self) -> dict:
@@ -135,18 +154,34 @@ class ClusterConfig:
 
 # ----------------------------------------------------------------------------- one chunk
 
+
 @dataclass
 class ChunkOutcome:
-    unit: Any                  # the trained SequentialChunk / VectorizedChunk
+    unit: Any  # the trained SequentialChunk / VectorizedChunk
     public_predictions: np.ndarray
     eval_predictions: np.ndarray
-    start_epoch: int           # > 0: continued from a checkpoint
+    start_epoch: int  # > 0: continued from a checkpoint
 
 
-def train_chunk(trainer: str, config, chunk: int, seeds, shards, x, y, x_public, x_eval, *,
-                input_shape, num_classes: int, device: str, resume_from=(),
-                checkpoint_path=None, on_epoch: Callable[[int], None] | None = None,
-                save: Callable | None = None) -> ChunkOutcome:
+def train_chunk(
+    trainer: str,
+    config,
+    chunk: int,
+    seeds,
+    shards,
+    x,
+    y,
+    x_public,
+    x_eval,
+    *,
+    input_shape,
+    num_classes: int,
+    device: str,
+    resume_from=(),
+    checkpoint_path=None,
+    on_epoch: Callable[[int], None] | None = None,
+    save: Callable | None = None,
+) -> ChunkOutcome:
     """Train one chunk of teachers (see the module docstring); ``on_epoch(n)`` counts epochs,
     ``save(path, obj)`` writes a checkpoint (default: atomically)."""
     from pate.teachers.checkpoint import atomic_torch_save, load_torch
@@ -157,8 +192,16 @@ def train_chunk(trainer: str, config, chunk: int, seeds, shards, x, y, x_public,
         from pate.teachers.vectorized import VectorizedChunk as cls
     else:
         from pate.teachers.sequential import SequentialChunk as cls
-    unit = cls(config, list(seeds), list(shards), x, y, input_shape=input_shape,
-               num_classes=num_classes, device=device)
+    unit = cls(
+        config,
+        list(seeds),
+        list(shards),
+        x,
+        y,
+        input_shape=input_shape,
+        num_classes=num_classes,
+        device=device,
+    )
     start_epoch = 0
     for path in resume_from:
         if path is not None and pathlib.Path(path).exists():
@@ -174,16 +217,22 @@ def train_chunk(trainer: str, config, chunk: int, seeds, shards, x, y, x_public,
         unit.train_epoch(epoch)
         if on_epoch is not None:
             on_epoch(1)
-        if (checkpoint_path is not None and config.checkpoint == "epoch"
-                and epoch + 1 < config.epochs
-                and time.perf_counter() - last_saved >= config.checkpoint_every_s):
-            save(checkpoint_path, {"chunk": chunk, "epochs_done": epoch + 1,
-                                   "state": unit.state_dict()})
+        if (
+            checkpoint_path is not None
+            and config.checkpoint == "epoch"
+            and epoch + 1 < config.epochs
+            and time.perf_counter() - last_saved >= config.checkpoint_every_s
+        ):
+            save(
+                checkpoint_path,
+                {"chunk": chunk, "epochs_done": epoch + 1, "state": unit.state_dict()},
+            )
             last_saved = time.perf_counter()
     return ChunkOutcome(unit, unit.predict(x_public), unit.predict(x_eval), start_epoch)
 
 
 # ----------------------------------------------------------------------------- Ray
+
 
 def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
     """One Ray task: train chunk ``spec["chunk"]`` and return its weights and predictions."""
@@ -203,17 +252,32 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
     ckpt = out / progress_name(spec["chunk"]) if shared else None
     # a run started locally may have left this chunk half-trained in progress.pt
     resume_from = [ckpt, out / LOCAL_PROGRESS] if shared else []
-    outcome = train_chunk(spec["trainer"], spec["config"], spec["chunk"], spec["seeds"],
-                          spec["shards"], *tensors, input_shape=spec["input_shape"],
-                          num_classes=spec["num_classes"], device=device,
-                          resume_from=resume_from, checkpoint_path=ckpt)
-    return {"teachers": list(spec["teachers"]), "params": outcome.unit.stacked_params(),
-            "public_predictions": outcome.public_predictions,
-            "eval_predictions": outcome.eval_predictions,
-            "worker": {"pid": os.getpid(), "host": socket.gethostname(),
-                       "resumed_from_epoch": outcome.start_epoch,
-                       "checkpoints": "shared" if shared else "none",
-                       "seconds": round(time.perf_counter() - started, 3)}}
+    outcome = train_chunk(
+        spec["trainer"],
+        spec["config"],
+        spec["chunk"],
+        spec["seeds"],
+        spec["shards"],
+        *tensors,
+        input_shape=spec["input_shape"],
+        num_classes=spec["num_classes"],
+        device=device,
+        resume_from=resume_from,
+        checkpoint_path=ckpt,
+    )
+    return {
+        "teachers": list(spec["teachers"]),
+        "params": outcome.unit.stacked_params(),
+        "public_predictions": outcome.public_predictions,
+        "eval_predictions": outcome.eval_predictions,
+        "worker": {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "resumed_from_epoch": outcome.start_epoch,
+            "checkpoints": "shared" if shared else "none",
+            "seconds": round(time.perf_counter() - started, 3),
+        },
+    }
 
 
 class RaySession:
@@ -221,17 +285,19 @@ class RaySession:
 
     def __init__(self, cluster: ClusterConfig) -> None:
         if not cluster.is_ray:
-            raise ValueError("RaySession needs a ClusterConfig with backend = \"ray\"")
+            raise ValueError('RaySession needs a ClusterConfig with backend = "ray"')
         self.cluster = cluster
         self.started = False
         self._ray = None
 
-    def __enter__(self) -> "RaySession":
+    def __enter__(self) -> RaySession:
         try:
             import ray
         except ImportError as exc:
-            raise ConfigError(f"[cluster] backend = \"ray\" needs Ray ({exc}); install it with "
-                              "pip install 'pate-learn[ray]'") from None
+            raise ConfigError(
+                f'[cluster] backend = "ray" needs Ray ({exc}); install it with '
+                "pip install 'pate-learn[ray]'"
+            ) from None
         self._ray = ray
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -248,12 +314,16 @@ class RaySession:
             raise ConfigError(
                 f"[cluster] a task asks for cpus_per_task = {c.cpus_per_task} and gpus_per_task "
                 f"= {c.gpus_per_task:g}, but the Ray cluster has {cpus:g} CPUs and {gpus:g} "
-                "GPUs: no task could run; lower them or add nodes")
+                "GPUs: no task could run; lower them or add nodes"
+            )
         by_cpu = cpus // c.cpus_per_task
         self.slots = int(min(by_cpu, gpus // c.gpus_per_task) if c.gpus_per_task > 0 else by_cpu)
         self.slots = max(self.slots, 1)
-        self._total = {"CPU": cpus, "GPU": gpus,
-                       "nodes": sum(1 for n in ray.nodes() if n.get("Alive"))}
+        self._total = {
+            "CPU": cpus,
+            "GPU": gpus,
+            "nodes": sum(1 for n in ray.nodes() if n.get("Alive")),
+        }
         return self
 
     def __exit__(self, *exc) -> None:
@@ -270,12 +340,27 @@ class RaySession:
 
     def resources(self) -> dict:
         c = self.cluster
-        return {"backend": "ray", "address": c.address or "local", "cluster": dict(self._total),
-                "slots": self.slots, "cpus_per_task": c.cpus_per_task,
-                "gpus_per_task": c.gpus_per_task, "max_retries": c.max_retries}
+        return {
+            "backend": "ray",
+            "address": c.address or "local",
+            "cluster": dict(self._total),
+            "slots": self.slots,
+            "cpus_per_task": c.cpus_per_task,
+            "gpus_per_task": c.gpus_per_task,
+            "max_retries": c.max_retries,
+        }
 
-    def run(self, jobs, x_public, x_eval, on_result: Callable[[int, dict], None], *,
-            progress: bool = True, done: int = 0, total: int | None = None) -> None:
+    def run(
+        self,
+        jobs,
+        x_public,
+        x_eval,
+        on_result: Callable[[int, dict], None],
+        *,
+        progress: bool = True,
+        done: int = 0,
+        total: int | None = None,
+    ) -> None:
         """Submit ``jobs`` (``(chunk, spec, x_rows, y_rows)``), hand each finished chunk's
         result to ``on_result(chunk, result)`` (on the driver, as they finish)."""
         from tqdm.auto import tqdm
@@ -283,14 +368,26 @@ class RaySession:
         ray = self._ray
         c = self.cluster
         remote = ray.remote(_chunk_task).options(
-            name=TASK_NAME, num_cpus=c.cpus_per_task, num_gpus=c.gpus_per_task,
-            max_retries=c.max_retries, retry_exceptions=False)
+            name=TASK_NAME,
+            num_cpus=c.cpus_per_task,
+            num_gpus=c.gpus_per_task,
+            max_retries=c.max_retries,
+            retry_exceptions=False,
+        )
         pub_ref, eval_ref = ray.put(x_public), ray.put(x_eval)
-        pending = {remote.remote(spec, x_rows, y_rows, pub_ref, eval_ref): chunk
-                   for chunk, spec, x_rows, y_rows in jobs}
-        bar = tqdm(total=total if total is not None else done + len(pending), initial=done,
-                   file=sys.stderr, disable=not progress, desc="teachers", unit="chunk",
-                   dynamic_ncols=True)
+        pending = {
+            remote.remote(spec, x_rows, y_rows, pub_ref, eval_ref): chunk
+            for chunk, spec, x_rows, y_rows in jobs
+        }
+        bar = tqdm(
+            total=total if total is not None else done + len(pending),
+            initial=done,
+            file=sys.stderr,
+            disable=not progress,
+            desc="teachers",
+            unit="chunk",
+            dynamic_ncols=True,
+        )
         bar.set_postfix_str(f"ray, {self.slots} task slot(s)")
         try:
             while pending:
@@ -305,7 +402,8 @@ class RaySession:
                         raise RuntimeError(
                             f"teachers chunk {chunk} failed on the Ray cluster after "
                             f"{c.max_retries} retries ({type(exc).__name__}: {exc}); the finished "
-                            "chunks are saved: run the stage again (--resume) to continue") from None
+                            "chunks are saved: run the stage again (--resume) to continue"
+                        ) from None
                     on_result(chunk, result)
                     bar.update(1)
         finally:

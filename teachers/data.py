@@ -80,15 +80,37 @@ from dataclasses import dataclass
 import numpy as np
 
 from pate.analysis.validation import check_int, describe
-from pate.teachers.builtin_datasets import (CLASS_NAMES, DATASET_NAMES, DEFAULT_FASHION_MNIST_DIR,
-                                            load_cifar10, load_idx_dataset, load_svhn, read_idx)
+from pate.teachers.builtin_datasets import (
+    CLASS_NAMES,
+    DATASET_NAMES,
+    DEFAULT_FASHION_MNIST_DIR,
+    load_cifar10,
+    load_idx_dataset,
+    load_svhn,
+    read_idx,
+)
 from pate.teachers.data_checks import check_classes, check_features, check_labels
-from pate.teachers.own_data import (IMAGE_EXTENSIONS, check_image_size, load_csv,
-                                    load_imagefolder, load_npz)
+from pate.teachers.own_data import (
+    IMAGE_EXTENSIONS,
+    check_image_size,
+    load_csv,
+    load_imagefolder,
+    load_npz,
+)
 
-__all__ = ["ArraySplit", "PateData", "load_pate_data", "read_idx", "check_features", "check_labels",
-           "check_classes", "DATASET_NAMES",
-           "DEFAULT_FASHION_MNIST_DIR", "CLASS_NAMES", "IMAGE_EXTENSIONS"]
+__all__ = [
+    "ArraySplit",
+    "PateData",
+    "load_pate_data",
+    "read_idx",
+    "check_features",
+    "check_labels",
+    "check_classes",
+    "DATASET_NAMES",
+    "DEFAULT_FASHION_MNIST_DIR",
+    "CLASS_NAMES",
+    "IMAGE_EXTENSIONS",
+]
 
 _PREFIXES = ("npz:", "csv:", "imagefolder:")
 _NPZ_SPLIT_KEYS = ("x_private", "y_private", "x_public", "y_public", "x_evaluation", "y_evaluation")
@@ -134,6 +156,7 @@ class PateData:
 
 # --------------------------------------------------------------------------- splitting
 
+
 def _check_size(value, name):
     if value is None:
         return None
@@ -150,27 +173,40 @@ def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
             eval_size = max(1, n_test // 10)
             public_size = n_test - eval_size
         else:
-            raise ValueError(f"public_size + eval_size = {public_size} + {eval_size} exceeds the "
-                             f"{n_test} test items of {name}; choose smaller sizes")
-    return (ArraySplit(xtr, ytr), ArraySplit(xte[:public_size], yte[:public_size]),
-            ArraySplit(xte[n_test - eval_size:], yte[n_test - eval_size:]))
+            raise ValueError(
+                f"public_size + eval_size = {public_size} + {eval_size} exceeds the "
+                f"{n_test} test items of {name}; choose smaller sizes"
+            )
+    return (
+        ArraySplit(xtr, ytr),
+        ArraySplit(xte[:public_size], yte[:public_size]),
+        ArraySplit(xte[n_test - eval_size :], yte[n_test - eval_size :]),
+    )
 
 
 def _pool_split(x, y, public_size, eval_size, name, *, default_public=None, default_eval=None):
     n = len(x)
     if len(y) != n:
         raise ValueError(f"{name}: x has {n} rows but y has {len(y)}")
-    eval_size = eval_size if eval_size is not None else (
-        default_eval if default_eval is not None else max(1, n // 10))
-    public_size = public_size if public_size is not None else (
-        default_public if default_public is not None else max(1, n // 5))
+    eval_size = (
+        eval_size
+        if eval_size is not None
+        else (default_eval if default_eval is not None else max(1, n // 10))
+    )
+    public_size = (
+        public_size
+        if public_size is not None
+        else (default_public if default_public is not None else max(1, n // 5))
+    )
     if public_size + eval_size >= n:
-        raise ValueError(f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
-                         f"records out of {n} in {name}; choose smaller sizes")
+        raise ValueError(
+            f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
+            f"records out of {n} in {name}; choose smaller sizes"
+        )
     perm = np.random.default_rng(0).permutation(n)
     priv = perm[: n - public_size - eval_size]
-    pub = perm[n - public_size - eval_size: n - eval_size]
-    ev = perm[n - eval_size:]
+    pub = perm[n - public_size - eval_size : n - eval_size]
+    ev = perm[n - eval_size :]
     return ArraySplit(x[priv], y[priv]), ArraySplit(x[pub], y[pub]), ArraySplit(x[ev], y[ev])
 
 
@@ -183,9 +219,15 @@ def _num_classes(*ys) -> int:
     return int(labels.max()) + 1
 
 
-def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download: bool = False,
-                   public_size: int | None = None, eval_size: int | None = None,
-                   image_size: int | tuple[int, int] | None = None) -> PateData:
+def load_pate_data(
+    name: str,
+    *,
+    root: str | os.PathLike | None = None,
+    download: bool = False,
+    public_size: int | None = None,
+    eval_size: int | None = None,
+    image_size: int | tuple[int, int] | None = None,
+) -> PateData:
     """Load dataset ``name`` and split it into private / public / evaluation (module docstring).
 
     ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
@@ -194,20 +236,26 @@ def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download
     if not isinstance(name, str):
         raise TypeError(f"name must be a dataset name string, got {describe(name)}")
     if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
-        raise ValueError(f"unknown dataset name {name!r}; use one of "
-                         f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH")
+        raise ValueError(
+            f"unknown dataset name {name!r}; use one of "
+            f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH"
+        )
     if not isinstance(download, bool):
         raise TypeError(f"download must be True or False, got {describe(download)}")
     public_size = _check_size(public_size, "public_size")
     eval_size = _check_size(eval_size, "eval_size")
     image_size = check_image_size(image_size)
     if image_size is not None and not name.startswith("imagefolder:"):
-        raise ValueError(f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
-                         f"{name!r}; leave it unset")
+        raise ValueError(
+            f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
+            f"{name!r}; leave it unset"
+        )
     class_names = CLASS_NAMES.get(name)
     root_path = None if root is None else pathlib.Path(root).expanduser()
     if download and root_path is None:
-        raise ValueError("download=True needs root (--data-root DIR): the directory to download into")
+        raise ValueError(
+            "download=True needs root (--data-root DIR): the directory to download into"
+        )
     if name in DATASET_NAMES:
         splits = _builtin_splits(name, root_path, download, public_size, eval_size)
     else:
@@ -215,12 +263,18 @@ def load_pate_data(name: str, *, root: str | os.PathLike | None = None, download
     return _checked_data(name, *splits, class_names)
 
 
-def _builtin_splits(name: str, root: pathlib.Path | None, download: bool,
-                    public_size: int | None, eval_size: int | None):
+def _builtin_splits(
+    name: str,
+    root: pathlib.Path | None,
+    download: bool,
+    public_size: int | None,
+    eval_size: int | None,
+):
     """``(private, public, evaluation)`` of a built-in dataset."""
     if name in ("fashion-mnist", "mnist", "kmnist"):
-        return _protocol_split(*load_idx_dataset(name, root, download), public_size, eval_size,
-                               name)
+        return _protocol_split(
+            *load_idx_dataset(name, root, download), public_size, eval_size, name
+        )
     if name == "cifar10":
         return _protocol_split(*load_cifar10(root, download), public_size, eval_size, name)
     if name == "svhn":
@@ -229,12 +283,20 @@ def _builtin_splits(name: str, root: pathlib.Path | None, download: bool,
 
     digits = load_digits()
     x = (digits.images.astype(np.float32) / 16.0)[:, None]
-    return _pool_split(x, digits.target.astype(np.int64), public_size, eval_size, name,
-                       default_public=_DIGITS_PUBLIC, default_eval=_DIGITS_EVAL)
+    return _pool_split(
+        x,
+        digits.target.astype(np.int64),
+        public_size,
+        eval_size,
+        name,
+        default_public=_DIGITS_PUBLIC,
+        default_eval=_DIGITS_EVAL,
+    )
 
 
-def _own_splits(name: str, image_size: tuple[int, int] | None, public_size: int | None,
-                eval_size: int | None):
+def _own_splits(
+    name: str, image_size: tuple[int, int] | None, public_size: int | None, eval_size: int | None
+):
     """``((private, public, evaluation), class_names)`` of an ``npz:``, ``csv:`` or
     ``imagefolder:`` dataset; the files' arrays are checked before they are split."""
     prefix, _, rest = name.partition(":")
@@ -250,8 +312,9 @@ def _own_splits(name: str, image_size: tuple[int, int] | None, public_size: int 
         kind, arrays, class_names = load_imagefolder(path, image_size)
     if kind == "splits":
         if public_size is not None or eval_size is not None:
-            raise ValueError(f"{name} already holds explicit splits; do not pass "
-                             "public_size/eval_size")
+            raise ValueError(
+                f"{name} already holds explicit splits; do not pass public_size/eval_size"
+            )
         xs = [np.asarray(a) for a in arrays]
         for key, a in zip(_NPZ_SPLIT_KEYS, xs):
             split = key.split("_", 1)[1]
@@ -265,13 +328,15 @@ def _own_splits(name: str, image_size: tuple[int, int] | None, public_size: int 
     else:  # one pool, checked before it is split (rows are the file's)
         check_features(arrays[0], f"{name}: x (the pool split into private/public/evaluation)")
         check_labels(arrays[1], f"{name}: y (the pool split into private/public/evaluation)")
-        splits = _pool_split(np.asarray(arrays[0]), np.asarray(arrays[1]), public_size,
-                             eval_size, name)
+        splits = _pool_split(
+            np.asarray(arrays[0]), np.asarray(arrays[1]), public_size, eval_size, name
+        )
     return splits, class_names
 
 
-def _checked_data(name: str, private: ArraySplit, public: ArraySplit, evaluation: ArraySplit,
-                  class_names) -> PateData:
+def _checked_data(
+    name: str, private: ArraySplit, public: ArraySplit, evaluation: ArraySplit, class_names
+) -> PateData:
     """The :class:`PateData` of three splits, after the checks every source passes (shapes,
     features, labels, classes; the files' arrays were checked before they were split)."""
     shapes = {private.x.shape[1:], public.x.shape[1:], evaluation.x.shape[1:]}
@@ -287,12 +352,20 @@ def _checked_data(name: str, private: ArraySplit, public: ArraySplit, evaluation
         if name in CLASS_NAMES:  # fixed label -> name table; a small sample may lack the last
             class_names = class_names[:num_classes]
         elif len(class_names) < num_classes:
-            raise ValueError(f"{name}: {len(class_names)} class names {list(class_names)} for "
-                             f"labels up to {num_classes - 1}; give one name per class")
+            raise ValueError(
+                f"{name}: {len(class_names)} class names {list(class_names)} for "
+                f"labels up to {num_classes - 1}; give one name per class"
+            )
         else:  # the user declared the classes (folders, names): a class may have no records
             num_classes = declared = len(class_names)
         class_names = tuple(str(c) for c in class_names)
     check_classes(name, splits, num_classes, declared=declared)
-    return PateData(name=name, private=private, public=public, evaluation=evaluation,
-                    num_classes=num_classes, input_shape=tuple(int(s) for s in private.x.shape[1:]),
-                    class_names=class_names)
+    return PateData(
+        name=name,
+        private=private,
+        public=public,
+        evaluation=evaluation,
+        num_classes=num_classes,
+        input_shape=tuple(int(s) for s in private.x.shape[1:]),
+        class_names=class_names,
+    )

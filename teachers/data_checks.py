@@ -51,7 +51,7 @@ def _scan(mask_of, a: np.ndarray) -> tuple[tuple[int, ...] | None, int]:
     step = max(1, _CHUNK // max(1, a.size // a.shape[0]))
     first, count = None, 0
     for start in range(0, a.shape[0], step):
-        mask = mask_of(a[start:start + step])
+        mask = mask_of(a[start : start + step])
         found = int(np.count_nonzero(mask))
         if found and first is None:
             index = np.unravel_index(int(np.flatnonzero(mask.reshape(-1))[0]), mask.shape)
@@ -68,8 +68,10 @@ def check_features(x, what: str, *, where=_where) -> None:
     bad value, its position and how many there are."""
     x = np.asarray(x)
     if x.dtype.kind not in "biuf":
-        raise InputError(f"{what}: features must be numbers, got dtype {x.dtype}; encode them "
-                         f"as numeric arrays ({NOTHING_DONE})")
+        raise InputError(
+            f"{what}: features must be numbers, got dtype {x.dtype}; encode them "
+            f"as numeric arrays ({NOTHING_DONE})"
+        )
     if x.dtype.kind != "f" or x.ndim == 0:
         return
     with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf: refused
@@ -77,11 +79,16 @@ def check_features(x, what: str, *, where=_where) -> None:
     if index is None:
         return
     value = x[index]
-    kind = "a missing value" if np.isnan(value) else (
-        "infinite" if np.isinf(value) else "beyond float32's range")
-    raise InputError(f"{what}: {where(x.shape, index)} is {_show(value)} ({kind}; {count} "
-                     f"non-finite value{'s' if count != 1 else ''} in all); features must be "
-                     f"finite numbers: impute or drop those records first ({NOTHING_DONE})")
+    kind = (
+        "a missing value"
+        if np.isnan(value)
+        else ("infinite" if np.isinf(value) else "beyond float32's range")
+    )
+    raise InputError(
+        f"{what}: {where(x.shape, index)} is {_show(value)} ({kind}; {count} "
+        f"non-finite value{'s' if count != 1 else ''} in all); features must be "
+        f"finite numbers: impute or drop those records first ({NOTHING_DONE})"
+    )
 
 
 def check_labels(y, what: str, *, unknown_ok: bool = False, where=_where) -> None:
@@ -93,32 +100,43 @@ def check_labels(y, what: str, *, unknown_ok: bool = False, where=_where) -> Non
     if y.ndim != 1:
         return  # the shape is refused by the caller, naming both shapes
     if y.dtype.kind not in "biuf":
-        raise InputError(f"{what}: labels must be integer class indices 0, 1, ..., got dtype "
-                         f"{y.dtype}; map class names to indices first ({NOTHING_DONE})")
+        raise InputError(
+            f"{what}: labels must be integer class indices 0, 1, ..., got dtype "
+            f"{y.dtype}; map class names to indices first ({NOTHING_DONE})"
+        )
     if y.dtype.kind == "f":
         index, _ = _scan(lambda part: ~np.isfinite(part) | (part != np.round(part)), y)
         if index is not None:
-            raise InputError(f"{what}: {where(y.shape, index)} is {_show(y[index])}, not an integer "
-                             f"class index; labels must be 0, 1, ..., K-1 (an integer-valued "
-                             f"float such as 3.0 is accepted) ({NOTHING_DONE})")
+            raise InputError(
+                f"{what}: {where(y.shape, index)} is {_show(y[index])}, not an integer "
+                f"class index; labels must be 0, 1, ..., K-1 (an integer-valued "
+                f"float such as 3.0 is accepted) ({NOTHING_DONE})"
+            )
     low = -1 if unknown_ok else 0
     index, _ = _scan(lambda part: (part < low) | (part > _MAX_LABEL), y)
     if index is not None:
         value = y[index]
         if value < low:
-            hint = ("labels must be class indices 0, 1, ..., K-1" + (
-                " (-1 marks an unknown label)" if unknown_ok else
-                "; every record of this split needs its label"))
-            raise InputError(f"{what}: {where(y.shape, index)} is {_show(value)}, a negative label; "
-                             f"{hint} ({NOTHING_DONE})")
-        raise InputError(f"{what}: {where(y.shape, index)} is {_show(value)}, not a plausible class "
-                         f"index (labels must be 0, 1, ..., K-1 with K at most the number of "
-                         f"private records); remap the labels, e.g. with "
-                         f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})")
+            hint = "labels must be class indices 0, 1, ..., K-1" + (
+                " (-1 marks an unknown label)"
+                if unknown_ok
+                else "; every record of this split needs its label"
+            )
+            raise InputError(
+                f"{what}: {where(y.shape, index)} is {_show(value)}, a negative label; "
+                f"{hint} ({NOTHING_DONE})"
+            )
+        raise InputError(
+            f"{what}: {where(y.shape, index)} is {_show(value)}, not a plausible class "
+            f"index (labels must be 0, 1, ..., K-1 with K at most the number of "
+            f"private records); remap the labels, e.g. with "
+            f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})"
+        )
 
 
-def check_classes(source: str, splits: dict, num_classes: int, *,
-                  declared: int | None = None) -> None:
+def check_classes(
+    source: str, splits: dict, num_classes: int, *, declared: int | None = None
+) -> None:
     """Refuse more classes than the private records could populate: a class index must be below
     the number of private records (every class has to be learnt from private records, and the
     vote histograms grow with the number of classes). ``splits`` maps split names (``private``
@@ -128,14 +146,23 @@ def check_classes(source: str, splits: dict, num_classes: int, *,
     if num_classes <= n:
         return
     if declared is not None:
-        raise InputError(f"{source}: {declared} classes are declared (class names or folders) but "
-                         f"the private split has only {n} records; give at least one private "
-                         f"record per class ({NOTHING_DONE})")
-    split, row, value = max(((name, int(np.argmax(s.y)), int(s.y.max()))
-                             for name, s in splits.items() if len(s) and s.y.max() >= 0),
-                            key=lambda t: t[2])
-    raise InputError(f"{source}: {split} split, row {row} has label {value}, which makes "
-                     f"{value + 1} classes, more than its {n} private records could populate (a "
-                     f"class index must be below the number of private records); labels must be "
-                     f"class indices 0, 1, ..., K-1: remap them, e.g. with "
-                     f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})")
+        raise InputError(
+            f"{source}: {declared} classes are declared (class names or folders) but "
+            f"the private split has only {n} records; give at least one private "
+            f"record per class ({NOTHING_DONE})"
+        )
+    split, row, value = max(
+        (
+            (name, int(np.argmax(s.y)), int(s.y.max()))
+            for name, s in splits.items()
+            if len(s) and s.y.max() >= 0
+        ),
+        key=lambda t: t[2],
+    )
+    raise InputError(
+        f"{source}: {split} split, row {row} has label {value}, which makes "
+        f"{value + 1} classes, more than its {n} private records could populate (a "
+        f"class index must be below the number of private records); labels must be "
+        f"class indices 0, 1, ..., K-1: remap them, e.g. with "
+        f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})"
+    )

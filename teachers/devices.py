@@ -39,8 +39,10 @@ def resolve_device(device: str) -> str:
     if device == "cpu":
         return "cpu"
     if not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for but no CUDA GPU is available; "
-                         "use --device cpu (or auto)")
+        raise ValueError(
+            f"device {device!r} was asked for but no CUDA GPU is available; "
+            "use --device cpu (or auto)"
+        )
     index = int(device[5:]) if ":" in device else 0
     count = torch.cuda.device_count()
     if index >= count:

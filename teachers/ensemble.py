@@ -63,37 +63,61 @@ from pate.analysis.validation import check_int, describe
 from pate.teachers.checkpoint import atomic_torch_save, atomic_write_json, load_torch
 from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
 from pate.teachers.devices import available_bytes, choose_chunk_size, resolve_device
-from pate.teachers.ensemble_dir import (FORMAT_VERSION, PROGRESS, STATE, load_teacher_models,
-                                        open_out_dir, peek_state)
+from pate.teachers.ensemble_dir import (
+    FORMAT_VERSION,
+    PROGRESS,
+    STATE,
+    load_teacher_models,
+    open_out_dir,
+    peek_state,
+)
 from pate.teachers.features import FeatureRows, feature_rows
-from pate.teachers.recipe import (AUTO_EPOCHS_RANGE, MIN_TEACHER_STEPS, TRAINERS, TeacherConfig,
-                                  auto_epochs)
+from pate.teachers.recipe import (
+    AUTO_EPOCHS_RANGE,
+    MIN_TEACHER_STEPS,
+    TRAINERS,
+    TeacherConfig,
+    auto_epochs,
+)
 from pate.teachers.result import EnsembleResult, finish, plurality_accuracy
 from pate.teachers.scaling import scale_warning, standardized_data
 from pate.teachers.sklearn_teachers import train_sklearn
 
-__all__ = ["TeacherConfig", "EnsembleResult", "train_teachers", "plurality_accuracy",
-           "load_teacher_models", "resolve_device", "choose_chunk_size", "TRAINERS",
-           "auto_epochs", "MIN_TEACHER_STEPS", "AUTO_EPOCHS_RANGE"]
+__all__ = [
+    "TeacherConfig",
+    "EnsembleResult",
+    "train_teachers",
+    "plurality_accuracy",
+    "load_teacher_models",
+    "resolve_device",
+    "choose_chunk_size",
+    "TRAINERS",
+    "auto_epochs",
+    "MIN_TEACHER_STEPS",
+    "AUTO_EPOCHS_RANGE",
+]
 
 logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
-PRIVATE_CHUNK_BYTES = 128 * 2 ** 20
+PRIVATE_CHUNK_BYTES = 128 * 2**20
 
 
 # ----------------------------------------------------------------------------- validation
+
 
 def _check_shards(shards, num_records: int) -> list[np.ndarray]:
     from pate.core.partition import check_partition
 
     if isinstance(shards, (str, bytes)) or not hasattr(shards, "__len__"):
-        raise TypeError(f"shards must be a list of index arrays (Partition.shards), got "
-                        f"{describe(shards)}")
+        raise TypeError(
+            f"shards must be a list of index arrays (Partition.shards), got {describe(shards)}"
+        )
     out = []
     for t, s in enumerate(shards):
         arr = np.asarray(s)
         if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
-            raise TypeError(f"shards[{t}] must be a 1-D integer array of record indices, got "
-                            f"{describe(s)}")
+            raise TypeError(
+                f"shards[{t}] must be a 1-D integer array of record indices, got {describe(s)}"
+            )
         out.append(arr.astype(np.int64))
     if not out:
         raise ValueError("shards is empty: at least one teacher is needed")
@@ -101,24 +125,31 @@ def _check_shards(shards, num_records: int) -> list[np.ndarray]:
         if arr.size == 0:
             raise ValueError(f"shards[{t}] is empty: every teacher needs at least one record")
         if arr.min() < 0 or arr.max() >= num_records:
-            raise ValueError(f"shards[{t}] holds record indices outside [0, {num_records}) of the "
-                             "private split; was the partition made for another dataset?")
+            raise ValueError(
+                f"shards[{t}] holds record indices outside [0, {num_records}) of the "
+                "private split; was the partition made for another dataset?"
+            )
     # Disjointness is what makes one record influence one teacher only (PATE's guarantee).
     counts = np.bincount(np.concatenate(out), minlength=num_records)
     if np.any(counts > 1):
         check_partition(out, num_records)  # raises PartitionError naming the overlap
         from pate.analysis.errors import PartitionError
+
         raise PartitionError("shards overlap: a record is assigned to more than one teacher")
     return out
 
 
 def _check_seeds(seeds, num_teachers: int) -> list[int]:
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__"):
-        raise TypeError(f"seeds must be a list of non-negative ints (Streams.teacher_seeds), got "
-                        f"{describe(seeds)}")
+        raise TypeError(
+            f"seeds must be a list of non-negative ints (Streams.teacher_seeds), got "
+            f"{describe(seeds)}"
+        )
     if len(seeds) != num_teachers:
-        raise ValueError(f"seeds has {len(seeds)} entries but there are {num_teachers} shards; "
-                         "pass one seed per teacher (Streams.teacher_seeds(num_teachers))")
+        raise ValueError(
+            f"seeds has {len(seeds)} entries but there are {num_teachers} shards; "
+            "pass one seed per teacher (Streams.teacher_seeds(num_teachers))"
+        )
     return [check_int(s, f"seeds[{i}]", minimum=0) for i, s in enumerate(seeds)]
 
 
@@ -133,18 +164,34 @@ def _digest(arrays) -> str:
 
 def _fingerprint(config: TeacherConfig, data, shards, seeds) -> dict:
     """What determines the trained teachers (``state.json``; a resume must match it)."""
-    return {"format": FORMAT_VERSION, "recipe": config.fingerprint(),
-            "dataset": data.name, "input_shape": list(data.input_shape),
-            "num_classes": int(data.num_classes), "num_teachers": len(shards),
-            "shards_sha256": _digest(shards), "seeds_sha256": _digest([seeds]),
-            "public_size": len(data.public), "eval_size": len(data.evaluation)}
+    return {
+        "format": FORMAT_VERSION,
+        "recipe": config.fingerprint(),
+        "dataset": data.name,
+        "input_shape": list(data.input_shape),
+        "num_classes": int(data.num_classes),
+        "num_teachers": len(shards),
+        "shards_sha256": _digest(shards),
+        "seeds_sha256": _digest([seeds]),
+        "public_size": len(data.public),
+        "eval_size": len(data.evaluation),
+    }
 
 
 # ----------------------------------------------------------------------------- training
 
-def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
-                   out_dir: str | os.PathLike | None = None, resume: bool = False,
-                   progress: bool = True, cluster: ClusterConfig | None = None) -> EnsembleResult:
+
+def train_teachers(
+    data,
+    shards,
+    seeds,
+    config: TeacherConfig | None = None,
+    *,
+    out_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    cluster: ClusterConfig | None = None,
+) -> EnsembleResult:
     """Train one teacher per shard (see the module docstring); returns an :class:`EnsembleResult`."""
     config = TeacherConfig() if config is None else config
     if not isinstance(config, TeacherConfig):
@@ -164,12 +211,11 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
 
     if config.is_sklearn:
         if cluster is not None and cluster.is_ray:
-            logger.warning("teachers: scikit-learn teachers are fitted here with joblib "
-                           "(n_jobs), not on Ray")
-        result = train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume,
-                               progress)
-        return dataclasses.replace(result, execution={"backend": "local",
-                                                      "n_jobs": config.n_jobs})
+            logger.warning(
+                "teachers: scikit-learn teachers are fitted here with joblib (n_jobs), not on Ray"
+            )
+        result = train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)
+        return dataclasses.replace(result, execution={"backend": "local", "n_jobs": config.n_jobs})
 
     on_ray = cluster is not None and cluster.is_ray
     if on_ray:
@@ -184,17 +230,39 @@ def train_teachers(data, shards, seeds, config: TeacherConfig | None = None, *,
     out = pathlib.Path(out_dir) if out_dir is not None else None
     if on_ray:
         with RaySession(cluster) as session:
-            chunk_size = _chunk_size(state, config, data, len(shards), num_classes, device,
-                                     session, cluster)
-            chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config,
-                                  device, f"on Ray ({session.slots} task slot(s))")
-            return _train_on_ray(data, shards, seeds, config, session, trainer, device,
-                                 chunk_size, chunks, state, out, progress)
+            chunk_size = _chunk_size(
+                state, config, data, len(shards), num_classes, device, session, cluster
+            )
+            chunks, state = _plan(
+                out,
+                state,
+                fingerprint,
+                chunk_size,
+                trainer,
+                seeds,
+                config,
+                device,
+                f"on Ray ({session.slots} task slot(s))",
+            )
+            return _train_on_ray(
+                data,
+                shards,
+                seeds,
+                config,
+                session,
+                trainer,
+                device,
+                chunk_size,
+                chunks,
+                state,
+                out,
+                progress,
+            )
     chunk_size = _chunk_size(state, config, data, len(shards), num_classes, device, None, None)
-    chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device,
-                          "")
-    return _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks, state,
-                       out, progress)
+    chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, "")
+    return _train_here(
+        data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
+    )
 
 
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
@@ -205,8 +273,9 @@ def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, objec
     # fixed filters, public statistics: no privacy cost; the private split's features are read
     # from the feature cache a chunk of teachers at a time (FeatureRows)
     data = feature_rows(data, config.features)
-    if isinstance(data.private, FeatureRows) and (config.is_sklearn
-                                                  or config.standardize == "public"):
+    if isinstance(data.private, FeatureRows) and (
+        config.is_sklearn or config.standardize == "public"
+    ):
         data = dataclasses.replace(data, private=data.private.split())  # they read it whole
     if config.standardize == "public":
         data = standardized_data(data)  # public statistics: no privacy cost
@@ -218,7 +287,7 @@ def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, objec
 
 
 def _choose_trainer(config: TeacherConfig, data, device: str, saved_state: dict | None) -> str:
-    """"vectorized" or "sequential": a resumed run keeps its own; "auto" is sequential on the
+    """ "vectorized" or "sequential": a resumed run keeps its own; "auto" is sequential on the
     CPU, vectorized elsewhere when the model can be vmapped."""
     import torch
 
@@ -232,22 +301,29 @@ def _choose_trainer(config: TeacherConfig, data, device: str, saved_state: dict 
         # slow there, and one nn.Module + torch.optim per teacher is faster.
         trainer = "sequential"
     if trainer in ("auto", "vectorized"):
-        reason = vmap_support(config.model, input_shape=data.input_shape,
-                              num_classes=int(data.num_classes))
+        reason = vmap_support(
+            config.model, input_shape=data.input_shape, num_classes=int(data.num_classes)
+        )
         if reason is not None:
             if trainer == "vectorized":
-                raise ValueError(f"model {config.model!r} cannot be trained with the vectorized "
-                                 f"trainer: {reason}; use trainer='sequential' (or 'auto')")
-            logger.warning("teachers: model %r cannot be vmapped (%s); training teachers one "
-                           "after another", config.model, reason)
+                raise ValueError(
+                    f"model {config.model!r} cannot be trained with the vectorized "
+                    f"trainer: {reason}; use trainer='sequential' (or 'auto')"
+                )
+            logger.warning(
+                "teachers: model %r cannot be vmapped (%s); training teachers one after another",
+                config.model,
+                reason,
+            )
             trainer = "sequential"
         else:
             trainer = "vectorized"
     return trainer
 
 
-def _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out,
-                progress) -> EnsembleResult:
+def _train_here(
+    data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
+) -> EnsembleResult:
     """The chunks in this process, one after another (finished ones of a resumed run read
     back); every chunk's ``chunk_NNNN.pt`` written as it finishes."""
     import torch
@@ -263,8 +339,14 @@ def _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks
     public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
     eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
     completed = set(state["completed"]) if out is not None else set()
-    bar = tqdm(total=len(chunks) * config.epochs, file=sys.stderr, disable=not progress,
-               desc="teachers", unit="epoch", dynamic_ncols=True)
+    bar = tqdm(
+        total=len(chunks) * config.epochs,
+        file=sys.stderr,
+        disable=not progress,
+        desc="teachers",
+        unit="epoch",
+        dynamic_ncols=True,
+    )
     started = time.perf_counter()
     try:
         for ci, members in enumerate(chunks):
@@ -282,27 +364,58 @@ def _train_here(data, shards, seeds, config, trainer, device, chunk_size, chunks
                 x_priv, y_priv_t = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
                 del x_c, y_c
             outcome = train_chunk(
-                trainer, config, ci, [seeds[t] for t in members], member_shards,
-                x_priv, y_priv_t, x_pub, x_eval, input_shape=data.input_shape,
-                num_classes=num_classes, device=device,
+                trainer,
+                config,
+                ci,
+                [seeds[t] for t in members],
+                member_shards,
+                x_priv,
+                y_priv_t,
+                x_pub,
+                x_eval,
+                input_shape=data.input_shape,
+                num_classes=num_classes,
+                device=device,
                 resume_from=[] if out is None else [out / PROGRESS, out / progress_name(ci)],
-                checkpoint_path=None if out is None else out / PROGRESS, on_epoch=bar.update,
-                save=atomic_torch_save)
+                checkpoint_path=None if out is None else out / PROGRESS,
+                on_epoch=bar.update,
+                save=atomic_torch_save,
+            )
             public_preds[lo:hi] = outcome.public_predictions
             eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
-                _save_chunk(out, state, ci, lo, hi, outcome.unit.stacked_params(),
-                            public_preds[lo:hi], eval_preds[lo:hi], local=True)
+                _save_chunk(
+                    out,
+                    state,
+                    ci,
+                    lo,
+                    hi,
+                    outcome.unit.stacked_params(),
+                    public_preds[lo:hi],
+                    eval_preds[lo:hi],
+                    local=True,
+                )
             del outcome
             if streamed:
                 del x_priv, y_priv_t
     finally:
         bar.close()
     seconds = time.perf_counter() - started
-    result = finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size,
-                    seconds, out, config)
-    return dataclasses.replace(result, execution={"backend": "local",
-                                                  "torch_threads": torch.get_num_threads()})
+    result = finish(
+        data,
+        public_preds,
+        eval_preds,
+        num_classes,
+        trainer,
+        device,
+        chunk_size,
+        seconds,
+        out,
+        config,
+    )
+    return dataclasses.replace(
+        result, execution={"backend": "local", "torch_threads": torch.get_num_threads()}
+    )
 
 
 def _chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
@@ -311,14 +424,12 @@ def _chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np
     split. ``private``: an :class:`~pate.teachers.data.ArraySplit` or :class:`FeatureRows`."""
     rows = np.concatenate(member_shards)
     bounds = np.cumsum([0] + [len(s) for s in member_shards])
-    local = [np.arange(bounds[i], bounds[i + 1], dtype=np.int64)
-             for i in range(len(member_shards))]
+    local = [np.arange(bounds[i], bounds[i + 1], dtype=np.int64) for i in range(len(member_shards))]
     x = private.take(rows) if isinstance(private, FeatureRows) else private.x[rows]
     return x, private.y[rows], local
 
 
-def _chunk_size(state, config, data, num_teachers, num_classes, device, session,
-                cluster) -> int:
+def _chunk_size(state, config, data, num_teachers, num_classes, device, session, cluster) -> int:
     """Teachers per chunk: a resumed run keeps its own; under Ray ``teachers_per_task``, else
     ``chunk_size``, else from the cluster's task slots; locally ``chunk_size``, else from the
     free memory."""
@@ -332,10 +443,17 @@ def _chunk_size(state, config, data, num_teachers, num_classes, device, session,
         return session.default_chunk_size(num_teachers, config.chunk_size)
     if config.chunk_size is not None:
         return choose_chunk_size(num_teachers, 1, config.chunk_size)
-    per_teacher = per_teacher_bytes(config.model, input_shape=data.input_shape,
-                                    num_classes=num_classes, batch_size=config.batch_size)
-    budget = (int(config.memory_budget_mb * 2 ** 20) if config.memory_budget_mb is not None
-              else available_bytes(device))
+    per_teacher = per_teacher_bytes(
+        config.model,
+        input_shape=data.input_shape,
+        num_classes=num_classes,
+        batch_size=config.batch_size,
+    )
+    budget = (
+        int(config.memory_budget_mb * 2**20)
+        if config.memory_budget_mb is not None
+        else available_bytes(device)
+    )
     size = choose_chunk_size(num_teachers, per_teacher, budget)
     if isinstance(data.private, FeatureRows):  # the chunk's private rows are read for it
         shard_bytes = data.private.row_bytes * -(-len(data.private) // num_teachers)
@@ -346,17 +464,33 @@ def _chunk_size(state, config, data, num_teachers, num_classes, device, session,
 def _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, where):
     """The chunks (lists of teacher indices) and the saved state (``state.json`` written)."""
     num_teachers = len(seeds)
-    chunks = [list(range(i, min(i + chunk_size, num_teachers)))
-              for i in range(0, num_teachers, chunk_size)]
+    chunks = [
+        list(range(i, min(i + chunk_size, num_teachers)))
+        for i in range(0, num_teachers, chunk_size)
+    ]
     if out is not None:
-        state = dict(state or {}, fingerprint=fingerprint, chunk_size=chunk_size,
-                     num_chunks=len(chunks), trainer=trainer, seeds=seeds,
-                     completed=(state or {}).get("completed", []))
+        state = dict(
+            state or {},
+            fingerprint=fingerprint,
+            chunk_size=chunk_size,
+            num_chunks=len(chunks),
+            trainer=trainer,
+            seeds=seeds,
+            completed=(state or {}).get("completed", []),
+        )
         atomic_write_json(out / STATE, state)
     done = len((state or {}).get("completed", []))
-    logger.info("teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s%s",
-                num_teachers, config.model, device, trainer, len(chunks), chunk_size,
-                f" {where}" if where else "", f" ({done} already done)" if done else "")
+    logger.info(
+        "teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s%s",
+        num_teachers,
+        config.model,
+        device,
+        trainer,
+        len(chunks),
+        chunk_size,
+        f" {where}" if where else "",
+        f" ({done} already done)" if done else "",
+    )
     return chunks, state
 
 
@@ -367,10 +501,15 @@ def _save_chunk(out, state, ci, lo, hi, params, public, evaluation, *, local: bo
     when the stage ends."""
     import torch
 
-    atomic_torch_save(out / f"chunk_{ci:04d}.pt", {
-        "teachers": [lo, hi], "params": params,
-        "public_predictions": torch.from_numpy(np.ascontiguousarray(public)),
-        "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation))})
+    atomic_torch_save(
+        out / f"chunk_{ci:04d}.pt",
+        {
+            "teachers": [lo, hi],
+            "params": params,
+            "public_predictions": torch.from_numpy(np.ascontiguousarray(public)),
+            "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation)),
+        },
+    )
     state["completed"] = sorted(set(state["completed"]) | {ci})
     atomic_write_json(out / STATE, state)
     for name in ((PROGRESS,) if local else ()) + (progress_name(ci),):
@@ -378,8 +517,9 @@ def _save_chunk(out, state, ci, lo, hi, params, public, evaluation, *, local: bo
             os.unlink(out / name)
 
 
-def _train_on_ray(data, shards, seeds, config, session, trainer, device, chunk_size, chunks,
-                  state, out, progress) -> EnsembleResult:
+def _train_on_ray(
+    data, shards, seeds, config, session, trainer, device, chunk_size, chunks, state, out, progress
+) -> EnsembleResult:
     """The chunks as Ray tasks (:class:`pate.teachers.cluster.RaySession`); the driver keeps
     ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
     num_teachers = len(shards)
@@ -397,10 +537,19 @@ def _train_on_ray(data, shards, seeds, config, session, trainer, device, chunk_s
             continue
         # the task receives only its chunk's private rows (the shards re-indexed into them)
         x_c, y_c, local = _chunk_rows(data.private, [shards[t] for t in members])
-        spec = {"chunk": ci, "teachers": [lo, hi], "seeds": [seeds[t] for t in members],
-                "shards": local, "config": config, "trainer": trainer, "device": device,
-                "threads": session.cluster.cpus_per_task, "input_shape": tuple(data.input_shape),
-                "num_classes": num_classes, "out_dir": None if out is None else str(out.resolve())}
+        spec = {
+            "chunk": ci,
+            "teachers": [lo, hi],
+            "seeds": [seeds[t] for t in members],
+            "shards": local,
+            "config": config,
+            "trainer": trainer,
+            "device": device,
+            "threads": session.cluster.cpus_per_task,
+            "input_shape": tuple(data.input_shape),
+            "num_classes": num_classes,
+            "out_dir": None if out is None else str(out.resolve()),
+        }
         jobs.append((ci, spec, x_c, y_c))
     workers: dict[int, dict] = {}
 
@@ -409,19 +558,50 @@ def _train_on_ray(data, shards, seeds, config, session, trainer, device, chunk_s
         public_preds[lo:hi] = result["public_predictions"]
         eval_preds[lo:hi] = result["eval_predictions"]
         if out is not None:
-            _save_chunk(out, state, ci, lo, hi, result["params"], public_preds[lo:hi],
-                        eval_preds[lo:hi], local=False)
+            _save_chunk(
+                out,
+                state,
+                ci,
+                lo,
+                hi,
+                result["params"],
+                public_preds[lo:hi],
+                eval_preds[lo:hi],
+                local=False,
+            )
         workers[ci] = result["worker"]
 
     started = time.perf_counter()
-    session.run(jobs, data.public.x, data.evaluation.x, on_result, progress=progress,
-                done=len(chunks) - len(jobs), total=len(chunks))
+    session.run(
+        jobs,
+        data.public.x,
+        data.evaluation.x,
+        on_result,
+        progress=progress,
+        done=len(chunks) - len(jobs),
+        total=len(chunks),
+    )
     seconds = time.perf_counter() - started
     if out is not None and (out / PROGRESS).exists():
         os.unlink(out / PROGRESS)  # a local run's, for a chunk finished above
-    result = finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size,
-                     seconds, out, config)
-    execution = dict(session.resources(), teachers_per_task=chunk_size, num_chunks=len(chunks),
-                     chunks_trained=len(jobs), chunks_reused=len(chunks) - len(jobs),
-                     workers={str(k): v for k, v in sorted(workers.items())})
+    result = finish(
+        data,
+        public_preds,
+        eval_preds,
+        num_classes,
+        trainer,
+        device,
+        chunk_size,
+        seconds,
+        out,
+        config,
+    )
+    execution = dict(
+        session.resources(),
+        teachers_per_task=chunk_size,
+        num_chunks=len(chunks),
+        chunks_trained=len(jobs),
+        chunks_reused=len(chunks) - len(jobs),
+        workers={str(k): v for k, v in sorted(workers.items())},
+    )
     return dataclasses.replace(result, execution=execution)

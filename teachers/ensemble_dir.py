@@ -20,8 +20,14 @@ import pathlib
 from pate.analysis.errors import ConfigError
 from pate.teachers.checkpoint import load_torch
 
-__all__ = ["STATE", "PROGRESS", "FORMAT_VERSION", "peek_state", "open_out_dir",
-           "load_teacher_models"]
+__all__ = [
+    "STATE",
+    "PROGRESS",
+    "FORMAT_VERSION",
+    "peek_state",
+    "open_out_dir",
+    "load_teacher_models",
+]
 
 STATE, PROGRESS = "state.json", "progress.pt"
 FORMAT_VERSION = 1
@@ -49,22 +55,30 @@ def open_out_dir(out_dir, fingerprint, resume):
     state_path = out / STATE
     if state_path.exists():
         if not resume:
-            raise ConfigError(f"{str(out)!r} already holds teachers (or a run in progress); pass "
-                              "--resume (resume=True) to continue it, or use a new --run-dir")
+            raise ConfigError(
+                f"{str(out)!r} already holds teachers (or a run in progress); pass "
+                "--resume (resume=True) to continue it, or use a new --run-dir"
+            )
         try:
             state = json.loads(state_path.read_text())
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"{str(state_path)!r} is unreadable ({exc}); delete {str(out)!r} "
-                              "to train from scratch") from None
+            raise ConfigError(
+                f"{str(state_path)!r} is unreadable ({exc}); delete {str(out)!r} "
+                "to train from scratch"
+            ) from None
         saved = state.get("fingerprint", {})
         if saved != fingerprint:
-            diff = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
+            diff = sorted(
+                k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k)
+            )
             if "recipe" in diff:
                 a, b = saved.get("recipe", {}), fingerprint["recipe"]
                 diff += [f"recipe.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-            raise ConfigError(f"cannot resume {str(out)!r}: it was trained with different "
-                              f"settings ({', '.join(diff)}); rerun with the original settings, "
-                              "or use a new --run-dir")
+            raise ConfigError(
+                f"cannot resume {str(out)!r}: it was trained with different "
+                f"settings ({', '.join(diff)}); rerun with the original settings, "
+                "or use a new --run-dir"
+            )
         return state
     out.mkdir(parents=True, exist_ok=True)
     return None
@@ -78,8 +92,9 @@ def load_teacher_models(out_dir) -> list:
     try:
         state = json.loads((out / STATE).read_text())
     except (OSError, ValueError) as exc:
-        raise FileNotFoundError(f"no trained teachers in {str(out)!r} ({exc}); run "
-                                "`pate train-teachers` first") from None
+        raise FileNotFoundError(
+            f"no trained teachers in {str(out)!r} ({exc}); run `pate train-teachers` first"
+        ) from None
     fp = state["fingerprint"]
     if state.get("trainer") == "sklearn" or len(state.get("completed", [])) != state["num_chunks"]:
         raise ValueError(f"{str(out)!r} does not hold a finished torch ensemble")
@@ -88,8 +103,12 @@ def load_teacher_models(out_dir) -> list:
         saved = load_torch(out / f"chunk_{ci:04d}.pt")
         lo, hi = saved["teachers"]
         for i in range(hi - lo):
-            net = init_teacher(fp["recipe"]["model"], 0, input_shape=tuple(fp["input_shape"]),
-                               num_classes=fp["num_classes"])
+            net = init_teacher(
+                fp["recipe"]["model"],
+                0,
+                input_shape=tuple(fp["input_shape"]),
+                num_classes=fp["num_classes"],
+            )
             net.load_state_dict({k: v[i] for k, v in saved["params"].items()})
             models.append(net.eval())
     return models

@@ -67,8 +67,19 @@ from pate.analysis.errors import RunDirError
 from pate.analysis.validation import check_int
 from pate.core.io import naming_write_errors
 
-__all__ = ["CHUNK_ROWS", "DIRNAME", "ENV", "FORMAT", "CachedFeatures", "EntryKey", "FeatureCache",
-           "active", "input_digest", "resolve_root", "using"]
+__all__ = [
+    "CHUNK_ROWS",
+    "DIRNAME",
+    "ENV",
+    "FORMAT",
+    "CachedFeatures",
+    "EntryKey",
+    "FeatureCache",
+    "active",
+    "input_digest",
+    "resolve_root",
+    "using",
+]
 
 FORMAT = 1
 ENV = "PATE_FEATURE_CACHE"
@@ -104,7 +115,7 @@ def input_digest(x) -> str:
     h = hashlib.sha256(b"pate-learn feature-cache input v1\0")
     h.update(json.dumps([n, *(int(s) for s in np.shape(x)[1:])]).encode())
     for i in range(0, n, 8 * CHUNK_ROWS):
-        h.update(np.ascontiguousarray(x[i:i + 8 * CHUNK_ROWS], dtype="<f4").tobytes())
+        h.update(np.ascontiguousarray(x[i : i + 8 * CHUNK_ROWS], dtype="<f4").tobytes())
     return h.hexdigest()
 
 
@@ -123,15 +134,25 @@ class EntryKey:
 
     @classmethod
     def of(cls, x, *, front_end: str, settings: dict, output_shape) -> EntryKey:
-        return cls(front_end=front_end, settings=dict(settings),
-                   input_shape=tuple(int(s) for s in np.shape(x)[1:]),
-                   output_shape=tuple(int(s) for s in output_shape), rows=len(x),
-                   digest=input_digest(x))
+        return cls(
+            front_end=front_end,
+            settings=dict(settings),
+            input_shape=tuple(int(s) for s in np.shape(x)[1:]),
+            output_shape=tuple(int(s) for s in output_shape),
+            rows=len(x),
+            digest=input_digest(x),
+        )
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "front_end": self.front_end, "settings": self.settings,
-                "input_shape": list(self.input_shape), "output_shape": list(self.output_shape),
-                "rows": self.rows, "input_sha256": self.digest}
+        return {
+            "format": FORMAT,
+            "front_end": self.front_end,
+            "settings": self.settings,
+            "input_shape": list(self.input_shape),
+            "output_shape": list(self.output_shape),
+            "rows": self.rows,
+            "input_sha256": self.digest,
+        }
 
     @property
     def name(self) -> str:
@@ -161,7 +182,7 @@ class CachedFeatures:
         n = len(self)
         if self.path is None:
             for i in range(0, n, rows):
-                yield self.array[i:i + rows]
+                yield self.array[i : i + rows]
             return
         row_shape = self.array.shape[1:]
         row_bytes = int(np.prod(row_shape)) * 4
@@ -174,7 +195,6 @@ class CachedFeatures:
                     raise OSError(f"{self.path}: short read at row {i} (file changed while read)")
                 yield np.frombuffer(buf, dtype="<f4").reshape((m,) + row_shape)
 
-
     def take(self, rows) -> np.ndarray:
         """float32 ``(len(rows), ...)``: the features of the rows ``rows`` (indices, any order,
         repeats allowed), in that order. From an entry every run of consecutive rows is read with
@@ -182,8 +202,9 @@ class CachedFeatures:
         in memory; without an entry, rows of the in-memory array."""
         rows = np.asarray(rows)
         if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
-            raise TypeError(f"rows must be a 1-D array of row indices, got {rows.dtype} "
-                            f"{rows.shape}")
+            raise TypeError(
+                f"rows must be a 1-D array of row indices, got {rows.dtype} {rows.shape}"
+            )
         n = len(self)
         if rows.size and (rows.min() < 0 or rows.max() >= n):
             raise ValueError(f"rows must lie in [0, {n}), got {int(rows.min())}..{int(rows.max())}")
@@ -202,8 +223,9 @@ class CachedFeatures:
                 first, count = int(wanted[lo]), int(wanted[hi - 1]) - int(wanted[lo]) + 1
                 buf = os.pread(f.fileno(), count * row_bytes, self.array.offset + first * row_bytes)
                 if len(buf) != count * row_bytes:
-                    raise OSError(f"{self.path}: short read at row {first} (file changed while "
-                                  "read)")
+                    raise OSError(
+                        f"{self.path}: short read at row {first} (file changed while read)"
+                    )
                 block = np.frombuffer(buf, dtype="<f4").reshape(count, flat.shape[1])
                 flat[order[lo:hi]] = block[wanted[lo:hi] - first]
         return out
@@ -244,16 +266,24 @@ class FeatureCache:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             st = self.root.stat()
             if not self.root.is_dir():
-                raise RunDirError(f"the feature cache {self.root} is not a folder; set [run] "
-                                  f"feature_cache or ${ENV} to a folder", path=self.root)
+                raise RunDirError(
+                    f"the feature cache {self.root} is not a folder; set [run] "
+                    f"feature_cache or ${ENV} to a folder",
+                    path=self.root,
+                )
             if hasattr(os, "getuid") and st.st_uid != os.getuid():
-                raise RunDirError(f"the feature cache {self.root} belongs to another user (uid "
-                                  f"{st.st_uid}); it holds features of private records: set "
-                                  f"[run] feature_cache or ${ENV} to a folder of your own",
-                                  path=self.root)
+                raise RunDirError(
+                    f"the feature cache {self.root} belongs to another user (uid "
+                    f"{st.st_uid}); it holds features of private records: set "
+                    f"[run] feature_cache or ${ENV} to a folder of your own",
+                    path=self.root,
+                )
             if st.st_mode & 0o077:
-                logger.warning("feature cache %s was readable by others (mode %o): set to 0700",
-                               self.root, st.st_mode & 0o777)
+                logger.warning(
+                    "feature cache %s was readable by others (mode %o): set to 0700",
+                    self.root,
+                    st.st_mode & 0o777,
+                )
                 os.chmod(self.root, 0o700)
         return self.root
 
@@ -297,8 +327,9 @@ class FeatureCache:
             return
         shutil.rmtree(aside, ignore_errors=True)
 
-    def _write(self, key: EntryKey, x,
-               compute: Callable[[np.ndarray], np.ndarray]) -> tuple[pathlib.Path, bool]:
+    def _write(
+        self, key: EntryKey, x, compute: Callable[[np.ndarray], np.ndarray]
+    ) -> tuple[pathlib.Path, bool]:
         """Compute the entry into a temporary folder, a chunk at a time; rename it into place.
         Returns (the entry's folder, whether it is the one written here)."""
         root = self._ensure_root()
@@ -311,24 +342,33 @@ class FeatureCache:
             h = hashlib.blake2b(digest_size=32)  # of the bytes as written, header included
             header = io.BytesIO()
             np.lib.format.write_array_header_1_0(
-                header, {"descr": "<f4", "fortran_order": False, "shape": shape})
+                header, {"descr": "<f4", "fortran_order": False, "shape": shape}
+            )
             with naming_write_errors(path), open(path, "wb") as f:
                 f.write(header.getvalue())
                 h.update(header.getvalue())
                 for i in range(0, key.rows, CHUNK_ROWS):
-                    block = np.ascontiguousarray(compute(np.asarray(x[i:i + CHUNK_ROWS])),
-                                                 dtype="<f4")
+                    block = np.ascontiguousarray(
+                        compute(np.asarray(x[i : i + CHUNK_ROWS])), dtype="<f4"
+                    )
                     if block.shape != (min(CHUNK_ROWS, key.rows - i), *key.output_shape):
-                        raise RuntimeError(f"the {key.front_end} front-end returned {block.shape} "
-                                           f"for rows {i}..; this is a bug in pate-learn")
+                        raise RuntimeError(
+                            f"the {key.front_end} front-end returned {block.shape} "
+                            f"for rows {i}..; this is a bug in pate-learn"
+                        )
                     data = block.tobytes()
                     f.write(data)
                     h.update(data)
                 f.flush()
                 os.fsync(f.fileno())
-            meta = {"key": key.to_dict(), "shape": list(shape), "dtype": "<f4",
-                    "bytes": path.stat().st_size, "blake2b": h.hexdigest(),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            meta = {
+                "key": key.to_dict(),
+                "shape": list(shape),
+                "dtype": "<f4",
+                "bytes": path.stat().st_size,
+                "blake2b": h.hexdigest(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
             with naming_write_errors(tmp / _ENTRY), open(tmp / _ENTRY, "w", encoding="utf-8") as f:
                 json.dump(meta, f, sort_keys=True, indent=1)
                 f.flush()
@@ -340,14 +380,18 @@ class FeatureCache:
                 if not target.exists():
                     raise
                 # another run renamed the same entry first: theirs is used (checked by the caller)
-                logger.info("feature cache: entry %s was written by another run meanwhile", key.name)
+                logger.info(
+                    "feature cache: entry %s was written by another run meanwhile", key.name
+                )
                 return target, False
             _fsync_dir(root)
             return target, True
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def features(self, key: EntryKey, x, compute: Callable[[np.ndarray], np.ndarray]) -> CachedFeatures:
+    def features(
+        self, key: EntryKey, x, compute: Callable[[np.ndarray], np.ndarray]
+    ) -> CachedFeatures:
         """The features ``key`` of inputs ``x``: the entry when it is there and intact (a hit),
         else ``compute`` (a function of a block of rows of ``x``) applied a chunk at a time and
         written to the cache (a miss). A bad entry is logged, discarded and rebuilt."""
@@ -361,8 +405,9 @@ class FeatureCache:
             if problem is None:
                 hit = True
             else:
-                logger.warning("feature cache: entry %s is not used and is rebuilt: %s", folder,
-                               problem)
+                logger.warning(
+                    "feature cache: entry %s is not used and is rebuilt: %s", folder, problem
+                )
                 self._discard(folder)
         if not hit:
             folder, ours = self._write(key, x, compute)
@@ -372,19 +417,31 @@ class FeatureCache:
                 folder, ours = self._write(key, x, compute)
                 problem = None if ours else self._valid(folder, key)
                 if problem is not None:
-                    raise RuntimeError(f"feature cache {folder}: an entry just written fails its "
-                                       f"check ({problem}); is another process writing there?")
+                    raise RuntimeError(
+                        f"feature cache {folder}: an entry just written fails its "
+                        f"check ({problem}); is another process writing there?"
+                    )
         seconds = time.perf_counter() - t0
-        self._log.append({"front_end": key.front_end, "rows": key.rows, "hit": hit,
-                          "seconds": round(seconds, 3)})
-        logger.info("feature cache: %s features of %d rows %s (%.1f s)", key.front_end, key.rows,
-                    "read from the cache" if hit else "computed and cached", seconds)
+        self._log.append(
+            {"front_end": key.front_end, "rows": key.rows, "hit": hit, "seconds": round(seconds, 3)}
+        )
+        logger.info(
+            "feature cache: %s features of %d rows %s (%.1f s)",
+            key.front_end,
+            key.rows,
+            "read from the cache" if hit else "computed and cached",
+            seconds,
+        )
         return CachedFeatures(self._open(folder), hit, seconds, folder / _FEATURES)
 
     def summary(self) -> dict:
         hits = sum(1 for e in self._log if e["hit"])
-        return {"root": str(self.root), "hits": hits, "misses": len(self._log) - hits,
-                "entries": list(self._log)}
+        return {
+            "root": str(self.root),
+            "hits": hits,
+            "misses": len(self._log) - hits,
+            "entries": list(self._log),
+        }
 
     # ------------------------------------------------------------------ listing, clearing
 
@@ -399,16 +456,28 @@ class FeatureCache:
         out = []
         for folder in sorted(p for p in self.root.iterdir() if p.is_dir()):
             size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-            row = {"name": folder.name, "bytes": size, "front_end": None, "rows": None,
-                   "shape": None, "created": None, "state": "temporary"}
+            row = {
+                "name": folder.name,
+                "bytes": size,
+                "front_end": None,
+                "rows": None,
+                "shape": None,
+                "created": None,
+                "state": "temporary",
+            }
             if not folder.name.startswith(_TMP):
                 try:
                     meta = json.loads((folder / _ENTRY).read_text(encoding="utf-8"))
                     key = meta["key"]
-                    row.update(front_end=key["front_end"], rows=key["rows"],
-                               shape=meta["shape"], created=meta["created"],
-                               state="ok" if (folder / _FEATURES).stat().st_size == meta["bytes"]
-                               else "damaged")
+                    row.update(
+                        front_end=key["front_end"],
+                        rows=key["rows"],
+                        shape=meta["shape"],
+                        created=meta["created"],
+                        state="ok"
+                        if (folder / _FEATURES).stat().st_size == meta["bytes"]
+                        else "damaged",
+                    )
                 except (OSError, ValueError, KeyError, TypeError):
                     row["state"] = "damaged"
             out.append(row)
@@ -425,7 +494,8 @@ class FeatureCache:
 
 
 _ACTIVE: contextvars.ContextVar[FeatureCache | None] = contextvars.ContextVar(
-    "pate_feature_cache", default=None)
+    "pate_feature_cache", default=None
+)
 
 
 @contextlib.contextmanager

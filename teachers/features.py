@@ -61,11 +61,27 @@ from pate.analysis.validation import check_choice, check_int
 from pate.core.class_means import QUADRATIC_MAX_WIDTH, quadratic_width
 from pate.teachers import feature_cache as FC
 
-__all__ = ["FEATURES", "J", "L", "ScatterNet", "scatter", "scatter_features", "Standardizer",
-           "PublicPCA",
-           "PublicFrontEnd", "feature_data", "feature_rows", "FeatureRows", "public_pca_embedding",
-           "feature_shape", "KNN_FEATURES", "RandomFourierFeatures", "QuadraticFeatures",
-           "quadratic_width", "QUADRATIC_MAX_WIDTH"]
+__all__ = [
+    "FEATURES",
+    "J",
+    "L",
+    "ScatterNet",
+    "scatter",
+    "scatter_features",
+    "Standardizer",
+    "PublicPCA",
+    "PublicFrontEnd",
+    "feature_data",
+    "feature_rows",
+    "FeatureRows",
+    "public_pca_embedding",
+    "feature_shape",
+    "KNN_FEATURES",
+    "RandomFourierFeatures",
+    "QuadraticFeatures",
+    "quadratic_width",
+    "QUADRATIC_MAX_WIDTH",
+]
 
 FEATURES = ("none", "scatternet")
 KNN_FEATURES = FEATURES + ("kernel", "quadratic")
@@ -93,8 +109,10 @@ def feature_shape(input_shape) -> tuple[int, int, int]:
     """The ScatterNet output shape for an image shape ``(C, H, W)`` (ValueError otherwise)."""
     shape = tuple(int(s) for s in input_shape)
     if len(shape) != 3 or shape[1] % 4 or shape[2] % 4 or min(shape[1:]) < 8:
-        raise ValueError(f"features = 'scatternet' needs images (C, H, W) with H and W multiples "
-                         f"of 4 and at least 8; got input shape {shape}")
+        raise ValueError(
+            f"features = 'scatternet' needs images (C, H, W) with H and W multiples "
+            f"of 4 and at least 8; got input shape {shape}"
+        )
     return (shape[0] * _PER_CHANNEL, shape[1] // 4, shape[2] // 4)
 
 
@@ -138,11 +156,11 @@ def scatter(x: np.ndarray, *, batch_size: int = 1000) -> np.ndarray:
     apply = _scatter_function(x.shape[1:])
     out = np.empty((len(x),) + shape, dtype=np.float32)
     for i in range(0, len(x), batch_size):
-        out[i:i + batch_size] = apply(x[i:i + batch_size])
+        out[i : i + batch_size] = apply(x[i : i + batch_size])
     return out
 
 
-def scatter_features(x: np.ndarray, *, cache: "FC.FeatureCache | None" = None) -> "FC.CachedFeatures":
+def scatter_features(x: np.ndarray, *, cache: FC.FeatureCache | None = None) -> FC.CachedFeatures:
     """ScatterNet features of images ``x`` (N, C, H, W): from the feature cache ``cache`` (None:
     :func:`pate.teachers.feature_cache.active`) when it holds them, else computed (a chunk at a
     time) and cached; without a cache, computed in memory (``hit`` None)."""
@@ -151,12 +169,11 @@ def scatter_features(x: np.ndarray, *, cache: "FC.FeatureCache | None" = None) -
     if cache is None:
         t0 = time.perf_counter()
         return FC.CachedFeatures(scatter(x), None, time.perf_counter() - t0)
-    key = FC.EntryKey.of(x, front_end="scatternet", settings={"J": J, "L": L},
-                         output_shape=shape)
+    key = FC.EntryKey.of(x, front_end="scatternet", settings={"J": J, "L": L}, output_shape=shape)
     return cache.features(key, x, _scatter_function(np.shape(x)[1:]))
 
 
-def _scatter_blocks(x: np.ndarray, cache) -> "iter":
+def _scatter_blocks(x: np.ndarray, cache) -> iter:
     """ScatterNet features of ``x`` a chunk of rows at a time: read from the cache (written
     first on a miss), or, without one, computed chunk by chunk (never all held at once)."""
     cache = FC.active() if cache is None else cache
@@ -165,14 +182,14 @@ def _scatter_blocks(x: np.ndarray, cache) -> "iter":
         return
     apply = _scatter_function(np.shape(x)[1:])
     for i in range(0, len(x), FC.CHUNK_ROWS):
-        yield apply(x[i:i + FC.CHUNK_ROWS])
+        yield apply(x[i : i + FC.CHUNK_ROWS])
 
 
-def _blocks_of(rows) -> "iter":
+def _blocks_of(rows) -> iter:
     """Blocks of rows of an array or of :class:`~pate.teachers.feature_cache.CachedFeatures`."""
     if isinstance(rows, FC.CachedFeatures):
         return rows.chunks()
-    return (rows[i:i + FC.CHUNK_ROWS] for i in range(0, len(rows), FC.CHUNK_ROWS))
+    return (rows[i : i + FC.CHUNK_ROWS] for i in range(0, len(rows), FC.CHUNK_ROWS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,11 +200,12 @@ class Standardizer:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, public) -> "Standardizer":
+    def fit(cls, public) -> Standardizer:
         """Statistics of ``public`` features (N, C, H, W): an array or a ``CachedFeatures``,
         read a chunk at a time in two passes (the mean, then the squared deviations)."""
-        shape = tuple(public.array.shape if isinstance(public, FC.CachedFeatures)
-                      else np.shape(public))
+        shape = tuple(
+            public.array.shape if isinstance(public, FC.CachedFeatures) else np.shape(public)
+        )
         if len(shape) != 4 or shape[0] < 2:
             raise ValueError(f"Standardizer.fit needs (N >= 2, C, H, W) features, got {shape}")
         count = shape[0] * shape[2] * shape[3]
@@ -200,8 +218,10 @@ class Standardizer:
             d = np.asarray(block, dtype=np.float64) - mean[None, :, None, None]
             squares += np.einsum("nchw,nchw->c", d, d)
         std = np.sqrt(squares / count)
-        return cls(mean=mean[:, None, None].astype(np.float32),
-                   std=(std[:, None, None] + 1e-6).astype(np.float32))
+        return cls(
+            mean=mean[:, None, None].astype(np.float32),
+            std=(std[:, None, None] + 1e-6).astype(np.float32),
+        )
 
     def transform(self, features: np.ndarray) -> np.ndarray:
         return ((np.asarray(features, dtype=np.float32) - self.mean) / self.std).astype(np.float32)
@@ -245,24 +265,24 @@ class FeatureRows:
         out = np.empty(self.shape, dtype=np.float32)
         i = 0
         for block in self.raw.chunks():
-            out[i:i + len(block)] = self.standardizer.transform(block)
+            out[i : i + len(block)] = self.standardizer.transform(block)
             i += len(block)
         return ArraySplit(out, self.y)
 
 
-def _raw_features(x, shape, cache) -> "FC.CachedFeatures":
+def _raw_features(x, shape, cache) -> FC.CachedFeatures:
     """ScatterNet features of ``x``: the cache's entry, or computed here (held in memory) a
     chunk at a time, as the cache computes them."""
     if cache is not None:
         return scatter_features(x, cache=cache)
     t0, out, i = time.perf_counter(), np.empty((len(x),) + shape, dtype=np.float32), 0
     for block in _scatter_blocks(x, None):
-        out[i:i + len(block)] = block
+        out[i : i + len(block)] = block
         i += len(block)
     return FC.CachedFeatures(out, None, time.perf_counter() - t0)
 
 
-def feature_data(data, features: str, *, cache: "FC.FeatureCache | None" = None):
+def feature_data(data, features: str, *, cache: FC.FeatureCache | None = None):
     """``data`` with every split replaced by its standardised ``features`` (see the module)."""
     rows = feature_rows(data, features, cache=cache)
     if rows is data:
@@ -270,7 +290,7 @@ def feature_data(data, features: str, *, cache: "FC.FeatureCache | None" = None)
     return dataclasses.replace(rows, private=rows.private.split())
 
 
-def feature_rows(data, features: str, *, cache: "FC.FeatureCache | None" = None):
+def feature_rows(data, features: str, *, cache: FC.FeatureCache | None = None):
     """:func:`feature_data` with the private split left as :class:`FeatureRows` (read from the
     feature cache a shard's rows at a time when the teachers ask for them: the private split's
     features are never all in memory; without a cache its raw features are). ``features =
@@ -284,18 +304,24 @@ def feature_rows(data, features: str, *, cache: "FC.FeatureCache | None" = None)
     cache = FC.active() if cache is None else cache
     public = scatter_features(data.public.x, cache=cache)
     norm = Standardizer.fit(public)
-    splits = {"private": FeatureRows(_raw_features(data.private.x, shape, cache), norm,
-                                     data.private.y)}
+    splits = {
+        "private": FeatureRows(_raw_features(data.private.x, shape, cache), norm, data.private.y)
+    }
     for name in ("public", "evaluation"):
         x = getattr(data, name).x
         out = np.empty((len(x),) + shape, dtype=np.float32)
         i = 0
-        for block in (public.chunks() if name == "public" else _scatter_blocks(x, cache)):
-            out[i:i + len(block)] = norm.transform(block)
+        for block in public.chunks() if name == "public" else _scatter_blocks(x, cache):
+            out[i : i + len(block)] = norm.transform(block)
             i += len(block)
         splits[name] = ArraySplit(out, getattr(data, name).y)
-    logger.info("features: ScatterNet (J=%d, L=%d) %s -> %s, normalised with public statistics",
-                J, L, tuple(data.input_shape), shape)
+    logger.info(
+        "features: ScatterNet (J=%d, L=%d) %s -> %s, normalised with public statistics",
+        J,
+        L,
+        tuple(data.input_shape),
+        shape,
+    )
     return dataclasses.replace(data, input_shape=shape, **splits)
 
 
@@ -308,7 +334,7 @@ class PublicPCA:
     axes: np.ndarray
 
     @classmethod
-    def fit(cls, public: np.ndarray, *, dims: int, standardize: bool = False) -> "PublicPCA":
+    def fit(cls, public: np.ndarray, *, dims: int, standardize: bool = False) -> PublicPCA:
         """With ``standardize``, the axes are those of the public rows standardised column by
         column with their own (public) mean and std, folded into ``mean`` and ``axes``:
         ``project(x)`` = ((x - mu) / s - m) @ A.T = (x - (mu + s m)) @ (A / s).T -- a table's
@@ -316,8 +342,9 @@ class PublicPCA:
         dims = check_int(dims, "dims", minimum=1)
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if dims > min(pub.shape):
-            raise ValueError(f"dims must be at most min(public items, features) = "
-                             f"{min(pub.shape)}, got {dims}")
+            raise ValueError(
+                f"dims must be at most min(public items, features) = {min(pub.shape)}, got {dims}"
+            )
         shift, unit = np.zeros(pub.shape[1]), np.ones(pub.shape[1])
         if standardize:
             shift, std = pub.mean(axis=0), pub.std(axis=0)
@@ -331,15 +358,16 @@ class PublicPCA:
         return cls(mean=shift + unit * mean, axes=axes / unit)
 
     @classmethod
-    def fit_chunked(cls, public: np.ndarray, transform, *, dims: int, chunk: int) -> "PublicPCA":
+    def fit_chunked(cls, public: np.ndarray, transform, *, dims: int, chunk: int) -> PublicPCA:
         """The principal axes of ``transform(public)`` without holding it: its mean and second
         moment are summed ``chunk`` rows at a time and the axes are the top eigenvectors of the
         covariance (the same axes as :meth:`fit`'s SVD up to rounding, same sign rule)."""
-        return cls.fit_blocks((transform(public[i:i + chunk]) for i in range(0, len(public), chunk)),
-                              dims=dims)
+        return cls.fit_blocks(
+            (transform(public[i : i + chunk]) for i in range(0, len(public), chunk)), dims=dims
+        )
 
     @classmethod
-    def fit_blocks(cls, blocks, *, dims: int) -> "PublicPCA":
+    def fit_blocks(cls, blocks, *, dims: int) -> PublicPCA:
         """:meth:`fit_chunked` of rows given as an iterable of blocks (n_i, ...) (flattened)."""
         dims = check_int(dims, "dims", minimum=1)
         total, second, n = None, None, 0
@@ -349,19 +377,26 @@ class PublicPCA:
             total = block.sum(axis=0) if total is None else total + block.sum(axis=0)
             second = block.T @ block if second is None else second + block.T @ block
         if total is None or dims > min(n, total.shape[0]):
-            raise ValueError(f"dims must be at most min(public items, features) = "
-                             f"{min(n, 0 if total is None else total.shape[0])}, got {dims}")
+            raise ValueError(
+                f"dims must be at most min(public items, features) = "
+                f"{min(n, 0 if total is None else total.shape[0])}, got {dims}"
+            )
         mean = total / n
         covariance = second  # in place (F x F float64: 126 MB for ScatterNet's F = 3969)
         covariance /= n
         for i in range(0, len(mean), _OUTER_ROWS):  # - outer(mean, mean), a band at a time
-            covariance[i:i + _OUTER_ROWS] -= np.outer(mean[i:i + _OUTER_ROWS], mean)
+            covariance[i : i + _OUTER_ROWS] -= np.outer(mean[i : i + _OUTER_ROWS], mean)
         # the top ``dims`` eigenvectors only (LAPACK's syevr on the matrix itself): a full
         # eigh copied the matrix and held all F eigenvectors and a 2 F^2 workspace (0.6 GB)
         f = len(mean)
-        _, vectors = scipy.linalg.eigh(covariance, subset_by_index=[f - dims, f - 1],
-                                       driver="evr", overwrite_a=True, check_finite=False)
-        axes = np.ascontiguousarray(vectors[:, ::-1].T)      # ascending eigenvalues
+        _, vectors = scipy.linalg.eigh(
+            covariance,
+            subset_by_index=[f - dims, f - 1],
+            driver="evr",
+            overwrite_a=True,
+            check_finite=False,
+        )
+        axes = np.ascontiguousarray(vectors[:, ::-1].T)  # ascending eigenvalues
         axes *= np.where(axes[np.arange(dims), np.abs(axes).argmax(axis=1)] < 0, -1.0, 1.0)[:, None]
         return cls(mean=mean, axes=axes)
 
@@ -392,8 +427,9 @@ class RandomFourierFeatures:
     phases: np.ndarray
 
     @classmethod
-    def fit(cls, public: np.ndarray, *, num_features: int = KERNEL_FEATURES,
-            seed: int = KERNEL_SEED) -> "RandomFourierFeatures":
+    def fit(
+        cls, public: np.ndarray, *, num_features: int = KERNEL_FEATURES, seed: int = KERNEL_SEED
+    ) -> RandomFourierFeatures:
         num_features = check_int(num_features, "num_features", minimum=1)
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if pub.shape[0] < 2:
@@ -449,17 +485,21 @@ class QuadraticFeatures:
     centre: np.ndarray
 
     @classmethod
-    def fit(cls, public: np.ndarray) -> "QuadraticFeatures":
+    def fit(cls, public: np.ndarray) -> QuadraticFeatures:
         from scipy.special import ndtri
 
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if pub.shape[0] < 2:
-            raise ValueError(f"the quadratic features need at least 2 public rows, got {pub.shape[0]}")
+            raise ValueError(
+                f"the quadratic features need at least 2 public rows, got {pub.shape[0]}"
+            )
         width = quadratic_width(pub.shape[1])
         if width > QUADRATIC_MAX_WIDTH:
-            raise ValueError(f"the quadratic features of {pub.shape[1]} columns would be {width} "
-                             f"features (at most {QUADRATIC_MAX_WIDTH}): set [knn] features = "
-                             "\"kernel\"")
+            raise ValueError(
+                f"the quadratic features of {pub.shape[1]} columns would be {width} "
+                f"features (at most {QUADRATIC_MAX_WIDTH}): set [knn] features = "
+                '"kernel"'
+            )
         if not np.all(np.isfinite(pub)):
             raise ValueError("the public rows must be finite to fit the quadratic features")
         levels = (np.arange(min(QUADRATIC_KNOTS, len(pub))) + 0.5) / min(QUADRATIC_KNOTS, len(pub))
@@ -478,8 +518,12 @@ class QuadraticFeatures:
         return len(self.knots)
 
     def _scores(self, r: np.ndarray) -> np.ndarray:
-        return np.column_stack([np.interp(r[:, c], self.knots[c], self.scores[c])
-                                for c in range(self.columns)]) - self.centre
+        return (
+            np.column_stack(
+                [np.interp(r[:, c], self.knots[c], self.scores[c]) for c in range(self.columns)]
+            )
+            - self.centre
+        )
 
     def transform(self, rows: np.ndarray) -> np.ndarray:
         """float64 (N, F + F (F + 1) / 2): z, then z_i z_k for i <= k in row-major upper-triangle
@@ -504,11 +548,12 @@ class PublicFrontEnd:
     features: str
     standardizer: Standardizer | None
     pca: PublicPCA
-    kernel: "RandomFourierFeatures | QuadraticFeatures | None" = None
+    kernel: RandomFourierFeatures | QuadraticFeatures | None = None
 
     @classmethod
-    def fit_transform(cls, public: np.ndarray, *, features: str, dims: int,
-                      cache: "FC.FeatureCache | None" = None):
+    def fit_transform(
+        cls, public: np.ndarray, *, features: str, dims: int, cache: FC.FeatureCache | None = None
+    ):
         """(the front-end fitted on ``public``, the embedding of ``public``). ScatterNet features
         come from the feature cache ``cache`` (None: the active one, or computed; see
         :func:`scatter_features`); their principal axes are those of the covariance summed a
@@ -520,27 +565,32 @@ class PublicFrontEnd:
             # for the axes' sums, once to embed): never a standardised float64 copy of them all
             raw = scatter_features(front, cache=cache)
             standardizer = Standardizer.fit(raw)
-            pca = PublicPCA.fit_blocks((standardizer.transform(b) for b in raw.chunks()),
-                                       dims=dims)
+            pca = PublicPCA.fit_blocks((standardizer.transform(b) for b in raw.chunks()), dims=dims)
             out = cls(features=features, standardizer=standardizer, pca=pca)
             return out, _concat(pca.project(standardizer.transform(b)) for b in raw.chunks())
         if features == "kernel":
             if front.ndim != 2:
-                raise ValueError(f"features = 'kernel' maps tables (rows of numbers); got inputs "
-                                 f"of shape {front.shape[1:]}")
+                raise ValueError(
+                    f"features = 'kernel' maps tables (rows of numbers); got inputs "
+                    f"of shape {front.shape[1:]}"
+                )
             kernel = RandomFourierFeatures.fit(front)
             pca = PublicPCA.fit_chunked(front, kernel.transform, dims=dims, chunk=KERNEL_CHUNK)
             out = cls(features=features, standardizer=None, pca=pca, kernel=kernel)
             return out, out.embed(front)
         if features == "quadratic":
             if front.ndim != 2:
-                raise ValueError(f"features = 'quadratic' maps tables (rows of numbers); got "
-                                 f"inputs of shape {front.shape[1:]}")
+                raise ValueError(
+                    f"features = 'quadratic' maps tables (rows of numbers); got "
+                    f"inputs of shape {front.shape[1:]}"
+                )
             quadratic = QuadraticFeatures.fit(front)
             # no reduction: the "qda" rule reads every class's moments back from the release.
             # The "PCA" only centres on the public mean (identity axes).
-            phi_mean = sum(quadratic.transform(front[i:i + KERNEL_CHUNK]).sum(axis=0)
-                           for i in range(0, len(front), KERNEL_CHUNK)) / len(front)
+            phi_mean = sum(
+                quadratic.transform(front[i : i + KERNEL_CHUNK]).sum(axis=0)
+                for i in range(0, len(front), KERNEL_CHUNK)
+            ) / len(front)
             pca = PublicPCA(mean=phi_mean, axes=np.eye(phi_mean.shape[0]))
             out = cls(features=features, standardizer=None, pca=pca, kernel=quadratic)
             return out, out.embed(front)
@@ -549,19 +599,28 @@ class PublicFrontEnd:
         # copies the PCA are unchanged in form). Image pixels share a unit: as they are; the
         # kernel map's features too (it standardised the columns itself).
         pca = PublicPCA.fit(front, dims=dims, standardize=features == "none" and front.ndim == 2)
-        return (cls(features=features, standardizer=standardizer, pca=pca, kernel=kernel),
-                pca.project(front))
+        return (
+            cls(features=features, standardizer=standardizer, pca=pca, kernel=kernel),
+            pca.project(front),
+        )
 
-    def embed(self, x: np.ndarray, *, cache: "FC.FeatureCache | None" = None) -> np.ndarray:
+    def embed(self, x: np.ndarray, *, cache: FC.FeatureCache | None = None) -> np.ndarray:
         """float32 (N, dims); ScatterNet features read (or computed) a chunk of rows at a time
         (from the feature cache ``cache``, default the active one), never held all at once."""
         front = np.asarray(x, dtype=np.float32)
         if self.kernel is not None:
-            return self._concat(self.pca.project(self.kernel.transform(front[i:i + KERNEL_CHUNK]))
-                                for i in range(0, len(front), KERNEL_CHUNK))
+            return self._concat(
+                self.pca.project(self.kernel.transform(front[i : i + KERNEL_CHUNK]))
+                for i in range(0, len(front), KERNEL_CHUNK)
+            )
         if self.standardizer is not None:
-            return self._concat((self.pca.project(self.standardizer.transform(block))
-                                 for block in _scatter_blocks(front, cache)), rows=len(front))
+            return self._concat(
+                (
+                    self.pca.project(self.standardizer.transform(block))
+                    for block in _scatter_blocks(front, cache)
+                ),
+                rows=len(front),
+            )
         return self.pca.project(front)
 
     def _concat(self, blocks, *, rows: int | None = None) -> np.ndarray:
@@ -572,19 +631,23 @@ class PublicFrontEnd:
             return _concat(blocks, width=width)
         out, i = np.empty((rows, width), dtype=np.float32), 0
         for block in blocks:
-            out[i:i + len(block)] = block
+            out[i : i + len(block)] = block
             i += len(block)
         if i != rows:
-            raise RuntimeError(f"the front-end gave {i} rows for {rows} inputs; this is a bug in "
-                               "pate-learn")
+            raise RuntimeError(
+                f"the front-end gave {i} rows for {rows} inputs; this is a bug in pate-learn"
+            )
         return out
 
 
 def _concat(blocks, *, width: int | None = None) -> np.ndarray:
     """The blocks (n_i, dims) stacked; (0, width) float32 when there are none."""
     blocks = list(blocks)
-    return (np.concatenate(blocks) if blocks else
-            np.zeros((0, 0 if width is None else width), dtype=np.float32))
+    return (
+        np.concatenate(blocks)
+        if blocks
+        else np.zeros((0, 0 if width is None else width), dtype=np.float32)
+    )
 
 
 def public_pca_embedding(public: np.ndarray, *others: np.ndarray, dims: int):

@@ -50,11 +50,27 @@ import inspect
 
 from pate.analysis.validation import check_int, describe
 
-__all__ = ["build_model", "MODEL_NAMES", "STUDENT_ONLY_MODELS", "check_input_shape",
-           "is_model_name", "import_factory", "is_factory_spec", "factory_estimator"]
+__all__ = [
+    "build_model",
+    "MODEL_NAMES",
+    "STUDENT_ONLY_MODELS",
+    "check_input_shape",
+    "is_model_name",
+    "import_factory",
+    "is_factory_spec",
+    "factory_estimator",
+]
 
-MODEL_NAMES = ("cnn28", "cnn32", "mlp", "cnn8", "linear", "scatter_cnn", "scatternet_cnn",
-               "wrn16_4")
+MODEL_NAMES = (
+    "cnn28",
+    "cnn32",
+    "mlp",
+    "cnn8",
+    "linear",
+    "scatter_cnn",
+    "scatternet_cnn",
+    "wrn16_4",
+)
 #: Zoo models a student may use but teachers may not (not vectorizable over teachers).
 STUDENT_ONLY_MODELS = ("scatternet_cnn",)
 
@@ -71,7 +87,9 @@ def check_input_shape(input_shape, name: str = "input_shape") -> tuple[int, ...]
     try:
         shape = tuple(input_shape)
     except TypeError:
-        raise TypeError(f"{name} must be a tuple of positive ints, got {describe(input_shape)}") from None
+        raise TypeError(
+            f"{name} must be a tuple of positive ints, got {describe(input_shape)}"
+        ) from None
     if not shape:
         raise ValueError(f"{name} must be non-empty, got {shape}")
     return tuple(check_int(s, f"{name}[{i}]", minimum=1) for i, s in enumerate(shape))
@@ -79,8 +97,10 @@ def check_input_shape(input_shape, name: str = "input_shape") -> tuple[int, ...]
 
 def _image_shape(name: str, input_shape: tuple[int, ...], side: int) -> int:
     if len(input_shape) != 3 or input_shape[1:] != (side, side):
-        raise ValueError(f"model {name!r} needs input_shape (C, {side}, {side}), got {input_shape}; "
-                         f"use 'mlp' (any shape) or a 'module:factory' of your own")
+        raise ValueError(
+            f"model {name!r} needs input_shape (C, {side}, {side}), got {input_shape}; "
+            f"use 'mlp' (any shape) or a 'module:factory' of your own"
+        )
     return input_shape[0]
 
 
@@ -88,29 +108,55 @@ def _cnn28(channels: int, num_classes: int):
     from torch import nn
 
     return nn.Sequential(
-        nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),   # 16 x 14 x 14
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),         # 32 x 7 x 7
-        nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, num_classes))
+        nn.Conv2d(channels, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 16 x 14 x 14
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 32 x 7 x 7
+        nn.Flatten(),
+        nn.Linear(32 * 7 * 7, 128),
+        nn.ReLU(),
+        nn.Linear(128, num_classes),
+    )
 
 
 def _cnn32(channels: int, num_classes: int):
     from torch import nn
 
     def block(cin, cout):
-        return [nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.ReLU(),
-                nn.Conv2d(cout, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.ReLU(),
-                nn.MaxPool2d(2)]
+        return [
+            nn.Conv2d(cin, cout, 3, padding=1),
+            nn.GroupNorm(8, cout),
+            nn.ReLU(),
+            nn.Conv2d(cout, cout, 3, padding=1),
+            nn.GroupNorm(8, cout),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        ]
 
-    return nn.Sequential(*block(channels, 32), *block(32, 64), *block(64, 128),  # 128 x 4 x 4
-                         nn.Flatten(), nn.Linear(128 * 4 * 4, 128), nn.ReLU(),
-                         nn.Linear(128, num_classes))
+    return nn.Sequential(
+        *block(channels, 32),
+        *block(32, 64),
+        *block(64, 128),  # 128 x 4 x 4
+        nn.Flatten(),
+        nn.Linear(128 * 4 * 4, 128),
+        nn.ReLU(),
+        nn.Linear(128, num_classes),
+    )
 
 
 def _mlp(features: int, num_classes: int):
     from torch import nn
 
-    return nn.Sequential(nn.Flatten(), nn.Linear(features, 256), nn.ReLU(),
-                         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, num_classes))
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(features, 256),
+        nn.ReLU(),
+        nn.Linear(256, 128),
+        nn.ReLU(),
+        nn.Linear(128, num_classes),
+    )
 
 
 def _linear(features: int, num_classes: int):
@@ -123,13 +169,20 @@ def _scatter_cnn(input_shape: tuple[int, ...], num_classes: int):
     from torch import nn
 
     if len(input_shape) != 3 or min(input_shape[1:]) < 2:
-        raise ValueError(f"model 'scatter_cnn' needs (C, H, W) features with H, W >= 2 "
-                         f"(ScatterNet features of images), got input shape {input_shape}")
+        raise ValueError(
+            f"model 'scatter_cnn' needs (C, H, W) features with H, W >= 2 "
+            f"(ScatterNet features of images), got input shape {input_shape}"
+        )
     c, h, w = input_shape
     return nn.Sequential(
-        nn.Conv2d(c, 64, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * (h // 2) * (w // 2), num_classes))
+        nn.Conv2d(c, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * (h // 2) * (w // 2), num_classes),
+    )
 
 
 def _scatternet_cnn(input_shape: tuple[int, ...], num_classes: int):
@@ -140,20 +193,32 @@ def _scatternet_cnn(input_shape: tuple[int, ...], num_classes: int):
     try:
         shape = feature_shape(input_shape)
     except ValueError:
-        raise ValueError(f"model 'scatternet_cnn' needs images (C, H, W) with H and W multiples "
-                         f"of 4 and at least 8, got input shape {tuple(input_shape)}") from None
-    return nn.Sequential(ScatterNet(input_shape[1], input_shape[2]),
-                         nn.GroupNorm(9 * input_shape[0], shape[0]),
-                         *_scatter_cnn(shape, num_classes))
+        raise ValueError(
+            f"model 'scatternet_cnn' needs images (C, H, W) with H and W multiples "
+            f"of 4 and at least 8, got input shape {tuple(input_shape)}"
+        ) from None
+    return nn.Sequential(
+        ScatterNet(input_shape[1], input_shape[2]),
+        nn.GroupNorm(9 * input_shape[0], shape[0]),
+        *_scatter_cnn(shape, num_classes),
+    )
 
 
 def _cnn8(channels: int, num_classes: int):
     from torch import nn
 
     return nn.Sequential(
-        nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 16 x 4 x 4
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),        # 32 x 2 x 2
-        nn.Flatten(), nn.Linear(32 * 2 * 2, 64), nn.ReLU(), nn.Linear(64, num_classes))
+        nn.Conv2d(channels, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 16 x 4 x 4
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 32 x 2 x 2
+        nn.Flatten(),
+        nn.Linear(32 * 2 * 2, 64),
+        nn.ReLU(),
+        nn.Linear(64, num_classes),
+    )
 
 
 def import_factory(spec: str):
@@ -164,8 +229,10 @@ def import_factory(spec: str):
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"model {spec!r}: cannot import module {module_name!r} ({exc}); "
-                         "make it importable (e.g. add its directory to PYTHONPATH)") from None
+        raise ValueError(
+            f"model {spec!r}: cannot import module {module_name!r} ({exc}); "
+            "make it importable (e.g. add its directory to PYTHONPATH)"
+        ) from None
     factory = module
     for part in attr.split("."):
         factory = getattr(factory, part, None)
@@ -183,8 +250,7 @@ def _from_factory(spec: str, input_shape, num_classes):
 def is_factory_spec(name) -> bool:
     """Whether ``name`` is a ``"package.module:factory"`` reference (not ``sklearn:`` /
     ``python:``)."""
-    return (isinstance(name, str) and ":" in name
-            and not name.startswith(("sklearn:", "python:")))
+    return isinstance(name, str) and ":" in name and not name.startswith(("sklearn:", "python:"))
 
 
 def factory_estimator(spec: str, *, input_shape, num_classes: int):
@@ -201,14 +267,18 @@ def factory_estimator(spec: str, *, input_shape, num_classes: int):
         return None
     if hasattr(built, "fit") and hasattr(built, "get_params"):
         return built
-    raise TypeError(f"model {spec!r} must return a torch.nn.Module or a scikit-learn estimator "
-                    f"(e.g. a Pipeline), got {type(built).__name__}")
+    raise TypeError(
+        f"model {spec!r} must return a torch.nn.Module or a scikit-learn estimator "
+        f"(e.g. a Pipeline), got {type(built).__name__}"
+    )
 
 
 def factory_name(factory) -> str:
     """``module.qualname`` of a model factory given as a Python callable (for logs and
     fingerprints: the callable itself is not saved anywhere)."""
-    return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', repr(factory))}"
+    return (
+        f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', repr(factory))}"
+    )
 
 
 def call_factory(factory, input_shape, num_classes):
@@ -219,8 +289,11 @@ def call_factory(factory, input_shape, num_classes):
     except (TypeError, ValueError):
         params = {}
     takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in (("input_shape", input_shape), ("num_classes", num_classes))
-              if takes_kwargs or k in params}
+    kwargs = {
+        k: v
+        for k, v in (("input_shape", input_shape), ("num_classes", num_classes))
+        if takes_kwargs or k in params
+    }
     return factory(**kwargs)
 
 
@@ -229,8 +302,9 @@ def build_model(name: str, *, input_shape, num_classes: int):
     from torch import nn
 
     if not isinstance(name, str) and not callable(name):
-        raise TypeError(f"model must be a name or a factory returning a torch.nn.Module, got "
-                        f"{describe(name)}")
+        raise TypeError(
+            f"model must be a name or a factory returning a torch.nn.Module, got {describe(name)}"
+        )
     input_shape = check_input_shape(input_shape)
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if callable(name):
@@ -255,14 +329,18 @@ def build_model(name: str, *, input_shape, num_classes: int):
         from pate.teachers.wide_resnet import wide_resnet
 
         if len(input_shape) != 3 or min(input_shape[1:]) < 4:
-            raise ValueError(f"model 'wrn16_4' needs (C, H, W) images with H, W >= 4, got input "
-                             f"shape {input_shape}; use 'mlp' for tabular inputs")
+            raise ValueError(
+                f"model 'wrn16_4' needs (C, H, W) images with H, W >= 4, got input "
+                f"shape {input_shape}; use 'mlp' for tabular inputs"
+            )
         model = wide_resnet(input_shape[0], num_classes, depth=16, widen=4)
     elif ":" in name and not name.startswith("sklearn:"):
         model = _from_factory(name, input_shape, num_classes)
     else:
-        raise ValueError(f"unknown model {name!r}; use one of {', '.join(MODEL_NAMES)} or "
-                         "'package.module:factory'")
+        raise ValueError(
+            f"unknown model {name!r}; use one of {', '.join(MODEL_NAMES)} or "
+            "'package.module:factory'"
+        )
     if not isinstance(model, nn.Module):
         raise TypeError(f"model {name!r} must build a torch.nn.Module, got {type(model).__name__}")
     return model

@@ -23,26 +23,38 @@ __all__ = ["StackedOptimizer", "OPTIMIZERS", "make_torch_optimizer"]
 OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
-def make_torch_optimizer(name, parameters, *, lr, weight_decay=0.0, momentum=0.9,
-                         betas=(0.9, 0.999), eps=1e-8):
+def make_torch_optimizer(
+    name, parameters, *, lr, weight_decay=0.0, momentum=0.9, betas=(0.9, 0.999), eps=1e-8
+):
     """The ``torch.optim`` optimiser that :class:`StackedOptimizer` reproduces (sequential path)."""
     import torch
 
     check_choice(name, "optimizer", OPTIMIZERS)
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                foreach=False)
+        return torch.optim.Adam(
+            parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=False
+        )
     if name == "adamw":
-        return torch.optim.AdamW(parameters, lr=lr, betas=betas, eps=eps,
-                                 weight_decay=weight_decay, foreach=False)
-    return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay,
-                           foreach=False)
+        return torch.optim.AdamW(
+            parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=False
+        )
+    return torch.optim.SGD(
+        parameters, lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=False
+    )
 
 
 class StackedOptimizer:
-    def __init__(self, params: dict, *, name: str = "adam", lr: float = 1e-3,
-                 weight_decay: float = 0.0, momentum: float = 0.9,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        params: dict,
+        *,
+        name: str = "adam",
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        momentum: float = 0.9,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         import torch
 
         check_choice(name, "optimizer", OPTIMIZERS)
@@ -54,18 +66,26 @@ class StackedOptimizer:
         if name == "sgd":
             self.state = {k: {"momentum_buffer": torch.zeros_like(p)} for k, p in params.items()}
         else:
-            self.state = {k: {"exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
-                          for k, p in params.items()}
+            self.state = {
+                k: {"exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+                for k, p in params.items()
+            }
 
     def state_dict(self) -> dict:
-        return {"steps": self.steps.detach().cpu().clone(),
-                "state": {k: {n: t.detach().cpu().clone() for n, t in s.items()}
-                          for k, s in self.state.items()}}
+        return {
+            "steps": self.steps.detach().cpu().clone(),
+            "state": {
+                k: {n: t.detach().cpu().clone() for n, t in s.items()}
+                for k, s in self.state.items()
+            },
+        }
 
     def load_state_dict(self, sd: dict) -> None:
         dev = self.steps.device
         self.steps = sd["steps"].to(dev).clone()
-        self.state = {k: {n: t.to(dev).clone() for n, t in s.items()} for k, s in sd["state"].items()}
+        self.state = {
+            k: {n: t.to(dev).clone() for n, t in s.items()} for k, s in sd["state"].items()
+        }
 
     def step(self, params: dict, grads: dict, active=None) -> None:
         """One update of every active teacher; ``active``: (T,) bool tensor or None (= all)."""
@@ -114,8 +134,8 @@ class StackedOptimizer:
         exp_avg = state["exp_avg"].lerp(grad, 1 - beta1)
         exp_avg_sq = state["exp_avg_sq"].mul(beta2).addcmul(grad, grad, value=1 - beta2)
         steps = self.steps.clamp(min=1)  # float64, like torch's python-float bias corrections
-        step_size = (lr / (1 - beta1 ** steps)).to(param.dtype).view(shape)
-        bias_correction2_sqrt = (1 - beta2 ** steps).sqrt().to(param.dtype).view(shape)
+        step_size = (lr / (1 - beta1**steps)).to(param.dtype).view(shape)
+        bias_correction2_sqrt = (1 - beta2**steps).sqrt().to(param.dtype).view(shape)
         denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add(self.eps)
         new_param = param - step_size * (exp_avg / denom)
         return new_param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}

@@ -34,34 +34,52 @@ _LABEL_COLUMNS = ("label", "y", "target", "class")
 
 def load_npz(path: pathlib.Path):
     if not path.is_file():
-        raise DatasetNotFoundError(f"npz file {path} does not exist; give npz:PATH of an existing "
-                                   "file with arrays x, y (or x_private, y_private, x_public, "
-                                   "x_evaluation, y_evaluation)")
+        raise DatasetNotFoundError(
+            f"npz file {path} does not exist; give npz:PATH of an existing "
+            "file with arrays x, y (or x_private, y_private, x_public, "
+            "x_evaluation, y_evaluation)"
+        )
     with np.load(path, allow_pickle=False) as npz:
         keys = set(npz.files)
         names = None
         if "class_names" in keys:
             raw = npz["class_names"]
             if raw.ndim != 1 or raw.dtype.kind not in "US":
-                raise ValueError(f"npz file {path}: class_names must be a 1-D array of strings, "
-                                 f"got dtype {raw.dtype} and shape {raw.shape}")
+                raise ValueError(
+                    f"npz file {path}: class_names must be a 1-D array of strings, "
+                    f"got dtype {raw.dtype} and shape {raw.shape}"
+                )
             names = [str(v) for v in raw.astype(str)]
         split_keys = {"x_private", "y_private", "x_public", "x_evaluation", "y_evaluation"}
         if split_keys <= keys:
             xp = npz["x_public"]
             yp = npz["y_public"] if "y_public" in keys else np.full(len(xp), -1, dtype=np.int64)
-            return "splits", (npz["x_private"], npz["y_private"], xp, yp,
-                              npz["x_evaluation"], npz["y_evaluation"]), names
+            return (
+                "splits",
+                (
+                    npz["x_private"],
+                    npz["y_private"],
+                    xp,
+                    yp,
+                    npz["x_evaluation"],
+                    npz["y_evaluation"],
+                ),
+                names,
+            )
         if {"x", "y"} <= keys:
             return "pool", (npz["x"], npz["y"]), names
-    raise ValueError(f"npz file {path} must hold arrays x, y or x_private, y_private, x_public, "
-                     f"x_evaluation, y_evaluation; it has {sorted(keys)}")
+    raise ValueError(
+        f"npz file {path} must hold arrays x, y or x_private, y_private, x_public, "
+        f"x_evaluation, y_evaluation; it has {sorted(keys)}"
+    )
 
 
 def load_csv(path: pathlib.Path):
     if not path.is_file():
-        raise DatasetNotFoundError(f"csv file {path} does not exist; give csv:PATH of an existing "
-                                   "file with numeric feature columns and a label column")
+        raise DatasetNotFoundError(
+            f"csv file {path} does not exist; give csv:PATH of an existing "
+            "file with numeric feature columns and a label column"
+        )
     with open(path, newline="") as fh:
         rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
     if not rows:
@@ -86,15 +104,20 @@ def load_csv(path: pathlib.Path):
     width = len(rows[0])
     for i, r in enumerate(body):
         if len(r) != width:
-            raise ValueError(f"csv file {path}: row {i + (header is not None) + 1} has {len(r)} "
-                             f"columns, expected {width}")
+            raise ValueError(
+                f"csv file {path}: row {i + (header is not None) + 1} has {len(r)} "
+                f"columns, expected {width}"
+            )
     labels = [r[label_col].strip() for r in body]
     try:  # float64 first: a value beyond float32's range is refused by name, not read as inf
-        feats = np.array([[float(c) for j, c in enumerate(r) if j != label_col] for r in body],
-                         dtype=np.float64)
+        feats = np.array(
+            [[float(c) for j, c in enumerate(r) if j != label_col] for r in body], dtype=np.float64
+        )
     except ValueError as exc:
-        raise ValueError(f"csv file {path}: feature columns must be numeric ({exc}); encode "
-                         "categorical features first") from None
+        raise ValueError(
+            f"csv file {path}: feature columns must be numeric ({exc}); encode "
+            "categorical features first"
+        ) from None
     offset = (header is not None) + 1  # row numbers of the file (header = row 1), as above
     features = [j for j in range(width) if j != label_col]
 
@@ -116,9 +139,11 @@ def load_csv(path: pathlib.Path):
     if as_num is not None:
         bad = np.flatnonzero(~np.isfinite(as_num) | (as_num != np.round(as_num)))
         if bad.size:  # a number that is no class index (2.5, nan): never a class name
-            raise InputError(f"{what}: {where(as_num.shape, (int(bad[0]),))} is "
-                             f"{labels[bad[0]]!r}, not an integer class index; numeric labels "
-                             f"must be class indices 0, 1, ..., K-1 ({NOTHING_DONE})")
+            raise InputError(
+                f"{what}: {where(as_num.shape, (int(bad[0]),))} is "
+                f"{labels[bad[0]]!r}, not an integer class index; numeric labels "
+                f"must be class indices 0, 1, ..., K-1 ({NOTHING_DONE})"
+            )
         if as_num.min() >= 0:
             check_labels(as_num, what, where=where)  # an absurd index, before the int cast
             y = as_num.astype(np.int64)
@@ -130,7 +155,18 @@ def load_csv(path: pathlib.Path):
 
 
 #: File suffixes read as images by ``imagefolder:`` (case-insensitive; other files are skipped).
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+IMAGE_EXTENSIONS = (
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".bmp",
+    ".gif",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".ppm",
+    ".pgm",
+)
 #: PIL modes read as one greyscale channel; any other mode makes the dataset RGB.
 _GREY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"})
 
@@ -141,10 +177,14 @@ def check_image_size(image_size) -> tuple[int, int] | None:
         return None
     if isinstance(image_size, (list, tuple)):
         if len(image_size) != 2:
-            raise ValueError(f"image_size must be one integer or a (height, width) pair, got "
-                             f"{describe(image_size)}")
-        return (check_int(image_size[0], "image_size height", minimum=1),
-                check_int(image_size[1], "image_size width", minimum=1))
+            raise ValueError(
+                f"image_size must be one integer or a (height, width) pair, got "
+                f"{describe(image_size)}"
+            )
+        return (
+            check_int(image_size[0], "image_size height", minimum=1),
+            check_int(image_size[1], "image_size width", minimum=1),
+        )
     side = check_int(image_size, "image_size", minimum=1)
     return side, side
 
@@ -161,17 +201,26 @@ def _image_folder(directory: pathlib.Path, classes: list[str] | None):
 
     found = sorted(d.name for d in directory.iterdir() if d.is_dir())
     if not found:
-        raise ValueError(f"image folder {directory} has no class sub-directories; lay it out as "
-                         f"{directory}/<class>/<image>")
+        raise ValueError(
+            f"image folder {directory} has no class sub-directories; lay it out as "
+            f"{directory}/<class>/<image>"
+        )
     unknown = set(found) - set(classes or found)
     if unknown:
-        raise ValueError(f"image folder {directory} has classes {sorted(unknown)} that the "
-                         f"training folder lacks; every test class must have a training folder")
-    folder = _Folder(str(directory), allow_empty=True,
-                     is_valid_file=lambda p: p.lower().endswith(IMAGE_EXTENSIONS))
+        raise ValueError(
+            f"image folder {directory} has classes {sorted(unknown)} that the "
+            f"training folder lacks; every test class must have a training folder"
+        )
+    folder = _Folder(
+        str(directory),
+        allow_empty=True,
+        is_valid_file=lambda p: p.lower().endswith(IMAGE_EXTENSIONS),
+    )
     if not folder.samples:
-        raise ValueError(f"image folder {directory} holds no images (suffixes read: "
-                         f"{', '.join(IMAGE_EXTENSIONS)})")
+        raise ValueError(
+            f"image folder {directory} holds no images (suffixes read: "
+            f"{', '.join(IMAGE_EXTENSIONS)})"
+        )
     return folder
 
 
@@ -182,8 +231,9 @@ def _image_header(path: str):
         with Image.open(path) as im:
             return im.mode, (int(im.height), int(im.width))
     except (UnidentifiedImageError, OSError) as exc:
-        raise InputError(f"image folder: {path} cannot be read as an image ({exc}); remove or "
-                         "replace it") from None
+        raise InputError(
+            f"image folder: {path} cannot be read as an image ({exc}); remove or replace it"
+        ) from None
 
 
 class _ToArray:
@@ -207,8 +257,10 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None):
     already of that size is not resampled, so a folder of same-size images reads exactly.
     """
     if not path.is_dir():
-        raise DatasetNotFoundError(f"image folder {path} does not exist; give imagefolder:PATH "
-                                   "of a directory laid out as PATH/<class>/<image>")
+        raise DatasetNotFoundError(
+            f"image folder {path} does not exist; give imagefolder:PATH "
+            "of a directory laid out as PATH/<class>/<image>"
+        )
     from torchvision import transforms
 
     split = (path / "train").is_dir() and (path / "test").is_dir()
@@ -219,8 +271,9 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None):
     headers = [[_image_header(p) for p, _ in f.samples] for f in folders]
     mode = "L" if all(m in _GREY_MODES for h in headers for m, _ in h) else "RGB"
     size = image_size if image_size is not None else headers[0][0][1]
-    transform = transforms.Compose([transforms.Lambda(lambda im: im.convert(mode)),
-                                    transforms.Resize(size), _ToArray()])
+    transform = transforms.Compose(
+        [transforms.Lambda(lambda im: im.convert(mode)), transforms.Resize(size), _ToArray()]
+    )
     arrays = []
     for folder in folders:
         folder.transform = transform
@@ -229,11 +282,19 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None):
             try:
                 x, y = folder[i]
             except (OSError, ValueError) as exc:
-                raise InputError(f"image folder: {file} cannot be read as an image ({exc}); "
-                                 "remove or replace it") from None
+                raise InputError(
+                    f"image folder: {file} cannot be read as an image ({exc}); remove or replace it"
+                ) from None
             xs.append(x)
             ys.append(y)
         arrays += [np.stack(xs), np.asarray(ys, dtype=np.int64)]
-    logger.info("imagefolder %s: %d images, %d classes, %s %dx%d", path,
-                sum(len(f.samples) for f in folders), len(classes), mode, size[0], size[1])
+    logger.info(
+        "imagefolder %s: %d images, %d classes, %s %dx%d",
+        path,
+        sum(len(f.samples) for f in folders),
+        len(classes),
+        mode,
+        size[0],
+        size[1],
+    )
     return ("train-test" if split else "pool"), tuple(arrays), classes

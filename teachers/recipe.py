@@ -42,8 +42,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pate.analysis.validation import (check_choice, check_int, check_nonnegative, check_positive,
-                                      describe)
+from pate.analysis.validation import (
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    describe,
+)
 from pate.teachers.devices import check_device_spelling
 from pate.teachers.features import FEATURES
 from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, is_model_name
@@ -51,20 +56,34 @@ from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.scaling import STANDARDIZE
 from pate.teachers.schedule import AUGMENTATIONS
 
-__all__ = ["TeacherConfig", "TRAINERS", "auto_epochs", "MIN_TEACHER_STEPS", "AUTO_EPOCHS_RANGE",
-           "is_sklearn_model", "AUTO_AUGMENT"]
+__all__ = [
+    "TeacherConfig",
+    "TRAINERS",
+    "auto_epochs",
+    "MIN_TEACHER_STEPS",
+    "AUTO_EPOCHS_RANGE",
+    "is_sklearn_model",
+    "AUTO_AUGMENT",
+]
 
 TRAINERS = ("auto", "vectorized", "sequential")
 # Fashion-MNIST: measured in the README (augmentation did not beat a higher learning rate there;
 # horizontal flips hurt: shoes face one way in the test set). The others: common practice.
-AUTO_AUGMENT = {"fashion-mnist": "none", "cifar10": "shift+flip", "mnist": "shift",
-                "kmnist": "shift", "svhn": "shift", "digits": "shift"}
+AUTO_AUGMENT = {
+    "fashion-mnist": "none",
+    "cifar10": "shift+flip",
+    "mnist": "shift",
+    "kmnist": "shift",
+    "svhn": "shift",
+    "digits": "shift",
+}
 
 
 def is_sklearn_model(model) -> bool:
     """A scikit-learn model: ``"sklearn:package.module.Class"`` or an estimator instance."""
     return (isinstance(model, str) and model.startswith("sklearn:")) or (
-        not isinstance(model, str) and hasattr(model, "fit") and hasattr(model, "get_params"))
+        not isinstance(model, str) and hasattr(model, "fit") and hasattr(model, "get_params")
+    )
 
 
 #: ``epochs=None``: at least this many optimiser steps per teacher (a teacher on 20 records and
@@ -115,15 +134,21 @@ class TeacherConfig:
         m = self.model
         if isinstance(m, str):
             if not is_model_name(m):
-                raise ValueError(f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
-                                 f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}")
+                raise ValueError(
+                    f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
+                    f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}"
+                )
             if m in STUDENT_ONLY_MODELS:
-                raise ValueError(f"model {m!r} is a student model: its ScatterNet front-end "
-                                 "cannot be vectorized over teachers; for teachers set features "
-                                 "= \"scatternet\" with model = \"scatter_cnn\" or \"linear\"")
+                raise ValueError(
+                    f"model {m!r} is a student model: its ScatterNet front-end "
+                    "cannot be vectorized over teachers; for teachers set features "
+                    '= "scatternet" with model = "scatter_cnn" or "linear"'
+                )
         elif not is_sklearn_model(m) and not callable(m):
-            raise TypeError(f"model must be a name, a scikit-learn estimator or a factory "
-                            f"returning a torch.nn.Module, got {describe(m)}")
+            raise TypeError(
+                f"model must be a name, a scikit-learn estimator or a factory "
+                f"returning a torch.nn.Module, got {describe(m)}"
+            )
         if self.epochs is not None:
             check_int(self.epochs, "epochs", minimum=1)
         check_choice(self.standardize, "standardize", STANDARDIZE)
@@ -145,7 +170,9 @@ class TeacherConfig:
         check_choice(self.checkpoint, "checkpoint", ("epoch", "chunk"))
         every = check_nonnegative(self.checkpoint_every_s, "checkpoint_every_s")
         if not math.isfinite(every):
-            raise ValueError(f"checkpoint_every_s must be finite (0 = after every epoch), got {every!r}")
+            raise ValueError(
+                f"checkpoint_every_s must be finite (0 = after every epoch), got {every!r}"
+            )
         if not isinstance(self.amp, bool):
             raise TypeError(f"amp must be True or False, got {describe(self.amp)}")
         check_int(self.n_jobs, "n_jobs")
@@ -155,14 +182,16 @@ class TeacherConfig:
             raise TypeError(f"model_params must be a dict, got {describe(self.model_params)}")
         check_choice(self.features, "features", FEATURES)
         if self.model_params and not is_sklearn_model(m):
-            raise ValueError("model_params only apply to scikit-learn models "
-                             "(model='sklearn:package.module.Class')")
+            raise ValueError(
+                "model_params only apply to scikit-learn models "
+                "(model='sklearn:package.module.Class')"
+            )
 
     @property
     def is_sklearn(self) -> bool:
         return is_sklearn_model(self.model)
 
-    def resolved(self, data, *, shard_size: float | None = None) -> "TeacherConfig":
+    def resolved(self, data, *, shard_size: float | None = None) -> TeacherConfig:
         """A copy with ``model="auto"``, ``augment="auto"``, ``epochs=None`` (from
         ``shard_size``, the mean number of records per teacher: :func:`auto_epochs`) and
         ``standardize="auto"`` decided for ``data`` (public facts only: the input shape, the
@@ -193,17 +222,31 @@ class TeacherConfig:
             # zoo models on tabular inputs; a user's own model keeps its inputs (it may scale
             # them itself; pate.teachers.scaling.scale_warning says when it should)
             zoo = isinstance(model, str) and model in MODEL_NAMES
-            standardize = "public" if zoo and len(shape) == 1 and self.features == "none" else "none"
+            standardize = (
+                "public" if zoo and len(shape) == 1 and self.features == "none" else "none"
+            )
         if standardize == "public" and (is_sklearn_model(model) or len(shape) != 1):
             standardize = "none"  # images are in [0, 1]; a scikit-learn model has its Pipeline
-        return dataclasses.replace(self, model=model, augment=augment, epochs=epochs,
-                                   standardize=standardize)
+        return dataclasses.replace(
+            self, model=model, augment=augment, epochs=epochs, standardize=standardize
+        )
 
     def fingerprint(self) -> dict:
         """The fields that determine the trained teachers (not device, chunking or I/O)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if f.name not in ("device", "chunk_size", "memory_budget_mb", "checkpoint",
-                               "checkpoint_every_s", "n_jobs", "trainer")}
+        d = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name
+            not in (
+                "device",
+                "chunk_size",
+                "memory_budget_mb",
+                "checkpoint",
+                "checkpoint_every_s",
+                "n_jobs",
+                "trainer",
+            )
+        }
         if is_sklearn_model(d["model"]) and not isinstance(d["model"], str):
             d["model"] = f"{type(d['model']).__module__}.{type(d['model']).__qualname__}"
             d["model_params"] = {k: repr(v) for k, v in sorted(self.model.get_params().items())}

@@ -46,16 +46,21 @@ class EnsembleResult:
 
     def summary(self) -> dict:
         acc = self.teacher_accuracy
-        return {"num_teachers": self.num_teachers, "num_classes": self.num_classes,
-                "teacher_accuracy_mean": float(acc.mean()),
-                "teacher_accuracy_std": float(acc.std()),
-                "teacher_accuracy_min": float(acc.min()),
-                "teacher_accuracy_max": float(acc.max()),
-                "plurality_accuracy": float(self.plurality_accuracy),
-                "trainer": self.trainer, "device": self.device, "chunk_size": self.chunk_size,
-                "train_seconds": round(self.train_seconds, 2),
-                "evaluation_size": int(self.eval_labels.shape[0]),
-                "public_size": int(self.public_predictions.shape[1])}
+        return {
+            "num_teachers": self.num_teachers,
+            "num_classes": self.num_classes,
+            "teacher_accuracy_mean": float(acc.mean()),
+            "teacher_accuracy_std": float(acc.std()),
+            "teacher_accuracy_min": float(acc.min()),
+            "teacher_accuracy_max": float(acc.max()),
+            "plurality_accuracy": float(self.plurality_accuracy),
+            "trainer": self.trainer,
+            "device": self.device,
+            "chunk_size": self.chunk_size,
+            "train_seconds": round(self.train_seconds, 2),
+            "evaluation_size": int(self.eval_labels.shape[0]),
+            "public_size": int(self.public_predictions.shape[1]),
+        }
 
 
 def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
@@ -69,22 +74,37 @@ def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
     return float(np.mean(votes.argmax(axis=1) == labels))
 
 
-def finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size, seconds,
-            out, config) -> EnsembleResult:
+def finish(
+    data, public_preds, eval_preds, num_classes, trainer, device, chunk_size, seconds, out, config
+) -> EnsembleResult:
     """The :class:`EnsembleResult` of these predictions; with ``out`` also written there as
     ``predictions.npz`` and ``metrics.json``."""
     y_eval = data.evaluation.y
     acc = (eval_preds == y_eval[None, :]).mean(axis=1)
-    result = EnsembleResult(public_predictions=public_preds, eval_predictions=eval_preds,
-                            eval_labels=y_eval.copy(), teacher_accuracy=acc,
-                            plurality_accuracy=plurality_accuracy(eval_preds, y_eval,
-                                                                  num_classes=num_classes),
-                            num_classes=num_classes, trainer=trainer, device=device,
-                            chunk_size=chunk_size, train_seconds=seconds)
+    result = EnsembleResult(
+        public_predictions=public_preds,
+        eval_predictions=eval_preds,
+        eval_labels=y_eval.copy(),
+        teacher_accuracy=acc,
+        plurality_accuracy=plurality_accuracy(eval_preds, y_eval, num_classes=num_classes),
+        num_classes=num_classes,
+        trainer=trainer,
+        device=device,
+        chunk_size=chunk_size,
+        train_seconds=seconds,
+    )
     if out is not None:
-        atomic_savez(out / "predictions.npz", public=public_preds, evaluation=eval_preds,
-                     evaluation_labels=y_eval)
-        metrics = dict(result.summary(), teacher_accuracy=[round(float(a), 6) for a in acc],
-                       recipe=config.fingerprint(), dataset=data.name)
+        atomic_savez(
+            out / "predictions.npz",
+            public=public_preds,
+            evaluation=eval_preds,
+            evaluation_labels=y_eval,
+        )
+        metrics = dict(
+            result.summary(),
+            teacher_accuracy=[round(float(a), 6) for a in acc],
+            recipe=config.fingerprint(),
+            dataset=data.name,
+        )
         atomic_write_json(out / "metrics.json", metrics)
     return result

@@ -46,8 +46,15 @@ import logging
 
 import numpy as np
 
-__all__ = ["SCALE_RATIO_LIMIT", "STANDARDIZE", "public_scale_ratio", "handles_scale",
-           "scale_warning", "PublicScaler", "standardized_data"]
+__all__ = [
+    "SCALE_RATIO_LIMIT",
+    "STANDARDIZE",
+    "public_scale_ratio",
+    "handles_scale",
+    "scale_warning",
+    "PublicScaler",
+    "standardized_data",
+]
 
 SCALE_RATIO_LIMIT = 100.0
 STANDARDIZE = ("auto", "public", "none")
@@ -55,13 +62,31 @@ _CONSTANT = 1e-6
 logger = logging.getLogger("pate.teachers.scaling")
 
 #: scikit-learn steps that put features on comparable scales (a Pipeline holding one is fine).
-_SCALERS = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler", "RobustScaler", "QuantileTransformer",
-            "PowerTransformer", "Normalizer", "SplineTransformer", "KBinsDiscretizer")
+_SCALERS = (
+    "StandardScaler",
+    "MinMaxScaler",
+    "MaxAbsScaler",
+    "RobustScaler",
+    "QuantileTransformer",
+    "PowerTransformer",
+    "Normalizer",
+    "SplineTransformer",
+    "KBinsDiscretizer",
+)
 #: scikit-learn estimators whose predictions do not depend on a feature's scale (trees).
-_SCALE_FREE = ("DecisionTreeClassifier", "ExtraTreeClassifier", "RandomForestClassifier",
-               "ExtraTreesClassifier", "GradientBoostingClassifier",
-               "HistGradientBoostingClassifier", "AdaBoostClassifier", "XGBClassifier",
-               "LGBMClassifier", "CatBoostClassifier", "GaussianNB")
+_SCALE_FREE = (
+    "DecisionTreeClassifier",
+    "ExtraTreeClassifier",
+    "RandomForestClassifier",
+    "ExtraTreesClassifier",
+    "GradientBoostingClassifier",
+    "HistGradientBoostingClassifier",
+    "AdaBoostClassifier",
+    "XGBClassifier",
+    "LGBMClassifier",
+    "CatBoostClassifier",
+    "GaussianNB",
+)
 
 
 def public_scale_ratio(public_x) -> float | None:
@@ -117,12 +142,14 @@ def scale_warning(public_x, model, *, role: str = "teacher") -> str | None:
         return None
     what = f"{role} model" if isinstance(model, str) else f"{role} model {type(model).__name__}"
     setting = "teacher" if role == "teacher" else "student"
-    return (f"the {what} gets the tabular inputs unscaled, and the public features' standard "
-            f"deviations differ by a factor of {ratio:.3g} (above {SCALE_RATIO_LIMIT:g}): "
-            f"gradient-trained and regularised models learn poorly on such inputs. Wrap a "
-            f"scikit-learn model in make_pipeline(StandardScaler(), ...), standardise inside a "
-            f"torch model, or use {setting}=\"auto\" (zoo models are standardised with public "
-            f"statistics)")
+    return (
+        f"the {what} gets the tabular inputs unscaled, and the public features' standard "
+        f"deviations differ by a factor of {ratio:.3g} (above {SCALE_RATIO_LIMIT:g}): "
+        f"gradient-trained and regularised models learn poorly on such inputs. Wrap a "
+        f"scikit-learn model in make_pipeline(StandardScaler(), ...), standardise inside a "
+        f'torch model, or use {setting}="auto" (zoo models are standardised with public '
+        f"statistics)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,14 +161,17 @@ class PublicScaler:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, public_x) -> "PublicScaler":
+    def fit(cls, public_x) -> PublicScaler:
         x = np.asarray(public_x, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 1:
-            raise ValueError(f"PublicScaler.fit needs tabular public inputs (N >= 1, F), got "
-                             f"shape {x.shape}")
+            raise ValueError(
+                f"PublicScaler.fit needs tabular public inputs (N >= 1, F), got shape {x.shape}"
+            )
         std = x.std(axis=0)
-        return cls(mean=x.mean(axis=0).astype(np.float32),
-                   std=np.where(std > _CONSTANT, std, 1.0).astype(np.float32))
+        return cls(
+            mean=x.mean(axis=0).astype(np.float32),
+            std=np.where(std > _CONSTANT, std, 1.0).astype(np.float32),
+        )
 
     def transform(self, x) -> np.ndarray:
         return ((np.asarray(x, dtype=np.float32) - self.mean) / self.std).astype(np.float32)
@@ -153,8 +183,13 @@ def standardized_data(data):
     from pate.teachers.data import ArraySplit
 
     scaler = PublicScaler.fit(data.public.x)
-    splits = {name: ArraySplit(scaler.transform(getattr(data, name).x), getattr(data, name).y)
-              for name in ("private", "public", "evaluation")}
-    logger.info("teachers: tabular inputs standardised with the public split's per-feature "
-                "mean and std (%d features)", scaler.mean.size)
+    splits = {
+        name: ArraySplit(scaler.transform(getattr(data, name).x), getattr(data, name).y)
+        for name in ("private", "public", "evaluation")
+    }
+    logger.info(
+        "teachers: tabular inputs standardised with the public split's per-feature "
+        "mean and std (%d features)",
+        scaler.mean.size,
+    )
     return dataclasses.replace(data, **splits)

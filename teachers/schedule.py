@@ -25,8 +25,15 @@ import numpy as np
 
 from pate.analysis.validation import check_choice
 
-__all__ = ["EpochPlan", "epoch_plan", "augment", "init_teacher", "AUGMENTATIONS",
-           "parse_augmentation", "DEFAULT_SHIFT"]
+__all__ = [
+    "EpochPlan",
+    "epoch_plan",
+    "augment",
+    "init_teacher",
+    "AUGMENTATIONS",
+    "parse_augmentation",
+    "DEFAULT_SHIFT",
+]
 
 AUGMENTATIONS = ("none", "shift", "flip", "shift+flip")
 DEFAULT_SHIFT = 2  # pixels, for 28x28 / 32x32 images; 1 for 8x8 digits
@@ -34,25 +41,28 @@ DEFAULT_SHIFT = 2  # pixels, for 28x28 / 32x32 images; 1 for 8x8 digits
 
 @dataclass(frozen=True)
 class EpochPlan:
-    order: np.ndarray              # (n,) positions into the teacher's shard, a permutation
-    shifts: np.ndarray | None      # (n, 2) int (dy, dx) per visit, or None
-    flips: np.ndarray | None       # (n,) bool per visit, or None
+    order: np.ndarray  # (n,) positions into the teacher's shard, a permutation
+    shifts: np.ndarray | None  # (n, 2) int (dy, dx) per visit, or None
+    flips: np.ndarray | None  # (n,) bool per visit, or None
 
 
 def parse_augmentation(name: str, input_shape: tuple[int, ...]) -> tuple[int, bool]:
     """``(max_shift, flip)`` for augmentation ``name`` on inputs of ``input_shape``."""
     check_choice(name, "augment", AUGMENTATIONS)
     if name != "none" and len(input_shape) != 3:
-        raise ValueError(f"augment={name!r} needs image inputs (C, H, W), got input shape "
-                         f"{input_shape}; use augment='none' for tabular data")
+        raise ValueError(
+            f"augment={name!r} needs image inputs (C, H, W), got input shape "
+            f"{input_shape}; use augment='none' for tabular data"
+        )
     shift = 0
     if "shift" in name:
         shift = 1 if min(input_shape[1:]) < 16 else DEFAULT_SHIFT
     return shift, "flip" in name
 
 
-def epoch_plan(seed: int, epoch: int, num_records: int, *, max_shift: int = 0,
-               flip: bool = False) -> EpochPlan:
+def epoch_plan(
+    seed: int, epoch: int, num_records: int, *, max_shift: int = 0, flip: bool = False
+) -> EpochPlan:
     rng = np.random.default_rng([int(seed), int(epoch)])
     order = rng.permutation(num_records)
     shifts = rng.integers(-max_shift, max_shift + 1, size=(num_records, 2)) if max_shift else None
@@ -81,13 +91,13 @@ def augment(x, shifts, flips, *, max_shift: int | None = None):
     ar_w = torch.arange(w, device=dev)
     dy = shifts[:, 0] if shifts is not None else torch.zeros(n, dtype=torch.long, device=dev)
     dx = shifts[:, 1] if shifts is not None else torch.zeros(n, dtype=torch.long, device=dev)
-    rows = (m - dy)[:, None] + ar_h[None, :]                       # (N, H)
+    rows = (m - dy)[:, None] + ar_h[None, :]  # (N, H)
     cols = ar_w[None, :].expand(n, w)
     if flips is not None:
         cols = torch.where(flips[:, None], (w - 1) - cols, cols)
-    cols = (m - dx)[:, None] + cols                                # (N, W)
+    cols = (m - dx)[:, None] + cols  # (N, W)
     idx = torch.arange(n, device=dev)[:, None, None]
-    out = xp[idx, :, rows[:, :, None], cols[:, None, :]]           # (N, H, W, C)
+    out = xp[idx, :, rows[:, :, None], cols[:, None, :]]  # (N, H, W, C)
     return out.permute(0, 3, 1, 2).contiguous()
 
 
@@ -98,5 +108,5 @@ def init_teacher(model: str, seed: int, *, input_shape, num_classes):
     from pate.teachers.models import build_model
 
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed) % (2 ** 63))
+        torch.manual_seed(int(seed) % (2**63))
         return build_model(model, input_shape=input_shape, num_classes=num_classes)

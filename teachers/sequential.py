@@ -32,8 +32,13 @@ import numpy as np
 
 from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
-__all__ = ["SequentialChunk", "fit_sklearn_teachers", "sklearn_predict", "sklearn_random_states",
-           "make_sklearn_estimator"]
+__all__ = [
+    "SequentialChunk",
+    "fit_sklearn_teachers",
+    "sklearn_predict",
+    "sklearn_random_states",
+    "make_sklearn_estimator",
+]
 
 
 class SequentialChunk:
@@ -48,17 +53,32 @@ class SequentialChunk:
         self.x, self.y = x, y
         self.device = torch.device(device)
         self.max_shift, self.flip = parse_augmentation(config.augment, tuple(input_shape))
-        self.models = [init_teacher(config.model, s, input_shape=input_shape,
-                                    num_classes=num_classes).to(self.device) for s in self.seeds]
-        self.optimizers = [make_torch_optimizer(config.optimizer, m.parameters(), lr=config.lr,
-                                                weight_decay=config.weight_decay,
-                                                momentum=config.momentum) for m in self.models]
+        self.models = [
+            init_teacher(config.model, s, input_shape=input_shape, num_classes=num_classes).to(
+                self.device
+            )
+            for s in self.seeds
+        ]
+        self.optimizers = [
+            make_torch_optimizer(
+                config.optimizer,
+                m.parameters(),
+                lr=config.lr,
+                weight_decay=config.weight_decay,
+                momentum=config.momentum,
+            )
+            for m in self.models
+        ]
         self.amp = self.device.type == "cuda" and config.amp
 
     def state_dict(self) -> dict:
-        return {"models": [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
-                           for m in self.models],
-                "optimizers": [o.state_dict() for o in self.optimizers]}
+        return {
+            "models": [
+                {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
+                for m in self.models
+            ],
+            "optimizers": [o.state_dict() for o in self.optimizers],
+        }
 
     def load_state_dict(self, sd: dict) -> None:
         for m, o, msd, osd in zip(self.models, self.optimizers, sd["models"], sd["optimizers"]):
@@ -84,22 +104,29 @@ class SequentialChunk:
             flips = torch.from_numpy(plan.flips).to(dev) if plan.flips is not None else None
             model.train()
             with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-                torch.manual_seed(int(np.random.SeedSequence([seed, int(epoch)]).generate_state(1)[0]))
+                torch.manual_seed(
+                    int(np.random.SeedSequence([seed, int(epoch)]).generate_state(1)[0])
+                )
                 for start in range(0, len(shard), bs):
                     sl = slice(start, start + bs)
                     r = rows[sl]
-                    xb = augment(self.x.index_select(0, r),
-                                 None if shifts is None else shifts[sl],
-                                 None if flips is None else flips[sl],
-                                 max_shift=self.max_shift)
+                    xb = augment(
+                        self.x.index_select(0, r),
+                        None if shifts is None else shifts[sl],
+                        None if flips is None else flips[sl],
+                        max_shift=self.max_shift,
+                    )
                     opt.zero_grad(set_to_none=True)
                     if self.amp:
                         with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
                             logits = model(xb)
                     else:  # no autocast context per step (pure overhead when disabled)
                         logits = model(xb)
-                    loss = F.cross_entropy(logits.float(), self.y.index_select(0, r),
-                                           label_smoothing=self.config.label_smoothing)
+                    loss = F.cross_entropy(
+                        logits.float(),
+                        self.y.index_select(0, r),
+                        label_smoothing=self.config.label_smoothing,
+                    )
                     loss.backward()
                     opt.step()
 
@@ -114,9 +141,9 @@ class SequentialChunk:
                 for start in range(0, x.shape[0], batch):
                     if self.amp:
                         with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-                            logits = model(x[start:start + batch])
+                            logits = model(x[start : start + batch])
                     else:
-                        logits = model(x[start:start + batch])
+                        logits = model(x[start : start + batch])
                     preds.append(logits.float().argmax(dim=-1).cpu())
                 out.append(torch.cat(preds))
         return torch.stack(out).numpy().astype(np.int64)
@@ -124,14 +151,17 @@ class SequentialChunk:
 
 # ------------------------------------------------------------------------------ scikit-learn
 
+
 def make_sklearn_estimator(spec: str, params: dict | None = None):
     """Instantiate ``"sklearn:package.module.Class"`` with keyword ``params``."""
-    path = spec[len("sklearn:"):] if spec.startswith("sklearn:") else spec
+    path = spec[len("sklearn:") :] if spec.startswith("sklearn:") else spec
     module_name, _, cls_name = path.rpartition(".")
     if not module_name:
-        raise ValueError(f"model {spec!r}: give a scikit-learn estimator as "
-                         "'sklearn:package.module.Class', e.g. "
-                         "'sklearn:sklearn.linear_model.LogisticRegression'")
+        raise ValueError(
+            f"model {spec!r}: give a scikit-learn estimator as "
+            "'sklearn:package.module.Class', e.g. "
+            "'sklearn:sklearn.linear_model.LogisticRegression'"
+        )
     try:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except (ImportError, AttributeError) as exc:
@@ -141,8 +171,9 @@ def make_sklearn_estimator(spec: str, params: dict | None = None):
     except TypeError as exc:
         raise ValueError(f"model {spec!r}: bad model_params {params!r} ({exc})") from None
     if not (hasattr(est, "fit") and hasattr(est, "predict") and hasattr(est, "get_params")):
-        raise TypeError(f"model {spec!r} is not a scikit-learn estimator (needs fit, predict, "
-                        "get_params)")
+        raise TypeError(
+            f"model {spec!r} is not a scikit-learn estimator (needs fit, predict, get_params)"
+        )
     return est
 
 
@@ -151,7 +182,7 @@ def _fit_one(estimator, x, y, seed):
 
     est = clone(estimator)
     if "random_state" in est.get_params():
-        est.set_params(random_state=int(seed) % (2 ** 32))
+        est.set_params(random_state=int(seed) % (2**32))
     return est.fit(x, y)
 
 
@@ -162,11 +193,15 @@ def fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs: int = 1) -> 
     y = np.asarray(y)
     for t, shard in enumerate(shards):
         if len(np.unique(y[shard])) < 2:
-            raise ValueError(f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
-                             "scikit-learn classifiers need at least two. Use a stratified "
-                             "partition or fewer teachers")
-    return Parallel(n_jobs=n_jobs)(delayed(_fit_one)(estimator, flat[shard], y[shard], seed)
-                                   for shard, seed in zip(shards, seeds))
+            raise ValueError(
+                f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
+                "scikit-learn classifiers need at least two. Use a stratified "
+                "partition or fewer teachers"
+            )
+    return Parallel(n_jobs=n_jobs)(
+        delayed(_fit_one)(estimator, flat[shard], y[shard], seed)
+        for shard, seed in zip(shards, seeds)
+    )
 
 
 def sklearn_predict(estimators, x) -> np.ndarray:
@@ -178,5 +213,7 @@ def sklearn_random_states(estimators) -> np.ndarray:
     out = []
     for e in estimators:
         rs = e.get_params().get("random_state")
-        out.append(int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else -1)
+        out.append(
+            int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else -1
+        )
     return np.asarray(out, dtype=np.int64)

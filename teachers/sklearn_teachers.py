@@ -37,17 +37,33 @@ import time
 
 import numpy as np
 
-from pate.teachers.checkpoint import (CheckpointError, atomic_savez, atomic_write_json,
-                                      load_plain_npz)
+from pate.teachers.checkpoint import (
+    CheckpointError,
+    atomic_savez,
+    atomic_write_json,
+    load_plain_npz,
+)
 from pate.teachers.ensemble_dir import STATE, open_out_dir
 from pate.teachers.result import finish
 
-__all__ = ["train_sklearn", "load_sklearn_chunk", "warn_about_pickles", "CHUNK_FORMAT",
-           "CHUNK_KEYS"]
+__all__ = [
+    "train_sklearn",
+    "load_sklearn_chunk",
+    "warn_about_pickles",
+    "CHUNK_FORMAT",
+    "CHUNK_KEYS",
+]
 
 CHUNK_FORMAT = 1
-CHUNK_KEYS = ("format", "teachers", "seeds", "random_states", "shard_sizes",
-              "public_predictions", "eval_predictions")
+CHUNK_KEYS = (
+    "format",
+    "teachers",
+    "seeds",
+    "random_states",
+    "shard_sizes",
+    "public_predictions",
+    "eval_predictions",
+)
 logger = logging.getLogger("pate.teachers.ensemble")  # the ensemble's messages (the CLI shows them)
 
 
@@ -56,57 +72,98 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     run are read back); returns the :class:`pate.teachers.result.EnsembleResult`."""
     from tqdm.auto import tqdm
 
-    from pate.teachers.sequential import (fit_sklearn_teachers, make_sklearn_estimator,
-                                          sklearn_predict, sklearn_random_states)
+    from pate.teachers.sequential import (
+        fit_sklearn_teachers,
+        make_sklearn_estimator,
+        sklearn_predict,
+        sklearn_random_states,
+    )
 
-    estimator = (make_sklearn_estimator(config.model, config.model_params)
-                 if isinstance(config.model, str) else config.model)
+    estimator = (
+        make_sklearn_estimator(config.model, config.model_params)
+        if isinstance(config.model, str)
+        else config.model
+    )
     num_teachers = len(shards)
     y = data.private.y
     for t, shard in enumerate(shards):  # checked before any fitting
         if len(np.unique(y[shard])) < 2:
-            raise ValueError(f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
-                             "scikit-learn classifiers need at least two. Use a stratified "
-                             "partition or fewer teachers")
+            raise ValueError(
+                f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
+                "scikit-learn classifiers need at least two. Use a stratified "
+                "partition or fewer teachers"
+            )
     state = open_out_dir(out_dir, fingerprint, resume)
-    chunk_size = int(state["chunk_size"]) if state and "chunk_size" in state else (
-        min(config.chunk_size or 25, num_teachers))
-    chunks = [list(range(i, min(i + chunk_size, num_teachers)))
-              for i in range(0, num_teachers, chunk_size)]
+    chunk_size = (
+        int(state["chunk_size"])
+        if state and "chunk_size" in state
+        else (min(config.chunk_size or 25, num_teachers))
+    )
+    chunks = [
+        list(range(i, min(i + chunk_size, num_teachers)))
+        for i in range(0, num_teachers, chunk_size)
+    ]
     out = pathlib.Path(out_dir) if out_dir is not None else None
     if out is not None:
-        state = dict(state or {}, fingerprint=fingerprint, chunk_size=chunk_size,
-                     num_chunks=len(chunks), trainer="sklearn", seeds=seeds,
-                     completed=(state or {}).get("completed", []))
+        state = dict(
+            state or {},
+            fingerprint=fingerprint,
+            chunk_size=chunk_size,
+            num_chunks=len(chunks),
+            trainer="sklearn",
+            seeds=seeds,
+            completed=(state or {}).get("completed", []),
+        )
         atomic_write_json(out / STATE, state)
         warn_about_pickles(out)
     public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
     eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
     started = time.perf_counter()
-    with tqdm(total=num_teachers, file=sys.stderr, disable=not progress, desc="teachers",
-              unit="teacher", dynamic_ncols=True) as bar:
+    with tqdm(
+        total=num_teachers,
+        file=sys.stderr,
+        disable=not progress,
+        desc="teachers",
+        unit="teacher",
+        dynamic_ncols=True,
+    ) as bar:
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
-            expected = {"teachers": np.array([lo, hi], dtype=np.int64),
-                        "seeds": np.asarray(seeds[lo:hi], dtype=np.int64),
-                        "shard_sizes": np.array([len(shards[t]) for t in members], dtype=np.int64)}
+            expected = {
+                "teachers": np.array([lo, hi], dtype=np.int64),
+                "seeds": np.asarray(seeds[lo:hi], dtype=np.int64),
+                "shard_sizes": np.array([len(shards[t]) for t in members], dtype=np.int64),
+            }
             path = out / f"chunk_{ci:04d}.npz" if out is not None else None
             if out is not None and ci in state["completed"]:
-                saved = load_sklearn_chunk(path, expected, num_classes=int(data.num_classes),
-                                            n_public=len(data.public),
-                                            n_eval=len(data.evaluation))
+                saved = load_sklearn_chunk(
+                    path,
+                    expected,
+                    num_classes=int(data.num_classes),
+                    n_public=len(data.public),
+                    n_eval=len(data.evaluation),
+                )
             else:
-                fitted = fit_sklearn_teachers(estimator, data.private.x, y,
-                                              [shards[t] for t in members],
-                                              [seeds[t] for t in members], n_jobs=config.n_jobs)
-                saved = dict(expected, format=np.array(CHUNK_FORMAT, dtype=np.int64),
-                             random_states=sklearn_random_states(fitted),
-                             public_predictions=sklearn_predict(fitted, data.public.x),
-                             eval_predictions=sklearn_predict(fitted, data.evaluation.x))
+                fitted = fit_sklearn_teachers(
+                    estimator,
+                    data.private.x,
+                    y,
+                    [shards[t] for t in members],
+                    [seeds[t] for t in members],
+                    n_jobs=config.n_jobs,
+                )
+                saved = dict(
+                    expected,
+                    format=np.array(CHUNK_FORMAT, dtype=np.int64),
+                    random_states=sklearn_random_states(fitted),
+                    public_predictions=sklearn_predict(fitted, data.public.x),
+                    eval_predictions=sklearn_predict(fitted, data.evaluation.x),
+                )
                 del fitted  # kept in memory only: estimators are never written (no pickles)
                 if out is not None:
-                    atomic_savez(path, **{k: np.asarray(saved[k], dtype=np.int64)
-                                          for k in CHUNK_KEYS})
+                    atomic_savez(
+                        path, **{k: np.asarray(saved[k], dtype=np.int64) for k in CHUNK_KEYS}
+                    )
                     state["completed"] = sorted(set(state["completed"]) | {ci})
                     atomic_write_json(out / STATE, state)
             public_preds[lo:hi] = saved["public_predictions"]
@@ -115,35 +172,51 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     bad = (public_preds < 0) | (public_preds >= data.num_classes)
     if np.any(bad):
         raise ValueError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
-    return finish(data, public_preds, eval_preds, int(data.num_classes), "sklearn", "cpu",
-                   chunk_size, time.perf_counter() - started, out, config)
+    return finish(
+        data,
+        public_preds,
+        eval_preds,
+        int(data.num_classes),
+        "sklearn",
+        "cpu",
+        chunk_size,
+        time.perf_counter() - started,
+        out,
+        config,
+    )
 
 
 def warn_about_pickles(out: pathlib.Path) -> None:
     """Log ``*.pkl`` files in ``out`` (never opened: unpickling can run code)."""
     stray = sorted(p.name for p in out.glob("*.pkl"))
     if stray:
-        logger.warning("ignoring %s in %s: pate-learn never reads pickles from a run directory "
-                       "(they can run code); delete them if you did not put them there",
-                       ", ".join(stray), out)
+        logger.warning(
+            "ignoring %s in %s: pate-learn never reads pickles from a run directory "
+            "(they can run code); delete them if you did not put them there",
+            ", ".join(stray),
+            out,
+        )
 
 
-def load_sklearn_chunk(path: pathlib.Path, expected: dict, *, num_classes: int, n_public: int,
-                        n_eval: int) -> dict:
+def load_sklearn_chunk(
+    path: pathlib.Path, expected: dict, *, num_classes: int, n_public: int, n_eval: int
+) -> dict:
     """Read a finished scikit-learn chunk (plain arrays, no pickles) and check it fits the run."""
-    remedy = (f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers "
-              "again")
+    remedy = f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers again"
     legacy = path.with_suffix(".pkl")
     if not path.exists() and legacy.exists():
         raise CheckpointError(
             f"checkpoint {str(path)!r} is missing; {legacy.name} next to it is a pickle (written "
             "by an older pate-learn, or planted) and is never loaded, because unpickling can run "
-            f"code; {remedy}", path=path)
+            f"code; {remedy}",
+            path=path,
+        )
     arrays = load_plain_npz(path, keys=CHUNK_KEYS, remedy=remedy)
 
     def fail(why: str) -> CheckpointError:
-        return CheckpointError(f"checkpoint {str(path)!r} does not belong to this run ({why}); "
-                               f"{remedy}", path=path)
+        return CheckpointError(
+            f"checkpoint {str(path)!r} does not belong to this run ({why}); {remedy}", path=path
+        )
 
     for k, a in arrays.items():
         if a.dtype.kind not in "iu":
@@ -154,8 +227,11 @@ def load_sklearn_chunk(path: pathlib.Path, expected: dict, *, num_classes: int, 
         if not np.array_equal(arrays[k], want):
             raise fail(f"{k} {arrays[k].tolist()!r}, expected {want.tolist()!r}")
     size = int(expected["seeds"].shape[0])
-    shapes = {"random_states": (size,), "public_predictions": (size, n_public),
-              "eval_predictions": (size, n_eval)}
+    shapes = {
+        "random_states": (size,),
+        "public_predictions": (size, n_public),
+        "eval_predictions": (size, n_eval),
+    }
     for k, shape in shapes.items():
         if arrays[k].shape != shape:
             raise fail(f"{k} has shape {arrays[k].shape}, expected {shape}")

@@ -73,8 +73,9 @@ def _make_fns(base, *, amp_device: str | None, label_smoothing: float):
         return forward(params, buffers, x, module=eval_base)
 
     def loss(params, buffers, x, y, w):
-        ce = F.cross_entropy(forward(params, buffers, x), y, reduction="none",
-                             label_smoothing=label_smoothing)
+        ce = F.cross_entropy(
+            forward(params, buffers, x), y, reduction="none", label_smoothing=label_smoothing
+        )
         return (ce * w).sum() / w.sum().clamp(min=1.0)
 
     grad_fn = vmap(grad(loss), in_dims=(0, 0, 0, 0, 0), randomness="different")
@@ -87,7 +88,9 @@ def vmap_support(model: str, *, input_shape, num_classes: int) -> str | None:
     import torch
     from torch.func import stack_module_state
 
-    nets = [init_teacher(model, s, input_shape=input_shape, num_classes=num_classes) for s in (0, 1)]
+    nets = [
+        init_teacher(model, s, input_shape=input_shape, num_classes=num_classes) for s in (0, 1)
+    ]
     if _has_batchnorm(nets[0]):
         return "it contains BatchNorm (in-place running statistics cannot be vmapped)"
     try:
@@ -102,8 +105,9 @@ def vmap_support(model: str, *, input_shape, num_classes: int) -> str | None:
     return None
 
 
-def per_teacher_bytes(model: str, *, input_shape, num_classes: int, batch_size: int,
-                      eval_batch: int = EVAL_BATCH) -> int:
+def per_teacher_bytes(
+    model: str, *, input_shape, num_classes: int, batch_size: int, eval_batch: int = EVAL_BATCH
+) -> int:
     import torch
 
     net = init_teacher(model, 0, input_shape=input_shape, num_classes=num_classes).eval()
@@ -139,30 +143,40 @@ class VectorizedChunk:
         self.config = config
         self.seeds = [int(s) for s in seeds]
         self.shards = [np.asarray(s, dtype=np.int64) for s in shards]
-        self.x, self.y = x, y          # torch tensors of the whole private split, on ``device``
+        self.x, self.y = x, y  # torch tensors of the whole private split, on ``device``
         self.device = torch.device(device)
         self.num_teachers = len(self.seeds)
         self.max_shift, self.flip = parse_augmentation(config.augment, tuple(input_shape))
-        nets = [init_teacher(config.model, s, input_shape=input_shape, num_classes=num_classes)
-                for s in self.seeds]
+        nets = [
+            init_teacher(config.model, s, input_shape=input_shape, num_classes=num_classes)
+            for s in self.seeds
+        ]
         params, buffers = stack_module_state(nets)
         self.params = {k: v.detach().to(self.device).contiguous() for k, v in params.items()}
         self.buffers = {k: v.to(self.device) for k, v in buffers.items()}
         amp = self.device.type == "cuda" and config.amp
         self.base = nets[0].to(self.device).eval()  # parameters replaced in functional_call
-        self.grad_fn, self.predict_fn = _make_fns(_meta_copy(nets[0]),
-                                                  amp_device="cuda" if amp else None,
-                                                  label_smoothing=config.label_smoothing)
+        self.grad_fn, self.predict_fn = _make_fns(
+            _meta_copy(nets[0]),
+            amp_device="cuda" if amp else None,
+            label_smoothing=config.label_smoothing,
+        )
         del nets[1:]
-        self.optimizer = StackedOptimizer(self.params, name=config.optimizer, lr=config.lr,
-                                          weight_decay=config.weight_decay,
-                                          momentum=config.momentum)
+        self.optimizer = StackedOptimizer(
+            self.params,
+            name=config.optimizer,
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            momentum=config.momentum,
+        )
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
-                "buffers": {k: v.detach().cpu().clone() for k, v in self.buffers.items()},
-                "optimizer": self.optimizer.state_dict()}
+        return {
+            "params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
+            "buffers": {k: v.detach().cpu().clone() for k, v in self.buffers.items()},
+            "optimizer": self.optimizer.state_dict(),
+        }
 
     def load_state_dict(self, sd: dict) -> None:
         for k, v in sd["params"].items():
@@ -192,7 +206,7 @@ class VectorizedChunk:
             plan = epoch_plan(seed, epoch, len(shard), max_shift=self.max_shift, flip=self.flip)
             n = len(shard)
             rows[t, :n] = shard[plan.order]
-            rows[t, n:] = shard[0]          # padding: the teacher's own record, weight 0
+            rows[t, n:] = shard[0]  # padding: the teacher's own record, weight 0
             weight[t, :n] = 1.0
             if shifts is not None:
                 shifts[t, :n] = plan.shifts
@@ -217,10 +231,12 @@ class VectorizedChunk:
             for s in range(steps):
                 sl = slice(s * bs, (s + 1) * bs)
                 r = rows_t[:, sl].reshape(-1)
-                xb = augment(self.x.index_select(0, r),
-                             None if shifts_t is None else shifts_t[:, sl].reshape(-1, 2),
-                             None if flips_t is None else flips_t[:, sl].reshape(-1),
-                             max_shift=self.max_shift)
+                xb = augment(
+                    self.x.index_select(0, r),
+                    None if shifts_t is None else shifts_t[:, sl].reshape(-1, 2),
+                    None if flips_t is None else flips_t[:, sl].reshape(-1),
+                    max_shift=self.max_shift,
+                )
                 xb = xb.view((t_count, bs) + tuple(xb.shape[1:]))
                 yb = self.y.index_select(0, r).view(t_count, bs)
                 wb = weight_t[:, sl]
@@ -241,13 +257,17 @@ class VectorizedChunk:
         with torch.no_grad():
             if self.device.type == "cuda":
                 for start in range(0, x.shape[0], batch):
-                    logits = self.predict_fn(self.params, self.buffers, x[start:start + batch])
+                    logits = self.predict_fn(self.params, self.buffers, x[start : start + batch])
                     out.append(logits.argmax(dim=-1).cpu())
                 return torch.cat(out, dim=1).numpy().astype(np.int64)
             for t in range(self.num_teachers):
                 params = {k: v[t] for k, v in self.params.items()}
                 buffers = {k: v[t] for k, v in self.buffers.items()}
-                preds = [functional_call(self.base, (params, buffers), (x[i:i + batch],))
-                         .argmax(dim=-1) for i in range(0, x.shape[0], batch)]
+                preds = [
+                    functional_call(self.base, (params, buffers), (x[i : i + batch],)).argmax(
+                        dim=-1
+                    )
+                    for i in range(0, x.shape[0], batch)
+                ]
                 out.append(torch.cat(preds))
         return torch.stack(out).numpy().astype(np.int64)

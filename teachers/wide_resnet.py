@@ -37,8 +37,11 @@ class _Block(nn.Module):
         self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
         self.norm2 = nn.GroupNorm(8, cout)
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
-        self.shortcut = (None if stride == 1 and cin == cout
-                         else nn.Conv2d(cin, cout, 1, stride=stride, bias=False))
+        self.shortcut = (
+            None
+            if stride == 1 and cin == cout
+            else nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.norm1(x))

@@ -38,8 +38,12 @@ def _private_ledger(tmp_path, monkeypatch):
 
 def _small_digits_config(folder, *, replace=(), extra="", name="digits-small.toml") -> pathlib.Path:
     text = (REPO / "configs" / "digits.toml").read_text()
-    for old, new in (("epochs = 40", "epochs = 16"), ("epochs = 6", "epochs = 1"),
-                     ("steps_per_epoch = 20", "steps_per_epoch = 8"), *replace):
+    for old, new in (
+        ("epochs = 40", "epochs = 16"),
+        ("epochs = 6", "epochs = 1"),
+        ("steps_per_epoch = 20", "steps_per_epoch = 8"),
+        *replace,
+    ):
         if old not in text:
             raise ValueError(f"small_digits_config: {old!r} is not in configs/digits.toml")
         text = text.replace(old, new)

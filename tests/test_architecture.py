@@ -39,8 +39,16 @@ def source_modules() -> list[str]:
 
 
 _PATH = re.compile(r"`([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*/?)`")
-_ROOTS = ("pate/", "analysis/", "teachers/", "student/", "tests/", "docs/", "benchmarks/",
-          "configs/")
+_ROOTS = (
+    "pate/",
+    "analysis/",
+    "teachers/",
+    "student/",
+    "tests/",
+    "docs/",
+    "benchmarks/",
+    "configs/",
+)
 
 
 def page_paths(text: str) -> list[str]:
@@ -50,14 +58,17 @@ def page_paths(text: str) -> list[str]:
     for match in _PATH.finditer(text):
         token = match.group(1)
         if token.startswith(_ROOTS) or (
-                "/" not in token and re.fullmatch(r"[\w-]+\.(?:toml|md|cfg)", token)):
+            "/" not in token and re.fullmatch(r"[\w-]+\.(?:toml|md|cfg)", token)
+        ):
             found.append(token)
     return sorted(set(found))
 
 
 def test_page_paths_finds_folders_and_files_but_not_modules():
-    text = ("`teachers/data.py` and `pate/run/stages/` in `pyproject.toml`; the module "
-            "`pate.teachers` and the call `load_pate_data` and `pate run` are not paths")
+    text = (
+        "`teachers/data.py` and `pate/run/stages/` in `pyproject.toml`; the module "
+        "`pate.teachers` and the call `load_pate_data` and `pate run` are not paths"
+    )
     assert page_paths(text) == ["pate/run/stages/", "pyproject.toml", "teachers/data.py"]
 
 
@@ -81,21 +92,33 @@ def test_architecture_page_names_existing_paths(path):
 def test_architecture_page_names_enough_paths():
     """The page is not vacuous: it names the folders of every layer and the split modules."""
     paths = set(page_paths(PAGE.read_text(encoding="utf-8")))
-    assert {"analysis/", "teachers/", "student/", "pate/cli/commands/", "pate/run/stages/",
-            "pate/mechanisms/", "pate/ledger/", "pate/run/report/"} <= paths
+    assert {
+        "analysis/",
+        "teachers/",
+        "student/",
+        "pate/cli/commands/",
+        "pate/run/stages/",
+        "pate/mechanisms/",
+        "pate/ledger/",
+        "pate/run/report/",
+    } <= paths
     assert {"student/train.py", "teachers/ensemble.py", "teachers/data.py"} <= paths
 
 
 def test_architecture_page_names_every_layer_module():
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    (layers,) = [c["layers"] for c in config["tool"]["importlinter"]["contracts"]
-                 if c["type"] == "layers"]
-    modules = [name.strip().strip("()") for layer in layers
-               for name in layer.replace("|", ":").split(":")]
+    (layers,) = [
+        c["layers"] for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"
+    ]
+    modules = [
+        name.strip().strip("()") for layer in layers for name in layer.replace("|", ":").split(":")
+    ]
     text = PAGE.read_text(encoding="utf-8")
     missing = [m for m in modules if f"`{m}`" not in text]
-    assert not missing, (f"docs/architecture.md does not name the layer module(s) "
-                         f"{', '.join(missing)} of pyproject.toml: add each to its layer's row")
+    assert not missing, (
+        f"docs/architecture.md does not name the layer module(s) "
+        f"{', '.join(missing)} of pyproject.toml: add each to its layer's row"
+    )
 
 
 def _long_functions(tree: ast.AST) -> list[tuple[str, int, int]]:
@@ -116,7 +139,11 @@ def test_long_function_finder_finds_a_long_function():
 
 def test_every_source_module_is_checked():
     modules = source_modules()
-    assert len(modules) > 100 and "pate/run/planner/rules.py" in modules and "analysis/rdp.py" in modules
+    assert (
+        len(modules) > 100
+        and "pate/run/planner/rules.py" in modules
+        and "analysis/rdp.py" in modules
+    )
     assert len(modules) == len(set(modules))
 
 
@@ -128,9 +155,11 @@ def test_source_modules_stay_small(path):
     lines = len(text.splitlines())
     assert lines <= MAX_LINES, (
         f"{path} has {lines} lines (at most {MAX_LINES}): a file this long holds more than one "
-        "concept; split it along its seams into sibling modules")
+        "concept; split it along its seams into sibling modules"
+    )
     long = _long_functions(ast.parse(text, filename=path))
     assert not long, (
         f"{path}: function(s) over {MAX_FUNCTION_LINES} lines: "
         + ", ".join(f"{name} (line {line}, {n} lines)" for name, line, n in long)
-        + "; split each into named steps")
+        + "; split each into named steps"
+    )

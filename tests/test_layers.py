@@ -25,7 +25,8 @@ import tomllib
 import pytest
 
 grimp = pytest.importorskip(
-    "grimp", reason="the layer checks need import-linter: pip install -e '.[dev]'")
+    "grimp", reason="the layer checks need import-linter: pip install -e '.[dev]'"
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("pate",)  # pate.analysis, pate.teachers, pate.student are its subpackages
@@ -63,25 +64,37 @@ def _where(graph, importer: str, imported: str) -> str:
 
 def test_layers_contract_is_kept():
     env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "160"}
-    done = subprocess.run([_lint_imports(), "--no-cache", "--no-logo", "pyproject.toml"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [_lint_imports(), "--no-cache", "--no-logo", "pyproject.toml"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0:
         report = done.stdout + done.stderr
         start = report.find("Broken contracts")
-        pytest.fail("the layers contract of pyproject.toml [tool.importlinter] is broken: a "
-                    "lower layer imports a higher one, or teachers and student import each other "
-                    "(move the shared code down a layer, or pass what it needs in from above):\n\n"
-                    + (report[start:] if start >= 0 else report), pytrace=False)
+        pytest.fail(
+            "the layers contract of pyproject.toml [tool.importlinter] is broken: a "
+            "lower layer imports a higher one, or teachers and student import each other "
+            "(move the shared code down a layer, or pass what it needs in from above):\n\n"
+            + (report[start:] if start >= 0 else report),
+            pytrace=False,
+        )
 
 
 def test_every_pate_module_has_a_layer(graph):
     declared = [name for layer in _layers() for name in layer]
     missing = sorted(
-        module for module in graph.find_children("pate")
-        if not any(module == name or module.startswith(name + ".") for name in declared))
+        module
+        for module in graph.find_children("pate")
+        if not any(module == name or module.startswith(name + ".") for name in declared)
+    )
     assert not missing, (
         f"modules without a layer: {', '.join(missing)}; add each to its layer in "
-        "pyproject.toml [tool.importlinter] (CLI, orchestration, student, teachers, pate core)")
+        "pyproject.toml [tool.importlinter] (CLI, orchestration, student, teachers, pate core)"
+    )
 
 
 def _strongly_connected(graph) -> list[list[str]]:
@@ -151,13 +164,17 @@ def test_no_import_cycles(graph):
         chain = "\n".join(f"    {_where(graph, a, b)}" for a, b in zip(cycle, cycle[1:]))
         report.append(f"  cycle among {', '.join(component)}:\n{chain}")
     if components:
-        pytest.fail("import cycles between modules (break each by moving the shared code down a "
-                    "layer, or by passing it in from above):\n" + "\n".join(report), pytrace=False)
+        pytest.fail(
+            "import cycles between modules (break each by moving the shared code down a "
+            "layer, or by passing it in from above):\n" + "\n".join(report),
+            pytrace=False,
+        )
 
 
 def test_pate_package_imports_only_the_errors(graph):
     assert graph.find_modules_directly_imported_by("pate") == {"pate.analysis.errors"}, (
-        "pate/__init__.py must import pate.analysis.errors only (import pate stays fast and torch-free)")
+        "pate/__init__.py must import pate.analysis.errors only (import pate stays fast and torch-free)"
+    )
 
 
 def test_cycle_finder_finds_a_cycle():

@@ -34,8 +34,9 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OURS = ("analysis", "teachers", "student")
 # Files a user might keep next to their own script: each one breaks loudly if it is imported.
-SHADOWS = {f"{name}.py": f"raise ImportError('the user\\'s own {name}.py was imported')\n"
-           for name in OURS}
+SHADOWS = {
+    f"{name}.py": f"raise ImportError('the user\\'s own {name}.py was imported')\n" for name in OURS
+}
 
 
 def _env(**extra) -> dict[str, str]:
@@ -45,11 +46,13 @@ def _env(**extra) -> dict[str, str]:
 
 
 def _run(argv, *, cwd, env=None, timeout=300) -> subprocess.CompletedProcess:
-    done = subprocess.run(argv, cwd=cwd, env=env or _env(), capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(
+        argv, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, (
         f"{argv[:4]}... exited {done.returncode}\nstdout:\n{done.stdout[-3000:]}\n"
-        f"stderr:\n{done.stderr[-3000:]}")
+        f"stderr:\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -83,39 +86,74 @@ def test_every_module_imports_under_pate_only(tmp_path):
     found = json.loads(done.stdout.strip().splitlines()[-1])
     modules = set(found["modules"])
     # The walk reached every subpackage (through the symlinks in a checkout) and their modules.
-    for name in ("pate.analysis.errors", "pate.analysis.rdp", "pate.teachers.ensemble",
-                 "pate.teachers.data", "pate.student.train", "pate.student.select",
-                 "pate.cli.commands.run", "pate.cli", "pate.api"):
+    for name in (
+        "pate.analysis.errors",
+        "pate.analysis.rdp",
+        "pate.teachers.ensemble",
+        "pate.teachers.data",
+        "pate.student.train",
+        "pate.student.select",
+        "pate.cli.commands.run",
+        "pate.cli",
+        "pate.api",
+    ):
         assert name in modules, f"{name} was not found under pate: {sorted(modules)}"
     assert found["top_level"] == [], (
         f"these modules were imported under a top-level name besides pate.*: {found['top_level']}; "
-        "import them as pate.analysis / pate.teachers / pate.student")
+        "import them as pate.analysis / pate.teachers / pate.student"
+    )
 
 
 def test_analysis_imports_no_torch(tmp_path):
-    code = ("import sys, pate.analysis, pate; "
-            "bad = sorted(m for m in ('torch', 'torchvision', 'analysis') if m in sys.modules); "
-            "sys.exit(f'imported: {bad}' if bad else 0)")
+    code = (
+        "import sys, pate.analysis, pate; "
+        "bad = sorted(m for m in ('torch', 'torchvision', 'analysis') if m in sys.modules); "
+        "sys.exit(f'imported: {bad}' if bad else 0)"
+    )
     _run([sys.executable, "-c", code], cwd=tmp_path, env=_repo_env())
 
 
 def test_user_modules_named_like_ours_do_not_shadow_pate(tmp_path):
     work = _shadowed_folder(tmp_path / "work")
     env = _repo_env()
-    check = ("import sys, pate, pate.analysis, pate.teachers.data, pate.student.select\n"
-             "from pate.analysis.errors import PateError\n"
-             "assert issubclass(pate.ConfigError, PateError)\n"
-             "clash = {'analysis', 'teachers', 'student'} & set(sys.modules)\n"
-             "assert not clash, sorted(clash)\n")
+    check = (
+        "import sys, pate, pate.analysis, pate.teachers.data, pate.student.select\n"
+        "from pate.analysis.errors import PateError\n"
+        "assert issubclass(pate.ConfigError, PateError)\n"
+        "clash = {'analysis', 'teachers', 'student'} & set(sys.modules)\n"
+        "assert not clash, sorted(clash)\n"
+    )
     _run([sys.executable, "-c", check], cwd=work, env=env)
     # The folder really does shadow top-level names (so the check above means something).
-    shadowed = subprocess.run([sys.executable, "-c", "import analysis"], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=60)
+    shadowed = subprocess.run(
+        [sys.executable, "-c", "import analysis"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shadowed.returncode != 0 and "the user's own analysis.py" in shadowed.stderr
 
     run_dir = tmp_path / "run"
-    _run([sys.executable, "-m", "pate", "run", "--config", "digits", "--run-dir", str(run_dir),
-          "--no-ledger", "--until", "partition", "--no-progress"], cwd=work, env=env)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pate",
+            "run",
+            "--config",
+            "digits",
+            "--run-dir",
+            str(run_dir),
+            "--no-ledger",
+            "--until",
+            "partition",
+            "--no-progress",
+        ],
+        cwd=work,
+        env=env,
+    )
     assert (run_dir / "partition.npz").is_file()
     assert (run_dir / "stages" / "partition.json").is_file()
 
@@ -131,8 +169,23 @@ def _build_wheel(out: pathlib.Path) -> pathlib.Path:
         shutil.copytree(REPO / name, src / name, symlinks=True, ignore=ignore)
     assert (src / "pate" / "analysis").is_symlink()
     dist = out / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-          "--no-cache-dir", "-q", "-w", str(dist), str(src)], cwd=out, timeout=300)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-cache-dir",
+            "-q",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        cwd=out,
+        timeout=300,
+    )
     (wheel,) = dist.glob("pate_learn-*.whl")
     return wheel
 
@@ -143,16 +196,38 @@ def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"pate"}, f"the wheel ships top-level {sorted(tops)}, expected pate only"
-    for name in ("pate/__init__.py", "pate/analysis/__init__.py", "pate/analysis/errors.py",
-                 "pate/analysis/rdp.py", "pate/teachers/ensemble.py", "pate/student/train.py",
-                 "pate/cli/commands/run.py", "pate/configs/digits.toml"):
+    for name in (
+        "pate/__init__.py",
+        "pate/analysis/__init__.py",
+        "pate/analysis/errors.py",
+        "pate/analysis/rdp.py",
+        "pate/teachers/ensemble.py",
+        "pate/student/train.py",
+        "pate/cli/commands/run.py",
+        "pate/configs/digits.toml",
+    ):
         assert name in names, f"{name} is not in the wheel"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "pate = pate.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
     target = tmp_path / "site"
-    _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-cache-dir",
-          "-q", "--target", str(target), str(wheel)], cwd=tmp_path, timeout=300)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--no-cache-dir",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert (target / "pate" / "analysis" / "rdp.py").is_file()
     assert not (target / "pate" / "analysis").is_symlink()
 

@@ -66,21 +66,37 @@ DEBUG_HELP = "on any error, print the full traceback (also: environment PATE_DEB
 
 # The errnos of a path that cannot be created or written: expected, the message names the path.
 _PATH_ERRNOS = frozenset(
-    getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ENOTDIR",
-                                      "EISDIR", "EEXIST", "ENAMETOOLONG", "ELOOP", "ENOENT")
-    if hasattr(errno, name))
+    getattr(errno, name)
+    for name in (
+        "EACCES",
+        "EPERM",
+        "EROFS",
+        "ENOSPC",
+        "EDQUOT",
+        "ENOTDIR",
+        "EISDIR",
+        "EEXIST",
+        "ENAMETOOLONG",
+        "ELOOP",
+        "ENOENT",
+    )
+    if hasattr(errno, name)
+)
 
 # The errnos of a full disk or a read-only file system: expected even where no file is named
 # (pate.core.io names the file of every write it does; a library's write may not).
-_NO_ROOM_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS")
-                            if hasattr(errno, name))
+_NO_ROOM_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") if hasattr(errno, name)
+)
 
 # The folders of pate and its subpackages, resolved: in a checkout pate/analysis, pate/teachers and
 # pate/student are symlinks to the top-level folders (a traceback names either path); in an
 # installed wheel they are plain folders under pate/.
 _PATE_DIR = pathlib.Path(__file__).resolve().parents[1]
-_PROJECT_DIRS = (_PATE_DIR, *((_PATE_DIR / name).resolve()
-                              for name in ("teachers", "student", "analysis")))
+_PROJECT_DIRS = (
+    _PATE_DIR,
+    *((_PATE_DIR / name).resolve() for name in ("teachers", "student", "analysis")),
+)
 # Every line of these modules, and of the config package, is validation: whatever
 # ValueError/TypeError they raise is expected.
 _VALIDATION_FILES = frozenset({(_PATE_DIR / "analysis").resolve() / "validation.py"})
@@ -91,8 +107,10 @@ _RAISE_OPCODES = frozenset({"RAISE_VARARGS"})
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pate",
-        description="PATE: private aggregation of teacher ensembles, with an auditable privacy report.")
+        description="PATE: private aggregation of teacher ensembles, with an auditable privacy report.",
+    )
     from pate import __version__
+
     parser.add_argument("--version", action="version", version=f"pate-learn {__version__}")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -114,8 +132,9 @@ def _add_debug_flag(subparsers: argparse._SubParsersAction) -> None:
         seen.add(id(child))
         if "--debug" not in child._option_string_actions:
             # SUPPRESS: absent after the command, the top-level value stays.
-            child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                               help=DEBUG_HELP)
+            child.add_argument(
+                "--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP
+            )
         for action in child._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _add_debug_flag(action)
@@ -198,8 +217,10 @@ def _report(exc: BaseException, command: str | None, debug: bool) -> int:
         sys.stderr.flush()
     status, message = classify(exc)
     if status == EXIT_SOFTWARE:
-        _say(f"{_prog(command)}: internal error: {_type_name(exc)}: {message} -- this is a bug; "
-             "rerun with --debug (or PATE_DEBUG=1) for the traceback and report it")
+        _say(
+            f"{_prog(command)}: internal error: {_type_name(exc)}: {message} -- this is a bug; "
+            "rerun with --debug (or PATE_DEBUG=1) for the traceback and report it"
+        )
     else:
         _say(f"{_prog(command)}: error: {message}")
     return status
@@ -217,9 +238,11 @@ def classify(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, OSError) and exc.errno in _PATH_ERRNOS and exc.filename is not None:
         return EXIT_INPUT, _os_message(exc)
     if isinstance(exc, OSError) and exc.errno in _NO_ROOM_ERRNOS:
-        return EXIT_INPUT, (f"{exc.strerror or _message(exc)} while writing an output (rerun with "
-                            "--debug to see which); free space on that file system (or write "
-                            "elsewhere) and run the command again")
+        return EXIT_INPUT, (
+            f"{exc.strerror or _message(exc)} while writing an output (rerun with "
+            "--debug to see which); free space on that file system (or write "
+            "elsewhere) and run the command again"
+        )
     if isinstance(exc, (ValueError, TypeError)) and raised_on_purpose(exc):
         return EXIT_INPUT, _message(exc)
     return EXIT_SOFTWARE, _message(exc)
@@ -259,17 +282,22 @@ def _message(exc: BaseException) -> str:
 def _os_message(exc: OSError) -> str:
     if exc.strerror and exc.filename is not None:
         target = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 is not None else "")
-        hint = ("" if isinstance(exc, FileNotFoundError) else
-                " (free space on that file system and run the command again)"
-                if exc.errno in _NO_ROOM_ERRNOS - {errno.EROFS} else
-                " (check the path and its permissions)")
+        hint = (
+            ""
+            if isinstance(exc, FileNotFoundError)
+            else " (free space on that file system and run the command again)"
+            if exc.errno in _NO_ROOM_ERRNOS - {errno.EROFS}
+            else " (check the path and its permissions)"
+        )
         return f"{exc.strerror}: {target}{hint}"
     return _message(exc)
 
 
 def _type_name(exc: BaseException) -> str:
     cls = type(exc)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
 
 
 def _stdout_closed() -> bool:
@@ -280,6 +308,7 @@ def _stdout_closed() -> bool:
         return False  # not a real file (captured output): the broken pipe was something else
     try:
         import select
+
         poller = select.poll()
     except (ImportError, AttributeError):  # no poll() on this platform: assume standard output
         return True

@@ -64,25 +64,40 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from pate import mechanisms
 from pate.analysis.accountant import PrivacyEvent, RdpAccountant
 from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
 from pate.analysis.errors import BudgetExceededError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
-from pate.analysis.validation import (check_choice, check_delta, check_orders, check_positive,
-                                      check_votes, describe)
-from pate import mechanisms
+from pate.analysis.validation import (
+    check_choice,
+    check_delta,
+    check_orders,
+    check_positive,
+    check_votes,
+    describe,
+)
 from pate.core.rng import Rng, check_rng
 from pate.mechanisms.base import MechanismSpec
 
-__all__ = ["AggregationResult", "aggregate", "lnmax", "gnmax", "confident_gnmax",
-           "interactive_gnmax", "OnlineAggregator", "BUDGET_BASES"]
+__all__ = [
+    "AggregationResult",
+    "aggregate",
+    "lnmax",
+    "gnmax",
+    "confident_gnmax",
+    "interactive_gnmax",
+    "OnlineAggregator",
+    "BUDGET_BASES",
+]
 
 BUDGET_BASES = ("data_independent", "data_dependent")
 SOURCES = ("teachers", "student", "none", "not-asked")
 
 
 # --------------------------------------------------------------------------- result
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AggregationResult:
@@ -149,25 +164,45 @@ class AggregationResult:
         return {s: int(np.sum(self.source == s)) for s in SOURCES}
 
     def __repr__(self) -> str:
-        return (f"AggregationResult({self.mechanism}, queries={self.num_queries}, "
-                f"asked={self.num_asked}, answered={self.num_answered}, "
-                f"labelled={self.num_labelled})")
+        return (
+            f"AggregationResult({self.mechanism}, queries={self.num_queries}, "
+            f"asked={self.num_asked}, answered={self.num_answered}, "
+            f"labelled={self.num_labelled})"
+        )
 
 
-def _result(labels: np.ndarray, answered: np.ndarray, source: np.ndarray, event: PrivacyEvent,
-            asked: np.ndarray | None = None, stop_reason: str | None = None) -> AggregationResult:
+def _result(
+    labels: np.ndarray,
+    answered: np.ndarray,
+    source: np.ndarray,
+    event: PrivacyEvent,
+    asked: np.ndarray | None = None,
+    stop_reason: str | None = None,
+) -> AggregationResult:
     if asked is None:
         asked = np.ones(labels.shape[0], dtype=bool)
-    return AggregationResult(labels=labels.astype(np.int64, copy=False), answered_mask=answered,
-                             source=source, asked_mask=asked, event=event,
-                             stop_reason=stop_reason)
+    return AggregationResult(
+        labels=labels.astype(np.int64, copy=False),
+        answered_mask=answered,
+        source=source,
+        asked_mask=asked,
+        event=event,
+        stop_reason=stop_reason,
+    )
 
 
 # --------------------------------------------------------------------------- one-shot mechanisms
 
-def aggregate(mechanism: str, votes: npt.ArrayLike, *, rng: Rng,
-              orders: npt.ArrayLike = DEFAULT_ORDERS, student_probabilities: Any = None,
-              **params: Any) -> AggregationResult:
+
+def aggregate(
+    mechanism: str,
+    votes: npt.ArrayLike,
+    *,
+    rng: Rng,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+    student_probabilities: Any = None,
+    **params: Any,
+) -> AggregationResult:
     """Run any registered mechanism (:mod:`pate.mechanisms`) once on every query of ``votes``.
 
     ``params`` are the mechanism's noise parameters (by name); ``student_probabilities`` the
@@ -181,20 +216,27 @@ def aggregate(mechanism: str, votes: npt.ArrayLike, *, rng: Rng,
     student = spec.check_student(student_probabilities, counts)
     grid, rng = check_orders(orders), check_rng(rng)
     labels, answered, source = spec.draw(counts, p, rng, student=student)
-    return _result(labels, answered, source,
-                   spec.event(counts, p, answered=answered, orders=grid, student=student))
+    return _result(
+        labels,
+        answered,
+        source,
+        spec.event(counts, p, answered=answered, orders=grid, student=student),
+    )
 
 
 def _check_param_names(params: dict[str, Any]) -> None:
     known = mechanisms.all_param_names()
     unknown = [k for k in params if k not in known]
     if unknown:
-        raise TypeError(f"unknown parameter(s) {', '.join(unknown)}; the mechanisms' parameters "
-                        f"are {', '.join(known)}")
+        raise TypeError(
+            f"unknown parameter(s) {', '.join(unknown)}; the mechanisms' parameters "
+            f"are {', '.join(known)}"
+        )
 
 
-def lnmax(votes: npt.ArrayLike, *, scale: float, rng: Rng,
-          orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
+def lnmax(
+    votes: npt.ArrayLike, *, scale: float, rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS
+) -> AggregationResult:
     """LNMax ([P17]): the argmax of the votes plus Laplace(0, ``scale``) noise on every count.
 
     Every query is answered; pure (2/scale)-DP per query. ``orders`` is the Renyi grid of the
@@ -203,14 +245,22 @@ def lnmax(votes: npt.ArrayLike, *, scale: float, rng: Rng,
     return aggregate("lnmax", votes, rng=rng, orders=orders, scale=scale)
 
 
-def gnmax(votes: npt.ArrayLike, *, sigma: float, rng: Rng,
-          orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
+def gnmax(
+    votes: npt.ArrayLike, *, sigma: float, rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS
+) -> AggregationResult:
     """GNMax ([P18]): the argmax of the votes plus N(0, ``sigma``^2) noise on every count."""
     return aggregate("gnmax", votes, rng=rng, orders=orders, sigma=sigma)
 
 
-def confident_gnmax(votes: npt.ArrayLike, *, threshold: float, sigma1: float, sigma2: float,
-                    rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
+def confident_gnmax(
+    votes: npt.ArrayLike,
+    *,
+    threshold: float,
+    sigma1: float,
+    sigma2: float,
+    rng: Rng,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+) -> AggregationResult:
     """Confident-GNMax ([P18] Algorithm 1).
 
     A query is answered only when max_j votes_j + N(0, sigma1^2) >= ``threshold``; the answer is
@@ -218,13 +268,28 @@ def confident_gnmax(votes: npt.ArrayLike, *, threshold: float, sigma1: float, si
     for every query and the GNMax step for the answered ones only, i.e. it equals
     ``analysis.confident_gnmax_rdp(votes, ..., answered=result.answered_mask)``.
     """
-    return aggregate("confident-gnmax", votes, rng=rng, orders=orders, threshold=threshold,
-                     sigma1=sigma1, sigma2=sigma2)
+    return aggregate(
+        "confident-gnmax",
+        votes,
+        rng=rng,
+        orders=orders,
+        threshold=threshold,
+        sigma1=sigma1,
+        sigma2=sigma2,
+    )
 
 
-def interactive_gnmax(votes: npt.ArrayLike, *, student_probabilities: npt.ArrayLike,
-                      threshold: float, sigma1: float, sigma2: float, student_confidence: float,
-                      rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS) -> AggregationResult:
+def interactive_gnmax(
+    votes: npt.ArrayLike,
+    *,
+    student_probabilities: npt.ArrayLike,
+    threshold: float,
+    sigma1: float,
+    sigma2: float,
+    student_confidence: float,
+    rng: Rng,
+    orders: npt.ArrayLike = DEFAULT_ORDERS,
+) -> AggregationResult:
     """Interactive-GNMax ([P18] Algorithm 2).
 
     ``student_probabilities`` (n, m) is the student's predicted distribution on the queries.
@@ -236,12 +301,21 @@ def interactive_gnmax(votes: npt.ArrayLike, *, student_probabilities: npt.ArrayL
       privacy cost (it only depends on the student) (source "student");
     * otherwise: label -1 (source "none").
     """
-    return aggregate("interactive-gnmax", votes, rng=rng, orders=orders,
-                     student_probabilities=student_probabilities, threshold=threshold,
-                     sigma1=sigma1, sigma2=sigma2, student_confidence=student_confidence)
+    return aggregate(
+        "interactive-gnmax",
+        votes,
+        rng=rng,
+        orders=orders,
+        student_probabilities=student_probabilities,
+        threshold=threshold,
+        sigma1=sigma1,
+        sigma2=sigma2,
+        student_confidence=student_confidence,
+    )
 
 
 # --------------------------------------------------------------------------- online mode
+
 
 class OnlineAggregator:
     """Answer queries online against a privacy budget, stopping before it could be exceeded.
@@ -284,10 +358,19 @@ class OnlineAggregator:
     >>> agg.epsilon(data_dependent=False)     # (eps, order) spent so far, prior included
     """
 
-    def __init__(self, mechanism: str, *, budget_eps: float, delta: float, rng: Rng,
-                 orders: npt.ArrayLike = DEFAULT_ORDERS, prior_rdp: npt.ArrayLike | None = None,
-                 budget_basis: str = "data_independent", conversion: str = "classic",
-                 **params: Any) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        *,
+        budget_eps: float,
+        delta: float,
+        rng: Rng,
+        orders: npt.ArrayLike = DEFAULT_ORDERS,
+        prior_rdp: npt.ArrayLike | None = None,
+        budget_basis: str = "data_independent",
+        conversion: str = "classic",
+        **params: Any,
+    ) -> None:
         self._spec: MechanismSpec = mechanisms.get(mechanism)
         _check_param_names(params)
         self._params = self._spec.validate(params)
@@ -308,7 +391,9 @@ class OnlineAggregator:
             raise BudgetExceededError(
                 f"prior_rdp already amounts to eps={prior_eps:.4g} at delta={self._delta:g}, more "
                 f"than budget_eps={self._budget_eps:g}; nothing remains for this dataset",
-                requested=0.0, remaining=self._budget_eps - prior_eps)
+                requested=0.0,
+                remaining=self._budget_eps - prior_eps,
+            )
 
     # -- configuration and state
     def _check_prior(self, prior_rdp: npt.ArrayLike | None) -> FloatArray:
@@ -317,11 +402,14 @@ class OnlineAggregator:
         try:
             prior = np.array(prior_rdp, dtype=np.float64)
         except (TypeError, ValueError):
-            raise TypeError(f"prior_rdp must be an array of per-order RDP values, got "
-                            f"{describe(prior_rdp)}") from None
+            raise TypeError(
+                f"prior_rdp must be an array of per-order RDP values, got {describe(prior_rdp)}"
+            ) from None
         if prior.shape != self._orders.shape:
-            raise ValueError(f"prior_rdp must have one value per order ({self._orders.size}), "
-                             f"got shape {prior.shape}; compute it on the same orders")
+            raise ValueError(
+                f"prior_rdp must have one value per order ({self._orders.size}), "
+                f"got shape {prior.shape}; compute it on the same orders"
+            )
         if np.any(np.isnan(prior)) or np.any(prior < 0):
             raise ValueError("prior_rdp must be non-negative and not NaN")
         return prior
@@ -357,7 +445,7 @@ class OnlineAggregator:
         return out
 
     @property
-    def accountant(self) -> "RdpAccountant":
+    def accountant(self) -> RdpAccountant:
         """Immutable accountant of the events of this aggregator (``prior_rdp`` not included)."""
         return self._accountant
 
@@ -385,9 +473,12 @@ class OnlineAggregator:
         ``data_dependent=False`` (default) is the publishable worst case; the data-dependent
         value depends on the votes and is not private to publish as is.
         """
-        eps, order = eps_from_rdp(self.total_rdp(data_dependent=data_dependent),
-                                  orders=self._orders, delta=self._delta,
-                                  conversion=self._conversion)
+        eps, order = eps_from_rdp(
+            self.total_rdp(data_dependent=data_dependent),
+            orders=self._orders,
+            delta=self._delta,
+            conversion=self._conversion,
+        )
         return float(eps), float(order)
 
     @property
@@ -402,40 +493,49 @@ class OnlineAggregator:
 
     def worst_case_query_eps(self) -> tuple[float, float]:
         """(eps, order) of prior + spent + one more worst-case query (data-independent)."""
-        eps, order = eps_from_rdp(self.total_rdp() + self.worst_case_query_rdp(),
-                                  orders=self._orders, delta=self._delta,
-                                  conversion=self._conversion)
+        eps, order = eps_from_rdp(
+            self.total_rdp() + self.worst_case_query_rdp(),
+            orders=self._orders,
+            delta=self._delta,
+            conversion=self._conversion,
+        )
         return float(eps), float(order)
 
     def _eps(self, rdp: FloatArray) -> FloatOrArray:
-        eps, _ = eps_from_rdp(rdp, orders=self._orders, delta=self._delta,
-                              conversion=self._conversion)
+        eps, _ = eps_from_rdp(
+            rdp, orders=self._orders, delta=self._delta, conversion=self._conversion
+        )
         return eps
 
     # -- cost per query (from the mechanism's spec)
-    def _per_query_rdp(self, votes: np.ndarray, student: np.ndarray | None, *,
-                       data_dependent: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _per_query_rdp(
+        self, votes: np.ndarray, student: np.ndarray | None, *, data_dependent: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(always-charged cost, cost if the teachers answer), each (n, k)."""
-        check, answer = self._spec.query_rdp_parts(votes, self._params, orders=self._orders,
-                                                   data_dependent=data_dependent,
-                                                   student=student)
+        check, answer = self._spec.query_rdp_parts(
+            votes, self._params, orders=self._orders, data_dependent=data_dependent, student=student
+        )
         return check, check + answer
 
     # -- answering
-    def _validate_batch(self, votes: npt.ArrayLike,
-                        student_probabilities: Any) -> tuple[IntArray, np.ndarray | None]:
+    def _validate_batch(
+        self, votes: npt.ArrayLike, student_probabilities: Any
+    ) -> tuple[IntArray, np.ndarray | None]:
         counts = check_votes(votes)
         student = self._spec.check_student(student_probabilities, counts)
         if counts.shape[0]:
             shape = (int(counts[0].sum()), counts.shape[1])
             if self._shape is not None and shape != self._shape:
-                raise ValueError(f"votes come from {shape[0]} teachers over {shape[1]} classes, "
-                                 f"but earlier batches from {self._shape[0]} teachers over "
-                                 f"{self._shape[1]} classes; use one aggregator per ensemble")
+                raise ValueError(
+                    f"votes come from {shape[0]} teachers over {shape[1]} classes, "
+                    f"but earlier batches from {self._shape[0]} teachers over "
+                    f"{self._shape[1]} classes; use one aggregator per ensemble"
+                )
         return counts, student
 
-    def answer(self, votes: npt.ArrayLike, *, student_probabilities: Any = None,
-               on_exhausted: str = "stop") -> AggregationResult:
+    def answer(
+        self, votes: npt.ArrayLike, *, student_probabilities: Any = None, on_exhausted: str = "stop"
+    ) -> AggregationResult:
         """Answer a batch of queries in order, within the budget.
 
         on_exhausted="stop" (default): queries are asked in order while the next one fits the
@@ -453,8 +553,7 @@ class OnlineAggregator:
             self._refuse_if_over(counts, student, base, dd)
 
         # All validation is done: draw the noise and decide every query.
-        labels, answered, source = self._spec.draw(counts, self._params, self._rng,
-                                                   student=student)
+        labels, answered, source = self._spec.draw(counts, self._params, self._rng, student=student)
 
         # Sequential stopping rule, vectorized per chunk (bounded memory): query i is asked iff
         # the cost realised by the queries before it plus query i's worst case fits the budget.
@@ -471,7 +570,8 @@ class OnlineAggregator:
                     f"privacy budget: stopped before query {stop} of {n}: answering it could "
                     f"bring the {self._basis.replace('_', '-')} eps from "
                     f"{self._eps(before[i]):.6g} to {candidate_eps[i]:.6g} > budget_eps="
-                    f"{self._budget_eps:g} (delta={self._delta:g}); {n - stop} queries not asked")
+                    f"{self._budget_eps:g} (delta={self._delta:g}); {n - stop} queries not asked"
+                )
                 break
             running = before[-1] + realised[-1]
         asked = np.arange(n) < stop
@@ -481,9 +581,13 @@ class OnlineAggregator:
             source = np.where(asked, source, "not-asked").astype("<U9")
         self._stopped = stop_reason
 
-        event = self._spec.event(counts[asked], self._params, answered=answered[asked],
-                                 orders=self._orders,
-                                 student=None if student is None else student[asked])
+        event = self._spec.event(
+            counts[asked],
+            self._params,
+            answered=answered[asked],
+            orders=self._orders,
+            student=None if student is None else student[asked],
+        )
         self._accountant = self._accountant.compose(event)
         if n and self._shape is None:
             self._shape = (int(counts[0].sum()), counts.shape[1])
@@ -492,21 +596,27 @@ class OnlineAggregator:
     #: Queries per block of the (queries, orders) cost arrays (bounds memory on large batches).
     chunk_size = 2048
 
-    def _chunk_costs(self, votes: IntArray, student: np.ndarray | None, dd: bool,
-                     ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    def _chunk_costs(
+        self,
+        votes: IntArray,
+        student: np.ndarray | None,
+        dd: bool,
+    ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
         n = votes.shape[0]
         for lo in range(0, n, self.chunk_size):
             hi = min(n, lo + self.chunk_size)
             always, if_answered = self._per_query_rdp(
-                votes[lo:hi], None if student is None else student[lo:hi], data_dependent=dd)
+                votes[lo:hi], None if student is None else student[lo:hi], data_dependent=dd
+            )
             yield lo, hi, always, if_answered
 
-    def _refuse_if_over(self, votes: IntArray, student: np.ndarray | None, base: FloatArray,
-                        dd: bool) -> None:
+    def _refuse_if_over(
+        self, votes: IntArray, student: np.ndarray | None, base: FloatArray, dd: bool
+    ) -> None:
         """Raise BudgetExceededError (before any noise) if the batch could exceed the budget."""
         n = votes.shape[0]
         worst_total, fits, running = base.copy(), None, base
-        for lo, hi, _, if_answered in self._chunk_costs(votes, student, dd):
+        for lo, _hi, _, if_answered in self._chunk_costs(votes, student, dd):
             prefix = running[None, :] + np.cumsum(if_answered, axis=0)
             if fits is None:
                 over = np.nonzero(self._eps(prefix) > self._budget_eps)[0]
@@ -523,10 +633,12 @@ class OnlineAggregator:
                 f"{self._budget_eps - spent_eps:.6g}: at most {fits if fits is not None else n} "
                 "of them fit. Ask fewer queries, use more noise, or raise the budget",
                 requested=float(worst_eps - spent_eps),
-                remaining=float(self._budget_eps - spent_eps))
+                remaining=float(self._budget_eps - spent_eps),
+            )
 
-    def answer_one(self, votes_row: npt.ArrayLike, *,
-                   student_probabilities: npt.ArrayLike | None = None) -> int:
+    def answer_one(
+        self, votes_row: npt.ArrayLike, *, student_probabilities: npt.ArrayLike | None = None
+    ) -> int:
         """Answer one query (a (classes,) vote row); returns its label (-1: not answered).
 
         Raises :class:`pate.analysis.errors.BudgetExceededError` (nothing drawn, nothing charged) if
@@ -534,14 +646,18 @@ class OnlineAggregator:
         """
         row = np.asarray(votes_row)
         if row.ndim != 1:
-            raise ValueError(f"votes_row must be 1-D (one query's vote counts), got shape "
-                             f"{row.shape}; use answer() for a batch")
+            raise ValueError(
+                f"votes_row must be 1-D (one query's vote counts), got shape "
+                f"{row.shape}; use answer() for a batch"
+            )
         student = None
         if student_probabilities is not None:
             student = np.asarray(student_probabilities)
             if student.ndim != 1:
-                raise ValueError("student_probabilities must be 1-D (one query) in answer_one, "
-                                 f"got shape {student.shape}")
+                raise ValueError(
+                    "student_probabilities must be 1-D (one query) in answer_one, "
+                    f"got shape {student.shape}"
+                )
             student = student[None, :]
         result = self.answer(row[None, :], student_probabilities=student, on_exhausted="raise")
         return int(result.labels[0])
@@ -551,18 +667,26 @@ class OnlineAggregator:
         eps_di, order_di = self.epsilon(data_dependent=False)
         eps_dd, order_dd = self.epsilon(data_dependent=True)
         return {
-            "mechanism": self._mechanism, "params": dict(self._params),
-            "budget_eps": self._budget_eps, "delta": self._delta,
-            "budget_basis": self._basis, "conversion": self._conversion,
-            "queries_asked": self.queries_asked, "queries_answered": self.queries_answered,
-            "eps_data_independent": eps_di, "order_data_independent": order_di,
-            "eps_data_dependent": eps_dd, "order_data_dependent": order_dd,
+            "mechanism": self._mechanism,
+            "params": dict(self._params),
+            "budget_eps": self._budget_eps,
+            "delta": self._delta,
+            "budget_basis": self._basis,
+            "conversion": self._conversion,
+            "queries_asked": self.queries_asked,
+            "queries_answered": self.queries_answered,
+            "eps_data_independent": eps_di,
+            "order_data_independent": order_di,
+            "eps_data_dependent": eps_dd,
+            "order_data_dependent": order_dd,
             "prior_included": bool(np.any(self._prior > 0)),
             "stop_reason": self._stopped,
         }
 
     def __repr__(self) -> str:
         eps, _ = self.epsilon(data_dependent=self._basis == "data_dependent")
-        return (f"OnlineAggregator({self._mechanism}, asked={self.queries_asked}, "
-                f"answered={self.queries_answered}, eps={eps:.4g}/{self._budget_eps:g} "
-                f"({self._basis}), delta={self._delta:g})")
+        return (
+            f"OnlineAggregator({self._mechanism}, asked={self.queries_asked}, "
+            f"answered={self.queries_answered}, eps={eps:.4g}/{self._budget_eps:g} "
+            f"({self._basis}), delta={self._delta:g})"
+        )

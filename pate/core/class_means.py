@@ -76,17 +76,46 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
 from pate.analysis.arrays import FloatArray, IntArray
-from pate.analysis.validation import (check_choice, check_embeddings, check_int, check_labels,
-                                      check_positive)
+from pate.analysis.validation import (
+    check_choice,
+    check_embeddings,
+    check_int,
+    check_labels,
+    check_positive,
+)
 from pate.core.rng import Rng, check_rng
 
-__all__ = ["CLIP_QUANTILE", "WHITEN_FLOOR", "LOGISTIC_RIDGE", "PublicGeometry", "public_geometry",
-           "class_sums", "NoisyClassMeans", "noisy_class_means", "LinearLabeller",
-           "public_logistic", "RULES", "RULE_TEXT", "labelling_rule", "rule_features",
-           "RecoveredRule", "recover_rule", "RECOVERY_TOLERANCE", "kernel_dims",
-           "KERNEL_DIMS_EXPONENT", "KERNEL_DIMS_MIN", "KERNEL_DIMS_MAX", "LINEAR_RULES",
-           "QDA_RECORDS_PER_FEATURE", "QDA_MIN_COLUMNS", "table_front_end", "QuadraticDiscriminant",
-           "quadratic_discriminant", "quadratic_width", "QUADRATIC_MAX_WIDTH"]
+__all__ = [
+    "CLIP_QUANTILE",
+    "WHITEN_FLOOR",
+    "LOGISTIC_RIDGE",
+    "PublicGeometry",
+    "public_geometry",
+    "class_sums",
+    "NoisyClassMeans",
+    "noisy_class_means",
+    "LinearLabeller",
+    "public_logistic",
+    "RULES",
+    "RULE_TEXT",
+    "labelling_rule",
+    "rule_features",
+    "RecoveredRule",
+    "recover_rule",
+    "RECOVERY_TOLERANCE",
+    "kernel_dims",
+    "KERNEL_DIMS_EXPONENT",
+    "KERNEL_DIMS_MIN",
+    "KERNEL_DIMS_MAX",
+    "LINEAR_RULES",
+    "QDA_RECORDS_PER_FEATURE",
+    "QDA_MIN_COLUMNS",
+    "table_front_end",
+    "QuadraticDiscriminant",
+    "quadratic_discriminant",
+    "quadratic_width",
+    "QUADRATIC_MAX_WIDTH",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -107,13 +136,13 @@ SUM_ROWS = 4096
 #: how the privacy report words them.
 RULE_TEXT = {
     "lda": "each query gets the class whose noisy mean is nearest in the public-whitened "
-           "embedding, plus the log of its noisy prior (linear discriminant analysis)",
+    "embedding, plus the log of its noisy prior (linear discriminant analysis)",
     "logistic": "each query is labelled by a logistic regression fitted to the release and to "
-                "the public inputs alone (the public inputs stand in for the sensitive inputs' "
-                f"distribution; ridge {LOGISTIC_RIDGE:g})",
+    "the public inputs alone (the public inputs stand in for the sensitive inputs' "
+    f"distribution; ridge {LOGISTIC_RIDGE:g})",
     "qda": "each query gets the class of highest Gaussian likelihood, each class's mean and "
-           "covariance read from the released sums of the columns and their products, "
-           "eigenvalues below the noise level raised to it (quadratic discriminant analysis)",
+    "covariance read from the released sums of the columns and their products, "
+    "eigenvalues below the noise level raised to it (quadratic discriminant analysis)",
 }
 RULES = tuple(RULE_TEXT)
 #: The rules whose class scores are affine in a public map of the embedding (:func:`rule_features`,
@@ -174,7 +203,9 @@ def public_geometry(public: npt.ArrayLike) -> PublicGeometry:
     """Whitening scale and clipping radius from the public embeddings only (>= 2 rows)."""
     pub = check_embeddings(public, "public")
     if pub.shape[0] < 2:
-        raise ValueError(f"public needs at least 2 items to estimate its spread, got {pub.shape[0]}")
+        raise ValueError(
+            f"public needs at least 2 items to estimate its spread, got {pub.shape[0]}"
+        )
     var = pub.var(axis=0)
     floor = WHITEN_FLOOR * float(var.mean())
     if not floor > 0:
@@ -182,8 +213,10 @@ def public_geometry(public: npt.ArrayLike) -> PublicGeometry:
     scale = np.sqrt(var + floor)
     radius = float(np.quantile(np.linalg.norm(pub / scale, axis=1), CLIP_QUANTILE))
     if not radius > 0:
-        raise ValueError(f"the {CLIP_QUANTILE:g} quantile of the public norms is 0: most public "
-                         "embeddings are at the public mean; use another embedding")
+        raise ValueError(
+            f"the {CLIP_QUANTILE:g} quantile of the public norms is 0: most public "
+            "embeddings are at the public mean; use another embedding"
+        )
     return PublicGeometry(scale=scale, radius=radius)
 
 
@@ -194,20 +227,26 @@ def _clipped(embeddings: np.ndarray, geometry: PublicGeometry) -> np.ndarray:
     in log space. Then ||u|| <= 1 for every finite row, and u = 0 for a zero row."""
     a = np.max(np.abs(embeddings), axis=1)
     a_safe = np.where(a > 0, a, 1.0)
-    v = (embeddings / a_safe[:, None]) / geometry.scale       # |e / a| <= 1, s > 0: finite
+    v = (embeddings / a_safe[:, None]) / geometry.scale  # |e / a| <= 1, s > 0: finite
     b = np.max(np.abs(v), axis=1)
     b_safe = np.where(b > 0, b, 1.0)
-    v = v / b_safe[:, None]                                   # entries in [-1, 1], one is +-1
-    n = np.linalg.norm(v, axis=1)                             # in [1, sqrt(d)] (or 0)
+    v = v / b_safe[:, None]  # entries in [-1, 1], one is +-1
+    n = np.linalg.norm(v, axis=1)  # in [1, sqrt(d)] (or 0)
     n_safe = np.where(n > 0, n, 1.0)
-    log_norm = np.log(a_safe) + np.log(b_safe) + np.log(n_safe)   # log ||w||
+    log_norm = np.log(a_safe) + np.log(b_safe) + np.log(n_safe)  # log ||w||
     factor = np.exp(np.minimum(log_norm - np.log(geometry.radius), 0.0))  # min(||w|| / R, 1)
     clipped: FloatArray = np.where((n > 0)[:, None], v * (factor / n_safe)[:, None], 0.0)
     return clipped
 
 
-def class_sums(private: npt.ArrayLike, labels: npt.ArrayLike, *, num_classes: int,
-               geometry: PublicGeometry, count_weight: float) -> FloatArray:
+def class_sums(
+    private: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    num_classes: int,
+    geometry: PublicGeometry,
+    count_weight: float,
+) -> FloatArray:
     """The sensitive statistic S, (m, d + 1) float64 (module docstring): each row's clipped
     sum of u and, last, ``count_weight`` times the class count. Every record adds a row vector
     of norm <= sqrt(1 + count_weight**2)."""
@@ -217,17 +256,18 @@ def class_sums(private: npt.ArrayLike, labels: npt.ArrayLike, *, num_classes: in
     if p.ndim != 2:
         p = check_embeddings(p, "private")  # the typed error
     for i in range(0, p.shape[0], SUM_ROWS):  # every block checked before any is summed
-        check_embeddings(p[i:i + SUM_ROWS], "private")
+        check_embeddings(p[i : i + SUM_ROWS], "private")
     if p.shape[1] != geometry.scale.shape[0]:
-        raise ValueError(f"private has {p.shape[1]} features but the public geometry "
-                         f"{geometry.scale.shape[0]}")
+        raise ValueError(
+            f"private has {p.shape[1]} features but the public geometry {geometry.scale.shape[0]}"
+        )
     y = check_labels(labels, p.shape[0], m)
     out = np.zeros((m, p.shape[1] + 1))
     # a block of rows at a time (float64 temporaries of SUM_ROWS rows, not of every record);
     # np.add.at adds the rows in order, so the sums are those of one pass over all the rows
     for i in range(0, p.shape[0], SUM_ROWS):
-        block = np.asarray(p[i:i + SUM_ROWS], dtype=np.float64)
-        np.add.at(out[:, :-1], y[i:i + SUM_ROWS], _clipped(block, geometry))
+        block = np.asarray(p[i : i + SUM_ROWS], dtype=np.float64)
+        np.add.at(out[:, :-1], y[i : i + SUM_ROWS], _clipped(block, geometry))
     out[:, -1] = kappa * np.bincount(y, minlength=m)
     return out
 
@@ -261,17 +301,25 @@ class NoisyClassMeans:
 
     def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
         w = self.geometry.whiten(_checked(embeddings, self.means.shape[1], "the means"))
-        out: FloatArray = (w @ self.means.T - 0.5 * np.einsum("jd,jd->j", self.means, self.means)
-                           + self.log_prior)
+        out: FloatArray = (
+            w @ self.means.T - 0.5 * np.einsum("jd,jd->j", self.means, self.means) + self.log_prior
+        )
         return out
 
     def predict(self, embeddings: npt.ArrayLike) -> IntArray:
         return _argmax(self.scores(embeddings))
 
 
-def noisy_class_means(public: npt.ArrayLike, private: npt.ArrayLike, labels: npt.ArrayLike, *,
-                      sigma: float, count_weight: float, num_classes: int,
-                      rng: Rng) -> NoisyClassMeans:
+def noisy_class_means(
+    public: npt.ArrayLike,
+    private: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    sigma: float,
+    count_weight: float,
+    num_classes: int,
+    rng: Rng,
+) -> NoisyClassMeans:
     """Release S + N(0, sigma^2 I) once and post-process it into the LDA rule (module docstring).
 
     public (n >= 2, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
@@ -283,15 +331,17 @@ def noisy_class_means(public: npt.ArrayLike, private: npt.ArrayLike, labels: npt
     sigma = check_positive(sigma, "sigma")
     kappa = check_positive(count_weight, "count_weight")
     geometry = public_geometry(public)
-    sums = class_sums(private, labels, num_classes=num_classes, geometry=geometry,
-                      count_weight=kappa)
+    sums = class_sums(
+        private, labels, num_classes=num_classes, geometry=geometry, count_weight=kappa
+    )
     rng = check_rng(rng)
     noisy = sums + sigma * np.asarray(rng.standard_normal(sums.shape), dtype=np.float64)
     counts = np.maximum(noisy[:, -1] / kappa, 1.0)
     means = geometry.radius * noisy[:, :-1] / counts[:, None]
     log_prior = np.log(counts) - np.log(counts.sum())
-    return NoisyClassMeans(means=means, log_prior=log_prior, geometry=geometry, counts=counts,
-                           sigma=sigma)
+    return NoisyClassMeans(
+        means=means, log_prior=log_prior, geometry=geometry, counts=counts, sigma=sigma
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,8 +362,9 @@ class LinearLabeller:
         return _argmax(self.scores(embeddings))
 
 
-def public_logistic(release: NoisyClassMeans, public: npt.ArrayLike, *,
-                    ridge: float = LOGISTIC_RIDGE) -> LinearLabeller:
+def public_logistic(
+    release: NoisyClassMeans, public: npt.ArrayLike, *, ridge: float = LOGISTIC_RIDGE
+) -> LinearLabeller:
     """Fit the public-marginal logistic rule to a class-means ``release`` (module docstring).
 
     ``public`` (n >= 1, d): the public embeddings (the same map as the release's); ``ridge`` > 0.
@@ -321,8 +372,10 @@ def public_logistic(release: NoisyClassMeans, public: npt.ArrayLike, *,
     objective F is minimised by L-BFGS from the LDA rule; the result is deterministic.
     """
     if not isinstance(release, NoisyClassMeans):
-        raise TypeError(f"release must be a NoisyClassMeans (from noisy_class_means), got "
-                        f"{type(release).__name__}")
+        raise TypeError(
+            f"release must be a NoisyClassMeans (from noisy_class_means), got "
+            f"{type(release).__name__}"
+        )
     ridge = check_positive(ridge, "ridge")
     pub = check_embeddings(public, "public")
     m, d = release.means.shape
@@ -332,37 +385,59 @@ def public_logistic(release: NoisyClassMeans, public: npt.ArrayLike, *,
         raise ValueError("public needs at least 1 item to fit the rule on")
     u = _clipped(pub, release.geometry)
     prior = np.exp(release.log_prior)
-    moments = prior[:, None] * release.means / release.geometry.radius   # noisy S_j / sum n
+    moments = prior[:, None] * release.means / release.geometry.radius  # noisy S_j / sum n
     n = u.shape[0]
 
     def objective(theta: FloatArray) -> tuple[float, FloatArray]:
-        w, b = theta[:m * d].reshape(m, d), theta[m * d:]
+        w, b = theta[: m * d].reshape(m, d), theta[m * d :]
         z = u @ w.T + b
         p = softmax(z, axis=1)
-        value = (logsumexp(z, axis=1).mean() - np.sum(w * moments) - b @ prior
-                 + 0.5 * ridge * np.sum(w * w))
+        value = (
+            logsumexp(z, axis=1).mean()
+            - np.sum(w * moments)
+            - b @ prior
+            + 0.5 * ridge * np.sum(w * w)
+        )
         grad_w = p.T @ u / n - moments + ridge * w
         return value, np.concatenate([grad_w.ravel(), p.mean(axis=0) - prior])
 
     # start from the LDA rule: <mu_j, w> - ||mu_j||^2 / 2 + log pi_j with w ~ R u
-    start = np.concatenate([(release.geometry.radius * release.means).ravel(),
-                            release.log_prior - 0.5 * np.sum(release.means ** 2, axis=1)])
-    result = minimize(objective, start, jac=True, method="L-BFGS-B",
-                      options={"maxiter": 5000, "gtol": 1e-12, "ftol": 1e-15, "maxcor": 30})
+    start = np.concatenate(
+        [
+            (release.geometry.radius * release.means).ravel(),
+            release.log_prior - 0.5 * np.sum(release.means**2, axis=1),
+        ]
+    )
+    result = minimize(
+        objective,
+        start,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 5000, "gtol": 1e-12, "ftol": 1e-15, "maxcor": 30},
+    )
     # L-BFGS-B may end on a failed line search at machine precision ("ABNORMAL"); what matters
     # is the gradient it ends on, relative to the released moments it must match
     gap = float(np.linalg.norm(result.jac)) / (float(np.linalg.norm(moments)) + 1.0)
     if gap > GRADIENT_TOLERANCE:
-        logger.warning("public_logistic: L-BFGS ended %s with relative gradient %.3g; the labels "
-                       "come from that iterate (still post-processing of the release)",
-                       result.message, gap)
+        logger.warning(
+            "public_logistic: L-BFGS ended %s with relative gradient %.3g; the labels "
+            "come from that iterate (still post-processing of the release)",
+            result.message,
+            gap,
+        )
     theta = result.x
-    return LinearLabeller(weights=theta[:m * d].reshape(m, d).copy(), bias=theta[m * d:].copy(),
-                          geometry=release.geometry)
+    return LinearLabeller(
+        weights=theta[: m * d].reshape(m, d).copy(),
+        bias=theta[m * d :].copy(),
+        geometry=release.geometry,
+    )
 
 
-def labelling_rule(release: NoisyClassMeans, public: npt.ArrayLike, rule: str,
-                   ) -> NoisyClassMeans | LinearLabeller | QuadraticDiscriminant:
+def labelling_rule(
+    release: NoisyClassMeans,
+    public: npt.ArrayLike,
+    rule: str,
+) -> NoisyClassMeans | LinearLabeller | QuadraticDiscriminant:
     """What labels the queries of a class-means ``release``: ``"lda"``, the release itself
     (nearest noisy class mean, best with few private records or much noise), or ``"logistic"``,
     :func:`public_logistic` fitted on ``public`` (better with many records, e.g. Fashion-MNIST's
@@ -381,8 +456,9 @@ def rule_features(embeddings: npt.ArrayLike, geometry: PublicGeometry, rule: str
     rule = check_choice(rule, "rule", LINEAR_RULES)
     e = check_embeddings(embeddings, "embeddings")
     if e.shape[1] != geometry.scale.shape[0]:
-        raise ValueError(f"embeddings have {e.shape[1]} features, the geometry "
-                         f"{geometry.scale.shape[0]}")
+        raise ValueError(
+            f"embeddings have {e.shape[1]} features, the geometry {geometry.scale.shape[0]}"
+        )
     return geometry.whiten(e) if rule == "lda" else _clipped(e, geometry)
 
 
@@ -397,8 +473,9 @@ class RecoveredRule:
     geometry: PublicGeometry
 
     def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
-        out: FloatArray = (rule_features(embeddings, self.geometry, self.rule) @ self.weights.T
-                           + self.bias)
+        out: FloatArray = (
+            rule_features(embeddings, self.geometry, self.rule) @ self.weights.T + self.bias
+        )
         return out
 
 
@@ -419,27 +496,36 @@ def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> 
     pub = check_embeddings(public, "public")
     sc = np.asarray(scores, dtype=np.float64)
     if sc.ndim != 2 or sc.shape[0] != pub.shape[0] or sc.shape[1] < 2:
-        raise ValueError(f"scores must be (n, classes >= 2), one row per public embedding "
-                         f"({pub.shape[0]}); got shape {sc.shape}")
+        raise ValueError(
+            f"scores must be (n, classes >= 2), one row per public embedding "
+            f"({pub.shape[0]}); got shape {sc.shape}"
+        )
     labelled = np.all(np.isfinite(sc), axis=1)
     if not np.all(labelled | np.all(np.isnan(sc), axis=1)):
         raise ValueError("scores must be finite in every labelled row and NaN in the others")
     geometry = public_geometry(pub)
-    design = np.hstack([rule_features(pub[labelled], geometry, rule),
-                        np.ones((int(labelled.sum()), 1))])
+    design = np.hstack(
+        [rule_features(pub[labelled], geometry, rule), np.ones((int(labelled.sum()), 1))]
+    )
     rank = int(np.linalg.matrix_rank(design)) if design.size else 0
     if rank < design.shape[1]:
-        raise ValueError(f"the {int(labelled.sum())} labelled public rows do not determine a rule "
-                         f"in {pub.shape[1]} dims (rank {rank} < {design.shape[1]})")
+        raise ValueError(
+            f"the {int(labelled.sum())} labelled public rows do not determine a rule "
+            f"in {pub.shape[1]} dims (rank {rank} < {design.shape[1]})"
+        )
     target = sc[labelled]
     coef, *_ = np.linalg.lstsq(design, target, rcond=None)
-    residual = float(np.abs(design @ coef - target).max()
-                     / max(float(np.abs(target).max()), 1e-300))
+    residual = float(
+        np.abs(design @ coef - target).max() / max(float(np.abs(target).max()), 1e-300)
+    )
     if residual > RECOVERY_TOLERANCE:
-        raise ValueError(f"the scores are not an affine {rule} rule of these public embeddings "
-                         f"(relative residual {residual:.3g} > {RECOVERY_TOLERANCE:g})")
-    return RecoveredRule(rule=rule, weights=coef[:-1].T.copy(), bias=coef[-1].copy(),
-                         geometry=geometry)
+        raise ValueError(
+            f"the scores are not an affine {rule} rule of these public embeddings "
+            f"(relative residual {residual:.3g} > {RECOVERY_TOLERANCE:g})"
+        )
+    return RecoveredRule(
+        rule=rule, weights=coef[:-1].T.copy(), bias=coef[-1].copy(), geometry=geometry
+    )
 
 
 def quadratic_width(columns: int) -> int:
@@ -472,8 +558,11 @@ def table_front_end(*, private_records: int, num_classes: int, columns: int) -> 
     n = check_int(private_records, "private_records", minimum=1)
     m = check_int(num_classes, "num_classes", minimum=1)
     width = quadratic_width(columns)
-    if QDA_MIN_COLUMNS <= columns and width <= QUADRATIC_MAX_WIDTH and \
-            n / m >= QDA_RECORDS_PER_FEATURE * width:
+    if (
+        QDA_MIN_COLUMNS <= columns
+        and width <= QUADRATIC_MAX_WIDTH
+        and n / m >= QDA_RECORDS_PER_FEATURE * width
+    ):
         return "quadratic"
     return "kernel"
 
@@ -482,9 +571,11 @@ def _columns_of(width: int) -> int:
     """F such that quadratic_width(F) == width (a ValueError if none: not quadratic features)."""
     f = int(round((np.sqrt(9.0 + 8.0 * width) - 3.0) / 2.0))
     if f < 1 or quadratic_width(f) != width:
-        raise ValueError(f"the \"qda\" rule reads a release over a table's quadratic features "
-                         f"([knn] features = \"quadratic\"); embeddings of {width} features are "
-                         "not (use rule = \"lda\" or \"logistic\")")
+        raise ValueError(
+            f'the "qda" rule reads a release over a table\'s quadratic features '
+            f'([knn] features = "quadratic"); embeddings of {width} features are '
+            'not (use rule = "lda" or "logistic")'
+        )
     return f
 
 
@@ -506,16 +597,18 @@ class QuadraticDiscriminant:
         out: FloatArray = np.empty((len(z), len(self.means)))
         for j, (mean, axes, var) in enumerate(zip(self.means, self.axes, self.variances)):
             d = (z - mean) @ axes
-            out[:, j] = (-0.5 * np.sum(np.log(var)) - 0.5 * np.sum(d * d / var, axis=1)
-                         + self.log_prior[j])
+            out[:, j] = (
+                -0.5 * np.sum(np.log(var)) - 0.5 * np.sum(d * d / var, axis=1) + self.log_prior[j]
+            )
         return out
 
     def predict(self, embeddings: npt.ArrayLike) -> IntArray:
         return _argmax(self.scores(embeddings))
 
 
-def quadratic_discriminant(release: NoisyClassMeans,
-                           public: npt.ArrayLike) -> QuadraticDiscriminant:
+def quadratic_discriminant(
+    release: NoisyClassMeans, public: npt.ArrayLike
+) -> QuadraticDiscriminant:
     """Quadratic discriminant analysis (Hastie, Tibshirani & Friedman 2009, Section 4.3) read
     from a class-means ``release`` over a table's quadratic features; post-processing of the
     release and the ``public`` embeddings only (no privacy cost).
@@ -556,10 +649,16 @@ def quadratic_discriminant(release: NoisyClassMeans,
         second[upper] = e_mean[f:]
         second = second + np.triu(second, 1).T
         covariance = second + public_cov - np.outer(mean, mean)
-        noise = 2.0 * np.sqrt(f) * release.geometry.radius * release.sigma * tau_rms / release.counts[j]
+        noise = (
+            2.0 * np.sqrt(f) * release.geometry.radius * release.sigma * tau_rms / release.counts[j]
+        )
         var, vec = np.linalg.eigh(covariance)
         means.append(mean)
         axes.append(vec)
         variances.append(np.maximum(var, max(noise, numeric_floor)))
-    return QuadraticDiscriminant(means=np.array(means), axes=np.array(axes),
-                                 variances=np.array(variances), log_prior=release.log_prior.copy())
+    return QuadraticDiscriminant(
+        means=np.array(means),
+        axes=np.array(axes),
+        variances=np.array(variances),
+        log_prior=release.log_prior.copy(),
+    )

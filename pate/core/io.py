@@ -61,19 +61,33 @@ from numpy.lib.npyio import NpzFile
 
 from pate.analysis.errors import CorruptFileError, RunDirError
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_save_npy", "atomic_savez",
-           "naming_write_errors", "read_json", "load_npy", "load_npz", "ensure_writable_dir"]
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_save_npy",
+    "atomic_savez",
+    "naming_write_errors",
+    "read_json",
+    "load_npy",
+    "load_npz",
+    "ensure_writable_dir",
+]
 
 
 # A write that fails for want of room or rights: what to do about it (an expected error).
 _NO_ROOM = "free space on that file system (or raise the quota) and run the command again"
 WRITE_ERRNOS = {
-    getattr(errno, name): advice for name, advice in (
-        ("ENOSPC", _NO_ROOM), ("EDQUOT", _NO_ROOM), ("EFBIG", _NO_ROOM),
+    getattr(errno, name): advice
+    for name, advice in (
+        ("ENOSPC", _NO_ROOM),
+        ("EDQUOT", _NO_ROOM),
+        ("EFBIG", _NO_ROOM),
         ("EROFS", "the file system is read-only: write to another folder"),
         ("EACCES", "fix the folder's permissions or write to another folder"),
-        ("EPERM", "fix the folder's permissions or write to another folder"))
-    if hasattr(errno, name)}
+        ("EPERM", "fix the folder's permissions or write to another folder"),
+    )
+    if hasattr(errno, name)
+}
 
 #: A file or folder path as the writers here take it.
 PathArg = str | os.PathLike[str]
@@ -91,11 +105,13 @@ def naming_write_errors(path: PathArg) -> Iterator[None]:
         advice = WRITE_ERRNOS.get(exc.errno)
         if advice is None or exc.errno is None:  # (no errno: never one of WRITE_ERRNOS)
             raise
-        raise RunDirError(f"cannot write {path}: {exc.strerror or exc} "
-                          f"({errno.errorcode[exc.errno]}); {advice} (nothing half-written was "
-                          "left; a stopped run continues where it stopped: the same `pate run` "
-                          "command with --resume, or the same pate.fit call with resume=True)",
-                          path=path) from exc
+        raise RunDirError(
+            f"cannot write {path}: {exc.strerror or exc} "
+            f"({errno.errorcode[exc.errno]}); {advice} (nothing half-written was "
+            "left; a stopped run continues where it stopped: the same `pate run` "
+            "command with --resume, or the same pate.fit call with resume=True)",
+            path=path,
+        ) from exc
 
 
 def atomic_write_bytes(path: PathArg, data: bytes) -> pathlib.Path:
@@ -143,8 +159,10 @@ def atomic_savez(path: PathArg, **arrays: npt.ArrayLike) -> pathlib.Path:
     run directory ever holds a pickle."""
     objects = sorted(k for k, a in arrays.items() if np.asarray(a).dtype.hasobject)
     if objects:
-        raise TypeError(f"atomic_savez: {', '.join(objects)} would be pickled (object dtype); "
-                        "save plain numeric or string arrays")
+        raise TypeError(
+            f"atomic_savez: {', '.join(objects)} would be pickled (object dtype); "
+            "save plain numeric or string arrays"
+        )
     buffer = io.BytesIO()
     # numpy's stub matches ``**arrays`` against savez's ``allow_pickle: bool`` too
     np.savez(buffer, **arrays)  # type: ignore[arg-type]
@@ -153,8 +171,9 @@ def atomic_savez(path: PathArg, **arrays: npt.ArrayLike) -> pathlib.Path:
 
 def _check_path(path: Any, name: str = "path") -> pathlib.Path:
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file path (str or os.PathLike), got "
-                        f"{type(path).__name__}")
+        raise TypeError(
+            f"{name} must be a file path (str or os.PathLike), got {type(path).__name__}"
+        )
     return pathlib.Path(path)
 
 
@@ -172,7 +191,9 @@ def _open_bytes(path: pathlib.Path, what: str | None) -> bytes:
     except FileNotFoundError:
         raise _missing(path, what) from None
     except IsADirectoryError:
-        raise CorruptFileError(f"{_label(path, what)} is a directory, not a file", path=path) from None
+        raise CorruptFileError(
+            f"{_label(path, what)} is a directory, not a file", path=path
+        ) from None
 
 
 def read_json(path: Any, *, what: str | None = None) -> Any:
@@ -185,11 +206,14 @@ def read_json(path: Any, *, what: str | None = None) -> Any:
         raise CorruptFileError(
             f"{_label(path, what)} is not valid JSON: {exc.msg} at line {exc.lineno} column "
             f"{exc.colno} (the file is damaged or was not written by pate-learn; re-create it)",
-            path=path) from None
+            path=path,
+        ) from None
     except UnicodeDecodeError as exc:
         raise CorruptFileError(
             f"{_label(path, what)} is not a JSON text file ({exc.reason} at byte {exc.start}); "
-            "re-create it", path=path) from None
+            "re-create it",
+            path=path,
+        ) from None
 
 
 # What numpy raises on a damaged file (OSError is narrowed to the non-filesystem ones below).
@@ -203,7 +227,9 @@ def _np_load(path: pathlib.Path, what: str | None) -> np.ndarray | NpzFile:
     except FileNotFoundError:
         raise _missing(path, what) from None
     except IsADirectoryError:
-        raise CorruptFileError(f"{_label(path, what)} is a directory, not a file", path=path) from None
+        raise CorruptFileError(
+            f"{_label(path, what)} is a directory, not a file", path=path
+        ) from None
     except PermissionError:
         raise
     except _NUMPY_CORRUPT as exc:
@@ -220,11 +246,16 @@ def _corrupt(path: pathlib.Path, what: str | None, exc: BaseException) -> Corrup
                 magic = fh.read(6)
         except OSError:
             magic = b""
-        detail = ("it holds pickled (object) data, which pate-learn never loads"
-                  if magic.startswith(b"\x93NUMPY") or magic.startswith(b"\x80")
-                  else "it has no NumPy .npy/.npz header")
-    return CorruptFileError(f"{_label(path, what)} is not a readable {kind} ({detail}); the file is "
-                            "truncated, damaged or of another format: re-create it", path=path)
+        detail = (
+            "it holds pickled (object) data, which pate-learn never loads"
+            if magic.startswith(b"\x93NUMPY") or magic.startswith(b"\x80")
+            else "it has no NumPy .npy/.npz header"
+        )
+    return CorruptFileError(
+        f"{_label(path, what)} is not a readable {kind} ({detail}); the file is "
+        "truncated, damaged or of another format: re-create it",
+        path=path,
+    )
 
 
 def load_npy(path: Any, *, what: str | None = None) -> np.ndarray:
@@ -233,8 +264,9 @@ def load_npy(path: Any, *, what: str | None = None) -> np.ndarray:
     out = _np_load(path, what)
     if not isinstance(out, np.ndarray):
         out.close()
-        raise CorruptFileError(f"{_label(path, what)} is an .npz archive, not a .npy array",
-                               path=path)
+        raise CorruptFileError(
+            f"{_label(path, what)} is an .npz archive, not a .npy array", path=path
+        )
     return out
 
 
@@ -243,8 +275,9 @@ def load_npz(path: Any, *, what: str | None = None) -> dict[str, np.ndarray]:
     path = _check_path(path)
     archive = _np_load(path, what)
     if isinstance(archive, np.ndarray):
-        raise CorruptFileError(f"{_label(path, what)} is a .npy array, not an .npz archive",
-                               path=path)
+        raise CorruptFileError(
+            f"{_label(path, what)} is a .npy array, not an .npz archive", path=path
+        )
     try:
         with archive:
             return {name: archive[name] for name in archive.files}
@@ -261,18 +294,29 @@ def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
     folder = _check_path(path, flag or "path")
     label = f"{flag} {folder}" if flag else f"output directory {folder}"
     if folder.exists() and not folder.is_dir():
-        raise RunDirError(f"{label} exists and is not a directory; choose a directory path",
-                          path=folder, flag=flag)
+        raise RunDirError(
+            f"{label} exists and is not a directory; choose a directory path",
+            path=folder,
+            flag=flag,
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RunDirError(f"{label}: cannot create the directory ({exc.strerror or exc}); "
-                          "choose a path you can write to", path=folder, flag=flag) from None
+        raise RunDirError(
+            f"{label}: cannot create the directory ({exc.strerror or exc}); "
+            "choose a path you can write to",
+            path=folder,
+            flag=flag,
+        ) from None
     try:
         fd, probe = tempfile.mkstemp(prefix=".pate-write-check.", suffix=".tmp", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise RunDirError(f"{label} is not writable ({exc.strerror or exc}); choose a directory "
-                          "you can write to or fix its permissions", path=folder, flag=flag) from None
+        raise RunDirError(
+            f"{label} is not writable ({exc.strerror or exc}); choose a directory "
+            "you can write to or fix its permissions",
+            path=folder,
+            flag=flag,
+        ) from None
     return folder

@@ -41,15 +41,14 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import BoolArray, FloatArray, IntArray
-from pate.analysis.validation import (check_embeddings, check_int, check_labels,
-                                      check_unit_interval)
+from pate.analysis.validation import check_embeddings, check_int, check_labels, check_unit_interval
 from pate.core.rng import Rng, check_rng
 
 __all__ = ["knn_votes", "DEFAULT_BATCH_ELEMENTS"]
 
 #: Distances held at once when ``batch_size`` is None: batch = max(1, this // N) queries
 #: (2^22 float64 = 32 MiB per (batch, N) array; a few such arrays are alive at a time).
-DEFAULT_BATCH_ELEMENTS = 2 ** 22
+DEFAULT_BATCH_ELEMENTS = 2**22
 
 
 def _select(keys: FloatArray, k: int) -> BoolArray:
@@ -58,11 +57,11 @@ def _select(keys: FloatArray, k: int) -> BoolArray:
     finite: BoolArray = np.isfinite(keys)
     if k >= n:
         return finite
-    kth = np.partition(keys, k - 1, axis=1)[:, k - 1:k]
-    below = keys < kth                       # +inf never counts: rows with |S| < k keep all of S
+    kth = np.partition(keys, k - 1, axis=1)[:, k - 1 : k]
+    below = keys < kth  # +inf never counts: rows with |S| < k keep all of S
     tied = (keys == kth) & finite
     need = k - below.sum(axis=1)
-    over = tied.sum(axis=1) > need            # more ties at the k-th key than places left
+    over = tied.sum(axis=1) > need  # more ties at the k-th key than places left
     if np.any(over):
         rows = np.nonzero(over)[0]
         rank = np.cumsum(tied[rows], axis=1)
@@ -71,9 +70,17 @@ def _select(keys: FloatArray, k: int) -> BoolArray:
     return selected
 
 
-def knn_votes(queries: npt.ArrayLike, private: npt.ArrayLike, labels: npt.ArrayLike, *, k: int,
-              sampling_rate: float, num_classes: int, rng: Rng,
-              batch_size: int | None = None) -> IntArray:
+def knn_votes(
+    queries: npt.ArrayLike,
+    private: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    k: int,
+    sampling_rate: float,
+    num_classes: int,
+    rng: Rng,
+    batch_size: int | None = None,
+) -> IntArray:
     """Label histograms of the k nearest records of a fresh Poisson sample per query.
 
     queries (n, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
@@ -88,8 +95,10 @@ def knn_votes(queries: npt.ArrayLike, private: npt.ArrayLike, labels: npt.ArrayL
     q = check_embeddings(queries, "queries")
     p = check_embeddings(private, "private")
     if q.shape[1] != p.shape[1]:
-        raise ValueError(f"queries and private must have the same number of features, got "
-                         f"{q.shape[1]} and {p.shape[1]}")
+        raise ValueError(
+            f"queries and private must have the same number of features, got "
+            f"{q.shape[1]} and {p.shape[1]}"
+        )
     y = check_labels(labels, p.shape[0], m)
     rng = check_rng(rng)
     n, big_n = q.shape[0], p.shape[0]
@@ -109,6 +118,7 @@ def knn_votes(queries: npt.ArrayLike, private: npt.ArrayLike, labels: npt.ArrayL
         keys = norms[None, :] - 2.0 * (q[start:stop] @ p.T)
         keys[~sampled] = np.inf
         rows, cols = np.nonzero(_select(keys, k))
-        out[start:stop] = np.bincount(rows * m + y[cols], minlength=(stop - start) * m
-                                      ).reshape(stop - start, m)
+        out[start:stop] = np.bincount(rows * m + y[cols], minlength=(stop - start) * m).reshape(
+            stop - start, m
+        )
     return out

@@ -58,9 +58,10 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -70,8 +71,17 @@ from pate.analysis.validation import check_choice, check_int, describe
 from pate.core.io import atomic_write_bytes
 from pate.core.rng import check_rng
 
-__all__ = ["Partition", "partition_random", "partition_by_unit", "teacher_of",
-           "check_partition", "ids_digest", "MODES", "PARTITION_FILENAME", "RELATION"]
+__all__ = [
+    "Partition",
+    "partition_random",
+    "partition_by_unit",
+    "teacher_of",
+    "check_partition",
+    "ids_digest",
+    "MODES",
+    "PARTITION_FILENAME",
+    "RELATION",
+]
 
 MODES = ("random", "unit")
 PARTITION_FILENAME = "partition.npz"
@@ -82,6 +92,7 @@ _KEY_BYTES = 32
 
 
 # --------------------------------------------------------------------------- ids and digests
+
 
 def _as_ids(ids: Any, name: str) -> np.ndarray:
     """A 1-D array of integer or string ids (no floats, no objects, no missing values)."""
@@ -94,20 +105,25 @@ def _as_ids(ids: Any, name: str) -> np.ndarray:
         items = arr.ravel().tolist()
         if items and all(isinstance(x, str) for x in items):
             arr = np.asarray(items, dtype=str).reshape(arr.shape)
-        elif items and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-                           for x in items):
+        elif items and all(
+            isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in items
+        ):
             arr = np.asarray(items, dtype=np.int64).reshape(arr.shape)
         else:
-            raise TypeError(f"{name} must hold integers or strings (not a mix), got an object "
-                            "array with other values (e.g. None or floats); map them to ids first")
+            raise TypeError(
+                f"{name} must hold integers or strings (not a mix), got an object "
+                "array with other values (e.g. None or floats); map them to ids first"
+            )
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D (one id per record), got shape {arr.shape}")
     if np.issubdtype(arr.dtype, np.integer):
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind in "US":
         return arr.astype(str)
-    raise TypeError(f"{name} must hold integer or string ids, got dtype {arr.dtype}; float ids are "
-                    "refused because they compare ambiguously (e.g. 1.0 vs 1.0000001)")
+    raise TypeError(
+        f"{name} must hold integer or string ids, got dtype {arr.dtype}; float ids are "
+        "refused because they compare ambiguously (e.g. 1.0 vs 1.0000001)"
+    )
 
 
 def ids_digest(ids: Any) -> str:
@@ -130,6 +146,7 @@ def ids_digest(ids: Any) -> str:
 
 
 # --------------------------------------------------------------------------- the record
+
 
 @dataclass(frozen=True, eq=False)
 class Partition:
@@ -163,7 +180,9 @@ class Partition:
         if self.seed is not None:
             check_int(self.seed, "seed", minimum=0)
         if not isinstance(self.ids_digest, str) or len(self.ids_digest) != 64:
-            raise ValueError(f"ids_digest must be a sha256 hex string, got {describe(self.ids_digest)}")
+            raise ValueError(
+                f"ids_digest must be a sha256 hex string, got {describe(self.ids_digest)}"
+            )
         assignment = np.asarray(self.assignment)
         if assignment.ndim != 1 or not np.issubdtype(assignment.dtype, np.integer):
             raise TypeError(f"assignment must be a 1-D integer array, got {describe(assignment)}")
@@ -171,7 +190,8 @@ class Partition:
         if assignment.size and (assignment.min() < 0 or assignment.max() >= num_teachers):
             raise PartitionError(
                 f"assignment holds teacher indices outside [0, {num_teachers}) "
-                f"(min {int(assignment.min())}, max {int(assignment.max())})")
+                f"(min {int(assignment.min())}, max {int(assignment.max())})"
+            )
         assignment.setflags(write=False)
         object.__setattr__(self, "assignment", assignment)
         object.__setattr__(self, "num_teachers", num_teachers)
@@ -183,8 +203,9 @@ class Partition:
         if unit_ids is not None:
             unit_ids = _as_ids(unit_ids, "unit_ids").copy()
             if unit_ids.shape != assignment.shape:
-                raise ValueError(f"unit_ids must have one id per record ({assignment.size}), "
-                                 f"got {unit_ids.size}")
+                raise ValueError(
+                    f"unit_ids must have one id per record ({assignment.size}), got {unit_ids.size}"
+                )
             unit_ids.setflags(write=False)
             object.__setattr__(self, "unit_ids", unit_ids)
 
@@ -214,22 +235,30 @@ class Partition:
     def neighbouring_relation(self) -> str:
         """Which neighbouring datasets the PATE guarantee is stated for, in words."""
         if self.mode == "unit":
-            return ("unit-level: datasets differing by the records of one privacy unit (e.g. one "
-                    "patient) added or removed; each unit's teacher is a keyed hash of its id, so "
-                    "exactly one teacher's shard changes")
-        return ("record-level: datasets differing by one record added or removed; each record's "
-                "teacher is a keyed hash of the record, so exactly one teacher's shard changes")
+            return (
+                "unit-level: datasets differing by the records of one privacy unit (e.g. one "
+                "patient) added or removed; each unit's teacher is a keyed hash of its id, so "
+                "exactly one teacher's shard changes"
+            )
+        return (
+            "record-level: datasets differing by one record added or removed; each record's "
+            "teacher is a keyed hash of the record, so exactly one teacher's shard changes"
+        )
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able description (no record-level information)."""
         sizes = self.shard_sizes
-        out = {"mode": self.mode, "num_teachers": self.num_teachers,
-               "num_records": self.num_records, "seed": self.seed,
-               "ids_digest": self.ids_digest,
-               "shard_size_min": int(sizes.min()) if sizes.size else 0,
-               "shard_size_max": int(sizes.max()) if sizes.size else 0,
-               "relation": self.relation,
-               "neighbouring_relation": self.neighbouring_relation}
+        out = {
+            "mode": self.mode,
+            "num_teachers": self.num_teachers,
+            "num_records": self.num_records,
+            "seed": self.seed,
+            "ids_digest": self.ids_digest,
+            "shard_size_min": int(sizes.min()) if sizes.size else 0,
+            "shard_size_max": int(sizes.max()) if sizes.size else 0,
+            "relation": self.relation,
+            "neighbouring_relation": self.neighbouring_relation,
+        }
         if self.unit_ids is not None:
             out["num_units"] = int(np.unique(self.unit_ids).size)
         return out
@@ -238,20 +267,29 @@ class Partition:
         if not isinstance(other, Partition):
             return NotImplemented
         same_units = (self.unit_ids is None and other.unit_ids is None) or (
-            self.unit_ids is not None and other.unit_ids is not None
-            and np.array_equal(self.unit_ids, other.unit_ids))
-        return (self.num_teachers == other.num_teachers and self.mode == other.mode
-                and self.seed == other.seed and self.ids_digest == other.ids_digest
-                and np.array_equal(self.assignment, other.assignment) and same_units)
+            self.unit_ids is not None
+            and other.unit_ids is not None
+            and np.array_equal(self.unit_ids, other.unit_ids)
+        )
+        return (
+            self.num_teachers == other.num_teachers
+            and self.mode == other.mode
+            and self.seed == other.seed
+            and self.ids_digest == other.ids_digest
+            and np.array_equal(self.assignment, other.assignment)
+            and same_units
+        )
 
     # mutable-looking arrays inside: not hashable (None is how Python spells it; object's
     # ``__hash__`` is a method, hence the ignore)
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (f"Partition(mode={self.mode!r}, num_teachers={self.num_teachers}, "
-                f"num_records={self.num_records}, seed={self.seed}, "
-                f"ids_digest={self.ids_digest[:12]}...)")
+        return (
+            f"Partition(mode={self.mode!r}, num_teachers={self.num_teachers}, "
+            f"num_records={self.num_records}, seed={self.seed}, "
+            f"ids_digest={self.ids_digest[:12]}...)"
+        )
 
     # -- persistence
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -260,7 +298,9 @@ class Partition:
         if path.suffix != ".npz":
             raise ValueError(f"path must end in .npz, got {str(path)!r}")
         if not path.parent.is_dir():
-            raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist; create it first")
+            raise FileNotFoundError(
+                f"directory {str(path.parent)!r} does not exist; create it first"
+            )
         arrays: dict[str, npt.ArrayLike] = {
             "format_version": np.int64(_FORMAT_VERSION),
             "assignment": self.assignment,
@@ -278,7 +318,7 @@ class Partition:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, ids: Any = None) -> "Partition":
+    def load(cls, path: str | os.PathLike[str], *, ids: Any = None) -> Partition:
         """Read a partition written by :meth:`save`; with ``ids`` verify it was built for them.
 
         ``ids`` are the unit ids (unit mode) or the record ids (otherwise; ``arange(N)`` by
@@ -291,27 +331,37 @@ class Partition:
             with np.load(path, allow_pickle=False) as data:
                 fields = {k: data[k] for k in data.files}
         except (OSError, ValueError) as exc:
-            raise PartitionError(f"{str(path)!r} is not a readable partition file ({exc})") from None
+            raise PartitionError(
+                f"{str(path)!r} is not a readable partition file ({exc})"
+            ) from None
         required = {"format_version", "assignment", "num_teachers", "mode", "seed", "ids_digest"}
         missing = required - set(fields)
         if missing:
-            raise PartitionError(f"{str(path)!r} is not a partition file: missing {sorted(missing)}")
+            raise PartitionError(
+                f"{str(path)!r} is not a partition file: missing {sorted(missing)}"
+            )
         if int(fields["format_version"]) == 1:
             raise PartitionError(
                 f"{str(path)!r} was written by an older pate-learn whose split (a seeded "
                 "permutation of the records) reshuffles when a record is added, so its bounds "
                 "hold for replacing a record only; this pate-learn states add/remove guarantees. "
-                "Start a new run directory (the teachers must be retrained on a stable split)")
+                "Start a new run directory (the teachers must be retrained on a stable split)"
+            )
         if int(fields["format_version"]) != _FORMAT_VERSION:
-            raise PartitionError(f"{str(path)!r} has format version {int(fields['format_version'])}; "
-                                 f"this pate-learn reads version {_FORMAT_VERSION}")
+            raise PartitionError(
+                f"{str(path)!r} has format version {int(fields['format_version'])}; "
+                f"this pate-learn reads version {_FORMAT_VERSION}"
+            )
         seed = int(fields["seed"])
         try:
-            partition = cls(assignment=fields["assignment"],
-                            num_teachers=int(fields["num_teachers"]),
-                            mode=str(fields["mode"]), seed=None if seed < 0 else seed,
-                            ids_digest=str(fields["ids_digest"]),
-                            unit_ids=fields.get("unit_ids"))
+            partition = cls(
+                assignment=fields["assignment"],
+                num_teachers=int(fields["num_teachers"]),
+                mode=str(fields["mode"]),
+                seed=None if seed < 0 else seed,
+                ids_digest=str(fields["ids_digest"]),
+                unit_ids=fields.get("unit_ids"),
+            )
         except (TypeError, ValueError) as exc:
             raise PartitionError(f"{str(path)!r} holds an invalid partition: {exc}") from None
         check_partition(partition, partition.num_records)
@@ -320,18 +370,20 @@ class Partition:
             if given.size != partition.num_records:
                 raise PartitionError(
                     f"ids has {given.size} entries but the partition at {str(path)!r} covers "
-                    f"{partition.num_records} records; the data changed: re-run `pate partition`")
+                    f"{partition.num_records} records; the data changed: re-run `pate partition`"
+                )
             digest = ids_digest(given)
             if digest != partition.ids_digest:
                 raise PartitionError(
                     f"the partition at {str(path)!r} was built for other ids (digest "
                     f"{partition.ids_digest[:12]}..., given {digest[:12]}...); the data changed "
-                    "since the split: re-run `pate partition` on the current data")
+                    "since the split: re-run `pate partition` on the current data"
+                )
         return partition
 
 
-
 # --------------------------------------------------------------------------- checks
+
 
 def check_partition(partition: Partition | Sequence[Any], num_records: int) -> None:
     """Prove that ``partition`` splits ``num_records`` records into disjoint, non-empty shards.
@@ -344,18 +396,23 @@ def check_partition(partition: Partition | Sequence[Any], num_records: int) -> N
     if isinstance(partition, Partition):
         assignment = partition.assignment
         if assignment.size != num_records:
-            raise PartitionError(f"the partition covers {assignment.size} records, expected "
-                                 f"{num_records}; re-run `pate partition` on the current data")
+            raise PartitionError(
+                f"the partition covers {assignment.size} records, expected "
+                f"{num_records}; re-run `pate partition` on the current data"
+            )
         sizes = partition.shard_sizes
         if np.any(sizes == 0):
-            raise PartitionError(f"teacher {int(np.argmin(sizes))} has an empty shard; "
-                                 "use fewer teachers")
+            raise PartitionError(
+                f"teacher {int(np.argmin(sizes))} has an empty shard; use fewer teachers"
+            )
         if partition.unit_ids is not None:
             _check_units_whole(partition.unit_ids, assignment)
         return None
     if isinstance(partition, (str, bytes, np.ndarray)) or not isinstance(partition, Sequence):
-        raise TypeError("partition must be a Partition or a sequence of per-teacher index arrays, "
-                        f"got {describe(partition)}")
+        raise TypeError(
+            "partition must be a Partition or a sequence of per-teacher index arrays, "
+            f"got {describe(partition)}"
+        )
     if len(partition) == 0:
         raise PartitionError("the partition has no shards")
     owner = np.full(num_records, -1, dtype=np.int64)
@@ -372,13 +429,17 @@ def check_partition(partition: Partition | Sequence[Any], num_records: int) -> N
         taken = owner[idx] >= 0
         if np.any(taken):
             rec = int(idx[np.argmax(taken)])
-            raise PartitionError(f"shards overlap: record {rec} is in shard {int(owner[rec])} "
-                                 f"and shard {t}; every record must go to exactly one teacher")
+            raise PartitionError(
+                f"shards overlap: record {rec} is in shard {int(owner[rec])} "
+                f"and shard {t}; every record must go to exactly one teacher"
+            )
         owner[idx] = t
     if np.any(owner < 0):
         missing = int(np.sum(owner < 0))
-        raise PartitionError(f"{missing} record(s) belong to no shard (first: record "
-                             f"{int(np.argmax(owner < 0))}); every record must be covered")
+        raise PartitionError(
+            f"{missing} record(s) belong to no shard (first: record "
+            f"{int(np.argmax(owner < 0))}); every record must be covered"
+        )
     return None
 
 
@@ -390,15 +451,19 @@ def _check_units_whole(unit_ids: np.ndarray, assignment: np.ndarray) -> None:
     np.maximum.at(hi, inverse, assignment)
     split = lo != hi
     if np.any(split):
-        raise PartitionError(f"{int(split.sum())} privacy unit(s) are spread over several shards; "
-                             "in unit mode all records of a unit must go to one teacher")
+        raise PartitionError(
+            f"{int(split.sum())} privacy unit(s) are spread over several shards; "
+            "in unit mode all records of a unit must go to one teacher"
+        )
 
 
 def _check_teachers(num_teachers: Any, available: int, what: str) -> int:
     count = check_int(num_teachers, "num_teachers", minimum=1)
     if count > available:
-        raise PartitionError(f"num_teachers={count} is more than the {available} {what}; "
-                             f"every teacher needs at least one: use at most {available} teachers")
+        raise PartitionError(
+            f"num_teachers={count} is more than the {available} {what}; "
+            f"every teacher needs at least one: use at most {available} teachers"
+        )
     return count
 
 
@@ -414,6 +479,7 @@ def _digest_for(record_ids: Any, num_records: int) -> str:
 
 
 # --------------------------------------------------------------------------- builders
+
 
 def teacher_of(items: Sequence[bytes], *, num_teachers: int, key: bytes) -> np.ndarray:
     """The teacher of each item: ``blake2b(item, key=key, digest_size=8) mod num_teachers``, an
@@ -438,14 +504,18 @@ def _draw_key(rng: Any) -> bytes:
 
 def _check_record_keys(record_keys: Any) -> list[bytes]:
     if isinstance(record_keys, (str, bytes)) or record_keys is None:
-        raise TypeError("record_keys must be the (N,) S16 array of pate.ledger.record_keys(x, y), "
-                        f"got {describe(record_keys)}")
+        raise TypeError(
+            "record_keys must be the (N,) S16 array of pate.ledger.record_keys(x, y), "
+            f"got {describe(record_keys)}"
+        )
     arr = np.asarray(record_keys)
     if arr.ndim != 1 or arr.dtype.kind != "S" or arr.size == 0:
-        raise TypeError("record_keys must be a non-empty 1-D bytes array (the S16 keys of "
-                        f"pate.ledger.record_keys(x, y)), got {describe(arr)}")
+        raise TypeError(
+            "record_keys must be a non-empty 1-D bytes array (the S16 keys of "
+            f"pate.ledger.record_keys(x, y)), got {describe(arr)}"
+        )
     raw, width = np.ascontiguousarray(arr).tobytes(), arr.dtype.itemsize
-    return [raw[i:i + width] for i in range(0, len(raw), width)]
+    return [raw[i : i + width] for i in range(0, len(raw), width)]
 
 
 def _unit_bytes(ids: np.ndarray) -> list[bytes]:
@@ -462,11 +532,18 @@ def _no_empty_shard(assignment: np.ndarray, num_teachers: int, what: str) -> Non
         raise PartitionError(
             f"teacher {int(np.argmin(sizes))} of {num_teachers} got no {what[:-1]} (the split "
             f"hashes each {what[:-1]} to a teacher; {per_teacher:.3g} {what} per teacher); use "
-            f"fewer teachers, e.g. num_teachers <= {suggest} for about 20 {what} each")
+            f"fewer teachers, e.g. num_teachers <= {suggest} for about 20 {what} each"
+        )
 
 
-def partition_random(record_keys: Any, *, num_teachers: int, rng: Any, seed: int | None = None,
-                     record_ids: Any = None) -> Partition:
+def partition_random(
+    record_keys: Any,
+    *,
+    num_teachers: int,
+    rng: Any,
+    seed: int | None = None,
+    record_ids: Any = None,
+) -> Partition:
     """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under a
     32-byte key drawn from ``rng`` -- stable under adding or removing a record (module docstring).
 
@@ -488,12 +565,18 @@ def partition_random(record_keys: Any, *, num_teachers: int, rng: Any, seed: int
     _check_seed(seed)
     assignment = teacher_of(keys, num_teachers=num_teachers, key=_draw_key(rng))
     _no_empty_shard(assignment, num_teachers, "records")
-    return Partition(assignment=assignment, num_teachers=num_teachers, mode="random",
-                     seed=seed, ids_digest=digest)
+    return Partition(
+        assignment=assignment,
+        num_teachers=num_teachers,
+        mode="random",
+        seed=seed,
+        ids_digest=digest,
+    )
 
 
-def partition_by_unit(unit_ids: Any, *, num_teachers: int, rng: Any,
-                      seed: int | None = None) -> Partition:
+def partition_by_unit(
+    unit_ids: Any, *, num_teachers: int, rng: Any, seed: int | None = None
+) -> Partition:
     """Shards such that all records of one privacy unit (patient, user) go to one teacher: the
     unit's teacher is ``teacher_of`` its id under a key drawn from ``rng``, so adding or removing
     a unit's records changes that unit's teacher alone (module docstring). Shard sizes follow
@@ -506,8 +589,14 @@ def partition_by_unit(unit_ids: Any, *, num_teachers: int, rng: Any,
     _check_seed(seed)
     unit_teacher = teacher_of(_unit_bytes(units), num_teachers=num_teachers, key=_draw_key(rng))
     _no_empty_shard(unit_teacher, num_teachers, "units")
-    return Partition(assignment=unit_teacher[inverse.reshape(-1)], num_teachers=num_teachers,
-                     mode="unit", seed=seed, ids_digest=ids_digest(ids), unit_ids=ids)
+    return Partition(
+        assignment=unit_teacher[inverse.reshape(-1)],
+        num_teachers=num_teachers,
+        mode="unit",
+        seed=seed,
+        ids_digest=ids_digest(ids),
+        unit_ids=ids,
+    )
 
 
 def _check_seed(seed: Any) -> None:

@@ -55,7 +55,7 @@ __all__ = ["Streams", "SecureGenerator", "Rng", "make_streams", "check_rng", "ST
 #: Fixed spawn key of each stage's child of the root ``SeedSequence``.
 STREAM_KEYS = {"partition": 0, "teachers": 1, "noise": 2, "student": 3, "release": 4}
 
-_TWO_POW_M53 = 2.0 ** -53
+_TWO_POW_M53 = 2.0**-53
 
 #: A ``size`` of :class:`SecureGenerator`'s draws that gives an array (None gives a float).
 SizeArg = int | np.integer[Any] | tuple[int, ...]
@@ -69,7 +69,9 @@ def _size_tuple(size: Any) -> tuple[int, ...]:
     try:
         shape = tuple(int(s) for s in size)
     except TypeError:
-        raise TypeError(f"size must be None, an int or a tuple of ints, got {describe(size)}") from None
+        raise TypeError(
+            f"size must be None, an int or a tuple of ints, got {describe(size)}"
+        ) from None
     if any(s < 0 for s in shape):
         raise ValueError(f"size must be non-negative, got {shape}")
     return shape
@@ -187,7 +189,7 @@ class SecureGenerator:
         shape = _size_tuple(size)
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         span = high - low
-        if span > 2 ** 62:
+        if span > 2**62:
             raise ValueError(f"integer range too wide ({span}); use at most 2**62 values")
         bits = max(1, (span - 1).bit_length())
         out = np.empty(count, dtype=np.int64)
@@ -196,7 +198,7 @@ class SecureGenerator:
             need = count - filled
             words = np.frombuffer(os.urandom(8 * 2 * need), dtype="<u8") >> np.uint64(64 - bits)
             good = words[words < span][:need].astype(np.int64)
-            out[filled:filled + good.size] = good
+            out[filled : filled + good.size] = good
             filled += good.size
         out += low
         return int(out[0]) if not shape else out.reshape(shape)
@@ -263,8 +265,9 @@ class Streams:
 
 
 def _child(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
-    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key),
-                                  pool_size=root.pool_size)
+    return np.random.SeedSequence(
+        root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key), pool_size=root.pool_size
+    )
 
 
 def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
@@ -292,22 +295,30 @@ def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
             raise ValueError(
                 f"secure=True refuses a seed (got seed={describe(seed)}): secure noise is drawn "
                 "from OS entropy and cannot be replayed; drop the seed, or use secure=False "
-                "for a reproducible experiment")
+                "for a reproducible experiment"
+            )
         root = np.random.SeedSequence()  # fresh OS entropy for the non-noise streams
-        return Streams(seed=None, secure=True,
-                       partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
-                       noise=SecureGenerator(),
-                       student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
-                       release=SecureGenerator(), _root=root)
+        return Streams(
+            seed=None,
+            secure=True,
+            partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
+            noise=SecureGenerator(),
+            student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
+            release=SecureGenerator(),
+            _root=root,
+        )
     if seed is not None:
         seed = check_int(seed, "seed", minimum=0)
     root = np.random.SeedSequence(seed)
-    return Streams(seed=seed, secure=False,
-                   partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
-                   noise=np.random.default_rng(_child(root, STREAM_KEYS["noise"])),
-                   student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
-                   release=np.random.default_rng(_child(root, STREAM_KEYS["release"])),
-                   _root=root)
+    return Streams(
+        seed=seed,
+        secure=False,
+        partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
+        noise=np.random.default_rng(_child(root, STREAM_KEYS["noise"])),
+        student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
+        release=np.random.default_rng(_child(root, STREAM_KEYS["release"])),
+        _root=root,
+    )
 
 
 def check_rng(rng: Any, name: str = "rng") -> Rng:
@@ -321,4 +332,5 @@ def check_rng(rng: Any, name: str = "rng") -> Rng:
     raise TypeError(
         f"{name} must be a numpy.random.Generator or a pate.core.rng.SecureGenerator, got "
         f"{describe(rng)} of type {type(rng).__name__}; use make_streams(seed).noise, "
-        "make_streams(secure=True).noise or numpy.random.default_rng(seed)")
+        "make_streams(secure=True).noise or numpy.random.default_rng(seed)"
+    )

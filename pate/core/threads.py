@@ -88,15 +88,20 @@ def check_threads(value: Any, name: str) -> int:
     """An explicit thread count: an integer >= 1 (bool refused); ``name`` is how the caller
     wrote the setting (``--threads``, ``[run] threads``, ``threads=``)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer >= 1 (the number of CPU threads), got "
-                        f"{value!r} of type {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be an integer >= 1 (the number of CPU threads), got "
+            f"{value!r} of type {type(value).__name__}"
+        )
     if value < 1:
-        raise ValueError(f"{name} must be an integer >= 1 (the number of CPU threads), got "
-                         f"{value}; leave it out to use the CPUs this process may use")
+        raise ValueError(
+            f"{name} must be an integer >= 1 (the number of CPU threads), got "
+            f"{value}; leave it out to use the CPUs this process may use"
+        )
     return int(value)
 
 
 # ------------------------------------------------------------------------------ usable CPUs
+
 
 def _affinity() -> int:
     try:
@@ -129,8 +134,9 @@ def _ancestors(root: pathlib.Path, cgroup_path: str) -> Iterator[pathlib.Path]:
         yield root.joinpath(*parts[:n])
 
 
-def cgroup_cpus(*, cgroup_root: pathlib.Path = _CGROUP_ROOT,
-                proc_cgroup: pathlib.Path = _PROC_CGROUP) -> tuple[float, str] | None:
+def cgroup_cpus(
+    *, cgroup_root: pathlib.Path = _CGROUP_ROOT, proc_cgroup: pathlib.Path = _PROC_CGROUP
+) -> tuple[float, str] | None:
     """The CPU quota of this process's cgroup as ``(cpus, where)``, or None when none is set.
 
     cgroup v2: ``<root>/<path>/cpu.max`` ("quota period", or "max period"); cgroup v1:
@@ -158,13 +164,21 @@ def cgroup_cpus(*, cgroup_root: pathlib.Path = _CGROUP_ROOT,
                     period = _read(folder / "cpu.cfs_period_us")
                     cpus = _quota_cpus(quota, period)
                     if cpus is not None:
-                        found.append((cpus, f"{folder}/cpu.cfs_quota_us {quota} / "
-                                            f"cpu.cfs_period_us {period}"))
+                        found.append(
+                            (
+                                cpus,
+                                f"{folder}/cpu.cfs_quota_us {quota} / cpu.cfs_period_us {period}",
+                            )
+                        )
     return min(found) if found else None
 
 
-def usable_cpus(*, affinity: int | None = None, cgroup_root: pathlib.Path = _CGROUP_ROOT,
-                proc_cgroup: pathlib.Path = _PROC_CGROUP) -> tuple[int, str, str]:
+def usable_cpus(
+    *,
+    affinity: int | None = None,
+    cgroup_root: pathlib.Path = _CGROUP_ROOT,
+    proc_cgroup: pathlib.Path = _PROC_CGROUP,
+) -> tuple[int, str, str]:
     """``(cpus, source, detail)``: the CPUs this process may use -- its affinity mask, lowered to
     its cgroup's CPU quota (rounded up) where that is smaller; source "affinity" or "cgroup"."""
     mask = _affinity() if affinity is None else int(affinity)
@@ -185,21 +199,29 @@ def load_average() -> float | None:
 
 # ------------------------------------------------------------------------------ the choice
 
-def choose(*, explicit: int | None = None, explicit_source: str = "config",
-           environ: Mapping[str, str] | None = None, torch_threads: int | None = None,
-           affinity: int | None = None,
-           cgroup_root: pathlib.Path = _CGROUP_ROOT,
-           proc_cgroup: pathlib.Path = _PROC_CGROUP) -> ThreadChoice:
+
+def choose(
+    *,
+    explicit: int | None = None,
+    explicit_source: str = "config",
+    environ: Mapping[str, str] | None = None,
+    torch_threads: int | None = None,
+    affinity: int | None = None,
+    cgroup_root: pathlib.Path = _CGROUP_ROOT,
+    proc_cgroup: pathlib.Path = _PROC_CGROUP,
+) -> ThreadChoice:
     """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else
     ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
     count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
     else the usable CPUs."""
     if explicit_source not in EXPLICIT_SOURCES:
-        raise ValueError(f"explicit_source must be one of {', '.join(EXPLICIT_SOURCES)}, got "
-                         f"{explicit_source!r}")
+        raise ValueError(
+            f"explicit_source must be one of {', '.join(EXPLICIT_SOURCES)}, got {explicit_source!r}"
+        )
     environ = os.environ if environ is None else environ
-    cpus, source, detail = usable_cpus(affinity=affinity, cgroup_root=cgroup_root,
-                                       proc_cgroup=proc_cgroup)
+    cpus, source, detail = usable_cpus(
+        affinity=affinity, cgroup_root=cgroup_root, proc_cgroup=proc_cgroup
+    )
     if explicit is not None:
         name = {"flag": "--threads", "config": "[run] threads", "keyword": "threads="}
         count = check_threads(explicit, name[explicit_source])
@@ -209,12 +231,15 @@ def choose(*, explicit: int | None = None, explicit_source: str = "config",
         env_count = _env_threads(env)
         if env_count is not None:
             return ThreadChoice(env_count, "env", cpus, f"OMP_NUM_THREADS={env}")
-        logger.warning("threads: OMP_NUM_THREADS=%r is not a positive integer; it is ignored",
-                       env)
+        logger.warning("threads: OMP_NUM_THREADS=%r is not a positive integer; it is ignored", env)
     if torch_threads is not None and 1 <= torch_threads < cpus:
-        return ThreadChoice(int(torch_threads), "torch", cpus,
-                            f"torch.get_num_threads() {torch_threads} before pate set it (the "
-                            f"caller's torch.set_num_threads, or torch's default; {detail})")
+        return ThreadChoice(
+            int(torch_threads),
+            "torch",
+            cpus,
+            f"torch.get_num_threads() {torch_threads} before pate set it (the "
+            f"caller's torch.set_num_threads, or torch's default; {detail})",
+        )
     return ThreadChoice(cpus, source, cpus, detail)
 
 
@@ -228,6 +253,7 @@ def _env_threads(text: str) -> int | None:
 
 
 # ------------------------------------------------------------------------------ applying it
+
 
 def openmp_loaded() -> bool:
     """Whether an OpenMP runtime is already loaded into this process (its wait policy is then
@@ -256,12 +282,14 @@ def prepare_environment(environ: MutableMapping[str, str] | None = None) -> str:
         if "OMP_WAIT_POLICY" in user:  # in the environment already, most likely from the start
             return f"OMP_WAIT_POLICY={user['OMP_WAIT_POLICY']} (from the environment)"
         return "unchanged: OpenMP was already loaded" + (
-            f" (environment: {_pairs(user)})" if user else "")
+            f" (environment: {_pairs(user)})" if user else ""
+        )
     for key, value in PASSIVE_WAIT.items():
         environ.setdefault(key, value)
     policy = environ["OMP_WAIT_POLICY"]
-    result = ("passive" if policy.strip().upper() == "PASSIVE" else f"OMP_WAIT_POLICY={policy}") \
-        + (f" (the user's {_pairs(user)} kept)" if user else "")
+    result = ("passive" if policy.strip().upper() == "PASSIVE" else f"OMP_WAIT_POLICY={policy}") + (
+        f" (the user's {_pairs(user)} kept)" if user else ""
+    )
     if environ is os.environ:
         _wait = result
     return result
@@ -287,8 +315,10 @@ def apply(choice: ThreadChoice, *, torch: bool = True) -> dict[str, Any]:
             if _torch.get_num_interop_threads() != choice.count:
                 _torch.set_num_interop_threads(choice.count)
         except RuntimeError:  # only before any inter-op work, once per process
-            logger.debug("threads: torch's inter-op threads are already fixed at %d",
-                         _torch.get_num_interop_threads())
+            logger.debug(
+                "threads: torch's inter-op threads are already fixed at %d",
+                _torch.get_num_interop_threads(),
+            )
         done["torch_interop"] = _torch.get_num_interop_threads()
     from threadpoolctl import threadpool_limits  # installed with scikit-learn, a dependency
 
@@ -313,24 +343,40 @@ def caller_torch_threads() -> int | None:
     return None if current == _torch_set else current
 
 
-def configure(*, explicit: int | None = None, explicit_source: str = "config",
-              torch: bool = True) -> dict[str, Any]:
+def configure(
+    *, explicit: int | None = None, explicit_source: str = "config", torch: bool = True
+) -> dict[str, Any]:
     """:func:`prepare_environment`, :func:`choose` and :func:`apply`; logs the choice (once per
     change) and returns the record a run keeps: ``{"count", "source", "cpus", "detail",
     "wait_policy", "load_average"}``."""
     global _last
     wait = prepare_environment()
-    choice = choose(explicit=explicit, explicit_source=explicit_source,
-                    torch_threads=caller_torch_threads())
+    choice = choose(
+        explicit=explicit, explicit_source=explicit_source, torch_threads=caller_torch_threads()
+    )
     apply(choice, torch=torch)
     record = dict(choice.as_dict(), wait_policy=wait, load_average=load_average())
     if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {
-            k: record[k] for k in ("count", "source", "wait_policy")}:
+        k: record[k] for k in ("count", "source", "wait_policy")
+    }:
         usable = "" if choice.source in ("affinity", "cgroup") else f"; {choice.cpus} usable CPUs"
-        late = ("; too late to make them sleep in this process: on a shared machine set "
+        late = (
+            (
+                "; too late to make them sleep in this process: on a shared machine set "
                 "OMP_WAIT_POLICY=PASSIVE before starting Python, or call pate.fit before "
-                "importing torch") if wait.startswith("unchanged") else ""
-        logger.info("threads: %d (%s: %s%s); idle threads wait: %s%s",
-                    choice.count, choice.source, choice.detail, usable, wait, late)
+                "importing torch"
+            )
+            if wait.startswith("unchanged")
+            else ""
+        )
+        logger.info(
+            "threads: %d (%s: %s%s); idle threads wait: %s%s",
+            choice.count,
+            choice.source,
+            choice.detail,
+            usable,
+            wait,
+            late,
+        )
     _last = record
     return record

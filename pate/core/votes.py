@@ -27,8 +27,14 @@ import numpy as np
 from pate.analysis.validation import check_int, check_probabilities, check_votes, describe
 from pate.core.io import atomic_save_npy
 
-__all__ = ["votes_from_predictions", "votes_from_probabilities", "save_votes", "load_votes",
-           "describe_votes", "VOTES_FILENAME"]
+__all__ = [
+    "votes_from_predictions",
+    "votes_from_probabilities",
+    "save_votes",
+    "load_votes",
+    "describe_votes",
+    "VOTES_FILENAME",
+]
 
 VOTES_FILENAME = "votes.npy"
 
@@ -48,15 +54,19 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
     """
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(predictions, (str, bytes)) or predictions is None:
-        raise TypeError(f"predictions must be a (teachers, queries) integer array, "
-                        f"got {describe(predictions)}")
+        raise TypeError(
+            f"predictions must be a (teachers, queries) integer array, got {describe(predictions)}"
+        )
     preds = _to_numpy(predictions)
     if preds.dtype == np.bool_ or not np.issubdtype(preds.dtype, np.integer):
-        raise TypeError(f"predictions must hold integer class labels, got {describe(preds)}; "
-                        "for per-class scores use votes_from_probabilities")
+        raise TypeError(
+            f"predictions must hold integer class labels, got {describe(preds)}; "
+            "for per-class scores use votes_from_probabilities"
+        )
     if preds.ndim != 2:
-        raise ValueError(f"predictions must be 2-D with shape (teachers, queries), got shape "
-                         f"{preds.shape}")
+        raise ValueError(
+            f"predictions must be 2-D with shape (teachers, queries), got shape {preds.shape}"
+        )
     num_teachers, num_queries = preds.shape
     if num_teachers < 1:
         raise ValueError("predictions has no teachers (shape[0] == 0)")
@@ -64,8 +74,10 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
     bad = (preds < 0) | (preds >= num_classes)
     if np.any(bad):
         t, q = np.unravel_index(int(np.argmax(bad)), preds.shape)
-        raise ValueError(f"predictions must lie in [0, num_classes={num_classes}); teacher {t} "
-                         f"predicted {int(preds[t, q])} for query {q}")
+        raise ValueError(
+            f"predictions must lie in [0, num_classes={num_classes}); teacher {t} "
+            f"predicted {int(preds[t, q])} for query {q}"
+        )
     flat = (np.arange(num_queries, dtype=np.int64)[None, :] * num_classes + preds).ravel()
     votes = np.bincount(flat, minlength=num_queries * num_classes).reshape(num_queries, num_classes)
     votes = votes.astype(np.int64, copy=False)
@@ -73,8 +85,9 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
     return votes
 
 
-def votes_from_probabilities(probabilities: Any, *, num_classes: int,
-                             atol: float = 1e-3) -> np.ndarray:
+def votes_from_probabilities(
+    probabilities: Any, *, num_classes: int, atol: float = 1e-3
+) -> np.ndarray:
     """Each teacher votes for its most probable class.
 
     Parameters
@@ -87,18 +100,25 @@ def votes_from_probabilities(probabilities: Any, *, num_classes: int,
     """
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(probabilities, (str, bytes)) or probabilities is None:
-        raise TypeError("probabilities must be a (teachers, queries, classes) array, "
-                        f"got {describe(probabilities)}")
+        raise TypeError(
+            "probabilities must be a (teachers, queries, classes) array, "
+            f"got {describe(probabilities)}"
+        )
     probs = _to_numpy(probabilities)
-    if not (np.issubdtype(probs.dtype, np.floating) or np.issubdtype(probs.dtype, np.integer)) \
-            or probs.dtype == np.bool_:
+    if (
+        not (np.issubdtype(probs.dtype, np.floating) or np.issubdtype(probs.dtype, np.integer))
+        or probs.dtype == np.bool_
+    ):
         raise TypeError(f"probabilities must be a float array, got {describe(probs)}")
     if probs.ndim != 3:
-        raise ValueError("probabilities must be 3-D with shape (teachers, queries, classes), got "
-                         f"shape {probs.shape}")
+        raise ValueError(
+            "probabilities must be 3-D with shape (teachers, queries, classes), got "
+            f"shape {probs.shape}"
+        )
     if probs.shape[2] != num_classes:
-        raise ValueError(f"probabilities has {probs.shape[2]} classes (last axis) but "
-                         f"num_classes={num_classes}")
+        raise ValueError(
+            f"probabilities has {probs.shape[2]} classes (last axis) but num_classes={num_classes}"
+        )
     if probs.shape[0] < 1:
         raise ValueError("probabilities has no teachers (shape[0] == 0)")
     probs = check_probabilities(probs, probs.shape, "probabilities", atol=atol)
@@ -152,6 +172,8 @@ def load_votes(path: str | os.PathLike[str], *, num_classes: int | None = None) 
     if num_classes is not None:
         num_classes = check_int(num_classes, "num_classes", minimum=2)
         if votes.shape[1] != num_classes:
-            raise ValueError(f"votes in {path.name} have {votes.shape[1]} classes, expected "
-                             f"num_classes={num_classes}")
+            raise ValueError(
+                f"votes in {path.name} have {votes.shape[1]} classes, expected "
+                f"num_classes={num_classes}"
+            )
     return votes

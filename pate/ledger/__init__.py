@@ -172,10 +172,22 @@ import each other one way (no cycles), from ``ledger`` down to ``formats``.
 # Also importable from here, as before the split (not part of ``import *``): APPLICATION, BASES,
 # KEY_VERSION, LEDGER_RELATION, legacy_record_keys, BudgetExceededError and LedgerError.
 from pate.analysis.errors import BudgetExceededError, LedgerError  # noqa: F401
-from pate.ledger.data import (BASES, CONVERSIONS, LEDGER_RELATION, Budget,  # noqa: F401
-                              ReservationInfo, StoredEvent)
-from pate.ledger.identity import (KEY_VERSION, DatasetIdentity, dataset_digest,  # noqa: F401
-                                  dataset_identity, legacy_record_keys, record_keys)
+from pate.ledger.data import (  # noqa: F401
+    BASES,
+    CONVERSIONS,
+    LEDGER_RELATION,
+    Budget,
+    ReservationInfo,
+    StoredEvent,
+)
+from pate.ledger.identity import (  # noqa: F401
+    KEY_VERSION,
+    DatasetIdentity,
+    dataset_digest,
+    dataset_identity,
+    legacy_record_keys,
+    record_keys,
+)
 from pate.ledger.ledger import DEFAULT_LEASE_SECONDS, Ledger, Reservation
 from pate.ledger.schema import APPLICATION, SCHEMA_VERSION  # noqa: F401
 from pate.ledger.store import DEFAULT_TIMEOUT_SECONDS, default_ledger_path
@@ -196,4 +208,3 @@ __all__ = [
     "default_ledger_path",
     "record_keys",
 ]
-

@@ -10,17 +10,21 @@ from typing import Any
 from pate.ledger.formats import canonical, utc_now
 
 
-def write_audit(conn: sqlite3.Connection, dataset: str | None, action: str,
-                detail: dict[str, Any]) -> None:
+def write_audit(
+    conn: sqlite3.Connection, dataset: str | None, action: str, detail: dict[str, Any]
+) -> None:
     """One audit row (``dataset`` None: about the whole file, e.g. a migration)."""
-    conn.execute("INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, ?, ?, ?)",
-                 (dataset, utc_now(), action, canonical(detail)))
+    conn.execute(
+        "INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, ?, ?, ?)",
+        (dataset, utc_now(), action, canonical(detail)),
+    )
 
 
 def read_audit(conn: sqlite3.Connection, digest: str) -> list[dict[str, Any]]:
     """The audit rows of dataset ``digest``, oldest first: ``time_utc``, ``action``, ``detail``."""
-    rows = conn.execute("SELECT time_utc, action, detail FROM audit WHERE dataset=? ORDER BY id",
-                        (digest,)).fetchall()
+    rows = conn.execute(
+        "SELECT time_utc, action, detail FROM audit WHERE dataset=? ORDER BY id", (digest,)
+    ).fetchall()
     return [{"time_utc": t, "action": a, "detail": json.loads(d)} for t, a, d in rows]
 
 
@@ -33,19 +37,43 @@ def budget_changes(audit_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         d = row["detail"]
         prev = d.get("previous") or {}
         conversion = d.get("conversion") or "classic"
-        previous = None if prev.get("eps") is None else {
-            "eps": prev["eps"], "delta": prev["delta"], "basis": prev["basis"],
-            "conversion": prev.get("conversion") or "classic"}
+        previous = (
+            None
+            if prev.get("eps") is None
+            else {
+                "eps": prev["eps"],
+                "delta": prev["delta"],
+                "basis": prev["basis"],
+                "conversion": prev.get("conversion") or "classic",
+            }
+        )
         if previous is None:
             change = "initial"
-        elif (previous["delta"] != d["delta"] or previous["basis"] != d["basis"]
-              or previous["conversion"] != conversion):
+        elif (
+            previous["delta"] != d["delta"]
+            or previous["basis"] != d["basis"]
+            or previous["conversion"] != conversion
+        ):
             change = "changed"
         else:
-            change = ("raised" if d["eps"] > previous["eps"] else
-                      "lowered" if d["eps"] < previous["eps"] else "unchanged")
-        out.append({"time_utc": row["time_utc"], "eps": d["eps"], "delta": d["delta"],
-                    "basis": d["basis"], "conversion": conversion, "previous": previous,
-                    "change": change,
-                    "spent_eps": d.get("spent_eps"), "reason": d.get("reason")})
+            change = (
+                "raised"
+                if d["eps"] > previous["eps"]
+                else "lowered"
+                if d["eps"] < previous["eps"]
+                else "unchanged"
+            )
+        out.append(
+            {
+                "time_utc": row["time_utc"],
+                "eps": d["eps"],
+                "delta": d["delta"],
+                "basis": d["basis"],
+                "conversion": conversion,
+                "previous": previous,
+                "change": change,
+                "spent_eps": d.get("spent_eps"),
+                "reason": d.get("reason"),
+            }
+        )
     return out

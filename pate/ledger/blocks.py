@@ -17,16 +17,22 @@ from pate.ledger.formats import utc_now
 def add_block(conn: sqlite3.Connection, digest: str, name: str) -> None:
     """Register block ``name`` of dataset ``digest`` (a name not registered for it yet)."""
     if conn.execute("SELECT 1 FROM blocks WHERE dataset=? AND name=?", (digest, name)).fetchone():
-        raise ValueError(f"block {name!r} is already registered for dataset "
-                         f"{label(conn, digest)}; choose a new name for new records")
-    conn.execute("INSERT INTO blocks (dataset, name, created_utc) VALUES (?, ?, ?)",
-                 (digest, name, utc_now()))
+        raise ValueError(
+            f"block {name!r} is already registered for dataset "
+            f"{label(conn, digest)}; choose a new name for new records"
+        )
+    conn.execute(
+        "INSERT INTO blocks (dataset, name, created_utc) VALUES (?, ?, ?)",
+        (digest, name, utc_now()),
+    )
     write_audit(conn, digest, "add-block", {"block": name})
 
 
 def block_rows(conn: sqlite3.Connection, digest: str) -> list[tuple[int, str]]:
     """(id, name) of every block of ``digest``, oldest first."""
-    return conn.execute("SELECT id, name FROM blocks WHERE dataset=? ORDER BY id", (digest,)).fetchall()
+    return conn.execute(
+        "SELECT id, name FROM blocks WHERE dataset=? ORDER BY id", (digest,)
+    ).fetchall()
 
 
 def target_blocks(conn: sqlite3.Connection, digest: str, blocks: Any) -> frozenset[int]:
@@ -42,7 +48,9 @@ def target_blocks(conn: sqlite3.Connection, digest: str, blocks: Any) -> frozens
         raise ValueError("blocks must name at least one block (None charges every block)")
     unknown = [b for b in names if b not in by_name]
     if unknown:
-        raise ValueError(f"blocks {unknown!r} are not registered for dataset "
-                         f"{label(conn, digest)} (registered: {sorted(by_name) or 'none'}); "
-                         "register them with Ledger.add_block / `pate budget add-block`")
+        raise ValueError(
+            f"blocks {unknown!r} are not registered for dataset "
+            f"{label(conn, digest)} (registered: {sorted(by_name) or 'none'}); "
+            "register them with Ledger.add_block / `pate budget add-block`"
+        )
     return frozenset(by_name[b] for b in names)

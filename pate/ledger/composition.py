@@ -40,7 +40,8 @@ def check_relations(events: Sequence[Any], path: Any) -> None:
             f"now states every guarantee for adding or removing one record, and the two cannot "
             f"be composed without understating epsilon. Nothing was recorded. Keep that ledger "
             f"for the old runs and give new runs a new ledger file (--ledger FILE, [privacy] "
-            f"ledger or PATE_LEDGER)")
+            f"ledger or PATE_LEDGER)"
+        )
 
 
 def shared_grid(events: Sequence[Any], path: Any) -> np.ndarray:
@@ -56,7 +57,8 @@ def shared_grid(events: Sequence[Any], path: Any) -> np.ndarray:
         raise LedgerError(
             f"the events of this dataset in the ledger at {path} share no Renyi order, so they "
             "cannot be composed without understating epsilon; record events on a common order grid "
-            "(e.g. analysis.DEFAULT_ORDERS)")
+            "(e.g. analysis.DEFAULT_ORDERS)"
+        )
     return np.array(sorted(common), dtype=np.float64)
 
 
@@ -75,8 +77,9 @@ def compose(items: Sequence[Item], grid: np.ndarray, data_dependent: bool) -> np
     return np.asarray(acc.rdp(data_dependent=data_dependent), dtype=np.float64)
 
 
-def scopes(items: Sequence[Item], all_blocks: Iterable[int], target: frozenset[int] | None
-           ) -> list[tuple[int | None, list[Item]]]:
+def scopes(
+    items: Sequence[Item], all_blocks: Iterable[int], target: frozenset[int] | None
+) -> list[tuple[int | None, list[Item]]]:
     """Per block, the items charged to it (whole-dataset items count in every block)."""
     blocks = sorted(all_blocks) if target is None else sorted(target)
     if not blocks:
@@ -84,8 +87,14 @@ def scopes(items: Sequence[Item], all_blocks: Iterable[int], target: frozenset[i
     return [(b, [it for it in items if not it.blocks or b in it.blocks]) for b in blocks]
 
 
-def worst_eps(conn: sqlite3.Connection, digest: str, items: Sequence[Item], budget: Budget,
-              path: Any, target: frozenset[int] | None = None) -> float:
+def worst_eps(
+    conn: sqlite3.Connection,
+    digest: str,
+    items: Sequence[Item],
+    budget: Budget,
+    path: Any,
+    target: frozenset[int] | None = None,
+) -> float:
     """The worst-block epsilon of ``items`` on ``budget``'s basis at its delta, converted
     with its conversion."""
     _, _, eps_from_rdp = accountant()
@@ -95,14 +104,28 @@ def worst_eps(conn: sqlite3.Connection, digest: str, items: Sequence[Item], budg
     for _, scoped in scopes(items, names, target or None):
         if scoped:
             total = compose(scoped, grid, budget.data_dependent)
-            worst = max(worst, float(eps_from_rdp(total, orders=grid, delta=budget.delta,
-                                                  conversion=budget.conversion)[0]))
+            worst = max(
+                worst,
+                float(
+                    eps_from_rdp(
+                        total, orders=grid, delta=budget.delta, conversion=budget.conversion
+                    )[0]
+                ),
+            )
     return worst
 
 
-def prior(store: Store, conn: sqlite3.Connection, digest: str, orders: np.ndarray, *,
-          target: frozenset[int], include_reservations: bool, exclude: str | None,
-          data_dependent: bool | None) -> np.ndarray:
+def prior(
+    store: Store,
+    conn: sqlite3.Connection,
+    digest: str,
+    orders: np.ndarray,
+    *,
+    target: frozenset[int],
+    include_reservations: bool,
+    exclude: str | None,
+    data_dependent: bool | None,
+) -> np.ndarray:
     """The RDP at ``orders`` already spent on ``digest`` (:meth:`pate.ledger.Ledger.prior_rdp`):
     the element-wise max over the ``target`` blocks; ``+inf`` at an order some item lacks."""
     if data_dependent is None:

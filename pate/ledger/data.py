@@ -75,7 +75,7 @@ class ReservationInfo:
 class Item:
     """One thing that counts against the budget: an event or a live reservation."""
 
-    event: Any                 # PrivacyEvent
-    blocks: frozenset[int]     # empty = the whole dataset (every block)
+    event: Any  # PrivacyEvent
+    blocks: frozenset[int]  # empty = the whole dataset (every block)
     reservation: str | None = None
-    via: str | None = None     # the linked dataset it was recorded on (None: this dataset's own)
+    via: str | None = None  # the linked dataset it was recorded on (None: this dataset's own)

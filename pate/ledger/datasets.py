@@ -17,8 +17,14 @@ from pate.analysis.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.data import Budget
 from pate.ledger.formats import utc_now
-from pate.ledger.identity import (HEX_DIGITS, KEY_VERSION, DatasetIdentity, distinct_keys, is_digest,
-                                  key_bytes)
+from pate.ledger.identity import (
+    HEX_DIGITS,
+    KEY_VERSION,
+    DatasetIdentity,
+    distinct_keys,
+    is_digest,
+    key_bytes,
+)
 from pate.ledger.names import add_name, aliases, first_name, name_owner
 
 
@@ -28,25 +34,34 @@ def resolve(conn: sqlite3.Connection, dataset: Any, path: Any) -> str:
     if not isinstance(dataset, str) or not dataset:
         raise TypeError(f"dataset must be a digest or a name (a non-empty string), got {dataset!r}")
     key = dataset.strip()
-    row = conn.execute("SELECT digest FROM datasets WHERE digest=? OR name=?", (key.lower(), key)
-                       ).fetchone() or conn.execute(
-        "SELECT dataset FROM dataset_names WHERE name=?", (key,)).fetchone()
+    row = (
+        conn.execute(
+            "SELECT digest FROM datasets WHERE digest=? OR name=?", (key.lower(), key)
+        ).fetchone()
+        or conn.execute("SELECT dataset FROM dataset_names WHERE name=?", (key,)).fetchone()
+    )
     if row:
         found: str = row[0]
         return found
     low = key.lower()
     if len(low) >= 8 and set(low) <= HEX_DIGITS:
-        rows = conn.execute("SELECT digest FROM datasets WHERE digest LIKE ?", (low + "%",)).fetchall()
+        rows = conn.execute(
+            "SELECT digest FROM datasets WHERE digest LIKE ?", (low + "%",)
+        ).fetchall()
         if len(rows) == 1:
             only: str = rows[0][0]
             return only
         if len(rows) > 1:
-            raise ValueError(f"dataset prefix {dataset!r} matches {len(rows)} datasets; "
-                             "give more digits of the digest")
-    raise LedgerError(f"dataset {dataset!r} is not in the ledger at {path}; register it with "
-                      f"`pate budget set --dataset DIGEST --eps E --delta D --name NAME --ledger "
-                      f"{path}`, DIGEST from `pate budget digest --config CONFIG` (list "
-                      "known ones with `pate budget list`)")
+            raise ValueError(
+                f"dataset prefix {dataset!r} matches {len(rows)} datasets; "
+                "give more digits of the digest"
+            )
+    raise LedgerError(
+        f"dataset {dataset!r} is not in the ledger at {path}; register it with "
+        f"`pate budget set --dataset DIGEST --eps E --delta D --name NAME --ledger "
+        f"{path}`, DIGEST from `pate budget digest --config CONFIG` (list "
+        "known ones with `pate budget list`)"
+    )
 
 
 def register(conn: sqlite3.Connection, digest: str, name: str | None) -> None:
@@ -57,13 +72,16 @@ def register(conn: sqlite3.Connection, digest: str, name: str | None) -> None:
     if name is not None:
         owner = name_owner(conn, name)
         if owner is not None and owner != digest:
-            raise ValueError(f"name {name!r} already names dataset {owner[:12]}...; "
-                             "choose another name")
+            raise ValueError(
+                f"name {name!r} already names dataset {owner[:12]}...; choose another name"
+            )
         if is_digest(name.lower()):
             raise ValueError(f"name {name!r} looks like a digest; choose a readable name")
     if row is None:
-        conn.execute("INSERT INTO datasets (digest, name, created_utc) VALUES (?, ?, ?)",
-                     (digest, name, utc_now()))
+        conn.execute(
+            "INSERT INTO datasets (digest, name, created_utc) VALUES (?, ?, ?)",
+            (digest, name, utc_now()),
+        )
         write_audit(conn, digest, "register", {"name": name})
     elif name is not None and owner is None:
         if row[0] is None:
@@ -80,34 +98,44 @@ def add_records(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[tup
     if conn.execute("SELECT 1 FROM identities WHERE dataset=?", (identity.digest,)).fetchone():
         return []
     keys = distinct_keys(identity.record_keys)
-    cur = conn.execute("INSERT INTO identities (dataset, num_records, distinct_records, "
-                       "created_utc, key_version) VALUES (?, ?, ?, ?, ?)",
-                       (identity.digest, identity.num_records, len(keys), utc_now(),
-                        KEY_VERSION))
+    cur = conn.execute(
+        "INSERT INTO identities (dataset, num_records, distinct_records, "
+        "created_utc, key_version) VALUES (?, ?, ?, ?, ?)",
+        (identity.digest, identity.num_records, len(keys), utc_now(), KEY_VERSION),
+    )
     iid = cur.lastrowid
     if iid is None:  # sqlite3 sets it after every INSERT
         raise LedgerError(f"the ledger did not return the id of the identity of {identity.digest}")
-    conn.executemany("INSERT INTO records (key, identity) VALUES (?, ?)",
-                     ((k, iid) for k in keys))
+    conn.executemany("INSERT INTO records (key, identity) VALUES (?, ?)", ((k, iid) for k in keys))
     by_legacy_digest = _upgrade_legacy(conn, identity)
     shared = conn.execute(
         "SELECT i.dataset, count(*) FROM records r1 JOIN records r2 "
         "ON r2.key = r1.key AND r2.identity <> r1.identity "
         "JOIN identities i ON i.id = r2.identity WHERE r1.identity = ? "
-        "GROUP BY i.dataset ORDER BY i.dataset", (iid,)).fetchall()
+        "GROUP BY i.dataset ORDER BY i.dataset",
+        (iid,),
+    ).fetchall()
     found = {other for other, _ in shared}
-    shared += [(other, identity.num_records) for other in by_legacy_digest
-               if other not in found]
+    shared += [(other, identity.num_records) for other in by_legacy_digest if other not in found]
     now = utc_now()
     for other, count in shared:
         a, b = sorted((identity.digest, other))
-        conn.execute("INSERT OR REPLACE INTO links (a, b, shared, created_utc) VALUES (?, ?, ?, ?)",
-                     (a, b, int(count), now))
+        conn.execute(
+            "INSERT OR REPLACE INTO links (a, b, shared, created_utc) VALUES (?, ?, ?, ?)",
+            (a, b, int(count), now),
+        )
         write_audit(conn, identity.digest, "link", {"dataset": other, "shared_records": count})
         write_audit(conn, other, "link", {"dataset": identity.digest, "shared_records": count})
-    write_audit(conn, identity.digest, "register-records",
-                {"num_records": identity.num_records, "distinct_records": len(keys),
-                 "linked": [o for o, _ in shared]})
+    write_audit(
+        conn,
+        identity.digest,
+        "register-records",
+        {
+            "num_records": identity.num_records,
+            "distinct_records": len(keys),
+            "linked": [o for o, _ in shared],
+        },
+    )
     return shared
 
 
@@ -124,22 +152,29 @@ def _upgrade_legacy(conn: sqlite3.Connection, identity: DatasetIdentity) -> list
     legacy = identity.legacy_record_keys
     if legacy is None:
         return []
-    by_digest = [r[0] for r in conn.execute("SELECT digest FROM datasets WHERE digest=? AND "
-                                            "digest<>?", (identity.legacy_digest,
-                                                          identity.digest))]
-    if not conn.execute("SELECT 1 FROM identities WHERE key_version < ? LIMIT 1",
-                        (KEY_VERSION,)).fetchone():
+    by_digest = [
+        r[0]
+        for r in conn.execute(
+            "SELECT digest FROM datasets WHERE digest=? AND digest<>?",
+            (identity.legacy_digest, identity.digest),
+        )
+    ]
+    if not conn.execute(
+        "SELECT 1 FROM identities WHERE key_version < ? LIMIT 1", (KEY_VERSION,)
+    ).fetchone():
         return by_digest
-    current = {bytes(k): bytes(c) for k, c in zip(
-        key_bytes(legacy), key_bytes(identity.record_keys))}
+    current = {
+        bytes(k): bytes(c) for k, c in zip(key_bytes(legacy), key_bytes(identity.record_keys))
+    }
     old_keys = list(current)
     upgraded = []
     for start in range(0, len(old_keys), 500):
-        chunk = old_keys[start:start + 500]
+        chunk = old_keys[start : start + 500]
         for key, iid in conn.execute(
-                "SELECT r.key, r.identity FROM records r JOIN identities i ON i.id = r.identity "
-                "WHERE i.key_version < ? AND r.key IN (" + ",".join("?" * len(chunk)) + ")",
-                (KEY_VERSION, *chunk)):
+            "SELECT r.key, r.identity FROM records r JOIN identities i ON i.id = r.identity "
+            "WHERE i.key_version < ? AND r.key IN (" + ",".join("?" * len(chunk)) + ")",
+            (KEY_VERSION, *chunk),
+        ):
             upgraded.append((current[bytes(key)], int(iid)))
     conn.executemany("INSERT OR IGNORE INTO records (key, identity) VALUES (?, ?)", upgraded)
     return by_digest
@@ -153,16 +188,22 @@ def overlapping(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[dic
     for ds in sorted(counts, key=lambda d: (d != identity.digest, -counts[d], d)):
         budget = budget_of(conn, ds)
         row = conn.execute("SELECT num_records FROM identities WHERE dataset=?", (ds,)).fetchone()
-        out.append({"dataset": ds, "name": first_name(conn, ds),
-                    "same": ds == identity.digest,
-                    "shared_records": len(keys) if ds == identity.digest else counts[ds],
-                    "num_records": None if row is None else int(row[0]),
-                    "budget": None if budget is None else dataclasses.asdict(budget)})
+        out.append(
+            {
+                "dataset": ds,
+                "name": first_name(conn, ds),
+                "same": ds == identity.digest,
+                "shared_records": len(keys) if ds == identity.digest else counts[ds],
+                "num_records": None if row is None else int(row[0]),
+                "budget": None if budget is None else dataclasses.asdict(budget),
+            }
+        )
     return out
 
 
-def _overlap_counts(conn: sqlite3.Connection, identity: DatasetIdentity, keys: list[bytes]
-                    ) -> dict[str, int]:
+def _overlap_counts(
+    conn: sqlite3.Connection, identity: DatasetIdentity, keys: list[bytes]
+) -> dict[str, int]:
     """Shared distinct records of every registered dataset holding one of ``keys`` (the
     distinct keys of ``identity``) or its legacy keys; 0 for ``identity`` itself if registered."""
     key_sets = [keys]
@@ -172,17 +213,22 @@ def _overlap_counts(conn: sqlite3.Connection, identity: DatasetIdentity, keys: l
     for key_set in key_sets:
         found: dict[str, int] = {}
         for start in range(0, len(key_set), 500):
-            chunk = key_set[start:start + 500]
+            chunk = key_set[start : start + 500]
             for ds, count in conn.execute(
-                    "SELECT i.dataset, count(*) FROM records r JOIN identities i "
-                    "ON i.id = r.identity WHERE r.key IN (" + ",".join("?" * len(chunk))
-                    + ") GROUP BY i.dataset", chunk):
+                "SELECT i.dataset, count(*) FROM records r JOIN identities i "
+                "ON i.id = r.identity WHERE r.key IN ("
+                + ",".join("?" * len(chunk))
+                + ") GROUP BY i.dataset",
+                chunk,
+            ):
                 found[ds] = found.get(ds, 0) + int(count)
         for ds, count in found.items():  # a legacy dataset may hold both kinds of key
             counts[ds] = max(counts.get(ds, 0), count)
     legacy_digest = identity.legacy_digest
-    if legacy_digest is not None and conn.execute(
-            "SELECT 1 FROM datasets WHERE digest=?", (legacy_digest,)).fetchone():
+    if (
+        legacy_digest is not None
+        and conn.execute("SELECT 1 FROM datasets WHERE digest=?", (legacy_digest,)).fetchone()
+    ):
         counts[legacy_digest] = max(counts.get(legacy_digest, 0), len(keys))
     if conn.execute("SELECT 1 FROM datasets WHERE digest=?", (identity.digest,)).fetchone():
         counts.setdefault(identity.digest, 0)
@@ -192,9 +238,12 @@ def _overlap_counts(conn: sqlite3.Connection, identity: DatasetIdentity, keys: l
 def linked_pairs(conn: sqlite3.Connection, digest: str) -> list[tuple[str, int | None]]:
     """(digest, shared distinct records or None when linked by hand) of every dataset linked to
     ``digest``, sorted."""
-    return sorted(conn.execute("SELECT b, shared FROM links WHERE a=? "
-                               "UNION ALL SELECT a, shared FROM links WHERE b=?",
-                               (digest, digest)).fetchall())
+    return sorted(
+        conn.execute(
+            "SELECT b, shared FROM links WHERE a=? UNION ALL SELECT a, shared FROM links WHERE b=?",
+            (digest, digest),
+        ).fetchall()
+    )
 
 
 def linked_datasets(conn: sqlite3.Connection, digest: str) -> list[dict[str, Any]]:
@@ -202,27 +251,40 @@ def linked_datasets(conn: sqlite3.Connection, digest: str) -> list[dict[str, Any
     out = []
     for other, shared in linked_pairs(conn, digest):
         budget = budget_of(conn, other)
-        out.append({"dataset": other, "name": first_name(conn, other),
-                    "shared_records": shared,
-                    "budget": None if budget is None else dataclasses.asdict(budget)})
+        out.append(
+            {
+                "dataset": other,
+                "name": first_name(conn, other),
+                "shared_records": shared,
+                "budget": None if budget is None else dataclasses.asdict(budget),
+            }
+        )
     return out
 
 
-def add_link(conn: sqlite3.Connection, pair: tuple[str, str], given: tuple[str, str],
-             reason: str | None) -> None:
+def add_link(
+    conn: sqlite3.Connection, pair: tuple[str, str], given: tuple[str, str], reason: str | None
+) -> None:
     """Link the datasets ``pair`` (digests, resolved from the ``given`` names) by hand."""
     a, b = pair
     if a == b:
-        raise ValueError(f"dataset {given[0]!r} and other {given[1]!r} are the same dataset "
-                         f"({a[:12]}...); link two different datasets")
+        raise ValueError(
+            f"dataset {given[0]!r} and other {given[1]!r} are the same dataset "
+            f"({a[:12]}...); link two different datasets"
+        )
     lo, hi = sorted((a, b))
     if conn.execute("SELECT 1 FROM links WHERE a=? AND b=?", (lo, hi)).fetchone():
         return
-    conn.execute("INSERT INTO links (a, b, shared, created_utc) VALUES (?, ?, NULL, ?)",
-                 (lo, hi, utc_now()))
+    conn.execute(
+        "INSERT INTO links (a, b, shared, created_utc) VALUES (?, ?, NULL, ?)", (lo, hi, utc_now())
+    )
     for x, y in ((a, b), (b, a)):
-        write_audit(conn, x, "link", {"dataset": y, "shared_records": None, "by_hand": True,
-                                      "reason": reason})
+        write_audit(
+            conn,
+            x,
+            "link",
+            {"dataset": y, "shared_records": None, "by_hand": True, "reason": reason},
+        )
 
 
 def list_datasets(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -231,18 +293,34 @@ def list_datasets(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         "SELECT d.digest, d.name, d.budget_eps, d.budget_delta, d.basis, d.created_utc, "
         "(SELECT count(*) FROM events e WHERE e.dataset=d.digest), "
         "(SELECT num_records FROM identities i WHERE i.dataset=d.digest), d.conversion "
-        "FROM datasets d ORDER BY d.created_utc").fetchall()
+        "FROM datasets d ORDER BY d.created_utc"
+    ).fetchall()
     links = {r[0]: [d for d, _ in linked_pairs(conn, r[0])] for r in rows}
     later = {r[0]: aliases(conn, r[0]) for r in rows}
-    return [{"digest": r[0], "name": r[1], "aliases": later[r[0]], "budget_eps": r[2],
-             "budget_delta": r[3], "basis": r[4], "conversion": r[8], "created_utc": r[5],
-             "events": r[6], "records": r[7], "linked": links[r[0]]} for r in rows]
+    return [
+        {
+            "digest": r[0],
+            "name": r[1],
+            "aliases": later[r[0]],
+            "budget_eps": r[2],
+            "budget_delta": r[3],
+            "basis": r[4],
+            "conversion": r[8],
+            "created_utc": r[5],
+            "events": r[6],
+            "records": r[7],
+            "linked": links[r[0]],
+        }
+        for r in rows
+    ]
 
 
 def budget_of(conn: sqlite3.Connection, digest: str) -> Budget | None:
     """The budget of ``digest``; None when none was set."""
-    row = conn.execute("SELECT budget_eps, budget_delta, basis, conversion, relation "
-                       "FROM datasets WHERE digest=?", (digest,)).fetchone()
+    row = conn.execute(
+        "SELECT budget_eps, budget_delta, basis, conversion, relation FROM datasets WHERE digest=?",
+        (digest,),
+    ).fetchone()
     if row is None or row[0] is None:
         return None
     return Budget(float(row[0]), float(row[1]), row[2], row[3], row[4])

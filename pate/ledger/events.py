@@ -25,25 +25,38 @@ def accountant() -> tuple[type[PrivacyEvent], type[RdpAccountant], EpsFromRdp]:
     """``pate.analysis.accountant`` and ``eps_from_rdp`` (imported lazily: the CLI starts fast)."""
     from pate.analysis import eps_from_rdp
     from pate.analysis.accountant import PrivacyEvent, RdpAccountant
+
     return PrivacyEvent, RdpAccountant, eps_from_rdp
 
 
 def event_payload(e: Any) -> str:
     """The canonical JSON stored for ``PrivacyEvent`` ``e`` (its checksum is stored beside it)."""
-    return canonical({
-        "mechanism": str(e.mechanism), "params": e.params,
-        "orders": np.asarray(e.orders, dtype=np.float64).tolist(),
-        "rdp": np.asarray(e.rdp, dtype=np.float64).tolist(),
-        "rdp_data_independent": np.asarray(e.rdp_data_independent, dtype=np.float64).tolist(),
-        "queries": int(e.queries), "answered": int(e.answered), "relation": str(e.relation)})
+    return canonical(
+        {
+            "mechanism": str(e.mechanism),
+            "params": e.params,
+            "orders": np.asarray(e.orders, dtype=np.float64).tolist(),
+            "rdp": np.asarray(e.rdp, dtype=np.float64).tolist(),
+            "rdp_data_independent": np.asarray(e.rdp_data_independent, dtype=np.float64).tolist(),
+            "queries": int(e.queries),
+            "answered": int(e.answered),
+            "relation": str(e.relation),
+        }
+    )
 
 
 def reservation_event(orders: np.ndarray, rdp: np.ndarray, rid: str) -> Any:
     """A reservation as a PrivacyEvent, so it composes through the accountant like any event."""
     PrivacyEvent, _, _ = accountant()
-    return PrivacyEvent(mechanism="reservation", params={"reservation": rid},
-                        orders=np.asarray(orders, dtype=np.float64), rdp=np.asarray(rdp, dtype=np.float64),
-                        rdp_data_independent=np.asarray(rdp, dtype=np.float64), queries=0, answered=0)
+    return PrivacyEvent(
+        mechanism="reservation",
+        params={"reservation": rid},
+        orders=np.asarray(orders, dtype=np.float64),
+        rdp=np.asarray(rdp, dtype=np.float64),
+        rdp_data_independent=np.asarray(rdp, dtype=np.float64),
+        queries=0,
+        answered=0,
+    )
 
 
 def load_event(row: Sequence[Any], path: Any) -> Any:
@@ -51,26 +64,35 @@ def load_event(row: Sequence[Any], path: Any) -> Any:
     ``path``, its checksum verified."""
     PrivacyEvent, _, _ = accountant()
     from pate.analysis.accountant import legacy_relation
+
     event_id, payload, digest = row[0], row[1], row[2]
     if sha256_text(payload) != digest:
-        raise LedgerError(f"event {event_id} in the ledger at {path} fails its checksum "
-                          "(the file was altered or damaged); the ledger was left untouched -- "
-                          "restore it from a backup")
+        raise LedgerError(
+            f"event {event_id} in the ledger at {path} fails its checksum "
+            "(the file was altered or damaged); the ledger was left untouched -- "
+            "restore it from a backup"
+        )
     d = json.loads(payload)
     # an event stored before events carried a relation: the one it was analysed under
     relation = d.get("relation") or legacy_relation(d["mechanism"])
-    return PrivacyEvent(mechanism=d["mechanism"], params=d["params"],
-                        orders=np.asarray(d["orders"], dtype=np.float64),
-                        rdp=np.asarray(d["rdp"], dtype=np.float64),
-                        rdp_data_independent=np.asarray(d["rdp_data_independent"], dtype=np.float64),
-                        queries=int(d["queries"]), answered=int(d["answered"]),
-                        relation=relation)
+    return PrivacyEvent(
+        mechanism=d["mechanism"],
+        params=d["params"],
+        orders=np.asarray(d["orders"], dtype=np.float64),
+        rdp=np.asarray(d["rdp"], dtype=np.float64),
+        rdp_data_independent=np.asarray(d["rdp_data_independent"], dtype=np.float64),
+        queries=int(d["queries"]),
+        answered=int(d["answered"]),
+        relation=relation,
+    )
 
 
 def load_curve(rid: str, payload: str, digest: str, path: Any) -> tuple[np.ndarray, np.ndarray]:
     """(orders, rdp) of reservation ``rid`` of the ledger at ``path``, its checksum verified."""
     if sha256_text(payload) != digest:
-        raise LedgerError(f"reservation {rid} in the ledger at {path} fails its checksum "
-                          "(the file was altered or damaged); restore it from a backup")
+        raise LedgerError(
+            f"reservation {rid} in the ledger at {path} fails its checksum "
+            "(the file was altered or damaged); restore it from a backup"
+        )
     d = json.loads(payload)
     return np.asarray(d["orders"], dtype=np.float64), np.asarray(d["rdp"], dtype=np.float64)

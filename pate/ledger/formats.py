@@ -16,12 +16,12 @@ import numpy as np
 
 def utc_now() -> str:
     """Now, in UTC, ISO 8601 to the microsecond (what every ``created_utc`` column holds)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
 
 
 def utc_from_unix(t: float) -> str:
     """A Unix time (a reservation's heartbeat) in UTC, ISO 8601 to the second."""
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="seconds")
 
 
 def _json_default(value: Any) -> Any:

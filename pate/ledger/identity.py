@@ -47,8 +47,10 @@ def dataset_digest(ids: Any) -> str:
     h = hashlib.sha256()
     if arr.dtype.kind == "S":
         if arr.dtype.itemsize != RECORD_KEY_BYTES:
-            raise TypeError(f"byte ids must be {RECORD_KEY_BYTES}-byte record keys (dtype "
-                            f"S{RECORD_KEY_BYTES}, from record_keys), got dtype {arr.dtype}")
+            raise TypeError(
+                f"byte ids must be {RECORD_KEY_BYTES}-byte record keys (dtype "
+                f"S{RECORD_KEY_BYTES}, from record_keys), got dtype {arr.dtype}"
+            )
         h.update(_KEYS_TAG)
         h.update(_sorted_keys(arr).tobytes())  # fixed width: the concatenation is unambiguous
         return h.hexdigest()
@@ -142,23 +144,23 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
     step = max(1, _BLOCK_BYTES // max(1, row_bytes))  # rows converted at a time, not all
     for start in range(0, n, step):
         # Canonical float32: +0.0 for -0.0 (adding 0 does it), one NaN bit pattern for every NaN.
-        x32 = np.ascontiguousarray(flat[start:start + step], dtype="<f4") + np.float32(0.0)
+        x32 = np.ascontiguousarray(flat[start : start + step], dtype="<f4") + np.float32(0.0)
         nan = np.isnan(x32)
         if nan.any():
             x32[nan] = np.float32("nan")
         xv = memoryview(x32.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
         for j in range(x32.shape[0]):
             i = start + j
-            row, label = xv[j * row_bytes:(j + 1) * row_bytes], yv[i * 8:(i + 1) * 8]
+            row, label = xv[j * row_bytes : (j + 1) * row_bytes], yv[i * 8 : (i + 1) * 8]
             h = base.copy()
             h.update(row)
             h.update(label)
-            out[i * k:(i + 1) * k] = h.digest()[:k]
+            out[i * k : (i + 1) * k] = h.digest()[:k]
             if base_v1 is not None and out_v1 is not None:  # both set together, with ``legacy``
                 h = base_v1.copy()
                 h.update(row)
                 h.update(label)
-                out_v1[i * k:(i + 1) * k] = h.digest()[:k]
+                out_v1[i * k : (i + 1) * k] = h.digest()[:k]
     keys = np.frombuffer(bytes(out), dtype=f"S{k}")
     return keys, None if out_v1 is None else np.frombuffer(bytes(out_v1), dtype=f"S{k}")
 
@@ -206,23 +208,34 @@ def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
 def check_identity(identity: Any) -> DatasetIdentity:
     """``identity`` if it is a consistent :class:`DatasetIdentity`, else a typed error naming it."""
     if not isinstance(identity, DatasetIdentity):
-        raise TypeError(f"identity must be a pate.ledger.DatasetIdentity (from dataset_identity(x, y)), "
-                        f"got {type(identity).__name__}")
+        raise TypeError(
+            f"identity must be a pate.ledger.DatasetIdentity (from dataset_identity(x, y)), "
+            f"got {type(identity).__name__}"
+        )
     keys = np.asarray(identity.record_keys)
     if keys.ndim != 1 or keys.dtype != np.dtype(f"S{RECORD_KEY_BYTES}") or keys.size == 0:
-        raise ValueError(f"identity.record_keys must be a non-empty 1-D S{RECORD_KEY_BYTES} array, "
-                         f"got dtype {keys.dtype} and shape {keys.shape}")
+        raise ValueError(
+            f"identity.record_keys must be a non-empty 1-D S{RECORD_KEY_BYTES} array, "
+            f"got dtype {keys.dtype} and shape {keys.shape}"
+        )
     if identity.num_records != keys.size:
-        raise ValueError(f"identity.num_records ({identity.num_records}) must equal the number of "
-                         f"record keys ({keys.size})")
+        raise ValueError(
+            f"identity.num_records ({identity.num_records}) must equal the number of "
+            f"record keys ({keys.size})"
+        )
     if dataset_digest(keys) != identity.digest:
-        raise ValueError(f"identity.digest {identity.digest!r} is not the digest of its record keys; "
-                         "build identities with pate.ledger.dataset_identity(x, y)")
+        raise ValueError(
+            f"identity.digest {identity.digest!r} is not the digest of its record keys; "
+            "build identities with pate.ledger.dataset_identity(x, y)"
+        )
     legacy = identity.legacy_record_keys
-    if legacy is not None and (np.asarray(legacy).dtype != keys.dtype
-                               or np.asarray(legacy).shape != keys.shape):
-        raise ValueError("identity.legacy_record_keys must be one S16 key per record, like "
-                         "identity.record_keys; build identities with dataset_identity(x, y)")
+    if legacy is not None and (
+        np.asarray(legacy).dtype != keys.dtype or np.asarray(legacy).shape != keys.shape
+    ):
+        raise ValueError(
+            "identity.legacy_record_keys must be one S16 key per record, like "
+            "identity.record_keys; build identities with dataset_identity(x, y)"
+        )
     return identity
 
 
@@ -230,7 +243,7 @@ def key_bytes(keys: np.ndarray) -> list[bytes]:
     """The raw 16 bytes of every record key, in order (``keys[i]`` would strip trailing zeros)."""
     raw = np.ascontiguousarray(keys).tobytes()
     k = RECORD_KEY_BYTES
-    return [raw[i:i + k] for i in range(0, len(raw), k)]
+    return [raw[i : i + k] for i in range(0, len(raw), k)]
 
 
 def _sorted_keys(keys: np.ndarray) -> np.ndarray:
@@ -249,10 +262,9 @@ def distinct_keys(keys: np.ndarray) -> list[bytes]:
         words = words[keep]
     raw = words.tobytes()
     k = RECORD_KEY_BYTES
-    return [raw[i:i + k] for i in range(0, len(raw), k)]
+    return [raw[i : i + k] for i in range(0, len(raw), k)]
 
 
 def is_digest(text: str) -> bool:
     """Whether ``text`` is a 64-character lower-case sha256 hex digest."""
     return len(text) == 64 and set(text) <= HEX_DIGITS
-

@@ -25,8 +25,14 @@ from pate.ledger.data import BASES, CONVERSIONS, Budget, ReservationInfo, Stored
 from pate.ledger.identity import DatasetIdentity, check_identity, is_digest
 from pate.ledger.store import DEFAULT_TIMEOUT_SECONDS, Store, default_ledger_path
 from pate.ledger.stored import reservation_infos, stored_events
-from pate.ledger.validation import (check_curve, check_digest, check_events, check_grid,
-                                    check_name, check_run_id)
+from pate.ledger.validation import (
+    check_curve,
+    check_digest,
+    check_events,
+    check_grid,
+    check_name,
+    check_run_id,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +56,13 @@ class Ledger:
     process (connections must not cross ``fork``). It is a context manager that closes itself.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True,
-                 timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
         if path is None:
             path = default_ledger_path()
         if not isinstance(path, (str, os.PathLike)):
@@ -66,7 +77,7 @@ class Ledger:
         """Close the connection (idempotent)."""
         self._store.close()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -110,8 +121,12 @@ class Ledger:
             datasets.register(conn, identity.digest, name)
             shared = datasets.add_records(conn, identity)
         if shared:
-            logger.info("dataset %s shares records with %d registered dataset(s); their spend "
-                        "counts against each other", identity.digest[:12], len(shared))
+            logger.info(
+                "dataset %s shares records with %d registered dataset(s); their spend "
+                "counts against each other",
+                identity.digest[:12],
+                len(shared),
+            )
         return identity.digest
 
     def overlapping(self, identity: DatasetIdentity) -> list[dict[str, Any]]:
@@ -138,8 +153,10 @@ class Ledger:
         if reason is not None and (not isinstance(reason, str) or not reason.strip()):
             raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
         with self._txn(write=True) as conn:
-            pair = (datasets.resolve(conn, dataset, self.path),
-                    datasets.resolve(conn, other, self.path))
+            pair = (
+                datasets.resolve(conn, dataset, self.path),
+                datasets.resolve(conn, other, self.path),
+            )
             datasets.add_link(conn, pair, (dataset, other), reason)
 
     def datasets(self) -> list[dict[str, Any]]:
@@ -152,9 +169,17 @@ class Ledger:
 
     # ---- budgets ------------------------------------------------------------------------
 
-    def set_budget(self, dataset: str, *, eps: float, delta: float, data_dependent: bool = False,
-                   conversion: str = "classic", name: str | None = None,
-                   reason: str | None = None) -> Budget:
+    def set_budget(
+        self,
+        dataset: str,
+        *,
+        eps: float,
+        delta: float,
+        data_dependent: bool = False,
+        conversion: str = "classic",
+        name: str | None = None,
+        reason: str | None = None,
+    ) -> Budget:
         """Set the total budget ``(eps, delta)`` of ``dataset`` (registered here if it is a new
         digest). ``data_dependent=True`` judges spend on the realised data-dependent RDP, whose
         epsilon is *not* differentially private itself (Papernot et al. 2018); the default
@@ -185,8 +210,14 @@ class Ledger:
             budget = Budget(eps, delta, basis, conversion)
             old, spent = budgets.write_budget(self._store, conn, digest, budget, reason)
         if old[0] is not None and spent > 0:
-            logger.warning("budget of dataset %s changed from eps=%g to eps=%g after eps=%.4g was "
-                           "spent (recorded in the audit log)", digest[:12], old[0], eps, spent)
+            logger.warning(
+                "budget of dataset %s changed from eps=%g to eps=%g after eps=%.4g was "
+                "spent (recorded in the audit log)",
+                digest[:12],
+                old[0],
+                eps,
+                spent,
+            )
         return budget
 
     def budget_changes(self, dataset: str) -> list[dict[str, Any]]:
@@ -243,9 +274,16 @@ class Ledger:
 
     # ---- what is spent ------------------------------------------------------------------
 
-    def prior_rdp(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
-                  include_reservations: bool = True, exclude_reservation: str | None = None,
-                  data_dependent: bool | None = None) -> np.ndarray:
+    def prior_rdp(
+        self,
+        dataset: str,
+        *,
+        orders: Any,
+        blocks: Sequence[str] | None = None,
+        include_reservations: bool = True,
+        exclude_reservation: str | None = None,
+        data_dependent: bool | None = None,
+    ) -> np.ndarray:
         """The RDP already spent on ``dataset`` at ``orders`` -- what an online aggregator adds its
         own cost to (``OnlineAggregator(..., prior_rdp=...)``) so that it stops before the budget.
 
@@ -261,12 +299,25 @@ class Ledger:
         with self._txn(write=False) as conn:
             digest = datasets.resolve(conn, dataset, self.path)
             target = target_blocks(conn, digest, blocks)
-            return prior(self._store, conn, digest, orders, target=target,
-                         include_reservations=include_reservations, exclude=exclude_reservation,
-                         data_dependent=data_dependent)
+            return prior(
+                self._store,
+                conn,
+                digest,
+                orders,
+                target=target,
+                include_reservations=include_reservations,
+                exclude=exclude_reservation,
+                data_dependent=data_dependent,
+            )
 
-    def constraints(self, dataset: str, *, orders: Any, blocks: Sequence[str] | None = None,
-                    exclude_reservation: str | None = None) -> list[dict[str, Any]]:
+    def constraints(
+        self,
+        dataset: str,
+        *,
+        orders: Any,
+        blocks: Sequence[str] | None = None,
+        exclude_reservation: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Every budget a run on ``dataset`` must stay within, each with what is already spent
         against it: the budget of ``dataset`` itself (if set) and of every linked dataset that
         has one. Each entry: ``dataset`` (digest), ``name``, ``budget`` (:class:`Budget`),
@@ -280,14 +331,22 @@ class Ledger:
         with self._txn(write=False) as conn:
             digest = datasets.resolve(conn, dataset, self.path)
             target = target_blocks(conn, digest, blocks)
-            return budgets.constraints(self._store, conn, digest, orders, target=target,
-                                       exclude=exclude_reservation)
+            return budgets.constraints(
+                self._store, conn, digest, orders, target=target, exclude=exclude_reservation
+            )
 
     # ---- spending -----------------------------------------------------------------------
 
-    def reserve(self, dataset: str, *, orders: Any, rdp: Any, run_id: str | None = None,
-                blocks: Sequence[str] | None = None,
-                lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "Reservation":
+    def reserve(
+        self,
+        dataset: str,
+        *,
+        orders: Any,
+        rdp: Any,
+        run_id: str | None = None,
+        blocks: Sequence[str] | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> Reservation:
         """Reserve an upper bound ``rdp`` (per order of ``orders``) on what a run may spend -- e.g.
         the data-independent cost of the most queries it may ask -- before it spends anything.
 
@@ -304,12 +363,26 @@ class Ledger:
         with self._txn(write=True) as conn:
             digest = datasets.resolve(conn, dataset, self.path)
             target = target_blocks(conn, digest, blocks)
-            rid, block_names = spending.reserve(self._store, conn, digest, target, orders=orders,
-                                                curve=curve, run_id=run_id, lease=lease)
+            rid, block_names = spending.reserve(
+                self._store,
+                conn,
+                digest,
+                target,
+                orders=orders,
+                curve=curve,
+                run_id=run_id,
+                lease=lease,
+            )
         return Reservation(self, rid, digest, run_id, orders, curve, block_names)
 
-    def charge(self, dataset: str, events: Sequence[Any], *, run_id: str | None = None,
-               blocks: Sequence[str] | None = None) -> list[int]:
+    def charge(
+        self,
+        dataset: str,
+        events: Sequence[Any],
+        *,
+        run_id: str | None = None,
+        blocks: Sequence[str] | None = None,
+    ) -> list[int]:
         """Check and record ``events`` in one transaction (no reservation). Raises
         ``BudgetExceededError`` and records nothing if they do not fit. Returns the event ids."""
         events = check_events(events)
@@ -320,7 +393,7 @@ class Ledger:
             spending.reconcile_group(self._store, conn, digest)
             return spending.record(self._store, conn, digest, events, target, run_id, None)
 
-    def _commit_reservation(self, res: "Reservation", events: list[Any]) -> list[int]:
+    def _commit_reservation(self, res: Reservation, events: list[Any]) -> list[int]:
         with self._txn(write=True) as conn:
             return spending.commit(self._store, conn, res.id, res.dataset, res.run_id, events)
 
@@ -380,8 +453,16 @@ class Reservation:
     exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
     """
 
-    def __init__(self, ledger: Ledger, rid: str, dataset: str, run_id: str, orders: np.ndarray,
-                 rdp: np.ndarray, blocks: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        rid: str,
+        dataset: str,
+        run_id: str,
+        orders: np.ndarray,
+        rdp: np.ndarray,
+        blocks: tuple[str, ...],
+    ) -> None:
         self.ledger = ledger
         self.id = rid
         self.dataset = dataset
@@ -401,14 +482,22 @@ class Reservation:
     def prior_rdp(self, orders: Any = None) -> np.ndarray:
         """RDP already spent or reserved by *others* in this run's blocks (element-wise max over
         blocks) at ``orders`` (default: the reservation's orders)."""
-        return self.ledger.prior_rdp(self.dataset, orders=self.orders if orders is None else orders,
-                                     blocks=list(self.blocks) or None, exclude_reservation=self.id)
+        return self.ledger.prior_rdp(
+            self.dataset,
+            orders=self.orders if orders is None else orders,
+            blocks=list(self.blocks) or None,
+            exclude_reservation=self.id,
+        )
 
     def constraints(self, orders: Any = None) -> list[dict[str, Any]]:
         """Every budget this run must stay within (:meth:`Ledger.constraints`), others' spend as
         prior, at ``orders`` (default: the reservation's orders)."""
-        return self.ledger.constraints(self.dataset, orders=self.orders if orders is None else orders,
-                                       blocks=list(self.blocks) or None, exclude_reservation=self.id)
+        return self.ledger.constraints(
+            self.dataset,
+            orders=self.orders if orders is None else orders,
+            blocks=list(self.blocks) or None,
+            exclude_reservation=self.id,
+        )
 
     def heartbeat(self) -> None:
         """Renew the lease (only needed for runs that other hosts might otherwise reclaim)."""
@@ -420,7 +509,9 @@ class Reservation:
         ``BudgetExceededError`` is raised, nothing is recorded and the reservation stays live.
         Release answers only after this returns."""
         if self.closed:
-            raise LedgerError(f"reservation {self.id} is already closed; reserve again for more spend")
+            raise LedgerError(
+                f"reservation {self.id} is already closed; reserve again for more spend"
+            )
         events = check_events(events)
         ids = self.ledger._commit_reservation(self, events)
         self.closed = True
@@ -432,11 +523,10 @@ class Reservation:
             self.ledger.release(self.id)
             self.closed = True
 
-    def __enter__(self) -> "Reservation":
+    def __enter__(self) -> Reservation:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if not self.closed:
             with contextlib.suppress(LedgerError):
                 self.release()
-

@@ -19,7 +19,7 @@ def _proc_stat(pid: int) -> tuple[str, str] | None:
             text = fh.read().decode("ascii", "replace")
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     if len(fields) < 20:
         return None
     return fields[0], fields[19]
@@ -55,9 +55,16 @@ def process_alive(pid: int, token: str | None) -> bool:
     return True
 
 
-
-def is_stale(pid: int, token: str | None, hostname: str, heartbeat: float, lease: float, *,
-             here: str, now: float | None = None) -> bool:
+def is_stale(
+    pid: int,
+    token: str | None,
+    hostname: str,
+    heartbeat: float,
+    lease: float,
+    *,
+    here: str,
+    now: float | None = None,
+) -> bool:
     """Whether a reservation held by process ``pid`` (started at ``token``) of ``hostname``, last
     renewed at ``heartbeat`` with a lease of ``lease`` seconds, is dead as seen from host ``here``."""
     if hostname == here:

@@ -21,28 +21,37 @@ from pate.ledger.schema import SCHEMA_NAMES, has_names_table
 
 def name_owner(conn: sqlite3.Connection, name: str) -> str | None:
     """The digest of the dataset that ``name`` names (first or later name), or None."""
-    row = conn.execute("SELECT digest FROM datasets WHERE name=?", (name,)).fetchone() or \
-        conn.execute("SELECT dataset FROM dataset_names WHERE name=?", (name,)).fetchone()
+    row = (
+        conn.execute("SELECT digest FROM datasets WHERE name=?", (name,)).fetchone()
+        or conn.execute("SELECT dataset FROM dataset_names WHERE name=?", (name,)).fetchone()
+    )
     return None if row is None else row[0]
 
 
 def add_name(conn: sqlite3.Connection, digest: str, name: str, *, first: str) -> None:
     """One more name of ``digest`` (already checked free); its first name ``first`` stays."""
-    conn.execute("INSERT INTO dataset_names (name, dataset, created_utc) VALUES (?, ?, ?)",
-                 (name, digest, utc_now()))
+    conn.execute(
+        "INSERT INTO dataset_names (name, dataset, created_utc) VALUES (?, ?, ?)",
+        (name, digest, utc_now()),
+    )
     write_audit(conn, digest, "add-name", {"name": name, "first": first})
 
 
 def aliases(conn: sqlite3.Connection, digest: str) -> list[str]:
     """The later names of ``digest``, oldest first."""
-    return [r[0] for r in conn.execute("SELECT name FROM dataset_names WHERE dataset=? "
-                                       "ORDER BY created_utc, rowid", (digest,))]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM dataset_names WHERE dataset=? ORDER BY created_utc, rowid", (digest,)
+        )
+    ]
 
 
 def first_name(conn: sqlite3.Connection, digest: str) -> str | None:
     """The first name of ``digest`` (``datasets.name``; None when it has none)."""
-    name: str | None = conn.execute("SELECT name FROM datasets WHERE digest=?",
-                                    (digest,)).fetchone()[0]
+    name: str | None = conn.execute(
+        "SELECT name FROM datasets WHERE digest=?", (digest,)
+    ).fetchone()[0]
     return name
 
 
@@ -70,22 +79,28 @@ def add_names_table(conn: sqlite3.Connection) -> dict[str, dict[str, Any]] | Non
             continue
         conn.execute("UPDATE datasets SET name=? WHERE digest=?", (names[0], digest))
         now = utc_now()
-        conn.executemany("INSERT INTO dataset_names (name, dataset, created_utc) "
-                         "VALUES (?, ?, ?)", ((n, digest, now) for n in names[1:]))
+        conn.executemany(
+            "INSERT INTO dataset_names (name, dataset, created_utc) VALUES (?, ?, ?)",
+            ((n, digest, now) for n in names[1:]),
+        )
         restored[digest] = {"name": names[0], "aliases": names[1:], "was": current}
         write_audit(conn, digest, "restore-first-name", restored[digest])
-    conn.execute("INSERT OR REPLACE INTO meta VALUES ('added_dataset_names_utc', ?)",
-                 (utc_now(),))
-    write_audit(conn, None, "migrate-schema", {"added": ["dataset_names"],
-                                              "restored_first_names": len(restored)})
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('added_dataset_names_utc', ?)", (utc_now(),))
+    write_audit(
+        conn,
+        None,
+        "migrate-schema",
+        {"added": ["dataset_names"], "restored_first_names": len(restored)},
+    )
     return restored
 
 
 def _rename_history(conn: sqlite3.Connection, digest: str, current: str | None) -> list[str]:
     """Every name ``digest`` had, oldest first, from its ``rename`` audit rows and its name now."""
     history: list[str] = []
-    for (detail,) in conn.execute("SELECT detail FROM audit WHERE dataset=? AND "
-                                  "action='rename' ORDER BY id", (digest,)):
+    for (detail,) in conn.execute(
+        "SELECT detail FROM audit WHERE dataset=? AND action='rename' ORDER BY id", (digest,)
+    ):
         try:
             change = json.loads(detail)
         except ValueError:

@@ -21,8 +21,9 @@ SCHEMA_VERSION = 3
 APPLICATION = "pate-learn-ledger"
 
 # The datasets.conversion column of schema version 2 (also added in place by the migrations).
-_CONVERSION_COLUMN = ("conversion TEXT NOT NULL DEFAULT 'classic' "
-                      "CHECK (conversion IN ('classic', 'tight'))")
+_CONVERSION_COLUMN = (
+    "conversion TEXT NOT NULL DEFAULT 'classic' CHECK (conversion IN ('classic', 'tight'))"
+)
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -121,9 +122,14 @@ CREATE INDEX links_by_b ON links (b);
 # Added by schema version 3 (each added in place to an older file that lacks it).
 _SCHEMA_V3_COLUMNS = {
     ("identities", "key_version"): "INTEGER NOT NULL DEFAULT 1 CHECK (key_version IN (1, 2))",
-    ("datasets", "relation"): "TEXT NOT NULL DEFAULT 'add-remove' CHECK (relation IN ('add-remove'))",
+    (
+        "datasets",
+        "relation",
+    ): "TEXT NOT NULL DEFAULT 'add-remove' CHECK (relation IN ('add-remove'))",
 }
-_SCHEMA_V3 = ";".join(f"ALTER TABLE {t} ADD COLUMN {c} {d}" for (t, c), d in _SCHEMA_V3_COLUMNS.items())
+_SCHEMA_V3 = ";".join(
+    f"ALTER TABLE {t} ADD COLUMN {c} {d}" for (t, c), d in _SCHEMA_V3_COLUMNS.items()
+)
 
 # A dataset's later names (its FIRST name stays in datasets.name; see
 # pate.ledger.names.add_names_table, which adds this table in place to a file that lacks it,
@@ -141,8 +147,7 @@ CREATE INDEX dataset_names_by_dataset ON dataset_names (dataset, created_utc);
 def build_new(conn: sqlite3.Connection) -> None:
     """Build the current schema in the empty database of ``conn`` (an autocommit connection)."""
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + SCHEMA_NAMES + _SCHEMA_V3
-                       + ";COMMIT;")
+    conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + SCHEMA_NAMES + _SCHEMA_V3 + ";COMMIT;")
     conn.execute("INSERT INTO meta VALUES ('application', ?)", (APPLICATION,))
     conn.execute("INSERT INTO meta VALUES ('created_utc', ?)", (utc_now(),))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -151,8 +156,7 @@ def build_new(conn: sqlite3.Connection) -> None:
 def read_state(conn: sqlite3.Connection) -> tuple[int, set[str], str | None]:
     """(``user_version``, table names, application marker or None) of the file of ``conn``."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = {r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     app = None
     if "meta" in tables:
         row = conn.execute("SELECT value FROM meta WHERE key='application'").fetchone()
@@ -167,29 +171,39 @@ def check_state(path: pathlib.Path, version: int, tables: set[str], app: str | N
         raise LedgerError(
             f"{path} exists but is not a pate-learn ledger (user_version {version}, "
             f"tables {sorted(tables) or 'none'}); it was left untouched. Pass another path "
-            "with --ledger or set PATE_LEDGER.")
+            "with --ledger or set PATE_LEDGER."
+        )
     if version > SCHEMA_VERSION:
         raise LedgerError(
             f"the ledger at {path} has schema version {version}, written by a newer "
             f"pate-learn (this one reads version {SCHEMA_VERSION}); upgrade pate-learn. "
-            "The file was left untouched.")
+            "The file was left untouched."
+        )
     if version not in (1, 2, SCHEMA_VERSION):
         raise LedgerError(
             f"the ledger at {path} has unknown schema version {version} (expected "
-            f"{SCHEMA_VERSION}); the file was left untouched.")
+            f"{SCHEMA_VERSION}); the file was left untouched."
+        )
 
 
 def has_current_columns(conn: sqlite3.Connection) -> bool:
     """Whether every column the current schema added to older tables is there."""
-    have = {(t, r[1]) for t in ("datasets", "identities")
-            for r in conn.execute(f"PRAGMA table_info({t})")}
+    have = {
+        (t, r[1])
+        for t in ("datasets", "identities")
+        for r in conn.execute(f"PRAGMA table_info({t})")
+    }
     return ("datasets", "conversion") in have and set(_SCHEMA_V3_COLUMNS) <= have
 
 
 def has_names_table(conn: sqlite3.Connection) -> bool:
     """Whether the file holds table ``dataset_names``."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
-                        "name='dataset_names'").fetchone() is not None
+    return (
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='dataset_names'"
+        ).fetchone()
+        is not None
+    )
 
 
 def migrate(conn: sqlite3.Connection, path: pathlib.Path) -> tuple[int, list[str]]:
@@ -205,22 +219,28 @@ def migrate(conn: sqlite3.Connection, path: pathlib.Path) -> tuple[int, list[str
     migrated first. Returns (the version found, what was added)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version not in (1, 2, SCHEMA_VERSION):
-        raise LedgerError(f"the ledger at {path} changed to schema version {version} "
-                          f"while being migrated (expected 1 or {SCHEMA_VERSION}); "
-                          "the file was left untouched.")
+        raise LedgerError(
+            f"the ledger at {path} changed to schema version {version} "
+            f"while being migrated (expected 1 or {SCHEMA_VERSION}); "
+            "the file was left untouched."
+        )
     added = _add_missing(conn, version, path)
     if added:
         if version == 1:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_2_utc', ?)",
-                         (utc_now(),))
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('migrated_to_2_utc', ?)", (utc_now(),)
+            )
         if version < 3:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_3_utc', ?)",
-                         (utc_now(),))
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('migrated_to_3_utc', ?)", (utc_now(),)
+            )
         if "datasets.conversion" in added:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('added_conversion_utc', ?)",
-                         (utc_now(),))
-        write_audit(conn, None, "migrate-schema",
-                    {"from": version, "to": SCHEMA_VERSION, "added": added})
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('added_conversion_utc', ?)", (utc_now(),)
+            )
+        write_audit(
+            conn, None, "migrate-schema", {"from": version, "to": SCHEMA_VERSION, "added": added}
+        )
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return version, added
 
@@ -235,8 +255,10 @@ def _add_missing(conn: sqlite3.Connection, version: int, path: pathlib.Path) -> 
         added.append("identities, records, links")
     columns = {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}
     if not columns:
-        raise LedgerError(f"the ledger at {path} has no datasets table; it was left "
-                          "untouched. Restore it from a backup.")
+        raise LedgerError(
+            f"the ledger at {path} has no datasets table; it was left "
+            "untouched. Restore it from a backup."
+        )
     if "conversion" not in columns:
         conn.execute(f"ALTER TABLE datasets ADD COLUMN {_CONVERSION_COLUMN}")
         added.append("datasets.conversion")

@@ -35,18 +35,32 @@ from pate.ledger.store import Store
 def reconcile(store: Store, conn: sqlite3.Connection, digest: str | None) -> list[str]:
     """Mark the live reservations (of ``digest``; None: of every dataset) whose process is dead
     ``expired``; returns their ids."""
-    sql = ("SELECT id, dataset, run_id, pid, process_token, hostname, heartbeat, lease_seconds "
-           "FROM reservations WHERE status='active'")
-    rows = conn.execute(sql + (" AND dataset=?" if digest else ""), (digest,) if digest else ()
-                        ).fetchall()
+    sql = (
+        "SELECT id, dataset, run_id, pid, process_token, hostname, heartbeat, lease_seconds "
+        "FROM reservations WHERE status='active'"
+    )
+    rows = conn.execute(
+        sql + (" AND dataset=?" if digest else ""), (digest,) if digest else ()
+    ).fetchall()
     expired = []
     for rid, ds, run_id, pid, token, host, beat, lease in rows:
         if is_stale(pid, token, host, beat, lease, here=store.hostname):
-            conn.execute("UPDATE reservations SET status='expired', closed_utc=? WHERE id=?",
-                         (utc_now(), rid))
-            write_audit(conn, ds, "expire-reservation",
-                        {"reservation": rid, "run_id": run_id, "pid": pid, "hostname": host,
-                         "reason": "process gone" if host == store.hostname else "lease expired"})
+            conn.execute(
+                "UPDATE reservations SET status='expired', closed_utc=? WHERE id=?",
+                (utc_now(), rid),
+            )
+            write_audit(
+                conn,
+                ds,
+                "expire-reservation",
+                {
+                    "reservation": rid,
+                    "run_id": run_id,
+                    "pid": pid,
+                    "hostname": host,
+                    "reason": "process gone" if host == store.hostname else "lease expired",
+                },
+            )
             expired.append(rid)
     return expired
 
@@ -57,86 +71,150 @@ def reconcile_group(store: Store, conn: sqlite3.Connection, digest: str) -> None
         reconcile(store, conn, d)
 
 
-def reserve(store: Store, conn: sqlite3.Connection, digest: str, target: frozenset[int], *,
-            orders: np.ndarray, curve: np.ndarray, run_id: str, lease: float
-            ) -> tuple[str, tuple[str, ...]]:
+def reserve(
+    store: Store,
+    conn: sqlite3.Connection,
+    digest: str,
+    target: frozenset[int],
+    *,
+    orders: np.ndarray,
+    curve: np.ndarray,
+    run_id: str,
+    lease: float,
+) -> tuple[str, tuple[str, ...]]:
     """Check and record a reservation of ``curve`` (RDP at ``orders``) on the ``target`` blocks
     of ``digest``; returns its id and the names of its blocks."""
     rid = uuid.uuid4().hex
     payload = canonical({"orders": orders.tolist(), "rdp": curve.tolist()})
     pid = os.getpid()
     reconcile_group(store, conn, digest)
-    check_fits(store, conn, digest, [Item(reservation_event(orders, curve, rid), target)],
-               target, exclude=None, what=f"reserving for run {run_id}")
+    check_fits(
+        store,
+        conn,
+        digest,
+        [Item(reservation_event(orders, curve, rid), target)],
+        target,
+        exclude=None,
+        what=f"reserving for run {run_id}",
+    )
     now = time.time()
-    conn.execute("INSERT INTO reservations (id, dataset, run_id, payload, sha256, pid, "
-                 "process_token, hostname, created_utc, heartbeat, lease_seconds, status) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-                 (rid, digest, run_id, payload, sha256_text(payload), pid, process_token(pid),
-                  store.hostname, utc_now(), now, lease))
+    conn.execute(
+        "INSERT INTO reservations (id, dataset, run_id, payload, sha256, pid, "
+        "process_token, hostname, created_utc, heartbeat, lease_seconds, status) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')",
+        (
+            rid,
+            digest,
+            run_id,
+            payload,
+            sha256_text(payload),
+            pid,
+            process_token(pid),
+            store.hostname,
+            utc_now(),
+            now,
+            lease,
+        ),
+    )
     conn.executemany("INSERT INTO reservation_blocks VALUES (?, ?)", [(rid, b) for b in target])
     return rid, tuple(n for b, n in block_rows(conn, digest) if b in target)
 
 
-def record(store: Store, conn: sqlite3.Connection, digest: str, events: list[Any],
-           target: frozenset[int], run_id: str, reservation: str | None) -> list[int]:
+def record(
+    store: Store,
+    conn: sqlite3.Connection,
+    digest: str,
+    events: list[Any],
+    target: frozenset[int],
+    run_id: str,
+    reservation: str | None,
+) -> list[int]:
     """Check ``events`` (against everything but ``reservation``, whose bound they replace) and
     record them on the ``target`` blocks of ``digest``; returns their ids."""
     new = [Item(e, target) for e in events]
     if new:
-        check_fits(store, conn, digest, new, target, exclude=reservation,
-                   what=f"charging {len(events)} event(s) of run {run_id}")
+        check_fits(
+            store,
+            conn,
+            digest,
+            new,
+            target,
+            exclude=reservation,
+            what=f"charging {len(events)} event(s) of run {run_id}",
+        )
     ids = []
     now = utc_now()
     for e in events:
         payload = event_payload(e)
-        cur = conn.execute("INSERT INTO events (dataset, run_id, created_utc, reservation, "
-                           "mechanism, queries, answered, payload, sha256) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (digest, run_id, now, reservation, e.mechanism, int(e.queries),
-                            int(e.answered), payload, sha256_text(payload)))
+        cur = conn.execute(
+            "INSERT INTO events (dataset, run_id, created_utc, reservation, "
+            "mechanism, queries, answered, payload, sha256) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                digest,
+                run_id,
+                now,
+                reservation,
+                e.mechanism,
+                int(e.queries),
+                int(e.answered),
+                payload,
+                sha256_text(payload),
+            ),
+        )
         if cur.lastrowid is None:  # sqlite3 sets it after every INSERT
             raise LedgerError(f"the ledger did not return the id of an event of {digest}")
         ids.append(cur.lastrowid)
-        conn.executemany("INSERT INTO event_blocks VALUES (?, ?)",
-                         [(cur.lastrowid, b) for b in target])
+        conn.executemany(
+            "INSERT INTO event_blocks VALUES (?, ?)", [(cur.lastrowid, b) for b in target]
+        )
     return ids
 
 
-def commit(store: Store, conn: sqlite3.Connection, rid: str, digest: str, run_id: str,
-           events: list[Any]) -> list[int]:
+def commit(
+    store: Store, conn: sqlite3.Connection, rid: str, digest: str, run_id: str, events: list[Any]
+) -> list[int]:
     """Record the realised ``events`` of reservation ``rid`` and close it as committed."""
     row = conn.execute("SELECT status FROM reservations WHERE id=?", (rid,)).fetchone()
     if row is None:
         raise LedgerError(f"reservation {rid} is not in the ledger at {store.path}")
     if row[0] == "committed":
-        raise LedgerError(f"reservation {rid} was already committed; reserve again for "
-                          "more spend")
+        raise LedgerError(f"reservation {rid} was already committed; reserve again for more spend")
     reconcile_group(store, conn, digest)
-    target = frozenset(r[0] for r in conn.execute(
-        "SELECT block FROM reservation_blocks WHERE reservation=?", (rid,)))
+    target = frozenset(
+        r[0]
+        for r in conn.execute("SELECT block FROM reservation_blocks WHERE reservation=?", (rid,))
+    )
     ids = record(store, conn, digest, events, target, run_id, rid)
-    conn.execute("UPDATE reservations SET status='committed', closed_utc=? WHERE id=?",
-                 (utc_now(), rid))
+    conn.execute(
+        "UPDATE reservations SET status='committed', closed_utc=? WHERE id=?", (utc_now(), rid)
+    )
     return ids
 
 
 def release(store: Store, conn: sqlite3.Connection, reservation_id: str) -> bool:
     """Give back live reservation ``reservation_id``; False if it was no longer live."""
-    row = conn.execute("SELECT dataset, status FROM reservations WHERE id=?",
-                       (reservation_id,)).fetchone()
+    row = conn.execute(
+        "SELECT dataset, status FROM reservations WHERE id=?", (reservation_id,)
+    ).fetchone()
     if row is None:
-        raise ValueError(f"reservation {reservation_id!r} is not in the ledger at {store.path}; "
-                         "list live ones with `pate budget show --dataset ...`")
+        raise ValueError(
+            f"reservation {reservation_id!r} is not in the ledger at {store.path}; "
+            "list live ones with `pate budget show --dataset ...`"
+        )
     if row[1] != "active":
         return False
-    conn.execute("UPDATE reservations SET status='released', closed_utc=? WHERE id=?",
-                 (utc_now(), reservation_id))
+    conn.execute(
+        "UPDATE reservations SET status='released', closed_utc=? WHERE id=?",
+        (utc_now(), reservation_id),
+    )
     write_audit(conn, row[0], "release-reservation", {"reservation": reservation_id})
     return True
 
 
 def heartbeat(conn: sqlite3.Connection, reservation_id: str) -> None:
     """Renew the lease of live reservation ``reservation_id``."""
-    conn.execute("UPDATE reservations SET heartbeat=? WHERE id=? AND status='active'",
-                 (time.time(), reservation_id))
+    conn.execute(
+        "UPDATE reservations SET heartbeat=? WHERE id=? AND status='active'",
+        (time.time(), reservation_id),
+    )

@@ -35,7 +35,9 @@ def default_ledger_path() -> pathlib.Path:
     env = os.environ.get("PATE_LEDGER")
     if env:
         return pathlib.Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
     return pathlib.Path(base) / "pate" / "ledger.sqlite3"
 
 
@@ -51,12 +53,16 @@ class Store:
         self.hostname = socket.gethostname()
         self._conn: sqlite3.Connection | None = None
         if self.path.is_dir():
-            raise LedgerError(f"ledger path {self.path} is a folder; pass the path of a file "
-                              "such as ledger.sqlite3 inside it")
+            raise LedgerError(
+                f"ledger path {self.path} is a folder; pass the path of a file "
+                "such as ledger.sqlite3 inside it"
+            )
         if not self.path.exists():
             if not create:
-                raise LedgerError(f"no ledger at {self.path}; create one with `pate budget set "
-                                  f"--dataset DIGEST --eps E --delta D --ledger {self.path}`")
+                raise LedgerError(
+                    f"no ledger at {self.path}; create one with `pate budget set "
+                    f"--dataset DIGEST --eps E --delta D --ledger {self.path}`"
+                )
             self._create_file()
         self._conn = self._connect()
         try:
@@ -86,9 +92,11 @@ class Store:
                 os.fsync(fh.fileno())
             self._link_into_place(tmp)
         except (OSError, sqlite3.Error) as exc:  # sqlite3: e.g. a full disk ("disk I/O error")
-            raise LedgerError(f"cannot create a ledger at {self.path}: {exc}; check that its "
-                              "file system has free space and is writable, or choose another "
-                              "--ledger") from exc
+            raise LedgerError(
+                f"cannot create a ledger at {self.path}: {exc}; check that its "
+                "file system has free space and is writable, or choose another "
+                "--ledger"
+            ) from exc
         finally:
             for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
                 with contextlib.suppress(FileNotFoundError):
@@ -155,8 +163,13 @@ class Store:
         with self.transaction(write=True) as conn:
             version, added = schema.migrate(conn, self.path)
         if added:
-            logger.info("migrated the ledger at %s from schema version %d to %d (added %s)",
-                        self.path, version, schema.SCHEMA_VERSION, "; ".join(added))
+            logger.info(
+                "migrated the ledger at %s from schema version %d to %d (added %s)",
+                self.path,
+                version,
+                schema.SCHEMA_VERSION,
+                "; ".join(added),
+            )
 
     def _migrate_names(self) -> None:
         """:func:`pate.ledger.names.add_names_table` in one write transaction, then logged."""
@@ -164,8 +177,12 @@ class Store:
             restored = add_names_table(conn)
         if restored is None:
             return  # another process added it first
-        logger.info("added table dataset_names to the ledger at %s (restored the first name of %d "
-                    "renamed dataset(s))", self.path, len(restored))
+        logger.info(
+            "added table dataset_names to the ledger at %s (restored the first name of %d "
+            "renamed dataset(s))",
+            self.path,
+            len(restored),
+        )
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -182,18 +199,20 @@ class Store:
             return LedgerError(
                 f"the ledger at {self.path} is locked by another process (waited {self.timeout:g} s: "
                 f"{text}); nothing was written. Retry when the other run has finished its "
-                "transaction, or pass a longer timeout.")
-        if "malformed" in text or "not a database" in text or (
-                type(exc) is sqlite3.DatabaseError):
+                "transaction, or pass a longer timeout."
+            )
+        if "malformed" in text or "not a database" in text or (type(exc) is sqlite3.DatabaseError):
             return LedgerError(
                 f"the ledger at {self.path} is unreadable ({text}); it was left untouched. Do not "
                 "delete it: check it with `sqlite3 PATH 'PRAGMA integrity_check'` and restore it "
-                "from a backup if needed.")
+                "from a backup if needed."
+            )
         if "disk is full" in text or "disk I/O error" in text or "readonly" in text:
             return LedgerError(  # SQLite's words for a full disk (ENOSPC) or a read-only one
                 f"ledger operation on {self.path} failed: {text}; the transaction was rolled "
                 "back (nothing recorded). Free space on its file system (or make it writable) "
-                "and run the command again")
+                "and run the command again"
+            )
         return LedgerError(f"ledger operation on {self.path} failed: {text}")
 
     @contextlib.contextmanager
@@ -224,4 +243,5 @@ class Store:
 
 def _uri_path(path: pathlib.Path) -> str:
     from urllib.parse import quote
+
     return quote(str(path.absolute()), safe="/")

@@ -15,31 +15,50 @@ from pate.ledger.liveness import is_stale
 from pate.ledger.store import Store
 
 
-def load_items(store: Store, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
-               ) -> tuple[list[Item], list[Item]]:
+def load_items(
+    store: Store, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
+) -> tuple[list[Item], list[Item]]:
     """(committed events, live reservations other than ``exclude``) of a dataset."""
     links: dict[int, set[int]] = {}
-    for ev, blk in conn.execute("SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
-                                "ON e.id = eb.event WHERE e.dataset=?", (digest,)):
+    for ev, blk in conn.execute(
+        "SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
+        "ON e.id = eb.event WHERE e.dataset=?",
+        (digest,),
+    ):
         links.setdefault(ev, set()).add(blk)
-    events = [Item(load_event(r, store.path), frozenset(links.get(r[0], ())))
-              for r in conn.execute("SELECT id, payload, sha256 FROM events WHERE dataset=? "
-                                    "ORDER BY id", (digest,))]
+    events = [
+        Item(load_event(r, store.path), frozenset(links.get(r[0], ())))
+        for r in conn.execute(
+            "SELECT id, payload, sha256 FROM events WHERE dataset=? ORDER BY id", (digest,)
+        )
+    ]
     res_links: dict[str, set[int]] = {}
-    for rid, blk in conn.execute("SELECT rb.reservation, rb.block FROM reservation_blocks rb "
-                                 "JOIN reservations r ON r.id = rb.reservation "
-                                 "WHERE r.dataset=? AND r.status='active'", (digest,)):
+    for rid, blk in conn.execute(
+        "SELECT rb.reservation, rb.block FROM reservation_blocks rb "
+        "JOIN reservations r ON r.id = rb.reservation "
+        "WHERE r.dataset=? AND r.status='active'",
+        (digest,),
+    ):
         res_links.setdefault(rid, set()).add(blk)
     live = []
-    for row in conn.execute("SELECT id, payload, sha256, pid, process_token, hostname, heartbeat, "
-                            "lease_seconds FROM reservations WHERE dataset=? AND status='active' "
-                            "ORDER BY created_utc", (digest,)):
-        if row[0] == exclude or is_stale(row[3], row[4], row[5], row[6], row[7],
-                                         here=store.hostname):
+    for row in conn.execute(
+        "SELECT id, payload, sha256, pid, process_token, hostname, heartbeat, "
+        "lease_seconds FROM reservations WHERE dataset=? AND status='active' "
+        "ORDER BY created_utc",
+        (digest,),
+    ):
+        if row[0] == exclude or is_stale(
+            row[3], row[4], row[5], row[6], row[7], here=store.hostname
+        ):
             continue
         orders, rdp = load_curve(row[0], row[1], row[2], store.path)
-        live.append(Item(reservation_event(orders, rdp, row[0]),
-                         frozenset(res_links.get(row[0], ())), reservation=row[0]))
+        live.append(
+            Item(
+                reservation_event(orders, rdp, row[0]),
+                frozenset(res_links.get(row[0], ())),
+                reservation=row[0],
+            )
+        )
     return events, live
 
 
@@ -47,8 +66,13 @@ def load_items(store: Store, conn: sqlite3.Connection, digest: str, *, exclude: 
 ViewCache = dict[str, tuple[list[Item], list[Item]]]
 
 
-def view(store: Store, conn: sqlite3.Connection, digest: str, exclude: str | None = None,
-         cache: ViewCache | None = None) -> tuple[list[Item], list[Item]]:
+def view(
+    store: Store,
+    conn: sqlite3.Connection,
+    digest: str,
+    exclude: str | None = None,
+    cache: ViewCache | None = None,
+) -> tuple[list[Item], list[Item]]:
     """(events, live reservations) that count against ``digest``: its own (with their blocks)
     and those of every dataset linked to it (each charged to every block: ``blocks`` empty)."""
     cache = {} if cache is None else cache
@@ -67,45 +91,73 @@ def view(store: Store, conn: sqlite3.Connection, digest: str, exclude: str | Non
     return events, live
 
 
-def stored_events(store: Store, conn: sqlite3.Connection, digest: str, run_id: str | None = None
-                  ) -> list[StoredEvent]:
+def stored_events(
+    store: Store, conn: sqlite3.Connection, digest: str, run_id: str | None = None
+) -> list[StoredEvent]:
     """The recorded events of ``digest`` (optionally one run's), oldest first."""
     names = dict(block_rows(conn, digest))
     links: dict[int, list[str]] = {}
-    for ev, blk in conn.execute("SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
-                                "ON e.id = eb.event WHERE e.dataset=? ORDER BY eb.block", (digest,)):
+    for ev, blk in conn.execute(
+        "SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
+        "ON e.id = eb.event WHERE e.dataset=? ORDER BY eb.block",
+        (digest,),
+    ):
         links.setdefault(ev, []).append(names[blk])
-    sql = ("SELECT id, payload, sha256, run_id, created_utc, reservation FROM events "
-           "WHERE dataset=?")
+    sql = "SELECT id, payload, sha256, run_id, created_utc, reservation FROM events WHERE dataset=?"
     params: tuple[str, ...] = (digest,)
     if run_id is not None:
         sql += " AND run_id=?"
         params += (run_id,)
-    return [StoredEvent(r[0], digest, r[3], r[4], tuple(links.get(r[0], ())), r[5],
-                        load_event(r, store.path))
-            for r in conn.execute(sql + " ORDER BY id", params)]
+    return [
+        StoredEvent(
+            r[0], digest, r[3], r[4], tuple(links.get(r[0], ())), r[5], load_event(r, store.path)
+        )
+        for r in conn.execute(sql + " ORDER BY id", params)
+    ]
 
 
-def reservation_infos(store: Store, conn: sqlite3.Connection, digest: str, live_only: bool
-                      ) -> list[ReservationInfo]:
+def reservation_infos(
+    store: Store, conn: sqlite3.Connection, digest: str, live_only: bool
+) -> list[ReservationInfo]:
     """The reservations of ``digest`` (live ones only, or all), oldest first; an active one
     whose process is dead reads as ``"stale"``."""
     names = dict(block_rows(conn, digest))
     links: dict[str, list[str]] = {}
-    for rid, blk in conn.execute("SELECT rb.reservation, rb.block FROM reservation_blocks rb "
-                                 "JOIN reservations r ON r.id = rb.reservation WHERE r.dataset=? "
-                                 "ORDER BY rb.block", (digest,)):
+    for rid, blk in conn.execute(
+        "SELECT rb.reservation, rb.block FROM reservation_blocks rb "
+        "JOIN reservations r ON r.id = rb.reservation WHERE r.dataset=? "
+        "ORDER BY rb.block",
+        (digest,),
+    ):
         links.setdefault(rid, []).append(names[blk])
     out = []
-    for r in conn.execute("SELECT id, run_id, payload, sha256, pid, process_token, hostname, "
-                          "created_utc, heartbeat, lease_seconds, status, closed_utc "
-                          "FROM reservations WHERE dataset=? ORDER BY created_utc", (digest,)):
+    for r in conn.execute(
+        "SELECT id, run_id, payload, sha256, pid, process_token, hostname, "
+        "created_utc, heartbeat, lease_seconds, status, closed_utc "
+        "FROM reservations WHERE dataset=? ORDER BY created_utc",
+        (digest,),
+    ):
         status = r[10]
         if status == "active" and is_stale(r[4], r[5], r[6], r[8], r[9], here=store.hostname):
             status = "stale"
         if live_only and status != "active":
             continue
         orders, rdp = load_curve(r[0], r[2], r[3], store.path)
-        out.append(ReservationInfo(r[0], digest, r[1], orders, rdp, tuple(links.get(r[0], ())),
-                                   r[4], r[6], r[7], utc_from_unix(r[8]), r[9], status, r[11]))
+        out.append(
+            ReservationInfo(
+                r[0],
+                digest,
+                r[1],
+                orders,
+                rdp,
+                tuple(links.get(r[0], ())),
+                r[4],
+                r[6],
+                r[7],
+                utc_from_unix(r[8]),
+                r[9],
+                status,
+                r[11],
+            )
+        )
     return out

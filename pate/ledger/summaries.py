@@ -27,42 +27,60 @@ def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, An
     cache: ViewCache = {}
     events, live = view(store, conn, digest, None, cache)
     names = dict(block_rows(conn, digest))
-    runs = conn.execute("SELECT count(DISTINCT run_id) FROM events WHERE dataset=?",
-                        (digest,)).fetchone()[0]
-    records = conn.execute("SELECT num_records FROM identities WHERE dataset=?",
-                           (digest,)).fetchone()
+    runs = conn.execute(
+        "SELECT count(DISTINCT run_id) FROM events WHERE dataset=?", (digest,)
+    ).fetchone()[0]
+    records = conn.execute(
+        "SELECT num_records FROM identities WHERE dataset=?", (digest,)
+    ).fetchone()
     own = [it for it in events if it.via is None]
     out: dict[str, Any] = {
-        "dataset": digest, "name": first_name(conn, digest), "aliases": aliases(conn, digest),
+        "dataset": digest,
+        "name": first_name(conn, digest),
+        "aliases": aliases(conn, digest),
         "ledger": str(store.path),
         "records": None if records is None else int(records[0]),
         "budget": None if budget is None else dataclasses.asdict(budget),
-        "events": len(own), "linked_events": len(events) - len(own), "runs": runs,
+        "events": len(own),
+        "linked_events": len(events) - len(own),
+        "runs": runs,
     }
     all_items = events + live
     grid = shared_grid([it.event for it in all_items], store.path) if all_items else None
-    out["orders"] = None if grid is None else {"count": int(grid.size), "min": float(grid.min()),
-                                               "max": float(grid.max())}
+    out["orders"] = (
+        None
+        if grid is None
+        else {"count": int(grid.size), "min": float(grid.min()), "max": float(grid.max())}
+    )
     blocks, worst = _spend_per_block(events, live, names, grid, budget)
     out.update(worst)
-    out["remaining"] = None if budget is None or worst["spent_and_reserved"] is None else \
-        max(0.0, budget.eps - worst["spent_and_reserved"])
+    out["remaining"] = (
+        None
+        if budget is None or worst["spent_and_reserved"] is None
+        else max(0.0, budget.eps - worst["spent_and_reserved"])
+    )
     out["blocks"] = blocks if names else []
     out["reservations"] = _live_reservations(
-        reservation_infos(store, conn, digest, live_only=False), budget)
+        reservation_infos(store, conn, digest, live_only=False), budget
+    )
     linked = _linked_spend(store, conn, digest, cache)
     out["linked"] = linked
-    candidates = ([(out["remaining"], digest)] if out["remaining"] is not None else []) + \
-        [(row["remaining"], row["dataset"]) for row in linked if row["remaining"] is not None]
+    candidates = ([(out["remaining"], digest)] if out["remaining"] is not None else []) + [
+        (row["remaining"], row["dataset"]) for row in linked if row["remaining"] is not None
+    ]
     least = min(candidates, default=None)
     out["remaining_effective"] = None if least is None else least[0]
     out["limited_by"] = None if least is None else least[1]
     return out
 
 
-def _spend_per_block(events: list[Item], live: list[Item], names: dict[int, str],
-                     grid: np.ndarray | None, budget: Budget | None
-                     ) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
+def _spend_per_block(
+    events: list[Item],
+    live: list[Item],
+    names: dict[int, str],
+    grid: np.ndarray | None,
+    budget: Budget | None,
+) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
     """One row per block (one row for the whole dataset without blocks) of spent epsilon on
     both RDP kinds and spent + reserved on the budget's basis, and the worst of each."""
     _, _, eps_from_rdp = accountant()
@@ -73,21 +91,34 @@ def _spend_per_block(events: list[Item], live: list[Item], names: dict[int, str]
     def eps_of(items: list[Item], data_dependent: bool) -> float | None:
         if not items or delta is None or grid is None:  # grid is None only without items
             return 0.0 if not items else None
-        return float(eps_from_rdp(compose(items, grid, data_dependent), orders=grid,
-                                  delta=delta, conversion=conversion)[0])
+        return float(
+            eps_from_rdp(
+                compose(items, grid, data_dependent),
+                orders=grid,
+                delta=delta,
+                conversion=conversion,
+            )[0]
+        )
 
     blocks = []
-    worst: dict[str, float | None] = {"spent": 0.0, "spent_data_independent": 0.0,
-                                      "spent_data_dependent": 0.0, "spent_and_reserved": 0.0}
+    worst: dict[str, float | None] = {
+        "spent": 0.0,
+        "spent_data_independent": 0.0,
+        "spent_data_dependent": 0.0,
+        "spent_and_reserved": 0.0,
+    }
     for block, _ in scopes(events + live, names, None):
-        scoped_events = [it for it in events if block is None or not it.blocks or block in it.blocks]
+        scoped_events = [
+            it for it in events if block is None or not it.blocks or block in it.blocks
+        ]
         scoped_live = [it for it in live if block is None or not it.blocks or block in it.blocks]
         row: dict[str, Any] = {
             "block": None if block is None else names[block],
             "events": len(scoped_events),
             "spent_data_independent": eps_of(scoped_events, False),
             "spent_data_dependent": eps_of(scoped_events, True),
-            "spent_and_reserved": eps_of(scoped_events + scoped_live, dd_basis)}
+            "spent_and_reserved": eps_of(scoped_events + scoped_live, dd_basis),
+        }
         row["spent"] = row["spent_data_dependent" if dd_basis else "spent_data_independent"]
         for key in worst:
             if row[key] is not None and worst[key] is not None:
@@ -104,33 +135,54 @@ def _live_reservations(infos: list[ReservationInfo], budget: Budget | None) -> l
     delta = budget.delta if budget else None
     conversion = budget.conversion if budget else "classic"
     return [
-        {"id": r.id, "run_id": r.run_id, "status": r.status, "pid": r.pid, "hostname": r.hostname,
-         "created_utc": r.created_utc, "heartbeat_utc": r.heartbeat_utc,
-         "blocks": list(r.blocks),
-         "eps_alone": None if delta is None else float(
-             eps_from_rdp(r.rdp, orders=r.orders, delta=delta, conversion=conversion)[0])}
-        for r in infos if r.status in ("active", "stale")]
+        {
+            "id": r.id,
+            "run_id": r.run_id,
+            "status": r.status,
+            "pid": r.pid,
+            "hostname": r.hostname,
+            "created_utc": r.created_utc,
+            "heartbeat_utc": r.heartbeat_utc,
+            "blocks": list(r.blocks),
+            "eps_alone": None
+            if delta is None
+            else float(eps_from_rdp(r.rdp, orders=r.orders, delta=delta, conversion=conversion)[0]),
+        }
+        for r in infos
+        if r.status in ("active", "stale")
+    ]
 
 
-def _linked_spend(store: Store, conn: sqlite3.Connection, digest: str,
-                  cache: ViewCache) -> list[dict[str, Any]]:
+def _linked_spend(
+    store: Store, conn: sqlite3.Connection, digest: str, cache: ViewCache
+) -> list[dict[str, Any]]:
     """Every dataset linked to ``digest`` with its own budget, spend and remaining epsilon."""
     linked = []
     for other, shared in linked_pairs(conn, digest):
         other_budget = budget_of(conn, other)
         other_events, other_live = view(store, conn, other, None, cache)
         both = other_events + other_live
-        reserved = None if other_budget is None else (
-            worst_eps(conn, other, both, other_budget, store.path) if both else 0.0)
-        linked.append({
-            "dataset": other, "shared_records": shared,
-            "name": first_name(conn, other),
-            "budget": None if other_budget is None else dataclasses.asdict(other_budget),
-            "events": sum(1 for it in other_events if it.via is None),
-            "live_reservations": sum(1 for it in other_live if it.via is None),
-            "spent_and_reserved": reserved,
-            "remaining": (None if reserved is None or other_budget is None
-                          else max(0.0, other_budget.eps - reserved))})
+        reserved = (
+            None
+            if other_budget is None
+            else (worst_eps(conn, other, both, other_budget, store.path) if both else 0.0)
+        )
+        linked.append(
+            {
+                "dataset": other,
+                "shared_records": shared,
+                "name": first_name(conn, other),
+                "budget": None if other_budget is None else dataclasses.asdict(other_budget),
+                "events": sum(1 for it in other_events if it.via is None),
+                "live_reservations": sum(1 for it in other_live if it.via is None),
+                "spent_and_reserved": reserved,
+                "remaining": (
+                    None
+                    if reserved is None or other_budget is None
+                    else max(0.0, other_budget.eps - reserved)
+                ),
+            }
+        )
     return linked
 
 
@@ -144,23 +196,42 @@ def history(store: Store, conn: sqlite3.Connection, digest: str) -> list[dict[st
         stored += stored_events(store, conn, other)
     names = dict(block_rows(conn, digest))
     stored.sort(key=lambda s: s.id)
-    rows = [{"id": s.id, "dataset": s.dataset, "linked": s.dataset != digest, "run_id": s.run_id,
-             "time_utc": s.time_utc, "mechanism": s.event.mechanism,
-             "params": s.event.params, "queries": int(s.event.queries),
-             "answered": int(s.event.answered),
-             "blocks": [] if s.dataset != digest else list(s.blocks), "reservation": s.reservation,
-             "eps": None, "cumulative_eps": None} for s in stored]
+    rows = [
+        {
+            "id": s.id,
+            "dataset": s.dataset,
+            "linked": s.dataset != digest,
+            "run_id": s.run_id,
+            "time_utc": s.time_utc,
+            "mechanism": s.event.mechanism,
+            "params": s.event.params,
+            "queries": int(s.event.queries),
+            "answered": int(s.event.answered),
+            "blocks": [] if s.dataset != digest else list(s.blocks),
+            "reservation": s.reservation,
+            "eps": None,
+            "cumulative_eps": None,
+        }
+        for s in stored
+    ]
     if not stored or budget is None:
         return rows
     grid = shared_grid([s.event for s in stored], store.path)
     dd = budget.data_dependent
-    per_event = np.stack([restrict(s.event, grid).rdp if dd else
-                          restrict(s.event, grid).rdp_data_independent for s in stored])
-    alone, _ = eps_from_rdp(per_event, orders=grid, delta=budget.delta,
-                            conversion=budget.conversion)
+    per_event = np.stack(
+        [
+            restrict(s.event, grid).rdp if dd else restrict(s.event, grid).rdp_data_independent
+            for s in stored
+        ]
+    )
+    alone, _ = eps_from_rdp(
+        per_event, orders=grid, delta=budget.delta, conversion=budget.conversion
+    )
     by_name = {n: b for b, n in names.items()}
-    block_ids = [frozenset(by_name[n] for n in s.blocks) if s.dataset == digest else frozenset()
-                 for s in stored]
+    block_ids = [
+        frozenset(by_name[n] for n in s.blocks) if s.dataset == digest else frozenset()
+        for s in stored
+    ]
     scope_blocks: list[int | None] = [*sorted(names)] or [None]
     cumulative = _cumulative_eps(per_event, block_ids, scope_blocks, grid, budget)
     for row, a, c in zip(rows, np.atleast_1d(alone), cumulative):
@@ -168,8 +239,13 @@ def history(store: Store, conn: sqlite3.Connection, digest: str) -> list[dict[st
     return rows
 
 
-def _cumulative_eps(per_event: np.ndarray, block_ids: list[frozenset[int]],
-                    blocks: list[int | None], grid: np.ndarray, budget: Budget) -> np.ndarray:
+def _cumulative_eps(
+    per_event: np.ndarray,
+    block_ids: list[frozenset[int]],
+    blocks: list[int | None],
+    grid: np.ndarray,
+    budget: Budget,
+) -> np.ndarray:
     """After each event, the epsilon of every event up to it, worst over ``blocks``."""
     _, _, eps_from_rdp = accountant()
     cumulative = np.full(per_event.shape[0], 0.0)
@@ -177,8 +253,9 @@ def _cumulative_eps(per_event: np.ndarray, block_ids: list[frozenset[int]],
         mask = np.array([block is None or not b or block in b for b in block_ids], dtype=float)
         # Prefix compositions, each one recomposed with the accountant at the points it changes.
         prefix = np.cumsum(per_event * mask[:, None], axis=0)
-        eps_prefix, _ = eps_from_rdp(prefix, orders=grid, delta=budget.delta,
-                                     conversion=budget.conversion)
+        eps_prefix, _ = eps_from_rdp(
+            prefix, orders=grid, delta=budget.delta, conversion=budget.conversion
+        )
         eps_prefix = np.where(np.cumsum(mask) > 0, eps_prefix, 0.0)
         cumulative = np.maximum(cumulative, eps_prefix)
     return cumulative

@@ -17,9 +17,11 @@ from pate.ledger.identity import is_digest
 def check_digest(digest: Any) -> str:
     """``digest`` as 64 lower-case hex characters, or a ``ValueError`` saying how to get one."""
     if not isinstance(digest, str) or not is_digest(digest.strip().lower()):
-        raise ValueError(f"digest must be a 64-character sha256 hex string, got {digest!r}; print "
-                         "the one `pate run` uses with `pate budget digest --config CONFIG` (or "
-                         "compute pate.ledger.dataset_identity(x, y).digest)")
+        raise ValueError(
+            f"digest must be a 64-character sha256 hex string, got {digest!r}; print "
+            "the one `pate run` uses with `pate budget digest --config CONFIG` (or "
+            "compute pate.ledger.dataset_identity(x, y).digest)"
+        )
     return digest.strip().lower()
 
 
@@ -58,9 +60,13 @@ def check_curve(rdp: Any, orders: np.ndarray, name: str) -> np.ndarray:
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be an array of RDP values, one per order") from None
     if arr.shape != orders.shape:
-        raise ValueError(f"{name} must have one value per order {orders.shape}, got shape {arr.shape}")
+        raise ValueError(
+            f"{name} must have one value per order {orders.shape}, got shape {arr.shape}"
+        )
     if np.any(np.isnan(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value")
+        raise ValueError(
+            f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value"
+        )
     return arr
 
 
@@ -70,13 +76,17 @@ def check_events(events: Any) -> list[Any]:
     if isinstance(events, PrivacyEvent):
         events = [events]
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
-        raise TypeError(f"events must be a list of pate.analysis.accountant.PrivacyEvent, got "
-                        f"{type(events).__name__}")
+        raise TypeError(
+            f"events must be a list of pate.analysis.accountant.PrivacyEvent, got "
+            f"{type(events).__name__}"
+        )
     out = list(events)
     for i, e in enumerate(out):
         if not isinstance(e, PrivacyEvent):
-            raise TypeError(f"events[{i}] must be an pate.analysis.accountant.PrivacyEvent, got "
-                            f"{type(e).__name__}")
+            raise TypeError(
+                f"events[{i}] must be an pate.analysis.accountant.PrivacyEvent, got "
+                f"{type(e).__name__}"
+            )
         orders = check_grid(e.orders, f"events[{i}].orders")
         check_curve(e.rdp, orders, f"events[{i}].rdp")
         check_curve(e.rdp_data_independent, orders, f"events[{i}].rdp_data_independent")
@@ -89,4 +99,3 @@ def check_events(events: Any) -> list[Any]:
         except (TypeError, ValueError) as exc:
             raise TypeError(f"events[{i}].params must be JSON-serialisable: {exc}") from None
     return out
-

@@ -72,11 +72,31 @@ from pate.mechanisms.params import PARAM_KINDS, Param
 from pate.mechanisms.private_knn import PRIVATE_KNN
 from pate.mechanisms.registry import REGISTRY, all_param_names, get
 
-__all__ = ["Param", "MechanismSpec", "REGISTRY", "NAMES", "PARAM_KINDS", "get", "register",
-           "unregister", "all_param_names", "MechanismKind", "KINDS", "VOTE", "SAMPLE", "RELEASE"]
+__all__ = [
+    "Param",
+    "MechanismSpec",
+    "REGISTRY",
+    "NAMES",
+    "PARAM_KINDS",
+    "get",
+    "register",
+    "unregister",
+    "all_param_names",
+    "MechanismKind",
+    "KINDS",
+    "VOTE",
+    "SAMPLE",
+    "RELEASE",
+]
 
-_BUILTIN: tuple[MechanismSpec, ...] = (LNMAX, GNMAX, CONFIDENT_GNMAX, INTERACTIVE_GNMAX,
-                                       PRIVATE_KNN, CLASS_MEANS)
+_BUILTIN: tuple[MechanismSpec, ...] = (
+    LNMAX,
+    GNMAX,
+    CONFIDENT_GNMAX,
+    INTERACTIVE_GNMAX,
+    PRIVATE_KNN,
+    CLASS_MEANS,
+)
 for _spec in _BUILTIN:
     _registry.add(_spec)
 NAMES: tuple[str, ...] = tuple(spec.name for spec in _BUILTIN)
@@ -87,9 +107,11 @@ def register(spec: MechanismSpec) -> MechanismSpec:
     if not isinstance(spec, MechanismSpec):
         raise TypeError(f"register needs a MechanismSpec, got {describe(spec)}")
     if not isinstance(spec.kind, MechanismKind) or KINDS.get(spec.kind.name) is not spec.kind:
-        raise TypeError(f"mechanism {spec.name!r}: its kind must be one of "
-                        f"{', '.join(f'mechanisms.{k.upper()}' for k in KINDS)}, got "
-                        f"{describe(spec.kind)}")
+        raise TypeError(
+            f"mechanism {spec.name!r}: its kind must be one of "
+            f"{', '.join(f'mechanisms.{k.upper()}' for k in KINDS)}, got "
+            f"{describe(spec.kind)}"
+        )
     _registry.add(spec)
     return spec
 

@@ -4,7 +4,8 @@ vote mechanisms share."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -97,22 +98,31 @@ class MechanismSpec:
         "[aggregator] " a config key).
         """
         if not isinstance(params, Mapping):
-            raise TypeError(f"{self.name}: parameters must be a mapping of names to values, got "
-                            f"{describe(params)}")
+            raise TypeError(
+                f"{self.name}: parameters must be a mapping of names to values, got "
+                f"{describe(params)}"
+            )
         own = self.param_names
         listed = ", ".join(label(prefix, n) if prefix.endswith("-") else n for n in own)
-        foreign = [k for k, v in params.items()
-                   if v is not None and k not in own and k in all_param_names()]
+        foreign = [
+            k
+            for k, v in params.items()
+            if v is not None and k not in own and k in all_param_names()
+        ]
         if foreign:
-            raise TypeError(f"{', '.join(label(prefix, k) for k in foreign)} is not a parameter "
-                            f"of {self.name}; its parameters are {listed}")
+            raise TypeError(
+                f"{', '.join(label(prefix, k) for k in foreign)} is not a parameter "
+                f"of {self.name}; its parameters are {listed}"
+            )
         params = self.with_defaults(params)
         missing = [n for n in own if params.get(n) is None]
         if missing:
             suffix = "=..." if not prefix else ""
-            raise TypeError(f"{self.name} needs "
-                            f"{', '.join(label(prefix, n) + suffix for n in missing)}; "
-                            f"its parameters are {listed}")
+            raise TypeError(
+                f"{self.name} needs "
+                f"{', '.join(label(prefix, n) + suffix for n in missing)}; "
+                f"its parameters are {listed}"
+            )
         return {p.name: p.check(params[p.name], label(prefix, p.name)) for p in self.params}
 
     def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,27 +140,43 @@ class MechanismSpec:
         """
         if self.needs_student:
             if student is None:
-                raise TypeError(f"{self.name} needs student_probabilities=... (the student's "
-                                "(queries, classes) predicted probabilities)")
+                raise TypeError(
+                    f"{self.name} needs student_probabilities=... (the student's "
+                    "(queries, classes) predicted probabilities)"
+                )
             return check_probabilities(student, votes.shape, "student_probabilities")
         if student is not None:
             users = [n for n, s in REGISTRY.items() if s.needs_student]
-            raise TypeError(f"student_probabilities is only used by {', '.join(users) or 'no mechanism'}, "
-                            f"not {self.name}")
+            raise TypeError(
+                f"student_probabilities is only used by {', '.join(users) or 'no mechanism'}, "
+                f"not {self.name}"
+            )
         return None
 
     # ------------------------------------------------------------------ noise step
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
-             student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def draw(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        rng: Rng,
+        *,
+        student: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Draw the noise and decide every query: (labels (n,) int64 (-1: no label),
         answered (n,) bool, source (n,) str). ``votes``, ``params`` and ``student`` are
         validated; the noise drawn must not depend on the votes (only on their shape)."""
         raise NotImplementedError(f"{type(self).__name__} must implement draw()")
 
     # ------------------------------------------------------------------ privacy cost
-    def query_rdp_parts(self, votes: np.ndarray, params: Mapping[str, float], *,
-                        orders: np.ndarray, data_dependent: bool,
-                        student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def query_rdp_parts(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        orders: np.ndarray,
+        data_dependent: bool,
+        student: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(check, answer), each (n, k): the RDP charged for every query asked (e.g. a threshold
         check) and the RDP charged in addition when the teachers answer it. ``student`` may be
         None only for data-independent costs."""
@@ -161,53 +187,79 @@ class MechanismSpec:
             return np.ones(n, dtype=bool)
         return check_mask(answered, n, "answered")
 
-    def per_query_rdp(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
-                      orders: Any, data_dependent: bool,
-                      student: np.ndarray | None = None) -> np.ndarray:
+    def per_query_rdp(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        answered: Any,
+        orders: Any,
+        data_dependent: bool,
+        student: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Realised RDP of each asked query, (n, k); its column sums equal ``event(...).rdp``
         (``data_dependent=True``) or ``.rdp_data_independent`` (False), up to rounding."""
         orders = check_orders(orders)
-        check, answer = self.query_rdp_parts(votes, params, orders=orders,
-                                             data_dependent=data_dependent, student=student)
+        check, answer = self.query_rdp_parts(
+            votes, params, orders=orders, data_dependent=data_dependent, student=student
+        )
         weights = self._weights(answered, check.shape[0])
         rdp: np.ndarray = check + weights[:, None] * answer
         return rdp
 
-    def event(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
-              orders: Any, student: np.ndarray | None = None) -> PrivacyEvent:
+    def event(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        answered: Any,
+        orders: Any,
+        student: np.ndarray | None = None,
+    ) -> PrivacyEvent:
         """The realised cost of running the mechanism on ``votes`` with ``answered`` outcomes."""
         orders = check_orders(orders)
         weights = self._weights(answered, np.shape(votes)[0])
         kw = dict(params=params, answered=weights, orders=orders, student=student)
         dep = self.per_query_rdp(votes, data_dependent=True, **kw).sum(axis=0)
         ind = self.per_query_rdp(votes, data_dependent=False, **kw).sum(axis=0)
-        return PrivacyEvent(self.name, dict(params), orders, dep, ind, int(weights.size),
-                            int(weights.sum()))
+        return PrivacyEvent(
+            self.name, dict(params), orders, dep, ind, int(weights.size), int(weights.sum())
+        )
 
     def worst_case_query_rdp(self, params: Mapping[str, float], *, orders: Any) -> np.ndarray:
         """Data-independent RDP of one query answered by the teachers, (k,): an upper bound of
         what any one query can cost, whatever the votes."""
         orders = check_orders(orders)
-        check, answer = self.query_rdp_parts(DUMMY_VOTES, params, orders=orders,
-                                             data_dependent=False)
+        check, answer = self.query_rdp_parts(
+            DUMMY_VOTES, params, orders=orders, data_dependent=False
+        )
         worst: np.ndarray = check[0] + answer[0]
         return worst
 
-    def pr_answered(self, votes: np.ndarray, params: Mapping[str, float], *,
-                    student: np.ndarray | None = None) -> np.ndarray:
+    def pr_answered(
+        self, votes: np.ndarray, params: Mapping[str, float], *, student: np.ndarray | None = None
+    ) -> np.ndarray:
         """Probability that the teachers answer each query, (n,) (1 if :attr:`always_answers`)."""
         if self.always_answers:
             return np.ones(np.shape(votes)[0])
         raise NotImplementedError(f"{type(self).__name__} must implement pr_answered()")
 
-    def expected_rdp(self, votes: np.ndarray, params: Mapping[str, float], *, orders: Any,
-                     data_dependent: bool, student: np.ndarray | None = None) -> np.ndarray:
+    def expected_rdp(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        orders: Any,
+        data_dependent: bool,
+        student: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Total RDP, (k,), with the answer step weighted by Pr[answered] (what the reference
         scripts report for a run that was not sampled; it looks at the votes through
         Pr[answered] even when ``data_dependent=False``)."""
         orders = check_orders(orders)
-        check, answer = self.query_rdp_parts(votes, params, orders=orders,
-                                             data_dependent=data_dependent, student=student)
+        check, answer = self.query_rdp_parts(
+            votes, params, orders=orders, data_dependent=data_dependent, student=student
+        )
         pr = self.pr_answered(votes, params, student=student)
         total: np.ndarray = (check + pr[:, None] * answer).sum(axis=0)
         return total
@@ -215,9 +267,17 @@ class MechanismSpec:
     #: The parameters that :meth:`calibrate` can choose (``"auto"`` in a config); empty: none.
     calibrated: ClassVar[tuple[str, ...]] = ()
 
-    def calibrate(self, params: Mapping[str, Any], *, target_eps: float, delta: float,
-                  num_queries: int, orders: Any, conversion: str = "classic",
-                  extra_rdp: Any = None) -> dict[str, float]:
+    def calibrate(
+        self,
+        params: Mapping[str, Any],
+        *,
+        target_eps: float,
+        delta: float,
+        num_queries: int,
+        orders: Any,
+        conversion: str = "classic",
+        extra_rdp: Any = None,
+    ) -> dict[str, float]:
         """``params`` with every ``"auto"`` value replaced by the smallest noise such that asking
         ``num_queries`` queries -- all answered by the teachers, the worst case -- composed with
         ``extra_rdp`` (e.g. a planned release) costs at most ``target_eps`` at ``delta``
@@ -228,15 +288,28 @@ class MechanismSpec:
         if not auto:
             return dict(params)
         if not set(auto) <= set(self.calibrated):
-            raise ValueError(f"{self.name} can calibrate {', '.join(self.calibrated) or 'nothing'}, "
-                             f"not {', '.join(sorted(set(auto) - set(self.calibrated)))} "
-                             "(give a number)")
-        return {**params, **self._calibrate(params, auto=auto, eps=target_eps, delta=delta,
-                                            num_queries=num_queries, orders=check_orders(orders),
-                                            conversion=conversion, extra_rdp=extra_rdp)}
+            raise ValueError(
+                f"{self.name} can calibrate {', '.join(self.calibrated) or 'nothing'}, "
+                f"not {', '.join(sorted(set(auto) - set(self.calibrated)))} "
+                "(give a number)"
+            )
+        return {
+            **params,
+            **self._calibrate(
+                params,
+                auto=auto,
+                eps=target_eps,
+                delta=delta,
+                num_queries=num_queries,
+                orders=check_orders(orders),
+                conversion=conversion,
+                extra_rdp=extra_rdp,
+            ),
+        }
 
-    def _calibrate(self, params: Mapping[str, Any], *, auto: list[str],
-                   **kw: Any) -> dict[str, float]:
+    def _calibrate(
+        self, params: Mapping[str, Any], *, auto: list[str], **kw: Any
+    ) -> dict[str, float]:
         raise NotImplementedError(f"{type(self).__name__} must implement _calibrate()")
 
     def voters(self, params: Mapping[str, float], *, private_records: int) -> int:
@@ -256,29 +329,50 @@ class MechanismSpec:
     #: A "release" spec: what its one release is, for ``aggregate.json`` (``records.statistic``).
     released_statistic: ClassVar[str] = ""
 
-    def sample_votes(self, queries: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
-                     params: Mapping[str, float], *, num_classes: int,
-                     rng: Rng) -> np.ndarray:
+    def sample_votes(
+        self,
+        queries: np.ndarray,
+        private: np.ndarray,
+        private_labels: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        num_classes: int,
+        rng: Rng,
+    ) -> np.ndarray:
         """A "sample" spec: the (n, m) histograms its noise step answers, one per row of the
         public embeddings ``queries``, drawn from a fresh sample of the ``private`` embeddings
         (labels ``private_labels``) with ``rng`` -- called only inside the round's reservation."""
-        raise NotImplementedError(f"{type(self).__name__} ({self.kind.name} kind) has no "
-                                  "sample_votes(): only a \"sample\" mechanism samples records")
+        raise NotImplementedError(
+            f"{type(self).__name__} ({self.kind.name} kind) has no "
+            'sample_votes(): only a "sample" mechanism samples records'
+        )
 
-    def release_scores(self, public: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
-                       params: Mapping[str, float], *, queries: int, num_classes: int,
-                       rng: Rng, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
+    def release_scores(
+        self,
+        public: np.ndarray,
+        private: np.ndarray,
+        private_labels: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        queries: int,
+        num_classes: int,
+        rng: Rng,
+        rule: str,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """A "release" spec: draw its one noisy release of the ``private`` embeddings (labels
         ``private_labels``) with ``rng`` -- called only inside the release's reservation -- and
         return the (queries, m) class scores of the first ``queries`` rows of ``public`` (its
         labelling ``rule``, post-processing of the release and the public rows) and what
         ``aggregate.json`` records of the release beside :attr:`released_statistic` (its
         ``records`` entry)."""
-        raise NotImplementedError(f"{type(self).__name__} ({self.kind.name} kind) has no "
-                                  "release_scores(): only a \"release\" mechanism releases once")
+        raise NotImplementedError(
+            f"{type(self).__name__} ({self.kind.name} kind) has no "
+            'release_scores(): only a "release" mechanism releases once'
+        )
 
 
 # ---------------------------------------------------------------------- shared noise steps
+
 
 def noisy_argmax(votes: np.ndarray, noise: np.ndarray) -> IntArray:
     labels: IntArray = np.argmax(votes + noise, axis=1).astype(np.int64)

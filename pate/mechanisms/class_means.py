@@ -4,13 +4,17 @@ query ("release" kind; ``pate.core.class_means``, analysis ``pate.analysis.class
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from pate.analysis.accountant import PrivacyEvent
-from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
-                                       class_means_rdp)
+from pate.analysis.class_means import (
+    calibrate_class_means_sigma,
+    class_means_event,
+    class_means_rdp,
+)
 from pate.analysis.validation import check_orders
 from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec
@@ -24,10 +28,12 @@ def _count_weight(params: Mapping[str, Any]) -> float:
     """The count weight of clean class-means ``params``; a TypeError, not a guess, where it is
     missing (e.g. a summary written before the weight existed, when counts weighed 1)."""
     if params.get("count_weight") is None:
-        raise TypeError("class-means parameters without count_weight: pass the parameters "
-                        "validated by mechanisms.get('class-means').validate(...), which fills "
-                        "in its default (a run directory written before the count weight "
-                        "existed weighted the counts like the sums: count_weight = 1)")
+        raise TypeError(
+            "class-means parameters without count_weight: pass the parameters "
+            "validated by mechanisms.get('class-means').validate(...), which fills "
+            "in its default (a run directory written before the count weight "
+            "existed weighted the counts like the sums: count_weight = 1)"
+        )
     weight: float = params["count_weight"]
     return weight
 
@@ -44,69 +50,121 @@ class _ClassMeans(MechanismSpec):
     (post-processing)."""
 
     kind: ClassVar[MechanismKind] = RELEASE
-    released_statistic: ClassVar[str] = ("the noisy class sums: drawn once after the "
-                                         "reservation; never saved")
+    released_statistic: ClassVar[str] = (
+        "the noisy class sums: drawn once after the reservation; never saved"
+    )
 
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
-             student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        raise TypeError(f"{self.name} labels queries from one release of the private records' "
-                        "class sums, not from votes: use pate.core.class_means.noisy_class_means, or "
-                        "a run (`pate run`, pate.api), which charges the release first")
+    def draw(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        rng: Rng,
+        *,
+        student: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise TypeError(
+            f"{self.name} labels queries from one release of the private records' "
+            "class sums, not from votes: use pate.core.class_means.noisy_class_means, or "
+            "a run (`pate run`, pate.api), which charges the release first"
+        )
 
-    def query_rdp_parts(self, votes: np.ndarray, params: Mapping[str, float], *,
-                        orders: np.ndarray, data_dependent: bool,
-                        student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def query_rdp_parts(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        orders: np.ndarray,
+        data_dependent: bool,
+        student: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         n = np.shape(votes)[0]
         check = np.zeros((n, np.size(orders)))
         if n:
-            check[0] = class_means_rdp(sigma=params["sigma"],
-                                       count_weight=_count_weight(params), orders=orders)
+            check[0] = class_means_rdp(
+                sigma=params["sigma"], count_weight=_count_weight(params), orders=orders
+            )
         return check, np.zeros_like(check)
 
-    def event(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
-              orders: Any, student: np.ndarray | None = None) -> PrivacyEvent:
+    def event(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        answered: Any,
+        orders: Any,
+        student: np.ndarray | None = None,
+    ) -> PrivacyEvent:
         orders = check_orders(orders)
         n = np.shape(votes)[0]
         if n == 0:  # nothing asked: nothing is released (the stage draws nothing), no cost
             zero = np.zeros(orders.size)
             return PrivacyEvent(self.name, dict(params), orders, zero, zero, 0, 0)
-        return class_means_event(sigma=params["sigma"], count_weight=_count_weight(params),
-                                 queries=n, orders=orders)
+        return class_means_event(
+            sigma=params["sigma"], count_weight=_count_weight(params), queries=n, orders=orders
+        )
 
     calibrated: ClassVar[tuple[str, ...]] = ("sigma",)
 
-    def _calibrate(self, params: Mapping[str, Any], *, auto: list[str],
-                   **kw: Any) -> dict[str, float]:
+    def _calibrate(
+        self, params: Mapping[str, Any], *, auto: list[str], **kw: Any
+    ) -> dict[str, float]:
         """sigma for the one release, at the given count weight (the number of queries does
         not enter the cost)."""
-        return {"sigma": calibrate_class_means_sigma(
-            eps=kw["eps"], delta=kw["delta"], count_weight=params["count_weight"],
-            orders=kw["orders"], conversion=kw["conversion"], extra_rdp=kw["extra_rdp"])}
+        return {
+            "sigma": calibrate_class_means_sigma(
+                eps=kw["eps"],
+                delta=kw["delta"],
+                count_weight=params["count_weight"],
+                orders=kw["orders"],
+                conversion=kw["conversion"],
+                extra_rdp=kw["extra_rdp"],
+            )
+        }
 
-    def release_scores(self, public: np.ndarray, private: np.ndarray, private_labels: np.ndarray,
-                       params: Mapping[str, float], *, queries: int, num_classes: int,
-                       rng: Rng, rule: str) -> tuple[np.ndarray, dict[str, Any]]:
+    def release_scores(
+        self,
+        public: np.ndarray,
+        private: np.ndarray,
+        private_labels: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        queries: int,
+        num_classes: int,
+        rng: Rng,
+        rule: str,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy class sums (``pate.core.class_means.noisy_class_means``), then the scores of
         the labelling ``rule`` ("lda" or "logistic": ``labelling_rule``) on the first
         ``queries`` public rows."""
         from pate.core.class_means import LOGISTIC_RIDGE, labelling_rule, noisy_class_means
 
-        release = noisy_class_means(public, private, private_labels, sigma=params["sigma"],
-                                    count_weight=params["count_weight"],
-                                    num_classes=num_classes, rng=rng)
+        release = noisy_class_means(
+            public,
+            private,
+            private_labels,
+            sigma=params["sigma"],
+            count_weight=params["count_weight"],
+            num_classes=num_classes,
+            rng=rng,
+        )
         # post-processing: the release and the public rows only
         scores = labelling_rule(release, public, rule).scores(public[:queries])
-        return scores, {"clip_radius": release.geometry.radius, "dims": int(public.shape[1]),
-                        "rule": rule, **({"ridge": LOGISTIC_RIDGE} if rule == "logistic" else {})}
-
+        return scores, {
+            "clip_radius": release.geometry.radius,
+            "dims": int(public.shape[1]),
+            "rule": rule,
+            **({"ridge": LOGISTIC_RIDGE} if rule == "logistic" else {}),
+        }
 
 
 CLASS_MEANS = _ClassMeans(
-    name="class-means", title="Noisy class means", params=(SIGMA, COUNT_WEIGHT),
+    name="class-means",
+    title="Noisy class means",
+    params=(SIGMA, COUNT_WEIGHT),
     always_answers=True,
     reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA or QDA "
-              "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
-              "fitted to the release and the public inputs",
+    "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
+    "fitted to the release and the public inputs",
     description=(
         "the per-class sums of the sensitive records' embeddings (each clipped to a fixed "
         "radius) and the class counts (weighted by \u03ba) are released once with Gaussian "
@@ -116,9 +174,13 @@ CLASS_MEANS = _ClassMeans(
         "analysis), by each class's Gaussian read from the release (quadratic discriminant "
         "analysis, over a table's columns and their products) or by a logistic regression "
         "fitted to the release and the public inputs. The one release is charged once, whatever the number of queries: the "
-        "labels are post-processing."),
-    voters_text=("the sensitive records' per-class sums, on embeddings fitted to public "
-                 "data only, are released once with Gaussian noise, and every query is "
-                 "labelled from them"),
+        "labels are post-processing."
+    ),
+    voters_text=(
+        "the sensitive records' per-class sums, on embeddings fitted to public "
+        "data only, are released once with Gaussian noise, and every query is "
+        "labelled from them"
+    ),
     cost_text="the data-independent cost of the one release, which labels all {asked} "
-              "queries asked")
+    "queries asked",
+)

@@ -20,27 +20,48 @@ __all__ = ["GNMAX"]
 
 @dataclasses.dataclass(frozen=True)
 class _GNMax(MechanismSpec):
-    def draw(self, votes: np.ndarray, params: Mapping[str, float], rng: Rng, *,
-             student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def draw(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        rng: Rng,
+        *,
+        student: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = votes.shape[0]
         labels = noisy_argmax(votes, rng.normal(0.0, params["sigma"], size=votes.shape))
         return (labels, *all_answered(n))
 
-    def query_rdp_parts(self, votes: np.ndarray, params: Mapping[str, float], *,
-                        orders: np.ndarray, data_dependent: bool,
-                        student: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        answer = gnmax_rdp(votes, sigma=params["sigma"], orders=orders,
-                           data_dependent=data_dependent)
+    def query_rdp_parts(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        orders: np.ndarray,
+        data_dependent: bool,
+        student: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        answer = gnmax_rdp(
+            votes, sigma=params["sigma"], orders=orders, data_dependent=data_dependent
+        )
         return np.zeros_like(answer), answer
 
-    def event(self, votes: np.ndarray, params: Mapping[str, float], *, answered: Any,
-              orders: Any, student: np.ndarray | None = None) -> PrivacyEvent:
+    def event(
+        self,
+        votes: np.ndarray,
+        params: Mapping[str, float],
+        *,
+        answered: Any,
+        orders: Any,
+        student: np.ndarray | None = None,
+    ) -> PrivacyEvent:
         return gnmax_event(votes, sigma=params["sigma"], orders=orders)
 
     calibrated: ClassVar[tuple[str, ...]] = ("sigma",)
 
-    def _calibrate(self, params: Mapping[str, Any], *, auto: list[str],
-                   **kw: Any) -> dict[str, float]:
+    def _calibrate(
+        self, params: Mapping[str, Any], *, auto: list[str], **kw: Any
+    ) -> dict[str, float]:
         return {"sigma": calibrate_gnmax_sigma(**kw)}
 
     def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:
@@ -48,8 +69,13 @@ class _GNMax(MechanismSpec):
 
 
 GNMAX = _GNMax(
-    name="gnmax", title="GNMax", params=(SIGMA,), always_answers=True,
+    name="gnmax",
+    title="GNMax",
+    params=(SIGMA,),
+    always_answers=True,
     reference="Papernot et al. 2018, Section 4.1",
     description=(
         "every query is answered with the class whose teacher vote count is largest after "
-        "Gaussian noise is added to each count. Every query is charged the noisy argmax."))
+        "Gaussian noise is added to each count. Every query is charged the noisy argmax."
+    ),
+)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["MechanismKind", "VOTE", "SAMPLE", "RELEASE", "KINDS"]
 
@@ -59,8 +59,10 @@ class MechanismKind:
 
     def __post_init__(self) -> None:
         if self.releases_once and not self.reads_private_records:
-            raise ValueError(f"kind {self.name!r}: a mechanism that releases once reads the "
-                             "private records (set reads_private_records=True)")
+            raise ValueError(
+                f"kind {self.name!r}: a mechanism that releases once reads the "
+                "private records (set reads_private_records=True)"
+            )
 
     @property
     def trains_teachers(self) -> bool:
@@ -68,13 +70,22 @@ class MechanismKind:
         return not self.reads_private_records
 
 
-VOTE = MechanismKind("vote", "a noisy answer per query from the teachers' votes",
-                     reads_private_records=False)
-SAMPLE = MechanismKind("sample", "a noisy answer per query from a fresh sample of the private "
-                       "records", reads_private_records=True)
-RELEASE = MechanismKind("release", "one noisy release of the private records that labels every "
-                        "query", reads_private_records=True, releases_once=True,
-                        gives_label_scores=True)
+VOTE = MechanismKind(
+    "vote", "a noisy answer per query from the teachers' votes", reads_private_records=False
+)
+SAMPLE = MechanismKind(
+    "sample",
+    "a noisy answer per query from a fresh sample of the private records",
+    reads_private_records=True,
+)
+RELEASE = MechanismKind(
+    "release",
+    "one noisy release of the private records that labels every query",
+    reads_private_records=True,
+    releases_once=True,
+    gives_label_scores=True,
+)
 
 KINDS: Mapping[str, MechanismKind] = types.MappingProxyType(
-    {kind.name: kind for kind in (VOTE, SAMPLE, RELEASE)})
+    {kind.name: kind for kind in (VOTE, SAMPLE, RELEASE)}
+)

@@ -8,8 +8,20 @@ from typing import Any
 
 from pate.analysis.validation import check_nonnegative, check_positive, check_unit_interval
 
-__all__ = ["Param", "PARAM_KINDS", "label", "SCALE", "SIGMA", "THRESHOLD", "SIGMA1", "SIGMA2",
-           "CONFIDENCE", "K", "SAMPLING_RATE", "COUNT_WEIGHT"]
+__all__ = [
+    "Param",
+    "PARAM_KINDS",
+    "label",
+    "SCALE",
+    "SIGMA",
+    "THRESHOLD",
+    "SIGMA1",
+    "SIGMA2",
+    "CONFIDENCE",
+    "K",
+    "SAMPLING_RATE",
+    "COUNT_WEIGHT",
+]
 
 
 def _check_positive_integer(value: Any, name: str) -> int:
@@ -20,8 +32,12 @@ def _check_positive_integer(value: Any, name: str) -> int:
     return int(out)
 
 
-_CHECKS = {"positive": check_positive, "nonnegative": check_nonnegative,
-           "unit_interval": check_unit_interval, "positive_integer": _check_positive_integer}
+_CHECKS = {
+    "positive": check_positive,
+    "nonnegative": check_nonnegative,
+    "unit_interval": check_unit_interval,
+    "positive_integer": _check_positive_integer,
+}
 PARAM_KINDS = tuple(_CHECKS)
 
 
@@ -39,8 +55,10 @@ class Param:
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"Param name must be a Python identifier, got {self.name!r}")
         if self.kind not in _CHECKS:
-            raise ValueError(f"Param {self.name}: kind must be one of "
-                             f"{', '.join(map(repr, PARAM_KINDS))}, got {self.kind!r}")
+            raise ValueError(
+                f"Param {self.name}: kind must be one of "
+                f"{', '.join(map(repr, PARAM_KINDS))}, got {self.kind!r}"
+            )
         if self.default is not None:
             object.__setattr__(self, "default", self.check(self.default, f"{self.name} default"))
 
@@ -79,13 +97,24 @@ SIGMA = Param("sigma", "positive", "Gaussian noise std", "\u03c3")
 THRESHOLD = Param("threshold", "nonnegative", "threshold T of the noisy check", "T")
 SIGMA1 = Param("sigma1", "positive", "threshold-check noise std", "\u03c3\u2081")
 SIGMA2 = Param("sigma2", "positive", "argmax noise std", "\u03c3\u2082")
-CONFIDENCE = Param("student_confidence", "unit_interval",
-                    "the student's top probability from which its own label is kept")
+CONFIDENCE = Param(
+    "student_confidence",
+    "unit_interval",
+    "the student's top probability from which its own label is kept",
+)
 K = Param("k", "positive_integer", "Private-kNN: neighbours per query", "k")
-SAMPLING_RATE = Param("sampling_rate", "unit_interval",
-                       "Private-kNN: probability that a private record is in a query's sample",
-                       "\u03b3")
+SAMPLING_RATE = Param(
+    "sampling_rate",
+    "unit_interval",
+    "Private-kNN: probability that a private record is in a query's sample",
+    "\u03b3",
+)
 #: The count weight's default (pate.analysis.class_means derives why 0.3 suits d from 16 to 2000).
-COUNT_WEIGHT = Param("count_weight", "positive",
-                      "class-means: weight of a record's count beside its clipped embedding in "
-                      "the released sums (default 0.3)", "\u03ba", default=0.3)
+COUNT_WEIGHT = Param(
+    "count_weight",
+    "positive",
+    "class-means: weight of a record's count beside its clipped embedding in "
+    "the released sums (default 0.3)",
+    "\u03ba",
+    default=0.3,
+)

@@ -5,7 +5,8 @@ and remove, and call :func:`add` / :func:`remove` here)."""
 from __future__ import annotations
 
 import types
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pate.analysis.validation import describe
 
@@ -21,8 +22,9 @@ def get(name: str) -> Any:
     """The spec of mechanism ``name``; ValueError listing the registered names otherwise."""
     spec = _REGISTRY.get(name) if isinstance(name, str) else None
     if spec is None:
-        raise ValueError(f"mechanism must be one of {', '.join(map(repr, _REGISTRY))}; got "
-                         f"{describe(name)}")
+        raise ValueError(
+            f"mechanism must be one of {', '.join(map(repr, _REGISTRY))}; got {describe(name)}"
+        )
     return spec
 
 

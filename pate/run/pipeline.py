@@ -27,11 +27,11 @@ import logging
 import os
 import pathlib
 
+from pate.analysis.errors import ConfigError
 from pate.run import config as C
 from pate.run import planner as P
 from pate.run import rundir as R
 from pate.run import stages as S
-from pate.analysis.errors import ConfigError
 from pate.run.rundir import Run
 
 logger = logging.getLogger("pate")
@@ -52,8 +52,15 @@ class Pipeline:
     does the work.
     """
 
-    def __init__(self, config: dict, *, resume: bool = False, progress: bool = True,
-                 ledger_path: str | os.PathLike | None = None, wording: str = "config") -> None:
+    def __init__(
+        self,
+        config: dict,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+        ledger_path: str | os.PathLike | None = None,
+        wording: str = "config",
+    ) -> None:
         #: How the plan's refusals name settings: "config" (TOML keys) or "python" (pate.fit).
         self.wording = wording
         if ledger_path is not None:
@@ -62,15 +69,18 @@ class Pipeline:
         run_dir = C.run_directory(config)
         if (run_dir / R.STATE).exists():
             if not self.resume:
-                how = ("pass resume=True to continue it, or choose another run_dir="
-                       if wording == "python" else
-                       "pass --resume to continue it, or choose another --run-dir / [run] name")
+                how = (
+                    "pass resume=True to continue it, or choose another run_dir="
+                    if wording == "python"
+                    else "pass --resume to continue it, or choose another --run-dir / [run] name"
+                )
                 raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
             run = Run.open(run_dir, progress=progress)
             recorded = run.state.get("config_comparable")
             if not isinstance(recorded, dict) or R.comparable(recorded) != R.comparable(config):
-                raise ConfigError(_differs(run_dir, recorded, R.comparable(config),
-                                           wording=wording))
+                raise ConfigError(
+                    _differs(run_dir, recorded, R.comparable(config), wording=wording)
+                )
             run.config = config  # the device may differ
             self.ctx = run
         else:
@@ -109,10 +119,10 @@ class Pipeline:
         if until is not None and until not in STAGES:
             raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
         last = STAGES.index(until) if until is not None else len(STAGES) - 1
-        todo = [s for s in STAGES[:last + 1] if not self.ctx.done(s)]
+        todo = [s for s in STAGES[: last + 1] if not self.ctx.done(s)]
         S.check_device(self.config, todo, objects=self.ctx.objects)  # before the data is read
         plan = self._plan()
-        S.preflight(self.ctx, stages=[s for s in STAGES[:last + 1] if not self.ctx.done(s)])
+        S.preflight(self.ctx, stages=[s for s in STAGES[: last + 1] if not self.ctx.done(s)])
         self.ctx.start()
         if plan is not None:
             P.write_plan(self.run_dir / PLAN, plan)
@@ -144,18 +154,24 @@ def _differs(run_dir, recorded, now: dict, *, wording: str = "config") -> str:
             if a != b and isinstance(a, dict) and isinstance(b, dict):
                 key = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))[0]
                 name = C.setting(table, key, source="python" if python else None)
-                where = (f"{name} (started with {a.get(key, '(unset)')!r}, now "
-                         f"{b.get(key, '(unset)')!r})")
+                where = (
+                    f"{name} (started with {a.get(key, '(unset)')!r}, now "
+                    f"{b.get(key, '(unset)')!r})"
+                )
                 break
     if python:
-        return (f"resume=True: {where} differs from the configuration {run_dir} was started "
-                "with (its config.json); call again with the arguments it was started with and "
-                f"resume=True (or `pate run --run-dir {run_dir} --resume` in a shell), or start "
-                "a new run (another run_dir=, or pate.run.pipeline.fork_run to keep its teachers)")
-    return (f"--resume: {where} differs from the configuration {run_dir} was started with (its "
-            f"config.json); continue it as it was with `pate run --run-dir {run_dir} --resume`, "
-            "or start a new run (another --run-dir / [run] name, or fork_run to keep its "
-            "teachers)")
+        return (
+            f"resume=True: {where} differs from the configuration {run_dir} was started "
+            "with (its config.json); call again with the arguments it was started with and "
+            f"resume=True (or `pate run --run-dir {run_dir} --resume` in a shell), or start "
+            "a new run (another run_dir=, or pate.run.pipeline.fork_run to keep its teachers)"
+        )
+    return (
+        f"--resume: {where} differs from the configuration {run_dir} was started with (its "
+        f"config.json); continue it as it was with `pate run --run-dir {run_dir} --resume`, "
+        "or start a new run (another --run-dir / [run] name, or fork_run to keep its "
+        "teachers)"
+    )
 
 
 def fork_run(source, config: dict) -> pathlib.Path:

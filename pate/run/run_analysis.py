@@ -21,12 +21,11 @@ import math
 
 import numpy as np
 
-from pate import analysis
-from pate.run import config as C
-from pate import mechanisms
-from pate.run import rundir as R
+from pate import analysis, mechanisms
 from pate.analysis.errors import CorruptFileError
 from pate.core.io import load_npy, read_json
+from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.rundir import Run
 
 _CURVE_POINTS = 300
@@ -67,52 +66,77 @@ def utility_warnings(u: dict, *, num_classes: int, answered: int) -> list[str]:
     chance = 1.0 / max(2, num_classes)
     majority = u.get("majority_class_rate")
     baseline = max(chance, majority if majority is not None else 0.0)
-    noise_fix = ("use less noise for the same budget: fewer queries (queries=, [aggregator] "
-                 "queries), fewer teachers, or a larger target epsilon")
+    noise_fix = (
+        "use less noise for the same budget: fewer queries (queries=, [aggregator] "
+        "queries), fewer teachers, or a larger target epsilon"
+    )
     drowned = agreement is not None and agreement < MIN_AGREEMENT and answered > 0
     if student <= baseline + NEAR_CHANCE:
-        text = (f"The student ({_pct(student)}) is near chance: always answering the evaluation "
-                f"split's majority class gives {_pct(baseline)}.")
+        text = (
+            f"The student ({_pct(student)}) is near chance: always answering the evaluation "
+            f"split's majority class gives {_pct(baseline)}."
+        )
         if plurality is not None and plurality <= baseline + NEAR_CHANCE:
-            text += (f" The teachers' plurality vote is near chance too ({_pct(plurality)}): each "
-                     f"teacher learned too little. Give each teacher more records (fewer "
-                     f"teachers), use teacher='auto', or a model suited to these inputs "
-                     f"(scaled tabular features).")
+            text += (
+                f" The teachers' plurality vote is near chance too ({_pct(plurality)}): each "
+                f"teacher learned too little. Give each teacher more records (fewer "
+                f"teachers), use teacher='auto', or a model suited to these inputs "
+                f"(scaled tabular features)."
+            )
         elif drowned:
-            text += (" Most answered labels disagree with the teachers' plurality vote: the noise "
-                     f"decides the answers; {noise_fix}.")
+            text += (
+                " Most answered labels disagree with the teachers' plurality vote: the noise "
+                f"decides the answers; {noise_fix}."
+            )
         elif answered < MIN_LABELS_PER_CLASS * num_classes:
-            text += (f" It had {answered} labels for {num_classes} classes: answer more queries "
-                     f"(a larger budget, or less noise).")
+            text += (
+                f" It had {answered} labels for {num_classes} classes: answer more queries "
+                f"(a larger budget, or less noise)."
+            )
         else:
-            text += (" Its labels are better than that: train the student longer (leave its "
-                     "epochs unset, student='auto') or with a model suited to the inputs.")
+            text += (
+                " Its labels are better than that: train the student longer (leave its "
+                "epochs unset, student='auto') or with a model suited to the inputs."
+            )
         out.append(text)
     elif labels is not None and student < labels - BELOW_LABELS:
-        out.append(f"The student ({_pct(student)}) is far below the accuracy of its own labels "
-                   f"({_pct(labels)}): it did not learn what it was given. Train it longer (leave "
-                   f"its epochs unset: auto trains at least 1000 steps), or use student='auto'.")
+        out.append(
+            f"The student ({_pct(student)}) is far below the accuracy of its own labels "
+            f"({_pct(labels)}): it did not learn what it was given. Train it longer (leave "
+            f"its epochs unset: auto trains at least 1000 steps), or use student='auto'."
+        )
     elif plurality is not None and student < plurality - BELOW_PLURALITY:
-        cause = (f"most answered labels disagree with the plurality vote; {noise_fix}" if drowned
-                 else "answer more queries, use less noise, or train the student longer")
-        out.append(f"The student ({_pct(student)}) is far below the teachers' noiseless plurality "
-                   f"vote ({_pct(plurality)}): {cause}.")
+        cause = (
+            f"most answered labels disagree with the plurality vote; {noise_fix}"
+            if drowned
+            else "answer more queries, use less noise, or train the student longer"
+        )
+        out.append(
+            f"The student ({_pct(student)}) is far below the teachers' noiseless plurality "
+            f"vote ({_pct(plurality)}): {cause}."
+        )
     elif drowned:
-        out.append(f"Most answered labels disagree with the teachers' plurality vote: the noise "
-                   f"decides the answers; {noise_fix}.")
+        out.append(
+            f"Most answered labels disagree with the teachers' plurality vote: the noise "
+            f"decides the answers; {noise_fix}."
+        )
     if 0 < answered < MIN_LABELS_PER_CLASS * num_classes:
-        out.append(f"Only {answered} labels were answered for {num_classes} classes (fewer than "
-                   f"{MIN_LABELS_PER_CLASS} per class): a larger budget, less noise or a lower "
-                   f"threshold buys more.")
+        out.append(
+            f"Only {answered} labels were answered for {num_classes} classes (fewer than "
+            f"{MIN_LABELS_PER_CLASS} per class): a larger budget, less noise or a lower "
+            f"threshold buys more."
+        )
     steps = u.get("student_steps")
     if steps is not None:
         from pate.student.train import MIN_STUDENT_STEPS
 
         if steps < MIN_STUDENT_STEPS:
-            out.append(f"The student trained only {steps} optimiser steps (fewer than "
-                       f"{MIN_STUDENT_STEPS}): leave its epochs unset (auto) or raise them "
-                       f"(student_params={{'epochs': ...}} in pate.fit, [student] epochs in a "
-                       f"config).")
+            out.append(
+                f"The student trained only {steps} optimiser steps (fewer than "
+                f"{MIN_STUDENT_STEPS}): leave its epochs unset (auto) or raise them "
+                f"(student_params={{'epochs': ...}} in pate.fit, [student] epochs in a "
+                f"config)."
+            )
     out.extend(w[0].upper() + w[1:] + "." for w in u.get("scale_warnings") or [])
     return out
 
@@ -164,20 +188,34 @@ def _composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int
     eps = sqrt(2 k ln(2/delta)) eps0 + k eps0 (e^eps0 - 1) at delta/2 + k delta0 = delta.
     """
     if k == 0:
-        return {"per_query_eps": 0.0, "per_query_delta": 0.0, "basic_eps": 0.0,
-                "advanced_eps": 0.0, "delta": delta, "queries_composed": 0}
+        return {
+            "per_query_eps": 0.0,
+            "per_query_delta": 0.0,
+            "basic_eps": 0.0,
+            "advanced_eps": 0.0,
+            "delta": delta,
+            "queries_composed": 0,
+        }
     delta0 = delta / (2 * k)
     eps0 = float(analysis.eps_from_rdp(per_query, orders=orders, delta=delta0)[0])
     advanced = math.sqrt(2 * k * math.log(2 / delta)) * eps0 + k * eps0 * math.expm1(eps0)
-    return {"per_query_eps": eps0, "per_query_delta": delta0, "basic_eps": k * eps0,
-            "advanced_eps": advanced, "delta": delta, "queries_composed": int(k)}
+    return {
+        "per_query_eps": eps0,
+        "per_query_delta": delta0,
+        "basic_eps": k * eps0,
+        "advanced_eps": advanced,
+        "delta": delta,
+        "queries_composed": int(k),
+    }
 
 
 def _gnss_curve(release: dict, orders: np.ndarray) -> np.ndarray:
     """RDP of the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)."""
     if release.get("fallback") is not None or release.get("noise_std", 0.0) == 0.0:
         return np.zeros(orders.size)
-    return analysis.gnss_rdp_curve(beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders)
+    return analysis.gnss_rdp_curve(
+        beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders
+    )
 
 
 def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
@@ -189,22 +227,39 @@ def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
     try:
         s = ledger.summary(dataset)
         # the report lists changes of a budget after it was first set (raises, lowerings)
-        changes = [{"time_utc": c["time_utc"], "old_eps": c["previous"]["eps"],
-                    "old_delta": c["previous"]["delta"], "new_eps": c["eps"],
-                    "new_delta": c["delta"], "spent_eps": c["spent_eps"], "change": c["change"]}
-                   for c in ledger.budget_changes(dataset) if c["previous"] is not None]
+        changes = [
+            {
+                "time_utc": c["time_utc"],
+                "old_eps": c["previous"]["eps"],
+                "old_delta": c["previous"]["delta"],
+                "new_eps": c["eps"],
+                "new_delta": c["delta"],
+                "spent_eps": c["spent_eps"],
+                "change": c["change"],
+            }
+            for c in ledger.budget_changes(dataset)
+            if c["previous"] is not None
+        ]
     finally:
         ledger.close()
     budget = s["budget"] or {}
     eps = budget.get("eps")
     spent = None if s["spent"] is None else float(s["spent"])
     remaining = s.get("remaining_effective", s["remaining"])
-    return {"path": str(s["ledger"]), "dataset": s["dataset"], "name": s["name"],
-            "budget_eps": eps, "budget_delta": budget.get("delta"), "spent_eps": spent,
-            "remaining_eps": None if remaining is None else float(remaining),
-            "events": int(s["events"]), "linked_events": int(s.get("linked_events", 0)),
-            "limited_by": s.get("limited_by"), "runs": int(s["runs"]),
-            "budget_changes": changes}
+    return {
+        "path": str(s["ledger"]),
+        "dataset": s["dataset"],
+        "name": s["name"],
+        "budget_eps": eps,
+        "budget_delta": budget.get("delta"),
+        "spent_eps": spent,
+        "remaining_eps": None if remaining is None else float(remaining),
+        "events": int(s["events"]),
+        "linked_events": int(s.get("linked_events", 0)),
+        "limited_by": s.get("limited_by"),
+        "runs": int(s["runs"]),
+        "budget_changes": changes,
+    }
 
 
 def _float_or_none(value) -> float | None:
@@ -261,8 +316,10 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
         # asked query does not depend on them (only their number is used here)
         votes = np.zeros((asked, 2), dtype=np.int64)
         # the records voting on one query (Private-kNN: k; class-means: all of them)
-        num_teachers = spec.voters(summary["params"], private_records=int(
-            (summary.get("records") or {}).get("private_records", 0)))
+        num_teachers = spec.voters(
+            summary["params"],
+            private_records=int((summary.get("records") or {}).get("private_records", 0)),
+        )
         return votes, num_teachers
     votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
     return votes_all[:asked], int(votes_all[0].sum())
@@ -280,13 +337,24 @@ def _load_saved(run: Run) -> _Saved:
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     asked = int(summary["queries_asked"])
     votes, num_teachers = _votes(run, spec, summary, asked)
-    return _Saved(summary=summary, spec=spec, orders=orders, delta=delta, conversion=conversion,
-                  answered_all=answered_all, labels=labels, asked=asked,
-                  answered=answered_all[:asked], votes=votes, num_teachers=num_teachers)
+    return _Saved(
+        summary=summary,
+        spec=spec,
+        orders=orders,
+        delta=delta,
+        conversion=conversion,
+        answered_all=answered_all,
+        labels=labels,
+        asked=asked,
+        answered=answered_all[:asked],
+        votes=votes,
+        num_teachers=num_teachers,
+    )
 
 
-def _check_charged(run: Run, summary: dict, orders: np.ndarray, *, rdp_dep: np.ndarray,
-                   rdp_ind: np.ndarray) -> None:
+def _check_charged(
+    run: Run, summary: dict, orders: np.ndarray, *, rdp_dep: np.ndarray, rdp_ind: np.ndarray
+) -> None:
     """Raise unless the events the aggregator charged are stated for adding or removing one
     record and compose to the recomputed totals."""
     events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
@@ -297,30 +365,52 @@ def _check_charged(run: Run, summary: dict, orders: np.ndarray, *, rdp_dep: np.n
             "neighbours (written by a pate-learn whose teacher split reshuffled the records when "
             "one was added); this pate-learn states every guarantee for adding or removing one "
             "record and cannot report that run's. Start a new run directory",
-            path=run.path(R.AGGREGATE))
+            path=run.path(R.AGGREGATE),
+        )
     charged = analysis.RdpAccountant(orders).compose(
-        *[e for e in events if e.mechanism != "gnss-release"])
-    if not (np.allclose(charged.rdp(), rdp_dep, rtol=1e-9, atol=0)
-            and np.allclose(charged.rdp(False), rdp_ind, rtol=1e-9, atol=0)):
-        raise RuntimeError("the recomputed privacy cost differs from the cost the aggregator charged; "
-                           "the run directory may have been modified")
+        *[e for e in events if e.mechanism != "gnss-release"]
+    )
+    if not (
+        np.allclose(charged.rdp(), rdp_dep, rtol=1e-9, atol=0)
+        and np.allclose(charged.rdp(False), rdp_ind, rtol=1e-9, atol=0)
+    ):
+        raise RuntimeError(
+            "the recomputed privacy cost differs from the cost the aggregator charged; "
+            "the run directory may have been modified"
+        )
 
 
 def _realised_cost(run: Run, saved: _Saved) -> _Cost:
     """Realised cost, recomputed per query; its total must equal the charged event."""
     s = saved
-    ind = s.spec.per_query_rdp(s.votes, s.params, answered=s.answered, orders=s.orders,
-                               data_dependent=False)
-    dep = ind if s.knn else s.spec.per_query_rdp(s.votes, s.params, answered=s.answered,
-                                                 orders=s.orders, data_dependent=True)
+    ind = s.spec.per_query_rdp(
+        s.votes, s.params, answered=s.answered, orders=s.orders, data_dependent=False
+    )
+    dep = (
+        ind
+        if s.knn
+        else s.spec.per_query_rdp(
+            s.votes, s.params, answered=s.answered, orders=s.orders, data_dependent=True
+        )
+    )
     rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
     _check_charged(run, s.summary, s.orders, rdp_dep=rdp_dep, rdp_ind=rdp_ind)
-    eps_dep, order_dep = analysis.eps_from_rdp(rdp_dep, orders=s.orders, delta=s.delta,
-                                               conversion=s.conversion)
-    eps_ind, order_ind = analysis.eps_from_rdp(rdp_ind, orders=s.orders, delta=s.delta,
-                                               conversion=s.conversion)
-    return _Cost(ind=ind, dep=dep, rdp_ind=rdp_ind, rdp_dep=rdp_dep, eps_ind=eps_ind,
-                 order_ind=order_ind, eps_dep=eps_dep, order_dep=order_dep)
+    eps_dep, order_dep = analysis.eps_from_rdp(
+        rdp_dep, orders=s.orders, delta=s.delta, conversion=s.conversion
+    )
+    eps_ind, order_ind = analysis.eps_from_rdp(
+        rdp_ind, orders=s.orders, delta=s.delta, conversion=s.conversion
+    )
+    return _Cost(
+        ind=ind,
+        dep=dep,
+        rdp_ind=rdp_ind,
+        rdp_dep=rdp_dep,
+        eps_ind=eps_ind,
+        order_ind=order_ind,
+        eps_dep=eps_dep,
+        order_dep=order_dep,
+    )
 
 
 def _release(saved: _Saved, cost: _Cost, priv: C.PrivacySection) -> dict:
@@ -331,16 +421,24 @@ def _release(saved: _Saved, cost: _Cost, priv: C.PrivacySection) -> dict:
         orders, delta = saved.orders, saved.delta
         lam = priv.release_order
         idx = int(np.argmin(np.abs(orders - lam)))
-        eps_at = float(cost.rdp_ind[idx] + analysis.conversion_term(
-            order=orders[idx], delta=delta, conversion=saved.conversion))
-        release = {"order": float(orders[idx]), "beta": priv.release_beta,
-                   "sigma_ss": priv.release_sigma_ss, "noise_std": 0.0, "rdp_gnss": 0.0,
-                   "smooth_sensitivity": 0.0, "eps_data_independent": eps_at,
-                   "fallback": saved.summary["release_plan"]["fallback"],
-                   # nothing data-dependent is released: the data-independent epsilon holds at
-                   # every order, so its best order may be used
-                   "eps_sanitized": float(cost.eps_ind),
-                   "eps_sanitized_upper_2std": float(cost.eps_ind)}
+        eps_at = float(
+            cost.rdp_ind[idx]
+            + analysis.conversion_term(order=orders[idx], delta=delta, conversion=saved.conversion)
+        )
+        release = {
+            "order": float(orders[idx]),
+            "beta": priv.release_beta,
+            "sigma_ss": priv.release_sigma_ss,
+            "noise_std": 0.0,
+            "rdp_gnss": 0.0,
+            "smooth_sensitivity": 0.0,
+            "eps_data_independent": eps_at,
+            "fallback": saved.summary["release_plan"]["fallback"],
+            # nothing data-dependent is released: the data-independent epsilon holds at
+            # every order, so its best order may be used
+            "eps_sanitized": float(cost.eps_ind),
+            "eps_sanitized_upper_2std": float(cost.eps_ind),
+        }
     return dict(release)
 
 
@@ -354,10 +452,17 @@ def _guarantee(saved: _Saved, cost: _Cost, release: dict) -> tuple[float, dict |
     if prior is not None:
         prior_rdp = np.asarray(prior["rdp"], dtype=float)
         guarantee_rdp = guarantee_rdp + prior_rdp
-        prior = {"runs": prior["runs"], "eps": float(analysis.eps_from_rdp(
-            prior_rdp, orders=orders, delta=delta, conversion=conversion)[0])}
-    eps_guarantee, _ = analysis.eps_from_rdp(guarantee_rdp, orders=orders, delta=delta,
-                                             conversion=conversion)
+        prior = {
+            "runs": prior["runs"],
+            "eps": float(
+                analysis.eps_from_rdp(prior_rdp, orders=orders, delta=delta, conversion=conversion)[
+                    0
+                ]
+            ),
+        }
+    eps_guarantee, _ = analysis.eps_from_rdp(
+        guarantee_rdp, orders=orders, delta=delta, conversion=conversion
+    )
     return eps_guarantee, prior
 
 
@@ -367,12 +472,17 @@ def _curves(saved: _Saved, cost: _Cost) -> dict:
     idx = _downsample(asked)
     if not asked:
         return {"answered_count": [], "eps_data_independent": [], "eps_data_dependent": []}
-    eps_i, _ = analysis.eps_from_rdp(np.cumsum(cost.ind, axis=0)[idx], orders=orders, delta=delta,
-                                     conversion=conversion)
-    eps_d, _ = analysis.eps_from_rdp(np.cumsum(cost.dep, axis=0)[idx], orders=orders, delta=delta,
-                                     conversion=conversion)
-    return {"answered_count": np.cumsum(saved.answered)[idx].astype(int).tolist(),
-            "eps_data_independent": eps_i.tolist(), "eps_data_dependent": eps_d.tolist()}
+    eps_i, _ = analysis.eps_from_rdp(
+        np.cumsum(cost.ind, axis=0)[idx], orders=orders, delta=delta, conversion=conversion
+    )
+    eps_d, _ = analysis.eps_from_rdp(
+        np.cumsum(cost.dep, axis=0)[idx], orders=orders, delta=delta, conversion=conversion
+    )
+    return {
+        "answered_count": np.cumsum(saved.answered)[idx].astype(int).tolist(),
+        "eps_data_independent": eps_i.tolist(),
+        "eps_data_dependent": eps_d.tolist(),
+    }
 
 
 def _margins_and_teachers(run: Run, saved: _Saved) -> tuple[dict, str, dict]:
@@ -382,11 +492,16 @@ def _margins_and_teachers(run: Run, saved: _Saved) -> tuple[dict, str, dict]:
 
     if saved.knn:
         counts, edges = np.zeros(0, dtype=int), np.zeros(1)
-        margin_note = (f"{saved.spec.title}: no vote margins; what the private records "
-                       "contributed was drawn inside the aggregate stage and never saved")
+        margin_note = (
+            f"{saved.spec.title}: no vote margins; what the private records "
+            "contributed was drawn inside the aggregate stage and never saved"
+        )
         relation = "record"  # every record may be sampled for any query: no partition
-        teachers = {"teacher_accuracy_mean": None, "teacher_accuracy_std": None,
-                    "plurality_accuracy": None}
+        teachers = {
+            "teacher_accuracy_mean": None,
+            "teacher_accuracy_std": None,
+            "plurality_accuracy": None,
+        }
     else:
         votes, asked, num_teachers = saved.votes, saved.asked, saved.num_teachers
         top2 = -np.sort(-votes, axis=1)[:, :2] if asked else np.zeros((0, 2), int)
@@ -396,8 +511,11 @@ def _margins_and_teachers(run: Run, saved: _Saved) -> tuple[dict, str, dict]:
         part = Partition.load(run.path(R.PARTITION))
         relation = "unit" if part.neighbouring_relation.startswith("unit") else "record"
         teachers = read_json(run.path(R.TEACHER_METRICS))
-    margins_doc = {"bin_edges": edges.tolist(), "counts": counts.astype(int).tolist(),
-                   "note": margin_note}
+    margins_doc = {
+        "bin_edges": edges.tolist(),
+        "counts": counts.astype(int).tolist(),
+        "note": margin_note,
+    }
     return margins_doc, relation, teachers
 
 
@@ -427,11 +545,15 @@ def _student_figures(run: Run, saved: _Saved) -> _StudentFigures:
     y_eval = np.asarray(data.evaluation.y)
     majority = float(np.bincount(y_eval, minlength=data.num_classes).max() / y_eval.size)
     settings = student.get("settings") or {}
-    steps = (int(settings["epochs"]) * int(settings["steps_per_epoch"])
-             if isinstance(settings.get("epochs"), int)
-             and isinstance(settings.get("steps_per_epoch"), int) else None)
-    return _StudentFigures(student=student, label_acc=label_acc, agreement=agreement,
-                           majority=majority, steps=steps)
+    steps = (
+        int(settings["epochs"]) * int(settings["steps_per_epoch"])
+        if isinstance(settings.get("epochs"), int)
+        and isinstance(settings.get("steps_per_epoch"), int)
+        else None
+    )
+    return _StudentFigures(
+        student=student, label_acc=label_acc, agreement=agreement, majority=majority, steps=steps
+    )
 
 
 def _run_section(run: Run) -> dict:
@@ -439,14 +561,27 @@ def _run_section(run: Run) -> dict:
     from pate import __version__
 
     section = C.sections(run.config).run
-    return {"name": section.name, "run_dir": str(run.run_dir),
-            "created": run.state["created"], "pate_learn_version": __version__,
-            "run_id": run.state["run_id"], "forked_from": run.state.get("forked_from"),
-            "smoke_test": bool(section.smoke_test)}
+    return {
+        "name": section.name,
+        "run_dir": str(run.run_dir),
+        "created": run.state["created"],
+        "pate_learn_version": __version__,
+        "run_id": run.state["run_id"],
+        "forked_from": run.state.get("forked_from"),
+        "smoke_test": bool(section.smoke_test),
+    }
 
 
-def _privacy_section(config: dict, saved: _Saved, cost: _Cost, *, relation: str, release: dict,
-                     guarantee: tuple[float, dict | None], ledger: dict | None) -> dict:
+def _privacy_section(
+    config: dict,
+    saved: _Saved,
+    cost: _Cost,
+    *,
+    relation: str,
+    release: dict,
+    guarantee: tuple[float, dict | None],
+    ledger: dict | None,
+) -> dict:
     """The ``privacy`` object of ``analysis.json``."""
     s, summary = saved, saved.summary
     eps_guarantee, prior = guarantee
@@ -455,31 +590,54 @@ def _privacy_section(config: dict, saved: _Saved, cost: _Cost, *, relation: str,
         # the one relation of every bound, the partition, the ledger and this report
         "relation": analysis.ADD_REMOVE,
         "relation_text": analysis.RELATIONS[analysis.ADD_REMOVE],
-        "mechanism": summary["mechanism"], "params": s.params, "num_teachers": s.num_teachers,
-        "delta": s.delta, "conversion": s.conversion,
-        "orders": s.orders.tolist(), "rdp_data_dependent": cost.rdp_dep.tolist(),
+        "mechanism": summary["mechanism"],
+        "params": s.params,
+        "num_teachers": s.num_teachers,
+        "delta": s.delta,
+        "conversion": s.conversion,
+        "orders": s.orders.tolist(),
+        "rdp_data_dependent": cost.rdp_dep.tolist(),
         "rdp_data_independent": cost.rdp_ind.tolist(),
-        "eps_data_independent": float(cost.eps_ind), "order_data_independent": float(cost.order_ind),
-        "eps_data_dependent": float(cost.eps_dep), "order": float(cost.order_dep),
+        "eps_data_independent": float(cost.eps_ind),
+        "order_data_independent": float(cost.order_ind),
+        "eps_data_dependent": float(cost.eps_dep),
+        "order": float(cost.order_dep),
         "data_dependent_is_private": False,
         "eps_sanitized": float(release["eps_sanitized"]),
-        "sanitized": {k: release.get(k) for k in (
-            "order", "beta", "sigma_ss", "noise_std", "rdp_gnss", "smooth_sensitivity",
-            "eps_sanitized_upper_2std", "eps_data_independent", "fallback")},
+        "sanitized": {
+            k: release.get(k)
+            for k in (
+                "order",
+                "beta",
+                "sigma_ss",
+                "noise_std",
+                "rdp_gnss",
+                "smooth_sensitivity",
+                "eps_sanitized_upper_2std",
+                "eps_data_independent",
+                "fallback",
+            )
+        },
         "eps_guarantee": float(eps_guarantee),
         "prior_rounds": prior,
         # one release labels every query (class-means): one mechanism, nothing to compose
-        "composition": _composition(s.spec.worst_case_query_rdp(s.params, orders=s.orders),
-                                    s.orders, s.delta,
-                                    min(s.asked, 1) if s.spec.kind.releases_once else s.asked),
+        "composition": _composition(
+            s.spec.worst_case_query_rdp(s.params, orders=s.orders),
+            s.orders,
+            s.delta,
+            min(s.asked, 1) if s.spec.kind.releases_once else s.asked,
+        ),
         "noise_seeded": bool(summary["noise_seeded"]),
         "calibration": C.calibration(config),
         "private": C.is_private(config),
         "ledger_enforced": summary.get("dataset") is not None,
         "budget_changes": [] if ledger is None else ledger["budget_changes"],
-        "budget": {"eps": summary["budget_eps"], "delta": summary["delta"],
-                   "basis": summary["budget_basis"].replace("_", "-"),
-                   "stop_reason": summary.get("stop_reason")},
+        "budget": {
+            "eps": summary["budget_eps"],
+            "delta": summary["delta"],
+            "basis": summary["budget_basis"].replace("_", "-"),
+            "stop_reason": summary.get("stop_reason"),
+        },
         "ledger": ledger,
     }
 
@@ -491,23 +649,32 @@ def _utility_section(run: Run, saved: _Saved, teachers: dict, figures: _StudentF
         "student_accuracy": float(student["accuracy"]),
         "student_per_class_accuracy": student.get("per_class_accuracy"),
         "confusion_matrix": student.get("confusion_matrix"),
-        "class_names": (None if getattr(data, "class_names", None) is None
-                        else [str(c) for c in data.class_names]),
+        "class_names": (
+            None
+            if getattr(data, "class_names", None) is None
+            else [str(c) for c in data.class_names]
+        ),
         "teacher_mean_accuracy": _float_or_none(teachers["teacher_accuracy_mean"]),
         "teacher_accuracy_std": _float_or_none(teachers["teacher_accuracy_std"]),
         "plurality_vote_accuracy": _float_or_none(teachers["plurality_accuracy"]),
         "label_accuracy_answered": figures.label_acc,
-        "label_accuracy_note": ("accuracy of the released labels against the public split's true "
-                                "labels, which are known here only because this is a benchmark "
-                                "dataset; in a real deployment the public data is unlabelled"),
+        "label_accuracy_note": (
+            "accuracy of the released labels against the public split's true "
+            "labels, which are known here only because this is a benchmark "
+            "dataset; in a real deployment the public data is unlabelled"
+        ),
         "evaluation_size": int(len(data.evaluation)),
-        **({"student_alone_accuracy": float(student["student_alone_accuracy"])}
-           if "student_alone_accuracy" in student else {}),
+        **(
+            {"student_alone_accuracy": float(student["student_alone_accuracy"])}
+            if "student_alone_accuracy" in student
+            else {}
+        ),
         "answered_labels": int(saved.answered.sum()),
         "answered_plurality_agreement": figures.agreement,
         "answered_plurality_agreement_note": (
             "internal: share of the answered labels equal to the teachers' noiseless "
-            "plurality vote, computed from the private votes; do not publish"),
+            "plurality vote, computed from the private votes; do not publish"
+        ),
         "majority_class_rate": figures.majority,
         "chance_rate": 1.0 / data.num_classes,
         "student_steps": figures.steps,
@@ -531,18 +698,30 @@ def build_analysis(run: Run) -> dict:
         "format": 1,
         "run": _run_section(run),
         "config": config,
-        "privacy": _privacy_section(config, saved, cost, relation=relation, release=release,
-                                    guarantee=guarantee, ledger=ledger),
-        "queries": {"public_size": int(saved.labels.shape[0]), "asked": saved.asked,
-                    "answered": int(saved.answered.sum()), "labelled_by_student": 0,
-                    "stop_reason": saved.summary.get("stop_reason")},
+        "privacy": _privacy_section(
+            config,
+            saved,
+            cost,
+            relation=relation,
+            release=release,
+            guarantee=guarantee,
+            ledger=ledger,
+        ),
+        "queries": {
+            "public_size": int(saved.labels.shape[0]),
+            "asked": saved.asked,
+            "answered": int(saved.answered.sum()),
+            "labelled_by_student": 0,
+            "stop_reason": saved.summary.get("stop_reason"),
+        },
         "utility": _utility_section(run, saved, teachers, figures),
         "curves": curves,
         "vote_margins": vote_margins,
     }
     u = doc["utility"]
-    u["warnings"] = utility_warnings(u, num_classes=int(run.data.num_classes),
-                                     answered=int(saved.answered.sum()))
+    u["warnings"] = utility_warnings(
+        u, num_classes=int(run.data.num_classes), answered=int(saved.answered.sum())
+    )
     for warning in u["warnings"]:
         logger.warning("utility: %s", warning)
     return doc

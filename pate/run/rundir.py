@@ -54,15 +54,22 @@ import copy
 import datetime as _dt
 import pathlib
 import secrets
+
 from pate.analysis.errors import ConfigError, CorruptFileError
 from pate.core.io import atomic_write_json, read_json
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
 #: The ``pate`` subcommand that runs each stage.
-COMMANDS = {"partition": "partition", "teachers": "train-teachers", "votes": "vote",
-            "aggregate": "aggregate", "student": "train-student", "analysis": "analyze",
-            "report": "report"}
+COMMANDS = {
+    "partition": "partition",
+    "teachers": "train-teachers",
+    "votes": "vote",
+    "aggregate": "aggregate",
+    "student": "train-student",
+    "analysis": "analyze",
+    "report": "report",
+}
 
 CONFIG = "config.json"
 STATE = "run.json"
@@ -88,22 +95,54 @@ STAGE_DIR = "stages"
 FORMAT = 2
 
 #: Keys of ``aggregate.json``.
-AGGREGATE_KEYS = frozenset({
-    "mechanism", "params", "budget_eps", "delta", "budget_basis", "conversion", "queries_offered",
-    "queries_asked", "queries_answered", "stop_reason", "eps_data_independent",
-    "eps_data_dependent", "run_id", "dataset", "ledger", "events", "release", "release_plan",
-    "noise_seeded", "reserved_queries", "rounds"})
+AGGREGATE_KEYS = frozenset(
+    {
+        "mechanism",
+        "params",
+        "budget_eps",
+        "delta",
+        "budget_basis",
+        "conversion",
+        "queries_offered",
+        "queries_asked",
+        "queries_answered",
+        "stop_reason",
+        "eps_data_independent",
+        "eps_data_dependent",
+        "run_id",
+        "dataset",
+        "ledger",
+        "events",
+        "release",
+        "release_plan",
+        "noise_seeded",
+        "reserved_queries",
+        "rounds",
+    }
+)
 #: Keys of ``student_metrics.json``.
-STUDENT_METRICS_KEYS = frozenset({
-    "accuracy", "per_class_accuracy", "confusion_matrix", "num_examples", "method", "model",
-    "num_labelled", "num_public", "settings", "train_seconds"})
+STUDENT_METRICS_KEYS = frozenset(
+    {
+        "accuracy",
+        "per_class_accuracy",
+        "confusion_matrix",
+        "num_examples",
+        "method",
+        "model",
+        "num_labelled",
+        "num_public",
+        "settings",
+        "train_seconds",
+    }
+)
 #: Keys of ``run.json``.
-STATE_KEYS = frozenset({"format", "run_id", "created", "stream_seed", "ledger",
-                        "config_comparable"})
+STATE_KEYS = frozenset(
+    {"format", "run_id", "created", "stream_seed", "ledger", "config_comparable"}
+)
 
 
 def now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def new_run_id(name: str) -> str:
@@ -153,12 +192,18 @@ def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
     """A JSON summary of the run directory, checked to hold ``keys`` (names the file if not)."""
     doc = read_json(path)
     if not isinstance(doc, dict):
-        raise CorruptFileError(f"{path} must hold a JSON object; the run directory was modified or "
-                               "belongs to another version of pate-learn: start a new run", path=path)
+        raise CorruptFileError(
+            f"{path} must hold a JSON object; the run directory was modified or "
+            "belongs to another version of pate-learn: start a new run",
+            path=path,
+        )
     missing = sorted(keys - set(doc))
     if missing:
-        raise CorruptFileError(f"{path} lacks {', '.join(missing)}; it was written by another "
-                               "version of pate-learn or modified: start a new run", path=path)
+        raise CorruptFileError(
+            f"{path} lacks {', '.join(missing)}; it was written by another "
+            "version of pate-learn or modified: start a new run",
+            path=path,
+        )
     return doc
 
 
@@ -168,8 +213,9 @@ class Run:
     ``config`` is validated (:func:`pate.run.config.load`); ``state`` is the content of ``run.json``.
     """
 
-    def __init__(self, run_dir: pathlib.Path, config: dict, state: dict, *,
-                 progress: bool = True) -> None:
+    def __init__(
+        self, run_dir: pathlib.Path, config: dict, state: dict, *, progress: bool = True
+    ) -> None:
         self.run_dir = pathlib.Path(run_dir)
         self.config = config
         self.state = state
@@ -184,7 +230,7 @@ class Run:
     # ---------------------------------------------------------------- creation
 
     @classmethod
-    def create(cls, config: dict, *, progress: bool = True, run_dir=None) -> "Run":
+    def create(cls, config: dict, *, progress: bool = True, run_dir=None) -> Run:
         """Start a run in ``run_dir`` (default: the config's); it must be new or empty.
 
         Resolves the ledger once (``run.json`` keeps its absolute path, so every later stage
@@ -194,14 +240,20 @@ class Run:
 
         run_dir = pathlib.Path(run_dir or C.run_directory(config))
         if (run_dir / STATE).exists():
-            raise ConfigError(f"run directory {run_dir} already holds a run; pass --resume to "
-                              "continue it, or choose another --run-dir / [run] name")
+            raise ConfigError(
+                f"run directory {run_dir} already holds a run; pass --resume to "
+                "continue it, or choose another --run-dir / [run] name"
+            )
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-            raise ConfigError(f"run directory {run_dir} exists and is not an empty directory; "
-                              "choose another --run-dir / [run] name")
+            raise ConfigError(
+                f"run directory {run_dir} exists and is not an empty directory; "
+                "choose another --run-dir / [run] name"
+            )
         ledger, section = C.ledger_path(config), C.sections(config).run
         state = {
-            "format": FORMAT, "run_id": new_run_id(section.name), "created": now_utc(),
+            "format": FORMAT,
+            "run_id": new_run_id(section.name),
+            "created": now_utc(),
             # Secure runs draw their non-noise streams (partition, teachers, student) from one
             # fresh OS-entropy seed kept here, so that an interrupted run resumes identically.
             "stream_seed": secrets.randbits(63) if section.secure else section.seed,
@@ -240,25 +292,30 @@ class Run:
         # the same inode on the same device; or at the same path (device numbers of some
         # filesystems -- device-mapper, overlay, NFS -- can change across a reboot or remount)
         if recorded.get("inode") == here["inode"] and (
-                recorded.get("device") == here["device"] or recorded.get("path") == here["path"]):
+            recorded.get("device") == here["device"] or recorded.get("path") == here["path"]
+        ):
             return
         raise RunCopyError(
             f"{self.run_dir} is a copy of run {self.run_id} (started in {recorded.get('path')}, "
             f"device {recorded.get('device')} inode {recorded.get('inode')}; this directory is "
             f"device {here['device']} inode {here['inode']}): a copy cannot draw or charge "
             "answers under that run's id; start a new run from it with fork_run (its partition, "
-            "teachers and votes, a new run id) or use a new run directory", path=self.run_dir)
+            "teachers and votes, a new run id) or use a new run directory",
+            path=self.run_dir,
+        )
 
     @classmethod
-    def open(cls, run_dir, *, progress: bool = True) -> "Run":
+    def open(cls, run_dir, *, progress: bool = True) -> Run:
         """Reopen a started run from its ``config.json`` and ``run.json``."""
         from pate.run import config as C
 
         run_dir = pathlib.Path(run_dir)
         if not (run_dir / STATE).is_file():
-            raise FileNotFoundError(f"{run_dir} holds no run (no {STATE}); start one with "
-                                    f"`pate run --config FILE --run-dir {run_dir}` or a stage "
-                                    f"command with --config FILE")
+            raise FileNotFoundError(
+                f"{run_dir} holds no run (no {STATE}); start one with "
+                f"`pate run --config FILE --run-dir {run_dir}` or a stage "
+                f"command with --config FILE"
+            )
         config = C.from_dict(read_json(run_dir / CONFIG), source=str(run_dir / CONFIG))
         state = read_summary(run_dir / STATE, STATE_KEYS - {"ledger"})
         if state.get("format") == 1 and "ledger" not in state:
@@ -266,8 +323,10 @@ class Run:
             ledger = C.ledger_path(config)
             state = dict(state, format=FORMAT, ledger=None if ledger is None else str(ledger))
         if state.get("format") != FORMAT or "ledger" not in state:
-            raise ConfigError(f"{run_dir} was made by another version of pate-learn (run format "
-                              f"{state.get('format')!r}, this version reads {FORMAT}); start a new run")
+            raise ConfigError(
+                f"{run_dir} was made by another version of pate-learn (run format "
+                f"{state.get('format')!r}, this version reads {FORMAT}); start a new run"
+            )
         run = cls(run_dir, config, state, progress=progress)
         # the lifetime budget the run last ran under: a resume that names it goes on with the
         # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)
@@ -312,8 +371,10 @@ class Run:
 
         started_on = C.sections(self.config).data.name
         if data.name != started_on:
-            raise ConfigError(f"{self.run_dir} was started on the data {started_on!r}, "
-                              f"not on these records ({data.name}); use a new run directory")
+            raise ConfigError(
+                f"{self.run_dir} was started on the data {started_on!r}, "
+                f"not on these records ({data.name}); use a new run directory"
+            )
         self._data = data
 
     @property
@@ -325,9 +386,11 @@ class Run:
 
             name = C.sections(self.config).data.name
             if name.startswith("memory:"):
-                raise ConfigError(f"{self.run_dir}: this run's data was given in memory (pate.fit); "
-                                  "continue it from Python with the same data (pate.fit(..., "
-                                  "run_dir=..., resume=True))")
+                raise ConfigError(
+                    f"{self.run_dir}: this run's data was given in memory (pate.fit); "
+                    "continue it from Python with the same data (pate.fit(..., "
+                    "run_dir=..., resume=True))"
+                )
             self._data = load_pate_data(name, **C.data_settings(self.config))
         return self._data
 
@@ -360,8 +423,9 @@ class Run:
 
         if is_factory_spec(setting):
             if key not in self.objects:
-                estimator = factory_estimator(setting, input_shape=self.data.input_shape,
-                                              num_classes=self.data.num_classes)
+                estimator = factory_estimator(
+                    setting, input_shape=self.data.input_shape, num_classes=self.data.num_classes
+                )
                 if estimator is None:
                     return setting
                 self.objects[key] = estimator
@@ -369,9 +433,11 @@ class Run:
         if not (isinstance(setting, str) and setting.startswith("python:")):
             return setting
         if key not in self.objects:
-            raise ConfigError(f"{self.run_dir}: the {key.replace('_', ' ')} {setting[7:]} was given "
-                              "as a Python object (pate.fit); continue the run from Python with the "
-                              "same object")
+            raise ConfigError(
+                f"{self.run_dir}: the {key.replace('_', ' ')} {setting[7:]} was given "
+                "as a Python object (pate.fit); continue the run from Python with the "
+                "same object"
+            )
         return self.objects[key]
 
     def ledger(self):

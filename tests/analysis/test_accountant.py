@@ -19,15 +19,18 @@ def votes():
 
 def test_events_compose_exactly(votes):
     answered = np.arange(50) % 3 == 0
-    first = analysis.confident_gnmax_event(votes[:25], threshold=60, sigma1=30, sigma2=15,
-                                           answered=answered[:25])
-    second = analysis.confident_gnmax_event(votes[25:], threshold=60, sigma1=30, sigma2=15,
-                                            answered=answered[25:])
+    first = analysis.confident_gnmax_event(
+        votes[:25], threshold=60, sigma1=30, sigma2=15, answered=answered[:25]
+    )
+    second = analysis.confident_gnmax_event(
+        votes[25:], threshold=60, sigma1=30, sigma2=15, answered=answered[25:]
+    )
     empty = RdpAccountant()
     acc = empty.compose(first).compose(second)
     assert empty.events == () and len(acc.events) == 2  # compose never mutates
-    whole = analysis.confident_gnmax_rdp(votes, threshold=60, sigma1=30, sigma2=15,
-                                         orders=analysis.DEFAULT_ORDERS, answered=answered)
+    whole = analysis.confident_gnmax_rdp(
+        votes, threshold=60, sigma1=30, sigma2=15, orders=analysis.DEFAULT_ORDERS, answered=answered
+    )
     np.testing.assert_allclose(acc.rdp(), whole, rtol=1e-13)
     assert acc.queries == 50 and acc.answered == int(answered.sum())
     eps, order = acc.epsilon(delta=1e-5)
@@ -66,7 +69,9 @@ def test_accountant_refuses_events_on_another_grid(votes):
         RdpAccountant().compose(event)
     restricted = analysis.gnmax_event(votes, sigma=20).on_orders([2.0, 11.0])
     acc = RdpAccountant([2.0, 11.0]).compose(restricted)
-    np.testing.assert_allclose(acc.rdp(), analysis.gnmax_rdp(votes, sigma=20, orders=[2.0, 11.0]).sum(0))
+    np.testing.assert_allclose(
+        acc.rdp(), analysis.gnmax_rdp(votes, sigma=20, orders=[2.0, 11.0]).sum(0)
+    )
     with pytest.raises(ValueError, match="not among"):
         analysis.gnmax_event(votes, sigma=20).on_orders([2.05])
 
@@ -89,8 +94,15 @@ def test_answer_cap_at_eps1_stated_in_docs_benchmarks():
         votes = np.zeros((asked, 10))
         votes[:, 0] = 1000
         mask = np.arange(asked) < answered
-        rdp = confident_gnmax_rdp(votes, threshold=600, sigma1=2 * sigma2, sigma2=sigma2,
-                                  orders=DEFAULT_ORDERS, answered=mask, data_dependent=False)
+        rdp = confident_gnmax_rdp(
+            votes,
+            threshold=600,
+            sigma1=2 * sigma2,
+            sigma2=sigma2,
+            orders=DEFAULT_ORDERS,
+            answered=mask,
+            data_dependent=False,
+        )
         return eps_from_rdp(rdp, orders=DEFAULT_ORDERS, delta=1e-5, conversion="tight")[0]
 
     assert eps(958, 567, 150) == pytest.approx(0.9995, abs=5e-5)

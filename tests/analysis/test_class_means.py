@@ -45,7 +45,7 @@ def _reference(sigma, orders=ORDERS, count_weight=1.0):
     dp = _dp_accounting()
     logging.getLogger("absl").setLevel(logging.ERROR)
     acc = dp.rdp.RdpAccountant(list(map(float, orders)))
-    acc.compose(dp.GaussianDpEvent(noise_multiplier=sigma / math.sqrt(1.0 + count_weight ** 2)))
+    acc.compose(dp.GaussianDpEvent(noise_multiplier=sigma / math.sqrt(1.0 + count_weight**2)))
     return np.asarray(acc._rdp, dtype=np.float64)
 
 
@@ -55,25 +55,30 @@ def _eps(rdp, delta, conversion):
 
 # ------------------------------------------------------------------------------ the RDP
 
+
 def test_sensitivity_and_closed_form():
     assert cm.class_means_sensitivity(count_weight=1.0) == math.sqrt(2.0)
     assert cm.class_means_sensitivity(count_weight=0.3) == pytest.approx(math.sqrt(1.09), rel=1e-15)
     for sigma in SIGMAS:
         ours = cm.class_means_rdp(**ALIKE, sigma=sigma, orders=ORDERS)
         assert ours.shape == ORDERS.shape and ours.dtype == np.float64
-        np.testing.assert_allclose(ours, ORDERS / sigma ** 2, rtol=1e-15)  # one GNMax answer
+        np.testing.assert_allclose(ours, ORDERS / sigma**2, rtol=1e-15)  # one GNMax answer
         for kappa in KAPPAS:
             # Mironov 2017, Prop. 7: alpha Delta^2 / (2 sigma^2) with Delta^2 = 1 + kappa^2
             np.testing.assert_allclose(
                 cm.class_means_rdp(count_weight=kappa, sigma=sigma, orders=ORDERS),
-                ORDERS * (1 + kappa ** 2) / (2 * sigma ** 2), rtol=1e-14)
+                ORDERS * (1 + kappa**2) / (2 * sigma**2),
+                rtol=1e-14,
+            )
     # a smaller count weight is a smaller cost at the same sigma, never below the sums' alone
     costs = [cm.class_means_rdp(sigma=2.0, count_weight=k)[0] for k in (2.5, 1.0, 0.3, 0.01)]
     assert costs == sorted(costs, reverse=True)
-    assert costs[-1] > ORDERS[0] / (2 * 2.0 ** 2)
+    assert costs[-1] > ORDERS[0] / (2 * 2.0**2)
     # the default orders are the default
-    np.testing.assert_array_equal(cm.class_means_rdp(**ALIKE, sigma=3.0),
-                                  cm.class_means_rdp(**ALIKE, sigma=3.0, orders=ORDERS))
+    np.testing.assert_array_equal(
+        cm.class_means_rdp(**ALIKE, sigma=3.0),
+        cm.class_means_rdp(**ALIKE, sigma=3.0, orders=ORDERS),
+    )
 
 
 @pytest.mark.parametrize("kappa", KAPPAS)
@@ -99,8 +104,13 @@ def test_sensitivity_is_what_one_record_changes(kappa):
     before = class_sums(private, labels, num_classes=3, geometry=g, count_weight=kappa)
     bound = cm.class_means_sensitivity(count_weight=kappa)
     for x, y in ((rng.normal(size=6) * 1e3, 2), (np.zeros(6), 0), (public[0] * 1e-3, 1)):
-        after = class_sums(np.vstack([private, x]), np.append(labels, y), num_classes=3,
-                           geometry=g, count_weight=kappa)
+        after = class_sums(
+            np.vstack([private, x]),
+            np.append(labels, y),
+            num_classes=3,
+            geometry=g,
+            count_weight=kappa,
+        )
         change = float(np.linalg.norm(after - before))
         assert change <= bound * (1 + 1e-12)
         if np.linalg.norm(x) > 1.0:
@@ -116,21 +126,27 @@ def test_equals_dp_accounting_composition_of_two_releases():
     event = dp.GaussianDpEvent(noise_multiplier=3.0 / math.sqrt(2.0))
     acc.compose(event)
     acc.compose(event)
-    ours = analysis.RdpAccountant().compose(cm.class_means_event(**ALIKE, sigma=3.0, queries=5),
-                                            cm.class_means_event(**ALIKE, sigma=3.0, queries=7))
+    ours = analysis.RdpAccountant().compose(
+        cm.class_means_event(**ALIKE, sigma=3.0, queries=5),
+        cm.class_means_event(**ALIKE, sigma=3.0, queries=7),
+    )
     np.testing.assert_allclose(ours.rdp(False), np.asarray(acc._rdp), rtol=1e-9)
     assert ours.queries == 12 and ours.answered == 12
     for delta in (1e-5, 1e-8):
         assert float(ours.epsilon(delta=delta, data_dependent=False)[0]) == pytest.approx(
-            _eps(np.asarray(acc._rdp), delta, "classic"), rel=1e-9)
+            _eps(np.asarray(acc._rdp), delta, "classic"), rel=1e-9
+        )
         assert float(ours.epsilon(delta=delta)[0]) == float(
-            ours.epsilon(delta=delta, data_dependent=False)[0])
+            ours.epsilon(delta=delta, data_dependent=False)[0]
+        )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sigma=st.floats(0.01, 1e5, allow_nan=False, allow_infinity=False),
-       kappa=st.floats(1e-3, 10.0, allow_nan=False, allow_infinity=False),
-       orders=st.lists(st.sampled_from(list(ORDERS)), min_size=1, max_size=6, unique=True))
+@given(
+    sigma=st.floats(0.01, 1e5, allow_nan=False, allow_infinity=False),
+    kappa=st.floats(1e-3, 10.0, allow_nan=False, allow_infinity=False),
+    orders=st.lists(st.sampled_from(list(ORDERS)), min_size=1, max_size=6, unique=True),
+)
 def test_never_below_dp_accounting(sigma, kappa, orders):
     orders = np.array(sorted(orders))
     ours = cm.class_means_rdp(count_weight=kappa, sigma=sigma, orders=orders)
@@ -142,15 +158,18 @@ def test_never_below_dp_accounting(sigma, kappa, orders):
 
 def test_monotone():
     curves = np.array([cm.class_means_rdp(**ALIKE, sigma=s, orders=ORDERS) for s in SIGMAS])
-    assert np.all(np.diff(curves, axis=0) < 0)   # more noise, less cost
-    assert np.all(np.diff(curves, axis=1) > 0)   # larger order, larger RDP
+    assert np.all(np.diff(curves, axis=0) < 0)  # more noise, less cost
+    assert np.all(np.diff(curves, axis=1) > 0)  # larger order, larger RDP
     # quadratic in 1 / sigma
-    np.testing.assert_allclose(cm.class_means_rdp(**ALIKE, sigma=2.0) * 4,
-                               cm.class_means_rdp(**ALIKE, sigma=1.0),
-                               rtol=1e-15)
+    np.testing.assert_allclose(
+        cm.class_means_rdp(**ALIKE, sigma=2.0) * 4,
+        cm.class_means_rdp(**ALIKE, sigma=1.0),
+        rtol=1e-15,
+    )
 
 
 # ------------------------------------------------------------------------------ the event
+
 
 def test_event_fields():
     event = cm.class_means_event(**ALIKE, sigma=4.0, queries=123, orders=ORDERS)
@@ -165,10 +184,12 @@ def test_event_fields():
     np.testing.assert_array_equal(event.rdp_data_independent, rdp)
     # an int sigma is recorded as a float (JSON-stable)
     assert cm.class_means_event(count_weight=1, sigma=4, queries=1).params == {
-        "sigma": 4.0, "count_weight": 1.0}
+        "sigma": 4.0,
+        "count_weight": 1.0,
+    }
 
 
-@pytest.mark.parametrize("queries", [0, 1, 10, 9000, 10 ** 7])
+@pytest.mark.parametrize("queries", [0, 1, 10, 9000, 10**7])
 def test_event_cost_does_not_depend_on_queries(queries):
     event = cm.class_means_event(**ALIKE, sigma=2.0, queries=queries)
     ref = cm.class_means_event(**ALIKE, sigma=2.0, queries=10)
@@ -207,14 +228,19 @@ def test_event_on_custom_orders():
 
 # ------------------------------------------------------------------------------ calibration
 
+
 @pytest.mark.parametrize("kappa", [1.0, 0.3, 0.05])
 @pytest.mark.parametrize("conversion", ["classic", "tight"])
 @pytest.mark.parametrize("eps, delta", [(0.5, 1e-5), (1.0, 1e-5), (4.0, 1e-6), (10.0, 1e-3)])
 def test_calibration_meets_the_target_and_is_smallest(conversion, eps, delta, kappa):
-    sigma = cm.calibrate_class_means_sigma(count_weight=kappa, eps=eps, delta=delta,
-                                           orders=ORDERS, conversion=conversion)
-    cost = lambda s: _eps(cm.class_means_rdp(count_weight=kappa, sigma=s, orders=ORDERS),  # noqa: E731
-                          delta, conversion)
+    sigma = cm.calibrate_class_means_sigma(
+        count_weight=kappa, eps=eps, delta=delta, orders=ORDERS, conversion=conversion
+    )
+    cost = lambda s: _eps(
+        cm.class_means_rdp(count_weight=kappa, sigma=s, orders=ORDERS),  # noqa: E731
+        delta,
+        conversion,
+    )
     assert cost(sigma) <= eps
     assert cost(sigma * 0.99) > eps
     assert cost(sigma * (1 - 1e-9)) > eps * (1 - 1e-6)  # tight to the bisection
@@ -225,9 +251,12 @@ def test_a_smaller_count_weight_needs_less_noise_for_the_same_eps():
     one = cm.calibrate_class_means_sigma(eps=1.0, delta=1e-5, count_weight=1.0)
     for kappa in (0.3, 0.1):
         sigma = cm.calibrate_class_means_sigma(eps=1.0, delta=1e-5, count_weight=kappa)
-        assert sigma == pytest.approx(one * math.sqrt((1 + kappa ** 2) / 2), rel=1e-12)
-        np.testing.assert_allclose(cm.class_means_rdp(sigma=sigma, count_weight=kappa),
-                                   cm.class_means_rdp(sigma=one, count_weight=1.0), rtol=1e-12)
+        assert sigma == pytest.approx(one * math.sqrt((1 + kappa**2) / 2), rel=1e-12)
+        np.testing.assert_allclose(
+            cm.class_means_rdp(sigma=sigma, count_weight=kappa),
+            cm.class_means_rdp(sigma=one, count_weight=1.0),
+            rtol=1e-12,
+        )
 
 
 def test_tight_conversion_needs_less_noise():
@@ -242,16 +271,23 @@ def test_tight_conversion_needs_less_noise():
 def test_calibration_composes_with_extra_rdp(conversion):
     extra = cm.class_means_rdp(**ALIKE, sigma=6.0, orders=ORDERS)  # e.g. an earlier release
     alone = cm.calibrate_class_means_sigma(**ALIKE, eps=2.0, delta=1e-5, conversion=conversion)
-    sigma = cm.calibrate_class_means_sigma(**ALIKE, eps=2.0, delta=1e-5, conversion=conversion,
-                                           extra_rdp=extra)
+    sigma = cm.calibrate_class_means_sigma(
+        **ALIKE, eps=2.0, delta=1e-5, conversion=conversion, extra_rdp=extra
+    )
     assert sigma > alone
-    cost = lambda s: _eps(cm.class_means_rdp(**ALIKE, sigma=s, orders=ORDERS) + extra, 1e-5, conversion)  # noqa: E731
+    cost = lambda s: _eps(
+        cm.class_means_rdp(**ALIKE, sigma=s, orders=ORDERS) + extra, 1e-5, conversion
+    )  # noqa: E731
     assert cost(sigma) <= 2.0 < cost(sigma * 0.99)
     # the release alone, at the calibrated sigma, leaves room for the extra cost
     assert _eps(cm.class_means_rdp(**ALIKE, sigma=sigma, orders=ORDERS), 1e-5, conversion) < 2.0
     # zero extra is no extra
-    assert cm.calibrate_class_means_sigma(**ALIKE, eps=2.0, delta=1e-5, conversion=conversion,
-                                          extra_rdp=np.zeros(ORDERS.size)) == alone
+    assert (
+        cm.calibrate_class_means_sigma(
+            **ALIKE, eps=2.0, delta=1e-5, conversion=conversion, extra_rdp=np.zeros(ORDERS.size)
+        )
+        == alone
+    )
 
 
 def test_calibration_refuses_the_unreachable():
@@ -264,15 +300,19 @@ def test_calibration_refuses_the_unreachable():
 
 # ------------------------------------------------------------------------------ validation
 
-@pytest.mark.parametrize("sigma, exc, match", [
-    (0.0, ValueError, "sigma must be > 0, got 0.0"),
-    (-1.0, ValueError, r"sigma must be > 0, got -1.0"),
-    (float("nan"), ValueError, "sigma must be finite"),
-    (float("inf"), ValueError, "sigma must be finite"),
-    ("2.0", TypeError, "sigma must be a real number"),
-    (True, TypeError, "sigma must be a real number"),
-    (None, TypeError, "sigma must be a real number"),
-])
+
+@pytest.mark.parametrize(
+    "sigma, exc, match",
+    [
+        (0.0, ValueError, "sigma must be > 0, got 0.0"),
+        (-1.0, ValueError, r"sigma must be > 0, got -1.0"),
+        (float("nan"), ValueError, "sigma must be finite"),
+        (float("inf"), ValueError, "sigma must be finite"),
+        ("2.0", TypeError, "sigma must be a real number"),
+        (True, TypeError, "sigma must be a real number"),
+        (None, TypeError, "sigma must be a real number"),
+    ],
+)
 def test_bad_sigma_names_the_argument(sigma, exc, match):
     with pytest.raises(exc, match=match):
         cm.class_means_rdp(**ALIKE, sigma=sigma, orders=ORDERS)
@@ -280,13 +320,16 @@ def test_bad_sigma_names_the_argument(sigma, exc, match):
         cm.class_means_event(**ALIKE, sigma=sigma, queries=3, orders=ORDERS)
 
 
-@pytest.mark.parametrize("kappa, exc, match", [
-    (0.0, ValueError, "count_weight must be > 0, got 0.0"),
-    (-0.3, ValueError, "count_weight must be > 0, got -0.3"),
-    (float("nan"), ValueError, "count_weight must be finite"),
-    ("0.3", TypeError, "count_weight must be a real number"),
-    (None, TypeError, "count_weight must be a real number"),
-])
+@pytest.mark.parametrize(
+    "kappa, exc, match",
+    [
+        (0.0, ValueError, "count_weight must be > 0, got 0.0"),
+        (-0.3, ValueError, "count_weight must be > 0, got -0.3"),
+        (float("nan"), ValueError, "count_weight must be finite"),
+        ("0.3", TypeError, "count_weight must be a real number"),
+        (None, TypeError, "count_weight must be a real number"),
+    ],
+)
 def test_bad_count_weight_names_the_argument(kappa, exc, match):
     with pytest.raises(exc, match=match):
         cm.class_means_rdp(sigma=1.0, count_weight=kappa, orders=ORDERS)
@@ -300,12 +343,15 @@ def test_bad_count_weight_names_the_argument(kappa, exc, match):
         cm.class_means_rdp(sigma=1.0)  # no default in the analysis: the caller says which
 
 
-@pytest.mark.parametrize("queries, exc, match", [
-    (-1, ValueError, "queries must be >= 0, got -1"),
-    (2.5, TypeError, "queries must be an integer"),
-    (True, TypeError, "queries must be an integer"),
-    ("10", TypeError, "queries must be an integer"),
-])
+@pytest.mark.parametrize(
+    "queries, exc, match",
+    [
+        (-1, ValueError, "queries must be >= 0, got -1"),
+        (2.5, TypeError, "queries must be an integer"),
+        (True, TypeError, "queries must be an integer"),
+        ("10", TypeError, "queries must be an integer"),
+    ],
+)
 def test_bad_queries_names_the_argument(queries, exc, match):
     with pytest.raises(exc, match=match):
         cm.class_means_event(**ALIKE, sigma=1.0, queries=queries, orders=ORDERS)

@@ -15,7 +15,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 @st.composite
 def vote_matrices(draw, max_queries=12):
-    seed = draw(st.integers(0, 2 ** 32 - 1))
+    seed = draw(st.integers(0, 2**32 - 1))
     teachers = draw(st.integers(1, 300))
     classes = draw(st.integers(2, 12))
     queries = draw(st.integers(1, max_queries))
@@ -41,8 +41,9 @@ def test_gnmax_data_dependent_never_exceeds_data_independent(votes, sigma):
 @given(votes=vote_matrices(), sigma=sigmas, threshold=st.floats(0, 400))
 def test_threshold_data_dependent_never_exceeds_data_independent(votes, sigma, threshold):
     dep = analysis.threshold_rdp(votes, threshold=threshold, sigma=sigma, orders=ORDERS)
-    ind = analysis.threshold_rdp(votes, threshold=threshold, sigma=sigma, orders=ORDERS,
-                                 data_dependent=False)
+    ind = analysis.threshold_rdp(
+        votes, threshold=threshold, sigma=sigma, orders=ORDERS, data_dependent=False
+    )
     assert np.all(dep >= 0)
     assert np.all(dep <= ind)
 
@@ -60,9 +61,11 @@ def test_lnmax_data_dependent_never_exceeds_data_independent(votes, scale):
 @SETTINGS
 @given(votes=vote_matrices(), sigma=sigmas, threshold=st.floats(0, 400))
 def test_rdp_non_decreasing_in_order(votes, sigma, threshold):
-    for rdp in (analysis.gnmax_rdp(votes, sigma=sigma, orders=ORDERS),
-                analysis.threshold_rdp(votes, threshold=threshold, sigma=sigma, orders=ORDERS),
-                analysis.lnmax_rdp(votes, scale=sigma, orders=ORDERS)):
+    for rdp in (
+        analysis.gnmax_rdp(votes, sigma=sigma, orders=ORDERS),
+        analysis.threshold_rdp(votes, threshold=threshold, sigma=sigma, orders=ORDERS),
+        analysis.lnmax_rdp(votes, scale=sigma, orders=ORDERS),
+    ):
         # (differences of subnormal values ~1e-320 are rounding, not a decrease)
         assert np.all(np.diff(rdp, axis=1) >= -1e-12 * np.abs(rdp[:, 1:]) - 1e-300)
 
@@ -80,7 +83,7 @@ def test_vectorized_equals_per_row(votes, sigma, threshold):
     ]
     for fn in fns:
         whole = fn(votes)
-        rows = np.concatenate([fn(votes[i:i + 1]) for i in range(votes.shape[0])])
+        rows = np.concatenate([fn(votes[i : i + 1]) for i in range(votes.shape[0])])
         np.testing.assert_array_equal(whole, rows)
 
 
@@ -90,15 +93,20 @@ def test_local_sensitivity_vectorized_equals_per_row(votes, sigma, order):
     teachers = int(votes[0].sum())
     whole = analysis.local_sensitivity_gnmax(votes, num_teachers=teachers, sigma=sigma, order=order)
     for i in range(votes.shape[0]):
-        row = analysis.local_sensitivity_gnmax(votes[i:i + 1], num_teachers=teachers, sigma=sigma,
-                                               order=order)
+        row = analysis.local_sensitivity_gnmax(
+            votes[i : i + 1], num_teachers=teachers, sigma=sigma, order=order
+        )
         np.testing.assert_allclose(whole[i], row[0], rtol=1e-12, atol=0)
     assert np.all(whole >= 0)
     assert np.all(analysis.smooth_sensitivity(whole, beta=0.1 / order) >= whole[:, 0])
 
 
 @SETTINGS
-@given(votes=vote_matrices(), sigma=sigmas, deltas=st.lists(st.floats(1e-12, 0.5), min_size=2, max_size=5))
+@given(
+    votes=vote_matrices(),
+    sigma=sigmas,
+    deltas=st.lists(st.floats(1e-12, 0.5), min_size=2, max_size=5),
+)
 def test_eps_non_increasing_in_delta_and_tight_below_classic(votes, sigma, deltas):
     rdp = analysis.gnmax_rdp(votes, sigma=sigma, orders=ORDERS).sum(axis=0)
     deltas = sorted(deltas)
@@ -120,8 +128,13 @@ def test_eps_monotone_in_queries(votes, sigma):
 
 
 @SETTINGS
-@given(votes=vote_matrices(max_queries=30), sigma1=sigmas, sigma2=sigmas, threshold=st.floats(0, 400),
-       seed=st.integers(0, 2 ** 32 - 1))
+@given(
+    votes=vote_matrices(max_queries=30),
+    sigma1=sigmas,
+    sigma2=sigmas,
+    threshold=st.floats(0, 400),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_confident_gnmax_realised_cost_grows_with_answers(votes, sigma1, sigma2, threshold, seed):
     rng = np.random.default_rng(seed)
     small = rng.random(votes.shape[0]) < 0.5
@@ -132,7 +145,7 @@ def test_confident_gnmax_realised_cost_grows_with_answers(votes, sigma1, sigma2,
     assert np.all(a <= b + 1e-15)
     ind = analysis.confident_gnmax_rdp(votes, answered=large, data_dependent=False, **kw)
     assert np.all(b <= ind * (1 + 1e-12))
-    expected_ind = votes.shape[0] * ORDERS / (2 * sigma1 ** 2) + large.sum() * ORDERS / sigma2 ** 2
+    expected_ind = votes.shape[0] * ORDERS / (2 * sigma1**2) + large.sum() * ORDERS / sigma2**2
     np.testing.assert_allclose(ind, expected_ind, rtol=1e-12)
 
 
@@ -140,20 +153,21 @@ def test_confident_gnmax_realised_cost_grows_with_answers(votes, sigma1, sigma2,
 @given(eps=st.floats(0.05, 20.0), delta=st.floats(1e-10, 1e-2), queries=st.integers(1, 20000))
 def test_calibration_never_overshoots_and_is_tight(eps, delta, queries):
     sigma = analysis.calibrate_gnmax_sigma(eps=eps, delta=delta, num_queries=queries)
-    got = analysis.eps_from_rdp(queries * ORDERS / sigma ** 2, orders=ORDERS, delta=delta)[0]
+    got = analysis.eps_from_rdp(queries * ORDERS / sigma**2, orders=ORDERS, delta=delta)[0]
     assert got <= eps
     smaller = sigma * (1 - 1e-9)
-    assert analysis.eps_from_rdp(queries * ORDERS / smaller ** 2, orders=ORDERS, delta=delta)[0] > eps
+    assert analysis.eps_from_rdp(queries * ORDERS / smaller**2, orders=ORDERS, delta=delta)[0] > eps
 
     scale = analysis.calibrate_lnmax_scale(eps=eps, delta=delta, num_queries=queries)
     pure = 2 / scale
-    rdp = queries * np.minimum(0.5 * pure ** 2 * ORDERS, pure)
+    rdp = queries * np.minimum(0.5 * pure**2 * ORDERS, pure)
     assert analysis.eps_from_rdp(rdp, orders=ORDERS, delta=delta)[0] <= eps
 
     answered = max(1, queries // 3)
-    s1, s2 = analysis.calibrate_confident_gnmax(eps=eps, delta=delta, num_queries=queries,
-                                                max_answered=answered)
-    rdp = queries * ORDERS / (2 * s1 ** 2) + answered * ORDERS / s2 ** 2
+    s1, s2 = analysis.calibrate_confident_gnmax(
+        eps=eps, delta=delta, num_queries=queries, max_answered=answered
+    )
+    rdp = queries * ORDERS / (2 * s1**2) + answered * ORDERS / s2**2
     assert analysis.eps_from_rdp(rdp, orders=ORDERS, delta=delta)[0] <= eps
 
 

@@ -22,8 +22,14 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.analysis import (ADD_REMOVE, REPLACE_ONE, RELATIONS, PrivacyEvent, RdpAccountant,
-                           legacy_relation)
+from pate.analysis import (
+    ADD_REMOVE,
+    RELATIONS,
+    REPLACE_ONE,
+    PrivacyEvent,
+    RdpAccountant,
+    legacy_relation,
+)
 from pate.analysis.class_means import class_means_event
 from pate.analysis.private_knn import private_knn_event, private_knn_noise_multiplier
 
@@ -38,8 +44,9 @@ def _dp():
 
 def _reference(*events):
     dp = _dp()
-    acc = dp.rdp.RdpAccountant(list(map(float, ORDERS)),
-                               neighboring_relation=dp.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    acc = dp.rdp.RdpAccountant(
+        list(map(float, ORDERS)), neighboring_relation=dp.NeighboringRelation.ADD_OR_REMOVE_ONE
+    )
     for event in events:
         acc.compose(event)
     return np.asarray(acc._rdp, dtype=np.float64)
@@ -52,6 +59,7 @@ def _event(mechanism="gnmax", relation=ADD_REMOVE):
 
 # ------------------------------------------------------------------------------ the event field
 
+
 def test_every_event_states_its_relation_and_round_trips():
     event = _event()
     assert event.relation == ADD_REMOVE and set(RELATIONS) == {ADD_REMOVE, REPLACE_ONE}
@@ -59,9 +67,11 @@ def test_every_event_states_its_relation_and_round_trips():
     assert event.on_orders(ORDERS[:5]).relation == ADD_REMOVE
     with pytest.raises(ValueError, match="relation must be one of"):
         _event(relation="replace-any")
-    for builder in (analysis.gnmax_event(np.array([[5, 1]]), sigma=2.0, orders=ORDERS),
-                    analysis.lnmax_event(np.array([[5, 1]]), scale=2.0, orders=ORDERS),
-                    class_means_event(sigma=3.0, count_weight=0.3, queries=4, orders=ORDERS)):
+    for builder in (
+        analysis.gnmax_event(np.array([[5, 1]]), sigma=2.0, orders=ORDERS),
+        analysis.lnmax_event(np.array([[5, 1]]), scale=2.0, orders=ORDERS),
+        class_means_event(sigma=3.0, count_weight=0.3, queries=4, orders=ORDERS),
+    ):
         assert builder.relation == ADD_REMOVE
 
 
@@ -69,9 +79,14 @@ def test_events_written_before_relations_are_read_with_the_one_they_were_analyse
     old = _event().to_dict()
     del old["relation"]
     assert PrivacyEvent.from_dict(old).relation == REPLACE_ONE  # seeded-permutation teachers
-    for mechanism, relation in (("class-means", ADD_REMOVE), ("private-knn", ADD_REMOVE),
-                                ("gnmax", REPLACE_ONE), ("confident-gnmax", REPLACE_ONE),
-                                ("gnss-release", REPLACE_ONE), ("lnmax", REPLACE_ONE)):
+    for mechanism, relation in (
+        ("class-means", ADD_REMOVE),
+        ("private-knn", ADD_REMOVE),
+        ("gnmax", REPLACE_ONE),
+        ("confident-gnmax", REPLACE_ONE),
+        ("gnss-release", REPLACE_ONE),
+        ("lnmax", REPLACE_ONE),
+    ):
         assert legacy_relation(mechanism) == relation
         assert PrivacyEvent.from_dict(dict(old, mechanism=mechanism)).relation == relation
 
@@ -84,6 +99,7 @@ def test_the_accountant_refuses_to_compose_two_relations():
 
 
 # ------------------------------------------------------------------------------ dp_accounting
+
 
 @pytest.mark.parametrize("sigma", [2.0, 10.0, 40.0, 150.0])
 def test_gnmax_data_independent_is_dp_accountings_gaussian_of_one_moved_vote(sigma):
@@ -102,10 +118,19 @@ def test_confident_gnmax_data_independent_is_two_gaussians_per_answer(sigma1, si
     dp = _dp()
     votes = np.array([[200, 50, 0], [100, 100, 50], [250, 0, 0], [90, 80, 80]])
     answered = np.array([True, False, True, False])
-    ours = analysis.confident_gnmax_rdp(votes, threshold=150.0, sigma1=sigma1, sigma2=sigma2,
-                                        orders=ORDERS, answered=answered, data_dependent=False)
-    ref = _reference(dp.SelfComposedDpEvent(dp.GaussianDpEvent(sigma1), 4),
-                     dp.SelfComposedDpEvent(dp.GaussianDpEvent(sigma2 / math.sqrt(2.0)), 2))
+    ours = analysis.confident_gnmax_rdp(
+        votes,
+        threshold=150.0,
+        sigma1=sigma1,
+        sigma2=sigma2,
+        orders=ORDERS,
+        answered=answered,
+        data_dependent=False,
+    )
+    ref = _reference(
+        dp.SelfComposedDpEvent(dp.GaussianDpEvent(sigma1), 4),
+        dp.SelfComposedDpEvent(dp.GaussianDpEvent(sigma2 / math.sqrt(2.0)), 2),
+    )
     np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=0)
 
 
@@ -120,16 +145,25 @@ def test_lnmax_is_never_below_two_laplace_counts(scale):
     assert np.all(ours >= ref * (1 - 1e-12))
 
 
-@pytest.mark.parametrize("gamma, sigma1, sigma2", [(0.1, 150.0, 40.0), (0.5, 60.0, 30.0),
-                                                   (1.0, 100.0, 50.0)])
+@pytest.mark.parametrize(
+    "gamma, sigma1, sigma2", [(0.1, 150.0, 40.0), (0.5, 60.0, 30.0), (1.0, 100.0, 50.0)]
+)
 def test_private_knn_is_the_poisson_sampled_gaussian(gamma, sigma1, sigma2):
     dp = _dp()
-    event = private_knn_event(answered=np.array([True, False, True]), k=50, sampling_rate=gamma,
-                              threshold=30.0, sigma1=sigma1, sigma2=sigma2, orders=ORDERS)
+    event = private_knn_event(
+        answered=np.array([True, False, True]),
+        k=50,
+        sampling_rate=gamma,
+        threshold=30.0,
+        sigma1=sigma1,
+        sigma2=sigma2,
+        orders=ORDERS,
+    )
     assert event.relation == ADD_REMOVE
     z = private_knn_noise_multiplier(sigma1=sigma1, sigma2=sigma2)
-    ref = _reference(dp.SelfComposedDpEvent(
-        dp.PoissonSampledDpEvent(gamma, dp.GaussianDpEvent(z)), 3))
+    ref = _reference(
+        dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(gamma, dp.GaussianDpEvent(z)), 3)
+    )
     # never below (beyond dp_accounting's own rounding, ~1e-12 here: test_private_knn.py)
     assert np.all(event.rdp_data_independent >= ref * (1 - 1e-9) - 1e-14)
     np.testing.assert_allclose(event.rdp_data_independent, ref, rtol=1e-6, atol=1e-12)
@@ -146,6 +180,7 @@ def test_class_means_is_the_gaussian_of_sensitivity_sqrt_one_plus_kappa_squared(
 
 # ------------------------------------------------------------------------------ on records
 
+
 def test_adding_or_removing_a_record_moves_at_most_one_vote():
     """Teachers trained on the keyed-hash shards of D and of D + {x}: on every query the vote
     histograms differ by one teacher's vote at most (L1 <= 2, L2 <= sqrt(2)), and the number of
@@ -155,8 +190,8 @@ def test_adding_or_removing_a_record_moves_at_most_one_vote():
     from sklearn.datasets import load_digits
     from sklearn.neighbors import NearestCentroid
 
-    from pate.ledger import record_keys
     from pate.core.partition import teacher_of
+    from pate.ledger import record_keys
 
     digits = load_digits()
     x, y = digits.data.astype(np.float32), digits.target
@@ -175,7 +210,7 @@ def test_adding_or_removing_a_record_moves_at_most_one_vote():
         return out
 
     base = votes(private)
-    for changed in (np.append(private, 1300), np.delete(private, 5)):   # add one, remove one
+    for changed in (np.append(private, 1300), np.delete(private, 5)):  # add one, remove one
         diff = votes(changed) - base
         assert np.all(np.abs(diff).sum(axis=1) <= 2)
         assert np.all(np.linalg.norm(diff, axis=1) <= math.sqrt(2) + 1e-12)

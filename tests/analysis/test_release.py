@@ -25,8 +25,16 @@ def run():
 
 
 def release(votes, answered, rng, **overrides):
-    kw = dict(BENCH, answered=answered, order=8.0, beta=0.4 / 8.0, sigma_ss=5.0, delta=1e-5,
-              num_teachers=250, rng=rng)
+    kw = dict(
+        BENCH,
+        answered=answered,
+        order=8.0,
+        beta=0.4 / 8.0,
+        sigma_ss=5.0,
+        delta=1e-5,
+        num_teachers=250,
+        rng=rng,
+    )
     kw.update(overrides)
     return analysis.release_sanitized_epsilon(votes, **kw)
 
@@ -38,15 +46,19 @@ def test_release_is_centred_on_the_realised_cost_plus_the_release_cost(run):
     realised = analysis.confident_gnmax_rdp(votes, orders=[8.0], answered=answered, **BENCH)[0]
     assert out["rdp_gnss"] == pytest.approx(analysis.gnss_rdp(beta=0.05, sigma_ss=5.0, order=8.0))
     centre = realised + out["rdp_gnss"] + np.log(1e5) / 7.0
-    draws = np.array([release(votes, answered, np.random.default_rng(s))["eps_sanitized"]
-                      for s in range(200)])
+    draws = np.array(
+        [release(votes, answered, np.random.default_rng(s))["eps_sanitized"] for s in range(200)]
+    )
     assert abs(draws.mean() - centre) < 4 * out["noise_std"] / np.sqrt(200) + 1e-12
     assert draws.std() == pytest.approx(out["noise_std"], rel=0.2)
-    assert out["eps_sanitized_upper_2std"] == pytest.approx(out["eps_sanitized"] + 2 * out["noise_std"])
+    assert out["eps_sanitized_upper_2std"] == pytest.approx(
+        out["eps_sanitized"] + 2 * out["noise_std"]
+    )
     # Same rng seed, same release; the data-independent figure is a function of counts only.
     assert release(votes, answered, np.random.default_rng(0)) == out
     assert out["eps_data_independent"] == pytest.approx(
-        300 * 8.0 / (2 * 150 ** 2) + answered.sum() * 8.0 / 40 ** 2 + np.log(1e5) / 7.0)
+        300 * 8.0 / (2 * 150**2) + answered.sum() * 8.0 / 40**2 + np.log(1e5) / 7.0
+    )
 
 
 def test_release_parameters_are_checked_before_any_draw(run):
@@ -86,8 +98,9 @@ def test_tight_conversion_lowers_the_release_by_exactly_the_conversion_differenc
     votes, answered = run
     classic = release(votes, answered, np.random.default_rng(0))
     tight = release(votes, answered, np.random.default_rng(0), conversion="tight")
-    diff = (analysis.conversion_term(order=8.0, delta=1e-5)
-            - analysis.conversion_term(order=8.0, delta=1e-5, conversion="tight"))
+    diff = analysis.conversion_term(order=8.0, delta=1e-5) - analysis.conversion_term(
+        order=8.0, delta=1e-5, conversion="tight"
+    )
     assert diff == pytest.approx(np.log(8.0) / 7.0 - np.log1p(-1 / 8.0), rel=1e-12) and diff > 0
     for key in ("eps_sanitized", "eps_sanitized_upper_2std", "eps_data_independent"):
         assert tight[key] == pytest.approx(classic[key] - diff, rel=1e-12)

@@ -11,23 +11,29 @@ GOOD = np.array([[5, 3, 2], [10, 0, 0]])
 ORD = analysis.DEFAULT_ORDERS
 
 
-@pytest.mark.parametrize("votes, error, match", [
-    (np.array([[1.5, 8.5, 0.0]]), ValueError, "integer"),
-    (np.array([[-1, 11, 0]]), ValueError, "non-negative"),
-    (np.array([[5, 5, 0], [6, 5, 0]]), ValueError, "sum to the number of teachers"),
-    (np.array([5, 3, 2]), ValueError, "2-D"),
-    (np.array([[10], [10]]), ValueError, "at least 2 classes"),
-    ("votes.npy", TypeError, "votes"),
-    (np.array([["a", "b"]]), TypeError, "votes"),
-    (np.array([[np.nan, 1.0]]), ValueError, "integer"),
-])
-@pytest.mark.parametrize("fn", [
-    lambda v: analysis.gnmax_rdp(v, sigma=10, orders=ORD),
-    lambda v: analysis.threshold_rdp(v, threshold=5, sigma=10, orders=ORD),
-    lambda v: analysis.lnmax_rdp(v, scale=10, orders=ORD),
-    lambda v: analysis.confident_gnmax_rdp(v, threshold=5, sigma1=10, sigma2=10, orders=ORD),
-    lambda v: analysis.gnmax_log_q(v, sigma=1),
-])
+@pytest.mark.parametrize(
+    "votes, error, match",
+    [
+        (np.array([[1.5, 8.5, 0.0]]), ValueError, "integer"),
+        (np.array([[-1, 11, 0]]), ValueError, "non-negative"),
+        (np.array([[5, 5, 0], [6, 5, 0]]), ValueError, "sum to the number of teachers"),
+        (np.array([5, 3, 2]), ValueError, "2-D"),
+        (np.array([[10], [10]]), ValueError, "at least 2 classes"),
+        ("votes.npy", TypeError, "votes"),
+        (np.array([["a", "b"]]), TypeError, "votes"),
+        (np.array([[np.nan, 1.0]]), ValueError, "integer"),
+    ],
+)
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda v: analysis.gnmax_rdp(v, sigma=10, orders=ORD),
+        lambda v: analysis.threshold_rdp(v, threshold=5, sigma=10, orders=ORD),
+        lambda v: analysis.lnmax_rdp(v, scale=10, orders=ORD),
+        lambda v: analysis.confident_gnmax_rdp(v, threshold=5, sigma1=10, sigma2=10, orders=ORD),
+        lambda v: analysis.gnmax_log_q(v, sigma=1),
+    ],
+)
 def test_bad_votes(votes, error, match, fn):
     with pytest.raises(error, match=match) as info:
         fn(votes)
@@ -35,14 +41,22 @@ def test_bad_votes(votes, error, match, fn):
 
 
 def test_float_votes_with_integral_values_are_accepted():
-    np.testing.assert_array_equal(analysis.gnmax_log_q(GOOD.astype(float), sigma=3),
-                                  analysis.gnmax_log_q(GOOD, sigma=3))
+    np.testing.assert_array_equal(
+        analysis.gnmax_log_q(GOOD.astype(float), sigma=3), analysis.gnmax_log_q(GOOD, sigma=3)
+    )
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(sigma=0), "sigma"), (dict(sigma=-1), "sigma"), (dict(sigma=float("nan")), "sigma"),
-    (dict(sigma=float("inf")), "sigma"), (dict(sigma="1"), "sigma"), (dict(sigma=True), "sigma"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(sigma=0), "sigma"),
+        (dict(sigma=-1), "sigma"),
+        (dict(sigma=float("nan")), "sigma"),
+        (dict(sigma=float("inf")), "sigma"),
+        (dict(sigma="1"), "sigma"),
+        (dict(sigma=True), "sigma"),
+    ],
+)
 def test_bad_sigma(kwargs, name):
     with pytest.raises((ValueError, TypeError), match=name):
         analysis.gnmax_rdp(GOOD, orders=ORD, **kwargs)
@@ -59,10 +73,17 @@ def test_bad_scale_threshold_sigmas():
         analysis.confident_gnmax_rdp(GOOD, threshold=1, sigma1=-2, sigma2=1, orders=ORD)
 
 
-@pytest.mark.parametrize("orders, match", [
-    ([1.0, 2.0], "> 1"), ([0.5], "> 1"), ([], "non-empty"), ([[2.0, 3.0]], "1-D"),
-    ([2.0, float("inf")], "finite"), ("abc", "orders"),
-])
+@pytest.mark.parametrize(
+    "orders, match",
+    [
+        ([1.0, 2.0], "> 1"),
+        ([0.5], "> 1"),
+        ([], "non-empty"),
+        ([[2.0, 3.0]], "1-D"),
+        ([2.0, float("inf")], "finite"),
+        ("abc", "orders"),
+    ],
+)
 def test_bad_orders(orders, match):
     with pytest.raises((ValueError, TypeError), match=match):
         analysis.gnmax_rdp(GOOD, sigma=1, orders=orders)
@@ -83,13 +104,20 @@ def test_bad_rdp_and_conversion():
         analysis.eps_from_rdp(np.ones(ORD.size), orders=ORD, delta=1e-5, conversion="fast")
 
 
-@pytest.mark.parametrize("answered, error", [
-    (np.array([True]), ValueError), (np.array([True, False, True]), ValueError),
-    (np.array([[True, False]]), ValueError), (np.array([0.5, 1.0]), TypeError),
-])
+@pytest.mark.parametrize(
+    "answered, error",
+    [
+        (np.array([True]), ValueError),
+        (np.array([True, False, True]), ValueError),
+        (np.array([[True, False]]), ValueError),
+        (np.array([0.5, 1.0]), TypeError),
+    ],
+)
 def test_bad_answered_mask(answered, error):
     with pytest.raises(error, match="answered"):
-        analysis.confident_gnmax_rdp(GOOD, threshold=1, sigma1=1, sigma2=1, orders=ORD, answered=answered)
+        analysis.confident_gnmax_rdp(
+            GOOD, threshold=1, sigma1=1, sigma2=1, orders=ORD, answered=answered
+        )
 
 
 def test_bad_baseline():

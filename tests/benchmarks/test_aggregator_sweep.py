@@ -15,8 +15,12 @@ def sweep(load_benchmark):
 def test_a_setting_is_target_threshold_and_two_sigmas(sweep):
     target, aggregator = sweep.parse_setting("0.5/350/250/120")
     assert target == 0.5
-    assert aggregator == {"mechanism": "confident-gnmax", "threshold": 350.0, "sigma1": 250.0,
-                          "sigma2": 120.0}
+    assert aggregator == {
+        "mechanism": "confident-gnmax",
+        "threshold": 350.0,
+        "sigma1": 250.0,
+        "sigma2": 120.0,
+    }
     for bad in ("1/350/250", "1/350/250/0", "1/x/250/120", "1/350/250/nan"):
         with pytest.raises(argparse.ArgumentTypeError, match=repr(bad).replace("/", "/")):
             sweep.parse_setting(bad)

@@ -26,11 +26,13 @@ def test_digits_rows_compare_both_rules_on_the_same_releases(rules, tmp_path):
     rows = result["rows"]
     sigmas = rules.SETTINGS["digits"][2]
     assert [(r["sigma"], r["rule"]) for r in rows] == [
-        (s, rule) for s in sigmas for rule in ("lda", "logistic")]
+        (s, rule) for s in sigmas for rule in ("lda", "logistic")
+    ]
     for r in rows:
         assert r["releases"] == (1 if r["sigma"] == 0 else 2) == len(r["public_right"])
-        assert r["public_right_mean"] == pytest.approx(sum(r["public_right"]) / r["releases"],
-                                                       abs=1e-4)
+        assert r["public_right_mean"] == pytest.approx(
+            sum(r["public_right"]) / r["releases"], abs=1e-4
+        )
         assert 0.5 < r["public_right_mean"] <= 1.0 and r["dims"] == 16
         assert r["ridge"] == (1e-3 if r["rule"] == "logistic" else None)
         assert r["count_weight"] == 1.0 and r["sigma"] == r["sigma_at_count_weight_1"]
@@ -44,18 +46,34 @@ def test_count_weights_are_compared_at_the_same_eps(rules, tmp_path, capsys):
     from pate.analysis.class_means import class_means_rdp
 
     out = tmp_path / "weights.json"
-    assert rules.main(["--datasets", "digits", "--releases", "1", "--count-weights", "1", "0.3",
-                       "--out", str(out)]) == 0
+    assert (
+        rules.main(
+            [
+                "--datasets",
+                "digits",
+                "--releases",
+                "1",
+                "--count-weights",
+                "1",
+                "0.3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads(out.read_text())["rows"]
     sigmas = rules.SETTINGS["digits"][2]
     assert [(r["count_weight"], r["sigma_at_count_weight_1"], r["rule"]) for r in rows] == [
-        (k, s, rule) for k in (1.0, 0.3) for s in sigmas for rule in ("lda", "logistic")]
+        (k, s, rule) for k in (1.0, 0.3) for s in sigmas for rule in ("lda", "logistic")
+    ]
     for r in rows:
         if r["sigma"] > 0:  # each weight's sigma costs what the listed sigma costs with 1
             np.testing.assert_allclose(
                 class_means_rdp(sigma=r["sigma"], count_weight=r["count_weight"]),
                 class_means_rdp(sigma=r["sigma_at_count_weight_1"], count_weight=1.0),
-                rtol=1e-5)
+                rtol=1e-5,
+            )
     with pytest.raises(SystemExit):
         rules.main(["--count-weights", "0"])
     assert "--count-weights must be > 0, got 0" in capsys.readouterr().err

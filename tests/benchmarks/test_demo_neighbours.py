@@ -8,7 +8,9 @@ import pathlib
 
 import pytest
 
-RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "demo_neighbours.json"
+RESULTS = (
+    pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "demo_neighbours.json"
+)
 
 
 @pytest.fixture(scope="module")
@@ -17,12 +19,17 @@ def bench(load_benchmark):
 
 
 def test_slowdowns_are_wall_times_over_the_idle_run(bench):
-    runs = {"idle": {"wall_seconds": 100.0}, "busy1": {"wall_seconds": 150.0},
-            "torch2": {"wall_seconds": 320.0}}
+    runs = {
+        "idle": {"wall_seconds": 100.0},
+        "busy1": {"wall_seconds": 150.0},
+        "torch2": {"wall_seconds": 320.0},
+    }
     assert bench.slowdowns(runs) == {"idle": 1.0, "busy1": 1.5, "torch2": 3.2}
     assert bench.slowdowns({"busy1": {"wall_seconds": 1.0}}) == {"busy1": None}
-    assert bench.CONDITIONS == ("idle", "busy1", "torch2") and bench.BARS == {"busy1": 2.0,
-                                                                              "torch2": 3.0}
+    assert bench.CONDITIONS == ("idle", "busy1", "torch2") and bench.BARS == {
+        "busy1": 2.0,
+        "torch2": 3.0,
+    }
 
 
 @pytest.mark.skipif(not RESULTS.exists(), reason="no committed results")

@@ -26,7 +26,7 @@ def test_closed_form_clipped_sum_equals_autograd_per_example(dpsgd):
     clipped = 0
     for i in range(16):
         wi, bi = w.clone().requires_grad_(), b.clone().requires_grad_()
-        torch.nn.functional.cross_entropy((x[i:i + 1] @ wi.T + bi), y[i:i + 1]).backward()
+        torch.nn.functional.cross_entropy((x[i : i + 1] @ wi.T + bi), y[i : i + 1]).backward()
         norm = torch.sqrt(wi.grad.pow(2).sum() + bi.grad.pow(2).sum())
         factor = min(1.0, clip / (float(norm) + 1e-6))
         clipped += factor < 1
@@ -41,8 +41,12 @@ def test_closed_form_clipped_sum_equals_autograd_per_example(dpsgd):
 def test_accountant_gives_tramer_boneh_eps_3_for_their_noise(dpsgd):
     """Their README: noise 4.05 for 40 epochs of batch 8192 on 60000 images at eps 3."""
     recipe = dpsgd.TRAMER_BONEH_FMNIST
-    common = dict(noise_multiplier=4.05, sampling_rate=recipe.sampling_rate(60000),
-                  steps=recipe.steps(60000), delta=1e-5)
+    common = dict(
+        noise_multiplier=4.05,
+        sampling_rate=recipe.sampling_rate(60000),
+        steps=recipe.steps(60000),
+        delta=1e-5,
+    )
     assert recipe.steps(60000) == 280
     classic = dpsgd.dpsgd_eps(orders=dpsgd.TB_ORDERS, conversion="classic", **common)
     assert 2.98 < classic <= 3.0
@@ -54,8 +58,9 @@ def test_accountant_gives_tramer_boneh_eps_3_for_their_noise(dpsgd):
 def test_calibrated_noise_is_the_smallest_that_fits(dpsgd, eps):
     from pate.analysis import DEFAULT_ORDERS
 
-    kw = dict(sampling_rate=0.1365, steps=280, delta=1e-5, orders=DEFAULT_ORDERS,
-              conversion="tight")
+    kw = dict(
+        sampling_rate=0.1365, steps=280, delta=1e-5, orders=DEFAULT_ORDERS, conversion="tight"
+    )
     z = dpsgd.calibrate_noise(eps=eps, **kw)
     assert dpsgd.dpsgd_eps(noise_multiplier=z, **kw) <= eps
     assert dpsgd.dpsgd_eps(noise_multiplier=z * (1 - 1e-3), **kw) > eps
@@ -91,12 +96,15 @@ def test_save_replaces_a_rerun_and_keeps_the_others(dpsgd, tmp_path):
     assert got["meta"] == {"m": 2}
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--protocol", "pate", "--targets", "0"], "--targets must be positive"),
-    (["--protocol", "pate", "--delta", "1"], "--delta must be in (0, 1), got 1.0"),
-    (["--protocol", "pate", "--seeds", "-1"], "--seeds must be >= 0"),
-    (["--protocol", "tramer-boneh", "--holdout"], "--holdout applies to --protocol pate only"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--protocol", "pate", "--targets", "0"], "--targets must be positive"),
+        (["--protocol", "pate", "--delta", "1"], "--delta must be in (0, 1), got 1.0"),
+        (["--protocol", "pate", "--seeds", "-1"], "--seeds must be >= 0"),
+        (["--protocol", "tramer-boneh", "--holdout"], "--holdout applies to --protocol pate only"),
+    ],
+)
 def test_bad_arguments_stop_before_any_work(dpsgd, tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         dpsgd.main([*argv, "--out", str(tmp_path / "out.json")])

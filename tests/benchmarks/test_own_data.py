@@ -19,7 +19,7 @@ def own(load_benchmark):
 
 def test_split_sizes_keep_an_evaluation_split_large_enough(own):
     assert own.split_sizes(40_000) == (30_000, 8_000, 2_000)  # the 30 000 / 8 000 / 2 000
-    assert own.split_sizes(569) == (341, 114, 114)            # 5 % would be 28 rows: 20 % instead
+    assert own.split_sizes(569) == (341, 114, 114)  # 5 % would be 28 rows: 20 % instead
     assert own.split_sizes(5_000) == (3_700, 1_000, 300)
     for n in (500, 569, 1797, 5_000, 10_000, 40_000):
         private, public, evaluation = own.split_sizes(n)
@@ -63,7 +63,8 @@ def test_gap_closed_and_references(own, tmp_path):
     ref = own.references(ds, seed=0)
     counts = np.bincount(ds.splits["y_private"])
     assert ref["majority"] == pytest.approx(
-        np.mean(ds.splits["y_evaluation"] == counts.argmax()), abs=1e-4)
+        np.mean(ds.splits["y_evaluation"] == counts.argmax()), abs=1e-4
+    )
     assert ref["non_private"] > 0.95 > ref["majority"]  # well-separated blobs
 
 
@@ -82,26 +83,50 @@ def test_arguments_are_checked(own, capsys):
 
 
 def _row(own, **changes):
-    row = {"dataset": "d", "kind": "table", "rows": 600, "classes": 3, "eps": 2.0,
-           "status": "ok", "warnings": [], "provisional": ["num_teachers"], "num_teachers": 10,
-           "student": 0.9, "teachers_mean": 0.8, "plurality": 0.95, "answered": 50, "asked": 100,
-           "label_accuracy": 0.9, "eps_guarantee": 1.5, "non_private": 1.0, "majority": 0.4,
-           "gap_closed": 0.8333, "seconds": 12.0}
+    row = {
+        "dataset": "d",
+        "kind": "table",
+        "rows": 600,
+        "classes": 3,
+        "eps": 2.0,
+        "status": "ok",
+        "warnings": [],
+        "provisional": ["num_teachers"],
+        "num_teachers": 10,
+        "student": 0.9,
+        "teachers_mean": 0.8,
+        "plurality": 0.95,
+        "answered": 50,
+        "asked": 100,
+        "label_accuracy": 0.9,
+        "eps_guarantee": 1.5,
+        "non_private": 1.0,
+        "majority": 0.4,
+        "gap_closed": 0.8333,
+        "seconds": 12.0,
+    }
     row.update(changes)
     return row
 
 
 def test_markdown_table_says_what_pate_said(own):
-    refused = _row(own, status="refused", error_type="ConfigError",
-                   error="num_teachers=500 leaves 2 records | per teacher", gap_closed=None,
-                   student=None)
+    refused = _row(
+        own,
+        status="refused",
+        error_type="ConfigError",
+        error="num_teachers=500 leaves 2 records | per teacher",
+        gap_closed=None,
+        student=None,
+    )
     table = own.markdown_table({"rows": [_row(own), refused]}).splitlines()
     assert len(table) == 4 and table[0].count("|") == table[1].count("|") == table[2].count("|")
     assert "| **90.0** |" in table[2] and "10 (provisional)" in table[2] and "0.83" in table[2]
     assert "| 50 / 100 |" in table[2]
     assert "| nothing |" in table[2]
-    assert "**refused**" in table[3] and "ConfigError: num_teachers=500 leaves 2 records \\| per" \
-        in table[3]
+    assert (
+        "**refused**" in table[3]
+        and "ConfigError: num_teachers=500 leaves 2 records \\| per" in table[3]
+    )
     # the | in the message is escaped: the row has as many cells as the header
     assert table[3].replace("\\|", "").count("|") == table[1].count("|")
 
@@ -120,17 +145,20 @@ def test_docs_tables_match_their_results():
         results = json.loads((ROOT / path).read_text())
         assert table == module.markdown_table(results), (
             f"docs/own_data.md's table of {path} is stale: run "
-            "python benchmarks/own_data.py --docs docs/own_data.md")
+            "python benchmarks/own_data.py --docs docs/own_data.md"
+        )
         rows = results["rows"]
-        assert {r["dataset"] for r in rows} >= set(module.DEFAULT_DATASETS) - {"digits-png-28"} \
-            or path.endswith("_quick.json")
+        assert {r["dataset"] for r in rows} >= set(module.DEFAULT_DATASETS) - {
+            "digits-png-28"
+        } or path.endswith("_quick.json")
         for r in rows:
             ref = results["datasets"][r["dataset"]]
             assert (r["non_private"], r["majority"]) == (ref["non_private"], ref["majority"])
             if r["status"] == "ok":
                 # from the rounded accuracies: 5e-5 each, over a gap of at least 0.3 here
                 assert r["gap_closed"] == pytest.approx(
-                    module.gap_closed(r["student"], r["majority"], r["non_private"]), abs=1e-3)
+                    module.gap_closed(r["student"], r["majority"], r["non_private"]), abs=1e-3
+                )
                 assert 0 < r["eps_guarantee"] <= r["eps"] + 1e-6  # never above the target
             else:
                 assert r["error_type"] and r["error"]
@@ -150,7 +178,8 @@ def test_tiny_run_then_resumed_without_rerunning(own, tmp_path, capsys):
         # no teachers where the planner chose class-means (the auto rule with nothing else given)
         assert row["teachers_mean"] is None or 0.0 <= row["teachers_mean"] <= 1.0
         assert row["gap_closed"] == pytest.approx(
-            own.gap_closed(row["student"], row["majority"], row["non_private"]), abs=1e-4)
+            own.gap_closed(row["student"], row["majority"], row["non_private"]), abs=1e-4
+        )
     else:  # a refusal before training says why
         assert row["error_type"] and row["error"] and row["student"] is None
     assert results["datasets"]["blobs-600"]["non_private"] > 0.95

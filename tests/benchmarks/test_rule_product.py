@@ -12,8 +12,9 @@ def rule_product(load_benchmark):
     return load_benchmark("rule_product")
 
 
-def test_a_directory_that_is_not_a_finished_class_means_run_is_refused(rule_product, tmp_path,
-                                                                       capsys):
+def test_a_directory_that_is_not_a_finished_class_means_run_is_refused(
+    rule_product, tmp_path, capsys
+):
     (tmp_path / "config.json").write_text('{"aggregator": {"mechanism": "gnmax"}}')
     with pytest.raises(SystemExit) as exit_info:
         rule_product.main([str(tmp_path)])
@@ -25,8 +26,9 @@ def test_a_directory_that_is_not_a_finished_class_means_run_is_refused(rule_prod
     with pytest.raises(SystemExit):
         rule_product.main([str(tmp_path)])
     assert "mechanism 'gnmax', not 'class-means'" in capsys.readouterr().err
-    (tmp_path / "config.json").write_text('{"aggregator": {"mechanism": "class-means"}, '
-                                          '"knn": {"features": "student"}}')
+    (tmp_path / "config.json").write_text(
+        '{"aggregator": {"mechanism": "class-means"}, "knn": {"features": "student"}}'
+    )
     with pytest.raises(SystemExit):
         rule_product.main([str(tmp_path)])
     assert "[knn] features = 'student'; only the PCA front-ends" in capsys.readouterr().err

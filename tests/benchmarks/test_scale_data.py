@@ -21,8 +21,15 @@ def _data():
     x = np.zeros((6, 1, 8, 8), dtype=np.float32)
     x[:, :, 2:6, 1:4] = rng.random((6, 1, 4, 3))
     split = lambda n: ArraySplit(x[:n], rng.integers(0, 3, n))
-    return PateData(name="toy", private=split(6), public=split(4), evaluation=split(3),
-                    num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"))
+    return PateData(
+        name="toy",
+        private=split(6),
+        public=split(4),
+        evaluation=split(3),
+        num_classes=3,
+        input_shape=(1, 8, 8),
+        class_names=("a", "b", "c"),
+    )
 
 
 def test_transformations_move_the_content_and_keep_its_mass(scale_data):

@@ -14,9 +14,13 @@ def bench(load_benchmark):
 
 
 def test_ratios_are_per_policy_against_idle_and_per_condition_against_old(bench):
-    rate = {"student": {"old": {"idle": 10.0, "busy1": 2.0, "torch2": 1.0},
-                        "new": {"idle": 20.0, "busy1": 10.0, "torch2": 5.0},
-                        "new-1": {"idle": 10.0, "busy1": 5.0, "torch2": 4.0}}}
+    rate = {
+        "student": {
+            "old": {"idle": 10.0, "busy1": 2.0, "torch2": 1.0},
+            "new": {"idle": 20.0, "busy1": 10.0, "torch2": 5.0},
+            "new-1": {"idle": 10.0, "busy1": 5.0, "torch2": 4.0},
+        }
+    }
     out = bench.ratios(rate)
     assert out["slowdown_vs_idle"]["student"]["old"] == {"idle": 1.0, "busy1": 5.0, "torch2": 10.0}
     assert out["slowdown_vs_idle"]["student"]["new"] == {"idle": 1.0, "busy1": 2.0, "torch2": 4.0}

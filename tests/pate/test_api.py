@@ -22,12 +22,19 @@ def sklearn_run(tmp_path_factory, digits):
     from sklearn.preprocessing import StandardScaler
 
     tmp = tmp_path_factory.mktemp("api")
-    result = pate.fit((flat(digits.private), digits.private.y), flat(digits.public),
-                      evaluation=(flat(digits.evaluation), digits.evaluation.y),
-                      teacher=make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)),
-                      student=LogisticRegression(max_iter=500), num_teachers=10,
-                      mechanism="gnmax", target_eps=20.0, queries=120,
-                      ledger=tmp / "ledger.sqlite3", run_dir=tmp / "run")
+    result = pate.fit(
+        (flat(digits.private), digits.private.y),
+        flat(digits.public),
+        evaluation=(flat(digits.evaluation), digits.evaluation.y),
+        teacher=make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)),
+        student=LogisticRegression(max_iter=500),
+        num_teachers=10,
+        mechanism="gnmax",
+        target_eps=20.0,
+        queries=120,
+        ledger=tmp / "ledger.sqlite3",
+        run_dir=tmp / "run",
+    )
     return tmp, result
 
 
@@ -41,7 +48,9 @@ def test_sklearn_pipeline_teachers_and_student_on_tabular_data(sklearn_run, digi
         assert (result.run_dir / name).is_file(), name
     assert not list(result.run_dir.rglob("*.pkl"))  # no pickles, not even of the student
     config = json.loads((result.run_dir / "config.json").read_text())
-    assert config["teachers"]["model"].startswith("python:") and config["data"]["name"].startswith("memory:")
+    assert config["teachers"]["model"].startswith("python:") and config["data"]["name"].startswith(
+        "memory:"
+    )
 
 
 def test_a_target_epsilon_is_met_within_five_percent(sklearn_run):
@@ -68,10 +77,19 @@ def test_resume_needs_the_same_data(sklearn_run, digits):
     x = flat(digits.private).copy()
     x[0, 0] += 1.0
     with pytest.raises(ConfigError, match="differs"):
-        pate.fit((x, digits.private.y), flat(digits.public),
-                 evaluation=(flat(digits.evaluation), digits.evaluation.y),
-                 teacher="mlp", num_teachers=10, mechanism="gnmax", target_eps=20.0,
-                 queries=120, ledger=tmp / "ledger.sqlite3", run_dir=result.run_dir, resume=True)
+        pate.fit(
+            (x, digits.private.y),
+            flat(digits.public),
+            evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            teacher="mlp",
+            num_teachers=10,
+            mechanism="gnmax",
+            target_eps=20.0,
+            queries=120,
+            ledger=tmp / "ledger.sqlite3",
+            run_dir=result.run_dir,
+            resume=True,
+        )
 
 
 def test_resume_errors_speak_pate_fit_s_keywords(sklearn_run, digits):
@@ -81,9 +99,15 @@ def test_resume_errors_speak_pate_fit_s_keywords(sklearn_run, digits):
 
     tmp, result = sklearn_run
     args = ((flat(digits.private), digits.private.y), flat(digits.public))
-    kwargs = dict(evaluation=(flat(digits.evaluation), digits.evaluation.y), teacher="mlp",
-                  num_teachers=10, mechanism="gnmax", queries=120,
-                  ledger=tmp / "ledger.sqlite3", run_dir=result.run_dir)
+    kwargs = dict(
+        evaluation=(flat(digits.evaluation), digits.evaluation.y),
+        teacher="mlp",
+        num_teachers=10,
+        mechanism="gnmax",
+        queries=120,
+        ledger=tmp / "ledger.sqlite3",
+        run_dir=result.run_dir,
+    )
     with pytest.raises(ConfigError, match="already holds a run; pass resume=True") as caught:
         pate.fit(*args, target_eps=20.0, **kwargs)
     assert "--resume" not in str(caught.value) and "[run]" not in str(caught.value)
@@ -102,28 +126,47 @@ def test_a_reshaped_copy_of_the_private_records_has_no_fresh_budget(sklearn_run,
 
     tmp, result = sklearn_run
     x4 = digits.private.x.reshape(len(digits.private.x), 1, 8, 8).astype(np.float64)
-    assert dataset_identity(x4, digits.private.y.astype(np.int32)).digest == \
-        dataset_identity(flat(digits.private), digits.private.y).digest
+    assert (
+        dataset_identity(x4, digits.private.y.astype(np.int32)).digest
+        == dataset_identity(flat(digits.private), digits.private.y).digest
+    )
     with pytest.raises(BudgetExceededError, match="no room"):
-        pate.fit((x4.reshape(len(x4), -1), digits.private.y.astype(np.int32)), flat(digits.public),
-                 evaluation=(flat(digits.evaluation), digits.evaluation.y),
-                 teacher=LogisticRegression(max_iter=300), student=LogisticRegression(),
-                 num_teachers=10, mechanism="gnmax", target_eps=20.0, queries=120,
-                 ledger=tmp / "ledger.sqlite3", run_dir=tmp / "reshaped")
+        pate.fit(
+            (x4.reshape(len(x4), -1), digits.private.y.astype(np.int32)),
+            flat(digits.public),
+            evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            teacher=LogisticRegression(max_iter=300),
+            student=LogisticRegression(),
+            num_teachers=10,
+            mechanism="gnmax",
+            target_eps=20.0,
+            queries=120,
+            ledger=tmp / "ledger.sqlite3",
+            run_dir=tmp / "reshaped",
+        )
     with Ledger(tmp / "ledger.sqlite3") as ledger:
         assert len(ledger.datasets()) == 1  # one identity, one budget
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"evaluation": None}, TypeError, "evaluation="),
-    ({"public": None}, TypeError, "public="),
-    ({"target_eps": None}, TypeError, "target_eps"),
-    ({"teacher": 3}, TypeError, "teacher must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"evaluation": None}, TypeError, "evaluation="),
+        ({"public": None}, TypeError, "public="),
+        ({"target_eps": None}, TypeError, "target_eps"),
+        ({"teacher": 3}, TypeError, "teacher must be"),
+    ],
+)
 def test_bad_arguments_are_clear_errors_before_any_work(tmp_path, digits, kwargs, error, message):
-    args = dict(public=flat(digits.public), evaluation=(flat(digits.evaluation), digits.evaluation.y),
-                teacher="mlp", num_teachers=5, target_eps=5.0, run_dir=tmp_path / "run",
-                ledger=tmp_path / "ledger.sqlite3")
+    args = dict(
+        public=flat(digits.public),
+        evaluation=(flat(digits.evaluation), digits.evaluation.y),
+        teacher="mlp",
+        num_teachers=5,
+        target_eps=5.0,
+        run_dir=tmp_path / "run",
+        ledger=tmp_path / "ledger.sqlite3",
+    )
     args.update(kwargs)
     with pytest.raises(error, match=message):
         pate.fit((flat(digits.private), digits.private.y), **args)
@@ -136,38 +179,78 @@ def _spoil(array, index, value):
     return array
 
 
-@pytest.mark.parametrize("split, spoil, message", [
-    ("private", lambda x, y: (_spoil(x, (5, 7), np.nan), y), "pate.fit private x: row 5, column 7 is nan"),
-    ("public", lambda x, y: (_spoil(x, (3, 0), np.inf), y), "pate.fit public x: row 3, column 0 is inf"),
-    ("evaluation", lambda x, y: (_spoil(x, (1, 63), -np.inf), y),
-     "pate.fit evaluation x: row 1, column 63 is -inf"),
-    ("private", lambda x, y: (x, _spoil(y, 9, 2.5)), "pate.fit private y: row 9 is 2.5, not an integer"),
-    ("private", lambda x, y: (x, _spoil(y, 4, 10**7).astype(np.int64)),
-     "pate.fit: private split, row 4 has label 10000000, which makes 10000001 classes"),
-    ("public", lambda x, y: (x, _spoil(y, 2, -2).astype(np.int64)), "pate.fit public y: row 2 is -2, a negative"),
-])
-def test_bad_records_are_refused_before_anything_is_written_or_charged(tmp_path, digits, split,
-                                                                       spoil, message):
+@pytest.mark.parametrize(
+    "split, spoil, message",
+    [
+        (
+            "private",
+            lambda x, y: (_spoil(x, (5, 7), np.nan), y),
+            "pate.fit private x: row 5, column 7 is nan",
+        ),
+        (
+            "public",
+            lambda x, y: (_spoil(x, (3, 0), np.inf), y),
+            "pate.fit public x: row 3, column 0 is inf",
+        ),
+        (
+            "evaluation",
+            lambda x, y: (_spoil(x, (1, 63), -np.inf), y),
+            "pate.fit evaluation x: row 1, column 63 is -inf",
+        ),
+        (
+            "private",
+            lambda x, y: (x, _spoil(y, 9, 2.5)),
+            "pate.fit private y: row 9 is 2.5, not an integer",
+        ),
+        (
+            "private",
+            lambda x, y: (x, _spoil(y, 4, 10**7).astype(np.int64)),
+            "pate.fit: private split, row 4 has label 10000000, which makes 10000001 classes",
+        ),
+        (
+            "public",
+            lambda x, y: (x, _spoil(y, 2, -2).astype(np.int64)),
+            "pate.fit public y: row 2 is -2, a negative",
+        ),
+    ],
+)
+def test_bad_records_are_refused_before_anything_is_written_or_charged(
+    tmp_path, digits, split, spoil, message
+):
     """Issue #30: NaN features were trained on and charged; a label of 10**7 sized the votes for
     10**7 + 1 classes; now refused, naming the split, row, column and value."""
     from pate.analysis.errors import InputError
 
-    data = {name: (flat(getattr(digits, name)), getattr(digits, name).y)
-            for name in ("private", "public", "evaluation")}
+    data = {
+        name: (flat(getattr(digits, name)), getattr(digits, name).y)
+        for name in ("private", "public", "evaluation")
+    }
     data[split] = spoil(*data[split])
     with pytest.raises(InputError) as caught:
-        pate.fit(data["private"], data["public"], evaluation=data["evaluation"], teacher="mlp",
-                 num_teachers=5, target_eps=5.0, run_dir=tmp_path / "run",
-                 ledger=tmp_path / "ledger.sqlite3")
-    assert message in str(caught.value) and "nothing was trained, written or charged" in str(caught.value)
+        pate.fit(
+            data["private"],
+            data["public"],
+            evaluation=data["evaluation"],
+            teacher="mlp",
+            num_teachers=5,
+            target_eps=5.0,
+            run_dir=tmp_path / "run",
+            ledger=tmp_path / "ledger.sqlite3",
+        )
+    assert message in str(caught.value) and "nothing was trained, written or charged" in str(
+        caught.value
+    )
     assert not (tmp_path / "run").exists() and not (tmp_path / "ledger.sqlite3").exists()
 
 
 def test_integer_valued_float_labels_are_class_indices(digits):
     from pate.api import _memory_data
 
-    data, _ = _memory_data((flat(digits.private), digits.private.y.astype(np.float32)),
-                           flat(digits.public), (flat(digits.evaluation), digits.evaluation.y))
+    data, _ = _memory_data(
+        (flat(digits.private), digits.private.y.astype(np.float32)),
+        flat(digits.public),
+        (flat(digits.evaluation), digits.evaluation.y),
+    )
     assert data.num_classes == 10 and data.private.y.dtype == np.int64
     np.testing.assert_array_equal(data.private.y, digits.private.y)
 
@@ -188,13 +271,28 @@ def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
     def net(input_shape, num_classes):  # defined here: no import path, no PYTHONPATH
         return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, num_classes))
 
-    private = DataLoader(TensorDataset(torch.as_tensor(digits.private.x),
-                                       torch.as_tensor(digits.private.y)), batch_size=100)
-    result = pate.fit(private, digits.public.x, evaluation=(digits.evaluation.x, digits.evaluation.y),
-                      teacher=net, student=net, num_teachers=5, threshold=3.0, sigma1=1.0,
-                      sigma2=1.0, budget_eps=500.0, queries=100, noise_seed=1, ledger=False,
-                      run_dir=tmp_path / "run", teacher_params={"epochs": 5, "lr": 1e-2},
-                      student_params={"epochs": 1, "steps_per_epoch": 10, "method": "supervised"})
+    private = DataLoader(
+        TensorDataset(torch.as_tensor(digits.private.x), torch.as_tensor(digits.private.y)),
+        batch_size=100,
+    )
+    result = pate.fit(
+        private,
+        digits.public.x,
+        evaluation=(digits.evaluation.x, digits.evaluation.y),
+        teacher=net,
+        student=net,
+        num_teachers=5,
+        threshold=3.0,
+        sigma1=1.0,
+        sigma2=1.0,
+        budget_eps=500.0,
+        queries=100,
+        noise_seed=1,
+        ledger=False,
+        run_dir=tmp_path / "run",
+        teacher_params={"epochs": 5, "lr": 1e-2},
+        student_params={"epochs": 1, "steps_per_epoch": 10, "method": "supervised"},
+    )
     assert 0 < int(result.answered_mask.sum()) <= 100
     assert result.student.predict(digits.evaluation.x).shape == (200,)
     assert not result.privacy["ledger_enforced"] and result.privacy["noise_seeded"]
@@ -203,5 +301,6 @@ def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
     with pytest.raises(ValueError, match="Python factory"):
         Student.load(result.run_dir / "student.pt")
     loaded = Student.load(result.run_dir / "student.pt", model=net)
-    np.testing.assert_array_equal(loaded.predict(digits.evaluation.x),
-                                  result.student.predict(digits.evaluation.x))
+    np.testing.assert_array_equal(
+        loaded.predict(digits.evaluation.x), result.student.predict(digits.evaluation.x)
+    )

@@ -34,5 +34,5 @@ def test_save_json_is_atomic(tmp_path):
     assert json.loads(path.read_text()) == {"a": 1}
     with pytest.raises(TypeError):
         save_json({"a": object()}, tmp_path / "m.json")
-    assert json.loads(path.read_text()) == {"a": 1}          # old file intact
+    assert json.loads(path.read_text()) == {"a": 1}  # old file intact
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]  # no temp file left

@@ -20,13 +20,20 @@ def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150)
     computed the numpy way (ScatterNet, public standardisation, PCA, the rule's own scores)."""
     public_x, private_x = images[:n_public], images[n_public:]
     front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims)
-    release = noisy_class_means(public, front.embed(private_x), labels[n_public:], sigma=1.0,
-                                count_weight=0.3, num_classes=num_classes,
-                                rng=np.random.default_rng(0))
+    release = noisy_class_means(
+        public,
+        front.embed(private_x),
+        labels[n_public:],
+        sigma=1.0,
+        count_weight=0.3,
+        num_classes=num_classes,
+        rng=np.random.default_rng(0),
+    )
     labeller = labelling_rule(release, public, rule)
     recovered = recover_rule(public, labeller.scores(public), rule=rule)
-    head = RuleHead.from_fitted(input_shape=images.shape[1:], front=front, recovered=recovered,
-                                num_classes=num_classes)
+    head = RuleHead.from_fitted(
+        input_shape=images.shape[1:], front=front, recovered=recovered, num_classes=num_classes
+    )
 
     def rule_scores(x):
         return labeller.scores(front.embed(x))
@@ -34,8 +41,9 @@ def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150)
     return head, rule_scores
 
 
-@pytest.mark.parametrize("features, rule, dims", [("scatternet", "logistic", 24),
-                                                  ("none", "lda", 12)])
+@pytest.mark.parametrize(
+    "features, rule, dims", [("scatternet", "logistic", 24), ("none", "lda", 12)]
+)
 def test_the_head_scores_new_images_as_the_run_s_rule(digits_images, features, rule, dims):
     x, y = digits_images
     head, rule_scores = _head(x[:500], y[:500], features=features, rule=rule, dims=dims)
@@ -79,8 +87,16 @@ def test_the_product_is_log_p_student_plus_log_softmax_of_t_times_the_rule(digit
 def test_a_student_times_its_rule_is_saved_and_loaded_whole(digits_images, tmp_path):
     x, y = digits_images
     head, _ = _head(x[:500], y[:500], features="scatternet", rule="logistic", dims=24)
-    student = Student(model="cnn8", method="supervised", epochs=1, steps_per_epoch=5,
-                      batch_size=16, random_state=0, progress=False, device="cpu")
+    student = Student(
+        model="cnn8",
+        method="supervised",
+        epochs=1,
+        steps_per_epoch=5,
+        batch_size=16,
+        random_state=0,
+        progress=False,
+        device="cpu",
+    )
     student.fit(x[:150], y[:150])
     alone = student.predict_proba(x[500:530])
     with pytest.raises(TypeError, match="head must be a pate.student.rule_product.RuleHead"):
@@ -92,12 +108,24 @@ def test_a_student_times_its_rule_is_saved_and_loaded_whole(digits_images, tmp_p
         student.combine_with_rule(head, temperature=10.0)
     student.save(tmp_path / "student.pt")
     loaded = Student.load(tmp_path / "student.pt")
-    assert loaded.rule_product_ == {"features": "scatternet", "rule": "logistic", "dims": 24,
-                                    "temperature": 10.0}
+    assert loaded.rule_product_ == {
+        "features": "scatternet",
+        "rule": "logistic",
+        "dims": 24,
+        "temperature": 10.0,
+    }
     np.testing.assert_allclose(loaded.predict_proba(x[500:530]), combined, atol=1e-6)
     # a student saved alone loads alone
-    plain = Student(model="cnn8", method="supervised", epochs=1, steps_per_epoch=5,
-                    batch_size=16, random_state=0, progress=False, device="cpu").fit(x[:150], y[:150])
+    plain = Student(
+        model="cnn8",
+        method="supervised",
+        epochs=1,
+        steps_per_epoch=5,
+        batch_size=16,
+        random_state=0,
+        progress=False,
+        device="cpu",
+    ).fit(x[:150], y[:150])
     plain.save(tmp_path / "plain.pt")
     assert Student.load(tmp_path / "plain.pt").rule_product_ is None
 

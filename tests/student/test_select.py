@@ -1,11 +1,12 @@
-
 import numpy as np
 import pytest
 
 from pate.student.select import active_labels, first_k, select_uncertain, uncertainty
 
 MECH = dict(threshold=30.0, sigma1=10.0, sigma2=5.0, student_confidence=0.9)
-QUICK_STUDENT = dict(method="supervised", epochs=2, steps_per_epoch=10, random_state=0, device="cpu")
+QUICK_STUDENT = dict(
+    method="supervised", epochs=2, steps_per_epoch=10, random_state=0, device="cpu"
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +49,16 @@ def test_uncertainty_orders():
 
 
 def test_first_mode_asks_in_order(digits, public_votes):
-    res = active_labels(digits.public.x, public_votes, rounds=3, batch_size=40, initial_size=60,
-                        criterion="first", rng=np.random.default_rng(1), **MECH)
+    res = active_labels(
+        digits.public.x,
+        public_votes,
+        rounds=3,
+        batch_size=40,
+        initial_size=60,
+        criterion="first",
+        rng=np.random.default_rng(1),
+        **MECH,
+    )
     assert res.query_order.tolist() == list(range(140))
     assert not res.asked_mask[140:].any() and np.all(res.labels[140:] == -1)
     assert len(res.events) == 3 and [r["queries"] for r in res.rounds] == [60, 40, 40]
@@ -57,11 +66,12 @@ def test_first_mode_asks_in_order(digits, public_votes):
     assert labelled.sum() > 50
     # Mostly right: the synthetic teachers agree on the true class.
     assert np.mean(res.labels[labelled] == digits.public.y[labelled]) > 0.9
-    assert set(res.source[:140]) <= {"teachers", "none"}     # no student in "first" mode
+    assert set(res.source[:140]) <= {"teachers", "none"}  # no student in "first" mode
 
 
-def test_active_mode_selects_uncertain_items_and_student_sees_labels_only(digits, public_votes,
-                                                                           monkeypatch):
+def test_active_mode_selects_uncertain_items_and_student_sees_labels_only(
+    digits, public_votes, monkeypatch
+):
     from pate.student import train
 
     seen = []
@@ -72,10 +82,18 @@ def test_active_mode_selects_uncertain_items_and_student_sees_labels_only(digits
         return original(self, public_x, labels)
 
     monkeypatch.setattr(train.Student, "fit", spy)
-    res = active_labels(digits.public.x, public_votes, rounds=3, batch_size=50, initial_size=50,
-                        criterion="entropy", rng=np.random.default_rng(1),
-                        student_params=QUICK_STUDENT, **{**MECH, "student_confidence": 0.5})
-    assert len(seen) == 2                                   # one student per later round
+    res = active_labels(
+        digits.public.x,
+        public_votes,
+        rounds=3,
+        batch_size=50,
+        initial_size=50,
+        criterion="entropy",
+        rng=np.random.default_rng(1),
+        student_params=QUICK_STUDENT,
+        **{**MECH, "student_confidence": 0.5},
+    )
+    assert len(seen) == 2  # one student per later round
     for shape, labels in seen:
         assert shape == digits.public.x.shape
         assert labels.shape == (597,) and labels.min() >= -1 and labels.max() < 10
@@ -104,8 +122,15 @@ def test_active_mode_validates_before_any_noise(digits, public_votes):
     ]
     for kwargs, exc, match in bad:
         with pytest.raises(exc, match=match):
-            active_labels(digits.public.x, public_votes, rounds=2, batch_size=20,
-                          criterion="entropy", rng=rng, **kwargs)
+            active_labels(
+                digits.public.x,
+                public_votes,
+                rounds=2,
+                batch_size=20,
+                criterion="entropy",
+                rng=rng,
+                **kwargs,
+            )
     with pytest.raises(ValueError, match="rows"):
         active_labels(digits.public.x, public_votes[:100], rounds=2, batch_size=20, rng=rng, **MECH)
     with pytest.raises(ValueError, match="exceeds"):
@@ -116,23 +141,40 @@ def test_active_mode_validates_before_any_noise(digits, public_votes):
 def test_active_mode_stops_with_an_online_aggregator_budget(digits, public_votes):
     from pate.core.aggregators import OnlineAggregator
 
-    agg = OnlineAggregator("interactive-gnmax", budget_eps=1.0, delta=1e-5, rng=np.random.default_rng(2),
-                           threshold=30.0, sigma1=10.0, sigma2=5.0, student_confidence=0.9)
-    res = active_labels(digits.public.x, public_votes, rounds=5, batch_size=100, criterion="first",
-                        aggregator=agg)
+    agg = OnlineAggregator(
+        "interactive-gnmax",
+        budget_eps=1.0,
+        delta=1e-5,
+        rng=np.random.default_rng(2),
+        threshold=30.0,
+        sigma1=10.0,
+        sigma2=5.0,
+        student_confidence=0.9,
+    )
+    res = active_labels(
+        digits.public.x, public_votes, rounds=5, batch_size=100, criterion="first", aggregator=agg
+    )
     assert res.asked_mask.sum() < 500
     assert "stop_reason" in res.rounds[-1]
     assert agg.epsilon(data_dependent=False)[0] <= 1.0
     with pytest.raises(TypeError, match="not both"):
-        active_labels(digits.public.x, public_votes, rounds=1, batch_size=10, aggregator=agg,
-                      threshold=30.0)
+        active_labels(
+            digits.public.x, public_votes, rounds=1, batch_size=10, aggregator=agg, threshold=30.0
+        )
 
 
 def test_aggregator_must_use_the_student(digits, public_votes):
     from pate.core.aggregators import OnlineAggregator
 
-    agg = OnlineAggregator("confident-gnmax", budget_eps=1.0, delta=1e-5, rng=np.random.default_rng(2),
-                           threshold=30.0, sigma1=10.0, sigma2=5.0)
+    agg = OnlineAggregator(
+        "confident-gnmax",
+        budget_eps=1.0,
+        delta=1e-5,
+        rng=np.random.default_rng(2),
+        threshold=30.0,
+        sigma1=10.0,
+        sigma2=5.0,
+    )
     with pytest.raises(TypeError, match="uses the student's predictions"):
         active_labels(digits.public.x, public_votes, rounds=1, batch_size=10, aggregator=agg)
     assert agg.queries_asked == 0

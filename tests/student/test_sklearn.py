@@ -24,18 +24,34 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.estimator_checks import estimator_checks_generator, parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
 
-from pate.student.train import (STUDENT_CHECKS_EXPECTED_TO_FAIL, STUDENT_CHECKS_PLATFORM_DEPENDENT,
-                                Student, train_student)
+from pate.student.train import (
+    STUDENT_CHECKS_EXPECTED_TO_FAIL,
+    STUDENT_CHECKS_PLATFORM_DEPENDENT,
+    Student,
+    train_student,
+)
 
-TINY = dict(epochs=1, steps_per_epoch=30, batch_size=16, learning_rate=0.1, device="cpu",
-            progress=False, random_state=0)
+TINY = dict(
+    epochs=1,
+    steps_per_epoch=30,
+    batch_size=16,
+    learning_rate=0.1,
+    device="cpu",
+    progress=False,
+    random_state=0,
+)
 FAST = dict(epochs=2, steps_per_epoch=10, progress=False, device="cpu", random_state=0)
-ESTIMATORS = [Student(method="supervised", **TINY),
-              Student(method="fixmatch", unlabeled_ratio=2, **TINY)]
+ESTIMATORS = [
+    Student(method="supervised", **TINY),
+    Student(method="fixmatch", unlabeled_ratio=2, **TINY),
+]
 
 
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=lambda est: STUDENT_CHECKS_EXPECTED_TO_FAIL,
-                         xfail_strict=True)
+@parametrize_with_checks(
+    ESTIMATORS,
+    expected_failed_checks=lambda est: STUDENT_CHECKS_EXPECTED_TO_FAIL,
+    xfail_strict=True,
+)
 def test_sklearn_estimator_checks(estimator, check):
     """Every check of ``sklearn.utils.estimator_checks`` (strict: an expected failure that
     passes is reported, so the reasons in STUDENT_CHECKS_EXPECTED_TO_FAIL stay true). A
@@ -51,8 +67,10 @@ def test_sklearn_estimator_checks(estimator, check):
 
 
 def test_expected_failures_name_real_checks_with_reasons():
-    names = {getattr(check, "func", check).__name__
-             for _, check in estimator_checks_generator(ESTIMATORS[0])}
+    names = {
+        getattr(check, "func", check).__name__
+        for _, check in estimator_checks_generator(ESTIMATORS[0])
+    }
     listed = {**STUDENT_CHECKS_EXPECTED_TO_FAIL, **STUDENT_CHECKS_PLATFORM_DEPENDENT}
     assert set(listed) <= names
     assert not set(STUDENT_CHECKS_EXPECTED_TO_FAIL) & set(STUDENT_CHECKS_PLATFORM_DEPENDENT)
@@ -66,7 +84,7 @@ def test_tags_and_params():
     tags = est.__sklearn_tags__()
     assert tags.estimator_type == "classifier" and tags.target_tags.required
     assert not tags.input_tags.allow_nan and not tags.input_tags.sparse
-    assert not tags.non_deterministic                      # CPU and a fixed seed
+    assert not tags.non_deterministic  # CPU and a fixed seed
     assert Student(device="cuda:0").__sklearn_tags__().non_deterministic
     init = [n for n in inspect.signature(Student).parameters]
     assert sorted(est.get_params()) == sorted(init)
@@ -76,18 +94,18 @@ def test_tags_and_params():
 
 def test_clone_round_trip_and_fit_leaves_params_alone(digits, first_k_labels):
     labels = first_k_labels(digits.public.y, 50)
-    est = Student(method="fixmatch", **FAST)     # pad, steps_per_epoch, num_classes: None
+    est = Student(method="fixmatch", **FAST)  # pad, steps_per_epoch, num_classes: None
     before = est.get_params()
     copy = clone(est)
     assert copy is not est and copy.get_params() == before
     assert est.fit(digits.public.x, labels) is est
-    assert est.get_params() == before            # fit resolved defaults into settings_ only
+    assert est.get_params() == before  # fit resolved defaults into settings_ only
     assert est.pad is None and est.steps_per_epoch == 10 and est.num_classes is None
     assert est.settings_["pad"] is not None and est.settings_["num_classes"] == 10
     fitted = set(vars(est)) - set(before)
     assert fitted and all(name.endswith("_") for name in fitted), fitted
     assert {"classes_", "n_features_in_", "model_", "history_"} <= fitted
-    assert est.n_features_in_ == 1                 # X.shape[1]: the channel of (N, 1, 8, 8)
+    assert est.n_features_in_ == 1  # X.shape[1]: the channel of (N, 1, 8, 8)
     check_is_fitted(est)
     # A clone of a fitted Student is unfitted; refitted with the same seed it is the same model.
     again = clone(est)
@@ -96,8 +114,9 @@ def test_clone_round_trip_and_fit_leaves_params_alone(digits, first_k_labels):
     with pytest.raises(NotFittedError, match="not fitted"):
         again.predict(digits.evaluation.x)
     again.fit(digits.public.x, labels)
-    assert np.array_equal(again.predict_proba(digits.evaluation.x),
-                          est.predict_proba(digits.evaluation.x))
+    assert np.array_equal(
+        again.predict_proba(digits.evaluation.x), est.predict_proba(digits.evaluation.x)
+    )
 
 
 def _to_images(X):
@@ -111,14 +130,16 @@ def test_cross_val_score_and_pipeline_on_digits():
     common = dict(method="supervised", random_state=0, device="cpu", progress=False)
     flat = cross_val_score(Student(epochs=3, steps_per_epoch=30, **common), X, y, cv=3)
     assert flat.shape == (3,) and flat.min() > 0.85, flat
-    pipe = make_pipeline(FunctionTransformer(_to_images),
-                         Student(epochs=4, steps_per_epoch=40, learning_rate=0.1, **common))
+    pipe = make_pipeline(
+        FunctionTransformer(_to_images),
+        Student(epochs=4, steps_per_epoch=40, learning_rate=0.1, **common),
+    )
     images = cross_val_score(pipe, X, y, cv=3)
     assert images.shape == (3,) and images.min() > 0.85, images
     pipe.fit(X[:1200], y[:1200])
     assert pipe[-1].model_name_ == "cnn8" and pipe[-1].input_shape_ == (1, 8, 8)
     assert pipe.score(X[1200:], y[1200:]) > 0.85
-    assert flat.tolist() != images.tolist()       # two different models really ran
+    assert flat.tolist() != images.tolist()  # two different models really ran
 
 
 def test_minus_one_is_unlabelled_never_a_class(digits, first_k_labels):
@@ -156,13 +177,16 @@ def test_string_float_and_list_labels_train_the_same_model(digits, first_k_label
     with pytest.raises(ValueError, match="num_classes=12 but y holds 10 distinct labels"):
         Student(**FAST, num_classes=12).fit(x, named)
     with pytest.raises(ValueError, match="only one class .'digit-0'."):
-        Student(**FAST).fit(x, np.array(["digit-0" if v == 0 else -1 for v in labels], dtype=object))
+        Student(**FAST).fit(
+            x, np.array(["digit-0" if v == 0 else -1 for v in labels], dtype=object)
+        )
     with pytest.raises(ValueError, match="Unknown label type"):
         Student(**FAST).fit(x, np.linspace(0, 1, 597))
 
 
-def test_resume_without_checkpoint_is_logged_not_printed(digits, first_k_labels, tmp_path, caplog,
-                                                         capsys):
+def test_resume_without_checkpoint_is_logged_not_printed(
+    digits, first_k_labels, tmp_path, caplog, capsys
+):
     labels = first_k_labels(digits.public.y, 30)
     with caplog.at_level(logging.INFO, logger="pate"):
         train_student(digits.public.x, labels, checkpoint_dir=tmp_path, resume=True, **FAST)

@@ -20,8 +20,16 @@ def no_training(monkeypatch):
 
 def test_student_learns(digits):
     """Supervised on all public labels: far above chance (0.1) on the evaluation split."""
-    student = train_student(digits.public.x, digits.public.y, method="supervised", epochs=4,
-                            steps_per_epoch=50, random_state=0, progress=False, device="cpu")
+    student = train_student(
+        digits.public.x,
+        digits.public.y,
+        method="supervised",
+        epochs=4,
+        steps_per_epoch=50,
+        random_state=0,
+        progress=False,
+        device="cpu",
+    )
     assert student.score(digits.evaluation.x, digits.evaluation.y) > 0.85
     proba = student.predict_proba(digits.evaluation.x)
     assert proba.shape == (200, 10) and np.allclose(proba.sum(1), 1.0)
@@ -34,16 +42,21 @@ def test_fixmatch_beats_supervised_with_few_labels(digits, first_k_labels):
     Measured on seeds 0-2 while tuning: supervised 0.71-0.735, FixMatch 0.81-0.85.
     """
     labels = first_k_labels(digits.public.y, 30)
-    common = dict(epochs=10, steps_per_epoch=30, cutout=0.25, progress=False, device="cpu",
-                  num_classes=10)
+    common = dict(
+        epochs=10, steps_per_epoch=30, cutout=0.25, progress=False, device="cpu", num_classes=10
+    )
     sup, fix = [], []
     for seed in (0, 1):
-        sup.append(train_student(digits.public.x, labels, method="supervised", random_state=seed,
-                                 **common).score(digits.evaluation.x, digits.evaluation.y))
-        fix_student = train_student(digits.public.x, labels, method="fixmatch", random_state=seed,
-                                    **common)
+        sup.append(
+            train_student(
+                digits.public.x, labels, method="supervised", random_state=seed, **common
+            ).score(digits.evaluation.x, digits.evaluation.y)
+        )
+        fix_student = train_student(
+            digits.public.x, labels, method="fixmatch", random_state=seed, **common
+        )
         fix.append(fix_student.score(digits.evaluation.x, digits.evaluation.y))
-        assert fix_student.history_[-1]["mask_rate"] > 0.2   # pseudo-labels were used
+        assert fix_student.history_[-1]["mask_rate"] > 0.2  # pseudo-labels were used
     assert np.mean(fix) >= np.mean(sup) + 0.05, (sup, fix)
     assert min(fix) > max(sup) - 0.02, (sup, fix)
 
@@ -51,8 +64,17 @@ def test_fixmatch_beats_supervised_with_few_labels(digits, first_k_labels):
 def test_tabular_fixmatch_learns(digits, first_k_labels):
     x = digits.public.x.reshape(len(digits.public.x), -1)
     labels = first_k_labels(digits.public.y, 100)
-    student = train_student(x, labels, method="fixmatch", epochs=4, steps_per_epoch=25,
-                            random_state=0, progress=False, device="cpu", num_classes=10)
+    student = train_student(
+        x,
+        labels,
+        method="fixmatch",
+        epochs=4,
+        steps_per_epoch=25,
+        random_state=0,
+        progress=False,
+        device="cpu",
+        num_classes=10,
+    )
     assert student.model_name_ == "mlp"
     assert student.score(digits.evaluation.x.reshape(200, -1), digits.evaluation.y) > 0.6
 
@@ -78,13 +100,23 @@ def test_same_seed_same_student_and_generator_seed(digits, first_k_labels):
 
 
 @pytest.mark.parametrize("alignment", [False, True])
-def test_resume_after_a_crash_gives_the_uninterrupted_weights(digits, first_k_labels, tmp_path,
-                                                              alignment):
+def test_resume_after_a_crash_gives_the_uninterrupted_weights(
+    digits, first_k_labels, tmp_path, alignment
+):
     """Also with distribution alignment, whose running mean of predictions is in the checkpoint."""
     labels = first_k_labels(digits.public.y, 50)
-    settings = dict(method="fixmatch", epochs=3, steps_per_epoch=5, random_state=11, progress=False,
-                    device="cpu", num_classes=10, ema_decay=0.9, distribution_alignment=alignment,
-                    threshold=0.5)
+    settings = dict(
+        method="fixmatch",
+        epochs=3,
+        steps_per_epoch=5,
+        random_state=11,
+        progress=False,
+        device="cpu",
+        num_classes=10,
+        ema_decay=0.9,
+        distribution_alignment=alignment,
+        threshold=0.5,
+    )
     full = train_student(digits.public.x, labels, **settings)
 
     def crash(epoch, record):
@@ -92,14 +124,24 @@ def test_resume_after_a_crash_gives_the_uninterrupted_weights(digits, first_k_la
             raise KeyboardInterrupt("simulated crash")
 
     with pytest.raises(KeyboardInterrupt):
-        train_student(digits.public.x, labels, checkpoint_dir=tmp_path, on_epoch_end=crash, **settings)
+        train_student(
+            digits.public.x, labels, checkpoint_dir=tmp_path, on_epoch_end=crash, **settings
+        )
     assert (tmp_path / CHECKPOINT_NAME).exists()
     seen = []
-    resumed = train_student(digits.public.x, labels, checkpoint_dir=tmp_path, resume=True,
-                            on_epoch_end=lambda e, r: seen.append(e), **settings)
-    assert seen == [3]                               # only the missing epoch was trained
+    resumed = train_student(
+        digits.public.x,
+        labels,
+        checkpoint_dir=tmp_path,
+        resume=True,
+        on_epoch_end=lambda e, r: seen.append(e),
+        **settings,
+    )
+    assert seen == [3]  # only the missing epoch was trained
     assert len(resumed.history_) == 3
-    for (k, v), (k2, v2) in zip(full.model_.state_dict().items(), resumed.model_.state_dict().items()):
+    for (k, v), (k2, v2) in zip(
+        full.model_.state_dict().items(), resumed.model_.state_dict().items()
+    ):
         assert k == k2 and torch.equal(v, v2), k
     # A checkpoint of other labels or settings is refused, not silently mixed in.
     other = labels.copy()
@@ -107,8 +149,13 @@ def test_resume_after_a_crash_gives_the_uninterrupted_weights(digits, first_k_la
     with pytest.raises(ValueError, match="different public data, labels or settings"):
         train_student(digits.public.x, other, checkpoint_dir=tmp_path, resume=True, **settings)
     with pytest.raises(ValueError, match="another random_state"):
-        train_student(digits.public.x, labels, checkpoint_dir=tmp_path, resume=True,
-                      **{**settings, "random_state": 12})
+        train_student(
+            digits.public.x,
+            labels,
+            checkpoint_dir=tmp_path,
+            resume=True,
+            **{**settings, "random_state": 12},
+        )
 
 
 def test_distribution_alignment_raises_the_classes_the_labels_rarely_name(digits):
@@ -121,8 +168,17 @@ def test_distribution_alignment_raises_the_classes_the_labels_rarely_name(digits
         items = np.flatnonzero(y == c)[: (10 if c < 5 else 1)]
         labels[items] = c
     # Seeds 0 / 1 / 2 while writing this: 0.5 / 4.2 / 3.5 % without vs 7.0 / 16.4 / 10.7 % with.
-    common = dict(method="fixmatch", epochs=6, steps_per_epoch=25, random_state=1, progress=False,
-                  device="cpu", num_classes=10, threshold=0.7, cutout=0.25)
+    common = dict(
+        method="fixmatch",
+        epochs=6,
+        steps_per_epoch=25,
+        random_state=1,
+        progress=False,
+        device="cpu",
+        num_classes=10,
+        threshold=0.7,
+        cutout=0.25,
+    )
     share = {}
     for alignment in (False, True):
         student = train_student(digits.public.x, labels, distribution_alignment=alignment, **common)
@@ -137,8 +193,11 @@ def test_save_and_load_round_trip(digits, first_k_labels, tmp_path):
     student = train_student(digits.public.x, labels, random_state=0, **FAST)
     path = student.save(tmp_path / "student.pt")
     loaded = Student.load(path)
-    assert np.allclose(loaded.predict_proba(digits.evaluation.x),
-                       student.predict_proba(digits.evaluation.x), atol=1e-6)
+    assert np.allclose(
+        loaded.predict_proba(digits.evaluation.x),
+        student.predict_proba(digits.evaluation.x),
+        atol=1e-6,
+    )
     assert loaded.seed_ == student.seed_ and loaded.num_classes_ == 10
     assert [p.name for p in tmp_path.iterdir()] == ["student.pt"]
     with pytest.raises(FileNotFoundError, match="pate train-student"):
@@ -148,24 +207,40 @@ def test_save_and_load_round_trip(digits, first_k_labels, tmp_path):
 def test_wide_resnet_student_trains_saves_and_loads(digits, first_k_labels, tmp_path):
     """The stronger student (``model="wrn16_4"``) goes through the same FixMatch, save and load."""
     labels = first_k_labels(digits.public.y, 50)
-    student = train_student(digits.public.x, labels, model="wrn16_4", random_state=0,
-                            **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8})
+    student = train_student(
+        digits.public.x,
+        labels,
+        model="wrn16_4",
+        random_state=0,
+        **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8},
+    )
     assert student.model_name_ == "wrn16_4" and len(student.history_) == 1
     loaded = Student.load(student.save(tmp_path / "student.pt"))
-    assert np.allclose(loaded.predict_proba(digits.evaluation.x[:20]),
-                       student.predict_proba(digits.evaluation.x[:20]), atol=1e-6)
+    assert np.allclose(
+        loaded.predict_proba(digits.evaluation.x[:20]),
+        student.predict_proba(digits.evaluation.x[:20]),
+        atol=1e-6,
+    )
 
 
 def test_scatternet_student_trains_saves_and_loads(digits, first_k_labels, tmp_path):
     """``model="scatternet_cnn"`` (fixed ScatterNet front-end + CNN head) on raw images: the
     same FixMatch (augmentations on the images), save and load."""
     labels = first_k_labels(digits.public.y, 50)
-    student = train_student(digits.public.x, labels, model="scatternet_cnn", random_state=0,
-                            **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8})
+    student = train_student(
+        digits.public.x,
+        labels,
+        model="scatternet_cnn",
+        random_state=0,
+        **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8},
+    )
     assert student.model_name_ == "scatternet_cnn"
     loaded = Student.load(student.save(tmp_path / "student.pt"))
-    assert np.allclose(loaded.predict_proba(digits.evaluation.x[:20]),
-                       student.predict_proba(digits.evaluation.x[:20]), atol=1e-6)
+    assert np.allclose(
+        loaded.predict_proba(digits.evaluation.x[:20]),
+        student.predict_proba(digits.evaluation.x[:20]),
+        atol=1e-6,
+    )
 
 
 def test_fit_returns_self_and_sklearn_params():
@@ -179,6 +254,7 @@ def test_fit_returns_self_and_sklearn_params():
 
 
 # ---------------------------------------------------------------- the API refuses non-public inputs
+
 
 def test_refuses_pate_data_and_splits(digits, first_k_labels, no_training):
     labels = first_k_labels(digits.public.y, 30)
@@ -229,10 +305,18 @@ def test_refuses_teachers(digits, first_k_labels, no_training):
     from pate.teachers.ensemble import EnsembleResult
 
     preds = np.tile(digits.public.y, (5, 1))
-    result = EnsembleResult(public_predictions=preds, eval_predictions=preds[:, :200],
-                            eval_labels=digits.evaluation.y, teacher_accuracy=np.ones(5),
-                            plurality_accuracy=1.0, num_classes=10, trainer="sequential",
-                            device="cpu", chunk_size=5, train_seconds=0.0)
+    result = EnsembleResult(
+        public_predictions=preds,
+        eval_predictions=preds[:, :200],
+        eval_labels=digits.evaluation.y,
+        teacher_accuracy=np.ones(5),
+        plurality_accuracy=1.0,
+        num_classes=10,
+        trainer="sequential",
+        device="cpu",
+        chunk_size=5,
+        train_seconds=0.0,
+    )
     for bad in (result, preds):
         with pytest.raises(TypeError, match="teacher"):
             train_student(digits.public.x, bad)
@@ -289,6 +373,7 @@ def test_resolve_device():
 
 # ---------------------------------------------------------------- soft targets
 
+
 def _one_hot(labels, classes=10):
     out = np.zeros((labels.shape[0], classes))
     rows = labels >= 0
@@ -302,10 +387,17 @@ def test_one_hot_soft_targets_train_the_same_model_as_hard_labels(digits, first_
     hard-label loss, so the same seed gives the same student (to float32 rounding)."""
     labels = first_k_labels(digits.public.y, 100)
     hard = train_student(digits.public.x, labels, method=method, random_state=3, **FAST)
-    soft = train_student(digits.public.x, labels, method=method, random_state=3,
-                         soft_targets=_one_hot(labels), **FAST)
-    np.testing.assert_allclose(soft.predict_proba(digits.evaluation.x),
-                               hard.predict_proba(digits.evaluation.x), atol=1e-5)
+    soft = train_student(
+        digits.public.x,
+        labels,
+        method=method,
+        random_state=3,
+        soft_targets=_one_hot(labels),
+        **FAST,
+    )
+    np.testing.assert_allclose(
+        soft.predict_proba(digits.evaluation.x), hard.predict_proba(digits.evaluation.x), atol=1e-5
+    )
     assert soft.settings_["soft_targets"] is True and hard.settings_["soft_targets"] is False
 
 
@@ -313,10 +405,11 @@ def test_soft_targets_change_what_the_student_learns(digits):
     """Targets that keep each label's argmax but spread the rest of the mass train another model,
     and a less confident one."""
     labels = digits.public.y.astype(np.int64)
-    spread = 0.5 * _one_hot(labels) + 0.05   # 0.55 at the label, 0.05 on each other class
+    spread = 0.5 * _one_hot(labels) + 0.05  # 0.55 at the label, 0.05 on each other class
     hard = train_student(digits.public.x, labels, method="supervised", random_state=3, **FAST)
-    soft = train_student(digits.public.x, labels, method="supervised", random_state=3,
-                         soft_targets=spread, **FAST)
+    soft = train_student(
+        digits.public.x, labels, method="supervised", random_state=3, soft_targets=spread, **FAST
+    )
     p_hard, p_soft = (s.predict_proba(digits.evaluation.x) for s in (hard, soft))
     assert np.abs(p_hard - p_soft).max() > 0.01
     assert p_soft.max(axis=1).mean() < p_hard.max(axis=1).mean()
@@ -345,12 +438,20 @@ def test_unlabelled_rows_of_soft_targets_are_ignored(digits, first_k_labels):
     labels = first_k_labels(digits.public.y, 100)
     targets = _one_hot(labels)
     targets[100:] = np.nan
-    a = train_student(digits.public.x, labels, method="supervised", random_state=1,
-                      soft_targets=targets, **FAST)
-    b = train_student(digits.public.x, labels, method="supervised", random_state=1,
-                      soft_targets=_one_hot(labels), **FAST)
-    np.testing.assert_array_equal(a.predict_proba(digits.evaluation.x),
-                                  b.predict_proba(digits.evaluation.x))
+    a = train_student(
+        digits.public.x, labels, method="supervised", random_state=1, soft_targets=targets, **FAST
+    )
+    b = train_student(
+        digits.public.x,
+        labels,
+        method="supervised",
+        random_state=1,
+        soft_targets=_one_hot(labels),
+        **FAST,
+    )
+    np.testing.assert_array_equal(
+        a.predict_proba(digits.evaluation.x), b.predict_proba(digits.evaluation.x)
+    )
 
 
 def test_a_checkpoint_of_other_soft_targets_is_not_resumed(digits, first_k_labels, tmp_path):
@@ -385,9 +486,20 @@ def _crafted_files(tmp_path, marker):
     files["incomplete"] = tmp_path / "incomplete.pt"
     torch.save({"format": "pate-learn-student/1", "model_name": "mlp"}, files["incomplete"])
     files["bad-tensors"] = tmp_path / "bad-tensors.pt"
-    torch.save({"format": "pate-learn-student/1", "model_name": "mlp", "input_shape": [1, 8, 8],
-                "num_classes": 10, "settings": {"model": "mlp"}, "seed": 0, "history": [],
-                "n_labelled": 5, "state_dict": {"mean": torch.zeros(1)}}, files["bad-tensors"])
+    torch.save(
+        {
+            "format": "pate-learn-student/1",
+            "model_name": "mlp",
+            "input_shape": [1, 8, 8],
+            "num_classes": 10,
+            "settings": {"model": "mlp"},
+            "seed": 0,
+            "history": [],
+            "n_labelled": 5,
+            "state_dict": {"mean": torch.zeros(1)},
+        },
+        files["bad-tensors"],
+    )
     return files
 
 
@@ -397,8 +509,10 @@ def test_a_crafted_student_file_is_refused_naming_it_and_runs_no_code(tmp_path):
 
     marker = tmp_path / "fired"
     for kind, path in _crafted_files(tmp_path, marker).items():
-        with pytest.raises(CheckpointError, match="not a student file written by pate-learn|not "
-                                                  "written by pate-learn") as info:
+        with pytest.raises(
+            CheckpointError,
+            match="not a student file written by pate-learn|not written by pate-learn",
+        ) as info:
             Student.load(path)
         assert str(path) in str(info.value) and info.value.path == str(path), kind
         assert "train the student again" in str(info.value), kind
@@ -408,8 +522,9 @@ def test_a_crafted_student_file_is_refused_naming_it_and_runs_no_code(tmp_path):
     assert not marker.exists()
 
 
-def test_a_crafted_checkpoint_is_refused_on_resume_before_training(digits, first_k_labels,
-                                                                   tmp_path):
+def test_a_crafted_checkpoint_is_refused_on_resume_before_training(
+    digits, first_k_labels, tmp_path
+):
     from pate.teachers.checkpoint import CheckpointError
 
     marker = tmp_path / "fired"
@@ -419,8 +534,9 @@ def test_a_crafted_checkpoint_is_refused_on_resume_before_training(digits, first
         folder.mkdir()
         (folder / CHECKPOINT_NAME).write_bytes(crafted.read_bytes())
         with pytest.raises(CheckpointError, match="written by pate-learn") as info:
-            train_student(digits.public.x, labels, checkpoint_dir=folder, resume=True,
-                          random_state=0, **FAST)
+            train_student(
+                digits.public.x, labels, checkpoint_dir=folder, resume=True, random_state=0, **FAST
+            )
         assert str(folder / CHECKPOINT_NAME) in str(info.value), kind
         assert f"delete {folder / CHECKPOINT_NAME}" in str(info.value), kind
     assert not marker.exists()

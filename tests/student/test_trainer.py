@@ -10,8 +10,16 @@ from torch import nn
 from pate.student.trainer import Batches, Standardize, Training, input_stats
 from pate.teachers.checkpoint import CheckpointError
 
-SETTINGS = {"ema_decay": 0.9, "learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.0,
-            "flip": False, "pad": 1, "strong_ops": 1, "cutout": 0.5}
+SETTINGS = {
+    "ema_decay": 0.9,
+    "learning_rate": 0.1,
+    "momentum": 0.9,
+    "weight_decay": 0.0,
+    "flip": False,
+    "pad": 1,
+    "strong_ops": 1,
+    "cutout": 0.5,
+}
 
 
 def test_input_stats_are_per_channel_for_images_and_per_feature_for_tables():
@@ -22,7 +30,7 @@ def test_input_stats_are_per_channel_for_images_and_per_feature_for_tables():
     np.testing.assert_allclose(mean.reshape(-1), images.mean(axis=(0, 2, 3)), rtol=1e-6)
     table = np.c_[rng.normal(size=10), np.full(10, 5.0)].astype(np.float32)
     mean, std = input_stats(table)
-    assert mean.shape == (1, 2) and std[0, 1] == 1.0   # a constant feature is not divided by 0
+    assert mean.shape == (1, 2) and std[0, 1] == 1.0  # a constant feature is not divided by 0
     np.testing.assert_allclose(std[0, 0], table[:, 0].std(), rtol=1e-5)
 
 
@@ -35,15 +43,22 @@ def _training(seed: int) -> Training:
 def test_a_restored_run_draws_and_predicts_what_the_original_would():
     a = _training(5)
     x = np.random.default_rng(1).random((8, 3), dtype=np.float32)
-    batches = Batches(x, np.array([0, 1, -1, 0, 1, -1, 0, 1]), None, np.array([0, 1, 3, 4, 6, 7]),
-                      np.ones((1, 3), np.float32), SETTINGS, generator=a.generator,
-                      device=torch.device("cpu"))
+    batches = Batches(
+        x,
+        np.array([0, 1, -1, 0, 1, -1, 0, 1]),
+        None,
+        np.array([0, 1, 3, 4, 6, 7]),
+        np.ones((1, 3), np.float32),
+        SETTINGS,
+        generator=a.generator,
+        device=torch.device("cpu"),
+    )
     batches.labelled_rows(4)
     saved = a.checkpoint(fingerprint="f", seed=5, epoch=3)
     saved = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in saved.items()}
     expected = (batches.labelled_rows(4), batches.unlabelled_rows(4), batches.weak(batches.x))
 
-    b = _training(6)   # other weights, other generator: everything comes from the checkpoint
+    b = _training(6)  # other weights, other generator: everything comes from the checkpoint
     b.restore(saved, device=torch.device("cpu"), checkpoint_path="ckpt.pt")
     batches.generator = b.generator
     assert b.start_epoch == 3 and b.final is b.ema
@@ -52,10 +67,13 @@ def test_a_restored_run_draws_and_predicts_what_the_original_would():
         torch.testing.assert_close(e, g)
     for pa, pb in zip(a.model.parameters(), b.model.parameters()):
         torch.testing.assert_close(pa, pb)
-    assert set(batches.labelled_rows(50).tolist()) <= {0, 1, 3, 4, 6, 7}   # answered items only
+    assert set(batches.labelled_rows(50).tolist()) <= {0, 1, 3, 4, 6, 7}  # answered items only
 
 
 def test_a_damaged_checkpoint_is_refused_naming_the_file():
     with pytest.raises(CheckpointError, match="ckpt.pt.*not a student file.*KeyError"):
-        _training(1).restore({"model": _training(2).model.state_dict()},
-                             device=torch.device("cpu"), checkpoint_path="ckpt.pt")
+        _training(1).restore(
+            {"model": _training(2).model.state_dict()},
+            device=torch.device("cpu"),
+            checkpoint_path="ckpt.pt",
+        )

@@ -14,7 +14,9 @@ from pate.teachers.data import ArraySplit, load_pate_data, read_idx
 
 def _write_idx(path, array, *, compress=True):
     array = np.asarray(array, dtype=np.uint8)
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(
+        f">{array.ndim}I", *array.shape
+    )
     data = header + array.tobytes()
     if compress:
         with gzip.open(path, "wb") as fh:
@@ -27,10 +29,12 @@ def _fake_mnist_root(tmp_path, folder="FashionMNIST", n_train=30, n_test=25, com
     raw = tmp_path / folder / "raw"
     raw.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    arrays = {"train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28)),
-              "train-labels-idx1-ubyte": np.arange(n_train) % 10,
-              "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28)),
-              "t10k-labels-idx1-ubyte": (np.arange(n_test) * 3) % 10}
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28)),
+        "train-labels-idx1-ubyte": np.arange(n_train) % 10,
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28)),
+        "t10k-labels-idx1-ubyte": (np.arange(n_test) * 3) % 10,
+    }
     for stem, arr in arrays.items():
         _write_idx(raw / (stem + (".gz" if compress else "")), arr, compress=compress)
     return arrays
@@ -66,7 +70,7 @@ def test_fashion_mnist_from_torchvision_root(tmp_path, compress):
     assert data.private.x.dtype == np.float32 and data.private.y.dtype == np.int64
     assert 0.0 <= data.private.x.min() and data.private.x.max() <= 1.0
     test_x = arrays["t10k-images-idx3-ubyte"].astype(np.float32) / 255
-    np.testing.assert_allclose(data.public.x[:, 0], test_x[:15])     # first public_size items
+    np.testing.assert_allclose(data.public.x[:, 0], test_x[:15])  # first public_size items
     np.testing.assert_allclose(data.evaluation.x[:, 0], test_x[-5:])  # last eval_size items
     np.testing.assert_array_equal(data.private.y, arrays["train-labels-idx1-ubyte"])
 
@@ -107,16 +111,23 @@ def test_digits_split():
     # the fixed permutation is the same every call, and the splits are disjoint
     again = load_pate_data("digits")
     np.testing.assert_array_equal(again.public.x, data.public.x)
-    rows = np.concatenate([s.x.reshape(len(s), -1) for s in (data.private, data.public, data.evaluation)])
+    rows = np.concatenate(
+        [s.x.reshape(len(s), -1) for s in (data.private, data.public, data.evaluation)]
+    )
     assert len(rows) == 1797
 
 
 def test_npz_splits_and_pool(tmp_path):
     rng = np.random.default_rng(1)
     path = tmp_path / "d.npz"
-    np.savez(path, x_private=rng.random((40, 5)), y_private=np.arange(40) % 3,
-             x_public=rng.random((10, 5)), x_evaluation=rng.random((8, 5)),
-             y_evaluation=np.arange(8) % 3)
+    np.savez(
+        path,
+        x_private=rng.random((40, 5)),
+        y_private=np.arange(40) % 3,
+        x_public=rng.random((10, 5)),
+        x_evaluation=rng.random((8, 5)),
+        y_evaluation=np.arange(8) % 3,
+    )
     data = load_pate_data(f"npz:{path}")
     assert len(data.private) == 40 and data.num_classes == 3 and data.input_shape == (5,)
     assert np.all(data.public.y == -1)  # unlabelled public split
@@ -149,7 +160,8 @@ def test_imagefolder(tmp_path):
         (tmp_path / "imgs" / cls).mkdir(parents=True)
         for i in range(6):
             Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(
-                tmp_path / "imgs" / cls / f"{i}.png")
+                tmp_path / "imgs" / cls / f"{i}.png"
+            )
     data = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=3, eval_size=2)
     assert data.input_shape == (3, 8, 8) and data.num_classes == 2 and len(data.private) == 7
 
@@ -220,13 +232,15 @@ def test_imagefolder_mixed_sizes_and_modes(tmp_path):
     assert 0.0 <= data.private.x.min() <= data.private.x.max() <= 1.0
     _check_solid(data)
 
-    square = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3,
-                            image_size=16)
+    square = load_pate_data(
+        f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3, image_size=16
+    )
     assert square.input_shape == (3, 16, 16)
     _check_solid(square)
     np.testing.assert_array_equal(square.private.y, data.private.y)  # same split, other size
-    wide = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3,
-                          image_size=(12, 20))
+    wide = load_pate_data(
+        f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3, image_size=(12, 20)
+    )
     assert wide.input_shape == (3, 12, 20)
 
 
@@ -264,13 +278,17 @@ def test_imagefolder_same_size_images_read_exactly(tmp_path):
 
 def test_imagefolder_train_test_layout(tmp_path):
     _mixed_folder(tmp_path / "tt" / "train")
-    (tmp_path / "tt" / "test" / "bee").mkdir(parents=True)   # a test split may lack a class
+    (tmp_path / "tt" / "test" / "bee").mkdir(parents=True)  # a test split may lack a class
     (tmp_path / "tt" / "test" / "cat").mkdir()
     for i, size in enumerate([(5, 5), (50, 25), (9, 31), (12, 12)]):
-        _solid(tmp_path / "tt" / "test" / ("bee" if i % 2 else "cat") / f"{i}.png", size,
-               _BEE if i % 2 else _CAT_RGB)
-    data = load_pate_data(f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1,
-                          image_size=(10, 14))
+        _solid(
+            tmp_path / "tt" / "test" / ("bee" if i % 2 else "cat") / f"{i}.png",
+            size,
+            _BEE if i % 2 else _CAT_RGB,
+        )
+    data = load_pate_data(
+        f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1, image_size=(10, 14)
+    )
     assert data.input_shape == (3, 10, 14) and data.class_names == ("ant", "bee", "cat")
     assert len(data.private) == 18 and len(data.public) == 3 and len(data.evaluation) == 1
     # test labels follow the training folder's class indices, not the test folder's own
@@ -315,8 +333,9 @@ def test_class_names():
 
 
 def test_class_names_of_user_files(tmp_path):
-    rows = ["f1,f2,label"] + [f"{i},{i % 3},{('setosa', 'virginica', 'versicolor')[i % 3]}"
-                              for i in range(30)]
+    rows = ["f1,f2,label"] + [
+        f"{i},{i % 3},{('setosa', 'virginica', 'versicolor')[i % 3]}" for i in range(30)
+    ]
     (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
     data = load_pate_data(f"csv:{tmp_path / 't.csv'}", public_size=5, eval_size=5)
     assert data.class_names == ("setosa", "versicolor", "virginica")
@@ -338,21 +357,29 @@ def test_class_names_of_user_files(tmp_path):
 # every vote histogram for 10**7 + 1 classes, a label 2.5 was truncated to 2). Every source is
 # now refused at load time, naming the split, the row (and column) and the value.
 
+
 def _splits_npz(path, **replace):
     rng = np.random.default_rng(2)
-    arrays = dict(x_private=rng.random((40, 5)), y_private=np.arange(40) % 3,
-                  x_public=rng.random((10, 5)), x_evaluation=rng.random((8, 5)),
-                  y_evaluation=np.arange(8) % 3)
+    arrays = dict(
+        x_private=rng.random((40, 5)),
+        y_private=np.arange(40) % 3,
+        x_public=rng.random((10, 5)),
+        x_evaluation=rng.random((8, 5)),
+        y_evaluation=np.arange(8) % 3,
+    )
     arrays.update(replace)
     np.savez(path, **arrays)
     return f"npz:{path}"
 
 
 @pytest.mark.parametrize("split, size", [("private", 40), ("public", 10), ("evaluation", 8)])
-@pytest.mark.parametrize("value, kind", [(np.nan, "a missing value"), (-np.inf, "infinite"),
-                                         (1e39, "beyond float32's range")])
+@pytest.mark.parametrize(
+    "value, kind",
+    [(np.nan, "a missing value"), (-np.inf, "infinite"), (1e39, "beyond float32's range")],
+)
 def test_non_finite_features_are_refused_naming_split_row_column_and_value(
-        tmp_path, split, size, value, kind):
+    tmp_path, split, size, value, kind
+):
     x = np.random.default_rng(3).random((size, 5))
     x[6, 4] = value
     x[7, 0] = np.nan
@@ -360,7 +387,9 @@ def test_non_finite_features_are_refused_naming_split_row_column_and_value(
     with pytest.raises(InputError) as caught:
         load_pate_data(source)
     message = str(caught.value)
-    assert f"{split} split (x_{split}): row 6, column 4 is {value!r} ({kind}; 2 non-finite" in message
+    assert (
+        f"{split} split (x_{split}): row 6, column 4 is {value!r} ({kind}; 2 non-finite" in message
+    )
     assert "\n" not in message
 
 
@@ -377,8 +406,11 @@ def test_non_finite_image_features_name_the_position():
 def test_labels_that_are_not_class_indices_are_refused(tmp_path):
     y = (np.arange(40) % 3).astype(np.float64)
     y[11] = 2.5
-    with pytest.raises(InputError, match=r"private split \(y_private\): row 11 is 2.5, not an "
-                                         "integer class index"):
+    with pytest.raises(
+        InputError,
+        match=r"private split \(y_private\): row 11 is 2.5, not an "
+        "integer class index",
+    ):
         load_pate_data(_splits_npz(tmp_path / "a.npz", y_private=y))
     y[11] = np.nan
     with pytest.raises(InputError, match="row 11 is nan, not an integer"):
@@ -388,12 +420,17 @@ def test_labels_that_are_not_class_indices_are_refused(tmp_path):
         load_pate_data(_splits_npz(tmp_path / "c.npz", y_private=y))
     ye = np.arange(8) % 3
     ye[5] = -1  # unknown: allowed in the public split only
-    with pytest.raises(InputError, match=r"evaluation split \(y_evaluation\): row 5 is -1, a negative"):
+    with pytest.raises(
+        InputError, match=r"evaluation split \(y_evaluation\): row 5 is -1, a negative"
+    ):
         load_pate_data(_splits_npz(tmp_path / "d.npz", y_evaluation=ye))
     # integer-valued floats are class indices; -1 marks an unknown public label
     y[11] = 2.0
-    data = load_pate_data(_splits_npz(tmp_path / "e.npz", y_private=y,
-                                      y_public=np.array([-1, 0, 1, 2, -1, 0, 1, 2, 0, 1.0])))
+    data = load_pate_data(
+        _splits_npz(
+            tmp_path / "e.npz", y_private=y, y_public=np.array([-1, 0, 1, 2, -1, 0, 1, 2, 0, 1.0])
+        )
+    )
     assert data.private.y[11] == 2 and data.private.y.dtype == np.int64
     assert data.public.y[0] == -1 and data.num_classes == 3
 
@@ -415,8 +452,10 @@ def test_a_huge_label_is_refused_at_once_not_sized_into_the_votes(tmp_path):
     with pytest.raises(InputError) as caught:
         load_pate_data(source)
     assert time.perf_counter() - start < 5.0
-    assert ("private split, row 17 has label 10000000, which makes 10000001 classes, more than "
-            "its 40 private records could populate") in str(caught.value)
+    assert (
+        "private split, row 17 has label 10000000, which makes 10000001 classes, more than "
+        "its 40 private records could populate"
+    ) in str(caught.value)
     ye = np.arange(8) % 3
     ye[2] = 40  # one more class than the 40 private records: refused in any split
     with pytest.raises(InputError, match="evaluation split, row 2 has label 40"):

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from pate.teachers.devices import (available_bytes, check_device_spelling, choose_chunk_size,
-                                   resolve_device)
+from pate.teachers.devices import (
+    available_bytes,
+    check_device_spelling,
+    choose_chunk_size,
+    resolve_device,
+)
 
 
 def test_chunks_fit_the_budget_and_are_balanced():
     # 100 teachers fit; 250 teachers are then 3 chunks, balanced to 84 + 84 + 82
     assert choose_chunk_size(250, 10, 1000) == 84
-    assert choose_chunk_size(10, 1, 100) == 10            # everything fits: one chunk
-    assert choose_chunk_size(10, 100, 1) == 1             # nothing fits: one teacher at a time
-    assert choose_chunk_size(5, 0, 1) == 1                # a zero estimate is not a division by 0
+    assert choose_chunk_size(10, 1, 100) == 10  # everything fits: one chunk
+    assert choose_chunk_size(10, 100, 1) == 1  # nothing fits: one teacher at a time
+    assert choose_chunk_size(5, 0, 1) == 1  # a zero estimate is not a division by 0
 
 
 @pytest.mark.parametrize("bad", ["gpu", "cuda:", "cuda:x", "CPU", "cuda:-1"])

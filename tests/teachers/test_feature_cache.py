@@ -29,8 +29,9 @@ def _double(block):
 
 
 def _key(x, **settings):
-    return FC.EntryKey.of(x, front_end="double", settings=settings or {"factor": 2},
-                          output_shape=np.shape(x)[1:])
+    return FC.EntryKey.of(
+        x, front_end="double", settings=settings or {"factor": 2}, output_shape=np.shape(x)[1:]
+    )
 
 
 def _entry_dirs(root):
@@ -49,8 +50,11 @@ def test_a_miss_writes_the_entry_and_a_later_lookup_hits(tmp_path):
     assert np.array_equal(second.array, first.array)
     assert not second.array.flags.writeable  # a cache entry is never written through a reader
     assert cache.summary()["misses"] == 1 and again.summary()["hits"] == 1
-    assert _entry_dirs(tmp_path / "cache") == [FC.EntryKey.of(
-        x, front_end="scatternet", settings={"J": F.J, "L": F.L}, output_shape=(81, 2, 2)).name]
+    assert _entry_dirs(tmp_path / "cache") == [
+        FC.EntryKey.of(
+            x, front_end="scatternet", settings={"J": F.J, "L": F.L}, output_shape=(81, 2, 2)
+        ).name
+    ]
 
 
 def test_chunks_read_the_entry_a_block_at_a_time(tmp_path, monkeypatch):
@@ -74,8 +78,10 @@ def test_the_key_changes_with_the_data_the_settings_the_shape_and_the_format(mon
     assert _key(x[:9]).name != base
     assert _key(x, factor=3).name != base
     assert _key(x.reshape(10, 1, 4, 16)).name != base  # the same bytes, another image shape
-    assert FC.EntryKey.of(x, front_end="other", settings={"factor": 2},
-                          output_shape=(1, 8, 8)).name != base
+    assert (
+        FC.EntryKey.of(x, front_end="other", settings={"factor": 2}, output_shape=(1, 8, 8)).name
+        != base
+    )
     monkeypatch.setattr(FC, "FORMAT", FC.FORMAT + 1)
     assert _key(x).name != base
     monkeypatch.undo()
@@ -112,8 +118,10 @@ def _wrong_shape(folder):
     np.save(folder / "features.npy", np.zeros((3, 2), dtype=np.float32))
 
 
-@pytest.mark.parametrize("damage", [_damage_checksum, _truncate, _foreign_key, _garbage_sidecar,
-                                    _no_sidecar, _wrong_shape])
+@pytest.mark.parametrize(
+    "damage",
+    [_damage_checksum, _truncate, _foreign_key, _garbage_sidecar, _no_sidecar, _wrong_shape],
+)
 def test_a_damaged_or_foreign_entry_is_rebuilt_never_trusted(tmp_path, damage, caplog):
     x = _images(12)
     key = _key(x)
@@ -193,12 +201,23 @@ print("hit" if got.hit else "miss")
 
 
 def test_two_processes_writing_one_entry_both_get_it(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(pathlib.Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(pathlib.Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     start = time.time() + 3.0
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "c"), str(start)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(tmp_path / "c"), str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert all(o.strip() in ("hit", "miss") for o, _ in outs)
@@ -234,7 +253,9 @@ def test_entries_and_clear(tmp_path):
     (tmp_path / "c" / ".tmp-interrupted").mkdir()
     rows = cache.entries()
     assert [(r["front_end"], r["rows"], r["state"]) for r in rows] == [
-        (None, None, "temporary"), ("double", 6, "ok")]
+        (None, None, "temporary"),
+        ("double", 6, "ok"),
+    ]
     size = sum(f.stat().st_size for f in (tmp_path / "c" / _key(x).name).iterdir())
     assert rows[1]["bytes"] == size
     _truncate(tmp_path / "c" / _key(x).name)
@@ -272,8 +293,14 @@ def test_using_sets_the_cache_of_the_front_end(tmp_path):
 def _data(n_private=40, n_public=30, n_eval=10):
     rng = np.random.default_rng(5)
     split = lambda n, s: ArraySplit(_images(n, seed=s), rng.integers(0, 3, n))
-    return PateData(name="toy", private=split(n_private, 1), public=split(n_public, 2),
-                    evaluation=split(n_eval, 3), num_classes=3, input_shape=(1, 8, 8))
+    return PateData(
+        name="toy",
+        private=split(n_private, 1),
+        public=split(n_public, 2),
+        evaluation=split(n_eval, 3),
+        num_classes=3,
+        input_shape=(1, 8, 8),
+    )
 
 
 def test_feature_data_through_the_cache_is_what_it_computes_without(tmp_path, monkeypatch):
@@ -289,25 +316,32 @@ def test_feature_data_through_the_cache_is_what_it_computes_without(tmp_path, mo
     # the statistics are the public split's alone, as before the cache
     raw = F.scatter(data.public.x).astype(np.float64)
     mean = raw.mean(axis=(0, 2, 3))
-    np.testing.assert_allclose(cached.private.x[:, :, 0, 0],
-                               (F.scatter(data.private.x)[:, :, 0, 0] - mean)
-                               / (raw.std(axis=(0, 2, 3)) + 1e-6), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        cached.private.x[:, :, 0, 0],
+        (F.scatter(data.private.x)[:, :, 0, 0] - mean) / (raw.std(axis=(0, 2, 3)) + 1e-6),
+        rtol=1e-4,
+        atol=1e-4,
+    )
 
 
 def test_the_public_front_end_through_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
     data = _data()
     cache = FC.FeatureCache(tmp_path)
-    front, public = F.PublicFrontEnd.fit_transform(data.public.x, features="scatternet", dims=8,
-                                                   cache=cache)
-    plain, plain_public = F.PublicFrontEnd.fit_transform(data.public.x, features="scatternet",
-                                                         dims=8)
+    front, public = F.PublicFrontEnd.fit_transform(
+        data.public.x, features="scatternet", dims=8, cache=cache
+    )
+    plain, plain_public = F.PublicFrontEnd.fit_transform(
+        data.public.x, features="scatternet", dims=8
+    )
     np.testing.assert_array_equal(public, plain_public)
-    np.testing.assert_array_equal(front.embed(data.private.x, cache=cache),
-                                  plain.embed(data.private.x))
+    np.testing.assert_array_equal(
+        front.embed(data.private.x, cache=cache), plain.embed(data.private.x)
+    )
     assert cache.summary()["misses"] == 2
-    again, _ = F.PublicFrontEnd.fit_transform(data.public.x, features="scatternet", dims=8,
-                                              cache=cache)
+    again, _ = F.PublicFrontEnd.fit_transform(
+        data.public.x, features="scatternet", dims=8, cache=cache
+    )
     np.testing.assert_array_equal(again.pca.axes, front.pca.axes)
     assert cache.summary()["hits"] == 1
     # the chunked axes are the public SVD's (up to sign and rounding)

@@ -23,8 +23,14 @@ def _data(side=8, n_private=60, n_public=30, n_eval=20, seed=0):
     def split(n):
         return ArraySplit(_images(n, side, int(rng.integers(1 << 30))), rng.integers(0, 3, n))
 
-    return PateData(name="toy", private=split(n_private), public=split(n_public),
-                    evaluation=split(n_eval), num_classes=3, input_shape=(1, side, side))
+    return PateData(
+        name="toy",
+        private=split(n_private),
+        public=split(n_public),
+        evaluation=split(n_eval),
+        num_classes=3,
+        input_shape=(1, side, side),
+    )
 
 
 def test_scatter_shape_and_no_parameters():
@@ -99,9 +105,13 @@ def test_teachers_on_scatternet_features_digits(digits):
     """Real digits: linear teachers on ScatterNet features learn (well above chance) and
     the predictions cover the public and evaluation splits."""
     shards = np.array_split(np.random.default_rng(0).permutation(len(digits.private)), 4)
-    result = train_teachers(digits, shards, [1, 2, 3, 4],
-                            TeacherConfig(features="scatternet", epochs=30, lr=1e-2,
-                                          device="cpu"), progress=False)
+    result = train_teachers(
+        digits,
+        shards,
+        [1, 2, 3, 4],
+        TeacherConfig(features="scatternet", epochs=30, lr=1e-2, device="cpu"),
+        progress=False,
+    )
     assert result.public_predictions.shape == (4, len(digits.public))
     assert result.teacher_accuracy.mean() > 0.6
 
@@ -117,7 +127,7 @@ def test_random_fourier_features_approximate_a_gaussian_kernel_fitted_on_public_
     np.testing.assert_array_equal(rff.weights, again.weights)
     # <phi(x), phi(x')> ~ exp(-gamma ||z - z'||^2), gamma = 1 / (median squared public distance)
     z = (public - rff.mean) / rff.std
-    gamma = float(np.mean(rff.weights ** 2) / 2.0)
+    gamma = float(np.mean(rff.weights**2) / 2.0)
     phi = rff.transform(public[:40])
     exact = np.exp(-gamma * ((z[:40, None] - z[None, :40]) ** 2).sum(-1))
     assert np.abs(phi @ phi.T - exact).max() < 0.15
@@ -132,8 +142,9 @@ def test_kernel_front_end_embeds_in_chunks_as_in_one_block(monkeypatch):
     public, private = rng.normal(size=(300, 6)), rng.normal(size=(250, 6))
     front, embedded = F.PublicFrontEnd.fit_transform(public, features="kernel", dims=12)
     monkeypatch.setattr(F, "KERNEL_CHUNK", 7)
-    np.testing.assert_allclose(front.embed(private), front.pca.project(front.kernel.transform(private)),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        front.embed(private), front.pca.project(front.kernel.transform(private)), atol=1e-5
+    )
     np.testing.assert_allclose(front.embed(public), embedded, atol=1e-5)
     # the chunked PCA finds the SVD's axes (same sign rule)
     features = front.kernel.transform(public)
@@ -153,12 +164,19 @@ def test_a_kernel_class_means_release_separates_rings_a_linear_one_cannot():
     from pate.core.class_means import noisy_class_means
 
     x, y = make_circles(n_samples=3000, noise=0.08, factor=0.5, random_state=0)
-    x = x * [100.0, 0.01]                                       # awkward column scales
+    x = x * [100.0, 0.01]  # awkward column scales
     public, private, y_public, y_private = x[:600], x[600:], y[:600], y[600:]
     right = {}
     for features, dims in (("none", 2), ("kernel", 32)):
         front, e_public = F.PublicFrontEnd.fit_transform(public, features=features, dims=dims)
-        release = noisy_class_means(e_public, front.embed(private), y_private, sigma=2.6,
-                                    count_weight=0.3, num_classes=2, rng=np.random.default_rng(0))
+        release = noisy_class_means(
+            e_public,
+            front.embed(private),
+            y_private,
+            sigma=2.6,
+            count_weight=0.3,
+            num_classes=2,
+            rng=np.random.default_rng(0),
+        )
         right[features] = float(np.mean(release.predict(e_public) == y_public))
     assert right["none"] < 0.7 < 0.9 < right["kernel"], right

@@ -10,12 +10,21 @@ torch = pytest.importorskip("torch")
 from pate.teachers.models import build_model  # noqa: E402
 
 
-@pytest.mark.parametrize("name,shape", [("cnn28", (1, 28, 28)), ("cnn28", (3, 28, 28)),
-                                        ("cnn32", (3, 32, 32)), ("mlp", (17,)),
-                                        ("mlp", (1, 8, 8)), ("cnn8", (1, 8, 8)),
-                                        ("wrn16_4", (1, 28, 28)), ("wrn16_4", (3, 8, 8)),
-                                        ("scatternet_cnn", (1, 28, 28)),
-                                        ("scatternet_cnn", (3, 8, 8))])
+@pytest.mark.parametrize(
+    "name,shape",
+    [
+        ("cnn28", (1, 28, 28)),
+        ("cnn28", (3, 28, 28)),
+        ("cnn32", (3, 32, 32)),
+        ("mlp", (17,)),
+        ("mlp", (1, 8, 8)),
+        ("cnn8", (1, 8, 8)),
+        ("wrn16_4", (1, 28, 28)),
+        ("wrn16_4", (3, 8, 8)),
+        ("scatternet_cnn", (1, 28, 28)),
+        ("scatternet_cnn", (3, 8, 8)),
+    ],
+)
 def test_zoo_shapes_and_no_batchnorm(name, shape):
     from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -30,8 +39,10 @@ def test_wrn16_4_is_the_wide_resnet_of_the_paper():
     from pate.teachers.wide_resnet import wide_resnet
 
     model = build_model("wrn16_4", input_shape=(1, 28, 28), num_classes=10)
-    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)]
-    assert len(convs) == 1 + 3 * 2 * 2                        # stem + 3 stages x 2 blocks x 2 convs
+    convs = [
+        m for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)
+    ]
+    assert len(convs) == 1 + 3 * 2 * 2  # stem + 3 stages x 2 blocks x 2 convs
     assert [c.out_channels for c in convs[1::4]] == [64, 128, 256]
     assert 2.6e6 < sum(p.numel() for p in model.parameters()) < 2.9e6
     seen = []
@@ -62,7 +73,8 @@ def test_custom_factory(tmp_path, monkeypatch):
         "import torch\n"
         "def tiny(input_shape, num_classes):\n"
         "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(input_shape[-1], num_classes))\n"
-        "def not_a_module():\n    return 3\n")
+        "def not_a_module():\n    return 3\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     model = build_model("my_models:tiny", input_shape=(5,), num_classes=4)
     assert model(torch.zeros(2, 5)).shape == (2, 4)
@@ -98,8 +110,10 @@ def test_scatternet_cnn_is_the_fixed_front_end_then_the_scatter_cnn_head():
     np.testing.assert_allclose(front(x).numpy(), scatter(x.numpy()), rtol=1e-5, atol=1e-6)
     assert isinstance(norm, torch.nn.GroupNorm) and norm.num_channels == 81
     head = build_model("scatter_cnn", input_shape=(81, 7, 7), num_classes=10)
-    assert sum(p.numel() for p in model.parameters()) == sum(
-        p.numel() for p in head.parameters()) + 2 * 81
+    assert (
+        sum(p.numel() for p in model.parameters())
+        == sum(p.numel() for p in head.parameters()) + 2 * 81
+    )
     with pytest.raises(ValueError, match="multiples of 4 and at least 8"):
         build_model("scatternet_cnn", input_shape=(1, 10, 10), num_classes=10)
 

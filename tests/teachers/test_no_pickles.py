@@ -35,9 +35,14 @@ class _Payload:
 
 
 def _payload_bytes(marker) -> bytes:
-    return pickle.dumps({"teachers": [0, 2], "estimators": [_Payload(marker)],
-                         "public_predictions": np.zeros((2, 597), dtype=np.int64),
-                         "eval_predictions": np.zeros((2, 200), dtype=np.int64)})
+    return pickle.dumps(
+        {
+            "teachers": [0, 2],
+            "estimators": [_Payload(marker)],
+            "public_predictions": np.zeros((2, 597), dtype=np.int64),
+            "eval_predictions": np.zeros((2, 200), dtype=np.int64),
+        }
+    )
 
 
 def test_the_payload_would_fire_if_unpickled(tmp_path):
@@ -48,7 +53,7 @@ def test_the_payload_would_fire_if_unpickled(tmp_path):
 
 def _shards(digits):
     perm = np.random.default_rng(5).permutation(len(digits.private))
-    return [np.sort(perm[i * 150:(i + 1) * 150]) for i in range(4)]
+    return [np.sort(perm[i * 150 : (i + 1) * 150]) for i in range(4)]
 
 
 def _config():
@@ -85,18 +90,21 @@ def test_sklearn_run_writes_plain_npz_and_no_pickles(clean_run):
         with np.load(out / f"chunk_{ci:04d}.npz", allow_pickle=False) as z:
             assert all(z[k].dtype == np.int64 for k in z.files)
             assert z["teachers"].tolist() == [2 * ci, 2 * ci + 2]
-            assert z["seeds"].tolist() == SEEDS[2 * ci:2 * ci + 2]
-            assert z["random_states"].tolist() == SEEDS[2 * ci:2 * ci + 2]
+            assert z["seeds"].tolist() == SEEDS[2 * ci : 2 * ci + 2]
+            assert z["random_states"].tolist() == SEEDS[2 * ci : 2 * ci + 2]
             assert z["shard_sizes"].tolist() == [150, 150]
-            np.testing.assert_array_equal(z["public_predictions"],
-                                          res.public_predictions[2 * ci:2 * ci + 2])
-            np.testing.assert_array_equal(z["eval_predictions"],
-                                          res.eval_predictions[2 * ci:2 * ci + 2])
+            np.testing.assert_array_equal(
+                z["public_predictions"], res.public_predictions[2 * ci : 2 * ci + 2]
+            )
+            np.testing.assert_array_equal(
+                z["eval_predictions"], res.eval_predictions[2 * ci : 2 * ci + 2]
+            )
     assert res.teacher_accuracy.mean() > 0.8
 
 
-def test_resume_ignores_planted_pickles_and_equals_a_clean_run(digits, clean_run, tmp_path,
-                                                              monkeypatch, caplog):
+def test_resume_ignores_planted_pickles_and_equals_a_clean_run(
+    digits, clean_run, tmp_path, monkeypatch, caplog
+):
     _, full = clean_run
     out = tmp_path / "teachers"
     original = _crash_on_second_chunk(monkeypatch)
@@ -108,8 +116,9 @@ def test_resume_ignores_planted_pickles_and_equals_a_clean_run(digits, clean_run
     for name in ("chunk_0000.pkl", "chunk_0001.pkl"):  # one finished chunk, one unfinished
         (out / name).write_bytes(_payload_bytes(marker))
     with caplog.at_level(logging.WARNING, logger="pate.teachers.ensemble"):
-        resumed = train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out,
-                                 resume=True, progress=False)
+        resumed = train_teachers(
+            digits, _shards(digits), SEEDS, _config(), out_dir=out, resume=True, progress=False
+        )
     assert not marker.exists()
     assert "chunk_0000.pkl" in caplog.text and "never reads pickles" in caplog.text
     np.testing.assert_array_equal(resumed.public_predictions, full.public_predictions)
@@ -125,8 +134,9 @@ def test_chunk_left_only_as_pickle_is_refused_unopened(digits, clean_run, tmp_pa
     marker = tmp_path / "payload_ran"
     (out / "chunk_0000.pkl").write_bytes(_payload_bytes(marker))
     with pytest.raises(CheckpointError, match=r"chunk_0000\.npz.*missing.*never loaded.*delete"):
-        train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out, resume=True,
-                       progress=False)
+        train_teachers(
+            digits, _shards(digits), SEEDS, _config(), out_dir=out, resume=True, progress=False
+        )
     assert not marker.exists()
 
 
@@ -176,17 +186,20 @@ def _other_seeds(path, marker):
     np.savez(path, **arrays)
 
 
-@pytest.mark.parametrize("damage,message", [
-    (_object_npz, r"holds arrays \['format', 'payload'\]"),
-    (_pickle_named_npz, r"not a readable \.npz of plain arrays"),
-    (_truncated, r"not a readable \.npz|damaged or not plain"),
-    (_garbage, r"not a readable \.npz"),
-    (_single_npy, r"single \.npy array"),
-    (_other_chunk, r"does not belong to this run \(teachers \[2, 4\], expected \[0, 2\]\)"),
-    (_float_predictions, r"'public_predictions' has dtype float64, expected integers"),
-    (_labels_out_of_range, r"eval_predictions holds labels outside \[0, 10\)"),
-    (_other_seeds, r"does not belong to this run \(seeds"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (_object_npz, r"holds arrays \['format', 'payload'\]"),
+        (_pickle_named_npz, r"not a readable \.npz of plain arrays"),
+        (_truncated, r"not a readable \.npz|damaged or not plain"),
+        (_garbage, r"not a readable \.npz"),
+        (_single_npy, r"single \.npy array"),
+        (_other_chunk, r"does not belong to this run \(teachers \[2, 4\], expected \[0, 2\]\)"),
+        (_float_predictions, r"'public_predictions' has dtype float64, expected integers"),
+        (_labels_out_of_range, r"eval_predictions holds labels outside \[0, 10\)"),
+        (_other_seeds, r"does not belong to this run \(seeds"),
+    ],
+)
 def test_damaged_or_foreign_chunk_gives_a_clear_error(digits, tmp_path, damage, message):
     out = tmp_path / "teachers"
     train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out, progress=False)
@@ -194,8 +207,9 @@ def test_damaged_or_foreign_chunk_gives_a_clear_error(digits, tmp_path, damage, 
     marker = tmp_path / "payload_ran"
     damage(path, marker)
     with pytest.raises(CheckpointError) as info:
-        train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out, resume=True,
-                       progress=False)
+        train_teachers(
+            digits, _shards(digits), SEEDS, _config(), out_dir=out, resume=True, progress=False
+        )
     text = str(info.value)
     assert str(path) in text and "--run-dir" in text and "delete" in text
     assert re.search(message, text), text
@@ -218,13 +232,36 @@ def test_cli_resume_with_planted_pickle(tmp_path, monkeypatch, capsys, small_dig
     config = small_digits(tmp_path)
 
     def partition(run_dir):
-        assert main(["partition", "--config", str(config), "--run-dir", str(run_dir),
-                     "--no-ledger", "--num-teachers", "4"]) == 0
+        assert (
+            main(
+                [
+                    "partition",
+                    "--config",
+                    str(config),
+                    "--run-dir",
+                    str(run_dir),
+                    "--no-ledger",
+                    "--num-teachers",
+                    "4",
+                ]
+            )
+            == 0
+        )
 
     run = tmp_path / "run"
     partition(run)
-    args = ["train-teachers", "--run-dir", str(run), "--model", SKLEARN,
-            "--model-params", '{"max_iter": 200}', "--chunk-size", "2", "--no-progress"]
+    args = [
+        "train-teachers",
+        "--run-dir",
+        str(run),
+        "--model",
+        SKLEARN,
+        "--model-params",
+        '{"max_iter": 200}',
+        "--chunk-size",
+        "2",
+        "--no-progress",
+    ]
     original = _crash_on_second_chunk(monkeypatch)
     assert main(args) == 130  # Ctrl-C in the second chunk: one line, exit 130
     monkeypatch.setattr(sequential, "fit_sklearn_teachers", original)
@@ -241,7 +278,8 @@ def test_cli_resume_with_planted_pickle(tmp_path, monkeypatch, capsys, small_dig
     partition(clean)
     assert main(args[:2] + [str(clean)] + args[3:]) == 0
     np.testing.assert_array_equal(
-        first, np.load(clean / "teachers" / "predictions.npz", allow_pickle=False)["public"])
+        first, np.load(clean / "teachers" / "predictions.npz", allow_pickle=False)["public"]
+    )
     assert not list(clean.rglob("*.pkl"))
     # a damaged chunk: exit code 2 and a message naming the file, no traceback
     (damaged / "teachers" / "chunk_0000.npz").write_bytes(b"garbage")
@@ -278,8 +316,9 @@ def test_a_damaged_pickle_inside_a_torch_file_is_a_checkpoint_error(tmp_path):
     with zipfile.ZipFile(damaged, "w", compression=zipfile.ZIP_STORED) as out:
         for info in source.infolist():
             data = source.read(info)
-            out.writestr(info.filename, b"\x80\x02h\x2f." if info.filename.endswith("/data.pkl")
-                         else data)  # BINGET 47 from an empty memo, STOP
+            out.writestr(
+                info.filename, b"\x80\x02h\x2f." if info.filename.endswith("/data.pkl") else data
+            )  # BINGET 47 from an empty memo, STOP
     path = tmp_path / "damaged.pt"
     path.write_bytes(damaged.getvalue())
     with pytest.raises(CheckpointError, match=r"damaged\.pt.*KeyError.*not written by pate-learn"):
@@ -298,8 +337,11 @@ def _calls():
         for path in sorted((ROOT / pkg).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
             for node in ast.walk(ast.parse(path.read_text(), filename=rel)):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                        and isinstance(node.func.value, ast.Name):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name)
+                ):
                     yield rel, node.func.value.id, node.func.attr, node
 
 
@@ -314,8 +356,11 @@ def test_no_library_code_loads_pickles():
     found = []
     for rel, mod, attr, node in _calls():
         where = f"{rel}:{node.lineno}"
-        if mod in ("pickle", "cPickle", "dill", "cloudpickle", "joblib") and attr in ("load", "loads") \
-                and (rel, attr) not in _ALLOWED_PICKLE_LOADS:
+        if (
+            mod in ("pickle", "cPickle", "dill", "cloudpickle", "joblib")
+            and attr in ("load", "loads")
+            and (rel, attr) not in _ALLOWED_PICKLE_LOADS
+        ):
             found.append(f"{where} {mod}.{attr}")
         if mod == "torch" and attr == "load":
             wo = _keyword(node, "weights_only")

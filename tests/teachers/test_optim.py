@@ -13,8 +13,13 @@ from pate.teachers.optim import StackedOptimizer, make_torch_optimizer  # noqa: 
 def test_matches_torch_optim_per_teacher(name, wd):
     gen = torch.Generator().manual_seed(0)
     t_count, steps = 3, 6
-    init = {"w": torch.randn(t_count, 4, 5, generator=gen), "b": torch.randn(t_count, 5, generator=gen)}
-    grads = [{k: torch.randn(v.shape, generator=gen) for k, v in init.items()} for _ in range(steps)]
+    init = {
+        "w": torch.randn(t_count, 4, 5, generator=gen),
+        "b": torch.randn(t_count, 5, generator=gen),
+    }
+    grads = [
+        {k: torch.randn(v.shape, generator=gen) for k, v in init.items()} for _ in range(steps)
+    ]
     # teacher 2 sits out steps 2 and 4 (its shard is exhausted), teacher 0 sits out step 5
     active = [torch.tensor([True, True, s not in (2, 4)]) for s in range(steps)]
     active[5] = torch.tensor([False, True, True])

@@ -39,8 +39,9 @@ try:
 except ImportError:  # pragma: no cover - the [ray] extra is part of `make setup`
     ray = None
 
-needs_ray = pytest.mark.skipif(ray is None, reason="Ray is not installed: pip install -e '.[ray]' "
-                                                   "(make setup installs it)")
+needs_ray = pytest.mark.skipif(
+    ray is None, reason="Ray is not installed: pip install -e '.[ray]' (make setup installs it)"
+)
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SEEDS = [11, 22, 33, 44, 55, 66]
 
@@ -56,7 +57,7 @@ def ray_cluster():
 
 def _shards(n_records: int, n: int, size: int) -> list[np.ndarray]:
     order = np.random.default_rng(7).permutation(n_records)
-    return [order[i * size:(i + 1) * size] for i in range(n)]
+    return [order[i * size : (i + 1) * size] for i in range(n)]
 
 
 def _files(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
@@ -108,37 +109,44 @@ def _task_pids() -> list[int]:
 
 # ----------------------------------------------------------------------------- no Ray
 
+
 def test_local_backend_never_imports_ray(tmp_path, small_digits):
     config = small_digits(tmp_path, replace=(("epochs = 16", "epochs = 1"),))
-    code = ("import sys\n"
-            "import pate, pate.run.config, pate.teachers.ensemble, pate.teachers.cluster\n"
-            "assert 'ray' not in sys.modules, 'import'\n"
-            "from pate.cli import main\n"
-            f"rc = main(['run', '--config', {str(config)!r}, '--run-dir', {str(tmp_path / 'run')!r},"
-            " '--until', 'teachers', '--no-progress'])\n"
-            "assert rc == 0\n"
-            "assert 'ray' not in sys.modules, 'run'\n")
+    code = (
+        "import sys\n"
+        "import pate, pate.run.config, pate.teachers.ensemble, pate.teachers.cluster\n"
+        "assert 'ray' not in sys.modules, 'import'\n"
+        "from pate.cli import main\n"
+        f"rc = main(['run', '--config', {str(config)!r}, '--run-dir', {str(tmp_path / 'run')!r},"
+        " '--until', 'teachers', '--no-progress'])\n"
+        "assert rc == 0\n"
+        "assert 'ray' not in sys.modules, 'run'\n"
+    )
     env = dict(os.environ, PATE_LEDGER=str(tmp_path / "ledger.sqlite3"))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     info = json.loads((tmp_path / "run" / "stages" / "teachers.json").read_text())
     assert info["execution"]["backend"] == "local"
 
 
-@pytest.mark.parametrize("extra, match", [
-    ('backend = "spark"', "backend must be one of 'local', 'ray'; got 'spark'"),
-    ("cpus_per_task = 0", "cpus_per_task must be >= 1, got 0"),
-    ("teachers_per_task = 0", "teachers_per_task must be >= 1, got 0"),
-    ("max_retries = -1", "max_retries must be >= 0, got -1"),
-    ("gpus_per_task = -0.5", "gpus_per_task must be >= 0"),
-    ('backend = "ray"\ngpus_per_task = 1', "gpus_per_task = 1 reserves GPUs"),
-    ('address = "auto"\nnum_cpus = 2', "num_cpus sizes a local Ray"),
-    ('nodes = 3', "unknown key"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ('backend = "spark"', "backend must be one of 'local', 'ray'; got 'spark'"),
+        ("cpus_per_task = 0", "cpus_per_task must be >= 1, got 0"),
+        ("teachers_per_task = 0", "teachers_per_task must be >= 1, got 0"),
+        ("max_retries = -1", "max_retries must be >= 0, got -1"),
+        ("gpus_per_task = -0.5", "gpus_per_task must be >= 0"),
+        ('backend = "ray"\ngpus_per_task = 1', "gpus_per_task = 1 reserves GPUs"),
+        ('address = "auto"\nnum_cpus = 2', "num_cpus sizes a local Ray"),
+        ("nodes = 3", "unknown key"),
+    ],
+)
 def test_cluster_settings_are_checked_before_any_work(tmp_path, small_digits, extra, match):
-    from pate.run import config as C
     from pate.analysis.errors import ConfigError
+    from pate.run import config as C
 
     path = small_digits(tmp_path, extra=f"\n[cluster]\n{extra}\n")
     if 'backend = "ray"' in extra and ray is None:
@@ -151,15 +159,25 @@ def test_cluster_settings_are_checked_before_any_work(tmp_path, small_digits, ex
 
 # ----------------------------------------------------------------------------- on Ray
 
+
 @needs_ray
 def test_ray_teachers_equal_the_local_backend(ray_cluster, digits, tmp_path):
     shards = _shards(len(digits.private), len(SEEDS), 120)
-    config = TeacherConfig(model="cnn8", epochs=3, batch_size=32, lr=3e-3, chunk_size=2,
-                           device="cpu")
-    local = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "local",
-                           progress=False)
-    on_ray = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "ray", progress=False,
-                            cluster=ClusterConfig(backend="ray", teachers_per_task=2))
+    config = TeacherConfig(
+        model="cnn8", epochs=3, batch_size=32, lr=3e-3, chunk_size=2, device="cpu"
+    )
+    local = train_teachers(
+        digits, shards, SEEDS, config, out_dir=tmp_path / "local", progress=False
+    )
+    on_ray = train_teachers(
+        digits,
+        shards,
+        SEEDS,
+        config,
+        out_dir=tmp_path / "ray",
+        progress=False,
+        cluster=ClusterConfig(backend="ray", teachers_per_task=2),
+    )
     assert local.execution["backend"] == "local" and local.execution["torch_threads"] == 1
     assert on_ray.execution["backend"] == "ray" and on_ray.execution["num_chunks"] == 3
     np.testing.assert_array_equal(on_ray.public_predictions, local.public_predictions)
@@ -169,11 +187,14 @@ def test_ray_teachers_equal_the_local_backend(ray_cluster, digits, tmp_path):
     state = [json.loads((tmp_path / d / "state.json").read_text()) for d in ("local", "ray")]
     assert state[0] == state[1]
     _same_chunks(tmp_path / "local", tmp_path / "ray")
-    with np.load(tmp_path / "local" / "predictions.npz") as a, \
-            np.load(tmp_path / "ray" / "predictions.npz") as b:
+    with (
+        np.load(tmp_path / "local" / "predictions.npz") as a,
+        np.load(tmp_path / "ray" / "predictions.npz") as b,
+    ):
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
     assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == sorted(
-        p.name for p in (tmp_path / "local").iterdir())  # no progress_NNNN.pt left behind
+        p.name for p in (tmp_path / "local").iterdir()
+    )  # no progress_NNNN.pt left behind
 
 
 @needs_ray
@@ -187,8 +208,14 @@ def test_killed_worker_is_retried_and_the_teachers_are_the_same(ray_cluster, dig
     def train():
         try:
             box["result"] = train_teachers(
-                digits, shards, seeds, config, out_dir=out, progress=False,
-                cluster=ClusterConfig(backend="ray", teachers_per_task=2, max_retries=2))
+                digits,
+                shards,
+                seeds,
+                config,
+                out_dir=out,
+                progress=False,
+                cluster=ClusterConfig(backend="ray", teachers_per_task=2, max_retries=2),
+            )
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             box["error"] = exc
 
@@ -220,16 +247,41 @@ def test_killed_worker_is_retried_and_the_teachers_are_the_same(ray_cluster, dig
 def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, small_digits):
     from pate.cli import main
 
-    config = small_digits(tmp_path, replace=(("epochs = 16", "epochs = 10"),
-                                             ("num_teachers = 10", "num_teachers = 8")))
+    config = small_digits(
+        tmp_path,
+        replace=(("epochs = 16", "epochs = 10"), ("num_teachers = 10", "num_teachers = 8")),
+    )
     run_dir = tmp_path / "ray"
-    flags = ["--until", "teachers", "--no-progress", "--backend", "ray", "--num-cpus", "1",
-             "--teachers-per-task", "2"]
+    flags = [
+        "--until",
+        "teachers",
+        "--no-progress",
+        "--backend",
+        "ray",
+        "--num-cpus",
+        "1",
+        "--teachers-per-task",
+        "2",
+    ]
     env = dict(os.environ, PATE_LEDGER=str(tmp_path / "ledger.sqlite3"))
-    driver = subprocess.Popen([sys.executable, "-m", "pate", "run", "--config", str(config),
-                               "--run-dir", str(run_dir), *flags], env=env, cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              start_new_session=True)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pate",
+            "run",
+            "--config",
+            str(config),
+            "--run-dir",
+            str(run_dir),
+            *flags,
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     state_path = run_dir / "teachers" / "state.json"
     completed: list = []
     try:
@@ -255,28 +307,56 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
     assert finished <= set(before)
     before = {k: v for k, v in before.items() if k in finished}
 
-    resumed = subprocess.run([sys.executable, "-m", "pate", "run", "--run-dir", str(run_dir),
-                              "--resume", *flags], env=env, cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "pate", "run", "--run-dir", str(run_dir), "--resume", *flags],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, (resumed.stdout[-1000:], resumed.stderr[-3000:])
     after = _files(run_dir / "teachers")
     assert {k: after[k] for k in before} == before  # finished chunks were not written again
     info = json.loads((run_dir / "stages" / "teachers.json").read_text())["execution"]
     assert info["chunks_reused"] == len(completed) and info["chunks_trained"] == 4 - len(completed)
 
-    assert main(["run", "--config", str(config), "--run-dir", str(tmp_path / "local"),
-                 "--no-ledger", "--until", "teachers", "--no-progress"]) == 0
-    with np.load(tmp_path / "local" / "teachers" / "predictions.npz") as a, \
-            np.load(run_dir / "teachers" / "predictions.npz") as b:
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(tmp_path / "local"),
+                "--no-ledger",
+                "--until",
+                "teachers",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    with (
+        np.load(tmp_path / "local" / "teachers" / "predictions.npz") as a,
+        np.load(run_dir / "teachers" / "predictions.npz") as b,
+    ):
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
 
 
 def test_report_says_where_the_teachers_trained():
     from pate.run.report.wording import execution_text as _execution_text
 
-    ray_run = {"backend": "ray", "address": "auto", "cluster": {"CPU": 64.0, "GPU": 8.0, "nodes": 2},
-               "cpus_per_task": 4, "gpus_per_task": 1.0, "teachers_per_task": 32,
-               "num_chunks": 8, "max_retries": 3}
+    ray_run = {
+        "backend": "ray",
+        "address": "auto",
+        "cluster": {"CPU": 64.0, "GPU": 8.0, "nodes": 2},
+        "cpus_per_task": 4,
+        "gpus_per_task": 1.0,
+        "teachers_per_task": 32,
+        "num_chunks": 8,
+        "max_retries": 3,
+    }
     text = _execution_text({"execution": ray_run, "config": {}})
     assert "on Ray (address auto; a cluster of 64 CPUs and 8 GPUs on 2 node(s)" in text
     assert "4 CPU(s) and 1 GPU(s) per task, 32 teachers per task" in text

@@ -12,10 +12,21 @@ import numpy as np
 import pytest
 
 from pate.teachers.data import ArraySplit, PateData
-from pate.teachers.ensemble import (AUTO_EPOCHS_RANGE, MIN_TEACHER_STEPS, TeacherConfig,
-                                    auto_epochs, train_teachers)
-from pate.teachers.scaling import (SCALE_RATIO_LIMIT, PublicScaler, handles_scale,
-                                   public_scale_ratio, scale_warning, standardized_data)
+from pate.teachers.ensemble import (
+    AUTO_EPOCHS_RANGE,
+    MIN_TEACHER_STEPS,
+    TeacherConfig,
+    auto_epochs,
+    train_teachers,
+)
+from pate.teachers.scaling import (
+    SCALE_RATIO_LIMIT,
+    PublicScaler,
+    handles_scale,
+    public_scale_ratio,
+    scale_warning,
+    standardized_data,
+)
 
 SCALES = np.logspace(-2, 3, 12).astype(np.float32)  # 0.01 .. 1000, a ratio of 1e5
 
@@ -23,13 +34,24 @@ SCALES = np.logspace(-2, 3, 12).astype(np.float32)  # 0.01 .. 1000, a ratio of 1
 def _table(n: int = 1200, *, seed: int = 3, scales=SCALES) -> PateData:
     from sklearn.datasets import make_classification
 
-    x, y = make_classification(n_samples=n, n_features=len(scales), n_informative=6,
-                               n_redundant=0, n_classes=3, random_state=seed)
+    x, y = make_classification(
+        n_samples=n,
+        n_features=len(scales),
+        n_informative=6,
+        n_redundant=0,
+        n_classes=3,
+        random_state=seed,
+    )
     x = (x * scales).astype(np.float32)
     a, b = int(0.6 * n), int(0.85 * n)
-    return PateData(name="table", private=ArraySplit(x[:a], y[:a]),
-                    public=ArraySplit(x[a:b], y[a:b]), evaluation=ArraySplit(x[b:], y[b:]),
-                    num_classes=3, input_shape=(len(scales),))
+    return PateData(
+        name="table",
+        private=ArraySplit(x[:a], y[:a]),
+        public=ArraySplit(x[a:b], y[a:b]),
+        evaluation=ArraySplit(x[b:], y[b:]),
+        num_classes=3,
+        input_shape=(len(scales),),
+    )
 
 
 def test_the_scale_ratio_is_the_spread_of_public_standard_deviations():
@@ -52,8 +74,9 @@ def test_standardisation_uses_public_statistics_only():
     again = standardized_data(other)
     np.testing.assert_array_equal(again.public.x, out.public.x)
     np.testing.assert_array_equal(again.evaluation.x, out.evaluation.x)
-    np.testing.assert_allclose(again.private.x, scaler.transform(data.private.x * 1000 + 7),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        again.private.x, scaler.transform(data.private.x * 1000 + 7), rtol=1e-5
+    )
     assert not np.allclose(again.private.x, out.private.x)
 
 
@@ -80,8 +103,10 @@ def test_a_raw_user_model_on_wild_scales_gets_a_warning_that_says_what_to_do():
     assert scale_warning(public, RandomForestClassifier()) is None
     assert scale_warning(public, "mlp") is None and scale_warning(public, "auto") is None
     assert scale_warning(public / SCALES, LogisticRegression()) is None
-    assert scale_warning(np.random.default_rng(0).random((20, 1, 8, 8)), LogisticRegression()) is None
-    assert "student=\"auto\"" in scale_warning(public, LogisticRegression(), role="student")
+    assert (
+        scale_warning(np.random.default_rng(0).random((20, 1, 8, 8)), LogisticRegression()) is None
+    )
+    assert 'student="auto"' in scale_warning(public, LogisticRegression(), role="student")
 
 
 def test_resolved_standardises_zoo_models_on_tabular_inputs_only():
@@ -90,8 +115,12 @@ def test_resolved_standardises_zoo_models_on_tabular_inputs_only():
     assert TeacherConfig(model="linear").resolved(data).standardize == "public"
     assert TeacherConfig(model="mlp", standardize="none").resolved(data).standardize == "none"
     assert TeacherConfig(model="mod:factory").resolved(data).standardize == "none"
-    assert TeacherConfig(model="sklearn:sklearn.linear_model.LogisticRegression"
-                         ).resolved(data).standardize == "none"
+    assert (
+        TeacherConfig(model="sklearn:sklearn.linear_model.LogisticRegression")
+        .resolved(data)
+        .standardize
+        == "none"
+    )
     images = dataclasses.replace(data, input_shape=(1, 8, 8))
     assert TeacherConfig().resolved(images).standardize == "none"
     with pytest.raises(ValueError, match="standardize"):
@@ -135,12 +164,17 @@ def test_a_raw_teacher_model_is_warned_about_when_it_trains(caplog):
     data = _table(600)
     shards = [np.arange(i, len(data.private), 2) for i in range(2)]
     with caplog.at_level(logging.WARNING, logger="pate.teachers.ensemble"):
-        train_teachers(data, shards, [1, 2], TeacherConfig(model=LogisticRegression(max_iter=50)),
-                       progress=False)
+        train_teachers(
+            data,
+            shards,
+            [1, 2],
+            TeacherConfig(model=LogisticRegression(max_iter=50)),
+            progress=False,
+        )
     assert "gets the tabular inputs unscaled" in caplog.text
 
 
-FACTORY_MODULE = '''
+FACTORY_MODULE = """
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -157,7 +191,7 @@ def torch_net(input_shape, num_classes):
 
 def not_a_model():
     return 42
-'''
+"""
 
 
 @pytest.fixture
@@ -175,24 +209,37 @@ def test_a_module_factory_may_return_a_scikit_learn_pipeline(factory_module):
     from pate.teachers.models import factory_estimator
 
     before = torch.random.get_rng_state()
-    assert isinstance(factory_estimator(f"{factory_module}:pipeline", input_shape=(12,),
-                                        num_classes=3), Pipeline)
-    assert factory_estimator(f"{factory_module}:torch_net", input_shape=(12,), num_classes=3) is None
+    assert isinstance(
+        factory_estimator(f"{factory_module}:pipeline", input_shape=(12,), num_classes=3), Pipeline
+    )
+    assert (
+        factory_estimator(f"{factory_module}:torch_net", input_shape=(12,), num_classes=3) is None
+    )
     assert torch.equal(torch.random.get_rng_state(), before)  # teachers' init unchanged
     with pytest.raises(TypeError, match="not_a_model.*int"):
         factory_estimator(f"{factory_module}:not_a_model", input_shape=(12,), num_classes=3)
 
 
-def test_pate_fit_with_a_module_factory_pipeline_for_teachers_and_student(factory_module, digits,
-                                                                          tmp_path):
+def test_pate_fit_with_a_module_factory_pipeline_for_teachers_and_student(
+    factory_module, digits, tmp_path
+):
     import pate
 
     flat = [s.x.reshape(len(s.x), -1) for s in (digits.private, digits.public, digits.evaluation)]
     spec = f"{factory_module}:pipeline"
-    result = pate.fit((flat[0], digits.private.y), flat[1],
-                      evaluation=(flat[2], digits.evaluation.y), teacher=spec, student=spec,
-                      num_teachers=5, mechanism="gnmax", target_eps=300.0, queries=150,
-                      ledger=False, run_dir=tmp_path / "run")
+    result = pate.fit(
+        (flat[0], digits.private.y),
+        flat[1],
+        evaluation=(flat[2], digits.evaluation.y),
+        teacher=spec,
+        student=spec,
+        num_teachers=5,
+        mechanism="gnmax",
+        target_eps=300.0,
+        queries=150,
+        ledger=False,
+        run_dir=tmp_path / "run",
+    )
     from sklearn.pipeline import Pipeline
 
     assert isinstance(result.student, Pipeline)

@@ -17,8 +17,8 @@ def test_epoch_plan_is_stateless_and_per_teacher():
     np.testing.assert_array_equal(a.shifts, b.shifts)
     assert sorted(a.order) == list(range(50))
     assert np.abs(a.shifts).max() <= 2 and a.flips.dtype == bool
-    assert not np.array_equal(a.order, epoch_plan(8, 3, 50).order)   # other teacher
-    assert not np.array_equal(a.order, epoch_plan(7, 4, 50).order)   # other epoch
+    assert not np.array_equal(a.order, epoch_plan(8, 3, 50).order)  # other teacher
+    assert not np.array_equal(a.order, epoch_plan(7, 4, 50).order)  # other epoch
 
 
 def test_augment_shifts_and_flips():
@@ -42,7 +42,9 @@ def test_init_depends_only_on_the_seed():
     torch.manual_seed(123)
     b = init_teacher("cnn8", 5, input_shape=(1, 8, 8), num_classes=10)
     c = init_teacher("cnn8", 6, input_shape=(1, 8, 8), num_classes=10)
-    for (k, va), vb, vc in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
+    for (k, va), vb, vc in zip(
+        a.state_dict().items(), b.state_dict().values(), c.state_dict().values()
+    ):
         assert torch.equal(va, vb), k
         assert not torch.equal(va, vc)
 

@@ -23,13 +23,20 @@ def _images(n, side=8, seed=0):
 def _data(n_private=60, n_public=30, n_eval=12):
     rng = np.random.default_rng(7)
     split = lambda n, s: ArraySplit(_images(n, seed=s), rng.integers(0, 3, n))
-    return PateData(name="toy", private=split(n_private, 1), public=split(n_public, 2),
-                    evaluation=split(n_eval, 3), num_classes=3, input_shape=(1, 8, 8))
+    return PateData(
+        name="toy",
+        private=split(n_private, 1),
+        public=split(n_public, 2),
+        evaluation=split(n_eval, 3),
+        num_classes=3,
+        input_shape=(1, 8, 8),
+    )
 
 
 def _doubled(tmp_path, x):
-    key = FC.EntryKey.of(x, front_end="double", settings={"factor": 2},
-                         output_shape=np.shape(x)[1:])
+    key = FC.EntryKey.of(
+        x, front_end="double", settings={"factor": 2}, output_shape=np.shape(x)[1:]
+    )
     return FC.FeatureCache(tmp_path).features(key, x, lambda b: np.asarray(b) * 2.0)
 
 
@@ -91,26 +98,37 @@ def test_feature_rows_are_feature_data_bit_for_bit(tmp_path, monkeypatch, use_ca
 
 
 @pytest.mark.parametrize("trainer", ["sequential", "vectorized"])
-def test_teachers_on_streamed_rows_are_the_teachers_on_held_features(tmp_path, monkeypatch,
-                                                                     trainer):
+def test_teachers_on_streamed_rows_are_the_teachers_on_held_features(
+    tmp_path, monkeypatch, trainer
+):
     data = _data()
     shards = np.array_split(np.random.default_rng(1).permutation(60), 6)
     seeds = [11, 12, 13, 14, 15, 16]
-    recipe = dict(model="linear", epochs=3, lr=1e-2, batch_size=4, device="cpu",
-                  trainer=trainer)
+    recipe = dict(model="linear", epochs=3, lr=1e-2, batch_size=4, device="cpu", trainer=trainer)
     # held: the features computed and held whole, the teachers trained on them as raw inputs
-    held = E.train_teachers(F.feature_data(data, "scatternet"), shards, seeds,
-                            E.TeacherConfig(features="none", **recipe), progress=False)
+    held = E.train_teachers(
+        F.feature_data(data, "scatternet"),
+        shards,
+        seeds,
+        E.TeacherConfig(features="none", **recipe),
+        progress=False,
+    )
     # streamed: read from the cache, two teachers' rows at a time (10 rows of 1296 bytes each)
     monkeypatch.setattr(E, "PRIVATE_CHUNK_BYTES", 2 * 10 * 81 * 2 * 2 * 4)
     taken = []
     real_take = F.FeatureRows.take
-    monkeypatch.setattr(F.FeatureRows, "take",
-                        lambda self, r: taken.append(len(r)) or real_take(self, r))
+    monkeypatch.setattr(
+        F.FeatureRows, "take", lambda self, r: taken.append(len(r)) or real_take(self, r)
+    )
     with FC.using(FC.FeatureCache(tmp_path / "cache")):
-        streamed = E.train_teachers(data, shards, seeds,
-                                    E.TeacherConfig(features="scatternet", **recipe),
-                                    out_dir=tmp_path / "teachers", progress=False)
+        streamed = E.train_teachers(
+            data,
+            shards,
+            seeds,
+            E.TeacherConfig(features="scatternet", **recipe),
+            out_dir=tmp_path / "teachers",
+            progress=False,
+        )
     assert json.loads((tmp_path / "teachers" / "state.json").read_text())["chunk_size"] == 2
     assert taken == [20, 20, 20]  # each chunk read its two shards' rows, never the split
     np.testing.assert_array_equal(streamed.public_predictions, held.public_predictions)
@@ -123,8 +141,7 @@ def test_streamed_rows_are_standardised_in_place(tmp_path):
     raw = _doubled(tmp_path, x)
     rows = F.FeatureRows(raw, F.Standardizer.fit(raw), np.zeros(3000, dtype=np.int64))
     picked = np.arange(0, 3000, 2)
-    np.testing.assert_array_equal(rows.take(picked),
-                                  rows.standardizer.transform(x[picked] * 2.0))
+    np.testing.assert_array_equal(rows.take(picked), rows.standardizer.transform(x[picked] * 2.0))
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -138,7 +155,7 @@ def test_streamed_rows_are_standardised_in_place(tmp_path):
 def test_the_public_axes_are_the_top_eigenvectors_of_the_full_decomposition():
     rng = np.random.default_rng(3)
     rows = rng.standard_normal((300, 40)) @ rng.standard_normal((40, 40))
-    pca = F.PublicPCA.fit_blocks((rows[i:i + 64] for i in range(0, 300, 64)), dims=12)
+    pca = F.PublicPCA.fit_blocks((rows[i : i + 64] for i in range(0, 300, 64)), dims=12)
     mean = rows.mean(axis=0)
     _, vectors = np.linalg.eigh(rows.T @ rows / 300 - np.outer(mean, mean))
     full = vectors[:, ::-1][:, :12].T
@@ -153,10 +170,13 @@ def test_the_private_embedding_is_written_into_one_array(tmp_path, monkeypatch):
     monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
     data = _data(n_private=200)
     cache = FC.FeatureCache(tmp_path)
-    front, _ = F.PublicFrontEnd.fit_transform(data.public.x, features="scatternet", dims=8,
-                                              cache=cache)
-    blocks = [front.pca.project(front.standardizer.transform(b))
-              for b in F.scatter_features(data.private.x, cache=cache).chunks()]
+    front, _ = F.PublicFrontEnd.fit_transform(
+        data.public.x, features="scatternet", dims=8, cache=cache
+    )
+    blocks = [
+        front.pca.project(front.standardizer.transform(b))
+        for b in F.scatter_features(data.private.x, cache=cache).chunks()
+    ]
     embedded = front.embed(data.private.x, cache=cache)
     assert embedded.dtype == np.float32 and embedded.shape == (200, 8)
     np.testing.assert_array_equal(embedded, np.concatenate(blocks))

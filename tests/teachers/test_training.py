@@ -17,7 +17,6 @@ from pate.teachers.sequential import SequentialChunk  # noqa: E402
 from pate.teachers.vectorized import VectorizedChunk  # noqa: E402
 
 
-
 def random_shards(num_records, sizes, seed=0):
     """Disjoint shards of the given (unequal) sizes from the first sum(sizes) of a permutation."""
     perm = np.random.default_rng(seed).permutation(num_records)
@@ -26,19 +25,33 @@ def random_shards(num_records, sizes, seed=0):
 
 
 SEEDS = [101, 202, 303, 404]
-SIZES = [70, 45, 33, 64]           # unequal shards: partial last batches, exhausted teachers
+SIZES = [70, 45, 33, 64]  # unequal shards: partial last batches, exhausted teachers
 
 
 def _chunk(cls, data, config, shards, seeds=SEEDS):
-    return cls(config, seeds, shards, torch.from_numpy(data.private.x),
-               torch.from_numpy(data.private.y), input_shape=data.input_shape,
-               num_classes=data.num_classes, device="cpu")
+    return cls(
+        config,
+        seeds,
+        shards,
+        torch.from_numpy(data.private.x),
+        torch.from_numpy(data.private.y),
+        input_shape=data.input_shape,
+        num_classes=data.num_classes,
+        device="cpu",
+    )
 
 
 @pytest.mark.parametrize("optimizer,augment", [("adam", "shift"), ("sgd", "shift+flip")])
 def test_vectorized_equals_per_teacher_loop(digits, optimizer, augment):
-    config = TeacherConfig(model="cnn8", epochs=2, batch_size=16, lr=0.01, optimizer=optimizer,
-                           augment=augment, weight_decay=1e-4)
+    config = TeacherConfig(
+        model="cnn8",
+        epochs=2,
+        batch_size=16,
+        lr=0.01,
+        optimizer=optimizer,
+        augment=augment,
+        weight_decay=1e-4,
+    )
     shards = random_shards(len(digits.private), SIZES)
     vec = _chunk(VectorizedChunk, digits, config, shards)
     seq = _chunk(SequentialChunk, digits, config, shards)
@@ -49,7 +62,7 @@ def test_vectorized_equals_per_teacher_loop(digits, optimizer, augment):
     a, b = vec.stacked_params(), seq.stacked_params()
     assert a.keys() == b.keys()
     for k in a:
-        assert not torch.allclose(a[k], before[k])          # training moved every tensor
+        assert not torch.allclose(a[k], before[k])  # training moved every tensor
         torch.testing.assert_close(a[k], b[k], rtol=1e-3, atol=1e-4)
     x_eval = torch.from_numpy(digits.evaluation.x)
     assert (vec.predict(x_eval) == seq.predict(x_eval)).mean() > 0.99
@@ -80,8 +93,9 @@ def test_no_record_leaks_across_teachers(digits):
 
 def test_chunk_size_does_not_change_the_teachers(digits):
     shards = random_shards(len(digits.private), SIZES)
-    base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift",
-                trainer="vectorized")
+    base = dict(
+        model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift", trainer="vectorized"
+    )
     one = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, chunk_size=4), progress=False)
     two = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, chunk_size=3), progress=False)
     assert two.chunk_size == 2  # 4 teachers, at most 3 per chunk -> balanced chunks of 2
@@ -91,15 +105,17 @@ def test_chunk_size_does_not_change_the_teachers(digits):
 def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
     shards = random_shards(len(digits.private), [200] * 5)
     config = TeacherConfig(model="cnn8", epochs=12, batch_size=16, lr=3e-3, trainer="vectorized")
-    res = train_teachers(digits, shards, [1, 2, 3, 4, 5], config, out_dir=tmp_path / "t",
-                         progress=False)
+    res = train_teachers(
+        digits, shards, [1, 2, 3, 4, 5], config, out_dir=tmp_path / "t", progress=False
+    )
     assert res.trainer == "vectorized"
     assert res.public_predictions.shape == (5, 597) and res.eval_predictions.shape == (5, 200)
     acc = (res.eval_predictions == digits.evaluation.y).mean(axis=1)
     np.testing.assert_allclose(res.teacher_accuracy, acc)
     assert acc.mean() > 0.6 and res.plurality_accuracy > 0.7
-    assert res.plurality_accuracy == plurality_accuracy(res.eval_predictions, digits.evaluation.y,
-                                                        num_classes=10)
+    assert res.plurality_accuracy == plurality_accuracy(
+        res.eval_predictions, digits.evaluation.y, num_classes=10
+    )
     import json
 
     metrics = json.loads((tmp_path / "t" / "metrics.json").read_text())
@@ -116,8 +132,15 @@ def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
 
 def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypatch):
     shards = random_shards(len(digits.private), SIZES)
-    config = TeacherConfig(model="cnn8", epochs=3, batch_size=16, lr=0.01, augment="shift",
-                           chunk_size=2, trainer="vectorized")
+    config = TeacherConfig(
+        model="cnn8",
+        epochs=3,
+        batch_size=16,
+        lr=0.01,
+        augment="shift",
+        chunk_size=2,
+        trainer="vectorized",
+    )
     full = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "full", progress=False)
     original = VectorizedChunk.train_epoch
     calls = {"n": 0}
@@ -137,11 +160,19 @@ def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypat
         train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "cut", progress=False)
     other = dataclasses.replace(config, lr=0.02)
     with pytest.raises(ConfigError, match="recipe.lr"):
-        train_teachers(digits, shards, SEEDS, other, out_dir=tmp_path / "cut", resume=True,
-                       progress=False)
+        train_teachers(
+            digits, shards, SEEDS, other, out_dir=tmp_path / "cut", resume=True, progress=False
+        )
     # resumed with trainer="auto" (sequential on CPU): the run keeps the trainer it started with
-    resumed = train_teachers(digits, shards, SEEDS, dataclasses.replace(config, trainer="auto"),
-                             out_dir=tmp_path / "cut", resume=True, progress=False)
+    resumed = train_teachers(
+        digits,
+        shards,
+        SEEDS,
+        dataclasses.replace(config, trainer="auto"),
+        out_dir=tmp_path / "cut",
+        resume=True,
+        progress=False,
+    )
     assert resumed.trainer == "vectorized"
     np.testing.assert_array_equal(resumed.public_predictions, full.public_predictions)
     for ci in range(2):
@@ -159,8 +190,9 @@ def test_auto_trainer_is_sequential_on_cpu(digits):
     base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift", device="cpu")
     auto = train_teachers(digits, shards, SEEDS, TeacherConfig(**base), progress=False)
     assert auto.trainer == "sequential"
-    vec = train_teachers(digits, shards, SEEDS, TeacherConfig(**base, trainer="vectorized"),
-                         progress=False)
+    vec = train_teachers(
+        digits, shards, SEEDS, TeacherConfig(**base, trainer="vectorized"), progress=False
+    )
     assert vec.trainer == "vectorized"
     assert (auto.public_predictions == vec.public_predictions).mean() > 0.99
 
@@ -170,15 +202,21 @@ def test_sequential_fallback_for_batchnorm(digits, tmp_path, monkeypatch):
         "import torch\n"
         "def bn(input_shape, num_classes):\n"
         "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32),\n"
-        "        torch.nn.BatchNorm1d(32), torch.nn.ReLU(), torch.nn.Linear(32, num_classes))\n")
+        "        torch.nn.BatchNorm1d(32), torch.nn.ReLU(), torch.nn.Linear(32, num_classes))\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     shards = random_shards(len(digits.private), [100, 100])
     config = TeacherConfig(model="bn_models:bn", epochs=2, batch_size=16, augment="none")
     res = train_teachers(digits, shards, [1, 2], config, progress=False)
     assert res.trainer == "sequential"
     with pytest.raises(ValueError, match="BatchNorm"):
-        train_teachers(digits, shards, [1, 2], dataclasses.replace(config, trainer="vectorized"),
-                       progress=False)
+        train_teachers(
+            digits,
+            shards,
+            [1, 2],
+            dataclasses.replace(config, trainer="vectorized"),
+            progress=False,
+        )
 
 
 def test_sklearn_teachers(digits, tmp_path):
@@ -192,11 +230,15 @@ def test_sklearn_teachers(digits, tmp_path):
         assert saved["random_states"].tolist() == SEEDS  # distinct, from the seeds
         np.testing.assert_array_equal(saved["public_predictions"], res.public_predictions)
     assert not list((tmp_path / "sk").glob("*.pkl"))  # no pickles in a run directory
-    by_name = TeacherConfig(model="sklearn:sklearn.linear_model.LogisticRegression",
-                            model_params={"max_iter": 300})
+    by_name = TeacherConfig(
+        model="sklearn:sklearn.linear_model.LogisticRegression", model_params={"max_iter": 300}
+    )
     res2 = train_teachers(digits, shards, SEEDS, by_name, progress=False)
     assert res2.teacher_accuracy.mean() > 0.85
-    one_class = [np.flatnonzero(digits.private.y == 3)[:20], np.flatnonzero(digits.private.y == 4)[:20]]
+    one_class = [
+        np.flatnonzero(digits.private.y == 3)[:20],
+        np.flatnonzero(digits.private.y == 4)[:20],
+    ]
     with pytest.raises(ValueError, match="single class"):
         train_teachers(digits, one_class, SEEDS[:2], by_name, progress=False)
 
@@ -204,8 +246,9 @@ def test_sklearn_teachers(digits, tmp_path):
 def test_input_errors_before_any_work(digits):
     shards = random_shards(len(digits.private), [50, 50])
     with pytest.raises(PartitionError):
-        train_teachers(digits, [shards[0], np.concatenate([shards[1], shards[0][:1]])], [1, 2],
-                       progress=False)
+        train_teachers(
+            digits, [shards[0], np.concatenate([shards[1], shards[0][:1]])], [1, 2], progress=False
+        )
     with pytest.raises(ValueError, match="one seed per teacher"):
         train_teachers(digits, shards, [1], progress=False)
     with pytest.raises(ValueError, match="outside"):
@@ -221,34 +264,49 @@ def test_input_errors_before_any_work(digits):
         TeacherConfig(augment="rotate")
     with pytest.raises(ValueError, match="model_params"):
         TeacherConfig(model="mlp", model_params={"C": 1.0})
-    tabular = dataclasses.replace(digits, private=ArraySplit(digits.private.x.reshape(1000, -1),
-                                                             digits.private.y),
-                                  public=ArraySplit(digits.public.x.reshape(597, -1), digits.public.y),
-                                  evaluation=ArraySplit(digits.evaluation.x.reshape(200, -1),
-                                                        digits.evaluation.y),
-                                  input_shape=(64,), name="npz:x")
+    tabular = dataclasses.replace(
+        digits,
+        private=ArraySplit(digits.private.x.reshape(1000, -1), digits.private.y),
+        public=ArraySplit(digits.public.x.reshape(597, -1), digits.public.y),
+        evaluation=ArraySplit(digits.evaluation.x.reshape(200, -1), digits.evaluation.y),
+        input_shape=(64,),
+        name="npz:x",
+    )
     with pytest.raises(ValueError, match="image inputs"):
-        train_teachers(tabular, shards, [1, 2], TeacherConfig(model="mlp", augment="shift"),
-                       progress=False)
+        train_teachers(
+            tabular, shards, [1, 2], TeacherConfig(model="mlp", augment="shift"), progress=False
+        )
 
 
-def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(digits, tmp_path,
-                                                                                 monkeypatch):
+def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(
+    digits, tmp_path, monkeypatch
+):
     from pate.teachers import ensemble
 
     shards = random_shards(len(digits.private), SIZES)
-    config = TeacherConfig(model="cnn8", epochs=3, batch_size=16, lr=0.01, chunk_size=2,
-                           trainer="vectorized")
+    config = TeacherConfig(
+        model="cnn8", epochs=3, batch_size=16, lr=0.01, chunk_size=2, trainer="vectorized"
+    )
     saved = []
     original = ensemble.atomic_torch_save
-    monkeypatch.setattr(ensemble, "atomic_torch_save",
-                        lambda path, obj: (saved.append(path.name), original(path, obj))[1])
-    every = train_teachers(digits, shards, SEEDS, config, out_dir=tmp_path / "every", progress=False)
+    monkeypatch.setattr(
+        ensemble,
+        "atomic_torch_save",
+        lambda path, obj: (saved.append(path.name), original(path, obj))[1],
+    )
+    every = train_teachers(
+        digits, shards, SEEDS, config, out_dir=tmp_path / "every", progress=False
+    )
     per_epoch = saved.count("progress.pt")
     saved.clear()
-    rare = train_teachers(digits, shards, SEEDS,
-                          dataclasses.replace(config, checkpoint_every_s=3600.0),
-                          out_dir=tmp_path / "rare", progress=False)
+    rare = train_teachers(
+        digits,
+        shards,
+        SEEDS,
+        dataclasses.replace(config, checkpoint_every_s=3600.0),
+        out_dir=tmp_path / "rare",
+        progress=False,
+    )
     assert per_epoch == 2 * 2 and saved.count("progress.pt") == 0  # 2 chunks x 2 mid-chunk epochs
     assert saved.count("chunk_0000.pt") == 1 and saved.count("chunk_0001.pt") == 1
     np.testing.assert_array_equal(every.public_predictions, rare.public_predictions)
@@ -263,8 +321,8 @@ def test_mixed_size_imagefolder_trains_teachers_and_votes(tmp_path):
     """An ImageFolder of differently sized RGB and greyscale images goes through training to votes."""
     from PIL import Image
 
-    from pate.teachers.data import load_pate_data
     from pate.core.votes import votes_from_predictions
+    from pate.teachers.data import load_pate_data
 
     rng = np.random.default_rng(3)
     sizes = [(20, 30), (40, 40), (33, 17)]
@@ -275,8 +333,9 @@ def test_mixed_size_imagefolder_trains_teachers_and_votes(tmp_path):
             arr[..., c] += 180
             image = Image.fromarray(arr)
             (image.convert("L") if i == 5 else image).save(tmp_path / "img" / cls / f"{i}.png")
-    data = load_pate_data(f"imagefolder:{tmp_path / 'img'}", public_size=6, eval_size=6,
-                          image_size=8)
+    data = load_pate_data(
+        f"imagefolder:{tmp_path / 'img'}", public_size=6, eval_size=6, image_size=8
+    )
     assert data.input_shape == (3, 8, 8)
     assert data.class_names == ("blue", "green", "red")  # the folders, sorted
     shards = random_shards(len(data.private), [12, 12])
@@ -304,8 +363,13 @@ def test_training_messages_go_to_the_pate_logger(digits):
     pate_logger.setLevel(logging.INFO)
     try:
         shards = random_shards(len(digits.private), [40, 40])
-        train_teachers(digits, shards, [1, 2], TeacherConfig(model="cnn8", epochs=1, augment="none"),
-                       progress=False)
+        train_teachers(
+            digits,
+            shards,
+            [1, 2],
+            TeacherConfig(model="cnn8", epochs=1, augment="none"),
+            progress=False,
+        )
     finally:
         pate_logger.removeHandler(handler)
         pate_logger.setLevel(level)

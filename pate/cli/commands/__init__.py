@@ -24,13 +24,15 @@ def add_noise_arguments(parser, names=None) -> None:
     for name, pairs in users.items():
         spec, param = pairs[0]
         titles = ", ".join(s.title for s, _ in pairs)
-        parser.add_argument(param.flag, dest=name, type=float, default=None,
-                            help=f"{titles}: {param.help}")
+        parser.add_argument(
+            param.flag, dest=name, type=float, default=None, help=f"{titles}: {param.help}"
+        )
 
 
 def noise_parameters(args) -> dict:
     """``{name: value}`` of every noise flag that ``args`` holds (None where not given)."""
     from pate import mechanisms
 
-    return {name: getattr(args, name) for name in mechanisms.all_param_names()
-            if hasattr(args, name)}
+    return {
+        name: getattr(args, name) for name in mechanisms.all_param_names() if hasattr(args, name)
+    }

@@ -27,7 +27,9 @@ def add_parser(subparsers) -> None:
             "worst case and are charged before labels.npy is written. Noise comes from OS "
             "entropy unless --noise-seed is given (then the run is NOT private). The "
             "data-dependent epsilon is printed for information: it depends on the votes and is "
-            "not private to publish."))
+            "not private to publish."
+        ),
+    )
     add_stage_arguments(p, TABLES)
     p.set_defaults(func=run)
 
@@ -36,29 +38,45 @@ def _describe(run, info) -> str:
     from pate.run import rundir as R
 
     s = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
-    lines = [f"{s['mechanism']}: asked {s['queries_asked']} of {s['queries_offered']}, answered "
-             f"{s['queries_answered']}"]
+    lines = [
+        f"{s['mechanism']}: asked {s['queries_asked']} of {s['queries_offered']}, answered "
+        f"{s['queries_answered']}"
+    ]
     if s["stop_reason"]:
         lines.append(f"stopped: {s['stop_reason']}")
     from pate import mechanisms
 
     if mechanisms.get(s["mechanism"]).kind.reads_private_records:
-        lines.append(f"eps of the asked queries at delta={s['delta']:g}: data-independent "
-                     f"{s['eps_data_independent']:.4f} (a cost that does not depend on the data; "
-                     "no data-dependent bound, no sanitized release)")
+        lines.append(
+            f"eps of the asked queries at delta={s['delta']:g}: data-independent "
+            f"{s['eps_data_independent']:.4f} (a cost that does not depend on the data; "
+            "no data-dependent bound, no sanitized release)"
+        )
     else:
-        lines.append(f"eps of these answers at delta={s['delta']:g}: data-independent "
-                     f"{s['eps_data_independent']:.4f}, data-dependent "
-                     f"{s['eps_data_dependent']:.4f} (depends on the votes, not private to "
-                     "publish as is)")
+        lines.append(
+            f"eps of these answers at delta={s['delta']:g}: data-independent "
+            f"{s['eps_data_independent']:.4f}, data-dependent "
+            f"{s['eps_data_dependent']:.4f} (depends on the votes, not private to "
+            "publish as is)"
+        )
     if s["release"] is not None:
-        lines.append("the sanitized release was drawn and charged too: `pate analyze --run-dir` "
-                     "reports the guarantee (answers + release)")
-    lines.append("charged to " + (f"the ledger {s['ledger']}" if s["ledger"] else
-                                  "no ledger (--no-ledger: no budget was enforced)"))
+        lines.append(
+            "the sanitized release was drawn and charged too: `pate analyze --run-dir` "
+            "reports the guarantee (answers + release)"
+        )
+    lines.append(
+        "charged to "
+        + (
+            f"the ledger {s['ledger']}"
+            if s["ledger"]
+            else "no ledger (--no-ledger: no budget was enforced)"
+        )
+    )
     if s["noise_seeded"]:
-        lines.append("WARNING: the noise was seeded (--noise-seed): the answers are reproducible "
-                     "and NOT private")
+        lines.append(
+            "WARNING: the noise was seeded (--noise-seed): the answers are reproducible "
+            "and NOT private"
+        )
     return "\n".join(lines)
 
 

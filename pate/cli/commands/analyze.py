@@ -33,25 +33,40 @@ def add_parser(subparsers) -> None:
             "(a boolean .npy mask of the queries actually answered) the realised cost. The "
             "data-dependent epsilon looks at the votes: it is NOT private to publish (see "
             "`analysis.release_sanitized_epsilon`). Without a threshold check (GNMax, LNMax) every "
-            "query is answered."))
-    p.add_argument("--run-dir", help="run the analysis stage of a run directory instead "
-                                     "(writes analysis.json, the same as `pate run`); then no other "
-                                     "flag is needed")
+            "query is answered."
+        ),
+    )
+    p.add_argument(
+        "--run-dir",
+        help="run the analysis stage of a run directory instead "
+        "(writes analysis.json, the same as `pate run`); then no other "
+        "flag is needed",
+    )
     p.add_argument("--votes", help="vote matrix (.npy, integer, queries x classes)")
     p.add_argument("--mechanism", choices=names)
     add_noise_arguments(p, names)
     p.add_argument("--delta", type=float)
     p.add_argument("--answered", help="boolean mask of answered queries (.npy), realised cost")
-    p.add_argument("--orders", default="default",
-                   help="'default', 'reference' (the 298-order grid of the reference) or a "
-                        "comma-separated list of orders > 1")
-    p.add_argument("--conversion", default="classic", choices=("classic", "tight"),
-                   help="RDP to (eps, delta) conversion (default: classic, as the reference)")
-    p.add_argument("--smooth-sensitivity", action="store_true",
-                   help="also run the reference's (NON-private) smooth-sensitivity parameter "
-                        "search at the best order, to compare with published numbers "
-                        "(mechanisms with a threshold check and a smooth-sensitivity analysis, "
-                        "e.g. confident-gnmax)")
+    p.add_argument(
+        "--orders",
+        default="default",
+        help="'default', 'reference' (the 298-order grid of the reference) or a "
+        "comma-separated list of orders > 1",
+    )
+    p.add_argument(
+        "--conversion",
+        default="classic",
+        choices=("classic", "tight"),
+        help="RDP to (eps, delta) conversion (default: classic, as the reference)",
+    )
+    p.add_argument(
+        "--smooth-sensitivity",
+        action="store_true",
+        help="also run the reference's (NON-private) smooth-sensitivity parameter "
+        "search at the best order, to compare with published numbers "
+        "(mechanisms with a threshold check and a smooth-sensitivity analysis, "
+        "e.g. confident-gnmax)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -68,8 +83,10 @@ def _parse_orders(text: str):
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--orders must be 'default', 'reference' or a comma-separated list of "
-                         f"numbers, got {text!r}") from None
+        raise ValueError(
+            f"--orders must be 'default', 'reference' or a comma-separated list of "
+            f"numbers, got {text!r}"
+        ) from None
     return analysis.validation.check_orders(np.array(values), "--orders"), "custom"
 
 
@@ -83,8 +100,7 @@ def compute(args) -> dict:
     """The analysis behind the command, as a JSON-able dict."""
     import numpy as np
 
-    from pate import analysis
-    from pate import mechanisms
+    from pate import analysis, mechanisms
     from pate.analysis import validation
 
     spec = mechanisms.get(args.mechanism)
@@ -93,16 +109,19 @@ def compute(args) -> dict:
     params = spec.validate(noise_parameters(args), prefix="--")
     release = spec.release_params(params)
     if args.smooth_sensitivity and (release is None or release["threshold"] is None):
-        raise ValueError(f"--smooth-sensitivity needs a mechanism with a threshold check and a "
-                         f"smooth-sensitivity analysis (e.g. confident-gnmax), not {spec.name}")
+        raise ValueError(
+            f"--smooth-sensitivity needs a mechanism with a threshold check and a "
+            f"smooth-sensitivity analysis (e.g. confident-gnmax), not {spec.name}"
+        )
     votes = validation.check_votes(_load_npy(args.votes, "--votes"), "--votes")
     n = votes.shape[0]
     answered = None
     if args.answered is not None:
         answered = validation.check_mask(_load_npy(args.answered, "--answered"), n, "--answered")
         if spec.always_answers:
-            raise ValueError(f"--answered does not apply to --mechanism {spec.name}: it answers "
-                             "every query")
+            raise ValueError(
+                f"--answered does not apply to --mechanism {spec.name}: it answers every query"
+            )
 
     if spec.always_answers or answered is not None:
         # The realised cost: exactly the event the aggregator charges.
@@ -117,24 +136,34 @@ def compute(args) -> dict:
         answered_count = float(spec.pr_answered(votes, params).sum())
         answered_kind = "expected"
 
-    eps_dep, order_dep = analysis.eps_from_rdp(dep, orders=orders, delta=delta,
-                                               conversion=args.conversion)
-    eps_ind, order_ind = analysis.eps_from_rdp(ind, orders=orders, delta=delta,
-                                               conversion=args.conversion)
+    eps_dep, order_dep = analysis.eps_from_rdp(
+        dep, orders=orders, delta=delta, conversion=args.conversion
+    )
+    eps_ind, order_ind = analysis.eps_from_rdp(
+        ind, orders=orders, delta=delta, conversion=args.conversion
+    )
     result = {
-        "mechanism": args.mechanism, "params": params, "delta": delta,
-        "queries": n, "answered": answered_count, "answered_kind": answered_kind,
-        "orders": orders_name, "conversion": args.conversion,
-        "eps_data_independent": float(eps_ind), "order_data_independent": float(order_ind),
-        "eps_data_dependent": float(eps_dep), "order": float(order_dep),
+        "mechanism": args.mechanism,
+        "params": params,
+        "delta": delta,
+        "queries": n,
+        "answered": answered_count,
+        "answered_kind": answered_kind,
+        "orders": orders_name,
+        "conversion": args.conversion,
+        "eps_data_independent": float(eps_ind),
+        "order_data_independent": float(order_ind),
+        "eps_data_dependent": float(eps_dep),
+        "order": float(order_dep),
         "data_dependent_is_private": False,
     }
     if args.smooth_sensitivity:
         ss = analysis.search_smooth_sensitivity_parameters(
-            votes, **release, order=float(order_dep), num_teachers=int(votes[0].sum()),
-            delta=delta)
+            votes, **release, order=float(order_dep), num_teachers=int(votes[0].sum()), delta=delta
+        )
         result["smooth_sensitivity_search_not_private"] = {
-            k: (None if isinstance(v, float) and v == float("inf") else v) for k, v in ss.items()}
+            k: (None if isinstance(v, float) and v == float("inf") else v) for k, v in ss.items()
+        }
     return result
 
 
@@ -160,11 +189,15 @@ def _run_stage(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.run_dir is not None:
-        given = [f"--{k}" for k in ("votes", "mechanism", "delta", "answered")
-                 if getattr(args, k) is not None]
+        given = [
+            f"--{k}"
+            for k in ("votes", "mechanism", "delta", "answered")
+            if getattr(args, k) is not None
+        ]
         if given:
-            raise ValueError(f"--run-dir analyses a run directory with its own config; drop "
-                             f"{', '.join(given)}")
+            raise ValueError(
+                f"--run-dir analyses a run directory with its own config; drop {', '.join(given)}"
+            )
         return _run_stage(args)
     missing = [f"--{k}" for k in ("votes", "mechanism", "delta") if getattr(args, k) is None]
     if missing:
@@ -174,20 +207,31 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    kind = {"expected": "expected (Pr[answered]-weighted)", "realised": "realised (from --answered)",
-            "all": "all"}[result["answered_kind"]]
+    kind = {
+        "expected": "expected (Pr[answered]-weighted)",
+        "realised": "realised (from --answered)",
+        "all": "all",
+    }[result["answered_kind"]]
     print(f"mechanism            {result['mechanism']} {result['params']}")
     print(f"queries              {result['queries']}, answered {result['answered']:.2f} ({kind})")
-    print(f"delta                {result['delta']:g}   conversion {result['conversion']}, "
-          f"orders {result['orders']}")
-    print(f"eps data-independent {result['eps_data_independent']:.6f} "
-          f"(order {result['order_data_independent']:g})")
-    print(f"eps data-dependent   {result['eps_data_dependent']:.6f} (order {result['order']:g})  "
-          "-- depends on the votes: NOT private to publish as is")
+    print(
+        f"delta                {result['delta']:g}   conversion {result['conversion']}, "
+        f"orders {result['orders']}"
+    )
+    print(
+        f"eps data-independent {result['eps_data_independent']:.6f} "
+        f"(order {result['order_data_independent']:g})"
+    )
+    print(
+        f"eps data-dependent   {result['eps_data_dependent']:.6f} (order {result['order']:g})  "
+        "-- depends on the votes: NOT private to publish as is"
+    )
     ss = result.get("smooth_sensitivity_search_not_private")
     if ss:
-        print(f"smooth sensitivity   beta {ss['beta']:.6f}, SS {ss['smooth_sensitivity']:.6g}, "
-              f"sigma_ss {ss['sigma_ss'] if ss['sigma_ss'] is not None else 'inf'}; "
-              f"eps {ss['eps_before']:.6f} -> {ss['eps_after']:.6f} with the GNSS release "
-              "(parameters searched on the votes: NOT private)")
+        print(
+            f"smooth sensitivity   beta {ss['beta']:.6f}, SS {ss['smooth_sensitivity']:.6g}, "
+            f"sigma_ss {ss['sigma_ss'] if ss['sigma_ss'] is not None else 'inf'}; "
+            f"eps {ss['eps_before']:.6f} -> {ss['eps_after']:.6f} with the GNSS release "
+            "(parameters searched on the votes: NOT private)"
+        )
     return 0

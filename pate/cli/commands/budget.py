@@ -49,61 +49,105 @@ DESCRIPTION = "Show, audit and set the privacy budget of sensitive datasets (the
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("budget", help="privacy-budget ledger: show, history, set",
-                                   description=DESCRIPTION)
+    parser = subparsers.add_parser(
+        "budget", help="privacy-budget ledger: show, history, set", description=DESCRIPTION
+    )
     parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="budget_command", metavar="ACTION")
     sub.required = True
 
     def common(p: argparse.ArgumentParser, *, dataset: bool = True) -> None:
         if dataset:
-            p.add_argument("--dataset", required=True,
-                           help="dataset digest, name, or unique digest prefix (>= 8 hex digits)")
-        p.add_argument("--ledger", default=None,
-                       help="ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)")
+            p.add_argument(
+                "--dataset",
+                required=True,
+                help="dataset digest, name, or unique digest prefix (>= 8 hex digits)",
+            )
+        p.add_argument(
+            "--ledger",
+            default=None,
+            help="ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)",
+        )
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    common(sub.add_parser("show", help="budget, spend, remaining and live reservations of a dataset"))
+    common(
+        sub.add_parser("show", help="budget, spend, remaining and live reservations of a dataset")
+    )
     common(sub.add_parser("history", help="every recorded privacy event of a dataset"))
-    p = sub.add_parser("set", help="set the (eps, delta) budget of a dataset, registering it if new")
+    p = sub.add_parser(
+        "set", help="set the (eps, delta) budget of a dataset, registering it if new"
+    )
     common(p)
     p.add_argument("--eps", type=float, required=True, help="total epsilon the dataset may spend")
     p.add_argument("--delta", type=float, required=True, help="delta of the (eps, delta) budget")
-    p.add_argument("--name", default=None,
-                   help="a readable name for the dataset (a dataset keeps its first name; a "
-                        "later one is added to its names, and any of them resolves it)")
-    p.add_argument("--data-dependent", action="store_true",
-                   help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
-                        "differentially private itself; default: data-independent RDP)")
-    p.add_argument("--conversion", choices=("classic", "tight"), default="classic",
-                   help="RDP -> (eps, delta) conversion every epsilon of this dataset is judged "
-                        "with (default: classic); must match the runs' [privacy] conversion")
-    p.add_argument("--reason", default=None,
-                   help="why the budget is set or changed (kept in the audit log)")
-    p = sub.add_parser("add-block", help="register a new time block of records (Sage block accounting)")
+    p.add_argument(
+        "--name",
+        default=None,
+        help="a readable name for the dataset (a dataset keeps its first name; a "
+        "later one is added to its names, and any of them resolves it)",
+    )
+    p.add_argument(
+        "--data-dependent",
+        action="store_true",
+        help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
+        "differentially private itself; default: data-independent RDP)",
+    )
+    p.add_argument(
+        "--conversion",
+        choices=("classic", "tight"),
+        default="classic",
+        help="RDP -> (eps, delta) conversion every epsilon of this dataset is judged "
+        "with (default: classic); must match the runs' [privacy] conversion",
+    )
+    p.add_argument(
+        "--reason", default=None, help="why the budget is set or changed (kept in the audit log)"
+    )
+    p = sub.add_parser(
+        "add-block", help="register a new time block of records (Sage block accounting)"
+    )
     common(p)
     p.add_argument("--block", required=True, help="block name, e.g. 2025-06")
     common(sub.add_parser("list", help="every dataset in the ledger"), dataset=False)
-    p = sub.add_parser("link", help="declare that two datasets share records (their spend then "
-                                    "counts against each other)")
+    p = sub.add_parser(
+        "link",
+        help="declare that two datasets share records (their spend then counts against each other)",
+    )
     common(p)
-    p.add_argument("--with", dest="other", required=True,
-                   help="the other dataset: digest, name, or unique digest prefix")
+    p.add_argument(
+        "--with",
+        dest="other",
+        required=True,
+        help="the other dataset: digest, name, or unique digest prefix",
+    )
     p.add_argument("--reason", default=None, help="why (kept in the audit log)")
     p = sub.add_parser("release", help="give back a live reservation by hand")
     common(p, dataset=False)
     p.add_argument("--reservation", required=True, help="reservation id (see `pate budget show`)")
-    p = sub.add_parser("digest", help="the dataset digest `pate run` uses for a config (or of record ids)")
+    p = sub.add_parser(
+        "digest", help="the dataset digest `pate run` uses for a config (or of record ids)"
+    )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--config", default=None,
-                        help="run config (TOML): the digest of its private split, as `pate run` "
-                             "registers it in the ledger")
-    source.add_argument("--ids", default=None,
-                        help=".npy array of explicit record ids, or a text file with one id per line")
-    p.add_argument("--strings", action="store_true",
-                   help="treat the ids of a text file as strings even if they look like integers")
-    p.add_argument("--ledger", default=None,
-                   help="with --config: list the datasets of this ledger sharing records with it")
+    source.add_argument(
+        "--config",
+        default=None,
+        help="run config (TOML): the digest of its private split, as `pate run` "
+        "registers it in the ledger",
+    )
+    source.add_argument(
+        "--ids",
+        default=None,
+        help=".npy array of explicit record ids, or a text file with one id per line",
+    )
+    p.add_argument(
+        "--strings",
+        action="store_true",
+        help="treat the ids of a text file as strings even if they look like integers",
+    )
+    p.add_argument(
+        "--ledger",
+        default=None,
+        help="with --config: list the datasets of this ledger sharing records with it",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -121,6 +165,7 @@ def _print_json(obj) -> None:
 
 def _load_ids(path: str, strings: bool):
     import numpy as np
+
     p = pathlib.Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"--ids {path!r} is not a file")
@@ -131,8 +176,9 @@ def _load_ids(path: str, strings: bool):
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"--ids {path!r} is neither a .npy array nor UTF-8 text with one id per "
-                         "line") from None
+        raise ValueError(
+            f"--ids {path!r} is neither a .npy array nor UTF-8 text with one id per line"
+        ) from None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not strings:
         try:
@@ -147,8 +193,10 @@ def _digest(args) -> int:
 
     if args.ids is not None:
         if args.ledger is not None:
-            raise ValueError("--ledger goes with --config (the overlap of a config's records); "
-                             "with --ids only the digest is printed")
+            raise ValueError(
+                "--ledger goes with --config (the overlap of a config's records); "
+                "with --ids only the digest is printed"
+            )
         digest = dataset_digest(_load_ids(args.ids, args.strings))
         _print_json({"digest": digest}) if args.json else print(digest)
         return 0
@@ -169,14 +217,22 @@ def _digest(args) -> int:
     if args.ledger is not None:
         rows = out["overlaps"]
         if not rows:
-            print(f"ledger     {out['ledger']}: no registered dataset shares records with it "
-                  "(a run starts it with the config's budget)")
+            print(
+                f"ledger     {out['ledger']}: no registered dataset shares records with it "
+                "(a run starts it with the config's budget)"
+            )
         for r in rows:
             b = r["budget"]
-            budget = "no budget" if b is None else \
-                f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']}, {b['conversion']})"
-            what = "this dataset" if r["same"] else (
-                f"shares {r['shared_records']} of its {r['num_records']} record(s)")
+            budget = (
+                "no budget"
+                if b is None
+                else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']}, {b['conversion']})"
+            )
+            what = (
+                "this dataset"
+                if r["same"]
+                else (f"shares {r['shared_records']} of its {r['num_records']} record(s)")
+            )
             print(f"ledger     {r['dataset'][:12]} {r['name'] or '-'}: {what}; {budget}")
     return 0
 
@@ -194,58 +250,90 @@ def run(args) -> int:
         elif action == "history":
             rows = ledger.history(args.dataset)
             if args.json:
-                _print_json({"dataset": ledger.resolve(args.dataset), "events": rows,
-                             "audit": ledger.audit_log(args.dataset),
-                             "budget_changes": ledger.budget_changes(args.dataset)})
+                _print_json(
+                    {
+                        "dataset": ledger.resolve(args.dataset),
+                        "events": rows,
+                        "audit": ledger.audit_log(args.dataset),
+                        "budget_changes": ledger.budget_changes(args.dataset),
+                    }
+                )
             else:
                 _print_history(rows)
         elif action == "set":
-            budget = ledger.set_budget(args.dataset, eps=args.eps, delta=args.delta,
-                                       data_dependent=args.data_dependent,
-                                       conversion=args.conversion, name=args.name,
-                                       reason=args.reason)
+            budget = ledger.set_budget(
+                args.dataset,
+                eps=args.eps,
+                delta=args.delta,
+                data_dependent=args.data_dependent,
+                conversion=args.conversion,
+                name=args.name,
+                reason=args.reason,
+            )
             digest = ledger.resolve(args.name or args.dataset)
             if args.json:
-                _print_json({"dataset": digest, "eps": budget.eps, "delta": budget.delta,
-                             "basis": budget.basis, "conversion": budget.conversion,
-                             "ledger": str(ledger.path)})
+                _print_json(
+                    {
+                        "dataset": digest,
+                        "eps": budget.eps,
+                        "delta": budget.delta,
+                        "basis": budget.basis,
+                        "conversion": budget.conversion,
+                        "ledger": str(ledger.path),
+                    }
+                )
             else:
-                print(f"budget of {args.name or digest}: eps={budget.eps:g} at delta={budget.delta:g} "
-                      f"({budget.basis} RDP, {budget.conversion} conversion) in {ledger.path}")
+                print(
+                    f"budget of {args.name or digest}: eps={budget.eps:g} at delta={budget.delta:g} "
+                    f"({budget.basis} RDP, {budget.conversion} conversion) in {ledger.path}"
+                )
         elif action == "add-block":
             ledger.add_block(args.dataset, args.block)
             blocks = ledger.blocks(args.dataset)
-            _print_json({"dataset": ledger.resolve(args.dataset), "blocks": blocks}) if args.json \
-                else print(f"blocks of {args.dataset}: {', '.join(blocks)}")
+            _print_json(
+                {"dataset": ledger.resolve(args.dataset), "blocks": blocks}
+            ) if args.json else print(f"blocks of {args.dataset}: {', '.join(blocks)}")
         elif action == "list":
             rows = ledger.datasets()
             if args.json:
                 _print_json(rows)
             else:
-                print(f"{'digest':<14} {'name':<20} {'eps':>8} {'delta':>8} {'events':>7} "
-                      f"{'records':>8}  {'conversion':<10}  basis  (linked)")
+                print(
+                    f"{'digest':<14} {'name':<20} {'eps':>8} {'delta':>8} {'events':>7} "
+                    f"{'records':>8}  {'conversion':<10}  basis  (linked)"
+                )
                 for r in rows:
-                    linked = f"  (shares records with {', '.join(d[:12] for d in r['linked'])})" \
-                        if r["linked"] else ""
+                    linked = (
+                        f"  (shares records with {', '.join(d[:12] for d in r['linked'])})"
+                        if r["linked"]
+                        else ""
+                    )
                     if r["aliases"]:  # the first name, then the later ones
                         linked += f"  (also named {', '.join(r['aliases'])})"
-                    print(f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
-                          f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
-                          f"{(r['conversion'] if r['budget_eps'] is not None else '-'):<10}  "
-                          f"{r['basis']}{linked}")
+                    print(
+                        f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
+                        f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
+                        f"{(r['conversion'] if r['budget_eps'] is not None else '-'):<10}  "
+                        f"{r['basis']}{linked}"
+                    )
         elif action == "link":
             ledger.link(args.dataset, args.other, reason=args.reason)
             rows = ledger.linked(args.dataset)
             if args.json:
                 _print_json({"dataset": ledger.resolve(args.dataset), "linked": rows})
             else:
-                print(f"{args.dataset} now shares its spend with: "
-                      f"{', '.join(r['name'] or r['dataset'][:12] for r in rows)}")
+                print(
+                    f"{args.dataset} now shares its spend with: "
+                    f"{', '.join(r['name'] or r['dataset'][:12] for r in rows)}"
+                )
         elif action == "release":
             released = ledger.release(args.reservation)
-            _print_json({"reservation": args.reservation, "released": released}) if args.json else \
-                print(f"reservation {args.reservation} "
-                      f"{'released' if released else 'was no longer live; nothing to do'}")
+            _print_json(
+                {"reservation": args.reservation, "released": released}
+            ) if args.json else print(
+                f"reservation {args.reservation} "
+                f"{'released' if released else 'was no longer live; nothing to do'}"
+            )
     return 0
 
 
@@ -257,19 +345,29 @@ def _print_summary(s: dict) -> None:
         print(f"also named {', '.join(s['aliases'])}")
     print(f"ledger     {s['ledger']}")
     if b is None:
-        print("budget     none set (spend is recorded but unlimited); set one with "
-              "`pate budget set --dataset ... --eps E --delta D`")
+        print(
+            "budget     none set (spend is recorded but unlimited); set one with "
+            "`pate budget set --dataset ... --eps E --delta D`"
+        )
     else:
-        print(f"budget     eps={b['eps']:g} at delta={b['delta']:g}, judged on {b['basis']} RDP "
-              f"with the {b['conversion']} conversion")
-    print(f"spent      eps={_fmt(s['spent'])}  (committed: {s['events']} event(s) from {s['runs']} run(s)"
-          f"{', worst block' if s['blocks'] else ''})")
+        print(
+            f"budget     eps={b['eps']:g} at delta={b['delta']:g}, judged on {b['basis']} RDP "
+            f"with the {b['conversion']} conversion"
+        )
+    print(
+        f"spent      eps={_fmt(s['spent'])}  (committed: {s['events']} event(s) from {s['runs']} run(s)"
+        f"{', worst block' if s['blocks'] else ''})"
+    )
     if b is not None:
-        print(f"           data-independent eps={_fmt(s['spent_data_independent'])}; "
-              f"data-dependent eps={_fmt(s['spent_data_dependent'])} (the data-dependent value is not "
-              "differentially private itself; do not publish it without a smooth-sensitivity release)")
-        print(f"reserved   eps={_fmt(s['spent_and_reserved'])}  (committed + "
-              f"{len(s['reservations'])} live reservation(s))")
+        print(
+            f"           data-independent eps={_fmt(s['spent_data_independent'])}; "
+            f"data-dependent eps={_fmt(s['spent_data_dependent'])} (the data-dependent value is not "
+            "differentially private itself; do not publish it without a smooth-sensitivity release)"
+        )
+        print(
+            f"reserved   eps={_fmt(s['spent_and_reserved'])}  (committed + "
+            f"{len(s['reservations'])} live reservation(s))"
+        )
         print(f"remaining  eps={_fmt(s['remaining'])}")
     if s["orders"]:
         o = s["orders"]
@@ -278,47 +376,75 @@ def _print_summary(s: dict) -> None:
         print("blocks (Sage: the dataset's loss is the max over blocks)")
         print(f"  {'block':<20} {'events':>7} {'spent':>10} {'+reserved':>10}")
         for r in s["blocks"]:
-            print(f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
-                  f"{_fmt(r['spent_and_reserved']):>10}")
+            print(
+                f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
+                f"{_fmt(r['spent_and_reserved']):>10}"
+            )
     if s.get("linked"):
-        print(f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
-              f"({s['linked_events']} event(s)); each also keeps its own budget:")
+        print(
+            f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
+            f"({s['linked_events']} event(s)); each also keeps its own budget:"
+        )
         for r in s["linked"]:
             b = r["budget"]
-            budget = "no budget" if b is None else \
-                f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
-            shared = "linked by hand" if r["shared_records"] is None else \
-                f"{r['shared_records']} shared record(s)"
-            print(f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
-                  f"{budget}, remaining eps={_fmt(r['remaining'])}")
-        print(f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
-              f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})")
+            budget = (
+                "no budget"
+                if b is None
+                else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
+            )
+            shared = (
+                "linked by hand"
+                if r["shared_records"] is None
+                else f"{r['shared_records']} shared record(s)"
+            )
+            print(
+                f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
+                f"{budget}, remaining eps={_fmt(r['remaining'])}"
+            )
+        print(
+            f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
+            f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
+        )
     changes = [c for c in s.get("budget_changes", []) if c["change"] != "initial"]
     if changes:
         print("budget changes")
         for c in changes:
             prev = c["previous"]
-            conv = "" if prev["conversion"] == c["conversion"] else \
-                f", conversion {prev['conversion']} -> {c['conversion']}"
-            print(f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
-                  f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
-                  f"{'; ' + c['reason'] if c['reason'] else ''}")
+            conv = (
+                ""
+                if prev["conversion"] == c["conversion"]
+                else f", conversion {prev['conversion']} -> {c['conversion']}"
+            )
+            print(
+                f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
+                f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
+                f"{'; ' + c['reason'] if c['reason'] else ''}"
+            )
     if s["reservations"]:
         print("live reservations")
         for r in s["reservations"]:
-            print(f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
-                  f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]")
+            print(
+                f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
+                f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]"
+            )
 
 
 def _print_history(rows: list[dict]) -> None:
     if not rows:
         print("no events recorded")
         return
-    print(f"{'id':>5}  {'time (UTC)':<19}  {'run':<12}  {'mechanism':<18} {'queries':>8} {'answered':>8} "
-          f"{'eps':>9} {'cumulative':>10}  blocks")
+    print(
+        f"{'id':>5}  {'time (UTC)':<19}  {'run':<12}  {'mechanism':<18} {'queries':>8} {'answered':>8} "
+        f"{'eps':>9} {'cumulative':>10}  blocks"
+    )
     for r in rows:
-        where = f"all (linked dataset {r['dataset'][:12]})" if r.get("linked") else \
-            (','.join(r['blocks']) or 'all')
-        print(f"{r['id']:>5}  {r['time_utc'][:19]:<19}  {r['run_id'][:12]:<12}  {r['mechanism']:<18} "
-              f"{r['queries']:>8} {r['answered']:>8} {_fmt(r['eps']):>9} {_fmt(r['cumulative_eps']):>10}  "
-              f"{where}")
+        where = (
+            f"all (linked dataset {r['dataset'][:12]})"
+            if r.get("linked")
+            else (",".join(r["blocks"]) or "all")
+        )
+        print(
+            f"{r['id']:>5}  {r['time_utc'][:19]:<19}  {r['run_id'][:12]:<12}  {r['mechanism']:<18} "
+            f"{r['queries']:>8} {r['answered']:>8} {_fmt(r['eps']):>9} {_fmt(r['cumulative_eps']):>10}  "
+            f"{where}"
+        )

@@ -23,16 +23,23 @@ def add_parser(subparsers) -> None:
             "kept in a cache folder and reused by later runs and configs on the same data. They "
             "are derived from the PRIVATE records: the folder is owner-only (0700). `list` shows "
             "its entries and their sizes; `clear` deletes the folder (do it when no run is "
-            "going; the next run recomputes what it needs)."))
+            "going; the next run recomputes what it needs)."
+        ),
+    )
     actions = p.add_subparsers(dest="action", metavar="{list,clear}")
     actions.required = True
-    for name, help_text in (("list", "the entries: front-end, rows, shape, size, state"),
-                            ("clear", "delete every entry (and the folder)")):
+    for name, help_text in (
+        ("list", "the entries: front-end, rows, shape, size, state"),
+        ("clear", "delete every entry (and the folder)"),
+    ):
         a = actions.add_parser(name, help=help_text, description=help_text)
         where = a.add_mutually_exclusive_group()
         where.add_argument("--cache-dir", help="the cache folder")
-        where.add_argument("--config", help="the cache of this config's runs (a TOML file, or a "
-                                            "config shipped with pate-learn)")
+        where.add_argument(
+            "--config",
+            help="the cache of this config's runs (a TOML file, or a "
+            "config shipped with pate-learn)",
+        )
         if name == "list":
             a.add_argument("--json", action="store_true", help="print the entries as JSON")
         a.set_defaults(func=run)
@@ -67,29 +74,41 @@ def run(args: argparse.Namespace) -> int:
 
     root = cache_root(args)
     if root is None:
-        print(f"the feature cache is off (${ENV} or [run] feature_cache = false): nothing to "
-              f"{args.action}")
+        print(
+            f"the feature cache is off (${ENV} or [run] feature_cache = false): nothing to "
+            f"{args.action}"
+        )
         return 0
     cache = FeatureCache(root)
     if args.action == "clear":
         count, freed = cache.clear()
-        print(f"removed {count} entries ({_size(freed)}) and the folder {root}" if count
-              else f"the feature cache {root} holds no entries; nothing removed")
+        print(
+            f"removed {count} entries ({_size(freed)}) and the folder {root}"
+            if count
+            else f"the feature cache {root} holds no entries; nothing removed"
+        )
         return 0
     entries = cache.entries()
     if args.json:
-        json.dump({"root": str(root), "bytes": sum(e["bytes"] for e in entries),
-                   "entries": entries}, sys.stdout, indent=2)
+        json.dump(
+            {"root": str(root), "bytes": sum(e["bytes"] for e in entries), "entries": entries},
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
         return 0
     if not entries:
         print(f"the feature cache {root} holds no entries")
         return 0
-    print(f"{'entry':<14} {'front-end':<11} {'rows':>8} {'shape':<16} {'size':>9}  "
-          f"{'created':<20} state")
+    print(
+        f"{'entry':<14} {'front-end':<11} {'rows':>8} {'shape':<16} {'size':>9}  "
+        f"{'created':<20} state"
+    )
     for e in entries:
         shape = "x".join(str(s) for s in e["shape"][1:]) if e["shape"] else "-"
-        print(f"{e['name'][:14]:<14} {e['front_end'] or '-':<11} {e['rows'] or '-':>8} "
-              f"{shape:<16} {_size(e['bytes']):>9}  {e['created'] or '-':<20} {e['state']}")
+        print(
+            f"{e['name'][:14]:<14} {e['front_end'] or '-':<11} {e['rows'] or '-':>8} "
+            f"{shape:<16} {_size(e['bytes']):>9}  {e['created'] or '-':<20} {e['state']}"
+        )
     print(f"{len(entries)} entries, {_size(sum(e['bytes'] for e in entries))} in {root}")
     return 0

@@ -37,15 +37,29 @@ def add_parser(subparsers) -> None:
             "Write an editable copy of a config that ships with pate-learn, to change it and run "
             "it with `pate run --config FILE`. The packaged configs also run as they are: "
             "`pate run --config digits`. `--list` shows them; `own-data` is a documented "
-            "template for your own data (CSV, .npz or an image folder)."))
-    p.add_argument("name", nargs="?", metavar="NAME",
-                   help="a packaged config (see --list), e.g. digits, fashion-mnist, own-data")
-    p.add_argument("--output", "-o", metavar="FILE",
-                   help="where to write the copy (default: the packaged file name, e.g. "
-                        "digits.toml, in the working directory; a folder: that name inside it)")
+            "template for your own data (CSV, .npz or an image folder)."
+        ),
+    )
+    p.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="a packaged config (see --list), e.g. digits, fashion-mnist, own-data",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="where to write the copy (default: the packaged file name, e.g. "
+        "digits.toml, in the working directory; a folder: that name inside it)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    p.add_argument("--list", action="store_true", dest="list_configs",
-                   help="list the packaged configs and exit")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        dest="list_configs",
+        help="list the packaged configs and exit",
+    )
     p.set_defaults(func=run)
 
 
@@ -61,13 +75,15 @@ def packaged_name(name: str) -> str:
 
     shipped = _names()
     text = str(name).strip()
-    key = text[:-len(".toml")] if text.lower().endswith(".toml") else text
+    key = text[: -len(".toml")] if text.lower().endswith(".toml") else text
     key = key.lower().replace("_", "-")
     if key not in shipped:
         listed = ", ".join(shipped) or "(none found: is pate-learn installed?)"
-        raise ConfigError(f"init-config NAME: {text!r} is not a config that ships with "
-                          f"pate-learn; the packaged configs are: {listed} "
-                          "(`pate init-config --list` describes them)")
+        raise ConfigError(
+            f"init-config NAME: {text!r} is not a config that ships with "
+            f"pate-learn; the packaged configs are: {listed} "
+            "(`pate init-config --list` describes them)"
+        )
     return key
 
 
@@ -81,8 +97,8 @@ def _describe(entry, *, width: int = 110) -> str:
         words += line.lstrip("#").split()
     text = " ".join(words)
     end = re.search(r"\.\s(?!\d)", text)  # "et al. 2018" does not end the sentence
-    text = text[:end.start() + 1] if end else text
-    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
+    text = text[: end.start() + 1] if end else text
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
 
 
 def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
@@ -94,8 +110,10 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
     if target.is_dir():
         target = target / entry.name
     if not target.parent.is_dir():
-        raise InputError(f"--output {target}: the folder {target.parent} does not exist; create "
-                         "it first, or choose another --output")
+        raise InputError(
+            f"--output {target}: the folder {target.parent} does not exist; create "
+            "it first, or choose another --output"
+        )
     from pate.core.io import naming_write_errors
 
     content = entry.read_bytes()
@@ -103,8 +121,9 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
         try:
             fh = open(target, "xb")  # exclusive: never replaces a file, even in a race
         except FileExistsError:
-            raise InputError(f"{target} already exists: pass --force to overwrite it, or choose "
-                             "another --output") from None
+            raise InputError(
+                f"{target} already exists: pass --force to overwrite it, or choose another --output"
+            ) from None
         with naming_write_errors(target):
             try:
                 with fh:
@@ -115,8 +134,9 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
         return target
     # --force: write a temporary file next to the target, then replace it in one step
     with naming_write_errors(target):
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                   dir=target.parent or ".")
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or "."
+        )
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
@@ -140,13 +160,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:<{width}}  {_describe(entry)}")
         folder = next(iter(shipped.values()), None)
         if folder is not None:
-            print(f"\ninstalled in {pathlib.Path(str(folder)).parent}; "
-                  "run one with `pate run --config NAME`, copy one with `pate init-config NAME`")
+            print(
+                f"\ninstalled in {pathlib.Path(str(folder)).parent}; "
+                "run one with `pate run --config NAME`, copy one with `pate init-config NAME`"
+            )
         return 0
     if args.name is None:
-        raise ConfigError("init-config needs NAME (a packaged config: "
-                          f"{', '.join(_names())}) or --list")
+        raise ConfigError(
+            f"init-config needs NAME (a packaged config: {', '.join(_names())}) or --list"
+        )
     target = copy_config(args.name, args.output, force=args.force)
-    print(f"wrote {target} (a copy of the packaged config {packaged_name(args.name)!r}); "
-          f"edit it, then run: pate run --config {target}")
+    print(
+        f"wrote {target} (a copy of the packaged config {packaged_name(args.name)!r}); "
+        f"edit it, then run: pate run --config {target}"
+    )
     return 0

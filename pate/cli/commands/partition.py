@@ -23,15 +23,19 @@ def add_parser(subparsers) -> None:
             "adding or removing a record changes one teacher) or unit (--unit-ids: one "
             "privacy-unit id per record, e.g. a patient; all records of a unit go to the same "
             "teacher, so the guarantee is per unit). The dataset's identity and budget are checked in the ledger "
-            "before anything is written. Next: pate train-teachers --run-dir DIR."))
+            "before anything is written. Next: pate train-teachers --run-dir DIR."
+        ),
+    )
     add_stage_arguments(p, TABLES)
     p.set_defaults(func=run)
 
 
 def _describe(run, info) -> str:
-    return (f"{len(run.data.private)} private records of {run.data.name} -> "
-            f"{info['num_teachers']} teachers ({info['mode']}); guarantee: "
-            f"{info['neighbouring_relation']}")
+    return (
+        f"{len(run.data.private)} private records of {run.data.name} -> "
+        f"{info['num_teachers']} teachers ({info['mode']}); guarantee: "
+        f"{info['neighbouring_relation']}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,18 +14,22 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "plan",
         help="the plan of a run: teachers, noise, queries, the answers the budget buys; "
-             "refused when it cannot give a useful student",
+        "refused when it cannot give a useful student",
         description=(
             "Plan a run of `pate run` from the same config and flags: fill in what the config "
             "leaves to the planner ([partition] num_teachers, [aggregator] queries, the Confident "
-            "GNMax threshold, mechanism = \"auto\"), check what it sets, and print what to expect "
+            'GNMax threshold, mechanism = "auto"), check what it sets, and print what to expect '
             "(records per teacher, noise relative to the ensemble, the answers the budget buys, "
             "the guarantee). Reads only the data's counts, classes and input shape (and what the "
             "ledger has left); writes nothing. Exit 0 when the plan is usable, 2 with the setting "
-            "to change and a fix when it is not (docs/plan.md)."))
-    p.add_argument("--config", required=True,
-                   help="a TOML file, or a config shipped with pate-learn: "
-                        f"{', '.join(C.packaged_configs())}")
+            "to change and a fix when it is not (docs/plan.md)."
+        ),
+    )
+    p.add_argument(
+        "--config",
+        required=True,
+        help=f"a TOML file, or a config shipped with pate-learn: {', '.join(C.packaged_configs())}",
+    )
     p.add_argument("--seed", type=int, help="override [run] seed")
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
@@ -40,17 +44,27 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pate.cli.commands.stage_cli import table_overrides
     from pate.run import config as C
     from pate.run import planner as P
-    from pate.cli.commands.stage_cli import table_overrides
     from pate.teachers.data import load_pate_data
 
     ledger = False if args.no_ledger else args.ledger
-    config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
-                    ledger=ledger, overrides=table_overrides(args, ("cluster",)))
+    config = C.load(
+        args.config,
+        seed=args.seed,
+        device=args.device,
+        run_dir=args.run_dir,
+        ledger=ledger,
+        overrides=table_overrides(args, ("cluster",)),
+    )
     data = load_pate_data(C.sections(config).data.name, **C.data_settings(config))
-    plan = C.plan_for(config, P.facts_of(data), wording="config",
-                      remaining_eps=P.ledger_remaining(C.ledger_path(config), data))
+    plan = C.plan_for(
+        config,
+        P.facts_of(data),
+        wording="config",
+        remaining_eps=P.ledger_remaining(C.ledger_path(config), data),
+    )
     if args.json:
         json.dump(plan.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -59,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         if plan.usable:
             print(f"usable      yes: `pate run --config {args.config}` runs this plan")
         else:  # only a smoke test gets here: its refusals are warnings
-            print("usable      no: [run] smoke_test = true runs it anyway, to check that the "
-                  "pipeline works (its report says so first)")
+            print(
+                "usable      no: [run] smoke_test = true runs it anyway, to check that the "
+                "pipeline works (its report says so first)"
+            )
     return 0

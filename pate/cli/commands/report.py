@@ -15,10 +15,15 @@ def add_parser(subparsers) -> None:
             "pipeline's analysis stage): report.json, report.md, report.html (self-contained, "
             "renders offline) and plots/*.png. No privacy number is recomputed and the votes are "
             "not read. Figures computed from the private votes (the data-dependent epsilon, the "
-            "vote-margin histogram) are marked NOT PRIVATE -- for internal use only."))
+            "vote-margin histogram) are marked NOT PRIVATE -- for internal use only."
+        ),
+    )
     p.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (holds analysis.json)")
-    p.add_argument("--json", action="store_true",
-                   help="print report.json on stdout instead of the paths written")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print report.json on stdout instead of the paths written",
+    )
     p.set_defaults(func=run)
 
 
@@ -35,8 +40,11 @@ def run(args: argparse.Namespace) -> int:
         run = R.Run.open(run_dir, progress=False)
         if not run.done("analysis"):
             from pate.analysis.errors import ConfigError
-            raise ConfigError(f"{run_dir}: the report needs the analysis stage first: "
-                              f"pate analyze --run-dir {run_dir}")
+
+            raise ConfigError(
+                f"{run_dir}: the report needs the analysis stage first: "
+                f"pate analyze --run-dir {run_dir}"
+            )
         stages.run_stage(run, "report")
         report = R.read_summary(run_dir / R.REPORT_JSON, frozenset({"plots", "warnings"}))
     else:  # a finished run, or a bare analysis.json: regenerate

@@ -20,24 +20,36 @@ def add_parser(subparsers) -> None:
             "answer queries within the privacy budget (charged to the privacy-budget ledger), "
             "train the student, analyse, and write the privacy report. The config is validated "
             "completely before anything is written. --resume continues an interrupted run without "
-            "redoing finished stages or charging any query twice."))
-    p.add_argument("--config",
-                   help="a TOML file, or a config shipped with pate-learn: "
-                        f"{', '.join(C.packaged_configs())} (`pate init-config --list`); with "
-                        "--resume --run-dir DIR it may be left out: the run's own config.json is "
-                        "used")
+            "redoing finished stages or charging any query twice."
+        ),
+    )
+    p.add_argument(
+        "--config",
+        help="a TOML file, or a config shipped with pate-learn: "
+        f"{', '.join(C.packaged_configs())} (`pate init-config --list`); with "
+        "--resume --run-dir DIR it may be left out: the run's own config.json is "
+        "used",
+    )
     p.add_argument("--seed", type=int, help="override [run] seed")
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
     p.add_argument("--resume", action="store_true", help="continue the run in the run directory")
     ledger = p.add_mutually_exclusive_group()
-    ledger.add_argument("--ledger", help="privacy-budget ledger path (default: [privacy] ledger, "
-                                         "$PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)")
-    ledger.add_argument("--no-ledger", action="store_true",
-                        help="no ledger: no budget is enforced (the report says so first)")
-    p.add_argument("--until", choices=("partition", "teachers", "votes", "aggregate", "student",
-                                       "analysis", "report"),
-                   help="stop after this stage (run again with --resume to continue)")
+    ledger.add_argument(
+        "--ledger",
+        help="privacy-budget ledger path (default: [privacy] ledger, "
+        "$PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)",
+    )
+    ledger.add_argument(
+        "--no-ledger",
+        action="store_true",
+        help="no ledger: no budget is enforced (the report says so first)",
+    )
+    p.add_argument(
+        "--until",
+        choices=("partition", "teachers", "votes", "aggregate", "student", "analysis", "report"),
+        help="stop after this stage (run again with --resume to continue)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print report.json on stdout at the end")
     from pate.cli.commands.stage_cli import add_table_arguments, add_threads_argument
@@ -48,11 +60,14 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pate.cli.commands.stage_cli import (
+        epsilon_summary,
+        mark_threads_flag,
+        table_overrides,
+        threads_override,
+    )
     from pate.run import config as C
     from pate.run.pipeline import Pipeline
-
-    from pate.cli.commands.stage_cli import (epsilon_summary, mark_threads_flag, table_overrides,
-                                         threads_override)
 
     ledger = False if args.no_ledger else args.ledger
     overrides = threads_override(args, table_overrides(args, ("cluster",)))
@@ -60,18 +75,34 @@ def run(args: argparse.Namespace) -> int:
         from pate.run import rundir as R
 
         if not (args.resume and args.run_dir):
-            raise ValueError("--config is required (a TOML file or a packaged name such as "
-                             "digits); only `pate run --resume --run-dir DIR` may leave it out")
+            raise ValueError(
+                "--config is required (a TOML file or a packaged name such as "
+                "digits); only `pate run --resume --run-dir DIR` may leave it out"
+            )
         saved = pathlib.Path(args.run_dir) / R.CONFIG
         if not saved.is_file():
-            raise FileNotFoundError(f"--run-dir {args.run_dir} holds no run ({saved} is missing); "
-                                    "start it with --config FILE")
-        config = C.from_dict(json.loads(saved.read_text()), source=str(saved), seed=args.seed,
-                             device=args.device, run_dir=args.run_dir, ledger=ledger,
-                             overrides=overrides)
+            raise FileNotFoundError(
+                f"--run-dir {args.run_dir} holds no run ({saved} is missing); "
+                "start it with --config FILE"
+            )
+        config = C.from_dict(
+            json.loads(saved.read_text()),
+            source=str(saved),
+            seed=args.seed,
+            device=args.device,
+            run_dir=args.run_dir,
+            ledger=ledger,
+            overrides=overrides,
+        )
     else:
-        config = C.load(args.config, seed=args.seed, device=args.device, run_dir=args.run_dir,
-                        ledger=ledger, overrides=overrides)
+        config = C.load(
+            args.config,
+            seed=args.seed,
+            device=args.device,
+            run_dir=args.run_dir,
+            ledger=ledger,
+            overrides=overrides,
+        )
     pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress)
     mark_threads_flag(args, pipeline.ctx)
     result = pipeline.run(until=args.until)
@@ -86,11 +117,15 @@ def run(args: argparse.Namespace) -> int:
         if u["teacher_mean_accuracy"] is None:  # no teachers (Private-kNN)
             print(f"student accuracy   {u['student_accuracy']:.4f}")
         else:
-            print(f"student accuracy   {u['student_accuracy']:.4f} (teachers "
-                  f"{u['teacher_mean_accuracy']:.4f} mean, {u['plurality_vote_accuracy']:.4f} "
-                  "plurality vote)")
+            print(
+                f"student accuracy   {u['student_accuracy']:.4f} (teachers "
+                f"{u['teacher_mean_accuracy']:.4f} mean, {u['plurality_vote_accuracy']:.4f} "
+                "plurality vote)"
+            )
         print(f"report             {pipeline.run_dir / 'report.md'}")
     else:
-        print(f"stopped after {args.until}; continue with: pate run --run-dir {pipeline.run_dir} "
-              "--resume")
+        print(
+            f"stopped after {args.until}; continue with: pate run --run-dir {pipeline.run_dir} "
+            "--resume"
+        )
     return 0

@@ -32,17 +32,34 @@ import json
 import sys
 
 #: The stage whose outputs each config table determines (a table may change only before it ran).
-TABLE_STAGE = {"run": "partition", "data": "partition", "partition": "partition",
-               "teachers": "teachers", "aggregator": "aggregate", "privacy": "aggregate",
-               "student": "student", "cluster": None}  # [cluster]: where, not what (any time)
+TABLE_STAGE = {
+    "run": "partition",
+    "data": "partition",
+    "partition": "partition",
+    "teachers": "teachers",
+    "aggregator": "aggregate",
+    "privacy": "aggregate",
+    "student": "student",
+    "cluster": None,
+}  # [cluster]: where, not what (any time)
 
 #: Flag names that differ from ``--<key with dashes>``.
-FLAG_NAMES = {("data", "name"): "--data", ("data", "root"): "--data-root",
-              ("student", "threshold"): "--confidence-threshold"}
+FLAG_NAMES = {
+    ("data", "name"): "--data",
+    ("data", "root"): "--data-root",
+    ("student", "threshold"): "--confidence-threshold",
+}
 
 #: Keys that are not flags of a stage command (fixed when the run starts, or global flags).
-NOT_FLAGS = {("run", "name"), ("run", "run_dir"), ("run", "seed"), ("run", "device"),
-             ("run", "secure"), ("run", "smoke_test"), ("privacy", "ledger")}
+NOT_FLAGS = {
+    ("run", "name"),
+    ("run", "run_dir"),
+    ("run", "seed"),
+    ("run", "device"),
+    ("run", "secure"),
+    ("run", "smoke_test"),
+    ("privacy", "ledger"),
+}
 
 
 def _flag(table: str, key: str) -> str:
@@ -69,15 +86,18 @@ def _orders(text: str):
     try:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be 'default', 'reference' or a comma-separated "
-                                         f"list of orders, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be 'default', 'reference' or a comma-separated list of orders, got {text!r}"
+        ) from None
 
 
 def _image_size(text: str):
     try:
         sizes = [int(n) for n in text.lower().split("x")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be N or HxW (e.g. 32 or 32x48), got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be N or HxW (e.g. 32 or 32x48), got {text!r}"
+        ) from None
     return sizes[0] if len(sizes) == 1 else sizes
 
 
@@ -96,18 +116,24 @@ def _thread_count(text: str) -> int:
     except ValueError:
         value = None
     if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (the number of CPU threads), "
-                                         f"got {text!r}; leave it out to use the CPUs this "
-                                         "process may use")
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 1 (the number of CPU threads), "
+            f"got {text!r}; leave it out to use the CPUs this "
+            "process may use"
+        )
     return value
 
 
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
     """``--threads N``: ``[run] threads`` (pate.core.threads; docs/threads.md)."""
-    parser.add_argument("--threads", type=_thread_count, metavar="N",
-                        help="[run] threads: CPU threads to compute with (default: "
-                             "$OMP_NUM_THREADS, else the CPUs this process may use: its affinity "
-                             "and cgroup quota)")
+    parser.add_argument(
+        "--threads",
+        type=_thread_count,
+        metavar="N",
+        help="[run] threads: CPU threads to compute with (default: "
+        "$OMP_NUM_THREADS, else the CPUs this process may use: its affinity "
+        "and cgroup quota)",
+    )
 
 
 def threads_override(args, overrides: dict) -> dict:
@@ -127,20 +153,35 @@ def mark_threads_flag(args, run) -> None:
 
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
     """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
-    parser.add_argument("--run-dir", required=True,
-                        help="the run directory (started by the first command with --config)")
-    parser.add_argument("--config", help="TOML file or packaged config name (digits, fashion-mnist, "
-                                         "...) that starts the run (needed only when --run-dir "
-                                         "holds no run yet)")
-    parser.add_argument("--seed", type=int, help="[run] seed of a new run (partition, teacher "
-                                                  "and student streams; never the noise)")
+    parser.add_argument(
+        "--run-dir",
+        required=True,
+        help="the run directory (started by the first command with --config)",
+    )
+    parser.add_argument(
+        "--config",
+        help="TOML file or packaged config name (digits, fashion-mnist, "
+        "...) that starts the run (needed only when --run-dir "
+        "holds no run yet)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="[run] seed of a new run (partition, teacher and student streams; never the noise)",
+    )
     parser.add_argument("--device", help="[run] device: auto, cpu, cuda, cuda:N")
     ledger = parser.add_mutually_exclusive_group()
-    ledger.add_argument("--ledger", help="privacy-budget ledger of a new run (default: [privacy] "
-                                         "ledger, $PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)")
-    ledger.add_argument("--no-ledger", action="store_true",
-                        help="start the run without a ledger: no budget is enforced (the report "
-                             "says so in its first paragraph)")
+    ledger.add_argument(
+        "--ledger",
+        help="privacy-budget ledger of a new run (default: [privacy] "
+        "ledger, $PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)",
+    )
+    ledger.add_argument(
+        "--no-ledger",
+        action="store_true",
+        help="start the run without a ledger: no budget is enforced (the report "
+        "says so in its first paragraph)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
     add_threads_argument(parser)
@@ -161,19 +202,35 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
         helptext = f"[{table}] {key}"
         if bool in wants:
             group.add_argument(flag, dest=dest, action="store_true", default=None, help=helptext)
-            group.add_argument("--no-" + flag[2:], dest=dest, action="store_false",
-                               help=f"{helptext} = false")
+            group.add_argument(
+                "--no-" + flag[2:], dest=dest, action="store_false", help=f"{helptext} = false"
+            )
         elif dict in wants:
-            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_json_table, help=f"{helptext} (JSON object)")
+            group.add_argument(
+                flag,
+                dest=dest,
+                metavar=key.upper(),
+                type=_json_table,
+                help=f"{helptext} (JSON object)",
+            )
         elif (table, key) == ("data", "image_size"):
-            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_image_size,
-                               help=f"{helptext} (N or HxW: imagefolder images are resized to it)")
+            group.add_argument(
+                flag,
+                dest=dest,
+                metavar=key.upper(),
+                type=_image_size,
+                help=f"{helptext} (N or HxW: imagefolder images are resized to it)",
+            )
         elif list in wants:
             group.add_argument(flag, dest=dest, metavar=key.upper(), type=_orders, help=helptext)
         elif float in wants and str in wants:
-            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_number_or_auto,
-                               help=f"{helptext} (a number, or auto: calibrated for "
-                                    "--target-eps and --queries)")
+            group.add_argument(
+                flag,
+                dest=dest,
+                metavar=key.upper(),
+                type=_number_or_auto,
+                help=f"{helptext} (a number, or auto: calibrated for --target-eps and --queries)",
+            )
         else:
             group.add_argument(flag, dest=dest, metavar=key.upper(), type=wants[0], help=helptext)
 
@@ -200,9 +257,9 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     changes no file of the run."""
     import pathlib
 
+    from pate.analysis.errors import ConfigError
     from pate.run import config as C
     from pate.run import stages
-    from pate.analysis.errors import ConfigError
     from pate.run.rundir import STATE, Run
 
     run_dir = pathlib.Path(args.run_dir)
@@ -212,24 +269,36 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     if (run_dir / STATE).exists():
         run = Run.open(run_dir, progress=progress)
         if args.config is not None:
-            raise ConfigError(f"--run-dir {run_dir} already holds a run (its config is "
-                              f"{run_dir / 'config.json'}); drop --config, or use a new --run-dir")
+            raise ConfigError(
+                f"--run-dir {run_dir} already holds a run (its config is "
+                f"{run_dir / 'config.json'}); drop --config, or use a new --run-dir"
+            )
         if args.seed is not None:
-            raise ConfigError(f"--seed: the seed of {run_dir} was fixed when the run started; "
-                              "use a new --run-dir for another seed")
-        config = C.from_dict(run.config, source=str(run_dir / "config.json"), overrides=overrides,
-                             device=args.device,
-                             ledger=None if ledger is None else ledger)
+            raise ConfigError(
+                f"--seed: the seed of {run_dir} was fixed when the run started; "
+                "use a new --run-dir for another seed"
+            )
+        config = C.from_dict(
+            run.config,
+            source=str(run_dir / "config.json"),
+            overrides=overrides,
+            device=args.device,
+            ledger=None if ledger is None else ledger,
+        )
         if C.ledger_path(config) != run.ledger_path:
-            raise ConfigError(f"{run_dir} charges the ledger {run.ledger_path or '(none: off)'} "
-                              "since it started; --ledger/--no-ledger cannot change that: use a "
-                              "new --run-dir")
+            raise ConfigError(
+                f"{run_dir} charges the ledger {run.ledger_path or '(none: off)'} "
+                "since it started; --ledger/--no-ledger cannot change that: use a "
+                "new --run-dir"
+            )
         changed = sorted(t for t in config if t != "run" and config[t] != run.config[t])
         finished = [t for t in changed if TABLE_STAGE[t] is not None and run.done(TABLE_STAGE[t])]
         if finished:
-            raise ConfigError(f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
-                              f"[{finished[0]}] settings in its config.json; a flag cannot change "
-                              "them now: use a new --run-dir")
+            raise ConfigError(
+                f"{run_dir}: stage {TABLE_STAGE[finished[0]]!r} already ran with the "
+                f"[{finished[0]}] settings in its config.json; a flag cannot change "
+                "them now: use a new --run-dir"
+            )
         save = bool(changed) or C.sections(config).run != C.sections(run.config).run
         # in memory only: preflight below checks it (device, data, the ledger's budget), and
         # config.json / run.json are rewritten only once it passed (a refused command changes
@@ -238,10 +307,18 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     else:
         save = False
         if args.config is None:
-            raise ConfigError(f"--run-dir {run_dir} holds no run yet: pass --config FILE to start "
-                              "one (e.g. --config configs/digits.toml)")
-        config = C.load(args.config, seed=args.seed, device=args.device, run_dir=str(run_dir),
-                        ledger=ledger, overrides=overrides)
+            raise ConfigError(
+                f"--run-dir {run_dir} holds no run yet: pass --config FILE to start "
+                "one (e.g. --config configs/digits.toml)"
+            )
+        config = C.load(
+            args.config,
+            seed=args.seed,
+            device=args.device,
+            run_dir=str(run_dir),
+            ledger=ledger,
+            overrides=overrides,
+        )
         run = Run.create(config, progress=progress, run_dir=run_dir)  # writes nothing yet
     mark_threads_flag(args, run)
     stages.preflight(run, stages=(stage,))
@@ -262,12 +339,15 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
         json.dump(info, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
-        text = describe(run, info) if describe is not None else ", ".join(
-            f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
+        text = (
+            describe(run, info)
+            if describe is not None
+            else ", ".join(f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
+        )
         print(f"{stage}: {text}")
         from pate.run import rundir as R
 
-        later = R.STAGES[R.STAGES.index(stage) + 1:]
+        later = R.STAGES[R.STAGES.index(stage) + 1 :]
         if later:
             print(f"next: pate {R.COMMANDS[later[0]]} --run-dir {run.run_dir}")
     return 0
@@ -277,8 +357,10 @@ def epsilon_summary(privacy: dict) -> str:
     """The epsilon figures of an analysis (``analysis.json``/``report.json`` ``privacy``) in one
     line: the guarantee, the data-independent epsilon and -- only where a sanitized
     data-dependent epsilon was released -- that one."""
-    text = (f"guarantee {privacy['eps_guarantee']:.4f}, data-independent "
-            f"{privacy['eps_data_independent']:.4f}")
+    text = (
+        f"guarantee {privacy['eps_guarantee']:.4f}, data-independent "
+        f"{privacy['eps_data_independent']:.4f}"
+    )
     sanitized = privacy.get("sanitized") or {}
     if sanitized.get("fallback", "none") is None:
         return text + f", sanitized {privacy['eps_sanitized']:.4f}"

@@ -24,7 +24,9 @@ def add_parser(subparsers) -> None:
             "Train the student on the public inputs and the labels released by `pate aggregate` "
             "(only after they were charged), semi-supervised (FixMatch: the unanswered public "
             "items are unlabelled data) or supervised. Evaluates on the held-out evaluation "
-            "split and writes student.pt and student_metrics.json into the run directory."))
+            "split and writes student.pt and student_metrics.json into the run directory."
+        ),
+    )
     add_stage_arguments(p, TABLES)
     p.set_defaults(func=run)
 
@@ -33,9 +35,11 @@ def _describe(run, info) -> str:
     from pate.run import rundir as R
 
     m = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
-    return (f"{m['method']} {m['model']}: accuracy {m['accuracy']:.4f} on {m['num_examples']} "
-            f"evaluation items; trained on {m['num_labelled']} labelled of {m['num_public']} "
-            f"public items in {m['train_seconds']:.1f} s")
+    return (
+        f"{m['method']} {m['model']}: accuracy {m['accuracy']:.4f} on {m['num_examples']} "
+        f"evaluation items; trained on {m['num_labelled']} labelled of {m['num_public']} "
+        f"public items in {m['train_seconds']:.1f} s"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

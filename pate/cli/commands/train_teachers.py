@@ -26,16 +26,20 @@ def add_parser(subparsers) -> None:
             "in chunks that fit in memory; other models one after another; scikit-learn "
             "estimators (--model sklearn:package.module.Class) with joblib. Running the command "
             "again continues an interrupted stage to the same teachers. Prints per-teacher and "
-            "plurality-vote accuracy on the evaluation split."))
+            "plurality-vote accuracy on the evaluation split."
+        ),
+    )
     add_stage_arguments(p, TABLES)
     p.set_defaults(func=run)
 
 
 def _describe(run, info) -> str:
-    return (f"{info.get('num_teachers', '?')} teachers, mean accuracy "
-            f"{100 * info['teacher_accuracy_mean']:.2f} %, plurality vote "
-            f"{100 * info['plurality_accuracy']:.2f} % on the evaluation split "
-            f"({run.run_dir / 'teachers' / 'metrics.json'})")
+    return (
+        f"{info.get('num_teachers', '?')} teachers, mean accuracy "
+        f"{100 * info['teacher_accuracy_mean']:.2f} %, plurality vote "
+        f"{100 * info['plurality_accuracy']:.2f} % on the evaluation split "
+        f"({run.run_dir / 'teachers' / 'metrics.json'})"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

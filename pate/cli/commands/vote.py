@@ -15,18 +15,24 @@ def add_parser(subparsers) -> None:
         description=(
             "Build the (queries, classes) vote matrix from the teachers' predictions on the "
             "public split and write <run-dir>/votes.npy for `pate aggregate`. Only its shape is "
-            "printed."))
+            "printed."
+        ),
+    )
     add_stage_arguments(p, ())
     p.set_defaults(func=run)
 
 
 def _describe(run, info) -> str:
     if "embedding" in info:  # Private-kNN: embeddings for its neighbour search, no votes
-        return (f"Private-kNN embeddings ({info['features']} features -> PCA of the public split, "
-                f"{info['dims']} dims) of {info['queries']} public and {info['private_records']} "
-                f"private items; wrote {run.run_dir / info['embedding']}")
-    return (f"{info['queries']} queries x {info['classes']} classes from {info['teachers']} "
-            f"teachers; wrote {run.run_dir / 'votes.npy'}")
+        return (
+            f"Private-kNN embeddings ({info['features']} features -> PCA of the public split, "
+            f"{info['dims']} dims) of {info['queries']} public and {info['private_records']} "
+            f"private items; wrote {run.run_dir / info['embedding']}"
+        )
+    return (
+        f"{info['queries']} queries x {info['classes']} classes from {info['teachers']} "
+        f"teachers; wrote {run.run_dir / 'votes.npy'}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

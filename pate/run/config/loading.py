@@ -23,6 +23,7 @@ from pate.run.config.validation import validate
 CONFIGS_PACKAGE = "pate"
 CONFIGS_FOLDER = "configs"
 
+
 def packaged_configs() -> dict[str, Any]:
     """The configs that ship with pate-learn (the folder ``pate/configs`` of the installed
     package): ``{name: file}``, sorted, the name being the file's stem with ``_`` written ``-``
@@ -33,8 +34,11 @@ def packaged_configs() -> dict[str, Any]:
     folder = resources.files(CONFIGS_PACKAGE).joinpath(CONFIGS_FOLDER)
     if not folder.is_dir():
         return {}
-    found = {entry.name[:-len(".toml")].replace("_", "-"): entry for entry in folder.iterdir()
-             if entry.name.endswith(".toml") and entry.is_file()}
+    found = {
+        entry.name[: -len(".toml")].replace("_", "-"): entry
+        for entry in folder.iterdir()
+        if entry.name.endswith(".toml") and entry.is_file()
+    }
     return dict(sorted(found.items()))
 
 
@@ -48,7 +52,7 @@ def resolve_config(name_or_path) -> Any:
     if path.is_file():
         return path
     text = str(name_or_path).strip()
-    key = text[:-len(".toml")] if text.lower().endswith(".toml") else text
+    key = text[: -len(".toml")] if text.lower().endswith(".toml") else text
     key = key.lower().replace("_", "-")
     shipped = packaged_configs()
     if "/" not in text and "\\" not in text and key in shipped:
@@ -60,7 +64,8 @@ def resolve_config(name_or_path) -> Any:
         f"--config {text}: no such file (relative paths are taken from the working directory "
         f"{pathlib.Path.cwd()}), and not the name of a config that ships with pate-learn: "
         f"{names}. Pass a path to a TOML file, or a packaged name (`pate init-config NAME` "
-        f"writes an editable copy)")
+        f"writes an editable copy)"
+    )
 
 
 def read_toml(path) -> dict:
@@ -79,9 +84,15 @@ def read_toml(path) -> dict:
         raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
 
 
-def load(path, *, seed: int | None = None, device: str | None = None,
-         run_dir: str | None = None, ledger: str | bool | None = None,
-         overrides: dict[str, dict[str, Any]] | None = None) -> dict:
+def load(
+    path,
+    *,
+    seed: int | None = None,
+    device: str | None = None,
+    run_dir: str | None = None,
+    ledger: str | bool | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+) -> dict:
     """Read, apply the command-line overrides to, normalize and validate a TOML config.
 
     ``overrides`` maps a table to the keys a command's flags set (``{"aggregator": {"sigma1":
@@ -93,20 +104,39 @@ def load(path, *, seed: int | None = None, device: str | None = None,
     path = pathlib.Path(str(path))
     privacy = raw.get("privacy")
     if isinstance(privacy, dict) and isinstance(privacy.get("ledger"), str) and privacy["ledger"]:
-        privacy["ledger"] = str((path.parent / pathlib.Path(privacy["ledger"]).expanduser()).resolve())
+        privacy["ledger"] = str(
+            (path.parent / pathlib.Path(privacy["ledger"]).expanduser()).resolve()
+        )
     run = raw.get("run")
     if isinstance(run, dict) and isinstance(run.get("feature_cache"), str) and run["feature_cache"]:
-        run["feature_cache"] = str((path.parent / pathlib.Path(run["feature_cache"]).expanduser()).resolve())
-    return from_dict(raw, source=str(path), seed=seed, device=device, run_dir=run_dir,
-                     ledger=ledger, overrides=overrides,
-                     seed_in_file=isinstance(raw.get("run"), dict) and "seed" in raw["run"])
+        run["feature_cache"] = str(
+            (path.parent / pathlib.Path(run["feature_cache"]).expanduser()).resolve()
+        )
+    return from_dict(
+        raw,
+        source=str(path),
+        seed=seed,
+        device=device,
+        run_dir=run_dir,
+        ledger=ledger,
+        overrides=overrides,
+        seed_in_file=isinstance(raw.get("run"), dict) and "seed" in raw["run"],
+    )
 
 
-def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
-              device: str | None = None, run_dir: str | None = None,
-              ledger: str | bool | None = None,
-              overrides: dict[str, dict[str, Any]] | None = None,
-              seed_in_file: bool = False, facts=None, wording: str = "config") -> dict:
+def from_dict(
+    raw: dict,
+    *,
+    source: str = "config",
+    seed: int | None = None,
+    device: str | None = None,
+    run_dir: str | None = None,
+    ledger: str | bool | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    seed_in_file: bool = False,
+    facts=None,
+    wording: str = "config",
+) -> dict:
     """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
     ``config.json``): overrides, normalisation and validation. ``raw`` is not modified.
 
@@ -138,8 +168,9 @@ def from_dict(raw: dict, *, source: str = "config", seed: int | None = None,
     if ledger is not None:
         privacy = raw.setdefault("privacy", {})
         if isinstance(privacy, dict):
-            privacy["ledger"] = (str(pathlib.Path(ledger).expanduser().resolve())
-                                 if ledger is not False else False)
+            privacy["ledger"] = (
+                str(pathlib.Path(ledger).expanduser().resolve()) if ledger is not False else False
+            )
     config = normalize(raw, source=source)
     from pate.run import planner as P
 

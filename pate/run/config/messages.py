@@ -17,10 +17,15 @@ PYTHON_SOURCE = "pate.fit"
 _PYTHON_SOURCES = frozenset({PYTHON_SOURCE, "python"})
 
 #: How :func:`pate.fit` spells a config key, where it is not ``key=`` itself.
-PYTHON_NAMES = {("partition", "mode"): "partition=", ("privacy", "ledger"): "ledger=",
-                ("privacy", "release"): "release=", ("run", "run_dir"): "run_dir=",
-                ("data", "name"): "private=", ("teachers", "model"): "teacher=",
-                ("student", "model"): "student="}
+PYTHON_NAMES = {
+    ("partition", "mode"): "partition=",
+    ("privacy", "ledger"): "ledger=",
+    ("privacy", "release"): "release=",
+    ("run", "run_dir"): "run_dir=",
+    ("data", "name"): "private=",
+    ("teachers", "model"): "teacher=",
+    ("student", "model"): "student=",
+}
 
 
 def setting(table: str, key: str, *, source: str | None) -> str:
@@ -41,21 +46,26 @@ def assignment(table: str, key: str, value: Any, *, source: str | None) -> str:
     ``[privacy] budget_eps = 120`` in a TOML config."""
     text = f"{value:g}" if isinstance(value, float) else json.dumps(value)
     if source in _PYTHON_SOURCES:
-        return setting(table, key, source=source) + (text if not isinstance(value, str)
-                                                     else repr(value))
+        return setting(table, key, source=source) + (
+            text if not isinstance(value, str) else repr(value)
+        )
     return f"{setting(table, key, source=source)} = {text}"
 
 
-def budget_command(source: str | None, *, ledger, digest: str, eps: float, delta: float,
-                   conversion: str) -> str:
+def budget_command(
+    source: str | None, *, ledger, digest: str, eps: float, delta: float, conversion: str
+) -> str:
     """How the caller changes a dataset's lifetime budget in the ledger: a Python call for
     :func:`pate.fit`, the ``pate budget set`` command line for the CLI (both pasteable)."""
     if source in _PYTHON_SOURCES:
-        return (f"pate.ledger.Ledger({str(ledger)!r}).set_budget({digest!r}, eps={eps:.10g}, "
-                f"delta={delta:g}, conversion={conversion!r})")
-    return (f"pate budget set --dataset {digest} --eps {eps:.10g} --delta {delta:g} --conversion "
-            f"{conversion} --ledger {shlex.quote(str(ledger))}")
-
+        return (
+            f"pate.ledger.Ledger({str(ledger)!r}).set_budget({digest!r}, eps={eps:.10g}, "
+            f"delta={delta:g}, conversion={conversion!r})"
+        )
+    return (
+        f"pate budget set --dataset {digest} --eps {eps:.10g} --delta {delta:g} --conversion "
+        f"{conversion} --ledger {shlex.quote(str(ledger))}"
+    )
 
 
 def error_at(where: str, message: str) -> ConfigError:

@@ -25,6 +25,7 @@ from pate.run.config.schema import PLANNED, REQUIRED, SCHEMA
 @dataclasses.dataclass(frozen=True)
 class RunSection:
     """``[run]``: what the run is called, its seed and where it runs."""
+
     name: str
     seed: int
     secure: bool
@@ -38,6 +39,7 @@ class RunSection:
 @dataclasses.dataclass(frozen=True)
 class DataSection:
     """``[data]``: the data source and its public and evaluation sizes."""
+
     name: str
     root: str | None
     download: bool
@@ -50,6 +52,7 @@ class DataSection:
 class PartitionSection:
     """``[partition]``: how many teachers (None: a mechanism without teachers) and how records
     are dealt to them."""
+
     num_teachers: int | None
     mode: str
     unit_ids: str | None
@@ -58,6 +61,7 @@ class PartitionSection:
 @dataclasses.dataclass(frozen=True)
 class TeachersSection:
     """``[teachers]``: the teachers' recipe (None: the recipe's default)."""
+
     model: str
     model_params: Mapping[str, Any] | None
     epochs: int | None
@@ -84,6 +88,7 @@ class AggregatorSection:
     """``[aggregator]``: the mechanism, the noise parameters given (``noise``: name -> value,
     "auto" ones calibrated by :func:`pate.run.config.aggregator_params`), the queries and the
     budget basis."""
+
     mechanism: str
     noise: Mapping[str, float | str]
     queries: int | str | None
@@ -101,6 +106,7 @@ class AggregatorSection:
 class PrivacySection:
     """``[privacy]``: delta, the budget, the conversion and orders, the sanitized release and
     the ledger."""
+
     delta: float
     budget_eps: float | None
     orders: str | tuple[float, ...]
@@ -118,6 +124,7 @@ class PrivacySection:
 class StudentSection:
     """``[student]``: the student's recipe (None: its default), what it is trained to and
     whether it is released times its labelling rule."""
+
     method: str | None
     model: str | None
     epochs: int | None
@@ -143,6 +150,7 @@ class StudentSection:
 @dataclasses.dataclass(frozen=True)
 class ClusterSection:
     """``[cluster]``: where the teachers train."""
+
     backend: str
     address: str | None
     num_cpus: int | None
@@ -156,6 +164,7 @@ class ClusterSection:
 class KnnSection:
     """``[knn]``: the embedding of the mechanisms that read the private records, as given
     (:func:`pate.run.config.knn_settings` fills in the defaults)."""
+
     features: str | None
     dims: int | None
     student_run: str | None
@@ -166,6 +175,7 @@ class KnnSection:
 class Sections:
     """A validated config, table by table; ``planned`` is what the planner filled in (None
     when nothing was left to it)."""
+
     run: RunSection
     data: DataSection
     partition: PartitionSection
@@ -180,9 +190,15 @@ class Sections:
 
 #: The dataclass of each table of :data:`SCHEMA`.
 SECTION_TYPES: dict[str, type] = {
-    "run": RunSection, "data": DataSection, "partition": PartitionSection,
-    "teachers": TeachersSection, "aggregator": AggregatorSection, "privacy": PrivacySection,
-    "student": StudentSection, "cluster": ClusterSection, "knn": KnnSection,
+    "run": RunSection,
+    "data": DataSection,
+    "partition": PartitionSection,
+    "teachers": TeachersSection,
+    "aggregator": AggregatorSection,
+    "privacy": PrivacySection,
+    "student": StudentSection,
+    "cluster": ClusterSection,
+    "knn": KnnSection,
 }
 
 
@@ -202,12 +218,15 @@ def _section(table: str, given: Mapping[str, Any]) -> Any:
     for field in dataclasses.fields(cls):
         if field.name == "noise":  # the mechanisms' noise parameters given in [aggregator]
             values["noise"] = types.MappingProxyType(
-                {k: given[k] for k in mechanisms.all_param_names() if k in given})
+                {k: given[k] for k in mechanisms.all_param_names() if k in given}
+            )
             continue
         if field.name not in given and SCHEMA[table][field.name][1] is REQUIRED:
-            raise ConfigError(f"[{table}] {field.name} is missing: sections are read from a "
-                              "validated config; build it with pate.run.config.load or "
-                              "from_dict first")
+            raise ConfigError(
+                f"[{table}] {field.name} is missing: sections are read from a "
+                "validated config; build it with pate.run.config.load or "
+                "from_dict first"
+            )
         values[field.name] = _frozen(given.get(field.name))
     return cls(**values)
 
@@ -218,16 +237,21 @@ def sections(config: Mapping[str, Any]) -> Sections:
     dataclasses; no validation runs again). A table a config saved before it existed left out
     (``[cluster]``, ``[knn]``) reads as its defaults."""
     if not isinstance(config, Mapping):
-        raise ConfigError(f"config must be a validated configuration (a dict from "
-                          f"pate.run.config.load or from_dict), got {type(config).__name__}")
+        raise ConfigError(
+            f"config must be a validated configuration (a dict from "
+            f"pate.run.config.load or from_dict), got {type(config).__name__}"
+        )
     tables = {}
     for table in SECTION_TYPES:
         given = config.get(table) or {}
         if not isinstance(given, Mapping):
-            raise ConfigError(f"[{table}] must be a table, got {given!r}; build the config with "
-                              "pate.run.config.load or from_dict")
-        defaults = {k: d for k, (_, d) in SCHEMA[table].items()
-                    if d is not REQUIRED and d is not None}
+            raise ConfigError(
+                f"[{table}] must be a table, got {given!r}; build the config with "
+                "pate.run.config.load or from_dict"
+            )
+        defaults = {
+            k: d for k, (_, d) in SCHEMA[table].items() if d is not REQUIRED and d is not None
+        }
         tables[table] = _section(table, dict(defaults, **given))
     planned = config.get(PLANNED)
     return Sections(**tables, planned=None if planned is None else _frozen(planned))

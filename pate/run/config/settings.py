@@ -61,24 +61,46 @@ def calibration(config: dict) -> dict | None:
     if not auto:
         return None
     grid = orders(config)
-    release = bool(priv.get("release", True)) and spec.release_params(
-        {k: (1.0 if v == "auto" else v) for k, v in params.items()}) is not None
-    extra = (analysis.gnss_rdp_curve(beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"],
-                                     orders=grid) if release else None)
+    release = (
+        bool(priv.get("release", True))
+        and spec.release_params({k: (1.0 if v == "auto" else v) for k, v in params.items()})
+        is not None
+    )
+    extra = (
+        analysis.gnss_rdp_curve(
+            beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"], orders=grid
+        )
+        if release
+        else None
+    )
     try:
-        full = spec.calibrate(params, target_eps=agg["target_eps"], delta=priv["delta"],
-                              num_queries=agg["queries"], orders=grid,
-                              conversion=priv["conversion"], extra_rdp=extra)
+        full = spec.calibrate(
+            params,
+            target_eps=agg["target_eps"],
+            delta=priv["delta"],
+            num_queries=agg["queries"],
+            orders=grid,
+            conversion=priv["conversion"],
+            extra_rdp=extra,
+        )
     except (ValueError, ArithmeticError) as exc:
-        raise ConfigError(f"[aggregator] {', '.join(auto)} = \"auto\": {exc}") from None
-    return {"parameters": auto, "calibrated": {k: full[k] for k in auto},
-            "target_eps": agg["target_eps"], "queries": agg["queries"], "delta": priv["delta"],
-            "conversion": priv["conversion"], "release_included": release,
-            "method": (f"the smallest noise whose data-independent cost of {agg['queries']} "
-                       f"queries, all answered{', with the planned sanitized release' if release else ''}, "
-                       f"is at most eps={agg['target_eps']:g} at delta={priv['delta']:g} "
-                       f"({priv['conversion']} conversion): {spec.title} calibration of "
-                       "pate.mechanisms with pate.analysis.calibrate_*")}
+        raise ConfigError(f'[aggregator] {", ".join(auto)} = "auto": {exc}') from None
+    return {
+        "parameters": auto,
+        "calibrated": {k: full[k] for k in auto},
+        "target_eps": agg["target_eps"],
+        "queries": agg["queries"],
+        "delta": priv["delta"],
+        "conversion": priv["conversion"],
+        "release_included": release,
+        "method": (
+            f"the smallest noise whose data-independent cost of {agg['queries']} "
+            f"queries, all answered{', with the planned sanitized release' if release else ''}, "
+            f"is at most eps={agg['target_eps']:g} at delta={priv['delta']:g} "
+            f"({priv['conversion']} conversion): {spec.title} calibration of "
+            "pate.mechanisms with pate.analysis.calibrate_*"
+        ),
+    }
 
 
 def noise_seeded(config: dict) -> bool:
@@ -96,7 +118,9 @@ def teacher_settings(config: dict) -> dict:
     return dict(config["teachers"], device=config["run"]["device"])
 
 
-def knn_settings(config: dict, input_shape=None, *, sizes: tuple[int, int, int] | None = None) -> dict:
+def knn_settings(
+    config: dict, input_shape=None, *, sizes: tuple[int, int, int] | None = None
+) -> dict:
     """The ``[knn]`` settings of a Private-kNN or class-means run with their defaults:
     ``{"features", "dims"}``. ``features`` defaults to "scatternet" when ``input_shape`` is an
     image ScatterNet takes ((C, H, W), H and W multiples of 4 and >= 8), to "kernel" for a
@@ -116,13 +140,20 @@ def knn_settings(config: dict, input_shape=None, *, sizes: tuple[int, int, int] 
         # the default PCA keeps at most the raw inputs' dimensions (a 30-column table: 30)
         out["dims"] = min(out["dims"], math.prod(int(s) for s in input_shape))
     sigma = (config.get("aggregator") or {}).get("sigma")
-    if "dims" not in given and out.get("features") == "kernel" and sizes is not None and \
-            isinstance(sigma, (int, float)) and not isinstance(sigma, bool) and sigma > 0:
+    if (
+        "dims" not in given
+        and out.get("features") == "kernel"
+        and sizes is not None
+        and isinstance(sigma, (int, float))
+        and not isinstance(sigma, bool)
+        and sigma > 0
+    ):
         from pate.core.class_means import kernel_dims
 
         records, classes, public = sizes
-        out["dims"] = kernel_dims(private_records=records, num_classes=classes,
-                                  sigma=float(sigma), public_items=public)
+        out["dims"] = kernel_dims(
+            private_records=records, num_classes=classes, sigma=float(sigma), public_items=public
+        )
     if out.get("features") == "quadratic" and input_shape is not None:
         from pate.core.class_means import quadratic_width
 
@@ -150,8 +181,10 @@ _TARGET_KEYS = ("targets", "temperature", "combine_with_rule")
 
 def student_settings(config: dict) -> dict:
     """Keyword arguments of :class:`pate.student.train.Student` (without data-dependent ones)."""
-    return dict({k: v for k, v in config["student"].items() if k not in _TARGET_KEYS},
-                device=config["run"]["device"])
+    return dict(
+        {k: v for k, v in config["student"].items() if k not in _TARGET_KEYS},
+        device=config["run"]["device"],
+    )
 
 
 def orders(config: dict):
@@ -163,8 +196,9 @@ def orders(config: dict):
     if spec == "reference":
         return analysis.REFERENCE_ORDERS
     if isinstance(spec, str):
-        raise ConfigError(f"[privacy] orders must be \"default\", \"reference\" or a list of "
-                          f"orders > 1, got {spec!r}")
+        raise ConfigError(
+            f'[privacy] orders must be "default", "reference" or a list of orders > 1, got {spec!r}'
+        )
     return checked("[privacy] orders", analysis.validation.check_orders, spec, "orders")
 
 
@@ -172,8 +206,12 @@ def data_settings(config: dict) -> dict:
     """Keyword arguments of :func:`pate.teachers.data.load_pate_data` (besides the name)."""
     d = config["data"]
     size = d.get("image_size")
-    out = {"root": d.get("root"), "download": d["download"], "public_size": d.get("public_size"),
-           "eval_size": d.get("eval_size")}
+    out = {
+        "root": d.get("root"),
+        "download": d["download"],
+        "public_size": d.get("public_size"),
+        "eval_size": d.get("eval_size"),
+    }
     if size is not None:
         out["image_size"] = tuple(size) if isinstance(size, list) else size
     return out
@@ -203,5 +241,6 @@ def feature_cache_root(config: dict, *, run_dir) -> pathlib.Path | None:
     the run directory (:func:`pate.teachers.feature_cache.resolve_root`)."""
     from pate.teachers.feature_cache import resolve_root
 
-    return resolve_root(config["run"].get("feature_cache"),
-                        runs_root=pathlib.Path(run_dir).absolute().parent)
+    return resolve_root(
+        config["run"].get("feature_cache"), runs_root=pathlib.Path(run_dir).absolute().parent
+    )

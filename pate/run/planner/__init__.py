@@ -106,19 +106,62 @@ says so first) gets the refusals as warnings.
       ICLR 2018.
 """
 
+from pate.run.planner.model import (
+    AUTO_MECHANISM,
+    AUTO_NO_TEACHERS,
+    DROWNING_CHECK_NOISE,
+    DROWNING_NOISE,
+    FIXED_NOISE_MECHANISM,
+    MAX_TEACHERS,
+    MIN_LABELS_PER_CLASS,
+    MIN_RECORDS_PER_CLASS,
+    TARGET_LABELS_PER_CLASS,
+    TARGET_NOISE,
+    TARGET_RECORDS_PER_CLASS,
+    TEACHER_GRID,
+    THRESHOLD_FRACTION,
+    Facts,
+    Plan,
+    PlanError,
+    facts_of,
+    setting_name,
+)
+from pate.run.planner.rules import (
+    auto_mechanism,
+    ledger_remaining,
+    log_plan,
+    needs_plan,
+    plan_config,
+    plan_for,
+    probe,
+    write_plan,
+)
 
-from pate.run.planner.model import (AUTO_MECHANISM, AUTO_NO_TEACHERS, DROWNING_CHECK_NOISE,
-                                DROWNING_NOISE, FIXED_NOISE_MECHANISM, MAX_TEACHERS,
-                                MIN_LABELS_PER_CLASS, MIN_RECORDS_PER_CLASS,
-                                TARGET_LABELS_PER_CLASS, TARGET_NOISE, TARGET_RECORDS_PER_CLASS,
-                                TEACHER_GRID, THRESHOLD_FRACTION, Facts, Plan, PlanError,
-                                facts_of, setting_name)
-from pate.run.planner.rules import (auto_mechanism, ledger_remaining, log_plan, needs_plan,
-                                plan_config, plan_for, probe, write_plan)
-
-__all__ = ["Facts", "Plan", "PlanError", "plan_config", "facts_of", "AUTO_MECHANISM",
-           "AUTO_NO_TEACHERS", "FIXED_NOISE_MECHANISM", "auto_mechanism", "setting_name",
-           "DROWNING_NOISE", "TARGET_NOISE", "DROWNING_CHECK_NOISE", "MIN_RECORDS_PER_CLASS",
-           "TARGET_RECORDS_PER_CLASS", "MIN_LABELS_PER_CLASS", "TARGET_LABELS_PER_CLASS",
-           "MAX_TEACHERS", "TEACHER_GRID", "THRESHOLD_FRACTION", "ledger_remaining", "log_plan",
-           "needs_plan", "plan_for", "probe", "write_plan"]
+__all__ = [
+    "Facts",
+    "Plan",
+    "PlanError",
+    "plan_config",
+    "facts_of",
+    "AUTO_MECHANISM",
+    "AUTO_NO_TEACHERS",
+    "FIXED_NOISE_MECHANISM",
+    "auto_mechanism",
+    "setting_name",
+    "DROWNING_NOISE",
+    "TARGET_NOISE",
+    "DROWNING_CHECK_NOISE",
+    "MIN_RECORDS_PER_CLASS",
+    "TARGET_RECORDS_PER_CLASS",
+    "MIN_LABELS_PER_CLASS",
+    "TARGET_LABELS_PER_CLASS",
+    "MAX_TEACHERS",
+    "TEACHER_GRID",
+    "THRESHOLD_FRACTION",
+    "ledger_remaining",
+    "log_plan",
+    "needs_plan",
+    "plan_for",
+    "probe",
+    "write_plan",
+]

@@ -16,8 +16,9 @@ def release_rdp(config: dict, spec, params: dict, grid):
     priv = config["privacy"]
     if not (bool(priv.get("release", True)) and spec.release_params(params) is not None):
         return None
-    return analysis.gnss_rdp_curve(beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"],
-                                   orders=grid)
+    return analysis.gnss_rdp_curve(
+        beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"], orders=grid
+    )
 
 
 def worst_eps(config: dict, spec, params: dict, n: int, grid) -> float:
@@ -29,8 +30,14 @@ def worst_eps(config: dict, spec, params: dict, n: int, grid) -> float:
     extra = release_rdp(config, spec, params, grid)
     if extra is not None:
         rdp = rdp + extra
-    return float(eps_from_rdp(rdp, orders=orders, delta=config["privacy"]["delta"],
-                              conversion=config["privacy"]["conversion"])[0])
+    return float(
+        eps_from_rdp(
+            rdp,
+            orders=orders,
+            delta=config["privacy"]["delta"],
+            conversion=config["privacy"]["conversion"],
+        )[0]
+    )
 
 
 def answers_fixed(config: dict, spec, params: dict, budget: float, cap: int, grid) -> int:
@@ -64,7 +71,9 @@ def calibrated_noise(config: dict, queries: int, calibration) -> dict | None:
 
 def voters_of(spec, num_teachers, params) -> float | None:
     if spec.kind.reads_private_records:
-        return float(params["k"]) if "k" in spec.param_names and is_number(params.get("k")) else None
+        return (
+            float(params["k"]) if "k" in spec.param_names and is_number(params.get("k")) else None
+        )
     return float(num_teachers) if num_teachers else None
 
 
@@ -84,4 +93,3 @@ def argmax_std(spec, params: dict) -> tuple[str, float] | None:
 
 
 # ------------------------------------------------------------------------------ the plan
-

@@ -44,10 +44,16 @@ AUTO_NO_TEACHERS = "class-means"
 FIXED_NOISE_MECHANISM = "confident-gnmax"
 
 #: How a setting is named to the caller: keyword arguments in Python, TOML keys in a config.
-_CONFIG_NAMES = {"num_teachers": "[partition] num_teachers", "queries": "[aggregator] queries",
-                 "target_eps": "[aggregator] target_eps", "budget_eps": "[privacy] budget_eps",
-                 "mechanism": "[aggregator] mechanism", "delta": "[privacy] delta",
-                 "release": "[privacy] release", "smoke_test": "[run] smoke_test"}
+_CONFIG_NAMES = {
+    "num_teachers": "[partition] num_teachers",
+    "queries": "[aggregator] queries",
+    "target_eps": "[aggregator] target_eps",
+    "budget_eps": "[privacy] budget_eps",
+    "mechanism": "[aggregator] mechanism",
+    "delta": "[privacy] delta",
+    "release": "[privacy] release",
+    "smoke_test": "[run] smoke_test",
+}
 
 
 def setting_name(key: str, wording: str) -> str:
@@ -66,8 +72,15 @@ def assignment_text(key: str, value: float, wording: str) -> str:
 def setting_text(key: str, value: Any, wording: str) -> str:
     if wording == "python":
         return f"{key}={value!r}"
-    shown = f'"{value}"' if isinstance(value, str) else f"{value:g}" if isinstance(value, float) \
-        else str(value).lower() if isinstance(value, bool) else value
+    shown = (
+        f'"{value}"'
+        if isinstance(value, str)
+        else f"{value:g}"
+        if isinstance(value, float)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else value
+    )
     return f"{setting_name(key, wording)} = {shown}"
 
 
@@ -75,7 +88,7 @@ class PlanError(ConfigError):
     """A plan that cannot give a useful student: ``setting`` names what to change (in the
     caller's wording), ``fix`` says to what; the message holds both."""
 
-    def __init__(self, message: str, *, setting: str, fix: str, plan: "Plan | None" = None):
+    def __init__(self, message: str, *, setting: str, fix: str, plan: Plan | None = None):
         super().__init__(f"{message}. Fix: {fix}")
         self.setting = setting
         self.fix = fix
@@ -101,15 +114,19 @@ class Facts:
 
     @property
     def kind(self) -> str:
-        """"image" (channels x height x width) or "tabular" (anything else, flattened)."""
+        """ "image" (channels x height x width) or "tabular" (anything else, flattened)."""
         return "image" if len(self.input_shape) == 3 else "tabular"
 
 
 def facts_of(data) -> Facts:
     """The facts of a loaded :class:`pate.teachers.data.PateData`: its split sizes, declared
     class count and input shape (no record is read)."""
-    return Facts(private_records=len(data.private), classes=int(data.num_classes),
-                 public_items=len(data.public), input_shape=tuple(data.input_shape))
+    return Facts(
+        private_records=len(data.private),
+        classes=int(data.num_classes),
+        public_items=len(data.public),
+        input_shape=tuple(data.input_shape),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +154,9 @@ class Plan:
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
-        out["facts"] = dict(out["facts"], kind=self.facts.kind, input_shape=list(self.facts.input_shape))
+        out["facts"] = dict(
+            out["facts"], kind=self.facts.kind, input_shape=list(self.facts.input_shape)
+        )
         out["checked"], out["warnings"] = list(self.checked), list(self.warnings)
         return out
 
@@ -145,27 +164,41 @@ class Plan:
         """The plan in plain words, one line each (what ``pate plan`` prints)."""
         f = self.facts
         shape = "x".join(map(str, f.input_shape))
-        out = [f"data        {f.private_records} private records, {f.public_items} public items, "
-               f"{f.classes} classes, {f.kind} inputs ({shape})"]
+        out = [
+            f"data        {f.private_records} private records, {f.public_items} public items, "
+            f"{f.classes} classes, {f.kind} inputs ({shape})"
+        ]
         mech = self.mechanism + (f", {self.num_teachers} teachers" if self.num_teachers else "")
         out.append(f"mechanism   {mech}")
         if self.records_per_teacher is not None:
-            out.append(f"shards      {self.records_per_teacher:.0f} private records per teacher "
-                       f"({self.records_per_teacher / max(f.classes, 1):.1f} per class)")
+            out.append(
+                f"shards      {self.records_per_teacher:.0f} private records per teacher "
+                f"({self.records_per_teacher / max(f.classes, 1):.1f} per class)"
+            )
         if self.noise:
             out.append("noise       " + ", ".join(f"{k} = {v:.4g}" for k, v in self.noise.items()))
         if self.relative_noise:
-            out.append("relative    " + ", ".join(f"{k} = {v:.3g}" for k, v in self.relative_noise.items())
-                       + f" (argmax noise refused above {DROWNING_NOISE:g}, planned at "
-                         f"{TARGET_NOISE:g}; sigma1 refused above {DROWNING_CHECK_NOISE:g})")
-        out.append(f"queries     {self.queries} public items asked; the budget buys at least "
-                   f"{self.answers} answers (worst case: every asked query answered)")
+            out.append(
+                "relative    "
+                + ", ".join(f"{k} = {v:.3g}" for k, v in self.relative_noise.items())
+                + f" (argmax noise refused above {DROWNING_NOISE:g}, planned at "
+                f"{TARGET_NOISE:g}; sigma1 refused above {DROWNING_CHECK_NOISE:g})"
+            )
+        out.append(
+            f"queries     {self.queries} public items asked; the budget buys at least "
+            f"{self.answers} answers (worst case: every asked query answered)"
+        )
         target = f", target eps = {self.target_eps:g}" if self.target_eps is not None else ""
-        guarantee = (f"eps <= {self.guarantee_eps:.4g}" if self.guarantee_eps is not None
-                     else "stops at the budget")
-        out.append(f"guarantee   {guarantee} at delta = {self.delta:g} (budget eps = "
-                   f"{self.budget_eps:g}{target}; sanitized release "
-                   f"{'on' if self.release else 'off'})")
+        guarantee = (
+            f"eps <= {self.guarantee_eps:.4g}"
+            if self.guarantee_eps is not None
+            else "stops at the budget"
+        )
+        out.append(
+            f"guarantee   {guarantee} at delta = {self.delta:g} (budget eps = "
+            f"{self.budget_eps:g}{target}; sanitized release "
+            f"{'on' if self.release else 'off'})"
+        )
         if self.remaining_eps is not None:
             out.append(f"ledger      eps = {self.remaining_eps:.4g} left for these records")
         for key, item in self.filled.items():
@@ -178,4 +211,3 @@ class Plan:
 
 
 # ------------------------------------------------------------------------------ arithmetic
-

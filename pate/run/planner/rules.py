@@ -11,19 +11,47 @@ import math
 
 from pate import mechanisms
 from pate.analysis.errors import ConfigError
-from pate.run.planner.costs import (answers_fixed, argmax_std, calibrated_noise, is_number,
-                                voters_of, worst_eps)
-from pate.run.planner.model import (AUTO_MECHANISM, AUTO_NO_TEACHERS, DROWNING_CHECK_NOISE,
-                                DROWNING_NOISE, Facts, MAX_TEACHERS, MIN_LABELS_PER_CLASS,
-                                MIN_RECORDS_PER_CLASS, Plan, PlanError, TARGET_LABELS_PER_CLASS,
-                                TARGET_NOISE, TARGET_RECORDS_PER_CLASS, TEACHER_GRID,
-                                THRESHOLD_FRACTION, assignment_text, setting_name, setting_text)
+from pate.run.planner.costs import (
+    answers_fixed,
+    argmax_std,
+    calibrated_noise,
+    is_number,
+    voters_of,
+    worst_eps,
+)
+from pate.run.planner.model import (
+    AUTO_MECHANISM,
+    AUTO_NO_TEACHERS,
+    DROWNING_CHECK_NOISE,
+    DROWNING_NOISE,
+    MAX_TEACHERS,
+    MIN_LABELS_PER_CLASS,
+    MIN_RECORDS_PER_CLASS,
+    TARGET_LABELS_PER_CLASS,
+    TARGET_NOISE,
+    TARGET_RECORDS_PER_CLASS,
+    TEACHER_GRID,
+    THRESHOLD_FRACTION,
+    Facts,
+    Plan,
+    PlanError,
+    assignment_text,
+    setting_name,
+    setting_text,
+)
 
 logger = logging.getLogger("pate")
 
 
-def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str = "config",
-                remaining_eps: float | None = None) -> tuple[dict, Plan]:
+def plan_config(
+    config: dict,
+    facts: Facts,
+    *,
+    calibration,
+    orders,
+    wording: str = "config",
+    remaining_eps: float | None = None,
+) -> tuple[dict, Plan]:
     """Fill in what ``config`` (normalised: :func:`pate.run.config.normalize`) leaves open and check
     the rest against ``facts``; returns ``(filled config, plan)`` or raises :class:`PlanError`.
     ``wording`` ("python" or "config") is how errors name settings. The config is not modified.
@@ -32,8 +60,14 @@ def plan_config(config: dict, facts: Facts, *, calibration, orders, wording: str
     this module never imports it), so the noise is calibrated exactly as the run will."""
     if wording not in ("python", "config"):
         raise ValueError(f"wording must be 'python' or 'config', got {wording!r}")
-    planning = _Planning(config, facts, calibration=calibration, orders=orders, wording=wording,
-                         remaining_eps=remaining_eps)
+    planning = _Planning(
+        config,
+        facts,
+        calibration=calibration,
+        orders=orders,
+        wording=wording,
+        remaining_eps=remaining_eps,
+    )
     planning.choose_mechanism()
     planning.set_budget()
     planning.choose_teachers_and_queries()
@@ -50,8 +84,16 @@ class _Planning:
     teachers and queries, the checks, the plan), one method per phase in that order. It works
     on a deep copy of the config; ``problems`` collects the refusals of the checks."""
 
-    def __init__(self, config: dict, facts: Facts, *, calibration, orders, wording: str,
-                 remaining_eps: float | None) -> None:
+    def __init__(
+        self,
+        config: dict,
+        facts: Facts,
+        *,
+        calibration,
+        orders,
+        wording: str,
+        remaining_eps: float | None,
+    ) -> None:
         config = copy.deepcopy(config)
         config.pop("planned", None)
         self.config, self.facts, self.wording = config, facts, wording
@@ -81,8 +123,10 @@ class _Planning:
             self._choose_auto_mechanism()
         spec = self.spec = mechanisms.get(agg["mechanism"])
         if spec.needs_student:
-            raise ConfigError(f"{setting_text('mechanism', spec.name, wording)} needs the student's "
-                              "predictions on every query; a run cannot plan it")
+            raise ConfigError(
+                f"{setting_text('mechanism', spec.name, wording)} needs the student's "
+                "predictions on every query; a run cannot plan it"
+            )
         if _open_threshold(spec, agg):
             agg["threshold"] = "auto"
         self.params = {k: agg[k] for k in spec.param_names if k in agg}
@@ -94,10 +138,13 @@ class _Planning:
         """What ``mechanism = "auto"`` becomes (needs a target), with why, in ``filled``."""
         agg, wording = self.agg, self.wording
         if self.target is None:
-            raise PlanError(f"{setting_text('mechanism', 'auto', wording)} chooses the mechanism and "
-                            "calibrates its noise to a target", setting=setting_name("target_eps", wording),
-                            fix=f"give {setting_name('target_eps', wording)} (the epsilon this run may "
-                                "spend), or name a mechanism with its noise")
+            raise PlanError(
+                f"{setting_text('mechanism', 'auto', wording)} chooses the mechanism and "
+                "calibrates its noise to a target",
+                setting=setting_name("target_eps", wording),
+                fix=f"give {setting_name('target_eps', wording)} (the epsilon this run may "
+                "spend), or name a mechanism with its noise",
+            )
         chosen = auto_mechanism(self.config)
         agg["mechanism"] = chosen
         spec = mechanisms.get(chosen)
@@ -105,13 +152,17 @@ class _Planning:
             agg.setdefault(key, "auto")
         if chosen == AUTO_NO_TEACHERS:
             self.part.pop("num_teachers", None)  # no teachers: nothing to split them by
-            why = ("mechanism \"auto\" with a target and no teachers asked for: one class-means "
-                   "release labels every public item for the whole target (no per-query cost); "
-                   "name a teacher model or num_teachers for teacher votes (GNMax)")
+            why = (
+                'mechanism "auto" with a target and no teachers asked for: one class-means '
+                "release labels every public item for the whole target (no per-query cost); "
+                "name a teacher model or num_teachers for teacher votes (GNMax)"
+            )
         else:
-            why = ("mechanism \"auto\" with a target and teachers asked for: GNMax, noise "
-                   "calibrated to target_eps for every asked query (a threshold check would "
-                   "discard answers already paid for)")
+            why = (
+                'mechanism "auto" with a target and teachers asked for: GNMax, noise '
+                "calibrated to target_eps for every asked query (a threshold check would "
+                "discard answers already paid for)"
+            )
         self.filled["mechanism"] = {"value": chosen, "why": why}
 
     # ------------------------------------------------------------------ the budget
@@ -123,22 +174,34 @@ class _Planning:
         # the ledger has left for it; else the ledger's budget applies, checked before any training
         # (pate.run.stages.check_budget_fits) -- the plan then assumes no limit of its own
         budget = self.priv.get("budget_eps")
-        self.budget = float(budget if budget is not None else target if target is not None
-                            else remaining_eps if remaining_eps is not None else math.inf)
+        self.budget = float(
+            budget
+            if budget is not None
+            else target
+            if target is not None
+            else remaining_eps
+            if remaining_eps is not None
+            else math.inf
+        )
         self.eps_plan = float(target) if target is not None else self.budget
         if remaining_eps is not None and remaining_eps < self.eps_plan:
-            self.warnings.append(f"the ledger has eps = {remaining_eps:.4g} left for these records, less "
-                                 f"than the {self.eps_plan:g} this plan may spend: the run stops when it "
-                                 "is spent")
+            self.warnings.append(
+                f"the ledger has eps = {remaining_eps:.4g} left for these records, less "
+                f"than the {self.eps_plan:g} this plan may spend: the run stops when it "
+                "is spent"
+            )
             if not self.calibrated:
                 self.eps_plan = float(remaining_eps)
         self.n_pub, self.classes = facts.public_items, max(facts.classes, 2)
         self.need = MIN_LABELS_PER_CLASS * self.classes
         self.want = TARGET_LABELS_PER_CLASS * self.classes
         self.user_queries = self.agg.get("queries") if is_number(self.agg.get("queries")) else None
-        self.cap = min(int(self.user_queries), self.n_pub) if self.user_queries is not None else self.n_pub
-        self.t_most = max(1, min(MAX_TEACHERS,
-                                 facts.private_records // (MIN_RECORDS_PER_CLASS * self.classes)))
+        self.cap = (
+            min(int(self.user_queries), self.n_pub) if self.user_queries is not None else self.n_pub
+        )
+        self.t_most = max(
+            1, min(MAX_TEACHERS, facts.private_records // (MIN_RECORDS_PER_CLASS * self.classes))
+        )
 
     # ------------------------------------------------------------------ noise at a query count
 
@@ -193,13 +256,18 @@ class _Planning:
         wording = self.wording
         self.queries = self.cap
         if self.user_queries is None:
-            self.filled["queries"] = {"value": self.queries, "why": "every public item: one release "
-                                                                    "labels them all at no further cost"}
+            self.filled["queries"] = {
+                "value": self.queries,
+                "why": "every public item: one release labels them all at no further cost",
+            }
         noise = self.noise_for(self.queries, None)
         if noise is None:
-            raise PlanError(f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at this "
-                            "delta", setting=setting_name("target_eps", wording),
-                            fix=f"raise {setting_name('target_eps', wording)}")
+            raise PlanError(
+                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at this "
+                "delta",
+                setting=setting_name("target_eps", wording),
+                fix=f"raise {setting_name('target_eps', wording)}",
+            )
         self.noise = noise
         self.answers = self.queries
         self.voters = None
@@ -220,18 +288,32 @@ class _Planning:
         voters = self.voters
         if "threshold" in params and params["threshold"] in (None, "auto") and voters:
             self.agg["threshold"] = params["threshold"] = THRESHOLD_FRACTION * voters
-            self.filled["threshold"] = {"value": params["threshold"],
-                                        "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. "
-                                               "2018: 200 of 250)"}
+            self.filled["threshold"] = {
+                "value": params["threshold"],
+                "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. 2018: 200 of 250)",
+            }
         self._choose_queries()
         noise = self.noise_for(self.queries, voters)
         if noise is None:
-            raise PlanError(f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at "
-                            f"delta = {self.priv['delta']:g}", setting=setting_name("target_eps", wording),
-                            fix=f"raise {setting_name('target_eps', wording)}")
+            raise PlanError(
+                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at "
+                f"delta = {self.priv['delta']:g}",
+                setting=setting_name("target_eps", wording),
+                fix=f"raise {setting_name('target_eps', wording)}",
+            )
         self.noise = noise
-        self.answers = self.queries if self.calibrated else answers_fixed(
-            self.config, spec, spec.validate(noise), self.eps_plan, self.queries, self.order_grid)
+        self.answers = (
+            self.queries
+            if self.calibrated
+            else answers_fixed(
+                self.config,
+                spec,
+                spec.validate(noise),
+                self.eps_plan,
+                self.queries,
+                self.order_grid,
+            )
+        )
 
     def _choose_num_teachers(self) -> None:
         """The fewest teachers from :data:`TEACHER_GRID` whose noise stays at :data:`TARGET_NOISE`
@@ -239,33 +321,42 @@ class _Planning:
         facts, classes, params, cap = self.facts, self.classes, self.params, self.cap
         t_max = self.t_most
         grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
-        preferred = [t for t in grid
-                     if facts.private_records / t >= TARGET_RECORDS_PER_CLASS * classes]
+        preferred = [
+            t for t in grid if facts.private_records / t >= TARGET_RECORDS_PER_CLASS * classes
+        ]
         chosen, why = None, ""
         for t in grid:
             if self.calibrated:
                 if self.queries_at(t, TARGET_NOISE) >= min(self.want, cap):
                     chosen = t
-                    why = (f"the fewest teachers (largest shards) whose budget buys "
-                           f"{min(self.want, cap)} answers at noise {TARGET_NOISE:g} x teachers")
+                    why = (
+                        f"the fewest teachers (largest shards) whose budget buys "
+                        f"{min(self.want, cap)} answers at noise {TARGET_NOISE:g} x teachers"
+                    )
                     break
             else:
                 std = argmax_std(self.spec, params)
                 if std is not None and std[1] / t <= TARGET_NOISE:
                     chosen = t
-                    why = (f"the fewest teachers whose votes the fixed noise "
-                           f"{std[0]} = {params[std[0]]:g} does not drown "
-                           f"(<= {TARGET_NOISE:g} x teachers)")
+                    why = (
+                        f"the fewest teachers whose votes the fixed noise "
+                        f"{std[0]} = {params[std[0]]:g} does not drown "
+                        f"(<= {TARGET_NOISE:g} x teachers)"
+                    )
                     break
         if chosen is None:
             chosen = grid[-1]
-            why = (f"the most teachers the {facts.private_records} private records allow "
-                   f"({MIN_RECORDS_PER_CLASS} per class each, at most {MAX_TEACHERS}); "
-                   "fewer would drown their votes")
+            why = (
+                f"the most teachers the {facts.private_records} private records allow "
+                f"({MIN_RECORDS_PER_CLASS} per class each, at most {MAX_TEACHERS}); "
+                "fewer would drown their votes"
+            )
         elif chosen not in preferred and preferred:
-            self.warnings.append(f"{chosen} teachers see {facts.private_records / chosen:.0f} "
-                                 f"records each (< {TARGET_RECORDS_PER_CLASS} per class): weak "
-                                 "teachers; a larger budget would allow fewer")
+            self.warnings.append(
+                f"{chosen} teachers see {facts.private_records / chosen:.0f} "
+                f"records each (< {TARGET_RECORDS_PER_CLASS} per class): weak "
+                "teachers; a larger budget would allow fewer"
+            )
         self.teachers = chosen
         self.part["num_teachers"] = chosen
         self.filled["num_teachers"] = {"value": chosen, "why": why}
@@ -275,18 +366,24 @@ class _Planning:
         voters, cap, need = self.voters, self.cap, self.need
         if self.user_queries is None and self.calibrated and voters:
             queries = self.queries_at(voters, TARGET_NOISE)
-            why = (f"the most public items whose calibrated noise stays at {TARGET_NOISE:g} x "
-                   "voters (asking all would drown the votes)")
+            why = (
+                f"the most public items whose calibrated noise stays at {TARGET_NOISE:g} x "
+                "voters (asking all would drown the votes)"
+            )
             if queries < min(need, cap):
                 queries = min(need, cap)
-                why = (f"{MIN_LABELS_PER_CLASS} per class: fewer would not teach a student; the "
-                       "noise is then above the planned level")
+                why = (
+                    f"{MIN_LABELS_PER_CLASS} per class: fewer would not teach a student; the "
+                    "noise is then above the planned level"
+                )
             queries = max(queries, 1)
             self.filled["queries"] = {"value": queries, "why": why}
         elif self.user_queries is None:
             queries = cap
-            self.filled["queries"] = {"value": queries, "why": "every public item, asked in order "
-                                                               "until the budget is spent"}
+            self.filled["queries"] = {
+                "value": queries,
+                "why": "every public item, asked in order until the budget is spent",
+            }
         else:
             queries = cap
         self.queries = queries
@@ -321,25 +418,37 @@ class _Planning:
 
     def _check_shards(self) -> None:
         """Rule 2: shards large enough to learn."""
-        teachers, records, classes, wording = self.teachers, self.records, self.classes, self.wording
+        teachers, records, classes, wording = (
+            self.teachers,
+            self.records,
+            self.classes,
+            self.wording,
+        )
         private_records = self.facts.private_records
         least = MIN_RECORDS_PER_CLASS * classes
         if teachers > private_records:
-            self.refuse(f"{setting_text('num_teachers', teachers, wording)} exceeds the "
-                        f"{private_records} private records", "num_teachers",
-                        f"{assignment_text('num_teachers', max(1, private_records // least), wording)} or "
-                        "fewer, or leave it out and the planner chooses")
+            self.refuse(
+                f"{setting_text('num_teachers', teachers, wording)} exceeds the "
+                f"{private_records} private records",
+                "num_teachers",
+                f"{assignment_text('num_teachers', max(1, private_records // least), wording)} or "
+                "fewer, or leave it out and the planner chooses",
+            )
         elif records < least:
             t_ok = max(1, private_records // least)
-            self.refuse(f"{teachers} teachers leave {records:.1f} private records per teacher "
-                        f"({records / classes:.2f} per class for {classes} classes): shards too small "
-                        f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)", "num_teachers",
-                        f"{assignment_text('num_teachers', t_ok, wording)} or fewer for "
-                        f"{private_records} private records, or leave it out and the planner "
-                        "chooses, or bring more private records")
+            self.refuse(
+                f"{teachers} teachers leave {records:.1f} private records per teacher "
+                f"({records / classes:.2f} per class for {classes} classes): shards too small "
+                f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)",
+                "num_teachers",
+                f"{assignment_text('num_teachers', t_ok, wording)} or fewer for "
+                f"{private_records} private records, or leave it out and the planner "
+                "chooses, or bring more private records",
+            )
         else:
-            self.checked.append(f"{records:.0f} records per teacher >= {least} "
-                                f"({MIN_RECORDS_PER_CLASS} per class)")
+            self.checked.append(
+                f"{records:.0f} records per teacher >= {least} ({MIN_RECORDS_PER_CLASS} per class)"
+            )
 
     def _check_noise(self) -> None:
         """Rule 1: the argmax noise must not drown the votes."""
@@ -353,16 +462,21 @@ class _Planning:
                 self._refuse_drowning_calibrated(main, level, key)
             else:
                 good = TARGET_NOISE * self.voters / (math.sqrt(2) if key == "scale" else 1)
-                self.refuse(f"{setting_text(key, float(self.noise[key]), self.wording)} is {main} = "
-                            f"{level:.3g}: it drowns the votes (refused above {DROWNING_NOISE:g})", key,
-                            f"{assignment_text(key, good, self.wording)} ({TARGET_NOISE:g} x "
-                            f"{self.voters:g} voters), or more voters")
+                self.refuse(
+                    f"{setting_text(key, float(self.noise[key]), self.wording)} is {main} = "
+                    f"{level:.3g}: it drowns the votes (refused above {DROWNING_NOISE:g})",
+                    key,
+                    f"{assignment_text(key, good, self.wording)} ({TARGET_NOISE:g} x "
+                    f"{self.voters:g} voters), or more voters",
+                )
         else:
             self.checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
             if level > TARGET_NOISE + 1e-9:
-                self.warnings.append(f"noise {main} = {level:.3g} is above the planned "
-                                     f"{TARGET_NOISE:g}: expect many answered labels to differ from "
-                                     "the plurality vote")
+                self.warnings.append(
+                    f"noise {main} = {level:.3g} is above the planned "
+                    f"{TARGET_NOISE:g}: expect many answered labels to differ from "
+                    "the plurality vote"
+                )
 
     def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
         """Rule 1 with calibrated noise: the refusal names the target and what would work."""
@@ -373,18 +487,33 @@ class _Planning:
             ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
         eps_needed = worst_eps(self.config, spec, spec.validate(ok), queries, self.order_grid)
         fewer = self.queries_at(voters, DROWNING_NOISE)
-        more = "" if spec.kind.reads_private_records or self.teachers >= self.t_most else (
-            f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
-            "1/teachers^2 as much at the same relative noise) if the private records allow")
-        fewer_text = (f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
-                      if fewer >= self.need else "")
-        self.refuse(f"the noise calibrated for {queries} queries at "
-                    f"{setting_text('target_eps', self.eps_plan, wording)} is {main} = {level:.3g}: it "
-                    f"drowns the votes (refused above {DROWNING_NOISE:g})", "target_eps",
-                    f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}" + more
-                    + ("" if spec.kind.reads_private_records else
-                       f", or {setting_text('mechanism', 'class-means', wording)} (one release "
-                       "labels every public item, no cost per query)"))
+        more = (
+            ""
+            if spec.kind.reads_private_records or self.teachers >= self.t_most
+            else (
+                f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
+                "1/teachers^2 as much at the same relative noise) if the private records allow"
+            )
+        )
+        fewer_text = (
+            f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
+            if fewer >= self.need
+            else ""
+        )
+        self.refuse(
+            f"the noise calibrated for {queries} queries at "
+            f"{setting_text('target_eps', self.eps_plan, wording)} is {main} = {level:.3g}: it "
+            f"drowns the votes (refused above {DROWNING_NOISE:g})",
+            "target_eps",
+            f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}"
+            + more
+            + (
+                ""
+                if spec.kind.reads_private_records
+                else f", or {setting_text('mechanism', 'class-means', wording)} (one release "
+                "labels every public item, no cost per query)"
+            ),
+        )
 
     def _check_threshold_noise(self) -> None:
         """Rule 1 for Confident GNMax's threshold check: not a coin flip."""
@@ -394,46 +523,67 @@ class _Planning:
             return
         if rel[s1] > DROWNING_CHECK_NOISE:
             key = "target_eps" if self.params.get("sigma1") == "auto" else "sigma1"
-            self.refuse(f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin "
-                        f"flip (refused above {DROWNING_CHECK_NOISE:g})", key,
-                        f"{assignment_text('sigma1', 0.6 * self.voters, wording)} (0.6 x voters, "
-                        "Papernot et al. 2018)" if key == "sigma1" else
-                        f"a larger {setting_name('target_eps', wording)} or fewer queries")
+            self.refuse(
+                f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin "
+                f"flip (refused above {DROWNING_CHECK_NOISE:g})",
+                key,
+                f"{assignment_text('sigma1', 0.6 * self.voters, wording)} (0.6 x voters, "
+                "Papernot et al. 2018)"
+                if key == "sigma1"
+                else f"a larger {setting_name('target_eps', wording)} or fewer queries",
+            )
         else:
-            self.checked.append(f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}")
+            self.checked.append(
+                f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}"
+            )
 
     def _check_answers(self) -> None:
         """Rule 3: enough worst-case answers to teach a student."""
         need, classes, answers, wording = self.need, self.classes, self.answers, self.wording
         if self.n_pub < need:
-            self.refuse(f"{self.n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per "
-                        f"class for {classes} classes", "queries", f"bring at least {need} public items")
+            self.refuse(
+                f"{self.n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per "
+                f"class for {classes} classes",
+                "queries",
+                f"bring at least {need} public items",
+            )
         elif answers < need:
             user_queries = self.user_queries
             if user_queries is not None and user_queries < need:
-                self.refuse(f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels "
-                            f"than {MIN_LABELS_PER_CLASS} per class for {classes} classes", "queries",
-                            f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
-                            "planner chooses")
+                self.refuse(
+                    f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels "
+                    f"than {MIN_LABELS_PER_CLASS} per class for {classes} classes",
+                    "queries",
+                    f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
+                    "planner chooses",
+                )
             else:
                 key = "target_eps" if self.target is not None else "budget_eps"
                 ok = dict(self.noise)
-                eps_needed = worst_eps(self.config, self.spec, self.spec.validate(ok), need,
-                                       self.order_grid)
-                self.refuse(f"the budget ({setting_text(key, self.eps_plan, wording)}) buys {answers} "
-                            f"answers in the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for "
-                            f"{classes} classes", key,
-                            f"{assignment_text(key, eps_needed, wording)} or more, or "
-                            f"{setting_text('mechanism', 'class-means', wording)} (one release labels "
-                            "every public item)")
+                eps_needed = worst_eps(
+                    self.config, self.spec, self.spec.validate(ok), need, self.order_grid
+                )
+                self.refuse(
+                    f"the budget ({setting_text(key, self.eps_plan, wording)}) buys {answers} "
+                    f"answers in the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for "
+                    f"{classes} classes",
+                    key,
+                    f"{assignment_text(key, eps_needed, wording)} or more, or "
+                    f"{setting_text('mechanism', 'class-means', wording)} (one release labels "
+                    "every public item)",
+                )
         else:
-            self.checked.append(f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)")
+            self.checked.append(
+                f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)"
+            )
             if answers < min(self.want, self.n_pub):
-                self.warnings.append(f"the budget guarantees {answers} answers (worst case; more "
-                                     "when a threshold check declines queries), fewer than "
-                                     f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
-                                     "may be weak unless it also learns from the unlabelled public "
-                                     "items; a larger eps buys more")
+                self.warnings.append(
+                    f"the budget guarantees {answers} answers (worst case; more "
+                    "when a threshold check declines queries), fewer than "
+                    f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
+                    "may be weak unless it also learns from the unlabelled public "
+                    "items; a larger eps buys more"
+                )
 
     # ------------------------------------------------------------------ the plan
 
@@ -444,7 +594,7 @@ class _Planning:
         if problems and not self.smoke:
             first = problems[0]
             more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""
-            message = str(first)[:-len(f". Fix: {first.fix}")]
+            message = str(first)[: -len(f". Fix: {first.fix}")]
             raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
         self.config["planned"] = {"filled": self.filled}
         return self.config, plan
@@ -453,24 +603,38 @@ class _Planning:
         """The :class:`Plan` of what was chosen and checked (usable when nothing was refused)."""
         spec, noise, answers, target = self.spec, self.noise, self.answers, self.target
         clean = spec.validate(noise) if all(is_number(v) for v in noise.values()) else noise
-        guarantee = worst_eps(self.config, spec, clean, answers, self.order_grid) if answers and all(
-            is_number(v) for v in clean.values()) and not spec.kind.releases_once else None
+        guarantee = (
+            worst_eps(self.config, spec, clean, answers, self.order_grid)
+            if answers and all(is_number(v) for v in clean.values()) and not spec.kind.releases_once
+            else None
+        )
         if spec.kind.releases_once and self.calibrated:
             guarantee = self.eps_plan
         numeric = all(is_number(v) for v in clean.values())
         releases = bool(self.priv.get("release", True)) and (
-            not numeric or spec.release_params(clean) is not None)
-        return Plan(facts=self.facts, mechanism=spec.name, num_teachers=self.teachers,
-                    queries=int(self.queries),
-                    noise={k: float(v) for k, v in clean.items() if is_number(v)},
-                    relative_noise=self.rel, records_per_teacher=self.records, answers=int(answers),
-                    guarantee_eps=guarantee, delta=float(self.priv["delta"]), budget_eps=self.budget,
-                    target_eps=float(target) if target is not None else None,
-                    release=releases, remaining_eps=self.remaining_eps, filled=self.filled,
-                    checked=tuple(self.checked),
-                    warnings=tuple(self.warnings) + tuple(f"(smoke test, not refused) {p}"
-                                                          for p in self.problems if self.smoke),
-                    usable=not self.problems)
+            not numeric or spec.release_params(clean) is not None
+        )
+        return Plan(
+            facts=self.facts,
+            mechanism=spec.name,
+            num_teachers=self.teachers,
+            queries=int(self.queries),
+            noise={k: float(v) for k, v in clean.items() if is_number(v)},
+            relative_noise=self.rel,
+            records_per_teacher=self.records,
+            answers=int(answers),
+            guarantee_eps=guarantee,
+            delta=float(self.priv["delta"]),
+            budget_eps=self.budget,
+            target_eps=float(target) if target is not None else None,
+            release=releases,
+            remaining_eps=self.remaining_eps,
+            filled=self.filled,
+            checked=tuple(self.checked),
+            warnings=tuple(self.warnings)
+            + tuple(f"(smoke test, not refused) {p}" for p in self.problems if self.smoke),
+            usable=not self.problems,
+        )
 
 
 def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
@@ -480,48 +644,80 @@ def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict)
     from the sizes and the calibrated noise (:func:`pate.core.class_means.table_front_end`,
     :func:`pate.core.class_means.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
     noise only: free)."""
-    from pate.core.class_means import (QDA_MIN_COLUMNS, QDA_RECORDS_PER_FEATURE, kernel_dims,
-                                  table_front_end)
+    from pate.core.class_means import (
+        QDA_MIN_COLUMNS,
+        QDA_RECORDS_PER_FEATURE,
+        kernel_dims,
+        table_front_end,
+    )
 
     knn = config.get("knn") or {}
     sigma = noise.get("sigma")
-    if len(facts.input_shape) != 1 or knn.get("features", "kernel") != "kernel" or not is_number(sigma):
+    if (
+        len(facts.input_shape) != 1
+        or knn.get("features", "kernel") != "kernel"
+        or not is_number(sigma)
+    ):
         return
     classes = max(facts.classes, 2)
-    if "features" not in knn and table_front_end(private_records=facts.private_records,
-                                                 num_classes=classes,
-                                                 columns=facts.input_shape[0]) == "quadratic":
-        filled["features"] = {"value": "quadratic", "why": f"a table of {QDA_MIN_COLUMNS} or more "
-                              f"columns with at least {QDA_RECORDS_PER_FEATURE} private records per "
-                              "class for each column and product of two: the release holds every "
-                              "class's mean and covariance"}
+    if (
+        "features" not in knn
+        and table_front_end(
+            private_records=facts.private_records, num_classes=classes, columns=facts.input_shape[0]
+        )
+        == "quadratic"
+    ):
+        filled["features"] = {
+            "value": "quadratic",
+            "why": f"a table of {QDA_MIN_COLUMNS} or more "
+            f"columns with at least {QDA_RECORDS_PER_FEATURE} private records per "
+            "class for each column and product of two: the release holds every "
+            "class's mean and covariance",
+        }
         knn = dict(knn, features="quadratic")
         if "rule" not in knn:
-            filled["rule"] = {"value": "qda", "why": "quadratic discriminant analysis read from "
-                                                     "the release (a rule quadratic in the inputs)"}
+            filled["rule"] = {
+                "value": "qda",
+                "why": "quadratic discriminant analysis read from "
+                "the release (a rule quadratic in the inputs)",
+            }
             knn["rule"] = "qda"
             student = dict(config.get("student") or {})
             if "targets" not in student and student.get("model", "auto") == "auto":
                 # the qda rule's class probabilities carry its confidence: development runs on
                 # the own-data tables (2 to 3 each, eps 2) gave +4 points on shells, +1.5 on the
                 # 40 000-row table, 0 on mixed (docs/plan.md)
-                filled["targets"] = {"value": "soft", "why": "the automatic student learns the "
-                                                             "qda rule's class probabilities "
-                                                             "(temperature 1), not its labels alone"}
-                config["student"] = dict(student, targets="soft",
-                                         temperature=student.get("temperature", 1.0))
+                filled["targets"] = {
+                    "value": "soft",
+                    "why": "the automatic student learns the "
+                    "qda rule's class probabilities "
+                    "(temperature 1), not its labels alone",
+                }
+                config["student"] = dict(
+                    student, targets="soft", temperature=student.get("temperature", 1.0)
+                )
         config["knn"] = knn
         return
     if "features" not in knn:
-        filled["features"] = {"value": "kernel", "why": "a table: the release labels through "
-                                                         "random Fourier features of the public-"
-                                                         "standardised columns (a nonlinear rule)"}
+        filled["features"] = {
+            "value": "kernel",
+            "why": "a table: the release labels through "
+            "random Fourier features of the public-"
+            "standardised columns (a nonlinear rule)",
+        }
     if "dims" not in knn:
-        dims = kernel_dims(private_records=facts.private_records, num_classes=classes,
-                           sigma=float(sigma), public_items=facts.public_items)
-        filled["dims"] = {"value": dims, "why": f"{dims} public principal axes of the kernel "
-                                                "features: (records per class / sigma) ** 0.75 "
-                                                "(more records or less noise afford more)"}
+        dims = kernel_dims(
+            private_records=facts.private_records,
+            num_classes=classes,
+            sigma=float(sigma),
+            public_items=facts.public_items,
+        )
+        filled["dims"] = {
+            "value": dims,
+            "why": f"{dims} public principal axes of the kernel "
+            "features: (records per class / sigma) ** 0.75 "
+            "(more records or less noise afford more)",
+        }
         knn = dict(knn, dims=dims)
     config["knn"] = dict(knn, features="kernel")
 
@@ -533,8 +729,11 @@ def log_plan(plan: Plan) -> None:
 
 
 def _open_threshold(spec, agg: dict) -> bool:
-    return "threshold" in spec.param_names and agg.get("threshold") in (None, "auto") \
+    return (
+        "threshold" in spec.param_names
+        and agg.get("threshold") in (None, "auto")
         and not spec.kind.reads_private_records
+    )
 
 
 def needs_plan(config: dict) -> bool:
@@ -547,8 +746,10 @@ def needs_plan(config: dict) -> bool:
     spec = mechanisms.REGISTRY.get(agg.get("mechanism"))
     if spec is None:
         return False  # validation names the mechanism
-    if not spec.kind.reads_private_records and (config.get("partition") or {}).get(
-            "num_teachers", "auto") == "auto":
+    if (
+        not spec.kind.reads_private_records
+        and (config.get("partition") or {}).get("num_teachers", "auto") == "auto"
+    ):
         return True
     if spec.kind.releases_once and "features" not in (config.get("knn") or {}):
         return True  # a table's front-end is chosen from the sizes (_plan_table_front_end)
@@ -580,24 +781,40 @@ def probe(config: dict) -> dict:
     spec = mechanisms.REGISTRY.get(agg["mechanism"])
     if spec is None:
         return out
-    if not spec.kind.reads_private_records and out.setdefault("partition", {}).get(
-            "num_teachers", "auto") == "auto":
+    if (
+        not spec.kind.reads_private_records
+        and out.setdefault("partition", {}).get("num_teachers", "auto") == "auto"
+    ):
         out["partition"]["num_teachers"] = 1
-    if agg.get("queries") == "auto" or ("queries" not in agg and any(
-            agg.get(k) == "auto" for k in spec.param_names)):
+    if agg.get("queries") == "auto" or (
+        "queries" not in agg and any(agg.get(k) == "auto" for k in spec.param_names)
+    ):
         agg["queries"] = 1
     if _open_threshold(spec, agg):
         agg["threshold"] = 1.0
     return out
 
 
-def plan_for(config: dict, facts: Facts, *, calibration, orders, wording: str = "config",
-             remaining_eps: float | None = None) -> Plan:
+def plan_for(
+    config: dict,
+    facts: Facts,
+    *,
+    calibration,
+    orders,
+    wording: str = "config",
+    remaining_eps: float | None = None,
+) -> Plan:
     """The plan of a config whose settings are all set (a filled one, from
     :func:`pate.run.config.from_dict`): the checks of :func:`plan_config`, with what the planner had
     filled in (the config's ``planned`` entry) reported as chosen. Raises :class:`PlanError`."""
-    _, plan = plan_config(config, facts, calibration=calibration, orders=orders, wording=wording,
-                          remaining_eps=remaining_eps)
+    _, plan = plan_config(
+        config,
+        facts,
+        calibration=calibration,
+        orders=orders,
+        wording=wording,
+        remaining_eps=remaining_eps,
+    )
     filled = dict((config.get("planned") or {}).get("filled") or {})
     return dataclasses.replace(plan, filled=dict(filled, **plan.filled))
 

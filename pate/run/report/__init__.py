@@ -73,8 +73,13 @@ Public API: :func:`write_report`, :func:`load_analysis`, :func:`validate_analysi
 
 from __future__ import annotations
 
-from pate.run.report.model import (INTERNAL_PLOT_NAMES, PLOT_NAMES, PLOTS_DIR, PUBLIC_PLOT_NAMES,
-                               build_report)
+from pate.run.report.model import (
+    INTERNAL_PLOT_NAMES,
+    PLOT_NAMES,
+    PLOTS_DIR,
+    PUBLIC_PLOT_NAMES,
+    build_report,
+)
 from pate.run.report.plots import publishable_plot_data, render_plots
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.schema import ANALYSIS_FILE, ANALYSIS_SCHEMA, load_analysis, validate_analysis

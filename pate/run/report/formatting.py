@@ -56,5 +56,8 @@ def param(value: Any) -> str:
 def class_names(utility: dict) -> list[str]:
     """The class names of ``utility`` (``class_names``), or the class indices when it has none."""
     names = utility["class_names"]
-    return (list(names) if names is not None
-            else [str(i) for i in range(len(utility["confusion_matrix"]))])
+    return (
+        list(names)
+        if names is not None
+        else [str(i) for i in range(len(utility["confusion_matrix"]))]
+    )

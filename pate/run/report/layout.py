@@ -11,8 +11,18 @@ import json
 from pate import mechanisms
 from pate.run.report import formatting as F
 from pate.run.report import wording as W
-from pate.run.report.model import (INTERNAL_PLOT_NAMES, PUBLIC_PLOT_NAMES, Block, BulletList,
-                               CodeBlock, Figure, Heading, Note, Paragraph, Table)
+from pate.run.report.model import (
+    INTERNAL_PLOT_NAMES,
+    PUBLIC_PLOT_NAMES,
+    Block,
+    BulletList,
+    CodeBlock,
+    Figure,
+    Heading,
+    Note,
+    Paragraph,
+    Table,
+)
 from pate.run.report.schema import ANALYSIS_FILE
 
 __all__ = ["document"]
@@ -23,8 +33,17 @@ def document(report: dict) -> list[Block]:
     title and banners, what the run is worth, the privacy statement and warnings, the numbers,
     the accounting, queries and budget, the ledger, utility, plots and configuration."""
     blocks = _title(report)
-    for section in (_at_a_glance, _statement, _privacy_numbers, _why_renyi, _queries_and_budget,
-                    _ledger, _utility, _plots, _configuration):
+    for section in (
+        _at_a_glance,
+        _statement,
+        _privacy_numbers,
+        _why_renyi,
+        _queries_and_budget,
+        _ledger,
+        _utility,
+        _plots,
+        _configuration,
+    ):
         blocks += section(report)
     return blocks
 
@@ -37,12 +56,15 @@ def _title(report: dict) -> list[Block]:
         blocks.append(Paragraph(W.SMOKE_BANNER))
     if report["privacy"].get("noise_seeded") is True:
         blocks.append(Paragraph(W.SEEDED_BANNER))
-    blocks.append(Note(
-        f"Run directory {run['run_dir']}, created {run['created']}, pate-learn "
-        f"{run['pate_learn_version']}. Generated from {ANALYSIS_FILE}; regenerate with "
-        f"`pate report RUN_DIR`. Figures marked INTERNAL are computed from the private "
-        f"teacher votes: share this report with auditors under confidentiality and "
-        f"publish only the figures marked publishable."))
+    blocks.append(
+        Note(
+            f"Run directory {run['run_dir']}, created {run['created']}, pate-learn "
+            f"{run['pate_learn_version']}. Generated from {ANALYSIS_FILE}; regenerate with "
+            f"`pate report RUN_DIR`. Figures marked INTERNAL are computed from the private "
+            f"teacher votes: share this report with auditors under confidentiality and "
+            f"publish only the figures marked publishable."
+        )
+    )
     return blocks
 
 
@@ -50,22 +72,32 @@ def _at_a_glance(report: dict) -> list[Block]:
     """The report's first section: what the run is worth, in plain words, with its utility
     warnings (each saying what to change)."""
     q, u = report["queries"], report["utility"]
-    lines = [f"**Student** (the released model): {F.pct(u['student_accuracy'])} on "
-             f"{F.count(u['evaluation_size'])} evaluation items"
-             + ("" if "majority_class_rate" not in u else
-                f"; always answering the majority class gives {F.pct(u['majority_class_rate'])}, "
-                f"guessing {F.pct(u['chance_rate'])}") + "."]
+    lines = [
+        f"**Student** (the released model): {F.pct(u['student_accuracy'])} on "
+        f"{F.count(u['evaluation_size'])} evaluation items"
+        + (
+            ""
+            if "majority_class_rate" not in u
+            else f"; always answering the majority class gives {F.pct(u['majority_class_rate'])}, "
+            f"guessing {F.pct(u['chance_rate'])}"
+        )
+        + "."
+    ]
     if u["teacher_mean_accuracy"] is not None:
-        lines.append(f"**Teachers:** {F.pct(u['teacher_mean_accuracy'])} each on average; their "
-                     f"noiseless plurality vote {F.pct(u['plurality_vote_accuracy'])}.")
+        lines.append(
+            f"**Teachers:** {F.pct(u['teacher_mean_accuracy'])} each on average; their "
+            f"noiseless plurality vote {F.pct(u['plurality_vote_accuracy'])}."
+        )
     answered = u.get("answered_labels", q["answered"])
     text = f"**Labels:** {F.count(answered)} of {F.count(q['asked'])} queries answered"
     if u["label_accuracy_answered"] is not None:
         text += f", {F.pct(u['label_accuracy_answered'])} of them right (benchmark-only figure)"
     agreement = u.get("answered_plurality_agreement")
     if agreement is not None:
-        text += (f"; {F.pct(agreement)} agree with the teachers' plurality vote "
-                 f"(**{W.NOT_PRIVATE}**: computed from the private votes)")
+        text += (
+            f"; {F.pct(agreement)} agree with the teachers' plurality vote "
+            f"(**{W.NOT_PRIVATE}**: computed from the private votes)"
+        )
     lines.append(text + ".")
     if u.get("student_steps") is not None:
         lines.append(f"**Student training:** {F.count(u['student_steps'])} optimiser steps.")
@@ -75,8 +107,12 @@ def _at_a_glance(report: dict) -> list[Block]:
         blocks.append(Paragraph("**Utility warnings** (what to change):"))
         blocks.append(BulletList(tuple(warnings)))
     elif "warnings" in u:
-        blocks.append(Paragraph("No utility warning: the student is well above chance and close "
-                                "to its labels and the teachers' vote."))
+        blocks.append(
+            Paragraph(
+                "No utility warning: the student is well above chance and close "
+                "to its labels and the teachers' vote."
+            )
+        )
     return blocks
 
 
@@ -102,36 +138,69 @@ def _privacy_numbers(report: dict) -> list[Block]:
     p = report["privacy"]
     s = p["sanitized"]
     rows = [
-        ["Guarantee \u03b5 (answers + release, data-independent)", F.eps(p["eps_guarantee"]),
-         "yes"],
-        ["Sanitized data-dependent \u03b5 (release cost included)", F.eps(p["eps_sanitized"]),
-         "yes"],
-        ["Sanitized \u03b5 + 2 noise std (conservative)", F.eps(s["eps_sanitized_upper_2std"]),
-         "yes"],
-        [f"Data-independent \u03b5 of the answers (order {F.param(p['order_data_independent'])})",
-         F.eps(p["eps_data_independent"]), "yes"],
-        [f"Data-dependent \u03b5 (order {F.param(p['order'])})", F.eps(p["eps_data_dependent"]),
-         "**NO \u2014 INTERNAL**"],
+        [
+            "Guarantee \u03b5 (answers + release, data-independent)",
+            F.eps(p["eps_guarantee"]),
+            "yes",
+        ],
+        [
+            "Sanitized data-dependent \u03b5 (release cost included)",
+            F.eps(p["eps_sanitized"]),
+            "yes",
+        ],
+        [
+            "Sanitized \u03b5 + 2 noise std (conservative)",
+            F.eps(s["eps_sanitized_upper_2std"]),
+            "yes",
+        ],
+        [
+            f"Data-independent \u03b5 of the answers (order {F.param(p['order_data_independent'])})",
+            F.eps(p["eps_data_independent"]),
+            "yes",
+        ],
+        [
+            f"Data-dependent \u03b5 (order {F.param(p['order'])})",
+            F.eps(p["eps_data_dependent"]),
+            "**NO \u2014 INTERNAL**",
+        ],
         ["\u03b4", F.delta(p["delta"]), "yes"],
-        ["Neighbouring relation",
-         f"{W.RELATION_TEXT[p['neighbouring_relation']][0]}-level, added or removed", "yes"],
-        ["Mechanism", f"{mechanisms.get(p['mechanism']).title} "
-                      f"({W.params_text(p['mechanism'], p['params'])})", "yes"],
+        [
+            "Neighbouring relation",
+            f"{W.RELATION_TEXT[p['neighbouring_relation']][0]}-level, added or removed",
+            "yes",
+        ],
+        [
+            "Mechanism",
+            f"{mechanisms.get(p['mechanism']).title} "
+            f"({W.params_text(p['mechanism'], p['params'])})",
+            "yes",
+        ],
         ["Teachers", F.count(p["num_teachers"]), "yes"],
-        ["Sanitization (fixed in advance)",
-         f"\u03bb = {F.param(s['order'])}, \u03b2 = {F.param(s['beta'])}, "
-         f"\u03c3_ss = {F.param(s['sigma_ss'])}; noise std {F.sig(s['noise_std'])}, "
-         f"release RDP {F.sig(s['rdp_gnss'])}", "yes"],
-        ["Conversion, orders", f"{p['conversion']}, {len(p['orders'])} orders in "
-                               f"[{F.param(min(p['orders']))}, {F.param(max(p['orders']))}]",
-         "yes"],
+        [
+            "Sanitization (fixed in advance)",
+            f"\u03bb = {F.param(s['order'])}, \u03b2 = {F.param(s['beta'])}, "
+            f"\u03c3_ss = {F.param(s['sigma_ss'])}; noise std {F.sig(s['noise_std'])}, "
+            f"release RDP {F.sig(s['rdp_gnss'])}",
+            "yes",
+        ],
+        [
+            "Conversion, orders",
+            f"{p['conversion']}, {len(p['orders'])} orders in "
+            f"[{F.param(min(p['orders']))}, {F.param(max(p['orders']))}]",
+            "yes",
+        ],
     ]
     if W.samples_records(report):  # no teachers, no sanitized release, no data-dependent analysis
         dropped = ("Sanitized", "Data-dependent", "Teachers")
         rows = [r for r in rows if not r[0].startswith(dropped)]
         rows[0][0] = "Guarantee \u03b5 (everything released, data-independent)"
-        rows.append(["Sanitized release", "none: no data-dependent analysis for "
-                     f"{mechanisms.get(p['mechanism']).title}", "yes"])
+        rows.append(
+            [
+                "Sanitized release",
+                f"none: no data-dependent analysis for {mechanisms.get(p['mechanism']).title}",
+                "yes",
+            ]
+        )
     return [Heading("Privacy numbers"), _table(["Quantity", "Value", "Publishable"], rows)]
 
 
@@ -142,11 +211,15 @@ def _why_renyi(report: dict) -> list[Block]:
     rdp_eps = p["eps_data_independent"]
     best_classic = min(comp["basic_eps"], comp["advanced_eps"])
     if best_classic > rdp_eps > 0:
-        verdict = (f"Renyi-DP accounting is {best_classic / rdp_eps:.1f}\u00d7 tighter than the "
-                   f"better of the two, for the same mechanism and the same noise.")
+        verdict = (
+            f"Renyi-DP accounting is {best_classic / rdp_eps:.1f}\u00d7 tighter than the "
+            f"better of the two, for the same mechanism and the same noise."
+        )
     else:
-        verdict = ("Here classic composition is not looser than Renyi-DP accounting (few queries); "
-                   "the report quotes the Renyi-DP figure, which is never an understatement.")
+        verdict = (
+            "Here classic composition is not looser than Renyi-DP accounting (few queries); "
+            "the report quotes the Renyi-DP figure, which is never an understatement."
+        )
     if mechanisms.get(p["mechanism"]).kind.releases_once:
         text = (
             f"One release labels all {F.count(q['asked'])} queries asked, so nothing is composed "
@@ -154,7 +227,8 @@ def _why_renyi(report: dict) -> list[Block]:
             f"{F.eps(comp['per_query_eps'])}, \u03b4\u2080 = {F.delta(comp['per_query_delta'])})-"
             f"differentially private, and the classic bounds below are for that one mechanism. "
             f"Renyi-DP accounting (Mironov 2017), used for this report, gives \u03b5 = "
-            f"{F.eps(rdp_eps)} at \u03b4 = {delta}. {verdict}")
+            f"{F.eps(rdp_eps)} at \u03b4 = {delta}. {verdict}"
+        )
     else:
         text = (
             f"Each query on its own is (\u03b5\u2080 = {F.eps(comp['per_query_eps'])}, "
@@ -164,28 +238,51 @@ def _why_renyi(report: dict) -> list[Block]:
             f"Rothblum and Vadhan 2010) gives \u03b5 = {F.eps(comp['advanced_eps'])} at \u03b4 = "
             f"{F.delta(comp['delta'])}. Renyi-DP accounting (Mironov 2017), used for this report, "
             f"tracks the Gaussian noise exactly across queries and gives \u03b5 = {F.eps(rdp_eps)} "
-            f"at \u03b4 = {delta} (data-independent, before any data-dependent saving). {verdict}")
-    return [Heading("Why Renyi differential privacy"), Paragraph(text),
-            _table(["Accounting", "\u03b5", "\u03b4"], [
-                ["Basic composition", F.eps(comp["basic_eps"]),
-                 f"{F.count(comp['queries_composed'])} \u00d7 \u03b4\u2080"],
+            f"at \u03b4 = {delta} (data-independent, before any data-dependent saving). {verdict}"
+        )
+    return [
+        Heading("Why Renyi differential privacy"),
+        Paragraph(text),
+        _table(
+            ["Accounting", "\u03b5", "\u03b4"],
+            [
+                [
+                    "Basic composition",
+                    F.eps(comp["basic_eps"]),
+                    f"{F.count(comp['queries_composed'])} \u00d7 \u03b4\u2080",
+                ],
                 ["Advanced composition", F.eps(comp["advanced_eps"]), F.delta(comp["delta"])],
-                ["Renyi DP (data-independent)", F.eps(rdp_eps), delta]])]
+                ["Renyi DP (data-independent)", F.eps(rdp_eps), delta],
+            ],
+        ),
+    ]
 
 
 def _queries_and_budget(report: dict) -> list[Block]:
     """What was asked and answered, the run's budget and why querying stopped."""
     q, budget = report["queries"], report["privacy"]["budget"]
-    return [Heading("Queries and budget"), _table(["Item", "Value"], [
-        ["Public items available", F.count(q["public_size"])],
-        ["Queries asked", F.count(q["asked"])],
-        ["Queries answered", f"{F.count(q['answered'])} "
-                             f"({F.pct(q['answered'] / q['asked'] if q['asked'] else 0.0)})"],
-        ["Labelled by the student (no privacy cost)", F.count(q["labelled_by_student"])],
-        ["Run budget", f"\u03b5 = {F.eps(budget['eps'])}, \u03b4 = {F.delta(budget['delta'])} "
-                       f"({budget['basis']})"],
-        ["Stop reason", q["stop_reason"] or budget["stop_reason"] or "all queries asked"],
-    ])]
+    return [
+        Heading("Queries and budget"),
+        _table(
+            ["Item", "Value"],
+            [
+                ["Public items available", F.count(q["public_size"])],
+                ["Queries asked", F.count(q["asked"])],
+                [
+                    "Queries answered",
+                    f"{F.count(q['answered'])} "
+                    f"({F.pct(q['answered'] / q['asked'] if q['asked'] else 0.0)})",
+                ],
+                ["Labelled by the student (no privacy cost)", F.count(q["labelled_by_student"])],
+                [
+                    "Run budget",
+                    f"\u03b5 = {F.eps(budget['eps'])}, \u03b4 = {F.delta(budget['delta'])} "
+                    f"({budget['basis']})",
+                ],
+                ["Stop reason", q["stop_reason"] or budget["stop_reason"] or "all queries asked"],
+            ],
+        ),
+    ]
 
 
 def _ledger(report: dict) -> list[Block]:
@@ -194,23 +291,39 @@ def _ledger(report: dict) -> list[Block]:
     blocks: list[Block] = []
     ledger = p["ledger"]
     if ledger is not None:
-        blocks += [Heading("Privacy ledger (cumulative spend on this dataset)"),
-                   _table(["Item", "Value"], [
-                       ["Ledger", ledger["path"]], ["Dataset", ledger["dataset"]],
-                       ["Spent \u03b5", F.eps(ledger["spent_eps"])],
-                       ["Budget \u03b5", _or_none(F.eps, ledger["budget_eps"])],
-                       ["Budget \u03b4", _or_none(F.delta, ledger["budget_delta"])],
-                       ["Remaining \u03b5", _or_none(F.eps, ledger["remaining_eps"], "n/a")],
-                       ["Runs / events",
-                        f"{F.count(ledger['runs'])} / {F.count(ledger['events'])}"],
-                   ])]
+        blocks += [
+            Heading("Privacy ledger (cumulative spend on this dataset)"),
+            _table(
+                ["Item", "Value"],
+                [
+                    ["Ledger", ledger["path"]],
+                    ["Dataset", ledger["dataset"]],
+                    ["Spent \u03b5", F.eps(ledger["spent_eps"])],
+                    ["Budget \u03b5", _or_none(F.eps, ledger["budget_eps"])],
+                    ["Budget \u03b4", _or_none(F.delta, ledger["budget_delta"])],
+                    ["Remaining \u03b5", _or_none(F.eps, ledger["remaining_eps"], "n/a")],
+                    ["Runs / events", f"{F.count(ledger['runs'])} / {F.count(ledger['events'])}"],
+                ],
+            ),
+        ]
     changes = p.get("budget_changes") or []
     if changes:
-        blocks += [Heading("Budget changes (privacy ledger)"), _table(
-            ["Time (UTC)", "Old \u03b5", "Old \u03b4", "New \u03b5", "New \u03b4"],
-            [[c["time_utc"], _or_none(F.eps, c["old_eps"]), _or_none(F.delta, c["old_delta"]),
-              _or_none(F.eps, c["new_eps"]), _or_none(F.delta, c["new_delta"])]
-             for c in changes])]
+        blocks += [
+            Heading("Budget changes (privacy ledger)"),
+            _table(
+                ["Time (UTC)", "Old \u03b5", "Old \u03b4", "New \u03b5", "New \u03b4"],
+                [
+                    [
+                        c["time_utc"],
+                        _or_none(F.eps, c["old_eps"]),
+                        _or_none(F.delta, c["old_delta"]),
+                        _or_none(F.eps, c["new_eps"]),
+                        _or_none(F.delta, c["new_delta"]),
+                    ]
+                    for c in changes
+                ],
+            ),
+        ]
     return blocks
 
 
@@ -218,11 +331,15 @@ def _utility(report: dict) -> list[Block]:
     """The accuracies of the student and the teachers, where the teachers trained, per class."""
     u = report["utility"]
     rows = [
-        [f"Student (evaluation split, {F.count(u['evaluation_size'])} items)"
-         + ("" if "student_alone_accuracy" not in u else ", times its labelling rule"),
-         F.pct(u["student_accuracy"])],
-        ["Teachers, mean \u00b1 std", f"{F.pct(u['teacher_mean_accuracy'])} \u00b1 "
-                                      f"{F.pct(u['teacher_accuracy_std'])}"],
+        [
+            f"Student (evaluation split, {F.count(u['evaluation_size'])} items)"
+            + ("" if "student_alone_accuracy" not in u else ", times its labelling rule"),
+            F.pct(u["student_accuracy"]),
+        ],
+        [
+            "Teachers, mean \u00b1 std",
+            f"{F.pct(u['teacher_mean_accuracy'])} \u00b1 {F.pct(u['teacher_accuracy_std'])}",
+        ],
         ["Plurality vote of all teachers (no noise)", F.pct(u["plurality_vote_accuracy"])],
         ["Labels of the answered queries", F.pct(u["label_accuracy_answered"])],
     ]
@@ -242,9 +359,15 @@ def _utility(report: dict) -> list[Block]:
     threads = W.threads_text(report)
     if threads:
         blocks.append(Paragraph(threads))
-    blocks.append(_table(["Class", "Student accuracy"],
-                         [[n, "n/a (no evaluation items)" if acc is None else F.pct(acc)]
-                          for n, acc in zip(F.class_names(u), u["student_per_class_accuracy"])]))
+    blocks.append(
+        _table(
+            ["Class", "Student accuracy"],
+            [
+                [n, "n/a (no evaluation items)" if acc is None else F.pct(acc)]
+                for n, acc in zip(F.class_names(u), u["student_per_class_accuracy"])
+            ],
+        )
+    )
     return blocks
 
 
@@ -252,13 +375,18 @@ def _plots(report: dict) -> list[Block]:
     """The publishable plots, then the INTERNAL ones, each with its caption."""
     blocks: list[Block] = [
         Heading("Plots: publishable"),
-        Paragraph("These plots show only data-independent figures and released values (no "
-                  "figure computed from the private votes): they **may be published**."),
+        Paragraph(
+            "These plots show only data-independent figures and released values (no "
+            "figure computed from the private votes): they **may be published**."
+        ),
         *(Figure(name, W.CAPTIONS[name][0], internal=False) for name in PUBLIC_PLOT_NAMES),
         Heading("Plots: INTERNAL (do not publish)"),
-        Paragraph(f"These plots draw data-dependent curves or vote margins computed from the "
-                  f"private teacher votes: **{W.NOT_PRIVATE}**. Publish the versions above "
-                  f"instead.")]
+        Paragraph(
+            f"These plots draw data-dependent curves or vote margins computed from the "
+            f"private teacher votes: **{W.NOT_PRIVATE}**. Publish the versions above "
+            f"instead."
+        ),
+    ]
     for name in INTERNAL_PLOT_NAMES:
         caption = W.CAPTIONS[name][0]
         if name == "vote_margins":
@@ -271,8 +399,10 @@ def _plots(report: dict) -> list[Block]:
 
 def _configuration(report: dict) -> list[Block]:
     """The effective configuration, as JSON."""
-    return [Heading("Effective configuration"),
-            CodeBlock(json.dumps(report["config"], indent=2, sort_keys=True))]
+    return [
+        Heading("Effective configuration"),
+        CodeBlock(json.dumps(report["config"], indent=2, sort_keys=True)),
+    ]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> Table:

@@ -13,16 +13,36 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Union
+from typing import ClassVar
 
 from pate.run.report.wording import plain_language_statement, report_warnings
 
-__all__ = ["INTERNAL_PLOT_NAMES", "PLOTS_DIR", "PLOT_NAMES", "PUBLIC_PLOT_NAMES", "Block",
-           "BulletList", "CodeBlock", "Figure", "Heading", "Note", "Paragraph", "Table",
-           "build_report", "read_execution", "read_threads"]
+__all__ = [
+    "INTERNAL_PLOT_NAMES",
+    "PLOTS_DIR",
+    "PLOT_NAMES",
+    "PUBLIC_PLOT_NAMES",
+    "Block",
+    "BulletList",
+    "CodeBlock",
+    "Figure",
+    "Heading",
+    "Note",
+    "Paragraph",
+    "Table",
+    "build_report",
+    "read_execution",
+    "read_threads",
+]
 
-PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order", "confusion_matrix",
-              "epsilon_vs_answered_public", "rdp_per_order_public")
+PLOT_NAMES = (
+    "epsilon_vs_answered",
+    "vote_margins",
+    "rdp_per_order",
+    "confusion_matrix",
+    "epsilon_vs_answered_public",
+    "rdp_per_order_public",
+)
 #: The plots drawn from the private votes (data-dependent curves, vote margins): never publish.
 INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
 #: The plots that may be published (no figure computed from the private votes).
@@ -72,9 +92,11 @@ def read_threads(run_dir: Path) -> dict | None:
 # ------------------------------------------------------------------------------ document blocks
 # ``kind`` names the block for the templates (templates/report.md.j2, templates/report.html.j2).
 
+
 @dataclass(frozen=True)
 class Heading:
     """A heading: level 1 (the title) or 2 (a section)."""
+
     text: str
     level: int = 2
     kind: ClassVar[str] = "heading"
@@ -83,6 +105,7 @@ class Heading:
 @dataclass(frozen=True)
 class Paragraph:
     """A paragraph."""
+
     text: str
     kind: ClassVar[str] = "paragraph"
 
@@ -90,6 +113,7 @@ class Paragraph:
 @dataclass(frozen=True)
 class Note:
     """A paragraph set apart (italic): where the report comes from and how to share it."""
+
     text: str
     kind: ClassVar[str] = "note"
 
@@ -97,6 +121,7 @@ class Note:
 @dataclass(frozen=True)
 class BulletList:
     """A bulleted list (shown highlighted in HTML: warnings and the run at a glance)."""
+
     items: tuple[str, ...]
     kind: ClassVar[str] = "list"
 
@@ -104,6 +129,7 @@ class BulletList:
 @dataclass(frozen=True)
 class Table:
     """A table: a header row and rows of cells (strings)."""
+
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     kind: ClassVar[str] = "table"
@@ -112,6 +138,7 @@ class Table:
 @dataclass(frozen=True)
 class CodeBlock:
     """Preformatted JSON (the effective configuration)."""
+
     text: str
     kind: ClassVar[str] = "code"
 
@@ -120,10 +147,11 @@ class CodeBlock:
 class Figure:
     """A plot (one of :data:`PLOT_NAMES`) with its caption; ``internal``: drawn from the private
     votes (:data:`INTERNAL_PLOT_NAMES`), never publish."""
+
     name: str
     caption: str
     internal: bool
     kind: ClassVar[str] = "figure"
 
 
-Block = Union[Heading, Paragraph, Note, BulletList, Table, CodeBlock, Figure]
+Block = Heading | Paragraph | Note | BulletList | Table | CodeBlock | Figure

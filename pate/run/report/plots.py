@@ -19,6 +19,7 @@ from pate.run.report.model import PLOT_NAMES
 
 __all__ = ["publishable_plot_data", "render_plots"]
 
+
 def _png(fig) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -31,8 +32,16 @@ def _png(fig) -> bytes:
 def _internal_stamp(ax, title: str) -> None:
     """The title, with a red subtitle saying the plot holds non-private figures."""
     ax.set_title(title, pad=16)
-    ax.text(0.5, 1.01, "contains NOT PRIVATE data-dependent figures \u2014 internal only",
-            transform=ax.transAxes, ha="center", va="bottom", fontsize=8, color="#b00020")
+    ax.text(
+        0.5,
+        1.01,
+        "contains NOT PRIVATE data-dependent figures \u2014 internal only",
+        transform=ax.transAxes,
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        color="#b00020",
+    )
 
 
 def _rdp_axes(ax, plotted: list, ylabel: str) -> None:
@@ -54,12 +63,19 @@ def _plot_epsilon(a: dict):
     p, c = a["privacy"], a["curves"]
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    curves = [(c["eps_data_independent"], "data-independent (publishable)", {"color": "#1f5fa8"}),
-              (c["eps_data_dependent"], "data-dependent (NOT PRIVATE)",
-               {"color": "#b00020", "ls": "--"})]
-    _epsilon_axes(ax, c["answered_count"], curves, fallback_x=a["queries"]["answered"],
-                  sanitized=(p["eps_sanitized"], "sanitized"), guarantee=p["eps_guarantee"],
-                  delta=p["delta"])
+    curves = [
+        (c["eps_data_independent"], "data-independent (publishable)", {"color": "#1f5fa8"}),
+        (c["eps_data_dependent"], "data-dependent (NOT PRIVATE)", {"color": "#b00020", "ls": "--"}),
+    ]
+    _epsilon_axes(
+        ax,
+        c["answered_count"],
+        curves,
+        fallback_x=a["queries"]["answered"],
+        sanitized=(p["eps_sanitized"], "sanitized"),
+        guarantee=p["eps_guarantee"],
+        delta=p["delta"],
+    )
     _internal_stamp(ax, "Privacy cost against answered queries")
     return fig
 
@@ -76,10 +92,23 @@ def _epsilon_axes(ax, answered_count, curves, *, fallback_x, sanitized, guarante
         x_end = fallback_x
         ax.text(0.5, 0.5, "no curve recorded", transform=ax.transAxes, ha="center")
     value, label = sanitized
-    ax.scatter([x_end], [value], marker="D", color="#2e7d32", zorder=3,
-               label=f"{label} \u03b5 = {F.eps(value)}")
-    ax.scatter([x_end], [guarantee], marker="*", s=110, color="#1b1f24", zorder=3,
-               label=f"guarantee \u03b5 = {F.eps(guarantee)}")
+    ax.scatter(
+        [x_end],
+        [value],
+        marker="D",
+        color="#2e7d32",
+        zorder=3,
+        label=f"{label} \u03b5 = {F.eps(value)}",
+    )
+    ax.scatter(
+        [x_end],
+        [guarantee],
+        marker="*",
+        s=110,
+        color="#1b1f24",
+        zorder=3,
+        label=f"guarantee \u03b5 = {F.eps(guarantee)}",
+    )
     ax.set_xlabel("answered queries")
     ax.set_ylabel(f"\u03b5 at \u03b4 = {F.delta(delta)}")
     ax.set_ylim(bottom=0)
@@ -99,8 +128,12 @@ def _plot_margins(a: dict):
         ax.bar(edges[:-1], counts, width=widths, align="edge", color="#6d6875", edgecolor="white")
     ax.set_xlabel("vote margin (top-1 minus top-2 vote count)")
     ax.set_ylabel("queries")
-    ax.set_title("INTERNAL \u2014 derived from private votes, do not publish", color="#b00020",
-                 fontsize=11, fontweight="bold")
+    ax.set_title(
+        "INTERNAL \u2014 derived from private votes, do not publish",
+        color="#b00020",
+        fontsize=11,
+        fontweight="bold",
+    )
     ax.grid(alpha=0.3, axis="y")
     return fig
 
@@ -112,19 +145,43 @@ def _plot_rdp(a: dict):
     orders = p["orders"]
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    ax.plot(orders, p["rdp_data_independent"], color="#1f5fa8", lw=2, marker=".", ms=3,
-            label="data-independent (publishable)")
-    ax.plot(orders, p["rdp_data_dependent"], color="#b00020", lw=2, ls="--", marker=".", ms=3,
-            label="data-dependent (NOT PRIVATE)")
+    ax.plot(
+        orders,
+        p["rdp_data_independent"],
+        color="#1f5fa8",
+        lw=2,
+        marker=".",
+        ms=3,
+        label="data-independent (publishable)",
+    )
+    ax.plot(
+        orders,
+        p["rdp_data_dependent"],
+        color="#b00020",
+        lw=2,
+        ls="--",
+        marker=".",
+        ms=3,
+        label="data-dependent (NOT PRIVATE)",
+    )
     for order, series, color, label in (
-            (p["order_data_independent"], p["rdp_data_independent"], "#1f5fa8", "data-independent"),
-            (p["order"], p["rdp_data_dependent"], "#b00020", "data-dependent")):
+        (p["order_data_independent"], p["rdp_data_independent"], "#1f5fa8", "data-independent"),
+        (p["order"], p["rdp_data_dependent"], "#b00020", "data-dependent"),
+    ):
         ax.axvline(order, color=color, lw=1, ls=":")
         if order in orders:
-            ax.scatter([order], [series[orders.index(order)]], color=color, s=40, zorder=3,
-                       edgecolor="black", label=f"chosen order {label}: \u03bb = {F.param(order)}")
-    _rdp_axes(ax, p["rdp_data_independent"] + p["rdp_data_dependent"],
-              "RDP of the run at order \u03bb")
+            ax.scatter(
+                [order],
+                [series[orders.index(order)]],
+                color=color,
+                s=40,
+                zorder=3,
+                edgecolor="black",
+                label=f"chosen order {label}: \u03bb = {F.param(order)}",
+            )
+    _rdp_axes(
+        ax, p["rdp_data_independent"] + p["rdp_data_dependent"], "RDP of the run at order \u03bb"
+    )
     _internal_stamp(ax, "Renyi-DP per order")
     return fig
 
@@ -152,8 +209,15 @@ def _plot_confusion(a: dict):
     if m <= 30:
         for i, row in enumerate(cm):
             for j, value in enumerate(row):
-                ax.text(j, i, str(value), ha="center", va="center", fontsize=7 if m > 12 else 8,
-                        color="white" if peak and value > peak / 2 else "black")
+                ax.text(
+                    j,
+                    i,
+                    str(value),
+                    ha="center",
+                    va="center",
+                    fontsize=7 if m > 12 else 8,
+                    color="white" if peak and value > peak / 2 else "black",
+                )
     return fig
 
 
@@ -182,8 +246,16 @@ def publishable_plot_data(analysis: dict) -> dict:
 def _public_stamp(ax, title: str, shows: str) -> None:
     """The title, with a green subtitle saying what the plot shows and that it may be published."""
     ax.set_title(f"{title} \u2014 publishable", pad=16)
-    ax.text(0.5, 1.01, f"{shows} only \u2014 may be published", transform=ax.transAxes,
-            ha="center", va="bottom", fontsize=8, color="#2e7d32")
+    ax.text(
+        0.5,
+        1.01,
+        f"{shows} only \u2014 may be published",
+        transform=ax.transAxes,
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        color="#2e7d32",
+    )
 
 
 def _plot_epsilon_public(view: dict):
@@ -192,14 +264,24 @@ def _plot_epsilon_public(view: dict):
 
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    _epsilon_axes(ax, view["answered_count"],
-                  [(view["eps_data_independent"], "data-independent \u03b5 of the answers",
-                    {"color": "#1f5fa8"})],
-                  fallback_x=view["answered"],
-                  sanitized=(view["eps_sanitized"], "sanitized (released)"),
-                  guarantee=view["eps_guarantee"], delta=view["delta"])
-    _public_stamp(ax, "Privacy cost against answered queries",
-                  "data-independent curve and released epsilons")
+    _epsilon_axes(
+        ax,
+        view["answered_count"],
+        [
+            (
+                view["eps_data_independent"],
+                "data-independent \u03b5 of the answers",
+                {"color": "#1f5fa8"},
+            )
+        ],
+        fallback_x=view["answered"],
+        sanitized=(view["eps_sanitized"], "sanitized (released)"),
+        guarantee=view["eps_guarantee"],
+        delta=view["delta"],
+    )
+    _public_stamp(
+        ax, "Privacy cost against answered queries", "data-independent curve and released epsilons"
+    )
     return fig
 
 
@@ -211,22 +293,42 @@ def _plot_rdp_public(view: dict):
     order = view["order_data_independent"]
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    ax.plot(orders, series, color="#1f5fa8", lw=2, marker=".", ms=3,
-            label="data-independent RDP of the queries")
+    ax.plot(
+        orders,
+        series,
+        color="#1f5fa8",
+        lw=2,
+        marker=".",
+        ms=3,
+        label="data-independent RDP of the queries",
+    )
     ax.axvline(order, color="#1f5fa8", lw=1, ls=":")
     if order in orders:
-        ax.scatter([order], [series[orders.index(order)]], color="#1f5fa8", s=40, zorder=3,
-                   edgecolor="black", label=f"chosen order: \u03bb = {F.param(order)}")
+        ax.scatter(
+            [order],
+            [series[orders.index(order)]],
+            color="#1f5fa8",
+            s=40,
+            zorder=3,
+            edgecolor="black",
+            label=f"chosen order: \u03bb = {F.param(order)}",
+        )
     _rdp_axes(ax, series, "data-independent RDP at order \u03bb")
     _public_stamp(ax, "Renyi-DP per order", "data-independent figures")
     return fig
 
 
-_PLOTTERS = {"epsilon_vs_answered": _plot_epsilon, "vote_margins": _plot_margins,
-             "rdp_per_order": _plot_rdp, "confusion_matrix": _plot_confusion}
+_PLOTTERS = {
+    "epsilon_vs_answered": _plot_epsilon,
+    "vote_margins": _plot_margins,
+    "rdp_per_order": _plot_rdp,
+    "confusion_matrix": _plot_confusion,
+}
 # The publishable plots see only publishable_plot_data(analysis), never the analysis itself.
-_PUBLIC_PLOTTERS = {"epsilon_vs_answered_public": _plot_epsilon_public,
-                    "rdp_per_order_public": _plot_rdp_public}
+_PUBLIC_PLOTTERS = {
+    "epsilon_vs_answered_public": _plot_epsilon_public,
+    "rdp_per_order_public": _plot_rdp_public,
+}
 
 
 def render_plots(analysis: dict) -> dict[str, bytes]:
@@ -238,5 +340,3 @@ def render_plots(analysis: dict) -> dict[str, bytes]:
     images = {name: _png(plot(analysis)) for name, plot in _PLOTTERS.items()}
     images.update({name: _png(plot(view)) for name, plot in _PUBLIC_PLOTTERS.items()})
     return {name: images[name] for name in PLOT_NAMES}
-
-

@@ -30,8 +30,14 @@ from pate.run.report.layout import document
 from pate.run.report.model import PLOT_NAMES
 from pate.run.report.wording import NOT_PRIVATE
 
-__all__ = ["TEMPLATES", "inline_html", "md_cell", "render_html", "render_markdown",
-           "template_source"]
+__all__ = [
+    "TEMPLATES",
+    "inline_html",
+    "md_cell",
+    "render_html",
+    "render_markdown",
+    "template_source",
+]
 
 #: The template folder, inside the package ``pate.run.report``.
 TEMPLATES = "templates"
@@ -44,7 +50,8 @@ def template_source(name: str) -> str:
     if not entry.is_file():
         raise jinja2.TemplateNotFound(
             f"{name} (pate/run/report/{TEMPLATES}/{name} is missing from the installed package: "
-            f"reinstall pate-learn)")
+            f"reinstall pate-learn)"
+        )
     return entry.read_text(encoding="utf-8")
 
 
@@ -73,21 +80,33 @@ def _html_attr(text) -> Markup:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(template_source),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",),
-                                            default_for_string=False, default=False),
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined)
-    env.filters.update(md_cell=md_cell, inline_html=inline_html, html_text=_html_text,
-                       html_attr=_html_attr)
+        autoescape=jinja2.select_autoescape(
+            enabled_extensions=("html.j2",), default_for_string=False, default=False
+        ),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        md_cell=md_cell, inline_html=inline_html, html_text=_html_text, html_attr=_html_attr
+    )
     return env
 
 
 def render_markdown(report: dict) -> str:
     """``report.md``: the report (from :func:`pate.run.report.build_report`) as Markdown; plots are
     linked relative to the run directory."""
-    return _environment().get_template("report.md.j2").render(
-        blocks=document(report), title=f"Privacy report: {report['run']['name']}",
-        plots=report["plots"], not_private=NOT_PRIVATE)
+    return (
+        _environment()
+        .get_template("report.md.j2")
+        .render(
+            blocks=document(report),
+            title=f"Privacy report: {report['run']['name']}",
+            plots=report["plots"],
+            not_private=NOT_PRIVATE,
+        )
+    )
 
 
 def render_html(report: dict, images: dict[str, bytes]) -> str:
@@ -97,6 +116,14 @@ def render_html(report: dict, images: dict[str, bytes]) -> str:
     if missing:
         raise ValueError(f"images is missing the plot(s) {', '.join(missing)}")
     encoded = {name: base64.b64encode(images[name]).decode("ascii") for name in PLOT_NAMES}
-    return _environment().get_template("report.html.j2").render(
-        blocks=document(report), title=f"Privacy report: {report['run']['name']}",
-        plots=report["plots"], images=encoded, not_private=NOT_PRIVATE)
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            blocks=document(report),
+            title=f"Privacy report: {report['run']['name']}",
+            plots=report["plots"],
+            images=encoded,
+            not_private=NOT_PRIVATE,
+        )
+    )

@@ -17,8 +17,14 @@ from typing import Any
 
 from pate import mechanisms
 
-__all__ = ["ANALYSIS_FILE", "ANALYSIS_SCHEMA", "is_int", "is_real", "load_analysis",
-           "validate_analysis"]
+__all__ = [
+    "ANALYSIS_FILE",
+    "ANALYSIS_SCHEMA",
+    "is_int",
+    "is_real",
+    "load_analysis",
+    "validate_analysis",
+]
 
 ANALYSIS_FILE = "analysis.json"
 
@@ -47,29 +53,71 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
         "order": "float",
         "data_dependent_is_private": "bool",
         "eps_sanitized": "float",
-        "sanitized": {"order": "float", "beta": "float", "sigma_ss": "float", "noise_std": "float",
-                      "rdp_gnss": "float", "smooth_sensitivity": "float",
-                      "eps_sanitized_upper_2std": "float", "eps_data_independent": "float",
-                      "fallback": "str?"},
+        "sanitized": {
+            "order": "float",
+            "beta": "float",
+            "sigma_ss": "float",
+            "noise_std": "float",
+            "rdp_gnss": "float",
+            "smooth_sensitivity": "float",
+            "eps_sanitized_upper_2std": "float",
+            "eps_data_independent": "float",
+            "fallback": "str?",
+        },
         "eps_guarantee": "float",
-        "composition": {"per_query_eps": "float", "per_query_delta": "float", "basic_eps": "float",
-                        "advanced_eps": "float", "delta": "float", "queries_composed": "int"},
-        "budget": {"eps": "float", "delta": "float", "basis": ("data-independent", "data-dependent"),
-                   "stop_reason": "str?"},
-        "ledger": ("?", {"path": "str", "dataset": "str", "budget_eps": "float?",
-                         "budget_delta": "float?", "spent_eps": "float", "remaining_eps": "float?",
-                         "events": "int", "runs": "int"}),
+        "composition": {
+            "per_query_eps": "float",
+            "per_query_delta": "float",
+            "basic_eps": "float",
+            "advanced_eps": "float",
+            "delta": "float",
+            "queries_composed": "int",
+        },
+        "budget": {
+            "eps": "float",
+            "delta": "float",
+            "basis": ("data-independent", "data-dependent"),
+            "stop_reason": "str?",
+        },
+        "ledger": (
+            "?",
+            {
+                "path": "str",
+                "dataset": "str",
+                "budget_eps": "float?",
+                "budget_delta": "float?",
+                "spent_eps": "float",
+                "remaining_eps": "float?",
+                "events": "int",
+                "runs": "int",
+            },
+        ),
     },
-    "queries": {"public_size": "int", "asked": "int", "answered": "int",
-                "labelled_by_student": "int", "stop_reason": "str?"},
-    "utility": {"student_accuracy": "float", "student_per_class_accuracy": "[float?]",
-                "confusion_matrix": "[[int]]", "class_names": "[str]?",
-                # null for a run without teachers (Private-kNN)
-                "teacher_mean_accuracy": "float?", "teacher_accuracy_std": "float?",
-                "plurality_vote_accuracy": "float?", "label_accuracy_answered": "float?",
-                "label_accuracy_note": "str", "evaluation_size": "int"},
-    "curves": {"answered_count": "[int]", "eps_data_independent": "[float]",
-               "eps_data_dependent": "[float]"},
+    "queries": {
+        "public_size": "int",
+        "asked": "int",
+        "answered": "int",
+        "labelled_by_student": "int",
+        "stop_reason": "str?",
+    },
+    "utility": {
+        "student_accuracy": "float",
+        "student_per_class_accuracy": "[float?]",
+        "confusion_matrix": "[[int]]",
+        "class_names": "[str]?",
+        # null for a run without teachers (Private-kNN)
+        "teacher_mean_accuracy": "float?",
+        "teacher_accuracy_std": "float?",
+        "plurality_vote_accuracy": "float?",
+        "label_accuracy_answered": "float?",
+        "label_accuracy_note": "str",
+        "evaluation_size": "int",
+    },
+    "curves": {
+        "answered_count": "[int]",
+        "eps_data_independent": "[float]",
+        "eps_data_dependent": "[float]",
+    },
     "vote_margins": {"bin_edges": "[float]", "counts": "[int]", "note": "str"},
 }
 
@@ -97,17 +145,29 @@ _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
 # private votes; null without teachers), majority_class_rate and chance_rate (evaluation split),
 # student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings and
 # warnings (pate.run.run_analysis.utility_warnings: each says what to change).
-_OPTIONAL_UTILITY: dict[str, Any] = {"student_alone_accuracy": "float", "answered_labels": "int",
-                                     "answered_plurality_agreement": "float?",
-                                     "answered_plurality_agreement_note": "str",
-                                     "majority_class_rate": "float", "chance_rate": "float",
-                                     "student_steps": "int?", "scale_warnings": "[str]",
-                                     "warnings": "[str]"}
-_BUDGET_CHANGE = {"time_utc": "str", "old_eps": "float?", "old_delta": "float?",
-                  "new_eps": "float?", "new_delta": "float?"}
+_OPTIONAL_UTILITY: dict[str, Any] = {
+    "student_alone_accuracy": "float",
+    "answered_labels": "int",
+    "answered_plurality_agreement": "float?",
+    "answered_plurality_agreement_note": "str",
+    "majority_class_rate": "float",
+    "chance_rate": "float",
+    "student_steps": "int?",
+    "scale_warnings": "[str]",
+    "warnings": "[str]",
+}
+_BUDGET_CHANGE = {
+    "time_utc": "str",
+    "old_eps": "float?",
+    "old_delta": "float?",
+    "new_eps": "float?",
+    "new_delta": "float?",
+}
 
-_REGENERATE = ("it is not what the analysis stage wrote (edited or damaged): restore it, or "
-               "start a new run directory (a finished stage is never silently rewritten)")
+_REGENERATE = (
+    "it is not what the analysis stage wrote (edited or damaged): restore it, or "
+    "start a new run directory (a finished stage is never silently rewritten)"
+)
 
 
 def _continue(path) -> str:
@@ -126,7 +186,8 @@ def is_real(value: Any) -> bool:
     """A JSON number that is not NaN (inf is allowed: an infinite epsilon overstates, never
     understates)."""
     return (is_int(value) or isinstance(value, float)) and not (
-        isinstance(value, float) and math.isnan(value))
+        isinstance(value, float) and math.isnan(value)
+    )
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -164,12 +225,22 @@ class _Checker:
             if data is None:
                 return
             spec = spec[:-1]
-        ok = {"int": is_int, "float": is_real, "str": lambda v: isinstance(v, str),
-              "bool": lambda v: isinstance(v, bool), "dict": lambda v: isinstance(v, dict)}
+        ok = {
+            "int": is_int,
+            "float": is_real,
+            "str": lambda v: isinstance(v, str),
+            "bool": lambda v: isinstance(v, bool),
+            "dict": lambda v: isinstance(v, dict),
+        }
         if spec in ok:
             if not ok[spec](data):
-                kind = {"int": "an integer", "float": "a number (not NaN)", "str": "a string",
-                        "bool": "true or false", "dict": "a JSON object"}[spec]
+                kind = {
+                    "int": "an integer",
+                    "float": "a number (not NaN)",
+                    "str": "a string",
+                    "bool": "true or false",
+                    "dict": "a JSON object",
+                }[spec]
                 self.fail(key, f"must be {kind}, got {_short(data)}")
             return
         if spec == "[change]":
@@ -179,15 +250,25 @@ class _Checker:
                 self.check(change, _BUDGET_CHANGE, f"{key}[{i}]")
             return
         if spec == "[[int]]":
-            if not (isinstance(data, list) and all(
-                    isinstance(row, list) and all(is_int(v) for v in row) for row in data)):
+            if not (
+                isinstance(data, list)
+                and all(isinstance(row, list) and all(is_int(v) for v in row) for row in data)
+            ):
                 self.fail(key, f"must be a list of lists of integers, got {_short(data)}")
             return
-        item = {"[int]": is_int, "[float]": is_real, "[float?]": lambda v: v is None or is_real(v),
-                "[str]": lambda v: isinstance(v, str)}[spec]
+        item = {
+            "[int]": is_int,
+            "[float]": is_real,
+            "[float?]": lambda v: v is None or is_real(v),
+            "[str]": lambda v: isinstance(v, str),
+        }[spec]
         if not (isinstance(data, list) and all(item(v) for v in data)):
-            kind = {"[int]": "integers", "[float]": "numbers (not NaN)",
-                    "[float?]": "numbers (not NaN) or nulls", "[str]": "strings"}[spec]
+            kind = {
+                "[int]": "integers",
+                "[float]": "numbers (not NaN)",
+                "[float?]": "numbers (not NaN) or nulls",
+                "[str]": "strings",
+            }[spec]
             self.fail(key, f"must be a list of {kind}, got {_short(data)}")
 
 
@@ -202,13 +283,17 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
     checker = _Checker(source)
     checker.check(analysis, ANALYSIS_SCHEMA, "")
     if analysis["format"] != 1:
-        checker.fail("format", f"must be 1 (the format this pate-learn reads), got "
-                               f"{analysis['format']!r}")
+        checker.fail(
+            "format", f"must be 1 (the format this pate-learn reads), got {analysis['format']!r}"
+        )
     p = analysis["privacy"]
     if p["mechanism"] not in mechanisms.REGISTRY:
-        checker.fail("privacy.mechanism", f"must be one of "
-                                          f"{', '.join(map(repr, mechanisms.REGISTRY))}, got "
-                                          f"{_short(p['mechanism'])}")
+        checker.fail(
+            "privacy.mechanism",
+            f"must be one of "
+            f"{', '.join(map(repr, mechanisms.REGISTRY))}, got "
+            f"{_short(p['mechanism'])}",
+        )
     _check_optional_keys(checker, analysis)
     _check_privacy(checker, p)
     _check_queries_and_series(checker, analysis)
@@ -219,8 +304,11 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
 
 def _check_optional_keys(checker: _Checker, analysis: dict) -> None:
     """The optional keys of ``privacy``, ``run`` and ``utility``, where present."""
-    for table, specs in (("privacy", _OPTIONAL_PRIVACY), ("run", _OPTIONAL_RUN),
-                         ("utility", _OPTIONAL_UTILITY)):
+    for table, specs in (
+        ("privacy", _OPTIONAL_PRIVACY),
+        ("run", _OPTIONAL_RUN),
+        ("utility", _OPTIONAL_UTILITY),
+    ):
         for name, spec in specs.items():
             if name in analysis[table]:
                 checker.check(analysis[table][name], spec, f"{table}.{name}")
@@ -229,8 +317,10 @@ def _check_optional_keys(checker: _Checker, analysis: dict) -> None:
 def _check_privacy(checker: _Checker, p: dict) -> None:
     """``privacy``: the data-dependent epsilon declared not private, delta, teachers, orders."""
     if p["data_dependent_is_private"] is not False:
-        checker.fail("privacy.data_dependent_is_private",
-                     "must be false: the data-dependent epsilon is computed from the private votes")
+        checker.fail(
+            "privacy.data_dependent_is_private",
+            "must be false: the data-dependent epsilon is computed from the private votes",
+        )
     if not 0.0 < p["delta"] < 1.0:
         checker.fail("privacy.delta", f"must lie in (0, 1), got {p['delta']!r}")
     if p["num_teachers"] < 1:
@@ -240,7 +330,9 @@ def _check_privacy(checker: _Checker, p: dict) -> None:
         checker.fail("privacy.orders", "must not be empty")
     for name in ("rdp_data_dependent", "rdp_data_independent"):
         if len(p[name]) != k:
-            checker.fail(f"privacy.{name}", f"must have one value per order ({k}), got {len(p[name])}")
+            checker.fail(
+                f"privacy.{name}", f"must have one value per order ({k}), got {len(p[name])}"
+            )
     for name in ("eps_data_independent", "eps_data_dependent", "eps_sanitized", "eps_guarantee"):
         if p[name] < 0:
             checker.fail(f"privacy.{name}", f"must be >= 0, got {p[name]!r}")
@@ -253,16 +345,26 @@ def _check_queries_and_series(checker: _Checker, analysis: dict) -> None:
         if q[name] < 0:
             checker.fail(f"queries.{name}", f"must be >= 0, got {q[name]!r}")
     if q["answered"] > q["asked"]:
-        checker.fail("queries.answered", f"({q['answered']}) must not exceed queries.asked "
-                                         f"({q['asked']})")
+        checker.fail(
+            "queries.answered", f"({q['answered']}) must not exceed queries.asked ({q['asked']})"
+        )
     c = analysis["curves"]
-    if not len(c["answered_count"]) == len(c["eps_data_independent"]) == len(c["eps_data_dependent"]):
-        checker.fail("curves", "answered_count, eps_data_independent and eps_data_dependent must "
-                               "have the same length")
+    if (
+        not len(c["answered_count"])
+        == len(c["eps_data_independent"])
+        == len(c["eps_data_dependent"])
+    ):
+        checker.fail(
+            "curves",
+            "answered_count, eps_data_independent and eps_data_dependent must have the same length",
+        )
     vm = analysis["vote_margins"]
     if len(vm["bin_edges"]) != len(vm["counts"]) + 1:
-        checker.fail("vote_margins.bin_edges", f"must have len(counts) + 1 = {len(vm['counts']) + 1} "
-                                               f"values, got {len(vm['bin_edges'])}")
+        checker.fail(
+            "vote_margins.bin_edges",
+            f"must have len(counts) + 1 = {len(vm['counts']) + 1} "
+            f"values, got {len(vm['bin_edges'])}",
+        )
     if any(v < 0 for v in vm["counts"]):
         checker.fail("vote_margins.counts", "must be non-negative")
 
@@ -272,19 +374,30 @@ def _check_utility(checker: _Checker, u: dict) -> None:
     cm = u["confusion_matrix"]
     m = len(cm)
     if m == 0 or any(len(row) != m for row in cm):
-        checker.fail("utility.confusion_matrix",
-                     "must be a non-empty square matrix (classes x classes)")
+        checker.fail(
+            "utility.confusion_matrix", "must be a non-empty square matrix (classes x classes)"
+        )
     if any(v < 0 for row in cm for v in row):
         checker.fail("utility.confusion_matrix", "must hold non-negative counts")
     if len(u["student_per_class_accuracy"]) != m:
-        checker.fail("utility.student_per_class_accuracy",
-                     f"must have one value per class ({m}), got {len(u['student_per_class_accuracy'])}")
+        checker.fail(
+            "utility.student_per_class_accuracy",
+            f"must have one value per class ({m}), got {len(u['student_per_class_accuracy'])}",
+        )
     if u["class_names"] is not None and len(u["class_names"]) != m:
-        checker.fail("utility.class_names",
-                     f"must have one name per class ({m}), got {len(u['class_names'])}")
-    for name in ("student_accuracy", "teacher_mean_accuracy", "plurality_vote_accuracy",
-                 "label_accuracy_answered", "answered_plurality_agreement",
-                 "majority_class_rate", "chance_rate"):
+        checker.fail(
+            "utility.class_names",
+            f"must have one name per class ({m}), got {len(u['class_names'])}",
+        )
+    for name in (
+        "student_accuracy",
+        "teacher_mean_accuracy",
+        "plurality_vote_accuracy",
+        "label_accuracy_answered",
+        "answered_plurality_agreement",
+        "majority_class_rate",
+        "chance_rate",
+    ):
         value = u.get(name)
         if value is not None and not 0.0 <= value <= 1.0:
             checker.fail(f"utility.{name}", f"must be a fraction in [0, 1], got {value!r}")
@@ -293,22 +406,35 @@ def _check_utility(checker: _Checker, u: dict) -> None:
 def _check_against_config(checker: _Checker, p: dict, config: dict) -> None:
     """The relation and the release parameters agree with the effective configuration."""
     partition = config.get("partition")
-    if (p["neighbouring_relation"] == "unit" and isinstance(partition, dict)
-            and partition.get("mode", "unit") != "unit"):
-        checker.fail("privacy.neighbouring_relation",
-                     f"is 'unit' but config.partition.mode is {partition.get('mode')!r}: a "
-                     f"unit-level guarantee needs the data split among teachers by unit")
+    if (
+        p["neighbouring_relation"] == "unit"
+        and isinstance(partition, dict)
+        and partition.get("mode", "unit") != "unit"
+    ):
+        checker.fail(
+            "privacy.neighbouring_relation",
+            f"is 'unit' but config.partition.mode is {partition.get('mode')!r}: a "
+            f"unit-level guarantee needs the data split among teachers by unit",
+        )
     fixed = config.get("privacy")
     if isinstance(fixed, dict) and p["sanitized"]["fallback"] is None:
         # Noise was added with these parameters: they must be the ones fixed in advance.
-        for key, name in (("order", "release_order"), ("beta", "release_beta"),
-                          ("sigma_ss", "release_sigma_ss")):
-            if name in fixed and is_real(fixed[name]) and not math.isclose(
-                    p["sanitized"][key], fixed[name], rel_tol=1e-12, abs_tol=0.0):
-                checker.fail(f"privacy.sanitized.{key}",
-                             f"({p['sanitized'][key]!r}) differs from config.privacy.{name} "
-                             f"({fixed[name]!r}): the release parameters must be the ones fixed in "
-                             f"the config before the votes were seen")
+        for key, name in (
+            ("order", "release_order"),
+            ("beta", "release_beta"),
+            ("sigma_ss", "release_sigma_ss"),
+        ):
+            if (
+                name in fixed
+                and is_real(fixed[name])
+                and not math.isclose(p["sanitized"][key], fixed[name], rel_tol=1e-12, abs_tol=0.0)
+            ):
+                checker.fail(
+                    f"privacy.sanitized.{key}",
+                    f"({p['sanitized'][key]!r}) differs from config.privacy.{name} "
+                    f"({fixed[name]!r}): the release parameters must be the ones fixed in "
+                    f"the config before the votes were seen",
+                )
 
 
 def load_analysis(run_dir: str | os.PathLike) -> dict:
@@ -319,12 +445,14 @@ def load_analysis(run_dir: str | os.PathLike) -> dict:
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"run directory not found: {run_dir} (give the directory of a "
-                                f"run made by `pate run`)")
+        raise FileNotFoundError(
+            f"run directory not found: {run_dir} (give the directory of a run made by `pate run`)"
+        )
     path = run_dir / ANALYSIS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: run the pipeline's analysis stage first: "
-                                f"{_continue(path)}")
+        raise FileNotFoundError(
+            f"{path} not found: run the pipeline's analysis stage first: {_continue(path)}"
+        )
     try:
         analysis = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -13,14 +13,28 @@ from __future__ import annotations
 
 import math
 
-from pate.run import config as C
 from pate import mechanisms
+from pate.run import config as C
 from pate.run.report import formatting as F
 
-__all__ = ["CAPTIONS", "NOT_PRIVATE", "RELATION_TEXT", "SEEDED_BANNER", "SMOKE_BANNER",
-           "WEAK_EPSILON", "execution_text", "threads_text", "is_smoke_test", "params_text",
-           "plain_language_statement", "report_warnings", "samples_records",
-           "statement_paragraphs", "utility_warnings", "weak_guarantee"]
+__all__ = [
+    "CAPTIONS",
+    "NOT_PRIVATE",
+    "RELATION_TEXT",
+    "SEEDED_BANNER",
+    "SMOKE_BANNER",
+    "WEAK_EPSILON",
+    "execution_text",
+    "threads_text",
+    "is_smoke_test",
+    "params_text",
+    "plain_language_statement",
+    "report_warnings",
+    "samples_records",
+    "statement_paragraphs",
+    "utility_warnings",
+    "weak_guarantee",
+]
 
 NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
 #: A guarantee epsilon above this gets the "protects individuals very weakly" warning.
@@ -35,7 +49,8 @@ RELATION_TEXT = {
         "(added or removed), so the guarantee bounds what anyone can learn about any single record.",
         "Unit-level protection (all records of one person added or removed at once) is NOT claimed; "
         "a person who contributed several records is protected only by group privacy, with a "
-        "correspondingly larger epsilon."),
+        "correspondingly larger epsilon.",
+    ),
     "unit": (
         "unit",
         "adding or removing all records of any one privacy unit (person)",
@@ -44,7 +59,8 @@ RELATION_TEXT = {
         "what anyone can learn about any one person, however many records they contributed.",
         "This is stronger than record-level protection (one sensitive record added or removed), "
         "which it implies; it holds because the sensitive data was split among the teachers by "
-        "unit, so all records of one person reached the same teacher."),
+        "unit, so all records of one person reached the same teacher.",
+    ),
 }
 
 
@@ -70,13 +86,14 @@ def _rule_text(a: dict) -> str:
     from pate.core.class_means import RULE_TEXT
 
     rule = C.class_means_rule(a["config"])
-    return f"Labelling rule ([knn] rule = \"{rule}\", post-processing): {RULE_TEXT[rule]}. "
+    return f'Labelling rule ([knn] rule = "{rule}", post-processing): {RULE_TEXT[rule]}. '
 
 
 def _mechanism_text(mechanism: str) -> str:
-    """"Title [reference]: description" of a registered mechanism."""
+    """ "Title [reference]: description" of a registered mechanism."""
     spec = mechanisms.get(mechanism)
     return f"{spec.title} [{spec.reference}]: {spec.description}"
+
 
 _SEEDED_HEAD = "NOT DIFFERENTIALLY PRIVATE (seeded noise)"
 _SEEDED_TEXT = (
@@ -85,26 +102,35 @@ _SEEDED_TEXT = (
     "it: this run is NOT differentially private; do not publish its outputs (the student, its "
     "labels or the figures below). The epsilons below describe what the same run would guarantee "
     "with secret noise; rerun with secure noise ([run] secure = true, or --secure) for a private "
-    "release.")
+    "release."
+)
 _SAME_RELATION = (
     " Every bound in this report, the partition and the ledger's budget are stated for this one "
-    "relation (adding or removing), the one DP-SGD (Opacus, dp_accounting) states its epsilon for.")
+    "relation (adding or removing), the one DP-SGD (Opacus, dp_accounting) states its epsilon for."
+)
 _LEDGER_OFF = (
     " The privacy ledger was turned off for this run: no budget was enforced across runs on this "
     "data, so the figures below cover this run alone and nothing stopped earlier or later runs "
-    "from spending more on the same records.")
+    "from spending more on the same records."
+)
 
 
 _SMOKE_HEAD = "SMOKE TEST"
 _SMOKE_TEXT = (
     "This run is a smoke test: it only checks that the pipeline works end to end ([run] "
     "smoke_test = true in its configuration). Its privacy figures are not a meaningful guarantee "
-    "and its student is not fit for use: do not quote or publish them.")
-SMOKE_BANNER = ("**SMOKE TEST: this run only checks that the pipeline works; its privacy figures "
-                 "are not a meaningful guarantee. Do not quote or publish them.**")
+    "and its student is not fit for use: do not quote or publish them."
+)
+SMOKE_BANNER = (
+    "**SMOKE TEST: this run only checks that the pipeline works; its privacy figures "
+    "are not a meaningful guarantee. Do not quote or publish them.**"
+)
 
-SEEDED_BANNER = ("**This run is NOT differentially private: its noise was seeded by the user. Do "
-                 "not publish its outputs (see the privacy statement).**")
+SEEDED_BANNER = (
+    "**This run is NOT differentially private: its noise was seeded by the user. Do "
+    "not publish its outputs (see the privacy statement).**"
+)
+
 
 def is_smoke_test(a: dict) -> bool:
     """``run.smoke_test`` (false when absent, as in older analysis.json files)."""
@@ -132,10 +158,12 @@ def _prior_rounds(p: dict) -> str:
     if not prior:
         return ""
     runs = ", ".join(f"{r['run_dir']} (\u03b5 = {F.eps(r['eps'])})" for r in prior["runs"])
-    return (f", composed with the cost of the earlier rounds whose released student embeds "
-            f"this run's neighbour search: {runs}. On their own, the earlier rounds cost "
-            f"\u03b5 = {F.eps(prior['eps'])} and this run's queries \u03b5 = "
-            f"{F.eps(p['eps_data_independent'])}")
+    return (
+        f", composed with the cost of the earlier rounds whose released student embeds "
+        f"this run's neighbour search: {runs}. On their own, the earlier rounds cost "
+        f"\u03b5 = {F.eps(prior['eps'])} and this run's queries \u03b5 = "
+        f"{F.eps(p['eps_data_independent'])}"
+    )
 
 
 def weak_guarantee(a: dict) -> str | None:
@@ -146,8 +174,10 @@ def weak_guarantee(a: dict) -> str | None:
         return None
     who = "record" if p["neighbouring_relation"] == "record" else "person (privacy unit)"
     if math.isinf(eps):
-        return (f"This bound protects individuals not at all: an infinite epsilon puts no limit on "
-                f"how much an attacker's odds about any one {who} can change.")
+        return (
+            f"This bound protects individuals not at all: an infinite epsilon puts no limit on "
+            f"how much an attacker's odds about any one {who} can change."
+        )
     factor = _odds_factor(eps)
     if factor.startswith("more"):
         factor = f", {factor}"
@@ -155,14 +185,14 @@ def weak_guarantee(a: dict) -> str | None:
         factor = f" \u2248 {factor}"
     else:
         factor = f" {factor}"
-    text = (f"This bound protects individuals very weakly: an epsilon above "
-            f"{F.param(WEAK_EPSILON)} allows an attacker's odds about any one {who} to change by "
-            f"a factor of e^{F.eps(eps)}{factor}")
+    text = (
+        f"This bound protects individuals very weakly: an epsilon above "
+        f"{F.param(WEAK_EPSILON)} allows an attacker's odds about any one {who} to change by "
+        f"a factor of e^{F.eps(eps)}{factor}"
+    )
     if eps >= 50.0:
         text += ", which is no meaningful protection"
     return text + "."
-
-
 
 
 def statement_paragraphs(a: dict) -> list[tuple[str, str]]:
@@ -189,36 +219,59 @@ def _opening_paragraphs(a: dict) -> list[tuple[str, str]]:
         ledger_off = ""
     if is_smoke_test(a):
         paras.append((_SMOKE_HEAD, _SMOKE_TEXT))
-    split = ("" if samples_records(a) else
-             f" The teachers' split decides each {short}'s teacher from the {short} alone (a keyed "
-             f"hash), so adding or removing one changes one teacher's vote.")
-    paras.append(("What is protected", (
-        f"This run protects the sensitive training data at the {short} level. {relation} {other}"
-        f"{split}{_SAME_RELATION}" + ledger_off)))
+    split = (
+        ""
+        if samples_records(a)
+        else f" The teachers' split decides each {short}'s teacher from the {short} alone (a keyed "
+        f"hash), so adding or removing one changes one teacher's vote."
+    )
+    paras.append(
+        (
+            "What is protected",
+            (
+                f"This run protects the sensitive training data at the {short} level. {relation} {other}"
+                f"{split}{_SAME_RELATION}" + ledger_off
+            ),
+        )
+    )
     return paras
 
 
 def _mechanism_paragraphs(a: dict) -> list[tuple[str, str]]:
     """The mechanism, its parameters and accounting; how its noise was calibrated, if it was."""
     p = a["privacy"]
-    paras = [("Mechanism", (
-        f"{_mechanism_text(p['mechanism'])} Parameters: "
-        f"{params_text(p['mechanism'], p['params'])}; "
-        + (f"no teachers: {mechanisms.get(p['mechanism']).voters_text}. {_rule_text(a)}"
-           if samples_records(a) else
-           f"{F.count(p['num_teachers'])} teachers, each trained on a disjoint part of the "
-           f"sensitive data. ")
-        + f"Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
-        f"orders and converted to (\u03b5, \u03b4) with the {p['conversion']} conversion at "
-        f"\u03b4 = {F.delta(p['delta'])}."))]
+    paras = [
+        (
+            "Mechanism",
+            (
+                f"{_mechanism_text(p['mechanism'])} Parameters: "
+                f"{params_text(p['mechanism'], p['params'])}; "
+                + (
+                    f"no teachers: {mechanisms.get(p['mechanism']).voters_text}. {_rule_text(a)}"
+                    if samples_records(a)
+                    else f"{F.count(p['num_teachers'])} teachers, each trained on a disjoint part of the "
+                    f"sensitive data. "
+                )
+                + f"Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
+                f"orders and converted to (\u03b5, \u03b4) with the {p['conversion']} conversion at "
+                f"\u03b4 = {F.delta(p['delta'])}."
+            ),
+        )
+    ]
     cal = p.get("calibration")
     if cal:
         chosen = params_text(p["mechanism"], cal["calibrated"])
-        paras.append(("Calibration", (
-            f"The noise was calibrated for a target before any data was seen: {chosen}, "
-            f"{cal['method']}. The realised guarantee below is at most the target "
-            f"(ε = {F.eps(cal['target_eps'])}); it is lower when fewer queries were answered "
-            "than the calibration assumed.")))
+        paras.append(
+            (
+                "Calibration",
+                (
+                    f"The noise was calibrated for a target before any data was seen: {chosen}, "
+                    f"{cal['method']}. The realised guarantee below is at most the target "
+                    f"(ε = {F.eps(cal['target_eps'])}); it is lower when fewer queries were answered "
+                    "than the calibration assumed."
+                ),
+            )
+        )
     return paras
 
 
@@ -230,10 +283,13 @@ def _queries_text(a: dict) -> str:
         f"The student asked {'the private records' if samples_records(a) else 'the teachers'} "
         f"about {F.count(q['asked'])} of "
         f"{F.count(q['public_size'])} public (non-sensitive) items; {F.count(q['answered'])} "
-        f"({F.pct(answered_frac)}) were answered and used as training labels.")
+        f"({F.pct(answered_frac)}) were answered and used as training labels."
+    )
     if q["labelled_by_student"]:
-        text += (f" A further {F.count(q['labelled_by_student'])} public items were labelled by "
-                 f"the student itself (semi-supervised training), at no privacy cost.")
+        text += (
+            f" A further {F.count(q['labelled_by_student'])} public items were labelled by "
+            f"the student itself (semi-supervised training), at no privacy cost."
+        )
     stop = q["stop_reason"] or p["budget"]["stop_reason"]
     if stop:
         text += f" Querying stopped early: {stop}."
@@ -246,23 +302,38 @@ def _records_guarantee(a: dict) -> list[tuple[str, str]]:
     p, q = a["privacy"], a["queries"]
     spec = mechanisms.get(p["mechanism"])
     weak = weak_guarantee(a)
-    return [("Guarantee", (
-        f"The released student satisfies (\u03b5 = {F.eps(p['eps_guarantee'])}, \u03b4 = "
-        f"{F.delta(p['delta'])})-differential privacy with respect to "
-        f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training "
-        "data. " + (f"{weak} " if weak else "")
-        + "This bound holds for everything the run releases \u2014 the student model"
-        + (", the labels it was trained on and the labelling rule's class scores of every "
-           "item (label_scores.npy, post-processing of the same release)"
-           if spec.kind.gives_label_scores else " and the labels it was trained on")
-        + " \u2014 whatever the data: it is "
-        + spec.cost_text.format(asked=F.count(q["asked"]))
-        + f" (order \u03bb = {F.param(p['order_data_independent'])})" + _prior_rounds(p)
-        + ".")),
-        ("No sanitized release", (
-            f"{spec.title} has no data-dependent or smooth-sensitivity analysis: its cost does not "
-            f"depend on the data, so there is no sanitized epsilon and no "
-            f"data-dependent epsilon to release; the guarantee above is the figure to quote."))]
+    return [
+        (
+            "Guarantee",
+            (
+                f"The released student satisfies (\u03b5 = {F.eps(p['eps_guarantee'])}, \u03b4 = "
+                f"{F.delta(p['delta'])})-differential privacy with respect to "
+                f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training "
+                "data. "
+                + (f"{weak} " if weak else "")
+                + "This bound holds for everything the run releases \u2014 the student model"
+                + (
+                    ", the labels it was trained on and the labelling rule's class scores of every "
+                    "item (label_scores.npy, post-processing of the same release)"
+                    if spec.kind.gives_label_scores
+                    else " and the labels it was trained on"
+                )
+                + " \u2014 whatever the data: it is "
+                + spec.cost_text.format(asked=F.count(q["asked"]))
+                + f" (order \u03bb = {F.param(p['order_data_independent'])})"
+                + _prior_rounds(p)
+                + "."
+            ),
+        ),
+        (
+            "No sanitized release",
+            (
+                f"{spec.title} has no data-dependent or smooth-sensitivity analysis: its cost does not "
+                f"depend on the data, so there is no sanitized epsilon and no "
+                f"data-dependent epsilon to release; the guarantee above is the figure to quote."
+            ),
+        ),
+    ]
 
 
 def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
@@ -270,25 +341,35 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
     data-dependent one (:data:`NOT_PRIVATE`)."""
     p, q = a["privacy"], a["queries"]
     weak = weak_guarantee(a)
-    return [("Guarantee", (
-        f"The released student satisfies (\u03b5 = {F.eps(p['eps_guarantee'])}, \u03b4 = "
-        f"{F.delta(p['delta'])})-differential privacy with respect to "
-        f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training data. "
-        + (f"{weak} " if weak else "")
-        + f"This bound holds for everything the run releases \u2014 the student model, the labels "
-        f"it was trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
-        f"data-independent cost of the {F.count(q['answered'])} answers "
-        f"(\u03b5 = {F.eps(p['eps_data_independent'])} on its own, at order "
-        f"\u03bb = {F.param(p['order_data_independent'])}) composed with the cost of releasing the "
-        f"sanitized epsilon.")),
+    return [
+        (
+            "Guarantee",
+            (
+                f"The released student satisfies (\u03b5 = {F.eps(p['eps_guarantee'])}, \u03b4 = "
+                f"{F.delta(p['delta'])})-differential privacy with respect to "
+                f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training data. "
+                + (f"{weak} " if weak else "")
+                + f"This bound holds for everything the run releases \u2014 the student model, the labels "
+                f"it was trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
+                f"data-independent cost of the {F.count(q['answered'])} answers "
+                f"(\u03b5 = {F.eps(p['eps_data_independent'])} on its own, at order "
+                f"\u03bb = {F.param(p['order_data_independent'])}) composed with the cost of releasing the "
+                f"sanitized epsilon."
+            ),
+        ),
         ("Sanitized data-dependent epsilon", _sanitized_text(p)),
-        ("Data-dependent epsilon", (
-            f"\u03b5 = {F.eps(p['eps_data_dependent'])} (order \u03bb = {F.param(p['order'])}) "
-            f"\u2014 {NOT_PRIVATE}. It is computed directly from the private teacher votes, so "
-            f"publishing it would itself leak information about the sensitive data; it is shown for "
-            f"tuning and for checking the sanitized figure only. The vote-margin histogram and the "
-            f"data-dependent curves in the plots are likewise internal ({NOT_PRIVATE}): they are "
-            f"derived from the private votes."))]
+        (
+            "Data-dependent epsilon",
+            (
+                f"\u03b5 = {F.eps(p['eps_data_dependent'])} (order \u03bb = {F.param(p['order'])}) "
+                f"\u2014 {NOT_PRIVATE}. It is computed directly from the private teacher votes, so "
+                f"publishing it would itself leak information about the sensitive data; it is shown for "
+                f"tuning and for checking the sanitized figure only. The vote-margin histogram and the "
+                f"data-dependent curves in the plots are likewise internal ({NOT_PRIVATE}): they are "
+                f"derived from the private votes."
+            ),
+        ),
+    ]
 
 
 def _sanitized_text(p: dict) -> str:
@@ -296,9 +377,11 @@ def _sanitized_text(p: dict) -> str:
     the data-independent cost."""
     s, delta = p["sanitized"], F.delta(p["delta"])
     if s["fallback"] is None:
-        fixed = (f"The order \u03bb = {F.param(s['order'])}, smoothness \u03b2 = "
-                 f"{F.param(s['beta'])} and noise multiplier \u03c3_ss = {F.param(s['sigma_ss'])} "
-                 f"were fixed in the configuration before the votes were seen")
+        fixed = (
+            f"The order \u03bb = {F.param(s['order'])}, smoothness \u03b2 = "
+            f"{F.param(s['beta'])} and noise multiplier \u03c3_ss = {F.param(s['sigma_ss'])} "
+            f"were fixed in the configuration before the votes were seen"
+        )
         text = (
             f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}). When the teachers agree "
             f"strongly, the data-dependent analysis of Papernot et al. (2018) charges much less "
@@ -310,7 +393,8 @@ def _sanitized_text(p: dict) -> str:
             f"divergence {F.sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is a "
             f"private measurement of the privacy loss actually incurred on this data, not a "
             f"worst-case bound; because of the noise, a conservative reading adds two standard "
-            f"deviations: \u03b5 \u2264 {F.eps(s['eps_sanitized_upper_2std'])}.")
+            f"deviations: \u03b5 \u2264 {F.eps(s['eps_sanitized_upper_2std'])}."
+        )
     else:
         text = (
             f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
@@ -318,10 +402,12 @@ def _sanitized_text(p: dict) -> str:
             f"\u03bb = {F.param(s['order'])} because {s['fallback']}; no noise was added and "
             f"nothing data-dependent is released. The release parameters (smoothness "
             f"\u03b2 = {F.param(s['beta'])}, noise multiplier \u03c3_ss = "
-            f"{F.param(s['sigma_ss'])}) were fixed in the configuration before the votes were seen.")
+            f"{F.param(s['sigma_ss'])}) were fixed in the configuration before the votes were seen."
+        )
     if p["eps_sanitized"] >= p["eps_guarantee"]:
-        text += (" Here it is not smaller than the guarantee above, which remains the figure "
-                 "to quote.")
+        text += (
+            " Here it is not smaller than the guarantee above, which remains the figure to quote."
+        )
     return text
 
 
@@ -330,13 +416,20 @@ def _utility_text(u: dict) -> str:
     return (
         f"The student's accuracy is {F.pct(u['student_accuracy'])} on "
         f"{F.count(u['evaluation_size'])} held-out evaluation items "
-        + ("(no teachers)." if u["teacher_mean_accuracy"] is None else
-           f"(teachers: {F.pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality "
-           f"vote of all teachers: {F.pct(u['plurality_vote_accuracy'])}).")
-        + ("" if "student_alone_accuracy" not in u else
-           f" The released model is the student times its labelling rule (their class "
-           f"probabilities multiplied: post-processing of the one release and of public data, no "
-           f"further privacy cost); the student alone: {F.pct(u['student_alone_accuracy'])}."))
+        + (
+            "(no teachers)."
+            if u["teacher_mean_accuracy"] is None
+            else f"(teachers: {F.pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality "
+            f"vote of all teachers: {F.pct(u['plurality_vote_accuracy'])})."
+        )
+        + (
+            ""
+            if "student_alone_accuracy" not in u
+            else f" The released model is the student times its labelling rule (their class "
+            f"probabilities multiplied: post-processing of the one release and of public data, no "
+            f"further privacy cost); the student alone: {F.pct(u['student_alone_accuracy'])}."
+        )
+    )
 
 
 def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
@@ -344,10 +437,12 @@ def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
     paras = []
     ledger = p["ledger"]
     if ledger is not None:
-        text = (f"The privacy ledger ({ledger['path']}) records "
-                f"\u03b5 = {F.eps(ledger['spent_eps'])} spent on dataset {ledger['dataset']} over "
-                f"{F.count(ledger['runs'])} run(s) ({F.count(ledger['events'])} events), this run "
-                f"included.")
+        text = (
+            f"The privacy ledger ({ledger['path']}) records "
+            f"\u03b5 = {F.eps(ledger['spent_eps'])} spent on dataset {ledger['dataset']} over "
+            f"{F.count(ledger['runs'])} run(s) ({F.count(ledger['events'])} events), this run "
+            f"included."
+        )
         if ledger["budget_eps"] is not None:
             text += f" The dataset's budget is \u03b5 = {F.eps(ledger['budget_eps'])}"
             if ledger["budget_delta"] is not None:
@@ -360,11 +455,19 @@ def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
     if changes:
         listed = "; ".join(
             f"at {c['time_utc']}, from {_budget_text(c['old_eps'], c['old_delta'])} to "
-            f"{_budget_text(c['new_eps'], c['new_delta'])}" for c in changes)
-        paras.append(("Budget changes", (
-            f"The dataset's privacy budget was changed {F.count(len(changes))} time(s) in the "
-            f"ledger: {listed}. A budget raised after spending no longer bounds the total "
-            f"privacy loss of the dataset by the original figure.")))
+            f"{_budget_text(c['new_eps'], c['new_delta'])}"
+            for c in changes
+        )
+        paras.append(
+            (
+                "Budget changes",
+                (
+                    f"The dataset's privacy budget was changed {F.count(len(changes))} time(s) in the "
+                    f"ledger: {listed}. A budget raised after spending no longer bounds the total "
+                    f"privacy loss of the dataset by the original figure."
+                ),
+            )
+        )
     return paras
 
 
@@ -400,64 +503,90 @@ def report_warnings(a: dict) -> list[str]:
     p, q = a["privacy"], a["queries"]
     out = utility_warnings(a)
     if p.get("noise_seeded") is True:
-        out.append("The aggregator's noise was seeded by the user: the run is reproducible and NOT "
-                   "differentially private (anyone with the seed can remove the noise). Do not "
-                   "publish its outputs; rerun with secure noise.")
+        out.append(
+            "The aggregator's noise was seeded by the user: the run is reproducible and NOT "
+            "differentially private (anyone with the seed can remove the noise). Do not "
+            "publish its outputs; rerun with secure noise."
+        )
     if is_smoke_test(a):
-        out.append("This run is a smoke test ([run] smoke_test = true): it only checks that the "
-                   "pipeline works, and its privacy figures are not a meaningful guarantee. Do not "
-                   "quote or publish them.")
+        out.append(
+            "This run is a smoke test ([run] smoke_test = true): it only checks that the "
+            "pipeline works, and its privacy figures are not a meaningful guarantee. Do not "
+            "quote or publish them."
+        )
     weak = weak_guarantee(a)
     if weak:
-        out.append(f"The guarantee \u03b5 = {F.eps(p['eps_guarantee'])} is above "
-                   f"{F.param(WEAK_EPSILON)}. {weak} Quote it only with this caveat; answer fewer "
-                   f"queries or add more noise for a stronger guarantee.")
+        out.append(
+            f"The guarantee \u03b5 = {F.eps(p['eps_guarantee'])} is above "
+            f"{F.param(WEAK_EPSILON)}. {weak} Quote it only with this caveat; answer fewer "
+            f"queries or add more noise for a stronger guarantee."
+        )
     if p.get("ledger_enforced") is False:
-        out.append("The privacy ledger was off: no budget was enforced across runs on this data, "
-                   "and this run's spend was not recorded for later runs.")
+        out.append(
+            "The privacy ledger was off: no budget was enforced across runs on this data, "
+            "and this run's spend was not recorded for later runs."
+        )
     raised = [c for c in p.get("budget_changes") or [] if _budget_raised(c)]
     if raised:
-        out.append(f"The dataset's budget was raised {F.count(len(raised))} time(s) (see Budget "
-                   f"changes): the original budget no longer bounds the total privacy loss.")
+        out.append(
+            f"The dataset's budget was raised {F.count(len(raised))} time(s) (see Budget "
+            f"changes): the original budget no longer bounds the total privacy loss."
+        )
     orders = p["orders"]
     lo, hi = min(orders), max(orders)
     for key in ("order", "order_data_independent"):
         if p[key] in (lo, hi) and len(orders) > 1:
-            out.append(f"privacy.{key} = {F.param(p[key])} is at the edge of the order grid "
-                       f"[{F.param(lo)}, {F.param(hi)}]: the best order may lie outside it; widen "
-                       f"the orders in the config for a tighter (never looser) epsilon.")
+            out.append(
+                f"privacy.{key} = {F.param(p[key])} is at the edge of the order grid "
+                f"[{F.param(lo)}, {F.param(hi)}]: the best order may lie outside it; widen "
+                f"the orders in the config for a tighter (never looser) epsilon."
+            )
     if p["eps_guarantee"] < p["eps_data_independent"] * (1 - 1e-9):
-        out.append(f"privacy.eps_guarantee ({F.eps(p['eps_guarantee'])}) is smaller than the "
-                   f"data-independent epsilon of the answers alone "
-                   f"({F.eps(p['eps_data_independent'])}), which composition cannot give: check "
-                   f"the analysis before quoting it.")
+        out.append(
+            f"privacy.eps_guarantee ({F.eps(p['eps_guarantee'])}) is smaller than the "
+            f"data-independent epsilon of the answers alone "
+            f"({F.eps(p['eps_data_independent'])}), which composition cannot give: check "
+            f"the analysis before quoting it."
+        )
     if samples_records(a):
         pass  # no sanitized release at all (the statement says so); no teachers
     elif p["sanitized"]["fallback"] is not None:
-        out.append(f"The sanitized epsilon fell back to the data-independent one: "
-                   f"{p['sanitized']['fallback']}.")
+        out.append(
+            f"The sanitized epsilon fell back to the data-independent one: "
+            f"{p['sanitized']['fallback']}."
+        )
     elif p["eps_sanitized"] >= p["eps_data_independent"]:
-        out.append(f"The sanitized epsilon ({F.eps(p['eps_sanitized'])}) is not smaller than the "
-                   f"data-independent epsilon of the answers ({F.eps(p['eps_data_independent'])}): "
-                   f"on this run the data-dependent analysis saves less than its release costs. "
-                   f"Publishing only the data-independent figure, without the sanitized one, gives "
-                   f"the stronger guarantee (\u03b5 = {F.eps(p['eps_data_independent'])}).")
+        out.append(
+            f"The sanitized epsilon ({F.eps(p['eps_sanitized'])}) is not smaller than the "
+            f"data-independent epsilon of the answers ({F.eps(p['eps_data_independent'])}): "
+            f"on this run the data-dependent analysis saves less than its release costs. "
+            f"Publishing only the data-independent figure, without the sanitized one, gives "
+            f"the stronger guarantee (\u03b5 = {F.eps(p['eps_data_independent'])})."
+        )
     if not samples_records(a) and p["delta"] >= 1.0 / p["num_teachers"]:
-        out.append(f"\u03b4 = {F.delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
-                   f"number of teachers, a lower bound on the number of sensitive records): a "
-                   f"\u03b4 this large allows leaking whole records; choose \u03b4 well below "
-                   f"1/(number of sensitive records).")
+        out.append(
+            f"\u03b4 = {F.delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
+            f"number of teachers, a lower bound on the number of sensitive records): a "
+            f"\u03b4 this large allows leaking whole records; choose \u03b4 well below "
+            f"1/(number of sensitive records)."
+        )
     if q["answered"] == 0:
         out.append("No query was answered: the student learned nothing from the teachers.")
-    if p["budget"]["basis"] == "data-dependent" and (p["budget"]["stop_reason"] or q["stop_reason"]):
-        out.append("Querying stopped on a budget checked against the data-dependent epsilon, "
-                   "which is not private: when to stop then depends on the private votes in a way "
-                   "the guarantee above does not account for. Use a data-independent budget for "
-                   "runs whose numbers will be published.")
+    if p["budget"]["basis"] == "data-dependent" and (
+        p["budget"]["stop_reason"] or q["stop_reason"]
+    ):
+        out.append(
+            "Querying stopped on a budget checked against the data-dependent epsilon, "
+            "which is not private: when to stop then depends on the private votes in a way "
+            "the guarantee above does not account for. Use a data-independent budget for "
+            "runs whose numbers will be published."
+        )
     ledger = p["ledger"]
     if ledger is not None and ledger["remaining_eps"] is not None and ledger["remaining_eps"] < 0:
-        out.append(f"The ledger's budget for dataset {ledger['dataset']} is overspent "
-                   f"(remaining \u03b5 = {F.eps(ledger['remaining_eps'])}).")
+        out.append(
+            f"The ledger's budget for dataset {ledger['dataset']} is overspent "
+            f"(remaining \u03b5 = {F.eps(ledger['remaining_eps'])})."
+        )
     return out
 
 
@@ -470,19 +599,23 @@ def execution_text(report: dict) -> str | None:
         if not cluster:
             return None
         ex = {"backend": cluster.get("backend", "local")}
-    same = ("The backend does not change what the teachers predict, hence neither the votes nor "
-            "any privacy figure.")
+    same = (
+        "The backend does not change what the teachers predict, hence neither the votes nor "
+        "any privacy figure."
+    )
     if ex.get("backend") == "ray":
         total = ex.get("cluster") or {}
-        return (f"**Where the teachers trained:** on Ray (address {ex.get('address', '?')}; a "
-                f"cluster of {total.get('CPU', 0):g} CPUs and {total.get('GPU', 0):g} GPUs on "
-                f"{total.get('nodes', '?')} node(s); {ex.get('cpus_per_task', '?')} CPU(s) and "
-                f"{ex.get('gpus_per_task', 0):g} GPU(s) per task, {ex.get('teachers_per_task', '?')} "
-                f"teachers per task, {ex.get('num_chunks', '?')} chunks, up to "
-                f"{ex.get('max_retries', '?')} retries of a chunk whose worker was lost). {same}")
+        return (
+            f"**Where the teachers trained:** on Ray (address {ex.get('address', '?')}; a "
+            f"cluster of {total.get('CPU', 0):g} CPUs and {total.get('GPU', 0):g} GPUs on "
+            f"{total.get('nodes', '?')} node(s); {ex.get('cpus_per_task', '?')} CPU(s) and "
+            f"{ex.get('gpus_per_task', 0):g} GPU(s) per task, {ex.get('teachers_per_task', '?')} "
+            f"teachers per task, {ex.get('num_chunks', '?')} chunks, up to "
+            f"{ex.get('max_retries', '?')} retries of a chunk whose worker was lost). {same}"
+        )
     threads = ex.get("torch_threads")
     detail = f" with {threads} torch thread(s)" if threads is not None else ""
-    return f"**Where the teachers trained:** locally (backend \"local\"){detail}. {same}"
+    return f'**Where the teachers trained:** locally (backend "local"){detail}. {same}'
 
 
 def threads_text(report: dict) -> str | None:
@@ -495,29 +628,45 @@ def threads_text(report: dict) -> str | None:
     for stage, t in threads.items():
         wait = t.get("wait_policy")
         why = f"{t.get('source', '?')}: {t.get('detail', '')}".rstrip(": ")
-        parts.append(f"{stage} {t['count']} ({why}" + (f"; OpenMP waiting {wait})" if wait else ")"))
-    return ("**CPU threads:** " + ", ".join(parts) + ". They change the speed, not what is "
-            "computed (set them with `--threads` or `[run] threads`; docs/threads.md).")
+        parts.append(
+            f"{stage} {t['count']} ({why}" + (f"; OpenMP waiting {wait})" if wait else ")")
+        )
+    return (
+        "**CPU threads:** " + ", ".join(parts) + ". They change the speed, not what is "
+        "computed (set them with `--threads` or `[run] threads`; docs/threads.md)."
+    )
 
 
 # The caption of each plot and whether it is INTERNAL (computed from the private votes).
 CAPTIONS: dict[str, tuple[str, bool]] = {
     "epsilon_vs_answered": (
         "Epsilon (at the run's \u03b4) against the number of answered queries: data-independent "
-        "(publishable) and data-dependent (internal).", True),
+        "(publishable) and data-dependent (internal).",
+        True,
+    ),
     "vote_margins": (
-        "Histogram of vote margins (top-1 minus top-2 vote count) over the queries asked.", True),
+        "Histogram of vote margins (top-1 minus top-2 vote count) over the queries asked.",
+        True,
+    ),
     "rdp_per_order": (
         "Renyi-DP of the whole run at each order (log scale), data-independent and "
-        "data-dependent (internal), with the orders chosen for the conversion marked.", True),
+        "data-dependent (internal), with the orders chosen for the conversion marked.",
+        True,
+    ),
     "confusion_matrix": (
         "Confusion matrix of the student on the evaluation split (rows: true class, "
-        "columns: predicted class).", False),
+        "columns: predicted class).",
+        False,
+    ),
     "epsilon_vs_answered_public": (
         "Data-independent epsilon (at the run's \u03b4) against the number of answered queries, "
         "with the guarantee and the sanitized epsilon that the run releases; no data-dependent "
-        "curve.", False),
+        "curve.",
+        False,
+    ),
     "rdp_per_order_public": (
         "Data-independent Renyi-DP of the run's queries at each order (log scale), with the "
-        "order chosen for the conversion marked; no data-dependent curve.", False),
+        "order chosen for the conversion marked; no data-dependent curve.",
+        False,
+    ),
 }

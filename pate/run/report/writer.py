@@ -76,8 +76,9 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     plots_dir = run_dir / PLOTS_DIR
     plots_dir.mkdir(exist_ok=True)
     targets = [(run_dir / rel, images[name]) for name, rel in report["plots"].items()]
-    targets += [(run_dir / name, documents[name]) for name in ("report.md", "report.html",
-                                                               "report.json")]
+    targets += [
+        (run_dir / name, documents[name]) for name in ("report.md", "report.html", "report.json")
+    ]
     mode = _file_mode()
     staged: list[tuple[Path, Path]] = []
     try:

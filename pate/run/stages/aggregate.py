@@ -12,7 +12,7 @@ mechanism's kind (:data:`KIND_LOOPS`), each built on the one round driver
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pate import mechanisms
 from pate.run import config as C
@@ -28,8 +28,10 @@ from pate.run.stages.resume import finish_pending
 #: The aggregate loop of each kind of mechanism (``pate.mechanisms.KINDS``), by kind name:
 #: ``loop(run, spec, ledger, dataset, run_id) -> info``.
 KIND_LOOPS: dict[str, Callable[..., dict]] = {
-    mechanisms.VOTE.name: aggregate_votes, mechanisms.SAMPLE.name: aggregate_sample,
-    mechanisms.RELEASE.name: aggregate_release}
+    mechanisms.VOTE.name: aggregate_votes,
+    mechanisms.SAMPLE.name: aggregate_sample,
+    mechanisms.RELEASE.name: aggregate_release,
+}
 
 
 def aggregate(run: Run) -> dict:

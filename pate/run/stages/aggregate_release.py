@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pate.run import config as C
 from pate.analysis.errors import BudgetExceededError
+from pate.run import config as C
 from pate.run.rundir import Run
 from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
@@ -23,8 +23,22 @@ from pate.run.stages.records import records_inputs, records_summary
 from pate.run.stages.rounds import Answers, Rounds, ask_in_rounds
 
 
-def _reserve_release(run: Run, spec, ledger, dataset, run_id: str, event, eps_of, *,
-                     queries: int, orders, budget_eps: float, delta: float, prior, prior_rdp):
+def _reserve_release(
+    run: Run,
+    spec,
+    ledger,
+    dataset,
+    run_id: str,
+    event,
+    eps_of,
+    *,
+    queries: int,
+    orders,
+    budget_eps: float,
+    delta: float,
+    prior,
+    prior_rdp,
+):
     """The release's reservation (None without a ledger or without a query), after the config's
     budget was checked; BudgetExceededError where it does not fit."""
     cost = eps_of(prior_rdp + event.rdp_data_independent)
@@ -34,17 +48,18 @@ def _reserve_release(run: Run, spec, ledger, dataset, run_id: str, event, eps_of
             f"release of {spec.title} (eps={eps_of(event.rdp_data_independent):.6g}"
             + ("" if prior is None else f", with the earlier rounds eps={cost:.6g}")
             + "); nothing was drawn or charged. Use more noise (a larger sigma), or raise the "
-            "budget")
+            "budget"
+        )
     if not queries or ledger is None:
         return None
     try:
-        return ledger.reserve(dataset, orders=orders, rdp=event.rdp_data_independent,
-                              run_id=run_id)
+        return ledger.reserve(dataset, orders=orders, rdp=event.rdp_data_independent, run_id=run_id)
     except BudgetExceededError as exc:
         raise BudgetExceededError(
             f"{exc}; the one release of {spec.title} does not fit, nothing was drawn or "
             "charged. Use more noise, or "
-            + raise_hint(run, ledger, dataset, event.rdp_data_independent)) from None
+            + raise_hint(run, ledger, dataset, event.rdp_data_independent)
+        ) from None
 
 
 def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
@@ -52,44 +67,110 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
     from pate import analysis
 
     config = run.config
-    (params, public, private, private_labels, num_classes, num_queries, queries, orders,
-     budget_eps, delta, conversion, plan, prior, prior_rdp) = records_inputs(run, spec)
-    event = spec.event(np.zeros((queries, num_classes)), params,
-                       answered=np.ones(queries, dtype=bool), orders=orders)
+    (
+        params,
+        public,
+        private,
+        private_labels,
+        num_classes,
+        num_queries,
+        queries,
+        orders,
+        budget_eps,
+        delta,
+        conversion,
+        plan,
+        prior,
+        prior_rdp,
+    ) = records_inputs(run, spec)
+    event = spec.event(
+        np.zeros((queries, num_classes)),
+        params,
+        answered=np.ones(queries, dtype=bool),
+        orders=orders,
+    )
     events = [event] if queries else []
 
     def eps_of(rdp):
-        return float(analysis.eps_from_rdp(rdp, orders=orders, delta=delta,
-                                           conversion=conversion)[0])
+        return float(
+            analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0]
+        )
 
     answers, rounds = Answers.empty(num_queries, num_classes=num_classes), Rounds()
     records = {"statistic": spec.released_statistic, "private_records": int(private.shape[0])}
-    reservation = _reserve_release(run, spec, ledger, dataset, run_id, event, eps_of,
-                                   queries=queries, orders=orders, budget_eps=budget_eps,
-                                   delta=delta, prior=prior, prior_rdp=prior_rdp)
+    reservation = _reserve_release(
+        run,
+        spec,
+        ledger,
+        dataset,
+        run_id,
+        event,
+        eps_of,
+        queries=queries,
+        orders=orders,
+        budget_eps=budget_eps,
+        delta=delta,
+        prior=prior,
+        prior_rdp=prior_rdp,
+    )
 
     def ask(start, n):
         # Drawn only now, inside the reservation: the release and its noise; the scores are
         # post-processing of the release and the public rows.
         scores, details = spec.release_scores(
-            public, private, private_labels, params, queries=queries, num_classes=num_classes,
-            rng=run.noise_streams().noise, rule=C.class_means_rule(config))
+            public,
+            private,
+            private_labels,
+            params,
+            queries=queries,
+            num_classes=num_classes,
+            rng=run.noise_streams().noise,
+            rule=C.class_means_rule(config),
+        )
         answers.scores[:queries] = scores
-        answers.labels[:queries] = np.argmax(scores, axis=1)   # the rule's predict
+        answers.labels[:queries] = np.argmax(scores, axis=1)  # the rule's predict
         answers.answered[:queries] = True
         records.update(details)
         return queries, event, None
 
     def summary_now():
         return records_summary(
-            spec, params, events, config=config, orders=orders, delta=delta,
-            conversion=conversion, budget_eps=budget_eps, asked=queries, answered=queries,
-            offered=queries, stop_reason=None, run_id=run_id, dataset=dataset, ledger=ledger,
-            plan=plan, reserved=queries, rounds=rounds.rounds, prior=prior, records=records)
+            spec,
+            params,
+            events,
+            config=config,
+            orders=orders,
+            delta=delta,
+            conversion=conversion,
+            budget_eps=budget_eps,
+            asked=queries,
+            answered=queries,
+            offered=queries,
+            stop_reason=None,
+            run_id=run_id,
+            dataset=dataset,
+            ledger=ledger,
+            plan=plan,
+            reserved=queries,
+            rounds=rounds.rounds,
+            prior=prior,
+            records=records,
+        )
 
-    ask_in_rounds(run, ledger, dataset, run_id, orders=orders, worst=event.rdp_data_independent,
-                  limit=queries, first=(reservation, queries), ask=ask, answers=answers,
-                  summary=summary_now, rounds=rounds)
+    ask_in_rounds(
+        run,
+        ledger,
+        dataset,
+        run_id,
+        orders=orders,
+        worst=event.rdp_data_independent,
+        limit=queries,
+        first=(reservation, queries),
+        ask=ask,
+        answers=answers,
+        summary=summary_now,
+        rounds=rounds,
+    )
     summary = summary_now()
     publish(run, answers.labels, answers.answered, summary, answers.scores)
     return aggregate_info(summary)

@@ -16,10 +16,10 @@ import dataclasses
 
 import numpy as np
 
-from pate.run import config as C
-from pate.run import rundir as R
 from pate.analysis.errors import BudgetExceededError
 from pate.core.io import load_npy
+from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
@@ -54,18 +54,37 @@ def _planned_release(config: dict, *, num_teachers: int, num_classes: int, order
     if plan["release"]:
         from pate import analysis
 
-        release_eps = float(analysis.eps_from_rdp(plan["rdp"], orders=orders, delta=priv.delta,
-                                                  conversion=priv.conversion)[0])
+        release_eps = float(
+            analysis.eps_from_rdp(
+                plan["rdp"], orders=orders, delta=priv.delta, conversion=priv.conversion
+            )[0]
+        )
         if release_eps > budget_eps / 2:  # public quantities only: no data looked at
-            plan = dict(plan, release=False, fallback=(
-                f"the release alone would cost eps={release_eps:.4g}, more than half of the "
-                f"budget ({budget_eps:g}); it was skipped (raise release_sigma_ss or the "
-                "budget to release a sanitized epsilon)"))
+            plan = dict(
+                plan,
+                release=False,
+                fallback=(
+                    f"the release alone would cost eps={release_eps:.4g}, more than half of the "
+                    f"budget ({budget_eps:g}); it was skipped (raise release_sigma_ss or the "
+                    "budget to release a sanitized epsilon)"
+                ),
+            )
     return plan
 
 
-def _reserve(run: Run, spec, ledger, dataset: str | None, run_id: str, *, plan: dict, worst,
-             queries: int, orders, held: _Reserved) -> None:
+def _reserve(
+    run: Run,
+    spec,
+    ledger,
+    dataset: str | None,
+    run_id: str,
+    *,
+    plan: dict,
+    worst,
+    queries: int,
+    orders,
+    held: _Reserved,
+) -> None:
     """Reserve the planned release and the first round in ``held`` (the release is dropped,
     with its reason in the plan, where it no longer fits or leaves no room for one query);
     BudgetExceededError where not even one query fits."""
@@ -75,24 +94,36 @@ def _reserve(run: Run, spec, ledger, dataset: str | None, run_id: str, *, plan: 
         try:
             held.release = ledger.reserve(dataset, orders=orders, rdp=release_rdp, run_id=run_id)
         except BudgetExceededError:
-            held.plan = dict(plan, release=False, fallback=(
-                "the ledger's remaining budget does not cover the sanitized release; it was "
-                "skipped and the data-independent epsilon is reported"))
+            held.plan = dict(
+                plan,
+                release=False,
+                fallback=(
+                    "the ledger's remaining budget does not cover the sanitized release; it was "
+                    "skipped and the data-independent epsilon is reported"
+                ),
+            )
             release_rdp = np.zeros(orders.size)
     held.prior = release_rdp.copy()
     if ledger is None:
         return
-    held.first = max_fitting(ledger, dataset, orders=orders, worst=worst, limit=queries,
-                             run_id=run_id)
+    held.first = max_fitting(
+        ledger, dataset, orders=orders, worst=worst, limit=queries, run_id=run_id
+    )
     if held.first[0] is None and held.release is not None:
         # answers before the release: without room for one query, the release goes
         held.release.release()
         held.release = None
-        held.plan = dict(held.plan, release=False, fallback=(
-            "the ledger's remaining budget does not cover the sanitized release and one "
-            "query; the release was skipped and the data-independent epsilon is reported"))
-        held.first = max_fitting(ledger, dataset, orders=orders, worst=worst, limit=queries,
-                                 run_id=run_id)
+        held.plan = dict(
+            held.plan,
+            release=False,
+            fallback=(
+                "the ledger's remaining budget does not cover the sanitized release and one "
+                "query; the release was skipped and the data-independent epsilon is reported"
+            ),
+        )
+        held.first = max_fitting(
+            ledger, dataset, orders=orders, worst=worst, limit=queries, run_id=run_id
+        )
     if held.first[0] is None:
         summary = ledger.summary(dataset)
         raise BudgetExceededError(
@@ -101,12 +132,25 @@ def _reserve(run: Run, spec, ledger, dataset: str | None, run_id: str, *, plan: 
             f"{summary['spent_and_reserved']:.6g} of {summary['budget']['eps']:g}); "
             "nothing was drawn or charged. Use more noise, or "
             + raise_hint(run, ledger, dataset, queries * worst),
-            remaining=summary["remaining"])
+            remaining=summary["remaining"],
+        )
     held.prior = held.first[0].prior_rdp(orders)
 
 
-def _summary(aggregator, *, config: dict, orders, queries: int, run_id: str, dataset, ledger,
-             plan: dict, rounds: Rounds, events=None, release=None) -> dict:
+def _summary(
+    aggregator,
+    *,
+    config: dict,
+    orders,
+    queries: int,
+    run_id: str,
+    dataset,
+    ledger,
+    plan: dict,
+    rounds: Rounds,
+    events=None,
+    release=None,
+) -> dict:
     """``aggregate.json`` of a vote run: the aggregator's summary, with this run's answers alone
     (the aggregator's own totals include the prior: other runs' spend and the planned release)."""
     from pate import analysis
@@ -116,16 +160,27 @@ def _summary(aggregator, *, config: dict, orders, queries: int, run_id: str, dat
     s = aggregator.summary()
     for dd, key in ((False, "eps_data_independent"), (True, "eps_data_dependent")):
         eps, order = analysis.eps_from_rdp(
-            aggregator.accountant.rdp(data_dependent=dd), orders=orders, delta=priv.delta,
-            conversion=priv.conversion)
+            aggregator.accountant.rdp(data_dependent=dd),
+            orders=orders,
+            delta=priv.delta,
+            conversion=priv.conversion,
+        )
         s[key] = float(eps)
         s["order_" + key[4:]] = float(order)
     return dict(
-        s, run_id=run_id, dataset=dataset, ledger=None if ledger is None else str(ledger.path),
-        events=[e.to_dict() for e in events], queries_offered=int(queries),
-        release=release, release_plan={k: v for k, v in plan.items() if k != "rdp"},
-        noise_seeded=C.noise_seeded(config), reserved_queries=int(rounds.reserved),
-        stop_reason=rounds.stop_reason, rounds=rounds.rounds)
+        s,
+        run_id=run_id,
+        dataset=dataset,
+        ledger=None if ledger is None else str(ledger.path),
+        events=[e.to_dict() for e in events],
+        queries_offered=int(queries),
+        release=release,
+        release_plan={k: v for k, v in plan.items() if k != "rdp"},
+        noise_seeded=C.noise_seeded(config),
+        reserved_queries=int(rounds.reserved),
+        stop_reason=rounds.stop_reason,
+        rounds=rounds.rounds,
+    )
 
 
 def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
@@ -141,53 +196,118 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     num_queries = votes_all.shape[0]
     queries = min(num_queries if agg.queries is None else agg.queries, num_queries)
     orders = C.orders(config)
-    plan = _planned_release(config, num_teachers=int(votes_all[0].sum()),
-                            num_classes=int(votes_all.shape[1]), orders=orders)
+    plan = _planned_release(
+        config,
+        num_teachers=int(votes_all[0].sum()),
+        num_classes=int(votes_all.shape[1]),
+        orders=orders,
+    )
     worst = spec.worst_case_query_rdp(params, orders=orders)
     held = _Reserved(plan)
     try:
-        _reserve(run, spec, ledger, dataset, run_id, plan=plan, worst=worst, queries=queries,
-                 orders=orders, held=held)
+        _reserve(
+            run,
+            spec,
+            ledger,
+            dataset,
+            run_id,
+            plan=plan,
+            worst=worst,
+            queries=queries,
+            orders=orders,
+            held=held,
+        )
         noise = run.noise_streams()
         aggregator = OnlineAggregator(
-            spec.name, budget_eps=priv.budget_eps, delta=priv.delta, rng=noise.noise,
-            orders=orders, budget_basis=agg.budget_basis.replace("-", "_"),
-            conversion=priv.conversion, prior_rdp=held.prior, **params)
+            spec.name,
+            budget_eps=priv.budget_eps,
+            delta=priv.delta,
+            rng=noise.noise,
+            orders=orders,
+            budget_basis=agg.budget_basis.replace("-", "_"),
+            conversion=priv.conversion,
+            prior_rdp=held.prior,
+            **params,
+        )
         answers, rounds = Answers.empty(num_queries), Rounds()
 
         def summary_now(events=None, release=None):
-            return _summary(aggregator, config=config, orders=orders, queries=queries,
-                            run_id=run_id, dataset=dataset, ledger=ledger, plan=held.plan,
-                            rounds=rounds, events=events, release=release)
+            return _summary(
+                aggregator,
+                config=config,
+                orders=orders,
+                queries=queries,
+                run_id=run_id,
+                dataset=dataset,
+                ledger=ledger,
+                plan=held.plan,
+                rounds=rounds,
+                events=events,
+                release=release,
+            )
 
         def ask(start, n):
             # the aggregator stops by itself on the config's budget (prior included)
-            result = aggregator.answer(votes_all[start:start + n], on_exhausted="stop")
+            result = aggregator.answer(votes_all[start : start + n], on_exhausted="stop")
             k = result.num_asked
-            answers.labels[start:start + k] = result.labels[:k]
-            answers.answered[start:start + k] = result.answered_mask[:k]
+            answers.labels[start : start + k] = result.labels[:k]
+            answers.answered[start : start + k] = result.answered_mask[:k]
             return k, result.event, result.stop_reason
 
-        ask_in_rounds(run, ledger, dataset, run_id, orders=orders, worst=worst, limit=queries,
-                      first=held.first, ask=ask, answers=answers, summary=summary_now,
-                      rounds=rounds)
+        ask_in_rounds(
+            run,
+            ledger,
+            dataset,
+            run_id,
+            orders=orders,
+            worst=worst,
+            limit=queries,
+            first=held.first,
+            ask=ask,
+            answers=answers,
+            summary=summary_now,
+            rounds=rounds,
+        )
         if rounds.asked == 0 and queries > 0:
             raise BudgetExceededError(
                 f"no query could be asked ({rounds.stop_reason}); nothing was released or "
-                "charged. Use more noise, or " + (
-                    raise_hint(run, ledger, dataset, queries * worst) if ledger is not None else
-                    f"raise {C.setting('privacy', 'budget_eps', source=caller_of(run))}"),
-                remaining=aggregator.remaining_eps)
-        summary = _release_round(run, held, votes_all, answers, rounds, aggregator, summary_now,
-                                 noise=noise, orders=orders)
+                "charged. Use more noise, or "
+                + (
+                    raise_hint(run, ledger, dataset, queries * worst)
+                    if ledger is not None
+                    else f"raise {C.setting('privacy', 'budget_eps', source=caller_of(run))}"
+                ),
+                remaining=aggregator.remaining_eps,
+            )
+        summary = _release_round(
+            run,
+            held,
+            votes_all,
+            answers,
+            rounds,
+            aggregator,
+            summary_now,
+            noise=noise,
+            orders=orders,
+        )
         publish(run, answers.labels, answers.answered, summary)
         return aggregate_info(summary)
     finally:
         held.release_unused()
 
 
-def _release_round(run: Run, held: _Reserved, votes_all, answers: Answers, rounds: Rounds,
-                   aggregator, summary_now, *, noise, orders) -> dict:
+def _release_round(
+    run: Run,
+    held: _Reserved,
+    votes_all,
+    answers: Answers,
+    rounds: Rounds,
+    aggregator,
+    summary_now,
+    *,
+    noise,
+    orders,
+) -> dict:
     """The planned sanitized release, drawn once after the answers inside its own reservation
     (its last round), and the summary to publish."""
     from pate.analysis import PrivacyEvent
@@ -195,11 +315,22 @@ def _release_round(run: Run, held: _Reserved, votes_all, answers: Answers, round
     events, release, plan = list(aggregator.accountant.events), None, held.plan
     if plan["release"]:
         asked = rounds.asked
-        release = draw_release(run.config, votes_all[:asked], answers.answered[:asked],
-                               noise.release)
-        events.append(PrivacyEvent("gnss-release", plan["params"], orders, plan["rdp"],
-                                   plan["rdp"], queries=0, answered=0))
+        release = draw_release(
+            run.config, votes_all[:asked], answers.answered[:asked], noise.release
+        )
+        events.append(
+            PrivacyEvent(
+                "gnss-release",
+                plan["params"],
+                orders,
+                plan["rdp"],
+                plan["rdp"],
+                queries=0,
+                answered=0,
+            )
+        )
         if held.release is not None:
-            commit_round(run, held.release, [events[-1]], answers,
-                         summary_now(events, release), rounds)
+            commit_round(
+                run, held.release, [events[-1]], answers, summary_now(events, release), rounds
+            )
     return summary_now(events, release)

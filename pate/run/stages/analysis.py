@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from pate import mechanisms
-from pate.run import rundir as R
 from pate.core.io import atomic_write_json
+from pate.run import rundir as R
 from pate.run.rundir import Run
 
 logger = logging.getLogger("pate")
@@ -19,11 +19,19 @@ def analysis_stage(run: Run) -> dict:
     atomic_write_json(run.path(R.ANALYSIS), doc)
     p = doc["privacy"]
     if mechanisms.get(p["mechanism"]).kind.reads_private_records:
-        logger.info("analysis: eps data-independent %.4f at delta %g (a cost that does not "
-                    "depend on the data; no data-dependent analysis, no sanitized release)",
-                    p["eps_data_independent"], p["delta"])
+        logger.info(
+            "analysis: eps data-independent %.4f at delta %g (a cost that does not "
+            "depend on the data; no data-dependent analysis, no sanitized release)",
+            p["eps_data_independent"],
+            p["delta"],
+        )
     else:
-        logger.info("analysis: eps data-independent %.4f, sanitized %.4f, data-dependent (not "
-                    "private) %.4f at delta %g", p["eps_data_independent"], p["eps_sanitized"],
-                    p["eps_data_dependent"], p["delta"])
+        logger.info(
+            "analysis: eps data-independent %.4f, sanitized %.4f, data-dependent (not "
+            "private) %.4f at delta %g",
+            p["eps_data_independent"],
+            p["eps_sanitized"],
+            p["eps_data_dependent"],
+            p["delta"],
+        )
     return {k: p[k] for k in ("eps_data_independent", "eps_sanitized", "eps_guarantee")}

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
+from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.run import config as C
 from pate.run import rundir as R
-from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.run.rundir import Run
 
 logger = logging.getLogger("pate")
@@ -67,9 +67,14 @@ def authorize(run: Run, ledger) -> str:
     known = ledger.datasets()
     for d in known:
         if d["digest"] == identity.digest and d["budget_eps"] is not None:
-            _check_budget(run, ledger, d["digest"], (d["budget_eps"], d["budget_delta"],
-                                                     d["conversion"]),
-                          (given, priv.delta, priv.conversion), resumed=resumed)
+            _check_budget(
+                run,
+                ledger,
+                d["digest"],
+                (d["budget_eps"], d["budget_delta"], d["conversion"]),
+                (given, priv.delta, priv.conversion),
+                resumed=resumed,
+            )
     name = priv.dataset
     if name is None:  # the data's name, unless another set of records already carries it
         taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
@@ -77,41 +82,59 @@ def authorize(run: Run, ledger) -> str:
         if taken.get(name, identity.digest) != identity.digest:
             name = None
     budget = None
-    if not any(d["digest"] == identity.digest and d["budget_eps"] is not None for d in known) \
-            and register is None:
+    if (
+        not any(d["digest"] == identity.digest and d["budget_eps"] is not None for d in known)
+        and register is None
+    ):
         caller = caller_of(run)
         raise ConfigError(
             f"the ledger {ledger.path} holds no budget for this dataset ({identity.digest[:16]}"
             f"...) yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
             f"budget) or {C.setting('aggregator', 'target_eps', source=caller)} (what this run "
-            "spends, then also registered as the lifetime budget)")
+            "spends, then also registered as the lifetime budget)"
+        )
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
     if budget is None:
-        ledger.set_budget(digest, eps=register, delta=priv.delta,
-                          conversion=priv.conversion)
+        ledger.set_budget(digest, eps=register, delta=priv.delta, conversion=priv.conversion)
         if given is None:
             caller = caller_of(run)
             logger.warning(
                 "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
                 "this run's %s (%s was not given); later runs on the same records share it. To "
                 "allow more over the dataset's life, give %s the first time, or raise it with %s",
-                ledger.path, digest[:16], register,
+                ledger.path,
+                digest[:16],
+                register,
                 C.setting("aggregator", "target_eps", source=caller),
                 C.setting("privacy", "budget_eps", source=caller),
                 C.setting("privacy", "budget_eps", source=caller),
-                C.budget_command(caller, ledger=ledger.path, digest=digest, eps=register * 2,
-                                 delta=priv.delta, conversion=priv.conversion))
+                C.budget_command(
+                    caller,
+                    ledger=ledger.path,
+                    digest=digest,
+                    eps=register * 2,
+                    delta=priv.delta,
+                    conversion=priv.conversion,
+                ),
+            )
         budget = ledger.budget(digest)
     else:  # again: another process may have set it meanwhile
-        _check_budget(run, ledger, digest, (budget.eps, budget.delta, budget.conversion),
-                      (given, priv.delta, priv.conversion), resumed=resumed)
+        _check_budget(
+            run,
+            ledger,
+            digest,
+            (budget.eps, budget.delta, budget.conversion),
+            (given, priv.delta, priv.conversion),
+            resumed=resumed,
+        )
     C.set_budget_eps(run.config, budget.eps)
     return digest
 
 
-def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
-                  resumed: bool) -> None:
+def _check_budget(
+    run: Run, ledger, digest: str, have: tuple, want: tuple, *, resumed: bool
+) -> None:
     """ConfigError unless the ledger's budget ``have`` and the run's ``want`` -- both
     ``(eps, delta, conversion)``; ``want``'s eps None: the ledger's -- agree. A resumed run
     accepts the ledger's eps (see :func:`authorize`)."""
@@ -122,25 +145,45 @@ def _check_budget(run: Run, ledger, digest: str, have: tuple, want: tuple, *,
         if run.objects.get("budget_noted") == b_eps:
             return
         run.objects["budget_noted"] = b_eps
-        logger.warning("the ledger %s holds the lifetime budget eps=%g for this dataset (%s...); "
-                       "this run last ran under eps=%g and goes on with the ledger's",
-                       ledger.path, b_eps, digest[:16], eps)
+        logger.warning(
+            "the ledger %s holds the lifetime budget eps=%g for this dataset (%s...); "
+            "this run last ran under eps=%g and goes on with the ledger's",
+            ledger.path,
+            b_eps,
+            digest[:16],
+            eps,
+        )
         return
     caller = caller_of(run)
-    asked = [(key, mine, theirs) for key, mine, theirs in (
-        ("budget_eps", eps, b_eps), ("delta", delta, b_delta), ("conversion", conversion, b_conv))
-        if mine is not None and mine != theirs]
-    fix = "; ".join(f"set {C.assignment('privacy', key, theirs, source=caller)}" + (
-        " or leave it out (the ledger's applies)" if key == "budget_eps" else "")
-        for key, _, theirs in asked)
-    command = C.budget_command(caller, ledger=ledger.path, digest=digest,
-                               eps=b_eps if eps is None else eps, delta=delta, conversion=conversion)
+    asked = [
+        (key, mine, theirs)
+        for key, mine, theirs in (
+            ("budget_eps", eps, b_eps),
+            ("delta", delta, b_delta),
+            ("conversion", conversion, b_conv),
+        )
+        if mine is not None and mine != theirs
+    ]
+    fix = "; ".join(
+        f"set {C.assignment('privacy', key, theirs, source=caller)}"
+        + (" or leave it out (the ledger's applies)" if key == "budget_eps" else "")
+        for key, _, theirs in asked
+    )
+    command = C.budget_command(
+        caller,
+        ledger=ledger.path,
+        digest=digest,
+        eps=b_eps if eps is None else eps,
+        delta=delta,
+        conversion=conversion,
+    )
     raise ConfigError(
         f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
         f"({b_conv} conversion) for this dataset ({digest[:16]}...), but this run asks for "
         + ", ".join(C.assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
         + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
-        f"`{command}` (recorded, and shown in the report)")
+        f"`{command}` (recorded, and shown in the report)"
+    )
 
 
 def resolve_budget_without_ledger(run: Run) -> None:
@@ -170,19 +213,27 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
         return None
     params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
     if spec.kind.releases_once:
-        event = spec.event(np.zeros((queries, run.data.num_classes)), params,
-                           answered=np.ones(queries, dtype=bool), orders=orders)
+        event = spec.event(
+            np.zeros((queries, run.data.num_classes)),
+            params,
+            answered=np.ones(queries, dtype=bool),
+            orders=orders,
+        )
         rdp = event.rdp_data_independent
         return rdp, rdp, queries, f"the one release of {spec.title}"
     worst = spec.worst_case_query_rdp(params, orders=orders)
     if agg.target_eps is not None:
-        return (queries * worst, queries * worst, queries,
-                f"this run's target eps={agg.target_eps:g} ({queries} queries, all answered)")
+        return (
+            queries * worst,
+            queries * worst,
+            queries,
+            f"this run's target eps={agg.target_eps:g} ({queries} queries, all answered)",
+        )
     return worst, queries * worst, queries, f"even one query of {spec.title}"
 
 
 def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
-    """"raise the dataset's lifetime budget: `<command>`[, then `pate run --run-dir DIR
+    """ "raise the dataset's lifetime budget: `<command>`[, then `pate run --run-dir DIR
     --resume`]": the command (a Python call for :func:`pate.fit`, ``pate budget set`` for the
     CLI) raises the budget by the epsilon of ``rdp`` (public arithmetic) over what is spent and
     reserved; both work when pasted."""
@@ -191,14 +242,23 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
     summary = ledger.summary(dataset)
     budget = summary["budget"]
     orders = C.orders(run.config)
-    cost = float(analysis.eps_from_rdp(np.asarray(rdp, dtype=float), orders=orders,
-                                       delta=budget["delta"],
-                                       conversion=budget["conversion"])[0])
+    cost = float(
+        analysis.eps_from_rdp(
+            np.asarray(rdp, dtype=float),
+            orders=orders,
+            delta=budget["delta"],
+            conversion=budget["conversion"],
+        )[0]
+    )
     caller = caller_of(run)
-    command = C.budget_command(caller, ledger=ledger.path, digest=dataset,
-                               eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"])
-                                                    + cost)) / 100,
-                               delta=budget["delta"], conversion=budget["conversion"])
+    command = C.budget_command(
+        caller,
+        ledger=ledger.path,
+        digest=dataset,
+        eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"]) + cost)) / 100,
+        delta=budget["delta"],
+        conversion=budget["conversion"],
+    )
     if caller == C.PYTHON_SOURCE:
         then = ""
     elif (run.run_dir / R.STATE).exists():  # a started run continues where it stopped
@@ -234,20 +294,29 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     priv = C.sections(run.config).privacy
 
     def eps_of(curve):
-        return float(analysis.eps_from_rdp(curve, orders=orders, delta=priv.delta,
-                                           conversion=priv.conversion)[0])
+        return float(
+            analysis.eps_from_rdp(
+                curve, orders=orders, delta=priv.delta, conversion=priv.conversion
+            )[0]
+        )
 
     cost, full_cost = eps_of(rdp), eps_of(full)
     summary = ledger.summary(dataset)
     budget = summary["budget"]
-    remaining = (summary["remaining"] if summary.get("remaining_effective") is None
-                 else summary["remaining_effective"])
+    remaining = (
+        summary["remaining"]
+        if summary.get("remaining_effective") is None
+        else summary["remaining_effective"]
+    )
     remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
     caller = caller_of(run)
     name = functools.partial(C.setting, source=caller)
     limited = summary.get("limited_by")
-    where = ("" if not limited or limited == dataset else
-             f" (limited by the linked dataset {limited[:16]}...)")
+    where = (
+        ""
+        if not limited or limited == dataset
+        else f" (limited by the linked dataset {limited[:16]}...)"
+    )
     if C.sections(run.config).aggregator.target_eps is not None:
         fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
     else:
@@ -258,4 +327,6 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         f"budget eps={budget['eps']:g} (spent and reserved: eps="
         f"{summary['spent_and_reserved']:.4g}). Nothing was trained, drawn or charged. To go on, "
         f"{fix}{raise_hint(run, ledger, dataset, full)}",
-        requested=cost, remaining=remaining)
+        requested=cost,
+        remaining=remaining,
+    )

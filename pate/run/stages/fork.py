@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pathlib
 
-from pate.run import config as C
-from pate.run import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.core.io import atomic_write_json
+from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.rundir import Run
 
 
@@ -17,21 +17,31 @@ def _check_fork_target(source: pathlib.Path, target: pathlib.Path) -> None:
     folder. Checked before anything is written; fork never deletes what it did not create."""
     src, dst = source.resolve(), target.resolve()
     if dst == src:
-        raise ConfigError(f"fork_run: the new run directory is the source itself ({source}); "
-                          "pick a new directory for the forked run")
+        raise ConfigError(
+            f"fork_run: the new run directory is the source itself ({source}); "
+            "pick a new directory for the forked run"
+        )
     if dst.is_relative_to(src):
-        raise ConfigError(f"fork_run: the new run directory {target} lies inside the source run "
-                          f"{source}; pick a new directory outside it")
+        raise ConfigError(
+            f"fork_run: the new run directory {target} lies inside the source run "
+            f"{source}; pick a new directory outside it"
+        )
     if src.is_relative_to(dst):
-        raise ConfigError(f"fork_run: the new run directory {target} holds the source run "
-                          f"{source}; pick a new directory that does not contain it")
+        raise ConfigError(
+            f"fork_run: the new run directory {target} holds the source run "
+            f"{source}; pick a new directory that does not contain it"
+        )
     if target.is_symlink() and not target.exists():
-        raise ConfigError(f"fork_run: the new run directory {target} is a dangling symbolic "
-                          "link; pick a new directory, or remove the link yourself")
+        raise ConfigError(
+            f"fork_run: the new run directory {target} is a dangling symbolic "
+            "link; pick a new directory, or remove the link yourself"
+        )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         what = "a file" if not target.is_dir() else "a folder that is not empty"
-        raise ConfigError(f"fork_run: the new run directory {target} exists and is {what}; it is "
-                          "never overwritten: pick a new directory, or remove it yourself")
+        raise ConfigError(
+            f"fork_run: the new run directory {target} exists and is {what}; it is "
+            "never overwritten: pick a new directory, or remove it yourself"
+        )
 
 
 def fork(source, config: dict) -> pathlib.Path:
@@ -49,8 +59,10 @@ def fork(source, config: dict) -> pathlib.Path:
     source = pathlib.Path(source)
     missing = [s for s in FORKED_STAGES if not (source / R.STAGE_DIR / f"{s}.json").exists()]
     if missing:
-        raise ConfigError(f"{source} has not finished stage(s) {', '.join(missing)}; run "
-                          f"`pate run --run-dir {source} --resume --until votes` there first")
+        raise ConfigError(
+            f"{source} has not finished stage(s) {', '.join(missing)}; run "
+            f"`pate run --run-dir {source} --resume --until votes` there first"
+        )
     target = C.run_directory(config)
     _check_fork_target(source, target)
     parent = Run.open(source, progress=False)
@@ -63,21 +75,29 @@ def fork(source, config: dict) -> pathlib.Path:
         run.start()
         (staging / R.STAGE_DIR).mkdir()
         for name in FORKED_FILES:
-            if not (source / name).exists() and name != R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
+            if (
+                not (source / name).exists()
+                and name != R.VOTES
+                and (source / R.KNN_EMBEDDINGS).exists()
+            ):
                 continue  # a Private-kNN run: no partition, no teachers
             if name == R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
                 name = R.KNN_EMBEDDINGS
-            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name,
-                                                                             staging / name)
+            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(
+                source / name, staging / name
+            )
         for stage in FORKED_STAGES:
-            shutil.copy2(source / R.STAGE_DIR / f"{stage}.json",
-                         staging / R.STAGE_DIR / f"{stage}.json")
+            shutil.copy2(
+                source / R.STAGE_DIR / f"{stage}.json", staging / R.STAGE_DIR / f"{stage}.json"
+            )
         _check_fork_target(source, target)  # again: nothing appeared there meanwhile
         try:  # onto a missing path or an empty folder only (rename refuses a non-empty one)
             os.rename(staging, target)
         except OSError as exc:
-            raise ConfigError(f"fork_run: cannot move the forked run into {target} ({exc.strerror}"
-                              "); pick a new directory, or remove it yourself") from None
+            raise ConfigError(
+                f"fork_run: cannot move the forked run into {target} ({exc.strerror}"
+                "); pick a new directory, or remove it yourself"
+            ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # the folder this call created, only
         raise

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pate.core.io import load_npy
 from pate.run import config as C
 from pate.run import rundir as R
-from pate.core.io import load_npy
 from pate.run.rundir import Run
 from pate.run.stages.budget import run_identity
 
@@ -21,6 +21,11 @@ def partition(run: Run) -> dict:
         part = P.partition_by_unit(unit_ids, num_teachers=k, rng=rng)
     part.save(run.path(R.PARTITION))
     sizes = part.shard_sizes
-    return {"num_teachers": k, "mode": cfg.mode, "relation": part.relation,
-            "shard_size_min": int(sizes.min()), "shard_size_max": int(sizes.max()),
-            "neighbouring_relation": part.neighbouring_relation}
+    return {
+        "num_teachers": k,
+        "mode": cfg.mode,
+        "relation": part.relation,
+        "shard_size_min": int(sizes.min()),
+        "shard_size_max": int(sizes.max()),
+        "neighbouring_relation": part.neighbouring_relation,
+    }

@@ -7,11 +7,10 @@ import json
 
 import numpy as np
 
-from pate.run import rundir as R
 from pate.analysis.errors import ConfigError, CorruptFileError
 from pate.core.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npz
+from pate.run import rundir as R
 from pate.run.rundir import Run
-
 
 #: Version of the pending file's ``state`` (the earlier two-file layout had none).
 PENDING_FORMAT = 2
@@ -25,11 +24,19 @@ def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> N
     reservation is committed. The ledger records each committed event with its reservation id,
     so a resume knows exactly which rounds were charged (:func:`finish_pending`): no count, no
     second file that could be older or newer than the first."""
-    state = {"format": PENDING_FORMAT, "run_id": summary["run_id"], "summary": summary,
-             "rounds": rounds}
-    atomic_savez(run.path(R.PENDING), labels=labels, answered=answered,
-                 state=np.frombuffer(json.dumps(state, sort_keys=True).encode(), dtype=np.uint8),
-                 **({} if scores is None else {"scores": scores}))
+    state = {
+        "format": PENDING_FORMAT,
+        "run_id": summary["run_id"],
+        "summary": summary,
+        "rounds": rounds,
+    }
+    atomic_savez(
+        run.path(R.PENDING),
+        labels=labels,
+        answered=answered,
+        state=np.frombuffer(json.dumps(state, sort_keys=True).encode(), dtype=np.uint8),
+        **({} if scores is None else {"scores": scores}),
+    )
 
 
 def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
@@ -44,24 +51,37 @@ def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
             f"version of pate-learn ({R.PENDING} + {R.PENDING_SUMMARY}), whose charge this "
             "version cannot check against the ledger: they are not published. Delete both files "
             "to discard them (never released; what the ledger charged for them stays spent), "
-            "then run the aggregate stage again")
+            "then run the aggregate stage again"
+        )
     try:
         state = json.loads(arrays.pop("state").astype(np.uint8).tobytes().decode())
-        ok = (isinstance(state, dict) and state.get("format") == PENDING_FORMAT
-              and isinstance(state.get("summary"), dict) and isinstance(state.get("rounds"), list)
-              and all(isinstance(r, dict) and isinstance(r.get("keys"), list)
-                      and isinstance(r.get("events"), list) for r in state["rounds"]))
+        ok = (
+            isinstance(state, dict)
+            and state.get("format") == PENDING_FORMAT
+            and isinstance(state.get("summary"), dict)
+            and isinstance(state.get("rounds"), list)
+            and all(
+                isinstance(r, dict)
+                and isinstance(r.get("keys"), list)
+                and isinstance(r.get("events"), list)
+                for r in state["rounds"]
+            )
+        )
     except (ValueError, TypeError):  # not UTF-8, not JSON, not bytes
         ok = False
     if not ok or not {"labels", "answered"} <= set(arrays):
-        raise CorruptFileError(f"{run.path(R.PENDING)} is not a pending file of this version of "
-                               "pate-learn (modified or damaged); its answers are not published. "
-                               "Delete it to discard them, then run the aggregate stage again",
-                               path=run.path(R.PENDING))
+        raise CorruptFileError(
+            f"{run.path(R.PENDING)} is not a pending file of this version of "
+            "pate-learn (modified or damaged); its answers are not published. "
+            "Delete it to discard them, then run the aggregate stage again",
+            path=run.path(R.PENDING),
+        )
     if state.get("run_id") != run_id:
-        raise ConfigError(f"{run.path(R.PENDING)} holds the answers of run {state.get('run_id')}, "
-                          f"not of this run ({run_id}); they are not published. Delete it, then "
-                          "run the aggregate stage again")
+        raise ConfigError(
+            f"{run.path(R.PENDING)} holds the answers of run {state.get('run_id')}, "
+            f"not of this run ({run_id}); they are not published. Delete it, then "
+            "run the aggregate stage again"
+        )
     return arrays, state
 
 
@@ -69,7 +89,7 @@ def publish(run: Run, labels, answered, summary, scores=None) -> None:
     """Write the charged answers (and the labelling rule's class ``scores``, where the mechanism
     gives them) where the later stages read them, then drop the pending copy."""
     if scores is None:
-        run.path(R.LABEL_SCORES).unlink(missing_ok=True)   # never a stale earlier aggregate's
+        run.path(R.LABEL_SCORES).unlink(missing_ok=True)  # never a stale earlier aggregate's
     else:
         atomic_save_npy(run.path(R.LABEL_SCORES), scores)
     atomic_save_npy(run.path(R.LABELS), labels)
@@ -79,5 +99,8 @@ def publish(run: Run, labels, answered, summary, scores=None) -> None:
 
 
 def aggregate_info(summary: dict) -> dict:
-    return {"asked": summary["queries_asked"], "answered": summary["queries_answered"],
-            "stop_reason": summary.get("stop_reason")}
+    return {
+        "asked": summary["queries_asked"],
+        "answered": summary["queries_answered"],
+        "stop_reason": summary.get("stop_reason"),
+    }

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pate.run import config as C
-from pate.run import rundir as R
 from pate.analysis.errors import ConfigError
 from pate.core.io import load_npy
+from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.rundir import Run
-from pate.run.stages.budget import resolve_budget_without_ledger, authorize, check_budget_fits
+from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
 from pate.run.stages.records import check_records_data, skip_reason
 
 
@@ -25,8 +25,11 @@ def _computes_here(config: dict, stage: str, objects: dict) -> bool:
         if isinstance(model, str) and model.startswith("python:"):
             return not is_estimator(objects.get("student_model"))
         return True
-    return (stage == "teachers" and skip_reason(config, "teachers") is None
-            and C.sections(config).cluster.backend == "local")
+    return (
+        stage == "teachers"
+        and skip_reason(config, "teachers") is None
+        and C.sections(config).cluster.backend == "local"
+    )
 
 
 def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) -> None:
@@ -43,9 +46,11 @@ def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) 
     try:
         resolve_device(device)
     except ValueError as exc:
-        raise ConfigError(f"[run] device = {device!r} (used by the {' and '.join(users)} "
-                          f"stage{'s' if len(users) > 1 else ''}): {exc}; nothing was written, "
-                          "drawn or charged") from None
+        raise ConfigError(
+            f"[run] device = {device!r} (used by the {' and '.join(users)} "
+            f"stage{'s' if len(users) > 1 else ''}): {exc}; nothing was written, "
+            "drawn or charged"
+        ) from None
 
 
 def check_data(run: Run) -> None:
@@ -53,20 +58,26 @@ def check_data(run: Run) -> None:
     data, s = run.data, C.sections(run.config)
     queries = s.aggregator.queries
     if queries is not None and queries > len(data.public):
-        raise ConfigError(f"[aggregator] queries ({queries}) exceeds the {len(data.public)} "
-                          f"public items of {data.name}")
+        raise ConfigError(
+            f"[aggregator] queries ({queries}) exceeds the {len(data.public)} "
+            f"public items of {data.name}"
+        )
     if s.aggregator.spec.kind.reads_private_records:
         check_records_data(run)
         return
     k = s.partition.num_teachers
     if k > len(data.private):
-        raise ConfigError(f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
-                          f"private records of {data.name}")
+        raise ConfigError(
+            f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
+            f"private records of {data.name}"
+        )
     if s.partition.mode == "unit":
         unit_ids = load_npy(s.partition.unit_ids, what="[partition] unit_ids")
         if unit_ids.shape[0] != len(data.private):
-            raise ConfigError(f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
-                              f"split has {len(data.private)} records")
+            raise ConfigError(
+                f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
+                f"split has {len(data.private)} records"
+            )
 
 
 def preflight(run: Run, *, stages=R.STAGES) -> None:
@@ -87,9 +98,10 @@ def preflight(run: Run, *, stages=R.STAGES) -> None:
         dataset = authorize(run, ledger)
         # nothing drawn yet: not published (aggregate.json, maybe before its stage file), no
         # pending answers (the resume charges and publishes those, whatever is left)
-        drawing = not any(run.path(name).exists() for name in (
-            R.AGGREGATE, R.PENDING, R.PENDING_SUMMARY)) and not run.done("aggregate")
-        if drawing and any(s in stages for s in R.STAGES[:R.STAGES.index("aggregate") + 1]):
+        drawing = not any(
+            run.path(name).exists() for name in (R.AGGREGATE, R.PENDING, R.PENDING_SUMMARY)
+        ) and not run.done("aggregate")
+        if drawing and any(s in stages for s in R.STAGES[: R.STAGES.index("aggregate") + 1]):
             check_budget_fits(run, ledger, dataset)
     finally:
         ledger.close()

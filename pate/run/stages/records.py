@@ -9,11 +9,11 @@ import pathlib
 
 import numpy as np
 
+from pate.analysis.errors import ConfigError
+from pate.core.io import load_npz
 from pate.run import config as C
 from pate.run import rundir as R
-from pate.analysis.errors import ConfigError
 from pate.run.rundir import Run
-from pate.core.io import load_npz
 from pate.run.stages.budget import run_identity
 from pate.run.stages.release import release_plan
 
@@ -23,9 +23,11 @@ def skip_reason(config: dict, stage: str) -> str | None:
     the private records itself (Private-kNN) has no partition and no teachers."""
     spec = C.sections(config).aggregator.spec
     if spec.kind.reads_private_records and stage in ("partition", "teachers"):
-        return (f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
-                "themselves vote, through their nearest neighbours in a fresh sample per query "
-                "(the votes stage embeds them, the aggregate stage draws the histograms)")
+        return (
+            f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
+            "themselves vote, through their nearest neighbours in a fresh sample per query "
+            "(the votes stage embeds them, the aggregate stage draws the histograms)"
+        )
     return None
 
 
@@ -42,8 +44,11 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
     """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
     data cannot take them): sizes only, no record is read."""
     data = run.data
-    settings = C.knn_settings(run.config, data.input_shape, sizes=(
-        len(data.private), int(data.num_classes), len(data.public)))
+    settings = C.knn_settings(
+        run.config,
+        data.input_shape,
+        sizes=(len(data.private), int(data.num_classes), len(data.public)),
+    )
     features, dims = settings["features"], settings["dims"]
     if features == "student":  # the earlier student's class probabilities, no PCA
         return features, int(data.num_classes), int(data.num_classes)
@@ -51,22 +56,28 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
         from pate.teachers.features import KERNEL_FEATURES
 
         if len(data.input_shape) != 1:
-            raise ConfigError(f"[knn] features = \"kernel\" maps tables; {data.name} has inputs "
-                              f"of shape {tuple(data.input_shape)}: set [knn] features = "
-                              "\"scatternet\" or \"none\"")
+            raise ConfigError(
+                f'[knn] features = "kernel" maps tables; {data.name} has inputs '
+                f"of shape {tuple(data.input_shape)}: set [knn] features = "
+                '"scatternet" or "none"'
+            )
         return features, dims, KERNEL_FEATURES
     if features == "quadratic":
         from pate.core.class_means import QUADRATIC_MAX_WIDTH, quadratic_width
 
         if len(data.input_shape) != 1:
-            raise ConfigError(f"[knn] features = \"quadratic\" maps tables; {data.name} has inputs "
-                              f"of shape {tuple(data.input_shape)}: set [knn] features = "
-                              "\"scatternet\" or \"none\"")
+            raise ConfigError(
+                f'[knn] features = "quadratic" maps tables; {data.name} has inputs '
+                f"of shape {tuple(data.input_shape)}: set [knn] features = "
+                '"scatternet" or "none"'
+            )
         width = quadratic_width(int(data.input_shape[0]))
         if width > QUADRATIC_MAX_WIDTH:
-            raise ConfigError(f"[knn] features = \"quadratic\": {data.input_shape[0]} columns make "
-                              f"{width} features (at most {QUADRATIC_MAX_WIDTH}); set [knn] features "
-                              "= \"kernel\"")
+            raise ConfigError(
+                f'[knn] features = "quadratic": {data.input_shape[0]} columns make '
+                f"{width} features (at most {QUADRATIC_MAX_WIDTH}); set [knn] features "
+                '= "kernel"'
+            )
         return features, width, width
     if features == "scatternet":
         from pate.teachers.features import feature_shape
@@ -74,7 +85,7 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
         try:
             width = int(np.prod(feature_shape(data.input_shape)))
         except ValueError as exc:
-            raise ConfigError(f"[knn] features: {exc}; set [knn] features = \"none\"") from None
+            raise ConfigError(f'[knn] features: {exc}; set [knn] features = "none"') from None
     else:
         width = int(np.prod(data.input_shape))
     return features, dims, width
@@ -86,13 +97,17 @@ def check_records_data(run: Run) -> None:
     if features == "student":
         knn_prior(run)  # the earlier run is usable (ConfigError naming it otherwise)
     elif features != "quadratic" and dims > limit:  # quadratic features are not reduced
-        raise ConfigError(f"[knn] dims ({dims}) exceeds min(public items, {features!r} features) "
-                          f"= {limit} of {run.data.name}: the principal axes are fitted on the "
-                          "public split")
+        raise ConfigError(
+            f"[knn] dims ({dims}) exceeds min(public items, {features!r} features) "
+            f"= {limit} of {run.data.name}: the principal axes are fitted on the "
+            "public split"
+        )
     k = C.aggregator_params(run.config).get("k")  # Private-kNN's neighbours per query
     if k is not None and k > len(run.data.private):
-        raise ConfigError(f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
-                          f"records of {run.data.name}")
+        raise ConfigError(
+            f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
+            f"records of {run.data.name}"
+        )
 
 
 def knn_prior(run: Run) -> dict | None:
@@ -120,53 +135,80 @@ def knn_prior(run: Run) -> dict | None:
     where = f"[knn] student_run = {knn.student_run!r}"
     for name in (R.STUDENT_WEIGHTS, R.AGGREGATE):
         if not (path / name).is_file():
-            raise ConfigError(f"{where}: {path / name} does not exist; name the directory of a "
-                              "finished run (its student trained)")
+            raise ConfigError(
+                f"{where}: {path / name} does not exist; name the directory of a "
+                "finished run (its student trained)"
+            )
     summary = R.read_summary(path / R.AGGREGATE, R.AGGREGATE_KEYS)
     if summary["noise_seeded"]:
-        raise ConfigError(f"{where}: that run's noise was seeded (not private); its student "
-                          "cannot embed a private run")
+        raise ConfigError(
+            f"{where}: that run's noise was seeded (not private); its student "
+            "cannot embed a private run"
+        )
     ledger = run.ledger_path
-    if ledger is None or summary["ledger"] is None or \
-            pathlib.Path(summary["ledger"]).resolve() != ledger.resolve():
-        raise ConfigError(f"{where}: that run was charged to the ledger {summary['ledger']} and "
-                          f"this run's is {ledger}; both rounds must be charged to the same "
-                          "ledger, which composes them against one budget")
+    if (
+        ledger is None
+        or summary["ledger"] is None
+        or pathlib.Path(summary["ledger"]).resolve() != ledger.resolve()
+    ):
+        raise ConfigError(
+            f"{where}: that run was charged to the ledger {summary['ledger']} and "
+            f"this run's is {ledger}; both rounds must be charged to the same "
+            "ledger, which composes them against one budget"
+        )
     digest = run_identity(run).digest
     if summary["dataset"] != digest:
-        raise ConfigError(f"{where}: that run's private records ({summary['dataset'][:16]}...) "
-                          f"are not this run's ({digest[:16]}...)")
+        raise ConfigError(
+            f"{where}: that run's private records ({summary['dataset'][:16]}...) "
+            f"are not this run's ({digest[:16]}...)"
+        )
     config = run.config
     orders = C.orders(config)
     own = np.zeros(orders.size)
     for entry in summary["events"]:
         event = PrivacyEvent.from_dict(entry)
         if not np.array_equal(event.orders, orders):
-            raise ConfigError(f"{where}: that run used other [privacy] orders; use the same "
-                              "orders in every round")
+            raise ConfigError(
+                f"{where}: that run used other [privacy] orders; use the same orders in every round"
+            )
         own = own + event.rdp_data_independent
     # The cost comes from the ledger (the authority), per run of the chain; the files only name
     # the runs, and what they record must agree with what the ledger charged.
     earlier = summary.get("prior") or {"runs": [], "rdp": np.zeros(orders.size).tolist()}
     chain = [r["run_id"] for r in earlier["runs"]] + [summary["run_id"]]
     with contextlib.closing(run.ledger()) as opened:
-        charged = {run_id: sum((np.asarray(e.event.rdp_data_independent, dtype=float)
-                                for e in opened.events(digest, run_id=run_id)),
-                               np.zeros(orders.size))
-                   for run_id in chain}
+        charged = {
+            run_id: sum(
+                (
+                    np.asarray(e.event.rdp_data_independent, dtype=float)
+                    for e in opened.events(digest, run_id=run_id)
+                ),
+                np.zeros(orders.size),
+            )
+            for run_id in chain
+        }
     recorded = (own, np.asarray(earlier["rdp"], dtype=float))
-    ledgered = (charged[summary["run_id"]],
-                sum((charged[r] for r in chain[:-1]), np.zeros(orders.size)))
+    ledgered = (
+        charged[summary["run_id"]],
+        sum((charged[r] for r in chain[:-1]), np.zeros(orders.size)),
+    )
     if not all(np.allclose(a, b, rtol=1e-9, atol=0) for a, b in zip(recorded, ledgered)):
-        raise ConfigError(f"{where}: the ledger {ledger} does not hold the charges of that run "
-                          "(or of its earlier rounds) as its aggregate.json records them "
-                          "(modified, or from another ledger); it cannot be composed")
+        raise ConfigError(
+            f"{where}: the ledger {ledger} does not hold the charges of that run "
+            "(or of its earlier rounds) as its aggregate.json records them "
+            "(modified, or from another ledger); it cannot be composed"
+        )
     priv = C.sections(config).privacy
-    eps = analysis.eps_from_rdp(ledgered[0], orders=orders, delta=priv.delta,
-                                conversion=priv.conversion)[0]
-    return {"runs": [*earlier["runs"], {"run_dir": str(path), "run_id": summary["run_id"],
-                                        "eps": float(eps)}],
-            "rdp": sum(charged.values(), np.zeros(orders.size)).tolist()}
+    eps = analysis.eps_from_rdp(
+        ledgered[0], orders=orders, delta=priv.delta, conversion=priv.conversion
+    )[0]
+    return {
+        "runs": [
+            *earlier["runs"],
+            {"run_dir": str(path), "run_id": summary["run_id"], "eps": float(eps)},
+        ],
+        "rdp": sum(charged.values(), np.zeros(orders.size)).tolist(),
+    }
 
 
 def records_inputs(run: Run, spec) -> tuple:
@@ -184,19 +226,55 @@ def records_inputs(run: Run, spec) -> tuple:
     public, private = emb["public"], emb["private"]
     num_classes, num_queries = int(emb["num_classes"]), public.shape[0]
     orders = C.orders(config)
-    plan = release_plan(config, num_teachers=max(1, spec.voters(
-        params, private_records=int(private.shape[0]))), num_classes=num_classes, orders=orders)
+    plan = release_plan(
+        config,
+        num_teachers=max(1, spec.voters(params, private_records=int(private.shape[0]))),
+        num_classes=num_classes,
+        orders=orders,
+    )
     prior = knn_prior(run)
     prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
-    return (params, public, private, emb["private_labels"], num_classes, num_queries,
-            min(num_queries if s.aggregator.queries is None else s.aggregator.queries,
-                num_queries), orders,
-            priv.budget_eps, priv.delta, priv.conversion, plan, prior, prior_rdp)
+    return (
+        params,
+        public,
+        private,
+        emb["private_labels"],
+        num_classes,
+        num_queries,
+        min(num_queries if s.aggregator.queries is None else s.aggregator.queries, num_queries),
+        orders,
+        priv.budget_eps,
+        priv.delta,
+        priv.conversion,
+        plan,
+        prior,
+        prior_rdp,
+    )
 
 
-def records_summary(spec, params, events, *, config, orders, delta, conversion, budget_eps,
-                     asked, answered, offered, stop_reason, run_id, dataset, ledger, plan,
-                     reserved, rounds, prior, **mechanism_part) -> dict:
+def records_summary(
+    spec,
+    params,
+    events,
+    *,
+    config,
+    orders,
+    delta,
+    conversion,
+    budget_eps,
+    asked,
+    answered,
+    offered,
+    stop_reason,
+    run_id,
+    dataset,
+    ledger,
+    plan,
+    reserved,
+    rounds,
+    prior,
+    **mechanism_part,
+) -> dict:
     """``aggregate.json`` of a mechanism that reads the private records: the realised cost of
     ``events`` is the data-independent one (there is no data-dependent bound), no sanitized
     release; ``prior`` the earlier rounds this run's embedding depends on (their cost is in the
@@ -206,14 +284,30 @@ def records_summary(spec, params, events, *, config, orders, delta, conversion, 
     rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
     eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
     return {
-        "mechanism": spec.name, "params": dict(params), "budget_eps": budget_eps,
-        "delta": delta, "budget_basis": C.sections(config).aggregator.budget_basis.replace("-", "_"),
-        "conversion": conversion, "queries_asked": int(asked), "queries_answered": int(answered),
-        "eps_data_independent": float(eps), "order_data_independent": float(order),
-        "eps_data_dependent": float(eps), "order_data_dependent": float(order),
-        "prior_included": False, "stop_reason": stop_reason, "run_id": run_id,
-        "dataset": dataset, "ledger": None if ledger is None else str(ledger.path),
-        "events": [e.to_dict() for e in events], "queries_offered": int(offered),
-        "release": None, "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
-        "noise_seeded": C.noise_seeded(config), "reserved_queries": int(reserved),
-        "rounds": rounds, **mechanism_part, "prior": prior}
+        "mechanism": spec.name,
+        "params": dict(params),
+        "budget_eps": budget_eps,
+        "delta": delta,
+        "budget_basis": C.sections(config).aggregator.budget_basis.replace("-", "_"),
+        "conversion": conversion,
+        "queries_asked": int(asked),
+        "queries_answered": int(answered),
+        "eps_data_independent": float(eps),
+        "order_data_independent": float(order),
+        "eps_data_dependent": float(eps),
+        "order_data_dependent": float(order),
+        "prior_included": False,
+        "stop_reason": stop_reason,
+        "run_id": run_id,
+        "dataset": dataset,
+        "ledger": None if ledger is None else str(ledger.path),
+        "events": [e.to_dict() for e in events],
+        "queries_offered": int(offered),
+        "release": None,
+        "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
+        "noise_seeded": C.noise_seeded(config),
+        "reserved_queries": int(reserved),
+        "rounds": rounds,
+        **mechanism_part,
+        "prior": prior,
+    }

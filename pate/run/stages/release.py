@@ -15,10 +15,20 @@ def draw_release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> 
     s = C.sections(config)
     priv = s.privacy
     params = s.aggregator.spec.release_params(C.aggregator_params(config))
-    return dict(analysis.release_sanitized_epsilon(
-        votes, answered=answered, order=priv.release_order, beta=priv.release_beta,
-        sigma_ss=priv.release_sigma_ss, delta=priv.delta, num_teachers=int(votes[0].sum()),
-        rng=rng, conversion=priv.conversion, **params))
+    return dict(
+        analysis.release_sanitized_epsilon(
+            votes,
+            answered=answered,
+            order=priv.release_order,
+            beta=priv.release_beta,
+            sigma_ss=priv.release_sigma_ss,
+            delta=priv.delta,
+            num_teachers=int(votes[0].sum()),
+            rng=rng,
+            conversion=priv.conversion,
+            **params,
+        )
+    )
 
 
 def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
@@ -43,15 +53,19 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
     if not priv.release:
         reason = "[privacy] release = false: only the data-independent epsilon is reported"
     elif release is None:
-        reason = (f"{spec.title} has no smooth-sensitivity analysis; the data-independent epsilon "
-                  "is reported")
+        reason = (
+            f"{spec.title} has no smooth-sensitivity analysis; the data-independent epsilon "
+            "is reported"
+        )
     else:
-        ind1 = (release["threshold"] is None or _is_data_independent_step1(
-            num_teachers, release["threshold"], release["sigma1"], order))
+        ind1 = release["threshold"] is None or _is_data_independent_step1(
+            num_teachers, release["threshold"], release["sigma1"], order
+        )
         if ind1 and _is_data_independent_step2(num_teachers, num_classes, release["sigma2"], order):
             reason = "the data-dependent bounds never beat the data-independent ones at this order"
-        elif not all(analysis.check_conditions(sigma=release["sigma2"], num_classes=num_classes,
-                                               order=order)):
+        elif not all(
+            analysis.check_conditions(sigma=release["sigma2"], num_classes=num_classes, order=order)
+        ):
             reason = "conditions C5/C6 do not hold at this order and sigma2"
     rdp = analysis.gnss_rdp_curve(beta=beta, sigma_ss=sigma_ss, orders=orders)
     return {"release": reason is None, "fallback": reason, "params": params, "rdp": rdp}

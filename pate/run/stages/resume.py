@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from pate.run import config as C
-from pate.run import rundir as R
 from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.core.io import load_npy
+from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.pending import aggregate_info, publish, read_pending, write_pending
 from pate.run.stages.release import draw_release, release_plan
@@ -34,8 +34,9 @@ def _charge_round(run: Run, ledger, dataset: str, run_id: str, entry: dict, rewr
     if not events:
         return
     orders = events[0].orders
-    worst = sum((np.asarray(e.rdp_data_independent, dtype=float) for e in events),
-                np.zeros(orders.size))
+    worst = sum(
+        (np.asarray(e.rdp_data_independent, dtype=float) for e in events), np.zeros(orders.size)
+    )
     with ledger.reserve(dataset, orders=orders, rdp=worst, run_id=run_id) as reservation:
         entry["keys"].append(reservation.id)
         rewrite()
@@ -58,9 +59,11 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     scores = arrays.get("scores")
     summary, rounds = state["summary"], state["rounds"]
     if ledger is None:
-        raise ConfigError(f"{run.path(R.PENDING)} holds answers drawn inside ledger reservations, "
-                          "but this run has no ledger; they are not published. Delete it, then "
-                          "run the aggregate stage again")
+        raise ConfigError(
+            f"{run.path(R.PENDING)} holds answers drawn inside ledger reservations, "
+            "but this run has no ledger; they are not published. Delete it, then "
+            "run the aggregate stage again"
+        )
 
     def rewrite():
         write_pending(run, labels, answered, summary, rounds, scores)
@@ -74,7 +77,8 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
                 run.path(R.PENDING).unlink(missing_ok=True)
                 raise BudgetExceededError(
                     f"the answers drawn before the interruption can no longer be charged ({exc}); "
-                    "they were discarded, never released. Start a new run directory") from None
+                    "they were discarded, never released. Start a new run directory"
+                ) from None
     if summary["release_plan"]["release"] and summary["release"] is None:
         # the interruption came before the planned release was drawn: draw it now inside a
         # reservation, keep it in the pending file with that reservation's id, commit, and only
@@ -82,22 +86,39 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
         config, asked = run.config, int(summary["queries_asked"])
         votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
         orders = C.orders(config)
-        plan = release_plan(config, num_teachers=int(votes_all[0].sum()),
-                            num_classes=int(votes_all.shape[1]), orders=orders)
-        event = PrivacyEvent("gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"],
-                             queries=0, answered=0)
+        plan = release_plan(
+            config,
+            num_teachers=int(votes_all[0].sum()),
+            num_classes=int(votes_all.shape[1]),
+            orders=orders,
+        )
+        event = PrivacyEvent(
+            "gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"], queries=0, answered=0
+        )
         try:
             reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
         except BudgetExceededError:
-            summary["release_plan"] = dict(summary["release_plan"], release=False, fallback=(
-                "the run was interrupted before its sanitized release and the ledger no longer "
-                "covers it; the data-independent epsilon is reported"))
+            summary["release_plan"] = dict(
+                summary["release_plan"],
+                release=False,
+                fallback=(
+                    "the run was interrupted before its sanitized release and the ledger no longer "
+                    "covers it; the data-independent epsilon is reported"
+                ),
+            )
         else:
             with reservation:
-                summary["release"] = draw_release(config, votes_all[:asked], answered[:asked],
-                                                  run.noise_streams().release)
+                summary["release"] = draw_release(
+                    config, votes_all[:asked], answered[:asked], run.noise_streams().release
+                )
                 summary["events"].append(event.to_dict())
-                commit_round(run, reservation, [event], Answers(labels, answered, scores),
-                             summary, Rounds(charges=rounds))
+                commit_round(
+                    run,
+                    reservation,
+                    [event],
+                    Answers(labels, answered, scores),
+                    summary,
+                    Rounds(charges=rounds),
+                )
     publish(run, labels, answered, summary, scores)
     return aggregate_info(summary)

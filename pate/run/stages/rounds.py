@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -40,10 +40,13 @@ class Answers:
     scores: np.ndarray | None = None
 
     @classmethod
-    def empty(cls, num_queries: int, *, num_classes: int | None = None) -> "Answers":
+    def empty(cls, num_queries: int, *, num_classes: int | None = None) -> Answers:
         """Nothing answered yet; with ``num_classes``, a score table too."""
-        return cls(np.full(num_queries, -1, dtype=np.int64), np.zeros(num_queries, dtype=bool),
-                   None if num_classes is None else np.full((num_queries, num_classes), np.nan))
+        return cls(
+            np.full(num_queries, -1, dtype=np.int64),
+            np.zeros(num_queries, dtype=bool),
+            None if num_classes is None else np.full((num_queries, num_classes), np.nan),
+        )
 
 
 @dataclasses.dataclass
@@ -63,6 +66,7 @@ def max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str)
     that reservation (None, 0 when not even one query fits). Tries ``limit`` first, then a
     binary search of reservation attempts (each one checked by the ledger itself, linked
     datasets and concurrent runs included)."""
+
     def attempt(n):
         try:
             return ledger.reserve(dataset, orders=orders, rdp=n * worst, run_id=run_id)
@@ -87,8 +91,9 @@ def max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str)
     return (reservation, lo) if reservation is not None else (None, 0)
 
 
-def commit_round(run: Run, reservation, events: list, answers: Answers, summary: dict,
-                 rounds: Rounds) -> None:
+def commit_round(
+    run: Run, reservation, events: list, answers: Answers, summary: dict, rounds: Rounds
+) -> None:
     """Inside ``reservation``: record its id and ``events`` in ``rounds.charges``, write the pending
     file (``answers``, ``summary``, every round so far), and only then commit ``events``."""
     rounds.charges.append({"keys": [reservation.id], "events": [e.to_dict() for e in events]})
@@ -96,9 +101,21 @@ def commit_round(run: Run, reservation, events: list, answers: Answers, summary:
     reservation.commit(events)
 
 
-def ask_in_rounds(run: Run, ledger, dataset: str | None, run_id: str, *, orders, worst,
-                  limit: int, first, ask: Callable, answers: Answers, summary: Callable,
-                  rounds: Rounds) -> None:
+def ask_in_rounds(
+    run: Run,
+    ledger,
+    dataset: str | None,
+    run_id: str,
+    *,
+    orders,
+    worst,
+    limit: int,
+    first,
+    ask: Callable,
+    answers: Answers,
+    summary: Callable,
+    rounds: Rounds,
+) -> None:
     """The charge-before-publish loop, the same for every kind of mechanism.
 
     Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``first``
@@ -115,16 +132,18 @@ def ask_in_rounds(run: Run, ledger, dataset: str | None, run_id: str, *, orders,
         if first[0] is not None:
             (reservation, n), first = first, (None, 0)
         elif ledger is not None:
-            reservation, n = max_fitting(ledger, dataset, orders=orders, worst=worst, limit=n,
-                                         run_id=run_id)
+            reservation, n = max_fitting(
+                ledger, dataset, orders=orders, worst=worst, limit=n, run_id=run_id
+            )
             if reservation is None:
                 rounds.stop_reason = (
                     f"privacy budget: the ledger's remaining budget does not cover one more "
-                    f"query after {rounds.asked} asked")
+                    f"query after {rounds.asked} asked"
+                )
                 return
         if reservation is not None:
             rounds.reserved += n
-        with (reservation if reservation is not None else contextlib.nullcontext()):
+        with reservation if reservation is not None else contextlib.nullcontext():
             k, event, rounds.stop_reason = ask(rounds.asked, n)
             rounds.asked += k
             rounds.rounds += 1

@@ -3,20 +3,20 @@ skipped), and its record in ``stages/<stage>.json``."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
+from pate.analysis.errors import ConfigError
 from pate.run import config as C
 from pate.run import rundir as R
-from pate.analysis.errors import ConfigError
 from pate.run.rundir import Run
+from pate.run.stages.aggregate import aggregate
+from pate.run.stages.analysis import analysis_stage
 from pate.run.stages.partition import partition
+from pate.run.stages.records import skip_reason
+from pate.run.stages.report import report
+from pate.run.stages.student import student
 from pate.run.stages.teachers import teachers
 from pate.run.stages.votes import votes
-from pate.run.stages.aggregate import aggregate
-from pate.run.stages.student import student
-from pate.run.stages.analysis import analysis_stage
-from pate.run.stages.report import report
-from pate.run.stages.records import skip_reason
 
 
 def _skip(run: Run, stage: str, reason: str) -> dict:
@@ -34,7 +34,7 @@ def run_stage(run: Run, stage: str) -> dict:
     if stage not in STAGE_FUNCTIONS:
         raise ValueError(f"stage must be one of {', '.join(R.STAGES)}, got {stage!r}")
     # stages that do not apply to this run (and come before this one) are recorded as skipped
-    for earlier in R.STAGES[:R.STAGES.index(stage) + 1]:
+    for earlier in R.STAGES[: R.STAGES.index(stage) + 1]:
         reason = skip_reason(run.config, earlier)
         if reason is None:
             break
@@ -43,12 +43,15 @@ def run_stage(run: Run, stage: str) -> dict:
             return info
     before = R.PREREQUISITES[stage]
     if before is not None and not run.done(before):
-        raise ConfigError(f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
-                          f"`pate {R.COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
-                          f"--run-dir {run.run_dir} --resume`)")
+        raise ConfigError(
+            f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
+            f"`pate {R.COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
+            f"--run-dir {run.run_dir} --resume`)"
+        )
     if run.done(stage):
-        raise ConfigError(f"{run.run_dir}: stage {stage!r} is already done; start a new run "
-                          "directory to redo it")
+        raise ConfigError(
+            f"{run.run_dir}: stage {stage!r} is already done; start a new run directory to redo it"
+        )
     run.start()
     threads = _apply_threads(run, stage)
     t0 = time.perf_counter()
@@ -72,11 +75,19 @@ def _apply_threads(run: Run, stage: str) -> dict:
     ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
     from pate.core import threads as T
 
-    return T.configure(explicit=C.sections(run.config).run.threads,
-                       explicit_source=run.objects.get(THREADS_SOURCE, "config"),
-                       torch=stage in TORCH_STAGES)
+    return T.configure(
+        explicit=C.sections(run.config).run.threads,
+        explicit_source=run.objects.get(THREADS_SOURCE, "config"),
+        torch=stage in TORCH_STAGES,
+    )
 
 
 STAGE_FUNCTIONS: dict[str, Callable[[Run], dict]] = {
-    "partition": partition, "teachers": teachers, "votes": votes, "aggregate": aggregate,
-    "student": student, "analysis": analysis_stage, "report": report}
+    "partition": partition,
+    "teachers": teachers,
+    "votes": votes,
+    "aggregate": aggregate,
+    "student": student,
+    "analysis": analysis_stage,
+    "report": report,
+}

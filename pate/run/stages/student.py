@@ -6,10 +6,10 @@ import logging
 
 import numpy as np
 
-from pate.run import config as C
-from pate.run import rundir as R
 from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.core.io import atomic_write_json, load_npy
+from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.preflight import is_estimator
 from pate.run.stages.records import embedding_features, feature_cache
@@ -29,20 +29,29 @@ def student(run: Run) -> dict:
     settings.setdefault("flip", C.sections(run.config).data.name in FLIP_DATASETS)
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     if labels.ndim != 1 or labels.shape[0] != len(data.public):
-        raise ConfigError(f"{run.path(R.LABELS)} holds {labels.shape} labels for "
-                          f"{len(data.public)} public items; start a new run directory")
+        raise ConfigError(
+            f"{run.path(R.LABELS)} holds {labels.shape} labels for "
+            f"{len(data.public)} public items; start a new run directory"
+        )
     temperature = C.student_targets(run.config)
     model = run.python_object("student_model", settings.get("model", "auto"))
     if is_estimator(model):
         if temperature is not None:
-            raise ConfigError("[student] targets = \"soft\" trains the torch student; a "
-                              "scikit-learn student takes hard labels: set targets = \"hard\"")
+            raise ConfigError(
+                '[student] targets = "soft" trains the torch student; a '
+                'scikit-learn student takes hard labels: set targets = "hard"'
+            )
         return _sklearn_student(run, model, labels)
     soft_targets = None if temperature is None else _soft_targets(run, labels, temperature)
     settings["model"] = model
-    model = Student(**settings, num_classes=data.num_classes, random_state=run.streams().student,
-                    progress=run.progress, checkpoint_dir=run.path(R.STUDENT_CHECKPOINTS),
-                    resume=True)
+    model = Student(
+        **settings,
+        num_classes=data.num_classes,
+        random_state=run.streams().student,
+        progress=run.progress,
+        checkpoint_dir=run.path(R.STUDENT_CHECKPOINTS),
+        resume=True,
+    )
     if not isinstance(settings["model"], str):
         run.objects["fitted_student"] = model
     # built before the training, so that a run it cannot serve fails before any work
@@ -57,15 +66,21 @@ def student(run: Run) -> dict:
         alone = float(np.mean(model.predict(data.evaluation.x) == np.asarray(data.evaluation.y)))
         model.combine_with_rule(head, temperature=temperature)
     model.save(run.path(R.STUDENT_WEIGHTS))
-    metrics = evaluation_metrics(data.evaluation.y, model.predict(data.evaluation.x),
-                                 num_classes=data.num_classes)
+    metrics = evaluation_metrics(
+        data.evaluation.y, model.predict(data.evaluation.x), num_classes=data.num_classes
+    )
     if alone is not None:
         metrics.update(combined_with_rule=True, student_alone_accuracy=alone)
-    metrics.update(method=model.settings_["method"], model=model.model_name_,
-                   num_labelled=int(np.sum(labels >= 0)), num_public=int(labels.shape[0]),
-                   settings=model.settings_, train_seconds=round(seconds, 2),
-                   targets="hard" if temperature is None else "soft",
-                   **({} if temperature is None else {"temperature": temperature}))
+    metrics.update(
+        method=model.settings_["method"],
+        model=model.model_name_,
+        num_labelled=int(np.sum(labels >= 0)),
+        num_public=int(labels.shape[0]),
+        settings=model.settings_,
+        train_seconds=round(seconds, 2),
+        targets="hard" if temperature is None else "soft",
+        **({} if temperature is None else {"temperature": temperature}),
+    )
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
     logger.info("student: accuracy %.4f on the evaluation split", metrics["accuracy"])
     return {"accuracy": metrics["accuracy"]}
@@ -86,25 +101,32 @@ def _rule_head(run: Run, labels: np.ndarray):
     data = run.data
     features, dims, _ = embedding_features(run)
     public_x = np.asarray(data.public.x, dtype=np.float32)
-    front, public = PublicFrontEnd.fit_transform(public_x, features=features, dims=dims,
-                                                 cache=feature_cache(run))
+    front, public = PublicFrontEnd.fit_transform(
+        public_x, features=features, dims=dims, cache=feature_cache(run)
+    )
     with np.load(run.path(R.KNN_EMBEDDINGS), allow_pickle=False) as saved:
         saved_public = saved["public"]
     if saved_public.shape != public.shape or not np.allclose(saved_public, public, atol=1e-4):
-        raise ConfigError(f"the public embeddings in {run.path(R.KNN_EMBEDDINGS)} are not those of "
-                          f"this run's [knn] front-end refitted now ({features}, {dims} dims); "
-                          "start a new run directory")
+        raise ConfigError(
+            f"the public embeddings in {run.path(R.KNN_EMBEDDINGS)} are not those of "
+            f"this run's [knn] front-end refitted now ({features}, {dims} dims); "
+            "start a new run directory"
+        )
     scores = load_npy(run.path(R.LABEL_SCORES), what="the aggregate stage")
     answered = labels >= 0
     try:
-        recovered = recover_rule(public, np.where(answered[:, None], scores, np.nan),
-                                 rule=C.class_means_rule(run.config))
+        recovered = recover_rule(
+            public, np.where(answered[:, None], scores, np.nan), rule=C.class_means_rule(run.config)
+        )
     except ValueError as exc:
-        raise ConfigError(f"[student] combine_with_rule = true: the labelling rule cannot be "
-                          f"recovered from {run.path(R.LABEL_SCORES)} ({exc}); set "
-                          "combine_with_rule = false") from None
-    head = RuleHead.from_fitted(input_shape=data.input_shape, front=front, recovered=recovered,
-                                num_classes=data.num_classes)
+        raise ConfigError(
+            f"[student] combine_with_rule = true: the labelling rule cannot be "
+            f"recovered from {run.path(R.LABEL_SCORES)} ({exc}); set "
+            "combine_with_rule = false"
+        ) from None
+    head = RuleHead.from_fitted(
+        input_shape=data.input_shape, front=front, recovered=recovered, num_classes=data.num_classes
+    )
     # the torch head against the published scores on (up to) 1000 labelled items: enough to
     # catch a mismatch, without scattering the whole public split a second time
     rows = np.flatnonzero(answered)[:1000]
@@ -112,10 +134,18 @@ def _rule_head(run: Run, labels: np.ndarray):
         check = head(torch.from_numpy(public_x[rows])).numpy()
     gap = float(np.abs(check - scores[rows]).max())
     if gap > 1e-3 * max(float(np.abs(scores[rows]).max()), 1.0):
-        raise RuntimeError(f"the rule head reproduces the published class scores only to {gap:.3g}; "
-                           "this is a bug in pate-learn, please report it")
-    logger.info("student: its labelling rule, to be released with it (%s, %s front-end, %d dims; "
-                "published scores reproduced to %.2g)", recovered.rule, features, dims, gap)
+        raise RuntimeError(
+            f"the rule head reproduces the published class scores only to {gap:.3g}; "
+            "this is a bug in pate-learn, please report it"
+        )
+    logger.info(
+        "student: its labelling rule, to be released with it (%s, %s front-end, %d dims; "
+        "published scores reproduced to %.2g)",
+        recovered.rule,
+        features,
+        dims,
+        gap,
+    )
     return head
 
 
@@ -126,13 +156,17 @@ def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarra
 
     path = run.path(R.LABEL_SCORES)
     if not path.exists():
-        raise ConfigError(f"[student] targets = \"soft\" needs the class scores {path}, which "
-                          f"this run's aggregate stage did not write (mechanism "
-                          f"{C.sections(run.config).aggregator.mechanism!r}); set targets = \"hard\"")
+        raise ConfigError(
+            f'[student] targets = "soft" needs the class scores {path}, which '
+            f"this run's aggregate stage did not write (mechanism "
+            f'{C.sections(run.config).aggregator.mechanism!r}); set targets = "hard"'
+        )
     scores = load_npy(path, what="the aggregate stage")
     if scores.shape != (labels.shape[0], run.data.num_classes):
-        raise ConfigError(f"{path} holds {scores.shape} scores for {labels.shape[0]} public "
-                          f"items and {run.data.num_classes} classes; start a new run directory")
+        raise ConfigError(
+            f"{path} holds {scores.shape} scores for {labels.shape[0]} public "
+            f"items and {run.data.num_classes} classes; start a new run directory"
+        )
     answered = labels >= 0
     targets = np.zeros(scores.shape)
     targets[answered] = softmax(temperature * scores[answered], axis=1)
@@ -152,19 +186,26 @@ def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
     data = run.data
     answered = labels >= 0
     if len(np.unique(labels[answered])) < 2:
-        raise BudgetExceededError(f"the scikit-learn student needs labels of at least two classes; "
-                                  f"the aggregator answered {int(answered.sum())} queries")
+        raise BudgetExceededError(
+            f"the scikit-learn student needs labels of at least two classes; "
+            f"the aggregator answered {int(answered.sum())} queries"
+        )
     model = clone(estimator)
     t0 = time.perf_counter()
     model.fit(data.public.x[answered].reshape(int(answered.sum()), -1), labels[answered])
     seconds = time.perf_counter() - t0
     predictions = model.predict(data.evaluation.x.reshape(len(data.evaluation), -1))
-    metrics = evaluation_metrics(data.evaluation.y, np.asarray(predictions, dtype=np.int64),
-                                 num_classes=data.num_classes)
-    metrics.update(method="supervised (scikit-learn, answered items only)",
-                   model=C.sections(run.config).student.model or "python",
-                   num_labelled=int(answered.sum()), num_public=int(labels.shape[0]),
-                   settings={"estimator": repr(estimator)}, train_seconds=round(seconds, 2))
+    metrics = evaluation_metrics(
+        data.evaluation.y, np.asarray(predictions, dtype=np.int64), num_classes=data.num_classes
+    )
+    metrics.update(
+        method="supervised (scikit-learn, answered items only)",
+        model=C.sections(run.config).student.model or "python",
+        num_labelled=int(answered.sum()),
+        num_public=int(labels.shape[0]),
+        settings={"estimator": repr(estimator)},
+        train_seconds=round(seconds, 2),
+    )
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
     run.objects["fitted_student"] = model
     return {"accuracy": metrics["accuracy"]}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from pate.analysis.errors import ConfigError
 from pate.run import config as C
 from pate.run import rundir as R
-from pate.analysis.errors import ConfigError
 from pate.run.rundir import Run
 from pate.run.stages.records import feature_cache
 
@@ -20,8 +20,10 @@ def teachers(run: Run) -> dict:
 
     part = Partition.load(run.path(R.PARTITION))
     if part.num_records != len(run.data.private):
-        raise ConfigError(f"{run.path(R.PARTITION)} covers {part.num_records} records but the "
-                          f"private split has {len(run.data.private)}; start a new run directory")
+        raise ConfigError(
+            f"{run.path(R.PARTITION)} covers {part.num_records} records but the "
+            f"private split has {len(run.data.private)}; start a new run directory"
+        )
     seeds = run.streams().teacher_seeds(part.num_teachers)
     settings = C.teacher_settings(run.config)
     settings["model"] = run.python_object("teacher_model", settings["model"])
@@ -32,13 +34,23 @@ def teachers(run: Run) -> dict:
 
     cache = feature_cache(run)
     with using_feature_cache(cache):  # [teachers] features = "scatternet": cached on disk
-        result = train_teachers(run.data, part.shards, seeds, TeacherConfig(**settings),
-                                out_dir=run.path(R.TEACHERS), resume=True, progress=run.progress,
-                                cluster=cluster)
+        result = train_teachers(
+            run.data,
+            part.shards,
+            seeds,
+            TeacherConfig(**settings),
+            out_dir=run.path(R.TEACHERS),
+            resume=True,
+            progress=run.progress,
+            cluster=cluster,
+        )
     summary = result.summary()
     if cache is not None and cache.summary()["entries"]:
         summary["feature_cache"] = cache.summary()
     summary["execution"] = {k: v for k, v in result.execution.items() if k != "workers"}
-    logger.info("teachers: mean accuracy %.4f, plurality vote %.4f on the evaluation split",
-                summary["teacher_accuracy_mean"], summary["plurality_accuracy"])
+    logger.info(
+        "teachers: mean accuracy %.4f, plurality vote %.4f on the evaluation split",
+        summary["teacher_accuracy_mean"],
+        summary["plurality_accuracy"],
+    )
     return summary

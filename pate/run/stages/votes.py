@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
+from pate.core.io import atomic_save_npy, atomic_savez, load_npz
 from pate.run import config as C
 from pate.run import rundir as R
-from pate.core.io import atomic_save_npy, atomic_savez, load_npz
 from pate.run.rundir import Run
 from pate.run.stages.records import embedding_features, feature_cache, knn_prior
 
@@ -26,8 +26,11 @@ def votes(run: Run) -> dict:
     public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
     counts = votes_from_predictions(public, num_classes=run.data.num_classes)
     atomic_save_npy(run.path(R.VOTES), counts)
-    return {"queries": int(counts.shape[0]), "classes": int(counts.shape[1]),
-            "teachers": int(counts[0].sum())}
+    return {
+        "queries": int(counts.shape[0]),
+        "classes": int(counts.shape[1]),
+        "teachers": int(counts[0].sum()),
+    }
 
 
 def _knn_embeddings(run: Run) -> dict:
@@ -50,20 +53,43 @@ def _knn_embeddings(run: Run) -> dict:
         # chain is the one whose student embeds
         path = pathlib.Path(knn_prior(run)["runs"][-1]["run_dir"])
         model = Student.load(path / R.STUDENT_WEIGHTS)
-        public, private = (np.sqrt(model.predict_proba(x)).astype(np.float32)
-                           for x in (data.public.x, data.private.x))
+        public, private = (
+            np.sqrt(model.predict_proba(x)).astype(np.float32)
+            for x in (data.public.x, data.private.x)
+        )
     else:
         cache, t0 = feature_cache(run), time.perf_counter()
-        front, public = PublicFrontEnd.fit_transform(data.public.x, features=features, dims=dims,
-                                                     cache=cache)
+        front, public = PublicFrontEnd.fit_transform(
+            data.public.x, features=features, dims=dims, cache=cache
+        )
         private = front.embed(data.private.x, cache=cache)
-        front_end = {"front_end_seconds": round(time.perf_counter() - t0, 2),
-                     "feature_cache": None if cache is None else cache.summary()}
+        front_end = {
+            "front_end_seconds": round(time.perf_counter() - t0, 2),
+            "feature_cache": None if cache is None else cache.summary(),
+        }
     labels = np.asarray(data.private.y, dtype=np.int64)
-    atomic_savez(run.path(R.KNN_EMBEDDINGS), public=public, private=private,
-                 private_labels=labels, num_classes=np.int64(data.num_classes))
-    logger.info("votes: public-fitted embeddings (%s features -> %d dims) of %d public and %d "
-                "private items", features, dims, len(public), len(private))
-    return {"queries": int(public.shape[0]), "classes": int(data.num_classes),
-            "private_records": int(private.shape[0]), "features": features, "dims": int(dims),
-            "feature_count": width, "embedding": R.KNN_EMBEDDINGS, **front_end}
+    atomic_savez(
+        run.path(R.KNN_EMBEDDINGS),
+        public=public,
+        private=private,
+        private_labels=labels,
+        num_classes=np.int64(data.num_classes),
+    )
+    logger.info(
+        "votes: public-fitted embeddings (%s features -> %d dims) of %d public and %d "
+        "private items",
+        features,
+        dims,
+        len(public),
+        len(private),
+    )
+    return {
+        "queries": int(public.shape[0]),
+        "classes": int(data.num_classes),
+        "private_records": int(private.shape[0]),
+        "features": features,
+        "dims": int(dims),
+        "feature_count": width,
+        "embedding": R.KNN_EMBEDDINGS,
+        **front_end,
+    }

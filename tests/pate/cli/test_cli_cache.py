@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from pate.run import config as C
 from pate.cli import main
+from pate.run import config as C
 from pate.teachers import feature_cache as FC
 
 
@@ -61,17 +61,25 @@ def test_the_cache_of_a_config(tmp_path, small_digits, monkeypatch, capsys):
     assert main(["cache", "clear", "--config", str(config)]) == 0
     assert "removed 1 entries" in capsys.readouterr().out and not (tmp_path / "fc").exists()
     plain = C.load(small_digits(tmp_path, name="plain.toml"))
-    assert C.feature_cache_root(plain, run_dir=tmp_path / "runs" / "a") == \
-        tmp_path / "runs" / ".feature-cache"
-    off = C.load(small_digits(tmp_path, name="off.toml",
-                              replace=(("[run]", "[run]\nfeature_cache = false"),)))
+    assert (
+        C.feature_cache_root(plain, run_dir=tmp_path / "runs" / "a")
+        == tmp_path / "runs" / ".feature-cache"
+    )
+    off = C.load(
+        small_digits(
+            tmp_path, name="off.toml", replace=(("[run]", "[run]\nfeature_cache = false"),)
+        )
+    )
     assert C.feature_cache_root(off, run_dir="runs/x") is None
 
 
-@pytest.mark.parametrize("value, message", [
-    ('""', "[run] feature_cache must be a folder path"),
-    ("3", "[run] feature_cache must be"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ('""', "[run] feature_cache must be a folder path"),
+        ("3", "[run] feature_cache must be"),
+    ],
+)
 def test_bad_feature_cache_settings_are_clear_errors(tmp_path, small_digits, value, message):
     config = small_digits(tmp_path, replace=(("[run]", f"[run]\nfeature_cache = {value}"),))
     with pytest.raises(ValueError) as info:
@@ -85,8 +93,9 @@ def test_cache_needs_an_action(capsys):
     assert "list" in capsys.readouterr().err
 
 
-def test_the_teachers_stage_reads_scatternet_features_through_the_cache(tmp_path, small_digits,
-                                                                        monkeypatch):
+def test_the_teachers_stage_reads_scatternet_features_through_the_cache(
+    tmp_path, small_digits, monkeypatch
+):
     """[teachers] features = "scatternet": the second run's teachers stage reads the three
     splits' features that the first one cached, and trains the same teachers."""
     from pate.run import rundir as R
@@ -94,9 +103,13 @@ def test_the_teachers_stage_reads_scatternet_features_through_the_cache(tmp_path
     from pate.run.rundir import Run
 
     monkeypatch.delenv(FC.ENV, raising=False)
-    config = small_digits(tmp_path, replace=(('model = "cnn8"',
-                                              'model = "linear"\nfeatures = "scatternet"'),
-                                             ("epochs = 16", "epochs = 2")))
+    config = small_digits(
+        tmp_path,
+        replace=(
+            ('model = "cnn8"', 'model = "linear"\nfeatures = "scatternet"'),
+            ("epochs = 16", "epochs = 2"),
+        ),
+    )
     summaries, predictions = [], []
     for name in ("first", "second"):
         run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)

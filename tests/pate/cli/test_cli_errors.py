@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import pate.cli.commands.budget as budget_command
-from pate.core import io as pio
 from pate.analysis import validation
 from pate.analysis.errors import CorruptFileError, InputError, PateError, RunDirError
 from pate.cli import EXIT_SOFTWARE, classify, main, raised_on_purpose
+from pate.core import io as pio
 from pate.ledger import Ledger, dataset_digest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -69,8 +69,15 @@ def _raises_here(args):
 
 def _pate(*argv, env=None, **kw):
     environment = {**os.environ, **(env or {})}
-    return subprocess.run([PYTHON, "-m", "pate", *map(str, argv)], cwd=REPO, env=environment,
-                          capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run(
+        [PYTHON, "-m", "pate", *map(str, argv)],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
 
 
 # --- unexpected errors ----------------------------------------------------------------------
@@ -107,8 +114,23 @@ def test_debug_shows_the_traceback(monkeypatch, capsys, ledger, how):
 
 
 def test_debug_traceback_for_expected_errors_too(capsys, votes_file):
-    assert main(["--debug", "analyze", "--votes", str(votes_file), "--mechanism", "gnmax",
-                 "--sigma", "-1", "--delta", "1e-5"]) == 2
+    assert (
+        main(
+            [
+                "--debug",
+                "analyze",
+                "--votes",
+                str(votes_file),
+                "--mechanism",
+                "gnmax",
+                "--sigma",
+                "-1",
+                "--delta",
+                "1e-5",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "check_positive" in err
     assert lines(err)[-1] == "pate analyze: error: --sigma must be > 0, got -1.0"
@@ -116,7 +138,8 @@ def test_debug_traceback_for_expected_errors_too(capsys, votes_file):
 
 def test_internal_error_in_a_subprocess_exits_70_and_debug_shows_where(tmp_path, ledger):
     script = tmp_path / "bug.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys
         import pate.cli.commands.budget as b
         from pate.cli import main
@@ -124,36 +147,68 @@ def test_internal_error_in_a_subprocess_exits_70_and_debug_shows_where(tmp_path,
             return {"a": 1}["b"]
         b.run = run
         sys.exit(main(sys.argv[1:]))
-    """))
+    """)
+    )
     argv = [PYTHON, str(script), "budget", "list", "--ledger", str(ledger)]
     env = {k: v for k, v in os.environ.items() if k != "PATE_DEBUG"}
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 70, done.stderr
-    assert lines(done.stderr) == ["pate budget: internal error: KeyError: 'b' -- this is a bug; rerun "
-                                  "with --debug (or PATE_DEBUG=1) for the traceback and report it"]
-    done = subprocess.run(argv, cwd=REPO, env={**env, "PATE_DEBUG": "1"}, capture_output=True,
-                          text=True, timeout=120)
+    assert lines(done.stderr) == [
+        "pate budget: internal error: KeyError: 'b' -- this is a bug; rerun "
+        "with --debug (or PATE_DEBUG=1) for the traceback and report it"
+    ]
+    done = subprocess.run(
+        argv, cwd=REPO, env={**env, "PATE_DEBUG": "1"}, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 70
-    assert "Traceback (most recent call last)" in done.stderr and 'return {"a": 1}["b"]' in done.stderr
+    assert (
+        "Traceback (most recent call last)" in done.stderr and 'return {"a": 1}["b"]' in done.stderr
+    )
 
 
 # --- expected errors ------------------------------------------------------------------------
 
 
 def test_deliberate_bad_value_is_one_line_exit_2(tmp_path, votes_file):
-    done = _pate("analyze", "--votes", votes_file, "--mechanism", "gnmax", "--sigma", "-1",
-                 "--delta", "1e-5", env={"PATE_DEBUG": ""})
+    done = _pate(
+        "analyze",
+        "--votes",
+        votes_file,
+        "--mechanism",
+        "gnmax",
+        "--sigma",
+        "-1",
+        "--delta",
+        "1e-5",
+        env={"PATE_DEBUG": ""},
+    )
     assert done.returncode == 2
     assert lines(done.stderr) == ["pate analyze: error: --sigma must be > 0, got -1.0"]
     assert done.stdout == ""
 
 
-@pytest.mark.parametrize("content", [b"", b"\x93NUMPY\x01\x00v\x00{'descr': '<i8'", b"garbage" * 40])
+@pytest.mark.parametrize(
+    "content", [b"", b"\x93NUMPY\x01\x00v\x00{'descr': '<i8'", b"garbage" * 40]
+)
 def test_corrupt_votes_file_is_named(capsys, tmp_path, content):
     path = tmp_path / "votes.npy"
     path.write_bytes(content)
-    assert main(["analyze", "--votes", str(path), "--mechanism", "gnmax", "--sigma", "4",
-                 "--delta", "1e-5"]) == 2
+    assert (
+        main(
+            [
+                "analyze",
+                "--votes",
+                str(path),
+                "--mechanism",
+                "gnmax",
+                "--sigma",
+                "4",
+                "--delta",
+                "1e-5",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert len(lines(err)) == 1 and err.startswith("pate analyze: error: ")
     assert str(path) in err and INTERNAL not in err
@@ -174,8 +229,25 @@ def test_ledger_error_exit_3(capsys, ledger):
 def test_value_error_raised_on_purpose_by_a_library_module_exit_2(capsys, ledger):
     # Ledger.set_budget raises ValueError itself (a `raise` statement in pate/ledger/datasets.py).
     digest = dataset_digest(np.arange(7))
-    assert main(["budget", "set", "--dataset", digest, "--eps", "1", "--delta", "1e-5",
-                 "--name", "five", "--ledger", str(ledger)]) == 2
+    assert (
+        main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                digest,
+                "--eps",
+                "1",
+                "--delta",
+                "1e-5",
+                "--name",
+                "five",
+                "--ledger",
+                str(ledger),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert lines(err)[0].startswith("pate budget: error: name 'five' already names dataset")
 
@@ -212,7 +284,8 @@ def test_run_dir_error_from_a_command_exit_2(monkeypatch, capsys, ledger, tmp_pa
     assert main(["budget", "list", "--ledger", str(ledger)]) == 2
     assert lines(capsys.readouterr().err) == [
         f"pate budget: error: --run-dir {blocker} exists and is not a directory; choose a "
-        "directory path"]
+        "directory path"
+    ]
 
 
 def test_classification():
@@ -234,7 +307,9 @@ def test_classification():
     assert classify(caught(_bug, None))[0] == 70
     assert classify(caught(dataset_digest, np.array([1, 1])))[0] == 2
     assert classify(PermissionError(13, "Permission denied", "/x/run")) == (
-        2, "Permission denied: /x/run (check the path and its permissions)")
+        2,
+        "Permission denied: /x/run (check the path and its permissions)",
+    )
     assert classify(OSError(28, "No space left on device", "/x/run/votes.npy"))[0] == 2
     assert classify(OSError(5, "Input/output error"))[0] == 70
     assert classify(CorruptFileError("f is bad", path="f")) == (2, "f is bad")
@@ -256,7 +331,8 @@ def test_keyboard_interrupt_in_process(monkeypatch, capsys, ledger):
 
 def test_ctrl_c_exits_130_without_traceback(tmp_path, ledger):
     script = tmp_path / "slow.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys, time
         import pate.cli.commands.budget as b
         from pate.cli import main
@@ -265,15 +341,21 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path, ledger):
             time.sleep(60)
         b.run = run
         sys.exit(main(sys.argv[1:]))
-    """))
+    """)
+    )
     env = {k: v for k, v in os.environ.items() if k != "PATE_DEBUG"}
     # A suite started in the background of a non-interactive shell inherits SIGINT ignored
     # (and Python then installs no KeyboardInterrupt handler): give the child the default, as a
     # terminal's foreground process has.
-    proc = subprocess.Popen([PYTHON, str(script), "budget", "list", "--ledger", str(ledger)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [PYTHON, str(script), "budget", "list", "--ledger", str(ledger)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert proc.stdout.readline() == "ready\n"
         proc.send_signal(signal.SIGINT)
@@ -291,9 +373,13 @@ def test_closed_pipe_is_silent_exit_0(big_ledger):
     read_end, write_end = os.pipe()
     os.close(read_end)  # nobody will ever read: the first write fails with EPIPE
     try:
-        done = subprocess.run([PYTHON, "-m", "pate", "budget", "list", "--ledger", str(big_ledger),
-                               "--json"], cwd=REPO, stdout=write_end, stderr=subprocess.PIPE,
-                              timeout=120)
+        done = subprocess.run(
+            [PYTHON, "-m", "pate", "budget", "list", "--ledger", str(big_ledger), "--json"],
+            cwd=REPO,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
     finally:
         os.close(write_end)
     assert done.returncode == 0
@@ -303,10 +389,18 @@ def test_closed_pipe_is_silent_exit_0(big_ledger):
 @pytest.mark.parametrize("argv", [["budget", "list", "--json"], ["budget", "list"]])
 def test_reader_that_stops_early(big_ledger, argv):
     """`pate budget list --json | head -1`: the reader exits after one line."""
-    pate = subprocess.Popen([PYTHON, "-m", "pate", *argv, "--ledger", str(big_ledger)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    reader = subprocess.run([PYTHON, "-c", "import sys; print(sys.stdin.readline(), end='')"],
-                            stdin=pate.stdout, capture_output=True, timeout=120)
+    pate = subprocess.Popen(
+        [PYTHON, "-m", "pate", *argv, "--ledger", str(big_ledger)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    reader = subprocess.run(
+        [PYTHON, "-c", "import sys; print(sys.stdin.readline(), end='')"],
+        stdin=pate.stdout,
+        capture_output=True,
+        timeout=120,
+    )
     pate.stdout.close()
     err = pate.stderr.read()
     assert pate.wait(timeout=120) == 0, err
@@ -322,6 +416,7 @@ def test_full_output_still_arrives(big_ledger):
 
 def test_other_broken_pipes_are_not_swallowed(monkeypatch, capsys, ledger):
     """A BrokenPipeError that is not a closed standard output (e.g. a dead worker) is a bug."""
+
     def run(args):
         raise BrokenPipeError(32, "Broken pipe")
 
@@ -367,8 +462,13 @@ def test_load_npy_and_npz(tmp_path):
     whole_npy = (tmp_path / "a.npy").read_bytes()
     whole_npz = (tmp_path / "z.npz").read_bytes()
     np.save(tmp_path / "obj.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
-    cases = {"empty.npy": b"", "short.npy": whole_npy[:40], "garbage.npy": b"not numpy " * 20,
-             "short.npz": whole_npz[: len(whole_npz) // 2], "garbage.npz": b"PK" + b"\x00" * 64}
+    cases = {
+        "empty.npy": b"",
+        "short.npy": whole_npy[:40],
+        "garbage.npy": b"not numpy " * 20,
+        "short.npz": whole_npz[: len(whole_npz) // 2],
+        "garbage.npz": b"PK" + b"\x00" * 64,
+    }
     for name, content in cases.items():
         (tmp_path / name).write_bytes(content)
     for name in [*cases, "obj.npy"]:
@@ -402,8 +502,9 @@ def test_ensure_writable_dir(tmp_path):
         assert classify(info.value)[0] == 2
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
-                    reason="root writes to read-only folders")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes to read-only folders"
+)
 def test_ensure_writable_dir_read_only(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -421,12 +522,24 @@ def test_ensure_writable_dir_read_only(tmp_path):
 def _npz_config(tmp_path, small_digits, digits, **replace):
     """configs/digits.toml (short training) on an npz copy of the digits splits, with
     ``replace``'s arrays swapped in."""
-    arrays = dict(x_private=digits.private.x, y_private=digits.private.y, x_public=digits.public.x,
-                  x_evaluation=digits.evaluation.x, y_evaluation=digits.evaluation.y)
+    arrays = dict(
+        x_private=digits.private.x,
+        y_private=digits.private.y,
+        x_public=digits.public.x,
+        x_evaluation=digits.evaluation.x,
+        y_evaluation=digits.evaluation.y,
+    )
     arrays.update(replace)
     np.savez(tmp_path / "data.npz", **arrays)
-    return small_digits(tmp_path, replace=(('name = "digits"\n\n[partition]',
-                                            f'name = "npz:{tmp_path / "data.npz"}"\n\n[partition]'),))
+    return small_digits(
+        tmp_path,
+        replace=(
+            (
+                'name = "digits"\n\n[partition]',
+                f'name = "npz:{tmp_path / "data.npz"}"\n\n[partition]',
+            ),
+        ),
+    )
 
 
 def _spoiled(array, index, value, dtype=np.float64):
@@ -436,28 +549,73 @@ def _spoiled(array, index, value, dtype=np.float64):
 
 
 @pytest.mark.parametrize("command", ["run", "partition"])
-@pytest.mark.parametrize("key, index, value, message", [
-    ("x_private", (3, 0, 2, 5), np.nan, "private split (x_private): row 3, position (0, 2, 5) is nan"),
-    ("x_private", (7, 0, 0, 0), np.inf, "private split (x_private): row 7, position (0, 0, 0) is inf"),
-    ("x_public", (8, 0, 1, 1), np.nan, "public split (x_public): row 8, position (0, 1, 1) is nan"),
-    ("x_evaluation", (0, 0, 7, 7), -np.inf, "evaluation split (x_evaluation): row 0, position (0, 7, 7) is -inf"),
-    ("y_private", 9, 2.5, "private split (y_private): row 9 is 2.5, not an integer class index"),
-    ("y_private", 4, 10**7, "private split, row 4 has label 10000000, which makes 10000001 classes"),
-])
+@pytest.mark.parametrize(
+    "key, index, value, message",
+    [
+        (
+            "x_private",
+            (3, 0, 2, 5),
+            np.nan,
+            "private split (x_private): row 3, position (0, 2, 5) is nan",
+        ),
+        (
+            "x_private",
+            (7, 0, 0, 0),
+            np.inf,
+            "private split (x_private): row 7, position (0, 0, 0) is inf",
+        ),
+        (
+            "x_public",
+            (8, 0, 1, 1),
+            np.nan,
+            "public split (x_public): row 8, position (0, 1, 1) is nan",
+        ),
+        (
+            "x_evaluation",
+            (0, 0, 7, 7),
+            -np.inf,
+            "evaluation split (x_evaluation): row 0, position (0, 7, 7) is -inf",
+        ),
+        (
+            "y_private",
+            9,
+            2.5,
+            "private split (y_private): row 9 is 2.5, not an integer class index",
+        ),
+        (
+            "y_private",
+            4,
+            10**7,
+            "private split, row 4 has label 10000000, which makes 10000001 classes",
+        ),
+    ],
+)
 def test_bad_records_are_refused_before_any_work_file_or_charge(
-        capsys, tmp_path, small_digits, digits, command, key, index, value, message):
+    capsys, tmp_path, small_digits, digits, command, key, index, value, message
+):
     """On main these were trained on and charged (NaN private features: exit 0; NaN public
     features: two ledger events, then a failure in the student stage), truncated (2.5 -> 2) or
     sized into 10**7 + 1 classes (17 GB in the teachers stage)."""
     import time
 
     dtype = np.int64 if isinstance(value, int) else np.float64
-    config = _npz_config(tmp_path, small_digits, digits,
-                         **{key: _spoiled(_array(digits, key), index, value, dtype)})
+    config = _npz_config(
+        tmp_path, small_digits, digits, **{key: _spoiled(_array(digits, key), index, value, dtype)}
+    )
     run_dir, ledger_path = tmp_path / "run", tmp_path / "ledger.sqlite3"
     start = time.perf_counter()
-    status = main([command, "--config", str(config), "--run-dir", str(run_dir),
-                   "--ledger", str(ledger_path), "--no-progress"])
+    status = main(
+        [
+            command,
+            "--config",
+            str(config),
+            "--run-dir",
+            str(run_dir),
+            "--ledger",
+            str(ledger_path),
+            "--no-progress",
+        ]
+    )
     seconds = time.perf_counter() - start
     err = capsys.readouterr().err
     assert status == 2, err
@@ -497,18 +655,22 @@ def _fail_fsync_of(monkeypatch, fragment: str, code: int = 28):
 
 @pytest.mark.parametrize("code, name", [(28, "ENOSPC"), (122, "EDQUOT"), (30, "EROFS")])
 def test_a_full_disk_during_a_write_is_one_line_exit_2_and_keeps_the_old_file(
-        monkeypatch, capsys, ledger, tmp_path, code, name):
+    monkeypatch, capsys, ledger, tmp_path, code, name
+):
     """Was "internal error ... this is a bug" (exit 70): the OSError of a write names no file."""
     target = tmp_path / "out" / "summary.json"
     target.parent.mkdir()
     target.write_text('{"old": true}\n')
     failed = _fail_fsync_of(monkeypatch, "summary.json", code)
-    monkeypatch.setattr(budget_command, "run",
-                        lambda args: pio.atomic_write_json(target, {"new": True}))
+    monkeypatch.setattr(
+        budget_command, "run", lambda args: pio.atomic_write_json(target, {"new": True})
+    )
     assert main(["budget", "list", "--ledger", str(ledger)]) == 2
     err = capsys.readouterr().err
     assert failed and len(lines(err)) == 1, err
-    assert err.startswith(f"pate budget: error: cannot write {target}: {os.strerror(code)} ({name}); ")
+    assert err.startswith(
+        f"pate budget: error: cannot write {target}: {os.strerror(code)} ({name}); "
+    )
     assert INTERNAL not in err
     assert target.read_text() == '{"old": true}\n'  # the old content, whole
     assert sorted(p.name for p in target.parent.iterdir()) == ["summary.json"]  # no temp file
@@ -518,18 +680,29 @@ def test_an_unnamed_full_disk_error_is_expected():
     status, message = classify(OSError(28, "No space left on device"))
     assert status == 2 and message.startswith("No space left on device while writing an output")
     assert classify(OSError(28, "No space left on device", "/x/labels.npy")) == (
-        2, "No space left on device: /x/labels.npy (free space on that file system and run the "
-           "command again)")
+        2,
+        "No space left on device: /x/labels.npy (free space on that file system and run the "
+        "command again)",
+    )
 
 
 def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
-        monkeypatch, capsys, tmp_path, small_digits, one_torch_thread):
+    monkeypatch, capsys, tmp_path, small_digits, one_torch_thread
+):
     """The answers reach the pending file inside their ledger reservation: a full disk there
     gives the reservation back (nothing charged); a full disk when the charged answers are
     published keeps the pending file, and --resume publishes them without charging again."""
     ledger_path, run_dir = tmp_path / "ledger.sqlite3", tmp_path / "run"
-    argv = ["run", "--config", str(small_digits(tmp_path)), "--run-dir", str(run_dir),
-            "--ledger", str(ledger_path), "--no-progress"]
+    argv = [
+        "run",
+        "--config",
+        str(small_digits(tmp_path)),
+        "--run-dir",
+        str(run_dir),
+        "--ledger",
+        str(ledger_path),
+        "--no-progress",
+    ]
     assert main([*argv, "--until", "votes"]) == 0
     capsys.readouterr()
 
@@ -548,7 +721,8 @@ def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
     err = capsys.readouterr().err
     assert failed and lines(err)[-1].startswith(
         f"pate run: error: cannot write {run_dir / 'aggregate.pending.npz'}: No space left on "
-        "device (ENOSPC); free space"), err
+        "device (ENOSPC); free space"
+    ), err
     assert charged() == 0 and not (run_dir / "labels.npy").exists() and temp_files() == []
 
     with monkeypatch.context() as patch:  # charged, then the disk fills while publishing
@@ -572,8 +746,11 @@ def small_tmpfs(tmp_path):
     folder.mkdir()
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(folder)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -584,9 +761,17 @@ def small_tmpfs(tmp_path):
 
 def test_a_real_full_disk_ends_pate_run_with_one_line(tmp_path, small_digits, small_tmpfs):
     ledger_path, run_dir = tmp_path / "ledger.sqlite3", small_tmpfs / "run"
-    done = _pate("run", "--config", small_digits(tmp_path), "--run-dir", run_dir,
-                 "--ledger", ledger_path, "--no-progress", env={"PATE_DEBUG": "",
-                                                                "OMP_NUM_THREADS": "1"})
+    done = _pate(
+        "run",
+        "--config",
+        small_digits(tmp_path),
+        "--run-dir",
+        run_dir,
+        "--ledger",
+        ledger_path,
+        "--no-progress",
+        env={"PATE_DEBUG": "", "OMP_NUM_THREADS": "1"},
+    )
     assert done.returncode == 2, done.stderr
     last = lines(done.stderr)[-1]
     assert last.startswith(f"pate run: error: cannot write {run_dir}/"), done.stderr
@@ -604,10 +789,14 @@ def test_init_config_on_a_full_disk_leaves_no_half_written_config(capsys, small_
             while True:
                 fh.write(b"\0" * 4096)
     target = small_tmpfs / "digits.toml"
-    status = main(["init-config", "digits", "--output", str(target), *(["--force"] if force else [])])
+    status = main(
+        ["init-config", "digits", "--output", str(target), *(["--force"] if force else [])]
+    )
     err = capsys.readouterr().err
     assert status == 2 and len(lines(err)) == 1, err
-    assert err.startswith(f"pate init-config: error: cannot write {target}: No space left on device")
+    assert err.startswith(
+        f"pate init-config: error: cannot write {target}: No space left on device"
+    )
     assert sorted(p.name for p in small_tmpfs.iterdir()) == ["filler"]
 
 
@@ -626,8 +815,22 @@ def test_a_crafted_student_checkpoint_is_one_line_exit_2(tmp_path, small_digits,
     is named, said not to be pate-learn's, exit 2 (main: exit 70, "internal error")."""
     torch = pytest.importorskip("torch")
     run_dir = tmp_path / "run"
-    assert main(["run", "--config", str(small_digits(tmp_path)), "--run-dir", str(run_dir),
-                 "--no-ledger", "--until", "aggregate", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(small_digits(tmp_path)),
+                "--run-dir",
+                str(run_dir),
+                "--no-ledger",
+                "--until",
+                "aggregate",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     marker = tmp_path / "fired"
     planted = run_dir / "student" / "student_checkpoint.pt"
     planted.parent.mkdir(exist_ok=True)

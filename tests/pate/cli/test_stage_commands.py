@@ -15,11 +15,17 @@ import numpy as np
 import pytest
 
 from pate.cli import main
-from pate.ledger import Ledger
 from pate.core.partition import Partition
+from pate.ledger import Ledger
 
-PRIVACY_KEYS = ("eps_data_independent", "eps_data_dependent", "eps_sanitized", "eps_guarantee",
-                "rdp_data_independent", "rdp_data_dependent")
+PRIVACY_KEYS = (
+    "eps_data_independent",
+    "eps_data_dependent",
+    "eps_sanitized",
+    "eps_guarantee",
+    "rdp_data_independent",
+    "rdp_data_dependent",
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +34,26 @@ def both_paths(tmp_path_factory, small_digits):
     tmp = tmp_path_factory.mktemp("paths")
     config = small_digits(tmp, replace=(("queries = 400", "queries = 400\nnoise_seed = 3"),))
     whole, steps = tmp / "whole", tmp / "steps"
-    assert main(["run", "--config", str(config), "--run-dir", str(whole), "--ledger",
-                 str(tmp / "whole.sqlite3"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(whole),
+                "--ledger",
+                str(tmp / "whole.sqlite3"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     ledger = str(tmp / "steps.sqlite3")
-    assert main(["partition", "--config", str(config), "--run-dir", str(steps), "--ledger",
-                 ledger]) == 0
+    assert (
+        main(["partition", "--config", str(config), "--run-dir", str(steps), "--ledger", ledger])
+        == 0
+    )
     for command in ("train-teachers", "vote", "aggregate", "train-student"):
         assert main([command, "--run-dir", str(steps), "--no-progress"]) == 0, command
     assert main(["analyze", "--run-dir", str(steps)]) == 0
@@ -65,7 +86,9 @@ def test_step_by_step_equals_pate_run(both_paths):
     spend_b, events_b = _ledger_spend(tmp / "steps.sqlite3")
     assert spend_a == spend_b > 0 and events_a == events_b
     for name in ("aggregate.json", "student_metrics.json"):  # same files, same keys
-        assert set(json.loads((whole / name).read_text())) == set(json.loads((steps / name).read_text()))
+        assert set(json.loads((whole / name).read_text())) == set(
+            json.loads((steps / name).read_text())
+        )
     for name in ("report.md", "report.html", "report.json"):
         assert (steps / name).is_file()
     for stage in ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report"):
@@ -86,11 +109,43 @@ def test_flags_override_their_stage_s_table_and_are_saved(tmp_path, small_digits
     config = small_digits(tmp_path)
     run = tmp_path / "run"
     # a class-by-class deal is not stable under adding a record (issue #30): refused, and why
-    assert main(["partition", "--config", str(config), "--run-dir", str(run), "--num-teachers",
-                 "5", "--mode", "stratified", "--no-ledger", "--json"]) == 2
+    assert (
+        main(
+            [
+                "partition",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run),
+                "--num-teachers",
+                "5",
+                "--mode",
+                "stratified",
+                "--no-ledger",
+                "--json",
+            ]
+        )
+        == 2
+    )
     assert "replacing a record" in capsys.readouterr().err
-    assert main(["partition", "--config", str(config), "--run-dir", str(run), "--num-teachers",
-                 "5", "--mode", "random", "--no-ledger", "--json"]) == 0
+    assert (
+        main(
+            [
+                "partition",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run),
+                "--num-teachers",
+                "5",
+                "--mode",
+                "random",
+                "--no-ledger",
+                "--json",
+            ]
+        )
+        == 0
+    )
     info = json.loads(capsys.readouterr().out)
     assert info["num_teachers"] == 5 and info["mode"] == "random"
     assert info["relation"] == "add-remove" and info["shard_size_min"] >= 1
@@ -98,26 +153,45 @@ def test_flags_override_their_stage_s_table_and_are_saved(tmp_path, small_digits
     saved = json.loads((run / "config.json").read_text())
     assert saved["partition"]["num_teachers"] == 5 and saved["privacy"]["ledger"] is False
     # a later stage's flags change its own table (before it ran) and are saved
-    assert main(["train-teachers", "--run-dir", str(run), "--epochs", "1", "--model", "mlp",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train-teachers",
+                "--run-dir",
+                str(run),
+                "--epochs",
+                "1",
+                "--model",
+                "mlp",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert json.loads((run / "config.json").read_text())["teachers"]["epochs"] == 1
     assert main(["train-teachers", "--run-dir", str(run), "--epochs", "2"]) == 2
     assert "already" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["vote"], "holds no run yet: pass --config"),
-    (["partition", "--config", "CONFIG", "--num-teachers", "0"], "num_teachers must be >= 1"),
-    (["partition", "--config", "CONFIG", "--num-teachers", "5000"], "exceeds the 1000 private records"),
-    (["partition", "--config", "CONFIG", "--mode", "unit"], "unit_ids"),
-    (["aggregate", "--config", "CONFIG", "--sigma2", "-1"], "sigma2 must be > 0"),
-    (["aggregate", "--config", "CONFIG", "--mechanism", "gnmax"], "needs sigma"),
-    (["aggregate", "--config", "CONFIG", "--budget-eps", "0"], "budget_eps must be > 0"),
-    (["aggregate", "--config", "CONFIG", "--delta", "2"], "delta"),
-    (["aggregate", "--config", "CONFIG"], "needs stage 'votes' first"),
-    (["train-student", "--config", "CONFIG", "--method", "magic"], "method"),
-    (["train-teachers", "--config", "CONFIG", "--model-params", "[1]"], "JSON object"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["vote"], "holds no run yet: pass --config"),
+        (["partition", "--config", "CONFIG", "--num-teachers", "0"], "num_teachers must be >= 1"),
+        (
+            ["partition", "--config", "CONFIG", "--num-teachers", "5000"],
+            "exceeds the 1000 private records",
+        ),
+        (["partition", "--config", "CONFIG", "--mode", "unit"], "unit_ids"),
+        (["aggregate", "--config", "CONFIG", "--sigma2", "-1"], "sigma2 must be > 0"),
+        (["aggregate", "--config", "CONFIG", "--mechanism", "gnmax"], "needs sigma"),
+        (["aggregate", "--config", "CONFIG", "--budget-eps", "0"], "budget_eps must be > 0"),
+        (["aggregate", "--config", "CONFIG", "--delta", "2"], "delta"),
+        (["aggregate", "--config", "CONFIG"], "needs stage 'votes' first"),
+        (["train-student", "--config", "CONFIG", "--method", "magic"], "method"),
+        (["train-teachers", "--config", "CONFIG", "--model-params", "[1]"], "JSON object"),
+    ],
+)
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, small_digits, capsys, argv, message):
     config = small_digits(tmp_path)
     ledger = tmp_path / "ledger.sqlite3"
@@ -144,31 +218,52 @@ class _nothing:
 def test_a_run_s_seed_and_ledger_are_fixed_when_it_starts(tmp_path, small_digits, capsys):
     config = small_digits(tmp_path)
     run = tmp_path / "run"
-    assert main(["partition", "--config", str(config), "--run-dir", str(run), "--ledger",
-                 str(tmp_path / "a.sqlite3")]) == 0
+    assert (
+        main(
+            [
+                "partition",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run),
+                "--ledger",
+                str(tmp_path / "a.sqlite3"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["train-teachers", "--run-dir", str(run), "--seed", "4"]) == 2
     assert "seed" in capsys.readouterr().err
-    assert main(["train-teachers", "--run-dir", str(run), "--ledger", str(tmp_path / "b.sqlite3")]) == 2
+    assert (
+        main(["train-teachers", "--run-dir", str(run), "--ledger", str(tmp_path / "b.sqlite3")])
+        == 2
+    )
     assert "charges the ledger" in capsys.readouterr().err
     assert main(["train-teachers", "--run-dir", str(run), "--config", str(config)]) == 2
     assert "drop --config" in capsys.readouterr().err
 
 
 def test_commands_do_not_import_torch():
-    code = ("import sys, pate.cli; pate.cli.build_parser(); "
-            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys, pate.cli; pate.cli.build_parser(); "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_a_secure_run_reopens_and_pate_run_resumes_it_without_config(tmp_path, small_digits, capsys):
+def test_a_secure_run_reopens_and_pate_run_resumes_it_without_config(
+    tmp_path, small_digits, capsys
+):
     # A secure run's saved config.json holds the default seed; reopening it is not "a seed given
     # with secure = true" (the user gave none).
     config = small_digits(tmp_path, replace=(("seed = 0", "secure = true"),))
     run = tmp_path / "run"
     assert main(["partition", "--config", str(config), "--run-dir", str(run), "--no-ledger"]) == 0
     assert main(["train-teachers", "--run-dir", str(run), "--epochs", "1", "--no-progress"]) == 0
-    assert main(["run", "--run-dir", str(run), "--resume", "--until", "votes", "--no-progress"]) == 0
+    assert (
+        main(["run", "--run-dir", str(run), "--resume", "--until", "votes", "--no-progress"]) == 0
+    )
     assert (run / "votes.npy").is_file()
     capsys.readouterr()
     assert main(["run", "--run-dir", str(tmp_path / "none"), "--resume"]) == 2
@@ -183,6 +278,7 @@ def test_epsilon_summary_names_a_sanitized_epsilon_only_where_one_was_released()
     base = {"eps_guarantee": 3.9, "eps_data_independent": 3.6, "eps_sanitized": 2.3}
     released = epsilon_summary({**base, "sanitized": {"fallback": None}})
     assert released == "guarantee 3.9000, data-independent 3.6000, sanitized 2.3000"
-    skipped = epsilon_summary({**base, "eps_sanitized": 3.6,
-                               "sanitized": {"fallback": "[privacy] release = false"}})
+    skipped = epsilon_summary(
+        {**base, "eps_sanitized": 3.6, "sanitized": {"fallback": "[privacy] release = false"}}
+    )
     assert "sanitized 3.6" not in skipped and skipped.endswith("(no sanitized release)")

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from pate.run import config as C
 from pate.cli import main
+from pate.run import config as C
 from pate.run.pipeline import Pipeline
 
 # One torch thread, as in tests/student/conftest.py (where these tests lived).
@@ -25,8 +25,22 @@ def run_dir(tmp_path, small_digits):
 
 
 def test_train_student_writes_weights_and_metrics(run_dir, capsys):
-    rc = main(["train-student", "--run-dir", str(run_dir), "--method", "supervised", "--epochs",
-               "3", "--steps-per-epoch", "20", "--device", "cpu", "--no-progress"])
+    rc = main(
+        [
+            "train-student",
+            "--run-dir",
+            str(run_dir),
+            "--method",
+            "supervised",
+            "--epochs",
+            "3",
+            "--steps-per-epoch",
+            "20",
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "accuracy" in out
@@ -67,6 +81,8 @@ def test_clean_errors(run_dir, tmp_path, capsys):
 
 
 def test_command_module_does_not_import_torch():
-    code = ("import sys, pate.cli; pate.cli.build_parser(); "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, pate.cli; pate.cli.build_parser(); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -21,16 +21,45 @@ pytest.importorskip("torch")
 
 
 def _partition(run_dir, config, teachers=4):
-    assert main(["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger",
-                 "--num-teachers", str(teachers)]) == 0
+    assert (
+        main(
+            [
+                "partition",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--no-ledger",
+                "--num-teachers",
+                str(teachers),
+            ]
+        )
+        == 0
+    )
 
 
 def test_train_and_vote_with_flags(tmp_path, capsys, small_digits):
     run = tmp_path / "run"
     _partition(run, small_digits(tmp_path))
     capsys.readouterr()
-    assert main(["train-teachers", "--run-dir", str(run), "--epochs", "3", "--batch-size", "16",
-                 "--lr", "0.005", "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "train-teachers",
+                "--run-dir",
+                str(run),
+                "--epochs",
+                "3",
+                "--batch-size",
+                "16",
+                "--lr",
+                "0.005",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["num_teachers"] == 4 and summary["trainer"] == "sequential"  # auto on CPU
     assert 0.0 <= summary["plurality_accuracy"] <= 1.0
@@ -40,24 +69,31 @@ def test_train_and_vote_with_flags(tmp_path, capsys, small_digits):
     votes = np.load(run / "votes.npy")
     assert votes.shape == (597, 10) and np.all(votes.sum(axis=1) == 4)
     assert "597 queries x 10 classes" in out
-    assert main(["vote", "--run-dir", str(run)]) == 2           # refuses to redo a finished stage
+    assert main(["vote", "--run-dir", str(run)]) == 2  # refuses to redo a finished stage
     assert main(["train-teachers", "--run-dir", str(run)]) == 2
     assert "already done" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--lr", "-1"], "lr must be > 0"),
-    (["--device", "tpu"], "device"),
-    (["--trainer", "magic"], "trainer"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--lr", "-1"], "lr must be > 0"),
+        (["--device", "tpu"], "device"),
+        (["--trainer", "magic"], "trainer"),
+    ],
+)
 def test_bad_teacher_settings_write_nothing(tmp_path, capsys, small_digits, argv, message):
     run = tmp_path / "run"
     _partition(run, small_digits(tmp_path))
     assert main(["train-teachers", "--run-dir", str(run), *argv]) == 2
     assert message in capsys.readouterr().err
-    assert not (run / "teachers").exists()   # nothing written
-    assert json.loads((run / "config.json").read_text())["teachers"] == {"model": "cnn8", "epochs": 16,
-                                                                         "batch_size": 32, "lr": 0.01}
+    assert not (run / "teachers").exists()  # nothing written
+    assert json.loads((run / "config.json").read_text())["teachers"] == {
+        "model": "cnn8",
+        "epochs": 16,
+        "batch_size": 32,
+        "lr": 0.01,
+    }
 
 
 def test_stages_run_in_order(tmp_path, capsys, small_digits):
@@ -70,9 +106,23 @@ def test_stages_run_in_order(tmp_path, capsys, small_digits):
 
 
 def _cli(run_dir):
-    return [sys.executable, "-m", "pate", "train-teachers", "--run-dir", str(run_dir),
-            "--model", "mlp", "--epochs", "12", "--batch-size", "16", "--chunk-size", "2",
-            "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "pate",
+        "train-teachers",
+        "--run-dir",
+        str(run_dir),
+        "--model",
+        "mlp",
+        "--epochs",
+        "12",
+        "--batch-size",
+        "16",
+        "--chunk-size",
+        "2",
+        "--no-progress",
+    ]
 
 
 def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, small_digits):
@@ -88,7 +138,11 @@ def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, small_di
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
         # kill in the middle of the second chunk: chunk 0 done, chunk 1 checkpointed
-        if progress.exists() and state.exists() and '"completed": [\n    0\n  ]' in state.read_text():
+        if (
+            progress.exists()
+            and state.exists()
+            and '"completed": [\n    0\n  ]' in state.read_text()
+        ):
             os.kill(proc.pid, signal.SIGKILL)
             killed = True
             break
@@ -99,8 +153,10 @@ def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, small_di
     assert not (cut / "stages" / "teachers.json").exists()
     subprocess.run(_cli(cut), env=env, check=True, capture_output=True)  # the same command resumes
     subprocess.run(_cli(full), env=env, check=True, capture_output=True)
-    with np.load(full / "teachers" / "predictions.npz") as a, \
-            np.load(cut / "teachers" / "predictions.npz") as b:
+    with (
+        np.load(full / "teachers" / "predictions.npz") as a,
+        np.load(cut / "teachers" / "predictions.npz") as b,
+    ):
         np.testing.assert_array_equal(a["public"], b["public"])
         np.testing.assert_array_equal(a["evaluation"], b["evaluation"])
     import torch

@@ -7,8 +7,14 @@ import pytest
 
 from pate import analysis
 from pate.analysis.errors import BudgetExceededError
-from pate.core.aggregators import (AggregationResult, OnlineAggregator, confident_gnmax, gnmax,
-                              interactive_gnmax, lnmax)
+from pate.core.aggregators import (
+    AggregationResult,
+    OnlineAggregator,
+    confident_gnmax,
+    gnmax,
+    interactive_gnmax,
+    lnmax,
+)
 from pate.core.rng import SecureGenerator, make_streams
 from pate.core.votes import votes_from_predictions
 
@@ -35,21 +41,32 @@ def _votes(n=300, teachers=100, classes=5, seed=0):
     rng = np.random.default_rng(seed)
     agreement = rng.uniform(0.2, 1.0, size=n)
     true = rng.integers(0, classes, size=n)
-    preds = np.where(rng.random((teachers, n)) < agreement, true, rng.integers(0, classes, (teachers, n)))
+    preds = np.where(
+        rng.random((teachers, n)) < agreement, true, rng.integers(0, classes, (teachers, n))
+    )
     return votes_from_predictions(preds, num_classes=classes)
 
 
 CALLS = {
     "lnmax": lambda v, rng: lnmax(v, scale=20.0, rng=rng),
     "gnmax": lambda v, rng: gnmax(v, sigma=20.0, rng=rng),
-    "confident-gnmax": lambda v, rng: confident_gnmax(v, threshold=60, sigma1=20, sigma2=20, rng=rng),
+    "confident-gnmax": lambda v, rng: confident_gnmax(
+        v, threshold=60, sigma1=20, sigma2=20, rng=rng
+    ),
     "interactive-gnmax": lambda v, rng: interactive_gnmax(
-        v, student_probabilities=np.full(v.shape, 1 / v.shape[1]), threshold=40, sigma1=20,
-        sigma2=20, student_confidence=0.9, rng=rng),
+        v,
+        student_probabilities=np.full(v.shape, 1 / v.shape[1]),
+        threshold=40,
+        sigma1=20,
+        sigma2=20,
+        student_confidence=0.9,
+        rng=rng,
+    ),
 }
 
 
 # --------------------------------------------------------------------------- basic behaviour
+
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_result_shape_and_types(name):
@@ -92,23 +109,38 @@ def test_confident_gnmax_answers_only_confident_queries():
 
 def test_interactive_gnmax_three_outcomes():
     T = 50
-    v = np.array([[50, 0, 0],    # teachers agree with a confident student -> student label, free
-                  [50, 0, 0],    # student confidently wrong -> teachers disagree -> teachers answer
-                  [20, 15, 15],  # student unsure and teachers split -> no label
-                  [0, 49, 1]])   # student agrees but unsure -> check fails, not confident -> -1
-    p = np.array([[0.98, 0.01, 0.01],
-                  [0.0, 1.0, 0.0],
-                  [0.4, 0.3, 0.3],
-                  [0.1, 0.6, 0.3]])
-    r = interactive_gnmax(v, student_probabilities=p, threshold=25, sigma1=1e-3, sigma2=1e-3,
-                          student_confidence=0.9, rng=np.random.default_rng(0))
+    v = np.array(
+        [
+            [50, 0, 0],  # teachers agree with a confident student -> student label, free
+            [50, 0, 0],  # student confidently wrong -> teachers disagree -> teachers answer
+            [20, 15, 15],  # student unsure and teachers split -> no label
+            [0, 49, 1],
+        ]
+    )  # student agrees but unsure -> check fails, not confident -> -1
+    p = np.array([[0.98, 0.01, 0.01], [0.0, 1.0, 0.0], [0.4, 0.3, 0.3], [0.1, 0.6, 0.3]])
+    r = interactive_gnmax(
+        v,
+        student_probabilities=p,
+        threshold=25,
+        sigma1=1e-3,
+        sigma2=1e-3,
+        student_confidence=0.9,
+        rng=np.random.default_rng(0),
+    )
     assert r.source.tolist() == ["student", "teachers", "none", "none"]
     assert r.labels.tolist() == [0, 0, -1, -1]
     assert r.answered_mask.tolist() == [False, True, False, False]
     assert r.num_labelled == 2 and r.num_answered == 1
     # The realised cost uses votes - T p as baseline, the student's label is free.
-    expected = analysis.confident_gnmax_rdp(v, threshold=25, sigma1=1e-3, sigma2=1e-3, orders=ORDERS,
-                                            answered=r.answered_mask, baseline=T * p)
+    expected = analysis.confident_gnmax_rdp(
+        v,
+        threshold=25,
+        sigma1=1e-3,
+        sigma2=1e-3,
+        orders=ORDERS,
+        answered=r.answered_mask,
+        baseline=T * p,
+    )
     np.testing.assert_array_equal(r.event.rdp, expected)
     assert r.event.mechanism == "interactive-gnmax"
     assert r.event.params["student_confidence"] == 0.9
@@ -120,6 +152,7 @@ def test_empty_batch():
 
 
 # --------------------------------------------------------------------------- randomness
+
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_same_seed_same_labels_other_seed_differs(name):
@@ -153,19 +186,22 @@ def test_noise_consumption_does_not_depend_on_votes():
 
 # --------------------------------------------------------------------------- realised cost
 
+
 def test_confident_realised_cost_equals_analysis_with_answered_mask():
     v = _votes(n=500, teachers=100)
     r = confident_gnmax(v, threshold=60, sigma1=20, sigma2=10, rng=np.random.default_rng(1))
     assert 0 < r.num_answered < 500
     kw = dict(threshold=60, sigma1=20, sigma2=10, orders=ORDERS, answered=r.answered_mask)
     np.testing.assert_array_equal(r.event.rdp, analysis.confident_gnmax_rdp(v, **kw))
-    np.testing.assert_array_equal(r.event.rdp_data_independent,
-                                  analysis.confident_gnmax_rdp(v, data_dependent=False, **kw))
+    np.testing.assert_array_equal(
+        r.event.rdp_data_independent, analysis.confident_gnmax_rdp(v, data_dependent=False, **kw)
+    )
     # Threshold for every query, GNMax step only for the answered ones.
-    manual_di = 500 * ORDERS / (2 * 20 ** 2) + r.num_answered * ORDERS / 10 ** 2
+    manual_di = 500 * ORDERS / (2 * 20**2) + r.num_answered * ORDERS / 10**2
     np.testing.assert_allclose(r.event.rdp_data_independent, manual_di, rtol=1e-12)
-    expected_cost = analysis.confident_gnmax_rdp(v, threshold=60, sigma1=20, sigma2=10,
-                                                 orders=ORDERS, answered=~r.answered_mask)
+    expected_cost = analysis.confident_gnmax_rdp(
+        v, threshold=60, sigma1=20, sigma2=10, orders=ORDERS, answered=~r.answered_mask
+    )
     assert not np.allclose(r.event.rdp, expected_cost)  # the mask really matters
 
 
@@ -173,11 +209,17 @@ def test_gnmax_and_lnmax_cost_equal_analysis():
     v = _votes()
     r = gnmax(v, sigma=3.0, rng=np.random.default_rng(0), orders=analysis.REFERENCE_ORDERS)
     np.testing.assert_array_equal(r.event.orders, analysis.REFERENCE_ORDERS)
-    np.testing.assert_allclose(r.event.rdp, analysis.gnmax_rdp(
-        v, sigma=3.0, orders=analysis.REFERENCE_ORDERS).sum(0), rtol=1e-12)
+    np.testing.assert_allclose(
+        r.event.rdp,
+        analysis.gnmax_rdp(v, sigma=3.0, orders=analysis.REFERENCE_ORDERS).sum(0),
+        rtol=1e-12,
+    )
     r = lnmax(v, scale=2.0, rng=np.random.default_rng(0))
-    np.testing.assert_allclose(r.event.rdp_data_independent, analysis.lnmax_rdp(
-        v, scale=2.0, orders=ORDERS, data_dependent=False).sum(0), rtol=1e-12)
+    np.testing.assert_allclose(
+        r.event.rdp_data_independent,
+        analysis.lnmax_rdp(v, scale=2.0, orders=ORDERS, data_dependent=False).sum(0),
+        rtol=1e-12,
+    )
 
 
 # --------------------------------------------------------------------------- validation first
@@ -192,24 +234,73 @@ BAD = [
     (lambda rng: gnmax([[1, 2]], sigma="1", rng=rng), TypeError, "sigma"),
     (lambda rng: gnmax([[1, 2]], sigma=1, rng=rng, orders=[0.5]), ValueError, "orders"),
     (lambda rng: lnmax([[1, 2]], scale=-1, rng=rng), ValueError, "scale must be > 0"),
-    (lambda rng: confident_gnmax([[1, 2]], threshold=-1, sigma1=1, sigma2=1, rng=rng), ValueError,
-     "threshold must be >= 0"),
-    (lambda rng: confident_gnmax([[1, 2]], threshold=1, sigma1=0, sigma2=1, rng=rng), ValueError,
-     "sigma1"),
-    (lambda rng: confident_gnmax([[1, 2]], threshold=1, sigma1=1, sigma2=None, rng=rng), TypeError,
-     "sigma2"),
-    (lambda rng: interactive_gnmax([[1, 2]], student_probabilities=[[0.5, 0.6]], threshold=1,
-                                   sigma1=1, sigma2=1, student_confidence=0.9, rng=rng),
-     ValueError, "student_probabilities must sum to 1"),
-    (lambda rng: interactive_gnmax([[1, 2]], student_probabilities=[[0.5, 0.5, 0.0]], threshold=1,
-                                   sigma1=1, sigma2=1, student_confidence=0.9, rng=rng),
-     ValueError, r"student_probabilities must have shape \(1, 2\)"),
-    (lambda rng: interactive_gnmax([[1, 2]], student_probabilities=[[2.0, -1.0]], threshold=1,
-                                   sigma1=1, sigma2=1, student_confidence=0.9, rng=rng),
-     ValueError, "logits"),
-    (lambda rng: interactive_gnmax([[1, 2]], student_probabilities=[[0.5, 0.5]], threshold=1,
-                                   sigma1=1, sigma2=1, student_confidence=1.5, rng=rng),
-     ValueError, "student_confidence must lie in"),
+    (
+        lambda rng: confident_gnmax([[1, 2]], threshold=-1, sigma1=1, sigma2=1, rng=rng),
+        ValueError,
+        "threshold must be >= 0",
+    ),
+    (
+        lambda rng: confident_gnmax([[1, 2]], threshold=1, sigma1=0, sigma2=1, rng=rng),
+        ValueError,
+        "sigma1",
+    ),
+    (
+        lambda rng: confident_gnmax([[1, 2]], threshold=1, sigma1=1, sigma2=None, rng=rng),
+        TypeError,
+        "sigma2",
+    ),
+    (
+        lambda rng: interactive_gnmax(
+            [[1, 2]],
+            student_probabilities=[[0.5, 0.6]],
+            threshold=1,
+            sigma1=1,
+            sigma2=1,
+            student_confidence=0.9,
+            rng=rng,
+        ),
+        ValueError,
+        "student_probabilities must sum to 1",
+    ),
+    (
+        lambda rng: interactive_gnmax(
+            [[1, 2]],
+            student_probabilities=[[0.5, 0.5, 0.0]],
+            threshold=1,
+            sigma1=1,
+            sigma2=1,
+            student_confidence=0.9,
+            rng=rng,
+        ),
+        ValueError,
+        r"student_probabilities must have shape \(1, 2\)",
+    ),
+    (
+        lambda rng: interactive_gnmax(
+            [[1, 2]],
+            student_probabilities=[[2.0, -1.0]],
+            threshold=1,
+            sigma1=1,
+            sigma2=1,
+            student_confidence=0.9,
+            rng=rng,
+        ),
+        ValueError,
+        "logits",
+    ),
+    (
+        lambda rng: interactive_gnmax(
+            [[1, 2]],
+            student_probabilities=[[0.5, 0.5]],
+            threshold=1,
+            sigma1=1,
+            sigma2=1,
+            student_confidence=1.5,
+            rng=rng,
+        ),
+        ValueError,
+        "student_confidence must lie in",
+    ),
 ]
 
 
@@ -234,12 +325,16 @@ def test_parameters_are_keyword_only():
 
 # --------------------------------------------------------------------------- online mode
 
+
 def _online(**kw):
-    base = dict(threshold=60, sigma1=20, sigma2=10, budget_eps=3.0, delta=1e-5,
-                rng=np.random.default_rng(0))
+    base = dict(
+        threshold=60, sigma1=20, sigma2=10, budget_eps=3.0, delta=1e-5, rng=np.random.default_rng(0)
+    )
     base.update(kw)
-    return OnlineAggregator(kw.pop("mechanism", "confident-gnmax"),
-                            **{k: v for k, v in base.items() if k != "mechanism"})
+    return OnlineAggregator(
+        kw.pop("mechanism", "confident-gnmax"),
+        **{k: v for k, v in base.items() if k != "mechanism"},
+    )
 
 
 def test_online_stops_before_the_budget_and_charges_realised_cost():
@@ -256,9 +351,15 @@ def test_online_stops_before_the_budget_and_charges_realised_cost():
     worst = agg.total_rdp() + agg.worst_case_query_rdp()
     assert analysis.eps_from_rdp(worst, orders=ORDERS, delta=1e-5)[0] > 3.0
     # The charge is the realised cost of the asked queries.
-    expected = analysis.confident_gnmax_rdp(v[:stop], threshold=60, sigma1=20, sigma2=10,
-                                            orders=ORDERS, answered=r.answered_mask[:stop],
-                                            data_dependent=False)
+    expected = analysis.confident_gnmax_rdp(
+        v[:stop],
+        threshold=60,
+        sigma1=20,
+        sigma2=10,
+        orders=ORDERS,
+        answered=r.answered_mask[:stop],
+        data_dependent=False,
+    )
     np.testing.assert_allclose(agg.total_rdp(), expected, rtol=1e-12)
     assert agg.queries_asked == stop and agg.queries_answered == r.num_answered
     # Labels equal those of the offline function with the same noise stream.
@@ -279,8 +380,9 @@ def test_online_stops_before_the_budget_and_charges_realised_cost():
 def test_online_stop_point_is_data_independent_for_gnmax():
     stops = []
     for seed in (1, 2, 3):
-        agg = _online(mechanism="gnmax", sigma=10.0, threshold=None, sigma1=None, sigma2=None,
-                      budget_eps=1.0)
+        agg = _online(
+            mechanism="gnmax", sigma=10.0, threshold=None, sigma1=None, sigma2=None, budget_eps=1.0
+        )
         stops.append(agg.answer(_votes(n=800, seed=seed)).num_asked)
     assert stops[0] == stops[1] == stops[2] > 0
 
@@ -299,9 +401,19 @@ def test_online_batches_compose_like_one_batch():
     answered = np.concatenate([ev_mask for ev_mask in _masks(many, v)])
     for agg, mask in ((one, _masks(one, v)[0]), (many, answered)):
         for dd in (True, False):
-            np.testing.assert_allclose(agg.total_rdp(data_dependent=dd), analysis.confident_gnmax_rdp(
-                v, threshold=60, sigma1=20, sigma2=10, orders=ORDERS, answered=mask,
-                data_dependent=dd), rtol=1e-10)
+            np.testing.assert_allclose(
+                agg.total_rdp(data_dependent=dd),
+                analysis.confident_gnmax_rdp(
+                    v,
+                    threshold=60,
+                    sigma1=20,
+                    sigma2=10,
+                    orders=ORDERS,
+                    answered=mask,
+                    data_dependent=dd,
+                ),
+                rtol=1e-10,
+            )
 
 
 def _masks(agg, v):
@@ -355,14 +467,30 @@ def test_online_data_dependent_basis_is_an_explicit_option():
 def test_online_interactive_and_secure():
     v = _votes(n=200)
     p = np.full(v.shape, 0.2)
-    agg = OnlineAggregator("interactive-gnmax", threshold=20, sigma1=5, sigma2=3,
-                           student_confidence=0.9, budget_eps=500.0, delta=1e-5,
-                           rng=make_streams(secure=True).noise)
+    agg = OnlineAggregator(
+        "interactive-gnmax",
+        threshold=20,
+        sigma1=5,
+        sigma2=3,
+        student_confidence=0.9,
+        budget_eps=500.0,
+        delta=1e-5,
+        rng=make_streams(secure=True).noise,
+    )
     r = agg.answer(v, student_probabilities=p)
     assert r.num_asked == 200 and r.event.mechanism == "interactive-gnmax"
-    np.testing.assert_array_equal(r.event.rdp, analysis.confident_gnmax_rdp(
-        v, threshold=20, sigma1=5, sigma2=3, orders=ORDERS, answered=r.answered_mask,
-        baseline=100 * p))
+    np.testing.assert_array_equal(
+        r.event.rdp,
+        analysis.confident_gnmax_rdp(
+            v,
+            threshold=20,
+            sigma1=5,
+            sigma2=3,
+            orders=ORDERS,
+            answered=r.answered_mask,
+            baseline=100 * p,
+        ),
+    )
     with pytest.raises(TypeError, match="needs student_probabilities"):
         agg.answer(v)
 
@@ -392,11 +520,18 @@ def test_online_bad_batches_spend_nothing():
     agg.answer(_votes(n=5, teachers=50))
     calls, asked, rdp = spy.calls, agg.queries_asked, agg.total_rdp()
     for bad, exc, match in [
-        (lambda: agg.answer([[1, 2, 3, 4, 41]] * 2), ValueError, "earlier batches from 50 teachers"),
+        (
+            lambda: agg.answer([[1, 2, 3, 4, 41]] * 2),
+            ValueError,
+            "earlier batches from 50 teachers",
+        ),
         (lambda: agg.answer(_votes(n=3, classes=4)), ValueError, "over 4 classes"),
         (lambda: agg.answer([[1, 2], [2, 2]]), ValueError, "rows must all sum"),
-        (lambda: agg.answer(_votes(n=2), student_probabilities=np.full((2, 5), .2)), TypeError,
-         "only used by interactive-gnmax"),
+        (
+            lambda: agg.answer(_votes(n=2), student_probabilities=np.full((2, 5), 0.2)),
+            TypeError,
+            "only used by interactive-gnmax",
+        ),
         (lambda: agg.answer(_votes(n=2), on_exhausted="ignore"), ValueError, "on_exhausted"),
         (lambda: agg.answer_one(_votes(n=2)), ValueError, "votes_row must be 1-D"),
     ]:
@@ -408,6 +543,7 @@ def test_online_bad_batches_spend_nothing():
 
 def test_online_summary_is_json_and_holds_no_per_query_data():
     import json
+
     agg = _online(budget_eps=100.0)
     agg.answer(_votes(n=50))
     text = json.dumps(agg.summary())
@@ -420,11 +556,13 @@ def test_online_summary_is_json_and_holds_no_per_query_data():
 def test_online_chunking_does_not_change_anything():
     v = _votes(n=1500)
     results = []
-    for chunk in (7, 100, 10 ** 6):
+    for chunk in (7, 100, 10**6):
         agg = _online(budget_eps=6.0)
         agg.chunk_size = chunk
         r = agg.answer(v)
-        results.append((r.labels, r.asked_mask, agg.total_rdp(), agg.total_rdp(data_dependent=True)))
+        results.append(
+            (r.labels, r.asked_mask, agg.total_rdp(), agg.total_rdp(data_dependent=True))
+        )
         with pytest.raises(BudgetExceededError) as info:
             agg.answer(v, on_exhausted="raise")
         results[-1] += (str(info.value),)
@@ -439,17 +577,25 @@ def test_online_chunking_does_not_change_anything():
 
 # --------------------------------------------------------------------------- registry dispatch
 
+
 @pytest.mark.parametrize("name", list(CALLS))
 def test_aggregate_by_name_equals_the_named_function(name):
     from pate.core.aggregators import aggregate
 
     v = _votes()
     named = CALLS[name](v, np.random.default_rng(4))
-    kw = {"lnmax": dict(scale=20.0), "gnmax": dict(sigma=20.0),
-          "confident-gnmax": dict(threshold=60, sigma1=20, sigma2=20),
-          "interactive-gnmax": dict(student_probabilities=np.full(v.shape, 1 / v.shape[1]),
-                                    threshold=40, sigma1=20, sigma2=20,
-                                    student_confidence=0.9)}[name]
+    kw = {
+        "lnmax": dict(scale=20.0),
+        "gnmax": dict(sigma=20.0),
+        "confident-gnmax": dict(threshold=60, sigma1=20, sigma2=20),
+        "interactive-gnmax": dict(
+            student_probabilities=np.full(v.shape, 1 / v.shape[1]),
+            threshold=40,
+            sigma1=20,
+            sigma2=20,
+            student_confidence=0.9,
+        ),
+    }[name]
     generic = aggregate(name, v, rng=np.random.default_rng(4), **kw)
     np.testing.assert_array_equal(generic.labels, named.labels)
     np.testing.assert_array_equal(generic.source, named.source)
@@ -475,4 +621,5 @@ def test_online_worst_case_query_is_the_spec_s():
     agg = _online()
     np.testing.assert_array_equal(
         agg.worst_case_query_rdp(),
-        mechanisms.get("confident-gnmax").worst_case_query_rdp(agg.params, orders=agg.orders))
+        mechanisms.get("confident-gnmax").worst_case_query_rdp(agg.params, orders=agg.orders),
+    )

@@ -32,18 +32,34 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from pate import analysis, mechanisms
-from pate.analysis.class_means import (calibrate_class_means_sigma, class_means_event,
-                                       class_means_rdp)
-from pate.core.class_means import (LINEAR_RULES, CLIP_QUANTILE, LOGISTIC_RIDGE, RULES, WHITEN_FLOOR, LinearLabeller,
-                              NoisyClassMeans, PublicGeometry, _clipped, class_sums,
-                              labelling_rule, noisy_class_means, public_geometry,
-                              public_logistic, recover_rule)
+from pate.analysis.class_means import (
+    calibrate_class_means_sigma,
+    class_means_event,
+    class_means_rdp,
+)
+from pate.core.class_means import (
+    CLIP_QUANTILE,
+    LINEAR_RULES,
+    LOGISTIC_RIDGE,
+    RULES,
+    WHITEN_FLOOR,
+    LinearLabeller,
+    NoisyClassMeans,
+    PublicGeometry,
+    _clipped,
+    class_sums,
+    labelling_rule,
+    noisy_class_means,
+    public_geometry,
+    public_logistic,
+    recover_rule,
+)
 from pate.core.rng import SecureGenerator
 
 ORDERS = analysis.DEFAULT_ORDERS
 #: The mechanism's default count weight, and the sensitivity it gives (pate.analysis.class_means)
 KAPPA = mechanisms.get("class-means").param("count_weight").default
-SENS = math.sqrt(1.0 + KAPPA ** 2)
+SENS = math.sqrt(1.0 + KAPPA**2)
 
 
 def _clusters(seed, *, m=4, d=8, n_private=2000, n_public=1000, n_test=1000, sep=3.0):
@@ -65,8 +81,10 @@ def _clusters(seed, *, m=4, d=8, n_private=2000, n_public=1000, n_test=1000, sep
 def _release(public, private, labels, *, sigma, num_classes, noise):
     """The documented post-processing of S + sigma * noise (module docstring of pate.core.class_means)."""
     g = public_geometry(public)
-    noisy = class_sums(private, labels,
-                       count_weight=KAPPA, num_classes=num_classes, geometry=g) + sigma * noise
+    noisy = (
+        class_sums(private, labels, count_weight=KAPPA, num_classes=num_classes, geometry=g)
+        + sigma * noise
+    )
     counts = np.maximum(noisy[:, -1] / KAPPA, 1.0)
     means = g.radius * noisy[:, :-1] / counts[:, None]
     return means, np.log(counts / counts.sum())
@@ -74,9 +92,10 @@ def _release(public, private, labels, *, sigma, num_classes, noise):
 
 # ----------------------------------------------------------------------------- sensitivity
 
+
 @st.composite
 def _neighbours(draw):
-    seed = draw(st.integers(0, 2 ** 32 - 1))
+    seed = draw(st.integers(0, 2**32 - 1))
     m, d = draw(st.integers(2, 5)), draw(st.integers(1, 5))
     n_pub, n = draw(st.integers(2, 30)), draw(st.integers(0, 25))
     pub_scale = draw(st.sampled_from([1e-3, 1.0, 1e3]))
@@ -91,12 +110,14 @@ def _neighbours(draw):
     private[rng.random(n) < 0.1] = 0.0
     labels = rng.integers(0, m, n)
     direction = rng.normal(size=d)
-    x = {"typical": direction * pub_scale,
-         "huge": direction * 10.0 ** rng.uniform(3, 120),
-         "zero": np.zeros(d),
-         "tiny": direction * 1e-300,
-         "axis-huge": np.eye(d)[rng.integers(d)] * -1e100,
-         "on-radius": direction}[kind]
+    x = {
+        "typical": direction * pub_scale,
+        "huge": direction * 10.0 ** rng.uniform(3, 120),
+        "zero": np.zeros(d),
+        "tiny": direction * 1e-300,
+        "axis-huge": np.eye(d)[rng.integers(d)] * -1e100,
+        "on-radius": direction,
+    }[kind]
     if kind == "on-radius":  # exactly at the public radius (in whitened units)
         g = public_geometry(public)
         x = direction / np.linalg.norm(direction / g.scale) * g.radius
@@ -109,8 +130,13 @@ def test_adding_one_record_changes_one_row_by_at_most_the_sensitivity(case):
     public, private, labels, x, y, position, m = case
     g = public_geometry(public)
     before = class_sums(private, labels, count_weight=KAPPA, num_classes=m, geometry=g)
-    after = class_sums(np.insert(private, position, x, axis=0), np.insert(labels, position, y),
-                       count_weight=KAPPA, num_classes=m, geometry=g)
+    after = class_sums(
+        np.insert(private, position, x, axis=0),
+        np.insert(labels, position, y),
+        count_weight=KAPPA,
+        num_classes=m,
+        geometry=g,
+    )
     diff = after - before
     assert np.all(np.isfinite(before)) and np.all(np.isfinite(after))
     assert np.linalg.norm(diff) <= SENS + 1e-12
@@ -162,6 +188,7 @@ def test_sensitivity_holds_for_every_finite_embedding(value):
 
 # ----------------------------------------------------------------------------- the geometry
 
+
 def test_geometry_is_computed_from_the_public_embeddings_only():
     rng = np.random.default_rng(3)
     public = rng.normal(size=(200, 5)) * [1.0, 3.0, 0.2, 10.0, 0.5]
@@ -169,16 +196,23 @@ def test_geometry_is_computed_from_the_public_embeddings_only():
     var = public.var(axis=0)
     scale = np.sqrt(var + WHITEN_FLOOR * var.mean())
     np.testing.assert_allclose(g.scale, scale, rtol=1e-15)
-    assert g.radius == pytest.approx(np.quantile(np.linalg.norm(public / scale, axis=1),
-                                                 CLIP_QUANTILE), rel=1e-15)
+    assert g.radius == pytest.approx(
+        np.quantile(np.linalg.norm(public / scale, axis=1), CLIP_QUANTILE), rel=1e-15
+    )
     releases = []
     for seed, n in ((4, 10), (5, 500), (6, 500)):
         prng = np.random.default_rng(seed)
         private = prng.normal(size=(n, 5)) * 10.0 ** prng.uniform(-3, 3)
         labels = prng.integers(0, 3, n)
-        out = noisy_class_means(public, private, labels, sigma=1.0,
-                                count_weight=KAPPA, num_classes=3,
-                                rng=np.random.default_rng(0))
+        out = noisy_class_means(
+            public,
+            private,
+            labels,
+            sigma=1.0,
+            count_weight=KAPPA,
+            num_classes=3,
+            rng=np.random.default_rng(0),
+        )
         assert isinstance(out.geometry, PublicGeometry)
         np.testing.assert_array_equal(out.geometry.scale, g.scale)
         assert out.geometry.radius == g.radius
@@ -193,18 +227,22 @@ def test_geometry_is_computed_from_the_public_embeddings_only():
 
 # ----------------------------------------------------------------------------- the noise draw
 
+
 def test_release_is_the_documented_post_processing_of_one_draw():
     rng = np.random.default_rng(7)
     public = rng.normal(size=(60, 4))
     m, d, sigma = 3, 4, 0.7
-    datasets = [(rng.normal(size=(80, d)) * 5, rng.integers(0, 2, 80)),   # class 2 empty
-                (rng.normal(size=(80, d)) * 0.1, rng.integers(0, 3, 80)),
-                (np.zeros((0, d)), np.zeros(0, dtype=np.int64))]
+    datasets = [
+        (rng.normal(size=(80, d)) * 5, rng.integers(0, 2, 80)),  # class 2 empty
+        (rng.normal(size=(80, d)) * 0.1, rng.integers(0, 3, 80)),
+        (np.zeros((0, d)), np.zeros(0, dtype=np.int64)),
+    ]
     noises = []
     for private, labels in datasets:
         gen = np.random.default_rng(11)
-        out = noisy_class_means(public, private, labels, sigma=sigma,
-                                count_weight=KAPPA, num_classes=m, rng=gen)
+        out = noisy_class_means(
+            public, private, labels, sigma=sigma, count_weight=KAPPA, num_classes=m, rng=gen
+        )
         ref = np.random.default_rng(11)
         z = ref.standard_normal((m, d + 1))
         # exactly one (m, d + 1) draw: the generators are in the same state afterwards
@@ -220,19 +258,30 @@ def test_release_is_the_documented_post_processing_of_one_draw():
         noises.append(out.means * counts[:, None] / out.geometry.radius - S[:, :-1])
     for other in noises[1:]:  # the same noise, whatever the private data
         np.testing.assert_allclose(other, noises[0], rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(noises[0], sigma * np.random.default_rng(11).standard_normal(
-        (m, d + 1))[:, :-1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        noises[0],
+        sigma * np.random.default_rng(11).standard_normal((m, d + 1))[:, :-1],
+        rtol=1e-9,
+        atol=1e-12,
+    )
 
 
 def test_consecutive_releases_use_consecutive_blocks_of_one_stream():
     """k releases from one generator = one batched (k, m, d + 1) draw (used by the
     vectorised statistical test below)."""
     rng = np.random.default_rng(8)
-    public, private, labels = rng.normal(size=(30, 2)), rng.normal(size=(20, 2)), rng.integers(0, 3, 20)
+    public, private, labels = (
+        rng.normal(size=(30, 2)),
+        rng.normal(size=(20, 2)),
+        rng.integers(0, 3, 20),
+    )
     gen = np.random.default_rng(21)
-    outs = [noisy_class_means(public, private, labels, sigma=2.0,
-                              count_weight=KAPPA, num_classes=3, rng=gen)
-            for _ in range(4)]
+    outs = [
+        noisy_class_means(
+            public, private, labels, sigma=2.0, count_weight=KAPPA, num_classes=3, rng=gen
+        )
+        for _ in range(4)
+    ]
     batch = np.random.default_rng(21).standard_normal((4, 3, 3))
     for out, z in zip(outs, batch):
         means, log_prior = _release(public, private, labels, sigma=2.0, num_classes=3, noise=z)
@@ -245,9 +294,15 @@ def test_noise_scales_with_sigma():
     public, private, labels, _, _ = _clusters(9, n_private=400)
     exact = []
     for sigma in (1e-9, 1e-3):
-        out = noisy_class_means(public, private, labels, sigma=sigma,
-                                count_weight=KAPPA, num_classes=4,
-                                rng=np.random.default_rng(0))
+        out = noisy_class_means(
+            public,
+            private,
+            labels,
+            sigma=sigma,
+            count_weight=KAPPA,
+            num_classes=4,
+            rng=np.random.default_rng(0),
+        )
         exact.append(out.means)
     g = public_geometry(public)
     S = class_sums(private, labels, count_weight=KAPPA, num_classes=4, geometry=g)
@@ -259,10 +314,18 @@ def test_noise_scales_with_sigma():
 
 # ----------------------------------------------------------------------------- utility, rng
 
+
 def test_utility_on_separated_clusters():
     public, private, labels, test, test_labels = _clusters(10)
-    good = noisy_class_means(public, private, labels, sigma=1.0, count_weight=KAPPA, num_classes=4,
-                             rng=np.random.default_rng(0))
+    good = noisy_class_means(
+        public,
+        private,
+        labels,
+        sigma=1.0,
+        count_weight=KAPPA,
+        num_classes=4,
+        rng=np.random.default_rng(0),
+    )
     assert isinstance(good, NoisyClassMeans)
     pred = good.predict(test)
     assert pred.dtype == np.int64 and pred.shape == (1000,)
@@ -271,17 +334,38 @@ def test_utility_on_separated_clusters():
     assert scores.shape == (1000, 4)
     np.testing.assert_array_equal(np.argmax(scores, axis=1), pred)
     # with an enormous sigma the release is noise: near chance (4 classes), on average
-    accs = [np.mean(noisy_class_means(public, private, labels, sigma=1e6,
-                                      count_weight=KAPPA, num_classes=4,
-                                      rng=np.random.default_rng(s)).predict(test) == test_labels)
-            for s in range(8)]
+    accs = [
+        np.mean(
+            noisy_class_means(
+                public,
+                private,
+                labels,
+                sigma=1e6,
+                count_weight=KAPPA,
+                num_classes=4,
+                rng=np.random.default_rng(s),
+            ).predict(test)
+            == test_labels
+        )
+        for s in range(8)
+    ]
     assert np.mean(accs) < 0.5 and max(accs) < 0.8
 
 
 def test_secure_generator():
     public, private, labels, test, test_labels = _clusters(12, n_private=1000, n_test=300)
-    runs = [noisy_class_means(public, private, labels, sigma=1.0, count_weight=KAPPA, num_classes=4,
-                              rng=SecureGenerator()) for _ in range(2)]
+    runs = [
+        noisy_class_means(
+            public,
+            private,
+            labels,
+            sigma=1.0,
+            count_weight=KAPPA,
+            num_classes=4,
+            rng=SecureGenerator(),
+        )
+        for _ in range(2)
+    ]
     for out in runs:
         assert np.all(np.isfinite(out.means)) and np.all(np.isfinite(out.log_prior))
         assert np.mean(out.predict(test) == test_labels) >= 0.95
@@ -289,6 +373,7 @@ def test_secure_generator():
 
 
 # ----------------------------------------------------------------------------- validation
+
 
 class _Drawn(Exception):
     pass
@@ -307,53 +392,105 @@ class _NoDraw(np.random.Generator):
 def test_the_no_draw_generator_has_teeth():
     gen = _NoDraw(np.random.PCG64(0))
     with pytest.raises(_Drawn):
-        noisy_class_means(np.eye(3), np.eye(3), [0, 1, 0], sigma=1.0,
-                          count_weight=KAPPA, num_classes=2, rng=gen)
+        noisy_class_means(
+            np.eye(3), np.eye(3), [0, 1, 0], sigma=1.0, count_weight=KAPPA, num_classes=2, rng=gen
+        )
 
 
-VALID = dict(public=np.arange(12.0).reshape(6, 2) % 5, private=np.ones((4, 2)),
-             labels=np.array([0, 1, 2, 0]), sigma=1.0, count_weight=0.3, num_classes=3)
+VALID = dict(
+    public=np.arange(12.0).reshape(6, 2) % 5,
+    private=np.ones((4, 2)),
+    labels=np.array([0, 1, 2, 0]),
+    sigma=1.0,
+    count_weight=0.3,
+    num_classes=3,
+)
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(private=np.ones((4, 3))), ValueError, "private has 3 features but the public geometry 2"),
-    (dict(public=np.ones((6, 3)) * np.arange(6)[:, None]), ValueError,
-     "private has 2 features but the public geometry 3"),
-    (dict(labels=np.array([0, 1, 2, 3])), ValueError, r"labels must lie in \[0, num_classes=3\), got a label 3"),
-    (dict(labels=np.array([0, -1, 2, 0])), ValueError, r"labels must lie in \[0, num_classes=3\), got a label -1"),
-    (dict(labels=np.array([0, 1, 2])), ValueError, "labels must be 1-D with one label per private record"),
-    (dict(labels=np.array([0.0, 1.0, 2.0, 0.0])), TypeError, "labels must be integers"),
-    (dict(private=np.array([[1.0, np.nan]] * 4)), ValueError, "private must be finite"),
-    (dict(private=np.array([[1.0, np.inf]] * 4)), ValueError, "private must be finite"),
-    (dict(public=np.array([[0.0, 1.0], [np.inf, 2.0], [1.0, 0.0]])), ValueError, "public must be finite"),
-    (dict(public=np.ones((1, 2))), ValueError, "public needs at least 2 items"),
-    (dict(public=np.ones((5, 2))), ValueError, "public embeddings are all identical"),
-    (dict(public=np.ones(5)), ValueError, "public must be 2-D"),
-    (dict(private="abc"), TypeError, "private must be a 2-D array"),
-    (dict(sigma=0.0), ValueError, "sigma must be > 0, got 0.0"),
-    (dict(sigma=-2.0), ValueError, "sigma must be > 0, got -2.0"),
-    (dict(sigma=float("nan")), ValueError, "sigma must be finite"),
-    (dict(count_weight=0.0), ValueError, "count_weight must be > 0, got 0.0"),
-    (dict(count_weight=-1.0), ValueError, "count_weight must be > 0, got -1.0"),
-    (dict(count_weight="0.3"), TypeError, "count_weight must be a real number"),
-    (dict(num_classes=1, labels=np.zeros(4, dtype=int)), ValueError, "num_classes must be >= 2, got 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (
+            dict(private=np.ones((4, 3))),
+            ValueError,
+            "private has 3 features but the public geometry 2",
+        ),
+        (
+            dict(public=np.ones((6, 3)) * np.arange(6)[:, None]),
+            ValueError,
+            "private has 2 features but the public geometry 3",
+        ),
+        (
+            dict(labels=np.array([0, 1, 2, 3])),
+            ValueError,
+            r"labels must lie in \[0, num_classes=3\), got a label 3",
+        ),
+        (
+            dict(labels=np.array([0, -1, 2, 0])),
+            ValueError,
+            r"labels must lie in \[0, num_classes=3\), got a label -1",
+        ),
+        (
+            dict(labels=np.array([0, 1, 2])),
+            ValueError,
+            "labels must be 1-D with one label per private record",
+        ),
+        (dict(labels=np.array([0.0, 1.0, 2.0, 0.0])), TypeError, "labels must be integers"),
+        (dict(private=np.array([[1.0, np.nan]] * 4)), ValueError, "private must be finite"),
+        (dict(private=np.array([[1.0, np.inf]] * 4)), ValueError, "private must be finite"),
+        (
+            dict(public=np.array([[0.0, 1.0], [np.inf, 2.0], [1.0, 0.0]])),
+            ValueError,
+            "public must be finite",
+        ),
+        (dict(public=np.ones((1, 2))), ValueError, "public needs at least 2 items"),
+        (dict(public=np.ones((5, 2))), ValueError, "public embeddings are all identical"),
+        (dict(public=np.ones(5)), ValueError, "public must be 2-D"),
+        (dict(private="abc"), TypeError, "private must be a 2-D array"),
+        (dict(sigma=0.0), ValueError, "sigma must be > 0, got 0.0"),
+        (dict(sigma=-2.0), ValueError, "sigma must be > 0, got -2.0"),
+        (dict(sigma=float("nan")), ValueError, "sigma must be finite"),
+        (dict(count_weight=0.0), ValueError, "count_weight must be > 0, got 0.0"),
+        (dict(count_weight=-1.0), ValueError, "count_weight must be > 0, got -1.0"),
+        (dict(count_weight="0.3"), TypeError, "count_weight must be a real number"),
+        (
+            dict(num_classes=1, labels=np.zeros(4, dtype=int)),
+            ValueError,
+            "num_classes must be >= 2, got 1",
+        ),
+    ],
+)
 def test_validation_raises_before_any_draw(kwargs, exc, match):
     args = {**VALID, **kwargs}
     gen = _NoDraw(np.random.PCG64(0))
     state = gen.bit_generator.state
     with pytest.raises(exc, match=match):
-        noisy_class_means(args.pop("public"), args.pop("private"), args.pop("labels"), rng=gen,
-                          **args)
+        noisy_class_means(
+            args.pop("public"), args.pop("private"), args.pop("labels"), rng=gen, **args
+        )
     assert gen.bit_generator.state == state
 
 
 def test_rng_and_prediction_validation():
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
-        noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
-                          count_weight=KAPPA, num_classes=3, rng=0)
-    out = noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
-                            count_weight=KAPPA, num_classes=3, rng=np.random.default_rng(0))
+        noisy_class_means(
+            VALID["public"],
+            VALID["private"],
+            VALID["labels"],
+            sigma=1.0,
+            count_weight=KAPPA,
+            num_classes=3,
+            rng=0,
+        )
+    out = noisy_class_means(
+        VALID["public"],
+        VALID["private"],
+        VALID["labels"],
+        sigma=1.0,
+        count_weight=KAPPA,
+        num_classes=3,
+        rng=np.random.default_rng(0),
+    )
     with pytest.raises(ValueError):
         out.predict(np.ones((2, 3)))
     with pytest.raises(ValueError, match="embeddings must be 2-D"):
@@ -361,14 +498,22 @@ def test_rng_and_prediction_validation():
     with pytest.raises(ValueError, match="embeddings must be finite"):
         out.scores(np.array([[np.nan, 0.0]]))
     with pytest.raises(TypeError):
-        noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], 1.0, 3,
-                          np.random.default_rng(0))  # keyword-only
+        noisy_class_means(
+            VALID["public"], VALID["private"], VALID["labels"], 1.0, 3, np.random.default_rng(0)
+        )  # keyword-only
 
 
 @pytest.mark.parametrize("features", [1, 3])
 def test_prediction_refuses_the_wrong_number_of_features(features):
-    out = noisy_class_means(VALID["public"], VALID["private"], VALID["labels"], sigma=1.0,
-                            count_weight=KAPPA, num_classes=3, rng=np.random.default_rng(0))
+    out = noisy_class_means(
+        VALID["public"],
+        VALID["private"],
+        VALID["labels"],
+        sigma=1.0,
+        count_weight=KAPPA,
+        num_classes=3,
+        rng=np.random.default_rng(0),
+    )
     with pytest.raises(ValueError, match=f"embeddings have {features} features, the means 2"):
         out.predict(np.ones((2, features)))
 
@@ -398,8 +543,9 @@ def _violations(counts_a, counts_b, eps, delta):
     na, nb = counts_a.sum(), counts_b.sum()
     subsets = np.array(list(itertools.product([0, 1], repeat=counts_a.size)))[1:]
     ka, kb = subsets @ counts_a, subsets @ counts_b
-    bad = ((_cp_lower(ka, na) > np.exp(eps) * _cp_upper(kb, nb) + delta)
-           | (_cp_lower(kb, nb) > np.exp(eps) * _cp_upper(ka, na) + delta))
+    bad = (_cp_lower(ka, na) > np.exp(eps) * _cp_upper(kb, nb) + delta) | (
+        _cp_lower(kb, nb) > np.exp(eps) * _cp_upper(ka, na) + delta
+    )
     return [tuple(np.flatnonzero(s)) for s in subsets[bad]]
 
 
@@ -422,8 +568,9 @@ def _release_neighbours():
     x = np.array([-1e9, 5e8, 0.0, 2e8])
     g = public_geometry(public)
     s_d = class_sums(private, labels, count_weight=KAPPA, num_classes=3, geometry=g)
-    s_dx = class_sums(np.vstack([private, x]), np.append(labels, 2),
-                      count_weight=KAPPA, num_classes=3, geometry=g)
+    s_dx = class_sums(
+        np.vstack([private, x]), np.append(labels, 2), count_weight=KAPPA, num_classes=3, geometry=g
+    )
     return s_d, s_dx
 
 
@@ -431,8 +578,9 @@ def _projected_release(s, s_d, c, sigma, seed):
     z = np.random.default_rng(seed).standard_normal((RELEASE_DRAWS, *s.shape))
     stat = np.einsum("nij,ij->n", s + sigma * z - s_d, c) / np.linalg.norm(c)
     # fixed bins, set by the claimed SIGMA (not the run's sigma) and the shift SENS
-    edges = np.array([-np.inf, -3 * SIGMA, -SIGMA, 0.0, SENS / 2, SENS, SIGMA, 3 * SIGMA,
-                      5 * SIGMA, np.inf])
+    edges = np.array(
+        [-np.inf, -3 * SIGMA, -SIGMA, 0.0, SENS / 2, SENS, SIGMA, 3 * SIGMA, 5 * SIGMA, np.inf]
+    )
     return np.histogram(stat, bins=edges)[0]
 
 
@@ -456,9 +604,9 @@ def test_release_within_claimed_bound_and_checker_has_power():
 # s_1 - s_0 of one fixed public query (post-processing), binned.
 MECHANISM_DRAWS = 10_000
 PUBLIC_1D = np.linspace(-1.0, 1.0, 41)[:, None]
-D_1D = np.array([[1e6]] * 3 + [[-1e6]] * 3)          # class 0 at +R, class 1 at -R (clipped)
+D_1D = np.array([[1e6]] * 3 + [[-1e6]] * 3)  # class 0 at +R, class 1 at -R (clipped)
 LABELS_1D = np.array([0, 0, 0, 1, 1, 1])
-X_1D, Y_1D = np.array([[1e6]]), 1                     # a class-1 record far on class 0's side
+X_1D, Y_1D = np.array([[1e6]]), 1  # a class-1 record far on class 0's side
 SCORE_EDGES = np.array([-np.inf, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, np.inf])
 
 
@@ -469,8 +617,9 @@ def _mechanism_counts(with_x, sigma, seed):
     rng = np.random.default_rng(seed)
     stat = np.empty(MECHANISM_DRAWS)
     for i in range(MECHANISM_DRAWS):
-        out = noisy_class_means(PUBLIC_1D, private, labels, sigma=sigma,
-                                count_weight=KAPPA, num_classes=2, rng=rng)
+        out = noisy_class_means(
+            PUBLIC_1D, private, labels, sigma=sigma, count_weight=KAPPA, num_classes=2, rng=rng
+        )
         s = out.scores(query)[0]
         stat[i] = s[1] - s[0]
     return np.histogram(stat, bins=SCORE_EDGES)[0]
@@ -487,6 +636,7 @@ def test_mechanism_within_claimed_bound_and_checker_has_power():
 
 
 # ----------------------------------------------------------------------------- logistic rule
+
 
 def _softmax_of(labeller, u):
     z = u @ labeller.weights.T + labeller.bias
@@ -505,9 +655,15 @@ def test_logistic_rule_is_sklearns_logistic_regression_without_noise(ridge):
     m, d, n = 3, 4, 600
     labels = rng.integers(0, m, n)
     public = rng.normal(size=(n, d)) * [1.0, 2.0, 0.5, 1.0] + 1.5 * np.eye(m, d)[labels]
-    release = noisy_class_means(public, public, labels, sigma=1e-12,
-                                count_weight=KAPPA, num_classes=m,
-                                rng=np.random.default_rng(0))
+    release = noisy_class_means(
+        public,
+        public,
+        labels,
+        sigma=1e-12,
+        count_weight=KAPPA,
+        num_classes=m,
+        rng=np.random.default_rng(0),
+    )
     ours = public_logistic(release, public, ridge=ridge)
     u = _clipped(public, release.geometry)
     ref = LogisticRegression(C=1.0 / (ridge * n), tol=1e-12, max_iter=10_000).fit(u, labels)
@@ -518,29 +674,44 @@ def test_logistic_rule_is_sklearns_logistic_regression_without_noise(ridge):
 
 def test_logistic_rule_matches_the_released_moments():
     public, private, labels, _, _ = _clusters(31, n_private=3000)
-    release = noisy_class_means(public, private, labels, sigma=2.0,
-                                count_weight=KAPPA, num_classes=4,
-                                rng=np.random.default_rng(1))
+    release = noisy_class_means(
+        public,
+        private,
+        labels,
+        sigma=2.0,
+        count_weight=KAPPA,
+        num_classes=4,
+        rng=np.random.default_rng(1),
+    )
     rule = public_logistic(release, public)
     u = _clipped(public, release.geometry)
     p = _softmax_of(rule, u)
     prior = np.exp(release.log_prior)
     moments = prior[:, None] * release.means / release.geometry.radius
     np.testing.assert_allclose(p.mean(axis=0), prior, atol=1e-8)
-    np.testing.assert_allclose(p.T @ u / len(u) + LOGISTIC_RIDGE * rule.weights, moments,
-                               atol=1e-8)
+    np.testing.assert_allclose(p.T @ u / len(u) + LOGISTIC_RIDGE * rule.weights, moments, atol=1e-8)
 
 
 def test_logistic_rule_is_post_processing():
     """It reads the release and the public rows only, and draws nothing: two releases with the
     same fields give the same rule, whatever private data made them."""
     public, private, labels, test, _ = _clusters(32, n_private=500)
-    release = noisy_class_means(public, private, labels, sigma=1.0,
-                                count_weight=KAPPA, num_classes=4,
-                                rng=np.random.default_rng(2))
-    copy = NoisyClassMeans(means=release.means.copy(), log_prior=release.log_prior.copy(),
-                           geometry=release.geometry, counts=release.counts.copy(),
-                           sigma=release.sigma)
+    release = noisy_class_means(
+        public,
+        private,
+        labels,
+        sigma=1.0,
+        count_weight=KAPPA,
+        num_classes=4,
+        rng=np.random.default_rng(2),
+    )
+    copy = NoisyClassMeans(
+        means=release.means.copy(),
+        log_prior=release.log_prior.copy(),
+        geometry=release.geometry,
+        counts=release.counts.copy(),
+        sigma=release.sigma,
+    )
     a, b = public_logistic(release, public), public_logistic(copy, public)
     np.testing.assert_array_equal(a.weights, b.weights)
     np.testing.assert_array_equal(a.bias, b.bias)
@@ -559,12 +730,20 @@ def test_logistic_rule_beats_lda_where_the_classes_are_correlated():
 
     def draw(n):
         y = rng.integers(0, 2, n)
-        return rng.multivariate_normal([0.0, 0.0], cov, n) + np.where(y[:, None] == 0, -0.5, 0.5) * [1, 0], y
+        return rng.multivariate_normal([0.0, 0.0], cov, n) + np.where(
+            y[:, None] == 0, -0.5, 0.5
+        ) * [1, 0], y
 
     (public, public_y), (private, private_y) = draw(2000), draw(20000)
-    release = noisy_class_means(public, private, private_y, sigma=1.0,
-                                count_weight=KAPPA, num_classes=2,
-                                rng=np.random.default_rng(3))
+    release = noisy_class_means(
+        public,
+        private,
+        private_y,
+        sigma=1.0,
+        count_weight=KAPPA,
+        num_classes=2,
+        rng=np.random.default_rng(3),
+    )
     lda = np.mean(release.predict(public) == public_y)
     logistic = np.mean(public_logistic(release, public).predict(public) == public_y)
     assert lda < 0.75 and logistic > 0.9, (lda, logistic)
@@ -572,9 +751,15 @@ def test_logistic_rule_beats_lda_where_the_classes_are_correlated():
 
 def test_labelling_rule():
     public, private, labels, test, test_labels = _clusters(34, n_private=800)
-    release = noisy_class_means(public, private, labels, sigma=1.0,
-                                count_weight=KAPPA, num_classes=4,
-                                rng=np.random.default_rng(4))
+    release = noisy_class_means(
+        public,
+        private,
+        labels,
+        sigma=1.0,
+        count_weight=KAPPA,
+        num_classes=4,
+        rng=np.random.default_rng(4),
+    )
     assert RULES == ("lda", "logistic", "qda")
     assert labelling_rule(release, public, "lda") is release
     rule = labelling_rule(release, public, "logistic")
@@ -582,15 +767,21 @@ def test_labelling_rule():
     assert np.mean(rule.predict(test) == test_labels) >= 0.95
     with pytest.raises(ValueError, match="rule must be one of 'lda', 'logistic', 'qda'; got 'x'"):
         labelling_rule(release, public, "x")
-    with pytest.raises(ValueError, match="quadratic features"):   # not a quadratic embedding
+    with pytest.raises(ValueError, match="quadratic features"):  # not a quadratic embedding
         labelling_rule(release, public, "qda")
 
 
 def test_logistic_rule_validation():
     public, private, labels, _, _ = _clusters(35, n_private=200)
-    release = noisy_class_means(public, private, labels, sigma=1.0,
-                                count_weight=KAPPA, num_classes=4,
-                                rng=np.random.default_rng(5))
+    release = noisy_class_means(
+        public,
+        private,
+        labels,
+        sigma=1.0,
+        count_weight=KAPPA,
+        num_classes=4,
+        rng=np.random.default_rng(5),
+    )
     for ridge in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="ridge"):
             public_logistic(release, public, ridge=ridge)
@@ -607,6 +798,7 @@ def test_logistic_rule_validation():
 
 # ----------------------------------------------------------------------------- the spec
 
+
 def test_spec_flags_and_worst_case():
     spec = mechanisms.get("class-means")
     assert spec.name == "class-means" and spec.param_names == ("sigma", "count_weight")
@@ -618,7 +810,8 @@ def test_spec_flags_and_worst_case():
         for kappa in (1.0, 0.3, 0.05):
             np.testing.assert_array_equal(
                 spec.worst_case_query_rdp({"sigma": s, "count_weight": kappa}, orders=ORDERS),
-                class_means_rdp(sigma=s, count_weight=kappa, orders=ORDERS))
+                class_means_rdp(sigma=s, count_weight=kappa, orders=ORDERS),
+            )
     # the default fills in, and the validated parameters always say which weight was used
     assert spec.validate({"sigma": 2}, prefix="--") == {"sigma": 2.0, "count_weight": 0.3}
     assert spec.validate({"sigma": 2, "count_weight": None}) == {"sigma": 2.0, "count_weight": 0.3}
@@ -627,8 +820,9 @@ def test_spec_flags_and_worst_case():
         spec.validate({"sigma": -1.0}, prefix="--")
     with pytest.raises(ValueError, match=r"\[aggregator\] count_weight must be > 0, got 0.0"):
         spec.validate({"sigma": 1.0, "count_weight": 0.0}, prefix="[aggregator] ")
-    with pytest.raises(TypeError, match="class-means needs sigma=...; its parameters are "
-                                        "sigma, count_weight"):
+    with pytest.raises(
+        TypeError, match="class-means needs sigma=...; its parameters are sigma, count_weight"
+    ):
         spec.validate({"count_weight": 0.3})
     # unvalidated parameters without the weight are refused, never costed with a guess
     with pytest.raises(TypeError, match="without count_weight"):
@@ -647,18 +841,23 @@ def test_spec_calibration_does_not_depend_on_the_number_of_queries(conversion, k
     one = spec.calibrate(auto, num_queries=1, **kw)
     many = spec.calibrate(auto, num_queries=9000, **kw)
     assert one == many and one["count_weight"] == weight
-    assert one["sigma"] == calibrate_class_means_sigma(eps=1.5, delta=1e-5, orders=ORDERS,
-                                                       count_weight=weight,
-                                                       conversion=conversion)
-    eps = analysis.eps_from_rdp(class_means_rdp(sigma=one["sigma"], count_weight=weight,
-                                                orders=ORDERS),
-                                orders=ORDERS, delta=1e-5, conversion=conversion)[0]
+    assert one["sigma"] == calibrate_class_means_sigma(
+        eps=1.5, delta=1e-5, orders=ORDERS, count_weight=weight, conversion=conversion
+    )
+    eps = analysis.eps_from_rdp(
+        class_means_rdp(sigma=one["sigma"], count_weight=weight, orders=ORDERS),
+        orders=ORDERS,
+        delta=1e-5,
+        conversion=conversion,
+    )[0]
     assert eps <= 1.5 and eps == pytest.approx(1.5, rel=1e-6)
     extra = class_means_rdp(sigma=8.0, count_weight=1.0, orders=ORDERS)
     with_extra = spec.calibrate(auto, num_queries=9000, extra_rdp=extra, **kw)
     assert with_extra["sigma"] > one["sigma"]
     assert spec.calibrate({"sigma": 3.0}, num_queries=9000, **kw) == {  # no auto
-        "sigma": 3.0, "count_weight": KAPPA}
+        "sigma": 3.0,
+        "count_weight": KAPPA,
+    }
     with pytest.raises(ValueError, match="can calibrate sigma, not count_weight"):
         spec.calibrate({"sigma": "auto", "count_weight": "auto"}, num_queries=1, **kw)
 
@@ -666,8 +865,11 @@ def test_spec_calibration_does_not_depend_on_the_number_of_queries(conversion, k
 def test_spec_draw_refuses_votes():
     spec = mechanisms.get("class-means")
     with pytest.raises(TypeError, match="noisy_class_means"):
-        spec.draw(np.zeros((3, 2), dtype=np.int64), {"sigma": 1.0, "count_weight": KAPPA},
-                  np.random.default_rng(0))
+        spec.draw(
+            np.zeros((3, 2), dtype=np.int64),
+            {"sigma": 1.0, "count_weight": KAPPA},
+            np.random.default_rng(0),
+        )
 
 
 @pytest.mark.parametrize("n", [1, 2, 50, 9000])
@@ -683,15 +885,18 @@ def test_spec_per_query_rdp_sums_to_the_event(n):
     np.testing.assert_array_equal(event.rdp, one.rdp)
     np.testing.assert_array_equal(event.rdp_data_independent, one.rdp_data_independent)
     for dd in (True, False):
-        per = spec.per_query_rdp(votes, params, answered=answered, orders=ORDERS,
-                                 data_dependent=dd)
+        per = spec.per_query_rdp(votes, params, answered=answered, orders=ORDERS, data_dependent=dd)
         assert per.shape == (n, ORDERS.size)
         np.testing.assert_allclose(per.sum(axis=0), event.rdp, rtol=1e-15)
-        np.testing.assert_array_equal(per[0], class_means_rdp(sigma=2.5, count_weight=KAPPA,
-                                                              orders=ORDERS))
+        np.testing.assert_array_equal(
+            per[0], class_means_rdp(sigma=2.5, count_weight=KAPPA, orders=ORDERS)
+        )
         assert np.all(per[1:] == 0)  # every further query is post-processing
-        np.testing.assert_allclose(spec.expected_rdp(votes, params, orders=ORDERS,
-                                                     data_dependent=dd), event.rdp, rtol=1e-15)
+        np.testing.assert_allclose(
+            spec.expected_rdp(votes, params, orders=ORDERS, data_dependent=dd),
+            event.rdp,
+            rtol=1e-15,
+        )
     np.testing.assert_array_equal(spec.pr_answered(votes, params), np.ones(n))
 
 
@@ -704,38 +909,57 @@ def test_spec_charges_nothing_when_nothing_is_asked():
     assert event.queries == 0 and np.all(event.rdp_data_independent == 0)
     one = spec.event(np.zeros((1, 10)), params, answered=np.ones(1, bool), orders=[2.0, 8.0])
     np.testing.assert_allclose(one.rdp_data_independent, [2.0 / 9.0, 8.0 / 9.0], rtol=1e-15)
-    light = spec.event(np.zeros((1, 10)), {"sigma": 3.0, "count_weight": 0.3},
-                       answered=np.ones(1, bool), orders=[2.0, 8.0])
-    np.testing.assert_allclose(light.rdp_data_independent,
-                               [2.0 * 1.09 / 18.0, 8.0 * 1.09 / 18.0], rtol=1e-14)
+    light = spec.event(
+        np.zeros((1, 10)),
+        {"sigma": 3.0, "count_weight": 0.3},
+        answered=np.ones(1, bool),
+        orders=[2.0, 8.0],
+    )
+    np.testing.assert_allclose(
+        light.rdp_data_independent, [2.0 * 1.09 / 18.0, 8.0 * 1.09 / 18.0], rtol=1e-14
+    )
 
 
 # -- recovering a published rule (the student times its rule: pate.student.rule_product)
+
 
 @pytest.mark.parametrize("rule", LINEAR_RULES)
 def test_a_rule_is_recovered_exactly_from_its_published_scores(rule):
     """From the scores of the labelled public rows (NaN rows: unlabelled) the recovered rule
     scores unseen embeddings, far ones beyond the clip included, as the rule itself does."""
     public, private, labels, test, _ = _clusters(3, n_public=300)
-    release = noisy_class_means(public, private, labels, sigma=2.0,
-                                count_weight=KAPPA, num_classes=4,
-                                rng=np.random.default_rng(4))
+    release = noisy_class_means(
+        public,
+        private,
+        labels,
+        sigma=2.0,
+        count_weight=KAPPA,
+        num_classes=4,
+        rng=np.random.default_rng(4),
+    )
     labeller = labelling_rule(release, public, rule)
     scores = labeller.scores(public)
-    scores[250:] = np.nan                                # 250 labelled public rows
+    scores[250:] = np.nan  # 250 labelled public rows
     recovered = recover_rule(public, scores, rule=rule)
     assert recovered.rule == rule
     np.testing.assert_array_equal(recovered.geometry.scale, public_geometry(public).scale)
     unseen = np.vstack([test[:100], 10 * test[:20]])
-    np.testing.assert_allclose(recovered.scores(unseen), labeller.scores(unseen), rtol=1e-7,
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        recovered.scores(unseen), labeller.scores(unseen), rtol=1e-7, atol=1e-7
+    )
 
 
 def test_scores_that_are_not_such_a_rule_are_refused():
     public, private, labels, _, _ = _clusters(5, n_public=300)
-    release = noisy_class_means(public, private, labels, sigma=2.0,
-                                count_weight=KAPPA, num_classes=4,
-                                rng=np.random.default_rng(6))
+    release = noisy_class_means(
+        public,
+        private,
+        labels,
+        sigma=2.0,
+        count_weight=KAPPA,
+        num_classes=4,
+        rng=np.random.default_rng(6),
+    )
     logistic = public_logistic(release, public).scores(public)
     # the logistic rule clips 10 % of the rows: not affine in the whitened embedding
     with pytest.raises(ValueError, match="not an affine lda rule"):
@@ -743,7 +967,7 @@ def test_scores_that_are_not_such_a_rule_are_refused():
     with pytest.raises(ValueError, match="not an affine logistic rule"):
         recover_rule(public, np.random.default_rng(7).normal(size=logistic.shape), rule="logistic")
     few = logistic.copy()
-    few[8:] = np.nan                                     # 8 labelled rows, 9 unknowns per class
+    few[8:] = np.nan  # 8 labelled rows, 9 unknowns per class
     with pytest.raises(ValueError, match="do not determine a rule in 8 dims"):
         recover_rule(public, few, rule="logistic")
     with pytest.raises(ValueError, match="one row per public embedding"):
@@ -776,8 +1000,7 @@ def test_class_sums_a_block_at_a_time_are_the_sums_of_one_pass(monkeypatch):
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
-        blocks = CM.class_sums(private, labels, num_classes=4, geometry=geometry,
-                               count_weight=0.3)
+        blocks = CM.class_sums(private, labels, num_classes=4, geometry=geometry, count_weight=0.3)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

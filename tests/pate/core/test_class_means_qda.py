@@ -9,10 +9,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.core.class_means import (LINEAR_RULES, QDA_RECORDS_PER_FEATURE, QUADRATIC_MAX_WIDTH,
-                              QuadraticDiscriminant, labelling_rule, noisy_class_means,
-                              quadratic_discriminant, quadratic_width, recover_rule,
-                              rule_features, table_front_end)
+from pate.core.class_means import (
+    LINEAR_RULES,
+    QDA_RECORDS_PER_FEATURE,
+    QUADRATIC_MAX_WIDTH,
+    QuadraticDiscriminant,
+    labelling_rule,
+    noisy_class_means,
+    quadratic_discriminant,
+    quadratic_width,
+    recover_rule,
+    rule_features,
+    table_front_end,
+)
 from pate.teachers.features import PublicFrontEnd
 
 KAPPA = 0.3
@@ -22,8 +31,11 @@ def _gaussians(seed, *, n_public=3000, n_private=20000):
     """Three 4-d Gaussian classes with different means AND covariances, on awkward scales."""
     rng = np.random.default_rng(seed)
     means = np.array([[0, 0, 0, 0], [1.5, 0, 0, 0], [0, 1.5, 0, 0.5]], dtype=float)
-    spreads = [np.diag([1.0, 1.0, 0.3, 1.0]), np.diag([0.4, 2.0, 1.0, 1.0]),
-               np.array([[1.0, 0.8, 0, 0], [0.8, 1.0, 0, 0], [0, 0, 1.0, 0], [0, 0, 0, 0.2]])]
+    spreads = [
+        np.diag([1.0, 1.0, 0.3, 1.0]),
+        np.diag([0.4, 2.0, 1.0, 1.0]),
+        np.array([[1.0, 0.8, 0, 0], [0.8, 1.0, 0, 0], [0, 0, 1.0, 0], [0, 0, 0, 0.2]]),
+    ]
 
     def draw(n):
         y = rng.integers(0, 3, n)
@@ -37,9 +49,15 @@ def _gaussians(seed, *, n_public=3000, n_private=20000):
 
 def _release(public_x, private_x, private_y, *, sigma, seed=0, classes=3):
     front, e_public = PublicFrontEnd.fit_transform(public_x, features="quadratic", dims=None)
-    release = noisy_class_means(e_public, front.embed(private_x), private_y, sigma=sigma,
-                                count_weight=KAPPA, num_classes=classes,
-                                rng=np.random.default_rng(seed))
+    release = noisy_class_means(
+        e_public,
+        front.embed(private_x),
+        private_y,
+        sigma=sigma,
+        count_weight=KAPPA,
+        num_classes=classes,
+        rng=np.random.default_rng(seed),
+    )
     return front, e_public, release
 
 
@@ -96,8 +114,15 @@ def test_the_rule_separates_nested_shells_where_lda_cannot():
     qda = np.mean(labelling_rule(release, e_public, "qda").predict(e_public) == public_y)
     # the nearest noisy mean of the columns themselves (the linear front-end): near chance
     front, raw_public = PublicFrontEnd.fit_transform(public_x, features="none", dims=6)
-    linear = noisy_class_means(raw_public, front.embed(private_x), private_y, sigma=2.6,
-                               count_weight=KAPPA, num_classes=3, rng=np.random.default_rng(0))
+    linear = noisy_class_means(
+        raw_public,
+        front.embed(private_x),
+        private_y,
+        sigma=2.6,
+        count_weight=KAPPA,
+        num_classes=3,
+        rng=np.random.default_rng(0),
+    )
     lda = np.mean(linear.predict(raw_public) == public_y)
     assert lda < 0.5 < 0.85 < qda, (lda, qda)
 
@@ -115,7 +140,7 @@ def test_eigenvalues_below_the_noise_level_are_raised_to_it():
         assert np.all(rule.variances >= expected[:, None] * (1 - 1e-12))
         assert np.all(np.isfinite(rule.scores(e_public)))
         floors.append(rule.variances.min())
-    assert floors[2] > 3 * floors[0]   # much noise: every variance raised well above the true ones
+    assert floors[2] > 3 * floors[0]  # much noise: every variance raised well above the true ones
     _, e_public, release = _release(public_x, private_x, private_y, sigma=5.0, seed=3)
     assert np.mean(quadratic_discriminant(release, e_public).predict(e_public) == public_y) > 0.6
 
@@ -145,14 +170,15 @@ def test_the_quadratic_front_end_reads_public_rows_only():
 
     rng = np.random.default_rng(5)
     public = rng.normal(size=(300, 3)) * [1.0, 100.0, 0.01] + 50.0
-    public[0, 1] = 1e9                                             # a wild value: clipped
+    public[0, 1] = 1e9  # a wild value: clipped
     quad = F.QuadraticFeatures.fit(public)
     phi = quad.transform(public)
     assert phi.shape == (300, 9)
     np.testing.assert_allclose(phi[:, :3].mean(axis=0), 0.0, atol=1e-12)
     z = phi[:, :3]
-    np.testing.assert_allclose(phi[:, 3:], np.stack([z[:, i] * z[:, k] for i, k in
-                                                     zip(*np.triu_indices(3))], axis=1))
+    np.testing.assert_allclose(
+        phi[:, 3:], np.stack([z[:, i] * z[:, k] for i, k in zip(*np.triu_indices(3))], axis=1)
+    )
     assert np.abs(z).max() <= 2 * F.KERNEL_CLIP
     front, embedded = F.PublicFrontEnd.fit_transform(public, features="quadratic", dims=None)
     np.testing.assert_allclose(embedded.mean(axis=0), 0.0, atol=1e-4)
@@ -166,7 +192,7 @@ def test_the_quadratic_front_end_reads_public_rows_only():
         F.KERNEL_CHUNK = old
     with pytest.raises(ValueError, match="maps tables"):
         F.PublicFrontEnd.fit_transform(rng.random((20, 1, 8, 8)), features="quadratic", dims=None)
-    with pytest.raises(ValueError, match="set \\[knn\\] features = \"kernel\""):
+    with pytest.raises(ValueError, match='set \\[knn\\] features = "kernel"'):
         F.QuadraticFeatures.fit(rng.normal(size=(10, 91)))
 
 
@@ -179,8 +205,9 @@ def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
     from pate.teachers import features as F
 
     rng = np.random.default_rng(6)
-    public = np.column_stack([rng.lognormal(sigma=2.0, size=2000), rng.integers(0, 4, 2000),
-                              np.full(2000, 7.0)])
+    public = np.column_stack(
+        [rng.lognormal(sigma=2.0, size=2000), rng.integers(0, 4, 2000), np.full(2000, 7.0)]
+    )
     quad = F.QuadraticFeatures.fit(public)
     z = quad.transform(public)[:, :3]
     np.testing.assert_allclose(z.mean(axis=0), 0.0, atol=1e-12)

@@ -20,10 +20,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pate import analysis
-from pate import mechanisms
-from pate.core.aggregators import confident_gnmax, gnmax, interactive_gnmax, lnmax
+from pate import analysis, mechanisms
 from pate.analysis.private_knn import private_knn_query_rdp
+from pate.core.aggregators import confident_gnmax, gnmax, interactive_gnmax, lnmax
 from pate.core.knn import knn_votes
 
 DRAWS = 200_000
@@ -86,12 +85,19 @@ def _claimed_eps(mechanism, votes, params):
     if mechanism == "lnmax":
         return 2.0 / params["scale"], 0.0  # pure DP ([P17])
     if mechanism == "gnmax":
-        return _eps_at_delta(analysis.gnmax_rdp(one, sigma=params["sigma"], orders=ORDERS,
-                                                data_dependent=False)[0]), DELTA
+        return _eps_at_delta(
+            analysis.gnmax_rdp(one, sigma=params["sigma"], orders=ORDERS, data_dependent=False)[0]
+        ), DELTA
     # Threshold check for the query + GNMax step (worst case: answered).
-    rdp = analysis.confident_gnmax_rdp(one, threshold=params["threshold"], sigma1=params["sigma1"],
-                                       sigma2=params["sigma2"], orders=ORDERS,
-                                       answered=np.array([True]), data_dependent=False)
+    rdp = analysis.confident_gnmax_rdp(
+        one,
+        threshold=params["threshold"],
+        sigma1=params["sigma1"],
+        sigma2=params["sigma2"],
+        orders=ORDERS,
+        answered=np.array([True]),
+        data_dependent=False,
+    )
     return _eps_at_delta(rdp), DELTA
 
 
@@ -99,8 +105,12 @@ CASES = [
     ("lnmax", dict(scale=2.0)),
     ("gnmax", dict(sigma=2.0)),
     ("confident-gnmax", dict(threshold=6.0, sigma1=2.0, sigma2=2.0)),
-    ("interactive-gnmax", dict(threshold=3.0, sigma1=2.0, sigma2=2.0, student_confidence=0.5,
-                               student=[0.1, 0.3, 0.6])),
+    (
+        "interactive-gnmax",
+        dict(
+            threshold=3.0, sigma1=2.0, sigma2=2.0, student_confidence=0.5, student=[0.1, 0.3, 0.6]
+        ),
+    ),
 ]
 
 
@@ -121,8 +131,9 @@ def test_checker_rejects_ten_times_too_little_noise(mechanism, params):
     """Power: the claimed eps of the stated noise, but the mechanism runs with noise / 10."""
     v, w = PAIRS[0] if mechanism != "confident-gnmax" else PAIRS[1]
     eps, delta = _claimed_eps(mechanism, v, params)
-    weak = {k: (x / 10 if k in ("scale", "sigma", "sigma1", "sigma2") else x)
-            for k, x in params.items()}
+    weak = {
+        k: (x / 10 if k in ("scale", "sigma", "sigma1", "sigma2") else x) for k, x in params.items()
+    }
     counts_v = _histogram(_run(mechanism, v, 1, **dict(weak)), 3)
     counts_w = _histogram(_run(mechanism, w, 2, **dict(weak)), 3)
     assert _violations(counts_v, counts_w, eps, delta) != []
@@ -137,6 +148,7 @@ def test_lnmax_pure_bound_is_nearly_tight():
     log_ratio = np.max(np.abs(np.log(pv[1:3] / pw[1:3])))
     assert 0.25 * (2 / scale) < log_ratio <= 2 / scale
 
+
 # ------------------------------------------------------------------------------ Private-kNN
 # One query of the full mechanism (Poisson sample, kNN histogram, Confident-GNMax step).
 # Neighbours: D (records of class 0 at distances 1..5 from the query) and D + {x}, x of class 1
@@ -145,8 +157,8 @@ def test_lnmax_pure_bound_is_nearly_tight():
 # RDP converted at delta.
 
 KNN_PARAMS = {"k": 1, "sampling_rate": 0.5, "threshold": 0.5, "sigma1": 2.0, "sigma2": 2.0}
-KNN_RECORDS = np.arange(1.0, 6.0)[:, None]     # class 0 at distances 1..5 from the query at 0
-KNN_X = np.array([[0.0]])                       # class 1, the nearest record
+KNN_RECORDS = np.arange(1.0, 6.0)[:, None]  # class 0 at distances 1..5 from the query at 0
+KNN_X = np.array([[0.0]])  # class 1, the nearest record
 
 
 def _knn_run(with_x: bool, params: dict, seed: int) -> np.ndarray:
@@ -154,17 +166,28 @@ def _knn_run(with_x: bool, params: dict, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     private = np.vstack([KNN_X, KNN_RECORDS]) if with_x else KNN_RECORDS
     labels = np.array([1, 0, 0, 0, 0, 0]) if with_x else np.zeros(5, dtype=np.int64)
-    queries = np.zeros((DRAWS, 1))           # the same query, DRAWS fresh samples
-    votes = knn_votes(queries, private, labels, k=params["k"],
-                      sampling_rate=params["sampling_rate"], num_classes=2, rng=rng)
+    queries = np.zeros((DRAWS, 1))  # the same query, DRAWS fresh samples
+    votes = knn_votes(
+        queries,
+        private,
+        labels,
+        k=params["k"],
+        sampling_rate=params["sampling_rate"],
+        num_classes=2,
+        rng=rng,
+    )
     spec = mechanisms.get("private-knn")
     out, _, _ = spec.draw(votes, spec.validate(params), rng)
     return np.bincount(out + 1, minlength=3)
 
 
 def _knn_claimed_eps(params) -> float:
-    rdp = private_knn_query_rdp(sampling_rate=params["sampling_rate"], sigma1=params["sigma1"],
-                                sigma2=params["sigma2"], orders=ORDERS)
+    rdp = private_knn_query_rdp(
+        sampling_rate=params["sampling_rate"],
+        sigma1=params["sigma1"],
+        sigma2=params["sigma2"],
+        orders=ORDERS,
+    )
     return float(analysis.eps_from_rdp(rdp, orders=ORDERS, delta=DELTA)[0])
 
 

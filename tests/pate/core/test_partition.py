@@ -9,9 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pate.analysis.errors import PartitionError
+from pate.core.partition import (
+    Partition,
+    check_partition,
+    ids_digest,
+    partition_by_unit,
+    partition_random,
+    teacher_of,
+)
 from pate.ledger import record_keys
-from pate.core.partition import (Partition, check_partition, ids_digest, partition_by_unit,
-                            partition_random, teacher_of)
 
 
 def _records(n: int, seed: int = 0):
@@ -77,8 +83,12 @@ def test_adding_or_removing_a_record_changes_exactly_one_shard():
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(5, 120), teachers=st.integers(1, 5), where=st.integers(0, 10**6),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    n=st.integers(5, 120),
+    teachers=st.integers(1, 5),
+    where=st.integers(0, 10**6),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_property_one_record_added_anywhere_changes_one_shard(n, teachers, where, seed):
     x, y = _records(n + 1, seed % 1000)
     order = np.random.default_rng(seed).permutation(n + 1)  # any row order
@@ -146,8 +156,9 @@ def test_unit_mode_keeps_units_whole_and_is_stable_per_unit():
     q = partition_by_unit(unit_ids[gone], num_teachers=6, rng=np.random.default_rng(5))
     assert np.array_equal(q.assignment, p.assignment[gone])
     # string ids work and keep units whole
-    s = partition_by_unit(np.array([f"u{u}" for u in unit_ids]), num_teachers=6,
-                          rng=np.random.default_rng(5))
+    s = partition_by_unit(
+        np.array([f"u{u}" for u in unit_ids]), num_teachers=6, rng=np.random.default_rng(5)
+    )
     check_partition(s, unit_ids.size)
 
 
@@ -169,19 +180,35 @@ def test_check_partition_detects_overlap_gaps_and_empty_shards():
         check_partition([np.array([0, 1]), np.array([2, 4])], 4)
     with pytest.raises(PartitionError, match="twice"):
         check_partition([np.array([0, 0, 1]), np.array([2, 3])], 4)
-    p = Partition(assignment=np.array([0, 0, 0]), num_teachers=2, mode="random", seed=None,
-                  ids_digest=ids_digest(np.arange(3)))
+    p = Partition(
+        assignment=np.array([0, 0, 0]),
+        num_teachers=2,
+        mode="random",
+        seed=None,
+        ids_digest=ids_digest(np.arange(3)),
+    )
     with pytest.raises(PartitionError, match="teacher 1 has an empty shard"):
         check_partition(p, 3)
     with pytest.raises(PartitionError, match="covers 3 records, expected 4"):
         check_partition(partition_random(_keys(3), num_teachers=1, rng=np.random.default_rng(0)), 4)
-    split = Partition(assignment=np.array([0, 1, 1]), num_teachers=2, mode="unit", seed=None,
-                      ids_digest=ids_digest(["a", "a", "b"]), unit_ids=np.array(["a", "a", "b"]))
+    split = Partition(
+        assignment=np.array([0, 1, 1]),
+        num_teachers=2,
+        mode="unit",
+        seed=None,
+        ids_digest=ids_digest(["a", "a", "b"]),
+        unit_ids=np.array(["a", "a", "b"]),
+    )
     with pytest.raises(PartitionError, match="spread over several shards"):
         check_partition(split, 3)
     with pytest.raises(ValueError, match="mode"):
-        Partition(assignment=np.array([0, 1]), num_teachers=2, mode="stratified", seed=None,
-                  ids_digest=ids_digest(np.arange(2)))
+        Partition(
+            assignment=np.array([0, 1]),
+            num_teachers=2,
+            mode="stratified",
+            seed=None,
+            ids_digest=ids_digest(np.arange(2)),
+        )
 
 
 def test_save_load_roundtrip_and_verification(tmp_path):
@@ -255,26 +282,50 @@ class _CountingRng:
         raise AssertionError("drew randomness before validating")
 
 
-@pytest.mark.parametrize("call, exc, match", [
-    (lambda r: partition_random(_keys(5), num_teachers=6, rng=r), PartitionError,
-     "at most 5 teachers"),
-    (lambda r: partition_random(_keys(5), num_teachers=0, rng=r), ValueError,
-     "num_teachers must be >= 1"),
-    (lambda r: partition_random(np.array([], dtype="S16"), num_teachers=1, rng=r), TypeError,
-     "record_keys"),
-    (lambda r: partition_random(5, num_teachers=1, rng=r), TypeError, "record_keys"),
-    (lambda r: partition_random(_keys(5), num_teachers=2, rng=r, record_ids=[1, 2]), ValueError,
-     "one id per record"),
-    (lambda r: partition_random(_keys(3), num_teachers=2, rng=r, record_ids=[1, 1, 2]),
-     ValueError, "unique"),
-    (lambda r: partition_by_unit([1, 1, 2, 2], num_teachers=3, rng=r), PartitionError,
-     "at most 2 teachers"),
-    (lambda r: partition_by_unit([1.0, 2.0], num_teachers=1, rng=r), TypeError, "float ids"),
-    (lambda r: partition_by_unit([[1, 2]], num_teachers=1, rng=r), ValueError, "1-D"),
-    (lambda r: partition_by_unit([], num_teachers=1, rng=r), ValueError, "empty"),
-    (lambda r: partition_by_unit(np.array([1, None], dtype=object), num_teachers=1, rng=r),
-     TypeError, "object array"),
-])
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (
+            lambda r: partition_random(_keys(5), num_teachers=6, rng=r),
+            PartitionError,
+            "at most 5 teachers",
+        ),
+        (
+            lambda r: partition_random(_keys(5), num_teachers=0, rng=r),
+            ValueError,
+            "num_teachers must be >= 1",
+        ),
+        (
+            lambda r: partition_random(np.array([], dtype="S16"), num_teachers=1, rng=r),
+            TypeError,
+            "record_keys",
+        ),
+        (lambda r: partition_random(5, num_teachers=1, rng=r), TypeError, "record_keys"),
+        (
+            lambda r: partition_random(_keys(5), num_teachers=2, rng=r, record_ids=[1, 2]),
+            ValueError,
+            "one id per record",
+        ),
+        (
+            lambda r: partition_random(_keys(3), num_teachers=2, rng=r, record_ids=[1, 1, 2]),
+            ValueError,
+            "unique",
+        ),
+        (
+            lambda r: partition_by_unit([1, 1, 2, 2], num_teachers=3, rng=r),
+            PartitionError,
+            "at most 2 teachers",
+        ),
+        (lambda r: partition_by_unit([1.0, 2.0], num_teachers=1, rng=r), TypeError, "float ids"),
+        (lambda r: partition_by_unit([[1, 2]], num_teachers=1, rng=r), ValueError, "1-D"),
+        (lambda r: partition_by_unit([], num_teachers=1, rng=r), ValueError, "empty"),
+        (
+            lambda r: partition_by_unit(np.array([1, None], dtype=object), num_teachers=1, rng=r),
+            TypeError,
+            "object array",
+        ),
+    ],
+)
 def test_bad_inputs_rejected_before_any_randomness(call, exc, match):
     rng = _CountingRng()
     with pytest.raises(exc, match=match):

@@ -19,8 +19,10 @@ def test_same_seed_same_numbers_different_seed_different():
 
 def test_streams_are_distinct_and_do_not_share_state():
     s = make_streams(3)
-    draws = {name: getattr(s, name).integers(0, 2 ** 62, size=8)
-             for name in ("partition", "noise", "student", "release")}
+    draws = {
+        name: getattr(s, name).integers(0, 2**62, size=8)
+        for name in ("partition", "noise", "student", "release")
+    }
     values = list(draws.values())
     for i in range(len(values)):
         for j in range(i + 1, len(values)):
@@ -41,8 +43,9 @@ def test_streams_are_statistically_independent():
 
 def test_fixed_spawn_keys_match_seedsequence_children():
     root = np.random.SeedSequence(5)
-    expected = np.random.default_rng(np.random.SeedSequence(root.entropy,
-                                                            spawn_key=(STREAM_KEYS["noise"],)))
+    expected = np.random.default_rng(
+        np.random.SeedSequence(root.entropy, spawn_key=(STREAM_KEYS["noise"],))
+    )
     assert np.array_equal(make_streams(5).noise.random(4), expected.random(4))
 
 
@@ -50,7 +53,7 @@ def test_teacher_seeds_distinct_stable_and_in_sklearn_range():
     s = make_streams(0)
     seeds = s.teacher_seeds(300)
     assert len(set(seeds)) == 300
-    assert all(0 <= x < 2 ** 32 and isinstance(x, int) for x in seeds)
+    assert all(0 <= x < 2**32 and isinstance(x, int) for x in seeds)
     # Teacher t's seed does not depend on how many teachers there are.
     assert s.teacher_seeds(10) == seeds[:10]
     assert make_streams(1).teacher_seeds(10) != seeds[:10]

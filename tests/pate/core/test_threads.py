@@ -5,13 +5,13 @@ its precedence, passive waiting, and the [run] threads / --threads / threads= se
 from __future__ import annotations
 
 import json
-import re
 import pathlib
+import re
 
 import pytest
 
-from pate.core import threads as T
 from pate.analysis.errors import ConfigError
+from pate.core import threads as T
 
 
 @pytest.fixture
@@ -50,6 +50,7 @@ def _cgroup_v1(tmp_path, quota: str, period: str, *, mount="cpu,cpuacct", path="
 
 
 # ------------------------------------------------------------------------------ usable CPUs
+
 
 def test_no_cgroup_quota_means_the_affinity_mask(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "max 100000", "/": "max 100000"})
@@ -108,6 +109,7 @@ def test_the_affinity_is_read_from_sched_getaffinity(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------------------ precedence
 
+
 def _no_cgroup(tmp_path):
     return dict(cgroup_root=tmp_path / "none", proc_cgroup=tmp_path / "none" / "cgroup")
 
@@ -132,8 +134,9 @@ def test_a_lower_torch_count_of_the_caller_is_kept(tmp_path):
     assert (high.count, high.source) == (4, "affinity")
     env = T.choose(environ={"OMP_NUM_THREADS": "3"}, torch_threads=1, affinity=4, **paths)
     assert (env.count, env.source) == (3, "env")
-    flag = T.choose(explicit=2, explicit_source="flag", environ={}, torch_threads=1,
-                    affinity=4, **paths)
+    flag = T.choose(
+        explicit=2, explicit_source="flag", environ={}, torch_threads=1, affinity=4, **paths
+    )
     assert (flag.count, flag.source) == (2, "flag")
 
 
@@ -156,15 +159,16 @@ def test_cgroup_is_named_as_the_source_when_it_decides(tmp_path):
     assert T.choose(environ={"OMP_NUM_THREADS": "6"}, affinity=8, **paths).count == 6  # user's
 
 
-@pytest.mark.parametrize("source, name", [("flag", "--threads"), ("config", "[run] threads"),
-                                          ("keyword", "threads=")])
+@pytest.mark.parametrize(
+    "source, name", [("flag", "--threads"), ("config", "[run] threads"), ("keyword", "threads=")]
+)
 def test_an_explicit_setting_names_its_source(tmp_path, source, name):
-    choice = T.choose(explicit=1, explicit_source=source, environ={}, affinity=2,
-                      **_no_cgroup(tmp_path))
+    choice = T.choose(
+        explicit=1, explicit_source=source, environ={}, affinity=2, **_no_cgroup(tmp_path)
+    )
     assert choice.source == source and choice.detail == f"{name} 1"
     with pytest.raises(ValueError, match=re.escape(name) + r" must be an integer >= 1 .* got 0"):
-        T.choose(explicit=0, explicit_source=source, environ={}, affinity=2,
-                 **_no_cgroup(tmp_path))
+        T.choose(explicit=0, explicit_source=source, environ={}, affinity=2, **_no_cgroup(tmp_path))
 
 
 def test_nested_omp_num_threads_takes_its_first_level(tmp_path):
@@ -185,8 +189,17 @@ def test_an_unknown_explicit_source_is_refused():
         T.choose(explicit=2, explicit_source="cli")
 
 
-@pytest.mark.parametrize("value, error", [(0, ValueError), (-1, ValueError), (True, TypeError),
-                                          ("2", TypeError), (1.5, TypeError), (None, TypeError)])
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (True, TypeError),
+        ("2", TypeError),
+        (1.5, TypeError),
+        (None, TypeError),
+    ],
+)
 def test_check_threads_names_the_setting_and_value(value, error):
     with pytest.raises(error, match=rf"threads= must be an integer >= 1 .*got {value!r}"):
         T.check_threads(value, "threads=")
@@ -194,22 +207,25 @@ def test_check_threads_names_the_setting_and_value(value, error):
 
 # ------------------------------------------------------------------------------ waiting
 
+
 def test_passive_waiting_is_set_unless_the_user_chose(monkeypatch):
     monkeypatch.setattr(T, "openmp_loaded", lambda: False)
     env = {}
     assert T.prepare_environment(env) == "passive"
     assert env == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0"}
     user = {"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": "1000"}
-    assert T.prepare_environment(user) == ("OMP_WAIT_POLICY=active (the user's GOMP_SPINCOUNT=1000, "
-                                           "OMP_WAIT_POLICY=active kept)")
+    assert T.prepare_environment(user) == (
+        "OMP_WAIT_POLICY=active (the user's GOMP_SPINCOUNT=1000, OMP_WAIT_POLICY=active kept)"
+    )
     assert user == {"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0"}
 
 
 def test_too_late_once_openmp_is_loaded(monkeypatch):
     monkeypatch.setattr(T, "openmp_loaded", lambda: True)
     env = {"KMP_BLOCKTIME": "5"}
-    assert T.prepare_environment(env) == ("unchanged: OpenMP was already loaded (environment: "
-                                          "KMP_BLOCKTIME=5)")
+    assert T.prepare_environment(env) == (
+        "unchanged: OpenMP was already loaded (environment: KMP_BLOCKTIME=5)"
+    )
     assert env == {"KMP_BLOCKTIME": "5"}
 
 
@@ -228,6 +244,7 @@ def test_openmp_is_seen_once_torch_is_loaded():
 
 
 # ------------------------------------------------------------------------------ applying it
+
 
 def test_apply_sets_torch_and_blas_threads(restore_threads):
     import torch
@@ -255,21 +272,26 @@ def test_configure_records_the_choice_and_logs_it(restore_threads, monkeypatch, 
 
 # ------------------------------------------------------------------------------ the settings
 
+
 def _digits_raw(**run) -> dict:
     import tomllib
 
-    raw = tomllib.loads((pathlib.Path(__file__).resolve().parents[3] / "configs" /
-                         "digits.toml").read_text())
+    raw = tomllib.loads(
+        (pathlib.Path(__file__).resolve().parents[3] / "configs" / "digits.toml").read_text()
+    )
     raw["run"].update(run)
     return raw
 
 
-@pytest.mark.parametrize("value, message", [
-    (0, r"\[run\] threads must be an integer >= 1 \(the number of CPU threads\), got 0"),
-    (-3, r"\[run\] threads must be an integer >= 1 \(the number of CPU threads\), got -3"),
-    ("two", r"\[run\] threads must be an integer, got 'two'"),
-    (True, r"\[run\] threads must be an integer, got True"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (0, r"\[run\] threads must be an integer >= 1 \(the number of CPU threads\), got 0"),
+        (-3, r"\[run\] threads must be an integer >= 1 \(the number of CPU threads\), got -3"),
+        ("two", r"\[run\] threads must be an integer, got 'two'"),
+        (True, r"\[run\] threads must be an integer, got True"),
+    ],
+)
 def test_config_refuses_a_bad_thread_count(value, message):
     from pate.run import config as C
 
@@ -292,8 +314,10 @@ def test_config_keeps_a_good_thread_count_and_resume_ignores_it():
 def test_the_threads_flag_refuses_a_bad_value(tmp_path, capsys, value):
     from pate.cli import main
 
-    for argv in (["run", "--config", "digits"], ["partition", "--run-dir", str(tmp_path / "r"),
-                                                 "--config", "digits"]):
+    for argv in (
+        ["run", "--config", "digits"],
+        ["partition", "--run-dir", str(tmp_path / "r"), "--config", "digits"],
+    ):
         with pytest.raises(SystemExit) as exit_:
             main([*argv, "--threads", value])
         assert exit_.value.code == 2
@@ -315,24 +339,30 @@ def test_fit_and_plan_refuse_a_bad_threads_keyword_before_any_work(tmp_path, val
 def test_the_threads_keyword_goes_into_the_run_config(tmp_path):
     from pate import api
 
-    config = api._prepare("digits", run_dir=tmp_path / "r", threads=1, target_eps=2.0,
-                          ledger=False)[0]
+    config = api._prepare(
+        "digits", run_dir=tmp_path / "r", threads=1, target_eps=2.0, ledger=False
+    )[0]
     assert config["run"]["threads"] == 1
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("how, expected", [
-    ("flag", {"count": 1, "source": "flag", "detail": "--threads 1"}),
-    ("config", {"count": 1, "source": "config", "detail": "[run] threads 1"}),
-    ("env", {"count": 1, "source": "env", "detail": "OMP_NUM_THREADS=1"}),
-])
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        ("flag", {"count": 1, "source": "flag", "detail": "--threads 1"}),
+        ("config", {"count": 1, "source": "config", "detail": "[run] threads 1"}),
+        ("env", {"count": 1, "source": "env", "detail": "OMP_NUM_THREADS=1"}),
+    ],
+)
 def test_the_stage_summary_records_the_threads_and_their_source(
-        tmp_path, small_digits, monkeypatch, restore_threads, how, expected):
+    tmp_path, small_digits, monkeypatch, restore_threads, how, expected
+):
     from pate.cli import main
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    config = small_digits(tmp_path, replace=(("seed = 0", "seed = 0\nthreads = 1"),)
-                          if how == "config" else ())
+    config = small_digits(
+        tmp_path, replace=(("seed = 0", "seed = 0\nthreads = 1"),) if how == "config" else ()
+    )
     run_dir = tmp_path / "run"
     argv = ["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger"]
     assert main(argv + (["--threads", "1"] if how == "flag" else [])) == 0
@@ -343,10 +373,13 @@ def test_the_stage_summary_records_the_threads_and_their_source(
     assert saved.get("threads") == (None if how == "env" else 1)
 
 
-@pytest.mark.parametrize("entry", [
-    "from pate.cli import main; main(['init-config', '--list'])",
-    "import pate; pate.plan('digits', target_eps=2.0, ledger=False, threads=1)",
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "from pate.cli import main; main(['init-config', '--list'])",
+        "import pate; pate.plan('digits', target_eps=2.0, ledger=False, threads=1)",
+    ],
+)
 def test_the_cli_and_the_api_set_passive_waiting_before_torch_loads(entry, tmp_path):
     import os
     import subprocess
@@ -355,14 +388,22 @@ def test_the_cli_and_the_api_set_passive_waiting_before_torch_loads(entry, tmp_p
     repo = pathlib.Path(__file__).resolve().parents[3]
     env = {k: v for k, v in os.environ.items() if k not in T.PASSIVE_WAIT}
     env["PYTHONPATH"] = str(repo) + os.pathsep + env.get("PYTHONPATH", "")
-    code = (f"import os, sys\n{entry}\n"
-            "import torch\n"  # loads libgomp, which reads the variables now
-            "from pate.core import threads\n"
-            # "passive": set while no OpenMP was loaded (else "... (from the environment)")
-            "print('RESULT', threads.openmp_loaded(), threads.prepare_environment(), "
-            "*(os.environ.get(k) for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT', 'KMP_BLOCKTIME')))")
-    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    code = (
+        f"import os, sys\n{entry}\n"
+        "import torch\n"  # loads libgomp, which reads the variables now
+        "from pate.core import threads\n"
+        # "passive": set while no OpenMP was loaded (else "... (from the environment)")
+        "print('RESULT', threads.openmp_loaded(), threads.prepare_environment(), "
+        "*(os.environ.get(k) for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT', 'KMP_BLOCKTIME')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
     assert result == ["RESULT True passive PASSIVE 0 0"], done.stdout

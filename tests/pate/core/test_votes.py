@@ -5,14 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.core.votes import (describe_votes, load_votes, save_votes, votes_from_predictions,
-                        votes_from_probabilities)
+from pate.core.votes import (
+    describe_votes,
+    load_votes,
+    save_votes,
+    votes_from_predictions,
+    votes_from_probabilities,
+)
 
 
 def test_votes_from_predictions_counts_and_keeps_unused_classes():
-    preds = np.array([[0, 1, 1],
-                      [0, 1, 2],
-                      [1, 1, 2]])  # 3 teachers x 3 queries
+    preds = np.array([[0, 1, 1], [0, 1, 2], [1, 1, 2]])  # 3 teachers x 3 queries
     votes = votes_from_predictions(preds, num_classes=5)
     assert votes.dtype == np.int64 and votes.shape == (3, 5)
     assert votes.tolist() == [[2, 1, 0, 0, 0], [0, 3, 0, 0, 0], [0, 1, 2, 0, 0]]
@@ -42,17 +45,20 @@ def test_zero_queries_gives_empty_matrix():
     assert votes_from_predictions(np.zeros((3, 0), dtype=int), num_classes=2).shape == (0, 2)
 
 
-@pytest.mark.parametrize("preds, num_classes, exc, match", [
-    (np.array([[0, 3]]), 3, ValueError, r"teacher 0 predicted 3 for query 1"),
-    (np.array([[0, -1]]), 3, ValueError, "predicted -1"),
-    (np.array([0, 1]), 3, ValueError, "2-D"),
-    (np.array([[0.0, 1.0]]), 3, TypeError, "votes_from_probabilities"),
-    (np.array([[True, False]]), 3, TypeError, "integer class labels"),
-    (np.zeros((0, 3), dtype=int), 3, ValueError, "no teachers"),
-    (np.array([[0, 1]]), 1, ValueError, "num_classes must be >= 2"),
-    (np.array([[0, 1]]), 2.0, TypeError, "num_classes"),
-    ("01", 2, TypeError, "predictions"),
-])
+@pytest.mark.parametrize(
+    "preds, num_classes, exc, match",
+    [
+        (np.array([[0, 3]]), 3, ValueError, r"teacher 0 predicted 3 for query 1"),
+        (np.array([[0, -1]]), 3, ValueError, "predicted -1"),
+        (np.array([0, 1]), 3, ValueError, "2-D"),
+        (np.array([[0.0, 1.0]]), 3, TypeError, "votes_from_probabilities"),
+        (np.array([[True, False]]), 3, TypeError, "integer class labels"),
+        (np.zeros((0, 3), dtype=int), 3, ValueError, "no teachers"),
+        (np.array([[0, 1]]), 1, ValueError, "num_classes must be >= 2"),
+        (np.array([[0, 1]]), 2.0, TypeError, "num_classes"),
+        ("01", 2, TypeError, "predictions"),
+    ],
+)
 def test_bad_predictions(preds, num_classes, exc, match):
     with pytest.raises(exc, match=match):
         votes_from_predictions(preds, num_classes=num_classes)
@@ -63,13 +69,16 @@ def test_num_classes_is_keyword_only():
         votes_from_predictions(np.array([[0]]), 2)  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("probs, match", [
-    (np.full((2, 3, 4), 0.25), "num_classes=3"),
-    (np.full((2, 3), 0.5), "3-D"),
-    (np.array([[[0.5, np.nan, 0.5]]]), "finite"),
-    (np.array([[[2.0, -1.0, 0.0]]]), "logits"),
-    (np.array([[[0.5, 0.6, 0.0]]]), "sum to 1"),
-])
+@pytest.mark.parametrize(
+    "probs, match",
+    [
+        (np.full((2, 3, 4), 0.25), "num_classes=3"),
+        (np.full((2, 3), 0.5), "3-D"),
+        (np.array([[[0.5, np.nan, 0.5]]]), "finite"),
+        (np.array([[[2.0, -1.0, 0.0]]]), "logits"),
+        (np.array([[[0.5, 0.6, 0.0]]]), "sum to 1"),
+    ],
+)
 def test_bad_probabilities(probs, match):
     with pytest.raises(ValueError, match=match):
         votes_from_probabilities(probs, num_classes=3)

@@ -55,6 +55,7 @@ def max_fitting(event, budget_eps, *, data_dependent=False):
 
 # ------------------------------------------------------------------------------ digest
 
+
 def test_digest_is_order_independent_and_distinguishes_sets_and_types():
     ids = np.arange(50)
     assert dataset_digest(ids) == dataset_digest(ids[::-1]) == dataset_digest(list(range(50)))
@@ -64,11 +65,17 @@ def test_digest_is_order_independent_and_distinguishes_sets_and_types():
     assert len(dataset_digest(["x"])) == 64
 
 
-@pytest.mark.parametrize("bad, err, text", [
-    ([1, 2, 2], ValueError, "unique"), (["a", "a"], ValueError, "unique"),
-    ([], ValueError, "non-empty"), (np.zeros((2, 2), int), ValueError, "1-D"),
-    ([1.5, 2.5], TypeError, "dtype"), ("abc", TypeError, "1-D array"),
-])
+@pytest.mark.parametrize(
+    "bad, err, text",
+    [
+        ([1, 2, 2], ValueError, "unique"),
+        (["a", "a"], ValueError, "unique"),
+        ([], ValueError, "non-empty"),
+        (np.zeros((2, 2), int), ValueError, "1-D"),
+        ([1.5, 2.5], TypeError, "dtype"),
+        ("abc", TypeError, "1-D array"),
+    ],
+)
 def test_digest_rejects_bad_ids(bad, err, text):
     with pytest.raises(err, match=text):
         dataset_digest(bad)
@@ -84,6 +91,7 @@ def test_default_path_follows_env(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------------------ storage
 
+
 def test_file_is_wal_with_schema_version(ledger, path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -92,16 +100,26 @@ def test_file_is_wal_with_schema_version(ledger, path):
 
 
 def test_events_round_trip_exactly(ledger, event):
-    other = PrivacyEvent("lnmax", {"scale": 3.0, "note": "x"}, DEFAULT_ORDERS,
-                         np.full(DEFAULT_ORDERS.size, 1e-3), np.full(DEFAULT_ORDERS.size, 1 / 3),
-                         7, 4)
+    other = PrivacyEvent(
+        "lnmax",
+        {"scale": 3.0, "note": "x"},
+        DEFAULT_ORDERS,
+        np.full(DEFAULT_ORDERS.size, 1e-3),
+        np.full(DEFAULT_ORDERS.size, 1 / 3),
+        7,
+        4,
+    )
     ids = ledger.charge("toy", [event, other], run_id="run-1")
     stored = ledger.events("toy")
     assert [s.id for s in stored] == ids
     for original, s in zip([event, other], stored):
         e = s.event
-        assert (e.mechanism, e.params, e.queries, e.answered) == \
-            (original.mechanism, original.params, original.queries, original.answered)
+        assert (e.mechanism, e.params, e.queries, e.answered) == (
+            original.mechanism,
+            original.params,
+            original.queries,
+            original.answered,
+        )
         for field in ("orders", "rdp", "rdp_data_independent"):
             assert np.array_equal(getattr(e, field), getattr(original, field))
         assert s.run_id == "run-1" and s.time_utc.endswith("+00:00")
@@ -134,7 +152,12 @@ def test_no_budget_records_without_limit(path, event):
 
 
 def test_resolve_by_digest_name_and_prefix(ledger):
-    assert ledger.resolve("toy") == ledger.resolve(DIGEST) == ledger.resolve(DIGEST[:8].upper()) == DIGEST
+    assert (
+        ledger.resolve("toy")
+        == ledger.resolve(DIGEST)
+        == ledger.resolve(DIGEST[:8].upper())
+        == DIGEST
+    )
     with pytest.raises(LedgerError, match="pate budget set"):
         ledger.resolve("unknown")
     with pytest.raises(ValueError, match="looks like a digest"):
@@ -157,7 +180,8 @@ def test_a_dataset_keeps_its_first_name_and_every_later_name_resolves(ledger):
     assert s["name"] == "toy" and s["aliases"] == row["aliases"]
     assert [(a["action"], a["detail"]) for a in ledger.audit_log("toy")][-2:] == [
         ("add-name", {"name": "npz:/data/a.npz", "first": "toy"}),
-        ("add-name", {"name": "npz:/data/b.npz", "first": "toy"})]
+        ("add-name", {"name": "npz:/data/b.npz", "first": "toy"}),
+    ]
     # a later name is taken like a first one: another dataset cannot have it
     other = dataset_digest([1])
     with pytest.raises(ValueError, match="already names dataset"):
@@ -173,8 +197,25 @@ def test_a_dataset_keeps_its_first_name_and_every_later_name_resolves(ledger):
 
 def test_cli_show_and_list_by_first_and_later_names(tmp_path, capsys):
     led_path = str(tmp_path / "names.sqlite3")
-    assert cli_main(["budget", "set", "--dataset", DIGEST, "--eps", "3", "--delta", "1e-5",
-                     "--name", "digits", "--ledger", led_path]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                DIGEST,
+                "--eps",
+                "3",
+                "--delta",
+                "1e-5",
+                "--name",
+                "digits",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
     with Ledger(led_path) as led:
         led.register_dataset(DIGEST, name="npz:digits-copy.npz")  # what a later run does
     capsys.readouterr()
@@ -215,21 +256,28 @@ def test_a_ledger_without_dataset_names_gains_it_and_gets_its_first_names_back(p
     # the other dataset renamed too, to a name that since went to another dataset
     conn.execute("UPDATE datasets SET name='later' WHERE digest=?", (other,))
     conn.execute(audit, (other, json.dumps({"old": "plain", "new": "later"})))
-    conn.execute("INSERT INTO datasets (digest, name, created_utc) VALUES (?, 'plain', 'z')",
-                 (dataset_digest([2]),))
+    conn.execute(
+        "INSERT INTO datasets (digest, name, created_utc) VALUES (?, 'plain', 'z')",
+        (dataset_digest([2]),),
+    )
     conn.commit()
     conn.close()
     with Ledger(path, create=False) as led:
         rows = {d["digest"]: d for d in led.datasets()}
-        assert (rows[DIGEST]["name"], rows[DIGEST]["aliases"]) == ("digits", ["npz:a.npz", "npz:b.npz"])
+        assert (rows[DIGEST]["name"], rows[DIGEST]["aliases"]) == (
+            "digits",
+            ["npz:a.npz", "npz:b.npz"],
+        )
         assert (rows[other]["name"], rows[other]["aliases"]) == ("later", [])  # "plain" is taken
         assert led.resolve("digits") == led.resolve("npz:b.npz") == DIGEST
         after = led.summary("digits")
         for key in ("spent", "remaining", "events", "budget"):
             assert after[key] == before[key]
         assert led.audit_log("digits")[-1] == {
-            "time_utc": led.audit_log("digits")[-1]["time_utc"], "action": "restore-first-name",
-            "detail": {"name": "digits", "aliases": ["npz:a.npz", "npz:b.npz"], "was": "npz:b.npz"}}
+            "time_utc": led.audit_log("digits")[-1]["time_utc"],
+            "action": "restore-first-name",
+            "detail": {"name": "digits", "aliases": ["npz:a.npz", "npz:b.npz"], "was": "npz:b.npz"},
+        }
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
@@ -240,6 +288,7 @@ def test_a_ledger_without_dataset_names_gains_it_and_gets_its_first_names_back(p
 
 
 # ------------------------------------------------------------------------------ refusing overspend
+
 
 def test_charge_refuses_before_overspending_and_records_nothing(ledger, event):
     expected = max_fitting(event, 2.0)
@@ -258,8 +307,9 @@ def test_charge_refuses_before_overspending_and_records_nothing(ledger, event):
 
 def test_reservation_blocks_others_and_commit_within_it_always_fits(ledger, event):
     k = max_fitting(event, 2.0)
-    big = ledger.reserve("toy", orders=event.orders, rdp=(k - 1) * event.rdp_data_independent,
-                         run_id="big")
+    big = ledger.reserve(
+        "toy", orders=event.orders, rdp=(k - 1) * event.rdp_data_independent, run_id="big"
+    )
     other = ledger.reserve("toy", orders=event.orders, rdp=event.rdp_data_independent, run_id="one")
     with pytest.raises(BudgetExceededError, match="reserving for run late"):
         ledger.reserve("toy", orders=event.orders, rdp=event.rdp_data_independent, run_id="late")
@@ -294,7 +344,8 @@ def test_prior_rdp_is_what_others_spent_and_reserved(ledger, event):
     assert np.array_equal(mine.prior_rdp(), 1.5 * event.rdp_data_independent)
     assert np.array_equal(
         ledger.prior_rdp("toy", orders=event.orders, include_reservations=False),
-        event.rdp_data_independent)
+        event.rdp_data_independent,
+    )
     # Orders no event has get +inf; the shared ones the composed value.
     asked = np.array([2.0, 3.0, 7.77])
     prior = mine.prior_rdp(asked)
@@ -319,6 +370,7 @@ def test_data_dependent_basis_is_explicit_and_allows_more(path, event):
 
 # ------------------------------------------------------------------------------ order grids
 
+
 def test_different_grids_compose_on_shared_orders(ledger, event):
     orders_a = np.array([2.0, 4.0, 8.0, 16.0, 32.0])
     orders_b = np.array([3.0, 4.0, 16.0, 64.0])
@@ -337,6 +389,7 @@ def test_different_grids_compose_on_shared_orders(ledger, event):
 
 
 # ------------------------------------------------------------------------------ Sage blocks
+
 
 def test_blocks_give_fresh_budget_and_loss_is_max_over_blocks(ledger, event):
     ledger.add_block("toy", "2025-01")
@@ -364,11 +417,13 @@ def test_events_before_any_block_count_in_every_block(ledger, event):
     ledger.add_block("toy", "later")
     s = ledger.summary("toy")
     assert s["blocks"][0]["spent"] == eps_of([event])
-    np.testing.assert_array_equal(ledger.prior_rdp("toy", orders=event.orders, blocks=["later"]),
-                                  event.rdp_data_independent)
+    np.testing.assert_array_equal(
+        ledger.prior_rdp("toy", orders=event.orders, blocks=["later"]), event.rdp_data_independent
+    )
 
 
 # ------------------------------------------------------------------------------ crashed runs
+
 
 def _run_child(path, code):
     script = f"""
@@ -391,13 +446,16 @@ def test_dead_process_reservation_is_reconciled(ledger, path, event):
     assert ledger.summary("toy")["spent_and_reserved"] == 0.0
     ledger.charge("toy", [event])  # the next writer reconciles, then the budget is free
     assert [i.status for i in ledger.reservations("toy", live_only=False)] == ["expired"]
-    assert any(a["action"] == "expire-reservation" and a["detail"]["reason"] == "process gone"
-               for a in ledger.audit_log("toy"))
+    assert any(
+        a["action"] == "expire-reservation" and a["detail"]["reason"] == "process gone"
+        for a in ledger.audit_log("toy")
+    )
 
 
 def test_live_reservation_of_other_host_holds_until_lease_expires(ledger, path, event):
-    res = ledger.reserve("toy", orders=event.orders, rdp=event.rdp_data_independent,
-                         lease_seconds=3600)
+    res = ledger.reserve(
+        "toy", orders=event.orders, rdp=event.rdp_data_independent, lease_seconds=3600
+    )
     conn = sqlite3.connect(path)
     conn.execute("UPDATE reservations SET hostname='elsewhere', pid=1 WHERE id=?", (res.id,))
     conn.commit()
@@ -411,6 +469,7 @@ def test_live_reservation_of_other_host_holds_until_lease_expires(ledger, path, 
 
 # ------------------------------------------------------------------------------ damaged / locked files
 
+
 def test_existing_non_ledger_files_are_never_touched(tmp_path):
     garbage = tmp_path / "garbage.sqlite3"
     garbage.write_bytes(b"this is not a database at all" * 100)
@@ -422,8 +481,11 @@ def test_existing_non_ledger_files_are_never_touched(tmp_path):
     conn.close()
     empty = tmp_path / "empty.sqlite3"
     empty.write_bytes(b"")
-    for target, text in ((garbage, "unreadable|not a pate-learn ledger"),
-                         (other, "not a pate-learn ledger"), (empty, "not a pate-learn ledger")):
+    for target, text in (
+        (garbage, "unreadable|not a pate-learn ledger"),
+        (other, "not a pate-learn ledger"),
+        (empty, "not a pate-learn ledger"),
+    ):
         before = target.read_bytes()
         with pytest.raises(LedgerError, match=text):
             Ledger(target)
@@ -461,7 +523,9 @@ def test_corrupted_page_gives_ledger_error_and_keeps_file(ledger, path, event):
     page = probe.execute("PRAGMA page_size").fetchone()[0]
     probe.close()
     assert len(data) > 2 * page
-    data[page:] = np.random.default_rng(0).integers(0, 256, len(data) - page, dtype=np.uint8).tobytes()
+    data[page:] = (
+        np.random.default_rng(0).integers(0, 256, len(data) - page, dtype=np.uint8).tobytes()
+    )
     path.write_bytes(bytes(data))
     with pytest.raises(LedgerError, match="unreadable|not a pate-learn"):
         with Ledger(path) as led:
@@ -498,6 +562,7 @@ def test_locked_ledger_gives_clear_error_and_no_data_loss(ledger, path, event):
 
 # ------------------------------------------------------------------------------ input validation
 
+
 def test_bad_input_is_refused_before_any_write(ledger, event):
     with pytest.raises(ValueError, match="eps must be > 0"):
         ledger.set_budget("toy", eps=0.0, delta=DELTA)
@@ -520,35 +585,91 @@ def test_bad_input_is_refused_before_any_write(ledger, event):
 
 # ------------------------------------------------------------------------------ CLI
 
+
 def test_cli_set_show_history_and_errors(tmp_path, capsys, event):
     led_path = str(tmp_path / "cli.sqlite3")
     assert cli_main(["budget", "show", "--dataset", "x", "--ledger", led_path]) == 3
     assert "no ledger at" in capsys.readouterr().err
     assert not os.path.exists(led_path)
-    assert cli_main(["budget", "set", "--dataset", DIGEST, "--eps", "3", "--delta", "1e-5",
-                     "--name", "hospital", "--ledger", led_path]) == 0
-    assert cli_main(["budget", "add-block", "--dataset", "hospital", "--block", "2025-01",
-                     "--ledger", led_path]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                DIGEST,
+                "--eps",
+                "3",
+                "--delta",
+                "1e-5",
+                "--name",
+                "hospital",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
+    assert (
+        cli_main(
+            [
+                "budget",
+                "add-block",
+                "--dataset",
+                "hospital",
+                "--block",
+                "2025-01",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
     with Ledger(led_path) as led:
         led.charge("hospital", [event], run_id="run-x")
     capsys.readouterr()
-    assert cli_main(["budget", "show", "--dataset", "hospital", "--ledger", led_path, "--json"]) == 0
+    assert (
+        cli_main(["budget", "show", "--dataset", "hospital", "--ledger", led_path, "--json"]) == 0
+    )
     shown = json.loads(capsys.readouterr().out)
     assert shown["dataset"] == DIGEST and shown["spent"] == eps_of([event])
-    assert shown["budget"] == {"eps": 3.0, "delta": 1e-5, "basis": "data-independent",
-                               "conversion": "classic", "relation": "add-remove"}
+    assert shown["budget"] == {
+        "eps": 3.0,
+        "delta": 1e-5,
+        "basis": "data-independent",
+        "conversion": "classic",
+        "relation": "add-remove",
+    }
     assert shown["blocks"][0]["block"] == "2025-01"
     assert cli_main(["budget", "show", "--dataset", DIGEST[:12], "--ledger", led_path]) == 0
     text = capsys.readouterr().out
     assert "remaining" in text and "2025-01" in text and "not differentially private" in text
-    assert cli_main(["budget", "history", "--dataset", "hospital", "--ledger", led_path, "--json"]) == 0
+    assert (
+        cli_main(["budget", "history", "--dataset", "hospital", "--ledger", led_path, "--json"])
+        == 0
+    )
     hist = json.loads(capsys.readouterr().out)
     assert [e["run_id"] for e in hist["events"]] == ["run-x"]
     assert [a["action"] for a in hist["audit"]] == ["register", "set-budget", "add-block"]
     assert cli_main(["budget", "history", "--dataset", "hospital", "--ledger", led_path]) == 0
     assert "run-x" in capsys.readouterr().out
-    assert cli_main(["budget", "set", "--dataset", "hospital", "--eps", "-1", "--delta", "1e-5",
-                     "--ledger", led_path]) == 2
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                "hospital",
+                "--eps",
+                "-1",
+                "--delta",
+                "1e-5",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 2
+    )
     assert "eps must be > 0" in capsys.readouterr().err
     assert cli_main(["budget", "list", "--ledger", led_path]) == 0
     assert "hospital" in capsys.readouterr().out

@@ -29,7 +29,9 @@ led = Ledger(sys.argv[1], timeout=60)
 ev = gnmax_event(np.tile(np.array([[200, 30, 20]]), (30, 1)), sigma=40.0)
 """
 
-WORKER = PRELUDE + """
+WORKER = (
+    PRELUDE
+    + """
 import os, time
 while not os.path.exists(sys.argv[2]):  # start line: every worker begins together
     time.sleep(0.005)
@@ -46,8 +48,11 @@ for i in range(int(sys.argv[3])):
         refused += 1
 print(accepted, refused)
 """
+)
 
-WRITER = PRELUDE + """
+WRITER = (
+    PRELUDE
+    + """
 import os
 res = led.reserve('shared', orders=ev.orders, rdp=1000 * ev.rdp_data_independent, run_id='victim')
 i = 0
@@ -56,6 +61,7 @@ while True:
     print(*ids, flush=True)
     i += 1
 """
+)
 
 
 def _event():
@@ -67,16 +73,25 @@ def test_parallel_processes_never_overspend_together(tmp_path):
     ev = _event()
     budget = 3.0
     fitting = 0
-    while eps_from_rdp((fitting + 1) * ev.rdp_data_independent, orders=ev.orders, delta=DELTA)[0] <= budget:
+    while (
+        eps_from_rdp((fitting + 1) * ev.rdp_data_independent, orders=ev.orders, delta=DELTA)[0]
+        <= budget
+    ):
         fitting += 1
     workers, attempts = 4, 6
     assert 2 <= fitting < workers * attempts  # the budget must run out part-way through
     with Ledger(path) as led:
         led.set_budget(DIGEST, eps=budget, delta=DELTA, name="shared")
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(path), str(go), str(attempts)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(path), str(go), str(attempts)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(workers)
+    ]
     time.sleep(0.5)
     go.touch()
     results = []
@@ -101,8 +116,12 @@ def test_kill_9_during_writes_loses_nothing_committed(tmp_path):
     rng = np.random.default_rng(7)
     reported: list[int] = []
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         first = proc.stdout.readline()  # it is writing now
         assert first, proc.stderr.read()
         reported += [int(x) for x in first.split()]
@@ -134,7 +153,9 @@ def test_kill_9_during_writes_loses_nothing_committed(tmp_path):
     assert len(reported) >= 8
 
 
-LINKED_WORKER = PRELUDE + """
+LINKED_WORKER = (
+    PRELUDE
+    + """
 import os, time
 name = sys.argv[4]
 while not os.path.exists(sys.argv[2]):
@@ -152,6 +173,7 @@ for i in range(int(sys.argv[3])):
         refused += 1
 print(accepted, refused)
 """
+)
 
 
 def test_parallel_spend_on_overlapping_datasets_never_overspends_the_shared_records(tmp_path):
@@ -163,7 +185,10 @@ def test_parallel_spend_on_overlapping_datasets_never_overspends_the_shared_reco
     ev = _event()
     budget = 3.0
     fitting = 0
-    while eps_from_rdp((fitting + 1) * ev.rdp_data_independent, orders=ev.orders, delta=DELTA)[0] <= budget:
+    while (
+        eps_from_rdp((fitting + 1) * ev.rdp_data_independent, orders=ev.orders, delta=DELTA)[0]
+        <= budget
+    ):
         fitting += 1
     rng = np.random.default_rng(5)
     x, y = rng.random((120, 6), dtype=np.float32), rng.integers(0, 4, 120)
@@ -173,10 +198,23 @@ def test_parallel_spend_on_overlapping_datasets_never_overspends_the_shared_reco
         led.register_identity(dataset_identity(x, y), name="sup")  # no budget of its own
     go = tmp_path / "go"
     workers, attempts = 4, 6
-    procs = [subprocess.Popen([sys.executable, "-c", LINKED_WORKER, str(path), str(go), str(attempts),
-                               "sub" if w % 2 else "sup"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for w in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                LINKED_WORKER,
+                str(path),
+                str(go),
+                str(attempts),
+                "sub" if w % 2 else "sup",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
     time.sleep(0.5)
     go.touch()
     accepted = 0

@@ -24,7 +24,7 @@ B = dataset_digest(np.arange(100, 200))
 
 def gaussian_curve(sigma: float) -> np.ndarray:
     """RDP of one Gaussian query of sensitivity 1 (Mironov 2017): alpha / (2 sigma^2)."""
-    return ORDERS / (2.0 * sigma ** 2)
+    return ORDERS / (2.0 * sigma**2)
 
 
 CURVE = gaussian_curve(3.0)
@@ -34,8 +34,15 @@ BETWEEN = (CLASSIC + TIGHT) / 2  # classic eps > BETWEEN >= tight eps
 
 
 def event_of(curve: np.ndarray) -> PrivacyEvent:
-    return PrivacyEvent(mechanism="gaussian", params={"sigma": 3.0}, orders=ORDERS, rdp=curve,
-                        rdp_data_independent=curve, queries=1, answered=1)
+    return PrivacyEvent(
+        mechanism="gaussian",
+        params={"sigma": 3.0},
+        orders=ORDERS,
+        rdp=curve,
+        rdp_data_independent=curve,
+        queries=1,
+        answered=1,
+    )
 
 
 @pytest.fixture
@@ -103,8 +110,12 @@ def test_set_budget_records_the_spend_with_the_new_conversion(path):
         assert [c["change"] for c in changes] == ["initial", "changed", "unchanged", "changed"]
         assert [c["conversion"] for c in changes] == ["classic", "tight", "tight", "classic"]
         assert changes[0]["previous"] is None and changes[0]["spent_eps"] == 0.0
-        assert changes[1]["previous"] == {"eps": 10.0, "delta": DELTA, "basis": "data-independent",
-                                          "conversion": "classic"}
+        assert changes[1]["previous"] == {
+            "eps": 10.0,
+            "delta": DELTA,
+            "basis": "data-independent",
+            "conversion": "classic",
+        }
         assert changes[1]["reason"] == "the runs use tight"
         assert changes[1]["spent_eps"] == pytest.approx(TIGHT, rel=1e-12)
         assert changes[3]["spent_eps"] == pytest.approx(CLASSIC, rel=1e-12)
@@ -149,8 +160,14 @@ def test_linked_datasets_are_each_checked_with_their_own_conversion(path):
         assert led.history("y")[0]["eps"] == pytest.approx(CLASSIC, rel=1e-12)
         # what an online run on y must stay within: each budget with its own conversion
         for c in led.constraints("y", orders=ORDERS):
-            spent = float(eps_from_rdp(c["prior_rdp"], orders=ORDERS, delta=c["budget"].delta,
-                                       conversion=c["budget"].conversion)[0])
+            spent = float(
+                eps_from_rdp(
+                    c["prior_rdp"],
+                    orders=ORDERS,
+                    delta=c["budget"].delta,
+                    conversion=c["budget"].conversion,
+                )[0]
+            )
             assert spent == pytest.approx(TIGHT if c["name"] == "x" else CLASSIC, rel=1e-12)
         with pytest.raises(BudgetExceededError, match=r"spend of dataset x.*tight conversion"):
             led.charge("y", [event_of(CURVE)])
@@ -196,21 +213,28 @@ def test_older_file_without_the_column_is_migrated_in_place_as_classic(path, ver
         for key in ("spent", "spent_and_reserved", "remaining", "events", "blocks", "budget"):
             assert after[key] == before[key]
         assert after["budget"]["conversion"] == "classic"
-        assert [(c["change"], c["conversion"]) for c in led.budget_changes("old")] == \
-            [("initial", "classic"), ("raised", "classic")]
-        assert {d["name"]: d["conversion"] for d in led.datasets()} == \
-            {"old": "classic", "no-budget": "classic"}
+        assert [(c["change"], c["conversion"]) for c in led.budget_changes("old")] == [
+            ("initial", "classic"),
+            ("raised", "classic"),
+        ]
+        assert {d["name"]: d["conversion"] for d in led.datasets()} == {
+            "old": "classic",
+            "no-budget": "classic",
+        }
         led.set_budget("old", eps=6.0, delta=DELTA, conversion="tight")  # the column works
         assert led.summary("old")["spent"] == pytest.approx(
             float(eps_from_rdp(2 * CURVE, orders=ORDERS, delta=DELTA, conversion="tight")[0]),
-            rel=1e-12)
+            rel=1e-12,
+        )
     with Ledger(path) as led:  # opening again migrates nothing more
         assert led.budget("old").conversion == "tight"
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
-    migrations = [json.loads(d) for (d,) in conn.execute(
-        "SELECT detail FROM audit WHERE action='migrate-schema'")]
+    migrations = [
+        json.loads(d)
+        for (d,) in conn.execute("SELECT detail FROM audit WHERE action='migrate-schema'")
+    ]
     assert len(migrations) == 1 and migrations[0]["from"] == version
     assert "datasets.conversion" in migrations[0]["added"]
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -221,31 +245,92 @@ def test_older_file_without_the_column_is_migrated_in_place_as_classic(path, ver
 
 def test_cli_set_conversion_then_show_and_list(tmp_path, capsys):
     led_path = str(tmp_path / "cli.sqlite3")
-    assert cli_main(["budget", "set", "--dataset", A, "--eps", "2", "--delta", "1e-5",
-                     "--conversion", "tight", "--name", "t", "--ledger", led_path, "--json"]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                A,
+                "--eps",
+                "2",
+                "--delta",
+                "1e-5",
+                "--conversion",
+                "tight",
+                "--name",
+                "t",
+                "--ledger",
+                led_path,
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["conversion"] == "tight"
-    assert cli_main(["budget", "set", "--dataset", B, "--eps", "2", "--delta", "1e-5",
-                     "--name", "c", "--ledger", led_path]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                B,
+                "--eps",
+                "2",
+                "--delta",
+                "1e-5",
+                "--name",
+                "c",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
     assert "classic conversion" in capsys.readouterr().out
     with Ledger(led_path) as led:
         led.charge("t", [event_of(CURVE)])
     assert cli_main(["budget", "show", "--dataset", "t", "--ledger", led_path, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["budget"] == {"eps": 2.0, "delta": 1e-5, "basis": "data-independent",
-                               "conversion": "tight", "relation": "add-remove"}
+    assert shown["budget"] == {
+        "eps": 2.0,
+        "delta": 1e-5,
+        "basis": "data-independent",
+        "conversion": "tight",
+        "relation": "add-remove",
+    }
     assert shown["spent"] == pytest.approx(TIGHT, rel=1e-12)
     assert cli_main(["budget", "show", "--dataset", "t", "--ledger", led_path]) == 0
     assert "with the tight conversion" in capsys.readouterr().out
     assert cli_main(["budget", "list", "--ledger", led_path, "--json"]) == 0
-    assert {r["name"]: r["conversion"] for r in json.loads(capsys.readouterr().out)} == \
-        {"t": "tight", "c": "classic"}
+    assert {r["name"]: r["conversion"] for r in json.loads(capsys.readouterr().out)} == {
+        "t": "tight",
+        "c": "classic",
+    }
     assert cli_main(["budget", "list", "--ledger", led_path]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert "conversion" in listed[0]
     assert any(" t " in ln and "tight" in ln for ln in listed[1:])
-    assert cli_main(["budget", "set", "--dataset", "t", "--eps", "2", "--delta", "1e-5",
-                     "--ledger", led_path]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                "t",
+                "--eps",
+                "2",
+                "--delta",
+                "1e-5",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert cli_main(["budget", "show", "--dataset", "t", "--ledger", led_path]) == 0
-    assert "changed: eps=2 -> 2 (delta=1e-05 -> 1e-05, conversion tight -> classic)" in \
-        capsys.readouterr().out
+    assert (
+        "changed: eps=2 -> 2 (delta=1e-05 -> 1e-05, conversion tight -> classic)"
+        in capsys.readouterr().out
+    )

@@ -13,8 +13,14 @@ import pytest
 from pate.analysis import DEFAULT_ORDERS, RdpAccountant, gnmax_event
 from pate.analysis.errors import BudgetExceededError, LedgerError
 from pate.cli import main as cli_main
-from pate.ledger import (SCHEMA_VERSION, DatasetIdentity, Ledger, dataset_digest, dataset_identity,
-                         record_keys)
+from pate.ledger import (
+    SCHEMA_VERSION,
+    DatasetIdentity,
+    Ledger,
+    dataset_digest,
+    dataset_identity,
+    record_keys,
+)
 
 DELTA = 1e-5
 VOTES = np.tile(np.array([[200, 30, 20]]), (30, 1))
@@ -28,7 +34,7 @@ def event():
 @pytest.fixture
 def data():
     rng = np.random.default_rng(0)
-    x = (rng.integers(0, 256, size=(300, 1, 4, 4)).astype(np.float32) / 255.0)
+    x = rng.integers(0, 256, size=(300, 1, 4, 4)).astype(np.float32) / 255.0
     y = rng.integers(0, 10, size=300)
     return x, y
 
@@ -52,6 +58,7 @@ def fitting(event, budget):
 
 # ------------------------------------------------------------------------------ the identity
 
+
 def test_identity_ignores_row_order_and_storage_dtype(data):
     x, y = data
     ident = dataset_identity(x, y)
@@ -69,8 +76,10 @@ def test_identity_ignores_row_order_and_storage_dtype(data):
     labels = np.arange(50) % 3
     assert dataset_identity(raw, labels) == dataset_identity(raw.astype(np.float32), labels)
     # -0.0 is 0.0 as a float32 value.
-    assert record_keys(np.array([[-0.0, 1.0]]), [1]).tobytes() == \
-        record_keys(np.array([[0.0, 1.0]]), [1]).tobytes()
+    assert (
+        record_keys(np.array([[-0.0, 1.0]]), [1]).tobytes()
+        == record_keys(np.array([[0.0, 1.0]]), [1]).tobytes()
+    )
 
 
 def test_identity_changes_with_one_record_or_label_but_not_with_the_layout(data):
@@ -87,8 +96,10 @@ def test_identity_changes_with_one_record_or_label_but_not_with_the_layout(data)
     # the same values in another array layout are the same records (issue #30)
     assert dataset_identity(x.reshape(300, 16), y).digest == ident.digest
     assert dataset_identity(x[:-1], y[:-1]).digest != ident.digest
-    assert dataset_identity(np.concatenate([x, x[:1]]), np.concatenate([y, y[:1]])).digest != \
-        ident.digest  # a duplicated record is a different multiset
+    assert (
+        dataset_identity(np.concatenate([x, x[:1]]), np.concatenate([y, y[:1]])).digest
+        != ident.digest
+    )  # a duplicated record is a different multiset
 
 
 def test_dataset_digest_of_keys_is_the_one_definition(data):
@@ -100,18 +111,22 @@ def test_dataset_digest_of_keys_is_the_one_definition(data):
         dataset_digest(np.array([b"abc"], dtype="S3"))
 
 
-@pytest.mark.parametrize("x, y, err, text", [
-    (np.zeros((0, 3)), np.zeros(0, int), ValueError, "at least one record"),
-    (np.zeros((3, 2)), np.zeros(2, int), ValueError, "one label per record"),
-    (np.zeros((3, 2)), np.array([0.5, 1, 2]), TypeError, "integer labels"),
-    (np.array([["a", "b"]]), np.zeros(1, int), TypeError, "numeric"),
-])
+@pytest.mark.parametrize(
+    "x, y, err, text",
+    [
+        (np.zeros((0, 3)), np.zeros(0, int), ValueError, "at least one record"),
+        (np.zeros((3, 2)), np.zeros(2, int), ValueError, "one label per record"),
+        (np.zeros((3, 2)), np.array([0.5, 1, 2]), TypeError, "integer labels"),
+        (np.array([["a", "b"]]), np.zeros(1, int), TypeError, "numeric"),
+    ],
+)
 def test_record_keys_refuse_bad_input(x, y, err, text):
     with pytest.raises(err, match=text):
         record_keys(x, y)
 
 
 # ------------------------------------------------------------------------------ overlap links
+
 
 def test_superset_registered_after_a_spent_subset_is_limited_by_it(path, data, event):
     x, y = data
@@ -125,7 +140,9 @@ def test_superset_registered_after_a_spent_subset_is_limited_by_it(path, data, e
         # The same records plus a hundred more: a new digest, but not a fresh budget.
         led.register_identity(sup, name="sup")
         led.set_budget("sup", eps=100.0, delta=DELTA)
-        assert [(r["dataset"], r["shared_records"]) for r in led.linked("sup")] == [(sub.digest, 200)]
+        assert [(r["dataset"], r["shared_records"]) for r in led.linked("sup")] == [
+            (sub.digest, 200)
+        ]
         led.charge("sup", [event])  # the last one that fits the subset
         with pytest.raises(BudgetExceededError, match="shares 200 record"):
             led.charge("sup", [event])
@@ -222,7 +239,8 @@ def test_linked_spend_counts_in_every_block(path, data, event):
         assert by_block["2025-01"]["spent"] == pytest.approx(eps_of([event, event]), rel=1e-12)
         np.testing.assert_allclose(
             led.prior_rdp("blocks", orders=event.orders, blocks=["2025-02"]),
-            event.rdp_data_independent)
+            event.rdp_data_independent,
+        )
 
 
 def test_register_identity_is_idempotent_and_adopts_a_digest_only_dataset(path, data, event):
@@ -251,6 +269,7 @@ def test_register_identity_is_idempotent_and_adopts_a_digest_only_dataset(path, 
 
 # ------------------------------------------------------------------------------ budget authority
 
+
 def test_budget_changes_are_recorded_with_spend(path, event):
     digest = dataset_digest(np.arange(100))
     with Ledger(path) as led:
@@ -267,8 +286,12 @@ def test_budget_changes_are_recorded_with_spend(path, event):
             led.charge("d", [event])
         changes = led.budget_changes("d")
         assert [c["change"] for c in changes] == ["initial", "raised", "lowered"]
-        assert changes[1]["previous"] == {"eps": 1.0, "delta": DELTA, "basis": "data-independent",
-                                          "conversion": "classic"}
+        assert changes[1]["previous"] == {
+            "eps": 1.0,
+            "delta": DELTA,
+            "basis": "data-independent",
+            "conversion": "classic",
+        }
         assert changes[1]["eps"] == 3.0 and changes[1]["reason"] == "data owner approved more"
         assert changes[1]["spent_eps"] == pytest.approx(eps_of([event] * k), rel=1e-12)
         assert changes[2]["spent_eps"] == pytest.approx(eps_of([event] * (k + 1)), rel=1e-12)
@@ -277,6 +300,7 @@ def test_budget_changes_are_recorded_with_spend(path, event):
 
 
 # ------------------------------------------------------------------------------ migration
+
 
 def test_version_1_ledger_is_migrated_in_place_keeping_its_events(path, event, data):
     digest = dataset_digest(np.arange(100))
@@ -326,6 +350,7 @@ def test_unknown_old_version_is_refused_untouched(path):
 
 # ------------------------------------------------------------------------------ CLI
 
+
 def test_cli_digest_of_config_is_the_identity_of_the_private_split(tmp_path, capsys, event):
     from pate.teachers.data import load_pate_data
 
@@ -337,27 +362,70 @@ def test_cli_digest_of_config_is_the_identity_of_the_private_split(tmp_path, cap
 
     # The printed digest is what `pate budget set/show/list` take.
     led_path = str(tmp_path / "cli.sqlite3")
-    assert cli_main(["budget", "set", "--dataset", expected.digest, "--eps", "4", "--delta", "1e-5",
-                     "--name", "digits-private", "--ledger", led_path]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                expected.digest,
+                "--eps",
+                "4",
+                "--delta",
+                "1e-5",
+                "--name",
+                "digits-private",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
     with Ledger(led_path) as led:
         led.register_identity(dataset_identity(private.x[:100], private.y[:100]), name="part")
         led.set_budget("part", eps=1.0, delta=1e-5)
         led.charge("part", [event])
     capsys.readouterr()
-    assert cli_main(["budget", "digest", "--config", "configs/digits.toml", "--ledger", led_path,
-                     "--json"]) == 0
+    assert (
+        cli_main(
+            ["budget", "digest", "--config", "configs/digits.toml", "--ledger", led_path, "--json"]
+        )
+        == 0
+    )
     shown = json.loads(capsys.readouterr().out)
     assert shown["digest"] == expected.digest and shown["records"] == expected.num_records
-    assert [(o["name"], o["same"], o["shared_records"]) for o in shown["overlaps"]] == \
-        [("digits-private", True, expected.num_records), ("part", False, 100)]
+    assert [(o["name"], o["same"], o["shared_records"]) for o in shown["overlaps"]] == [
+        ("digits-private", True, expected.num_records),
+        ("part", False, 100),
+    ]
     assert shown["overlaps"][1]["budget"]["eps"] == 1.0
-    assert cli_main(["budget", "show", "--dataset", expected.digest, "--ledger", led_path, "--json"]) == 0
+    assert (
+        cli_main(["budget", "show", "--dataset", expected.digest, "--ledger", led_path, "--json"])
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["dataset"] == expected.digest and summary["budget"]["eps"] == 4.0
     assert cli_main(["budget", "list", "--ledger", led_path]) == 0
     assert expected.digest[:12] in capsys.readouterr().out
-    assert cli_main(["budget", "set", "--dataset", expected.digest, "--eps", "5", "--delta", "1e-5",
-                     "--reason", "more", "--ledger", led_path]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                expected.digest,
+                "--eps",
+                "5",
+                "--delta",
+                "1e-5",
+                "--reason",
+                "more",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert cli_main(["budget", "show", "--dataset", "digits-private", "--ledger", led_path]) == 0
     assert "raised: eps=4 -> 5" in capsys.readouterr().out
@@ -368,17 +436,55 @@ def test_link_by_hand_joins_an_id_digest_budget_to_the_identity(tmp_path, capsys
     x, y = data
     led_path = str(tmp_path / "link.sqlite3")
     ids_digest = dataset_digest(np.arange(300))  # how an admin once named these records
-    assert cli_main(["budget", "set", "--dataset", ids_digest, "--eps", "1", "--delta", "1e-5",
-                     "--name", "by-ids", "--ledger", led_path]) == 0
+    assert (
+        cli_main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                ids_digest,
+                "--eps",
+                "1",
+                "--delta",
+                "1e-5",
+                "--name",
+                "by-ids",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
     with Ledger(led_path) as led:
         led.register_identity(dataset_identity(x, y), name="by-content")
         assert led.linked("by-content") == []  # nothing ties an id digest to the records
-    assert cli_main(["budget", "link", "--dataset", "by-content", "--with", "by-ids",
-                     "--reason", "same records", "--ledger", led_path]) == 0
-    assert cli_main(["budget", "link", "--dataset", "by-ids", "--with", "by-content",
-                     "--ledger", led_path]) == 0  # idempotent
+    assert (
+        cli_main(
+            [
+                "budget",
+                "link",
+                "--dataset",
+                "by-content",
+                "--with",
+                "by-ids",
+                "--reason",
+                "same records",
+                "--ledger",
+                led_path,
+            ]
+        )
+        == 0
+    )
+    assert (
+        cli_main(
+            ["budget", "link", "--dataset", "by-ids", "--with", "by-content", "--ledger", led_path]
+        )
+        == 0
+    )  # idempotent
     with Ledger(led_path) as led:
-        assert [(r["name"], r["shared_records"]) for r in led.linked("by-content")] == [("by-ids", None)]
+        assert [(r["name"], r["shared_records"]) for r in led.linked("by-content")] == [
+            ("by-ids", None)
+        ]
         k = fitting(event, 1.0)
         for _ in range(k):
             led.charge("by-content", [event])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.core.aggregators import OnlineAggregator
 from pate.analysis import eps_from_rdp
+from pate.core.aggregators import OnlineAggregator
 from pate.ledger import Ledger, dataset_digest
 
 DELTA = 1e-5
@@ -26,11 +26,18 @@ def test_two_runs_with_reservations_share_the_budget_safely(tmp_path):
 
         def aggregator(res):
             budget = res.budget
-            return OnlineAggregator("gnmax", sigma=40.0, budget_eps=budget.eps, delta=budget.delta,
-                                    rng=np.random.default_rng(1), prior_rdp=res.prior_rdp())
+            return OnlineAggregator(
+                "gnmax",
+                sigma=40.0,
+                budget_eps=budget.eps,
+                delta=budget.delta,
+                rng=np.random.default_rng(1),
+                prior_rdp=res.prior_rdp(),
+            )
 
-        probe = OnlineAggregator("gnmax", sigma=40.0, budget_eps=BUDGET, delta=DELTA,
-                                 rng=np.random.default_rng(0))
+        probe = OnlineAggregator(
+            "gnmax", sigma=40.0, budget_eps=BUDGET, delta=DELTA, rng=np.random.default_rng(0)
+        )
         per_query = probe.worst_case_query_rdp()
         orders = probe.orders
         run_a = led.reserve("clinic", orders=orders, rdp=20 * per_query, run_id="a")
@@ -53,6 +60,7 @@ def test_two_runs_with_reservations_share_the_budget_safely(tmp_path):
         # the budget was used: not even one more worst-case query fits
         total = led.prior_rdp("clinic", orders=orders)
         assert eps_from_rdp(total + per_query, orders=orders, delta=DELTA)[0] > BUDGET
-        assert s["spent"] == pytest.approx(eps_from_rdp(total, orders=orders, delta=DELTA)[0],
-                                           rel=1e-12)
+        assert s["spent"] == pytest.approx(
+            eps_from_rdp(total, orders=orders, delta=DELTA)[0], rel=1e-12
+        )
         assert [e.run_id for e in led.events("clinic")] == ["a", "b"]

@@ -14,8 +14,13 @@ import pytest
 from pate.analysis import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, gnmax_event
 from pate.analysis.class_means import class_means_event
 from pate.analysis.errors import BudgetExceededError, LedgerError
-from pate.ledger import (DatasetIdentity, Ledger, dataset_digest, dataset_identity,
-                         legacy_record_keys)
+from pate.ledger import (
+    DatasetIdentity,
+    Ledger,
+    dataset_digest,
+    dataset_identity,
+    legacy_record_keys,
+)
 
 DELTA = 1e-5
 VOTES = np.tile(np.array([[200, 30, 20]]), (30, 1))
@@ -31,7 +36,7 @@ def digits():
     from sklearn.datasets import load_digits
 
     d = load_digits()
-    return d.images[:500, None].astype(np.float32), d.target[:500]   # (N, 1, 8, 8)
+    return d.images[:500, None].astype(np.float32), d.target[:500]  # (N, 1, 8, 8)
 
 
 def _strip_relations(path) -> None:
@@ -41,8 +46,10 @@ def _strip_relations(path) -> None:
         d = json.loads(payload)
         d.pop("relation", None)
         text = json.dumps(d, sort_keys=True, separators=(",", ":"))
-        conn.execute("UPDATE events SET payload=?, sha256=? WHERE id=?",
-                     (text, hashlib.sha256(text.encode()).hexdigest(), rid))
+        conn.execute(
+            "UPDATE events SET payload=?, sha256=? WHERE id=?",
+            (text, hashlib.sha256(text.encode()).hexdigest(), rid),
+        )
     conn.commit()
     conn.close()
 
@@ -56,8 +63,10 @@ def test_budgets_and_events_state_the_relation(path):
         assert led.summary("d")["budget"]["relation"] == ADD_REMOVE
         assert led.events("d")[0].event.relation == ADD_REMOVE
     conn = sqlite3.connect(path)
-    assert json.loads(conn.execute("SELECT payload FROM events").fetchone()[0])["relation"] == \
-        ADD_REMOVE
+    assert (
+        json.loads(conn.execute("SELECT payload FROM events").fetchone()[0])["relation"]
+        == ADD_REMOVE
+    )
     with pytest.raises(sqlite3.IntegrityError):  # the budget's relation column is checked
         conn.execute("UPDATE datasets SET relation='replace-one'")
     conn.close()
@@ -65,9 +74,16 @@ def test_budgets_and_events_state_the_relation(path):
 
 def test_a_replace_one_event_is_never_recorded(path):
     event = gnmax_event(VOTES, sigma=40.0)
-    old = PrivacyEvent(event.mechanism, event.params, event.orders, event.rdp,
-                       event.rdp_data_independent, event.queries, event.answered,
-                       relation=REPLACE_ONE)
+    old = PrivacyEvent(
+        event.mechanism,
+        event.params,
+        event.orders,
+        event.rdp,
+        event.rdp_data_independent,
+        event.queries,
+        event.answered,
+        relation=REPLACE_ONE,
+    )
     with Ledger(path) as led:
         led.register_dataset(dataset_digest(np.arange(50)), name="d")
         with pytest.raises(LedgerError, match="replace-one"):
@@ -82,8 +98,13 @@ def test_an_old_ledger_mixing_relations_is_refused_not_summed(path):
     digest = dataset_digest(np.arange(50))
     with Ledger(path) as led:
         led.set_budget(digest, eps=10.0, delta=DELTA, name="d")
-        led.charge("d", [gnmax_event(VOTES, sigma=40.0),
-                         class_means_event(sigma=4.245, count_weight=0.3, queries=9000)])
+        led.charge(
+            "d",
+            [
+                gnmax_event(VOTES, sigma=40.0),
+                class_means_event(sigma=4.245, count_weight=0.3, queries=9000),
+            ],
+        )
     _strip_relations(path)
     with Ledger(path) as led:
         stored = [s.event for s in led.events("d")]
@@ -168,7 +189,7 @@ def test_records_an_old_ledger_holds_under_legacy_keys_stay_bound_to_its_budget(
         led.set_budget("digits", eps=100.0, delta=DELTA)  # a fresh, large budget of its own
         assert [link["dataset"] for link in led.linked("digits")] == [legacy]
         with pytest.raises(BudgetExceededError, match="old-digits"):
-            led.charge("digits", [event])   # the old dataset's exhausted budget binds
+            led.charge("digits", [event])  # the old dataset's exhausted budget binds
         # once seen in the old layout, the records link in any layout
         flat = (x.reshape(len(x), 64)[:400], y[:400])
         subset = dataset_identity(*flat)

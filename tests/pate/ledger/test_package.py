@@ -21,17 +21,44 @@ MAX_FILE_LINES = 700
 MAX_FUNCTION_LINES = 80
 
 # Every public name of pate/ledger.py before the split.
-PUBLIC = ["SCHEMA_VERSION", "KEY_VERSION", "LEDGER_RELATION", "APPLICATION",
-          "DEFAULT_LEASE_SECONDS", "DEFAULT_TIMEOUT_SECONDS", "BASES", "CONVERSIONS",
-          "Budget", "DatasetIdentity", "Ledger", "Reservation", "ReservationInfo", "StoredEvent",
-          "dataset_digest", "dataset_identity", "default_ledger_path", "record_keys",
-          "legacy_record_keys", "BudgetExceededError", "LedgerError"]
+PUBLIC = [
+    "SCHEMA_VERSION",
+    "KEY_VERSION",
+    "LEDGER_RELATION",
+    "APPLICATION",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "BASES",
+    "CONVERSIONS",
+    "Budget",
+    "DatasetIdentity",
+    "Ledger",
+    "Reservation",
+    "ReservationInfo",
+    "StoredEvent",
+    "dataset_digest",
+    "dataset_identity",
+    "default_ledger_path",
+    "record_keys",
+    "legacy_record_keys",
+    "BudgetExceededError",
+    "LedgerError",
+]
 
 
 def test_the_package_has_its_modules():
     names = {f.stem for f in FILES}
-    assert {"__init__", "ledger", "store", "schema", "identity", "liveness", "spending",
-            "budgets", "summaries"} <= names, names
+    assert {
+        "__init__",
+        "ledger",
+        "store",
+        "schema",
+        "identity",
+        "liveness",
+        "spending",
+        "budgets",
+        "summaries",
+    } <= names, names
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -39,28 +66,36 @@ def test_no_file_of_the_ledger_package_exceeds_700_lines(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_FILE_LINES, (
         f"pate/ledger/{path.name} has {lines} lines (> {MAX_FILE_LINES}): it holds more than one "
-        "concept; split it along its seams into another module of the package")
+        "concept; split it along its seams into another module of the package"
+    )
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_no_function_of_the_ledger_package_exceeds_80_lines(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines, l.{node.lineno})"
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    long = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines, l.{node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
     assert not long, f"pate/ledger/{path.name}: functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_no_private_name_is_imported_from_another_module(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    private = [f"l.{node.lineno}: from {node.module} import {alias.name}"
-               for node in ast.walk(tree)
-               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pate")
-               for alias in node.names if alias.name.startswith("_")]
-    assert not private, (f"pate/ledger/{path.name} imports private names {private}; give a "
-                         "helper that several modules use a public name in its module")
+    private = [
+        f"l.{node.lineno}: from {node.module} import {alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pate")
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert not private, (
+        f"pate/ledger/{path.name} imports private names {private}; give a "
+        "helper that several modules use a public name in its module"
+    )
 
 
 @pytest.mark.parametrize("name", PUBLIC)
@@ -72,4 +107,5 @@ def test_every_name_importable_before_the_split_still_is(name):
 def test_the_public_classes_are_one_class_each():
     """``pate.ledger.Reservation`` is the class the ledger hands out (tests patch its ``commit``)."""
     from pate.ledger.ledger import Reservation
+
     assert pate.ledger.Reservation is Reservation

@@ -20,16 +20,16 @@ import pathlib
 import numpy as np
 import pytest
 
-from pate import analysis
-from pate import mechanisms
+from pate import analysis, mechanisms
 from pate.analysis.rdp import gnmax_rdp
 from pate.cli import main
 from pate.ledger import Ledger
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'
-PARTITION = ('[partition]\nnum_teachers = 10            # 100 private images per teacher\n'
-             'mode = "random"\n')
+PARTITION = (
+    '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
+)
 EMBEDDING = '\n[knn]\nfeatures = "none"\ndims = 16\n'
 TOY_NAMES = ("toy-vote", "toy-sample", "toy-release")
 
@@ -42,12 +42,16 @@ class ToyGaussianVote(mechanisms.MechanismSpec):
     def draw(self, votes, params, rng, *, student=None):
         noisy = votes + rng.normal(0.0, params["sigma"], size=votes.shape)
         n = votes.shape[0]
-        return (np.argmax(noisy, axis=1).astype(np.int64), np.ones(n, dtype=bool),
-                np.full(n, "teachers", dtype="<U9"))
+        return (
+            np.argmax(noisy, axis=1).astype(np.int64),
+            np.ones(n, dtype=bool),
+            np.full(n, "teachers", dtype="<U9"),
+        )
 
     def query_rdp_parts(self, votes, params, *, orders, data_dependent, student=None):
-        answer = gnmax_rdp(votes, sigma=params["sigma"], orders=orders,
-                           data_dependent=data_dependent)
+        answer = gnmax_rdp(
+            votes, sigma=params["sigma"], orders=orders, data_dependent=data_dependent
+        )
         return np.zeros_like(answer), answer
 
 
@@ -59,23 +63,40 @@ class ToyNearestMean(CLASS_MEANS):
     """A "release" mechanism: the class-means release and cost, labelled by the nearest noisy
     class mean whatever the config's rule."""
 
-    def release_scores(self, public, private, private_labels, params, *, queries, num_classes,
-                       rng, rule):
-        return super().release_scores(public, private, private_labels, params, queries=queries,
-                                      num_classes=num_classes, rng=rng, rule="lda")
+    def release_scores(
+        self, public, private, private_labels, params, *, queries, num_classes, rng, rule
+    ):
+        return super().release_scores(
+            public,
+            private,
+            private_labels,
+            params,
+            queries=queries,
+            num_classes=num_classes,
+            rng=rng,
+            rule="lda",
+        )
 
 
 TOYS = {
     "toy-vote": ToyGaussianVote(
-        name="toy-vote", title="Toy vote", always_answers=True,
+        name="toy-vote",
+        title="Toy vote",
+        always_answers=True,
         params=(mechanisms.Param("sigma", "positive", "toy noise std", "\u03c3"),),
         reference="tests/pate/mechanisms/test_toy_mechanisms.py",
-        description="the toy noisy argmax of the teachers' votes."),
-    "toy-sample": dataclasses.replace(mechanisms.get("private-knn"), name="toy-sample",
-                                      title="Toy sample"),
-    "toy-release": ToyNearestMean(**{f.name: getattr(mechanisms.get("class-means"), f.name)
-                                     for f in dataclasses.fields(CLASS_MEANS)}
-                                  | {"name": "toy-release", "title": "Toy release"}),
+        description="the toy noisy argmax of the teachers' votes.",
+    ),
+    "toy-sample": dataclasses.replace(
+        mechanisms.get("private-knn"), name="toy-sample", title="Toy sample"
+    ),
+    "toy-release": ToyNearestMean(
+        **{
+            f.name: getattr(mechanisms.get("class-means"), f.name)
+            for f in dataclasses.fields(CLASS_MEANS)
+        }
+        | {"name": "toy-release", "title": "Toy release"}
+    ),
 }
 
 
@@ -88,22 +109,37 @@ def toys():
         mechanisms.unregister(name)
 
 
-def _config(small_digits, folder, mechanism: str, *, teachers: bool,
-            queries: int) -> pathlib.Path:
+def _config(small_digits, folder, mechanism: str, *, teachers: bool, queries: int) -> pathlib.Path:
     replace = ((CONFIDENT, mechanism), ("queries = 400", f"queries = {queries}"))
     if teachers:  # a linear teacher per shard: seconds
-        return small_digits(folder, replace=(*replace, ('model = "cnn8"', 'model = "linear"')),
-                            name="toy.toml")
-    return small_digits(folder, replace=((PARTITION, ""), *replace), extra=EMBEDDING,
-                        name="toy.toml")
+        return small_digits(
+            folder, replace=(*replace, ('model = "cnn8"', 'model = "linear"')), name="toy.toml"
+        )
+    return small_digits(
+        folder, replace=((PARTITION, ""), *replace), extra=EMBEDDING, name="toy.toml"
+    )
 
 
-def _run(small_digits, tmp_path, mechanism: str, *, teachers: bool,
-         queries: int = 400) -> tuple[pathlib.Path, list]:
+def _run(
+    small_digits, tmp_path, mechanism: str, *, teachers: bool, queries: int = 400
+) -> tuple[pathlib.Path, list]:
     config = _config(small_digits, tmp_path, mechanism, teachers=teachers, queries=queries)
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(ledger), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     with Ledger(ledger) as opened:
         (dataset,) = opened.datasets()
         events = [e.event for e in opened.events(dataset["digest"])]
@@ -123,16 +159,20 @@ def _report(run_dir: pathlib.Path, spec) -> None:
 
 def test_the_toys_have_their_kinds(toys):
     assert {n: mechanisms.get(n).kind for n in TOY_NAMES} == {
-        "toy-vote": mechanisms.VOTE, "toy-sample": mechanisms.SAMPLE,
-        "toy-release": mechanisms.RELEASE}
+        "toy-vote": mechanisms.VOTE,
+        "toy-sample": mechanisms.SAMPLE,
+        "toy-release": mechanisms.RELEASE,
+    }
     assert mechanisms.get("toy-release").released_statistic  # aggregate.json says what it is
 
 
-def test_a_toy_vote_mechanism_runs_through_pate_run_and_the_report(tmp_path, small_digits,
-                                                                    one_torch_thread):
+def test_a_toy_vote_mechanism_runs_through_pate_run_and_the_report(
+    tmp_path, small_digits, one_torch_thread
+):
     spec = mechanisms.get("toy-vote")
-    run_dir, events = _run(small_digits, tmp_path, 'mechanism = "toy-vote"\nsigma = 4.0',
-                           teachers=True)
+    run_dir, events = _run(
+        small_digits, tmp_path, 'mechanism = "toy-vote"\nsigma = 4.0', teachers=True
+    )
     assert not _stage(run_dir, "teachers").get("skipped")  # the vote kind trains teachers
     summary = json.loads((run_dir / "aggregate.json").read_text())
     assert summary["mechanism"] == "toy-vote" and summary["queries_asked"] == 400
@@ -148,12 +188,18 @@ def test_a_toy_vote_mechanism_runs_through_pate_run_and_the_report(tmp_path, sma
     _report(run_dir, spec)
 
 
-def test_a_toy_sample_mechanism_runs_through_pate_run_and_the_report(tmp_path, small_digits,
-                                                                      one_torch_thread):
+def test_a_toy_sample_mechanism_runs_through_pate_run_and_the_report(
+    tmp_path, small_digits, one_torch_thread
+):
     spec = mechanisms.get("toy-sample")
-    run_dir, events = _run(small_digits, tmp_path, 'mechanism = "toy-sample"\nk = 50\n'
-                           'sampling_rate = 0.2\nthreshold = 15.0\nsigma1 = 4.0\nsigma2 = 2.0',
-                           teachers=False, queries=100)
+    run_dir, events = _run(
+        small_digits,
+        tmp_path,
+        'mechanism = "toy-sample"\nk = 50\n'
+        "sampling_rate = 0.2\nthreshold = 15.0\nsigma1 = 4.0\nsigma2 = 2.0",
+        teachers=False,
+        queries=100,
+    )
     assert _stage(run_dir, "partition")["skipped"] and _stage(run_dir, "teachers")["skipped"]
     assert (run_dir / "knn_embeddings.npz").exists() and not (run_dir / "votes.npy").exists()
     summary = json.loads((run_dir / "aggregate.json").read_text())
@@ -166,17 +212,20 @@ def test_a_toy_sample_mechanism_runs_through_pate_run_and_the_report(tmp_path, s
     _report(run_dir, spec)
 
 
-def test_a_toy_release_mechanism_runs_through_pate_run_and_the_report(tmp_path, small_digits,
-                                                                       one_torch_thread):
+def test_a_toy_release_mechanism_runs_through_pate_run_and_the_report(
+    tmp_path, small_digits, one_torch_thread
+):
     spec = mechanisms.get("toy-release")
-    run_dir, events = _run(small_digits, tmp_path,
-                           'mechanism = "toy-release"\nsigma = 3.0', teachers=False)
+    run_dir, events = _run(
+        small_digits, tmp_path, 'mechanism = "toy-release"\nsigma = 3.0', teachers=False
+    )
     summary = json.loads((run_dir / "aggregate.json").read_text())
     assert summary["mechanism"] == "toy-release" and summary["queries_asked"] == 400
     assert summary["records"]["rule"] == "lda" and summary["records"]["statistic"]
     (event,) = events  # one release, charged once for every query
-    cost = analysis.eps_from_rdp(np.asarray(event.rdp_data_independent), orders=event.orders,
-                                 delta=1e-5)[0]
+    cost = analysis.eps_from_rdp(
+        np.asarray(event.rdp_data_independent), orders=event.orders, delta=1e-5
+    )[0]
     assert cost == pytest.approx(summary["eps_data_independent"], rel=1e-12)
     scores, labels = np.load(run_dir / "label_scores.npy"), np.load(run_dir / "labels.npy")
     np.testing.assert_array_equal(labels[:400], np.argmax(scores[:400], axis=1))
@@ -187,10 +236,15 @@ def test_a_toy_release_mechanism_runs_through_pate_run_and_the_report(tmp_path, 
 def test_only_this_file_registers_the_toys():
     """Which source files name a toy (and so could register it): only this test file."""
     here = pathlib.Path(__file__).resolve()
-    naming = {name: sorted(str(path.relative_to(REPO)) for folder in ("pate", "tests",
-                                                                       "benchmarks", "docs")
-                           for path in (REPO / folder).rglob("*")
-                           if path.suffix in (".py", ".md", ".toml") and path.is_file()
-                           and name in path.read_text(encoding="utf-8", errors="replace"))
-              for name in TOY_NAMES}
+    naming = {
+        name: sorted(
+            str(path.relative_to(REPO))
+            for folder in ("pate", "tests", "benchmarks", "docs")
+            for path in (REPO / folder).rglob("*")
+            if path.suffix in (".py", ".md", ".toml")
+            and path.is_file()
+            and name in path.read_text(encoding="utf-8", errors="replace")
+        )
+        for name in TOY_NAMES
+    }
     assert naming == {name: [str(here.relative_to(REPO))] for name in TOY_NAMES}

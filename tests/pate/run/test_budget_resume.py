@@ -30,9 +30,13 @@ def _fit(digits, tmp_path, run, **kwargs):
 
     # one class-means release per run: the budget rules are the mechanism's kind's, and the
     # planner refuses teacher votes on 1000 records at these targets (the noise would drown them)
-    args = dict(evaluation=(flat(digits.evaluation), digits.evaluation.y),
-                student=LogisticRegression(max_iter=300), mechanism="class-means",
-                ledger=tmp_path / "ledger.sqlite3", run_dir=tmp_path / run)
+    args = dict(
+        evaluation=(flat(digits.evaluation), digits.evaluation.y),
+        student=LogisticRegression(max_iter=300),
+        mechanism="class-means",
+        ledger=tmp_path / "ledger.sqlite3",
+        run_dir=tmp_path / run,
+    )
     args.update(kwargs)
     return pate.fit((flat(digits.private), digits.private.y), flat(digits.public), **args)
 
@@ -42,8 +46,9 @@ def _digest(digits):
 
 
 def _teacher_files(run_dir):
-    return {p: p.stat().st_mtime_ns for p in sorted((run_dir / "teachers").rglob("*"))
-            if p.is_file()}
+    return {
+        p: p.stat().st_mtime_ns for p in sorted((run_dir / "teachers").rglob("*")) if p.is_file()
+    }
 
 
 # ------------------------------------------------------------------------------ Python
@@ -56,9 +61,16 @@ def test_readme_example_twice_the_second_is_refused_before_any_training(tmp_path
     raises the budget."""
     from sklearn.linear_model import LogisticRegression
 
-    args = dict(teacher=LogisticRegression(max_iter=1000), student=LogisticRegression(max_iter=1000),
-                num_teachers=50, mechanism="gnmax", target_eps=8.0, delta=1e-5, queries=100,
-                ledger=tmp_path / "ledger.sqlite3")
+    args = dict(
+        teacher=LogisticRegression(max_iter=1000),
+        student=LogisticRegression(max_iter=1000),
+        num_teachers=50,
+        mechanism="gnmax",
+        target_eps=8.0,
+        delta=1e-5,
+        queries=100,
+        ledger=tmp_path / "ledger.sqlite3",
+    )
     first = pate.fit("digits", run_dir=tmp_path / "first", **args)
     assert first.epsilon <= 8.0 and (tmp_path / "first" / "teachers").is_dir()
     t0 = time.perf_counter()
@@ -144,8 +156,21 @@ def test_budget_raised_resumes_without_retraining(tmp_path, small_digits, capsys
     aggregate stage, with two commands: `pate budget set ...` and `pate run --run-dir ...
     --resume`. Pasted, they finish the run without retraining a teacher."""
     config, run_dir, ledger = small_digits(tmp_path), tmp_path / "run", tmp_path / "l.sqlite3"
-    assert _run("run", "--config", config, "--run-dir", run_dir, "--ledger", ledger,
-                "--until", "votes", "--no-progress") == 0
+    assert (
+        _run(
+            "run",
+            "--config",
+            config,
+            "--run-dir",
+            run_dir,
+            "--ledger",
+            ledger,
+            "--until",
+            "votes",
+            "--no-progress",
+        )
+        == 0
+    )
     teachers = _teacher_files(run_dir)
     assert teachers
     with Ledger(ledger) as opened:  # the data owner lowers the budget (or another run spent it)
@@ -156,8 +181,10 @@ def test_budget_raised_resumes_without_retraining(tmp_path, small_digits, capsys
     err = capsys.readouterr().err
     assert "[aggregator]" not in err and "Nothing was trained" in err, err
     hints = HINT.findall(err)
-    assert [h.split()[:3] for h in hints] == [["pate", "budget", "set"],
-                                              ["pate", "run", "--run-dir"]], err
+    assert [h.split()[:3] for h in hints] == [
+        ["pate", "budget", "set"],
+        ["pate", "run", "--run-dir"],
+    ], err
     assert not (run_dir / "labels.npy").exists()
     for hint in hints:
         extra = ["--no-progress"] if hint.startswith("pate run") else []
@@ -168,30 +195,99 @@ def test_budget_raised_resumes_without_retraining(tmp_path, small_digits, capsys
         assert opened.summary(dataset)["spent"] > 0
 
 
-def test_the_old_and_the_new_config_resume_after_the_budget_is_raised(tmp_path, small_digits,
-                                                                       capsys):
+def test_the_old_and_the_new_config_resume_after_the_budget_is_raised(
+    tmp_path, small_digits, capsys
+):
     config, run_dir, ledger = small_digits(tmp_path), tmp_path / "run", tmp_path / "l.sqlite3"
-    assert _run("run", "--config", config, "--run-dir", run_dir, "--ledger", ledger,
-                "--until", "teachers", "--no-progress") == 0
+    assert (
+        _run(
+            "run",
+            "--config",
+            config,
+            "--run-dir",
+            run_dir,
+            "--ledger",
+            ledger,
+            "--until",
+            "teachers",
+            "--no-progress",
+        )
+        == 0
+    )
     teachers = _teacher_files(run_dir)
     with Ledger(ledger) as opened:
         (dataset,) = [d["digest"] for d in opened.datasets()]
-    assert _run("budget", "set", "--dataset", dataset, "--eps", 2000, "--delta", 1e-5,
-                "--ledger", ledger) == 0
+    assert (
+        _run(
+            "budget",
+            "set",
+            "--dataset",
+            dataset,
+            "--eps",
+            2000,
+            "--delta",
+            1e-5,
+            "--ledger",
+            ledger,
+        )
+        == 0
+    )
     # the old config (budget_eps = 1000) resumes: the ledger's budget applies
-    assert _run("run", "--config", config, "--run-dir", run_dir, "--ledger", ledger, "--resume",
-                "--until", "votes", "--no-progress") == 0
+    assert (
+        _run(
+            "run",
+            "--config",
+            config,
+            "--run-dir",
+            run_dir,
+            "--ledger",
+            ledger,
+            "--resume",
+            "--until",
+            "votes",
+            "--no-progress",
+        )
+        == 0
+    )
     # a new config naming the new budget resumes too: the budget is no part of finished stages
-    raised = small_digits(tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 2000.0"),),
-                          name="raised.toml")
-    assert _run("run", "--config", raised, "--run-dir", run_dir, "--ledger", ledger, "--resume",
-                "--until", "aggregate", "--no-progress") == 0
+    raised = small_digits(
+        tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 2000.0"),), name="raised.toml"
+    )
+    assert (
+        _run(
+            "run",
+            "--config",
+            raised,
+            "--run-dir",
+            run_dir,
+            "--ledger",
+            ledger,
+            "--resume",
+            "--until",
+            "aggregate",
+            "--no-progress",
+        )
+        == 0
+    )
     assert _teacher_files(run_dir) == teachers
     assert json.loads((run_dir / "aggregate.json").read_text())["budget_eps"] == 2000.0
     # a new run asking for another budget than the ledger's is refused in TOML words
     capsys.readouterr()
-    assert _run("run", "--config", config, "--run-dir", tmp_path / "other", "--ledger", ledger,
-                "--until", "partition", "--no-progress") == 2
+    assert (
+        _run(
+            "run",
+            "--config",
+            config,
+            "--run-dir",
+            tmp_path / "other",
+            "--ledger",
+            ledger,
+            "--until",
+            "partition",
+            "--no-progress",
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "[privacy] budget_eps" in err and "pate budget set --dataset" in err, err
     assert "budget_eps=" not in err, err
@@ -200,8 +296,21 @@ def test_the_old_and_the_new_config_resume_after_the_budget_is_raised(tmp_path, 
 
 def test_a_cli_run_whose_budget_is_spent_trains_nothing(tmp_path, small_digits, capsys):
     config, ledger = small_digits(tmp_path), tmp_path / "l.sqlite3"
-    assert _run("run", "--config", config, "--run-dir", tmp_path / "a", "--ledger", ledger,
-                "--until", "partition", "--no-progress") == 0
+    assert (
+        _run(
+            "run",
+            "--config",
+            config,
+            "--run-dir",
+            tmp_path / "a",
+            "--ledger",
+            ledger,
+            "--until",
+            "partition",
+            "--no-progress",
+        )
+        == 0
+    )
     with Ledger(ledger) as opened:
         (dataset,) = [d["digest"] for d in opened.datasets()]
         opened.set_budget(dataset, eps=0.01, delta=1e-5)
@@ -209,8 +318,19 @@ def test_a_cli_run_whose_budget_is_spent_trains_nothing(tmp_path, small_digits, 
     # [privacy] budget_eps left out: the ledger's lifetime budget applies
     unset = small_digits(tmp_path, replace=(("budget_eps = 1000.0", "#"),), name="unset.toml")
     t0 = time.perf_counter()
-    assert _run("run", "--config", unset, "--run-dir", tmp_path / "b", "--ledger", ledger,
-                "--no-progress") == 3
+    assert (
+        _run(
+            "run",
+            "--config",
+            unset,
+            "--run-dir",
+            tmp_path / "b",
+            "--ledger",
+            ledger,
+            "--no-progress",
+        )
+        == 3
+    )
     assert time.perf_counter() - t0 < 30
     err = capsys.readouterr().err
     assert "has no room for even one query" in err and "pate budget set --dataset" in err, err
@@ -219,16 +339,34 @@ def test_a_cli_run_whose_budget_is_spent_trains_nothing(tmp_path, small_digits, 
     (command,) = HINT.findall(err)
     assert "then run this command again" in err and "--resume" not in err, err
     assert _run(*shlex.split(command)[1:]) == 0
-    assert _run("run", "--config", unset, "--run-dir", tmp_path / "b", "--ledger", ledger,
-                "--until", "partition", "--no-progress") == 0
+    assert (
+        _run(
+            "run",
+            "--config",
+            unset,
+            "--run-dir",
+            tmp_path / "b",
+            "--ledger",
+            ledger,
+            "--until",
+            "partition",
+            "--no-progress",
+        )
+        == 0
+    )
 
 
 def test_a_resume_with_a_changed_setting_names_it(tmp_path, small_digits, capsys):
     config, run_dir = small_digits(tmp_path), tmp_path / "run"
-    assert _run("run", "--config", config, "--run-dir", run_dir, "--until", "partition",
-                "--no-progress") == 0
-    other = small_digits(tmp_path, replace=(("num_teachers = 10", "num_teachers = 12"),),
-                         name="other.toml")
+    assert (
+        _run(
+            "run", "--config", config, "--run-dir", run_dir, "--until", "partition", "--no-progress"
+        )
+        == 0
+    )
+    other = small_digits(
+        tmp_path, replace=(("num_teachers = 10", "num_teachers = 12"),), name="other.toml"
+    )
     capsys.readouterr()
     assert _run("run", "--config", other, "--run-dir", run_dir, "--resume", "--no-progress") == 2
     err = capsys.readouterr().err
@@ -240,12 +378,23 @@ def test_setting_names_follow_the_caller():
 
     assert C.setting("privacy", "budget_eps", source=C.PYTHON_SOURCE) == "budget_eps="
     assert C.setting("partition", "num_teachers", source=C.PYTHON_SOURCE) == "num_teachers="
-    assert C.setting("student", "epochs", source=C.PYTHON_SOURCE) == "student_params={'epochs': ...}"
+    assert (
+        C.setting("student", "epochs", source=C.PYTHON_SOURCE) == "student_params={'epochs': ...}"
+    )
     assert C.setting("privacy", "budget_eps", source="configs/x.toml") == "[privacy] budget_eps"
     with pytest.raises(ConfigError, match=r"target_eps= \(9.*budget_eps= \(4"):
-        C.from_dict({"run": {"name": "x"}, "data": {"name": "digits"},
-                     "partition": {"num_teachers": 5},
-                     "aggregator": {"mechanism": "gnmax", "sigma": "auto", "target_eps": 9.0,
-                                    "queries": 10},
-                     "privacy": {"delta": 1e-5, "budget_eps": 4.0, "release": False}},
-                    source=C.PYTHON_SOURCE)
+        C.from_dict(
+            {
+                "run": {"name": "x"},
+                "data": {"name": "digits"},
+                "partition": {"num_teachers": 5},
+                "aggregator": {
+                    "mechanism": "gnmax",
+                    "sigma": "auto",
+                    "target_eps": 9.0,
+                    "queries": 10,
+                },
+                "privacy": {"delta": 1e-5, "budget_eps": 4.0, "release": False},
+            },
+            source=C.PYTHON_SOURCE,
+        )

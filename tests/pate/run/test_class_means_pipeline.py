@@ -15,14 +15,16 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.run import config as C
 from pate.analysis.class_means import class_means_rdp
 from pate.analysis.errors import BudgetExceededError
 from pate.cli import main
 from pate.ledger import Ledger
+from pate.run import config as C
 from pate.run.pipeline import Pipeline, fork_run
 
-PARTITION = '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
+PARTITION = (
+    '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
+)
 CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'
 EMBEDDING = '\n[knn]\nfeatures = "none"\ndims = 16\n'
 
@@ -31,16 +33,25 @@ def class_means_config(small_digits, folder, *, sigma=3.0, replace=(), name="cm.
     """configs/digits.toml with the class-means mechanism on a 16-dimensional public PCA (and
     ``[knn] rule = rule`` when given)."""
     knn = EMBEDDING + ("" if rule is None else f"rule = {rule!r}\n".replace("'", '"'))
-    return small_digits(folder, replace=((PARTITION, ""),
-                                         (CONFIDENT, f'mechanism = "class-means"\nsigma = {sigma}'),
-                                         *replace), extra=knn, name=name)
+    return small_digits(
+        folder,
+        replace=(
+            (PARTITION, ""),
+            (CONFIDENT, f'mechanism = "class-means"\nsigma = {sigma}'),
+            *replace,
+        ),
+        extra=knn,
+        name=name,
+    )
 
 
 def spend(path):
     with Ledger(path) as ledger:
         (dataset,) = ledger.datasets()
-        return (ledger.summary(dataset["digest"])["spent"],
-                [e.event for e in ledger.events(dataset["digest"])])
+        return (
+            ledger.summary(dataset["digest"])["spent"],
+            [e.event for e in ledger.events(dataset["digest"])],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +59,21 @@ def cm_run(tmp_path_factory, small_digits):
     tmp = tmp_path_factory.mktemp("class-means")
     config = class_means_config(small_digits, tmp)
     run_dir, ledger = tmp / "run", tmp / "ledger.sqlite3"
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(ledger), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return config, run_dir, ledger
 
 
@@ -69,8 +93,10 @@ def test_pate_run_end_to_end(cm_run):
     scores = np.load(run_dir / "label_scores.npy")
     assert scores.shape == (597, 10) and np.isnan(scores[400:]).all()
     np.testing.assert_array_equal(np.argmax(scores[:400], axis=1), labels[:400])
-    assert "the labelling rule's class scores of every item (label_scores.npy" in (
-        run_dir / "report.md").read_text()
+    assert (
+        "the labelling rule's class scores of every item (label_scores.npy"
+        in (run_dir / "report.md").read_text()
+    )
     # the noisy means do label sensibly; the noise is fresh, so the bound sits far below its
     # spread: 3000 releases of this setting labelled 87.1 % +- 1.2 % right (min 82.5 %) with the
     # default count weight 0.3 (87.7 % +- 1.0 %, min 84.5 %, with 1); the earlier bound, 0.85,
@@ -82,9 +108,11 @@ def test_pate_run_end_to_end(cm_run):
     events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
     assert [(e.mechanism, e.queries, e.answered) for e in events] == [("class-means", 400, 400)]
     orders = C.orders(C.load(config))
-    np.testing.assert_allclose(events[0].rdp_data_independent,
-                               class_means_rdp(sigma=3.0, count_weight=0.3, orders=orders),
-                               rtol=1e-15)
+    np.testing.assert_allclose(
+        events[0].rdp_data_independent,
+        class_means_rdp(sigma=3.0, count_weight=0.3, orders=orders),
+        rtol=1e-15,
+    )
     assert events[0].params == {"sigma": 3.0, "count_weight": 0.3}
     eps = analysis.eps_from_rdp(orders * 1.09 / 18.0, orders=orders, delta=1e-5)[0]
     assert p["eps_guarantee"] == pytest.approx(eps, rel=1e-12)
@@ -105,15 +133,21 @@ def test_pate_run_end_to_end(cm_run):
     assert "Noisy class means" in report and "No sanitized release" in report
     assert "released once with Gaussian noise" in report and "the one release" in report
     assert "k nearest" not in report and "Where the teachers trained" not in report
-    assert 'Labelling rule ([knn] rule = "lda", post-processing): each query gets the class' in report
+    assert (
+        'Labelling rule ([knn] rule = "lda", post-processing): each query gets the class' in report
+    )
 
 
 def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
     config_path, run_dir, _ = cm_run
     eps = []
     for queries in (50, 597):
-        config = C.load(config_path, run_dir=str(tmp_path / f"q{queries}"), ledger=False,
-                        overrides={"aggregator": {"queries": queries}})
+        config = C.load(
+            config_path,
+            run_dir=str(tmp_path / f"q{queries}"),
+            ledger=False,
+            overrides={"aggregator": {"queries": queries}},
+        )
         fork_run(run_dir, config)
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
         summary = json.loads((tmp_path / f"q{queries}" / "aggregate.json").read_text())
@@ -126,9 +160,13 @@ def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
 def test_a_budget_below_the_release_draws_and_charges_nothing(tmp_path, small_digits, ledger):
     # sigma = 3 with the default count weight 0.3 costs eps 1.73 at delta = 1e-5 (the default
     # orders, classic conversion); a budget of 1 cannot hold it
-    config = C.load(class_means_config(small_digits, tmp_path, replace=(
-        ("budget_eps = 1000.0", "budget_eps = 1.0"),)), run_dir=str(tmp_path / "run"),
-        ledger=str(tmp_path / "ledger.sqlite3") if ledger else False)
+    config = C.load(
+        class_means_config(
+            small_digits, tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 1.0"),)
+        ),
+        run_dir=str(tmp_path / "run"),
+        ledger=str(tmp_path / "ledger.sqlite3") if ledger else False,
+    )
     if ledger:  # the ledger cannot reserve the one release: refused before any stage ran
         with pytest.raises(BudgetExceededError, match="Nothing was trained, drawn or charged"):
             Pipeline(config, progress=False).run(until="votes")
@@ -138,14 +176,17 @@ def test_a_budget_below_the_release_draws_and_charges_nothing(tmp_path, small_di
     Pipeline(config, progress=False).run(until="votes")
     with pytest.raises(BudgetExceededError, match="nothing was drawn or charged"):
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
-    assert not any((tmp_path / "run" / name).exists()
-                   for name in ("labels.npy", "answered.npy", "aggregate.json",
-                                "aggregate.pending.npz"))
+    assert not any(
+        (tmp_path / "run" / name).exists()
+        for name in ("labels.npy", "answered.npy", "aggregate.json", "aggregate.pending.npz")
+    )
     if ledger:
         assert spend(tmp_path / "ledger.sqlite3") == (0.0, [])
 
 
-def test_crash_before_the_ledger_commit_and_resume_charges_once(tmp_path, small_digits, monkeypatch):
+def test_crash_before_the_ledger_commit_and_resume_charges_once(
+    tmp_path, small_digits, monkeypatch
+):
     from pate import ledger as ledger_module
 
     config = C.load(class_means_config(small_digits, tmp_path), run_dir=str(tmp_path / "run"))
@@ -157,14 +198,18 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(tmp_path, small_
 
     monkeypatch.setattr(ledger_module.Reservation, "commit", crash)
     with pytest.raises(KeyboardInterrupt):
-        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(
+            until="aggregate"
+        )
     monkeypatch.undo()
     assert not (run_dir / "labels.npy").exists() and not (run_dir / "label_scores.npy").exists()
     pending = np.load(run_dir / "aggregate.pending.npz")
     pending, pending_scores = pending["labels"], pending["scores"]
     assert spend(ledger_path) == (0.0, [])
     for _ in range(2):  # resuming twice never charges twice, and never redraws
-        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(
+            until="aggregate"
+        )
     np.testing.assert_array_equal(np.load(run_dir / "labels.npy"), pending)
     np.testing.assert_array_equal(np.load(run_dir / "label_scores.npy"), pending_scores)
     assert not (run_dir / "aggregate.pending.npz").exists()
@@ -177,8 +222,9 @@ def test_the_noise_is_fresh_unless_seeded(tmp_path, small_digits):
     config = class_means_config(small_digits, tmp_path, sigma=40.0)
     outputs = []
     for name in ("a", "b"):
-        Pipeline(C.load(config, run_dir=str(tmp_path / name), ledger=False),
-                 progress=False).run(until="aggregate")
+        Pipeline(C.load(config, run_dir=str(tmp_path / name), ledger=False), progress=False).run(
+            until="aggregate"
+        )
         outputs.append(np.load(tmp_path / name / "labels.npy"))
     assert not np.array_equal(*outputs)
     assert not C.noise_seeded(C.load(config))
@@ -186,13 +232,45 @@ def test_the_noise_is_fresh_unless_seeded(tmp_path, small_digits):
 
 def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits, capsys):
     config = class_means_config(small_digits, tmp_path, sigma=40.0)
-    seeded = class_means_config(small_digits, tmp_path, sigma=40.0, name="seeded.toml", replace=(
-        ("queries = 400", "queries = 400\nnoise_seed = 4"),))
+    seeded = class_means_config(
+        small_digits,
+        tmp_path,
+        sigma=40.0,
+        name="seeded.toml",
+        replace=(("queries = 400", "queries = 400\nnoise_seed = 4"),),
+    )
     whole, steps = tmp_path / "whole", tmp_path / "steps"
-    assert main(["run", "--config", str(seeded), "--run-dir", str(whole), "--ledger",
-                 str(tmp_path / "whole.sqlite3"), "--no-progress", "--until", "analysis"]) == 0
-    assert main(["partition", "--config", str(config), "--run-dir", str(steps), "--ledger",
-                 str(tmp_path / "steps.sqlite3")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(seeded),
+                "--run-dir",
+                str(whole),
+                "--ledger",
+                str(tmp_path / "whole.sqlite3"),
+                "--no-progress",
+                "--until",
+                "analysis",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "partition",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(steps),
+                "--ledger",
+                str(tmp_path / "steps.sqlite3"),
+            ]
+        )
+        == 0
+    )
     for command in ("train-teachers", "vote"):
         assert main([command, "--run-dir", str(steps), "--no-progress"]) == 0, command
     assert main(["aggregate", "--run-dir", str(steps), "--noise-seed", "4"]) == 0
@@ -210,15 +288,30 @@ def no_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
 
-def test_a_missing_gpu_is_refused_before_the_release_is_drawn(tmp_path, small_digits, capsys,
-                                                               no_gpu):
+def test_a_missing_gpu_is_refused_before_the_release_is_drawn(
+    tmp_path, small_digits, capsys, no_gpu
+):
     # class-means trains no teachers: without this check the release was drawn and charged and
     # the run failed only in the student stage
-    config = class_means_config(small_digits, tmp_path, replace=(('device = "cpu"',
-                                                                  'device = "cuda"'),))
+    config = class_means_config(
+        small_digits, tmp_path, replace=(('device = "cpu"', 'device = "cuda"'),)
+    )
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(ledger), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "[run] device = 'cuda' (used by the student stage)" in err
     assert "no CUDA GPU is available" in err and "nothing was written, drawn or charged" in err
@@ -227,28 +320,49 @@ def test_a_missing_gpu_is_refused_before_the_release_is_drawn(tmp_path, small_di
 
 
 def test_a_stage_that_needs_no_device_runs_and_the_student_stage_refuses_first(
-        tmp_path, small_digits, capsys, no_gpu):
-    config = class_means_config(small_digits, tmp_path, replace=(('device = "cpu"',
-                                                                  'device = "cuda"'),))
+    tmp_path, small_digits, capsys, no_gpu
+):
+    config = class_means_config(
+        small_digits, tmp_path, replace=(('device = "cpu"', 'device = "cuda"'),)
+    )
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(ledger), "--no-progress", "--until", "aggregate"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+                "--until",
+                "aggregate",
+            ]
+        )
+        == 0
+    )
     charged = spend(ledger)[0]
     saved = (run_dir / "config.json").read_text()
     assert main(["train-student", "--run-dir", str(run_dir), "--no-progress"]) == 2
     assert "[run] device = 'cuda'" in capsys.readouterr().err
-    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--device",
-                 "cuda:1"]) == 2
+    assert (
+        main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--device", "cuda:1"])
+        == 2
+    )
     assert "[run] device = 'cuda:1'" in capsys.readouterr().err
     # refused before anything was written: no student folder, the config as it was
     assert not (run_dir / "student").exists() and (run_dir / "config.json").read_text() == saved
-    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--device",
-                 "cpu"]) == 0
+    assert (
+        main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--device", "cpu"]) == 0
+    )
     assert (run_dir / "student.pt").exists() and spend(ledger)[0] == charged > 0
 
 
-def test_a_student_on_soft_targets_trains_to_the_published_scores(cm_run, small_digits, tmp_path,
-                                                                   capsys, monkeypatch):
+def test_a_student_on_soft_targets_trains_to_the_published_scores(
+    cm_run, small_digits, tmp_path, capsys, monkeypatch
+):
     """`pate train-student --targets soft --temperature 5` after `pate run --until aggregate`:
     the student is trained to softmax(5 * label_scores) of the answered items (captured here),
     its metrics say so, and nothing more is charged."""
@@ -257,9 +371,23 @@ def test_a_student_on_soft_targets_trains_to_the_published_scores(cm_run, small_
     from pate.student.train import Student
 
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
-    assert main(["run", "--config", str(class_means_config(small_digits, tmp_path)), "--run-dir",
-                 str(run_dir), "--ledger", str(ledger), "--no-progress", "--until",
-                 "aggregate"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(class_means_config(small_digits, tmp_path)),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+                "--until",
+                "aggregate",
+            ]
+        )
+        == 0
+    )
     charged, events = spend(ledger)
     seen = {}
     fit = Student.fit
@@ -269,13 +397,25 @@ def test_a_student_on_soft_targets_trains_to_the_published_scores(cm_run, small_
         return fit(self, X, y, soft_targets=soft_targets)
 
     monkeypatch.setattr(Student, "fit", spy)
-    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--targets",
-                 "soft", "--temperature", "5"]) == 0
+    assert (
+        main(
+            [
+                "train-student",
+                "--run-dir",
+                str(run_dir),
+                "--no-progress",
+                "--targets",
+                "soft",
+                "--temperature",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert "accuracy" in capsys.readouterr().out
     scores, labels = np.load(run_dir / "label_scores.npy"), np.load(run_dir / "labels.npy")
     np.testing.assert_array_equal(seen["y"], labels)
-    np.testing.assert_allclose(seen["targets"][:400], softmax(5 * scores[:400], axis=1),
-                               rtol=1e-12)
+    np.testing.assert_allclose(seen["targets"][:400], softmax(5 * scores[:400], axis=1), rtol=1e-12)
     assert (seen["targets"][400:] == 0).all()
     metrics = json.loads((run_dir / "student_metrics.json").read_text())
     assert metrics["targets"] == "soft" and metrics["temperature"] == 5.0
@@ -287,8 +427,9 @@ def test_a_student_on_soft_targets_trains_to_the_published_scores(cm_run, small_
 
 
 @pytest.mark.parametrize("rule", ["logistic", "lda"])
-def test_the_released_model_can_be_the_student_times_its_labelling_rule(cm_run, small_digits,
-                                                                         tmp_path, rule):
+def test_the_released_model_can_be_the_student_times_its_labelling_rule(
+    cm_run, small_digits, tmp_path, rule
+):
     """`pate train-student --targets soft --combine-with-rule` after `pate run --until
     aggregate`: the saved student predicts softmax(log p_student + log softmax(T * rule scores)),
     with the rule recovered from the published scores; reloading keeps it; nothing more is
@@ -303,16 +444,49 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(cm_run, 
 
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
     config = class_means_config(small_digits, tmp_path, rule=rule)
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(ledger), "--no-progress", "--until", "aggregate"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+                "--until",
+                "aggregate",
+            ]
+        )
+        == 0
+    )
     charged, events = spend(ledger)
-    assert main(["train-student", "--run-dir", str(run_dir), "--no-progress", "--targets", "soft",
-                 "--temperature", "5", "--combine-with-rule"]) == 0
+    assert (
+        main(
+            [
+                "train-student",
+                "--run-dir",
+                str(run_dir),
+                "--no-progress",
+                "--targets",
+                "soft",
+                "--temperature",
+                "5",
+                "--combine-with-rule",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((run_dir / "student_metrics.json").read_text())
     assert metrics["combined_with_rule"] is True and 0 <= metrics["student_alone_accuracy"] <= 1
     student = Student.load(run_dir / "student.pt")
-    assert student.rule_product_ == {"features": "none", "rule": rule, "dims": 16,
-                                     "temperature": 5.0}
+    assert student.rule_product_ == {
+        "features": "none",
+        "rule": rule,
+        "dims": 16,
+        "temperature": 5.0,
+    }
     # the same model by hand: the student alone (its network inside the product) times the
     # rule recovered from the published scores of the public embeddings
     data = load_pate_data("digits")
@@ -320,15 +494,18 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(cm_run, 
     x_eval = np.asarray(data.evaluation.x, dtype=np.float32)
     emb = np.load(run_dir / "knn_embeddings.npz")["public"]
     scores = np.load(run_dir / "label_scores.npy")
-    recovered = recover_rule(emb, scores, rule=rule)       # NaN rows: the unasked items
-    pca = PublicPCA.fit(np.asarray(data.public.x, dtype=np.float32)[:len(emb)], dims=16)
+    recovered = recover_rule(emb, scores, rule=rule)  # NaN rows: the unasked items
+    pca = PublicPCA.fit(np.asarray(data.public.x, dtype=np.float32)[: len(emb)], dims=16)
     with torch.no_grad():
         logits = student.model_.student(torch.from_numpy(x_eval)).double().numpy()
-    expected = softmax(log_softmax(logits, axis=1)
-                       + log_softmax(5 * recovered.scores(pca.project(x_eval)), axis=1), axis=1)
+    expected = softmax(
+        log_softmax(logits, axis=1)
+        + log_softmax(5 * recovered.scores(pca.project(x_eval)), axis=1),
+        axis=1,
+    )
     np.testing.assert_allclose(student.predict_proba(x_eval), expected, atol=1e-5)
     assert metrics["accuracy"] == pytest.approx(np.mean(expected.argmax(1) == data.evaluation.y))
-    assert C.combine_with_rule(cfg) is False          # the flag lives in the run's config.json
+    assert C.combine_with_rule(cfg) is False  # the flag lives in the run's config.json
     assert json.loads((run_dir / "config.json").read_text())["student"]["combine_with_rule"]
     assert spend(ledger)[0] == charged > 0 and len(spend(ledger)[1]) == len(events) == 1
     # the report says what is released, and the student's own accuracy beside it
@@ -342,11 +519,15 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(cm_run, 
 
 
 def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_end(
-        tmp_path, small_digits):
+    tmp_path, small_digits
+):
     for student, message in (
-            ("combine_with_rule = true", r"\[student\] combine_with_rule = true multiplies the "
-                                         r"student with its labelling rule at the soft targets'"),
-            ('combine_with_rule = "yes"', r"combine_with_rule"),
+        (
+            "combine_with_rule = true",
+            r"\[student\] combine_with_rule = true multiplies the "
+            r"student with its labelling rule at the soft targets'",
+        ),
+        ('combine_with_rule = "yes"', r"combine_with_rule"),
     ):
         config = class_means_config(small_digits, tmp_path, name="bad.toml")
         config.write_text(config.read_text().replace("[student]\n", f"[student]\n{student}\n", 1))
@@ -354,35 +535,60 @@ def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_
             C.load(config)
     knn2 = tmp_path / "round2.toml"
     ok = class_means_config(small_digits, tmp_path, name="ok.toml")
-    knn2.write_text(ok.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n'
-                                           "combine_with_rule = true\n", 1)
-                    .replace('features = "none"\ndims = 16\n',
-                             'features = "student"\nstudent_run = "runs/r1"\n'))
+    knn2.write_text(
+        ok.read_text()
+        .replace("[student]\n", '[student]\ntargets = "soft"\ncombine_with_rule = true\n', 1)
+        .replace(
+            'features = "none"\ndims = 16\n', 'features = "student"\nstudent_run = "runs/r1"\n'
+        )
+    )
     with pytest.raises(C.ConfigError, match=r"needs a PCA front-end"):
         C.load(knn2)
-    ok.write_text(ok.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n'
-                                         "combine_with_rule = true\n", 1))
+    ok.write_text(
+        ok.read_text().replace(
+            "[student]\n", '[student]\ntargets = "soft"\ncombine_with_rule = true\n', 1
+        )
+    )
     assert C.combine_with_rule(C.load(ok)) is True
     assert "combine_with_rule" not in C.student_settings(C.load(ok))
 
 
 def test_a_rule_too_few_labels_pin_down_is_refused_before_the_student_trains(
-        tmp_path, small_digits, monkeypatch, capsys):
+    tmp_path, small_digits, monkeypatch, capsys
+):
     """10 labelled items cannot determine a rule in 16 dims: the student stage fails at once,
     naming the key, and no student is trained or written."""
     from pate.student.train import Student
 
-    config = class_means_config(small_digits, tmp_path, replace=(("queries = 400", "queries = 10"),))
-    config.write_text(config.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n'
-                                                 "combine_with_rule = true\n", 1))
+    config = class_means_config(
+        small_digits, tmp_path, replace=(("queries = 400", "queries = 10"),)
+    )
+    config.write_text(
+        config.read_text().replace(
+            "[student]\n", '[student]\ntargets = "soft"\ncombine_with_rule = true\n', 1
+        )
+    )
 
     def trained(*args, **kwargs):
         raise AssertionError("the student trained before the rule was checked")
 
     monkeypatch.setattr(Student, "fit", trained)
     run_dir = tmp_path / "run"
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(tmp_path / "ledger.sqlite3"), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(tmp_path / "ledger.sqlite3"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "[student] combine_with_rule = true: the labelling rule cannot be recovered" in err
     assert "the 10 labelled public rows do not determine a rule in 16 dims" in err
@@ -396,15 +602,24 @@ def test_soft_targets_are_refused_where_no_scores_are_published(tmp_path, small_
     text = teachers.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n', 1)
     assert text != teachers.read_text()
     teachers.write_text(text)
-    with pytest.raises(C.ConfigError, match=r"\[student\] targets = \"soft\" needs class scores "
-                                            r"for every query, which mechanism 'confident-gnmax'"):
+    with pytest.raises(
+        C.ConfigError,
+        match=r"\[student\] targets = \"soft\" needs class scores "
+        r"for every query, which mechanism 'confident-gnmax'",
+    ):
         C.load(teachers)
     for student, message in (
-            ('targets = "probabilities"', r"\[student\] targets: targets must be one of 'hard', "
-                                          r"'soft'; got 'probabilities'"),
-            ("temperature = 5.0", r"\[student\] temperature applies to targets = \"soft\" only"),
-            ('targets = "soft"\ntemperature = 0.0', r"\[student\] temperature: temperature must "
-                                                     r"be .*0"),
+        (
+            'targets = "probabilities"',
+            r"\[student\] targets: targets must be one of 'hard', "
+            r"'soft'; got 'probabilities'",
+        ),
+        ("temperature = 5.0", r"\[student\] temperature applies to targets = \"soft\" only"),
+        (
+            'targets = "soft"\ntemperature = 0.0',
+            r"\[student\] temperature: temperature must "
+            r"be .*0",
+        ),
     ):
         config = class_means_config(small_digits, tmp_path, name="bad.toml")
         config.write_text(config.read_text().replace("[student]\n", f"[student]\n{student}\n", 1))
@@ -425,30 +640,59 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
 
     seed = ("queries = 400", "queries = 400\nnoise_seed = 5")
     lda = class_means_config(small_digits, tmp_path, name="lda.toml", replace=(seed,))
-    logistic = class_means_config(small_digits, tmp_path, name="logistic.toml", replace=(seed,),
-                                  rule="logistic")
+    logistic = class_means_config(
+        small_digits, tmp_path, name="logistic.toml", replace=(seed,), rule="logistic"
+    )
     labels = {}
     for name, config in (("lda", lda), ("logistic", logistic)):
-        assert main(["run", "--config", str(config), "--run-dir", str(tmp_path / name),
-                     "--ledger", str(tmp_path / f"{name}.sqlite3"), "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "--config",
+                    str(config),
+                    "--run-dir",
+                    str(tmp_path / name),
+                    "--ledger",
+                    str(tmp_path / f"{name}.sqlite3"),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         labels[name] = np.load(tmp_path / name / "labels.npy")
-        assert f'Labelling rule ([knn] rule = "{name}", post-processing)' in (
-            tmp_path / name / "report.md").read_text()
+        assert (
+            f'Labelling rule ([knn] rule = "{name}", post-processing)'
+            in (tmp_path / name / "report.md").read_text()
+        )
         records = json.loads((tmp_path / name / "aggregate.json").read_text())["records"]
         assert records["rule"] == name
         assert records.get("ridge") == (LOGISTIC_RIDGE if name == "logistic" else None)
-    (spent_lda, events_lda), (spent, events) = (spend(tmp_path / f"{name}.sqlite3")
-                                                for name in ("lda", "logistic"))
+    (spent_lda, events_lda), (spent, events) = (
+        spend(tmp_path / f"{name}.sqlite3") for name in ("lda", "logistic")
+    )
     assert spent == spent_lda > 0
     assert [(e.mechanism, e.queries) for e in events] == [("class-means", 400)]
-    np.testing.assert_array_equal(events[0].rdp_data_independent, events_lda[0].rdp_data_independent)
+    np.testing.assert_array_equal(
+        events[0].rdp_data_independent, events_lda[0].rdp_data_independent
+    )
     e = np.load(tmp_path / "logistic" / "knn_embeddings.npz")
-    release = noisy_class_means(e["public"], e["private"], e["private_labels"], sigma=3.0,
-                                count_weight=0.3, num_classes=10, rng=make_streams(5).noise)
+    release = noisy_class_means(
+        e["public"],
+        e["private"],
+        e["private_labels"],
+        sigma=3.0,
+        count_weight=0.3,
+        num_classes=10,
+        rng=make_streams(5).noise,
+    )
     np.testing.assert_array_equal(labels["lda"][:400], release.predict(e["public"][:400]))
-    np.testing.assert_array_equal(labels["logistic"][:400],
-                                  public_logistic(release, e["public"]).predict(e["public"][:400]))
-    with pytest.raises(C.ConfigError, match=r"\[knn\] rule: rule must be one of 'lda', 'logistic', 'qda'"):
+    np.testing.assert_array_equal(
+        labels["logistic"][:400], public_logistic(release, e["public"]).predict(e["public"][:400])
+    )
+    with pytest.raises(
+        C.ConfigError, match=r"\[knn\] rule: rule must be one of 'lda', 'logistic', 'qda'"
+    ):
         C.load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="cubic"))
     with pytest.raises(C.ConfigError, match=r"rule = \"qda\" reads each class's covariance"):
         C.load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="qda"))
@@ -459,95 +703,144 @@ def test_the_count_weight_in_a_config(tmp_path, small_digits):
     config = C.load(class_means_config(small_digits, tmp_path))
     assert "count_weight" not in config["aggregator"]
     assert C.aggregator_params(config) == {"sigma": 3.0}
-    given = C.load(class_means_config(small_digits, tmp_path, name="w.toml",
-                                      sigma="2.0\ncount_weight = 1.0"))
+    given = C.load(
+        class_means_config(small_digits, tmp_path, name="w.toml", sigma="2.0\ncount_weight = 1.0")
+    )
     assert C.aggregator_params(given) == {"sigma": 2.0, "count_weight": 1.0}
     for value, message in (
-            ("0.0", r"\[aggregator\] count_weight must be > 0, got 0.0"),
-            ("-0.3", r"\[aggregator\] count_weight must be > 0, got -0.3"),
-            ('"auto"', r"can calibrate sigma, not count_weight"),
-            ('"heavy"', r"\[aggregator\] count_weight must be a number or \"auto\", got 'heavy'"),
+        ("0.0", r"\[aggregator\] count_weight must be > 0, got 0.0"),
+        ("-0.3", r"\[aggregator\] count_weight must be > 0, got -0.3"),
+        ('"auto"', r"can calibrate sigma, not count_weight"),
+        ('"heavy"', r"\[aggregator\] count_weight must be a number or \"auto\", got 'heavy'"),
     ):
-        bad = class_means_config(small_digits, tmp_path, name="bad.toml",
-                                 sigma=f"3.0\ncount_weight = {value}")
+        bad = class_means_config(
+            small_digits, tmp_path, name="bad.toml", sigma=f"3.0\ncount_weight = {value}"
+        )
         if value == '"auto"':
-            bad.write_text(bad.read_text().replace("sigma = 3.0", 'sigma = "auto"\n'
-                                                   "target_eps = 1.0"))
+            bad.write_text(
+                bad.read_text().replace("sigma = 3.0", 'sigma = "auto"\ntarget_eps = 1.0')
+            )
         with pytest.raises(C.ConfigError, match=message):
             C.load(bad)
-    missing = class_means_config(small_digits, tmp_path, name="missing.toml",
-                                 sigma="3.0\ncount_weight = 0.3")
+    missing = class_means_config(
+        small_digits, tmp_path, name="missing.toml", sigma="3.0\ncount_weight = 0.3"
+    )
     missing.write_text(missing.read_text().replace("sigma = 3.0\n", ""))
-    with pytest.raises(C.ConfigError, match=r"mechanism = 'class-means' needs sigma \(optional: "
-                                            r"count_weight \(default 0.3\)\); sigma is missing"):
+    with pytest.raises(
+        C.ConfigError,
+        match=r"mechanism = 'class-means' needs sigma \(optional: "
+        r"count_weight \(default 0.3\)\); sigma is missing",
+    ):
         C.load(missing)
-    gnmax = small_digits(tmp_path, name="gnmax.toml", replace=(
-        (CONFIDENT, 'mechanism = "gnmax"\nsigma = 3.0\ncount_weight = 0.3'),))
+    gnmax = small_digits(
+        tmp_path,
+        name="gnmax.toml",
+        replace=((CONFIDENT, 'mechanism = "gnmax"\nsigma = 3.0\ncount_weight = 0.3'),),
+    )
     with pytest.raises(C.ConfigError, match=r"count_weight do\(es\) not apply to 'gnmax'"):
         C.load(gnmax)
 
 
 def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
     config = C.load("fashion-mnist-class-means")
-    assert config["aggregator"] == {**config["aggregator"], "mechanism": "class-means",
-                                    "sigma": 4.245, "count_weight": 0.3}
+    assert config["aggregator"] == {
+        **config["aggregator"],
+        "mechanism": "class-means",
+        "sigma": 4.245,
+        "count_weight": 0.3,
+    }
     assert config["knn"] == {"features": "scatternet", "dims": 512, "rule": "logistic"}
     orders = C.orders(config)
-    eps = analysis.eps_from_rdp(class_means_rdp(sigma=4.245, count_weight=0.3, orders=orders),
-                                orders=orders, delta=config["privacy"]["delta"],
-                                conversion="tight")[0]
+    eps = analysis.eps_from_rdp(
+        class_means_rdp(sigma=4.245, count_weight=0.3, orders=orders),
+        orders=orders,
+        delta=config["privacy"]["delta"],
+        conversion="tight",
+    )[0]
     assert config["privacy"]["conversion"] == "tight"
     assert eps == pytest.approx(0.9944, abs=5e-5) and eps <= config["privacy"]["budget_eps"]
-    assert "eps = 0.9944 at delta = 1e-5" in C.packaged_configs()[
-        "fashion-mnist-class-means"].read_text()
+    assert (
+        "eps = 0.9944 at delta = 1e-5"
+        in C.packaged_configs()["fashion-mnist-class-means"].read_text()
+    )
 
 
 def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_student():
     cpu, gpu = C.load("fashion-mnist-class-means"), C.load("fashion-mnist-class-means-gpu")
     # the same release and labelling rule (so the same eps, the same records' budget)
-    assert {t: v for t, v in gpu.items() if t not in ("run", "student")} == \
-        {t: v for t, v in cpu.items() if t not in ("run", "student")}
+    assert {t: v for t, v in gpu.items() if t not in ("run", "student")} == {
+        t: v for t, v in cpu.items() if t not in ("run", "student")
+    }
     assert gpu["run"] == {**cpu["run"], "name": "fashion-mnist-class-means-gpu", "device": "cuda"}
     # the settings of benchmarks/results/student_gpu_fmnist.json's soft-target rows (device call 8)
     student = gpu["student"]
-    assert (student["model"], student["method"], student["batch_size"], student["ema_decay"]) == \
-        ("wrn16_4", "supervised", 128, 0.999)
+    assert (student["model"], student["method"], student["batch_size"], student["ema_decay"]) == (
+        "wrn16_4",
+        "supervised",
+        128,
+        0.999,
+    )
     assert student["epochs"] * student["steps_per_epoch"] == 5000
-    results = pathlib.Path(__file__).resolve().parents[3] / "benchmarks/results/student_gpu_fmnist.json"
+    results = (
+        pathlib.Path(__file__).resolve().parents[3] / "benchmarks/results/student_gpu_fmnist.json"
+    )
     rows = [r for r in json.loads(results.read_text())["rows"] if r.get("device_call") == 8]
     assert len(rows) == 9
     for row in rows:
-        assert (row["model"], row["method"], row["batch_size"], row["ema_decay"], row["steps"],
-                row["targets"], row["temperature"]) == \
-            (student["model"], student["method"], student["batch_size"], student["ema_decay"],
-             student["epochs"] * student["steps_per_epoch"], student["targets"],
-             student["temperature"])
+        assert (
+            row["model"],
+            row["method"],
+            row["batch_size"],
+            row["ema_decay"],
+            row["steps"],
+            row["targets"],
+            row["temperature"],
+        ) == (
+            student["model"],
+            student["method"],
+            student["batch_size"],
+            student["ema_decay"],
+            student["epochs"] * student["steps_per_epoch"],
+            student["targets"],
+            student["temperature"],
+        )
     # the released model (the student times its rule) was measured with this very config
     # (device calls 11-13: the utility benchmark's class-means part, three times per target)
     assert student["combine_with_rule"] is True
-    product_rows = [r for r in json.loads(results.read_text())["rows"]
-                    if r.get("device_call") in (11, 12, 13)]
+    product_rows = [
+        r for r in json.loads(results.read_text())["rows"] if r.get("device_call") in (11, 12, 13)
+    ]
     assert sorted(r["target_eps"] for r in product_rows) == [0.5] * 3 + [1] * 3 + [2] * 3
     for row in product_rows:
-        assert row["combined_with_rule"] is True and "fashion_mnist_class_means_gpu" in row["command"]
-        assert (row["model"], row["steps"], row["temperature"]) == \
-            (student["model"], student["epochs"] * student["steps_per_epoch"],
-             student["temperature"])
+        assert (
+            row["combined_with_rule"] is True and "fashion_mnist_class_means_gpu" in row["command"]
+        )
+        assert (row["model"], row["steps"], row["temperature"]) == (
+            student["model"],
+            student["epochs"] * student["steps_per_epoch"],
+            student["temperature"],
+        )
 
 
 def test_the_cpu_config_trains_its_student_to_the_rules_soft_targets():
     """The settings of the development runs listed in benchmarks/utility.py's TUNED_ON."""
     student = C.load("fashion-mnist-class-means")["student"]
-    assert (student["model"], student["method"], student["batch_size"], student["ema_decay"],
-            student["pad"]) == ("scatternet_cnn", "supervised", 128, 0.99, 2)
+    assert (
+        student["model"],
+        student["method"],
+        student["batch_size"],
+        student["ema_decay"],
+        student["pad"],
+    ) == ("scatternet_cnn", "supervised", 128, 0.99, 2)
     assert student["epochs"] * student["steps_per_epoch"] == 3000
     assert C.student_targets(C.load("fashion-mnist-class-means")) == 10.0
     # the GPU student's soft-target rows (device call 8) used the same temperature
     assert C.student_targets(C.load("fashion-mnist-class-means-gpu")) == 10.0
 
 
-def test_the_gpu_config_without_a_gpu_is_refused_before_the_data_is_read(tmp_path, monkeypatch,
-                                                                          capsys, no_gpu):
+def test_the_gpu_config_without_a_gpu_is_refused_before_the_data_is_read(
+    tmp_path, monkeypatch, capsys, no_gpu
+):
     from pate.teachers import data as data_module
 
     def unreadable(*args, **kwargs):
@@ -555,8 +848,21 @@ def test_the_gpu_config_without_a_gpu_is_refused_before_the_data_is_read(tmp_pat
 
     monkeypatch.setattr(data_module, "load_pate_data", unreadable)
     run_dir = tmp_path / "run"
-    assert main(["run", "--config", "fashion-mnist-class-means-gpu", "--run-dir", str(run_dir),
-                 "--ledger", str(tmp_path / "ledger.sqlite3"), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                "fashion-mnist-class-means-gpu",
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(tmp_path / "ledger.sqlite3"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "[run] device = 'cuda' (used by the student stage)" in capsys.readouterr().err
     assert not run_dir.exists() and not (tmp_path / "ledger.sqlite3").exists()
 
@@ -567,14 +873,25 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
     from pate.analysis.class_means import calibrate_class_means_sigma
 
     weight = {} if count_weight is None else {"count_weight": count_weight}
-    result = pate.fit((digits.private.x, digits.private.y), digits.public.x[:400], **weight,
-                      evaluation=(digits.evaluation.x, digits.evaluation.y),
-                      mechanism="class-means",
-                      knn={"features": "none", "dims": 16, "rule": "logistic"},
-                      target_eps=1.0, student="cnn8", run_dir=tmp_path / "run",
-                      ledger=tmp_path / "ledger.sqlite3",
-                      student_params={"method": "supervised", "epochs": 1, "steps_per_epoch": 20,
-                                      "targets": "soft", "temperature": 5.0})
+    result = pate.fit(
+        (digits.private.x, digits.private.y),
+        digits.public.x[:400],
+        **weight,
+        evaluation=(digits.evaluation.x, digits.evaluation.y),
+        mechanism="class-means",
+        knn={"features": "none", "dims": 16, "rule": "logistic"},
+        target_eps=1.0,
+        student="cnn8",
+        run_dir=tmp_path / "run",
+        ledger=tmp_path / "ledger.sqlite3",
+        student_params={
+            "method": "supervised",
+            "epochs": 1,
+            "steps_per_epoch": 20,
+            "targets": "soft",
+            "temperature": 5.0,
+        },
+    )
     assert result.epsilon == pytest.approx(1.0, abs=1e-6) and result.epsilon <= 1.0
     # the rule's class scores come back with the labels, and the student trained to them
     assert result.label_scores.shape == (400, 10)
@@ -584,10 +901,13 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
     records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
     assert records["rule"] == "logistic"
     assert result.answered_mask.sum() == 400  # every public item, for the one release's cost
-    kappa = 0.3 if count_weight is None else count_weight   # the mechanism's default, or given
-    assert result.privacy["params"] == {"sigma": pytest.approx(
-        calibrate_class_means_sigma(eps=1.0, delta=1e-5, count_weight=kappa), rel=1e-12),
-        "count_weight": kappa}
+    kappa = 0.3 if count_weight is None else count_weight  # the mechanism's default, or given
+    assert result.privacy["params"] == {
+        "sigma": pytest.approx(
+            calibrate_class_means_sigma(eps=1.0, delta=1e-5, count_weight=kappa), rel=1e-12
+        ),
+        "count_weight": kappa,
+    }
     # the public items came without labels: no label accuracy can be measured (it read 0.0)
     assert result.report["utility"]["label_accuracy_answered"] is None
 
@@ -602,16 +922,29 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
 
     x, y = make_gaussian_quantiles(n_samples=4300, n_features=8, n_classes=3, random_state=7)
     x = x * [1.0, 100.0, 0.01, 1.0, 1.0, 10.0, 1.0, 1e3]
-    plan = pate.plan((x[:3300], y[:3300]), x[3300:4000], evaluation=(x[4000:], y[4000:]),
-                     target_eps=2.0, ledger=False)
+    plan = pate.plan(
+        (x[:3300], y[:3300]),
+        x[3300:4000],
+        evaluation=(x[4000:], y[4000:]),
+        target_eps=2.0,
+        ledger=False,
+    )
     assert plan.filled["features"]["value"] == "quadratic" and plan.filled["rule"]["value"] == "qda"
-    result = pate.fit((x[:3300], y[:3300]), x[3300:4000], evaluation=(x[4000:], y[4000:]),
-                      target_eps=2.0, ledger=False, run_dir=tmp_path / "run")
+    result = pate.fit(
+        (x[:3300], y[:3300]),
+        x[3300:4000],
+        evaluation=(x[4000:], y[4000:]),
+        target_eps=2.0,
+        ledger=False,
+        run_dir=tmp_path / "run",
+    )
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["knn"] == {"features": "quadratic", "rule": "qda"}
     assert config["student"]["targets"] == "soft" and config["student"]["temperature"] == 1.0
     records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
     assert records["rule"] == "qda" and records["dims"] == 44
-    assert 'Labelling rule ([knn] rule = "qda", post-processing)' in (
-        tmp_path / "run" / "report.md").read_text()
+    assert (
+        'Labelling rule ([knn] rule = "qda", post-processing)'
+        in (tmp_path / "run" / "report.md").read_text()
+    )
     assert result.epsilon <= 2.0 and result.utility["student_accuracy"] > 0.6

@@ -10,10 +10,10 @@ import tomllib
 import pytest
 
 import pate
-from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.cli.commands import init_config
+from pate.run import config as C
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[3] / "configs").glob("*.toml"))
 
@@ -35,8 +35,12 @@ def test_shipped_config_validates(path, tmp_path, monkeypatch):
 def test_mnist_uses_the_scalable_pate_settings():
     config = C.load(next(p for p in CONFIGS if p.name == "mnist.toml"))
     agg = config["aggregator"]
-    assert (config["partition"]["num_teachers"], agg["threshold"], agg["sigma1"], agg["sigma2"]) == \
-        (250, 200.0, 150.0, 40.0)
+    assert (
+        config["partition"]["num_teachers"],
+        agg["threshold"],
+        agg["sigma1"],
+        agg["sigma2"],
+    ) == (250, 200.0, 150.0, 40.0)
 
 
 def test_overrides(tmp_path):
@@ -50,12 +54,22 @@ def test_overrides(tmp_path):
 # top of the checkout is a symlink to it, so `configs/digits.toml` keeps working.
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-NAMES = ("digits, fashion-mnist, fashion-mnist-class-means, fashion-mnist-class-means-gpu, "
-         "fashion-mnist-eps1, fashion-mnist-knn, "
-         "fashion-mnist-knn-round2, mnist, own-data")
-PACKAGED = {"digits", "fashion-mnist", "fashion-mnist-class-means", "fashion-mnist-class-means-gpu",
-            "fashion-mnist-eps1",
-            "fashion-mnist-knn", "fashion-mnist-knn-round2", "mnist", "own-data"}
+NAMES = (
+    "digits, fashion-mnist, fashion-mnist-class-means, fashion-mnist-class-means-gpu, "
+    "fashion-mnist-eps1, fashion-mnist-knn, "
+    "fashion-mnist-knn-round2, mnist, own-data"
+)
+PACKAGED = {
+    "digits",
+    "fashion-mnist",
+    "fashion-mnist-class-means",
+    "fashion-mnist-class-means-gpu",
+    "fashion-mnist-eps1",
+    "fashion-mnist-knn",
+    "fashion-mnist-knn-round2",
+    "mnist",
+    "own-data",
+}
 
 
 def test_configs_is_the_package_folder():
@@ -67,20 +81,34 @@ def test_configs_is_the_package_folder():
 
 
 def test_the_configs_are_package_data_of_the_wheel():
-    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
     assert "configs/*.toml" in setuptools["package-data"]["pate"]
 
 
-@pytest.mark.parametrize("name", ["digits", "digits.toml", "fashion-mnist", "fashion_mnist",
-                                  "Fashion-MNIST.toml", "own-data", "own_data"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "digits",
+        "digits.toml",
+        "fashion-mnist",
+        "fashion_mnist",
+        "Fashion-MNIST.toml",
+        "own-data",
+        "own_data",
+    ],
+)
 def test_a_packaged_name_resolves_from_any_folder(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no configs/ here
     _write_table(tmp_path / "my_data.csv")  # own-data's records (the planner counts them)
     stem = name.lower().removesuffix(".toml").replace("-", "_")
     expected = C.load(REPO / "pate" / "configs" / f"{stem}.toml")
     assert C.load(name) == expected
-    assert pathlib.Path(str(C.resolve_config(name))).resolve() == \
-        (REPO / "pate" / "configs" / f"{stem}.toml").resolve()
+    assert (
+        pathlib.Path(str(C.resolve_config(name))).resolve()
+        == (REPO / "pate" / "configs" / f"{stem}.toml").resolve()
+    )
 
 
 def test_the_configs_path_still_works(monkeypatch):
@@ -92,8 +120,9 @@ def test_the_configs_path_still_works(monkeypatch):
 def test_an_existing_file_wins_over_a_packaged_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     text = (REPO / "configs" / "digits.toml").read_text(encoding="utf-8")
-    pathlib.Path("digits").write_text(text.replace('name = "digits"\nseed', 'name = "mine"\nseed', 1),
-                                      encoding="utf-8")
+    pathlib.Path("digits").write_text(
+        text.replace('name = "digits"\nseed', 'name = "mine"\nseed', 1), encoding="utf-8"
+    )
     assert C.resolve_config("digits") == pathlib.Path("digits")
     assert C.load("digits")["run"]["name"] == "mine"
 
@@ -147,8 +176,17 @@ def test_own_data_leaves_the_choices_to_the_planner(tmp_path, monkeypatch):
     assert config["aggregator"]["mechanism"] in ("auto", "class-means")  # the planner decides
     assert config["privacy"]["budget_eps"] <= 4.0
     text = (REPO / "configs" / "own_data.toml").read_text(encoding="utf-8")
-    for documented in ("csv:PATH", "npz:PATH", "imagefolder:PATH", "x_private", "y_public",
-                       "PATH/<class>/<image>", "PATH/train", "REPLACE", "pate init-config"):
+    for documented in (
+        "csv:PATH",
+        "npz:PATH",
+        "imagefolder:PATH",
+        "x_private",
+        "y_public",
+        "PATH/<class>/<image>",
+        "PATH/train",
+        "REPLACE",
+        "pate init-config",
+    ):
         assert documented in text, documented
 
 
@@ -161,14 +199,33 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(0)
-    rows = ["Label,f1,f2,f3"] + [f"{'yes' if i % 2 else 'no'},{rng.normal():.4f},{rng.normal():.4f},"
-                                 f"{i % 7}" for i in range(4000)]
+    rows = ["Label,f1,f2,f3"] + [
+        f"{'yes' if i % 2 else 'no'},{rng.normal():.4f},{rng.normal():.4f},{i % 7}"
+        for i in range(4000)
+    ]
     pathlib.Path("my_data.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     assert main(["init-config", "own-data", "--output", "my_run.toml"]) == 0
-    assert main(["run", "--config", "my_run.toml", "--run-dir", "run", "--no-ledger",
-                 "--until", "partition", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                "my_run.toml",
+                "--run-dir",
+                "run",
+                "--no-ledger",
+                "--until",
+                "partition",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
-    assert plan["mechanism"] == "class-means" and (tmp_path / "run" / "stages" / "partition.json").is_file()
+    assert (
+        plan["mechanism"] == "class-means"
+        and (tmp_path / "run" / "stages" / "partition.json").is_file()
+    )
     from pate.teachers.data import load_pate_data
 
     data = load_pate_data("csv:my_data.csv")
@@ -179,8 +236,22 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
 
 def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--config", "digits", "--run-dir", str(tmp_path / "run"), "--no-ledger",
-                 "--until", "partition", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                "digits",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--no-ledger",
+                "--until",
+                "partition",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((tmp_path / "run" / "config.json").read_text(encoding="utf-8"))
     assert saved["run"]["name"] == "digits"
     assert (tmp_path / "run" / "partition.npz").is_file()
@@ -188,8 +259,23 @@ def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):
 
 def test_run_json_prints_the_stage_result(tmp_path, capsys):
     """`pate run --config F --json` prints JSON (json was imported only on the no-config path)."""
-    assert main(["run", "--config", "digits", "--run-dir", str(tmp_path / "run"), "--no-ledger",
-                 "--until", "partition", "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                "digits",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--no-ledger",
+                "--until",
+                "partition",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert isinstance(printed, dict) and printed
 
@@ -256,7 +342,9 @@ def test_release_parameters_are_optional_without_a_release(tmp_path):
     assert config["privacy"]["release"] is False and config["privacy"]["release_order"] == 10.0
     with_release = tmp_path / "with_release.toml"
     with_release.write_text("\n".join(kept) + "\n")
-    with pytest.raises(ConfigError, match=r"release_order is required \(unless \[privacy\] release = false\)"):
+    with pytest.raises(
+        ConfigError, match=r"release_order is required \(unless \[privacy\] release = false\)"
+    ):
         C.load(with_release)
     assert "release_order" not in (REPO / "configs" / "fashion_mnist_knn.toml").read_text()
 

@@ -23,14 +23,14 @@ import uuid
 import numpy as np
 import pytest
 
-from pate.run import config as C
-from pate.core import io as pate_io
-from pate.run import rundir as R
-from pate.run import stages
 from pate.analysis.errors import ConfigError, RunDirError
 from pate.cli import main
+from pate.core import io as pate_io
 from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
+from pate.run import config as C
+from pate.run import rundir as R
+from pate.run import stages
 from pate.run.pipeline import fork_run
 from pate.run.rundir import Run, RunCopyError
 
@@ -51,8 +51,14 @@ def synthetic_votes() -> np.ndarray:
 VOTES = synthetic_votes()
 
 
-def votes_run(folder: pathlib.Path, ledger: pathlib.Path, *, budget: float = 20.0,
-              seeded: bool = True, queries: int | None = None) -> Run:
+def votes_run(
+    folder: pathlib.Path,
+    ledger: pathlib.Path,
+    *,
+    budget: float = 20.0,
+    seeded: bool = True,
+    queries: int | None = None,
+) -> Run:
     """A started run whose partition, teachers and votes stages are done (synthetic votes)."""
     overrides = {"privacy": {"budget_eps": budget}, "aggregator": {}}
     if seeded:  # the same rounds, hence the same sequence of writes, in every trial
@@ -102,8 +108,11 @@ def published(run_dir) -> int:
 
 def charged(ledger_path, run_dir, keys=None) -> int:
     """Answers the ledger holds the charge of for the run (only under ``keys``, if given)."""
-    return sum(e.event.answered for e in ledger_events(ledger_path, run_dir)
-               if keys is None or e.reservation in keys)
+    return sum(
+        e.event.answered
+        for e in ledger_events(ledger_path, run_dir)
+        if keys is None or e.reservation in keys
+    )
 
 
 def pending_keys(run_dir) -> set[str]:
@@ -126,13 +135,17 @@ class Failing:
 
 
 # where a write can fail: the atomic writer as a whole, each fsync (file and directory), each rename
-POINTS = {"atomic write": (pate_io, "atomic_write_bytes"), "fsync": (os, "fsync"),
-          "rename": (os, "replace")}
+POINTS = {
+    "atomic write": (pate_io, "atomic_write_bytes"),
+    "fsync": (os, "fsync"),
+    "rename": (os, "replace"),
+}
 
 
 @pytest.mark.parametrize("point", POINTS)
 def test_every_failing_write_fsync_and_rename_then_resume_never_publishes_uncharged(
-        tmp_path, monkeypatch, point):
+    tmp_path, monkeypatch, point
+):
     module, name = POINTS[point]
     original = getattr(module, name)
     k, crashes, rounds = 0, 0, set()
@@ -201,9 +214,11 @@ def test_a_pending_round_is_charged_under_its_own_key_exactly_once(tmp_path, mon
 
 
 # the mechanisms that read the private records themselves (no teachers, no votes.npy)
-RECORDS = {"private-knn": 'mechanism = "private-knn"\nk = 20\nsampling_rate = 0.3\n'
-                          'threshold = 10\nsigma1 = 4\nsigma2 = 2',
-           "class-means": 'mechanism = "class-means"\nsigma = 3.0'}
+RECORDS = {
+    "private-knn": 'mechanism = "private-knn"\nk = 20\nsampling_rate = 0.3\n'
+    "threshold = 10\nsigma1 = 4\nsigma2 = 2",
+    "class-means": 'mechanism = "class-means"\nsigma = 3.0',
+}
 
 
 @pytest.fixture(scope="module")
@@ -214,12 +229,22 @@ def records_bases(tmp_path_factory, small_digits):
     tmp = tmp_path_factory.mktemp("records")
     bases = {}
     for mechanism, lines in RECORDS.items():
-        path = small_digits(tmp, name=f"{mechanism}.toml",
-                            extra='\n[knn]\nfeatures = "none"\ndims = 16\n',
-                            replace=(('[partition]\nnum_teachers = 10            # 100 private '
-                                      'images per teacher\nmode = "random"\n', ""),
-                                     ('mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = '
-                                      '2.0\nsigma2 = 2.0', lines)))
+        path = small_digits(
+            tmp,
+            name=f"{mechanism}.toml",
+            extra='\n[knn]\nfeatures = "none"\ndims = 16\n',
+            replace=(
+                (
+                    "[partition]\nnum_teachers = 10            # 100 private "
+                    'images per teacher\nmode = "random"\n',
+                    "",
+                ),
+                (
+                    'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0',
+                    lines,
+                ),
+            ),
+        )
         config = C.load(path, run_dir=str(tmp / mechanism), ledger=False)
         Pipeline(config, progress=False).run(until="votes")
         bases[mechanism] = tmp / mechanism
@@ -228,7 +253,8 @@ def records_bases(tmp_path_factory, small_digits):
 
 @pytest.mark.parametrize("mechanism", RECORDS)
 def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
-        records_bases, tmp_path, monkeypatch, mechanism):
+    records_bases, tmp_path, monkeypatch, mechanism
+):
     """Private-kNN and class-means (their own aggregate paths): every atomic write of the stage
     fails once (ENOSPC), then the resume."""
     base = records_bases[mechanism]
@@ -239,8 +265,9 @@ def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
         ledger = tmp_path / f"ledger{k}.sqlite3"
         raw = json.loads((base / R.CONFIG).read_text())
         raw["aggregator"]["noise_seed"] = 0
-        run_dir = fork_run(base, C.from_dict(raw, run_dir=str(tmp_path / f"k{k}"),
-                                             ledger=str(ledger)))
+        run_dir = fork_run(
+            base, C.from_dict(raw, run_dir=str(tmp_path / f"k{k}"), ledger=str(ledger))
+        )
         failing = Failing(original, k)
         crashed = _aggregate_failing(run_dir, monkeypatch, pate_io, "atomic_write_bytes", failing)
         assert published(run_dir) <= charged(ledger, run_dir)
@@ -261,8 +288,11 @@ def test_a_real_full_disk_at_every_size_never_publishes_uncharged(tmp_path):
     and the resume publishes only what the ledger charged. Skipped where mount is not permitted."""
     mount = tmp_path / "tmpfs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1200k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1200k", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode})")
     try:
@@ -348,7 +378,8 @@ def test_a_pending_file_of_another_run_is_not_published(tmp_path):
 
     original = ledger_module.Reservation.commit
     ledger_module.Reservation.commit = lambda self, events: (_ for _ in ()).throw(
-        KeyboardInterrupt("killed before the commit"))
+        KeyboardInterrupt("killed before the commit")
+    )
     try:
         with pytest.raises(KeyboardInterrupt):
             aggregate(runs[0])
@@ -400,8 +431,11 @@ def test_a_copied_run_directory_is_refused_before_drawing(tmp_path, capsys):
     assert published(copy) == 0 and not (copy / R.PENDING).exists()
     assert charged(ledger, original) == 0  # nothing drawn, nothing charged
     # the remedy: a fork of the copy is a run of its own
-    config = C.from_dict(json.loads((copy / R.CONFIG).read_text()),
-                         run_dir=str(tmp_path / "fork"), ledger=str(ledger))
+    config = C.from_dict(
+        json.loads((copy / R.CONFIG).read_text()),
+        run_dir=str(tmp_path / "fork"),
+        ledger=str(ledger),
+    )
     fork = fork_run(copy, config)
     aggregate(fork)
     assert 0 < published(fork) <= charged(ledger, fork)
@@ -458,7 +492,8 @@ def _new_keys(ledger, run_dir, before) -> set[str]:
 
 
 def test_without_the_copy_check_resume_charges_its_own_rounds_as_a_separate_release(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """The same scenario with the directory check off (a run started before it existed): the
     resume of A identifies its charged rounds by their reservation ids, so B's events (same run
     id) are never taken for A's: A's uncharged round is charged as its own, and what A publishes
@@ -494,8 +529,11 @@ def test_run_json_records_the_directory_and_a_fork_gets_its_own(tmp_path):
     recorded = json.loads((run.run_dir / R.STATE).read_text())["directory"]
     st = run.run_dir.stat()
     assert (recorded["device"], recorded["inode"]) == (st.st_dev, st.st_ino)
-    config = C.from_dict(json.loads((run.run_dir / R.CONFIG).read_text()),
-                         run_dir=str(tmp_path / f"fork-{uuid.uuid4().hex[:6]}"), ledger=str(ledger))
+    config = C.from_dict(
+        json.loads((run.run_dir / R.CONFIG).read_text()),
+        run_dir=str(tmp_path / f"fork-{uuid.uuid4().hex[:6]}"),
+        ledger=str(ledger),
+    )
     fork = fork_run(run.run_dir, config)
     forked = json.loads((fork / R.STATE).read_text())["directory"]
     assert forked["inode"] != recorded["inode"] and forked["path"] == str(fork.resolve())
@@ -507,12 +545,17 @@ def test_the_directory_check_reads_the_inode_and_tolerates_a_renumbered_device(t
     state = json.loads((run.run_dir / R.STATE).read_text())
     recorded = state["directory"]
     # the same path and inode under another device number (a reboot renumbered it): the same run
-    Run(run.run_dir, run.config,
-        dict(state, directory=dict(recorded, device=-1))).check_not_a_copy()
+    Run(
+        run.run_dir, run.config, dict(state, directory=dict(recorded, device=-1))
+    ).check_not_a_copy()
     # another inode at the same path (the directory was replaced by a copy of itself): refused
     with pytest.raises(RunCopyError, match="is a copy of run"):
-        Run(run.run_dir, run.config,
-            dict(state, directory=dict(recorded, inode=recorded["inode"] + 1))).check_not_a_copy()
-    # a run started before the check (no directory recorded): not checked
-    Run(run.run_dir, run.config, {k: v for k, v in state.items() if k != "directory"}
+        Run(
+            run.run_dir,
+            run.config,
+            dict(state, directory=dict(recorded, inode=recorded["inode"] + 1)),
         ).check_not_a_copy()
+    # a run started before the check (no directory recorded): not checked
+    Run(
+        run.run_dir, run.config, {k: v for k, v in state.items() if k != "directory"}
+    ).check_not_a_copy()

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger
+from pate.run import config as C
 from pate.run.pipeline import Pipeline
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -22,8 +22,9 @@ OUTPUTS = ("votes.npy", "labels.npy", "answered.npy")
 
 def load_config(tmp, name, **aggregator):
     """The digits config with the noise seeded (exact noise: these tests compare outputs)."""
-    return C.load(DIGITS, run_dir=str(tmp / name),
-                  overrides={"aggregator": {"noise_seed": 0, **aggregator}})
+    return C.load(
+        DIGITS, run_dir=str(tmp / name), overrides={"aggregator": {"noise_seed": 0, **aggregator}}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +39,21 @@ def full_run(tmp_path_factory):
 def test_every_stage_writes_its_outputs(full_run):
     pipeline, report, _ = full_run
     run_dir = pipeline.run_dir
-    for name in ("config.json", "run.json", "partition.npz", "teachers/metrics.json",
-                 "teachers/predictions.npz", *OUTPUTS, "aggregate.json", "student.pt",
-                 "student_metrics.json", "analysis.json", "report.json", "report.md", "report.html"):
+    for name in (
+        "config.json",
+        "run.json",
+        "partition.npz",
+        "teachers/metrics.json",
+        "teachers/predictions.npz",
+        *OUTPUTS,
+        "aggregate.json",
+        "student.pt",
+        "student_metrics.json",
+        "analysis.json",
+        "report.json",
+        "report.md",
+        "report.html",
+    ):
         assert (run_dir / name).is_file(), name
     for stage in ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report"):
         assert (run_dir / "stages" / f"{stage}.json").is_file()
@@ -60,11 +73,18 @@ def test_reported_epsilon_equals_analysis_recomputed_from_saved_votes(full_run):
     assert report["queries"]["answered"] == int(answered.sum())
     assert not answered[asked:].any()
     a = cfg["aggregator"]
-    kw = dict(threshold=a["threshold"], sigma1=a["sigma1"], sigma2=a["sigma2"],
-              orders=analysis.DEFAULT_ORDERS, answered=answered[:asked])
+    kw = dict(
+        threshold=a["threshold"],
+        sigma1=a["sigma1"],
+        sigma2=a["sigma2"],
+        orders=analysis.DEFAULT_ORDERS,
+        answered=answered[:asked],
+    )
     for dd, key in ((True, "eps_data_dependent"), (False, "eps_data_independent")):
         rdp = analysis.confident_gnmax_rdp(votes[:asked], data_dependent=dd, **kw)
-        eps, _ = analysis.eps_from_rdp(rdp, orders=analysis.DEFAULT_ORDERS, delta=cfg["privacy"]["delta"])
+        eps, _ = analysis.eps_from_rdp(
+            rdp, orders=analysis.DEFAULT_ORDERS, delta=cfg["privacy"]["delta"]
+        )
         assert report["privacy"][key] == pytest.approx(float(eps), rel=1e-12)
     p = report["privacy"]
     assert p["eps_data_dependent"] <= p["eps_data_independent"] <= p["eps_guarantee"] + 1e-12
@@ -91,16 +111,22 @@ def test_resume_after_a_crash_between_stages_gives_identical_outputs(full_run, t
     assert not (partial.run_dir / "labels.npy").exists()
     with pytest.raises(ConfigError, match="--resume"):
         Pipeline(load_config(tmp_path, "resumed"), progress=False, ledger_path=ledger)
-    resumed = Pipeline(load_config(tmp_path, "resumed"), resume=True, progress=False, ledger_path=ledger)
+    resumed = Pipeline(
+        load_config(tmp_path, "resumed"), resume=True, progress=False, ledger_path=ledger
+    )
     again = resumed.run()
     for name in OUTPUTS:
-        np.testing.assert_array_equal(np.load(first.run_dir / name), np.load(resumed.run_dir / name))
+        np.testing.assert_array_equal(
+            np.load(first.run_dir / name), np.load(resumed.run_dir / name)
+        )
     for key in ("eps_data_independent", "eps_data_dependent", "eps_sanitized", "eps_guarantee"):
         assert again["privacy"][key] == report["privacy"][key]
     assert again["utility"]["student_accuracy"] == report["utility"]["student_accuracy"]
 
 
-def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once(tmp_path, monkeypatch):
+def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once(
+    tmp_path, monkeypatch
+):
     from pate import ledger as ledger_module
 
     ledger_path = tmp_path / "ledger.sqlite3"
@@ -112,8 +138,9 @@ def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once
 
     monkeypatch.setattr(ledger_module.Reservation, "commit", crash)
     with pytest.raises(KeyboardInterrupt):
-        Pipeline(load_config(tmp_path, "crash"), resume=True, progress=False,
-                 ledger_path=ledger_path).run(until="aggregate")
+        Pipeline(
+            load_config(tmp_path, "crash"), resume=True, progress=False, ledger_path=ledger_path
+        ).run(until="aggregate")
     monkeypatch.undo()
     # Nothing uncharged reaches labels.npy; the drawn answers wait in the pending file.
     assert not (pipeline.run_dir / "labels.npy").exists()
@@ -125,8 +152,9 @@ def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once
     # The student refuses to train on them: the aggregate stage is not done.
     assert main(["train-student", "--run-dir", str(pipeline.run_dir), "--no-progress"]) != 0
     for _ in range(2):  # resuming twice never charges twice, and never redraws the answers
-        Pipeline(load_config(tmp_path, "crash"), resume=True, progress=False,
-                 ledger_path=ledger_path).run(until="aggregate")
+        Pipeline(
+            load_config(tmp_path, "crash"), resume=True, progress=False, ledger_path=ledger_path
+        ).run(until="aggregate")
     labels = np.load(pipeline.run_dir / "labels.npy")
     np.testing.assert_array_equal(labels, pending)
     assert not (pipeline.run_dir / "aggregate.pending.npz").exists()
@@ -136,20 +164,38 @@ def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once
     assert events[0].event.answered == int((labels >= 0).sum())
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace("[student]", "[student]\nbogus = 1"), "unknown key(s) bogus in [student]"),
-    (lambda t: t.replace("[run]", "[runn]\n[run]"), "unknown table(s) [runn]"),
-    (lambda t: t.replace("num_teachers = 10", "num_teachers = \"ten\""), "[partition] num_teachers must be an integer"),
-    (lambda t: t.replace("delta = 1e-5", ""), "[privacy] delta is required"),
-    (lambda t: t.replace("sigma2 = 2.0", "sigma2 = -1.5"), "sigma2 must be > 0"),
-    (lambda t: t.replace("release_beta = 0.1", "release_beta = 0.3"), "release_order (3.0) must be < 1/(2 release_beta)"),
-    (lambda t: t.replace("epochs = 40", "epochs = 0"), "epochs must be >= 1"),
-    (lambda t: t.replace("method = \"fixmatch\"", "method = \"magic\""), "method"),
-    (lambda t: t.replace("mechanism = \"confident-gnmax\"", "mechanism = \"gnmax\""), "needs sigma"),
-    (lambda t: t.replace("queries = 400", "queries = 100000"), "exceeds the 597 public items"),
-    (lambda t: t.replace("num_teachers = 10", "num_teachers = 5000"), "exceeds the 1000 private records"),
-    (lambda t: t + "\n[data]\nname = \"x\"\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda t: t.replace("[student]", "[student]\nbogus = 1"),
+            "unknown key(s) bogus in [student]",
+        ),
+        (lambda t: t.replace("[run]", "[runn]\n[run]"), "unknown table(s) [runn]"),
+        (
+            lambda t: t.replace("num_teachers = 10", 'num_teachers = "ten"'),
+            "[partition] num_teachers must be an integer",
+        ),
+        (lambda t: t.replace("delta = 1e-5", ""), "[privacy] delta is required"),
+        (lambda t: t.replace("sigma2 = 2.0", "sigma2 = -1.5"), "sigma2 must be > 0"),
+        (
+            lambda t: t.replace("release_beta = 0.1", "release_beta = 0.3"),
+            "release_order (3.0) must be < 1/(2 release_beta)",
+        ),
+        (lambda t: t.replace("epochs = 40", "epochs = 0"), "epochs must be >= 1"),
+        (lambda t: t.replace('method = "fixmatch"', 'method = "magic"'), "method"),
+        (
+            lambda t: t.replace('mechanism = "confident-gnmax"', 'mechanism = "gnmax"'),
+            "needs sigma",
+        ),
+        (lambda t: t.replace("queries = 400", "queries = 100000"), "exceeds the 597 public items"),
+        (
+            lambda t: t.replace("num_teachers = 10", "num_teachers = 5000"),
+            "exceeds the 1000 private records",
+        ),
+        (lambda t: t + '\n[data]\nname = "x"\n', "not valid TOML"),
+    ],
+)
 def test_bad_config_is_a_clear_error_and_writes_nothing(tmp_path, capsys, edit, message):
     config = tmp_path / "bad.toml"
     config.write_text(edit(DIGITS.read_text()))
@@ -176,7 +222,9 @@ def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
     config.write_text(DIGITS.read_text().replace("seed = 0", "secure = true"))
     pipeline = Pipeline(C.load(config, run_dir=str(tmp_path / "run")), progress=False)
     streams = pipeline.ctx.noise_streams()
-    assert isinstance(streams.noise, SecureGenerator) and isinstance(streams.release, SecureGenerator)
+    assert isinstance(streams.noise, SecureGenerator) and isinstance(
+        streams.release, SecureGenerator
+    )
     assert not (tmp_path / "run").exists()  # creating the pipeline writes nothing
     shipped = Pipeline(C.load(DIGITS, run_dir=str(tmp_path / "shipped")), progress=False)
     assert isinstance(shipped.ctx.noise_streams().noise, SecureGenerator)  # [run] seed = 0 or not
@@ -196,15 +244,20 @@ def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
     finite = orders < 1 / (2 * beta)
     assert np.all(np.isfinite(plan["rdp"][finite])) and np.all(np.isinf(plan["rdp"][~finite]))
     at = int(np.argmin(np.abs(orders - order)))
-    assert plan["rdp"][at] == analysis.gnss_rdp(beta=beta, sigma_ss=fmnist["privacy"]["release_sigma_ss"],
-                                                order=orders[at])
+    assert plan["rdp"][at] == analysis.gnss_rdp(
+        beta=beta, sigma_ss=fmnist["privacy"]["release_sigma_ss"], order=orders[at]
+    )
     digits = C.load(DIGITS)
     assert release_plan(digits, num_teachers=10, num_classes=10, orders=orders)["release"]
     digits["aggregator"]["sigma2"] = 1.5  # with 10 classes, C5/C6 fail at order 3
     plan = release_plan(digits, num_teachers=10, num_classes=10, orders=orders)
     assert not plan["release"] and "C5/C6" in plan["fallback"]
-    lnmax = dict(digits, aggregator={"mechanism": "lnmax", "scale": 2.0, "budget_basis": "data-independent"})
-    assert "LNMax" in release_plan(lnmax, num_teachers=10, num_classes=10, orders=orders)["fallback"]
+    lnmax = dict(
+        digits, aggregator={"mechanism": "lnmax", "scale": 2.0, "budget_basis": "data-independent"}
+    )
+    assert (
+        "LNMax" in release_plan(lnmax, num_teachers=10, num_classes=10, orders=orders)["fallback"]
+    )
     digits = C.load(DIGITS)
     digits["privacy"]["release"] = False  # switched off: no release, nothing charged for one
     plan = release_plan(digits, num_teachers=10, num_classes=10, orders=orders)
@@ -228,11 +281,17 @@ def test_the_planned_release_fits_the_budget_and_is_charged_with_the_answers(ful
 def test_a_release_that_would_take_over_half_the_budget_is_skipped(tmp_path):
     config = tmp_path / "small.toml"
     config.write_text(DIGITS.read_text().replace("budget_eps = 1000.0", "budget_eps = 6.0"))
-    pipeline = Pipeline(C.load(config, run_dir=str(tmp_path / "run")), progress=False,
-                        ledger_path=tmp_path / "ledger.sqlite3")
+    pipeline = Pipeline(
+        C.load(config, run_dir=str(tmp_path / "run")),
+        progress=False,
+        ledger_path=tmp_path / "ledger.sqlite3",
+    )
     pipeline.run(until="aggregate")
     summary = json.loads((pipeline.run_dir / "aggregate.json").read_text())
-    assert summary["release"] is None and "more than half of the budget" in summary["release_plan"]["fallback"]
+    assert (
+        summary["release"] is None
+        and "more than half of the budget" in summary["release_plan"]["fallback"]
+    )
     # one event per ledger round (a budget-limited run may take several), no release
     assert {e["mechanism"] for e in summary["events"]} == {"confident-gnmax"}
     assert len(summary["events"]) == summary["rounds"]
@@ -268,8 +327,10 @@ def test_fork_run_reuses_the_votes_and_finishes_with_other_settings(full_run, tm
 
 def _snapshot(folder: pathlib.Path) -> dict:
     """Every file under ``folder``: its bytes and modification time (the folders too)."""
-    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _fork_config(pipeline, run_dir) -> dict:
@@ -289,8 +350,11 @@ def test_fork_never_deletes_what_it_did_not_create(full_run, tmp_path):
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match=r"kept exists and is a folder that is not empty.*"
-                                          r"pick a new directory, or remove it yourself"):
+    with pytest.raises(
+        ConfigError,
+        match=r"kept exists and is a folder that is not empty.*"
+        r"pick a new directory, or remove it yourself",
+    ):
         fork_run(source, _fork_config(pipeline, kept))
     assert (kept / "notes.txt").read_text() == "mine" and len(list(kept.iterdir())) == 1
     # a file
@@ -312,7 +376,9 @@ def test_fork_never_deletes_what_it_did_not_create(full_run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "kept"]  # no staging folder left
 
 
-def test_fork_into_an_empty_folder_and_a_failed_fork_leaves_nothing(full_run, tmp_path, monkeypatch):
+def test_fork_into_an_empty_folder_and_a_failed_fork_leaves_nothing(
+    full_run, tmp_path, monkeypatch
+):
     import shutil
 
     from pate.run.pipeline import fork_run

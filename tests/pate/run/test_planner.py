@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import pate
+from pate.cli import main
 from pate.run import config as C
 from pate.run import planner as P
-from pate.cli import main
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = P.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
@@ -28,9 +28,12 @@ FMNIST = P.Facts(private_records=60000, classes=10, public_items=9000, input_sha
 def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=False) -> dict:
     """A config as pate.fit builds it (names never read: the plan takes Facts)."""
     target = aggregator.get("target_eps")
-    out = {"run": {"name": "t", "smoke_test": smoke}, "data": {"name": "npz:/nonexistent.npz"},
-           "aggregator": dict(aggregator),
-           "privacy": {"delta": 1e-5, "budget_eps": budget or target or 1.0, "release": release}}
+    out = {
+        "run": {"name": "t", "smoke_test": smoke},
+        "data": {"name": "npz:/nonexistent.npz"},
+        "aggregator": dict(aggregator),
+        "privacy": {"delta": 1e-5, "budget_eps": budget or target or 1.0, "release": release},
+    }
     if teachers is not None:
         out["partition"] = {"num_teachers": teachers}
     return C.normalize(out)
@@ -42,11 +45,22 @@ def plan(aggregator, facts, *, wording="python", **kw):
 
 # --------------------------------------------------------------------------- refusals
 
+
 def test_drowning_calibrated_noise_is_refused_naming_target_eps():
     """Issue #31: 20 teachers, 500 queries, eps 2 calibrated sigma2 = 80, sigma1 = 301 and ran."""
     with pytest.raises(P.PlanError) as caught:
-        plan({"mechanism": "confident-gnmax", "threshold": 16.0, "sigma1": "auto",
-              "sigma2": "auto", "target_eps": 2.0, "queries": 500}, DIGITS, teachers=20)
+        plan(
+            {
+                "mechanism": "confident-gnmax",
+                "threshold": 16.0,
+                "sigma1": "auto",
+                "sigma2": "auto",
+                "target_eps": 2.0,
+                "queries": 500,
+            },
+            DIGITS,
+            teachers=20,
+        )
     err = caught.value
     assert err.setting == "target_eps=" and "drowns the votes" in str(err)
     assert "sigma2/teachers = 4" in str(err)  # 80 / 20
@@ -63,16 +77,26 @@ def test_drowning_fixed_noise_is_refused_naming_the_parameter():
 
 
 def test_a_coin_flip_threshold_check_is_refused():
-    with pytest.raises(P.PlanError, match=r"sigma1/teachers = 3: the check is a coin flip") as caught:
-        plan({"mechanism": "confident-gnmax", "threshold": 40.0, "sigma1": 150.0, "sigma2": 10.0},
-             DIGITS, teachers=50, budget=100.0)
+    with pytest.raises(
+        P.PlanError, match=r"sigma1/teachers = 3: the check is a coin flip"
+    ) as caught:
+        plan(
+            {"mechanism": "confident-gnmax", "threshold": 40.0, "sigma1": 150.0, "sigma2": 10.0},
+            DIGITS,
+            teachers=50,
+            budget=100.0,
+        )
     assert caught.value.setting == "sigma1=" and "sigma1=30" in caught.value.fix
 
 
 def test_tiny_shards_are_refused_naming_num_teachers():
-    with pytest.raises(P.PlanError, match=r"2.5 private records per teacher \(0.25 per class") as caught:
+    with pytest.raises(
+        P.PlanError, match=r"2.5 private records per teacher \(0.25 per class"
+    ) as caught:
         plan({"mechanism": "gnmax", "sigma": 40.0}, DIGITS, teachers=400, budget=100.0)
-    assert caught.value.setting == "num_teachers=" and "num_teachers=50 or fewer" in caught.value.fix
+    assert (
+        caught.value.setting == "num_teachers=" and "num_teachers=50 or fewer" in caught.value.fix
+    )
 
 
 def test_more_teachers_than_records_is_refused_by_the_planner():
@@ -83,8 +107,18 @@ def test_more_teachers_than_records_is_refused_by_the_planner():
 def test_too_few_answers_for_the_classes_is_refused_naming_the_budget():
     # the main job's noise, but a budget that buys almost nothing
     with pytest.raises(P.PlanError) as caught:
-        plan({"mechanism": "confident-gnmax", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
-              "queries": 9000}, FMNIST, teachers=250, budget=0.3)
+        plan(
+            {
+                "mechanism": "confident-gnmax",
+                "threshold": 200.0,
+                "sigma1": 150.0,
+                "sigma2": 40.0,
+                "queries": 9000,
+            },
+            FMNIST,
+            teachers=250,
+            budget=0.3,
+        )
     err = caught.value
     assert err.setting == "budget_eps=" and "fewer than 10 per class for 10 classes" in str(err)
     assert "budget_eps=" in err.fix and "class-means" in err.fix
@@ -92,26 +126,40 @@ def test_too_few_answers_for_the_classes_is_refused_naming_the_budget():
 
 def test_too_few_queries_asked_is_refused_naming_queries():
     with pytest.raises(P.PlanError, match="queries=30 asks for fewer labels") as caught:
-        plan({"mechanism": "gnmax", "sigma": "auto", "target_eps": 20.0, "queries": 30}, DIGITS,
-             teachers=10)
+        plan(
+            {"mechanism": "gnmax", "sigma": "auto", "target_eps": 20.0, "queries": 30},
+            DIGITS,
+            teachers=10,
+        )
     assert caught.value.setting == "queries=" and "queries= >= 100" in caught.value.fix
 
 
 def test_a_smoke_test_gets_warnings_instead_of_refusals():
-    _, got = plan({"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0, smoke=True)
+    _, got = plan(
+        {"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0, smoke=True
+    )
     assert not got.usable and any("smoke test, not refused" in w for w in got.warnings)
 
 
 def test_the_config_wording_names_toml_keys():
     with pytest.raises(P.PlanError) as caught:
-        plan({"mechanism": "gnmax", "sigma": 40.0}, DIGITS, teachers=400, budget=100.0,
-             wording="config")
+        plan(
+            {"mechanism": "gnmax", "sigma": 40.0},
+            DIGITS,
+            teachers=400,
+            budget=100.0,
+            wording="config",
+        )
     assert caught.value.setting == "[partition] num_teachers"
     assert "[partition] num_teachers = 50 or fewer" in caught.value.fix
     with pytest.raises(P.PlanError) as caught:
-        plan({"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0,
-             wording="config")
-    assert "[aggregator] sigma = 81" in str(caught.value) and "[aggregator] sigma = 2" in caught.value.fix
+        plan(
+            {"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0, wording="config"
+        )
+    assert (
+        "[aggregator] sigma = 81" in str(caught.value)
+        and "[aggregator] sigma = 2" in caught.value.fix
+    )
 
 
 # --------------------------------------------------------------------------- filled in
@@ -119,8 +167,9 @@ def test_the_config_wording_names_toml_keys():
 AUTO = {"mechanism": "gnmax", "sigma": "auto", "target_eps": 2.0}
 
 
-@pytest.mark.parametrize("facts, eps", [(DIGITS, 8.0), (TABLE, 2.0), (TABLE, 8.0), (FMNIST, 4.0),
-                                        (BREAST, 4.0)])
+@pytest.mark.parametrize(
+    "facts, eps", [(DIGITS, 8.0), (TABLE, 2.0), (TABLE, 8.0), (FMNIST, 4.0), (BREAST, 4.0)]
+)
 def test_defaults_fit_the_data_and_the_budget(facts, eps):
     config, got = plan(dict(AUTO, target_eps=eps), facts)
     assert got.mechanism == "gnmax" and config["aggregator"]["mechanism"] == "gnmax"
@@ -169,9 +218,13 @@ def test_the_plan_needs_counts_and_shapes_only(monkeypatch):
 
 
 def test_every_shipped_config_plans():
-    facts = {"fashion-mnist": FMNIST, "mnist": FMNIST,
-             "digits": P.Facts(private_records=1000, classes=10, public_items=597,
-                               input_shape=(1, 8, 8))}
+    facts = {
+        "fashion-mnist": FMNIST,
+        "mnist": FMNIST,
+        "digits": P.Facts(
+            private_records=1000, classes=10, public_items=597, input_shape=(1, 8, 8)
+        ),
+    }
     own = P.Facts(private_records=20000, classes=5, public_items=4000, input_shape=(20,))
     for path in sorted((REPO / "pate" / "configs").glob("*.toml")):
         config = C.normalize(tomllib.loads(path.read_text()))
@@ -185,8 +238,10 @@ def test_every_shipped_config_plans():
 
 
 def test_a_left_out_confident_gnmax_threshold_is_0_8_teachers():
-    config, got = plan({"mechanism": "confident-gnmax", "sigma1": "auto", "sigma2": "auto",
-                        "target_eps": 4.0}, TABLE)
+    config, got = plan(
+        {"mechanism": "confident-gnmax", "sigma1": "auto", "sigma2": "auto", "target_eps": 4.0},
+        TABLE,
+    )
     assert config["aggregator"]["threshold"] == pytest.approx(0.8 * got.num_teachers)
     assert got.filled["threshold"]["value"] == pytest.approx(0.8 * got.num_teachers)
     assert got.relative_noise["sigma2/teachers"] <= P.TARGET_NOISE + 1e-9
@@ -199,6 +254,7 @@ def test_the_fashion_mnist_facts_give_the_main_jobs_teachers():
 
 
 # --------------------------------------------------------------------------- end to end
+
 
 def _digits_toml(tmp_path, partition: str) -> pathlib.Path:
     text = (REPO / "pate/configs/digits.toml").read_text()
@@ -224,8 +280,20 @@ def test_pate_plan_and_pate_run_refuse_in_toml_wording_before_any_work(tmp_path,
     err = capsys.readouterr().err
     assert "[partition] num_teachers = 50 or fewer" in err
     ledger = tmp_path / "ledger.sqlite3"
-    assert main(["run", "--config", str(config), "--ledger", str(ledger),
-                 "--run-dir", str(tmp_path / "run")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--ledger",
+                str(ledger),
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     assert "shards too small to learn" in capsys.readouterr().err
     assert not (tmp_path / "run").exists() and not ledger.exists()
 
@@ -247,39 +315,69 @@ def test_pate_plan_fills_an_auto_config(tmp_path, capsys):
 def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path, digits):
     flat = lambda s: s.x.reshape(len(s.x), -1)  # noqa: E731
     with pytest.raises(pate.PlanError) as caught:
-        pate.fit((flat(digits.private), digits.private.y), flat(digits.public),
-                 evaluation=(flat(digits.evaluation), digits.evaluation.y), target_eps=2.0,
-                 mechanism="gnmax", run_dir=tmp_path / "run", ledger=tmp_path / "ledger.sqlite3")
+        pate.fit(
+            (flat(digits.private), digits.private.y),
+            flat(digits.public),
+            evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            target_eps=2.0,
+            mechanism="gnmax",
+            run_dir=tmp_path / "run",
+            ledger=tmp_path / "ledger.sqlite3",
+        )
     assert caught.value.setting == "target_eps=" and "target_eps=" in caught.value.fix
     assert not (tmp_path / "run").exists() and not (tmp_path / "ledger.sqlite3").exists()
     with pytest.raises(pate.PlanError, match="num_teachers=50 or fewer"):  # set, not left open
-        pate.fit((flat(digits.private), digits.private.y), flat(digits.public),
-                 evaluation=(flat(digits.evaluation), digits.evaluation.y), num_teachers=400,
-                 target_eps=8.0, run_dir=tmp_path / "run2", ledger=tmp_path / "ledger2.sqlite3")
+        pate.fit(
+            (flat(digits.private), digits.private.y),
+            flat(digits.public),
+            evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            num_teachers=400,
+            target_eps=8.0,
+            run_dir=tmp_path / "run2",
+            ledger=tmp_path / "ledger2.sqlite3",
+        )
     assert not (tmp_path / "run2").exists() and not (tmp_path / "ledger2.sqlite3").exists()
     with pytest.raises(pate.PlanError, match="num_teachers=50 or fewer"):
-        pate.plan((flat(digits.private), digits.private.y), flat(digits.public),
-                  evaluation=(flat(digits.evaluation), digits.evaluation.y), num_teachers=400,
-                  target_eps=8.0, ledger=False)
+        pate.plan(
+            (flat(digits.private), digits.private.y),
+            flat(digits.public),
+            evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            num_teachers=400,
+            target_eps=8.0,
+            ledger=False,
+        )
 
 
 def test_pate_fit_with_only_a_target_runs_the_plan_and_stores_it(tmp_path):
     from sklearn.linear_model import LogisticRegression
 
-    got = pate.plan("digits", teacher=LogisticRegression(max_iter=300), target_eps=8.0,
-                    ledger=tmp_path / "ledger.sqlite3")
+    got = pate.plan(
+        "digits",
+        teacher=LogisticRegression(max_iter=300),
+        target_eps=8.0,
+        ledger=tmp_path / "ledger.sqlite3",
+    )
     assert got.num_teachers == 50 and got.remaining_eps is None  # no ledger file yet
-    result = pate.fit("digits", teacher=LogisticRegression(max_iter=300),
-                      student=LogisticRegression(max_iter=500), target_eps=8.0,
-                      ledger=tmp_path / "ledger.sqlite3", run_dir=tmp_path / "run")
+    result = pate.fit(
+        "digits",
+        teacher=LogisticRegression(max_iter=300),
+        student=LogisticRegression(max_iter=500),
+        target_eps=8.0,
+        ledger=tmp_path / "ledger.sqlite3",
+        run_dir=tmp_path / "run",
+    )
     stored = json.loads((result.run_dir / "plan.json").read_text())
     assert stored["num_teachers"] == 50 and stored["queries"] == got.queries
     assert set(stored["filled"]) >= {"mechanism", "num_teachers", "queries"}
     assert result.epsilon <= 8.0 and int(result.answered_mask.sum()) <= got.queries
-    again = pate.plan("digits", teacher=LogisticRegression(max_iter=300), target_eps=8.0,
-                      ledger=tmp_path / "ledger.sqlite3")
+    again = pate.plan(
+        "digits",
+        teacher=LogisticRegression(max_iter=300),
+        target_eps=8.0,
+        ledger=tmp_path / "ledger.sqlite3",
+    )
     assert again.remaining_eps == pytest.approx(8.0 - result.epsilon, abs=1e-6)
-    assert np.all(result.labels[got.queries:] == -1)
+    assert np.all(result.labels[got.queries :] == -1)
 
 
 def test_auto_with_no_teachers_asked_for_is_one_class_means_release():
@@ -354,14 +452,29 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert config["knn"]["features"] == "quadratic"
 
 
-@pytest.mark.parametrize("knn, mechanism, student, match", [
-    ({"features": "kernel", "rule": "qda"}, "class-means", {},
-     "rule = \"qda\" reads each class's covariance"),
-    ({"features": "quadratic", "dims": 30}, "class-means", {},
-     "features = \"quadratic\" keeps every column"),
-    ({"features": "quadratic"}, "class-means", {"targets": "soft", "combine_with_rule": True},
-     "\"qda\" rule is quadratic: remove combine_with_rule"),
-])
+@pytest.mark.parametrize(
+    "knn, mechanism, student, match",
+    [
+        (
+            {"features": "kernel", "rule": "qda"},
+            "class-means",
+            {},
+            'rule = "qda" reads each class\'s covariance',
+        ),
+        (
+            {"features": "quadratic", "dims": 30},
+            "class-means",
+            {},
+            'features = "quadratic" keeps every column',
+        ),
+        (
+            {"features": "quadratic"},
+            "class-means",
+            {"targets": "soft", "combine_with_rule": True},
+            '"qda" rule is quadratic: remove combine_with_rule',
+        ),
+    ],
+)
 def test_quadratic_settings_that_cannot_work_are_refused(knn, mechanism, student, match):
     bad = raw({"mechanism": mechanism, "sigma": 1.0, "queries": 10})
     bad["knn"] = knn
@@ -374,7 +487,7 @@ def test_kernel_features_are_refused_for_a_neighbour_search():
     bad = raw({"mechanism": "private-knn", "sigma": 1.0, "k": 20, "queries": 10})
     for features in ("kernel", "quadratic"):
         bad["knn"] = {"features": features}
-        with pytest.raises(pate.ConfigError, match=f"features = \"{features}\" is the class-means"):
+        with pytest.raises(pate.ConfigError, match=f'features = "{features}" is the class-means'):
             C.validate(bad, source="test")
 
 
@@ -384,11 +497,28 @@ def test_kernel_features_are_refused_for_a_neighbour_search():
 def test_fixed_confident_noise_with_the_threshold_left_out_plans():
     """Confident GNMax with its noise given and no threshold: the threshold is filled in (0.8 x
     teachers), not calibrated -- planning used to crash with a TypeError here."""
-    config, got = plan({"mechanism": "confident-gnmax", "sigma1": 150.0, "sigma2": 40.0},
-                       FMNIST, teachers=250, budget=4.0)
+    config, got = plan(
+        {"mechanism": "confident-gnmax", "sigma1": 150.0, "sigma2": 40.0},
+        FMNIST,
+        teachers=250,
+        budget=4.0,
+    )
     assert config["aggregator"]["threshold"] == got.noise["threshold"] == 200.0
     assert got.noise["sigma1"] == 150.0 and got.noise["sigma2"] == 40.0
     assert 0 < got.answers < FMNIST.public_items and got.guarantee_eps <= 4.0
-    assert P.needs_plan(C.normalize({**raw({"mechanism": "confident-gnmax", "sigma1": 150.0,
-                                             "sigma2": 40.0, "threshold": "auto"},
-                                            teachers=250, budget=4.0)}))
+    assert P.needs_plan(
+        C.normalize(
+            {
+                **raw(
+                    {
+                        "mechanism": "confident-gnmax",
+                        "sigma1": 150.0,
+                        "sigma2": 40.0,
+                        "threshold": "auto",
+                    },
+                    teachers=250,
+                    budget=4.0,
+                )
+            }
+        )
+    )

@@ -17,11 +17,11 @@ import sys
 import numpy as np
 import pytest
 
-from pate.run import config as C
-from pate.run import stages
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger, dataset_identity
+from pate.run import config as C
+from pate.run import stages
 from pate.run.pipeline import Pipeline, fork_run
 from pate.run.rundir import Run
 
@@ -43,8 +43,9 @@ def forked(base, tmp_path, name, *, ledger, privacy=None, aggregator=None):
     raw = json.loads(json.dumps(base.config))
     raw["privacy"].update(privacy or {})
     raw["aggregator"].update(aggregator or {})
-    config = C.from_dict(raw, run_dir=str(tmp_path / name),
-                         ledger=False if ledger is None else str(ledger))
+    config = C.from_dict(
+        raw, run_dir=str(tmp_path / name), ledger=False if ledger is None else str(ledger)
+    )
     return fork_run(base.run_dir, config)
 
 
@@ -64,11 +65,13 @@ def spent(ledger_path) -> float:
 
 # ---------------------------------------------------------------- 1. every path charges the ledger
 
+
 def test_pate_aggregate_after_an_exhausted_budget_is_refused(base, tmp_path, capsys):
     ledger = tmp_path / "ledger.sqlite3"
     first = forked(base, tmp_path, "first", ledger=ledger, privacy={"budget_eps": 30.0})
-    Pipeline(C.from_dict(json.loads((first / "config.json").read_text())), resume=True,
-             progress=False).run(until="aggregate")
+    Pipeline(
+        C.from_dict(json.loads((first / "config.json").read_text())), resume=True, progress=False
+    ).run(until="aggregate")
     before = spent(ledger)
     assert 0 < before <= 30.0
     second = forked(base, tmp_path, "second", ledger=ledger, privacy={"budget_eps": 30.0})
@@ -93,18 +96,30 @@ def test_stage_commands_charge_the_same_ledger_as_pate_run(base, tmp_path, capsy
 
 # ---------------------------------------------------------------- 2. one dataset, one identity
 
+
 def _npz(path, x, y, data):
-    np.savez(path, x_private=x, y_private=y, x_public=data.public.x, y_public=data.public.y,
-             x_evaluation=data.evaluation.x, y_evaluation=data.evaluation.y)
+    np.savez(
+        path,
+        x_private=x,
+        y_private=y,
+        x_public=data.public.x,
+        y_public=data.public.y,
+        x_evaluation=data.evaluation.x,
+        y_evaluation=data.evaluation.y,
+    )
     return f"npz:{path}"
 
 
 def _preflight(tmp_path, small_digits, name, source, ledger, **privacy):
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in privacy.items())
-    config_path = small_digits(tmp_path, name=f"{name}.toml",
-                               replace=(('name = "digits"\n\n[partition]',
-                                         f'name = "{source}"\n\n[partition]'),
-                                        ("[privacy]\n", "[privacy]\n" + extra)))
+    config_path = small_digits(
+        tmp_path,
+        name=f"{name}.toml",
+        replace=(
+            ('name = "digits"\n\n[partition]', f'name = "{source}"\n\n[partition]'),
+            ("[privacy]\n", "[privacy]\n" + extra),
+        ),
+    )
     config = C.load(config_path, run_dir=str(tmp_path / name), ledger=str(ledger))
     run = Run.create(config, progress=False)
     stages.preflight(run)
@@ -112,12 +127,15 @@ def _preflight(tmp_path, small_digits, name, source, ledger, **privacy):
 
 
 def test_the_same_records_get_one_budget_whatever_their_order_file_name_or_cwd(
-        tmp_path, small_digits, digits, monkeypatch, capsys):
+    tmp_path, small_digits, digits, monkeypatch, capsys
+):
     ledger = tmp_path / "ledger.sqlite3"
     x, y = digits.private.x, digits.private.y
     order = np.random.default_rng(1).permutation(len(y))
-    sources = [_npz(tmp_path / "a.npz", x, y, digits),
-               _npz(tmp_path / "shuffled.npz", x[order], y[order], digits)]
+    sources = [
+        _npz(tmp_path / "a.npz", x, y, digits),
+        _npz(tmp_path / "shuffled.npz", x[order], y[order], digits),
+    ]
     (tmp_path / "elsewhere").mkdir()
     for i, source in enumerate(sources * 2):
         if i >= 2:
@@ -159,8 +177,9 @@ def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits,
 
     ledger = tmp_path / "ledger.sqlite3"
     x, y = digits.private.x, digits.private.y
-    run = _preflight(tmp_path, small_digits, "subset", _npz(tmp_path / "a.npz", x[:-1], y[:-1], digits),
-                     ledger)
+    run = _preflight(
+        tmp_path, small_digits, "subset", _npz(tmp_path / "a.npz", x[:-1], y[:-1], digits), ledger
+    )
     subset = dataset_identity(x[:-1], y[:-1]).digest
     orders = C.orders(run.config)
     with Ledger(ledger) as led:  # an earlier run spent eps ~900 of the subset's 1000
@@ -196,14 +215,18 @@ def _event(orders, rdp):
 
 # ---------------------------------------------------------------- 3. the budget has one authority
 
+
 def test_a_config_budget_that_differs_from_the_ledger_s_is_refused_before_anything(
-        base, tmp_path, small_digits, capsys):
+    base, tmp_path, small_digits, capsys
+):
     ledger = tmp_path / "ledger.sqlite3"
     run_dir = forked(base, tmp_path, "spent", ledger=ledger)  # registers budget 1000
-    Pipeline(C.from_dict(json.loads((run_dir / "config.json").read_text())), resume=True,
-             progress=False).run(until="aggregate")
-    config = small_digits(tmp_path, name="other-budget.toml",
-                          replace=(("budget_eps = 1000.0", "budget_eps = 120.0"),))
+    Pipeline(
+        C.from_dict(json.loads((run_dir / "config.json").read_text())), resume=True, progress=False
+    ).run(until="aggregate")
+    config = small_digits(
+        tmp_path, name="other-budget.toml", replace=(("budget_eps = 1000.0", "budget_eps = 120.0"),)
+    )
     target = tmp_path / "new-run"
     rc = main(["run", "--config", str(config), "--run-dir", str(target), "--ledger", str(ledger)])
     err = capsys.readouterr().err
@@ -212,8 +235,23 @@ def test_a_config_budget_that_differs_from_the_ledger_s_is_refused_before_anythi
     assert not target.exists()
     # raising the ledger's budget is possible, recorded, and then the config agrees
     digest = dataset_identity(base.data.private.x, base.data.private.y).digest
-    assert main(["budget", "set", "--dataset", digest, "--eps", "1200", "--delta", "1e-5",
-                 "--ledger", str(ledger)]) == 0
+    assert (
+        main(
+            [
+                "budget",
+                "set",
+                "--dataset",
+                digest,
+                "--eps",
+                "1200",
+                "--delta",
+                "1e-5",
+                "--ledger",
+                str(ledger),
+            ]
+        )
+        == 0
+    )
     with Ledger(ledger) as led:
         changes = led.budget_changes(digest)
     assert [c["change"] for c in changes] == ["initial", "raised"] and changes[1]["spent_eps"] > 0
@@ -221,11 +259,15 @@ def test_a_config_budget_that_differs_from_the_ledger_s_is_refused_before_anythi
 
 def _snapshot(folder: pathlib.Path) -> dict:
     """Every file and folder under ``folder``: bytes (files) and modification time."""
-    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
 
 
-@pytest.mark.parametrize("flags", [["--budget-eps", "1000"], ["--budget-eps", "999", "--queries", "30"]])
+@pytest.mark.parametrize(
+    "flags", [["--budget-eps", "1000"], ["--budget-eps", "999", "--queries", "30"]]
+)
 def test_a_refused_stage_command_changes_no_file_of_the_run(base, tmp_path, capsys, flags):
     """A stage command whose flags the ledger refuses (another budget for the dataset) leaves
     the run directory exactly as it was (main rewrote config.json and run.json first)."""
@@ -247,34 +289,51 @@ def test_a_refused_stage_command_changes_no_file_of_the_run(base, tmp_path, caps
 
 # ---------------------------------------------------------------- 4. charge before release
 
+
 def test_tight_conversion_never_leaves_uncharged_labels(base, tmp_path):
     ledger = tmp_path / "ledger.sqlite3"
-    run_dir = forked(base, tmp_path, "tight", ledger=ledger,
-                     privacy={"budget_eps": 25.0, "conversion": "tight"})
-    Pipeline(C.from_dict(json.loads((run_dir / "config.json").read_text())), resume=True,
-             progress=False).run(until="aggregate")
+    run_dir = forked(
+        base, tmp_path, "tight", ledger=ledger, privacy={"budget_eps": 25.0, "conversion": "tight"}
+    )
+    Pipeline(
+        C.from_dict(json.loads((run_dir / "config.json").read_text())), resume=True, progress=False
+    ).run(until="aggregate")
     labels = np.load(run_dir / "labels.npy")
     assert charged_answers(ledger, run_dir) == int((labels >= 0).sum()) > 0
-    with Ledger(ledger) as led:  # the ledger judges this budget with the conversion the run stops on
+    with Ledger(
+        ledger
+    ) as led:  # the ledger judges this budget with the conversion the run stops on
         (dataset,) = led.datasets()
         assert led.budget(dataset["digest"]).conversion == "tight"
     assert spent(ledger) <= 25.0
     # a run that would judge the same budget with the classic conversion is refused up front
     other = forked(base, tmp_path, "classic", ledger=ledger, privacy={"budget_eps": 25.0})
     with pytest.raises(ConfigError, match="conversion"):
-        Pipeline(C.from_dict(json.loads((other / "config.json").read_text())), resume=True,
-                 progress=False).run(until="aggregate")
+        Pipeline(
+            C.from_dict(json.loads((other / "config.json").read_text())),
+            resume=True,
+            progress=False,
+        ).run(until="aggregate")
     assert not (other / "labels.npy").exists()
 
 
 def test_two_concurrent_runs_never_leave_uncharged_labels(base, tmp_path):
     ledger = tmp_path / "ledger.sqlite3"
-    runs = [forked(base, tmp_path, f"concurrent{i}", ledger=ledger, privacy={"budget_eps": 40.0})
-            for i in range(2)]
+    runs = [
+        forked(base, tmp_path, f"concurrent{i}", ledger=ledger, privacy={"budget_eps": 40.0})
+        for i in range(2)
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen([sys.executable, "-m", "pate", "aggregate", "--run-dir", str(r),
-                               "--no-progress"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in runs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pate", "aggregate", "--run-dir", str(r), "--no-progress"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in runs
+    ]
     results = [p.communicate(timeout=300) for p in procs]
     codes = [p.returncode for p in procs]
     assert set(codes) <= {0, 3} and 0 in codes, results
@@ -289,8 +348,11 @@ def test_two_concurrent_runs_never_leave_uncharged_labels(base, tmp_path):
 
 
 def test_data_dependent_budget_basis_needs_the_ledger_off_and_the_run_marked_not_private(tmp_path):
-    text = (REPO / "configs" / "digits.toml").read_text().replace(
-        'queries = 400', 'queries = 400\nbudget_basis = "data-dependent"')
+    text = (
+        (REPO / "configs" / "digits.toml")
+        .read_text()
+        .replace("queries = 400", 'queries = 400\nbudget_basis = "data-dependent"')
+    )
     path = tmp_path / "dd.toml"
     path.write_text(text)
     with pytest.raises(ConfigError, match="NOT private"):
@@ -303,6 +365,7 @@ def test_data_dependent_budget_basis_needs_the_ledger_off_and_the_run_marked_not
 
 
 # ---------------------------------------------------------------- 5. fresh noise by default
+
 
 def test_two_runs_of_a_shipped_config_with_the_same_seed_draw_different_noise(base, tmp_path):
     labels = []
@@ -319,12 +382,15 @@ def test_seeded_noise_replays_and_the_report_says_not_private(base, tmp_path):
     outputs = []
     for name in ("seeded-a", "seeded-b"):
         run_dir = forked(base, tmp_path, name, ledger=None, aggregator={"noise_seed": 7})
-        Pipeline(C.from_dict(json.loads((run_dir / "config.json").read_text())), resume=True,
-                 progress=False).run()
+        Pipeline(
+            C.from_dict(json.loads((run_dir / "config.json").read_text())),
+            resume=True,
+            progress=False,
+        ).run()
         outputs.append(np.load(run_dir / "labels.npy"))
     np.testing.assert_array_equal(*outputs)
     report = (run_dir / "report.md").read_text()
-    statement = report[report.index("## Privacy statement"):]
+    statement = report[report.index("## Privacy statement") :]
     first = statement.split("\n\n")[1]
     assert "NOT" in first and "private" in first and "reproducible" in first.lower()
     assert "no budget was enforced" in statement.split("##")[1].lower()
@@ -332,28 +398,36 @@ def test_seeded_noise_replays_and_the_report_says_not_private(base, tmp_path):
 
 # ---------------------------------------------------------------- 6. forks are runs of their own
 
+
 def test_a_fork_gets_its_own_run_id_and_its_own_charges(base, tmp_path):
     ledger = tmp_path / "ledger.sqlite3"
     forks = [forked(base, tmp_path, f"fork{i}", ledger=ledger) for i in range(2)]
     ids = {json.loads((f / "run.json").read_text())["run_id"] for f in forks}
     assert len(ids) == 2 and base.state["run_id"] not in ids
     for f in forks:
-        Pipeline(C.from_dict(json.loads((f / "config.json").read_text())), resume=True,
-                 progress=False).run(until="aggregate")
+        Pipeline(
+            C.from_dict(json.loads((f / "config.json").read_text())), resume=True, progress=False
+        ).run(until="aggregate")
         assert charged_answers(ledger, f) == int((np.load(f / "labels.npy") >= 0).sum()) > 0
 
 
 # ---------------------------------------------------------------- 7. the ledger's location
 
-def test_a_relative_ledger_path_resolves_against_the_config_folder(tmp_path, small_digits,
-                                                                   monkeypatch):
+
+def test_a_relative_ledger_path_resolves_against_the_config_folder(
+    tmp_path, small_digits, monkeypatch
+):
     folder = tmp_path / "project"
     folder.mkdir()
-    config_path = small_digits(folder, replace=(("[privacy]\n", '[privacy]\nledger = "budget.sqlite3"\n'),))
+    config_path = small_digits(
+        folder, replace=(("[privacy]\n", '[privacy]\nledger = "budget.sqlite3"\n'),)
+    )
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")
     config = C.load(pathlib.Path("..") / "project" / config_path.name, run_dir=str(tmp_path / "r"))
     run = Run.create(config, progress=False)
     assert run.ledger_path == (folder / "budget.sqlite3").resolve()
     stages.preflight(run)
-    assert (folder / "budget.sqlite3").exists() and not (tmp_path / "cwd" / "budget.sqlite3").exists()
+    assert (folder / "budget.sqlite3").exists() and not (
+        tmp_path / "cwd" / "budget.sqlite3"
+    ).exists()

@@ -13,30 +13,36 @@ import numpy as np
 import pytest
 
 from pate import analysis, mechanisms
-from pate.run import config as C
 from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger
+from pate.run import config as C
 from pate.run.pipeline import Pipeline
 
-PARTITION = '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
+PARTITION = (
+    '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'
+)
 CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'
-KNN = ('mechanism = "private-knn"\nk = 20\nsampling_rate = 0.3\nthreshold = 10\nsigma1 = 4\n'
-       'sigma2 = 2')
+KNN = (
+    'mechanism = "private-knn"\nk = 20\nsampling_rate = 0.3\nthreshold = 10\nsigma1 = 4\nsigma2 = 2'
+)
 EMBEDDING = '\n[knn]\nfeatures = "none"\ndims = 16\n'
 
 
 def knn_config(small_digits, folder, *, replace=(), knn=EMBEDDING, name="knn.toml"):
     """configs/digits.toml with Private-kNN settings for digits instead of teachers."""
-    return small_digits(folder, replace=((PARTITION, ""), (CONFIDENT, KNN), *replace), extra=knn,
-                        name=name)
+    return small_digits(
+        folder, replace=((PARTITION, ""), (CONFIDENT, KNN), *replace), extra=knn, name=name
+    )
 
 
 def spend(path):
     with Ledger(path) as ledger:
         (dataset,) = ledger.datasets()
-        return (ledger.summary(dataset["digest"])["spent"],
-                [e.event for e in ledger.events(dataset["digest"])])
+        return (
+            ledger.summary(dataset["digest"])["spent"],
+            [e.event for e in ledger.events(dataset["digest"])],
+        )
 
 
 def per_query_rdp(config):
@@ -49,8 +55,21 @@ def knn_run(tmp_path_factory, small_digits):
     tmp = tmp_path_factory.mktemp("knn")
     config = knn_config(small_digits, tmp)
     run_dir, ledger = tmp / "run", tmp / "ledger.sqlite3"
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(ledger), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return config, run_dir, ledger
 
 
@@ -97,17 +116,24 @@ def test_pate_run_end_to_end(knn_run):
 
 
 def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
-    from pate.run.pipeline import fork_run
-
     import shutil
+
+    from pate.run.pipeline import fork_run
 
     config_path, run_dir, shared = knn_run
     ledger = shutil.copy(shared, tmp_path / "ledger.sqlite3")  # the module's ledger stays as it is
-    config = C.load(config_path, run_dir=str(tmp_path / "fork"), ledger=str(ledger),
-                    overrides={"aggregator": {"sigma2": 3.0, "queries": 50}})
+    config = C.load(
+        config_path,
+        run_dir=str(tmp_path / "fork"),
+        ledger=str(ledger),
+        overrides={"aggregator": {"sigma2": 3.0, "queries": 50}},
+    )
     fork_run(run_dir, config)
     Pipeline(config, resume=True, progress=False).run(until="aggregate")
-    a, b = np.load(run_dir / "knn_embeddings.npz"), np.load(tmp_path / "fork" / "knn_embeddings.npz")
+    a, b = (
+        np.load(run_dir / "knn_embeddings.npz"),
+        np.load(tmp_path / "fork" / "knn_embeddings.npz"),
+    )
     np.testing.assert_array_equal(a["private"], b["private"])
     assert json.loads((tmp_path / "fork" / "aggregate.json").read_text())["queries_asked"] == 50
     assert len(spend(ledger)[1]) == 2  # its own charge
@@ -115,13 +141,42 @@ def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
 
 def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits, capsys):
     config = knn_config(small_digits, tmp_path)
-    seeded = knn_config(small_digits, tmp_path, name="seeded.toml", replace=(
-        ("queries = 400", "queries = 400\nnoise_seed = 4"),))
+    seeded = knn_config(
+        small_digits,
+        tmp_path,
+        name="seeded.toml",
+        replace=(("queries = 400", "queries = 400\nnoise_seed = 4"),),
+    )
     whole, steps = tmp_path / "whole", tmp_path / "steps"
-    assert main(["run", "--config", str(seeded), "--run-dir", str(whole), "--ledger",
-                 str(tmp_path / "whole.sqlite3"), "--no-progress"]) == 0
-    assert main(["partition", "--config", str(config), "--run-dir", str(steps), "--ledger",
-                 str(tmp_path / "steps.sqlite3")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(seeded),
+                "--run-dir",
+                str(whole),
+                "--ledger",
+                str(tmp_path / "whole.sqlite3"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "partition",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(steps),
+                "--ledger",
+                str(tmp_path / "steps.sqlite3"),
+            ]
+        )
+        == 0
+    )
     for command in ("train-teachers", "vote"):
         assert main([command, "--run-dir", str(steps), "--no-progress"]) == 0, command
     assert main(["aggregate", "--run-dir", str(steps), "--noise-seed", "4"]) == 0
@@ -150,8 +205,9 @@ def test_the_noise_is_fresh_unless_seeded(tmp_path, small_digits):
     config = knn_config(small_digits, tmp_path)
     outputs = []
     for name in ("a", "b"):
-        Pipeline(C.load(config, run_dir=str(tmp_path / name), ledger=False),
-                 progress=False).run(until="aggregate")
+        Pipeline(C.load(config, run_dir=str(tmp_path / name), ledger=False), progress=False).run(
+            until="aggregate"
+        )
         outputs.append(np.load(tmp_path / name / "labels.npy"))
     assert not np.array_equal(*outputs)  # fresh samples and noise: 400 queries never all agree
     assert not C.noise_seeded(C.load(config))
@@ -159,10 +215,14 @@ def test_the_noise_is_fresh_unless_seeded(tmp_path, small_digits):
 
 @pytest.mark.parametrize("ledger", [True, False])
 def test_a_small_budget_answers_fewer_queries_and_is_never_exceeded(tmp_path, small_digits, ledger):
-    config_path = knn_config(small_digits, tmp_path, replace=(
-        ("budget_eps = 1000.0", "budget_eps = 5.0"),))
-    config = C.load(config_path, run_dir=str(tmp_path / "run"),
-                    ledger=str(tmp_path / "ledger.sqlite3") if ledger else False)
+    config_path = knn_config(
+        small_digits, tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 5.0"),)
+    )
+    config = C.load(
+        config_path,
+        run_dir=str(tmp_path / "run"),
+        ledger=str(tmp_path / "ledger.sqlite3") if ledger else False,
+    )
     Pipeline(config, progress=False).run(until="aggregate")
     summary = json.loads((tmp_path / "run" / "aggregate.json").read_text())
     asked, orders = summary["queries_asked"], C.orders(config)
@@ -176,7 +236,9 @@ def test_a_small_budget_answers_fewer_queries_and_is_never_exceeded(tmp_path, sm
         assert spent == pytest.approx(summary["eps_data_independent"], rel=1e-9) and spent <= 5.0
 
 
-def test_crash_before_the_ledger_commit_and_resume_charges_once(tmp_path, small_digits, monkeypatch):
+def test_crash_before_the_ledger_commit_and_resume_charges_once(
+    tmp_path, small_digits, monkeypatch
+):
     from pate import ledger as ledger_module
 
     config = C.load(knn_config(small_digits, tmp_path), run_dir=str(tmp_path / "run"))
@@ -189,7 +251,9 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(tmp_path, small_
 
     monkeypatch.setattr(ledger_module.Reservation, "commit", crash)
     with pytest.raises(KeyboardInterrupt):
-        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(
+            until="aggregate"
+        )
     monkeypatch.undo()
     assert not (run_dir / "labels.npy").exists()
     assert not (run_dir / "stages" / "aggregate.json").exists()
@@ -198,7 +262,9 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(tmp_path, small_
         (dataset,) = ledger.datasets()
         assert ledger.events(dataset["digest"]) == []
     for _ in range(2):  # resuming twice never charges twice, and never redraws
-        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(
+            until="aggregate"
+        )
     labels = np.load(run_dir / "labels.npy")
     np.testing.assert_array_equal(labels, pending)
     assert not (run_dir / "aggregate.pending.npz").exists()
@@ -217,11 +283,21 @@ def test_the_embedding_is_fitted_on_public_data_only(tmp_path, small_digits, dig
         x = digits.private.x.copy()
         x[0] = np.clip(x[0] + shift, 0.0, 16.0)
         data = tmp_path / f"{name}.npz"
-        np.savez(data, x_private=x, y_private=digits.private.y, x_public=digits.public.x,
-                 y_public=digits.public.y, x_evaluation=digits.evaluation.x,
-                 y_evaluation=digits.evaluation.y)
-        config = knn_config(small_digits, tmp_path, name=f"{name}.toml", replace=(
-            ('[data]\nname = "digits"', f'[data]\nname = "npz:{data}"'),))
+        np.savez(
+            data,
+            x_private=x,
+            y_private=digits.private.y,
+            x_public=digits.public.x,
+            y_public=digits.public.y,
+            x_evaluation=digits.evaluation.x,
+            y_evaluation=digits.evaluation.y,
+        )
+        config = knn_config(
+            small_digits,
+            tmp_path,
+            name=f"{name}.toml",
+            replace=(('[data]\nname = "digits"', f'[data]\nname = "npz:{data}"'),),
+        )
         run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)
         stages.run_stage(run, "votes")
         embeddings.append(np.load(tmp_path / name / "knn_embeddings.npz"))
@@ -245,7 +321,8 @@ def test_scatternet_features_on_digits(tmp_path, small_digits):
 
 
 def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_run(
-        tmp_path, small_digits, monkeypatch):
+    tmp_path, small_digits, monkeypatch
+):
     """Issue #33: a second run on the same data (another run directory beside the first) reads
     the features the first one cached; its embeddings are the same; the stage summary says so."""
     import stat
@@ -269,26 +346,41 @@ def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_
     np.testing.assert_array_equal(a["private"], b["private"])
     # [run] feature_cache = false: computed in memory, nothing written beside the run
     (tmp_path / "off").mkdir()
-    off = knn_config(small_digits, tmp_path / "off", name="off.toml",
-                     replace=(('[run]', '[run]\nfeature_cache = false'),),
-                     knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n')
+    off = knn_config(
+        small_digits,
+        tmp_path / "off",
+        name="off.toml",
+        replace=(("[run]", "[run]\nfeature_cache = false"),),
+        knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n',
+    )
     run = Run.create(C.load(off, ledger=False), progress=False, run_dir=tmp_path / "off" / "run")
     info = stages.run_stage(run, "votes")
     assert info["feature_cache"] is None and not (tmp_path / "off" / ".feature-cache").exists()
-    np.testing.assert_array_equal(np.load(tmp_path / "off" / "run" / "knn_embeddings.npz")["private"],
-                                  a["private"])
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "off" / "run" / "knn_embeddings.npz")["private"], a["private"]
+    )
 
 
-@pytest.mark.parametrize("replace, extra, message", [
-    (("k = 20", "k = 2.5"), EMBEDDING, "[aggregator] k must be a whole number"),
-    (("k = 20", "k = 0"), EMBEDDING, "[aggregator] k must be"),
-    (("[data]", '[partition]\nnum_teachers = 10\n[data]'), EMBEDDING, "[partition] does not apply"),
-    (("k = 20", "k = 20"), '\n[knn]\nfeatures = "pixels"\n', "[knn] features"),
-    (("k = 20", "k = 20"), '\n[knn]\ndims = 0\n', "[knn] dims"),
-    (("k = 20", "k = 20"), '\n[knn]\nbogus = 1\n', "unknown key(s) bogus in [knn]"),
-    (("k = 20", "k = 20"), '\n[knn]\nrule = "logistic"\n',
-     '[knn] rule is how "class-means" labels from its release; \'private-knn\' has none'),
-])
+@pytest.mark.parametrize(
+    "replace, extra, message",
+    [
+        (("k = 20", "k = 2.5"), EMBEDDING, "[aggregator] k must be a whole number"),
+        (("k = 20", "k = 0"), EMBEDDING, "[aggregator] k must be"),
+        (
+            ("[data]", "[partition]\nnum_teachers = 10\n[data]"),
+            EMBEDDING,
+            "[partition] does not apply",
+        ),
+        (("k = 20", "k = 20"), '\n[knn]\nfeatures = "pixels"\n', "[knn] features"),
+        (("k = 20", "k = 20"), "\n[knn]\ndims = 0\n", "[knn] dims"),
+        (("k = 20", "k = 20"), "\n[knn]\nbogus = 1\n", "unknown key(s) bogus in [knn]"),
+        (
+            ("k = 20", "k = 20"),
+            '\n[knn]\nrule = "logistic"\n',
+            "[knn] rule is how \"class-means\" labels from its release; 'private-knn' has none",
+        ),
+    ],
+)
 def test_bad_knn_settings_are_clear_errors(tmp_path, small_digits, replace, extra, message):
     config = knn_config(small_digits, tmp_path, replace=(replace,), knn=extra)
     with pytest.raises(ConfigError) as info:
@@ -300,28 +392,38 @@ def test_integer_k_and_knn_table_only_for_private_knn(tmp_path, small_digits):
     config = C.load(knn_config(small_digits, tmp_path, replace=(("k = 20", "k = 300"),)))
     assert config["aggregator"]["k"] == 300
     gnmax = small_digits(tmp_path, extra=EMBEDDING, name="gnmax.toml")
-    with pytest.raises(ConfigError, match=r"\[knn\] applies to the mechanisms that read the private records"):
+    with pytest.raises(
+        ConfigError, match=r"\[knn\] applies to the mechanisms that read the private records"
+    ):
         C.load(gnmax)
     # issue #31: a mechanism with teachers may leave their number to the planner (pate.run.planner)
     planned = C.load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
-    assert planned["partition"]["num_teachers"] == planned["planned"]["filled"]["num_teachers"]["value"]
+    assert (
+        planned["partition"]["num_teachers"]
+        == planned["planned"]["filled"]["num_teachers"]["value"]
+    )
 
 
 def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
     config = C.load("fashion-mnist-knn")
     assert config["aggregator"]["mechanism"] == "private-knn"
     assert config["knn"] == {"features": "scatternet", "dims": 64}
-    eps = analysis.eps_from_rdp(2000 * per_query_rdp(config), orders=C.orders(config),
-                                delta=config["privacy"]["delta"])[0]
+    eps = analysis.eps_from_rdp(
+        2000 * per_query_rdp(config), orders=C.orders(config), delta=config["privacy"]["delta"]
+    )[0]
     assert eps == pytest.approx(0.66, abs=0.005) and eps <= config["privacy"]["budget_eps"]
 
 
-def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(tmp_path, small_digits):
+def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(
+    tmp_path, small_digits
+):
     """A concurrent run's live reservation leaves room for fewer queries than the config's
     budget: the first round reserves exactly what fits, the next round finds no room and the
     stage stops on the ledger; the two runs together never pass the budget."""
-    config = C.load(knn_config(small_digits, tmp_path, replace=(
-        ("budget_eps = 1000.0", "budget_eps = 5.0"),)), run_dir=str(tmp_path / "run"))
+    config = C.load(
+        knn_config(small_digits, tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 5.0"),)),
+        run_dir=str(tmp_path / "run"),
+    )
     ledger_path = tmp_path / "ledger.sqlite3"
     Pipeline(config, progress=False, ledger_path=ledger_path).run(until="votes")
     orders, worst = C.orders(config), per_query_rdp(config)
@@ -330,9 +432,12 @@ def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(tmp
     held = allowed // 3
     with Ledger(ledger_path) as ledger:
         (dataset,) = ledger.datasets()
-        other = ledger.reserve(dataset["digest"], orders=orders, rdp=held * worst,
-                               run_id="another-run")
-        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(until="aggregate")
+        other = ledger.reserve(
+            dataset["digest"], orders=orders, rdp=held * worst, run_id="another-run"
+        )
+        Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(
+            until="aggregate"
+        )
         summary = json.loads((tmp_path / "run" / "aggregate.json").read_text())
         asked = summary["queries_asked"]
         assert 0 < asked < allowed and "ledger" in summary["stop_reason"]
@@ -347,20 +452,51 @@ def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(tmp
 
 def student_round(small_digits, folder, first_run, *, name="round2.toml"):
     """A second Private-kNN round: the first round's released student embeds."""
-    return knn_config(small_digits, folder, name=name,
-                      knn=f'\n[knn]\nfeatures = "student"\nstudent_run = "{first_run}"\n')
+    return knn_config(
+        small_digits,
+        folder,
+        name=name,
+        knn=f'\n[knn]\nfeatures = "student"\nstudent_run = "{first_run}"\n',
+    )
 
 
 def test_a_second_round_embeds_with_the_first_rounds_student_and_composes_its_cost(
-        knn_run, tmp_path, small_digits, digits):
+    knn_run, tmp_path, small_digits, digits
+):
     config_path, _, _ = knn_run
     first_dir, ledger = tmp_path / "round1", tmp_path / "ledger.sqlite3"  # this test's own
-    assert main(["run", "--config", str(config_path), "--run-dir", str(first_dir), "--ledger",
-                 str(ledger), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config_path),
+                "--run-dir",
+                str(first_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     config = student_round(small_digits, tmp_path, first_dir)
     run_dir = tmp_path / "round2"
-    assert main(["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger",
-                 str(ledger), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     emb = np.load(run_dir / "knn_embeddings.npz")
     # square roots of the first student's class probabilities: unit rows, one column per class
     assert emb["public"].shape == (597, 10) and emb["private"].shape == (1000, 10)
@@ -368,29 +504,51 @@ def test_a_second_round_embeds_with_the_first_rounds_student_and_composes_its_co
     first = json.loads((first_dir / "analysis.json").read_text())["privacy"]
     second = json.loads((run_dir / "analysis.json").read_text())["privacy"]
     orders = np.asarray(second["orders"])
-    composed = np.asarray(first["rdp_data_independent"]) + np.asarray(second["rdp_data_independent"])
+    composed = np.asarray(first["rdp_data_independent"]) + np.asarray(
+        second["rdp_data_independent"]
+    )
     eps = analysis.eps_from_rdp(composed, orders=orders, delta=1e-5)[0]
     # the guarantee covers both rounds: more than either alone, exactly their composition
     assert second["eps_guarantee"] == pytest.approx(eps, rel=1e-9)
     assert second["eps_guarantee"] > max(first["eps_guarantee"], second["eps_data_independent"])
-    assert second["prior_rounds"]["runs"] == [{"run_dir": str(first_dir.resolve()),
-                                               "run_id": json.loads((first_dir / "aggregate.json")
-                                                                    .read_text())["run_id"],
-                                               "eps": pytest.approx(first["eps_guarantee"], rel=1e-9)}]
+    assert second["prior_rounds"]["runs"] == [
+        {
+            "run_dir": str(first_dir.resolve()),
+            "run_id": json.loads((first_dir / "aggregate.json").read_text())["run_id"],
+            "eps": pytest.approx(first["eps_guarantee"], rel=1e-9),
+        }
+    ]
     # the ledger holds both rounds against the one budget: its spend is the same composition
     spent, events = spend(ledger)
     assert [e.mechanism for e in events] == ["private-knn", "private-knn"]
     assert spent == pytest.approx(eps, rel=1e-9)
     report = (run_dir / "report.md").read_text()
-    assert "composed with the cost of the earlier rounds" in report and str(first_dir.resolve()) in report
+    assert (
+        "composed with the cost of the earlier rounds" in report
+        and str(first_dir.resolve()) in report
+    )
     # a third round composes all three (the chain is read from the ledger, run by run)
     third_dir = tmp_path / "round3"
-    assert main(["run", "--config", str(student_round(small_digits, tmp_path, run_dir,
-                                                      name="round3.toml")),
-                 "--run-dir", str(third_dir), "--ledger", str(ledger), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(student_round(small_digits, tmp_path, run_dir, name="round3.toml")),
+                "--run-dir",
+                str(third_dir),
+                "--ledger",
+                str(ledger),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     third = json.loads((third_dir / "analysis.json").read_text())["privacy"]
     assert [r["run_dir"] for r in third["prior_rounds"]["runs"]] == [
-        str(first_dir.resolve()), str(run_dir.resolve())]
+        str(first_dir.resolve()),
+        str(run_dir.resolve()),
+    ]
     composed3 = composed + np.asarray(third["rdp_data_independent"])
     eps3 = analysis.eps_from_rdp(composed3, orders=orders, delta=1e-5)[0]
     assert third["eps_guarantee"] == pytest.approx(eps3, rel=1e-9)
@@ -399,28 +557,59 @@ def test_a_second_round_embeds_with_the_first_rounds_student_and_composes_its_co
     from pate.student.train import Student
 
     first_student = Student.load(first_dir / "student.pt")
-    np.testing.assert_allclose(emb["public"], np.sqrt(first_student.predict_proba(digits.public.x)),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        emb["public"], np.sqrt(first_student.predict_proba(digits.public.x)), rtol=1e-5, atol=1e-6
+    )
 
 
-def test_an_unusable_first_round_is_refused_before_anything_is_written(knn_run, tmp_path,
-                                                                        small_digits, capsys):
+def test_an_unusable_first_round_is_refused_before_anything_is_written(
+    knn_run, tmp_path, small_digits, capsys
+):
     config_path, first_dir, knn_ledger = knn_run
     own = tmp_path / "own.sqlite3"  # this test's ledger (knn_run's is only read)
     cases = []
     # no student yet
     unfinished = tmp_path / "unfinished"
-    assert main(["run", "--config", str(config_path), "--run-dir", str(unfinished), "--ledger",
-                 str(own), "--until", "aggregate", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(config_path),
+                "--run-dir",
+                str(unfinished),
+                "--ledger",
+                str(own),
+                "--until",
+                "aggregate",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     cases.append((unfinished, own, "student.pt does not exist"))
     # charged to another ledger: this run's ledger could not compose the rounds
     cases.append((first_dir, own, "same ledger"))
     # seeded noise: not private
     seeded = tmp_path / "seeded"
-    seeded_config = knn_config(small_digits, tmp_path, name="seeded.toml",
-                               replace=((KNN, KNN + "\nnoise_seed = 1"),))
-    assert main(["run", "--config", str(seeded_config), "--run-dir", str(seeded), "--ledger",
-                 str(own), "--no-progress"]) == 0
+    seeded_config = knn_config(
+        small_digits, tmp_path, name="seeded.toml", replace=((KNN, KNN + "\nnoise_seed = 1"),)
+    )
+    assert (
+        main(
+            [
+                "run",
+                "--config",
+                str(seeded_config),
+                "--run-dir",
+                str(seeded),
+                "--ledger",
+                str(own),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     cases.append((seeded, own, "seeded (not private)"))
     cases.append((tmp_path / "nowhere", own, "does not exist"))
     # an aggregate.json that understates what the ledger charged
@@ -436,18 +625,34 @@ def test_an_unusable_first_round_is_refused_before_anything_is_written(knn_run, 
     for i, (first, ledger_path, message) in enumerate(cases):
         config = student_round(small_digits, tmp_path, first, name=f"r{i}.toml")
         target = tmp_path / f"round2-{i}"
-        assert main(["run", "--config", str(config), "--run-dir", str(target), "--ledger",
-                     str(ledger_path), "--no-progress"]) == 2
+        assert (
+            main(
+                [
+                    "run",
+                    "--config",
+                    str(config),
+                    "--run-dir",
+                    str(target),
+                    "--ledger",
+                    str(ledger_path),
+                    "--no-progress",
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert "[knn] student_run" in err and message in err, err
         assert not target.exists()
 
 
-@pytest.mark.parametrize("knn, message", [
-    ('\n[knn]\nfeatures = "student"\n', "go together"),
-    ('\n[knn]\nstudent_run = "runs/x"\n', "go together"),
-    ('\n[knn]\nfeatures = "student"\nstudent_run = "runs/x"\ndims = 8\n', "remove dims"),
-])
+@pytest.mark.parametrize(
+    "knn, message",
+    [
+        ('\n[knn]\nfeatures = "student"\n', "go together"),
+        ('\n[knn]\nstudent_run = "runs/x"\n', "go together"),
+        ('\n[knn]\nfeatures = "student"\nstudent_run = "runs/x"\ndims = 8\n', "remove dims"),
+    ],
+)
 def test_student_embedding_settings_are_checked(tmp_path, small_digits, knn, message):
     with pytest.raises(ConfigError, match=message):
         C.load(knn_config(small_digits, tmp_path, knn=knn))

@@ -20,12 +20,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pate.run import report as rep
 from pate.cli import main
+from pate.run import report as rep
 from pate.run.report.render import inline_html
 
-FMNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
-                  "Sneaker", "Bag", "Ankle boot"]
+FMNIST_CLASSES = [
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+]
 
 
 def _eps_from_rdp(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, float]:
@@ -34,12 +44,23 @@ def _eps_from_rdp(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[fl
     return float(eps[i]), float(orders[i])
 
 
-def make_analysis(run_dir: str | os.PathLike | None = None, *, name: str = "fmnist-test",
-                  relation: str = "record", mechanism: str = "confident-gnmax",
-                  num_teachers: int = 250, asked: int = 1000, answered: int = 320,
-                  delta: float = 1e-5, ledger: bool = True, fallback: str | None = None,
-                  num_classes: int = 10, class_names: list[str] | None | bool = True,
-                  label_accuracy: float | None = 0.912, seed: int = 0) -> dict:
+def make_analysis(
+    run_dir: str | os.PathLike | None = None,
+    *,
+    name: str = "fmnist-test",
+    relation: str = "record",
+    mechanism: str = "confident-gnmax",
+    num_teachers: int = 250,
+    asked: int = 1000,
+    answered: int = 320,
+    delta: float = 1e-5,
+    ledger: bool = True,
+    fallback: str | None = None,
+    num_classes: int = 10,
+    class_names: list[str] | None | bool = True,
+    label_accuracy: float | None = 0.912,
+    seed: int = 0,
+) -> dict:
     """A synthetic but internally consistent analysis.json (format 1) of a Confident-GNMax run
     (T = 200, sigma1 = 150, sigma2 = 40 by default). With ``run_dir`` it is also written to
     ``<run_dir>/analysis.json`` (the directory is created). ``class_names=True`` uses the
@@ -48,23 +69,23 @@ def make_analysis(run_dir: str | os.PathLike | None = None, *, name: str = "fmni
     orders = np.concatenate([np.linspace(1.1, 10.9, 99), np.arange(11.0, 101.0), [128.0, 256.0]])
     if mechanism in ("confident-gnmax", "interactive-gnmax"):
         params = {"threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0}
-        per_asked, per_answered = 1.0 / (2 * 150.0 ** 2), 1.0 / 40.0 ** 2
+        per_asked, per_answered = 1.0 / (2 * 150.0**2), 1.0 / 40.0**2
     elif mechanism == "gnmax":
         params = {"sigma": 40.0}
-        per_asked, per_answered, answered = 0.0, 1.0 / 40.0 ** 2, asked
+        per_asked, per_answered, answered = 0.0, 1.0 / 40.0**2, asked
     else:
         params = {"scale": 50.0}
-        per_asked, per_answered, answered = 0.0, 1.0 / 50.0 ** 2, asked
+        per_asked, per_answered, answered = 0.0, 1.0 / 50.0**2, asked
     rdp_ind = orders * (asked * per_asked + answered * per_answered)
-    rdp_dep = np.minimum(rdp_ind, 0.22 * rdp_ind + 0.004 * orders ** 1.5)
+    rdp_dep = np.minimum(rdp_ind, 0.22 * rdp_ind + 0.004 * orders**1.5)
     eps_ind, order_ind = _eps_from_rdp(rdp_ind, orders, delta)
     eps_dep, order_dep = _eps_from_rdp(rdp_dep, orders, delta)
 
     release_order, beta, sigma_ss = 20.0, 0.0185, 30.0
     delta_term = math.log(1.0 / delta) / (release_order - 1.0)
-    rdp_gnss = (release_order * math.exp(2 * beta) / sigma_ss ** 2
-                + (-0.5 * math.log(1 - 2 * release_order * beta) + beta * release_order)
-                / (release_order - 1.0))
+    rdp_gnss = release_order * math.exp(2 * beta) / sigma_ss**2 + (
+        -0.5 * math.log(1 - 2 * release_order * beta) + beta * release_order
+    ) / (release_order - 1.0)
     k = int(np.flatnonzero(orders == release_order)[0])
     eps_ind_at_release = float(rdp_ind[k]) + delta_term
     if fallback is None:
@@ -75,15 +96,17 @@ def make_analysis(run_dir: str | os.PathLike | None = None, *, name: str = "fmni
     else:
         smooth_sensitivity = noise_std = rdp_gnss = 0.0
         eps_sanitized = upper = eps_ind_at_release
-    eps_guarantee, _ = _eps_from_rdp(rdp_ind + (rdp_gnss if fallback is None else 0.0) *
-                                     orders / release_order, orders, delta)
+    eps_guarantee, _ = _eps_from_rdp(
+        rdp_ind + (rdp_gnss if fallback is None else 0.0) * orders / release_order, orders, delta
+    )
 
     per_query_delta = delta / (2 * asked)
     sens = math.sqrt(2.0)
     per_query_eps = sens * math.sqrt(2 * math.log(1.25 / per_query_delta)) / 40.0
     queries_composed = asked + answered if per_asked else asked
-    advanced = (math.sqrt(2 * queries_composed * math.log(2.0 / delta)) * per_query_eps
-                + queries_composed * per_query_eps * math.expm1(per_query_eps))
+    advanced = math.sqrt(
+        2 * queries_composed * math.log(2.0 / delta)
+    ) * per_query_eps + queries_composed * per_query_eps * math.expm1(per_query_eps)
 
     curve_x = np.linspace(0, answered, 21).round().astype(int)
     scale = curve_x / max(answered, 1)
@@ -106,67 +129,134 @@ def make_analysis(run_dir: str | os.PathLike | None = None, *, name: str = "fmni
         class_names = None
 
     split = max(num_teachers // 4, 1)
-    margins = np.concatenate([rng.integers(0, split, asked // 3),
-                              rng.integers(split, num_teachers + 1, asked - asked // 3)])
+    margins = np.concatenate(
+        [
+            rng.integers(0, split, asked // 3),
+            rng.integers(split, num_teachers + 1, asked - asked // 3),
+        ]
+    )
     counts, edges = np.histogram(margins, bins=25, range=(0, num_teachers))
 
     analysis = {
         "format": 1,
-        "run": {"name": name, "run_dir": str(run_dir) if run_dir is not None else f"runs/{name}",
-                "created": "2025-01-15T10:42:07+00:00", "pate_learn_version": "0.1.0"},
+        "run": {
+            "name": name,
+            "run_dir": str(run_dir) if run_dir is not None else f"runs/{name}",
+            "created": "2025-01-15T10:42:07+00:00",
+            "pate_learn_version": "0.1.0",
+        },
         "config": {
             "run": {"name": name, "seed": 0, "secure": False, "device": "cpu"},
             "data": {"name": "fashion-mnist"},
-            "partition": {"num_teachers": num_teachers,
-                          "mode": "unit" if relation == "unit" else "random"},
-            "aggregator": {"mechanism": mechanism, **params,
-                           "budget_basis": "data-independent"},
-            "privacy": {"delta": delta, "budget_eps": 8.0, "orders": "default",
-                        "conversion": "classic", "release_order": release_order,
-                        "release_beta": beta, "release_sigma_ss": sigma_ss, "ledger": True},
+            "partition": {
+                "num_teachers": num_teachers,
+                "mode": "unit" if relation == "unit" else "random",
+            },
+            "aggregator": {"mechanism": mechanism, **params, "budget_basis": "data-independent"},
+            "privacy": {
+                "delta": delta,
+                "budget_eps": 8.0,
+                "orders": "default",
+                "conversion": "classic",
+                "release_order": release_order,
+                "release_beta": beta,
+                "release_sigma_ss": sigma_ss,
+                "ledger": True,
+            },
             "student": {"method": "fixmatch", "epochs": 10},
         },
         "privacy": {
-            "neighbouring_relation": relation, "relation": "add-remove",
+            "neighbouring_relation": relation,
+            "relation": "add-remove",
             "relation_text": "two datasets are neighbours when one is the other with one record "
-                             "added or removed", "mechanism": mechanism, "params": params,
-            "num_teachers": num_teachers, "delta": delta, "conversion": "classic",
-            "orders": orders.tolist(), "rdp_data_dependent": rdp_dep.tolist(),
+            "added or removed",
+            "mechanism": mechanism,
+            "params": params,
+            "num_teachers": num_teachers,
+            "delta": delta,
+            "conversion": "classic",
+            "orders": orders.tolist(),
+            "rdp_data_dependent": rdp_dep.tolist(),
             "rdp_data_independent": rdp_ind.tolist(),
-            "eps_data_independent": eps_ind, "order_data_independent": order_ind,
-            "eps_data_dependent": eps_dep, "order": order_dep, "data_dependent_is_private": False,
+            "eps_data_independent": eps_ind,
+            "order_data_independent": order_ind,
+            "eps_data_dependent": eps_dep,
+            "order": order_dep,
+            "data_dependent_is_private": False,
             "eps_sanitized": eps_sanitized,
-            "sanitized": {"order": release_order, "beta": beta, "sigma_ss": sigma_ss,
-                          "noise_std": noise_std, "rdp_gnss": rdp_gnss,
-                          "smooth_sensitivity": smooth_sensitivity,
-                          "eps_sanitized_upper_2std": upper,
-                          "eps_data_independent": eps_ind_at_release, "fallback": fallback},
+            "sanitized": {
+                "order": release_order,
+                "beta": beta,
+                "sigma_ss": sigma_ss,
+                "noise_std": noise_std,
+                "rdp_gnss": rdp_gnss,
+                "smooth_sensitivity": smooth_sensitivity,
+                "eps_sanitized_upper_2std": upper,
+                "eps_data_independent": eps_ind_at_release,
+                "fallback": fallback,
+            },
             "eps_guarantee": eps_guarantee,
-            "composition": {"per_query_eps": per_query_eps, "per_query_delta": per_query_delta,
-                            "basic_eps": queries_composed * per_query_eps,
-                            "advanced_eps": advanced, "delta": delta,
-                            "queries_composed": queries_composed},
-            "budget": {"eps": 8.0, "delta": delta, "basis": "data-independent",
-                       "stop_reason": None},
-            "ledger": ({"path": "runs/ledger.sqlite", "dataset": "fashion-mnist@3f2a9c1e",
-                        "budget_eps": 10.0, "budget_delta": 1e-5, "spent_eps": 7.25,
-                        "remaining_eps": 2.75, "events": 3, "runs": 2} if ledger else None),
+            "composition": {
+                "per_query_eps": per_query_eps,
+                "per_query_delta": per_query_delta,
+                "basic_eps": queries_composed * per_query_eps,
+                "advanced_eps": advanced,
+                "delta": delta,
+                "queries_composed": queries_composed,
+            },
+            "budget": {
+                "eps": 8.0,
+                "delta": delta,
+                "basis": "data-independent",
+                "stop_reason": None,
+            },
+            "ledger": (
+                {
+                    "path": "runs/ledger.sqlite",
+                    "dataset": "fashion-mnist@3f2a9c1e",
+                    "budget_eps": 10.0,
+                    "budget_delta": 1e-5,
+                    "spent_eps": 7.25,
+                    "remaining_eps": 2.75,
+                    "events": 3,
+                    "runs": 2,
+                }
+                if ledger
+                else None
+            ),
         },
-        "queries": {"public_size": 9000, "asked": asked, "answered": answered,
-                    "labelled_by_student": 5100, "stop_reason": None},
-        "utility": {"student_accuracy": student_accuracy,
-                    "student_per_class_accuracy": per_class,
-                    "confusion_matrix": cm.tolist(), "class_names": class_names,
-                    "teacher_mean_accuracy": 0.7834, "teacher_accuracy_std": 0.0121,
-                    "plurality_vote_accuracy": 0.8612,
-                    "label_accuracy_answered": label_accuracy,
-                    "label_accuracy_note": ("computed from the public set's true labels, which "
-                                            "are known only in benchmarks, never in deployment"),
-                    "evaluation_size": int(cm.sum())},
-        "curves": {"answered_count": curve_x.tolist(), "eps_data_independent": curve_ind,
-                   "eps_data_dependent": curve_dep},
-        "vote_margins": {"bin_edges": edges.tolist(), "counts": counts.tolist(),
-                         "note": "internal: derived from the private votes"},
+        "queries": {
+            "public_size": 9000,
+            "asked": asked,
+            "answered": answered,
+            "labelled_by_student": 5100,
+            "stop_reason": None,
+        },
+        "utility": {
+            "student_accuracy": student_accuracy,
+            "student_per_class_accuracy": per_class,
+            "confusion_matrix": cm.tolist(),
+            "class_names": class_names,
+            "teacher_mean_accuracy": 0.7834,
+            "teacher_accuracy_std": 0.0121,
+            "plurality_vote_accuracy": 0.8612,
+            "label_accuracy_answered": label_accuracy,
+            "label_accuracy_note": (
+                "computed from the public set's true labels, which "
+                "are known only in benchmarks, never in deployment"
+            ),
+            "evaluation_size": int(cm.sum()),
+        },
+        "curves": {
+            "answered_count": curve_x.tolist(),
+            "eps_data_independent": curve_ind,
+            "eps_data_dependent": curve_dep,
+        },
+        "vote_margins": {
+            "bin_edges": edges.tolist(),
+            "counts": counts.tolist(),
+            "note": "internal: derived from the private votes",
+        },
     }
     if run_dir is not None:
         run_dir = Path(run_dir)
@@ -175,10 +265,17 @@ def make_analysis(run_dir: str | os.PathLike | None = None, *, name: str = "fmni
     return analysis
 
 
-REQUIRED = [("privacy", "delta"), ("privacy", "eps_data_independent"),
-            ("privacy", "eps_data_dependent"), ("privacy", "eps_sanitized"), ("queries", "asked"),
-            ("queries", "answered"), ("utility", "student_accuracy"),
-            ("utility", "teacher_mean_accuracy"), ("utility", "plurality_vote_accuracy")]
+REQUIRED = [
+    ("privacy", "delta"),
+    ("privacy", "eps_data_independent"),
+    ("privacy", "eps_data_dependent"),
+    ("privacy", "eps_sanitized"),
+    ("queries", "asked"),
+    ("queries", "answered"),
+    ("utility", "student_accuracy"),
+    ("utility", "teacher_mean_accuracy"),
+    ("utility", "plurality_vote_accuracy"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -193,8 +290,14 @@ def written(tmp_path_factory):
 def test_every_file_is_written_and_nothing_else(written):
     run_dir, _, result = written
     names = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")}
-    expected = {"analysis.json", "report.json", "report.md", "report.html", "plots",
-                *(f"plots/{n}.png" for n in rep.PLOT_NAMES)}
+    expected = {
+        "analysis.json",
+        "report.json",
+        "report.md",
+        "report.html",
+        "plots",
+        *(f"plots/{n}.png" for n in rep.PLOT_NAMES),
+    }
     assert names == expected  # no temporary files left behind
     assert result == json.loads((run_dir / "report.json").read_text())
     assert result["plots"] == {n: f"plots/{n}.png" for n in rep.PLOT_NAMES}
@@ -222,8 +325,12 @@ def test_statement_has_the_numbers_and_the_not_private_marking(written):
     assert "The released student satisfies" in text
     assert "adding or removing any one record of the sensitive training data" in text
     assert "at the record level" in text and "Unit-level protection" in text
-    for value in (p["eps_sanitized"], p["eps_data_dependent"], p["eps_data_independent"],
-                  s["eps_sanitized_upper_2std"]):
+    for value in (
+        p["eps_sanitized"],
+        p["eps_data_dependent"],
+        p["eps_data_independent"],
+        s["eps_sanitized_upper_2std"],
+    ):
         assert f"{value:.4g}" in text
     assert f"{s['noise_std']:.3g}" in text and f"{s['rdp_gnss']:.3g}" in text
     assert "\u03b2 = 0.0185" in text and "\u03c3_ss = 30" in text and "\u03bb = 20" in text
@@ -248,10 +355,17 @@ def test_markdown_sections_numbers_and_links(written):
     run_dir, a, _ = written
     md = (run_dir / "report.md").read_text()
     assert md.startswith("# Privacy report: fmnist-test")
-    for section in ("## Privacy statement", "## Privacy numbers", "## Why Renyi differential privacy",
-                    "## Queries and budget", "## Privacy ledger", "## Utility",
-                    "## Plots: publishable", "## Plots: INTERNAL (do not publish)",
-                    "## Effective configuration"):
+    for section in (
+        "## Privacy statement",
+        "## Privacy numbers",
+        "## Why Renyi differential privacy",
+        "## Queries and budget",
+        "## Privacy ledger",
+        "## Utility",
+        "## Plots: publishable",
+        "## Plots: INTERNAL (do not publish)",
+        "## Effective configuration",
+    ):
         assert section in md
     assert f"**{rep.NOT_PRIVATE}**" in md and "**NO \u2014 INTERNAL**" in md
     for n in rep.PLOT_NAMES:
@@ -293,7 +407,8 @@ def test_html_is_self_contained_with_statement_and_images(written):
     for par in result["statement"].split("\n\n"):
         head, _, body = par.partition(": ")
         plain = html.escape(body, quote=False).replace(
-            rep.NOT_PRIVATE, f"<strong>{rep.NOT_PRIVATE}</strong>")
+            rep.NOT_PRIVATE, f"<strong>{rep.NOT_PRIVATE}</strong>"
+        )
         assert plain in page, head
     assert page.count('class="internal"') == 3  # margins, and the two plots with dd curves
     assert page.count('class="public"') == 3  # confusion matrix, the two data-independent plots
@@ -332,8 +447,15 @@ def test_regenerating_is_deterministic(tmp_path):
 
 
 def test_unit_level_gnmax_without_ledger(tmp_path):
-    make_analysis(tmp_path, relation="unit", mechanism="gnmax", ledger=False, class_names=None,
-                  num_classes=4, label_accuracy=None)
+    make_analysis(
+        tmp_path,
+        relation="unit",
+        mechanism="gnmax",
+        ledger=False,
+        class_names=None,
+        num_classes=4,
+        label_accuracy=None,
+    )
     result = rep.write_report(tmp_path)
     text = result["statement"]
     assert "all records of any one privacy unit (person)" in text and "at the unit level" in text
@@ -344,8 +466,11 @@ def test_unit_level_gnmax_without_ledger(tmp_path):
 
 
 def test_fallback_and_edge_cases_give_warnings(tmp_path):
-    a = make_analysis(fallback="conditions C5/C6 do not hold at this order and sigma2",
-                      num_teachers=50, delta=0.05)
+    a = make_analysis(
+        fallback="conditions C5/C6 do not hold at this order and sigma2",
+        num_teachers=50,
+        delta=0.05,
+    )
     a["privacy"]["sanitized"]["order"] = 19.0  # unused when falling back: not checked
     a["utility"]["student_per_class_accuracy"][3] = None  # a class absent from the evaluation
     a["privacy"]["order"] = a["privacy"]["orders"][-1]
@@ -374,28 +499,43 @@ def _break(path: list, value=KeyError):
             del node[path[-1]]
         else:
             node[path[-1]] = value
+
     return edit
 
 
-@pytest.mark.parametrize("edit, message", [
-    (_break(["privacy", "eps_sanitized"]), "key 'privacy.eps_sanitized' is missing"),
-    (_break(["queries"]), "key 'queries' is missing"),
-    (_break(["privacy", "sanitized", "beta"]), "key 'privacy.sanitized.beta' is missing"),
-    (_break(["privacy", "delta"], "1e-5"), "key 'privacy.delta' must be a number"),
-    (_break(["privacy", "delta"], 2.0), "key 'privacy.delta' must lie in (0, 1)"),
-    (_break(["utility", "student_accuracy"], 91.0), "'utility.student_accuracy' must be a fraction"),
-    (_break(["queries", "answered"], 2000), "'queries.answered' (2000) must not exceed"),
-    (_break(["format"], 2), "key 'format' must be 1"),
-    (_break(["privacy", "mechanism"], "pate-magic"), "key 'privacy.mechanism' must be one of"),
-    (_break(["privacy", "data_dependent_is_private"], True),
-     "data_dependent_is_private' must be false"),
-    (_break(["privacy", "rdp_data_dependent"], [1.0, 2.0]), "one value per order"),
-    (_break(["utility", "confusion_matrix"], [[1, 2], [3]]), "square matrix"),
-    (_break(["privacy", "sanitized", "beta"], 0.02), "differs from config.privacy.release_beta"),
-    (_break(["privacy", "neighbouring_relation"], "unit"), "config.partition.mode is 'random'"),
-    (_break(["privacy", "ledger"], {"path": "x"}), "key 'privacy.ledger.dataset' is missing"),
-    (lambda a: a["privacy"]["orders"].__setitem__(0, float("nan")), "'privacy.orders' must be a list"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_break(["privacy", "eps_sanitized"]), "key 'privacy.eps_sanitized' is missing"),
+        (_break(["queries"]), "key 'queries' is missing"),
+        (_break(["privacy", "sanitized", "beta"]), "key 'privacy.sanitized.beta' is missing"),
+        (_break(["privacy", "delta"], "1e-5"), "key 'privacy.delta' must be a number"),
+        (_break(["privacy", "delta"], 2.0), "key 'privacy.delta' must lie in (0, 1)"),
+        (
+            _break(["utility", "student_accuracy"], 91.0),
+            "'utility.student_accuracy' must be a fraction",
+        ),
+        (_break(["queries", "answered"], 2000), "'queries.answered' (2000) must not exceed"),
+        (_break(["format"], 2), "key 'format' must be 1"),
+        (_break(["privacy", "mechanism"], "pate-magic"), "key 'privacy.mechanism' must be one of"),
+        (
+            _break(["privacy", "data_dependent_is_private"], True),
+            "data_dependent_is_private' must be false",
+        ),
+        (_break(["privacy", "rdp_data_dependent"], [1.0, 2.0]), "one value per order"),
+        (_break(["utility", "confusion_matrix"], [[1, 2], [3]]), "square matrix"),
+        (
+            _break(["privacy", "sanitized", "beta"], 0.02),
+            "differs from config.privacy.release_beta",
+        ),
+        (_break(["privacy", "neighbouring_relation"], "unit"), "config.partition.mode is 'random'"),
+        (_break(["privacy", "ledger"], {"path": "x"}), "key 'privacy.ledger.dataset' is missing"),
+        (
+            lambda a: a["privacy"]["orders"].__setitem__(0, float("nan")),
+            "'privacy.orders' must be a list",
+        ),
+    ],
+)
 def test_malformed_analysis_names_file_and_key_and_writes_nothing(tmp_path, edit, message):
     a = make_analysis()
     edit(a)
@@ -436,7 +576,8 @@ def test_cli_json_equals_report_json(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.split()
     assert printed == [str(tmp_path / n) for n in rep.REPORT_FILES] + [
-        str(tmp_path / f"plots/{n}.png") for n in rep.PLOT_NAMES]
+        str(tmp_path / f"plots/{n}.png") for n in rep.PLOT_NAMES
+    ]
 
 
 def test_cli_bad_input_one_clean_line(tmp_path, capsys):
@@ -455,14 +596,18 @@ def test_cli_bad_input_one_clean_line(tmp_path, capsys):
 
 def test_cli_does_not_import_torch(tmp_path):
     make_analysis(tmp_path)
-    code = ("import sys; import pate.run.report; assert 'matplotlib' not in sys.modules; "
-            "from pate.cli import main; rc = main(['report', sys.argv[1], '--json']); "
-            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+    code = (
+        "import sys; import pate.run.report; assert 'matplotlib' not in sys.modules; "
+        "from pate.cli import main; rc = main(['report', sys.argv[1], '--json']); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["privacy"]["eps_sanitized"] == pytest.approx(
-        json.loads((tmp_path / "analysis.json").read_text())["privacy"]["eps_sanitized"], abs=0)
+        json.loads((tmp_path / "analysis.json").read_text())["privacy"]["eps_sanitized"], abs=0
+    )
 
 
 def test_warns_when_the_sanitized_epsilon_is_no_saving(tmp_path):
@@ -480,10 +625,20 @@ def test_warns_when_the_sanitized_epsilon_is_no_saving(tmp_path):
 # budget changes (optional keys of analysis.json["privacy"])
 
 CHANGES = [
-    {"time_utc": "2025-01-02T09:00:00Z", "old_eps": None, "old_delta": None, "new_eps": 4.0,
-     "new_delta": 1e-5},
-    {"time_utc": "2025-01-09T17:30:00Z", "old_eps": 4.0, "old_delta": 1e-5, "new_eps": 10.0,
-     "new_delta": 1e-5},
+    {
+        "time_utc": "2025-01-02T09:00:00Z",
+        "old_eps": None,
+        "old_delta": None,
+        "new_eps": 4.0,
+        "new_delta": 1e-5,
+    },
+    {
+        "time_utc": "2025-01-09T17:30:00Z",
+        "old_eps": 4.0,
+        "old_delta": 1e-5,
+        "new_eps": 10.0,
+        "new_delta": 1e-5,
+    },
 ]
 
 
@@ -506,7 +661,7 @@ def test_seeded_noise_opens_every_statement_with_not_private(tmp_path):
     statement_md = md.split("## Privacy statement\n\n")[1]
     assert statement_md.startswith("**NOT DIFFERENTIALLY PRIVATE (seeded noise):**")
     page = (tmp_path / "report.html").read_text()
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     assert body.index("NOT differentially private") < body.index("Run directory")
     statement_html = body.split("<h2>Privacy statement</h2>\n")[1]
     assert statement_html.startswith("<p><strong>NOT DIFFERENTIALLY PRIVATE (seeded noise):")
@@ -575,14 +730,24 @@ def test_lowering_the_budget_is_not_a_warning():
     assert not any("raised" in w for w in rep.build_report(a)["warnings"])
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("noise_seeded", "yes", "privacy.noise_seeded' must be true or false"),
-    ("ledger_enforced", 0, "privacy.ledger_enforced' must be true or false"),
-    ("budget_changes", {"time_utc": "x"}, "must be a list of budget changes"),
-    ("budget_changes", [{"time_utc": "x", "old_eps": 1.0, "old_delta": 1e-5, "new_eps": 2.0}],
-     r"privacy.budget_changes\[0\].new_delta' is missing"),
-    ("budget_changes", [dict(CHANGES[0], new_eps="4")], r"budget_changes\[0\].new_eps' must be a number"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("noise_seeded", "yes", "privacy.noise_seeded' must be true or false"),
+        ("ledger_enforced", 0, "privacy.ledger_enforced' must be true or false"),
+        ("budget_changes", {"time_utc": "x"}, "must be a list of budget changes"),
+        (
+            "budget_changes",
+            [{"time_utc": "x", "old_eps": 1.0, "old_delta": 1e-5, "new_eps": 2.0}],
+            r"privacy.budget_changes\[0\].new_delta' is missing",
+        ),
+        (
+            "budget_changes",
+            [dict(CHANGES[0], new_eps="4")],
+            r"budget_changes\[0\].new_eps' must be a number",
+        ),
+    ],
+)
 def test_optional_privacy_keys_are_validated(key, value, message):
     a = make_analysis()
     a["privacy"][key] = value
@@ -603,8 +768,8 @@ def test_mechanism_wording_comes_from_the_registry():
         rep.validate_analysis(a)
 
 
-
 # ------------------------------------------------------------------------------ weak guarantees (eps > 10)
+
 
 def _with_guarantee(eps: float, **kwargs) -> dict:
     a = make_analysis(**kwargs)
@@ -617,12 +782,15 @@ def _paragraph(statement: str, head: str) -> str:
     return next(par for par in statement.split("\n\n") if par.startswith(f"{head}: "))
 
 
-@pytest.mark.parametrize("eps, factor", [
-    (10.5, "e^10.5 \u2248 36,000"),
-    (12.0, "e^12 \u2248 160,000"),
-    (20.0, "e^20 \u2248 4.9 \u00d7 10^8"),
-    (1000.0, "e^1000, more than 10^434, which is no meaningful protection"),
-])
+@pytest.mark.parametrize(
+    "eps, factor",
+    [
+        (10.5, "e^10.5 \u2248 36,000"),
+        (12.0, "e^12 \u2248 160,000"),
+        (20.0, "e^20 \u2248 4.9 \u00d7 10^8"),
+        (1000.0, "e^1000, more than 10^434, which is no meaningful protection"),
+    ],
+)
 def test_guarantee_above_ten_is_flagged_right_after_the_guarantee(tmp_path, eps, factor):
     a = _with_guarantee(eps)
     (tmp_path / "analysis.json").write_text(json.dumps(a))
@@ -630,16 +798,21 @@ def test_guarantee_above_ten_is_flagged_right_after_the_guarantee(tmp_path, eps,
     guarantee = _paragraph(result["statement"], "Guarantee")
     first, second = guarantee.split("-differential privacy with respect to ")[1].split(". ")[:2]
     assert first == "adding or removing any one record of the sensitive training data"
-    assert second == ("This bound protects individuals very weakly: an epsilon above 10 allows an "
-                      f"attacker's odds about any one record to change by a factor of {factor}")
+    assert second == (
+        "This bound protects individuals very weakly: an epsilon above 10 allows an "
+        f"attacker's odds about any one record to change by a factor of {factor}"
+    )
     flagged = [w for w in result["warnings"] if "protects individuals very weakly" in w]
     assert len(flagged) == 1 and factor in flagged[0] and f"\u03b5 = {eps:.4g}" in flagged[0]
     assert json.loads((tmp_path / "report.json").read_text())["warnings"] == result["warnings"]
     md = (tmp_path / "report.md").read_text()
     md_guarantee = next(line for line in md.splitlines() if line.startswith("**Guarantee:**"))
-    assert "**This bound protects individuals very weakly" in md_guarantee and factor in md_guarantee
-    assert md.index("## Warnings") < md.index("protects individuals very weakly", md.index(
-        "## Warnings"))
+    assert (
+        "**This bound protects individuals very weakly" in md_guarantee and factor in md_guarantee
+    )
+    assert md.index("## Warnings") < md.index(
+        "protects individuals very weakly", md.index("## Warnings")
+    )
     page = (tmp_path / "report.html").read_text()
     assert "<strong>This bound protects individuals very weakly" in page
     assert html.escape(factor, quote=False) in page
@@ -647,8 +820,10 @@ def test_guarantee_above_ten_is_flagged_right_after_the_guarantee(tmp_path, eps,
 
 def test_unit_level_and_infinite_guarantees_are_flagged():
     unit = rep.build_report(_with_guarantee(11.0, relation="unit"))
-    assert ("odds about any one person (privacy unit) to change by a factor of e^11 \u2248 60,000"
-            in _paragraph(unit["statement"], "Guarantee"))
+    assert (
+        "odds about any one person (privacy unit) to change by a factor of e^11 \u2248 60,000"
+        in _paragraph(unit["statement"], "Guarantee")
+    )
     infinite = rep.build_report(_with_guarantee(float("inf")))
     assert "protects individuals not at all" in _paragraph(infinite["statement"], "Guarantee")
     assert any("not at all" in w for w in infinite["warnings"])
@@ -664,8 +839,10 @@ def test_guarantee_at_or_below_ten_is_not_flagged(eps):
 
 # ------------------------------------------------------------------------------ smoke tests
 
-SMOKE_BANNER = ("**SMOKE TEST: this run only checks that the pipeline works; its privacy figures "
-                "are not a meaningful guarantee. Do not quote or publish them.**")
+SMOKE_BANNER = (
+    "**SMOKE TEST: this run only checks that the pipeline works; its privacy figures "
+    "are not a meaningful guarantee. Do not quote or publish them.**"
+)
 
 
 def test_smoke_test_is_said_at_the_very_top(tmp_path):
@@ -675,7 +852,9 @@ def test_smoke_test_is_said_at_the_very_top(tmp_path):
     result = rep.write_report(tmp_path)
     assert result["run"]["smoke_test"] is True
     first = _first_paragraph(result["statement"])
-    assert first.startswith("SMOKE TEST: This run is a smoke test: it only checks that the pipeline")
+    assert first.startswith(
+        "SMOKE TEST: This run is a smoke test: it only checks that the pipeline"
+    )
     assert "not a meaningful guarantee" in first
     assert result["warnings"][0].startswith("This run is a smoke test")
     assert "not a meaningful guarantee" in result["warnings"][0]
@@ -684,7 +863,7 @@ def test_smoke_test_is_said_at_the_very_top(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert md.split("\n\n")[:2] == ["# Privacy report: fmnist-test", SMOKE_BANNER]
     page = (tmp_path / "report.html").read_text()
-    body = page[page.index("<body>\n") + len("<body>\n"):].splitlines()
+    body = page[page.index("<body>\n") + len("<body>\n") :].splitlines()
     assert body[0] == "<h1>Privacy report: fmnist-test</h1>"
     assert body[1] == f"<p>{inline_html(SMOKE_BANNER)}</p>"
     assert body[1].startswith("<p><strong>SMOKE TEST: this run only checks")
@@ -725,8 +904,14 @@ def test_smoke_test_must_be_a_boolean():
 
 # ------------------------------------------------------------------------------ publishable plots
 
-DATA_DEPENDENT_KEYS = {"eps_data_dependent", "rdp_data_dependent", "order", "vote_margins",
-                       "counts", "bin_edges"}
+DATA_DEPENDENT_KEYS = {
+    "eps_data_dependent",
+    "rdp_data_dependent",
+    "order",
+    "vote_margins",
+    "counts",
+    "bin_edges",
+}
 
 
 def _sentinel(a: dict) -> dict:
@@ -766,8 +951,11 @@ def test_publishable_plots_exist_and_are_marked(written):
     page = (run_dir / "report.html").read_text()
     for name in rep.PLOT_NAMES:
         figure = page.split(f'<figure id="{name}">')[1].split("</figure>")[0]
-        badge = ('<span class="internal">' if name in rep.INTERNAL_PLOT_NAMES
-                 else '<span class="public">Publishable</span>')
+        badge = (
+            '<span class="internal">'
+            if name in rep.INTERNAL_PLOT_NAMES
+            else '<span class="public">Publishable</span>'
+        )
         assert badge in figure, name
 
 
@@ -810,14 +998,23 @@ def test_every_plot_has_a_caption_and_is_either_publishable_or_internal():
 
 # ------------------------------------------------------------------------------ utility (#31)
 
+
 def _utility(**change) -> dict:
     """A run's utility object with the keys of pate.run.run_analysis (a healthy run by default)."""
-    u = {"student_accuracy": 0.88, "teacher_mean_accuracy": 0.8, "teacher_accuracy_std": 0.02,
-         "plurality_vote_accuracy": 0.93, "label_accuracy_answered": 0.9,
-         "answered_labels": 320, "answered_plurality_agreement": 0.95,
-         "answered_plurality_agreement_note": "internal: from the private votes; do not publish",
-         "majority_class_rate": 0.12, "chance_rate": 0.1, "student_steps": 4000,
-         "scale_warnings": []}
+    u = {
+        "student_accuracy": 0.88,
+        "teacher_mean_accuracy": 0.8,
+        "teacher_accuracy_std": 0.02,
+        "plurality_vote_accuracy": 0.93,
+        "label_accuracy_answered": 0.9,
+        "answered_labels": 320,
+        "answered_plurality_agreement": 0.95,
+        "answered_plurality_agreement_note": "internal: from the private votes; do not publish",
+        "majority_class_rate": 0.12,
+        "chance_rate": 0.1,
+        "student_steps": 4000,
+        "scale_warnings": [],
+    }
     u.update(change)
     return u
 
@@ -833,30 +1030,54 @@ def test_a_healthy_run_gets_no_utility_warning():
     assert _utility_warnings() == []
 
 
-@pytest.mark.parametrize("change, says", [
-    # near chance, with the teachers near chance too: the teachers learned too little
-    (dict(student_accuracy=0.14, plurality_vote_accuracy=0.15, label_accuracy_answered=0.15),
-     ["near chance", "plurality vote is near chance too", "fewer teachers"]),
-    # near chance while the teachers know: the noise decides the answers (drowning noise)
-    (dict(student_accuracy=0.15, answered_plurality_agreement=0.2, label_accuracy_answered=0.2),
-     ["near chance", "disagree with the teachers' plurality vote", "fewer queries"]),
-    # near chance with good labels: the student (a too-short one, say)
-    (dict(student_accuracy=0.15), ["near chance", "train the student longer"]),
-    # far below its own labels (issue #31: labels 53 %, student 14.5 % -> here 53 / 30)
-    (dict(student_accuracy=0.3, label_accuracy_answered=0.53), ["far below the accuracy of its own labels",
-                                                                 "Train it longer"]),
-    # far below the plurality vote, labels unknown (breast cancer: 98.9 % vote, 54 % student)
-    (dict(student_accuracy=0.54, plurality_vote_accuracy=0.989, label_accuracy_answered=None,
-          majority_class_rate=0.37, answered_plurality_agreement=0.3),
-     ["far below the teachers' noiseless plurality vote", "less noise"]),
-    # too few answers for the classes
-    (dict(answered_labels=40), ["Only 40 labels were answered for 10 classes"]),
-    # a too-short student
-    (dict(student_steps=40), ["trained only 40 optimiser steps", "student_params"]),
-    # unscaled inputs to a raw model
-    (dict(scale_warnings=["the teacher model LogisticRegression gets the tabular inputs unscaled"]),
-     ["The teacher model LogisticRegression gets the tabular inputs unscaled."]),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        # near chance, with the teachers near chance too: the teachers learned too little
+        (
+            dict(student_accuracy=0.14, plurality_vote_accuracy=0.15, label_accuracy_answered=0.15),
+            ["near chance", "plurality vote is near chance too", "fewer teachers"],
+        ),
+        # near chance while the teachers know: the noise decides the answers (drowning noise)
+        (
+            dict(
+                student_accuracy=0.15, answered_plurality_agreement=0.2, label_accuracy_answered=0.2
+            ),
+            ["near chance", "disagree with the teachers' plurality vote", "fewer queries"],
+        ),
+        # near chance with good labels: the student (a too-short one, say)
+        (dict(student_accuracy=0.15), ["near chance", "train the student longer"]),
+        # far below its own labels (issue #31: labels 53 %, student 14.5 % -> here 53 / 30)
+        (
+            dict(student_accuracy=0.3, label_accuracy_answered=0.53),
+            ["far below the accuracy of its own labels", "Train it longer"],
+        ),
+        # far below the plurality vote, labels unknown (breast cancer: 98.9 % vote, 54 % student)
+        (
+            dict(
+                student_accuracy=0.54,
+                plurality_vote_accuracy=0.989,
+                label_accuracy_answered=None,
+                majority_class_rate=0.37,
+                answered_plurality_agreement=0.3,
+            ),
+            ["far below the teachers' noiseless plurality vote", "less noise"],
+        ),
+        # too few answers for the classes
+        (dict(answered_labels=40), ["Only 40 labels were answered for 10 classes"]),
+        # a too-short student
+        (dict(student_steps=40), ["trained only 40 optimiser steps", "student_params"]),
+        # unscaled inputs to a raw model
+        (
+            dict(
+                scale_warnings=[
+                    "the teacher model LogisticRegression gets the tabular inputs unscaled"
+                ]
+            ),
+            ["The teacher model LogisticRegression gets the tabular inputs unscaled."],
+        ),
+    ],
+)
 def test_each_failure_cause_gets_a_warning_that_says_what_to_change(change, says):
     warnings = _utility_warnings(**change)
     assert warnings, change
@@ -871,23 +1092,31 @@ def test_the_majority_class_is_the_chance_level_when_it_beats_one_over_classes()
 
     u = _utility(student_accuracy=0.43, majority_class_rate=0.4, chance_rate=1 / 6)
     assert "near chance" in utility_warnings(u, num_classes=6, answered=320)[0]
-    u = _utility(student_accuracy=0.6, majority_class_rate=0.4, chance_rate=1 / 6,
-                 label_accuracy_answered=0.65, plurality_vote_accuracy=0.7)
+    u = _utility(
+        student_accuracy=0.6,
+        majority_class_rate=0.4,
+        chance_rate=1 / 6,
+        label_accuracy_answered=0.65,
+        plurality_vote_accuracy=0.7,
+    )
     assert utility_warnings(u, num_classes=6, answered=320) == []
 
 
 def test_the_first_section_says_what_the_run_is_worth_with_its_warnings():
     a = make_analysis()
     warnings = _utility_warnings(student_accuracy=0.3, label_accuracy_answered=0.53)
-    a["utility"].update(_utility(student_accuracy=0.3, label_accuracy_answered=0.53,
-                                 warnings=warnings))
+    a["utility"].update(
+        _utility(student_accuracy=0.3, label_accuracy_answered=0.53, warnings=warnings)
+    )
     a["utility"]["student_accuracy"] = 0.3
     report = rep.build_report(rep.validate_analysis(a))
     assert report["warnings"][: len(warnings)] == warnings  # utility first
     md = rep.render_markdown(report)
     first = md.index("## What you get")
-    assert first < md.index("## Privacy statement") and md.count("## ") - md[first:].count("## ") == 0
-    glance = md[first:md.index("## Privacy statement")]
+    assert (
+        first < md.index("## Privacy statement") and md.count("## ") - md[first:].count("## ") == 0
+    )
+    glance = md[first : md.index("## Privacy statement")]
     assert "30.0%" in glance and "majority class gives 12.0%" in glance
     assert "Teachers:** 80.0% each on average; their noiseless plurality vote 93.0%" in glance
     assert "320 of 1,000 queries answered, 53.0% of them right" in glance
@@ -904,13 +1133,16 @@ def test_old_analysis_files_without_the_utility_keys_still_render():
     assert "## What you get" in md and "Utility warnings" not in md
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("answered_plurality_agreement", 1.5, "must be a fraction in"),
-    ("answered_plurality_agreement", "high", "must be a number"),
-    ("warnings", "check it", "must be a list of strings"),
-    ("student_steps", 2.5, "must be an integer"),
-    ("majority_class_rate", -0.1, "must be a fraction in"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("answered_plurality_agreement", 1.5, "must be a fraction in"),
+        ("answered_plurality_agreement", "high", "must be a number"),
+        ("warnings", "check it", "must be a list of strings"),
+        ("student_steps", 2.5, "must be an integer"),
+        ("majority_class_rate", -0.1, "must be a fraction in"),
+    ],
+)
 def test_optional_utility_keys_are_validated(key, value, message):
     a = make_analysis()
     a["utility"][key] = value
@@ -925,14 +1157,23 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     rep.write_report(tmp_path)
     assert "CPU threads" not in (tmp_path / "report.md").read_text()
     (tmp_path / "stages").mkdir()
-    record = {"count": 2, "source": "affinity", "cpus": 2, "detail": "sched_getaffinity: 2 CPUs",
-              "wait_policy": "passive", "load_average": 0.5}
+    record = {
+        "count": 2,
+        "source": "affinity",
+        "cpus": 2,
+        "detail": "sched_getaffinity: 2 CPUs",
+        "wait_policy": "passive",
+        "load_average": 0.5,
+    }
     (tmp_path / "stages" / "student.json").write_text(json.dumps({"threads": record}))
-    (tmp_path / "stages" / "teachers.json").write_text(json.dumps(
-        {"threads": dict(record, count=1, source="flag", detail="--threads 1")}))
+    (tmp_path / "stages" / "teachers.json").write_text(
+        json.dumps({"threads": dict(record, count=1, source="flag", detail="--threads 1")})
+    )
     result = rep.write_report(tmp_path)
     assert result["threads"]["student"]["count"] == 2
     md = (tmp_path / "report.md").read_text()
-    assert ("**CPU threads:** teachers 1 (flag: --threads 1; OpenMP waiting passive), student 2 "
-            "(affinity: sched_getaffinity: 2 CPUs; OpenMP waiting passive)") in md
+    assert (
+        "**CPU threads:** teachers 1 (flag: --threads 1; OpenMP waiting passive), student 2 "
+        "(affinity: sched_getaffinity: 2 CPUs; OpenMP waiting passive)"
+    ) in md
     assert "CPU threads" in (tmp_path / "report.html").read_text()

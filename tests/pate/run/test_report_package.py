@@ -26,8 +26,11 @@ def _modules() -> list[Path]:
 def test_no_file_under_pate_report_exceeds_700_lines():
     files = [p for p in sorted(REPORT.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
     assert {p.name for p in files} >= {"__init__.py", *TEMPLATES}
-    too_long = {p.relative_to(REPORT).as_posix(): n for p in files
-                if (n := len(p.read_text(encoding="utf-8").splitlines())) > 700}
+    too_long = {
+        p.relative_to(REPORT).as_posix(): n
+        for p in files
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 700
+    }
     assert not too_long, f"files over 700 lines (split them along their seams): {too_long}"
 
 
@@ -46,7 +49,9 @@ def _private_uses(tree: ast.Module) -> list[str]:
     """``from pate.run.report.x import _y`` and ``M._y`` where ``M`` is a pate.run.report module."""
     aliases, found = set(), []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "pate.run":  # from pate.run import report
+        if (
+            isinstance(node, ast.ImportFrom) and node.module == "pate.run"
+        ):  # from pate.run import report
             aliases.update(n.asname or n.name for n in node.names if n.name == "report")
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pate.run.report"):
             for name in node.names:
@@ -59,18 +64,25 @@ def _private_uses(tree: ast.Module) -> list[str]:
                 if name.name.startswith("pate.run.report"):
                     aliases.add(name.asname or name.name)
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
-                and node.value.id in aliases):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+        ):
             found.append(f"{node.value.id}.{node.attr}")
     return found
 
 
 def test_no_private_helper_is_imported_across_modules():
     root = REPORT.parents[3]  # the repository (REPORT is pate/run/report)
-    users = _modules() + [p for folder in ("pate", "teachers", "student", "tests", "benchmarks")
-                          for p in sorted((root / folder).rglob("*.py"))
-                          if REPORT not in p.parents]
+    users = _modules() + [
+        p
+        for folder in ("pate", "teachers", "student", "tests", "benchmarks")
+        for p in sorted((root / folder).rglob("*.py"))
+        if REPORT not in p.parents
+    ]
     offending = {}
     for path in users:
         text = path.read_text(encoding="utf-8")
@@ -82,10 +94,15 @@ def test_no_private_helper_is_imported_across_modules():
 
 
 def test_the_private_use_finder_finds_one():
-    tree = ast.parse("from pate.run.report import wording as W\nfrom pate.run.report.render import _x\n"
-                     "from pate.run import report as rep\nW._secret()\nW.public()\nrep._old()\n")
-    assert sorted(_private_uses(tree)) == ["W._secret", "from pate.run.report.render import _x",
-                                           "rep._old"]
+    tree = ast.parse(
+        "from pate.run.report import wording as W\nfrom pate.run.report.render import _x\n"
+        "from pate.run import report as rep\nW._secret()\nW.public()\nrep._old()\n"
+    )
+    assert sorted(_private_uses(tree)) == [
+        "W._secret",
+        "from pate.run.report.render import _x",
+        "rep._old",
+    ]
 
 
 @pytest.mark.parametrize("name", TEMPLATES)

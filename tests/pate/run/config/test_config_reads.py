@@ -50,7 +50,8 @@ def source_modules() -> list[str]:
 
 def _is_config(node: ast.AST) -> bool:
     return (isinstance(node, ast.Name) and node.id in CONFIG_NAMES) or (
-        isinstance(node, ast.Attribute) and node.attr == "config")
+        isinstance(node, ast.Attribute) and node.attr == "config"
+    )
 
 
 def _table_key(node: ast.AST) -> str | None:
@@ -65,8 +66,13 @@ def table_reads(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Subscript) and _is_config(node.value):
             table = _table_key(node.slice)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "get" and _is_config(node.func.value) and node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and _is_config(node.func.value)
+            and node.args
+        ):
             table = _table_key(node.args[0])
         else:
             continue
@@ -76,12 +82,19 @@ def table_reads(source: str) -> list[tuple[int, str]]:
 
 
 def test_the_finder_finds_each_form_of_read():
-    source = ('a = config["run"]["device"]\nb = run.config["aggregator"].get("queries")\n'
-              'priv = cfg["privacy"]\nknn = self.ctx.config.get("knn") or {}\n'
-              'c = config[t]\nd = other["run"]\ne = config["not_a_table"]\n'
-              'config["privacy"]["budget_eps"] = 1.0\n')
-    assert table_reads(source) == [(1, "run"), (2, "aggregator"), (3, "privacy"), (4, "knn"),
-                                   (8, "privacy")]
+    source = (
+        'a = config["run"]["device"]\nb = run.config["aggregator"].get("queries")\n'
+        'priv = cfg["privacy"]\nknn = self.ctx.config.get("knn") or {}\n'
+        'c = config[t]\nd = other["run"]\ne = config["not_a_table"]\n'
+        'config["privacy"]["budget_eps"] = 1.0\n'
+    )
+    assert table_reads(source) == [
+        (1, "run"),
+        (2, "aggregator"),
+        (3, "privacy"),
+        (4, "knn"),
+        (8, "privacy"),
+    ]
 
 
 def test_the_allow_list_names_modules_that_exist_and_still_read():
@@ -90,11 +103,14 @@ def test_the_allow_list_names_modules_that_exist_and_still_read():
         assert table_reads((REPO / path).read_text()), f"{path} no longer reads: drop it"
 
 
-@pytest.mark.parametrize("path", [p for p in source_modules()
-                                  if not p.startswith(CONFIG_PACKAGE) and p not in ALLOWED])
+@pytest.mark.parametrize(
+    "path", [p for p in source_modules() if not p.startswith(CONFIG_PACKAGE) and p not in ALLOWED]
+)
 def test_no_module_outside_the_config_package_reads_a_table(path):
     reads = table_reads((REPO / path).read_text())
-    assert not reads, (f"{path} reads config tables at " + ", ".join(
-        f"line {line} ([{table}])" for line, table in reads)
+    assert not reads, (
+        f"{path} reads config tables at "
+        + ", ".join(f"line {line} ([{table}])" for line, table in reads)
         + ": read C.sections(config).<table>.<key> (pate.run.config.sections) or a reader of "
-        "pate.run.config instead")
+        "pate.run.config instead"
+    )
