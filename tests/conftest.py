@@ -11,6 +11,45 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+SOURCE_FOLDERS = ("pate", "analysis", "teachers", "student")
+
+
+def source_modules() -> list[str]:
+    """Every module of the four source folders, once, as repository-relative paths
+    (pate/analysis, pate/teachers and pate/student are symlinks to analysis/, teachers/,
+    student/, so they are skipped under pate/)."""
+    out = []
+    for root in SOURCE_FOLDERS:
+        for path in sorted((REPO / root).rglob("*.py")):
+            rel = path.relative_to(REPO)
+            if root == "pate" and rel.parts[1] in SOURCE_FOLDERS[1:]:
+                continue
+            out.append(rel.as_posix())
+    return out
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "each_source_module(exclude=None): run the test once per source module, its "
+        "repository-relative path as the argument `path` (exclude: a predicate on the path)",
+    )
+
+
+def pytest_generate_tests(metafunc):
+    """``@pytest.mark.each_source_module``: the static checks over the source tree (sizes,
+    config reads) share one list of modules."""
+    marker = metafunc.definition.get_closest_marker("each_source_module")
+    if marker is not None:
+        exclude = marker.kwargs.get("exclude") or (lambda path: False)
+        metafunc.parametrize("path", [p for p in source_modules() if not exclude(p)])
+
+
+@pytest.fixture(scope="session")
+def source_module_paths() -> list[str]:
+    return source_modules()
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -25,19 +25,6 @@ MAX_LINES = 700
 MAX_FUNCTION_LINES = 80
 
 
-def source_modules() -> list[str]:
-    """Every module of the four source folders, once (pate/analysis, pate/teachers and
-    pate/student are symlinks to analysis/, teachers/, student/)."""
-    out = []
-    for root in ("pate", "analysis", "teachers", "student"):
-        for path in sorted((REPO / root).rglob("*.py")):
-            rel = path.relative_to(REPO)
-            if root == "pate" and rel.parts[1] in ("analysis", "teachers", "student"):
-                continue
-            out.append(rel.as_posix())
-    return out
-
-
 _PATH = re.compile(r"`([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*/?)`")
 _ROOTS = (
     "pate/",
@@ -137,8 +124,8 @@ def test_long_function_finder_finds_a_long_function():
     assert _long_functions(tree) == [("long", 5, MAX_FUNCTION_LINES + 1)]
 
 
-def test_every_source_module_is_checked():
-    modules = source_modules()
+def test_every_source_module_is_checked(source_module_paths):
+    modules = source_module_paths
     assert (
         len(modules) > 100
         and "pate/run/planner/rules.py" in modules
@@ -147,7 +134,7 @@ def test_every_source_module_is_checked():
     assert len(modules) == len(set(modules))
 
 
-@pytest.mark.parametrize("path", source_modules())
+@pytest.mark.each_source_module
 def test_source_modules_stay_small(path):
     """No source file over 700 lines and no function over 80 lines, anywhere: the guide's "a
     file over ~700 lines holds more than one concept"."""

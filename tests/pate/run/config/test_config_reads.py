@@ -35,19 +35,6 @@ ALLOWED = {
 }
 
 
-def source_modules() -> list[str]:
-    """Every module of the four source folders, once (pate/analysis, pate/teachers and
-    pate/student are symlinks to analysis/, teachers/, student/)."""
-    out = []
-    for root in ("pate", "analysis", "teachers", "student"):
-        for path in sorted((REPO / root).rglob("*.py")):
-            rel = path.relative_to(REPO)
-            if root == "pate" and rel.parts[1] in ("analysis", "teachers", "student"):
-                continue
-            out.append(rel.as_posix())
-    return out
-
-
 def _is_config(node: ast.AST) -> bool:
     return (isinstance(node, ast.Name) and node.id in CONFIG_NAMES) or (
         isinstance(node, ast.Attribute) and node.attr == "config"
@@ -103,8 +90,8 @@ def test_the_allow_list_names_modules_that_exist_and_still_read():
         assert table_reads((REPO / path).read_text()), f"{path} no longer reads: drop it"
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in source_modules() if not p.startswith(CONFIG_PACKAGE) and p not in ALLOWED]
+@pytest.mark.each_source_module(
+    exclude=lambda path: path.startswith(CONFIG_PACKAGE) or path in ALLOWED
 )
 def test_no_module_outside_the_config_package_reads_a_table(path):
     reads = table_reads((REPO / path).read_text())
