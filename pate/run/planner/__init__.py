@@ -126,13 +126,12 @@ from pate.run.planner.model import (
     facts_of,
     setting_name,
 )
-from pate.run.planner.rules import (
+from pate.run.planner.rules import plan_config, plan_for
+from pate.run.planner.steps import (
     auto_mechanism,
     ledger_remaining,
     log_plan,
     needs_plan,
-    plan_config,
-    plan_for,
     probe,
     write_plan,
 )
