@@ -55,7 +55,9 @@ def _plan_quadratic(config: dict, knn: dict, filled: dict) -> None:
         filled["rule"] = {
             "value": "qda",
             "why": "quadratic discriminant analysis read from "
-            "the release (a rule quadratic in the inputs)",
+            "the release (a rule quadratic in the inputs), the class moments as released "
+            "or shrunk by their noise level, whichever's public labels reproduce the "
+            "release (free)",
         }
         knn["rule"] = "qda"
         student = dict(config.get("student") or {})
