@@ -87,7 +87,7 @@ def test_true_labels_show_the_mismatch_noise_and_sampling_explain():
     shuffled = np.random.default_rng(1).permutation(public_y)
     wrong = np.mean([mismatch(s, u, shuffled, total=total, count_weight=KAPPA) for _, s in splits])
     assert 0.5 < true / expected < 1.3, true / expected
-    assert wrong / expected > 3 * MISMATCH_WARNING, wrong / expected
+    assert wrong / expected > 1.5 * MISMATCH_WARNING, wrong / expected
 
 
 def test_shells_beside_noise_columns_choose_the_shrunk_moments():
@@ -136,7 +136,7 @@ def test_a_release_no_reading_reproduces_is_warned_about(caplog):
         _, check = checked_rule(release, e_public, "qda")
     assert check.weak and check.ratio > MISMATCH_WARNING, check.ratios
     text = " ".join(r.getMessage() for r in caplog.records)
-    assert "not reproduced by the labelling rule" in text and "Teachers" in text
+    assert "not reproduced by the labelling rule" in text and "teachers" in text
     assert check.to_dict()["mismatch_ratios"][check.chosen] == round(check.ratio, 4)
 
 
