@@ -214,7 +214,12 @@ def _rule_check(row: dict) -> dict | None:
     the harness kept it, from the warning's text (only rows that warned)."""
     if isinstance(row.get("rule_check"), dict):
         check = row["rule_check"]
-        return {"chosen": check["chosen"], "ratio": check["mismatch_ratios"][check["chosen"]]}
+        ratio = check["mismatch_ratios"][check["chosen"]]
+        return {
+            "chosen": check["chosen"],
+            "ratio": ratio,
+            "warned": ratio > check["mismatch_warning_above"],
+        }
     for text in row.get("warnings") or []:
         found = _RATIO.search(text)
         if found:
@@ -224,15 +229,13 @@ def _rule_check(row: dict) -> dict | None:
 
 def _check_cell(rows: list) -> str:
     """What the rule check said over the ``after`` rows of one (dataset, eps)."""
-    from pate.core.release_check import MISMATCH_WARNING
-
     checks = [c for c in (_rule_check(r) for r in rows) if c is not None]
     if not checks:
         return "–"
     chosen = "/".join(sorted({c["chosen"] for c in checks}))
     ratios = sorted(c["ratio"] for c in checks)
     span = f"{ratios[0]:.1f}" + (f"–{ratios[-1]:.1f}" if ratios[-1] > ratios[0] else "")
-    warned = " (warns)" if ratios[-1] > MISMATCH_WARNING else ""
+    warned = " (warned)" if any(c["warned"] for c in checks) else ""
     return f"{chosen} {span}{warned}"
 
 

@@ -62,13 +62,19 @@ def test_markdown_table_pairs_the_arms(unseen):
     assert len(table) == 3
     assert "| 70.0 → 85.0 |" in table[2] and "| 65.0 → 80.0 |" in table[2]
     assert "| 0.50 → 0.80 |" in table[2] and table[2].endswith("| 2 | – |")
-    checked = {"chosen": "qda-shrunk", "mismatch_ratios": {"qda": 3.5, "qda-shrunk": 1.25}}
+    checked = {
+        "chosen": "qda-shrunk",
+        "mismatch_ratios": {"qda": 3.5, "qda-shrunk": 1.25},
+        "mismatch_warning_above": 3.0,
+    }
     results["rows"][1]["rule_check"] = checked
     results["rows"][2]["warnings"] = [
         "The release's class statistics are not reproduced by the labelling rule (qda): the "
         "class sums of its public labels differ from the released ones 3.4 times as much as"
     ]
-    assert unseen.markdown_table(results).endswith("| 2 | qda/qda-shrunk 1.2–3.4 (warns) |")
+    assert unseen.markdown_table(results).endswith("| 2 | qda/qda-shrunk 1.2–3.4 (warned) |")
+    results["rows"].pop()
+    assert unseen.markdown_table(results).endswith("| 1 | qda-shrunk 1.2 |")
 
 
 def test_docs_table_is_what_the_results_give(unseen):
