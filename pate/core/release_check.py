@@ -116,6 +116,18 @@ class RuleCheck:
         """The chosen rule does not reproduce the release's class statistics."""
         return self.ratio > MISMATCH_WARNING
 
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> RuleCheck:
+        """The check :meth:`to_dict` wrote (a run's ``aggregate.json``, ``records.rule_check``)."""
+        ratios = data["mismatch_ratios"]
+        if not isinstance(ratios, dict):
+            raise ValueError(f"rule_check.mismatch_ratios must be a mapping, got {ratios!r}")
+        return cls(
+            rule=str(data["rule"]),
+            chosen=str(data["chosen"]),
+            ratios={str(k): float(v) for k, v in ratios.items()},
+        )
+
     def to_dict(self) -> dict[str, object]:
         return {
             "rule": self.rule,
