@@ -79,13 +79,11 @@ def test_true_labels_show_the_mismatch_noise_and_sampling_explain():
     e_public, release = _release(public_x, private_x, private_y, sigma=2.6, classes=3)
     u = rule_features(e_public, release.geometry, "logistic")
     total = float(release.counts.sum())
-    expected = expected_mismatch(
-        u, num_classes=3, sigma=release.sigma, total=total, count_weight=KAPPA
-    )
+    expected = expected_mismatch(u, num_classes=3, sigma=release.sigma, total=total)
     splits = fission(release.statistic, sigma=release.sigma)
-    true = np.mean([mismatch(s, u, public_y, total=total, count_weight=KAPPA) for _, s in splits])
+    true = np.mean([mismatch(s, u, public_y, total=total) for _, s in splits])
     shuffled = np.random.default_rng(1).permutation(public_y)
-    wrong = np.mean([mismatch(s, u, shuffled, total=total, count_weight=KAPPA) for _, s in splits])
+    wrong = np.mean([mismatch(s, u, shuffled, total=total) for _, s in splits])
     assert 0.5 < true / expected < 1.3, true / expected
     assert wrong / expected > 1.5 * MISMATCH_WARNING, wrong / expected
 
