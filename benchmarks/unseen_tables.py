@@ -255,6 +255,7 @@ def run(args) -> dict:
                 )  # fmt: skip
             ref = results["datasets"][name]
             arms = ("before", "after") if front == "quadratic" else ("after",)
+            arms = tuple(a for a in arms if a in args.arms)
             for eps in args.eps:
                 for repeat in range(args.repeats):
                     for which in arms:
@@ -262,7 +263,7 @@ def run(args) -> dict:
                             continue
                         with arm(which):
                             row = OWN.run_one(ds, eps, ref, work=pathlib.Path(tmp))
-                        row.update(arm=which, repeat=repeat, front_end=front)
+                        row.update(arm=which, repeat=repeat, front_end=front, commit=OWN._commit())
                         results["rows"] = [
                             r
                             for r in results["rows"]
@@ -354,6 +355,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="fresh releases per arm")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--force", action="store_true")
+    parser.add_argument(
+        "--arms", nargs="+", choices=("before", "after"), default=["before", "after"]
+    )
     parser.add_argument("--docs", default=None, metavar="FILE.md")
     args = parser.parse_args(argv)
     if args.docs:
