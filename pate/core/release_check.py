@@ -87,9 +87,9 @@ CHECK_DRAWS = 3
 CHECK_SEED = 31_0031
 #: Above this ratio of mismatch to what noise and sampling explain, the rule does not reproduce
 #: the release's class statistics: a warning. A heuristic set on ``benchmarks/unseen_tables.py``
-#: (eps 2): readings whose labels were 78 to 97 % right came out at 0.7 to 2.2; 57 % right labels
-#: (heavy-tailed classes that overlap: the non-private model gets 56 %) at 5; 71 % right (qda as
-#: released on nested shells) at 3.0.
+#: and development runs on its tables at eps 2 (docs/own_data.md): readings whose labels were 79
+#: to 97 % right came out at 0.9 to 1.5, the moments as released on nested shells at 1.4 to 2.2,
+#: 57 % right labels (heavy-tailed classes that overlap: the non-private model gets 56 %) at 5.9.
 MISMATCH_WARNING = 3.0
 
 Labeller = NoisyClassMeans | LinearLabeller | QuadraticDiscriminant
