@@ -234,7 +234,8 @@ def _check_cell(rows: list) -> str:
         return "–"
     chosen = "/".join(sorted({c["chosen"] for c in checks}))
     ratios = sorted(c["ratio"] for c in checks)
-    span = f"{ratios[0]:.1f}" + (f"–{ratios[-1]:.1f}" if ratios[-1] > ratios[0] else "")
+    low, high = f"{ratios[0]:.1f}", f"{ratios[-1]:.1f}"
+    span = low if low == high else f"{low}–{high}"
     warned = " (warned)" if any(c["warned"] for c in checks) else ""
     return f"{chosen} {span}{warned}"
 
