@@ -527,9 +527,19 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
         gap_closed=None if gap is None else round(gap, 4),
         teacher_model=(report.get("config", {}).get("teachers", {}) or {}).get("model"),
         student_model=(report.get("config", {}).get("student", {}) or {}).get("model"),
+        rule_check=_rule_check(run_dir),
     )
     shutil.rmtree(run_dir, ignore_errors=True)
     return row
+
+
+def _rule_check(run_dir: pathlib.Path) -> dict | None:
+    """The class-means rule check of a run (``aggregate.json``'s ``records.rule_check``: the
+    reading chosen and each reading's mismatch ratio), None for other runs."""
+    path = run_dir / "aggregate.json"
+    if not path.exists():
+        return None
+    return (json.loads(path.read_text()).get("records") or {}).get("rule_check")
 
 
 def _r(value, digits: int = 4):

@@ -141,7 +141,8 @@ RULE_TEXT = {
     "the public inputs alone (the public inputs stand in for the sensitive inputs' "
     f"distribution; ridge {LOGISTIC_RIDGE:g})",
     "qda": "each query gets the class of highest Gaussian likelihood, each class's mean and "
-    "covariance read from the released sums of the columns and their products, "
+    "covariance read from the released sums of the columns and their products (as released "
+    "or shrunk by their noise level, whichever's public labels reproduce the release), "
     "eigenvalues below the noise level raised to it (quadratic discriminant analysis)",
 }
 RULES = tuple(RULE_TEXT)
@@ -298,6 +299,9 @@ class NoisyClassMeans:
     geometry: PublicGeometry
     counts: np.ndarray
     sigma: float
+    #: the released S + noise itself, (m, d + 1), and kappa (None: built from the means alone)
+    statistic: np.ndarray | None = None
+    count_weight: float | None = None
 
     def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
         w = self.geometry.whiten(_checked(embeddings, self.means.shape[1], "the means"))
@@ -336,11 +340,26 @@ def noisy_class_means(
     )
     rng = check_rng(rng)
     noisy = sums + sigma * np.asarray(rng.standard_normal(sums.shape), dtype=np.float64)
-    counts = np.maximum(noisy[:, -1] / kappa, 1.0)
+    return release_from_statistic(noisy, geometry=geometry, sigma=sigma, count_weight=kappa)
+
+
+def release_from_statistic(
+    statistic: np.ndarray, *, geometry: PublicGeometry, sigma: float, count_weight: float
+) -> NoisyClassMeans:
+    """The post-processing of a noisy statistic (m, d + 1) (``S + N(0, sigma^2 I)``, or any
+    public function of it) into noisy class means, counts (at least 1) and priors."""
+    noisy = np.asarray(statistic, dtype=np.float64)
+    counts = np.maximum(noisy[:, -1] / count_weight, 1.0)
     means = geometry.radius * noisy[:, :-1] / counts[:, None]
     log_prior = np.log(counts) - np.log(counts.sum())
     return NoisyClassMeans(
-        means=means, log_prior=log_prior, geometry=geometry, counts=counts, sigma=sigma
+        means=means,
+        log_prior=log_prior,
+        geometry=geometry,
+        counts=counts,
+        sigma=sigma,
+        statistic=noisy,
+        count_weight=count_weight,
     )
 
 
@@ -607,7 +626,7 @@ class QuadraticDiscriminant:
 
 
 def quadratic_discriminant(
-    release: NoisyClassMeans, public: npt.ArrayLike
+    release: NoisyClassMeans, public: npt.ArrayLike, *, shrink: bool = False
 ) -> QuadraticDiscriminant:
     """Quadratic discriminant analysis (Hastie, Tibshirani & Friedman 2009, Section 4.3) read
     from a class-means ``release`` over a table's quadratic features; post-processing of the
@@ -629,7 +648,17 @@ def quadratic_discriminant(
     symmetric matrix with independent entries; Bai & Yin 1988). Eigenvalues of Sigma_j below that
     level cannot be told from noise: each is raised to it (and to 1e-6 x trace(C) / F, a
     numerical floor). Clipped rows (||w|| > R) shrink their class's moments: a bias, not a
-    privacy matter. Scores: log N(z; m_j, Sigma_j) + log pi_j."""
+    privacy matter. Scores: log N(z; m_j, Sigma_j) + log pi_j.
+
+    ``shrink``: first soft-threshold each coordinate of the class's mean embedding (a_j, b_j:
+    its deviation from the public moments, which are 0 after centring) at sqrt(2 ln D) times
+    its noise standard deviation R sigma s_a / n_j (D = F + F (F + 1) / 2 coordinates): the
+    universal threshold of Donoho & Johnstone (1994, Biometrika 81), above which no coordinate
+    of pure noise rises with probability -> 1 as D grows. Where the release cannot tell a class
+    from the public rows the class takes the public moments, and every deviation is shrunk
+    by its noise level; better where few coordinates carry the classes (nested shells beside
+    noise columns), slightly worse where many do. :func:`pate.core.release_check.checked_rule`
+    chooses between the two from the release and the public rows (free)."""
     pub = check_embeddings(public, "public")
     width = release.means.shape[1]
     f = _columns_of(width)
@@ -642,8 +671,12 @@ def quadratic_discriminant(
     tau_rms = float(np.sqrt(np.mean(scale[f:] ** 2)))
     upper = np.triu_indices(f)
     means, axes, variances = [], [], []
+    threshold = np.sqrt(2.0 * np.log(width)) * release.geometry.radius * release.sigma * scale
     for j in range(release.means.shape[0]):
         e_mean = release.means[j] * scale
+        if shrink:
+            cut = threshold / release.counts[j]
+            e_mean = np.sign(e_mean) * np.maximum(np.abs(e_mean) - cut, 0.0)
         mean = e_mean[:f]
         second = np.zeros((f, f))
         second[upper] = e_mean[f:]

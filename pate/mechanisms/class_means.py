@@ -134,9 +134,10 @@ class _ClassMeans(MechanismSpec):
         rule: str,
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy class sums (``pate.core.class_means.noisy_class_means``), then the scores of
-        the labelling ``rule`` ("lda" or "logistic": ``labelling_rule``) on the first
-        ``queries`` public rows."""
-        from pate.core.class_means import LOGISTIC_RIDGE, labelling_rule, noisy_class_means
+        the labelling ``rule`` on the first ``queries`` public rows, chosen among its variants
+        and checked against the release (``pate.core.release_check.checked_rule``: free)."""
+        from pate.core.class_means import LOGISTIC_RIDGE, noisy_class_means
+        from pate.core.release_check import checked_rule
 
         release = noisy_class_means(
             public,
@@ -148,12 +149,14 @@ class _ClassMeans(MechanismSpec):
             rng=rng,
         )
         # post-processing: the release and the public rows only
-        scores = labelling_rule(release, public, rule).scores(public[:queries])
+        labeller, check = checked_rule(release, public, rule)
+        scores = labeller.scores(public[:queries])
         return scores, {
             "clip_radius": release.geometry.radius,
             "dims": int(public.shape[1]),
             "rule": rule,
             **({"ridge": LOGISTIC_RIDGE} if rule == "logistic" else {}),
+            **({"rule_check": check.to_dict()} if check is not None else {}),
         }
 
 

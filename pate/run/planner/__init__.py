@@ -89,7 +89,9 @@ Filling in (only what the user left open):
 * ``[knn] features``, ``rule`` and ``dims`` (a class-means release on a table, left out; planned
   even when the noise is given): ``"quadratic"`` with the ``"qda"`` rule (the columns and their
   pairwise products, so the release holds every class's mean and covariance: quadratic
-  discriminant analysis, ``pate.core.class_means.quadratic_discriminant``) when an average class
+  discriminant analysis, ``pate.core.class_means.quadratic_discriminant``; the class moments as
+  released or shrunk by their noise level, whichever's public labels reproduce the release:
+  ``pate.core.release_check``, free) when an average class
   has at least ``QDA_RECORDS_PER_FEATURE`` (5) private records per quadratic feature
   (:func:`pate.core.class_means.table_front_end`; Friedman 1989 on QDA's need for records per
   covariance entry, the factor fitted on the own-data tables), else ``"kernel"`` (random
@@ -126,13 +128,12 @@ from pate.run.planner.model import (
     facts_of,
     setting_name,
 )
-from pate.run.planner.rules import (
+from pate.run.planner.rules import plan_config, plan_for
+from pate.run.planner.steps import (
     auto_mechanism,
     ledger_remaining,
     log_plan,
     needs_plan,
-    plan_config,
-    plan_for,
     probe,
     write_plan,
 )

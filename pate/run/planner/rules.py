@@ -1,12 +1,13 @@
 """The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
-the rest (module :mod:`pate.run.planner` lists every rule and its source), and the helpers
-of the plan step (``needs_plan``, ``probe``, ``plan_for``, ``ledger_remaining``, ...)."""
+the rest (module :mod:`pate.run.planner` lists every rule and its source); :func:`plan_for`
+checks a filled config. A table's class-means front-end is chosen in
+:mod:`pate.run.planner.front_end`; the helpers of the plan step (``needs_plan``, ``probe``,
+``ledger_remaining``, ...) are in :mod:`pate.run.planner.steps`."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import math
 
 from pate import mechanisms
@@ -19,8 +20,8 @@ from pate.run.planner.costs import (
     voters_of,
     worst_eps,
 )
+from pate.run.planner.front_end import plan_table_front_end
 from pate.run.planner.model import (
-    AUTO_MECHANISM,
     AUTO_NO_TEACHERS,
     DROWNING_CHECK_NOISE,
     DROWNING_NOISE,
@@ -39,8 +40,7 @@ from pate.run.planner.model import (
     setting_name,
     setting_text,
 )
-
-logger = logging.getLogger("pate")
+from pate.run.planner.steps import auto_mechanism, open_threshold
 
 
 def plan_config(
@@ -127,7 +127,7 @@ class _Planning:
                 f"{setting_text('mechanism', spec.name, wording)} needs the student's "
                 "predictions on every query; a run cannot plan it"
             )
-        if _open_threshold(spec, agg):
+        if open_threshold(spec, agg):
             agg["threshold"] = "auto"
         self.params = {k: agg[k] for k in spec.param_names if k in agg}
         # the noise is calibrated to the target; an open threshold is filled in from the voters
@@ -271,7 +271,7 @@ class _Planning:
         self.noise = noise
         self.answers = self.queries
         self.voters = None
-        _plan_table_front_end(self.config, self.facts, noise, self.filled)
+        plan_table_front_end(self.config, self.facts, noise, self.filled)
 
     def _plan_votes(self) -> None:
         """Teacher votes (or Private-kNN neighbours): voters, threshold, queries, noise, answers."""
@@ -637,164 +637,6 @@ class _Planning:
         )
 
 
-def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
-    """A class-means release on a table, when the user named no front-end: the quadratic
-    features and the "qda" rule when the sizes afford every class's covariance, else random
-    Fourier features (``[knn] features = "kernel"``) with, when left open, their PCA dimensions
-    from the sizes and the calibrated noise (:func:`pate.core.class_means.table_front_end`,
-    :func:`pate.core.class_means.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
-    noise only: free)."""
-    from pate.core.class_means import (
-        QDA_MIN_COLUMNS,
-        QDA_RECORDS_PER_FEATURE,
-        kernel_dims,
-        table_front_end,
-    )
-
-    knn = config.get("knn") or {}
-    sigma = noise.get("sigma")
-    if (
-        len(facts.input_shape) != 1
-        or knn.get("features", "kernel") != "kernel"
-        or not is_number(sigma)
-    ):
-        return
-    classes = max(facts.classes, 2)
-    if (
-        "features" not in knn
-        and table_front_end(
-            private_records=facts.private_records, num_classes=classes, columns=facts.input_shape[0]
-        )
-        == "quadratic"
-    ):
-        filled["features"] = {
-            "value": "quadratic",
-            "why": f"a table of {QDA_MIN_COLUMNS} or more "
-            f"columns with at least {QDA_RECORDS_PER_FEATURE} private records per "
-            "class for each column and product of two: the release holds every "
-            "class's mean and covariance",
-        }
-        knn = dict(knn, features="quadratic")
-        if "rule" not in knn:
-            filled["rule"] = {
-                "value": "qda",
-                "why": "quadratic discriminant analysis read from "
-                "the release (a rule quadratic in the inputs)",
-            }
-            knn["rule"] = "qda"
-            student = dict(config.get("student") or {})
-            if "targets" not in student and student.get("model", "auto") == "auto":
-                # the qda rule's class probabilities carry its confidence: development runs on
-                # the own-data tables (2 to 3 each, eps 2) gave +4 points on shells, +1.5 on the
-                # 40 000-row table, 0 on mixed (docs/plan.md)
-                filled["targets"] = {
-                    "value": "soft",
-                    "why": "the automatic student learns the "
-                    "qda rule's class probabilities "
-                    "(temperature 1), not its labels alone",
-                }
-                config["student"] = dict(
-                    student, targets="soft", temperature=student.get("temperature", 1.0)
-                )
-        config["knn"] = knn
-        return
-    if "features" not in knn:
-        filled["features"] = {
-            "value": "kernel",
-            "why": "a table: the release labels through "
-            "random Fourier features of the public-"
-            "standardised columns (a nonlinear rule)",
-        }
-    if "dims" not in knn:
-        dims = kernel_dims(
-            private_records=facts.private_records,
-            num_classes=classes,
-            sigma=float(sigma),
-            public_items=facts.public_items,
-        )
-        filled["dims"] = {
-            "value": dims,
-            "why": f"{dims} public principal axes of the kernel "
-            "features: (records per class / sigma) ** 0.75 "
-            "(more records or less noise afford more)",
-        }
-        knn = dict(knn, dims=dims)
-    config["knn"] = dict(knn, features="kernel")
-
-
-def log_plan(plan: Plan) -> None:
-    """The plan on the ``pate`` logger (one line each)."""
-    for line in plan.lines():
-        (logger.warning if line.startswith("WARNING") else logger.info)("plan: %s", line)
-
-
-def _open_threshold(spec, agg: dict) -> bool:
-    return (
-        "threshold" in spec.param_names
-        and agg.get("threshold") in (None, "auto")
-        and not spec.kind.reads_private_records
-    )
-
-
-def needs_plan(config: dict) -> bool:
-    """Whether a normalised config leaves a setting to the planner: ``mechanism = "auto"``, no
-    (or "auto") ``[partition] num_teachers`` for a mechanism with teachers, ``queries = "auto"``
-    or no queries with calibrated noise, or no (or "auto") Confident GNMax threshold."""
-    agg = config["aggregator"]
-    if agg.get("mechanism") == "auto" or agg.get("queries") == "auto":
-        return True
-    spec = mechanisms.REGISTRY.get(agg.get("mechanism"))
-    if spec is None:
-        return False  # validation names the mechanism
-    if (
-        not spec.kind.reads_private_records
-        and (config.get("partition") or {}).get("num_teachers", "auto") == "auto"
-    ):
-        return True
-    if spec.kind.releases_once and "features" not in (config.get("knn") or {}):
-        return True  # a table's front-end is chosen from the sizes (_plan_table_front_end)
-    calibrated = any(agg.get(k) == "auto" for k in spec.param_names if k != "threshold")
-    return (calibrated and "queries" not in agg) or _open_threshold(spec, agg)
-
-
-def auto_mechanism(config: dict) -> str:
-    """What ``mechanism = "auto"`` becomes with a target: class-means when the user asked for no
-    teachers (teacher model "auto" and the number of teachers open), else GNMax (the module
-    docstring of :mod:`pate.run.planner`, "Filling in"). Reads the config only."""
-    teachers = (config.get("teachers") or {}).get("model", "auto")
-    count = (config.get("partition") or {}).get("num_teachers", "auto")
-    return AUTO_NO_TEACHERS if teachers == "auto" and count in (None, "auto") else AUTO_MECHANISM
-
-
-def probe(config: dict) -> dict:
-    """``config`` with placeholders where the planner will fill in (to validate everything else
-    first, with the usual messages)."""
-    out = copy.deepcopy(config)
-    agg = out["aggregator"]
-    if agg.get("mechanism") == "auto":
-        agg["mechanism"] = auto_mechanism(config) if "target_eps" in agg else AUTO_MECHANISM
-        if agg["mechanism"] == AUTO_NO_TEACHERS:
-            out.setdefault("partition", {}).pop("num_teachers", None)
-        if "target_eps" in agg:
-            for key in mechanisms.get(agg["mechanism"]).calibrated:
-                agg.setdefault(key, "auto")
-    spec = mechanisms.REGISTRY.get(agg["mechanism"])
-    if spec is None:
-        return out
-    if (
-        not spec.kind.reads_private_records
-        and out.setdefault("partition", {}).get("num_teachers", "auto") == "auto"
-    ):
-        out["partition"]["num_teachers"] = 1
-    if agg.get("queries") == "auto" or (
-        "queries" not in agg and any(agg.get(k) == "auto" for k in spec.param_names)
-    ):
-        agg["queries"] = 1
-    if _open_threshold(spec, agg):
-        agg["threshold"] = 1.0
-    return out
-
-
 def plan_for(
     config: dict,
     facts: Facts,
@@ -817,28 +659,3 @@ def plan_for(
     )
     filled = dict((config.get("planned") or {}).get("filled") or {})
     return dataclasses.replace(plan, filled=dict(filled, **plan.filled))
-
-
-def ledger_remaining(path, data, identity=None) -> float | None:
-    """What the ledger at ``path`` (:func:`pate.run.config.ledger_path`) has left for the private
-    records of ``data`` (None: no ledger, no ledger file yet, or the records are not
-    registered). Reads the ledger, writes nothing."""
-    if path is None or not path.is_file():
-        return None
-    from pate.ledger import Ledger, dataset_identity
-
-    if identity is None:
-        identity = dataset_identity(data.private.x, data.private.y)
-    with Ledger(path, create=False) as ledger:
-        if not any(d["digest"] == identity.digest for d in ledger.datasets()):
-            return None
-        summary = ledger.summary(identity.digest)
-    left = summary.get("remaining_effective", summary.get("remaining"))
-    return None if left is None else float(left)
-
-
-def write_plan(path, plan: Plan) -> None:
-    """``plan.json`` of a run directory (atomic)."""
-    from pate.core.io import atomic_write_json
-
-    atomic_write_json(path, plan.to_dict())

@@ -33,6 +33,7 @@ __all__ = [
     "build_report",
     "read_execution",
     "read_threads",
+    "read_rule_check",
 ]
 
 PLOT_NAMES = (
@@ -87,6 +88,20 @@ def read_threads(run_dir: Path) -> dict | None:
         if isinstance(threads, dict) and isinstance(threads.get("count"), int):
             out[stage] = threads
     return out or None
+
+
+def read_rule_check(run_dir: Path):
+    """The class-means rule check the aggregate stage recorded (``aggregate.json``,
+    ``records.rule_check``: :class:`pate.core.release_check.RuleCheck`), None for other runs or
+    an unreadable summary."""
+    from pate.core.release_check import RuleCheck
+
+    try:
+        summary = json.loads((Path(run_dir) / "aggregate.json").read_text())
+        data = (summary.get("records") or {}).get("rule_check")
+        return None if data is None else RuleCheck.from_dict(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 # ------------------------------------------------------------------------------ document blocks

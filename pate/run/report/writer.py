@@ -12,7 +12,13 @@ import tempfile
 from pathlib import Path
 
 from pate.core.io import naming_write_errors
-from pate.run.report.model import PLOTS_DIR, build_report, read_execution, read_threads
+from pate.run.report.model import (
+    PLOTS_DIR,
+    build_report,
+    read_execution,
+    read_rule_check,
+    read_threads,
+)
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.schema import load_analysis
@@ -64,6 +70,9 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     execution = read_execution(run_dir)
     if execution is not None:
         report["execution"] = execution  # the backend and its resources (docs/cluster.md)
+    check = read_rule_check(run_dir)
+    if check is not None and check.weak:  # the release's statistics not reproduced (free)
+        report["warnings"].append(check.warning_text())
     threads = read_threads(run_dir)
     if threads is not None:
         report["threads"] = threads  # the CPU threads of each stage (docs/threads.md)

@@ -116,3 +116,26 @@ def test_templates_are_found_via_importlib_resources(name):
 def test_a_missing_template_says_what_to_do():
     with pytest.raises(jinja2.TemplateNotFound, match="nope.j2 .*reinstall pate-learn"):
         render.template_source("nope.j2")
+
+
+def test_the_rule_check_a_run_recorded_is_read_back(tmp_path):
+    """The class-means rule check in ``aggregate.json`` (records.rule_check) comes back as the
+    check itself (the report's writer adds its warning when it is weak); other runs, missing or
+    malformed summaries give None."""
+    import json
+
+    from pate.core.release_check import MISMATCH_WARNING, RuleCheck
+    from pate.run.report.model import read_rule_check
+
+    assert read_rule_check(tmp_path) is None  # no summary
+    check = RuleCheck(rule="qda", chosen="qda", ratios={"qda": 5.0, "qda-shrunk": 5.5})
+    (tmp_path / "aggregate.json").write_text(
+        json.dumps({"records": {"rule_check": check.to_dict()}})
+    )
+    back = read_rule_check(tmp_path)
+    assert back == check and back.weak and 5.0 > MISMATCH_WARNING
+    assert "not reproduced by the labelling rule (qda)" in back.warning_text()
+    (tmp_path / "aggregate.json").write_text(json.dumps({"records": {"rule": "logistic"}}))
+    assert read_rule_check(tmp_path) is None
+    (tmp_path / "aggregate.json").write_text('{"records": {"rule_check": {"chosen": 1}}}')
+    assert read_rule_check(tmp_path) is None

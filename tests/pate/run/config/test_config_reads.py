@@ -27,6 +27,8 @@ ALLOWED = {
     # num_teachers, queries, mechanism = "auto"): typed sections are built only from a config
     # that passed validation, and the planner writes the tables it fills.
     "pate/run/planner/rules.py": "fills in a normalised, not yet validated dict",
+    "pate/run/planner/front_end.py": "fills in a table's front-end in the same dict (rules.py's)",
+    "pate/run/planner/steps.py": "probes and checks the same dict before it is validated",
     "pate/run/planner/costs.py": "costs a plan of a not yet validated dict (the planner's)",
     # The report's schema check reads the copy of the config inside an analysis.json read from
     # disk, which may be malformed or hand-edited: it checks each value's type itself and names
