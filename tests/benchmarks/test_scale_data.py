@@ -1,6 +1,6 @@
 """benchmarks/scale_data.py: the enlarged data keeps every label and the public split, and the
-config it runs is the given one on that data with its own feature cache or the one given (the benchmark itself
-runs on demand)."""
+config it runs is the given one on that data with its own feature cache or the one given (the
+benchmark itself runs on demand)."""
 
 from __future__ import annotations
 
