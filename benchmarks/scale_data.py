@@ -26,6 +26,7 @@ child's maximum.
     .venv/bin/python benchmarks/scale_data.py --sizes 1 4 8 --until student   # hours on 2 cores
     .venv/bin/python benchmarks/scale_data.py --config fashion-mnist --sizes 1 --until teachers \
         --per-stage --runs warm --work DIR      # make demo's config, stage by stage
+    PATE_FEATURE_CACHE=DIR .venv/bin/python benchmarks/scale_data.py ...  # one cache for all sizes
 
 The enlarged data, the runs and the cache go to a temporary folder (``--work DIR`` to keep them;
 x8 of Fashion-MNIST is a 1.5 GB npz file and 7.6 GB of cached features). The ledger is a fresh
@@ -218,13 +219,20 @@ def _runs(args, folder, config, name) -> list[dict]:
     return rows
 
 
+def feature_cache_dir(args, folder: pathlib.Path) -> pathlib.Path:
+    """``--feature-cache``, else ``$PATE_FEATURE_CACHE`` (one cache for every size and config:
+    the public and evaluation splits' entries are shared), else a cache of this size's own."""
+    chosen = args.feature_cache or os.environ.get("PATE_FEATURE_CACHE")
+    return pathlib.Path(chosen).expanduser().resolve() if chosen else folder / "feature-cache"
+
+
 def run_size(data, factor: int, args, work: pathlib.Path) -> list[dict]:
     folder = work / f"x{factor}"
     folder.mkdir(parents=True, exist_ok=True)
     npz = folder / "data.npz"
     private = enlarged_npz(data, factor, npz)
     config = folder / "config.toml"
-    scaled_config(args.config, npz, folder / "feature-cache", config)
+    scaled_config(args.config, npz, feature_cache_dir(args, folder), config)
     rows = []
     loader = (
         "from pate.teachers.data import load_pate_data; "
@@ -263,6 +271,11 @@ def main(argv=None) -> int:
         "(a kept --work cache may already be warm for 'cold')",
     )
     p.add_argument("--work", help="keep the data, runs and cache here (default: a temp folder)")
+    p.add_argument(
+        "--feature-cache",
+        help="the feature cache of every run (default: $PATE_FEATURE_CACHE, else one per size "
+        "under the work folder)",
+    )
     p.add_argument(
         "--json", help="write the results here (e.g. benchmarks/results/scale_data.json)"
     )

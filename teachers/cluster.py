@@ -47,6 +47,7 @@ aggregator's noise is drawn later, on the driver, by the aggregate stage.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import pathlib
@@ -331,6 +332,12 @@ class RaySession:
             self._ray.shutdown()
             self.started = False
 
+    @property
+    def in_flight(self) -> int:
+        """Tasks submitted and not yet finished at most: two per task slot (one running, one
+        ready to start when it ends)."""
+        return 2 * self.slots
+
     def default_chunk_size(self, num_teachers: int, cap: int | None) -> int:
         """``teachers_per_task`` when unset: about four chunks per slot on CPUs (balance, short
         retries), one per slot on GPUs (the vectorized trainer wants many teachers at once)."""
@@ -361,8 +368,10 @@ class RaySession:
         done: int = 0,
         total: int | None = None,
     ) -> None:
-        """Submit ``jobs`` (``(chunk, spec, x_rows, y_rows)``), hand each finished chunk's
-        result to ``on_result(chunk, result)`` (on the driver, as they finish)."""
+        """Submit ``jobs`` (an iterable of ``(chunk, spec, x_rows, y_rows)``, read one at a
+        time: at most :attr:`in_flight` tasks are submitted and not finished, so the driver and
+        the object store hold the private rows of those chunks only), hand each finished
+        chunk's result to ``on_result(chunk, result)`` (on the driver, as they finish)."""
         from tqdm.auto import tqdm
 
         ray = self._ray
@@ -375,10 +384,15 @@ class RaySession:
             retry_exceptions=False,
         )
         pub_ref, eval_ref = ray.put(x_public), ray.put(x_eval)
-        pending = {
-            remote.remote(spec, x_rows, y_rows, pub_ref, eval_ref): chunk
-            for chunk, spec, x_rows, y_rows in jobs
-        }
+        jobs = iter(jobs)
+        pending: dict = {}
+
+        def submit_next() -> None:  # the next chunk's rows are built only now
+            for chunk, spec, x_rows, y_rows in itertools.islice(jobs, 1):
+                pending[remote.remote(spec, x_rows, y_rows, pub_ref, eval_ref)] = chunk
+
+        for _ in range(self.in_flight):
+            submit_next()
         bar = tqdm(
             total=total if total is not None else done + len(pending),
             initial=done,
@@ -406,6 +420,7 @@ class RaySession:
                         ) from None
                     on_result(chunk, result)
                     bar.update(1)
+                    submit_next()
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from pate.analysis.errors import InputError
+from pate.analysis.mapped import release_read
 
 __all__ = ["check_features", "check_labels", "check_classes", "NOTHING_DONE"]
 
@@ -52,6 +53,7 @@ def _scan(mask_of, a: np.ndarray) -> tuple[tuple[int, ...] | None, int]:
     first, count = None, 0
     for start in range(0, a.shape[0], step):
         mask = mask_of(a[start : start + step])
+        release_read(a[start : start + step])  # a memory-mapped split: not kept resident
         found = int(np.count_nonzero(mask))
         if found and first is None:
             index = np.unravel_index(int(np.flatnonzero(mask.reshape(-1))[0]), mask.shape)

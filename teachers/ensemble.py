@@ -55,6 +55,7 @@ import os
 import pathlib
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -193,6 +194,42 @@ def train_teachers(
     cluster: ClusterConfig | None = None,
 ) -> EnsembleResult:
     """Train one teacher per shard (see the module docstring); returns an :class:`EnsembleResult`."""
+    config = _checked_arguments(config, cluster, resume)
+    shards = _check_shards(shards, len(data.private))
+    config, data = _resolved(config, data, shards)
+    seeds = _check_seeds(seeds, len(shards))
+    num_classes = int(data.num_classes)
+    y_priv = data.private.y
+    if y_priv.min() < 0 or y_priv.max() >= num_classes:
+        raise ValueError(f"private labels must lie in [0, {num_classes})")
+    fingerprint = _fingerprint(config, data, shards, seeds)
+
+    on_ray = cluster is not None and cluster.is_ray
+    if config.is_sklearn:
+        if on_ray:
+            logger.warning(
+                "teachers: scikit-learn teachers are fitted here with joblib (n_jobs), not on Ray"
+            )
+        result = train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)
+        return dataclasses.replace(result, execution={"backend": "local", "n_jobs": config.n_jobs})
+    device = _training_device(config, cluster if on_ray else None)
+    trainer = _choose_trainer(config, data, device, peek_state(out_dir) if resume else None)
+    state = open_out_dir(out_dir, fingerprint, resume)
+    out = pathlib.Path(out_dir) if out_dir is not None else None
+    if on_ray:
+        return _train_in_ray_session(
+            data, shards, seeds, config, cluster, trainer, device, state, fingerprint, out, progress
+        )
+    chunk_size = _chunk_size(state, config, data, len(shards), num_classes, device, None, None)
+    chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, "")
+    return _train_here(
+        data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
+    )
+
+
+def _checked_arguments(config, cluster, resume) -> TeacherConfig:
+    """The recipe (default :class:`TeacherConfig`), after the types of ``config``, ``cluster``
+    and ``resume`` were checked."""
     config = TeacherConfig() if config is None else config
     if not isinstance(config, TeacherConfig):
         raise TypeError(f"config must be a TeacherConfig, got {describe(config)}")
@@ -200,69 +237,54 @@ def train_teachers(
         raise TypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, got {describe(resume)}")
-    shards = _check_shards(shards, len(data.private))
-    config, data = _resolved(config, data, shards)
-    seeds = _check_seeds(seeds, len(shards))
-    y_priv = data.private.y
-    num_classes = int(data.num_classes)
-    if y_priv.min() < 0 or y_priv.max() >= num_classes:
-        raise ValueError(f"private labels must lie in [0, {num_classes})")
-    fingerprint = _fingerprint(config, data, shards, seeds)
+    return config
 
-    if config.is_sklearn:
-        if cluster is not None and cluster.is_ray:
-            logger.warning(
-                "teachers: scikit-learn teachers are fitted here with joblib (n_jobs), not on Ray"
-            )
-        result = train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)
-        return dataclasses.replace(result, execution={"backend": "local", "n_jobs": config.n_jobs})
 
-    on_ray = cluster is not None and cluster.is_ray
-    if on_ray:
-        try:  # Ray gives each task its GPU: the device is the task's, not this machine's
-            device = cluster.task_device(config.device)
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"[cluster] {exc}") from None
-    else:
-        device = resolve_device(config.device)
-    trainer = _choose_trainer(config, data, device, peek_state(out_dir) if resume else None)
-    state = open_out_dir(out_dir, fingerprint, resume)
-    out = pathlib.Path(out_dir) if out_dir is not None else None
-    if on_ray:
-        with RaySession(cluster) as session:
-            chunk_size = _chunk_size(
-                state, config, data, len(shards), num_classes, device, session, cluster
-            )
-            chunks, state = _plan(
-                out,
-                state,
-                fingerprint,
-                chunk_size,
-                trainer,
-                seeds,
-                config,
-                device,
-                f"on Ray ({session.slots} task slot(s))",
-            )
-            return _train_on_ray(
-                data,
-                shards,
-                seeds,
-                config,
-                session,
-                trainer,
-                device,
-                chunk_size,
-                chunks,
-                state,
-                out,
-                progress,
-            )
-    chunk_size = _chunk_size(state, config, data, len(shards), num_classes, device, None, None)
-    chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, "")
-    return _train_here(
-        data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
-    )
+def _training_device(config: TeacherConfig, ray_cluster: ClusterConfig | None) -> str:
+    """The device the teachers train on: under Ray each task's (Ray gives each task its GPU,
+    not this machine's), else this machine's."""
+    if ray_cluster is None:
+        return resolve_device(config.device)
+    try:
+        return ray_cluster.task_device(config.device)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"[cluster] {exc}") from None
+
+
+def _train_in_ray_session(
+    data, shards, seeds, config, cluster, trainer, device, state, fingerprint, out, progress
+) -> EnsembleResult:
+    """The chunks planned for the cluster's task slots and trained on Ray."""
+    with RaySession(cluster) as session:
+        num_classes = int(data.num_classes)
+        chunk_size = _chunk_size(
+            state, config, data, len(shards), num_classes, device, session, cluster
+        )
+        chunks, state = _plan(
+            out,
+            state,
+            fingerprint,
+            chunk_size,
+            trainer,
+            seeds,
+            config,
+            device,
+            f"on Ray ({session.slots} task slot(s))",
+        )
+        return _train_on_ray(
+            data,
+            shards,
+            seeds,
+            config,
+            session,
+            trainer,
+            device,
+            chunk_size,
+            chunks,
+            state,
+            out,
+            progress,
+        )
 
 
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
@@ -329,15 +351,10 @@ def _train_here(
     import torch
     from tqdm.auto import tqdm
 
-    num_teachers, num_classes = len(shards), int(data.num_classes)
-    streamed = isinstance(data.private, FeatureRows)  # a chunk's rows read when it starts
-    if not streamed:
-        x_priv = torch.from_numpy(data.private.x).to(device)
-        y_priv_t = torch.from_numpy(data.private.y).to(device)
+    held = _held_private(data, device)  # None: a chunk's rows read when it starts
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
-    eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
+    public_preds, eval_preds = _prediction_arrays(data, len(shards))
     completed = set(state["completed"]) if out is not None else set()
     bar = tqdm(
         total=len(chunks) * config.epochs,
@@ -352,52 +369,41 @@ def _train_here(
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
             if ci in completed:
-                saved = load_torch(out / f"chunk_{ci:04d}.pt")
-                public_preds[lo:hi] = saved["public_predictions"].numpy()
-                eval_preds[lo:hi] = saved["eval_predictions"].numpy()
+                _read_back_chunk(out, ci, lo, hi, public_preds, eval_preds)
                 bar.update(config.epochs)
                 continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
-            member_shards = [shards[t] for t in members]
-            if streamed:
-                x_c, y_c, member_shards = _chunk_rows(data.private, member_shards)
-                x_priv, y_priv_t = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
-                del x_c, y_c
-            outcome = train_chunk(
-                trainer,
+            outcome = _train_chunk_here(
+                data,
+                shards,
+                seeds,
                 config,
+                trainer,
+                device,
                 ci,
-                [seeds[t] for t in members],
-                member_shards,
-                x_priv,
-                y_priv_t,
+                members,
+                held,
                 x_pub,
                 x_eval,
-                input_shape=data.input_shape,
-                num_classes=num_classes,
-                device=device,
-                resume_from=[] if out is None else [out / PROGRESS, out / progress_name(ci)],
-                checkpoint_path=None if out is None else out / PROGRESS,
+                out=out,
                 on_epoch=bar.update,
-                save=atomic_torch_save,
             )
             public_preds[lo:hi] = outcome.public_predictions
             eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
+                params = outcome.unit.stacked_params()
                 _save_chunk(
                     out,
                     state,
                     ci,
                     lo,
                     hi,
-                    outcome.unit.stacked_params(),
+                    params,
                     public_preds[lo:hi],
                     eval_preds[lo:hi],
                     local=True,
                 )
             del outcome
-            if streamed:
-                del x_priv, y_priv_t
     finally:
         bar.close()
     seconds = time.perf_counter() - started
@@ -405,7 +411,7 @@ def _train_here(
         data,
         public_preds,
         eval_preds,
-        num_classes,
+        int(data.num_classes),
         trainer,
         device,
         chunk_size,
@@ -415,6 +421,82 @@ def _train_here(
     )
     return dataclasses.replace(
         result, execution={"backend": "local", "torch_threads": torch.get_num_threads()}
+    )
+
+
+def _held_private(data, device):
+    """The private split as (x, y) tensors on ``device`` when the teachers read it whole, or
+    None when it is streamed (:class:`FeatureRows`: each chunk reads its shards' rows). A
+    memory-mapped split (read-only) is handed to torch as it is: training only reads it."""
+    import torch
+
+    if isinstance(data.private, FeatureRows):
+        return None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        x = torch.from_numpy(data.private.x).to(device)
+    return x, torch.from_numpy(data.private.y).to(device)
+
+
+def _prediction_arrays(data, num_teachers: int) -> tuple[np.ndarray, np.ndarray]:
+    """Empty (teachers, public) and (teachers, evaluation) int64 prediction arrays."""
+    return (
+        np.empty((num_teachers, len(data.public)), dtype=np.int64),
+        np.empty((num_teachers, len(data.evaluation)), dtype=np.int64),
+    )
+
+
+def _read_back_chunk(out, ci, lo, hi, public_preds, eval_preds) -> None:
+    """A finished chunk of a resumed run: its predictions read from ``chunk_NNNN.pt``."""
+    saved = load_torch(out / f"chunk_{ci:04d}.pt")
+    public_preds[lo:hi] = saved["public_predictions"].numpy()
+    eval_preds[lo:hi] = saved["eval_predictions"].numpy()
+
+
+def _train_chunk_here(
+    data,
+    shards,
+    seeds,
+    config,
+    trainer,
+    device,
+    ci,
+    members,
+    held,
+    x_pub,
+    x_eval,
+    *,
+    out,
+    on_epoch,
+):
+    """Train chunk ``ci`` (teachers ``members``) here: on the held private split, or on its
+    shards' rows read for it (dropped when it returns)."""
+    import torch
+
+    member_shards = [shards[t] for t in members]
+    if held is None:
+        x_c, y_c, member_shards = _chunk_rows(data.private, member_shards)
+        x_priv, y_priv = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
+        del x_c, y_c
+    else:
+        x_priv, y_priv = held
+    return train_chunk(
+        trainer,
+        config,
+        ci,
+        [seeds[t] for t in members],
+        member_shards,
+        x_priv,
+        y_priv,
+        x_pub,
+        x_eval,
+        input_shape=data.input_shape,
+        num_classes=int(data.num_classes),
+        device=device,
+        resume_from=[] if out is None else [out / PROGRESS, out / progress_name(ci)],
+        checkpoint_path=None if out is None else out / PROGRESS,
+        on_epoch=on_epoch,
+        save=atomic_torch_save,
     )
 
 
@@ -522,35 +604,14 @@ def _train_on_ray(
 ) -> EnsembleResult:
     """The chunks as Ray tasks (:class:`pate.teachers.cluster.RaySession`); the driver keeps
     ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
-    num_teachers = len(shards)
-    num_classes = int(data.num_classes)
-    public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
-    eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
+    public_preds, eval_preds = _prediction_arrays(data, len(shards))
     completed = set(state["completed"]) if out is not None else set()
-    jobs = []
+    todo = []
     for ci, members in enumerate(chunks):
-        lo, hi = members[0], members[-1] + 1
         if ci in completed:  # finished chunks are read back, never trained again
-            saved = load_torch(out / f"chunk_{ci:04d}.pt")
-            public_preds[lo:hi] = saved["public_predictions"].numpy()
-            eval_preds[lo:hi] = saved["eval_predictions"].numpy()
-            continue
-        # the task receives only its chunk's private rows (the shards re-indexed into them)
-        x_c, y_c, local = _chunk_rows(data.private, [shards[t] for t in members])
-        spec = {
-            "chunk": ci,
-            "teachers": [lo, hi],
-            "seeds": [seeds[t] for t in members],
-            "shards": local,
-            "config": config,
-            "trainer": trainer,
-            "device": device,
-            "threads": session.cluster.cpus_per_task,
-            "input_shape": tuple(data.input_shape),
-            "num_classes": num_classes,
-            "out_dir": None if out is None else str(out.resolve()),
-        }
-        jobs.append((ci, spec, x_c, y_c))
+            _read_back_chunk(out, ci, members[0], members[-1] + 1, public_preds, eval_preds)
+        else:
+            todo.append(ci)
     workers: dict[int, dict] = {}
 
     def on_result(ci: int, result: dict) -> None:
@@ -558,27 +619,20 @@ def _train_on_ray(
         public_preds[lo:hi] = result["public_predictions"]
         eval_preds[lo:hi] = result["eval_predictions"]
         if out is not None:
+            params = result["params"]
             _save_chunk(
-                out,
-                state,
-                ci,
-                lo,
-                hi,
-                result["params"],
-                public_preds[lo:hi],
-                eval_preds[lo:hi],
-                local=False,
+                out, state, ci, lo, hi, params, public_preds[lo:hi], eval_preds[lo:hi], local=False
             )
         workers[ci] = result["worker"]
 
     started = time.perf_counter()
     session.run(
-        jobs,
+        _ray_jobs(data, shards, seeds, config, session, trainer, device, chunks, todo, out),
         data.public.x,
         data.evaluation.x,
         on_result,
         progress=progress,
-        done=len(chunks) - len(jobs),
+        done=len(chunks) - len(todo),
         total=len(chunks),
     )
     seconds = time.perf_counter() - started
@@ -588,7 +642,7 @@ def _train_on_ray(
         data,
         public_preds,
         eval_preds,
-        num_classes,
+        int(data.num_classes),
         trainer,
         device,
         chunk_size,
@@ -600,8 +654,31 @@ def _train_on_ray(
         session.resources(),
         teachers_per_task=chunk_size,
         num_chunks=len(chunks),
-        chunks_trained=len(jobs),
-        chunks_reused=len(chunks) - len(jobs),
+        chunks_trained=len(todo),
+        chunks_reused=len(chunks) - len(todo),
         workers={str(k): v for k, v in sorted(workers.items())},
     )
     return dataclasses.replace(result, execution=execution)
+
+
+def _ray_jobs(data, shards, seeds, config, session, trainer, device, chunks, todo, out):
+    """``(chunk, spec, x_rows, y_rows)`` of every chunk in ``todo``, built one at a time as the
+    session submits it: the driver holds the private rows of the chunks in flight only (the
+    task receives only its chunk's rows, the shards re-indexed into them)."""
+    for ci in todo:
+        members = chunks[ci]
+        x_c, y_c, local = _chunk_rows(data.private, [shards[t] for t in members])
+        spec = {
+            "chunk": ci,
+            "teachers": [members[0], members[-1] + 1],
+            "seeds": [seeds[t] for t in members],
+            "shards": local,
+            "config": config,
+            "trainer": trainer,
+            "device": device,
+            "threads": session.cluster.cpus_per_task,
+            "input_shape": tuple(data.input_shape),
+            "num_classes": int(data.num_classes),
+            "out_dir": None if out is None else str(out.resolve()),
+        }
+        yield ci, spec, x_c, y_c

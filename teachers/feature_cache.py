@@ -64,6 +64,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from pate.analysis.errors import RunDirError
+from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_int
 from pate.core.io import naming_write_errors
 
@@ -116,6 +117,7 @@ def input_digest(x) -> str:
     h.update(json.dumps([n, *(int(s) for s in np.shape(x)[1:])]).encode())
     for i in range(0, n, 8 * CHUNK_ROWS):
         h.update(np.ascontiguousarray(x[i : i + 8 * CHUNK_ROWS], dtype="<f4").tobytes())
+        release_read(x[i : i + 8 * CHUNK_ROWS])  # a memory-mapped split: not kept resident
     return h.hexdigest()
 
 
@@ -351,6 +353,7 @@ class FeatureCache:
                     block = np.ascontiguousarray(
                         compute(np.asarray(x[i : i + CHUNK_ROWS])), dtype="<f4"
                     )
+                    release_read(x[i : i + CHUNK_ROWS])  # a memory-mapped split: not kept
                     if block.shape != (min(CHUNK_ROWS, key.rows - i), *key.output_shape):
                         raise RuntimeError(
                             f"the {key.front_end} front-end returned {block.shape} "

@@ -609,19 +609,24 @@ class PublicFrontEnd:
         (from the feature cache ``cache``, default the active one), never held all at once."""
         front = np.asarray(x, dtype=np.float32)
         if self.kernel is not None:
-            return self._concat(
-                self.pca.project(self.kernel.transform(front[i : i + KERNEL_CHUNK]))
-                for i in range(0, len(front), KERNEL_CHUNK)
-            )
+            return self._concat(self.embed_blocks(front))
         if self.standardizer is not None:
-            return self._concat(
-                (
-                    self.pca.project(self.standardizer.transform(block))
-                    for block in _scatter_blocks(front, cache)
-                ),
-                rows=len(front),
-            )
+            return self._concat(self.embed_blocks(front, cache=cache), rows=len(front))
         return self.pca.project(front)
+
+    def embed_blocks(self, x: np.ndarray, *, cache: FC.FeatureCache | None = None):
+        """The rows of :meth:`embed`, float32 (rows, dims) blocks in order, for a caller that
+        writes them out as they come instead of holding (N, dims); the same values."""
+        front = np.asarray(x, dtype=np.float32)
+        if self.kernel is not None:
+            for i in range(0, len(front), KERNEL_CHUNK):
+                yield self.pca.project(self.kernel.transform(front[i : i + KERNEL_CHUNK]))
+        elif self.standardizer is not None:
+            for block in _scatter_blocks(front, cache):
+                yield self.pca.project(self.standardizer.transform(block))
+        else:
+            for i in range(0, len(front), KERNEL_CHUNK):
+                yield self.pca.project(front[i : i + KERNEL_CHUNK])
 
     def _concat(self, blocks, *, rows: int | None = None) -> np.ndarray:
         """The blocks stacked; with ``rows`` (their total), written into one array as they

@@ -22,6 +22,7 @@ import pathlib
 import numpy as np
 
 from pate.analysis.errors import DatasetNotFoundError, InputError
+from pate.analysis.mapped import npz_member_map
 from pate.analysis.validation import check_int, describe
 from pate.teachers.data_checks import NOTHING_DONE, check_features, check_labels
 
@@ -57,7 +58,9 @@ def load_npz(path: pathlib.Path):
             return (
                 "splits",
                 (
-                    npz["x_private"],
+                    # memory-mapped where stored uncompressed: the private split is read a block
+                    # at a time by whatever scans it, never held whole (issue #33)
+                    _private_images(npz, path),
                     npz["y_private"],
                     xp,
                     yp,
@@ -72,6 +75,11 @@ def load_npz(path: pathlib.Path):
         f"npz file {path} must hold arrays x, y or x_private, y_private, x_public, "
         f"x_evaluation, y_evaluation; it has {sorted(keys)}"
     )
+
+
+def _private_images(npz, path: pathlib.Path):
+    mapped = npz_member_map(path, "x_private")
+    return npz["x_private"] if mapped is None else mapped
 
 
 def load_csv(path: pathlib.Path):

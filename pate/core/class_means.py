@@ -76,6 +76,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.mapped import release_read
 from pate.analysis.validation import (
     check_choice,
     check_embeddings,
@@ -258,6 +259,7 @@ def class_sums(
         p = check_embeddings(p, "private")  # the typed error
     for i in range(0, p.shape[0], SUM_ROWS):  # every block checked before any is summed
         check_embeddings(p[i : i + SUM_ROWS], "private")
+        release_read(p[i : i + SUM_ROWS])  # memory-mapped embeddings: not kept resident
     if p.shape[1] != geometry.scale.shape[0]:
         raise ValueError(
             f"private has {p.shape[1]} features but the public geometry {geometry.scale.shape[0]}"
@@ -269,6 +271,7 @@ def class_sums(
     for i in range(0, p.shape[0], SUM_ROWS):
         block = np.asarray(p[i : i + SUM_ROWS], dtype=np.float64)
         np.add.at(out[:, :-1], y[i : i + SUM_ROWS], _clipped(block, geometry))
+        release_read(p[i : i + SUM_ROWS])
     out[:, -1] = kappa * np.bincount(y, minlength=m)
     return out
 

@@ -8,7 +8,8 @@ fsync the directory (so that the rename itself survives a power loss). A failure
 fsync failed, the new one, whose durability is then not promised.
 
 ``atomic_write_bytes(path, data)``, ``atomic_write_json(path, obj)``, ``atomic_save_npy(path,
-array)``, ``atomic_savez(path, **arrays)``: write atomically; return the path. On failure the
+array)``, ``atomic_savez(path, **arrays)``: write atomically; return the path. ``atomic_writer(path)``:
+the same as a context manager giving the binary file to write (a large output in pieces). On failure the
 temporary file is removed (the target keeps its old content or stays absent); a full disk
 (``ENOSPC``, ``EDQUOT``, ``EFBIG``), a read-only file system (``EROFS``) or missing rights
 (``EACCES``, ``EPERM``) raise ``RunDirError`` naming the file and what to do
@@ -26,7 +27,8 @@ Readers -- never unpickle, and every failure names the file:
     (pickled) array or an ``.npz`` archive -> ``CorruptFileError``.
 ``load_npz(path, *, what=None)``   every array of an ``.npz`` archive, read eagerly into a
     ``dict`` of name -> ``numpy.ndarray`` (so a corrupt member fails here, not later), the file
-    closed. Same errors as ``load_npy``.
+    closed. Same errors as ``load_npy``. ``mapped=(names)``: those members memory-mapped
+    (read-only) where stored uncompressed, not read.
 
 Output folders:
 
@@ -53,19 +55,21 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.npyio import NpzFile
 
 from pate.analysis.errors import CorruptFileError, RunDirError
+from pate.analysis.mapped import npz_member_map
 
 __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_save_npy",
     "atomic_savez",
+    "atomic_writer",
     "naming_write_errors",
     "read_json",
     "load_npy",
@@ -115,12 +119,23 @@ def naming_write_errors(path: PathArg) -> Iterator[None]:
 
 
 def atomic_write_bytes(path: PathArg, data: bytes) -> pathlib.Path:
+    with atomic_writer(path) as fh:
+        fh.write(data)
+    return pathlib.Path(path)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: PathArg) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new content into, a piece at a time (a large output
+    that is never held whole); on leaving the block it is fsynced and renamed over ``path``,
+    and on an error removed (the module docstring's writers, of which this is the common
+    part)."""
     path = pathlib.Path(path)
     with naming_write_errors(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                yield fh
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -129,7 +144,6 @@ def atomic_write_bytes(path: PathArg, data: bytes) -> pathlib.Path:
                 os.unlink(tmp)
             raise
         _fsync_dir(path.parent)
-    return path
 
 
 def _fsync_dir(folder: pathlib.Path) -> None:
@@ -270,8 +284,13 @@ def load_npy(path: Any, *, what: str | None = None) -> np.ndarray:
     return out
 
 
-def load_npz(path: Any, *, what: str | None = None) -> dict[str, np.ndarray]:
-    """Every array of the ``.npz`` archive ``path``, as a dict (see the module docstring)."""
+def load_npz(
+    path: Any, *, what: str | None = None, mapped: tuple[str, ...] = ()
+) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` archive ``path``, as a dict (see the module docstring); the
+    members named in ``mapped`` as read-only memory maps where they are stored uncompressed
+    (:func:`pate.analysis.mapped.npz_member_map`: a large member read a block at a time by
+    whoever scans it, not held), the others read."""
     path = _check_path(path)
     archive = _np_load(path, what)
     if isinstance(archive, np.ndarray):
@@ -280,7 +299,11 @@ def load_npz(path: Any, *, what: str | None = None) -> dict[str, np.ndarray]:
         )
     try:
         with archive:
-            return {name: archive[name] for name in archive.files}
+            out: dict[str, np.ndarray] = {}
+            for name in archive.files:
+                member = npz_member_map(path, name) if name in mapped else None
+                out[name] = archive[name] if member is None else member
+            return out
     except PermissionError:
         raise
     except _NUMPY_CORRUPT as exc:

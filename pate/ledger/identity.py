@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.mapped import release_read
+
 #: The record-key version this code registers (identities.key_version); 1 = schema <= 2's keys.
 KEY_VERSION = 2
 RECORD_KEY_BYTES = 16
@@ -145,6 +147,7 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
     for start in range(0, n, step):
         # Canonical float32: +0.0 for -0.0 (adding 0 does it), one NaN bit pattern for every NaN.
         x32 = np.ascontiguousarray(flat[start : start + step], dtype="<f4") + np.float32(0.0)
+        release_read(flat[start : start + step])  # a memory-mapped split: not kept resident
         nan = np.isnan(x32)
         if nan.any():
             x32[nan] = np.float32("nan")

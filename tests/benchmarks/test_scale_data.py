@@ -1,6 +1,6 @@
 """benchmarks/scale_data.py: the enlarged data keeps every label and the public split, and the
-config it runs is the given one on that data with its own feature cache (the benchmark itself
-runs on demand)."""
+config it runs is the given one on that data with its own feature cache or the one given (the
+benchmark itself runs on demand)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,16 @@ def test_the_enlarged_npz_and_its_config(scale_data, tmp_path):
     assert config["data"]["name"] == f"npz:{path}"
     assert config["run"]["feature_cache"] == str(tmp_path / "fc")
     assert config["aggregator"] == packaged["aggregator"] and config["knn"] == packaged["knn"]
+
+
+def test_one_feature_cache_for_every_size_when_asked(scale_data, tmp_path, monkeypatch):
+    import argparse
+
+    folder = tmp_path / "x4"
+    monkeypatch.delenv("PATE_FEATURE_CACHE", raising=False)
+    own = argparse.Namespace(feature_cache=None)
+    assert scale_data.feature_cache_dir(own, folder) == folder / "feature-cache"
+    monkeypatch.setenv("PATE_FEATURE_CACHE", str(tmp_path / "env"))
+    assert scale_data.feature_cache_dir(own, folder) == (tmp_path / "env").resolve()
+    flag = argparse.Namespace(feature_cache=str(tmp_path / "flag"))
+    assert scale_data.feature_cache_dir(flag, folder) == (tmp_path / "flag").resolve()

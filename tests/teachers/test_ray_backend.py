@@ -161,6 +161,44 @@ def test_cluster_settings_are_checked_before_any_work(tmp_path, small_digits, ex
 
 
 @needs_ray
+def test_the_driver_builds_a_chunks_rows_when_it_submits_it(
+    ray_cluster, digits, tmp_path, monkeypatch
+):
+    """The private rows of a chunk are built when the session submits it, at most
+    ``in_flight`` (two per task slot) ahead of the finished chunks, not all before the first."""
+    from pate.teachers import ensemble as E
+
+    built, finished_at = [], []
+    jobs, save = E._ray_jobs, E._save_chunk
+
+    def counted_jobs(*args, **kwargs):
+        for job in jobs(*args, **kwargs):
+            built.append(job[0])
+            yield job
+
+    def counted_save(*args, **kwargs):
+        finished_at.append(len(built))
+        return save(*args, **kwargs)
+
+    monkeypatch.setattr(E, "_ray_jobs", counted_jobs)
+    monkeypatch.setattr(E, "_save_chunk", counted_save)
+    shards = _shards(len(digits.private), len(SEEDS), 60)
+    config = TeacherConfig(model="cnn8", epochs=1, batch_size=32, device="cpu")
+    result = train_teachers(
+        digits,
+        shards,
+        SEEDS,
+        config,
+        out_dir=tmp_path / "ray",
+        progress=False,
+        cluster=ClusterConfig(backend="ray", teachers_per_task=1),
+    )
+    slots = result.execution["slots"]
+    assert result.execution["num_chunks"] == 6 and sorted(built) == list(range(6))
+    assert 2 * slots < 6 and finished_at[0] <= 2 * slots, (slots, finished_at)
+
+
+@needs_ray
 def test_ray_teachers_equal_the_local_backend(ray_cluster, digits, tmp_path):
     shards = _shards(len(digits.private), len(SEEDS), 120)
     config = TeacherConfig(

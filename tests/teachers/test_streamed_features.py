@@ -181,3 +181,35 @@ def test_the_private_embedding_is_written_into_one_array(tmp_path, monkeypatch):
     assert embedded.dtype == np.float32 and embedded.shape == (200, 8)
     np.testing.assert_array_equal(embedded, np.concatenate(blocks))
     assert front.embed(data.private.x[:0], cache=None).shape == (0, 8)
+
+
+@pytest.mark.parametrize("features", ["scatternet", "none"])
+def test_embed_blocks_are_the_rows_of_embed(tmp_path, monkeypatch, features):
+    """PublicFrontEnd.embed_blocks (what the votes stage writes out a block at a time) gives
+    the rows of embed, in order: bit for bit for ScatterNet features, with or without a cache;
+    to float rounding for the plain PCA (projected a block of rows at a time)."""
+    monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(F, "KERNEL_CHUNK", 24)
+    data = _data(n_private=100)
+    for cache in (FC.FeatureCache(tmp_path), None):
+        front, _ = F.PublicFrontEnd.fit_transform(
+            data.public.x, features=features, dims=6, cache=cache
+        )
+        blocks = list(front.embed_blocks(data.private.x, cache=cache))
+        assert all(b.dtype == np.float32 and b.shape[1] == 6 for b in blocks)
+        assert cache is not None or len(blocks) > 1
+        held = front.embed(data.private.x, cache=cache)
+        if features == "scatternet":
+            np.testing.assert_array_equal(np.concatenate(blocks), held)
+        else:
+            np.testing.assert_allclose(np.concatenate(blocks), held, rtol=1e-6, atol=1e-6)
+
+
+def test_embed_blocks_of_a_table_kernel_map_are_the_rows_of_embed(monkeypatch):
+    monkeypatch.setattr(F, "KERNEL_CHUNK", 24)
+    rng = np.random.default_rng(3)
+    public, private = rng.random((80, 5)), rng.random((70, 5))
+    front, _ = F.PublicFrontEnd.fit_transform(public, features="kernel", dims=4)
+    blocks = list(front.embed_blocks(private))
+    assert len(blocks) == 3
+    np.testing.assert_array_equal(np.concatenate(blocks), front.embed(private))

@@ -64,25 +64,10 @@ def _reserve_release(
 
 def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a "release" mechanism (see the module docstring)."""
-    from pate import analysis
-
-    config = run.config
-    (
-        params,
-        public,
-        private,
-        private_labels,
-        num_classes,
-        num_queries,
-        queries,
-        orders,
-        budget_eps,
-        delta,
-        conversion,
-        plan,
-        prior,
-        prior_rdp,
-    ) = records_inputs(run, spec)
+    params, public, private, private_labels, num_classes, num_queries, queries, orders, *rest = (
+        records_inputs(run, spec)
+    )
+    budget_eps, delta, conversion, plan, prior, prior_rdp = rest
     event = spec.event(
         np.zeros((queries, num_classes)),
         params,
@@ -90,12 +75,6 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
         orders=orders,
     )
     events = [event] if queries else []
-
-    def eps_of(rdp):
-        return float(
-            analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0]
-        )
-
     answers, rounds = Answers.empty(num_queries, num_classes=num_classes), Rounds()
     records = {"statistic": spec.released_statistic, "private_records": int(private.shape[0])}
     reservation = _reserve_release(
@@ -105,7 +84,7 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
         dataset,
         run_id,
         event,
-        eps_of,
+        _eps_of(orders=orders, delta=delta, conversion=conversion),
         queries=queries,
         orders=orders,
         budget_eps=budget_eps,
@@ -113,32 +92,16 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
         prior=prior,
         prior_rdp=prior_rdp,
     )
-
-    def ask(start, n):
-        # Drawn only now, inside the reservation: the release and its noise; the scores are
-        # post-processing of the release and the public rows.
-        scores, details = spec.release_scores(
-            public,
-            private,
-            private_labels,
-            params,
-            queries=queries,
-            num_classes=num_classes,
-            rng=run.noise_streams().noise,
-            rule=C.class_means_rule(config),
-        )
-        answers.scores[:queries] = scores
-        answers.labels[:queries] = np.argmax(scores, axis=1)  # the rule's predict
-        answers.answered[:queries] = True
-        records.update(details)
-        return queries, event, None
+    ask = _release_asker(
+        run, spec, event, params, public, private, private_labels, answers, records, queries
+    )
 
     def summary_now():
         return records_summary(
             spec,
             params,
             events,
-            config=config,
+            config=run.config,
             orders=orders,
             delta=delta,
             conversion=conversion,
@@ -174,3 +137,45 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
     summary = summary_now()
     publish(run, answers.labels, answers.answered, summary, answers.scores)
     return aggregate_info(summary)
+
+
+def _eps_of(*, orders, delta: float, conversion):
+    """ε at ``delta`` of an RDP curve over ``orders`` (the config's conversion)."""
+    from pate import analysis
+
+    def eps_of(rdp):
+        return float(
+            analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0]
+        )
+
+    return eps_of
+
+
+def _release_asker(
+    run: Run, spec, event, params, public, private, private_labels, answers, records, queries
+):
+    """The round driver's ``ask``: the one release, drawn only when called (inside the
+    reservation), every query's scores and label put in ``answers``, the release's details in
+    ``records``."""
+    num_classes = int(answers.scores.shape[1])
+
+    def ask(start, n):
+        # Drawn only now, inside the reservation: the release and its noise; the scores are
+        # post-processing of the release and the public rows.
+        scores, details = spec.release_scores(
+            public,
+            private,
+            private_labels,
+            params,
+            queries=queries,
+            num_classes=num_classes,
+            rng=run.noise_streams().noise,
+            rule=C.class_means_rule(run.config),
+        )
+        answers.scores[:queries] = scores
+        answers.labels[:queries] = np.argmax(scores, axis=1)  # the rule's predict
+        answers.answered[:queries] = True
+        records.update(details)
+        return queries, event, None
+
+    return ask

@@ -222,7 +222,8 @@ def records_inputs(run: Run, spec) -> tuple:
     s = C.sections(config)
     priv = s.privacy
     params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
-    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage")
+    # the private embeddings memory-mapped: read a block at a time, never all held (issue #33)
+    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage", mapped=("private",))
     public, private = emb["public"], emb["private"]
     num_classes, num_queries = int(emb["num_classes"]), public.shape[0]
     orders = C.orders(config)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import pathlib
 import time
+import zipfile
 
 import numpy as np
 
-from pate.core.io import atomic_save_npy, atomic_savez, load_npz
+from pate.core.io import atomic_save_npy, atomic_writer, load_npz
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
@@ -38,58 +39,110 @@ def _knn_embeddings(run: Run) -> dict:
     class means): embeddings of the public and private splits for its neighbour search or class
     means, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
     with public statistics, then a PCA of the public rows), so the embedding itself reveals
-    nothing about the private records. Writes ``knn_embeddings.npz``; no histogram is drawn."""
+    nothing about the private records. Writes ``knn_embeddings.npz``, the private embeddings a
+    block at a time as they are computed (never all in memory); no histogram is drawn."""
     from pate.teachers.features import PublicFrontEnd
 
     data = run.data
     features, dims, width = embedding_features(run)
     front_end = {}  # the front-end's seconds and feature-cache lookups (not for a student's)
     if features == "student":
-        # the earlier round's released student: square roots of its class probabilities
-        # (Euclidean distance between them is the Hellinger distance)
-        from pate.student.train import Student
-
-        # checked again (the directory may have changed since preflight); the last run of the
-        # chain is the one whose student embeds
-        path = pathlib.Path(knn_prior(run)["runs"][-1]["run_dir"])
-        model = Student.load(path / R.STUDENT_WEIGHTS)
-        public, private = (
-            np.sqrt(model.predict_proba(x)).astype(np.float32)
-            for x in (data.public.x, data.private.x)
-        )
+        public, private_blocks = _student_embeddings(run)
     else:
         cache, t0 = feature_cache(run), time.perf_counter()
         front, public = PublicFrontEnd.fit_transform(
             data.public.x, features=features, dims=dims, cache=cache
         )
-        private = front.embed(data.private.x, cache=cache)
+        private_blocks = front.embed_blocks(data.private.x, cache=cache)
+    private_rows = _save_embeddings(
+        run.path(R.KNN_EMBEDDINGS),
+        public=public,
+        private_blocks=private_blocks,
+        private_rows=len(data.private),
+        private_labels=np.asarray(data.private.y, dtype=np.int64),
+        num_classes=data.num_classes,
+    )
+    if features != "student":
         front_end = {
             "front_end_seconds": round(time.perf_counter() - t0, 2),
             "feature_cache": None if cache is None else cache.summary(),
         }
-    labels = np.asarray(data.private.y, dtype=np.int64)
-    atomic_savez(
-        run.path(R.KNN_EMBEDDINGS),
-        public=public,
-        private=private,
-        private_labels=labels,
-        num_classes=np.int64(data.num_classes),
-    )
     logger.info(
         "votes: public-fitted embeddings (%s features -> %d dims) of %d public and %d "
         "private items",
         features,
         dims,
         len(public),
-        len(private),
+        private_rows,
     )
     return {
         "queries": int(public.shape[0]),
         "classes": int(data.num_classes),
-        "private_records": int(private.shape[0]),
+        "private_records": private_rows,
         "features": features,
         "dims": int(dims),
         "feature_count": width,
         "embedding": R.KNN_EMBEDDINGS,
         **front_end,
     }
+
+
+def _student_embeddings(run: Run) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(public embeddings, [private embeddings]) of the earlier round's released student: square
+    roots of its class probabilities (Euclidean distance between them is the Hellinger
+    distance)."""
+    from pate.student.train import Student
+
+    # checked again (the directory may have changed since preflight); the last run of the
+    # chain is the one whose student embeds
+    path = pathlib.Path(knn_prior(run)["runs"][-1]["run_dir"])
+    model = Student.load(path / R.STUDENT_WEIGHTS)
+    public, private = (
+        np.sqrt(model.predict_proba(x)).astype(np.float32)
+        for x in (run.data.public.x, run.data.private.x)
+    )
+    return public, [private]
+
+
+def _save_embeddings(
+    path: pathlib.Path,
+    *,
+    public: np.ndarray,
+    private_blocks,
+    private_rows: int,
+    private_labels: np.ndarray,
+    num_classes: int,
+) -> int:
+    """Write ``knn_embeddings.npz`` atomically: the arrays ``public``, ``private`` (float32,
+    ``private_rows`` x the public width, from ``private_blocks`` written as they come),
+    ``private_labels`` and ``num_classes``, uncompressed as ``numpy.savez`` writes them (the
+    aggregate stage memory-maps ``private``). Returns the private rows written."""
+    width = int(public.shape[1])
+    with atomic_writer(path) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as archive:
+        _write_member(archive, "public", public)
+        with archive.open("private.npy", "w", force_zip64=True) as f:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (private_rows, width)}
+            np.lib.format.write_array_header_1_0(f, header)
+            written = 0
+            for block in private_blocks:
+                block = np.ascontiguousarray(block, dtype="<f4")
+                if block.ndim != 2 or block.shape[1] != width:
+                    raise RuntimeError(
+                        f"the front-end gave private embeddings of shape {block.shape} for "
+                        f"public ones of width {width}; this is a bug in pate-learn"
+                    )
+                f.write(block.tobytes())
+                written += len(block)
+            if written != private_rows:
+                raise RuntimeError(
+                    f"the front-end gave {written} private embeddings for {private_rows} "
+                    "records; this is a bug in pate-learn"
+                )
+        _write_member(archive, "private_labels", private_labels)
+        _write_member(archive, "num_classes", np.int64(num_classes))
+    return written
+
+
+def _write_member(archive: zipfile.ZipFile, name: str, array) -> None:
+    with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
+        np.lib.format.write_array(f, np.asarray(array), allow_pickle=False)
