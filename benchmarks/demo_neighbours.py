@@ -17,6 +17,12 @@ first). The load average before each run is recorded: the machine may be shared.
 
     .venv/bin/python benchmarks/demo_neighbours.py                     # ~10-15 min on 2 cores
     .venv/bin/python benchmarks/demo_neighbours.py --conditions idle   # the idle time only
+    .venv/bin/python benchmarks/demo_neighbours.py --wait spin30k --out /tmp/spin30k.json
+
+``--wait`` runs under another OpenMP wait policy of ``benchmarks/threads.py`` (``WAIT_ENV``:
+``spin30k`` / ``spin300k`` / ``active`` put ``GOMP_SPINCOUNT`` / ``OMP_WAIT_POLICY`` in the runs'
+environment, which pate keeps) instead of pate's own (``passive``), to compare the policies end
+to end; ``--threads N`` passes ``--threads N`` to ``pate run``.
 
 Run on demand, never as a test; OMP_NUM_THREADS is removed from the runs' environment (pate
 chooses its threads: ``pate.core.threads``).
@@ -47,13 +53,33 @@ BARS = {"busy1": 2.0, "torch2": 3.0}
 IDLE_BAR_SECONDS = 120.0
 
 
-def run_once(config: str, run_dir: pathlib.Path, cache: str | None) -> dict:
-    """One ``pate run`` of ``config`` into the fresh ``run_dir``: wall seconds, peak RSS (MiB),
-    the stages' seconds and threads, the student's accuracy."""
+def run_env(cache: str | None, *, wait: str = "passive") -> dict:
+    """The runs' environment: no thread settings of the caller's, the wait policy's variables
+    (none for pate's own, ``passive``), this checkout first on the path, the feature cache."""
+    if wait != "passive" and wait not in neighbours.WAIT_ENV:
+        raise ValueError(
+            f"wait must be 'passive' or one of {', '.join(neighbours.WAIT_ENV)}, got {wait!r}"
+        )
     env = {k: v for k, v in os.environ.items() if k not in neighbours.THREAD_VARIABLES}
+    env.update(neighbours.WAIT_ENV.get(wait, {}))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     if cache is not None:
         env["PATE_FEATURE_CACHE"] = cache
+    return env
+
+
+def run_once(
+    config: str,
+    run_dir: pathlib.Path,
+    cache: str | None,
+    *,
+    wait: str = "passive",
+    threads: int | None = None,
+) -> dict:
+    """One ``pate run`` of ``config`` into the fresh ``run_dir``: wall seconds, peak RSS (MiB),
+    the stages' seconds and threads, the student's accuracy. ``wait``: ``"passive"`` (pate's
+    own) or a policy of ``benchmarks/threads.py``'s ``WAIT_ENV``; ``threads``: ``--threads``."""
+    env = run_env(cache, wait=wait)
     cmd = [
         "/usr/bin/time",
         "-f",
@@ -68,6 +94,7 @@ def run_once(config: str, run_dir: pathlib.Path, cache: str | None) -> dict:
         str(run_dir),
         "--no-ledger",
         "--no-progress",
+        *([] if threads is None else ["--threads", str(threads)]),
     ]
     out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     lines = [line for line in out.stderr.splitlines() if line.startswith("TIME ")]
@@ -80,6 +107,7 @@ def run_once(config: str, run_dir: pathlib.Path, cache: str | None) -> dict:
         stages[path.stem] = {
             "seconds": summary.get("seconds"),
             "threads": (summary.get("threads") or {}).get("count"),
+            "wait_policy": (summary.get("threads") or {}).get("wait_policy"),
         }
     analysis = json.loads((run_dir / "analysis.json").read_text())
     return {
@@ -116,18 +144,37 @@ def main(argv=None) -> int:
     parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     parser.add_argument("--feature-cache", default=os.environ.get("PATE_FEATURE_CACHE"))
     parser.add_argument("--warm-up", action="store_true", help="one untimed run first")
+    parser.add_argument(
+        "--wait",
+        choices=("passive", *neighbours.WAIT_ENV),
+        default="passive",
+        help="the OpenMP wait policy of the runs (passive: pate's own)",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="pate run --threads N")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)
     work = pathlib.Path(tempfile.mkdtemp(prefix="pate-demo-neighbours-"))
     runs, load = {}, {}
     try:
         if args.warm_up:
-            run_once(args.config, work / "warm-up", args.feature_cache)
+            run_once(
+                args.config,
+                work / "warm-up",
+                args.feature_cache,
+                wait=args.wait,
+                threads=args.threads,
+            )
         for condition in args.conditions:
             procs = neighbours._neighbours(condition)
             try:
                 load[condition] = list(os.getloadavg())
-                runs[condition] = run_once(args.config, work / condition, args.feature_cache)
+                runs[condition] = run_once(
+                    args.config,
+                    work / condition,
+                    args.feature_cache,
+                    wait=args.wait,
+                    threads=args.threads,
+                )
             finally:
                 neighbours._stop(procs)
             print(
@@ -142,6 +189,8 @@ def main(argv=None) -> int:
         "machine": neighbours.machine_facts(),
         "load_average_before": load,
         "config": args.config,
+        "wait": args.wait,
+        "threads": args.threads,
         "runs": runs,
         "slowdown_vs_idle": slowdowns(runs),
         "bars": {"slowdown": BARS, "idle_seconds": IDLE_BAR_SECONDS},

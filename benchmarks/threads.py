@@ -1,32 +1,48 @@
-"""Benchmark: torch's default threads vs pate.core.threads' policy, idle and beside busy neighbours.
+"""Benchmark: thread counts and OpenMP wait policies, idle and beside busy neighbours.
 
-Two workloads of ``make demo``, a few seconds each on an idle 2-core machine:
+Four workloads, a few seconds each on an idle 2-core machine:
 
 * ``student``: SGD steps of the digits student (zoo ``cnn8``, 1x8x8 images) on FixMatch-sized
   batches (64 labelled + 2 x 3 x 64 unlabelled views);
 * ``teachers``: steps of 10 ``cnn8`` teachers trained at once with ``torch.func`` (``vmap`` of
-  ``grad`` over stacked weights, batch 32 each), as the vectorized teacher trainer does.
+  ``grad`` over stacked weights, batch 32 each), as the vectorized teacher trainer does;
+* ``student28``: ``make demo``'s student step (zoo ``cnn28``, channels-last as
+  :func:`pate.student.trainer.build_network` keeps it on the CPU; a no-gradient forward of the 96
+  weak unlabelled views, a forward and backward of the 32 labelled + 96 strong views, Nesterov
+  SGD and the EMA update), without the augmentations;
+* ``teachers_linear``: ``make demo``'s teachers step: 50 ``linear`` teachers on 81x7x7 ScatterNet
+  features trained at once (``vmap`` of ``grad``, batch 32 each).
 
 Each is timed, in a fresh Python process (the OpenMP wait policy is read when torch loads), under
+a policy (``POLICIES``):
 
 * ``old``: torch's defaults (one thread per core of the machine, OpenMP threads spin while they
   wait; ``OMP_WAIT_POLICY`` etc. removed from the child's environment);
 * ``new``: :func:`pate.core.threads.configure` (the usable CPUs, idle threads sleep);
-* ``new-1``: the new policy with one thread (``threads=1``): what lowering the count by the load
-  average would give;
+* ``new-1``: the new policy with one thread (``threads=1``);
+* ``new-interop1``: the new policy with one inter-op thread (torch's inter-op pool serves only
+  ``torch.jit.fork``-style parallelism, which eager training does not use);
+* ``spin30k``, ``spin300k``, ``active``: the usable CPUs with idle threads spinning before they
+  sleep: ``GOMP_SPINCOUNT`` 30 000, 300 000 (GNU OpenMP's default, about 0.3-3 ms) and
+  ``OMP_WAIT_POLICY=ACTIVE`` (GNU OpenMP spins up to minutes);
 
-in three conditions: ``idle``; ``busy1``: one neighbour core kept busy by
-``python3 -c "while True: pass"``; ``torch2``: two neighbours, each a 2-thread torch matmul loop
-with torch's defaults (as two other engineers' runs would be). Each measurement runs up to
-``--steps`` steps (default 200) or ``--max-seconds`` (default 6), whichever comes first, after 5
-untimed steps. Writes the steps per second, the slowdowns beside neighbours (each policy's
-steps/s with no neighbour over its steps/s beside them) and the speed-ups over torch's defaults
-(per condition) into ``benchmarks/results/threads.json`` with the facts
-(CPU count, affinity, cgroup quota, the load average before the run and before each condition).
-The machine may be shared: the load is recorded so that a reader can judge the numbers.
+in the conditions ``idle`` (no neighbour started by this script); ``busy1``: one neighbour core
+kept busy by ``python3 -c "while True: pass"``; ``torch2``: two neighbours, each a 2-thread torch
+matmul loop with torch's defaults (as two other engineers' runs would be). Each measurement runs
+up to ``--steps`` steps (default 200) or ``--max-seconds`` (default 6), whichever comes first,
+after 5 untimed steps; with ``--repeats`` the policies take turns (one measurement of each, then
+the next round) and the median is kept. Writes the steps per second, the slowdowns beside
+neighbours (each policy's steps/s with no neighbour over its steps/s beside them) and the
+speed-ups over the first policy given (``old`` by default; per condition) into
+``benchmarks/results/threads.json`` with the facts (CPU count, affinity, cgroup quota, the load
+average before the run and before each condition). The machine may be shared: the load is
+recorded so that a reader can judge the numbers.
 
     env -u OMP_NUM_THREADS .venv/bin/python benchmarks/threads.py     # ~2-3 min on 2 cores
     env -u OMP_NUM_THREADS .venv/bin/python benchmarks/threads.py --max-seconds 3  # quicker
+    env -u OMP_NUM_THREADS .venv/bin/python benchmarks/threads.py --workloads student28 \
+        teachers_linear --policies new spin30k spin300k active new-1 --conditions idle torch2 \
+        --repeats 3 --out benchmarks/results/threads_wait.json     # make demo's wait policies
 
 OMP_NUM_THREADS must be unset (the ``old`` policy is torch's default; ``new`` would take it as
 the user's choice); the script refuses otherwise. Run on demand, never as a test.
@@ -39,6 +55,7 @@ import json
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -47,9 +64,16 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "threads.json"
 if str(ROOT) not in sys.path:  # this checkout's pate, also where another one is installed
     sys.path.insert(0, str(ROOT))
-POLICIES = ("old", "new", "new-1")
+POLICIES = ("old", "new", "new-1", "new-interop1", "spin30k", "spin300k", "active")
 CONDITIONS = ("idle", "busy1", "torch2")
-WORKLOADS = ("student", "teachers")
+WORKLOADS = ("student", "teachers", "student28", "teachers_linear")
+#: The wait settings a policy puts in its child's environment (before torch loads); the others
+#: get pate's (``new``: passive) or torch's (``old``: none).
+WAIT_ENV = {
+    "spin30k": {"GOMP_SPINCOUNT": "30000", "KMP_BLOCKTIME": "1"},
+    "spin300k": {"GOMP_SPINCOUNT": "300000", "KMP_BLOCKTIME": "200"},
+    "active": {"OMP_WAIT_POLICY": "ACTIVE"},
+}
 #: The environment variables the ``old`` policy removes (torch's defaults apply).
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -71,21 +95,16 @@ if policy != "old":
 import torch
 from torch.func import functional_call, grad, vmap
 from pate.teachers.models import build_model
+if policy == "new-interop1":
+    torch.set_num_interop_threads(1)
 torch.manual_seed(0)
-net = build_model("cnn8", input_shape=(1, 8, 8), num_classes=10)
 loss_fn = torch.nn.functional.cross_entropy
-if workload == "student":
-    opt = torch.optim.SGD(net.parameters(), lr=0.03, momentum=0.9)
-    x, y = torch.randn(64 + 6 * 64, 1, 8, 8), torch.randint(0, 10, (64 + 6 * 64,))
-    def step():
-        opt.zero_grad()
-        loss_fn(net(x), y).backward()
-        opt.step()
-else:
-    teachers = 10
+
+def vmapped(name, shape, teachers):
+    net = build_model(name, input_shape=shape, num_classes=10)
     params = {k: v.detach().unsqueeze(0).repeat(teachers, *[1] * v.dim())
               for k, v in net.named_parameters()}
-    x, y = torch.randn(teachers, 32, 1, 8, 8), torch.randint(0, 10, (teachers, 32))
+    x, y = torch.randn(teachers, 32, *shape), torch.randint(0, 10, (teachers, 32))
     def loss(p, xb, yb):
         return loss_fn(functional_call(net, p, (xb,)), yb)
     grads = vmap(grad(loss))
@@ -93,6 +112,41 @@ else:
         g = grads(params, x, y)
         for k in params:
             params[k].sub_(0.01 * g[k])
+    return step
+
+def fixmatch28():
+    net = build_model("cnn28", input_shape=(1, 28, 28), num_classes=10)
+    net = net.to(memory_format=torch.channels_last)
+    ema = [p.detach().clone() for p in net.parameters()]
+    opt = torch.optim.SGD(net.parameters(), lr=0.03, momentum=0.9, nesterov=True,
+                          weight_decay=5e-4)
+    weak, train = torch.rand(96, 1, 28, 28), torch.rand(128, 1, 28, 28)
+    y = torch.randint(0, 10, (128,))
+    def step():
+        with torch.no_grad():
+            net(weak).softmax(dim=1).max(dim=1)
+        opt.zero_grad()
+        loss_fn(net(train), y).backward()
+        opt.step()
+        with torch.no_grad():
+            torch._foreach_mul_(ema, 0.99)
+            torch._foreach_add_(ema, [p.detach() for p in net.parameters()], alpha=0.01)
+    return step
+
+if workload == "student":
+    net = build_model("cnn8", input_shape=(1, 8, 8), num_classes=10)
+    opt = torch.optim.SGD(net.parameters(), lr=0.03, momentum=0.9)
+    x, y = torch.randn(64 + 6 * 64, 1, 8, 8), torch.randint(0, 10, (64 + 6 * 64,))
+    def step():
+        opt.zero_grad()
+        loss_fn(net(x), y).backward()
+        opt.step()
+elif workload == "teachers":
+    step = vmapped("cnn8", (1, 8, 8), 10)
+elif workload == "teachers_linear":
+    step = vmapped("linear", (81, 7, 7), 50)
+else:
+    step = fixmatch28()
 for _ in range(5):
     step()
 limit = float(sys.argv[4])
@@ -116,7 +170,10 @@ while True:
 
 
 def _clean_env(policy: str) -> dict:
+    """The child's environment: no thread settings of the caller's, the policy's wait settings
+    (:data:`WAIT_ENV`), this checkout first on the path."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    env.update(WAIT_ENV.get(policy, {}))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -186,25 +243,52 @@ def _cpu_model() -> str | None:
     return None
 
 
-def ratios(rate: dict) -> dict:
+def ratios(rate: dict, *, base: str = "old") -> dict:
     """From ``{workload: {policy: {condition: steps/s}}}``: ``slowdown_vs_idle`` (how many times
-    longer a step takes beside the neighbours than with none, same policy) and ``speedup_vs_old``
-    (the policy's steps/s over torch's defaults', same condition)."""
+    longer a step takes beside the neighbours than with none, same policy; only where ``idle``
+    was measured) and ``speedup_vs_<base>`` (the policy's steps/s over ``base``'s, same
+    condition)."""
+    out: dict = {"slowdown_vs_idle": {}, f"speedup_vs_{base}": {}}
+    for w, per_policy in rate.items():
+        for p, per_condition in per_policy.items():
+            if "idle" in per_condition:
+                out["slowdown_vs_idle"].setdefault(w, {})[p] = {
+                    c: round(per_condition["idle"] / v, 2) for c, v in per_condition.items()
+                }
+            if base in per_policy:
+                out[f"speedup_vs_{base}"].setdefault(w, {})[p] = {
+                    c: round(v / per_policy[base][c], 2) for c, v in per_condition.items()
+                }
+    return out
+
+
+def measure_condition(
+    condition: str, workloads, policies, *, steps: int, limit: float, repeats: int
+) -> dict:
+    """``{workload: {policy: steps/s}}`` beside ``condition``'s neighbours: ``repeats`` rounds,
+    each policy once per round (so a change of the machine's load hits every policy alike), the
+    median kept."""
+    samples: dict = {}
+    procs = _neighbours(condition)
+    try:
+        for workload in workloads:
+            for _ in range(repeats):
+                for policy in policies:
+                    r = _time(policy, workload, steps, limit)
+                    samples.setdefault(workload, {}).setdefault(policy, []).append(r)
+                    print(
+                        f"{condition:7s} {workload:15s} {policy:12s} {r['steps_per_s']:7.1f} "
+                        f"steps/s ({r['steps']} steps in {r['seconds']:.2f} s, "
+                        f"{r['threads']} threads)",
+                        flush=True,
+                    )
+    finally:
+        _stop(procs)
     return {
-        "slowdown_vs_idle": {
-            w: {
-                p: {c: round(rate[w][p]["idle"] / rate[w][p][c], 2) for c in CONDITIONS}
-                for p in POLICIES
-            }
-            for w in rate
-        },
-        "speedup_vs_old": {
-            w: {
-                p: {c: round(rate[w][p][c] / rate[w]["old"][c], 2) for c in CONDITIONS}
-                for p in POLICIES
-            }
-            for w in rate
-        },
+        w: {
+            p: round(statistics.median(r["steps_per_s"] for r in runs), 2) for p, runs in ps.items()
+        }
+        for w, ps in samples.items()
     }
 
 
@@ -218,6 +302,9 @@ def main(argv=None) -> int:
         help="stop a measurement after this long (its steps/s is kept)",
     )
     parser.add_argument("--repeats", type=int, default=1, help="measurements per cell (median)")
+    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=["old", "new", "new-1"])
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     if os.environ.get("OMP_NUM_THREADS"):
@@ -229,31 +316,19 @@ def main(argv=None) -> int:
     print(f"machine: {facts}", flush=True)
     rate: dict = {}  # steps/s
     loads: dict = {}
-    for condition in CONDITIONS:
+    for condition in args.conditions:
         loads[condition] = list(os.getloadavg())
-        procs = _neighbours(condition)
-        try:
-            for workload in WORKLOADS:
-                for policy in POLICIES:
-                    runs = sorted(
-                        (
-                            _time(policy, workload, args.steps, args.max_seconds)
-                            for _ in range(args.repeats)
-                        ),
-                        key=lambda r: r["steps_per_s"],
-                    )
-                    r = runs[len(runs) // 2]
-                    rate.setdefault(workload, {}).setdefault(policy, {})[condition] = round(
-                        r["steps_per_s"], 2
-                    )
-                    print(
-                        f"{condition:7s} {workload:9s} {policy:6s} {r['steps_per_s']:7.1f} "
-                        f"steps/s ({r['steps']} steps in {r['seconds']:.2f} s, "
-                        f"{r['threads']} threads)",
-                        flush=True,
-                    )
-        finally:
-            _stop(procs)
+        measured = measure_condition(
+            condition,
+            args.workloads,
+            args.policies,
+            steps=args.steps,
+            limit=args.max_seconds,
+            repeats=args.repeats,
+        )
+        for w, per_policy in measured.items():
+            for p, value in per_policy.items():
+                rate.setdefault(w, {}).setdefault(p, {})[condition] = value
     doc = {
         "machine": facts,
         "load_average_per_condition": loads,
@@ -261,19 +336,19 @@ def main(argv=None) -> int:
         "max_seconds": args.max_seconds,
         "repeats": args.repeats,
         "steps_per_s": rate,
-        **ratios(rate),
+        **ratios(rate, base=args.policies[0]),
         "command": "python benchmarks/threads.py " + " ".join(argv or sys.argv[1:]),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
-    for key in ("slowdown_vs_idle", "speedup_vs_old"):
-        for w in WORKLOADS:
-            for p in POLICIES:
+    for key in ("slowdown_vs_idle", f"speedup_vs_{args.policies[0]}"):
+        for w, per_policy in doc[key].items():
+            for p, per_condition in per_policy.items():
                 print(
-                    f"{key} {w:9s} {p:6s} "
-                    + "  ".join(f"{c} {doc[key][w][p][c]:5.2f}x" for c in CONDITIONS)
+                    f"{key} {w:15s} {p:12s} "
+                    + "  ".join(f"{c} {v:5.2f}x" for c, v in per_condition.items())
                 )
     print(f"wrote {out}")
     return 0

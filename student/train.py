@@ -83,9 +83,10 @@ history) is written atomically after every epoch; ``resume=True`` continues from
 the same weights as an uninterrupted run. A checkpoint is tied to a fingerprint of the
 inputs, labels and settings; resuming with anything different is refused.
 
-This module holds the estimator and its settings; the input checks are in
-:mod:`pate.student.inputs`, the training run (network, optimiser, random draws, epoch loop) in
-:mod:`pate.student.trainer`, the files in :mod:`pate.student.checkpoint`.
+This module holds the estimator; its settings' names, checks and training length are in
+:mod:`pate.student.settings`, the input checks in :mod:`pate.student.inputs`, the training run
+(network, optimiser, random draws, epoch loop) in :mod:`pate.student.trainer`, the weights file
+in :mod:`pate.student.weights_file`, the files' format in :mod:`pate.student.checkpoint`.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
-import numbers
 import os
 import pathlib
 from collections.abc import Callable
@@ -107,32 +106,29 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 from torch import nn
 
-from pate.analysis.validation import (
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    describe,
-)
-from pate.student import augment as aug
-from pate.student.checkpoint import (
-    CHECKPOINT_KEYS,
-    CHECKPOINT_NAME,
-    FORMAT,
-    WEIGHTS_KEYS,
-    atomic_save,
-    load_student_file,
-    not_a_checkpoint,
-    plain_classes,
-)
+from pate.analysis.validation import check_int
+from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
 from pate.student.inputs import (
     check_inputs,
     check_labels,
     check_public_x,
     check_soft_targets,
-    refuse_non_public,
 )
-from pate.student.trainer import Batches, Standardize, Training, build_network, train_epochs
+from pate.student.settings import (
+    METHODS,
+    MIN_STUDENT_STEPS,
+    OTHER_PARAMS,
+    TRAINING_PARAMS,
+    auto_epochs,
+    auto_model_name,
+    fill_training_length,
+    resolve_device,
+    seed_from,
+    short_training_warning,
+    validated_settings,
+)
+from pate.student.trainer import Batches, Training, build_network, train_epochs
+from pate.student.weights_file import read_student, write_student
 
 __all__ = [
     "train_student",
@@ -152,128 +148,6 @@ logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
 #: the name :mod:`pate.student.select` imports (the checks live in :mod:`pate.student.inputs`)
 _check_public_x = check_public_x
-
-#: ``epochs=None`` (the default, "auto"): at least this many optimiser steps in all, whatever the
-#: number of labelled or public items (docs/student.md, "Training length"). Before, a fixed 20
-#: epochs gave scikit-learn digits' 597 public items 2 FixMatch steps per epoch: 40 steps, and a
-#: student at 14.5 % while its labels were 53 % right.
-MIN_STUDENT_STEPS = 1000
-#: ... and at least this many epochs (the former fixed default).
-MIN_STUDENT_EPOCHS = 20
-
-
-def auto_epochs(steps_per_epoch: int) -> int:
-    """Epochs of ``epochs=None``: ``max(MIN_STUDENT_EPOCHS, ceil(MIN_STUDENT_STEPS /
-    steps_per_epoch))``."""
-    return max(MIN_STUDENT_EPOCHS, math.ceil(MIN_STUDENT_STEPS / max(1, int(steps_per_epoch))))
-
-
-def short_training_warning(epochs: int, steps_per_epoch: int) -> str:
-    """The warning for a student trained fewer than :data:`MIN_STUDENT_STEPS` steps."""
-    return (
-        f"the student trains only {epochs * steps_per_epoch} optimiser steps ({epochs} epochs "
-        f"x {steps_per_epoch} steps), fewer than {MIN_STUDENT_STEPS}: it may stay far below "
-        f"its labels. Leave epochs unset (auto: at least {MIN_STUDENT_STEPS} steps) or raise "
-        f"it (student_params={{'epochs': ...}} in pate.fit, [student] epochs in a config)"
-    )
-
-
-def _fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bool:
-    """Fill the settings left open: ``pad`` (images), ``steps_per_epoch`` and ``epochs``
-    (:func:`auto_epochs`). True when the epochs given make fewer than
-    :data:`MIN_STUDENT_STEPS` steps (warned about as training starts)."""
-    if x.ndim == 4 and settings["pad"] is None:
-        settings["pad"] = aug.default_pad(x.shape[2])
-    if settings["steps_per_epoch"] is None:
-        if settings["method"] == "fixmatch":
-            per_step = settings["batch_size"] * settings["unlabeled_ratio"]
-            settings["steps_per_epoch"] = max(1, math.ceil(x.shape[0] / per_step))
-        else:
-            settings["steps_per_epoch"] = max(1, math.ceil(num_labelled / settings["batch_size"]))
-    short = settings["epochs"] is not None and (
-        settings["epochs"] * settings["steps_per_epoch"] < MIN_STUDENT_STEPS
-    )
-    if settings["epochs"] is None:
-        settings["epochs"] = auto_epochs(settings["steps_per_epoch"])
-    return short
-
-
-METHODS = ("fixmatch", "supervised")
-
-# Settings that change the trained weights (part of the checkpoint fingerprint).
-_TRAINING_PARAMS = (
-    "model",
-    "method",
-    "epochs",
-    "steps_per_epoch",
-    "batch_size",
-    "unlabeled_ratio",
-    "threshold",
-    "unlabeled_weight",
-    "learning_rate",
-    "momentum",
-    "weight_decay",
-    "ema_decay",
-    "flip",
-    "pad",
-    "strong_ops",
-    "cutout",
-    "num_classes",
-    "distribution_alignment",
-)
-_OTHER_PARAMS = (
-    "device",
-    "random_state",
-    "progress",
-    "checkpoint_dir",
-    "resume",
-    "on_epoch_end",
-    "validation",
-)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def resolve_device(spec: Any = "auto") -> torch.device:
-    """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
-
-    The same rules and messages as the teachers (``pate.teachers.ensemble.resolve_device``).
-    """
-    from pate.teachers.ensemble import resolve_device as _resolve
-
-    if isinstance(spec, torch.device):
-        spec = str(spec)
-    return torch.device(_resolve(spec))
-
-
-def auto_model_name(input_shape: tuple[int, ...]) -> str:
-    """The zoo model for ``model="auto"``: cnn28 / cnn32 / cnn8 by image side, else the MLP."""
-    if len(input_shape) == 3:
-        side = input_shape[1:]
-        if side == (28, 28):
-            return "cnn28"
-        if side == (32, 32):
-            return "cnn32"
-        if side == (8, 8):
-            return "cnn8"
-    return "mlp"
-
-
-def _seed_from(random_state: Any) -> int | None:
-    if random_state is None:
-        return None
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63 - 1))
-    if isinstance(random_state, (numbers.Integral, np.integer)) and not isinstance(
-        random_state, bool
-    ):
-        return check_int(random_state, "random_state", minimum=0)
-    raise TypeError(
-        f"random_state must be None, a non-negative int or a numpy.random.Generator "
-        f"(e.g. pate.core.rng.make_streams(seed).student), got {describe(random_state)}"
-    )
-
 
 # --------------------------------------------------------------------------- the estimator
 
@@ -411,7 +285,7 @@ class Student(ClassifierMixin, BaseEstimator):
     # ---- scikit-learn conventions (get_params, __repr__, score, clone: BaseEstimator / ClassifierMixin)
 
     def set_params(self, **params: Any) -> Student:
-        valid = set(_TRAINING_PARAMS + _OTHER_PARAMS)
+        valid = set(TRAINING_PARAMS + OTHER_PARAMS)
         for name in params:
             if name not in valid:
                 raise ValueError(
@@ -440,99 +314,9 @@ class Student(ClassifierMixin, BaseEstimator):
     # ---- validation
 
     def _validated(self) -> dict:
-        """All settings checked (before any work); returns the training settings as plain values."""
-        model = self.model
-        refuse_non_public(model, "model")
-        if callable(model) and not isinstance(model, str):
-            from pate.teachers.models import factory_name
-
-            # a factory given from Python: recorded by name (settings stay plain values)
-            model = "python:" + factory_name(model)
-        elif not isinstance(model, str):
-            raise TypeError(
-                f"model must be a model name string ('auto', 'cnn28', 'mlp', ... or "
-                f"'package.module:factory') or a factory returning a torch.nn.Module, "
-                f"got {describe(model)}"
-            )
-        else:
-            from pate.teachers.models import MODEL_NAMES, is_model_name
-
-            if not is_model_name(model):
-                raise ValueError(
-                    f"model must be 'auto', one of {', '.join(MODEL_NAMES)} or "
-                    f"'package.module:factory', got {model!r}"
-                )
-        s = {"model": model, "method": check_choice(self.method, "method", METHODS)}
-        s["epochs"] = None if self.epochs is None else check_int(self.epochs, "epochs", minimum=1)
-        s["steps_per_epoch"] = (
-            None
-            if self.steps_per_epoch is None
-            else check_int(self.steps_per_epoch, "steps_per_epoch", minimum=1)
-        )
-        s["batch_size"] = check_int(self.batch_size, "batch_size", minimum=1)
-        s["unlabeled_ratio"] = check_int(self.unlabeled_ratio, "unlabeled_ratio", minimum=1)
-        s["threshold"] = check_nonnegative(self.threshold, "threshold")
-        if s["threshold"] > 1:
-            raise ValueError(f"threshold is a confidence in [0, 1], got {s['threshold']!r}")
-        s["unlabeled_weight"] = check_nonnegative(self.unlabeled_weight, "unlabeled_weight")
-        s["learning_rate"] = check_positive(self.learning_rate, "learning_rate")
-        s["momentum"] = check_nonnegative(self.momentum, "momentum")
-        if s["momentum"] >= 1:
-            raise ValueError(f"momentum must be in [0, 1), got {s['momentum']!r}")
-        s["weight_decay"] = check_nonnegative(self.weight_decay, "weight_decay")
-        if self.ema_decay is None:
-            s["ema_decay"] = None
-        else:
-            s["ema_decay"] = check_positive(self.ema_decay, "ema_decay")
-            if s["ema_decay"] >= 1:
-                raise ValueError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
-        if not isinstance(self.distribution_alignment, (bool, np.bool_)):
-            raise TypeError(
-                f"distribution_alignment must be True or False, got "
-                f"{describe(self.distribution_alignment)}"
-            )
-        s["distribution_alignment"] = bool(self.distribution_alignment)
-        if not isinstance(self.flip, (bool, np.bool_)):
-            raise TypeError(f"flip must be True or False, got {describe(self.flip)}")
-        s["flip"] = bool(self.flip)
-        s["pad"] = None if self.pad is None else check_int(self.pad, "pad", minimum=0)
-        s["strong_ops"] = check_int(self.strong_ops, "strong_ops", minimum=0)
-        s["cutout"] = check_nonnegative(self.cutout, "cutout")
-        if s["cutout"] > 1:
-            raise ValueError(
-                f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}"
-            )
-        s["num_classes"] = (
-            None
-            if self.num_classes is None
-            else check_int(self.num_classes, "num_classes", minimum=2)
-        )
-        if not isinstance(self.progress, (bool, np.bool_)):
-            raise TypeError(f"progress must be True or False, got {describe(self.progress)}")
-        if not isinstance(self.resume, (bool, np.bool_)):
-            raise TypeError(f"resume must be True or False, got {describe(self.resume)}")
-        if self.resume and self.checkpoint_dir is None:
-            raise ValueError("resume=True needs checkpoint_dir (where the checkpoint is)")
-        if self.on_epoch_end is not None and not callable(self.on_epoch_end):
-            raise TypeError(
-                f"on_epoch_end must be callable or None, got {describe(self.on_epoch_end)}"
-            )
-        if self.validation is not None:
-            if not (isinstance(self.validation, tuple) and len(self.validation) == 2):
-                raise TypeError(
-                    f"validation must be a tuple (x, y) or None, got {describe(self.validation)}"
-                )
-            vx, vy = self.validation
-            if (
-                not isinstance(vx, np.ndarray)
-                or not isinstance(vy, np.ndarray)
-                or vy.ndim != 1
-                or vx.shape[0] != vy.shape[0]
-            ):
-                raise ValueError(
-                    "validation must be (x, y) numpy arrays with one label per row of x"
-                )
-        return s
+        """All settings checked (before any work); returns the training settings as plain values
+        (:func:`pate.student.settings.validated_settings`)."""
+        return validated_settings(self)
 
     # ---- training
 
@@ -550,24 +334,16 @@ class Student(ClassifierMixin, BaseEstimator):
     def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> Student:
         """Check everything, resume or start a run, train it, set the fitted attributes."""
         settings = self._validated()
-        x_np = check_inputs(X, names[0], fit=True)
-        y_np, classes = check_labels(y, x_np.shape[0], settings["num_classes"], names[1])
-        num_classes = int(classes.shape[0])
-        settings["num_classes"] = num_classes
-        targets_np = (
-            None if soft_targets is None else check_soft_targets(soft_targets, y_np, num_classes)
-        )
-        settings["soft_targets"] = targets_np is not None
-        # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
-        validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
+        x_np, y_np, classes, targets_np = self._checked_data(X, y, soft_targets, settings, names)
+        num_classes = settings["num_classes"]
         device = resolve_device(self.device)
-        seed = _seed_from(self.random_state)
+        seed = seed_from(self.random_state)
         input_shape = tuple(int(s) for s in x_np.shape[1:])
         model_name = (
             auto_model_name(input_shape) if settings["model"] == "auto" else settings["model"]
         )
         labelled = np.flatnonzero(y_np >= 0)
-        short = _fill_training_length(settings, x_np, labelled.size)
+        short = fill_training_length(settings, x_np, labelled.size)
         fingerprint = self._fingerprint(x_np, y_np, settings, model_name, targets_np)
         checkpoint_path = (
             None
@@ -631,6 +407,23 @@ class Student(ClassifierMixin, BaseEstimator):
         self.settings_ = settings
         self.n_labelled_ = int(labelled.size)
         return self
+
+    def _checked_data(
+        self, X: Any, y: Any, soft_targets: Any, settings: dict, names: tuple[str, str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(x, y, classes, soft targets or None)`` checked (``settings`` gets ``num_classes``
+        and ``soft_targets``); ``n_features_in_`` set, scikit-learn's way."""
+        x_np = check_inputs(X, names[0], fit=True)
+        y_np, classes = check_labels(y, x_np.shape[0], settings["num_classes"], names[1])
+        num_classes = int(classes.shape[0])
+        settings["num_classes"] = num_classes
+        targets_np = (
+            None if soft_targets is None else check_soft_targets(soft_targets, y_np, num_classes)
+        )
+        settings["soft_targets"] = targets_np is not None
+        # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
+        validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
+        return x_np, y_np, classes, targets_np
 
     def _saved_state(
         self, checkpoint_path: pathlib.Path | None, fingerprint: str, seed: int | None
@@ -753,107 +546,14 @@ class Student(ClassifierMixin, BaseEstimator):
     def save(self, path: str | os.PathLike) -> pathlib.Path:
         """Write the fitted weights and settings to ``path`` atomically (a run output: never commit it)."""
         self._check_fitted()
-        path = pathlib.Path(path)
-        state = {k: v.detach().cpu() for k, v in self.model_.state_dict().items()}
-        atomic_save(
-            {
-                "format": FORMAT,
-                "model_name": self.model_name_,
-                "input_shape": list(self.input_shape_),
-                "num_classes": self.num_classes_,
-                "settings": self.settings_,
-                "seed": self.seed_,
-                "classes": plain_classes(self.classes_),
-                "history": self.history_,
-                "n_labelled": self.n_labelled_,
-                "rule_product": getattr(self, "rule_product_", None),
-                "state_dict": state,
-            },
-            path,
-        )
-        return path
+        return write_student(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Student:
         """A fitted Student from a file written by :meth:`save`, read with ``weights_only=True``
         (no code in the file runs). Any other file -- a pickle of other objects, a damaged or
         foreign one -- raises :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
-        path = pathlib.Path(path)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"no student weights at {path}; train one with `pate train-student`"
-            )
-        remedy = (
-            "train the student again (`pate train-student --run-dir DIR`), or load a file "
-            "written by Student.save"
-        )
-        blob = load_student_file(path, WEIGHTS_KEYS, remedy=remedy)
-        try:
-            return cls._from_blob(path, blob, device=device, model=model)
-        except (RuntimeError, KeyError, TypeError, AttributeError, IndexError) as exc:
-            # tensors and plain containers only (weights_only), but not the ones Student.save
-            # writes: a damaged or crafted file
-            raise not_a_checkpoint(path, exc, remedy=remedy) from None
-
-    @classmethod
-    def _from_blob(cls, path: pathlib.Path, blob: dict, *, device: str, model) -> Student:
-        from pate.teachers.models import build_model
-
-        settings = dict(blob["settings"])
-        input_shape = tuple(int(s) for s in blob["input_shape"])
-        num_classes = int(blob["num_classes"])
-        name = blob["model_name"]
-        if name.startswith("python:"):
-            if model is None:
-                raise ValueError(
-                    f"{path}: the student's network was built by the Python factory "
-                    f"{name[7:]}; pass it again: Student.load(path, model=factory)"
-                )
-            name = model
-        net = build_model(name, input_shape=input_shape, num_classes=num_classes)
-        state = blob["state_dict"]
-        product = blob.get("rule_product")  # absent in files written before it existed
-        prefix = "student." if product else ""
-        model = Standardize(
-            net, torch.zeros_like(state[prefix + "mean"]), torch.ones_like(state[prefix + "std"])
-        )
-        if product:
-            from pate.student.rule_product import RuleHead, RuleProduct
-
-            head = RuleHead(
-                input_shape=input_shape,
-                features=product["features"],
-                rule=product["rule"],
-                dims=int(product["dims"]),
-                num_classes=num_classes,
-            )
-            model = RuleProduct(model, head, float(product["temperature"]))
-        model.load_state_dict(state)
-        dev = resolve_device(device)
-        model.to(dev).eval()
-        student = cls(
-            **{k: settings[k] for k in _TRAINING_PARAMS if k in settings},
-            random_state=blob["seed"],
-            device=str(dev),
-            progress=False,
-        )
-        student.model = settings["model"]
-        student.model_ = model
-        classes = blob.get("classes")  # absent in files written before classes_ existed
-        student.classes_ = (
-            np.arange(num_classes, dtype=np.int64) if classes is None else np.asarray(classes)
-        )
-        student.n_features_in_ = input_shape[0]
-        student.model_name_ = blob["model_name"]
-        student.num_classes_ = num_classes
-        student.input_shape_ = input_shape
-        student.history_ = list(blob["history"])
-        student.seed_ = blob["seed"]
-        student.device_ = dev
-        student.settings_ = settings
-        student.n_labelled_ = int(blob["n_labelled"])
-        student.rule_product_ = product or None
-        return student
+        return read_student(cls, path, device=device, model=model)
 
 
 def train_student(
@@ -872,7 +572,7 @@ def train_student(
     ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
     with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
     """
-    valid = set(_TRAINING_PARAMS + _OTHER_PARAMS) - {"model", "method"}
+    valid = set(TRAINING_PARAMS + OTHER_PARAMS) - {"model", "method"}
     unknown = sorted(set(settings) - valid)
     if unknown:
         hint = (

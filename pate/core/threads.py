@@ -25,7 +25,8 @@ The choice (:func:`choose`), first that applies:
 
 The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
 (GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
-the environment unless the user set them. OpenMP reads them once, when its library is loaded
+the environment unless the user set them; a user's own ``OMP_WAIT_POLICY`` is left alone with
+nothing added beside it (``GOMP_SPINCOUNT`` overrides ``OMP_WAIT_POLICY`` in GNU OpenMP). OpenMP reads them once, when its library is loaded
 (``import torch``, or scikit-learn): the ``pate`` command sets them first thing, ``pate.fit`` /
 ``pate.plan`` at their start; where an OpenMP library is already loaded it is too late, and a
 log line says so.
@@ -271,8 +272,10 @@ _wait: str | None = None
 
 def prepare_environment(environ: MutableMapping[str, str] | None = None) -> str:
     """Make idle OpenMP threads sleep (:data:`PASSIVE_WAIT`), keeping every variable the user
-    set. Returns what happened: "passive", "passive (the user's GOMP_SPINCOUNT=100 kept)",
-    "OMP_WAIT_POLICY=ACTIVE (the user's ... kept)", or "unchanged: ..." (too late)."""
+    set; where the user set ``OMP_WAIT_POLICY`` nothing is added (``GOMP_SPINCOUNT=0`` would
+    override their ``ACTIVE``). Returns what happened: "passive", "passive (the user's
+    GOMP_SPINCOUNT=100 kept)", "OMP_WAIT_POLICY=ACTIVE (the user's ... kept)", or
+    "unchanged: ..." (too late)."""
     global _wait
     environ = os.environ if environ is None else environ
     if _wait is not None and environ is os.environ:  # set before OpenMP loaded: still in force
@@ -284,8 +287,11 @@ def prepare_environment(environ: MutableMapping[str, str] | None = None) -> str:
         return "unchanged: OpenMP was already loaded" + (
             f" (environment: {_pairs(user)})" if user else ""
         )
-    for key, value in PASSIVE_WAIT.items():
-        environ.setdefault(key, value)
+    if "OMP_WAIT_POLICY" not in user:
+        # GNU OpenMP's GOMP_SPINCOUNT (and Intel's KMP_BLOCKTIME) override OMP_WAIT_POLICY:
+        # set beside a policy of the user's they would silently undo it
+        for key, value in PASSIVE_WAIT.items():
+            environ.setdefault(key, value)
     policy = environ["OMP_WAIT_POLICY"]
     result = ("passive" if policy.strip().upper() == "PASSIVE" else f"OMP_WAIT_POLICY={policy}") + (
         f" (the user's {_pairs(user)} kept)" if user else ""

@@ -32,6 +32,21 @@ def test_slowdowns_are_wall_times_over_the_idle_run(bench):
     }
 
 
+def test_the_runs_get_the_chosen_wait_policy_and_no_thread_settings_of_the_caller(
+    bench, monkeypatch
+):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "7")
+    passive = bench.run_env("/cache")
+    assert "OMP_NUM_THREADS" not in passive and "GOMP_SPINCOUNT" not in passive
+    assert passive["PATE_FEATURE_CACHE"] == "/cache"  # pate then sets its own (passive) policy
+    spin = bench.run_env(None, wait="spin30k")
+    assert spin["GOMP_SPINCOUNT"] == "30000" and "PATE_FEATURE_CACHE" not in spin
+    assert bench.run_env(None, wait="active")["OMP_WAIT_POLICY"] == "ACTIVE"
+    with pytest.raises(ValueError, match="wait must be 'passive' or one of"):
+        bench.run_env(None, wait="spinning")
+
+
 @pytest.mark.skipif(not RESULTS.exists(), reason="no committed results")
 def test_the_committed_results_are_consistent(bench):
     result = json.loads(RESULTS.read_text())

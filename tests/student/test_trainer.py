@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from pate.student.trainer import Batches, Standardize, Training, input_stats
+from pate.student.trainer import (
+    CHANNELS_LAST_MODELS,
+    Batches,
+    Standardize,
+    Training,
+    build_network,
+    input_stats,
+)
 from pate.teachers.checkpoint import CheckpointError
 
 SETTINGS = {
@@ -77,3 +86,43 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file():
             device=torch.device("cpu"),
             checkpoint_path="ckpt.pt",
         )
+
+
+@pytest.mark.parametrize("name,shape", [("cnn28", (1, 28, 28)), ("cnn8", (1, 8, 8))])
+def test_the_zoo_cnns_train_channels_last_on_the_cpu_computing_the_same(name, shape):
+    assert name in CHANNELS_LAST_MODELS
+    x = np.random.default_rng(0).random((6, *shape), dtype=np.float32)
+    cpu = torch.device("cpu")
+    net, _ = build_network(name, seed=3, x=x, input_shape=shape, num_classes=10, device=cpu)
+    convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
+    assert all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
+    assert not convs[-1].weight.is_contiguous()  # 16 -> 32 channels: not the default layout
+    plain, _ = build_network("mlp", seed=3, x=x, input_shape=shape, num_classes=10, device=cpu)
+    assert all(p.is_contiguous() for p in plain.parameters())  # no convolution: left alone
+    # the same weights in the default layout compute the same logits (rounding aside)
+    default = copy.deepcopy(net).to(memory_format=torch.contiguous_format)
+    assert all(p.is_contiguous() for p in default.parameters())
+    with torch.no_grad():
+        got, expected = net(torch.from_numpy(x)), default(torch.from_numpy(x))
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_ema_update_is_the_running_average_of_the_weights():
+    run = _training(2)
+    before = [p.detach().clone() for p in run.ema.parameters()]
+    with torch.no_grad():
+        for p in run.model.parameters():
+            p.add_(1.0)
+    run.update_ema(0.9)
+    for e, old, m in zip(run.ema.parameters(), before, run.model.parameters()):
+        torch.testing.assert_close(e, 0.9 * old + 0.1 * m, rtol=0, atol=1e-6)
+        assert not torch.equal(e, old)
+    no_ema = Training.start(
+        run.model,
+        {**SETTINGS, "ema_decay": None},
+        seed=1,
+        num_classes=2,
+        device=torch.device("cpu"),
+    )
+    no_ema.update_ema(0.9)  # nothing to average: a no-op
+    assert no_ema.ema is None

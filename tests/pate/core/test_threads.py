@@ -217,7 +217,21 @@ def test_passive_waiting_is_set_unless_the_user_chose(monkeypatch):
     assert T.prepare_environment(user) == (
         "OMP_WAIT_POLICY=active (the user's GOMP_SPINCOUNT=1000, OMP_WAIT_POLICY=active kept)"
     )
-    assert user == {"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0"}
+    assert user == {"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": "1000"}
+    spin = {"GOMP_SPINCOUNT": "30000"}  # a spin count of the user's, no policy: the rest added
+    assert T.prepare_environment(spin) == "passive (the user's GOMP_SPINCOUNT=30000 kept)"
+    assert spin == {"GOMP_SPINCOUNT": "30000", "OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+
+
+def test_a_users_active_policy_gets_no_spin_count_that_would_undo_it(monkeypatch):
+    # GNU OpenMP reads GOMP_SPINCOUNT over OMP_WAIT_POLICY: GOMP_SPINCOUNT=0 beside the user's
+    # ACTIVE would make their threads sleep after all
+    monkeypatch.setattr(T, "openmp_loaded", lambda: False)
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert T.prepare_environment(env) == (
+        "OMP_WAIT_POLICY=ACTIVE (the user's OMP_WAIT_POLICY=ACTIVE kept)"
+    )
+    assert env == {"OMP_WAIT_POLICY": "ACTIVE"}
 
 
 def test_too_late_once_openmp_is_loaded(monkeypatch):

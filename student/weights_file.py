@@ -1,0 +1,145 @@
+"""The released student's weights file: what :meth:`pate.student.train.Student.save` writes and
+:meth:`pate.student.train.Student.load` reads back (``weights_only=True``: no code in the file
+runs). The file's format, its atomic writing and its checks are in :mod:`pate.student.checkpoint`.
+
+Symbols
+-------
+``write_student(student, path) -> pathlib.Path``: a fitted student's weights and settings.
+``read_student(cls, path, *, device, model) -> Student``: a fitted ``cls`` from such a file; any
+    other file raises :class:`pate.teachers.checkpoint.CheckpointError` naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+import torch
+
+from pate.student.checkpoint import (
+    FORMAT,
+    WEIGHTS_KEYS,
+    atomic_save,
+    load_student_file,
+    not_a_checkpoint,
+    plain_classes,
+)
+from pate.student.settings import TRAINING_PARAMS, resolve_device
+from pate.student.trainer import Standardize
+
+__all__ = ["write_student", "read_student"]
+
+
+def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
+    """Write the fitted ``student``'s weights and settings to ``path`` atomically (a run output:
+    never commit it)."""
+    path = pathlib.Path(path)
+    state = {k: v.detach().cpu() for k, v in student.model_.state_dict().items()}
+    atomic_save(
+        {
+            "format": FORMAT,
+            "model_name": student.model_name_,
+            "input_shape": list(student.input_shape_),
+            "num_classes": student.num_classes_,
+            "settings": student.settings_,
+            "seed": student.seed_,
+            "classes": plain_classes(student.classes_),
+            "history": student.history_,
+            "n_labelled": student.n_labelled_,
+            "rule_product": getattr(student, "rule_product_", None),
+            "state_dict": state,
+        },
+        path,
+    )
+    return path
+
+
+def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Any:
+    """A fitted ``cls`` (the Student class) from a file written by :func:`write_student`."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no student weights at {path}; train one with `pate train-student`"
+        )
+    remedy = (
+        "train the student again (`pate train-student --run-dir DIR`), or load a file "
+        "written by Student.save"
+    )
+    blob = load_student_file(path, WEIGHTS_KEYS, remedy=remedy)
+    try:
+        return _from_blob(cls, path, blob, device=device, model=model)
+    except (RuntimeError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        # tensors and plain containers only (weights_only), but not the ones Student.save
+        # writes: a damaged or crafted file
+        raise not_a_checkpoint(path, exc, remedy=remedy) from None
+
+
+def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
+    """The saved network rebuilt (with the rule head of a class-means run) and its weights
+    loaded."""
+    from pate.teachers.models import build_model
+
+    input_shape = tuple(int(s) for s in blob["input_shape"])
+    num_classes = int(blob["num_classes"])
+    name = blob["model_name"]
+    if name.startswith("python:"):
+        if model is None:
+            raise ValueError(
+                f"{path}: the student's network was built by the Python factory "
+                f"{name[7:]}; pass it again: Student.load(path, model=factory)"
+            )
+        name = model
+    net = build_model(name, input_shape=input_shape, num_classes=num_classes)
+    state = blob["state_dict"]
+    product = blob.get("rule_product")  # absent in files written before it existed
+    prefix = "student." if product else ""
+    network: torch.nn.Module = Standardize(
+        net, torch.zeros_like(state[prefix + "mean"]), torch.ones_like(state[prefix + "std"])
+    )
+    if product:
+        from pate.student.rule_product import RuleHead, RuleProduct
+
+        head = RuleHead(
+            input_shape=input_shape,
+            features=product["features"],
+            rule=product["rule"],
+            dims=int(product["dims"]),
+            num_classes=num_classes,
+        )
+        network = RuleProduct(network, head, float(product["temperature"]))
+    network.load_state_dict(state)
+    return network
+
+
+def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model) -> Any:
+    settings = dict(blob["settings"])
+    input_shape = tuple(int(s) for s in blob["input_shape"])
+    num_classes = int(blob["num_classes"])
+    network = _network(path, blob, model=model)
+    dev = resolve_device(device)
+    network.to(dev).eval()
+    student = cls(
+        **{k: settings[k] for k in TRAINING_PARAMS if k in settings},
+        random_state=blob["seed"],
+        device=str(dev),
+        progress=False,
+    )
+    student.model = settings["model"]
+    student.model_ = network
+    classes = blob.get("classes")  # absent in files written before classes_ existed
+    student.classes_ = (
+        np.arange(num_classes, dtype=np.int64) if classes is None else np.asarray(classes)
+    )
+    student.n_features_in_ = input_shape[0]
+    student.model_name_ = blob["model_name"]
+    student.num_classes_ = num_classes
+    student.input_shape_ = input_shape
+    student.history_ = list(blob["history"])
+    student.seed_ = blob["seed"]
+    student.device_ = dev
+    student.settings_ = settings
+    student.n_labelled_ = int(blob["n_labelled"])
+    student.rule_product_ = blob.get("rule_product") or None
+    return student
