@@ -379,10 +379,15 @@ def class_means_budget(
     delta: float,
     out: pathlib.Path,
     name_dims: bool = False,
+    seed: int | None = None,
+    holdout=None,
 ) -> dict:
     """Fork the class-means base run, release the class sums once with the smallest sigma whose
     one release costs ``target`` (public arithmetic), label the public items, train the student.
-    ``name_dims``: the method's name says the embedding's dims (``--class-means-dims``)."""
+    ``name_dims``: the method's name says the embedding's dims (``--class-means-dims``).
+    ``seed``: the base run's ``[run] seed`` (recorded; the release's noise is fresh OS entropy
+    in every run). ``holdout``: the held-out split of the ``pate-holdout`` protocol
+    (benchmarks/utility_holdout.py); the released model is then also scored on it."""
     from pate import mechanisms
     from pate.analysis.class_means import calibrate_class_means_sigma
     from pate.run import config as C
@@ -399,10 +404,14 @@ def class_means_budget(
     config["privacy"].update(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
-    config["run"]["run_dir"] = str(out / f"class-means-eps{target:g}")
+    suffix = "" if seed is None else f"-s{seed}"
+    config["run"]["run_dir"] = str(out / f"class-means-eps{target:g}{suffix}")
     config = C.from_dict(config)
     fork_run(base_dir, config)  # a class-means base: its embeddings and skipped stages
     report = Pipeline(config, resume=True, progress=False).run()
+    extra = {} if seed is None else {"seed": seed}
+    if holdout is not None:
+        extra.update(_holdout_scores(C.run_directory(config), holdout))
     agg = {k: v for k, v in config["aggregator"].items() if k not in ("queries",)}
     model = config["student"].get("model", "auto")
     temperature = C.student_targets(config)
@@ -431,7 +440,21 @@ def class_means_budget(
             if not combined
             else {"student_alone_accuracy": report["utility"]["student_alone_accuracy"]}
         ),
+        **extra,
     )
+
+
+def _holdout_scores(run_dir: pathlib.Path, heldout) -> dict:
+    """The row fields of a held-out run: its released model (and a product's factors) scored on
+    the 10000 held-out private images (benchmarks/utility_holdout.py)."""
+    import utility_holdout as H
+
+    scores = H.score_released_model(run_dir, {H.HOLDOUT_SET: heldout})
+    fields = {"holdout": True, "accuracy_holdout": scores["released"][H.HOLDOUT_SET]}
+    for key in ("student_alone", "rule_alone"):
+        if key in scores:
+            fields[f"{key}_accuracy_holdout"] = scores[key][H.HOLDOUT_SET]
+    return fields
 
 
 def _opacus_train(
@@ -806,6 +829,57 @@ def write_outputs(rows: list[dict], out: pathlib.Path, meta: dict, *, quiet: boo
     plt.close(fig)
 
 
+def run_class_means(args, out: pathlib.Path, meta: dict, data, *, device: str, add) -> None:
+    """The class-means runs of ``main``: per seed (``--run-seeds``) a base run, then one run
+    per target; with ``--holdout`` on the held-out protocol's own-data file."""
+    from pate.run import config as C
+    from pate.student.augment import FLIP_DATASETS
+
+    heldout = npz = None
+    if args.holdout:
+        import utility_holdout as H
+
+        npz = out / "holdout-private50000.npz"
+        heldout = H.write_holdout_data(data, npz)
+        meta["holdout_data"] = str(npz)
+    seeds = args.run_seeds or [None]
+    for seed in seeds:
+
+        def class_means_edits(config, seed=seed):
+            if args.class_means_student:
+                config["student"]["model"] = args.class_means_student
+            if args.class_means_dims is not None:
+                config["knn"]["dims"] = args.class_means_dims
+            if seed is not None:
+                config["run"]["seed"] = seed
+            if npz is not None:
+                H.holdout_config_edits(config, npz, flip=data.name in FLIP_DATASETS)
+
+        suffix = "" if seed is None else f"-s{seed}"
+        base, seconds = base_run(
+            args.class_means_config,
+            out / f"class-means-base{suffix}",
+            device=device,
+            data_root=None if npz is not None else args.data_root,
+            edit=class_means_edits,
+        )
+        meta.setdefault("class_means_base_seconds", {})[str(seed)] = seconds
+        print(f"class-means base run{suffix} (embeddings): {seconds:.0f} s", flush=True)
+        for target in args.targets:
+            add(
+                class_means_budget(
+                    C.run_directory(base),
+                    base,
+                    target,
+                    delta=args.delta,
+                    out=out,
+                    name_dims=args.class_means_dims is not None,
+                    seed=seed,
+                    holdout=heldout,
+                )
+            )
+
+
 def _commit() -> str:
     try:
         head = subprocess.run(
@@ -911,8 +985,18 @@ def main(argv=None) -> int:
     p.add_argument(
         "--holdout",
         action="store_true",
-        help="dpsgd-scatter only (for now): train on the first 50000 private images "
-        "and score also on the last 10000 (the second evaluation set)",
+        help="dpsgd-scatter and class-means: train on the first 50000 private images "
+        "and score also on the last 10000 (the second evaluation set; "
+        "benchmarks/utility_holdout.py)",
+    )
+    p.add_argument(
+        "--run-seeds",
+        type=int,
+        nargs="+",
+        metavar="SEED",
+        help="class-means: one run per seed and target (the base run's [run] seed; the "
+        "release's noise is fresh in every run), seed by seed (default: the config's seed, "
+        "one run)",
     )
     p.add_argument(
         "--merge",
@@ -952,11 +1036,13 @@ def main(argv=None) -> int:
     if args.threads is not None and args.threads < 1:
         p.error(f"--threads must be positive, got {args.threads}")
 
-    if args.holdout and set(args.methods) - {"dpsgd-scatter"}:
+    if args.holdout and set(args.methods) - {"dpsgd-scatter", "class-means"}:
         p.error(
-            "--holdout works with --methods dpsgd-scatter only: the pipeline has no "
-            "held-out private split yet (issue #34)"
+            "--holdout works with --methods dpsgd-scatter and class-means only, got "
+            f"--methods {' '.join(args.methods)}"
         )
+    if args.run_seeds is not None and any(s < 0 for s in args.run_seeds):
+        p.error(f"--run-seeds must be >= 0, got {args.run_seeds}")
     if args.docs and not args.table:
         p.error("--docs goes with --table (the pages' blocks are drawn from the table)")
     if args.table:
@@ -1098,35 +1184,7 @@ def main(argv=None) -> int:
                 )
 
     if "class-means" in methods:
-
-        def class_means_edits(config):
-            if args.class_means_student:
-                config["student"]["model"] = args.class_means_student
-            if args.class_means_dims is not None:
-                config["knn"]["dims"] = args.class_means_dims
-
-        base, meta["class_means_base_seconds"] = base_run(
-            args.class_means_config,
-            out / "class-means-base",
-            device=device,
-            data_root=args.data_root,
-            edit=class_means_edits,
-        )
-        print(
-            f"class-means base run (embeddings): {meta['class_means_base_seconds']:.0f} s",
-            flush=True,
-        )
-        for target in args.targets:
-            add(
-                class_means_budget(
-                    C.run_directory(base),
-                    base,
-                    target,
-                    delta=args.delta,
-                    out=out,
-                    name_dims=args.class_means_dims is not None,
-                )
-            )
+        run_class_means(args, out, meta, data, device=device, add=add)
 
     if "dpsgd-cnn" in methods:
         for target in args.targets:
