@@ -38,17 +38,18 @@ HOLDOUT = 10000
 HOLDOUT_SET, EVALUATION_SET = "holdout-10000", "evaluation-1000"
 
 
-def write_holdout_data(data, path: pathlib.Path):
+def write_holdout_data(data, path: pathlib.Path, *, holdout: int = HOLDOUT):
     """Write the own-data file of the held-out protocol (module docstring) to ``path`` and return
-    the held-out split (the last :data:`HOLDOUT` private records, never written)."""
+    the held-out split (the last ``holdout`` private records, never written)."""
     from pate.teachers.data import ArraySplit
 
     n = len(data.private.x)
-    if n <= HOLDOUT:
+    if not 0 < holdout < n:
         raise ValueError(
-            f"the private split has {n} records; the held-out protocol needs more than {HOLDOUT}"
+            f"holdout must be between 1 and {n - 1} (the private split has {n} records), "
+            f"got {holdout}"
         )
-    keep = n - HOLDOUT
+    keep = n - holdout
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {
         "x_private": data.private.x[:keep],

@@ -86,55 +86,67 @@ def _config(run: dict) -> dict:
     return {k: run[k] for k in keys if run.get(k) is not None}
 
 
+#: The factors of a released product (a class-means student times its labelling rule): the
+#: run field prefix and the row name's suffix. Neither factor alone is what the run releases.
+FACTORS = (
+    ("student_alone", ", student alone (not released)"),
+    ("rule_alone", ", its labelling rule alone (not released)"),
+)
+
+
 def load_runs(sources=None) -> list[dict]:
     """Every run of the source files as a flat dict with ``label``, ``evaluation``, ``accuracy``,
     ``released_model`` and its provenance; a run scored on two sets gives two entries, and a
-    released product (student times its rule) gives a second, unreleased, student-alone entry."""
+    released product (student times its rule) gives further, unreleased entries for each factor
+    scored alone (:data:`FACTORS`)."""
     out = []
     for name in SOURCES if sources is None else sources:
         doc = json.loads((RESULTS / name).read_text())
-        meta = doc.get("meta", {})
         for run in doc.get("runs", doc.get("rows", [])):
-            base = {
-                "label": _label(run),
-                "kind": run["kind"],
-                "target_eps": run["target_eps"],
-                "eps": run["eps"],
-                "delta": run["delta"],
-                "source": name,
-                "protocol": run.get("protocol", "pate")
-                + ("-holdout" if run.get("holdout") else ""),
-                "command": run.get("command")
-                or "benchmarks/utility.py " + " ".join(meta.get("argv", [])),
-                "commit": run.get("commit") or meta.get("commit", "unknown"),
-                "device": run.get("device") or meta.get("device", "unknown"),
-                "config": _config(run),
-                "seed": run.get("seed"),
-            }
-            evaluation = run.get("evaluation") or "evaluation-1000"
-            out.append(
-                dict(base, evaluation=evaluation, accuracy=run["accuracy"], released_model=True)
+            out.extend(_entries(run, _provenance(run, name, doc.get("meta", {}))))
+    return out
+
+
+def _provenance(run: dict, source: str, meta: dict) -> dict:
+    """The fields every entry of a run shares: what ran, its eps, where and how."""
+    return {
+        "label": _label(run),
+        "kind": run["kind"],
+        "target_eps": run["target_eps"],
+        "eps": run["eps"],
+        "delta": run["delta"],
+        "source": source,
+        "protocol": run.get("protocol", "pate") + ("-holdout" if run.get("holdout") else ""),
+        "command": run.get("command") or "benchmarks/utility.py " + " ".join(meta.get("argv", [])),
+        "commit": run.get("commit") or meta.get("commit", "unknown"),
+        "device": run.get("device") or meta.get("device", "unknown"),
+        "config": _config(run),
+        "seed": run.get("seed"),
+    }
+
+
+def _entries(run: dict, base: dict) -> list[dict]:
+    """A run's scores, one entry per (model, evaluation set)."""
+    evaluation = run.get("evaluation") or "evaluation-1000"
+    sets = ((evaluation, ""), ("holdout-10000", "_holdout"))
+    out = [
+        dict(base, evaluation=where, accuracy=run[f"accuracy{field}"], released_model=True)
+        for where, field in sets
+        if run.get(f"accuracy{field}") is not None
+    ]
+    for key, suffix in FACTORS:
+        label = base["label"].replace(", times its rule", "") + suffix
+        out.extend(
+            dict(
+                base,
+                label=label,
+                evaluation=where,
+                accuracy=run[f"{key}_accuracy{field}"],
+                released_model=False,
             )
-            if run.get("accuracy_holdout") is not None:
-                out.append(
-                    dict(
-                        base,
-                        evaluation="holdout-10000",
-                        accuracy=run["accuracy_holdout"],
-                        released_model=True,
-                    )
-                )
-            if run.get("student_alone_accuracy") is not None:
-                out.append(
-                    dict(
-                        base,
-                        label=base["label"].replace(", times its rule", "")
-                        + ", student alone (not released)",
-                        evaluation=evaluation,
-                        accuracy=run["student_alone_accuracy"],
-                        released_model=False,
-                    )
-                )
+            for where, field in sets
+            if run.get(f"{key}_accuracy{field}") is not None
+        )
     return out
 
 
