@@ -220,6 +220,7 @@ def _parser() -> argparse.ArgumentParser:
         help="PATE's recipe (student, seed); teachers and aggregator are the benchmark's",
     )
     _add_method_arguments(p)
+    _add_rule_alone_argument(p)
     _add_table_arguments(p)
     p.add_argument("--threads", type=int, help="torch threads (1 on a shared, busy machine)")
     p.add_argument("--device", default="auto")
@@ -285,6 +286,18 @@ def _add_method_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_rule_alone_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rule-alone",
+        type=int,
+        metavar="REPEATS",
+        help="class-means only: no student; per target REPEATS fresh releases from one base "
+        "run, each scored by its labelling rule alone (the released product's second factor; "
+        "rows marked not released), on the evaluation split and with --holdout on the "
+        "held-out images",
+    )
+
+
 def _add_table_arguments(p: argparse.ArgumentParser) -> None:
     """The options that run nothing: --merge, --table, --docs."""
     p.add_argument(
@@ -326,6 +339,11 @@ def _check(p: argparse.ArgumentParser, args) -> None:
         p.error(
             "--holdout works with --methods dpsgd-scatter and class-means only, got "
             f"--methods {' '.join(args.methods)}"
+        )
+    if args.rule_alone is not None and (args.rule_alone < 1 or args.methods != ["class-means"]):
+        p.error(
+            "--rule-alone takes a number of repeats >= 1 and --methods class-means alone, got "
+            f"--rule-alone {args.rule_alone} --methods {' '.join(args.methods)}"
         )
     if args.docs and not args.table:
         p.error("--docs goes with --table (the pages' blocks are drawn from the table)")
@@ -460,7 +478,10 @@ def run_class_means(args, out: pathlib.Path, meta: dict, data, *, device: str, a
         npz = out / "holdout-private50000.npz"
         heldout = H.write_holdout_data(data, npz)
         meta["holdout_data"] = str(npz)
-    seeds = args.run_seeds or [None]
+    if args.rule_alone:
+        seeds = [args.run_seeds[0] if args.run_seeds else None]
+    else:
+        seeds = args.run_seeds or [None]
     for seed in seeds:
 
         def class_means_edits(config, seed=seed):
@@ -483,6 +504,9 @@ def run_class_means(args, out: pathlib.Path, meta: dict, data, *, device: str, a
         )
         meta.setdefault("class_means_base_seconds", {})[str(seed)] = seconds
         print(f"class-means base run{suffix} (embeddings): {seconds:.0f} s", flush=True)
+        if args.rule_alone:
+            _rule_alone_runs(args, out, base, data, heldout, add=add)
+            continue
         for target in args.targets:
             add(
                 M.class_means_budget(
@@ -494,6 +518,28 @@ def run_class_means(args, out: pathlib.Path, meta: dict, data, *, device: str, a
                     name_dims=args.class_means_dims is not None,
                     seed=seed,
                     holdout=heldout,
+                )
+            )
+
+
+def _rule_alone_runs(args, out: pathlib.Path, base: dict, data, heldout, *, add) -> None:
+    """``--rule-alone``: per target, repeat by repeat, a fresh release scored by its rule."""
+    from pate.run import config as C
+
+    splits = {"evaluation-1000": data.evaluation}
+    if heldout is not None:
+        splits["holdout-10000"] = heldout
+    for repeat in range(args.rule_alone):
+        for target in args.targets:
+            add(
+                M.class_means_rule_budget(
+                    C.run_directory(base),
+                    base,
+                    target,
+                    delta=args.delta,
+                    out=out,
+                    repeat=repeat,
+                    splits=splits,
                 )
             )
 

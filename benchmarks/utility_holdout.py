@@ -36,6 +36,8 @@ logger = logging.getLogger("benchmarks.utility")
 HOLDOUT = 10000
 #: Evaluation sets of a held-out run (the names of benchmarks/utility_table.py).
 HOLDOUT_SET, EVALUATION_SET = "holdout-10000", "evaluation-1000"
+#: The row field suffix of a score on each set (``accuracy``, ``accuracy_holdout``).
+FIELD = {EVALUATION_SET: "", HOLDOUT_SET: "_holdout"}
 
 
 def write_holdout_data(data, path: pathlib.Path, *, holdout: int = HOLDOUT):
@@ -78,7 +80,7 @@ def _accuracy(student, split) -> float:
     return float(np.mean(student.predict(split.x) == np.asarray(split.y)))
 
 
-def _factor_accuracy(module, split, *, batch: int = 1000) -> float:
+def factor_accuracy(module, split, *, batch: int = 1000) -> float:
     """Accuracy of the argmax of a module's class scores (a factor of the released model)."""
     import torch
 
@@ -108,5 +110,5 @@ def score_released_model(run_dir: pathlib.Path, splits: dict) -> dict:
     product = student.model_
     if isinstance(product, RuleProduct):
         for key, factor in (("student_alone", product.student), ("rule_alone", product.head)):
-            scores[key] = {name: _factor_accuracy(factor, s) for name, s in splits.items()}
+            scores[key] = {name: factor_accuracy(factor, s) for name, s in splits.items()}
     return scores

@@ -216,26 +216,18 @@ def class_means_budget(
     ``seed``: the base run's ``[run] seed`` (recorded; the release's noise is fresh OS entropy
     in every run). ``holdout``: the held-out split of the ``pate-holdout`` protocol
     (benchmarks/utility_holdout.py); the released model is then also scored on it."""
-    from pate import mechanisms
-    from pate.analysis.class_means import calibrate_class_means_sigma
     from pate.run import config as C
-    from pate.run.pipeline import Pipeline, fork_run
+    from pate.run.pipeline import Pipeline
 
     t0 = time.perf_counter()
-    config = _copy(base_config)
-    orders = C.orders(config)
-    count_weight = mechanisms.get("class-means").with_defaults(config["aggregator"])["count_weight"]
-    sigma = calibrate_class_means_sigma(
-        eps=target, delta=delta, count_weight=count_weight, orders=orders, conversion=CONVERSION
-    )
-    config["aggregator"].update(sigma=sigma, queries=QUERIES)
-    config["privacy"].update(
-        delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
-    )
     suffix = "" if seed is None else f"-s{seed}"
-    config["run"]["run_dir"] = str(out / f"class-means-eps{target:g}{suffix}")
-    config = C.from_dict(config)
-    fork_run(base_dir, config)  # a class-means base: its embeddings and skipped stages
+    config = _class_means_fork(
+        base_dir,
+        base_config,
+        target,
+        delta=delta,
+        run_dir=out / f"class-means-eps{target:g}{suffix}",
+    )
     report = Pipeline(config, resume=True, progress=False).run()
     extra = {} if seed is None else {"seed": seed}
     if holdout is not None:
@@ -270,6 +262,86 @@ def class_means_budget(
         ),
         **extra,
     )
+
+
+def _class_means_fork(
+    base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float, run_dir
+) -> dict:
+    """A fork of the class-means base run into ``run_dir`` whose one release costs ``target``:
+    the smallest such sigma (public arithmetic), ledger off; returns its config."""
+    from pate import mechanisms
+    from pate.analysis.class_means import calibrate_class_means_sigma
+    from pate.run import config as C
+    from pate.run.pipeline import fork_run
+
+    config = _copy(base_config)
+    orders = C.orders(config)
+    count_weight = mechanisms.get("class-means").with_defaults(config["aggregator"])["count_weight"]
+    sigma = calibrate_class_means_sigma(
+        eps=target, delta=delta, count_weight=count_weight, orders=orders, conversion=CONVERSION
+    )
+    config["aggregator"].update(sigma=sigma, queries=QUERIES)
+    config["privacy"].update(
+        delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
+    )
+    config["run"]["run_dir"] = str(run_dir)
+    config = C.from_dict(config)
+    fork_run(base_dir, config)  # a class-means base: its embeddings and skipped stages
+    return config
+
+
+def class_means_rule_budget(
+    base_dir: pathlib.Path,
+    base_config: dict,
+    target: float,
+    *,
+    delta: float,
+    out: pathlib.Path,
+    repeat: int,
+    splits: dict,
+) -> dict:
+    """``--rule-alone``: a class-means run up to its labels (one fresh release costing
+    ``target``), then its labelling rule -- recovered from the published class scores as the
+    released product's second factor is (``[student] combine_with_rule``) -- scored on
+    ``splits`` (name -> ArraySplit). No student: the rule alone is not what the config releases
+    (row field ``released_model = False``), but it is post-processing of the release."""
+    import json
+
+    import numpy as np
+    import utility_holdout as H
+
+    from pate.core.io import load_npy
+    from pate.run import rundir as R
+    from pate.run.pipeline import Pipeline
+    from pate.run.rundir import Run
+    from pate.run.stages.student import _rule_head  # the head the released product carries
+
+    t0 = time.perf_counter()
+    run_dir = out / f"class-means-rule-eps{target:g}-r{repeat}"
+    config = _class_means_fork(base_dir, base_config, target, delta=delta, run_dir=run_dir)
+    Pipeline(config, resume=True, progress=False).run(until="aggregate")
+    run = Run.open(run_dir, progress=False)
+    labels = load_npy(run.path(R.LABELS))
+    head = _rule_head(run, labels)
+    scores = {name: H.factor_accuracy(head, split) for name, split in splits.items()}
+    public = run.data.public
+    aggregate = json.loads(run.path(R.AGGREGATE).read_text())
+    return {
+        "method": "Noisy class means, its labelling rule alone (not released)",
+        "kind": "guarantee",
+        "target_eps": target,
+        "eps": float(aggregate["eps_data_independent"]),
+        "delta": delta,
+        "released_model": False,
+        "repeat": repeat,
+        "label_accuracy": float(np.mean(labels == public.y)) if (public.y >= 0).all() else None,
+        "aggregator": {k: v for k, v in config["aggregator"].items() if k != "queries"},
+        "dims": base_config["knn"]["dims"],
+        "rule": config["knn"].get("rule"),
+        **{f"accuracy{H.FIELD[name]}": acc for name, acc in scores.items()},
+        "holdout": H.HOLDOUT_SET in scores,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def _holdout_scores(run_dir: pathlib.Path, heldout) -> dict:

@@ -92,6 +92,9 @@ FACTORS = (
     ("student_alone", ", student alone (not released)"),
     ("rule_alone", ", its labelling rule alone (not released)"),
 )
+#: The rule alone does not depend on the student: one name for it, however the run trained its
+#: student (and as ``benchmarks/utility.py --rule-alone`` names its rows).
+RULE_ALONE = "Noisy class means, its labelling rule alone (not released)"
 
 
 def load_runs(sources=None) -> list[dict]:
@@ -129,13 +132,15 @@ def _entries(run: dict, base: dict) -> list[dict]:
     """A run's scores, one entry per (model, evaluation set)."""
     evaluation = run.get("evaluation") or "evaluation-1000"
     sets = ((evaluation, ""), ("holdout-10000", "_holdout"))
+    released = run.get("released_model", True)
     out = [
-        dict(base, evaluation=where, accuracy=run[f"accuracy{field}"], released_model=True)
+        dict(base, evaluation=where, accuracy=run[f"accuracy{field}"], released_model=released)
         for where, field in sets
         if run.get(f"accuracy{field}") is not None
     ]
     for key, suffix in FACTORS:
         label = base["label"].replace(", times its rule", "") + suffix
+        label = RULE_ALONE if key == "rule_alone" else label
         out.extend(
             dict(
                 base,

@@ -139,3 +139,22 @@ def test_a_negative_run_seed_stops_before_any_work(utility, tmp_path, capsys):
         capsys.readouterr().err
     )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--rule-alone", "0", "--methods", "class-means"],
+        ["--rule-alone", "3"],  # every method
+        ["--rule-alone", "3", "--methods", "class-means", "pate"],
+    ],
+)
+def test_rule_alone_without_class_means_alone_stops_before_any_work(
+    utility, tmp_path, capsys, argv
+):
+    with pytest.raises(SystemExit) as exc:
+        utility.main([*argv, "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "--rule-alone takes a number of repeats >= 1" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "out").exists()
