@@ -52,7 +52,7 @@ SOURCES = {
 
 #: Methods of the PATE family (label-based: a released student) vs the DP-SGD baselines.
 DPSGD_PREFIX = "DP-SGD"
-BLOCKS = ("full", "budget", "comparison", "reproduction")
+BLOCKS = ("full", "budget", "comparison", "rule", "reproduction")
 #: Tramer & Boneh 2021, Table 1: ScatterNet + linear, Fashion-MNIST, eps 3, delta 1e-5.
 PUBLISHED_DPSGD_SCATTER = 0.897
 
@@ -212,11 +212,19 @@ def build_table(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def comparisons(rows: list[dict]) -> list[dict]:
+def _released_pate(row: dict) -> bool:
+    return row["family"] == "PATE family" and row["released_model"]
+
+
+def _rule_alone(row: dict) -> bool:
+    return row["method"] == RULE_ALONE
+
+
+def comparisons(rows: list[dict], *, pate_side=_released_pate) -> list[dict]:
     """Per target eps and evaluation set (the pipeline's protocol for the 1000 evaluation images,
     its ``pate-holdout`` variant -- private = the first 50000 -- for the 10000 held-out images;
-    guarantees, released models): the
-    PATE family's best row against DP-SGD's best, the difference and its standard error from
+    guarantees): the best PATE-side row (``pate_side``: by default the PATE family's released
+    models) against DP-SGD's best released model, the difference and its standard error from
     the run-to-run spread (sqrt(s1^2 / n1 + s2^2 / n2); None when a side has one run)."""
     out = []
     for evaluation, protocol in (("evaluation-1000", "pate"), ("holdout-10000", "pate-holdout")):
@@ -226,17 +234,16 @@ def comparisons(rows: list[dict]) -> list[dict]:
                 for r in rows
                 if r["protocol"] == protocol
                 and r["kind"] == "guarantee"
-                and r["released_model"]
                 and r["evaluation"] == evaluation
                 and r["target_eps"] == target
             ]
             pate = max(
-                (r for r in pick if r["family"] == "PATE family"),
+                (r for r in pick if pate_side(r)),
                 key=lambda r: r["accuracy_mean"],
                 default=None,
             )
             dp = max(
-                (r for r in pick if r["family"] == "DP-SGD"),
+                (r for r in pick if r["family"] == "DP-SGD" and r["released_model"]),
                 key=lambda r: r["accuracy_mean"],
                 default=None,
             )
@@ -270,6 +277,7 @@ def make(sources=None) -> dict:
     return {
         "rows": rows,
         "comparisons": comparisons(rows),
+        "rule_alone_comparisons": comparisons(rows, pate_side=_rule_alone),
         "meta": {
             "generated_by": "python benchmarks/utility.py --table",
             "sources": dict(SOURCES)
@@ -326,20 +334,10 @@ def render(doc: dict, name: str) -> str:
                 f"{'yes' if r['released_model'] else 'no'} |"
             )
         return "\n".join(lines)
-    if name == "comparison":
-        lines = [
-            "| target ε | evaluation | PATE family's best | DP-SGD's best | difference ± s.e. |",
-            "|---|---|---|---|---|",
-        ]
-        for c in doc["comparisons"]:
-            se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
-            lines.append(
-                f"| {c['target_eps']:g} | {c['evaluation']} | {c['pate_family_best']}: "
-                f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
-                f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
-                f"{100 * c['difference']:+.1f}{se} points |"
-            )
-        return "\n".join(lines)
+    if name in ("comparison", "rule"):
+        if name == "comparison":
+            return _comparison(doc["comparisons"], "PATE family's best")
+        return _comparison(doc["rule_alone_comparisons"], "the class means' labelling rule alone")
     if name == "budget":
         return _budget(rows)
     if name == "reproduction":
@@ -357,6 +355,22 @@ def render(doc: dict, name: str) -> str:
                 )
         return "\n".join(lines)
     raise ValueError(f"unknown block name {name!r}; use one of {', '.join(BLOCKS)}")
+
+
+def _comparison(entries: list[dict], side: str) -> str:
+    lines = [
+        f"| target ε | evaluation | {side} | DP-SGD's best | difference ± s.e. |",
+        "|---|---|---|---|---|",
+    ]
+    for c in entries:
+        se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
+        lines.append(
+            f"| {c['target_eps']:g} | {c['evaluation']} | {c['pate_family_best']}: "
+            f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
+            f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
+            f"{100 * c['difference']:+.1f}{se} points |"
+        )
+    return "\n".join(lines)
 
 
 def _budget(rows: list[dict]) -> str:

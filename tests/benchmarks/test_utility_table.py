@@ -146,6 +146,45 @@ def test_comparison_takes_each_side_best_with_its_standard_error(table):
         table.render({"rows": rows}, "nope")
 
 
+def test_the_rule_alone_is_compared_apart_from_the_released_models(table):
+    def row(method, mean, runs, family, released):
+        return {
+            "method": method,
+            "protocol": "pate-holdout",
+            "kind": "guarantee",
+            "target_eps": 2.0,
+            "evaluation": "holdout-10000",
+            "accuracy_mean": mean,
+            "accuracy_std": 0.002 if runs > 1 else None,
+            "runs": runs,
+            "family": family,
+            "released_model": released,
+        }
+
+    rows = [
+        row(table.RULE_ALONE, 0.88, 3, "PATE family", False),
+        row("Noisy class means, times its rule", 0.885, 1, "PATE family", True),
+        row("DP-SGD a", 0.893, 3, "DP-SGD", True),
+        row("DP-SGD unreleased", 0.99, 3, "DP-SGD", False),
+    ]
+    (released,) = table.comparisons(rows)
+    (rule,) = table.comparisons(rows, pate_side=table._rule_alone)
+    assert released["pate_family_best"] == "Noisy class means, times its rule"
+    assert released["standard_error"] is None  # one run on the PATE side
+    assert rule["pate_family_best"] == table.RULE_ALONE and rule["dpsgd_best"] == "DP-SGD a"
+    assert rule["difference"] == pytest.approx(-0.013)
+    assert rule["standard_error"] == pytest.approx(np.sqrt(2 * 0.002**2 / 3), abs=1e-6)
+    block = table.render({"rows": rows, "rule_alone_comparisons": [rule]}, "rule")
+    assert block.startswith(
+        "| target ε | evaluation | the class means' labelling rule alone | DP-SGD's best |"
+    )
+    assert (
+        "| 2 | holdout-10000 | " + table.RULE_ALONE + ": 88.0 % (3) | DP-SGD a: 89.3 % (3) | "
+        in (block)
+    )
+    assert block.endswith("| -1.3 ± 0.2 points |")
+
+
 def test_committed_table_is_what_its_results_files_give(table):
     """Regenerate: python benchmarks/utility.py --table --docs docs/utility.md."""
     committed = json.loads(table.TABLE.read_text())
