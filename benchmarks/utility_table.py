@@ -19,8 +19,9 @@ Evaluation sets (the ``evaluation`` column):
 
 ``python benchmarks/utility.py --table`` rewrites ``benchmarks/results/utility_fmnist.json``;
 ``--docs FILE.md`` rewrites the generated blocks of a docs page (``<!-- utility table: NAME -->``
-... ``<!-- /utility table -->``, NAME one of :data:`BLOCKS`). tests/benchmarks/test_utility.py
-fails when the JSON or a block of README.md or docs/*.md differs from what the sources give.
+... ``<!-- /utility table -->``, NAME one of :data:`BLOCKS`).
+tests/benchmarks/test_utility_table.py fails when the JSON or a block of README.md or docs/*.md
+differs from what the sources give.
 """
 
 import json
@@ -48,6 +49,15 @@ SOURCES = {
     "utility_fmnist_class_means.json": "benchmarks/utility.py --methods class-means, 27 Nov "
     "2026: configs/fashion_mnist_class_means.toml as shipped (count weight 0.3, soft "
     "targets, the student times its rule); eps 0.5 only (meta.note)",
+    "utility_fmnist_class_means_holdout.json": "benchmarks/utility.py --methods class-means "
+    "--holdout, 27 Nov 2026 evening: the config as shipped on the held-out protocol (private = "
+    "the first 50000 training images; scored on the last 10000 and on the 1000 evaluation "
+    "images; benchmarks/utility_holdout.py): its released model, one run at eps 0.5 (the "
+    "student took 50 minutes on the loaded 2 cores), and with --rule-alone 3 three fresh "
+    "releases per eps scored by the labelling rule alone; merged with --merge (meta.note)",
+    "utility_fmnist_class_means_rule.json": "benchmarks/utility.py --methods class-means "
+    "--rule-alone 3, 27 Nov 2026 evening: the config as shipped on the pipeline's protocol, "
+    "three fresh releases per eps scored by the labelling rule alone (no student; meta.note)",
 }
 
 #: Methods of the PATE family (label-based: a released student) vs the DP-SGD baselines.
