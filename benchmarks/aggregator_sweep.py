@@ -1,10 +1,11 @@
 """How the utility benchmark's aggregators were chosen: Confident-GNMax settings compared by the
 student they give, per target eps, on one base run's votes (Fashion-MNIST).
 
-For each ``target/T/sigma1/sigma2`` setting: the query plan of ``benchmarks/utility.py``
-(:func:`utility.plan_queries`, release parameters from :func:`utility.release_parameters`), the
-planning draw's answers (seed = the run's seed + 1, as the benchmark plans) as the labels of
-the first answered public items, and a FixMatch student with the pipeline's default recipe
+For each ``target/T/sigma1/sigma2`` setting: the query plan of the utility benchmark
+(:func:`utility_planning.plan_queries`, release parameters from
+:func:`utility_planning.release_parameters`; benchmarks/utility_planning.py), the planning
+draw's answers (seed = the run's seed + 1, as the benchmark plans) as the labels of the first
+answered public items, and a FixMatch student with the pipeline's default recipe
 (``cnn28``, 8 x 500 steps, batch 32, mu 3, EMA 0.99, seed 0, one torch thread). Printed per setting:
 the route, answered items, label accuracy, and the student's accuracy on the public items
 8000-8999 with their true labels (``val``: a labelled public validation set, the one this
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--steps must be a positive multiple of 500, got {args.steps}")
 
     import torch
-    import utility
+    import utility_planning
 
     from pate.student.train import train_student
     from pate.teachers.data import load_pate_data
@@ -92,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     votes = np.load(base / "votes.npy", allow_pickle=False)
     rows = []
     for target, aggregator in args.settings:
-        release = utility.release_parameters(target, delta=args.delta, conversion="tight")
-        plan = utility.plan_queries(
+        release = utility_planning.release_parameters(target, delta=args.delta, conversion="tight")
+        plan = utility_planning.plan_queries(
             votes,
             target=target,
             release=release,
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=seed,
             aggregator=aggregator,
         )
-        drawn = utility.planning_draw(votes, seed=seed, aggregator=aggregator)
+        drawn = utility_planning.planning_draw(votes, seed=seed, aggregator=aggregator)
         answered = np.flatnonzero(drawn.answered_mask)[: plan["planned_answered"]]
         labels = np.full(y.shape[0], -1, dtype=np.int64)
         labels[answered] = drawn.labels[answered]
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         row = {
             "target": target,
-            **utility.noise_params(aggregator),
+            **utility_planning.noise_params(aggregator),
             "route": plan["route"],
             "answered": int(answered.size),
             "label_accuracy": float(np.mean(labels[answered] == y[answered]))

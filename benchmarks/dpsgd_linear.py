@@ -53,7 +53,6 @@ import math
 import os
 import pathlib
 import platform
-import subprocess
 import sys
 import time
 
@@ -62,6 +61,10 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # this checkout's pate, also where another one is installed
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "benchmarks") not in sys.path:  # the sibling module below
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import utility_common  # noqa: E402
 
 logger = logging.getLogger("benchmarks.dpsgd_linear")
 
@@ -345,26 +348,6 @@ def run_pate_protocol(
     return row
 
 
-def _commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        ).stdout.strip()
-        return head + (" (+ uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _key(row: dict) -> tuple:
     return (row["protocol"], row["target_eps"], row["holdout"], row["seed"])
 
@@ -380,7 +363,7 @@ def save(rows: list[dict], path: pathlib.Path, meta: dict) -> None:
     tmp.replace(path)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -409,16 +392,19 @@ def main(argv=None) -> int:
     p.add_argument("--feature-cache", help="feature cache folder (default $PATE_FEATURE_CACHE)")
     p.add_argument("--data-root", help="Fashion-MNIST directory (default: Debian's location)")
     p.add_argument("--threads", type=int, default=1)
+    return p
+
+
+def main(argv=None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
-    for t in args.targets:
-        if not (math.isfinite(t) and t > 0):
-            p.error(f"--targets must be positive finite numbers, got {t}")
-    if not 0 < args.delta < 1:
-        p.error(f"--delta must be in (0, 1), got {args.delta}")
-    if any(s < 0 for s in args.seeds):
-        p.error(f"--seeds must be >= 0, got {args.seeds}")
-    if args.threads < 1:
-        p.error(f"--threads must be positive, got {args.threads}")
+    utility_common.check_budget_args(
+        p,
+        targets=args.targets,
+        delta=args.delta,
+        threads=args.threads,
+        seeds={"--seeds": args.seeds},
+    )
     if args.protocol == "tramer-boneh" and args.holdout:
         p.error("--holdout applies to --protocol pate only (T&B train on all 60000 images)")
 
@@ -429,7 +415,7 @@ def main(argv=None) -> int:
     out = pathlib.Path(args.out)
     meta = {
         "command": "benchmarks/dpsgd_linear.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "commit": _commit(),
+        "commit": utility_common.commit(),
         "device": "cpu",
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {

@@ -19,8 +19,9 @@ Evaluation sets (the ``evaluation`` column):
 
 ``python benchmarks/utility.py --table`` rewrites ``benchmarks/results/utility_fmnist.json``;
 ``--docs FILE.md`` rewrites the generated blocks of a docs page (``<!-- utility table: NAME -->``
-... ``<!-- /utility table -->``, NAME one of :data:`BLOCKS`). tests/benchmarks/test_utility.py
-fails when the JSON or a block of README.md or docs/*.md differs from what the sources give.
+... ``<!-- /utility table -->``, NAME one of :data:`BLOCKS`).
+tests/benchmarks/test_utility_table.py fails when the JSON or a block of README.md or docs/*.md
+differs from what the sources give.
 """
 
 import json
@@ -48,11 +49,20 @@ SOURCES = {
     "utility_fmnist_class_means.json": "benchmarks/utility.py --methods class-means, 27 Nov "
     "2026: configs/fashion_mnist_class_means.toml as shipped (count weight 0.3, soft "
     "targets, the student times its rule); eps 0.5 only (meta.note)",
+    "utility_fmnist_class_means_holdout.json": "benchmarks/utility.py --methods class-means "
+    "--holdout, 27 Nov 2026 evening: the config as shipped on the held-out protocol (private = "
+    "the first 50000 training images; scored on the last 10000 and on the 1000 evaluation "
+    "images; benchmarks/utility_holdout.py): its released model, one run at eps 0.5 (the "
+    "student took 50 minutes on the loaded 2 cores), and with --rule-alone 3 three fresh "
+    "releases per eps scored by the labelling rule alone; merged with --merge (meta.note)",
+    "utility_fmnist_class_means_rule.json": "benchmarks/utility.py --methods class-means "
+    "--rule-alone 3, 27 Nov 2026 evening: the config as shipped on the pipeline's protocol, "
+    "three fresh releases per eps scored by the labelling rule alone (no student; meta.note)",
 }
 
 #: Methods of the PATE family (label-based: a released student) vs the DP-SGD baselines.
 DPSGD_PREFIX = "DP-SGD"
-BLOCKS = ("full", "budget", "comparison", "reproduction")
+BLOCKS = ("full", "budget", "comparison", "rule", "reproduction")
 #: Tramer & Boneh 2021, Table 1: ScatterNet + linear, Fashion-MNIST, eps 3, delta 1e-5.
 PUBLISHED_DPSGD_SCATTER = 0.897
 
@@ -86,55 +96,72 @@ def _config(run: dict) -> dict:
     return {k: run[k] for k in keys if run.get(k) is not None}
 
 
+#: The factors of a released product (a class-means student times its labelling rule): the
+#: run field prefix and the row name's suffix. Neither factor alone is what the run releases.
+FACTORS = (
+    ("student_alone", ", student alone (not released)"),
+    ("rule_alone", ", its labelling rule alone (not released)"),
+)
+#: The rule alone does not depend on the student: one name for it, however the run trained its
+#: student (and as ``benchmarks/utility.py --rule-alone`` names its rows).
+RULE_ALONE = "Noisy class means, its labelling rule alone (not released)"
+
+
 def load_runs(sources=None) -> list[dict]:
     """Every run of the source files as a flat dict with ``label``, ``evaluation``, ``accuracy``,
     ``released_model`` and its provenance; a run scored on two sets gives two entries, and a
-    released product (student times its rule) gives a second, unreleased, student-alone entry."""
+    released product (student times its rule) gives further, unreleased entries for each factor
+    scored alone (:data:`FACTORS`)."""
     out = []
     for name in SOURCES if sources is None else sources:
         doc = json.loads((RESULTS / name).read_text())
-        meta = doc.get("meta", {})
         for run in doc.get("runs", doc.get("rows", [])):
-            base = {
-                "label": _label(run),
-                "kind": run["kind"],
-                "target_eps": run["target_eps"],
-                "eps": run["eps"],
-                "delta": run["delta"],
-                "source": name,
-                "protocol": run.get("protocol", "pate")
-                + ("-holdout" if run.get("holdout") else ""),
-                "command": run.get("command")
-                or "benchmarks/utility.py " + " ".join(meta.get("argv", [])),
-                "commit": run.get("commit") or meta.get("commit", "unknown"),
-                "device": run.get("device") or meta.get("device", "unknown"),
-                "config": _config(run),
-                "seed": run.get("seed"),
-            }
-            evaluation = run.get("evaluation") or "evaluation-1000"
-            out.append(
-                dict(base, evaluation=evaluation, accuracy=run["accuracy"], released_model=True)
+            out.extend(_entries(run, _provenance(run, name, doc.get("meta", {}))))
+    return out
+
+
+def _provenance(run: dict, source: str, meta: dict) -> dict:
+    """The fields every entry of a run shares: what ran, its eps, where and how."""
+    return {
+        "label": _label(run),
+        "kind": run["kind"],
+        "target_eps": run["target_eps"],
+        "eps": run["eps"],
+        "delta": run["delta"],
+        "source": source,
+        "protocol": run.get("protocol", "pate") + ("-holdout" if run.get("holdout") else ""),
+        "command": run.get("command") or "benchmarks/utility.py " + " ".join(meta.get("argv", [])),
+        "commit": run.get("commit") or meta.get("commit", "unknown"),
+        "device": run.get("device") or meta.get("device", "unknown"),
+        "config": _config(run),
+        "seed": run.get("seed"),
+    }
+
+
+def _entries(run: dict, base: dict) -> list[dict]:
+    """A run's scores, one entry per (model, evaluation set)."""
+    evaluation = run.get("evaluation") or "evaluation-1000"
+    sets = ((evaluation, ""), ("holdout-10000", "_holdout"))
+    released = run.get("released_model", True)
+    out = [
+        dict(base, evaluation=where, accuracy=run[f"accuracy{field}"], released_model=released)
+        for where, field in sets
+        if run.get(f"accuracy{field}") is not None
+    ]
+    for key, suffix in FACTORS:
+        label = base["label"].replace(", times its rule", "") + suffix
+        label = RULE_ALONE if key == "rule_alone" else label
+        out.extend(
+            dict(
+                base,
+                label=label,
+                evaluation=where,
+                accuracy=run[f"{key}_accuracy{field}"],
+                released_model=False,
             )
-            if run.get("accuracy_holdout") is not None:
-                out.append(
-                    dict(
-                        base,
-                        evaluation="holdout-10000",
-                        accuracy=run["accuracy_holdout"],
-                        released_model=True,
-                    )
-                )
-            if run.get("student_alone_accuracy") is not None:
-                out.append(
-                    dict(
-                        base,
-                        label=base["label"].replace(", times its rule", "")
-                        + ", student alone (not released)",
-                        evaluation=evaluation,
-                        accuracy=run["student_alone_accuracy"],
-                        released_model=False,
-                    )
-                )
+            for where, field in sets
+            if run.get(f"{key}_accuracy{field}") is not None
+        )
     return out
 
 
@@ -195,11 +222,19 @@ def build_table(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def comparisons(rows: list[dict]) -> list[dict]:
+def _released_pate(row: dict) -> bool:
+    return row["family"] == "PATE family" and row["released_model"]
+
+
+def _rule_alone(row: dict) -> bool:
+    return row["method"] == RULE_ALONE
+
+
+def comparisons(rows: list[dict], *, pate_side=_released_pate) -> list[dict]:
     """Per target eps and evaluation set (the pipeline's protocol for the 1000 evaluation images,
     its ``pate-holdout`` variant -- private = the first 50000 -- for the 10000 held-out images;
-    guarantees, released models): the
-    PATE family's best row against DP-SGD's best, the difference and its standard error from
+    guarantees): the best PATE-side row (``pate_side``: by default the PATE family's released
+    models) against DP-SGD's best released model, the difference and its standard error from
     the run-to-run spread (sqrt(s1^2 / n1 + s2^2 / n2); None when a side has one run)."""
     out = []
     for evaluation, protocol in (("evaluation-1000", "pate"), ("holdout-10000", "pate-holdout")):
@@ -209,17 +244,16 @@ def comparisons(rows: list[dict]) -> list[dict]:
                 for r in rows
                 if r["protocol"] == protocol
                 and r["kind"] == "guarantee"
-                and r["released_model"]
                 and r["evaluation"] == evaluation
                 and r["target_eps"] == target
             ]
             pate = max(
-                (r for r in pick if r["family"] == "PATE family"),
+                (r for r in pick if pate_side(r)),
                 key=lambda r: r["accuracy_mean"],
                 default=None,
             )
             dp = max(
-                (r for r in pick if r["family"] == "DP-SGD"),
+                (r for r in pick if r["family"] == "DP-SGD" and r["released_model"]),
                 key=lambda r: r["accuracy_mean"],
                 default=None,
             )
@@ -253,6 +287,7 @@ def make(sources=None) -> dict:
     return {
         "rows": rows,
         "comparisons": comparisons(rows),
+        "rule_alone_comparisons": comparisons(rows, pate_side=_rule_alone),
         "meta": {
             "generated_by": "python benchmarks/utility.py --table",
             "sources": dict(SOURCES)
@@ -309,20 +344,10 @@ def render(doc: dict, name: str) -> str:
                 f"{'yes' if r['released_model'] else 'no'} |"
             )
         return "\n".join(lines)
-    if name == "comparison":
-        lines = [
-            "| target ε | evaluation | PATE family's best | DP-SGD's best | difference ± s.e. |",
-            "|---|---|---|---|---|",
-        ]
-        for c in doc["comparisons"]:
-            se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
-            lines.append(
-                f"| {c['target_eps']:g} | {c['evaluation']} | {c['pate_family_best']}: "
-                f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
-                f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
-                f"{100 * c['difference']:+.1f}{se} points |"
-            )
-        return "\n".join(lines)
+    if name in ("comparison", "rule"):
+        if name == "comparison":
+            return _comparison(doc["comparisons"], "PATE family's best")
+        return _comparison(doc["rule_alone_comparisons"], "the class means' labelling rule alone")
     if name == "budget":
         return _budget(rows)
     if name == "reproduction":
@@ -340,6 +365,22 @@ def render(doc: dict, name: str) -> str:
                 )
         return "\n".join(lines)
     raise ValueError(f"unknown block name {name!r}; use one of {', '.join(BLOCKS)}")
+
+
+def _comparison(entries: list[dict], side: str) -> str:
+    lines = [
+        f"| target ε | evaluation | {side} | DP-SGD's best | difference ± s.e. |",
+        "|---|---|---|---|---|",
+    ]
+    for c in entries:
+        se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
+        lines.append(
+            f"| {c['target_eps']:g} | {c['evaluation']} | {c['pate_family_best']}: "
+            f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
+            f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
+            f"{100 * c['difference']:+.1f}{se} points |"
+        )
+    return "\n".join(lines)
 
 
 def _budget(rows: list[dict]) -> str:
