@@ -495,7 +495,7 @@ def plain_language_statement(analysis: dict) -> str:
 
 
 def utility_warnings(a: dict) -> list[str]:
-    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility.utility_warnings`)."""
+    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility_warnings.utility_warnings`)."""
     return list(a["utility"].get("warnings") or [])
 
 
