@@ -23,7 +23,7 @@ public statistics, PCA of the public rows; recomputed here from the public split
 against the run's public embeddings). For each run directory it prints the accuracy of the
 student, of the rule and of the products on the evaluation split.
 
-    .venv/bin/python benchmarks/rule_product.py runs/u-r3/class-means-eps1 [...] --json OUT
+    .venv/bin/python benchmarks/rule_product_fmnist.py runs/u-r3/class-means-eps1 [...] --json OUT
 
 Run on demand, never as a test (about a minute for the front-end, then seconds per run). The
 combination was looked at on private data before this script existed (docs/benchmarks.md
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
         import platform
 
         meta = {
-            "command": "python benchmarks/rule_product.py "
+            "command": "python benchmarks/rule_product_fmnist.py "
             + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": datetime.date.today().isoformat(),
             "machine": f"{platform.machine()}, {platform.python_version()}, torch "
