@@ -19,7 +19,7 @@ Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Con
 sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
 ``mechanism="class-means"`` takes ``sigma=`` and optionally ``count_weight=`` (default 0.3; one
 release labels every query) and ``knn=`` too,
-with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.class_means`);
+with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.mean_release`);
 both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
 (:func:`pate.run.config.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).

@@ -1,5 +1,5 @@
 """benchmarks/rule_product_fmnist.py: its refusals before any work (the benchmark runs on demand; the
-recovery and the product it uses are tested with the library: tests/pate/core/test_class_means.py,
+recovery and the product it uses are tested with the library: tests/pate/core/test_mean_release.py,
 tests/student/test_rule_product.py)."""
 
 from __future__ import annotations

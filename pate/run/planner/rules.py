@@ -641,10 +641,10 @@ def _plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict)
     """A class-means release on a table, when the user named no front-end: the quadratic
     features and the "qda" rule when the sizes afford every class's covariance, else random
     Fourier features (``[knn] features = "kernel"``) with, when left open, their PCA dimensions
-    from the sizes and the calibrated noise (:func:`pate.core.class_means.table_front_end`,
-    :func:`pate.core.class_means.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
+    from the sizes and the calibrated noise (:func:`pate.core.mean_release.table_front_end`,
+    :func:`pate.core.mean_release.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
     noise only: free)."""
-    from pate.core.class_means import (
+    from pate.core.mean_release import (
         QDA_MIN_COLUMNS,
         QDA_RECORDS_PER_FEATURE,
         kernel_dims,

@@ -212,7 +212,7 @@ def test_validate_returns_clean_floats_and_ignores_other_keys():
     "name", [n for n in mechanisms.NAMES if not mechanisms.get(n).kind.releases_once]
 )
 def test_per_query_rdp_sums_to_the_event(name):
-    # (class-means has no votes to draw on: tests/pate/core/test_class_means.py checks its sums)
+    # (class-means has no votes to draw on: tests/pate/core/test_mean_release.py checks its sums)
     spec = mechanisms.get(name)
     votes = _votes()
     student = _student(votes) if spec.needs_student else None
