@@ -392,6 +392,16 @@ def _arguments(scope: dict) -> dict:
     return {name: scope[name] for name in names}
 
 
+def _fit_arguments(*args, **kwargs) -> dict:
+    """fit's arguments by name (its defaults filled in) of the call ``fit(*args, **kwargs)``:
+    what :func:`_prepare` takes."""
+    import inspect
+
+    bound = inspect.signature(fit).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
 # the noise and mechanism parameters of fit/plan, passed on to [aggregator] when given
 _NOISE_KEYWORDS = (
     "threshold",
