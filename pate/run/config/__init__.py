@@ -79,7 +79,6 @@ The package, one concern per module (each imports only those listed before it):
                 (:func:`load`, :func:`from_dict`).
 """
 
-from pate.analysis.errors import ConfigError
 from pate.run.config.loading import (
     CONFIGS_FOLDER,
     CONFIGS_PACKAGE,
@@ -143,6 +142,7 @@ from pate.run.config.settings import (
     teacher_settings,
 )
 from pate.run.config.validation import validate
+from pate.teachers.errors import ConfigError
 
 __all__ = [
     "CONFIGS_FOLDER",

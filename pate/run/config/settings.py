@@ -9,9 +9,9 @@ import math
 import pathlib
 
 from pate import mechanisms
-from pate.analysis.errors import ConfigError
 from pate.run.config.messages import checked
 from pate.run.config.schema import KNN_DEFAULTS
+from pate.teachers.errors import ConfigError
 
 #: ``[student] temperature`` when ``targets = "soft"`` leaves it out (chosen in a development
 #: run that looked at private labels: docs/benchmarks.md lists it).

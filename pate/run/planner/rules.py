@@ -10,7 +10,6 @@ import logging
 import math
 
 from pate import mechanisms
-from pate.analysis.errors import ConfigError
 from pate.run.planner.costs import (
     answers_fixed,
     argmax_std,
@@ -39,6 +38,7 @@ from pate.run.planner.model import (
     setting_name,
     setting_text,
 )
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.run import config as C
 from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint

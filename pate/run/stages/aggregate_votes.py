@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
 from pate.run import config as C
 from pate.run import rundir as R

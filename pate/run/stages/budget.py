@@ -9,10 +9,11 @@ import math
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError, ConfigError
+from pate.core.errors import BudgetExceededError
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 

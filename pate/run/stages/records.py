@@ -10,13 +10,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pate.analysis.errors import ConfigError
 from pate.core.io import load_npz
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.budget import run_identity
 from pate.run.stages.release import release_plan
+from pate.teachers.errors import ConfigError
 
 
 def skip_reason(config: dict, stage: str) -> str | None:

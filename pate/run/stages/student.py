@@ -6,13 +6,14 @@ import logging
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError, ConfigError
+from pate.core.errors import BudgetExceededError
 from pate.core.io import atomic_write_json, load_npy
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.preflight import is_estimator
 from pate.run.stages.records import embedding_features, feature_cache
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from pate.analysis.errors import ConfigError
 from pate.core import threads as T
+from pate.teachers.errors import ConfigError
 
 
 @pytest.fixture

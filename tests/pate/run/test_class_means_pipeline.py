@@ -16,8 +16,8 @@ import pytest
 
 from pate import analysis
 from pate.analysis.class_means import class_means_rdp
-from pate.analysis.errors import BudgetExceededError
 from pate.cli import main
+from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
 from pate.run import config as C
 from pate.run.pipeline import Pipeline, fork_run
