@@ -39,18 +39,20 @@ from pate.analysis.rdp import (
     threshold_log_pr_answered,
     threshold_rdp,
 )
-from pate.analysis.sensitivity import (
+from pate.analysis.sanitized_release import (
     SanitizedRelease,
+    release_sanitized_epsilon,
+    search_smooth_sensitivity_parameters,
+    smooth_sensitivity_dp_parameters,
+)
+from pate.analysis.sensitivity import (
     check_conditions,
     gnmax_log_q0,
     gnss_rdp,
     gnss_rdp_curve,
     local_sensitivity_gnmax,
     local_sensitivity_threshold,
-    release_sanitized_epsilon,
-    search_smooth_sensitivity_parameters,
     smooth_sensitivity,
-    smooth_sensitivity_dp_parameters,
 )
 
 __all__ = [

@@ -3,7 +3,7 @@
 The "class-means" mechanism labels the public queries without teachers and without a cost per
 query: it releases, once, the per-class sums of the private records' (public-fitted, clipped)
 embeddings and their class counts with Gaussian noise, and labels every query from that release
-by linear discriminant analysis (:mod:`pate.core.class_means`). Labelling is post-processing, so the
+by linear discriminant analysis (:mod:`pate.core.mean_release`). Labelling is post-processing, so the
 whole run costs one Gaussian mechanism, however many queries are labelled. This module gives its
 RDP (numpy only).
 
@@ -11,7 +11,7 @@ Symbols
 -------
 x = (e, y)  one private record: e its embedding in R^d (computed by a map fitted on public data
             only), y its class in {0, ..., m-1}
-R           the clipping radius (a public quantity: ``pate.core.class_means`` takes a quantile of the
+R           the clipping radius (a public quantity: ``pate.core.mean_release`` takes a quantile of the
             public embeddings' norms); u(e) = e min(1, R / ||e||) / R, so ||u(e)|| <= 1
 kappa       ``count_weight``: the weight of a record's count, kappa > 0 (a public constant)
 c(x)        the record's contribution, an m x (d + 1) matrix: row y is (u(e), kappa), every

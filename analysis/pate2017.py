@@ -3,7 +3,7 @@
 This is the analysis of the original PATE paper, kept so that numbers reported with it (e.g.
 the MNIST/SVHN epsilons of [P17]) can be reproduced and audited. New work should use the RDP
 analysis in :mod:`pate.analysis.rdp` (tighter, and with a proof-backed smooth-sensitivity release in
-:mod:`pate.analysis.sensitivity`). Reference code: tensorflow/privacy, ``research/pate_2017/analysis.py``.
+:mod:`pate.analysis.sanitized_release`). Reference code: tensorflow/privacy, ``research/pate_2017/analysis.py``.
 
 References
 ----------
@@ -342,7 +342,7 @@ def lnmax_sens_at_k_2017(
 
     Caveat: this is a heuristic, not a proof-backed local sensitivity: it only considers moving
     votes from the winner to the runner-up, not every neighbouring histogram. It is provided to
-    reproduce [P17]. For a rigorous sanitized release use :mod:`pate.analysis.sensitivity` ([P18]).
+    reproduce [P17]. For a rigorous sanitized release use :mod:`pate.analysis.sanitized_release` ([P18]).
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")

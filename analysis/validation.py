@@ -248,7 +248,7 @@ def check_probabilities(
 
 def check_embeddings(value: Any, name: str) -> FloatArray:
     """A finite float64 (items, features >= 1) array of embeddings (``pate.core.knn``,
-    ``pate.core.class_means``)."""
+    ``pate.core.mean_release``)."""
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
     try:

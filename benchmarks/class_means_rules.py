@@ -59,7 +59,7 @@ def embeddings(name: str):
 
 
 def compare(name: str, releases: int, count_weights=(1.0,)) -> list[dict]:
-    from pate.core.class_means import LOGISTIC_RIDGE, noisy_class_means, public_logistic
+    from pate.core.mean_release import LOGISTIC_RIDGE, noisy_class_means, public_logistic
 
     start = time.perf_counter()
     data, public, private, evaluation = embeddings(name)

@@ -10,14 +10,9 @@ auditor can use the privacy arithmetic (``pate.analysis``) without it. ``pate.fi
 ``pate.PateResult`` are loaded on first use.
 """
 
-from pate.analysis.errors import (
-    BudgetExceededError,
-    ConfigError,
-    DatasetNotFoundError,
-    LedgerError,
-    PartitionError,
-    PateError,
-)
+from pate.analysis.errors import PateError
+from pate.core.errors import BudgetExceededError, LedgerError, PartitionError
+from pate.teachers.errors import ConfigError, DatasetNotFoundError
 
 __version__ = "0.1.0"
 

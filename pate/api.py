@@ -19,7 +19,7 @@ Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Con
 sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
 ``mechanism="class-means"`` takes ``sigma=`` and optionally ``count_weight=`` (default 0.3; one
 release labels every query) and ``knn=`` too,
-with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.class_means`);
+with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.mean_release`);
 both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
 (:func:`pate.run.config.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
@@ -273,24 +273,33 @@ def fit(
     out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.core.threads`).
     """
     _prepare_threads(threads)
+    config, data, _, teacher_object, student_object = _prepare(_arguments(locals()))
+    return _run_pipeline(
+        config,
+        data,
+        models={"teacher_model": teacher_object, "student_model": student_object},
+        resume=resume,
+        progress=progress,
+        threads_given=threads is not None,
+    )
+
+
+def _run_pipeline(
+    config: dict, data, *, models: dict, resume: bool, progress: bool, threads_given: bool
+) -> PateResult:
+    """Run every stage of ``config`` (on ``data`` when given in memory, with the caller's model
+    objects ``models`` that are not None) and return the result."""
     from pate.run import config as C
     from pate.run.pipeline import Pipeline
     from pate.run.stages import THREADS_SOURCE
 
-    config, data, _, teacher_object, student_object = _prepare(**_arguments(locals()))
     pipeline = Pipeline(config, resume=resume, progress=progress, wording="python")
     pipeline.ctx.objects["caller"] = C.PYTHON_SOURCE  # messages name keyword arguments
-    if threads is not None:
+    if threads_given:
         pipeline.ctx.objects[THREADS_SOURCE] = "keyword"
     if data is not None:
         pipeline.ctx.provide_data(data)
-    pipeline.ctx.objects.update(
-        {
-            k: v
-            for k, v in (("teacher_model", teacher_object), ("student_model", student_object))
-            if v is not None
-        }
-    )
+    pipeline.ctx.objects.update({k: v for k, v in models.items() if v is not None})
     report = pipeline.run()
     return _result(pipeline.ctx, report)
 
@@ -355,7 +364,7 @@ def plan(
     arguments["resume"] = False
     from pate.run import config as C
 
-    config, data, identity, _, _ = _prepare(**arguments)
+    config, data, identity, _, _ = _prepare(arguments)
     if data is None:
         from pate.teachers.data import load_pate_data
 
@@ -379,112 +388,56 @@ def _arguments(scope: dict) -> dict:
     """The keyword arguments of fit/plan from their local scope (the same names)."""
     import inspect
 
-    names = inspect.signature(_prepare).parameters
+    names = inspect.signature(fit).parameters
     return {name: scope[name] for name in names}
 
 
-def _prepare(
-    private,
-    public=None,
-    *,
-    evaluation=None,
-    teacher: Any = "auto",
-    student: Any = "auto",
-    num_teachers: int | None = None,
-    mechanism: str = "auto",
-    threshold=None,
-    sigma1=None,
-    sigma2=None,
-    sigma=None,
-    scale=None,
-    k=None,
-    sampling_rate=None,
-    count_weight=None,
-    knn: dict | None = None,
-    target_eps: float | None = None,
-    delta: float = 1e-5,
-    queries: int | None = None,
-    budget_eps: float | None = None,
-    release: bool = False,
-    release_order=None,
-    release_beta=None,
-    release_sigma_ss=None,
-    conversion: str = "classic",
-    ledger: bool | str | pathlib.Path = True,
-    dataset: str | None = None,
-    run_dir: str | pathlib.Path | None = None,
-    name: str = "pate",
-    seed: int = 0,
-    noise_seed: int | None = None,
-    device: str = "auto",
-    partition: str = "random",
-    teacher_params: dict | None = None,
-    student_params: dict | None = None,
-    progress: bool = False,
-    resume: bool = False,
-    threads: int | None = None,
-):
+def _fit_arguments(*args, **kwargs) -> dict:
+    """fit's arguments by name (its defaults filled in) of the call ``fit(*args, **kwargs)``:
+    what :func:`_prepare` takes."""
+    import inspect
+
+    bound = inspect.signature(fit).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+# the noise and mechanism parameters of fit/plan, passed on to [aggregator] when given
+_NOISE_KEYWORDS = (
+    "threshold",
+    "sigma1",
+    "sigma2",
+    "sigma",
+    "scale",
+    "k",
+    "sampling_rate",
+    "count_weight",
+)
+# fit's keywords that make the [privacy] table (:func:`_privacy_table`)
+_PRIVACY_KEYWORDS = (
+    "delta",
+    "release",
+    "conversion",
+    "release_order",
+    "release_beta",
+    "release_sigma_ss",
+    "budget_eps",
+    "dataset",
+)
+
+
+def _prepare(arguments: dict):
+    """``(config, data, identity, teacher_object, student_object)`` of fit's / plan's keyword
+    arguments (by name, :func:`_arguments`): the config validated, the data given in memory
+    (None for a dataset name), its identity, the model objects given for teacher and student."""
     from pate.run import config as C
     from pate.run import planner as P
 
-    given = {
-        name: v
-        for name, v in {
-            "threshold": threshold,
-            "sigma1": sigma1,
-            "sigma2": sigma2,
-            "sigma": sigma,
-            "scale": scale,
-            "k": k,
-            "sampling_rate": sampling_rate,
-            "count_weight": count_weight,
-        }.items()
-        if v is not None
-    }
-    data, identity, data_table = _data_source(private, public, evaluation)
-    aggregator, no_teachers = _aggregator_table(
-        mechanism,
-        given,
-        num_teachers=num_teachers,
-        knn=knn,
-        target_eps=target_eps,
-        queries=queries,
-        noise_seed=noise_seed,
-    )
-    privacy = _privacy_table(
-        delta=delta,
-        release=release,
-        conversion=conversion,
-        release_order=release_order,
-        release_beta=release_beta,
-        release_sigma_ss=release_sigma_ss,
-        budget_eps=budget_eps,
-        dataset=dataset,
-    )
-    teacher_value, teacher_object = _model_setting(teacher, "teacher")
-    student_value, student_object = _model_setting(student, "student")
-    raw = {
-        "run": {
-            "name": name,
-            "seed": seed,
-            "device": device,
-            **({} if threads is None else {"threads": threads}),
-        },
-        "data": data_table,
-        "partition": {
-            "num_teachers": "auto" if num_teachers is None else num_teachers,
-            "mode": partition,
-        },
-        "teachers": dict(teacher_params or {}, model=teacher_value),
-        "aggregator": aggregator,
-        "privacy": privacy,
-        "student": dict(student_params or {}, model=student_value),
-    }
-    if no_teachers:
-        del raw["partition"]
-        if knn is not None:
-            raw["knn"] = dict(knn)
-    run_dir = _run_dir(run_dir, name=name, resume=resume)
+    a = arguments
+    data, identity, data_table = _data_source(a["private"], a["public"], a["evaluation"])
+    raw, teacher_object, student_object = _raw_config(a, data_table)
+    run_dir = _run_dir(a["run_dir"], name=a["name"], resume=a["resume"])
+    ledger = a["ledger"]
     ledger_setting = ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve())
     config = C.from_dict(
         raw,
@@ -497,6 +450,47 @@ def _prepare(
         wording="python",
     )
     return config, data, identity, teacher_object, student_object
+
+
+def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
+    """``(raw config, teacher_object, student_object)`` of fit's keyword arguments ``a``, before
+    validation; ``data_table`` is the ``[data]`` table (:func:`_data_source`)."""
+    given = {name: a[name] for name in _NOISE_KEYWORDS if a[name] is not None}
+    num_teachers, knn, threads = a["num_teachers"], a["knn"], a["threads"]
+    aggregator, no_teachers = _aggregator_table(
+        a["mechanism"],
+        given,
+        num_teachers=num_teachers,
+        knn=knn,
+        target_eps=a["target_eps"],
+        queries=a["queries"],
+        noise_seed=a["noise_seed"],
+    )
+    privacy = _privacy_table(**{name: a[name] for name in _PRIVACY_KEYWORDS})
+    teacher_value, teacher_object = _model_setting(a["teacher"], "teacher")
+    student_value, student_object = _model_setting(a["student"], "student")
+    raw = {
+        "run": {
+            "name": a["name"],
+            "seed": a["seed"],
+            "device": a["device"],
+            **({} if threads is None else {"threads": threads}),
+        },
+        "data": data_table,
+        "partition": {
+            "num_teachers": "auto" if num_teachers is None else num_teachers,
+            "mode": a["partition"],
+        },
+        "teachers": dict(a["teacher_params"] or {}, model=teacher_value),
+        "aggregator": aggregator,
+        "privacy": privacy,
+        "student": dict(a["student_params"] or {}, model=student_value),
+    }
+    if no_teachers:
+        del raw["partition"]
+        if knn is not None:
+            raw["knn"] = dict(knn)
+    return raw, teacher_object, student_object
 
 
 def _data_source(private, public, evaluation):

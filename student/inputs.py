@@ -189,6 +189,23 @@ def check_labels(
     labels = as_array(labels, name, "a 1-D array of released labels (-1 = unanswered)")
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = column_or_1d(labels, warn=True)  # a column vector: DataConversionWarning
+    _check_label_shape(labels, name, num_public)
+    kind = labels.dtype.kind
+    if kind == "f":
+        if not np.all(np.isfinite(labels)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        # Integral floats are class indices; anything else is a regression target.
+        if np.any(labels != -1):
+            check_classification_targets(labels[labels != -1])  # ValueError: Unknown label type
+        labels, kind = labels.astype(np.int64), "i"
+    if kind in "iu":
+        return _encode_class_indices(labels, name, num_classes)
+    return _encode_class_labels(labels, name, num_classes)
+
+
+def _check_label_shape(labels: np.ndarray, name: str, num_public: int) -> None:
+    """TypeError for what is not released labels (votes, predictions, probabilities),
+    ValueError unless one label per public item."""
     if labels.ndim == 2:
         if np.issubdtype(labels.dtype, np.integer):
             raise TypeError(
@@ -213,33 +230,38 @@ def check_labels(
             f"{name} has {labels.shape[0]} entries but the inputs have {num_public} "
             "items: pass one released label per public item (-1 = unanswered)"
         )
+
+
+def _encode_class_indices(
+    labels: np.ndarray, name: str, num_classes: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(encoded, classes)`` of integer class indices (-1 = unanswered), checked."""
+    labels = labels.astype(np.int64)
+    if labels.min() < -1:
+        raise ValueError(
+            f"{name} must be -1 (unanswered) or a class index, got {int(labels.min())}"
+        )
+    if num_classes is not None and labels.max() >= num_classes:
+        raise ValueError(f"{name} must be < num_classes={num_classes}, got {int(labels.max())}")
+    if not np.any(labels >= 0):
+        raise ValueError(
+            f"{name} has no answered item (all -1): the student needs at least one label"
+        )
+    k = num_classes if num_classes is not None else int(labels.max()) + 1
+    if k < 2:
+        raise ValueError(
+            f"only one class (class 0) was answered in {name}; pass num_classes= "
+            "explicitly (the student needs at least 2 classes)"
+        )
+    return labels, np.arange(k, dtype=np.int64)
+
+
+def _encode_class_labels(
+    labels: np.ndarray, name: str, num_classes: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(encoded, classes)`` of class labels (strings, booleans, objects; -1 or None =
+    unanswered in an object array): indices into the sorted ``classes``."""
     kind = labels.dtype.kind
-    if kind == "f":
-        if not np.all(np.isfinite(labels)):
-            raise ValueError(f"{name} contains NaN or infinite values")
-        # Integral floats are class indices; anything else is a regression target.
-        if np.any(labels != -1):
-            check_classification_targets(labels[labels != -1])  # ValueError: Unknown label type
-        labels, kind = labels.astype(np.int64), "i"
-    if kind in "iu":
-        labels = labels.astype(np.int64)
-        if labels.min() < -1:
-            raise ValueError(
-                f"{name} must be -1 (unanswered) or a class index, got {int(labels.min())}"
-            )
-        if num_classes is not None and labels.max() >= num_classes:
-            raise ValueError(f"{name} must be < num_classes={num_classes}, got {int(labels.max())}")
-        if not np.any(labels >= 0):
-            raise ValueError(
-                f"{name} has no answered item (all -1): the student needs at least one label"
-            )
-        k = num_classes if num_classes is not None else int(labels.max()) + 1
-        if k < 2:
-            raise ValueError(
-                f"only one class (class 0) was answered in {name}; pass num_classes= "
-                "explicitly (the student needs at least 2 classes)"
-            )
-        return labels, np.arange(k, dtype=np.int64)
     if kind not in "OUSb":
         raise TypeError(
             f"{name} must hold class indices (-1 = unanswered) or class labels "

@@ -2,11 +2,11 @@
 ``[student] combine_with_rule = true`` (a product of experts).
 
 A class-means run labels the public items by a rule fitted to its one noisy release
-(:mod:`pate.core.class_means`) and trains the student to that rule's soft targets. The student learns
+(:mod:`pate.core.mean_release`) and trains the student to that rule's soft targets. The student learns
 from 9000 public images; the rule was fitted to the release, which summarises all the private
 records. Multiplying their class probabilities gives a model that is better than either (on
 Fashion-MNIST, +0.5 to +1.0 points over the student on the evaluation split at eps 0.5 to 2:
-``benchmarks/rule_product.py``, docs/benchmarks.md). Both experts are post-processing of the
+``benchmarks/rule_product_fmnist.py``, docs/benchmarks.md). Both experts are post-processing of the
 release and of public data, so the product costs no privacy.
 
 Symbols
@@ -18,7 +18,7 @@ F(x)    the run's public front-end: ScatterNet features standardised with public
 e(x)    (F(x) - mean) @ axes.T: the public PCA (``pate.teachers.features.PublicPCA``), rounded
         to float32 as the run's ``knn_embeddings.npz`` holds it
 s(e)    the rule's class scores, ``rule_features(e) @ W.T + b`` with (W, b) recovered exactly
-        from the published ``label_scores.npy`` (``pate.core.class_means.recover_rule``)
+        from the published ``label_scores.npy`` (``pate.core.mean_release.recover_rule``)
 T       the soft targets' temperature (``[student] temperature``)
 p_S     the student's class probabilities
 
@@ -53,7 +53,7 @@ class RuleHead(nn.Module):
 
     def __init__(self, *, input_shape, features: str, rule: str, dims: int, num_classes: int):
         super().__init__()
-        from pate.core.class_means import RULES
+        from pate.core.mean_release import RULES
         from pate.teachers.features import ScatterNet, feature_shape
 
         if features not in ("scatternet", "kernel", "none"):
@@ -89,7 +89,7 @@ class RuleHead(nn.Module):
     @classmethod
     def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> RuleHead:
         """The head of a run: its public ``front`` (``pate.teachers.features.PublicFrontEnd``)
-        and the ``recovered`` rule (``pate.core.class_means.RecoveredRule``)."""
+        and the ``recovered`` rule (``pate.core.mean_release.RecoveredRule``)."""
         pca = front.pca
         head = cls(
             input_shape=input_shape,

@@ -48,7 +48,7 @@ Soft targets (``fit(X, y, soft_targets=P)``)
 ``P`` (N, len(classes_)) float class probabilities per public item (rows of the labelled items
 non-negative, summing to 1, their largest entry at the item's label in ``y``; unlabelled rows
 are ignored). The labelled loss is then the cross-entropy to ``P``'s row instead of to the
-one-hot label: a labelling rule's confidence (``pate.core.class_means``: the noisy class means'
+one-hot label: a labelling rule's confidence (``pate.core.mean_release``: the noisy class means'
 logistic rule, whose released class scores are post-processing of the charged release) tells
 the student which released labels are doubtful. Integer matrices are refused (votes never reach
 the student), as are rows that are not probabilities (a float votes matrix sums to the number of

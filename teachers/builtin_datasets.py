@@ -10,7 +10,7 @@ Symbols
 ``read_idx(path)``: an IDX file (LeCun's MNIST format), gzip-compressed or not.
 ``load_idx_dataset(name, root, download)``, ``load_cifar10(root, download)``,
 ``load_svhn(root, download)``: ``(x_train, y_train, x_test, y_test)``, images float32 in
-``[0, 1]``; a missing dataset raises :class:`pate.analysis.errors.DatasetNotFoundError` saying
+``[0, 1]``; a missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying
 how to obtain it (``download=True`` lets torchvision fetch it into ``root``).
 """
 
@@ -23,7 +23,7 @@ import pickle
 
 import numpy as np
 
-from pate.analysis.errors import DatasetNotFoundError
+from pate.teachers.errors import DatasetNotFoundError
 
 __all__ = [
     "DATASET_NAMES",

@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.errors import ConfigError
 from pate.analysis.validation import check_choice, check_int, check_nonnegative, describe
+from pate.teachers.errors import ConfigError
 
 __all__ = [
     "ClusterConfig",

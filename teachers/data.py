@@ -60,7 +60,7 @@ splits, num_classes, declared=None)``
     :class:`pate.analysis.errors.InputError` naming the split (and file/array), the row (and
     column or position) and the value.
 
-Errors: a missing dataset raises :class:`pate.analysis.errors.DatasetNotFoundError` saying how to
+Errors: a missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying how to
 obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read;
 an image file that cannot be decoded, a non-finite feature or a label that is not a class index
 raises :class:`pate.analysis.errors.InputError` naming it.

@@ -59,7 +59,6 @@ import warnings
 
 import numpy as np
 
-from pate.analysis.errors import ConfigError
 from pate.analysis.validation import check_int, describe
 from pate.teachers.checkpoint import atomic_torch_save, atomic_write_json, load_torch
 from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
@@ -72,6 +71,7 @@ from pate.teachers.ensemble_dir import (
     open_out_dir,
     peek_state,
 )
+from pate.teachers.errors import ConfigError
 from pate.teachers.features import FeatureRows, feature_rows
 from pate.teachers.recipe import (
     AUTO_EPOCHS_RANGE,
@@ -134,7 +134,7 @@ def _check_shards(shards, num_records: int) -> list[np.ndarray]:
     counts = np.bincount(np.concatenate(out), minlength=num_records)
     if np.any(counts > 1):
         check_partition(out, num_records)  # raises PartitionError naming the overlap
-        from pate.analysis.errors import PartitionError
+        from pate.core.errors import PartitionError
 
         raise PartitionError("shards overlap: a record is assigned to more than one teacher")
     return out

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import pathlib
 
-from pate.analysis.errors import ConfigError
 from pate.teachers.checkpoint import load_torch
+from pate.teachers.errors import ConfigError
 
 __all__ = [
     "STATE",

@@ -63,9 +63,9 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from pate.analysis.errors import RunDirError
 from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_int
+from pate.core.errors import RunDirError
 from pate.core.io import naming_write_errors
 
 __all__ = [

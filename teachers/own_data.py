@@ -21,10 +21,11 @@ import pathlib
 
 import numpy as np
 
-from pate.analysis.errors import DatasetNotFoundError, InputError
+from pate.analysis.errors import InputError
 from pate.analysis.mapped import npz_member_map
 from pate.analysis.validation import check_int, describe
 from pate.teachers.data_checks import NOTHING_DONE, check_features, check_labels
+from pate.teachers.errors import DatasetNotFoundError
 
 __all__ = ["load_npz", "load_csv", "load_imagefolder", "check_image_size", "IMAGE_EXTENSIONS"]
 

@@ -72,12 +72,7 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     run are read back); returns the :class:`pate.teachers.result.EnsembleResult`."""
     from tqdm.auto import tqdm
 
-    from pate.teachers.sequential import (
-        fit_sklearn_teachers,
-        make_sklearn_estimator,
-        sklearn_predict,
-        sklearn_random_states,
-    )
+    from pate.teachers.sequential import make_sklearn_estimator
 
     estimator = (
         make_sklearn_estimator(config.model, config.model_params)
@@ -85,14 +80,7 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
         else config.model
     )
     num_teachers = len(shards)
-    y = data.private.y
-    for t, shard in enumerate(shards):  # checked before any fitting
-        if len(np.unique(y[shard])) < 2:
-            raise ValueError(
-                f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
-                "scikit-learn classifiers need at least two. Use a stratified "
-                "partition or fewer teachers"
-            )
+    _check_two_classes(data.private.y, shards)  # before any fitting
     state = open_out_dir(out_dir, fingerprint, resume)
     chunk_size = (
         int(state["chunk_size"])
@@ -105,17 +93,9 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     ]
     out = pathlib.Path(out_dir) if out_dir is not None else None
     if out is not None:
-        state = dict(
-            state or {},
-            fingerprint=fingerprint,
-            chunk_size=chunk_size,
-            num_chunks=len(chunks),
-            trainer="sklearn",
-            seeds=seeds,
-            completed=(state or {}).get("completed", []),
+        state = _start_state(
+            out, state, fingerprint, chunk_size=chunk_size, chunks=chunks, seeds=seeds
         )
-        atomic_write_json(out / STATE, state)
-        warn_about_pickles(out)
     public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
     eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
     started = time.perf_counter()
@@ -129,43 +109,9 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     ) as bar:
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
-            expected = {
-                "teachers": np.array([lo, hi], dtype=np.int64),
-                "seeds": np.asarray(seeds[lo:hi], dtype=np.int64),
-                "shard_sizes": np.array([len(shards[t]) for t in members], dtype=np.int64),
-            }
-            path = out / f"chunk_{ci:04d}.npz" if out is not None else None
-            if out is not None and ci in state["completed"]:
-                saved = load_sklearn_chunk(
-                    path,
-                    expected,
-                    num_classes=int(data.num_classes),
-                    n_public=len(data.public),
-                    n_eval=len(data.evaluation),
-                )
-            else:
-                fitted = fit_sklearn_teachers(
-                    estimator,
-                    data.private.x,
-                    y,
-                    [shards[t] for t in members],
-                    [seeds[t] for t in members],
-                    n_jobs=config.n_jobs,
-                )
-                saved = dict(
-                    expected,
-                    format=np.array(CHUNK_FORMAT, dtype=np.int64),
-                    random_states=sklearn_random_states(fitted),
-                    public_predictions=sklearn_predict(fitted, data.public.x),
-                    eval_predictions=sklearn_predict(fitted, data.evaluation.x),
-                )
-                del fitted  # kept in memory only: estimators are never written (no pickles)
-                if out is not None:
-                    atomic_savez(
-                        path, **{k: np.asarray(saved[k], dtype=np.int64) for k in CHUNK_KEYS}
-                    )
-                    state["completed"] = sorted(set(state["completed"]) | {ci})
-                    atomic_write_json(out / STATE, state)
+            saved = _chunk_predictions(
+                data, shards, seeds, config, estimator, ci, members, out=out, state=state
+            )
             public_preds[lo:hi] = saved["public_predictions"]
             eval_preds[lo:hi] = saved["eval_predictions"]
             bar.update(hi - lo)
@@ -184,6 +130,85 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
         out,
         config,
     )
+
+
+def _check_two_classes(y: np.ndarray, shards) -> None:
+    """ValueError where a teacher's shard holds a single class (scikit-learn needs two)."""
+    for t, shard in enumerate(shards):
+        if len(np.unique(y[shard])) < 2:
+            raise ValueError(
+                f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
+                "scikit-learn classifiers need at least two. Use a stratified "
+                "partition or fewer teachers"
+            )
+
+
+def _start_state(
+    out: pathlib.Path, state: dict | None, fingerprint, *, chunk_size: int, chunks: list, seeds
+) -> dict:
+    """Write the output folder's state (its finished chunks kept) before any fitting, and log
+    any pickle in it."""
+    state = dict(
+        state or {},
+        fingerprint=fingerprint,
+        chunk_size=chunk_size,
+        num_chunks=len(chunks),
+        trainer="sklearn",
+        seeds=seeds,
+        completed=(state or {}).get("completed", []),
+    )
+    atomic_write_json(out / STATE, state)
+    warn_about_pickles(out)
+    return state
+
+
+def _chunk_predictions(
+    data, shards, seeds, config, estimator, ci: int, members: list, *, out, state
+) -> dict:
+    """The predictions of chunk ``ci`` (teachers ``members``): read back when a resumed run
+    finished it, else fitted now (and saved, with the state, when there is an output folder)."""
+    from pate.teachers.sequential import (
+        fit_sklearn_teachers,
+        sklearn_predict,
+        sklearn_random_states,
+    )
+
+    lo, hi = members[0], members[-1] + 1
+    expected = {
+        "teachers": np.array([lo, hi], dtype=np.int64),
+        "seeds": np.asarray(seeds[lo:hi], dtype=np.int64),
+        "shard_sizes": np.array([len(shards[t]) for t in members], dtype=np.int64),
+    }
+    path = out / f"chunk_{ci:04d}.npz" if out is not None else None
+    if out is not None and ci in state["completed"]:
+        return load_sklearn_chunk(
+            path,
+            expected,
+            num_classes=int(data.num_classes),
+            n_public=len(data.public),
+            n_eval=len(data.evaluation),
+        )
+    fitted = fit_sklearn_teachers(
+        estimator,
+        data.private.x,
+        data.private.y,
+        [shards[t] for t in members],
+        [seeds[t] for t in members],
+        n_jobs=config.n_jobs,
+    )
+    saved = dict(
+        expected,
+        format=np.array(CHUNK_FORMAT, dtype=np.int64),
+        random_states=sklearn_random_states(fitted),
+        public_predictions=sklearn_predict(fitted, data.public.x),
+        eval_predictions=sklearn_predict(fitted, data.evaluation.x),
+    )
+    del fitted  # kept in memory only: estimators are never written (no pickles)
+    if out is not None:
+        atomic_savez(path, **{k: np.asarray(saved[k], dtype=np.int64) for k in CHUNK_KEYS})
+        state["completed"] = sorted(set(state["completed"]) | {ci})
+        atomic_write_json(out / STATE, state)
+    return saved
 
 
 def warn_about_pickles(out: pathlib.Path) -> None:

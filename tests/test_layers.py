@@ -171,10 +171,21 @@ def test_no_import_cycles(graph):
         )
 
 
+ERRORS = {"pate.analysis.errors", "pate.core.errors", "pate.teachers.errors"}
+
+
 def test_pate_package_imports_only_the_errors(graph):
-    assert graph.find_modules_directly_imported_by("pate") == {"pate.analysis.errors"}, (
-        "pate/__init__.py must import pate.analysis.errors only (import pate stays fast and torch-free)"
+    assert graph.find_modules_directly_imported_by("pate") == ERRORS, (
+        f"pate/__init__.py must import the errors ({', '.join(sorted(ERRORS))}) only "
+        "(import pate stays fast and torch-free)"
     )
+
+
+def test_the_errors_modules_import_only_the_errors_below_them(graph):
+    """Each layer's errors module builds on the base in pate.analysis.errors and imports nothing
+    else of pate, so that importing it (import pate does) stays light."""
+    for module in ERRORS:
+        assert graph.find_modules_directly_imported_by(module) <= {"pate.analysis.errors"}, module
 
 
 def test_cycle_finder_finds_a_cycle():

@@ -67,7 +67,6 @@ import numpy.typing as npt
 from pate import mechanisms
 from pate.analysis.accountant import PrivacyEvent, RdpAccountant
 from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
-from pate.analysis.errors import BudgetExceededError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (
@@ -78,6 +77,7 @@ from pate.analysis.validation import (
     check_votes,
     describe,
 )
+from pate.core.errors import BudgetExceededError
 from pate.core.rng import Rng, check_rng
 from pate.mechanisms.base import MechanismSpec
 
@@ -542,7 +542,7 @@ class OnlineAggregator:
         budget (see ``budget_basis``); the rest get source "not-asked", label -1, and cost
         nothing; ``result.stop_reason`` says why. on_exhausted="raise": if the whole batch
         could exceed the budget (all of it answered by the teachers), nothing is asked and
-        :class:`pate.analysis.errors.BudgetExceededError` is raised, before any noise is drawn.
+        :class:`pate.core.errors.BudgetExceededError` is raised, before any noise is drawn.
         """
         on_exhausted = check_choice(on_exhausted, "on_exhausted", ("stop", "raise"))
         counts, student = self._validate_batch(votes, student_probabilities)
@@ -641,7 +641,7 @@ class OnlineAggregator:
     ) -> int:
         """Answer one query (a (classes,) vote row); returns its label (-1: not answered).
 
-        Raises :class:`pate.analysis.errors.BudgetExceededError` (nothing drawn, nothing charged) if
+        Raises :class:`pate.core.errors.BudgetExceededError` (nothing drawn, nothing charged) if
         answering it could exceed the budget.
         """
         row = np.asarray(votes_row)

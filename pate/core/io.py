@@ -61,8 +61,9 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.npyio import NpzFile
 
-from pate.analysis.errors import CorruptFileError, RunDirError
+from pate.analysis.errors import CorruptFileError
 from pate.analysis.mapped import npz_member_map
+from pate.core.errors import RunDirError
 
 __all__ = [
     "atomic_write_bytes",

@@ -66,8 +66,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pate.analysis.errors import PartitionError
 from pate.analysis.validation import check_choice, check_int, describe
+from pate.core.errors import PartitionError
 from pate.core.io import atomic_write_bytes
 from pate.core.rng import check_rng
 

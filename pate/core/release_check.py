@@ -1,6 +1,6 @@
 """Choosing and checking a class-means release's labelling rule from the release itself (free).
 
-A class-means release (:mod:`pate.core.class_means`) is the noisy statistic Y = S + N(0, sigma^2
+A class-means release (:mod:`pate.core.mean_release`) is the noisy statistic Y = S + N(0, sigma^2
 I), S the per-class sums of the clipped embeddings u and the weighted counts. Several rules can
 label the public rows from one Y; which labels best is a property of the private records, but
 the release can say which rule it agrees with -- at no privacy cost -- because a good rule's
@@ -39,7 +39,7 @@ accuracy: a rule can confuse two classes whose statistics agree and still pass.
 
 Candidates (:data:`CANDIDATES`): for ``"qda"``, quadratic discriminant analysis with the class
 moments as released and with each class's deviation from the public moments shrunk by its noise
-level (:func:`pate.core.class_means.quadratic_discriminant`, ``shrink``); ``"lda"`` is checked
+level (:func:`pate.core.mean_release.quadratic_discriminant`, ``shrink``); ``"lda"`` is checked
 alone (the warning only). ``"logistic"`` is not checked (its fit to the release's moments would
 be repeated per split; it is the image path's rule).
 """
@@ -55,7 +55,7 @@ import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.validation import check_choice, check_embeddings
-from pate.core.class_means import (
+from pate.core.mean_release import (
     RULES,
     LinearLabeller,
     NoisyClassMeans,

@@ -171,7 +171,7 @@ import each other one way (no cycles), from ``ledger`` down to ``formats``.
 
 # Also importable from here, as before the split (not part of ``import *``): APPLICATION, BASES,
 # KEY_VERSION, LEDGER_RELATION, legacy_record_keys, BudgetExceededError and LedgerError.
-from pate.analysis.errors import BudgetExceededError, LedgerError  # noqa: F401
+from pate.core.errors import BudgetExceededError, LedgerError  # noqa: F401
 from pate.ledger.data import (  # noqa: F401
     BASES,
     CONVERSIONS,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.ledger.audit import write_audit
 from pate.ledger.blocks import block_rows
 from pate.ledger.composition import compose, prior, scopes, shared_grid, worst_eps

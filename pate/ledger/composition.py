@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.errors import LedgerError
+from pate.core.errors import LedgerError
 from pate.ledger.blocks import block_rows
 from pate.ledger.data import LEDGER_RELATION, Budget, Item
 from pate.ledger.datasets import budget_of

@@ -13,7 +13,7 @@ import dataclasses
 import sqlite3
 from typing import Any
 
-from pate.analysis.errors import LedgerError
+from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.data import Budget
 from pate.ledger.formats import utc_now

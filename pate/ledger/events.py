@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pate.analysis.errors import LedgerError
+from pate.core.errors import LedgerError
 from pate.ledger.formats import canonical, sha256_text
 
 if TYPE_CHECKING:

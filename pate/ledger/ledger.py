@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.errors import LedgerError
 from pate.analysis.validation import check_choice, check_delta, check_positive
+from pate.core.errors import LedgerError
 from pate.ledger import budgets, datasets, spending, summaries
 from pate.ledger.audit import budget_changes, read_audit
 from pate.ledger.blocks import add_block, block_rows, target_blocks

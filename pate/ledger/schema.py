@@ -13,7 +13,7 @@ from __future__ import annotations
 import pathlib
 import sqlite3
 
-from pate.analysis.errors import LedgerError
+from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.formats import utc_now
 

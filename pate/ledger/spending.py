@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.errors import LedgerError
+from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.blocks import block_rows
 from pate.ledger.budgets import check_fits

@@ -17,7 +17,7 @@ import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 
-from pate.analysis.errors import LedgerError
+from pate.core.errors import LedgerError
 from pate.ledger import schema
 from pate.ledger.names import add_names_table
 

@@ -10,7 +10,7 @@ mechanism. Every spec has a *kind* (:mod:`pate.mechanisms.kinds`: "vote", "sampl
 reads, draws, charges and publishes.
 The RDP arithmetic itself lives in :mod:`pate.analysis`; a spec only wires it. This package is part
 of the pate core layer: it imports :mod:`pate.analysis`, numpy, and (inside the "sample" and
-"release" specs' draws) ``pate.core.knn`` and ``pate.core.class_means``; ``pate.core.aggregators`` imports it.
+"release" specs' draws) ``pate.core.knn`` and ``pate.core.mean_release``; ``pate.core.aggregators`` imports it.
 
 Files: ``params`` (:class:`Param` and the shared parameters), ``kinds`` (the kinds), ``base``
 (:class:`MechanismSpec`), ``registry`` (the name -> spec table), and one file per built-in spec:

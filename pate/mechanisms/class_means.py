@@ -1,5 +1,5 @@
 """Noisy class means: one Gaussian release of the private records' per-class sums labels every
-query ("release" kind; ``pate.core.class_means``, analysis ``pate.analysis.class_means``)."""
+query ("release" kind; ``pate.core.mean_release``, analysis ``pate.analysis.class_means``)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class _ClassMeans(MechanismSpec):
     """Noisy class means: one Gaussian release of the private records' per-class sums of
     clipped, public-whitened embeddings and their class counts weighted by ``count_weight``
     kappa (sensitivity sqrt(1 + kappa^2)), post-processed into a rule that labels every query,
-    LDA or the public-marginal logistic regression (``pate.core.class_means``; analysis and
+    LDA or the public-marginal logistic regression (``pate.core.mean_release``; analysis and
     derivation: ``pate.analysis.class_means``, [M17] Propositions 7 and 9). The whole run costs
     one event, RDP orders (1 + kappa^2) / (2 sigma^2), whatever the number of queries: for the
     per-query methods the first query asked carries that cost and every other query is free
@@ -64,7 +64,7 @@ class _ClassMeans(MechanismSpec):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise TypeError(
             f"{self.name} labels queries from one release of the private records' "
-            "class sums, not from votes: use pate.core.class_means.noisy_class_means, or "
+            "class sums, not from votes: use pate.core.mean_release.noisy_class_means, or "
             "a run (`pate run`, pate.api), which charges the release first"
         )
 
@@ -133,10 +133,10 @@ class _ClassMeans(MechanismSpec):
         rng: Rng,
         rule: str,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """The noisy class sums (``pate.core.class_means.noisy_class_means``), then the scores of
+        """The noisy class sums (``pate.core.mean_release.noisy_class_means``), then the scores of
         the labelling ``rule`` on the first ``queries`` public rows, chosen among its variants
         and checked against the release (``pate.core.release_check.checked_rule``: free)."""
-        from pate.core.class_means import LOGISTIC_RIDGE, noisy_class_means
+        from pate.core.mean_release import LOGISTIC_RIDGE, noisy_class_means
         from pate.core.release_check import checked_rule
 
         release = noisy_class_means(

@@ -27,12 +27,12 @@ import logging
 import os
 import pathlib
 
-from pate.analysis.errors import ConfigError
 from pate.run import config as C
 from pate.run import planner as P
 from pate.run import rundir as R
 from pate.run import stages as S
 from pate.run.rundir import Run
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 

@@ -55,8 +55,9 @@ import datetime as _dt
 import pathlib
 import secrets
 
-from pate.analysis.errors import ConfigError, CorruptFileError
+from pate.analysis.errors import CorruptFileError
 from pate.core.io import atomic_write_json, read_json
+from pate.teachers.errors import ConfigError
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}

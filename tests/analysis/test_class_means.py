@@ -95,7 +95,7 @@ def test_sensitivity_is_what_one_record_changes(kappa):
     """The derivation's Delta on records: adding one record to D changes the (core's) released
     matrix S by at most sqrt(1 + kappa^2) in Frobenius norm, with equality for a record clipped to
     the radius (an outlier), and less for one inside it."""
-    from pate.core.class_means import class_sums, public_geometry
+    from pate.core.mean_release import class_sums, public_geometry
 
     rng = np.random.default_rng(int(kappa * 1000))
     public = rng.normal(size=(200, 6))

@@ -12,7 +12,8 @@ import pytest
 
 from pate import analysis
 from pate.analysis.rdp import _rdp_gaussian_from_log_q
-from pate.analysis.sensitivity import _log_q1, _run_cost_and_ls
+from pate.analysis.sanitized_release import _run_cost_and_ls
+from pate.analysis.sensitivity import _log_q1
 
 
 def _load_golden_module():

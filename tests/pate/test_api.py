@@ -71,7 +71,7 @@ def test_the_ledger_is_charged_like_pate_run(sklearn_run, digits):
 
 
 def test_resume_needs_the_same_data(sklearn_run, digits):
-    from pate.analysis.errors import ConfigError
+    from pate.teachers.errors import ConfigError
 
     tmp, result = sklearn_run
     x = flat(digits.private).copy()
@@ -95,7 +95,7 @@ def test_resume_needs_the_same_data(sklearn_run, digits):
 def test_resume_errors_speak_pate_fit_s_keywords(sklearn_run, digits):
     """A run directory reused from Python is refused in keyword arguments (resume=True,
     target_eps=), not in the CLI's flags and TOML keys."""
-    from pate.analysis.errors import ConfigError
+    from pate.teachers.errors import ConfigError
 
     tmp, result = sklearn_run
     args = ((flat(digits.private), digits.private.y), flat(digits.public))
@@ -122,7 +122,7 @@ def test_a_reshaped_copy_of_the_private_records_has_no_fresh_budget(sklearn_run,
     run above used (N, 64) float32 -- are the same records, so the exhausted budget binds them."""
     from sklearn.linear_model import LogisticRegression
 
-    from pate.analysis.errors import BudgetExceededError
+    from pate.core.errors import BudgetExceededError
 
     tmp, result = sklearn_run
     x4 = digits.private.x.reshape(len(digits.private.x), 1, 8, 8).astype(np.float64)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pate.core.class_means import labelling_rule, noisy_class_means, recover_rule
+from pate.core.mean_release import labelling_rule, noisy_class_means, recover_rule
 from pate.student.rule_product import RuleHead, RuleProduct, product_log_proba
 from pate.student.train import Student
 from pate.teachers.features import PublicFrontEnd

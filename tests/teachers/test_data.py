@@ -8,8 +8,9 @@ import struct
 import numpy as np
 import pytest
 
-from pate.analysis.errors import DatasetNotFoundError, InputError
+from pate.analysis.errors import InputError
 from pate.teachers.data import ArraySplit, load_pate_data, read_idx
+from pate.teachers.errors import DatasetNotFoundError
 
 
 def _write_idx(path, array, *, compress=True):

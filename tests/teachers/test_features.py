@@ -161,7 +161,7 @@ def test_a_kernel_class_means_release_separates_rings_a_linear_one_cannot():
     release (add/remove sensitivity unchanged: rows are still clipped to norm <= 1)."""
     from sklearn.datasets import make_circles
 
-    from pate.core.class_means import noisy_class_means
+    from pate.core.mean_release import noisy_class_means
 
     x, y = make_circles(n_samples=3000, noise=0.08, factor=0.5, random_state=0)
     x = x * [100.0, 0.01]  # awkward column scales

@@ -145,8 +145,8 @@ def test_local_backend_never_imports_ray(tmp_path, small_digits):
     ],
 )
 def test_cluster_settings_are_checked_before_any_work(tmp_path, small_digits, extra, match):
-    from pate.analysis.errors import ConfigError
     from pate.run import config as C
+    from pate.teachers.errors import ConfigError
 
     path = small_digits(tmp_path, extra=f"\n[cluster]\n{extra}\n")
     if 'backend = "ray"' in extra and ray is None:

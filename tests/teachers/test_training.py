@@ -10,9 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pate.analysis.errors import ConfigError, PartitionError  # noqa: E402
+from pate.core.errors import PartitionError  # noqa: E402
 from pate.teachers.data import ArraySplit  # noqa: E402
 from pate.teachers.ensemble import TeacherConfig, plurality_accuracy, train_teachers  # noqa: E402
+from pate.teachers.errors import ConfigError
 from pate.teachers.sequential import SequentialChunk  # noqa: E402
 from pate.teachers.vectorized import VectorizedChunk  # noqa: E402
 

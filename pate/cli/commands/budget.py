@@ -55,29 +55,45 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="budget_command", metavar="ACTION")
     sub.required = True
-
-    def common(p: argparse.ArgumentParser, *, dataset: bool = True) -> None:
-        if dataset:
-            p.add_argument(
-                "--dataset",
-                required=True,
-                help="dataset digest, name, or unique digest prefix (>= 8 hex digits)",
-            )
-        p.add_argument(
-            "--ledger",
-            default=None,
-            help="ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)",
-        )
-        p.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-    common(
+    _common_arguments(
         sub.add_parser("show", help="budget, spend, remaining and live reservations of a dataset")
     )
-    common(sub.add_parser("history", help="every recorded privacy event of a dataset"))
+    _common_arguments(sub.add_parser("history", help="every recorded privacy event of a dataset"))
+    _add_set_parser(sub)
+    p = sub.add_parser(
+        "add-block", help="register a new time block of records (Sage block accounting)"
+    )
+    _common_arguments(p)
+    p.add_argument("--block", required=True, help="block name, e.g. 2025-06")
+    _common_arguments(sub.add_parser("list", help="every dataset in the ledger"), dataset=False)
+    _add_link_parser(sub)
+    p = sub.add_parser("release", help="give back a live reservation by hand")
+    _common_arguments(p, dataset=False)
+    p.add_argument("--reservation", required=True, help="reservation id (see `pate budget show`)")
+    _add_digest_parser(sub)
+
+
+def _common_arguments(p: argparse.ArgumentParser, *, dataset: bool = True) -> None:
+    """``--dataset`` (unless ``dataset=False``), ``--ledger`` and ``--json``."""
+    if dataset:
+        p.add_argument(
+            "--dataset",
+            required=True,
+            help="dataset digest, name, or unique digest prefix (>= 8 hex digits)",
+        )
+    p.add_argument(
+        "--ledger",
+        default=None,
+        help="ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _add_set_parser(sub) -> None:
     p = sub.add_parser(
         "set", help="set the (eps, delta) budget of a dataset, registering it if new"
     )
-    common(p)
+    _common_arguments(p)
     p.add_argument("--eps", type=float, required=True, help="total epsilon the dataset may spend")
     p.add_argument("--delta", type=float, required=True, help="delta of the (eps, delta) budget")
     p.add_argument(
@@ -102,17 +118,14 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--reason", default=None, help="why the budget is set or changed (kept in the audit log)"
     )
-    p = sub.add_parser(
-        "add-block", help="register a new time block of records (Sage block accounting)"
-    )
-    common(p)
-    p.add_argument("--block", required=True, help="block name, e.g. 2025-06")
-    common(sub.add_parser("list", help="every dataset in the ledger"), dataset=False)
+
+
+def _add_link_parser(sub) -> None:
     p = sub.add_parser(
         "link",
         help="declare that two datasets share records (their spend then counts against each other)",
     )
-    common(p)
+    _common_arguments(p)
     p.add_argument(
         "--with",
         dest="other",
@@ -120,9 +133,9 @@ def add_parser(subparsers) -> None:
         help="the other dataset: digest, name, or unique digest prefix",
     )
     p.add_argument("--reason", default=None, help="why (kept in the audit log)")
-    p = sub.add_parser("release", help="give back a live reservation by hand")
-    common(p, dataset=False)
-    p.add_argument("--reservation", required=True, help="reservation id (see `pate budget show`)")
+
+
+def _add_digest_parser(sub) -> None:
     p = sub.add_parser(
         "digest", help="the dataset digest `pate run` uses for a config (or of record ids)"
     )
@@ -244,100 +257,153 @@ def run(args) -> int:
     if action == "digest":
         return _digest(args)
     with Ledger(args.ledger, create=(action == "set")) as ledger:
-        if action == "show":
-            summary = ledger.summary(args.dataset)
-            _print_json(summary) if args.json else _print_summary(summary)
-        elif action == "history":
-            rows = ledger.history(args.dataset)
-            if args.json:
-                _print_json(
-                    {
-                        "dataset": ledger.resolve(args.dataset),
-                        "events": rows,
-                        "audit": ledger.audit_log(args.dataset),
-                        "budget_changes": ledger.budget_changes(args.dataset),
-                    }
-                )
-            else:
-                _print_history(rows)
-        elif action == "set":
-            budget = ledger.set_budget(
-                args.dataset,
-                eps=args.eps,
-                delta=args.delta,
-                data_dependent=args.data_dependent,
-                conversion=args.conversion,
-                name=args.name,
-                reason=args.reason,
-            )
-            digest = ledger.resolve(args.name or args.dataset)
-            if args.json:
-                _print_json(
-                    {
-                        "dataset": digest,
-                        "eps": budget.eps,
-                        "delta": budget.delta,
-                        "basis": budget.basis,
-                        "conversion": budget.conversion,
-                        "ledger": str(ledger.path),
-                    }
-                )
-            else:
-                print(
-                    f"budget of {args.name or digest}: eps={budget.eps:g} at delta={budget.delta:g} "
-                    f"({budget.basis} RDP, {budget.conversion} conversion) in {ledger.path}"
-                )
-        elif action == "add-block":
-            ledger.add_block(args.dataset, args.block)
-            blocks = ledger.blocks(args.dataset)
-            _print_json(
-                {"dataset": ledger.resolve(args.dataset), "blocks": blocks}
-            ) if args.json else print(f"blocks of {args.dataset}: {', '.join(blocks)}")
-        elif action == "list":
-            rows = ledger.datasets()
-            if args.json:
-                _print_json(rows)
-            else:
-                print(
-                    f"{'digest':<14} {'name':<20} {'eps':>8} {'delta':>8} {'events':>7} "
-                    f"{'records':>8}  {'conversion':<10}  basis  (linked)"
-                )
-                for r in rows:
-                    linked = (
-                        f"  (shares records with {', '.join(d[:12] for d in r['linked'])})"
-                        if r["linked"]
-                        else ""
-                    )
-                    if r["aliases"]:  # the first name, then the later ones
-                        linked += f"  (also named {', '.join(r['aliases'])})"
-                    print(
-                        f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
-                        f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
-                        f"{(r['conversion'] if r['budget_eps'] is not None else '-'):<10}  "
-                        f"{r['basis']}{linked}"
-                    )
-        elif action == "link":
-            ledger.link(args.dataset, args.other, reason=args.reason)
-            rows = ledger.linked(args.dataset)
-            if args.json:
-                _print_json({"dataset": ledger.resolve(args.dataset), "linked": rows})
-            else:
-                print(
-                    f"{args.dataset} now shares its spend with: "
-                    f"{', '.join(r['name'] or r['dataset'][:12] for r in rows)}"
-                )
-        elif action == "release":
-            released = ledger.release(args.reservation)
-            _print_json(
-                {"reservation": args.reservation, "released": released}
-            ) if args.json else print(
-                f"reservation {args.reservation} "
-                f"{'released' if released else 'was no longer live; nothing to do'}"
-            )
+        action_function = _ACTIONS.get(action)
+        if action_function is not None:
+            action_function(ledger, args)
     return 0
 
 
+def _show(ledger, args) -> None:
+    summary = ledger.summary(args.dataset)
+    _print_json(summary) if args.json else _print_summary(summary)
+
+
+def _history(ledger, args) -> None:
+    rows = ledger.history(args.dataset)
+    if args.json:
+        _print_json(
+            {
+                "dataset": ledger.resolve(args.dataset),
+                "events": rows,
+                "audit": ledger.audit_log(args.dataset),
+                "budget_changes": ledger.budget_changes(args.dataset),
+            }
+        )
+    else:
+        _print_history(rows)
+
+
+def _set(ledger, args) -> None:
+    budget = ledger.set_budget(
+        args.dataset,
+        eps=args.eps,
+        delta=args.delta,
+        data_dependent=args.data_dependent,
+        conversion=args.conversion,
+        name=args.name,
+        reason=args.reason,
+    )
+    digest = ledger.resolve(args.name or args.dataset)
+    if args.json:
+        _print_json(
+            {
+                "dataset": digest,
+                "eps": budget.eps,
+                "delta": budget.delta,
+                "basis": budget.basis,
+                "conversion": budget.conversion,
+                "ledger": str(ledger.path),
+            }
+        )
+    else:
+        print(
+            f"budget of {args.name or digest}: eps={budget.eps:g} at delta={budget.delta:g} "
+            f"({budget.basis} RDP, {budget.conversion} conversion) in {ledger.path}"
+        )
+
+
+def _add_block(ledger, args) -> None:
+    ledger.add_block(args.dataset, args.block)
+    blocks = ledger.blocks(args.dataset)
+    _print_json(
+        {"dataset": ledger.resolve(args.dataset), "blocks": blocks}
+    ) if args.json else print(f"blocks of {args.dataset}: {', '.join(blocks)}")
+
+
+def _list(ledger, args) -> None:
+    rows = ledger.datasets()
+    if args.json:
+        _print_json(rows)
+        return
+    print(
+        f"{'digest':<14} {'name':<20} {'eps':>8} {'delta':>8} {'events':>7} "
+        f"{'records':>8}  {'conversion':<10}  basis  (linked)"
+    )
+    for r in rows:
+        linked = (
+            f"  (shares records with {', '.join(d[:12] for d in r['linked'])})"
+            if r["linked"]
+            else ""
+        )
+        if r["aliases"]:  # the first name, then the later ones
+            linked += f"  (also named {', '.join(r['aliases'])})"
+        print(
+            f"{r['digest'][:12]:<14} {(r['name'] or '-'):<20} {_fmt(r['budget_eps'], 'g'):>8} "
+            f"{_fmt(r['budget_delta'], 'g'):>8} {r['events']:>7} {_fmt(r['records'], 'd'):>8}  "
+            f"{(r['conversion'] if r['budget_eps'] is not None else '-'):<10}  "
+            f"{r['basis']}{linked}"
+        )
+
+
+def _link(ledger, args) -> None:
+    ledger.link(args.dataset, args.other, reason=args.reason)
+    rows = ledger.linked(args.dataset)
+    if args.json:
+        _print_json({"dataset": ledger.resolve(args.dataset), "linked": rows})
+    else:
+        print(
+            f"{args.dataset} now shares its spend with: "
+            f"{', '.join(r['name'] or r['dataset'][:12] for r in rows)}"
+        )
+
+
+def _release(ledger, args) -> None:
+    released = ledger.release(args.reservation)
+    _print_json({"reservation": args.reservation, "released": released}) if args.json else print(
+        f"reservation {args.reservation} "
+        f"{'released' if released else 'was no longer live; nothing to do'}"
+    )
+
+
+# ``pate budget ACTION``: what each action does with the open ledger ("digest" opens none)
+_ACTIONS = {
+    "show": _show,
+    "history": _history,
+    "set": _set,
+    "add-block": _add_block,
+    "list": _list,
+    "link": _link,
+    "release": _release,
+}
+
+
 def _print_summary(s: dict) -> None:
+    _print_budget_lines(s)
+    if s["orders"]:
+        o = s["orders"]
+        print(f"orders     {o['count']} shared Renyi orders in [{o['min']:g}, {o['max']:g}]")
+    if s["blocks"]:
+        print("blocks (Sage: the dataset's loss is the max over blocks)")
+        print(f"  {'block':<20} {'events':>7} {'spent':>10} {'+reserved':>10}")
+        for r in s["blocks"]:
+            print(
+                f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
+                f"{_fmt(r['spent_and_reserved']):>10}"
+            )
+    if s.get("linked"):
+        _print_linked(s)
+    _print_budget_changes(s)
+    if s["reservations"]:
+        print("live reservations")
+        for r in s["reservations"]:
+            print(
+                f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
+                f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]"
+            )
+
+
+def _print_budget_lines(s: dict) -> None:
+    """The summary's head: the dataset, its ledger, its budget, spent, reserved, remaining."""
     b = s["budget"]
     label = f"{s['name']}  ({s['dataset']})" if s["name"] else s["dataset"]
     print(f"dataset    {label}")
@@ -369,64 +435,54 @@ def _print_summary(s: dict) -> None:
             f"{len(s['reservations'])} live reservation(s))"
         )
         print(f"remaining  eps={_fmt(s['remaining'])}")
-    if s["orders"]:
-        o = s["orders"]
-        print(f"orders     {o['count']} shared Renyi orders in [{o['min']:g}, {o['max']:g}]")
-    if s["blocks"]:
-        print("blocks (Sage: the dataset's loss is the max over blocks)")
-        print(f"  {'block':<20} {'events':>7} {'spent':>10} {'+reserved':>10}")
-        for r in s["blocks"]:
-            print(
-                f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
-                f"{_fmt(r['spent_and_reserved']):>10}"
-            )
-    if s.get("linked"):
-        print(
-            f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
-            f"({s['linked_events']} event(s)); each also keeps its own budget:"
+
+
+def _print_linked(s: dict) -> None:
+    """The datasets sharing records with this one, their budgets, and the effective remaining."""
+    print(
+        f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
+        f"({s['linked_events']} event(s)); each also keeps its own budget:"
+    )
+    for r in s["linked"]:
+        b = r["budget"]
+        budget = (
+            "no budget"
+            if b is None
+            else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
         )
-        for r in s["linked"]:
-            b = r["budget"]
-            budget = (
-                "no budget"
-                if b is None
-                else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
-            )
-            shared = (
-                "linked by hand"
-                if r["shared_records"] is None
-                else f"{r['shared_records']} shared record(s)"
-            )
-            print(
-                f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
-                f"{budget}, remaining eps={_fmt(r['remaining'])}"
-            )
-        print(
-            f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
-            f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
+        shared = (
+            "linked by hand"
+            if r["shared_records"] is None
+            else f"{r['shared_records']} shared record(s)"
         )
+        print(
+            f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
+            f"{budget}, remaining eps={_fmt(r['remaining'])}"
+        )
+    print(
+        f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
+        f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
+    )
+
+
+def _print_budget_changes(s: dict) -> None:
+    """Every change of the budget after the first one (the audit log)."""
     changes = [c for c in s.get("budget_changes", []) if c["change"] != "initial"]
-    if changes:
-        print("budget changes")
-        for c in changes:
-            prev = c["previous"]
-            conv = (
-                ""
-                if prev["conversion"] == c["conversion"]
-                else f", conversion {prev['conversion']} -> {c['conversion']}"
-            )
-            print(
-                f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
-                f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
-                f"{'; ' + c['reason'] if c['reason'] else ''}"
-            )
-    if s["reservations"]:
-        print("live reservations")
-        for r in s["reservations"]:
-            print(
-                f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
-                f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]"
-            )
+    if not changes:
+        return
+    print("budget changes")
+    for c in changes:
+        prev = c["previous"]
+        conv = (
+            ""
+            if prev["conversion"] == c["conversion"]
+            else f", conversion {prev['conversion']} -> {c['conversion']}"
+        )
+        print(
+            f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
+            f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
+            f"{'; ' + c['reason'] if c['reason'] else ''}"
+        )
 
 
 def _print_history(rows: list[dict]) -> None:

@@ -71,7 +71,7 @@ def _names() -> dict:
 
 def packaged_name(name: str) -> str:
     """The packaged config ``name`` means (``-``/``_``, case and a ``.toml`` suffix ignored)."""
-    from pate.analysis.errors import ConfigError
+    from pate.teachers.errors import ConfigError
 
     shipped = _names()
     text = str(name).strip()
@@ -149,7 +149,7 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate.analysis.errors import ConfigError
+    from pate.teachers.errors import ConfigError
 
     if args.list_configs:
         if args.name is not None or args.output is not None or args.force:

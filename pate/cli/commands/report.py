@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         # a run directory: the report stage, marked done like `pate run` marks it
         run = R.Run.open(run_dir, progress=False)
         if not run.done("analysis"):
-            from pate.analysis.errors import ConfigError
+            from pate.teachers.errors import ConfigError
 
             raise ConfigError(
                 f"{run_dir}: the report needs the analysis stage first: "

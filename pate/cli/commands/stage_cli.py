@@ -257,10 +257,10 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     changes no file of the run."""
     import pathlib
 
-    from pate.analysis.errors import ConfigError
     from pate.run import config as C
     from pate.run import stages
     from pate.run.rundir import STATE, Run
+    from pate.teachers.errors import ConfigError
 
     run_dir = pathlib.Path(args.run_dir)
     overrides = threads_override(args, _overrides(args, tables))

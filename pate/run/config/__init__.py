@@ -41,7 +41,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  Fourier features; default "scatternet" for images whose sides are multiples
                  of 4 and >= 8, "kernel" for a class-means table, else "none") and dims
                  (default 64; a kernel's from the noise and the sizes,
-                 pate.core.class_means.kernel_dims): principal axes fitted on the public split
+                 pate.core.mean_release.kernel_dims): principal axes fitted on the public split
                  only (:func:`knn_settings`); or
                  features = "student" with student_run = an earlier run's directory: that run's
                  released student embeds (a next round; its privacy cost is composed into this
@@ -79,7 +79,6 @@ The package, one concern per module (each imports only those listed before it):
                 (:func:`load`, :func:`from_dict`).
 """
 
-from pate.analysis.errors import ConfigError
 from pate.run.config.loading import (
     CONFIGS_FOLDER,
     CONFIGS_PACKAGE,
@@ -143,6 +142,7 @@ from pate.run.config.settings import (
     teacher_settings,
 )
 from pate.run.config.validation import validate
+from pate.teachers.errors import ConfigError
 
 __all__ = [
     "CONFIGS_FOLDER",

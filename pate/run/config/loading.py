@@ -11,12 +11,12 @@ import pathlib
 import tomllib
 from typing import Any
 
-from pate.analysis.errors import ConfigError
 from pate.run.config.messages import error_at
 from pate.run.config.planning import plan_config
 from pate.run.config.schema import normalize
 from pate.run.config.settings import data_settings
 from pate.run.config.validation import validate
+from pate.teachers.errors import ConfigError
 
 #: Where the configs that ship with pate-learn lie: the folder ``configs`` of the package
 #: ``pate`` (package data of the wheel; the top-level ``configs`` of a checkout links to it).

@@ -8,7 +8,7 @@ import json
 import shlex
 from typing import Any
 
-from pate.analysis.errors import ConfigError
+from pate.teachers.errors import ConfigError
 
 #: The ``source`` of a config built by :func:`pate.fit` (:func:`from_dict`): its messages name
 #: keyword arguments, not TOML keys (:func:`setting`).

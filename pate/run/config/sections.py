@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pate import mechanisms
-from pate.analysis.errors import ConfigError
 from pate.run.config.schema import PLANNED, REQUIRED, SCHEMA
+from pate.teachers.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -419,6 +419,26 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
             f'("private-knn", "class-means") only, not '
             f"{config['aggregator']['mechanism']!r}; remove the [knn] table",
         )
+    _check_knn_features(config, source, knn)
+    if "dims" in knn:
+        checked(f"{source}: [knn] dims", v.check_int, knn["dims"], "dims", minimum=1)
+    if "rule" in knn:
+        _check_knn_rule(config, source, knn)
+    if knn.get("features") == "scatternet":
+        import importlib.util
+
+        if importlib.util.find_spec("kymatio") is None:
+            raise error_at(
+                source,
+                '[knn] features = "scatternet" needs kymatio, which is not '
+                'installed (pip install kymatio), or set features = "none"',
+            )
+
+
+def _check_knn_features(config: dict, source: str, knn: dict) -> None:
+    """The [knn] front-end: features, and the settings that go (or never go) with it."""
+    from pate.analysis import validation as v
+
     if "features" in knn:
         checked(
             f"{source}: [knn] features",
@@ -468,31 +488,24 @@ def _check_knn(config: dict, source: str, knn_run: bool) -> None:
             '"scatternet" or "kernel"); a student embeds into its class probabilities: '
             "remove dims",
         )
-    if "dims" in knn:
-        checked(f"{source}: [knn] dims", v.check_int, knn["dims"], "dims", minimum=1)
-    if "rule" in knn:
-        from pate.core.class_means import RULES
 
-        mechanism = config["aggregator"]["mechanism"]
-        if not mechanisms.get(mechanism).kind.releases_once:
-            labellers = " or ".join(
-                f'"{n}"' for n, spec in mechanisms.REGISTRY.items() if spec.kind.releases_once
-            )
-            raise error_at(
-                source,
-                f"[knn] rule is how {labellers} labels from its release; "
-                f"{mechanism!r} has none: remove it",
-            )
-        checked(f"{source}: [knn] rule", v.check_choice, knn["rule"], "rule", RULES)
-    if knn.get("features") == "scatternet":
-        import importlib.util
 
-        if importlib.util.find_spec("kymatio") is None:
-            raise error_at(
-                source,
-                '[knn] features = "scatternet" needs kymatio, which is not '
-                'installed (pip install kymatio), or set features = "none"',
-            )
+def _check_knn_rule(config: dict, source: str, knn: dict) -> None:
+    """[knn] rule: only for a mechanism that labels from one release, one of its rules."""
+    from pate.analysis import validation as v
+    from pate.core.mean_release import RULES
+
+    mechanism = config["aggregator"]["mechanism"]
+    if not mechanisms.get(mechanism).kind.releases_once:
+        labellers = " or ".join(
+            f'"{n}"' for n, spec in mechanisms.REGISTRY.items() if spec.kind.releases_once
+        )
+        raise error_at(
+            source,
+            f"[knn] rule is how {labellers} labels from its release; "
+            f"{mechanism!r} has none: remove it",
+        )
+    checked(f"{source}: [knn] rule", v.check_choice, knn["rule"], "rule", RULES)
 
 
 def _check_cluster(config: dict, source: str) -> None:

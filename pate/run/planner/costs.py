@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import math
 
-from pate.analysis.errors import ConfigError
+from pate.teachers.errors import ConfigError
 
 
 def release_rdp(config: dict, spec, params: dict, grid):

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.errors import ConfigError
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 

@@ -11,7 +11,6 @@ import dataclasses
 import math
 
 from pate import mechanisms
-from pate.analysis.errors import ConfigError
 from pate.run.planner.costs import (
     answers_fixed,
     argmax_std,
@@ -41,6 +40,7 @@ from pate.run.planner.model import (
     setting_text,
 )
 from pate.run.planner.steps import auto_mechanism, open_threshold
+from pate.teachers.errors import ConfigError
 
 
 def plan_config(

@@ -144,7 +144,7 @@ _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
 # before these keys existed): answered_labels, answered_plurality_agreement (INTERNAL: from the
 # private votes; null without teachers), majority_class_rate and chance_rate (evaluation split),
 # student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings and
-# warnings (pate.run.run_analysis.utility_warnings: each says what to change).
+# warnings (pate.run.utility_warnings.utility_warnings: each says what to change).
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
     "answered_labels": "int",

@@ -83,7 +83,7 @@ def _rule_text(a: dict) -> str:
     any other mechanism)."""
     if not mechanisms.get(a["privacy"]["mechanism"]).kind.releases_once:
         return ""
-    from pate.core.class_means import RULE_TEXT
+    from pate.core.mean_release import RULE_TEXT
 
     rule = C.class_means_rule(a["config"])
     return f'Labelling rule ([knn] rule = "{rule}", post-processing): {RULE_TEXT[rule]}. '
@@ -495,13 +495,24 @@ def plain_language_statement(analysis: dict) -> str:
 
 
 def utility_warnings(a: dict) -> list[str]:
-    """The utility warnings of ``analysis.json`` (:func:`pate.run.run_analysis.utility_warnings`)."""
+    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility_warnings.utility_warnings`)."""
     return list(a["utility"].get("warnings") or [])
 
 
 def report_warnings(a: dict) -> list[str]:
-    p, q = a["privacy"], a["queries"]
-    out = utility_warnings(a)
+    return (
+        utility_warnings(a)
+        + _publication_warnings(a)
+        + _analysis_warnings(a)
+        + _querying_warnings(a)
+    )
+
+
+def _publication_warnings(a: dict) -> list[str]:
+    """What keeps the guarantee from being quoted as it is: seeded noise, a smoke test, a weak
+    epsilon, no ledger, a raised budget."""
+    p = a["privacy"]
+    out: list[str] = []
     if p.get("noise_seeded") is True:
         out.append(
             "The aggregator's noise was seeded by the user: the run is reproducible and NOT "
@@ -532,6 +543,14 @@ def report_warnings(a: dict) -> list[str]:
             f"The dataset's budget was raised {F.count(len(raised))} time(s) (see Budget "
             f"changes): the original budget no longer bounds the total privacy loss."
         )
+    return out
+
+
+def _analysis_warnings(a: dict) -> list[str]:
+    """Checks of the privacy analysis itself: the order grid, the guarantee against the
+    data-independent epsilon, the sanitized release, delta against the number of teachers."""
+    p = a["privacy"]
+    out: list[str] = []
     orders = p["orders"]
     lo, hi = min(orders), max(orders)
     for key in ("order", "order_data_independent"):
@@ -570,6 +589,14 @@ def report_warnings(a: dict) -> list[str]:
             f"\u03b4 this large allows leaking whole records; choose \u03b4 well below "
             f"1/(number of sensitive records)."
         )
+    return out
+
+
+def _querying_warnings(a: dict) -> list[str]:
+    """How the querying ended: nothing answered, stopped on a data-dependent budget, the ledger
+    overspent."""
+    p, q = a["privacy"], a["queries"]
+    out: list[str] = []
     if q["answered"] == 0:
         out.append("No query was answered: the student learned nothing from the teachers.")
     if p["budget"]["basis"] == "data-dependent" and (

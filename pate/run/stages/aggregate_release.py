@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.run import config as C
 from pate.run.rundir import Run
 from pate.run.stages.budget import raise_hint

@@ -13,12 +13,14 @@ saved; nothing is released beyond the answers (no smooth-sensitivity release).
 
 from __future__ import annotations
 
-from pate.analysis.errors import BudgetExceededError
+from collections.abc import Callable
+
+from pate.core.errors import BudgetExceededError
 from pate.run import config as C
 from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
-from pate.run.stages.records import records_inputs, records_summary
+from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
 from pate.run.stages.rounds import Answers, Rounds, ask_in_rounds, max_fitting
 
 
@@ -38,23 +40,18 @@ def _first_round(
     ledger,
     dataset,
     run_id: str,
-    eps_of,
+    inputs: RecordsInputs,
     *,
     allowed: int,
-    queries: int,
     worst,
-    orders,
-    budget_eps: float,
-    delta: float,
-    prior,
-    prior_rdp,
 ) -> tuple:
     """The first round's ``(reservation, n)`` (``(None, 0)`` without a ledger); BudgetExceededError
     where not even one query fits the config's budget or the ledger."""
+    eps_of, prior = inputs.eps_of, inputs.prior
     first = (None, 0)
     if ledger is not None:
         first = max_fitting(
-            ledger, dataset, orders=orders, worst=worst, limit=max(1, allowed), run_id=run_id
+            ledger, dataset, orders=inputs.orders, worst=worst, limit=max(1, allowed), run_id=run_id
         )
     if allowed == 0 or (ledger is not None and first[0] is None):
         try:  # the message reads the ledger while the reservation is still held
@@ -65,13 +62,18 @@ def _first_round(
                 f"{ledger.summary(dataset)['spent_and_reserved']:.6g})"
             )
             refused = BudgetExceededError(
-                f"{where} has no room for even one query of {spec.title} (eps={budget_eps:g} at "
-                f"delta={delta:g}; one query costs eps={eps_of(worst):.6g}"
-                + ("" if prior is None else f", the earlier rounds eps={eps_of(prior_rdp):.6g}")
+                f"{where} has no room for even one query of {spec.title} (eps="
+                f"{inputs.budget_eps:g} at delta={inputs.delta:g}; one query costs eps="
+                f"{eps_of(worst):.6g}"
+                + (
+                    ""
+                    if prior is None
+                    else f", the earlier rounds eps={eps_of(inputs.prior_rdp):.6g}"
+                )
                 + "); nothing was drawn or "
                 "charged. Use more noise, a lower sampling_rate, or "
                 + (
-                    raise_hint(run, ledger, dataset, max(1, queries) * worst)
+                    raise_hint(run, ledger, dataset, max(1, inputs.queries) * worst)
                     if ledger is not None
                     else f"raise {C.setting('privacy', 'budget_eps', source=caller_of(run))}"
                 )
@@ -83,112 +85,110 @@ def _first_round(
     return first
 
 
+def _summary(
+    run: Run,
+    spec,
+    inputs: RecordsInputs,
+    events: list,
+    answers: Answers,
+    rounds: Rounds,
+    *,
+    run_id: str,
+    dataset,
+    ledger,
+) -> dict:
+    """``aggregate.json`` of a sample run after the rounds so far (:func:`records_summary`)."""
+    return records_summary(
+        spec,
+        inputs.params,
+        events,
+        config=run.config,
+        orders=inputs.orders,
+        delta=inputs.delta,
+        conversion=inputs.conversion,
+        budget_eps=inputs.budget_eps,
+        asked=rounds.asked,
+        answered=int(answers.answered[: rounds.asked].sum()),
+        offered=inputs.queries,
+        stop_reason=rounds.stop_reason,
+        run_id=run_id,
+        dataset=dataset,
+        ledger=ledger,
+        plan=inputs.plan,
+        reserved=rounds.reserved,
+        rounds=rounds.rounds,
+        prior=inputs.prior,
+        knn={
+            "histograms": "drawn per round after its reservation; never saved",
+            "private_records": int(inputs.private.shape[0]),
+        },
+    )
+
+
+def _asker(spec, inputs: RecordsInputs, answers: Answers, events: list, noise) -> Callable:
+    """The round driver's ``ask(start, n)`` of a sample run: draws queries ``start .. start + n
+    - 1`` into ``answers`` and their event into ``events``."""
+
+    def ask(start, n):
+        # Drawn only now, inside the round's reservation: the samples, the histograms, the
+        # noise. Every query costs the same, so all n are asked.
+        hist = spec.sample_votes(
+            inputs.public[start : start + n],
+            inputs.private,
+            inputs.private_labels,
+            inputs.params,
+            num_classes=inputs.num_classes,
+            rng=noise,
+        )
+        got, ok, _ = spec.draw(hist, inputs.params, noise)
+        event = spec.event(hist, inputs.params, answered=ok, orders=inputs.orders)
+        answers.labels[start : start + n], answers.answered[start : start + n] = got, ok
+        events.append(event)
+        return n, event, None
+
+    return ask
+
+
 def aggregate_sample(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a "sample" mechanism (see the module docstring)."""
-    from pate import analysis
-
-    config = run.config
-    (
-        params,
-        public,
-        private,
-        private_labels,
-        num_classes,
-        num_queries,
-        queries,
-        orders,
-        budget_eps,
-        delta,
-        conversion,
-        plan,
-        prior,
-        prior_rdp,
-    ) = records_inputs(run, spec)
-    worst = spec.worst_case_query_rdp(params, orders=orders)
-
-    def eps_of(rdp):
-        return float(
-            analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0]
-        )
-
-    answers, rounds, events = Answers.empty(num_queries), Rounds(), []
+    inputs = records_inputs(run, spec)
+    queries = inputs.queries
+    worst = spec.worst_case_query_rdp(inputs.params, orders=inputs.orders)
+    answers, rounds, events = Answers.empty(inputs.num_queries), Rounds(), []
 
     def summary_now():
-        return records_summary(
+        return _summary(
+            run,
             spec,
-            params,
+            inputs,
             events,
-            config=config,
-            orders=orders,
-            delta=delta,
-            conversion=conversion,
-            budget_eps=budget_eps,
-            asked=rounds.asked,
-            answered=int(answers.answered[: rounds.asked].sum()),
-            offered=queries,
-            stop_reason=rounds.stop_reason,
+            answers,
+            rounds,
             run_id=run_id,
             dataset=dataset,
             ledger=ledger,
-            plan=plan,
-            reserved=rounds.reserved,
-            rounds=rounds.rounds,
-            prior=prior,
-            knn={
-                "histograms": "drawn per round after its reservation; never saved",
-                "private_records": int(private.shape[0]),
-            },
         )
 
     allowed = _allowed(
-        eps_of, prior_rdp=prior_rdp, worst=worst, queries=queries, budget_eps=budget_eps
-    )
-    first = _first_round(
-        run,
-        spec,
-        ledger,
-        dataset,
-        run_id,
-        eps_of,
-        allowed=allowed,
-        queries=queries,
+        inputs.eps_of,
+        prior_rdp=inputs.prior_rdp,
         worst=worst,
-        orders=orders,
-        budget_eps=budget_eps,
-        delta=delta,
-        prior=prior,
-        prior_rdp=prior_rdp,
+        queries=queries,
+        budget_eps=inputs.budget_eps,
     )
+    first = _first_round(run, spec, ledger, dataset, run_id, inputs, allowed=allowed, worst=worst)
     try:
         noise = run.noise_streams().noise
-
-        def ask(start, n):
-            # Drawn only now, inside the round's reservation: the samples, the histograms, the
-            # noise. Every query costs the same, so all n are asked.
-            hist = spec.sample_votes(
-                public[start : start + n],
-                private,
-                private_labels,
-                params,
-                num_classes=num_classes,
-                rng=noise,
-            )
-            got, ok, _ = spec.draw(hist, params, noise)
-            event = spec.event(hist, params, answered=ok, orders=orders)
-            answers.labels[start : start + n], answers.answered[start : start + n] = got, ok
-            events.append(event)
-            return n, event, None
-
         ask_in_rounds(
             run,
             ledger,
             dataset,
             run_id,
-            orders=orders,
+            orders=inputs.orders,
             worst=worst,
             limit=allowed,
             first=first,
-            ask=ask,
+            ask=_asker(spec, inputs, answers, events, noise),
             answers=answers,
             summary=summary_now,
             rounds=rounds,

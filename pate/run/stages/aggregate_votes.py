@@ -13,10 +13,11 @@ front and committed when it is drawn, as one more round.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
 from pate.run import config as C
 from pate.run import rundir as R
@@ -79,16 +80,15 @@ def _reserve(
     dataset: str | None,
     run_id: str,
     *,
-    plan: dict,
     worst,
     queries: int,
     orders,
     held: _Reserved,
 ) -> None:
-    """Reserve the planned release and the first round in ``held`` (the release is dropped,
-    with its reason in the plan, where it no longer fits or leaves no room for one query);
-    BudgetExceededError where not even one query fits."""
-    held.plan = plan
+    """Reserve the planned release (``held.plan``) and the first round in ``held`` (the release
+    is dropped, with its reason in the plan, where it no longer fits or leaves no room for one
+    query); BudgetExceededError where not even one query fits."""
+    plan = held.plan
     release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
     if ledger is not None and plan["release"]:
         try:
@@ -186,15 +186,12 @@ def _summary(
 def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a "vote" mechanism (see the module docstring): nothing reaches
     ``labels.npy`` before it is charged."""
-    from pate.core.aggregators import OnlineAggregator
-
     config = run.config
-    s = C.sections(config)
-    agg, priv = s.aggregator, s.privacy
     params = C.aggregator_params(config)
     votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
     num_queries = votes_all.shape[0]
-    queries = min(num_queries if agg.queries is None else agg.queries, num_queries)
+    queries_setting = C.sections(config).aggregator.queries
+    queries = min(num_queries if queries_setting is None else queries_setting, num_queries)
     orders = C.orders(config)
     plan = _planned_release(
         config,
@@ -211,24 +208,13 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
             ledger,
             dataset,
             run_id,
-            plan=plan,
             worst=worst,
             queries=queries,
             orders=orders,
             held=held,
         )
         noise = run.noise_streams()
-        aggregator = OnlineAggregator(
-            spec.name,
-            budget_eps=priv.budget_eps,
-            delta=priv.delta,
-            rng=noise.noise,
-            orders=orders,
-            budget_basis=agg.budget_basis.replace("-", "_"),
-            conversion=priv.conversion,
-            prior_rdp=held.prior,
-            **params,
-        )
+        aggregator = _online_aggregator(spec, config, params, rng=noise.noise, prior=held.prior)
         answers, rounds = Answers.empty(num_queries), Rounds()
 
         def summary_now(events=None, release=None):
@@ -246,14 +232,6 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
                 release=release,
             )
 
-        def ask(start, n):
-            # the aggregator stops by itself on the config's budget (prior included)
-            result = aggregator.answer(votes_all[start : start + n], on_exhausted="stop")
-            k = result.num_asked
-            answers.labels[start : start + k] = result.labels[:k]
-            answers.answered[start : start + k] = result.answered_mask[:k]
-            return k, result.event, result.stop_reason
-
         ask_in_rounds(
             run,
             ledger,
@@ -263,22 +241,13 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
             worst=worst,
             limit=queries,
             first=held.first,
-            ask=ask,
+            ask=_asker(aggregator, votes_all, answers),
             answers=answers,
             summary=summary_now,
             rounds=rounds,
         )
         if rounds.asked == 0 and queries > 0:
-            raise BudgetExceededError(
-                f"no query could be asked ({rounds.stop_reason}); nothing was released or "
-                "charged. Use more noise, or "
-                + (
-                    raise_hint(run, ledger, dataset, queries * worst)
-                    if ledger is not None
-                    else f"raise {C.setting('privacy', 'budget_eps', source=caller_of(run))}"
-                ),
-                remaining=aggregator.remaining_eps,
-            )
+            _refuse_no_query(run, ledger, dataset, aggregator, rounds, queries * worst)
         summary = _release_round(
             run,
             held,
@@ -294,6 +263,57 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
         return aggregate_info(summary)
     finally:
         held.release_unused()
+
+
+def _online_aggregator(spec, config: dict, params: dict, *, rng, prior):
+    """The noisy aggregator of a vote run (:class:`pate.core.aggregators.OnlineAggregator`),
+    starting from the RDP ``prior`` (what others spent or reserved, the planned release
+    included) and stopping by itself on the config's budget."""
+    from pate.core.aggregators import OnlineAggregator
+
+    s = C.sections(config)
+    agg, priv = s.aggregator, s.privacy
+    return OnlineAggregator(
+        spec.name,
+        budget_eps=priv.budget_eps,
+        delta=priv.delta,
+        rng=rng,
+        orders=C.orders(config),
+        budget_basis=agg.budget_basis.replace("-", "_"),
+        conversion=priv.conversion,
+        prior_rdp=prior,
+        **params,
+    )
+
+
+def _asker(aggregator, votes_all, answers: Answers) -> Callable:
+    """The round driver's ``ask(start, n)`` of a vote run: the noisy answers to the votes of
+    queries ``start .. start + n - 1``, into ``answers``."""
+
+    def ask(start, n):
+        # the aggregator stops by itself on the config's budget (prior included)
+        result = aggregator.answer(votes_all[start : start + n], on_exhausted="stop")
+        k = result.num_asked
+        answers.labels[start : start + k] = result.labels[:k]
+        answers.answered[start : start + k] = result.answered_mask[:k]
+        return k, result.event, result.stop_reason
+
+    return ask
+
+
+def _refuse_no_query(run: Run, ledger, dataset, aggregator, rounds: Rounds, asked_rdp) -> None:
+    """BudgetExceededError: no query could be asked (``asked_rdp``: the worst case of the queries
+    offered, for the ledger's hint)."""
+    raise BudgetExceededError(
+        f"no query could be asked ({rounds.stop_reason}); nothing was released or "
+        "charged. Use more noise, or "
+        + (
+            raise_hint(run, ledger, dataset, asked_rdp)
+            if ledger is not None
+            else f"raise {C.setting('privacy', 'budget_eps', source=caller_of(run))}"
+        ),
+        remaining=aggregator.remaining_eps,
+    )
 
 
 def _release_round(

@@ -9,10 +9,11 @@ import math
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError, ConfigError
+from pate.core.errors import BudgetExceededError
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 
@@ -75,12 +76,7 @@ def authorize(run: Run, ledger) -> str:
                 (given, priv.delta, priv.conversion),
                 resumed=resumed,
             )
-    name = priv.dataset
-    if name is None:  # the data's name, unless another set of records already carries it
-        taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
-        name = s.data.name
-        if taken.get(name, identity.digest) != identity.digest:
-            name = None
+    name = _dataset_name(priv.dataset, s.data.name, known, identity.digest)
     budget = None
     if (
         not any(d["digest"] == identity.digest and d["budget_eps"] is not None for d in known)
@@ -96,28 +92,7 @@ def authorize(run: Run, ledger) -> str:
     digest = ledger.register_identity(identity, name=name)
     budget = ledger.budget(digest)
     if budget is None:
-        ledger.set_budget(digest, eps=register, delta=priv.delta, conversion=priv.conversion)
-        if given is None:
-            caller = caller_of(run)
-            logger.warning(
-                "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
-                "this run's %s (%s was not given); later runs on the same records share it. To "
-                "allow more over the dataset's life, give %s the first time, or raise it with %s",
-                ledger.path,
-                digest[:16],
-                register,
-                C.setting("aggregator", "target_eps", source=caller),
-                C.setting("privacy", "budget_eps", source=caller),
-                C.setting("privacy", "budget_eps", source=caller),
-                C.budget_command(
-                    caller,
-                    ledger=ledger.path,
-                    digest=digest,
-                    eps=register * 2,
-                    delta=priv.delta,
-                    conversion=priv.conversion,
-                ),
-            )
+        _register_budget(run, ledger, digest, eps=register, given=given)
         budget = ledger.budget(digest)
     else:  # again: another process may have set it meanwhile
         _check_budget(
@@ -130,6 +105,45 @@ def authorize(run: Run, ledger) -> str:
         )
     C.set_budget_eps(run.config, budget.eps)
     return digest
+
+
+def _dataset_name(name: str | None, data_name: str, known: list, digest: str) -> str | None:
+    """The name a dataset is registered under: ``[privacy] dataset`` when given, else the data's
+    name, unless another set of records in the ledger (``known``) already carries it."""
+    if name is None:
+        taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
+        name = data_name
+        if taken.get(name, digest) != digest:
+            name = None
+    return name
+
+
+def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float | None) -> None:
+    """Register ``eps`` as the lifetime budget of a dataset that has none; logged when it is
+    the run's target (``given``, the run's ``budget_eps``, left out)."""
+    priv = C.sections(run.config).privacy
+    ledger.set_budget(digest, eps=eps, delta=priv.delta, conversion=priv.conversion)
+    if given is None:
+        caller = caller_of(run)
+        logger.warning(
+            "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
+            "this run's %s (%s was not given); later runs on the same records share it. To "
+            "allow more over the dataset's life, give %s the first time, or raise it with %s",
+            ledger.path,
+            digest[:16],
+            eps,
+            C.setting("aggregator", "target_eps", source=caller),
+            C.setting("privacy", "budget_eps", source=caller),
+            C.setting("privacy", "budget_eps", source=caller),
+            C.budget_command(
+                caller,
+                ledger=ledger.path,
+                digest=digest,
+                eps=eps * 2,
+                delta=priv.delta,
+                conversion=priv.conversion,
+            ),
+        )
 
 
 def _check_budget(

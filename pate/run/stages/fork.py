@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pathlib
 
-from pate.analysis.errors import ConfigError
 from pate.core.io import atomic_write_json
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
+from pate.teachers.errors import ConfigError
 
 
 def _check_fork_target(source: pathlib.Path, target: pathlib.Path) -> None:

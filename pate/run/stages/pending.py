@@ -7,10 +7,11 @@ import json
 
 import numpy as np
 
-from pate.analysis.errors import ConfigError, CorruptFileError
+from pate.analysis.errors import CorruptFileError
 from pate.core.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npz
 from pate.run import rundir as R
 from pate.run.rundir import Run
+from pate.teachers.errors import ConfigError
 
 #: Version of the pending file's ``state`` (the earlier two-file layout had none).
 PENDING_FORMAT = 2

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pate.analysis.errors import ConfigError
 from pate.core.io import load_npy
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
 from pate.run.stages.records import check_records_data, skip_reason
+from pate.teachers.errors import ConfigError
 
 
 def is_estimator(model) -> bool:

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
+from typing import NamedTuple
 
 import numpy as np
 
-from pate.analysis.errors import ConfigError
 from pate.core.io import load_npz
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.budget import run_identity
 from pate.run.stages.release import release_plan
+from pate.teachers.errors import ConfigError
 
 
 def skip_reason(config: dict, stage: str) -> str | None:
@@ -63,7 +64,7 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
             )
         return features, dims, KERNEL_FEATURES
     if features == "quadratic":
-        from pate.core.class_means import QUADRATIC_MAX_WIDTH, quadratic_width
+        from pate.core.mean_release import QUADRATIC_MAX_WIDTH, quadratic_width
 
         if len(data.input_shape) != 1:
             raise ConfigError(
@@ -126,13 +127,48 @@ def knn_prior(run: Run) -> dict | None:
     rounds against one budget), with the same orders; otherwise ConfigError, naming
     ``[knn] student_run`` and the reason, before anything is drawn."""
     from pate import analysis
-    from pate.analysis import PrivacyEvent
 
     knn = C.sections(run.config).knn
     if knn.features != "student":
         return None
     path = pathlib.Path(knn.student_run).expanduser().resolve()
     where = f"[knn] student_run = {knn.student_run!r}"
+    summary, digest = _usable_earlier_run(run, path, where)
+    orders = C.orders(run.config)
+    own = _recorded_cost(summary, orders, where)
+    # The cost comes from the ledger (the authority), per run of the chain; the files only name
+    # the runs, and what they record must agree with what the ledger charged.
+    earlier = summary.get("prior") or {"runs": [], "rdp": np.zeros(orders.size).tolist()}
+    chain = [r["run_id"] for r in earlier["runs"]] + [summary["run_id"]]
+    charged = _charged_per_run(run, digest, chain, orders)
+    recorded = (own, np.asarray(earlier["rdp"], dtype=float))
+    ledgered = (
+        charged[summary["run_id"]],
+        sum((charged[r] for r in chain[:-1]), np.zeros(orders.size)),
+    )
+    if not all(np.allclose(a, b, rtol=1e-9, atol=0) for a, b in zip(recorded, ledgered)):
+        raise ConfigError(
+            f"{where}: the ledger {run.ledger_path} does not hold the charges of that run "
+            "(or of its earlier rounds) as its aggregate.json records them "
+            "(modified, or from another ledger); it cannot be composed"
+        )
+    priv = C.sections(run.config).privacy
+    eps = analysis.eps_from_rdp(
+        ledgered[0], orders=orders, delta=priv.delta, conversion=priv.conversion
+    )[0]
+    return {
+        "runs": [
+            *earlier["runs"],
+            {"run_dir": str(path), "run_id": summary["run_id"], "eps": float(eps)},
+        ],
+        "rdp": sum(charged.values(), np.zeros(orders.size)).tolist(),
+    }
+
+
+def _usable_earlier_run(run: Run, path: pathlib.Path, where: str) -> tuple[dict, str]:
+    """``(aggregate.json of the earlier run at path, this run's dataset digest)``; ConfigError
+    (``where`` names the setting) unless that run finished, drew fresh noise, and was charged to
+    this run's ledger for the same records."""
     for name in (R.STUDENT_WEIGHTS, R.AGGREGATE):
         if not (path / name).is_file():
             raise ConfigError(
@@ -162,8 +198,14 @@ def knn_prior(run: Run) -> dict | None:
             f"{where}: that run's private records ({summary['dataset'][:16]}...) "
             f"are not this run's ({digest[:16]}...)"
         )
-    config = run.config
-    orders = C.orders(config)
+    return summary, digest
+
+
+def _recorded_cost(summary: dict, orders: np.ndarray, where: str) -> np.ndarray:
+    """The data-independent RDP of every event the earlier run's aggregate.json records, at
+    ``orders`` (ConfigError where that run used other orders)."""
+    from pate.analysis import PrivacyEvent
+
     own = np.zeros(orders.size)
     for entry in summary["events"]:
         event = PrivacyEvent.from_dict(entry)
@@ -172,12 +214,14 @@ def knn_prior(run: Run) -> dict | None:
                 f"{where}: that run used other [privacy] orders; use the same orders in every round"
             )
         own = own + event.rdp_data_independent
-    # The cost comes from the ledger (the authority), per run of the chain; the files only name
-    # the runs, and what they record must agree with what the ledger charged.
-    earlier = summary.get("prior") or {"runs": [], "rdp": np.zeros(orders.size).tolist()}
-    chain = [r["run_id"] for r in earlier["runs"]] + [summary["run_id"]]
+    return own
+
+
+def _charged_per_run(run: Run, digest: str, chain: list, orders: np.ndarray) -> dict:
+    """``{run_id: data-independent RDP the ledger charged that run on dataset digest}`` for
+    every run of ``chain``."""
     with contextlib.closing(run.ledger()) as opened:
-        charged = {
+        return {
             run_id: sum(
                 (
                     np.asarray(e.event.rdp_data_independent, dtype=float)
@@ -187,31 +231,39 @@ def knn_prior(run: Run) -> dict | None:
             )
             for run_id in chain
         }
-    recorded = (own, np.asarray(earlier["rdp"], dtype=float))
-    ledgered = (
-        charged[summary["run_id"]],
-        sum((charged[r] for r in chain[:-1]), np.zeros(orders.size)),
-    )
-    if not all(np.allclose(a, b, rtol=1e-9, atol=0) for a, b in zip(recorded, ledgered)):
-        raise ConfigError(
-            f"{where}: the ledger {ledger} does not hold the charges of that run "
-            "(or of its earlier rounds) as its aggregate.json records them "
-            "(modified, or from another ledger); it cannot be composed"
+
+
+class RecordsInputs(NamedTuple):
+    """What the aggregate stage of a mechanism that reads the private records starts from
+    (:func:`records_inputs`); a tuple, so it also unpacks in this order."""
+
+    params: dict
+    public: np.ndarray
+    private: np.ndarray
+    private_labels: np.ndarray
+    num_classes: int
+    num_queries: int
+    queries: int
+    orders: np.ndarray
+    budget_eps: float
+    delta: float
+    conversion: str
+    plan: dict
+    prior: dict | None
+    prior_rdp: np.ndarray
+
+    def eps_of(self, rdp) -> float:
+        """The epsilon of the RDP curve ``rdp`` at the config's delta and conversion."""
+        from pate import analysis
+
+        return float(
+            analysis.eps_from_rdp(
+                rdp, orders=self.orders, delta=self.delta, conversion=self.conversion
+            )[0]
         )
-    priv = C.sections(config).privacy
-    eps = analysis.eps_from_rdp(
-        ledgered[0], orders=orders, delta=priv.delta, conversion=priv.conversion
-    )[0]
-    return {
-        "runs": [
-            *earlier["runs"],
-            {"run_dir": str(path), "run_id": summary["run_id"], "eps": float(eps)},
-        ],
-        "rdp": sum(charged.values(), np.zeros(orders.size)).tolist(),
-    }
 
 
-def records_inputs(run: Run, spec) -> tuple:
+def records_inputs(run: Run, spec) -> RecordsInputs:
     """What the aggregate stage of a mechanism that reads the private records starts from:
     (params, public, private, private_labels, num_classes, num_queries, queries, orders,
     budget_eps, delta, conversion, plan, prior, prior_rdp) -- the validated parameters, the
@@ -235,7 +287,7 @@ def records_inputs(run: Run, spec) -> tuple:
     )
     prior = knn_prior(run)
     prior_rdp = np.zeros(orders.size) if prior is None else np.asarray(prior["rdp"], dtype=float)
-    return (
+    return RecordsInputs(
         params,
         public,
         private,

@@ -41,7 +41,10 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
     1/(2 beta) and infinite above (only those orders can carry it).
     """
     from pate import analysis
-    from pate.analysis.sensitivity import _is_data_independent_step1, _is_data_independent_step2
+    from pate.analysis.sanitized_release import (
+        _is_data_independent_step1,
+        _is_data_independent_step2,
+    )
 
     s = C.sections(config)
     priv = s.privacy

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError, ConfigError
+from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
 from pate.run import config as C
 from pate.run import rundir as R
@@ -15,6 +15,7 @@ from pate.run.rundir import Run
 from pate.run.stages.pending import aggregate_info, publish, read_pending, write_pending
 from pate.run.stages.release import draw_release, release_plan
 from pate.run.stages.rounds import Answers, Rounds, commit_round
+from pate.teachers.errors import ConfigError
 
 
 def _charged_keys(ledger, dataset: str, run_id: str) -> set[str]:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.run.rundir import Run
 from pate.run.stages.pending import write_pending
 

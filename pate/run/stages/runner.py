@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pate.analysis.errors import ConfigError
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
@@ -17,6 +16,7 @@ from pate.run.stages.report import report
 from pate.run.stages.student import student
 from pate.run.stages.teachers import teachers
 from pate.run.stages.votes import votes
+from pate.teachers.errors import ConfigError
 
 
 def _skip(run: Run, stage: str, reason: str) -> dict:

@@ -6,13 +6,14 @@ import logging
 
 import numpy as np
 
-from pate.analysis.errors import BudgetExceededError, ConfigError
+from pate.core.errors import BudgetExceededError
 from pate.core.io import atomic_write_json, load_npy
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.preflight import is_estimator
 from pate.run.stages.records import embedding_features, feature_cache
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 
@@ -90,11 +91,11 @@ def _rule_head(run: Run, labels: np.ndarray):
     """The labelling rule of this class-means run as a torch head (``[student]
     combine_with_rule``; :mod:`pate.student.rule_product`): its public front-end refitted on the
     public split (checked against ``knn_embeddings.npz``), the rule recovered exactly from the
-    published ``label_scores.npy`` (``pate.core.class_means.recover_rule``), and the head checked to
+    published ``label_scores.npy`` (``pate.core.mean_release.recover_rule``), and the head checked to
     reproduce those scores. Reads public data and published files only: post-processing."""
     import torch
 
-    from pate.core.class_means import recover_rule
+    from pate.core.mean_release import recover_rule
     from pate.student.rule_product import RuleHead
     from pate.teachers.features import PublicFrontEnd
 

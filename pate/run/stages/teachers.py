@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from pate.analysis.errors import ConfigError
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.records import feature_cache
+from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 

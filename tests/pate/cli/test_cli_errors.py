@@ -18,9 +18,10 @@ import pytest
 
 import pate.cli.commands.budget as budget_command
 from pate.analysis import validation
-from pate.analysis.errors import CorruptFileError, InputError, PateError, RunDirError
+from pate.analysis.errors import CorruptFileError, InputError, PateError
 from pate.cli import EXIT_SOFTWARE, classify, main, raised_on_purpose
 from pate.core import io as pio
+from pate.core.errors import RunDirError
 from pate.ledger import Ledger, dataset_digest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.analysis.errors import BudgetExceededError
 from pate.core.aggregators import (
     AggregationResult,
     OnlineAggregator,
@@ -15,6 +14,7 @@ from pate.core.aggregators import (
     interactive_gnmax,
     lnmax,
 )
+from pate.core.errors import BudgetExceededError
 from pate.core.rng import SecureGenerator, make_streams
 from pate.core.votes import votes_from_predictions
 

@@ -8,7 +8,8 @@ import pickle
 import numpy as np
 import pytest
 
-from pate.analysis.errors import CorruptFileError, RunDirError
+from pate.analysis.errors import CorruptFileError
+from pate.core.errors import RunDirError
 from pate.core.io import atomic_savez, load_npy, load_npz
 
 

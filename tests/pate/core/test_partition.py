@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pate.analysis.errors import PartitionError
+from pate.core.errors import PartitionError
 from pate.core.partition import (
     Partition,
     check_partition,

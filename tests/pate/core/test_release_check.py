@@ -9,7 +9,7 @@ import logging
 import numpy as np
 import pytest
 
-from pate.core.class_means import (
+from pate.core.mean_release import (
     LinearLabeller,
     NoisyClassMeans,
     QuadraticDiscriminant,

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from pate.analysis.errors import ConfigError
 from pate.core import threads as T
+from pate.teachers.errors import ConfigError
 
 
 @pytest.fixture
@@ -354,7 +354,9 @@ def test_the_threads_keyword_goes_into_the_run_config(tmp_path):
     from pate import api
 
     config = api._prepare(
-        "digits", run_dir=tmp_path / "r", threads=1, target_eps=2.0, ledger=False
+        api._fit_arguments(
+            "digits", run_dir=tmp_path / "r", threads=1, target_eps=2.0, ledger=False
+        )
     )[0]
     assert config["run"]["threads"] == 1
     assert not (tmp_path / "r").exists()

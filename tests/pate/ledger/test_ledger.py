@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from pate.analysis import DEFAULT_ORDERS, PrivacyEvent, RdpAccountant, eps_from_rdp, gnmax_event
-from pate.analysis.errors import BudgetExceededError, LedgerError
 from pate.cli import main as cli_main
+from pate.core.errors import BudgetExceededError, LedgerError
 from pate.ledger import SCHEMA_VERSION, Ledger, dataset_digest, default_ledger_path
 
 DELTA = 1e-5

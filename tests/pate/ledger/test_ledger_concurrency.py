@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pate.analysis import eps_from_rdp, gnmax_event
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger, dataset_digest
 
 DELTA = 1e-5
@@ -23,7 +23,7 @@ DIGEST = dataset_digest(np.arange(500))
 PRELUDE = """
 import sys, numpy as np
 from pate.analysis import gnmax_event
-from pate.analysis.errors import BudgetExceededError
+from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
 led = Ledger(sys.argv[1], timeout=60)
 ev = gnmax_event(np.tile(np.array([[200, 30, 20]]), (30, 1)), sigma=40.0)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pate.analysis import DEFAULT_ORDERS, PrivacyEvent, eps_from_rdp
-from pate.analysis.errors import BudgetExceededError
 from pate.cli import main as cli_main
+from pate.core.errors import BudgetExceededError
 from pate.ledger import SCHEMA_VERSION, Budget, Ledger, dataset_digest
 
 DELTA = 1e-5

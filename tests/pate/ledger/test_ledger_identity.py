@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pate.analysis import DEFAULT_ORDERS, RdpAccountant, gnmax_event
-from pate.analysis.errors import BudgetExceededError, LedgerError
 from pate.cli import main as cli_main
+from pate.core.errors import BudgetExceededError, LedgerError
 from pate.ledger import (
     SCHEMA_VERSION,
     DatasetIdentity,

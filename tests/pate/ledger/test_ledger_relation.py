@@ -13,7 +13,7 @@ import pytest
 
 from pate.analysis import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, gnmax_event
 from pate.analysis.class_means import class_means_event
-from pate.analysis.errors import BudgetExceededError, LedgerError
+from pate.core.errors import BudgetExceededError, LedgerError
 from pate.ledger import (
     DatasetIdentity,
     Ledger,

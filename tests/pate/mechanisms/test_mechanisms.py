@@ -212,7 +212,7 @@ def test_validate_returns_clean_floats_and_ignores_other_keys():
     "name", [n for n in mechanisms.NAMES if not mechanisms.get(n).kind.releases_once]
 )
 def test_per_query_rdp_sums_to_the_event(name):
-    # (class-means has no votes to draw on: tests/pate/core/test_class_means.py checks its sums)
+    # (class-means has no votes to draw on: tests/pate/core/test_mean_release.py checks its sums)
     spec = mechanisms.get(name)
     votes = _votes()
     student = _student(votes) if spec.needs_student else None
@@ -370,7 +370,10 @@ def test_the_stages_and_the_orchestration_ask_the_kind_never_a_flag_or_a_name():
             *(root / "pate/run/config").glob("*.py"),
             *(root / "pate/run/report").glob("*.py"),
             *(root / "pate/run/planner").glob("*.py"),
-            *(root / "pate/run" / f for f in ("run_analysis.py", "rundir.py", "pipeline.py")),
+            *(
+                root / "pate/run" / f
+                for f in ("run_analysis.py", "utility_warnings.py", "rundir.py", "pipeline.py")
+            ),
             root / "pate/api.py",
         }
     )

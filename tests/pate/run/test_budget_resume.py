@@ -14,9 +14,10 @@ import time
 import pytest
 
 import pate
-from pate.analysis.errors import BudgetExceededError, ConfigError
 from pate.cli import main
+from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger, dataset_identity
+from pate.teachers.errors import ConfigError
 
 HINT = re.compile(r"`(pate [^`]+)`")
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from pate import analysis, mechanisms
-from pate.analysis.errors import ConfigError
 from pate.run import config as C
 from pate.run.pipeline import Pipeline
+from pate.teachers.errors import ConfigError
 
 ORDERS = analysis.DEFAULT_ORDERS
 

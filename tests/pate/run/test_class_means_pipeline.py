@@ -16,8 +16,8 @@ import pytest
 
 from pate import analysis
 from pate.analysis.class_means import class_means_rdp
-from pate.analysis.errors import BudgetExceededError
 from pate.cli import main
+from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
 from pate.run import config as C
 from pate.run.pipeline import Pipeline, fork_run
@@ -437,7 +437,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     import torch
     from scipy.special import log_softmax, softmax
 
-    from pate.core.class_means import recover_rule
+    from pate.core.mean_release import recover_rule
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
     from pate.teachers.features import PublicPCA
@@ -633,9 +633,9 @@ def test_soft_targets_are_refused_where_no_scores_are_published(tmp_path, small_
 
 def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     """[knn] rule = "logistic": the same seeded release, the same one charge, and the labels are
-    exactly pate.core.class_means.public_logistic of that release (recomputed here from the run's
+    exactly pate.core.mean_release.public_logistic of that release (recomputed here from the run's
     embeddings and its seeded noise stream); aggregate.json and the report name the rule."""
-    from pate.core.class_means import LOGISTIC_RIDGE, noisy_class_means, public_logistic
+    from pate.core.mean_release import LOGISTIC_RIDGE, noisy_class_means, public_logistic
     from pate.core.rng import make_streams
 
     seed = ("queries = 400", "queries = 400\nnoise_seed = 5")

@@ -10,10 +10,10 @@ import tomllib
 import pytest
 
 import pate
-from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.cli.commands import init_config
 from pate.run import config as C
+from pate.teachers.errors import ConfigError
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[3] / "configs").glob("*.toml"))
 

@@ -23,9 +23,9 @@ import uuid
 import numpy as np
 import pytest
 
-from pate.analysis.errors import ConfigError, RunDirError
 from pate.cli import main
 from pate.core import io as pate_io
+from pate.core.errors import RunDirError
 from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
 from pate.run import config as C
@@ -33,6 +33,7 @@ from pate.run import rundir as R
 from pate.run import stages
 from pate.run.pipeline import fork_run
 from pate.run.rundir import Run, RunCopyError
+from pate.teachers.errors import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = REPO / "configs" / "digits.toml"

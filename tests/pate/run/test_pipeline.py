@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger
 from pate.run import config as C
 from pate.run.pipeline import Pipeline
+from pate.teachers.errors import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = REPO / "configs" / "digits.toml"

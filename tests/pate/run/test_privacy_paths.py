@@ -17,13 +17,13 @@ import sys
 import numpy as np
 import pytest
 
-from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger, dataset_identity
 from pate.run import config as C
 from pate.run import stages
 from pate.run.pipeline import Pipeline, fork_run
 from pate.run.rundir import Run
+from pate.teachers.errors import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -173,7 +173,7 @@ def test_a_run_refused_for_its_budget_leaves_the_ledger_as_it_was(tmp_path, smal
 
 
 def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits, digits):
-    from pate.analysis.errors import BudgetExceededError
+    from pate.core.errors import BudgetExceededError
 
     ledger = tmp_path / "ledger.sqlite3"
     x, y = digits.private.x, digits.private.y

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from pate import analysis, mechanisms
-from pate.analysis.errors import ConfigError
 from pate.cli import main
 from pate.ledger import Ledger
 from pate.run import config as C
 from pate.run.pipeline import Pipeline
+from pate.teachers.errors import ConfigError
 
 PARTITION = (
     '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'

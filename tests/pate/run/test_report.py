@@ -1020,7 +1020,7 @@ def _utility(**change) -> dict:
 
 
 def _utility_warnings(**change) -> list[str]:
-    from pate.run.run_analysis import utility_warnings
+    from pate.run.utility_warnings import utility_warnings
 
     u = _utility(**change)
     return utility_warnings(u, num_classes=10, answered=u["answered_labels"])
@@ -1088,7 +1088,7 @@ def test_each_failure_cause_gets_a_warning_that_says_what_to_change(change, says
 
 def test_the_majority_class_is_the_chance_level_when_it_beats_one_over_classes():
     # 6 classes, majority 40 %: a student at 43 % is near chance even though 1/6 = 16.7 %
-    from pate.run.run_analysis import utility_warnings
+    from pate.run.utility_warnings import utility_warnings
 
     u = _utility(student_accuracy=0.43, majority_class_rate=0.4, chance_rate=1 / 6)
     assert "near chance" in utility_warnings(u, num_classes=6, answered=320)[0]

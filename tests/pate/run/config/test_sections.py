@@ -9,8 +9,8 @@ import pathlib
 import pytest
 
 from pate import mechanisms
-from pate.analysis.errors import ConfigError
 from pate.run import config as C
+from pate.teachers.errors import ConfigError
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[4] / "configs").glob("*.toml"))
 

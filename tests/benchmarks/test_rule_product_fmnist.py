@@ -1,5 +1,5 @@
-"""benchmarks/rule_product.py: its refusals before any work (the benchmark runs on demand; the
-recovery and the product it uses are tested with the library: tests/pate/core/test_class_means.py,
+"""benchmarks/rule_product_fmnist.py: its refusals before any work (the benchmark runs on demand; the
+recovery and the product it uses are tested with the library: tests/pate/core/test_mean_release.py,
 tests/student/test_rule_product.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def rule_product(load_benchmark):
-    return load_benchmark("rule_product")
+    return load_benchmark("rule_product_fmnist")
 
 
 def test_a_directory_that_is_not_a_finished_class_means_run_is_refused(

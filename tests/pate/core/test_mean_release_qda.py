@@ -1,5 +1,5 @@
 """The "qda" labelling rule of a class-means release over a table's quadratic features
-(``pate.core.class_means.quadratic_discriminant``; front-end ``pate.teachers.features.QuadraticFeatures``):
+(``pate.core.mean_release.quadratic_discriminant``; front-end ``pate.teachers.features.QuadraticFeatures``):
 its readback of each class's mean and covariance, cross-checked against scikit-learn's
 QuadraticDiscriminantAnalysis (an independent implementation), its noise floor, and the
 choice of front-end from the sizes."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.core.class_means import (
+from pate.core.mean_release import (
     LINEAR_RULES,
     QDA_RECORDS_PER_FEATURE,
     QUADRATIC_MAX_WIDTH,

@@ -2,13 +2,13 @@
 
 A class-means run (``configs/fashion_mnist_class_means.toml``) publishes its labelling rule's
 class scores on the public items (``label_scores.npy``) beside the public embeddings
-(``knn_embeddings.npz``). Both rules of :mod:`pate.core.class_means` are affine in a public map of the
+(``knn_embeddings.npz``). Both rules of :mod:`pate.core.mean_release` are affine in a public map of the
 embedding e: the logistic rule in the clipped, scaled u(e), LDA in the whitened w(e). So the
 rule's coefficients are the exact least-squares solution of
 
     scores = [x(public), 1] @ coef        (x = u or w; n public rows, d + 1 unknowns per class)
 
-and this script recovers them with ``pate.core.class_means.recover_rule`` (refused unless the fit is
+and this script recovers them with ``pate.core.mean_release.recover_rule`` (refused unless the fit is
 exact to 1e-8 relative, which needs n >= d + 1 public rows of full rank). Nothing private is
 read: the rule and the student are both post-processing of the one release and of public data,
 so combining them costs no privacy. A run with ``[student] combine_with_rule = true`` releases
@@ -23,7 +23,7 @@ public statistics, PCA of the public rows; recomputed here from the public split
 against the run's public embeddings). For each run directory it prints the accuracy of the
 student, of the rule and of the products on the evaluation split.
 
-    .venv/bin/python benchmarks/rule_product.py runs/u-r3/class-means-eps1 [...] --json OUT
+    .venv/bin/python benchmarks/rule_product_fmnist.py runs/u-r3/class-means-eps1 [...] --json OUT
 
 Run on demand, never as a test (about a minute for the front-end, then seconds per run). The
 combination was looked at on private data before this script existed (docs/benchmarks.md
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from pate.core.class_means import recover_rule
+    from pate.core.mean_release import recover_rule
     from pate.student.rule_product import product_log_proba
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
         import platform
 
         meta = {
-            "command": "python benchmarks/rule_product.py "
+            "command": "python benchmarks/rule_product_fmnist.py "
             + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": datetime.date.today().isoformat(),
             "machine": f"{platform.machine()}, {platform.python_version()}, torch "

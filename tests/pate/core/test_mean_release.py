@@ -1,4 +1,4 @@
-"""pate.core.class_means (noisy class means; the LDA and public-marginal logistic rules) and the
+"""pate.core.mean_release (noisy class means; the LDA and public-marginal logistic rules) and the
 class-means mechanism spec.
 
 * sensitivity: adding one record, whatever it is (huge-norm outliers, zero vectors), changes the
@@ -37,7 +37,7 @@ from pate.analysis.class_means import (
     class_means_event,
     class_means_rdp,
 )
-from pate.core.class_means import (
+from pate.core.mean_release import (
     CLIP_QUANTILE,
     LINEAR_RULES,
     LOGISTIC_RIDGE,
@@ -79,7 +79,7 @@ def _clusters(seed, *, m=4, d=8, n_private=2000, n_public=1000, n_test=1000, sep
 
 
 def _release(public, private, labels, *, sigma, num_classes, noise):
-    """The documented post-processing of S + sigma * noise (module docstring of pate.core.class_means)."""
+    """The documented post-processing of S + sigma * noise (module docstring of pate.core.mean_release)."""
     g = public_geometry(public)
     noisy = (
         class_sums(private, labels, count_weight=KAPPA, num_classes=num_classes, geometry=g)
@@ -986,7 +986,7 @@ def test_class_sums_a_block_at_a_time_are_the_sums_of_one_pass(monkeypatch):
     temporaries are a block's, not every record's."""
     import tracemalloc
 
-    from pate.core import class_means as CM
+    from pate.core import mean_release as CM
 
     rng = np.random.default_rng(8)
     public = rng.standard_normal((200, 16))

@@ -1,0 +1,160 @@
+"""The utility warnings of a run (``analysis.json``'s ``utility.warnings``): plain-language rules
+of thumb about what the student is worth, each naming what to change (docs/student.md, "Utility
+warnings"), and the scale check of a user's own model on unscaled tabular inputs."""
+
+from __future__ import annotations
+
+from pate.run import config as C
+from pate.run.rundir import Run
+
+# Utility rules (docs/student.md, "Utility warnings"); rules of thumb, stated in points of
+# accuracy on the evaluation split:
+#: a student within this many points of the better of the majority-class rate and 1 / classes
+#: is "near chance" ...
+NEAR_CHANCE = 0.05
+#: ... one this many points below the accuracy of its own labels (where the public labels are
+#: known) has not learned what it was given ...
+BELOW_LABELS = 0.15
+#: ... and one this many points below the noiseless plurality vote lost most of what the teachers
+#: knew (noise, too few labels or too short a training).
+BELOW_PLURALITY = 0.25
+#: fewer answered labels than this per class are too few for most students.
+MIN_LABELS_PER_CLASS = 10
+#: below this share of answered labels agreeing with the teachers' plurality, the noise decides
+#: most answers.
+MIN_AGREEMENT = 0.5
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def utility_warnings(u: dict, *, num_classes: int, answered: int) -> list[str]:
+    """Plain-language warnings about what the run's student is worth, each naming what to
+    change (the rules above; docs/student.md). ``u``: the ``utility`` object of
+    ``analysis.json`` (student_accuracy, majority_class_rate, plurality_vote_accuracy,
+    label_accuracy_answered, answered_plurality_agreement, student_steps, scale_warnings)."""
+    out = []
+    accuracy_warning = _student_accuracy_warning(u, num_classes=num_classes, answered=answered)
+    if accuracy_warning is not None:
+        out.append(accuracy_warning)
+    if 0 < answered < MIN_LABELS_PER_CLASS * num_classes:
+        out.append(
+            f"Only {answered} labels were answered for {num_classes} classes (fewer than "
+            f"{MIN_LABELS_PER_CLASS} per class): a larger budget, less noise or a lower "
+            f"threshold buys more."
+        )
+    steps = u.get("student_steps")
+    if steps is not None:
+        from pate.student.train import MIN_STUDENT_STEPS
+
+        if steps < MIN_STUDENT_STEPS:
+            out.append(
+                f"The student trained only {steps} optimiser steps (fewer than "
+                f"{MIN_STUDENT_STEPS}): leave its epochs unset (auto) or raise them "
+                f"(student_params={{'epochs': ...}} in pate.fit, [student] epochs in a "
+                f"config)."
+            )
+    out.extend(w[0].upper() + w[1:] + "." for w in u.get("scale_warnings") or [])
+    return out
+
+
+def _student_accuracy_warning(u: dict, *, num_classes: int, answered: int) -> str | None:
+    """The one warning about the student's accuracy, against chance, its own labels or the
+    teachers' plurality vote (the first rule it breaks; None when it breaks none)."""
+    student = u["student_accuracy"]
+    plurality = u.get("plurality_vote_accuracy")
+    labels = u.get("label_accuracy_answered")
+    agreement = u.get("answered_plurality_agreement")
+    chance = 1.0 / max(2, num_classes)
+    majority = u.get("majority_class_rate")
+    baseline = max(chance, majority if majority is not None else 0.0)
+    noise_fix = (
+        "use less noise for the same budget: fewer queries (queries=, [aggregator] "
+        "queries), fewer teachers, or a larger target epsilon"
+    )
+    drowned = agreement is not None and agreement < MIN_AGREEMENT and answered > 0
+    if student <= baseline + NEAR_CHANCE:
+        text = (
+            f"The student ({_pct(student)}) is near chance: always answering the evaluation "
+            f"split's majority class gives {_pct(baseline)}."
+        )
+        if plurality is not None and plurality <= baseline + NEAR_CHANCE:
+            text += (
+                f" The teachers' plurality vote is near chance too ({_pct(plurality)}): each "
+                f"teacher learned too little. Give each teacher more records (fewer "
+                f"teachers), use teacher='auto', or a model suited to these inputs "
+                f"(scaled tabular features)."
+            )
+        elif drowned:
+            text += (
+                " Most answered labels disagree with the teachers' plurality vote: the noise "
+                f"decides the answers; {noise_fix}."
+            )
+        elif answered < MIN_LABELS_PER_CLASS * num_classes:
+            text += (
+                f" It had {answered} labels for {num_classes} classes: answer more queries "
+                f"(a larger budget, or less noise)."
+            )
+        else:
+            text += (
+                " Its labels are better than that: train the student longer (leave its "
+                "epochs unset, student='auto') or with a model suited to the inputs."
+            )
+        return text
+    elif labels is not None and student < labels - BELOW_LABELS:
+        return (
+            f"The student ({_pct(student)}) is far below the accuracy of its own labels "
+            f"({_pct(labels)}): it did not learn what it was given. Train it longer (leave "
+            f"its epochs unset: auto trains at least 1000 steps), or use student='auto'."
+        )
+    elif plurality is not None and student < plurality - BELOW_PLURALITY:
+        cause = (
+            f"most answered labels disagree with the plurality vote; {noise_fix}"
+            if drowned
+            else "answer more queries, use less noise, or train the student longer"
+        )
+        return (
+            f"The student ({_pct(student)}) is far below the teachers' noiseless plurality "
+            f"vote ({_pct(plurality)}): {cause}."
+        )
+    elif drowned:
+        return (
+            f"Most answered labels disagree with the teachers' plurality vote: the noise "
+            f"decides the answers; {noise_fix}."
+        )
+    return None
+
+
+def _model_object(run: Run, key: str, setting):
+    """The model of ``setting`` for the scale check: a Python object given to pate.fit, the
+    estimator a ``module:factory`` returns, else the name (never an error here)."""
+    try:
+        return run.python_object(key, setting)
+    except Exception:  # a model given from Python and not given again: judge it by name
+        return setting
+
+
+def scale_warnings(run: Run, knn: bool) -> list[str]:
+    """Warnings for a user's own model on unscaled tabular inputs (public statistics only:
+    :func:`pate.teachers.scaling.scale_warning`)."""
+    from pate.teachers.scaling import scale_warning
+
+    data, s = run.data, C.sections(run.config)
+    if len(tuple(data.input_shape)) != 1:
+        return []
+    out = []
+    teachers = s.teachers
+    if not knn and teachers.standardize != "public":
+        model = _model_object(run, "teacher_model", teachers.model)
+        warning = scale_warning(data.public.x, model, role="teacher")
+        if warning:
+            out.append(warning)
+    student = _model_object(run, "student_model", s.student.model or "auto")
+    if hasattr(student, "fit") and hasattr(student, "get_params"):
+        # the torch student standardises its inputs itself (pate.student.train); an estimator
+        # given from Python does not
+        warning = scale_warning(data.public.x, student, role="student")
+        if warning:
+            out.append(warning)
+    return out
