@@ -34,7 +34,7 @@ from pate.analysis.validation import check_delta, check_int, check_orders, check
 __all__ = ["calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax"]
 
 
-def _smallest_noise(
+def smallest_noise(
     eps_of: Callable[[float], float], target: float, what: str, floor_eps: float
 ) -> float:
     if target <= floor_eps:
@@ -63,11 +63,11 @@ def _smallest_noise(
     return hi
 
 
-def _delta_floor(orders: FloatArray, delta: float, conversion: str, extra: FloatArray) -> float:
+def delta_floor(orders: FloatArray, delta: float, conversion: str, extra: FloatArray) -> float:
     return float(eps_from_rdp(extra, orders=orders, delta=delta, conversion=conversion)[0])
 
 
-def _extra(extra_rdp: npt.ArrayLike | None, orders: FloatArray) -> FloatArray:
+def extra_rdp_per_order(extra_rdp: npt.ArrayLike | None, orders: FloatArray) -> FloatArray:
     if extra_rdp is None:
         return np.zeros(orders.size)
     try:
@@ -98,7 +98,7 @@ def calibrate_gnmax_sigma(
     delta = check_delta(delta)
     n = check_int(num_queries, "num_queries", minimum=1)
     orders = check_orders(orders)
-    extra = _extra(extra_rdp, orders)
+    extra = extra_rdp_per_order(extra_rdp, orders)
 
     def eps_of(sigma: float) -> float:
         return float(
@@ -107,7 +107,7 @@ def calibrate_gnmax_sigma(
             )[0]
         )
 
-    return _smallest_noise(eps_of, eps, "sigma", _delta_floor(orders, delta, conversion, extra))
+    return smallest_noise(eps_of, eps, "sigma", delta_floor(orders, delta, conversion, extra))
 
 
 def calibrate_lnmax_scale(
@@ -125,14 +125,14 @@ def calibrate_lnmax_scale(
     delta = check_delta(delta)
     n = check_int(num_queries, "num_queries", minimum=1)
     orders = check_orders(orders)
-    extra = _extra(extra_rdp, orders)
+    extra = extra_rdp_per_order(extra_rdp, orders)
 
     def eps_of(scale: float) -> float:
         pure = 2.0 / scale
         rdp = n * np.minimum(0.5 * pure * pure * orders, pure) + extra
         return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
 
-    return _smallest_noise(eps_of, eps, "scale", _delta_floor(orders, delta, conversion, extra))
+    return smallest_noise(eps_of, eps, "scale", delta_floor(orders, delta, conversion, extra))
 
 
 def calibrate_confident_gnmax(
@@ -159,11 +159,11 @@ def calibrate_confident_gnmax(
         raise ValueError(f"max_answered ({answered}) cannot exceed num_queries ({n})")
     ratio = check_positive(sigma1_ratio, "sigma1_ratio")
     orders = check_orders(orders)
-    extra = _extra(extra_rdp, orders)
+    extra = extra_rdp_per_order(extra_rdp, orders)
 
     def eps_of(sigma2: float) -> float:
         rdp = n * orders / (2.0 * (ratio * sigma2) ** 2) + answered * orders / sigma2**2 + extra
         return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
 
-    sigma2 = _smallest_noise(eps_of, eps, "sigma2", _delta_floor(orders, delta, conversion, extra))
+    sigma2 = smallest_noise(eps_of, eps, "sigma2", delta_floor(orders, delta, conversion, extra))
     return ratio * sigma2, sigma2

@@ -113,7 +113,7 @@ from scipy.special import gammaln, gammasgn, log_ndtr, logsumexp
 
 from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.arrays import FloatArray
-from pate.analysis.calibration import _delta_floor, _extra, _smallest_noise
+from pate.analysis.calibration import delta_floor, extra_rdp_per_order, smallest_noise
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (
@@ -364,7 +364,7 @@ def calibrate_private_knn_sigma2(
     q = check_unit_interval(sampling_rate, "sampling_rate")
     s1 = check_positive(sigma1, "sigma1")
     grid = check_orders(orders)
-    extra = _extra(extra_rdp, grid)
+    extra = extra_rdp_per_order(extra_rdp, grid)
 
     def eps_at_z(z: float) -> float:
         rdp = n * _sampled_gaussian_rdp(q, z, grid) + extra
@@ -381,4 +381,4 @@ def calibrate_private_knn_sigma2(
     def eps_of(sigma2: float) -> float:
         return eps_at_z(private_knn_noise_multiplier(sigma1=s1, sigma2=sigma2))
 
-    return _smallest_noise(eps_of, eps, "sigma2", _delta_floor(grid, delta, conversion, extra))
+    return smallest_noise(eps_of, eps, "sigma2", delta_floor(grid, delta, conversion, extra))

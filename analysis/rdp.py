@@ -94,7 +94,7 @@ def _logsumexp_rows(terms: FloatArray) -> FloatArray:
     return out
 
 
-def _rdp_gaussian_from_log_q(log_q: FloatArray, sigma: float, orders: FloatArray) -> FloatArray:
+def rdp_gaussian_from_log_q(log_q: FloatArray, sigma: float, orders: FloatArray) -> FloatArray:
     """Theorem 6 of [P18] with mu1, mu2 of Proposition 10, capped by Proposition 8.
 
     For a mechanism that is (lambda, lambda/sigma^2)-RDP for all lambda (Gaussian noise on a
@@ -156,13 +156,13 @@ def _rdp_gaussian_from_log_q(log_q: FloatArray, sigma: float, orders: FloatArray
     return out
 
 
-def _unique_apply(keys: FloatArray, fn: Callable[[FloatArray], FloatArray]) -> FloatArray:
+def unique_apply(keys: FloatArray, fn: Callable[[FloatArray], FloatArray]) -> FloatArray:
     """Evaluate a row-wise ``fn`` once per distinct key and scatter back (identical results)."""
     unique, inverse = np.unique(keys, return_inverse=True)
     return fn(unique)[inverse.reshape(-1)]
 
 
-def _unique_weighted_sum(
+def unique_weighted_sum(
     keys: FloatArray, weights: FloatArray, fn: Callable[[FloatArray], FloatArray]
 ) -> FloatArray:
     """sum_i weights_i * fn(keys)_i over rows, evaluating ``fn`` once per distinct key."""
@@ -176,7 +176,7 @@ def _unique_weighted_sum(
 # --------------------------------------------------------------------------- GNMax
 
 
-def _gnmax_log_q(votes: IntArray, sigma: float) -> FloatArray:
+def gnmax_log_q_unchecked(votes: IntArray, sigma: float) -> FloatArray:
     n, m = votes.shape
     rows = np.arange(n)
     winner = np.argmax(votes, axis=1)  # the first argmax, as in [P18]'s analysis
@@ -200,7 +200,7 @@ def gnmax_log_q(votes: npt.ArrayLike, *, sigma: float) -> FloatArray:
     """
     votes = check_votes(votes)
     sigma = check_positive(sigma, "sigma")
-    return _gnmax_log_q(votes, sigma)
+    return gnmax_log_q_unchecked(votes, sigma)
 
 
 def gnmax_rdp(
@@ -217,14 +217,14 @@ def gnmax_rdp(
     orders = check_orders(orders)
     if not data_dependent:
         return np.broadcast_to(orders / sigma**2, (votes.shape[0], orders.size)).copy()
-    log_q = _gnmax_log_q(votes, sigma)
-    return _unique_apply(log_q, lambda u: _rdp_gaussian_from_log_q(u, sigma, orders))
+    log_q = gnmax_log_q_unchecked(votes, sigma)
+    return unique_apply(log_q, lambda u: rdp_gaussian_from_log_q(u, sigma, orders))
 
 
 # --------------------------------------------------------------------------- threshold check
 
 
-def _max_vote(votes: IntArray, baseline: FloatArray | None) -> FloatArray:
+def top_votes(votes: IntArray, baseline: FloatArray | None) -> FloatArray:
     if baseline is None:
         top: FloatArray = votes.max(axis=1).astype(np.float64)
         return top
@@ -234,23 +234,23 @@ def _max_vote(votes: IntArray, baseline: FloatArray | None) -> FloatArray:
     return rounded
 
 
-def _threshold_log_pr(max_vote: FloatArray, threshold: float, sigma: float) -> FloatArray:
+def threshold_log_pr(max_vote: FloatArray, threshold: float, sigma: float) -> FloatArray:
     log_pr: FloatArray = log_ndtr(-((threshold - max_vote) / sigma))
     return log_pr
 
 
 def _threshold_log_q_from_max(max_vote: FloatArray, threshold: float, sigma: float) -> FloatArray:
     """log min(p, 1 - p) where p = Pr[answered]; 1 - p computed directly (no cancellation)."""
-    log_pr = _threshold_log_pr(max_vote, threshold, sigma)
+    log_pr = threshold_log_pr(max_vote, threshold, sigma)
     log_pr_not: FloatArray = log_ndtr((threshold - max_vote) / sigma)
     return np.minimum(log_pr, log_pr_not)
 
 
-def _threshold_rdp_from_max(
+def threshold_rdp_from_max(
     max_vote: FloatArray, threshold: float, sigma: float, orders: FloatArray
 ) -> FloatArray:
     log_q = _threshold_log_q_from_max(max_vote, threshold, sigma)
-    return _rdp_gaussian_from_log_q(log_q, 2**0.5 * sigma, orders)
+    return rdp_gaussian_from_log_q(log_q, 2**0.5 * sigma, orders)
 
 
 def _validate_threshold_args(
@@ -275,7 +275,7 @@ def threshold_log_pr_answered(
     ``votes - baseline`` and rounded to the nearest integer. Returns (n,).
     """
     counts, threshold, sigma, base = _validate_threshold_args(votes, threshold, sigma, baseline)
-    return _threshold_log_pr(_max_vote(counts, base), threshold, sigma)
+    return threshold_log_pr(top_votes(counts, base), threshold, sigma)
 
 
 def threshold_rdp(
@@ -300,9 +300,9 @@ def threshold_rdp(
         return np.broadcast_to(
             checked_orders / (2**0.5 * sigma) ** 2, (counts.shape[0], checked_orders.size)
         ).copy()
-    max_vote = _max_vote(counts, base)
-    return _unique_apply(
-        max_vote, lambda u: _threshold_rdp_from_max(u, threshold, sigma, checked_orders)
+    max_vote = top_votes(counts, base)
+    return unique_apply(
+        max_vote, lambda u: threshold_rdp_from_max(u, threshold, sigma, checked_orders)
     )
 
 
@@ -369,7 +369,7 @@ def lnmax_rdp(
     if not data_dependent:
         return _rdp_pure_eps(np.full(votes.shape[0], 0.0), pure_eps, orders)
     log_q = _lnmax_log_q(votes, scale)
-    return _unique_apply(log_q, lambda u: _rdp_pure_eps(u, pure_eps, orders))
+    return unique_apply(log_q, lambda u: _rdp_pure_eps(u, pure_eps, orders))
 
 
 # --------------------------------------------------------------------------- Confident GNMax
@@ -406,21 +406,21 @@ def confident_gnmax_rdp(
     if answered is not None:
         step2_weights = answered.astype(np.float64)
     else:
-        step2_weights = np.exp(_threshold_log_pr(_max_vote(votes, baseline), threshold, sigma1))
+        step2_weights = np.exp(threshold_log_pr(top_votes(votes, baseline), threshold, sigma1))
     if not data_dependent:
         independent: FloatArray = (
             n * orders / (2**0.5 * sigma1) ** 2 + float(np.sum(step2_weights)) * orders / sigma2**2
         )
         return independent
-    step1 = _unique_weighted_sum(
-        _max_vote(votes, baseline),
+    step1 = unique_weighted_sum(
+        top_votes(votes, baseline),
         np.ones(n),
-        lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders),
+        lambda u: threshold_rdp_from_max(u, threshold, sigma1, orders),
     )
-    step2 = _unique_weighted_sum(
-        _gnmax_log_q(votes, sigma2),
+    step2 = unique_weighted_sum(
+        gnmax_log_q_unchecked(votes, sigma2),
         step2_weights,
-        lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders),
+        lambda u: rdp_gaussian_from_log_q(u, sigma2, orders),
     )
     total: FloatArray = step1 + step2
     return total

@@ -26,22 +26,22 @@ import numpy.typing as npt
 
 from pate.analysis.arrays import BoolArray, FloatArray, IntArray
 from pate.analysis.rdp import (
-    _gnmax_log_q,
-    _max_vote,
-    _rdp_gaussian_from_log_q,
-    _threshold_log_pr,
-    _threshold_rdp_from_max,
-    _unique_weighted_sum,
     conversion_term,
     gnmax_log_q,
+    gnmax_log_q_unchecked,
+    rdp_gaussian_from_log_q,
+    threshold_log_pr,
+    threshold_rdp_from_max,
+    top_votes,
+    unique_weighted_sum,
 )
 from pate.analysis.sensitivity import (
-    _validate_ls_args,
-    _weighted_ls_gnmax_sum,
-    _weighted_ls_threshold_sum,
     check_conditions,
     gnss_rdp,
     smooth_sensitivity,
+    validate_ls_args,
+    weighted_ls_gnmax_sum,
+    weighted_ls_threshold_sum,
 )
 from pate.analysis.validation import (
     check_baseline,
@@ -63,19 +63,19 @@ __all__ = [
 # --------------------------------------------------------------------------- the parameter search
 
 
-def _is_data_independent_step2(num_teachers: int, m: int, sigma: float, order: float) -> bool:
+def is_data_independent_step2(num_teachers: int, m: int, sigma: float, order: float) -> bool:
     unanimous = np.zeros((1, m), dtype=np.int64)
     unanimous[0, 0] = num_teachers
     log_q = gnmax_log_q(unanimous, sigma=sigma)
-    dep = _rdp_gaussian_from_log_q(log_q, sigma, np.array([order]))[0, 0]
+    dep = rdp_gaussian_from_log_q(log_q, sigma, np.array([order]))[0, 0]
     return bool(np.isclose(dep, order / sigma**2))
 
 
-def _is_data_independent_step1(
+def is_data_independent_step1(
     num_teachers: int, threshold: float, sigma: float, order: float
 ) -> bool:
     extremes = np.array([0.0, float(num_teachers)])
-    dep = _threshold_rdp_from_max(extremes, threshold, sigma, np.array([order]))[:, 0]
+    dep = threshold_rdp_from_max(extremes, threshold, sigma, np.array([order]))[:, 0]
     return bool(np.all(np.isclose(dep, order / (2**0.5 * sigma) ** 2)))
 
 
@@ -104,9 +104,9 @@ def _run_cost_and_ls(
     ind1 = (
         threshold is None
         or sigma1 is None
-        or _is_data_independent_step1(num_teachers, threshold, sigma1, order)
+        or is_data_independent_step1(num_teachers, threshold, sigma1, order)
     )
-    ind2 = _is_data_independent_step2(num_teachers, m, sigma2, order)
+    ind2 = is_data_independent_step2(num_teachers, m, sigma2, order)
     ls_total: FloatArray = np.zeros(num_teachers)
     if threshold is None or sigma1 is None:
         rdp1 = 0.0
@@ -114,25 +114,25 @@ def _run_cost_and_ls(
         rdp1 = votes.shape[0] * (order / (2**0.5 * sigma1) ** 2)
     else:
         rdp1 = float(
-            _unique_weighted_sum(
-                _max_vote(votes, baseline),
+            unique_weighted_sum(
+                top_votes(votes, baseline),
                 ones,
-                lambda u: _threshold_rdp_from_max(u, threshold, sigma1, orders),
+                lambda u: threshold_rdp_from_max(u, threshold, sigma1, orders),
             )[0]
         )
-        ls_total += _weighted_ls_threshold_sum(
+        ls_total += weighted_ls_threshold_sum(
             votes, ones, num_teachers, threshold, sigma1, order, baseline
         )
     if ind2:
         rdp2 = float(np.sum(step2_weights)) * (order / sigma2**2)
     else:
-        log_q = _gnmax_log_q(votes, sigma2)
+        log_q = gnmax_log_q_unchecked(votes, sigma2)
         rdp2 = float(
-            _unique_weighted_sum(
-                log_q, step2_weights, lambda u: _rdp_gaussian_from_log_q(u, sigma2, orders)
+            unique_weighted_sum(
+                log_q, step2_weights, lambda u: rdp_gaussian_from_log_q(u, sigma2, orders)
             )[0]
         )
-        ls_total += _weighted_ls_gnmax_sum(votes, step2_weights, num_teachers, sigma2, order, log_q)
+        ls_total += weighted_ls_gnmax_sum(votes, step2_weights, num_teachers, sigma2, order, log_q)
     return rdp1 + rdp2, ls_total, ind1, ind2
 
 
@@ -162,12 +162,12 @@ def search_smooth_sensitivity_parameters(
     eps_after (eps_before + GNSS cost), rdp (the expected RDP at ``order``), expected_answered,
     data_independent_step1, data_independent_step2.
     """
-    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    counts, num_teachers, order = validate_ls_args(votes, num_teachers, order)
     threshold = check_nonnegative(threshold, "threshold")
     sigma1 = check_positive(sigma1, "sigma1")
     sigma2 = check_positive(sigma2, "sigma2")
     delta = check_delta(delta)
-    pr = np.exp(_threshold_log_pr(_max_vote(counts, None), threshold, sigma1))
+    pr = np.exp(threshold_log_pr(top_votes(counts, None), threshold, sigma1))
     rdp_total, ls_total, ind1, ind2 = _run_cost_and_ls(
         counts, num_teachers, threshold, sigma1, sigma2, order, None, pr
     )
@@ -272,7 +272,7 @@ def release_sanitized_epsilon(
     conservative figure), eps_data_independent (at the same order), rdp_gnss, noise_std,
     smooth_sensitivity, order, beta, sigma_ss, delta, answered, queries, fallback.
     """
-    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    counts, num_teachers, order = validate_ls_args(votes, num_teachers, order)
     threshold, sigma1 = _check_threshold_check(threshold, sigma1)
     sigma2 = check_positive(sigma2, "sigma2")
     mask = check_mask(answered, counts.shape[0], "answered")

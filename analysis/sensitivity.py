@@ -39,10 +39,10 @@ from scipy.special import erfc, erfcinv, log_ndtr
 
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.rdp import (
-    _gnmax_log_q,
-    _max_vote,
-    _threshold_rdp_from_max,
-    _unique_apply,
+    gnmax_log_q_unchecked,
+    threshold_rdp_from_max,
+    top_votes,
+    unique_apply,
 )
 from pate.analysis.validation import (
     check_baseline,
@@ -185,7 +185,7 @@ def _log_q_sorted(sorted_votes: IntArray, log_tail: FloatArray, m: int) -> Float
     return capped
 
 
-def _validate_ls_args(
+def validate_ls_args(
     votes: npt.ArrayLike, num_teachers: int, order: float
 ) -> tuple[IntArray, int, float]:
     counts = check_votes(votes)
@@ -220,7 +220,7 @@ def _ls_gnmax_walk(
     log_tail: FloatArray = log_ndtr(
         -(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma**2))
     )
-    log_q = _gnmax_log_q(votes, sigma) if log_q is None else log_q
+    log_q = gnmax_log_q_unchecked(votes, sigma) if log_q is None else log_q
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
     # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
     # the distinct log q values only. Rows above the plateau move votes from the runner-up to the
@@ -235,7 +235,7 @@ def _ls_gnmax_walk(
         visited_rows.append(rows)
         visited_distance.append(distance)
         visited_log_q.append(lq)
-    values = _unique_apply(
+    values = unique_apply(
         np.concatenate(visited_log_q), lambda u: _ls_gnmax_from_log_q(u, sigma, m, order)
     )
     return plateau, np.concatenate(visited_rows), np.concatenate(visited_distance), values
@@ -343,7 +343,7 @@ def local_sensitivity_gnmax(
     computation in the wrong order and raises TypeError; ``smooth_sensitivity(
     local_sensitivity_gnmax(...), beta=...)`` is the intended computation.)
     """
-    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    counts, num_teachers, order = validate_ls_args(votes, num_teachers, order)
     sigma = check_positive(sigma, "sigma")
     plateau, rows, distances, values = _ls_gnmax_walk(counts, num_teachers, sigma, order)
     result: FloatArray = np.full((counts.shape[0], num_teachers), plateau)
@@ -351,7 +351,7 @@ def local_sensitivity_gnmax(
     return result
 
 
-def _weighted_ls_gnmax_sum(
+def weighted_ls_gnmax_sum(
     votes: IntArray,
     weights: FloatArray,
     num_teachers: int,
@@ -368,7 +368,7 @@ def _weighted_ls_gnmax_sum(
     return total
 
 
-def _weighted_ls_threshold_sum(
+def weighted_ls_threshold_sum(
     votes: IntArray,
     weights: FloatArray,
     num_teachers: int,
@@ -378,7 +378,7 @@ def _weighted_ls_threshold_sum(
     baseline: FloatArray | None,
 ) -> FloatArray:
     """sum_i weights_i * LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
-    current = np.clip(_max_vote(votes, baseline), 0, num_teachers).astype(np.int64)
+    current = np.clip(top_votes(votes, baseline), 0, num_teachers).astype(np.int64)
     mass = np.bincount(current, weights=weights, minlength=num_teachers + 1)
     present = np.nonzero(mass)[0]
     table = _ls_threshold_table(num_teachers, threshold, sigma, order, present)
@@ -395,7 +395,7 @@ def _threshold_ls_by_max_vote(
 ) -> FloatArray:
     """LS of the threshold RDP at each max vote v = 0..N (a neighbour moves the max by <= 1)."""
     max_votes = np.arange(num_teachers + 1, dtype=np.float64)
-    rdp = _threshold_rdp_from_max(max_votes, threshold, sigma, np.array([order]))[:, 0]
+    rdp = threshold_rdp_from_max(max_votes, threshold, sigma, np.array([order]))[:, 0]
     steps = np.abs(np.diff(rdp))  # steps[v] = |rdp[v+1] - rdp[v]|
     ls: FloatArray = np.zeros(num_teachers + 1)
     ls[:-1] = steps
@@ -423,11 +423,11 @@ def local_sensitivity_threshold(
     LS(max(c, N - c)) = 0 although the max vote 0 or N is reachable at that distance; here that
     entry is filled too (it can only raise the smooth sensitivity).
     """
-    counts, num_teachers, order = _validate_ls_args(votes, num_teachers, order)
+    counts, num_teachers, order = validate_ls_args(votes, num_teachers, order)
     threshold = check_nonnegative(threshold, "threshold")
     sigma = check_positive(sigma, "sigma")
     base = None if baseline is None else check_baseline(baseline, counts.shape)
-    current = np.clip(_max_vote(counts, base), 0, num_teachers).astype(np.int64)
+    current = np.clip(top_votes(counts, base), 0, num_teachers).astype(np.int64)
     return _ls_threshold_table(num_teachers, threshold, sigma, order, current)
 
 

@@ -186,10 +186,10 @@ def active_labels(
     is Confident-GNMax with the threshold raised by T / classes and no free student labels.
     Every argument is validated before any noise is drawn.
     """
-    from pate.student.train import _check_public_x
+    from pate.student.inputs import check_public_x
 
     criterion = check_choice(criterion, "criterion", SELECTION_MODES)
-    x = _check_public_x(public_x)
+    x = check_public_x(public_x)
     votes = check_votes(votes)
     n, num_classes = votes.shape
     rounds, batch_size, initial_size = _check_round_sizes(

@@ -111,7 +111,6 @@ from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_stude
 from pate.student.inputs import (
     check_inputs,
     check_labels,
-    check_public_x,
     check_soft_targets,
 )
 from pate.student.settings import (
@@ -145,9 +144,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
-
-#: the name :mod:`pate.student.select` imports (the checks live in :mod:`pate.student.inputs`)
-_check_public_x = check_public_x
 
 # --------------------------------------------------------------------------- the estimator
 

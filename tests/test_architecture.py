@@ -7,6 +7,8 @@
 * ``test_split_modules_stay_small``: the modules split out of the former god files
   (``student/train.py``, ``teachers/ensemble.py``, ``teachers/data.py``) hold at most 700 lines
   and no function over 80 lines.
+* ``test_no_module_imports_another_modules_private_names``: a helper shared by two modules is
+  public in the module that owns it.
 """
 
 from __future__ import annotations
@@ -149,4 +151,34 @@ def test_source_modules_stay_small(path):
         f"{path}: function(s) over {MAX_FUNCTION_LINES} lines: "
         + ", ".join(f"{name} (line {line}, {n} lines)" for name, line, n in long)
         + "; split each into named steps"
+    )
+
+
+def _private_imports(tree: ast.AST) -> list[tuple[int, str, str]]:
+    """``from pate.x import _name``: a module reaching into another's private helpers."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pate"):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    out.append((node.lineno, node.module or "", alias.name))
+    return out
+
+
+def test_private_import_finder_finds_one():
+    tree = ast.parse(
+        "from pate.analysis.rdp import _hidden, public\nfrom pate import __version__\n"
+    )
+    assert _private_imports(tree) == [(1, "pate.analysis.rdp", "_hidden")]
+
+
+@pytest.mark.each_source_module
+def test_no_module_imports_another_modules_private_names(path):
+    """A helper two modules share is public in the module that owns it (issue #32: "private
+    helpers imported across modules")."""
+    found = _private_imports(ast.parse((REPO / path).read_text(encoding="utf-8"), filename=path))
+    assert not found, (
+        f"{path} imports private names: "
+        + ", ".join(f"{name} from {module} (line {line})" for line, module, name in found)
+        + "; make the helper public in its module (no leading underscore) or move it"
     )

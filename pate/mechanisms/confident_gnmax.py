@@ -27,7 +27,7 @@ __all__ = ["CONFIDENT_GNMAX", "INTERACTIVE_GNMAX"]
 
 
 @dataclasses.dataclass(frozen=True)
-class _ConfidentGNMax(MechanismSpec):
+class ConfidentGNMaxSpec(MechanismSpec):
     """Confident GNMax; with ``needs_student`` the check runs on votes - T p (Interactive)."""
 
     def _statistic(self, votes: np.ndarray, student: np.ndarray | None) -> np.ndarray:
@@ -184,7 +184,7 @@ class _ConfidentGNMax(MechanismSpec):
         return {k: float(params[k]) for k in ("threshold", "sigma1", "sigma2")}
 
 
-CONFIDENT_GNMAX = _ConfidentGNMax(
+CONFIDENT_GNMAX = ConfidentGNMaxSpec(
     name="confident-gnmax",
     title="Confident GNMax",
     params=(THRESHOLD, SIGMA1, SIGMA2),
@@ -198,7 +198,7 @@ CONFIDENT_GNMAX = _ConfidentGNMax(
 )
 
 
-INTERACTIVE_GNMAX = _ConfidentGNMax(
+INTERACTIVE_GNMAX = ConfidentGNMaxSpec(
     name="interactive-gnmax",
     title="Interactive GNMax",
     params=(THRESHOLD, SIGMA1, SIGMA2, CONFIDENCE),

@@ -18,7 +18,7 @@ from pate.analysis.private_knn import (
 )
 from pate.analysis.validation import check_mask, check_orders, check_positive, check_unit_interval
 from pate.core.rng import Rng
-from pate.mechanisms.confident_gnmax import _ConfidentGNMax
+from pate.mechanisms.confident_gnmax import ConfidentGNMaxSpec
 from pate.mechanisms.kinds import SAMPLE, MechanismKind
 from pate.mechanisms.params import SAMPLING_RATE, SIGMA1, SIGMA2, THRESHOLD, K
 
@@ -26,7 +26,7 @@ __all__ = ["PRIVATE_KNN"]
 
 
 @dataclasses.dataclass(frozen=True)
-class _PrivateKNN(_ConfidentGNMax):
+class _PrivateKNN(ConfidentGNMaxSpec):
     """Private-kNN [ZYW20]: Confident GNMax on the label histogram of the k nearest records of a
     fresh Poisson sample per query. :meth:`draw` is the Confident-GNMax step on histograms the
     caller drew with :meth:`sample_votes` (``pate.core.knn.knn_votes``; the "sample" kind). Every asked query is

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pate import analysis
-from pate.analysis.rdp import _rdp_gaussian_from_log_q
+from pate.analysis.rdp import rdp_gaussian_from_log_q
 from pate.analysis.sanitized_release import _run_cost_and_ls
 from pate.analysis.sensitivity import _log_q1
 
@@ -97,7 +97,7 @@ def test_gnmax_single_query(case):
     ids=ids(GOLDEN["rdp_gaussian_logq_grid"], "logq", "sigma"),
 )
 def test_rdp_gaussian_on_logq_grid(case):
-    rdp = _rdp_gaussian_from_log_q(np.array([case["logq"]]), case["sigma"], ORDERS)[0]
+    rdp = rdp_gaussian_from_log_q(np.array([case["logq"]]), case["sigma"], ORDERS)[0]
     close(rdp[OI], case["rdp_gaussian"])
 
 

@@ -42,8 +42,8 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
     """
     from pate import analysis
     from pate.analysis.sanitized_release import (
-        _is_data_independent_step1,
-        _is_data_independent_step2,
+        is_data_independent_step1,
+        is_data_independent_step2,
     )
 
     s = C.sections(config)
@@ -61,10 +61,10 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
             "is reported"
         )
     else:
-        ind1 = release["threshold"] is None or _is_data_independent_step1(
+        ind1 = release["threshold"] is None or is_data_independent_step1(
             num_teachers, release["threshold"], release["sigma1"], order
         )
-        if ind1 and _is_data_independent_step2(num_teachers, num_classes, release["sigma2"], order):
+        if ind1 and is_data_independent_step2(num_teachers, num_classes, release["sigma2"], order):
             reason = "the data-dependent bounds never beat the data-independent ones at this order"
         elif not all(
             analysis.check_conditions(sigma=release["sigma2"], num_classes=num_classes, order=order)
