@@ -314,7 +314,7 @@ def class_means_rule_budget(
     from pate.run import rundir as R
     from pate.run.pipeline import Pipeline
     from pate.run.rundir import Run
-    from pate.run.stages.student import _rule_head  # the head the released product carries
+    from pate.run.stages.student import rule_head  # the head the released product carries
 
     t0 = time.perf_counter()
     run_dir = out / f"class-means-rule-eps{target:g}-r{repeat}"
@@ -322,7 +322,7 @@ def class_means_rule_budget(
     Pipeline(config, resume=True, progress=False).run(until="aggregate")
     run = Run.open(run_dir, progress=False)
     labels = load_npy(run.path(R.LABELS))
-    head = _rule_head(run, labels)
+    head = rule_head(run, labels)
     scores = {name: H.factor_accuracy(head, split) for name, split in splits.items()}
     public = run.data.public
     aggregate = json.loads(run.path(R.AGGREGATE).read_text())

@@ -56,7 +56,7 @@ def student(run: Run) -> dict:
     if not isinstance(settings["model"], str):
         run.objects["fitted_student"] = model
     # built before the training, so that a run it cannot serve fails before any work
-    head = _rule_head(run, labels) if C.combine_with_rule(run.config) else None
+    head = rule_head(run, labels) if C.combine_with_rule(run.config) else None
     run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
     # Only the public inputs and the released labels reach the student.
     t0 = time.perf_counter()
@@ -87,7 +87,7 @@ def student(run: Run) -> dict:
     return {"accuracy": metrics["accuracy"]}
 
 
-def _rule_head(run: Run, labels: np.ndarray):
+def rule_head(run: Run, labels: np.ndarray):
     """The labelling rule of this class-means run as a torch head (``[student]
     combine_with_rule``; :mod:`pate.student.rule_product`): its public front-end refitted on the
     public split (checked against ``knn_embeddings.npz``), the rule recovered exactly from the
