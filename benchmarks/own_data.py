@@ -55,6 +55,11 @@ import warnings
 
 import numpy as np
 
+if str(pathlib.Path(__file__).resolve().parent) not in sys.path:  # the sibling module below
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import docs_blocks  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "own_data.json"
 DEFAULT_EPS = (1.0, 2.0, 4.0)
@@ -641,30 +646,17 @@ def markdown_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-_BLOCK = re.compile(
-    r"(<!-- own_data table: (?P<path>\S+) -->\n)(?P<table>.*?)"
-    r"(\n<!-- /own_data table -->)",
-    re.S,
-)
+DOCS_TAG = "own_data table"
 
 
 def docs_tables(text: str):
     """(results path, table in the docs) for every generated table block of a docs file."""
-    return [(m.group("path"), m.group("table")) for m in _BLOCK.finditer(text)]
+    return docs_blocks.docs_tables(text, DOCS_TAG)
 
 
 def write_docs(doc: pathlib.Path) -> int:
     """Rewrite every generated table of ``doc`` from the results file its marker names."""
-    text = doc.read_text()
-    count = 0
-
-    def fill(m):
-        nonlocal count
-        count += 1
-        return m.group(1) + markdown_table(load_results(ROOT / m.group("path"))) + m.group(4)
-
-    doc.write_text(_BLOCK.sub(fill, text))
-    return count
+    return docs_blocks.write_docs(doc, DOCS_TAG, lambda path: markdown_table(load_results(path)))
 
 
 # ------------------------------------------------------------------------------ main

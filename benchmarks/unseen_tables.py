@@ -45,6 +45,11 @@ import time
 
 import numpy as np
 
+if str(pathlib.Path(__file__).resolve().parent) not in sys.path:  # the sibling module below
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import docs_blocks  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "unseen_tables.json"
 SPLIT_SEED = 7
@@ -322,29 +327,18 @@ def markdown_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-_BLOCK = re.compile(
-    r"(<!-- unseen_tables table: (?P<path>\S+) -->\n)(?P<table>.*?)(\n<!-- /unseen_tables table -->)",
-    re.S,
-)
+DOCS_TAG = "unseen_tables table"
 
 
 def docs_tables(text: str):
     """(results path, table in the docs) for every generated block of a docs file."""
-    return [(m.group("path"), m.group("table")) for m in _BLOCK.finditer(text)]
+    return docs_blocks.docs_tables(text, DOCS_TAG)
 
 
 def write_docs(doc: pathlib.Path) -> int:
-    text = doc.read_text()
-    count = 0
-
-    def fill(m):
-        nonlocal count
-        count += 1
-        results = json.loads((ROOT / m.group("path")).read_text())
-        return m.group(1) + markdown_table(results) + m.group(4)
-
-    doc.write_text(_BLOCK.sub(fill, text))
-    return count
+    return docs_blocks.write_docs(
+        doc, DOCS_TAG, lambda path: markdown_table(json.loads(path.read_text()))
+    )
 
 
 def main(argv=None) -> int:
