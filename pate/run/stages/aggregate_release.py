@@ -64,8 +64,9 @@ def _reserve_release(
 
 def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a "release" mechanism (see the module docstring)."""
+    inputs = records_inputs(run, spec)
     params, public, private, private_labels, num_classes, num_queries, queries, orders, *rest = (
-        records_inputs(run, spec)
+        inputs
     )
     budget_eps, delta, conversion, plan, prior, prior_rdp = rest
     event = spec.event(
@@ -84,7 +85,7 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
         dataset,
         run_id,
         event,
-        _eps_of(orders=orders, delta=delta, conversion=conversion),
+        inputs.eps_of,
         queries=queries,
         orders=orders,
         budget_eps=budget_eps,
@@ -137,18 +138,6 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
     summary = summary_now()
     publish(run, answers.labels, answers.answered, summary, answers.scores)
     return aggregate_info(summary)
-
-
-def _eps_of(*, orders, delta: float, conversion):
-    """ε at ``delta`` of an RDP curve over ``orders`` (the config's conversion)."""
-    from pate import analysis
-
-    def eps_of(rdp):
-        return float(
-            analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0]
-        )
-
-    return eps_of
 
 
 def _release_asker(
