@@ -46,6 +46,7 @@ from torch import nn
 
 from pate.student import augment as aug
 from pate.student.checkpoint import FORMAT, atomic_save, not_a_checkpoint
+from pate.teachers.scattering import without_kymatio_buffers
 
 __all__ = [
     "Standardize",
@@ -179,9 +180,9 @@ class Training:
     def restore(self, state: dict, *, device: torch.device, checkpoint_path) -> None:
         """Continue from a checkpoint's ``state`` (a damaged one raises ``CheckpointError``)."""
         try:
-            self.model.load_state_dict(state["model"])
+            self.model.load_state_dict(without_kymatio_buffers(state["model"]))
             if self.ema is not None:
-                self.ema.load_state_dict(state["ema"])
+                self.ema.load_state_dict(without_kymatio_buffers(state["ema"]))
             self.optimizer.load_state_dict(state["optimizer"])
             self.generator.set_state(state["generator"])
             if state.get("prediction_mean") is not None:

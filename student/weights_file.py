@@ -28,6 +28,7 @@ from pate.student.checkpoint import (
 )
 from pate.student.settings import TRAINING_PARAMS, resolve_device
 from pate.student.trainer import Standardize
+from pate.teachers.scattering import without_kymatio_buffers
 
 __all__ = ["write_student", "read_student"]
 
@@ -109,7 +110,7 @@ def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
             num_classes=num_classes,
         )
         network = RuleProduct(network, head, float(product["temperature"]))
-    network.load_state_dict(state)
+    network.load_state_dict(without_kymatio_buffers(state))
     return network
 
 

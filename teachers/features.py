@@ -15,9 +15,12 @@ Symbols
 ``ScatterNet()``   a torch module without parameters: (B, C, H, W) images in [0, 1] ->
                    (B, C * 81, H / 4, W / 4) scattering coefficients (order 0, 1 and 2 for J = 2,
                    L = 8: 1 + J L + L^2 J (J - 1) / 2 = 81 per input channel). H and W must be
-                   multiples of 4. Uses kymatio's Morlet filter bank (Andreux et al. 2020,
-                   "Kymatio: Scattering Transforms in Python", JMLR).
-``scatter(x, *, batch_size)``  numpy (N, C, H, W) -> float32 (N, C * 81, H / 4, W / 4).
+                   multiples of 4. Kymatio's transform and Morlet filter bank (Andreux et al.
+                   2020, "Kymatio: Scattering Transforms in Python", JMLR), computed a layer at
+                   a time (:mod:`pate.teachers.scattering`).
+``scatter(x, *, batch_size)``  numpy (N, C, H, W) -> float32 (N, C * 81, H / 4, W / 4),
+                   a batch at a time (default: the cache's chunk; the features of a batch
+                   agree with those of another batching to float32 rounding, not bit for bit).
 ``scatter_features(x, *, cache)``  the same as a :class:`pate.teachers.feature_cache.
                    CachedFeatures`: read from / written to the on-disk feature cache ``cache``
                    (default: :func:`pate.teachers.feature_cache.active`), computed in memory
@@ -99,6 +102,9 @@ QUADRATIC_KNOTS = 1000
 #: Rows mapped at a time (the (rows, D) block is the largest array the map makes).
 KERNEL_CHUNK = 4096
 J, L = 2, 8
+#: The ScatterNet settings in every feature-cache key: the transform and the code that computes
+#: it (entries of kymatio's path-by-path code, equal to float32 rounding, are not reused).
+SCATTER_SETTINGS = {"J": J, "L": L, "implementation": "pate.teachers.scattering/1"}
 #: Rows of the covariance corrected at a time in :meth:`PublicPCA.fit_blocks`.
 _OUTER_ROWS = 256
 _PER_CHANNEL = 1 + J * L + L * L * J * (J - 1) // 2  # 81
@@ -117,21 +123,11 @@ def feature_shape(input_shape) -> tuple[int, int, int]:
 
 
 def ScatterNet(height: int, width: int):
-    """The fixed scattering transform for ``height x width`` images (a ``torch.nn.Module``)."""
-    import torch
-    from kymatio.scattering2d.frontend.torch_frontend import ScatteringTorch2D
+    """The fixed scattering transform for ``height x width`` images (a ``torch.nn.Module``:
+    :class:`pate.teachers.scattering.Scattering2D`, kymatio's transform a layer at a time)."""
+    from pate.teachers.scattering import Scattering2D
 
-    class _ScatterNet(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.scattering = ScatteringTorch2D(J=J, shape=(height, width), L=L)
-
-        def forward(self, x):
-            b, c, h, w = x.shape
-            out = self.scattering(x.contiguous())  # (B, C, 81, H/4, W/4)
-            return out.reshape(b, c * _PER_CHANNEL, h // 4, w // 4)
-
-    return _ScatterNet()
+    return Scattering2D(height, width)
 
 
 def _scatter_function(image_shape):
@@ -148,11 +144,15 @@ def _scatter_function(image_shape):
     return apply
 
 
-def scatter(x: np.ndarray, *, batch_size: int = 1000) -> np.ndarray:
-    """ScatterNet features of images ``x`` (N, C, H, W) as float32 (N, C * 81, H/4, W/4)."""
+def scatter(x: np.ndarray, *, batch_size: int | None = None) -> np.ndarray:
+    """ScatterNet features of images ``x`` (N, C, H, W) as float32 (N, C * 81, H/4, W/4),
+    ``batch_size`` images at a time (None: the feature cache's chunk, so that they are the
+    cached features bit for bit; other batch sizes agree to float32 rounding)."""
     x = np.asarray(x, dtype=np.float32)
     shape = feature_shape(x.shape[1:])
-    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    batch_size = check_int(
+        FC.CHUNK_ROWS if batch_size is None else batch_size, "batch_size", minimum=1
+    )
     apply = _scatter_function(x.shape[1:])
     out = np.empty((len(x),) + shape, dtype=np.float32)
     for i in range(0, len(x), batch_size):
@@ -169,7 +169,7 @@ def scatter_features(x: np.ndarray, *, cache: FC.FeatureCache | None = None) -> 
     if cache is None:
         t0 = time.perf_counter()
         return FC.CachedFeatures(scatter(x), None, time.perf_counter() - t0)
-    key = FC.EntryKey.of(x, front_end="scatternet", settings={"J": J, "L": L}, output_shape=shape)
+    key = FC.EntryKey.of(x, front_end="scatternet", settings=SCATTER_SETTINGS, output_shape=shape)
     return cache.features(key, x, _scatter_function(np.shape(x)[1:]))
 
 

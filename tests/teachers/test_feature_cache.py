@@ -52,7 +52,7 @@ def test_a_miss_writes_the_entry_and_a_later_lookup_hits(tmp_path):
     assert cache.summary()["misses"] == 1 and again.summary()["hits"] == 1
     assert _entry_dirs(tmp_path / "cache") == [
         FC.EntryKey.of(
-            x, front_end="scatternet", settings={"J": F.J, "L": F.L}, output_shape=(81, 2, 2)
+            x, front_end="scatternet", settings=F.SCATTER_SETTINGS, output_shape=(81, 2, 2)
         ).name
     ]
 

@@ -1,0 +1,158 @@
+"""The ScatterNet front-end's scattering transform (J = 2, L = 8), computed a whole layer at once.
+
+The function is kymatio's ``Scattering2D(J=2, shape=(H, W), L=8)`` (Andreux et al. 2020, JMLR;
+the scattering transform of Bruna & Mallat 2013 as used by Tramer & Boneh 2021), with kymatio's
+own Morlet filter bank (``kymatio.scattering2d.filter_bank``), padding and output order: the
+features are interchangeable with kymatio's (``tests/teachers/test_scattering.py`` compares the
+two to float32 rounding). Kymatio computes it path by path (81 per channel, each a filter
+product, a periodization and an inverse FFT of the whole batch); here each layer is a few large
+operations, 2.7-3.2x faster on a CPU (``benchmarks/scattering_speed.py``).
+
+Kymatio's algorithm, for an image u reflect-padded to (M', N') (``compute_padding``) with the
+low-pass filters phi_0 (M' x N') and phi_1 (M'/2 x N'/2) and the 16 wavelets psi (8 at scale
+j = 0, then 8 at j = 1, each M' x N', Fourier-domain and real), ``P_k`` the periodization of a
+spectrum by k (the mean of its k x k blocks), ``F`` the 2-D FFT, ``crop`` the removal of one
+border row and column of the output grid:
+
+    S_0           = crop(Re F^-1 P_4(F(u) phi_0))
+    U_1[j=0, t]   = |F^-1(F(u) psi[0, t])|                   (M' x N')
+    U_1[j=1, t]   = |F^-1 P_2(F(u) psi[1, t])|               (M'/2 x N'/2)
+    S_1[j, t]     = crop(Re F^-1 P_(4/2^j)(F(U_1[j, t]) phi_j))
+    U_2[t1, t2]   = |F^-1 P_2(F(U_1[0, t1]) psi[1, t2])|      (j1 = 0 < j2 = 1 only)
+    S_2[t1, t2]   = crop(Re F^-1 P_2(F(U_2[t1, t2]) phi_1))
+
+Two identities make it a few large operations:
+
+1. ``S = crop(Re F^-1 P_k(F(v) phi))`` is linear in the real image v: a fixed (pixels x outputs)
+   matrix, computed once (in float64) by applying the formula to every unit image. Each S above
+   is then one matrix product for all paths of a layer -- no FFT, product, periodization or
+   inverse FFT per path. (Why it is exact: P_k then an inverse FFT at the smaller size is the
+   full-size inverse FFT subsampled by k, a linear operation.)
+2. ``P_2(z psi_f)`` for the 8 filters f at once: at each frequency w of the small grid, the
+   output is sum over the 4 blocks b of z[b, w] psi_f[b, w] / 4 -- a (4 -> 8) matrix per
+   frequency, so one batched matrix product over the frequencies for all images and filters.
+
+The output is ``(B, C * 81, H / 4, W / 4)``: per input channel, order 0, the 16 first-order paths
+in the filter order (j, then t), then the 64 second-order paths (t1, then t2) -- kymatio's order.
+No parameters; the constants are float64 buffers (they follow ``.to(device)``), cast to the
+input's floating dtype, in which it computes (float32: complex64 FFTs), a chunk of :data:`CHUNK` images at a time so
+that the intermediate arrays stay small (~0.5 MB per 28 x 28 image).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import torch
+
+__all__ = ["Scattering2D", "J", "L", "PATHS", "CHUNK", "without_kymatio_buffers"]
+
+J, L = 2, 8
+#: Scattering paths per input channel for J = 2, L = 8: 1 + J L + L^2 J (J - 1) / 2.
+PATHS = 1 + J * L + L * L * J * (J - 1) // 2
+#: Images (times channels) computed at a time.
+CHUNK = 128
+#: The names kymatio's module gave its filter bank in a state dict (``scattering.tensor<k>``),
+#: which weights files written before this module (up to commit f02adfa) hold.
+_KYMATIO_BUFFER = re.compile(r"(^|\.)scattering\.tensor\d+$")
+
+
+def without_kymatio_buffers(state: dict) -> dict:
+    """``state`` without kymatio's filter-bank buffers: a student saved with kymatio's module
+    loads into this one (the filters were a fixed function of the image size, so nothing that
+    was learned is dropped)."""
+    return {k: v for k, v in state.items() if not _KYMATIO_BUFFER.search(k)}
+
+
+def _padded_shape(height: int, width: int) -> tuple[int, int]:
+    from kymatio.scattering2d.utils import compute_padding
+
+    return tuple(int(s) for s in compute_padding(height, width, J))
+
+
+def _lowpass_matrix(phi: np.ndarray, k: int) -> np.ndarray:
+    """The (pixels, outputs) matrix of ``v -> crop(Re F^-1 P_k(F(v) phi))`` (identity 1)."""
+    m, n = phi.shape
+    units = np.eye(m * n).reshape(m * n, m, n)
+    spectra = (np.fft.fft2(units) * phi).reshape(m * n, k, m // k, k, n // k).mean(axis=(1, 3))
+    out = np.fft.ifft2(spectra).real[:, 1:-1, 1:-1]
+    return out.reshape(m * n, -1)
+
+
+def _periodized_filters(psi: np.ndarray) -> np.ndarray:
+    """The 8 filters ``psi`` (8, m, n) as (m/2 * n/2, 4, 8): per frequency w of the small grid,
+    the (block -> filter) matrix of identity 2 (the 1/4 of the mean included)."""
+    f, m, n = psi.shape
+    blocks = psi.reshape(f, 2, m // 2, 2, n // 2).transpose(2, 4, 1, 3, 0)
+    return np.ascontiguousarray(blocks.reshape(m // 2 * (n // 2), 4, f) / 4.0)
+
+
+def _filter_periodize(z: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+    """``P_2(z psi_f)`` for every filter f (identity 2): z (rows, m, n) complex ->
+    (rows, 8, m/2, n/2), contiguous."""
+    rows, m, n = z.shape
+    h, w = m // 2, n // 2
+    by_frequency = z.reshape(rows, 2, h, 2, w).permute(2, 4, 0, 1, 3).reshape(h * w, rows, 4)
+    out = torch.bmm(by_frequency, blocks.to(z.dtype))  # (h w, rows, 8)
+    return out.permute(1, 2, 0).reshape(rows, -1, h, w).contiguous()
+
+
+class Scattering2D(torch.nn.Module):
+    """(B, C, H, W) images -> (B, C * 81, H / 4, W / 4) scattering coefficients (see the module
+    docstring); H and W multiples of 4 and at least 8."""
+
+    def __init__(self, height: int, width: int):
+        super().__init__()
+        from kymatio.scattering2d.filter_bank import filter_bank
+
+        self.height, self.width = int(height), int(width)
+        if self.height % 4 or self.width % 4 or min(self.height, self.width) < 8:
+            raise ValueError(
+                f"Scattering2D needs H and W multiples of 4 and at least 8, got "
+                f"{self.height}x{self.width}"
+            )
+        pm, pn = _padded_shape(self.height, self.width)
+        self.padded = (pm, pn)
+        # torch's pad order: left, right, top, bottom (kymatio's split: the odd pixel after)
+        dw, dh = pn - self.width, pm - self.height
+        self.padding = (dw // 2, (dw + 1) // 2, dh // 2, (dh + 1) // 2)
+        bank = filter_bank(pm, pn, J, L)
+        phi_0, phi_1 = bank["phi"]["levels"]
+        psi = np.stack([p["levels"][0] for p in bank["psi"]])  # (16, pm, pn): j = 0, then 1
+        buffers = {
+            "lowpass_0": _lowpass_matrix(phi_0, 4),  # full grid -> output grid
+            "lowpass_1": _lowpass_matrix(phi_1, 2),  # half grid -> output grid
+            "wavelets_0": psi[:L],  # j = 0, full grid
+            "wavelets_1": _periodized_filters(psi[L:]),  # j = 1, to the half grid
+        }
+        for name, value in buffers.items():
+            self.register_buffer(name, torch.from_numpy(value), persistent=False)  # float64
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        if (h, w) != (self.height, self.width):
+            raise ValueError(
+                f"Scattering2D built for {self.height}x{self.width} images, got {h}x{w}"
+            )
+        rows = x.reshape(b * c, 1, h, w)
+        out = [self._paths(rows[i : i + CHUNK]) for i in range(0, b * c, CHUNK)]
+        return torch.cat(out).reshape(b, c * PATHS, h // 4, w // 4)
+
+    def _paths(self, x: torch.Tensor) -> torch.Tensor:
+        """(rows, 1, H, W) -> (rows, 81, H/4 * W/4)."""
+        n = len(x)
+        pm, pn = self.padded
+        dtype = x.dtype
+        low_0, low_1 = self.lowpass_0.to(dtype), self.lowpass_1.to(dtype)
+        u = torch.nn.functional.pad(x, self.padding, mode="reflect").reshape(n, pm, pn)
+        s_0 = u.reshape(n, 1, -1) @ low_0
+        spectrum = torch.fft.fft2(u)
+        u_1_fine = torch.fft.ifft2(spectrum[:, None] * self.wavelets_0.to(dtype)).abs()
+        u_1_coarse = torch.fft.ifft2(_filter_periodize(spectrum, self.wavelets_1)).abs()
+        s_1_fine = u_1_fine.reshape(n, L, -1) @ low_0
+        s_1_coarse = u_1_coarse.reshape(n, L, -1) @ low_1
+        spectrum_1 = torch.fft.fft2(u_1_fine).reshape(n * L, pm, pn)
+        u_2 = torch.fft.ifft2(_filter_periodize(spectrum_1, self.wavelets_1)).abs()
+        s_2 = u_2.reshape(n, L * L, -1) @ low_1
+        return torch.cat([s_0, s_1_fine, s_1_coarse, s_2], dim=1)
