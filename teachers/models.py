@@ -21,9 +21,9 @@ Symbols
       ScatterNet front-end (:func:`pate.teachers.features.ScatterNet`, no parameters),
       GroupNorm (9 groups per input channel) and the ``scatter_cnn`` head -- Tramer & Boneh
       2021's ScatterNet+CNN on raw images, so that a student can use the front-end with its
-      image augmentations; ~0.1 s per 224-image step on 2 CPU cores (about 6x cnn28). The
-      ScatterNet module is not vmappable: a student model, not for vectorized teachers (give
-      teachers ``[teachers] features = "scatternet"`` and ``scatter_cnn`` instead).
+      image augmentations (the front-end's cost dominates a CPU step). A student model:
+      teachers compute the front-end once instead (``[teachers] features = "scatternet"``)
+      and train ``scatter_cnn`` on its output.
     * ``"wrn16_4"`` -- images of any size >= 4x4 (any number of channels): the wide residual
       network WRN-16-4 with GroupNorm (:mod:`pate.teachers.wide_resnet`), ~2.75 M weights,
       ~0.35 G multiply-adds per 28x28 image: the stronger student, for a GPU.
