@@ -101,6 +101,9 @@ class StackedOptimizer:
             for key, param in params.items():
                 grad = grads[key]
                 shape = (-1,) + (1,) * (param.dim() - 1)
+                if active is None and self.name != "sgd":
+                    self._adam_in_place(param, grad, self.state[key], shape)
+                    continue
                 new_param, new_state = self._update(param, grad, self.state[key], shape)
                 if active is None:
                     param.copy_(new_param)
@@ -111,6 +114,33 @@ class StackedOptimizer:
                     param.copy_(torch.where(mask, new_param, param))
                     for n, t in new_state.items():
                         self.state[key][n].copy_(torch.where(mask, t, self.state[key][n]))
+
+    def _bias_corrections(self, dtype, shape):
+        """Per teacher: Adam's step size lr / (1 - beta1^t) and sqrt(1 - beta2^t)."""
+        beta1, beta2 = self.betas
+        steps = self.steps.clamp(min=1)  # float64, like torch's python-float bias corrections
+        step_size = (self.lr / (1 - beta1**steps)).to(dtype).view(shape)
+        bias_correction2_sqrt = (1 - beta2**steps).sqrt().to(dtype).view(shape)
+        return step_size, bias_correction2_sqrt
+
+    def _adam_in_place(self, param, grad, state, shape) -> None:
+        """Adam / AdamW for every teacher, in place: the operations of :meth:`_update` in the
+        same order (the same numbers), without its copies (most of a linear teacher's step)."""
+        import torch
+
+        lr, wd = self.lr, self.weight_decay
+        beta1, beta2 = self.betas
+        if self.name == "adamw":
+            param.mul_(1 - lr * wd)
+        elif wd:
+            grad = grad.add(param, alpha=wd)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_size, bias_correction2_sqrt = self._bias_corrections(param.dtype, shape)
+        update = exp_avg_sq.sqrt().div_(bias_correction2_sqrt).add_(self.eps)
+        torch.div(exp_avg, update, out=update)
+        param.sub_(update.mul_(step_size))
 
     def _update(self, param, grad, state, shape):
         lr, wd = self.lr, self.weight_decay
@@ -133,9 +163,7 @@ class StackedOptimizer:
             grad = grad.add(param, alpha=wd)
         exp_avg = state["exp_avg"].lerp(grad, 1 - beta1)
         exp_avg_sq = state["exp_avg_sq"].mul(beta2).addcmul(grad, grad, value=1 - beta2)
-        steps = self.steps.clamp(min=1)  # float64, like torch's python-float bias corrections
-        step_size = (lr / (1 - beta1**steps)).to(param.dtype).view(shape)
-        bias_correction2_sqrt = (1 - beta2**steps).sqrt().to(param.dtype).view(shape)
+        step_size, bias_correction2_sqrt = self._bias_corrections(param.dtype, shape)
         denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add(self.eps)
         new_param = param - step_size * (exp_avg / denom)
         return new_param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}

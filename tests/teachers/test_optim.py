@@ -57,3 +57,30 @@ def test_state_dict_round_trip():
 def test_unknown_optimizer():
     with pytest.raises(ValueError, match="optimizer"):
         StackedOptimizer({"w": torch.ones(1, 2)}, name="lbfgs")
+
+
+@pytest.mark.parametrize("name,wd", [("adam", 0.0), ("adam", 0.01), ("adamw", 0.05)])
+def test_the_in_place_step_is_the_copying_step_bit_for_bit(name, wd):
+    """With every teacher active, Adam updates in place; the numbers are those of the copying
+    update used when some teachers sit out (same operations, same order)."""
+    gen = torch.Generator().manual_seed(1)
+    init = {"w": torch.randn(4, 7, 3, generator=gen), "b": torch.randn(4, 3, generator=gen)}
+    fast = {k: v.clone() for k, v in init.items()}
+    slow = {k: v.clone() for k, v in init.items()}
+    opt = StackedOptimizer(fast, name=name, lr=0.01, weight_decay=wd)
+    ref = StackedOptimizer(slow, name=name, lr=0.01, weight_decay=wd)
+    for _ in range(5):
+        grads = {k: torch.randn(v.shape, generator=gen) for k, v in init.items()}
+        opt.step(fast, grads)  # all active: in place
+        ref.steps += 1
+        for key, param in slow.items():
+            shape = (-1,) + (1,) * (param.dim() - 1)
+            new_param, new_state = ref._update(param, grads[key], ref.state[key], shape)
+            param.copy_(new_param)
+            for n, t in new_state.items():
+                ref.state[key][n].copy_(t)
+    for key in init:
+        assert torch.equal(fast[key], slow[key])
+        for n in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(opt.state[key][n], ref.state[key][n])
+    assert not torch.equal(fast["w"], init["w"])
