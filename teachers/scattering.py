@@ -52,7 +52,7 @@ J, L = 2, 8
 #: Scattering paths per input channel for J = 2, L = 8: 1 + J L + L^2 J (J - 1) / 2.
 PATHS = 1 + J * L + L * L * J * (J - 1) // 2
 #: Images (times channels) computed at a time.
-CHUNK = 128
+CHUNK = 32
 #: The names kymatio's module gave its filter bank in a state dict (``scattering.tensor<k>``),
 #: which weights files written before this module (up to commit f02adfa) hold.
 _KYMATIO_BUFFER = re.compile(r"(^|\.)scattering\.tensor\d+$")
