@@ -123,3 +123,37 @@ def test_scatternet_cnn_is_refused_for_teachers():
 
     with pytest.raises(ValueError, match="'scatternet_cnn' is a student model"):
         TeacherConfig(model="scatternet_cnn")
+
+
+@pytest.mark.parametrize(
+    "name,shape",
+    [
+        ("cnn28", (1, 28, 28)),
+        ("cnn32", (3, 32, 32)),
+        ("cnn8", (1, 8, 8)),
+        ("scatter_cnn", (9, 7, 7)),
+    ],
+)
+def test_pool_before_relu_is_the_usual_network(name, shape):
+    """The zoo pools before each ReLU (4x fewer activations); with the same weights, the usual
+    ReLU-then-pool network gives the same outputs and the same gradients, and the parameter
+    names (so saved weights) are the usual ones."""
+    torch.manual_seed(0)
+    model = build_model(name, input_shape=shape, num_classes=5).double()
+    layers = list(model)
+    swapped = 0
+    for i in range(len(layers) - 1):
+        if isinstance(layers[i], torch.nn.MaxPool2d) and isinstance(layers[i + 1], torch.nn.ReLU):
+            layers[i], layers[i + 1] = layers[i + 1], layers[i]
+            swapped += 1
+    assert swapped >= 1
+    usual = torch.nn.Sequential(*layers)
+    assert list(dict(usual.named_parameters())) == list(dict(model.named_parameters()))
+    x = torch.randn((6,) + shape, dtype=torch.float64)
+    out = model(x)
+    grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+    usual_out = usual(x)
+    usual_grads = torch.autograd.grad(usual_out.square().sum(), list(usual.parameters()))
+    torch.testing.assert_close(out, usual_out, rtol=0, atol=0)
+    for g, h in zip(grads, usual_grads):
+        torch.testing.assert_close(g, h, rtol=1e-12, atol=1e-12)
