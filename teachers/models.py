@@ -107,8 +107,9 @@ def _image_shape(name: str, input_shape: tuple[int, ...], side: int) -> int:
 # Every 2x2 max-pool here comes before its ReLU. Max and ReLU commute (ReLU is monotone:
 # max(relu(a), relu(b)) = relu(max(a, b))), so each network is the usual ReLU-then-pool one: the
 # same function, gradients, parameter names and initialisation (tests/teachers/test_models.py),
-# while the ReLU and its backward pass touch 4x fewer activations: a cnn28 training step of 128
-# channels-last images 0.71x the time on one core (0.83x on two, beside two other jobs).
+# while the ReLU and its backward pass touch 4x fewer activations: make demo's whole student step
+# (augmentations included) 0.94x the time, median of 5 alternating rounds on 2 threads beside
+# other jobs (benchmarks/student_step.py, results/student_step_pool_relu.json).
 
 
 def _cnn28(channels: int, num_classes: int):
