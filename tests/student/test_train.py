@@ -204,16 +204,21 @@ def test_save_and_load_round_trip(digits, first_k_labels, tmp_path):
         Student.load(tmp_path / "missing.pt")
 
 
-def test_wide_resnet_student_trains_saves_and_loads(digits, first_k_labels, tmp_path):
-    """The stronger student (``model="wrn16_4"``) goes through the same FixMatch, save and load."""
+def _tiny_student(digits, first_k_labels, model: str, *, steps: int = 3):
+    """A student of the zoo ``model`` after a few FixMatch steps on 50 digits labels."""
     labels = first_k_labels(digits.public.y, 50)
-    student = train_student(
+    return train_student(
         digits.public.x,
         labels,
-        model="wrn16_4",
+        model=model,
         random_state=0,
-        **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8},
+        **{**FAST, "epochs": 1, "steps_per_epoch": steps, "batch_size": 8},
     )
+
+
+def test_wide_resnet_student_trains_saves_and_loads(digits, first_k_labels, tmp_path):
+    """The stronger student (``model="wrn16_4"``) goes through the same FixMatch, save and load."""
+    student = _tiny_student(digits, first_k_labels, "wrn16_4")
     assert student.model_name_ == "wrn16_4" and len(student.history_) == 1
     loaded = Student.load(student.save(tmp_path / "student.pt"))
     assert np.allclose(
@@ -226,14 +231,7 @@ def test_wide_resnet_student_trains_saves_and_loads(digits, first_k_labels, tmp_
 def test_scatternet_student_trains_saves_and_loads(digits, first_k_labels, tmp_path):
     """``model="scatternet_cnn"`` (fixed ScatterNet front-end + CNN head) on raw images: the
     same FixMatch (augmentations on the images), save and load."""
-    labels = first_k_labels(digits.public.y, 50)
-    student = train_student(
-        digits.public.x,
-        labels,
-        model="scatternet_cnn",
-        random_state=0,
-        **{**FAST, "epochs": 1, "steps_per_epoch": 3, "batch_size": 8},
-    )
+    student = _tiny_student(digits, first_k_labels, "scatternet_cnn")
     assert student.model_name_ == "scatternet_cnn"
     loaded = Student.load(student.save(tmp_path / "student.pt"))
     assert np.allclose(
@@ -548,14 +546,7 @@ def test_a_scatternet_student_saved_with_kymatio_buffers_still_loads(
     """Weights files written before pate's own scattering module hold kymatio's filter bank
     as ``...scattering.tensor<k>`` buffers; they load (the filters are a fixed function of the
     image size), and nothing else is dropped: an unknown key still fails."""
-    labels = first_k_labels(digits.public.y, 50)
-    student = train_student(
-        digits.public.x,
-        labels,
-        model="scatternet_cnn",
-        random_state=0,
-        **{**FAST, "epochs": 1, "steps_per_epoch": 2, "batch_size": 8},
-    )
+    student = _tiny_student(digits, first_k_labels, "scatternet_cnn", steps=2)
     path = student.save(tmp_path / "student.pt")
     blob = torch.load(path, weights_only=True)
     blob["state_dict"] = {
