@@ -58,11 +58,26 @@ SOURCES = {
     "utility_fmnist_class_means_rule.json": "benchmarks/utility.py --methods class-means "
     "--rule-alone 3, 27 Nov 2026 evening: the config as shipped on the pipeline's protocol, "
     "three fresh releases per eps scored by the labelling rule alone (no student; meta.note)",
+    "utility_fmnist_class_means_released.json": "benchmarks/utility.py --methods class-means "
+    "--holdout --run-seeds S --targets EPS, 27 Nov 2026 night: the config as shipped, its "
+    "released model, fresh releases: with the eps 0.5 run above, three per eps on the held-out "
+    "protocol (both evaluation sets), and one more at eps 1 on the pipeline's (meta.note)",
 }
 
 #: Methods of the PATE family (label-based: a released student) vs the DP-SGD baselines.
 DPSGD_PREFIX = "DP-SGD"
-BLOCKS = ("full", "budget", "comparison", "rule", "reproduction")
+BLOCKS = ("full", "budget", "comparison", "rule", "reproduction", "heldout")
+#: The (evaluation set, protocol) pairs of the comparisons, and how a block names them.
+COMPARED = (
+    ("evaluation-1000", "pate"),
+    ("evaluation-1000", "pate-holdout"),
+    ("holdout-10000", "pate-holdout"),
+)
+COMPARED_NAMES = {
+    ("evaluation-1000", "pate"): "evaluation-1000",
+    ("evaluation-1000", "pate-holdout"): "evaluation-1000, private 50000",
+    ("holdout-10000", "pate-holdout"): "holdout-10000",
+}
 #: Tramer & Boneh 2021, Table 1: ScatterNet + linear, Fashion-MNIST, eps 3, delta 1e-5.
 PUBLISHED_DPSGD_SCATTER = 0.897
 
@@ -231,13 +246,13 @@ def _rule_alone(row: dict) -> bool:
 
 
 def comparisons(rows: list[dict], *, pate_side=_released_pate) -> list[dict]:
-    """Per target eps and evaluation set (the pipeline's protocol for the 1000 evaluation images,
-    its ``pate-holdout`` variant -- private = the first 50000 -- for the 10000 held-out images;
-    guarantees): the best PATE-side row (``pate_side``: by default the PATE family's released
+    """Per target eps and evaluation set of a protocol (the 1000 evaluation images of the
+    pipeline's protocol; the 1000 evaluation images and the 10000 held-out images of its
+    ``pate-holdout`` variant, private = the first 50000; guarantees): the best PATE-side row (``pate_side``: by default the PATE family's released
     models) against DP-SGD's best released model, the difference and its standard error from
     the run-to-run spread (sqrt(s1^2 / n1 + s2^2 / n2); None when a side has one run)."""
     out = []
-    for evaluation, protocol in (("evaluation-1000", "pate"), ("holdout-10000", "pate-holdout")):
+    for evaluation, protocol in COMPARED:
         for target in TARGETS:
             pick = [
                 r
@@ -268,6 +283,7 @@ def comparisons(rows: list[dict], *, pate_side=_released_pate) -> list[dict]:
                 {
                     "target_eps": target,
                     "evaluation": evaluation,
+                    "protocol": protocol,
                     "pate_family_best": pate["method"],
                     "pate_mean": pate["accuracy_mean"],
                     "pate_runs": pate["runs"],
@@ -350,6 +366,8 @@ def render(doc: dict, name: str) -> str:
         return _comparison(doc["rule_alone_comparisons"], "the class means' labelling rule alone")
     if name == "budget":
         return _budget(rows)
+    if name == "heldout":
+        return _heldout(doc["comparisons"])
     if name == "reproduction":
         lines = [
             "| protocol | target ε | ε (tight conversion) | accuracy, 10000 test images (runs) "
@@ -367,6 +385,11 @@ def render(doc: dict, name: str) -> str:
     raise ValueError(f"unknown block name {name!r}; use one of {', '.join(BLOCKS)}")
 
 
+def _compared_name(entry: dict) -> str:
+    key = (entry["evaluation"], entry.get("protocol", "pate"))
+    return COMPARED_NAMES.get(key, entry["evaluation"])
+
+
 def _comparison(entries: list[dict], side: str) -> str:
     lines = [
         f"| target ε | evaluation | {side} | DP-SGD's best | difference ± s.e. |",
@@ -375,8 +398,26 @@ def _comparison(entries: list[dict], side: str) -> str:
     for c in entries:
         se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
         lines.append(
-            f"| {c['target_eps']:g} | {c['evaluation']} | {c['pate_family_best']}: "
+            f"| {c['target_eps']:g} | {_compared_name(c)} | {c['pate_family_best']}: "
             f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
+            f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
+            f"{100 * c['difference']:+.1f}{se} points |"
+        )
+    return "\n".join(lines)
+
+
+def _heldout(entries: list[dict]) -> str:
+    """The comparison on the 10000 held-out images alone, compact (for the README)."""
+    lines = [
+        "| target ε | PATE family's best (runs) | DP-SGD's best (runs) | difference ± s.e. |",
+        "|---|---|---|---|",
+    ]
+    for c in entries:
+        if c["evaluation"] != "holdout-10000":
+            continue
+        se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
+        lines.append(
+            f"| {c['target_eps']:g} | {100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | "
             f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
             f"{100 * c['difference']:+.1f}{se} points |"
         )

@@ -304,3 +304,33 @@ def _dpsgd_holdout():
         "released_model": True,
         "family": "DP-SGD",
     }
+
+
+def test_held_out_runs_are_compared_on_both_of_their_evaluation_sets(table):
+    """A held-out protocol run is scored on the 10000 held-out images and on the 1000
+    evaluation images: both are compared with DP-SGD's runs of the same protocol (never with
+    the rows trained on 60000), and a block names the second one apart from the pipeline's."""
+    pate = dict(
+        _dpsgd_holdout(),
+        method="Noisy class means, scatternet_cnn student, soft targets, times its rule",
+        family="PATE family",
+        accuracy_mean=0.879,
+        accuracy_std=0.0005,
+    )
+    rows = [
+        pate,
+        _dpsgd_holdout(),
+        dict(pate, evaluation="evaluation-1000", accuracy_mean=0.882, accuracy_std=0.001),
+        dict(_dpsgd_holdout(), evaluation="evaluation-1000", accuracy_mean=0.867),
+        # the pipeline's protocol (private = 60000): a DP-SGD row that must not be picked
+        dict(_dpsgd_holdout(), evaluation="evaluation-1000", protocol="pate", accuracy_mean=0.99),
+    ]
+    found = {(c["evaluation"], c["protocol"]): c for c in table.comparisons(rows)}
+    assert set(found) == {("holdout-10000", "pate-holdout"), ("evaluation-1000", "pate-holdout")}
+    small = found[("evaluation-1000", "pate-holdout")]
+    assert small["dpsgd_mean"] == pytest.approx(0.867)  # not the pipeline protocol's 0.99
+    assert small["difference"] == pytest.approx(0.015) and small["standard_error"] > 0
+    block = table.render({"rows": rows, "comparisons": list(found.values())}, "comparison")
+    assert "| 1 | evaluation-1000, private 50000 |" in block and "| 1 | holdout-10000 |" in block
+    compact = table.render({"rows": rows, "comparisons": list(found.values())}, "heldout")
+    assert compact.splitlines()[2:] == ["| 1 | 87.9 % (3) | 87.5 % (3) | +0.4 ± 0.1 points |"]
