@@ -419,9 +419,23 @@ def _train_here(
         out,
         config,
     )
-    return dataclasses.replace(
-        result, execution={"backend": "local", "torch_threads": torch.get_num_threads()}
-    )
+    execution = {"backend": "local", "torch_threads": torch.get_num_threads()}
+    if trainer == "sequential":
+        execution["step_threads"] = _sequential_step_threads(data, config, device)
+    return dataclasses.replace(result, execution=execution)
+
+
+def _sequential_step_threads(data, config, device) -> int:
+    """The threads a sequential teacher's step runs on (:func:`sequential.step_threads`)."""
+    import torch
+
+    from pate.teachers.schedule import init_teacher
+    from pate.teachers.sequential import step_threads
+
+    shape = tuple(data.input_shape)
+    model = init_teacher(config.model, 0, input_shape=shape, num_classes=int(data.num_classes))
+    count = step_threads(model, input_shape=shape, batch_size=config.batch_size, device=device)
+    return count or torch.get_num_threads()
 
 
 def _held_private(data, device):

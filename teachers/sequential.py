@@ -9,6 +9,13 @@ Symbols
     augmentations (:func:`pate.teachers.schedule.epoch_plan`) as the vectorized trainer, so both
     trainers produce the same teachers up to floating-point rounding. Its own randomness (e.g.
     dropout) is seeded from the teacher's seed and the epoch.
+``step_threads(model, *, input_shape, batch_size, device) -> int | None``
+    1 when one training step of ``model`` on a CPU is too small to share between threads (a
+    forward pass of a batch under :data:`ONE_THREAD_MACS` multiply-adds: a linear teacher on
+    ScatterNet features, ``cnn8``), else None (the process's thread count). Waking a second
+    thread for each of a tiny step's operations costs more than it saves, and beside busy
+    neighbours every such wake-up waits for a descheduled thread; :class:`SequentialChunk`
+    trains such teachers with one thread (:data:`ONE_THREAD_MACS` has the measurements).
 ``fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs=1) -> list``
     Tabular teachers: ``sklearn.base.clone(estimator)`` per shard, each with its own
     ``random_state`` (when the estimator has one), fitted in parallel with joblib on flattened
@@ -26,6 +33,7 @@ Symbols
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 import numpy as np
@@ -33,12 +41,69 @@ import numpy as np
 from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
 __all__ = [
+    "ONE_THREAD_MACS",
+    "step_threads",
     "SequentialChunk",
     "fit_sklearn_teachers",
     "sklearn_predict",
     "sklearn_random_states",
     "make_sklearn_estimator",
 ]
+
+
+#: A batch's forward pass below this many multiply-adds trains on one thread (measured on 2
+#: idle cores, ms per step with 1 / 2 threads: linear on 81x7x7 features, 1.3 M: 1.0 / 1.6;
+#: cnn8, 3 M: 3.3 / 4.3; mlp on the features, 33 M: 11.2 / 10.7; cnn28, 35 M: 19.7 / 13.2).
+ONE_THREAD_MACS = 10_000_000
+
+
+def forward_macs(model, example) -> int:
+    """Multiply-adds of ``model``'s linear and convolution layers on the batch ``example``."""
+    import torch
+
+    total = [0]
+
+    def hook(module, _inputs, output):
+        if isinstance(module, torch.nn.Linear):
+            total[0] += output.numel() * module.in_features
+        elif isinstance(module, torch.nn.modules.conv._ConvNd):
+            per_output = module.in_channels // module.groups
+            total[0] += output.numel() * per_output * int(np.prod(module.kernel_size))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        with torch.no_grad():
+            model(example)
+    finally:
+        for h in handles:
+            h.remove()
+    return total[0]
+
+
+def step_threads(model, *, input_shape, batch_size: int, device) -> int | None:
+    """1 for a CPU step under :data:`ONE_THREAD_MACS`, else None (see the module docstring)."""
+    import torch
+
+    if torch.device(device).type != "cpu":
+        return None
+    example = torch.zeros((int(batch_size),) + tuple(input_shape))
+    return 1 if forward_macs(model, example) < ONE_THREAD_MACS else None
+
+
+@contextlib.contextmanager
+def _at_most_threads(count: int | None):
+    """torch's intra-op threads capped at ``count`` inside the block (None: unchanged)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if count is None or before <= count:
+        yield
+        return
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class SequentialChunk:
@@ -70,6 +135,9 @@ class SequentialChunk:
             for m in self.models
         ]
         self.amp = self.device.type == "cuda" and config.amp
+        self.step_threads = step_threads(
+            self.models[0], input_shape=input_shape, batch_size=config.batch_size, device=device
+        )
 
     def state_dict(self) -> dict:
         return {
@@ -92,6 +160,10 @@ class SequentialChunk:
         return {k: torch.stack([sd[k].detach().cpu() for sd in sds]) for k in sds[0]}
 
     def train_epoch(self, epoch: int) -> None:
+        with _at_most_threads(self.step_threads):
+            self._train_epoch(epoch)
+
+    def _train_epoch(self, epoch: int) -> None:
         import torch
         import torch.nn.functional as F
 

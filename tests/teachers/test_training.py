@@ -376,3 +376,37 @@ def test_training_messages_go_to_the_pate_logger(digits):
         pate_logger.setLevel(level)
     messages = [r.getMessage() for r in records if r.name.startswith("pate.teachers")]
     assert any("2 cnn8 teachers" in m and "sequential trainer" in m for m in messages), messages
+
+
+def test_tiny_sequential_steps_run_on_one_thread(digits, monkeypatch):
+    """A step under ONE_THREAD_MACS trains on one thread (recorded in ``execution``) and the
+    process's thread count is restored afterwards; a cnn28 step is not tiny."""
+    import torch
+
+    from pate.teachers import sequential as S
+    from pate.teachers.models import build_model
+
+    tiny = build_model("cnn8", input_shape=(1, 8, 8), num_classes=10)
+    big = build_model("cnn28", input_shape=(1, 28, 28), num_classes=10)
+    assert S.step_threads(tiny, input_shape=(1, 8, 8), batch_size=32, device="cpu") == 1
+    assert S.step_threads(big, input_shape=(1, 28, 28), batch_size=32, device="cpu") is None
+    assert S.forward_macs(big, torch.zeros((32, 1, 28, 28))) > S.ONE_THREAD_MACS
+
+    seen = []
+    train_epoch = S.SequentialChunk._train_epoch
+
+    def spy(self, epoch):
+        seen.append(torch.get_num_threads())
+        return train_epoch(self, epoch)
+
+    monkeypatch.setattr(S.SequentialChunk, "_train_epoch", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        shards = random_shards(len(digits.private), SIZES)
+        config = TeacherConfig(model="cnn8", epochs=2, batch_size=16, lr=0.01, device="cpu")
+        result = train_teachers(digits, shards, SEEDS, config, progress=False)
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2
+        assert result.execution["step_threads"] == 1
+    finally:
+        torch.set_num_threads(before)
