@@ -41,6 +41,7 @@ that the intermediate arrays stay small (~0.5 MB per 28 x 28 image).
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -88,6 +89,24 @@ def _periodized_filters(psi: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(blocks.reshape(m // 2 * (n // 2), 4, f) / 4.0)
 
 
+@functools.lru_cache(maxsize=8)
+def _constants(height: int, width: int) -> dict[str, np.ndarray]:
+    """The filters and low-pass matrices of one image size, computed once per process (about
+    a quarter of a second each: every ScatterNet of that size shares them)."""
+    from kymatio.scattering2d.filter_bank import filter_bank
+
+    pm, pn = _padded_shape(height, width)
+    bank = filter_bank(pm, pn, J, L)
+    phi_0, phi_1 = bank["phi"]["levels"]
+    psi = np.stack([p["levels"][0] for p in bank["psi"]])  # (16, pm, pn): j = 0, then 1
+    return {
+        "lowpass_0": _lowpass_matrix(phi_0, 4),  # full grid -> output grid
+        "lowpass_1": _lowpass_matrix(phi_1, 2),  # half grid -> output grid
+        "wavelets_0": psi[:L],  # j = 0, full grid
+        "wavelets_1": _periodized_filters(psi[L:]),  # j = 1, to the half grid
+    }
+
+
 def _filter_periodize(z: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
     """``P_2(z psi_f)`` for every filter f (identity 2): z (rows, m, n) complex ->
     (rows, 8, m/2, n/2), contiguous."""
@@ -104,8 +123,6 @@ class Scattering2D(torch.nn.Module):
 
     def __init__(self, height: int, width: int):
         super().__init__()
-        from kymatio.scattering2d.filter_bank import filter_bank
-
         self.height, self.width = int(height), int(width)
         if self.height % 4 or self.width % 4 or min(self.height, self.width) < 8:
             raise ValueError(
@@ -117,17 +134,9 @@ class Scattering2D(torch.nn.Module):
         # torch's pad order: left, right, top, bottom (kymatio's split: the odd pixel after)
         dw, dh = pn - self.width, pm - self.height
         self.padding = (dw // 2, (dw + 1) // 2, dh // 2, (dh + 1) // 2)
-        bank = filter_bank(pm, pn, J, L)
-        phi_0, phi_1 = bank["phi"]["levels"]
-        psi = np.stack([p["levels"][0] for p in bank["psi"]])  # (16, pm, pn): j = 0, then 1
-        buffers = {
-            "lowpass_0": _lowpass_matrix(phi_0, 4),  # full grid -> output grid
-            "lowpass_1": _lowpass_matrix(phi_1, 2),  # half grid -> output grid
-            "wavelets_0": psi[:L],  # j = 0, full grid
-            "wavelets_1": _periodized_filters(psi[L:]),  # j = 1, to the half grid
-        }
-        for name, value in buffers.items():
-            self.register_buffer(name, torch.from_numpy(value), persistent=False)  # float64
+        for name, value in _constants(self.height, self.width).items():
+            # float64; copied, so that a module's buffers never share the cached arrays
+            self.register_buffer(name, torch.tensor(value), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, h, w = x.shape
