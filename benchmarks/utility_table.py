@@ -390,18 +390,22 @@ def _compared_name(entry: dict) -> str:
     return COMPARED_NAMES.get(key, entry["evaluation"])
 
 
+def _difference(entry: dict) -> str:
+    """A comparison's difference in points, with its standard error where it has one."""
+    se = entry["standard_error"]
+    return f"{100 * entry['difference']:+.1f}{'' if se is None else f' ± {100 * se:.1f}'} points"
+
+
 def _comparison(entries: list[dict], side: str) -> str:
     lines = [
         f"| target ε | evaluation | {side} | DP-SGD's best | difference ± s.e. |",
         "|---|---|---|---|---|",
     ]
     for c in entries:
-        se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
         lines.append(
             f"| {c['target_eps']:g} | {_compared_name(c)} | {c['pate_family_best']}: "
             f"{100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | {c['dpsgd_best']}: "
-            f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
-            f"{100 * c['difference']:+.1f}{se} points |"
+            f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | {_difference(c)} |"
         )
     return "\n".join(lines)
 
@@ -415,11 +419,9 @@ def _heldout(entries: list[dict]) -> str:
     for c in entries:
         if c["evaluation"] != "holdout-10000":
             continue
-        se = "" if c["standard_error"] is None else f" ± {100 * c['standard_error']:.1f}"
         lines.append(
             f"| {c['target_eps']:g} | {100 * c['pate_mean']:.1f} % ({c['pate_runs']}) | "
-            f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | "
-            f"{100 * c['difference']:+.1f}{se} points |"
+            f"{100 * c['dpsgd_mean']:.1f} % ({c['dpsgd_runs']}) | {_difference(c)} |"
         )
     return "\n".join(lines)
 
