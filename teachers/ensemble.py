@@ -365,7 +365,6 @@ def _train_here(
         dynamic_ncols=True,
     )
     started = time.perf_counter()
-    step_threads = None  # a sequential chunk's own thread count, once a chunk trains here
     try:
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
@@ -391,8 +390,6 @@ def _train_here(
             )
             public_preds[lo:hi] = outcome.public_predictions
             eval_preds[lo:hi] = outcome.eval_predictions
-            if trainer == "sequential":
-                step_threads = outcome.unit.step_threads or torch.get_num_threads()
             if out is not None:
                 params = outcome.unit.stacked_params()
                 _save_chunk(
@@ -423,9 +420,22 @@ def _train_here(
         config,
     )
     execution = {"backend": "local", "torch_threads": torch.get_num_threads()}
-    if step_threads is not None:
-        execution["step_threads"] = step_threads
+    if trainer == "sequential":
+        execution["step_threads"] = _sequential_step_threads(data, config, device)
     return dataclasses.replace(result, execution=execution)
+
+
+def _sequential_step_threads(data, config, device) -> int:
+    """The threads a sequential teacher's step runs on (:func:`sequential.step_threads`)."""
+    import torch
+
+    from pate.teachers.schedule import init_teacher
+    from pate.teachers.sequential import step_threads
+
+    shape = tuple(data.input_shape)
+    model = init_teacher(config.model, 0, input_shape=shape, num_classes=int(data.num_classes))
+    count = step_threads(model, input_shape=shape, batch_size=config.batch_size, device=device)
+    return count or torch.get_num_threads()
 
 
 def _held_private(data, device):
