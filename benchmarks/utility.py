@@ -91,6 +91,7 @@ if str(pathlib.Path(__file__).resolve().parent) not in sys.path:  # the sibling 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import utility_common  # noqa: E402
+import utility_holdout as H  # noqa: E402
 import utility_methods as M  # noqa: E402
 from utility_report import write_outputs  # noqa: E402
 
@@ -271,18 +272,17 @@ def _add_method_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--holdout",
         action="store_true",
-        help="dpsgd-scatter and class-means: train on the first 50000 private images "
-        "and score also on the last 10000 (the second evaluation set; "
-        "benchmarks/utility_holdout.py)",
+        help="every method: train on the first 50000 private images and score also on "
+        "the last 10000 (the second evaluation set; benchmarks/utility_holdout.py)",
     )
     p.add_argument(
         "--run-seeds",
         type=int,
         nargs="+",
         metavar="SEED",
-        help="class-means: one run per seed and target (the base run's [run] seed; the "
-        "release's noise is fresh in every run), seed by seed (default: the config's seed, "
-        "one run)",
+        help="pate, knn, knn-rounds, class-means: one run per seed and target (the base "
+        "run's [run] seed: partition, teachers, students; the noise is fresh in every run), "
+        "seed by seed (default: the config's seed, one run)",
     )
 
 
@@ -335,11 +335,6 @@ def _check(p: argparse.ArgumentParser, args) -> None:
     )
     if args.class_means_dims is not None and args.class_means_dims < 1:
         p.error(f"--class-means-dims must be positive, got {args.class_means_dims}")
-    if args.holdout and set(args.methods) - {"dpsgd-scatter", "class-means"}:
-        p.error(
-            "--holdout works with --methods dpsgd-scatter and class-means only, got "
-            f"--methods {' '.join(args.methods)}"
-        )
     if args.rule_alone is not None and (args.rule_alone < 1 or args.methods != ["class-means"]):
         p.error(
             "--rule-alone takes a number of repeats >= 1 and --methods class-means alone, got "
@@ -418,66 +413,88 @@ def run_dpsgd_scatter(args, meta: dict, data, *, add) -> None:
         )
 
 
-def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add) -> None:
-    """Per ensemble size a base run (partition, teachers, votes), forked per target."""
+def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=None) -> None:
+    """Per seed and ensemble size a base run (partition, teachers, votes), forked per target."""
     from pate.run import config as C
 
     meta["pate_teachers"] = {}
-    for teachers in args.pate_teachers:
+    for seed in args.run_seeds or [None]:
+        for teachers in args.pate_teachers:
 
-        def pate_edits(config, teachers=teachers):
-            config["teachers"].update(M.TEACHER_RECIPE)
-            config["partition"]["num_teachers"] = teachers
+            def pate_edits(config, teachers=teachers, seed=seed):
+                config["teachers"].update(M.TEACHER_RECIPE)
+                config["partition"]["num_teachers"] = teachers
+                H.edit_config(config, holdout, seed=seed)
 
-        base, seconds = M.base_run(
-            args.config,
-            out / f"pate{teachers}-base",
-            device=device,
-            data_root=args.data_root,
-            edit=pate_edits,
-        )
-        base_dir = C.run_directory(base)
-        meta["pate_teachers"][str(teachers)] = dict(
-            json.loads((base_dir / "stages" / "teachers.json").read_text()),
-            base_seconds=seconds,
-        )
-        print(
-            f"PATE base run, {teachers} teachers (partition, teachers, votes): {seconds:.0f} s",
-            flush=True,
-        )
-        for target in args.targets:
-            add(M.pate_budget(base_dir, base, target, delta=args.delta, out=out, teachers=teachers))
+            name = f"{teachers}{M._suffix(seed)}"
+            base, seconds = M.base_run(
+                args.config,
+                out / f"pate{name}-base",
+                device=device,
+                data_root=None if holdout else args.data_root,
+                edit=pate_edits,
+            )
+            base_dir = C.run_directory(base)
+            meta["pate_teachers"][name] = dict(
+                json.loads((base_dir / "stages" / "teachers.json").read_text()),
+                base_seconds=seconds,
+            )
+            print(
+                f"PATE base run, {teachers} teachers{M._suffix(seed)} (partition, teachers, "
+                f"votes): {seconds:.0f} s",
+                flush=True,
+            )
+            for target in args.targets:
+                add(
+                    M.pate_budget(
+                        base_dir,
+                        base,
+                        target,
+                        delta=args.delta,
+                        out=out,
+                        teachers=teachers,
+                        seed=seed,
+                        holdout=None if holdout is None else holdout.split,
+                    )
+                )
 
 
-def run_knn(args, out: pathlib.Path, meta: dict, methods: set, *, device: str, add) -> None:
-    """One Private-kNN base run (the embeddings), forked per target (one or two rounds)."""
+def run_knn(
+    args, out: pathlib.Path, meta: dict, methods: set, *, device: str, add, holdout=None
+) -> None:
+    """Per seed one Private-kNN base run (the embeddings), forked per target (one or two
+    rounds)."""
     from pate.run import config as C
 
-    base, meta["knn_base_seconds"] = M.base_run(
-        args.knn_config, out / "knn-base", device=device, data_root=args.data_root
-    )
-    print(f"Private-kNN base run (embeddings): {meta['knn_base_seconds']:.0f} s", flush=True)
-    base_dir = C.run_directory(base)
-    for target in args.targets:
-        if "knn" in methods:
-            add(M.knn_budget(base_dir, base, target, delta=args.delta, out=out))
-        if "knn-rounds" in methods:
-            add(M.knn_rounds_budget(base_dir, base, target, delta=args.delta, out=out))
+    for seed in args.run_seeds or [None]:
+        base, seconds = M.base_run(
+            args.knn_config,
+            out / f"knn-base{M._suffix(seed)}",
+            device=device,
+            data_root=None if holdout else args.data_root,
+            edit=lambda config, seed=seed: H.edit_config(config, holdout, seed=seed),
+        )
+        meta.setdefault("knn_base_seconds", {})[str(seed)] = seconds
+        print(f"Private-kNN base run{M._suffix(seed)} (embeddings): {seconds:.0f} s", flush=True)
+        base_dir = C.run_directory(base)
+        kwargs = dict(
+            delta=args.delta, out=out, seed=seed, holdout=None if holdout is None else holdout.split
+        )
+        for target in args.targets:
+            if "knn" in methods:
+                add(M.knn_budget(base_dir, base, target, **kwargs))
+            if "knn-rounds" in methods:
+                add(M.knn_rounds_budget(base_dir, base, target, **kwargs))
 
 
-def run_class_means(args, out: pathlib.Path, meta: dict, data, *, device: str, add) -> None:
+def run_class_means(
+    args, out: pathlib.Path, meta: dict, data, *, device: str, add, holdout=None
+) -> None:
     """The class-means runs of ``main``: per seed (``--run-seeds``) a base run, then one run
     per target; with ``--holdout`` on the held-out protocol's own-data file."""
     from pate.run import config as C
-    from pate.student.augment import FLIP_DATASETS
 
-    heldout = npz = None
-    if args.holdout:
-        import utility_holdout as H
-
-        npz = out / "holdout-private50000.npz"
-        heldout = H.write_holdout_data(data, npz)
-        meta["holdout_data"] = str(npz)
+    heldout = None if holdout is None else holdout.split
     if args.rule_alone:
         seeds = [args.run_seeds[0] if args.run_seeds else None]
     else:
@@ -489,17 +506,14 @@ def run_class_means(args, out: pathlib.Path, meta: dict, data, *, device: str, a
                 config["student"]["model"] = args.class_means_student
             if args.class_means_dims is not None:
                 config["knn"]["dims"] = args.class_means_dims
-            if seed is not None:
-                config["run"]["seed"] = seed
-            if npz is not None:
-                H.holdout_config_edits(config, npz, flip=data.name in FLIP_DATASETS)
+            H.edit_config(config, holdout, seed=seed)
 
-        suffix = "" if seed is None else f"-s{seed}"
+        suffix = M._suffix(seed)
         base, seconds = M.base_run(
             args.class_means_config,
             out / f"class-means-base{suffix}",
             device=device,
-            data_root=None if npz is not None else args.data_root,
+            data_root=None if holdout is not None else args.data_root,
             edit=class_means_edits,
         )
         meta.setdefault("class_means_base_seconds", {})[str(seed)] = seconds
@@ -615,19 +629,27 @@ def run_methods(args, argv, out: pathlib.Path) -> int:
             )
 
     data = load_pate_data("fashion-mnist", root=args.data_root)
+    holdout = H.prepare(data, out) if args.holdout else None
+    if holdout is not None:
+        meta["holdout_data"] = str(holdout.path)
     if "dpsgd-scatter" in methods:  # the ScatterNet baseline and the ceiling first: minutes
         run_dpsgd_scatter(args, meta, data, add=add)
     if "pate" in methods:
-        run_pate(args, out, meta, device=device, add=add)
+        run_pate(args, out, meta, device=device, add=add, holdout=holdout)
     if methods & {"knn", "knn-rounds"}:
-        run_knn(args, out, meta, methods, device=device, add=add)
+        run_knn(args, out, meta, methods, device=device, add=add, holdout=holdout)
     if "class-means" in methods:
-        run_class_means(args, out, meta, data, device=device, add=add)
+        run_class_means(args, out, meta, data, device=device, add=add, holdout=holdout)
     if "dpsgd-cnn" in methods:
         for target in args.targets:
             add(
                 M.dpsgd_cnn_budget(
-                    data, target, delta=args.delta, seed=args.dpsgd_seed, device=device
+                    data,
+                    target,
+                    delta=args.delta,
+                    seed=args.dpsgd_seed,
+                    device=device,
+                    holdout=None if holdout is None else holdout.split,
                 )
             )
     meta["total_seconds"] = round(time.perf_counter() - t_start, 1)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,6 +67,35 @@ def write_holdout_data(data, path: pathlib.Path, *, holdout: int = HOLDOUT):
     np.savez(path, **arrays)
     logger.info("held-out protocol: %s (private = the first %d of %d records)", path, keep, n)
     return ArraySplit(data.private.x[keep:], data.private.y[keep:])
+
+
+class HeldOut(NamedTuple):
+    """The held-out protocol of one benchmark run: its own-data file, the held-out split (never
+    in the file) and the student's flip augmentation of the dataset the file was cut from."""
+
+    path: pathlib.Path
+    split: Any
+    flip: bool
+
+
+def prepare(data, out: pathlib.Path, *, holdout: int = HOLDOUT) -> HeldOut:
+    """Write ``out/holdout-privateN.npz`` (N = the private records kept: 50000 for
+    Fashion-MNIST) from the built-in dataset ``data``: the protocol every method of one
+    ``--holdout`` run shares."""
+    from pate.student.augment import FLIP_DATASETS
+
+    path = out / f"holdout-private{len(data.private.x) - holdout}.npz"
+    split = write_holdout_data(data, path, holdout=holdout)
+    return HeldOut(path, split, data.name in FLIP_DATASETS)
+
+
+def edit_config(config: dict, heldout: HeldOut | None, *, seed: int | None = None) -> None:
+    """A base run's edits: its ``[run] seed`` (when given) and, on the held-out protocol, the
+    own-data file (:func:`holdout_config_edits`)."""
+    if seed is not None:
+        config["run"]["seed"] = seed
+    if heldout is not None:
+        holdout_config_edits(config, heldout.path, flip=heldout.flip)
 
 
 def holdout_config_edits(config: dict, npz_path: pathlib.Path, *, flip: bool) -> None:

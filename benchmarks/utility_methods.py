@@ -75,10 +75,13 @@ def pate_budget(
     delta: float,
     out: pathlib.Path,
     teachers: int,
+    seed: int | None = None,
+    holdout=None,
 ) -> list[dict]:
     """Fork the PATE base run, answer until the data-independent eps reaches ``target`` with the
     fixed aggregator, train the student. Returns the guarantee row and the data-dependent row
-    (same answers, same student; its eps looked at the votes)."""
+    (same answers, same student; its eps looked at the votes). ``seed`` and ``holdout``: as
+    :func:`class_means_budget`'s."""
     from pate.run import config as C
     from pate.run.pipeline import Pipeline, fork_run
 
@@ -89,12 +92,21 @@ def pate_budget(
     config["privacy"].update(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
-    config["run"]["run_dir"] = str(out / f"pate{teachers}-eps{target:g}")
+    config["run"]["run_dir"] = str(out / f"pate{teachers}-eps{target:g}{_suffix(seed)}")
     config = C.from_dict(config)
     fork_run(base_dir, config)
     report = Pipeline(config, resume=True, progress=False).run()
     _, eps_dd = _eps_fields(report)
-    row = _row("PATE", report, target, delta=delta, t0=t0, aggregator=aggregator, teachers=teachers)
+    row = _row(
+        "PATE",
+        report,
+        target,
+        delta=delta,
+        t0=t0,
+        aggregator=aggregator,
+        teachers=teachers,
+        **_run_fields(config, seed, holdout),
+    )
     rows = [row]
     if eps_dd is not None:
         rows.append(
@@ -127,9 +139,17 @@ def base_run(config_path, run_dir: pathlib.Path, *, device, data_root=None, edit
 
 
 def knn_budget(
-    base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float, out: pathlib.Path
+    base_dir: pathlib.Path,
+    base_config: dict,
+    target: float,
+    *,
+    delta: float,
+    out: pathlib.Path,
+    seed: int | None = None,
+    holdout=None,
 ) -> dict:
-    """Fork the Private-kNN base run, ask until the eps reaches ``target``, train the student."""
+    """Fork the Private-kNN base run, ask until the eps reaches ``target``, train the student.
+    ``seed`` and ``holdout``: as :func:`class_means_budget`'s."""
     from pate.run import config as C
     from pate.run.pipeline import Pipeline, fork_run
 
@@ -139,7 +159,7 @@ def knn_budget(
     config["privacy"].update(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
-    config["run"]["run_dir"] = str(out / f"knn-eps{target:g}")
+    config["run"]["run_dir"] = str(out / f"knn-eps{target:g}{_suffix(seed)}")
     config = C.from_dict(config)
     fork_run(base_dir, config)  # a Private-kNN base: its embeddings and skipped stages
     report = Pipeline(config, resume=True, progress=False).run()
@@ -147,21 +167,37 @@ def knn_budget(
         k: base_config["aggregator"][k]
         for k in ("k", "sampling_rate", "threshold", "sigma1", "sigma2")
     }
-    return _row("Private-kNN", report, target, delta=delta, t0=t0, aggregator=agg)
+    return _row(
+        "Private-kNN",
+        report,
+        target,
+        delta=delta,
+        t0=t0,
+        aggregator=agg,
+        **_run_fields(config, seed, holdout),
+    )
 
 
 def knn_rounds_budget(
-    base_dir: pathlib.Path, base_config: dict, target: float, *, delta: float, out: pathlib.Path
+    base_dir: pathlib.Path,
+    base_config: dict,
+    target: float,
+    *,
+    delta: float,
+    out: pathlib.Path,
+    seed: int | None = None,
+    holdout=None,
 ) -> dict:
     """Two Private-kNN rounds within ``target``: round 1 (a fork of the base run) spends half of
-    it, round 2 embeds with round 1's student and stops when both rounds reach ``target``."""
+    it, round 2 embeds with round 1's student and stops when both rounds reach ``target``.
+    ``seed`` and ``holdout``: as :func:`class_means_budget`'s (round 2's student is scored)."""
     from pate import mechanisms
     from pate.analysis import eps_from_rdp
     from pate.run import config as C
     from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
-    folder = out / f"knn2-eps{target:g}"
+    folder = out / f"knn2-eps{target:g}{_suffix(seed)}"
     ledger = folder / "ledger.sqlite3"
     ledger.unlink(missing_ok=True)  # each target its own budget
     first = _copy(base_config)
@@ -196,7 +232,15 @@ def knn_rounds_budget(
     second["run"].update(run_dir=str(folder / "round2"), name=second["run"]["name"] + "-round2")
     second = C.from_dict(second)
     report = Pipeline(second, resume=True, progress=False).run()
-    return _row("Private-kNN, 2 rounds", report, target, delta=delta, t0=t0, round1_queries=half)
+    return _row(
+        "Private-kNN, 2 rounds",
+        report,
+        target,
+        delta=delta,
+        t0=t0,
+        round1_queries=half,
+        **_run_fields(second, seed, holdout),
+    )
 
 
 def class_means_budget(
@@ -220,18 +264,15 @@ def class_means_budget(
     from pate.run.pipeline import Pipeline
 
     t0 = time.perf_counter()
-    suffix = "" if seed is None else f"-s{seed}"
     config = _class_means_fork(
         base_dir,
         base_config,
         target,
         delta=delta,
-        run_dir=out / f"class-means-eps{target:g}{suffix}",
+        run_dir=out / f"class-means-eps{target:g}{_suffix(seed)}",
     )
     report = Pipeline(config, resume=True, progress=False).run()
-    extra = {} if seed is None else {"seed": seed}
-    if holdout is not None:
-        extra.update(_holdout_scores(C.run_directory(config), holdout))
+    extra = _run_fields(config, seed, holdout)
     agg = {k: v for k, v in config["aggregator"].items() if k not in ("queries",)}
     model = config["student"].get("model", "auto")
     temperature = C.student_targets(config)
@@ -344,6 +385,22 @@ def class_means_rule_budget(
     }
 
 
+def _suffix(seed: int | None) -> str:
+    """A run directory's suffix for a base run's ``[run] seed`` (none for the config's own)."""
+    return "" if seed is None else f"-s{seed}"
+
+
+def _run_fields(config: dict, seed: int | None, holdout) -> dict:
+    """The row fields of a finished pipeline run: its base run's seed (when one was given) and,
+    on the held-out protocol, its released model's scores on the held-out images."""
+    from pate.run import config as C
+
+    fields: dict = {} if seed is None else {"seed": seed}
+    if holdout is not None:
+        fields.update(_holdout_scores(C.run_directory(config), holdout))
+    return fields
+
+
 def _holdout_scores(run_dir: pathlib.Path, heldout) -> dict:
     """The row fields of a held-out run: its released model (and a product's factors) scored on
     the 10000 held-out private images (benchmarks/utility_holdout.py)."""
@@ -424,21 +481,26 @@ def _evaluate(model, x, y, device: str) -> float:
     return float((pred.numpy() == y).mean())
 
 
-def dpsgd_cnn_budget(data, target: float, *, delta: float, seed: int, device: str) -> dict:
-    """DP-SGD with Opacus at (target, delta): cnn28 on the 60000 private images."""
+def dpsgd_cnn_budget(
+    data, target: float, *, delta: float, seed: int, device: str, holdout=None
+) -> dict:
+    """DP-SGD with Opacus at (target, delta): cnn28 on the 60000 private images; with
+    ``holdout`` (the held-out protocol's split, benchmarks/utility_holdout.py) on the first
+    50000 only, scored also on the held-out 10000."""
     import torch
 
     from pate.teachers.models import build_model
 
     t0 = time.perf_counter()
+    keep = len(data.private.x) - (0 if holdout is None else len(holdout.x))
     torch.manual_seed(seed)
     model = build_model("cnn28", input_shape=data.input_shape, num_classes=data.num_classes).to(
         device
     )
     model, engine, optimizer = _opacus_train(
         model,
-        torch.from_numpy(data.private.x),
-        torch.from_numpy(data.private.y).long(),
+        torch.from_numpy(data.private.x[:keep]),
+        torch.from_numpy(data.private.y[:keep]).long(),
         target=target,
         delta=delta,
         seed=seed,
@@ -456,6 +518,14 @@ def dpsgd_cnn_budget(data, target: float, *, delta: float, seed: int, device: st
         "noise_multiplier": float(optimizer.noise_multiplier),
         **DPSGD_CNN,
         "seed": seed,
+        **(
+            {}
+            if holdout is None
+            else {
+                "holdout": True,
+                "accuracy_holdout": _evaluate(model, holdout.x, holdout.y, device),
+            }
+        ),
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

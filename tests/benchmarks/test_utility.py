@@ -118,20 +118,6 @@ def test_docs_without_table_stops_before_any_work(utility, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_holdout_with_a_method_that_cannot_hold_out_stops_before_any_work(
-    utility, tmp_path, capsys
-):
-    with pytest.raises(SystemExit) as exc:
-        utility.main(
-            ["--holdout", "--methods", "pate", "class-means", "--out", str(tmp_path / "out")]
-        )
-    assert exc.value.code == 2 and (
-        "--holdout works with --methods dpsgd-scatter and class-means only, got --methods "
-        "pate class-means" in capsys.readouterr().err
-    )
-    assert not (tmp_path / "out").exists()
-
-
 def test_a_negative_run_seed_stops_before_any_work(utility, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         utility.main(["--run-seeds", "0", "-1", "--out", str(tmp_path / "out")])

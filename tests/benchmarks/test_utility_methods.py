@@ -1,5 +1,5 @@
-"""benchmarks/utility_methods.py: the class-means rule-alone run on digits (the other methods run
-on Fashion-MNIST on demand, not here)."""
+"""benchmarks/utility_methods.py: the class-means rule-alone run and a held-out PATE run on digits
+(the methods run on Fashion-MNIST on demand, not here)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,47 @@ def test_a_rule_alone_run_costs_its_target_and_scores_the_published_rule(
     assert row["label_accuracy"] == pytest.approx(float(np.mean(labels == digits.public.y)))
     # the rule labels the held-back evaluation digits far above chance (0.1)
     assert 0.6 < row["accuracy"] <= 1.0
+
+
+def test_a_held_out_pate_run_is_seeded_charged_and_scored_on_the_held_out_records(
+    methods, small_digits, digits, tmp_path, one_torch_thread, monkeypatch, load_benchmark
+):
+    """--holdout for classic PATE: the base run on the own-data file with the given seed, the
+    fork answering until the target, the released student scored on the held-out records that
+    were never in the file (as the class-means runs are)."""
+    from pate.run import config as C
+    from pate.student.train import Student
+
+    holdout = load_benchmark("utility_holdout")
+    monkeypatch.setattr(methods, "QUERIES", len(digits.public.x))
+    monkeypatch.setattr(
+        methods, "PATE_ENSEMBLES", {10: {"threshold": 5.0, "sigma1": 5.0, "sigma2": 4.0}}
+    )
+    heldout = holdout.prepare(digits, tmp_path, holdout=200)
+    assert heldout.path.name == "holdout-private800.npz" and len(heldout.split.x) == 200
+    assert heldout.flip is False  # digits: a flip changes the label
+    path = small_digits(tmp_path)
+    base, _ = methods.base_run(
+        path,
+        tmp_path / "base",
+        device="cpu",
+        edit=lambda config: holdout.edit_config(config, heldout, seed=3),
+    )
+    assert base["run"]["seed"] == 3 and base["data"]["name"] == f"npz:{heldout.path.resolve()}"
+    rows = methods.pate_budget(
+        C.run_directory(base),
+        base,
+        2.0,
+        delta=1e-5,
+        out=tmp_path,
+        teachers=10,
+        seed=3,
+        holdout=heldout.split,
+    )
+    row = rows[0]
+    assert row["method"] == "PATE" and row["kind"] == "guarantee"
+    assert row["eps"] <= 2.0 + 1e-9 and row["answered"] > 0
+    assert row["seed"] == 3 and row["holdout"] is True
+    student = Student.load(tmp_path / "pate10-eps2-s3" / "student.pt")
+    expected = float(np.mean(student.predict(heldout.split.x) == heldout.split.y))
+    assert row["accuracy_holdout"] == pytest.approx(expected, abs=1e-12)
