@@ -138,8 +138,11 @@ def _scatter_function(image_shape):
     net = ScatterNet(int(image_shape[1]), int(image_shape[2]))
 
     def apply(block: np.ndarray) -> np.ndarray:
+        images = np.ascontiguousarray(block, dtype=np.float32)
+        if not images.flags.writeable:  # a read-only memory map (own data): torch warns on it
+            images = images.copy()
         with torch.no_grad():
-            return net(torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))).numpy()
+            return net(torch.from_numpy(images)).numpy()
 
     return apply
 

@@ -48,6 +48,20 @@ def test_scatter_is_per_image_and_batch_independent():
     np.testing.assert_allclose(F.scatter(x[2:3]), whole[2:3], rtol=1e-5, atol=1e-6)
 
 
+def test_scatter_of_read_only_images_warns_nothing_and_equals_a_writable_copy():
+    """Own data arrives as a read-only memory map; torch warns on a non-writable array."""
+    import warnings
+
+    x = _images(3, 28)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = F.scatter(frozen, batch_size=3)
+    np.testing.assert_array_equal(out, F.scatter(x, batch_size=3))
+    assert not frozen.flags.writeable  # the caller's array is left as it was
+
+
 @pytest.mark.parametrize("shape", [(1, 30, 28), (1, 4, 4), (28, 28)])
 def test_feature_shape_rejects_other_inputs(shape):
     with pytest.raises(ValueError, match="multiples of 4"):
