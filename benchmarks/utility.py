@@ -560,10 +560,21 @@ def _rule_alone_runs(args, out: pathlib.Path, base: dict, data, heldout, *, add)
 
 def merge(parts: list[pathlib.Path], out: pathlib.Path, note: str | None = None) -> int:
     """One result from the parts of a benchmark run that ran side by side (same code, same
-    protocol): the rows of all, the first part's meta with every part's own meta under ``parts``
-    and ``tuned_on`` = this file's TUNED_ON (parts that ran earlier may list fewer choices)."""
+    protocol): the rows of all, each with its part's ``command`` and ``commit``, the first
+    part's meta with every part's own meta under ``parts`` and ``tuned_on`` = this file's
+    TUNED_ON (parts that ran earlier may list fewer choices)."""
     loaded = [json.loads((d / "utility_fmnist.json").read_text()) for d in parts]
-    rows = [r for part in loaded for r in part["rows"]]
+    # each row keeps the command and commit of the part that made it (the table's provenance)
+    rows = [
+        dict(
+            r,
+            command=r.get("command")
+            or "python benchmarks/utility.py " + " ".join(part["meta"].get("argv", [])),
+            commit=r.get("commit") or part["meta"].get("commit", "unknown"),
+        )
+        for part in loaded
+        for r in part["rows"]
+    ]
     meta = dict(loaded[0]["meta"], tuned_on=TUNED_ON)
     meta["ceilings"] = {
         k: v for part in loaded for k, v in part["meta"].get("ceilings", {}).items()

@@ -72,6 +72,8 @@ def test_merge_combines_parts_into_one_table_and_plot(utility, tmp_path, capsys)
         (tmp_path / name).mkdir()
         meta = {
             "delta": 1e-5,
+            "argv": ["--methods", name],
+            "commit": f"c0ffee{name}",
             "load_average_at_start": [1.0, 1.0, 1.0],
             "ceilings": {"fixmatch_9000_true_labels": {"accuracy": 0.878, "label": "FixMatch"}},
         }
@@ -100,6 +102,12 @@ def test_merge_combines_parts_into_one_table_and_plot(utility, tmp_path, capsys)
         str(tmp_path / "b"),
     }
     assert {r["kind"] for r in merged["rows"]} == {"guarantee", "data-dependent"}
+    # every row says which part's command and commit made it
+    assert [(r["command"], r["commit"]) for r in merged["rows"]] == [
+        (f"python benchmarks/utility.py --methods {name}", f"c0ffee{name}")
+        for name, rows in parts.items()
+        for _ in rows
+    ]
     assert merged["meta"]["tuned_on"] == utility.TUNED_ON  # the parts' meta had none
     table = (out / "utility_fmnist.md").read_text()
     assert "| DP-SGD CNN | guarantee | 1 | 0.990 | - | - | 81.0 % | 1 |" in table
