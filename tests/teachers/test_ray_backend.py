@@ -259,7 +259,7 @@ def test_killed_worker_is_retried_and_the_teachers_are_the_same(ray_cluster, dig
 
     thread = threading.Thread(target=train)
     thread.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a loaded machine starts the workers slowly
     victim = None
     while victim is None and time.monotonic() < deadline and thread.is_alive():
         # both chunks run at once; once both have a mid-chunk checkpoint, kill one worker
@@ -269,7 +269,10 @@ def test_killed_worker_is_retried_and_the_teachers_are_the_same(ray_cluster, dig
                 victim = pids[0]
                 os.kill(victim, signal.SIGKILL)
         time.sleep(0.02)
-    thread.join(timeout=120)
+    # generous: on a loaded machine (a test suite beside two benchmarks on 2 cores) the retried
+    # chunk took over 120 s; the test checks the retry, not a speed
+    thread.join(timeout=900)
+    assert not thread.is_alive(), "training with a killed worker did not finish in 900 s"
     assert "error" not in box, box.get("error")
     assert victim is not None, "no chunk was caught mid-training (it finished too fast?)"
     result = box["result"]
