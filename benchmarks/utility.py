@@ -51,6 +51,13 @@ what noise, looks at the private data or at the teachers' votes.
    run's private split is the first 50000 training images and its released model (also the
    student and the rule alone) is scored on the last 10000 (benchmarks/utility_holdout.py).
 
+``--holdout`` works for every method: the label-based ones (1, 2, 5) run on the same own-data
+file (the first 50000 training images as the private split) and their released student is
+loaded from its run directory and scored on the last 10000; the DP-SGD ones (3, 4) train on the
+first 50000. ``--run-seeds`` repeats the label-based methods with other base-run seeds (the
+partition, the teachers' and the students' initialisation; the noise is fresh in every run),
+``--dpsgd-seed`` the DP-SGD ones.
+
 Also measured once: ScatterNet + logistic regression (C = 0.01) on the 9000 public items with
 their TRUE labels (no privacy) -- a ceiling for any label-based method on these features. The
 FixMatch student's true-label ceiling (87.8 %, ``benchmarks/student_fmnist.py --labels 9000``) is

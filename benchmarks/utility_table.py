@@ -62,6 +62,10 @@ SOURCES = {
     "--holdout --run-seeds S --targets EPS, 27 Nov 2026 night: the config as shipped, its "
     "released model, fresh releases: with the eps 0.5 run above, three per eps on the held-out "
     "protocol (both evaluation sets), and one more at eps 1 on the pipeline's (meta.note)",
+    "utility_fmnist_heldout_methods.json": "benchmarks/utility.py --holdout, 28 Nov 2026: "
+    "classic PATE (250 and 1000 teachers), Private-kNN and DP-SGD CNN on the held-out "
+    "protocol, three runs each (--run-seeds / --dpsgd-seed 0, 1, 2; fresh noise), parts merged "
+    "with --merge (meta.note)",
 }
 
 #: Methods of the PATE family (label-based: a released student) vs the DP-SGD baselines.
