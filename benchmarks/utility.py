@@ -425,6 +425,7 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
     from pate.run import config as C
 
     meta["pate_teachers"] = {}
+    heldout = None if holdout is None else holdout.split
     for seed in args.run_seeds or [None]:
         for teachers in args.pate_teachers:
 
@@ -433,7 +434,7 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
                 config["partition"]["num_teachers"] = teachers
                 H.edit_config(config, holdout, seed=seed)
 
-            name = f"{teachers}{M._suffix(seed)}"
+            name = f"{teachers}{M.run_suffix(seed)}"
             base, seconds = M.base_run(
                 args.config,
                 out / f"pate{name}-base",
@@ -447,7 +448,7 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
                 base_seconds=seconds,
             )
             print(
-                f"PATE base run, {teachers} teachers{M._suffix(seed)} (partition, teachers, "
+                f"PATE base run, {teachers} teachers{M.run_suffix(seed)} (partition, teachers, "
                 f"votes): {seconds:.0f} s",
                 flush=True,
             )
@@ -461,7 +462,7 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
                         out=out,
                         teachers=teachers,
                         seed=seed,
-                        holdout=None if holdout is None else holdout.split,
+                        holdout=heldout,
                     )
                 )
 
@@ -476,13 +477,13 @@ def run_knn(
     for seed in args.run_seeds or [None]:
         base, seconds = M.base_run(
             args.knn_config,
-            out / f"knn-base{M._suffix(seed)}",
+            out / f"knn-base{M.run_suffix(seed)}",
             device=device,
             data_root=None if holdout else args.data_root,
             edit=lambda config, seed=seed: H.edit_config(config, holdout, seed=seed),
         )
         meta.setdefault("knn_base_seconds", {})[str(seed)] = seconds
-        print(f"Private-kNN base run{M._suffix(seed)} (embeddings): {seconds:.0f} s", flush=True)
+        print(f"Private-kNN base run{M.run_suffix(seed)} (embeddings): {seconds:.0f} s", flush=True)
         base_dir = C.run_directory(base)
         kwargs = dict(
             delta=args.delta, out=out, seed=seed, holdout=None if holdout is None else holdout.split
@@ -515,7 +516,7 @@ def run_class_means(
                 config["knn"]["dims"] = args.class_means_dims
             H.edit_config(config, holdout, seed=seed)
 
-        suffix = M._suffix(seed)
+        suffix = M.run_suffix(seed)
         base, seconds = M.base_run(
             args.class_means_config,
             out / f"class-means-base{suffix}",

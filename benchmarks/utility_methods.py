@@ -92,7 +92,7 @@ def pate_budget(
     config["privacy"].update(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
-    config["run"]["run_dir"] = str(out / f"pate{teachers}-eps{target:g}{_suffix(seed)}")
+    config["run"]["run_dir"] = str(out / f"pate{teachers}-eps{target:g}{run_suffix(seed)}")
     config = C.from_dict(config)
     fork_run(base_dir, config)
     report = Pipeline(config, resume=True, progress=False).run()
@@ -159,7 +159,7 @@ def knn_budget(
     config["privacy"].update(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
-    config["run"]["run_dir"] = str(out / f"knn-eps{target:g}{_suffix(seed)}")
+    config["run"]["run_dir"] = str(out / f"knn-eps{target:g}{run_suffix(seed)}")
     config = C.from_dict(config)
     fork_run(base_dir, config)  # a Private-kNN base: its embeddings and skipped stages
     report = Pipeline(config, resume=True, progress=False).run()
@@ -197,7 +197,7 @@ def knn_rounds_budget(
     from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
-    folder = out / f"knn2-eps{target:g}{_suffix(seed)}"
+    folder = out / f"knn2-eps{target:g}{run_suffix(seed)}"
     ledger = folder / "ledger.sqlite3"
     ledger.unlink(missing_ok=True)  # each target its own budget
     first = _copy(base_config)
@@ -269,7 +269,7 @@ def class_means_budget(
         base_config,
         target,
         delta=delta,
-        run_dir=out / f"class-means-eps{target:g}{_suffix(seed)}",
+        run_dir=out / f"class-means-eps{target:g}{run_suffix(seed)}",
     )
     report = Pipeline(config, resume=True, progress=False).run()
     extra = _run_fields(config, seed, holdout)
@@ -385,7 +385,7 @@ def class_means_rule_budget(
     }
 
 
-def _suffix(seed: int | None) -> str:
+def run_suffix(seed: int | None) -> str:
     """A run directory's suffix for a base run's ``[run] seed`` (none for the config's own)."""
     return "" if seed is None else f"-s{seed}"
 
