@@ -386,7 +386,7 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
 
 
 def test_report_says_where_the_teachers_trained():
-    from pate.run.report.wording import execution_text as _execution_text
+    from pate.run.report.resources import execution_text as _execution_text
 
     ray_run = {
         "backend": "ray",

@@ -56,6 +56,8 @@ public API):
 * :mod:`pate.run.report.model`: the report's content built from a run directory (``report.json``)
   and the typed blocks of its document;
 * :mod:`pate.run.report.wording`: the sentences and paragraphs (statement, warnings, captions);
+* :mod:`pate.run.report.resources`: what the run computed on (where the teachers trained, the
+  CPU threads and the peak GPU memory of each stage);
 * :mod:`pate.run.report.formatting`: how numbers are written;
 * :mod:`pate.run.report.layout`: the document's sections, as blocks;
 * :mod:`pate.run.report.render`: Markdown and HTML from the jinja2 templates shipped in

@@ -10,6 +10,7 @@ import json
 
 from pate import mechanisms
 from pate.run.report import formatting as F
+from pate.run.report import resources as RS
 from pate.run.report import wording as W
 from pate.run.report.model import (
     INTERNAL_PLOT_NAMES,
@@ -353,12 +354,10 @@ def _utility(report: dict) -> list[Block]:
         blocks.append(Paragraph(f"Label accuracy of the answered queries is not available: {note}"))
     else:
         blocks.append(Paragraph(f"**Label accuracy is a benchmark-only figure:** {note}"))
-    where = None if W.samples_records(report) else W.execution_text(report)
-    if where:
-        blocks.append(Paragraph(where))
-    threads = W.threads_text(report)
-    if threads:
-        blocks.append(Paragraph(threads))
+    where = None if W.samples_records(report) else RS.execution_text(report)
+    for text in (where, RS.threads_text(report), RS.gpu_memory_text(report)):
+        if text:
+            blocks.append(Paragraph(text))
     blocks.append(
         _table(
             ["Class", "Student accuracy"],

@@ -1,6 +1,6 @@
 """The report's content, built from a run directory: ``report.json`` (:func:`build_report`:
-the validated ``analysis.json`` plus the statement, the plots' paths and the warnings), where
-the teachers trained (:func:`read_execution`), and the typed blocks that make up the report's
+the validated ``analysis.json`` plus the statement, the plots' paths and the warnings) and the
+typed blocks that make up the report's
 document (:class:`Heading`, :class:`Paragraph`, ...), laid out by :mod:`pate.run.report.layout` and
 rendered to Markdown and HTML by the templates of :mod:`pate.run.report.render`.
 
@@ -31,8 +31,6 @@ __all__ = [
     "Paragraph",
     "Table",
     "build_report",
-    "read_execution",
-    "read_threads",
     "read_rule_check",
 ]
 
@@ -61,33 +59,6 @@ def build_report(analysis: dict) -> dict:
     report["plots"] = {name: f"{PLOTS_DIR}/{name}.png" for name in PLOT_NAMES}
     report["warnings"] = report_warnings(analysis)
     return report
-
-
-def read_execution(run_dir: Path) -> dict | None:
-    """``execution`` of ``<run_dir>/stages/teachers.json`` (where the teachers trained: the
-    backend and its resources), if recorded; None otherwise."""
-    try:
-        info = json.loads((Path(run_dir) / "stages" / "teachers.json").read_text())
-    except (OSError, ValueError):
-        return None
-    ex = info.get("execution") if isinstance(info, dict) else None
-    return ex if isinstance(ex, dict) else None
-
-
-def read_threads(run_dir: Path) -> dict | None:
-    """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
-    ``stages/<stage>.json`` recorded them (:mod:`pate.core.threads`: count, source, cpus, detail,
-    wait_policy); None when no stage recorded any (a run made before threads were recorded)."""
-    out = {}
-    for stage in ("teachers", "votes", "aggregate", "student"):
-        try:
-            info = json.loads((Path(run_dir) / "stages" / f"{stage}.json").read_text())
-        except (OSError, ValueError):
-            continue
-        threads = info.get("threads") if isinstance(info, dict) else None
-        if isinstance(threads, dict) and isinstance(threads.get("count"), int):
-            out[stage] = threads
-    return out or None
 
 
 def read_rule_check(run_dir: Path):

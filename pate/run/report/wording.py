@@ -1,7 +1,7 @@
 """The report's words: the plain-language privacy statement (:func:`plain_language_statement`,
 as (heading, text) paragraphs in :func:`statement_paragraphs`), the warnings
 (:func:`report_warnings`), the plot captions (:data:`CAPTIONS`) and the sentences the layout
-reuses (banners, where the teachers trained).
+reuses (banners).
 
 Every figure comes from a validated ``analysis.json`` (:mod:`pate.run.report.schema`); the
 mechanism's name, description and parameter symbols come from its spec in
@@ -24,8 +24,6 @@ __all__ = [
     "SEEDED_BANNER",
     "SMOKE_BANNER",
     "WEAK_EPSILON",
-    "execution_text",
-    "threads_text",
     "is_smoke_test",
     "params_text",
     "plain_language_statement",
@@ -615,53 +613,6 @@ def _querying_warnings(a: dict) -> list[str]:
             f"(remaining \u03b5 = {F.eps(ledger['remaining_eps'])})."
         )
     return out
-
-
-def execution_text(report: dict) -> str | None:
-    """Where the teachers trained: the backend and its resources (``execution``, from the teachers
-    stage's summary; else the config's ``[cluster]`` table; None when neither is known)."""
-    ex = report.get("execution")
-    cluster = (report.get("config") or {}).get("cluster") or {}
-    if not isinstance(ex, dict):
-        if not cluster:
-            return None
-        ex = {"backend": cluster.get("backend", "local")}
-    same = (
-        "The backend does not change what the teachers predict, hence neither the votes nor "
-        "any privacy figure."
-    )
-    if ex.get("backend") == "ray":
-        total = ex.get("cluster") or {}
-        return (
-            f"**Where the teachers trained:** on Ray (address {ex.get('address', '?')}; a "
-            f"cluster of {total.get('CPU', 0):g} CPUs and {total.get('GPU', 0):g} GPUs on "
-            f"{total.get('nodes', '?')} node(s); {ex.get('cpus_per_task', '?')} CPU(s) and "
-            f"{ex.get('gpus_per_task', 0):g} GPU(s) per task, {ex.get('teachers_per_task', '?')} "
-            f"teachers per task, {ex.get('num_chunks', '?')} chunks, up to "
-            f"{ex.get('max_retries', '?')} retries of a chunk whose worker was lost). {same}"
-        )
-    threads = ex.get("torch_threads")
-    detail = f" with {threads} torch thread(s)" if threads is not None else ""
-    return f'**Where the teachers trained:** locally (backend "local"){detail}. {same}'
-
-
-def threads_text(report: dict) -> str | None:
-    """The CPU threads each computing stage ran with and why (``threads``, from the stages'
-    summaries; None when not recorded)."""
-    threads = report.get("threads")
-    if not isinstance(threads, dict) or not threads:
-        return None
-    parts = []
-    for stage, t in threads.items():
-        wait = t.get("wait_policy")
-        why = f"{t.get('source', '?')}: {t.get('detail', '')}".rstrip(": ")
-        parts.append(
-            f"{stage} {t['count']} ({why}" + (f"; OpenMP waiting {wait})" if wait else ")")
-        )
-    return (
-        "**CPU threads:** " + ", ".join(parts) + ". They change the speed, not what is "
-        "computed (set them with `--threads` or `[run] threads`; docs/threads.md)."
-    )
 
 
 # The caption of each plot and whether it is INTERNAL (computed from the private votes).

@@ -12,15 +12,10 @@ import tempfile
 from pathlib import Path
 
 from pate.core.io import naming_write_errors
-from pate.run.report.model import (
-    PLOTS_DIR,
-    build_report,
-    read_execution,
-    read_rule_check,
-    read_threads,
-)
+from pate.run.report.model import PLOTS_DIR, build_report, read_rule_check
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
+from pate.run.report.resources import read_execution, read_gpu_memory, read_threads
 from pate.run.report.schema import load_analysis
 
 __all__ = ["REPORT_FILES", "write_report"]
@@ -76,6 +71,9 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     threads = read_threads(run_dir)
     if threads is not None:
         report["threads"] = threads  # the CPU threads of each stage (docs/threads.md)
+    gpu_memory = read_gpu_memory(run_dir)
+    if gpu_memory is not None:
+        report["gpu_memory"] = gpu_memory  # the peak GPU memory of each stage that used one
     images = render_plots(analysis)
     documents = {
         "report.md": render_markdown(report).encode("utf-8"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pate.core import gpu_memory
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
@@ -54,10 +55,14 @@ def run_stage(run: Run, stage: str) -> dict:
         )
     run.start()
     threads = _apply_threads(run, stage)
+    gpu_memory.reset()
     t0 = time.perf_counter()
     info = STAGE_FUNCTIONS[stage](run) or {}
     info["seconds"] = round(time.perf_counter() - t0, 2)
     info["threads"] = threads
+    peaks = gpu_memory.peaks()
+    if peaks is not None:
+        info["gpu_memory"] = peaks  # per CUDA device: the stage's peak (pate.core.gpu_memory)
     return run.mark(stage, info)
 
 

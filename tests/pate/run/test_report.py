@@ -1177,3 +1177,30 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
         "(affinity: sched_getaffinity: 2 CPUs; OpenMP waiting passive)"
     ) in md
     assert "CPU threads" in (tmp_path / "report.html").read_text()
+
+
+def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
+    """Issue #33: the peak GPU memory a stage recorded (pate.core.gpu_memory, in
+    stages/<stage>.json) is in report.json and in the documents; a CPU-only run has no line, and
+    a malformed record is ignored rather than trusted."""
+    make_analysis(tmp_path)
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages" / "votes.json").write_text(json.dumps({"gpu_memory": "lots"}))
+    result = rep.write_report(tmp_path)
+    assert "gpu_memory" not in result
+    assert "Peak GPU memory" not in (tmp_path / "report.md").read_text()
+    peak = {
+        "index": 0,
+        "name": "NVIDIA H200",
+        "peak_allocated_bytes": 3 * 2**29,
+        "peak_reserved_bytes": 2**31,
+    }
+    (tmp_path / "stages" / "teachers.json").write_text(json.dumps({"gpu_memory": [peak]}))
+    result = rep.write_report(tmp_path)
+    assert result["gpu_memory"] == {"teachers": [peak]}
+    md = (tmp_path / "report.md").read_text()
+    assert (
+        "**Peak GPU memory:** teachers 2.00 GiB reserved, 1.50 GiB in tensors "
+        "(cuda:0, NVIDIA H200)"
+    ) in md
+    assert "Peak GPU memory" in (tmp_path / "report.html").read_text()

@@ -1,0 +1,133 @@
+"""What a run computed on, as its report states it: where the teachers trained (the backend and
+its resources, :func:`read_execution` / :func:`execution_text`), the CPU threads of each stage
+(:func:`read_threads` / :func:`threads_text`, docs/threads.md) and the peak GPU memory of each
+stage that used a GPU (:func:`read_gpu_memory` / :func:`gpu_memory_text`,
+:mod:`pate.core.gpu_memory`). Read from the stages' summaries ``stages/<stage>.json``; none of it
+changes what is computed, hence no privacy figure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = [
+    "COMPUTING_STAGES",
+    "execution_text",
+    "gpu_memory_text",
+    "read_execution",
+    "read_gpu_memory",
+    "read_threads",
+    "threads_text",
+]
+
+#: The stages that compute with torch (their summaries record threads and GPU memory).
+COMPUTING_STAGES = ("teachers", "votes", "aggregate", "student")
+
+
+def _summary(run_dir: Path, stage: str) -> dict | None:
+    try:
+        info = json.loads((Path(run_dir) / "stages" / f"{stage}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def read_execution(run_dir: Path) -> dict | None:
+    """``execution`` of ``<run_dir>/stages/teachers.json`` (where the teachers trained: the
+    backend and its resources), if recorded; None otherwise."""
+    info = _summary(run_dir, "teachers")
+    ex = info.get("execution") if info is not None else None
+    return ex if isinstance(ex, dict) else None
+
+
+def read_threads(run_dir: Path) -> dict | None:
+    """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
+    ``stages/<stage>.json`` recorded them (:mod:`pate.core.threads`: count, source, cpus, detail,
+    wait_policy); None when no stage recorded any (a run made before threads were recorded)."""
+    out = {}
+    for stage in COMPUTING_STAGES:
+        info = _summary(run_dir, stage)
+        threads = info.get("threads") if info is not None else None
+        if isinstance(threads, dict) and isinstance(threads.get("count"), int):
+            out[stage] = threads
+    return out or None
+
+
+def read_gpu_memory(run_dir: Path) -> dict | None:
+    """``{stage: [per device: index, name, peak_allocated_bytes, peak_reserved_bytes]}``: the
+    peak GPU memory of each stage that used a CUDA device, as its summary recorded it; None when
+    no stage did (a run on CPUs only)."""
+    out = {}
+    for stage in COMPUTING_STAGES:
+        info = _summary(run_dir, stage)
+        peaks = info.get("gpu_memory") if info is not None else None
+        if isinstance(peaks, list) and peaks and all(isinstance(p, dict) for p in peaks):
+            out[stage] = peaks
+    return out or None
+
+
+def execution_text(report: dict) -> str | None:
+    """Where the teachers trained: the backend and its resources (``execution``, from the teachers
+    stage's summary; else the config's ``[cluster]`` table; None when neither is known)."""
+    ex = report.get("execution")
+    cluster = (report.get("config") or {}).get("cluster") or {}
+    if not isinstance(ex, dict):
+        if not cluster:
+            return None
+        ex = {"backend": cluster.get("backend", "local")}
+    same = (
+        "The backend does not change what the teachers predict, hence neither the votes nor "
+        "any privacy figure."
+    )
+    if ex.get("backend") == "ray":
+        total = ex.get("cluster") or {}
+        return (
+            f"**Where the teachers trained:** on Ray (address {ex.get('address', '?')}; a "
+            f"cluster of {total.get('CPU', 0):g} CPUs and {total.get('GPU', 0):g} GPUs on "
+            f"{total.get('nodes', '?')} node(s); {ex.get('cpus_per_task', '?')} CPU(s) and "
+            f"{ex.get('gpus_per_task', 0):g} GPU(s) per task, {ex.get('teachers_per_task', '?')} "
+            f"teachers per task, {ex.get('num_chunks', '?')} chunks, up to "
+            f"{ex.get('max_retries', '?')} retries of a chunk whose worker was lost). {same}"
+        )
+    threads = ex.get("torch_threads")
+    detail = f" with {threads} torch thread(s)" if threads is not None else ""
+    return f'**Where the teachers trained:** locally (backend "local"){detail}. {same}'
+
+
+def threads_text(report: dict) -> str | None:
+    """The CPU threads each computing stage ran with and why (``threads``, from the stages'
+    summaries; None when not recorded)."""
+    threads = report.get("threads")
+    if not isinstance(threads, dict) or not threads:
+        return None
+    parts = []
+    for stage, t in threads.items():
+        wait = t.get("wait_policy")
+        why = f"{t.get('source', '?')}: {t.get('detail', '')}".rstrip(": ")
+        parts.append(
+            f"{stage} {t['count']} ({why}" + (f"; OpenMP waiting {wait})" if wait else ")")
+        )
+    return (
+        "**CPU threads:** " + ", ".join(parts) + ". They change the speed, not what is "
+        "computed (set them with `--threads` or `[run] threads`; docs/threads.md)."
+    )
+
+
+def gpu_memory_text(report: dict) -> str | None:
+    """The peak GPU memory of each stage that used a GPU (``gpu_memory``; None when none did)."""
+    gpu = report.get("gpu_memory")
+    if not isinstance(gpu, dict) or not gpu:
+        return None
+    parts = []
+    for stage, peaks in gpu.items():
+        for p in peaks:
+            parts.append(
+                f"{stage} {p.get('peak_reserved_bytes', 0) / 2**30:.2f} GiB reserved, "
+                f"{p.get('peak_allocated_bytes', 0) / 2**30:.2f} GiB in tensors "
+                f"(cuda:{p.get('index', '?')}, {p.get('name', '?')})"
+            )
+    return (
+        "**Peak GPU memory:** " + "; ".join(parts) + " (torch's allocator; the CUDA context "
+        "comes on top)."
+    )
