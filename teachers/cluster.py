@@ -1,8 +1,8 @@
 """Where the teachers are trained: the work of one chunk, and the backends that run the chunks.
 
 Teachers are independent, so a teacher ensemble is a list of chunks (consecutive teachers trained
-together: vectorized on a GPU, one after another on a CPU) that can run anywhere. The *local*
-backend runs them one after another in this process (:func:`pate.teachers.ensemble.train_teachers`,
+together: vectorized on a GPU or without convolutions, else one after another on a CPU) that can
+run anywhere. The *local* backend runs them one after another in this process (:func:`pate.teachers.ensemble.train_teachers`,
 today's behaviour; Ray is never imported). The *ray* backend runs one Ray task per chunk, on a
 laptop (``ray.init()`` starts a local Ray) or on a cluster (``address = "auto"``).
 

@@ -309,23 +309,18 @@ def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, objec
 
 
 def _choose_trainer(config: TeacherConfig, data, device: str, saved_state: dict | None) -> str:
-    """ "vectorized" or "sequential": a resumed run keeps its own; "auto" is sequential on the
-    CPU, vectorized elsewhere when the model can be vmapped."""
-    import torch
-
-    from pate.teachers.vectorized import vmap_support
+    """ "vectorized" or "sequential": a resumed run keeps its own; "auto" is vectorized when the
+    model can be vmapped, except for a model with convolutions on the CPU."""
+    from pate.teachers.vectorized import sequential_is_faster, vmap_support
 
     trainer = config.trainer
     if saved_state is not None and saved_state.get("trainer") in ("vectorized", "sequential"):
         trainer = saved_state["trainer"]  # a resumed run keeps its trainer (same float rounding)
-    if trainer == "auto" and torch.device(device).type == "cpu":
-        # Measured on CPU (benchmarks/teachers_vmap.py): vmap's grouped-convolution backward is
-        # slow there, and one nn.Module + torch.optim per teacher is faster.
+    shape, classes = data.input_shape, int(data.num_classes)
+    if trainer == "auto" and sequential_is_faster(config.model, shape, classes, device=device):
         trainer = "sequential"
     if trainer in ("auto", "vectorized"):
-        reason = vmap_support(
-            config.model, input_shape=data.input_shape, num_classes=int(data.num_classes)
-        )
+        reason = vmap_support(config.model, input_shape=shape, num_classes=classes)
         if reason is not None:
             if trainer == "vectorized":
                 raise ValueError(

@@ -8,7 +8,8 @@ Symbols
     ``batch_size``, ``lr``, ``optimizer`` ("adam" | "adamw" | "sgd"), ``weight_decay``,
     ``momentum`` (SGD), ``augment`` ("auto" | "none" | "shift" | "flip" | "shift+flip"),
     ``label_smoothing``, ``trainer`` ("auto" | "vectorized" | "sequential"; "auto" = sequential
-    on CPU, where it is the faster one, vectorized on CUDA when the model can be vmapped), ``device``
+    for a model with convolutions on CPU, where it is the faster one, else vectorized when the
+    model can be vmapped), ``device``
     ("auto" | "cpu" | "cuda" | "cuda:N"), ``chunk_size`` (teachers trained together; None =
     chosen from available memory), ``memory_budget_mb``, ``checkpoint`` ("epoch" | "chunk"),
     ``checkpoint_every_s`` (with "epoch": write a mid-chunk checkpoint only once this many seconds

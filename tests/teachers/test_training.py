@@ -185,8 +185,9 @@ def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypat
 
 
 def test_auto_trainer_is_sequential_on_cpu(digits):
-    """trainer="auto" on CPU trains one teacher after another (faster there than vmap, see
-    benchmarks/teachers_vmap.py), and gives the teachers the vectorized trainer gives."""
+    """trainer="auto" on CPU trains a model with convolutions one teacher after another (faster
+    there than vmap, see benchmarks/teachers_vmap.py), and gives the teachers the vectorized
+    trainer gives."""
     shards = random_shards(len(digits.private), SIZES)
     base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift", device="cpu")
     auto = train_teachers(digits, shards, SEEDS, TeacherConfig(**base), progress=False)
@@ -196,6 +197,22 @@ def test_auto_trainer_is_sequential_on_cpu(digits):
     )
     assert vec.trainer == "vectorized"
     assert (auto.public_predictions == vec.public_predictions).mean() > 0.99
+
+
+def test_auto_trainer_vmaps_models_without_convolutions_on_cpu(digits):
+    """trainer="auto" on CPU vmaps a model without convolutions (a linear teacher: faster so,
+    benchmarks/teachers_vmap.py), with the teachers and predictions the sequential trainer gives
+    (the chunk predicts with one vmapped matrix product on the CPU)."""
+    shards = random_shards(len(digits.private), SIZES)
+    base = dict(model="linear", epochs=3, batch_size=16, lr=0.01, augment="none", device="cpu")
+    auto = train_teachers(digits, shards, SEEDS, TeacherConfig(**base), progress=False)
+    assert auto.trainer == "vectorized"
+    seq = train_teachers(
+        digits, shards, SEEDS, TeacherConfig(**base, trainer="sequential"), progress=False
+    )
+    assert seq.trainer == "sequential"
+    assert (auto.public_predictions == seq.public_predictions).mean() > 0.99
+    assert (auto.eval_predictions == seq.eval_predictions).mean() > 0.99
 
 
 def test_sequential_fallback_for_batchnorm(digits, tmp_path, monkeypatch):
