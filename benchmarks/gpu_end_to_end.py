@@ -19,6 +19,7 @@ cache's hits and misses. The runs, in order:
 
     python benchmarks/gpu_end_to_end.py --json benchmarks/results/gpu_end_to_end.json
     python benchmarks/gpu_end_to_end.py --runs demo teachers-bf16 teachers-fp32 --work DIR
+    python benchmarks/gpu_end_to_end.py --check-features ...  # CPU vs GPU ScatterNet first
 
 The data is Fashion-MNIST where the built-in loader finds it (Debian's dataset-fashion-mnist).
 Run on demand on a machine with a CUDA GPU, never as a test; without one every run is refused
@@ -179,6 +180,33 @@ def run_one(name: str, work: pathlib.Path) -> dict:
     return row
 
 
+def front_end_agreement(rows: int = 8192) -> dict:
+    """The ScatterNet features of the first ``rows`` Fashion-MNIST test images on the CPU and on
+    the GPU (``computing_on``): the seconds of each and how far apart they are."""
+    import numpy as np
+    import torch
+
+    from pate.teachers import features as F
+    from pate.teachers.builtin_datasets import DEFAULT_FASHION_MNIST_DIR, read_idx
+
+    images = read_idx(DEFAULT_FASHION_MNIST_DIR / "t10k-images-idx3-ubyte.gz")[:rows]
+    x = (images[:, None].astype(np.float32) / 255.0).astype(np.float32)
+    out = {"rows": int(len(x))}
+    results = {}
+    for device in ("cpu", "cuda:0"):
+        with F.computing_on(device):
+            F.scatter(x[:1024])  # warm-up (cuFFT plans, threads)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            results[device] = F.scatter(x)
+            out[f"{device.split(':')[0]}_s"] = round(time.perf_counter() - t0, 3)
+    diff = np.abs(results["cpu"] - results["cuda:0"])
+    out["max_abs_diff"] = float(diff.max())
+    out["max_rel_diff"] = float(diff.max() / np.abs(results["cpu"]).max())
+    return out
+
+
 def machine() -> dict:
     import torch
 
@@ -200,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", nargs="+", choices=list(RUNS), default=list(RUNS))
     ap.add_argument("--work", type=pathlib.Path, help="keep the runs and caches here")
     ap.add_argument("--json", type=pathlib.Path, help="write the results here")
+    ap.add_argument(
+        "--check-features", action="store_true", help="also compare CPU and GPU features first"
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="pate-gpu-") as tmp:
         work = args.work or pathlib.Path(tmp)
@@ -210,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine(),
             "runs": [],
         }
+        if args.check_features:
+            result["front_end"] = front_end_agreement()
+            print(json.dumps(result["front_end"]), flush=True)
         for name in args.runs:  # the file is rewritten after each run: a cut-off run keeps some
             result["runs"].append(run_one(name, work))
             if args.json:

@@ -25,6 +25,10 @@ Symbols
                    CachedFeatures`: read from / written to the on-disk feature cache ``cache``
                    (default: :func:`pate.teachers.feature_cache.active`), computed in memory
                    without one; ``.chunks()`` yields it a block of rows at a time.
+``computing_on(device)``  the device the ScatterNet front-end computes on inside a ``with``
+                   block (default "cpu"; each stage of a run computes it on the run's device). An
+                   entry computed on a GPU is cached under its own key (``"device": "cuda"``):
+                   its features agree with the CPU's to float32 rounding, not bit for bit.
 ``Standardizer``   per-channel mean and standard deviation of public features;
                    ``Standardizer.fit(public_features)`` (an array or ``CachedFeatures``, read a
                    chunk at a time), ``transform(features)``.
@@ -53,6 +57,8 @@ Note: ``import kymatio.torch`` fails with scipy >= 1.15 (its 3-D frontend import
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import logging
 import time
@@ -71,6 +77,7 @@ __all__ = [
     "ScatterNet",
     "scatter",
     "scatter_features",
+    "computing_on",
     "Standardizer",
     "PublicPCA",
     "PublicFrontEnd",
@@ -130,19 +137,42 @@ def ScatterNet(height: int, width: int):
     return Scattering2D(height, width)
 
 
+_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("pate_front_end", default="cpu")
+
+
+@contextlib.contextmanager
+def computing_on(device: str):
+    """Inside the block the ScatterNet front-end computes on ``device`` ("cpu", "cuda",
+    "cuda:N"; a resolved device, not "auto"), blocks of the cache's chunk moved there and back."""
+    token = _DEVICE.set(str(device))
+    try:
+        yield
+    finally:
+        _DEVICE.reset(token)
+
+
+def _scatter_settings() -> dict:
+    """The feature-cache key's settings of the front-end as it computes now: a GPU's entries
+    apart from the CPU's (the same features to float32 rounding, not bit for bit)."""
+    on_gpu = _DEVICE.get().startswith("cuda")
+    return {**SCATTER_SETTINGS, "device": "cuda"} if on_gpu else SCATTER_SETTINGS
+
+
 def _scatter_function(image_shape):
-    """x (n, C, H, W) -> float32 features, with one ScatterNet built for ``image_shape``."""
+    """x (n, C, H, W) -> float32 features, with one ScatterNet built for ``image_shape`` on the
+    device of :func:`computing_on`."""
     import torch
 
     feature_shape(image_shape)
-    net = ScatterNet(int(image_shape[1]), int(image_shape[2]))
+    device = torch.device(_DEVICE.get())
+    net = ScatterNet(int(image_shape[1]), int(image_shape[2])).to(device)
 
     def apply(block: np.ndarray) -> np.ndarray:
         images = np.ascontiguousarray(block, dtype=np.float32)
         if not images.flags.writeable:  # a read-only memory map (own data): torch warns on it
             images = images.copy()
         with torch.no_grad():
-            return net(torch.from_numpy(images)).numpy()
+            return net(torch.from_numpy(images).to(device)).cpu().numpy()
 
     return apply
 
@@ -172,7 +202,9 @@ def scatter_features(x: np.ndarray, *, cache: FC.FeatureCache | None = None) -> 
     if cache is None:
         t0 = time.perf_counter()
         return FC.CachedFeatures(scatter(x), None, time.perf_counter() - t0)
-    key = FC.EntryKey.of(x, front_end="scatternet", settings=SCATTER_SETTINGS, output_shape=shape)
+    key = FC.EntryKey.of(
+        x, front_end="scatternet", settings=_scatter_settings(), output_shape=shape
+    )
     return cache.features(key, x, _scatter_function(np.shape(x)[1:]))
 
 

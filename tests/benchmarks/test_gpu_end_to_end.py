@@ -67,3 +67,9 @@ def test_without_a_gpu_the_run_is_refused_and_nothing_written(bench, tmp_path):
     assert "no CUDA GPU is available" in row["log_tail"]
     assert row["stages"] == {}
     assert not (tmp_path / "runs" / "demo").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compares the CPU with a CUDA GPU")
+def test_gpu_features_agree_with_the_cpu(bench):
+    out = bench.front_end_agreement(rows=1024)
+    assert out["rows"] == 1024 and out["max_rel_diff"] < 1e-4

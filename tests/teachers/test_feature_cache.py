@@ -348,3 +348,24 @@ def test_the_public_front_end_through_the_cache(tmp_path, monkeypatch):
     st = F.Standardizer.fit(F.scatter(data.public.x))
     svd = F.PublicPCA.fit(st.transform(F.scatter(data.public.x)), dims=8)
     np.testing.assert_allclose(np.abs(svd.axes @ front.pca.axes.T), np.eye(8), atol=1e-6)
+
+
+def test_front_end_device_selects_its_own_cache_entries():
+    """Issue #33: the ScatterNet front-end computes on the run's device (features.computing_on);
+    features computed on a GPU are cached under their own key (they agree with the CPU's to
+    float32 rounding, not bit for bit), and the CPU's key is the one it always was."""
+    assert F._scatter_settings() == F.SCATTER_SETTINGS
+    with F.computing_on("cuda:0"):
+        assert F._scatter_settings() == {**F.SCATTER_SETTINGS, "device": "cuda"}
+        with F.computing_on("cpu"):
+            assert F._scatter_settings() == F.SCATTER_SETTINGS
+    assert F._scatter_settings() == F.SCATTER_SETTINGS
+    x = np.zeros((2, 1, 8, 8), dtype=np.float32)
+    cpu = FC.EntryKey.of(
+        x, front_end="scatternet", settings=F._scatter_settings(), output_shape=(81, 2, 2)
+    )
+    with F.computing_on("cuda"):
+        gpu = FC.EntryKey.of(
+            x, front_end="scatternet", settings=F._scatter_settings(), output_shape=(81, 2, 2)
+        )
+    assert cpu.name != gpu.name

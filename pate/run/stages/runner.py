@@ -3,6 +3,7 @@ skipped), and its record in ``stages/<stage>.json``."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from pate.core import gpu_memory
@@ -57,7 +58,8 @@ def run_stage(run: Run, stage: str) -> dict:
     threads = _apply_threads(run, stage)
     gpu_memory.reset()
     t0 = time.perf_counter()
-    info = STAGE_FUNCTIONS[stage](run) or {}
+    with _front_end_device(run, stage):
+        info = STAGE_FUNCTIONS[stage](run) or {}
     info["seconds"] = round(time.perf_counter() - t0, 2)
     info["threads"] = threads
     peaks = gpu_memory.peaks()
@@ -85,6 +87,21 @@ def _apply_threads(run: Run, stage: str) -> dict:
         explicit_source=run.objects.get(THREADS_SOURCE, "config"),
         torch=stage in TORCH_STAGES,
     )
+
+
+def _front_end_device(run: Run, stage: str):
+    """A stage that computes with torch computes the ScatterNet front-end on the run's device
+    (``[run] device``; a GPU's features are cached under their own key)."""
+    if stage not in TORCH_STAGES:
+        return contextlib.nullcontext()
+    from pate.teachers.devices import resolve_device
+    from pate.teachers.features import computing_on
+
+    try:
+        device = resolve_device(C.sections(run.config).run.device)
+    except ValueError:  # a GPU only the cluster's workers have (docs/cluster.md): here the CPU
+        device = "cpu"
+    return computing_on(device)
 
 
 STAGE_FUNCTIONS: dict[str, Callable[[Run], dict]] = {
