@@ -1200,7 +1200,6 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
     assert result["gpu_memory"] == {"teachers": [peak]}
     md = (tmp_path / "report.md").read_text()
     assert (
-        "**Peak GPU memory:** teachers 2.00 GiB reserved, 1.50 GiB in tensors "
-        "(cuda:0, NVIDIA H200)"
+        "**Peak GPU memory:** teachers 2.00 GiB reserved, 1.50 GiB in tensors (cuda:0, NVIDIA H200)"
     ) in md
     assert "Peak GPU memory" in (tmp_path / "report.html").read_text()
