@@ -274,19 +274,31 @@ def strong_augment(
     """
     n = x.shape[0]
     device = x.device
-    out = x.clone()
+    out = x
     if n == 0:
-        return out
+        return x.clone()
     op_index = torch.randint(0, len(_OP_LIST), (n, num_ops), generator=generator).to(device)
     magnitude = torch.rand(n, num_ops, generator=generator).to(device)
     for slot in range(num_ops):
-        for k, op in enumerate(_OP_LIST):
-            if op is _op_identity:
-                continue
-            chosen = (op_index[:, slot] == k).nonzero(as_tuple=True)[0]
-            if chosen.numel() == 0:
-                continue
-            out[chosen] = op(out[chosen], magnitude[chosen, slot], generator)
+        # The images grouped by operation (a stable sort: ascending within a group), each group
+        # a slice: every operation sees the rows it would see gathered one operation at a time,
+        # in the same order and drawing the same random numbers, so the result is that of one
+        # gather and one scatter per operation, bit for bit, with one of each per slot.
+        ops = op_index[:, slot]
+        order = torch.sort(ops, stable=True).indices
+        counts = torch.bincount(ops, minlength=len(_OP_LIST)).tolist()
+        grouped, grouped_m = out[order], magnitude[order, slot]
+        pieces, start = [], 0
+        for op, count in zip(_OP_LIST, counts):
+            if count:
+                rows = slice(start, start + count)
+                identity = op is _op_identity
+                pieces.append(
+                    grouped[rows] if identity else op(grouped[rows], grouped_m[rows], generator)
+                )
+            start += count
+        out = torch.empty_like(out)
+        out[order] = torch.cat(pieces)
     if cutout > 0:
         out = _cutout(out, generator=generator, size_fraction=cutout, fill=fill)
     return out

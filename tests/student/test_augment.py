@@ -45,6 +45,31 @@ def test_strong_stays_in_range_and_is_reproducible():
     assert c.shape == (5, 3, 32, 32)
 
 
+def _strong_one_op_at_a_time(x, generator, num_ops=2, cutout=0.5, fill=0.5):
+    """strong_augment as it was: each operation's rows gathered and scattered on their own."""
+    out = x.clone()
+    op_index = torch.randint(0, len(aug._OP_LIST), (len(x), num_ops), generator=generator)
+    magnitude = torch.rand(len(x), num_ops, generator=generator)
+    for slot in range(num_ops):
+        for k, op in enumerate(aug._OP_LIST):
+            chosen = (op_index[:, slot] == k).nonzero(as_tuple=True)[0]
+            if op is not aug._op_identity and chosen.numel():
+                out[chosen] = op(out[chosen], magnitude[chosen, slot], generator)
+    if cutout > 0:
+        out = aug._cutout(out, generator=generator, size_fraction=cutout, fill=fill)
+    return out
+
+
+@pytest.mark.parametrize(("n", "channels", "seed"), [(96, 1, 0), (7, 3, 1), (1, 1, 2), (300, 1, 3)])
+def test_strong_grouped_by_operation_is_bit_for_bit_the_gathered_one(n, channels, seed):
+    """Issue #33: grouping the images by operation (one gather and one scatter per slot, not per
+    operation) changes neither the images nor the random numbers drawn after it."""
+    x = torch.rand(n, channels, 28, 28)
+    g_new, g_old = _gen(seed), _gen(seed)
+    assert torch.equal(aug.strong_augment(x, generator=g_new), _strong_one_op_at_a_time(x, g_old))
+    assert torch.equal(torch.rand(4, generator=g_new), torch.rand(4, generator=g_old))
+
+
 @pytest.mark.parametrize("name", sorted(aug.IMAGE_OPS))
 def test_each_op_keeps_shape_and_range(name):
     x = torch.rand(12, 3, 8, 8)
