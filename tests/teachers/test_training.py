@@ -164,7 +164,7 @@ def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypat
         train_teachers(
             digits, shards, SEEDS, other, out_dir=tmp_path / "cut", resume=True, progress=False
         )
-    # resumed with trainer="auto" (sequential on CPU): the run keeps the trainer it started with
+    # resumed with trainer="auto" (cnn8 on CPU: sequential): the run keeps its own trainer
     resumed = train_teachers(
         digits,
         shards,
