@@ -184,35 +184,25 @@ def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypat
     assert not (tmp_path / "cut" / "progress.pt").exists()
 
 
-def test_auto_trainer_is_sequential_on_cpu(digits):
+@pytest.mark.parametrize(
+    ("model", "augment", "auto_trainer", "other_trainer"),
+    [("cnn8", "shift", "sequential", "vectorized"), ("linear", "none", "vectorized", "sequential")],
+)
+def test_auto_trainer_on_cpu(digits, model, augment, auto_trainer, other_trainer):
     """trainer="auto" on CPU trains a model with convolutions one teacher after another (faster
-    there than vmap, see benchmarks/teachers_vmap.py), and gives the teachers the vectorized
-    trainer gives."""
+    there than vmap's grouped convolutions, benchmarks/teachers_vmap.py) and vmaps one without
+    (a linear teacher; its chunk then predicts with one vmapped matrix product); either way the
+    teachers and predictions are those of the other trainer."""
     shards = random_shards(len(digits.private), SIZES)
-    base = dict(model="cnn8", epochs=2, batch_size=16, lr=0.01, augment="shift", device="cpu")
+    base = dict(model=model, epochs=3, batch_size=16, lr=0.01, augment=augment, device="cpu")
     auto = train_teachers(digits, shards, SEEDS, TeacherConfig(**base), progress=False)
-    assert auto.trainer == "sequential"
-    vec = train_teachers(
-        digits, shards, SEEDS, TeacherConfig(**base, trainer="vectorized"), progress=False
+    assert auto.trainer == auto_trainer
+    other = train_teachers(
+        digits, shards, SEEDS, TeacherConfig(**base, trainer=other_trainer), progress=False
     )
-    assert vec.trainer == "vectorized"
-    assert (auto.public_predictions == vec.public_predictions).mean() > 0.99
-
-
-def test_auto_trainer_vmaps_models_without_convolutions_on_cpu(digits):
-    """trainer="auto" on CPU vmaps a model without convolutions (a linear teacher: faster so,
-    benchmarks/teachers_vmap.py), with the teachers and predictions the sequential trainer gives
-    (the chunk predicts with one vmapped matrix product on the CPU)."""
-    shards = random_shards(len(digits.private), SIZES)
-    base = dict(model="linear", epochs=3, batch_size=16, lr=0.01, augment="none", device="cpu")
-    auto = train_teachers(digits, shards, SEEDS, TeacherConfig(**base), progress=False)
-    assert auto.trainer == "vectorized"
-    seq = train_teachers(
-        digits, shards, SEEDS, TeacherConfig(**base, trainer="sequential"), progress=False
-    )
-    assert seq.trainer == "sequential"
-    assert (auto.public_predictions == seq.public_predictions).mean() > 0.99
-    assert (auto.eval_predictions == seq.eval_predictions).mean() > 0.99
+    assert other.trainer == other_trainer
+    assert (auto.public_predictions == other.public_predictions).mean() > 0.99
+    assert (auto.eval_predictions == other.eval_predictions).mean() > 0.99
 
 
 def test_sequential_fallback_for_batchnorm(digits, tmp_path, monkeypatch):
