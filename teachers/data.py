@@ -184,7 +184,9 @@ def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
     )
 
 
-def _pool_split(x, y, public_size, eval_size, name, *, default_public=None, default_eval=None):
+def _pool_split(
+    x, y, public_size, eval_size, name, *, default_public=None, default_eval=None, permuted=False
+):
     n = len(x)
     if len(y) != n:
         raise ValueError(f"{name}: x has {n} rows but y has {len(y)}")
@@ -203,11 +205,18 @@ def _pool_split(x, y, public_size, eval_size, name, *, default_public=None, defa
             f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
             f"records out of {n} in {name}; choose smaller sizes"
         )
-    perm = np.random.default_rng(0).permutation(n)
-    priv = perm[: n - public_size - eval_size]
-    pub = perm[n - public_size - eval_size : n - eval_size]
-    ev = perm[n - eval_size :]
-    return ArraySplit(x[priv], y[priv]), ArraySplit(x[pub], y[pub]), ArraySplit(x[ev], y[ev])
+    k = n - public_size - eval_size
+    if permuted:  # rows already in pool_order (imagefolder decodes them so): slices, no copies
+        parts = (slice(0, k), slice(k, n - eval_size), slice(n - eval_size, n))
+    else:
+        perm = pool_order(n)
+        parts = (perm[:k], perm[k : n - eval_size], perm[n - eval_size :])
+    return tuple(ArraySplit(x[p], y[p]) for p in parts)
+
+
+def pool_order(n: int) -> np.ndarray:
+    """The order in which a pool's rows are dealt: private first, then public, then evaluation."""
+    return np.random.default_rng(0).permutation(n)
 
 
 def _num_classes(*ys) -> int:
@@ -309,7 +318,7 @@ def _own_splits(
         kind = "pool"
         arrays, class_names = load_csv(path)
     else:
-        kind, arrays, class_names = load_imagefolder(path, image_size)
+        kind, arrays, class_names = load_imagefolder(path, image_size, pool_order=pool_order)
     if kind == "splits":
         if public_size is not None or eval_size is not None:
             raise ValueError(
@@ -325,12 +334,12 @@ def _own_splits(
         splits = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]), ArraySplit(xs[4], xs[5]))
     elif kind == "train-test":
         splits = _protocol_split(*arrays, public_size, eval_size, name)
-    else:  # one pool, checked before it is split (rows are the file's)
+    else:  # one pool, checked before it is split (rows are the file's, an image folder's in
+        # pool_order already: its split is three slices of the array it was decoded into)
         check_features(arrays[0], f"{name}: x (the pool split into private/public/evaluation)")
         check_labels(arrays[1], f"{name}: y (the pool split into private/public/evaluation)")
-        splits = _pool_split(
-            np.asarray(arrays[0]), np.asarray(arrays[1]), public_size, eval_size, name
-        )
+        x, y = np.asarray(arrays[0]), np.asarray(arrays[1])
+        splits = _pool_split(x, y, public_size, eval_size, name, permuted=prefix == "imagefolder")
     return splits, class_names
 
 

@@ -6,7 +6,7 @@ Symbols
 ``load_npz(path)``: ``(kind, arrays, class_names)``, kind ``"splits"`` (six arrays) or ``"pool"``.
 ``load_csv(path)``: ``((features, labels), class_names)``; every value checked, rows and columns
 named as in the file.
-``load_imagefolder(path, image_size)``: ``(kind, arrays, class_names)``, kind ``"pool"`` or
+``load_imagefolder(path, image_size, *, pool_order)``: ``(kind, arrays, class_names)``, kind ``"pool"`` or
 ``"train-test"``; torchvision's ``ImageFolder``, one colour mode, one size.
 ``check_image_size(image_size)``: an int or ``(height, width)`` as ``(height, width)``.
 ``IMAGE_EXTENSIONS``: the file suffixes ``imagefolder:`` reads.
@@ -254,9 +254,14 @@ class _ToArray:
         return arr.astype(np.float32) / 255.0
 
 
-def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None):
+def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None, *, pool_order=None):
     """Read ``PATH/<class>/<image>`` (or ``PATH/train`` + ``PATH/test``) with torchvision's
     ``ImageFolder``; returns ``(kind, arrays, class_names)``.
+
+    Each image is decoded straight into its row of one preallocated array per folder (never a
+    list of images and a stacked copy of it). ``pool_order`` (``n -> permutation of range(n)``,
+    for a single pool folder only): row ``j`` of the pool is its image ``pool_order(n)[j]``, so
+    that a split in that order is three slices of one array, not three copies.
 
     Every image is converted to one colour mode -- greyscale ``L`` (1 channel) when all images
     of the dataset are greyscale, else ``RGB`` (3 channels; greyscale images are replicated,
@@ -286,17 +291,21 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None):
     arrays = []
     for folder in folders:
         folder.transform = transform
-        xs, ys = [], []
-        for i, (file, _) in enumerate(folder.samples):
+        n = len(folder.samples)
+        order = np.arange(n) if split or pool_order is None else np.asarray(pool_order(n))
+        xs, ys = None, np.empty(n, dtype=np.int64)
+        for row, i in enumerate(order.tolist()):
             try:
-                x, y = folder[i]
+                x, ys[row] = folder[i]
             except (OSError, ValueError) as exc:
                 raise InputError(
-                    f"image folder: {file} cannot be read as an image ({exc}); remove or replace it"
+                    f"image folder: {folder.samples[i][0]} cannot be read as an image ({exc}); "
+                    "remove or replace it"
                 ) from None
-            xs.append(x)
-            ys.append(y)
-        arrays += [np.stack(xs), np.asarray(ys, dtype=np.int64)]
+            if xs is None:  # every image has the first one's mode and size
+                xs = np.empty((n, *x.shape), dtype=np.float32)
+            xs[row] = x
+        arrays += [xs, ys]
     logger.info(
         "imagefolder %s: %d images, %d classes, %s %dx%d",
         path,

@@ -277,6 +277,26 @@ def test_imagefolder_same_size_images_read_exactly(tmp_path):
             assert np.array_equal(x * np.float32(255), np.round(x * 255))  # exact uint8 / 255
 
 
+def test_imagefolder_pool_is_decoded_in_split_order(tmp_path):
+    """Issue #33: the images of a pool folder are decoded straight into one array in the split's
+    order, so the three splits are slices of it (no copies, no stacked list), and they are the
+    splits the pool read in folder order and then split gives, row for row."""
+    from pate.teachers import data as D
+    from pate.teachers.own_data import load_imagefolder
+
+    n = _mixed_folder(tmp_path / "pool")
+    data = load_pate_data(f"imagefolder:{tmp_path / 'pool'}", public_size=4, eval_size=3)
+    _, (x, y), _ = load_imagefolder(tmp_path / "pool", None)  # folder order
+    expected = D._pool_split(x, y, 4, 3, "pool")
+    for got, want in zip((data.private, data.public, data.evaluation), expected):
+        np.testing.assert_array_equal(got.x, want.x)
+        np.testing.assert_array_equal(got.y, want.y)
+    assert len(data.private) == n - 7
+    assert data.evaluation.x.base is not None
+    assert np.shares_memory(data.private.x, data.evaluation.x.base)  # slices of one array
+    _check_solid(data)
+
+
 def test_imagefolder_train_test_layout(tmp_path):
     _mixed_folder(tmp_path / "tt" / "train")
     (tmp_path / "tt" / "test" / "bee").mkdir(parents=True)  # a test split may lack a class
