@@ -1,0 +1,33 @@
+"""benchmarks/imagefolder_memory.py: the image folder it writes and one small measurement of this
+checkout (the side-by-side comparison runs on demand, not here)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bench(load_benchmark):
+    return load_benchmark("imagefolder_memory")
+
+
+@pytest.mark.skipif(shutil.which("time") is None, reason="needs GNU time")
+def test_one_checkout_small_folder(bench, tmp_path, capsys):
+    out = tmp_path / "result.json"
+    root = str(pathlib.Path(bench.__file__).resolve().parents[1])  # this checkout
+    assert bench.main(["--root", root, "--images", "30", "--side", "8", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["images"] == 30 and result["images_mib_float32"] == 0.0
+    (row,) = result["rows"]
+    assert row["load_mib"] >= row["imports_mib"] > 0
+    assert row["reading_mib"] == round(row["load_mib"] - row["imports_mib"], 1)
+
+
+def test_images_are_written_per_class(bench, tmp_path):
+    bench.write_images(tmp_path / "f", 25, 4)
+    assert sorted(p.name for p in (tmp_path / "f").iterdir()) == [f"c{i}" for i in range(10)]
+    assert sum(1 for _ in (tmp_path / "f").rglob("*.png")) == 25
