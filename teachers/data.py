@@ -334,12 +334,13 @@ def _own_splits(
         splits = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]), ArraySplit(xs[4], xs[5]))
     elif kind == "train-test":
         splits = _protocol_split(*arrays, public_size, eval_size, name)
-    else:  # one pool, checked before it is split (rows are the file's, an image folder's in
-        # pool_order already: its split is three slices of the array it was decoded into)
+    else:  # one pool, checked before it is split (rows are the file's; "pool-in-order": already
+        # in pool_order, as an image folder is decoded, so its split is three slices)
         check_features(arrays[0], f"{name}: x (the pool split into private/public/evaluation)")
         check_labels(arrays[1], f"{name}: y (the pool split into private/public/evaluation)")
         x, y = np.asarray(arrays[0]), np.asarray(arrays[1])
-        splits = _pool_split(x, y, public_size, eval_size, name, permuted=prefix == "imagefolder")
+        in_order = kind == "pool-in-order"
+        splits = _pool_split(x, y, public_size, eval_size, name, permuted=in_order)
     return splits, class_names
 
 

@@ -6,8 +6,9 @@ Symbols
 ``load_npz(path)``: ``(kind, arrays, class_names)``, kind ``"splits"`` (six arrays) or ``"pool"``.
 ``load_csv(path)``: ``((features, labels), class_names)``; every value checked, rows and columns
 named as in the file.
-``load_imagefolder(path, image_size, *, pool_order)``: ``(kind, arrays, class_names)``, kind ``"pool"`` or
-``"train-test"``; torchvision's ``ImageFolder``, one colour mode, one size.
+``load_imagefolder(path, image_size, *, pool_order)``: ``(kind, arrays, class_names)``, kind
+``"pool"``, ``"pool-in-order"`` (the pool's rows already in ``pool_order``) or ``"train-test"``;
+torchvision's ``ImageFolder``, one colour mode, one size.
 ``check_image_size(image_size)``: an int or ``(height, width)`` as ``(height, width)``.
 ``IMAGE_EXTENSIONS``: the file suffixes ``imagefolder:`` reads.
 Messages go to the ``logging`` logger ``"pate.teachers.data"``.
@@ -260,8 +261,8 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None, *, 
 
     Each image is decoded straight into its row of one preallocated array per folder (never a
     list of images and a stacked copy of it). ``pool_order`` (``n -> permutation of range(n)``,
-    for a single pool folder only): row ``j`` of the pool is its image ``pool_order(n)[j]``, so
-    that a split in that order is three slices of one array, not three copies.
+    for a single pool folder only): row ``j`` of the pool is its image ``pool_order(n)[j]`` and the
+    kind is ``"pool-in-order"``, so that a split in that order is three slices of one array.
 
     Every image is converted to one colour mode -- greyscale ``L`` (1 channel) when all images
     of the dataset are greyscale, else ``RGB`` (3 channels; greyscale images are replicated,
@@ -315,4 +316,5 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None, *, 
         size[0],
         size[1],
     )
-    return ("train-test" if split else "pool"), tuple(arrays), classes
+    kind = "train-test" if split else ("pool" if pool_order is None else "pool-in-order")
+    return kind, tuple(arrays), classes
