@@ -126,7 +126,13 @@ from pate.student.settings import (
     short_training_warning,
     validated_settings,
 )
-from pate.student.trainer import Batches, Training, build_network, train_epochs
+from pate.student.trainer import (
+    Batches,
+    Training,
+    build_network,
+    rows_independent,
+    train_epochs,
+)
 from pate.student.weights_file import read_student, write_student
 
 __all__ = [
@@ -370,6 +376,8 @@ class Student(ClassifierMixin, BaseEstimator):
             settings,
             generator=training.generator,
             device=device,
+            # On a GPU the wasted rows cost less than the synchronisation that finding them needs.
+            skip_unconfident=device.type == "cpu" and rows_independent(model),
         )
         if short:  # warned once the checkpoint (if any) is accepted, as training starts
             logger.warning(

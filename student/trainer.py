@@ -22,7 +22,13 @@ Symbols
 ``CHANNELS_LAST_MODELS``: the zoo networks kept channels-last on the CPU (faster, same results).
 ``Batches``
     The public pool on the device and what a step draws from it: labelled rows, unlabelled
-    rows, weak and strong augmentations, the labelled loss (hard labels or soft targets).
+    rows, weak and strong augmentations, the labelled loss (hard labels or soft targets);
+    ``skip_unconfident``: FixMatch's training pass leaves out the unlabelled rows whose
+    pseudo-label is below the threshold (the same loss and gradients, less arithmetic).
+``rows_independent(network)``: whether each row's output depends on that row alone.
+``StepDraw``, ``steps_per_draw(batches, settings)``, ``DRAW_BYTES``, ``MAX_STEPS_PER_DRAW``
+    A step's inputs (its rows and augmented views); the views of a chunk of steps are drawn
+    together (each augmentation called once per chunk, never across the end of an epoch).
 ``train_epochs(training, batches, settings, *, ...)``
     The epochs from ``training.start_epoch`` on, a checkpoint after each.
 ``accuracy(model, x, y, *, device)``: accuracy on held-out data (monitoring only).
@@ -54,6 +60,9 @@ __all__ = [
     "build_network",
     "Training",
     "Batches",
+    "StepDraw",
+    "steps_per_draw",
+    "rows_independent",
     "train_epochs",
     "accuracy",
     "ALIGNMENT_MOMENTUM",
@@ -215,6 +224,22 @@ class Training:
         }
 
 
+def rows_independent(network: nn.Module) -> bool:
+    """Whether each row's output depends on that row alone in training mode, so that leaving a
+    row out of a batch changes no other row's output or gradient: no BatchNorm (its batch
+    statistics couple the rows), and every layer one of torch.nn's or pate's own (a custom
+    layer might couple them; it is not guessed at)."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    for module in network.modules():
+        if isinstance(module, _BatchNorm):
+            return False
+        origin = type(module).__module__
+        if not origin.startswith(("torch.nn.", "pate.", "kymatio.")):
+            return False
+    return True
+
+
 class Batches:
     """The public pool on ``device`` and the draws of a step, all from ``generator``."""
 
@@ -229,6 +254,7 @@ class Batches:
         *,
         generator: torch.Generator,
         device: torch.device,
+        skip_unconfident: bool = False,
     ) -> None:
         self.x = torch.from_numpy(x).to(device)
         self.y = torch.from_numpy(y).to(device)
@@ -241,6 +267,9 @@ class Batches:
         self.settings = settings
         self.generator = generator
         self.device = device
+        #: FixMatch leaves the unconfident unlabelled rows out of the training pass (only for a
+        #: network whose rows are independent: :func:`rows_independent`).
+        self.skip_unconfident = skip_unconfident
 
     def labelled_rows(self, size: int) -> torch.Tensor:
         """``size`` answered items, drawn with replacement (their rows of the pool)."""
@@ -279,6 +308,60 @@ class Batches:
         )
 
 
+@dataclass(frozen=True)
+class StepDraw:
+    """What one step trains on: the labelled rows of the pool (for their labels or targets),
+    the weak views of those rows, and for FixMatch the weak and strong views of its unlabelled
+    rows (None for supervised training)."""
+
+    rows: torch.Tensor
+    labelled: torch.Tensor
+    unlabelled_weak: torch.Tensor | None
+    unlabelled_strong: torch.Tensor | None
+
+
+#: The augmented views of a chunk of steps are drawn together, at most this many bytes of them:
+#: one call per augmentation for the chunk instead of one per step. FixMatch's step on 28x28
+#: images augments 224 small images in some 60 tensor operations; drawn 18 steps at a time the
+#: augmentations cost 4.4 ms a step instead of 16 ms on this project's 2-core VM
+#: (docs/pipeline.md, "Speed"). Each image draws its own augmentation either way.
+DRAW_BYTES = 16 * 2**20
+#: ... and at most this many steps per chunk.
+MAX_STEPS_PER_DRAW = 32
+
+
+def steps_per_draw(batches: Batches, settings: dict) -> int:
+    """How many steps' views :meth:`Batches.draw` makes at once (at least one)."""
+    row_bytes = batches.x[0].numel() * batches.x.element_size()
+    views = settings["batch_size"]
+    if settings["method"] == "fixmatch":
+        views *= 1 + 2 * settings["unlabeled_ratio"]
+    return max(1, min(MAX_STEPS_PER_DRAW, DRAW_BYTES // max(1, views * row_bytes)))
+
+
+def _draw(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
+    """The inputs of ``steps`` steps, each augmentation called once for all of them (the random
+    draws in this order: labelled rows, unlabelled rows, their weak views, their strong views,
+    the labelled rows' weak views)."""
+    bs = settings["batch_size"]
+    rows = batches.labelled_rows(bs * steps)
+    weak = strong = None
+    if settings["method"] == "fixmatch":
+        mu = bs * settings["unlabeled_ratio"]
+        xu = batches.x[batches.unlabelled_rows(mu * steps)]
+        weak, strong = batches.weak(xu), batches.strong(xu)
+    labelled = batches.weak(batches.x[rows])
+    return [
+        StepDraw(
+            rows[k * bs : (k + 1) * bs],
+            labelled[k * bs : (k + 1) * bs],
+            None if weak is None else weak[k * mu : (k + 1) * mu],
+            None if strong is None else strong[k * mu : (k + 1) * mu],
+        )
+        for k in range(steps)
+    ]
+
+
 def _pseudo_labels(
     training: Training, xu_weak: torch.Tensor, settings: dict, num_classes: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -297,32 +380,44 @@ def _pseudo_labels(
 
 
 def _step(
-    training: Training, batches: Batches, settings: dict, sums: dict, *, num_classes: int
+    training: Training,
+    batches: Batches,
+    draw: StepDraw,
+    settings: dict,
+    sums: dict,
+    *,
+    num_classes: int,
 ) -> None:
-    """One optimiser step (its learning rate already set); adds its losses to ``sums``."""
+    """One optimiser step on ``draw`` (its learning rate already set); adds its losses to
+    ``sums``."""
     model = training.model
-    bs = settings["batch_size"]
-    rows = batches.labelled_rows(bs)
-    xb = batches.x[rows]
-    if settings["method"] == "fixmatch":
-        xu = batches.x[batches.unlabelled_rows(bs * settings["unlabeled_ratio"])]
-        xu_weak, xu_strong = batches.weak(xu), batches.strong(xu)
-        pseudo, mask = _pseudo_labels(training, xu_weak, settings, num_classes)
-        logits = model(torch.cat([batches.weak(xb), xu_strong]))
-        loss_x = batches.labelled_loss(logits[:bs], rows)
-        loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).mean()
+    bs = draw.rows.numel()
+    if draw.unlabelled_weak is not None and draw.unlabelled_strong is not None:
+        pseudo, mask = _pseudo_labels(training, draw.unlabelled_weak, settings, num_classes)
+        strong = draw.unlabelled_strong
+        if batches.skip_unconfident:
+            # Rows below the threshold add 0 to the loss and to every gradient: leave them out of
+            # the forward and backward pass (the same loss: the sum over the kept rows divided
+            # by all the unlabelled rows).
+            kept = mask.nonzero().squeeze(1)
+            logits = model(torch.cat([draw.labelled, strong[kept]]))
+            loss_u = F.cross_entropy(logits[bs:], pseudo[kept], reduction="sum") / mask.numel()
+        else:
+            logits = model(torch.cat([draw.labelled, strong]))
+            loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).mean()
+        loss_x = batches.labelled_loss(logits[:bs], draw.rows)
         loss = loss_x + settings["unlabeled_weight"] * loss_u
-        sums["loss_unlabelled"] += loss_u.item()
-        sums["mask_rate"] += float(mask.mean())
+        sums["loss_unlabelled"] += loss_u.detach()
+        sums["mask_rate"] += mask.mean()
     else:
-        loss_x = batches.labelled_loss(model(batches.weak(xb)), rows)
+        loss_x = batches.labelled_loss(model(draw.labelled), draw.rows)
         loss = loss_x
     training.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     training.optimizer.step()
     if training.ema is not None:
         training.update_ema(settings["ema_decay"])
-    sums["loss_labelled"] += loss_x.item()
+    sums["loss_labelled"] += loss_x.detach()
 
 
 def _epoch(
@@ -340,25 +435,30 @@ def _epoch(
     t0 = time.perf_counter()
     n = settings["steps_per_epoch"]
     total_steps = settings["epochs"] * n
-    sums = {"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0}
+    # Summed as tensors, read once at the end of the epoch (no synchronisation per step).
+    sums: dict[str, Any] = {"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0}
     lr = settings["learning_rate"]
-    for i in range(n):
-        step = epoch * n + i
-        lr = settings["learning_rate"] * math.cos(7.0 * math.pi * step / (16.0 * total_steps))
-        for group in training.optimizer.param_groups:
-            group["lr"] = lr
-        _step(training, batches, settings, sums, num_classes=num_classes)
-        bar.update(1)
+    chunk = steps_per_draw(batches, settings)
+    for first in range(0, n, chunk):
+        # A chunk never crosses the end of an epoch: a run resumed from a checkpoint draws
+        # what an uninterrupted one would have drawn.
+        for i, draw in enumerate(_draw(batches, settings, min(chunk, n - first)), start=first):
+            step = epoch * n + i
+            lr = settings["learning_rate"] * math.cos(7.0 * math.pi * step / (16.0 * total_steps))
+            for group in training.optimizer.param_groups:
+                group["lr"] = lr
+            _step(training, batches, draw, settings, sums, num_classes=num_classes)
+            bar.update(1)
     record = {
         "epoch": epoch + 1,
         "steps": (epoch + 1) * n,
         "lr": lr,
-        "loss_labelled": sums["loss_labelled"] / n,
+        "loss_labelled": float(sums["loss_labelled"]) / n,
         "seconds": time.perf_counter() - t0,
     }
     if settings["method"] == "fixmatch":
-        record["loss_unlabelled"] = sums["loss_unlabelled"] / n
-        record["mask_rate"] = sums["mask_rate"] / n
+        record["loss_unlabelled"] = float(sums["loss_unlabelled"]) / n
+        record["mask_rate"] = float(sums["mask_rate"]) / n
     if validation is not None:
         record["validation_accuracy"] = accuracy(training.final, *validation, device=device)
         training.model.train()

@@ -11,11 +11,17 @@ from torch import nn
 
 from pate.student.trainer import (
     CHANNELS_LAST_MODELS,
+    DRAW_BYTES,
+    MAX_STEPS_PER_DRAW,
     Batches,
     Standardize,
     Training,
+    _draw,
+    _step,
     build_network,
     input_stats,
+    rows_independent,
+    steps_per_draw,
 )
 from pate.teachers.checkpoint import CheckpointError
 
@@ -126,3 +132,100 @@ def test_the_ema_update_is_the_running_average_of_the_weights():
     )
     no_ema.update_ema(0.9)  # nothing to average: a no-op
     assert no_ema.ema is None
+
+
+FIXMATCH = {
+    **SETTINGS,
+    "method": "fixmatch",
+    "batch_size": 4,
+    "unlabeled_ratio": 3,
+    "unlabeled_weight": 1.0,
+    "distribution_alignment": False,
+}
+
+
+class _RowMixer(nn.Module):
+    """A layer of the user's own: pate cannot know whether it mixes the rows (it does)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x - x.mean(dim=0, keepdim=True)
+
+
+def test_only_networks_known_to_treat_rows_alone_may_skip_rows():
+    cpu = torch.device("cpu")
+    x = np.zeros((2, 1, 28, 28), np.float32)
+    for name in ("cnn28", "mlp", "wrn16_4", "scatternet_cnn"):
+        net, _ = build_network(
+            name, seed=0, x=x, input_shape=(1, 28, 28), num_classes=10, device=cpu
+        )
+        assert rows_independent(net), name
+    assert not rows_independent(nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3)))
+    assert not rows_independent(nn.Sequential(nn.Linear(3, 3), _RowMixer()))
+
+
+def _fixmatch_pair(threshold: float):
+    """Two identical runs and the draw of their first step (images of a cnn8 student)."""
+    cpu = torch.device("cpu")
+    x = np.random.default_rng(0).random((40, 1, 8, 8), dtype=np.float32)
+    y = np.where(np.arange(40) % 3 == 0, np.arange(40) % 10, -1)
+    settings = {**FIXMATCH, "threshold": threshold}
+    runs = []
+    for skip in (False, True):
+        net, std = build_network(
+            "cnn8", seed=1, x=x, input_shape=(1, 8, 8), num_classes=10, device=cpu
+        )
+        run = Training.start(net, settings, seed=4, num_classes=10, device=cpu)
+        batches = Batches(
+            x,
+            y,
+            None,
+            np.flatnonzero(y >= 0),
+            std,
+            settings,
+            generator=run.generator,
+            device=cpu,
+            skip_unconfident=skip,
+        )
+        runs.append((run, batches, _draw(batches, settings, 3)))
+    return runs, settings
+
+
+def test_leaving_unconfident_rows_out_changes_neither_the_loss_nor_the_weights():
+    # the threshold at the median confidence of the first step's weak views: half are kept
+    run, _, draws = _fixmatch_pair(0.0)[0][0]
+    with torch.no_grad():
+        confidence = torch.softmax(run.model(draws[0].unlabelled_weak), dim=1).max(dim=1).values
+    runs, settings = _fixmatch_pair(float(confidence.median()))
+    initial = [p.detach().clone() for p in runs[0][0].model.parameters()]
+    sums = []
+    for run, batches, draws in runs:
+        sums.append({"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0})
+        for draw in draws:
+            _step(run, batches, draw, settings, sums[-1], num_classes=10)
+    assert 0.1 < float(sums[0]["mask_rate"]) / 3 < 0.9  # some rows left out, some kept
+    assert float(sums[0]["loss_unlabelled"]) > 0
+    for key in sums[0]:
+        torch.testing.assert_close(sums[1][key], sums[0][key], rtol=1e-5, atol=1e-6)
+    (full, *_), (skipping, *_) = runs
+    for a, b, start in zip(full.model.parameters(), skipping.model.parameters(), initial):
+        assert not torch.equal(a, start)  # three steps trained them
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+def test_a_chunk_of_draws_holds_each_steps_rows_and_views():
+    runs, settings = _fixmatch_pair(0.5)
+    draws = runs[0][2]
+    assert len(draws) == 3
+    for draw in draws:
+        assert draw.rows.shape == (4,) and draw.labelled.shape == (4, 1, 8, 8)
+        assert draw.unlabelled_weak.shape == draw.unlabelled_strong.shape == (12, 1, 8, 8)
+        assert set(draw.rows.tolist()) <= set(np.flatnonzero(np.arange(40) % 3 == 0).tolist())
+    assert not torch.equal(draws[0].unlabelled_weak, draws[1].unlabelled_weak)
+    # 28x28 FixMatch steps of 32 + 2 x 96 views: as many as DRAW_BYTES holds; huge images: one
+    big = Batches.__new__(Batches)
+    big.x = torch.zeros(2, 1, 28, 28)
+    fixmatch = {**settings, "batch_size": 32}
+    assert steps_per_draw(big, fixmatch) == min(MAX_STEPS_PER_DRAW, DRAW_BYTES // (224 * 3136))
+    big.x = torch.zeros(2, 3, 224, 224)
+    assert steps_per_draw(big, fixmatch) == 1
+    assert steps_per_draw(big, {**fixmatch, "method": "supervised", "batch_size": 1}) > 1
