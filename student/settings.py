@@ -74,6 +74,7 @@ TRAINING_PARAMS = (
     "cutout",
     "num_classes",
     "distribution_alignment",
+    "amp",
 )
 #: The other settings: where and how the run goes, not what it trains.
 OTHER_PARAMS = (
@@ -216,6 +217,9 @@ def _checked_augmentation(st: Any) -> dict:
             f"{describe(st.distribution_alignment)}"
         )
     s["distribution_alignment"] = bool(st.distribution_alignment)
+    if not isinstance(st.amp, (bool, np.bool_)):
+        raise TypeError(f"amp must be True or False, got {describe(st.amp)}")
+    s["amp"] = bool(st.amp)
     if not isinstance(st.flip, (bool, np.bool_)):
         raise TypeError(f"flip must be True or False, got {describe(st.flip)}")
     s["flip"] = bool(st.flip)

@@ -20,7 +20,7 @@ Symbols
     Fitted attributes end in ``_``: ``classes_``, ``n_features_in_`` (``X.shape[1]`` as
     scikit-learn counts it: features of tabular inputs, channels of images), ``model_``,
     ``model_name_``, ``num_classes_``, ``input_shape_``, ``history_``, ``seed_``, ``device_``,
-    ``settings_``, ``n_labelled_``. ``predict_proba(X)``, ``predict(X)``, ``score(X, y)``
+    ``settings_``, ``n_labelled_``, ``precision_``. ``predict_proba(X)``, ``predict(X)``, ``score(X, y)``
     (accuracy, from ``ClassifierMixin``), ``save(path)``, ``Student.load(path)``,
     ``get_params()`` / ``set_params()`` / ``sklearn.base.clone``. Works in
     ``sklearn.pipeline.make_pipeline`` and ``sklearn.model_selection.cross_val_score``.
@@ -212,6 +212,10 @@ class Student(ClassifierMixin, BaseEstimator):
         counters a student that under-predicts classes the released labels rarely name. It
         assumes the public pool's classes are about balanced -- a public assumption, never a
         statistic of private data.
+    amp : the training passes under bfloat16 autocast where the device computes bfloat16
+        natively (a CUDA GPU that supports it, a CPU with AMX tiles:
+        ``pate.student.trainer.bf16_native``); weights, optimiser, losses and predictions stay
+        float32. False: float32 throughout. ``precision_`` says what a fit used.
     flip : horizontal flips in the weak augmentation (only where a flip preserves the label,
         see ``pate.student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
         of the side). strong_ops : RandAugment operations per image. cutout : largest Cutout side
@@ -245,6 +249,7 @@ class Student(ClassifierMixin, BaseEstimator):
         weight_decay: float = 5e-4,
         ema_decay: float | None = None,
         distribution_alignment: bool = False,
+        amp: bool = True,
         flip: bool = False,
         pad: int | None = None,
         strong_ops: int = 2,
@@ -271,6 +276,7 @@ class Student(ClassifierMixin, BaseEstimator):
         self.weight_decay = weight_decay
         self.ema_decay = ema_decay
         self.distribution_alignment = distribution_alignment
+        self.amp = amp
         self.flip = flip
         self.pad = pad
         self.strong_ops = strong_ops
@@ -410,6 +416,7 @@ class Student(ClassifierMixin, BaseEstimator):
         self.device_ = device
         self.settings_ = settings
         self.n_labelled_ = int(labelled.size)
+        self.precision_ = "bfloat16 autocast" if training.amp else "float32"
         return self
 
     def _checked_data(

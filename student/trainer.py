@@ -18,7 +18,9 @@ Symbols
 ``Training``
     The state of a run: model, EMA copy, optimiser, generator, the running mean of the predicted
     class probabilities (distribution alignment), history and the first epoch still to train;
-    ``update_ema(decay)`` averages the weights into the EMA copy.
+    ``update_ema(decay)`` averages the weights into the EMA copy; ``forward(x)`` the training
+    network's float32 logits, computed under bfloat16 autocast where ``amp`` is on.
+``bf16_native(device)``: a CUDA GPU with bfloat16, or a CPU with AMX tiles.
 ``CHANNELS_LAST_MODELS``: the zoo networks kept channels-last on the CPU (faster, same results).
 ``Batches``
     The public pool on the device and what a step draws from it: labelled rows, unlabelled
@@ -58,6 +60,7 @@ __all__ = [
     "Standardize",
     "input_stats",
     "build_network",
+    "bf16_native",
     "Training",
     "Batches",
     "StepDraw",
@@ -139,6 +142,18 @@ def build_network(
     return Standardize(net, torch.from_numpy(mean), torch.from_numpy(std)).to(device), std
 
 
+def bf16_native(device: torch.device) -> bool:
+    """Whether ``device`` computes in bfloat16 natively: a CUDA GPU that supports it, or a CPU
+    with AMX tiles (oneDNN's bfloat16 convolutions and matrix products; elsewhere a CPU would
+    emulate them, slower than float32)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type == "cpu":
+        probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+        return bool(probe()) if probe is not None else False
+    return False
+
+
 @dataclass
 class Training:
     """The state of one run (see the module docstring); :meth:`start` makes a fresh one."""
@@ -150,6 +165,9 @@ class Training:
     prediction_mean: torch.Tensor
     history: list[dict] = field(default_factory=list)
     start_epoch: int = 0
+    #: The training passes run under bfloat16 autocast (``amp`` and :func:`bf16_native`); the
+    #: weights, the optimiser and the losses stay float32.
+    amp: bool = False
 
     @classmethod
     def start(
@@ -169,7 +187,17 @@ class Training:
         generator = torch.Generator().manual_seed(seed)
         # Distribution alignment: running mean of the weak views' predicted class probabilities.
         prediction_mean = torch.full((num_classes,), 1.0 / num_classes, device=device)
-        return cls(model, ema, optimizer, generator, prediction_mean)
+        amp = bool(settings.get("amp", False)) and bf16_native(device)
+        return cls(model, ema, optimizer, generator, prediction_mean, amp=amp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The training network's float32 logits of ``x`` (computed under bfloat16 autocast
+        when :attr:`amp`)."""
+        if not self.amp:
+            return self.model(x)
+        with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16):
+            logits = self.model(x)
+        return logits.float()
 
     def update_ema(self, decay: float) -> None:
         """``ema = decay * ema + (1 - decay) * model``, all parameters in two foreach calls (the
@@ -367,7 +395,7 @@ def _pseudo_labels(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient)."""
     with torch.no_grad():
-        probs = torch.softmax(training.model(xu_weak), dim=1)
+        probs = torch.softmax(training.forward(xu_weak), dim=1)
         if settings["distribution_alignment"]:
             training.prediction_mean.mul_(ALIGNMENT_MOMENTUM).add_(
                 probs.mean(dim=0), alpha=1.0 - ALIGNMENT_MOMENTUM
@@ -390,7 +418,6 @@ def _step(
 ) -> None:
     """One optimiser step on ``draw`` (its learning rate already set); adds its losses to
     ``sums``."""
-    model = training.model
     bs = draw.rows.numel()
     if draw.unlabelled_weak is not None and draw.unlabelled_strong is not None:
         pseudo, mask = _pseudo_labels(training, draw.unlabelled_weak, settings, num_classes)
@@ -400,17 +427,17 @@ def _step(
             # the forward and backward pass (the same loss: the sum over the kept rows divided
             # by all the unlabelled rows).
             kept = mask.nonzero().squeeze(1)
-            logits = model(torch.cat([draw.labelled, strong[kept]]))
+            logits = training.forward(torch.cat([draw.labelled, strong[kept]]))
             loss_u = F.cross_entropy(logits[bs:], pseudo[kept], reduction="sum") / mask.numel()
         else:
-            logits = model(torch.cat([draw.labelled, strong]))
+            logits = training.forward(torch.cat([draw.labelled, strong]))
             loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).mean()
         loss_x = batches.labelled_loss(logits[:bs], draw.rows)
         loss = loss_x + settings["unlabeled_weight"] * loss_u
         sums["loss_unlabelled"] += loss_u.detach()
         sums["mask_rate"] += mask.mean()
     else:
-        loss_x = batches.labelled_loss(model(draw.labelled), draw.rows)
+        loss_x = batches.labelled_loss(training.forward(draw.labelled), draw.rows)
         loss = loss_x
     training.optimizer.zero_grad(set_to_none=True)
     loss.backward()

@@ -188,6 +188,22 @@ def test_distribution_alignment_raises_the_classes_the_labels_rarely_name(digits
         train_student(digits.public.x, labels, distribution_alignment="yes", progress=False)
 
 
+def test_amp_is_checked_and_the_fit_says_which_precision_it_used(digits, first_k_labels):
+    from pate.student.trainer import bf16_native
+
+    common = dict(epochs=1, steps_per_epoch=3, random_state=0, progress=False, device="cpu")
+    labels = first_k_labels(digits.public.y, 40)
+    on = train_student(digits.public.x, labels, **common)
+    native = bf16_native(torch.device("cpu"))
+    assert on.settings_["amp"] is True
+    assert on.precision_ == ("bfloat16 autocast" if native else "float32")
+    off = train_student(digits.public.x, labels, amp=False, **common)
+    assert off.precision_ == "float32"
+    assert off.predict_proba(digits.public.x).dtype == on.predict_proba(digits.public.x).dtype
+    with pytest.raises(TypeError, match="amp must be True or False, got 'yes'"):
+        train_student(digits.public.x, labels, amp="yes", **common)
+
+
 def test_save_and_load_round_trip(digits, first_k_labels, tmp_path):
     labels = first_k_labels(digits.public.y, 50)
     student = train_student(digits.public.x, labels, random_state=0, **FAST)

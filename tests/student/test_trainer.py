@@ -18,6 +18,7 @@ from pate.student.trainer import (
     Training,
     _draw,
     _step,
+    bf16_native,
     build_network,
     input_stats,
     rows_independent,
@@ -229,3 +230,32 @@ def test_a_chunk_of_draws_holds_each_steps_rows_and_views():
     big.x = torch.zeros(2, 3, 224, 224)
     assert steps_per_draw(big, fixmatch) == 1
     assert steps_per_draw(big, {**fixmatch, "method": "supervised", "batch_size": 1}) > 1
+
+
+@pytest.mark.parametrize("amp", [False, True])
+def test_amp_trains_under_bfloat16_autocast_only_where_the_device_has_it(amp):
+    cpu = torch.device("cpu")
+    x = np.random.default_rng(0).random((6, 1, 8, 8), dtype=np.float32)
+    net, _ = build_network("cnn8", seed=0, x=x, input_shape=(1, 8, 8), num_classes=10, device=cpu)
+    run = Training.start(net, {**FIXMATCH, "amp": amp}, seed=0, num_classes=10, device=cpu)
+    assert run.amp == (amp and bf16_native(cpu))
+    inputs = torch.from_numpy(x)
+    logits = run.forward(inputs)
+    assert logits.dtype == torch.float32 and logits.requires_grad
+    assert all(p.dtype == torch.float32 for p in net.parameters())
+    with torch.no_grad():
+        exact = net(inputs)
+    if run.amp:  # bfloat16 keeps 8 bits of mantissa: close to the float32 logits, not equal
+        assert not torch.equal(logits.detach(), exact)
+        torch.testing.assert_close(logits.detach(), exact, rtol=0.05, atol=0.05)
+    else:
+        torch.testing.assert_close(logits.detach(), exact, rtol=0, atol=0)
+
+
+def test_bf16_native_asks_the_hardware(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    assert not bf16_native(torch.device("cpu"))
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert bf16_native(torch.device("cpu"))
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported", raising=False)
+    assert not bf16_native(torch.device("cpu"))  # a torch that cannot tell: float32

@@ -104,6 +104,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "strong_ops": (int, None),
         "cutout": (float, None),
         "distribution_alignment": (bool, None),
+        "amp": (bool, None),
         # not Student settings: what the student is trained to (student_targets), and
         # whether the released model is the student times its labelling rule
         "targets": (str, None),

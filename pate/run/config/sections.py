@@ -142,6 +142,7 @@ class StudentSection:
     strong_ops: int | None
     cutout: float | None
     distribution_alignment: bool | None
+    amp: bool | None
     targets: str | None
     temperature: float | None
     combine_with_rule: bool | None

@@ -355,7 +355,8 @@ def _utility(report: dict) -> list[Block]:
     else:
         blocks.append(Paragraph(f"**Label accuracy is a benchmark-only figure:** {note}"))
     where = None if W.samples_records(report) else RS.execution_text(report)
-    for text in (where, RS.threads_text(report), RS.gpu_memory_text(report)):
+    texts = (where, RS.threads_text(report), RS.gpu_memory_text(report), RS.precision_text(report))
+    for text in texts:
         if text:
             blocks.append(Paragraph(text))
     blocks.append(

@@ -2,7 +2,8 @@
 its resources, :func:`read_execution` / :func:`execution_text`), the CPU threads of each stage
 (:func:`read_threads` / :func:`threads_text`, docs/threads.md) and the peak GPU memory of each
 stage that used a GPU (:func:`read_gpu_memory` / :func:`gpu_memory_text`,
-:mod:`pate.core.gpu_memory`). Read from the stages' summaries ``stages/<stage>.json``; none of it
+:mod:`pate.core.gpu_memory`) and the precision the student trained in (:func:`read_precision` /
+:func:`precision_text`). Read from the stages' summaries ``stages/<stage>.json``; none of it
 changes what is computed, hence no privacy figure.
 """
 
@@ -15,8 +16,10 @@ __all__ = [
     "COMPUTING_STAGES",
     "execution_text",
     "gpu_memory_text",
+    "precision_text",
     "read_execution",
     "read_gpu_memory",
+    "read_precision",
     "read_threads",
     "threads_text",
 ]
@@ -130,4 +133,25 @@ def gpu_memory_text(report: dict) -> str | None:
     return (
         "**Peak GPU memory:** " + "; ".join(parts) + " (torch's allocator; the CUDA context "
         "comes on top)."
+    )
+
+
+def read_precision(run_dir: Path) -> str | None:
+    """``precision`` of ``<run_dir>/stages/student.json`` ("float32" or "bfloat16 autocast",
+    :class:`pate.student.train.Student`'s ``precision_``); None when not recorded (a
+    scikit-learn student, or a run made before it was)."""
+    info = _summary(run_dir, "student")
+    precision = info.get("precision") if info is not None else None
+    return precision if isinstance(precision, str) else None
+
+
+def precision_text(report: dict) -> str | None:
+    """The student's training precision where it was not float32 (None otherwise)."""
+    precision = report.get("student_precision")
+    if not isinstance(precision, str) or precision == "float32":
+        return None
+    return (
+        f"**Student precision:** its training passes ran in {precision} (`[student] amp`, on "
+        "where the device computes bfloat16 natively); its weights, optimiser and predictions "
+        "are float32. It changes the speed and the rounding, not the privacy analysis."
     )

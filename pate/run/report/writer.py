@@ -15,7 +15,12 @@ from pate.core.io import naming_write_errors
 from pate.run.report.model import PLOTS_DIR, build_report, read_rule_check
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
-from pate.run.report.resources import read_execution, read_gpu_memory, read_threads
+from pate.run.report.resources import (
+    read_execution,
+    read_gpu_memory,
+    read_precision,
+    read_threads,
+)
 from pate.run.report.schema import load_analysis
 
 __all__ = ["REPORT_FILES", "write_report"]
@@ -74,6 +79,9 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     gpu_memory = read_gpu_memory(run_dir)
     if gpu_memory is not None:
         report["gpu_memory"] = gpu_memory  # the peak GPU memory of each stage that used one
+    precision = read_precision(run_dir)
+    if precision is not None:
+        report["student_precision"] = precision  # float32, or bfloat16 autocast ([student] amp)
     images = render_plots(analysis)
     documents = {
         "report.md": render_markdown(report).encode("utf-8"),

@@ -1203,3 +1203,25 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
         "**Peak GPU memory:** teachers 2.00 GiB reserved, 1.50 GiB in tensors (cuda:0, NVIDIA H200)"
     ) in md
     assert "Peak GPU memory" in (tmp_path / "report.html").read_text()
+
+
+def test_a_student_trained_in_bfloat16_says_so(tmp_path):
+    """Issue #33: the student stage records the precision its training passes ran in
+    (``[student] amp``); the report states bfloat16 and stays silent on float32 or on a run
+    without the record."""
+    make_analysis(tmp_path)
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages" / "student.json").write_text(json.dumps({"precision": "float32"}))
+    result = rep.write_report(tmp_path)
+    assert result["student_precision"] == "float32"
+    assert "Student precision" not in (tmp_path / "report.md").read_text()
+    (tmp_path / "stages" / "student.json").write_text(
+        json.dumps({"precision": "bfloat16 autocast"})
+    )
+    result = rep.write_report(tmp_path)
+    assert result["student_precision"] == "bfloat16 autocast"
+    md = (tmp_path / "report.md").read_text()
+    assert "**Student precision:** its training passes ran in bfloat16 autocast" in md
+    assert "Student precision" in (tmp_path / "report.html").read_text()
+    (tmp_path / "stages" / "student.json").write_text(json.dumps({"precision": 16}))
+    assert "student_precision" not in rep.write_report(tmp_path)
