@@ -71,23 +71,35 @@ def weak_augment(
     Translation is reflect-padding by ``pad`` then a random ``H x W`` crop per image, as in
     FixMatch's weak augmentation. Returns a new tensor of the same shape.
     """
-    n, _, h, w = x.shape
+    n, c, h, w = x.shape
     device = x.device
-    if flip:
-        flip_mask = (torch.rand(n, generator=generator) < 0.5).to(device)
-        x = torch.where(flip_mask[:, None, None, None], x.flip(-1), x)
+    flip_mask = (torch.rand(n, generator=generator) < 0.5).to(device) if flip else None
     if pad <= 0:
-        return x.clone() if not flip else x
-    mode = "reflect" if pad < min(h, w) else "replicate"
-    padded = F.pad(x, (pad, pad, pad, pad), mode=mode)
+        if flip_mask is None:
+            return x.clone()
+        return torch.where(flip_mask[:, None, None, None], x.flip(-1), x)
     dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(device)
     dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(device)
-    rows = dy[:, None] + torch.arange(h, device=device)[None, :]  # (n, h)
-    cols = dx[:, None] + torch.arange(w, device=device)[None, :]  # (n, w)
-    batch = torch.arange(n, device=device)[:, None, None]
-    # Gather on a channels-last view: (n, H', W', C) -> (n, h, w, C).
-    out = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]]
-    return out.permute(0, 3, 1, 2).contiguous()
+    # Flip, pad and crop as one gather: output pixel (i, j) copies the input pixel that flipping,
+    # padding (reflect, or replicate when pad >= the side) and cropping at (dy, dx) would bring
+    # there -- the same values as doing the three in turn, without the padded copy.
+    mode = "reflect" if pad < min(h, w) else "replicate"
+    rows = _source_index(dy[:, None] + torch.arange(h, device=device) - pad, h, mode)  # (n, h)
+    cols = _source_index(dx[:, None] + torch.arange(w, device=device) - pad, w, mode)  # (n, w)
+    if flip_mask is not None:
+        cols = torch.where(flip_mask[:, None], w - 1 - cols, cols)
+    flat = (rows[:, :, None] * w + cols[:, None, :]).reshape(n, 1, h * w).expand(n, c, h * w)
+    return x.reshape(n, c, h * w).gather(2, flat).view(n, c, h, w)
+
+
+def _source_index(position: torch.Tensor, size: int, mode: str) -> torch.Tensor:
+    """The index in ``[0, size)`` that padding maps ``position`` (in ``[-pad, size + pad)``) to:
+    reflected about the edges (``"reflect"``, as ``F.pad``; needs pad < size) or clamped to
+    them (``"replicate"``)."""
+    if mode == "replicate":
+        return position.clamp(0, size - 1)
+    position = position.abs()  # reflect at 0: -k -> k
+    return torch.where(position > size - 1, 2 * (size - 1) - position, position)
 
 
 # --------------------------------------------------------------------------- strong (images)
@@ -287,7 +299,7 @@ def strong_augment(
         ops = op_index[:, slot]
         order = torch.sort(ops, stable=True).indices
         counts = torch.bincount(ops, minlength=len(_OP_LIST)).tolist()
-        grouped, grouped_m = out[order], magnitude[order, slot]
+        grouped, grouped_m = out.index_select(0, order), magnitude[order, slot]
         pieces, start = [], 0
         for op, count in zip(_OP_LIST, counts):
             if count:
@@ -297,8 +309,7 @@ def strong_augment(
                     grouped[rows] if identity else op(grouped[rows], grouped_m[rows], generator)
                 )
             start += count
-        out = torch.empty_like(out)
-        out[order] = torch.cat(pieces)
+        out = torch.empty_like(out).index_copy_(0, order, torch.cat(pieces))
     if cutout > 0:
         out = _cutout(out, generator=generator, size_fraction=cutout, fill=fill)
     return out

@@ -24,6 +24,31 @@ def test_weak_is_a_translation_of_the_input():
         assert found, i
 
 
+def _flip_pad_crop(x, *, generator, flip, pad):
+    """The weak view done in turn -- flip, pad (torch's reflect / replicate), crop -- drawing what
+    ``weak_augment`` draws: the reference its single gather must equal."""
+    n, _, h, w = x.shape
+    if flip:
+        mask = torch.rand(n, generator=generator) < 0.5
+        x = torch.where(mask[:, None, None, None], x.flip(-1), x)
+    mode = "reflect" if pad < min(h, w) else "replicate"
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad), mode=mode)
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator)
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator)
+    return torch.stack([padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(n)])
+
+
+@pytest.mark.parametrize("flip", [False, True])
+@pytest.mark.parametrize(
+    "shape,pad", [((40, 1, 28, 28), 4), ((40, 3, 8, 8), 1), ((40, 2, 5, 7), 6), ((9, 1, 3, 3), 2)]
+)
+def test_weak_is_flip_pad_and_crop_bit_for_bit(shape, pad, flip):
+    x = torch.rand(shape, generator=_gen(1))
+    got = aug.weak_augment(x, generator=_gen(2), flip=flip, pad=pad)
+    expected = _flip_pad_crop(x, generator=_gen(2), flip=flip, pad=pad)
+    assert torch.equal(got, expected)
+
+
 def test_weak_flip_only_when_asked():
     x = torch.rand(64, 3, 8, 8)
     out = aug.weak_augment(x, generator=_gen(), flip=True, pad=0)
