@@ -8,9 +8,9 @@ import pathlib
 
 import pytest
 
-RESULTS = (
-    pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "demo_neighbours.json"
-)
+RESULTS_DIR = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+#: Every committed side-by-side run (``demo_neighbours.json`` and one per commit measured).
+RESULTS = sorted(RESULTS_DIR.glob("demo_neighbours*.json"))
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +47,23 @@ def test_the_runs_get_the_chosen_wait_policy_and_no_thread_settings_of_the_calle
         bench.run_env(None, wait="spinning")
 
 
-@pytest.mark.skipif(not RESULTS.exists(), reason="no committed results")
-def test_the_committed_results_are_consistent(bench):
-    result = json.loads(RESULTS.read_text())
+@pytest.mark.parametrize("path", RESULTS, ids=[p.stem for p in RESULTS])
+def test_the_committed_results_are_consistent(bench, path):
+    result = json.loads(path.read_text())
     assert result["slowdown_vs_idle"] == bench.slowdowns(result["runs"])
     for run in result["runs"].values():
         assert run["wall_seconds"] > 0 and run["peak_rss_mib"] > 0
         assert run["eps_guarantee"] <= 4.0 + 1e-9 and 0 < run["student_accuracy"] <= 1
         assert set(run["stages"]) >= {"partition", "teachers", "votes", "aggregate", "student"}
+    assert result["commit"] and result["command"]
+
+
+def test_the_idle_a_b_pairs_alternate_old_and_new():
+    """benchmarks/results/demo_idle_ab_*.json: idle runs of two checkouts taking turns; its
+    ratio is the new runs' total time over the old runs'."""
+    for path in RESULTS_DIR.glob("demo_idle_ab_*.json"):
+        result = json.loads(path.read_text())
+        sides = [run["side"] for run in result["runs"]]
+        assert sides == ["old", "new"] * (len(sides) // 2) and sides
+        total = {s: sum(r["wall_seconds"] for r in result["runs"] if r["side"] == s) for s in sides}
+        assert result["ratio_new_over_old"] == round(total["new"] / total["old"], 3)
