@@ -12,11 +12,13 @@ from torch import nn
 from pate.student.trainer import (
     CHANNELS_LAST_MODELS,
     DRAW_BYTES,
+    KEPT_ROWS_MULTIPLE,
     MAX_STEPS_PER_DRAW,
     Batches,
     Standardize,
     Training,
     _draw,
+    _kept_rows,
     _step,
     bf16_native,
     build_network,
@@ -259,3 +261,14 @@ def test_bf16_native_asks_the_hardware(monkeypatch):
     assert bf16_native(torch.device("cpu"))
     monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported", raising=False)
     assert not bf16_native(torch.device("cpu"))  # a torch that cannot tell: float32
+
+
+@pytest.mark.parametrize("confident", [0, 1, 15, 16, 17, 90, 96])
+def test_the_kept_rows_are_every_confident_row_filled_up_to_a_multiple(confident):
+    mask = torch.zeros(96)
+    mask[torch.randperm(96, generator=torch.Generator().manual_seed(confident))[:confident]] = 1
+    kept = _kept_rows(mask)
+    assert kept.numel() == min(96, -(-confident // KEPT_ROWS_MULTIPLE) * KEPT_ROWS_MULTIPLE)
+    assert len(set(kept.tolist())) == kept.numel()  # no row twice
+    assert set(mask.nonzero().squeeze(1).tolist()) <= set(kept.tolist())  # every confident row
+    assert float(mask[kept].sum()) == confident  # the filler rows weigh 0
