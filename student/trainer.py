@@ -364,8 +364,8 @@ class StepDraw:
 
 #: The augmented views of a chunk of steps are drawn together, at most this many bytes of them:
 #: one call per augmentation for the chunk instead of one per step. FixMatch's step on 28x28
-#: images augments 224 small images in some 60 tensor operations; drawn 18 steps at a time the
-#: augmentations cost 4.4 ms a step instead of 16 ms on this project's 2-core VM
+#: images augments 224 small images in some 60 tensor operations; drawn 23 steps at a time (16
+#: MiB of them) the augmentations cost 4.4 ms a step instead of 16 ms on this project's 2-core VM
 #: (docs/pipeline.md, "Speed"). Each image draws its own augmentation either way.
 DRAW_BYTES = 16 * 2**20
 #: ... and at most this many steps per chunk.
@@ -373,7 +373,7 @@ MAX_STEPS_PER_DRAW = 32
 
 
 def steps_per_draw(batches: Batches, settings: dict) -> int:
-    """How many steps' views :meth:`Batches.draw` makes at once (at least one)."""
+    """How many steps' views :func:`_draw` makes at once (at least one)."""
     row_bytes = batches.x[0].numel() * batches.x.element_size()
     views = settings["batch_size"]
     if settings["method"] == "fixmatch":
@@ -389,7 +389,7 @@ def _draw(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
     rows = batches.labelled_rows(bs * steps)
     weak = strong = None
     if settings["method"] == "fixmatch":
-        mu = bs * settings["unlabeled_ratio"]
+        mu = bs * settings["unlabeled_ratio"]  # unlabelled rows per step
         xu = batches.x[batches.unlabelled_rows(mu * steps)]
         weak, strong = batches.weak(xu), batches.strong(xu)
     labelled = batches.weak(batches.x[rows])
