@@ -271,15 +271,12 @@ def rows_independent(network: nn.Module) -> bool:
     row out of a batch changes no other row's output or gradient: no BatchNorm (its batch
     statistics couple the rows), and every layer one of torch.nn's or pate's own (a custom
     layer might couple them; it is not guessed at)."""
-    from torch.nn.modules.batchnorm import _BatchNorm
+    from pate.teachers.vectorized import has_batchnorm
 
-    for module in network.modules():
-        if isinstance(module, _BatchNorm):
-            return False
-        origin = type(module).__module__
-        if not origin.startswith(("torch.nn.", "pate.", "kymatio.")):
-            return False
-    return True
+    trusted = ("torch.nn.", "pate.", "kymatio.")
+    return not has_batchnorm(network) and all(
+        type(module).__module__.startswith(trusted) for module in network.modules()
+    )
 
 
 class Batches:

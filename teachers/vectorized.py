@@ -25,7 +25,7 @@ Symbols
     ``stacked_params()``.
 ``vmap_support(model, *, input_shape, num_classes) -> str | None``
     ``None`` if the architecture can be trained by :class:`VectorizedChunk`, else the reason.
-``has_convolution(module) -> bool``
+``has_convolution(module) -> bool``, ``has_batchnorm(module) -> bool``
     Whether a module holds a convolution: on a CPU, vmap turns it into a grouped convolution
     whose backward pass is slow, so ``trainer="auto"`` trains such teachers one after another
     there and vmaps the others (linear and MLP teachers: all their work is matrix products).
@@ -48,6 +48,7 @@ __all__ = [
     "VectorizedChunk",
     "vmap_support",
     "has_convolution",
+    "has_batchnorm",
     "sequential_is_faster",
     "per_teacher_bytes",
     "EVAL_BATCH",
@@ -78,7 +79,8 @@ def sequential_is_faster(model: str, input_shape, num_classes: int, *, device) -
     return has_convolution(net)
 
 
-def _has_batchnorm(module) -> bool:
+def has_batchnorm(module) -> bool:
+    """Whether ``module`` holds a BatchNorm layer (batch statistics: rows not independent)."""
     from torch.nn.modules.batchnorm import _BatchNorm
 
     return any(isinstance(m, _BatchNorm) for m in module.modules())
@@ -126,7 +128,7 @@ def vmap_support(model: str, *, input_shape, num_classes: int) -> str | None:
     nets = [
         init_teacher(model, s, input_shape=input_shape, num_classes=num_classes) for s in (0, 1)
     ]
-    if _has_batchnorm(nets[0]):
+    if has_batchnorm(nets[0]):
         return "it contains BatchNorm (in-place running statistics cannot be vmapped)"
     try:
         params, buffers = stack_module_state(nets)
