@@ -101,8 +101,9 @@ class StackedOptimizer:
             for key, param in params.items():
                 grad = grads[key]
                 shape = (-1,) + (1,) * (param.dim() - 1)
-                if active is None and self.name != "sgd":
-                    self._adam_in_place(param, grad, self.state[key], shape)
+                if self.name != "sgd":
+                    mask = None if active is None else active.view(shape)
+                    self._adam_in_place(param, grad, self.state[key], shape, mask)
                     continue
                 new_param, new_state = self._update(param, grad, self.state[key], shape)
                 if active is None:
@@ -123,24 +124,47 @@ class StackedOptimizer:
         bias_correction2_sqrt = (1 - beta2**steps).sqrt().to(dtype).view(shape)
         return step_size, bias_correction2_sqrt
 
-    def _adam_in_place(self, param, grad, state, shape) -> None:
+    def _adam_in_place(self, param, grad, state, shape, mask=None) -> None:
         """Adam / AdamW for every teacher, in place: the operations of :meth:`_update` in the
-        same order (the same numbers), without its copies (most of a linear teacher's step)."""
+        same order (the same numbers), without its copies (most of a linear teacher's step).
+
+        With ``mask`` (``(T, 1, ...)`` bool, False for a teacher that sits out this step) the
+        teachers that sit out are left exactly as they were, without the copies and selections
+        of the masked :meth:`_update` (4x its time for 31 linear teachers): their gradient is
+        replaced by 0 and their coefficients by the identity (a moment's weight 0, a decay 1, a
+        step size 0), so every operation adds 0 to or multiplies by 1 each of their numbers; an
+        active teacher's coefficients are the same float32 numbers as the scalar ones."""
         import torch
 
         lr, wd = self.lr, self.weight_decay
         beta1, beta2 = self.betas
         if self.name == "adamw":
-            param.mul_(1 - lr * wd)
+            param.mul_(self._masked(1 - lr * wd, 1.0, mask, param))
         elif wd:
             grad = grad.add(param, alpha=wd)
+        if mask is not None:
+            grad = torch.where(mask, grad, 0.0)  # a sitting-out teacher's (any) gradient: 0
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        exp_avg.lerp_(grad, self._masked(1 - beta1, 0.0, mask, param))
+        exp_avg_sq.mul_(self._masked(beta2, 1.0, mask, param)).addcmul_(grad, grad, value=1 - beta2)
         step_size, bias_correction2_sqrt = self._bias_corrections(param.dtype, shape)
+        if mask is not None:
+            step_size = torch.where(mask, step_size, 0.0)
         update = exp_avg_sq.sqrt().div_(bias_correction2_sqrt).add_(self.eps)
         torch.div(exp_avg, update, out=update)
         param.sub_(update.mul_(step_size))
+
+    @staticmethod
+    def _masked(value: float, identity: float, mask, like):
+        """``value`` for an active teacher, ``identity`` for one that sits out (a float32
+        ``(T, 1, ...)`` tensor), or the plain number when every teacher is active."""
+        import torch
+
+        if mask is None:
+            return value
+        return torch.where(
+            mask, torch.tensor(value, dtype=like.dtype, device=like.device), identity
+        )
 
     def _update(self, param, grad, state, shape):
         lr, wd = self.lr, self.weight_decay

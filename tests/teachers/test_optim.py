@@ -84,3 +84,44 @@ def test_the_in_place_step_is_the_copying_step_bit_for_bit(name, wd):
         for n in ("exp_avg", "exp_avg_sq"):
             assert torch.equal(opt.state[key][n], ref.state[key][n])
     assert not torch.equal(fast["w"], init["w"])
+
+
+@pytest.mark.parametrize("name,wd", [("adam", 0.0), ("adam", 0.01), ("adamw", 0.05)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_masked_in_place_step_is_the_masked_copying_step_bit_for_bit(name, wd, dtype):
+    """When some teachers sit out, Adam still updates in place; an active teacher gets the
+    numbers of the copying update, and one that sits out keeps its weights and moments bit for
+    bit, whatever its gradient (here random, and once not finite)."""
+    gen = torch.Generator().manual_seed(2)
+    init = {
+        "w": torch.randn(5, 7, 3, generator=gen, dtype=dtype),
+        "b": torch.randn(5, 3, generator=gen, dtype=dtype),
+    }
+    fast = {k: v.clone() for k, v in init.items()}
+    slow = {k: v.clone() for k, v in init.items()}
+    opt = StackedOptimizer(fast, name=name, lr=0.01, weight_decay=wd)
+    ref = StackedOptimizer(slow, name=name, lr=0.01, weight_decay=wd)
+    for step in range(8):
+        active = torch.rand(5, generator=gen) < 0.6
+        active[step % 5] = False  # at least one sits out
+        grads = {k: torch.randn(v.shape, generator=gen, dtype=dtype) for k, v in init.items()}
+        grads["w"][step % 5, 0, 0] = float("nan") if step % 2 else float("inf")
+        before = {k: v.clone() for k, v in fast.items()}
+        moments = {k: {n: t.clone() for n, t in opt.state[k].items()} for k in init}
+        opt.step(fast, grads, active)  # in place, masked
+        ref.steps += active.to(ref.steps.dtype)
+        for key, param in slow.items():
+            shape = (-1,) + (1,) * (param.dim() - 1)
+            new_param, new_state = ref._update(param, grads[key], ref.state[key], shape)
+            mask = active.view(shape)
+            param.copy_(torch.where(mask, new_param, param))
+            for n, t in new_state.items():
+                ref.state[key][n].copy_(torch.where(mask, t, ref.state[key][n]))
+        for key in init:
+            assert torch.equal(fast[key], slow[key])
+            assert torch.equal(fast[key][~active], before[key][~active])
+            for n in ("exp_avg", "exp_avg_sq"):
+                assert torch.equal(opt.state[key][n], ref.state[key][n])
+                assert torch.equal(opt.state[key][n][~active], moments[key][n][~active])
+    assert opt.steps.tolist() == ref.steps.tolist()
+    assert not torch.equal(fast["w"], init["w"])
