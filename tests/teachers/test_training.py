@@ -191,8 +191,8 @@ def test_resume_after_crash_equals_uninterrupted_run(digits, tmp_path, monkeypat
 def test_auto_trainer_on_cpu(digits, model, augment, auto_trainer, other_trainer):
     """trainer="auto" on CPU trains a model with convolutions one teacher after another (faster
     there than vmap's grouped convolutions, benchmarks/teachers_vmap.py) and vmaps one without
-    (a linear teacher; its chunk then predicts with one vmapped matrix product); either way the
-    teachers and predictions are those of the other trainer."""
+    (a linear teacher; its chunk then takes its gradient in closed form and predicts with one
+    matrix product); either way the teachers and predictions are those of the other trainer."""
     shards = random_shards(len(digits.private), SIZES)
     base = dict(model=model, epochs=3, batch_size=16, lr=0.01, augment=augment, device="cpu")
     auto = train_teachers(digits, shards, SEEDS, TeacherConfig(**base), progress=False)
@@ -203,6 +203,50 @@ def test_auto_trainer_on_cpu(digits, model, augment, auto_trainer, other_trainer
     assert other.trainer == other_trainer
     assert (auto.public_predictions == other.public_predictions).mean() > 0.99
     assert (auto.eval_predictions == other.eval_predictions).mean() > 0.99
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_a_linear_chunk_s_closed_form_gradient_and_predictions_are_vmap_s(digits, label_smoothing):
+    """A chunk of linear teachers on a CPU: the closed-form gradient is autograd's through
+    vmap (unequal weights, a teacher with none, label smoothing), and its one-product
+    predictions are the vmapped ones."""
+    from pate.teachers.vectorized import _make_fns, linear_keys
+
+    config = TeacherConfig(
+        model="linear", epochs=1, augment="none", label_smoothing=label_smoothing
+    )
+    shards = random_shards(len(digits.private), SIZES)
+    chunk = _chunk(VectorizedChunk, digits, config, shards)
+    assert chunk.linear == ("1.weight", "1.bias")
+    gen = torch.Generator().manual_seed(3)
+    for k in chunk.params:  # away from the initialisation's symmetric start
+        chunk.params[k] += 0.05 * torch.randn(chunk.params[k].shape, generator=gen)
+    t_count, batch = len(SEEDS), 16
+    rows = torch.from_numpy(np.concatenate([s[:batch] for s in shards]))
+    x = chunk.x.index_select(0, rows).view(t_count, batch, *chunk.x.shape[1:])
+    y = chunk.y.index_select(0, rows).view(t_count, batch)
+    w = (torch.rand(t_count, batch, generator=gen) < 0.7).float()
+    w[2] = 0.0  # a teacher whose shard is exhausted
+    vmap_grad, vmap_predict = _make_fns(
+        chunk.base, amp_device=None, label_smoothing=label_smoothing
+    )
+    want = vmap_grad(chunk.params, chunk.buffers, x, y, w)
+    got = chunk.grad_fn(chunk.params, chunk.buffers, x, y, w)
+    assert got.keys() == want.keys()
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6)
+    assert torch.count_nonzero(got["1.weight"][2]) == 0
+    x_eval = torch.from_numpy(digits.evaluation.x)
+    logits = vmap_predict(chunk.params, chunk.buffers, x_eval)
+    assert np.array_equal(chunk.predict(x_eval, batch=7), logits.argmax(dim=-1).numpy())
+    assert chunk.predict(x_eval[:0]).shape == (t_count, 0)
+    # only one linear layer of the flattened input takes this path
+    nn = torch.nn
+    assert linear_keys(nn.Linear(4, 3)) == ("weight", "bias")
+    assert linear_keys(nn.Sequential(nn.Linear(4, 3, bias=False))) == ("0.weight", None)
+    assert linear_keys(nn.Sequential(nn.Flatten(), nn.Linear(4, 3), nn.ReLU())) is None
+    assert linear_keys(nn.Sequential(nn.Flatten(2), nn.Linear(4, 3))) is None
+    assert linear_keys(nn.Sequential(nn.Flatten(), nn.Linear(4, 8), nn.Linear(8, 3))) is None
 
 
 def test_sequential_fallback_for_batchnorm(digits, tmp_path, monkeypatch):
