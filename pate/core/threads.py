@@ -19,9 +19,15 @@ The choice (:func:`choose`), first that applies:
 4. the CPUs this process may use: its CPU affinity (``os.sched_getaffinity``; source
    ``"affinity"``), lowered to the cgroup's CPU quota where one is set (cgroup v2 ``cpu.max``,
    v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``, the smallest along the cgroup's path, rounded
-   up; source ``"cgroup"``). The load average is recorded but does not lower the choice: with
-   passive waiting, two threads beside busy neighbours were as fast as or faster than one in
-   all but one measurement (docs/threads.md).
+   up; source ``"cgroup"``);
+5. lowered by the threads of other processes that are running on those CPUs
+   (:func:`other_runnable`: ``/proc/loadavg``'s runnable threads, less this process's own,
+   averaged over 0.05 s when a stage starts; source ``"busy"``): ``cpus - others`` rounded, at
+   least 1. Only where the usable CPUs are the whole machine's (the count is machine-wide) and
+   only for the stages that compute with torch. A thread that shares a core with a neighbour
+   waits for it at every parallel operation: ``make demo`` beside one busy core took 215 s on
+   two threads and 139 s on one, beside two 2-thread torch loops 399 s and 281 s, while on the
+   idle machine two threads beat one 92 s to 135 s (``docs/threads.md``).
 
 The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
 (GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
@@ -35,8 +41,11 @@ Symbols
 -------
 ``ThreadChoice``  ``count``, ``source``, ``cpus`` (usable CPUs), ``detail``; ``as_dict()``
 ``usable_cpus(*, affinity=None, cgroup_root=..., proc_cgroup=...) -> (int, source, detail)``
-``choose(*, explicit=None, explicit_source="config", environ=None, torch_threads=None, **usable)``
-    -> ``ThreadChoice``
+``other_runnable(*, samples, interval_s, loadavg=..., own_tasks=...) -> float | None``
+    the mean number of runnable threads of other processes on this machine
+``choose(*, explicit=None, explicit_source="config", environ=None, torch_threads=None,
+    others=None, **usable)`` -> ``ThreadChoice`` (``others``: a callable giving
+    :func:`other_runnable`, asked only when the choice is automatic)
 ``caller_torch_threads() -> int | None``  torch's count where the caller set it, not pate
 ``check_threads(value, name) -> int``  an explicit setting, validated (int >= 1)
 ``prepare_environment(environ=None) -> str``  the wait policy: what was done
@@ -54,7 +63,7 @@ import math
 import os
 import pathlib
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 logger = logging.getLogger("pate")
@@ -67,6 +76,10 @@ EXPLICIT_SOURCES = ("flag", "config", "keyword")
 _OPENMP_LIBRARIES = ("libgomp", "libiomp", "libomp")
 _CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
 _PROC_CGROUP = pathlib.Path("/proc/self/cgroup")
+_PROC_LOADAVG = pathlib.Path("/proc/loadavg")
+_PROC_SELF_TASK = pathlib.Path("/proc/self/task")
+#: :func:`other_runnable`'s samples of the run queue, and the seconds between two of them.
+RUNNABLE_SAMPLES, RUNNABLE_INTERVAL_S = 10, 0.005
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +87,7 @@ class ThreadChoice:
     """The thread count chosen and why (see the module docstring)."""
 
     count: int
-    #: "flag", "config", "keyword", "env", "torch", "affinity" or "cgroup"
+    #: "flag", "config", "keyword", "env", "torch", "affinity", "cgroup" or "busy"
     source: str
     #: the CPUs this process may use (affinity and cgroup quota), whatever the choice
     cpus: int
@@ -198,6 +211,62 @@ def load_average() -> float | None:
         return None
 
 
+def _own_running(own_tasks: pathlib.Path) -> int:
+    """This process's threads in state R (running or runnable), from ``/proc/self/task``."""
+    count = 0
+    try:
+        tasks = list(own_tasks.iterdir())
+    except OSError:
+        return 1  # the reading thread itself
+    for task in tasks:
+        text = _read(task / "stat")
+        if text and text[text.rfind(")") + 2 : text.rfind(")") + 3] == "R":
+            count += 1
+    return max(count, 1)
+
+
+def other_runnable(
+    *,
+    samples: int = RUNNABLE_SAMPLES,
+    interval_s: float = RUNNABLE_INTERVAL_S,
+    loadavg: pathlib.Path = _PROC_LOADAVG,
+    own_tasks: pathlib.Path = _PROC_SELF_TASK,
+) -> float | None:
+    """The mean number of threads of other processes that are running or waiting for a CPU on
+    this machine: the fourth field of ``/proc/loadavg`` (``runnable/all``, machine-wide, this
+    process's running threads included) less this process's threads in state R, over
+    ``samples`` readings ``interval_s`` apart; None where ``/proc/loadavg`` is unreadable (not
+    Linux)."""
+    import time
+
+    seen: list[int] = []
+    for i in range(samples):
+        if i:
+            time.sleep(interval_s)
+        fields = (_read(loadavg) or "").split()
+        try:
+            runnable = int(fields[3].split("/")[0])
+        except (IndexError, ValueError):
+            return None
+        seen.append(max(0, runnable - _own_running(own_tasks)))
+    return sum(seen) / len(seen) if seen else None
+
+
+def _lowered_by_others(cpus: int, source: str, detail: str, others: float | None) -> ThreadChoice:
+    """The usable CPUs less the other processes' runnable threads (module docstring, step 5)."""
+    machine = os.cpu_count() or cpus
+    if others is None or cpus != machine or others < 0.5:
+        return ThreadChoice(cpus, source, cpus, detail)
+    count = max(1, min(cpus, math.floor(cpus - others + 0.5)))
+    return ThreadChoice(
+        count,
+        "busy",
+        cpus,
+        f"{detail}; {others:.1f} threads of other processes running on average "
+        f"(/proc/loadavg): {count} of {cpus}",
+    )
+
+
 # ------------------------------------------------------------------------------ the choice
 
 
@@ -207,6 +276,7 @@ def choose(
     explicit_source: str = "config",
     environ: Mapping[str, str] | None = None,
     torch_threads: int | None = None,
+    others: Callable[[], float | None] | None = None,
     affinity: int | None = None,
     cgroup_root: pathlib.Path = _CGROUP_ROOT,
     proc_cgroup: pathlib.Path = _PROC_CGROUP,
@@ -214,7 +284,7 @@ def choose(
     """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else
     ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
     count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
-    else the usable CPUs."""
+    else the usable CPUs, lowered by ``others()`` (:func:`other_runnable`) where given."""
     if explicit_source not in EXPLICIT_SOURCES:
         raise ValueError(
             f"explicit_source must be one of {', '.join(EXPLICIT_SOURCES)}, got {explicit_source!r}"
@@ -241,7 +311,7 @@ def choose(
             f"torch.get_num_threads() {torch_threads} before pate set it (the "
             f"caller's torch.set_num_threads, or torch's default; {detail})",
         )
-    return ThreadChoice(cpus, source, cpus, detail)
+    return _lowered_by_others(cpus, source, detail, None if others is None else others())
 
 
 def _env_threads(text: str) -> int | None:
@@ -358,14 +428,21 @@ def configure(
     global _last
     wait = prepare_environment()
     choice = choose(
-        explicit=explicit, explicit_source=explicit_source, torch_threads=caller_torch_threads()
+        explicit=explicit,
+        explicit_source=explicit_source,
+        torch_threads=caller_torch_threads(),
+        others=other_runnable if torch else None,
     )
     apply(choice, torch=torch)
     record = dict(choice.as_dict(), wait_policy=wait, load_average=load_average())
     if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {
         k: record[k] for k in ("count", "source", "wait_policy")
     }:
-        usable = "" if choice.source in ("affinity", "cgroup") else f"; {choice.cpus} usable CPUs"
+        usable = (
+            ""
+            if choice.source in ("affinity", "cgroup", "busy")
+            else f"; {choice.cpus} usable CPUs"
+        )
         late = (
             (
                 "; too late to make them sleep in this process: on a shared machine set "

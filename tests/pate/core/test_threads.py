@@ -140,6 +140,56 @@ def test_a_lower_torch_count_of_the_caller_is_kept(tmp_path):
     assert (flag.count, flag.source) == (2, "flag")
 
 
+def test_the_automatic_count_is_lowered_by_other_processes_running(tmp_path, monkeypatch):
+    """Where the usable CPUs are the machine's, the threads of other processes that are running
+    take their CPUs: one busy neighbour of two CPUs leaves one thread, more leave at least one;
+    a count the user set, or CPUs that are not the whole machine, are not lowered."""
+    paths = _no_cgroup(tmp_path)
+    monkeypatch.setattr(T.os, "cpu_count", lambda: 2)
+    asked = []
+
+    def others(value):
+        def measure():
+            asked.append(value)
+            return value
+
+        return measure
+
+    idle = T.choose(environ={}, affinity=2, others=others(0.2), **paths)
+    assert (idle.count, idle.source) == (2, "affinity")
+    one = T.choose(environ={}, affinity=2, others=others(1.0), **paths)
+    assert (one.count, one.source, one.cpus) == (1, "busy", 2)
+    assert "1.0 threads of other processes running on average" in one.detail
+    many = T.choose(environ={}, affinity=2, others=others(4.3), **paths)
+    assert (many.count, many.source) == (1, "busy")
+    unknown = T.choose(environ={}, affinity=2, others=others(None), **paths)
+    assert (unknown.count, unknown.source) == (2, "affinity")
+    asked.clear()
+    flag = T.choose(explicit=2, explicit_source="flag", environ={}, affinity=2, others=others(4))
+    env = T.choose(environ={"OMP_NUM_THREADS": "2"}, affinity=2, others=others(4), **paths)
+    assert (flag.count, env.count, asked) == (2, 2, [])  # the user's count: not even measured
+    monkeypatch.setattr(T.os, "cpu_count", lambda: 16)
+    big = T.choose(environ={}, affinity=16, others=others(3.4), **paths)
+    assert (big.count, big.source) == (13, "busy")
+    part = T.choose(environ={}, affinity=2, others=others(4), **paths)  # 2 CPUs of 16: not
+    assert (part.count, part.source) == (2, "affinity")  # lowered by a machine-wide count
+
+
+def test_other_runnable_reads_the_run_queue_less_this_process(tmp_path):
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("1.20 0.90 0.70 5/412 12345\n")
+    tasks = tmp_path / "task"
+    for tid, state in ((10, "R"), (11, "S"), (12, "R")):
+        (tasks / str(tid)).mkdir(parents=True)
+        (tasks / str(tid) / "stat").write_text(f"{tid} (pt_main thread) {state} 1 2 3\n")
+    got = T.other_runnable(samples=3, interval_s=0.0, loadavg=loadavg, own_tasks=tasks)
+    assert got == 3.0  # 5 runnable on the machine, 2 of them this process's
+    loadavg.write_text("garbage\n")
+    assert T.other_runnable(samples=2, interval_s=0.0, loadavg=loadavg, own_tasks=tasks) is None
+    measured = T.other_runnable(samples=2, interval_s=0.001)  # this machine: a number >= 0
+    assert measured is None or measured >= 0
+
+
 def test_caller_torch_threads_ignores_pates_own_count(monkeypatch, restore_threads):
     import torch
 
