@@ -26,8 +26,8 @@ The choice (:func:`choose`), first that applies:
    least 1. Only where the usable CPUs are the whole machine's (the count is machine-wide) and
    only for the stages that compute with torch. A thread that shares a core with a neighbour
    waits for it at every parallel operation: ``make demo`` beside one busy core took 215 s on
-   two threads and 139 s on one, beside two 2-thread torch loops 399 s and 281 s, while on the
-   idle machine two threads beat one 92 s to 135 s (``docs/threads.md``).
+   two threads and 139 s on one (beside two 2-thread torch loops 399 s and 401 s: no gain, no
+   loss), while on the idle machine two threads beat one, 92 s to 135 s (``docs/threads.md``).
 
 The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
 (GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
