@@ -25,8 +25,8 @@ Symbols
       is trained on a CPU with its gradient in closed form (:func:`_linear_grad_fn`: softmax
       minus the smoothed one-hot target, two batched matrix products) and predicts with the
       chunk's weights in one matrix product, instead of through ``vmap(grad(...))``: the same
-      numbers up to float32 rounding (tested), 1.5x less time per step for 31 linear teachers
-      on ScatterNet features.
+      numbers up to float32 rounding (tested); for 31 linear teachers on ScatterNet features (2
+      cores) a gradient takes 1.8 ms instead of 3.8 ms and the predictions 2.3x less time.
     ``train_epoch(epoch)``, ``predict(x)``, ``state_dict()``, ``load_state_dict()``,
     ``stacked_params()``.
 ``vmap_support(model, *, input_shape, num_classes) -> str | None``

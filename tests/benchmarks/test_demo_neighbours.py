@@ -58,10 +58,13 @@ def test_the_committed_results_are_consistent(bench, path):
     assert result["commit"] and result["command"]
 
 
-def test_the_idle_a_b_pairs_alternate_old_and_new():
-    """benchmarks/results/demo_idle_ab_*.json: idle runs of two checkouts taking turns; its
-    ratio is the new runs' total time over the old runs'."""
-    for path in RESULTS_DIR.glob("demo_idle_ab_*.json"):
+def test_the_a_b_pairs_alternate_old_and_new():
+    """benchmarks/results/demo_idle_ab_*.json (idle) and demo_busy1_ab_*.json (one busy core):
+    runs of two checkouts taking turns; the ratio is the new runs' total time over the old
+    runs'."""
+    paths = sorted(RESULTS_DIR.glob("demo_*_ab_*.json"))
+    assert {p.name.split("_ab_")[0] for p in paths} >= {"demo_idle", "demo_busy1"}
+    for path in paths:
         result = json.loads(path.read_text())
         sides = [run["side"] for run in result["runs"]]
         assert sides == ["old", "new"] * (len(sides) // 2) and sides
