@@ -14,11 +14,11 @@ refused and one readable by others is narrowed to 0700. ``pate cache clear`` rem
 Layout -- ``<root>/<name>/features.npy`` and ``<root>/<name>/entry.json``, ``name`` the sha256
 of the entry's key (:class:`EntryKey`: the front-end, its settings, the input shape, the number of
 rows and :func:`input_digest` of the inputs, and :data:`FORMAT`). ``entry.json`` repeats the key
-and records the array's shape and dtype, the file's size and its sha256 checksum (an entry written
-before 28 Nov 2026 records blake2b, checked as such). An entry is used only when all of them match
-(the whole file is re-hashed at every open, streamed: about 1 s per GB where the CPU has SHA
-instructions, sha256 there is 2x faster than blake2b); a corrupt, truncated, foreign or stale entry is logged, moved aside and rebuilt,
-never trusted.
+and records the array's shape and dtype, the file's size and its sha256 checksum (an entry
+written before 28 Nov 2026 records blake2b, checked as such). An entry is used only when all of
+them match (the whole file is re-hashed at every open, streamed: about 1 s per GB where the CPU
+has SHA instructions, where sha256 is 2x faster than blake2b); a corrupt, truncated, foreign or
+stale entry is logged, moved aside and rebuilt, never trusted.
 
 Writing -- the features are computed a chunk of rows at a time into a private temporary folder
 ``<root>/.tmp-<name>-<random>/`` (file written with ``write``, checksummed as it goes, fsynced),

@@ -156,8 +156,8 @@ class StackedOptimizer:
 
     @staticmethod
     def _masked(value: float, identity: float, mask, like):
-        """``value`` for an active teacher, ``identity`` for one that sits out (a float32
-        ``(T, 1, ...)`` tensor), or the plain number when every teacher is active."""
+        """``value`` for an active teacher, ``identity`` for one that sits out (a ``(T, 1, ...)``
+        tensor of ``like``'s dtype), or the plain number when every teacher is active."""
         import torch
 
         if mask is None:
