@@ -105,7 +105,7 @@ class StackedOptimizer:
                     mask = None if active is None else active.view(shape)
                     self._adam_in_place(param, grad, self.state[key], shape, mask)
                     continue
-                new_param, new_state = self._update(param, grad, self.state[key], shape)
+                new_param, new_state = self._sgd_update(param, grad, self.state[key], shape)
                 if active is None:
                     param.copy_(new_param)
                     for n, t in new_state.items():
@@ -125,12 +125,13 @@ class StackedOptimizer:
         return step_size, bias_correction2_sqrt
 
     def _adam_in_place(self, param, grad, state, shape, mask=None) -> None:
-        """Adam / AdamW for every teacher, in place: the operations of :meth:`_update` in the
-        same order (the same numbers), without its copies (most of a linear teacher's step).
+        """Adam / AdamW for every teacher, in place: the operations of ``torch.optim.Adam`` in
+        the same order (the same numbers as a copying update, tests/teachers/test_optim.py),
+        without copies (most of a linear teacher's step).
 
         With ``mask`` (``(T, 1, ...)`` bool, False for a teacher that sits out this step) the
         teachers that sit out are left exactly as they were, without the copies and selections
-        of the masked :meth:`_update` (4x its time for 31 linear teachers): their gradient is
+        of a masked copying update (4x its time for 31 linear teachers): their gradient is
         replaced by 0 and their coefficients by the identity (a moment's weight 0, a decay 1, a
         step size 0), so every operation adds 0 to or multiplies by 1 each of their numbers; an
         active teacher's coefficients are the same float32 numbers as the scalar ones."""
@@ -166,28 +167,18 @@ class StackedOptimizer:
             mask, torch.tensor(value, dtype=like.dtype, device=like.device), identity
         )
 
-    def _update(self, param, grad, state, shape):
+    def _sgd_update(self, param, grad, state, shape):
+        """SGD (with momentum) for every teacher: the new weights and momentum buffer, copies
+        that :meth:`step` keeps only for the active teachers."""
         lr, wd = self.lr, self.weight_decay
-        if self.name == "sgd":
-            if wd:
-                grad = grad.add(param, alpha=wd)
-            buf = state["momentum_buffer"]
-            if self.momentum:
-                # torch.optim.SGD sets buf = grad on the first step; buf starts at 0, so
-                # momentum * 0 + grad is that same value.
-                first = (self.steps == 1).view(shape)
-                new_buf = buf.mul(self.momentum).add(grad)
-                new_buf = new_buf.where(~first, grad)
-                return param.add(new_buf, alpha=-lr), {"momentum_buffer": new_buf}
-            return param.add(grad, alpha=-lr), {"momentum_buffer": buf}
-        beta1, beta2 = self.betas
-        if self.name == "adamw":
-            param = param.mul(1 - lr * wd)
-        elif wd:
+        if wd:
             grad = grad.add(param, alpha=wd)
-        exp_avg = state["exp_avg"].lerp(grad, 1 - beta1)
-        exp_avg_sq = state["exp_avg_sq"].mul(beta2).addcmul(grad, grad, value=1 - beta2)
-        step_size, bias_correction2_sqrt = self._bias_corrections(param.dtype, shape)
-        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add(self.eps)
-        new_param = param - step_size * (exp_avg / denom)
-        return new_param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+        buf = state["momentum_buffer"]
+        if self.momentum:
+            # torch.optim.SGD sets buf = grad on the first step; buf starts at 0, so
+            # momentum * 0 + grad is that same value.
+            first = (self.steps == 1).view(shape)
+            new_buf = buf.mul(self.momentum).add(grad)
+            new_buf = new_buf.where(~first, grad)
+            return param.add(new_buf, alpha=-lr), {"momentum_buffer": new_buf}
+        return param.add(grad, alpha=-lr), {"momentum_buffer": buf}
