@@ -354,21 +354,20 @@ def plan(
     give a useful student. Nothing is written; the ledger is only read (what it has left).
     ``threads`` is checked and kept in the plan's config; the plan itself sets no thread count."""
     _prepare_threads(threads)
+    import tempfile
+
     from pate.run import planner as P
 
+    unused = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
     if run_dir is None:
-        import tempfile
-
-        run_dir = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
+        run_dir = unused
     arguments = _arguments(locals())
     arguments["resume"] = False
     from pate.run import config as C
 
     config, data, identity, _, _ = _prepare(arguments)
-    if data is None:
-        from pate.teachers.data import load_pate_data
-
-        data = load_pate_data(C.sections(config).data.name, **C.data_settings(config))
+    if data is None:  # the cache of the run dir given (none for the unnamed default)
+        data = C.load_data(config, cache=arguments["run_dir"] != unused)
     remaining = P.ledger_remaining(C.ledger_path(config), data, identity)
     return C.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
 

@@ -79,6 +79,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_int, describe
 from pate.teachers.builtin_datasets import (
     CLASS_NAMES,
@@ -236,11 +237,16 @@ def load_pate_data(
     public_size: int | None = None,
     eval_size: int | None = None,
     image_size: int | tuple[int, int] | None = None,
+    cache=None,
 ) -> PateData:
     """Load dataset ``name`` and split it into private / public / evaluation (module docstring).
 
     ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
     ``s`` means ``(s, s)``); None keeps the size of the first image.
+    ``cache`` (``imagefolder:`` only; a :class:`pate.teachers.feature_cache.FeatureCache` or
+    None): the decoded images are kept in it and memory-mapped (the private split stays mapped,
+    the public and evaluation splits are read into memory), and a later load of the same files
+    skips the decoding (:func:`pate.teachers.own_data.load_imagefolder`).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a dataset name string, got {describe(name)}")
@@ -254,6 +260,11 @@ def load_pate_data(
     public_size = _check_size(public_size, "public_size")
     eval_size = _check_size(eval_size, "eval_size")
     image_size = check_image_size(image_size)
+    if cache is not None:
+        from pate.teachers.feature_cache import FeatureCache
+
+        if not isinstance(cache, FeatureCache):
+            raise TypeError(f"cache must be a FeatureCache or None, got {describe(cache)}")
     if image_size is not None and not name.startswith("imagefolder:"):
         raise ValueError(
             f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
@@ -268,7 +279,7 @@ def load_pate_data(
     if name in DATASET_NAMES:
         splits = _builtin_splits(name, root_path, download, public_size, eval_size)
     else:
-        splits, class_names = _own_splits(name, image_size, public_size, eval_size)
+        splits, class_names = _own_splits(name, image_size, public_size, eval_size, cache)
     return _checked_data(name, *splits, class_names)
 
 
@@ -304,7 +315,11 @@ def _builtin_splits(
 
 
 def _own_splits(
-    name: str, image_size: tuple[int, int] | None, public_size: int | None, eval_size: int | None
+    name: str,
+    image_size: tuple[int, int] | None,
+    public_size: int | None,
+    eval_size: int | None,
+    cache=None,
 ):
     """``((private, public, evaluation), class_names)`` of an ``npz:``, ``csv:`` or
     ``imagefolder:`` dataset; the files' arrays are checked before they are split."""
@@ -318,7 +333,9 @@ def _own_splits(
         kind = "pool"
         arrays, class_names = load_csv(path)
     else:
-        kind, arrays, class_names = load_imagefolder(path, image_size, pool_order=pool_order)
+        kind, arrays, class_names = load_imagefolder(
+            path, image_size, pool_order=pool_order, cache=cache
+        )
     if kind == "splits":
         if public_size is not None or eval_size is not None:
             raise ValueError(
@@ -341,7 +358,19 @@ def _own_splits(
         x, y = np.asarray(arrays[0]), np.asarray(arrays[1])
         in_order = kind == "pool-in-order"
         splits = _pool_split(x, y, public_size, eval_size, name, permuted=in_order)
+    if prefix == "imagefolder" and not splits[1].x.flags.writeable:  # decoded into the cache:
+        # only the private split stays mapped (read a block at a time); the public and
+        # evaluation splits are read into memory (the student trains on the public pool)
+        splits = (splits[0], *(ArraySplit(_read_whole(s.x), s.y) for s in splits[1:]))
     return splits, class_names
+
+
+def _read_whole(mapped: np.ndarray) -> np.ndarray:
+    """An in-memory copy of a memory-mapped block, whose pages are dropped from the resident set
+    once copied (otherwise the block would count twice)."""
+    copy = np.array(mapped)
+    release_read(mapped)
+    return copy
 
 
 def _checked_data(

@@ -17,8 +17,11 @@ Messages go to the ``logging`` logger ``"pate.teachers.data"``.
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import logging
 import pathlib
+from typing import Any
 
 import numpy as np
 
@@ -234,16 +237,66 @@ def _image_folder(directory: pathlib.Path, classes: list[str] | None):
     return folder
 
 
-def _image_header(path: str):
+def _image_header(path: str, *, digest: bool = False):
+    """``(mode, (height, width), sha256 of the file's bytes or None)`` of one image file."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
-            return im.mode, (int(im.height), int(im.width))
+        if digest:
+            with open(path, "rb") as fh:
+                data = fh.read()
+            source: Any = io.BytesIO(data)
+        else:
+            source = path
+        with Image.open(source) as im:
+            header = im.mode, (int(im.height), int(im.width))
     except (UnidentifiedImageError, OSError) as exc:
         raise InputError(
             f"image folder: {path} cannot be read as an image ({exc}); remove or replace it"
         ) from None
+    return (*header, hashlib.sha256(data).digest() if digest else None)
+
+
+def _decode(folder, order: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Decode the images ``order`` of ``folder`` (its transform set) into the rows of ``out``."""
+    for row, i in enumerate(np.asarray(order).tolist()):
+        try:
+            out[row] = folder[i][0]
+        except (OSError, ValueError) as exc:
+            raise InputError(
+                f"image folder: {folder.samples[i][0]} cannot be read as an image ({exc}); "
+                "remove or replace it"
+            ) from None
+    return out
+
+
+#: The front-end name of an image folder's decoded images in the feature cache.
+DECODED_IMAGES = "decoded-images"
+
+
+def _cached_decode(cache, folder, order: np.ndarray, digests: list, mode: str, size) -> np.ndarray:
+    """The decoded images ``order`` of ``folder``: a read-only memory map of a cache entry,
+    decoded into it a chunk at a time on a miss (``digests``: the files' sha256, in row order)."""
+    from pate.teachers.feature_cache import EntryKey
+
+    h = hashlib.sha256(b"pate-learn image folder files v1\0")
+    for d in digests:
+        h.update(d)
+    shape = (1 if mode == "L" else 3, int(size[0]), int(size[1]))
+    key = EntryKey(
+        front_end=DECODED_IMAGES,
+        # what the decoding does besides the files: torchvision's Resize (bilinear, antialiased)
+        settings={"mode": mode, "resize": "bilinear-antialias", "scale": "uint8/255"},
+        input_shape=(),
+        output_shape=shape,
+        rows=len(order),
+        digest=h.hexdigest(),
+    )
+    rows = np.asarray(order, dtype=np.int64)
+    entry = cache.features(
+        key, rows, lambda block: _decode(folder, block, np.empty((len(block), *shape), np.float32))
+    )
+    return entry.array
 
 
 class _ToArray:
@@ -255,7 +308,9 @@ class _ToArray:
         return arr.astype(np.float32) / 255.0
 
 
-def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None, *, pool_order=None):
+def load_imagefolder(
+    path: pathlib.Path, image_size: tuple[int, int] | None, *, pool_order=None, cache=None
+):
     """Read ``PATH/<class>/<image>`` (or ``PATH/train`` + ``PATH/test``) with torchvision's
     ``ImageFolder``; returns ``(kind, arrays, class_names)``.
 
@@ -270,6 +325,13 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None, *, 
     ``image_size`` = ``(height, width)``; by default the size of the first image (first class
     in sorted order, first file in sorted order, of ``train/`` when there is one). An image
     already of that size is not resampled, so a folder of same-size images reads exactly.
+
+    ``cache`` (a :class:`pate.teachers.feature_cache.FeatureCache`, or None): each folder's
+    images are decoded a chunk at a time into an entry of the cache and returned as its
+    read-only memory map, so that memory stays bounded by a chunk and a later run (or stage) on
+    the same files skips the decoding. The entry's key is the sha256 of the files' bytes in row
+    order with the mode and size (a copied folder hits; an edited image misses); without a
+    cache every image is decoded into one in-memory array.
     """
     if not path.is_dir():
         raise DatasetNotFoundError(
@@ -283,29 +345,23 @@ def load_imagefolder(path: pathlib.Path, image_size: tuple[int, int] | None, *, 
     classes = list(folders[0].classes)
     if split:
         folders.append(_image_folder(path / "test", classes))
-    headers = [[_image_header(p) for p, _ in f.samples] for f in folders]
-    mode = "L" if all(m in _GREY_MODES for h in headers for m, _ in h) else "RGB"
-    size = image_size if image_size is not None else headers[0][0][1]
+    # the file digests only where a cache keys on them (the files are read once either way)
+    scanned = [[_image_header(p, digest=cache is not None) for p, _ in f.samples] for f in folders]
+    mode = "L" if all(m in _GREY_MODES for h in scanned for m, _, _ in h) else "RGB"
+    size = image_size if image_size is not None else scanned[0][0][1]
     transform = transforms.Compose(
         [transforms.Lambda(lambda im: im.convert(mode)), transforms.Resize(size), _ToArray()]
     )
     arrays = []
-    for folder in folders:
+    for folder, files in zip(folders, scanned):
         folder.transform = transform
         n = len(folder.samples)
         order = np.arange(n) if split or pool_order is None else np.asarray(pool_order(n))
-        xs, ys = None, np.empty(n, dtype=np.int64)
-        for row, i in enumerate(order.tolist()):
-            try:
-                x, ys[row] = folder[i]
-            except (OSError, ValueError) as exc:
-                raise InputError(
-                    f"image folder: {folder.samples[i][0]} cannot be read as an image ({exc}); "
-                    "remove or replace it"
-                ) from None
-            if xs is None:  # every image has the first one's mode and size
-                xs = np.empty((n, *x.shape), dtype=np.float32)
-            xs[row] = x
+        ys = np.asarray(folder.targets, dtype=np.int64)[order]
+        if cache is None:
+            xs = _decode(folder, order, np.empty((n, 1 if mode == "L" else 3, *size), np.float32))
+        else:
+            xs = _cached_decode(cache, folder, order, [files[i][2] for i in order], mode, size)
         arrays += [xs, ys]
     logger.info(
         "imagefolder %s: %d images, %d classes, %s %dx%d",

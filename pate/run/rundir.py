@@ -383,7 +383,6 @@ class Run:
         """The dataset of ``[data]`` (loaded once; torch-free loaders for tabular data)."""
         if self._data is None:
             from pate.run import config as C
-            from pate.teachers.data import load_pate_data
 
             name = C.sections(self.config).data.name
             if name.startswith("memory:"):
@@ -392,7 +391,7 @@ class Run:
                     "continue it from Python with the same data (pate.fit(..., "
                     "run_dir=..., resume=True))"
                 )
-            self._data = load_pate_data(name, **C.data_settings(self.config))
+            self._data = C.load_data(self.config, run_dir=self.run_dir)
         return self._data
 
     def streams(self):

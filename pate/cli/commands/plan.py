@@ -47,7 +47,6 @@ def run(args: argparse.Namespace) -> int:
     from pate.cli.commands.stage_cli import table_overrides
     from pate.run import config as C
     from pate.run import planner as P
-    from pate.teachers.data import load_pate_data
 
     ledger = False if args.no_ledger else args.ledger
     config = C.load(
@@ -58,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         ledger=ledger,
         overrides=table_overrides(args, ("cluster",)),
     )
-    data = load_pate_data(C.sections(config).data.name, **C.data_settings(config))
+    data = C.load_data(config)
     plan = C.plan_for(
         config,
         P.facts_of(data),

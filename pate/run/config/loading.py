@@ -14,7 +14,7 @@ from typing import Any
 from pate.run.config.messages import error_at
 from pate.run.config.planning import plan_config
 from pate.run.config.schema import normalize
-from pate.run.config.settings import data_settings
+from pate.run.config.settings import load_data
 from pate.run.config.validation import validate
 from pate.teachers.errors import ConfigError
 
@@ -194,6 +194,4 @@ def _validated(config: dict, source: str, explicit_seed: bool) -> dict:
 
 def _load_data(config: dict):
     """The ``[data]`` source, loaded to count its records for the planner."""
-    from pate.teachers.data import load_pate_data
-
-    return load_pate_data(config["data"]["name"], **data_settings(config))
+    return load_data(config)

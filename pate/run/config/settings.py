@@ -217,6 +217,25 @@ def data_settings(config: dict) -> dict:
     return out
 
 
+def load_data(config: dict, *, run_dir=None, cache: bool = True):
+    """The ``[data]`` source of ``config``, loaded and split
+    (:func:`pate.teachers.data.load_pate_data`). An ``imagefolder:`` is decoded into the feature
+    cache of a run in ``run_dir`` (None: :func:`run_directory`; :func:`feature_cache_root`) and
+    its private split memory-mapped from there, unless ``cache`` is False or the cache is off."""
+    from pate.teachers.data import load_pate_data
+
+    name = config["data"]["name"]
+    folder = None
+    if cache and name.startswith("imagefolder:"):
+        where = run_directory(config) if run_dir is None else run_dir
+        root = feature_cache_root(config, run_dir=where)
+        if root is not None:
+            from pate.teachers.feature_cache import FeatureCache
+
+            folder = FeatureCache(root)
+    return load_pate_data(name, **data_settings(config), cache=folder)
+
+
 def ledger_path(config: dict) -> pathlib.Path | None:
     """The ledger this config charges: None when ``[privacy] ledger = false``."""
     setting = config["privacy"]["ledger"]

@@ -21,9 +21,8 @@ logger = logging.getLogger("pate")
 def config_identity(config: dict):
     """The ledger identity of a config's private split (what ``pate budget digest`` prints)."""
     from pate.ledger import dataset_identity
-    from pate.teachers.data import load_pate_data
 
-    data = load_pate_data(C.sections(config).data.name, **C.data_settings(config))
+    data = C.load_data(config)
     return dataset_identity(data.private.x, data.private.y)
 
 
