@@ -5,7 +5,10 @@ temporary folder once, then for each ``--root`` (a checkout: its ``pate`` is imp
 children under GNU time (``/usr/bin/time -f %M``, the largest resident set): one that only
 imports what loading needs (``imports``), one that calls ``load_pate_data("imagefolder:DIR")``
 with the default split (``load``). The difference is what reading the images costs; the images
-themselves take ``images x 3 x side x side x 4`` bytes as float32.
+themselves take ``images x 3 x side x side x 4`` bytes as float32. With ``--cache`` each root
+also loads the folder twice through a fresh feature cache (``cache_miss``: decoded into the
+cache; ``cache_hit``: memory-mapped from it, nothing decoded), as a run does (issue #33). Wall
+seconds of each child are recorded beside its peak.
 
     git worktree add /tmp/pate-old <commit>
     .venv/bin/python benchmarks/imagefolder_memory.py --root /tmp/pate-old --root . \\
@@ -38,6 +41,12 @@ LOAD = IMPORTS + (
     "d = load_pate_data('imagefolder:' + sys.argv[1])\n"
     "print(len(d.private), len(d.public), len(d.evaluation))\n"
 )
+LOAD_CACHED = IMPORTS + (
+    "import sys\n"
+    "from pate.teachers.feature_cache import FeatureCache\n"
+    "d = load_pate_data('imagefolder:' + sys.argv[1], cache=FeatureCache(sys.argv[2]))\n"
+    "print(len(d.private), len(d.public), len(d.evaluation))\n"
+)
 
 
 def write_images(folder: pathlib.Path, images: int, side: int) -> None:
@@ -52,14 +61,20 @@ def write_images(folder: pathlib.Path, images: int, side: int) -> None:
         Image.fromarray(pixels).save(cls / f"{i}.png")
 
 
-def peak_mib(root: pathlib.Path, code: str, folder: pathlib.Path) -> float:
-    """Peak resident MiB of a child running ``code`` with ``root``'s pate."""
+def peak_mib(root: pathlib.Path, code: str, folder: pathlib.Path, *extra: str) -> float:
+    """Peak resident MiB of a child running ``code`` with ``root``'s pate (:func:`measure`)."""
+    return measure(root, code, folder, *extra)[0]
+
+
+def measure(root: pathlib.Path, code: str, folder: pathlib.Path, *extra: str):
+    """``(peak resident MiB, wall seconds)`` of a child running ``code`` with ``root``'s pate
+    (arguments: the folder, then ``extra``)."""
     if not os.access(TIME, os.X_OK):
         raise SystemExit(f"{TIME} (GNU time) is needed: install the 'time' package")
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as out:
         done = subprocess.run(
-            [TIME, "-f", "%M", "-o", out.name, sys.executable, "-c", code, str(folder)],
+            [TIME, "-f", "%M %e", "-o", out.name, sys.executable, "-c", code, str(folder), *extra],
             env=env,
             cwd=root,
             capture_output=True,
@@ -68,7 +83,8 @@ def peak_mib(root: pathlib.Path, code: str, folder: pathlib.Path) -> float:
         )
         if done.returncode != 0:
             raise RuntimeError(f"{root} failed:\n{done.stderr[-2000:]}")
-        return round(int(out.read().split()[-1]) / 1024, 1)
+        peak, seconds = out.read().split()[-2:]
+        return round(int(peak) / 1024, 1), float(seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--images", type=int, default=6000)
     ap.add_argument("--side", type=int, default=64)
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--cache", action="store_true", help="also load through a feature cache")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="pate-imagefolder-") as tmp:
         folder = pathlib.Path(tmp) / "pool"
@@ -84,15 +101,20 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for root in args.root:
             imports = peak_mib(root.resolve(), IMPORTS, folder)
-            load = peak_mib(root.resolve(), LOAD, folder)
-            rows.append(
-                {
-                    "root": str(root),
-                    "imports_mib": imports,
-                    "load_mib": load,
-                    "reading_mib": round(load - imports, 1),
-                }
-            )
+            load, seconds = measure(root.resolve(), LOAD, folder)
+            row = {
+                "root": str(root),
+                "imports_mib": imports,
+                "load_mib": load,
+                "reading_mib": round(load - imports, 1),
+                "load_seconds": seconds,
+            }
+            if args.cache:
+                cache = pathlib.Path(tmp) / f"cache-{len(rows)}"
+                for what in ("cache_miss", "cache_hit"):
+                    peak, took = measure(root.resolve(), LOAD_CACHED, folder, str(cache))
+                    row[f"{what}_mib"], row[f"{what}_seconds"] = peak, took
+            rows.append(row)
             print(json.dumps(rows[-1]), flush=True)
     result = {
         "benchmark": "benchmarks/imagefolder_memory.py",

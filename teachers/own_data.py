@@ -87,15 +87,19 @@ def _private_images(npz, path: pathlib.Path):
     return npz["x_private"] if mapped is None else mapped
 
 
-def load_csv(path: pathlib.Path):
-    if not path.is_file():
-        raise DatasetNotFoundError(
-            f"csv file {path} does not exist; give csv:PATH of an existing "
-            "file with numeric feature columns and a label column"
-        )
+def _csv_rows(path: pathlib.Path):
+    """The file's rows that hold a value (lists of cells), read one at a time."""
     with open(path, newline="") as fh:
-        rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
-    if not rows:
+        for row in csv.reader(fh):
+            if row and any(c.strip() for c in row):
+                yield row
+
+
+def _csv_layout(path: pathlib.Path):
+    """``(header or None, label column, columns, rows with the header)`` of a csv file: the
+    first pass, which also refuses a ragged row and a file without records."""
+    first = next(_csv_rows(path), None)
+    if first is None:
         raise ValueError(f"csv file {path} is empty")
 
     def numeric(row):
@@ -105,32 +109,54 @@ def load_csv(path: pathlib.Path):
         except ValueError:
             return False
 
-    header = None if numeric(rows[0]) else [c.strip() for c in rows[0]]
-    body = rows if header is None else rows[1:]
-    label_col = len(rows[0]) - 1
+    header = None if numeric(first) else [c.strip() for c in first]
+    label_col = len(first) - 1
     if header is not None:
         lowered = [h.lower() for h in header]
         for name in _LABEL_COLUMNS:
             if name in lowered:
                 label_col = lowered.index(name)
                 break
-    width = len(rows[0])
-    for i, r in enumerate(body):
+    width = len(first)
+    rows = 0
+    for k, r in enumerate(_csv_rows(path)):  # k + 1: the row's number (header = row 1)
         if len(r) != width:
-            raise ValueError(
-                f"csv file {path}: row {i + (header is not None) + 1} has {len(r)} "
-                f"columns, expected {width}"
-            )
-    labels = [r[label_col].strip() for r in body]
-    try:  # float64 first: a value beyond float32's range is refused by name, not read as inf
-        feats = np.array(
-            [[float(c) for j, c in enumerate(r) if j != label_col] for r in body], dtype=np.float64
+            raise ValueError(f"csv file {path}: row {k + 1} has {len(r)} columns, expected {width}")
+        rows += 1
+    if rows == (header is not None):
+        raise ValueError(f"csv file {path} has a header row and no records")
+    return header, label_col, width, rows
+
+
+def load_csv(path: pathlib.Path):
+    """Two passes over the file, a row at a time: the first finds the header, the label column
+    and the number of rows, the second writes the features into one preallocated array (never
+    every cell as a string: those took ~10x the array's memory)."""
+    if not path.is_file():
+        raise DatasetNotFoundError(
+            f"csv file {path} does not exist; give csv:PATH of an existing "
+            "file with numeric feature columns and a label column"
         )
-    except ValueError as exc:
-        raise ValueError(
-            f"csv file {path}: feature columns must be numeric ({exc}); encode "
-            "categorical features first"
-        ) from None
+    header, label_col, width, rows = _csv_layout(path)
+    skip = header is not None
+    labels: list[str] = []
+    # float64 first: a value beyond float32's range is refused by name, not read as inf
+    feats = np.empty((rows - skip, width - 1), dtype=np.float64)
+    for k, r in enumerate(_csv_rows(path)):
+        if k < skip:
+            continue
+        if k >= rows or len(r) != width:
+            raise ValueError(f"csv file {path} changed while it was read; read it again")
+        labels.append(r[label_col].strip())
+        try:
+            feats[k - skip] = [float(c) for j, c in enumerate(r) if j != label_col]
+        except ValueError as exc:
+            raise ValueError(
+                f"csv file {path}: feature columns must be numeric ({exc}); encode "
+                "categorical features first"
+            ) from None
+    if len(labels) != rows - skip:
+        raise ValueError(f"csv file {path} changed while it was read; read it again")
     offset = (header is not None) + 1  # row numbers of the file (header = row 1), as above
     features = [j for j in range(width) if j != label_col]
 

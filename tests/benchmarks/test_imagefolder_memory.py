@@ -25,9 +25,21 @@ def test_one_checkout_small_folder(bench, tmp_path, capsys):
     (row,) = result["rows"]
     assert row["load_mib"] >= row["imports_mib"] > 0
     assert row["reading_mib"] == round(row["load_mib"] - row["imports_mib"], 1)
+    assert "cache_miss_mib" not in row and row["load_seconds"] > 0
 
 
 def test_images_are_written_per_class(bench, tmp_path):
     bench.write_images(tmp_path / "f", 25, 4)
     assert sorted(p.name for p in (tmp_path / "f").iterdir()) == [f"c{i}" for i in range(10)]
     assert sum(1 for _ in (tmp_path / "f").rglob("*.png")) == 25
+
+
+@pytest.mark.skipif(shutil.which("time") is None, reason="needs GNU time")
+def test_cache_rows_load_through_a_fresh_cache(bench, tmp_path):
+    out = tmp_path / "result.json"
+    root = str(pathlib.Path(bench.__file__).resolve().parents[1])
+    argv = ["--root", root, "--images", "20", "--side", "8", "--cache", "--json", str(out)]
+    assert bench.main(argv) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    for what in ("load", "cache_miss", "cache_hit"):
+        assert row[f"{what}_mib"] > row["imports_mib"] / 2 and row[f"{what}_seconds"] > 0

@@ -524,3 +524,29 @@ def test_csv_values_are_named_by_the_file_s_row_and_column(tmp_path):
     rows = ["a,label"] + [f"{i},{-1 if i % 2 else 1}" for i in range(30)]
     path.write_text("\n".join(rows) + "\n")
     assert load_pate_data(f"csv:{path}", public_size=5, eval_size=5).class_names == ("-1", "1")
+
+
+def test_csv_is_read_row_by_row_into_the_same_arrays(tmp_path):
+    """Issue #33: the table is read in two passes into one preallocated array (no list of
+    string cells); the values are those of numpy's own parser, label column anywhere."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4)) * 10.0 ** rng.integers(-3, 4, size=(300, 4))
+    y = rng.integers(0, 3, 300)
+    table = np.column_stack([x[:, :2], y, x[:, 2:]])
+    path = tmp_path / "t.csv"
+    body = "\n".join(",".join(repr(float(v)) for v in row) for row in table)
+    path.write_text("a,b,label,c,d\n\n" + body + "\n,,,,\n")  # blank rows are skipped
+    data = load_pate_data(f"csv:{path}", public_size=30, eval_size=20)
+    got_x = np.concatenate([s.x for s in (data.private, data.public, data.evaluation)])
+    got_y = np.concatenate([s.y for s in (data.private, data.public, data.evaluation)])
+    from pate.teachers.data import pool_order
+
+    order = pool_order(300)
+    np.testing.assert_array_equal(got_x, x[order].astype(np.float32))
+    np.testing.assert_array_equal(got_y, y[order])
+    (tmp_path / "header.csv").write_text("a,b,label\n")
+    with pytest.raises(ValueError, match="header row and no records"):
+        load_pate_data(f"csv:{tmp_path / 'header.csv'}")
+    (tmp_path / "ragged.csv").write_text("1,2,0\n3,4,1\n5,0\n")
+    with pytest.raises(ValueError, match="row 3 has 2 columns, expected 3"):
+        load_pate_data(f"csv:{tmp_path / 'ragged.csv'}")
