@@ -17,7 +17,7 @@ Symbols
     string array of an ``npz:``. Where the user declares the classes (folders, names),
     ``num_classes`` is their number even if some class has no records.
 ``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None,
-image_size=None)``
+image_size=None, cache=None)``
     Load one of:
 
     * ``"fashion-mnist"``, ``"mnist"``, ``"kmnist"``, ``"cifar10"``, ``"svhn"``: private = the
@@ -243,10 +243,11 @@ def load_pate_data(
 
     ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
     ``s`` means ``(s, s)``); None keeps the size of the first image.
-    ``cache`` (``imagefolder:`` only; a :class:`pate.teachers.feature_cache.FeatureCache` or
-    None): the decoded images are kept in it and memory-mapped (the private split stays mapped,
-    the public and evaluation splits are read into memory), and a later load of the same files
-    skips the decoding (:func:`pate.teachers.own_data.load_imagefolder`).
+    ``cache`` (``imagefolder:`` and ``npz:``; a :class:`pate.teachers.feature_cache.FeatureCache`
+    or None): an image folder's decoded images, a compressed or non-float32 ``x_private`` and an
+    ``npz:`` pool ``x`` in split order are written into it once and memory-mapped (the private
+    split stays mapped, the public and evaluation splits are read into memory); a later load of
+    the same files reads them from there (:mod:`pate.teachers.cached_data`).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a dataset name string, got {describe(name)}")
@@ -328,7 +329,7 @@ def _own_splits(
         raise ValueError(f"dataset {name!r} needs a path after '{prefix}:'")
     path = pathlib.Path(rest).expanduser()
     if prefix == "npz":
-        kind, arrays, class_names = load_npz(path)
+        kind, arrays, class_names = load_npz(path, cache=cache, pool_order=pool_order, source=name)
     elif prefix == "csv":
         kind = "pool"
         arrays, class_names = load_csv(path)
@@ -358,9 +359,9 @@ def _own_splits(
         x, y = np.asarray(arrays[0]), np.asarray(arrays[1])
         in_order = kind == "pool-in-order"
         splits = _pool_split(x, y, public_size, eval_size, name, permuted=in_order)
-    if prefix == "imagefolder" and not splits[1].x.flags.writeable:  # decoded into the cache:
-        # only the private split stays mapped (read a block at a time); the public and
-        # evaluation splits are read into memory (the student trains on the public pool)
+    if not splits[1].x.flags.writeable:  # a pool mapped from the cache: only the private split
+        # stays mapped (read a block at a time); the public and evaluation splits are read into
+        # memory (the student trains on the public pool)
         splits = (splits[0], *(ArraySplit(_read_whole(s.x), s.y) for s in splits[1:]))
     return splits, class_names
 

@@ -40,6 +40,8 @@ Symbols
 ``EntryKey``          what an entry is the features of.
 ``CachedFeatures``    one split's features: ``.chunks(rows)`` a block at a time, ``.take(rows)``
                       the rows asked for (both read from the file, never through the map).
+``pread_rows(path, offset, dtype, row_shape, rows)``  rows of an array stored in a file, read
+                      with ``pread`` (a scattered gather that stays out of the resident set).
 ``FeatureCache(root)``  ``.features(key, x, compute)`` -> :class:`CachedFeatures`;
                       ``.entries()``, ``.clear()``; ``.summary()`` the hits and misses so far.
 ``using(cache)`` / ``active()``  the cache the front-end uses inside a ``with`` block (the
@@ -79,6 +81,7 @@ __all__ = [
     "FeatureCache",
     "active",
     "input_digest",
+    "pread_rows",
     "resolve_root",
     "using",
 ]
@@ -215,25 +218,33 @@ class CachedFeatures:
             raise ValueError(f"rows must lie in [0, {n}), got {int(rows.min())}..{int(rows.max())}")
         if self.path is None or not rows.size:
             return np.ascontiguousarray(self.array[rows], dtype=np.float32)
-        row_shape = self.array.shape[1:]
-        row_bytes = int(np.prod(row_shape)) * 4
-        order = np.argsort(rows, kind="stable")
-        wanted = rows[order]
-        out = np.empty((len(rows),) + row_shape, dtype=np.float32)
-        flat = out.reshape(len(rows), int(np.prod(row_shape)))
-        # runs of consecutive (sorted) rows: one read each
-        breaks = np.flatnonzero(np.diff(wanted) != 1) + 1
-        with open(self.path, "rb") as f:
-            for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(wanted)]):
-                first, count = int(wanted[lo]), int(wanted[hi - 1]) - int(wanted[lo]) + 1
-                buf = os.pread(f.fileno(), count * row_bytes, self.array.offset + first * row_bytes)
-                if len(buf) != count * row_bytes:
-                    raise OSError(
-                        f"{self.path}: short read at row {first} (file changed while read)"
-                    )
-                block = np.frombuffer(buf, dtype="<f4").reshape(count, flat.shape[1])
-                flat[order[lo:hi]] = block[wanted[lo:hi] - first]
+        return pread_rows(self.path, self.array.offset, np.dtype("<f4"), self.array.shape[1:], rows)
+
+
+def pread_rows(path, offset: int, dtype: np.dtype, row_shape: tuple, rows) -> np.ndarray:
+    """The rows ``rows`` (indices, any order, repeats allowed) of the C-ordered array of
+    ``dtype`` and ``row_shape`` stored at byte ``offset`` of the file ``path``, in that order:
+    every run of consecutive (sorted) rows is read with one ``pread`` into a fresh buffer, never
+    through a memory map (whose fault-around would make a scattered gather resident: 1024 random
+    rows of a 244 MiB map raised the peak by 245 MiB)."""
+    rows = np.asarray(rows)
+    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
+    order = np.argsort(rows, kind="stable")
+    wanted = rows[order]
+    out = np.empty((len(rows), *row_shape), dtype=dtype)
+    if not len(rows):
         return out
+    flat = out.reshape(len(rows), -1)
+    breaks = np.flatnonzero(np.diff(wanted) != 1) + 1
+    with open(path, "rb") as f:
+        for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(wanted)]):
+            first, count = int(wanted[lo]), int(wanted[hi - 1]) - int(wanted[lo]) + 1
+            buf = os.pread(f.fileno(), count * row_bytes, offset + first * row_bytes)
+            if len(buf) != count * row_bytes:
+                raise OSError(f"{path}: short read at row {first} (file changed while read)")
+            block = np.frombuffer(buf, dtype=dtype).reshape(count, -1)
+            flat[order[lo:hi]] = block[wanted[lo:hi] - first]
+    return out
 
 
 def _hasher(algorithm: str):

@@ -3,12 +3,13 @@ described in :mod:`pate.teachers.data`, which splits what these return).
 
 Symbols
 -------
-``load_npz(path)``: ``(kind, arrays, class_names)``, kind ``"splits"`` (six arrays) or ``"pool"``.
+``load_npz(path, *, cache=None, pool_order=None, source=None)``: ``(kind, arrays, class_names)``,
+kind ``"splits"`` (six arrays), ``"pool"`` or ``"pool-in-order"`` (through the cache).
 ``load_csv(path)``: ``((features, labels), class_names)``; every value checked, rows and columns
 named as in the file.
-``load_imagefolder(path, image_size, *, pool_order)``: ``(kind, arrays, class_names)``, kind
-``"pool"``, ``"pool-in-order"`` (the pool's rows already in ``pool_order``) or ``"train-test"``;
-torchvision's ``ImageFolder``, one colour mode, one size.
+``load_imagefolder(path, image_size, *, pool_order, cache=None)``: ``(kind, arrays,
+class_names)``, kind ``"pool"``, ``"pool-in-order"`` (the pool's rows already in ``pool_order``)
+or ``"train-test"``; torchvision's ``ImageFolder``, one colour mode, one size.
 ``check_image_size(image_size)``: an int or ``(height, width)`` as ``(height, width)``.
 ``IMAGE_EXTENSIONS``: the file suffixes ``imagefolder:`` reads.
 Messages go to the ``logging`` logger ``"pate.teachers.data"``.
@@ -28,6 +29,7 @@ import numpy as np
 from pate.analysis.errors import InputError
 from pate.analysis.mapped import npz_member_map
 from pate.analysis.validation import check_int, describe
+from pate.teachers import cached_data
 from pate.teachers.data_checks import NOTHING_DONE, check_features, check_labels
 from pate.teachers.errors import DatasetNotFoundError
 
@@ -38,7 +40,14 @@ logger = logging.getLogger("pate.teachers.data")
 _LABEL_COLUMNS = ("label", "y", "target", "class")
 
 
-def load_npz(path: pathlib.Path):
+def load_npz(path: pathlib.Path, *, cache=None, pool_order=None, source: str | None = None):
+    """``(kind, arrays, class_names)`` of an ``.npz`` (module docstring). The private images are
+    memory-mapped where stored uncompressed as float32; otherwise, with a ``cache``
+    (:class:`pate.teachers.feature_cache.FeatureCache`), they are written into it as float32 and
+    mapped from there, and a pool ``x`` is written in ``pool_order`` (``n -> permutation``; kind
+    ``"pool-in-order"``, its labels checked before they are put in that order); without one they
+    are read into memory. ``source`` names the data in messages (default ``npz:PATH``)."""
+    source = source or f"npz:{path}"
     if not path.is_file():
         raise DatasetNotFoundError(
             f"npz file {path} does not exist; give npz:PATH of an existing "
@@ -65,7 +74,7 @@ def load_npz(path: pathlib.Path):
                 (
                     # memory-mapped where stored uncompressed: the private split is read a block
                     # at a time by whatever scans it, never held whole (issue #33)
-                    _private_images(npz, path),
+                    _private_images(npz, path, cache, f"{source}: private split (x_private)"),
                     npz["y_private"],
                     xp,
                     yp,
@@ -75,16 +84,39 @@ def load_npz(path: pathlib.Path):
                 names,
             )
         if {"x", "y"} <= keys:
-            return "pool", (npz["x"], npz["y"]), names
+            y = npz["y"]
+            if cache is not None and pool_order is not None and y.ndim == 1:
+                x = _pool_in_order(cache, path, y, pool_order, source)
+                if x is not None:
+                    return "pool-in-order", (x, y[pool_order(len(y))]), names
+            return "pool", (npz["x"], y), names
     raise ValueError(
         f"npz file {path} must hold arrays x, y or x_private, y_private, x_public, "
         f"x_evaluation, y_evaluation; it has {sorted(keys)}"
     )
 
 
-def _private_images(npz, path: pathlib.Path):
+def _private_images(npz, path: pathlib.Path, cache, what: str):
     mapped = npz_member_map(path, "x_private")
+    if mapped is not None and mapped.dtype == np.float32 and mapped.flags.c_contiguous:
+        return mapped
+    if cache is not None:
+        from pate.teachers.cached_data import npz_rows
+
+        rows = npz_rows(cache, path, "x_private", what=what)
+        if rows is not None:
+            return rows
     return npz["x_private"] if mapped is None else mapped
+
+
+def _pool_in_order(cache, path: pathlib.Path, y: np.ndarray, pool_order, source: str):
+    """A pool's ``x`` in ``pool_order`` through the cache (None: read it the usual way); its
+    labels are checked first, so that an error names the file's row."""
+    from pate.teachers.cached_data import npz_rows
+
+    what = f"{source}: {{}} (the pool split into private/public/evaluation)"
+    check_labels(y, what.format("y"))
+    return npz_rows(cache, path, "x", order=pool_order(len(y)), what=what.format("x"))
 
 
 def _csv_rows(path: pathlib.Path):
@@ -296,35 +328,6 @@ def _decode(folder, order: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-#: The front-end name of an image folder's decoded images in the feature cache.
-DECODED_IMAGES = "decoded-images"
-
-
-def _cached_decode(cache, folder, order: np.ndarray, digests: list, mode: str, size) -> np.ndarray:
-    """The decoded images ``order`` of ``folder``: a read-only memory map of a cache entry,
-    decoded into it a chunk at a time on a miss (``digests``: the files' sha256, in row order)."""
-    from pate.teachers.feature_cache import EntryKey
-
-    h = hashlib.sha256(b"pate-learn image folder files v1\0")
-    for d in digests:
-        h.update(d)
-    shape = (1 if mode == "L" else 3, int(size[0]), int(size[1]))
-    key = EntryKey(
-        front_end=DECODED_IMAGES,
-        # what the decoding does besides the files: torchvision's Resize (bilinear, antialiased)
-        settings={"mode": mode, "resize": "bilinear-antialias", "scale": "uint8/255"},
-        input_shape=(),
-        output_shape=shape,
-        rows=len(order),
-        digest=h.hexdigest(),
-    )
-    rows = np.asarray(order, dtype=np.int64)
-    entry = cache.features(
-        key, rows, lambda block: _decode(folder, block, np.empty((len(block), *shape), np.float32))
-    )
-    return entry.array
-
-
 class _ToArray:
     """PIL image -> float32 ``(C, H, W)`` array in ``[0, 1]`` (``uint8 / 255``)."""
 
@@ -387,7 +390,15 @@ def load_imagefolder(
         if cache is None:
             xs = _decode(folder, order, np.empty((n, 1 if mode == "L" else 3, *size), np.float32))
         else:
-            xs = _cached_decode(cache, folder, order, [files[i][2] for i in order], mode, size)
+            xs = cached_data.decoded_images(
+                cache,
+                folder,
+                order,
+                [files[i][2] for i in order],
+                mode=mode,
+                size=size,
+                decode=_decode,
+            )
         arrays += [xs, ys]
     logger.info(
         "imagefolder %s: %d images, %d classes, %s %dx%d",

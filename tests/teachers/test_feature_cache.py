@@ -412,3 +412,17 @@ def test_front_end_device_selects_its_own_cache_entries():
             x, front_end="scatternet", settings=F._scatter_settings(), output_shape=(81, 2, 2)
         )
     assert cpu.name != gpu.name
+
+
+def test_pread_rows_reads_any_dtype_in_any_order_with_repeats(tmp_path):
+    from pate.teachers.feature_cache import pread_rows
+
+    x = np.arange(7 * 2 * 3, dtype=np.uint8).reshape(7, 2, 3)
+    path = tmp_path / "a.bin"
+    path.write_bytes(b"HEADER" + x.tobytes())
+    rows = np.array([5, 0, 1, 2, 5, 6, 3])
+    got = pread_rows(path, 6, np.dtype(np.uint8), (2, 3), rows)
+    np.testing.assert_array_equal(got, x[rows])
+    assert pread_rows(path, 6, np.dtype(np.uint8), (2, 3), np.array([], int)).shape == (0, 2, 3)
+    with pytest.raises(OSError, match="short read at row 7"):
+        pread_rows(path, 6, np.dtype(np.uint8), (2, 3), np.array([7]))

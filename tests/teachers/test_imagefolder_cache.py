@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pate.analysis.errors import InputError
-from pate.teachers import own_data
+from pate.teachers import cached_data, own_data
 from pate.teachers.data import load_pate_data
 from pate.teachers.feature_cache import FeatureCache
 
@@ -71,7 +71,7 @@ def test_cached_images_equal_decoded_ones_and_are_decoded_once(tmp_path, monkeyp
     # pool may be written to by whoever holds it)
     assert not second.private.x.flags.writeable
     assert second.public.x.flags.writeable and second.evaluation.x.flags.writeable
-    assert [e["front_end"] for e in again.entries()] == [own_data.DECODED_IMAGES] * len(
+    assert [e["front_end"] for e in again.entries()] == [cached_data.DECODED_IMAGES] * len(
         again.entries()
     )
 
@@ -165,7 +165,7 @@ def test_a_run_decodes_once_into_the_cache_beside_it(tmp_path, monkeypatch):
     first = Pipeline(config("a"), progress=False)
     first.run(until="partition")
     (entry,) = FeatureCache(tmp_path / "runs" / ".feature-cache").entries()
-    assert entry["front_end"] == own_data.DECODED_IMAGES and entry["rows"] == 24
+    assert entry["front_end"] == cached_data.DECODED_IMAGES and entry["rows"] == 24
     with monkeypatch.context() as patched:
         _no_decoding(patched)
         Pipeline(config("b"), progress=False).run(until="partition")
