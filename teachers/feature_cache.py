@@ -450,7 +450,7 @@ class FeatureCache:
             {"front_end": key.front_end, "rows": key.rows, "hit": hit, "seconds": round(seconds, 3)}
         )
         logger.info(
-            "feature cache: %s features of %d rows %s (%.1f s)",
+            "feature cache: %s, %d rows, %s (%.1f s)",
             key.front_end,
             key.rows,
             "read from the cache" if hit else "computed and cached",
