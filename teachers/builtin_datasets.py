@@ -17,6 +17,7 @@ how to obtain it (``download=True`` lets torchvision fetch it into ``root``).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import pathlib
 import pickle
@@ -163,8 +164,27 @@ def _download(name: str, root: pathlib.Path) -> None:
             cls(str(root), train=train, download=True)
 
 
-def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
-    """Fashion-MNIST / MNIST / KMNIST from IDX files (Debian's folder or a torchvision root)."""
+def _training_images(images: np.ndarray, cache, files: list[pathlib.Path], name: str):
+    """The training split's uint8 ``images`` as float32 in ``[0, 1]``: with a ``cache``
+    (:class:`pate.teachers.feature_cache.FeatureCache`) a read-only memory map of an entry keyed
+    by the ``files`` they were read from (converted once, a chunk at a time; the training split
+    is the private one), else in memory."""
+    if cache is None:
+        return unit_float32(images)
+    from pate.teachers import cached_data
+
+    h = hashlib.sha256(b"pate-learn built-in dataset files v1\0")
+    for f in files:
+        h.update(bytes.fromhex(cached_data.file_digest(f)))
+    settings = {"dataset": name, "split": "train", "scale": "uint8/255"}
+    return cached_data.converted_rows(
+        cache, images, unit_float32, digest=h.hexdigest(), settings=settings
+    )
+
+
+def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool, *, cache=None):
+    """Fashion-MNIST / MNIST / KMNIST from IDX files (Debian's folder or a torchvision root);
+    with a ``cache`` the training images are memory-mapped from it (:func:`_training_images`)."""
     if root is None:
         if name != "fashion-mnist":
             raise DatasetNotFoundError(
@@ -178,7 +198,8 @@ def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
             paths = [_find_idx(directory, stem) for stem in _IDX_STEMS]
             if all(p is not None for p in paths):
                 xtr, ytr, xte, yte = (read_idx(p) for p in paths)
-                return unit_float32(xtr[:, None]), ytr, unit_float32(xte[:, None]), yte
+                xtr = _training_images(xtr[:, None], cache, [paths[0]], name)
+                return xtr, ytr, unit_float32(xte[:, None]), yte
         if attempt == 0 and download and root is not None:
             _download(name, root)
             continue
@@ -190,7 +211,7 @@ def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool):
     )
 
 
-def load_cifar10(root: pathlib.Path | None, download: bool):
+def load_cifar10(root: pathlib.Path | None, download: bool, *, cache=None):
     """CIFAR-10 from the user's own python batches in ``root`` (the one pickle read: never a
     run directory's file)."""
     if root is None:
@@ -216,13 +237,14 @@ def load_cifar10(root: pathlib.Path | None, download: bool):
         )
 
     parts = [read(n) for n in names[:5]]
-    xtr = unit_float32(np.concatenate([p[0] for p in parts]))
+    files = [folder / n for n in names[:5]]
+    xtr = _training_images(np.concatenate([p[0] for p in parts]), cache, files, "cifar10")
     ytr = np.concatenate([p[1] for p in parts])
     xte, yte = read(names[5])
     return xtr, ytr, unit_float32(xte), yte
 
 
-def load_svhn(root: pathlib.Path | None, download: bool):
+def load_svhn(root: pathlib.Path | None, download: bool, *, cache=None):
     """SVHN from ``train_32x32.mat`` and ``test_32x32.mat`` in ``root`` (label 10 -> 0)."""
     if root is None:
         raise DatasetNotFoundError("svhn has no default location; " + _how_to_get("svhn", None))
@@ -239,7 +261,8 @@ def load_svhn(root: pathlib.Path | None, download: bool):
     out = []
     for f in files:
         mat = loadmat(str(f))
-        x = unit_float32(np.transpose(mat["X"], (3, 2, 0, 1)))
+        x = np.transpose(mat["X"], (3, 2, 0, 1))
+        x = _training_images(x, cache, [f], "svhn") if f == files[0] else unit_float32(x)
         y = mat["y"].astype(np.int64).reshape(-1)
         y[y == 10] = 0  # SVHN stores digit 0 as label 10 (torchvision does the same mapping)
         out += [x, y]

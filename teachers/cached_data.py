@@ -8,7 +8,9 @@ by this run and every later one on the same files.
 * an ``npz:`` member that is compressed (``numpy.savez_compressed``) or not float32
   (:func:`npz_rows`), read from the archive as a stream;
 * an ``npz:`` pool ``x`` in the order its rows are dealt to the splits (``pool_order``), so that
-  the private split is a slice of one mapped array instead of a gathered copy.
+  the private split is a slice of one mapped array instead of a gathered copy;
+* a built-in dataset's training images as float32 (:func:`converted_rows`; the readers are
+  :mod:`pate.teachers.builtin_datasets`), whose uint8 source is a fraction of their size.
 
 An entry's key holds the sha256 of the files it is made of (every image's bytes in row order;
 the whole ``.npz`` file) and what was done to them, so an edited file is a miss, never a stale
@@ -19,10 +21,11 @@ left.
 
 Symbols
 -------
-``DECODED_IMAGES``, ``NPZ_MEMBER``, ``NPZ_POOL``: the entries' front-end names (``pate cache
-list``).
+``DECODED_IMAGES``, ``NPZ_MEMBER``, ``NPZ_POOL``, ``CONVERTED``: the entries' front-end names
+(``pate cache list``).
 ``decoded_images(cache, folder, order, digests, *, mode, size, decode)``
 ``npz_rows(cache, path, name, *, order=None, what)``
+``converted_rows(cache, x, convert, *, digest, settings)``
 ``file_digest(path)``: sha256 hex of a file's bytes.
 """
 
@@ -39,11 +42,21 @@ from pate.analysis.mapped import npz_member_map
 from pate.teachers.data_checks import check_features
 from pate.teachers.feature_cache import CachedFeatures, EntryKey, FeatureCache, pread_rows
 
-__all__ = ["DECODED_IMAGES", "NPZ_MEMBER", "NPZ_POOL", "decoded_images", "npz_rows", "file_digest"]
+__all__ = [
+    "CONVERTED",
+    "DECODED_IMAGES",
+    "NPZ_MEMBER",
+    "NPZ_POOL",
+    "converted_rows",
+    "decoded_images",
+    "file_digest",
+    "npz_rows",
+]
 
 DECODED_IMAGES = "decoded-images"
 NPZ_MEMBER = "npz-member"
 NPZ_POOL = "npz-pool-order"
+CONVERTED = "converted"
 _BLOCK = 1 << 22
 
 
@@ -86,6 +99,28 @@ def decoded_images(
         key, rows, lambda block: decode(folder, block, np.empty((len(block), *shape), np.float32))
     )
     return entry.array
+
+
+def converted_rows(
+    cache: FeatureCache,
+    x: np.ndarray,
+    convert: Callable[[np.ndarray], np.ndarray],
+    *,
+    digest: str,
+    settings: dict,
+) -> np.ndarray:
+    """``convert(x)`` (a row-wise conversion to float32, e.g. uint8 images to ``[0, 1]``) as a
+    read-only memory map of a cache entry, converted a chunk of rows at a time on a miss;
+    ``digest`` identifies the files ``x`` was read from, ``settings`` what ``convert`` does."""
+    key = EntryKey(
+        front_end=CONVERTED,
+        settings=dict(settings),
+        input_shape=tuple(int(s) for s in x.shape[1:]),
+        output_shape=tuple(int(s) for s in x.shape[1:]),
+        rows=len(x),
+        digest=digest,
+    )
+    return cache.features(key, x, convert).array
 
 
 class _MemberStream:

@@ -243,11 +243,12 @@ def load_pate_data(
 
     ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
     ``s`` means ``(s, s)``); None keeps the size of the first image.
-    ``cache`` (``imagefolder:`` and ``npz:``; a :class:`pate.teachers.feature_cache.FeatureCache`
-    or None): an image folder's decoded images, a compressed or non-float32 ``x_private`` and an
-    ``npz:`` pool ``x`` in split order are written into it once and memory-mapped (the private
-    split stays mapped, the public and evaluation splits are read into memory); a later load of
-    the same files reads them from there (:mod:`pate.teachers.cached_data`).
+    ``cache`` (a :class:`pate.teachers.feature_cache.FeatureCache` or None; not used by
+    ``digits`` and ``csv:``): a built-in dataset's training images as float32, an image
+    folder's decoded images, a compressed or non-float32 ``x_private`` and an ``npz:`` pool
+    ``x`` in split order are written into it once and memory-mapped (the private split stays
+    mapped, the public and evaluation splits are read into memory); a later load of the same
+    files reads them from there (:mod:`pate.teachers.cached_data`).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a dataset name string, got {describe(name)}")
@@ -278,7 +279,7 @@ def load_pate_data(
             "download=True needs root (--data-root DIR): the directory to download into"
         )
     if name in DATASET_NAMES:
-        splits = _builtin_splits(name, root_path, download, public_size, eval_size)
+        splits = _builtin_splits(name, root_path, download, public_size, eval_size, cache)
     else:
         splits, class_names = _own_splits(name, image_size, public_size, eval_size, cache)
     return _checked_data(name, *splits, class_names)
@@ -290,16 +291,22 @@ def _builtin_splits(
     download: bool,
     public_size: int | None,
     eval_size: int | None,
+    cache=None,
 ):
-    """``(private, public, evaluation)`` of a built-in dataset."""
+    """``(private, public, evaluation)`` of a built-in dataset (the training images through
+    ``cache`` when given)."""
     if name in ("fashion-mnist", "mnist", "kmnist"):
         return _protocol_split(
-            *load_idx_dataset(name, root, download), public_size, eval_size, name
+            *load_idx_dataset(name, root, download, cache=cache), public_size, eval_size, name
         )
     if name == "cifar10":
-        return _protocol_split(*load_cifar10(root, download), public_size, eval_size, name)
+        return _protocol_split(
+            *load_cifar10(root, download, cache=cache), public_size, eval_size, name
+        )
     if name == "svhn":
-        return _protocol_split(*load_svhn(root, download), public_size, eval_size, name)
+        return _protocol_split(
+            *load_svhn(root, download, cache=cache), public_size, eval_size, name
+        )
     from sklearn.datasets import load_digits
 
     digits = load_digits()

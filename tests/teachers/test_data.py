@@ -550,3 +550,56 @@ def test_csv_is_read_row_by_row_into_the_same_arrays(tmp_path):
     (tmp_path / "ragged.csv").write_text("1,2,0\n3,4,1\n5,0\n")
     with pytest.raises(ValueError, match="row 3 has 2 columns, expected 3"):
         load_pate_data(f"csv:{tmp_path / 'ragged.csv'}")
+
+
+def _fake_cifar_root(root):
+    """CIFAR-10's python batches: 5 training batches of 4 images, a test batch of 6."""
+    import pickle
+
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name, n in [(f"data_batch_{i}", 4) for i in range(1, 6)] + [("test_batch", 6)]:
+        batch = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), "labels": [1] * n}
+        with open(folder / name, "wb") as fh:
+            pickle.dump(batch, fh)
+
+
+def test_training_images_go_through_the_cache_once(tmp_path, monkeypatch):
+    """Issue #33: with a feature cache the training split (the private one) is memory-mapped
+    from an entry of float32 images, bit for bit the in-memory conversion; the test split
+    stays in memory; a second load converts nothing."""
+    from pate.teachers import builtin_datasets, cached_data
+    from pate.teachers.feature_cache import FeatureCache
+
+    _fake_mnist_root(tmp_path / "mnist", compress=True)
+    _fake_cifar_root(tmp_path / "cifar")
+    cache = FeatureCache(tmp_path / "cache")
+    for name, root, sizes in (
+        ("fashion-mnist", tmp_path / "mnist", {"public_size": 15, "eval_size": 5}),
+        ("cifar10", tmp_path / "cifar", {"public_size": 4, "eval_size": 2}),
+    ):
+        plain = load_pate_data(name, root=root, **sizes)
+        first = load_pate_data(name, root=root, cache=cache, **sizes)
+        convert = builtin_datasets.unit_float32
+
+        def refuse(images, convert=convert):
+            if len(images) in (30, 20):  # training splits; the test splits (25, 6) in memory
+                raise AssertionError("the training images were converted again")
+            return convert(images)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(builtin_datasets, "unit_float32", refuse)
+            second = load_pate_data(name, root=root, cache=cache, **sizes)
+        for a, b, c in zip(
+            (plain.private, plain.public, plain.evaluation),
+            (first.private, first.public, first.evaluation),
+            (second.private, second.public, second.evaluation),
+        ):
+            np.testing.assert_array_equal(a.x, b.x)
+            np.testing.assert_array_equal(a.x, c.x)
+            np.testing.assert_array_equal(a.y, c.y)
+        assert not second.private.x.flags.writeable and second.public.x.flags.writeable
+    entries = cache.entries()
+    assert [e["front_end"] for e in entries] == [cached_data.CONVERTED] * 2
+    assert [e["hit"] for e in cache.summary()["entries"]] == [False, True, False, True]

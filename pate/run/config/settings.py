@@ -219,8 +219,9 @@ def data_settings(config: dict) -> dict:
 
 def load_data(config: dict, *, run_dir=None, cache: bool = True):
     """The ``[data]`` source of ``config``, loaded and split
-    (:func:`pate.teachers.data.load_pate_data`). An ``imagefolder:`` (decoded) or ``npz:``
-    (decompressed, as float32, a pool in split order) goes through the feature cache of a run in
+    (:func:`pate.teachers.data.load_pate_data`). A built-in dataset's training images (as
+    float32), an ``imagefolder:`` (decoded) or an ``npz:`` (decompressed, as float32, a pool in
+    split order) go through the feature cache of a run in
     ``run_dir`` (None: :func:`run_directory`; :func:`feature_cache_root`) and its private split
     is memory-mapped from there, unless ``cache`` is False or the cache is off
     (:mod:`pate.teachers.cached_data`)."""
@@ -228,7 +229,7 @@ def load_data(config: dict, *, run_dir=None, cache: bool = True):
 
     name = config["data"]["name"]
     folder = None
-    if cache and name.startswith(("imagefolder:", "npz:")):
+    if cache and name != "digits" and not name.startswith(("csv:", "memory:")):
         where = run_directory(config) if run_dir is None else run_dir
         root = feature_cache_root(config, run_dir=where)
         if root is not None:
