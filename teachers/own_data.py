@@ -101,9 +101,7 @@ def _private_images(npz, path: pathlib.Path, cache, what: str):
     if mapped is not None and mapped.dtype == np.float32 and mapped.flags.c_contiguous:
         return mapped
     if cache is not None:
-        from pate.teachers.cached_data import npz_rows
-
-        rows = npz_rows(cache, path, "x_private", what=what)
+        rows = cached_data.npz_rows(cache, path, "x_private", what=what)
         if rows is not None:
             return rows
     return npz["x_private"] if mapped is None else mapped
@@ -112,11 +110,9 @@ def _private_images(npz, path: pathlib.Path, cache, what: str):
 def _pool_in_order(cache, path: pathlib.Path, y: np.ndarray, pool_order, source: str):
     """A pool's ``x`` in ``pool_order`` through the cache (None: read it the usual way); its
     labels are checked first, so that an error names the file's row."""
-    from pate.teachers.cached_data import npz_rows
-
     what = f"{source}: {{}} (the pool split into private/public/evaluation)"
     check_labels(y, what.format("y"))
-    return npz_rows(cache, path, "x", order=pool_order(len(y)), what=what.format("x"))
+    return cached_data.npz_rows(cache, path, "x", order=pool_order(len(y)), what=what.format("x"))
 
 
 def _csv_rows(path: pathlib.Path):

@@ -173,3 +173,15 @@ def test_a_run_reads_an_npz_pool_through_the_cache_beside_it(tmp_path, monkeypat
         second.run(until="partition")
     assert not second.ctx.data.private.x.flags.writeable
     assert len(second.ctx.data.private) == len(digits.target) - 359 - 179  # 20 % / 10 %
+
+
+def test_another_order_is_another_entry(tmp_path):
+    path = tmp_path / "pool.npz"
+    x = _images(20, np.float32)
+    np.savez(path, x=x, y=np.arange(20) % 2)
+    cache = FeatureCache(tmp_path / "cache")
+    orders = (np.arange(20)[::-1], np.random.default_rng(0).permutation(20))
+    for order in orders:
+        rows = cached_data.npz_rows(cache, path, "x", order=order, what="x")
+        np.testing.assert_array_equal(rows, x[order])
+    assert [e["hit"] for e in cache.summary()["entries"]] == [False, False]
