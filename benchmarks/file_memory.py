@@ -29,21 +29,10 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from imagefolder_memory import measure  # noqa: E402  (the same GNU time children)
+import imagefolder_memory as CACHING  # noqa: E402  (the same GNU time children)
 
 FORMATS = ("csv", "npz-pool", "npz-pool-compressed", "npz-splits-compressed")
 IMPORTS = "from pate.teachers.data import load_pate_data\n"
-LOAD = IMPORTS + (
-    "import sys\n"
-    "d = load_pate_data(sys.argv[1])\n"
-    "print(len(d.private), len(d.public), len(d.evaluation))\n"
-)
-LOAD_CACHED = IMPORTS + (
-    "import sys\n"
-    "from pate.teachers.feature_cache import FeatureCache\n"
-    "d = load_pate_data(sys.argv[1], cache=FeatureCache(sys.argv[2]))\n"
-    "print(len(d.private), len(d.public), len(d.evaluation))\n"
-)
 
 
 def write_table(path: pathlib.Path, rows: int, columns: int) -> None:
@@ -93,21 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pate-file-") as tmp:
         name = write_file(pathlib.Path(tmp), args.format, args.rows, args.columns)
         for root in args.root:
-            imports, _ = measure(root.resolve(), IMPORTS, name)
-            load, seconds = measure(root.resolve(), LOAD, name)
-            row = {
-                "root": str(root),
-                "imports_mib": imports,
-                "load_mib": load,
-                "reading_mib": round(load - imports, 1),
-                "load_seconds": seconds,
-            }
-            if args.cache:
-                cache = pathlib.Path(tmp) / f"cache-{len(rows)}"
-                for what in ("cache_miss", "cache_hit"):
-                    peak, took = measure(root.resolve(), LOAD_CACHED, name, str(cache))
-                    row[f"{what}_mib"], row[f"{what}_seconds"] = peak, took
-            rows.append(row)
+            cache = pathlib.Path(tmp) / f"cache-{len(rows)}" if args.cache else None
+            codes = (IMPORTS, IMPORTS + CACHING.LOADING, IMPORTS + CACHING.CACHED)
+            rows.append(CACHING.measure_root(root, name, codes, cache))
             print(json.dumps(rows[-1]), flush=True)
         file_mib = round(pathlib.Path(name.split(":", 1)[1]).stat().st_size / 2**20, 1)
     result = {

@@ -36,15 +36,17 @@ IMPORTS = (
     "from torchvision import transforms\n"
     "from PIL import Image\n"
 )
-LOAD = IMPORTS + (
+#: What a child does after ``IMPORTS``: load the dataset named by its first argument, without
+#: a cache (``LOADING``) or through the feature cache in the folder of its second (``CACHED``).
+LOADING = (
     "import sys\n"
-    "d = load_pate_data('imagefolder:' + sys.argv[1])\n"
+    "d = load_pate_data(sys.argv[1])\n"
     "print(len(d.private), len(d.public), len(d.evaluation))\n"
 )
-LOAD_CACHED = IMPORTS + (
+CACHED = (
     "import sys\n"
     "from pate.teachers.feature_cache import FeatureCache\n"
-    "d = load_pate_data('imagefolder:' + sys.argv[1], cache=FeatureCache(sys.argv[2]))\n"
+    "d = load_pate_data(sys.argv[1], cache=FeatureCache(sys.argv[2]))\n"
     "print(len(d.private), len(d.public), len(d.evaluation))\n"
 )
 
@@ -87,6 +89,28 @@ def measure(root: pathlib.Path, code: str, folder: pathlib.Path, *extra: str):
         return round(int(peak) / 1024, 1), float(seconds)
 
 
+def measure_root(root: pathlib.Path, data, codes: tuple[str, str, str], cache) -> dict:
+    """One row of ``root``: the peak of the ``imports`` child and the peak and seconds of the
+    ``load`` child (``codes``: imports, load, load through a cache, each given ``data``), and
+    with ``cache`` (a folder, None: not measured) those of two loads through a fresh feature
+    cache there (``cache_miss``, ``cache_hit``)."""
+    imports_code, load_code, cached_code = codes
+    imports = peak_mib(root.resolve(), imports_code, data)
+    load, seconds = measure(root.resolve(), load_code, data)
+    row = {
+        "root": str(root),
+        "imports_mib": imports,
+        "load_mib": load,
+        "reading_mib": round(load - imports, 1),
+        "load_seconds": seconds,
+    }
+    if cache is not None:
+        for what in ("cache_miss", "cache_hit"):
+            peak, took = measure(root.resolve(), cached_code, data, str(cache))
+            row[f"{what}_mib"], row[f"{what}_seconds"] = peak, took
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", action="append", type=pathlib.Path, required=True)
@@ -100,21 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         write_images(folder, args.images, args.side)
         rows = []
         for root in args.root:
-            imports = peak_mib(root.resolve(), IMPORTS, folder)
-            load, seconds = measure(root.resolve(), LOAD, folder)
-            row = {
-                "root": str(root),
-                "imports_mib": imports,
-                "load_mib": load,
-                "reading_mib": round(load - imports, 1),
-                "load_seconds": seconds,
-            }
-            if args.cache:
-                cache = pathlib.Path(tmp) / f"cache-{len(rows)}"
-                for what in ("cache_miss", "cache_hit"):
-                    peak, took = measure(root.resolve(), LOAD_CACHED, folder, str(cache))
-                    row[f"{what}_mib"], row[f"{what}_seconds"] = peak, took
-            rows.append(row)
+            cache = pathlib.Path(tmp) / f"cache-{len(rows)}" if args.cache else None
+            codes = (IMPORTS, IMPORTS + LOADING, IMPORTS + CACHED)
+            rows.append(measure_root(root, f"imagefolder:{folder}", codes, cache))
             print(json.dumps(rows[-1]), flush=True)
     result = {
         "benchmark": "benchmarks/imagefolder_memory.py",
