@@ -5,7 +5,8 @@ The step is make demo's FixMatch step on 28x28 images without the trainer's book
 ``cnn28`` as :func:`pate.student.trainer.build_network` makes it (channels-last, bfloat16
 autocast where the CPU has AMX), the rows and augmented views drawn from a public pool of 9000
 random images by :class:`pate.student.trainer.Batches` (32 labelled rows, 96 unlabelled ones with
-their weak and strong views), a no-gradient forward of the weak views, a forward and backward of
+their weak and strong views; the views of a chunk of steps drawn at once, as the trainer draws
+them), a no-gradient forward of the weak views, a forward and backward of
 the labelled views and 80 of the strong ones (about make demo's mask rate), Nesterov SGD and the
 EMA. Variants (``VARIANTS``):
 
@@ -77,19 +78,32 @@ def _batches(seed: int):
     return Batches(x, y, None, labelled, std, SETTINGS, generator=generator, device=cpu)
 
 
-def _gradients(training, batches, share: int) -> None:
-    """Draw ``1 / share`` of a step's rows and views; forward and backward (grads left set)."""
+def _draws(batches, share: int):
+    """The steps' inputs, drawn as the trainer draws them: the views of a chunk of steps at a
+    time (:func:`pate.student.trainer._draw`), ``1 / share`` of each batch."""
+    from pate.student.trainer import _draw, steps_per_draw
+
+    settings = {**SETTINGS, "method": "fixmatch", "batch_size": BATCH // share}
+    settings["unlabeled_ratio"] = UNLABELLED // BATCH
+    chunk = steps_per_draw(batches, settings)
+    while True:
+        yield from _draw(batches, settings, chunk)
+
+
+def _gradients(training, batches, draw, share: int) -> None:
+    """Forward and backward of one step's ``draw`` (the gradients left in the weights)."""
     import torch
     import torch.nn.functional as F
 
-    n, u, k = BATCH // share, UNLABELLED // share, KEPT // share
-    rows = batches.labelled_rows(n)
-    unlabelled = batches.x[batches.unlabelled_rows(u)]
-    weak, strong = batches.weak(unlabelled), batches.strong(unlabelled)
+    kept = KEPT // share
     with torch.no_grad():
-        pseudo = torch.softmax(training.forward(weak), dim=1).argmax(dim=1)
-    logits = training.forward(torch.cat([batches.weak(batches.x[rows]), strong[:k]]))
-    loss = F.cross_entropy(logits[:n], batches.y[rows]) + F.cross_entropy(logits[n:], pseudo[:k])
+        pseudo = torch.softmax(training.forward(draw.unlabelled_weak), dim=1).argmax(dim=1)
+    strong = draw.unlabelled_strong[:kept]
+    logits = training.forward(torch.cat([draw.labelled, strong]))
+    n = draw.rows.numel()
+    loss = F.cross_entropy(logits[:n], batches.y[draw.rows]) + F.cross_entropy(
+        logits[n:], pseudo[:kept]
+    )
     training.optimizer.zero_grad(set_to_none=True)
     loss.backward()
 
@@ -104,10 +118,11 @@ def _one_process(threads: int, steps: int) -> float:
 
     torch.set_num_threads(threads)
     training, batches = _training(), _batches(0)
+    draws = _draws(batches, 1)
     for i in range(5 + steps):
         if i == 5:
             start = time.perf_counter()
-        _gradients(training, batches, 1)
+        _gradients(training, batches, next(draws), 1)
         _update(training)
     return (time.perf_counter() - start) / steps
 
@@ -117,11 +132,12 @@ def _worker(rank, steps, shared, barrier, seconds, weights) -> None:
 
     torch.set_num_threads(1)
     training, batches = _training(), _batches(1 + rank)
+    draws = _draws(batches, 2)
     params = list(training.model.parameters())
     for i in range(5 + steps):
         if i == 5:
             start = time.perf_counter()
-        _gradients(training, batches, 2)
+        _gradients(training, batches, next(draws), 2)
         shared[rank].copy_(torch.cat([p.grad.reshape(-1) for p in params]))
         barrier.wait()
         total = shared.sum(dim=0)  # the same order in both processes: the same update
