@@ -5,7 +5,10 @@ The ScatterNet front-end (:mod:`pate.teachers.features`) maps every 28x28 image 
 floats (16 KB, 20 times its input). Held in memory for 70 000 images that is 1.1 GB per copy,
 and every config that uses the front-end recomputed it (minutes on two cores). An entry of this
 cache holds the features of one split as a ``.npy`` file that readers memory-map or read a chunk
-of rows at a time (:meth:`CachedFeatures.chunks`), so memory stays bounded by a chunk.
+of rows at a time (:meth:`CachedFeatures.chunks`), so memory stays bounded by a chunk. The same
+entries hold the data a run converts once before any front-end (a built-in dataset's training
+images as float32, an image folder decoded, an npz decompressed or dealt in split order:
+:mod:`pate.teachers.cached_data`).
 
 The features hold information about PRIVATE records (they are a fixed function of them): the
 cache folder is created with mode 0700 (owner only), an existing folder of another user is

@@ -17,9 +17,11 @@ import sys
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "cache",
-        help="list or clear the on-disk cache of front-end (ScatterNet) features",
+        help="list or clear the on-disk cache of front-end features and converted data",
         description=(
-            "The front-end features of every split a run computes (ScatterNet, fixed filters) are "
+            "The front-end features of every split a run computes (ScatterNet, fixed filters), "
+            "and the data a run reads converted once (a built-in dataset's training images as "
+            "float32, an image folder decoded, an npz decompressed or put in split order), are "
             "kept in a cache folder and reused by later runs and configs on the same data. They "
             "are derived from the PRIVATE records: the folder is owner-only (0700). `list` shows "
             "its entries and their sizes; `clear` deletes the folder (do it when no run is "
@@ -101,13 +103,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"the feature cache {root} holds no entries")
         return 0
     print(
-        f"{'entry':<14} {'front-end':<11} {'rows':>8} {'shape':<16} {'size':>9}  "
+        f"{'entry':<14} {'front-end':<14} {'rows':>8} {'shape':<16} {'size':>9}  "
         f"{'created':<20} state"
     )
     for e in entries:
         shape = "x".join(str(s) for s in e["shape"][1:]) if e["shape"] else "-"
         print(
-            f"{e['name'][:14]:<14} {e['front_end'] or '-':<11} {e['rows'] or '-':>8} "
+            f"{e['name'][:14]:<14} {e['front_end'] or '-':<14} {e['rows'] or '-':>8} "
             f"{shape:<16} {_size(e['bytes']):>9}  {e['created'] or '-':<20} {e['state']}"
         )
     print(f"{len(entries)} entries, {_size(sum(e['bytes'] for e in entries))} in {root}")
