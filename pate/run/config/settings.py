@@ -219,23 +219,20 @@ def data_settings(config: dict) -> dict:
 
 def load_data(config: dict, *, run_dir=None, cache: bool = True):
     """The ``[data]`` source of ``config``, loaded and split
-    (:func:`pate.teachers.data.load_pate_data`). A built-in dataset's training images (as
-    float32), an ``imagefolder:`` (decoded) or an ``npz:`` (decompressed, as float32, a pool in
-    split order) go through the feature cache of a run in
-    ``run_dir`` (None: :func:`run_directory`; :func:`feature_cache_root`) and its private split
-    is memory-mapped from there, unless ``cache`` is False or the cache is off
-    (:mod:`pate.teachers.cached_data`)."""
+    (:func:`pate.teachers.data.load_pate_data`) with the feature cache of a run in ``run_dir``
+    (None: :func:`run_directory`; :func:`feature_cache_root`), unless ``cache`` is False or the
+    cache is off: a built-in dataset's training images (as float32), an ``imagefolder:``
+    (decoded) or an ``npz:`` (decompressed, as float32, a pool in split order) are written there
+    once and the private split memory-mapped (:mod:`pate.teachers.cached_data`)."""
     from pate.teachers.data import load_pate_data
 
     name = config["data"]["name"]
     folder = None
-    if cache and name != "digits" and not name.startswith(("csv:", "memory:")):
-        where = run_directory(config) if run_dir is None else run_dir
-        root = feature_cache_root(config, run_dir=where)
-        if root is not None:
-            from pate.teachers.feature_cache import FeatureCache
+    root = feature_cache_root(config, run_dir=run_directory(config) if run_dir is None else run_dir)
+    if cache and root is not None:  # the folder is made only when an entry is written
+        from pate.teachers.feature_cache import FeatureCache
 
-            folder = FeatureCache(root)
+        folder = FeatureCache(root)
     return load_pate_data(name, **data_settings(config), cache=folder)
 
 
