@@ -1,5 +1,5 @@
-"""benchmarks/student_processes.py: each kind of variant (threads, processes) runs a few steps in its
-comparison beside neighbours runs on demand, not here)."""
+"""benchmarks/student_processes.py: each kind of variant (threads, processes) runs a few steps in
+its own child (the comparison beside neighbours runs on demand, not here)."""
 
 from __future__ import annotations
 
