@@ -79,6 +79,7 @@ TRAINING_PARAMS = (
 #: The other settings: where and how the run goes, not what it trains.
 OTHER_PARAMS = (
     "device",
+    "processes",
     "random_state",
     "progress",
     "checkpoint_dir",
@@ -232,7 +233,12 @@ def _checked_augmentation(st: Any) -> dict:
 
 
 def _check_run_options(st: Any) -> None:
-    """progress, resume (with a checkpoint_dir), on_epoch_end and the validation data."""
+    """processes, progress, resume (with a checkpoint_dir), on_epoch_end and the validation
+    data."""
+    if not (isinstance(st.processes, str) and st.processes == "auto"):
+        if isinstance(st.processes, str):
+            raise ValueError(f"processes must be 'auto' or an int >= 1, got {st.processes!r}")
+        check_int(st.processes, "processes", minimum=1)
     if not isinstance(st.progress, (bool, np.bool_)):
         raise TypeError(f"progress must be True or False, got {describe(st.progress)}")
     if not isinstance(st.resume, (bool, np.bool_)):

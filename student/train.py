@@ -20,7 +20,7 @@ Symbols
     Fitted attributes end in ``_``: ``classes_``, ``n_features_in_`` (``X.shape[1]`` as
     scikit-learn counts it: features of tabular inputs, channels of images), ``model_``,
     ``model_name_``, ``num_classes_``, ``input_shape_``, ``history_``, ``seed_``, ``device_``,
-    ``settings_``, ``n_labelled_``, ``precision_``. ``predict_proba(X)``, ``predict(X)``, ``score(X, y)``
+    ``settings_``, ``n_labelled_``, ``precision_``, ``processes_``. ``predict_proba(X)``, ``predict(X)``, ``score(X, y)``
     (accuracy, from ``ClassifierMixin``), ``save(path)``, ``Student.load(path)``,
     ``get_params()`` / ``set_params()`` / ``sklearn.base.clone``. Works in
     ``sklearn.pipeline.make_pipeline`` and ``sklearn.model_selection.cross_val_score``.
@@ -78,14 +78,15 @@ Inputs are standardised inside the model by the public pool's per-channel (image
 per-feature (tabular) mean and standard deviation (public statistics only).
 
 Reproducibility and resume: every random draw (initialisation, batches, augmentations) comes
-from one seed. With ``checkpoint_dir`` a checkpoint (model, EMA, optimiser, generator state,
+from one seed. With ``checkpoint_dir`` a checkpoint (model, EMA, optimiser, generator states,
 history) is written atomically after every epoch; ``resume=True`` continues from it and gives
 the same weights as an uninterrupted run. A checkpoint is tied to a fingerprint of the
 inputs, labels and settings; resuming with anything different is refused.
 
 This module holds the estimator; its settings' names, checks and training length are in
 :mod:`pate.student.settings`, the input checks in :mod:`pate.student.inputs`, the training run
-(network, optimiser, random draws, epoch loop) in :mod:`pate.student.trainer`, the weights file
+(network, optimiser, random draws, step) in :mod:`pate.student.trainer`, the epoch loop in
+:mod:`pate.student.epochs` (data-parallel in several processes: :mod:`pate.student.parallel`), the weights file
 in :mod:`pate.student.weights_file`, the files' format in :mod:`pate.student.checkpoint`.
 """
 
@@ -126,12 +127,15 @@ from pate.student.settings import (
     short_training_warning,
     validated_settings,
 )
+from pate.core.threads import cpu_budget
+from pate.student.epochs import train_epochs
+from pate.student.parallel import choose_processes
 from pate.student.trainer import (
     Batches,
     Training,
     build_network,
     rows_independent,
-    train_epochs,
+    step_shards,
 )
 from pate.student.weights_file import read_student, write_student
 
@@ -223,6 +227,12 @@ class Student(ClassifierMixin, BaseEstimator):
     num_classes : number of classes; None = ``max(labels) + 1`` (pass it explicitly when some
         class may have no answered item).
     device : ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    processes : ``"auto"`` or an int >= 1: on a CPU, how many processes share each step (each
+        draws and trains on its shards of the batch, the gradients are summed in shared
+        memory: ``pate.student.parallel``). ``"auto"``: one per CPU the training may use
+        (``pate.core.threads.cpu_budget``), at most the step's shards (2; 1 for a network with
+        BatchNorm). The same draws and, up to float rounding, the same weights whatever the
+        count; ``processes_`` says what a fit used.
     random_state : None, a non-negative int, or a ``numpy.random.Generator``.
     progress : show a tqdm progress bar on stderr.
     checkpoint_dir : directory for the per-epoch checkpoint (None = no checkpoints).
@@ -256,6 +266,7 @@ class Student(ClassifierMixin, BaseEstimator):
         cutout: float = 0.5,
         num_classes: int | None = None,
         device: str = "auto",
+        processes: int | str = "auto",
         random_state: Any = None,
         progress: bool = True,
         checkpoint_dir: str | os.PathLike | None = None,
@@ -283,6 +294,7 @@ class Student(ClassifierMixin, BaseEstimator):
         self.cutout = cutout
         self.num_classes = num_classes
         self.device = device
+        self.processes = processes
         self.random_state = random_state
         self.progress = progress
         self.checkpoint_dir = checkpoint_dir
@@ -368,8 +380,9 @@ class Student(ClassifierMixin, BaseEstimator):
             num_classes=num_classes,
             device=device,
         )
+        shards = step_shards(model, settings["batch_size"])
         training = Training.start(
-            model, settings, seed=seed, num_classes=num_classes, device=device
+            model, settings, seed=seed, num_classes=num_classes, device=device, shards=shards
         )
         if state is not None:
             training.restore(state, device=device, checkpoint_path=checkpoint_path)
@@ -380,7 +393,7 @@ class Student(ClassifierMixin, BaseEstimator):
             labelled,
             std,
             settings,
-            generator=training.generator,
+            generator=training.generators[0],
             device=device,
             # On a GPU the wasted rows cost less than the synchronisation that finding them needs.
             skip_unconfident=device.type == "cpu" and rows_independent(model),
@@ -390,6 +403,8 @@ class Student(ClassifierMixin, BaseEstimator):
                 "student: %s",
                 short_training_warning(settings["epochs"], settings["steps_per_epoch"]),
             )
+        budget = cpu_budget()
+        processes = choose_processes(self.processes, shards=shards, device=device, cpus=budget)
         train_epochs(
             training,
             batches,
@@ -402,6 +417,8 @@ class Student(ClassifierMixin, BaseEstimator):
             fingerprint=fingerprint,
             seed=seed,
             on_epoch_end=self.on_epoch_end,
+            processes=processes,
+            threads_each=max(1, budget // processes),
         )
 
         final = training.final
@@ -417,6 +434,7 @@ class Student(ClassifierMixin, BaseEstimator):
         self.settings_ = settings
         self.n_labelled_ = int(labelled.size)
         self.precision_ = "bfloat16 autocast" if training.amp else "float32"
+        self.processes_ = processes
         return self
 
     def _checked_data(

@@ -1,10 +1,12 @@
-"""One training run of the student: its network, optimiser and random draws, and the epoch loop
-of FixMatch or supervised training (the methods are described in :mod:`pate.student.train`).
+"""One training run of the student: its network, optimiser and random draws, and the step of
+FixMatch or supervised training (the methods are described in :mod:`pate.student.train`; the
+epoch loop is :mod:`pate.student.epochs`).
 
 Every random draw comes from the run's seed: the initial weights are drawn under
 ``torch.random.fork_rng`` seeded with it (the global generator is untouched), the batches and
-augmentations from one ``torch.Generator``. A checkpoint holds the generator's state, so a
-resumed run draws what an uninterrupted one would have drawn.
+augmentations from one ``torch.Generator`` per shard of the batch (:func:`step_shards`; one
+shard: the generator is seeded with the run's seed). A checkpoint holds the generators' states,
+so a resumed run draws what an uninterrupted one would have drawn.
 
 Symbols
 -------
@@ -16,7 +18,7 @@ Symbols
     A freshly initialised zoo network (``spec``: a model name or a factory) inside
     :class:`Standardize`; returns it and the std it divides by.
 ``Training``
-    The state of a run: model, EMA copy, optimiser, generator, the running mean of the predicted
+    The state of a run: model, EMA copy, optimiser, generators, the running mean of the predicted
     class probabilities (distribution alignment), history and the first epoch still to train;
     ``update_ema(decay)`` averages the weights into the EMA copy; ``forward(x)`` the training
     network's float32 logits, computed under bfloat16 autocast where ``amp`` is on.
@@ -31,8 +33,10 @@ Symbols
 ``StepDraw``, ``steps_per_draw(batches, settings)``, ``DRAW_BYTES``, ``MAX_STEPS_PER_DRAW``
     A step's inputs (its rows and augmented views); the views of a chunk of steps are drawn
     together (each augmentation called once per chunk, never across the end of an epoch).
-``train_epochs(training, batches, settings, *, ...)``
-    The epochs from ``training.start_epoch`` on, a checkpoint after each.
+``STEP_SHARDS``, ``step_shards(network, batch_size)``, ``shard_seeds(seed, shards)``,
+``shard_sizes(total, shards)``: a step's batch drawn as shards, each from its own generator.
+``step(training, batches, draw, settings, sums, *, num_classes, group=SINGLE)``
+    One optimiser step on this process's shards of a batch (gradients summed over ``group``).
 ``accuracy(model, x, y, *, device)``: accuracy on held-out data (monitoring only).
 """
 
@@ -40,10 +44,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
-import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pate.student import augment as aug
-from pate.student.checkpoint import FORMAT, atomic_save, not_a_checkpoint
+from pate.student.checkpoint import FORMAT, not_a_checkpoint
+from pate.student.parallel import SINGLE, Group
 from pate.teachers.scattering import without_kymatio_buffers
 
 __all__ = [
@@ -66,7 +67,11 @@ __all__ = [
     "StepDraw",
     "steps_per_draw",
     "rows_independent",
-    "train_epochs",
+    "STEP_SHARDS",
+    "step_shards",
+    "shard_seeds",
+    "shard_sizes",
+    "step",
     "accuracy",
     "ALIGNMENT_MOMENTUM",
 ]
@@ -171,7 +176,8 @@ class Training:
     model: nn.Module
     ema: nn.Module | None
     optimizer: torch.optim.Optimizer
-    generator: torch.Generator
+    #: One generator per shard of a step's batch (:func:`step_shards`).
+    generators: list[torch.Generator]
     prediction_mean: torch.Tensor
     history: list[dict] = field(default_factory=list)
     start_epoch: int = 0
@@ -181,7 +187,14 @@ class Training:
 
     @classmethod
     def start(
-        cls, model: nn.Module, settings: dict, *, seed: int, num_classes: int, device: torch.device
+        cls,
+        model: nn.Module,
+        settings: dict,
+        *,
+        seed: int,
+        num_classes: int,
+        device: torch.device,
+        shards: int = 1,
     ) -> Training:
         ema = copy.deepcopy(model) if settings["ema_decay"] is not None else None
         if ema is not None:
@@ -198,11 +211,11 @@ class Training:
             # the 2-core VM); the same update, rounded otherwise.
             fused=_fusable(params, device),
         )
-        generator = torch.Generator().manual_seed(seed)
+        generators = [torch.Generator().manual_seed(s) for s in shard_seeds(seed, shards)]
         # Distribution alignment: running mean of the weak views' predicted class probabilities.
         prediction_mean = torch.full((num_classes,), 1.0 / num_classes, device=device)
         amp = bool(settings.get("amp", False)) and bf16_native(device)
-        return cls(model, ema, optimizer, generator, prediction_mean, amp=amp)
+        return cls(model, ema, optimizer, generators, prediction_mean, amp=amp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The training network's float32 logits of ``x`` (computed under bfloat16 autocast
@@ -235,7 +248,13 @@ class Training:
             if self.ema is not None:
                 self.ema.load_state_dict(without_kymatio_buffers(state["ema"]))
             self.optimizer.load_state_dict(state["optimizer"])
-            self.generator.set_state(state["generator"])
+            states = state.get("generators") or [state["generator"]]
+            if len(states) != len(self.generators):
+                raise ValueError(
+                    f"it holds {len(states)} generator states for {len(self.generators)} shards"
+                )
+            for generator, generator_state in zip(self.generators, states):
+                generator.set_state(generator_state)
             if state.get("prediction_mean") is not None:
                 self.prediction_mean = state["prediction_mean"].to(device)
             self.history = list(state["history"])
@@ -260,7 +279,8 @@ class Training:
             "model": self.model.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
+            "generator": self.generators[0].get_state(),
+            "generators": [g.get_state() for g in self.generators],
             "prediction_mean": self.prediction_mean.cpu(),
             "history": self.history,
         }
@@ -279,8 +299,38 @@ def rows_independent(network: nn.Module) -> bool:
     )
 
 
+#: A step's batch is drawn as this many shards, each from its own generator, where the network's
+#: rows are independent (:func:`step_shards`): what lets two processes share a step
+#: (:mod:`pate.student.parallel`) with the same draws as one.
+STEP_SHARDS = 2
+
+
+def step_shards(network: nn.Module, batch_size: int) -> int:
+    """How many shards a step's batch is drawn as: :data:`STEP_SHARDS` where ``network``'s rows
+    are independent (:func:`rows_independent`) and the batch has a row for each, else 1 (the
+    processes' gradients would not add up to the batch's)."""
+    return STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
+
+
+def shard_seeds(seed: int, shards: int) -> list[int]:
+    """The seeds of the shards' generators: ``seed`` itself for one shard, else one derived
+    from ``(seed, shard)`` for each (numpy's ``SeedSequence``: unrelated streams)."""
+    if shards == 1:
+        return [seed]
+    return [
+        int(np.random.SeedSequence([seed, shard]).generate_state(1, np.uint64)[0])
+        for shard in range(shards)
+    ]
+
+
+def shard_sizes(total: int, shards: int) -> list[int]:
+    """``total`` rows split into ``shards`` near-equal consecutive parts."""
+    return [total * (k + 1) // shards - total * k // shards for k in range(shards)]
+
+
 class Batches:
-    """The public pool on ``device`` and the draws of a step, all from ``generator``."""
+    """The public pool on ``device`` and the draws of a step, all from ``generator``
+    (:meth:`drawing_with`: the same pool, drawn from another generator)."""
 
     def __init__(
         self,
@@ -310,6 +360,12 @@ class Batches:
         #: network whose rows are independent: :func:`rows_independent`).
         self.skip_unconfident = skip_unconfident
 
+    def drawing_with(self, generator: torch.Generator) -> Batches:
+        """The same pool and settings (not copied), drawn from ``generator``."""
+        twin = copy.copy(self)
+        twin.generator = generator
+        return twin
+
     def labelled_rows(self, size: int) -> torch.Tensor:
         """``size`` answered items, drawn with replacement (their rows of the pool)."""
         pick = self.labelled[
@@ -321,11 +377,13 @@ class Batches:
         """``size`` items of the whole public pool, drawn with replacement."""
         return torch.randint(0, self.x.shape[0], (size,), generator=self.generator).to(self.device)
 
-    def labelled_loss(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of the labelled batch: to the one-hot label, or to the soft target."""
+    def labelled_loss(self, logits: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
+        """Cross-entropy of the labelled rows to their one-hot labels, or to their soft targets,
+        summed and divided by ``total`` (the whole batch's rows: the processes' shares add up
+        to the batch's mean)."""
         if self.targets is None:
-            return F.cross_entropy(logits, self.y[rows])
-        return -(self.targets[rows] * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+            return F.cross_entropy(logits, self.y[rows], reduction="sum") / total
+        return -(self.targets[rows] * F.log_softmax(logits, dim=1)).sum() / total
 
     def weak(self, batch: torch.Tensor) -> torch.Tensor:
         s = self.settings
@@ -419,14 +477,23 @@ def _kept_rows(mask: torch.Tensor) -> torch.Tensor:
 
 
 def _pseudo_labels(
-    training: Training, xu_weak: torch.Tensor, settings: dict, num_classes: int
+    training: Training,
+    xu_weak: torch.Tensor,
+    settings: dict,
+    num_classes: int,
+    *,
+    total: int,
+    group: Group,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient)."""
+    """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient).
+    Distribution alignment averages the predictions of the whole batch's ``total`` unlabelled
+    rows, those of every process of ``group``."""
     with torch.no_grad():
         probs = torch.softmax(training.forward(xu_weak), dim=1)
         if settings["distribution_alignment"]:
+            batch_mean = group.all_sum(probs.sum(dim=0) / total)
             training.prediction_mean.mul_(ALIGNMENT_MOMENTUM).add_(
-                probs.mean(dim=0), alpha=1.0 - ALIGNMENT_MOMENTUM
+                batch_mean, alpha=1.0 - ALIGNMENT_MOMENTUM
             )
             probs = probs / (training.prediction_mean * num_classes)
             probs = probs / probs.sum(dim=1, keepdim=True)
@@ -435,7 +502,7 @@ def _pseudo_labels(
     return pseudo, mask
 
 
-def _step(
+def step(
     training: Training,
     batches: Batches,
     draw: StepDraw,
@@ -443,12 +510,20 @@ def _step(
     sums: dict,
     *,
     num_classes: int,
+    group: Group = SINGLE,
 ) -> None:
     """One optimiser step on ``draw`` (its learning rate already set); adds its losses to
-    ``sums``."""
+    ``sums``. ``draw`` holds this process's shards of the batch: the losses are divided by
+    the whole batch's rows (``batch_size``, ``batch_size * unlabeled_ratio``), so that the
+    processes' losses and gradients add up to the batch's, and the gradients are summed over
+    ``group`` before the update."""
     bs = draw.rows.numel()
+    total = settings["batch_size"]
     if draw.unlabelled_weak is not None and draw.unlabelled_strong is not None:
-        pseudo, mask = _pseudo_labels(training, draw.unlabelled_weak, settings, num_classes)
+        total_u = total * settings["unlabeled_ratio"]
+        pseudo, mask = _pseudo_labels(
+            training, draw.unlabelled_weak, settings, num_classes, total=total_u, group=group
+        )
         strong = draw.unlabelled_strong
         if batches.skip_unconfident:
             # Rows below the threshold add 0 to the loss and to every gradient: leave them out of
@@ -458,119 +533,21 @@ def _step(
             logits = training.forward(torch.cat([draw.labelled, strong[kept]]))
             loss_u = (
                 F.cross_entropy(logits[bs:], pseudo[kept], reduction="none") * mask[kept]
-            ).sum() / mask.numel()
+            ).sum() / total_u
         else:
             logits = training.forward(torch.cat([draw.labelled, strong]))
-            loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).mean()
-        loss_x = batches.labelled_loss(logits[:bs], draw.rows)
+            loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).sum() / total_u
+        loss_x = batches.labelled_loss(logits[:bs], draw.rows, total)
         loss = loss_x + settings["unlabeled_weight"] * loss_u
         sums["loss_unlabelled"] += loss_u.detach()
-        sums["mask_rate"] += mask.mean()
+        sums["mask_rate"] += mask.sum() / total_u
     else:
-        loss_x = batches.labelled_loss(training.forward(draw.labelled), draw.rows)
+        loss_x = batches.labelled_loss(training.forward(draw.labelled), draw.rows, total)
         loss = loss_x
     training.optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    group.sum_gradients(list(training.model.parameters()))
     training.optimizer.step()
     if training.ema is not None:
         training.update_ema(settings["ema_decay"])
     sums["loss_labelled"] += loss_x.detach()
-
-
-def _epoch(
-    training: Training,
-    batches: Batches,
-    settings: dict,
-    epoch: int,
-    bar,
-    *,
-    num_classes: int,
-    validation: tuple[Any, Any] | None,
-    device: torch.device,
-) -> dict:
-    """Train one epoch; returns its record of ``history_``."""
-    t0 = time.perf_counter()
-    n = settings["steps_per_epoch"]
-    total_steps = settings["epochs"] * n
-    # Summed as tensors, read once at the end of the epoch (no synchronisation per step).
-    sums: dict[str, Any] = {"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0}
-    lr = settings["learning_rate"]
-    chunk = steps_per_draw(batches, settings)
-    for first in range(0, n, chunk):
-        # A chunk never crosses the end of an epoch: a run resumed from a checkpoint draws
-        # what an uninterrupted one would have drawn.
-        for i, draw in enumerate(_draw(batches, settings, min(chunk, n - first)), start=first):
-            step = epoch * n + i
-            lr = settings["learning_rate"] * math.cos(7.0 * math.pi * step / (16.0 * total_steps))
-            for group in training.optimizer.param_groups:
-                group["lr"] = lr
-            _step(training, batches, draw, settings, sums, num_classes=num_classes)
-            bar.update(1)
-    record = {
-        "epoch": epoch + 1,
-        "steps": (epoch + 1) * n,
-        "lr": lr,
-        "loss_labelled": float(sums["loss_labelled"]) / n,
-        "seconds": time.perf_counter() - t0,
-    }
-    if settings["method"] == "fixmatch":
-        record["loss_unlabelled"] = float(sums["loss_unlabelled"]) / n
-        record["mask_rate"] = float(sums["mask_rate"]) / n
-    if validation is not None:
-        record["validation_accuracy"] = accuracy(training.final, *validation, device=device)
-        training.model.train()
-    return record
-
-
-def train_epochs(
-    training: Training,
-    batches: Batches,
-    settings: dict,
-    *,
-    num_classes: int,
-    device: torch.device,
-    progress: bool,
-    validation: tuple[Any, Any] | None,
-    checkpoint_path,
-    fingerprint: str,
-    seed: int,
-    on_epoch_end: Callable[[int, dict], None] | None,
-) -> None:
-    """The epochs from ``training.start_epoch`` to ``settings["epochs"]``: after each, its
-    record is appended to ``training.history``, the checkpoint written (when
-    ``checkpoint_path``) and ``on_epoch_end(epoch, record)`` called."""
-    from tqdm.auto import tqdm
-
-    bar = tqdm(
-        total=settings["epochs"] * settings["steps_per_epoch"],
-        initial=training.start_epoch * settings["steps_per_epoch"],
-        desc=f"student ({settings['method']})",
-        unit="step",
-        file=sys.stderr,
-        disable=not progress,
-        leave=False,
-    )
-    training.model.train()
-    try:
-        for epoch in range(training.start_epoch, settings["epochs"]):
-            record = _epoch(
-                training,
-                batches,
-                settings,
-                epoch,
-                bar,
-                num_classes=num_classes,
-                validation=validation,
-                device=device,
-            )
-            training.history.append(record)
-            bar.set_postfix(loss=f"{record['loss_labelled']:.3f}")
-            if checkpoint_path is not None:
-                atomic_save(
-                    training.checkpoint(fingerprint=fingerprint, seed=seed, epoch=epoch + 1),
-                    checkpoint_path,
-                )
-            if on_epoch_end is not None:
-                on_epoch_end(epoch + 1, record)
-    finally:
-        bar.close()

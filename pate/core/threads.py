@@ -47,6 +47,7 @@ Symbols
     others=None, **usable)`` -> ``ThreadChoice`` (``others``: a callable giving
     :func:`other_runnable`, asked only when the choice is automatic)
 ``caller_torch_threads() -> int | None``  torch's count where the caller set it, not pate
+``cpu_budget() -> int``  the CPUs a computation may spread over in threads or processes
 ``check_threads(value, name) -> int``  an explicit setting, validated (int >= 1)
 ``prepare_environment(environ=None) -> str``  the wait policy: what was done
 ``apply(choice, *, torch=True) -> dict``  torch's and BLAS/OpenMP pools set to ``choice.count``
@@ -417,6 +418,20 @@ def caller_torch_threads() -> int | None:
         return None
     current = int(torch.get_num_threads())
     return None if current == _torch_set else current
+
+
+def cpu_budget() -> int:
+    """The CPUs a computation of this process may spread over, in threads or in processes
+    (the student's data-parallel training, ``pate.student.parallel``): the count pate chose
+    (:func:`configure`) while torch still holds it, except where that count was lowered for
+    other processes' threads (source ``"busy"``): then the usable CPUs, as processes that share
+    a step wait for each other twice a step, not at every operation (docs/threads.md); torch's
+    current thread count where the caller chose it (or pate never did)."""
+    torch = sys.modules.get("torch")
+    current = int(torch.get_num_threads()) if torch is not None else None
+    if _last is not None and (current is None or current == _torch_set):
+        return int(_last["cpus"] if _last["source"] == "busy" else _last["count"])
+    return current if current is not None else usable_cpus()[0]
 
 
 def configure(

@@ -19,7 +19,7 @@ from pate.student.trainer import (
     Training,
     _draw,
     _kept_rows,
-    _step,
+    step,
     bf16_native,
     build_network,
     input_stats,
@@ -68,7 +68,7 @@ def test_a_restored_run_draws_and_predicts_what_the_original_would():
         np.array([0, 1, 3, 4, 6, 7]),
         np.ones((1, 3), np.float32),
         SETTINGS,
-        generator=a.generator,
+        generator=a.generators[0],
         device=torch.device("cpu"),
     )
     batches.labelled_rows(4)
@@ -78,7 +78,7 @@ def test_a_restored_run_draws_and_predicts_what_the_original_would():
 
     b = _training(6)  # other weights, other generator: everything comes from the checkpoint
     b.restore(saved, device=torch.device("cpu"), checkpoint_path="ckpt.pt")
-    batches.generator = b.generator
+    batches.generator = b.generators[0]
     assert b.start_epoch == 3 and b.final is b.ema
     got = (batches.labelled_rows(4), batches.unlabelled_rows(4), batches.weak(batches.x))
     for e, g in zip(expected, got):
@@ -185,7 +185,7 @@ def _fixmatch_pair(threshold: float):
             np.flatnonzero(y >= 0),
             std,
             settings,
-            generator=run.generator,
+            generator=run.generators[0],
             device=cpu,
             skip_unconfident=skip,
         )
@@ -204,7 +204,7 @@ def test_leaving_unconfident_rows_out_changes_neither_the_loss_nor_the_weights()
     for run, batches, draws in runs:
         sums.append({"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0})
         for draw in draws:
-            _step(run, batches, draw, settings, sums[-1], num_classes=10)
+            step(run, batches, draw, settings, sums[-1], num_classes=10)
     assert 0.1 < float(sums[0]["mask_rate"]) / 3 < 0.9  # some rows left out, some kept
     assert float(sums[0]["loss_unlabelled"]) > 0
     for key in sums[0]:

@@ -1,0 +1,248 @@
+"""The student's epoch loop, in one process or data-parallel in several
+(:mod:`pate.student.parallel`).
+
+A step's batch is drawn as fixed shards (:func:`pate.student.trainer.step_shards`), shard ``k``
+from ``training.generators[k]``: ``batch_size`` labelled rows and ``batch_size *
+unlabeled_ratio`` unlabelled ones split by :func:`pate.student.trainer.shard_sizes`. Process
+``r`` of ``P`` draws the shards ``k`` with ``k % P == r``; one process draws them all and puts
+each step's shards together. Either way every shard draws the same rows and views, so a run
+resumed from a checkpoint, or trained with another number of processes, draws what an
+uninterrupted one would have drawn.
+
+Symbols
+-------
+``draw_shards(shards, settings, steps) -> list[StepDraw]``: ``steps`` steps of some shards.
+``train_epochs(training, batches, settings, *, ..., processes=1, threads_each=1)``
+    The epochs from ``training.start_epoch`` on, a checkpoint after each.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from pate.student.checkpoint import atomic_save
+from pate.student.parallel import Group, data_parallel
+from pate.student.trainer import (
+    Batches,
+    StepDraw,
+    Training,
+    _draw,
+    accuracy,
+    shard_sizes,
+    step,
+    steps_per_draw,
+)
+
+__all__ = ["draw_shards", "train_epochs"]
+
+
+def draw_shards(
+    shards: Sequence[tuple[Batches, int]], settings: dict, steps: int
+) -> list[StepDraw]:
+    """The inputs of ``steps`` steps from ``shards``, each ``(batches drawing from the shard's
+    generator, the shard's labelled rows)``: each shard drawn as a batch of its own size
+    (:func:`pate.student.trainer._draw`), the shards' rows of a step put together in order."""
+    drawn = [_draw(batches, {**settings, "batch_size": size}, steps) for batches, size in shards]
+    if len(drawn) == 1:
+        return drawn[0]
+    return [_joined(parts) for parts in zip(*drawn, strict=True)]
+
+
+def _joined(parts: Sequence[StepDraw]) -> StepDraw:
+    def cat(name: str) -> torch.Tensor | None:
+        values = [getattr(part, name) for part in parts]
+        return None if values[0] is None else torch.cat(values)
+
+    return StepDraw(
+        torch.cat([part.rows for part in parts]),
+        torch.cat([part.labelled for part in parts]),
+        cat("unlabelled_weak"),
+        cat("unlabelled_strong"),
+    )
+
+
+def _epoch(
+    training: Training,
+    shards: Sequence[tuple[Batches, int]],
+    settings: dict,
+    epoch: int,
+    bar,
+    *,
+    num_classes: int,
+    validation: tuple[Any, Any] | None,
+    device: torch.device,
+    group: Group,
+) -> dict:
+    """Train one epoch on this process's ``shards``; returns its record of ``history_``."""
+    t0 = time.perf_counter()
+    n = settings["steps_per_epoch"]
+    total_steps = settings["epochs"] * n
+    batches = shards[0][0]
+    # Summed as tensors, read once at the end of the epoch (no synchronisation per step).
+    sums: dict[str, Any] = {"loss_labelled": 0.0, "loss_unlabelled": 0.0, "mask_rate": 0.0}
+    lr = settings["learning_rate"]
+    chunk = steps_per_draw(batches, settings)  # of the whole batch: the same for any processes
+    for first in range(0, n, chunk):
+        # A chunk never crosses the end of an epoch: a run resumed from a checkpoint draws
+        # what an uninterrupted one would have drawn.
+        for i, draw in enumerate(draw_shards(shards, settings, min(chunk, n - first)), first):
+            lr = settings["learning_rate"] * math.cos(
+                7.0 * math.pi * (epoch * n + i) / (16.0 * total_steps)
+            )
+            for param_group in training.optimizer.param_groups:
+                param_group["lr"] = lr
+            step(training, batches, draw, settings, sums, num_classes=num_classes, group=group)
+            bar.update(1)
+    names = ("loss_labelled", "loss_unlabelled", "mask_rate")
+    if group.size > 1:  # each process summed its share of every step's losses
+        mine = torch.stack([torch.as_tensor(sums[k], dtype=torch.float32) for k in names])
+        sums = dict(zip(names, group.all_sum(mine).tolist(), strict=True))
+    record = {
+        "epoch": epoch + 1,
+        "steps": (epoch + 1) * n,
+        "lr": lr,
+        "loss_labelled": float(sums["loss_labelled"]) / n,
+        "seconds": time.perf_counter() - t0,
+    }
+    if settings["method"] == "fixmatch":
+        record["loss_unlabelled"] = float(sums["loss_unlabelled"]) / n
+        record["mask_rate"] = float(sums["mask_rate"]) / n
+    if validation is not None:
+        record["validation_accuracy"] = accuracy(training.final, *validation, device=device)
+        training.model.train()
+    return record
+
+
+def _epochs(
+    training: Training,
+    batches: Batches,
+    settings: dict,
+    group: Group,
+    bar,
+    *,
+    num_classes: int,
+    device: torch.device,
+    validation: tuple[Any, Any] | None,
+    after_epoch: Callable[[int, dict], None] | None,
+) -> None:
+    """The epochs of ``group.rank``'s shards; after each, every shard's generator is brought up
+    to date in every process (the checkpoint holds them all) and ``after_epoch(epoch, record)``
+    is called."""
+    generators = training.generators
+    count = len(generators)
+    owners = [k % group.size for k in range(count)]
+    sizes = shard_sizes(settings["batch_size"], count)
+    mine = [
+        (batches.drawing_with(generators[k]), sizes[k])
+        for k in range(count)
+        if owners[k] == group.rank
+    ]
+    for epoch in range(training.start_epoch, settings["epochs"]):
+        record = _epoch(
+            training,
+            mine,
+            settings,
+            epoch,
+            bar,
+            num_classes=num_classes,
+            validation=validation,
+            device=device,
+            group=group,
+        )
+        if group.size > 1:
+            states = group.share_states([g.get_state() for g in generators], owners)
+            for k, generator in enumerate(generators):
+                if owners[k] != group.rank:
+                    generator.set_state(states[k])
+        if after_epoch is not None:
+            after_epoch(epoch, record)
+
+
+def train_epochs(
+    training: Training,
+    batches: Batches,
+    settings: dict,
+    *,
+    num_classes: int,
+    device: torch.device,
+    progress: bool,
+    validation: tuple[Any, Any] | None,
+    checkpoint_path,
+    fingerprint: str,
+    seed: int,
+    on_epoch_end: Callable[[int, dict], None] | None,
+    processes: int = 1,
+    threads_each: int = 1,
+) -> None:
+    """The epochs from ``training.start_epoch`` to ``settings["epochs"]``: after each, its
+    record is appended to ``training.history``, the checkpoint written (when
+    ``checkpoint_path``) and ``on_epoch_end(epoch, record)`` called. With ``processes > 1``
+    (at most ``len(training.generators)``) the steps are shared with forked helper processes,
+    each on ``threads_each`` threads, as is this one meanwhile (:mod:`pate.student.parallel`)."""
+    from tqdm.auto import tqdm
+
+    training.model.train()
+
+    def helper(group: Group) -> None:  # in a forked process: its own copy of everything
+        training.ema = None  # only the caller's EMA is ever used
+        _epochs(
+            training,
+            batches,
+            settings,
+            group,
+            tqdm(disable=True),
+            num_classes=num_classes,
+            device=device,
+            validation=None,
+            after_epoch=None,
+        )
+
+    def after_epoch(epoch: int, record: dict) -> None:
+        training.history.append(record)
+        bar.set_postfix(loss=f"{record['loss_labelled']:.3f}")
+        if checkpoint_path is not None:
+            atomic_save(
+                training.checkpoint(fingerprint=fingerprint, seed=seed, epoch=epoch + 1),
+                checkpoint_path,
+            )
+        if on_epoch_end is not None:
+            on_epoch_end(epoch + 1, record)
+
+    state_size = training.generators[0].get_state().numel()
+    slot_size = max(num_classes, 3, sum(p.numel() for p in training.model.parameters()))
+    with data_parallel(
+        processes,
+        helper,
+        states=(len(training.generators), state_size),
+        slot_size=slot_size,
+        threads_each=threads_each,
+    ) as group:
+        bar = tqdm(
+            total=settings["epochs"] * settings["steps_per_epoch"],
+            initial=training.start_epoch * settings["steps_per_epoch"],
+            desc=f"student ({settings['method']})",
+            unit="step",
+            file=sys.stderr,
+            disable=not progress,
+            leave=False,
+        )
+        try:
+            _epochs(
+                training,
+                batches,
+                settings,
+                group,
+                bar,
+                num_classes=num_classes,
+                device=device,
+                validation=validation,
+                after_epoch=after_epoch,
+            )
+        finally:
+            bar.close()

@@ -1,0 +1,351 @@
+"""Data-parallel training of the student on the CPU: one training in several processes.
+
+Why processes. On a 2-core machine one process on two threads is no faster than on one
+(make demo's FixMatch step: 20.8 ms against 20.5 ms), because each of the step's small operations
+waits for both threads; beside two 2-thread torch loops it takes 3.2x its idle time. Two
+processes of one thread each, each drawing and training on half of every batch, wait for each
+other twice a step instead of once per operation: 16.8 ms idle and 43.6 ms beside the two loops,
+2.1x the idle two-thread step (``benchmarks/student_processes.py``, docs/threads.md).
+
+How. A step's batch is drawn as fixed *shards*, each from its own generator
+(:func:`pate.student.trainer.step_shards`): the draws do not depend on the number of processes,
+and one process drawing every shard trains on what two processes drawing one each train on.
+Each process computes its shards' share of the loss, normalised by the whole batch's size, so the
+loss is the sum of the processes' shares and so is its gradient. :class:`Group` sums tensors over
+the processes in shared memory: the gradients before every optimiser step, the mean prediction of
+distribution alignment, the epoch's loss sums and (for the checkpoint) the generators' states.
+Every process sums the same numbers in the same order and takes the same update, so their
+weights stay the same bit for bit; only the first (the caller's) keeps the EMA, validates and
+writes checkpoints. One process against two gives the same training up to float rounding (the
+sums are taken in another order), tested.
+
+The helpers are forked (``fork``: they share the public pool and the model without a copy, and
+the caller's model factory need not be importable) and compute on one thread each, as PyTorch's
+DataLoader workers do, so a forked OpenMP runtime never starts threads. Where ``fork`` is not
+available, the student trains in one process. A helper that fails stops the training with an
+error naming it; a helper dies with its parent (Linux's parent-death signal, else it notices that
+its parent is gone at its next wait); waits poll every :data:`POLL_S` seconds for a lost peer.
+
+Symbols
+-------
+``POLL_S``: how often a waiting process checks that its peers are alive.
+``fork_available() -> bool``
+``choose_processes(requested, *, shards, device, cpus) -> int``: the processes a training uses.
+``Group``: ``rank``, ``size``; ``all_sum(tensor)``, ``sum_gradients(params)``,
+    ``share_states(states, owners)``; :data:`SINGLE` is the one-process group (no-ops).
+``data_parallel(processes, helper, *, threads_each)``: a context manager that forks
+    ``processes - 1`` helpers running ``helper(group)`` and yields the caller's group (rank 0).
+``ParallelTrainingError``: a helper failed or was lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "POLL_S",
+    "fork_available",
+    "choose_processes",
+    "Group",
+    "SINGLE",
+    "data_parallel",
+    "ParallelTrainingError",
+]
+
+logger = logging.getLogger("pate.student")
+
+#: A waiting process checks every this many seconds that its peers are alive.
+POLL_S = 1.0
+#: ``prctl(PR_SET_PDEATHSIG, ...)``: Linux sends a signal to a process when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+class ParallelTrainingError(RuntimeError):
+    """A helper process of a data-parallel training failed or was lost."""
+
+
+class _Aborted(Exception):
+    """The group was stopped by one of its processes (that process reports why)."""
+
+
+def fork_available() -> bool:
+    """Whether processes can be forked here (Linux, the BSDs; not Windows)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def choose_processes(requested: int | str, *, shards: int, device: torch.device, cpus: int) -> int:
+    """How many processes train: ``requested`` (an int, or ``"auto"``: ``cpus``, the CPUs the
+    training may use) at most ``shards`` (a step cannot be split further); 1 on a GPU, where
+    ``fork`` is unavailable, or for one shard."""
+    wanted = max(1, cpus) if requested == "auto" else int(requested)
+    if device.type != "cpu" or shards < 2 or not fork_available():
+        if requested != "auto" and wanted > 1:
+            why = (
+                f"the device is {device.type}"
+                if device.type != "cpu"
+                else "the network's rows are not independent (BatchNorm or a layer of its own)"
+                if shards < 2
+                else "processes cannot be forked here"
+            )
+            logger.info("student: processes=%d: training in one process (%s)", wanted, why)
+        return 1
+    return max(1, min(wanted, shards))
+
+
+class _Barrier:
+    """A barrier whose waits poll for lost peers (``multiprocessing.Barrier`` cannot: its
+    timeout breaks it for good)."""
+
+    def __init__(self, context: Any, parties: int) -> None:
+        self.parties = parties
+        self._cond = context.Condition()
+        self._state = context.RawArray("q", 3)  # arrived, generation, aborted
+
+    def wait(self, healthy: Callable[[], str | None]) -> None:
+        with self._cond:
+            if self._state[2]:
+                raise _Aborted
+            generation = self._state[1]
+            self._state[0] += 1
+            if self._state[0] == self.parties:
+                self._state[0] = 0
+                self._state[1] += 1
+                self._cond.notify_all()
+                return
+            while self._state[1] == generation:
+                if self._state[2]:
+                    raise _Aborted
+                if not self._cond.wait(timeout=POLL_S):
+                    problem = healthy()
+                    if problem is not None:
+                        raise ParallelTrainingError(problem)
+
+    def abort(self) -> None:
+        with self._cond:
+            self._state[2] = 1
+            self._cond.notify_all()
+
+
+class Group:
+    """The processes of one data-parallel training, as seen from one of them (``rank``)."""
+
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        *,
+        slots: torch.Tensor | None = None,
+        states: torch.Tensor | None = None,
+        barrier: _Barrier | None = None,
+        healthy: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.rank, self.size = rank, size
+        self._slots, self._states, self._barrier = slots, states, barrier
+        self._healthy = healthy
+        self._parity = 0
+
+    def _wait(self) -> None:
+        if self._barrier is not None:
+            self._barrier.wait(self._healthy)
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The sum of ``tensor`` (a float32 tensor on the CPU, the same shape in every
+        process) over the processes, the same in each. Two sets of slots used in turn: a
+        process writes a set again only after every process has passed the next wait, that
+        is, after each has read the set's previous sums."""
+        if self.size == 1 or self._slots is None:
+            return tensor
+        slots = self._slots[self._parity]
+        self._parity ^= 1
+        n = tensor.numel()
+        slots[self.rank, :n].copy_(tensor.reshape(-1))
+        self._wait()
+        return slots[:, :n].sum(dim=0).view_as(tensor)
+
+    def sum_gradients(self, params: Sequence[torch.Tensor]) -> None:
+        """Every parameter's gradient replaced by its sum over the processes (a missing
+        gradient counts as zeros)."""
+        if self.size == 1:
+            return
+        flat = torch.cat(
+            [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
+        )
+        total = self.all_sum(flat)
+        offset = 0
+        for p in params:
+            part = total[offset : offset + p.numel()].view_as(p)
+            if p.grad is None:
+                p.grad = part.clone()
+            else:
+                p.grad.copy_(part)
+            offset += p.numel()
+
+    def share_states(self, states: list[torch.Tensor], owners: Sequence[int]) -> list[torch.Tensor]:
+        """Byte tensors of one size (generator states), ``states[k]`` current in the process
+        ``owners[k]``: every process gets them all as their owners hold them."""
+        if self.size == 1 or self._states is None:
+            return states
+        for k, owner in enumerate(owners):
+            if owner == self.rank:
+                self._states[k].copy_(states[k])
+        self._wait()
+        out = [
+            states[k] if owner == self.rank else self._states[k].clone()
+            for k, owner in enumerate(owners)
+        ]
+        self._wait()  # everyone has read before anyone writes the next time
+        return out
+
+
+#: The group of a training in one process.
+SINGLE = Group(0, 1)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to stop this process when its parent dies (elsewhere a no-op: the waits'
+    polling notices the parent is gone)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _helper_main(
+    group: Group, barrier: _Barrier, helper: Callable[[Group], None], threads_each: int
+) -> None:
+    _die_with_parent()
+    torch.set_num_threads(threads_each)
+    code = 0
+    try:
+        helper(group)
+    except _Aborted:
+        code = 0  # the caller stopped the training and reports why
+    except BaseException:  # noqa: BLE001 - reported, then the group is stopped
+        code = 1
+        sys.stderr.write(
+            f"pate student: training process {group.rank} of {group.size} failed:\n"
+            + traceback.format_exc()
+        )
+        sys.stderr.flush()
+        barrier.abort()
+    os._exit(code)  # no atexit handlers or finalisers of the parent's objects run here
+
+
+@contextlib.contextmanager
+def data_parallel(
+    processes: int,
+    helper: Callable[[Group], None],
+    *,
+    states: tuple[int, int],
+    slot_size: int,
+    threads_each: int,
+) -> Iterator[Group]:
+    """Fork ``processes - 1`` helpers, helper ``r`` running ``helper(Group(r, ...))``, and
+    yield this process's group (rank 0), computing on ``threads_each`` threads meanwhile.
+    ``slot_size``: the largest tensor :meth:`Group.all_sum` takes; ``states``: how many byte
+    tensors :meth:`Group.share_states` shares and their length. On leaving, the helpers have
+    finished (or are stopped, when the block raised); a failed or lost helper raises
+    :class:`ParallelTrainingError`."""
+    if processes <= 1:
+        yield SINGLE
+        return
+    context = multiprocessing.get_context("fork")
+    barrier = _Barrier(context, processes)
+    slots = torch.zeros((2, processes, max(1, slot_size))).share_memory_()
+    shared_states = torch.zeros(states, dtype=torch.uint8).share_memory_()
+    parent = os.getpid()
+
+    def parent_alive() -> str | None:
+        return None if os.getppid() == parent else "the training's main process is gone"
+
+    helpers = []
+    for rank in range(1, processes):
+        group = Group(
+            rank,
+            processes,
+            slots=slots,
+            states=shared_states,
+            barrier=barrier,
+            healthy=parent_alive,
+        )
+        process = context.Process(
+            target=_helper_main,
+            args=(group, barrier, helper, threads_each),
+            name=f"pate-student-{rank}",
+            daemon=True,
+        )
+        helpers.append(process)
+
+    def helpers_alive() -> str | None:
+        """While the caller waits: any helper that has ended is lost to the training."""
+        for rank, process in enumerate(helpers, start=1):
+            if not process.is_alive():
+                return _lost(rank, processes, process.exitcode)
+        return None
+
+    def failed() -> str | None:
+        for rank, process in enumerate(helpers, start=1):
+            if process.exitcode not in (0, None):
+                return _lost(rank, processes, process.exitcode)
+        return None
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads_each)
+    for process in helpers:
+        process.start()
+    ok = False
+    try:
+        yield Group(
+            0, processes, slots=slots, states=shared_states, barrier=barrier, healthy=helpers_alive
+        )
+        ok = True
+    except _Aborted:
+        _stop(helpers, barrier)
+        raise ParallelTrainingError(
+            failed() or "student: a training process stopped the training (its error is above)"
+        ) from None
+    finally:
+        if ok:
+            for process in helpers:
+                process.join()
+        else:
+            _stop(helpers, barrier)
+        torch.set_num_threads(threads_before)
+    problem = failed()
+    if problem is not None:
+        raise ParallelTrainingError(problem)
+
+
+def _stop(helpers: list, barrier: _Barrier) -> None:
+    """Stop the group: waiting helpers leave their wait; any still running after 10 s are
+    terminated."""
+    barrier.abort()
+    for process in helpers:
+        process.join(timeout=10)
+        if process.is_alive():
+            process.terminate()
+            process.join()
+
+
+def _lost(rank: int, size: int, exitcode: int | None) -> str:
+    how = (
+        f"was killed by signal {-exitcode}"
+        if exitcode is not None and exitcode < 0
+        else f"failed (exit code {exitcode}; its error is above)"
+    )
+    return (
+        f"student: training process {rank} of {size} {how}; the student's checkpoint holds the "
+        "last finished epoch. Run again to resume, or set threads = 1 ([run] threads, --threads "
+        "1, or Student(processes=1)) to train in one process"
+    )
