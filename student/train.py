@@ -108,12 +108,15 @@ from sklearn.utils.validation import validate_data
 from torch import nn
 
 from pate.analysis.validation import check_int
+from pate.core.threads import cpu_budget
 from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
+from pate.student.epochs import train_epochs
 from pate.student.inputs import (
     check_inputs,
     check_labels,
     check_soft_targets,
 )
+from pate.student.parallel import choose_processes
 from pate.student.settings import (
     METHODS,
     MIN_STUDENT_STEPS,
@@ -127,9 +130,6 @@ from pate.student.settings import (
     short_training_warning,
     validated_settings,
 )
-from pate.core.threads import cpu_budget
-from pate.student.epochs import train_epochs
-from pate.student.parallel import choose_processes
 from pate.student.trainer import (
     Batches,
     Training,

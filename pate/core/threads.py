@@ -53,7 +53,7 @@ Symbols
 ``apply(choice, *, torch=True) -> dict``  torch's and BLAS/OpenMP pools set to ``choice.count``
 ``configure(*, explicit=None, explicit_source="config", torch=True) -> dict``
     ``prepare_environment`` + ``choose`` + ``apply``; the record a stage summary keeps
-    (``{"count", "source", "cpus", "detail", "wait_policy", "load_average"}``)
+    (``{"count", "source", "cpus", "detail", "others", "wait_policy", "load_average"}``)
 """
 
 from __future__ import annotations
@@ -94,6 +94,8 @@ class ThreadChoice:
     cpus: int
     #: how the value was found, for a person (e.g. "OMP_NUM_THREADS=3")
     detail: str
+    #: source "busy": the other processes' running threads seen (:func:`other_runnable`)
+    others: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -265,6 +267,7 @@ def _lowered_by_others(cpus: int, source: str, detail: str, others: float | None
         cpus,
         f"{detail}; {others:.1f} threads of other processes running on average "
         f"(/proc/loadavg): {count} of {cpus}",
+        others=round(others, 2),
     )
 
 
@@ -423,14 +426,23 @@ def caller_torch_threads() -> int | None:
 def cpu_budget() -> int:
     """The CPUs a computation of this process may spread over, in threads or in processes
     (the student's data-parallel training, ``pate.student.parallel``): the count pate chose
-    (:func:`configure`) while torch still holds it, except where that count was lowered for
-    other processes' threads (source ``"busy"``): then the usable CPUs, as processes that share
-    a step wait for each other twice a step, not at every operation (docs/threads.md); torch's
-    current thread count where the caller chose it (or pate never did)."""
+    (:func:`configure`) while torch still holds it; torch's current thread count where the
+    caller chose it (or pate never did).
+
+    One exception: where the count was lowered because other processes' threads fill every
+    usable CPU (source ``"busy"`` with at least ``cpus`` others), the usable CPUs. There every
+    runnable thread gets a fair share of the CPUs, so each process of ours adds one share, and
+    processes that share a step wait for each other once or twice a step, not at every
+    operation. Where fewer others run, one thread takes the core they leave free, and a
+    second process would share a core with a neighbour and hold its partner back at every
+    step. Measured (``benchmarks/demo_neighbours.py``, 2-core VM, 28 Nov 2026): beside two
+    2-thread torch loops ``make demo``'s student took 234 s in two processes against 280 s on
+    one thread; beside one busy core 132 s against 93 s (docs/threads.md)."""
     torch = sys.modules.get("torch")
     current = int(torch.get_num_threads()) if torch is not None else None
     if _last is not None and (current is None or current == _torch_set):
-        return int(_last["cpus"] if _last["source"] == "busy" else _last["count"])
+        crowded = _last["source"] == "busy" and (_last.get("others") or 0) >= _last["cpus"]
+        return int(_last["cpus"] if crowded else _last["count"])
     return current if current is not None else usable_cpus()[0]
 
 
@@ -439,7 +451,7 @@ def configure(
 ) -> dict[str, Any]:
     """:func:`prepare_environment`, :func:`choose` and :func:`apply`; logs the choice (once per
     change) and returns the record a run keeps: ``{"count", "source", "cpus", "detail",
-    "wait_policy", "load_average"}``."""
+    "others", "wait_policy", "load_average"}``."""
     global _last
     wait = prepare_environment()
     choice = choose(

@@ -19,11 +19,11 @@ from pate.student.trainer import (
     Training,
     _draw,
     _kept_rows,
-    step,
     bf16_native,
     build_network,
     input_stats,
     rows_independent,
+    step,
     steps_per_draw,
 )
 from pate.teachers.checkpoint import CheckpointError

@@ -47,12 +47,17 @@ def read_execution(run_dir: Path) -> dict | None:
 def read_threads(run_dir: Path) -> dict | None:
     """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
     ``stages/<stage>.json`` recorded them (:mod:`pate.core.threads`: count, source, cpus, detail,
-    wait_policy); None when no stage recorded any (a run made before threads were recorded)."""
+    wait_policy; and ``processes`` where the stage trained in several processes, the student's
+    ``pate.student.parallel``); None when no stage recorded any (a run made before threads were
+    recorded)."""
     out = {}
     for stage in COMPUTING_STAGES:
         info = _summary(run_dir, stage)
         threads = info.get("threads") if info is not None else None
         if isinstance(threads, dict) and isinstance(threads.get("count"), int):
+            processes = info.get("processes") if info is not None else None
+            if isinstance(processes, int) and processes > 1:
+                threads = dict(threads, processes=processes)
             out[stage] = threads
     return out or None
 
@@ -109,7 +114,13 @@ def threads_text(report: dict) -> str | None:
         wait = t.get("wait_policy")
         why = f"{t.get('source', '?')}: {t.get('detail', '')}".rstrip(": ")
         parts.append(
-            f"{stage} {t['count']} ({why}" + (f"; OpenMP waiting {wait})" if wait else ")")
+            f"{stage} {t['count']} ({why}"
+            + (f"; OpenMP waiting {wait})" if wait else ")")
+            + (
+                f" in {t['processes']} processes that share each step"
+                if isinstance(t.get("processes"), int)
+                else ""
+            )
         )
     return (
         "**CPU threads:** " + ", ".join(parts) + ". They change the speed, not what is "

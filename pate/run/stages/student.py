@@ -81,12 +81,17 @@ def student(run: Run) -> dict:
         train_seconds=round(seconds, 2),
         targets="hard" if temperature is None else "soft",
         precision=model.precision_,
+        processes=model.processes_,
         **({} if temperature is None else {"temperature": temperature}),
     )
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
     logger.info("student: trained in %s", model.precision_)
     logger.info("student: accuracy %.4f on the evaluation split", metrics["accuracy"])
-    return {"accuracy": metrics["accuracy"], "precision": model.precision_}
+    return {
+        "accuracy": metrics["accuracy"],
+        "precision": model.precision_,
+        "processes": model.processes_,  # pate.student.parallel (1: one process)
+    }
 
 
 def rule_head(run: Run, labels: np.ndarray):

@@ -161,7 +161,8 @@ def test_the_automatic_count_is_lowered_by_other_processes_running(tmp_path, mon
     assert (one.count, one.source, one.cpus) == (1, "busy", 2)
     assert "1.0 threads of other processes running on average" in one.detail
     many = T.choose(environ={}, affinity=2, others=others(4.3), **paths)
-    assert (many.count, many.source) == (1, "busy")
+    assert (many.count, many.source, many.others) == (1, "busy", 4.3)
+    assert (one.others, idle.others) == (1.0, None)  # what cpu_budget reads
     unknown = T.choose(environ={}, affinity=2, others=others(None), **paths)
     assert (unknown.count, unknown.source) == (2, "affinity")
     asked.clear()
@@ -328,7 +329,15 @@ def test_configure_records_the_choice_and_logs_it(restore_threads, monkeypatch, 
     with caplog.at_level("INFO", logger="pate"):
         record = T.configure()
     assert record["count"] == 1 and record["source"] == "env"
-    assert set(record) == {"count", "source", "cpus", "detail", "wait_policy", "load_average"}
+    assert set(record) == {
+        "count",
+        "source",
+        "cpus",
+        "detail",
+        "others",
+        "wait_policy",
+        "load_average",
+    }
     assert torch.get_num_threads() == 1
     assert "threads: 1 (env: OMP_NUM_THREADS=1" in caplog.text
     json.dumps(record)  # it goes into a JSON summary
@@ -473,3 +482,27 @@ def test_the_cli_and_the_api_set_passive_waiting_before_torch_loads(entry, tmp_p
     assert done.returncode == 0, done.stderr
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
     assert result == ["RESULT True passive PASSIVE 0 0"], done.stdout
+
+
+def test_the_cpu_budget_is_pates_count_or_the_cpus_where_neighbours_lowered_it(
+    monkeypatch, restore_threads
+):
+    import torch
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(T, "_torch_set", 1)
+    record = {"count": 1, "source": "affinity", "cpus": 2}
+    monkeypatch.setattr(T, "_last", record)
+    assert T.cpu_budget() == 1
+    # lowered because other processes' threads fill the CPUs: processes may take every CPU
+    monkeypatch.setattr(T, "_last", {**record, "source": "busy", "others": 4.1})
+    assert T.cpu_budget() == 2
+    # ... but not where a core is left free (one thread takes it)
+    monkeypatch.setattr(T, "_last", {**record, "source": "busy", "others": 1.0})
+    assert T.cpu_budget() == 1
+    # the caller changed torch's count after pate set it: the caller's count
+    monkeypatch.setattr(T, "_torch_set", 3)
+    assert T.cpu_budget() == 1
+    monkeypatch.setattr(T, "_last", None)
+    torch.set_num_threads(2)
+    assert T.cpu_budget() == 2

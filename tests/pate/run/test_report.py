@@ -1177,6 +1177,15 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
         "(affinity: sched_getaffinity: 2 CPUs; OpenMP waiting passive)"
     ) in md
     assert "CPU threads" in (tmp_path / "report.html").read_text()
+    # a student trained in two processes (pate.student.parallel) says so
+    (tmp_path / "stages" / "student.json").write_text(
+        json.dumps({"threads": dict(record, count=1, source="busy", detail="d"), "processes": 2})
+    )
+    rep.write_report(tmp_path)
+    assert (
+        "student 1 (busy: d; OpenMP waiting passive) in 2 processes that share each step"
+        in (tmp_path / "report.md").read_text()
+    )
 
 
 def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
