@@ -15,6 +15,11 @@ EMA. Variants (``VARIANTS``):
   with its own generator, and the two gradients are summed in shared memory (two barriers a
   step) before both take the same update: data parallelism, with no barrier inside a step's
   operations.
+* ``student_threads1``, ``student_threads2``, ``student_processes2``: the trainer itself,
+  :class:`pate.student.train.Student` as make demo's config sets it (FixMatch, ``cnn28``, 32 + 96
+  rows, EMA; threshold 0, so all 96 strong views train) with ``processes=1`` on one or two
+  threads, or ``processes=2`` (:mod:`pate.student.parallel`: one wait a step); two epochs of
+  ``--steps`` steps, the second timed.
 
 Each (condition, variant) runs in a fresh child process (``--steps`` steps after 5 untimed
 ones); the variants take turns ``--rounds`` times and the median is kept. Conditions as in
@@ -23,6 +28,10 @@ slowdown (``torch2`` over its own ``idle``) and its ``torch2`` time over the idl
 time (what the issue's bar compares: make demo's idle run uses two threads).
 
     .venv/bin/python benchmarks/student_processes.py --json benchmarks/results/student_processes.json
+
+``--memory`` measures instead the proportional set size (``/proc/PID/smaps_rollup``: shared
+pages counted once) of the trainer's processes at the end of each of three epochs of ``--steps``
+steps, with ``processes=1`` and ``processes=2`` (``--memory --steps 100`` for the result file).
 
 Run on demand, never as a test (the tests run a few steps of each variant).
 """
@@ -42,7 +51,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
-VARIANTS = ("threads1", "threads2", "processes2")
+VARIANTS = (
+    "threads1",
+    "threads2",
+    "processes2",
+    "student_threads1",
+    "student_threads2",
+    "student_processes2",
+)
 CONDITIONS = ("idle", "torch2")
 BATCH, UNLABELLED, KEPT = 32, 96, 80  # labelled rows, unlabelled rows, strong views trained on
 SETTINGS = {"flip": False, "pad": 4, "strong_ops": 2, "cutout": 0.5}
@@ -80,14 +96,14 @@ def _batches(seed: int):
 
 def _draws(batches, share: int):
     """The steps' inputs, drawn as the trainer draws them: the views of a chunk of steps at a
-    time (:func:`pate.student.trainer._draw`), ``1 / share`` of each batch."""
-    from pate.student.trainer import _draw, steps_per_draw
+    time (:func:`pate.student.trainer.draw_steps`), ``1 / share`` of each batch."""
+    from pate.student.trainer import draw_steps, steps_per_draw
 
     settings = {**SETTINGS, "method": "fixmatch", "batch_size": BATCH // share}
     settings["unlabeled_ratio"] = UNLABELLED // BATCH
     chunk = steps_per_draw(batches, settings)
     while True:
-        yield from _draw(batches, settings, chunk)
+        yield from draw_steps(batches, settings, chunk)
 
 
 def _gradients(training, batches, draw, share: int) -> None:
@@ -176,11 +192,104 @@ def _two_processes(steps: int) -> float:
     return max(seconds[:])
 
 
+def _student(variant: str, steps: int) -> float:
+    """Seconds per step of the trainer's second epoch (``student_*`` variants)."""
+    import numpy as np
+    import torch
+
+    from pate.student.train import Student
+
+    torch.set_num_threads(1 if variant == "student_threads1" else 2)
+    rng = np.random.default_rng(1)
+    x = rng.random((9000, 1, 28, 28), dtype=np.float32)
+    y = np.where(np.arange(9000) < 400, rng.integers(0, 10, 9000), -1)
+    student = Student(
+        model="cnn28",
+        epochs=2,
+        steps_per_epoch=steps,
+        batch_size=BATCH,
+        unlabeled_ratio=UNLABELLED // BATCH,
+        ema_decay=0.99,
+        threshold=0.0,
+        pad=4,
+        device="cpu",
+        random_state=0,
+        progress=False,
+        processes=2 if variant == "student_processes2" else 1,
+    ).fit(x, y)
+    return student.history_[1]["seconds"] / steps
+
+
+def _rollup(pid: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if parts[0] in ("Rss:", "Pss:", "Private_Clean:", "Private_Dirty:"):
+                out[parts[0][:-1]] = int(parts[1]) / 1024
+    return out
+
+
+def memory(processes: int, steps: int) -> list[dict]:
+    """The trainer's processes' memory at the end of each epoch (``--memory``)."""
+    import glob
+
+    import numpy as np
+
+    from pate.core import threads
+    from pate.student.train import Student
+
+    threads.prepare_environment()
+    rng = np.random.default_rng(0)
+    x = rng.random((9000, 1, 28, 28), dtype=np.float32)
+    y = np.where(np.arange(9000) < 400, np.arange(9000) % 10, -1)
+    samples: list[dict] = []
+
+    def sample(epoch: int, record: dict) -> None:
+        pids = [os.getpid()]
+        for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+            with open(path) as f:
+                pids += [int(k) for k in f.read().split()]
+        seen = []
+        for pid in pids:
+            try:
+                seen.append(_rollup(pid))
+            except (ProcessLookupError, FileNotFoundError):  # a helper that just finished
+                pass
+        samples.append(
+            {
+                "epoch": epoch,
+                "processes": len(seen),
+                "pss_mib": round(sum(r["Pss"] for r in seen), 1),
+                "private_mib": [round(r["Private_Clean"] + r["Private_Dirty"], 1) for r in seen],
+                "rss_mib": [round(r["Rss"], 1) for r in seen],
+            }
+        )
+
+    Student(
+        model="cnn28",
+        epochs=3,
+        steps_per_epoch=steps,
+        batch_size=BATCH,
+        unlabeled_ratio=UNLABELLED // BATCH,
+        ema_decay=0.99,
+        threshold=0.5,
+        device="cpu",
+        random_state=0,
+        progress=False,
+        processes=processes,
+        on_epoch_end=sample,
+    ).fit(x, y)
+    return samples
+
+
 def measure(variant: str, steps: int) -> float:
     """Seconds per step of ``variant`` in this process (the child's work)."""
     from pate.core import threads
 
     threads.prepare_environment()  # idle OpenMP threads sleep (before torch loads)
+    if variant.startswith("student_"):
+        return _student(variant, steps)
     if variant == "processes2":
         return _two_processes(steps)
     return _one_process(int(variant[-1]), steps)
@@ -208,9 +317,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     ap.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--memory", action="store_true", help="measure memory, not time")
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(measure(args.child, args.steps))
+        return 0
+    if args.memory_child:
+        print(json.dumps(memory(args.memory_child, args.steps)))
+        return 0
+    if args.memory:  # each count in a fresh process
+        runs = {}
+        for processes in (1, 2):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--memory-child",
+                    str(processes),
+                    "--steps",
+                    str(args.steps),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs[f"processes={processes}"] = json.loads(out.stdout.strip().splitlines()[-1])
+        result = {
+            "benchmark": "benchmarks/student_processes.py --memory",
+            "command": "python benchmarks/student_processes.py " + " ".join(argv or sys.argv[1:]),
+            "steps_per_epoch": args.steps,
+            "machine": __import__("threads").machine_facts(),
+            "at_each_epoch_end": runs,
+        }
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
         return 0
     import threads as neighbours  # benchmarks/threads.py: the same neighbours
 

@@ -32,8 +32,8 @@ from pate.student.trainer import (
     Batches,
     StepDraw,
     Training,
-    _draw,
     accuracy,
+    draw_steps,
     shard_sizes,
     step,
     steps_per_draw,
@@ -47,8 +47,10 @@ def draw_shards(
 ) -> list[StepDraw]:
     """The inputs of ``steps`` steps from ``shards``, each ``(batches drawing from the shard's
     generator, the shard's labelled rows)``: each shard drawn as a batch of its own size
-    (:func:`pate.student.trainer._draw`), the shards' rows of a step put together in order."""
-    drawn = [_draw(batches, {**settings, "batch_size": size}, steps) for batches, size in shards]
+    (:func:`pate.student.trainer.draw_steps`), the shards' rows of a step put together in order."""
+    drawn = [
+        draw_steps(batches, {**settings, "batch_size": size}, steps) for batches, size in shards
+    ]
     if len(drawn) == 1:
         return drawn[0]
     return [_joined(parts) for parts in zip(*drawn, strict=True)]
@@ -164,6 +166,16 @@ def _epochs(
             after_epoch(epoch, record)
 
 
+class _NoBar:
+    """A progress bar that shows nothing (a helper process's)."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+_NO_BAR = _NoBar()
+
+
 def train_epochs(
     training: Training,
     batches: Batches,
@@ -185,8 +197,6 @@ def train_epochs(
     ``checkpoint_path``) and ``on_epoch_end(epoch, record)`` called. With ``processes > 1``
     (at most ``len(training.generators)``) the steps are shared with forked helper processes,
     each on ``threads_each`` threads, as is this one meanwhile (:mod:`pate.student.parallel`)."""
-    from tqdm.auto import tqdm
-
     training.model.train()
 
     def helper(group: Group) -> None:  # in a forked process: its own copy of everything
@@ -196,7 +206,7 @@ def train_epochs(
             batches,
             settings,
             group,
-            tqdm(disable=True),
+            _NO_BAR,  # no tqdm in a forked process: its lock may have been held at the fork
             num_classes=num_classes,
             device=device,
             validation=None,
@@ -223,15 +233,7 @@ def train_epochs(
         slot_size=slot_size,
         threads_each=threads_each,
     ) as group:
-        bar = tqdm(
-            total=settings["epochs"] * settings["steps_per_epoch"],
-            initial=training.start_epoch * settings["steps_per_epoch"],
-            desc=f"student ({settings['method']})",
-            unit="step",
-            file=sys.stderr,
-            disable=not progress,
-            leave=False,
-        )
+        bar = _progress_bar(training, settings, progress)  # after the fork (see helper)
         try:
             _epochs(
                 training,
@@ -246,3 +248,18 @@ def train_epochs(
             )
         finally:
             bar.close()
+
+
+def _progress_bar(training: Training, settings: dict, progress: bool):
+    """The run's tqdm bar over all its steps (on stderr; hidden unless ``progress``)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=settings["epochs"] * settings["steps_per_epoch"],
+        initial=training.start_epoch * settings["steps_per_epoch"],
+        desc=f"student ({settings['method']})",
+        unit="step",
+        file=sys.stderr,
+        disable=not progress,
+        leave=False,
+    )

@@ -87,15 +87,19 @@ def fork_available() -> bool:
 def choose_processes(requested: int | str, *, shards: int, device: torch.device, cpus: int) -> int:
     """How many processes train: ``requested`` (an int, or ``"auto"``: ``cpus``, the CPUs the
     training may use) at most ``shards`` (a step cannot be split further); 1 on a GPU, where
-    ``fork`` is unavailable, or for one shard."""
+    ``fork`` is unavailable, in a daemonic process (a ``multiprocessing`` pool's worker), or
+    for one shard."""
     wanted = max(1, cpus) if requested == "auto" else int(requested)
-    if device.type != "cpu" or shards < 2 or not fork_available():
+    daemon = multiprocessing.current_process().daemon  # may not start processes of its own
+    if device.type != "cpu" or shards < 2 or not fork_available() or daemon:
         if requested != "auto" and wanted > 1:
             why = (
                 f"the device is {device.type}"
                 if device.type != "cpu"
                 else "the network's rows are not independent (BatchNorm or a layer of its own)"
                 if shards < 2
+                else "this is a daemonic process"
+                if daemon
                 else "processes cannot be forked here"
             )
             logger.info("student: processes=%d: training in one process (%s)", wanted, why)
@@ -264,28 +268,9 @@ def data_parallel(
     barrier = _Barrier(context, processes)
     slots = torch.zeros((2, processes, max(1, slot_size))).share_memory_()
     shared_states = torch.zeros(states, dtype=torch.uint8).share_memory_()
-    parent = os.getpid()
-
-    def parent_alive() -> str | None:
-        return None if os.getppid() == parent else "the training's main process is gone"
-
-    helpers = []
-    for rank in range(1, processes):
-        group = Group(
-            rank,
-            processes,
-            slots=slots,
-            states=shared_states,
-            barrier=barrier,
-            healthy=parent_alive,
-        )
-        process = context.Process(
-            target=_helper_main,
-            args=(group, barrier, helper, threads_each),
-            name=f"pate-student-{rank}",
-            daemon=True,
-        )
-        helpers.append(process)
+    helpers = _helper_processes(
+        context, processes, helper, barrier, slots, shared_states, threads_each
+    )
 
     def helpers_alive() -> str | None:
         """While the caller waits: any helper that has ended is lost to the training."""
@@ -325,6 +310,30 @@ def data_parallel(
     problem = failed()
     if problem is not None:
         raise ParallelTrainingError(problem)
+
+
+def _helper_processes(context, processes, helper, barrier, slots, states, threads_each) -> list:
+    """The helpers ``1 .. processes - 1``, not started; each sees the group as its rank, and
+    its waits check that this process (its parent) is still alive."""
+    parent = os.getpid()
+
+    def parent_alive() -> str | None:
+        return None if os.getppid() == parent else "the training's main process is gone"
+
+    helpers = []
+    for rank in range(1, processes):
+        group = Group(
+            rank, processes, slots=slots, states=states, barrier=barrier, healthy=parent_alive
+        )
+        helpers.append(
+            context.Process(
+                target=_helper_main,
+                args=(group, barrier, helper, threads_each),
+                name=f"pate-student-{rank}",
+                daemon=True,
+            )
+        )
+    return helpers
 
 
 def _stop(helpers: list, barrier: _Barrier) -> None:

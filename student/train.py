@@ -182,6 +182,14 @@ STUDENT_CHECKS_PLATFORM_DEPENDENT = {
 }
 
 
+def _processes(requested: Any, shards: int, device: torch.device) -> tuple[int, int]:
+    """``(processes, threads each)`` of a fit (:func:`pate.student.parallel.choose_processes`
+    within :func:`pate.core.threads.cpu_budget`)."""
+    budget = cpu_budget()
+    processes = choose_processes(requested, shards=shards, device=device, cpus=budget)
+    return processes, max(1, budget // processes)
+
+
 class Student(ClassifierMixin, BaseEstimator):
     """The student model, a scikit-learn classifier; see the module docstring.
 
@@ -403,8 +411,7 @@ class Student(ClassifierMixin, BaseEstimator):
                 "student: %s",
                 short_training_warning(settings["epochs"], settings["steps_per_epoch"]),
             )
-        budget = cpu_budget()
-        processes = choose_processes(self.processes, shards=shards, device=device, cpus=budget)
+        processes, threads_each = _processes(self.processes, shards, device)
         train_epochs(
             training,
             batches,
@@ -418,21 +425,14 @@ class Student(ClassifierMixin, BaseEstimator):
             seed=seed,
             on_epoch_end=self.on_epoch_end,
             processes=processes,
-            threads_each=max(1, budget // processes),
+            threads_each=threads_each,
         )
 
-        final = training.final
-        final.eval()
-        self.model_ = final
-        self.classes_ = classes
-        self.model_name_ = model_name
-        self.num_classes_ = num_classes
-        self.input_shape_ = input_shape
-        self.history_ = training.history
-        self.seed_ = seed
-        self.device_ = device
-        self.settings_ = settings
-        self.n_labelled_ = int(labelled.size)
+        training.final.eval()
+        self.model_, self.classes_, self.model_name_ = training.final, classes, model_name
+        self.num_classes_, self.input_shape_ = num_classes, input_shape
+        self.history_, self.seed_, self.device_ = training.history, seed, device
+        self.settings_, self.n_labelled_ = settings, int(labelled.size)
         self.precision_ = "bfloat16 autocast" if training.amp else "float32"
         self.processes_ = processes
         return self

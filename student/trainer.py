@@ -30,7 +30,8 @@ Symbols
     ``skip_unconfident``: FixMatch's training pass leaves out the unlabelled rows whose
     pseudo-label is below the threshold (the same loss and gradients, less arithmetic).
 ``rows_independent(network)``: whether each row's output depends on that row alone.
-``StepDraw``, ``steps_per_draw(batches, settings)``, ``DRAW_BYTES``, ``MAX_STEPS_PER_DRAW``
+``StepDraw``, ``steps_per_draw(batches, settings)``, ``draw_steps(batches, settings, steps)``,
+``DRAW_BYTES``, ``MAX_STEPS_PER_DRAW``
     A step's inputs (its rows and augmented views); the views of a chunk of steps are drawn
     together (each augmentation called once per chunk, never across the end of an epoch).
 ``STEP_SHARDS``, ``step_shards(network, batch_size)``, ``shard_seeds(seed, shards)``,
@@ -66,6 +67,7 @@ __all__ = [
     "Batches",
     "StepDraw",
     "steps_per_draw",
+    "draw_steps",
     "rows_independent",
     "STEP_SHARDS",
     "step_shards",
@@ -428,7 +430,7 @@ MAX_STEPS_PER_DRAW = 32
 
 
 def steps_per_draw(batches: Batches, settings: dict) -> int:
-    """How many steps' views :func:`_draw` makes at once (at least one)."""
+    """How many steps' views :func:`draw_steps` makes at once (at least one)."""
     row_bytes = batches.x[0].numel() * batches.x.element_size()
     views = settings["batch_size"]
     if settings["method"] == "fixmatch":
@@ -436,7 +438,7 @@ def steps_per_draw(batches: Batches, settings: dict) -> int:
     return max(1, min(MAX_STEPS_PER_DRAW, DRAW_BYTES // max(1, views * row_bytes)))
 
 
-def _draw(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
+def draw_steps(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
     """The inputs of ``steps`` steps, each augmentation called once for all of them (the random
     draws in this order: labelled rows, unlabelled rows, their weak views, their strong views,
     the labelled rows' weak views)."""

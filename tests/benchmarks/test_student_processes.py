@@ -11,9 +11,20 @@ def test_each_kind_of_variant_steps_idle(load_benchmark, tmp_path):
     out = tmp_path / "result.json"
     argv = ["--steps", "2", "--rounds", "1", "--conditions", "idle", "--json", str(out)]
     # one variant of each kind (threads1 is threads2's code on one thread)
-    assert bench.main([*argv, "--variants", "threads2", "processes2"]) == 0
+    variants = ["threads2", "processes2", "student_processes2"]
+    assert bench.main([*argv, "--variants", *variants]) == 0
     result = json.loads(out.read_text())
-    assert set(result["ms_per_step"]["idle"]) == {"threads2", "processes2"}
+    assert set(result["ms_per_step"]["idle"]) == set(variants)
     assert all(ms > 0 for ms in result["ms_per_step"]["idle"].values())
     assert "slowdown" not in result  # one condition: nothing to compare
     # (processes2 raises, failing main, when its two replicas end with different weights)
+
+
+def test_the_memory_of_one_and_two_processes(load_benchmark, tmp_path):
+    bench = load_benchmark("student_processes")
+    out = tmp_path / "memory.json"
+    assert bench.main(["--memory", "--steps", "2", "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["at_each_epoch_end"]
+    assert [s["processes"] for s in runs["processes=1"]] == [1, 1, 1]
+    assert runs["processes=2"][0]["processes"] == 2  # the helper, while it trains
+    assert all(s["pss_mib"] > 0 for run in runs.values() for s in run)

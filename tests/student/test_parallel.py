@@ -40,6 +40,12 @@ def test_choose_processes_says_why_an_explicit_count_is_not_used(caplog, monkeyp
     assert "processes=2" in caplog.text and "rows are not independent" in caplog.text
     monkeypatch.setattr(P, "fork_available", lambda: False)
     assert P.choose_processes("auto", shards=2, device=CPU, cpus=2) == 1
+    monkeypatch.setattr(P, "fork_available", lambda: True)
+    daemon = type("Daemon", (), {"daemon": True})()  # a multiprocessing pool's worker
+    monkeypatch.setattr(P.multiprocessing, "current_process", lambda: daemon)
+    with caplog.at_level("INFO", logger="pate.student"):
+        assert P.choose_processes(2, shards=2, device=CPU, cpus=2) == 1
+    assert "daemonic" in caplog.text
 
 
 def _sums(group: P.Group, out: list) -> None:

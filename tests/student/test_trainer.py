@@ -17,10 +17,10 @@ from pate.student.trainer import (
     Batches,
     Standardize,
     Training,
-    _draw,
     _kept_rows,
     bf16_native,
     build_network,
+    draw_steps,
     input_stats,
     rows_independent,
     step,
@@ -189,7 +189,7 @@ def _fixmatch_pair(threshold: float):
             device=cpu,
             skip_unconfident=skip,
         )
-        runs.append((run, batches, _draw(batches, settings, 3)))
+        runs.append((run, batches, draw_steps(batches, settings, 3)))
     return runs, settings
 
 
