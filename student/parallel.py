@@ -235,6 +235,9 @@ def _helper_main(
         helper(group)
     except _Aborted:
         code = 0  # the caller stopped the training and reports why
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the caller reports it
+        code = 130
+        barrier.abort()
     except BaseException:  # noqa: BLE001 - reported, then the group is stopped
         code = 1
         sys.stderr.write(
@@ -348,11 +351,12 @@ def _stop(helpers: list, barrier: _Barrier) -> None:
 
 
 def _lost(rank: int, size: int, exitcode: int | None) -> str:
-    how = (
-        f"was killed by signal {-exitcode}"
-        if exitcode is not None and exitcode < 0
-        else f"failed (exit code {exitcode}; its error is above)"
-    )
+    if exitcode is not None and exitcode < 0:
+        how = f"was killed by signal {-exitcode}"
+    elif exitcode == 130:
+        how = "was interrupted (exit code 130, Ctrl-C)"
+    else:
+        how = f"failed (exit code {exitcode}; its error is above)"
     return (
         f"student: training process {rank} of {size} {how}; the student's checkpoint holds the "
         "last finished epoch. Run again to resume, or set threads = 1 ([run] threads, --threads "

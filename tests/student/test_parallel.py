@@ -126,3 +126,14 @@ def test_an_error_in_the_caller_stops_the_helpers():
             group.all_sum(torch.ones(2))
             raise KeyError("the caller's")
     assert started[0] == 1
+
+
+def test_ctrl_c_in_a_helper_stops_it_quietly(capfd):
+    def helper(group):
+        raise KeyboardInterrupt  # what Ctrl-C raises in every process of the group
+
+    with pytest.raises(P.ParallelTrainingError, match="exit code 130"):
+        with P.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
+            for _ in range(3):
+                group.all_sum(torch.ones(2))
+    assert "Traceback" not in capfd.readouterr().err  # the caller's own error says it all
