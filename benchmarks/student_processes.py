@@ -192,29 +192,36 @@ def _two_processes(steps: int) -> float:
     return max(seconds[:])
 
 
+def _demo_student(**settings):
+    """make demo's student (FixMatch, ``cnn28``, 32 + 96 rows, EMA) on the CPU with ``settings``."""
+    from pate.student.train import Student
+
+    return Student(
+        model="cnn28",
+        batch_size=BATCH,
+        unlabeled_ratio=UNLABELLED // BATCH,
+        ema_decay=0.99,
+        device="cpu",
+        random_state=0,
+        progress=False,
+        **settings,
+    )
+
+
 def _student(variant: str, steps: int) -> float:
     """Seconds per step of the trainer's second epoch (``student_*`` variants)."""
     import numpy as np
     import torch
 
-    from pate.student.train import Student
-
     torch.set_num_threads(1 if variant == "student_threads1" else 2)
     rng = np.random.default_rng(1)
     x = rng.random((9000, 1, 28, 28), dtype=np.float32)
     y = np.where(np.arange(9000) < 400, rng.integers(0, 10, 9000), -1)
-    student = Student(
-        model="cnn28",
+    student = _demo_student(
         epochs=2,
         steps_per_epoch=steps,
-        batch_size=BATCH,
-        unlabeled_ratio=UNLABELLED // BATCH,
-        ema_decay=0.99,
         threshold=0.0,
         pad=4,
-        device="cpu",
-        random_state=0,
-        progress=False,
         processes=2 if variant == "student_processes2" else 1,
     ).fit(x, y)
     return student.history_[1]["seconds"] / steps
@@ -237,7 +244,6 @@ def memory(processes: int, steps: int) -> list[dict]:
     import numpy as np
 
     from pate.core import threads
-    from pate.student.train import Student
 
     threads.prepare_environment()
     rng = np.random.default_rng(0)
@@ -266,19 +272,8 @@ def memory(processes: int, steps: int) -> list[dict]:
             }
         )
 
-    Student(
-        model="cnn28",
-        epochs=3,
-        steps_per_epoch=steps,
-        batch_size=BATCH,
-        unlabeled_ratio=UNLABELLED // BATCH,
-        ema_decay=0.99,
-        threshold=0.5,
-        device="cpu",
-        random_state=0,
-        progress=False,
-        processes=processes,
-        on_epoch_end=sample,
+    _demo_student(
+        epochs=3, steps_per_epoch=steps, threshold=0.5, processes=processes, on_epoch_end=sample
     ).fit(x, y)
     return samples
 
