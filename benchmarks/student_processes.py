@@ -304,6 +304,13 @@ def _child(variant: str, steps: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _write(result: dict, path: pathlib.Path | None) -> None:
+    """``result`` printed, and written to ``path`` as JSON where given."""
+    if path is not None:
+        path.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=100)
@@ -345,9 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": __import__("threads").machine_facts(),
             "at_each_epoch_end": runs,
         }
-        if args.json:
-            args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result, indent=2))
+        _write(result, args.json)
         return 0
     import threads as neighbours  # benchmarks/threads.py: the same neighbours
 
@@ -381,9 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             result["torch2_over_idle_threads2"] = {
                 v: round(t / base, 2) for v, t in ms["torch2"].items()
             }
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    _write(result, args.json)
     return 0
 
 
