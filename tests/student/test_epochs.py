@@ -61,17 +61,27 @@ def _close(a: list[torch.Tensor], b: list[torch.Tensor], tol: float) -> bool:
     return all(torch.allclose(u, v, rtol=tol, atol=tol) for u, v in zip(a, b, strict=True))
 
 
+def _soft_targets(y: np.ndarray) -> np.ndarray:
+    """Soft targets whose largest entry is each labelled row's label."""
+    targets = np.full((len(y), 10), 0.05, dtype=np.float64)
+    targets[np.arange(len(y)), np.maximum(y, 0)] = 0.55
+    return targets
+
+
 @needs_fork
-def test_two_processes_train_what_one_trains(images):
-    one = _student(processes=1).fit(*images)
-    two = _student(processes=2).fit(*images)
+@pytest.mark.parametrize("soft", [False, True])
+def test_two_processes_train_what_one_trains(images, soft):
+    targets = {"soft_targets": _soft_targets(images[1])} if soft else {}
+    one = _student(processes=1).fit(*images, **targets)
+    two = _student(processes=2).fit(*images, **targets)
     assert (one.processes_, two.processes_) == (1, 2)
     assert _close(_weights(one), _weights(two), 1e-5)
     for a, b in zip(one.history_, two.history_, strict=True):
         for key in ("loss_labelled", "loss_unlabelled", "mask_rate"):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7)
-    assert 0 < one.history_[-1]["mask_rate"] < 1  # the unlabelled loss took part
-    other_seed = _student(processes=1, random_state=4).fit(*images)
+    if not soft:
+        assert 0 < one.history_[-1]["mask_rate"] < 1  # the unlabelled loss took part
+    other_seed = _student(processes=1, random_state=4).fit(*images, **targets)
     assert not _close(_weights(one), _weights(other_seed), 1e-3)  # the tolerance means something
 
 
