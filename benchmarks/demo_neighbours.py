@@ -108,6 +108,9 @@ def run_once(
             "seconds": summary.get("seconds"),
             "threads": (summary.get("threads") or {}).get("count"),
             "wait_policy": (summary.get("threads") or {}).get("wait_policy"),
+            # the other processes' threads pate saw, and the student's processes
+            "others": (summary.get("threads") or {}).get("others"),
+            "processes": summary.get("processes"),
         }
     analysis = json.loads((run_dir / "analysis.json").read_text())
     return {
