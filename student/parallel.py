@@ -49,7 +49,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -163,29 +163,37 @@ class Group:
         if self._barrier is not None:
             self._barrier.wait(self._healthy)
 
+    def _next_slots(self) -> torch.Tensor:
+        """The set of slots for the next sum. Two sets are used in turn: a process writes a
+        set again only after every process has passed the next wait, that is, after each has
+        read the set's previous sums."""
+        slots = cast(torch.Tensor, self._slots)[self._parity]  # callers checked it is set
+        self._parity ^= 1
+        return slots
+
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """The sum of ``tensor`` (a float32 tensor on the CPU, the same shape in every
-        process) over the processes, the same in each. Two sets of slots used in turn: a
-        process writes a set again only after every process has passed the next wait, that
-        is, after each has read the set's previous sums."""
+        process) over the processes, the same in each."""
         if self.size == 1 or self._slots is None:
             return tensor
-        slots = self._slots[self._parity]
-        self._parity ^= 1
-        n = tensor.numel()
+        slots, n = self._next_slots(), tensor.numel()
         slots[self.rank, :n].copy_(tensor.reshape(-1))
         self._wait()
         return slots[:, :n].sum(dim=0).view_as(tensor)
 
     def sum_gradients(self, params: Sequence[torch.Tensor]) -> None:
         """Every parameter's gradient replaced by its sum over the processes (a missing
-        gradient counts as zeros)."""
-        if self.size == 1:
+        gradient counts as zeros); the gradients are written straight into this process's
+        slot."""
+        if self.size == 1 or self._slots is None:
             return
-        flat = torch.cat(
-            [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
-        )
-        total = self.all_sum(flat)
+        slots, n = self._next_slots(), sum(p.numel() for p in params)
+        grads = [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params
+        ]
+        torch.cat(grads, out=slots[self.rank, :n])
+        self._wait()
+        total = slots[:, :n].sum(dim=0)
         offset = 0
         for p in params:
             part = total[offset : offset + p.numel()].view_as(p)
