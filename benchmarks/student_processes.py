@@ -20,6 +20,11 @@ EMA. Variants (``VARIANTS``):
   rows, EMA; threshold 0, so all 96 strong views train) with ``processes=1`` on one or two
   threads, or ``processes=2`` (:mod:`pate.student.parallel`: one wait a step); two epochs of
   ``--steps`` steps, the second timed.
+* ``student_cuda``, ``student_cuda_shards2`` (only when named, on a machine with a CUDA GPU):
+  the same trainer on ``cuda`` in one process, its batch drawn whole as shipped
+  (:func:`pate.student.trainer.step_shards` is 1 on a GPU) or, in the child, as the
+  :data:`pate.student.trainer.STEP_SHARDS` shards a CPU draws: what drawing in shards would
+  cost where no second process shares the step.
 
 Each (condition, variant) runs in a fresh child process (``--steps`` steps after 5 untimed
 ones); the variants take turns ``--rounds`` times and the median is kept. Conditions as in
@@ -59,6 +64,8 @@ VARIANTS = (
     "student_threads2",
     "student_processes2",
 )
+#: Named on demand: they need a CUDA GPU.
+GPU_VARIANTS = ("student_cuda", "student_cuda_shards2")
 CONDITIONS = ("idle", "torch2")
 BATCH, UNLABELLED, KEPT = 32, 96, 80  # labelled rows, unlabelled rows, strong views trained on
 SETTINGS = {"flip": False, "pad": 4, "strong_ops": 2, "cutout": 0.5}
@@ -192,8 +199,9 @@ def _two_processes(steps: int) -> float:
     return max(seconds[:])
 
 
-def _demo_student(**settings):
-    """make demo's student (FixMatch, ``cnn28``, 32 + 96 rows, EMA) on the CPU with ``settings``."""
+def _demo_student(device: str = "cpu", **settings):
+    """make demo's student (FixMatch, ``cnn28``, 32 + 96 rows, EMA) on ``device`` with
+    ``settings``."""
     from pate.student.train import Student
 
     return Student(
@@ -201,7 +209,7 @@ def _demo_student(**settings):
         batch_size=BATCH,
         unlabeled_ratio=UNLABELLED // BATCH,
         ema_decay=0.99,
-        device="cpu",
+        device=device,
         random_state=0,
         progress=False,
         **settings,
@@ -214,10 +222,19 @@ def _student(variant: str, steps: int) -> float:
     import torch
 
     torch.set_num_threads(1 if variant == "student_threads1" else 2)
+    device = "cuda" if variant.startswith("student_cuda") else "cpu"
+    if variant == "student_cuda_shards2":
+        from pate.student import train, trainer
+
+        def as_on_a_cpu(network, batch_size, *, device, resumed=None):
+            return trainer.step_shards(network, batch_size, device=torch.device("cpu"))
+
+        train.step_shards = as_on_a_cpu  # type: ignore[assignment]
     rng = np.random.default_rng(1)
     x = rng.random((9000, 1, 28, 28), dtype=np.float32)
     y = np.where(np.arange(9000) < 400, rng.integers(0, 10, 9000), -1)
     student = _demo_student(
+        device,
         epochs=2,
         steps_per_epoch=steps,
         threshold=0.0,
@@ -315,9 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    ap.add_argument(
+        "--variants", nargs="+", choices=VARIANTS + GPU_VARIANTS, default=list(VARIANTS)
+    )
     ap.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
-    ap.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=VARIANTS + GPU_VARIANTS, help=argparse.SUPPRESS)
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--memory", action="store_true", help="measure memory, not time")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)

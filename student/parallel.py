@@ -30,6 +30,7 @@ Symbols
 -------
 ``POLL_S``: how often a waiting process checks that its peers are alive.
 ``fork_available() -> bool``
+``autograd_survives_fork() -> bool``: False where torch sees a GPU.
 ``choose_processes(requested, *, shards, device, cpus) -> int``: the processes a training uses.
 ``Group``: ``rank``, ``size``; ``all_sum(tensor)``, ``sum_gradients(params)``,
     ``share_states(states, owners)``; :data:`SINGLE` is the one-process group (no-ops).
@@ -56,6 +57,7 @@ import torch
 __all__ = [
     "POLL_S",
     "fork_available",
+    "autograd_survives_fork",
     "choose_processes",
     "Group",
     "SINGLE",
@@ -84,14 +86,27 @@ def fork_available() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def autograd_survives_fork() -> bool:
+    """Whether a forked process can run a backward pass: not where torch sees a GPU, even for a
+    training on the CPU. torch's autograd engine then starts a thread per device at its first
+    backward pass, and a process forked after that refuses every backward pass ("Unable to
+    handle autograd's threading in combination with fork-based multiprocessing"; seen on a
+    machine with an H200 where the teachers, or an earlier fit, had trained in the parent)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "device_count"):
+        return int(accelerator.device_count()) == 0
+    return torch.cuda.device_count() == 0
+
+
 def choose_processes(requested: int | str, *, shards: int, device: torch.device, cpus: int) -> int:
     """How many processes train: ``requested`` (an int, or ``"auto"``: ``cpus``, the CPUs the
     training may use) at most ``shards`` (a step cannot be split further); 1 on a GPU, where
-    ``fork`` is unavailable, in a daemonic process (a ``multiprocessing`` pool's worker), or
-    for one shard."""
+    ``fork`` is unavailable or cannot carry autograd (:func:`autograd_survives_fork`), in a
+    daemonic process (a ``multiprocessing`` pool's worker), or for one shard."""
     wanted = max(1, cpus) if requested == "auto" else int(requested)
     daemon = multiprocessing.current_process().daemon  # may not start processes of its own
-    if device.type != "cpu" or shards < 2 or not fork_available() or daemon:
+    forks = fork_available() and autograd_survives_fork()
+    if device.type != "cpu" or shards < 2 or not forks or daemon:
         if requested != "auto" and wanted > 1:
             why = (
                 f"the device is {device.type}"
@@ -101,6 +116,8 @@ def choose_processes(requested: int | str, *, shards: int, device: torch.device,
                 else "this is a daemonic process"
                 if daemon
                 else "processes cannot be forked here"
+                if not fork_available()
+                else "torch sees a GPU, and autograd cannot run in a process forked then"
             )
             logger.info("student: processes=%d: training in one process (%s)", wanted, why)
         return 1

@@ -135,6 +135,7 @@ from pate.student.trainer import (
     Training,
     build_network,
     rows_independent,
+    saved_shards,
     step_shards,
 )
 from pate.student.weights_file import read_student, write_student
@@ -388,7 +389,12 @@ class Student(ClassifierMixin, BaseEstimator):
             num_classes=num_classes,
             device=device,
         )
-        shards = step_shards(model, settings["batch_size"])
+        shards = step_shards(
+            model,
+            settings["batch_size"],
+            device=device,
+            resumed=None if state is None else saved_shards(state),
+        )
         training = Training.start(
             model, settings, seed=seed, num_classes=num_classes, device=device, shards=shards
         )

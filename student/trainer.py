@@ -34,8 +34,9 @@ Symbols
 ``DRAW_BYTES``, ``MAX_STEPS_PER_DRAW``
     A step's inputs (its rows and augmented views); the views of a chunk of steps are drawn
     together (each augmentation called once per chunk, never across the end of an epoch).
-``STEP_SHARDS``, ``step_shards(network, batch_size)``, ``shard_seeds(seed, shards)``,
-``shard_sizes(total, shards)``: a step's batch drawn as shards, each from its own generator.
+``STEP_SHARDS``, ``step_shards(network, batch_size, *, device, resumed)``, ``saved_shards(state)``,
+``shard_seeds(seed, shards)``, ``shard_sizes(total, shards)``: a step's batch drawn as shards,
+    each from its own generator (one on a GPU).
 ``step(training, batches, draw, settings, sums, *, num_classes, group=SINGLE)``
     One optimiser step on this process's shards of a batch (gradients summed over ``group``).
 ``accuracy(model, x, y, *, device)``: accuracy on held-out data (monitoring only).
@@ -71,6 +72,7 @@ __all__ = [
     "rows_independent",
     "STEP_SHARDS",
     "step_shards",
+    "saved_shards",
     "shard_seeds",
     "shard_sizes",
     "step",
@@ -307,11 +309,26 @@ def rows_independent(network: nn.Module) -> bool:
 STEP_SHARDS = 2
 
 
-def step_shards(network: nn.Module, batch_size: int) -> int:
-    """How many shards a step's batch is drawn as: :data:`STEP_SHARDS` where ``network``'s rows
-    are independent (:func:`rows_independent`) and the batch has a row for each, else 1 (the
-    processes' gradients would not add up to the batch's)."""
-    return STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
+def step_shards(
+    network: nn.Module, batch_size: int, *, device: torch.device, resumed: int | None = None
+) -> int:
+    """How many shards a step's batch is drawn as: on the CPU :data:`STEP_SHARDS` where
+    ``network``'s rows are independent (:func:`rows_independent`) and the batch has a row for
+    each, else 1 (the processes' gradients would not add up to the batch's). On a GPU 1: one
+    process trains there, and drawing the shards apart only costs (make demo's student step on an
+    H200: 5.16 ms in two shards, 4.03 ms in one; ``benchmarks/student_processes.py``). A run
+    resumed from a checkpoint drawn in ``resumed`` shards keeps that count where the network
+    allows it, so that it continues the draws it began on another device."""
+    possible = STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
+    if resumed in (1, possible):
+        return int(resumed)  # type: ignore[arg-type]
+    return possible if device.type == "cpu" else 1
+
+
+def saved_shards(state: dict) -> int | None:
+    """The shards a checkpoint's ``state`` was drawn in (None where it does not say)."""
+    states = state.get("generators") or ([state["generator"]] if "generator" in state else None)
+    return len(states) if isinstance(states, list | tuple) else None
 
 
 def shard_seeds(seed: int, shards: int) -> list[int]:

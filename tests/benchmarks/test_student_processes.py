@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from pate.student import parallel
+
 
 def test_each_kind_of_variant_steps_idle(load_benchmark, tmp_path):
     bench = load_benchmark("student_processes")
@@ -20,6 +24,9 @@ def test_each_kind_of_variant_steps_idle(load_benchmark, tmp_path):
     # (processes2 raises, failing main, when its two replicas end with different weights)
 
 
+@pytest.mark.skipif(
+    not parallel.autograd_survives_fork(), reason="one process where torch sees a GPU"
+)
 def test_the_memory_of_one_and_two_processes(load_benchmark, tmp_path):
     bench = load_benchmark("student_processes")
     out = tmp_path / "memory.json"

@@ -16,13 +16,17 @@ from pate.student.trainer import (
     Batches,
     Standardize,
     Training,
+    saved_shards,
     shard_seeds,
     shard_sizes,
     step_shards,
 )
 from pate.teachers.checkpoint import CheckpointError
 
-needs_fork = pytest.mark.skipif(not parallel.fork_available(), reason="needs fork")
+needs_fork = pytest.mark.skipif(
+    not (parallel.fork_available() and parallel.autograd_survives_fork()),
+    reason="needs fork, and autograd in forked processes (no GPU seen by torch)",
+)
 CPU = torch.device("cpu")
 
 
@@ -106,9 +110,19 @@ def test_the_shards_of_a_step(images):
     assert STEP_SHARDS == 2
     x, _ = images
     net = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
-    assert step_shards(net, 8) == 2
-    assert step_shards(net, 1) == 1  # a batch of one row
-    assert step_shards(nn.Sequential(nn.Flatten(), nn.BatchNorm1d(64)), 8) == 1  # coupled rows
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert step_shards(net, 8, device=cpu) == 2
+    assert step_shards(net, 1, device=cpu) == 1  # a batch of one row
+    coupled = nn.Sequential(nn.Flatten(), nn.BatchNorm1d(64))
+    assert step_shards(coupled, 8, device=cpu) == 1  # coupled rows
+    assert step_shards(net, 8, device=gpu) == 1  # one process trains there
+    # a resumed run keeps its checkpoint's count where the network allows it
+    assert step_shards(net, 8, device=gpu, resumed=2) == 2
+    assert step_shards(net, 8, device=cpu, resumed=1) == 1
+    assert step_shards(coupled, 8, device=cpu, resumed=2) == 1  # not allowed: restore refuses
+    assert saved_shards({"generator": 0, "generators": [0, 1]}) == 2
+    assert saved_shards({"generator": 0}) == 1  # written before shards
+    assert saved_shards({}) is None
     assert shard_seeds(7, 1) == [7]  # one shard: the run's seed, as before shards
     seeds = shard_seeds(7, 2)
     assert seeds == shard_seeds(7, 2) and len(set(seeds)) == 2 and 7 not in seeds

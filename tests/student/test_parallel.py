@@ -29,7 +29,8 @@ CPU = torch.device("cpu")
         (2, 2, "meta", 2, 1),  # not a CPU (a GPU): one process
     ],
 )
-def test_choose_processes(requested, shards, device, cpus, expected):
+def test_choose_processes(requested, shards, device, cpus, expected, monkeypatch):
+    monkeypatch.setattr(P, "autograd_survives_fork", lambda: True)  # as on a machine without a GPU
     got = P.choose_processes(requested, shards=shards, device=torch.device(device), cpus=cpus)
     assert got == expected
 
@@ -46,6 +47,30 @@ def test_choose_processes_says_why_an_explicit_count_is_not_used(caplog, monkeyp
     with caplog.at_level("INFO", logger="pate.student"):
         assert P.choose_processes(2, shards=2, device=CPU, cpus=2) == 1
     assert "daemonic" in caplog.text
+
+
+def test_no_processes_where_torch_sees_a_gpu(caplog, monkeypatch):
+    """There autograd's device threads make every backward pass of a forked process fail."""
+    monkeypatch.setattr(P, "fork_available", lambda: True)
+    monkeypatch.setattr(P, "autograd_survives_fork", lambda: False)
+    with caplog.at_level("INFO", logger="pate.student"):
+        assert P.choose_processes(2, shards=2, device=CPU, cpus=2) == 1
+    assert "torch sees a GPU" in caplog.text
+    assert P.choose_processes("auto", shards=2, device=CPU, cpus=2) == 1
+    monkeypatch.setattr(P, "autograd_survives_fork", lambda: True)
+    assert P.choose_processes("auto", shards=2, device=CPU, cpus=2) == 2
+
+
+def test_autograd_survives_fork_follows_the_gpus_torch_sees(monkeypatch):
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "device_count"):
+        monkeypatch.setattr(accelerator, "device_count", lambda: 1)
+        assert not P.autograd_survives_fork()
+        monkeypatch.setattr(accelerator, "device_count", lambda: 0)
+        assert P.autograd_survives_fork()
+    else:
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+        assert not P.autograd_survives_fork()
 
 
 def _sums(group: P.Group, out: list) -> None:

@@ -419,7 +419,7 @@ def test_training_messages_go_to_the_pate_logger(digits):
             digits,
             shards,
             [1, 2],
-            TeacherConfig(model="cnn8", epochs=1, augment="none"),
+            TeacherConfig(model="cnn8", epochs=1, augment="none", device="cpu"),
             progress=False,
         )
     finally:
