@@ -389,12 +389,8 @@ class Student(ClassifierMixin, BaseEstimator):
             num_classes=num_classes,
             device=device,
         )
-        shards = step_shards(
-            model,
-            settings["batch_size"],
-            device=device,
-            resumed=None if state is None else saved_shards(state),
-        )
+        resumed = None if state is None else saved_shards(state)
+        shards = step_shards(model, settings["batch_size"], device=device, resumed=resumed)
         training = Training.start(
             model, settings, seed=seed, num_classes=num_classes, device=device, shards=shards
         )
