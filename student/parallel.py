@@ -131,8 +131,7 @@ class _Barrier:
     Each party waits on a semaphore of its own, which the last party to arrive releases
     without waiting for anyone. (A ``multiprocessing.Condition`` would make the notifying
     process wait until every sleeper has woken and then hand its lock to each in turn: on a
-    busy machine three scheduler wake-ups in a row each step; make demo's student beside two
-    torch loops waited 10 ms a step that way.) A party waits only on its own semaphore, and
+    busy machine three scheduler wake-ups in a row each step.) A party waits only on its own semaphore, and
     the last arrival of a generation releases only the parties counted in it, so a fast party
     can never pass a later generation on a release meant for a slow one."""
 

@@ -316,12 +316,12 @@ def step_shards(
     ``network``'s rows are independent (:func:`rows_independent`) and the batch has a row for
     each, else 1 (the processes' gradients would not add up to the batch's). On a GPU 1: one
     process trains there, and drawing the shards apart only costs (make demo's student step on an
-    H200: 5.16 ms in two shards, 4.03 ms in one; ``benchmarks/student_processes.py``). A run
-    resumed from a checkpoint drawn in ``resumed`` shards keeps that count where the network
-    allows it, so that it continues the draws it began on another device."""
+    H200: 6.27 ms in two shards, 5.60 ms in one; ``benchmarks/results/student_cuda_shards.json``).
+    A run resumed from a checkpoint drawn in ``resumed`` shards keeps that count where the
+    network allows it, so that it continues the draws it began on another device."""
     possible = STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
-    if resumed in (1, possible):
-        return int(resumed)  # type: ignore[arg-type]
+    if resumed is not None and resumed in (1, possible):
+        return resumed
     return possible if device.type == "cpu" else 1
 
 
