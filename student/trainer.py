@@ -252,7 +252,9 @@ class Training:
             if self.ema is not None:
                 self.ema.load_state_dict(without_kymatio_buffers(state["ema"]))
             self.optimizer.load_state_dict(state["optimizer"])
-            states = state.get("generators") or [state["generator"]]
+            states = _generator_states(state)
+            if states is None:
+                raise KeyError("generators")
             if len(states) != len(self.generators):
                 raise ValueError(
                     f"it holds {len(states)} generator states for {len(self.generators)} shards"
@@ -325,10 +327,17 @@ def step_shards(
     return possible if device.type == "cpu" else 1
 
 
+def _generator_states(state: dict) -> list | None:
+    """A checkpoint's generator states, one per shard (a checkpoint written before shards holds
+    one, as ``"generator"``); None where it holds none."""
+    states = state.get("generators") or ([state["generator"]] if "generator" in state else None)
+    return list(states) if isinstance(states, list | tuple) else None
+
+
 def saved_shards(state: dict) -> int | None:
     """The shards a checkpoint's ``state`` was drawn in (None where it does not say)."""
-    states = state.get("generators") or ([state["generator"]] if "generator" in state else None)
-    return len(states) if isinstance(states, list | tuple) else None
+    states = _generator_states(state)
+    return None if states is None else len(states)
 
 
 def shard_seeds(seed: int, shards: int) -> list[int]:
