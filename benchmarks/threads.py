@@ -89,6 +89,7 @@ THREAD_VARIABLES = (
 CHILD = r"""
 import json, sys, time
 policy, workload, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+record = None
 if policy != "old":
     from pate.core import threads
     record = threads.configure(explicit=1 if policy == "new-1" else None, explicit_source="flag")
@@ -156,7 +157,7 @@ while done < steps and (done == 0 or time.perf_counter() - t0 < limit):
     done += 1
 seconds = time.perf_counter() - t0
 print(json.dumps({"steps": done, "seconds": seconds, "steps_per_s": done / seconds,
-                  "threads": torch.get_num_threads()}))
+                  "threads": torch.get_num_threads(), "choice": record}))
 """
 
 # A neighbour: a 2-thread torch matmul loop with torch's defaults (spinning OpenMP threads).

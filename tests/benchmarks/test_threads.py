@@ -63,4 +63,10 @@ def test_a_child_measures_with_the_new_policy(bench, workload):
     assert result["steps"] >= 1 and result["steps_per_s"] > 0
     from pate.core.threads import usable_cpus
 
-    assert result["threads"] == usable_cpus()[0]  # the usable CPUs, not OMP_NUM_THREADS=1
+    # the child runs what pate chose, from the usable CPUs (lowered only by the machine's load at
+    # that moment), never the caller's OMP_NUM_THREADS=1
+    choice = result["choice"]
+    assert result["threads"] == choice["count"]
+    assert choice["cpus"] == usable_cpus()[0] and choice["source"] != "env"
+    if choice["source"] != "busy":
+        assert choice["count"] == choice["cpus"]
