@@ -19,11 +19,13 @@ from pate.run.report import formatting as F
 
 __all__ = [
     "CAPTIONS",
+    "INTERNAL_MARK",
     "NOT_PRIVATE",
     "RELATION_TEXT",
     "SEEDED_BANNER",
     "SMOKE_BANNER",
     "WEAK_EPSILON",
+    "dataset_name",
     "is_smoke_test",
     "params_text",
     "plain_language_statement",
@@ -35,6 +37,8 @@ __all__ = [
 ]
 
 NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
+#: The mark of an internal line of a list (a warning that fires on an internal figure).
+INTERNAL_MARK = "INTERNAL (do not publish):"
 #: A guarantee epsilon above this gets the "protects individuals very weakly" warning.
 WEAK_EPSILON = 10.0
 
@@ -155,7 +159,10 @@ def _prior_rounds(p: dict) -> str:
     prior = p.get("prior_rounds")
     if not prior:
         return ""
-    runs = ", ".join(f"{r['run_dir']} (\u03b5 = {F.eps(r['eps'])})" for r in prior["runs"])
+    runs = ", ".join(
+        f"{r['run_dir']} (\u03b5 = {F.eps(r['eps'])})" if "run_dir" in r else F.eps(r["eps"])
+        for r in prior["runs"]
+    )
     return (
         f", composed with the cost of the earlier rounds whose released student embeds "
         f"this run's neighbour search: {runs}. On their own, the earlier rounds cost "
@@ -339,7 +346,7 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
     data-dependent one (:data:`NOT_PRIVATE`)."""
     p, q = a["privacy"], a["queries"]
     weak = weak_guarantee(a)
-    return [
+    paras = [
         (
             "Guarantee",
             (
@@ -347,8 +354,10 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
                 f"{F.delta(p['delta'])})-differential privacy with respect to "
                 f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training data. "
                 + (f"{weak} " if weak else "")
-                + f"This bound holds for everything the run releases \u2014 the student model, the labels "
-                f"it was trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
+                + "This bound holds for everything the run releases \u2014 the student model, the labels "
+                + ("it was trained on and the sanitized epsilon below" if "eps_sanitized" in p else
+                   "it was trained on")
+                + f" \u2014 whatever the data: it is the "
                 f"data-independent cost of the {F.count(q['answered'])} answers "
                 f"(\u03b5 = {F.eps(p['eps_data_independent'])} on its own, at order "
                 f"\u03bb = {F.param(p['order_data_independent'])}) composed with the cost of releasing the "
@@ -356,6 +365,10 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
             ),
         ),
         ("Sanitized data-dependent epsilon", _sanitized_text(p)),
+    ]
+    if "eps_data_dependent" not in p:  # the publishable report: nothing computed from the votes
+        return paras
+    return paras + [
         (
             "Data-dependent epsilon",
             (
@@ -372,28 +385,20 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
 
 def _sanitized_text(p: dict) -> str:
     """The sanitized data-dependent epsilon: its smooth-sensitivity release, or its fallback to
-    the data-independent cost."""
+    the data-independent cost. The smooth sensitivity, the noise it scales and the conservative
+    reading built on them are INTERNAL: only the internal report holds and says them."""
     s, delta = p["sanitized"], F.delta(p["delta"])
-    if s["fallback"] is None:
-        fixed = (
-            f"The order \u03bb = {F.param(s['order'])}, smoothness \u03b2 = "
-            f"{F.param(s['beta'])} and noise multiplier \u03c3_ss = {F.param(s['sigma_ss'])} "
-            f"were fixed in the configuration before the votes were seen"
+    fixed = (
+        f"The order \u03bb = {F.param(s['order'])}, smoothness \u03b2 = "
+        f"{F.param(s['beta'])} and noise multiplier \u03c3_ss = {F.param(s['sigma_ss'])} "
+        f"were fixed in the configuration before the votes were seen"
+    )
+    if "eps_sanitized" not in p:
+        return (
+            f"None is published: the smooth-sensitivity release was not charged to the ledger, "
+            f"so only the guarantee above may be quoted. {fixed}."
         )
-        text = (
-            f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}). When the teachers agree "
-            f"strongly, the data-dependent analysis of Papernot et al. (2018) charges much less "
-            f"than the worst case, but it is computed from the private votes, so it is published "
-            f"only after sanitization with the smooth-sensitivity (GNSS) mechanism: Gaussian noise "
-            f"of standard deviation {F.sig(s['noise_std'])} (smooth sensitivity "
-            f"{F.sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss) was added to the Renyi divergence "
-            f"at order \u03bb = {F.param(s['order'])}. {fixed}, and the cost of this release (Renyi "
-            f"divergence {F.sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is a "
-            f"private measurement of the privacy loss actually incurred on this data, not a "
-            f"worst-case bound; because of the noise, a conservative reading adds two standard "
-            f"deviations: \u03b5 \u2264 {F.eps(s['eps_sanitized_upper_2std'])}."
-        )
-    else:
+    if s["fallback"] is not None:
         text = (
             f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
             f"release fell back to the data-independent cost at order "
@@ -402,6 +407,35 @@ def _sanitized_text(p: dict) -> str:
             f"\u03b2 = {F.param(s['beta'])}, noise multiplier \u03c3_ss = "
             f"{F.param(s['sigma_ss'])}) were fixed in the configuration before the votes were seen."
         )
+    else:
+        if "smooth_sensitivity" in s:
+            noise = (
+                f"Gaussian noise of standard deviation {F.sig(s['noise_std'])} (smooth "
+                f"sensitivity {F.sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss; both "
+                f"{NOT_PRIVATE}: the smooth sensitivity is computed from the private votes)"
+            )
+        else:
+            noise = (
+                "Gaussian noise scaled by the smooth sensitivity of the votes times \u03c3_ss "
+                "(the smooth sensitivity itself is computed from the private votes and is not "
+                "published)"
+            )
+        text = (
+            f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}), released with its own "
+            f"charge. When the teachers agree strongly, the data-dependent analysis of Papernot "
+            f"et al. (2018) charges much less than the worst case, but it is computed from the "
+            f"private votes, so it is published only after sanitization with the "
+            f"smooth-sensitivity (GNSS) mechanism: {noise} was added to the Renyi divergence at "
+            f"order \u03bb = {F.param(s['order'])}. {fixed}, and the cost of this release (Renyi "
+            f"divergence {F.sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is "
+            f"a private measurement of the privacy loss actually incurred on this data, not a "
+            f"worst-case bound."
+        )
+        if "eps_sanitized_upper_2std" in s:
+            text += (
+                f" Because of the noise, a conservative reading adds two standard deviations: "
+                f"\u03b5 \u2264 {F.eps(s['eps_sanitized_upper_2std'])} ({NOT_PRIVATE})."
+            )
     if p["eps_sanitized"] >= p["eps_guarantee"]:
         text += (
             " Here it is not smaller than the guarantee above, which remains the figure to quote."
@@ -410,24 +444,33 @@ def _sanitized_text(p: dict) -> str:
 
 
 def _utility_text(u: dict) -> str:
-    """The student's accuracy, beside the teachers' (when there are teachers)."""
-    return (
-        f"The student's accuracy is {F.pct(u['student_accuracy'])} on "
-        f"{F.count(u['evaluation_size'])} held-out evaluation items "
-        + (
-            "(no teachers)."
-            if u["teacher_mean_accuracy"] is None
-            else f"(teachers: {F.pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality "
-            f"vote of all teachers: {F.pct(u['plurality_vote_accuracy'])})."
+    """The student's accuracy where the evaluation data is public (in the internal report:
+    always, marked), beside the teachers' (internal report only, marked)."""
+    if "student_accuracy" not in u:
+        return (
+            "The student's accuracy was measured on evaluation data not declared public, so it "
+            "is internal (private/report_internal.md); declare the evaluation data public to "
+            "publish it."
         )
-        + (
-            ""
-            if "student_alone_accuracy" not in u
-            else f" The released model is the student times its labelling rule (their class "
+    internal = "" if u.get("evaluation_public") is True else f" ({NOT_PRIVATE})"
+    text = (
+        f"The student's accuracy is {F.pct(u['student_accuracy'])} on "
+        f"{F.count(u['evaluation_size'])} held-out evaluation items{internal}"
+    )
+    if u.get("teacher_mean_accuracy") is not None:
+        text += (
+            f"; teachers: {F.pct(u['teacher_mean_accuracy'])} on average; the noiseless "
+            f"plurality vote of all teachers: {F.pct(u['plurality_vote_accuracy'])} "
+            f"({NOT_PRIVATE}: computed from the private votes)"
+        )
+    text += "."
+    if "student_alone_accuracy" in u:
+        text += (
+            f" The released model is the student times its labelling rule (their class "
             f"probabilities multiplied: post-processing of the one release and of public data, no "
             f"further privacy cost); the student alone: {F.pct(u['student_alone_accuracy'])}."
         )
-    )
+    return text
 
 
 def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
@@ -435,9 +478,10 @@ def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
     paras = []
     ledger = p["ledger"]
     if ledger is not None:
+        where = f" ({ledger['path']})" if "path" in ledger else ""
         text = (
-            f"The privacy ledger ({ledger['path']}) records "
-            f"\u03b5 = {F.eps(ledger['spent_eps'])} spent on dataset {ledger['dataset']} over "
+            f"The privacy ledger{where} records "
+            f"\u03b5 = {F.eps(ledger['spent_eps'])} spent on dataset {dataset_name(ledger)} over "
             f"{F.count(ledger['runs'])} run(s) ({F.count(ledger['events'])} events), this run "
             f"included."
         )
@@ -469,6 +513,14 @@ def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
     return paras
 
 
+def dataset_name(ledger: dict) -> str:
+    """The dataset as the user named it (the ledger's key beside it in the internal report)."""
+    name, key = ledger.get("name"), ledger.get("dataset")
+    if key is None or key == name:
+        return str(name)
+    return f"{name} (ledger key {key})" if name else str(key)
+
+
 def _budget_text(eps: float | None, delta: float | None) -> str:
     if eps is None:
         return "no budget"
@@ -493,8 +545,13 @@ def plain_language_statement(analysis: dict) -> str:
 
 
 def utility_warnings(a: dict) -> list[str]:
-    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility_warnings.utility_warnings`)."""
-    return list(a["utility"].get("warnings") or [])
+    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility_warnings.utility_warnings`):
+    those judged on public figures, then (in the internal report) those that fire on internal
+    ones, marked :data:`NOT_PRIVATE`."""
+    u = a["utility"]
+    return list(u.get("warnings") or []) + [
+        f"{INTERNAL_MARK} {w}" for w in u.get("internal_warnings") or []
+    ]
 
 
 def report_warnings(a: dict) -> list[str]:
@@ -552,7 +609,7 @@ def _analysis_warnings(a: dict) -> list[str]:
     orders = p["orders"]
     lo, hi = min(orders), max(orders)
     for key in ("order", "order_data_independent"):
-        if p[key] in (lo, hi) and len(orders) > 1:
+        if key in p and p[key] in (lo, hi) and len(orders) > 1:
             out.append(
                 f"privacy.{key} = {F.param(p[key])} is at the edge of the order grid "
                 f"[{F.param(lo)}, {F.param(hi)}]: the best order may lie outside it; widen "
@@ -572,7 +629,7 @@ def _analysis_warnings(a: dict) -> list[str]:
             f"The sanitized epsilon fell back to the data-independent one: "
             f"{p['sanitized']['fallback']}."
         )
-    elif p["eps_sanitized"] >= p["eps_data_independent"]:
+    elif "eps_sanitized" in p and p["eps_sanitized"] >= p["eps_data_independent"]:
         out.append(
             f"The sanitized epsilon ({F.eps(p['eps_sanitized'])}) is not smaller than the "
             f"data-independent epsilon of the answers ({F.eps(p['eps_data_independent'])}): "
@@ -580,7 +637,7 @@ def _analysis_warnings(a: dict) -> list[str]:
             f"Publishing only the data-independent figure, without the sanitized one, gives "
             f"the stronger guarantee (\u03b5 = {F.eps(p['eps_data_independent'])})."
         )
-    if not samples_records(a) and p["delta"] >= 1.0 / p["num_teachers"]:
+    if "num_teachers" in p and not samples_records(a) and p["delta"] >= 1.0 / p["num_teachers"]:
         out.append(
             f"\u03b4 = {F.delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
             f"number of teachers, a lower bound on the number of sensitive records): a "
@@ -609,7 +666,7 @@ def _querying_warnings(a: dict) -> list[str]:
     ledger = p["ledger"]
     if ledger is not None and ledger["remaining_eps"] is not None and ledger["remaining_eps"] < 0:
         out.append(
-            f"The ledger's budget for dataset {ledger['dataset']} is overspent "
+            f"The ledger's budget for dataset {dataset_name(ledger)} is overspent "
             f"(remaining \u03b5 = {F.eps(ledger['remaining_eps'])})."
         )
     return out
