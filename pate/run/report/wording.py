@@ -610,8 +610,9 @@ def _analysis_warnings(a: dict) -> list[str]:
     lo, hi = min(orders), max(orders)
     for key in ("order", "order_data_independent"):
         if key in p and p[key] in (lo, hi) and len(orders) > 1:
+            mark = f"{INTERNAL_MARK} " if key == "order" else ""  # the data-dependent order
             out.append(
-                f"privacy.{key} = {F.param(p[key])} is at the edge of the order grid "
+                f"{mark}privacy.{key} = {F.param(p[key])} is at the edge of the order grid "
                 f"[{F.param(lo)}, {F.param(hi)}]: the best order may lie outside it; widen "
                 f"the orders in the config for a tighter (never looser) epsilon."
             )
