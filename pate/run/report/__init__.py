@@ -66,7 +66,8 @@ public API):
 * :mod:`pate.run.report.publishable`: the allow-list of the publishable report's fields;
 * :mod:`pate.run.report.model`: the reports' content (the full one and its publishable cut) and
   the typed blocks of their documents;
-* :mod:`pate.run.report.wording`: the sentences and paragraphs (statement, warnings, captions);
+* :mod:`pate.run.report.wording`: the sentences and paragraphs (statement, captions);
+* :mod:`pate.run.report.report_warnings`: the warnings;
 * :mod:`pate.run.report.resources`: what the run computed on (where the teachers trained, the
   CPU threads and the peak GPU memory of each stage);
 * :mod:`pate.run.report.formatting`: how numbers are written;
@@ -95,8 +96,8 @@ from pate.run.report.model import (
     build_report,
     public_report,
 )
-from pate.run.report.publishable import PUBLIC_FIELDS, public_part
 from pate.run.report.plots import publishable_plot_data, render_plots
+from pate.run.report.publishable import PUBLIC_FIELDS, public_part
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.schema import ANALYSIS_FILE, ANALYSIS_SCHEMA, load_analysis, validate_analysis
 from pate.run.report.wording import NOT_PRIVATE, WEAK_EPSILON, plain_language_statement

@@ -26,6 +26,7 @@ from pate.run.report.model import (
     Table,
 )
 from pate.run.report.publishable import CONDITIONS
+from pate.run.report.report_warnings import utility_warnings
 from pate.run.report.schema import ANALYSIS_FILE
 
 __all__ = ["document"]
@@ -151,7 +152,7 @@ def _at_a_glance(report: dict, internal: bool) -> list[Block]:
         Heading("What you get"),
         BulletList(tuple(_mark(line) for line in lines)),
     ]
-    warnings = W.utility_warnings(report)
+    warnings = utility_warnings(report)
     if warnings:
         blocks.append(Paragraph("**Utility warnings** (what to change):"))
         blocks.append(BulletList(tuple(_mark(w) for w in warnings)))
@@ -170,27 +171,29 @@ def _statement(report: dict, internal: bool) -> list[Block]:
         if weak:
             text = text.replace(weak, f"**{weak}**")
         blocks.append(Paragraph(f"**{head}:** {text}"))
-    utility_warnings = W.utility_warnings(report)
-    others = [w for w in report["warnings"] if w not in utility_warnings]
+    listed = utility_warnings(report)
+    others = [w for w in report["warnings"] if w not in listed]
     if others:
         blocks += [Heading("Warnings"), BulletList(tuple(_mark(w) for w in others))]
     return blocks
 
 
-def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
-    """Every epsilon the report holds and the run's privacy settings; in the internal report,
-    whether each may be published."""
-    p = report["privacy"]
-    s = p["sanitized"]
-    no = "**NO \u2014 INTERNAL**"
+_NO = "**NO \u2014 INTERNAL**"
+
+
+def _epsilon_rows(report: dict) -> list[list[str]]:
+    """The rows of every epsilon the report holds: (quantity, value, publishable)."""
+    p, s = report["privacy"], report["privacy"]["sanitized"]
     rows = [
         ["Guarantee \u03b5 (answers + release, data-independent)", F.eps(p["eps_guarantee"]), "yes"]
     ]
     if "eps_sanitized" in p:
-        rows.append(["Sanitized data-dependent \u03b5 (release charged)", F.eps(p["eps_sanitized"])])
-        rows[-1].append("yes" if CONDITIONS["release_public"](report) else no)
+        rows.append(
+            ["Sanitized data-dependent \u03b5 (released)", F.eps(p["eps_sanitized"])]
+        )
+        rows[-1].append("yes" if CONDITIONS["release_public"](report) else _NO)
     if "eps_sanitized_upper_2std" in s:
-        rows.append(["Sanitized \u03b5 + 2 noise std", F.eps(s["eps_sanitized_upper_2std"]), no])
+        rows.append(["Sanitized \u03b5 + 2 noise std", F.eps(s["eps_sanitized_upper_2std"]), _NO])
     rows.append(
         [
             f"Data-independent \u03b5 of the answers (order {F.param(p['order_data_independent'])})",
@@ -200,8 +203,21 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
     )
     if "eps_data_dependent" in p:
         rows.append(
-            [f"Data-dependent \u03b5 (order {F.param(p['order'])})", F.eps(p["eps_data_dependent"]), no]
+            [
+                f"Data-dependent \u03b5 (order {F.param(p['order'])})",
+                F.eps(p["eps_data_dependent"]),
+                _NO,
+            ]
         )
+    return rows
+
+
+def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
+    """Every epsilon the report holds and the run's privacy settings; in the internal report,
+    whether each may be published."""
+    p = report["privacy"]
+    s = p["sanitized"]
+    rows = _epsilon_rows(report)
     rows += [
         ["\u03b4", F.delta(p["delta"]), "yes"],
         [
@@ -217,7 +233,13 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
         ],
     ]
     if "num_teachers" in p:
-        rows.append(["Teachers", F.count(p["num_teachers"]), "yes" if CONDITIONS["teachers"](report) else no])
+        rows.append(
+            [
+                "Teachers",
+                F.count(p["num_teachers"]),
+                "yes" if CONDITIONS["teachers"](report) else _NO,
+            ]
+        )
     rows.append(
         [
             "Sanitization (fixed in advance)",
@@ -231,7 +253,7 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
             [
                 "Smooth sensitivity; sanitization noise std",
                 f"{F.sig(s['smooth_sensitivity'])}; {F.sig(s['noise_std'])}",
-                no,
+                _NO,
             ]
         )
     rows.append(
@@ -448,7 +470,11 @@ def _utility(report: dict, internal: bool) -> list[Block]:
 def _plots(report: dict, internal: bool) -> list[Block]:
     """The publishable plots, then (in the internal report) the INTERNAL ones, each with its
     caption."""
-    public = [name for name in PUBLIC_PLOT_NAMES if report["plots"].get(name, "").startswith(PLOTS_DIR + "/")]
+    public = [
+        name
+        for name in PUBLIC_PLOT_NAMES
+        if report["plots"].get(name, "").startswith(PLOTS_DIR + "/")
+    ]
     blocks: list[Block] = [
         Heading("Plots: publishable"),
         Paragraph(

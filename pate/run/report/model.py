@@ -17,7 +17,8 @@ from typing import ClassVar
 
 from pate.run import rundir as R
 from pate.run.report.publishable import PUBLICATION, public_part
-from pate.run.report.wording import plain_language_statement, report_warnings
+from pate.run.report.report_warnings import report_warnings
+from pate.run.report.wording import plain_language_statement
 
 __all__ = [
     "INTERNAL_DIR",

@@ -152,7 +152,9 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "utility.student_alone_accuracy": Public(_P, _ON_EVALUATION, when="evaluation_public"),
     "utility.student_per_class_accuracy": Public(_P, _ON_EVALUATION, when="evaluation_public"),
     "utility.confusion_matrix": Public(_P, _ON_EVALUATION, when="evaluation_public"),
-    "utility.evaluation_size": Public(_D, "the size of public evaluation data", "evaluation_public"),
+    "utility.evaluation_size": Public(
+        _D, "the size of public evaluation data", "evaluation_public"
+    ),
     "utility.majority_class_rate": Public(_P, _ON_EVALUATION, when="evaluation_public"),
     "curves.answered_count": Public(_C, "the running count of charged answers"),
     "curves.eps_data_independent": Public(_P, "the worst-case cost after each answer"),

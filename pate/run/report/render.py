@@ -27,7 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from pate.run.report.layout import document
-from pate.run.report.model import INTERNAL_DIR
+from pate.run.report.model import INTERNAL_DIR, public_report
 from pate.run.report.wording import NOT_PRIVATE
 
 __all__ = [
@@ -104,10 +104,12 @@ def _internal_links(report: dict) -> dict[str, str]:
 
 
 def render_markdown(report: dict, *, internal: bool = False) -> str:
-    """``report.md``: the publishable report (:func:`pate.run.report.model.public_report`) as
-    Markdown, plots linked relative to the run directory; with ``internal``, the internal report
+    """``report.md``: the publishable report (:func:`pate.run.report.model.public_report`, cut out
+    of ``report`` when given the full one) as Markdown, plots linked relative to the run directory; with ``internal``, the internal report
     ``private/report_internal.md`` of the full one (:func:`pate.run.report.build_report`), plots
     linked relative to ``private/``."""
+    if not internal:  # the publishable documents are rendered from the public cut alone
+        report = public_report(report)
     return (
         _environment()
         .get_template("report.md.j2")
@@ -121,9 +123,11 @@ def render_markdown(report: dict, *, internal: bool = False) -> str:
 
 
 def render_html(report: dict, images: dict[str, bytes]) -> str:
-    """``report.html``: the publishable report as one self-contained page (inline CSS, its plots
+    """``report.html``: the publishable report (cut out of ``report`` by
+    :func:`pate.run.report.model.public_report` when given the full one) as one self-contained page (inline CSS, its plots
     embedded as base64 PNG, no external resource) that renders offline. ``images`` maps each
     plot name of ``report["plots"]`` to its PNG bytes."""
+    report = public_report(report)  # the publishable documents: from the public cut alone
     missing = [name for name in report["plots"] if name not in images]
     if missing:
         raise ValueError(f"images is missing the plot(s) {', '.join(missing)}")
