@@ -412,9 +412,9 @@ def _utility(report: dict, internal: bool) -> list[Block]:
     if "student_accuracy" in u:
         rows.append(
             [
-                f"Student (evaluation split, {F.count(u['evaluation_size'])} items"
+                f"Student (evaluation split, {F.count(u['evaluation_size'])} items)"
                 + ("" if "student_alone_accuracy" not in u else ", times its labelling rule")
-                + f"){mark}",
+                + mark,
                 F.pct(u["student_accuracy"]),
             ]
         )
