@@ -55,7 +55,7 @@ def shows(text: str, number: str) -> bool:
     """``number`` appears in ``text`` as a whole number (not inside a longer one, nor in the
     base64 of an embedded image)."""
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]*", "", text)
-    return re.search(rf"(?<![\w.]){re.escape(number)}(?![\w])", text) is not None
+    return re.search(rf"(?<![\w.]){re.escape(number)}(?!\w|\.\d)", text) is not None
 
 
 def _texts(run_dir):
