@@ -188,9 +188,7 @@ def _epsilon_rows(report: dict) -> list[list[str]]:
         ["Guarantee \u03b5 (answers + release, data-independent)", F.eps(p["eps_guarantee"]), "yes"]
     ]
     if "eps_sanitized" in p:
-        rows.append(
-            ["Sanitized data-dependent \u03b5 (released)", F.eps(p["eps_sanitized"])]
-        )
+        rows.append(["Sanitized data-dependent \u03b5 (released)", F.eps(p["eps_sanitized"])])
         rows[-1].append("yes" if CONDITIONS["release_public"](report) else _NO)
     if "eps_sanitized_upper_2std" in s:
         rows.append(["Sanitized \u03b5 + 2 noise std", F.eps(s["eps_sanitized_upper_2std"]), _NO])
