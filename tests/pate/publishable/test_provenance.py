@@ -171,3 +171,54 @@ def test_the_publishable_plots_are_the_public_ones(run):
     assert "confusion_matrix" not in public["plots"]  # digits' evaluation data: not declared
     hidden = sorted(p.name for p in (run_dir / "private" / "plots").iterdir())
     assert hidden == sorted(f"{n}.png" for n in internal["plots"] if n not in public["plots"])
+
+
+def _perturb_internal(analysis: dict) -> dict:
+    """``analysis`` with every internal figure changed (still a valid analysis.json): what the
+    private records decide beyond the charged outputs, and the operator's paths and times."""
+    a = json.loads(json.dumps(analysis))
+    a["run"].update(run_dir="/elsewhere/run", created="2030-01-01T00:00:00+00:00", run_id="x-1")
+    p, u = a["privacy"], a["utility"]
+    if p["ledger"] is not None:
+        p["ledger"].update(path="/elsewhere/ledger.sqlite3", dataset="0" * 64)
+    s = p["sanitized"]
+    s.update(
+        smooth_sensitivity=s["smooth_sensitivity"] * 1.5 + 0.25,
+        noise_std=s["noise_std"] * 1.5 + 0.25,
+        eps_sanitized_upper_2std=s["eps_sanitized_upper_2std"] + 7.0,
+    )
+    p["eps_data_dependent"] = p["eps_data_dependent"] * 0.5 + 0.125
+    p["rdp_data_dependent"] = [v * 0.5 for v in p["rdp_data_dependent"]]
+    p["order"] = p["orders"][3]
+    a["curves"]["eps_data_dependent"] = [v * 0.5 for v in a["curves"]["eps_data_dependent"]]
+    a["vote_margins"]["counts"] = a["vote_margins"]["counts"][::-1]
+    for key in ("teacher_mean_accuracy", "plurality_vote_accuracy", "answered_plurality_agreement"):
+        if u.get(key) is not None:
+            u[key] = 1.0 - u[key] / 2
+    u["student_accuracy"] = 1.0 - u["student_accuracy"] / 2
+    u["majority_class_rate"] = 1.0 - u["majority_class_rate"] / 2
+    u["confusion_matrix"][0][0] += 1
+    u["evaluation_size"] += 1
+    u["internal_warnings"] = [*u.get("internal_warnings", []), "Something only the votes say."]
+    return a
+
+
+def test_the_publishable_files_do_not_move_with_any_internal_figure(run, tmp_path):
+    """Neighbouring data that leaves the charged outputs alone may move every internal figure:
+    the publishable report.md, report.html, report.json and plots stay byte for byte the same."""
+    run_dir, _, _ = run
+    analysis = json.loads((run_dir / "analysis.json").read_text())
+    outputs = []
+    for name, doc in (("same", analysis), ("moved", _perturb_internal(analysis))):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "analysis.json").write_text(json.dumps(doc))
+        rep.write_report(folder)
+        public = sorted(["report.md", "report.html", "report.json"])
+        public += sorted(f"plots/{p.name}" for p in (folder / "plots").iterdir())
+        outputs.append({rel: (folder / rel).read_bytes() for rel in public})
+    assert outputs[0] == outputs[1]
+    internal = [
+        (tmp_path / n / "private" / "report_internal.json").read_bytes() for n in ("same", "moved")
+    ]
+    assert internal[0] != internal[1]  # the internal report does show them
