@@ -80,7 +80,8 @@ def _title(report: dict, internal: bool) -> list[Block]:
         blocks.append(Paragraph(W.SEEDED_BANNER))
     blocks.append(
         Paragraph(
-            f"**What this report publishes:** {rule['rule']} **What is internal:** "
+            f"**{'What may be published' if internal else 'What this report publishes'}:** "
+            f"{rule['rule']} **What is internal:** "
             f"{rule['internal']} **What to share:** {rule['share']}"
         )
     )

@@ -174,7 +174,8 @@ NOT_PUBLIC: dict[str, str] = {
 #: report's first note): the rule, what is internal, what to share (docs/publishing.md).
 PUBLICATION = {
     "rule": (
-        "This report holds only facts the user declared public (the configuration, the declared "
+        "The publishable report (report.md, report.html, report.json, plots/) holds only facts "
+        "the user declared public (the configuration, the declared "
         "classes, the mechanism, its parameters, delta and the budget), outputs of charged "
         "mechanisms (the noisy answers and their count, the sanitized epsilon when it was "
         "released with its own charge) and post-processing of those (the data-independent "
