@@ -42,7 +42,7 @@ def main() -> None:
         config = C.from_dict(config)
         fork_run(source, config)
         t0 = time.perf_counter()
-        report = Pipeline(config, resume=True, progress=False).run()
+        report = Pipeline(config, resume=True, progress=False).run(internal=True)
         p, q, u = report["privacy"], report["queries"], report["utility"]
         row = {
             "budget_eps": budget,

@@ -131,7 +131,8 @@ def summarise(run_dir: pathlib.Path) -> dict:
             row["cache_hits"], row["cache_misses"] = cache.get("hits"), cache.get("misses")
         stages[stage] = row
     teachers = _json(run_dir / "stages" / "teachers.json")
-    report = _json(run_dir / "report.json")
+    # the operator's own measurement: the internal report (docs/publishing.md), else report.json
+    report = _json(run_dir / "private" / "report_internal.json") or _json(run_dir / "report.json")
     utility, privacy = report.get("utility") or {}, report.get("privacy") or {}
     out = {
         "stages": stages,

@@ -491,8 +491,9 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
         )
         shutil.rmtree(run_dir, ignore_errors=True)
         return row
-    report, u, q = result.report, result.report["utility"], result.report["queries"]
-    row["warnings"] += [str(w) for w in report.get("warnings", []) or []]
+    # the operator's own measurement: the internal report (docs/publishing.md)
+    report, u, q = result.internal_report, result.utility, result.report["queries"]
+    row["warnings"] += [str(w) for w in result.warnings]
     labels, answered = np.asarray(result.labels), np.asarray(result.answered_mask, dtype=bool)
     y_pub = s["y_public"]
     label_acc = float(np.mean(labels[answered] == y_pub[answered])) if answered.any() else None

@@ -95,7 +95,7 @@ def pate_budget(
     config["run"]["run_dir"] = str(out / f"pate{teachers}-eps{target:g}{run_suffix(seed)}")
     config = C.from_dict(config)
     fork_run(base_dir, config)
-    report = Pipeline(config, resume=True, progress=False).run()
+    report = Pipeline(config, resume=True, progress=False).run(internal=True)
     _, eps_dd = _eps_fields(report)
     row = _row(
         "PATE",
@@ -162,7 +162,7 @@ def knn_budget(
     config["run"]["run_dir"] = str(out / f"knn-eps{target:g}{run_suffix(seed)}")
     config = C.from_dict(config)
     fork_run(base_dir, config)  # a Private-kNN base: its embeddings and skipped stages
-    report = Pipeline(config, resume=True, progress=False).run()
+    report = Pipeline(config, resume=True, progress=False).run(internal=True)
     agg = {
         k: base_config["aggregator"][k]
         for k in ("k", "sampling_rate", "threshold", "sigma1", "sigma2")
@@ -231,7 +231,7 @@ def knn_rounds_budget(
     second["aggregator"].update(queries=QUERIES)
     second["run"].update(run_dir=str(folder / "round2"), name=second["run"]["name"] + "-round2")
     second = C.from_dict(second)
-    report = Pipeline(second, resume=True, progress=False).run()
+    report = Pipeline(second, resume=True, progress=False).run(internal=True)
     return _row(
         "Private-kNN, 2 rounds",
         report,
@@ -271,7 +271,7 @@ def class_means_budget(
         delta=delta,
         run_dir=out / f"class-means-eps{target:g}{run_suffix(seed)}",
     )
-    report = Pipeline(config, resume=True, progress=False).run()
+    report = Pipeline(config, resume=True, progress=False).run(internal=True)
     extra = _run_fields(config, seed, holdout)
     agg = {k: v for k, v in config["aggregator"].items() if k not in ("queries",)}
     model = config["student"].get("model", "auto")

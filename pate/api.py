@@ -32,12 +32,15 @@ Symbols
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
-    figure of ``analysis.json``), ``report`` (``report.json``), ``run_dir``, ``report_path``,
+    figure of ``analysis.json``: internal), ``report`` (``report.json``: the publishable
+    report), ``internal_report`` (``private/report_internal.json``: never publish it),
+    ``run_dir``, ``report_path``,
     ``label_scores`` ((public, classes) class scores of the labelling rule, NaN where not
     answered, for mechanisms that publish them -- class-means -- else None; a student trains to
     their softmax with ``student_params={"targets": "soft"}``), ``utility`` (what the run is
     worth: student, teachers' mean and plurality-vote accuracy, answered labels and their
-    agreement with the plurality vote -- internal --, the majority-class rate) and ``warnings``
+    agreement with the plurality vote, the majority-class rate -- internal, except what
+    ``report["utility"]`` repeats; ``print(result)`` marks them) and ``warnings``
     (the report's: a student near chance or far below its labels or the plurality vote, too few
     labels, a too-short student, unscaled inputs to a raw model; each says what to change).
 """
@@ -72,30 +75,45 @@ class PateResult:
     answered_mask: np.ndarray
     epsilon: float
     delta: float
+    #: every privacy figure of ``analysis.json`` (INTERNAL: the smooth sensitivity, the
+    #: data-dependent epsilon; publish ``report["privacy"]`` instead)
     privacy: dict
+    #: the publishable report (``report.json``): only what may be published
     report: dict
     run_dir: pathlib.Path
     label_scores: np.ndarray | None = None
-    #: what the run is worth (``report["utility"]``): ``student_accuracy``,
+    #: what the run is worth (the internal report's ``utility``): ``student_accuracy``,
     #: ``teacher_mean_accuracy``, ``plurality_vote_accuracy``, ``answered_labels``,
-    #: ``answered_plurality_agreement`` (internal), ``label_accuracy_answered``,
-    #: ``majority_class_rate``, ``chance_rate``, ``student_steps``
+    #: ``answered_plurality_agreement``, ``label_accuracy_answered``,
+    #: ``majority_class_rate``, ``chance_rate``, ``student_steps``; INTERNAL except what
+    #: ``report["utility"]`` repeats
     utility: dict = dataclasses.field(default_factory=dict)
-    #: the report's warnings (utility first: each says what to change), also logged
+    #: the report's warnings (utility first: each says what to change), also logged; those that
+    #: fire on internal figures start with "INTERNAL (do not publish):"
     warnings: list = dataclasses.field(default_factory=list)
+    #: the internal report (``private/report_internal.json``): everything, internal figures
+    #: included; never publish it
+    internal_report: dict = dataclasses.field(default_factory=dict)
 
     @property
     def report_path(self) -> pathlib.Path:
         return self.run_dir / "report.html"
 
     def __repr__(self) -> str:
-        u = self.utility
-        student = u.get("student_accuracy")
-        extra = "" if student is None else f", student={100 * student:.1f}%"
-        if u.get("plurality_vote_accuracy") is not None:
-            extra += f", plurality={100 * u['plurality_vote_accuracy']:.1f}%"
+        u, public = self.utility, (self.report.get("utility") or {})
+        figures = {
+            "student": u.get("student_accuracy"),
+            "teachers": u.get("teacher_mean_accuracy"),
+            "plurality": u.get("plurality_vote_accuracy"),
+        }
+        shown = {k: f"{k}={100 * v:.1f}%" for k, v in figures.items() if v is not None}
+        extra = ""
+        if "student" in shown and "student_accuracy" in public:
+            extra += ", " + shown.pop("student")
         if self.warnings:
             extra += f", warnings={len(self.warnings)}"
+        if shown:
+            extra += ", INTERNAL (do not publish): " + ", ".join(shown.values())
         return (
             f"PateResult(epsilon={self.epsilon:.4g}, delta={self.delta:g}, answered="
             f"{int(self.answered_mask.sum())}/{self.labels.size}{extra}, "
@@ -599,7 +617,7 @@ def _run_dir(run_dir, *, name: str, resume: bool):
 
 
 def _result(run, report: dict) -> PateResult:
-    from pate.core.io import load_npy
+    from pate.core.io import load_npy, read_json
     from pate.run import rundir as R
 
     student = run.objects.get("fitted_student")
@@ -607,18 +625,19 @@ def _result(run, report: dict) -> PateResult:
         from pate.student.train import Student
 
         student = Student.load(run.path(R.STUDENT_WEIGHTS))
-    p = report["privacy"]
+    internal = read_json(run.path(R.REPORT_INTERNAL_JSON))
     scores = run.path(R.LABEL_SCORES)
     return PateResult(
         student=student,
         labels=load_npy(run.path(R.LABELS)),
         answered_mask=load_npy(run.path(R.ANSWERED)),
-        epsilon=float(p["eps_guarantee"]),
-        delta=float(p["delta"]),
-        privacy=p,
+        epsilon=float(report["privacy"]["eps_guarantee"]),
+        delta=float(report["privacy"]["delta"]),
+        privacy=internal["privacy"],
         report=report,
         run_dir=run.run_dir,
         label_scores=load_npy(scores) if scores.exists() else None,
-        utility=dict(report.get("utility") or {}),
-        warnings=list(report.get("warnings") or []),
+        utility=dict(internal.get("utility") or {}),
+        warnings=list(internal.get("warnings") or []),
+        internal_report=internal,
     )

@@ -113,9 +113,11 @@ class Pipeline:
         P.log_plan(plan)
         return plan
 
-    def run(self, *, until: str | None = None) -> dict:
-        """Run (or resume) every stage up to and including ``until``; returns the report dict
-        (or, with ``until`` before the report, the stage summaries)."""
+    def run(self, *, until: str | None = None, internal: bool = False) -> dict:
+        """Run (or resume) every stage up to and including ``until``; returns the publishable
+        report (``report.json``), with ``internal`` the internal one (everything, for the
+        operator's own measurements: ``private/report_internal.json``, docs/publishing.md), or,
+        with ``until`` before the report, the stage summaries."""
         if until is not None and until not in STAGES:
             raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
         last = STAGES.index(until) if until is not None else len(STAGES) - 1
@@ -139,7 +141,7 @@ class Pipeline:
                 return results
         from pate.core.io import read_json
 
-        return read_json(self.run_dir / R.REPORT_JSON)
+        return read_json(self.run_dir / (R.REPORT_INTERNAL_JSON if internal else R.REPORT_JSON))
 
 
 def _differs(run_dir, recorded, now: dict, *, wording: str = "config") -> str:

@@ -27,7 +27,7 @@ from pate.core.io import load_npy, read_json
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
-from pate.run.utility_warnings import scale_warnings, utility_warnings
+from pate.run.utility_warnings import scale_warnings, split_utility_warnings
 
 _CURVE_POINTS = 300
 logger = logging.getLogger("pate.run.run_analysis")
@@ -475,7 +475,9 @@ def _privacy_section(
                 "eps_data_independent",
                 "fallback",
             )
-        },
+        }
+        # the release is public only with its own charge (docs/publishing.md)
+        | {"charged": any(e.get("mechanism") == "gnss-release" for e in summary["events"])},
         "eps_guarantee": float(eps_guarantee),
         "prior_rounds": prior,
         # one release labels every query (class-means): one mechanism, nothing to compose
@@ -577,9 +579,11 @@ def build_analysis(run: Run) -> dict:
         "vote_margins": vote_margins,
     }
     u = doc["utility"]
-    u["warnings"] = utility_warnings(
+    u["warnings"], u["internal_warnings"] = split_utility_warnings(
         u, num_classes=int(run.data.num_classes), answered=int(saved.answered.sum())
     )
     for warning in u["warnings"]:
         logger.warning("utility: %s", warning)
+    for warning in u["internal_warnings"]:
+        logger.warning("utility (INTERNAL, do not publish): %s", warning)
     return doc

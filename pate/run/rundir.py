@@ -20,6 +20,9 @@ STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
     each round's ledger reservation ids (see :mod:`pate.run.stages`). ``PENDING_SUMMARY``
     (``aggregate.pending.json``) is the second file of the earlier two-file layout, only
     recognised (and refused) on resume.
+``PRIVATE_DIR, REPORT_INTERNAL_MD, REPORT_INTERNAL_JSON, INTERNAL_PLOTS``
+    ``private/`` (owner-only): what must never be shared; the internal report and its plots
+    (docs/publishing.md).
 ``LABEL_SCORES``
     ``label_scores.npy`` (mechanisms whose labelling rule scores every class,
     ``kind.gives_label_scores``: class-means): (queries, classes) float64 class scores of every public item, NaN where
@@ -92,6 +95,13 @@ STUDENT_CHECKPOINTS = "student"
 ANALYSIS = "analysis.json"
 REPORT_JSON = "report.json"
 STAGE_DIR = "stages"
+#: The folder of a run directory that holds what must never be shared (owner-only, 0700).
+PRIVATE_DIR = "private"
+#: The internal report (everything the publishable report leaves out, marked internal) and its
+#: plots, in ``private/`` (docs/publishing.md).
+REPORT_INTERNAL_MD = f"{PRIVATE_DIR}/report_internal.md"
+REPORT_INTERNAL_JSON = f"{PRIVATE_DIR}/report_internal.json"
+INTERNAL_PLOTS = f"{PRIVATE_DIR}/plots"
 
 FORMAT = 2
 

@@ -59,9 +59,32 @@ def utility_warnings(u: dict, *, num_classes: int, answered: int) -> list[str]:
     return out
 
 
+#: The figures of ``utility`` computed from the private records (the teachers' votes; the
+#: evaluation data unless it is declared public): a warning that fires on one is internal.
+INTERNAL_FIGURES = ("plurality_vote_accuracy", "answered_plurality_agreement")
+EVALUATION_FIGURES = ("student_accuracy", "majority_class_rate")
+
+
+def split_utility_warnings(
+    u: dict, *, num_classes: int, answered: int
+) -> tuple[list[str], list[str]]:
+    """``(public, internal)``: the warnings judged on the publishable figures of ``u`` alone
+    (the teachers' and the noise-free plurality vote's figures left out, and the student's
+    accuracy unless ``u["evaluation_public"]``), and those that fire only with the internal
+    figures (docs/publishing.md: whether a warning appears is itself a bit about the data)."""
+    everything = utility_warnings(u, num_classes=num_classes, answered=answered)
+    view = {**u, **dict.fromkeys(INTERNAL_FIGURES)}
+    if u.get("evaluation_public") is not True:
+        view = {k: v for k, v in view.items() if k not in EVALUATION_FIGURES}
+    public = utility_warnings(view, num_classes=num_classes, answered=answered)
+    return public, [w for w in everything if w not in public]
+
+
 def _student_accuracy_warning(u: dict, *, num_classes: int, answered: int) -> str | None:
     """The one warning about the student's accuracy, against chance, its own labels or the
     teachers' plurality vote (the first rule it breaks; None when it breaks none)."""
+    if "student_accuracy" not in u:  # measured on data not declared public: judged internally
+        return None
     student = u["student_accuracy"]
     plurality = u.get("plurality_vote_accuracy")
     labels = u.get("label_accuracy_answered")

@@ -32,9 +32,10 @@ def add_parser(subparsers) -> None:
 
 def _describe(run, info) -> str:
     return (
-        f"{len(run.data.private)} private records of {run.data.name} -> "
-        f"{info['num_teachers']} teachers ({info['mode']}); guarantee: "
-        f"{info['neighbouring_relation']}"
+        f"{info['num_teachers']} teachers ({info['mode']}) on {run.data.name}; guarantee: "
+        f"{info['neighbouring_relation']}; INTERNAL (do not publish): "
+        f"{len(run.data.private)} private records, shards of {info['shard_size_min']} to "
+        f"{info['shard_size_max']}"
     )
 
 

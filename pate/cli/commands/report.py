@@ -11,11 +11,14 @@ def add_parser(subparsers) -> None:
         "report",
         help="write the auditor-ready privacy report of a run (report.json/.md/.html, plots)",
         description=(
-            "Regenerate the privacy report of a run from RUN_DIR/analysis.json (written by the "
-            "pipeline's analysis stage): report.json, report.md, report.html (self-contained, "
-            "renders offline) and plots/*.png. No privacy number is recomputed and the votes are "
-            "not read. Figures computed from the private votes (the data-dependent epsilon, the "
-            "vote-margin histogram) are marked NOT PRIVATE -- for internal use only."
+            "Regenerate the privacy reports of a run from RUN_DIR/analysis.json (written by the "
+            "pipeline's analysis stage). The publishable report: report.json, report.md, "
+            "report.html (self-contained, renders offline) and plots/*.png, holding only what "
+            "was declared public, charged or derived from those (docs/publishing.md). The "
+            "internal report, everything else marked NOT PRIVATE (the smooth sensitivity, the "
+            "data-dependent epsilon, the teachers' figures, the vote margins): "
+            "private/report_internal.md and .json, private/plots/*.png. No privacy number is "
+            "recomputed and the votes are not read."
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (holds analysis.json)")
@@ -32,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pate.run import rundir as R
     from pate.run import stages
-    from pate.run.report import REPORT_FILES, write_report
+    from pate.run.report import INTERNAL_REPORT_FILES, REPORT_FILES, write_report
 
     run_dir = Path(args.run_dir)
     if (run_dir / R.STATE).exists() and not (run_dir / R.STAGE_DIR / "report.json").exists():
@@ -56,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         print(run_dir / name)
     for rel in report["plots"].values():
         print(run_dir / rel)
+    for name in INTERNAL_REPORT_FILES:
+        print(f"{run_dir / name} (internal: do not publish)")
     for warning in report["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0

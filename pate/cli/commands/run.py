@@ -67,13 +67,12 @@ def run(args: argparse.Namespace) -> int:
         threads_override,
     )
     from pate.run import config as C
+    from pate.run import rundir as R
     from pate.run.pipeline import Pipeline
 
     ledger = False if args.no_ledger else args.ledger
     overrides = threads_override(args, table_overrides(args, ("cluster",)))
     if args.config is None:
-        from pate.run import rundir as R
-
         if not (args.resume and args.run_dir):
             raise ValueError(
                 "--config is required (a TOML file or a packaged name such as "
@@ -110,22 +109,38 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.until in (None, "report"):
-        p, q, u = result["privacy"], result["queries"], result["utility"]
+        p, q = result["privacy"], result["queries"]
         print(f"run directory      {pipeline.run_dir}")
         print(f"queries            {q['asked']} asked, {q['answered']} answered")
         print(f"epsilon (delta={p['delta']:g})  {epsilon_summary(p)}")
-        if u["teacher_mean_accuracy"] is None:  # no teachers (Private-kNN)
-            print(f"student accuracy   {u['student_accuracy']:.4f}")
-        else:
-            print(
-                f"student accuracy   {u['student_accuracy']:.4f} (teachers "
-                f"{u['teacher_mean_accuracy']:.4f} mean, {u['plurality_vote_accuracy']:.4f} "
-                "plurality vote)"
-            )
-        print(f"report             {pipeline.run_dir / 'report.md'}")
+        for line in internal_summary(pipeline.run_dir / R.REPORT_INTERNAL_JSON):
+            print(line)
+        print(f"report             {pipeline.run_dir / 'report.md'} (publishable)")
+        print(f"internal report    {pipeline.run_dir / R.REPORT_INTERNAL_MD} (do not publish)")
     else:
         print(
             f"stopped after {args.until}; continue with: pate run --run-dir {pipeline.run_dir} "
             "--resume"
         )
     return 0
+
+
+def internal_summary(path: pathlib.Path) -> list[str]:
+    """The stdout lines of the internal figures (the student on evaluation data not declared
+    public, the teachers, the plurality vote), each marked INTERNAL; the student's accuracy
+    unmarked where its evaluation data is public."""
+    try:
+        u = json.loads(path.read_text(encoding="utf-8"))["utility"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    mark = "INTERNAL, do not publish: "
+    student = f"student accuracy   {u['student_accuracy']:.4f}"
+    if u.get("evaluation_public") is not True:
+        student += f" ({mark}evaluation data not declared public)"
+    lines = [student]
+    if u.get("teacher_mean_accuracy") is not None:  # none without teachers (Private-kNN)
+        lines.append(
+            f"teachers           {u['teacher_mean_accuracy']:.4f} mean, "
+            f"{u['plurality_vote_accuracy']:.4f} plurality vote ({mark}from the private records)"
+        )
+    return lines

@@ -36,9 +36,10 @@ def _describe(run, info) -> str:
 
     m = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
     return (
-        f"{m['method']} {m['model']}: accuracy {m['accuracy']:.4f} on {m['num_examples']} "
-        f"evaluation items; trained on {m['num_labelled']} labelled of {m['num_public']} "
-        f"public items in {m['train_seconds']:.1f} s"
+        f"{m['method']} {m['model']}: trained on {m['num_labelled']} labelled of "
+        f"{m['num_public']} public items in {m['train_seconds']:.1f} s; accuracy "
+        f"{m['accuracy']:.4f} on {m['num_examples']} evaluation items (INTERNAL unless the "
+        "evaluation data is declared public)"
     )
 
 

@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
             "in chunks that fit in memory; other models one after another; scikit-learn "
             "estimators (--model sklearn:package.module.Class) with joblib. Running the command "
             "again continues an interrupted stage to the same teachers. Prints per-teacher and "
-            "plurality-vote accuracy on the evaluation split."
+            "plurality-vote accuracy on the evaluation split (internal figures: do not publish)."
         ),
     )
     add_stage_arguments(p, TABLES)
@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
 
 def _describe(run, info) -> str:
     return (
-        f"{info.get('num_teachers', '?')} teachers, mean accuracy "
+        f"{info.get('num_teachers', '?')} teachers; INTERNAL (do not publish): mean accuracy "
         f"{100 * info['teacher_accuracy_mean']:.2f} %, plurality vote "
         f"{100 * info['plurality_accuracy']:.2f} % on the evaluation split "
         f"({run.run_dir / 'teachers' / 'metrics.json'})"

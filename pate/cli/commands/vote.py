@@ -26,8 +26,9 @@ def _describe(run, info) -> str:
     if "embedding" in info:  # Private-kNN: embeddings for its neighbour search, no votes
         return (
             f"Private-kNN embeddings ({info['features']} features -> PCA of the public split, "
-            f"{info['dims']} dims) of {info['queries']} public and {info['private_records']} "
-            f"private items; wrote {run.run_dir / info['embedding']}"
+            f"{info['dims']} dims) of {info['queries']} public items and the private ones "
+            f"(INTERNAL, do not publish: {info['private_records']}); wrote "
+            f"{run.run_dir / info['embedding']}"
         )
     return (
         f"{info['queries']} queries x {info['classes']} classes from {info['teachers']} "

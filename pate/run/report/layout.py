@@ -13,7 +13,8 @@ from pate.run.report import formatting as F
 from pate.run.report import resources as RS
 from pate.run.report import wording as W
 from pate.run.report.model import (
-    INTERNAL_PLOT_NAMES,
+    PLOT_NAMES,
+    PLOTS_DIR,
     PUBLIC_PLOT_NAMES,
     Block,
     BulletList,
@@ -24,16 +25,21 @@ from pate.run.report.model import (
     Paragraph,
     Table,
 )
+from pate.run.report.publishable import CONDITIONS
+from pate.run.report.report_warnings import utility_warnings
 from pate.run.report.schema import ANALYSIS_FILE
 
 __all__ = ["document"]
 
 
-def document(report: dict) -> list[Block]:
-    """The blocks of the report (from :func:`pate.run.report.model.build_report`), in order: the
-    title and banners, what the run is worth, the privacy statement and warnings, the numbers,
-    the accounting, queries and budget, the ledger, utility, plots and configuration."""
-    blocks = _title(report)
+def document(report: dict, *, internal: bool = False) -> list[Block]:
+    """The blocks of a report, in order: the title and banners, what the run is worth, the
+    privacy statement and warnings, the numbers, the accounting, queries and budget, the
+    ledger, utility, plots and configuration. ``report``: the publishable report
+    (:func:`pate.run.report.model.public_report`), whose document says only what its fields
+    hold, or with ``internal`` the full one (:func:`pate.run.report.model.build_report`), whose
+    internal figures are marked."""
+    blocks = _title(report, internal)
     for section in (
         _at_a_glance,
         _statement,
@@ -45,79 +51,118 @@ def document(report: dict) -> list[Block]:
         _plots,
         _configuration,
     ):
-        blocks += section(report)
+        blocks += section(report, internal)
     return blocks
 
 
-def _title(report: dict) -> list[Block]:
-    """The title, the smoke-test and seeded-noise banners, and where the report comes from."""
-    run = report["run"]
-    blocks: list[Block] = [Heading(f"Privacy report: {run['name']}", level=1)]
+INTERNAL_BANNER = (
+    f"**INTERNAL REPORT \u2014 {W.NOT_PRIVATE}.** It holds figures computed from the private "
+    f"records that no noise covers, marked INTERNAL. For the operator only: keep it in the run "
+    f"directory's private/ folder and share the publishable report (report.md, report.html, "
+    f"report.json, plots/) instead."
+)
+
+
+def _title(report: dict, internal: bool) -> list[Block]:
+    """The title, the internal, smoke-test and seeded-noise banners, the publication rule and
+    where the report comes from."""
+    run, rule = report["run"], report["publication"]
+    if internal:
+        blocks: list[Block] = [
+            Heading(f"INTERNAL privacy report: {run['name']}", level=1),
+            Paragraph(INTERNAL_BANNER),
+        ]
+    else:
+        blocks = [Heading(f"Privacy report: {run['name']}", level=1)]
     if W.is_smoke_test(report):
         blocks.append(Paragraph(W.SMOKE_BANNER))
     if report["privacy"].get("noise_seeded") is True:
         blocks.append(Paragraph(W.SEEDED_BANNER))
     blocks.append(
+        Paragraph(
+            f"**{'What may be published' if internal else 'What this report publishes'}:** "
+            f"{rule['rule']} **What is internal:** "
+            f"{rule['internal']} **What to share:** {rule['share']}"
+        )
+    )
+    origin = (
+        f"Run directory {run['run_dir']}, created {run['created']}, run {run.get('run_id', '?')}, "
+        if internal
+        else ""
+    )
+    blocks.append(
         Note(
-            f"Run directory {run['run_dir']}, created {run['created']}, pate-learn "
-            f"{run['pate_learn_version']}. Generated from {ANALYSIS_FILE}; regenerate with "
-            f"`pate report RUN_DIR`. Figures marked INTERNAL are computed from the private "
-            f"teacher votes: share this report with auditors under confidentiality and "
-            f"publish only the figures marked publishable."
+            f"{origin}pate-learn {run['pate_learn_version']}. Generated from {ANALYSIS_FILE}; "
+            f"regenerate with `pate report RUN_DIR`."
         )
     )
     return blocks
 
 
-def _at_a_glance(report: dict) -> list[Block]:
+def _mark(text: str) -> str:
+    """A line with its internal mark in bold."""
+    return text.replace(W.INTERNAL_MARK, f"**{W.INTERNAL_MARK}**")
+
+
+def _at_a_glance(report: dict, internal: bool) -> list[Block]:
     """The report's first section: what the run is worth, in plain words, with its utility
     warnings (each saying what to change)."""
     q, u = report["queries"], report["utility"]
-    lines = [
-        f"**Student** (the released model): {F.pct(u['student_accuracy'])} on "
-        f"{F.count(u['evaluation_size'])} evaluation items"
-        + (
-            ""
-            if "majority_class_rate" not in u
-            else f"; always answering the majority class gives {F.pct(u['majority_class_rate'])}, "
-            f"guessing {F.pct(u['chance_rate'])}"
-        )
-        + "."
-    ]
-    if u["teacher_mean_accuracy"] is not None:
+    if "student_accuracy" in u:
+        lines = [
+            f"**Student** (the released model): {F.pct(u['student_accuracy'])} on "
+            f"{F.count(u['evaluation_size'])} evaluation items"
+            + (
+                ""
+                if "majority_class_rate" not in u
+                else f"; always answering the majority class gives "
+                f"{F.pct(u['majority_class_rate'])}, guessing {F.pct(u['chance_rate'])}"
+            )
+            + (
+                ""
+                if u.get("evaluation_public") is True
+                else f" ({W.INTERNAL_MARK} evaluation data not declared public)"
+            )
+            + "."
+        ]
+    else:
+        lines = [
+            "**Student** (the released model): its accuracy was measured on evaluation data "
+            "not declared public, so it is in the internal report only."
+        ]
+    if u.get("teacher_mean_accuracy") is not None:
         lines.append(
-            f"**Teachers:** {F.pct(u['teacher_mean_accuracy'])} each on average; their "
-            f"noiseless plurality vote {F.pct(u['plurality_vote_accuracy'])}."
+            f"**Teachers** ({W.INTERNAL_MARK} computed from the private records): "
+            f"{F.pct(u['teacher_mean_accuracy'])} each on average; their noiseless plurality "
+            f"vote {F.pct(u['plurality_vote_accuracy'])}."
         )
     answered = u.get("answered_labels", q["answered"])
     text = f"**Labels:** {F.count(answered)} of {F.count(q['asked'])} queries answered"
-    if u["label_accuracy_answered"] is not None:
+    if u.get("label_accuracy_answered") is not None:
         text += f", {F.pct(u['label_accuracy_answered'])} of them right (benchmark-only figure)"
     agreement = u.get("answered_plurality_agreement")
     if agreement is not None:
         text += (
             f"; {F.pct(agreement)} agree with the teachers' plurality vote "
-            f"(**{W.NOT_PRIVATE}**: computed from the private votes)"
+            f"({W.INTERNAL_MARK} computed from the private votes)"
         )
     lines.append(text + ".")
     if u.get("student_steps") is not None:
         lines.append(f"**Student training:** {F.count(u['student_steps'])} optimiser steps.")
-    blocks: list[Block] = [Heading("What you get"), BulletList(tuple(lines))]
-    warnings = W.utility_warnings(report)
+    blocks: list[Block] = [
+        Heading("What you get"),
+        BulletList(tuple(_mark(line) for line in lines)),
+    ]
+    warnings = utility_warnings(report)
     if warnings:
         blocks.append(Paragraph("**Utility warnings** (what to change):"))
-        blocks.append(BulletList(tuple(warnings)))
+        blocks.append(BulletList(tuple(_mark(w) for w in warnings)))
     elif "warnings" in u:
-        blocks.append(
-            Paragraph(
-                "No utility warning: the student is well above chance and close "
-                "to its labels and the teachers' vote."
-            )
-        )
+        blocks.append(Paragraph("No utility warning on the figures this report holds."))
     return blocks
 
 
-def _statement(report: dict) -> list[Block]:
+def _statement(report: dict, internal: bool) -> list[Block]:
     """The plain-language statement (the NOT PRIVATE marks and a weak guarantee in bold), then
     the warnings other than the utility ones (those are in the first section)."""
     blocks: list[Block] = [Heading("Privacy statement")]
@@ -127,43 +172,52 @@ def _statement(report: dict) -> list[Block]:
         if weak:
             text = text.replace(weak, f"**{weak}**")
         blocks.append(Paragraph(f"**{head}:** {text}"))
-    utility_warnings = W.utility_warnings(report)
-    others = [w for w in report["warnings"] if w not in utility_warnings]
+    listed = utility_warnings(report)
+    others = [w for w in report["warnings"] if w not in listed]
     if others:
-        blocks += [Heading("Warnings"), BulletList(tuple(others))]
+        blocks += [Heading("Warnings"), BulletList(tuple(_mark(w) for w in others))]
     return blocks
 
 
-def _privacy_numbers(report: dict) -> list[Block]:
-    """Every epsilon with whether it may be published, and the run's privacy settings."""
-    p = report["privacy"]
-    s = p["sanitized"]
+_NO = "**NO \u2014 INTERNAL**"
+
+
+def _epsilon_rows(report: dict) -> list[list[str]]:
+    """The rows of every epsilon the report holds: (quantity, value, publishable)."""
+    p, s = report["privacy"], report["privacy"]["sanitized"]
     rows = [
-        [
-            "Guarantee \u03b5 (answers + release, data-independent)",
-            F.eps(p["eps_guarantee"]),
-            "yes",
-        ],
-        [
-            "Sanitized data-dependent \u03b5 (release cost included)",
-            F.eps(p["eps_sanitized"]),
-            "yes",
-        ],
-        [
-            "Sanitized \u03b5 + 2 noise std (conservative)",
-            F.eps(s["eps_sanitized_upper_2std"]),
-            "yes",
-        ],
+        ["Guarantee \u03b5 (answers + release, data-independent)", F.eps(p["eps_guarantee"]), "yes"]
+    ]
+    if "eps_sanitized" in p:
+        rows.append(["Sanitized data-dependent \u03b5 (released)", F.eps(p["eps_sanitized"])])
+        rows[-1].append("yes" if CONDITIONS["release_public"](report) else _NO)
+    if "eps_sanitized_upper_2std" in s:
+        rows.append(["Sanitized \u03b5 + 2 noise std", F.eps(s["eps_sanitized_upper_2std"]), _NO])
+    rows.append(
         [
             f"Data-independent \u03b5 of the answers (order {F.param(p['order_data_independent'])})",
             F.eps(p["eps_data_independent"]),
             "yes",
-        ],
-        [
-            f"Data-dependent \u03b5 (order {F.param(p['order'])})",
-            F.eps(p["eps_data_dependent"]),
-            "**NO \u2014 INTERNAL**",
-        ],
+        ]
+    )
+    if "eps_data_dependent" in p:
+        rows.append(
+            [
+                f"Data-dependent \u03b5 (order {F.param(p['order'])})",
+                F.eps(p["eps_data_dependent"]),
+                _NO,
+            ]
+        )
+    return rows
+
+
+def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
+    """Every epsilon the report holds and the run's privacy settings; in the internal report,
+    whether each may be published."""
+    p = report["privacy"]
+    s = p["sanitized"]
+    rows = _epsilon_rows(report)
+    rows += [
         ["\u03b4", F.delta(p["delta"]), "yes"],
         [
             "Neighbouring relation",
@@ -176,23 +230,41 @@ def _privacy_numbers(report: dict) -> list[Block]:
             f"({W.params_text(p['mechanism'], p['params'])})",
             "yes",
         ],
-        ["Teachers", F.count(p["num_teachers"]), "yes"],
+    ]
+    if "num_teachers" in p:
+        rows.append(
+            [
+                "Teachers",
+                F.count(p["num_teachers"]),
+                "yes" if CONDITIONS["teachers"](report) else _NO,
+            ]
+        )
+    rows.append(
         [
             "Sanitization (fixed in advance)",
             f"\u03bb = {F.param(s['order'])}, \u03b2 = {F.param(s['beta'])}, "
-            f"\u03c3_ss = {F.param(s['sigma_ss'])}; noise std {F.sig(s['noise_std'])}, "
-            f"release RDP {F.sig(s['rdp_gnss'])}",
+            f"\u03c3_ss = {F.param(s['sigma_ss'])}; release RDP {F.sig(s['rdp_gnss'])}",
             "yes",
-        ],
+        ]
+    )
+    if "smooth_sensitivity" in s:
+        rows.append(
+            [
+                "Smooth sensitivity; sanitization noise std",
+                f"{F.sig(s['smooth_sensitivity'])}; {F.sig(s['noise_std'])}",
+                _NO,
+            ]
+        )
+    rows.append(
         [
             "Conversion, orders",
             f"{p['conversion']}, {len(p['orders'])} orders in "
             f"[{F.param(min(p['orders']))}, {F.param(max(p['orders']))}]",
             "yes",
-        ],
-    ]
+        ]
+    )
     if W.samples_records(report):  # no teachers, no sanitized release, no data-dependent analysis
-        dropped = ("Sanitized", "Data-dependent", "Teachers")
+        dropped = ("Sanitized", "Data-dependent", "Teachers", "Smooth")
         rows = [r for r in rows if not r[0].startswith(dropped)]
         rows[0][0] = "Guarantee \u03b5 (everything released, data-independent)"
         rows.append(
@@ -202,10 +274,12 @@ def _privacy_numbers(report: dict) -> list[Block]:
                 "yes",
             ]
         )
-    return [Heading("Privacy numbers"), _table(["Quantity", "Value", "Publishable"], rows)]
+    if internal:
+        return [Heading("Privacy numbers"), _table(["Quantity", "Value", "Publishable"], rows)]
+    return [Heading("Privacy numbers"), _table(["Quantity", "Value"], [r[:2] for r in rows])]
 
 
-def _why_renyi(report: dict) -> list[Block]:
+def _why_renyi(report: dict, internal: bool) -> list[Block]:
     """Basic and advanced composition beside the Renyi-DP figure ([M17], [DRV10])."""
     p, q = report["privacy"], report["queries"]
     comp, delta = p["composition"], F.delta(p["delta"])
@@ -259,7 +333,7 @@ def _why_renyi(report: dict) -> list[Block]:
     ]
 
 
-def _queries_and_budget(report: dict) -> list[Block]:
+def _queries_and_budget(report: dict, internal: bool) -> list[Block]:
     """What was asked and answered, the run's budget and why querying stopped."""
     q, budget = report["queries"], report["privacy"]["budget"]
     return [
@@ -286,26 +360,26 @@ def _queries_and_budget(report: dict) -> list[Block]:
     ]
 
 
-def _ledger(report: dict) -> list[Block]:
-    """The ledger's cumulative spend on the dataset and its budget's changes (when recorded)."""
+def _ledger(report: dict, internal: bool) -> list[Block]:
+    """The ledger's cumulative spend on the dataset and its budget's changes (when recorded);
+    its path and key only in the internal report."""
     p = report["privacy"]
     blocks: list[Block] = []
-    ledger = p["ledger"]
+    ledger = p["ledger"] if "ledger" in p else None
     if ledger is not None:
+        rows = [
+            ["Dataset", W.dataset_name(ledger)],
+            ["Spent \u03b5", F.eps(ledger["spent_eps"])],
+            ["Budget \u03b5", _or_none(F.eps, ledger.get("budget_eps"))],
+            ["Budget \u03b4", _or_none(F.delta, ledger.get("budget_delta"))],
+            ["Remaining \u03b5", _or_none(F.eps, ledger.get("remaining_eps"), "n/a")],
+            ["Runs / events", f"{F.count(ledger['runs'])} / {F.count(ledger['events'])}"],
+        ]
+        if "path" in ledger:
+            rows.insert(0, ["Ledger (INTERNAL: a path on this machine)", ledger["path"]])
         blocks += [
             Heading("Privacy ledger (cumulative spend on this dataset)"),
-            _table(
-                ["Item", "Value"],
-                [
-                    ["Ledger", ledger["path"]],
-                    ["Dataset", ledger["dataset"]],
-                    ["Spent \u03b5", F.eps(ledger["spent_eps"])],
-                    ["Budget \u03b5", _or_none(F.eps, ledger["budget_eps"])],
-                    ["Budget \u03b4", _or_none(F.delta, ledger["budget_delta"])],
-                    ["Remaining \u03b5", _or_none(F.eps, ledger["remaining_eps"], "n/a")],
-                    ["Runs / events", f"{F.count(ledger['runs'])} / {F.count(ledger['events'])}"],
-                ],
-            ),
+            _table(["Item", "Value"], rows),
         ]
     changes = p.get("budget_changes") or []
     if changes:
@@ -328,29 +402,49 @@ def _ledger(report: dict) -> list[Block]:
     return blocks
 
 
-def _utility(report: dict) -> list[Block]:
-    """The accuracies of the student and the teachers, where the teachers trained, per class."""
+def _utility(report: dict, internal: bool) -> list[Block]:
+    """The accuracies of the student (where its evaluation data is public, or in the internal
+    report, marked) and of the teachers (internal), where the teachers trained, per class."""
     u = report["utility"]
-    rows = [
-        [
-            f"Student (evaluation split, {F.count(u['evaluation_size'])} items)"
-            + ("" if "student_alone_accuracy" not in u else ", times its labelling rule"),
-            F.pct(u["student_accuracy"]),
-        ],
-        [
-            "Teachers, mean \u00b1 std",
-            f"{F.pct(u['teacher_mean_accuracy'])} \u00b1 {F.pct(u['teacher_accuracy_std'])}",
-        ],
-        ["Plurality vote of all teachers (no noise)", F.pct(u["plurality_vote_accuracy"])],
-        ["Labels of the answered queries", F.pct(u["label_accuracy_answered"])],
-    ]
-    if u["teacher_mean_accuracy"] is None:  # no teachers (Private-kNN)
-        rows = [rows[0], rows[-1]]
+    mark = "" if u.get("evaluation_public") is True else f" ({W.INTERNAL_MARK} evaluation data)"
+    rows = []
+    if "student_accuracy" in u:
+        rows.append(
+            [
+                f"Student (evaluation split, {F.count(u['evaluation_size'])} items)"
+                + ("" if "student_alone_accuracy" not in u else ", times its labelling rule")
+                + mark,
+                F.pct(u["student_accuracy"]),
+            ]
+        )
     if "student_alone_accuracy" in u:
-        rows.insert(1, ["Student alone", F.pct(u["student_alone_accuracy"])])
-    blocks: list[Block] = [Heading("Utility"), _table(["Model", "Accuracy"], rows)]
+        rows.append([f"Student alone{mark}", F.pct(u["student_alone_accuracy"])])
+    if u.get("teacher_mean_accuracy") is not None:
+        rows += [
+            [
+                f"Teachers, mean \u00b1 std ({W.INTERNAL_MARK} private records)",
+                f"{F.pct(u['teacher_mean_accuracy'])} \u00b1 {F.pct(u['teacher_accuracy_std'])}",
+            ],
+            [
+                f"Plurality vote of all teachers, no noise ({W.INTERNAL_MARK} private votes)",
+                F.pct(u["plurality_vote_accuracy"]),
+            ],
+        ]
+    rows.append(["Labels of the answered queries", F.pct(u.get("label_accuracy_answered"))])
+    blocks: list[Block] = [
+        Heading("Utility"),
+        _table(["Model", "Accuracy"], [[_mark(a), b] for a, b in rows]),
+    ]
+    if "student_accuracy" not in u:
+        blocks.append(
+            Paragraph(
+                "The student's accuracy, per class and its confusion matrix were measured on "
+                "evaluation data not declared public: they are internal "
+                "(private/report_internal.md)."
+            )
+        )
     note = u["label_accuracy_note"]
-    if u["label_accuracy_answered"] is None:
+    if u.get("label_accuracy_answered") is None:
         blocks.append(Paragraph(f"Label accuracy of the answered queries is not available: {note}"))
     else:
         blocks.append(Paragraph(f"**Label accuracy is a benchmark-only figure:** {note}"))
@@ -359,35 +453,48 @@ def _utility(report: dict) -> list[Block]:
     for text in texts:
         if text:
             blocks.append(Paragraph(text))
-    blocks.append(
-        _table(
-            ["Class", "Student accuracy"],
-            [
-                [n, "n/a (no evaluation items)" if acc is None else F.pct(acc)]
-                for n, acc in zip(F.class_names(u), u["student_per_class_accuracy"])
-            ],
+    if "student_per_class_accuracy" in u:
+        blocks.append(
+            _table(
+                ["Class", f"Student accuracy{mark}"],
+                [
+                    [n, "n/a (no evaluation items)" if acc is None else F.pct(acc)]
+                    for n, acc in zip(F.class_names(u), u["student_per_class_accuracy"])
+                ],
+            )
         )
-    )
     return blocks
 
 
-def _plots(report: dict) -> list[Block]:
-    """The publishable plots, then the INTERNAL ones, each with its caption."""
+def _plots(report: dict, internal: bool) -> list[Block]:
+    """The publishable plots, then (in the internal report) the INTERNAL ones, each with its
+    caption."""
+    public = [
+        name
+        for name in PUBLIC_PLOT_NAMES
+        if report["plots"].get(name, "").startswith(PLOTS_DIR + "/")
+    ]
     blocks: list[Block] = [
         Heading("Plots: publishable"),
         Paragraph(
-            "These plots show only data-independent figures and released values (no "
-            "figure computed from the private votes): they **may be published**."
+            "These plots show only data-independent figures, released values and figures on "
+            "data declared public: they **may be published**."
         ),
-        *(Figure(name, W.CAPTIONS[name][0], internal=False) for name in PUBLIC_PLOT_NAMES),
+        *(Figure(name, W.CAPTIONS[name][0], internal=False) for name in public),
+    ]
+    if not internal:
+        return blocks
+    blocks += [
         Heading("Plots: INTERNAL (do not publish)"),
         Paragraph(
             f"These plots draw data-dependent curves or vote margins computed from the "
-            f"private teacher votes: **{W.NOT_PRIVATE}**. Publish the versions above "
-            f"instead."
+            f"private teacher votes, or figures on evaluation data not declared public: "
+            f"**{W.NOT_PRIVATE}**. Publish the versions above instead."
         ),
     ]
-    for name in INTERNAL_PLOT_NAMES:
+    for name in PLOT_NAMES:
+        if name in public:
+            continue
         caption = W.CAPTIONS[name][0]
         if name == "vote_margins":
             note = report["vote_margins"]["note"].strip().rstrip(".")
@@ -397,7 +504,7 @@ def _plots(report: dict) -> list[Block]:
     return blocks
 
 
-def _configuration(report: dict) -> list[Block]:
+def _configuration(report: dict, internal: bool) -> list[Block]:
     """The effective configuration, as JSON."""
     return [
         Heading("Effective configuration"),

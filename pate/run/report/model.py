@@ -15,9 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from pate.run.report.wording import plain_language_statement, report_warnings
+from pate.run import rundir as R
+from pate.run.report.publishable import PUBLICATION, public_part
+from pate.run.report.report_warnings import report_warnings
+from pate.run.report.wording import plain_language_statement
 
 __all__ = [
+    "INTERNAL_DIR",
+    "INTERNAL_JSON",
+    "INTERNAL_MD",
+    "INTERNAL_PLOTS_DIR",
     "INTERNAL_PLOT_NAMES",
     "PLOTS_DIR",
     "PLOT_NAMES",
@@ -31,6 +38,9 @@ __all__ = [
     "Paragraph",
     "Table",
     "build_report",
+    "plot_paths",
+    "public_plot_names",
+    "public_report",
     "read_rule_check",
 ]
 
@@ -44,21 +54,64 @@ PLOT_NAMES = (
 )
 #: The plots drawn from the private votes (data-dependent curves, vote margins): never publish.
 INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
-#: The plots that may be published (no figure computed from the private votes).
+#: The plots that may be published (no figure computed from the private votes); the confusion
+#: matrix only where the evaluation data is declared public (:func:`public_plot_names`).
 PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
-#: The folder of the run directory that holds the plots (``plots/<name>.png``).
+#: The folder of the run directory that holds the publishable plots (``plots/<name>.png``); the
+#: internal ones are in ``private/plots/`` (:data:`INTERNAL_PLOTS_DIR`).
 PLOTS_DIR = "plots"
+#: The internal report's files and plots, relative to the run directory (:mod:`pate.run.rundir`).
+INTERNAL_DIR = R.PRIVATE_DIR
+INTERNAL_PLOTS_DIR = R.INTERNAL_PLOTS
+INTERNAL_MD = R.REPORT_INTERNAL_MD
+INTERNAL_JSON = R.REPORT_INTERNAL_JSON
+
+
+def public_plot_names(report: dict) -> tuple[str, ...]:
+    """The plots this run may publish: the data-independent ones, and the confusion matrix when
+    its figures are public (the evaluation data declared public)."""
+    return tuple(
+        name
+        for name in PUBLIC_PLOT_NAMES
+        if name != "confusion_matrix" or "confusion_matrix" in report["utility"]
+    )
+
+
+def plot_paths(report: dict) -> dict[str, str]:
+    """Every plot of the run, name -> path relative to the run directory: the publishable ones in
+    ``plots/``, the others in ``private/plots/``."""
+    public = public_plot_names(public_part(report))
+    return {
+        name: f"{PLOTS_DIR if name in public else INTERNAL_PLOTS_DIR}/{name}.png"
+        for name in PLOT_NAMES
+    }
 
 
 def build_report(analysis: dict) -> dict:
-    """The content of ``report.json``: the (validated) analysis plus ``statement`` (the
-    plain-language text), ``plots`` (name -> path relative to the run directory) and
-    ``warnings`` (a list of strings). Pure: writes nothing."""
+    """The content of the INTERNAL report (``private/report_internal.json``): the (validated)
+    analysis plus ``statement`` (the plain-language text, internal figures marked),
+    ``plots`` (name -> path relative to the run directory), ``warnings`` (a list of strings,
+    internal ones marked) and ``publication`` (the rule). Pure: writes nothing. The publishable
+    report is cut out of it by :func:`public_report`."""
     report = json.loads(json.dumps(analysis))  # a deep copy, JSON types only
     report["statement"] = plain_language_statement(analysis)
-    report["plots"] = {name: f"{PLOTS_DIR}/{name}.png" for name in PLOT_NAMES}
+    report["plots"] = plot_paths(analysis)
     report["warnings"] = report_warnings(analysis)
+    report["publication"] = dict(PUBLICATION)
     return report
+
+
+def public_report(report: dict) -> dict:
+    """The publishable report (``report.json``): the fields of the full ``report`` that
+    :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows, and the statement, warnings and
+    plots worded and drawn from those fields alone. Pure."""
+    worded = ("statement", "warnings", "plots", "publication")
+    public = public_part({k: v for k, v in report.items() if k not in worded})
+    public["statement"] = plain_language_statement(public)
+    public["warnings"] = report_warnings(public)
+    public["plots"] = {name: f"{PLOTS_DIR}/{name}.png" for name in public_plot_names(public)}
+    public["publication"] = dict(PUBLICATION)
+    return public
 
 
 def read_rule_check(run_dir: Path):
@@ -131,8 +184,8 @@ class CodeBlock:
 
 @dataclass(frozen=True)
 class Figure:
-    """A plot (one of :data:`PLOT_NAMES`) with its caption; ``internal``: drawn from the private
-    votes (:data:`INTERNAL_PLOT_NAMES`), never publish."""
+    """A plot (one of :data:`PLOT_NAMES`) with its caption; ``internal``: not publishable (drawn
+    from the private votes, or the confusion matrix on evaluation data not declared public)."""
 
     name: str
     caption: str

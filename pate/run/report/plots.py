@@ -5,8 +5,9 @@ only when a plot is drawn).
 ``epsilon_vs_answered`` and ``rdp_per_order`` are INTERNAL (they draw the data-dependent
 curves, computed from the private votes), as is ``vote_margins``; ``epsilon_vs_answered_public``
 and ``rdp_per_order_public`` are their publishable versions, drawn only from the
-data-independent figures and the released epsilons (:func:`publishable_plot_data`, the only
-input of their plotting functions); ``confusion_matrix`` is publishable.
+data-independent figures and the released epsilons of the publishable report
+(:func:`publishable_plot_data`, the only input of their plotting functions);
+``confusion_matrix`` is publishable only where the evaluation data is declared public.
 """
 
 from __future__ import annotations
@@ -92,14 +93,15 @@ def _epsilon_axes(ax, answered_count, curves, *, fallback_x, sanitized, guarante
         x_end = fallback_x
         ax.text(0.5, 0.5, "no curve recorded", transform=ax.transAxes, ha="center")
     value, label = sanitized
-    ax.scatter(
-        [x_end],
-        [value],
-        marker="D",
-        color="#2e7d32",
-        zorder=3,
-        label=f"{label} \u03b5 = {F.eps(value)}",
-    )
+    if value is not None:  # none where the sanitized epsilon is not published
+        ax.scatter(
+            [x_end],
+            [value],
+            marker="D",
+            color="#2e7d32",
+            zorder=3,
+            label=f"{label} \u03b5 = {F.eps(value)}",
+        )
     ax.scatter(
         [x_end],
         [guarantee],
@@ -221,22 +223,23 @@ def _plot_confusion(a: dict):
     return fig
 
 
-def publishable_plot_data(analysis: dict) -> dict:
-    """The only input of the publishable plots: the figures of a (validated) analysis that may
-    be published, copied out of it. Keys: ``delta``; ``answered_count`` and
-    ``eps_data_independent`` (the data-independent curve, from ``curves``); ``answered``;
-    ``eps_guarantee`` and ``eps_sanitized`` (the released epsilons); ``orders``,
-    ``rdp_data_independent`` and ``order_data_independent`` (from ``privacy``). Nothing computed
-    from the private votes without sanitization (the data-dependent epsilon, order, RDP or
-    curve, the vote margins) is in it."""
-    p, c = analysis["privacy"], analysis["curves"]
+def publishable_plot_data(report: dict) -> dict:
+    """The only input of the publishable epsilon and RDP plots: figures of the publishable
+    report (:func:`pate.run.report.model.public_report`), copied out of it. Keys: ``delta``;
+    ``answered_count`` and ``eps_data_independent`` (the data-independent curve, from
+    ``curves``); ``answered``; ``eps_guarantee`` and ``eps_sanitized`` (the released epsilons;
+    the sanitized one None where it is not published); ``orders``, ``rdp_data_independent`` and
+    ``order_data_independent`` (from ``privacy``). Nothing computed from the private votes
+    without sanitization (the data-dependent epsilon, order, RDP or curve, the vote margins) is
+    in it."""
+    p, c = report["privacy"], report["curves"]
     return {
         "delta": p["delta"],
         "answered_count": list(c["answered_count"]),
         "eps_data_independent": list(c["eps_data_independent"]),
-        "answered": analysis["queries"]["answered"],
+        "answered": report["queries"]["answered"],
         "eps_guarantee": p["eps_guarantee"],
-        "eps_sanitized": p["eps_sanitized"],
+        "eps_sanitized": p.get("eps_sanitized"),
         "orders": list(p["orders"]),
         "rdp_data_independent": list(p["rdp_data_independent"]),
         "order_data_independent": p["order_data_independent"],
@@ -331,12 +334,16 @@ _PUBLIC_PLOTTERS = {
 }
 
 
-def render_plots(analysis: dict) -> dict[str, bytes]:
-    """The plots of a (validated) analysis as PNG bytes, keyed by :data:`PLOT_NAMES`. The
-    publishable versions of the epsilon and RDP plots are drawn from
-    :func:`publishable_plot_data` alone. Uses matplotlib's Agg canvas directly (no pyplot, no
-    global backend change)."""
-    view = publishable_plot_data(analysis)
-    images = {name: _png(plot(analysis)) for name, plot in _PLOTTERS.items()}
-    images.update({name: _png(plot(view)) for name, plot in _PUBLIC_PLOTTERS.items()})
-    return {name: images[name] for name in PLOT_NAMES}
+def render_plots(report: dict, names=PLOT_NAMES) -> dict[str, bytes]:
+    """The plots ``names`` of a report as PNG bytes, keyed by name. The publishable epsilon and
+    RDP plots are drawn from :func:`publishable_plot_data` alone; give the publishable report
+    (:func:`pate.run.report.model.public_report`) for the publishable plots and the full one for
+    the internal ones. Uses matplotlib's Agg canvas directly (no pyplot, no global backend
+    change)."""
+    images = {}
+    for name in names:
+        if name in _PUBLIC_PLOTTERS:
+            images[name] = _png(_PUBLIC_PLOTTERS[name](publishable_plot_data(report)))
+        else:
+            images[name] = _png(_PLOTTERS[name](report))
+    return images

@@ -27,7 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from pate.run.report.layout import document
-from pate.run.report.model import PLOT_NAMES
+from pate.run.report.model import INTERNAL_DIR, public_report
 from pate.run.report.wording import NOT_PRIVATE
 
 __all__ = [
@@ -94,28 +94,44 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_markdown(report: dict) -> str:
-    """``report.md``: the report (from :func:`pate.run.report.build_report`) as Markdown; plots are
-    linked relative to the run directory."""
+def _internal_links(report: dict) -> dict[str, str]:
+    """The plots' paths relative to ``private/``, where the internal report lies."""
+    prefix = INTERNAL_DIR + "/"
+    return {
+        name: path[len(prefix) :] if path.startswith(prefix) else f"../{path}"
+        for name, path in report["plots"].items()
+    }
+
+
+def render_markdown(report: dict, *, internal: bool = False) -> str:
+    """``report.md``: the publishable report (:func:`pate.run.report.model.public_report`, cut out
+    of ``report`` when given the full one) as Markdown, plots linked relative to the run directory; with ``internal``, the internal report
+    ``private/report_internal.md`` of the full one (:func:`pate.run.report.build_report`), plots
+    linked relative to ``private/``."""
+    if not internal:  # the publishable documents are rendered from the public cut alone
+        report = public_report(report)
     return (
         _environment()
         .get_template("report.md.j2")
         .render(
-            blocks=document(report),
+            blocks=document(report, internal=internal),
             title=f"Privacy report: {report['run']['name']}",
-            plots=report["plots"],
+            plots=_internal_links(report) if internal else report["plots"],
             not_private=NOT_PRIVATE,
         )
     )
 
 
 def render_html(report: dict, images: dict[str, bytes]) -> str:
-    """``report.html``: one self-contained page (inline CSS, plots embedded as base64 PNG, no
-    external resource) that renders offline. ``images`` maps each plot name to its PNG bytes."""
-    missing = [name for name in PLOT_NAMES if name not in images]
+    """``report.html``: the publishable report (cut out of ``report`` by
+    :func:`pate.run.report.model.public_report` when given the full one) as one self-contained page (inline CSS, its plots
+    embedded as base64 PNG, no external resource) that renders offline. ``images`` maps each
+    plot name of ``report["plots"]`` to its PNG bytes."""
+    report = public_report(report)  # the publishable documents: from the public cut alone
+    missing = [name for name in report["plots"] if name not in images]
     if missing:
         raise ValueError(f"images is missing the plot(s) {', '.join(missing)}")
-    encoded = {name: base64.b64encode(images[name]).decode("ascii") for name in PLOT_NAMES}
+    encoded = {name: base64.b64encode(images[name]).decode("ascii") for name in report["plots"]}
     return (
         _environment()
         .get_template("report.html.j2")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pate import mechanisms
+from pate.run import rundir as R
 
 __all__ = [
     "ANALYSIS_FILE",
@@ -26,7 +27,8 @@ __all__ = [
     "validate_analysis",
 ]
 
-ANALYSIS_FILE = "analysis.json"
+#: Where the analysis lies in a run directory (:mod:`pate.run.rundir` names every file).
+ANALYSIS_FILE = R.ANALYSIS
 
 # Leaf specs: "int", "float", "str", "bool", "dict" (any JSON object), "[int]", "[float]",
 # "[str]", "[[int]]"; a trailing "?" allows null; a tuple is a choice among strings; a nested
@@ -143,8 +145,11 @@ _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
 # What the run is worth in plain words (the report's first section; absent from files written
 # before these keys existed): answered_labels, answered_plurality_agreement (INTERNAL: from the
 # private votes; null without teachers), majority_class_rate and chance_rate (evaluation split),
-# student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings and
-# warnings (pate.run.utility_warnings.utility_warnings: each says what to change).
+# student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings,
+# warnings and internal_warnings (pate.run.utility_warnings.split_utility_warnings: those judged
+# on public figures, and those that fire only on internal ones; each says what to change) and
+# evaluation_public (the evaluation data was declared public: the student's figures on it may be
+# published; false when absent).
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
     "answered_labels": "int",
@@ -155,6 +160,8 @@ _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_steps": "int?",
     "scale_warnings": "[str]",
     "warnings": "[str]",
+    "internal_warnings": "[str]",
+    "evaluation_public": "bool",
 }
 _BUDGET_CHANGE = {
     "time_utc": "str",

@@ -1,6 +1,5 @@
 """The report's words: the plain-language privacy statement (:func:`plain_language_statement`,
-as (heading, text) paragraphs in :func:`statement_paragraphs`), the warnings
-(:func:`report_warnings`), the plot captions (:data:`CAPTIONS`) and the sentences the layout
+as (heading, text) paragraphs in :func:`statement_paragraphs`), the plot captions (:data:`CAPTIONS`) and the sentences the layout
 reuses (banners).
 
 Every figure comes from a validated ``analysis.json`` (:mod:`pate.run.report.schema`); the
@@ -19,22 +18,24 @@ from pate.run.report import formatting as F
 
 __all__ = [
     "CAPTIONS",
+    "INTERNAL_MARK",
     "NOT_PRIVATE",
     "RELATION_TEXT",
     "SEEDED_BANNER",
     "SMOKE_BANNER",
     "WEAK_EPSILON",
+    "dataset_name",
     "is_smoke_test",
     "params_text",
     "plain_language_statement",
-    "report_warnings",
     "samples_records",
     "statement_paragraphs",
-    "utility_warnings",
     "weak_guarantee",
 ]
 
 NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
+#: The mark of an internal line of a list (a warning that fires on an internal figure).
+INTERNAL_MARK = "INTERNAL (do not publish):"
 #: A guarantee epsilon above this gets the "protects individuals very weakly" warning.
 WEAK_EPSILON = 10.0
 
@@ -155,7 +156,10 @@ def _prior_rounds(p: dict) -> str:
     prior = p.get("prior_rounds")
     if not prior:
         return ""
-    runs = ", ".join(f"{r['run_dir']} (\u03b5 = {F.eps(r['eps'])})" for r in prior["runs"])
+    runs = ", ".join(
+        f"{r['run_dir']} (\u03b5 = {F.eps(r['eps'])})" if "run_dir" in r else F.eps(r["eps"])
+        for r in prior["runs"]
+    )
     return (
         f", composed with the cost of the earlier rounds whose released student embeds "
         f"this run's neighbour search: {runs}. On their own, the earlier rounds cost "
@@ -339,7 +343,7 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
     data-dependent one (:data:`NOT_PRIVATE`)."""
     p, q = a["privacy"], a["queries"]
     weak = weak_guarantee(a)
-    return [
+    paras = [
         (
             "Guarantee",
             (
@@ -347,8 +351,13 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
                 f"{F.delta(p['delta'])})-differential privacy with respect to "
                 f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training data. "
                 + (f"{weak} " if weak else "")
-                + f"This bound holds for everything the run releases \u2014 the student model, the labels "
-                f"it was trained on and the sanitized epsilon below \u2014 whatever the data: it is the "
+                + "This bound holds for everything the run releases \u2014 the student model, the labels "
+                + (
+                    "it was trained on and the sanitized epsilon below"
+                    if "eps_sanitized" in p
+                    else "it was trained on"
+                )
+                + f" \u2014 whatever the data: it is the "
                 f"data-independent cost of the {F.count(q['answered'])} answers "
                 f"(\u03b5 = {F.eps(p['eps_data_independent'])} on its own, at order "
                 f"\u03bb = {F.param(p['order_data_independent'])}) composed with the cost of releasing the "
@@ -356,6 +365,10 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
             ),
         ),
         ("Sanitized data-dependent epsilon", _sanitized_text(p)),
+    ]
+    if "eps_data_dependent" not in p:  # the publishable report: nothing computed from the votes
+        return paras
+    return paras + [
         (
             "Data-dependent epsilon",
             (
@@ -372,28 +385,20 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
 
 def _sanitized_text(p: dict) -> str:
     """The sanitized data-dependent epsilon: its smooth-sensitivity release, or its fallback to
-    the data-independent cost."""
+    the data-independent cost. The smooth sensitivity, the noise it scales and the conservative
+    reading built on them are INTERNAL: only the internal report holds and says them."""
     s, delta = p["sanitized"], F.delta(p["delta"])
-    if s["fallback"] is None:
-        fixed = (
-            f"The order \u03bb = {F.param(s['order'])}, smoothness \u03b2 = "
-            f"{F.param(s['beta'])} and noise multiplier \u03c3_ss = {F.param(s['sigma_ss'])} "
-            f"were fixed in the configuration before the votes were seen"
+    fixed = (
+        f"The order \u03bb = {F.param(s['order'])}, smoothness \u03b2 = "
+        f"{F.param(s['beta'])} and noise multiplier \u03c3_ss = {F.param(s['sigma_ss'])} "
+        f"were fixed in the configuration before the votes were seen"
+    )
+    if "eps_sanitized" not in p:
+        return (
+            f"None is published: the smooth-sensitivity release was not charged to the ledger, "
+            f"so only the guarantee above may be quoted. {fixed}."
         )
-        text = (
-            f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}). When the teachers agree "
-            f"strongly, the data-dependent analysis of Papernot et al. (2018) charges much less "
-            f"than the worst case, but it is computed from the private votes, so it is published "
-            f"only after sanitization with the smooth-sensitivity (GNSS) mechanism: Gaussian noise "
-            f"of standard deviation {F.sig(s['noise_std'])} (smooth sensitivity "
-            f"{F.sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss) was added to the Renyi divergence "
-            f"at order \u03bb = {F.param(s['order'])}. {fixed}, and the cost of this release (Renyi "
-            f"divergence {F.sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is a "
-            f"private measurement of the privacy loss actually incurred on this data, not a "
-            f"worst-case bound; because of the noise, a conservative reading adds two standard "
-            f"deviations: \u03b5 \u2264 {F.eps(s['eps_sanitized_upper_2std'])}."
-        )
-    else:
+    if s["fallback"] is not None:
         text = (
             f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
             f"release fell back to the data-independent cost at order "
@@ -402,6 +407,35 @@ def _sanitized_text(p: dict) -> str:
             f"\u03b2 = {F.param(s['beta'])}, noise multiplier \u03c3_ss = "
             f"{F.param(s['sigma_ss'])}) were fixed in the configuration before the votes were seen."
         )
+    else:
+        if "smooth_sensitivity" in s:
+            noise = (
+                f"Gaussian noise of standard deviation {F.sig(s['noise_std'])} (smooth "
+                f"sensitivity {F.sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss; both "
+                f"{NOT_PRIVATE}: the smooth sensitivity is computed from the private votes)"
+            )
+        else:
+            noise = (
+                "Gaussian noise scaled by the smooth sensitivity of the votes times \u03c3_ss "
+                "(the smooth sensitivity itself is computed from the private votes and is not "
+                "published)"
+            )
+        text = (
+            f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}), released with its own "
+            f"charge. When the teachers agree strongly, the data-dependent analysis of Papernot "
+            f"et al. (2018) charges much less than the worst case, but it is computed from the "
+            f"private votes, so it is published only after sanitization with the "
+            f"smooth-sensitivity (GNSS) mechanism: {noise} was added to the Renyi divergence at "
+            f"order \u03bb = {F.param(s['order'])}. {fixed}, and the cost of this release (Renyi "
+            f"divergence {F.sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is "
+            f"a private measurement of the privacy loss actually incurred on this data, not a "
+            f"worst-case bound."
+        )
+        if "eps_sanitized_upper_2std" in s:
+            text += (
+                f" Because of the noise, a conservative reading adds two standard deviations: "
+                f"\u03b5 \u2264 {F.eps(s['eps_sanitized_upper_2std'])} ({NOT_PRIVATE})."
+            )
     if p["eps_sanitized"] >= p["eps_guarantee"]:
         text += (
             " Here it is not smaller than the guarantee above, which remains the figure to quote."
@@ -410,34 +444,44 @@ def _sanitized_text(p: dict) -> str:
 
 
 def _utility_text(u: dict) -> str:
-    """The student's accuracy, beside the teachers' (when there are teachers)."""
-    return (
-        f"The student's accuracy is {F.pct(u['student_accuracy'])} on "
-        f"{F.count(u['evaluation_size'])} held-out evaluation items "
-        + (
-            "(no teachers)."
-            if u["teacher_mean_accuracy"] is None
-            else f"(teachers: {F.pct(u['teacher_mean_accuracy'])} on average; the noiseless plurality "
-            f"vote of all teachers: {F.pct(u['plurality_vote_accuracy'])})."
+    """The student's accuracy where the evaluation data is public (in the internal report:
+    always, marked), beside the teachers' (internal report only, marked)."""
+    if "student_accuracy" not in u:
+        return (
+            "The student's accuracy was measured on evaluation data not declared public, so it "
+            "is internal (private/report_internal.md); declare the evaluation data public to "
+            "publish it."
         )
-        + (
-            ""
-            if "student_alone_accuracy" not in u
-            else f" The released model is the student times its labelling rule (their class "
+    internal = "" if u.get("evaluation_public") is True else f" ({NOT_PRIVATE})"
+    text = (
+        f"The student's accuracy is {F.pct(u['student_accuracy'])} on "
+        f"{F.count(u['evaluation_size'])} held-out evaluation items{internal}"
+    )
+    if u.get("teacher_mean_accuracy") is not None:
+        text += (
+            f"; teachers: {F.pct(u['teacher_mean_accuracy'])} on average; the noiseless "
+            f"plurality vote of all teachers: {F.pct(u['plurality_vote_accuracy'])} "
+            f"({NOT_PRIVATE}: computed from the private votes)"
+        )
+    text += "."
+    if "student_alone_accuracy" in u:
+        text += (
+            f" The released model is the student times its labelling rule (their class "
             f"probabilities multiplied: post-processing of the one release and of public data, no "
             f"further privacy cost); the student alone: {F.pct(u['student_alone_accuracy'])}."
         )
-    )
+    return text
 
 
 def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
     """The ledger's cumulative spend on the dataset and the changes of its budget."""
     paras = []
-    ledger = p["ledger"]
+    ledger = p.get("ledger")  # absent from the publishable report when there was none
     if ledger is not None:
+        where = f" ({ledger['path']})" if "path" in ledger else ""
         text = (
-            f"The privacy ledger ({ledger['path']}) records "
-            f"\u03b5 = {F.eps(ledger['spent_eps'])} spent on dataset {ledger['dataset']} over "
+            f"The privacy ledger{where} records "
+            f"\u03b5 = {F.eps(ledger['spent_eps'])} spent on dataset {dataset_name(ledger)} over "
             f"{F.count(ledger['runs'])} run(s) ({F.count(ledger['events'])} events), this run "
             f"included."
         )
@@ -469,6 +513,14 @@ def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
     return paras
 
 
+def dataset_name(ledger: dict) -> str:
+    """The dataset as the user named it (the ledger's key beside it in the internal report)."""
+    name, key = ledger.get("name"), ledger.get("dataset")
+    if key is None or key == name:
+        return str(name)
+    return f"{name} (ledger key {key})" if name else str(key)
+
+
 def _budget_text(eps: float | None, delta: float | None) -> str:
     if eps is None:
         return "no budget"
@@ -476,143 +528,10 @@ def _budget_text(eps: float | None, delta: float | None) -> str:
     return text if delta is None else f"{text}, \u03b4 = {F.delta(delta)}"
 
 
-def _budget_raised(change: dict) -> bool:
-    """The change loosened an existing budget (a larger epsilon or delta, or none at all)."""
-    if change["old_eps"] is None:
-        return False  # a first budget: nothing was promised before
-    looser_eps = change["new_eps"] is None or change["new_eps"] > change["old_eps"]
-    old_delta, new_delta = change["old_delta"], change["new_delta"]
-    looser_delta = old_delta is not None and (new_delta is None or new_delta > old_delta)
-    return looser_eps or looser_delta
-
-
 def plain_language_statement(analysis: dict) -> str:
     """The plain-language privacy statement of a (validated) analysis, as plain text paragraphs
     separated by blank lines. The data-dependent epsilon is marked :data:`NOT_PRIVATE`."""
     return "\n\n".join(f"{head}: {text}" for head, text in statement_paragraphs(analysis))
-
-
-def utility_warnings(a: dict) -> list[str]:
-    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility_warnings.utility_warnings`)."""
-    return list(a["utility"].get("warnings") or [])
-
-
-def report_warnings(a: dict) -> list[str]:
-    return (
-        utility_warnings(a)
-        + _publication_warnings(a)
-        + _analysis_warnings(a)
-        + _querying_warnings(a)
-    )
-
-
-def _publication_warnings(a: dict) -> list[str]:
-    """What keeps the guarantee from being quoted as it is: seeded noise, a smoke test, a weak
-    epsilon, no ledger, a raised budget."""
-    p = a["privacy"]
-    out: list[str] = []
-    if p.get("noise_seeded") is True:
-        out.append(
-            "The aggregator's noise was seeded by the user: the run is reproducible and NOT "
-            "differentially private (anyone with the seed can remove the noise). Do not "
-            "publish its outputs; rerun with secure noise."
-        )
-    if is_smoke_test(a):
-        out.append(
-            "This run is a smoke test ([run] smoke_test = true): it only checks that the "
-            "pipeline works, and its privacy figures are not a meaningful guarantee. Do not "
-            "quote or publish them."
-        )
-    weak = weak_guarantee(a)
-    if weak:
-        out.append(
-            f"The guarantee \u03b5 = {F.eps(p['eps_guarantee'])} is above "
-            f"{F.param(WEAK_EPSILON)}. {weak} Quote it only with this caveat; answer fewer "
-            f"queries or add more noise for a stronger guarantee."
-        )
-    if p.get("ledger_enforced") is False:
-        out.append(
-            "The privacy ledger was off: no budget was enforced across runs on this data, "
-            "and this run's spend was not recorded for later runs."
-        )
-    raised = [c for c in p.get("budget_changes") or [] if _budget_raised(c)]
-    if raised:
-        out.append(
-            f"The dataset's budget was raised {F.count(len(raised))} time(s) (see Budget "
-            f"changes): the original budget no longer bounds the total privacy loss."
-        )
-    return out
-
-
-def _analysis_warnings(a: dict) -> list[str]:
-    """Checks of the privacy analysis itself: the order grid, the guarantee against the
-    data-independent epsilon, the sanitized release, delta against the number of teachers."""
-    p = a["privacy"]
-    out: list[str] = []
-    orders = p["orders"]
-    lo, hi = min(orders), max(orders)
-    for key in ("order", "order_data_independent"):
-        if p[key] in (lo, hi) and len(orders) > 1:
-            out.append(
-                f"privacy.{key} = {F.param(p[key])} is at the edge of the order grid "
-                f"[{F.param(lo)}, {F.param(hi)}]: the best order may lie outside it; widen "
-                f"the orders in the config for a tighter (never looser) epsilon."
-            )
-    if p["eps_guarantee"] < p["eps_data_independent"] * (1 - 1e-9):
-        out.append(
-            f"privacy.eps_guarantee ({F.eps(p['eps_guarantee'])}) is smaller than the "
-            f"data-independent epsilon of the answers alone "
-            f"({F.eps(p['eps_data_independent'])}), which composition cannot give: check "
-            f"the analysis before quoting it."
-        )
-    if samples_records(a):
-        pass  # no sanitized release at all (the statement says so); no teachers
-    elif p["sanitized"]["fallback"] is not None:
-        out.append(
-            f"The sanitized epsilon fell back to the data-independent one: "
-            f"{p['sanitized']['fallback']}."
-        )
-    elif p["eps_sanitized"] >= p["eps_data_independent"]:
-        out.append(
-            f"The sanitized epsilon ({F.eps(p['eps_sanitized'])}) is not smaller than the "
-            f"data-independent epsilon of the answers ({F.eps(p['eps_data_independent'])}): "
-            f"on this run the data-dependent analysis saves less than its release costs. "
-            f"Publishing only the data-independent figure, without the sanitized one, gives "
-            f"the stronger guarantee (\u03b5 = {F.eps(p['eps_data_independent'])})."
-        )
-    if not samples_records(a) and p["delta"] >= 1.0 / p["num_teachers"]:
-        out.append(
-            f"\u03b4 = {F.delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
-            f"number of teachers, a lower bound on the number of sensitive records): a "
-            f"\u03b4 this large allows leaking whole records; choose \u03b4 well below "
-            f"1/(number of sensitive records)."
-        )
-    return out
-
-
-def _querying_warnings(a: dict) -> list[str]:
-    """How the querying ended: nothing answered, stopped on a data-dependent budget, the ledger
-    overspent."""
-    p, q = a["privacy"], a["queries"]
-    out: list[str] = []
-    if q["answered"] == 0:
-        out.append("No query was answered: the student learned nothing from the teachers.")
-    if p["budget"]["basis"] == "data-dependent" and (
-        p["budget"]["stop_reason"] or q["stop_reason"]
-    ):
-        out.append(
-            "Querying stopped on a budget checked against the data-dependent epsilon, "
-            "which is not private: when to stop then depends on the private votes in a way "
-            "the guarantee above does not account for. Use a data-independent budget for "
-            "runs whose numbers will be published."
-        )
-    ledger = p["ledger"]
-    if ledger is not None and ledger["remaining_eps"] is not None and ledger["remaining_eps"] < 0:
-        out.append(
-            f"The ledger's budget for dataset {ledger['dataset']} is overspent "
-            f"(remaining \u03b5 = {F.eps(ledger['remaining_eps'])})."
-        )
-    return out
 
 
 # The caption of each plot and whether it is INTERNAL (computed from the private votes).

@@ -1,7 +1,8 @@
-"""Writing a run's report: :func:`write_report` turns ``<run_dir>/analysis.json`` into
-``report.json``, ``report.md``, ``report.html`` and ``plots/<name>.png``, each written atomically
-(temporary file + ``os.replace``), ``report.json`` last; nothing is written when the input is
-invalid.
+"""Writing a run's reports: :func:`write_report` turns ``<run_dir>/analysis.json`` into the
+publishable ``report.json``, ``report.md``, ``report.html`` and ``plots/<name>.png``, and the
+internal ``private/report_internal.json``, ``private/report_internal.md`` and
+``private/plots/<name>.png``, each written atomically (temporary file + ``os.replace``),
+``report.json`` last; nothing is written when the input is invalid.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ import tempfile
 from pathlib import Path
 
 from pate.core.io import naming_write_errors
-from pate.run.report.model import PLOTS_DIR, build_report, read_rule_check
+from pate.run.report.model import (
+    INTERNAL_DIR,
+    INTERNAL_JSON,
+    INTERNAL_MD,
+    INTERNAL_PLOTS_DIR,
+    PLOTS_DIR,
+    build_report,
+    public_report,
+    read_rule_check,
+)
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.resources import (
@@ -23,9 +33,12 @@ from pate.run.report.resources import (
 )
 from pate.run.report.schema import load_analysis
 
-__all__ = ["REPORT_FILES", "write_report"]
+__all__ = ["INTERNAL_REPORT_FILES", "REPORT_FILES", "write_report"]
 
+#: The publishable report's files (its plots in ``plots/``).
 REPORT_FILES = ("report.json", "report.md", "report.html")
+#: The internal report's files (its plots in ``private/plots/``).
+INTERNAL_REPORT_FILES = (INTERNAL_JSON, INTERNAL_MD)
 
 
 def _file_mode() -> int:
@@ -52,21 +65,10 @@ def _stage(path: Path, data: bytes, mode: int) -> Path:
     return Path(tmp)
 
 
-def write_report(run_dir: str | os.PathLike) -> dict:
-    """Generate the privacy report of a run from ``<run_dir>/analysis.json``.
-
-    Writes ``report.json`` (the analysis plus ``statement``, ``plots``, ``warnings`` and, when
-    the teachers stage recorded it, ``execution``: the backend and resources it ran on),
-    ``report.md``, ``report.html`` (self-contained, renders offline) and
-    ``plots/<name>.png`` for each of :data:`PLOT_NAMES`, each
-    atomically (temporary file + ``os.replace``); ``report.json`` is replaced last. The input is
-    validated first: a missing run directory or file raises ``FileNotFoundError``, a malformed
-    file or a missing key raises ``ValueError`` naming the file and the key, and nothing is
-    written. Returns the content of ``report.json``.
-    """
-    run_dir = Path(run_dir)
-    analysis = load_analysis(run_dir)
-    report = build_report(analysis)
+def _full_report(run_dir: Path) -> dict:
+    """The full (internal) report of a run: the analysis, its wording, and what the run computed
+    on (the backend, threads, GPU memory, precision)."""
+    report = build_report(load_analysis(run_dir))
     execution = read_execution(run_dir)
     if execution is not None:
         report["execution"] = execution  # the backend and its resources (docs/cluster.md)
@@ -82,27 +84,61 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     precision = read_precision(run_dir)
     if precision is not None:
         report["student_precision"] = precision  # float32, or bfloat16 autocast ([student] amp)
-    images = render_plots(analysis)
-    documents = {
-        "report.md": render_markdown(report).encode("utf-8"),
-        "report.html": render_html(report, images).encode("utf-8"),
-        "report.json": (json.dumps(report, indent=2) + "\n").encode("utf-8"),
-    }
-    plots_dir = run_dir / PLOTS_DIR
-    plots_dir.mkdir(exist_ok=True)
-    targets = [(run_dir / rel, images[name]) for name, rel in report["plots"].items()]
+    return report
+
+
+def _json_bytes(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+
+
+def write_report(run_dir: str | os.PathLike) -> dict:
+    """Generate the two reports of a run from ``<run_dir>/analysis.json`` (docs/publishing.md).
+
+    The publishable report: ``report.json`` (:func:`pate.run.report.model.public_report`: only
+    the fields :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows, the statement,
+    warnings and plots worded from them), ``report.md``, ``report.html`` (self-contained,
+    renders offline) and ``plots/<name>.png`` of its publishable plots. The internal report,
+    in ``private/`` (created owner-only): ``report_internal.json`` (everything: the analysis,
+    its wording with the internal figures marked, the backend and resources the run used),
+    ``report_internal.md`` and ``private/plots/<name>.png`` of the other plots. Each file is
+    written atomically (temporary file + ``os.replace``), ``report.json`` last; a plot of an
+    earlier version left in ``plots/`` that is not publishable is removed. The input is
+    validated first: a missing run directory or file raises ``FileNotFoundError``, a malformed
+    file or a missing key raises ``ValueError`` naming the file and the key, and nothing is
+    written. Returns the content of ``report.json``.
+    """
+    run_dir = Path(run_dir)
+    full = _full_report(run_dir)
+    public = public_report(full)
+    public_images = render_plots(public, tuple(public["plots"]))
+    internal_names = tuple(name for name in full["plots"] if name not in public["plots"])
+    images = {**public_images, **render_plots(full, internal_names)}
+    targets = [(run_dir / full["plots"][name], images[name]) for name in full["plots"]]
     targets += [
-        (run_dir / name, documents[name]) for name in ("report.md", "report.html", "report.json")
+        (run_dir / INTERNAL_MD, render_markdown(full, internal=True).encode("utf-8")),
+        (run_dir / INTERNAL_JSON, _json_bytes(full)),
+        (run_dir / "report.md", render_markdown(public).encode("utf-8")),
+        (run_dir / "report.html", render_html(public, public_images).encode("utf-8")),
+        (run_dir / "report.json", _json_bytes(public)),
     ]
+    private = run_dir / INTERNAL_DIR
+    with naming_write_errors(private):
+        private.mkdir(mode=0o700, exist_ok=True)
+        private.chmod(0o700)
+        (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
+        (run_dir / INTERNAL_PLOTS_DIR).mkdir(mode=0o700, exist_ok=True)
     mode = _file_mode()
     staged: list[tuple[Path, Path]] = []
     try:
         for target, data in targets:
-            staged.append((_stage(target, data, mode), target))
+            owner_only = target.is_relative_to(private)
+            staged.append((_stage(target, data, 0o600 if owner_only else mode), target))
         for tmp, target in staged:
             with naming_write_errors(target):
                 os.replace(tmp, target)
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
-    return report
+    for name in internal_names:  # written by an earlier version beside the publishable plots
+        (run_dir / PLOTS_DIR / f"{name}.png").unlink(missing_ok=True)
+    return public

@@ -13,7 +13,8 @@ aggregate  ``labels.npy``, ``answered.npy``, ``aggregate.json``: noisy labels wi
            charged to the ledger BEFORE they are written (see :func:`aggregate`)
 student    ``student.pt``, ``student_metrics.json``: the only model that is ever released
 analysis   ``analysis.json``: every privacy and utility number, including the sanitized release
-report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png``
+report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png`` (publishable);
+           ``private/report_internal.{json,md}``, ``private/plots/*.png`` (docs/publishing.md)
 =========  =====================================================================================
 
 A run of a mechanism that reads the private records itself (its kind's

@@ -86,7 +86,11 @@ def student(run: Run) -> dict:
     )
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
     logger.info("student: trained in %s", model.precision_)
-    logger.info("student: accuracy %.4f on the evaluation split", metrics["accuracy"])
+    logger.info(
+        "student: accuracy %.4f on the evaluation split (INTERNAL unless the evaluation data is "
+        "declared public: docs/publishing.md)",
+        metrics["accuracy"],
+    )
     return {
         "accuracy": metrics["accuracy"],
         "precision": model.precision_,

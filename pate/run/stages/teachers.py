@@ -49,7 +49,8 @@ def teachers(run: Run) -> dict:
         summary["feature_cache"] = cache.summary()
     summary["execution"] = {k: v for k, v in result.execution.items() if k != "workers"}
     logger.info(
-        "teachers: mean accuracy %.4f, plurality vote %.4f on the evaluation split",
+        "teachers (INTERNAL, do not publish): mean accuracy %.4f, plurality vote %.4f on the "
+        "evaluation split",
         summary["teacher_accuracy_mean"],
         summary["plurality_accuracy"],
     )

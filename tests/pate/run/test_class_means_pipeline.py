@@ -513,9 +513,13 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     utility = json.loads((run_dir / "analysis.json").read_text())["utility"]
     assert utility["student_accuracy"] == metrics["accuracy"]
     assert utility["student_alone_accuracy"] == metrics["student_alone_accuracy"]
-    report = (run_dir / "report.md").read_text()
+    # measured on evaluation data not declared public: in the internal report only, marked
+    report = (run_dir / "private" / "report_internal.md").read_text()
     assert "The released model is the student times its labelling rule" in report
-    assert "| Student alone |" in report and "items), times its labelling rule |" in report
+    mark = "(**INTERNAL (do not publish):** evaluation data)"
+    assert f"| Student alone {mark} |" in report
+    assert f"items), times its labelling rule {mark} |" in report
+    assert "Student alone" not in (run_dir / "report.md").read_text()
 
 
 def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_end(

@@ -32,7 +32,10 @@ def full_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipeline")
     ledger = tmp / "ledger.sqlite3"
     pipeline = Pipeline(load_config(tmp, "full"), progress=False, ledger_path=ledger)
-    report = pipeline.run()
+    public = pipeline.run()  # the publishable report.json
+    assert public == json.loads((pipeline.run_dir / "report.json").read_text())
+    # the internal report holds every figure the tests below check
+    report = json.loads((pipeline.run_dir / "private" / "report_internal.json").read_text())
     return pipeline, report, ledger
 
 
@@ -114,7 +117,8 @@ def test_resume_after_a_crash_between_stages_gives_identical_outputs(full_run, t
     resumed = Pipeline(
         load_config(tmp_path, "resumed"), resume=True, progress=False, ledger_path=ledger
     )
-    again = resumed.run()
+    resumed.run()
+    again = json.loads((resumed.run_dir / "private" / "report_internal.json").read_text())
     for name in OUTPUTS:
         np.testing.assert_array_equal(
             np.load(first.run_dir / name), np.load(resumed.run_dir / name)

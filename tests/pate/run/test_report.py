@@ -60,11 +60,13 @@ def make_analysis(
     class_names: list[str] | None | bool = True,
     label_accuracy: float | None = 0.912,
     seed: int = 0,
+    evaluation_public: bool | None = None,
 ) -> dict:
     """A synthetic but internally consistent analysis.json (format 1) of a Confident-GNMax run
     (T = 200, sigma1 = 150, sigma2 = 40 by default). With ``run_dir`` it is also written to
     ``<run_dir>/analysis.json`` (the directory is created). ``class_names=True`` uses the
-    Fashion-MNIST names when ``num_classes`` is 10, ``None`` leaves them out."""
+    Fashion-MNIST names when ``num_classes`` is 10, ``None`` leaves them out.
+    ``evaluation_public`` sets ``utility.evaluation_public`` (left out when None: not public)."""
     rng = np.random.default_rng(seed)
     orders = np.concatenate([np.linspace(1.1, 10.9, 99), np.arange(11.0, 101.0), [128.0, 256.0]])
     if mechanism in ("confident-gnmax", "interactive-gnmax"):
@@ -194,6 +196,7 @@ def make_analysis(
                 "eps_sanitized_upper_2std": upper,
                 "eps_data_independent": eps_ind_at_release,
                 "fallback": fallback,
+                "charged": fallback is None,
             },
             "eps_guarantee": eps_guarantee,
             "composition": {
@@ -258,6 +261,8 @@ def make_analysis(
             "note": "internal: derived from the private votes",
         },
     }
+    if evaluation_public is not None:
+        analysis["utility"]["evaluation_public"] = evaluation_public
     if run_dir is not None:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -278,6 +283,21 @@ REQUIRED = [
 ]
 
 
+def internal_json(run_dir) -> dict:
+    """The internal report of a run directory (private/report_internal.json)."""
+    return json.loads((Path(run_dir) / "private" / "report_internal.json").read_text())
+
+
+def internal_md(run_dir) -> str:
+    return (Path(run_dir) / "private" / "report_internal.md").read_text()
+
+
+#: The plots of a report whose evaluation data is not declared public: the confusion matrix is
+#: internal too.
+PUBLIC_NOW = ("epsilon_vs_answered_public", "rdp_per_order_public")
+INTERNAL_NOW = (*rep.INTERNAL_PLOT_NAMES, "confusion_matrix")
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """One report written once for the read-only checks (plots take ~1 s)."""
@@ -296,65 +316,105 @@ def test_every_file_is_written_and_nothing_else(written):
         "report.md",
         "report.html",
         "plots",
-        *(f"plots/{n}.png" for n in rep.PLOT_NAMES),
+        *(f"plots/{n}.png" for n in PUBLIC_NOW),
+        "private",
+        "private/report_internal.json",
+        "private/report_internal.md",
+        "private/plots",
+        *(f"private/plots/{n}.png" for n in INTERNAL_NOW),
     }
     assert names == expected  # no temporary files left behind
     assert result == json.loads((run_dir / "report.json").read_text())
-    assert result["plots"] == {n: f"plots/{n}.png" for n in rep.PLOT_NAMES}
+    assert result["plots"] == {n: f"plots/{n}.png" for n in PUBLIC_NOW}
+    assert internal_json(run_dir)["plots"] == {
+        n: f"{'plots' if n in PUBLIC_NOW else 'private/plots'}/{n}.png" for n in rep.PLOT_NAMES
+    }
     umask = os.umask(0o022)
     os.umask(umask)
     assert (run_dir / "report.html").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (run_dir / "private").stat().st_mode & 0o777 == 0o700
+    assert (run_dir / "private" / "report_internal.md").stat().st_mode & 0o777 == 0o600
 
 
-def test_report_json_carries_the_analysis_unchanged(written):
+def test_internal_json_carries_the_analysis_unchanged(written):
     run_dir, analysis, _ = written
-    report = json.loads((run_dir / "report.json").read_text())
+    internal = internal_json(run_dir)
     for table, key in REQUIRED:
-        assert report[table][key] == analysis[table][key]
-    assert report["config"] == analysis["config"]
-    extra = {"statement", "plots", "warnings"}
-    assert {k: v for k, v in report.items() if k not in extra} == analysis
-    assert isinstance(report["statement"], str) and isinstance(report["warnings"], list)
+        assert internal[table][key] == analysis[table][key]
+    extra = {"statement", "plots", "warnings", "publication"}
+    assert {k: v for k, v in internal.items() if k not in extra} == analysis
+    assert isinstance(internal["statement"], str) and isinstance(internal["warnings"], list)
+
+
+def test_report_json_is_the_public_part_only(written):
+    run_dir, analysis, result = written
+    assert "internal" not in result
+    worded = {"statement", "plots", "warnings", "publication"}
+    assert {k: v for k, v in result.items() if k not in worded} == rep.public_part(analysis)
+    p = result["privacy"]
+    for key in ("eps_data_dependent", "rdp_data_dependent", "order", "vote_margins"):
+        assert key not in p and key not in result
+    assert "smooth_sensitivity" not in p["sanitized"] and "noise_std" not in p["sanitized"]
+    assert "eps_sanitized_upper_2std" not in p["sanitized"]
+    assert p["eps_sanitized"] == analysis["privacy"]["eps_sanitized"]  # charged: public
+    assert "path" not in p["ledger"] and "dataset" not in p["ledger"]
+    assert result["run"] == {"name": "fmnist-test", "pate_learn_version": "0.1.0"}
+    u = result["utility"]
+    for key in ("teacher_mean_accuracy", "plurality_vote_accuracy", "student_accuracy"):
+        assert key not in u
+    config = copy.deepcopy(analysis["config"])
+    del config["privacy"]["ledger"]  # a path on the operator's machine, or whether it was on
+    assert result["config"] == config
 
 
 def test_statement_has_the_numbers_and_the_not_private_marking(written):
-    _, a, result = written
-    text = result["statement"]
+    run_dir, a, result = written
+    text = internal_json(run_dir)["statement"]
+    public = result["statement"]
     p, s = a["privacy"], a["privacy"]["sanitized"]
-    assert f"(\u03b5 = {p['eps_guarantee']:.4g}, \u03b4 = 1e-5)-differential privacy" in text
-    assert "The released student satisfies" in text
-    assert "adding or removing any one record of the sensitive training data" in text
-    assert "at the record level" in text and "Unit-level protection" in text
+    for statement in (text, public):
+        assert (
+            f"(\u03b5 = {p['eps_guarantee']:.4g}, \u03b4 = 1e-5)-differential privacy" in statement
+        )
+        assert "The released student satisfies" in statement
+        assert "adding or removing any one record of the sensitive training data" in statement
+        assert "at the record level" in statement and "Unit-level protection" in statement
+        assert "\u03b2 = 0.0185" in statement and "\u03c3_ss = 30" in statement
+        assert "fixed in the configuration before the votes were seen" in statement
+        assert "1,000" in statement and "320 (32.0%)" in statement and "9,000" in statement
+        assert "T = 200, \u03c3\u2081 = 150, \u03c3\u2082 = 40" in statement
+        assert "250 teachers" in statement
+        assert "7.25" in statement and "2.75" in statement  # ledger spend and remaining
+        assert f"{p['eps_sanitized']:.4g}" in statement and f"{s['rdp_gnss']:.3g}" in statement
     for value in (
-        p["eps_sanitized"],
         p["eps_data_dependent"],
         p["eps_data_independent"],
         s["eps_sanitized_upper_2std"],
     ):
         assert f"{value:.4g}" in text
-    assert f"{s['noise_std']:.3g}" in text and f"{s['rdp_gnss']:.3g}" in text
-    assert "\u03b2 = 0.0185" in text and "\u03c3_ss = 30" in text and "\u03bb = 20" in text
-    assert "fixed in the configuration before the votes were seen" in text
-    assert "1,000" in text and "320 (32.0%)" in text and "9,000" in text
-    assert "T = 200, \u03c3\u2081 = 150, \u03c3\u2082 = 40" in text and "250 teachers" in text
+    assert f"{s['noise_std']:.3g}" in text
     # the data-dependent epsilon sits in the NOT PRIVATE paragraph, and the histogram too
     dep = next(par for par in text.split("\n\n") if par.startswith("Data-dependent epsilon"))
     assert f"{p['eps_data_dependent']:.4g}" in dep and rep.NOT_PRIVATE in dep
     assert "vote-margin histogram" in dep
     assert "NOT PRIVATE \u2014 for internal use only, do not publish" == rep.NOT_PRIVATE
-    # the sanitized and guarantee paragraphs are not marked as internal
-    for head in ("Guarantee", "Sanitized data-dependent epsilon"):
-        par = next(par for par in text.split("\n\n") if par.startswith(head))
-        assert rep.NOT_PRIVATE not in par
+    # the guarantee is not marked as internal; the publishable statement holds no internal figure
+    par = next(par for par in text.split("\n\n") if par.startswith("Guarantee"))
+    assert rep.NOT_PRIVATE not in par
+    assert rep.NOT_PRIVATE not in public and "Data-dependent epsilon" not in public
+    for value in (p["eps_data_dependent"], s["eps_sanitized_upper_2std"], s["noise_std"]):
+        assert f"{value:.4g}" not in public and f"{value:.3g}" not in public
     assert f"{a['utility']['student_accuracy'] * 100:.1f}%" in text
-    assert "7.25" in text and "2.75" in text  # ledger spend and remaining
+    assert f"{a['utility']['student_accuracy'] * 100:.1f}%" not in public
+    assert "not declared public" in public
     assert result["warnings"] == []
 
 
 def test_markdown_sections_numbers_and_links(written):
     run_dir, a, _ = written
-    md = (run_dir / "report.md").read_text()
+    md, internal = (run_dir / "report.md").read_text(), internal_md(run_dir)
     assert md.startswith("# Privacy report: fmnist-test")
+    assert internal.startswith("# INTERNAL privacy report: fmnist-test")
     for section in (
         "## Privacy statement",
         "## Privacy numbers",
@@ -363,21 +423,27 @@ def test_markdown_sections_numbers_and_links(written):
         "## Privacy ledger",
         "## Utility",
         "## Plots: publishable",
-        "## Plots: INTERNAL (do not publish)",
         "## Effective configuration",
     ):
-        assert section in md
-    assert f"**{rep.NOT_PRIVATE}**" in md and "**NO \u2014 INTERNAL**" in md
-    for n in rep.PLOT_NAMES:
-        assert f"](plots/{n}.png)" in md
+        assert section in md and section in internal
+    assert "## Plots: INTERNAL (do not publish)" in internal
+    assert "INTERNAL" not in md and rep.NOT_PRIVATE not in md
+    assert f"**{rep.NOT_PRIVATE}**" in internal and "**NO \u2014 INTERNAL**" in internal
+    for n in PUBLIC_NOW:
+        assert f"](plots/{n}.png)" in md and f"](../plots/{n}.png)" in internal
+    for n in INTERNAL_NOW:
+        assert f"{n}.png" not in md and f"](plots/{n}.png)" in internal
     comp = a["privacy"]["composition"]
-    assert f"{comp['basic_eps']:.4g}" in md and f"{comp['advanced_eps']:.4g}" in md
-    ratio = min(comp["basic_eps"], comp["advanced_eps"]) / a["privacy"]["eps_data_independent"]
-    assert f"{ratio:.1f}\u00d7 tighter" in md
-    assert "91.2%" in md and "known only in benchmarks" in md
-    assert "78.3% \u00b1 1.2%" in md and "86.1%" in md
-    assert "Ankle boot" in md
-    assert '"release_sigma_ss": 30.0' in md  # the effective config
+    for doc in (md, internal):
+        assert f"{comp['basic_eps']:.4g}" in doc and f"{comp['advanced_eps']:.4g}" in doc
+        ratio = min(comp["basic_eps"], comp["advanced_eps"]) / a["privacy"]["eps_data_independent"]
+        assert f"{ratio:.1f}\u00d7 tighter" in doc
+        assert "91.2%" in doc and "known only in benchmarks" in doc
+        assert '"release_sigma_ss": 30.0' in doc  # the effective config
+    assert "78.3% \u00b1 1.2%" in internal and "86.1%" in internal
+    assert "78.3%" not in md and "86.1%" not in md
+    assert "Ankle boot" in internal
+    assert "What this report publishes" in md and "What to share" in md
 
 
 class _Images(HTMLParser):
@@ -400,18 +466,15 @@ def test_html_is_self_contained_with_statement_and_images(written):
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page
     parser = _Images()
     parser.feed(page)
-    assert len(parser.sources) == len(rep.PLOT_NAMES) == 6
+    assert len(parser.sources) == len(PUBLIC_NOW) == 2
     assert all(link.startswith("data:image/png;base64,") for link in parser.links)  # offline
     embedded = sorted(base64.b64decode(src.split(",", 1)[1]) for src in parser.sources)
-    assert embedded == sorted((run_dir / f"plots/{n}.png").read_bytes() for n in rep.PLOT_NAMES)
+    assert embedded == sorted((run_dir / f"plots/{n}.png").read_bytes() for n in PUBLIC_NOW)
     for par in result["statement"].split("\n\n"):
         head, _, body = par.partition(": ")
-        plain = html.escape(body, quote=False).replace(
-            rep.NOT_PRIVATE, f"<strong>{rep.NOT_PRIVATE}</strong>"
-        )
-        assert plain in page, head
-    assert page.count('class="internal"') == 3  # margins, and the two plots with dd curves
-    assert page.count('class="public"') == 3  # confusion matrix, the two data-independent plots
+        assert html.escape(body, quote=False) in page, head
+    assert page.count('class="internal"') == 0  # the internal plots are in private/ only
+    assert page.count('class="public"') == 2  # the two data-independent plots
 
 
 def test_documents_come_from_the_packaged_templates(written):
@@ -428,7 +491,7 @@ def test_pngs_are_valid_nontrivial_images(written):
 
     run_dir, _, _ = written
     for n in rep.PLOT_NAMES:
-        path = run_dir / f"plots/{n}.png"
+        path = run_dir / ("plots" if n in PUBLIC_NOW else "private/plots") / f"{n}.png"
         assert path.stat().st_size > 10_000
         with Image.open(path) as image:
             image.verify()
@@ -463,6 +526,7 @@ def test_unit_level_gnmax_without_ledger(tmp_path):
     assert "Cumulative spend" not in text
     md = (tmp_path / "report.md").read_text()
     assert "Privacy ledger" not in md and "not available" in md
+    assert "Privacy ledger" not in internal_md(tmp_path)
 
 
 def test_fallback_and_edge_cases_give_warnings(tmp_path):
@@ -479,15 +543,21 @@ def test_fallback_and_edge_cases_give_warnings(tmp_path):
     result = rep.write_report(tmp_path)
     warnings = "\n".join(result["warnings"])
     assert "fell back to the data-independent" in warnings
-    assert "edge of the order grid" in warnings
     assert "1/50" in warnings
     assert "data-dependent epsilon, which is not private" in warnings
     assert "fell back to the data-independent cost" in result["statement"]
     assert a["privacy"]["eps_sanitized"] >= a["privacy"]["eps_guarantee"]
+    assert result["privacy"]["eps_sanitized"] == a["privacy"]["eps_sanitized"]  # no noise: public
     assert "which remains the figure to quote" in result["statement"]
     assert "Querying stopped early: budget of eps 8 reached" in result["statement"]
+    # the data-dependent order at the grid's edge: a bit about the votes, internal only
+    assert "edge of the order grid" not in warnings
+    internal = internal_json(tmp_path)
+    edge = [w for w in internal["warnings"] if "privacy.order =" in w]
+    assert len(edge) == 1 and edge[0].startswith("INTERNAL (do not publish):")
     md = (tmp_path / "report.md").read_text()
-    assert "## Warnings" in md and "| Dress | n/a (no evaluation items) |" in md
+    assert "## Warnings" in md and "Dress" not in md  # per-class figures on private evaluation
+    assert "| Dress | n/a (no evaluation items) |" in internal_md(tmp_path)
 
 
 def _break(path: list, value=KeyError):
@@ -564,8 +634,13 @@ def test_validate_and_build_are_pure(tmp_path):
     a = make_analysis()
     before = copy.deepcopy(a)
     report = rep.build_report(rep.validate_analysis(a))
-    assert a == before and set(report) == set(a) | {"statement", "plots", "warnings"}
+    assert a == before
+    assert set(report) == set(a) | {"statement", "plots", "warnings", "publication"}
     assert rep.plain_language_statement(a) == report["statement"]
+    full = copy.deepcopy(report)
+    public = rep.public_report(report)
+    assert report == full and set(public) <= set(report)
+    assert rep.plain_language_statement(public) == public["statement"]
 
 
 def test_cli_json_equals_report_json(tmp_path, capsys):
@@ -574,10 +649,10 @@ def test_cli_json_equals_report_json(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out == json.loads((tmp_path / "report.json").read_text())
     assert main(["report", str(tmp_path)]) == 0
-    printed = capsys.readouterr().out.split()
+    printed = capsys.readouterr().out.splitlines()
     assert printed == [str(tmp_path / n) for n in rep.REPORT_FILES] + [
-        str(tmp_path / f"plots/{n}.png") for n in rep.PLOT_NAMES
-    ]
+        str(tmp_path / f"plots/{n}.png") for n in PUBLIC_NOW
+    ] + [f"{tmp_path / n} (internal: do not publish)" for n in rep.INTERNAL_REPORT_FILES]
 
 
 def test_cli_bad_input_one_clean_line(tmp_path, capsys):
@@ -605,8 +680,8 @@ def test_cli_does_not_import_torch(tmp_path):
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["privacy"]["eps_sanitized"] == pytest.approx(
-        json.loads((tmp_path / "analysis.json").read_text())["privacy"]["eps_sanitized"], abs=0
+    assert json.loads(done.stdout)["privacy"]["eps_guarantee"] == pytest.approx(
+        json.loads((tmp_path / "analysis.json").read_text())["privacy"]["eps_guarantee"], abs=0
     )
 
 
@@ -662,7 +737,7 @@ def test_seeded_noise_opens_every_statement_with_not_private(tmp_path):
     assert statement_md.startswith("**NOT DIFFERENTIALLY PRIVATE (seeded noise):**")
     page = (tmp_path / "report.html").read_text()
     body = page[page.index("<body>") :]
-    assert body.index("NOT differentially private") < body.index("Run directory")
+    assert body.index("NOT differentially private") < body.index("What this report publishes")
     statement_html = body.split("<h2>Privacy statement</h2>\n")[1]
     assert statement_html.startswith("<p><strong>NOT DIFFERENTIALLY PRIVATE (seeded noise):")
 
@@ -892,7 +967,7 @@ def test_no_smoke_test_no_banner(value):
     assert "smoke" not in report["statement"].lower()
     assert not any("smoke" in w.lower() for w in report["warnings"])
     md = rep.render_markdown(report)
-    assert "SMOKE" not in md and md.split("\n\n")[1].startswith("*Run directory")
+    assert "SMOKE" not in md and md.split("\n\n")[1].startswith("**What this report publishes")
 
 
 def test_smoke_test_must_be_a_boolean():
@@ -939,24 +1014,48 @@ def test_publishable_plots_exist_and_are_marked(written):
         with Image.open(run_dir / result["plots"][name]) as image:
             assert image.format == "PNG" and image.width > 400
     md = (run_dir / "report.md").read_text()
-    public = md.split("## Plots: publishable")[1].split("## Plots: INTERNAL")[0]
-    internal = md.split("## Plots: INTERNAL (do not publish)")[1].split("## Effective")[0]
+    assert "## Plots: INTERNAL" not in md
+    public = md.split("## Plots: publishable")[1].split("## Effective")[0]
     assert "may be published" in public
-    for name in rep.PUBLIC_PLOT_NAMES:
+    for name in PUBLIC_NOW:
         assert f"![{name}](plots/{name}.png)\n\nPublishable. " in public
-        assert f"plots/{name}.png" not in internal
-    for name in rep.INTERNAL_PLOT_NAMES:
-        assert f"![{name}](plots/{name}.png)\n\n**INTERNAL \u2014 {rep.NOT_PRIVATE}.**" in internal
-        assert f"plots/{name}.png" not in public
+    for name in INTERNAL_NOW:
+        assert f"{name}.png" not in md
+    full = internal_md(run_dir)
+    internal = full.split("## Plots: INTERNAL (do not publish)")[1].split("## Effective")[0]
+    for name in INTERNAL_NOW:
+        marked = f"![{name}](plots/{name}.png)\n\n**INTERNAL \u2014 {rep.NOT_PRIVATE}.**"
+        assert marked in internal, name
+    for name in PUBLIC_NOW:
+        assert f"![{name}](../plots/{name}.png)\n\nPublishable. " in full
     page = (run_dir / "report.html").read_text()
     for name in rep.PLOT_NAMES:
-        figure = page.split(f'<figure id="{name}">')[1].split("</figure>")[0]
-        badge = (
-            '<span class="internal">'
-            if name in rep.INTERNAL_PLOT_NAMES
-            else '<span class="public">Publishable</span>'
-        )
-        assert badge in figure, name
+        if name in PUBLIC_NOW:
+            figure = page.split(f'<figure id="{name}">')[1].split("</figure>")[0]
+            assert '<span class="public">Publishable</span>' in figure, name
+        else:
+            assert f'<figure id="{name}">' not in page, name
+
+
+def test_the_confusion_matrix_is_public_only_on_public_evaluation_data(tmp_path):
+    make_analysis(tmp_path, evaluation_public=True)
+    result = rep.write_report(tmp_path)
+    assert result["plots"]["confusion_matrix"] == "plots/confusion_matrix.png"
+    assert (tmp_path / "plots" / "confusion_matrix.png").is_file()
+    assert not (tmp_path / "private" / "plots" / "confusion_matrix.png").exists()
+    u = result["utility"]
+    assert u["evaluation_public"] is True and "confusion_matrix" in u
+    assert "student_accuracy" in u and "evaluation_size" in u
+    assert "teacher_mean_accuracy" not in u  # never public
+    md = (tmp_path / "report.md").read_text()
+    assert f"{100 * u['student_accuracy']:.1f}%" in md and "Ankle boot" in md
+    assert "INTERNAL" not in md
+    # the evaluation data no longer declared public: the plot moves to private/plots/
+    make_analysis(tmp_path, evaluation_public=False)
+    result = rep.write_report(tmp_path)
+    assert "confusion_matrix" not in result["plots"] and "confusion_matrix" not in result["utility"]
+    assert not (tmp_path / "plots" / "confusion_matrix.png").exists()
+    assert (tmp_path / "private" / "plots" / "confusion_matrix.png").is_file()
 
 
 def test_publishable_plot_data_holds_nothing_data_dependent():
@@ -1111,20 +1210,29 @@ def test_the_first_section_says_what_the_run_is_worth_with_its_warnings():
     a["utility"]["student_accuracy"] = 0.3
     report = rep.build_report(rep.validate_analysis(a))
     assert report["warnings"][: len(warnings)] == warnings  # utility first
-    md = rep.render_markdown(report)
+    md = rep.render_markdown(report, internal=True)
     first = md.index("## What you get")
     assert (
         first < md.index("## Privacy statement") and md.count("## ") - md[first:].count("## ") == 0
     )
     glance = md[first : md.index("## Privacy statement")]
     assert "30.0%" in glance and "majority class gives 12.0%" in glance
-    assert "Teachers:** 80.0% each on average; their noiseless plurality vote 93.0%" in glance
+    assert (
+        "**Teachers** (**INTERNAL (do not publish):** computed from the private records): 80.0% "
+        "each on average; their noiseless plurality vote 93.0%"
+    ) in glance
     assert "320 of 1,000 queries answered, 53.0% of them right" in glance
-    assert "95.0% agree with the teachers' plurality vote (**NOT PRIVATE" in glance
+    assert (
+        "95.0% agree with the teachers' plurality vote (**INTERNAL (do not publish):** computed"
+    ) in glance
+    public = rep.render_markdown(rep.public_report(report))
+    public_glance = public[public.index("## What you get") : public.index("## Privacy statement")]
+    assert "30.0%" not in public_glance and "80.0%" not in public_glance
+    assert "93.0%" not in public and "95.0%" not in public
     assert warnings[0] in glance
     assert md.count(warnings[0]) == 1  # not repeated under Warnings
     a["utility"].update(_utility(warnings=[]))
-    healthy = rep.render_markdown(rep.build_report(rep.validate_analysis(a)))
+    healthy = rep.render_markdown(rep.build_report(rep.validate_analysis(a)), internal=True)
     assert "No utility warning" in healthy
 
 
@@ -1155,7 +1263,7 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     stages/<stage>.json) and why appear in the report; a run without the record has no line."""
     make_analysis(tmp_path)
     rep.write_report(tmp_path)
-    assert "CPU threads" not in (tmp_path / "report.md").read_text()
+    assert "CPU threads" not in internal_md(tmp_path)
     (tmp_path / "stages").mkdir()
     record = {
         "count": 2,
@@ -1169,14 +1277,15 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     (tmp_path / "stages" / "teachers.json").write_text(
         json.dumps({"threads": dict(record, count=1, source="flag", detail="--threads 1")})
     )
-    result = rep.write_report(tmp_path)
+    rep.write_report(tmp_path)
+    result = internal_json(tmp_path)
     assert result["threads"]["student"]["count"] == 2
-    md = (tmp_path / "report.md").read_text()
+    md = internal_md(tmp_path)
     assert (
         "**CPU threads:** teachers 1 (flag: --threads 1; OpenMP waiting passive), student 2 "
         "(affinity: sched_getaffinity: 2 CPUs; OpenMP waiting passive)"
     ) in md
-    assert "CPU threads" in (tmp_path / "report.html").read_text()
+    assert "CPU threads" not in (tmp_path / "report.md").read_text()  # internal only
     # a student trained in two processes (pate.student.parallel) says so
     (tmp_path / "stages" / "student.json").write_text(
         json.dumps({"threads": dict(record, count=1, source="busy", detail="d"), "processes": 2})
@@ -1184,7 +1293,7 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     rep.write_report(tmp_path)
     assert (
         "student 1 (busy: d; OpenMP waiting passive) in 2 processes that share each step"
-        in (tmp_path / "report.md").read_text()
+        in internal_md(tmp_path)
     )
 
 
@@ -1195,9 +1304,10 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
     make_analysis(tmp_path)
     (tmp_path / "stages").mkdir()
     (tmp_path / "stages" / "votes.json").write_text(json.dumps({"gpu_memory": "lots"}))
-    result = rep.write_report(tmp_path)
+    rep.write_report(tmp_path)
+    result = internal_json(tmp_path)
     assert "gpu_memory" not in result
-    assert "Peak GPU memory" not in (tmp_path / "report.md").read_text()
+    assert "Peak GPU memory" not in internal_md(tmp_path)
     peak = {
         "index": 0,
         "name": "NVIDIA H200",
@@ -1205,13 +1315,14 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
         "peak_reserved_bytes": 2**31,
     }
     (tmp_path / "stages" / "teachers.json").write_text(json.dumps({"gpu_memory": [peak]}))
-    result = rep.write_report(tmp_path)
+    rep.write_report(tmp_path)
+    result = internal_json(tmp_path)
     assert result["gpu_memory"] == {"teachers": [peak]}
-    md = (tmp_path / "report.md").read_text()
+    md = internal_md(tmp_path)
     assert (
         "**Peak GPU memory:** teachers 2.00 GiB reserved, 1.50 GiB in tensors (cuda:0, NVIDIA H200)"
     ) in md
-    assert "Peak GPU memory" in (tmp_path / "report.html").read_text()
+    assert "Peak GPU memory" not in (tmp_path / "report.html").read_text()  # internal only
 
 
 def test_a_student_trained_in_bfloat16_says_so(tmp_path):
@@ -1221,16 +1332,19 @@ def test_a_student_trained_in_bfloat16_says_so(tmp_path):
     make_analysis(tmp_path)
     (tmp_path / "stages").mkdir()
     (tmp_path / "stages" / "student.json").write_text(json.dumps({"precision": "float32"}))
-    result = rep.write_report(tmp_path)
+    rep.write_report(tmp_path)
+    result = internal_json(tmp_path)
     assert result["student_precision"] == "float32"
-    assert "Student precision" not in (tmp_path / "report.md").read_text()
+    assert "Student precision" not in internal_md(tmp_path)
     (tmp_path / "stages" / "student.json").write_text(
         json.dumps({"precision": "bfloat16 autocast"})
     )
-    result = rep.write_report(tmp_path)
+    rep.write_report(tmp_path)
+    result = internal_json(tmp_path)
     assert result["student_precision"] == "bfloat16 autocast"
-    md = (tmp_path / "report.md").read_text()
+    md = internal_md(tmp_path)
     assert "**Student precision:** its training passes ran in bfloat16 autocast" in md
-    assert "Student precision" in (tmp_path / "report.html").read_text()
+    assert "Student precision" not in (tmp_path / "report.html").read_text()  # internal only
     (tmp_path / "stages" / "student.json").write_text(json.dumps({"precision": 16}))
-    assert "student_precision" not in rep.write_report(tmp_path)
+    rep.write_report(tmp_path)
+    assert "student_precision" not in internal_json(tmp_path)
