@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     data = C.load_data(config)
     plan = C.plan_for(
         config,
-        P.facts_of(data),
+        C.plan_facts(config, data),
         wording="config",
         remaining_eps=P.ledger_remaining(C.ledger_path(config), data),
     )

@@ -217,6 +217,37 @@ def data_settings(config: dict) -> dict:
     return out
 
 
+def declared_records(config: dict, data) -> tuple[int, str]:
+    """``(records, basis)``: the number of private records every plan and published figure works
+    from, and where it comes from -- ``"declared"``: ``[data] records`` (``records=``), the
+    approximate number the user states as public; ``"builtin"``: a built-in dataset's private
+    split (a public benchmark: its size is a published fact). Never the count of the user's own
+    loaded records: that is internal (:func:`pate.run.planner.facts_of` only compares it with
+    the declared number). A user's own data without ``[data] records`` is refused
+    (:func:`pate.run.config.validate` says so before any data is read)."""
+    from pate.teachers.data import DATASET_NAMES
+
+    records = config["data"].get("records")
+    if records is not None:
+        return int(records), "declared"
+    if config["data"]["name"] in DATASET_NAMES:
+        return len(data.private), "builtin"
+    raise ConfigError(_RECORDS_NEEDED.format(name="[data] records"))
+
+
+#: Why ``[data] records`` (``records=``) is needed, and what to give.
+_RECORDS_NEEDED = (
+    "{name} is needed for your own data: declare an approximate number of private records (a "
+    "public fact: the plan, the report and the released student are sized from it, so that "
+    "nothing published depends on the exact count; within a factor 2 of the true count)"
+)
+
+
+def records_needed_text(name: str) -> str:
+    """The message that asks for ``[data] records`` (``name``: how the caller spells it)."""
+    return _RECORDS_NEEDED.format(name=name)
+
+
 def load_data(config: dict, *, run_dir=None, cache: bool = True):
     """The ``[data]`` source of ``config``, loaded and split
     (:func:`pate.teachers.data.load_pate_data`) with the feature cache of a run in ``run_dir``
