@@ -30,7 +30,7 @@ def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=Fa
     target = aggregator.get("target_eps")
     out = {
         "run": {"name": "t", "smoke_test": smoke},
-        "data": {"name": "npz:/nonexistent.npz"},
+        "data": {"name": "npz:/nonexistent.npz", "records": 1000},
         "aggregator": dict(aggregator),
         "privacy": {"delta": 1e-5, "budget_eps": budget or target or 1.0, "release": release},
     }
@@ -100,7 +100,7 @@ def test_tiny_shards_are_refused_naming_num_teachers():
 
 
 def test_more_teachers_than_records_is_refused_by_the_planner():
-    with pytest.raises(P.PlanError, match="exceeds the 1000 private records"):
+    with pytest.raises(P.PlanError, match="exceeds the declared 1000 private records"):
         plan({"mechanism": "gnmax", "sigma": 400.0}, DIGITS, teachers=5000, budget=100.0)
 
 
@@ -319,6 +319,7 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
             (flat(digits.private), digits.private.y),
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            records=1000,
             target_eps=2.0,
             mechanism="gnmax",
             run_dir=tmp_path / "run",
@@ -331,6 +332,7 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
             (flat(digits.private), digits.private.y),
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            records=1000,
             num_teachers=400,
             target_eps=8.0,
             run_dir=tmp_path / "run2",
@@ -342,6 +344,7 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
             (flat(digits.private), digits.private.y),
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            records=1000,
             num_teachers=400,
             target_eps=8.0,
             ledger=False,
