@@ -24,7 +24,9 @@ def test_configs_are_shipped():
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_config_validates(path, tmp_path, monkeypatch):
-    if path.name == "own_data.toml":  # the planner checks its declared records: a file must be there
+    if (
+        path.name == "own_data.toml"
+    ):  # the planner checks its declared records: a file must be there
         monkeypatch.chdir(tmp_path)
         _write_table(tmp_path / "my_data.csv")
     config = C.load(path)
