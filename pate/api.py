@@ -29,7 +29,7 @@ The noise comes from OS entropy unless ``noise_seed`` is given (the run is then 
 Symbols
 -------
 ``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
-``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
+``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is trained or spent
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
@@ -352,8 +352,9 @@ def plan(
     resume: bool = False,
     threads: int | None = None,
 ):
-    """The plan of :func:`fit` with the same arguments, made before any private record is read
-    beyond its count, any model is trained or any budget is spent (:mod:`pate.run.planner`): what the
+    """The plan of :func:`fit` with the same arguments, made from the declared number of private
+    records (``records=``) before any model is trained or any budget is spent
+    (:mod:`pate.run.planner`): what the
     planner fills in (``num_teachers``, ``queries``, the threshold, the mechanism when "auto"),
     what to expect (records per teacher, noise relative to the ensemble, the answers the budget
     buys, the guarantee) and the warnings. Returns a :class:`pate.run.planner.Plan`; raises

@@ -49,7 +49,7 @@ RECORDS_TOLERANCE = 2.0
 #: How the plan names where its number of private records comes from
 #: (:func:`pate.run.config.declared_records`).
 RECORDS_BASES = {
-    "declared": "declared public ([data] records)",
+    "declared": "declared public",
     "builtin": "the built-in dataset's published size",
 }
 
