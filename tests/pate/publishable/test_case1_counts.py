@@ -199,3 +199,47 @@ def test_the_exact_count_appears_in_no_publishable_file(neighbour_runs, exact):
         if exact_count.search(text):
             found.append(name)
     assert found == []
+
+
+# ------------------------------------------------------------------------ the teachers' length
+
+
+class _Captured(Exception):
+    """Stops a run at the teachers stage with the recipe it would train."""
+
+
+def test_the_teachers_training_length_comes_from_the_declared_records(
+    digits_pool, tmp_path, monkeypatch
+):
+    """Left open, the teachers' epochs are sized from records per teacher (``auto_epochs``):
+    from the shards' exact sizes, one record more (641 instead of 640 over 10 teachers: 64.1
+    per shard, 3 batches of 32 instead of 2) changed EVERY teacher's length (67 epochs instead
+    of 100) -- one record reaching all votes. From the declaration it does not."""
+    from pate.teachers import ensemble
+    from pate.teachers.recipe import auto_epochs
+
+    recipes = []
+
+    def capture(data, shards, seeds, recipe, **_kwargs):
+        recipes.append(recipe)
+        raise _Captured
+
+    monkeypatch.setattr(ensemble, "train_teachers", capture)
+    for exact in (640, 641):
+        private, public, evaluation = digits_arrays(digits_pool, exact)
+        with pytest.raises(_Captured):
+            pate.fit(
+                private,
+                public,
+                evaluation=evaluation,
+                records=640,
+                teacher="mlp",
+                num_teachers=10,
+                mechanism="gnmax",
+                sigma=1.0,
+                budget_eps=1000.0,
+                ledger=False,
+                run_dir=tmp_path / f"run{len(recipes)}",
+            )
+    assert auto_epochs(64.1) != auto_epochs(64.0) == 100
+    assert [r.epochs for r in recipes] == [100, 100]
