@@ -576,6 +576,8 @@ def build_analysis(run: Run) -> dict:
         "curves": curves,
         "vote_margins": vote_margins,
     }
+    records, basis = C.declared_records(config, run.data)  # public: never the exact count
+    doc["privacy"]["records"] = {"declared": records, "basis": basis}
     u = doc["utility"]
     u["warnings"] = utility_warnings(
         u, num_classes=int(run.data.num_classes), answered=int(saved.answered.sum())

@@ -27,7 +27,7 @@ def _describe(run, info) -> str:
         return (
             f"Private-kNN embeddings ({info['features']} features -> PCA of the public split, "
             f"{info['dims']} dims) of {info['queries']} public and {info['private_records']} "
-            f"private items; wrote {run.run_dir / info['embedding']}"
+            f"private items (internal: not to publish); wrote {run.run_dir / info['embedding']}"
         )
     return (
         f"{info['queries']} queries x {info['classes']} classes from {info['teachers']} "

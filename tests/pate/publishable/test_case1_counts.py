@@ -186,6 +186,11 @@ def test_plan_json_and_the_report_are_the_same_for_d_and_d_plus_one(neighbour_ru
     assert report_d["privacy"]["num_teachers"] == report_d1["privacy"]["num_teachers"] == 480
     assert report_d["config"]["knn"] == report_d1["config"]["knn"]
     assert report_d["config"]["student"] == report_d1["config"]["student"]
+    # the report says what the run was sized from (declared, public), never the exact count
+    assert report_d["privacy"]["records"] == {"declared": 480, "basis": "declared"}
+    assert (
+        "480 (declared by the user; the exact count is internal)" in (d / "report.md").read_text()
+    )
 
 
 @pytest.mark.parametrize("exact", [477, 478])
