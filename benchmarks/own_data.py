@@ -9,8 +9,9 @@ epsilon (delta 1e-5), one call with DEFAULTS ONLY, as a new user would write it:
 
 (``records`` is the declaration every call on one's own data needs: here the private split's
 size; an ``imagefolder:`` source is given by name: ``pate.fit("imagefolder:DIR", records=...,
-target_eps=eps, ledger=False)``, the source's own split). Per run: the student's accuracy, the teachers' mean and
-plurality accuracy (on the evaluation split, from the report), queries asked / answered, the
+target_eps=eps, ledger=False)``, the source's own split). Per run: the student's accuracy, the
+teachers' mean and plurality accuracy (on the evaluation split, from the report), queries asked /
+answered, the
 released labels' accuracy and their agreement with the noiseless plurality vote (public split;
 true labels known only because this is a benchmark), the guarantee epsilon, the seconds, and
 whether pate refused before training (the exception's type and message) or warned (the logged

@@ -29,7 +29,7 @@ The noise comes from OS entropy unless ``noise_seed`` is given (the run is then 
 Symbols
 -------
 ``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
-``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is trained or spent
+``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before any training or spending
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every

@@ -23,8 +23,9 @@ def add_parser(subparsers) -> None:
             "(records per teacher, noise relative to the ensemble, the answers the budget buys, "
             "the guarantee). Works from [data] records (the declared, public number of private "
             "records; built-in datasets declare their own), the public split's size, the classes "
-            "and the input shape (and what the ledger has left); writes nothing. Exit 0 when the plan is usable, 2 with the setting "
-            "to change and a fix when it is not (docs/plan.md)."
+            "and the input shape (and what the ledger has left); writes nothing. Exit 0 when the "
+            "plan is usable, 2 with the setting to change and a fix when it is not "
+            "(docs/plan.md)."
         ),
     )
     p.add_argument(

@@ -126,8 +126,8 @@ def knn_settings(
     image ScatterNet takes ((C, H, W), H and W multiples of 4 and >= 8), to "kernel" for a
     class-means run on a table (its rule is then nonlinear in the inputs), else "none" (None
     when ``input_shape`` is unknown and the config does not say). A kernel's ``dims``, when left
-    out, come from ``sizes`` = (private records, classes, public items) and the noise sigma
-    (:func:`pate.core.mean_release.kernel_dims`; 64 until both are known)."""
+    out, come from ``sizes`` = (declared private records, classes, public items) and the noise
+    sigma (:func:`pate.core.mean_release.kernel_dims`; 64 until both are known)."""
     given = config.get("knn") or {}
     out = dict(KNN_DEFAULTS, **given)
     if "features" not in out and input_shape is not None:
@@ -232,20 +232,17 @@ def declared_records(config: dict, data) -> tuple[int, str]:
         return int(records), "declared"
     if config["data"]["name"] in DATASET_NAMES:
         return len(data.private), "builtin"
-    raise ConfigError(_RECORDS_NEEDED.format(name="[data] records"))
-
-
-#: Why ``[data] records`` (``records=``) is needed, and what to give.
-_RECORDS_NEEDED = (
-    "{name} is needed for your own data: declare an approximate number of private records (a "
-    "public fact: the plan, the report and the released student are sized from it, so that "
-    "nothing published depends on the exact count; within a factor 2 of the true count)"
-)
+    raise ConfigError(records_needed_text("[data] records"))
 
 
 def records_needed_text(name: str) -> str:
-    """The message that asks for ``[data] records`` (``name``: how the caller spells it)."""
-    return _RECORDS_NEEDED.format(name=name)
+    """Why ``[data] records`` is needed and what to give (``name``: how the caller spells it:
+    ``[data] records`` or ``records=``)."""
+    return (
+        f"{name} is needed for your own data: declare an approximate number of private records "
+        "(a public fact: the plan, the report and the released student are sized from it, so "
+        "that nothing published depends on the exact count; within a factor 2 of the true count)"
+    )
 
 
 def load_data(config: dict, *, run_dir=None, cache: bool = True):

@@ -17,8 +17,9 @@ record is read, any model trained or any budget spent.
 * the mechanism, its noise parameters, the (eps, delta) target and budget, the conversion;
 * optionally, what the ledger has left for the dataset.
 
-Nothing here reads a feature value or a label, so planning is not charged to the ledger. It fills in what the user left open and checks what the user set; a plan that cannot
-give a useful student is refused with a :class:`PlanError` naming the setting (``num_teachers=``
+Nothing here reads a feature value or a label, so planning is not charged to the ledger. It
+fills in what the user left open and checks what the user set; a plan that cannot give a useful
+student is refused with a :class:`PlanError` naming the setting (``num_teachers=``
 in Python, ``[partition] num_teachers`` in a config) and a fix.
 
 Rules (constants below; their sources, and how the heuristic ones were measured, are in
@@ -82,8 +83,8 @@ Filling in (only what the user left open):
   takes the *smallest* T (largest shards) from a grid (:data:`TEACHER_GRID`) whose budget buys
   :data:`TARGET_LABELS_PER_CLASS` answers per class at :data:`TARGET_NOISE` (calibrated noise) or
   whose fixed noise is at most :data:`TARGET_NOISE` x T; it never exceeds
-  declared private records / (:data:`MIN_RECORDS_PER_CLASS` x classes) or :data:`MAX_TEACHERS` (training
-  time on a laptop: 1000 linear teachers take ~2 min on 2 cores, ``docs/pipeline.md``).
+  declared private records / (:data:`MIN_RECORDS_PER_CLASS` x classes) or :data:`MAX_TEACHERS`
+  (training time on a laptop: 1000 linear teachers take ~2 min on 2 cores, ``docs/pipeline.md``).
 * ``queries`` (calibrated noise): the largest number of public items whose calibrated noise
   stays at :data:`TARGET_NOISE` x T (asking every public item would spread the budget into
   noise that drowns the votes); at least ``MIN_LABELS_PER_CLASS x classes`` when that is still

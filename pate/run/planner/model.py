@@ -212,8 +212,9 @@ class Plan:
         f = self.facts
         shape = "x".join(map(str, f.input_shape))
         out = [
-            f"data        {f.private_records} private records ({RECORDS_BASES[f.records_basis]}), "
-            f"{f.public_items} public items, {f.classes} classes, {f.kind} inputs ({shape})"
+            f"data        {f.private_records} private records "
+            f"({RECORDS_BASES[f.records_basis]}), {f.public_items} public items, "
+            f"{f.classes} classes, {f.kind} inputs ({shape})"
         ]
         mech = self.mechanism + (f", {self.num_teachers} teachers" if self.num_teachers else "")
         out.append(f"mechanism   {mech}")
