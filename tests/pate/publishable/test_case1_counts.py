@@ -20,6 +20,8 @@ import pytest
 import pate
 from pate.run import config as C
 from pate.run import planner as P
+from pate.run import rundir as R
+from pate.run.pipeline import PLAN
 from pate.teachers.data import load_pate_data
 from pate.teachers.errors import ConfigError
 
@@ -169,18 +171,18 @@ def neighbour_runs(tmp_path_factory):
     return {exact: _run(tmp / name, exact, 480) for name, exact in (("d", 477), ("d1", 478))}
 
 
-#: The files a run publishes (the report, its JSON, the plan); config.json only when a run
+#: The files a run publishes (the report, its JSON, the plan); the saved config too when a run
 #: keeps it beside them.
-PUBLISHABLE = ("report.md", "report.html", "report.json", "plan.json", "config.json")
+PUBLISHABLE = ("report.md", "report.html", R.REPORT_JSON, PLAN, R.CONFIG)
 
 
 def test_plan_json_and_the_report_are_the_same_for_d_and_d_plus_one(neighbour_runs):
     d, d1 = (neighbour_runs[n] for n in (477, 478))
-    assert (d / "plan.json").read_bytes() == (d1 / "plan.json").read_bytes()  # byte-identical
-    plan_d = json.loads((d / "plan.json").read_text())
+    assert (d / PLAN).read_bytes() == (d1 / PLAN).read_bytes()  # byte-identical
+    plan_d = json.loads((d / PLAN).read_text())
     assert plan_d["facts"]["private_records"] == 480
     assert plan_d["facts"]["records_basis"] == "declared"
-    report_d, report_d1 = (json.loads((r / "report.json").read_text()) for r in (d, d1))
+    report_d, report_d1 = (json.loads((r / R.REPORT_JSON).read_text()) for r in (d, d1))
     assert report_d["privacy"]["mechanism"] == "class-means"
     assert report_d["config"]["planned"] == report_d1["config"]["planned"]
     assert report_d["privacy"]["num_teachers"] == report_d1["privacy"]["num_teachers"] == 480
@@ -248,3 +250,15 @@ def test_the_teachers_training_length_comes_from_the_declared_records(
             )
     assert auto_epochs(64.1) != auto_epochs(64.0) == 100
     assert [r.epochs for r in recipes] == [100, 100]
+
+
+def test_the_released_student_s_design_is_the_same_for_d_and_d_plus_one(neighbour_runs):
+    """The student's model, shape, classes and settings (the planner's soft targets over the
+    qda rule included) come from public facts: the same on D and D + 1."""
+    torch = pytest.importorskip("torch")
+    design = ("format", "model_name", "input_shape", "num_classes", "settings", "n_labelled")
+    blobs = [
+        torch.load(neighbour_runs[n] / R.STUDENT_WEIGHTS, weights_only=True, map_location="cpu")
+        for n in (477, 478)
+    ]
+    assert [{k: b[k] for k in design} for b in blobs][0] == {k: blobs[1][k] for k in design}
