@@ -5,11 +5,13 @@ own seeds and awkward feature scales, digits written as a PNG image folder) and 
 epsilon (delta 1e-5), one call with DEFAULTS ONLY, as a new user would write it::
 
     pate.fit((x_private, y_private), x_public, evaluation=(x_eval, y_eval),
-             target_eps=eps, ledger=False)
+             records=len(y_private), target_eps=eps, ledger=False)
 
-(an ``imagefolder:`` source is given by name: ``pate.fit("imagefolder:DIR", target_eps=eps,
-ledger=False)``, the source's own split). Per run: the student's accuracy, the teachers' mean and
-plurality accuracy (on the evaluation split, from the report), queries asked / answered, the
+(``records`` is the declaration every call on one's own data needs: here the private split's
+size; an ``imagefolder:`` source is given by name: ``pate.fit("imagefolder:DIR", records=...,
+target_eps=eps, ledger=False)``, the source's own split). Per run: the student's accuracy, the
+teachers' mean and plurality accuracy (on the evaluation split, from the report), queries asked /
+answered, the
 released labels' accuracy and their agreement with the noiseless plurality vote (public split;
 true labels known only because this is a benchmark), the guarantee epsilon, the seconds, and
 whether pate refused before training (the exception's type and message) or warned (the logged
@@ -396,13 +398,20 @@ def _fit(ds: Dataset, eps: float, run_dir: pathlib.Path):
         try:
             if ds.source is not None:
                 result = pate.fit(
-                    ds.source, target_eps=eps, delta=DELTA, ledger=False, run_dir=run_dir, **extra
+                    ds.source,
+                    records=len(s["y_private"]),  # declared, as a user states their data's size
+                    target_eps=eps,
+                    delta=DELTA,
+                    ledger=False,
+                    run_dir=run_dir,
+                    **extra,
                 )
             else:
                 result = pate.fit(
                     (s["x_private"], s["y_private"]),
                     s["x_public"],
                     evaluation=(s["x_evaluation"], s["y_evaluation"]),
+                    records=len(s["y_private"]),  # declared, as a user states their data's size
                     target_eps=eps,
                     delta=DELTA,
                     ledger=False,

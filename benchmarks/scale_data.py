@@ -108,15 +108,19 @@ def enlarged_npz(data, factor: int, path: pathlib.Path) -> int:
     return len(arrays["y_private"])
 
 
-def scaled_config(config: str, npz: pathlib.Path, cache: pathlib.Path, out: pathlib.Path) -> None:
-    """The config's TOML with ``[data] name = "npz:..."`` and ``[run] feature_cache``."""
+def scaled_config(
+    config: str, npz: pathlib.Path, cache: pathlib.Path, out: pathlib.Path, *, records: int
+) -> None:
+    """The config's TOML with ``[data] name = "npz:..."``, the ``records`` private records the
+    file holds declared (``[data] records``: own data declares its size) and ``[run]
+    feature_cache``."""
     from pate.run import config as C
 
     text = pathlib.Path(C.resolve_config(config)).read_text()
     # the [data] table's name (a [run] table may have the same name line)
     text, n = re.subn(
         r'(?m)^(\[data\]\s*\n(?:(?!\[).*\n)*?)name\s*=\s*"fashion-mnist"\s*$',
-        lambda m: f'{m.group(1)}name = "npz:{npz}"',
+        lambda m: f'{m.group(1)}name = "npz:{npz}"\nrecords = {int(records)}',
         text,
     )
     if n != 1:
@@ -232,7 +236,7 @@ def run_size(data, factor: int, args, work: pathlib.Path) -> list[dict]:
     npz = folder / "data.npz"
     private = enlarged_npz(data, factor, npz)
     config = folder / "config.toml"
-    scaled_config(args.config, npz, feature_cache_dir(args, folder), config)
+    scaled_config(args.config, npz, feature_cache_dir(args, folder), config, records=private)
     rows = []
     loader = (
         "from pate.teachers.data import load_pate_data; "

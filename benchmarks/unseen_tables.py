@@ -8,7 +8,7 @@ evaluation 5 % but at least min(300, 20 %), private the rest; split seed 7) and 
 ``own_data.run_one`` -- the call a new user writes::
 
     pate.fit((x_private, y_private), x_public, evaluation=(x_eval, y_eval),
-             target_eps=eps, ledger=False)
+             records=len(y_private), target_eps=eps, ledger=False)
 
 -- once per arm and repeat:
 

@@ -76,6 +76,8 @@ class HeldOut(NamedTuple):
     path: pathlib.Path
     split: Any
     flip: bool
+    #: the private records the file holds, declared in the run's ``[data] records``
+    records: int
 
 
 def prepare(data, out: pathlib.Path, *, holdout: int = HOLDOUT) -> HeldOut:
@@ -86,7 +88,7 @@ def prepare(data, out: pathlib.Path, *, holdout: int = HOLDOUT) -> HeldOut:
 
     path = out / f"holdout-private{len(data.private.x) - holdout}.npz"
     split = write_holdout_data(data, path, holdout=holdout)
-    return HeldOut(path, split, data.name in FLIP_DATASETS)
+    return HeldOut(path, split, data.name in FLIP_DATASETS, len(data.private.x) - holdout)
 
 
 def edit_config(config: dict, heldout: HeldOut | None, *, seed: int | None = None) -> None:
@@ -95,14 +97,15 @@ def edit_config(config: dict, heldout: HeldOut | None, *, seed: int | None = Non
     if seed is not None:
         config["run"]["seed"] = seed
     if heldout is not None:
-        holdout_config_edits(config, heldout.path, flip=heldout.flip)
+        holdout_config_edits(config, heldout.path, flip=heldout.flip, records=heldout.records)
 
 
-def holdout_config_edits(config: dict, npz_path: pathlib.Path, *, flip: bool) -> None:
-    """Point a config at the held-out protocol's own-data file. ``flip``: the student's flip
+def holdout_config_edits(config: dict, npz_path: pathlib.Path, *, flip: bool, records: int) -> None:
+    """Point a config at the held-out protocol's own-data file, declaring its ``records``
+    private records (``[data] records``: own data declares its size). ``flip``: the student's flip
     augmentation as the built-in dataset would have it (the pipeline decides it by the dataset's
     name, which the own-data file does not carry); set explicitly so the run is the config's."""
-    config["data"] = {"name": f"npz:{pathlib.Path(npz_path).resolve()}"}
+    config["data"] = {"name": f"npz:{pathlib.Path(npz_path).resolve()}", "records": int(records)}
     config["student"].setdefault("flip", flip)
 
 

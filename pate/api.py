@@ -11,7 +11,8 @@ figures::
 
     import pate
     result = pate.fit((x_private, y_private), x_public, evaluation=(x_eval, y_eval),
-                      teacher=make_net, num_teachers=50, target_eps=2.0, delta=1e-5)
+                      records=5000, teacher=make_net, num_teachers=50, target_eps=2.0,
+                      delta=1e-5)
     result.student.predict(x_new), result.epsilon, result.report_path
 
 Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Confident GNMax,
@@ -28,7 +29,7 @@ The noise comes from OS entropy unless ``noise_seed`` is given (the run is then 
 Symbols
 -------
 ``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
-``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
+``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before any training or spending
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
@@ -235,6 +236,7 @@ def fit(
     public=None,
     *,
     evaluation=None,
+    records: int | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -277,7 +279,11 @@ def fit(
     ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     unlabelled public inputs (labels, if given, are used only to report label accuracy);
-    ``evaluation`` labelled held-out data for the report. ``budget_eps`` is the dataset's lifetime
+    ``evaluation`` labelled held-out data for the report. ``records`` is the approximate number
+    of private records, declared public (needed for your own data; a built-in dataset such as
+    ``"digits"`` declares its own): the plan, the report and the student are sized from it,
+    never from the exact count, which is internal; a declaration more than a factor 2 away from
+    the true count is refused before any work. ``budget_eps`` is the dataset's lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
     raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
@@ -327,6 +333,7 @@ def plan(
     public=None,
     *,
     evaluation=None,
+    records: int | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -363,8 +370,9 @@ def plan(
     resume: bool = False,
     threads: int | None = None,
 ):
-    """The plan of :func:`fit` with the same arguments, made before any private record is read
-    beyond its count, any model is trained or any budget is spent (:mod:`pate.run.planner`): what the
+    """The plan of :func:`fit` with the same arguments, made from the declared number of private
+    records (``records=``) before any model is trained or any budget is spent
+    (:mod:`pate.run.planner`): what the
     planner fills in (``num_teachers``, ``queries``, the threshold, the mechanism when "auto"),
     what to expect (records per teacher, noise relative to the ensemble, the answers the budget
     buys, the guarantee) and the warnings. Returns a :class:`pate.run.planner.Plan`; raises
@@ -387,7 +395,8 @@ def plan(
     if data is None:  # the cache of the run dir given (none for the unnamed default)
         data = C.load_data(config, cache=arguments["run_dir"] != unused)
     remaining = P.ledger_remaining(C.ledger_path(config), data, identity)
-    return C.plan_for(config, P.facts_of(data), wording="python", remaining_eps=remaining)
+    facts = C.plan_facts(config, data, "python")
+    return C.plan_for(config, facts, wording="python", remaining_eps=remaining)
 
 
 def _prepare_threads(threads) -> None:
@@ -448,10 +457,11 @@ def _prepare(arguments: dict):
     arguments (by name, :func:`_arguments`): the config validated, the data given in memory
     (None for a dataset name), its identity, the model objects given for teacher and student."""
     from pate.run import config as C
-    from pate.run import planner as P
 
     a = arguments
     data, identity, data_table = _data_source(a["private"], a["public"], a["evaluation"])
+    if a["records"] is not None:
+        data_table["records"] = a["records"]
     raw, teacher_object, student_object = _raw_config(a, data_table)
     run_dir = _run_dir(a["run_dir"], name=a["name"], resume=a["resume"])
     ledger = a["ledger"]
@@ -463,7 +473,7 @@ def _prepare(arguments: dict):
         ledger=False
         if ledger_setting is False
         else (None if ledger_setting is True else ledger_setting),
-        facts=None if data is None else P.facts_of(data),
+        data=data,
         wording="python",
     )
     return config, data, identity, teacher_object, student_object

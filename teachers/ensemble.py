@@ -290,7 +290,8 @@ def _train_in_ray_session(
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
     """The recipe with its "auto" fields decided, and the data the teachers learn on (fixed
     features, public standardisation: public statistics only, no privacy cost)."""
-    # the shard sizes are public facts of the partition (counts, not values)
+    # epochs left open are sized from the shards' mean size; a run sets them from the declared
+    # number of records (pate.run.stages.teachers), as its exact count is internal
     config = config.resolved(data, shard_size=float(np.mean([len(s) for s in shards])))
     # fixed filters, public statistics: no privacy cost; the private split's features are read
     # from the feature cache a chunk of teachers at a time (FeatureRows)

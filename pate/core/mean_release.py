@@ -169,9 +169,9 @@ KERNEL_DIMS_MAX = 512
 def kernel_dims(*, private_records: int, num_classes: int, sigma: float, public_items: int) -> int:
     """How many public principal axes of a table's kernel features (``[knn] features =
     "kernel"``) a class-means release with noise ``sigma`` can afford: round((n / sigma) **
-    KERNEL_DIMS_EXPONENT) with n = private_records / num_classes the records of an average
-    class, clamped to [KERNEL_DIMS_MIN, KERNEL_DIMS_MAX] and to the public items. Reads sizes and
-    the noise only (no record), so the choice is free.
+    KERNEL_DIMS_EXPONENT) with n = private_records (DECLARED, never the exact count: the dims are
+    published) / num_classes, clamped to [KERNEL_DIMS_MIN, KERNEL_DIMS_MAX] and to the public
+    items. Reads public sizes and the noise only (no record), so the choice is free.
 
     Why this shape: a class mean is a sum of n clipped rows (norm <= 1) divided by n, released
     with noise sigma per coordinate, so the noise on it grows like sigma sqrt(d) / n in d
@@ -562,7 +562,8 @@ def table_front_end(*, private_records: int, num_classes: int, columns: int) -> 
     """The front-end of a class-means release on a table when the user names none: "quadratic"
     (with the "qda" rule) when the table has at least QDA_MIN_COLUMNS columns, an average class
     has at least QDA_RECORDS_PER_FEATURE private records per quadratic feature and the features
-    stay within QUADRATIC_MAX_WIDTH, else "kernel". Reads sizes only (free).
+    stay within QUADRATIC_MAX_WIDTH, else "kernel". Reads public sizes only (free; the DECLARED
+    private_records, never the exact count: the choice is published).
 
     Why: each class's covariance has F (F + 1) / 2 entries read from n noisy, clipped sums
     (n = private_records / num_classes); with few records per entry the class covariances are
@@ -574,9 +575,8 @@ def table_front_end(*, private_records: int, num_classes: int, columns: int) -> 
     Both constants are empirical, from development runs on the ``benchmarks/own_data.py``
     tables at eps 1 to 4: QDA labelled better at 10 to 22 records per feature with 10 to 30
     columns (the 40 000-row table, shells, mixed), worse at 0.5 (breast-cancer: 30 columns, 455
-    records) and 0.07 (digits: 64 columns), and its students were worse on the 4-column moons
-    (3 runs at eps 2: 79.5 % against 84.0 % for the kernel) -- docs/plan.md lists this as a
-    choice that looked at those datasets."""
+    records) and 0.07 (digits: 64 columns), and its students were worse on the 4-column moons (3
+    runs at eps 2: 79.5 % vs 84.0 % for the kernel) -- a choice that looked at them (plan.md)."""
     n = check_int(private_records, "private_records", minimum=1)
     m = check_int(num_classes, "num_classes", minimum=1)
     width = quadratic_width(columns)

@@ -109,7 +109,8 @@ class Pipeline:
         run's plan.json holds it)."""
         if self.ctx.done(STAGES[0]) or (self.run_dir / PLAN).exists():
             return None
-        plan = C.plan_for(self.config, P.facts_of(self.ctx.data), wording=self.wording)
+        facts = C.plan_facts(self.config, self.ctx.data, self.wording)
+        plan = C.plan_for(self.config, facts, wording=self.wording)
         P.log_plan(plan)
         return plan
 

@@ -173,10 +173,10 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
         # its histograms were drawn inside the aggregate stage and never saved: the cost of an
         # asked query does not depend on them (only their number is used here)
         votes = np.zeros((asked, 2), dtype=np.int64)
-        # the records voting on one query (Private-kNN: k; class-means: all of them)
+        # the records voting on one query (Private-kNN: k; class-means: all of them, counted
+        # as declared -- the exact count is internal: pate.run.config.declared_records)
         num_teachers = spec.voters(
-            summary["params"],
-            private_records=int((summary.get("records") or {}).get("private_records", 0)),
+            summary["params"], private_records=C.declared_records(run.config, run.data)[0]
         )
         return votes, num_teachers
     votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
@@ -578,6 +578,8 @@ def build_analysis(run: Run) -> dict:
         "curves": curves,
         "vote_margins": vote_margins,
     }
+    records, basis = C.declared_records(config, run.data)  # public: never the exact count
+    doc["privacy"]["records"] = {"declared": records, "basis": basis}
     u = doc["utility"]
     u["warnings"], u["internal_warnings"] = split_utility_warnings(
         u, num_classes=int(run.data.num_classes), answered=int(saved.answered.sum())

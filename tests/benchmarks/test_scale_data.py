@@ -55,9 +55,9 @@ def test_the_enlarged_npz_and_its_config(scale_data, tmp_path):
     with pytest.raises(ValueError, match="factor"):
         scale_data.enlarged_npz(data, scale_data.MAX_FACTOR + 1, path)
     out = tmp_path / "c.toml"
-    scale_data.scaled_config("fashion-mnist-class-means", path, tmp_path / "fc", out)
+    scale_data.scaled_config("fashion-mnist-class-means", path, tmp_path / "fc", out, records=24)
     config, packaged = C.load(out, ledger=False), C.load("fashion-mnist-class-means", ledger=False)
-    assert config["data"]["name"] == f"npz:{path}"
+    assert config["data"]["name"] == f"npz:{path}" and config["data"]["records"] == 24
     assert config["run"]["feature_cache"] == str(tmp_path / "fc")
     assert config["aggregator"] == packaged["aggregator"] and config["knn"] == packaged["knn"]
 

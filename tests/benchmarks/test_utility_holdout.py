@@ -49,11 +49,11 @@ def test_a_held_out_size_the_private_split_cannot_give_is_refused(holdout, digit
 
 def test_the_config_points_at_the_file_and_keeps_the_flip_of_the_dataset(holdout, tmp_path):
     config = {"data": {"name": "fashion-mnist", "root": "/somewhere"}, "student": {}}
-    holdout.holdout_config_edits(config, tmp_path / "p.npz", flip=True)
-    assert config["data"] == {"name": f"npz:{(tmp_path / 'p.npz').resolve()}"}
+    holdout.holdout_config_edits(config, tmp_path / "p.npz", flip=True, records=50000)
+    assert config["data"] == {"name": f"npz:{(tmp_path / 'p.npz').resolve()}", "records": 50000}
     assert config["student"]["flip"] is True
     config = {"data": {"name": "digits"}, "student": {"flip": False}}
-    holdout.holdout_config_edits(config, tmp_path / "p.npz", flip=True)
+    holdout.holdout_config_edits(config, tmp_path / "p.npz", flip=True, records=800)
     assert config["student"]["flip"] is False  # a config's own setting stays
 
 
@@ -83,7 +83,7 @@ def test_a_class_means_run_on_the_file_is_scored_from_its_run_directory(
     )
     config = C.load(path, run_dir=str(tmp_path / "run"))
     config["privacy"]["ledger"] = False
-    holdout.holdout_config_edits(config, npz, flip=False)
+    holdout.holdout_config_edits(config, npz, flip=False, records=800)
     config = C.from_dict(config)
     report = Pipeline(config, progress=False).run()
     assert json.loads((tmp_path / "run" / "config.json").read_text())["data"]["name"].startswith(

@@ -155,7 +155,13 @@ def test_a_run_decodes_once_into_the_cache_beside_it(tmp_path, monkeypatch):
             run_dir=str(tmp_path / "runs" / run),
             ledger=False,
             overrides={
-                "data": {"name": name, "image_size": 8, "public_size": 10, "eval_size": 4},
+                "data": {
+                    "name": name,
+                    "image_size": 8,
+                    "public_size": 10,
+                    "eval_size": 4,
+                    "records": 10,
+                },
                 "partition": {"num_teachers": 2},
                 "aggregator": {"noise_seed": 0, "queries": 10},
                 "run": run_table,

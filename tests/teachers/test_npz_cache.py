@@ -156,7 +156,7 @@ def test_a_run_reads_an_npz_pool_through_the_cache_beside_it(tmp_path, monkeypat
             run_dir=str(tmp_path / "runs" / run),
             ledger=False,
             overrides={
-                "data": {"name": f"npz:{path}"},
+                "data": {"name": f"npz:{path}", "records": 1250},
                 "aggregator": {"noise_seed": 0, "queries": 300},
             },
         )

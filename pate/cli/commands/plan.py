@@ -1,5 +1,6 @@
-"""`pate plan`: what `pate run` would do with a config, before any private record is read
-beyond its count, any model trained or any budget spent (see pate.run.planner)."""
+"""`pate plan`: what `pate run` would do with a config, from the declared number of private
+records and the public facts, before any model is trained or any budget spent (see
+pate.run.planner)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ def add_parser(subparsers) -> None:
             "leaves to the planner ([partition] num_teachers, [aggregator] queries, the Confident "
             'GNMax threshold, mechanism = "auto"), check what it sets, and print what to expect '
             "(records per teacher, noise relative to the ensemble, the answers the budget buys, "
-            "the guarantee). Reads only the data's counts, classes and input shape (and what the "
-            "ledger has left); writes nothing. Exit 0 when the plan is usable, 2 with the setting "
-            "to change and a fix when it is not (docs/plan.md)."
+            "the guarantee). Works from [data] records (the declared, public number of private "
+            "records; built-in datasets declare their own), the public split's size, the classes "
+            "and the input shape (and what the ledger has left); writes nothing. Exit 0 when the "
+            "plan is usable, 2 with the setting to change and a fix when it is not "
+            "(docs/plan.md)."
         ),
     )
     p.add_argument(
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     data = C.load_data(config)
     plan = C.plan_for(
         config,
-        P.facts_of(data),
+        C.plan_facts(config, data),
         wording="config",
         remaining_eps=P.ledger_remaining(C.ledger_path(config), data),
     )

@@ -10,7 +10,10 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  $PATE_FEATURE_CACHE, else <runs root>/.feature-cache:
                  :func:`feature_cache_root`, docs/feature_cache.md)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
-                 size images are resized to, N or [height, width]; default the first image's)
+                 size images are resized to, N or [height, width]; default the first image's),
+                 records (* for your own data: the approximate number of private records,
+                 declared public; the plan and every published figure use it, never the exact
+                 count: :func:`declared_records`; built-in datasets declare their own size)
     [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
                  planner chooses, pate.run.planner), mode ("random": a keyed
                  hash of each record | "unit": of its privacy unit), unit_ids (.npy, mode unit)
@@ -85,6 +88,7 @@ from pate.run.config.loading import (
     from_dict,
     load,
     packaged_configs,
+    plan_facts,
     read_toml,
     resolve_config,
 )
@@ -130,6 +134,7 @@ from pate.run.config.settings import (
     cluster_settings,
     combine_with_rule,
     data_settings,
+    declared_records,
     feature_cache_root,
     is_private,
     knn_settings,
@@ -177,6 +182,7 @@ __all__ = [
     "cluster_settings",
     "combine_with_rule",
     "data_settings",
+    "declared_records",
     "error_at",
     "feature_cache_root",
     "from_dict",
@@ -189,6 +195,7 @@ __all__ = [
     "orders",
     "packaged_configs",
     "plan_config",
+    "plan_facts",
     "plan_for",
     "read_toml",
     "resolve_config",

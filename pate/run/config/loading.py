@@ -14,7 +14,7 @@ from typing import Any
 from pate.run.config.messages import error_at
 from pate.run.config.planning import plan_config
 from pate.run.config.schema import normalize
-from pate.run.config.settings import load_data
+from pate.run.config.settings import declared_records, load_data
 from pate.run.config.validation import validate
 from pate.teachers.errors import ConfigError
 
@@ -135,6 +135,7 @@ def from_dict(
     overrides: dict[str, dict[str, Any]] | None = None,
     seed_in_file: bool = False,
     facts=None,
+    data=None,
     wording: str = "config",
 ) -> dict:
     """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
@@ -145,8 +146,9 @@ def from_dict(
 
     Settings left to the planner (``[partition] num_teachers`` missing or "auto", ``[aggregator]
     queries = "auto"``, ``mechanism = "auto"``, ...: :func:`pate.run.planner.needs_plan`) are filled in
-    by :func:`pate.run.planner.plan_config` from ``facts`` (:class:`pate.run.planner.Facts`; counted from the
-    ``[data]`` source when None), after every other setting is validated; a plan that cannot give
+    by :func:`pate.run.planner.plan_config` from ``facts`` (:class:`pate.run.planner.Facts`; when
+    None, the public facts of ``data``, or of the ``[data]`` source loaded when ``data`` is None
+    too: :func:`plan_facts`), after every other setting is validated; a plan that cannot give
     a useful student raises :class:`pate.run.planner.PlanError` naming the setting in ``wording``
     ("config": TOML keys; "python": keyword arguments)."""
     raw = copy.deepcopy(raw)
@@ -177,9 +179,20 @@ def from_dict(
     if P.needs_plan(config):
         _validated(P.probe(config), source, explicit_seed)  # every other setting, as usual
         if facts is None:
-            facts = P.facts_of(_load_data(config))
+            facts = plan_facts(config, _load_data(config) if data is None else data, wording)
         config, _ = plan_config(config, facts, wording=wording)
     return _validated(config, source, explicit_seed)
+
+
+def plan_facts(config: dict, data, wording: str = "config"):
+    """The public facts (:class:`pate.run.planner.Facts`) a plan of ``config`` is made from:
+    ``data``'s public sizes with the declared number of private records
+    (:func:`pate.run.config.declared_records`; a declaration far from the loaded split's count is
+    refused: :func:`pate.run.planner.facts_of`)."""
+    from pate.run import planner as P
+
+    records, basis = declared_records(config, data)
+    return P.facts_of(data, records=records, basis=basis, wording=wording)
 
 
 def _validated(config: dict, source: str, explicit_seed: bool) -> dict:

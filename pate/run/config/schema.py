@@ -38,6 +38,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "public_size": (int, None),
         "eval_size": (int, None),
         "image_size": ((int, list), None),
+        # the declared (public) approximate number of private records the plan works from
+        # (pate.run.config.declared_records); required for the user's own data
+        "records": (int, None),
     },
     "partition": {
         "num_teachers": ((int, str), None),

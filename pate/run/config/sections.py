@@ -38,7 +38,8 @@ class RunSection:
 
 @dataclasses.dataclass(frozen=True)
 class DataSection:
-    """``[data]``: the data source and its public and evaluation sizes."""
+    """``[data]``: the data source, its public and evaluation sizes, and the declared
+    (public) number of private records (:func:`pate.run.config.declared_records`)."""
 
     name: str
     root: str | None
@@ -46,6 +47,7 @@ class DataSection:
     public_size: int | None
     eval_size: int | None
     image_size: int | tuple[int, ...] | None
+    records: int | None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -126,8 +126,8 @@ def knn_settings(
     image ScatterNet takes ((C, H, W), H and W multiples of 4 and >= 8), to "kernel" for a
     class-means run on a table (its rule is then nonlinear in the inputs), else "none" (None
     when ``input_shape`` is unknown and the config does not say). A kernel's ``dims``, when left
-    out, come from ``sizes`` = (private records, classes, public items) and the noise sigma
-    (:func:`pate.core.mean_release.kernel_dims`; 64 until both are known)."""
+    out, come from ``sizes`` = (declared private records, classes, public items) and the noise
+    sigma (:func:`pate.core.mean_release.kernel_dims`; 64 until both are known)."""
     given = config.get("knn") or {}
     out = dict(KNN_DEFAULTS, **given)
     if "features" not in out and input_shape is not None:
@@ -215,6 +215,34 @@ def data_settings(config: dict) -> dict:
     if size is not None:
         out["image_size"] = tuple(size) if isinstance(size, list) else size
     return out
+
+
+def declared_records(config: dict, data) -> tuple[int, str]:
+    """``(records, basis)``: the number of private records every plan and published figure works
+    from, and where it comes from -- ``"declared"``: ``[data] records`` (``records=``), the
+    approximate number the user states as public; ``"builtin"``: a built-in dataset's private
+    split (a public benchmark: its size is a published fact). Never the count of the user's own
+    loaded records: that is internal (:func:`pate.run.planner.facts_of` only compares it with
+    the declared number). A user's own data without ``[data] records`` is refused
+    (:func:`pate.run.config.validate` says so before any data is read)."""
+    from pate.teachers.data import DATASET_NAMES
+
+    records = config["data"].get("records")
+    if records is not None:
+        return int(records), "declared"
+    if config["data"]["name"] in DATASET_NAMES:
+        return len(data.private), "builtin"
+    raise ConfigError(records_needed_text("[data] records"))
+
+
+def records_needed_text(name: str) -> str:
+    """Why ``[data] records`` is needed and what to give (``name``: how the caller spells it:
+    ``[data] records`` or ``records=``)."""
+    return (
+        f"{name} is needed for your own data: declare an approximate number of private records "
+        "(a public fact: the plan, the report and the released student are sized from it, so "
+        "that nothing published depends on the exact count; within a factor 2 of the true count)"
+    )
 
 
 def load_data(config: dict, *, run_dir=None, cache: bool = True):

@@ -13,6 +13,7 @@ from pate.run.config.settings import (
     class_means_rule,
     cluster_settings,
     orders,
+    records_needed_text,
     student_settings,
     teacher_settings,
 )
@@ -49,9 +50,13 @@ def _check_data_table(config: dict, source: str) -> None:
     from pate.analysis import validation as v
 
     data = config["data"]
-    for key in ("public_size", "eval_size"):
+    for key in ("public_size", "eval_size", "records"):
         if key in data:
             checked(f"{source}: [data] {key}", v.check_int, data[key], key, minimum=1)
+    from pate.teachers.data import DATASET_NAMES
+
+    if "records" not in data and data["name"] not in DATASET_NAMES:
+        raise error_at(source, records_needed_text(setting("data", "records", source=source)))
     if "image_size" in data:
         size = data["image_size"]
         if not data["name"].startswith("imagefolder:"):

@@ -4,18 +4,22 @@ record is read, any model trained or any budget spent.
 ``pate plan`` (CLI), ``pate.plan(...)`` (Python) and the first step of every ``pate run`` /
 ``pate.fit`` call :func:`plan_config`. It looks only at facts that are not private:
 
-* the number of private records, public items and evaluation items and the input shape
-  (tabular: one axis; image: channels x height x width), counted by the loader;
+* the DECLARED number of private records (``[data] records``, ``records=``; a built-in
+  dataset declares its published split's size: :func:`pate.run.config.declared_records`), never
+  the exact count -- under add/remove it changes by one, and the plan is published
+  (``plan.json``, the report's ``config.planned``, the student's design) --; the loaded split's
+  count is only compared with it (:func:`facts_of` refuses a declaration off by more than
+  :data:`RECORDS_TOLERANCE`) and logged to the operator marked internal;
+* the number of public items and the input shape (tabular: one axis; image: channels x
+  height x width);
 * the number of classes: the data source's declared class count (its class names, or the
   largest label + 1 the loader already uses to check labels);
 * the mechanism, its noise parameters, the (eps, delta) target and budget, the conversion;
 * optionally, what the ledger has left for the dataset.
 
-Counting records and classes is treated as public metadata, as in every DP library (Opacus'
-``make_private_with_epsilon`` takes the sample rate, i.e. the dataset size, as public); nothing
-here reads a feature value or a label beyond that count, so planning is not charged to the
-ledger. It fills in what the user left open and checks what the user set; a plan that cannot
-give a useful student is refused with a :class:`PlanError` naming the setting (``num_teachers=``
+Nothing here reads a feature value or a label, so planning is not charged to the ledger. It
+fills in what the user left open and checks what the user set; a plan that cannot give a useful
+student is refused with a :class:`PlanError` naming the setting (``num_teachers=``
 in Python, ``[partition] num_teachers`` in a config) and a fix.
 
 Rules (constants below; their sources, and how the heuristic ones were measured, are in
@@ -79,8 +83,8 @@ Filling in (only what the user left open):
   takes the *smallest* T (largest shards) from a grid (:data:`TEACHER_GRID`) whose budget buys
   :data:`TARGET_LABELS_PER_CLASS` answers per class at :data:`TARGET_NOISE` (calibrated noise) or
   whose fixed noise is at most :data:`TARGET_NOISE` x T; it never exceeds
-  private records / (:data:`MIN_RECORDS_PER_CLASS` x classes) or :data:`MAX_TEACHERS` (training
-  time on a laptop: 1000 linear teachers take ~2 min on 2 cores, ``docs/pipeline.md``).
+  declared private records / (:data:`MIN_RECORDS_PER_CLASS` x classes) or :data:`MAX_TEACHERS`
+  (training time on a laptop: 1000 linear teachers take ~2 min on 2 cores, ``docs/pipeline.md``).
 * ``queries`` (calibrated noise): the largest number of public items whose calibrated noise
   stays at :data:`TARGET_NOISE` x T (asking every public item would spread the budget into
   noise that drowns the votes); at least ``MIN_LABELS_PER_CLASS x classes`` when that is still
@@ -117,6 +121,8 @@ from pate.run.planner.model import (
     MAX_TEACHERS,
     MIN_LABELS_PER_CLASS,
     MIN_RECORDS_PER_CLASS,
+    RECORDS_BASES,
+    RECORDS_TOLERANCE,
     TARGET_LABELS_PER_CLASS,
     TARGET_NOISE,
     TARGET_RECORDS_PER_CLASS,
@@ -157,6 +163,8 @@ __all__ = [
     "MIN_LABELS_PER_CLASS",
     "TARGET_LABELS_PER_CLASS",
     "MAX_TEACHERS",
+    "RECORDS_BASES",
+    "RECORDS_TOLERANCE",
     "TEACHER_GRID",
     "THRESHOLD_FRACTION",
     "ledger_remaining",

@@ -43,8 +43,19 @@ AUTO_NO_TEACHERS = "class-means"
 #: What ``pate.fit``'s ``mechanism="auto"`` becomes without ``target_eps`` (noise given).
 FIXED_NOISE_MECHANISM = "confident-gnmax"
 
+#: Refused when the declared number of private records is off from the loaded split's by more
+#: than this factor either way (the plan would be sized for another dataset).
+RECORDS_TOLERANCE = 2.0
+#: How the plan names where its number of private records comes from
+#: (:func:`pate.run.config.declared_records`).
+RECORDS_BASES = {
+    "declared": "declared public",
+    "builtin": "the built-in dataset's published size",
+}
+
 #: How a setting is named to the caller: keyword arguments in Python, TOML keys in a config.
 _CONFIG_NAMES = {
+    "records": "[data] records",
     "num_teachers": "[partition] num_teachers",
     "queries": "[aggregator] queries",
     "target_eps": "[aggregator] target_eps",
@@ -97,12 +108,16 @@ class PlanError(ConfigError):
 
 @dataclasses.dataclass(frozen=True)
 class Facts:
-    """The non-private facts a plan is made from (see the module docstring)."""
+    """The public facts a plan is made from (see the module docstring). ``private_records`` is
+    the DECLARED number of private records (``records_basis``: a key of :data:`RECORDS_BASES`),
+    never the count of the loaded split: every figure the plan publishes is the same for a
+    dataset and that dataset with one record more or less."""
 
     private_records: int
     classes: int
     public_items: int
     input_shape: tuple[int, ...]
+    records_basis: str = "declared"
 
     def __post_init__(self) -> None:
         for name in ("private_records", "classes", "public_items"):
@@ -111,6 +126,11 @@ class Facts:
                 raise ConfigError(f"plan facts: {name} must be a count >= 0, got {value!r}")
             object.__setattr__(self, name, int(value))
         object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
+        if self.records_basis not in RECORDS_BASES:
+            raise ConfigError(
+                f"plan facts: records_basis must be one of {', '.join(RECORDS_BASES)}, "
+                f"got {self.records_basis!r}"
+            )
 
     @property
     def kind(self) -> str:
@@ -118,14 +138,41 @@ class Facts:
         return "image" if len(self.input_shape) == 3 else "tabular"
 
 
-def facts_of(data) -> Facts:
-    """The facts of a loaded :class:`pate.teachers.data.PateData`: its split sizes, declared
-    class count and input shape (no record is read)."""
+def facts_of(data, *, records: int, basis: str, wording: str = "config") -> Facts:
+    """The public facts of a loaded :class:`pate.teachers.data.PateData`: the declared number of
+    private records ``records`` (``basis``: :func:`pate.run.config.declared_records`), its public
+    split's size, declared class count and input shape (no record is read).
+
+    The loaded private split's exact count is internal: it is only compared with ``records`` --
+    a declaration off by more than :data:`RECORDS_TOLERANCE` either way is refused here, before
+    anything is trained or charged (a refusal publishes nothing) -- and logged to the operator
+    marked internal; it reaches no plan, no report and no published file."""
+    exact = len(data.private)
+    if basis == "declared" and not (
+        exact / RECORDS_TOLERANCE <= records <= exact * RECORDS_TOLERANCE
+    ):
+        key = setting_name("records", wording)
+        suggestion = int(float(f"{exact:.2g}"))  # two significant digits: to the operator only
+        raise PlanError(
+            f"{setting_text('records', records, wording)} is more than a factor "
+            f"{RECORDS_TOLERANCE:g} away from the number of private records of {data.name} "
+            "(internal: not published)",
+            setting=key,
+            fix=f"declare about as many private records as you have, e.g. "
+            f"{setting_text('records', suggestion, wording)} (public: the plan is sized from it)",
+        )
+    logger.info(
+        "plan: internal, not published: the private split holds %d records; the plan uses %d (%s)",
+        exact,
+        records,
+        RECORDS_BASES[basis],
+    )
     return Facts(
-        private_records=len(data.private),
+        private_records=records,
         classes=int(data.num_classes),
         public_items=len(data.public),
         input_shape=tuple(data.input_shape),
+        records_basis=basis,
     )
 
 
@@ -165,7 +212,8 @@ class Plan:
         f = self.facts
         shape = "x".join(map(str, f.input_shape))
         out = [
-            f"data        {f.private_records} private records, {f.public_items} public items, "
+            f"data        {f.private_records} private records "
+            f"({RECORDS_BASES[f.records_basis]}), {f.public_items} public items, "
             f"{f.classes} classes, {f.kind} inputs ({shape})"
         ]
         mech = self.mechanism + (f", {self.num_teachers} teachers" if self.num_teachers else "")

@@ -347,13 +347,13 @@ class _Planning:
         if chosen is None:
             chosen = grid[-1]
             why = (
-                f"the most teachers the {facts.private_records} private records allow "
+                f"the most teachers the declared {facts.private_records} private records allow "
                 f"({MIN_RECORDS_PER_CLASS} per class each, at most {MAX_TEACHERS}); "
                 "fewer would drown their votes"
             )
         elif chosen not in preferred and preferred:
             self.warnings.append(
-                f"{chosen} teachers see {facts.private_records / chosen:.0f} "
+                f"{chosen} teachers see about {facts.private_records / chosen:.0f} "
                 f"records each (< {TARGET_RECORDS_PER_CLASS} per class): weak "
                 "teachers; a larger budget would allow fewer"
             )
@@ -428,7 +428,7 @@ class _Planning:
         least = MIN_RECORDS_PER_CLASS * classes
         if teachers > private_records:
             self.refuse(
-                f"{setting_text('num_teachers', teachers, wording)} exceeds the "
+                f"{setting_text('num_teachers', teachers, wording)} exceeds the declared "
                 f"{private_records} private records",
                 "num_teachers",
                 f"{assignment_text('num_teachers', max(1, private_records // least), wording)} or "
@@ -441,7 +441,7 @@ class _Planning:
                 f"({records / classes:.2f} per class for {classes} classes): shards too small "
                 f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)",
                 "num_teachers",
-                f"{assignment_text('num_teachers', t_ok, wording)} or fewer for "
+                f"{assignment_text('num_teachers', t_ok, wording)} or fewer for the declared "
                 f"{private_records} private records, or leave it out and the planner "
                 "chooses, or bring more private records",
             )

@@ -263,6 +263,8 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
             "yes",
         ]
     )
+    if "records" in p:
+        rows.append(_records_row(p["records"]))
     if W.samples_records(report):  # no teachers, no sanitized release, no data-dependent analysis
         dropped = ("Sanitized", "Data-dependent", "Teachers", "Smooth")
         rows = [r for r in rows if not r[0].startswith(dropped)]
@@ -277,6 +279,21 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
     if internal:
         return [Heading("Privacy numbers"), _table(["Quantity", "Value", "Publishable"], rows)]
     return [Heading("Privacy numbers"), _table(["Quantity", "Value"], [r[:2] for r in rows])]
+
+
+def _records_row(records: dict) -> list[str]:
+    """The number of private records the run was sized from: declared, or a built-in dataset's
+    published size; never the exact count, which is internal."""
+    basis = (
+        "declared by the user"
+        if records["basis"] == "declared"
+        else "the built-in dataset's published size"
+    )
+    return [
+        "Private records the run was sized from",
+        f"{F.count(records['declared'])} ({basis}; the exact count is internal)",
+        "yes",
+    ]
 
 
 def _why_renyi(report: dict, internal: bool) -> list[Block]:

@@ -103,6 +103,7 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "privacy.mechanism": Public(_D, "[aggregator] mechanism"),
     "privacy.params": Public(_D, "the mechanism's noise parameters, set or calibrated in advance"),
     "privacy.num_teachers": Public(_D, "[partition] num_teachers", when="teachers"),
+    "privacy.records": Public(_D, "[data] records, or a built-in dataset's published size"),
     "privacy.delta": Public(_D, "[privacy] delta"),
     "privacy.conversion": Public(_D, "[privacy] conversion"),
     "privacy.orders": Public(_D, "[privacy] orders"),

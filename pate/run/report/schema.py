@@ -130,12 +130,16 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 # what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none);
 # prior_rounds: the earlier runs whose released student embeds this Private-kNN run ({"runs":
 # [{"run_dir", "run_id", "eps"}], "eps"}: their composed cost, included in eps_guarantee).
+# records: the number of private records the run was sized from and where it came from
+# ("declared": [data] records; "builtin": a built-in dataset's published size), never the exact
+# count (pate.run.config.declared_records).
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "ledger_enforced": "bool",
     "budget_changes": "[change]",
     "calibration": "dict?",
     "prior_rounds": "dict?",
+    "records": {"declared": "int", "basis": ("declared", "builtin")},
 }
 # Optional keys of "run": smoke_test (the run only checks that the pipeline works; false when
 # absent, as in files written before the key existed).

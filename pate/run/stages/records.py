@@ -43,12 +43,13 @@ def feature_cache(run: Run):
 
 def embedding_features(run: Run) -> tuple[str, int, int]:
     """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
-    data cannot take them): sizes only, no record is read."""
+    data cannot take them): public sizes only -- the declared number of private records
+    (:func:`pate.run.config.declared_records`), never the exact count --, no record is read."""
     data = run.data
     settings = C.knn_settings(
         run.config,
         data.input_shape,
-        sizes=(len(data.private), int(data.num_classes), len(data.public)),
+        sizes=(C.declared_records(run.config, data)[0], int(data.num_classes), len(data.public)),
     )
     features, dims = settings["features"], settings["dims"]
     if features == "student":  # the earlier student's class probabilities, no PCA
@@ -279,9 +280,10 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
     public, private = emb["public"], emb["private"]
     num_classes, num_queries = int(emb["num_classes"]), public.shape[0]
     orders = C.orders(config)
+    declared = C.declared_records(config, run.data)[0]  # public: never the exact count
     plan = release_plan(
         config,
-        num_teachers=max(1, spec.voters(params, private_records=int(private.shape[0]))),
+        num_teachers=max(1, spec.voters(params, private_records=declared)),
         num_classes=num_classes,
         orders=orders,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from pate.run import config as C
@@ -16,7 +17,7 @@ logger = logging.getLogger("pate")
 def teachers(run: Run) -> dict:
     from pate.core.partition import Partition
     from pate.teachers.cluster import ClusterConfig
-    from pate.teachers.ensemble import TeacherConfig, train_teachers
+    from pate.teachers.ensemble import TeacherConfig, auto_epochs, train_teachers
 
     part = Partition.load(run.path(R.PARTITION))
     if part.num_records != len(run.data.private):
@@ -27,6 +28,15 @@ def teachers(run: Run) -> dict:
     seeds = run.streams().teacher_seeds(part.num_teachers)
     settings = C.teacher_settings(run.config)
     settings["model"] = run.python_object("teacher_model", settings["model"])
+    recipe = TeacherConfig(**settings)
+    if recipe.epochs is None:
+        # sized from the declared records per teacher, never the shards' exact sizes: one
+        # record more must change one teacher's shard, not every teacher's training length
+        declared = C.declared_records(run.config, run.data)[0]
+        recipe = dataclasses.replace(
+            recipe,
+            epochs=auto_epochs(declared / part.num_teachers, batch_size=recipe.batch_size),
+        )
     # [cluster] says where the teachers train, never what they compute: every backend gives the
     # same predictions; the stage summary records where it ran (the report shows it)
     cluster = ClusterConfig(**C.cluster_settings(run.config))
@@ -38,7 +48,7 @@ def teachers(run: Run) -> dict:
             run.data,
             part.shards,
             seeds,
-            TeacherConfig(**settings),
+            recipe,
             out_dir=run.path(R.TEACHERS),
             resume=True,
             progress=run.progress,

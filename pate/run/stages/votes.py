@@ -69,7 +69,7 @@ def _knn_embeddings(run: Run) -> dict:
         }
     logger.info(
         "votes: public-fitted embeddings (%s features -> %d dims) of %d public and %d "
-        "private items",
+        "private items (the private count is internal: not published)",
         features,
         dims,
         len(public),

@@ -537,7 +537,7 @@ def _npz_config(tmp_path, small_digits, digits, **replace):
         replace=(
             (
                 'name = "digits"\n\n[partition]',
-                f'name = "npz:{tmp_path / "data.npz"}"\n\n[partition]',
+                f'name = "npz:{tmp_path / "data.npz"}"\nrecords = 1000\n\n[partition]',
             ),
         ),
     )

@@ -30,7 +30,7 @@ def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=Fa
     target = aggregator.get("target_eps")
     out = {
         "run": {"name": "t", "smoke_test": smoke},
-        "data": {"name": "npz:/nonexistent.npz"},
+        "data": {"name": "npz:/nonexistent.npz", "records": 1000},
         "aggregator": dict(aggregator),
         "privacy": {"delta": 1e-5, "budget_eps": budget or target or 1.0, "release": release},
     }
@@ -100,7 +100,7 @@ def test_tiny_shards_are_refused_naming_num_teachers():
 
 
 def test_more_teachers_than_records_is_refused_by_the_planner():
-    with pytest.raises(P.PlanError, match="exceeds the 1000 private records"):
+    with pytest.raises(P.PlanError, match="exceeds the declared 1000 private records"):
         plan({"mechanism": "gnmax", "sigma": 400.0}, DIGITS, teachers=5000, budget=100.0)
 
 
@@ -217,6 +217,65 @@ def test_the_plan_needs_counts_and_shapes_only(monkeypatch):
     assert C.from_dict(filled, source="config.json") == filled  # a saved, filled config reopens
 
 
+def _table_config(tmp_path, rows: int, records: int | None) -> dict:
+    """A normalised config on a csv table of ``rows`` rows (70 % private), declaring ``records``."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(rows, 3))
+    lines = ["f1,f2,f3,label"] + [f"{a:.3f},{b:.3f},{c:.3f},{int(a > 0)}" for a, b, c in x]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    data = {"name": f"csv:{tmp_path / 't.csv'}"}
+    if records is not None:
+        data["records"] = records
+    return C.normalize(
+        {
+            "run": {"name": "t"},
+            "data": data,
+            "aggregator": {"mechanism": "auto", "target_eps": 2.0},
+            "privacy": {"delta": 1e-5, "release": False, "ledger": False},
+        }
+    )
+
+
+def test_the_plan_reads_the_declared_records_and_says_so(tmp_path, caplog):
+    """Own data: the facts hold [data] records, not the loaded count (700 rows: 490 private),
+    and the plan's first line names the basis; the exact count is logged, marked internal."""
+    config = _table_config(tmp_path, 700, 500)
+    data = C.load_data(config, cache=False)
+    with caplog.at_level("INFO", logger="pate"):
+        facts = C.plan_facts(config, data)
+    assert (facts.private_records, facts.records_basis) == (500, "declared")
+    assert "internal, not published: the private split holds 490 records" in caplog.text
+    line = C.plan_for(config, facts).lines()[0]
+    assert "500 private records (declared public)" in line and "490" not in line
+    assert C.from_dict(config)["data"]["records"] == 500
+
+
+@pytest.mark.parametrize("declared", [200, 1000])
+def test_a_declaration_off_by_more_than_a_factor_2_is_refused_in_toml_words(tmp_path, declared):
+    config = _table_config(tmp_path, 700, declared)
+    with pytest.raises(P.PlanError) as refused:
+        C.from_dict(config)
+    assert refused.value.setting == "[data] records"
+    assert f"[data] records = {declared}" in str(refused.value)
+    assert "[data] records = 490" in refused.value.fix  # two significant digits of the count
+
+
+def test_own_data_without_records_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import pate.teachers.data as D
+
+    monkeypatch.setattr(D, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded"))
+    with pytest.raises(pate.ConfigError, match=r"\[data\] records is needed for your own data"):
+        C.from_dict(_table_config(tmp_path, 700, None))
+    with pytest.raises(pate.ConfigError, match="records must be"):
+        C.from_dict(_table_config(tmp_path, 700, 0))
+
+
+def test_facts_name_their_basis():
+    assert DIGITS.records_basis == "declared"
+    with pytest.raises(pate.ConfigError, match="records_basis must be one of declared, builtin"):
+        P.Facts(private_records=1, classes=2, public_items=1, input_shape=(3,), records_basis="x")
+
+
 def test_every_shipped_config_plans():
     facts = {
         "fashion-mnist": FMNIST,
@@ -319,6 +378,7 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
             (flat(digits.private), digits.private.y),
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            records=1000,
             target_eps=2.0,
             mechanism="gnmax",
             run_dir=tmp_path / "run",
@@ -331,6 +391,7 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
             (flat(digits.private), digits.private.y),
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            records=1000,
             num_teachers=400,
             target_eps=8.0,
             run_dir=tmp_path / "run2",
@@ -342,6 +403,7 @@ def test_pate_fit_refuses_in_python_wording_before_anything_is_written(tmp_path,
             (flat(digits.private), digits.private.y),
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
+            records=1000,
             num_teachers=400,
             target_eps=8.0,
             ledger=False,

@@ -116,7 +116,7 @@ def _preflight(tmp_path, small_digits, name, source, ledger, **privacy):
         tmp_path,
         name=f"{name}.toml",
         replace=(
-            ('name = "digits"\n\n[partition]', f'name = "{source}"\n\n[partition]'),
+            ('name = "digits"\n\n[partition]', f'name = "{source}"\nrecords = 1000\n\n[partition]'),
             ("[privacy]\n", "[privacy]\n" + extra),
         ),
     )

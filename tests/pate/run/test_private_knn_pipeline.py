@@ -297,7 +297,7 @@ def test_the_embedding_is_fitted_on_public_data_only(tmp_path, small_digits, dig
             small_digits,
             tmp_path,
             name=f"{name}.toml",
-            replace=(('[data]\nname = "digits"', f'[data]\nname = "npz:{data}"'),),
+            replace=(('[data]\nname = "digits"', f'[data]\nname = "npz:{data}"\nrecords = 1000'),),
         )
         run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)
         stages.run_stage(run, "votes")
