@@ -44,6 +44,7 @@ def drowned(tmp_path_factory, digits):
         mechanism="gnmax",
         sigma=20.0,
         queries=150,
+        records=len(digits.private.y),
         budget_eps=1e6,
         ledger=tmp / "ledger.sqlite3",
         run_dir=tmp / "run",
