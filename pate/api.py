@@ -146,8 +146,13 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
     )
 
 
-def _memory_data(private, public, evaluation):
-    """The :class:`PateData` of arrays given to :func:`fit`, checked like a file's
+#: The name of records given to :func:`fit` in memory when ``dataset=`` does not name them.
+MEMORY_DATA_NAME = "in-memory data"
+
+
+def _memory_data(private, public, evaluation, name: str = MEMORY_DATA_NAME):
+    """The :class:`PateData` of arrays given to :func:`fit` (``name``: the user's ``dataset=``,
+    shown in the report and the ledger; never derived from the records), checked like a file's
     (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
     anything is written or charged."""
     from pate.ledger import dataset_identity
@@ -176,7 +181,7 @@ def _memory_data(private, public, evaluation):
     check_classes("pate.fit", dict(zip(("private", "public", "evaluation"), splits)), num_classes)
     identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(
-        name=f"memory:{identity.digest[:16]}",
+        name=f"memory:{name}",  # the user's name for the records, never derived from them
         private=splits[0],
         public=splits[1],
         evaluation=splits[2],
@@ -259,7 +264,9 @@ def fit(
     ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     unlabelled public inputs (labels, if given, are used only to report label accuracy);
-    ``evaluation`` labelled held-out data for the report. ``budget_eps`` is the dataset's lifetime
+    ``evaluation`` labelled held-out data for the report. ``dataset`` names the private records
+    in the report and the ledger (default for arrays: ``"in-memory data"``; never derived from the
+    records; a name another set of records holds gets a number). ``budget_eps`` is the dataset's lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
     raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
@@ -433,7 +440,9 @@ def _prepare(arguments: dict):
     from pate.run import planner as P
 
     a = arguments
-    data, identity, data_table = _data_source(a["private"], a["public"], a["evaluation"])
+    data, identity, data_table = _data_source(
+        a["private"], a["public"], a["evaluation"], a["dataset"]
+    )
     raw, teacher_object, student_object = _raw_config(a, data_table)
     run_dir = _run_dir(a["run_dir"], name=a["name"], resume=a["resume"])
     ledger = a["ledger"]
@@ -492,7 +501,7 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     return raw, teacher_object, student_object
 
 
-def _data_source(private, public, evaluation):
+def _data_source(private, public, evaluation, dataset=None):
     """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
     and ``identity`` None); arrays are checked now (:func:`_memory_data`)."""
     data = identity = None
@@ -506,7 +515,7 @@ def _data_source(private, public, evaluation):
     else:
         if public is None:
             raise TypeError("public= (the public inputs the teachers label) is needed")
-        data, identity = _memory_data(private, public, evaluation)
+        data, identity = _memory_data(private, public, evaluation, dataset or MEMORY_DATA_NAME)
         data_table = {"name": data.name}
     return data, identity, data_table
 

@@ -8,8 +8,9 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
                            reservations.
 ``history --dataset D``    every recorded event with its own and the cumulative epsilon.
 ``set --dataset D --eps E --delta D [--name N] [--data-dependent] [--conversion C] [--reason TEXT]``
-                           set (or register with) a budget; D must be a sha256 digest for a
-                           new dataset (use the one ``digest --config`` prints). ``C`` is the
+                           set (or register with) a budget; D is a name or an id a
+                           ``digest --config`` registered, or a sha256 digest (of ids) for a
+                           new dataset (the ledger keys it). ``C`` is the
                            RDP -> (eps, delta) conversion the budget is judged with,
                            ``classic`` (default) or ``tight``; a run's ``[privacy] conversion``
                            must match it. Raising or lowering a spent budget, or changing its
@@ -25,17 +26,18 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
 ``release --reservation ID``
                            give back a live reservation by hand (e.g. a run that hung).
 ``digest --config FILE [--ledger PATH]``
-                           the dataset digest ``pate run`` uses for the config's private split
-                           (content of the records, independent of row order and file), its
-                           record count and, with ``--ledger``, the registered datasets sharing
-                           records with it and their budgets.
+                           register the config's private split in the ledger (its records, the
+                           name ``pate run`` gives it, no budget) and print its id there -- the
+                           ledger keys it with its secret, so the id tells nothing about the
+                           records -- its name, record count and the registered datasets
+                           sharing records with it and their budgets.
 ``digest --ids FILE``      the dataset digest of explicit record ids (.npy array, or one id per
                            line) -- for datasets registered by hand, not what ``pate run`` uses.
 
 ``D`` is a digest, a dataset name (the first it was registered with or any later one), or a
 unique digest prefix of at least 8 hex digits.
 
-``digest --config`` prints :func:`pate.run.stages.config_identity`, the identity ``pate run`` uses.
+``digest --config`` registers :func:`pate.run.stages.config_identity`, the identity ``pate run`` uses.
 """
 
 from __future__ import annotations
@@ -137,7 +139,9 @@ def _add_link_parser(sub) -> None:
 
 def _add_digest_parser(sub) -> None:
     p = sub.add_parser(
-        "digest", help="the dataset digest `pate run` uses for a config (or of record ids)"
+        "digest",
+        help="register a config's private split in the ledger and print its id (or the "
+        "digest of record ids)",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -159,7 +163,8 @@ def _add_digest_parser(sub) -> None:
     p.add_argument(
         "--ledger",
         default=None,
-        help="with --config: list the datasets of this ledger sharing records with it",
+        help="with --config: the ledger to register the records in (default: $PATE_LEDGER, "
+        "else ~/.local/share/pate/ledger.sqlite3)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -214,39 +219,43 @@ def _digest(args) -> int:
         _print_json({"digest": digest}) if args.json else print(digest)
         return 0
     from pate.run.config import load
-    from pate.run.stages import config_identity
+    from pate.run.stages.budget import register_config
 
-    identity = config_identity(load(args.config))
-    out = {"digest": identity.digest, "records": identity.num_records, "config": args.config}
-    if args.ledger is not None:
-        with Ledger(args.ledger, create=False) as ledger:
-            out["ledger"] = str(ledger.path)
-            out["overlaps"] = ledger.overlapping(identity)
+    with Ledger(args.ledger, create=True) as ledger:
+        digest, name, identity = register_config(load(args.config), ledger)
+        out = {
+            "digest": digest,
+            "name": name,
+            "records": identity.num_records,
+            "config": args.config,
+            "ledger": str(ledger.path),
+            "overlaps": ledger.overlapping(identity),
+        }
     if args.json:
         _print_json(out)
         return 0
-    print(identity.digest)
+    print(digest)
+    print(f"name       {name} (pate budget set --dataset takes the name or the id)")
     print(f"records    {identity.num_records} (private split of {args.config})")
-    if args.ledger is not None:
-        rows = out["overlaps"]
-        if not rows:
-            print(
-                f"ledger     {out['ledger']}: no registered dataset shares records with it "
-                "(a run starts it with the config's budget)"
-            )
-        for r in rows:
-            b = r["budget"]
-            budget = (
-                "no budget"
-                if b is None
-                else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']}, {b['conversion']})"
-            )
-            what = (
-                "this dataset"
-                if r["same"]
-                else (f"shares {r['shared_records']} of its {r['num_records']} record(s)")
-            )
-            print(f"ledger     {r['dataset'][:12]} {r['name'] or '-'}: {what}; {budget}")
+    rows = out["overlaps"]
+    if not rows:
+        print(
+            f"ledger     {out['ledger']}: no registered dataset shares records with it "
+            "(a run starts it with the config's budget)"
+        )
+    for r in rows:
+        b = r["budget"]
+        budget = (
+            "no budget"
+            if b is None
+            else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']}, {b['conversion']})"
+        )
+        what = (
+            "this dataset"
+            if r["same"]
+            else (f"shares {r['shared_records']} of its {r['num_records']} record(s)")
+        )
+        print(f"ledger     {r['dataset'][:12]} {r['name'] or '-'}: {what}; {budget}")
     return 0
 
 
