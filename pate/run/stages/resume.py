@@ -46,9 +46,9 @@ def forfeit_lost_draws(ledger, dataset: str, run_id: str, drawn: set[str]) -> No
         ledger.forfeit(rid)
         logger.warning(
             "the aggregate stage of run %s was interrupted after drawing noise inside ledger "
-            "reservation %s and before keeping its answers: that reservation's whole bound "
-            "stays spent (budget lost, recorded as a 'lost-drawn-answers' event); none of "
-            "those answers was published",
+            "reservation %s and before keeping its answers in its pending file: that "
+            "reservation's whole bound stays spent (budget lost, recorded as a "
+            "'lost-drawn-answers' event); this run does not publish those answers",
             run_id,
             rid,
         )
