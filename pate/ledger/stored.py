@@ -41,7 +41,7 @@ def load_items(
         (digest,),
     ):
         res_links.setdefault(rid, set()).add(blk)
-    live = []
+    live: list[Item] = []
     for row in conn.execute(
         "SELECT id, payload, sha256, pid, process_token, hostname, heartbeat, "
         "lease_seconds, status FROM reservations WHERE dataset=? "
