@@ -89,7 +89,8 @@ def authorize(run: Run, ledger) -> str:
                 (given, priv.delta, priv.conversion),
                 resumed=resumed,
             )
-    name = _dataset_name(priv.dataset, s.data.name, known, digest)
+    data_name = s.data.name.removeprefix("memory:")  # pate.fit's arrays: the user's name
+    name = _dataset_name(priv.dataset, data_name, known, digest)
     budget = None
     if (
         not any(d["digest"] == digest and d["budget_eps"] is not None for d in known)
@@ -97,8 +98,8 @@ def authorize(run: Run, ledger) -> str:
     ):
         caller = caller_of(run)
         raise ConfigError(
-            f"the ledger {ledger.path} holds no budget for this dataset ({name or s.data.name}) "
-            "yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
+            f"the ledger {ledger.path} holds no budget for this dataset ({name or data_name}) "
+            f"yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
             f"budget) or {C.setting('aggregator', 'target_eps', source=caller)} (what this run "
             "spends, then also registered as the lifetime budget)"
         )
