@@ -124,9 +124,7 @@ def published(run_dir: pathlib.Path) -> int:
     return max(counts)
 
 
-def test_sigkill_between_the_pending_write_and_the_commit_keeps_the_budget_spent(
-    tmp_path, caplog
-):
+def test_sigkill_between_the_pending_write_and_the_commit_keeps_the_budget_spent(tmp_path, caplog):
     ledger = tmp_path / "ledger.sqlite3"
     first = votes_run(tmp_path / "first", ledger)
     kill_aggregate(first, "commit")
