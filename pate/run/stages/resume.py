@@ -73,8 +73,6 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     reservation the ledger holds neither as charged nor as drawn (a pending file of an earlier
     version, or of another ledger) is refused: its answers were never charged, so they are not
     published."""
-    from pate.analysis import PrivacyEvent
-
     arrays, state = read_pending(run, run_id)
     labels, answered = arrays["labels"], arrays["answered"]
     scores = arrays.get("scores")
@@ -85,6 +83,19 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
             "but this run has no ledger; they are not published. Delete it (its answers were "
             "never charged here: do not share them), then run the aggregate stage again"
         )
+    _commit_drawn_rounds(run, ledger, dataset, run_id, rounds)
+    if summary["release_plan"]["release"] and summary["release"] is None:
+        _draw_release(run, ledger, dataset, run_id, state, Answers(labels, answered, scores))
+    publish(run, labels, answered, summary, scores)
+    return aggregate_info(summary)
+
+
+def _commit_drawn_rounds(run: Run, ledger, dataset: str, run_id: str, rounds: list) -> None:
+    """Commit the events of every pending round (``rounds``) that the ledger holds as drawn, not
+    yet as charged; forfeit this run's other drawn reservations; refuse a round whose
+    reservation the ledger holds neither way (:func:`finish_pending`)."""
+    from pate.analysis import PrivacyEvent
+
     charged, drawn = _reservations_of(ledger, dataset, run_id)
     for entry in rounds:
         if not charged.isdisjoint(entry["keys"]):
@@ -101,47 +112,46 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
         ledger.commit(held[0], [PrivacyEvent.from_dict(e) for e in entry["events"]])
         drawn -= set(entry["keys"])
     forfeit_lost_draws(ledger, dataset, run_id, drawn)
-    if summary["release_plan"]["release"] and summary["release"] is None:
-        # the interruption came before the planned release was drawn: draw it now inside a
-        # reservation, keep it in the pending file with that reservation's id, commit, and only
-        # then publish it (or, if it no longer fits, report the data-independent eps)
-        config, asked = run.config, int(summary["queries_asked"])
-        votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
-        orders = C.orders(config)
-        plan = release_plan(
-            config,
-            num_teachers=int(votes_all[0].sum()),
-            num_classes=int(votes_all.shape[1]),
-            orders=orders,
+
+
+def _draw_release(
+    run: Run, ledger, dataset: str, run_id: str, state: dict, answers: Answers
+) -> None:
+    """The interruption came before the planned release was drawn: draw it now inside a
+    reservation marked drawn, keep it in the pending file with that reservation's id, commit, and
+    only then publish it (or, if it no longer fits, report the data-independent eps). Updates
+    ``state["summary"]``."""
+    from pate.analysis import PrivacyEvent
+
+    summary, rounds = state["summary"], state["rounds"]
+    config, asked = run.config, int(summary["queries_asked"])
+    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    orders = C.orders(config)
+    plan = release_plan(
+        config,
+        num_teachers=int(votes_all[0].sum()),
+        num_classes=int(votes_all.shape[1]),
+        orders=orders,
+    )
+    event = PrivacyEvent(
+        "gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"], queries=0, answered=0
+    )
+    try:
+        reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
+    except BudgetExceededError:
+        summary["release_plan"] = dict(
+            summary["release_plan"],
+            release=False,
+            fallback=(
+                "the run was interrupted before its sanitized release and the ledger no longer "
+                "covers it; the data-independent epsilon is reported"
+            ),
         )
-        event = PrivacyEvent(
-            "gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"], queries=0, answered=0
-        )
-        try:
-            reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
-        except BudgetExceededError:
-            summary["release_plan"] = dict(
-                summary["release_plan"],
-                release=False,
-                fallback=(
-                    "the run was interrupted before its sanitized release and the ledger no longer "
-                    "covers it; the data-independent epsilon is reported"
-                ),
+    else:
+        with reservation:
+            reservation.mark_drawn()  # spent before the release's noise is drawn
+            summary["release"] = draw_release(
+                config, votes_all[:asked], answers.answered[:asked], run.noise_streams().release
             )
-        else:
-            with reservation:
-                reservation.mark_drawn()  # spent before the release's noise is drawn
-                summary["release"] = draw_release(
-                    config, votes_all[:asked], answered[:asked], run.noise_streams().release
-                )
-                summary["events"].append(event.to_dict())
-                commit_round(
-                    run,
-                    reservation,
-                    [event],
-                    Answers(labels, answered, scores),
-                    summary,
-                    Rounds(charges=rounds),
-                )
-    publish(run, labels, answered, summary, scores)
-    return aggregate_info(summary)
+            summary["events"].append(event.to_dict())
+            commit_round(run, reservation, [event], answers, summary, Rounds(charges=rounds))
