@@ -24,7 +24,8 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
                            id digest and the digest ``pate run`` uses): their spend then counts
                            against each other. Links are never removed.
 ``release --reservation ID``
-                           give back a live reservation by hand (e.g. a run that hung).
+                           give back a live reservation by hand (e.g. a run that hung); a
+                           drawn one (noise was drawn inside it) stays spent.
 ``digest --config FILE [--ledger PATH]``
                            register the config's private split in the ledger (its records, the
                            name ``pate run`` gives it, no budget) and print its id there -- the
@@ -370,7 +371,7 @@ def _release(ledger, args) -> None:
     released = ledger.release(args.reservation)
     _print_json({"reservation": args.reservation, "released": released}) if args.json else print(
         f"reservation {args.reservation} "
-        f"{'released' if released else 'was no longer live; nothing to do'}"
+        f"{'released' if released else 'was not live (drawn: spent; or closed); nothing to do'}"
     )
 
 
@@ -403,7 +404,7 @@ def _print_summary(s: dict) -> None:
         _print_linked(s)
     _print_budget_changes(s)
     if s["reservations"]:
-        print("live reservations")
+        print("reservations (drawn: noise was drawn inside it, counted as spent)")
         for r in s["reservations"]:
             print(
                 f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
@@ -431,7 +432,12 @@ def _print_budget_lines(s: dict) -> None:
         )
     print(
         f"spent      eps={_fmt(s['spent'])}  (committed: {s['events']} event(s) from {s['runs']} run(s)"
-        f"{', worst block' if s['blocks'] else ''})"
+        + (
+            f", and {s['drawn_reservations']} drawn reservation(s)"
+            if s.get("drawn_reservations")
+            else ""
+        )
+        + f"{', worst block' if s['blocks'] else ''})"
     )
     if b is not None:
         print(
@@ -440,8 +446,8 @@ def _print_budget_lines(s: dict) -> None:
             "differentially private itself; do not publish it without a smooth-sensitivity release)"
         )
         print(
-            f"reserved   eps={_fmt(s['spent_and_reserved'])}  (committed + "
-            f"{len(s['reservations'])} live reservation(s))"
+            f"reserved   eps={_fmt(s['spent_and_reserved'])}  (spent + "
+            f"{sum(r['status'] != 'drawn' for r in s['reservations'])} live reservation(s))"
         )
         print(f"remaining  eps={_fmt(s['remaining'])}")
 
