@@ -63,9 +63,13 @@ def convert(conn: sqlite3.Connection, secret: bytes, reservations_ddl: str) -> l
 
 def _rebuild_reservations(conn: sqlite3.Connection, ddl: str) -> None:
     """Table ``reservations`` again, under ``ddl``, with every row (SQLite cannot change a CHECK
-    in place)."""
+    in place). The rows of ``reservation_blocks`` that refer to it are set aside meanwhile, so
+    that no foreign key ever points nowhere."""
+    blocks = conn.execute("SELECT reservation, block FROM reservation_blocks").fetchall()
+    conn.execute("DELETE FROM reservation_blocks")
     conn.execute(ddl.format(table="reservations_v4"))
     conn.execute("INSERT INTO reservations_v4 SELECT * FROM reservations")
     conn.execute("DROP TABLE reservations")
     conn.execute("ALTER TABLE reservations_v4 RENAME TO reservations")
     conn.execute("CREATE INDEX reservations_by_dataset ON reservations (dataset, status)")
+    conn.executemany("INSERT INTO reservation_blocks VALUES (?, ?)", blocks)
