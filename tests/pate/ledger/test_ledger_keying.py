@@ -63,24 +63,21 @@ def test_keyed_values_depend_on_the_secret_only_through_hmac():
 def _unkeyed(path, ids: dict[str, str]) -> None:
     """Make the ledger at ``path`` one that schema 3 wrote: every dataset under its unkeyed
     digest (``ids``: keyed -> unkeyed, also in the audit details), record keys unkeyed, no key."""
-    secret = read_key(path)
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA foreign_keys=OFF")
+    links = conn.execute("SELECT a, b, shared, created_utc FROM links").fetchall()
+    conn.execute("DELETE FROM links")
+    conn.executemany(
+        "INSERT INTO links VALUES (?, ?, ?, ?)",
+        [(*sorted((ids.get(a, a), ids.get(b, b))), s, t) for a, b, s, t in links],
+    )
     for keyed, plain in ids.items():
         conn.execute("UPDATE datasets SET digest=? WHERE digest=?", (plain, keyed))
         for table in ("blocks", "events", "reservations", "identities", "dataset_names", "audit"):
             conn.execute(f"UPDATE {table} SET dataset=? WHERE dataset=?", (plain, keyed))
-        for column in ("a", "b"):
-            conn.execute(f"UPDATE links SET {column}=? WHERE {column}=?", (plain, keyed))
         conn.execute("UPDATE audit SET detail=replace(detail, ?, ?)", (keyed, plain))
-    links = conn.execute("SELECT a, b, shared, created_utc FROM links").fetchall()
-    conn.execute("DELETE FROM links")
-    conn.executemany(
-        "INSERT INTO links VALUES (?, ?, ?, ?)", [(*sorted((a, b)), s, t) for a, b, s, t in links]
-    )
     conn.commit()
     conn.close()
-    del secret
     key_path(path).unlink()
 
 
