@@ -214,14 +214,24 @@ def mark_drawn(store: Store, conn: sqlite3.Connection, rid: str) -> None:
 def forfeit(store: Store, conn: sqlite3.Connection, rid: str) -> list[int]:
     """Turn drawn reservation ``rid``, whose answers are lost, into one event of its whole
     bound (mechanism ``"lost-drawn-answers"``, nothing answered): the budget stays spent and the
-    history shows why."""
+    history shows why. Refused while another process that holds it still runs."""
     row = conn.execute(
-        "SELECT status, payload, sha256 FROM reservations WHERE id=?", (rid,)
+        "SELECT status, payload, sha256, pid, process_token, hostname, heartbeat, lease_seconds "
+        "FROM reservations WHERE id=?",
+        (rid,),
     ).fetchone()
     if row is None or row[0] != "drawn":
         raise LedgerError(
             f"reservation {rid} is {'not in the ledger' if row is None else row[0]} at "
             f"{store.path}, not drawn: only a drawn reservation is forfeited"
+        )
+    pid, token, host, beat, lease = row[3:]
+    mine = host == store.hostname and pid == os.getpid()
+    if not mine and not is_stale(pid, token, host, beat, lease, here=store.hostname):
+        raise LedgerError(
+            f"reservation {rid} is held by process {pid} on {host}, which still runs (it may "
+            "still keep and commit its answers); nothing was forfeited. Try again when it has "
+            "finished"
         )
     orders, rdp = load_curve(rid, row[1], row[2], store.path)
     PrivacyEvent, _, _ = accountant()

@@ -236,3 +236,20 @@ def test_a_drawn_reservation_is_never_reclaimed_and_counts_as_spent(tmp_path, ca
     assert main(["budget", "show", "--dataset", "toy", "--ledger", str(path), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["spent"] == pytest.approx(alone, rel=1e-9)
+    # forfeited (its whole bound, as an event) once its process is gone, never while it runs
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE reservations SET pid=? WHERE id=?", (alive.pid, drawn.id))
+        conn.commit()
+        conn.close()
+        with Ledger(path) as led, pytest.raises(LedgerError, match="still runs"):
+            led.forfeit(drawn.id)
+    finally:
+        alive.kill()
+        alive.wait()
+    with Ledger(path) as led:
+        led.forfeit(drawn.id)
+        (lost,) = [e.event for e in led.events("toy")]
+        assert lost.mechanism == "lost-drawn-answers" and lost.answered == 0
+        assert led.summary("toy")["spent"] == pytest.approx(alone, rel=1e-9)
