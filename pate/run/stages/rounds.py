@@ -1,5 +1,5 @@
-"""The round driver of the aggregate stage: reserve -> mark drawn -> draw -> write pending -> commit,
-the same for every kind of mechanism (each kind's loop, ``pate.run.stages.aggregate_<kind>``, gives
+"""The round driver of the aggregate stage: reserve -> mark drawn -> draw -> write pending ->
+commit, the same for every kind of mechanism (each kind's loop, ``pate.run.stages.aggregate_<kind>``, gives
 it ``ask``).
 
 Fail closed: the charge is committed before any noise is drawn. A round's reservation is marked
@@ -127,9 +127,9 @@ def ask_in_rounds(
     Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``first``
     (reserved before any noise existed: ``(reservation, n)`` or ``(None, 0)``), then the most
     queries whose worst case (``worst`` each) fits now (:func:`max_fitting`) --, marks it drawn
-    (spent, never reclaimed) and only then calls ``ask(start, n)``, which draws the answers of queries ``start .. start + n - 1`` into
-    ``answers`` and returns ``(queries asked, the round's event, stop reason)`` (it may ask fewer
-    than ``n``); then :func:`commit_round` writes them to the pending file with ``summary()`` and
+    (spent, never reclaimed) and only then calls ``ask(start, n)``, which draws the answers of
+    queries ``start .. start + n - 1`` into ``answers`` and returns ``(queries asked, the round's
+    event, stop reason)`` (it may ask fewer than ``n``); then :func:`commit_round` writes them to the pending file with ``summary()`` and
     commits the event (always within the reservation). Without a ledger: one round of ``limit``
     queries. Stops at ``limit``, when ``ask`` stops, or when the ledger has no room for one more
     query (``rounds.stop_reason`` says so)."""
