@@ -12,6 +12,7 @@ the ledger keys every record key and dataset id with a per-ledger secret (``<led
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -63,9 +64,10 @@ def digits_private():
 
 
 def test_the_report_of_a_run_names_the_dataset_and_holds_no_digest_of_its_records(
-    tmp_path, small_digits, digits_private
+    tmp_path, small_digits, digits_private, capsys, caplog
 ):
     x, y = digits_private
+    caplog.set_level(logging.INFO)
     ledger = tmp_path / "ledger.sqlite3"
     run_dir = tmp_path / "run"
     config = small_digits(tmp_path)
@@ -90,6 +92,10 @@ def test_the_report_of_a_run_names_the_dataset_and_holds_no_digest_of_its_record
             assert not any(digest.startswith(run) or run in digest for run in found), name
         assert not any(len(run) >= 12 for run in found), (name, found)  # no digest at all
     assert "spent on dataset digits" in (run_dir / "report.md").read_text()
+    captured = capsys.readouterr()
+    said = _hex_runs(captured.out + captured.err + caplog.text)  # what a user pastes
+    for digest in digests:
+        assert not any(digest.startswith(run) or run in digest for run in said)
     public = json.loads((run_dir / "report.json").read_text())
     assert public["privacy"]["ledger"]["dataset"] == "digits"
     assert "fbe224ef" not in report
