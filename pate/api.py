@@ -165,8 +165,13 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
     )
 
 
-def _memory_data(private, public, evaluation):
-    """The :class:`PateData` of arrays given to :func:`fit`, checked like a file's
+#: The name of records given to :func:`fit` in memory when ``dataset=`` does not name them.
+MEMORY_DATA_NAME = "in-memory data"
+
+
+def _memory_data(private, public, evaluation, name: str = MEMORY_DATA_NAME):
+    """The :class:`PateData` of arrays given to :func:`fit` (``name``: the user's ``dataset=``,
+    shown in the report and the ledger; never derived from the records), checked like a file's
     (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
     anything is written or charged."""
     from pate.ledger import dataset_identity
@@ -195,7 +200,7 @@ def _memory_data(private, public, evaluation):
     check_classes("pate.fit", dict(zip(("private", "public", "evaluation"), splits)), num_classes)
     identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(
-        name=f"memory:{identity.digest[:16]}",
+        name=f"memory:{name}",  # the user's name for the records, never derived from them
         private=splits[0],
         public=splits[1],
         evaluation=splits[2],
@@ -283,7 +288,10 @@ def fit(
     of private records, declared public (needed for your own data; a built-in dataset such as
     ``"digits"`` declares its own): the plan, the report and the student are sized from it,
     never from the exact count, which is internal; a declaration more than a factor 2 away from
-    the true count is refused before any work. ``budget_eps`` is the dataset's lifetime
+    the true count is refused before any work. ``dataset`` names the private records in the
+    report and the ledger (default for arrays: ``"in-memory data"``; never derived from the
+    records; a name another set of records holds gets a number). ``budget_eps`` is the dataset's
+    lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
     raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
@@ -459,7 +467,9 @@ def _prepare(arguments: dict):
     from pate.run import config as C
 
     a = arguments
-    data, identity, data_table = _data_source(a["private"], a["public"], a["evaluation"])
+    data, identity, data_table = _data_source(
+        a["private"], a["public"], a["evaluation"], a["dataset"]
+    )
     if a["records"] is not None:
         data_table["records"] = a["records"]
     raw, teacher_object, student_object = _raw_config(a, data_table)
@@ -520,7 +530,7 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     return raw, teacher_object, student_object
 
 
-def _data_source(private, public, evaluation):
+def _data_source(private, public, evaluation, dataset=None):
     """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
     and ``identity`` None); arrays are checked now (:func:`_memory_data`)."""
     data = identity = None
@@ -534,7 +544,7 @@ def _data_source(private, public, evaluation):
     else:
         if public is None:
             raise TypeError("public= (the public inputs the teachers label) is needed")
-        data, identity = _memory_data(private, public, evaluation)
+        data, identity = _memory_data(private, public, evaluation, dataset or MEMORY_DATA_NAME)
         data_table = {"name": data.name}
     return data, identity, data_table
 

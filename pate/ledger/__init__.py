@@ -16,13 +16,17 @@ Symbols
     A dataset keeps the FIRST name it was registered with; a later, different ``name`` is added
     to its later names (``aliases`` in ``datasets()`` / ``summary()``), and any of its names
     resolves it (a name names one dataset only);
+    ``dataset_id(identity)`` is the id the ledger keeps those records under (keyed with the
+    ledger's secret: see "Keying" below);
     ``reserve`` / ``charge`` spend; ``prior_rdp`` / ``constraints`` tell an online run what is
     already spent against each budget it is bound by; ``summary`` / ``history`` /
     ``budget_changes`` / ``audit_log`` / ``linked`` / ``overlapping`` report; ``link(a, b)``
     declares by hand that two datasets share records (e.g. one budgeted under an id digest).
 ``Reservation``
-    An upper bound on what one run may spend, held while the run works; ``commit(events)`` turns
-    it into events and releases the rest; ``release()`` gives it all back.
+    An upper bound on what one run may spend, held while the run works; ``mark_drawn()`` (before
+    any noise is drawn inside it) makes it spent and never reclaimed; ``commit(events)`` turns it
+    into events and releases the rest; ``release()`` gives a live one back
+    (``Ledger.commit(id, events)`` / ``Ledger.forfeit(id)`` close a drawn one after a crash).
 ``Budget``
     ``(eps, delta, basis, conversion)`` of a dataset; ``basis`` is ``"data-independent"``
     (default) or ``"data-dependent"``; ``conversion`` is the RDP -> (eps, delta) conversion the
@@ -118,7 +122,17 @@ Accounting rules
   ``commit`` re-checks committed events + other live reservations + the realised events, so spend
   within a reservation always commits and nothing can ever overspend. Release labels only after
   ``commit`` returns. A reservation whose process is dead (same host: the pid is gone, a zombie,
-  or reused) or whose lease expired (another host) is marked ``expired`` by the next writer.
+  or reused) or whose lease expired (another host) is marked ``expired`` by the next writer --
+  unless it is ``drawn``: a run marks its reservation drawn before drawing any noise inside it,
+  and from then on it counts as spent (everywhere committed events count) and is never
+  reclaimed; only its commit or forfeit closes it. A crash can lose budget, never leave answers
+  uncharged.
+* Keying (``keying``): every ledger has a 32-byte secret from ``os.urandom`` in its key file
+  ``<ledger>.key`` (0600, created with the ledger). Record keys are stored as HMAC-SHA256(secret,
+  key)[:16] and a dataset's id is HMAC-SHA256(secret, tag + its digest), so the ledger file alone
+  is no membership oracle. A digest given by hand is keyed the same way. A ledger whose key file
+  is missing (or is another ledger's) is refused; a new key is never made for an existing
+  ledger. Reports name a dataset by its name, never by a digest or id.
 
 Storage: SQLite in WAL mode, ``synchronous=FULL``, a busy timeout, ``PRAGMA user_version`` for
 the schema and an application marker in table ``meta``. Every event and reservation row carries
@@ -135,7 +149,10 @@ their legacy keys and under their legacy digest: every matching legacy record ga
 key and the datasets are linked, so an old budget keeps binding the same records in any layout
 from then on (records an old ledger holds in one layout and that are only ever seen again in
 another cannot be recognised: the old keys depend on the shape). Any other file that is not a
-ledger of this version is never written to. Record keys live in
+ledger of this version is never written to. A file of schema <= 3 becomes version 4 in one
+transaction (``rekey``): table ``reservations`` gains the status ``'drawn'``, and every stored
+record key and dataset id (in every table and in the audit log) is keyed with a new secret; the
+unkeyed ones are gone afterwards. Record keys live in
 ``identities`` / ``records`` (indexed by key), overlap links in ``links``. A dataset's later
 names live in ``dataset_names`` (its first stays in ``datasets.name``); a file without that table
 gains it in place, in one transaction and without a new ``user_version`` (the table only adds),
@@ -154,13 +171,15 @@ import each other one way (no cycles), from ``ledger`` down to ``formats``.
 ``schema``       the DDL, version checks and in-place migrations (``SCHEMA_VERSION``).
 ``names``        a dataset's first and later names (table ``dataset_names``).
 ``identity``     record keys, ``dataset_digest``, ``DatasetIdentity`` / ``dataset_identity``.
+``keying``       the ledger's secret (its key file) and the keyed record keys and dataset ids.
+``rekey``        the one conversion of a schema <= 3 file to keyed ids (schema 4).
 ``datasets``     resolving, registering, records, links and each dataset's budget row.
 ``blocks``       Sage blocks.
 ``events``       events and reservation curves as stored (payloads, checksums).
 ``stored``       reading committed events and live reservations back; what counts against a dataset.
 ``composition``  shared orders, composition per block, prior RDP.
 ``budgets``      whether new spend fits every budget it touches; setting a budget.
-``spending``     reserve, charge, commit, release, expire.
+``spending``     reserve, mark drawn, charge, commit, forfeit, release, expire.
 ``summaries``    ``summary`` and ``history``.
 ``liveness``     whether a reservation's process still runs.
 ``audit``        the audit log.

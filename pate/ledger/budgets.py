@@ -113,8 +113,8 @@ def _check_one(
         f"{head} to eps={worst[1]:.4g} > budget eps={budget.eps:g} of {name} "
         f"(delta={budget.delta:g}, {budget.basis} RDP, {budget.conversion} conversion); this "
         f"request alone "
-        f"costs eps={requested:.4g}, remaining: eps={remaining:.4g} (committed events + live "
-        f"reservations, of {name} and of the datasets sharing records with it). Nothing was "
+        f"costs eps={requested:.4g}, remaining: eps={remaining:.4g} (committed events, drawn and "
+        f"live reservations, of {name} and of the datasets sharing records with it). Nothing was "
         f"recorded. See `pate budget show --dataset {name} --ledger {store.path}`.",
         requested=requested,
         remaining=remaining,

@@ -54,7 +54,8 @@ class StoredEvent:
 @dataclasses.dataclass(frozen=True)
 class ReservationInfo:
     """A stored reservation: its upper-bound RDP curve, owner process and ``status``
-    (``active``, ``committed``, ``released`` or ``expired``)."""
+    (``active``, ``drawn`` -- noise was drawn inside it: spent, never reclaimed --,
+    ``committed``, ``released`` or ``expired``; ``stale``: active, its process gone)."""
 
     id: str
     dataset: str

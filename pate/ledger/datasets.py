@@ -17,28 +17,34 @@ from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.data import Budget
 from pate.ledger.formats import utc_now
-from pate.ledger.identity import (
-    HEX_DIGITS,
-    KEY_VERSION,
-    DatasetIdentity,
-    distinct_keys,
-    is_digest,
-    key_bytes,
-)
+from pate.ledger.identity import HEX_DIGITS, KEY_VERSION, distinct_keys, is_digest, key_bytes
+from pate.ledger.keying import KeyedIdentity, keyed_digest
 from pate.ledger.names import add_name, aliases, first_name, name_owner
 
 
-def resolve(conn: sqlite3.Connection, dataset: Any, path: Any) -> str:
-    """The digest of ``dataset`` given as a digest, a name or a unique digest prefix (>= 8) in
-    the ledger at ``path``."""
+def stored_id(conn: sqlite3.Connection, digest: str, secret: bytes) -> str:
+    """The id under which the ledger keeps the dataset ``digest`` (64 hex): ``digest`` itself
+    when it is a stored id (as ``pate budget list`` shows them), else its keyed form
+    (:func:`pate.ledger.keying.keyed_digest`: a digest of ids or records given by hand)."""
+    if conn.execute("SELECT 1 FROM datasets WHERE digest=?", (digest,)).fetchone():
+        return digest
+    return keyed_digest(secret, digest)
+
+
+def resolve(conn: sqlite3.Connection, dataset: Any, path: Any, secret: bytes) -> str:
+    """The id of ``dataset`` given as a stored id, a name, a digest (of ids or records: keyed
+    with the ledger's ``secret``) or a unique prefix (>= 8) of a stored id, in the ledger at
+    ``path``."""
     if not isinstance(dataset, str) or not dataset:
         raise TypeError(f"dataset must be a digest or a name (a non-empty string), got {dataset!r}")
     key = dataset.strip()
+    keyed = keyed_digest(secret, key.lower()) if is_digest(key.lower()) else None
     row = (
         conn.execute(
             "SELECT digest FROM datasets WHERE digest=? OR name=?", (key.lower(), key)
         ).fetchone()
         or conn.execute("SELECT dataset FROM dataset_names WHERE name=?", (key,)).fetchone()
+        or conn.execute("SELECT digest FROM datasets WHERE digest=?", (keyed,)).fetchone()
     )
     if row:
         found: str = row[0]
@@ -73,7 +79,7 @@ def register(conn: sqlite3.Connection, digest: str, name: str | None) -> None:
         owner = name_owner(conn, name)
         if owner is not None and owner != digest:
             raise ValueError(
-                f"name {name!r} already names dataset {owner[:12]}...; choose another name"
+                f"name {name!r} already names another dataset (other records); choose another name"
             )
         if is_digest(name.lower()):
             raise ValueError(f"name {name!r} looks like a digest; choose a readable name")
@@ -91,7 +97,7 @@ def register(conn: sqlite3.Connection, digest: str, name: str | None) -> None:
             add_name(conn, digest, name, first=row[0])
 
 
-def add_records(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[tuple[str, int]]:
+def add_records(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[tuple[str, int]]:
     """Store the record keys of the registered dataset ``identity`` (unless stored already) and
     link it to every registered dataset sharing a record with it; returns those datasets, each
     with its number of shared distinct records."""
@@ -139,7 +145,7 @@ def add_records(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[tup
     return shared
 
 
-def _upgrade_legacy(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[str]:
+def _upgrade_legacy(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[str]:
     """Link what a ledger of schema <= 2 holds under the legacy record keys to ``identity``.
 
     Every record of a legacy identity that ``identity`` holds too (found by its legacy key)
@@ -180,7 +186,7 @@ def _upgrade_legacy(conn: sqlite3.Connection, identity: DatasetIdentity) -> list
     return by_digest
 
 
-def overlapping(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[dict[str, Any]]:
+def overlapping(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[dict[str, Any]]:
     """Registered datasets sharing records with ``identity`` (:meth:`Ledger.overlapping`)."""
     keys = distinct_keys(identity.record_keys)
     counts = _overlap_counts(conn, identity, keys)
@@ -202,7 +208,7 @@ def overlapping(conn: sqlite3.Connection, identity: DatasetIdentity) -> list[dic
 
 
 def _overlap_counts(
-    conn: sqlite3.Connection, identity: DatasetIdentity, keys: list[bytes]
+    conn: sqlite3.Connection, identity: KeyedIdentity, keys: list[bytes]
 ) -> dict[str, int]:
     """Shared distinct records of every registered dataset holding one of ``keys`` (the
     distinct keys of ``identity``) or its legacy keys; 0 for ``identity`` itself if registered."""

@@ -2,7 +2,8 @@
 
 ``record_keys(x, y)`` hashes each record's values (float32, C order, whatever the array's
 layout) and label; ``dataset_digest`` is the sha256 of sorted ids or record keys;
-``dataset_identity(x, y)`` is what every pate entry point registers and charges. The keys that
+``dataset_identity(x, y)`` is what every pate entry point registers and charges; a ledger stores
+them only keyed with its secret (:mod:`pate.ledger.keying`), never as such. The keys that
 ledgers of schema version <= 2 stored (the per-record shape hashed too) are the *legacy* keys
 (``legacy_record_keys``), kept only to link what such a ledger holds to the same records now.
 """
@@ -195,7 +196,8 @@ class DatasetIdentity:
         return hash(self.digest)
 
     def __repr__(self) -> str:
-        return f"DatasetIdentity(digest={self.digest[:16]}..., num_records={self.num_records})"
+        # no digest: it is a hash of the records (a membership test for whoever sees it)
+        return f"DatasetIdentity(num_records={self.num_records})"
 
 
 def dataset_identity(x: Any, y: Any) -> DatasetIdentity:

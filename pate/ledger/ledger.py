@@ -23,6 +23,7 @@ from pate.ledger.blocks import add_block, block_rows, target_blocks
 from pate.ledger.composition import prior
 from pate.ledger.data import BASES, CONVERSIONS, Budget, ReservationInfo, StoredEvent
 from pate.ledger.identity import DatasetIdentity, check_identity, is_digest
+from pate.ledger.keying import keyed_digest, keyed_identity
 from pate.ledger.store import DEFAULT_TIMEOUT_SECONDS, Store, default_ledger_path
 from pate.ledger.stored import reservation_infos, stored_events
 from pate.ledger.validation import (
@@ -89,25 +90,45 @@ class Ledger:
     def _txn(self, *, write: bool) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         return self._store.transaction(write=write)
 
+    def _resolve(self, conn: sqlite3.Connection, dataset: Any) -> str:
+        return datasets.resolve(conn, dataset, self.path, self._store.secret)
+
+    def _label(self, digest: str) -> str:
+        with self._txn(write=False) as conn:
+            return datasets.label(conn, digest)
+
     # ---- datasets -----------------------------------------------------------------------
 
     def resolve(self, dataset: str) -> str:
-        """The digest of ``dataset`` given as a digest, a name or a unique digest prefix (>= 8)."""
+        """The id of ``dataset`` given as its id, a name, a digest (of ids or records; the ledger
+        keys it) or a unique prefix (>= 8) of its id."""
         with self._txn(write=False) as conn:
-            return datasets.resolve(conn, dataset, self.path)
+            return self._resolve(conn, dataset)
+
+    def dataset_id(self, identity: DatasetIdentity) -> str:
+        """The id (64 hex) under which this ledger keeps the records of ``identity``: keyed with
+        the ledger's secret (:mod:`pate.ledger.keying`), so it tells nothing about the records
+        to whoever lacks the key file. Computes only; nothing is registered."""
+        identity = check_identity(identity)
+        return keyed_digest(self._store.secret, identity.digest)
 
     def register_dataset(self, digest: str, *, name: str | None = None) -> str:
-        """Add a dataset by its sha256 ``digest`` (idempotent); optionally give it a ``name``:
-        its first name, or, if it has one already, one more name that resolves it (the first is
-        kept). A name that names another dataset is refused (``ValueError``), before any write."""
+        """Add a dataset by its sha256 ``digest`` (idempotent) and return its id: ``digest``
+        when it is already a stored id, else ``digest`` keyed with the ledger's secret (a digest
+        of ids, or of records from ``dataset_identity(x, y).digest``: a run on those records
+        finds it). Optionally give it a ``name``: its first name, or, if it has one already, one
+        more name that resolves it (the first is kept). A name that names another dataset is
+        refused (``ValueError``), before any write."""
         digest = check_digest(digest)
         name = check_name(name, "name")
         with self._txn(write=True) as conn:
+            digest = datasets.stored_id(conn, digest, self._store.secret)
             datasets.register(conn, digest, name)
         return digest
 
     def register_identity(self, identity: DatasetIdentity, *, name: str | None = None) -> str:
-        """Register a dataset with its records (idempotent) and return its digest.
+        """Register a dataset with its records (idempotent) and return its id
+        (:meth:`dataset_id`); the ledger stores its record keys keyed with its secret.
 
         Stores the record keys of ``identity`` (from :func:`dataset_identity`) and links the
         dataset to every registered dataset sharing at least one record key; from then on their
@@ -115,34 +136,35 @@ class Ledger:
         digest alone (e.g. ``pate budget set --dataset DIGEST``) keeps its budget and events and
         gains its records. ``name`` as in :meth:`register_dataset`.
         """
-        identity = check_identity(identity)
+        keyed = keyed_identity(self._store.secret, check_identity(identity))
         name = check_name(name, "name")
         with self._txn(write=True) as conn:
-            datasets.register(conn, identity.digest, name)
-            shared = datasets.add_records(conn, identity)
+            datasets.register(conn, keyed.digest, name)
+            shared = datasets.add_records(conn, keyed)
+            label = datasets.label(conn, keyed.digest)
         if shared:
             logger.info(
                 "dataset %s shares records with %d registered dataset(s); their spend "
                 "counts against each other",
-                identity.digest[:12],
+                label,
                 len(shared),
             )
-        return identity.digest
+        return keyed.digest
 
     def overlapping(self, identity: DatasetIdentity) -> list[dict[str, Any]]:
         """Registered datasets that share records with ``identity`` (read only; nothing is
         registered): the dataset with the same digest first if registered (``"same": True``, also
         when it was registered by digest alone), then every dataset holding at least one of its
         record keys, with ``shared_records`` (distinct), ``num_records`` and ``budget``."""
-        identity = check_identity(identity)
+        keyed = keyed_identity(self._store.secret, check_identity(identity))
         with self._txn(write=False) as conn:
-            return datasets.overlapping(conn, identity)
+            return datasets.overlapping(conn, keyed)
 
     def linked(self, dataset: str) -> list[dict[str, Any]]:
         """The datasets linked to ``dataset`` (sharing records with it): digest, name, number of
         shared distinct records and budget."""
         with self._txn(write=False) as conn:
-            return datasets.linked_datasets(conn, datasets.resolve(conn, dataset, self.path))
+            return datasets.linked_datasets(conn, self._resolve(conn, dataset))
 
     def link(self, dataset: str, other: str, *, reason: str | None = None) -> None:
         """Declare by hand that ``dataset`` and ``other`` share records (idempotent), e.g. a
@@ -153,10 +175,7 @@ class Ledger:
         if reason is not None and (not isinstance(reason, str) or not reason.strip()):
             raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
         with self._txn(write=True) as conn:
-            pair = (
-                datasets.resolve(conn, dataset, self.path),
-                datasets.resolve(conn, other, self.path),
-            )
+            pair = (self._resolve(conn, dataset), self._resolve(conn, other))
             datasets.add_link(conn, pair, (dataset, other), reason)
 
     def datasets(self) -> list[dict[str, Any]]:
@@ -201,10 +220,10 @@ class Ledger:
         basis = BASES[1] if data_dependent else BASES[0]
         with self._txn(write=True) as conn:
             if isinstance(dataset, str) and is_digest(dataset.strip().lower()):
-                digest = dataset.strip().lower()
+                digest = datasets.stored_id(conn, dataset.strip().lower(), self._store.secret)
                 datasets.register(conn, digest, name)
             else:
-                digest = datasets.resolve(conn, dataset, self.path)
+                digest = self._resolve(conn, dataset)
                 if name is not None:
                     datasets.register(conn, digest, name)
             budget = Budget(eps, delta, basis, conversion)
@@ -213,7 +232,7 @@ class Ledger:
             logger.warning(
                 "budget of dataset %s changed from eps=%g to eps=%g after eps=%.4g was "
                 "spent (recorded in the audit log)",
-                digest[:12],
+                name or self._label(digest),
                 old[0],
                 eps,
                 spent,
@@ -233,7 +252,7 @@ class Ledger:
     def budget(self, dataset: str) -> Budget | None:
         """The budget of ``dataset``; ``None`` when none was set (spend is then recorded, unlimited)."""
         with self._txn(write=False) as conn:
-            return datasets.budget_of(conn, datasets.resolve(conn, dataset, self.path))
+            return datasets.budget_of(conn, self._resolve(conn, dataset))
 
     # ---- blocks (Sage) -------------------------------------------------------------------
 
@@ -243,12 +262,12 @@ class Ledger:
         if block is None:
             raise TypeError("block must be a non-empty string, got None")
         with self._txn(write=True) as conn:
-            add_block(conn, datasets.resolve(conn, dataset, self.path), block)
+            add_block(conn, self._resolve(conn, dataset), block)
 
     def blocks(self, dataset: str) -> list[str]:
         """Names of the registered blocks of ``dataset``, oldest first."""
         with self._txn(write=False) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             return [r[1] for r in block_rows(conn, digest)]
 
     # ---- reading events and reservations ------------------------------------------------
@@ -256,20 +275,20 @@ class Ledger:
     def events(self, dataset: str, *, run_id: str | None = None) -> list[StoredEvent]:
         """The recorded events of ``dataset`` (optionally one run's), oldest first."""
         with self._txn(write=False) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             return stored_events(self._store, conn, digest, run_id)
 
     def reservations(self, dataset: str, *, live_only: bool = True) -> list[ReservationInfo]:
         """Reservations of ``dataset``: the live ones (default) or all, oldest first."""
         with self._txn(write=False) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             return reservation_infos(self._store, conn, digest, live_only)
 
     def reconcile(self, dataset: str | None = None) -> list[str]:
         """Mark reservations of crashed runs ``expired`` (their process is gone, or -- for runs on
         other hosts -- their lease ran out); returns their ids. Every write does this first."""
         with self._txn(write=True) as conn:
-            digest = None if dataset is None else datasets.resolve(conn, dataset, self.path)
+            digest = None if dataset is None else self._resolve(conn, dataset)
             return spending.reconcile(self._store, conn, digest)
 
     # ---- what is spent ------------------------------------------------------------------
@@ -297,7 +316,7 @@ class Ledger:
         """
         orders = check_grid(orders, "orders")
         with self._txn(write=False) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
             return prior(
                 self._store,
@@ -329,7 +348,7 @@ class Ledger:
         conversion, exactly as :meth:`reserve` checks it)."""
         orders = check_grid(orders, "orders")
         with self._txn(write=False) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
             return budgets.constraints(
                 self._store, conn, digest, orders, target=target, exclude=exclude_reservation
@@ -361,7 +380,7 @@ class Ledger:
         run_id = check_run_id(run_id)
         lease = check_positive(lease_seconds, "lease_seconds")
         with self._txn(write=True) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
             rid, block_names = spending.reserve(
                 self._store,
@@ -388,14 +407,32 @@ class Ledger:
         events = check_events(events)
         run_id = check_run_id(run_id)
         with self._txn(write=True) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
             spending.reconcile_group(self._store, conn, digest)
             return spending.record(self._store, conn, digest, events, target, run_id, None)
 
-    def _commit_reservation(self, res: Reservation, events: list[Any]) -> list[int]:
+    def commit(self, reservation_id: str, events: Sequence[Any]) -> list[int]:
+        """Record ``events`` in place of reservation ``reservation_id`` (live or drawn: e.g. a
+        drawn one whose run crashed after drawing, by the run's resume) and close it; spend
+        within the reservation always fits. Returns the event ids."""
+        events = check_events(events)
         with self._txn(write=True) as conn:
-            return spending.commit(self._store, conn, res.id, res.dataset, res.run_id, events)
+            return spending.commit(self._store, conn, reservation_id, events)
+
+    def mark_drawn(self, reservation_id: str) -> None:
+        """Mark a live reservation drawn BEFORE any noise is drawn inside it (committed
+        durably): from then on its whole bound counts as spent and it is never reclaimed, even if
+        its process dies; only :meth:`commit` (the round's events) or :meth:`forfeit` closes it.
+        ``LedgerError`` if it is no longer live (nothing may be drawn then)."""
+        with self._txn(write=True) as conn:
+            spending.mark_drawn(self._store, conn, reservation_id)
+
+    def forfeit(self, reservation_id: str) -> list[int]:
+        """Close a drawn reservation whose answers were lost (its run died before keeping them)
+        as one event of its whole bound (``"lost-drawn-answers"``): the budget stays spent."""
+        with self._txn(write=True) as conn:
+            return spending.forfeit(self._store, conn, reservation_id)
 
     def release(self, reservation_id: str) -> bool:
         """Give back a live reservation (nothing spent). Returns False if it was no longer live."""
@@ -423,7 +460,7 @@ class Ledger:
         Every epsilon is converted with its budget's conversion (``budget["conversion"]``; each
         linked dataset's with its own)."""
         with self._txn(write=False) as conn:
-            digest = datasets.resolve(conn, dataset, self.path)
+            digest = self._resolve(conn, dataset)
             out = summaries.summary(self._store, conn, digest)
         out["budget_changes"] = self.budget_changes(digest)
         return out
@@ -437,13 +474,13 @@ class Ledger:
         Events of linked datasets (sharing records with this one) are listed too, with their
         ``dataset`` digest and ``linked: True``; they count in every block."""
         with self._txn(write=False) as conn:
-            return summaries.history(self._store, conn, datasets.resolve(conn, dataset, self.path))
+            return summaries.history(self._store, conn, self._resolve(conn, dataset))
 
     def audit_log(self, dataset: str) -> list[dict[str, Any]]:
         """Budget changes, registrations, record links, block registrations and reservation
         expiries/releases, oldest first."""
         with self._txn(write=False) as conn:
-            return read_audit(conn, datasets.resolve(conn, dataset, self.path))
+            return read_audit(conn, self._resolve(conn, dataset))
 
 
 class Reservation:
@@ -512,13 +549,17 @@ class Reservation:
             raise LedgerError(
                 f"reservation {self.id} is already closed; reserve again for more spend"
             )
-        events = check_events(events)
-        ids = self.ledger._commit_reservation(self, events)
+        ids = self.ledger.commit(self.id, events)
         self.closed = True
         return ids
 
+    def mark_drawn(self) -> None:
+        """:meth:`Ledger.mark_drawn`: call it before drawing any noise inside this reservation;
+        from then on it is spent (a release gives nothing back)."""
+        self.ledger.mark_drawn(self.id)
+
     def release(self) -> None:
-        """Give the whole reservation back (nothing spent)."""
+        """Give the whole reservation back (nothing spent); a drawn one stays spent."""
         if not self.closed:
             self.ledger.release(self.id)
             self.closed = True

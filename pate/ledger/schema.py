@@ -16,14 +16,39 @@ import sqlite3
 from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.formats import utc_now
+from pate.ledger.keying import key_check
+from pate.ledger.rekey import convert
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION = "pate-learn-ledger"
 
 # The datasets.conversion column of schema version 2 (also added in place by the migrations).
 _CONVERSION_COLUMN = (
     "conversion TEXT NOT NULL DEFAULT 'classic' CHECK (conversion IN ('classic', 'tight'))"
 )
+
+# Schema 4 adds 'drawn': noise was drawn inside the reservation, so it counts as spent and is never
+# reclaimed (only its commit replaces it with the round's events).
+_STATUS_COLUMN = (
+    "status TEXT NOT NULL CHECK (status IN ('active', 'drawn', 'committed', 'released', 'expired'))"
+)
+
+_RESERVATIONS = f"""CREATE TABLE {{table}} (
+    id TEXT PRIMARY KEY,
+    dataset TEXT NOT NULL REFERENCES datasets(digest),
+    run_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    process_token TEXT,
+    hostname TEXT NOT NULL,
+    created_utc TEXT NOT NULL,
+    heartbeat REAL NOT NULL,
+    lease_seconds REAL NOT NULL,
+    {_STATUS_COLUMN},
+    closed_utc TEXT
+);
+"""
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,22 +87,7 @@ CREATE TABLE event_blocks (
     block INTEGER NOT NULL REFERENCES blocks(id),
     PRIMARY KEY (event, block)
 );
-CREATE TABLE reservations (
-    id TEXT PRIMARY KEY,
-    dataset TEXT NOT NULL REFERENCES datasets(digest),
-    run_id TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    process_token TEXT,
-    hostname TEXT NOT NULL,
-    created_utc TEXT NOT NULL,
-    heartbeat REAL NOT NULL,
-    lease_seconds REAL NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('active', 'committed', 'released', 'expired')),
-    closed_utc TEXT
-);
-CREATE INDEX reservations_by_dataset ON reservations (dataset, status);
+{_RESERVATIONS.format(table="reservations")}CREATE INDEX reservations_by_dataset ON reservations (dataset, status);
 CREATE TABLE reservation_blocks (
     reservation TEXT NOT NULL REFERENCES reservations(id),
     block INTEGER NOT NULL REFERENCES blocks(id),
@@ -144,12 +154,14 @@ CREATE INDEX dataset_names_by_dataset ON dataset_names (dataset, created_utc);
 """
 
 
-def build_new(conn: sqlite3.Connection) -> None:
-    """Build the current schema in the empty database of ``conn`` (an autocommit connection)."""
+def build_new(conn: sqlite3.Connection, secret: bytes) -> None:
+    """Build the current schema in the empty database of ``conn`` (an autocommit connection),
+    keyed with ``secret`` (the ledger's key file, :mod:`pate.ledger.keying`)."""
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript("BEGIN;" + _SCHEMA + _SCHEMA_V2 + SCHEMA_NAMES + _SCHEMA_V3 + ";COMMIT;")
     conn.execute("INSERT INTO meta VALUES ('application', ?)", (APPLICATION,))
     conn.execute("INSERT INTO meta VALUES ('created_utc', ?)", (utc_now(),))
+    conn.execute("INSERT INTO meta VALUES ('key_check', ?)", (key_check(secret),))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
 
@@ -179,7 +191,7 @@ def check_state(path: pathlib.Path, version: int, tables: set[str], app: str | N
             f"pate-learn (this one reads version {SCHEMA_VERSION}); upgrade pate-learn. "
             "The file was left untouched."
         )
-    if version not in (1, 2, SCHEMA_VERSION):
+    if version not in (1, 2, 3, SCHEMA_VERSION):
         raise LedgerError(
             f"the ledger at {path} has unknown schema version {version} (expected "
             f"{SCHEMA_VERSION}); the file was left untouched."
@@ -206,25 +218,32 @@ def has_names_table(conn: sqlite3.Connection) -> bool:
     )
 
 
-def migrate(conn: sqlite3.Connection, path: pathlib.Path) -> tuple[int, list[str]]:
-    """Version 1 or 2 -> 3, in place, in the caller's write transaction: add the record and link
+def migrate(conn: sqlite3.Connection, path: pathlib.Path, secret: bytes) -> tuple[int, list[str]]:
+    """Version 1, 2 or 3 -> 4, in place, in the caller's write transaction: add the record and link
     tables (version 1), the conversion column (``'classic'`` for every dataset: what their
     budgets were judged with so far; also for a version-2 file written before it), then (version
     < 3) ``identities.key_version`` (1 for every stored identity: their keys include the
     records' shape) and ``datasets.relation`` (``'add-remove'``: what every budget is judged
-    for from now on), and bump ``user_version``. Every existing row is kept; events are not
+    for from now on), then (version < 4) the reservation status ``'drawn'`` and the keying of
+    every stored record key and dataset id with ``secret`` (:func:`pate.ledger.rekey.convert`:
+    the unkeyed ones are gone afterwards), and bump ``user_version``. Every budget, event and
+    name is kept; events are not
     rewritten: an event stored without a relation is read with the one it was analysed under
     (``analysis.legacy_relation``), and the ledger refuses to compose a replace-one event with
     anything (:func:`pate.ledger.composition.check_relations`). Another process may have
     migrated first. Returns (the version found, what was added)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (1, 2, SCHEMA_VERSION):
+    if version not in (1, 2, 3, SCHEMA_VERSION):
         raise LedgerError(
             f"the ledger at {path} changed to schema version {version} "
-            f"while being migrated (expected 1 or {SCHEMA_VERSION}); "
+            f"while being migrated (expected 1 to {SCHEMA_VERSION}); "
             "the file was left untouched."
         )
     added = _add_missing(conn, version, path)
+    if version < 4:
+        added += convert(conn, secret, _RESERVATIONS)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('key_check', ?)", (key_check(secret),))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_to_4_utc', ?)", (utc_now(),))
     if added:
         if version == 1:
             conn.execute(

@@ -7,7 +7,10 @@ new upper bound fit the budget in every block the run touches, then records the 
 the process id, host name and a lease. ``commit`` re-checks committed events + other live
 reservations + the realised events, so spend within a reservation always commits and nothing can
 ever overspend. A reservation whose process is dead (same host: the pid is gone, a zombie, or
-reused) or whose lease expired (another host) is marked ``expired`` by the next writer.
+reused) or whose lease expired (another host) is marked ``expired`` by the next writer -- unless
+it is ``drawn`` (:func:`mark_drawn`: its run was about to draw noise inside it): a drawn
+reservation counts as spent and is never reclaimed; only its commit (the round's events) or its
+forfeit (its whole bound, as an event: :func:`forfeit`) replaces it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pate.ledger.blocks import block_rows
 from pate.ledger.budgets import check_fits
 from pate.ledger.data import Item
 from pate.ledger.datasets import linked_pairs
-from pate.ledger.events import event_payload, reservation_event
+from pate.ledger.events import accountant, event_payload, load_curve, reservation_event
 from pate.ledger.formats import canonical, sha256_text, utc_now
 from pate.ledger.liveness import is_stale, process_token
 from pate.ledger.store import Store
@@ -171,14 +174,16 @@ def record(
     return ids
 
 
-def commit(
-    store: Store, conn: sqlite3.Connection, rid: str, digest: str, run_id: str, events: list[Any]
-) -> list[int]:
-    """Record the realised ``events`` of reservation ``rid`` and close it as committed."""
-    row = conn.execute("SELECT status FROM reservations WHERE id=?", (rid,)).fetchone()
+def commit(store: Store, conn: sqlite3.Connection, rid: str, events: list[Any]) -> list[int]:
+    """Record the realised ``events`` of reservation ``rid`` (live or drawn) and close it as
+    committed."""
+    row = conn.execute(
+        "SELECT status, dataset, run_id FROM reservations WHERE id=?", (rid,)
+    ).fetchone()
     if row is None:
         raise LedgerError(f"reservation {rid} is not in the ledger at {store.path}")
-    if row[0] == "committed":
+    status, digest, run_id = row
+    if status == "committed":
         raise LedgerError(f"reservation {rid} was already committed; reserve again for more spend")
     reconcile_group(store, conn, digest)
     target = frozenset(
@@ -190,6 +195,56 @@ def commit(
         "UPDATE reservations SET status='committed', closed_utc=? WHERE id=?", (utc_now(), rid)
     )
     return ids
+
+
+def mark_drawn(store: Store, conn: sqlite3.Connection, rid: str) -> None:
+    """Mark live reservation ``rid`` drawn, before its run draws any noise inside it: from now
+    on its whole bound counts as spent, whatever happens to the process (``LedgerError`` when it
+    is no longer live: then nothing may be drawn under it)."""
+    row = conn.execute("SELECT status, dataset FROM reservations WHERE id=?", (rid,)).fetchone()
+    if row is None or row[0] != "active":
+        raise LedgerError(
+            f"reservation {rid} is {'not in the ledger' if row is None else row[0]} at "
+            f"{store.path}, not live: no noise may be drawn under it; reserve again"
+        )
+    conn.execute("UPDATE reservations SET status='drawn' WHERE id=?", (rid,))
+    write_audit(conn, row[1], "draw-reservation", {"reservation": rid})
+
+
+def forfeit(store: Store, conn: sqlite3.Connection, rid: str) -> list[int]:
+    """Turn drawn reservation ``rid``, whose answers are lost, into one event of its whole
+    bound (mechanism ``"lost-drawn-answers"``, nothing answered): the budget stays spent and the
+    history shows why. Refused while another process that holds it still runs."""
+    row = conn.execute(
+        "SELECT status, payload, sha256, pid, process_token, hostname, heartbeat, lease_seconds "
+        "FROM reservations WHERE id=?",
+        (rid,),
+    ).fetchone()
+    if row is None or row[0] != "drawn":
+        raise LedgerError(
+            f"reservation {rid} is {'not in the ledger' if row is None else row[0]} at "
+            f"{store.path}, not drawn: only a drawn reservation is forfeited"
+        )
+    pid, token, host, beat, lease = row[3:]
+    mine = host == store.hostname and pid == os.getpid()
+    if not mine and not is_stale(pid, token, host, beat, lease, here=store.hostname):
+        raise LedgerError(
+            f"reservation {rid} is held by process {pid} on {host}, which still runs (it may "
+            "still keep and commit its answers); nothing was forfeited. Try again when it has "
+            "finished"
+        )
+    orders, rdp = load_curve(rid, row[1], row[2], store.path)
+    PrivacyEvent, _, _ = accountant()
+    event = PrivacyEvent(
+        mechanism="lost-drawn-answers",
+        params={"reservation": rid},
+        orders=orders,
+        rdp=rdp,
+        rdp_data_independent=rdp,
+        queries=0,
+        answered=0,
+    )
+    return commit(store, conn, rid, [event])
 
 
 def release(store: Store, conn: sqlite3.Connection, reservation_id: str) -> bool:

@@ -16,14 +16,16 @@ import socket
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from pate.core.errors import LedgerError
-from pate.ledger import schema
+from pate.ledger import keying, schema
 from pate.ledger.names import add_names_table
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
+T = TypeVar("T")
 
 
 def default_ledger_path() -> pathlib.Path:
@@ -51,6 +53,8 @@ class Store:
         self.timeout = timeout
         self.path = path
         self.hostname = socket.gethostname()
+        #: the ledger's secret (:mod:`pate.ledger.keying`), read when the file is opened
+        self.secret = b""
         self._conn: sqlite3.Connection | None = None
         if self.path.is_dir():
             raise LedgerError(
@@ -74,7 +78,8 @@ class Store:
     # ---- file and connection ------------------------------------------------------------
 
     def _create_file(self) -> None:
-        """Build the schema in a temporary file, then hard-link it into place (never over a file)."""
+        """Create the key file (:func:`pate.ledger.keying.create_key`), then build the schema in a
+        temporary file and hard-link it into place (never over a file)."""
         folder = self.path.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -83,9 +88,10 @@ class Store:
         except OSError as exc:
             raise LedgerError(f"cannot create a ledger at {self.path}: {exc}") from exc
         try:
+            secret = keying.create_key(self.path)
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
-                schema.build_new(conn)
+                schema.build_new(conn, secret)
             finally:
                 conn.close()
             with open(tmp, "rb") as fh:
@@ -140,6 +146,12 @@ class Store:
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
         schema.check_state(self.path, version, tables, app)
+        if version < schema.SCHEMA_VERSION:  # the one conversion to keyed ids makes the key
+            exists = keying.key_path(self.path).exists()
+            self.secret = keying.read_key(self.path) if exists else keying.create_key(self.path)
+        else:
+            self.secret = keying.read_key(self.path)
+            self._check_key()
         if version < schema.SCHEMA_VERSION or not self._ask(schema.has_current_columns):
             self._migrate()
         if not self._ask(schema.has_names_table):
@@ -151,17 +163,30 @@ class Store:
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
 
-    def _ask(self, question: Callable[[sqlite3.Connection], bool]) -> bool:
+    def _ask(self, question: Callable[[sqlite3.Connection], T]) -> T:
         """``question(connection)`` outside a transaction, its SQLite errors translated."""
         try:
             return question(self._open_conn())
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
 
+    def _check_key(self) -> None:
+        """Refuse a key file that is not this ledger's (its check value differs)."""
+        row = self._ask(
+            lambda conn: conn.execute("SELECT value FROM meta WHERE key='key_check'").fetchone()
+        )
+        if row is None or row[0] != keying.key_check(self.secret):
+            raise LedgerError(
+                f"the key file {keying.key_path(self.path)} is not the key of the ledger at "
+                f"{self.path}; restore the ledger's own key file from its backup (with another "
+                "key no record and no dataset of the ledger would be found again). Nothing was "
+                "written"
+            )
+
     def _migrate(self) -> None:
         """:func:`pate.ledger.schema.migrate` in one write transaction, then logged."""
         with self.transaction(write=True) as conn:
-            version, added = schema.migrate(conn, self.path)
+            version, added = schema.migrate(conn, self.path, self.secret)
         if added:
             logger.info(
                 "migrated the ledger at %s from schema version %d to %d (added %s)",

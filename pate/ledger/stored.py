@@ -18,7 +18,8 @@ from pate.ledger.store import Store
 def load_items(
     store: Store, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
 ) -> tuple[list[Item], list[Item]]:
-    """(committed events, live reservations other than ``exclude``) of a dataset."""
+    """(committed events and drawn reservations -- spent --, live reservations) of a dataset,
+    without reservation ``exclude``."""
     links: dict[int, set[int]] = {}
     for ev, blk in conn.execute(
         "SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
@@ -36,29 +37,29 @@ def load_items(
     for rid, blk in conn.execute(
         "SELECT rb.reservation, rb.block FROM reservation_blocks rb "
         "JOIN reservations r ON r.id = rb.reservation "
-        "WHERE r.dataset=? AND r.status='active'",
+        "WHERE r.dataset=? AND r.status IN ('active', 'drawn')",
         (digest,),
     ):
         res_links.setdefault(rid, set()).add(blk)
-    live = []
+    live: list[Item] = []
     for row in conn.execute(
         "SELECT id, payload, sha256, pid, process_token, hostname, heartbeat, "
-        "lease_seconds FROM reservations WHERE dataset=? AND status='active' "
-        "ORDER BY created_utc",
+        "lease_seconds, status FROM reservations WHERE dataset=? "
+        "AND status IN ('active', 'drawn') ORDER BY created_utc",
         (digest,),
     ):
-        if row[0] == exclude or is_stale(
-            row[3], row[4], row[5], row[6], row[7], here=store.hostname
+        drawn = row[8] == "drawn"  # noise drawn inside it: spent, whatever became of its run
+        if row[0] == exclude or (
+            not drawn and is_stale(row[3], row[4], row[5], row[6], row[7], here=store.hostname)
         ):
             continue
         orders, rdp = load_curve(row[0], row[1], row[2], store.path)
-        live.append(
-            Item(
-                reservation_event(orders, rdp, row[0]),
-                frozenset(res_links.get(row[0], ())),
-                reservation=row[0],
-            )
+        item = Item(
+            reservation_event(orders, rdp, row[0]),
+            frozenset(res_links.get(row[0], ())),
+            reservation=row[0],
         )
+        (events if drawn else live).append(item)
     return events, live
 
 
@@ -119,8 +120,8 @@ def stored_events(
 def reservation_infos(
     store: Store, conn: sqlite3.Connection, digest: str, live_only: bool
 ) -> list[ReservationInfo]:
-    """The reservations of ``digest`` (live ones only, or all), oldest first; an active one
-    whose process is dead reads as ``"stale"``."""
+    """The reservations of ``digest`` (those that count against the budget -- active and drawn
+    -- only, or all), oldest first; an active one whose process is dead reads as ``"stale"``."""
     names = dict(block_rows(conn, digest))
     links: dict[str, list[str]] = {}
     for rid, blk in conn.execute(
@@ -140,7 +141,7 @@ def reservation_infos(
         status = r[10]
         if status == "active" and is_stale(r[4], r[5], r[6], r[8], r[9], here=store.hostname):
             status = "stale"
-        if live_only and status != "active":
+        if live_only and status not in ("active", "drawn"):
             continue
         orders, rdp = load_curve(r[0], r[2], r[3], store.path)
         out.append(

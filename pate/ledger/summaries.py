@@ -33,7 +33,9 @@ def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, An
     records = conn.execute(
         "SELECT num_records FROM identities WHERE dataset=?", (digest,)
     ).fetchone()
-    own = [it for it in events if it.via is None]
+    # ``events`` holds the drawn reservations too (spent: their noise was drawn)
+    own = [it for it in events if it.via is None and it.reservation is None]
+    drawn = [it for it in events if it.via is None and it.reservation is not None]
     out: dict[str, Any] = {
         "dataset": digest,
         "name": first_name(conn, digest),
@@ -42,7 +44,8 @@ def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, An
         "records": None if records is None else int(records[0]),
         "budget": None if budget is None else dataclasses.asdict(budget),
         "events": len(own),
-        "linked_events": len(events) - len(own),
+        "drawn_reservations": len(drawn),
+        "linked_events": sum(1 for it in events if it.via is not None and it.reservation is None),
         "runs": runs,
     }
     all_items = events + live
@@ -130,7 +133,8 @@ def _spend_per_block(
 
 
 def _live_reservations(infos: list[ReservationInfo], budget: Budget | None) -> list[dict[str, Any]]:
-    """The active and stale reservations among ``infos``, each with its own epsilon."""
+    """The active, stale and drawn reservations among ``infos`` (a drawn one counts as spent),
+    each with its own epsilon."""
     _, _, eps_from_rdp = accountant()
     delta = budget.delta if budget else None
     conversion = budget.conversion if budget else "classic"
@@ -149,7 +153,7 @@ def _live_reservations(infos: list[ReservationInfo], budget: Budget | None) -> l
             else float(eps_from_rdp(r.rdp, orders=r.orders, delta=delta, conversion=conversion)[0]),
         }
         for r in infos
-        if r.status in ("active", "stale")
+        if r.status in ("active", "stale", "drawn")
     ]
 
 
@@ -173,7 +177,9 @@ def _linked_spend(
                 "shared_records": shared,
                 "name": first_name(conn, other),
                 "budget": None if other_budget is None else dataclasses.asdict(other_budget),
-                "events": sum(1 for it in other_events if it.via is None),
+                "events": sum(
+                    1 for it in other_events if it.via is None and it.reservation is None
+                ),
                 "live_reservations": sum(1 for it in other_live if it.via is None),
                 "spent_and_reserved": reserved,
                 "remaining": (

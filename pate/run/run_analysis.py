@@ -104,9 +104,13 @@ def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
     eps = budget.get("eps")
     spent = None if s["spent"] is None else float(s["spent"])
     remaining = s.get("remaining_effective", s["remaining"])
+    names = {row["dataset"]: row["name"] for row in s.get("linked", [])}
+    names[s["dataset"]] = s["name"]
+    limited = s.get("limited_by")
+    # the report names datasets by the user's names, never by an id (a digest of the records)
     return {
         "path": str(s["ledger"]),
-        "dataset": s["dataset"],
+        "dataset": s["name"] or "unnamed dataset",
         "name": s["name"],
         "budget_eps": eps,
         "budget_delta": budget.get("delta"),
@@ -114,7 +118,7 @@ def _ledger_summary(run: Run, dataset: str | None) -> dict | None:
         "remaining_eps": None if remaining is None else float(remaining),
         "events": int(s["events"]),
         "linked_events": int(s.get("linked_events", 0)),
-        "limited_by": s.get("limited_by"),
+        "limited_by": None if limited is None else (names.get(limited) or "a linked dataset"),
         "runs": int(s["runs"]),
         "budget_changes": changes,
     }

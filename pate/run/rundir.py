@@ -283,6 +283,8 @@ class Run:
         # this directory instance: a copy of it (cp -r, a restored backup) is another directory
         # with the same run.json, and must not draw or charge answers under this run id
         self.state = dict(self.state, directory=directory_identity(self.run_dir))
+        if "dataset_id" in self.objects:  # the ledger's (keyed) id of the records it starts on
+            self.state["dataset_id"] = self.objects["dataset_id"]
         atomic_write_json(self.run_dir / CONFIG, self.config)
         atomic_write_json(self.run_dir / STATE, self.state)
 
@@ -376,8 +378,10 @@ class Run:
     # ---------------------------------------------------------------- resources
 
     def provide_data(self, data) -> None:
-        """Give the run its data in memory (``[data] name = "memory:<digest>"``, the Python
-        API); it must be the data the run was started with."""
+        """Give the run its data in memory (``[data] name = "memory:<name>"``, the Python API:
+        the user's ``dataset=``, never derived from the records); it must carry the name the run
+        was started with (the ledger's id of the records, kept in ``run.json``, tells whether
+        they are the same records: :func:`pate.run.stages.budget.authorize`)."""
         from pate.run import config as C
 
         started_on = C.sections(self.config).data.name

@@ -8,8 +8,9 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
                            reservations.
 ``history --dataset D``    every recorded event with its own and the cumulative epsilon.
 ``set --dataset D --eps E --delta D [--name N] [--data-dependent] [--conversion C] [--reason TEXT]``
-                           set (or register with) a budget; D must be a sha256 digest for a
-                           new dataset (use the one ``digest --config`` prints). ``C`` is the
+                           set (or register with) a budget; D is a name or an id a
+                           ``digest --config`` registered, or a sha256 digest (of ids) for a
+                           new dataset (the ledger keys it). ``C`` is the
                            RDP -> (eps, delta) conversion the budget is judged with,
                            ``classic`` (default) or ``tight``; a run's ``[privacy] conversion``
                            must match it. Raising or lowering a spent budget, or changing its
@@ -23,19 +24,21 @@ Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
                            id digest and the digest ``pate run`` uses): their spend then counts
                            against each other. Links are never removed.
 ``release --reservation ID``
-                           give back a live reservation by hand (e.g. a run that hung).
+                           give back a live reservation by hand (e.g. a run that hung); a
+                           drawn one (noise was drawn inside it) stays spent.
 ``digest --config FILE [--ledger PATH]``
-                           the dataset digest ``pate run`` uses for the config's private split
-                           (content of the records, independent of row order and file), its
-                           record count and, with ``--ledger``, the registered datasets sharing
-                           records with it and their budgets.
+                           register the config's private split in the ledger (its records, the
+                           name ``pate run`` gives it, no budget) and print its id there -- the
+                           ledger keys it with its secret, so the id tells nothing about the
+                           records -- its name, record count and the registered datasets
+                           sharing records with it and their budgets.
 ``digest --ids FILE``      the dataset digest of explicit record ids (.npy array, or one id per
                            line) -- for datasets registered by hand, not what ``pate run`` uses.
 
 ``D`` is a digest, a dataset name (the first it was registered with or any later one), or a
 unique digest prefix of at least 8 hex digits.
 
-``digest --config`` prints :func:`pate.run.stages.config_identity`, the identity ``pate run`` uses.
+``digest --config`` registers :func:`pate.run.stages.config_identity`, the identity ``pate run`` uses.
 """
 
 from __future__ import annotations
@@ -137,7 +140,9 @@ def _add_link_parser(sub) -> None:
 
 def _add_digest_parser(sub) -> None:
     p = sub.add_parser(
-        "digest", help="the dataset digest `pate run` uses for a config (or of record ids)"
+        "digest",
+        help="register a config's private split in the ledger and print its id (or the "
+        "digest of record ids)",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -159,7 +164,8 @@ def _add_digest_parser(sub) -> None:
     p.add_argument(
         "--ledger",
         default=None,
-        help="with --config: list the datasets of this ledger sharing records with it",
+        help="with --config: the ledger to register the records in (default: $PATE_LEDGER, "
+        "else ~/.local/share/pate/ledger.sqlite3)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -214,39 +220,43 @@ def _digest(args) -> int:
         _print_json({"digest": digest}) if args.json else print(digest)
         return 0
     from pate.run.config import load
-    from pate.run.stages import config_identity
+    from pate.run.stages.budget import register_config
 
-    identity = config_identity(load(args.config))
-    out = {"digest": identity.digest, "records": identity.num_records, "config": args.config}
-    if args.ledger is not None:
-        with Ledger(args.ledger, create=False) as ledger:
-            out["ledger"] = str(ledger.path)
-            out["overlaps"] = ledger.overlapping(identity)
+    with Ledger(args.ledger, create=True) as ledger:
+        digest, name, identity = register_config(load(args.config), ledger)
+        out = {
+            "digest": digest,
+            "name": name,
+            "records": identity.num_records,
+            "config": args.config,
+            "ledger": str(ledger.path),
+            "overlaps": ledger.overlapping(identity),
+        }
     if args.json:
         _print_json(out)
         return 0
-    print(identity.digest)
+    print(digest)
+    print(f"name       {name} (pate budget set --dataset takes the name or the id)")
     print(f"records    {identity.num_records} (private split of {args.config})")
-    if args.ledger is not None:
-        rows = out["overlaps"]
-        if not rows:
-            print(
-                f"ledger     {out['ledger']}: no registered dataset shares records with it "
-                "(a run starts it with the config's budget)"
-            )
-        for r in rows:
-            b = r["budget"]
-            budget = (
-                "no budget"
-                if b is None
-                else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']}, {b['conversion']})"
-            )
-            what = (
-                "this dataset"
-                if r["same"]
-                else (f"shares {r['shared_records']} of its {r['num_records']} record(s)")
-            )
-            print(f"ledger     {r['dataset'][:12]} {r['name'] or '-'}: {what}; {budget}")
+    rows = out["overlaps"]
+    if not rows:
+        print(
+            f"ledger     {out['ledger']}: no registered dataset shares records with it "
+            "(a run starts it with the config's budget)"
+        )
+    for r in rows:
+        b = r["budget"]
+        budget = (
+            "no budget"
+            if b is None
+            else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['basis']}, {b['conversion']})"
+        )
+        what = (
+            "this dataset"
+            if r["same"]
+            else (f"shares {r['shared_records']} of its {r['num_records']} record(s)")
+        )
+        print(f"ledger     {r['dataset'][:12]} {r['name'] or '-'}: {what}; {budget}")
     return 0
 
 
@@ -361,7 +371,7 @@ def _release(ledger, args) -> None:
     released = ledger.release(args.reservation)
     _print_json({"reservation": args.reservation, "released": released}) if args.json else print(
         f"reservation {args.reservation} "
-        f"{'released' if released else 'was no longer live; nothing to do'}"
+        f"{'released' if released else 'was not live (drawn: spent; or closed); nothing to do'}"
     )
 
 
@@ -394,7 +404,7 @@ def _print_summary(s: dict) -> None:
         _print_linked(s)
     _print_budget_changes(s)
     if s["reservations"]:
-        print("live reservations")
+        print("reservations (drawn: noise was drawn inside it, counted as spent)")
         for r in s["reservations"]:
             print(
                 f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
@@ -422,7 +432,12 @@ def _print_budget_lines(s: dict) -> None:
         )
     print(
         f"spent      eps={_fmt(s['spent'])}  (committed: {s['events']} event(s) from {s['runs']} run(s)"
-        f"{', worst block' if s['blocks'] else ''})"
+        + (
+            f", and {s['drawn_reservations']} drawn reservation(s)"
+            if s.get("drawn_reservations")
+            else ""
+        )
+        + f"{', worst block' if s['blocks'] else ''})"
     )
     if b is not None:
         print(
@@ -431,8 +446,8 @@ def _print_budget_lines(s: dict) -> None:
             "differentially private itself; do not publish it without a smooth-sensitivity release)"
         )
         print(
-            f"reserved   eps={_fmt(s['spent_and_reserved'])}  (committed + "
-            f"{len(s['reservations'])} live reservation(s))"
+            f"reserved   eps={_fmt(s['spent_and_reserved'])}  (spent + "
+            f"{sum(r['status'] != 'drawn' for r in s['reservations'])} live reservation(s))"
         )
         print(f"remaining  eps={_fmt(s['remaining'])}")
 

@@ -63,7 +63,7 @@ def budget_command(
             f"delta={delta:g}, conversion={conversion!r})"
         )
     return (
-        f"pate budget set --dataset {digest} --eps {eps:.10g} --delta {delta:g} --conversion "
+        f"pate budget set --dataset {shlex.quote(digest)} --eps {eps:.10g} --delta {delta:g} --conversion "
         f"{conversion} --ledger {shlex.quote(str(ledger))}"
     )
 

@@ -98,9 +98,10 @@ def ledger_remaining(path, data, identity=None) -> float | None:
     if identity is None:
         identity = dataset_identity(data.private.x, data.private.y)
     with Ledger(path, create=False) as ledger:
-        if not any(d["digest"] == identity.digest for d in ledger.datasets()):
+        digest = ledger.dataset_id(identity)
+        if not any(d["digest"] == digest for d in ledger.datasets()):
             return None
-        summary = ledger.summary(identity.digest)
+        summary = ledger.summary(digest)
     left = summary.get("remaining_effective", summary.get("remaining"))
     return None if left is None else float(left)
 

@@ -3,10 +3,10 @@ charged.
 
 Whatever the mechanism, the stage opens the ledger, resolves the run's dataset and budget in it,
 and then either returns the published answers (``aggregate.json`` is written last, after every
-charge), or resumes an interrupted stage from its pending file (charging what the ledger does not
-hold, then publishing: :func:`pate.run.stages.resume.finish_pending`), or runs the loop of the
+charge), or resumes an interrupted stage from its pending file (committing the rounds the ledger
+holds as drawn, then publishing: :func:`pate.run.stages.resume.finish_pending`), or runs the loop of the
 mechanism's kind (:data:`KIND_LOOPS`), each built on the one round driver
-:func:`pate.run.stages.rounds.ask_in_rounds` (reserve -> draw -> write pending -> commit), with
+:func:`pate.run.stages.rounds.ask_in_rounds` (reserve -> mark drawn -> draw -> write pending -> commit), with
 ``labels.npy``/``answered.npy``/``aggregate.json`` written only after the last commit.
 """
 
@@ -23,7 +23,7 @@ from pate.run.stages.aggregate_sample import aggregate_sample
 from pate.run.stages.aggregate_votes import aggregate_votes
 from pate.run.stages.budget import authorize
 from pate.run.stages.pending import aggregate_info
-from pate.run.stages.resume import finish_pending
+from pate.run.stages.resume import finish_pending, settle_lost_draws
 
 #: The aggregate loop of each kind of mechanism (``pate.mechanisms.KINDS``), by kind name:
 #: ``loop(run, spec, ledger, dataset, run_id) -> info``.
@@ -37,7 +37,8 @@ KIND_LOOPS: dict[str, Callable[..., dict]] = {
 def aggregate(run: Run) -> dict:
     """Noisy labels within the budget; nothing reaches ``labels.npy`` before it is charged (see
     the module docstring). A crash between drawing and publishing leaves the pending file, which
-    ``--resume`` charges and publishes (or discards)."""
+    ``--resume`` charges and publishes; a crash after a draw and before the pending write leaves
+    a drawn reservation, which the resume forfeits (the budget is lost, never freed)."""
     spec = C.sections(run.config).aggregator.spec
     run_id = run.run_id + ":aggregate"
     run.check_not_a_copy()  # a copied run directory never draws or charges under this run id
@@ -49,6 +50,7 @@ def aggregate(run: Run) -> dict:
             return aggregate_info(R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS))
         if run.path(R.PENDING).exists() or run.path(R.PENDING_SUMMARY).exists():
             return finish_pending(run, ledger, dataset, run_id)
+        settle_lost_draws(ledger, dataset, run_id)  # a crash after a draw, before its pending file
         return KIND_LOOPS[spec.kind.name](run, spec, ledger, dataset, run_id)
     finally:
         if ledger is not None:

@@ -128,7 +128,7 @@ def _reserve(
         summary = ledger.summary(dataset)
         raise BudgetExceededError(
             f"the ledger {ledger.path} has no room for even one query of {spec.title} "
-            f"on this dataset ({dataset[:16]}...: spent and reserved eps="
+            f"on the dataset {summary['name'] or 'of this run'!r} (spent and reserved eps="
             f"{summary['spent_and_reserved']:.6g} of {summary['budget']['eps']:g}); "
             "nothing was drawn or charged. Use more noise, or "
             + raise_hint(run, ledger, dataset, queries * worst),
@@ -335,6 +335,8 @@ def _release_round(
     events, release, plan = list(aggregator.accountant.events), None, held.plan
     if plan["release"]:
         asked = rounds.asked
+        if held.release is not None:
+            held.release.mark_drawn()  # spent before the release's noise is drawn
         release = draw_release(
             run.config, votes_all[:asked], answers.answered[:asked], noise.release
         )

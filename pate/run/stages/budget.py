@@ -26,6 +26,18 @@ def config_identity(config: dict):
     return dataset_identity(data.private.x, data.private.y)
 
 
+def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
+    """Register the private split of ``config`` in ``ledger`` with its records and the name a
+    run gives it, no budget (``pate budget digest --config``): ``(its id in the ledger, its
+    first name, its identity)``; then ``pate budget set --dataset NAME-or-ID`` finds it."""
+    identity = config_identity(config)
+    s = C.sections(config)
+    digest = ledger.dataset_id(identity)
+    name = _dataset_name(s.privacy.dataset, s.data.name, ledger.datasets(), digest)
+    ledger.register_identity(identity, name=name)
+    return digest, dataset_ref(ledger, digest), identity
+
+
 def run_identity(run: Run):
     """The private split's identity (hashed once per open run: preflight, the ledger and a
     later Private-kNN round all ask for it)."""
@@ -64,9 +76,11 @@ def authorize(run: Run, ledger) -> str:
     # a started run that names the budget it last ran under (its config.json's) may go on with
     # the ledger's when that was changed since; a budget asked for anew must be the ledger's
     resumed = given is not None and given == run.objects.get("recorded_budget_eps")
+    digest = ledger.dataset_id(identity)
+    _check_same_records(run, digest)
     known = ledger.datasets()
     for d in known:
-        if d["digest"] == identity.digest and d["budget_eps"] is not None:
+        if d["digest"] == digest and d["budget_eps"] is not None:
             _check_budget(
                 run,
                 ledger,
@@ -75,20 +89,22 @@ def authorize(run: Run, ledger) -> str:
                 (given, priv.delta, priv.conversion),
                 resumed=resumed,
             )
-    name = _dataset_name(priv.dataset, s.data.name, known, identity.digest)
+    data_name = s.data.name.removeprefix("memory:")  # pate.fit's arrays: the user's name
+    name = _dataset_name(priv.dataset, data_name, known, digest)
     budget = None
     if (
-        not any(d["digest"] == identity.digest and d["budget_eps"] is not None for d in known)
+        not any(d["digest"] == digest and d["budget_eps"] is not None for d in known)
         and register is None
     ):
         caller = caller_of(run)
         raise ConfigError(
-            f"the ledger {ledger.path} holds no budget for this dataset ({identity.digest[:16]}"
-            f"...) yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
+            f"the ledger {ledger.path} holds no budget for this dataset ({name or data_name}) "
+            f"yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
             f"budget) or {C.setting('aggregator', 'target_eps', source=caller)} (what this run "
             "spends, then also registered as the lifetime budget)"
         )
-    digest = ledger.register_identity(identity, name=name)
+    ledger.register_identity(identity, name=name)
+    run.objects["dataset_id"] = digest  # run.json keeps it (Run.start): a resume checks it
     budget = ledger.budget(digest)
     if budget is None:
         _register_budget(run, ledger, digest, eps=register, given=given)
@@ -106,15 +122,41 @@ def authorize(run: Run, ledger) -> str:
     return digest
 
 
+def _check_same_records(run: Run, digest: str) -> None:
+    """ConfigError when the run was started on other private records than these (``run.json``
+    keeps the ledger's id of the records it was started on: keyed, it tells nothing about them)."""
+    started_on = run.state.get("dataset_id")
+    if started_on is not None and started_on != digest:
+        raise ConfigError(
+            f"{run.run_dir} was started on other private records: the data differs from the "
+            "records this run was started with (its teachers were trained on those); use a "
+            "new run directory"
+        )
+
+
+def dataset_ref(ledger, digest: str) -> str:
+    """What messages and commands call the dataset ``digest`` of ``ledger``: its first name (a
+    run registers one), else its keyed id (never a digest of its records)."""
+    names = [d["name"] for d in ledger.datasets() if d["digest"] == digest]
+    return names[0] if names and names[0] else digest
+
+
 def _dataset_name(name: str | None, data_name: str, known: list, digest: str) -> str | None:
     """The name a dataset is registered under: ``[privacy] dataset`` when given, else the data's
-    name, unless another set of records in the ledger (``known``) already carries it."""
-    if name is None:
-        taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"])}
-        name = data_name
-        if taken.get(name, digest) != digest:
-            name = None
-    return name
+    name; when another set of records in the ledger (``known``) already carries it, a new
+    dataset gets the data's name with the first free number, ``"NAME (2)"``, and a dataset
+    that has a first name keeps it (None). A name never derives from the records."""
+    if name is not None:
+        return name
+    taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"]) if n}
+    if taken.get(data_name, digest) == digest:
+        return data_name
+    if any(d["digest"] == digest and d["name"] for d in known):
+        return None
+    number = 2
+    while f"{data_name} ({number})" in taken:
+        number += 1
+    return f"{data_name} ({number})"
 
 
 def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float | None) -> None:
@@ -124,12 +166,13 @@ def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float 
     ledger.set_budget(digest, eps=eps, delta=priv.delta, conversion=priv.conversion)
     if given is None:
         caller = caller_of(run)
+        label = dataset_ref(ledger, digest)
         logger.warning(
-            "the ledger %s registered this dataset (%s...) with the lifetime budget eps=%g, "
+            "the ledger %s registered the dataset %r with the lifetime budget eps=%g, "
             "this run's %s (%s was not given); later runs on the same records share it. To "
             "allow more over the dataset's life, give %s the first time, or raise it with %s",
             ledger.path,
-            digest[:16],
+            label,
             eps,
             C.setting("aggregator", "target_eps", source=caller),
             C.setting("privacy", "budget_eps", source=caller),
@@ -137,7 +180,7 @@ def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float 
             C.budget_command(
                 caller,
                 ledger=ledger.path,
-                digest=digest,
+                digest=label,
                 eps=eps * 2,
                 delta=priv.delta,
                 conversion=priv.conversion,
@@ -159,11 +202,11 @@ def _check_budget(
             return
         run.objects["budget_noted"] = b_eps
         logger.warning(
-            "the ledger %s holds the lifetime budget eps=%g for this dataset (%s...); "
+            "the ledger %s holds the lifetime budget eps=%g for the dataset %r; "
             "this run last ran under eps=%g and goes on with the ledger's",
             ledger.path,
             b_eps,
-            digest[:16],
+            dataset_ref(ledger, digest),
             eps,
         )
         return
@@ -185,14 +228,15 @@ def _check_budget(
     command = C.budget_command(
         caller,
         ledger=ledger.path,
-        digest=digest,
+        digest=dataset_ref(ledger, digest),
         eps=b_eps if eps is None else eps,
         delta=delta,
         conversion=conversion,
     )
     raise ConfigError(
         f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
-        f"({b_conv} conversion) for this dataset ({digest[:16]}...), but this run asks for "
+        f"({b_conv} conversion) for the dataset {dataset_ref(ledger, digest)!r}, but this run "
+        "asks for "
         + ", ".join(C.assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
         + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
         f"`{command}` (recorded, and shown in the report)"
@@ -267,7 +311,7 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
     command = C.budget_command(
         caller,
         ledger=ledger.path,
-        digest=dataset,
+        digest=dataset_ref(ledger, dataset),
         eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"]) + cost)) / 100,
         delta=budget["delta"],
         conversion=budget["conversion"],
@@ -328,7 +372,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     where = (
         ""
         if not limited or limited == dataset
-        else f" (limited by the linked dataset {limited[:16]}...)"
+        else f" (limited by the linked dataset {dataset_ref(ledger, limited)!r})"
     )
     if C.sections(run.config).aggregator.target_eps is not None:
         fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
@@ -336,7 +380,8 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "
     raise BudgetExceededError(
         f"the ledger {ledger.path} has no room for {what}: it costs eps={cost:.4g} at most, and "
-        f"this dataset ({dataset[:16]}...) has eps={remaining:.4g} left{where} of its lifetime "
+        f"the dataset {dataset_ref(ledger, dataset)!r} has eps={remaining:.4g} left{where} of its "
+        "lifetime "
         f"budget eps={budget['eps']:g} (spent and reserved: eps="
         f"{summary['spent_and_reserved']:.4g}). Nothing was trained, drawn or charged. To go on, "
         f"{fix}{raise_hint(run, ledger, dataset, full)}",

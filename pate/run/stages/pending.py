@@ -51,7 +51,8 @@ def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
             f"{run.run_dir} holds the answers of an aggregate stage interrupted under an earlier "
             f"version of pate-learn ({R.PENDING} + {R.PENDING_SUMMARY}), whose charge this "
             "version cannot check against the ledger: they are not published. Delete both files "
-            "to discard them (never released; what the ledger charged for them stays spent), "
+            "(their answers are not published: do not share them; what the ledger charged for "
+            "them stays spent), "
             "then run the aggregate stage again"
         )
     try:

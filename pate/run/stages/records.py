@@ -193,12 +193,10 @@ def _usable_earlier_run(run: Run, path: pathlib.Path, where: str) -> tuple[dict,
             f"this run's is {ledger}; both rounds must be charged to the same "
             "ledger, which composes them against one budget"
         )
-    digest = run_identity(run).digest
+    with contextlib.closing(run.ledger()) as opened:
+        digest = opened.dataset_id(run_identity(run))  # the ledger's (keyed) id of the records
     if summary["dataset"] != digest:
-        raise ConfigError(
-            f"{where}: that run's private records ({summary['dataset'][:16]}...) "
-            f"are not this run's ({digest[:16]}...)"
-        )
+        raise ConfigError(f"{where}: that run's private records are not this run's")
     return summary, digest
 
 

@@ -1,60 +1,78 @@
-"""The resume of an interrupted aggregate stage: the rounds of its pending file that the ledger
-does not hold are charged (by reservation id, never by counting), the planned sanitized release is
-drawn if the interruption came before it, and the answers are published -- or discarded, never
-released, when they can no longer be charged."""
+"""The resume of an interrupted aggregate stage.
+
+Every round's reservation was marked ``drawn`` in the ledger before its noise was drawn
+(:mod:`pate.run.stages.rounds`), so it is spent whatever became of the process. A round of the
+pending file whose reservation the ledger holds as drawn gets its recorded events committed in its
+place (they fit by construction) and its answers are published; a drawn reservation of this run
+whose answers never reached the pending file is forfeited (its whole bound stays spent, recorded
+as a ``lost-drawn-answers`` event, and the log says the budget was lost). Which rounds were charged
+is read from the ledger by reservation id, never by counting. The planned sanitized release is
+drawn if the interruption came before it.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import logging
 
 from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
-from pate.run.stages.pending import aggregate_info, publish, read_pending, write_pending
+from pate.run.stages.pending import aggregate_info, publish, read_pending
 from pate.run.stages.release import draw_release, release_plan
 from pate.run.stages.rounds import Answers, Rounds, commit_round
 from pate.teachers.errors import ConfigError
 
-
-def _charged_keys(ledger, dataset: str, run_id: str) -> set[str]:
-    """The reservation ids under which the ledger holds committed events of ``run_id``."""
-    return {e.reservation for e in ledger.events(dataset, run_id=run_id) if e.reservation}
+logger = logging.getLogger("pate")
 
 
-def _charge_round(run: Run, ledger, dataset: str, run_id: str, entry: dict, rewrite) -> None:
-    """Charge one pending round that the ledger does not hold (its reservation was never
-    committed): reserve its events' data-independent cost, add the new reservation id to the
-    round's keys in the pending file (``rewrite()``), then commit. A crash anywhere leaves the
-    round either uncharged (charged by the next resume) or charged under a key the pending file
-    names: never charged twice, never published uncharged."""
-    from pate.analysis import PrivacyEvent
+def _reservations_of(ledger, dataset: str, run_id: str) -> tuple[set[str], set[str]]:
+    """(ids of the reservations under which the ledger holds committed events of ``run_id``, ids
+    of its drawn reservations)."""
+    charged = {e.reservation for e in ledger.events(dataset, run_id=run_id) if e.reservation}
+    drawn = {
+        r.id
+        for r in ledger.reservations(dataset, live_only=False)
+        if r.status == "drawn" and r.run_id == run_id
+    }
+    return charged, drawn
 
-    events = [PrivacyEvent.from_dict(e) for e in entry["events"]]
-    if not events:
-        return
-    orders = events[0].orders
-    worst = sum(
-        (np.asarray(e.rdp_data_independent, dtype=float) for e in events), np.zeros(orders.size)
-    )
-    with ledger.reserve(dataset, orders=orders, rdp=worst, run_id=run_id) as reservation:
-        entry["keys"].append(reservation.id)
-        rewrite()
-        reservation.commit(events)
+
+def forfeit_lost_draws(ledger, dataset: str, run_id: str, drawn: set[str]) -> None:
+    """Forfeit the drawn reservations ``drawn`` of ``run_id`` whose answers are not in a pending
+    file (the process died after the mark, before the write): their bound stays spent."""
+    for rid in sorted(drawn):
+        ledger.forfeit(rid)
+        logger.warning(
+            "the aggregate stage of run %s was interrupted after drawing noise inside ledger "
+            "reservation %s and before keeping its answers in its pending file: that "
+            "reservation's whole bound stays spent (budget lost, recorded as a "
+            "'lost-drawn-answers' event); this run does not publish those answers",
+            run_id,
+            rid,
+        )
+
+
+def settle_lost_draws(ledger, dataset: str | None, run_id: str) -> None:
+    """Before a fresh start of the aggregate stage (no pending file): forfeit every drawn
+    reservation of ``run_id`` (:func:`forfeit_lost_draws`)."""
+    if ledger is not None:
+        forfeit_lost_draws(ledger, dataset, run_id, _reservations_of(ledger, dataset, run_id)[1])
 
 
 def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
-    """Resume after a crash between drawing and publishing: charge the rounds whose charge the
-    ledger does not hold, then publish -- or, if they no longer fit, discard the answers (never
-    released).
+    """Resume after a crash between drawing and publishing: commit the events of every pending
+    round whose reservation the ledger holds as drawn, forfeit the drawn reservations whose
+    answers are not in the pending file, then publish.
 
     Which rounds were charged is read from the ledger by key, never by counting: each round of
-    the pending file names the reservation id(s) it was (or is being) committed under, and the
-    ledger stores that id with every committed event. Events of another run, or of another copy
-    of this run directory, carry other reservation ids and are never taken for this one's."""
-    from pate.analysis import PrivacyEvent
-
+    the pending file names the reservation id(s) it was drawn under, and the ledger stores that
+    id with every committed event. Events of another run, or of another copy of this run
+    directory, carry other reservation ids and are never taken for this one's. A round whose
+    reservation the ledger holds neither as charged nor as drawn (a pending file of an earlier
+    version, or of another ledger) is refused: its answers were never charged, so they are not
+    published."""
     arrays, state = read_pending(run, run_id)
     labels, answered = arrays["labels"], arrays["answered"]
     scores = arrays.get("scores")
@@ -62,64 +80,78 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     if ledger is None:
         raise ConfigError(
             f"{run.path(R.PENDING)} holds answers drawn inside ledger reservations, "
-            "but this run has no ledger; they are not published. Delete it, then "
-            "run the aggregate stage again"
+            "but this run has no ledger; they are not published. Delete it (its answers were "
+            "never charged here: do not share them), then run the aggregate stage again"
         )
-
-    def rewrite():
-        write_pending(run, labels, answered, summary, rounds, scores)
-
-    charged = _charged_keys(ledger, dataset, run_id)
-    for entry in rounds:
-        if charged.isdisjoint(entry["keys"]):
-            try:
-                _charge_round(run, ledger, dataset, run_id, entry, rewrite)
-            except BudgetExceededError as exc:
-                run.path(R.PENDING).unlink(missing_ok=True)
-                raise BudgetExceededError(
-                    f"the answers drawn before the interruption can no longer be charged ({exc}); "
-                    "they were discarded, never released. Start a new run directory"
-                ) from None
+    _commit_drawn_rounds(run, ledger, dataset, run_id, rounds)
     if summary["release_plan"]["release"] and summary["release"] is None:
-        # the interruption came before the planned release was drawn: draw it now inside a
-        # reservation, keep it in the pending file with that reservation's id, commit, and only
-        # then publish it (or, if it no longer fits, report the data-independent eps)
-        config, asked = run.config, int(summary["queries_asked"])
-        votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
-        orders = C.orders(config)
-        plan = release_plan(
-            config,
-            num_teachers=int(votes_all[0].sum()),
-            num_classes=int(votes_all.shape[1]),
-            orders=orders,
-        )
-        event = PrivacyEvent(
-            "gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"], queries=0, answered=0
-        )
-        try:
-            reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
-        except BudgetExceededError:
-            summary["release_plan"] = dict(
-                summary["release_plan"],
-                release=False,
-                fallback=(
-                    "the run was interrupted before its sanitized release and the ledger no longer "
-                    "covers it; the data-independent epsilon is reported"
-                ),
-            )
-        else:
-            with reservation:
-                summary["release"] = draw_release(
-                    config, votes_all[:asked], answered[:asked], run.noise_streams().release
-                )
-                summary["events"].append(event.to_dict())
-                commit_round(
-                    run,
-                    reservation,
-                    [event],
-                    Answers(labels, answered, scores),
-                    summary,
-                    Rounds(charges=rounds),
-                )
+        _draw_release(run, ledger, dataset, run_id, state, Answers(labels, answered, scores))
     publish(run, labels, answered, summary, scores)
     return aggregate_info(summary)
+
+
+def _commit_drawn_rounds(run: Run, ledger, dataset: str, run_id: str, rounds: list) -> None:
+    """Commit the events of every pending round (``rounds``) that the ledger holds as drawn, not
+    yet as charged; forfeit this run's other drawn reservations; refuse a round whose
+    reservation the ledger holds neither way (:func:`finish_pending`)."""
+    from pate.analysis import PrivacyEvent
+
+    charged, drawn = _reservations_of(ledger, dataset, run_id)
+    for entry in rounds:
+        if not charged.isdisjoint(entry["keys"]):
+            continue
+        held = [key for key in entry["keys"] if key in drawn]
+        if not held:
+            raise ConfigError(
+                f"{run.path(R.PENDING)} holds answers drawn under ledger reservation(s) "
+                f"{', '.join(entry['keys'])}, which the ledger {ledger.path} holds neither as "
+                "charged nor as drawn (a pending file of an earlier version of pate-learn, or "
+                "of another ledger): they were never charged, so they are not published. "
+                "Delete the file (do not share its answers), then run the aggregate stage again"
+            )
+        ledger.commit(held[0], [PrivacyEvent.from_dict(e) for e in entry["events"]])
+        drawn -= set(entry["keys"])
+    forfeit_lost_draws(ledger, dataset, run_id, drawn)
+
+
+def _draw_release(
+    run: Run, ledger, dataset: str, run_id: str, state: dict, answers: Answers
+) -> None:
+    """The interruption came before the planned release was drawn: draw it now inside a
+    reservation marked drawn, keep it in the pending file with that reservation's id, commit, and
+    only then publish it (or, if it no longer fits, report the data-independent eps). Updates
+    ``state["summary"]``."""
+    from pate.analysis import PrivacyEvent
+
+    summary, rounds = state["summary"], state["rounds"]
+    config, asked = run.config, int(summary["queries_asked"])
+    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    orders = C.orders(config)
+    plan = release_plan(
+        config,
+        num_teachers=int(votes_all[0].sum()),
+        num_classes=int(votes_all.shape[1]),
+        orders=orders,
+    )
+    event = PrivacyEvent(
+        "gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"], queries=0, answered=0
+    )
+    try:
+        reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
+    except BudgetExceededError:
+        summary["release_plan"] = dict(
+            summary["release_plan"],
+            release=False,
+            fallback=(
+                "the run was interrupted before its sanitized release and the ledger no longer "
+                "covers it; the data-independent epsilon is reported"
+            ),
+        )
+    else:
+        with reservation:
+            reservation.mark_drawn()  # spent before the release's noise is drawn
+            summary["release"] = draw_release(
+                config, votes_all[:asked], answers.answered[:asked], run.noise_streams().release
+            )
+            summary["events"].append(event.to_dict())
+            commit_round(run, reservation, [event], answers, summary, Rounds(charges=rounds))

@@ -1,18 +1,24 @@
-"""The round driver of the aggregate stage: reserve -> draw -> write pending -> commit, the same for
-every kind of mechanism (each kind's loop, ``pate.run.stages.aggregate_<kind>``, gives it ``ask``).
+"""The round driver of the aggregate stage: reserve -> mark drawn -> draw -> write pending ->
+commit, the same for every kind of mechanism (each kind's loop, ``pate.run.stages.aggregate_<kind>``, gives
+it ``ask``).
 
-Nothing noisy is written before it is charged: a round's answers are drawn only inside its ledger
-reservation, written to the pending file (with the round's reservation id) BEFORE the round's
-event is committed, and published (``pate.run.stages.pending.publish``) only after the last commit;
-a crash in between leaves the pending file, which the resume charges by key and publishes
-(``pate.run.stages.resume.finish_pending``).
+Fail closed: the charge is committed before any noise is drawn. A round's reservation is marked
+``drawn`` in the ledger (durably) before ``ask`` draws its answers: from then on its whole bound
+counts as spent and is never reclaimed, whatever happens to the process. The answers are written to
+the pending file (with the round's reservation id), then the round's actual events (within the
+bound) are committed in place of the reservation, and everything is published
+(``pate.run.stages.pending.publish``) only after the last commit. A crash after the mark loses
+budget, never leaves answers uncharged: the resume commits a pending round's events under its drawn
+reservation and publishes them, and forfeits a drawn reservation whose answers never reached the
+pending file (``pate.run.stages.resume``).
 
 Symbols
 -------
 ``Answers``        the arrays a stage draws into and publishes: labels, answered, class scores.
 ``Rounds``         how far the rounds have come (the stage's summaries read it).
 ``max_fitting``    the largest reservation of n x a per-query worst case that the ledger allows now.
-``commit_round``   write the pending file with a round's charge, then commit the round's events.
+``commit_round``   write the pending file with a round's charge, then commit the round's events
+                   (in place of its drawn reservation).
 ``ask_in_rounds``  the driver: rounds of reserve -> ``ask`` -> ``commit_round`` up to a limit.
 """
 
@@ -120,10 +126,10 @@ def ask_in_rounds(
 
     Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``first``
     (reserved before any noise existed: ``(reservation, n)`` or ``(None, 0)``), then the most
-    queries whose worst case (``worst`` each) fits now (:func:`max_fitting`) -- and only inside it
-    calls ``ask(start, n)``, which draws the answers of queries ``start .. start + n - 1`` into
-    ``answers`` and returns ``(queries asked, the round's event, stop reason)`` (it may ask fewer
-    than ``n``); then :func:`commit_round` writes them to the pending file with ``summary()`` and
+    queries whose worst case (``worst`` each) fits now (:func:`max_fitting`) --, marks it drawn
+    (spent, never reclaimed) and only then calls ``ask(start, n)``, which draws the answers of
+    queries ``start .. start + n - 1`` into ``answers`` and returns ``(queries asked, the round's
+    event, stop reason)`` (it may ask fewer than ``n``); then :func:`commit_round` writes them to the pending file with ``summary()`` and
     commits the event (always within the reservation). Without a ledger: one round of ``limit``
     queries. Stops at ``limit``, when ``ask`` stops, or when the ledger has no room for one more
     query (``rounds.stop_reason`` says so)."""
@@ -144,6 +150,8 @@ def ask_in_rounds(
         if reservation is not None:
             rounds.reserved += n
         with reservation if reservation is not None else contextlib.nullcontext():
+            if reservation is not None:
+                reservation.mark_drawn()  # spent from here on: a crash loses it, never frees it
             k, event, rounds.stop_reason = ask(rounds.asked, n)
             rounds.asked += k
             rounds.rounds += 1

@@ -250,7 +250,7 @@ def test_value_error_raised_on_purpose_by_a_library_module_exit_2(capsys, ledger
         == 2
     )
     err = capsys.readouterr().err
-    assert lines(err)[0].startswith("pate budget: error: name 'five' already names dataset")
+    assert lines(err)[0].startswith("pate budget: error: name 'five' already names another dataset")
 
 
 @pytest.mark.parametrize("write", ["mkdir", "atomic_write_json"])

@@ -16,6 +16,7 @@ from pate.analysis import DEFAULT_ORDERS, PrivacyEvent, RdpAccountant, eps_from_
 from pate.cli import main as cli_main
 from pate.core.errors import BudgetExceededError, LedgerError
 from pate.ledger import SCHEMA_VERSION, Ledger, dataset_digest, default_ledger_path
+from pate.ledger.keying import keyed_digest, read_key
 
 DELTA = 1e-5
 VOTES = np.tile(np.array([[200, 30, 20]]), (30, 1))
@@ -146,23 +147,27 @@ def test_no_budget_records_without_limit(path, event):
         led.register_dataset(DIGEST)
         assert led.budget(DIGEST) is None
         for _ in range(20):
-            led.charge(DIGEST[:10], [event])
+            led.charge(led.resolve(DIGEST)[:10], [event])  # a prefix of the stored id
         s = led.summary(DIGEST)
         assert s["events"] == 20 and s["remaining"] is None and s["budget"] is None
 
 
 def test_resolve_by_digest_name_and_prefix(ledger):
+    stored = ledger.resolve(DIGEST)  # the ledger keeps the digest keyed with its secret
+    assert stored != DIGEST and stored == keyed_digest(read_key(ledger.path), DIGEST)
     assert (
         ledger.resolve("toy")
-        == ledger.resolve(DIGEST)
-        == ledger.resolve(DIGEST[:8].upper())
-        == DIGEST
+        == ledger.resolve(stored)
+        == ledger.resolve(stored[:8].upper())
+        == stored
     )
+    with pytest.raises(LedgerError, match="not in the ledger"):
+        ledger.resolve(DIGEST[:8])  # a prefix of the unkeyed digest names nothing
     with pytest.raises(LedgerError, match="pate budget set"):
         ledger.resolve("unknown")
     with pytest.raises(ValueError, match="looks like a digest"):
         ledger.register_dataset(dataset_digest([1]), name=dataset_digest([2]))
-    with pytest.raises(ValueError, match="already names"):
+    with pytest.raises(ValueError, match="already names another dataset"):
         ledger.register_dataset(dataset_digest([1]), name="toy")
 
 
@@ -173,7 +178,7 @@ def test_a_dataset_keeps_its_first_name_and_every_later_name_resolves(ledger):
     ledger.register_dataset(DIGEST, name="npz:/data/a.npz")  # known already: nothing added
     ledger.register_dataset(DIGEST, name="toy")
     for name in ("toy", "npz:/data/a.npz", "npz:/data/b.npz"):
-        assert ledger.resolve(name) == DIGEST
+        assert ledger.resolve(name) == ledger.resolve(DIGEST)
     (row,) = ledger.datasets()
     assert row["name"] == "toy" and row["aliases"] == ["npz:/data/a.npz", "npz:/data/b.npz"]
     s = ledger.summary("npz:/data/b.npz")
@@ -184,11 +189,12 @@ def test_a_dataset_keeps_its_first_name_and_every_later_name_resolves(ledger):
     ]
     # a later name is taken like a first one: another dataset cannot have it
     other = dataset_digest([1])
-    with pytest.raises(ValueError, match="already names dataset"):
+    with pytest.raises(ValueError, match="already names another dataset"):
         ledger.register_dataset(other, name="npz:/data/b.npz")
-    with pytest.raises(ValueError, match="already names dataset"):
+    with pytest.raises(ValueError, match="already names another dataset"):
         ledger.set_budget(other, eps=1.0, delta=DELTA, name="npz:/data/a.npz")
-    assert [d["digest"] for d in ledger.datasets()] == [DIGEST]  # refused before any write
+    # refused before any write
+    assert [d["digest"] for d in ledger.datasets()] == [ledger.resolve(DIGEST)]
     # a dataset registered without a name takes its first name later
     ledger.register_dataset(other)
     ledger.register_dataset(other, name="second")
@@ -222,7 +228,8 @@ def test_cli_show_and_list_by_first_and_later_names(tmp_path, capsys):
     for name in ("digits", "npz:digits-copy.npz"):
         assert cli_main(["budget", "show", "--dataset", name, "--ledger", led_path]) == 0
         out = capsys.readouterr().out
-        assert f"digits  ({DIGEST})" in out and "also named npz:digits-copy.npz" in out
+        stored = keyed_digest(read_key(tmp_path / "names.sqlite3"), DIGEST)
+        assert f"digits  ({stored})" in out and "also named npz:digits-copy.npz" in out
     assert cli_main(["budget", "list", "--ledger", led_path]) == 0
     out = capsys.readouterr().out
     assert "digits" in out and "(also named npz:digits-copy.npz)" in out
@@ -247,12 +254,13 @@ def test_a_ledger_without_dataset_names_gains_it_and_gets_its_first_names_back(p
         led.charge("digits", [event], run_id="r1")
         led.register_dataset(other, name="plain")
         before = led.summary("digits")
+        digest, other = led.resolve(DIGEST), led.resolve(other)  # the ids it stores
     conn = _as_written_before_dataset_names(path)
     # what earlier versions did on each run from another source: rename, audited
     audit = "INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, 't', 'rename', ?)"
     for old, new in (("digits", "npz:a.npz"), ("npz:a.npz", "npz:b.npz")):
-        conn.execute("UPDATE datasets SET name=? WHERE digest=?", (new, DIGEST))
-        conn.execute(audit, (DIGEST, json.dumps({"old": old, "new": new})))
+        conn.execute("UPDATE datasets SET name=? WHERE digest=?", (new, digest))
+        conn.execute(audit, (digest, json.dumps({"old": old, "new": new})))
     # the other dataset renamed too, to a name that since went to another dataset
     conn.execute("UPDATE datasets SET name='later' WHERE digest=?", (other,))
     conn.execute(audit, (other, json.dumps({"old": "plain", "new": "later"})))
@@ -264,12 +272,12 @@ def test_a_ledger_without_dataset_names_gains_it_and_gets_its_first_names_back(p
     conn.close()
     with Ledger(path, create=False) as led:
         rows = {d["digest"]: d for d in led.datasets()}
-        assert (rows[DIGEST]["name"], rows[DIGEST]["aliases"]) == (
+        assert (rows[digest]["name"], rows[digest]["aliases"]) == (
             "digits",
             ["npz:a.npz", "npz:b.npz"],
         )
         assert (rows[other]["name"], rows[other]["aliases"]) == ("later", [])  # "plain" is taken
-        assert led.resolve("digits") == led.resolve("npz:b.npz") == DIGEST
+        assert led.resolve("digits") == led.resolve("npz:b.npz") == digest
         after = led.summary("digits")
         for key in ("spent", "remaining", "events", "budget"):
             assert after[key] == before[key]
@@ -632,7 +640,8 @@ def test_cli_set_show_history_and_errors(tmp_path, capsys, event):
         cli_main(["budget", "show", "--dataset", "hospital", "--ledger", led_path, "--json"]) == 0
     )
     shown = json.loads(capsys.readouterr().out)
-    assert shown["dataset"] == DIGEST and shown["spent"] == eps_of([event])
+    stored = keyed_digest(read_key(tmp_path / "cli.sqlite3"), DIGEST)
+    assert shown["dataset"] == stored and shown["spent"] == eps_of([event])
     assert shown["budget"] == {
         "eps": 3.0,
         "delta": 1e-5,
@@ -641,7 +650,7 @@ def test_cli_set_show_history_and_errors(tmp_path, capsys, event):
         "relation": "add-remove",
     }
     assert shown["blocks"][0]["block"] == "2025-01"
-    assert cli_main(["budget", "show", "--dataset", DIGEST[:12], "--ledger", led_path]) == 0
+    assert cli_main(["budget", "show", "--dataset", stored[:12], "--ledger", led_path]) == 0
     text = capsys.readouterr().out
     assert "remaining" in text and "2025-01" in text and "not differentially private" in text
     assert (

@@ -152,7 +152,7 @@ def test_linked_datasets_are_each_checked_with_their_own_conversion(path):
         assert sy["linked"][0]["spent_and_reserved"] == pytest.approx(TIGHT, rel=1e-12)
         assert sy["linked"][0]["budget"]["conversion"] == "tight"
         assert sy["remaining_effective"] == pytest.approx(BETWEEN - TIGHT, rel=1e-12)
-        assert sy["limited_by"] == A
+        assert sy["limited_by"] == led.resolve(A)
         sx = led.summary("x")
         assert sx["spent"] == pytest.approx(TIGHT, rel=1e-12)
         assert sx["linked"][0]["spent_and_reserved"] == pytest.approx(CLASSIC, rel=1e-12)
@@ -229,7 +229,7 @@ def test_older_file_without_the_column_is_migrated_in_place_as_classic(path, ver
     with Ledger(path) as led:  # opening again migrates nothing more
         assert led.budget("old").conversion == "tight"
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
     migrations = [
         json.loads(d)

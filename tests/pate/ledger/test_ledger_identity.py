@@ -132,7 +132,8 @@ def test_superset_registered_after_a_spent_subset_is_limited_by_it(path, data, e
     x, y = data
     sub, sup = dataset_identity(x[:200], y[:200]), dataset_identity(x, y)
     with Ledger(path) as led:
-        assert led.register_identity(sub, name="sub") == sub.digest
+        assert led.register_identity(sub, name="sub") == led.dataset_id(sub) != sub.digest
+        sub_id, sup_id = led.dataset_id(sub), led.dataset_id(sup)
         led.set_budget("sub", eps=2.0, delta=DELTA)
         k = fitting(event, 2.0)
         for _ in range(k - 1):
@@ -140,9 +141,7 @@ def test_superset_registered_after_a_spent_subset_is_limited_by_it(path, data, e
         # The same records plus a hundred more: a new digest, but not a fresh budget.
         led.register_identity(sup, name="sup")
         led.set_budget("sup", eps=100.0, delta=DELTA)
-        assert [(r["dataset"], r["shared_records"]) for r in led.linked("sup")] == [
-            (sub.digest, 200)
-        ]
+        assert [(r["dataset"], r["shared_records"]) for r in led.linked("sup")] == [(sub_id, 200)]
         led.charge("sup", [event])  # the last one that fits the subset
         with pytest.raises(BudgetExceededError, match="shares 200 record"):
             led.charge("sup", [event])
@@ -154,14 +153,14 @@ def test_superset_registered_after_a_spent_subset_is_limited_by_it(path, data, e
         s = led.summary("sub")
         assert s["events"] == k - 1 and s["linked_events"] == 1
         assert s["spent"] == pytest.approx(eps_of([event] * k), rel=1e-12) and s["spent"] <= 2.0
-        assert s["linked"][0]["dataset"] == sup.digest
+        assert s["linked"][0]["dataset"] == sup_id
         hist = led.history("sub")
         assert [h["linked"] for h in hist] == [False] * (k - 1) + [True]
-        assert hist[-1]["dataset"] == sup.digest
+        assert hist[-1]["dataset"] == sup_id
         assert hist[-1]["cumulative_eps"] == pytest.approx(s["spent"], rel=1e-12)
         # The superset's view: its own budget is far away, the subset's is the binding one.
         t = led.summary("sup")
-        assert t["remaining"] > 90 and t["limited_by"] == sub.digest
+        assert t["remaining"] > 90 and t["limited_by"] == sub_id
         assert t["remaining_effective"] == pytest.approx(2.0 - s["spent"])
 
 
@@ -247,11 +246,11 @@ def test_register_identity_is_idempotent_and_adopts_a_digest_only_dataset(path, 
     x, y = data
     ident = dataset_identity(x, y)
     with Ledger(path) as led:
-        # An admin set the budget by the digest `pate budget digest --config` prints.
+        # An admin set the budget by the digest of the records (the ledger keys it).
         led.set_budget(ident.digest, eps=1.5, delta=DELTA, name="admin")
         led.charge("admin", [event])
-        assert led.register_identity(ident) == ident.digest
-        assert led.register_identity(ident) == ident.digest
+        assert led.register_identity(ident) == led.dataset_id(ident)
+        assert led.register_identity(ident) == led.resolve("admin") == led.resolve(ident.digest)
         assert led.budget(ident.digest).eps == 1.5 and led.summary("admin")["events"] == 1
         assert led.summary("admin")["records"] == 300
         led.register_identity(dataset_identity(x[:10], y[:10]), name="tiny")
@@ -330,7 +329,7 @@ def test_version_1_ledger_is_migrated_in_place_keeping_its_events(path, event, d
         led.register_identity(dataset_identity(x, y), name="new")  # the new tables work
         led.charge("old", [event])
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 3
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
@@ -356,19 +355,24 @@ def test_cli_digest_of_config_is_the_identity_of_the_private_split(tmp_path, cap
 
     private = load_pate_data("digits").private
     expected = dataset_identity(private.x, private.y)
-    assert cli_main(["budget", "digest", "--config", "configs/digits.toml"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == expected.digest and str(expected.num_records) in out[1]
-
-    # The printed digest is what `pate budget set/show/list` take.
     led_path = str(tmp_path / "cli.sqlite3")
+    assert (
+        cli_main(["budget", "digest", "--config", "configs/digits.toml", "--ledger", led_path]) == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    with Ledger(led_path) as led:
+        stored = led.dataset_id(expected)  # keyed: tells nothing about the records
+    assert out[0] == stored != expected.digest and "digits" in out[1]
+    assert str(expected.num_records) in out[2]
+
+    # The printed id (registered, no budget yet) is what `pate budget set/show/list` take.
     assert (
         cli_main(
             [
                 "budget",
                 "set",
                 "--dataset",
-                expected.digest,
+                stored,
                 "--eps",
                 "4",
                 "--delta",
@@ -393,27 +397,25 @@ def test_cli_digest_of_config_is_the_identity_of_the_private_split(tmp_path, cap
         == 0
     )
     shown = json.loads(capsys.readouterr().out)
-    assert shown["digest"] == expected.digest and shown["records"] == expected.num_records
+    assert shown["digest"] == stored and shown["records"] == expected.num_records
     assert [(o["name"], o["same"], o["shared_records"]) for o in shown["overlaps"]] == [
-        ("digits-private", True, expected.num_records),
+        ("digits", True, expected.num_records),
         ("part", False, 100),
     ]
     assert shown["overlaps"][1]["budget"]["eps"] == 1.0
-    assert (
-        cli_main(["budget", "show", "--dataset", expected.digest, "--ledger", led_path, "--json"])
-        == 0
-    )
+    assert cli_main(["budget", "show", "--dataset", stored, "--ledger", led_path, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["dataset"] == expected.digest and summary["budget"]["eps"] == 4.0
+    assert summary["dataset"] == stored and summary["budget"]["eps"] == 4.0
     assert cli_main(["budget", "list", "--ledger", led_path]) == 0
-    assert expected.digest[:12] in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert stored[:12] in listed and expected.digest[:12] not in listed
     assert (
         cli_main(
             [
                 "budget",
                 "set",
                 "--dataset",
-                expected.digest,
+                "digits-private",
                 "--eps",
                 "5",
                 "--delta",

@@ -175,10 +175,13 @@ def test_every_failing_write_fsync_and_rename_then_resume_never_publishes_unchar
     assert max(rounds) >= 3  # crashes with several rounds pending
 
 
-def test_a_pending_round_is_charged_under_its_own_key_exactly_once(tmp_path, monkeypatch):
-    """A crash between the pending write and the commit: resume charges that round (a new
-    reservation, whose id the pending file names before the commit), and a crash inside the
-    resume's own charge is resumed again without a second charge."""
+def test_a_pending_round_is_charged_under_its_own_drawn_reservation_exactly_once(
+    tmp_path, monkeypatch
+):
+    """A crash between the pending write and the commit: the round's reservation was marked
+    drawn before its noise was drawn, so the ledger counts it as spent and never reclaims it;
+    the resume commits the round's events in its place (under the key the pending file names,
+    no new reservation) and publishes them."""
     from pate import ledger as ledger_module
 
     ledger = tmp_path / "ledger.sqlite3"
@@ -196,21 +199,20 @@ def test_a_pending_round_is_charged_under_its_own_key_exactly_once(tmp_path, mon
     with pytest.raises(KeyboardInterrupt):
         aggregate(run_dir)
     assert len(ledger_events(ledger, run_dir)) == 2 and pending_keys(run_dir) == set(calls)
+    with Ledger(ledger) as led:
+        (dataset,) = [d["digest"] for d in led.datasets()]
+        led.reconcile()  # the process is gone for the ledger: a drawn reservation stays
+        status = {r.id: r.status for r in led.reservations(dataset, live_only=False)}
+        assert status[calls[2]] == "drawn"
+        assert led.summary(dataset)["drawn_reservations"] == 1
     drawn = int(np.load(run_dir / R.PENDING)["answered"].sum())
-    # the resume's charge of that round is killed too, after its key reached the pending file
-    monkeypatch.setattr(ledger_module.Reservation, "commit", crash_on_third)
-    with pytest.raises(KeyboardInterrupt):
-        aggregate(run_dir)
-    assert len(calls) == 4 and pending_keys(run_dir) == set(calls)
-    assert len(ledger_events(ledger, run_dir)) == 2 and not (run_dir / R.LABELS).exists()
     monkeypatch.setattr(ledger_module.Reservation, "commit", original)
     aggregate(run_dir)
     assert published(run_dir) == drawn == charged(ledger, run_dir)
     events = ledger_events(ledger, run_dir)
     keys = [e.reservation for e in events]
     assert [e.event.mechanism for e in events] == ["confident-gnmax"] * 3 + ["gnss-release"]
-    assert len(keys) == len(set(keys)) and keys[:2] == calls[:2]
-    assert calls[2] not in keys and calls[3] not in keys  # the killed commits charged nothing
+    assert len(keys) == len(set(keys)) and keys[:3] == calls
     assert not (run_dir / R.PENDING).exists()
 
 
@@ -495,10 +497,13 @@ def _new_keys(ledger, run_dir, before) -> set[str]:
 def test_without_the_copy_check_resume_charges_its_own_rounds_as_a_separate_release(
     tmp_path, monkeypatch
 ):
-    """The same scenario with the directory check off (a run started before it existed): the
-    resume of A identifies its charged rounds by their reservation ids, so B's events (same run
-    id) are never taken for A's: A's uncharged round is charged as its own, and what A publishes
-    is covered by the events under A's keys alone."""
+    """The same scenario with the directory check off (a run started before it existed). A's
+    round was marked drawn before its noise was drawn: B (same run id, no pending file) cannot
+    tell it from a crash of its own and forfeits it -- its whole bound stays charged, under A's
+    key --; B's events are never taken for A's; A's resume finds its round charged under its own
+    key and publishes it: what A publishes is covered by the events under A's keys alone."""
+    from pate.analysis import PrivacyEvent
+
     ledger = tmp_path / "ledger.sqlite3"
     a = votes_run(tmp_path / "a", ledger, **COPIES).run_dir
     b = tmp_path / "b"
@@ -507,19 +512,22 @@ def test_without_the_copy_check_resume_charges_its_own_rounds_as_a_separate_rele
     crash_before_commit(a)
     a_keys = pending_keys(a)
     assert ledger_events(ledger, a) == [] and len(a_keys) == 1  # one round drawn, not charged
+    with np.load(a / R.PENDING, allow_pickle=False) as pending:
+        (a_round,) = json.loads(pending["state"].tobytes().decode())["rounds"]
     aggregate(b)
-    b_keys = {e.reservation for e in ledger_events(ledger, b)}
+    lost = [e for e in ledger_events(ledger, b) if e.event.mechanism == "lost-drawn-answers"]
+    assert {e.reservation for e in lost} == a_keys  # A's drawn round stays spent
+    b_keys = {e.reservation for e in ledger_events(ledger, b)} - a_keys
     b_answers = published(b)
-    assert b_answers == charged(ledger, b) > 0 and b_keys.isdisjoint(a_keys)
-    # what the earlier version did: 1 event of this run id in the ledger, 1 round pending, so
-    # "charged": nothing to charge; it published A's answers on B's charge
+    assert b_answers == charged(ledger, b, keys=b_keys) > 0
     aggregate(a)
     a_events = [e for e in ledger_events(ledger, a) if e.reservation not in b_keys]
-    # A's round, charged anew under a key of its own, then A's sanitized release
-    assert [e.event.mechanism for e in a_events] == ["confident-gnmax", "gnss-release"]
-    assert {e.reservation for e in a_events}.isdisjoint(a_keys)
-    assert 0 < published(a) == sum(e.event.answered for e in a_events)
-    assert charged(ledger, a) == published(a) + b_answers  # both releases are charged
+    # A's round, charged as its whole drawn bound under its own key, then A's sanitized release
+    assert [e.event.mechanism for e in a_events] == ["lost-drawn-answers", "gnss-release"]
+    assert a_keys <= {e.reservation for e in a_events}
+    (own,) = [PrivacyEvent.from_dict(e) for e in a_round["events"]]
+    assert np.all(own.rdp_data_independent <= a_events[0].event.rdp_data_independent + 1e-12)
+    assert 0 < published(a) == own.answered
     # the labels differ: two releases with independent noise, each charged
     assert not np.array_equal(np.load(a / R.LABELS), np.load(b / R.LABELS))
 

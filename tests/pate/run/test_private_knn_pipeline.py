@@ -123,6 +123,7 @@ def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
 
     config_path, run_dir, shared = knn_run
     ledger = shutil.copy(shared, tmp_path / "ledger.sqlite3")  # the module's ledger stays as it is
+    shutil.copy(f"{shared}.key", tmp_path / "ledger.sqlite3.key")  # a ledger goes with its key
     config = C.load(
         config_path,
         run_dir=str(tmp_path / "fork"),
