@@ -146,12 +146,14 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
     )
 
 
-def _memory_data(private, public, evaluation):
+def _memory_data(private, public, evaluation, classes):
     """The :class:`PateData` of arrays given to :func:`fit`, checked like a file's
     (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
-    anything is written or charged."""
+    anything is written or charged; the label set is ``classes`` (declared), else the public
+    labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
     from pate.ledger import dataset_identity
-    from pate.teachers.data import ArraySplit, PateData, check_classes, check_features, check_labels
+    from pate.teachers import data as D
+    from pate.teachers.data import ArraySplit, PateData, check_features, check_labels
 
     xp, yp = _arrays(private, "private", labels="required")
     xq, yq = _arrays(public, "public", labels="optional")
@@ -172,8 +174,12 @@ def _memory_data(private, public, evaluation):
             f"private, public and evaluation inputs must have one shape per item, got "
             f"{sorted(shapes)}"
         )
-    num_classes = int(max(splits[0].y.max(), splits[2].y.max(), splits[1].y.max())) + 1
-    check_classes("pate.fit", dict(zip(("private", "public", "evaluation"), splits)), num_classes)
+    names = D.check_class_names(classes)
+    num_classes, names = D.label_set("pate.fit", declared=names, public_labels=splits[1].y)
+    by_split = dict(zip(("private", "public", "evaluation"), splits))
+    for split, part in by_split.items():
+        D.check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
+    D.check_classes("pate.fit", by_split, num_classes, declared=num_classes)
     identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(
         name=f"memory:{identity.digest[:16]}",
@@ -182,6 +188,7 @@ def _memory_data(private, public, evaluation):
         evaluation=splits[2],
         num_classes=max(2, num_classes),
         input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
+        class_names=names,
     )
     return data, identity
 
@@ -217,6 +224,7 @@ def fit(
     public=None,
     *,
     evaluation=None,
+    classes: list[str] | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -258,8 +266,11 @@ def fit(
 
     ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
-    unlabelled public inputs (labels, if given, are used only to report label accuracy);
-    ``evaluation`` labelled held-out data for the report. ``budget_eps`` is the dataset's lifetime
+    public inputs (labels, if given, are used to report label accuracy and, with no
+    ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
+    ``classes`` declares the label set (class names; label ``i`` is ``classes[i]``): a public
+    fact, never read from the private labels; a private or evaluation label outside it is
+    refused before anything is spent. ``budget_eps`` is the dataset's lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
     raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
@@ -309,6 +320,7 @@ def plan(
     public=None,
     *,
     evaluation=None,
+    classes: list[str] | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -433,7 +445,9 @@ def _prepare(arguments: dict):
     from pate.run import planner as P
 
     a = arguments
-    data, identity, data_table = _data_source(a["private"], a["public"], a["evaluation"])
+    data, identity, data_table = _data_source(
+        a["private"], a["public"], a["evaluation"], a["classes"]
+    )
     raw, teacher_object, student_object = _raw_config(a, data_table)
     run_dir = _run_dir(a["run_dir"], name=a["name"], resume=a["resume"])
     ledger = a["ledger"]
@@ -492,9 +506,10 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     return raw, teacher_object, student_object
 
 
-def _data_source(private, public, evaluation):
+def _data_source(private, public, evaluation, classes):
     """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
-    and ``identity`` None); arrays are checked now (:func:`_memory_data`)."""
+    and ``identity`` None); arrays are checked now (:func:`_memory_data`). ``classes``: the
+    declared class names (``[data] classes``)."""
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:
@@ -506,8 +521,10 @@ def _data_source(private, public, evaluation):
     else:
         if public is None:
             raise TypeError("public= (the public inputs the teachers label) is needed")
-        data, identity = _memory_data(private, public, evaluation)
+        data, identity = _memory_data(private, public, evaluation, classes)
         data_table = {"name": data.name}
+    if classes is not None:
+        data_table["classes"] = list(classes)
     return data, identity, data_table
 
 

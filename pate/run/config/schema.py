@@ -38,6 +38,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         "public_size": (int, None),
         "eval_size": (int, None),
         "image_size": ((int, list), None),
+        # declared public facts (issue #48): the label set, the pool's split marks
+        "classes": (list, None),
+        "split_column": (str, "split"),
+        "evaluation_public": (bool, False),
     },
     "partition": {
         "num_teachers": ((int, str), None),

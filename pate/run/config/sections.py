@@ -38,7 +38,9 @@ class RunSection:
 
 @dataclasses.dataclass(frozen=True)
 class DataSection:
-    """``[data]``: the data source and its public and evaluation sizes."""
+    """``[data]``: the data source, its public and evaluation sizes, and the public facts the
+    user declares about it: the label set (``classes``), the column marking a pool's rows
+    (``split_column``), whether the pool's evaluation rows are public (``evaluation_public``)."""
 
     name: str
     root: str | None
@@ -46,6 +48,9 @@ class DataSection:
     public_size: int | None
     eval_size: int | None
     image_size: int | tuple[int, ...] | None
+    classes: tuple[str, ...] | None
+    split_column: str
+    evaluation_public: bool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -144,9 +144,14 @@ _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
 # before these keys existed): answered_labels, answered_plurality_agreement (INTERNAL: from the
 # private votes; null without teachers), majority_class_rate and chance_rate (evaluation split),
 # student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings and
-# warnings (pate.run.utility_warnings.utility_warnings: each says what to change).
+# warnings (pate.run.utility_warnings.utility_warnings: each says what to change);
+# evaluation_public (false: the evaluation records are rows of the user's sensitive pool, so the
+# figures measured on them are internal) and public_from_pool (public inputs that are rows of the
+# user's file marked public, used without protection).
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
+    "evaluation_public": "bool",
+    "public_from_pool": "int",
     "answered_labels": "int",
     "answered_plurality_agreement": "float?",
     "answered_plurality_agreement_note": "str",
