@@ -71,7 +71,8 @@ PRIVATE, PUBLIC, EVALUATION = range(3)
 
 @dataclass(frozen=True)
 class MarkedPool:
-    """A pool whose rows the user marked (module docstring); ``split`` holds codes 0, 1, 2."""
+    """A pool whose rows the user marked (module docstring); ``split`` holds codes 0, 1, 2, and
+    the rows are in split order (private, public, evaluation; each in the file's order)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -331,7 +332,8 @@ def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLU
     check_features(feats, f"csv file {path}", where=where)
     split = _split_codes(marks, f"csv file {path}, column {split_column!r}", where)
     y, names = _csv_labels(labels, split, classes, f"csv file {path}, label column", where)
-    return MarkedPool(feats.astype(np.float32), y, split, len(names)), names
+    order = np.argsort(split, kind="stable")  # private rows, then public, then evaluation
+    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order], len(names)), names
 
 
 def _as_index(text: str) -> int | None:
