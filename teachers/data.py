@@ -419,7 +419,19 @@ def _own_data(
         splits = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]), ArraySplit(xs[4], xs[5]))
     else:
         splits = _protocol_split(*arrays, public_size, eval_size, name)
-    return _checked_data(name, *splits, class_names)
+    return _checked_data(name, splits[0], *_in_memory(*splits[1:]), class_names)
+
+
+def _in_memory(public: ArraySplit, evaluation: ArraySplit) -> tuple[ArraySplit, ArraySplit]:
+    """The public and evaluation splits in memory where they are mapped from the cache: only
+    the private split stays mapped (read a block at a time); the student trains on the public
+    pool."""
+    if public.x.flags.writeable:
+        return public, evaluation
+    return (
+        ArraySplit(_read_whole(public.x), public.y),
+        ArraySplit(_read_whole(evaluation.x), evaluation.y),
+    )
 
 
 def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> PateData:
@@ -446,11 +458,7 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
             )
         evaluation = ArraySplit(private.x[held], private.y[held])
         private = ArraySplit(private.x[~held], private.y[~held])
-    if not public.x.flags.writeable:  # a pool mapped from the cache: only the private split
-        # stays mapped (read a block at a time); the public and evaluation splits are read into
-        # memory (the student trains on the public pool)
-        public = ArraySplit(_read_whole(public.x), public.y)
-        evaluation = ArraySplit(_read_whole(evaluation.x), evaluation.y)
+    public, evaluation = _in_memory(public, evaluation)
     logger.warning(
         "%s: %d public inputs are rows of your file marked public: the student learns from "
         "them without any privacy protection",

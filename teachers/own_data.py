@@ -84,13 +84,18 @@ def unmarked_pool(source: str, how: str) -> InputError:
     """The error for a single pool without a split marking (``how``: how this source marks)."""
     return InputError(
         f"{source} is a single pool of records with no marking of which rows are public; "
-        f'pate-learn never splits a sensitive file into "public" rows on its own (the '
-        f"student trains on public rows without any protection). {how} with the values "
-        f"{', '.join(SPLIT_VALUES)} (evaluation optional: without it, a keyed-hash tenth of "
-        f"the private rows is held out for evaluation), or give the public inputs as their "
-        f"own source (npz: x_private, y_private, x_public, x_evaluation, y_evaluation) "
-        f"({NOTHING_DONE})"
+        f"pate-learn never splits a sensitive file into \"public\" rows on its own (the "
+        f"student trains on public rows without any protection). {how}; or give the public "
+        f"inputs as their own source (npz: x_private, y_private, x_public, x_evaluation, "
+        f"y_evaluation) ({NOTHING_DONE})"
     )
+
+
+#: How a row is marked (the end of :func:`unmarked_pool`'s ``how`` for a column or an array).
+MARKS = (
+    f"holding {', '.join(SPLIT_VALUES)} for each row (evaluation optional: without it, a "
+    f"keyed-hash tenth of the private rows is held out for evaluation)"
+)
 
 
 def _split_codes(values, what: str, where) -> np.ndarray:
@@ -160,9 +165,7 @@ def load_npz(
             )
         if {"x", "y"} <= keys:
             if split_column not in keys:
-                raise unmarked_pool(
-                    source, f"Add an array {split_column!r} of one string per row of x"
-                )
+                raise unmarked_pool(source, f"Add an array {split_column!r} {MARKS}")
             pool = _npz_pool(npz, path, cache, source, names, split_column)
             return "pool", pool, names
     raise ValueError(
@@ -295,8 +298,8 @@ def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLU
     if split_col is None:
         raise unmarked_pool(
             f"csv:{path}",
-            f"Add a column named {split_column!r} (a header row names it; [data] split_column "
-            f"chooses another name)",
+            f"Add a column named {split_column!r} (in a header row; [data] split_column "
+            f"chooses another name) {MARKS}",
         )
     skip = header is not None
     labels: list[str] = []
@@ -537,7 +540,8 @@ def load_imagefolder(
         raise unmarked_pool(
             source,
             f"Lay it out as {path}/train/<class>/<image> (the private records) and "
-            f"{path}/test/<class>/<image> (public images: no protection), instead of marking",
+            f"{path}/test/<class>/<image> (public images, used without protection, and the "
+            f"evaluation images)",
         )
     test = _image_folder(path / "test", classes, source)
     classes = list(test.classes)
