@@ -84,7 +84,7 @@ def unmarked_pool(source: str, how: str) -> InputError:
     """The error for a single pool without a split marking (``how``: how this source marks)."""
     return InputError(
         f"{source} is a single pool of records with no marking of which rows are public; "
-        f"pate-learn never splits a sensitive file into \"public\" rows on its own (the "
+        f'pate-learn never splits a sensitive file into "public" rows on its own (the '
         f"student trains on public rows without any protection). {how}; or give the public "
         f"inputs as their own source (npz: x_private, y_private, x_public, x_evaluation, "
         f"y_evaluation) ({NOTHING_DONE})"
