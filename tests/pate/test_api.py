@@ -10,7 +10,6 @@ import pytest
 import pate
 from pate.ledger import Ledger, dataset_identity
 
-
 #: The digits' label set, declared (the public inputs below are unlabelled).
 DIGITS_CLASSES = [str(i) for i in range(10)]
 

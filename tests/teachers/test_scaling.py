@@ -231,6 +231,7 @@ def test_pate_fit_with_a_module_factory_pipeline_for_teachers_and_student(
         (flat[0], digits.private.y),
         flat[1],
         evaluation=(flat[2], digits.evaluation.y),
+        classes=[str(i) for i in range(10)],
         teacher=spec,
         student=spec,
         num_teachers=5,
