@@ -33,6 +33,7 @@ def _fit(digits, tmp_path, run, **kwargs):
     # planner refuses teacher votes on 1000 records at these targets (the noise would drown them)
     args = dict(
         evaluation=(flat(digits.evaluation), digits.evaluation.y),
+        classes=[str(i) for i in range(10)],
         student=LogisticRegression(max_iter=300),
         mechanism="class-means",
         ledger=tmp_path / "ledger.sqlite3",

@@ -878,6 +878,7 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
         digits.public.x[:400],
         **weight,
         evaluation=(digits.evaluation.x, digits.evaluation.y),
+        classes=[str(i) for i in range(10)],
         mechanism="class-means",
         knn={"features": "none", "dims": 16, "rule": "logistic"},
         target_eps=1.0,
@@ -926,6 +927,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
         (x[:3300], y[:3300]),
         x[3300:4000],
         evaluation=(x[4000:], y[4000:]),
+        classes=["inner", "middle", "outer"],
         target_eps=2.0,
         ledger=False,
     )
@@ -934,6 +936,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
         (x[:3300], y[:3300]),
         x[3300:4000],
         evaluation=(x[4000:], y[4000:]),
+        classes=["inner", "middle", "outer"],
         target_eps=2.0,
         ledger=False,
         run_dir=tmp_path / "run",
