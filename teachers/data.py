@@ -443,7 +443,7 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
     private = ArraySplit(pool.x[: ends[0]], pool.y[: ends[0]])
     public = ArraySplit(pool.x[ends[0] : ends[1]], pool.y[ends[0] : ends[1]])
     evaluation = ArraySplit(pool.x[ends[1] :], pool.y[ends[1] :])
-    evaluation_public = bool(settings["evaluation_public"]) and counts[2] > 0
+    evaluation_public = bool(settings["evaluation_public"]) and bool(counts[2] > 0)
     if counts[2] == 0:
         key = settings["key"]() if callable(settings["key"]) else settings["key"]
         if key is None:

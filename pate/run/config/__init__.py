@@ -124,12 +124,14 @@ from pate.run.config.sections import (
 )
 from pate.run.config.settings import (
     SOFT_TARGET_TEMPERATURE,
+    SPLIT_KEY_PATH,
     aggregator_params,
     calibration,
     class_means_rule,
     cluster_settings,
     combine_with_rule,
     data_settings,
+    evaluation_split_key,
     feature_cache_root,
     is_private,
     knn_settings,
@@ -193,6 +195,8 @@ __all__ = [
     "read_toml",
     "resolve_config",
     "load_data",
+    "evaluation_split_key",
+    "SPLIT_KEY_PATH",
     "run_directory",
     "sections",
     "set_budget_eps",
