@@ -508,11 +508,8 @@ def load_imagefolder(
     and evaluation) with torchvision's ``ImageFolder``; returns ``("train-test", arrays,
     class_names)``. The classes are ``classes`` (declared), else the class folders of ``test/``
     (the public split; an empty folder counts); a training class folder outside them is refused.
-    A single folder ``PATH/<class>/<image>`` is refused: it would be split into "public" images
-    on pate-learn's own (:func:`unmarked_pool`).
-
-    Each image is decoded straight into its row of one preallocated array per folder (never a
-    list of images and a stacked copy of it).
+    A single folder ``PATH/<class>/<image>`` is refused (:func:`unmarked_pool`). Each image is
+    decoded straight into its row of one preallocated array per folder.
 
     Every image is converted to one colour mode -- greyscale ``L`` (1 channel) when all images
     of the dataset are greyscale, else ``RGB`` (3 channels; greyscale images are replicated,
@@ -530,8 +527,8 @@ def load_imagefolder(
     """
     if not path.is_dir():
         raise DatasetNotFoundError(
-            f"image folder {path} does not exist; give imagefolder:PATH "
-            "of a directory laid out as PATH/<class>/<image>"
+            f"image folder {path} does not exist; give imagefolder:PATH of a directory "
+            "laid out as PATH/train/<class>/<image> and PATH/test/<class>/<image>"
         )
     from torchvision import transforms
 
@@ -557,8 +554,7 @@ def load_imagefolder(
     for folder, files in zip(folders, scanned):
         folder.transform = transform
         n = len(folder.samples)
-        order = np.arange(n)
-        ys = np.asarray(folder.targets, dtype=np.int64)[order]
+        order, ys = np.arange(n), np.asarray(folder.targets, dtype=np.int64)
         if cache is None:
             xs = _decode(folder, order, np.empty((n, 1 if mode == "L" else 3, *size), np.float32))
         else:
