@@ -30,7 +30,10 @@ def test_every_table_has_a_section_with_the_schemas_keys():
 def test_sections_hold_what_the_dict_holds(path, tmp_path, monkeypatch):
     if path.name == "own_data.toml":  # the planner counts its records: a file must be there
         monkeypatch.chdir(tmp_path)
-        rows = ["f1,f2,label"] + [f"{i % 7}.5,{i % 3},{i % 2}" for i in range(600)]
+        marks = ("private", "public", "evaluation", "private", "private")  # the rows' splits
+        rows = ["f1,f2,label,split"] + [
+            f"{i % 7}.5,{i % 3},{i % 2},{marks[i % 5]}" for i in range(600)
+        ]
         (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     config = C.load(path)
     s = C.sections(config)
