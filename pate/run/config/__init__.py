@@ -10,7 +10,13 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  $PATE_FEATURE_CACHE, else <runs root>/.feature-cache:
                  :func:`feature_cache_root`, docs/feature_cache.md)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
-                 size images are resized to, N or [height, width]; default the first image's)
+                 size images are resized to, N or [height, width]; default the first image's),
+                 and the public facts the user declares: classes (the label set, a list of
+                 class names; never read from the private labels), split_column (default
+                 "split": the csv column / npz array marking each row of a pool private,
+                 public or evaluation), evaluation_public (the rows marked evaluation are
+                 public data); a pool's held-out evaluation split is keyed with the run's
+                 :func:`evaluation_split_key` (docs/teachers.md)
     [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
                  planner chooses, pate.run.planner), mode ("random": a keyed
                  hash of each record | "unit": of its privacy unit), unit_ids (.npy, mode unit)
