@@ -46,10 +46,16 @@ def test_a_pool_without_marks_is_refused_before_any_charge(tmp_path):
     (tmp_path / "pool.csv").write_text(
         "f1,label\n" + "\n".join(f"{i},{i % 2}" for i in range(200)) + "\n"
     )
+    from PIL import Image
+
+    for k in range(4):  # one image folder of two classes, no train/ and test/
+        (tmp_path / "images" / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
+        Image.new("L", (4, 4), 60 * k).save(tmp_path / "images" / f"c{k % 2}" / f"{k}.png")
     ledger = tmp_path / "ledger.sqlite3"
     for source, how in (
         (f"npz:{tmp_path / 'pool.npz'}", "Add an array 'split'"),
         (f"csv:{tmp_path / 'pool.csv'}", "Add a column named 'split'"),
+        (f"imagefolder:{tmp_path / 'images'}", "/train/<class>/<image>"),
     ):
         with pytest.raises(InputError) as caught:
             pate.fit(
@@ -57,7 +63,7 @@ def test_a_pool_without_marks_is_refused_before_any_charge(tmp_path):
             )
         message = str(caught.value)
         assert "no marking of which rows are public" in message and how in message
-        assert "private, public, evaluation" in message and "nothing was" in message
+        assert "nothing was trained, written or charged" in message
         assert not ledger.exists() and not (tmp_path / "r").exists()
 
 
@@ -75,6 +81,30 @@ def test_inserting_a_row_moves_no_private_record_to_public_or_evaluation(tmp_pat
         and len(private1 | _records(d1.evaluation)) == len(private | _records(d.evaluation)) + 1
     )  # one record added, none moved
     assert d.public_from_pool == len(d.public) == 100
+
+
+def test_an_npz_pool_through_the_feature_cache_moves_nothing_on_insert(tmp_path):
+    """The cache writes a pool in its marks' order (private, public, evaluation): an inserted
+    row is another file and another entry, and still moves no record between splits."""
+    from pate.teachers.feature_cache import FeatureCache
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(300, 4)), np.arange(300) % 3
+    marks = np.where(np.arange(300) % 4 == 1, "public", "private")
+    cache = FeatureCache(tmp_path / "cache")
+    np.savez_compressed(tmp_path / "d.npz", x=x, y=y, split=marks)
+    d = load_pate_data(f"npz:{tmp_path / 'd.npz'}", cache=cache, split_key=KEY)
+    at = 150
+    np.savez_compressed(
+        tmp_path / "d1.npz",
+        x=np.insert(x, at, 7.0, axis=0),
+        y=np.insert(y, at, 2),
+        split=np.insert(marks, at, "private"),
+    )
+    d1 = load_pate_data(f"npz:{tmp_path / 'd1.npz'}", cache=cache, split_key=KEY)
+    assert not _records(d.private) & (_records(d1.public) | _records(d1.evaluation))
+    assert _records(d.public) == _records(d1.public)
+    assert _records(d.evaluation) <= _records(d1.evaluation)
 
 
 def test_the_held_out_evaluation_split_is_stable_and_keyed_per_run(tmp_path):
