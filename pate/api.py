@@ -225,6 +225,8 @@ def fit(
     *,
     evaluation=None,
     classes: list[str] | None = None,
+    split_column: str | None = None,
+    evaluation_public: bool | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -270,7 +272,10 @@ def fit(
     ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
     ``classes`` declares the label set (class names; label ``i`` is ``classes[i]``): a public
     fact, never read from the private labels; a private or evaluation label outside it is
-    refused before anything is spent. ``budget_eps`` is the dataset's lifetime
+    refused before anything is spent. For a source that is one pool of records (``csv:``, an
+    npz ``x, y``): ``split_column`` names the column / array marking each row private, public or
+    evaluation (default ``"split"``), ``evaluation_public=True`` declares the rows marked
+    evaluation public (``[data]`` keys of the same names; :mod:`pate.teachers.data`). ``budget_eps`` is the dataset's lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
     raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
@@ -321,6 +326,8 @@ def plan(
     *,
     evaluation=None,
     classes: list[str] | None = None,
+    split_column: str | None = None,
+    evaluation_public: bool | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -445,9 +452,8 @@ def _prepare(arguments: dict):
     from pate.run import planner as P
 
     a = arguments
-    data, identity, data_table = _data_source(
-        a["private"], a["public"], a["evaluation"], a["classes"]
-    )
+    declared = {k: a[k] for k in ("classes", "split_column", "evaluation_public")}
+    data, identity, data_table = _data_source(a["private"], a["public"], a["evaluation"], declared)
     raw, teacher_object, student_object = _raw_config(a, data_table)
     run_dir = _run_dir(a["run_dir"], name=a["name"], resume=a["resume"])
     ledger = a["ledger"]
@@ -506,10 +512,10 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     return raw, teacher_object, student_object
 
 
-def _data_source(private, public, evaluation, classes):
+def _data_source(private, public, evaluation, declared: dict):
     """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
-    and ``identity`` None); arrays are checked now (:func:`_memory_data`). ``classes``: the
-    declared class names (``[data] classes``)."""
+    and ``identity`` None); arrays are checked now (:func:`_memory_data`). ``declared``: the
+    ``[data]`` facts given (``classes``, ``split_column``, ``evaluation_public``; None: not)."""
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:
@@ -521,10 +527,17 @@ def _data_source(private, public, evaluation, classes):
     else:
         if public is None:
             raise TypeError("public= (the public inputs the teachers label) is needed")
-        data, identity = _memory_data(private, public, evaluation, classes)
+        pool_keys = [k for k in ("split_column", "evaluation_public") if declared[k] is not None]
+        if pool_keys:
+            raise TypeError(
+                f"{pool_keys[0]}= applies to a source that is one pool of records (csv:PATH, "
+                "npz:PATH with x, y); arrays give their public and evaluation inputs apart"
+            )
+        data, identity = _memory_data(private, public, evaluation, declared["classes"])
         data_table = {"name": data.name}
-    if classes is not None:
-        data_table["classes"] = list(classes)
+    data_table.update({k: v for k, v in declared.items() if v is not None})
+    if isinstance(data_table.get("classes"), tuple):  # a TOML list
+        data_table["classes"] = list(data_table["classes"])
     return data, identity, data_table
 
 

@@ -167,3 +167,25 @@ def test_evaluation_on_private_pool_records_is_marked_internal(tmp_path):
     analysis = json.loads(R.Run.open(result.run_dir, progress=False).path(R.ANALYSIS).read_text())
     assert analysis["utility"]["evaluation_public"] is False
     assert analysis["utility"]["public_from_pool"] == 80
+
+
+def test_pate_fit_declares_a_pool_s_split_column_and_public_evaluation(tmp_path):
+    rows = [
+        r.replace(",private", ",evaluation") if k % 10 == 3 else r for k, r in enumerate(_rows())
+    ]
+    table = tmp_path / "d.csv"
+    table.write_text("f1,f2,label,part\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="Add a column named 'split'"):
+        pate.plan(f"csv:{table}", classes=["no", "yes"], target_eps=2.0, ledger=False)
+    plan = pate.plan(
+        f"csv:{table}",
+        classes=["no", "yes"],
+        split_column="part",
+        evaluation_public=True,
+        target_eps=2.0,
+        ledger=False,
+    )
+    assert plan.facts.public_items == 100
+    x = np.zeros((20, 2))
+    with pytest.raises(TypeError, match="split_column= applies to a source that is one pool"):
+        pate.plan((x, np.arange(20) % 2), x, evaluation=(x, np.arange(20) % 2), split_column="s")
