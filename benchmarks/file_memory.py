@@ -1,8 +1,8 @@
 """Benchmark: peak memory and time of reading a user's data file, one checkout against another.
 
-Writes a random table of ``--rows`` x ``--columns`` features and labels in 0..4 to a temporary
-file once, in ``--format``: ``csv`` (a header row, ``%.6g`` values), ``npz-pool`` (``x, y``,
-``numpy.savez``), ``npz-pool-compressed`` (``numpy.savez_compressed``) or
+Writes a random table of ``--rows`` x ``--columns`` features, labels in 0..4 and each row's
+split mark to a temporary file once, in ``--format``: ``csv`` (a header row, ``%.6g`` values, a
+``split`` column), ``npz-pool`` (``x, y, split``, ``numpy.savez``), ``npz-pool-compressed`` (``numpy.savez_compressed``) or
 ``npz-splits-compressed`` (``x_private`` with the other splits, compressed). Then for each
 ``--root`` (a checkout: its ``pate`` is imported) runs, under GNU time, a child that only imports
 ``pate.teachers.data`` (``imports``) and one that calls ``load_pate_data`` on the file with the
@@ -35,12 +35,23 @@ FORMATS = ("csv", "npz-pool", "npz-pool-compressed", "npz-splits-compressed")
 IMPORTS = "from pate.teachers.data import load_pate_data\n"
 
 
+def split_marks(rows: int) -> np.ndarray:
+    """Each row's split (issue #48: a pool is marked, never split on pate-learn's own): blocks
+    of 5 rows (labels 0..4 each) dealt 7 private, 2 public, 1 evaluation in every 10 blocks."""
+    block = (np.arange(rows) // 5) % 10
+    return np.where(block < 7, "private", np.where(block < 9, "public", "evaluation"))
+
+
 def write_table(path: pathlib.Path, rows: int, columns: int) -> None:
-    """``rows`` random records (seed 0): ``columns`` normal features and a label in 0..4."""
+    """``rows`` random records (seed 0): ``columns`` normal features, a label in 0..4 and the
+    row's split."""
     rng = np.random.default_rng(0)
-    names = ",".join([f"f{j}" for j in range(columns)] + ["label"])
-    table = np.column_stack([rng.normal(size=(rows, columns)), rng.integers(0, 5, rows)])
-    np.savetxt(path, table, delimiter=",", fmt="%.6g", header=names, comments="")
+    features = rng.normal(size=(rows, columns))
+    marks = split_marks(rows)
+    with open(path, "w") as fh:
+        fh.write(",".join([f"f{j}" for j in range(columns)] + ["label", "split"]) + "\n")
+        for i in range(rows):
+            fh.write(",".join([*(f"{v:.6g}" for v in features[i]), str(i % 5), marks[i]]) + "\n")
 
 
 def write_file(folder: pathlib.Path, fmt: str, rows: int, columns: int) -> str:
@@ -50,21 +61,23 @@ def write_file(folder: pathlib.Path, fmt: str, rows: int, columns: int) -> str:
         return f"csv:{folder / 'table.csv'}"
     rng = np.random.default_rng(0)
     x = rng.normal(size=(rows, columns)).astype(np.float32)
-    y = rng.integers(0, 5, rows)
+    y = np.arange(rows) % 5
+    marks = split_marks(rows)
     path = folder / "table.npz"
     if fmt == "npz-pool":
-        np.savez(path, x=x, y=y)
+        np.savez(path, x=x, y=y, split=marks)
     elif fmt == "npz-pool-compressed":
-        np.savez_compressed(path, x=x, y=y)
+        np.savez_compressed(path, x=x, y=y, split=marks)
     else:
-        k, e = rows * 7 // 10, rows // 10
+        parts = {m: marks == m for m in ("private", "public", "evaluation")}
         np.savez_compressed(
             path,
-            x_private=x[:k],
-            y_private=y[:k],
-            x_public=x[k:-e],
-            x_evaluation=x[-e:],
-            y_evaluation=y[-e:],
+            x_private=x[parts["private"]],
+            y_private=y[parts["private"]],
+            x_public=x[parts["public"]],
+            y_public=y[parts["public"]],
+            x_evaluation=x[parts["evaluation"]],
+            y_evaluation=y[parts["evaluation"]],
         )
     return f"npz:{path}"
 

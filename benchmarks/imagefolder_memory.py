@@ -52,12 +52,15 @@ CACHED = (
 
 
 def write_images(folder: pathlib.Path, images: int, side: int) -> None:
-    """``images`` random RGB PNGs in 10 class folders (seed 0)."""
+    """``images`` random RGB PNGs in 10 class folders (seed 0) of ``train/`` (the first 80 %:
+    private) and ``test/`` (public and evaluation; a single folder is refused, issue #48)."""
     from PIL import Image
 
     rng = np.random.default_rng(0)
+    for c in range(10):  # every class folder in test/, which declares the classes
+        (folder / "test" / f"c{c}").mkdir(parents=True, exist_ok=True)
     for i in range(images):
-        cls = folder / f"c{i % 10}"
+        cls = folder / ("train" if i < images * 4 // 5 else "test") / f"c{i % 10}"
         cls.mkdir(parents=True, exist_ok=True)
         pixels = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(cls / f"{i}.png")

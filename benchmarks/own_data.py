@@ -161,7 +161,8 @@ def _digits(seed: int, work: pathlib.Path) -> Dataset:
 
 def _digits_images(seed: int, work: pathlib.Path) -> Dataset:
     """scikit-learn's digits upscaled to 28x28 grey PNGs in one folder per class, read back
-    through pate's own ``imagefolder:`` loader (its split: public 20 %, evaluation 10 %)."""
+    through pate's own ``imagefolder:`` loader: 70 % in ``train/`` (private), 30 % in ``test/``
+    (public, and its last 10 % for evaluation)."""
     from PIL import Image
     from sklearn.datasets import load_digits
 
@@ -173,7 +174,8 @@ def _digits_images(seed: int, work: pathlib.Path) -> Dataset:
         shutil.rmtree(folder)
     for i, (image, label) in enumerate(zip(digits.images, digits.target)):
         pixels = np.clip(image / 16.0 * 255.0, 0, 255).astype(np.uint8)
-        path = folder / f"digit{label}" / f"{i:04d}.png"
+        part = "train" if i % 10 < 7 else "test"
+        path = folder / part / f"digit{label}" / f"{i:04d}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         Image.fromarray(pixels, mode="L").resize((28, 28), Image.BILINEAR).save(path)
     source = f"imagefolder:{folder}"
@@ -412,6 +414,7 @@ def _fit(ds: Dataset, eps: float, run_dir: pathlib.Path):
                     s["x_public"],
                     evaluation=(s["x_evaluation"], s["y_evaluation"]),
                     records=len(s["y_private"]),  # declared, as a user states their data's size
+                    classes=[str(c) for c in range(ds.classes)],  # the benchmark's own tables
                     target_eps=eps,
                     delta=DELTA,
                     ledger=False,

@@ -169,13 +169,15 @@ def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarra
 MEMORY_DATA_NAME = "in-memory data"
 
 
-def _memory_data(private, public, evaluation, name: str = MEMORY_DATA_NAME):
+def _memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NAME):
     """The :class:`PateData` of arrays given to :func:`fit` (``name``: the user's ``dataset=``,
     shown in the report and the ledger; never derived from the records), checked like a file's
     (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
-    anything is written or charged."""
+    anything is written or charged; the label set is ``classes`` (declared), else the public
+    labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
     from pate.ledger import dataset_identity
-    from pate.teachers.data import ArraySplit, PateData, check_classes, check_features, check_labels
+    from pate.teachers import data as D
+    from pate.teachers.data import ArraySplit, PateData, check_features, check_labels
 
     xp, yp = _arrays(private, "private", labels="required")
     xq, yq = _arrays(public, "public", labels="optional")
@@ -196,8 +198,12 @@ def _memory_data(private, public, evaluation, name: str = MEMORY_DATA_NAME):
             f"private, public and evaluation inputs must have one shape per item, got "
             f"{sorted(shapes)}"
         )
-    num_classes = int(max(splits[0].y.max(), splits[2].y.max(), splits[1].y.max())) + 1
-    check_classes("pate.fit", dict(zip(("private", "public", "evaluation"), splits)), num_classes)
+    names = D.check_class_names(classes)
+    num_classes, names = D.label_set("pate.fit", declared=names, public_labels=splits[1].y)
+    by_split = dict(zip(("private", "public", "evaluation"), splits))
+    for split, part in by_split.items():
+        D.check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
+    D.check_classes("pate.fit", by_split, num_classes, declared=num_classes)
     identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(
         name=f"memory:{name}",  # the user's name for the records, never derived from them
@@ -206,6 +212,7 @@ def _memory_data(private, public, evaluation, name: str = MEMORY_DATA_NAME):
         evaluation=splits[2],
         num_classes=max(2, num_classes),
         input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
+        class_names=names,
     )
     return data, identity
 
@@ -242,6 +249,9 @@ def fit(
     *,
     evaluation=None,
     records: int | None = None,
+    classes: list[str] | None = None,
+    split_column: str | None = None,
+    evaluation_public: bool | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -283,15 +293,21 @@ def fit(
 
     ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
-    unlabelled public inputs (labels, if given, are used only to report label accuracy);
-    ``evaluation`` labelled held-out data for the report. ``records`` is the approximate number
-    of private records, declared public (needed for your own data; a built-in dataset such as
-    ``"digits"`` declares its own): the plan, the report and the student are sized from it,
-    never from the exact count, which is internal; a declaration more than a factor 2 away from
-    the true count is refused before any work. ``dataset`` names the private records in the
-    report and the ledger (default for arrays: ``"in-memory data"``; never derived from the
-    records; a name another set of records holds gets a number). ``budget_eps`` is the dataset's
-    lifetime
+    public inputs (labels, if given, are used to report label accuracy and, with no
+    ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
+    ``classes`` declares the label set (class names; label ``i`` is ``classes[i]``): a public
+    fact, never read from the private labels; a private or evaluation label outside it is
+    refused before anything is spent. ``records`` is the approximate number of private records,
+    declared public (needed for your own data; a built-in dataset such as ``"digits"`` declares
+    its own): the plan, the report and the student are sized from it, never from the exact
+    count, which is internal; a declaration more than a factor 2 away from the true count is
+    refused before any work. For a source that is one pool of records (``csv:``, an npz
+    ``x, y``): ``split_column`` names the column / array marking each row private, public or
+    evaluation (default ``"split"``), ``evaluation_public=True`` declares the rows marked
+    evaluation public (``[data]`` keys of the same names; :mod:`pate.teachers.data`).
+    ``dataset`` names the private records in the report and the ledger (default for arrays:
+    ``"in-memory data"``; never derived from the records; a name another set of records holds
+    gets a number). ``budget_eps`` is the dataset's lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
     raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
@@ -342,6 +358,9 @@ def plan(
     *,
     evaluation=None,
     records: int | None = None,
+    classes: list[str] | None = None,
+    split_column: str | None = None,
+    evaluation_public: bool | None = None,
     teacher: Any = "auto",
     student: Any = "auto",
     num_teachers: int | None = None,
@@ -467,8 +486,9 @@ def _prepare(arguments: dict):
     from pate.run import config as C
 
     a = arguments
+    declared = {k: a[k] for k in ("classes", "split_column", "evaluation_public")}
     data, identity, data_table = _data_source(
-        a["private"], a["public"], a["evaluation"], a["dataset"]
+        a["private"], a["public"], a["evaluation"], declared, a["dataset"]
     )
     if a["records"] is not None:
         data_table["records"] = a["records"]
@@ -530,9 +550,10 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     return raw, teacher_object, student_object
 
 
-def _data_source(private, public, evaluation, dataset=None):
+def _data_source(private, public, evaluation, declared: dict, dataset=None):
     """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
-    and ``identity`` None); arrays are checked now (:func:`_memory_data`)."""
+    and ``identity`` None); arrays are checked now (:func:`_memory_data`). ``declared``: the
+    ``[data]`` facts given (``classes``, ``split_column``, ``evaluation_public``; None: not)."""
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:
@@ -544,8 +565,19 @@ def _data_source(private, public, evaluation, dataset=None):
     else:
         if public is None:
             raise TypeError("public= (the public inputs the teachers label) is needed")
-        data, identity = _memory_data(private, public, evaluation, dataset or MEMORY_DATA_NAME)
+        pool_keys = [k for k in ("split_column", "evaluation_public") if declared[k] is not None]
+        if pool_keys:
+            raise TypeError(
+                f"{pool_keys[0]}= applies to a source that is one pool of records (csv:PATH, "
+                "npz:PATH with x, y); arrays give their public and evaluation inputs apart"
+            )
+        data, identity = _memory_data(
+            private, public, evaluation, declared["classes"], dataset or MEMORY_DATA_NAME
+        )
         data_table = {"name": data.name}
+    data_table.update({k: v for k, v in declared.items() if v is not None})
+    if isinstance(data_table.get("classes"), tuple):  # a TOML list
+        data_table["classes"] = list(data_table["classes"])
     return data, identity, data_table
 
 

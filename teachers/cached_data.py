@@ -7,7 +7,7 @@ by this run and every later one on the same files.
   :mod:`pate.teachers.own_data`);
 * an ``npz:`` member that is compressed (``numpy.savez_compressed``) or not float32
   (:func:`npz_rows`), read from the archive as a stream;
-* an ``npz:`` pool ``x`` in the order its rows are dealt to the splits (``pool_order``), so that
+* an ``npz:`` pool ``x`` in the order of its rows' split marks (private, public, evaluation), so that
   the private split is a slice of one mapped array instead of a gathered copy;
 * a built-in dataset's training images as float32 (:func:`converted_rows`; the readers are
   :mod:`pate.teachers.builtin_datasets`), whose uint8 source is a fraction of their size.

@@ -6,18 +6,25 @@ Symbols
     One split: ``x`` float32 -- images ``(N, C, H, W)`` in ``[0, 1]`` or tabular ``(N, F)`` --
     and ``y`` int64 labels ``(N,)`` (``-1`` where a label is unknown, e.g. an unlabelled public
     split read from a user's ``.npz``).
-``PateData(name, private, public, evaluation, num_classes, input_shape, class_names=None)``
+``PateData(name, private, public, evaluation, num_classes, input_shape, class_names=None,
+evaluation_public=True, public_from_pool=0)``
     The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` is the
     sensitive data the teachers are trained on (sharded by ``pate.core.partition``), ``public`` the
     unlabelled inputs the teachers vote on (the student's training pool), ``evaluation`` the
-    held-out items used only to measure teacher and student accuracy. ``class_names`` is a
-    tuple of ``num_classes`` strings (label ``i`` is ``class_names[i]``) or None when unknown:
-    :data:`CLASS_NAMES` for the built-in datasets, the folder names of ``imagefolder:``, the
-    sorted label strings of a ``csv:`` with non-numeric labels, an optional ``class_names``
-    string array of an ``npz:``. Where the user declares the classes (folders, names),
-    ``num_classes`` is their number even if some class has no records.
+    held-out items used only to measure teacher and student accuracy. ``num_classes`` and
+    ``class_names`` are the DECLARED label set, never discovered from the private labels (one
+    added record must not add a class; issue #48): the class names the user declared (``[data]
+    classes``, ``pate.fit(classes=...)``), else the names a source declares (:data:`CLASS_NAMES`
+    of the built-in datasets, the class folders of an ``imagefolder:``'s ``test/``, an ``npz:``'s
+    ``class_names``), else the labels of the public split (indices ``0 ..`` the largest; names
+    None: unknown). A class may have no records. ``evaluation_public``: False where the
+    evaluation records come out of the user's sensitive pool (rows marked ``evaluation`` or held
+    out of the private rows, unless declared public): figures measured on them are internal.
+    ``public_from_pool``: how many public inputs are rows of the user's pool marked public
+    (used without any protection; 0 for a source whose public split is its own).
 ``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None,
-image_size=None, cache=None)``
+image_size=None, cache=None, classes=None, split_column="split", evaluation_public=False,
+split_key=None)``
     Load one of:
 
     * ``"fashion-mnist"``, ``"mnist"``, ``"kmnist"``, ``"cifar10"``, ``"svhn"``: private = the
@@ -33,30 +40,40 @@ image_size=None, cache=None)``
       ``(N, 1, 8, 8)`` in ``[0, 1]``, permuted with a fixed seed 0: private 1000, public 597,
       evaluation 200.
     * ``"npz:PATH"``: either arrays ``x_private, y_private, x_public, x_evaluation,
-      y_evaluation`` (``y_public`` optional) or a single pool ``x, y``; ``"csv:PATH"``: a numeric
-      table, label in the column named ``label`` (or ``y``, ``target``, ``class``) if there is a
-      header, else in the last column; ``"imagefolder:PATH"``: read with torchvision's
-      ``ImageFolder`` (``PATH/<class>/<image>``, image files in sub-folders of a class folder
-      included; with ``PATH/train`` and ``PATH/test`` the train/test protocol above applies, and
-      a test class needs a training folder). Images of any sizes are resized (bilinear,
-      antialiased, aspect ratio not kept) to ``image_size`` -- an int or ``(height, width)``,
-      by default the size of the first image in sorted order (of ``train/`` if present); an image
+      y_evaluation`` (``y_public`` optional) or a single pool ``x, y`` with an array ``split``
+      (``split_column``) marking each row ``private``, ``public`` or ``evaluation``;
+      ``"csv:PATH"``: a numeric table, label in the column named ``label`` (or ``y``,
+      ``target``, ``class``), else in the last column, and the split in the column named
+      ``split`` (``split_column``; a header row names the columns); ``"imagefolder:PATH"``: read
+      with torchvision's ``ImageFolder`` from ``PATH/train/<class>/<image>`` (private) and
+      ``PATH/test/<class>/<image>`` (public and evaluation: the train/test protocol above),
+      image files in sub-folders of a class folder included. Images of any sizes are resized
+      (bilinear, antialiased, aspect ratio not kept) to ``image_size`` -- an int or ``(height,
+      width)``, by default the size of the first image of ``train/`` in sorted order; an image
       already of that size is read exactly. All images become greyscale (1 channel) when every
-      one is greyscale, else RGB (3 channels; alpha dropped). A single pool is permuted with seed 0 and split into evaluation (the
-      last ``eval_size``, default 10 %), public (the ``public_size`` before it, default 20 %) and
-      private (the rest).
+      one is greyscale, else RGB (3 channels; alpha dropped).
+
+    A pool is never split into "public" rows on pate-learn's own (issue #48): one without a
+    split marking, or an image folder without ``train/``/``test/``, is refused. Where no row is
+    marked ``evaluation``, the rows of the evaluation split are held out of the private rows by
+    a keyed hash of each record (``pate.core.partition.teacher_of`` of its content key, a tenth
+    of them), so that adding or removing a record moves no other; ``split_key`` (16 to 64 bytes;
+    a run stores one drawn from OS entropy) keys it, None draws a fresh one. Evaluation rows of
+    the pool are private records (``evaluation_public`` False) unless ``evaluation_public=True``
+    declares the rows marked ``evaluation`` public.
 
 ``CLASS_NAMES``, ``IMAGE_EXTENSIONS``
     The built-in datasets' class names; the file suffixes ``imagefolder:`` reads.
 
 ``check_features(x, what)``, ``check_labels(y, what, unknown_ok=False)``, ``check_classes(source,
-splits, num_classes, declared=None)``
+splits, num_classes, declared=None)``, ``check_in_label_set(y, num_classes, what)``
     The input checks every dataset passes, from a file or from memory (``pate.fit``), before it
     is partitioned, trained on or charged: features finite (as float32: NaN, +-inf and float64
     beyond float32's range are refused), labels integer class indices (``2.5`` and NaN refused,
     ``3.0`` accepted; negative refused, ``-1`` allowed for an unknown public label), and at most
     as many classes as private records (a label of 10**7 on 1000 records would otherwise size
-    every vote histogram for 10**7 + 1 classes). Each raises
+    every vote histogram for 10**7 + 1 classes), every label inside the declared label set. Each
+    raises
     :class:`pate.analysis.errors.InputError` naming the split (and file/array), the row (and
     column or position) and the value.
 
@@ -73,9 +90,10 @@ The input checks are :mod:`pate.teachers.data_checks`, the built-in datasets' re
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -90,14 +108,25 @@ from pate.teachers.builtin_datasets import (
     load_svhn,
     read_idx,
 )
-from pate.teachers.data_checks import check_classes, check_features, check_labels
+from pate.teachers.data_checks import (
+    check_classes,
+    check_features,
+    check_in_label_set,
+    check_labels,
+    label_set,
+)
 from pate.teachers.own_data import (
     IMAGE_EXTENSIONS,
+    SPLIT_COLUMN,
+    SPLIT_VALUES,
+    MarkedPool,
     check_image_size,
     load_csv,
     load_imagefolder,
     load_npz,
 )
+
+logger = logging.getLogger("pate.teachers.data")
 
 __all__ = [
     "ArraySplit",
@@ -107,16 +136,26 @@ __all__ = [
     "check_features",
     "check_labels",
     "check_classes",
+    "check_in_label_set",
+    "label_set",
+    "held_out",
+    "check_class_names",
     "DATASET_NAMES",
     "DEFAULT_FASHION_MNIST_DIR",
     "CLASS_NAMES",
     "IMAGE_EXTENSIONS",
+    "SPLIT_COLUMN",
+    "SPLIT_VALUES",
+    "HELD_OUT_BUCKETS",
 ]
 
 _PREFIXES = ("npz:", "csv:", "imagefolder:")
 _NPZ_SPLIT_KEYS = ("x_private", "y_private", "x_public", "y_public", "x_evaluation", "y_evaluation")
 _PROTOCOL_PUBLIC, _PROTOCOL_EVAL = 9000, 1000
 _DIGITS_PUBLIC, _DIGITS_EVAL = 597, 200
+#: A pool without rows marked ``evaluation`` holds out one bucket of this many of its private
+#: records for evaluation (a tenth), by a keyed hash of each record (:func:`held_out`).
+HELD_OUT_BUCKETS = 10
 
 
 @dataclass(frozen=True)
@@ -153,6 +192,8 @@ class PateData:
     num_classes: int
     input_shape: tuple[int, ...]
     class_names: tuple[str, ...] | None = None
+    evaluation_public: bool = True
+    public_from_pool: int = 0
 
 
 # --------------------------------------------------------------------------- splitting
@@ -185,48 +226,35 @@ def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
     )
 
 
-def _pool_split(
-    x, y, public_size, eval_size, name, *, default_public=None, default_eval=None, permuted=False
-):
+def _digits_split(x, y, public_size, eval_size):
+    """scikit-learn's digits (a public benchmark: its split is a public fact) permuted with seed
+    0: private first, then public, then evaluation."""
     n = len(x)
-    if len(y) != n:
-        raise ValueError(f"{name}: x has {n} rows but y has {len(y)}")
-    eval_size = (
-        eval_size
-        if eval_size is not None
-        else (default_eval if default_eval is not None else max(1, n // 10))
-    )
-    public_size = (
-        public_size
-        if public_size is not None
-        else (default_public if default_public is not None else max(1, n // 5))
-    )
+    eval_size = _DIGITS_EVAL if eval_size is None else eval_size
+    public_size = _DIGITS_PUBLIC if public_size is None else public_size
     if public_size + eval_size >= n:
         raise ValueError(
             f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
-            f"records out of {n} in {name}; choose smaller sizes"
+            f"records out of {n} in digits; choose smaller sizes"
         )
     k = n - public_size - eval_size
-    if permuted:  # rows already in pool_order (imagefolder decodes them so): slices, no copies
-        parts = (slice(0, k), slice(k, n - eval_size), slice(n - eval_size, n))
-    else:
-        perm = pool_order(n)
-        parts = (perm[:k], perm[k : n - eval_size], perm[n - eval_size :])
+    perm = np.random.default_rng(0).permutation(n)
+    parts = (perm[:k], perm[k : n - eval_size], perm[n - eval_size :])
     return tuple(ArraySplit(x[p], y[p]) for p in parts)
 
 
-def pool_order(n: int) -> np.ndarray:
-    """The order in which a pool's rows are dealt: private first, then public, then evaluation."""
-    return np.random.default_rng(0).permutation(n)
+def held_out(x: np.ndarray, y: np.ndarray, key: bytes) -> np.ndarray:
+    """Which records of ``(x, y)`` are held out for evaluation: those whose keyed hash (of the
+    record's content key, :func:`pate.ledger.record_keys`) falls in bucket 0 of
+    :data:`HELD_OUT_BUCKETS`. A record's place depends on the record and ``key`` alone, so that
+    adding or removing a record moves no other (as the partition: :mod:`pate.core.partition`)."""
+    from pate.core.partition import teacher_of
+    from pate.ledger import record_keys
 
-
-def _num_classes(*ys) -> int:
-    labels = np.concatenate([y[y >= 0] for y in ys])
-    if labels.size == 0:
-        raise ValueError("the dataset has no labels")
-    if labels.min() < 0:
-        raise ValueError("labels must be non-negative integers")
-    return int(labels.max()) + 1
+    keys = record_keys(x, y)
+    raw, width = np.ascontiguousarray(keys).tobytes(), keys.dtype.itemsize
+    items = [raw[i : i + width] for i in range(0, len(raw), width)]
+    return teacher_of(items, num_teachers=HELD_OUT_BUCKETS, key=key) == 0
 
 
 def load_pate_data(
@@ -238,8 +266,18 @@ def load_pate_data(
     eval_size: int | None = None,
     image_size: int | tuple[int, int] | None = None,
     cache=None,
+    classes=None,
+    split_column: str = SPLIT_COLUMN,
+    evaluation_public: bool = False,
+    split_key=None,
 ) -> PateData:
     """Load dataset ``name`` and split it into private / public / evaluation (module docstring).
+
+    ``classes``: the declared class names (a list of strings; label ``i`` is ``classes[i]``);
+    ``split_column``: the CSV column / npz array marking a pool's rows; ``evaluation_public``:
+    the pool's rows marked ``evaluation`` are public data; ``split_key``: the key of a held-out
+    evaluation split, or a function returning it, called only when one is held out (None: a
+    fresh key from OS entropy).
 
     ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
     ``s`` means ``(s, s)``); None keeps the size of the first image.
@@ -272,7 +310,13 @@ def load_pate_data(
             f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
             f"{name!r}; leave it unset"
         )
-    class_names = CLASS_NAMES.get(name)
+    classes = check_class_names(classes)
+    if not isinstance(split_column, str) or not split_column.strip():
+        raise TypeError(f"split_column must be a column name, got {describe(split_column)}")
+    if not isinstance(evaluation_public, bool):
+        raise TypeError(
+            f"evaluation_public must be True or False, got {describe(evaluation_public)}"
+        )
     root_path = None if root is None else pathlib.Path(root).expanduser()
     if download and root_path is None:
         raise ValueError(
@@ -280,9 +324,27 @@ def load_pate_data(
         )
     if name in DATASET_NAMES:
         splits = _builtin_splits(name, root_path, download, public_size, eval_size, cache)
-    else:
-        splits, class_names = _own_splits(name, image_size, public_size, eval_size, cache)
-    return _checked_data(name, *splits, class_names)
+        return _checked_data(name, *splits, classes or CLASS_NAMES.get(name))
+    pool = dict(split_column=split_column, evaluation_public=evaluation_public, key=split_key)
+    return _own_data(name, image_size, public_size, eval_size, cache, classes, pool)
+
+
+def check_class_names(classes) -> list[str] | None:
+    """The declared class names: a list of distinct non-empty strings (or None)."""
+    if classes is None:
+        return None
+    if isinstance(classes, (str, bytes)) or not isinstance(classes, (list, tuple)):
+        raise TypeError(f"classes must be a list of class names (strings), got {describe(classes)}")
+    names = list(classes)
+    bad = [c for c in names if not isinstance(c, str) or not c.strip()]
+    if bad or len(names) < 2:
+        raise ValueError(
+            f"classes must list at least two class names (non-empty strings), got {names!r}"
+        )
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise ValueError(f"classes must name each class once; {repeated} repeat")
+    return names
 
 
 def _builtin_splits(
@@ -311,44 +373,42 @@ def _builtin_splits(
 
     digits = load_digits()
     x = (digits.images.astype(np.float32) / 16.0)[:, None]
-    return _pool_split(
-        x,
-        digits.target.astype(np.int64),
-        public_size,
-        eval_size,
-        name,
-        default_public=_DIGITS_PUBLIC,
-        default_eval=_DIGITS_EVAL,
-    )
+    return _digits_split(x, digits.target.astype(np.int64), public_size, eval_size)
 
 
-def _own_splits(
+def _own_data(
     name: str,
     image_size: tuple[int, int] | None,
     public_size: int | None,
     eval_size: int | None,
-    cache=None,
-):
-    """``((private, public, evaluation), class_names)`` of an ``npz:``, ``csv:`` or
-    ``imagefolder:`` dataset; the files' arrays are checked before they are split."""
+    cache,
+    classes: list[str] | None,
+    pool: dict,
+) -> PateData:
+    """The :class:`PateData` of an ``npz:``, ``csv:`` or ``imagefolder:`` dataset; the files'
+    arrays are checked before they are split. ``pool``: ``split_column``, ``evaluation_public``
+    and the held-out split's ``key``."""
     prefix, _, rest = name.partition(":")
     if not rest:
         raise ValueError(f"dataset {name!r} needs a path after '{prefix}:'")
     path = pathlib.Path(rest).expanduser()
     if prefix == "npz":
-        kind, arrays, class_names = load_npz(path, cache=cache, pool_order=pool_order, source=name)
+        kind, arrays, class_names = load_npz(
+            path, cache=cache, source=name, classes=classes, split_column=pool["split_column"]
+        )
     elif prefix == "csv":
         kind = "pool"
-        arrays, class_names = load_csv(path)
+        arrays, class_names = load_csv(path, classes=classes, split_column=pool["split_column"])
     else:
-        kind, arrays, class_names = load_imagefolder(
-            path, image_size, pool_order=pool_order, cache=cache
+        kind, arrays, class_names = load_imagefolder(path, image_size, cache=cache, classes=classes)
+    if kind != "train-test" and (public_size is not None or eval_size is not None):
+        raise ValueError(
+            f"{name} already says which records are public and which evaluate (its splits or "
+            f"its {pool['split_column']!r} marks); do not pass public_size/eval_size"
         )
+    if kind == "pool":
+        return _marked_data(name, arrays, class_names, pool)
     if kind == "splits":
-        if public_size is not None or eval_size is not None:
-            raise ValueError(
-                f"{name} already holds explicit splits; do not pass public_size/eval_size"
-            )
         xs = [np.asarray(a) for a in arrays]
         for key, a in zip(_NPZ_SPLIT_KEYS, xs):
             split = key.split("_", 1)[1]
@@ -357,20 +417,56 @@ def _own_splits(
             else:
                 check_labels(a, f"{name}: {split} split ({key})", unknown_ok=split == "public")
         splits = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]), ArraySplit(xs[4], xs[5]))
-    elif kind == "train-test":
+    else:
         splits = _protocol_split(*arrays, public_size, eval_size, name)
-    else:  # one pool, checked before it is split (rows are the file's; "pool-in-order": already
-        # in pool_order, as an image folder is decoded, so its split is three slices)
-        check_features(arrays[0], f"{name}: x (the pool split into private/public/evaluation)")
-        check_labels(arrays[1], f"{name}: y (the pool split into private/public/evaluation)")
-        x, y = np.asarray(arrays[0]), np.asarray(arrays[1])
-        in_order = kind == "pool-in-order"
-        splits = _pool_split(x, y, public_size, eval_size, name, permuted=in_order)
-    if not splits[1].x.flags.writeable:  # a pool mapped from the cache: only the private split
-        # stays mapped (read a block at a time); the public and evaluation splits are read into
-        # memory (the student trains on the public pool)
-        splits = (splits[0], *(ArraySplit(_read_whole(s.x), s.y) for s in splits[1:]))
-    return splits, class_names
+    return _checked_data(name, splits[0], *_in_memory(*splits[1:]), class_names)
+
+
+def _in_memory(public: ArraySplit, evaluation: ArraySplit) -> tuple[ArraySplit, ArraySplit]:
+    """The public and evaluation splits in memory where they are mapped from the cache: only
+    the private split stays mapped (read a block at a time); the student trains on the public
+    pool."""
+    if public.x.flags.writeable:
+        return public, evaluation
+    return (
+        ArraySplit(_read_whole(public.x), public.y),
+        ArraySplit(_read_whole(evaluation.x), evaluation.y),
+    )
+
+
+def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> PateData:
+    """The splits of a pool whose rows the user marked (rows in split order: private, public,
+    evaluation); with no row marked ``evaluation``, a keyed-hash tenth of the private rows is
+    held out for it (:func:`held_out`; the evaluation records are then private records)."""
+    counts = np.bincount(pool.split, minlength=len(SPLIT_VALUES))
+    ends = np.cumsum(counts)
+    private = ArraySplit(pool.x[: ends[0]], pool.y[: ends[0]])
+    public = ArraySplit(pool.x[ends[0] : ends[1]], pool.y[ends[0] : ends[1]])
+    evaluation = ArraySplit(pool.x[ends[1] :], pool.y[ends[1] :])
+    evaluation_public = bool(settings["evaluation_public"]) and bool(counts[2] > 0)
+    if counts[2] == 0:
+        key = settings["key"]() if callable(settings["key"]) else settings["key"]
+        if key is None:
+            key = os.urandom(32)
+            logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
+        held = held_out(private.x, private.y, key)
+        if held.all() or not held.any():
+            raise ValueError(
+                f"{name}: holding out a tenth of the private rows for evaluation left "
+                f"{'no private' if held.all() else 'no evaluation'} record; mark rows "
+                f"'evaluation' in the {settings['split_column']!r} marks"
+            )
+        evaluation = ArraySplit(private.x[held], private.y[held])
+        private = ArraySplit(private.x[~held], private.y[~held])
+    public, evaluation = _in_memory(public, evaluation)
+    logger.warning(
+        "%s: %d public inputs are rows of your file marked public: the student learns from "
+        "them without any privacy protection",
+        name,
+        len(public),
+    )
+    data = _checked_data(name, private, public, evaluation, class_names)
+    return replace(data, evaluation_public=evaluation_public, public_from_pool=len(public))
 
 
 def _read_whole(mapped: np.ndarray) -> np.ndarray:
@@ -385,7 +481,8 @@ def _checked_data(
     name: str, private: ArraySplit, public: ArraySplit, evaluation: ArraySplit, class_names
 ) -> PateData:
     """The :class:`PateData` of three splits, after the checks every source passes (shapes,
-    features, labels, classes; the files' arrays were checked before they were split)."""
+    features, labels, the declared label set: ``class_names``, else the public labels; the
+    files' arrays were checked before they were split)."""
     shapes = {private.x.shape[1:], public.x.shape[1:], evaluation.x.shape[1:]}
     if len(shapes) != 1:
         raise ValueError(f"{name}: the splits have different input shapes {sorted(shapes)}")
@@ -393,20 +490,10 @@ def _checked_data(
     for split, part in splits.items():
         check_features(part.x, f"{name}: {split} split")
         check_labels(part.y, f"{name}: {split} split", unknown_ok=split == "public")
-    num_classes = _num_classes(private.y, public.y, evaluation.y)
-    declared = None
-    if class_names is not None:
-        if name in CLASS_NAMES:  # fixed label -> name table; a small sample may lack the last
-            class_names = class_names[:num_classes]
-        elif len(class_names) < num_classes:
-            raise ValueError(
-                f"{name}: {len(class_names)} class names {list(class_names)} for "
-                f"labels up to {num_classes - 1}; give one name per class"
-            )
-        else:  # the user declared the classes (folders, names): a class may have no records
-            num_classes = declared = len(class_names)
-        class_names = tuple(str(c) for c in class_names)
-    check_classes(name, splits, num_classes, declared=declared)
+    num_classes, names = label_set(name, declared=class_names, public_labels=public.y)
+    for split, part in splits.items():
+        check_in_label_set(part.y, num_classes, f"{name}: {split} split")
+    check_classes(name, splits, num_classes, declared=num_classes)
     return PateData(
         name=name,
         private=private,
@@ -414,5 +501,5 @@ def _checked_data(
         evaluation=evaluation,
         num_classes=num_classes,
         input_shape=tuple(int(s) for s in private.x.shape[1:]),
-        class_names=class_names,
+        class_names=names,
     )

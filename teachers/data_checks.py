@@ -8,6 +8,17 @@ where=...)``, ``check_classes(source, splits, num_classes, *, declared=None)``
     Each raises :class:`pate.analysis.errors.InputError` naming the split (``what``: and
     file/array), the row (and column or position) and the value; ``where(shape, index)`` words
     the position.
+``label_set(source, *, declared=None, named=None, public_labels=None)``
+    ``(num_classes, class_names or None)``: the declared label set -- the class names the user
+    declared (``[data] classes``, ``pate.fit(classes=...)``), else names that come with the
+    source (a built-in dataset's, an ``npz:``'s ``class_names``), else the labels of the PUBLIC
+    split (``public_labels``; ``-1`` = unknown) -- never the private labels (issue #48: one
+    added private record must not add a class). Raises :class:`InputError` saying how to
+    declare the classes when there is none of these.
+``check_in_label_set(y, num_classes, what, *, where=...)``
+    Refuse a label outside ``0 .. num_classes - 1`` (a private or evaluation label outside the
+    declared set is bad input, refused before anything is charged), naming the source, the row
+    and the value.
 ``NOTHING_DONE``: the end of their messages (nothing was trained, written or charged).
 """
 
@@ -18,13 +29,26 @@ import numpy as np
 from pate.analysis.errors import InputError
 from pate.analysis.mapped import release_read
 
-__all__ = ["check_features", "check_labels", "check_classes", "NOTHING_DONE"]
+__all__ = [
+    "check_features",
+    "check_labels",
+    "check_classes",
+    "check_in_label_set",
+    "label_set",
+    "DECLARE_CLASSES",
+    "NOTHING_DONE",
+]
 
 
 #: The largest label accepted before the class count is judged against the records (a class
 #: index is below the number of private records, :func:`check_classes`).
 _MAX_LABEL = 2**31 - 1
 NOTHING_DONE = "nothing was trained, written or charged"
+#: How to declare the label set (the end of the messages that ask for it).
+DECLARE_CLASSES = (
+    'declare the classes: [data] classes = ["name0", "name1", ...] in the config, or '
+    'pate.fit(..., classes=["name0", "name1", ...]) (label i is the i-th name)'
+)
 _CHUNK = 1 << 22  # values checked at a time (bounds the temporary masks of a large split)
 
 
@@ -167,4 +191,41 @@ def check_classes(
         f"class index must be below the number of private records); labels must be "
         f"class indices 0, 1, ..., K-1: remap them, e.g. with "
         f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})"
+    )
+
+
+def label_set(
+    source: str, *, declared=None, named=None, public_labels=None
+) -> tuple[int, tuple[str, ...] | None]:
+    """``(num_classes, class_names or None)`` of the declared label set (module docstring):
+    ``declared`` (the user's class names), else ``named`` (the source's own names), else the
+    largest known label of ``public_labels`` + 1 (names unknown)."""
+    for names in (declared, named):
+        if names is not None:
+            return len(names), tuple(str(c) for c in names)
+    known = None if public_labels is None else np.asarray(public_labels)
+    known = None if known is None else known[known >= 0]
+    if known is None or known.size == 0:
+        raise InputError(
+            f"{source}: the set of classes is not declared, and no public labels give it (it "
+            f"is never read from the private labels: one added record would add a class); "
+            f"{DECLARE_CLASSES} ({NOTHING_DONE})"
+        )
+    return int(known.max()) + 1, None
+
+
+def check_in_label_set(y, num_classes: int, what: str, *, where=_where) -> None:
+    """Refuse a label of ``y`` at or above ``num_classes`` (``-1``, an unknown public label, is
+    left to :func:`check_labels`): the first one, by row and value."""
+    y = np.asarray(y)
+    if y.ndim != 1 or y.size == 0:
+        return
+    index, count = _scan(lambda part: part >= num_classes, y)
+    if index is None:
+        return
+    raise InputError(
+        f"{what}: {where(y.shape, index)} has label {_show(y[index])}, outside the declared "
+        f"{num_classes} classes (0 .. {num_classes - 1}; {count} such label"
+        f"{'s' if count != 1 else ''} in all); a label outside the declared set is refused: "
+        f"fix the record, or {DECLARE_CLASSES} ({NOTHING_DONE})"
     )

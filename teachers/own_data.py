@@ -3,13 +3,19 @@ described in :mod:`pate.teachers.data`, which splits what these return).
 
 Symbols
 -------
-``load_npz(path, *, cache=None, pool_order=None, source=None)``: ``(kind, arrays, class_names)``,
-kind ``"splits"`` (six arrays), ``"pool"`` or ``"pool-in-order"`` (through the cache).
-``load_csv(path)``: ``((features, labels), class_names)``; every value checked, rows and columns
-named as in the file.
-``load_imagefolder(path, image_size, *, pool_order, cache=None)``: ``(kind, arrays,
-class_names)``, kind ``"pool"``, ``"pool-in-order"`` (the pool's rows already in ``pool_order``)
-or ``"train-test"``; torchvision's ``ImageFolder``, one colour mode, one size.
+``load_npz(path, *, cache=None, source=None, classes=None, split_column=SPLIT_COLUMN)``:
+``("splits", six arrays, class_names)`` or ``("pool", MarkedPool, class_names)``.
+``load_csv(path, *, classes=None, split_column=SPLIT_COLUMN)``: ``(MarkedPool, class_names)``;
+every value checked, rows and columns named as in the file.
+``MarkedPool(x, y, split, num_classes)``: a single pool whose every row the user marked
+``private``, ``public`` or ``evaluation`` (``split``: codes 0, 1, 2); its labels are class indices
+of the declared label set (``-1``: an unknown public label). A pool without marking is refused
+(:func:`unmarked_pool`): its "public" rows would come out of the user's sensitive file.
+``load_imagefolder(path, image_size, *, cache=None, classes=None)``: ``("train-test", arrays,
+class_names)`` of ``PATH/train`` (private) and ``PATH/test`` (public and evaluation);
+torchvision's ``ImageFolder``, one colour mode, one size. A single folder is refused.
+``SPLIT_COLUMN``, ``SPLIT_VALUES``: the default name of the column / array that marks each row's
+split, and its values.
 ``check_image_size(image_size)``: an int or ``(height, width)`` as ``(height, width)``.
 ``IMAGE_EXTENSIONS``: the file suffixes ``imagefolder:`` reads.
 Messages go to the ``logging`` logger ``"pate.teachers.data"``.
@@ -22,6 +28,7 @@ import hashlib
 import io
 import logging
 import pathlib
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,41 +37,114 @@ from pate.analysis.errors import InputError
 from pate.analysis.mapped import npz_member_map
 from pate.analysis.validation import check_int, describe
 from pate.teachers import cached_data
-from pate.teachers.data_checks import NOTHING_DONE, check_features, check_labels
+from pate.teachers.data_checks import (
+    DECLARE_CLASSES,
+    NOTHING_DONE,
+    check_features,
+    check_in_label_set,
+    check_labels,
+    label_set,
+)
 from pate.teachers.errors import DatasetNotFoundError
 
-__all__ = ["load_npz", "load_csv", "load_imagefolder", "check_image_size", "IMAGE_EXTENSIONS"]
+__all__ = [
+    "load_npz",
+    "load_csv",
+    "load_imagefolder",
+    "check_image_size",
+    "unmarked_pool",
+    "MarkedPool",
+    "IMAGE_EXTENSIONS",
+    "SPLIT_COLUMN",
+    "SPLIT_VALUES",
+]
 
 logger = logging.getLogger("pate.teachers.data")
 
 _LABEL_COLUMNS = ("label", "y", "target", "class")
+#: The default name of the CSV column / npz array marking each row's split (``[data]
+#: split_column``), and its values (code i is ``SPLIT_VALUES[i]``).
+SPLIT_COLUMN = "split"
+SPLIT_VALUES = ("private", "public", "evaluation")
+PRIVATE, PUBLIC, EVALUATION = range(3)
 
 
-def load_npz(path: pathlib.Path, *, cache=None, pool_order=None, source: str | None = None):
+@dataclass(frozen=True)
+class MarkedPool:
+    """A pool whose rows the user marked (module docstring); ``split`` holds codes 0, 1, 2, and
+    the rows are in split order (private, public, evaluation; each in the file's order)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    split: np.ndarray
+    num_classes: int
+
+
+def unmarked_pool(source: str, how: str) -> InputError:
+    """The error for a single pool without a split marking (``how``: how this source marks)."""
+    return InputError(
+        f"{source} is a single pool of records with no marking of which rows are public; "
+        f'pate-learn never splits a sensitive file into "public" rows on its own (the '
+        f"student trains on public rows without any protection). {how}; or give the public "
+        f"inputs as their own source (npz: x_private, y_private, x_public, x_evaluation, "
+        f"y_evaluation) ({NOTHING_DONE})"
+    )
+
+
+#: How a row is marked (the end of :func:`unmarked_pool`'s ``how`` for a column or an array).
+MARKS = (
+    f"holding {', '.join(SPLIT_VALUES)} for each row (evaluation optional: without it, a "
+    f"keyed-hash tenth of the private rows is held out for evaluation)"
+)
+
+
+def _split_codes(values, what: str, where) -> np.ndarray:
+    """The codes 0, 1, 2 of the split marks ``values`` (text; case and spaces ignored)."""
+    lookup = {name: code for code, name in enumerate(SPLIT_VALUES)}
+    codes = np.empty(len(values), dtype=np.int8)
+    for row, value in enumerate(values):
+        code = lookup.get(str(value).strip().lower())
+        if code is None:
+            raise InputError(
+                f"{what}: {where((len(values),), (row,))} is {str(value)!r}, not one of "
+                f"{', '.join(SPLIT_VALUES)} ({NOTHING_DONE})"
+            )
+        codes[row] = code
+    for code in (PRIVATE, PUBLIC):
+        if not np.any(codes == code):
+            raise InputError(
+                f"{what}: no row is marked {SPLIT_VALUES[code]!r}; mark the private records "
+                f"and the public inputs the teachers label ({NOTHING_DONE})"
+            )
+    return codes
+
+
+def load_npz(
+    path: pathlib.Path,
+    *,
+    cache=None,
+    source: str | None = None,
+    classes=None,
+    split_column: str = SPLIT_COLUMN,
+):
     """``(kind, arrays, class_names)`` of an ``.npz`` (module docstring). The private images are
     memory-mapped where stored uncompressed as float32; otherwise, with a ``cache``
     (:class:`pate.teachers.feature_cache.FeatureCache`), they are written into it as float32 and
-    mapped from there, and a pool ``x`` is written in ``pool_order`` (``n -> permutation``; kind
-    ``"pool-in-order"``, its labels checked before they are put in that order); without one they
-    are read into memory. ``source`` names the data in messages (default ``npz:PATH``)."""
+    mapped from there, and a pool ``x`` is written in its split order (private rows, then public,
+    then evaluation; its labels and marks checked first, so that an error names the file's row);
+    without one they are read into memory. ``source`` names the data in messages (default
+    ``npz:PATH``); ``classes``: the declared class names (else the file's ``class_names``, else
+    the public labels); ``split_column``: the array marking a pool's rows."""
     source = source or f"npz:{path}"
     if not path.is_file():
         raise DatasetNotFoundError(
             f"npz file {path} does not exist; give npz:PATH of an existing "
-            "file with arrays x, y (or x_private, y_private, x_public, "
-            "x_evaluation, y_evaluation)"
+            "file with arrays x_private, y_private, x_public, x_evaluation, y_evaluation "
+            f"(or x, y and {split_column}, marking each row private, public or evaluation)"
         )
     with np.load(path, allow_pickle=False) as npz:
         keys = set(npz.files)
-        names = None
-        if "class_names" in keys:
-            raw = npz["class_names"]
-            if raw.ndim != 1 or raw.dtype.kind not in "US":
-                raise ValueError(
-                    f"npz file {path}: class_names must be a 1-D array of strings, "
-                    f"got dtype {raw.dtype} and shape {raw.shape}"
-                )
-            names = [str(v) for v in raw.astype(str)]
+        names = classes if classes is not None else _npz_class_names(npz, path)
         split_keys = {"x_private", "y_private", "x_public", "x_evaluation", "y_evaluation"}
         if split_keys <= keys:
             xp = npz["x_public"]
@@ -84,16 +164,67 @@ def load_npz(path: pathlib.Path, *, cache=None, pool_order=None, source: str | N
                 names,
             )
         if {"x", "y"} <= keys:
-            y = npz["y"]
-            if cache is not None and pool_order is not None and y.ndim == 1:
-                x = _pool_in_order(cache, path, y, pool_order, source)
-                if x is not None:
-                    return "pool-in-order", (x, y[pool_order(len(y))]), names
-            return "pool", (npz["x"], y), names
+            if split_column not in keys:
+                raise unmarked_pool(source, f"Add an array {split_column!r} {MARKS}")
+            pool = _npz_pool(npz, path, cache, source, names, split_column)
+            return "pool", pool, names
     raise ValueError(
-        f"npz file {path} must hold arrays x, y or x_private, y_private, x_public, "
-        f"x_evaluation, y_evaluation; it has {sorted(keys)}"
+        f"npz file {path} must hold arrays x, y, {split_column} or x_private, y_private, "
+        f"x_public, x_evaluation, y_evaluation; it has {sorted(keys)}"
     )
+
+
+def _npz_class_names(npz, path: pathlib.Path) -> list[str] | None:
+    """The file's ``class_names`` (a declaration that comes with the file), or None."""
+    if "class_names" not in npz.files:
+        return None
+    raw = npz["class_names"]
+    if raw.ndim != 1 or raw.dtype.kind not in "US":
+        raise ValueError(
+            f"npz file {path}: class_names must be a 1-D array of strings, "
+            f"got dtype {raw.dtype} and shape {raw.shape}"
+        )
+    return [str(v) for v in raw.astype(str)]
+
+
+def _npz_pool(npz, path: pathlib.Path, cache, source: str, names, split_column: str):
+    """The :class:`MarkedPool` of an npz's ``x, y`` and split array, its labels and marks
+    checked by the file's rows; through the cache, ``x`` is written in split order."""
+    what = f"{source}: {{}} (the pool)"
+    y, marks = npz["y"], npz[split_column]
+    if y.ndim != 1 or marks.shape != y.shape:
+        raise ValueError(
+            f"npz file {path}: y and {split_column} must be 1-D with one value per row of x, "
+            f"got shapes {y.shape} and {marks.shape}"
+        )
+    split = _split_codes(marks.tolist(), what.format(split_column), _file_row)
+    check_labels(y, what.format("y"), unknown_ok=True)
+    unlabelled = np.flatnonzero((y < 0) & (split != PUBLIC))
+    if unlabelled.size:
+        row = int(unlabelled[0])
+        raise InputError(
+            f"{what.format('y')}: row {row} is {y[row]}, a negative label on a row marked "
+            f"{SPLIT_VALUES[split[row]]}; every private and evaluation record needs its "
+            f"label (-1 marks an unknown label on public rows only) ({NOTHING_DONE})"
+        )
+    num_classes, _ = label_set(source, declared=names, public_labels=y[split == PUBLIC])
+    check_in_label_set(y, num_classes, what.format("y"))
+    order = np.argsort(split, kind="stable")
+    x = None
+    if cache is not None:
+        x = cached_data.npz_rows(cache, path, "x", order=order, what=what.format("x"))
+    if x is None:
+        x = npz["x"]
+        check_features(x, what.format("x"))
+        if len(x) != len(y):
+            raise ValueError(f"{source}: x has {len(x)} rows but y has {len(y)}")
+        x = x[order]
+    return MarkedPool(x, np.asarray(y, dtype=np.int64)[order], split[order], num_classes)
+
+
+def _file_row(shape, index) -> str:
+    """``row R`` of a file's array (as :func:`pate.teachers.data_checks.check_labels` words it)."""
+    return f"row {index[0]}"
 
 
 def _private_images(npz, path: pathlib.Path, cache, what: str):
@@ -107,14 +238,6 @@ def _private_images(npz, path: pathlib.Path, cache, what: str):
     return npz["x_private"] if mapped is None else mapped
 
 
-def _pool_in_order(cache, path: pathlib.Path, y: np.ndarray, pool_order, source: str):
-    """A pool's ``x`` in ``pool_order`` through the cache (None: read it the usual way); its
-    labels are checked first, so that an error names the file's row."""
-    what = f"{source}: {{}} (the pool split into private/public/evaluation)"
-    check_labels(y, what.format("y"))
-    return cached_data.npz_rows(cache, path, "x", order=pool_order(len(y)), what=what.format("x"))
-
-
 def _csv_rows(path: pathlib.Path):
     """The file's rows that hold a value (lists of cells), read one at a time."""
     with open(path, newline="") as fh:
@@ -123,9 +246,9 @@ def _csv_rows(path: pathlib.Path):
                 yield row
 
 
-def _csv_layout(path: pathlib.Path):
-    """``(header or None, label column, columns, rows with the header)`` of a csv file: the
-    first pass, which also refuses a ragged row and a file without records."""
+def _csv_layout(path: pathlib.Path, split_column: str):
+    """``(header or None, label column, split column or None, width, rows with the header)`` of
+    a csv file: the first pass, which also refuses a ragged row and a file without records."""
     first = next(_csv_rows(path), None)
     if first is None:
         raise ValueError(f"csv file {path} is empty")
@@ -138,13 +261,15 @@ def _csv_layout(path: pathlib.Path):
             return False
 
     header = None if numeric(first) else [c.strip() for c in first]
-    label_col = len(first) - 1
+    label_col, split_col = len(first) - 1, None
     if header is not None:
         lowered = [h.lower() for h in header]
         for name in _LABEL_COLUMNS:
             if name in lowered:
                 label_col = lowered.index(name)
                 break
+        if split_column.lower() in lowered:
+            split_col = lowered.index(split_column.lower())
     width = len(first)
     rows = 0
     for k, r in enumerate(_csv_rows(path)):  # k + 1: the row's number (header = row 1)
@@ -153,31 +278,44 @@ def _csv_layout(path: pathlib.Path):
         rows += 1
     if rows == (header is not None):
         raise ValueError(f"csv file {path} has a header row and no records")
-    return header, label_col, width, rows
+    if split_col == label_col:
+        raise ValueError(f"csv file {path}: the column {split_column!r} cannot be the label")
+    return header, label_col, split_col, width, rows
 
 
-def load_csv(path: pathlib.Path):
-    """Two passes over the file, a row at a time: the first finds the header, the label column
-    and the number of rows, the second writes the features into one preallocated array (never
-    every cell as a string: those took ~10x the array's memory)."""
+def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLUMN):
+    """``(MarkedPool, class_names)`` of a csv file (module docstring). Two passes over the file,
+    a row at a time: the first finds the header, the label and split columns and the number of
+    rows, the second writes the features into one preallocated array (never every cell as a
+    string: those took ~10x the array's memory). The label set is ``classes`` (declared), else
+    the labels of the rows marked public; a label outside it is refused by row and value."""
     if not path.is_file():
         raise DatasetNotFoundError(
             f"csv file {path} does not exist; give csv:PATH of an existing "
-            "file with numeric feature columns and a label column"
+            "file with numeric feature columns, a label column and a split column"
         )
-    header, label_col, width, rows = _csv_layout(path)
+    header, label_col, split_col, width, rows = _csv_layout(path, split_column)
+    if split_col is None:
+        raise unmarked_pool(
+            f"csv:{path}",
+            f"Add a column named {split_column!r} (in a header row; [data] split_column "
+            f"chooses another name) {MARKS}",
+        )
     skip = header is not None
     labels: list[str] = []
+    marks: list[str] = []
+    features = [j for j in range(width) if j not in (label_col, split_col)]
     # float64 first: a value beyond float32's range is refused by name, not read as inf
-    feats = np.empty((rows - skip, width - 1), dtype=np.float64)
+    feats = np.empty((rows - skip, len(features)), dtype=np.float64)
     for k, r in enumerate(_csv_rows(path)):
         if k < skip:
             continue
         if k >= rows or len(r) != width:
             raise ValueError(f"csv file {path} changed while it was read; read it again")
         labels.append(r[label_col].strip())
+        marks.append(r[split_col])
         try:
-            feats[k - skip] = [float(c) for j, c in enumerate(r) if j != label_col]
+            feats[k - skip] = [float(r[j]) for j in features]
         except ValueError as exc:
             raise ValueError(
                 f"csv file {path}: feature columns must be numeric ({exc}); encode "
@@ -186,7 +324,6 @@ def load_csv(path: pathlib.Path):
     if len(labels) != rows - skip:
         raise ValueError(f"csv file {path} changed while it was read; read it again")
     offset = (header is not None) + 1  # row numbers of the file (header = row 1), as above
-    features = [j for j in range(width) if j != label_col]
 
     def where(shape, index):
         if len(index) == 1:
@@ -196,29 +333,57 @@ def load_csv(path: pathlib.Path):
         return f"row {index[0] + offset}, {column}"
 
     check_features(feats, f"csv file {path}", where=where)
-    feats = feats.astype(np.float32)
-    what = f"csv file {path}, label column"
-    classes = y = None
+    split = _split_codes(marks, f"csv file {path}, column {split_column!r}", where)
+    y, names = _csv_labels(labels, split, classes, f"csv file {path}, label column", where)
+    order = np.argsort(split, kind="stable")  # private rows, then public, then evaluation
+    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order], len(names)), names
+
+
+def _as_index(text: str) -> int | None:
+    """The class index a label cell writes (``3``, ``3.0``), or None (a name, ``2.5``, ``-1``)."""
     try:
-        as_num = np.array([float(v) for v in labels])
-    except ValueError:  # class names
-        as_num = None
-    if as_num is not None:
-        bad = np.flatnonzero(~np.isfinite(as_num) | (as_num != np.round(as_num)))
-        if bad.size:  # a number that is no class index (2.5, nan): never a class name
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if np.isfinite(value) and value == round(value) and value >= 0 else None
+
+
+def _csv_labels(labels: list[str], split: np.ndarray, classes, what: str, where):
+    """``(class indices, class names)`` of a csv's label cells: a cell is a name of the label
+    set or a class index ``0 .. K-1``; the set is ``classes`` (declared), else the labels of the
+    public rows (indices 0 .. their largest, or their names in sorted order). An empty cell of a
+    public row is an unknown label (-1)."""
+    public = [t for t, s in zip(labels, split) if s == PUBLIC and t]
+    if classes is None:
+        if not public:
             raise InputError(
-                f"{what}: {where(as_num.shape, (int(bad[0]),))} is "
-                f"{labels[bad[0]]!r}, not an integer class index; numeric labels "
-                f"must be class indices 0, 1, ..., K-1 ({NOTHING_DONE})"
+                f"{what}: no row marked public has a label, so nothing declares the set of "
+                f"classes (it is never read from the private rows: one added record would "
+                f"add a class); {DECLARE_CLASSES} ({NOTHING_DONE})"
             )
-        if as_num.min() >= 0:
-            check_labels(as_num, what, where=where)  # an absurd index, before the int cast
-            y = as_num.astype(np.int64)
-    if y is None:  # class names (or negative numbers such as -1/1): sorted into indices
-        classes = sorted(set(labels))
-        lookup = {c: i for i, c in enumerate(classes)}
-        y = np.array([lookup[v] for v in labels], dtype=np.int64)
-    return (feats, y), classes
+        indices = [_as_index(t) for t in public]
+        if all(i is not None for i in indices):
+            classes = [str(i) for i in range(max(i for i in indices if i is not None) + 1)]
+        else:
+            classes = sorted(set(public))
+    names = [str(c) for c in classes]
+    lookup = {c: i for i, c in enumerate(names)}
+    y = np.empty(len(labels), dtype=np.int64)
+    for row, text in enumerate(labels):
+        index = lookup.get(text)
+        if index is None:
+            index = _as_index(text)
+        if not text and split[row] == PUBLIC:
+            index = -1
+        elif index is None or index >= len(names):
+            raise InputError(
+                f"{what}: {where((len(labels),), (row,))} (marked "
+                f"{SPLIT_VALUES[split[row]]}) has label {text!r}, outside the declared classes "
+                f"{names}; a label outside the declared set is refused: fix the record, or "
+                f"{DECLARE_CLASSES} ({NOTHING_DONE})"
+            )
+        y[row] = index
+    return y, names
 
 
 #: File suffixes read as images by ``imagefolder:`` (case-insensitive; other files are skipped).
@@ -256,8 +421,9 @@ def check_image_size(image_size) -> tuple[int, int] | None:
     return side, side
 
 
-def _image_folder(directory: pathlib.Path, classes: list[str] | None):
-    """torchvision's ``ImageFolder`` over ``directory``, with ``classes`` (None: its own)."""
+def _image_folder(directory: pathlib.Path, classes: list[str] | None, source: str):
+    """torchvision's ``ImageFolder`` over ``directory``, with ``classes`` (None: its own class
+    folders); a class folder outside ``classes`` is refused by name."""
     from torchvision.datasets import ImageFolder
 
     class _Folder(ImageFolder):
@@ -272,11 +438,13 @@ def _image_folder(directory: pathlib.Path, classes: list[str] | None):
             f"image folder {directory} has no class sub-directories; lay it out as "
             f"{directory}/<class>/<image>"
         )
-    unknown = set(found) - set(classes or found)
+    unknown = sorted(set(found) - set(classes or found))
     if unknown:
-        raise ValueError(
-            f"image folder {directory} has classes {sorted(unknown)} that the "
-            f"training folder lacks; every test class must have a training folder"
+        raise InputError(
+            f"{source}: the class folder {str(directory / unknown[0])!r} is outside the "
+            f"declared classes {list(classes or [])} (declared, else the class folders of "
+            f"test/, the public split); a label outside the declared set is refused: move "
+            f"its images, or {DECLARE_CLASSES} ({NOTHING_DONE})"
         )
     folder = _Folder(
         str(directory),
@@ -334,15 +502,14 @@ class _ToArray:
 
 
 def load_imagefolder(
-    path: pathlib.Path, image_size: tuple[int, int] | None, *, pool_order=None, cache=None
+    path: pathlib.Path, image_size: tuple[int, int] | None, *, cache=None, classes=None
 ):
-    """Read ``PATH/<class>/<image>`` (or ``PATH/train`` + ``PATH/test``) with torchvision's
-    ``ImageFolder``; returns ``(kind, arrays, class_names)``.
-
-    Each image is decoded straight into its row of one preallocated array per folder (never a
-    list of images and a stacked copy of it). ``pool_order`` (``n -> permutation of range(n)``,
-    for a single pool folder only): row ``j`` of the pool is its image ``pool_order(n)[j]`` and the
-    kind is ``"pool-in-order"``, so that a split in that order is three slices of one array.
+    """Read ``PATH/train/<class>/<image>`` (private) and ``PATH/test/<class>/<image>`` (public
+    and evaluation) with torchvision's ``ImageFolder``; returns ``("train-test", arrays,
+    class_names)``. The classes are ``classes`` (declared), else the class folders of ``test/``
+    (the public split; an empty folder counts); a training class folder outside them is refused.
+    A single folder ``PATH/<class>/<image>`` is refused (:func:`unmarked_pool`). Each image is
+    decoded straight into its row of one preallocated array per folder.
 
     Every image is converted to one colour mode -- greyscale ``L`` (1 channel) when all images
     of the dataset are greyscale, else ``RGB`` (3 channels; greyscale images are replicated,
@@ -360,16 +527,22 @@ def load_imagefolder(
     """
     if not path.is_dir():
         raise DatasetNotFoundError(
-            f"image folder {path} does not exist; give imagefolder:PATH "
-            "of a directory laid out as PATH/<class>/<image>"
+            f"image folder {path} does not exist; give imagefolder:PATH of a directory "
+            "laid out as PATH/train/<class>/<image> and PATH/test/<class>/<image>"
         )
     from torchvision import transforms
 
-    split = (path / "train").is_dir() and (path / "test").is_dir()
-    folders = [_image_folder(path / "train", None)] if split else [_image_folder(path, None)]
-    classes = list(folders[0].classes)
-    if split:
-        folders.append(_image_folder(path / "test", classes))
+    source = f"imagefolder:{path}"
+    if not ((path / "train").is_dir() and (path / "test").is_dir()):
+        raise unmarked_pool(
+            source,
+            f"Lay it out as {path}/train/<class>/<image> (the private records) and "
+            f"{path}/test/<class>/<image> (public images, used without protection, and the "
+            f"evaluation images)",
+        )
+    test = _image_folder(path / "test", classes, source)
+    classes = list(test.classes)
+    folders = [_image_folder(path / "train", classes, source), test]
     # the file digests only where a cache keys on them (the files are read once either way)
     scanned = [[_image_header(p, digest=cache is not None) for p, _ in f.samples] for f in folders]
     mode = "L" if all(m in _GREY_MODES for h in scanned for m, _, _ in h) else "RGB"
@@ -381,8 +554,7 @@ def load_imagefolder(
     for folder, files in zip(folders, scanned):
         folder.transform = transform
         n = len(folder.samples)
-        order = np.arange(n) if split or pool_order is None else np.asarray(pool_order(n))
-        ys = np.asarray(folder.targets, dtype=np.int64)[order]
+        order, ys = np.arange(n), np.asarray(folder.targets, dtype=np.int64)
         if cache is None:
             xs = _decode(folder, order, np.empty((n, 1 if mode == "L" else 3, *size), np.float32))
         else:
@@ -405,5 +577,4 @@ def load_imagefolder(
         size[0],
         size[1],
     )
-    kind = "train-test" if split else ("pool" if pool_order is None else "pool-in-order")
-    return kind, tuple(arrays), classes
+    return "train-test", tuple(arrays), classes

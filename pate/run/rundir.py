@@ -405,7 +405,7 @@ class Run:
                     "continue it from Python with the same data (pate.fit(..., "
                     "run_dir=..., resume=True))"
                 )
-            self._data = C.load_data(self.config, run_dir=self.run_dir)
+            self._data = C.load_data(self.config, run_dir=self.run_dir, keep_split_key=True)
         return self._data
 
     def streams(self):

@@ -19,9 +19,10 @@ def bench(load_benchmark):
 def test_the_table_has_a_header_features_and_labels(bench, tmp_path):
     bench.write_table(tmp_path / "t.csv", 12, 3)
     lines = (tmp_path / "t.csv").read_text().splitlines()
-    assert lines[0] == "f0,f1,f2,label" and len(lines) == 13
-    table = np.loadtxt(tmp_path / "t.csv", delimiter=",", skiprows=1)
+    assert lines[0] == "f0,f1,f2,label,split" and len(lines) == 13
+    table = np.loadtxt(tmp_path / "t.csv", delimiter=",", skiprows=1, usecols=range(4))
     assert table.shape == (12, 4) and set(table[:, 3]) <= set(range(5))
+    assert [line.rsplit(",", 1)[1] for line in lines[1:]] == list(bench.split_marks(12))
 
 
 @pytest.mark.skipif(shutil.which("time") is None, reason="needs GNU time")

@@ -32,5 +32,9 @@ def test_one_checkout_small_folder_with_and_without_a_cache(bench, tmp_path, cap
 
 def test_images_are_written_per_class(bench, tmp_path):
     bench.write_images(tmp_path / "f", 25, 4)
-    assert sorted(p.name for p in (tmp_path / "f").iterdir()) == [f"c{i}" for i in range(10)]
+    assert sorted(p.name for p in (tmp_path / "f" / "train").iterdir()) == [
+        f"c{i}" for i in range(10)
+    ]
+    test = sorted(p.name for p in (tmp_path / "f" / "test").iterdir())
+    assert test == [f"c{i}" for i in range(10)]  # every class declared, some folders empty
     assert sum(1 for _ in (tmp_path / "f").rglob("*.png")) == 25

@@ -10,6 +10,9 @@ import pytest
 import pate
 from pate.ledger import Ledger, dataset_identity
 
+#: The digits' label set, declared (the public inputs below are unlabelled).
+DIGITS_CLASSES = [str(i) for i in range(10)]
+
 
 def flat(split):
     return split.x.reshape(len(split.x), -1)
@@ -27,6 +30,7 @@ def sklearn_run(tmp_path_factory, digits):
         flat(digits.public),
         evaluation=(flat(digits.evaluation), digits.evaluation.y),
         records=1000,
+        classes=DIGITS_CLASSES,
         teacher=make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)),
         student=LogisticRegression(max_iter=500),
         num_teachers=10,
@@ -83,6 +87,7 @@ def test_resume_needs_the_same_data(sklearn_run, digits):
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
             records=1000,
+            classes=DIGITS_CLASSES,
             teacher="mlp",
             num_teachers=10,
             mechanism="gnmax",
@@ -104,6 +109,7 @@ def test_resume_errors_speak_pate_fit_s_keywords(sklearn_run, digits):
     kwargs = dict(
         evaluation=(flat(digits.evaluation), digits.evaluation.y),
         records=1000,
+        classes=DIGITS_CLASSES,
         teacher="mlp",
         num_teachers=10,
         mechanism="gnmax",
@@ -139,6 +145,7 @@ def test_a_reshaped_copy_of_the_private_records_has_no_fresh_budget(sklearn_run,
             flat(digits.public),
             evaluation=(flat(digits.evaluation), digits.evaluation.y),
             records=1000,
+            classes=DIGITS_CLASSES,
             teacher=LogisticRegression(max_iter=300),
             student=LogisticRegression(),
             num_teachers=10,
@@ -166,6 +173,7 @@ def test_bad_arguments_are_clear_errors_before_any_work(tmp_path, digits, kwargs
         public=flat(digits.public),
         evaluation=(flat(digits.evaluation), digits.evaluation.y),
         records=1000,
+        classes=DIGITS_CLASSES,
         teacher="mlp",
         num_teachers=5,
         target_eps=5.0,
@@ -210,7 +218,7 @@ def _spoil(array, index, value):
         (
             "private",
             lambda x, y: (x, _spoil(y, 4, 10**7).astype(np.int64)),
-            "pate.fit: private split, row 4 has label 10000000, which makes 10000001 classes",
+            "pate.fit private y: row 4 has label 10000000, outside the declared 10 classes",
         ),
         (
             "public",
@@ -256,6 +264,7 @@ def test_integer_valued_float_labels_are_class_indices(digits):
         (flat(digits.private), digits.private.y.astype(np.float32)),
         flat(digits.public),
         (flat(digits.evaluation), digits.evaluation.y),
+        DIGITS_CLASSES,
     )
     assert data.num_classes == 10 and data.private.y.dtype == np.int64
     np.testing.assert_array_equal(data.private.y, digits.private.y)
@@ -286,6 +295,7 @@ def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
         digits.public.x,
         evaluation=(digits.evaluation.x, digits.evaluation.y),
         records=1000,
+        classes=DIGITS_CLASSES,
         teacher=net,
         student=net,
         num_teachers=5,

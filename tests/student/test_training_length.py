@@ -105,6 +105,7 @@ def test_pate_fit_names_a_too_short_student_and_a_raw_teacher_on_unscaled_inputs
         x[500:800],
         evaluation=(x[800:], y[800:]),
         records=500,
+        classes=["a", "b", "c"],
         teacher=LogisticRegression(max_iter=200),
         num_teachers=5,
         mechanism="gnmax",

@@ -118,6 +118,13 @@ def test_digits_split():
     assert len(rows) == 1797
 
 
+def _marks(n, public, evaluation=0):
+    """Split marks of a pool of ``n`` rows: private first, then ``public``, then ``evaluation``."""
+    return np.array(
+        ["private"] * (n - public - evaluation) + ["public"] * public + ["evaluation"] * evaluation
+    )
+
+
 def test_npz_splits_and_pool(tmp_path):
     rng = np.random.default_rng(1)
     path = tmp_path / "d.npz"
@@ -129,26 +136,34 @@ def test_npz_splits_and_pool(tmp_path):
         x_evaluation=rng.random((8, 5)),
         y_evaluation=np.arange(8) % 3,
     )
-    data = load_pate_data(f"npz:{path}")
+    with pytest.raises(InputError, match=r"classes is not declared.*\[data\] classes"):
+        load_pate_data(f"npz:{path}")  # unlabelled public split: nothing declares the classes
+    data = load_pate_data(f"npz:{path}", classes=["a", "b", "c"])
     assert len(data.private) == 40 and data.num_classes == 3 and data.input_shape == (5,)
     assert np.all(data.public.y == -1)  # unlabelled public split
+    assert data.evaluation_public and data.public_from_pool == 0  # a source of its own
     pool = tmp_path / "p.npz"
-    np.savez(pool, x=rng.random((100, 4)), y=np.arange(100) % 2)
-    data = load_pate_data(f"npz:{pool}", public_size=30, eval_size=10)
+    np.savez(pool, x=rng.random((100, 4)), y=np.arange(100) % 2, split=_marks(100, 30, 10))
+    data = load_pate_data(f"npz:{pool}")
     assert (len(data.private), len(data.public), len(data.evaluation)) == (60, 30, 10)
-    with pytest.raises(ValueError, match="leaves no private"):
+    assert not data.evaluation_public and data.public_from_pool == 30
+    assert load_pate_data(f"npz:{pool}", evaluation_public=True).evaluation_public
+    with pytest.raises(ValueError, match="do not pass public_size"):
         load_pate_data(f"npz:{pool}", public_size=60, eval_size=40)
 
 
 def test_csv_with_header_and_string_labels(tmp_path):
     path = tmp_path / "t.csv"
-    lines = ["age,income,label"] + [f"{i},{i * 2.5},{'yes' if i % 2 else 'no'}" for i in range(50)]
+    marks = _marks(50, 10, 5)
+    lines = ["age,income,label,split"] + [
+        f"{i},{i * 2.5},{'yes' if i % 2 else 'no'},{marks[i]}" for i in range(50)
+    ]
     path.write_text("\n".join(lines) + "\n")
-    data = load_pate_data(f"csv:{path}", public_size=10, eval_size=5)
+    data = load_pate_data(f"csv:{path}")
     assert data.input_shape == (2,) and data.num_classes == 2
-    assert len(data.private) == 35
+    assert len(data.private) == 35 and data.class_names == ("no", "yes")
     bad = tmp_path / "bad.csv"
-    bad.write_text("a,b,label\n1,x,0\n2,3,1\n")
+    bad.write_text("a,b,label,split\n1,x,0,private\n2,3,1,public\n")
     with pytest.raises(ValueError, match="numeric"):
         load_pate_data(f"csv:{bad}")
 
@@ -157,14 +172,16 @@ def test_imagefolder(tmp_path):
     from PIL import Image
 
     rng = np.random.default_rng(2)
-    for cls in ("cat", "dog"):
-        (tmp_path / "imgs" / cls).mkdir(parents=True)
-        for i in range(6):
-            Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(
-                tmp_path / "imgs" / cls / f"{i}.png"
-            )
-    data = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=3, eval_size=2)
-    assert data.input_shape == (3, 8, 8) and data.num_classes == 2 and len(data.private) == 7
+    for split, n in (("train", 7), ("test", 5)):
+        for cls in ("cat", "dog"):
+            (tmp_path / "imgs" / split / cls).mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(
+                    tmp_path / "imgs" / split / cls / f"{i}.png"
+                )
+    data = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=6, eval_size=4)
+    assert data.input_shape == (3, 8, 8) and data.num_classes == 2 and len(data.private) == 14
+    assert data.class_names == ("cat", "dog") and data.evaluation_public
 
 
 def test_bad_arguments():
@@ -208,6 +225,12 @@ def _mixed_folder(root, *, with_grey_cat=True):
     return 18
 
 
+def _mixed_train_test(root):
+    """:func:`_mixed_folder` as ``root/train`` (private) and again as ``root/test`` (public)."""
+    _mixed_folder(root / "train")
+    return _mixed_folder(root / "test")
+
+
 def _expected_colours(label):
     return {0: {_ANT}, 1: {(_BEE,) * 3}, 2: {_CAT_RGB, (_CAT_GREY,) * 3}}[label]
 
@@ -221,14 +244,14 @@ def _check_solid(data):
 
 
 def test_imagefolder_mixed_sizes_and_modes(tmp_path):
-    n = _mixed_folder(tmp_path / "imgs")
+    n = 2 * _mixed_train_test(tmp_path / "imgs")
     data = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=4, eval_size=3)
     # default size: the first image (ant/0.png, 20 wide x 30 high); colour as one image is RGB
     assert data.input_shape == (3, 30, 20)
     assert {s.x.shape[1:] for s in (data.private, data.public, data.evaluation)} == {(3, 30, 20)}
     assert data.class_names == ("ant", "bee", "cat") and data.num_classes == 3
     labels = np.concatenate([data.private.y, data.public.y, data.evaluation.y])
-    assert len(labels) == n and np.bincount(labels).tolist() == [6, 6, 6]
+    assert len(labels) == 18 + 7 and np.bincount(labels[:18]).tolist() == [6, 6, 6] and n == 36
     assert data.private.x.dtype == np.float32
     assert 0.0 <= data.private.x.min() <= data.private.x.max() <= 1.0
     _check_solid(data)
@@ -246,10 +269,11 @@ def test_imagefolder_mixed_sizes_and_modes(tmp_path):
 
 
 def test_imagefolder_all_greyscale_stays_one_channel(tmp_path):
-    for cls, value in (("dark", 30), ("light", 220)):
-        (tmp_path / "g" / cls).mkdir(parents=True)
-        for i, size in enumerate([(10, 10), (7, 13), (21, 9), (10, 10)]):
-            _solid(tmp_path / "g" / cls / f"{i}.png", size, value)
+    for split in ("train", "test"):
+        for cls, value in (("dark", 30), ("light", 220)):
+            (tmp_path / "g" / split / cls).mkdir(parents=True)
+            for i, size in enumerate([(10, 10), (7, 13), (21, 9), (10, 10)]):
+                _solid(tmp_path / "g" / split / cls / f"{i}.png", size, value)
     data = load_pate_data(f"imagefolder:{tmp_path / 'g'}", public_size=2, eval_size=2, image_size=8)
     assert data.input_shape == (1, 8, 8) and data.class_names == ("dark", "light")
     for split in (data.private, data.public, data.evaluation):
@@ -262,12 +286,13 @@ def test_imagefolder_same_size_images_read_exactly(tmp_path):
 
     rng = np.random.default_rng(5)
     pixels = {}
-    for cls in ("a", "b"):
-        (tmp_path / "f" / cls).mkdir(parents=True)
-        for i in range(5):
-            arr = rng.integers(0, 256, (6, 9, 3), dtype=np.uint8)
-            Image.fromarray(arr).save(tmp_path / "f" / cls / f"{i}.png")
-            pixels[arr.tobytes()] = cls
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "f" / split / cls).mkdir(parents=True)
+            for i in range(5):
+                arr = rng.integers(0, 256, (6, 9, 3), dtype=np.uint8)
+                Image.fromarray(arr).save(tmp_path / "f" / split / cls / f"{i}.png")
+                pixels[arr.tobytes()] = cls
     data = load_pate_data(f"imagefolder:{tmp_path / 'f'}", public_size=2, eval_size=2)
     assert data.input_shape == (3, 6, 9)
     for split in (data.private, data.public, data.evaluation):
@@ -277,24 +302,12 @@ def test_imagefolder_same_size_images_read_exactly(tmp_path):
             assert np.array_equal(x * np.float32(255), np.round(x * 255))  # exact uint8 / 255
 
 
-def test_imagefolder_pool_is_decoded_in_split_order(tmp_path):
-    """Issue #33: the images of a pool folder are decoded straight into one array in the split's
-    order, so the three splits are slices of it (no copies, no stacked list), and they are the
-    splits the pool read in folder order and then split gives, row for row."""
-    from pate.teachers import data as D
-    from pate.teachers.own_data import load_imagefolder
-
-    n = _mixed_folder(tmp_path / "pool")
-    data = load_pate_data(f"imagefolder:{tmp_path / 'pool'}", public_size=4, eval_size=3)
-    _, (x, y), _ = load_imagefolder(tmp_path / "pool", None)  # folder order
-    expected = D._pool_split(x, y, 4, 3, "pool")
-    for got, want in zip((data.private, data.public, data.evaluation), expected):
-        np.testing.assert_array_equal(got.x, want.x)
-        np.testing.assert_array_equal(got.y, want.y)
-    assert len(data.private) == n - 7
-    assert data.evaluation.x.base is not None
-    assert np.shares_memory(data.private.x, data.evaluation.x.base)  # slices of one array
-    _check_solid(data)
+def test_a_single_image_folder_is_refused_not_split_into_public_images(tmp_path):
+    """Issue #48: a single folder was split with seed 0 into "public" images of the user's
+    sensitive folder; the train/test layout says which images are public."""
+    _mixed_folder(tmp_path / "pool")
+    with pytest.raises(InputError, match=r"no marking of which rows are public.*/train/<class>"):
+        load_pate_data(f"imagefolder:{tmp_path / 'pool'}")
 
 
 def test_imagefolder_train_test_layout(tmp_path):
@@ -307,8 +320,15 @@ def test_imagefolder_train_test_layout(tmp_path):
             size,
             _BEE if i % 2 else _CAT_RGB,
         )
+    with pytest.raises(InputError, match=r"class folder .*ant'? is outside the declared"):
+        load_pate_data(f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1)
+    abc = ["ant", "bee", "cat"]  # declared: the test folders alone lack "ant"
     data = load_pate_data(
-        f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1, image_size=(10, 14)
+        f"imagefolder:{tmp_path / 'tt'}",
+        public_size=3,
+        eval_size=1,
+        image_size=(10, 14),
+        classes=abc,
     )
     assert data.input_shape == (3, 10, 14) and data.class_names == ("ant", "bee", "cat")
     assert len(data.private) == 18 and len(data.public) == 3 and len(data.evaluation) == 1
@@ -318,8 +338,8 @@ def test_imagefolder_train_test_layout(tmp_path):
 
     (tmp_path / "tt" / "test" / "dog").mkdir()
     _solid(tmp_path / "tt" / "test" / "dog" / "0.png", (8, 8), _ANT)
-    with pytest.raises(ValueError, match="dog"):
-        load_pate_data(f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1)
+    with pytest.raises(InputError, match="dog"):
+        load_pate_data(f"imagefolder:{tmp_path / 'tt'}", public_size=3, eval_size=1, classes=abc)
 
 
 def test_imagefolder_errors(tmp_path):
@@ -327,14 +347,15 @@ def test_imagefolder_errors(tmp_path):
 
     with pytest.raises(DatasetNotFoundError, match="imagefolder:PATH"):
         load_pate_data(f"imagefolder:{tmp_path / 'missing'}")
-    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "train").mkdir(parents=True)
+    (tmp_path / "empty" / "test").mkdir()
     with pytest.raises(ValueError, match="no class sub-directories"):
         load_pate_data(f"imagefolder:{tmp_path / 'empty'}")
-    (tmp_path / "empty" / "a").mkdir()
+    (tmp_path / "empty" / "test" / "a").mkdir()
     with pytest.raises(ValueError, match="holds no images"):
         load_pate_data(f"imagefolder:{tmp_path / 'empty'}")
-    _mixed_folder(tmp_path / "bad")
-    (tmp_path / "bad" / "bee" / "broken.png").write_bytes(b"not a png at all")
+    _mixed_train_test(tmp_path / "bad")
+    (tmp_path / "bad" / "train" / "bee" / "broken.png").write_bytes(b"not a png at all")
     with pytest.raises(InputError, match="broken.png"):
         load_pate_data(f"imagefolder:{tmp_path / 'bad'}")
     good = f"imagefolder:{tmp_path / 'empty'}"
@@ -354,23 +375,34 @@ def test_class_names():
 
 
 def test_class_names_of_user_files(tmp_path):
-    rows = ["f1,f2,label"] + [
-        f"{i},{i % 3},{('setosa', 'virginica', 'versicolor')[i % 3]}" for i in range(30)
+    marks = _marks(30, 6, 5)
+    rows = ["f1,f2,label,split"] + [
+        f"{i},{i % 3},{('setosa', 'virginica', 'versicolor')[i % 3]},{marks[i]}" for i in range(30)
     ]
     (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
-    data = load_pate_data(f"csv:{tmp_path / 't.csv'}", public_size=5, eval_size=5)
+    data = load_pate_data(f"csv:{tmp_path / 't.csv'}")  # the public rows' labels, sorted
     assert data.class_names == ("setosa", "versicolor", "virginica")
     numeric = tmp_path / "n.csv"
-    numeric.write_text("\n".join(f"{i},{i % 2}" for i in range(20)) + "\n")
-    assert load_pate_data(f"csv:{numeric}", public_size=4, eval_size=4).class_names is None
+    numeric.write_text(
+        "a,label,split\n" + "\n".join(f"{i},{i % 2},{_marks(20, 4, 4)[i]}" for i in range(20))
+    )
+    assert load_pate_data(f"csv:{numeric}").class_names == ("0", "1")
+    declared = load_pate_data(f"csv:{numeric}", classes=["benign", "malignant"])
+    assert declared.class_names == ("benign", "malignant")  # numeric labels index the names
 
     x, y = np.random.default_rng(0).random((40, 4)), np.arange(40) % 2
-    np.savez(tmp_path / "named.npz", x=x, y=y, class_names=np.array(["no", "yes", "maybe"]))
-    named = load_pate_data(f"npz:{tmp_path / 'named.npz'}", public_size=5, eval_size=5)
+    np.savez(
+        tmp_path / "named.npz",
+        x=x,
+        y=y,
+        split=_marks(40, 5, 5),
+        class_names=np.array(["no", "yes", "maybe"]),
+    )
+    named = load_pate_data(f"npz:{tmp_path / 'named.npz'}")
     assert named.class_names == ("no", "yes", "maybe") and named.num_classes == 3
-    np.savez(tmp_path / "short.npz", x=x, y=y, class_names=np.array(["only"]))
-    with pytest.raises(ValueError, match="one name per class"):
-        load_pate_data(f"npz:{tmp_path / 'short.npz'}", public_size=5, eval_size=5)
+    np.savez(tmp_path / "short.npz", x=x, y=y, split=_marks(40, 5, 5), class_names=["only"])
+    with pytest.raises(InputError, match="row 1 has label 1, outside the declared 1 classes"):
+        load_pate_data(f"npz:{tmp_path / 'short.npz'}")
 
 
 # --------------------------------------------------------------------------- input checks
@@ -469,61 +501,70 @@ def test_a_huge_label_is_refused_at_once_not_sized_into_the_votes(tmp_path):
     y = np.arange(40) % 3
     y[17] = 10**7
     source = _splits_npz(tmp_path / "d.npz", y_private=y)
+    abc = ["a", "b", "c"]
     start = time.perf_counter()
     with pytest.raises(InputError) as caught:
-        load_pate_data(source)
+        load_pate_data(source, classes=abc)
     assert time.perf_counter() - start < 5.0
-    assert (
-        "private split, row 17 has label 10000000, which makes 10000001 classes, more than "
-        "its 40 private records could populate"
-    ) in str(caught.value)
+    assert ("private split: row 17 has label 10000000, outside the declared 3 classes") in str(
+        caught.value
+    )
     ye = np.arange(8) % 3
-    ye[2] = 40  # one more class than the 40 private records: refused in any split
-    with pytest.raises(InputError, match="evaluation split, row 2 has label 40"):
-        load_pate_data(_splits_npz(tmp_path / "e.npz", y_evaluation=ye))
-    ye[2] = 39  # 40 classes on 40 records: accepted
-    assert load_pate_data(_splits_npz(tmp_path / "f.npz", y_evaluation=ye)).num_classes == 40
+    ye[2] = 3  # outside the declared set: refused in any split
+    with pytest.raises(InputError, match="evaluation split: row 2 has label 3, outside"):
+        load_pate_data(_splits_npz(tmp_path / "e.npz", y_evaluation=ye), classes=abc)
+    many = [f"c{i}" for i in range(41)]  # more declared classes than private records
+    with pytest.raises(InputError, match="41 classes are declared .* only 40 records"):
+        load_pate_data(_splits_npz(tmp_path / "f.npz"), classes=many)
+    assert load_pate_data(_splits_npz(tmp_path / "f.npz"), classes=many[:40]).num_classes == 40
     y[17] = 2**40  # beyond any class count: refused before the int64 cast
     with pytest.raises(InputError, match="row 17 is 1099511627776, not a plausible class index"):
-        load_pate_data(_splits_npz(tmp_path / "g.npz", y_private=y.astype(np.uint64)))
+        load_pate_data(_splits_npz(tmp_path / "g.npz", y_private=y.astype(np.uint64)), classes=abc)
 
 
 def test_declared_classes_need_private_records(tmp_path):
     x, y = np.random.default_rng(0).random((12, 4)), np.arange(12) % 2
-    np.savez(tmp_path / "n.npz", x=x, y=y, class_names=np.array([f"c{i}" for i in range(9)]))
+    names = np.array([f"c{i}" for i in range(9)])
+    np.savez(tmp_path / "n.npz", x=x, y=y, split=_marks(12, 2, 2), class_names=names)
     with pytest.raises(InputError, match="9 classes are declared .* only 8 records"):
-        load_pate_data(f"npz:{tmp_path / 'n.npz'}", public_size=2, eval_size=2)
+        load_pate_data(f"npz:{tmp_path / 'n.npz'}")
 
 
 def test_a_pool_is_checked_with_the_file_s_row_numbers(tmp_path):
     x, y = np.random.default_rng(0).random((100, 4)), np.arange(100) % 2
     x[63, 1] = np.inf
-    np.savez(tmp_path / "p.npz", x=x, y=y)
-    with pytest.raises(InputError, match=r"p.npz: x \(the pool .*\): row 63, column 1 is inf"):
-        load_pate_data(f"npz:{tmp_path / 'p.npz'}", public_size=30, eval_size=10)
+    marks = _marks(100, 30, 10)
+    np.savez(tmp_path / "p.npz", x=x, y=y, split=marks)
+    with pytest.raises(InputError, match=r"p.npz: x \(the pool\): row 63, column 1 is inf"):
+        load_pate_data(f"npz:{tmp_path / 'p.npz'}")
     x[63, 1] = 0.5
     y = y.astype(float)
     y[70] = 0.5
-    np.savez(tmp_path / "q.npz", x=x, y=y)
-    with pytest.raises(InputError, match=r"q.npz: y \(the pool .*\): row 70 is 0.5"):
-        load_pate_data(f"npz:{tmp_path / 'q.npz'}", public_size=30, eval_size=10)
+    np.savez(tmp_path / "q.npz", x=x, y=y, split=marks)
+    with pytest.raises(InputError, match=r"q.npz: y \(the pool\): row 70 is 0.5"):
+        load_pate_data(f"npz:{tmp_path / 'q.npz'}")
+    marks[12] = "publik"
+    np.savez(tmp_path / "r.npz", x=x, y=np.arange(100) % 2, split=marks)
+    with pytest.raises(InputError, match=r"r.npz: split \(the pool\): row 12 is 'publik'"):
+        load_pate_data(f"npz:{tmp_path / 'r.npz'}")
 
 
 def test_csv_values_are_named_by_the_file_s_row_and_column(tmp_path):
     path = tmp_path / "t.csv"
-    rows = ["age,income,label"] + [f"{i},{i * 2.5},{i % 2}" for i in range(30)]
-    rows[9] = "8,nan,0"  # row 10 of the file (the header is row 1)
+    marks = _marks(30, 5, 5)
+    rows = ["age,income,label,split"] + [f"{i},{i * 2.5},{i % 2},{marks[i]}" for i in range(30)]
+    rows[9] = "8,nan,0,private"  # row 10 of the file (the header is row 1)
     path.write_text("\n".join(rows) + "\n")
     with pytest.raises(InputError, match="t.csv: row 10, column 'income' is nan"):
-        load_pate_data(f"csv:{path}", public_size=5, eval_size=5)
-    rows[9] = "8,20.0,2.5"
+        load_pate_data(f"csv:{path}")
+    rows[9] = "8,20.0,2.5,private"
     path.write_text("\n".join(rows) + "\n")
-    with pytest.raises(InputError, match="label column: row 10 is '2.5', not an integer class"):
-        load_pate_data(f"csv:{path}", public_size=5, eval_size=5)
+    with pytest.raises(InputError, match="label column: row 10 .marked private. has label '2.5'"):
+        load_pate_data(f"csv:{path}")
     # negative numbers stay what they were: class names (e.g. -1 / 1), sorted into indices
-    rows = ["a,label"] + [f"{i},{-1 if i % 2 else 1}" for i in range(30)]
+    rows = ["a,label,split"] + [f"{i},{-1 if i % 2 else 1},{marks[i]}" for i in range(30)]
     path.write_text("\n".join(rows) + "\n")
-    assert load_pate_data(f"csv:{path}", public_size=5, eval_size=5).class_names == ("-1", "1")
+    assert load_pate_data(f"csv:{path}").class_names == ("-1", "1")
 
 
 def test_csv_is_read_row_by_row_into_the_same_arrays(tmp_path):
@@ -532,18 +573,21 @@ def test_csv_is_read_row_by_row_into_the_same_arrays(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 4)) * 10.0 ** rng.integers(-3, 4, size=(300, 4))
     y = rng.integers(0, 3, 300)
-    table = np.column_stack([x[:, :2], y, x[:, 2:]])
+    y[:3] = [0, 1, 2]
+    marks = rng.choice(["private", "public", "evaluation"], 300)
+    marks[:3] = "public"
+    table = [
+        [*map(repr, map(float, x[i, :2])), str(y[i]), marks[i], *map(repr, map(float, x[i, 2:]))]
+        for i in range(300)
+    ]
     path = tmp_path / "t.csv"
-    body = "\n".join(",".join(repr(float(v)) for v in row) for row in table)
-    path.write_text("a,b,label,c,d\n\n" + body + "\n,,,,\n")  # blank rows are skipped
-    data = load_pate_data(f"csv:{path}", public_size=30, eval_size=20)
-    got_x = np.concatenate([s.x for s in (data.private, data.public, data.evaluation)])
-    got_y = np.concatenate([s.y for s in (data.private, data.public, data.evaluation)])
-    from pate.teachers.data import pool_order
-
-    order = pool_order(300)
-    np.testing.assert_array_equal(got_x, x[order].astype(np.float32))
-    np.testing.assert_array_equal(got_y, y[order])
+    body = "\n".join(",".join(row) for row in table)
+    path.write_text("a,b,label,split,c,d\n\n" + body + "\n,,,,,\n")  # blank rows are skipped
+    data = load_pate_data(f"csv:{path}")
+    for code, split in enumerate((data.private, data.public, data.evaluation)):
+        rows = marks == ("private", "public", "evaluation")[code]  # in the file's order
+        np.testing.assert_array_equal(split.x, x[rows].astype(np.float32))
+        np.testing.assert_array_equal(split.y, y[rows])
     (tmp_path / "header.csv").write_text("a,b,label\n")
     with pytest.raises(ValueError, match="header row and no records"):
         load_pate_data(f"csv:{tmp_path / 'header.csv'}")

@@ -17,14 +17,13 @@ from pate.teachers.feature_cache import FeatureCache
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _folder(root: pathlib.Path, *, layout: str = "pool") -> str:
-    """Random RGB and greyscale PNGs of two sizes in three classes (``layout``: one pool, or
-    ``train``/``test``); returns the ``imagefolder:`` name."""
+def _folder(root: pathlib.Path) -> str:
+    """Random RGB and greyscale PNGs of two sizes in three classes, in ``train``/``test``
+    folders; returns the ``imagefolder:`` name."""
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    parts = ["train", "test"] if layout == "train-test" else [""]
-    for part in parts:
+    for part in ("train", "test"):
         for i in range(24 if part != "test" else 12):
             cls = root / part / f"c{i % 3}"
             cls.mkdir(parents=True, exist_ok=True)
@@ -48,17 +47,16 @@ def _no_decoding(monkeypatch):
     monkeypatch.setattr(own_data, "_decode", refuse)
 
 
-@pytest.mark.parametrize("layout", ["pool", "train-test"])
-def test_cached_images_equal_decoded_ones_and_are_decoded_once(tmp_path, monkeypatch, layout):
-    name = _folder(tmp_path / "images", layout=layout)
-    sizes = {"public_size": 6, "eval_size": 4} if layout == "pool" else {}
+def test_cached_images_equal_decoded_ones_and_are_decoded_once(tmp_path, monkeypatch):
+    name = _folder(tmp_path / "images")
+    sizes: dict = {}
     plain = load_pate_data(name, image_size=8, **sizes)
     cache = FeatureCache(tmp_path / "cache")
     first = load_pate_data(name, image_size=8, cache=cache, **sizes)
     _no_decoding(monkeypatch)
     again = FeatureCache(tmp_path / "cache")
     second = load_pate_data(name, image_size=8, cache=again, **sizes)
-    assert [e["hit"] for e in cache.summary()["entries"]] == [False] * (1 + (layout != "pool"))
+    assert [e["hit"] for e in cache.summary()["entries"]] == [False, False]
     assert again.summary()["hits"] == len(cache.summary()["entries"])
     assert again.summary()["misses"] == 0
     for a, b, c in zip(_splits(plain), _splits(first), _splits(second)):
@@ -88,10 +86,11 @@ def test_a_copied_folder_hits_and_an_edited_image_misses(tmp_path, monkeypatch):
         copied = load_pate_data(f"imagefolder:{tmp_path / 'copy'}", image_size=8, cache=cache)
     for a, b in zip(_splits(before), _splits(copied)):
         np.testing.assert_array_equal(a.x, b.x)
-    Image.new("RGB", (9, 7), (255, 0, 0)).save(tmp_path / "copy" / "c0" / "0.png")
+    Image.new("RGB", (9, 7), (255, 0, 0)).save(tmp_path / "copy" / "train" / "c0" / "0.png")
     edited = load_pate_data(f"imagefolder:{tmp_path / 'copy'}", image_size=8, cache=cache)
-    assert [e["hit"] for e in cache.summary()["entries"]] == [False, True, False]
-    assert len(cache.entries()) == 2
+    # train, test; both hit; the edited train folder misses, its test folder hits
+    assert [e["hit"] for e in cache.summary()["entries"]] == [False, False, True, True, False, True]
+    assert len(cache.entries()) == 3
     red = np.zeros((3, 8, 8), np.float32)
     red[0] = 1.0
     rows = [s.x for s in _splits(edited)]
@@ -104,14 +103,15 @@ def test_another_size_is_another_entry(tmp_path):
     cache = FeatureCache(tmp_path / "cache")
     assert load_pate_data(name, image_size=8, cache=cache).input_shape == (3, 8, 8)
     assert load_pate_data(name, image_size=(6, 5), cache=cache).input_shape == (3, 6, 5)
-    assert [e["hit"] for e in cache.summary()["entries"]] == [False, False]
+    assert [e["hit"] for e in cache.summary()["entries"]] == [False] * 4
 
 
 def test_a_corrupt_entry_is_rebuilt_not_trusted(tmp_path, caplog):
     name = _folder(tmp_path / "images")
     cache = FeatureCache(tmp_path / "cache")
-    good = load_pate_data(name, image_size=8, cache=cache)
-    (entry,) = cache.entries()
+    # copied: the private split maps the very file damaged below
+    good = [np.array(s.x) for s in _splits(load_pate_data(name, image_size=8, cache=cache))]
+    entry = max(cache.entries(), key=lambda e: e["rows"])  # the train folder's
     path = cache.root / entry["name"] / "features.npy"
     raw = bytearray(path.read_bytes())
     raw[-5] ^= 0xFF
@@ -119,14 +119,14 @@ def test_a_corrupt_entry_is_rebuilt_not_trusted(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="pate.teachers.feature_cache"):
         rebuilt = load_pate_data(name, image_size=8, cache=FeatureCache(tmp_path / "cache"))
     assert "is not used and is rebuilt" in caplog.text
-    for a, b in zip(_splits(good), _splits(rebuilt)):
-        np.testing.assert_array_equal(a.x, b.x)
+    for a, b in zip(good, _splits(rebuilt)):
+        np.testing.assert_array_equal(a, b.x)
 
 
 def test_an_image_that_fails_to_decode_leaves_no_entry(tmp_path):
     name = _folder(tmp_path / "images")
-    png = (tmp_path / "images" / "c1" / "4.png").read_bytes()
-    (tmp_path / "images" / "c1" / "4.png").write_bytes(png[: len(png) // 2])  # header intact
+    png = (tmp_path / "images" / "train" / "c1" / "4.png").read_bytes()
+    (tmp_path / "images" / "train" / "c1" / "4.png").write_bytes(png[: len(png) // 2])
     cache = FeatureCache(tmp_path / "cache")
     with pytest.raises(InputError, match=r"4\.png cannot be read as an image"):
         load_pate_data(name, image_size=8, cache=cache)
@@ -158,24 +158,25 @@ def test_a_run_decodes_once_into_the_cache_beside_it(tmp_path, monkeypatch):
                 "data": {
                     "name": name,
                     "image_size": 8,
-                    "public_size": 10,
+                    "public_size": 8,
                     "eval_size": 4,
-                    "records": 10,
+                    "records": 24,
                 },
                 "partition": {"num_teachers": 2},
-                "aggregator": {"noise_seed": 0, "queries": 10},
+                "aggregator": {"noise_seed": 0, "queries": 8},
                 "run": run_table,
             },
         )
 
     first = Pipeline(config("a"), progress=False)
     first.run(until="partition")
-    (entry,) = FeatureCache(tmp_path / "runs" / ".feature-cache").entries()
-    assert entry["front_end"] == cached_data.DECODED_IMAGES and entry["rows"] == 24
+    entries = FeatureCache(tmp_path / "runs" / ".feature-cache").entries()
+    assert {e["front_end"] for e in entries} == {cached_data.DECODED_IMAGES}
+    assert sorted(e["rows"] for e in entries) == [12, 24]
     with monkeypatch.context() as patched:
         _no_decoding(patched)
         Pipeline(config("b"), progress=False).run(until="partition")
     off = Pipeline(config("c", feature_cache=False), progress=False)
     off.run(until="partition")
     assert off.ctx.data.private.x.flags.writeable  # decoded into memory
-    assert len(FeatureCache(tmp_path / "runs" / ".feature-cache").entries()) == 1
+    assert len(FeatureCache(tmp_path / "runs" / ".feature-cache").entries()) == 2

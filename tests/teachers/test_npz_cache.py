@@ -40,6 +40,12 @@ def _no_reading(monkeypatch):
     monkeypatch.setattr(cached_data._MemberStream, "read", refuse)
 
 
+def _marks(rows, public, evaluation, seed=0):
+    """Each row's split mark, shuffled: the cache writes the pool in split order."""
+    marks = ["private"] * (rows - public - evaluation) + ["public"] * public
+    return np.random.default_rng(seed).permutation(marks + ["evaluation"] * evaluation)
+
+
 def _images(rows, dtype=np.float64, seed=0):
     x = np.random.default_rng(seed).random((rows, 1, 6, 5))
     return (x * 255).astype(dtype) if dtype == np.uint8 else x.astype(dtype)
@@ -57,13 +63,14 @@ def test_explicit_splits_private_is_mapped_from_the_cache(tmp_path, monkeypatch,
         x_evaluation=_images(8, seed=3),
         y_evaluation=rng.integers(0, 3, 8),
     )
-    plain = load_pate_data(f"npz:{path}")
+    abc = ["a", "b", "c"]
+    plain = load_pate_data(f"npz:{path}", classes=abc)
     cache = FeatureCache(tmp_path / "cache")
-    first = load_pate_data(f"npz:{path}", cache=cache)
+    first = load_pate_data(f"npz:{path}", cache=cache, classes=abc)
     with monkeypatch.context() as patched:
         _no_reading(patched)
         again = FeatureCache(tmp_path / "cache")
-        second = load_pate_data(f"npz:{path}", cache=again)
+        second = load_pate_data(f"npz:{path}", cache=again, classes=abc)
     _same(plain, first)
     _same(plain, second)
     assert not second.private.x.flags.writeable and second.public.x.flags.writeable
@@ -75,13 +82,16 @@ def test_explicit_splits_private_is_mapped_from_the_cache(tmp_path, monkeypatch,
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8])
 def test_a_pool_is_written_in_split_order_and_sliced(tmp_path, monkeypatch, save, dtype):
     path = tmp_path / "pool.npz"
-    save(path, x=_images(50, dtype), y=np.arange(50) % 4)
-    plain = load_pate_data(f"npz:{path}", public_size=10, eval_size=5)
+    marks, abcd = _marks(50, 10, 5), ["a", "b", "c", "d"]
+    save(path, x=_images(50, dtype), y=np.arange(50) % 4, split=marks)
+    plain = load_pate_data(f"npz:{path}", classes=abcd)
+    assert [len(s) for s in _splits(plain)] == [35, 10, 5]
+    np.testing.assert_array_equal(plain.public.y, (np.arange(50) % 4)[marks == "public"])
     cache = FeatureCache(tmp_path / "cache")
-    first = load_pate_data(f"npz:{path}", public_size=10, eval_size=5, cache=cache)
+    first = load_pate_data(f"npz:{path}", cache=cache, classes=abcd)
     with monkeypatch.context() as patched:
         _no_reading(patched)
-        second = load_pate_data(f"npz:{path}", public_size=10, eval_size=5, cache=cache)
+        second = load_pate_data(f"npz:{path}", cache=cache, classes=abcd)
     assert cache.summary()["entries"][-1] == {**cache.summary()["entries"][-1], "hit": True}
     _same(plain, first)
     _same(plain, second)
@@ -92,8 +102,8 @@ def test_a_pool_is_written_in_split_order_and_sliced(tmp_path, monkeypatch, save
     # written out as it is read (the archive cannot be read in a shuffled order)
     expected = [cached_data.NPZ_POOL] + ([] if save is np.savez else [cached_data.NPZ_MEMBER])
     assert fronts == sorted(expected)
-    np.savez(path, x=_images(50, dtype, seed=9), y=np.arange(50) % 4)  # another file: a miss
-    edited = load_pate_data(f"npz:{path}", public_size=10, eval_size=5, cache=cache)
+    np.savez(path, x=_images(50, dtype, seed=9), y=np.arange(50) % 4, split=marks)  # a miss
+    edited = load_pate_data(f"npz:{path}", cache=cache, classes=abcd)
     assert not np.array_equal(edited.private.x, second.private.x)
     assert cache.summary()["entries"][-1]["hit"] is False
 
@@ -109,7 +119,8 @@ def test_bad_values_get_the_same_message_and_leave_no_entry(tmp_path, save):
     x = _images(30)
     x[7, 0, 2, 3] = 1e39  # beyond float32's range
     pool = tmp_path / "pool.npz"
-    save(pool, x=x, y=np.arange(30) % 3)
+    marks = _marks(30, 5, 5)
+    save(pool, x=x, y=np.arange(30) % 3, split=marks)
     splits = tmp_path / "splits.npz"
     save(
         splits,
@@ -120,9 +131,10 @@ def test_bad_values_get_the_same_message_and_leave_no_entry(tmp_path, save):
         y_evaluation=np.arange(4) % 3,
     )
     labels = tmp_path / "labels.npz"
-    save(labels, x=_images(30), y=np.where(np.arange(30) == 3, 2.5, np.arange(30) % 3))
+    y = np.where(np.arange(30) == 3, 2.5, np.arange(30) % 3)
+    save(labels, x=_images(30), y=y, split=marks)
     short = tmp_path / "short.npz"
-    save(short, x=_images(30), y=np.arange(29) % 3)
+    save(short, x=_images(30), y=np.arange(29) % 3, split=marks[:29])
     cache = FeatureCache(tmp_path / "cache")
     for path, match in (
         (pool, r"row 7, .*beyond float32's range"),
@@ -130,7 +142,7 @@ def test_bad_values_get_the_same_message_and_leave_no_entry(tmp_path, save):
         (labels, r"row 3 is 2\.5"),
         (short, "x has 30 rows but y has 29"),
     ):
-        sizes = {} if path == splits else {"public_size": 5, "eval_size": 5}
+        sizes = {"classes": ["a", "b", "c"]} if path == splits else {}
         without = _message(f"npz:{path}", **sizes)
         within = _message(f"npz:{path}", cache=cache, **sizes)
         assert within == without
@@ -148,7 +160,8 @@ def test_a_run_reads_an_npz_pool_through_the_cache_beside_it(tmp_path, monkeypat
     monkeypatch.delenv("PATE_FEATURE_CACHE", raising=False)
     digits = load_digits()
     path = tmp_path / "digits.npz"
-    np.savez_compressed(path, x=digits.images[:, None] / 16.0, y=digits.target)
+    marks = _marks(len(digits.target), 359, 179)
+    np.savez_compressed(path, x=digits.images[:, None] / 16.0, y=digits.target, split=marks)
 
     def config(run: str):
         return C.load(

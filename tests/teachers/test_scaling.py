@@ -232,6 +232,7 @@ def test_pate_fit_with_a_module_factory_pipeline_for_teachers_and_student(
         flat[1],
         evaluation=(flat[2], digits.evaluation.y),
         records=1000,
+        classes=[str(i) for i in range(10)],
         teacher=spec,
         student=spec,
         num_teachers=5,

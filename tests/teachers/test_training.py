@@ -379,12 +379,14 @@ def test_mixed_size_imagefolder_trains_teachers_and_votes(tmp_path):
     rng = np.random.default_rng(3)
     sizes = [(20, 30), (40, 40), (33, 17)]
     for c, cls in enumerate(("red", "green", "blue")):
-        (tmp_path / "img" / cls).mkdir(parents=True)
+        for part in ("train", "test"):
+            (tmp_path / "img" / part / cls).mkdir(parents=True)
         for i in range(12):
             arr = rng.integers(0, 60, (sizes[i % 3][1], sizes[i % 3][0], 3), dtype=np.uint8)
             arr[..., c] += 180
             image = Image.fromarray(arr)
-            (image.convert("L") if i == 5 else image).save(tmp_path / "img" / cls / f"{i}.png")
+            folder = tmp_path / "img" / ("train" if i < 8 else "test") / cls  # 24 private
+            (image.convert("L") if i == 5 else image).save(folder / f"{i}.png")
     data = load_pate_data(
         f"imagefolder:{tmp_path / 'img'}", public_size=6, eval_size=6, image_size=8
     )

@@ -221,6 +221,14 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
                 type=_image_size,
                 help=f"{helptext} (N or HxW: imagefolder images are resized to it)",
             )
+        elif (table, key) == ("data", "classes"):
+            group.add_argument(
+                flag,
+                dest=dest,
+                metavar="NAME,NAME,...",
+                type=lambda text: [name.strip() for name in text.split(",")],
+                help=f"{helptext} (the declared class names, comma-separated)",
+            )
         elif list in wants:
             group.add_argument(flag, dest=dest, metavar=key.upper(), type=_orders, help=helptext)
         elif float in wants and str in wants:

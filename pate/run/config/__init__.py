@@ -14,6 +14,12 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  records (* for your own data: the approximate number of private records,
                  declared public; the plan and every published figure use it, never the exact
                  count: :func:`declared_records`; built-in datasets declare their own size)
+                 and the public facts the user declares: classes (the label set, a list of
+                 class names; never read from the private labels), split_column (default
+                 "split": the csv column / npz array marking each row of a pool private,
+                 public or evaluation), evaluation_public (the rows marked evaluation are
+                 public data); a pool's held-out evaluation split is keyed with the run's
+                 :func:`evaluation_split_key` (docs/teachers.md)
     [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
                  planner chooses, pate.run.planner), mode ("random": a keyed
                  hash of each record | "unit": of its privacy unit), unit_ids (.npy, mode unit)
@@ -128,6 +134,7 @@ from pate.run.config.sections import (
 )
 from pate.run.config.settings import (
     SOFT_TARGET_TEMPERATURE,
+    SPLIT_KEY_PATH,
     aggregator_params,
     calibration,
     class_means_rule,
@@ -135,6 +142,7 @@ from pate.run.config.settings import (
     combine_with_rule,
     data_settings,
     declared_records,
+    evaluation_split_key,
     feature_cache_root,
     is_private,
     knn_settings,
@@ -200,6 +208,8 @@ __all__ = [
     "read_toml",
     "resolve_config",
     "load_data",
+    "evaluation_split_key",
+    "SPLIT_KEY_PATH",
     "run_directory",
     "sections",
     "set_budget_eps",

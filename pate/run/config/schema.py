@@ -41,6 +41,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
         # the declared (public) approximate number of private records the plan works from
         # (pate.run.config.declared_records); required for the user's own data
         "records": (int, None),
+        # declared public facts (issue #48): the label set, the pool's split marks
+        "classes": (list, None),
+        "split_column": (str, "split"),
+        "evaluation_public": (bool, False),
     },
     "partition": {
         "num_teachers": ((int, str), None),

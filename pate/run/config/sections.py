@@ -38,8 +38,10 @@ class RunSection:
 
 @dataclasses.dataclass(frozen=True)
 class DataSection:
-    """``[data]``: the data source, its public and evaluation sizes, and the declared
-    (public) number of private records (:func:`pate.run.config.declared_records`)."""
+    """``[data]``: the data source, its public and evaluation sizes, and the public facts the
+    user declares about it: the label set (``classes``), the column marking a pool's rows
+    (``split_column``), whether the pool's evaluation rows are public (``evaluation_public``),
+    and the number of private records (``records``, :func:`pate.run.config.declared_records`)."""
 
     name: str
     root: str | None
@@ -48,6 +50,9 @@ class DataSection:
     eval_size: int | None
     image_size: int | tuple[int, ...] | None
     records: int | None
+    classes: tuple[str, ...] | None
+    split_column: str
+    evaluation_public: bool
 
 
 @dataclasses.dataclass(frozen=True)

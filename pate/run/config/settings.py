@@ -211,6 +211,9 @@ def data_settings(config: dict) -> dict:
         "download": d["download"],
         "public_size": d.get("public_size"),
         "eval_size": d.get("eval_size"),
+        "classes": d.get("classes"),
+        "split_column": d.get("split_column", "split"),
+        "evaluation_public": d.get("evaluation_public", False),
     }
     if size is not None:
         out["image_size"] = tuple(size) if isinstance(size, list) else size
@@ -245,23 +248,58 @@ def records_needed_text(name: str) -> str:
     )
 
 
-def load_data(config: dict, *, run_dir=None, cache: bool = True):
+def load_data(config: dict, *, run_dir=None, cache: bool = True, keep_split_key: bool = False):
     """The ``[data]`` source of ``config``, loaded and split
     (:func:`pate.teachers.data.load_pate_data`) with the feature cache of a run in ``run_dir``
     (None: :func:`run_directory`; :func:`feature_cache_root`), unless ``cache`` is False or the
     cache is off: a built-in dataset's training images (as float32), an ``imagefolder:``
     (decoded) or an ``npz:`` (decompressed, as float32, a pool in split order) are written there
-    once and the private split memory-mapped (:mod:`pate.teachers.cached_data`)."""
+    once and the private split memory-mapped (:mod:`pate.teachers.cached_data`). A pool's
+    held-out evaluation split is keyed with the run's key (:func:`evaluation_split_key`; made
+    there when ``keep_split_key``, else a fresh one where the run has none yet)."""
     from pate.teachers.data import load_pate_data
 
     name = config["data"]["name"]
     folder = None
-    root = feature_cache_root(config, run_dir=run_directory(config) if run_dir is None else run_dir)
+    run_dir = run_directory(config) if run_dir is None else pathlib.Path(run_dir)
+    root = feature_cache_root(config, run_dir=run_dir)
     if cache and root is not None:  # the folder is made only when an entry is written
         from pate.teachers.feature_cache import FeatureCache
 
         folder = FeatureCache(root)
-    return load_pate_data(name, **data_settings(config), cache=folder)
+
+    def split_key() -> bytes | None:
+        return evaluation_split_key(run_dir, create=keep_split_key)
+
+    return load_pate_data(name, **data_settings(config), cache=folder, split_key=split_key)
+
+
+#: Where a run keeps the key of its held-out evaluation split: in the run's folder of private
+#: files (owner-only; ``pate.run.rundir`` names that folder too).
+SPLIT_KEY_PATH = ("private", "evaluation_split.key")
+_SPLIT_KEY_BYTES = 32
+
+
+def evaluation_split_key(run_dir, *, create: bool) -> bytes | None:
+    """The key of the held-out evaluation split of the run in ``run_dir``: 32 bytes from OS
+    entropy, written once (mode 0600, in a 0700 folder) when ``create``, read back later (a
+    resumed run holds out the same records); None where there is none and not ``create``."""
+    import os
+
+    path = pathlib.Path(run_dir).joinpath(*SPLIT_KEY_PATH)
+    if path.is_file():
+        key = path.read_bytes()
+        if len(key) != _SPLIT_KEY_BYTES:
+            raise ConfigError(f"{path} holds {len(key)} bytes, not a {_SPLIT_KEY_BYTES}-byte key")
+        return key
+    if not create:
+        return None
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = os.urandom(_SPLIT_KEY_BYTES)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
 
 
 def ledger_path(config: dict) -> pathlib.Path | None:

@@ -53,6 +53,12 @@ def _check_data_table(config: dict, source: str) -> None:
     for key in ("public_size", "eval_size", "records"):
         if key in data:
             checked(f"{source}: [data] {key}", v.check_int, data[key], key, minimum=1)
+    if data.get("classes") is not None:
+        from pate.teachers.data import check_class_names
+
+        checked(f"{source}: [data] classes", check_class_names, data["classes"])
+    if not data.get("split_column", "split").strip():
+        raise error_at(source, "[data] split_column must name a column, got an empty string")
     from pate.teachers.data import DATASET_NAMES
 
     if "records" not in data and data["name"] not in DATASET_NAMES:

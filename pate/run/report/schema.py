@@ -153,9 +153,12 @@ _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
 # warnings and internal_warnings (pate.run.utility_warnings.split_utility_warnings: those judged
 # on public figures, and those that fire only on internal ones; each says what to change) and
 # evaluation_public (the evaluation data was declared public: the student's figures on it may be
-# published; false when absent).
+# published; false when absent: e.g. rows of the user's sensitive pool) and public_from_pool
+# (public inputs that are rows of the user's file marked public, used without protection).
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
+    "evaluation_public": "bool",
+    "public_from_pool": "int",
     "answered_labels": "int",
     "answered_plurality_agreement": "float?",
     "answered_plurality_agreement_note": "str",
@@ -165,7 +168,6 @@ _OPTIONAL_UTILITY: dict[str, Any] = {
     "scale_warnings": "[str]",
     "warnings": "[str]",
     "internal_warnings": "[str]",
-    "evaluation_public": "bool",
 }
 _BUDGET_CHANGE = {
     "time_utc": "str",

@@ -529,6 +529,7 @@ def _npz_config(tmp_path, small_digits, digits, **replace):
         x_public=digits.public.x,
         x_evaluation=digits.evaluation.x,
         y_evaluation=digits.evaluation.y,
+        class_names=np.array([str(i) for i in range(10)]),  # the label set, declared
     )
     arrays.update(replace)
     np.savez(tmp_path / "data.npz", **arrays)
@@ -587,7 +588,7 @@ def _spoiled(array, index, value, dtype=np.float64):
             "y_private",
             4,
             10**7,
-            "private split, row 4 has label 10000000, which makes 10000001 classes",
+            "private split: row 4 has label 10000000, outside the declared 10 classes",
         ),
     ],
 )

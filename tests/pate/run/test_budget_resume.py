@@ -34,6 +34,7 @@ def _fit(digits, tmp_path, run, **kwargs):
     args = dict(
         evaluation=(flat(digits.evaluation), digits.evaluation.y),
         records=1000,
+        classes=[str(i) for i in range(10)],
         student=LogisticRegression(max_iter=300),
         mechanism="class-means",
         ledger=tmp_path / "ledger.sqlite3",

@@ -884,6 +884,7 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
         **weight,
         evaluation=(digits.evaluation.x, digits.evaluation.y),
         records=1000,
+        classes=[str(i) for i in range(10)],
         mechanism="class-means",
         knn={"features": "none", "dims": 16, "rule": "logistic"},
         target_eps=1.0,
@@ -933,6 +934,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
         x[3300:4000],
         evaluation=(x[4000:], y[4000:]),
         records=3300,
+        classes=["inner", "middle", "outer"],
         target_eps=2.0,
         ledger=False,
     )
@@ -942,6 +944,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
         x[3300:4000],
         evaluation=(x[4000:], y[4000:]),
         records=3300,
+        classes=["inner", "middle", "outer"],
         target_eps=2.0,
         ledger=False,
         run_dir=tmp_path / "run",

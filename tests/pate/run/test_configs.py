@@ -163,7 +163,11 @@ def _write_table(path: pathlib.Path, rows: int = 6000) -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(rows, 3))
     y = (x[:, 0] > 0).astype(int)
-    lines = ["f1,f2,f3,label"] + [f"{a:.4f},{b:.4f},{c:.4f},{t}" for (a, b, c), t in zip(x, y)]
+    # the template's marks (evaluation marked: no held-out split, whose key is drawn per run)
+    split = [("public", "evaluation", "private", "private", "private")[i % 5] for i in range(rows)]
+    lines = ["f1,f2,f3,label,split"] + [
+        f"{a:.4f},{b:.4f},{c:.4f},{t},{m}" for (a, b, c), t, m in zip(x, y, split)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -186,8 +190,10 @@ def test_own_data_leaves_the_choices_to_the_planner(tmp_path, monkeypatch):
         "imagefolder:PATH",
         "x_private",
         "y_public",
-        "PATH/<class>/<image>",
-        "PATH/train",
+        "split",
+        "classes",
+        "PATH/train/<class>/<image>",
+        "PATH/test",
         "REPLACE",
         "records = ",
         "pate init-config",
@@ -203,12 +209,16 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(0)
-    rows = ["Label,f1,f2,f3"] + [
-        f"{'yes' if i % 2 else 'no'},{rng.normal():.4f},{rng.normal():.4f},{i % 7}"
+    rows = ["Label,f1,f2,Split,f3"] + [
+        f"{'yes' if i % 2 else 'no'},{rng.normal():.4f},{rng.normal():.4f},"
+        f"{'public' if i % 5 == 0 else 'private'},{i % 7}"
         for i in range(4000)
     ]
     pathlib.Path("my_data.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     assert main(["init-config", "own-data", "--output", "my_run.toml"]) == 0
+    copy = pathlib.Path("my_run.toml")  # the user declares the classes in the copy
+    text = copy.read_text(encoding="utf-8")
+    copy.write_text(text.replace('["class0", "class1"]', '["no", "yes"]'), encoding="utf-8")
     assert (
         main(
             [
@@ -233,9 +243,10 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
     from pate.teachers.data import load_pate_data
 
     data = load_pate_data("csv:my_data.csv")
-    assert data.input_shape == (3,) and data.num_classes == 2
+    assert data.input_shape == (3,) and data.num_classes == 2 and data.class_names == ("no", "yes")
     assert len(data.private) + len(data.public) + len(data.evaluation) == 4000
-    assert len(data.evaluation) == 400 and len(data.public) == 800
+    assert len(data.public) == data.public_from_pool == 800  # the rows marked public
+    assert 250 < len(data.evaluation) < 400 and not data.evaluation_public  # a tenth held out
 
 
 def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):

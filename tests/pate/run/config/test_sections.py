@@ -31,7 +31,10 @@ def test_sections_hold_what_the_dict_holds(path, tmp_path, monkeypatch):
     if path.name == "own_data.toml":  # the planner checks its declared records: a file with
         # about as many (records = 5000; 6000 rows leave 4200 private) must be there
         monkeypatch.chdir(tmp_path)
-        rows = ["f1,f2,label"] + [f"{i % 7}.5,{i % 3},{i % 2}" for i in range(6000)]
+        marks = ("private", "public", "evaluation", "private", "private")  # the rows' splits
+        rows = ["f1,f2,label,split"] + [
+            f"{i % 7}.5,{i % 3},{i % 2},{marks[i % 5]}" for i in range(6000)
+        ]
         (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     config = C.load(path)
     s = C.sections(config)
