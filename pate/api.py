@@ -243,7 +243,7 @@ def fit(
     dataset: str | None = None,
     run_dir: str | pathlib.Path | None = None,
     name: str = "pate",
-    seed: int = 0,
+    seed: int | None = None,
     noise_seed: int | None = None,
     device: str = "auto",
     partition: str = "random",
@@ -335,7 +335,7 @@ def plan(
     dataset: str | None = None,
     run_dir: str | pathlib.Path | None = None,
     name: str = "pate",
-    seed: int = 0,
+    seed: int | None = None,
     noise_seed: int | None = None,
     device: str = "auto",
     partition: str = "random",
@@ -471,7 +471,7 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     raw = {
         "run": {
             "name": a["name"],
-            "seed": a["seed"],
+            **({} if a["seed"] is None else {"seed": a["seed"]}),
             "device": a["device"],
             **({} if threads is None else {"threads": threads}),
         },

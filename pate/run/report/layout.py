@@ -57,6 +57,8 @@ def _title(report: dict) -> list[Block]:
         blocks.append(Paragraph(W.SMOKE_BANNER))
     if report["privacy"].get("noise_seeded") is True:
         blocks.append(Paragraph(W.SEEDED_BANNER))
+    if report["privacy"].get("keys_seeded") is True:
+        blocks.append(Paragraph(W.KEYS_SEEDED_BANNER))
     blocks.append(
         Note(
             f"Run directory {run['run_dir']}, created {run['created']}, pate-learn "

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from pate.run import rundir as R
 from pate.run.report.wording import plain_language_statement, report_warnings
 
 __all__ = [
@@ -47,7 +48,7 @@ INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
 #: The plots that may be published (no figure computed from the private votes).
 PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
 #: The folder of the run directory that holds the plots (``plots/<name>.png``).
-PLOTS_DIR = "plots"
+PLOTS_DIR = R.PLOTS_DIR
 
 
 def build_report(analysis: dict) -> dict:
@@ -68,7 +69,7 @@ def read_rule_check(run_dir: Path):
     from pate.core.release_check import RuleCheck
 
     try:
-        summary = json.loads((Path(run_dir) / "aggregate.json").read_text())
+        summary = json.loads((Path(run_dir) / R.AGGREGATE).read_text())
         data = (summary.get("records") or {}).get("rule_check")
         return None if data is None else RuleCheck.from_dict(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

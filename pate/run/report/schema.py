@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pate import mechanisms
+from pate.run import rundir as R
 
 __all__ = [
     "ANALYSIS_FILE",
@@ -26,7 +27,7 @@ __all__ = [
     "validate_analysis",
 ]
 
-ANALYSIS_FILE = "analysis.json"
+ANALYSIS_FILE = R.ANALYSIS
 
 # Leaf specs: "int", "float", "str", "bool", "dict" (any JSON object), "[int]", "[float]",
 # "[str]", "[[int]]"; a trailing "?" allows null; a tuple is a choice among strings; a nested
@@ -123,13 +124,16 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 
 # Optional keys of "privacy" (absent from older analysis.json files: the report then says
 # nothing about them). noise_seeded: the aggregator's and the release's noise came from a seed the
-# user gave (replayable, hence not private); ledger_enforced: false when the privacy ledger was
+# user gave (replayable, hence not private); keys_seeded: the run's secret keys (the partition's,
+# a pool's split) were derived from [run] seed (pate.core.keys: reproducible, not private);
+# ledger_enforced: false when the privacy ledger was
 # turned off; budget_changes: the dataset budget's changes recorded by the ledger; calibration:
 # what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none);
 # prior_rounds: the earlier runs whose released student embeds this Private-kNN run ({"runs":
 # [{"run_dir", "run_id", "eps"}], "eps"}: their composed cost, included in eps_guarantee).
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
+    "keys_seeded": "bool",
     "ledger_enforced": "bool",
     "budget_changes": "[change]",
     "calibration": "dict?",

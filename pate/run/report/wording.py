@@ -22,6 +22,7 @@ __all__ = [
     "NOT_PRIVATE",
     "RELATION_TEXT",
     "SEEDED_BANNER",
+    "KEYS_SEEDED_BANNER",
     "SMOKE_BANNER",
     "WEAK_EPSILON",
     "is_smoke_test",
@@ -124,6 +125,11 @@ SMOKE_BANNER = (
     "are not a meaningful guarantee. Do not quote or publish them.**"
 )
 
+KEYS_SEEDED_BANNER = (
+    "**This run's keys are seeded, not private: they were derived from [run] seed, so anyone "
+    "who knows the seed can tell which teacher saw which record. Leave [run] seed unset for keys "
+    "from OS entropy, kept in the run's private folder.**"
+)
 SEEDED_BANNER = (
     "**This run is NOT differentially private: its noise was seeded by the user. Do "
     "not publish its outputs (see the privacy statement).**"
@@ -516,6 +522,12 @@ def _publication_warnings(a: dict) -> list[str]:
             "The aggregator's noise was seeded by the user: the run is reproducible and NOT "
             "differentially private (anyone with the seed can remove the noise). Do not "
             "publish its outputs; rerun with secure noise."
+        )
+    if p.get("keys_seeded") is True:
+        out.append(
+            "The run's secret keys (which teacher gets which record, a pool's split) were "
+            "derived from [run] seed: they are not private, anyone with the seed can reproduce "
+            "the shards. Leave [run] seed unset for keys from OS entropy."
         )
     if is_smoke_test(a):
         out.append(
