@@ -29,6 +29,7 @@ Symbols
 -------
 ``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
 ``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
+``export(run_dir, out, *, labels=False) -> pathlib.Path``  the publishable bundle of a finished run
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
@@ -52,7 +53,7 @@ import numpy as np
 
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 
-__all__ = ["fit", "plan", "PateResult", "PlanError"]
+__all__ = ["fit", "plan", "export", "PateResult", "PlanError"]
 
 #: A threshold fixed before any data is seen: the teachers must agree at 80 % (Scalable PATE's
 #: MNIST setting is T = 200 of 250 teachers).
@@ -596,6 +597,16 @@ def _run_dir(run_dir, *, name: str, resume: bool):
             raise TypeError("resume=True needs the run_dir of the run to continue")
         run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"pate-{name}-")) / "run"
     return run_dir
+
+
+def export(run_dir, out, *, labels: bool = False) -> pathlib.Path:
+    """Write the publishable bundle of the finished run in ``run_dir`` to the new folder ``out``
+    (``pate export``, :mod:`pate.run.export`): the student, the public report and its plots,
+    ``manifest.json`` (sha256 of each file); ``labels=True`` adds the released labels. Nothing
+    under the run's ``private/`` folder is exported. Returns ``out``."""
+    from pate.run.export import export_run
+
+    return export_run(run_dir, out, labels=labels, names=("run_dir", "out"))
 
 
 def _result(run, report: dict) -> PateResult:
