@@ -111,7 +111,8 @@ def check_student_model(run: Run) -> None:
         raise
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
         raise ConfigError(
-            f"[student] model = {setting!r}: {exc}; the student cannot be built, so the run "
+            f"{C.assignment('student', 'model', setting, source=run.objects.get('caller'))}: "
+            f"{exc}; the student cannot be built, so the run "
             "was refused before anything was written, drawn or charged (the student is a zoo "
             "network, a 'package.module:factory' returning a torch.nn.Module or a "
             "scikit-learn estimator, or an estimator given from Python)"
