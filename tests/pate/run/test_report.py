@@ -550,7 +550,7 @@ def test_malformed_analysis_names_file_and_key_and_writes_nothing(tmp_path, edit
     analysis_file(tmp_path).write_text(json.dumps(a))
     with pytest.raises(ValueError) as info:
         rep.write_report(tmp_path)
-    assert message in str(info.value) and stranalysis_file(tmp_path) in str(info.value)
+    assert message in str(info.value) and str(analysis_file(tmp_path)) in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == [R.PRIVATE_DIR]
 
 
