@@ -722,7 +722,7 @@ def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
         assert main([*argv, "--resume", "--until", "aggregate"]) == 2
     err = capsys.readouterr().err
     assert failed and lines(err)[-1].startswith(
-        f"pate run: error: cannot write {run_dir / 'aggregate.pending.npz'}: No space left on "
+        f"pate run: error: cannot write {run_dir / R.PENDING}: No space left on "
         "device (ENOSPC); free space"
     ), err
     assert charged() == 0 and not (run_dir / "labels.npy").exists() and temp_files() == []
