@@ -17,8 +17,10 @@ stopped by its budget resumes after ``pate budget set`` without retraining; ``[s
 the student trained, :data:`pate.run.rundir.OPEN_UNTIL`); a refused resume names the first setting
 that differs. The aggregate stage charges the ledger before
 it writes any label, and on resume charges answers it finds pending instead of drawing new noise
--- no query is ever answered or charged twice. Randomness: ``[run] seed`` spawns the partition,
-teacher and student streams (:mod:`pate.core.rng`); the aggregator's and the release's noise come
+-- no query is ever answered or charged twice. Randomness: the run's secret keys (the partition's)
+come from OS entropy and are kept in ``private/keys.json`` (:mod:`pate.core.keys`) unless ``[run]
+seed`` is given (then derived from it, and the report says so), and ``[run] seed`` (else OS
+entropy) spawns the teacher and student streams (:mod:`pate.core.rng`); the aggregator's and the release's noise come
 from OS entropy unless ``[aggregator] noise_seed`` is set (then the run is NOT private).
 """
 

@@ -11,9 +11,20 @@ Symbols
     The stage that must be done before each stage may run.
 ``COMMANDS``
     The ``pate`` subcommand of each stage.
-``CONFIG, STATE, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING, STUDENT_WEIGHTS,
-STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
-    File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
+``PRIVATE_DIR``
+    ``"private"``: the run directory's owner-only folder (0700; files 0600) of everything a run
+    must not publish -- the partition, the teachers, the votes, the embeddings of the private
+    records, the pending answers, ``aggregate.json``, ``student_metrics.json``, the stage
+    summaries, ``analysis.json``, the internal report (``REPORT_INTERNAL_MD``,
+    ``REPORT_INTERNAL_JSON``, ``PRIVATE_PLOTS_DIR``) and the keys (``KEYS``). Each constant
+    below that names a sensitive file holds the ``private/`` prefix. At the top: the settings
+    (``config.json``, ``run.json``, ``plan.json``), the released labels (the charged
+    mechanism's outputs), the student and the public report (``REPORT_JSON``, ``REPORT_MD``,
+    ``REPORT_HTML``, ``PLOTS_DIR``): :mod:`pate.run.export` bundles the publishable part. A run
+    of the layout before it (format 2) is refused by :meth:`Run.open`.
+``CONFIG, STATE, KEYS, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING,
+STUDENT_WEIGHTS, STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, STAGE_DIR, REPORT_JSON``
+    File names inside a run directory (``run.path(name)``). ``PENDING`` holds answers
     that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
     labels; only the aggregate stage, on ``--resume``, commits or discards it. It is ONE file,
     written atomically: the arrays and, in its ``state`` member (UTF-8 JSON bytes), the summary and
@@ -35,6 +46,13 @@ STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
 ``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
     The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
     path wrote it; :func:`read_summary` checks them.
+``Run.key(name)``, ``run_key(run, name)``, ``keys_seed(config)``
+    The run's secret key ``name`` (``"partition"``, ``"split"``): OS entropy kept in
+    ``private/keys.json`` (:mod:`pate.core.keys`), or derived from ``[run] seed`` when the user
+    gave one (``keys_seed``; the report then says the keys are not private).
+``OPEN_UNTIL``, ``open_tables(run)``, ``comparable(config, ignore=())``
+    What must not change on resume, and the tables that still may (``[student]`` until the
+    student trained).
 ``Run``
     An open run: its directory, validated config, state (``run.json``: run id, stream seed,
     ledger, the directory it was started in), the lazily loaded dataset, random streams, the
