@@ -351,9 +351,10 @@ def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
 
 def check_writable_dir(path: Any, *, label: str) -> pathlib.Path:
     """Refuse (``RunDirError`` naming ``label`` and the path) a folder that could not be created
-    or written, creating nothing: a file can be created in the folder if it exists, else in the
-    nearest folder above it that exists (where it would be created); a file in its place or on
-    its way is refused too. Returns the folder."""
+    or written, touching nothing (not even a folder's modification time): the folder, if it
+    exists, else the nearest folder above it that exists (where it would be created), must be a
+    directory this process may write to and enter (``os.access``: the permissions and a
+    read-only file system); a file in its place or on its way is refused. Returns the folder."""
     folder = _check_path(path, label)
     where = folder
     while not where.exists() and where.parent != where:
@@ -364,14 +365,10 @@ def check_writable_dir(path: Any, *, label: str) -> pathlib.Path:
             "choose another path or move that file away",
             path=folder,
         )
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".pate-write-check.", suffix=".tmp", dir=where)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
+    if not os.access(where, os.W_OK | os.X_OK):
         raise RunDirError(
-            f"{label} {folder} is not writable ({exc.strerror or exc} in {where}); choose a "
-            "directory you can write to or fix its permissions",
+            f"{label} {folder} is not writable (no permission to write in {where}, or a "
+            "read-only file system); choose a directory you can write to or fix its permissions",
             path=folder,
-        ) from None
+        )
     return folder
