@@ -110,12 +110,24 @@ def check_student_model(run: Run) -> None:
     except ConfigError:
         raise
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
+        python = run.objects.get("caller") == C.PYTHON_SOURCE
+        fix = (
+            ""
+            if not run.started
+            else " Correct it and resume: the student's settings may change until it trained ("
+            + (
+                "the same pate.fit call with resume=True"
+                if python
+                else f"`pate run --run-dir {run.run_dir} --resume --config FILE`"
+            )
+            + ")."
+        )
         raise ConfigError(
             f"{C.assignment('student', 'model', setting, source=run.objects.get('caller'))}: "
-            f"{exc}; the student cannot be built, so the run "
-            "was refused before anything was written, drawn or charged (the student is a zoo "
-            "network, a 'package.module:factory' returning a torch.nn.Module or a "
-            "scikit-learn estimator, or an estimator given from Python)"
+            f"{exc}; the student cannot be built, so the run was refused before anything was "
+            "written, drawn or charged (the student is a zoo network, a "
+            "'package.module:factory' returning a torch.nn.Module or a scikit-learn "
+            f"estimator, or an estimator given from Python).{fix}"
         ) from None
 
 
