@@ -20,8 +20,9 @@ Symbols
 ``run_key(run_dir, name, *, seed=None)``
     The key ``name`` of the run in ``run_dir``: derived from ``seed`` when given, else read from
     its keys file, created (and stored) the first time it is asked for.
-``make_private_dir(folder)``
-    Create ``folder`` (and its parents) and make it owner-only (0700).
+``make_private_dir(folder)``, ``seal(folder)``
+    Create ``folder`` (and its parents) and make it owner-only (0700); make everything under an
+    existing folder owner-only (folders 0700, files 0600), whatever wrote it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "make_private_dir",
     "read_keys",
     "run_key",
+    "seal",
     "seeded_key",
     "write_keys",
 ]
@@ -83,6 +85,17 @@ def make_private_dir(folder: str | os.PathLike[str]) -> pathlib.Path:
     folder.mkdir(parents=True, exist_ok=True, mode=_OWNER_ONLY_DIR)
     folder.chmod(_OWNER_ONLY_DIR)
     return folder
+
+
+def seal(folder: str | os.PathLike[str]) -> None:
+    """Make ``folder`` and everything under it owner-only: folders 0700, files 0600 (what a
+    library wrote with the umask's permissions, e.g. a torch checkpoint). Links are left as
+    they are."""
+    folder = pathlib.Path(folder)
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        path.chmod(_OWNER_ONLY_DIR if path.is_dir() else _OWNER_ONLY_FILE)
 
 
 def read_keys(path: str | os.PathLike[str]) -> dict[str, bytes]:

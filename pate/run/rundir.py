@@ -452,7 +452,10 @@ class Run:
         return (self.run_dir / STAGE_DIR / f"{stage}.json").exists()
 
     def mark(self, stage: str, info: dict) -> dict:
+        """Record ``stage`` as done (``private/stages/<stage>.json``), after making everything
+        its stage wrote under ``private/`` owner-only (:func:`pate.core.keys.seal`)."""
         K.make_private_dir(self.run_dir / STAGE_DIR)
+        K.seal(self.run_dir / PRIVATE_DIR)
         info = dict(info, finished=now_utc())
         atomic_write_json(self.run_dir / STAGE_DIR / f"{stage}.json", info)
         return info

@@ -124,7 +124,8 @@ def test_the_private_folder_holds_the_sensitive_files(default_run):
     ):
         path = default_run / name
         assert path.is_file() and path.resolve().is_relative_to(private.resolve()), name
-        assert mode(path) == 0o600, name
+    for path in private.rglob("*"):  # owner-only, whatever wrote it (torch checkpoints too)
+        assert mode(path) == (0o700 if path.is_dir() else 0o600), path
     outside = [
         p.relative_to(default_run).as_posix()
         for p in default_run.rglob("*")
@@ -225,3 +226,13 @@ def test_a_run_of_the_old_layout_is_refused(default_run, tmp_path):
         R.Run.open(old)
     with pytest.raises(ConfigError, match="earlier pate-learn"):
         pate.export(old, tmp_path / "out")
+
+
+def test_a_fork_keeps_the_keys_in_its_own_private_folder(default_run, tmp_path):
+    from pate.run import config as C
+    from pate.run.pipeline import fork_run
+
+    raw = json.loads((default_run / R.CONFIG).read_text())
+    target = fork_run(default_run, C.from_dict(raw, run_dir=str(tmp_path / "fork")))
+    assert K.read_keys(target / R.KEYS) == K.read_keys(default_run / R.KEYS)
+    assert mode(target / R.PRIVATE_DIR) == 0o700 and (target / R.VOTES).is_file()
