@@ -315,7 +315,12 @@ class Run:
                 f"run directory {run_dir} already holds a run; pass --resume to "
                 "continue it, or choose another --run-dir / [run] name"
             )
-        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        # empty, or holding only the keys a run's checks drew before it started (:meth:`key`)
+        only_keys = {PRIVATE_DIR, KEYS}
+        if run_dir.exists() and (
+            not run_dir.is_dir()
+            or any(p.relative_to(run_dir).as_posix() not in only_keys for p in run_dir.rglob("*"))
+        ):
             raise ConfigError(
                 f"run directory {run_dir} exists and is not an empty directory; "
                 "choose another --run-dir / [run] name"

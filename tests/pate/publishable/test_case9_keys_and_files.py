@@ -236,3 +236,15 @@ def test_a_fork_keeps_the_keys_in_its_own_private_folder(default_run, tmp_path):
     target = fork_run(default_run, C.from_dict(raw, run_dir=str(tmp_path / "fork")))
     assert K.read_keys(target / R.KEYS) == K.read_keys(default_run / R.KEYS)
     assert mode(target / R.PRIVATE_DIR) == 0o700 and (target / R.VOTES).is_file()
+
+
+def test_keys_drawn_before_the_run_started_are_kept(tmp_path, small_digits):
+    """A key drawn by a run's checks before it started (a pool's split key, through
+    pate.core.keys.run_key) does not make the run directory "not empty", and is kept."""
+    run_dir = tmp_path / "run"
+    split = K.run_key(run_dir, "split")
+    config = unseeded(small_digits, tmp_path)
+    argv = ["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger"]
+    assert main([*argv, "--no-progress"]) == 0
+    stored = K.read_keys(run_dir / R.KEYS)
+    assert stored["split"] == split and set(stored) == {"split", "partition"}
