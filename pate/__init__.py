@@ -3,7 +3,8 @@
 ``pate.fit(...)`` runs the whole pipeline from Python (:mod:`pate.api`): sensitive data in,
 student, released labels and privacy figures out; ``pate.plan(...)`` (same arguments) says what it
 would do, and refuses a run that cannot give a useful student, before any work
-(:mod:`pate.run.planner`).
+(:mod:`pate.run.planner`); ``pate.export(run_dir, out)`` writes the publishable bundle of a finished
+run (:mod:`pate.run.export`).
 
 Importing ``pate`` never imports torch: the CLI's analysis commands start fast and an
 auditor can use the privacy arithmetic (``pate.analysis``) without it. ``pate.fit`` and
@@ -26,11 +27,12 @@ __all__ = [
     "PateResult",
     "PlanError",
     "__version__",
+    "export",
     "fit",
     "plan",
 ]
 
-_API = ("fit", "plan", "PateResult", "PlanError")
+_API = ("export", "fit", "plan", "PateResult", "PlanError")
 
 
 def __getattr__(name: str):

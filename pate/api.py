@@ -29,7 +29,8 @@ The noise comes from OS entropy unless ``noise_seed`` is given (the run is then 
 Symbols
 -------
 ``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
-``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before any training or spending
+``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
+``export(run_dir, out, *, labels=False) -> pathlib.Path``  the publishable bundle of a finished run
 ``PateResult``
     ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
     answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
@@ -56,7 +57,7 @@ import numpy as np
 
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 
-__all__ = ["fit", "plan", "PateResult", "PlanError"]
+__all__ = ["fit", "plan", "export", "PateResult", "PlanError"]
 
 #: A threshold fixed before any data is seen: the teachers must agree at 80 % (Scalable PATE's
 #: MNIST setting is T = 200 of 250 teachers).
@@ -278,7 +279,7 @@ def fit(
     dataset: str | None = None,
     run_dir: str | pathlib.Path | None = None,
     name: str = "pate",
-    seed: int = 0,
+    seed: int | None = None,
     noise_seed: int | None = None,
     device: str = "auto",
     partition: str = "random",
@@ -387,7 +388,7 @@ def plan(
     dataset: str | None = None,
     run_dir: str | pathlib.Path | None = None,
     name: str = "pate",
-    seed: int = 0,
+    seed: int | None = None,
     noise_seed: int | None = None,
     device: str = "auto",
     partition: str = "random",
@@ -529,7 +530,7 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     raw = {
         "run": {
             "name": a["name"],
-            "seed": a["seed"],
+            **({} if a["seed"] is None else {"seed": a["seed"]}),
             "device": a["device"],
             **({} if threads is None else {"threads": threads}),
         },
@@ -666,6 +667,16 @@ def _run_dir(run_dir, *, name: str, resume: bool):
             raise TypeError("resume=True needs the run_dir of the run to continue")
         run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"pate-{name}-")) / "run"
     return run_dir
+
+
+def export(run_dir, out, *, labels: bool = False) -> pathlib.Path:
+    """Write the publishable bundle of the finished run in ``run_dir`` to the new folder ``out``
+    (``pate export``, :mod:`pate.run.export`): the student, the public report and its plots,
+    ``manifest.json`` (sha256 of each file); ``labels=True`` adds the released labels. Nothing
+    under the run's ``private/`` folder is exported. Returns ``out``."""
+    from pate.run.export import export_run
+
+    return export_run(run_dir, out, labels=labels, names=("run_dir", "out"))
 
 
 def _result(run, report: dict) -> PateResult:

@@ -53,6 +53,7 @@ COMMAND_MODULES = (
     "pate.cli.commands.train_student",
     "pate.cli.commands.analyze",
     "pate.cli.commands.report",
+    "pate.cli.commands.export",
     "pate.cli.commands.budget",
     "pate.cli.commands.cache",
 )

@@ -36,6 +36,8 @@ Output folders:
     that a file can be created in it, before any work is done; returns it as a
     ``pathlib.Path``. Failure raises ``RunDirError`` naming the path and ``flag`` (the option
     that named it, e.g. ``"--run-dir"``; None for "output directory").
+``check_writable_dir(path, *, label)``  the same check, creating nothing: the folder if it exists,
+    else the nearest folder above it, where it would be created.
 
 ``CorruptFileError`` and ``RunDirError`` (``pate.analysis.errors``) are ``ValueError`` subclasses; the
 ``pate`` command prints them as one line and exits 2. ``PermissionError`` on reading
@@ -76,6 +78,7 @@ __all__ = [
     "load_npy",
     "load_npz",
     "ensure_writable_dir",
+    "check_writable_dir",
 ]
 
 
@@ -343,4 +346,29 @@ def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
             path=folder,
             flag=flag,
         ) from None
+    return folder
+
+
+def check_writable_dir(path: Any, *, label: str) -> pathlib.Path:
+    """Refuse (``RunDirError`` naming ``label`` and the path) a folder that could not be created
+    or written, touching nothing (not even a folder's modification time): the folder, if it
+    exists, else the nearest folder above it that exists (where it would be created), must be a
+    directory this process may write to and enter (``os.access``: the permissions and a
+    read-only file system); a file in its place or on its way is refused. Returns the folder."""
+    folder = _check_path(path, label)
+    where = folder
+    while not where.exists() and where.parent != where:
+        where = where.parent
+    if not where.is_dir():
+        raise RunDirError(
+            f"{label} {folder}: {where} is not a directory, so nothing can be written there; "
+            "choose another path or move that file away",
+            path=folder,
+        )
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise RunDirError(
+            f"{label} {folder} is not writable (no permission to write in {where}, or a "
+            "read-only file system); choose a directory you can write to or fix its permissions",
+            path=folder,
+        )
     return folder

@@ -7,10 +7,11 @@ Symbols
     ``num_teachers``, ``mode`` ("random" | "unit"), ``seed``, ``ids_digest``
     (sha256 of the ids used) and, in unit mode, ``unit_ids``. ``.shards`` lists the sorted
     record indices of each teacher; ``.save(path)`` / ``Partition.load(path, ids=...)``.
-``partition_random(record_keys, *, num_teachers, rng)``
+``partition_random(record_keys, *, num_teachers, key=None, rng=None)``
     Each record's teacher is a keyed hash of the record's content key
-    (``pate.ledger.record_keys(x, y)``) under a random key drawn from ``rng``.
-``partition_by_unit(unit_ids, *, num_teachers, rng)``
+    (``pate.ledger.record_keys(x, y)``) under ``key`` (a run's secret key,
+    :mod:`pate.core.keys`) or a random key drawn from ``rng``.
+``partition_by_unit(unit_ids, *, num_teachers, key=None, rng=None)``
     Each privacy unit's (a patient's, a user's) teacher is a keyed hash of its id: all records
     of one unit land in the same shard.
 ``teacher_of(items, *, num_teachers, key)``
@@ -31,8 +32,9 @@ most one teacher, so that a neighbouring dataset changes at most one vote. pate-
 every guarantee for *adding or removing* one record (the relation DP-SGD, Opacus and
 dp_accounting use), so the partition must be **stable** under that change: the teacher of a
 record is decided by the record alone, ``blake2b(record key, key=K) mod num_teachers``, with K a
-32-byte key drawn from the partition stream before any record is read (OS entropy, or the run's
-seed: then the split is reproducible). Adding a record puts it into one shard and moves no other
+32-byte key fixed before any record is read: the run's ``"partition"`` key
+(:mod:`pate.core.keys`: OS entropy kept in the run's private folder, or derived from a seed the
+user gave on purpose: then the split is reproducible by anyone who knows the seed). Adding a record puts it into one shard and moves no other
 record; removing one takes it out of its shard: exactly one teacher's training set changes, the
 number of teachers does not, and so one vote at most moves -- the histogram change every bound
 of :mod:`pate.analysis.rdp` assumes. (A split that deals a seeded permutation of the rows
@@ -494,8 +496,13 @@ def teacher_of(items: Sequence[bytes], *, num_teachers: int, key: bytes) -> np.n
     return (out % np.uint64(num_teachers)).astype(np.int64)
 
 
-def _draw_key(rng: Any) -> bytes:
-    """The partition's hash key, drawn before any record is looked at."""
+def _draw_key(rng: Any, key: bytes | None = None) -> bytes:
+    """The partition's hash key: ``key`` when given (a run's, :mod:`pate.core.keys`), else
+    drawn from ``rng``, before any record is looked at."""
+    if (rng is None) == (key is None):
+        raise TypeError("give the partition key (key=) or a random stream to draw it (rng=)")
+    if key is not None:
+        return key
     rng = check_rng(rng)
     if isinstance(rng, np.random.Generator):
         return rng.bytes(_KEY_BYTES)
@@ -540,12 +547,14 @@ def partition_random(
     record_keys: Any,
     *,
     num_teachers: int,
-    rng: Any,
+    rng: Any = None,
+    key: bytes | None = None,
     seed: int | None = None,
     record_ids: Any = None,
 ) -> Partition:
-    """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under a
-    32-byte key drawn from ``rng`` -- stable under adding or removing a record (module docstring).
+    """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under
+    ``key`` (a run's secret key, :func:`pate.core.keys.run_key`) or a 32-byte key drawn from
+    ``rng`` -- stable under adding or removing a record (module docstring).
 
     Parameters
     ----------
@@ -553,6 +562,8 @@ def partition_random(
         The records' content keys, ``pate.ledger.record_keys(x, y)``.
     num_teachers : int, 1 <= num_teachers <= N
     rng : numpy.random.Generator or SecureGenerator (e.g. ``make_streams(seed).partition``)
+    key : bytes (16 to 64), optional
+        The hash key itself, instead of ``rng`` (exactly one of the two).
     seed : int, optional
         Recorded in the partition (the seed the ``rng`` came from), for the audit trail.
     record_ids : (N,) ids, optional
@@ -563,7 +574,7 @@ def partition_random(
     num_teachers = _check_teachers(num_teachers, num_records, "records")
     digest = _digest_for(record_ids, num_records)
     _check_seed(seed)
-    assignment = teacher_of(keys, num_teachers=num_teachers, key=_draw_key(rng))
+    assignment = teacher_of(keys, num_teachers=num_teachers, key=_draw_key(rng, key))
     _no_empty_shard(assignment, num_teachers, "records")
     return Partition(
         assignment=assignment,
@@ -575,10 +586,16 @@ def partition_random(
 
 
 def partition_by_unit(
-    unit_ids: Any, *, num_teachers: int, rng: Any, seed: int | None = None
+    unit_ids: Any,
+    *,
+    num_teachers: int,
+    rng: Any = None,
+    key: bytes | None = None,
+    seed: int | None = None,
 ) -> Partition:
     """Shards such that all records of one privacy unit (patient, user) go to one teacher: the
-    unit's teacher is ``teacher_of`` its id under a key drawn from ``rng``, so adding or removing
+    unit's teacher is ``teacher_of`` its id under ``key`` (or one drawn from ``rng``, as
+    :func:`partition_random`), so adding or removing
     a unit's records changes that unit's teacher alone (module docstring). Shard sizes follow
     the unit sizes (no balancing: balancing would move other units when one is added)."""
     ids = _as_ids(unit_ids, "unit_ids")
@@ -587,7 +604,9 @@ def partition_by_unit(
     units, inverse = np.unique(ids, return_inverse=True)
     num_teachers = _check_teachers(num_teachers, units.size, "privacy units")
     _check_seed(seed)
-    unit_teacher = teacher_of(_unit_bytes(units), num_teachers=num_teachers, key=_draw_key(rng))
+    unit_teacher = teacher_of(
+        _unit_bytes(units), num_teachers=num_teachers, key=_draw_key(rng, key)
+    )
     _no_empty_shard(unit_teacher, num_teachers, "units")
     return Partition(
         assignment=unit_teacher[inverse.reshape(-1)],

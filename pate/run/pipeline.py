@@ -13,11 +13,14 @@ any teacher trains (:func:`pate.run.stages.check_budget_fits`).
 A stage that finished leaves ``stages/<stage>.json``; ``resume=True`` skips finished stages and
 continues an interrupted one from its checkpoints. What must not change on resume is
 :func:`pate.run.rundir.comparable` (the lifetime budget and the run directory's spelling may: a run
-stopped by its budget resumes after ``pate budget set`` without retraining); a refused resume
-names the first setting that differs. The aggregate stage charges the ledger before
+stopped by its budget resumes after ``pate budget set`` without retraining; ``[student]`` may until
+the student trained, :data:`pate.run.rundir.OPEN_UNTIL`); a refused resume names the first setting
+that differs. The aggregate stage charges the ledger before
 it writes any label, and on resume charges answers it finds pending instead of drawing new noise
--- no query is ever answered or charged twice. Randomness: ``[run] seed`` spawns the partition,
-teacher and student streams (:mod:`pate.core.rng`); the aggregator's and the release's noise come
+-- no query is ever answered or charged twice. Randomness: the run's secret keys (the partition's)
+come from OS entropy and are kept in ``private/keys.json`` (:mod:`pate.core.keys`) unless ``[run]
+seed`` is given (then derived from it, and the report says so), and ``[run] seed`` (else OS
+entropy) spawns the teacher and student streams (:mod:`pate.core.rng`); the aggregator's and the release's noise come
 from OS entropy unless ``[aggregator] noise_seed`` is set (then the run is NOT private).
 """
 
@@ -77,13 +80,18 @@ class Pipeline:
                 raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
             run = Run.open(run_dir, progress=progress)
             recorded = run.state.get("config_comparable")
-            if not isinstance(recorded, dict) or R.comparable(recorded) != R.comparable(config):
+            still_open = R.open_tables(run)  # [student] until it trained
+            now = R.comparable(config, ignore=still_open)
+            if not isinstance(recorded, dict) or R.comparable(recorded, ignore=still_open) != now:
                 raise ConfigError(
-                    _differs(run_dir, recorded, R.comparable(config), wording=wording)
+                    _differs(run_dir, recorded, now, wording=wording, ignore=still_open)
                 )
+            #: a table still open changed: config.json is rewritten once the checks passed
+            self._changed = R.comparable(recorded) != R.comparable(config)
             run.config = config  # the device may differ
             self.ctx = run
         else:
+            self._changed = False
             self.ctx = Run.create(config, progress=progress, run_dir=run_dir)
 
     @property
@@ -127,6 +135,8 @@ class Pipeline:
         plan = self._plan()
         S.preflight(self.ctx, stages=[s for s in STAGES[: last + 1] if not self.ctx.done(s)])
         self.ctx.start()
+        if self._changed:  # a corrected [student] table, checked by the preflight
+            self.ctx.update_config(self.config)
         if plan is not None:
             P.write_plan(self.run_dir / PLAN, plan)
         results = {}
@@ -145,13 +155,13 @@ class Pipeline:
         return read_json(self.run_dir / (R.REPORT_INTERNAL_JSON if internal else R.REPORT_JSON))
 
 
-def _differs(run_dir, recorded, now: dict, *, wording: str = "config") -> str:
+def _differs(run_dir, recorded, now: dict, *, wording: str = "config", ignore=()) -> str:
     """Why a config cannot resume ``run_dir``: the first key that differs, by name (a TOML key,
     or a keyword argument with ``wording="python"``), and what works instead."""
     python = wording == "python"
     where = "the configuration"
     if isinstance(recorded, dict):
-        recorded = R.comparable(recorded)
+        recorded = R.comparable(recorded, ignore=ignore)
         for table in sorted(set(recorded) | set(now)):
             a, b = recorded.get(table, {}), now.get(table, {})
             if a != b and isinstance(a, dict) and isinstance(b, dict):

@@ -492,6 +492,7 @@ def _privacy_section(
             min(s.asked, 1) if s.spec.kind.releases_once else s.asked,
         ),
         "noise_seeded": bool(summary["noise_seeded"]),
+        "keys_seeded": R.keys_seed(config) is not None,
         "calibration": C.calibration(config),
         "private": C.is_private(config),
         "ledger_enforced": summary.get("dataset") is not None,

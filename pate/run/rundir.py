@@ -11,9 +11,20 @@ Symbols
     The stage that must be done before each stage may run.
 ``COMMANDS``
     The ``pate`` subcommand of each stage.
-``CONFIG, STATE, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING, STUDENT_WEIGHTS,
-STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
-    File names inside a run directory. ``PENDING`` (``aggregate.pending.npz``) holds answers
+``PRIVATE_DIR``
+    ``"private"``: the run directory's owner-only folder (0700; files 0600) of everything a run
+    must not publish -- the partition, the teachers, the votes, the embeddings of the private
+    records, the pending answers, ``aggregate.json``, ``student_metrics.json``, the stage
+    summaries, ``analysis.json``, the internal report (``REPORT_INTERNAL_MD``,
+    ``REPORT_INTERNAL_JSON``, ``PRIVATE_PLOTS_DIR``) and the keys (``KEYS``). Each constant
+    below that names a sensitive file holds the ``private/`` prefix. At the top: the settings
+    (``config.json``, ``run.json``, ``plan.json``), the released labels (the charged
+    mechanism's outputs), the student and the public report (``REPORT_JSON``, ``REPORT_MD``,
+    ``REPORT_HTML``, ``PLOTS_DIR``): :mod:`pate.run.export` bundles the publishable part. A run
+    of the layout before it (format 2) is refused by :meth:`Run.open`.
+``CONFIG, STATE, KEYS, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING,
+STUDENT_WEIGHTS, STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, STAGE_DIR, REPORT_JSON``
+    File names inside a run directory (``run.path(name)``). ``PENDING`` holds answers
     that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
     labels; only the aggregate stage, on ``--resume``, commits or discards it. It is ONE file,
     written atomically: the arrays and, in its ``state`` member (UTF-8 JSON bytes), the summary and
@@ -38,6 +49,13 @@ STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, REPORT_JSON``
 ``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
     The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
     path wrote it; :func:`read_summary` checks them.
+``Run.key(name)``, ``run_key(run, name)``, ``keys_seed(config)``
+    The run's secret key ``name`` (``"partition"``, ``"split"``): OS entropy kept in
+    ``private/keys.json`` (:mod:`pate.core.keys`), or derived from ``[run] seed`` when the user
+    gave one (``keys_seed``; the report then says the keys are not private).
+``OPEN_UNTIL``, ``open_tables(run)``, ``comparable(config, ignore=())``
+    What must not change on resume, and the tables that still may (``[student]`` until the
+    student trained).
 ``Run``
     An open run: its directory, validated config, state (``run.json``: run id, stream seed,
     ledger, the directory it was started in), the lazily loaded dataset, random streams, the
@@ -59,6 +77,7 @@ import pathlib
 import secrets
 
 from pate.analysis.errors import CorruptFileError
+from pate.core import keys as K
 from pate.core.io import atomic_write_json, read_json
 from pate.teachers.errors import ConfigError
 
@@ -75,35 +94,51 @@ COMMANDS = {
     "report": "report",
 }
 
+#: The run directory's owner-only folder (0700) of everything a run must not publish: the
+#: partition, the teachers, the votes, the embeddings of the private records, the pending
+#: answers, the stage summaries, the analysis, the internal report, the keys. Everything else at
+#: the top is publishable or a setting (``config.json``, ``run.json``): ``pate export`` bundles
+#: the publishable part.
+PRIVATE_DIR = K.PRIVATE_DIR
+_PRIVATE = f"{PRIVATE_DIR}/"
+
 CONFIG = "config.json"
 STATE = "run.json"
-PARTITION = "partition.npz"
-TEACHERS = "teachers"
-TEACHER_PREDICTIONS = "teachers/predictions.npz"
-TEACHER_METRICS = "teachers/metrics.json"
-VOTES = "votes.npy"
-KNN_EMBEDDINGS = "knn_embeddings.npz"
+KEYS = K.KEYS_FILE
+PARTITION = _PRIVATE + "partition.npz"
+TEACHERS = _PRIVATE + "teachers"
+TEACHER_PREDICTIONS = _PRIVATE + "teachers/predictions.npz"
+TEACHER_METRICS = _PRIVATE + "teachers/metrics.json"
+VOTES = _PRIVATE + "votes.npy"
+KNN_EMBEDDINGS = _PRIVATE + "knn_embeddings.npz"
+#: the charged mechanism's outputs and their post-processing: publishable
 LABELS = "labels.npy"
 LABEL_SCORES = "label_scores.npy"
 ANSWERED = "answered.npy"
-AGGREGATE = "aggregate.json"
-PENDING = "aggregate.pending.npz"
-PENDING_SUMMARY = "aggregate.pending.json"
+AGGREGATE = _PRIVATE + "aggregate.json"
+PENDING = _PRIVATE + "aggregate.pending.npz"
+PENDING_SUMMARY = _PRIVATE + "aggregate.pending.json"
+#: the released student (publishable)
 STUDENT_WEIGHTS = "student.pt"
-STUDENT_METRICS = "student_metrics.json"
 STUDENT_CHECKPOINTS = "student"
-ANALYSIS = "analysis.json"
+STUDENT_METRICS = _PRIVATE + "student_metrics.json"
+ANALYSIS = _PRIVATE + "analysis.json"
+STAGE_DIR = _PRIVATE + "stages"
+#: the publishable report (its public part only) and its publishable plots
 REPORT_JSON = "report.json"
-STAGE_DIR = "stages"
-#: The folder of a run directory that holds what must never be shared (owner-only, 0700).
-PRIVATE_DIR = "private"
-#: The internal report (everything the publishable report leaves out, marked internal) and its
-#: plots, in ``private/`` (docs/publishing.md).
-REPORT_INTERNAL_MD = f"{PRIVATE_DIR}/report_internal.md"
-REPORT_INTERNAL_JSON = f"{PRIVATE_DIR}/report_internal.json"
-INTERNAL_PLOTS = f"{PRIVATE_DIR}/plots"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+PLOTS_DIR = "plots"
+#: the internal report (every figure, for the operator) and its plots
+REPORT_INTERNAL_MD = _PRIVATE + "report_internal.md"
+REPORT_INTERNAL_JSON = _PRIVATE + "report_internal.json"
+PRIVATE_PLOTS_DIR = _PRIVATE + "plots"
+INTERNAL_PLOTS = PRIVATE_PLOTS_DIR
+#: Files of the layout before the private folder (format 2): found at the top of a run
+#: directory, they make a resume refuse it (:meth:`Run.open`).
+OLD_LAYOUT = ("partition.npz", "votes.npy", "knn_embeddings.npz", "analysis.json", "stages")
 
-FORMAT = 2
+FORMAT = 3
 
 #: Keys of ``aggregate.json``.
 AGGREGATE_KEYS = frozenset(
@@ -178,7 +213,18 @@ def directory_identity(run_dir) -> dict:
     return {"path": str(run_dir.resolve()), "device": int(st.st_dev), "inode": int(st.st_ino)}
 
 
-def comparable(config: dict) -> dict:
+#: The config tables that may change on resume until the stage that reads them has run: a
+#: student refused by the checks before the charge (:func:`pate.run.stages.preflight`), or one
+#: whose training failed, is corrected and the run resumed -- its release was charged already.
+OPEN_UNTIL = {"student": "student"}
+
+
+def open_tables(run: Run) -> tuple[str, ...]:
+    """The tables of :data:`OPEN_UNTIL` whose stage ``run`` has not run yet."""
+    return tuple(table for table, stage in OPEN_UNTIL.items() if not run.done(stage))
+
+
+def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     """The parts of a config that must not change on resume. May change: the device, the CPU
     threads (``[run] threads``), the feature cache's folder (``[run] feature_cache``: the cache is
     checked at every read, a miss recomputes the same features) and where the teachers train (``[cluster]``), which do not change
@@ -188,7 +234,8 @@ def comparable(config: dict) -> dict:
     lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.run.stages.authorize`)
     and no part of what a stage computed -- a run stopped by its budget resumes, without
     retraining, once ``pate budget set`` raised it. Applied to a recorded ``config_comparable``
-    too, so that runs recorded before a key was exempted compare the same way."""
+    too, so that runs recorded before a key was exempted compare the same way. ``ignore``: the
+    tables that may still change (:func:`open_tables`: ``[student]`` until the student trained)."""
     out = copy.deepcopy(config)
     out.get("run", {}).pop("device", None)
     out.get("run", {}).pop("run_dir", None)
@@ -196,7 +243,23 @@ def comparable(config: dict) -> dict:
     out.get("run", {}).pop("feature_cache", None)  # where features are cached, not what they are
     out.get("privacy", {}).pop("budget_eps", None)
     out.pop("cluster", None)
+    for table in ignore:  # open_tables(run): may still change
+        out.pop(table, None)
     return out
+
+
+def keys_seed(config: dict) -> int | None:
+    """The seed the run's keys are derived from: ``[run] seed`` when the user gave one (the
+    keys are then reproducible by anyone who knows it: not private), None for keys from OS
+    entropy."""
+    from pate.run import config as C
+
+    return C.sections(config).run.seed
+
+
+def run_key(run: Run, name: str) -> bytes:
+    """The run's secret key ``name`` (:meth:`Run.key`)."""
+    return run.key(name)
 
 
 def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
@@ -232,6 +295,7 @@ class Run:
         self.state = state
         self.progress = bool(progress)
         self._data = None
+        self._keys: dict[str, bytes] = {}
         #: Python objects a run was given from the Python API (``pate.fit``): the teacher and
         #: student models (``"teacher_model"``, ``"student_model"``) named ``python:...`` in the
         #: config, and the fitted student of a scikit-learn student (``"fitted_student"``).
@@ -255,7 +319,12 @@ class Run:
                 f"run directory {run_dir} already holds a run; pass --resume to "
                 "continue it, or choose another --run-dir / [run] name"
             )
-        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        # empty, or holding only the keys a run's checks drew before it started (:meth:`key`)
+        only_keys = {PRIVATE_DIR, KEYS}
+        if run_dir.exists() and (
+            not run_dir.is_dir()
+            or any(p.relative_to(run_dir).as_posix() not in only_keys for p in run_dir.rglob("*"))
+        ):
             raise ConfigError(
                 f"run directory {run_dir} exists and is not an empty directory; "
                 "choose another --run-dir / [run] name"
@@ -265,9 +334,9 @@ class Run:
             "format": FORMAT,
             "run_id": new_run_id(section.name),
             "created": now_utc(),
-            # Secure runs draw their non-noise streams (partition, teachers, student) from one
-            # fresh OS-entropy seed kept here, so that an interrupted run resumes identically.
-            "stream_seed": secrets.randbits(63) if section.secure else section.seed,
+            # the non-noise streams (teachers' initialisation, student) from the user's seed,
+            # else from one fresh OS-entropy seed kept here (an interrupted run resumes the same)
+            "stream_seed": secrets.randbits(63) if section.seed is None else section.seed,
             "ledger": None if ledger is None else str(ledger),
             "config_comparable": comparable(config),
         }
@@ -280,6 +349,9 @@ class Run:
         if (self.run_dir / STATE).exists():
             return
         ensure_writable_dir(self.run_dir, flag="--run-dir")
+        K.make_private_dir(self.run_dir / PRIVATE_DIR)
+        if self._keys:  # drawn before the run started (the data's split): kept from now on
+            K.write_keys(self.path(KEYS), self._keys)
         # this directory instance: a copy of it (cp -r, a restored backup) is another directory
         # with the same run.json, and must not draw or charge answers under this run id
         self.state = dict(self.state, directory=directory_identity(self.run_dir))
@@ -331,10 +403,13 @@ class Run:
             )
         config = C.from_dict(read_json(run_dir / CONFIG), source=str(run_dir / CONFIG))
         state = read_summary(run_dir / STATE, STATE_KEYS - {"ledger"})
-        if state.get("format") == 1 and "ledger" not in state:
-            # format 1 (pate-learn 0.1.0) kept no ledger path: the config's, resolved now
-            ledger = C.ledger_path(config)
-            state = dict(state, format=FORMAT, ledger=None if ledger is None else str(ledger))
+        if state.get("format") in (1, 2):
+            raise ConfigError(
+                f"{run_dir} was made by an earlier pate-learn (run format "
+                f"{state.get('format')}): its sensitive files (partition, votes, embeddings, "
+                f"analysis) lie beside its report, not in {run_dir / PRIVATE_DIR}; it cannot be "
+                "resumed or exported: start a new run"
+            )
         if state.get("format") != FORMAT or "ledger" not in state:
             raise ConfigError(
                 f"{run_dir} was made by another version of pate-learn (run format "
@@ -363,11 +438,35 @@ class Run:
     def path(self, name: str) -> pathlib.Path:
         return self.run_dir / name
 
+    @property
+    def started(self) -> bool:
+        return (self.run_dir / STATE).exists()
+
+    def key(self, name: str) -> bytes:
+        """The run's secret key ``name`` (``"partition"``, ``"split"``; :mod:`pate.core.keys`):
+        derived from ``[run] seed`` when the user gave one (the report then says the keys are
+        seeded, not private), else 32 bytes of OS entropy kept in ``private/keys.json`` -- drawn
+        the first time it is asked for, held in memory until the run starts, read back on
+        resume."""
+        seed = keys_seed(self.config)
+        if seed is not None:
+            return K.seeded_key(seed, name)
+        if name not in self._keys:
+            self._keys.update(K.read_keys(self.path(KEYS)))
+        if name not in self._keys:
+            self._keys[name] = K.fresh_key()
+            if self.started:
+                K.write_keys(self.path(KEYS), self._keys)
+        return self._keys[name]
+
     def done(self, stage: str) -> bool:
         return (self.run_dir / STAGE_DIR / f"{stage}.json").exists()
 
     def mark(self, stage: str, info: dict) -> dict:
-        (self.run_dir / STAGE_DIR).mkdir(exist_ok=True)
+        """Record ``stage`` as done (``private/stages/<stage>.json``), after making everything
+        its stage wrote under ``private/`` owner-only (:func:`pate.core.keys.seal`)."""
+        K.make_private_dir(self.run_dir / STAGE_DIR)
+        K.seal(self.run_dir / PRIVATE_DIR)
         info = dict(info, finished=now_utc())
         atomic_write_json(self.run_dir / STAGE_DIR / f"{stage}.json", info)
         return info

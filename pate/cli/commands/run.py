@@ -30,7 +30,12 @@ def add_parser(subparsers) -> None:
         "--resume --run-dir DIR it may be left out: the run's own config.json is "
         "used",
     )
-    p.add_argument("--seed", type=int, help="override [run] seed")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="override [run] seed (seeds the run's keys, which are then not private, and the "
+        "teacher and student streams; never the noise)",
+    )
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
     p.add_argument("--resume", action="store_true", help="continue the run in the run directory")

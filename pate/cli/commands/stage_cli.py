@@ -167,7 +167,8 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
     parser.add_argument(
         "--seed",
         type=int,
-        help="[run] seed of a new run (partition, teacher and student streams; never the noise)",
+        help="[run] seed of a new run: its keys (the partition's; then not private: the report "
+        "says so), teacher and student streams; never the noise",
     )
     parser.add_argument("--device", help="[run] device: auto, cpu, cuda, cuda:N")
     ledger = parser.add_mutually_exclusive_group()

@@ -62,8 +62,10 @@ is drawn or any budget is spent; errors name the table, the key and the value.
 Noise. The aggregator's and the sanitized release's noise come from OS entropy
 (:class:`pate.core.rng.SecureGenerator`) unless ``[aggregator] noise_seed`` is set: then the noise is
 replayable by anyone who knows the seed, and the report says in its first line that the run is
-reproducible and NOT private. ``[run] seed`` seeds only the partition, the teachers'
-initialisation and the student (``[run] secure = true`` draws those from OS entropy too).
+reproducible and NOT private. ``[run] seed`` never seeds the noise. Left unset (the default), the
+run's secret keys (the partition's, a pool's split: :mod:`pate.core.keys`), the teachers'
+initialisation and the student come from OS entropy; given on purpose, it derives them all (the
+report then says the keys are seeded, not private). ``[run] secure = true`` refuses a seed.
 
 Ledger. ``[privacy] ledger`` is true (the default ledger, :func:`pate.ledger.default_ledger_path`:
 ``$PATE_LEDGER``, else ``$XDG_DATA_HOME/pate/ledger.sqlite3``, else

@@ -120,7 +120,6 @@ def load(
         run_dir=run_dir,
         ledger=ledger,
         overrides=overrides,
-        seed_in_file=isinstance(raw.get("run"), dict) and "seed" in raw["run"],
     )
 
 
@@ -133,16 +132,12 @@ def from_dict(
     run_dir: str | None = None,
     ledger: str | bool | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
-    seed_in_file: bool = False,
     facts=None,
     data=None,
     wording: str = "config",
 ) -> dict:
     """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
     ``config.json``): overrides, normalisation and validation. ``raw`` is not modified.
-
-    ``seed_in_file``: the user wrote ``[run] seed`` (``load`` sets it from the TOML); a saved,
-    normalised config always holds a seed, which is then not the user's choice.
 
     Settings left to the planner (``[partition] num_teachers`` missing or "auto", ``[aggregator]
     queries = "auto"``, ``mechanism = "auto"``, ...: :func:`pate.run.planner.needs_plan`) are filled in
@@ -154,7 +149,6 @@ def from_dict(
     raw = copy.deepcopy(raw)
     if not isinstance(raw, dict):
         raise error_at(source, "the configuration must be a TOML table")
-    explicit_seed = seed_in_file or seed is not None
     for table, values in (overrides or {}).items():
         section = raw.setdefault(table, {})
         if isinstance(section, dict):
@@ -177,11 +171,12 @@ def from_dict(
     from pate.run import planner as P
 
     if P.needs_plan(config):
-        _validated(P.probe(config), source, explicit_seed)  # every other setting, as usual
+        validate(P.probe(config), source=source)  # every other setting, as usual
         if facts is None:
             facts = plan_facts(config, _load_data(config) if data is None else data, wording)
         config, _ = plan_config(config, facts, wording=wording)
-    return _validated(config, source, explicit_seed)
+    validate(config, source=source)
+    return config
 
 
 def plan_facts(config: dict, data, wording: str = "config"):
@@ -193,16 +188,6 @@ def plan_facts(config: dict, data, wording: str = "config"):
 
     records, basis = declared_records(config, data)
     return P.facts_of(data, records=records, basis=basis, wording=wording)
-
-
-def _validated(config: dict, source: str, explicit_seed: bool) -> dict:
-    if explicit_seed:
-        config["_explicit_seed"] = ["seed"]
-    try:
-        validate(config, source=source)
-    finally:
-        config.pop("_explicit_seed", None)
-    return config
 
 
 def _load_data(config: dict):

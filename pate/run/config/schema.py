@@ -23,7 +23,7 @@ UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss
 SCHEMA: dict[str, dict[str, tuple[Any, Any]]] = {
     "run": {
         "name": (str, REQUIRED),
-        "seed": (int, 0),
+        "seed": (int, None),  # None: keys and streams from OS entropy (pate.core.keys)
         "secure": (bool, False),
         "device": (str, "auto"),
         "run_dir": (str, None),

@@ -27,7 +27,7 @@ class RunSection:
     """``[run]``: what the run is called, its seed and where it runs."""
 
     name: str
-    seed: int
+    seed: int | None
     secure: bool
     device: str
     run_dir: str | None

@@ -23,8 +23,9 @@ def _check_run_table(config: dict, source: str) -> None:
     from pate.analysis import validation as v
 
     run = config["run"]
-    checked(f"{source}: [run] seed", v.check_int, run["seed"], "seed", minimum=0)
-    if run["secure"] and "seed" in config.get("_explicit_seed", ()):
+    if run.get("seed") is not None:
+        checked(f"{source}: [run] seed", v.check_int, run["seed"], "seed", minimum=0)
+    if run["secure"] and run.get("seed") is not None:
         raise error_at(
             source,
             "[run] secure = true draws noise from OS entropy and refuses a seed; "

@@ -78,6 +78,8 @@ def _title(report: dict, internal: bool) -> list[Block]:
         blocks.append(Paragraph(W.SMOKE_BANNER))
     if report["privacy"].get("noise_seeded") is True:
         blocks.append(Paragraph(W.SEEDED_BANNER))
+    if report["privacy"].get("keys_seeded") is True:
+        blocks.append(Paragraph(W.KEYS_SEEDED_BANNER))
     blocks.append(
         Paragraph(
             f"**{'What may be published' if internal else 'What this report publishes'}:** "

@@ -121,7 +121,7 @@ def read_rule_check(run_dir: Path):
     from pate.core.release_check import RuleCheck
 
     try:
-        summary = json.loads((Path(run_dir) / "aggregate.json").read_text())
+        summary = json.loads((Path(run_dir) / R.AGGREGATE).read_text())
         data = (summary.get("records") or {}).get("rule_check")
         return None if data is None else RuleCheck.from_dict(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

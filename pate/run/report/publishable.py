@@ -125,6 +125,7 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "privacy.prior_rounds.runs[].eps": Public(_C, "the charged cost of each earlier round"),
     "privacy.composition": Public(_P, "classic composition of the charged answers"),
     "privacy.noise_seeded": Public(_D, "whether the user seeded the noise"),
+    "privacy.keys_seeded": Public(_D, "whether the user seeded the run's keys ([run] seed)"),
     "privacy.calibration": Public(_D, "the declared target the noise was calibrated to"),
     "privacy.private": Public(_D, "whether the config asks for a private run"),
     "privacy.ledger_enforced": Public(_D, "whether the user kept the ledger on"),

@@ -59,6 +59,12 @@ def _publication_warnings(a: dict) -> list[str]:
             "differentially private (anyone with the seed can remove the noise). Do not "
             "publish its outputs; rerun with secure noise."
         )
+    if p.get("keys_seeded") is True:
+        out.append(
+            "The run's secret keys (which teacher gets which record, a pool's split) were "
+            "derived from [run] seed: they are not private, anyone with the seed can reproduce "
+            "the shards. Leave [run] seed unset for keys from OS entropy."
+        )
     if is_smoke_test(a):
         out.append(
             "This run is a smoke test ([run] smoke_test = true): it only checks that the "

@@ -125,7 +125,9 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 
 # Optional keys of "privacy" (absent from older analysis.json files: the report then says
 # nothing about them). noise_seeded: the aggregator's and the release's noise came from a seed the
-# user gave (replayable, hence not private); ledger_enforced: false when the privacy ledger was
+# user gave (replayable, hence not private); keys_seeded: the run's secret keys (the partition's,
+# a pool's split) were derived from [run] seed (pate.core.keys: reproducible, not private);
+# ledger_enforced: false when the privacy ledger was
 # turned off; budget_changes: the dataset budget's changes recorded by the ledger; calibration:
 # what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none);
 # prior_rounds: the earlier runs whose released student embeds this Private-kNN run ({"runs":
@@ -135,6 +137,7 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 # count (pate.run.config.declared_records).
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
+    "keys_seeded": "bool",
     "ledger_enforced": "bool",
     "budget_changes": "[change]",
     "calibration": "dict?",

@@ -22,6 +22,7 @@ __all__ = [
     "NOT_PRIVATE",
     "RELATION_TEXT",
     "SEEDED_BANNER",
+    "KEYS_SEEDED_BANNER",
     "SMOKE_BANNER",
     "WEAK_EPSILON",
     "dataset_name",
@@ -125,6 +126,11 @@ SMOKE_BANNER = (
     "are not a meaningful guarantee. Do not quote or publish them.**"
 )
 
+KEYS_SEEDED_BANNER = (
+    "**This run's keys are seeded, not private: they were derived from [run] seed, so anyone "
+    "who knows the seed can tell which teacher saw which record. Leave [run] seed unset for keys "
+    "from OS entropy, kept in the run's private folder.**"
+)
 SEEDED_BANNER = (
     "**This run is NOT differentially private: its noise was seeded by the user. Do "
     "not publish its outputs (see the privacy statement).**"

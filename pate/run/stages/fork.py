@@ -86,6 +86,8 @@ def fork(source, config: dict) -> pathlib.Path:
             (shutil.copytree if (source / name).is_dir() else shutil.copy2)(
                 source / name, staging / name
             )
+        if (source / R.KEYS).exists():  # the same keys: the same shards, the same data split
+            shutil.copy2(source / R.KEYS, staging / R.KEYS)
         for stage in FORKED_STAGES:
             shutil.copy2(
                 source / R.STAGE_DIR / f"{stage}.json", staging / R.STAGE_DIR / f"{stage}.json"

@@ -13,12 +13,13 @@ def partition(run: Run) -> dict:
     from pate.core import partition as P
 
     cfg = C.sections(run.config).partition
-    k, rng = cfg.num_teachers, run.streams().partition
+    # the run's secret partition key (OS entropy in private/keys.json, unless [run] seed)
+    k, key, seed = cfg.num_teachers, run.key("partition"), R.keys_seed(run.config)
     if cfg.mode == "random":  # a keyed hash of each record's content key (the ledger's)
-        part = P.partition_random(run_identity(run).record_keys, num_teachers=k, rng=rng)
+        part = P.partition_random(run_identity(run).record_keys, num_teachers=k, key=key, seed=seed)
     else:
         unit_ids = load_npy(cfg.unit_ids, what="[partition] unit_ids")
-        part = P.partition_by_unit(unit_ids, num_teachers=k, rng=rng)
+        part = P.partition_by_unit(unit_ids, num_teachers=k, key=key, seed=seed)
     part.save(run.path(R.PARTITION))
     sizes = part.shard_sizes
     return {
@@ -28,4 +29,5 @@ def partition(run: Run) -> dict:
         "shard_size_min": int(sizes.min()),
         "shard_size_max": int(sizes.max()),
         "neighbouring_relation": part.neighbouring_relation,
+        "keys_seeded": seed is not None,
     }

@@ -1,8 +1,9 @@
-"""The checks before any work: the device, the data's sizes, the ledger's dataset and budget."""
+"""The checks before any work: the device, the run folder can be written, the data's sizes, the
+student can be built, the ledger's dataset and budget."""
 
 from __future__ import annotations
 
-from pate.core.io import load_npy
+from pate.core.io import check_writable_dir, load_npy
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
@@ -80,16 +81,74 @@ def check_data(run: Run) -> None:
             )
 
 
+def check_writable(run: Run) -> None:
+    """Every folder the run writes can be written (the run directory, its private folder and the
+    folders in them), creating nothing (:func:`pate.core.io.check_writable_dir`)."""
+    check_writable_dir(run.run_dir, label="--run-dir")
+    for name in (R.PRIVATE_DIR, R.STAGE_DIR, R.TEACHERS, R.PLOTS_DIR, R.PRIVATE_PLOTS_DIR):
+        check_writable_dir(run.path(name), label="the run's folder")
+
+
+def check_student_model(run: Run) -> None:
+    """The student the run will train can be built: its ``[student] model`` resolved (a zoo
+    name, ``package.module:factory`` imported and called, a model given from Python) and the
+    network's skeleton built for the data's input shape and classes -- no training, no file --,
+    so that a name that only looks right (``"sklearn:..."``: the student is a torch network or
+    an estimator given from Python) is refused before the release is drawn and charged."""
+    from pate.student.train import auto_model_name
+    from pate.teachers.models import build_model
+
+    data = run.data
+    setting = C.student_settings(run.config).get("model", "auto")
+    try:
+        model = run.python_object("student_model", setting)
+        if is_estimator(model):
+            return
+        if model == "auto":
+            model = auto_model_name(tuple(data.input_shape))
+        build_model(model, input_shape=data.input_shape, num_classes=data.num_classes)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, ImportError, AttributeError) as exc:
+        python = run.objects.get("caller") == C.PYTHON_SOURCE
+        fix = (
+            ""
+            if not run.started
+            else " Correct it and resume: the student's settings may change until it trained ("
+            + (
+                "the same pate.fit call with resume=True"
+                if python
+                else f"`pate run --run-dir {run.run_dir} --resume --config FILE`"
+            )
+            + ")."
+        )
+        raise ConfigError(
+            f"{C.assignment('student', 'model', setting, source=run.objects.get('caller'))}: "
+            f"{exc}; the student cannot be built, so the run was refused before anything was "
+            "written, drawn or charged (the student is a zoo network, a "
+            "'package.module:factory' returning a torch.nn.Module or a scikit-learn "
+            f"estimator, or an estimator given from Python).{fix}"
+        ) from None
+
+
 def preflight(run: Run, *, stages=R.STAGES) -> None:
     """The device of ``stages`` (those about to run), that a run about to aggregate is in its
     own directory (not a copy: :meth:`pate.run.rundir.Run.check_not_a_copy`), data sizes, then the
     ledger's dataset and budget, and -- while the aggregate stage has yet to draw anything --
     that the ledger can cover the run's planned worst case (:func:`check_budget_fits`): all of
-    it before any work or any file."""
+    it before any work or any file. The run folder must be writable (:func:`check_writable`), and
+    while the student has yet to train and a stage up to it is about to run, the student must be
+    buildable (:func:`check_student_model`): nothing that can fail after the charge is left to
+    fail there."""
     check_device(run.config, stages, objects=run.objects)
+    check_writable(run)
     if "aggregate" in stages:
         run.check_not_a_copy()
     check_data(run)
+    if not run.done("student") and any(
+        s in stages for s in R.STAGES[: R.STAGES.index("student") + 1]
+    ):
+        check_student_model(run)
     ledger = run.ledger()
     if ledger is None:
         resolve_budget_without_ledger(run)

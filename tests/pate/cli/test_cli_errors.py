@@ -23,6 +23,7 @@ from pate.cli import EXIT_SOFTWARE, classify, main, raised_on_purpose
 from pate.core import io as pio
 from pate.core.errors import RunDirError
 from pate.ledger import Ledger, dataset_digest
+from pate.run import rundir as R
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PYTHON = sys.executable
@@ -722,7 +723,7 @@ def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
         assert main([*argv, "--resume", "--until", "aggregate"]) == 2
     err = capsys.readouterr().err
     assert failed and lines(err)[-1].startswith(
-        f"pate run: error: cannot write {run_dir / 'aggregate.pending.npz'}: No space left on "
+        f"pate run: error: cannot write {run_dir / R.PENDING}: No space left on "
         "device (ENOSPC); free space"
     ), err
     assert charged() == 0 and not (run_dir / "labels.npy").exists() and temp_files() == []
@@ -733,12 +734,12 @@ def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
     err = capsys.readouterr().err
     assert failed and f"cannot write {run_dir / 'labels.npy'}: No space left" in lines(err)[-1]
     spent = charged()
-    assert spent > 0 and (run_dir / "aggregate.pending.npz").exists() and temp_files() == []
+    assert spent > 0 and (run_dir / R.PENDING).exists() and temp_files() == []
 
     assert main([*argv, "--resume", "--until", "aggregate"]) == 0  # space freed
     answered = np.load(run_dir / "answered.npy")
     assert charged() == spent == int(answered.sum())  # published what was charged, once
-    assert not (run_dir / "aggregate.pending.npz").exists()
+    assert not (run_dir / R.PENDING).exists()
 
 
 @pytest.fixture

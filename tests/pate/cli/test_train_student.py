@@ -11,6 +11,7 @@ import pytest
 
 from pate.cli import main
 from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.pipeline import Pipeline
 
 # One torch thread, as in tests/student/conftest.py (where these tests lived).
@@ -44,7 +45,7 @@ def test_train_student_writes_weights_and_metrics(run_dir, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "accuracy" in out
-    metrics = json.loads((run_dir / "student_metrics.json").read_text())
+    metrics = json.loads((run_dir / R.STUDENT_METRICS).read_text())
     labels = np.load(run_dir / "labels.npy")
     assert metrics["num_labelled"] == int((labels >= 0).sum()) and metrics["num_public"] == 597
     # the labels come from fresh noise (78-103 answered in 12 trial runs) and the student trains
@@ -75,7 +76,7 @@ def test_clean_errors(run_dir, tmp_path, capsys):
     assert not (run_dir / "student").exists()
     assert main(["train-student", "--run-dir", str(run_dir), "--method", "magic"]) == 2
     assert "method" in capsys.readouterr().err
-    assert not (run_dir / "student.pt").exists() and not (run_dir / "student_metrics.json").exists()
+    assert not (run_dir / "student.pt").exists() and not (run_dir / R.STUDENT_METRICS).exists()
     assert main(["train-student", "--run-dir", str(tmp_path / "nothing")]) == 2
     assert "--config" in capsys.readouterr().err
 

@@ -47,3 +47,25 @@ def test_a_full_disk_names_the_file_and_how_to_continue_in_both_front_ends(tmp_p
     with pytest.raises(KeyError):  # any other error passes unchanged
         with naming_write_errors(target):
             raise KeyError("x")
+
+
+def test_check_writable_dir_touches_nothing_and_names_what_is_in_the_way(tmp_path, monkeypatch):
+    """pate.core.io.check_writable_dir: a folder to be created is checked where it would be
+    created; a file on its way is refused naming the label and the path; nothing is created and
+    no folder's modification time changes."""
+    import os
+
+    from pate.core.io import check_writable_dir
+
+    before = tmp_path.stat().st_mtime_ns
+    assert (
+        check_writable_dir(tmp_path / "new" / "run", label="--run-dir") == tmp_path / "new" / "run"
+    )
+    assert list(tmp_path.iterdir()) == [] and tmp_path.stat().st_mtime_ns == before
+    (tmp_path / "file").write_text("in the way")
+    with pytest.raises(RunDirError, match=r"--run-dir .*file/run: .*file is not a directory"):
+        check_writable_dir(tmp_path / "file" / "run", label="--run-dir")
+    # a folder this process may not write to (checked with os.access: root writes anywhere)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(RunDirError, match=r"the run's folder .*private is not writable"):
+        check_writable_dir(tmp_path / "private", label="the run's folder")

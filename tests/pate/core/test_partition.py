@@ -126,6 +126,21 @@ def test_split_is_deterministic_from_the_key_stream_and_independent_of_row_order
     assert np.array_equal(d.assignment, a.assignment[perm])  # a record's teacher is its own
 
 
+def test_a_run_key_gives_the_split_directly_and_excludes_a_stream():
+    """``key=`` (a run's secret key, pate.core.keys) instead of a stream to draw one from."""
+    keys, key = _keys(500), bytes(range(32))
+    a = partition_random(keys, num_teachers=7, key=key)
+    raw, width = keys.tobytes(), keys.dtype.itemsize  # whole S16 keys (list() drops b"\0"s)
+    items = [raw[i : i + width] for i in range(0, len(raw), width)]
+    assert np.array_equal(a.assignment, teacher_of(items, num_teachers=7, key=key))
+    units = np.arange(500) // 5
+    b = partition_by_unit(units, num_teachers=7, key=key)
+    assert len({int(t) for t in b.assignment[units == 3]}) == 1
+    for kwargs in ({}, {"rng": np.random.default_rng(0), "key": key}):
+        with pytest.raises(TypeError, match="give the partition key"):
+            partition_random(keys, num_teachers=7, **kwargs)
+
+
 def test_secure_generator_draws_the_key_from_os_entropy():
     from pate.core.rng import SecureGenerator
 

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from pate.core import threads as T
+from pate.run import rundir as R
 from pate.teachers.errors import ConfigError
 
 
@@ -441,7 +442,7 @@ def test_the_stage_summary_records_the_threads_and_their_source(
     run_dir = tmp_path / "run"
     argv = ["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger"]
     assert main(argv + (["--threads", "1"] if how == "flag" else [])) == 0
-    record = json.loads((run_dir / "stages" / "partition.json").read_text())["threads"]
+    record = json.loads((run_dir / R.STAGE_DIR / "partition.json").read_text())["threads"]
     assert {k: record[k] for k in expected} == expected
     assert record["cpus"] >= 1 and isinstance(record["wait_policy"], str)
     saved = json.loads((run_dir / "config.json").read_text())["run"]

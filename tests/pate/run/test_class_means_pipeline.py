@@ -20,6 +20,7 @@ from pate.cli import main
 from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
 from pate.run import config as C
+from pate.run import rundir as R
 from pate.run.pipeline import Pipeline, fork_run
 
 PARTITION = (
@@ -80,11 +81,11 @@ def cm_run(tmp_path_factory, small_digits):
 def test_pate_run_end_to_end(cm_run):
     config, run_dir, ledger = cm_run
     for stage in ("partition", "teachers"):
-        info = json.loads((run_dir / "stages" / f"{stage}.json").read_text())
+        info = json.loads((run_dir / R.STAGE_DIR / f"{stage}.json").read_text())
         assert info["skipped"] is True and "trains no teachers" in info["reason"]
     assert not any((run_dir / name).exists() for name in ("partition.npz", "teachers", "votes.npy"))
     labels, answered = np.load(run_dir / "labels.npy"), np.load(run_dir / "answered.npy")
-    a = json.loads((run_dir / "analysis.json").read_text())
+    a = json.loads((run_dir / R.ANALYSIS).read_text())
     p, q = a["privacy"], a["queries"]
     assert labels.shape == answered.shape == (597,)
     assert q["asked"] == q["answered"] == 400 and answered[:400].all() and not answered[400:].any()
@@ -104,7 +105,7 @@ def test_pate_run_end_to_end(cm_run):
     assert a["utility"]["label_accuracy_answered"] > 0.80
 
     # one release, charged once: orders (1 + kappa^2) / (2 sigma^2), the default kappa = 0.3
-    summary = json.loads((run_dir / "aggregate.json").read_text())
+    summary = json.loads((run_dir / R.AGGREGATE).read_text())
     events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
     assert [(e.mechanism, e.queries, e.answered) for e in events] == [("class-means", 400, 400)]
     orders = C.orders(C.load(config))
@@ -150,7 +151,7 @@ def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
         )
         fork_run(run_dir, config)
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
-        summary = json.loads((tmp_path / f"q{queries}" / "aggregate.json").read_text())
+        summary = json.loads((tmp_path / f"q{queries}" / R.AGGREGATE).read_text())
         assert summary["queries_answered"] == queries
         eps.append(summary["eps_data_independent"])
     assert eps[0] == eps[1] > 0
@@ -178,7 +179,7 @@ def test_a_budget_below_the_release_draws_and_charges_nothing(tmp_path, small_di
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
     assert not any(
         (tmp_path / "run" / name).exists()
-        for name in ("labels.npy", "answered.npy", "aggregate.json", "aggregate.pending.npz")
+        for name in (R.LABELS, R.ANSWERED, R.AGGREGATE, R.PENDING)
     )
     if ledger:
         assert spend(tmp_path / "ledger.sqlite3") == (0.0, [])
@@ -203,7 +204,7 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
         )
     monkeypatch.undo()
     assert not (run_dir / "labels.npy").exists() and not (run_dir / "label_scores.npy").exists()
-    pending = np.load(run_dir / "aggregate.pending.npz")
+    pending = np.load(run_dir / R.PENDING)
     pending, pending_scores = pending["labels"], pending["scores"]
     drawn, events = spend(ledger_path)
     assert drawn > 0 and events == []  # the drawn reservation counts as spent: no event yet
@@ -213,7 +214,7 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
         )
     np.testing.assert_array_equal(np.load(run_dir / "labels.npy"), pending)
     np.testing.assert_array_equal(np.load(run_dir / "label_scores.npy"), pending_scores)
-    assert not (run_dir / "aggregate.pending.npz").exists()
+    assert not (run_dir / R.PENDING).exists()
     _, events = spend(ledger_path)
     assert [(e.mechanism, e.queries) for e in events] == [("class-means", 400)]
 
@@ -278,7 +279,7 @@ def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits,
     for name in ("labels.npy", "answered.npy"):
         np.testing.assert_array_equal(np.load(whole / name), np.load(steps / name))
     assert spend(tmp_path / "whole.sqlite3")[0] == spend(tmp_path / "steps.sqlite3")[0] > 0
-    report = json.loads((whole / "analysis.json").read_text())
+    report = json.loads((whole / R.ANALYSIS).read_text())
     assert report["privacy"]["noise_seeded"] is True
 
 
@@ -418,13 +419,13 @@ def test_a_student_on_soft_targets_trains_to_the_published_scores(
     np.testing.assert_array_equal(seen["y"], labels)
     np.testing.assert_allclose(seen["targets"][:400], softmax(5 * scores[:400], axis=1), rtol=1e-12)
     assert (seen["targets"][400:] == 0).all()
-    metrics = json.loads((run_dir / "student_metrics.json").read_text())
+    metrics = json.loads((run_dir / R.STUDENT_METRICS).read_text())
     assert metrics["targets"] == "soft" and metrics["temperature"] == 5.0
     assert metrics["settings"]["soft_targets"] is True
     assert json.loads((run_dir / "config.json").read_text())["student"]["targets"] == "soft"
     assert spend(ledger)[0] == charged > 0 and len(spend(ledger)[1]) == len(events) == 1
     # a run's student on hard labels (the default) says so too
-    assert json.loads((cm_run[1] / "student_metrics.json").read_text())["targets"] == "hard"
+    assert json.loads((cm_run[1] / R.STUDENT_METRICS).read_text())["targets"] == "hard"
 
 
 @pytest.mark.parametrize("rule", ["logistic", "lda"])
@@ -479,7 +480,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
         )
         == 0
     )
-    metrics = json.loads((run_dir / "student_metrics.json").read_text())
+    metrics = json.loads((run_dir / R.STUDENT_METRICS).read_text())
     assert metrics["combined_with_rule"] is True and 0 <= metrics["student_alone_accuracy"] <= 1
     student = Student.load(run_dir / "student.pt")
     assert student.rule_product_ == {
@@ -493,7 +494,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     data = load_pate_data("digits")
     cfg = C.load(config)
     x_eval = np.asarray(data.evaluation.x, dtype=np.float32)
-    emb = np.load(run_dir / "knn_embeddings.npz")["public"]
+    emb = np.load(run_dir / R.KNN_EMBEDDINGS)["public"]
     scores = np.load(run_dir / "label_scores.npy")
     recovered = recover_rule(emb, scores, rule=rule)  # NaN rows: the unasked items
     pca = PublicPCA.fit(np.asarray(data.public.x, dtype=np.float32)[: len(emb)], dims=16)
@@ -511,7 +512,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     assert spend(ledger)[0] == charged > 0 and len(spend(ledger)[1]) == len(events) == 1
     # the report says what is released, and the student's own accuracy beside it
     assert main(["run", "--run-dir", str(run_dir), "--resume", "--no-progress"]) == 0
-    utility = json.loads((run_dir / "analysis.json").read_text())["utility"]
+    utility = json.loads((run_dir / R.ANALYSIS).read_text())["utility"]
     assert utility["student_accuracy"] == metrics["accuracy"]
     assert utility["student_alone_accuracy"] == metrics["student_alone_accuracy"]
     # measured on evaluation data not declared public: in the internal report only, marked
@@ -670,7 +671,7 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
             f'Labelling rule ([knn] rule = "{name}", post-processing)'
             in (tmp_path / name / "report.md").read_text()
         )
-        records = json.loads((tmp_path / name / "aggregate.json").read_text())["records"]
+        records = json.loads((tmp_path / name / R.AGGREGATE).read_text())["records"]
         assert records["rule"] == name
         assert records.get("ridge") == (LOGISTIC_RIDGE if name == "logistic" else None)
     (spent_lda, events_lda), (spent, events) = (
@@ -681,7 +682,7 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     np.testing.assert_array_equal(
         events[0].rdp_data_independent, events_lda[0].rdp_data_independent
     )
-    e = np.load(tmp_path / "logistic" / "knn_embeddings.npz")
+    e = np.load(tmp_path / "logistic" / R.KNN_EMBEDDINGS)
     release = noisy_class_means(
         e["public"],
         e["private"],
@@ -903,9 +904,9 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
     # the rule's class scores come back with the labels, and the student trained to them
     assert result.label_scores.shape == (400, 10)
     np.testing.assert_array_equal(result.label_scores.argmax(axis=1), result.labels)
-    metrics = json.loads((tmp_path / "run" / "student_metrics.json").read_text())
+    metrics = json.loads((tmp_path / "run" / R.STUDENT_METRICS).read_text())
     assert (metrics["targets"], metrics["temperature"]) == ("soft", 5.0)
-    records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
+    records = json.loads((tmp_path / "run" / R.AGGREGATE).read_text())["records"]
     assert records["rule"] == "logistic"
     assert result.answered_mask.sum() == 400  # every public item, for the one release's cost
     kappa = 0.3 if count_weight is None else count_weight  # the mechanism's default, or given
@@ -952,7 +953,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["knn"] == {"features": "quadratic", "rule": "qda"}
     assert config["student"]["targets"] == "soft" and config["student"]["temperature"] == 1.0
-    records = json.loads((tmp_path / "run" / "aggregate.json").read_text())["records"]
+    records = json.loads((tmp_path / "run" / R.AGGREGATE).read_text())["records"]
     assert records["rule"] == "qda" and records["dims"] == 44
     assert (
         'Labelling rule ([knn] rule = "qda", post-processing)'

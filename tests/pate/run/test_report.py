@@ -22,6 +22,7 @@ import pytest
 
 from pate.cli import main
 from pate.run import report as rep
+from pate.run import rundir as R
 from pate.run.report.render import inline_html
 
 FMNIST_CLASSES = [
@@ -265,9 +266,15 @@ def make_analysis(
         analysis["utility"]["evaluation_public"] = evaluation_public
     if run_dir is not None:
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "analysis.json").write_text(json.dumps(analysis, indent=2), encoding="utf-8")
+        analysis_file(run_dir).write_text(json.dumps(analysis, indent=2), encoding="utf-8")
     return analysis
+
+
+def analysis_file(run_dir) -> Path:
+    """Where a run keeps its analysis (``private/analysis.json``), its folder created."""
+    path = Path(run_dir) / R.ANALYSIS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 REQUIRED = [
@@ -311,7 +318,8 @@ def test_every_file_is_written_and_nothing_else(written):
     run_dir, _, result = written
     names = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")}
     expected = {
-        "analysis.json",
+        R.PRIVATE_DIR,
+        R.ANALYSIS,
         "report.json",
         "report.md",
         "report.html",
@@ -539,7 +547,7 @@ def test_fallback_and_edge_cases_give_warnings(tmp_path):
     a["utility"]["student_per_class_accuracy"][3] = None  # a class absent from the evaluation
     a["privacy"]["order"] = a["privacy"]["orders"][-1]
     a["privacy"]["budget"].update(basis="data-dependent", stop_reason="budget of eps 8 reached")
-    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    analysis_file(tmp_path).write_text(json.dumps(a))
     result = rep.write_report(tmp_path)
     warnings = "\n".join(result["warnings"])
     assert "fell back to the data-independent" in warnings
@@ -609,11 +617,11 @@ def _break(path: list, value=KeyError):
 def test_malformed_analysis_names_file_and_key_and_writes_nothing(tmp_path, edit, message):
     a = make_analysis()
     edit(a)
-    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    analysis_file(tmp_path).write_text(json.dumps(a))
     with pytest.raises(ValueError) as info:
         rep.write_report(tmp_path)
-    assert message in str(info.value) and str(tmp_path / "analysis.json") in str(info.value)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+    assert message in str(info.value) and str(analysis_file(tmp_path)) in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [R.PRIVATE_DIR]
 
 
 def test_missing_or_unreadable_input_writes_nothing(tmp_path):
@@ -621,13 +629,13 @@ def test_missing_or_unreadable_input_writes_nothing(tmp_path):
         rep.write_report(tmp_path)
     with pytest.raises(FileNotFoundError, match="run directory not found"):
         rep.write_report(tmp_path / "nope")
-    (tmp_path / "analysis.json").write_text("{not json")
+    analysis_file(tmp_path).write_text("{not json")
     with pytest.raises(ValueError, match="analysis.json is not valid JSON"):
         rep.write_report(tmp_path)
-    (tmp_path / "analysis.json").write_text("[1, 2]")
+    analysis_file(tmp_path).write_text("[1, 2]")
     with pytest.raises(ValueError, match="must be a JSON object"):
         rep.write_report(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [R.PRIVATE_DIR]
 
 
 def test_validate_and_build_are_pure(tmp_path):
@@ -662,11 +670,11 @@ def test_cli_bad_input_one_clean_line(tmp_path, capsys):
     assert "Traceback" not in err
     a = make_analysis()
     del a["utility"]["plurality_vote_accuracy"]
-    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    analysis_file(tmp_path).write_text(json.dumps(a))
     assert main(["report", str(tmp_path), "--json"]) == 2
     captured = capsys.readouterr()
     assert "utility.plurality_vote_accuracy" in captured.err and captured.out == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["analysis.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [R.PRIVATE_DIR]
 
 
 def test_cli_does_not_import_torch(tmp_path):
@@ -681,7 +689,7 @@ def test_cli_does_not_import_torch(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["privacy"]["eps_guarantee"] == pytest.approx(
-        json.loads((tmp_path / "analysis.json").read_text())["privacy"]["eps_guarantee"], abs=0
+        json.loads(analysis_file(tmp_path).read_text())["privacy"]["eps_guarantee"], abs=0
     )
 
 
@@ -724,7 +732,7 @@ def _first_paragraph(statement: str) -> str:
 def test_seeded_noise_opens_every_statement_with_not_private(tmp_path):
     a = make_analysis(tmp_path)
     a["privacy"]["noise_seeded"] = True
-    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    analysis_file(tmp_path).write_text(json.dumps(a))
     result = rep.write_report(tmp_path)
     first = _first_paragraph(result["statement"])
     assert "NOT differentially private" in first and "do not publish its outputs" in first
@@ -779,7 +787,7 @@ def test_ledger_off_says_no_budget_was_enforced():
 def test_budget_changes_are_listed(tmp_path):
     a = make_analysis(tmp_path)
     a["privacy"]["budget_changes"] = CHANGES
-    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    analysis_file(tmp_path).write_text(json.dumps(a))
     result = rep.write_report(tmp_path)
     assert "changed 2 time(s)" in result["statement"]
     assert "from no budget to \u03b5 = 4, \u03b4 = 1e-5" in result["statement"]
@@ -868,7 +876,7 @@ def _paragraph(statement: str, head: str) -> str:
 )
 def test_guarantee_above_ten_is_flagged_right_after_the_guarantee(tmp_path, eps, factor):
     a = _with_guarantee(eps)
-    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    analysis_file(tmp_path).write_text(json.dumps(a))
     result = rep.write_report(tmp_path)
     guarantee = _paragraph(result["statement"], "Guarantee")
     first, second = guarantee.split("-differential privacy with respect to ")[1].split(". ")[:2]
@@ -923,7 +931,7 @@ SMOKE_BANNER = (
 def test_smoke_test_is_said_at_the_very_top(tmp_path):
     a = make_analysis(tmp_path)
     a["run"]["smoke_test"] = True
-    (tmp_path / "analysis.json").write_text(json.dumps(a))
+    analysis_file(tmp_path).write_text(json.dumps(a))
     result = rep.write_report(tmp_path)
     assert result["run"]["smoke_test"] is True
     first = _first_paragraph(result["statement"])
@@ -1264,7 +1272,7 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     make_analysis(tmp_path)
     rep.write_report(tmp_path)
     assert "CPU threads" not in internal_md(tmp_path)
-    (tmp_path / "stages").mkdir()
+    (tmp_path / R.STAGE_DIR).mkdir(parents=True)
     record = {
         "count": 2,
         "source": "affinity",
@@ -1273,8 +1281,8 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
         "wait_policy": "passive",
         "load_average": 0.5,
     }
-    (tmp_path / "stages" / "student.json").write_text(json.dumps({"threads": record}))
-    (tmp_path / "stages" / "teachers.json").write_text(
+    (tmp_path / R.STAGE_DIR / "student.json").write_text(json.dumps({"threads": record}))
+    (tmp_path / R.STAGE_DIR / "teachers.json").write_text(
         json.dumps({"threads": dict(record, count=1, source="flag", detail="--threads 1")})
     )
     rep.write_report(tmp_path)
@@ -1287,7 +1295,7 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     ) in md
     assert "CPU threads" not in (tmp_path / "report.md").read_text()  # internal only
     # a student trained in two processes (pate.student.parallel) says so
-    (tmp_path / "stages" / "student.json").write_text(
+    (tmp_path / R.STAGE_DIR / "student.json").write_text(
         json.dumps({"threads": dict(record, count=1, source="busy", detail="d"), "processes": 2})
     )
     rep.write_report(tmp_path)
@@ -1302,8 +1310,8 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
     stages/<stage>.json) is in report.json and in the documents; a CPU-only run has no line, and
     a malformed record is ignored rather than trusted."""
     make_analysis(tmp_path)
-    (tmp_path / "stages").mkdir()
-    (tmp_path / "stages" / "votes.json").write_text(json.dumps({"gpu_memory": "lots"}))
+    (tmp_path / R.STAGE_DIR).mkdir(parents=True)
+    (tmp_path / R.STAGE_DIR / "votes.json").write_text(json.dumps({"gpu_memory": "lots"}))
     rep.write_report(tmp_path)
     result = internal_json(tmp_path)
     assert "gpu_memory" not in result
@@ -1314,7 +1322,7 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
         "peak_allocated_bytes": 3 * 2**29,
         "peak_reserved_bytes": 2**31,
     }
-    (tmp_path / "stages" / "teachers.json").write_text(json.dumps({"gpu_memory": [peak]}))
+    (tmp_path / R.STAGE_DIR / "teachers.json").write_text(json.dumps({"gpu_memory": [peak]}))
     rep.write_report(tmp_path)
     result = internal_json(tmp_path)
     assert result["gpu_memory"] == {"teachers": [peak]}
@@ -1330,13 +1338,13 @@ def test_a_student_trained_in_bfloat16_says_so(tmp_path):
     (``[student] amp``); the report states bfloat16 and stays silent on float32 or on a run
     without the record."""
     make_analysis(tmp_path)
-    (tmp_path / "stages").mkdir()
-    (tmp_path / "stages" / "student.json").write_text(json.dumps({"precision": "float32"}))
+    (tmp_path / R.STAGE_DIR).mkdir(parents=True)
+    (tmp_path / R.STAGE_DIR / "student.json").write_text(json.dumps({"precision": "float32"}))
     rep.write_report(tmp_path)
     result = internal_json(tmp_path)
     assert result["student_precision"] == "float32"
     assert "Student precision" not in internal_md(tmp_path)
-    (tmp_path / "stages" / "student.json").write_text(
+    (tmp_path / R.STAGE_DIR / "student.json").write_text(
         json.dumps({"precision": "bfloat16 autocast"})
     )
     rep.write_report(tmp_path)
@@ -1345,6 +1353,6 @@ def test_a_student_trained_in_bfloat16_says_so(tmp_path):
     md = internal_md(tmp_path)
     assert "**Student precision:** its training passes ran in bfloat16 autocast" in md
     assert "Student precision" not in (tmp_path / "report.html").read_text()  # internal only
-    (tmp_path / "stages" / "student.json").write_text(json.dumps({"precision": 16}))
+    (tmp_path / R.STAGE_DIR / "student.json").write_text(json.dumps({"precision": 16}))
     rep.write_report(tmp_path)
     assert "student_precision" not in internal_json(tmp_path)

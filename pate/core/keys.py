@@ -1,0 +1,142 @@
+"""The secret keys of a run: which teacher gets which record (``"partition"``), which rows of a
+pool are split off (``"split"``), each a named 32-byte key.
+
+A key comes from the operating system's entropy (:mod:`secrets`) and is kept in the run's
+private folder, ``<run_dir>/private/keys.json`` (the folder owner-only, 0700; the file 0600),
+so that a resume reuses it and nobody without that folder can tell which teacher saw which
+record. A user who seeds the run on purpose (``[run] seed``) gets keys derived from the seed
+(:func:`seeded_key`): reproducible by anyone who knows the seed, which the report then says
+("seeded keys: not private").
+
+Symbols
+-------
+``PRIVATE_DIR``, ``KEYS_FILE``
+    The run directory's private folder (``"private"``, re-exported by
+    :mod:`pate.run.rundir`) and the keys' file inside it.
+``fresh_key()``, ``seeded_key(seed, name)``
+    A new key from OS entropy; the key ``name`` derived from a user's seed.
+``read_keys(path)``, ``write_keys(path, keys)``
+    The ``{name: key}`` of a keys file (``{}`` when there is none); write them, owner-only.
+``run_key(run_dir, name, *, seed=None)``
+    The key ``name`` of the run in ``run_dir``: derived from ``seed`` when given, else read from
+    its keys file, created (and stored) the first time it is asked for.
+``make_private_dir(folder)``, ``seal(folder)``
+    Create ``folder`` (and its parents) and make it owner-only (0700); make everything under an
+    existing folder owner-only (folders 0700, files 0600), whatever wrote it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import secrets
+
+from pate.analysis.errors import CorruptFileError
+from pate.analysis.validation import check_int, describe
+from pate.core.io import atomic_write_json, read_json
+
+__all__ = [
+    "KEYS_FILE",
+    "KEY_BYTES",
+    "PRIVATE_DIR",
+    "fresh_key",
+    "make_private_dir",
+    "read_keys",
+    "run_key",
+    "seal",
+    "seeded_key",
+    "write_keys",
+]
+
+PRIVATE_DIR = "private"
+KEYS_FILE = f"{PRIVATE_DIR}/keys.json"
+KEY_BYTES = 32
+_OWNER_ONLY_DIR = 0o700
+_OWNER_ONLY_FILE = 0o600
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"a key's name must be a word such as 'partition', got {describe(name)}")
+    return name
+
+
+def fresh_key() -> bytes:
+    """32 bytes from the operating system's entropy pool."""
+    return secrets.token_bytes(KEY_BYTES)
+
+
+def seeded_key(seed: int, name: str) -> bytes:
+    """The key ``name`` derived from a user's ``seed``: the same for everyone who knows the
+    seed (a reproducible experiment, not a secret)."""
+    seed = check_int(seed, "seed", minimum=0)
+    return hashlib.blake2b(
+        f"pate-run-key:{_check_name(name)}".encode(),
+        key=seed.to_bytes(16, "little"),
+        digest_size=KEY_BYTES,
+    ).digest()
+
+
+def make_private_dir(folder: str | os.PathLike[str]) -> pathlib.Path:
+    """Create ``folder`` (and its parents) and set it to owner-only (0700), also when it
+    existed with wider permissions."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True, mode=_OWNER_ONLY_DIR)
+    folder.chmod(_OWNER_ONLY_DIR)
+    return folder
+
+
+def seal(folder: str | os.PathLike[str]) -> None:
+    """Make ``folder`` and everything under it owner-only: folders 0700, files 0600 (what a
+    library wrote with the umask's permissions, e.g. a torch checkpoint). Links are left as
+    they are."""
+    folder = pathlib.Path(folder)
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        path.chmod(_OWNER_ONLY_DIR if path.is_dir() else _OWNER_ONLY_FILE)
+
+
+def read_keys(path: str | os.PathLike[str]) -> dict[str, bytes]:
+    """The keys stored in ``path`` (``{}`` when the file does not exist)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return {}
+    doc = read_json(path, what="the run's keys")
+    if not isinstance(doc, dict) or not all(
+        isinstance(v, str) and len(v) == 2 * KEY_BYTES for v in doc.values()
+    ):
+        raise CorruptFileError(
+            f"{path} must map key names to {KEY_BYTES}-byte hex keys; it was modified: "
+            "start a new run",
+            path=path,
+        )
+    try:
+        return {_check_name(name): bytes.fromhex(value) for name, value in doc.items()}
+    except ValueError as exc:
+        raise CorruptFileError(f"{path}: {exc}; start a new run", path=path) from None
+
+
+def write_keys(path: str | os.PathLike[str], keys: dict[str, bytes]) -> pathlib.Path:
+    """Write ``keys`` to ``path`` (atomically; the file owner-only, in an owner-only folder)."""
+    path = pathlib.Path(path)
+    make_private_dir(path.parent)
+    atomic_write_json(path, {_check_name(k): v.hex() for k, v in sorted(keys.items())})
+    path.chmod(_OWNER_ONLY_FILE)
+    return path
+
+
+def run_key(run_dir: str | os.PathLike[str], name: str, *, seed: int | None = None) -> bytes:
+    """The key ``name`` of the run in ``run_dir``: :func:`seeded_key` when ``seed`` is given
+    (nothing stored), else the one in ``<run_dir>/private/keys.json``, drawn from OS entropy
+    and stored there the first time (a resume reads the same key back)."""
+    name = _check_name(name)
+    if seed is not None:
+        return seeded_key(seed, name)
+    path = pathlib.Path(run_dir) / KEYS_FILE
+    keys = read_keys(path)
+    if name not in keys:
+        keys[name] = fresh_key()
+        write_keys(path, keys)
+    return keys[name]

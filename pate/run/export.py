@@ -1,0 +1,194 @@
+"""The publishable bundle of a finished run: ``pate export RUN_DIR OUT``, ``pate.export(run_dir, out)``.
+
+A run directory keeps everything a run must not publish in its owner-only ``private/`` folder
+(:data:`pate.run.rundir.PRIVATE_DIR`). The bundle is what may be shared: the released student
+(``student.pt``), the public report (``report.md``, ``report.html``, ``report.json``), its
+publishable plots, on request the released labels (the charged mechanism's outputs:
+``labels.npy``, ``answered.npy``, ``label_scores.npy``), and ``manifest.json``: each file's
+sha256, size and what it is.
+
+Refused (:class:`pate.teachers.errors.ConfigError`, naming the argument and its value, before
+anything is written): a folder that holds no run, a run of an earlier layout, a run whose report
+stage has not finished or whose report files are missing, a ``report.json`` that carries its
+internal part (a top-level ``"internal"`` key), any file under ``private/`` or named like the
+internal report, a plot path outside the run directory, and an OUT that exists and is not an
+empty folder. The bundle is assembled in a temporary folder beside OUT and renamed into place:
+an interrupted export leaves no half-written bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pathlib
+import secrets
+import shutil
+
+from pate.core.io import atomic_write_json, read_json
+from pate.run import rundir as R
+from pate.teachers.errors import ConfigError
+
+logger = logging.getLogger("pate")
+
+MANIFEST = "manifest.json"
+#: What each file of a bundle is (a plot: "plot").
+WHAT = {
+    R.STUDENT_WEIGHTS: "the released student (torch weights; pate.student.Student.load)",
+    R.REPORT_MD: "the privacy report (Markdown), public part",
+    R.REPORT_HTML: "the privacy report (self-contained HTML), public part",
+    R.REPORT_JSON: "the privacy report's figures (JSON), public part",
+    R.LABELS: "the released labels of the public items (-1: not answered), a charged output",
+    R.ANSWERED: "which public items were answered, a charged output",
+    R.LABEL_SCORES: "the labelling rule's class scores of the public items, a charged output",
+}
+#: The released labels: exported only on request (``labels=True``, ``--labels``).
+LABEL_FILES = (R.LABELS, R.ANSWERED, R.LABEL_SCORES)
+_INTERNAL_NAMES = (
+    pathlib.PurePath(R.REPORT_INTERNAL_MD).name,
+    pathlib.PurePath(R.REPORT_INTERNAL_JSON).name,
+)
+
+
+def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) -> pathlib.Path:
+    """Write the publishable bundle of the finished run in ``run_dir`` to the new folder ``out``
+    (see the module docstring); returns ``out``. ``labels``: add the released labels.
+    ``names``: how errors name the two arguments ("RUN_DIR", "OUT" for the command;
+    "run_dir", "out" from Python)."""
+    run_name, out_name = names
+    run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
+    files = _publishable_files(run_dir, labels=labels, name=run_name)
+    _check_out(run_dir, out, name=out_name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.export-{secrets.token_hex(6)}"
+    staging.mkdir()
+    try:
+        entries = []
+        for rel, what in files:
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / rel, target)
+            entries.append(
+                {
+                    "path": rel,
+                    "sha256": _sha256(target),
+                    "bytes": target.stat().st_size,
+                    "what": what,
+                }
+            )
+        report = read_json(run_dir / R.REPORT_JSON)
+        atomic_write_json(
+            staging / MANIFEST,
+            {
+                "format": 1,
+                "run": (report.get("run") or {}).get("name"),
+                "files": entries,
+                "note": "every file here is publishable: a fact the user declared public, the "
+                "output of a charged mechanism, or post-processing of those",
+            },
+        )
+        for path in [staging, *staging.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        _check_out(run_dir, out, name=out_name)  # again: nothing appeared there meanwhile
+        try:  # onto a missing path or an empty folder only (rename refuses a non-empty one)
+            os.rename(staging, out)
+        except OSError as exc:
+            raise ConfigError(
+                f"{out_name} {out}: cannot move the bundle there ({exc.strerror}); choose a "
+                "new folder"
+            ) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # the folder this call created, only
+        raise
+    logger.info("export: %d files and %s in %s", len(files), MANIFEST, out)
+    return out
+
+
+def _sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_out(run_dir: pathlib.Path, out: pathlib.Path, *, name: str) -> None:
+    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
+        raise ConfigError(
+            f"{name} {out} exists and is not an empty folder; the bundle never overwrites "
+            "anything: choose a new folder"
+        )
+    if out.resolve().is_relative_to(run_dir.resolve()):
+        raise ConfigError(f"{name} {out} lies inside the run directory; choose a folder outside it")
+
+
+def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> list[tuple[str, str]]:
+    """``(path relative to run_dir, what it is)`` of every file of the bundle, checked."""
+    if not (run_dir / R.STATE).is_file():
+        raise ConfigError(f"{name} {run_dir} holds no run (no {R.STATE}); give a run directory")
+    R.Run.open(run_dir, progress=False)  # refuses a run of an earlier layout
+    missing = [
+        rel
+        for rel in (R.REPORT_JSON, R.REPORT_MD, R.REPORT_HTML, f"{R.STAGE_DIR}/report.json")
+        if not (run_dir / rel).is_file()
+    ]
+    if missing:
+        raise ConfigError(
+            f"{name} {run_dir}: its report is missing or unfinished (no {', '.join(missing)}); "
+            f"finish the run first (`pate run --run-dir {run_dir} --resume`)"
+        )
+    report = read_json(run_dir / R.REPORT_JSON, what="the run's public report")
+    if not isinstance(report, dict) or "internal" in report:
+        raise ConfigError(
+            f"{name} {run_dir}: {R.REPORT_JSON} carries the report's internal part; it is not "
+            f"publishable: regenerate the report (`pate report {run_dir}`)"
+        )
+    files = [(rel, WHAT[rel]) for rel in (R.REPORT_MD, R.REPORT_HTML, R.REPORT_JSON)]
+    if (run_dir / R.STUDENT_WEIGHTS).is_file():
+        files.append((R.STUDENT_WEIGHTS, WHAT[R.STUDENT_WEIGHTS]))
+    else:
+        logger.warning(
+            "export: %s has no %s (a scikit-learn student given from Python is never saved)",
+            run_dir,
+            R.STUDENT_WEIGHTS,
+        )
+    files += [_plot(run_dir, plot, rel, name=name) for plot, rel in _plots(report)]
+    if labels:
+        files += [(rel, WHAT[rel]) for rel in LABEL_FILES if (run_dir / rel).is_file()]
+    for rel, _ in files:
+        _check_publishable(run_dir, rel, name=name)
+    return files
+
+
+def _plots(report: dict) -> list[tuple[str, str]]:
+    from pate.run.report.model import INTERNAL_PLOT_NAMES
+
+    plots = report.get("plots") or {}
+    if not isinstance(plots, dict):
+        return []
+    return [(plot, rel) for plot, rel in sorted(plots.items()) if plot not in INTERNAL_PLOT_NAMES]
+
+
+def _plot(run_dir: pathlib.Path, plot: str, rel, *, name: str) -> tuple[str, str]:
+    if not isinstance(rel, str) or not (run_dir / rel).is_file():
+        raise ConfigError(
+            f"{name} {run_dir}: the report's plot {plot!r} ({rel!r}) is missing; regenerate the "
+            f"report (`pate report {run_dir}`)"
+        )
+    return rel, f"plot {plot} of the public report"
+
+
+def _check_publishable(run_dir: pathlib.Path, rel: str, *, name: str) -> None:
+    """Refuse a file under ``private/``, outside the run directory or named like the internal
+    report."""
+    path = (run_dir / rel).resolve()
+    root = run_dir.resolve()
+    if (
+        not path.is_relative_to(root)
+        or path.is_relative_to(root / R.PRIVATE_DIR)
+        or path.name in _INTERNAL_NAMES
+    ):
+        raise ConfigError(
+            f"{name} {run_dir}: {rel} is internal (under {R.PRIVATE_DIR}/, outside the run "
+            "directory, or the internal report); it is never exported"
+        )

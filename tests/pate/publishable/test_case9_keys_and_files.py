@@ -1,0 +1,250 @@
+"""Issue #48, case 9: secrets that are secret, and a run folder that says what to share.
+
+The partition key used to come from ``[run] seed`` (default 0): anyone could reproduce the shards.
+Now the run's keys come from OS entropy and live in the owner-only ``private/`` folder, with every
+private-derived file of the run; a run the user seeds on purpose says in its report that its keys
+are not private. ``pate export`` writes the publishable bundle and refuses anything internal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import stat
+
+import numpy as np
+import pytest
+
+import pate
+from pate.cli import main
+from pate.core import keys as K
+from pate.core.partition import Partition, teacher_of
+from pate.ledger import record_keys
+from pate.run import rundir as R
+from pate.run.report.wording import KEYS_SEEDED_BANNER
+from pate.teachers.data import load_pate_data
+from pate.teachers.errors import ConfigError
+
+#: What may lie outside private/: settings, the charged outputs, the student, the public report.
+PUBLISHABLE_ARRAYS = {R.LABELS, R.ANSWERED, R.LABEL_SCORES}
+
+
+def unseeded(small_digits, folder, **kwargs) -> pathlib.Path:
+    """configs/digits.toml (short training) without its ``[run] seed``."""
+    replace = (("seed = 0\n", ""), *kwargs.pop("replace", ()))
+    return small_digits(folder, replace=replace, **kwargs)
+
+
+def run(config, run_dir, ledger, *more) -> None:
+    args = ["--config", str(config), "--run-dir", str(run_dir), "--ledger", str(ledger)]
+    assert main(["run", *args, "--no-progress", *more]) == 0
+
+
+def mode(path: pathlib.Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory, small_digits):
+    """A whole digits run with default settings (no seed)."""
+    tmp = tmp_path_factory.mktemp("case9")
+    run(unseeded(small_digits, tmp), tmp / "run", tmp / "ledger.sqlite3")
+    return tmp / "run"
+
+
+@pytest.fixture(scope="module")
+def seeded_run(tmp_path_factory, small_digits):
+    """A whole digits run with ``[run] seed = 0`` (configs/digits.toml's, on purpose)."""
+    tmp = tmp_path_factory.mktemp("case9-seeded")
+    run(small_digits(tmp), tmp / "run", tmp / "ledger.sqlite3")
+    return tmp / "run"
+
+
+def test_two_default_runs_get_different_partitions_from_stored_keys(tmp_path, small_digits):
+    config = unseeded(small_digits, tmp_path)
+    parts, keys = [], []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        assert (
+            main(
+                [
+                    "partition",
+                    "--config",
+                    str(config),
+                    "--run-dir",
+                    str(run_dir),
+                    "--ledger",
+                    str(tmp_path / "ledger.sqlite3"),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
+        parts.append(Partition.load(run_dir / R.PARTITION))
+        keys.append(K.read_keys(run_dir / R.KEYS)["partition"])
+        assert mode(run_dir / R.KEYS) == 0o600 and mode(run_dir / R.PRIVATE_DIR) == 0o700
+        # a resume reads the same key back
+        assert R.Run.open(run_dir).key("partition") == keys[-1]
+    assert keys[0] != keys[1] and len(keys[0]) == K.KEY_BYTES
+    assert not np.array_equal(parts[0].assignment, parts[1].assignment)
+    assert parts[0].seed is None  # not from a seed
+    # each partition is the keyed hash under its stored key: whoever lacks private/ lacks it
+    private = load_pate_data("digits").private
+    keys_s16 = record_keys(private.x, private.y)
+    raw, width = keys_s16.tobytes(), keys_s16.dtype.itemsize  # S16: bytes() would drop b"\0"s
+    items = [raw[i : i + width] for i in range(0, len(raw), width)]
+    assert np.array_equal(teacher_of(items, num_teachers=10, key=keys[0]), parts[0].assignment)
+
+
+def test_a_seeded_run_says_its_keys_are_not_private(seeded_run, default_run):
+    report = json.loads((seeded_run / R.REPORT_JSON).read_text())
+    assert report["privacy"]["keys_seeded"] is True
+    assert KEYS_SEEDED_BANNER in (seeded_run / R.REPORT_MD).read_text()
+    assert any("not private" in w and "[run] seed" in w for w in report["warnings"])
+    assert not (seeded_run / R.KEYS).exists()  # derived from the seed, nothing to keep
+    default = json.loads((default_run / R.REPORT_JSON).read_text())
+    assert default["privacy"]["keys_seeded"] is False
+    assert KEYS_SEEDED_BANNER not in (default_run / R.REPORT_MD).read_text()
+
+
+def test_the_private_folder_holds_the_sensitive_files(default_run):
+    private = default_run / R.PRIVATE_DIR
+    assert mode(private) == 0o700
+    for name in (
+        R.PARTITION,
+        R.VOTES,
+        R.TEACHER_PREDICTIONS,
+        R.AGGREGATE,
+        R.ANALYSIS,
+        R.KEYS,
+        f"{R.STAGE_DIR}/votes.json",
+    ):
+        path = default_run / name
+        assert path.is_file() and path.resolve().is_relative_to(private.resolve()), name
+    for path in private.rglob("*"):  # owner-only, whatever wrote it (torch checkpoints too)
+        assert mode(path) == (0o700 if path.is_dir() else 0o600), path
+    outside = [
+        p.relative_to(default_run).as_posix()
+        for p in default_run.rglob("*")
+        if p.is_file() and not p.is_relative_to(private)
+    ]
+    arrays = {p for p in outside if p.endswith((".npy", ".npz"))}
+    assert arrays <= PUBLISHABLE_ARRAYS, arrays - PUBLISHABLE_ARRAYS
+    assert not any(p.startswith(("teachers/", "stages/")) for p in outside)
+    assert {R.REPORT_MD, R.REPORT_HTML, R.REPORT_JSON, R.STUDENT_WEIGHTS} <= set(outside)
+
+
+def test_class_means_embeddings_are_private(tmp_path, small_digits):
+    """The private records' embeddings and labels (knn_embeddings.npz) go to private/."""
+    config = unseeded(
+        small_digits,
+        tmp_path,
+        replace=(
+            (
+                "[partition]\nnum_teachers = 10            # 100 private images per teacher\n"
+                'mode = "random"\n',
+                "",
+            ),
+            (
+                'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0',
+                'mechanism = "class-means"\nsigma = 3.0',
+            ),
+        ),
+        extra='\n[knn]\nfeatures = "none"\ndims = 16\n',
+    )
+    run_dir = tmp_path / "run"
+    run(config, run_dir, tmp_path / "ledger.sqlite3", "--until", "votes")
+    assert (run_dir / R.KNN_EMBEDDINGS).is_file()
+    assert (run_dir / R.KNN_EMBEDDINGS).parent == run_dir / R.PRIVATE_DIR
+    assert not list(run_dir.glob("*.npz"))
+
+
+def test_export_writes_the_bundle_and_its_manifest(default_run, tmp_path):
+    out = tmp_path / "bundle"
+    assert main(["export", str(default_run), str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    paths = [entry["path"] for entry in manifest["files"]]
+    assert {R.STUDENT_WEIGHTS, R.REPORT_MD, R.REPORT_HTML, R.REPORT_JSON} <= set(paths)
+    assert not any(p.startswith(R.PRIVATE_DIR) for p in paths)
+    assert R.LABELS not in paths  # only on request (--labels)
+    for entry in manifest["files"]:
+        data = (out / entry["path"]).read_bytes()
+        assert (
+            hashlib.sha256(data).hexdigest()
+            == entry["sha256"]
+            == (hashlib.sha256((default_run / entry["path"]).read_bytes()).hexdigest())
+        )
+        assert entry["what"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
+        [*paths, "manifest.json"]
+    )
+    # from Python, with the released labels
+    pate.export(default_run, tmp_path / "with-labels", labels=True)
+    assert (tmp_path / "with-labels" / R.LABELS).is_file()
+
+
+def test_export_refuses_anything_internal(default_run, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(default_run, copy, symlinks=True)
+    # a plot of the report that is a private file (by its path, or through a link)
+    report = json.loads((copy / R.REPORT_JSON).read_text())
+    (copy / "plots" / "leak.png").symlink_to(copy / R.VOTES)
+    (tmp_path / "outside.png").write_bytes(b"not the run's")
+    for rel in (R.ANALYSIS, "plots/leak.png", "../outside.png"):
+        (copy / R.REPORT_JSON).write_text(json.dumps(dict(report, plots={"confusion_matrix": rel})))
+        with pytest.raises(ConfigError):
+            pate.export(copy, tmp_path / "out")
+    # a report.json that carries its internal part
+    (copy / R.REPORT_JSON).write_text(json.dumps(dict(report, internal={"eps": 1.0})))
+    assert main(["export", str(copy), str(tmp_path / "out")]) == 2
+    assert f"RUN_DIR {copy}" in capsys.readouterr().err
+    # an unfinished run: no report stage
+    (copy / R.REPORT_JSON).write_text(json.dumps(report))
+    os.remove(copy / R.STAGE_DIR / "report.json")
+    with pytest.raises(ConfigError, match="missing or unfinished"):
+        pate.export(copy, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    # OUT must be new or empty
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("mine")
+    with pytest.raises(ConfigError, match=r"out .*full exists and is not an empty folder"):
+        pate.export(default_run, tmp_path / "full")
+    assert (tmp_path / "full" / "x").read_text() == "mine"
+    assert not list(tmp_path.glob(".*export-*"))  # nothing half-written left behind
+
+
+def test_a_run_of_the_old_layout_is_refused(default_run, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    state = json.loads((default_run / R.STATE).read_text())
+    (old / R.STATE).write_text(json.dumps(dict(state, format=2)))
+    shutil.copy(default_run / R.CONFIG, old / R.CONFIG)
+    with pytest.raises(ConfigError, match="earlier pate-learn .* start a new run"):
+        R.Run.open(old)
+    with pytest.raises(ConfigError, match="earlier pate-learn"):
+        pate.export(old, tmp_path / "out")
+
+
+def test_a_fork_keeps_the_keys_in_its_own_private_folder(default_run, tmp_path):
+    from pate.run import config as C
+    from pate.run.pipeline import fork_run
+
+    raw = json.loads((default_run / R.CONFIG).read_text())
+    target = fork_run(default_run, C.from_dict(raw, run_dir=str(tmp_path / "fork")))
+    assert K.read_keys(target / R.KEYS) == K.read_keys(default_run / R.KEYS)
+    assert mode(target / R.PRIVATE_DIR) == 0o700 and (target / R.VOTES).is_file()
+
+
+def test_keys_drawn_before_the_run_started_are_kept(tmp_path, small_digits):
+    """A key drawn by a run's checks before it started (a pool's split key, through
+    pate.core.keys.run_key) does not make the run directory "not empty", and is kept."""
+    run_dir = tmp_path / "run"
+    split = K.run_key(run_dir, "split")
+    config = unseeded(small_digits, tmp_path)
+    argv = ["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger"]
+    assert main([*argv, "--no-progress"]) == 0
+    stored = K.read_keys(run_dir / R.KEYS)
+    assert stored["split"] == split and set(stored) == {"split", "partition"}
