@@ -28,6 +28,10 @@ from pate.teachers.errors import ConfigError
 #: The issue's digits plan: GNMax with teachers chosen by the planner for a target epsilon.
 DIGITS_PLAN = dict(teacher="mlp", target_eps=8.0, delta=1e-5, ledger=False)
 
+#: The declared label sets (never read from the private labels): digits' ten names, the table's two.
+DIGITS = [str(d) for d in range(10)]
+TABLE = ["no", "yes"]
+
 
 @pytest.fixture(scope="module")
 def digits_pool():
@@ -46,7 +50,11 @@ def test_digits_plans_for_1000_and_999_records_are_identical(digits_pool):
     plans = []
     for exact in (1000, 999):
         private, public, evaluation = digits_arrays(digits_pool, exact)
-        plans.append(pate.plan(private, public, evaluation=evaluation, records=1000, **DIGITS_PLAN))
+        plans.append(
+            pate.plan(
+                private, public, evaluation=evaluation, records=1000, classes=DIGITS, **DIGITS_PLAN
+            )
+        )
     full, one_less = plans
     assert full.num_teachers is not None and full.num_teachers == one_less.num_teachers
     assert full.queries == one_less.queries
@@ -60,8 +68,12 @@ def test_the_plan_moves_with_the_declaration_not_the_data(digits_pool):
     """The declared number is what the plan reads: declaring fewer records gives fewer teachers
     on the very same data (a change the exact count could not cause)."""
     private, public, evaluation = digits_arrays(digits_pool, 1000)
-    many = pate.plan(private, public, evaluation=evaluation, records=1000, **DIGITS_PLAN)
-    few = pate.plan(private, public, evaluation=evaluation, records=600, **DIGITS_PLAN)
+    many = pate.plan(
+        private, public, evaluation=evaluation, records=1000, classes=DIGITS, **DIGITS_PLAN
+    )
+    few = pate.plan(
+        private, public, evaluation=evaluation, records=600, classes=DIGITS, **DIGITS_PLAN
+    )
     assert few.facts.private_records == 600
     assert few.num_teachers < many.num_teachers
 
@@ -84,7 +96,13 @@ def test_a_table_of_440_or_439_records_gets_one_front_end(declared):
     for exact in (440, 439):
         private, public, evaluation = table(exact)
         plan = pate.plan(
-            private, public, evaluation=evaluation, records=declared, target_eps=2.0, ledger=False
+            private,
+            public,
+            evaluation=evaluation,
+            records=declared,
+            classes=TABLE,
+            target_eps=2.0,
+            ledger=False,
         )
         chosen.append({k: v["value"] for k, v in plan.filled.items()})
     assert chosen[0] == chosen[1]
@@ -101,21 +119,28 @@ def test_own_data_without_a_declaration_is_refused_before_any_work(tmp_path):
             private,
             public,
             evaluation=evaluation,
+            classes=TABLE,
             target_eps=2.0,
             ledger=False,
             run_dir=tmp_path / "run",
         )
     assert not (tmp_path / "run").exists()
+    # the same records as one csv pool whose rows are marked (a pool is never split unmarked);
+    # the public rows carry no label
     csv = tmp_path / "table.csv"
-    rows = np.column_stack(
-        [
-            np.concatenate([private[0], public, evaluation[0]]),
-            np.concatenate([private[1], np.zeros(200, int), evaluation[1]]),
+    lines = [",".join([f"f{j}" for j in range(private[0].shape[1])] + ["label", "split"])]
+    for x, y, split in (
+        (private[0], private[1], "private"),
+        (public, [""] * len(public), "public"),
+        (evaluation[0], evaluation[1], "evaluation"),
+    ):
+        lines += [
+            ",".join([f"{v:.5g}" for v in row] + [str(label), split]) for row, label in zip(x, y)
         ]
-    )
-    np.savetxt(csv, rows, delimiter=",", fmt="%.5g")
+    csv.write_text("\n".join(lines) + "\n")
     raw = C.read_toml("own-data")
     raw["data"]["name"] = f"csv:{csv}"
+    raw["data"]["classes"] = TABLE
     raw["privacy"]["ledger"] = False
     raw["data"].pop("records", None)
     with pytest.raises(ConfigError, match=r"\[data\] records is needed"):
@@ -130,7 +155,13 @@ def test_a_declaration_far_from_the_truth_is_refused_and_says_what_to_declare(de
     private, public, evaluation = table(440)
     with pytest.raises(P.PlanError, match=r"records=440\b") as refused:
         pate.plan(
-            private, public, evaluation=evaluation, records=declared, target_eps=2.0, ledger=False
+            private,
+            public,
+            evaluation=evaluation,
+            records=declared,
+            classes=TABLE,
+            target_eps=2.0,
+            ledger=False,
         )
     assert refused.value.setting == "records="
     assert f"records={declared}" in str(refused.value)
@@ -154,6 +185,7 @@ def _run(run_dir, exact: int, declared: int):
         public,
         evaluation=evaluation,
         records=declared,
+        classes=TABLE,
         target_eps=2.0,
         ledger=False,
         run_dir=run_dir,
@@ -242,6 +274,7 @@ def test_the_teachers_training_length_comes_from_the_declared_records(
                 public,
                 evaluation=evaluation,
                 records=640,
+                classes=DIGITS,
                 teacher="mlp",
                 num_teachers=10,
                 mechanism="gnmax",

@@ -17,6 +17,8 @@ from pate.teachers.data import load_pate_data
 
 NAMES = ["benign", "malignant"]
 RARE = "zz_rare_condition"
+#: The declared number of private records (3 rows in 5 of the table are marked private).
+RECORDS = 180
 
 
 def _table(path: pathlib.Path, *, extra: str | None = None, rows: int = 300) -> str:
@@ -37,7 +39,7 @@ def test_the_issue_s_extra_row_of_a_new_label_is_refused_before_any_ledger_event
     source = _table(tmp_path / "d1.csv", extra=RARE)
     ledger = tmp_path / "ledger.sqlite3"
     with pytest.raises(InputError) as caught:
-        pate.fit(source, target_eps=2.0, ledger=ledger, run_dir=tmp_path / "run")
+        pate.fit(source, records=RECORDS, target_eps=2.0, ledger=ledger, run_dir=tmp_path / "run")
     message = str(caught.value)
     # the source, the row as the file counts it (header = row 1), the value, the way out
     assert "d1.csv" in message and "row 152" in message and repr(RARE) in message
@@ -45,7 +47,7 @@ def test_the_issue_s_extra_row_of_a_new_label_is_refused_before_any_ledger_event
     assert not ledger.exists() and not (tmp_path / "run").exists()
     # declared without the rare class: the same refusal, from the config's [data] classes too
     with pytest.raises(InputError, match=rf"row 152 .*{RARE}.*outside the declared classes"):
-        pate.plan(source, classes=NAMES, target_eps=2.0, ledger=ledger)
+        pate.plan(source, classes=NAMES, records=RECORDS, target_eps=2.0, ledger=ledger)
     assert not ledger.exists()
 
 
@@ -53,7 +55,10 @@ def test_declared_classes_give_d_and_d_plus_one_the_same_classes(tmp_path):
     declared = [*NAMES, RARE]
     d = _table(tmp_path / "d.csv")
     d1 = _table(tmp_path / "d1.csv", extra=RARE)
-    plans = [pate.plan(s, classes=declared, target_eps=2.0, ledger=False) for s in (d, d1)]
+    plans = [
+        pate.plan(s, classes=declared, records=RECORDS, target_eps=2.0, ledger=False)
+        for s in (d, d1)
+    ]
     assert plans[0].facts.classes == plans[1].facts.classes == 3
     loaded = [load_pate_data(s, classes=declared) for s in (d, d1)]
     assert loaded[0].class_names == loaded[1].class_names == tuple(declared)

@@ -59,7 +59,12 @@ def test_a_pool_without_marks_is_refused_before_any_charge(tmp_path):
     ):
         with pytest.raises(InputError) as caught:
             pate.fit(
-                source, classes=["a", "b"], target_eps=2.0, ledger=ledger, run_dir=tmp_path / "r"
+                source,
+                classes=["a", "b"],
+                records=200,  # declared, as own data must: the pool is refused when read
+                target_eps=2.0,
+                ledger=ledger,
+                run_dir=tmp_path / "r",
             )
         message = str(caught.value)
         assert "no marking of which rows are public" in message and how in message
@@ -126,7 +131,8 @@ def test_the_held_out_evaluation_split_is_stable_and_keyed_per_run(tmp_path):
             "digits",
             ledger=False,
             run_dir=str(tmp_path / run),
-            overrides={"data": {"name": source, "classes": ["no", "yes"]}},
+            # records: the rows marked private, declared as own data must
+            overrides={"data": {"name": source, "classes": ["no", "yes"], "records": 400}},
         )
 
     first = C.load_data(config("a"), run_dir=tmp_path / "a", keep_split_key=True)
@@ -157,6 +163,7 @@ def test_evaluation_on_private_pool_records_is_marked_internal(tmp_path):
     result = pate.fit(
         source,
         classes=["no", "yes"],
+        records=320,  # the rows marked private
         student=LogisticRegression(max_iter=200),
         mechanism="class-means",
         sigma=5.0,
@@ -176,10 +183,11 @@ def test_pate_fit_declares_a_pool_s_split_column_and_public_evaluation(tmp_path)
     table = tmp_path / "d.csv"
     table.write_text("f1,f2,label,part\n" + "\n".join(rows) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match="Add a column named 'split'"):
-        pate.plan(f"csv:{table}", classes=["no", "yes"], target_eps=2.0, ledger=False)
+        pate.plan(f"csv:{table}", classes=["no", "yes"], records=350, target_eps=2.0, ledger=False)
     plan = pate.plan(
         f"csv:{table}",
         classes=["no", "yes"],
+        records=350,  # the rows marked private
         split_column="part",
         evaluation_public=True,
         target_eps=2.0,

@@ -218,12 +218,16 @@ def test_the_plan_needs_counts_and_shapes_only(monkeypatch):
 
 
 def _table_config(tmp_path, rows: int, records: int | None) -> dict:
-    """A normalised config on a csv table of ``rows`` rows (70 % private), declaring ``records``."""
+    """A normalised config on a csv table of ``rows`` rows, each marked (70 % private, 20 %
+    public, 10 % evaluation: a pool is never split unmarked), declaring ``records``."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(rows, 3))
-    lines = ["f1,f2,f3,label"] + [f"{a:.3f},{b:.3f},{c:.3f},{int(a > 0)}" for a, b, c in x]
+    marks = ["private"] * 7 + ["public"] * 2 + ["evaluation"]
+    lines = ["f1,f2,f3,label,split"] + [
+        f"{a:.3f},{b:.3f},{c:.3f},{int(a > 0)},{marks[k % 10]}" for k, (a, b, c) in enumerate(x)
+    ]
     (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
-    data = {"name": f"csv:{tmp_path / 't.csv'}"}
+    data = {"name": f"csv:{tmp_path / 't.csv'}", "classes": ["negative", "positive"]}
     if records is not None:
         data["records"] = records
     return C.normalize(
