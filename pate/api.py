@@ -26,6 +26,20 @@ both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``tar
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
 The noise comes from OS entropy unless ``noise_seed`` is given (the run is then NOT private).
 
+Declared facts (public, never read from the private records; docs/publishing.md): ``classes``
+declares the label set (class names; label ``i`` is ``classes[i]``; else the public labels or a
+built-in dataset's names), and a private or evaluation label outside it is refused before
+anything is spent. ``records`` is the approximate number of private records (needed for your
+own data; a built-in dataset such as ``"digits"`` declares its own): the plan, the report and
+the student are sized from it, never from the exact count, which is internal; a declaration more
+than a factor 2 away from the true count is refused before any work. For a source that is one
+pool of records (``csv:``, an npz ``x, y``): ``split_column`` names the column / array marking
+each row private, public or evaluation (default ``"split"``), ``evaluation_public=True``
+declares the rows marked evaluation public (``[data]`` keys of the same names;
+:mod:`pate.teachers.data`). ``dataset`` names the private records in the report and the ledger
+(default for arrays: ``"in-memory data"``; never derived from the records; a name another set of
+records holds gets a number).
+
 Symbols
 -------
 ``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
@@ -55,6 +69,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.run.memory_data import data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 
 __all__ = ["fit", "plan", "export", "PateResult", "PlanError"]
@@ -121,101 +136,6 @@ class PateResult:
             f"{int(self.answered_mask.sum())}/{self.labels.size}{extra}, "
             f"run_dir={str(self.run_dir)!r})"
         )
-
-
-# ------------------------------------------------------------------------------ data
-
-
-def _arrays(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """(x, y) of ``data``: an array (no labels), an (x, y) tuple, a torch Dataset or DataLoader
-    yielding (x, y) pairs. ``labels``: "required", "optional"."""
-    if isinstance(data, np.ndarray):
-        if labels == "required":
-            raise TypeError(f"{what} needs labels: give (x, y), not x alone")
-        return data, None
-    if isinstance(data, tuple) and len(data) == 2:
-        x, y = np.asarray(data[0]), np.asarray(data[1])
-        if x.shape[:1] != y.shape[:1] or y.ndim != 1:
-            raise ValueError(
-                f"{what}: x has {x.shape[0]} rows but y has shape {y.shape}; give "
-                "(x, y) with one integer label per row"
-            )
-        return x, y
-    try:
-        import torch
-        from torch.utils.data import DataLoader, Dataset
-    except ImportError:  # pragma: no cover - torch is a dependency
-        torch = None
-    if torch is not None and isinstance(data, (Dataset, DataLoader)):
-        loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=256)
-        xs, ys = [], []
-        for batch in loader:
-            if isinstance(batch, (tuple, list)) and len(batch) >= 2:
-                xs.append(torch.as_tensor(batch[0]).detach().cpu().numpy())
-                ys.append(torch.as_tensor(batch[1]).detach().cpu().numpy())
-            else:
-                xs.append(torch.as_tensor(batch).detach().cpu().numpy())
-        x = np.concatenate(xs)
-        y = np.concatenate(ys) if ys else None
-        if y is None and labels == "required":
-            raise TypeError(f"{what}: the dataset yields no labels; it must yield (x, y) pairs")
-        return x, y
-    raise TypeError(
-        f"{what} must be a numpy array, an (x, y) tuple, a torch Dataset or "
-        f"DataLoader, got {type(data).__name__}"
-    )
-
-
-#: The name of records given to :func:`fit` in memory when ``dataset=`` does not name them.
-MEMORY_DATA_NAME = "in-memory data"
-
-
-def _memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NAME):
-    """The :class:`PateData` of arrays given to :func:`fit` (``name``: the user's ``dataset=``,
-    shown in the report and the ledger; never derived from the records), checked like a file's
-    (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
-    anything is written or charged; the label set is ``classes`` (declared), else the public
-    labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
-    from pate.ledger import dataset_identity
-    from pate.teachers import data as D
-    from pate.teachers.data import ArraySplit, PateData, check_features, check_labels
-
-    xp, yp = _arrays(private, "private", labels="required")
-    xq, yq = _arrays(public, "public", labels="optional")
-    if evaluation is None:
-        raise TypeError(
-            "evaluation=(x, y) is needed: labelled held-out data on which the student's "
-            "accuracy is measured for the report (never used for training)"
-        )
-    xe, ye = _arrays(evaluation, "evaluation", labels="required")
-    yq = np.full(len(xq), -1, dtype=np.int64) if yq is None else yq
-    for split, x, y in (("private", xp, yp), ("public", xq, yq), ("evaluation", xe, ye)):
-        check_features(x, f"pate.fit {split} x")
-        check_labels(y, f"pate.fit {split} y", unknown_ok=split == "public")
-    splits = [ArraySplit(xp, yp), ArraySplit(xq, yq), ArraySplit(xe, ye)]
-    shapes = {s.x.shape[1:] for s in splits}
-    if len(shapes) != 1:
-        raise ValueError(
-            f"private, public and evaluation inputs must have one shape per item, got "
-            f"{sorted(shapes)}"
-        )
-    names = D.check_class_names(classes)
-    num_classes, names = D.label_set("pate.fit", declared=names, public_labels=splits[1].y)
-    by_split = dict(zip(("private", "public", "evaluation"), splits))
-    for split, part in by_split.items():
-        D.check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
-    D.check_classes("pate.fit", by_split, num_classes, declared=num_classes)
-    identity = dataset_identity(splits[0].x, splits[0].y)
-    data = PateData(
-        name=f"memory:{name}",  # the user's name for the records, never derived from them
-        private=splits[0],
-        public=splits[1],
-        evaluation=splits[2],
-        num_classes=max(2, num_classes),
-        input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
-        class_names=names,
-    )
-    return data, identity
 
 
 # ------------------------------------------------------------------------------ models
@@ -296,19 +216,9 @@ def fit(
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     public inputs (labels, if given, are used to report label accuracy and, with no
     ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
-    ``classes`` declares the label set (class names; label ``i`` is ``classes[i]``): a public
-    fact, never read from the private labels; a private or evaluation label outside it is
-    refused before anything is spent. ``records`` is the approximate number of private records,
-    declared public (needed for your own data; a built-in dataset such as ``"digits"`` declares
-    its own): the plan, the report and the student are sized from it, never from the exact
-    count, which is internal; a declaration more than a factor 2 away from the true count is
-    refused before any work. For a source that is one pool of records (``csv:``, an npz
-    ``x, y``): ``split_column`` names the column / array marking each row private, public or
-    evaluation (default ``"split"``), ``evaluation_public=True`` declares the rows marked
-    evaluation public (``[data]`` keys of the same names; :mod:`pate.teachers.data`).
-    ``dataset`` names the private records in the report and the ledger (default for arrays:
-    ``"in-memory data"``; never derived from the records; a name another set of records holds
-    gets a number). ``budget_eps`` is the dataset's lifetime
+    ``classes``, ``records``, ``split_column``, ``evaluation_public`` and ``dataset`` are the
+    public facts the user declares (module docstring, "Declared facts"). ``budget_eps`` is the
+    dataset's lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
     raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
@@ -488,7 +398,7 @@ def _prepare(arguments: dict):
 
     a = arguments
     declared = {k: a[k] for k in ("classes", "split_column", "evaluation_public")}
-    data, identity, data_table = _data_source(
+    data, identity, data_table = data_source(
         a["private"], a["public"], a["evaluation"], declared, a["dataset"]
     )
     if a["records"] is not None:
@@ -512,7 +422,7 @@ def _prepare(arguments: dict):
 
 def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
     """``(raw config, teacher_object, student_object)`` of fit's keyword arguments ``a``, before
-    validation; ``data_table`` is the ``[data]`` table (:func:`_data_source`)."""
+    validation; ``data_table`` is the ``[data]`` table (:func:`pate.run.memory_data.data_source`)."""
     given = {name: a[name] for name in _NOISE_KEYWORDS if a[name] is not None}
     num_teachers, knn, threads = a["num_teachers"], a["knn"], a["threads"]
     aggregator, no_teachers = _aggregator_table(
@@ -549,37 +459,6 @@ def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
         if knn is not None:
             raw["knn"] = dict(knn)
     return raw, teacher_object, student_object
-
-
-def _data_source(private, public, evaluation, declared: dict, dataset=None):
-    """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
-    and ``identity`` None); arrays are checked now (:func:`_memory_data`). ``declared``: the
-    ``[data]`` facts given (``classes``, ``split_column``, ``evaluation_public``; None: not)."""
-    data = identity = None
-    if isinstance(private, str):
-        if public is not None or evaluation is not None:
-            raise TypeError(
-                f"private={private!r} names a dataset with its own public and "
-                "evaluation splits; do not pass public= or evaluation="
-            )
-        data_table = {"name": private}
-    else:
-        if public is None:
-            raise TypeError("public= (the public inputs the teachers label) is needed")
-        pool_keys = [k for k in ("split_column", "evaluation_public") if declared[k] is not None]
-        if pool_keys:
-            raise TypeError(
-                f"{pool_keys[0]}= applies to a source that is one pool of records (csv:PATH, "
-                "npz:PATH with x, y); arrays give their public and evaluation inputs apart"
-            )
-        data, identity = _memory_data(
-            private, public, evaluation, declared["classes"], dataset or MEMORY_DATA_NAME
-        )
-        data_table = {"name": data.name}
-    data_table.update({k: v for k, v in declared.items() if v is not None})
-    if isinstance(data_table.get("classes"), tuple):  # a TOML list
-        data_table["classes"] = list(data_table["classes"])
-    return data, identity, data_table
 
 
 def _aggregator_table(

@@ -259,9 +259,9 @@ def test_bad_records_are_refused_before_anything_is_written_or_charged(
 
 
 def test_integer_valued_float_labels_are_class_indices(digits):
-    from pate.api import _memory_data
+    from pate.run.memory_data import memory_data
 
-    data, _ = _memory_data(
+    data, _ = memory_data(
         (flat(digits.private), digits.private.y.astype(np.float32)),
         flat(digits.public),
         (flat(digits.evaluation), digits.evaluation.y),

@@ -21,12 +21,12 @@ import stat
 import numpy as np
 import pytest
 
-from pate.api import MEMORY_DATA_NAME, _memory_data
 from pate.cli import main
 from pate.core.errors import LedgerError
 from pate.ledger import Ledger, dataset_identity, record_keys
 from pate.ledger.identity import distinct_keys
 from pate.ledger.keying import key_path, keyed_digest, read_key
+from pate.run.memory_data import MEMORY_DATA_NAME, memory_data
 from pate.teachers.data import load_pate_data
 
 DELTA = 1e-5
@@ -113,11 +113,11 @@ def test_pate_fit_names_in_memory_data_by_the_users_name_never_by_the_records(
     evaluation = (x[:20], y[:20])
     names = set()
     for private in ((x, y), (x[:-1], y[:-1]), (x[::-1] + 1.0, y[::-1])):
-        data, identity = _memory_data(private, public, evaluation, DIGITS)
+        data, identity = memory_data(private, public, evaluation, DIGITS)
         assert identity.digest[:8] not in data.name
         names.add(data.name)
     assert names == {f"memory:{MEMORY_DATA_NAME}"}  # the same name whatever the records
-    data, _ = _memory_data((x, y), public, evaluation, DIGITS, "hospital-a")
+    data, _ = memory_data((x, y), public, evaluation, DIGITS, "hospital-a")
     assert data.name == "memory:hospital-a"
 
 

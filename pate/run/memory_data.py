@@ -1,0 +1,143 @@
+"""Data given to :func:`pate.fit` / :func:`pate.plan` in memory: numpy arrays, ``(x, y)`` tuples,
+torch ``Dataset`` / ``DataLoader`` objects, checked and turned into the :class:`PateData` a run
+reads, with the ``[data]`` table the config records (the declared facts: classes, records, and a
+name for the records that is never derived from them).
+
+Symbols
+-------
+``MEMORY_DATA_NAME``  the name of records given in memory when ``dataset=`` does not name them
+``arrays_of(data, what, *, labels) -> (x, y)``  the arrays of one argument
+``memory_data(private, public, evaluation, classes, name) -> (PateData, DatasetIdentity)``
+``data_source(private, public, evaluation, declared, dataset) -> (data, identity, [data] table)``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MEMORY_DATA_NAME", "arrays_of", "data_source", "memory_data"]
+
+
+def arrays_of(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(x, y) of ``data``: an array (no labels), an (x, y) tuple, a torch Dataset or DataLoader
+    yielding (x, y) pairs. ``labels``: "required", "optional"."""
+    if isinstance(data, np.ndarray):
+        if labels == "required":
+            raise TypeError(f"{what} needs labels: give (x, y), not x alone")
+        return data, None
+    if isinstance(data, tuple) and len(data) == 2:
+        x, y = np.asarray(data[0]), np.asarray(data[1])
+        if x.shape[:1] != y.shape[:1] or y.ndim != 1:
+            raise ValueError(
+                f"{what}: x has {x.shape[0]} rows but y has shape {y.shape}; give "
+                "(x, y) with one integer label per row"
+            )
+        return x, y
+    try:
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is not None and isinstance(data, (Dataset, DataLoader)):
+        loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=256)
+        xs, ys = [], []
+        for batch in loader:
+            if isinstance(batch, (tuple, list)) and len(batch) >= 2:
+                xs.append(torch.as_tensor(batch[0]).detach().cpu().numpy())
+                ys.append(torch.as_tensor(batch[1]).detach().cpu().numpy())
+            else:
+                xs.append(torch.as_tensor(batch).detach().cpu().numpy())
+        x = np.concatenate(xs)
+        y = np.concatenate(ys) if ys else None
+        if y is None and labels == "required":
+            raise TypeError(f"{what}: the dataset yields no labels; it must yield (x, y) pairs")
+        return x, y
+    raise TypeError(
+        f"{what} must be a numpy array, an (x, y) tuple, a torch Dataset or "
+        f"DataLoader, got {type(data).__name__}"
+    )
+
+
+#: The name of records given to :func:`fit` in memory when ``dataset=`` does not name them.
+MEMORY_DATA_NAME = "in-memory data"
+
+
+def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NAME):
+    """The :class:`PateData` of arrays given to :func:`fit` (``name``: the user's ``dataset=``,
+    shown in the report and the ledger; never derived from the records), checked like a file's
+    (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
+    anything is written or charged; the label set is ``classes`` (declared), else the public
+    labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
+    from pate.ledger import dataset_identity
+    from pate.teachers import data as D
+    from pate.teachers.data import ArraySplit, PateData, check_features, check_labels
+
+    xp, yp = arrays_of(private, "private", labels="required")
+    xq, yq = arrays_of(public, "public", labels="optional")
+    if evaluation is None:
+        raise TypeError(
+            "evaluation=(x, y) is needed: labelled held-out data on which the student's "
+            "accuracy is measured for the report (never used for training)"
+        )
+    xe, ye = arrays_of(evaluation, "evaluation", labels="required")
+    yq = np.full(len(xq), -1, dtype=np.int64) if yq is None else yq
+    for split, x, y in (("private", xp, yp), ("public", xq, yq), ("evaluation", xe, ye)):
+        check_features(x, f"pate.fit {split} x")
+        check_labels(y, f"pate.fit {split} y", unknown_ok=split == "public")
+    splits = [ArraySplit(xp, yp), ArraySplit(xq, yq), ArraySplit(xe, ye)]
+    shapes = {s.x.shape[1:] for s in splits}
+    if len(shapes) != 1:
+        raise ValueError(
+            f"private, public and evaluation inputs must have one shape per item, got "
+            f"{sorted(shapes)}"
+        )
+    names = D.check_class_names(classes)
+    num_classes, names = D.label_set("pate.fit", declared=names, public_labels=splits[1].y)
+    by_split = dict(zip(("private", "public", "evaluation"), splits))
+    for split, part in by_split.items():
+        D.check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
+    D.check_classes("pate.fit", by_split, num_classes, declared=num_classes)
+    identity = dataset_identity(splits[0].x, splits[0].y)
+    data = PateData(
+        name=f"memory:{name}",  # the user's name for the records, never derived from them
+        private=splits[0],
+        public=splits[1],
+        evaluation=splits[2],
+        num_classes=max(2, num_classes),
+        input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
+        class_names=names,
+    )
+    return data, identity
+
+
+def data_source(private, public, evaluation, declared: dict, dataset=None):
+    """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
+    and ``identity`` None); arrays are checked now (:func:`memory_data`). ``declared``: the
+    ``[data]`` facts given (``classes``, ``split_column``, ``evaluation_public``; None: not)."""
+    data = identity = None
+    if isinstance(private, str):
+        if public is not None or evaluation is not None:
+            raise TypeError(
+                f"private={private!r} names a dataset with its own public and "
+                "evaluation splits; do not pass public= or evaluation="
+            )
+        data_table = {"name": private}
+    else:
+        if public is None:
+            raise TypeError("public= (the public inputs the teachers label) is needed")
+        pool_keys = [k for k in ("split_column", "evaluation_public") if declared[k] is not None]
+        if pool_keys:
+            raise TypeError(
+                f"{pool_keys[0]}= applies to a source that is one pool of records (csv:PATH, "
+                "npz:PATH with x, y); arrays give their public and evaluation inputs apart"
+            )
+        data, identity = memory_data(
+            private, public, evaluation, declared["classes"], dataset or MEMORY_DATA_NAME
+        )
+        data_table = {"name": data.name}
+    data_table.update({k: v for k, v in declared.items() if v is not None})
+    if isinstance(data_table.get("classes"), tuple):  # a TOML list
+        data_table["classes"] = list(data_table["classes"])
+    return data, identity, data_table
