@@ -7,7 +7,7 @@ Symbols
     and ``y`` int64 labels ``(N,)`` (``-1`` where a label is unknown, e.g. an unlabelled public
     split read from a user's ``.npz``).
 ``PateData(name, private, public, evaluation, num_classes, input_shape, class_names=None,
-evaluation_public=True, public_from_pool=0)``
+evaluation_public=False, public_from_pool=0)``
     The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` is the
     sensitive data the teachers are trained on (sharded by ``pate.core.partition``), ``public`` the
     unlabelled inputs the teachers vote on (the student's training pool), ``evaluation`` the
@@ -17,9 +17,12 @@ evaluation_public=True, public_from_pool=0)``
     classes``, ``pate.fit(classes=...)``), else the names a source declares (:data:`CLASS_NAMES`
     of the built-in datasets, the class folders of an ``imagefolder:``'s ``test/``, an ``npz:``'s
     ``class_names``), else the labels of the public split (indices ``0 ..`` the largest; names
-    None: unknown). A class may have no records. ``evaluation_public``: False where the
-    evaluation records come out of the user's sensitive pool (rows marked ``evaluation`` or held
-    out of the private rows, unless declared public): figures measured on them are internal.
+    None: unknown). A class may have no records. ``evaluation_public``: True only where a source
+    says its evaluation split is public -- a built-in dataset's test split, a file's evaluation
+    split of its own (``x_evaluation``, an image folder's ``test/``), pool rows marked
+    ``evaluation`` and declared public; False (the default: arrays given to ``pate.fit``) where
+    nothing declares them public or they come out of the user's sensitive pool (rows marked
+    ``evaluation`` or held out of the private rows): figures measured on them are internal.
     ``public_from_pool``: how many public inputs are rows of the user's pool marked public
     (used without any protection; 0 for a source whose public split is its own).
 ``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None,
@@ -192,7 +195,8 @@ class PateData:
     num_classes: int
     input_shape: tuple[int, ...]
     class_names: tuple[str, ...] | None = None
-    evaluation_public: bool = True
+    #: fail closed: evaluation data is public only where its source says so (module docstring)
+    evaluation_public: bool = False
     public_from_pool: int = 0
 
 
@@ -324,7 +328,10 @@ def load_pate_data(
         )
     if name in DATASET_NAMES:
         splits = _builtin_splits(name, root_path, download, public_size, eval_size, cache)
-        return _checked_data(name, *splits, classes or CLASS_NAMES.get(name))
+        # a built-in dataset's evaluation split is a public benchmark's test split
+        return _checked_data(
+            name, *splits, classes or CLASS_NAMES.get(name), evaluation_public=True
+        )
     pool = dict(split_column=split_column, evaluation_public=evaluation_public, key=split_key)
     return _own_data(name, image_size, public_size, eval_size, cache, classes, pool)
 
@@ -419,7 +426,9 @@ def _own_data(
         splits = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]), ArraySplit(xs[4], xs[5]))
     else:
         splits = _protocol_split(*arrays, public_size, eval_size, name)
-    return _checked_data(name, splits[0], *_in_memory(*splits[1:]), class_names)
+    # a file's evaluation split of its own (x_evaluation, an image folder's test/)
+    public, evaluation = _in_memory(*splits[1:])
+    return _checked_data(name, splits[0], public, evaluation, class_names, evaluation_public=True)
 
 
 def _in_memory(public: ArraySplit, evaluation: ArraySplit) -> tuple[ArraySplit, ArraySplit]:
@@ -478,11 +487,18 @@ def _read_whole(mapped: np.ndarray) -> np.ndarray:
 
 
 def _checked_data(
-    name: str, private: ArraySplit, public: ArraySplit, evaluation: ArraySplit, class_names
+    name: str,
+    private: ArraySplit,
+    public: ArraySplit,
+    evaluation: ArraySplit,
+    class_names,
+    *,
+    evaluation_public: bool = False,
 ) -> PateData:
     """The :class:`PateData` of three splits, after the checks every source passes (shapes,
     features, labels, the declared label set: ``class_names``, else the public labels; the
-    files' arrays were checked before they were split)."""
+    files' arrays were checked before they were split); ``evaluation_public``: the source says
+    its evaluation split is public."""
     shapes = {private.x.shape[1:], public.x.shape[1:], evaluation.x.shape[1:]}
     if len(shapes) != 1:
         raise ValueError(f"{name}: the splits have different input shapes {sorted(shapes)}")
@@ -502,4 +518,5 @@ def _checked_data(
         num_classes=num_classes,
         input_shape=tuple(int(s) for s in private.x.shape[1:]),
         class_names=names,
+        evaluation_public=evaluation_public,
     )

@@ -529,9 +529,10 @@ def _utility_section(run: Run, saved: _Saved, teachers: dict, figures: _StudentF
             "dataset; in a real deployment the public data is unlabelled"
         ),
         "evaluation_size": int(len(data.evaluation)),
-        # False: the evaluation records are rows of the user's sensitive pool, and every figure
-        # measured on them (accuracies, confusion matrix, support, majority rate) is internal
-        "evaluation_public": bool(getattr(data, "evaluation_public", True)),
+        # False unless the data's source says its evaluation split is public (a built-in's test
+        # split, a file's split of its own, pool rows declared public): every figure measured on
+        # it (accuracies, confusion matrix, support, majority rate) is then internal
+        "evaluation_public": bool(getattr(data, "evaluation_public", False)),
         # public inputs that are rows of the user's file marked public: no protection
         "public_from_pool": int(getattr(data, "public_from_pool", 0)),
         **(
