@@ -13,6 +13,7 @@ import pytest
 
 from pate.cli import main
 from pate.run import report as rep
+from pate.run import rundir as R
 from pate.run.report import formatting as F
 
 
@@ -32,7 +33,7 @@ def released(tmp_path_factory, small_digits):
     run_dir = tmp / "run"
     argv = ["run", "--config", str(config), "--run-dir", str(run_dir)]
     assert main([*argv, "--ledger", str(tmp / "ledger.sqlite3"), "--no-progress"]) == 0
-    analysis = json.loads((run_dir / "analysis.json").read_text())
+    analysis = json.loads((run_dir / R.ANALYSIS).read_text())
     return run_dir, analysis
 
 
@@ -58,7 +59,7 @@ def test_the_release_was_drawn_and_charged(released):
     s = analysis["privacy"]["sanitized"]
     assert s["fallback"] is None and s["smooth_sensitivity"] > 0 and s["noise_std"] > 0
     assert s["noise_std"] == pytest.approx(s["smooth_sensitivity"] * s["sigma_ss"])
-    events = json.loads((run_dir / "aggregate.json").read_text())["events"]
+    events = json.loads((run_dir / R.AGGREGATE).read_text())["events"]
     assert "gnss-release" in [e["mechanism"] for e in events] and s["charged"] is True
 
 
@@ -75,9 +76,9 @@ def test_the_smooth_sensitivity_and_the_noise_std_are_internal_only(released):
         for key in secret:
             for shown in _renderings(s[key]) - _public_renderings(public):
                 assert not shows(text, shown), (name, key, shown)
-    internal = json.loads((run_dir / "private" / "report_internal.json").read_text())
+    internal = json.loads((run_dir / R.REPORT_INTERNAL_JSON).read_text())
     assert {k: internal["privacy"]["sanitized"][k] for k in secret} == {k: s[k] for k in secret}
-    md = (run_dir / "private" / "report_internal.md").read_text()
+    md = (run_dir / R.REPORT_INTERNAL_MD).read_text()
     row = next(line for line in md.splitlines() if line.startswith("| Smooth sensitivity"))
     assert F.sig(s["smooth_sensitivity"]) in row and F.sig(s["noise_std"]) in row
     assert row.endswith("| **NO \u2014 INTERNAL** |")

@@ -45,6 +45,7 @@ def drowned(tmp_path_factory, digits):
         sigma=20.0,
         queries=150,
         records=len(digits.private.y),
+        classes=[str(d) for d in range(10)],
         budget_eps=1e6,
         ledger=tmp / "ledger.sqlite3",
         run_dir=tmp / "run",

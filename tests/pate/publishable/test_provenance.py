@@ -2,17 +2,24 @@
 mechanism on digits is named by the allow-list ``PUBLIC_FIELDS`` (declared, charged, derived or
 constant, with the reason) and its condition holds; report.md and report.html show no number and
 no string that only the internal report holds (the smooth sensitivity, the teachers' accuracy,
-the run directory, ...)."""
+the student's accuracy on evaluation data not declared public, the run directory, ...).
+
+The digits are given as one pool of marked rows (``npz:`` ``x, y, split``) whose evaluation
+rows are not declared public: the built-in ``digits`` declares its evaluation split public (a
+benchmark's test split), which would make the student's figures publishable and leave the
+mechanisms without teachers nothing internal to check."""
 
 from __future__ import annotations
 
 import json
 import re
 
+import numpy as np
 import pytest
 
 from pate.cli import main
 from pate.run import report as rep
+from pate.run import rundir as R
 from pate.run.report import formatting as F
 from pate.run.report.publishable import (
     CONDITIONS,
@@ -99,18 +106,38 @@ def _public_renderings(public: dict) -> set[str]:
     return {shown for value in values for shown in _renderings(value)}
 
 
+@pytest.fixture(scope="module")
+def digits_pool(tmp_path_factory, digits) -> str:
+    """The ``[data]`` table of digits' splits as one npz pool, each row marked private, public or
+    evaluation (the evaluation rows not declared public: rows of the user's file), with the
+    declared records and classes own data needs."""
+    path = tmp_path_factory.mktemp("pool") / "digits-pool.npz"
+    splits = (digits.private, digits.public, digits.evaluation)
+    np.savez(
+        path,
+        x=np.concatenate([s.x for s in splits]),
+        y=np.concatenate([s.y for s in splits]),
+        split=np.repeat(["private", "public", "evaluation"], [len(s.y) for s in splits]),
+    )
+    classes = ", ".join(f'"{c}"' for c in range(10))
+    return f'[data]\nname = "npz:{path}"\nrecords = 1000\nclasses = [{classes}]\n'
+
+
 @pytest.fixture(scope="module", params=list(MECHANISMS))
-def run(request, tmp_path_factory, small_digits):
-    """A run of one mechanism on digits: (run directory, report.json, the internal report)."""
+def run(request, tmp_path_factory, small_digits, digits_pool):
+    """A run of one mechanism on the digits pool: (run directory, report.json, the internal
+    report)."""
     replace, extra = MECHANISMS[request.param]
     tmp = tmp_path_factory.mktemp(request.param)
-    config = small_digits(tmp, replace=replace, extra=extra)
+    data = ('[data]\nname = "digits"\n', digits_pool)
+    config = small_digits(tmp, replace=(data, *replace), extra=extra)
     run_dir = tmp / "run"
     argv = ["run", "--config", str(config), "--run-dir", str(run_dir), "--no-progress"]
     assert main([*argv, "--ledger", str(tmp / "ledger.sqlite3")]) == 0
     public = json.loads((run_dir / "report.json").read_text())
-    internal = json.loads((run_dir / "private" / "report_internal.json").read_text())
+    internal = json.loads((run_dir / R.REPORT_INTERNAL_JSON).read_text())
     assert internal["privacy"]["mechanism"] == request.param
+    assert internal["utility"]["evaluation_public"] is False  # rows of the pool, not declared
     return run_dir, public, internal
 
 
@@ -168,8 +195,8 @@ def test_the_publishable_plots_are_the_public_ones(run):
     run_dir, public, internal = run
     on_disk = sorted(p.name for p in (run_dir / "plots").iterdir())
     assert on_disk == sorted(f"{name}.png" for name in public["plots"])
-    assert "confusion_matrix" not in public["plots"]  # digits' evaluation data: not declared
-    hidden = sorted(p.name for p in (run_dir / "private" / "plots").iterdir())
+    assert "confusion_matrix" not in public["plots"]  # the evaluation rows: not declared public
+    hidden = sorted(p.name for p in (run_dir / R.PRIVATE_PLOTS_DIR).iterdir())
     assert hidden == sorted(f"{n}.png" for n in internal["plots"] if n not in public["plots"])
 
 
@@ -207,18 +234,16 @@ def test_the_publishable_files_do_not_move_with_any_internal_figure(run, tmp_pat
     """Neighbouring data that leaves the charged outputs alone may move every internal figure:
     the publishable report.md, report.html, report.json and plots stay byte for byte the same."""
     run_dir, _, _ = run
-    analysis = json.loads((run_dir / "analysis.json").read_text())
+    analysis = json.loads((run_dir / R.ANALYSIS).read_text())
     outputs = []
     for name, doc in (("same", analysis), ("moved", _perturb_internal(analysis))):
         folder = tmp_path / name
-        folder.mkdir()
-        (folder / "analysis.json").write_text(json.dumps(doc))
+        (folder / R.ANALYSIS).parent.mkdir(parents=True)
+        (folder / R.ANALYSIS).write_text(json.dumps(doc))
         rep.write_report(folder)
         public = sorted(["report.md", "report.html", "report.json"])
-        public += sorted(f"plots/{p.name}" for p in (folder / "plots").iterdir())
+        public += sorted(f"{R.PLOTS_DIR}/{p.name}" for p in (folder / R.PLOTS_DIR).iterdir())
         outputs.append({rel: (folder / rel).read_bytes() for rel in public})
     assert outputs[0] == outputs[1]
-    internal = [
-        (tmp_path / n / "private" / "report_internal.json").read_bytes() for n in ("same", "moved")
-    ]
+    internal = [(tmp_path / n / R.REPORT_INTERNAL_JSON).read_bytes() for n in ("same", "moved")]
     assert internal[0] != internal[1]  # the internal report does show them

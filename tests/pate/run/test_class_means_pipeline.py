@@ -20,6 +20,7 @@ from pate.cli import main
 from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
 from pate.run import config as C
+from pate.run import report as rep
 from pate.run import rundir as R
 from pate.run.pipeline import Pipeline, fork_run
 
@@ -515,13 +516,29 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     utility = json.loads((run_dir / R.ANALYSIS).read_text())["utility"]
     assert utility["student_accuracy"] == metrics["accuracy"]
     assert utility["student_alone_accuracy"] == metrics["student_alone_accuracy"]
-    # measured on evaluation data not declared public: in the internal report only, marked
-    report = (run_dir / "private" / "report_internal.md").read_text()
-    assert "The released model is the student times its labelling rule" in report
+    # measured on digits' evaluation split, a built-in benchmark's test split that its source
+    # declares public: the student's figures are derived from the charged release and public
+    # data, in both reports, unmarked
+    assert utility["evaluation_public"] is True
     mark = "(**INTERNAL (do not publish):** evaluation data)"
+    for name in (R.REPORT_INTERNAL_MD, R.REPORT_MD):
+        report = (run_dir / name).read_text()
+        assert "The released model is the student times its labelling rule" in report, name
+        assert "| Student alone |" in report and mark not in report, name
+        assert "items), times its labelling rule |" in report, name
+    # measured on evaluation data not declared public (rows of the user's pool): the same
+    # figures are in the internal report only, marked
+    analysis_doc = json.loads((run_dir / R.ANALYSIS).read_text())
+    analysis_doc["utility"]["evaluation_public"] = False
+    undeclared = tmp_path / "undeclared"
+    (undeclared / R.ANALYSIS).parent.mkdir(parents=True)
+    (undeclared / R.ANALYSIS).write_text(json.dumps(analysis_doc))
+    rep.write_report(undeclared)
+    report = (undeclared / R.REPORT_INTERNAL_MD).read_text()
+    assert "The released model is the student times its labelling rule" in report
     assert f"| Student alone {mark} |" in report
     assert f"items), times its labelling rule {mark} |" in report
-    assert "Student alone" not in (run_dir / "report.md").read_text()
+    assert "Student alone" not in (undeclared / R.REPORT_MD).read_text()
 
 
 def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_end(

@@ -113,8 +113,14 @@ def test_pate_run_end_to_end(knn_run):
     assert "Private-kNN" in report and "No sanitized release" in report
     assert "no teachers" in report and "Where the teachers trained" not in report
     assert (run_dir / "plots" / "epsilon_vs_answered_public.png").stat().st_size > 0
-    for name in ("vote_margins", "rdp_per_order", "confusion_matrix"):  # internal (private/)
-        assert (run_dir / "private" / "plots" / f"{name}.png").stat().st_size > 0
+    for name in ("vote_margins", "rdp_per_order"):  # internal (private/)
+        assert (run_dir / R.PRIVATE_PLOTS_DIR / f"{name}.png").stat().st_size > 0
+        assert not (run_dir / R.PLOTS_DIR / f"{name}.png").exists()
+    # the confusion matrix on the evaluation split: publishable only where that split is
+    # declared public -- digits' is a built-in benchmark's test split (its source says so)
+    assert a["utility"]["evaluation_public"] is True
+    assert (run_dir / R.PLOTS_DIR / "confusion_matrix.png").stat().st_size > 0
+    assert not (run_dir / R.PRIVATE_PLOTS_DIR / "confusion_matrix.png").exists()
 
 
 def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
