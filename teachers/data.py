@@ -17,12 +17,13 @@ evaluation_public=False, public_from_pool=0)``
     classes``, ``pate.fit(classes=...)``), else the names a source declares (:data:`CLASS_NAMES`
     of the built-in datasets, the class folders of an ``imagefolder:``'s ``test/``, an ``npz:``'s
     ``class_names``), else the labels of the public split (indices ``0 ..`` the largest; names
-    None: unknown). A class may have no records. ``evaluation_public``: True only where a source
-    says its evaluation split is public -- a built-in dataset's test split, a file's evaluation
-    split of its own (``x_evaluation``, an image folder's ``test/``), pool rows marked
-    ``evaluation`` and declared public; False (the default: arrays given to ``pate.fit``) where
-    nothing declares them public or they come out of the user's sensitive pool (rows marked
-    ``evaluation`` or held out of the private rows): figures measured on them are internal.
+    None: unknown). A class may have no records. ``evaluation_public``: True only for a built-in
+    dataset's test split (a public benchmark's) and where the user declares the evaluation data
+    public (``[data] evaluation_public = true``, ``pate.fit(evaluation_public=True)``: a file's
+    evaluation split of its own -- ``x_evaluation``, an image folder's ``test/`` --, pool rows
+    marked ``evaluation``, arrays); False (the default) everywhere else: the user's evaluation
+    data, and anything held out of the private rows, may be as sensitive as the private records,
+    so figures measured on them are internal.
     ``public_from_pool``: how many public inputs are rows of the user's pool marked public
     (used without any protection; 0 for a source whose public split is its own).
 ``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None,
@@ -63,7 +64,7 @@ split_key=None)``
     of them), so that adding or removing a record moves no other; ``split_key`` (16 to 64 bytes;
     a run stores one drawn from OS entropy) keys it, None draws a fresh one. Evaluation rows of
     the pool are private records (``evaluation_public`` False) unless ``evaluation_public=True``
-    declares the rows marked ``evaluation`` public.
+    declares the rows marked ``evaluation`` public (held-out rows never are).
 
 ``CLASS_NAMES``, ``IMAGE_EXTENSIONS``
     The built-in datasets' class names; the file suffixes ``imagefolder:`` reads.
@@ -426,9 +427,17 @@ def _own_data(
         splits = (ArraySplit(xs[0], xs[1]), ArraySplit(xs[2], xs[3]), ArraySplit(xs[4], xs[5]))
     else:
         splits = _protocol_split(*arrays, public_size, eval_size, name)
-    # a file's evaluation split of its own (x_evaluation, an image folder's test/)
+    # a file's evaluation split of its own (x_evaluation, an image folder's test/): the user's
+    # data, public only where declared so ([data] evaluation_public)
     public, evaluation = _in_memory(*splits[1:])
-    return _checked_data(name, splits[0], public, evaluation, class_names, evaluation_public=True)
+    return _checked_data(
+        name,
+        splits[0],
+        public,
+        evaluation,
+        class_names,
+        evaluation_public=bool(pool["evaluation_public"]),
+    )
 
 
 def _in_memory(public: ArraySplit, evaluation: ArraySplit) -> tuple[ArraySplit, ArraySplit]:

@@ -13,6 +13,7 @@ Symbols
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -127,15 +128,16 @@ def data_source(private, public, evaluation, declared: dict, dataset=None):
     else:
         if public is None:
             raise TypeError("public= (the public inputs the teachers label) is needed")
-        pool_keys = [k for k in ("split_column", "evaluation_public") if declared[k] is not None]
-        if pool_keys:
+        if declared["split_column"] is not None:
             raise TypeError(
-                f"{pool_keys[0]}= applies to a source that is one pool of records (csv:PATH, "
+                "split_column= applies to a source that is one pool of records (csv:PATH, "
                 "npz:PATH with x, y); arrays give their public and evaluation inputs apart"
             )
         data, identity = memory_data(
             private, public, evaluation, declared["classes"], dataset or MEMORY_DATA_NAME
         )
+        if declared["evaluation_public"]:  # declared: the student's figures on it are public
+            data = dataclasses.replace(data, evaluation_public=True)
         data_table = {"name": data.name}
     data_table.update({k: v for k, v in declared.items() if v is not None})
     if isinstance(data_table.get("classes"), tuple):  # a TOML list

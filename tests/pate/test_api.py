@@ -322,3 +322,19 @@ def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
     np.testing.assert_array_equal(
         loaded.predict(digits.evaluation.x), result.student.predict(digits.evaluation.x)
     )
+
+
+def test_evaluation_arrays_are_internal_unless_declared_public(digits):
+    """pate.fit's evaluation arrays are the user's data: the student's figures on them are
+    internal unless evaluation_public=True declares them public (issue #48)."""
+    from pate.run.memory_data import data_source
+
+    args = ((flat(digits.private), digits.private.y), flat(digits.public))
+    evaluation = (flat(digits.evaluation), digits.evaluation.y)
+    declared = {"classes": DIGITS_CLASSES, "split_column": None, "evaluation_public": None}
+    data, _, _ = data_source(*args, evaluation, declared)
+    assert not data.evaluation_public
+    data, _, table = data_source(*args, evaluation, dict(declared, evaluation_public=True))
+    assert data.evaluation_public and table["evaluation_public"] is True
+    with pytest.raises(TypeError, match="split_column= applies to a source that is one pool"):
+        data_source(*args, evaluation, dict(declared, split_column="split"))

@@ -141,7 +141,10 @@ def test_npz_splits_and_pool(tmp_path):
     data = load_pate_data(f"npz:{path}", classes=["a", "b", "c"])
     assert len(data.private) == 40 and data.num_classes == 3 and data.input_shape == (5,)
     assert np.all(data.public.y == -1)  # unlabelled public split
-    assert data.evaluation_public and data.public_from_pool == 0  # a source of its own
+    # an evaluation split of its own is the user's data: internal unless declared public
+    assert not data.evaluation_public and data.public_from_pool == 0
+    declared = load_pate_data(f"npz:{path}", classes=["a", "b", "c"], evaluation_public=True)
+    assert declared.evaluation_public
     pool = tmp_path / "p.npz"
     np.savez(pool, x=rng.random((100, 4)), y=np.arange(100) % 2, split=_marks(100, 30, 10))
     data = load_pate_data(f"npz:{pool}")
@@ -181,7 +184,7 @@ def test_imagefolder(tmp_path):
                 )
     data = load_pate_data(f"imagefolder:{tmp_path / 'imgs'}", public_size=6, eval_size=4)
     assert data.input_shape == (3, 8, 8) and data.num_classes == 2 and len(data.private) == 14
-    assert data.class_names == ("cat", "dog") and data.evaluation_public
+    assert data.class_names == ("cat", "dog") and not data.evaluation_public  # not declared
 
 
 def test_bad_arguments():

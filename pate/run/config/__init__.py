@@ -17,8 +17,8 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  and the public facts the user declares: classes (the label set, a list of
                  class names; never read from the private labels), split_column (default
                  "split": the csv column / npz array marking each row of a pool private,
-                 public or evaluation), evaluation_public (the rows marked evaluation are
-                 public data); a pool's held-out evaluation split is keyed with the run's
+                 public or evaluation), evaluation_public (the evaluation data -- a file's
+                 own split, the rows marked evaluation -- is public data); a pool's held-out evaluation split is keyed with the run's
                  :func:`evaluation_split_key` (docs/teachers.md)
     [partition]  num_teachers (not with private-knn: no teachers; left out or "auto": the
                  planner chooses, pate.run.planner), mode ("random": a keyed
