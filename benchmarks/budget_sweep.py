@@ -29,10 +29,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from pate.run import config as C
+    from pate.run import rundir as R
     from pate.run.pipeline import Pipeline, fork_run
 
     source = pathlib.Path(args.run_dir)
-    base = json.loads((source / "config.json").read_text())
+    base = json.loads((source / R.CONFIG).read_text())
     rows = []
     for budget in args.budgets:
         config = json.loads(json.dumps(base))

@@ -3,7 +3,8 @@
 `make demo` runs ``pate run --config configs/fashion_mnist.toml``. This script runs that config
 (fresh run directory, no ledger, fresh noise) once per condition, side by side on the same
 machine, and records each run's wall time, peak RSS (``/usr/bin/time -f %M``), every stage's
-seconds and threads (``stages/<stage>.json``) and the student's accuracy:
+seconds and threads (its summary in ``rundir.STAGE_DIR``) and the student's accuracy (from
+``rundir.ANALYSIS``: the operator's internal figure, in the run's ``private/`` folder):
 
 * ``idle``: nothing else started by this script;
 * ``busy1``: one neighbour core kept busy by ``python3 -c "while True: pass"``;
@@ -101,8 +102,10 @@ def run_once(
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
     _, wall, rss_kb = lines[-1].split()
+    from pate.run import rundir as R  # the run directory's file names
+
     stages = {}
-    for path in sorted((run_dir / "stages").glob("*.json")):
+    for path in sorted((run_dir / R.STAGE_DIR).glob("*.json")):
         summary = json.loads(path.read_text())
         stages[path.stem] = {
             "seconds": summary.get("seconds"),
@@ -112,7 +115,7 @@ def run_once(
             "others": (summary.get("threads") or {}).get("others"),
             "processes": summary.get("processes"),
         }
-    analysis = json.loads((run_dir / "analysis.json").read_text())
+    analysis = json.loads((run_dir / R.ANALYSIS).read_text())
     return {
         "wall_seconds": float(wall),
         "peak_rss_mib": round(int(rss_kb) / 1024, 1),

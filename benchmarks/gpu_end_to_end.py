@@ -2,10 +2,11 @@
 
 Each run is ``pate run --config NAME --device cuda`` in a child process with its own run
 directory and a fresh ledger; per run it records the wall time, every stage's own seconds and
-peak GPU memory (``stages/<stage>.json``: torch's allocator, :mod:`pate.core.gpu_memory`), the
-card's memory in use at its peak as ``nvidia-smi`` sampled it every 0.2 s (the CUDA context and
-everything else of the process included), the child's peak resident memory (``os.wait4``), the
-teachers' trainer and accuracy, the student's accuracy, the guarantee epsilon and the feature
+peak GPU memory (its summary in ``rundir.STAGE_DIR``: torch's allocator,
+:mod:`pate.core.gpu_memory`), the card's memory in use at its peak as ``nvidia-smi`` sampled it
+every 0.2 s (the CUDA context and everything else of the process included), the child's peak
+resident memory (``os.wait4``), the teachers' trainer and accuracy, the student's accuracy (from
+the internal report, ``rundir.REPORT_INTERNAL_JSON``), the guarantee epsilon and the feature
 cache's hits and misses. The runs, in order:
 
 - ``demo``: ``make demo``'s config (``fashion-mnist``), on an empty feature cache (cold);
@@ -116,9 +117,11 @@ def _json(path: pathlib.Path) -> dict:
 
 def summarise(run_dir: pathlib.Path) -> dict:
     """Stage seconds and GPU peaks, the teachers' and the student's figures, epsilon."""
+    from pate.run import rundir as R  # the run directory's file names
+
     stages = {}
     for stage in COMPUTING_STAGES:
-        info = _json(run_dir / "stages" / f"{stage}.json")
+        info = _json(run_dir / R.STAGE_DIR / f"{stage}.json")
         info = info.get("summary", info) if isinstance(info.get("summary"), dict) else info
         if not info or info.get("skipped"):
             continue
@@ -130,9 +133,10 @@ def summarise(run_dir: pathlib.Path) -> dict:
         if isinstance(cache, dict):
             row["cache_hits"], row["cache_misses"] = cache.get("hits"), cache.get("misses")
         stages[stage] = row
-    teachers = _json(run_dir / "stages" / "teachers.json")
-    # the operator's own measurement: the internal report (docs/publishing.md), else report.json
-    report = _json(run_dir / "private" / "report_internal.json") or _json(run_dir / "report.json")
+    teachers = _json(run_dir / R.STAGE_DIR / "teachers.json")
+    # the operator's own measurement: the internal report (docs/publishing.md); the public
+    # report.json holds only the publishable figures
+    report = _json(run_dir / R.REPORT_INTERNAL_JSON)
     utility, privacy = report.get("utility") or {}, report.get("privacy") or {}
     out = {
         "stages": stages,

@@ -461,6 +461,8 @@ def _plan(ds: Dataset, eps: float) -> str | None:
 
 def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     """One pate.fit with defaults only, as a result row."""
+    from pate.run import rundir as R  # the run directory's file names
+
     s = ds.splits
     row = {
         "dataset": ds.name,
@@ -491,7 +493,7 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     row["plan"] = plan_text
     row["warnings"] = list(dict.fromkeys(logged + [str(w.message) for w in caught]))
     if error is not None:
-        trained = (run_dir / "teachers").exists()
+        trained = (run_dir / R.TEACHERS).exists()
         row.update(
             status="refused" if not trained else "failed",
             refused=not trained,
@@ -510,7 +512,7 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     y_pub = s["y_public"]
     label_acc = float(np.mean(labels[answered] == y_pub[answered])) if answered.any() else None
     agreement = plurality_public = None
-    votes_path = run_dir / "votes.npy"
+    votes_path = run_dir / R.VOTES
     if votes_path.exists():
         votes = np.load(votes_path, allow_pickle=False)
         if votes.ndim == 2 and votes.shape[0] == len(labels):
@@ -552,9 +554,12 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
 
 
 def _rule_check(run_dir: pathlib.Path) -> dict | None:
-    """The class-means rule check of a run (``aggregate.json``'s ``records.rule_check``: the
-    reading chosen and each reading's mismatch ratio), None for other runs."""
-    path = run_dir / "aggregate.json"
+    """The class-means rule check of a run (``records.rule_check`` of its aggregate summary,
+    ``rundir.AGGREGATE``: the reading chosen and each reading's mismatch ratio), None for other
+    runs."""
+    from pate.run import rundir as R  # the run directory's file names
+
+    path = run_dir / R.AGGREGATE
     if not path.exists():
         return None
     return (json.loads(path.read_text()).get("records") or {}).get("rule_check")

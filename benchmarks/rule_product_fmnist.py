@@ -1,8 +1,9 @@
 """A class-means student combined with its own labelling rule (a product of experts), measured.
 
 A class-means run (``configs/fashion_mnist_class_means.toml``) publishes its labelling rule's
-class scores on the public items (``label_scores.npy``) beside the public embeddings
-(``knn_embeddings.npz``). Both rules of :mod:`pate.core.mean_release` are affine in a public map of the
+class scores on the public items (``rundir.LABEL_SCORES``) and keeps the embeddings in its
+``private/`` folder (``rundir.KNN_EMBEDDINGS``; this script reads only its ``public`` member, the
+public items' embeddings). Both rules of :mod:`pate.core.mean_release` are affine in a public map of the
 embedding e: the logistic rule in the clipped, scaled u(e), LDA in the whitened w(e). So the
 rule's coefficients are the exact least-squares solution of
 
@@ -27,7 +28,8 @@ student, of the rule and of the products on the evaluation split.
 
 Run on demand, never as a test (about a minute for the front-end, then seconds per run). The
 combination was looked at on private data before this script existed (docs/benchmarks.md
-lists it); the script itself reads only the run directories, the public and the evaluation
+lists it); the script itself reads only the run directories (of their private files, the public
+embeddings and the aggregate summary's eps, ``rundir.AGGREGATE``), the public and the evaluation
 split.
 """
 
@@ -44,18 +46,14 @@ import numpy as np
 def _checked_runs(parser, run_dirs):
     """(path, config) per run directory, refused before any work unless each is a finished
     class-means run with a PCA front-end."""
+    from pate.run import rundir as R  # the run directory's file names
+
     runs = []
     for name in run_dirs:
         path = pathlib.Path(name)
         missing = [
             f
-            for f in (
-                "config.json",
-                "knn_embeddings.npz",
-                "label_scores.npy",
-                "labels.npy",
-                "student.pt",
-            )
+            for f in (R.CONFIG, R.KNN_EMBEDDINGS, R.LABEL_SCORES, R.LABELS, R.STUDENT_WEIGHTS)
             if not (path / f).is_file()
         ]
         if missing:
@@ -63,7 +61,7 @@ def _checked_runs(parser, run_dirs):
                 f"run directory {name!r} has no {', '.join(missing)} (a finished "
                 "class-means run: `pate run --config fashion-mnist-class-means`)"
             )
-        config = json.loads((path / "config.json").read_text())
+        config = json.loads((path / R.CONFIG).read_text())
         mechanism = config.get("aggregator", {}).get("mechanism")
         if mechanism != "class-means":
             parser.error(f"run directory {name!r}: mechanism {mechanism!r}, not 'class-means'")
@@ -91,6 +89,7 @@ def main(argv=None) -> int:
     import torch
 
     from pate.core.mean_release import recover_rule
+    from pate.run import rundir as R
     from pate.student.rule_product import product_log_proba
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
@@ -108,31 +107,31 @@ def main(argv=None) -> int:
             )
             fronts[key] = (data, public, front.embed(data.evaluation.x))
         data, pub_emb, ev_emb = fronts[key]
-        saved = np.load(path / "knn_embeddings.npz", allow_pickle=False)["public"]
+        saved = np.load(path / R.KNN_EMBEDDINGS, allow_pickle=False)["public"]
         if saved.shape != pub_emb.shape or np.abs(saved - pub_emb).max() > 1e-4:
             print(
                 f"{path}: its public embeddings differ from the recomputed front-end; skipped",
                 file=sys.stderr,
             )
             continue
-        labels = np.load(path / "labels.npy", allow_pickle=False)
-        scores = np.load(path / "label_scores.npy", allow_pickle=False)
+        labels = np.load(path / R.LABELS, allow_pickle=False)
+        scores = np.load(path / R.LABEL_SCORES, allow_pickle=False)
         answered = labels >= 0
         rule_name = knn.get("rule", "lda")
         rule_ev = recover_rule(
             saved, np.where(answered[:, None], scores, np.nan), rule=rule_name
         ).scores(ev_emb)
-        student = Student.load(path / "student.pt")
+        student = Student.load(path / R.STUDENT_WEIGHTS)
         if student.rule_product_ is not None:
             print(
                 f"{path}: its student is already released times its rule "
-                "([student] combine_with_rule); its student_metrics.json has both; skipped",
+                "([student] combine_with_rule); its student metrics have both; skipped",
                 file=sys.stderr,
             )
             continue
         proba = student.predict_proba(data.evaluation.x)
         y = np.asarray(data.evaluation.y)
-        aggregate = json.loads((path / "aggregate.json").read_text())
+        aggregate = json.loads((path / R.AGGREGATE).read_text())
         row = {
             "run_dir": str(path),
             "eps": aggregate.get("eps_data_independent"),

@@ -165,7 +165,9 @@ def measured(argv: list[str], log: pathlib.Path) -> dict:
 def _cache_summary(run_dir: pathlib.Path, stage: str = "votes") -> dict:
     """The feature-cache hits and misses of the votes (or teachers) stage, and the votes
     stage's front-end seconds: whether a run found the features cached."""
-    path = run_dir / "stages" / f"{stage}.json"
+    from pate.run import rundir as R  # the run directory's file names
+
+    path = run_dir / R.STAGE_DIR / f"{stage}.json"
     if not path.exists():
         return {}
     info = json.loads(path.read_text())
@@ -176,8 +178,11 @@ def _cache_summary(run_dir: pathlib.Path, stage: str = "votes") -> dict:
 
 
 def _stage_seconds(run_dir: pathlib.Path, stage: str) -> dict:
-    """The stage's own seconds (``stages/<stage>.json``), without the child's start-up."""
-    path = run_dir / "stages" / f"{stage}.json"
+    """The stage's own seconds (its summary in ``rundir.STAGE_DIR``), without the child's
+    start-up."""
+    from pate.run import rundir as R  # the run directory's file names
+
+    path = run_dir / R.STAGE_DIR / f"{stage}.json"
     if not path.exists():
         return {}
     info = json.loads(path.read_text())

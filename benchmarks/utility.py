@@ -423,6 +423,7 @@ def run_dpsgd_scatter(args, meta: dict, data, *, add) -> None:
 def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=None) -> None:
     """Per seed and ensemble size a base run (partition, teachers, votes), forked per target."""
     from pate.run import config as C
+    from pate.run import rundir as R  # the run directory's file names
 
     meta["pate_teachers"] = {}
     heldout = None if holdout is None else holdout.split
@@ -444,7 +445,7 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
             )
             base_dir = C.run_directory(base)
             meta["pate_teachers"][name] = dict(
-                json.loads((base_dir / "stages" / "teachers.json").read_text()),
+                json.loads((base_dir / R.STAGE_DIR / "teachers.json").read_text()),
                 base_seconds=seconds,
             )
             print(

@@ -49,7 +49,9 @@ def _eps_fields(report: dict) -> tuple[float, float | None]:
 
 
 def _row(method: str, report: dict, target: float, *, delta: float, t0: float, **extra) -> dict:
-    """A guarantee row of a label-based method from its run's report."""
+    """A guarantee row of a label-based method from its run's INTERNAL report
+    (``Pipeline(...).run(internal=True)``): the student's accuracy on an evaluation split not
+    declared public is not in the publishable report.json."""
     eps, _ = _eps_fields(report)
     q, u = report["queries"], report["utility"]
     return {

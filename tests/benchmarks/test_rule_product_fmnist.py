@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from pate.run import rundir as R
+
 
 @pytest.fixture(scope="module")
 def rule_product(load_benchmark):
@@ -15,18 +17,20 @@ def rule_product(load_benchmark):
 def test_a_directory_that_is_not_a_finished_class_means_run_is_refused(
     rule_product, tmp_path, capsys
 ):
-    (tmp_path / "config.json").write_text('{"aggregator": {"mechanism": "gnmax"}}')
+    (tmp_path / R.CONFIG).write_text('{"aggregator": {"mechanism": "gnmax"}}')
     with pytest.raises(SystemExit) as exit_info:
         rule_product.main([str(tmp_path)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "has no knn_embeddings.npz, label_scores.npy, labels.npy, student.pt" in err
-    for name in ("knn_embeddings.npz", "label_scores.npy", "labels.npy", "student.pt"):
+    files = (R.KNN_EMBEDDINGS, R.LABEL_SCORES, R.LABELS, R.STUDENT_WEIGHTS)
+    assert f"has no {', '.join(files)}" in err
+    (tmp_path / R.PRIVATE_DIR).mkdir()
+    for name in files:
         (tmp_path / name).write_bytes(b"")
     with pytest.raises(SystemExit):
         rule_product.main([str(tmp_path)])
     assert "mechanism 'gnmax', not 'class-means'" in capsys.readouterr().err
-    (tmp_path / "config.json").write_text(
+    (tmp_path / R.CONFIG).write_text(
         '{"aggregator": {"mechanism": "class-means"}, "knn": {"features": "student"}}'
     )
     with pytest.raises(SystemExit):
