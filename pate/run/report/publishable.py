@@ -150,6 +150,9 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "utility.scale_warnings": Public(_P, "checks of the public inputs only"),
     "utility.warnings": Public(_P, "the utility rules applied to the public figures only"),
     "utility.evaluation_public": Public(_D, "whether the evaluation data was declared public"),
+    "utility.public_from_pool": Public(
+        _D, "how many rows of the user's file the user marked public (unprotected)"
+    ),
     "utility.student_accuracy": Public(_P, _ON_EVALUATION, when="evaluation_public"),
     "utility.student_alone_accuracy": Public(_P, _ON_EVALUATION, when="evaluation_public"),
     "utility.student_per_class_accuracy": Public(_P, _ON_EVALUATION, when="evaluation_public"),

@@ -290,9 +290,17 @@ def _queries_text(a: dict) -> str:
     text = (
         f"The student asked {'the private records' if samples_records(a) else 'the teachers'} "
         f"about {F.count(q['asked'])} of "
-        f"{F.count(q['public_size'])} public (non-sensitive) items; {F.count(q['answered'])} "
-        f"({F.pct(answered_frac)}) were answered and used as training labels."
+        f"{F.count(q['public_size'])} public items (declared public by the user); "
+        f"{F.count(q['answered'])} ({F.pct(answered_frac)}) were answered and used as training "
+        "labels."
     )
+    from_pool = (a.get("utility") or {}).get("public_from_pool") or 0
+    if from_pool:
+        text += (
+            f" {F.count(from_pool)} of the public items are rows of the user's own file marked "
+            "public: the teachers label them and the student learns from them WITHOUT any "
+            "privacy protection (this report's guarantee does not cover them)."
+        )
     if q["labelled_by_student"]:
         text += (
             f" A further {F.count(q['labelled_by_student'])} public items were labelled by "

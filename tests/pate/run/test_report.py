@@ -1356,3 +1356,20 @@ def test_a_student_trained_in_bfloat16_says_so(tmp_path):
     (tmp_path / R.STAGE_DIR / "student.json").write_text(json.dumps({"precision": 16}))
     rep.write_report(tmp_path)
     assert "student_precision" not in internal_json(tmp_path)
+
+
+def test_public_rows_of_the_users_own_file_are_counted_as_unprotected(tmp_path):
+    """Rows of the user's file marked public are declared public, not covered by the guarantee:
+    the publishable report counts them and says so (issue #48); without them it says nothing."""
+    a = make_analysis(tmp_path)
+    rep.write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "public items (declared public by the user)" in md
+    assert "WITHOUT any privacy protection" not in md
+    a["utility"]["public_from_pool"] = 30
+    analysis_file(tmp_path).write_text(json.dumps(a))
+    rep.write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "30 of the public items are rows of the user's own file marked public" in md
+    assert "WITHOUT any privacy protection" in md
+    assert json.loads((tmp_path / "report.json").read_text())["utility"]["public_from_pool"] == 30
