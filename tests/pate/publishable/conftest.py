@@ -58,3 +58,9 @@ def shows_beyond(text: str, number: str, public: dict) -> bool:
 def leaks():
     """:func:`shows_beyond`, for the tests of this folder."""
     return shows_beyond
+
+
+@pytest.fixture(scope="session")
+def figure_renderings():
+    """(:func:`renderings`, :func:`public_renderings`), for the tests of this folder."""
+    return renderings, public_renderings

@@ -19,7 +19,6 @@ import pytest
 from pate.cli import main
 from pate.run import report as rep
 from pate.run import rundir as R
-from pate.run.report import formatting as F
 from pate.run.report.publishable import (
     CONDITIONS,
     NOT_PUBLIC,
@@ -73,29 +72,6 @@ def _at(doc: dict, path: str):
             return None
         doc = doc[key]
     return doc
-
-
-def _renderings(value) -> set[str]:
-    """How a report may write a figure: as a percentage, an epsilon, three significant digits,
-    or as JSON does."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value == 0:
-        return set()
-    return {F.pct(value), F.eps(value), F.sig(value), repr(value)}
-
-
-def _lengths(doc) -> list[int]:
-    """The length of every list in a JSON document (the report writes some: "338 orders")."""
-    if isinstance(doc, dict):
-        return [n for value in doc.values() for n in _lengths(value)]
-    if isinstance(doc, list):
-        return [len(doc), *(n for value in doc for n in _lengths(value))]
-    return []
-
-
-def _public_renderings(public: dict) -> set[str]:
-    """Every way the publishable report may legitimately write one of its own figures."""
-    values = [value for _, value in leaf_paths(public)] + _lengths(public)
-    return {shown for value in values for shown in _renderings(value)}
 
 
 @pytest.fixture(scope="module")
@@ -160,16 +136,19 @@ def test_every_field_of_report_json_is_declared_charged_or_derived(run):
     assert public == rep.public_report(internal)
 
 
-def test_the_publishable_documents_show_nothing_only_the_internal_report_holds(run, leaks):
+def test_the_publishable_documents_show_nothing_only_the_internal_report_holds(
+    run, leaks, figure_renderings
+):
+    renderings, public_renderings = figure_renderings
     run_dir, public, internal = run
-    allowed = _public_renderings(public)
+    allowed = public_renderings(public)
     texts = {
         name: (run_dir / name).read_text(encoding="utf-8")
         for name in ("report.md", "report.html", "report.json")
     }
     checked = 0
     for path in INTERNAL_FIGURES:
-        for shown in _renderings(_at(internal, path)) - allowed:
+        for shown in renderings(_at(internal, path)) - allowed:
             checked += 1
             for name, text in texts.items():
                 assert not leaks(text, shown, public), f"{name} shows {path} = {shown}"
