@@ -38,6 +38,10 @@ Output folders:
     that named it, e.g. ``"--run-dir"``; None for "output directory").
 ``check_writable_dir(path, *, label)``  the same check, creating nothing: the folder if it exists,
     else the nearest folder above it, where it would be created.
+``staged_folder(target, tag, *, recheck, rename_error)``  a new folder beside ``target`` to assemble
+    into (``pate export``'s bundle, a forked run); renamed onto ``target`` when the body succeeds,
+    removed when it fails: an interrupted assembly leaves nothing half-made, and nothing that
+    existed before is deleted.
 
 ``CorruptFileError`` and ``RunDirError`` (``pate.analysis.errors``) are ``ValueError`` subclasses; the
 ``pate`` command prints them as one line and exits 2. ``PermissionError`` on reading
@@ -53,10 +57,12 @@ import io
 import json
 import os
 import pathlib
+import secrets
+import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -372,3 +378,31 @@ def check_writable_dir(path: Any, *, label: str) -> pathlib.Path:
             path=folder,
         )
     return folder
+
+
+@contextlib.contextmanager
+def staged_folder(
+    target: pathlib.Path,
+    tag: str,
+    *,
+    recheck: Callable[[], None],
+    rename_error: Callable[[OSError], Exception],
+) -> Iterator[pathlib.Path]:
+    """A new, uniquely named folder beside ``target`` (``.<name>.<tag>-<hex>``) for the body to
+    fill. When the body returns, ``recheck()`` runs again (nothing appeared at ``target``
+    meanwhile) and the folder is renamed onto ``target`` -- a missing path or an empty folder only
+    (rename refuses a non-empty one); a failed rename raises ``rename_error(exc)``. When anything
+    fails, the staged folder (the one this call created, only) is removed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.{tag}-{secrets.token_hex(6)}"
+    staging.mkdir()
+    try:
+        yield staging
+        recheck()
+        try:
+            os.rename(staging, target)
+        except OSError as exc:
+            raise rename_error(exc) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import pathlib
-import secrets
 import shutil
 
-from pate.core.io import atomic_write_json, read_json
+from pate.core.io import atomic_write_json, read_json, staged_folder
 from pate.run import rundir as R
 from pate.teachers.errors import ConfigError
 
@@ -59,10 +57,15 @@ def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) 
     run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
     files = _publishable_files(run_dir, labels=labels, name=run_name)
     _check_out(run_dir, out, name=out_name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.export-{secrets.token_hex(6)}"
-    staging.mkdir()
-    try:
+    staged = staged_folder(
+        out,
+        "export",
+        recheck=lambda: _check_out(run_dir, out, name=out_name),
+        rename_error=lambda exc: ConfigError(
+            f"{out_name} {out}: cannot move the bundle there ({exc.strerror}); choose a new folder"
+        ),
+    )
+    with staged as staging:
         entries = []
         for rel, what in files:
             target = staging / rel
@@ -89,17 +92,6 @@ def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) 
         )
         for path in [staging, *staging.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
-        _check_out(run_dir, out, name=out_name)  # again: nothing appeared there meanwhile
-        try:  # onto a missing path or an empty folder only (rename refuses a non-empty one)
-            os.rename(staging, out)
-        except OSError as exc:
-            raise ConfigError(
-                f"{out_name} {out}: cannot move the bundle there ({exc.strerror}); choose a "
-                "new folder"
-            ) from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # the folder this call created, only
-        raise
     logger.info("export: %d files and %s in %s", len(files), MANIFEST, out)
     return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from pate.core.io import atomic_write_json
+from pate.core.io import atomic_write_json, staged_folder
 from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
@@ -52,8 +52,6 @@ def fork(source, config: dict) -> pathlib.Path:
     inside it, nor a folder holding it (:class:`ConfigError`, before anything is written). The
     run is assembled in a temporary folder next to it and renamed into place, so an interrupted
     fork leaves no half-copied run; nothing that existed before is ever deleted."""
-    import os
-    import secrets
     import shutil
 
     source = pathlib.Path(source)
@@ -66,10 +64,16 @@ def fork(source, config: dict) -> pathlib.Path:
     target = C.run_directory(config)
     _check_fork_target(source, target)
     parent = Run.open(source, progress=False)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}.fork-{secrets.token_hex(6)}"
-    staging.mkdir()  # a new, unique folder (the umask's permissions, like any run directory)
-    try:
+    staged = staged_folder(  # the umask's permissions, like any run directory
+        target,
+        "fork",
+        recheck=lambda: _check_fork_target(source, target),
+        rename_error=lambda exc: ConfigError(
+            f"fork_run: cannot move the forked run into {target} ({exc.strerror}); pick a new "
+            "directory, or remove it yourself"
+        ),
+    )
+    with staged as staging:
         run = Run.create(config, progress=False, run_dir=staging)
         run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
         run.start()
@@ -92,17 +96,6 @@ def fork(source, config: dict) -> pathlib.Path:
             shutil.copy2(
                 source / R.STAGE_DIR / f"{stage}.json", staging / R.STAGE_DIR / f"{stage}.json"
             )
-        _check_fork_target(source, target)  # again: nothing appeared there meanwhile
-        try:  # onto a missing path or an empty folder only (rename refuses a non-empty one)
-            os.rename(staging, target)
-        except OSError as exc:
-            raise ConfigError(
-                f"fork_run: cannot move the forked run into {target} ({exc.strerror}"
-                "); pick a new directory, or remove it yourself"
-            ) from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # the folder this call created, only
-        raise
     # the run now lives at the target (same inode): record that path, not the staging folder's
     atomic_write_json(target / R.STATE, dict(run.state, directory=R.directory_identity(target)))
     return target

@@ -69,3 +69,18 @@ def test_check_writable_dir_touches_nothing_and_names_what_is_in_the_way(tmp_pat
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(RunDirError, match=r"the run's folder .*private is not writable"):
         check_writable_dir(tmp_path / "private", label="the run's folder")
+
+
+def test_a_staged_folder_is_renamed_into_place_or_removed(tmp_path):
+    from pate.core.io import staged_folder
+
+    target = tmp_path / "out"
+    with staged_folder(target, "t", recheck=lambda: None, rename_error=RuntimeError) as staging:
+        (staging / "a.txt").write_text("a")
+    assert (target / "a.txt").read_text() == "a" and sorted(tmp_path.iterdir()) == [target]
+    failed = tmp_path / "failed"
+    with pytest.raises(ValueError, match="half-made"):
+        with staged_folder(failed, "t", recheck=lambda: None, rename_error=RuntimeError) as st:
+            (st / "b.txt").write_text("b")
+            raise ValueError("half-made")
+    assert sorted(tmp_path.iterdir()) == [target]  # nothing of the failed one is left
