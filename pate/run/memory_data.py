@@ -72,8 +72,16 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     anything is written or charged; the label set is ``classes`` (declared), else the public
     labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
     from pate.ledger import dataset_identity
-    from pate.teachers import data as D
-    from pate.teachers.data import ArraySplit, PateData, check_features, check_labels
+    from pate.teachers.data import (
+        ArraySplit,
+        PateData,
+        check_class_names,
+        check_classes,
+        check_features,
+        check_in_label_set,
+        check_labels,
+        label_set,
+    )
 
     xp, yp = arrays_of(private, "private", labels="required")
     xq, yq = arrays_of(public, "public", labels="optional")
@@ -94,12 +102,12 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
             f"private, public and evaluation inputs must have one shape per item, got "
             f"{sorted(shapes)}"
         )
-    names = D.check_class_names(classes)
-    num_classes, names = D.label_set("pate.fit", declared=names, public_labels=splits[1].y)
+    names = check_class_names(classes)
+    num_classes, names = label_set("pate.fit", declared=names, public_labels=splits[1].y)
     by_split = dict(zip(("private", "public", "evaluation"), splits))
     for split, part in by_split.items():
-        D.check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
-    D.check_classes("pate.fit", by_split, num_classes, declared=num_classes)
+        check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
+    check_classes("pate.fit", by_split, num_classes, declared=num_classes)
     identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(
         name=f"memory:{name}",  # the user's name for the records, never derived from them

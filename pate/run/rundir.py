@@ -77,7 +77,7 @@ import pathlib
 import secrets
 
 from pate.analysis.errors import CorruptFileError
-from pate.core import keys as K
+from pate.core import keys as run_keys
 from pate.core.io import atomic_write_json, read_json
 from pate.teachers.errors import ConfigError
 
@@ -99,12 +99,12 @@ COMMANDS = {
 #: answers, the stage summaries, the analysis, the internal report, the keys. Everything else at
 #: the top is publishable or a setting (``config.json``, ``run.json``): ``pate export`` bundles
 #: the publishable part.
-PRIVATE_DIR = K.PRIVATE_DIR
+PRIVATE_DIR = run_keys.PRIVATE_DIR
 _PRIVATE = f"{PRIVATE_DIR}/"
 
 CONFIG = "config.json"
 STATE = "run.json"
-KEYS = K.KEYS_FILE
+KEYS = run_keys.KEYS_FILE
 PARTITION = _PRIVATE + "partition.npz"
 TEACHERS = _PRIVATE + "teachers"
 TEACHER_PREDICTIONS = _PRIVATE + "teachers/predictions.npz"
@@ -349,9 +349,9 @@ class Run:
         if (self.run_dir / STATE).exists():
             return
         ensure_writable_dir(self.run_dir, flag="--run-dir")
-        K.make_private_dir(self.run_dir / PRIVATE_DIR)
+        run_keys.make_private_dir(self.run_dir / PRIVATE_DIR)
         if self._keys:  # drawn before the run started (the data's split): kept from now on
-            K.write_keys(self.path(KEYS), self._keys)
+            run_keys.write_keys(self.path(KEYS), self._keys)
         # this directory instance: a copy of it (cp -r, a restored backup) is another directory
         # with the same run.json, and must not draw or charge answers under this run id
         self.state = dict(self.state, directory=directory_identity(self.run_dir))
@@ -450,13 +450,13 @@ class Run:
         resume."""
         seed = keys_seed(self.config)
         if seed is not None:
-            return K.seeded_key(seed, name)
+            return run_keys.seeded_key(seed, name)
         if name not in self._keys:
-            self._keys.update(K.read_keys(self.path(KEYS)))
+            self._keys.update(run_keys.read_keys(self.path(KEYS)))
         if name not in self._keys:
-            self._keys[name] = K.fresh_key()
+            self._keys[name] = run_keys.fresh_key()
             if self.started:
-                K.write_keys(self.path(KEYS), self._keys)
+                run_keys.write_keys(self.path(KEYS), self._keys)
         return self._keys[name]
 
     def done(self, stage: str) -> bool:
@@ -465,8 +465,8 @@ class Run:
     def mark(self, stage: str, info: dict) -> dict:
         """Record ``stage`` as done (``private/stages/<stage>.json``), after making everything
         its stage wrote under ``private/`` owner-only (:func:`pate.core.keys.seal`)."""
-        K.make_private_dir(self.run_dir / STAGE_DIR)
-        K.seal(self.run_dir / PRIVATE_DIR)
+        run_keys.make_private_dir(self.run_dir / STAGE_DIR)
+        run_keys.seal(self.run_dir / PRIVATE_DIR)
         info = dict(info, finished=now_utc())
         atomic_write_json(self.run_dir / STAGE_DIR / f"{stage}.json", info)
         return info
