@@ -28,8 +28,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
 
-    from pate.run import config as C
     from pate.run import rundir as R
+    from pate.run.config import build
     from pate.run.pipeline import Pipeline, fork_run
 
     source = pathlib.Path(args.run_dir)
@@ -40,7 +40,7 @@ def main() -> None:
         config["privacy"]["budget_eps"] = float(budget)
         config["privacy"]["ledger"] = False
         config["run"]["run_dir"] = str(source.parent / f"{source.name}-eps{budget:g}")
-        config = C.from_dict(config)
+        config = build(config)
         fork_run(source, config)
         t0 = time.perf_counter()
         report = Pipeline(config, resume=True, progress=False).run(internal=True)

@@ -96,9 +96,9 @@ def config_file(name: str, teachers_extra: str, folder: pathlib.Path) -> str:
     """The shipped config ``name``, or a copy of it with lines added to its [teachers] table."""
     if not teachers_extra:
         return name
-    from pate.run import config as C
+    from pate.run.config import resolve_config
 
-    text = pathlib.Path(C.resolve_config(name)).read_text()
+    text = pathlib.Path(resolve_config(name)).read_text()
     text, n = re.subn(r"(?m)^\[teachers\]\s*$", f"[teachers]\n{teachers_extra}", text)
     if n != 1:
         raise ValueError(f"{name}: expected one [teachers] table, found {n}")

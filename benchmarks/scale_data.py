@@ -114,9 +114,9 @@ def scaled_config(
     """The config's TOML with ``[data] name = "npz:..."``, the ``records`` private records the
     file holds declared (``[data] records``: own data declares its size) and ``[run]
     feature_cache``."""
-    from pate.run import config as C
+    from pate.run.config import resolve_config
 
-    text = pathlib.Path(C.resolve_config(config)).read_text()
+    text = pathlib.Path(resolve_config(config)).read_text()
     # the [data] table's name (a [run] table may have the same name line)
     text, n = re.subn(
         r'(?m)^(\[data\]\s*\n(?:(?!\[).*\n)*?)name\s*=\s*"fashion-mnist"\s*$',
@@ -297,11 +297,11 @@ def main(argv=None) -> int:
         "--label", default="", help="what code was measured (e.g. a commit), recorded in every row"
     )
     args = p.parse_args(argv)
-    from pate.run import config as C
+    from pate.run.config import data_settings, load
     from pate.teachers.data import load_pate_data
 
-    source = C.load(args.config, ledger=False)
-    data = load_pate_data(source["data"]["name"], **C.data_settings(source))
+    source = load(args.config, ledger=False)
+    data = load_pate_data(source["data"]["name"], **data_settings(source))
     rows = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with tempfile.TemporaryDirectory() as tmp:

@@ -422,7 +422,6 @@ def run_dpsgd_scatter(args, meta: dict, data, *, add) -> None:
 
 def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=None) -> None:
     """Per seed and ensemble size a base run (partition, teachers, votes), forked per target."""
-    from pate.run import config as C
     from pate.run import rundir as R  # the run directory's file names
 
     meta["pate_teachers"] = {}
@@ -443,7 +442,7 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
                 data_root=None if holdout else args.data_root,
                 edit=pate_edits,
             )
-            base_dir = C.run_directory(base)
+            base_dir = base.run.directory()
             meta["pate_teachers"][name] = dict(
                 json.loads((base_dir / R.STAGE_DIR / "teachers.json").read_text()),
                 base_seconds=seconds,
@@ -473,7 +472,6 @@ def run_knn(
 ) -> None:
     """Per seed one Private-kNN base run (the embeddings), forked per target (one or two
     rounds)."""
-    from pate.run import config as C
 
     for seed in args.run_seeds or [None]:
         base, seconds = M.base_run(
@@ -485,7 +483,7 @@ def run_knn(
         )
         meta.setdefault("knn_base_seconds", {})[str(seed)] = seconds
         print(f"Private-kNN base run{M.run_suffix(seed)} (embeddings): {seconds:.0f} s", flush=True)
-        base_dir = C.run_directory(base)
+        base_dir = base.run.directory()
         kwargs = dict(
             delta=args.delta, out=out, seed=seed, holdout=None if holdout is None else holdout.split
         )
@@ -501,7 +499,6 @@ def run_class_means(
 ) -> None:
     """The class-means runs of ``main``: per seed (``--run-seeds``) a base run, then one run
     per target; with ``--holdout`` on the held-out protocol's own-data file."""
-    from pate.run import config as C
 
     heldout = None if holdout is None else holdout.split
     if args.rule_alone:
@@ -533,7 +530,7 @@ def run_class_means(
         for target in args.targets:
             add(
                 M.class_means_budget(
-                    C.run_directory(base),
+                    base.run.directory(),
                     base,
                     target,
                     delta=args.delta,
@@ -547,7 +544,6 @@ def run_class_means(
 
 def _rule_alone_runs(args, out: pathlib.Path, base: dict, data, heldout, *, add) -> None:
     """``--rule-alone``: per target, repeat by repeat, a fresh release scored by its rule."""
-    from pate.run import config as C
 
     splits = {"evaluation-1000": data.evaluation}
     if heldout is not None:
@@ -556,7 +552,7 @@ def _rule_alone_runs(args, out: pathlib.Path, base: dict, data, heldout, *, add)
         for target in args.targets:
             add(
                 M.class_means_rule_budget(
-                    C.run_directory(base),
+                    base.run.directory(),
                     base,
                     target,
                     delta=args.delta,

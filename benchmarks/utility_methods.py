@@ -84,7 +84,7 @@ def pate_budget(
     fixed aggregator, train the student. Returns the guarantee row and the data-dependent row
     (same answers, same student; its eps looked at the votes). ``seed`` and ``holdout``: as
     :func:`class_means_budget`'s."""
-    from pate.run import config as C
+    from pate.run.config import build
     from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
@@ -95,7 +95,7 @@ def pate_budget(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
     config["run"]["run_dir"] = str(out / f"pate{teachers}-eps{target:g}{run_suffix(seed)}")
-    config = C.from_dict(config)
+    config = build(config)
     fork_run(base_dir, config)
     report = Pipeline(config, resume=True, progress=False).run(internal=True)
     _, eps_dd = _eps_fields(report)
@@ -125,16 +125,16 @@ def pate_budget(
 def base_run(config_path, run_dir: pathlib.Path, *, device, data_root=None, edit=None):
     """Run a config (ledger off; ``edit(config)`` may change it first) up to the votes stage,
     the part every target's fork shares; returns (the config, seconds)."""
-    from pate.run import config as C
+    from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
-    config = C.load(config_path, device=device, run_dir=str(run_dir))
+    config = load(config_path, device=device, run_dir=str(run_dir))
     config["privacy"]["ledger"] = False
     if data_root:
         config["data"]["root"] = data_root
     if edit is not None:
         edit(config)
-    config = C.from_dict(config)
+    config = build(config)
     t0 = time.perf_counter()
     Pipeline(config, resume=True, progress=False).run(until="votes")
     return config, round(time.perf_counter() - t0, 1)
@@ -152,7 +152,7 @@ def knn_budget(
 ) -> dict:
     """Fork the Private-kNN base run, ask until the eps reaches ``target``, train the student.
     ``seed`` and ``holdout``: as :func:`class_means_budget`'s."""
-    from pate.run import config as C
+    from pate.run.config import build
     from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
@@ -162,7 +162,7 @@ def knn_budget(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
     config["run"]["run_dir"] = str(out / f"knn-eps{target:g}{run_suffix(seed)}")
-    config = C.from_dict(config)
+    config = build(config)
     fork_run(base_dir, config)  # a Private-kNN base: its embeddings and skipped stages
     report = Pipeline(config, resume=True, progress=False).run(internal=True)
     agg = {
@@ -195,7 +195,7 @@ def knn_rounds_budget(
     ``seed`` and ``holdout``: as :func:`class_means_budget`'s (round 2's student is scored)."""
     from pate import mechanisms
     from pate.analysis import eps_from_rdp
-    from pate.run import config as C
+    from pate.run.config import build
     from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
@@ -211,8 +211,8 @@ def knn_rounds_budget(
         budget_eps=target,
     )
     spec = mechanisms.get("private-knn")
-    params = spec.validate(C.aggregator_params(first))
-    orders = C.orders(first)
+    params = spec.validate(first.aggregator_params())
+    orders = first.privacy.order_grid()
     worst = spec.worst_case_query_rdp(params, orders=orders)
     half = largest_prefix(
         lambda n: (
@@ -225,14 +225,14 @@ def knn_rounds_budget(
         raise ValueError(f"one Private-kNN query costs more than half of eps = {target:g}")
     first["aggregator"].update(queries=half)
     first["run"]["run_dir"] = str(folder / "round1")
-    first = C.from_dict(first)
+    first = build(first)
     fork_run(base_dir, first)
     Pipeline(first, resume=True, progress=False).run()
     second = _copy(first)
     second["knn"] = {"features": "student", "student_run": str((folder / "round1").resolve())}
     second["aggregator"].update(queries=QUERIES)
     second["run"].update(run_dir=str(folder / "round2"), name=second["run"]["name"] + "-round2")
-    second = C.from_dict(second)
+    second = build(second)
     report = Pipeline(second, resume=True, progress=False).run(internal=True)
     return _row(
         "Private-kNN, 2 rounds",
@@ -262,7 +262,6 @@ def class_means_budget(
     ``seed``: the base run's ``[run] seed`` (recorded; the release's noise is fresh OS entropy
     in every run). ``holdout``: the held-out split of the ``pate-holdout`` protocol
     (benchmarks/utility_holdout.py); the released model is then also scored on it."""
-    from pate.run import config as C
     from pate.run.pipeline import Pipeline
 
     t0 = time.perf_counter()
@@ -277,8 +276,8 @@ def class_means_budget(
     extra = _run_fields(config, seed, holdout)
     agg = {k: v for k, v in config["aggregator"].items() if k not in ("queries",)}
     model = config["student"].get("model", "auto")
-    temperature = C.student_targets(config)
-    combined = C.combine_with_rule(config)
+    temperature = config.student.soft_temperature()
+    combined = bool(config.student.combine_with_rule)
     method = (
         "Noisy class means"
         + ("" if model in ("auto", "cnn28") else f", {model} student")
@@ -294,7 +293,7 @@ def class_means_budget(
         t0=t0,
         aggregator=agg,
         dims=base_config["knn"]["dims"],
-        rule=C.class_means_rule(base_config),
+        rule=base_config.knn.labelling_rule,
         student_model=model,
         student_targets="hard" if temperature is None else "soft",
         **({} if temperature is None else {"student_temperature": temperature}),
@@ -314,11 +313,11 @@ def _class_means_fork(
     the smallest such sigma (public arithmetic), ledger off; returns its config."""
     from pate import mechanisms
     from pate.analysis.class_means import calibrate_class_means_sigma
-    from pate.run import config as C
+    from pate.run.config import build
     from pate.run.pipeline import fork_run
 
     config = _copy(base_config)
-    orders = C.orders(config)
+    orders = config.privacy.order_grid()
     count_weight = mechanisms.get("class-means").with_defaults(config["aggregator"])["count_weight"]
     sigma = calibrate_class_means_sigma(
         eps=target, delta=delta, count_weight=count_weight, orders=orders, conversion=CONVERSION
@@ -328,7 +327,7 @@ def _class_means_fork(
         delta=delta, conversion=CONVERSION, ledger=False, release=False, budget_eps=target
     )
     config["run"]["run_dir"] = str(run_dir)
-    config = C.from_dict(config)
+    config = build(config)
     fork_run(base_dir, config)  # a class-means base: its embeddings and skipped stages
     return config
 
@@ -395,11 +394,10 @@ def run_suffix(seed: int | None) -> str:
 def _run_fields(config: dict, seed: int | None, holdout) -> dict:
     """The row fields of a finished pipeline run: its base run's seed (when one was given) and,
     on the held-out protocol, its released model's scores on the held-out images."""
-    from pate.run import config as C
 
     fields: dict = {} if seed is None else {"seed": seed}
     if holdout is not None:
-        fields.update(_holdout_scores(C.run_directory(config), holdout))
+        fields.update(_holdout_scores(config.run.directory(), holdout))
     return fields
 
 

@@ -65,10 +65,24 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from pate.run.config import (
+    AggregatorTable,
+    DataTable,
+    KnnTable,
+    PartitionTable,
+    PrivacyTable,
+    RunConfig,
+    RunTable,
+    SettingError,
+    StudentTable,
+    TeachersTable,
+    python_wording,
+)
 from pate.run.memory_data import data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 
@@ -80,7 +94,6 @@ DEFAULT_THRESHOLD_FRACTION = 0.8
 #: The sanitized release's parameters when ``release=True`` and none are given (the
 #: Fashion-MNIST config's: order 10 < 1 / (2 beta) = 12.5).
 DEFAULT_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
-_NOISE_PARAMS = ("threshold", "sigma1", "sigma2", "sigma", "scale")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,11 +245,11 @@ def fit(
     out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.core.threads`).
     """
     _prepare_threads(threads)
-    config, data, _, teacher_object, student_object = _prepare(_arguments(locals()))
+    config, data, _, models = _configured(locals())
     return _run_pipeline(
         config,
         data,
-        models={"teacher_model": teacher_object, "student_model": student_object},
+        models=models,
         resume=resume,
         progress=progress,
         threads_given=threads is not None,
@@ -244,16 +257,16 @@ def fit(
 
 
 def _run_pipeline(
-    config: dict, data, *, models: dict, resume: bool, progress: bool, threads_given: bool
+    config: RunConfig, data, *, models: dict, resume: bool, progress: bool, threads_given: bool
 ) -> PateResult:
     """Run every stage of ``config`` (on ``data`` when given in memory, with the caller's model
     objects ``models`` that are not None) and return the result."""
-    from pate.run import config as C
+    from pate.run.config import PYTHON_SOURCE
     from pate.run.pipeline import Pipeline
     from pate.run.stages import THREADS_SOURCE
 
-    pipeline = Pipeline(config, resume=resume, progress=progress, wording="python")
-    pipeline.ctx.objects["caller"] = C.PYTHON_SOURCE  # messages name keyword arguments
+    pipeline = Pipeline(config, resume=resume, progress=progress, wording="python", data=data)
+    pipeline.ctx.objects["caller"] = PYTHON_SOURCE  # messages name keyword arguments
     if threads_given:
         pipeline.ctx.objects[THREADS_SOURCE] = "keyword"
     if data is not None:
@@ -320,21 +333,18 @@ def plan(
     _prepare_threads(threads)
     import tempfile
 
-    from pate.run import planner as P
+    from pate.run import planner
+    from pate.run.config import planning
 
     unused = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
     if run_dir is None:
         run_dir = unused
-    arguments = _arguments(locals())
-    arguments["resume"] = False
-    from pate.run import config as C
-
-    config, data, identity, _, _ = _prepare(arguments)
+    resume = False
+    config, data, identity, _ = _configured(locals())
     if data is None:  # the cache of the run dir given (none for the unnamed default)
-        data = C.load_data(config, cache=arguments["run_dir"] != unused)
-    remaining = P.ledger_remaining(C.ledger_path(config), data, identity)
-    facts = C.plan_facts(config, data, "python")
-    return C.plan_for(config, facts, wording="python", remaining_eps=remaining)
+        data = config.load_data(cache=run_dir != unused)
+    remaining = planner.ledger_remaining(config.privacy.ledger_path(), data, identity)
+    return planning.plan(config, data, wording="python", remaining_eps=remaining)[1]
 
 
 def _prepare_threads(threads) -> None:
@@ -348,24 +358,6 @@ def _prepare_threads(threads) -> None:
     T.prepare_environment()
 
 
-def _arguments(scope: dict) -> dict:
-    """The keyword arguments of fit/plan from their local scope (the same names)."""
-    import inspect
-
-    names = inspect.signature(fit).parameters
-    return {name: scope[name] for name in names}
-
-
-def _fit_arguments(*args, **kwargs) -> dict:
-    """fit's arguments by name (its defaults filled in) of the call ``fit(*args, **kwargs)``:
-    what :func:`_prepare` takes."""
-    import inspect
-
-    bound = inspect.signature(fit).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return dict(bound.arguments)
-
-
 # the noise and mechanism parameters of fit/plan, passed on to [aggregator] when given
 _NOISE_KEYWORDS = (
     "threshold",
@@ -377,103 +369,74 @@ _NOISE_KEYWORDS = (
     "sampling_rate",
     "count_weight",
 )
-# fit's keywords that make the [privacy] table (:func:`_privacy_table`)
-_PRIVACY_KEYWORDS = (
-    "delta",
-    "release",
-    "conversion",
-    "release_order",
-    "release_beta",
-    "release_sigma_ss",
-    "budget_eps",
-    "dataset",
-)
 
 
-def _prepare(arguments: dict):
-    """``(config, data, identity, teacher_object, student_object)`` of fit's / plan's keyword
-    arguments (by name, :func:`_arguments`): the config validated, the data given in memory
-    (None for a dataset name), its identity, the model objects given for teacher and student."""
-    from pate.run import config as C
-
-    a = arguments
-    declared = {k: a[k] for k in ("classes", "split_column", "evaluation_public")}
+def _configured(keywords: Mapping[str, Any]):
+    """``(config, data, identity, models)`` of fit's / plan's keywords (by name): the typed
+    config built from them and validated once, the data given in memory (None for a dataset
+    name) and its identity, the model objects given for teacher and student (by stage key).
+    A config error names the keyword arguments (:func:`pate.run.config.python_wording`)."""
+    given = keywords
+    declared = {name: given[name] for name in ("classes", "split_column", "evaluation_public")}
     data, identity, data_table = data_source(
-        a["private"], a["public"], a["evaluation"], declared, a["dataset"]
+        given["private"], given["public"], given["evaluation"], declared, given["dataset"]
     )
-    if a["records"] is not None:
-        data_table["records"] = a["records"]
-    raw, teacher_object, student_object = _raw_config(a, data_table)
-    run_dir = _run_dir(a["run_dir"], name=a["name"], resume=a["resume"])
-    ledger = a["ledger"]
-    ledger_setting = ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve())
-    config = C.from_dict(
-        raw,
-        source="pate.fit",
-        run_dir=str(run_dir),
-        ledger=False
-        if ledger_setting is False
-        else (None if ledger_setting is True else ledger_setting),
-        data=data,
-        wording="python",
-    )
-    return config, data, identity, teacher_object, student_object
+    teacher_value, teacher_object = _model_setting(given["teacher"], "teacher")
+    student_value, student_object = _model_setting(given["student"], "student")
+    ledger = given["ledger"]
+    release = {name: given[name] for name in DEFAULT_RELEASE if given[name] is not None}
+    try:
+        aggregator, no_teachers = _aggregator_table(given)
+        config = RunConfig.of(
+            run=RunTable.of(
+                name=given["name"],
+                seed=given["seed"],
+                device=given["device"],
+                threads=given["threads"],
+                run_dir=str(_run_dir(given["run_dir"], name=given["name"], resume=given["resume"])),
+            ),
+            data=DataTable.of(**dict(data_table, records=given["records"])),
+            partition=PartitionTable.of()
+            if no_teachers
+            else PartitionTable.of(
+                num_teachers=given["num_teachers"] or "auto", mode=given["partition"]
+            ),
+            teachers=TeachersTable.of(**dict(given["teacher_params"] or {}, model=teacher_value)),
+            aggregator=aggregator,
+            # budget_eps is the dataset's lifetime budget in the ledger, target_eps what this run
+            # may spend: left out, the ledger's budget applies (pate.run.stages.authorize)
+            privacy=PrivacyTable.of(
+                **dict(DEFAULT_RELEASE, **release),
+                delta=given["delta"],
+                release=bool(given["release"]),
+                conversion=given["conversion"],
+                budget_eps=given["budget_eps"],
+                dataset=given["dataset"],
+                ledger=ledger if isinstance(ledger, bool) else str(pathlib.Path(ledger).resolve()),
+            ),
+            student=StudentTable.of(**dict(given["student_params"] or {}, model=student_value)),
+            knn=KnnTable.of(**(given["knn"] or {})),
+        )
+    except SettingError as exc:
+        raise SettingError(
+            exc.table, exc.key, exc.value, f"pate.fit: {python_wording(str(exc))}"
+        ) from None
+    models = {"teacher_model": teacher_object, "student_model": student_object}
+    return config, data, identity, models
 
 
-def _raw_config(a: dict, data_table: dict) -> tuple[dict, Any, Any]:
-    """``(raw config, teacher_object, student_object)`` of fit's keyword arguments ``a``, before
-    validation; ``data_table`` is the ``[data]`` table (:func:`pate.run.memory_data.data_source`)."""
-    given = {name: a[name] for name in _NOISE_KEYWORDS if a[name] is not None}
-    num_teachers, knn, threads = a["num_teachers"], a["knn"], a["threads"]
-    aggregator, no_teachers = _aggregator_table(
-        a["mechanism"],
-        given,
-        num_teachers=num_teachers,
-        knn=knn,
-        target_eps=a["target_eps"],
-        queries=a["queries"],
-        noise_seed=a["noise_seed"],
-    )
-    privacy = _privacy_table(**{name: a[name] for name in _PRIVACY_KEYWORDS})
-    teacher_value, teacher_object = _model_setting(a["teacher"], "teacher")
-    student_value, student_object = _model_setting(a["student"], "student")
-    raw = {
-        "run": {
-            "name": a["name"],
-            **({} if a["seed"] is None else {"seed": a["seed"]}),
-            "device": a["device"],
-            **({} if threads is None else {"threads": threads}),
-        },
-        "data": data_table,
-        "partition": {
-            "num_teachers": "auto" if num_teachers is None else num_teachers,
-            "mode": a["partition"],
-        },
-        "teachers": dict(a["teacher_params"] or {}, model=teacher_value),
-        "aggregator": aggregator,
-        "privacy": privacy,
-        "student": dict(a["student_params"] or {}, model=student_value),
-    }
-    if no_teachers:
-        del raw["partition"]
-        if knn is not None:
-            raw["knn"] = dict(knn)
-    return raw, teacher_object, student_object
-
-
-def _aggregator_table(
-    mechanism: str, given: dict, *, num_teachers, knn, target_eps, queries, noise_seed
-) -> tuple[dict, bool]:
-    """``([aggregator] table, no_teachers)`` of fit's arguments; ``given``: the noise and
-    mechanism parameters passed (not None). ``no_teachers``: the mechanism reads the private
-    records itself (Private-kNN, class-means)."""
+def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
+    """``([aggregator] table, no_teachers)`` of fit's keywords. ``no_teachers``: the mechanism
+    reads the private records itself (Private-kNN, class-means)."""
     from pate import mechanisms
-    from pate.run import planner as P
+    from pate.run import planner
 
-    given = dict(given)
+    noise = {name: given[name] for name in _NOISE_KEYWORDS if given[name] is not None}
+    mechanism, num_teachers, knn = given["mechanism"], given["num_teachers"], given["knn"]
+    target_eps = given["target_eps"]
     if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism
-        mechanism = P.FIXED_NOISE_MECHANISM
-    spec = mechanisms.get(P.AUTO_MECHANISM if mechanism == "auto" else mechanism)
+        mechanism = planner.FIXED_NOISE_MECHANISM
+    spec = mechanisms.get(planner.AUTO_MECHANISM if mechanism == "auto" else mechanism)
     no_teachers = spec.kind.reads_private_records  # Private-kNN: the records vote themselves
     if no_teachers and num_teachers is not None:
         raise TypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
@@ -483,58 +446,25 @@ def _aggregator_table(
             f"the private records ('private-knn', 'class-means') only, not "
             f"{mechanism!r}"
         )
-    voters = given.get("k") if no_teachers else num_teachers
+    voters = noise.get("k") if no_teachers else num_teachers
     if target_eps is not None:
-        for key in spec.calibrated:
-            given.setdefault(key, "auto")
+        for name in spec.calibrated:
+            noise.setdefault(name, "auto")
         if "threshold" in spec.param_names and voters is not None:
-            given.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
-    elif not any(key in given for key in spec.param_names):
+            noise.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
+    elif not any(name in noise for name in spec.param_names):
         raise TypeError(
             "give target_eps= (the noise is calibrated to it) or the noise of "
-            f"{mechanism} ({', '.join(f'{k}=' for k in spec.param_names)})"
+            f"{mechanism} ({', '.join(f'{name}=' for name in spec.param_names)})"
         )
-    aggregator = dict(mechanism=mechanism, **given)
-    if target_eps is not None:
-        aggregator["target_eps"] = float(target_eps)
-    if queries is not None:
-        aggregator["queries"] = int(queries)
-    if noise_seed is not None:
-        aggregator["noise_seed"] = int(noise_seed)
-    return aggregator, no_teachers
-
-
-def _privacy_table(
-    *,
-    delta,
-    release,
-    conversion,
-    release_order,
-    release_beta,
-    release_sigma_ss,
-    budget_eps,
-    dataset,
-) -> dict:
-    """The ``[privacy]`` table of fit's arguments (the release's defaults: ``DEFAULT_RELEASE``)."""
-    release_params = {
-        k: v
-        for k, v in (
-            ("release_order", release_order),
-            ("release_beta", release_beta),
-            ("release_sigma_ss", release_sigma_ss),
-        )
-        if v is not None
-    }
-    # budget_eps is the dataset's lifetime budget in the ledger, target_eps what this run may
-    # spend: left out, the ledger's budget applies (pate.run.stages.authorize)
-    privacy = dict(
-        DEFAULT_RELEASE, **release_params, delta=delta, release=bool(release), conversion=conversion
+    table = AggregatorTable.of(
+        mechanism=mechanism,
+        **noise,
+        target_eps=None if target_eps is None else float(target_eps),
+        queries=None if given["queries"] is None else int(given["queries"]),
+        noise_seed=None if given["noise_seed"] is None else int(given["noise_seed"]),
     )
-    if budget_eps is not None:
-        privacy["budget_eps"] = budget_eps
-    if dataset is not None:
-        privacy["dataset"] = dataset
-    return privacy
+    return table, no_teachers
 
 
 def _run_dir(run_dir, *, name: str, resume: bool):

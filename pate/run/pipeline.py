@@ -30,10 +30,10 @@ import logging
 import os
 import pathlib
 
-from pate.run import config as C
 from pate.run import planner as P
 from pate.run import rundir as R
 from pate.run import stages as S
+from pate.run.config import RunConfig, plan, setting
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
@@ -57,19 +57,25 @@ class Pipeline:
 
     def __init__(
         self,
-        config: dict,
+        config: RunConfig,
         *,
         resume: bool = False,
         progress: bool = True,
         ledger_path: str | os.PathLike | None = None,
         wording: str = "config",
+        data=None,
     ) -> None:
         #: How the plan's refusals name settings: "config" (TOML keys) or "python" (pate.fit).
         self.wording = wording
         if ledger_path is not None:
-            config = C.with_ledger(config, ledger_path)
+            config = config.with_ledger(ledger_path)
         self.resume = bool(resume)
-        run_dir = C.run_directory(config)
+        run_dir = config.run.directory()
+        #: the plan made here, once (:meth:`_plan` logs and writes it)
+        self._made_plan = None
+        if config.needs_plan:  # settings left to the planner: filled in before the run opens
+            data = config.load_data(run_dir=run_dir) if data is None else data
+            config, self._made_plan = plan(config, data, wording=wording)
         if (run_dir / R.STATE).exists():
             if not self.resume:
                 how = (
@@ -81,13 +87,13 @@ class Pipeline:
             run = Run.open(run_dir, progress=progress)
             recorded = run.state.get("config_comparable")
             still_open = R.open_tables(run)  # [student] until it trained
-            now = R.comparable(config, ignore=still_open)
+            now = R.comparable(config.to_dict(), ignore=still_open)
             if not isinstance(recorded, dict) or R.comparable(recorded, ignore=still_open) != now:
                 raise ConfigError(
                     _differs(run_dir, recorded, now, wording=wording, ignore=still_open)
                 )
             #: a table still open changed: config.json is rewritten once the checks passed
-            self._changed = R.comparable(recorded) != R.comparable(config)
+            self._changed = R.comparable(recorded) != R.comparable(config.to_dict())
             run.config = config  # the device may differ
             self.ctx = run
         else:
@@ -99,7 +105,7 @@ class Pipeline:
         return self.ctx.run_dir
 
     @property
-    def config(self) -> dict:
+    def config(self) -> RunConfig:
         return self.ctx.config
 
     @property
@@ -117,10 +123,11 @@ class Pipeline:
         run's plan.json holds it)."""
         if self.ctx.done(STAGES[0]) or (self.run_dir / PLAN).exists():
             return None
-        facts = C.plan_facts(self.config, self.ctx.data, self.wording)
-        plan = C.plan_for(self.config, facts, wording=self.wording)
-        P.log_plan(plan)
-        return plan
+        made = self._made_plan
+        if made is None:  # nothing was left to the planner: its checks, once
+            _, made = plan(self.config, self.ctx.data, wording=self.wording)
+        P.log_plan(made)
+        return made
 
     def run(self, *, until: str | None = None, internal: bool = False) -> dict:
         """Run (or resume) every stage up to and including ``until``; returns the publishable
@@ -166,7 +173,7 @@ def _differs(run_dir, recorded, now: dict, *, wording: str = "config", ignore=()
             a, b = recorded.get(table, {}), now.get(table, {})
             if a != b and isinstance(a, dict) and isinstance(b, dict):
                 key = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))[0]
-                name = C.setting(table, key, source="python" if python else None)
+                name = setting(table, key, source="python" if python else None)
                 where = (
                     f"{name} (started with {a.get(key, '(unset)')!r}, now "
                     f"{b.get(key, '(unset)')!r})"

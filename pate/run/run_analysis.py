@@ -24,8 +24,8 @@ import numpy as np
 from pate import analysis, mechanisms
 from pate.analysis.errors import CorruptFileError
 from pate.core.io import load_npy, read_json
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import PrivacyTable
 from pate.run.rundir import Run
 from pate.run.utility_warnings import scale_warnings, split_utility_warnings
 
@@ -180,7 +180,7 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
         # the records voting on one query (Private-kNN: k; class-means: all of them, counted
         # as declared -- the exact count is internal: pate.run.config.declared_records)
         num_teachers = spec.voters(
-            summary["params"], private_records=C.declared_records(run.config, run.data)[0]
+            summary["params"], private_records=run.config.data.declared_records(run.data)[0]
         )
         return votes, num_teachers
     votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
@@ -190,10 +190,10 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
 def _load_saved(run: Run) -> _Saved:
     """Read the aggregate stage's summary, answered mask and labels (and the votes stage's votes)."""
     config = run.config
-    priv = C.sections(config).privacy
+    priv = config.privacy
     summary = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
     spec = mechanisms.get(summary["mechanism"])
-    orders = C.orders(config)
+    orders = config.privacy.order_grid()
     delta, conversion = priv.delta, priv.conversion
     answered_all = load_npy(run.path(R.ANSWERED), what="the aggregate stage")
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
@@ -275,7 +275,7 @@ def _realised_cost(run: Run, saved: _Saved) -> _Cost:
     )
 
 
-def _release(saved: _Saved, cost: _Cost, priv: C.PrivacySection) -> dict:
+def _release(saved: _Saved, cost: _Cost, priv: PrivacyTable) -> dict:
     """The sanitized release: drawn (and charged) by the aggregate stage, with the parameters
     fixed in the config; without one, nothing data-dependent is released."""
     release = saved.summary.get("release")
@@ -422,7 +422,7 @@ def _run_section(run: Run) -> dict:
     """The ``run`` object of ``analysis.json``: which run, made by which pate-learn."""
     from pate import __version__
 
-    section = C.sections(run.config).run
+    section = run.config.run
     return {
         "name": section.name,
         "run_dir": str(run.run_dir),
@@ -493,8 +493,8 @@ def _privacy_section(
         ),
         "noise_seeded": bool(summary["noise_seeded"]),
         "keys_seeded": R.keys_seed(config) is not None,
-        "calibration": C.calibration(config),
-        "private": C.is_private(config),
+        "calibration": config.calibration(),
+        "private": config.is_private,
         "ledger_enforced": summary.get("dataset") is not None,
         "budget_changes": [] if ledger is None else ledger["budget_changes"],
         "budget": {
@@ -558,7 +558,7 @@ def build_analysis(run: Run) -> dict:
     config = run.config
     saved = _load_saved(run)
     cost = _realised_cost(run, saved)
-    release = _release(saved, cost, C.sections(config).privacy)
+    release = _release(saved, cost, config.privacy)
     guarantee = _guarantee(saved, cost, release)
     curves = _curves(saved, cost)
     vote_margins, relation, teachers = _margins_and_teachers(run, saved)
@@ -568,7 +568,7 @@ def build_analysis(run: Run) -> dict:
     doc = {
         "format": 1,
         "run": _run_section(run),
-        "config": config,
+        "config": config.to_dict(),
         "privacy": _privacy_section(
             config,
             saved,
@@ -589,7 +589,7 @@ def build_analysis(run: Run) -> dict:
         "curves": curves,
         "vote_margins": vote_margins,
     }
-    records, basis = C.declared_records(config, run.data)  # public: never the exact count
+    records, basis = config.data.declared_records(run.data)  # public: never the exact count
     doc["privacy"]["records"] = {"declared": records, "basis": basis}
     u = doc["utility"]
     u["warnings"], u["internal_warnings"] = split_utility_warnings(

@@ -75,11 +75,15 @@ import copy
 import datetime as _dt
 import pathlib
 import secrets
+from typing import TYPE_CHECKING
 
 from pate.analysis.errors import CorruptFileError
 from pate.core import keys as run_keys
 from pate.core.io import atomic_write_json, read_json
 from pate.teachers.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pate.run.config import RunConfig
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
@@ -248,13 +252,11 @@ def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     return out
 
 
-def keys_seed(config: dict) -> int | None:
+def keys_seed(config: RunConfig) -> int | None:
     """The seed the run's keys are derived from: ``[run] seed`` when the user gave one (the
     keys are then reproducible by anyone who knows it: not private), None for keys from OS
     entropy."""
-    from pate.run import config as C
-
-    return C.sections(config).run.seed
+    return config.run.seed
 
 
 def run_key(run: Run, name: str) -> bytes:
@@ -288,7 +290,7 @@ class Run:
     """
 
     def __init__(
-        self, run_dir: pathlib.Path, config: dict, state: dict, *, progress: bool = True
+        self, run_dir: pathlib.Path, config: RunConfig, state: dict, *, progress: bool = True
     ) -> None:
         self.run_dir = pathlib.Path(run_dir)
         self.config = config
@@ -305,15 +307,13 @@ class Run:
     # ---------------------------------------------------------------- creation
 
     @classmethod
-    def create(cls, config: dict, *, progress: bool = True, run_dir=None) -> Run:
+    def create(cls, config: RunConfig, *, progress: bool = True, run_dir=None) -> Run:
         """Start a run in ``run_dir`` (default: the config's); it must be new or empty.
 
         Resolves the ledger once (``run.json`` keeps its absolute path, so every later stage
         and ``--resume`` charges the same ledger whatever the working directory or
         ``$PATE_LEDGER``)."""
-        from pate.run import config as C
-
-        run_dir = pathlib.Path(run_dir or C.run_directory(config))
+        run_dir = pathlib.Path(run_dir or config.run.directory())
         if (run_dir / STATE).exists():
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; pass --resume to "
@@ -329,7 +329,7 @@ class Run:
                 f"run directory {run_dir} exists and is not an empty directory; "
                 "choose another --run-dir / [run] name"
             )
-        ledger, section = C.ledger_path(config), C.sections(config).run
+        ledger, section = config.privacy.ledger_path(), config.run
         state = {
             "format": FORMAT,
             "run_id": new_run_id(section.name),
@@ -338,7 +338,7 @@ class Run:
             # else from one fresh OS-entropy seed kept here (an interrupted run resumes the same)
             "stream_seed": secrets.randbits(63) if section.seed is None else section.seed,
             "ledger": None if ledger is None else str(ledger),
-            "config_comparable": comparable(config),
+            "config_comparable": comparable(config.to_dict()),
         }
         return cls(run_dir, config, state, progress=progress)
 
@@ -357,7 +357,7 @@ class Run:
         self.state = dict(self.state, directory=directory_identity(self.run_dir))
         if "dataset_id" in self.objects:  # the ledger's (keyed) id of the records it starts on
             self.state["dataset_id"] = self.objects["dataset_id"]
-        atomic_write_json(self.run_dir / CONFIG, self.config)
+        atomic_write_json(self.run_dir / CONFIG, self.config.to_dict())
         atomic_write_json(self.run_dir / STATE, self.state)
 
     def check_not_a_copy(self) -> None:
@@ -392,7 +392,7 @@ class Run:
     @classmethod
     def open(cls, run_dir, *, progress: bool = True) -> Run:
         """Reopen a started run from its ``config.json`` and ``run.json``."""
-        from pate.run import config as C
+        from pate.run.config import build
 
         run_dir = pathlib.Path(run_dir)
         if not (run_dir / STATE).is_file():
@@ -401,7 +401,7 @@ class Run:
                 f"`pate run --config FILE --run-dir {run_dir}` or a stage "
                 f"command with --config FILE"
             )
-        config = C.from_dict(read_json(run_dir / CONFIG), source=str(run_dir / CONFIG))
+        config = build(read_json(run_dir / CONFIG), where=str(run_dir / CONFIG))
         state = read_summary(run_dir / STATE, STATE_KEYS - {"ledger"})
         if state.get("format") in (1, 2):
             raise ConfigError(
@@ -418,15 +418,15 @@ class Run:
         run = cls(run_dir, config, state, progress=progress)
         # the lifetime budget the run last ran under: a resume that names it goes on with the
         # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)
-        run.objects["recorded_budget_eps"] = C.sections(config).privacy.budget_eps
+        run.objects["recorded_budget_eps"] = config.privacy.budget_eps
         return run
 
-    def update_config(self, config: dict) -> None:
+    def update_config(self, config: RunConfig) -> None:
         """Replace the config of a started run (a stage command's flags for stages not run
         yet); every finished stage must be unaffected, which the caller checked."""
         self.config = config
-        self.state = dict(self.state, config_comparable=comparable(config))
-        atomic_write_json(self.run_dir / CONFIG, config)
+        self.state = dict(self.state, config_comparable=comparable(config.to_dict()))
+        atomic_write_json(self.run_dir / CONFIG, config.to_dict())
         atomic_write_json(self.run_dir / STATE, self.state)
 
     # ---------------------------------------------------------------- state
@@ -481,9 +481,8 @@ class Run:
         the user's ``dataset=``, never derived from the records); it must carry the name the run
         was started with (the ledger's id of the records, kept in ``run.json``, tells whether
         they are the same records: :func:`pate.run.stages.budget.authorize`)."""
-        from pate.run import config as C
 
-        started_on = C.sections(self.config).data.name
+        started_on = self.config.data.name
         if data.name != started_on:
             raise ConfigError(
                 f"{self.run_dir} was started on the data {started_on!r}, "
@@ -495,16 +494,14 @@ class Run:
     def data(self):
         """The dataset of ``[data]`` (loaded once; torch-free loaders for tabular data)."""
         if self._data is None:
-            from pate.run import config as C
-
-            name = C.sections(self.config).data.name
+            name = self.config.data.name
             if name.startswith("memory:"):
                 raise ConfigError(
                     f"{self.run_dir}: this run's data was given in memory (pate.fit); "
                     "continue it from Python with the same data (pate.fit(..., "
                     "run_dir=..., resume=True))"
                 )
-            self._data = C.load_data(self.config, run_dir=self.run_dir, keep_split_key=True)
+            self._data = self.config.load_data(run_dir=self.run_dir, keep_split_key=True)
         return self._data
 
     def streams(self):
@@ -516,9 +513,8 @@ class Run:
     def noise_streams(self):
         """The aggregator's and the release's noise: OS entropy unless the user seeded it."""
         from pate.core.rng import make_streams
-        from pate.run import config as C
 
-        seed = C.sections(self.config).aggregator.noise_seed
+        seed = self.config.aggregator.noise_seed
         if seed is None:
             return make_streams(secure=True)
         return make_streams(seed)

@@ -4,7 +4,6 @@ warnings"), and the scale check of a user's own model on unscaled tabular inputs
 
 from __future__ import annotations
 
-from pate.run import config as C
 from pate.run.rundir import Run
 
 # Utility rules (docs/student.md, "Utility warnings"); rules of thumb, stated in points of
@@ -163,7 +162,7 @@ def scale_warnings(run: Run, knn: bool) -> list[str]:
     :func:`pate.teachers.scaling.scale_warning`)."""
     from pate.teachers.scaling import scale_warning
 
-    data, s = run.data, C.sections(run.config)
+    data, s = run.data, run.config
     if len(tuple(data.input_shape)) != 1:
         return []
     out = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.run import config as C
+from pate.run.config import load
 from pate.teachers.data import ArraySplit, PateData, load_pate_data
 
 
@@ -56,7 +56,7 @@ def test_the_enlarged_npz_and_its_config(scale_data, tmp_path):
         scale_data.enlarged_npz(data, scale_data.MAX_FACTOR + 1, path)
     out = tmp_path / "c.toml"
     scale_data.scaled_config("fashion-mnist-class-means", path, tmp_path / "fc", out, records=24)
-    config, packaged = C.load(out, ledger=False), C.load("fashion-mnist-class-means", ledger=False)
+    config, packaged = load(out, ledger=False), load("fashion-mnist-class-means", ledger=False)
     assert config["data"]["name"] == f"npz:{path}" and config["data"]["records"] == 24
     assert config["run"]["feature_cache"] == str(tmp_path / "fc")
     assert config["aggregator"] == packaged["aggregator"] and config["knn"] == packaged["knn"]

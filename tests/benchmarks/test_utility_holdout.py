@@ -60,7 +60,7 @@ def test_the_config_points_at_the_file_and_keeps_the_flip_of_the_dataset(holdout
 def test_a_class_means_run_on_the_file_is_scored_from_its_run_directory(
     holdout, digits, small_digits, tmp_path, one_torch_thread
 ):
-    from pate.run import config as C
+    from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
     npz = tmp_path / "private-limited.npz"
@@ -81,10 +81,10 @@ def test_a_class_means_run_on_the_file_is_scored_from_its_run_directory(
         ),
         extra='\n[knn]\nfeatures = "none"\ndims = 16\n',
     )
-    config = C.load(path, run_dir=str(tmp_path / "run"))
+    config = load(path, run_dir=str(tmp_path / "run"))
     config["privacy"]["ledger"] = False
     holdout.holdout_config_edits(config, npz, flip=False, records=800)
-    config = C.from_dict(config)
+    config = build(config)
     # the file's own evaluation split is not declared public: its figures are in the internal report
     report = Pipeline(config, progress=False).run(internal=True)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["data"]["name"].startswith(

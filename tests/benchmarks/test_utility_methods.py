@@ -42,10 +42,9 @@ def test_a_rule_alone_run_costs_its_target_and_scores_the_published_rule(
         extra='\n[knn]\nfeatures = "none"\ndims = 16\nrule = "logistic"\n',
     )
     base, _ = methods.base_run(path, tmp_path / "base", device="cpu")
-    from pate.run import config as C
 
     row = methods.class_means_rule_budget(
-        C.run_directory(base),
+        base.run.directory(),
         base,
         2.0,
         delta=1e-5,
@@ -68,7 +67,6 @@ def test_a_held_out_pate_run_is_seeded_charged_and_scored_on_the_held_out_record
     """--holdout for classic PATE: the base run on the own-data file with the given seed, the
     fork answering until the target, the released student scored on the held-out records that
     were never in the file (as the class-means runs are)."""
-    from pate.run import config as C
     from pate.student.train import Student
 
     holdout = load_benchmark("utility_holdout")
@@ -88,7 +86,7 @@ def test_a_held_out_pate_run_is_seeded_charged_and_scored_on_the_held_out_record
     )
     assert base["run"]["seed"] == 3 and base["data"]["name"] == f"npz:{heldout.path.resolve()}"
     rows = methods.pate_budget(
-        C.run_directory(base),
+        base.run.directory(),
         base,
         2.0,
         delta=1e-5,

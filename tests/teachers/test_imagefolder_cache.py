@@ -143,14 +143,14 @@ def test_a_run_decodes_once_into_the_cache_beside_it(tmp_path, monkeypatch):
     """`pate run` on an image folder: the decoded images land in `.feature-cache` beside the
     run directory; a second run elsewhere in that folder decodes nothing; `[run] feature_cache
     = false` keeps them in memory and writes no cache."""
-    from pate.run import config as C
+    from pate.run.config import load
     from pate.run.pipeline import Pipeline
 
     monkeypatch.delenv("PATE_FEATURE_CACHE", raising=False)
     name = _folder(tmp_path / "images")
 
     def config(run: str, **run_table):
-        return C.load(
+        return load(
             REPO / "configs" / "digits.toml",
             run_dir=str(tmp_path / "runs" / run),
             ledger=False,

@@ -154,7 +154,7 @@ def test_bad_values_get_the_same_message_and_leave_no_entry(tmp_path, save):
 def test_a_run_reads_an_npz_pool_through_the_cache_beside_it(tmp_path, monkeypatch):
     from sklearn.datasets import load_digits
 
-    from pate.run import config as C
+    from pate.run.config import load
     from pate.run.pipeline import Pipeline
 
     monkeypatch.delenv("PATE_FEATURE_CACHE", raising=False)
@@ -164,7 +164,7 @@ def test_a_run_reads_an_npz_pool_through_the_cache_beside_it(tmp_path, monkeypat
     np.savez_compressed(path, x=digits.images[:, None] / 16.0, y=digits.target, split=marks)
 
     def config(run: str):
-        return C.load(
+        return load(
             REPO / "configs" / "digits.toml",
             run_dir=str(tmp_path / "runs" / run),
             ledger=False,

@@ -146,14 +146,14 @@ def test_local_backend_never_imports_ray(tmp_path, small_digits):
     ],
 )
 def test_cluster_settings_are_checked_before_any_work(tmp_path, small_digits, extra, match):
-    from pate.run import config as C
+    from pate.run.config import load
     from pate.teachers.errors import ConfigError
 
     path = small_digits(tmp_path, extra=f"\n[cluster]\n{extra}\n")
     if 'backend = "ray"' in extra and ray is None:
         pytest.skip("Ray is not installed")
     with pytest.raises(ConfigError, match=r"\[cluster\]") as err:
-        C.load(path, run_dir=str(tmp_path / "run"))
+        load(path, run_dir=str(tmp_path / "run"))
     assert match in str(err.value)
     assert not (tmp_path / "run").exists()
 

@@ -56,10 +56,10 @@ def cache_root(args: argparse.Namespace) -> pathlib.Path | None:
             raise ValueError("--cache-dir must name a folder, got an empty string")
         return pathlib.Path(args.cache_dir).expanduser()
     if args.config is not None:
-        from pate.run import config as C
+        from pate.run.config import load
 
-        config = C.load(args.config, ledger=False)
-        return C.feature_cache_root(config, run_dir=C.run_directory(config))
+        config = load(args.config, ledger=False)
+        return config.run.feature_cache_root(run_dir=config.run.directory())
     return resolve_root(None, runs_root=pathlib.Path("runs"))
 
 

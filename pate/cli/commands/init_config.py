@@ -64,9 +64,9 @@ def add_parser(subparsers) -> None:
 
 
 def _names() -> dict:
-    from pate.run import config as C
+    from pate.run.config import packaged_configs
 
-    return C.packaged_configs()
+    return packaged_configs()
 
 
 def packaged_name(name: str) -> str:

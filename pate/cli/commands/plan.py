@@ -10,7 +10,7 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    from pate.run import config as C
+    from pate.run.config import packaged_configs
 
     p = subparsers.add_parser(
         "plan",
@@ -31,7 +31,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--config",
         required=True,
-        help=f"a TOML file, or a config shipped with pate-learn: {', '.join(C.packaged_configs())}",
+        help=f"a TOML file, or a config shipped with pate-learn: {', '.join(packaged_configs())}",
     )
     p.add_argument("--seed", type=int, help="override [run] seed")
     p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
@@ -48,11 +48,11 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pate.cli.commands.stage_cli import table_overrides
-    from pate.run import config as C
-    from pate.run import planner as P
+    from pate.run import planner
+    from pate.run.config import load, planning
 
     ledger = False if args.no_ledger else args.ledger
-    config = C.load(
+    config = load(
         args.config,
         seed=args.seed,
         device=args.device,
@@ -60,12 +60,12 @@ def run(args: argparse.Namespace) -> int:
         ledger=ledger,
         overrides=table_overrides(args, ("cluster",)),
     )
-    data = C.load_data(config)
-    plan = C.plan_for(
+    data = config.load_data()
+    _, plan = planning.plan(
         config,
-        C.plan_facts(config, data),
+        data,
         wording="config",
-        remaining_eps=P.ledger_remaining(C.ledger_path(config), data),
+        remaining_eps=planner.ledger_remaining(config.privacy.ledger_path(), data),
     )
     if args.json:
         json.dump(plan.to_dict(), sys.stdout, indent=2)

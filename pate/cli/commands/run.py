@@ -9,7 +9,7 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    from pate.run import config as C
+    from pate.run.config import packaged_configs
 
     p = subparsers.add_parser(
         "run",
@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--config",
         help="a TOML file, or a config shipped with pate-learn: "
-        f"{', '.join(C.packaged_configs())} (`pate init-config --list`); with "
+        f"{', '.join(packaged_configs())} (`pate init-config --list`); with "
         "--resume --run-dir DIR it may be left out: the run's own config.json is "
         "used",
     )
@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         table_overrides,
         threads_override,
     )
-    from pate.run import config as C
     from pate.run import rundir as R
+    from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
     ledger = False if args.no_ledger else args.ledger
@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
                 f"--run-dir {args.run_dir} holds no run ({saved} is missing); "
                 "start it with --config FILE"
             )
-        config = C.from_dict(
+        config = build(
             json.loads(saved.read_text()),
-            source=str(saved),
+            where=str(saved),
             seed=args.seed,
             device=args.device,
             run_dir=args.run_dir,
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             overrides=overrides,
         )
     else:
-        config = C.load(
+        config = load(
             args.config,
             seed=args.seed,
             device=args.device,

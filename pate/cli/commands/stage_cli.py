@@ -192,10 +192,14 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
 
 def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
     """One flag per key of the config table ``table`` (``pate run`` uses it for ``[cluster]``)."""
-    from pate.run.config import SCHEMA
+    from pate import mechanisms
+    from pate.run.config import keys_of
 
+    declared = {name: field.metadata["kind"] for name, field in keys_of(table).items()}
+    if table == "aggregator":  # the mechanisms' noise parameters: a number or "auto"
+        declared.update({name: (float, str) for name in mechanisms.all_param_names()})
     group = parser.add_argument_group(f"[{table}] settings (override the config's)")
-    for key, (want, _default) in SCHEMA[table].items():
+    for key, want in declared.items():
         if (table, key) in NOT_FLAGS:
             continue
         flag, dest = _flag(table, key), _dest(table, key)
@@ -266,8 +270,8 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     changes no file of the run."""
     import pathlib
 
-    from pate.run import config as C
     from pate.run import stages
+    from pate.run.config import build, load, planning
     from pate.run.rundir import STATE, Run
     from pate.teachers.errors import ConfigError
 
@@ -287,20 +291,22 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 f"--seed: the seed of {run_dir} was fixed when the run started; "
                 "use a new --run-dir for another seed"
             )
-        config = C.from_dict(
-            run.config,
-            source=str(run_dir / "config.json"),
+        config = build(
+            run.config.to_dict(),
+            where=str(run_dir / "config.json"),
             overrides=overrides,
             device=args.device,
             ledger=None if ledger is None else ledger,
         )
-        if C.ledger_path(config) != run.ledger_path:
+        if config.privacy.ledger_path() != run.ledger_path:
             raise ConfigError(
                 f"{run_dir} charges the ledger {run.ledger_path or '(none: off)'} "
                 "since it started; --ledger/--no-ledger cannot change that: use a "
                 "new --run-dir"
             )
-        changed = sorted(t for t in config if t != "run" and config[t] != run.config[t])
+        changed = sorted(
+            t for t in TABLE_STAGE if t != "run" and getattr(config, t) != getattr(run.config, t)
+        )
         finished = [t for t in changed if TABLE_STAGE[t] is not None and run.done(TABLE_STAGE[t])]
         if finished:
             raise ConfigError(
@@ -308,7 +314,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 f"[{finished[0]}] settings in its config.json; a flag cannot change "
                 "them now: use a new --run-dir"
             )
-        save = bool(changed) or C.sections(config).run != C.sections(run.config).run
+        save = bool(changed) or config.run != run.config.run
         # in memory only: preflight below checks it (device, data, the ledger's budget), and
         # config.json / run.json are rewritten only once it passed (a refused command changes
         # no file)
@@ -320,7 +326,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 f"--run-dir {run_dir} holds no run yet: pass --config FILE to start "
                 "one (e.g. --config configs/digits.toml)"
             )
-        config = C.load(
+        config = load(
             args.config,
             seed=args.seed,
             device=args.device,
@@ -328,6 +334,8 @@ def open_run(args, tables: tuple[str, ...], stage: str):
             ledger=ledger,
             overrides=overrides,
         )
+        if config.needs_plan:  # settings left to the planner: filled in from the data's sizes
+            config, _ = planning.plan(config, config.load_data(run_dir=run_dir))
         run = Run.create(config, progress=progress, run_dir=run_dir)  # writes nothing yet
     mark_threads_flag(args, run)
     stages.preflight(run, stages=(stage,))

@@ -8,12 +8,12 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  pate.core.threads, docs/threads.md), feature_cache (the folder of the on-disk
                  front-end feature cache, relative to the config file, or false; default
                  $PATE_FEATURE_CACHE, else <runs root>/.feature-cache:
-                 :func:`feature_cache_root`, docs/feature_cache.md)
+                 :meth:`RunTable.feature_cache_root`, docs/feature_cache.md)
     [data]       name*, root, download, public_size, eval_size, image_size (imagefolder: the
                  size images are resized to, N or [height, width]; default the first image's),
                  records (* for your own data: the approximate number of private records,
                  declared public; the plan and every published figure use it, never the exact
-                 count: :func:`declared_records`; built-in datasets declare their own size)
+                 count: :meth:`DataTable.declared_records`; built-in datasets declare their own size)
                  and the public facts the user declares: classes (the label set, a list of
                  class names; never read from the private labels), split_column (default
                  "split": the csv column / npz array marking each row of a pool private,
@@ -51,7 +51,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  of 4 and >= 8, "kernel" for a class-means table, else "none") and dims
                  (default 64; a kernel's from the noise and the sizes,
                  pate.core.mean_release.kernel_dims): principal axes fitted on the public split
-                 only (:func:`knn_settings`); or
+                 only (:meth:`RunConfig.knn_settings`); or
                  features = "student" with student_run = an earlier run's directory: that run's
                  released student embeds (a next round; its privacy cost is composed into this
                  run's guarantee, see pate.run.stages)
@@ -76,86 +76,57 @@ off and ``[privacy] private = false`` marks the run as not private.
 
 The package, one concern per module (each imports only those listed before it):
 
-``messages``    how a message names a setting (a TOML key or a keyword of :func:`pate.fit`),
-                :func:`error_at` and :func:`checked`.
-``schema``      the tables, keys, types and defaults (:data:`SCHEMA`) and :func:`normalize`.
-``sections``    a validated config as typed sections, one frozen dataclass per table
-                (:func:`sections`: ``C.sections(config).run.device``); the dict stays the
-                on-disk format.
-``settings``    what a validated config says, read once (:func:`teacher_settings`,
-                :func:`aggregator_params`, :func:`calibration`, :func:`ledger_path`, ...).
-``validation``  the semantic checks, one function per table (:func:`validate`).
-``planning``    the planner with this package's calibration and orders (:func:`plan_config`).
+``errors``      :class:`SettingError`, which names ``(table, key, value)``.
+``keys``        how a key is declared: :func:`key` (type, default, constraints such as
+                :class:`Interval` and :class:`Options`, the :func:`pate.fit` keyword).
+``tables``      one frozen dataclass per table, each key declared once, and what the table
+                says (``config.privacy.ledger_path()``, ``config.run.directory()``, ...).
+``validation``  the checks across keys (:func:`validate`, run by ``RunConfig.from_dict``).
+``run_config``  :class:`RunConfig`, the whole config (``from_dict``, ``to_dict``, ``of``) and
+                what it says across tables (``config.aggregator_params()``, ...).
+``messages``    how a message names a setting for its caller: a TOML key or a keyword of
+                :func:`pate.fit` (:func:`setting`, :func:`python_wording`).
+``planning``    the plan step (:func:`plan`): the planner fills in what is left to it, once.
 ``loading``     the packaged configs, ``--config`` resolved, TOML read, overrides merged
-                (:func:`load`, :func:`from_dict`).
+                (:func:`load`, :func:`build`).
 """
 
+from pate.run.config.errors import SettingError
+from pate.run.config.keys import Interval, Options, key
 from pate.run.config.loading import (
     CONFIGS_FOLDER,
     CONFIGS_PACKAGE,
-    from_dict,
+    build,
     load,
     packaged_configs,
-    plan_facts,
     read_toml,
     resolve_config,
 )
 from pate.run.config.messages import (
-    PYTHON_NAMES,
     PYTHON_SOURCE,
     assignment,
     budget_command,
-    checked,
-    error_at,
+    python_wording,
     setting,
 )
-from pate.run.config.planning import plan_config, plan_for
-from pate.run.config.schema import (
-    KNN_DEFAULTS,
+from pate.run.config.planning import facts_of, plan
+from pate.run.config.run_config import SPLIT_KEY_PATH, RunConfig, evaluation_split_key
+from pate.run.config.tables import (
     PLANNED,
-    REQUIRED,
-    SCHEMA,
-    UNUSED_RELEASE,
-    normalize,
-)
-from pate.run.config.sections import (
-    SECTION_TYPES,
-    AggregatorSection,
-    ClusterSection,
-    DataSection,
-    KnnSection,
-    PartitionSection,
-    PrivacySection,
-    RunSection,
-    Sections,
-    StudentSection,
-    TeachersSection,
-    sections,
-    set_budget_eps,
-    with_ledger,
-)
-from pate.run.config.settings import (
     SOFT_TARGET_TEMPERATURE,
-    SPLIT_KEY_PATH,
-    aggregator_params,
-    calibration,
-    class_means_rule,
-    cluster_settings,
-    combine_with_rule,
-    data_settings,
-    declared_records,
-    evaluation_split_key,
-    feature_cache_root,
-    is_private,
-    knn_settings,
-    ledger_path,
-    load_data,
-    noise_seeded,
-    orders,
-    run_directory,
-    student_settings,
-    student_targets,
-    teacher_settings,
+    TABLE_TYPES,
+    UNUSED_RELEASE,
+    AggregatorTable,
+    ClusterTable,
+    DataTable,
+    KnnTable,
+    PartitionTable,
+    PrivacyTable,
+    RunTable,
+    StudentTable,
+    TeachersTable,
+    keys_of,
+    keyword,
 )
 from pate.run.config.validation import validate
 from pate.teachers.errors import ConfigError
@@ -163,62 +134,40 @@ from pate.teachers.errors import ConfigError
 __all__ = [
     "CONFIGS_FOLDER",
     "CONFIGS_PACKAGE",
-    "KNN_DEFAULTS",
     "PLANNED",
-    "PYTHON_NAMES",
     "PYTHON_SOURCE",
-    "REQUIRED",
-    "SCHEMA",
-    "SECTION_TYPES",
     "SOFT_TARGET_TEMPERATURE",
+    "SPLIT_KEY_PATH",
+    "TABLE_TYPES",
     "UNUSED_RELEASE",
-    "AggregatorSection",
-    "ClusterSection",
+    "AggregatorTable",
+    "ClusterTable",
     "ConfigError",
-    "DataSection",
-    "KnnSection",
-    "PartitionSection",
-    "PrivacySection",
-    "RunSection",
-    "Sections",
-    "StudentSection",
-    "TeachersSection",
-    "aggregator_params",
+    "DataTable",
+    "Interval",
+    "KnnTable",
+    "Options",
+    "PartitionTable",
+    "PrivacyTable",
+    "RunConfig",
+    "RunTable",
+    "SettingError",
+    "StudentTable",
+    "TeachersTable",
     "assignment",
     "budget_command",
-    "calibration",
-    "checked",
-    "class_means_rule",
-    "cluster_settings",
-    "combine_with_rule",
-    "data_settings",
-    "declared_records",
-    "error_at",
-    "feature_cache_root",
-    "from_dict",
-    "is_private",
-    "knn_settings",
-    "ledger_path",
+    "build",
+    "evaluation_split_key",
+    "facts_of",
+    "key",
+    "keys_of",
+    "keyword",
     "load",
-    "noise_seeded",
-    "normalize",
-    "orders",
     "packaged_configs",
-    "plan_config",
-    "plan_facts",
-    "plan_for",
+    "plan",
+    "python_wording",
     "read_toml",
     "resolve_config",
-    "load_data",
-    "evaluation_split_key",
-    "SPLIT_KEY_PATH",
-    "run_directory",
-    "sections",
-    "set_budget_eps",
     "setting",
-    "student_settings",
-    "student_targets",
-    "teacher_settings",
     "validate",
-    "with_ledger",
 ]

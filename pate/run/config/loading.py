@@ -1,8 +1,8 @@
 """Reading a config: the packaged configs (:func:`packaged_configs`), a ``--config`` value
 resolved to a file (:func:`resolve_config`), the TOML read (:func:`read_toml`), and
-:func:`load` / :func:`from_dict`: the command-line overrides merged in, then
-:func:`pate.run.config.schema.normalize`, the planner where settings are left to it, and
-:func:`pate.run.config.validation.validate`."""
+:func:`load` / :func:`build`: the command-line overrides merged in, then
+:meth:`pate.run.config.tables.RunConfig.from_dict` (parsed and validated once; nothing is
+planned and no data is read: :func:`pate.run.config.planning.plan`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ import pathlib
 import tomllib
 from typing import Any
 
-from pate.run.config.messages import error_at
-from pate.run.config.planning import plan_config
-from pate.run.config.schema import normalize
-from pate.run.config.settings import declared_records, load_data
-from pate.run.config.validation import validate
+from pate.run.config.errors import SettingError
+from pate.run.config.run_config import RunConfig
 from pate.teachers.errors import ConfigError
 
 #: Where the configs that ship with pate-learn lie: the folder ``configs`` of the package
@@ -92,29 +89,25 @@ def load(
     run_dir: str | None = None,
     ledger: str | bool | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
-) -> dict:
-    """Read, apply the command-line overrides to, normalize and validate a TOML config.
+) -> RunConfig:
+    """Read a TOML config, apply the command-line overrides, parse and validate it; an error
+    starts with the file's path.
 
     ``overrides`` maps a table to the keys a command's flags set (``{"aggregator": {"sigma1":
     100.0}}``); ``ledger`` overrides ``[privacy] ledger`` (a path, or False). A relative
-    ``[privacy] ledger`` path in the file is resolved against the file's folder.
+    ``[privacy] ledger`` or ``[run] feature_cache`` path in the file is resolved against the
+    file's folder.
     """
     path = resolve_config(path)
     raw = read_toml(path)
-    path = pathlib.Path(str(path))
-    privacy = raw.get("privacy")
-    if isinstance(privacy, dict) and isinstance(privacy.get("ledger"), str) and privacy["ledger"]:
-        privacy["ledger"] = str(
-            (path.parent / pathlib.Path(privacy["ledger"]).expanduser()).resolve()
-        )
-    run = raw.get("run")
-    if isinstance(run, dict) and isinstance(run.get("feature_cache"), str) and run["feature_cache"]:
-        run["feature_cache"] = str(
-            (path.parent / pathlib.Path(run["feature_cache"]).expanduser()).resolve()
-        )
-    return from_dict(
+    folder = pathlib.Path(str(path)).parent
+    for table, name in (("privacy", "ledger"), ("run", "feature_cache")):
+        section = raw.get(table)
+        if isinstance(section, dict) and isinstance(section.get(name), str) and section[name]:
+            section[name] = str((folder / pathlib.Path(section[name]).expanduser()).resolve())
+    return build(
         raw,
-        source=str(path),
+        where=str(path),
         seed=seed,
         device=device,
         run_dir=run_dir,
@@ -123,73 +116,42 @@ def load(
     )
 
 
-def from_dict(
+def build(
     raw: dict,
     *,
-    source: str = "config",
+    where: str | None = None,
     seed: int | None = None,
     device: str | None = None,
     run_dir: str | None = None,
     ledger: str | bool | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
-    facts=None,
-    data=None,
-    wording: str = "config",
-) -> dict:
+) -> RunConfig:
     """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
-    ``config.json``): overrides, normalisation and validation. ``raw`` is not modified.
-
-    Settings left to the planner (``[partition] num_teachers`` missing or "auto", ``[aggregator]
-    queries = "auto"``, ``mechanism = "auto"``, ...: :func:`pate.run.planner.needs_plan`) are filled in
-    by :func:`pate.run.planner.plan_config` from ``facts`` (:class:`pate.run.planner.Facts`; when
-    None, the public facts of ``data``, or of the ``[data]`` source loaded when ``data`` is None
-    too: :func:`plan_facts`), after every other setting is validated; a plan that cannot give
-    a useful student raises :class:`pate.run.planner.PlanError` naming the setting in ``wording``
-    ("config": TOML keys; "python": keyword arguments)."""
+    ``config.json``): the overrides applied, then parsed and validated once; ``raw`` is not
+    modified. An error starts with ``where`` (the file), when given."""
     raw = copy.deepcopy(raw)
     if not isinstance(raw, dict):
-        raise error_at(source, "the configuration must be a TOML table")
+        raise ConfigError(f"{where or 'config'}: the configuration must be a TOML table")
     for table, values in (overrides or {}).items():
         section = raw.setdefault(table, {})
         if isinstance(section, dict):
             section.update({k: v for k, v in values.items() if v is not None})
     run = raw.setdefault("run", {})
     if isinstance(run, dict):
-        if seed is not None:
-            run["seed"] = seed
-        if device is not None:
-            run["device"] = device
-        if run_dir is not None:
-            run["run_dir"] = str(run_dir)
-    if ledger is not None:
-        privacy = raw.setdefault("privacy", {})
-        if isinstance(privacy, dict):
-            privacy["ledger"] = (
-                str(pathlib.Path(ledger).expanduser().resolve()) if ledger is not False else False
-            )
-    config = normalize(raw, source=source)
-    from pate.run import planner as P
-
-    if P.needs_plan(config):
-        validate(P.probe(config), source=source)  # every other setting, as usual
-        if facts is None:
-            facts = plan_facts(config, _load_data(config) if data is None else data, wording)
-        config, _ = plan_config(config, facts, wording=wording)
-    validate(config, source=source)
-    return config
-
-
-def plan_facts(config: dict, data, wording: str = "config"):
-    """The public facts (:class:`pate.run.planner.Facts`) a plan of ``config`` is made from:
-    ``data``'s public sizes with the declared number of private records
-    (:func:`pate.run.config.declared_records`; a declaration far from the loaded split's count is
-    refused: :func:`pate.run.planner.facts_of`)."""
-    from pate.run import planner as P
-
-    records, basis = declared_records(config, data)
-    return P.facts_of(data, records=records, basis=basis, wording=wording)
-
-
-def _load_data(config: dict):
-    """The ``[data]`` source, loaded to count its records for the planner."""
-    return load_data(config)
+        given = {
+            "seed": seed,
+            "device": device,
+            "run_dir": None if run_dir is None else str(run_dir),
+        }
+        run.update({k: v for k, v in given.items() if v is not None})
+    privacy = raw.setdefault("privacy", {})
+    if ledger is not None and isinstance(privacy, dict):
+        privacy["ledger"] = (
+            str(pathlib.Path(ledger).expanduser().resolve()) if ledger is not False else False
+        )
+    try:
+        return RunConfig.from_dict(raw)
+    except SettingError as exc:
+        if where is not None:
+            exc.args = (f"{where}: {exc}",)
+        raise

@@ -1,44 +1,27 @@
-"""How the config's messages name a setting: a TOML key (``[privacy] budget_eps``) for a
-config file, a keyword argument (``budget_eps=``) for :func:`pate.fit`; and the two helpers
-every check of the config package raises through (:func:`error_at`, :func:`checked`)."""
+"""How a message names a setting for its caller: a TOML key (``[privacy] budget_eps``) for the
+command line, a keyword argument (``budget_eps=``) for :func:`pate.fit`. The config's errors
+name TOML keys (:class:`pate.run.config.tables.SettingError`); the Python front end words them
+once (:func:`python_wording`)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
-from pate.teachers.errors import ConfigError
+from pate.run.config.tables import TABLE_TYPES, keys_of, keyword
 
-#: The ``source`` of a config built by :func:`pate.fit` (:func:`from_dict`): its messages name
-#: keyword arguments, not TOML keys (:func:`setting`).
+#: The ``source`` of a run started by :func:`pate.fit`: its run-time messages name keyword
+#: arguments, not TOML keys (:func:`setting`).
 PYTHON_SOURCE = "pate.fit"
-#: The sources whose messages name keyword arguments (``"python"``: the planner's wording).
 _PYTHON_SOURCES = frozenset({PYTHON_SOURCE, "python"})
-
-#: How :func:`pate.fit` spells a config key, where it is not ``key=`` itself.
-PYTHON_NAMES = {
-    ("partition", "mode"): "partition=",
-    ("privacy", "ledger"): "ledger=",
-    ("privacy", "release"): "release=",
-    ("run", "run_dir"): "run_dir=",
-    ("data", "name"): "private=",
-    ("teachers", "model"): "teacher=",
-    ("student", "model"): "student=",
-}
 
 
 def setting(table: str, key: str, *, source: str | None) -> str:
-    """A config key as the caller wrote it: ``budget_eps=`` (a keyword argument) for a config
-    from :func:`pate.fit` (``source == PYTHON_SOURCE``), else the TOML key ``[privacy]
-    budget_eps``. Messages build their names with this, never by rewriting text."""
-    if source in _PYTHON_SOURCES:
-        if (table, key) in PYTHON_NAMES:
-            return PYTHON_NAMES[table, key]
-        if table in ("teachers", "student"):
-            return f"{table.removesuffix('s')}_params={{{key!r}: ...}}"
-        return f"{key}="
-    return f"[{table}] {key}"
+    """A config key as the caller wrote it: ``budget_eps=`` (a keyword argument) for a run of
+    :func:`pate.fit` (``source == PYTHON_SOURCE``), else the TOML key ``[privacy] budget_eps``."""
+    return keyword(table, key) if source in _PYTHON_SOURCES else f"[{table}] {key}"
 
 
 def assignment(table: str, key: str, value: Any, *, source: str | None) -> str:
@@ -46,10 +29,8 @@ def assignment(table: str, key: str, value: Any, *, source: str | None) -> str:
     ``[privacy] budget_eps = 120`` in a TOML config."""
     text = f"{value:g}" if isinstance(value, float) else json.dumps(value)
     if source in _PYTHON_SOURCES:
-        return setting(table, key, source=source) + (
-            text if not isinstance(value, str) else repr(value)
-        )
-    return f"{setting(table, key, source=source)} = {text}"
+        return keyword(table, key) + (text if not isinstance(value, str) else repr(value))
+    return f"[{table}] {key} = {text}"
 
 
 def budget_command(
@@ -68,16 +49,18 @@ def budget_command(
     )
 
 
-def error_at(where: str, message: str) -> ConfigError:
-    """The :class:`ConfigError` of a check: ``where`` (the config file or ``pate.fit``), then what
-    is wrong and what to do."""
-    return ConfigError(f"{where}: {message}")
+_TOML_KEY = re.compile(r"\[(\w+)\] (\w+)")
 
 
-def checked(where: str, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``, its ``ValueError`` or ``TypeError`` turned into a
-    :class:`ConfigError` that starts with ``where``."""
-    try:
-        return fn(*args, **kwargs)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+def python_wording(message: str) -> str:
+    """``message`` (a config error, naming TOML keys) as :func:`pate.fit` words it: each
+    ``[table] key`` of a declared key becomes its keyword (``[privacy] budget_eps`` ->
+    ``budget_eps=``); a table named alone stays."""
+
+    def name(match: re.Match) -> str:
+        table, key = match.groups()
+        if table in TABLE_TYPES and (key in keys_of(table) or table == "aggregator"):
+            return keyword(table, key)
+        return match.group(0)
+
+    return _TOML_KEY.sub(name, message)

@@ -1,38 +1,50 @@
-"""The planner (:mod:`pate.run.planner`) with this package's calibration and orders: what
-:func:`pate.run.config.from_dict` and the commands call to fill in and check a plan."""
+"""The plan step of a config (:func:`plan`): the planner (:mod:`pate.run.planner`) fills in
+what the config leaves open and checks the rest against the data's public facts, once."""
 
 from __future__ import annotations
 
-from pate.run.config.settings import calibration, orders
+import dataclasses
+
+from pate.run.config.run_config import RunConfig
 
 
-def plan_config(
-    config: dict, facts, *, wording: str = "config", remaining_eps: float | None = None
+def plan(
+    config: RunConfig,
+    data=None,
+    *,
+    facts=None,
+    wording: str = "config",
+    remaining_eps: float | None = None,
 ):
-    """:func:`pate.run.planner.plan_config` with this module's calibration and orders: ``(filled
-    config, plan)``, or :class:`pate.run.planner.PlanError`."""
-    from pate.run import planner as P
+    """``(planned config, plan)``: ``config`` with what it left to the planner filled in
+    (validated once more only then), and the :class:`pate.run.planner.Plan`, made from
+    ``facts`` (None: the public facts of ``data``, or of the ``[data]`` source loaded when
+    ``data`` is None too: :func:`facts_of`). Raises :class:`pate.run.planner.PlanError`
+    naming the setting as ``wording`` says ("config": TOML keys, "python": keywords)."""
+    from pate.run import planner
 
-    return P.plan_config(
-        config,
+    if facts is None:
+        facts = facts_of(config, config.load_data() if data is None else data, wording)
+    given = config.to_dict()
+    filled, made = planner.plan_config(
+        given,
         facts,
-        calibration=calibration,
-        orders=orders,
+        calibration=lambda d: RunConfig.parse(d).calibration(),
+        orders=lambda d: RunConfig.parse(d).privacy.order_grid(),
         wording=wording,
         remaining_eps=remaining_eps,
     )
+    earlier = dict((config.planned or {}).get("filled") or {})
+    made = dataclasses.replace(made, filled=dict(earlier, **made.filled))
+    return (config if filled == given else RunConfig.from_dict(filled)), made
 
 
-def plan_for(config: dict, facts, *, wording: str = "config", remaining_eps: float | None = None):
-    """:func:`pate.run.planner.plan_for` (the plan of a filled config) with this module's
-    calibration and orders."""
-    from pate.run import planner as P
+def facts_of(config: RunConfig, data, wording: str = "config"):
+    """The public facts (:class:`pate.run.planner.Facts`) a plan of ``config`` is made from:
+    ``data``'s public sizes with the declared number of private records
+    (:meth:`pate.run.config.tables.DataTable.declared_records`; a declaration far from the
+    loaded split's count is refused: :func:`pate.run.planner.facts_of`)."""
+    from pate.run import planner
 
-    return P.plan_for(
-        config,
-        facts,
-        calibration=calibration,
-        orders=orders,
-        wording=wording,
-        remaining_eps=remaining_eps,
-    )
+    records, basis = config.data.declared_records(data)
+    return planner.facts_of(data, records=records, basis=basis, wording=wording)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from pate import mechanisms
-from pate.run import config as C
+from pate.run.config import RunConfig
 from pate.run.report import formatting as F
 
 __all__ = [
@@ -85,7 +85,7 @@ def _rule_text(a: dict) -> str:
         return ""
     from pate.core.mean_release import RULE_TEXT
 
-    rule = C.class_means_rule(a["config"])
+    rule = RunConfig.parse(a["config"]).knn.labelling_rule
     return f'Labelling rule ([knn] rule = "{rule}", post-processing): {RULE_TEXT[rule]}. '
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pate import mechanisms
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.aggregate_release import aggregate_release
@@ -39,7 +38,7 @@ def aggregate(run: Run) -> dict:
     the module docstring). A crash between drawing and publishing leaves the pending file, which
     ``--resume`` charges and publishes; a crash after a draw and before the pending write leaves
     a drawn reservation, which the resume forfeits (the budget is lost, never freed)."""
-    spec = C.sections(run.config).aggregator.spec
+    spec = run.config.aggregator.spec
     run_id = run.run_id + ":aggregate"
     run.check_not_a_copy()  # a copied run directory never draws or charges under this run id
     ledger = run.ledger()

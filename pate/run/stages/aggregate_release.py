@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from pate.core.errors import BudgetExceededError
-from pate.run import config as C
 from pate.run.rundir import Run
 from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
@@ -159,7 +158,7 @@ def _release_asker(
             queries=queries,
             num_classes=num_classes,
             rng=run.noise_streams().noise,
-            rule=C.class_means_rule(run.config),
+            rule=run.config.knn.labelling_rule,
         )
         answers.scores[:queries] = scores
         answers.labels[:queries] = np.argmax(scores, axis=1)  # the rule's predict

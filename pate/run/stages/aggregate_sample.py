@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pate.core.errors import BudgetExceededError
-from pate.run import config as C
+from pate.run.config import setting
 from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
@@ -75,7 +75,7 @@ def _first_round(
                 + (
                     raise_hint(run, ledger, dataset, max(1, inputs.queries) * worst)
                     if ledger is not None
-                    else f"raise {C.setting('privacy', 'budget_eps', source=caller_of(run))}"
+                    else f"raise {setting('privacy', 'budget_eps', source=caller_of(run))}"
                 )
             )
         finally:

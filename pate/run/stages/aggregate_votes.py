@@ -19,8 +19,8 @@ import numpy as np
 
 from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import setting
 from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
@@ -49,7 +49,7 @@ def _planned_release(config: dict, *, num_teachers: int, num_classes: int, order
     """The sanitized release, planned before any noise is drawn (its parameters are in the
     config, its cost is data-independent), so that the answers leave room for it; skipped when
     it alone would cost more than half the budget (public quantities only)."""
-    priv = C.sections(config).privacy
+    priv = config.privacy
     budget_eps = priv.budget_eps
     plan = release_plan(config, num_teachers=num_teachers, num_classes=num_classes, orders=orders)
     if plan["release"]:
@@ -155,7 +155,7 @@ def _summary(
     (the aggregator's own totals include the prior: other runs' spend and the planned release)."""
     from pate import analysis
 
-    priv = C.sections(config).privacy
+    priv = config.privacy
     events = list(aggregator.accountant.events) if events is None else events
     s = aggregator.summary()
     for dd, key in ((False, "eps_data_independent"), (True, "eps_data_dependent")):
@@ -176,7 +176,7 @@ def _summary(
         queries_offered=int(queries),
         release=release,
         release_plan={k: v for k, v in plan.items() if k != "rdp"},
-        noise_seeded=C.noise_seeded(config),
+        noise_seeded=(config.aggregator.noise_seed is not None),
         reserved_queries=int(rounds.reserved),
         stop_reason=rounds.stop_reason,
         rounds=rounds.rounds,
@@ -187,12 +187,12 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     """The aggregate stage of a "vote" mechanism (see the module docstring): nothing reaches
     ``labels.npy`` before it is charged."""
     config = run.config
-    params = C.aggregator_params(config)
+    params = config.aggregator_params()
     votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
     num_queries = votes_all.shape[0]
-    queries_setting = C.sections(config).aggregator.queries
+    queries_setting = config.aggregator.queries
     queries = min(num_queries if queries_setting is None else queries_setting, num_queries)
-    orders = C.orders(config)
+    orders = config.privacy.order_grid()
     plan = _planned_release(
         config,
         num_teachers=int(votes_all[0].sum()),
@@ -271,14 +271,14 @@ def _online_aggregator(spec, config: dict, params: dict, *, rng, prior):
     included) and stopping by itself on the config's budget."""
     from pate.core.aggregators import OnlineAggregator
 
-    s = C.sections(config)
+    s = config
     agg, priv = s.aggregator, s.privacy
     return OnlineAggregator(
         spec.name,
         budget_eps=priv.budget_eps,
         delta=priv.delta,
         rng=rng,
-        orders=C.orders(config),
+        orders=config.privacy.order_grid(),
         budget_basis=agg.budget_basis.replace("-", "_"),
         conversion=priv.conversion,
         prior_rdp=prior,
@@ -310,7 +310,7 @@ def _refuse_no_query(run: Run, ledger, dataset, aggregator, rounds: Rounds, aske
         + (
             raise_hint(run, ledger, dataset, asked_rdp)
             if ledger is not None
-            else f"raise {C.setting('privacy', 'budget_eps', source=caller_of(run))}"
+            else f"raise {setting('privacy', 'budget_eps', source=caller_of(run))}"
         ),
         remaining=aggregator.remaining_eps,
     )

@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from pate.core.errors import BudgetExceededError
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import PYTHON_SOURCE, assignment, budget_command, setting
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
@@ -22,7 +22,7 @@ def config_identity(config: dict):
     """The ledger identity of a config's private split (what ``pate budget digest`` prints)."""
     from pate.ledger import dataset_identity
 
-    data = C.load_data(config)
+    data = config.load_data()
     return dataset_identity(data.private.x, data.private.y)
 
 
@@ -31,7 +31,7 @@ def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
     run gives it, no budget (``pate budget digest --config``): ``(its id in the ledger, its
     first name, its identity)``; then ``pate budget set --dataset NAME-or-ID`` finds it."""
     identity = config_identity(config)
-    s = C.sections(config)
+    s = config
     digest = ledger.dataset_id(identity)
     name = _dataset_name(s.privacy.dataset, s.data.name, ledger.datasets(), digest)
     ledger.register_identity(identity, name=name)
@@ -52,7 +52,7 @@ def caller_of(run: Run) -> str | None:
     """Who started the run: :data:`pate.run.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
     name keyword arguments), None for the CLI (TOML keys and flags)."""
     caller = run.objects.get("caller") or run.objects.get("wording")
-    return C.PYTHON_SOURCE if caller in (C.PYTHON_SOURCE, "python") else caller
+    return PYTHON_SOURCE if caller in (PYTHON_SOURCE, "python") else caller
 
 
 def authorize(run: Run, ledger) -> str:
@@ -68,7 +68,7 @@ def authorize(run: Run, ledger) -> str:
     ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
     Sets ``[privacy] budget_eps`` of ``run.config`` to the ledger's budget
     (:func:`pate.run.config.set_budget_eps`; in memory: the aggregate stage stops on it)."""
-    s = C.sections(run.config)
+    s = run.config
     priv = s.privacy
     identity = run_identity(run)
     given = priv.budget_eps
@@ -99,8 +99,8 @@ def authorize(run: Run, ledger) -> str:
         caller = caller_of(run)
         raise ConfigError(
             f"the ledger {ledger.path} holds no budget for this dataset ({name or data_name}) "
-            f"yet: set {C.setting('privacy', 'budget_eps', source=caller)} (its lifetime "
-            f"budget) or {C.setting('aggregator', 'target_eps', source=caller)} (what this run "
+            f"yet: set {setting('privacy', 'budget_eps', source=caller)} (its lifetime "
+            f"budget) or {setting('aggregator', 'target_eps', source=caller)} (what this run "
             "spends, then also registered as the lifetime budget)"
         )
     ledger.register_identity(identity, name=name)
@@ -118,7 +118,7 @@ def authorize(run: Run, ledger) -> str:
             (given, priv.delta, priv.conversion),
             resumed=resumed,
         )
-    C.set_budget_eps(run.config, budget.eps)
+    run.config = run.config.with_budget_eps(budget.eps)
     return digest
 
 
@@ -162,7 +162,7 @@ def _dataset_name(name: str | None, data_name: str, known: list, digest: str) ->
 def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float | None) -> None:
     """Register ``eps`` as the lifetime budget of a dataset that has none; logged when it is
     the run's target (``given``, the run's ``budget_eps``, left out)."""
-    priv = C.sections(run.config).privacy
+    priv = run.config.privacy
     ledger.set_budget(digest, eps=eps, delta=priv.delta, conversion=priv.conversion)
     if given is None:
         caller = caller_of(run)
@@ -174,10 +174,10 @@ def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float 
             ledger.path,
             label,
             eps,
-            C.setting("aggregator", "target_eps", source=caller),
-            C.setting("privacy", "budget_eps", source=caller),
-            C.setting("privacy", "budget_eps", source=caller),
-            C.budget_command(
+            setting("aggregator", "target_eps", source=caller),
+            setting("privacy", "budget_eps", source=caller),
+            setting("privacy", "budget_eps", source=caller),
+            budget_command(
                 caller,
                 ledger=ledger.path,
                 digest=label,
@@ -221,11 +221,11 @@ def _check_budget(
         if mine is not None and mine != theirs
     ]
     fix = "; ".join(
-        f"set {C.assignment('privacy', key, theirs, source=caller)}"
+        f"set {assignment('privacy', key, theirs, source=caller)}"
         + (" or leave it out (the ledger's applies)" if key == "budget_eps" else "")
         for key, _, theirs in asked
     )
-    command = C.budget_command(
+    command = budget_command(
         caller,
         ledger=ledger.path,
         digest=dataset_ref(ledger, digest),
@@ -237,7 +237,7 @@ def _check_budget(
         f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
         f"({b_conv} conversion) for the dataset {dataset_ref(ledger, digest)!r}, but this run "
         "asks for "
-        + ", ".join(C.assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
+        + ", ".join(assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
         + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
         f"`{command}` (recorded, and shown in the report)"
     )
@@ -246,9 +246,9 @@ def _check_budget(
 def resolve_budget_without_ledger(run: Run) -> None:
     """Without a ledger the config's budget is the only one: ``budget_eps``, else the run's
     ``target_eps`` (:func:`pate.run.config.validate` requires one of them)."""
-    s = C.sections(run.config)
+    s = run.config
     if s.privacy.budget_eps is None:
-        C.set_budget_eps(run.config, s.aggregator.target_eps)
+        run.config = run.config.with_budget_eps(s.aggregator.target_eps)
 
 
 def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | None:
@@ -261,14 +261,14 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
     the budget runs out, the aggregate stage reserves as many as fit). None when the run asks
     no query."""
     config = run.config
-    agg = C.sections(config).aggregator
+    agg = config.aggregator
     spec = agg.spec
-    orders = C.orders(config)
+    orders = config.privacy.order_grid()
     num_public = len(run.data.public)
     queries = min(num_public if agg.queries is None else agg.queries, num_public)
     if queries <= 0:
         return None
-    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    params = spec.validate(config.aggregator_params(), prefix="[aggregator] ")
     if spec.kind.releases_once:
         event = spec.event(
             np.zeros((queries, run.data.num_classes)),
@@ -298,7 +298,7 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
 
     summary = ledger.summary(dataset)
     budget = summary["budget"]
-    orders = C.orders(run.config)
+    orders = run.config.privacy.order_grid()
     cost = float(
         analysis.eps_from_rdp(
             np.asarray(rdp, dtype=float),
@@ -308,7 +308,7 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
         )[0]
     )
     caller = caller_of(run)
-    command = C.budget_command(
+    command = budget_command(
         caller,
         ledger=ledger.path,
         digest=dataset_ref(ledger, dataset),
@@ -316,7 +316,7 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
         delta=budget["delta"],
         conversion=budget["conversion"],
     )
-    if caller == C.PYTHON_SOURCE:
+    if caller == PYTHON_SOURCE:
         then = ""
     elif (run.run_dir / R.STATE).exists():  # a started run continues where it stopped
         then = f", then `pate run --run-dir {run.run_dir} --resume`"
@@ -340,7 +340,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     if planned is None:
         return
     rdp, full, queries, what = planned
-    orders = C.orders(run.config)
+    orders = run.config.privacy.order_grid()
     try:
         ledger.reserve(dataset, orders=orders, rdp=rdp, run_id=run.run_id + ":preflight").release()
         return
@@ -348,7 +348,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         pass
     from pate import analysis
 
-    priv = C.sections(run.config).privacy
+    priv = run.config.privacy
 
     def eps_of(curve):
         return float(
@@ -367,14 +367,14 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     )
     remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
     caller = caller_of(run)
-    name = functools.partial(C.setting, source=caller)
+    name = functools.partial(setting, source=caller)
     limited = summary.get("limited_by")
     where = (
         ""
         if not limited or limited == dataset
         else f" (limited by the linked dataset {dataset_ref(ledger, limited)!r})"
     )
-    if C.sections(run.config).aggregator.target_eps is not None:
+    if run.config.aggregator.target_eps is not None:
         fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
     else:
         fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pathlib
 
 from pate.core.io import atomic_write_json, staged_folder
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
@@ -61,7 +60,7 @@ def fork(source, config: dict) -> pathlib.Path:
             f"{source} has not finished stage(s) {', '.join(missing)}; run "
             f"`pate run --run-dir {source} --resume --until votes` there first"
         )
-    target = C.run_directory(config)
+    target = config.run.directory()
     _check_fork_target(source, target)
     parent = Run.open(source, progress=False)
     staged = staged_folder(  # the umask's permissions, like any run directory

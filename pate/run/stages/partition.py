@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pate.core.io import load_npy
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.budget import run_identity
@@ -12,7 +11,7 @@ from pate.run.stages.budget import run_identity
 def partition(run: Run) -> dict:
     from pate.core import partition as P
 
-    cfg = C.sections(run.config).partition
+    cfg = run.config.partition
     # the run's secret partition key (OS entropy in private/keys.json, unless [run] seed)
     k, key, seed = cfg.num_teachers, run.key("partition"), R.keys_seed(run.config)
     if cfg.mode == "random":  # a keyed hash of each record's content key (the ledger's)

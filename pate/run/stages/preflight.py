@@ -4,8 +4,8 @@ student can be built, the ledger's dataset and budget."""
 from __future__ import annotations
 
 from pate.core.io import check_writable_dir, load_npy
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import PYTHON_SOURCE, assignment
 from pate.run.rundir import Run
 from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
 from pate.run.stages.records import check_records_data, skip_reason
@@ -22,14 +22,14 @@ def _computes_here(config: dict, stage: str, objects: dict) -> bool:
     (unless it is a scikit-learn estimator given from Python, in ``objects``), and the teachers
     on the local backend (a cluster's workers check their own devices)."""
     if stage == "student":
-        model = C.sections(config).student.model  # None: "auto"
+        model = config.student.model  # None: "auto"
         if isinstance(model, str) and model.startswith("python:"):
             return not is_estimator(objects.get("student_model"))
         return True
     return (
         stage == "teachers"
         and skip_reason(config, "teachers") is None
-        and C.sections(config).cluster.backend == "local"
+        and config.cluster.backend == "local"
     )
 
 
@@ -43,7 +43,7 @@ def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) 
         return
     from pate.teachers.ensemble import resolve_device
 
-    device = C.sections(config).run.device
+    device = config.run.device
     try:
         resolve_device(device)
     except ValueError as exc:
@@ -56,7 +56,7 @@ def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) 
 
 def check_data(run: Run) -> None:
     """Checks that need the dataset's sizes (before anything is written)."""
-    data, s = run.data, C.sections(run.config)
+    data, s = run.data, run.config
     queries = s.aggregator.queries
     if queries is not None and queries > len(data.public):
         raise ConfigError(
@@ -99,7 +99,7 @@ def check_student_model(run: Run) -> None:
     from pate.teachers.models import build_model
 
     data = run.data
-    setting = C.student_settings(run.config).get("model", "auto")
+    setting = run.config.student_settings().get("model", "auto")
     try:
         model = run.python_object("student_model", setting)
         if is_estimator(model):
@@ -110,7 +110,7 @@ def check_student_model(run: Run) -> None:
     except ConfigError:
         raise
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
-        python = run.objects.get("caller") == C.PYTHON_SOURCE
+        python = run.objects.get("caller") == PYTHON_SOURCE
         fix = (
             ""
             if not run.started
@@ -123,7 +123,7 @@ def check_student_model(run: Run) -> None:
             + ")."
         )
         raise ConfigError(
-            f"{C.assignment('student', 'model', setting, source=run.objects.get('caller'))}: "
+            f"{assignment('student', 'model', setting, source=run.objects.get('caller'))}: "
             f"{exc}; the student cannot be built, so the run was refused before anything was "
             "written, drawn or charged (the student is a zoo network, a "
             "'package.module:factory' returning a torch.nn.Module or a scikit-learn "

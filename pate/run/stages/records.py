@@ -11,7 +11,6 @@ from typing import NamedTuple
 import numpy as np
 
 from pate.core.io import load_npz
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.budget import run_identity
@@ -22,7 +21,7 @@ from pate.teachers.errors import ConfigError
 def skip_reason(config: dict, stage: str) -> str | None:
     """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that samples
     the private records itself (Private-kNN) has no partition and no teachers."""
-    spec = C.sections(config).aggregator.spec
+    spec = config.aggregator.spec
     if spec.kind.reads_private_records and stage in ("partition", "teachers"):
         return (
             f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
@@ -37,7 +36,7 @@ def feature_cache(run: Run):
     or ``$PATE_FEATURE_CACHE=off``); docs/feature_cache.md."""
     from pate.teachers.feature_cache import FeatureCache
 
-    root = C.feature_cache_root(run.config, run_dir=run.run_dir)
+    root = run.config.run.feature_cache_root(run_dir=run.run_dir)
     return None if root is None else FeatureCache(root)
 
 
@@ -46,10 +45,9 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
     data cannot take them): public sizes only -- the declared number of private records
     (:func:`pate.run.config.declared_records`), never the exact count --, no record is read."""
     data = run.data
-    settings = C.knn_settings(
-        run.config,
+    settings = run.config.knn_settings(
         data.input_shape,
-        sizes=(C.declared_records(run.config, data)[0], int(data.num_classes), len(data.public)),
+        sizes=(run.config.data.declared_records(data)[0], int(data.num_classes), len(data.public)),
     )
     features, dims = settings["features"], settings["dims"]
     if features == "student":  # the earlier student's class probabilities, no PCA
@@ -104,7 +102,7 @@ def check_records_data(run: Run) -> None:
             f"= {limit} of {run.data.name}: the principal axes are fitted on the "
             "public split"
         )
-    k = C.aggregator_params(run.config).get("k")  # Private-kNN's neighbours per query
+    k = run.config.aggregator_params().get("k")  # Private-kNN's neighbours per query
     if k is not None and k > len(run.data.private):
         raise ConfigError(
             f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
@@ -129,13 +127,13 @@ def knn_prior(run: Run) -> dict | None:
     ``[knn] student_run`` and the reason, before anything is drawn."""
     from pate import analysis
 
-    knn = C.sections(run.config).knn
+    knn = run.config.knn
     if knn.features != "student":
         return None
     path = pathlib.Path(knn.student_run).expanduser().resolve()
     where = f"[knn] student_run = {knn.student_run!r}"
     summary, digest = _usable_earlier_run(run, path, where)
-    orders = C.orders(run.config)
+    orders = run.config.privacy.order_grid()
     own = _recorded_cost(summary, orders, where)
     # The cost comes from the ledger (the authority), per run of the chain; the files only name
     # the runs, and what they record must agree with what the ledger charged.
@@ -153,7 +151,7 @@ def knn_prior(run: Run) -> dict | None:
             "(or of its earlier rounds) as its aggregate.json records them "
             "(modified, or from another ledger); it cannot be composed"
         )
-    priv = C.sections(run.config).privacy
+    priv = run.config.privacy
     eps = analysis.eps_from_rdp(
         ledgered[0], orders=orders, delta=priv.delta, conversion=priv.conversion
     )[0]
@@ -270,15 +268,15 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
     release plan, and an earlier round whose student embeds this run (:func:`knn_prior`): its
     cost counts against the config's budget."""
     config = run.config
-    s = C.sections(config)
+    s = config
     priv = s.privacy
-    params = spec.validate(C.aggregator_params(config), prefix="[aggregator] ")
+    params = spec.validate(config.aggregator_params(), prefix="[aggregator] ")
     # the private embeddings memory-mapped: read a block at a time, never all held (issue #33)
     emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage", mapped=("private",))
     public, private = emb["public"], emb["private"]
     num_classes, num_queries = int(emb["num_classes"]), public.shape[0]
-    orders = C.orders(config)
-    declared = C.declared_records(config, run.data)[0]  # public: never the exact count
+    orders = config.privacy.order_grid()
+    declared = config.data.declared_records(run.data)[0]  # public: never the exact count
     plan = release_plan(
         config,
         num_teachers=max(1, spec.voters(params, private_records=declared)),
@@ -341,7 +339,7 @@ def records_summary(
         "params": dict(params),
         "budget_eps": budget_eps,
         "delta": delta,
-        "budget_basis": C.sections(config).aggregator.budget_basis.replace("-", "_"),
+        "budget_basis": config.aggregator.budget_basis.replace("-", "_"),
         "conversion": conversion,
         "queries_asked": int(asked),
         "queries_answered": int(answered),
@@ -358,7 +356,7 @@ def records_summary(
         "queries_offered": int(offered),
         "release": None,
         "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
-        "noise_seeded": C.noise_seeded(config),
+        "noise_seeded": (config.aggregator.noise_seed is not None),
         "reserved_queries": int(reserved),
         "rounds": rounds,
         **mechanism_part,

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pate.run import config as C
-
 
 def draw_release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> dict:
     """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
     from pate import analysis
 
-    s = C.sections(config)
+    s = config
     priv = s.privacy
-    params = s.aggregator.spec.release_params(C.aggregator_params(config))
+    params = s.aggregator.spec.release_params(config.aggregator_params())
     return dict(
         analysis.release_sanitized_epsilon(
             votes,
@@ -46,12 +44,12 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
         is_data_independent_step2,
     )
 
-    s = C.sections(config)
+    s = config
     priv = s.privacy
     order, beta, sigma_ss = priv.release_order, priv.release_beta, priv.release_sigma_ss
     params = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
     spec = s.aggregator.spec
-    release = spec.release_params(C.aggregator_params(config))
+    release = spec.release_params(config.aggregator_params())
     reason = None
     if not priv.release:
         reason = "[privacy] release = false: only the data-independent epsilon is reported"

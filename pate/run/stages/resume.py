@@ -16,7 +16,6 @@ import logging
 
 from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.pending import aggregate_info, publish, read_pending
@@ -126,7 +125,7 @@ def _draw_release(
     summary, rounds = state["summary"], state["rounds"]
     config, asked = run.config, int(summary["queries_asked"])
     votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
-    orders = C.orders(config)
+    orders = config.privacy.order_grid()
     plan = release_plan(
         config,
         num_teachers=int(votes_all[0].sum()),

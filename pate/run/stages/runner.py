@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import Callable
 
 from pate.core import gpu_memory
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.aggregate import aggregate
@@ -83,7 +82,7 @@ def _apply_threads(run: Run, stage: str) -> dict:
     from pate.core import threads as T
 
     return T.configure(
-        explicit=C.sections(run.config).run.threads,
+        explicit=run.config.run.threads,
         explicit_source=run.objects.get(THREADS_SOURCE, "config"),
         torch=stage in TORCH_STAGES,
     )
@@ -98,7 +97,7 @@ def _front_end_device(run: Run, stage: str):
     from pate.teachers.features import computing_on
 
     try:
-        device = resolve_device(C.sections(run.config).run.device)
+        device = resolve_device(run.config.run.device)
     except ValueError:  # a GPU only the cluster's workers have (docs/cluster.md): here the CPU
         device = "cpu"
     return computing_on(device)

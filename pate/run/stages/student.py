@@ -8,7 +8,6 @@ import numpy as np
 
 from pate.core.errors import BudgetExceededError
 from pate.core.io import atomic_write_json, load_npy
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.preflight import is_estimator
@@ -26,15 +25,15 @@ def student(run: Run) -> dict:
     from pate.student.train import Student
 
     data = run.data
-    settings = C.student_settings(run.config)
-    settings.setdefault("flip", C.sections(run.config).data.name in FLIP_DATASETS)
+    settings = run.config.student_settings()
+    settings.setdefault("flip", run.config.data.name in FLIP_DATASETS)
     labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
     if labels.ndim != 1 or labels.shape[0] != len(data.public):
         raise ConfigError(
             f"{run.path(R.LABELS)} holds {labels.shape} labels for "
             f"{len(data.public)} public items; start a new run directory"
         )
-    temperature = C.student_targets(run.config)
+    temperature = run.config.student.soft_temperature()
     model = run.python_object("student_model", settings.get("model", "auto"))
     if is_estimator(model):
         if temperature is not None:
@@ -56,7 +55,7 @@ def student(run: Run) -> dict:
     if not isinstance(settings["model"], str):
         run.objects["fitted_student"] = model
     # built before the training, so that a run it cannot serve fails before any work
-    head = rule_head(run, labels) if C.combine_with_rule(run.config) else None
+    head = rule_head(run, labels) if bool(run.config.student.combine_with_rule) else None
     run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
     # Only the public inputs and the released labels reach the student.
     t0 = time.perf_counter()
@@ -128,7 +127,7 @@ def rule_head(run: Run, labels: np.ndarray):
     answered = labels >= 0
     try:
         recovered = recover_rule(
-            public, np.where(answered[:, None], scores, np.nan), rule=C.class_means_rule(run.config)
+            public, np.where(answered[:, None], scores, np.nan), rule=run.config.knn.labelling_rule
         )
     except ValueError as exc:
         raise ConfigError(
@@ -171,7 +170,7 @@ def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarra
         raise ConfigError(
             f'[student] targets = "soft" needs the class scores {path}, which '
             f"this run's aggregate stage did not write (mechanism "
-            f'{C.sections(run.config).aggregator.mechanism!r}); set targets = "hard"'
+            f'{run.config.aggregator.mechanism!r}); set targets = "hard"'
         )
     scores = load_npy(path, what="the aggregate stage")
     if scores.shape != (labels.shape[0], run.data.num_classes):
@@ -212,7 +211,7 @@ def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
     )
     metrics.update(
         method="supervised (scikit-learn, answered items only)",
-        model=C.sections(run.config).student.model or "python",
+        model=run.config.student.model or "python",
         num_labelled=int(answered.sum()),
         num_public=int(labels.shape[0]),
         settings={"estimator": repr(estimator)},

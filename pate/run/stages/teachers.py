@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.records import feature_cache
@@ -26,20 +25,20 @@ def teachers(run: Run) -> dict:
             f"private split has {len(run.data.private)}; start a new run directory"
         )
     seeds = run.streams().teacher_seeds(part.num_teachers)
-    settings = C.teacher_settings(run.config)
+    settings = run.config.teacher_settings()
     settings["model"] = run.python_object("teacher_model", settings["model"])
     recipe = TeacherConfig(**settings)
     if recipe.epochs is None:
         # sized from the declared records per teacher, never the shards' exact sizes: one
         # record more must change one teacher's shard, not every teacher's training length
-        declared = C.declared_records(run.config, run.data)[0]
+        declared = run.config.data.declared_records(run.data)[0]
         recipe = dataclasses.replace(
             recipe,
             epochs=auto_epochs(declared / part.num_teachers, batch_size=recipe.batch_size),
         )
     # [cluster] says where the teachers train, never what they compute: every backend gives the
     # same predictions; the stage summary records where it ran (the report shows it)
-    cluster = ClusterConfig(**C.cluster_settings(run.config))
+    cluster = ClusterConfig(**run.config.cluster.settings())
     from pate.teachers.feature_cache import using as using_feature_cache
 
     cache = feature_cache(run)

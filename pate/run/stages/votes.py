@@ -11,7 +11,6 @@ import zipfile
 import numpy as np
 
 from pate.core.io import atomic_save_npy, atomic_writer, load_npz
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.records import embedding_features, feature_cache, knn_prior
@@ -20,7 +19,7 @@ logger = logging.getLogger("pate")
 
 
 def votes(run: Run) -> dict:
-    if C.sections(run.config).aggregator.spec.kind.reads_private_records:
+    if run.config.aggregator.spec.kind.reads_private_records:
         return _knn_embeddings(run)
     from pate.core.votes import votes_from_predictions
 

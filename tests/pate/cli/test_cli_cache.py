@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pate.cli import main
-from pate.run import config as C
+from pate.run.config import load
 from pate.teachers import feature_cache as FC
 
 
@@ -56,21 +56,21 @@ def test_the_default_cache_and_the_environment(tmp_path, monkeypatch, capsys):
 def test_the_cache_of_a_config(tmp_path, small_digits, monkeypatch, capsys):
     monkeypatch.delenv(FC.ENV, raising=False)
     config = small_digits(tmp_path, replace=(("[run]", '[run]\nfeature_cache = "fc"'),))
-    assert C.feature_cache_root(C.load(config), run_dir="runs/x") == tmp_path / "fc"
+    assert load(config).run.feature_cache_root(run_dir="runs/x") == tmp_path / "fc"
     _fill(tmp_path / "fc")
     assert main(["cache", "clear", "--config", str(config)]) == 0
     assert "removed 1 entries" in capsys.readouterr().out and not (tmp_path / "fc").exists()
-    plain = C.load(small_digits(tmp_path, name="plain.toml"))
+    plain = load(small_digits(tmp_path, name="plain.toml"))
     assert (
-        C.feature_cache_root(plain, run_dir=tmp_path / "runs" / "a")
+        plain.run.feature_cache_root(run_dir=tmp_path / "runs" / "a")
         == tmp_path / "runs" / ".feature-cache"
     )
-    off = C.load(
+    off = load(
         small_digits(
             tmp_path, name="off.toml", replace=(("[run]", "[run]\nfeature_cache = false"),)
         )
     )
-    assert C.feature_cache_root(off, run_dir="runs/x") is None
+    assert off.run.feature_cache_root(run_dir="runs/x") is None
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_the_cache_of_a_config(tmp_path, small_digits, monkeypatch, capsys):
 def test_bad_feature_cache_settings_are_clear_errors(tmp_path, small_digits, value, message):
     config = small_digits(tmp_path, replace=(("[run]", f"[run]\nfeature_cache = {value}"),))
     with pytest.raises(ValueError) as info:
-        C.load(config)
+        load(config)
     assert message in str(info.value)
 
 
@@ -112,7 +112,7 @@ def test_the_teachers_stage_reads_scatternet_features_through_the_cache(
     )
     summaries, predictions = [], []
     for name in ("first", "second"):
-        run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)
+        run = Run.create(load(config, ledger=False), progress=False, run_dir=tmp_path / name)
         stages.run_stage(run, "partition")
         summaries.append(stages.run_stage(run, "teachers")["feature_cache"])
         with np.load(run.path(R.TEACHER_PREDICTIONS)) as saved:

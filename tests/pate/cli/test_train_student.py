@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pate.cli import main
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import load
 from pate.run.pipeline import Pipeline
 
 # One torch thread, as in tests/student/conftest.py (where these tests lived).
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture
 def run_dir(tmp_path, small_digits):
-    config = C.load(small_digits(tmp_path), run_dir=str(tmp_path / "run"), ledger=False)
+    config = load(small_digits(tmp_path), run_dir=str(tmp_path / "run"), ledger=False)
     Pipeline(config, progress=False).run(until="aggregate")
     return tmp_path / "run"
 

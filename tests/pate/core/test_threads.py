@@ -367,19 +367,19 @@ def _digits_raw(**run) -> dict:
     ],
 )
 def test_config_refuses_a_bad_thread_count(value, message):
-    from pate.run import config as C
+    from pate.run.config import build
 
     with pytest.raises(ConfigError, match=message):
-        C.from_dict(_digits_raw(threads=value), source="t.toml", ledger=False)
+        build(_digits_raw(threads=value), where="t.toml", ledger=False)
 
 
 def test_config_keeps_a_good_thread_count_and_resume_ignores_it():
-    from pate.run import config as C
     from pate.run import rundir as R
+    from pate.run.config import build
 
-    config = C.from_dict(_digits_raw(threads=2), source="t.toml", ledger=False)
+    config = build(_digits_raw(threads=2), where="t.toml", ledger=False)
     assert config["run"]["threads"] == 2
-    plain = C.from_dict(_digits_raw(), source="t.toml", ledger=False)
+    plain = build(_digits_raw(), where="t.toml", ledger=False)
     assert "threads" not in plain["run"]
     assert R.comparable(config) == R.comparable(plain)  # another thread count may resume it
 

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import pate
-from pate.run import config as C
 from pate.run import planner as P
 from pate.run import rundir as R
+from pate.run.config import build, load, plan_facts, plan_for, read_toml
 from pate.run.pipeline import PLAN
 from pate.teachers.data import load_pate_data
 from pate.teachers.errors import ConfigError
@@ -138,15 +138,15 @@ def test_own_data_without_a_declaration_is_refused_before_any_work(tmp_path):
             ",".join([f"{v:.5g}" for v in row] + [str(label), split]) for row, label in zip(x, y)
         ]
     csv.write_text("\n".join(lines) + "\n")
-    raw = C.read_toml("own-data")
+    raw = read_toml("own-data")
     raw["data"]["name"] = f"csv:{csv}"
     raw["data"]["classes"] = TABLE
     raw["privacy"]["ledger"] = False
     raw["data"].pop("records", None)
     with pytest.raises(ConfigError, match=r"\[data\] records is needed"):
-        C.from_dict(raw)
+        build(raw)
     raw["data"]["records"] = 700
-    config = C.from_dict(raw)
+    config = build(raw)
     assert config["data"]["records"] == 700
 
 
@@ -169,10 +169,10 @@ def test_a_declaration_far_from_the_truth_is_refused_and_says_what_to_declare(de
 
 def test_a_builtin_dataset_declares_its_own_size():
     data = load_pate_data("digits")
-    config = C.load("digits", ledger=False)
-    facts = C.plan_facts(config, data)
+    config = load("digits", ledger=False)
+    facts = plan_facts(config, data)
     assert facts.private_records == 1000 and facts.records_basis == "builtin"
-    assert "the built-in dataset's published size" in P.Plan.lines(C.plan_for(config, facts))[0]
+    assert "the built-in dataset's published size" in P.Plan.lines(plan_for(config, facts))[0]
 
 
 # ------------------------------------------------------------------------ runs on D and D + 1

@@ -107,8 +107,8 @@ def test_the_declared_classes_are_checked_like_any_setting(tmp_path):
     ):
         with pytest.raises((TypeError, ValueError), match=match):
             load_pate_data(source, classes=bad)
-    from pate.run import config as C
+    from pate.run.config import load
     from pate.teachers.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"\[data\] classes"):
-        C.load("digits", ledger=False, overrides={"data": {"classes": ["a", "a"]}})
+        load("digits", ledger=False, overrides={"data": {"classes": ["a", "a"]}})

@@ -113,7 +113,7 @@ def test_an_npz_pool_through_the_feature_cache_moves_nothing_on_insert(tmp_path)
 
 
 def test_the_held_out_evaluation_split_is_stable_and_keyed_per_run(tmp_path):
-    from pate.run import config as C
+    from pate.run.config import SPLIT_KEY_PATH, load
 
     rows = _rows()
     source = _write(tmp_path / "d.csv", rows)
@@ -127,7 +127,7 @@ def test_the_held_out_evaluation_split_is_stable_and_keyed_per_run(tmp_path):
     assert _records(smaller.evaluation) <= _records(d.evaluation)
 
     def config(run: str) -> dict:
-        return C.load(
+        return load(
             "digits",
             ledger=False,
             run_dir=str(tmp_path / run),
@@ -135,12 +135,12 @@ def test_the_held_out_evaluation_split_is_stable_and_keyed_per_run(tmp_path):
             overrides={"data": {"name": source, "classes": ["no", "yes"], "records": 400}},
         )
 
-    first = C.load_data(config("a"), run_dir=tmp_path / "a", keep_split_key=True)
-    again = C.load_data(config("a"), run_dir=tmp_path / "a", keep_split_key=True)
-    other = C.load_data(config("b"), run_dir=tmp_path / "b", keep_split_key=True)
+    first = config("a").load_data(run_dir=tmp_path / "a", keep_split_key=True)
+    again = config("a").load_data(run_dir=tmp_path / "a", keep_split_key=True)
+    other = config("b").load_data(run_dir=tmp_path / "b", keep_split_key=True)
     assert _records(first.evaluation) == _records(again.evaluation)  # the run's stored key
     assert _records(first.evaluation) != _records(other.evaluation)  # another run, another key
-    key = tmp_path / "a" / pathlib.Path(*C.SPLIT_KEY_PATH)
+    key = tmp_path / "a" / pathlib.Path(*SPLIT_KEY_PATH)
     assert len(key.read_bytes()) == 32 and key.read_bytes() != KEY
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(key.parent).st_mode) == 0o700

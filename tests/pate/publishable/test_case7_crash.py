@@ -30,9 +30,9 @@ from pate.analysis import eps_from_rdp
 from pate.core.errors import LedgerError
 from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run import stages
+from pate.run.config import load
 from pate.run.rundir import Run
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -55,7 +55,7 @@ def votes_run(folder: pathlib.Path, ledger: pathlib.Path) -> pathlib.Path:
     """A started digits run whose partition, teachers and votes stages are done (synthetic
     votes), preflighted against ``ledger`` (budget eps 20: the aggregate asks in rounds)."""
     overrides = {"privacy": {"budget_eps": BUDGET}, "aggregator": {"noise_seed": 0}}
-    config = C.load(DIGITS, run_dir=str(folder), ledger=str(ledger), overrides=overrides)
+    config = load(DIGITS, run_dir=str(folder), ledger=str(ledger), overrides=overrides)
     run = Run.create(config, progress=False)
     run.start()
     atomic_save_npy(run.path(R.VOTES), _votes())

@@ -18,8 +18,8 @@ import pytest
 import pate
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import build, load
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
 
@@ -110,18 +110,18 @@ def test_a_charged_run_resumes_with_a_corrected_student(tmp_path, small_digits):
     change on resume (allowed until the student trained), are checked, saved, and used."""
     config_path = class_means(small_digits, tmp_path)
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
-    first = C.load(config_path, run_dir=str(run_dir), ledger=str(ledger))
+    first = load(config_path, run_dir=str(run_dir), ledger=str(ledger))
     Pipeline(first).run(until="aggregate")
     charged = events(ledger)
     assert len(charged) == 1
 
     bad = dict(first, student=dict(first["student"], model=BAD_STUDENT))
-    bad = C.from_dict(bad, run_dir=str(run_dir), ledger=str(ledger))
+    bad = build(bad, run_dir=str(run_dir), ledger=str(ledger))
     with pytest.raises(ConfigError, match="unknown model"):
         Pipeline(bad, resume=True).run()
     assert not (run_dir / R.STUDENT_WEIGHTS).exists()
 
-    fixed = C.from_dict(
+    fixed = build(
         dict(first, student=dict(first["student"], model="mlp")),
         run_dir=str(run_dir),
         ledger=str(ledger),
@@ -132,7 +132,7 @@ def test_a_charged_run_resumes_with_a_corrected_student(tmp_path, small_digits):
     assert len(events(ledger)) == len(charged)  # charged once, never again
 
     # once the student trained, its settings are fixed like every other
-    other = C.from_dict(
+    other = build(
         dict(first, student=dict(first["student"], model="linear")),
         run_dir=str(run_dir),
         ledger=str(ledger),
@@ -148,5 +148,5 @@ def test_an_unwritable_run_folder_is_refused_before_the_ledger(tmp_path, small_d
     (tmp_path / "in-the-way").write_text("a file")
     run_dir, ledger = tmp_path / "in-the-way" / "run", tmp_path / "ledger.sqlite3"
     with pytest.raises(pate.PateError, match=r"--run-dir .*in-the-way/run: .* is not a directory"):
-        Pipeline(C.load(config, run_dir=str(run_dir), ledger=str(ledger))).run()
+        Pipeline(load(config, run_dir=str(run_dir), ledger=str(ledger))).run()
     assert not ledger.exists() or Ledger(ledger).datasets() == []

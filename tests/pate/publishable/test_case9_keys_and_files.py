@@ -229,11 +229,11 @@ def test_a_run_of_the_old_layout_is_refused(default_run, tmp_path):
 
 
 def test_a_fork_keeps_the_keys_in_its_own_private_folder(default_run, tmp_path):
-    from pate.run import config as C
+    from pate.run.config import build
     from pate.run.pipeline import fork_run
 
     raw = json.loads((default_run / R.CONFIG).read_text())
-    target = fork_run(default_run, C.from_dict(raw, run_dir=str(tmp_path / "fork")))
+    target = fork_run(default_run, build(raw, run_dir=str(tmp_path / "fork")))
     assert K.read_keys(target / R.KEYS) == K.read_keys(default_run / R.KEYS)
     assert mode(target / R.PRIVATE_DIR) == 0o700 and (target / R.VOTES).is_file()
 

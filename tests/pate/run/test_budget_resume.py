@@ -378,16 +378,14 @@ def test_a_resume_with_a_changed_setting_names_it(tmp_path, small_digits, capsys
 
 
 def test_setting_names_follow_the_caller():
-    from pate.run import config as C
+    from pate.run.config import PYTHON_SOURCE, build, setting
 
-    assert C.setting("privacy", "budget_eps", source=C.PYTHON_SOURCE) == "budget_eps="
-    assert C.setting("partition", "num_teachers", source=C.PYTHON_SOURCE) == "num_teachers="
-    assert (
-        C.setting("student", "epochs", source=C.PYTHON_SOURCE) == "student_params={'epochs': ...}"
-    )
-    assert C.setting("privacy", "budget_eps", source="configs/x.toml") == "[privacy] budget_eps"
+    assert setting("privacy", "budget_eps", source=PYTHON_SOURCE) == "budget_eps="
+    assert setting("partition", "num_teachers", source=PYTHON_SOURCE) == "num_teachers="
+    assert setting("student", "epochs", source=PYTHON_SOURCE) == "student_params={'epochs': ...}"
+    assert setting("privacy", "budget_eps", source="configs/x.toml") == "[privacy] budget_eps"
     with pytest.raises(ConfigError, match=r"target_eps= \(9.*budget_eps= \(4"):
-        C.from_dict(
+        build(
             {
                 "run": {"name": "x"},
                 "data": {"name": "digits"},
@@ -400,5 +398,5 @@ def test_setting_names_follow_the_caller():
                 },
                 "privacy": {"delta": 1e-5, "budget_eps": 4.0, "release": False},
             },
-            source=C.PYTHON_SOURCE,
+            where=PYTHON_SOURCE,
         )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pate import analysis, mechanisms
-from pate.run import config as C
+from pate.run.config import load
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
 
@@ -97,7 +97,7 @@ def _digits(tmp_path, small_digits, agg_lines, privacy_lines=""):
 )
 def test_bad_calibration_settings_are_config_errors(tmp_path, small_digits, agg, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        C.load(_digits(tmp_path, small_digits, agg))
+        load(_digits(tmp_path, small_digits, agg))
 
 
 def test_a_run_with_a_target_epsilon_spends_it_and_says_how(tmp_path, small_digits):
@@ -107,7 +107,7 @@ def test_a_run_with_a_target_epsilon_spends_it_and_says_how(tmp_path, small_digi
         'mechanism = "gnmax"\nsigma = "auto"\ntarget_eps = 20.0\nqueries = 150',
         privacy_lines="release = false\n",
     )
-    config = C.load(path, run_dir=str(tmp_path / "run"), ledger=str(tmp_path / "ledger.sqlite3"))
+    config = load(path, run_dir=str(tmp_path / "run"), ledger=str(tmp_path / "ledger.sqlite3"))
     report = Pipeline(config, progress=False).run()
     p = report["privacy"]
     assert p["eps_guarantee"] <= 20.0 and p["eps_guarantee"] >= 0.95 * 20.0
@@ -126,7 +126,7 @@ def test_the_report_says_what_was_calibrated_and_how(tmp_path, small_digits):
         'mechanism = "gnmax"\nsigma = "auto"\ntarget_eps = 20.0\nqueries = 150',
         privacy_lines="release = false\n",
     )
-    config = C.load(path, run_dir=str(tmp_path / "run"), ledger=False)
+    config = load(path, run_dir=str(tmp_path / "run"), ledger=False)
     Pipeline(config, progress=False).run()
     report = (tmp_path / "run" / "report.md").read_text()
     assert "**Calibration:**" in report and "calibrated for a target" in report

@@ -19,9 +19,9 @@ from pate.analysis.class_means import class_means_rdp
 from pate.cli import main
 from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
-from pate.run import config as C
 from pate.run import report as rep
 from pate.run import rundir as R
+from pate.run.config import SOFT_TARGET_TEMPERATURE, ConfigError, load, packaged_configs
 from pate.run.pipeline import Pipeline, fork_run
 
 PARTITION = (
@@ -109,7 +109,7 @@ def test_pate_run_end_to_end(cm_run):
     summary = json.loads((run_dir / R.AGGREGATE).read_text())
     events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
     assert [(e.mechanism, e.queries, e.answered) for e in events] == [("class-means", 400, 400)]
-    orders = C.orders(C.load(config))
+    orders = load(config).privacy.order_grid()
     np.testing.assert_allclose(
         events[0].rdp_data_independent,
         class_means_rdp(sigma=3.0, count_weight=0.3, orders=orders),
@@ -144,7 +144,7 @@ def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
     config_path, run_dir, _ = cm_run
     eps = []
     for queries in (50, 597):
-        config = C.load(
+        config = load(
             config_path,
             run_dir=str(tmp_path / f"q{queries}"),
             ledger=False,
@@ -162,7 +162,7 @@ def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
 def test_a_budget_below_the_release_draws_and_charges_nothing(tmp_path, small_digits, ledger):
     # sigma = 3 with the default count weight 0.3 costs eps 1.73 at delta = 1e-5 (the default
     # orders, classic conversion); a budget of 1 cannot hold it
-    config = C.load(
+    config = load(
         class_means_config(
             small_digits, tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 1.0"),)
         ),
@@ -191,7 +191,7 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
 ):
     from pate import ledger as ledger_module
 
-    config = C.load(class_means_config(small_digits, tmp_path), run_dir=str(tmp_path / "run"))
+    config = load(class_means_config(small_digits, tmp_path), run_dir=str(tmp_path / "run"))
     ledger_path, run_dir = tmp_path / "ledger.sqlite3", tmp_path / "run"
     Pipeline(config, progress=False, ledger_path=ledger_path).run(until="votes")
 
@@ -225,12 +225,12 @@ def test_the_noise_is_fresh_unless_seeded(tmp_path, small_digits):
     config = class_means_config(small_digits, tmp_path, sigma=40.0)
     outputs = []
     for name in ("a", "b"):
-        Pipeline(C.load(config, run_dir=str(tmp_path / name), ledger=False), progress=False).run(
+        Pipeline(load(config, run_dir=str(tmp_path / name), ledger=False), progress=False).run(
             until="aggregate"
         )
         outputs.append(np.load(tmp_path / name / "labels.npy"))
     assert not np.array_equal(*outputs)
-    assert not C.noise_seeded(C.load(config))
+    assert load(config).aggregator.noise_seed is None
 
 
 def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits, capsys):
@@ -493,7 +493,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     # the same model by hand: the student alone (its network inside the product) times the
     # rule recovered from the published scores of the public embeddings
     data = load_pate_data("digits")
-    cfg = C.load(config)
+    cfg = load(config)
     x_eval = np.asarray(data.evaluation.x, dtype=np.float32)
     emb = np.load(run_dir / R.KNN_EMBEDDINGS)["public"]
     scores = np.load(run_dir / "label_scores.npy")
@@ -508,7 +508,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     )
     np.testing.assert_allclose(student.predict_proba(x_eval), expected, atol=1e-5)
     assert metrics["accuracy"] == pytest.approx(np.mean(expected.argmax(1) == data.evaluation.y))
-    assert C.combine_with_rule(cfg) is False  # the flag lives in the run's config.json
+    assert bool(cfg.student.combine_with_rule) is False  # the flag lives in the run's config.json
     assert json.loads((run_dir / "config.json").read_text())["student"]["combine_with_rule"]
     assert spend(ledger)[0] == charged > 0 and len(spend(ledger)[1]) == len(events) == 1
     # the report says what is released, and the student's own accuracy beside it
@@ -554,8 +554,8 @@ def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_
     ):
         config = class_means_config(small_digits, tmp_path, name="bad.toml")
         config.write_text(config.read_text().replace("[student]\n", f"[student]\n{student}\n", 1))
-        with pytest.raises(C.ConfigError, match=message):
-            C.load(config)
+        with pytest.raises(ConfigError, match=message):
+            load(config)
     knn2 = tmp_path / "round2.toml"
     ok = class_means_config(small_digits, tmp_path, name="ok.toml")
     knn2.write_text(
@@ -565,15 +565,15 @@ def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_
             'features = "none"\ndims = 16\n', 'features = "student"\nstudent_run = "runs/r1"\n'
         )
     )
-    with pytest.raises(C.ConfigError, match=r"needs a PCA front-end"):
-        C.load(knn2)
+    with pytest.raises(ConfigError, match=r"needs a PCA front-end"):
+        load(knn2)
     ok.write_text(
         ok.read_text().replace(
             "[student]\n", '[student]\ntargets = "soft"\ncombine_with_rule = true\n', 1
         )
     )
-    assert C.combine_with_rule(C.load(ok)) is True
-    assert "combine_with_rule" not in C.student_settings(C.load(ok))
+    assert load(ok).student.combine_with_rule is True
+    assert "combine_with_rule" not in load(ok).student_settings()
 
 
 def test_a_rule_too_few_labels_pin_down_is_refused_before_the_student_trains(
@@ -626,11 +626,11 @@ def test_soft_targets_are_refused_where_no_scores_are_published(tmp_path, small_
     assert text != teachers.read_text()
     teachers.write_text(text)
     with pytest.raises(
-        C.ConfigError,
+        ConfigError,
         match=r"\[student\] targets = \"soft\" needs class scores "
         r"for every query, which mechanism 'confident-gnmax'",
     ):
-        C.load(teachers)
+        load(teachers)
     for student, message in (
         (
             'targets = "probabilities"',
@@ -646,12 +646,12 @@ def test_soft_targets_are_refused_where_no_scores_are_published(tmp_path, small_
     ):
         config = class_means_config(small_digits, tmp_path, name="bad.toml")
         config.write_text(config.read_text().replace("[student]\n", f"[student]\n{student}\n", 1))
-        with pytest.raises(C.ConfigError, match=message):
-            C.load(config)
+        with pytest.raises(ConfigError, match=message):
+            load(config)
     ok = class_means_config(small_digits, tmp_path, name="ok.toml")
     ok.write_text(ok.read_text().replace("[student]\n", '[student]\ntargets = "soft"\n', 1))
-    assert C.student_targets(C.load(ok)) == C.SOFT_TARGET_TEMPERATURE == 10.0
-    assert "targets" not in C.student_settings(C.load(ok))
+    assert load(ok).student.soft_temperature() == SOFT_TARGET_TEMPERATURE == 10.0
+    assert "targets" not in load(ok).student_settings()
 
 
 def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
@@ -714,22 +714,22 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
         labels["logistic"][:400], public_logistic(release, e["public"]).predict(e["public"][:400])
     )
     with pytest.raises(
-        C.ConfigError, match=r"\[knn\] rule: rule must be one of 'lda', 'logistic', 'qda'"
+        ConfigError, match=r"\[knn\] rule: rule must be one of 'lda', 'logistic', 'qda'"
     ):
-        C.load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="cubic"))
-    with pytest.raises(C.ConfigError, match=r"rule = \"qda\" reads each class's covariance"):
-        C.load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="qda"))
+        load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="cubic"))
+    with pytest.raises(ConfigError, match=r"rule = \"qda\" reads each class's covariance"):
+        load(class_means_config(small_digits, tmp_path, name="bad.toml", rule="qda"))
 
 
 def test_the_count_weight_in_a_config(tmp_path, small_digits):
     # left out: the mechanism's default, in the parameters a run records and charges
-    config = C.load(class_means_config(small_digits, tmp_path))
+    config = load(class_means_config(small_digits, tmp_path))
     assert "count_weight" not in config["aggregator"]
-    assert C.aggregator_params(config) == {"sigma": 3.0}
-    given = C.load(
+    assert config.aggregator_params() == {"sigma": 3.0}
+    given = load(
         class_means_config(small_digits, tmp_path, name="w.toml", sigma="2.0\ncount_weight = 1.0")
     )
-    assert C.aggregator_params(given) == {"sigma": 2.0, "count_weight": 1.0}
+    assert given.aggregator_params() == {"sigma": 2.0, "count_weight": 1.0}
     for value, message in (
         ("0.0", r"\[aggregator\] count_weight must be > 0, got 0.0"),
         ("-0.3", r"\[aggregator\] count_weight must be > 0, got -0.3"),
@@ -743,29 +743,29 @@ def test_the_count_weight_in_a_config(tmp_path, small_digits):
             bad.write_text(
                 bad.read_text().replace("sigma = 3.0", 'sigma = "auto"\ntarget_eps = 1.0')
             )
-        with pytest.raises(C.ConfigError, match=message):
-            C.load(bad)
+        with pytest.raises(ConfigError, match=message):
+            load(bad)
     missing = class_means_config(
         small_digits, tmp_path, name="missing.toml", sigma="3.0\ncount_weight = 0.3"
     )
     missing.write_text(missing.read_text().replace("sigma = 3.0\n", ""))
     with pytest.raises(
-        C.ConfigError,
+        ConfigError,
         match=r"mechanism = 'class-means' needs sigma \(optional: "
         r"count_weight \(default 0.3\)\); sigma is missing",
     ):
-        C.load(missing)
+        load(missing)
     gnmax = small_digits(
         tmp_path,
         name="gnmax.toml",
         replace=((CONFIDENT, 'mechanism = "gnmax"\nsigma = 3.0\ncount_weight = 0.3'),),
     )
-    with pytest.raises(C.ConfigError, match=r"count_weight do\(es\) not apply to 'gnmax'"):
-        C.load(gnmax)
+    with pytest.raises(ConfigError, match=r"count_weight do\(es\) not apply to 'gnmax'"):
+        load(gnmax)
 
 
 def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
-    config = C.load("fashion-mnist-class-means")
+    config = load("fashion-mnist-class-means")
     assert config["aggregator"] == {
         **config["aggregator"],
         "mechanism": "class-means",
@@ -773,7 +773,7 @@ def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
         "count_weight": 0.3,
     }
     assert config["knn"] == {"features": "scatternet", "dims": 512, "rule": "logistic"}
-    orders = C.orders(config)
+    orders = config.privacy.order_grid()
     eps = analysis.eps_from_rdp(
         class_means_rdp(sigma=4.245, count_weight=0.3, orders=orders),
         orders=orders,
@@ -784,12 +784,12 @@ def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
     assert eps == pytest.approx(0.9944, abs=5e-5) and eps <= config["privacy"]["budget_eps"]
     assert (
         "eps = 0.9944 at delta = 1e-5"
-        in C.packaged_configs()["fashion-mnist-class-means"].read_text()
+        in packaged_configs()["fashion-mnist-class-means"].read_text()
     )
 
 
 def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_student():
-    cpu, gpu = C.load("fashion-mnist-class-means"), C.load("fashion-mnist-class-means-gpu")
+    cpu, gpu = load("fashion-mnist-class-means"), load("fashion-mnist-class-means-gpu")
     # the same release and labelling rule (so the same eps, the same records' budget)
     assert {t: v for t, v in gpu.items() if t not in ("run", "student")} == {
         t: v for t, v in cpu.items() if t not in ("run", "student")
@@ -847,7 +847,7 @@ def test_the_gpu_config_is_the_class_means_config_with_the_benchmarked_gpu_stude
 
 def test_the_cpu_config_trains_its_student_to_the_rules_soft_targets():
     """The settings of the development runs listed in benchmarks/utility.py's TUNED_ON."""
-    student = C.load("fashion-mnist-class-means")["student"]
+    student = load("fashion-mnist-class-means")["student"]
     assert (
         student["model"],
         student["method"],
@@ -856,9 +856,9 @@ def test_the_cpu_config_trains_its_student_to_the_rules_soft_targets():
         student["pad"],
     ) == ("scatternet_cnn", "supervised", 128, 0.99, 2)
     assert student["epochs"] * student["steps_per_epoch"] == 3000
-    assert C.student_targets(C.load("fashion-mnist-class-means")) == 10.0
+    assert load("fashion-mnist-class-means").student.soft_temperature() == 10.0
     # the GPU student's soft-target rows (device call 8) used the same temperature
-    assert C.student_targets(C.load("fashion-mnist-class-means-gpu")) == 10.0
+    assert load("fashion-mnist-class-means-gpu").student.soft_temperature() == 10.0
 
 
 def test_the_gpu_config_without_a_gpu_is_refused_before_the_data_is_read(

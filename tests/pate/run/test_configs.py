@@ -12,8 +12,8 @@ import pytest
 import pate
 from pate.cli import main
 from pate.cli.commands import init_config
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import RunConfig, load, packaged_configs, resolve_config
 from pate.teachers.errors import ConfigError
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[3] / "configs").glob("*.toml"))
@@ -30,13 +30,13 @@ def test_shipped_config_validates(path, tmp_path, monkeypatch):
     ):  # the planner checks its declared records: a file must be there
         monkeypatch.chdir(tmp_path)
         _write_table(tmp_path / "my_data.csv")
-    config = C.load(path)
+    config = load(path)
     assert config["run"]["name"] and config["privacy"]["delta"] < 1
     assert config["privacy"]["release_order"] < 1 / (2 * config["privacy"]["release_beta"])
 
 
 def test_mnist_uses_the_scalable_pate_settings():
-    config = C.load(next(p for p in CONFIGS if p.name == "mnist.toml"))
+    config = load(next(p for p in CONFIGS if p.name == "mnist.toml"))
     agg = config["aggregator"]
     assert (
         config["partition"]["num_teachers"],
@@ -47,9 +47,9 @@ def test_mnist_uses_the_scalable_pate_settings():
 
 
 def test_overrides(tmp_path):
-    config = C.load(CONFIGS[0], seed=7, device="cpu", run_dir=str(tmp_path / "x"))
+    config = load(CONFIGS[0], seed=7, device="cpu", run_dir=str(tmp_path / "x"))
     assert config["run"]["seed"] == 7 and config["run"]["device"] == "cpu"
-    assert C.run_directory(config) == tmp_path / "x"
+    assert config.run.directory() == tmp_path / "x"
 
 
 # --------------------------------------------------------------------------- packaged configs
@@ -78,7 +78,7 @@ PACKAGED = {
 def test_configs_is_the_package_folder():
     assert (REPO / "configs").is_symlink()
     assert (REPO / "configs").resolve() == (REPO / "pate" / "configs").resolve()
-    shipped = C.packaged_configs()
+    shipped = packaged_configs()
     assert set(shipped) == PACKAGED
     assert {pathlib.Path(str(f)).name for f in shipped.values()} == {p.name for p in CONFIGS}
 
@@ -106,18 +106,18 @@ def test_a_packaged_name_resolves_from_any_folder(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no configs/ here
     _write_table(tmp_path / "my_data.csv")  # own-data's records (the planner checks them)
     stem = name.lower().removesuffix(".toml").replace("-", "_")
-    expected = C.load(REPO / "pate" / "configs" / f"{stem}.toml")
-    assert C.load(name) == expected
+    expected = load(REPO / "pate" / "configs" / f"{stem}.toml")
+    assert load(name) == expected
     assert (
-        pathlib.Path(str(C.resolve_config(name))).resolve()
+        pathlib.Path(str(resolve_config(name))).resolve()
         == (REPO / "pate" / "configs" / f"{stem}.toml").resolve()
     )
 
 
 def test_the_configs_path_still_works(monkeypatch):
     monkeypatch.chdir(REPO)
-    assert C.resolve_config("configs/digits.toml") == pathlib.Path("configs/digits.toml")
-    assert C.load("configs/digits.toml") == C.load("digits")
+    assert resolve_config("configs/digits.toml") == pathlib.Path("configs/digits.toml")
+    assert load("configs/digits.toml") == load("digits")
 
 
 def test_an_existing_file_wins_over_a_packaged_name(tmp_path, monkeypatch):
@@ -126,15 +126,15 @@ def test_an_existing_file_wins_over_a_packaged_name(tmp_path, monkeypatch):
     pathlib.Path("digits").write_text(
         text.replace('name = "digits"\nseed', 'name = "mine"\nseed', 1), encoding="utf-8"
     )
-    assert C.resolve_config("digits") == pathlib.Path("digits")
-    assert C.load("digits")["run"]["name"] == "mine"
+    assert resolve_config("digits") == pathlib.Path("digits")
+    assert load("digits")["run"]["name"] == "mine"
 
 
 @pytest.mark.parametrize("value", ["digitz", "configs/digits.toml", "no/such/file.toml"])
 def test_an_unknown_name_lists_the_packaged_names(value, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # configs/digits.toml is not here: a path is never a name
     with pytest.raises(FileNotFoundError) as info:
-        C.load(value)
+        load(value)
     message = str(info.value)
     assert f"--config {value}: no such file" in message
     assert NAMES in message and "pate init-config" in message
@@ -177,9 +177,9 @@ def test_own_data_leaves_the_choices_to_the_planner(tmp_path, monkeypatch):
     of teachers): unchanged, it names the data file it needs; pointed at a table it plans."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(pate.DatasetNotFoundError, match="my_data.csv does not exist"):
-        C.load("own-data")
+        load("own-data")
     _write_table(tmp_path / "my_data.csv")
-    config = C.load("own-data")
+    config = load("own-data")
     assert config["data"]["name"] == "csv:my_data.csv"
     assert config["teachers"]["model"] == "auto" and config["privacy"]["ledger"] is True
     assert config["aggregator"]["mechanism"] in ("auto", "class-means")  # the planner decides
@@ -301,11 +301,11 @@ def test_init_config_writes_an_editable_copy(tmp_path, monkeypatch, capsys):
     out = tmp_path / "mine.toml"
     assert main(["init-config", "digits", "--output", str(out)]) == 0
     assert out.read_bytes() == (REPO / "configs" / "digits.toml").read_bytes()
-    assert C.load(out) == C.load("digits")
+    assert load(out) == load("digits")
     assert str(out) in capsys.readouterr().out
     # default output: the packaged file name in the working directory
     assert main(["init-config", "fashion-mnist"]) == 0
-    assert C.load(tmp_path / "fashion_mnist.toml")["run"]["name"] == "fashion-mnist"
+    assert load(tmp_path / "fashion_mnist.toml")["run"]["name"] == "fashion-mnist"
     # a folder: the packaged name inside it
     (tmp_path / "sub").mkdir()
     assert main(["init-config", "own_data", "-o", "sub"]) == 0
@@ -354,21 +354,34 @@ def test_release_parameters_are_optional_without_a_release(tmp_path):
     kept = [line for line in text.splitlines() if not line.startswith("release_")]
     no_release = tmp_path / "no_release.toml"
     no_release.write_text("\n".join(kept).replace("[privacy]", "[privacy]\nrelease = false") + "\n")
-    config = C.load(no_release)
+    config = load(no_release)
     assert config["privacy"]["release"] is False and config["privacy"]["release_order"] == 10.0
     with_release = tmp_path / "with_release.toml"
     with_release.write_text("\n".join(kept) + "\n")
     with pytest.raises(
         ConfigError, match=r"release_order is required \(unless \[privacy\] release = false\)"
     ):
-        C.load(with_release)
+        load(with_release)
     assert "release_order" not in (REPO / "configs" / "fashion_mnist_knn.toml").read_text()
 
 
 def test_knn_dims_left_out_fit_a_narrow_table():
     """A 30-column table: the default PCA keeps 30 dimensions, not the 64 that were refused
     (class-means could not run on such a table with its defaults); a given value is kept."""
-    assert C.knn_settings({"knn": {}}, (30,))["dims"] == 30
-    assert C.knn_settings({"knn": {}}, (784,))["dims"] == 64
-    assert C.knn_settings({"knn": {"dims": 50}}, (30,))["dims"] == 50  # refused later, by name
-    assert C.knn_settings({}, (1, 28, 28))["features"] == "scatternet"
+    assert knn_run().knn_settings((30,))["dims"] == 30
+    assert knn_run().knn_settings((784,))["dims"] == 64
+    assert knn_run(dims=50).knn_settings((30,))["dims"] == 50  # refused later, by name
+    assert knn_run().knn_settings((1, 28, 28))["features"] == "scatternet"
+
+
+def knn_run(**knn) -> RunConfig:
+    """A parsed Private-kNN config with ``[knn]`` = ``knn`` (nothing else set)."""
+    return RunConfig.parse(
+        {
+            "run": {"name": "x"},
+            "data": {"name": "digits"},
+            "aggregator": {"mechanism": "private-knn"},
+            "privacy": {"delta": 1e-5, "release": False},
+            "knn": knn,
+        }
+    )

@@ -28,9 +28,9 @@ from pate.core import io as pate_io
 from pate.core.errors import RunDirError
 from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run import stages
+from pate.run.config import build, load
 from pate.run.pipeline import fork_run
 from pate.run.rundir import Run, RunCopyError
 from pate.teachers.errors import ConfigError
@@ -66,7 +66,7 @@ def votes_run(
         overrides["aggregator"]["noise_seed"] = 0
     if queries is not None:
         overrides["aggregator"]["queries"] = queries
-    config = C.load(DIGITS, run_dir=str(folder), ledger=str(ledger), overrides=overrides)
+    config = load(DIGITS, run_dir=str(folder), ledger=str(ledger), overrides=overrides)
     run = Run.create(config, progress=False)
     run.start()
     atomic_save_npy(run.path(R.VOTES), VOTES)
@@ -248,7 +248,7 @@ def records_bases(tmp_path_factory, small_digits):
                 ),
             ),
         )
-        config = C.load(path, run_dir=str(tmp / mechanism), ledger=False)
+        config = load(path, run_dir=str(tmp / mechanism), ledger=False)
         Pipeline(config, progress=False).run(until="votes")
         bases[mechanism] = tmp / mechanism
     return bases
@@ -268,9 +268,7 @@ def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
         ledger = tmp_path / f"ledger{k}.sqlite3"
         raw = json.loads((base / R.CONFIG).read_text())
         raw["aggregator"]["noise_seed"] = 0
-        run_dir = fork_run(
-            base, C.from_dict(raw, run_dir=str(tmp_path / f"k{k}"), ledger=str(ledger))
-        )
+        run_dir = fork_run(base, build(raw, run_dir=str(tmp_path / f"k{k}"), ledger=str(ledger)))
         failing = Failing(original, k)
         crashed = _aggregate_failing(run_dir, monkeypatch, pate_io, "atomic_write_bytes", failing)
         assert published(run_dir) <= charged(ledger, run_dir)
@@ -434,7 +432,7 @@ def test_a_copied_run_directory_is_refused_before_drawing(tmp_path, capsys):
     assert published(copy) == 0 and not (copy / R.PENDING).exists()
     assert charged(ledger, original) == 0  # nothing drawn, nothing charged
     # the remedy: a fork of the copy is a run of its own
-    config = C.from_dict(
+    config = build(
         json.loads((copy / R.CONFIG).read_text()),
         run_dir=str(tmp_path / "fork"),
         ledger=str(ledger),
@@ -538,7 +536,7 @@ def test_run_json_records_the_directory_and_a_fork_gets_its_own(tmp_path):
     recorded = json.loads((run.run_dir / R.STATE).read_text())["directory"]
     st = run.run_dir.stat()
     assert (recorded["device"], recorded["inode"]) == (st.st_dev, st.st_ino)
-    config = C.from_dict(
+    config = build(
         json.loads((run.run_dir / R.CONFIG).read_text()),
         run_dir=str(tmp_path / f"fork-{uuid.uuid4().hex[:6]}"),
         ledger=str(ledger),

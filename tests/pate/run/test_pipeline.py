@@ -11,8 +11,8 @@ import pytest
 from pate import analysis
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import build, load
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
 
@@ -23,7 +23,7 @@ OUTPUTS = (R.VOTES, R.LABELS, R.ANSWERED)
 
 def load_config(tmp, name, **aggregator):
     """The digits config with the noise seeded (exact noise: these tests compare outputs)."""
-    return C.load(
+    return load(
         DIGITS, run_dir=str(tmp / name), overrides={"aggregator": {"noise_seed": 0, **aggregator}}
     )
 
@@ -68,7 +68,7 @@ def test_every_stage_writes_its_outputs(full_run):
 
 def test_reported_epsilon_equals_analysis_recomputed_from_saved_votes(full_run):
     pipeline, report, _ = full_run
-    run_dir, cfg = pipeline.run_dir, pipeline.config
+    run_dir, cfg = pipeline.run_dir, pipeline.config.to_dict()
     votes = np.load(run_dir / R.VOTES)
     answered = np.load(run_dir / "answered.npy")
     labels = np.load(run_dir / "labels.npy")
@@ -217,7 +217,7 @@ def test_secure_mode_refuses_a_seed(tmp_path):
     config = tmp_path / "secure.toml"
     config.write_text(DIGITS.read_text().replace("seed = 0", "seed = 0\nsecure = true"))
     with pytest.raises(ConfigError, match="secure"):
-        C.load(config)
+        load(config)
 
 
 def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
@@ -225,46 +225,51 @@ def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
 
     config = tmp_path / "secure.toml"
     config.write_text(DIGITS.read_text().replace("seed = 0", "secure = true"))
-    pipeline = Pipeline(C.load(config, run_dir=str(tmp_path / "run")), progress=False)
+    pipeline = Pipeline(load(config, run_dir=str(tmp_path / "run")), progress=False)
     streams = pipeline.ctx.noise_streams()
     assert isinstance(streams.noise, SecureGenerator) and isinstance(
         streams.release, SecureGenerator
     )
     assert not (tmp_path / "run").exists()  # creating the pipeline writes nothing
-    shipped = Pipeline(C.load(DIGITS, run_dir=str(tmp_path / "shipped")), progress=False)
+    shipped = Pipeline(load(DIGITS, run_dir=str(tmp_path / "shipped")), progress=False)
     assert isinstance(shipped.ctx.noise_streams().noise, SecureGenerator)  # [run] seed = 0 or not
     seeded = Pipeline(load_config(tmp_path, "seeded"), progress=False)
     assert not isinstance(seeded.ctx.noise_streams().noise, SecureGenerator)
-    assert not C.is_private(seeded.config) and C.is_private(shipped.config)
+    assert not seeded.config.is_private and shipped.config.is_private
 
 
 def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
     from pate.run.pipeline import release_plan
 
     orders = analysis.DEFAULT_ORDERS
-    fmnist = C.load(REPO / "configs" / "fashion_mnist.toml")
+    fmnist = load(REPO / "configs" / "fashion_mnist.toml")
     plan = release_plan(fmnist, num_teachers=250, num_classes=10, orders=orders)
     assert plan["release"] and plan["fallback"] is None
-    beta, order = fmnist["privacy"]["release_beta"], fmnist["privacy"]["release_order"]
+    beta, order = fmnist.privacy.release_beta, fmnist.privacy.release_order
     finite = orders < 1 / (2 * beta)
     assert np.all(np.isfinite(plan["rdp"][finite])) and np.all(np.isinf(plan["rdp"][~finite]))
     at = int(np.argmin(np.abs(orders - order)))
     assert plan["rdp"][at] == analysis.gnss_rdp(
-        beta=beta, sigma_ss=fmnist["privacy"]["release_sigma_ss"], order=orders[at]
+        beta=beta, sigma_ss=fmnist.privacy.release_sigma_ss, order=orders[at]
     )
-    digits = C.load(DIGITS)
+    digits = load(DIGITS)
     assert release_plan(digits, num_teachers=10, num_classes=10, orders=orders)["release"]
-    digits["aggregator"]["sigma2"] = 1.5  # with 10 classes, C5/C6 fail at order 3
+    digits = digits.replace(
+        "aggregator", noise=dict(digits.aggregator.noise, sigma2=1.5)
+    )  # with 10 classes, C5/C6 fail at order 3
     plan = release_plan(digits, num_teachers=10, num_classes=10, orders=orders)
     assert not plan["release"] and "C5/C6" in plan["fallback"]
-    lnmax = dict(
-        digits, aggregator={"mechanism": "lnmax", "scale": 2.0, "budget_basis": "data-independent"}
+    lnmax = build(
+        dict(
+            digits.to_dict(),
+            aggregator={"mechanism": "lnmax", "scale": 2.0, "budget_basis": "data-independent"},
+        )
     )
     assert (
         "LNMax" in release_plan(lnmax, num_teachers=10, num_classes=10, orders=orders)["fallback"]
     )
-    digits = C.load(DIGITS)
-    digits["privacy"]["release"] = False  # switched off: no release, nothing charged for one
+    digits = load(DIGITS)
+    digits = digits.replace("privacy", release=False)  # switched off: no release, nothing charged for one
     plan = release_plan(digits, num_teachers=10, num_classes=10, orders=orders)
     assert not plan["release"] and "release = false" in plan["fallback"]
 
@@ -272,7 +277,7 @@ def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
 def test_the_planned_release_fits_the_budget_and_is_charged_with_the_answers(full_run):
     pipeline, report, ledger_path = full_run
     p = report["privacy"]
-    assert p["eps_guarantee"] <= pipeline.config["privacy"]["budget_eps"]
+    assert p["eps_guarantee"] <= pipeline.config.privacy.budget_eps
     summary = json.loads((pipeline.run_dir / R.AGGREGATE).read_text())
     charged = [e["mechanism"] for e in summary["events"]]
     assert charged == ["confident-gnmax", "gnss-release"]  # the digits config releases
@@ -287,7 +292,7 @@ def test_a_release_that_would_take_over_half_the_budget_is_skipped(tmp_path):
     config = tmp_path / "small.toml"
     config.write_text(DIGITS.read_text().replace("budget_eps = 1000.0", "budget_eps = 6.0"))
     pipeline = Pipeline(
-        C.load(config, run_dir=str(tmp_path / "run")),
+        load(config, run_dir=str(tmp_path / "run")),
         progress=False,
         ledger_path=tmp_path / "ledger.sqlite3",
     )
@@ -307,11 +312,11 @@ def test_fork_run_reuses_the_votes_and_finishes_with_other_settings(full_run, tm
     from pate.run.pipeline import fork_run
 
     pipeline, report, _ = full_run
-    config = json.loads(json.dumps(pipeline.config))
+    config = pipeline.config.to_dict()
     config["run"]["run_dir"] = str(tmp_path / "fork")
     config["privacy"].update(ledger=False, release=False)
     config["aggregator"]["queries"] = 40
-    config = C.from_dict(config)
+    config = build(config)
     target = fork_run(pipeline.run_dir, config)
     assert np.array_equal(np.load(target / R.VOTES), np.load(pipeline.run_dir / R.VOTES))
     forked = Pipeline(config, resume=True, progress=False).run()
@@ -339,10 +344,10 @@ def _snapshot(folder: pathlib.Path) -> dict:
 
 
 def _fork_config(pipeline, run_dir) -> dict:
-    config = json.loads(json.dumps(pipeline.config))
+    config = pipeline.config.to_dict()
     config["run"]["run_dir"] = str(run_dir)
     config["privacy"].update(ledger=False, release=False)
-    return C.from_dict(config)
+    return build(config)
 
 
 def test_fork_never_deletes_what_it_did_not_create(full_run, tmp_path):

@@ -13,8 +13,8 @@ import pytest
 
 import pate
 from pate.cli import main
-from pate.run import config as C
 from pate.run import planner as P
+from pate.run.config import build, normalize, plan_config, plan_facts, plan_for, validate
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = P.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
@@ -36,11 +36,11 @@ def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=Fa
     }
     if teachers is not None:
         out["partition"] = {"num_teachers": teachers}
-    return C.normalize(out)
+    return normalize(out)
 
 
 def plan(aggregator, facts, *, wording="python", **kw):
-    return C.plan_config(raw(aggregator, **kw), facts, wording=wording)
+    return plan_config(raw(aggregator, **kw), facts, wording=wording)
 
 
 # --------------------------------------------------------------------------- refusals
@@ -181,7 +181,7 @@ def test_defaults_fit_the_data_and_the_budget(facts, eps):
     assert P.MIN_LABELS_PER_CLASS * facts.classes <= got.queries <= facts.public_items
     assert got.guarantee_eps <= eps * (1 + 1e-9)
     # the run that follows uses exactly these values: the filled config validates
-    assert C.validate(config)["aggregator"]["queries"] == got.queries
+    assert validate(config)["aggregator"]["queries"] == got.queries
 
 
 def test_more_budget_never_needs_more_teachers_and_buys_more_answers():
@@ -212,9 +212,9 @@ def test_the_plan_needs_counts_and_shapes_only(monkeypatch):
 
     monkeypatch.setattr(D, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded"))
     config = raw(dict(AUTO, target_eps=4.0))
-    filled = C.from_dict({k: v for k, v in config.items()}, facts=TABLE)
+    filled = build({k: v for k, v in config.items()}, facts=TABLE)
     assert filled["partition"]["num_teachers"] >= 1 and filled["planned"]["filled"]
-    assert C.from_dict(filled, source="config.json") == filled  # a saved, filled config reopens
+    assert build(filled, where="config.json") == filled  # a saved, filled config reopens
 
 
 def _table_config(tmp_path, rows: int, records: int | None) -> dict:
@@ -230,7 +230,7 @@ def _table_config(tmp_path, rows: int, records: int | None) -> dict:
     data = {"name": f"csv:{tmp_path / 't.csv'}", "classes": ["negative", "positive"]}
     if records is not None:
         data["records"] = records
-    return C.normalize(
+    return normalize(
         {
             "run": {"name": "t"},
             "data": data,
@@ -244,21 +244,21 @@ def test_the_plan_reads_the_declared_records_and_says_so(tmp_path, caplog):
     """Own data: the facts hold [data] records, not the loaded count (700 rows: 490 private),
     and the plan's first line names the basis; the exact count is logged, marked internal."""
     config = _table_config(tmp_path, 700, 500)
-    data = C.load_data(config, cache=False)
+    data = config.load_data(cache=False)
     with caplog.at_level("INFO", logger="pate"):
-        facts = C.plan_facts(config, data)
+        facts = plan_facts(config, data)
     assert (facts.private_records, facts.records_basis) == (500, "declared")
     assert "internal, not published: the private split holds 490 records" in caplog.text
-    line = C.plan_for(config, facts).lines()[0]
+    line = plan_for(config, facts).lines()[0]
     assert "500 private records (declared public)" in line and "490" not in line
-    assert C.from_dict(config)["data"]["records"] == 500
+    assert build(config)["data"]["records"] == 500
 
 
 @pytest.mark.parametrize("declared", [200, 1000])
 def test_a_declaration_off_by_more_than_a_factor_2_is_refused_in_toml_words(tmp_path, declared):
     config = _table_config(tmp_path, 700, declared)
     with pytest.raises(P.PlanError) as refused:
-        C.from_dict(config)
+        build(config)
     assert refused.value.setting == "[data] records"
     assert f"[data] records = {declared}" in str(refused.value)
     assert "[data] records = 490" in refused.value.fix  # two significant digits of the count
@@ -269,9 +269,9 @@ def test_own_data_without_records_is_refused_before_it_is_read(tmp_path, monkeyp
 
     monkeypatch.setattr(D, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded"))
     with pytest.raises(pate.ConfigError, match=r"\[data\] records is needed for your own data"):
-        C.from_dict(_table_config(tmp_path, 700, None))
+        build(_table_config(tmp_path, 700, None))
     with pytest.raises(pate.ConfigError, match="records must be"):
-        C.from_dict(_table_config(tmp_path, 700, 0))
+        build(_table_config(tmp_path, 700, 0))
 
 
 def test_facts_name_their_basis():
@@ -290,11 +290,11 @@ def test_every_shipped_config_plans():
     }
     own = P.Facts(private_records=20000, classes=5, public_items=4000, input_shape=(20,))
     for path in sorted((REPO / "pate" / "configs").glob("*.toml")):
-        config = C.normalize(tomllib.loads(path.read_text()))
-        got = C.plan_for(config, facts.get(config["data"]["name"], own))
+        config = normalize(tomllib.loads(path.read_text()))
+        got = plan_for(config, facts.get(config["data"]["name"], own))
         assert got.usable, path.name
-    main_job = C.normalize(tomllib.loads((REPO / "pate/configs/fashion_mnist.toml").read_text()))
-    got = C.plan_for(main_job, FMNIST)
+    main_job = normalize(tomllib.loads((REPO / "pate/configs/fashion_mnist.toml").read_text()))
+    got = plan_for(main_job, FMNIST)
     assert (got.num_teachers, got.noise["sigma2"], got.noise["sigma1"]) == (250, 40.0, 150.0)
     assert got.relative_noise == {"sigma2/teachers": 0.16, "sigma1/teachers": 0.6}
     assert not got.filled  # the shipped configs set everything: nothing is changed
@@ -480,7 +480,7 @@ def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_t
     # what the user set stays
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["knn"] = {"features": "none", "dims": 5}
-    config, kept = C.plan_config(mine, BREAST, wording="python")
+    config, kept = plan_config(mine, BREAST, wording="python")
     assert config["knn"] == {"features": "none", "dims": 5} and "dims" not in kept.filled
     assert kernel_dims(private_records=10, num_classes=2, sigma=100.0, public_items=50) == 8
     assert kernel_dims(private_records=10**7, num_classes=2, sigma=0.1, public_items=10**5) == 512
@@ -504,20 +504,20 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert got.filled["targets"]["value"] == "soft"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["student"] = dict(mine.get("student") or {}, targets="hard")
-    config, kept = C.plan_config(mine, TABLE, wording="python")
+    config, kept = plan_config(mine, TABLE, wording="python")
     assert config["student"]["targets"] == "hard" and "targets" not in kept.filled
-    assert C.class_means_rule(config) == "qda"
+    assert config.knn.labelling_rule == "qda"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["knn"] = {"features": "quadratic", "rule": "lda"}
-    config, kept = C.plan_config(mine, TABLE, wording="python")
+    config, kept = plan_config(mine, TABLE, wording="python")
     assert config["knn"] == {"features": "quadratic", "rule": "lda"} and "rule" not in kept.filled
     mine["knn"] = {"features": "kernel"}
-    config, kept = C.plan_config(mine, TABLE, wording="python")
+    config, kept = plan_config(mine, TABLE, wording="python")
     assert config["knn"]["features"] == "kernel" and "dims" in kept.filled
     # with the noise given (nothing calibrated) the front-end is still chosen before the run
     given = raw({"mechanism": "class-means", "sigma": 3.0})
-    assert P.needs_plan(C.normalize(given, source="test"))
-    config, _ = C.plan_config(given, TABLE, wording="python")
+    assert P.needs_plan(normalize(given, source="test"))
+    config, _ = plan_config(given, TABLE, wording="python")
     assert config["knn"]["features"] == "quadratic"
 
 
@@ -549,7 +549,7 @@ def test_quadratic_settings_that_cannot_work_are_refused(knn, mechanism, student
     bad["knn"] = knn
     bad["student"] = dict(bad.get("student") or {}, **student)
     with pytest.raises(pate.ConfigError, match=match):
-        C.validate(bad, source="test")
+        validate(bad, source="test")
 
 
 def test_kernel_features_are_refused_for_a_neighbour_search():
@@ -557,7 +557,7 @@ def test_kernel_features_are_refused_for_a_neighbour_search():
     for features in ("kernel", "quadratic"):
         bad["knn"] = {"features": features}
         with pytest.raises(pate.ConfigError, match=f'features = "{features}" is the class-means'):
-            C.validate(bad, source="test")
+            validate(bad, source="test")
 
 
 # --------------------------------------------------------------------------- code shape
@@ -576,7 +576,7 @@ def test_fixed_confident_noise_with_the_threshold_left_out_plans():
     assert got.noise["sigma1"] == 150.0 and got.noise["sigma2"] == 40.0
     assert 0 < got.answers < FMNIST.public_items and got.guarantee_eps <= 4.0
     assert P.needs_plan(
-        C.normalize(
+        normalize(
             {
                 **raw(
                     {

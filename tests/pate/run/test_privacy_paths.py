@@ -19,9 +19,9 @@ import pytest
 
 from pate.cli import main
 from pate.ledger import Ledger, dataset_identity
-from pate.run import config as C
 from pate.run import rundir as R
 from pate.run import stages
+from pate.run.config import build, load
 from pate.run.pipeline import Pipeline, fork_run
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
@@ -33,7 +33,7 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 def base(tmp_path_factory, small_digits):
     """One trained ensemble (partition, teachers, votes) that the tests fork from."""
     tmp = tmp_path_factory.mktemp("base")
-    config = C.load(small_digits(tmp), run_dir=str(tmp / "base"), ledger=False)
+    config = load(small_digits(tmp), run_dir=str(tmp / "base"), ledger=False)
     pipeline = Pipeline(config, progress=False)
     pipeline.run(until="votes")
     return pipeline
@@ -44,7 +44,7 @@ def forked(base, tmp_path, name, *, ledger, privacy=None, aggregator=None):
     raw = json.loads(json.dumps(base.config))
     raw["privacy"].update(privacy or {})
     raw["aggregator"].update(aggregator or {})
-    config = C.from_dict(
+    config = build(
         raw, run_dir=str(tmp_path / name), ledger=False if ledger is None else str(ledger)
     )
     return fork_run(base.run_dir, config)
@@ -71,7 +71,7 @@ def test_pate_aggregate_after_an_exhausted_budget_is_refused(base, tmp_path, cap
     ledger = tmp_path / "ledger.sqlite3"
     first = forked(base, tmp_path, "first", ledger=ledger, privacy={"budget_eps": 30.0})
     Pipeline(
-        C.from_dict(json.loads((first / "config.json").read_text())), resume=True, progress=False
+        build(json.loads((first / "config.json").read_text())), resume=True, progress=False
     ).run(until="aggregate")
     before = spent(ledger)
     assert 0 < before <= 30.0
@@ -121,7 +121,7 @@ def _preflight(tmp_path, small_digits, name, source, ledger, **privacy):
             ("[privacy]\n", "[privacy]\n" + extra),
         ),
     )
-    config = C.load(config_path, run_dir=str(tmp_path / name), ledger=str(ledger))
+    config = load(config_path, run_dir=str(tmp_path / name), ledger=str(ledger))
     run = Run.create(config, progress=False)
     stages.preflight(run)
     return run
@@ -183,7 +183,7 @@ def test_a_superset_of_spent_records_shares_their_budget(tmp_path, small_digits,
         tmp_path, small_digits, "subset", _npz(tmp_path / "a.npz", x[:-1], y[:-1], digits), ledger
     )
     subset = dataset_identity(x[:-1], y[:-1]).digest
-    orders = C.orders(run.config)
+    orders = run.config.privacy.order_grid()
     with Ledger(ledger) as led:  # an earlier run spent eps ~900 of the subset's 1000
         led.charge(subset, [_event(orders, _curve(orders, 900.0))], run_id="earlier-run")
     _preflight(tmp_path, small_digits, "superset", _npz(tmp_path / "b.npz", x, y, digits), ledger)
@@ -224,7 +224,7 @@ def test_a_config_budget_that_differs_from_the_ledger_s_is_refused_before_anythi
     ledger = tmp_path / "ledger.sqlite3"
     run_dir = forked(base, tmp_path, "spent", ledger=ledger)  # registers budget 1000
     Pipeline(
-        C.from_dict(json.loads((run_dir / "config.json").read_text())), resume=True, progress=False
+        build(json.loads((run_dir / "config.json").read_text())), resume=True, progress=False
     ).run(until="aggregate")
     config = small_digits(
         tmp_path, name="other-budget.toml", replace=(("budget_eps = 1000.0", "budget_eps = 120.0"),)
@@ -298,7 +298,7 @@ def test_tight_conversion_never_leaves_uncharged_labels(base, tmp_path):
         base, tmp_path, "tight", ledger=ledger, privacy={"budget_eps": 25.0, "conversion": "tight"}
     )
     Pipeline(
-        C.from_dict(json.loads((run_dir / "config.json").read_text())), resume=True, progress=False
+        build(json.loads((run_dir / "config.json").read_text())), resume=True, progress=False
     ).run(until="aggregate")
     labels = np.load(run_dir / "labels.npy")
     assert charged_answers(ledger, run_dir) == int((labels >= 0).sum()) > 0
@@ -312,7 +312,7 @@ def test_tight_conversion_never_leaves_uncharged_labels(base, tmp_path):
     other = forked(base, tmp_path, "classic", ledger=ledger, privacy={"budget_eps": 25.0})
     with pytest.raises(ConfigError, match="conversion"):
         Pipeline(
-            C.from_dict(json.loads((other / "config.json").read_text())),
+            build(json.loads((other / "config.json").read_text())),
             resume=True,
             progress=False,
         ).run(until="aggregate")
@@ -358,12 +358,12 @@ def test_data_dependent_budget_basis_needs_the_ledger_off_and_the_run_marked_not
     path = tmp_path / "dd.toml"
     path.write_text(text)
     with pytest.raises(ConfigError, match="NOT private"):
-        C.load(path)
+        load(path)
     with pytest.raises(ConfigError, match="NOT private"):
-        C.load(path, ledger=False)
+        load(path, ledger=False)
     path.write_text(text.replace("[privacy]\n", "[privacy]\nprivate = false\n"))
-    config = C.load(path, ledger=False)
-    assert not C.is_private(config)
+    config = load(path, ledger=False)
+    assert not config.is_private
 
 
 # ---------------------------------------------------------------- 5. fresh noise by default
@@ -373,7 +373,7 @@ def test_two_runs_of_a_shipped_config_with_the_same_seed_draw_different_noise(ba
     labels = []
     for name in ("fresh-a", "fresh-b"):
         run_dir = forked(base, tmp_path, name, ledger=None)
-        config = C.from_dict(json.loads((run_dir / "config.json").read_text()))
+        config = build(json.loads((run_dir / "config.json").read_text()))
         assert "noise_seed" not in config["aggregator"] and config["run"]["seed"] == 0
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
         labels.append(np.load(run_dir / "labels.npy"))
@@ -385,7 +385,7 @@ def test_seeded_noise_replays_and_the_report_says_not_private(base, tmp_path):
     for name in ("seeded-a", "seeded-b"):
         run_dir = forked(base, tmp_path, name, ledger=None, aggregator={"noise_seed": 7})
         Pipeline(
-            C.from_dict(json.loads((run_dir / "config.json").read_text())),
+            build(json.loads((run_dir / "config.json").read_text())),
             resume=True,
             progress=False,
         ).run()
@@ -408,7 +408,7 @@ def test_a_fork_gets_its_own_run_id_and_its_own_charges(base, tmp_path):
     assert len(ids) == 2 and base.state["run_id"] not in ids
     for f in forks:
         Pipeline(
-            C.from_dict(json.loads((f / "config.json").read_text())), resume=True, progress=False
+            build(json.loads((f / "config.json").read_text())), resume=True, progress=False
         ).run(until="aggregate")
         assert charged_answers(ledger, f) == int((np.load(f / "labels.npy") >= 0).sum()) > 0
 
@@ -426,7 +426,7 @@ def test_a_relative_ledger_path_resolves_against_the_config_folder(
     )
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")
-    config = C.load(pathlib.Path("..") / "project" / config_path.name, run_dir=str(tmp_path / "r"))
+    config = load(pathlib.Path("..") / "project" / config_path.name, run_dir=str(tmp_path / "r"))
     run = Run.create(config, progress=False)
     assert run.ledger_path == (folder / "budget.sqlite3").resolve()
     stages.preflight(run)

@@ -15,8 +15,8 @@ import pytest
 from pate import analysis, mechanisms
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.run import config as C
 from pate.run import rundir as R
+from pate.run.config import RunConfig, load
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
 
@@ -47,8 +47,10 @@ def spend(path):
 
 
 def per_query_rdp(config):
-    params = mechanisms.get("private-knn").validate(C.aggregator_params(config))
-    return mechanisms.get("private-knn").worst_case_query_rdp(params, orders=C.orders(config))
+    params = mechanisms.get("private-knn").validate(config.aggregator_params())
+    return mechanisms.get("private-knn").worst_case_query_rdp(
+        params, orders=config.privacy.order_grid()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +99,11 @@ def test_pate_run_end_to_end(knn_run):
     summary = json.loads((run_dir / R.AGGREGATE).read_text())
     events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
     assert [e.mechanism for e in events] == ["private-knn"] and events[0].queries == 400
-    orders = C.orders(C.load(config))
+    orders = load(config).privacy.order_grid()
     charged = sum(e.rdp_data_independent for e in events)
     eps = analysis.eps_from_rdp(charged, orders=orders, delta=1e-5)[0]
     assert p["eps_data_independent"] == pytest.approx(eps, rel=1e-12)
-    np.testing.assert_allclose(charged, 400 * per_query_rdp(C.load(config)), rtol=1e-12)
+    np.testing.assert_allclose(charged, 400 * per_query_rdp(load(config)), rtol=1e-12)
     assert p["eps_guarantee"] == pytest.approx(eps, rel=1e-12)
     assert p["eps_data_dependent"] == p["eps_sanitized"] == p["eps_data_independent"]
     assert summary["release"] is None and p["sanitized"]["fallback"]
@@ -131,7 +133,7 @@ def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
     config_path, run_dir, shared = knn_run
     ledger = shutil.copy(shared, tmp_path / "ledger.sqlite3")  # the module's ledger stays as it is
     shutil.copy(f"{shared}.key", tmp_path / "ledger.sqlite3.key")  # a ledger goes with its key
-    config = C.load(
+    config = load(
         config_path,
         run_dir=str(tmp_path / "fork"),
         ledger=str(ledger),
@@ -214,12 +216,12 @@ def test_the_noise_is_fresh_unless_seeded(tmp_path, small_digits):
     config = knn_config(small_digits, tmp_path)
     outputs = []
     for name in ("a", "b"):
-        Pipeline(C.load(config, run_dir=str(tmp_path / name), ledger=False), progress=False).run(
+        Pipeline(load(config, run_dir=str(tmp_path / name), ledger=False), progress=False).run(
             until="aggregate"
         )
         outputs.append(np.load(tmp_path / name / "labels.npy"))
     assert not np.array_equal(*outputs)  # fresh samples and noise: 400 queries never all agree
-    assert not C.noise_seeded(C.load(config))
+    assert load(config).aggregator.noise_seed is None
 
 
 @pytest.mark.parametrize("ledger", [True, False])
@@ -227,14 +229,14 @@ def test_a_small_budget_answers_fewer_queries_and_is_never_exceeded(tmp_path, sm
     config_path = knn_config(
         small_digits, tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 5.0"),)
     )
-    config = C.load(
+    config = load(
         config_path,
         run_dir=str(tmp_path / "run"),
         ledger=str(tmp_path / "ledger.sqlite3") if ledger else False,
     )
     Pipeline(config, progress=False).run(until="aggregate")
     summary = json.loads((tmp_path / "run" / R.AGGREGATE).read_text())
-    asked, orders = summary["queries_asked"], C.orders(config)
+    asked, orders = summary["queries_asked"], config.privacy.order_grid()
     worst = per_query_rdp(config)
     assert 0 < asked < 400 and "privacy budget" in summary["stop_reason"]
     assert summary["eps_data_independent"] <= 5.0
@@ -250,7 +252,7 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
 ):
     from pate import ledger as ledger_module
 
-    config = C.load(knn_config(small_digits, tmp_path), run_dir=str(tmp_path / "run"))
+    config = load(knn_config(small_digits, tmp_path), run_dir=str(tmp_path / "run"))
     ledger_path = tmp_path / "ledger.sqlite3"
     run_dir = tmp_path / "run"
     Pipeline(config, progress=False, ledger_path=ledger_path).run(until="votes")
@@ -307,7 +309,7 @@ def test_the_embedding_is_fitted_on_public_data_only(tmp_path, small_digits, dig
             name=f"{name}.toml",
             replace=(('[data]\nname = "digits"', f'[data]\nname = "npz:{data}"\nrecords = 1000'),),
         )
-        run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)
+        run = Run.create(load(config, ledger=False), progress=False, run_dir=tmp_path / name)
         stages.run_stage(run, "votes")
         embeddings.append(np.load(tmp_path / name / R.KNN_EMBEDDINGS))
     same, changed = embeddings
@@ -321,12 +323,12 @@ def test_scatternet_features_on_digits(tmp_path, small_digits):
     from pate.run.rundir import Run
 
     config = knn_config(small_digits, tmp_path, knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n')
-    run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / "run")
+    run = Run.create(load(config, ledger=False), progress=False, run_dir=tmp_path / "run")
     info = stages.run_stage(run, "votes")
     assert info["features"] == "scatternet" and info["feature_count"] == 81 * 2 * 2
     assert np.load(tmp_path / "run" / R.KNN_EMBEDDINGS)["public"].shape == (597, 16)
-    assert C.knn_settings({"knn": {}}, (1, 8, 8))["features"] == "scatternet"  # the default
-    assert C.knn_settings({"knn": {}}, (64,))["features"] == "none"
+    assert parsed_knn_run().knn_settings((1, 8, 8))["features"] == "scatternet"  # the default
+    assert parsed_knn_run().knn_settings((64,))["features"] == "none"
 
 
 def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_run(
@@ -343,7 +345,7 @@ def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_
     config = knn_config(small_digits, tmp_path, knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n')
     infos = []
     for name in ("first", "second"):
-        run = Run.create(C.load(config, ledger=False), progress=False, run_dir=tmp_path / name)
+        run = Run.create(load(config, ledger=False), progress=False, run_dir=tmp_path / name)
         infos.append(stages.run_stage(run, "votes"))
     first, second = (i["feature_cache"] for i in infos)
     assert (first["misses"], first["hits"], second["misses"], second["hits"]) == (2, 0, 0, 2)
@@ -362,7 +364,7 @@ def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_
         replace=(("[run]", "[run]\nfeature_cache = false"),),
         knn='\n[knn]\nfeatures = "scatternet"\ndims = 16\n',
     )
-    run = Run.create(C.load(off, ledger=False), progress=False, run_dir=tmp_path / "off" / "run")
+    run = Run.create(load(off, ledger=False), progress=False, run_dir=tmp_path / "off" / "run")
     info = stages.run_stage(run, "votes")
     assert info["feature_cache"] is None and not (tmp_path / "off" / ".feature-cache").exists()
     np.testing.assert_array_equal(
@@ -393,20 +395,20 @@ def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_
 def test_bad_knn_settings_are_clear_errors(tmp_path, small_digits, replace, extra, message):
     config = knn_config(small_digits, tmp_path, replace=(replace,), knn=extra)
     with pytest.raises(ConfigError) as info:
-        C.load(config)
+        load(config)
     assert message in str(info.value)
 
 
 def test_integer_k_and_knn_table_only_for_private_knn(tmp_path, small_digits):
-    config = C.load(knn_config(small_digits, tmp_path, replace=(("k = 20", "k = 300"),)))
+    config = load(knn_config(small_digits, tmp_path, replace=(("k = 20", "k = 300"),)))
     assert config["aggregator"]["k"] == 300
     gnmax = small_digits(tmp_path, extra=EMBEDDING, name="gnmax.toml")
     with pytest.raises(
         ConfigError, match=r"\[knn\] applies to the mechanisms that read the private records"
     ):
-        C.load(gnmax)
+        load(gnmax)
     # issue #31: a mechanism with teachers may leave their number to the planner (pate.run.planner)
-    planned = C.load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
+    planned = load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
     assert (
         planned["partition"]["num_teachers"]
         == planned["planned"]["filled"]["num_teachers"]["value"]
@@ -414,11 +416,13 @@ def test_integer_k_and_knn_table_only_for_private_knn(tmp_path, small_digits):
 
 
 def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
-    config = C.load("fashion-mnist-knn")
+    config = load("fashion-mnist-knn")
     assert config["aggregator"]["mechanism"] == "private-knn"
     assert config["knn"] == {"features": "scatternet", "dims": 64}
     eps = analysis.eps_from_rdp(
-        2000 * per_query_rdp(config), orders=C.orders(config), delta=config["privacy"]["delta"]
+        2000 * per_query_rdp(config),
+        orders=config.privacy.order_grid(),
+        delta=config["privacy"]["delta"],
     )[0]
     assert eps == pytest.approx(0.66, abs=0.005) and eps <= config["privacy"]["budget_eps"]
 
@@ -429,13 +433,13 @@ def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(
     """A concurrent run's live reservation leaves room for fewer queries than the config's
     budget: the first round reserves exactly what fits, the next round finds no room and the
     stage stops on the ledger; the two runs together never pass the budget."""
-    config = C.load(
+    config = load(
         knn_config(small_digits, tmp_path, replace=(("budget_eps = 1000.0", "budget_eps = 5.0"),)),
         run_dir=str(tmp_path / "run"),
     )
     ledger_path = tmp_path / "ledger.sqlite3"
     Pipeline(config, progress=False, ledger_path=ledger_path).run(until="votes")
-    orders, worst = C.orders(config), per_query_rdp(config)
+    orders, worst = config.privacy.order_grid(), per_query_rdp(config)
     eps = lambda n: analysis.eps_from_rdp(n * worst, orders=orders, delta=1e-5)[0]  # noqa: E731
     allowed = max(n for n in range(401) if eps(n) <= 5.0)  # what the config alone would allow
     held = allowed // 3
@@ -664,4 +668,17 @@ def test_an_unusable_first_round_is_refused_before_anything_is_written(
 )
 def test_student_embedding_settings_are_checked(tmp_path, small_digits, knn, message):
     with pytest.raises(ConfigError, match=message):
-        C.load(knn_config(small_digits, tmp_path, knn=knn))
+        load(knn_config(small_digits, tmp_path, knn=knn))
+
+
+def parsed_knn_run(**knn) -> RunConfig:
+    """A parsed Private-kNN config with ``[knn]`` = ``knn`` (nothing else set)."""
+    return RunConfig.parse(
+        {
+            "run": {"name": "x"},
+            "data": {"name": "digits"},
+            "aggregator": {"mechanism": "private-knn"},
+            "privacy": {"delta": 1e-5, "release": False},
+            "knn": knn,
+        }
+    )

@@ -1,11 +1,11 @@
-"""No module outside the config package reads a table of a config dict (issue #32): they read
-the typed sections (``C.sections(config).run.device``) or a reader of the package
-(``C.aggregator_params(config)``), so the tables' keys are spelt in one place.
+"""No string-keyed config reads outside the config package (issues #32, #49): the run, the
+pipeline and the stages hold a typed :class:`pate.run.config.RunConfig` and read its attributes
+(``run.config.run.device``, ``config.aggregator_params()``), so each key is spelt in one place.
 
-A read is ``X["table"]`` or ``X.get("table")`` with ``table`` a table of the schema (or the
-planner's ``"planned"``) and ``X`` a config: a name ``config``/``cfg``/``conf`` or an attribute
-``.config`` (``run.config``, ``self.ctx.config``). That also catches ``priv = config["privacy"]``
-followed by ``priv["delta"]``, which a check of chained subscripts alone would miss."""
+A read is ``X["..."]`` or ``X.get("...")`` with a string key and ``X`` a config: a name
+``config``/``cfg``/``conf`` or an attribute ``.config`` (``run.config``, ``self.ctx.config``).
+That also catches ``priv = config["privacy"]`` followed by ``priv["delta"]``, which a check of
+chained subscripts alone would miss."""
 
 from __future__ import annotations
 
@@ -14,19 +14,15 @@ import pathlib
 
 import pytest
 
-from pate.run import config as C
-
 REPO = pathlib.Path(__file__).resolve().parents[4]
 CONFIG_PACKAGE = "pate/run/config/"
 CONFIG_NAMES = frozenset({"config", "cfg", "conf"})
-TABLES = frozenset(C.SCHEMA) | {C.PLANNED}
 
 #: Modules that may still read the dict, each with why.
 ALLOWED = {
-    # The planner fills in a normalised config that is not validated yet (settings left to it:
-    # num_teachers, queries, mechanism = "auto"): typed sections are built only from a config
-    # that passed validation, and the planner writes the tables it fills.
-    "pate/run/planner/rules.py": "fills in a normalised, not yet validated dict",
+    # The planner fills in the on-disk form of a config (settings left to it: num_teachers,
+    # queries, mechanism = "auto"); pate.run.config.plan hands it the dict and parses the result.
+    "pate/run/planner/rules.py": "fills in the on-disk form of a config",
     "pate/run/planner/front_end.py": "fills in a table's front-end in the same dict (rules.py's)",
     "pate/run/planner/steps.py": "probes and checks the same dict before it is validated",
     "pate/run/planner/costs.py": "costs a plan of a not yet validated dict (the planner's)",
@@ -43,18 +39,18 @@ def _is_config(node: ast.AST) -> bool:
     )
 
 
-def _table_key(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in TABLES:
+def _string_key(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
 
 
 def table_reads(source: str) -> list[tuple[int, str]]:
-    """``(line, table)`` of every read of a config table in ``source``."""
+    """``(line, key)`` of every string-keyed read of a config in ``source``."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Subscript) and _is_config(node.value):
-            table = _table_key(node.slice)
+            table = _string_key(node.slice)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -62,7 +58,7 @@ def table_reads(source: str) -> list[tuple[int, str]]:
             and _is_config(node.func.value)
             and node.args
         ):
-            table = _table_key(node.args[0])
+            table = _string_key(node.args[0])
         else:
             continue
         if table is not None:
@@ -82,6 +78,7 @@ def test_the_finder_finds_each_form_of_read():
         (2, "aggregator"),
         (3, "privacy"),
         (4, "knn"),
+        (7, "not_a_table"),
         (8, "privacy"),
     ]
 
@@ -100,6 +97,6 @@ def test_no_module_outside_the_config_package_reads_a_table(path):
     assert not reads, (
         f"{path} reads config tables at "
         + ", ".join(f"line {line} ([{table}])" for line, table in reads)
-        + ": read C.sections(config).<table>.<key> (pate.run.config.sections) or a reader of "
-        "pate.run.config instead"
+        + ": read the typed config's attributes (config.<table>.<key>, "
+        "pate.run.config.RunConfig) instead"
     )
