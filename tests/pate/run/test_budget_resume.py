@@ -378,13 +378,13 @@ def test_a_resume_with_a_changed_setting_names_it(tmp_path, small_digits, capsys
 
 
 def test_setting_names_follow_the_caller():
-    from pate.run.config import PYTHON_SOURCE, build, setting
+    from pate.run.config import PYTHON_SOURCE, build, python_wording, setting
 
     assert setting("privacy", "budget_eps", source=PYTHON_SOURCE) == "budget_eps="
     assert setting("partition", "num_teachers", source=PYTHON_SOURCE) == "num_teachers="
     assert setting("student", "epochs", source=PYTHON_SOURCE) == "student_params={'epochs': ...}"
     assert setting("privacy", "budget_eps", source="configs/x.toml") == "[privacy] budget_eps"
-    with pytest.raises(ConfigError, match=r"target_eps= \(9.*budget_eps= \(4"):
+    with pytest.raises(ConfigError, match=r"\[aggregator\] target_eps \(9") as caught:
         build(
             {
                 "run": {"name": "x"},
@@ -398,5 +398,8 @@ def test_setting_names_follow_the_caller():
                 },
                 "privacy": {"delta": 1e-5, "budget_eps": 4.0, "release": False},
             },
-            where=PYTHON_SOURCE,
         )
+    # pate.fit words it for its caller, once (pate.api)
+    assert "target_eps= (9, this run's spend) exceeds budget_eps= (4" in python_wording(
+        str(caught.value)
+    )

@@ -13,7 +13,7 @@ import pate
 from pate.cli import main
 from pate.cli.commands import init_config
 from pate.run import rundir as R
-from pate.run.config import RunConfig, load, packaged_configs, resolve_config
+from pate.run.config import RunConfig, load, packaged_configs, plan, resolve_config
 from pate.teachers.errors import ConfigError
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[3] / "configs").glob("*.toml"))
@@ -31,15 +31,15 @@ def test_shipped_config_validates(path, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)
         _write_table(tmp_path / "my_data.csv")
     config = load(path)
-    assert config["run"]["name"] and config["privacy"]["delta"] < 1
-    assert config["privacy"]["release_order"] < 1 / (2 * config["privacy"]["release_beta"])
+    assert config.run.name and config.privacy.delta < 1
+    assert config.privacy.release_order < 1 / (2 * config.privacy.release_beta)
 
 
 def test_mnist_uses_the_scalable_pate_settings():
     config = load(next(p for p in CONFIGS if p.name == "mnist.toml"))
-    agg = config["aggregator"]
+    agg = config.aggregator.noise
     assert (
-        config["partition"]["num_teachers"],
+        config.partition.num_teachers,
         agg["threshold"],
         agg["sigma1"],
         agg["sigma2"],
@@ -48,7 +48,7 @@ def test_mnist_uses_the_scalable_pate_settings():
 
 def test_overrides(tmp_path):
     config = load(CONFIGS[0], seed=7, device="cpu", run_dir=str(tmp_path / "x"))
-    assert config["run"]["seed"] == 7 and config["run"]["device"] == "cpu"
+    assert config.run.seed == 7 and config.run.device == "cpu"
     assert config.run.directory() == tmp_path / "x"
 
 
@@ -127,7 +127,7 @@ def test_an_existing_file_wins_over_a_packaged_name(tmp_path, monkeypatch):
         text.replace('name = "digits"\nseed', 'name = "mine"\nseed', 1), encoding="utf-8"
     )
     assert resolve_config("digits") == pathlib.Path("digits")
-    assert load("digits")["run"]["name"] == "mine"
+    assert load("digits").run.name == "mine"
 
 
 @pytest.mark.parametrize("value", ["digitz", "configs/digits.toml", "no/such/file.toml"])
@@ -176,14 +176,16 @@ def test_own_data_leaves_the_choices_to_the_planner(tmp_path, monkeypatch):
     """The template plans from the records it declares (mechanism "auto", a target eps, no number
     of teachers): unchanged, it names the data file it needs; pointed at a table it plans."""
     monkeypatch.chdir(tmp_path)
+    given = load("own-data")  # loading reads no data: the plan does, where the run starts
+    assert given.needs_plan and given.aggregator.mechanism == "auto"
     with pytest.raises(pate.DatasetNotFoundError, match="my_data.csv does not exist"):
-        load("own-data")
+        plan(given)
     _write_table(tmp_path / "my_data.csv")
-    config = load("own-data")
-    assert config["data"]["name"] == "csv:my_data.csv"
-    assert config["teachers"]["model"] == "auto" and config["privacy"]["ledger"] is True
-    assert config["aggregator"]["mechanism"] in ("auto", "class-means")  # the planner decides
-    assert config["privacy"]["budget_eps"] <= 4.0
+    config, _ = plan(given)
+    assert config.data.name == "csv:my_data.csv"
+    assert config.teachers.model == "auto" and config.privacy.ledger is True
+    assert config.aggregator.mechanism in ("auto", "class-means")  # the planner decides
+    assert config.privacy.budget_eps <= 4.0
     text = (REPO / "configs" / "own_data.toml").read_text(encoding="utf-8")
     for documented in (
         "csv:PATH",
@@ -305,7 +307,7 @@ def test_init_config_writes_an_editable_copy(tmp_path, monkeypatch, capsys):
     assert str(out) in capsys.readouterr().out
     # default output: the packaged file name in the working directory
     assert main(["init-config", "fashion-mnist"]) == 0
-    assert load(tmp_path / "fashion_mnist.toml")["run"]["name"] == "fashion-mnist"
+    assert load(tmp_path / "fashion_mnist.toml").run.name == "fashion-mnist"
     # a folder: the packaged name inside it
     (tmp_path / "sub").mkdir()
     assert main(["init-config", "own_data", "-o", "sub"]) == 0
@@ -355,7 +357,7 @@ def test_release_parameters_are_optional_without_a_release(tmp_path):
     no_release = tmp_path / "no_release.toml"
     no_release.write_text("\n".join(kept).replace("[privacy]", "[privacy]\nrelease = false") + "\n")
     config = load(no_release)
-    assert config["privacy"]["release"] is False and config["privacy"]["release_order"] == 10.0
+    assert config.privacy.release is False and config.privacy.release_order == 10.0
     with_release = tmp_path / "with_release.toml"
     with_release.write_text("\n".join(kept) + "\n")
     with pytest.raises(

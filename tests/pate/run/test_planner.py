@@ -14,7 +14,7 @@ import pytest
 import pate
 from pate.cli import main
 from pate.run import planner as P
-from pate.run.config import build, normalize, plan_config, plan_facts, plan_for, validate
+from pate.run.config import RunConfig, build, facts_of, planning
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = P.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
@@ -41,6 +41,24 @@ def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=Fa
 
 def plan(aggregator, facts, *, wording="python", **kw):
     return plan_config(raw(aggregator, **kw), facts, wording=wording)
+
+
+def normalize(given: dict) -> dict:
+    """The on-disk form of ``given``: parsed (types, defaults), not validated."""
+    return RunConfig.parse(given).to_dict()
+
+
+def plan_config(config: dict, facts, *, wording="config", remaining_eps=None):
+    """``(filled config, plan)`` of the on-disk form ``config`` (pate.run.config.plan)."""
+    planned, made = planning.plan(
+        RunConfig.parse(config), facts=facts, wording=wording, remaining_eps=remaining_eps
+    )
+    return planned.to_dict(), made
+
+
+def plan_for(config: dict, facts, *, wording="config", remaining_eps=None):
+    """The plan of ``config`` (pate.run.config.plan)."""
+    return plan_config(config, facts, wording=wording, remaining_eps=remaining_eps)[1]
 
 
 # --------------------------------------------------------------------------- refusals
@@ -181,7 +199,7 @@ def test_defaults_fit_the_data_and_the_budget(facts, eps):
     assert P.MIN_LABELS_PER_CLASS * facts.classes <= got.queries <= facts.public_items
     assert got.guarantee_eps <= eps * (1 + 1e-9)
     # the run that follows uses exactly these values: the filled config validates
-    assert validate(config)["aggregator"]["queries"] == got.queries
+    assert RunConfig.from_dict(config).aggregator.queries == got.queries
 
 
 def test_more_budget_never_needs_more_teachers_and_buys_more_answers():
@@ -212,9 +230,9 @@ def test_the_plan_needs_counts_and_shapes_only(monkeypatch):
 
     monkeypatch.setattr(D, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded"))
     config = raw(dict(AUTO, target_eps=4.0))
-    filled = build({k: v for k, v in config.items()}, facts=TABLE)
+    filled = planning.plan(RunConfig.from_dict(config), facts=TABLE)[0].to_dict()
     assert filled["partition"]["num_teachers"] >= 1 and filled["planned"]["filled"]
-    assert build(filled, where="config.json") == filled  # a saved, filled config reopens
+    assert build(filled, where="config.json").to_dict() == filled  # a saved, filled config reopens
 
 
 def _table_config(tmp_path, rows: int, records: int | None) -> dict:
@@ -244,21 +262,21 @@ def test_the_plan_reads_the_declared_records_and_says_so(tmp_path, caplog):
     """Own data: the facts hold [data] records, not the loaded count (700 rows: 490 private),
     and the plan's first line names the basis; the exact count is logged, marked internal."""
     config = _table_config(tmp_path, 700, 500)
-    data = config.load_data(cache=False)
+    data = RunConfig.parse(config).load_data(cache=False)
     with caplog.at_level("INFO", logger="pate"):
-        facts = plan_facts(config, data)
+        facts = facts_of(RunConfig.parse(config), data)
     assert (facts.private_records, facts.records_basis) == (500, "declared")
     assert "internal, not published: the private split holds 490 records" in caplog.text
     line = plan_for(config, facts).lines()[0]
     assert "500 private records (declared public)" in line and "490" not in line
-    assert build(config)["data"]["records"] == 500
+    assert planning.plan(build(config))[0].data.records == 500
 
 
 @pytest.mark.parametrize("declared", [200, 1000])
 def test_a_declaration_off_by_more_than_a_factor_2_is_refused_in_toml_words(tmp_path, declared):
     config = _table_config(tmp_path, 700, declared)
     with pytest.raises(P.PlanError) as refused:
-        build(config)
+        planning.plan(build(config))
     assert refused.value.setting == "[data] records"
     assert f"[data] records = {declared}" in str(refused.value)
     assert "[data] records = 490" in refused.value.fix  # two significant digits of the count
@@ -506,7 +524,7 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     mine["student"] = dict(mine.get("student") or {}, targets="hard")
     config, kept = plan_config(mine, TABLE, wording="python")
     assert config["student"]["targets"] == "hard" and "targets" not in kept.filled
-    assert config.knn.labelling_rule == "qda"
+    assert RunConfig.parse(config).knn.labelling_rule == "qda"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["knn"] = {"features": "quadratic", "rule": "lda"}
     config, kept = plan_config(mine, TABLE, wording="python")
@@ -516,7 +534,7 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert config["knn"]["features"] == "kernel" and "dims" in kept.filled
     # with the noise given (nothing calibrated) the front-end is still chosen before the run
     given = raw({"mechanism": "class-means", "sigma": 3.0})
-    assert P.needs_plan(normalize(given, source="test"))
+    assert P.needs_plan(normalize(given))
     config, _ = plan_config(given, TABLE, wording="python")
     assert config["knn"]["features"] == "quadratic"
 
@@ -549,7 +567,7 @@ def test_quadratic_settings_that_cannot_work_are_refused(knn, mechanism, student
     bad["knn"] = knn
     bad["student"] = dict(bad.get("student") or {}, **student)
     with pytest.raises(pate.ConfigError, match=match):
-        validate(bad, source="test")
+        RunConfig.from_dict(bad)
 
 
 def test_kernel_features_are_refused_for_a_neighbour_search():
@@ -557,7 +575,7 @@ def test_kernel_features_are_refused_for_a_neighbour_search():
     for features in ("kernel", "quadratic"):
         bad["knn"] = {"features": features}
         with pytest.raises(pate.ConfigError, match=f'features = "{features}" is the class-means'):
-            validate(bad, source="test")
+            RunConfig.from_dict(bad)
 
 
 # --------------------------------------------------------------------------- code shape

@@ -41,7 +41,7 @@ def base(tmp_path_factory, small_digits):
 
 def forked(base, tmp_path, name, *, ledger, privacy=None, aggregator=None):
     """A fork of ``base`` (new run id) with other [privacy]/[aggregator] settings."""
-    raw = json.loads(json.dumps(base.config))
+    raw = base.config.to_dict()
     raw["privacy"].update(privacy or {})
     raw["aggregator"].update(aggregator or {})
     config = build(
@@ -374,7 +374,7 @@ def test_two_runs_of_a_shipped_config_with_the_same_seed_draw_different_noise(ba
     for name in ("fresh-a", "fresh-b"):
         run_dir = forked(base, tmp_path, name, ledger=None)
         config = build(json.loads((run_dir / "config.json").read_text()))
-        assert "noise_seed" not in config["aggregator"] and config["run"]["seed"] == 0
+        assert config.aggregator.noise_seed is None and config.run.seed == 0
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
         labels.append(np.load(run_dir / "labels.npy"))
     assert not np.array_equal(*labels)
