@@ -297,11 +297,11 @@ def main(argv=None) -> int:
         "--label", default="", help="what code was measured (e.g. a commit), recorded in every row"
     )
     args = p.parse_args(argv)
-    from pate.run.config import data_settings, load
+    from pate.run.config import load
     from pate.teachers.data import load_pate_data
 
     source = load(args.config, ledger=False)
-    data = load_pate_data(source["data"]["name"], **data_settings(source))
+    data = load_pate_data(source.data.name, **source.data.loader_settings())
     rows = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with tempfile.TemporaryDirectory() as tmp:

@@ -36,8 +36,9 @@ QUERIES = 9000
 DPSGD_CNN = {"epochs": 15, "batch_size": 1024, "lr": 2.0, "clip": 0.1}
 
 
-def _copy(base_config: dict) -> dict:
-    return json.loads(json.dumps(base_config))
+def _copy(base_config) -> dict:
+    """The on-disk form of a run's config (a :class:`pate.run.config.RunConfig`), to edit."""
+    return base_config.to_dict()
 
 
 def _eps_fields(report: dict) -> tuple[float, float | None]:
@@ -128,7 +129,7 @@ def base_run(config_path, run_dir: pathlib.Path, *, device, data_root=None, edit
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
-    config = load(config_path, device=device, run_dir=str(run_dir))
+    config = load(config_path, device=device, run_dir=str(run_dir)).to_dict()
     config["privacy"]["ledger"] = False
     if data_root:
         config["data"]["root"] = data_root
@@ -166,7 +167,7 @@ def knn_budget(
     fork_run(base_dir, config)  # a Private-kNN base: its embeddings and skipped stages
     report = Pipeline(config, resume=True, progress=False).run(internal=True)
     agg = {
-        k: base_config["aggregator"][k]
+        k: base_config.aggregator.noise[k]
         for k in ("k", "sampling_rate", "threshold", "sigma1", "sigma2")
     }
     return _row(
@@ -195,7 +196,7 @@ def knn_rounds_budget(
     ``seed`` and ``holdout``: as :func:`class_means_budget`'s (round 2's student is scored)."""
     from pate import mechanisms
     from pate.analysis import eps_from_rdp
-    from pate.run.config import build
+    from pate.run.config import RunConfig, build
     from pate.run.pipeline import Pipeline, fork_run
 
     t0 = time.perf_counter()
@@ -211,8 +212,8 @@ def knn_rounds_budget(
         budget_eps=target,
     )
     spec = mechanisms.get("private-knn")
-    params = spec.validate(first.aggregator_params())
-    orders = first.privacy.order_grid()
+    params = spec.validate(RunConfig.parse(first).aggregator_params())
+    orders = base_config.privacy.order_grid()
     worst = spec.worst_case_query_rdp(params, orders=orders)
     half = largest_prefix(
         lambda n: (
@@ -274,8 +275,8 @@ def class_means_budget(
     )
     report = Pipeline(config, resume=True, progress=False).run(internal=True)
     extra = _run_fields(config, seed, holdout)
-    agg = {k: v for k, v in config["aggregator"].items() if k not in ("queries",)}
-    model = config["student"].get("model", "auto")
+    agg = {k: v for k, v in config.to_dict()["aggregator"].items() if k not in ("queries",)}
+    model = config.student.model or "auto"
     temperature = config.student.soft_temperature()
     combined = bool(config.student.combine_with_rule)
     method = (
@@ -283,7 +284,7 @@ def class_means_budget(
         + ("" if model in ("auto", "cnn28") else f", {model} student")
         + ("" if temperature is None else ", soft targets")
         + (", times its rule" if combined else "")
-        + (f", {base_config['knn']['dims']} dims" if name_dims else "")
+        + (f", {base_config.knn.dims} dims" if name_dims else "")
     )
     return _row(
         method,
@@ -292,7 +293,7 @@ def class_means_budget(
         delta=delta,
         t0=t0,
         aggregator=agg,
-        dims=base_config["knn"]["dims"],
+        dims=base_config.knn.dims,
         rule=base_config.knn.labelling_rule,
         student_model=model,
         student_targets="hard" if temperature is None else "soft",
@@ -317,7 +318,7 @@ def _class_means_fork(
     from pate.run.pipeline import fork_run
 
     config = _copy(base_config)
-    orders = config.privacy.order_grid()
+    orders = base_config.privacy.order_grid()
     count_weight = mechanisms.get("class-means").with_defaults(config["aggregator"])["count_weight"]
     sigma = calibrate_class_means_sigma(
         eps=target, delta=delta, count_weight=count_weight, orders=orders, conversion=CONVERSION
@@ -377,9 +378,9 @@ def class_means_rule_budget(
         "released_model": False,
         "repeat": repeat,
         "label_accuracy": float(np.mean(labels == public.y)) if (public.y >= 0).all() else None,
-        "aggregator": {k: v for k, v in config["aggregator"].items() if k != "queries"},
-        "dims": base_config["knn"]["dims"],
-        "rule": config["knn"].get("rule"),
+        "aggregator": {k: v for k, v in config.to_dict()["aggregator"].items() if k != "queries"},
+        "dims": base_config.knn.dims,
+        "rule": config.knn.rule,
         **{f"accuracy{H.FIELD[name]}": acc for name, acc in scores.items()},
         "holdout": H.HOLDOUT_SET in scores,
         "seconds": round(time.perf_counter() - t0, 1),

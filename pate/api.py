@@ -22,7 +22,7 @@ sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims
 release labels every query) and ``knn=`` too,
 with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.mean_release`);
 both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
-(:func:`pate.run.config.calibration`: the smallest noise whose data-independent cost of ``queries``
+(:meth:`pate.run.config.RunConfig.calibration`: the smallest noise whose data-independent cost of ``queries``
 queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
 The noise comes from OS entropy unless ``noise_seed`` is given (the run is then NOT private).
 

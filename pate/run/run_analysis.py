@@ -178,7 +178,7 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
         # asked query does not depend on them (only their number is used here)
         votes = np.zeros((asked, 2), dtype=np.int64)
         # the records voting on one query (Private-kNN: k; class-means: all of them, counted
-        # as declared -- the exact count is internal: pate.run.config.declared_records)
+        # as declared -- the exact count is internal: pate.run.config.DataTable.declared_records)
         num_teachers = spec.voters(
             summary["params"], private_records=run.config.data.declared_records(run.data)[0]
         )

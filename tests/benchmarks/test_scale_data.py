@@ -57,9 +57,9 @@ def test_the_enlarged_npz_and_its_config(scale_data, tmp_path):
     out = tmp_path / "c.toml"
     scale_data.scaled_config("fashion-mnist-class-means", path, tmp_path / "fc", out, records=24)
     config, packaged = load(out, ledger=False), load("fashion-mnist-class-means", ledger=False)
-    assert config["data"]["name"] == f"npz:{path}" and config["data"]["records"] == 24
-    assert config["run"]["feature_cache"] == str(tmp_path / "fc")
-    assert config["aggregator"] == packaged["aggregator"] and config["knn"] == packaged["knn"]
+    assert config.data.name == f"npz:{path}" and config.data.records == 24
+    assert config.run.feature_cache == str(tmp_path / "fc")
+    assert config.aggregator == packaged.aggregator and config.knn == packaged.knn
 
 
 def test_one_feature_cache_for_every_size_when_asked(scale_data, tmp_path, monkeypatch):

@@ -81,7 +81,7 @@ def test_a_class_means_run_on_the_file_is_scored_from_its_run_directory(
         ),
         extra='\n[knn]\nfeatures = "none"\ndims = 16\n',
     )
-    config = load(path, run_dir=str(tmp_path / "run"))
+    config = load(path, run_dir=str(tmp_path / "run")).to_dict()
     config["privacy"]["ledger"] = False
     holdout.holdout_config_edits(config, npz, flip=False, records=800)
     config = build(config)

@@ -6,6 +6,7 @@ what to do."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
 from typing import Any
 
@@ -440,7 +441,10 @@ def _check_knn_rule(config: RunConfig, releases_once: bool) -> None:
         )
     if rule not in RULES:
         raise SettingError(
-            "knn", "rule", rule, f"[knn] rule must be one of {', '.join(RULES)}, got {rule!r}"
+            "knn",
+            "rule",
+            rule,
+            f"[knn] rule must be one of {', '.join(map(json.dumps, RULES))}, got {rule!r}",
         )
     if rule == "qda" and config.knn.features != "quadratic":
         raise SettingError(

@@ -5,7 +5,7 @@ record is read, any model trained or any budget spent.
 ``pate.fit`` call :func:`plan_config`. It looks only at facts that are not private:
 
 * the DECLARED number of private records (``[data] records``, ``records=``; a built-in
-  dataset declares its published split's size: :func:`pate.run.config.declared_records`), never
+  dataset declares its published split's size: :meth:`pate.run.config.DataTable.declared_records`), never
   the exact count -- under add/remove it changes by one, and the plan is published
   (``plan.json``, the report's ``config.planned``, the student's design) --; the loaded split's
   count is only compared with it (:func:`facts_of` refuses a declaration off by more than

@@ -57,7 +57,7 @@ def answers_fixed(config: dict, spec, params: dict, budget: float, cap: int, gri
 
 
 def calibrated_noise(config: dict, queries: int, calibration) -> dict | None:
-    """The ``"auto"`` noise of ``config`` calibrated for ``queries`` (pate.run.config.calibration),
+    """The ``"auto"`` noise of ``config`` calibrated for ``queries`` (pate.run.config.RunConfig.calibration),
     None when the target is unreachable."""
     trial = copy.deepcopy(config)
     trial["aggregator"]["queries"] = int(queries)

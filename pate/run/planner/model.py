@@ -47,7 +47,7 @@ FIXED_NOISE_MECHANISM = "confident-gnmax"
 #: than this factor either way (the plan would be sized for another dataset).
 RECORDS_TOLERANCE = 2.0
 #: How the plan names where its number of private records comes from
-#: (:func:`pate.run.config.declared_records`).
+#: (:meth:`pate.run.config.DataTable.declared_records`).
 RECORDS_BASES = {
     "declared": "declared public",
     "builtin": "the built-in dataset's published size",
@@ -140,7 +140,7 @@ class Facts:
 
 def facts_of(data, *, records: int, basis: str, wording: str = "config") -> Facts:
     """The public facts of a loaded :class:`pate.teachers.data.PateData`: the declared number of
-    private records ``records`` (``basis``: :func:`pate.run.config.declared_records`), its public
+    private records ``records`` (``basis``: :meth:`pate.run.config.DataTable.declared_records`), its public
     split's size, declared class count and input shape (no record is read).
 
     The loaded private split's exact count is internal: it is only compared with ``records`` --

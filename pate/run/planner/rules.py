@@ -52,11 +52,11 @@ def plan_config(
     wording: str = "config",
     remaining_eps: float | None = None,
 ) -> tuple[dict, Plan]:
-    """Fill in what ``config`` (normalised: :func:`pate.run.config.normalize`) leaves open and check
+    """Fill in what ``config`` (the on-disk form: :meth:`pate.run.config.RunConfig.to_dict`) leaves open and check
     the rest against ``facts``; returns ``(filled config, plan)`` or raises :class:`PlanError`.
     ``wording`` ("python" or "config") is how errors name settings. The config is not modified.
-    ``calibration`` and ``orders`` are :func:`pate.run.config.calibration` and
-    :func:`pate.run.config.orders` (the config layer passes them: :func:`pate.run.config.plan_config`;
+    ``calibration`` and ``orders`` are :meth:`pate.run.config.RunConfig.calibration` and
+    :meth:`pate.run.config.PrivacyTable.order_grid` (the config layer passes them: :func:`pate.run.config.plan`;
     this module never imports it), so the noise is calibrated exactly as the run will."""
     if wording not in ("python", "config"):
         raise ValueError(f"wording must be 'python' or 'config', got {wording!r}")
@@ -647,7 +647,7 @@ def plan_for(
     remaining_eps: float | None = None,
 ) -> Plan:
     """The plan of a config whose settings are all set (a filled one, from
-    :func:`pate.run.config.from_dict`): the checks of :func:`plan_config`, with what the planner had
+    :func:`pate.run.config.plan`): the checks of :func:`plan_config`, with what the planner had
     filled in (the config's ``planned`` entry) reported as chosen. Raises :class:`PlanError`."""
     _, plan = plan_config(
         config,

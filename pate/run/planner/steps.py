@@ -88,7 +88,7 @@ def probe(config: dict) -> dict:
 
 
 def ledger_remaining(path, data, identity=None) -> float | None:
-    """What the ledger at ``path`` (:func:`pate.run.config.ledger_path`) has left for the private
+    """What the ledger at ``path`` (:meth:`pate.run.config.PrivacyTable.ledger_path`) has left for the private
     records of ``data`` (None: no ledger, no ledger file yet, or the records are not
     registered). Reads the ledger, writes nothing."""
     if path is None or not path.is_file():

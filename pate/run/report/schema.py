@@ -134,7 +134,7 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 # [{"run_dir", "run_id", "eps"}], "eps"}: their composed cost, included in eps_guarantee).
 # records: the number of private records the run was sized from and where it came from
 # ("declared": [data] records; "builtin": a built-in dataset's published size), never the exact
-# count (pate.run.config.declared_records).
+# count (pate.run.config.DataTable.declared_records).
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "keys_seeded": "bool",

@@ -67,7 +67,7 @@ def authorize(run: Run, ledger) -> str:
     run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
     ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
     Sets ``[privacy] budget_eps`` of ``run.config`` to the ledger's budget
-    (:func:`pate.run.config.set_budget_eps`; in memory: the aggregate stage stops on it)."""
+    (:meth:`pate.run.config.RunConfig.with_budget_eps`; in memory: the aggregate stage stops on it)."""
     s = run.config
     priv = s.privacy
     identity = run_identity(run)

@@ -43,7 +43,7 @@ def feature_cache(run: Run):
 def embedding_features(run: Run) -> tuple[str, int, int]:
     """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
     data cannot take them): public sizes only -- the declared number of private records
-    (:func:`pate.run.config.declared_records`), never the exact count --, no record is read."""
+    (:meth:`pate.run.config.DataTable.declared_records`), never the exact count --, no record is read."""
     data = run.data
     settings = run.config.knn_settings(
         data.input_shape,

@@ -178,7 +178,10 @@ def test_flags_override_their_stage_s_table_and_are_saved(tmp_path, small_digits
     "argv, message",
     [
         (["vote"], "holds no run yet: pass --config"),
-        (["partition", "--config", "CONFIG", "--num-teachers", "0"], "num_teachers must be an integer >= 1"),
+        (
+            ["partition", "--config", "CONFIG", "--num-teachers", "0"],
+            "num_teachers must be an integer >= 1",
+        ),
         (
             ["partition", "--config", "CONFIG", "--num-teachers", "5000"],
             "exceeds the 1000 private records",
@@ -186,7 +189,10 @@ def test_flags_override_their_stage_s_table_and_are_saved(tmp_path, small_digits
         (["partition", "--config", "CONFIG", "--mode", "unit"], "unit_ids"),
         (["aggregate", "--config", "CONFIG", "--sigma2", "-1"], "sigma2 must be > 0"),
         (["aggregate", "--config", "CONFIG", "--mechanism", "gnmax"], "needs sigma"),
-        (["aggregate", "--config", "CONFIG", "--budget-eps", "0"], "budget_eps must be a number > 0"),
+        (
+            ["aggregate", "--config", "CONFIG", "--budget-eps", "0"],
+            "budget_eps must be a number > 0",
+        ),
         (["aggregate", "--config", "CONFIG", "--delta", "2"], "delta"),
         (["aggregate", "--config", "CONFIG"], "needs stage 'votes' first"),
         (["train-student", "--config", "CONFIG", "--method", "magic"], "method"),

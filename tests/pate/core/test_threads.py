@@ -378,10 +378,12 @@ def test_config_keeps_a_good_thread_count_and_resume_ignores_it():
     from pate.run.config import build
 
     config = build(_digits_raw(threads=2), where="t.toml", ledger=False)
-    assert config["run"]["threads"] == 2
+    assert config.run.threads == 2
     plain = build(_digits_raw(), where="t.toml", ledger=False)
-    assert "threads" not in plain["run"]
-    assert R.comparable(config) == R.comparable(plain)  # another thread count may resume it
+    assert "threads" not in plain.to_dict()["run"]
+    assert R.comparable(config.to_dict()) == R.comparable(
+        plain.to_dict()
+    )  # another thread count may resume it
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
@@ -413,12 +415,14 @@ def test_fit_and_plan_refuse_a_bad_threads_keyword_before_any_work(tmp_path, val
 def test_the_threads_keyword_goes_into_the_run_config(tmp_path):
     from pate import api
 
-    config = api._prepare(
-        api._fit_arguments(
-            "digits", run_dir=tmp_path / "r", threads=1, target_eps=2.0, ledger=False
-        )
-    )[0]
-    assert config["run"]["threads"] == 1
+    import inspect
+
+    keywords = inspect.signature(api.fit).bind(
+        "digits", run_dir=tmp_path / "r", threads=1, target_eps=2.0, ledger=False
+    )
+    keywords.apply_defaults()
+    config = api._configured(keywords.arguments)[0]
+    assert config.run.threads == 1
     assert not (tmp_path / "r").exists()
 
 

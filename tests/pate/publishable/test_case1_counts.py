@@ -20,7 +20,7 @@ import pytest
 import pate
 from pate.run import planner as P
 from pate.run import rundir as R
-from pate.run.config import build, load, plan_facts, plan_for, read_toml
+from pate.run.config import build, facts_of, load, plan, read_toml
 from pate.run.pipeline import PLAN
 from pate.teachers.data import load_pate_data
 from pate.teachers.errors import ConfigError
@@ -147,7 +147,7 @@ def test_own_data_without_a_declaration_is_refused_before_any_work(tmp_path):
         build(raw)
     raw["data"]["records"] = 700
     config = build(raw)
-    assert config["data"]["records"] == 700
+    assert config.data.records == 700
 
 
 @pytest.mark.parametrize("declared", [200, 2000])
@@ -170,9 +170,9 @@ def test_a_declaration_far_from_the_truth_is_refused_and_says_what_to_declare(de
 def test_a_builtin_dataset_declares_its_own_size():
     data = load_pate_data("digits")
     config = load("digits", ledger=False)
-    facts = plan_facts(config, data)
+    facts = facts_of(config, data)
     assert facts.private_records == 1000 and facts.records_basis == "builtin"
-    assert "the built-in dataset's published size" in P.Plan.lines(plan_for(config, facts))[0]
+    assert "the built-in dataset's published size" in plan(config, facts=facts)[1].lines()[0]
 
 
 # ------------------------------------------------------------------------ runs on D and D + 1

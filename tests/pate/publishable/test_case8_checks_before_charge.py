@@ -112,6 +112,7 @@ def test_a_charged_run_resumes_with_a_corrected_student(tmp_path, small_digits):
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
     first = load(config_path, run_dir=str(run_dir), ledger=str(ledger))
     Pipeline(first).run(until="aggregate")
+    first = first.to_dict()
     charged = events(ledger)
     assert len(charged) == 1
 

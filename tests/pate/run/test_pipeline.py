@@ -269,7 +269,9 @@ def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
         "LNMax" in release_plan(lnmax, num_teachers=10, num_classes=10, orders=orders)["fallback"]
     )
     digits = load(DIGITS)
-    digits = digits.replace("privacy", release=False)  # switched off: no release, nothing charged for one
+    digits = digits.replace(
+        "privacy", release=False
+    )  # switched off: no release, nothing charged for one
     plan = release_plan(digits, num_teachers=10, num_classes=10, orders=orders)
     assert not plan["release"] and "release = false" in plan["fallback"]
 

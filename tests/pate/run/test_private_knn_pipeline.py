@@ -16,7 +16,7 @@ from pate import analysis, mechanisms
 from pate.cli import main
 from pate.ledger import Ledger
 from pate.run import rundir as R
-from pate.run.config import RunConfig, load
+from pate.run.config import RunConfig, load, plan
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
 
@@ -401,30 +401,29 @@ def test_bad_knn_settings_are_clear_errors(tmp_path, small_digits, replace, extr
 
 def test_integer_k_and_knn_table_only_for_private_knn(tmp_path, small_digits):
     config = load(knn_config(small_digits, tmp_path, replace=(("k = 20", "k = 300"),)))
-    assert config["aggregator"]["k"] == 300
+    assert config.aggregator.noise["k"] == 300
     gnmax = small_digits(tmp_path, extra=EMBEDDING, name="gnmax.toml")
     with pytest.raises(
         ConfigError, match=r"\[knn\] applies to the mechanisms that read the private records"
     ):
         load(gnmax)
     # issue #31: a mechanism with teachers may leave their number to the planner (pate.run.planner)
-    planned = load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
-    assert (
-        planned["partition"]["num_teachers"]
-        == planned["planned"]["filled"]["num_teachers"]["value"]
-    )
+    given = load(small_digits(tmp_path, replace=((PARTITION, ""),), name="no-teachers.toml"))
+    planned, _ = plan(given, given.load_data(cache=False))
+    assert given.needs_plan and not planned.needs_plan
+    assert planned.partition.num_teachers == planned.planned["filled"]["num_teachers"]["value"]
 
 
 def test_the_packaged_fashion_mnist_config_costs_what_its_header_says():
     config = load("fashion-mnist-knn")
-    assert config["aggregator"]["mechanism"] == "private-knn"
-    assert config["knn"] == {"features": "scatternet", "dims": 64}
+    assert config.aggregator.mechanism == "private-knn"
+    assert config.to_dict()["knn"] == {"features": "scatternet", "dims": 64}
     eps = analysis.eps_from_rdp(
         2000 * per_query_rdp(config),
         orders=config.privacy.order_grid(),
-        delta=config["privacy"]["delta"],
+        delta=config.privacy.delta,
     )[0]
-    assert eps == pytest.approx(0.66, abs=0.005) and eps <= config["privacy"]["budget_eps"]
+    assert eps == pytest.approx(0.66, abs=0.005) and eps <= config.privacy.budget_eps
 
 
 def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(
