@@ -348,7 +348,6 @@ def class_means_rule_budget(
     released product's second factor is (``[student] combine_with_rule``) -- scored on
     ``splits`` (name -> ArraySplit). No student: the rule alone is not what the config releases
     (row field ``released_model = False``), but it is post-processing of the release."""
-    import json
 
     import numpy as np
     import utility_holdout as H

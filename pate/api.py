@@ -351,11 +351,11 @@ def _prepare_threads(threads) -> None:
     """Check ``threads=`` before any work, and make idle OpenMP threads sleep if torch is not
     loaded yet (:func:`pate.core.threads.prepare_environment`; where it is, the first stage's log line
     says that it was too late: :func:`pate.core.threads.configure`)."""
-    from pate.core import threads as T
+    from pate.core.threads import check_threads, prepare_environment
 
     if threads is not None:
-        T.check_threads(threads, "threads=")
-    T.prepare_environment()
+        check_threads(threads, "threads=")
+    prepare_environment()
 
 
 # the noise and mechanism parameters of fit/plan, passed on to [aggregator] when given
@@ -490,19 +490,19 @@ def export(run_dir, out, *, labels: bool = False) -> pathlib.Path:
 
 def _result(run, report: dict) -> PateResult:
     from pate.core.io import load_npy, read_json
-    from pate.run import rundir as R
+    from pate.run import rundir
 
     student = run.objects.get("fitted_student")
     if student is None:
         from pate.student.train import Student
 
-        student = Student.load(run.path(R.STUDENT_WEIGHTS))
-    internal = read_json(run.path(R.REPORT_INTERNAL_JSON))
-    scores = run.path(R.LABEL_SCORES)
+        student = Student.load(run.path(rundir.STUDENT_WEIGHTS))
+    internal = read_json(run.path(rundir.REPORT_INTERNAL_JSON))
+    scores = run.path(rundir.LABEL_SCORES)
     return PateResult(
         student=student,
-        labels=load_npy(run.path(R.LABELS)),
-        answered_mask=load_npy(run.path(R.ANSWERED)),
+        labels=load_npy(run.path(rundir.LABELS)),
+        answered_mask=load_npy(run.path(rundir.ANSWERED)),
         epsilon=float(report["privacy"]["eps_guarantee"]),
         delta=float(report["privacy"]["delta"]),
         privacy=internal["privacy"],

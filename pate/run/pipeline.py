@@ -30,20 +30,18 @@ import logging
 import os
 import pathlib
 
-from pate.run import planner as P
-from pate.run import rundir as R
-from pate.run import stages as S
+from pate.run import planner, rundir, stages
 from pate.run.config import RunConfig, plan, setting
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 
-STAGES = R.STAGES
+STAGES = rundir.STAGES
 #: The run's plan (:mod:`pate.run.planner`), written when the run starts.
 PLAN = "plan.json"
-FORKED_FILES, FORKED_STAGES = S.FORKED_FILES, S.FORKED_STAGES
-release_plan = S.release_plan
+FORKED_FILES, FORKED_STAGES = stages.FORKED_FILES, stages.FORKED_STAGES
+release_plan = stages.release_plan
 
 
 class Pipeline:
@@ -76,7 +74,7 @@ class Pipeline:
         if config.needs_plan:  # settings left to the planner: filled in before the run opens
             data = config.load_data(run_dir=run_dir) if data is None else data
             config, self._made_plan = plan(config, data, wording=wording)
-        if (run_dir / R.STATE).exists():
+        if (run_dir / rundir.STATE).exists():
             if not self.resume:
                 how = (
                     "pass resume=True to continue it, or choose another run_dir="
@@ -86,14 +84,17 @@ class Pipeline:
                 raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
             run = Run.open(run_dir, progress=progress)
             recorded = run.state.get("config_comparable")
-            still_open = R.open_tables(run)  # [student] until it trained
-            now = R.comparable(config.to_dict(), ignore=still_open)
-            if not isinstance(recorded, dict) or R.comparable(recorded, ignore=still_open) != now:
+            still_open = rundir.open_tables(run)  # [student] until it trained
+            now = rundir.comparable(config.to_dict(), ignore=still_open)
+            if (
+                not isinstance(recorded, dict)
+                or rundir.comparable(recorded, ignore=still_open) != now
+            ):
                 raise ConfigError(
                     _differs(run_dir, recorded, now, wording=wording, ignore=still_open)
                 )
             #: a table still open changed: config.json is rewritten once the checks passed
-            self._changed = R.comparable(recorded) != R.comparable(config.to_dict())
+            self._changed = rundir.comparable(recorded) != rundir.comparable(config.to_dict())
             run.config = config  # the device may differ
             self.ctx = run
         else:
@@ -126,7 +127,7 @@ class Pipeline:
         made = self._made_plan
         if made is None:  # nothing was left to the planner: its checks, once
             _, made = plan(self.config, self.ctx.data, wording=self.wording)
-        P.log_plan(made)
+        planner.log_plan(made)
         return made
 
     def run(self, *, until: str | None = None, internal: bool = False) -> dict:
@@ -138,14 +139,14 @@ class Pipeline:
             raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
         last = STAGES.index(until) if until is not None else len(STAGES) - 1
         todo = [s for s in STAGES[: last + 1] if not self.ctx.done(s)]
-        S.check_device(self.config, todo, objects=self.ctx.objects)  # before the data is read
+        stages.check_device(self.config, todo, objects=self.ctx.objects)  # before the data is read
         plan = self._plan()
-        S.preflight(self.ctx, stages=[s for s in STAGES[: last + 1] if not self.ctx.done(s)])
+        stages.preflight(self.ctx, stages=[s for s in STAGES[: last + 1] if not self.ctx.done(s)])
         self.ctx.start()
         if self._changed:  # a corrected [student] table, checked by the preflight
             self.ctx.update_config(self.config)
         if plan is not None:
-            P.write_plan(self.run_dir / PLAN, plan)
+            planner.write_plan(self.run_dir / PLAN, plan)
         results = {}
         for stage in STAGES:
             if self.ctx.done(stage):
@@ -153,13 +154,15 @@ class Pipeline:
                 results[stage] = self.ctx.stage_info(stage)
             else:
                 logger.info("%s: running", stage)
-                results[stage] = S.run_stage(self.ctx, stage)
+                results[stage] = stages.run_stage(self.ctx, stage)
                 logger.info("%s: done in %.1f s", stage, results[stage]["seconds"])
             if stage == until:
                 return results
         from pate.core.io import read_json
 
-        return read_json(self.run_dir / (R.REPORT_INTERNAL_JSON if internal else R.REPORT_JSON))
+        return read_json(
+            self.run_dir / (rundir.REPORT_INTERNAL_JSON if internal else rundir.REPORT_JSON)
+        )
 
 
 def _differs(run_dir, recorded, now: dict, *, wording: str = "config", ignore=()) -> str:
@@ -168,7 +171,7 @@ def _differs(run_dir, recorded, now: dict, *, wording: str = "config", ignore=()
     python = wording == "python"
     where = "the configuration"
     if isinstance(recorded, dict):
-        recorded = R.comparable(recorded, ignore=ignore)
+        recorded = rundir.comparable(recorded, ignore=ignore)
         for table in sorted(set(recorded) | set(now)):
             a, b = recorded.get(table, {}), now.get(table, {})
             if a != b and isinstance(a, dict) and isinstance(b, dict):
@@ -201,4 +204,4 @@ def fork_run(source, config: dict) -> pathlib.Path:
     For experiments that vary only what comes after the votes (aggregator, budget, release,
     student): finish it with ``Pipeline(config, resume=True).run()``.
     """
-    return S.fork(source, config)
+    return stages.fork(source, config)

@@ -84,7 +84,7 @@ def test_a_held_out_pate_run_is_seeded_charged_and_scored_on_the_held_out_record
         device="cpu",
         edit=lambda config: holdout.edit_config(config, heldout, seed=3),
     )
-    assert base["run"]["seed"] == 3 and base["data"]["name"] == f"npz:{heldout.path.resolve()}"
+    assert base.run.seed == 3 and base.data.name == f"npz:{heldout.path.resolve()}"
     rows = methods.pate_budget(
         base.run.directory(),
         base,

@@ -35,9 +35,9 @@ def add_parser(subparsers) -> None:
 
 
 def _describe(run, info) -> str:
-    from pate.run import rundir as R
+    from pate.run import rundir
 
-    s = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
+    s = rundir.read_summary(run.path(rundir.AGGREGATE), rundir.AGGREGATE_KEYS)
     lines = [
         f"{s['mechanism']}: asked {s['queries_asked']} of {s['queries_offered']}, answered "
         f"{s['queries_answered']}"

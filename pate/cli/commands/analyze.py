@@ -169,10 +169,9 @@ def compute(args) -> dict:
 
 def _run_stage(args: argparse.Namespace) -> int:
     """The analysis stage of a run directory (:func:`pate.run.stages.analysis_stage`)."""
-    from pate.run import rundir as R
-    from pate.run import stages
+    from pate.run import rundir, stages
 
-    run = R.Run.open(args.run_dir, progress=False)
+    run = rundir.Run.open(args.run_dir, progress=False)
     info = stages.run_stage(run, "analysis")
     if args.json:
         json.dump(info, sys.stdout, indent=2, sort_keys=True)
@@ -181,8 +180,8 @@ def _run_stage(args: argparse.Namespace) -> int:
     from pate.cli.commands.stage_cli import epsilon_summary
     from pate.core.io import read_json
 
-    privacy = read_json(run.path(R.ANALYSIS), what="the analysis stage")["privacy"]
-    print(f"analysis: eps {epsilon_summary(privacy)}; wrote {run.path(R.ANALYSIS)}")
+    privacy = read_json(run.path(rundir.ANALYSIS), what="the analysis stage")["privacy"]
+    print(f"analysis: eps {epsilon_summary(privacy)}; wrote {run.path(rundir.ANALYSIS)}")
     print(f"next: pate report {run.run_dir}")
     return 0
 

@@ -33,14 +33,15 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pate.run import rundir as R
-    from pate.run import stages
+    from pate.run import rundir, stages
     from pate.run.report import INTERNAL_REPORT_FILES, REPORT_FILES, write_report
 
     run_dir = Path(args.run_dir)
-    if (run_dir / R.STATE).exists() and not (run_dir / R.STAGE_DIR / "report.json").exists():
+    if (run_dir / rundir.STATE).exists() and not (
+        run_dir / rundir.STAGE_DIR / "report.json"
+    ).exists():
         # a run directory: the report stage, marked done like `pate run` marks it
-        run = R.Run.open(run_dir, progress=False)
+        run = rundir.Run.open(run_dir, progress=False)
         if not run.done("analysis"):
             from pate.teachers.errors import ConfigError
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
                 f"pate analyze --run-dir {run_dir}"
             )
         stages.run_stage(run, "report")
-        report = R.read_summary(run_dir / R.REPORT_JSON, frozenset({"plots", "warnings"}))
+        report = rundir.read_summary(run_dir / rundir.REPORT_JSON, frozenset({"plots", "warnings"}))
     else:  # a finished run, or a bare analysis.json: regenerate
         report = write_report(args.run_dir)
     if args.json:

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         table_overrides,
         threads_override,
     )
-    from pate.run import rundir as R
+    from pate.run import rundir
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                 "--config is required (a TOML file or a packaged name such as "
                 "digits); only `pate run --resume --run-dir DIR` may leave it out"
             )
-        saved = pathlib.Path(args.run_dir) / R.CONFIG
+        saved = pathlib.Path(args.run_dir) / rundir.CONFIG
         if not saved.is_file():
             raise FileNotFoundError(
                 f"--run-dir {args.run_dir} holds no run ({saved} is missing); "
@@ -118,10 +118,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"run directory      {pipeline.run_dir}")
         print(f"queries            {q['asked']} asked, {q['answered']} answered")
         print(f"epsilon (delta={p['delta']:g})  {epsilon_summary(p)}")
-        for line in internal_summary(pipeline.run_dir / R.REPORT_INTERNAL_JSON):
+        for line in internal_summary(pipeline.run_dir / rundir.REPORT_INTERNAL_JSON):
             print(line)
         print(f"report             {pipeline.run_dir / 'report.md'} (publishable)")
-        print(f"internal report    {pipeline.run_dir / R.REPORT_INTERNAL_MD} (do not publish)")
+        print(f"internal report    {pipeline.run_dir / rundir.REPORT_INTERNAL_MD} (do not publish)")
     else:
         print(
             f"stopped after {args.until}; continue with: pate run --run-dir {pipeline.run_dir} "

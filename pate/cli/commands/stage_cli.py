@@ -362,11 +362,11 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
             else ", ".join(f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
         )
         print(f"{stage}: {text}")
-        from pate.run import rundir as R
+        from pate.run import rundir
 
-        later = R.STAGES[R.STAGES.index(stage) + 1 :]
+        later = rundir.STAGES[rundir.STAGES.index(stage) + 1 :]
         if later:
-            print(f"next: pate {R.COMMANDS[later[0]]} --run-dir {run.run_dir}")
+            print(f"next: pate {rundir.COMMANDS[later[0]]} --run-dir {run.run_dir}")
     return 0
 
 

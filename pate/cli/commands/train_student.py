@@ -32,9 +32,9 @@ def add_parser(subparsers) -> None:
 
 
 def _describe(run, info) -> str:
-    from pate.run import rundir as R
+    from pate.run import rundir
 
-    m = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
+    m = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
     return (
         f"{m['method']} {m['model']}: trained on {m['num_labelled']} labelled of "
         f"{m['num_public']} public items in {m['train_seconds']:.1f} s; accuracy "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from pate.cli.commands.stage_cli import add_stage_arguments, run_stage_command
-from pate.run import rundir as R
+from pate.run import rundir
 
 TABLES = ("teachers", "cluster")  # [cluster]: local or on Ray (docs/cluster.md)
 
@@ -39,7 +39,7 @@ def _describe(run, info) -> str:
         f"{info.get('num_teachers', '?')} teachers; INTERNAL (do not publish): mean accuracy "
         f"{100 * info['teacher_accuracy_mean']:.2f} %, plurality vote "
         f"{100 * info['plurality_accuracy']:.2f} % on the evaluation split "
-        f"({run.path(R.TEACHER_METRICS)})"
+        f"({run.path(rundir.TEACHER_METRICS)})"
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from pate.cli.commands.stage_cli import add_stage_arguments, run_stage_command
-from pate.run import rundir as R
+from pate.run import rundir
 
 
 def add_parser(subparsers) -> None:
@@ -33,7 +33,7 @@ def _describe(run, info) -> str:
         )
     return (
         f"{info['queries']} queries x {info['classes']} classes from {info['teachers']} "
-        f"teachers; wrote {run.path(R.VOTES)}"
+        f"teachers; wrote {run.path(rundir.VOTES)}"
     )
 
 

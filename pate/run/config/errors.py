@@ -10,7 +10,7 @@ from pate.teachers.errors import ConfigError
 class SettingError(ConfigError):
     """A config setting is wrong: ``table``, ``key`` and ``value`` name it; the message says
     what is wrong and what to do, naming settings as TOML keys (``[privacy] delta``). The front
-    ends word it for their callers (:func:`pate.run.config.messages.worded`)."""
+    ends word it for their callers (:func:`pate.run.config.messages.python_wording`)."""
 
     def __init__(self, table: str, key: str | None, value: Any, message: str) -> None:
         super().__init__(message)

@@ -40,7 +40,7 @@ UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss
 #: ``[student] temperature`` when ``targets = "soft"`` leaves it out (chosen in a development
 #: run that looked at private labels: docs/benchmarks.md lists it).
 SOFT_TARGET_TEMPERATURE = 10.0
-#: What ``[knn] dims`` left out means (besides the data-dependent defaults of :meth:`KnnTable.settings`).
+#: What ``[knn] dims`` left out means (besides the data-dependent defaults of ``RunConfig.knn_settings``).
 KNN_DIMS = 64
 
 

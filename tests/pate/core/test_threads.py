@@ -413,9 +413,9 @@ def test_fit_and_plan_refuse_a_bad_threads_keyword_before_any_work(tmp_path, val
 
 
 def test_the_threads_keyword_goes_into_the_run_config(tmp_path):
-    from pate import api
-
     import inspect
+
+    from pate import api
 
     keywords = inspect.signature(api.fit).bind(
         "digits", run_dir=tmp_path / "r", threads=1, target_eps=2.0, ledger=False
