@@ -47,10 +47,11 @@ release_plan = stages.release_plan
 class Pipeline:
     """One run of the whole PATE pipeline (see the module docstring).
 
-    ``config`` is a validated configuration (:func:`pate.run.config.load`). ``ledger_path``
-    overrides ``[privacy] ledger``. Creating the object checks the run directory (a new one, or
-    ``resume=True`` on one made with the same config and ledger) but writes nothing; :meth:`run`
-    does the work.
+    ``config`` is a validated configuration (:func:`pate.run.config.load`); settings it leaves
+    to the planner are filled in here, once (:func:`pate.run.config.plan`, from ``data`` when
+    given in memory, else from the ``[data]`` source). ``ledger_path`` overrides ``[privacy]
+    ledger``. Creating the object checks the run directory (a new one, or ``resume=True`` on one
+    made with the same config and ledger) but writes nothing; :meth:`run` does the work.
     """
 
     def __init__(
@@ -71,17 +72,18 @@ class Pipeline:
         run_dir = config.run.directory()
         #: the plan made here, once (:meth:`_plan` logs and writes it)
         self._made_plan = None
+        started = (run_dir / rundir.STATE).exists()
+        if started and not self.resume:
+            how = (
+                "pass resume=True to continue it, or choose another run_dir="
+                if wording == "python"
+                else "pass --resume to continue it, or choose another --run-dir / [run] name"
+            )
+            raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
         if config.needs_plan:  # settings left to the planner: filled in before the run opens
             data = config.load_data(run_dir=run_dir) if data is None else data
             config, self._made_plan = plan(config, data, wording=wording)
-        if (run_dir / rundir.STATE).exists():
-            if not self.resume:
-                how = (
-                    "pass resume=True to continue it, or choose another run_dir="
-                    if wording == "python"
-                    else "pass --resume to continue it, or choose another --run-dir / [run] name"
-                )
-                raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
+        if started:
             run = Run.open(run_dir, progress=progress)
             recorded = run.state.get("config_comparable")
             still_open = rundir.open_tables(run)  # [student] until it trained

@@ -112,12 +112,9 @@ from pate.run.config.messages import (
 from pate.run.config.planning import facts_of, plan
 from pate.run.config.run_config import SPLIT_KEY_PATH, RunConfig, evaluation_split_key
 from pate.run.config.tables import (
-    PLANNED,
     SOFT_TARGET_TEMPERATURE,
     TABLE_TYPES,
-    UNUSED_RELEASE,
     AggregatorTable,
-    ClusterTable,
     DataTable,
     KnnTable,
     PartitionTable,
@@ -134,14 +131,11 @@ from pate.teachers.errors import ConfigError
 __all__ = [
     "CONFIGS_FOLDER",
     "CONFIGS_PACKAGE",
-    "PLANNED",
     "PYTHON_SOURCE",
     "SOFT_TARGET_TEMPERATURE",
     "SPLIT_KEY_PATH",
     "TABLE_TYPES",
-    "UNUSED_RELEASE",
     "AggregatorTable",
-    "ClusterTable",
     "ConfigError",
     "DataTable",
     "Interval",
