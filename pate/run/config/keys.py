@@ -14,7 +14,8 @@ from typing import Any
 @dataclasses.dataclass(frozen=True)
 class Interval:
     """A number between ``low`` and ``high`` (None: unbounded); ``closed`` says which ends are
-    included ("both", "left", "right", "neither"); ``integer``: an int (bool refused)."""
+    included ("both", "left", "right", "neither"); ``integer``: an int (bool refused);
+    ``meaning``: what the number counts, for the message."""
 
     low: float | None
     high: float | None = None
@@ -61,10 +62,15 @@ def accepts(constraint: Any, value: Any) -> bool:
     return value == constraint if isinstance(constraint, str) else constraint.accepts(value)
 
 
+#: The default of a key that must be given.
+REQUIRED = object()
+
+
 def key(kind: Any, default: Any = None, *constraints: Any, keyword: str | None = None) -> Any:
     """A config key: its type(s) ``kind`` (float accepts ints; bool is never an int), its default
     (:data:`REQUIRED`; None: left out), the ``constraints`` of which a value meets one (an
-    :class:`Interval`, :class:`Options`, or a literal string such as ``"auto"``), and the
+    :class:`Interval`, :class:`Options`, a literal string such as ``"auto"``, or ``list``: any
+    list), and the
     :func:`pate.fit` keyword that sets it where that is not ``key=`` itself."""
     metadata = {"kind": kind, "constraints": constraints, "keyword": keyword}
     if default is REQUIRED:
@@ -72,7 +78,6 @@ def key(kind: Any, default: Any = None, *constraints: Any, keyword: str | None =
     return dataclasses.field(default=default, metadata=dict(metadata, required=False))
 
 
-REQUIRED = object()
 POSITIVE = Interval(0, closed="neither")
 AT_LEAST_ONE = Interval(1, integer=True)
 NOT_NEGATIVE = Interval(0, integer=True)
