@@ -79,7 +79,6 @@ from pate.run.stages.release import release_plan
 from pate.run.stages.report import report
 from pate.run.stages.runner import (
     STAGE_FUNCTIONS,
-    THREADS_SOURCE,
     TORCH_STAGES,
     run_stage,
     skip_reason,
@@ -90,7 +89,6 @@ from pate.run.stages.votes import votes
 
 __all__ = [
     "STAGE_FUNCTIONS",
-    "THREADS_SOURCE",
     "TORCH_STAGES",
     "run_stage",
     "preflight",

@@ -68,9 +68,6 @@ def run_stage(run: Run, stage: str) -> dict:
     return run.mark(stage, info)
 
 
-#: Where an explicit ``[run] threads`` came from: ``run.objects["threads_source"]``, set by the
-#: ``pate`` command ("flag") and :func:`pate.fit` ("keyword"); else it is the config's.
-THREADS_SOURCE = "threads_source"
 #: The stages that compute with torch (the others set its threads only if it is loaded already:
 #: `pate analyze` and `pate report` stay torch-free).
 TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
@@ -84,7 +81,7 @@ def _apply_threads(run: Run, stage: str) -> dict:
 
     return T.configure(
         explicit=C.sections(run.config).run.threads,
-        explicit_source=run.objects.get(THREADS_SOURCE, "config"),
+        explicit_source=run.context.threads_source,
         torch=stage in TORCH_STAGES,
     )
 

@@ -54,7 +54,7 @@ def student(run: Run) -> dict:
         resume=True,
     )
     if not isinstance(settings["model"], str):
-        run.objects["fitted_student"] = model
+        run.context.fitted_student = model
     # built before the training, so that a run it cannot serve fails before any work
     head = rule_head(run, labels) if C.combine_with_rule(run.config) else None
     run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
@@ -219,5 +219,5 @@ def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
         train_seconds=round(seconds, 2),
     )
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
-    run.objects["fitted_student"] = model
+    run.context.fitted_student = model
     return {"accuracy": metrics["accuracy"]}
