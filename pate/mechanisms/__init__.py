@@ -46,6 +46,8 @@ orders         (k,) Renyi orders > 1.
 ``get(name)``  the spec of ``name`` (ValueError listing the valid names otherwise).
 ``register(spec)`` / ``unregister(name)``  add / remove a spec (tests, plugins).
 ``all_param_names()`` the parameters of every registered mechanism, in a stable order.
+``auto_choice(role)`` what the planner's ``mechanism = "auto"`` becomes in ``role`` (``AUTO_WITH_TEACHERS``,
+               ``AUTO_WITHOUT_TEACHERS``, ``AUTO_FIXED_NOISE``): the spec whose ``auto_for`` names it.
 
 References
 ----------
@@ -70,7 +72,15 @@ from pate.mechanisms.kinds import KINDS, RELEASE, SAMPLE, VOTE, MechanismKind
 from pate.mechanisms.lnmax import LNMAX
 from pate.mechanisms.params import PARAM_KINDS, Param
 from pate.mechanisms.private_knn import PRIVATE_KNN
-from pate.mechanisms.registry import REGISTRY, all_param_names, get
+from pate.mechanisms.registry import (
+    AUTO_FIXED_NOISE,
+    AUTO_WITH_TEACHERS,
+    AUTO_WITHOUT_TEACHERS,
+    REGISTRY,
+    all_param_names,
+    auto_choice,
+    get,
+)
 
 __all__ = [
     "Param",
@@ -82,6 +92,10 @@ __all__ = [
     "register",
     "unregister",
     "all_param_names",
+    "auto_choice",
+    "AUTO_WITH_TEACHERS",
+    "AUTO_WITHOUT_TEACHERS",
+    "AUTO_FIXED_NOISE",
     "MechanismKind",
     "KINDS",
     "VOTE",
@@ -106,10 +120,10 @@ def register(spec: MechanismSpec) -> MechanismSpec:
     """Add ``spec`` to the registry (for tests and plugins); a name already taken is refused."""
     if not isinstance(spec, MechanismSpec):
         raise TypeError(f"register needs a MechanismSpec, got {describe(spec)}")
-    if not isinstance(spec.kind, MechanismKind) or KINDS.get(spec.kind.name) is not spec.kind:
+    if not isinstance(spec.kind, MechanismKind):
         raise TypeError(
-            f"mechanism {spec.name!r}: its kind must be one of "
-            f"{', '.join(f'mechanisms.{k.upper()}' for k in KINDS)}, got "
+            f"mechanism {spec.name!r}: its kind must be a mechanisms.MechanismKind (one of "
+            f"{', '.join(f'mechanisms.{k.upper()}' for k in KINDS)}, or its own), got "
             f"{describe(spec.kind)}"
         )
     _registry.add(spec)

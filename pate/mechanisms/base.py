@@ -44,6 +44,8 @@ class MechanismSpec:
         a "release" spec :meth:`release_scores`.
     voters_text : (records mechanisms) how the records vote instead of teachers, for the report.
     cost_text : (records mechanisms) what the data-independent guarantee is the cost of.
+    auto_for : the roles (``pate.mechanisms.AUTO_*``) in which the planner's ``mechanism =
+        "auto"`` becomes this mechanism.
 
     Subclasses implement :meth:`draw` and :meth:`query_rdp_parts`; they may override
     :meth:`event` (e.g. to use a ``pate.analysis`` event builder), :meth:`pr_answered`,
@@ -60,6 +62,7 @@ class MechanismSpec:
 
     voters_text: str = ""
     cost_text: str = ""
+    auto_for: tuple[str, ...] = ()
 
     #: See the class docstring: what the mechanism reads and how a run draws and charges it.
     kind: ClassVar[MechanismKind] = VOTE

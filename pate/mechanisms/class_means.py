@@ -20,6 +20,7 @@ from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec
 from pate.mechanisms.kinds import RELEASE, MechanismKind
 from pate.mechanisms.params import COUNT_WEIGHT, SIGMA
+from pate.mechanisms.registry import AUTO_WITHOUT_TEACHERS
 
 __all__ = ["CLASS_MEANS"]
 
@@ -165,6 +166,7 @@ CLASS_MEANS = _ClassMeans(
     title="Noisy class means",
     params=(SIGMA, COUNT_WEIGHT),
     always_answers=True,
+    auto_for=(AUTO_WITHOUT_TEACHERS,),
     reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA or QDA "
     "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
     "fitted to the release and the public inputs",

@@ -20,15 +20,11 @@ from pate.teachers.errors import ConfigError
 
 
 def skip_reason(config: dict, stage: str) -> str | None:
-    """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that samples
-    the private records itself (Private-kNN) has no partition and no teachers."""
+    """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that reads the
+    private records itself has no partition and no teachers."""
     spec = C.sections(config).aggregator.spec
     if spec.kind.reads_private_records and stage in ("partition", "teachers"):
-        return (
-            f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
-            "themselves vote, through their nearest neighbours in a fresh sample per query "
-            "(the votes stage embeds them, the aggregate stage draws the histograms)"
-        )
+        return f"mechanism {spec.name!r} ({spec.title}) trains no teachers: {spec.voters_text}"
     return None
 
 

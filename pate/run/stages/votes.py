@@ -20,8 +20,12 @@ logger = logging.getLogger("pate")
 
 
 def votes(run: Run) -> dict:
-    if C.sections(run.config).aggregator.spec.kind.reads_private_records:
-        return _knn_embeddings(run)
+    """The votes stage of the run's mechanism kind (its ``votes_stage``)."""
+    return C.sections(run.config).aggregator.spec.kind.step("votes_stage")(run)
+
+
+def teacher_votes(run: Run) -> dict:
+    """The votes stage of a "vote" mechanism: the teachers' vote counts on the public split."""
     from pate.core.votes import votes_from_predictions
 
     public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
@@ -34,7 +38,7 @@ def votes(run: Run) -> dict:
     }
 
 
-def _knn_embeddings(run: Run) -> dict:
+def record_embeddings(run: Run) -> dict:
     """The votes stage of a run whose mechanism reads the private records (Private-kNN, noisy
     class means): embeddings of the public and private splits for its neighbour search or class
     means, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised

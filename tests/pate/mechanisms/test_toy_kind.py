@@ -1,5 +1,6 @@
-"""A new mechanism touches its own files only: ``toy-gumbel-max``, defined in THIS file with its
-own noise, its own analysis and its own event, registers in one line and runs end to end through
+"""A new mechanism kind touches its own files only: ``toy-gumbel-max``, defined in THIS file with
+its own kind (:data:`TOY_KIND`, whose aggregate loop is :func:`toy_aggregate` here), its own
+noise, its own analysis and its own event, registers in one line and runs end to end through
 `pate run`, `pate.fit`, the report and the ledger, with no other file edited.
 
 The mechanism: report-noisy-max with Gumbel noise of scale ``b`` on the teachers' vote counts,
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -49,12 +51,37 @@ def toy_event(queries: int, *, scale: float, orders: np.ndarray) -> PrivacyEvent
     return PrivacyEvent(NAME, {"scale": float(scale)}, orders, rdp, rdp, queries, queries)
 
 
+# ---------------------------------------------------------------------------- its kind
+
+#: The runs whose aggregate stage went through the toy kind's own loop (run directories).
+LOOPED: list[pathlib.Path] = []
+
+
+def toy_aggregate(run, spec, ledger, dataset, run_id):
+    """The toy kind's aggregate loop: the vote kind's rounds (reserve, draw, commit), noted."""
+    from pate.run.stages.aggregate_votes import aggregate_votes
+
+    LOOPED.append(run.run_dir)
+    return aggregate_votes(run, spec, ledger, dataset, run_id)
+
+
+TOY_KIND = mechanisms.MechanismKind(
+    "gumbel-vote",
+    "a Gumbel noisy argmax of the teachers' votes",
+    reads_private_records=False,
+    votes_stage="pate.run.stages.votes:teacher_votes",
+    aggregate_loop=f"{__name__}:toy_aggregate",
+)
+
+
 # ---------------------------------------------------------------------------- its mechanism
 
 
 @dataclasses.dataclass(frozen=True)
 class ToyGumbelMax(mechanisms.MechanismSpec):
     """Report-noisy-max with Gumbel noise (the module docstring)."""
+
+    kind: ClassVar[mechanisms.MechanismKind] = TOY_KIND
 
     def draw(self, votes, params, rng, *, student=None):
         # Gumbel noise by inversion: the run's noise stream gives uniforms (and normals) only
@@ -164,6 +191,7 @@ def test_pate_run_charges_the_toy_event(tmp_path, small_digits, one_torch_thread
     assert main([*argv, "--no-progress"]) == 0
     summary = json.loads((run_dir / rundir.AGGREGATE).read_text())
     assert summary["mechanism"] == NAME and summary["queries_asked"] == 200
+    assert LOOPED[-1] == run_dir  # the toy kind's own aggregate loop ran
     (event,) = [e for e in _events(ledger) if e.mechanism == NAME]
     want = toy_event(200, scale=4.0, orders=event.orders)
     np.testing.assert_allclose(event.rdp_data_independent, want.rdp_data_independent, rtol=1e-12)
@@ -196,6 +224,7 @@ def test_pate_fit_runs_the_toy(tmp_path, digits):
         run_dir=tmp_path / "run",
     )
     assert int(result.answered_mask.sum()) == 100 and np.all(result.labels[:100] >= 0)
+    assert LOOPED[-1] == result.run_dir
     (event,) = [e for e in _events(ledger) if e.mechanism == NAME]
     want = toy_event(100, scale=3.0, orders=event.orders)
     np.testing.assert_allclose(event.rdp_data_independent, want.rdp_data_independent, rtol=1e-12)
