@@ -318,7 +318,7 @@ class MechanismSpec:
     def voters(self, params: Mapping[str, float], *, private_records: int) -> int:
         """For a mechanism that reads the private records (``kind.reads_private_records``): how
         many of them vote on one query -- the report's count in place of teachers. All of them
-        unless a spec says otherwise (Private-kNN: its k nearest)."""
+        unless a spec says otherwise (e.g. the k nearest of a sample)."""
         return int(private_records)
 
     def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:

@@ -14,10 +14,10 @@ vote     a noisy answer per query from the teachers' vote counts (LNMax, GNMax, 
          Interactive GNMax): partition and teachers run, the votes stage writes the vote matrix,
          each ledger round charges the answers it drew (``spec.draw``, ``spec.event``)
 sample   a noisy answer per query from histograms of a fresh sample of the private records,
-         drawn inside the round's reservation (``spec.sample_votes``; Private-kNN): no teachers,
+         drawn inside the round's reservation (``spec.sample_votes``): no teachers,
          the votes stage embeds the records, every query costs the same data-independent RDP
 release  one noisy release of the private records that labels every query
-         (``spec.release_scores``; class-means): no teachers, one event charged before the
+         (``spec.release_scores``): no teachers, one event charged before the
          release is drawn, the labelling rule's class scores published with the labels
 =======  ========================================================================================
 

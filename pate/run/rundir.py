@@ -36,16 +36,16 @@ STUDENT_WEIGHTS, STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, STAGE_DIR, REPO
     (docs/publishing.md).
 ``LABEL_SCORES``
     ``label_scores.npy`` (mechanisms whose labelling rule scores every class,
-    ``kind.gives_label_scores``: class-means): (queries, classes) float64 class scores of every public item, NaN where
+    ``kind.gives_label_scores``): (queries, classes) float64 class scores of every public item, NaN where
     unanswered; ``labels.npy`` is their argmax. Post-processing of the charged release, written
     with the labels (never before the charge); a student with ``[student] targets = "soft"``
     trains to their softmax. Absent for the other mechanisms.
 ``KNN_EMBEDDINGS``
-    ``knn_embeddings.npz`` (Private-kNN runs, written by the votes stage instead of
+    ``knn_embeddings.npz`` (runs whose mechanism reads the private records, written by the votes stage instead of
     ``votes.npy``): ``public`` (n, dims) and ``private`` (N, dims) float32 embeddings -- a PCA
     fitted on the public split only, after the ``[knn] features`` front-end --, ``private_labels``
     (N,) and ``num_classes``. Sensitive (the private records' embeddings and labels): never
-    printed. The kNN histograms themselves are drawn by the aggregate stage and never saved.
+    printed. What the aggregate stage draws from them (histograms, a release) is never saved.
 ``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
     The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
     path wrote it; :func:`read_summary` checks them.

@@ -1,6 +1,6 @@
 """The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
 the rest (module :mod:`pate.run.planner` lists every rule and its source); :func:`plan_for`
-checks a filled config. A table's class-means front-end is chosen in
+checks a filled config. A table's front-end for a release is chosen in
 :mod:`pate.run.planner.front_end`; the helpers of the plan step (``needs_plan``, ``probe``,
 ``ledger_remaining``, ...) are in :mod:`pate.run.planner.steps`."""
 
@@ -253,7 +253,7 @@ class _Planning:
         self.agg["queries"] = self.queries
 
     def _plan_single_release(self) -> None:
-        """Class-means: one release labels every public item."""
+        """A mechanism that releases once: one release labels every public item."""
         wording = self.wording
         self.queries = self.cap
         if self.user_queries is None:
@@ -275,7 +275,7 @@ class _Planning:
         plan_table_front_end(self.config, self.facts, noise, self.filled)
 
     def _plan_votes(self) -> None:
-        """Teacher votes (or Private-kNN neighbours): voters, threshold, queries, noise, answers."""
+        """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
         spec, params, wording = self.spec, self.params, self.wording
         if spec.kind.reads_private_records:
             self.voters = voters_of(spec, None, params)

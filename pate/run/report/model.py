@@ -115,7 +115,7 @@ def public_report(report: dict) -> dict:
 
 
 def read_rule_check(run_dir: Path):
-    """The class-means rule check the aggregate stage recorded (``aggregate.json``,
+    """The labelling rule's check a release's aggregate stage recorded (``aggregate.json``,
     ``records.rule_check``: :class:`pate.core.release_check.RuleCheck`), None for other runs or
     an unreadable summary."""
     from pate.core.release_check import RuleCheck

@@ -18,7 +18,7 @@ report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png`` (pub
 =========  =====================================================================================
 
 A run of a mechanism that reads the private records itself (its kind's
-``reads_private_records``: Private-kNN, class-means) trains no teachers: partition and teachers
+``reads_private_records``) trains no teachers: partition and teachers
 are recorded as skipped (``stages/<stage>.json`` with ``skipped`` and ``reason``, see
 :func:`skip_reason`); its votes stage writes ``knn_embeddings.npz`` (public-fitted embeddings of
 the public and private splits) and its aggregate stage draws from the records inside each ledger
@@ -50,7 +50,7 @@ Symbols
 ``release_plan(config, ...)``
     Whether a sanitized data-dependent epsilon is released, decided from public quantities.
 ``knn_prior(run)``
-    A later Private-kNN round (``[knn] features = "student"``): the earlier run whose released
+    A later round of a mechanism that reads the records (``[knn] features = "student"``): the earlier run whose released
     student embeds it, checked, and that run's privacy cost (composed into this run's guarantee).
 
 The stages live one per file (``partition``, ``teachers``, ``votes``, ``aggregate``, ``student``,

@@ -1,9 +1,9 @@
-"""The aggregate stage of a "sample" mechanism (Private-kNN): every query's histogram is drawn
+"""The aggregate stage of a "sample" mechanism: every query's histogram is drawn
 from a fresh sample of the private records inside its round's reservation, on the round driver
 (:func:`pate.run.stages.rounds.ask_in_rounds`).
 
 Each round first reserves in the ledger the worst case of as many queries as fit; only then are
-the round's histograms drawn (``spec.sample_votes``: for Private-kNN, ``pate.core.knn.knn_votes``, a
+the round's histograms drawn (``spec.sample_votes``, e.g. the k nearest of a
 fresh Poisson sample of the private records per query) and the noisy answers (``spec.draw``),
 both from the run's noise stream; the answers go to the pending file and the round's event is
 committed. Every asked query costs the same data-independent RDP, so how many fit is decided from

@@ -40,7 +40,7 @@ def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
 
 def run_identity(run: Run):
     """The private split's identity (hashed once per open run: preflight, the ledger and a
-    later Private-kNN round all ask for it)."""
+    later round embedded by an earlier run's student all ask for it)."""
     from pate.ledger import dataset_identity
 
     if run.context.identity is None:
@@ -256,7 +256,7 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
     those are, and what the first is -- from public facts only (the
     mechanism, its noise, the number of public items and of classes): the whole planned cost
     for a run with a ``target_eps`` (its calibrated worst case: every query answered) and for a
-    mechanism that releases once (class-means); else one query (a run with set noise stops when
+    mechanism that releases once; else one query (a run with set noise stops when
     the budget runs out, the aggregate stage reserves as many as fit). None when the run asks
     no query."""
     config = run.config

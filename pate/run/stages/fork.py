@@ -84,7 +84,7 @@ def fork(source, config: dict) -> pathlib.Path:
                 and name != rundir.VOTES
                 and (source / rundir.KNN_EMBEDDINGS).exists()
             ):
-                continue  # a Private-kNN run: no partition, no teachers
+                continue  # a run that reads the records: no partition, no teachers
             if name == rundir.VOTES and (source / rundir.KNN_EMBEDDINGS).exists():
                 name = rundir.KNN_EMBEDDINGS
             (shutil.copytree if (source / name).is_dir() else shutil.copy2)(
@@ -105,6 +105,6 @@ def fork(source, config: dict) -> pathlib.Path:
 
 
 #: What a forked run reuses: the files and the finished stages up to the vote matrix (a
-#: Private-kNN run: its skipped stages and ``knn_embeddings.npz``).
+#: run that reads the private records: its skipped stages and ``knn_embeddings.npz``).
 FORKED_FILES = (rundir.PARTITION, rundir.TEACHERS, rundir.VOTES)
 FORKED_STAGES = ("partition", "teachers", "votes")

@@ -36,8 +36,8 @@ def _computes_here(config: dict, stage: str, context: RunContext | None) -> bool
 def check_device(config: dict, stages=rundir.STAGES, *, context: RunContext | None = None) -> None:
     """Refuse a ``[run] device`` that this machine lacks (e.g. "cuda" without a GPU) before any
     of ``stages`` runs, when one of them computes here (:func:`_computes_here`; ``context``: the
-    run's models given from Python). Otherwise a run without teachers (class-means,
-    Private-kNN) would draw and charge its release and only then fail in the student stage."""
+    run's models given from Python). Otherwise a run without teachers would draw and charge
+    its answers and only then fail in the student stage."""
     users = [stage for stage in stages if _computes_here(config, stage, context)]
     if not users:
         return

@@ -38,7 +38,7 @@ def feature_cache(run: Run):
 
 
 def embedding_features(run: Run) -> tuple[str, int, int]:
-    """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
+    """(features, dims, feature count) of the records' embedding (ConfigError if the
     data cannot take them): public sizes only -- the declared number of private records
     (:func:`pate.run.config.declared_records`), never the exact count --, no record is read."""
     data = run.data
@@ -100,7 +100,7 @@ def check_records_data(run: Run) -> None:
             f"= {limit} of {run.data.name}: the principal axes are fitted on the "
             "public split"
         )
-    k = C.aggregator_params(run.config).get("k")  # Private-kNN's neighbours per query
+    k = C.aggregator_params(run.config).get("k")  # a sample's neighbours per query
     if k is not None and k > len(run.data.private):
         raise ConfigError(
             f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
@@ -109,7 +109,7 @@ def check_records_data(run: Run) -> None:
 
 
 def knn_prior(run: Run) -> dict | None:
-    """The earlier round of a Private-kNN run whose neighbour search is embedded by an earlier
+    """The earlier round of a run that reads the records, embedded by an earlier
     run's released student (``[knn] features = "student"``, ``student_run``), and its privacy
     cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp": [...]}`` -- every event that
     run charged (its answers and any release, data-independent), plus its own earlier rounds, at
@@ -117,7 +117,7 @@ def knn_prior(run: Run) -> dict | None:
 
     Why it composes: that student is a function of the public data and of the earlier run's
     released labels only, so this run's mechanism (a fixed embedding applied to each private
-    record, then Private-kNN) keeps the sensitivity of ``pate.analysis.private_knn``; but what
+    record, then the mechanism) keeps the mechanism's sensitivity; but what
     this run releases depends on both rounds, so its guarantee is the composition (adaptive
     composition of RDP: the curves add). The student is usable only if that run drew fresh
     noise and was charged to this run's ledger for the same records (the ledger then holds both

@@ -77,9 +77,9 @@ def _apply_threads(run: Run, stage: str) -> dict:
     """The CPU threads ``stage`` computes with (:func:`pate.core.threads.configure`: ``[run]
     threads``, else $OMP_NUM_THREADS, else the usable CPUs); the record its summary keeps under
     ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
-    from pate.core import threads as T
+    from pate.core import threads
 
-    return T.configure(
+    return threads.configure(
         explicit=C.sections(run.config).run.threads,
         explicit_source=run.context.threads_source,
         torch=stage in TORCH_STAGES,

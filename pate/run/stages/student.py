@@ -99,7 +99,7 @@ def student(run: Run) -> dict:
 
 
 def rule_head(run: Run, labels: np.ndarray):
-    """The labelling rule of this class-means run as a torch head (``[student]
+    """The labelling rule of this run's release as a torch head (``[student]
     combine_with_rule``; :mod:`pate.student.rule_product`): its public front-end refitted on the
     public split (checked against ``knn_embeddings.npz``), the rule recovered exactly from the
     published ``label_scores.npy`` (``pate.core.mean_release.recover_rule``), and the head checked to

@@ -39,9 +39,8 @@ def teacher_votes(run: Run) -> dict:
 
 
 def record_embeddings(run: Run) -> dict:
-    """The votes stage of a run whose mechanism reads the private records (Private-kNN, noisy
-    class means): embeddings of the public and private splits for its neighbour search or class
-    means, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
+    """The votes stage of a run whose mechanism reads the private records: embeddings of the
+    public and private splits for its sample or release, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
     with public statistics, then a PCA of the public rows), so the embedding itself reveals
     nothing about the private records. Writes ``knn_embeddings.npz``, the private embeddings a
     block at a time as they are computed (never all in memory); no histogram is drawn."""
