@@ -6,8 +6,25 @@ the :class:`pate.analysis.accountant.PrivacyEvent` it charges, the parameters of
 smooth-sensitivity release and the wording of the privacy report -- so that adding a mechanism
 means adding one spec file here (and its tests), as dp_accounting has one event class per
 mechanism. Every spec has a *kind* (:mod:`pate.mechanisms.kinds`: "vote", "sample" or
-"release"), and the rest of pate-learn asks the kind, never a mechanism's name, what a run of it
-reads, draws, charges and publishes.
+"release", or a kind of its own), and the rest of pate-learn asks the kind, never a mechanism's
+name, what a run of it reads, draws, charges and publishes.
+
+The protocol a mechanism implements (one spec, registered in one line with :func:`register`):
+
+=====================  ====================================================================
+what it reads          ``kind.reads_private_records`` (the teachers' votes, or the records
+                       themselves: then no partition, no teachers) and ``kind.votes_stage``
+how it answers         ``spec.draw`` (votes -> labels); a "sample" kind's ``sample_votes``, a
+                       "release" kind's ``release_scores``; ``kind.aggregate_loop`` the
+                       aggregate stage's loop that draws them inside the ledger's reservations
+the event it charges   ``spec.event`` (a :class:`pate.analysis.accountant.PrivacyEvent`)
+its analysis           ``spec.query_rdp_parts`` (data-dependent and data-independent RDP per
+                       query), ``worst_case_query_rdp``, ``pr_answered``, ``calibrate``,
+                       ``release_params`` (smooth sensitivity); the arithmetic in ``analysis/``
+its report             ``title``, ``reference``, ``description``, ``voters_text``,
+                       ``cost_text``, the parameters' symbols
+the planner's hooks    ``auto_for`` (what ``mechanism = "auto"`` becomes), ``calibrated``
+=====================  ====================================================================
 The RDP arithmetic itself lives in :mod:`pate.analysis`; a spec only wires it. This package is part
 of the pate core layer: it imports :mod:`pate.analysis`, numpy, and (inside the "sample" and
 "release" specs' draws) ``pate.core.knn`` and ``pate.core.mean_release``; ``pate.core.aggregators`` imports it.
