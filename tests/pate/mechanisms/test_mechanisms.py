@@ -402,6 +402,8 @@ def test_the_kinds():
         mechanisms.MechanismKind("vote", "no loop", False, "m:votes", "a loop")
     with pytest.raises(TypeError):
         mechanisms.KINDS["x"] = mechanisms.VOTE  # read-only
+    for kind in mechanisms.KINDS.values():  # every built-in kind's steps exist
+        assert callable(kind.step("votes_stage")) and callable(kind.step("aggregate_loop"))
     assert mechanisms.VOTE.step("aggregate_loop").__name__ == "aggregate_votes"
 
     @dataclasses.dataclass(frozen=True)
