@@ -11,7 +11,7 @@ import numpy as np
 
 from pate.core.errors import BudgetExceededError
 from pate.run import config as C
-from pate.run import rundir
+from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
@@ -317,7 +317,7 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
     )
     if caller == C.PYTHON_SOURCE:
         then = ""
-    elif (run.run_dir / rundir.STATE).exists():  # a started run continues where it stopped
+    elif (run.run_dir / R.STATE).exists():  # a started run continues where it stopped
         then = f", then `pate run --run-dir {run.run_dir} --resume`"
     else:  # nothing was started: the same command again
         then = ", then run this command again"

@@ -12,7 +12,7 @@ import numpy as np
 
 from pate.core.io import atomic_save_npy, atomic_writer, load_npz
 from pate.run import config as C
-from pate.run import rundir
+from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.run.stages.records import embedding_features, feature_cache, knn_prior
 
@@ -28,9 +28,9 @@ def teacher_votes(run: Run) -> dict:
     """The votes stage of a "vote" mechanism: the teachers' vote counts on the public split."""
     from pate.core.votes import votes_from_predictions
 
-    public = load_npz(run.path(rundir.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
+    public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
     counts = votes_from_predictions(public, num_classes=run.data.num_classes)
-    atomic_save_npy(run.path(rundir.VOTES), counts)
+    atomic_save_npy(run.path(R.VOTES), counts)
     return {
         "queries": int(counts.shape[0]),
         "classes": int(counts.shape[1]),
@@ -40,7 +40,8 @@ def teacher_votes(run: Run) -> dict:
 
 def record_embeddings(run: Run) -> dict:
     """The votes stage of a run whose mechanism reads the private records: embeddings of the
-    public and private splits for its sample or release, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
+    public and private splits for its sample or release, fitted on PUBLIC data only (the
+    ``[knn] features`` front-end, standardised
     with public statistics, then a PCA of the public rows), so the embedding itself reveals
     nothing about the private records. Writes ``knn_embeddings.npz``, the private embeddings a
     block at a time as they are computed (never all in memory); no histogram is drawn."""
@@ -58,7 +59,7 @@ def record_embeddings(run: Run) -> dict:
         )
         private_blocks = front.embed_blocks(data.private.x, cache=cache)
     private_rows = _save_embeddings(
-        run.path(rundir.KNN_EMBEDDINGS),
+        run.path(R.KNN_EMBEDDINGS),
         public=public,
         private_blocks=private_blocks,
         private_rows=len(data.private),
@@ -85,7 +86,7 @@ def record_embeddings(run: Run) -> dict:
         "features": features,
         "dims": int(dims),
         "feature_count": width,
-        "embedding": rundir.KNN_EMBEDDINGS,
+        "embedding": R.KNN_EMBEDDINGS,
         **front_end,
     }
 
@@ -99,7 +100,7 @@ def _student_embeddings(run: Run) -> tuple[np.ndarray, list[np.ndarray]]:
     # checked again (the directory may have changed since preflight); the last run of the
     # chain is the one whose student embeds
     path = pathlib.Path(knn_prior(run)["runs"][-1]["run_dir"])
-    model = Student.load(path / rundir.STUDENT_WEIGHTS)
+    model = Student.load(path / R.STUDENT_WEIGHTS)
     public, private = (
         np.sqrt(model.predict_proba(x)).astype(np.float32)
         for x in (run.data.public.x, run.data.private.x)

@@ -20,7 +20,7 @@ import pytest
 import pate
 from pate.run import config as C
 from pate.run import planner as P
-from pate.run import rundir
+from pate.run import rundir as R
 from pate.run.pipeline import PLAN
 from pate.teachers.data import load_pate_data
 from pate.teachers.errors import ConfigError
@@ -205,7 +205,7 @@ def neighbour_runs(tmp_path_factory):
 
 #: The files a run publishes (the report, its JSON, the plan); the saved config too when a run
 #: keeps it beside them.
-PUBLISHABLE = ("report.md", "report.html", rundir.REPORT_JSON, PLAN, rundir.CONFIG)
+PUBLISHABLE = ("report.md", "report.html", R.REPORT_JSON, PLAN, R.CONFIG)
 
 
 def test_plan_json_and_the_report_are_the_same_for_d_and_d_plus_one(neighbour_runs):
@@ -214,7 +214,7 @@ def test_plan_json_and_the_report_are_the_same_for_d_and_d_plus_one(neighbour_ru
     plan_d = json.loads((d / PLAN).read_text())
     assert plan_d["facts"]["private_records"] == 480
     assert plan_d["facts"]["records_basis"] == "declared"
-    report_d, report_d1 = (json.loads((r / rundir.REPORT_JSON).read_text()) for r in (d, d1))
+    report_d, report_d1 = (json.loads((r / R.REPORT_JSON).read_text()) for r in (d, d1))
     assert report_d["privacy"]["mechanism"] == "class-means"
     assert report_d["config"]["planned"] == report_d1["config"]["planned"]
     # class-means has no teachers: the publishable report names none (the internal one holds the
@@ -293,9 +293,7 @@ def test_the_released_student_s_design_is_the_same_for_d_and_d_plus_one(neighbou
     torch = pytest.importorskip("torch")
     design = ("format", "model_name", "input_shape", "num_classes", "settings", "n_labelled")
     blobs = [
-        torch.load(
-            neighbour_runs[n] / rundir.STUDENT_WEIGHTS, weights_only=True, map_location="cpu"
-        )
+        torch.load(neighbour_runs[n] / R.STUDENT_WEIGHTS, weights_only=True, map_location="cpu")
         for n in (477, 478)
     ]
     assert [{k: b[k] for k in design} for b in blobs][0] == {k: blobs[1][k] for k in design}
