@@ -177,8 +177,8 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
         # its histograms were drawn inside the aggregate stage and never saved: the cost of an
         # asked query does not depend on them (only their number is used here)
         votes = np.zeros((asked, 2), dtype=np.int64)
-        # the records voting on one query (``spec.voters``: e.g. k nearest, or all of them,
-        # counted as declared -- the exact count is internal: pate.run.config.declared_records)
+        # the records voting on one query (Private-kNN: k; class-means: all of them, counted
+        # as declared -- the exact count is internal: pate.run.config.declared_records)
         num_teachers = spec.voters(
             summary["params"], private_records=C.declared_records(run.config, run.data)[0]
         )
