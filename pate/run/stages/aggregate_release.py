@@ -97,27 +97,16 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
         run, spec, event, params, public, private, private_labels, answers, records, queries
     )
 
-    def summary_now():
+    def summary_now():  # the one release: every query asked, reserved and answered at once
+        progress = Rounds(asked=queries, reserved=queries, rounds=rounds.rounds)
         return records_summary(
+            run,
             spec,
-            params,
+            inputs,
             events,
-            config=run.config,
-            orders=orders,
-            delta=delta,
-            conversion=conversion,
-            budget_eps=budget_eps,
-            asked=queries,
+            progress,
             answered=queries,
-            offered=queries,
-            stop_reason=None,
-            run_id=run_id,
-            dataset=dataset,
-            ledger=ledger,
-            plan=plan,
-            reserved=queries,
-            rounds=rounds.rounds,
-            prior=prior,
+            charged=(run_id, dataset, ledger),
             records=records,
         )
 

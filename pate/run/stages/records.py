@@ -302,33 +302,26 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
 
 
 def records_summary(
-    spec,
-    params,
-    events,
-    *,
-    config,
-    orders,
-    delta,
-    conversion,
-    budget_eps,
-    asked,
-    answered,
-    offered,
-    stop_reason,
-    run_id,
-    dataset,
-    ledger,
-    plan,
-    reserved,
-    rounds,
-    prior,
-    **mechanism_part,
+    run: Run, spec, inputs: RecordsInputs, events, progress, *, answered, charged, **mechanism_part
 ) -> dict:
-    """``aggregate.json`` of a mechanism that reads the private records: the realised cost of
-    ``events`` is the data-independent one (there is no data-dependent bound), no sanitized
-    release; ``prior`` the earlier rounds this run's embedding depends on (their cost is in the
+    """``aggregate.json`` of a mechanism that reads the private records after the rounds so far
+    (``progress``: a :class:`pate.run.stages.rounds.Rounds`; ``answered`` queries answered),
+    charged ``(run_id, dataset, ledger)``: the realised cost of ``events`` is the
+    data-independent one (there is no data-dependent bound), no sanitized release;
+    ``inputs.prior`` the earlier rounds this run's embedding depends on (their cost is in the
     guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
     from pate import analysis
+
+    config, params, prior, plan = run.config, inputs.params, inputs.prior, inputs.plan
+    orders, delta, conversion = inputs.orders, inputs.delta, inputs.conversion
+    budget_eps, offered = inputs.budget_eps, inputs.queries
+    asked, stop_reason, reserved, rounds = (
+        progress.asked,
+        progress.stop_reason,
+        progress.reserved,
+        progress.rounds,
+    )
+    run_id, dataset, ledger = charged
 
     rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
     eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
