@@ -19,29 +19,18 @@ from pate.run import config as C
 from pate.run.rundir import Run
 from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
-from pate.run.stages.records import records_inputs, records_summary
+from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
 from pate.run.stages.rounds import Answers, Rounds, ask_in_rounds
 
 
-def _reserve_release(
-    run: Run,
-    spec,
-    ledger,
-    dataset,
-    run_id: str,
-    event,
-    eps_of,
-    *,
-    queries: int,
-    orders,
-    budget_eps: float,
-    delta: float,
-    prior,
-    prior_rdp,
-):
+def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charged):
     """The release's reservation (None without a ledger or without a query), after the config's
-    budget was checked; BudgetExceededError where it does not fit."""
-    cost = eps_of(prior_rdp + event.rdp_data_independent)
+    budget was checked; BudgetExceededError where it does not fit. ``charged``: ``(run_id,
+    dataset, ledger)``."""
+    run_id, dataset, ledger = charged
+    eps_of, queries, orders, prior = inputs.eps_of, inputs.queries, inputs.orders, inputs.prior
+    budget_eps, delta = inputs.budget_eps, inputs.delta
+    cost = eps_of(inputs.prior_rdp + event.rdp_data_independent)
     if queries and cost > budget_eps:
         raise BudgetExceededError(
             f"the config's budget (eps={budget_eps:g} at delta={delta:g}) does not cover the one "
@@ -65,37 +54,21 @@ def _reserve_release(
 def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a "release" mechanism (see the module docstring)."""
     inputs = records_inputs(run, spec)
-    params, public, private, private_labels, num_classes, num_queries, queries, orders, *rest = (
-        inputs
-    )
-    budget_eps, delta, conversion, plan, prior, prior_rdp = rest
+    queries, num_classes, orders = inputs.queries, inputs.num_classes, inputs.orders
     event = spec.event(
         np.zeros((queries, num_classes)),
-        params,
+        inputs.params,
         answered=np.ones(queries, dtype=bool),
         orders=orders,
     )
     events = [event] if queries else []
-    answers, rounds = Answers.empty(num_queries, num_classes=num_classes), Rounds()
-    records = {"statistic": spec.released_statistic, "private_records": int(private.shape[0])}
-    reservation = _reserve_release(
-        run,
-        spec,
-        ledger,
-        dataset,
-        run_id,
-        event,
-        inputs.eps_of,
-        queries=queries,
-        orders=orders,
-        budget_eps=budget_eps,
-        delta=delta,
-        prior=prior,
-        prior_rdp=prior_rdp,
-    )
-    ask = _release_asker(
-        run, spec, event, params, public, private, private_labels, answers, records, queries
-    )
+    answers, rounds = Answers.empty(inputs.num_queries, num_classes=num_classes), Rounds()
+    records = {
+        "statistic": spec.released_statistic,
+        "private_records": int(inputs.private.shape[0]),
+    }
+    reservation = _reserve_release(run, spec, inputs, event, (run_id, dataset, ledger))
+    ask = _release_asker(run, spec, inputs, event, answers, records)
 
     def summary_now():  # the one release: every query asked, reserved and answered at once
         progress = Rounds(asked=queries, reserved=queries, rounds=rounds.rounds)
@@ -129,13 +102,13 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
     return aggregate_info(summary)
 
 
-def _release_asker(
-    run: Run, spec, event, params, public, private, private_labels, answers, records, queries
-):
+def _release_asker(run: Run, spec, inputs: RecordsInputs, event, answers, records):
     """The round driver's ``ask``: the one release, drawn only when called (inside the
     reservation), every query's scores and label put in ``answers``, the release's details in
     ``records``."""
-    num_classes = int(answers.scores.shape[1])
+    num_classes, queries = int(answers.scores.shape[1]), inputs.queries
+    public, private, private_labels = inputs.public, inputs.private, inputs.private_labels
+    params = inputs.params
 
     def ask(start, n):
         # Drawn only now, inside the reservation: the release and its noise; the scores are
