@@ -53,8 +53,7 @@ Filling in (only what the user left open; ``docs/plan.md``, "What it fills in"):
   :data:`TARGET_NOISE` x T, at least ``MIN_LABELS_PER_CLASS x classes`` while below
   :data:`DROWNING_NOISE`; with fixed noise every public item (the ledger stops asking).
 * ``[knn] features``, ``rule`` and ``dims`` (a release on a table, left out):
-  :mod:`pate.run.planner.front_end` (``pate.core.mean_release.table_front_end`` and
-  ``kernel_dims``). Sizes and the calibrated noise only.
+  :mod:`pate.run.planner.front_end`, from the sizes and the calibrated noise only.
 
 A run marked ``[run] smoke_test = true`` (it only checks that the pipeline works; its report
 says so first) gets the refusals as warnings.
