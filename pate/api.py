@@ -263,15 +263,16 @@ def _run_pipeline(
     objects ``models`` that are not None) and return the result."""
     from pate.run.config import PYTHON_SOURCE
     from pate.run.pipeline import Pipeline
-    from pate.run.stages import THREADS_SOURCE
 
     pipeline = Pipeline(config, resume=resume, progress=progress, wording="python", data=data)
-    pipeline.ctx.objects["caller"] = PYTHON_SOURCE  # messages name keyword arguments
+    pipeline.ctx.context.caller = PYTHON_SOURCE  # messages name keyword arguments
     if threads_given:
-        pipeline.ctx.objects[THREADS_SOURCE] = "keyword"
+        pipeline.ctx.context.threads_source = "keyword"
     if data is not None:
         pipeline.ctx.provide_data(data)
-    pipeline.ctx.objects.update({k: v for k, v in models.items() if v is not None})
+    for key, model in models.items():
+        if model is not None:
+            setattr(pipeline.ctx.context, key, model)
     report = pipeline.run()
     return _result(pipeline.ctx, report)
 
@@ -492,7 +493,7 @@ def _result(run, report: dict) -> PateResult:
     from pate.core.io import load_npy, read_json
     from pate.run import rundir
 
-    student = run.objects.get("fitted_student")
+    student = run.context.fitted_student
     if student is None:
         from pate.student.train import Student
 

@@ -6,8 +6,25 @@ the :class:`pate.analysis.accountant.PrivacyEvent` it charges, the parameters of
 smooth-sensitivity release and the wording of the privacy report -- so that adding a mechanism
 means adding one spec file here (and its tests), as dp_accounting has one event class per
 mechanism. Every spec has a *kind* (:mod:`pate.mechanisms.kinds`: "vote", "sample" or
-"release"), and the rest of pate-learn asks the kind, never a mechanism's name, what a run of it
-reads, draws, charges and publishes.
+"release", or a kind of its own), and the rest of pate-learn asks the kind, never a mechanism's
+name, what a run of it reads, draws, charges and publishes.
+
+The protocol a mechanism implements (one spec, registered in one line with :func:`register`):
+
+=====================  ====================================================================
+what it reads          ``kind.reads_private_records`` (the teachers' votes, or the records
+                       themselves: then no partition, no teachers) and ``kind.votes_stage``
+how it answers         ``spec.draw`` (votes -> labels); a "sample" kind's ``sample_votes``, a
+                       "release" kind's ``release_scores``; ``kind.aggregate_loop`` the
+                       aggregate stage's loop that draws them inside the ledger's reservations
+the event it charges   ``spec.event`` (a :class:`pate.analysis.accountant.PrivacyEvent`)
+its analysis           ``spec.query_rdp_parts`` (data-dependent and data-independent RDP per
+                       query), ``worst_case_query_rdp``, ``pr_answered``, ``calibrate``,
+                       ``release_params`` (smooth sensitivity); the arithmetic in ``analysis/``
+its report             ``title``, ``reference``, ``description``, ``voters_text``,
+                       ``cost_text``, the parameters' symbols
+the planner's hooks    ``auto_for`` (what ``mechanism = "auto"`` becomes), ``calibrated``
+=====================  ====================================================================
 The RDP arithmetic itself lives in :mod:`pate.analysis`; a spec only wires it. This package is part
 of the pate core layer: it imports :mod:`pate.analysis`, numpy, and (inside the "sample" and
 "release" specs' draws) ``pate.core.knn`` and ``pate.core.mean_release``; ``pate.core.aggregators`` imports it.
@@ -46,6 +63,8 @@ orders         (k,) Renyi orders > 1.
 ``get(name)``  the spec of ``name`` (ValueError listing the valid names otherwise).
 ``register(spec)`` / ``unregister(name)``  add / remove a spec (tests, plugins).
 ``all_param_names()`` the parameters of every registered mechanism, in a stable order.
+``auto_choice(role)`` what the planner's ``mechanism = "auto"`` becomes in ``role`` (``AUTO_WITH_TEACHERS``,
+               ``AUTO_WITHOUT_TEACHERS``, ``AUTO_FIXED_NOISE``): the spec whose ``auto_for`` names it.
 
 References
 ----------
@@ -70,7 +89,15 @@ from pate.mechanisms.kinds import KINDS, RELEASE, SAMPLE, VOTE, MechanismKind
 from pate.mechanisms.lnmax import LNMAX
 from pate.mechanisms.params import PARAM_KINDS, Param
 from pate.mechanisms.private_knn import PRIVATE_KNN
-from pate.mechanisms.registry import REGISTRY, all_param_names, get
+from pate.mechanisms.registry import (
+    AUTO_FIXED_NOISE,
+    AUTO_WITH_TEACHERS,
+    AUTO_WITHOUT_TEACHERS,
+    REGISTRY,
+    all_param_names,
+    auto_choice,
+    get,
+)
 
 __all__ = [
     "Param",
@@ -82,6 +109,10 @@ __all__ = [
     "register",
     "unregister",
     "all_param_names",
+    "auto_choice",
+    "AUTO_WITH_TEACHERS",
+    "AUTO_WITHOUT_TEACHERS",
+    "AUTO_FIXED_NOISE",
     "MechanismKind",
     "KINDS",
     "VOTE",
@@ -106,10 +137,10 @@ def register(spec: MechanismSpec) -> MechanismSpec:
     """Add ``spec`` to the registry (for tests and plugins); a name already taken is refused."""
     if not isinstance(spec, MechanismSpec):
         raise TypeError(f"register needs a MechanismSpec, got {describe(spec)}")
-    if not isinstance(spec.kind, MechanismKind) or KINDS.get(spec.kind.name) is not spec.kind:
+    if not isinstance(spec.kind, MechanismKind):
         raise TypeError(
-            f"mechanism {spec.name!r}: its kind must be one of "
-            f"{', '.join(f'mechanisms.{k.upper()}' for k in KINDS)}, got "
+            f"mechanism {spec.name!r}: its kind must be a mechanisms.MechanismKind (one of "
+            f"{', '.join(f'mechanisms.{k.upper()}' for k in KINDS)}, or its own), got "
             f"{describe(spec.kind)}"
         )
     _registry.add(spec)

@@ -44,6 +44,8 @@ class MechanismSpec:
         a "release" spec :meth:`release_scores`.
     voters_text : (records mechanisms) how the records vote instead of teachers, for the report.
     cost_text : (records mechanisms) what the data-independent guarantee is the cost of.
+    auto_for : the roles (``pate.mechanisms.AUTO_*``) in which the planner's ``mechanism =
+        "auto"`` becomes this mechanism.
 
     Subclasses implement :meth:`draw` and :meth:`query_rdp_parts`; they may override
     :meth:`event` (e.g. to use a ``pate.analysis`` event builder), :meth:`pr_answered`,
@@ -60,6 +62,7 @@ class MechanismSpec:
 
     voters_text: str = ""
     cost_text: str = ""
+    auto_for: tuple[str, ...] = ()
 
     #: See the class docstring: what the mechanism reads and how a run draws and charges it.
     kind: ClassVar[MechanismKind] = VOTE
@@ -315,7 +318,7 @@ class MechanismSpec:
     def voters(self, params: Mapping[str, float], *, private_records: int) -> int:
         """For a mechanism that reads the private records (``kind.reads_private_records``): how
         many of them vote on one query -- the report's count in place of teachers. All of them
-        unless a spec says otherwise (Private-kNN: its k nearest)."""
+        unless a spec says otherwise (e.g. the k nearest of a sample)."""
         return int(private_records)
 
     def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:

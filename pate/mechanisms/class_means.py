@@ -19,9 +19,20 @@ from pate.analysis.validation import check_orders
 from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec
 from pate.mechanisms.kinds import RELEASE, MechanismKind
-from pate.mechanisms.params import COUNT_WEIGHT, SIGMA
+from pate.mechanisms.params import SIGMA, Param
+from pate.mechanisms.registry import AUTO_WITHOUT_TEACHERS
 
 __all__ = ["CLASS_MEANS"]
+
+#: The count weight's default (pate.analysis.class_means derives why 0.3 suits d from 16 to 2000).
+COUNT_WEIGHT = Param(
+    "count_weight",
+    "positive",
+    "class-means: weight of a record's count beside its clipped embedding in "
+    "the released sums (default 0.3)",
+    "\u03ba",
+    default=0.3,
+)
 
 
 def _count_weight(params: Mapping[str, Any]) -> float:
@@ -165,6 +176,7 @@ CLASS_MEANS = _ClassMeans(
     title="Noisy class means",
     params=(SIGMA, COUNT_WEIGHT),
     always_answers=True,
+    auto_for=(AUTO_WITHOUT_TEACHERS,),
     reference="Gaussian mechanism (Mironov 2017, Proposition 7) on per-class sums; LDA or QDA "
     "(Hastie, Tibshirani & Friedman 2009, Section 4.3) or a logistic regression "
     "fitted to the release and the public inputs",

@@ -22,6 +22,7 @@ from pate.analysis.validation import check_orders, check_positive
 from pate.core.rng import Rng
 from pate.mechanisms.base import DUMMY_VOTES, MechanismSpec, noisy_argmax, student_baseline
 from pate.mechanisms.params import CONFIDENCE, SIGMA1, SIGMA2, THRESHOLD
+from pate.mechanisms.registry import AUTO_FIXED_NOISE
 
 __all__ = ["CONFIDENT_GNMAX", "INTERACTIVE_GNMAX"]
 
@@ -188,6 +189,7 @@ CONFIDENT_GNMAX = ConfidentGNMaxSpec(
     name="confident-gnmax",
     title="Confident GNMax",
     params=(THRESHOLD, SIGMA1, SIGMA2),
+    auto_for=(AUTO_FIXED_NOISE,),
     reference="Papernot et al. 2018, Algorithm 1",
     description=(
         "a query is answered only when the teachers' largest vote count, plus Gaussian "

@@ -14,6 +14,7 @@ from pate.analysis.rdp import gnmax_rdp
 from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
 from pate.mechanisms.params import SIGMA
+from pate.mechanisms.registry import AUTO_WITH_TEACHERS
 
 __all__ = ["GNMAX"]
 
@@ -73,6 +74,7 @@ GNMAX = _GNMax(
     title="GNMax",
     params=(SIGMA,),
     always_answers=True,
+    auto_for=(AUTO_WITH_TEACHERS,),
     reference="Papernot et al. 2018, Section 4.1",
     description=(
         "every query is answered with the class whose teacher vote count is largest after "

@@ -2,18 +2,22 @@
 
 Every :class:`~pate.mechanisms.base.MechanismSpec` has exactly one kind (its class attribute
 ``kind``). The rest of pate-learn asks the kind -- never a mechanism's name -- which stages a run
-has, what the aggregate stage draws and charges, and what it publishes; the aggregate stage runs
-one loop per kind (``pate.run.stages.aggregate``), all on one round driver (``pate.run.stages.rounds``).
+has, what the aggregate stage draws and charges, and what it publishes. A kind names its two
+steps of a run as ``"module:function"`` (the orchestration layer above imports them when a run
+needs them; this module imports nothing of it): ``votes_stage`` what the votes stage writes, and
+``aggregate_loop`` how the aggregate stage draws and charges (each built-in loop on the one round
+driver ``pate.run.stages.rounds``). A new kind is one :class:`MechanismKind` naming its own
+functions, on the spec it is the kind of: ``pate.mechanisms.register`` takes it with the spec.
 
 =======  ========================================================================================
 vote     a noisy answer per query from the teachers' vote counts (LNMax, GNMax, Confident and
          Interactive GNMax): partition and teachers run, the votes stage writes the vote matrix,
          each ledger round charges the answers it drew (``spec.draw``, ``spec.event``)
 sample   a noisy answer per query from histograms of a fresh sample of the private records,
-         drawn inside the round's reservation (``spec.sample_votes``; Private-kNN): no teachers,
+         drawn inside the round's reservation (``spec.sample_votes``): no teachers,
          the votes stage embeds the records, every query costs the same data-independent RDP
 release  one noisy release of the private records that labels every query
-         (``spec.release_scores``; class-means): no teachers, one event charged before the
+         (``spec.release_scores``): no teachers, one event charged before the
          release is drawn, the labelling rule's class scores published with the labels
 =======  ========================================================================================
 
@@ -26,8 +30,10 @@ Symbols
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["MechanismKind", "VOTE", "SAMPLE", "RELEASE", "KINDS"]
 
@@ -49,20 +55,38 @@ class MechanismKind:
     gives_label_scores : the labelling rule scores every class of every query (post-processing of
         the charged release); the aggregate stage publishes the scores with the labels, for a
         student trained on soft targets (``[student] targets = "soft"``).
+    votes_stage : ``"module:function"``, ``function(run) -> info``: the votes stage of its runs.
+    aggregate_loop : ``"module:function"``, ``function(run, spec, ledger, dataset, run_id) ->
+        info``: the aggregate stage's loop once the ledger and budget are resolved.
     """
 
     name: str
     title: str
     reads_private_records: bool
+    votes_stage: str
+    aggregate_loop: str
     releases_once: bool = False
     gives_label_scores: bool = False
 
     def __post_init__(self) -> None:
+        for field in ("votes_stage", "aggregate_loop"):
+            module, _, function = str(getattr(self, field)).partition(":")
+            if not (module and function.isidentifier()):
+                raise ValueError(
+                    f'kind {self.name!r}: {field} must be "module:function", got '
+                    f"{getattr(self, field)!r}"
+                )
         if self.releases_once and not self.reads_private_records:
             raise ValueError(
                 f"kind {self.name!r}: a mechanism that releases once reads the "
                 "private records (set reads_private_records=True)"
             )
+
+    def step(self, field: str) -> Callable[..., Any]:
+        """The function that ``field`` ("votes_stage" or "aggregate_loop") names, imported now."""
+        module, _, function = getattr(self, field).partition(":")
+        step: Callable[..., Any] = getattr(importlib.import_module(module), function)
+        return step
 
     @property
     def trains_teachers(self) -> bool:
@@ -70,18 +94,27 @@ class MechanismKind:
         return not self.reads_private_records
 
 
+_STAGES = "pate.run.stages."
 VOTE = MechanismKind(
-    "vote", "a noisy answer per query from the teachers' votes", reads_private_records=False
+    "vote",
+    "a noisy answer per query from the teachers' votes",
+    reads_private_records=False,
+    votes_stage=_STAGES + "votes:teacher_votes",
+    aggregate_loop=_STAGES + "aggregate_votes:aggregate_votes",
 )
 SAMPLE = MechanismKind(
     "sample",
     "a noisy answer per query from a fresh sample of the private records",
     reads_private_records=True,
+    votes_stage=_STAGES + "votes:record_embeddings",
+    aggregate_loop=_STAGES + "aggregate_sample:aggregate_sample",
 )
 RELEASE = MechanismKind(
     "release",
     "one noisy release of the private records that labels every query",
     reads_private_records=True,
+    votes_stage=_STAGES + "votes:record_embeddings",
+    aggregate_loop=_STAGES + "aggregate_release:aggregate_release",
     releases_once=True,
     gives_label_scores=True,
 )

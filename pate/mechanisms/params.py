@@ -18,9 +18,6 @@ __all__ = [
     "SIGMA1",
     "SIGMA2",
     "CONFIDENCE",
-    "K",
-    "SAMPLING_RATE",
-    "COUNT_WEIGHT",
 ]
 
 
@@ -91,7 +88,7 @@ def label(prefix: str, name: str) -> str:
     return prefix + name
 
 
-# The parameters the built-in mechanisms share (each spec file names its own).
+# The parameters the built-in mechanisms share (a parameter of one mechanism is in its own file).
 SCALE = Param("scale", "positive", "Laplace noise scale", "Laplace scale")
 SIGMA = Param("sigma", "positive", "Gaussian noise std", "\u03c3")
 THRESHOLD = Param("threshold", "nonnegative", "threshold T of the noisy check", "T")
@@ -101,20 +98,4 @@ CONFIDENCE = Param(
     "student_confidence",
     "unit_interval",
     "the student's top probability from which its own label is kept",
-)
-K = Param("k", "positive_integer", "Private-kNN: neighbours per query", "k")
-SAMPLING_RATE = Param(
-    "sampling_rate",
-    "unit_interval",
-    "Private-kNN: probability that a private record is in a query's sample",
-    "\u03b3",
-)
-#: The count weight's default (pate.analysis.class_means derives why 0.3 suits d from 16 to 2000).
-COUNT_WEIGHT = Param(
-    "count_weight",
-    "positive",
-    "class-means: weight of a record's count beside its clipped embedding in "
-    "the released sums (default 0.3)",
-    "\u03ba",
-    default=0.3,
 )

@@ -20,9 +20,17 @@ from pate.analysis.validation import check_mask, check_orders, check_positive, c
 from pate.core.rng import Rng
 from pate.mechanisms.confident_gnmax import ConfidentGNMaxSpec
 from pate.mechanisms.kinds import SAMPLE, MechanismKind
-from pate.mechanisms.params import SAMPLING_RATE, SIGMA1, SIGMA2, THRESHOLD, K
+from pate.mechanisms.params import SIGMA1, SIGMA2, THRESHOLD, Param
 
 __all__ = ["PRIVATE_KNN"]
+
+K = Param("k", "positive_integer", "Private-kNN: neighbours per query", "k")
+SAMPLING_RATE = Param(
+    "sampling_rate",
+    "unit_interval",
+    "Private-kNN: probability that a private record is in a query's sample",
+    "\u03b3",
+)
 
 
 @dataclasses.dataclass(frozen=True)

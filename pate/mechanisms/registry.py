@@ -10,7 +10,23 @@ from typing import Any
 
 from pate.analysis.validation import describe
 
-__all__ = ["REGISTRY", "get", "all_param_names", "add", "remove"]
+__all__ = [
+    "REGISTRY",
+    "get",
+    "all_param_names",
+    "add",
+    "remove",
+    "auto_choice",
+    "AUTO_WITH_TEACHERS",
+    "AUTO_WITHOUT_TEACHERS",
+    "AUTO_FIXED_NOISE",
+]
+
+#: What ``mechanism = "auto"`` may become (a spec's ``auto_for``): with a target and teachers
+#: asked for, with a target and no teachers asked for, and (``pate.fit``) without a target.
+AUTO_WITH_TEACHERS = "with teachers"
+AUTO_WITHOUT_TEACHERS = "without teachers"
+AUTO_FIXED_NOISE = "fixed noise"
 
 # Specs are typed Any here: their class (pate.mechanisms.base.MechanismSpec) imports this module,
 # so naming it would make an import cycle; pate.mechanisms.register checks what is added.
@@ -40,6 +56,15 @@ def remove(name: str) -> Any:
     spec = get(name)
     del _REGISTRY[name]
     return spec
+
+
+def auto_choice(role: str) -> str:
+    """The name of the first registered mechanism that ``mechanism = "auto"`` becomes in
+    ``role`` (one of the ``AUTO_*`` roles; its spec's ``auto_for`` names the role)."""
+    for spec in _REGISTRY.values():
+        if role in spec.auto_for:
+            return str(spec.name)
+    raise ValueError(f"no registered mechanism is the automatic choice {role!r}")
 
 
 def all_param_names() -> tuple[str, ...]:

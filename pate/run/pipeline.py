@@ -141,7 +141,7 @@ class Pipeline:
             raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
         last = STAGES.index(until) if until is not None else len(STAGES) - 1
         todo = [s for s in STAGES[: last + 1] if not self.ctx.done(s)]
-        stages.check_device(self.config, todo, objects=self.ctx.objects)  # before the data is read
+        stages.check_device(self.config, todo, context=self.ctx.context)  # before the data is read
         plan = self._plan()
         stages.preflight(self.ctx, stages=[s for s in STAGES[: last + 1] if not self.ctx.done(s)])
         self.ctx.start()

@@ -5,9 +5,9 @@ checked against the event the aggregator charged); nothing here trusts a number 
 compute. The sanitized data-dependent epsilon is released once, with the order, beta and sigma_ss
 fixed in the config and noise from the run's ``release`` stream.
 
-A Private-kNN or class-means run (``kind.reads_private_records``) has no votes matrix, no teachers
-and no data-dependent or smooth-sensitivity analysis: its privacy figures are the
-data-independent cost of every asked query -- for class-means, of its one release --
+A run whose mechanism reads the private records (``kind.reads_private_records``) has no votes
+matrix, no teachers and no data-dependent or smooth-sensitivity analysis: its privacy figures are
+the data-independent cost of every asked query -- or of its one release (``kind.releases_once``) --
 (recomputed from the asked count and checked against the charged events);
 the data-dependent fields repeat it (the realised cost is the bound), its sanitized fields carry
 the fallback reason, its teacher figures are null and its vote-margin histogram is empty.
@@ -151,8 +151,8 @@ class _Saved:
         return self.summary["params"]
 
     @property
-    def knn(self) -> bool:
-        """Private-kNN or class-means: no votes, no teachers (module docstring)."""
+    def reads_records(self) -> bool:
+        """The mechanism reads the private records: no votes, no teachers (module docstring)."""
         return self.spec.kind.reads_private_records
 
 
@@ -250,7 +250,7 @@ def _realised_cost(run: Run, saved: _Saved) -> _Cost:
     )
     dep = (
         ind
-        if s.knn
+        if s.reads_records
         else s.spec.per_query_rdp(
             s.votes, s.params, answered=s.answered, orders=s.orders, data_dependent=True
         )
@@ -308,8 +308,8 @@ def _guarantee(saved: _Saved, cost: _Cost, release: dict) -> tuple[float, dict |
     """The epsilon of what the run releases, and the earlier rounds composed into it (or None)."""
     orders, delta, conversion = saved.orders, saved.delta, saved.conversion
     guarantee_rdp = cost.rdp_ind + _gnss_curve(release, orders)
-    # Earlier rounds whose released student embeds this run (Private-kNN, [knn] features =
-    # "student"): what this run releases depends on them too, so their cost is composed in.
+    # Earlier rounds whose released student embeds this run ([knn] features = "student"):
+    # what this run releases depends on them too, so their cost is composed in.
     prior = saved.summary.get("prior")
     if prior is not None:
         prior_rdp = np.asarray(prior["rdp"], dtype=float)
@@ -352,7 +352,7 @@ def _margins_and_teachers(run: Run, saved: _Saved) -> tuple[dict, str, dict]:
     metrics (none of them for a run that reads the private records)."""
     from pate.core.partition import Partition
 
-    if saved.knn:
+    if saved.reads_records:
         counts, edges = np.zeros(0, dtype=int), np.zeros(1)
         margin_note = (
             f"{saved.spec.title}: no vote margins; what the private records "
@@ -402,7 +402,7 @@ def _student_figures(run: Run, saved: _Saved) -> _StudentFigures:
     student = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
     # INTERNAL: computed from the private votes (like the vote margins)
     agreement = None
-    if not saved.knn and answered.any():
+    if not saved.reads_records and answered.any():
         agreement = float(np.mean(labels[:asked][answered] == saved.votes[answered].argmax(axis=1)))
     y_eval = np.asarray(data.evaluation.y)
     majority = float(np.bincount(y_eval, minlength=data.num_classes).max() / y_eval.size)
@@ -484,7 +484,7 @@ def _privacy_section(
         | {"charged": any(e.get("mechanism") == "gnss-release" for e in summary["events"])},
         "eps_guarantee": float(eps_guarantee),
         "prior_rounds": prior,
-        # one release labels every query (class-means): one mechanism, nothing to compose
+        # one release labels every query: one mechanism, nothing to compose
         "composition": _composition(
             s.spec.worst_case_query_rdp(s.params, orders=s.orders),
             s.orders,
@@ -549,7 +549,7 @@ def _utility_section(run: Run, saved: _Saved, teachers: dict, figures: _StudentF
         "majority_class_rate": figures.majority,
         "chance_rate": 1.0 / data.num_classes,
         "student_steps": figures.steps,
-        "scale_warnings": scale_warnings(run, saved.knn),
+        "scale_warnings": scale_warnings(run, saved.reads_records),
     }
 
 

@@ -36,16 +36,16 @@ STUDENT_WEIGHTS, STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, STAGE_DIR, REPO
     (docs/publishing.md).
 ``LABEL_SCORES``
     ``label_scores.npy`` (mechanisms whose labelling rule scores every class,
-    ``kind.gives_label_scores``: class-means): (queries, classes) float64 class scores of every public item, NaN where
+    ``kind.gives_label_scores``): (queries, classes) float64 class scores of every public item, NaN where
     unanswered; ``labels.npy`` is their argmax. Post-processing of the charged release, written
     with the labels (never before the charge); a student with ``[student] targets = "soft"``
     trains to their softmax. Absent for the other mechanisms.
 ``KNN_EMBEDDINGS``
-    ``knn_embeddings.npz`` (Private-kNN runs, written by the votes stage instead of
+    ``knn_embeddings.npz`` (runs whose mechanism reads the private records, written by the votes stage instead of
     ``votes.npy``): ``public`` (n, dims) and ``private`` (N, dims) float32 embeddings -- a PCA
     fitted on the public split only, after the ``[knn] features`` front-end --, ``private_labels``
     (N,) and ``num_classes``. Sensitive (the private records' embeddings and labels): never
-    printed. The kNN histograms themselves are drawn by the aggregate stage and never saved.
+    printed. What the aggregate stage draws from them (histograms, a release) is never saved.
 ``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
     The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
     path wrote it; :func:`read_summary` checks them.
@@ -72,10 +72,11 @@ STUDENT_WEIGHTS, STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, STAGE_DIR, REPO
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as _dt
 import pathlib
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pate.analysis.errors import CorruptFileError
 from pate.core import keys as run_keys
@@ -283,6 +284,38 @@ def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
     return doc
 
 
+@dataclasses.dataclass
+class RunContext:
+    """What an open run holds in memory beside its files: never saved (resuming a run given
+    Python objects needs them again).
+
+    Attributes
+    ----------
+    caller : ``pate.run.config.PYTHON_SOURCE`` when ``pate.fit`` runs it (messages name keyword
+        arguments), None for the CLI (TOML keys and flags).
+    threads_source : where an explicit ``[run] threads`` came from: "config", "flag" (a stage
+        command's ``--threads``) or "keyword" (``pate.fit(threads=...)``).
+    teacher_model, student_model : the models given as Python objects (config values
+        ``python:...``), or the scikit-learn estimator a ``package.module:factory`` returned.
+    fitted_student : the fitted scikit-learn student (``pate.fit`` returns it).
+    identity : the private split's dataset identity, hashed once per open run.
+    dataset_id : the ledger's (keyed) id of the records, kept in ``run.json`` when the run starts.
+    recorded_budget_eps : the lifetime budget the run last ran under (a resume that names it goes
+        on with the ledger's).
+    budget_noted : the lifetime budget already noted on the log in this process.
+    """
+
+    caller: str | None = None
+    threads_source: str = "config"
+    teacher_model: Any = None
+    student_model: Any = None
+    fitted_student: Any = None
+    identity: Any = None
+    dataset_id: str | None = None
+    recorded_budget_eps: float | None = None
+    budget_noted: float | None = None
+
+
 class Run:
     """An open run directory (see the module docstring).
 
@@ -298,11 +331,7 @@ class Run:
         self.progress = bool(progress)
         self._data = None
         self._keys: dict[str, bytes] = {}
-        #: Python objects a run was given from the Python API (``pate.fit``): the teacher and
-        #: student models (``"teacher_model"``, ``"student_model"``) named ``python:...`` in the
-        #: config, and the fitted student of a scikit-learn student (``"fitted_student"``).
-        #: Never saved: resuming such a run needs them again.
-        self.objects: dict = {}
+        self.context = RunContext()
 
     # ---------------------------------------------------------------- creation
 
@@ -355,8 +384,8 @@ class Run:
         # this directory instance: a copy of it (cp -r, a restored backup) is another directory
         # with the same run.json, and must not draw or charge answers under this run id
         self.state = dict(self.state, directory=directory_identity(self.run_dir))
-        if "dataset_id" in self.objects:  # the ledger's (keyed) id of the records it starts on
-            self.state["dataset_id"] = self.objects["dataset_id"]
+        if self.context.dataset_id is not None:  # the ledger's id of the records it starts on
+            self.state["dataset_id"] = self.context.dataset_id
         atomic_write_json(self.run_dir / CONFIG, self.config.to_dict())
         atomic_write_json(self.run_dir / STATE, self.state)
 
@@ -418,7 +447,7 @@ class Run:
         run = cls(run_dir, config, state, progress=progress)
         # the lifetime budget the run last ran under: a resume that names it goes on with the
         # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)
-        run.objects["recorded_budget_eps"] = config.privacy.budget_eps
+        run.context.recorded_budget_eps = config.privacy.budget_eps
         return run
 
     def update_config(self, config: RunConfig) -> None:
@@ -530,24 +559,25 @@ class Run:
         value (a torch factory stays a name: it is built per model)."""
         from pate.teachers.models import factory_estimator, is_factory_spec
 
+        given = getattr(self.context, key)
         if is_factory_spec(setting):
-            if key not in self.objects:
-                estimator = factory_estimator(
+            if given is None:
+                given = factory_estimator(
                     setting, input_shape=self.data.input_shape, num_classes=self.data.num_classes
                 )
-                if estimator is None:
+                if given is None:
                     return setting
-                self.objects[key] = estimator
-            return self.objects[key]
+                setattr(self.context, key, given)
+            return given
         if not (isinstance(setting, str) and setting.startswith("python:")):
             return setting
-        if key not in self.objects:
+        if given is None:
             raise ConfigError(
                 f"{self.run_dir}: the {key.replace('_', ' ')} {setting[7:]} was given "
                 "as a Python object (pate.fit); continue the run from Python with the "
                 "same object"
             )
-        return self.objects[key]
+        return given
 
     def ledger(self):
         """A new connection to the run's ledger (None when the ledger is off); close it."""

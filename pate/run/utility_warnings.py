@@ -157,7 +157,7 @@ def _model_object(run: Run, key: str, setting):
         return setting
 
 
-def scale_warnings(run: Run, knn: bool) -> list[str]:
+def scale_warnings(run: Run, reads_records: bool) -> list[str]:
     """Warnings for a user's own model on unscaled tabular inputs (public statistics only:
     :func:`pate.teachers.scaling.scale_warning`)."""
     from pate.teachers.scaling import scale_warning
@@ -167,7 +167,7 @@ def scale_warnings(run: Run, knn: bool) -> list[str]:
         return []
     out = []
     teachers = s.teachers
-    if not knn and teachers.standardize != "public":
+    if not reads_records and teachers.standardize != "public":
         model = _model_object(run, "teacher_model", teachers.model)
         warning = scale_warning(data.public.x, model, role="teacher")
         if warning:

@@ -146,9 +146,7 @@ def threads_override(args, overrides: dict) -> dict:
 def mark_threads_flag(args, run) -> None:
     """Record that ``[run] threads`` came from ``--threads`` (the stage summary says "flag")."""
     if getattr(args, "threads", None) is not None:
-        from pate.run.stages import THREADS_SOURCE
-
-        run.objects[THREADS_SOURCE] = "flag"
+        run.context.threads_source = "flag"
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:

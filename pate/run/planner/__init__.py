@@ -22,87 +22,38 @@ fills in what the user left open and checks what the user set; a plan that canno
 student is refused with a :class:`PlanError` naming the setting (``num_teachers=``
 in Python, ``[partition] num_teachers`` in a config) and a fix.
 
-Rules (constants below; their sources, and how the heuristic ones were measured, are in
-``docs/plan.md``; ``benchmarks/plan_constants.py`` reproduces the measurements):
+Rules (constants in :mod:`pate.run.planner.model`; their sources, the measurements behind the
+heuristic ones and every figure are in ``docs/plan.md``; ``benchmarks/plan_constants.py``
+reproduces them):
 
-1. **Noise must not drown the votes** ([P18] Sec. 4: the noise is set relative to the number of
-   teachers; their MNIST/SVHN setting is 250 teachers with sigma2 = 40, i.e. sigma2 / T = 0.16,
-   and sigma1 = 150, 0.6 T). The argmax noise's standard deviation relative to the ensemble
-   (GNMax sigma / T, Confident GNMax sigma2 / T, LNMax sqrt(2) scale / T, Private-kNN
-   sigma2 / k) above :data:`DROWNING_NOISE` (0.5) is refused: measured with logistic-regression
-   teachers, it halves the labels' accuracy on 10 classes (digits) and costs 10-15 points on 2.
-   The planner aims at :data:`TARGET_NOISE` (0.2), where the measured labels lose at most a
-   few points against the plurality vote when the teachers see >= 3 records per class.
-   Confident GNMax's threshold check with sigma1 / T above :data:`DROWNING_CHECK_NOISE` (2.0)
-   is refused: with the default threshold 0.8 T a unanimous vote then passes with probability
-   Phi(0.1) = 54 % and a 30 % plurality with Phi(-0.25) = 40 % -- a coin flip, not a check
-   (Gaussian tails, not a measurement).
-2. **Shards large enough to learn** (heuristic, measured): a teacher needs at least
-   :data:`MIN_RECORDS_PER_CLASS` (2) private records per class on average; with 1 per class the
-   measured logistic-regression teachers were at chance on breast_cancer (63 %, the majority
-   class) and 42 % on digits. The planner's own choice keeps >= :data:`TARGET_RECORDS_PER_CLASS`
-   (5) where the budget allows (79 % / 89 % mean teacher accuracy on digits / breast_cancer).
-3. **Enough answers for the classes** (heuristic, measured): the budget must buy at least
-   :data:`MIN_LABELS_PER_CLASS` (10) answers per class in the worst case (every asked query
-   answered, the data-independent guarantee); a logistic-regression student on 10 correct labels
-   per class reached 90 % of its all-labels accuracy on digits but closed only 46 % of the gap to
-   the majority class on make_classification. Fewer than :data:`TARGET_LABELS_PER_CLASS` (50)
-   per class is a warning (71 % of that gap at 50).
+1. **Noise must not drown the votes** ([P18] Sec. 4): the argmax noise's standard deviation
+   relative to the voters (sigma / T, sigma2 / T, sqrt(2) scale / T, sigma2 / k) above
+   :data:`DROWNING_NOISE` is refused, :data:`TARGET_NOISE` is aimed at; a threshold check with
+   sigma1 / T above :data:`DROWNING_CHECK_NOISE` is a coin flip, refused.
+2. **Shards large enough to learn**: at least :data:`MIN_RECORDS_PER_CLASS` private records per
+   class per teacher; the planner's own choice keeps :data:`TARGET_RECORDS_PER_CLASS`.
+3. **Enough answers for the classes**: the worst-case budget must buy
+   :data:`MIN_LABELS_PER_CLASS` answers per class; fewer than :data:`TARGET_LABELS_PER_CLASS`
+   is a warning.
 
-Filling in (only what the user left open):
+Filling in (only what the user left open; ``docs/plan.md``, "What it fills in"):
 
-* ``mechanism = "auto"`` (needs ``target_eps``; :func:`auto_mechanism`): when the user asked for
-  no teachers (teacher model "auto", number of teachers open) -- what ``pate.fit(private,
-  public, target_eps=...)`` does -- **class-means**: one Gaussian release of the clipped class
-  sums labels every public item, so the whole target buys one release instead of being split
-  over queries. Measured (``pate.fit`` with only ``target_eps``, eps 2, no ledger; these are
-  the own-data benchmark's datasets, so that benchmark is not an independent test of this
-  choice -- ``docs/own_data.md`` says so): scikit-learn digits as arrays, class-means student
-  80-84 % (labels 78-83 %) where every teacher plan is refused (GNMax needs eps ~ 7.8);
-  breast_cancer 88.4 % (gap to the majority class closed 0.82-0.93); a 1000-row two-moons
-  table 0.71, a 10 000-row mixed table 0.64, the issue's 40 000-row table 0.44 against 0.38
-  for 250 teachers with fixed relative noise. A linear rule cannot separate nested classes
-  (gaussian quantiles: 0.04); teachers then do not help at these sizes either (plurality vote
-  75 %, 2 answers bought). Those figures are the linear rule's; a table's release now labels
-  through kernel features (``[knn] features = "kernel"``, below), and the same benchmark at
-  eps 2 closes 0.93 / 0.87 / 0.86 / 0.90 / 0.79 / 0.53 of the gap (breast-cancer, moons,
-  digits, mixed, the 40 000-row table, shells). When the user names a teacher model or a number of teachers, GNMax
-  ([P18] Sec. 4.1) with ``sigma`` calibrated to ``target_eps`` for the planned queries. The calibration charges every asked
-  query as answered (the data-independent worst case), so Confident GNMax's threshold check
-  would only discard labels the target has already paid for: measured with the planner's own
-  choices (``pate.fit`` with logistic-regression teachers and student, ``target_eps`` only, no
-  ledger), digits at eps 8: GNMax 104 labels 72-78 % right, student 78 / 84 %; Confident GNMax
-  (threshold 0.8 T) 33-36 labels 88-89 % right, student 55.5 / 57.5 % (two runs each);
-  make_classification (8400 private rows, 6 classes, eps 2, 400 teachers): GNMax student
-  37.4 %, Confident GNMax 28.8 % (threshold 0.8 T) and 23.8 % (0.5 T). A fixed rule: no data is
-  looked at to choose. (``pate.fit`` without ``target_eps`` keeps Confident GNMax with the noise
-  given: with fixed noise and a lifetime budget a declined query costs only its check.)
-* ``threshold`` (Confident GNMax, left out): 0.8 T ([P18]'s MNIST setting, 200 of 250).
-* ``num_teachers``: [P18]'s trade-off -- at a fixed relative noise sigma / T one answer costs
-  1 / T^2 as much, so more teachers buy more answers, but each sees fewer records. The planner
-  takes the *smallest* T (largest shards) from a grid (:data:`TEACHER_GRID`) whose budget buys
-  :data:`TARGET_LABELS_PER_CLASS` answers per class at :data:`TARGET_NOISE` (calibrated noise) or
-  whose fixed noise is at most :data:`TARGET_NOISE` x T; it never exceeds
-  declared private records / (:data:`MIN_RECORDS_PER_CLASS` x classes) or :data:`MAX_TEACHERS`
-  (training time on a laptop: 1000 linear teachers take ~2 min on 2 cores, ``docs/pipeline.md``).
-* ``queries`` (calibrated noise): the largest number of public items whose calibrated noise
-  stays at :data:`TARGET_NOISE` x T (asking every public item would spread the budget into
-  noise that drowns the votes); at least ``MIN_LABELS_PER_CLASS x classes`` when that is still
-  below :data:`DROWNING_NOISE`. With fixed noise: every public item (the ledger stops asking
-  when the budget is spent).
-* ``[knn] features``, ``rule`` and ``dims`` (a class-means release on a table, left out; planned
-  even when the noise is given): ``"quadratic"`` with the ``"qda"`` rule (the columns and their
-  pairwise products, so the release holds every class's mean and covariance: quadratic
-  discriminant analysis, ``pate.core.mean_release.quadratic_discriminant``; the class moments as
-  released or shrunk by their noise level, whichever's public labels reproduce the release:
-  ``pate.core.release_check``, free) when an average class
-  has at least ``QDA_RECORDS_PER_FEATURE`` (5) private records per quadratic feature
-  (:func:`pate.core.mean_release.table_front_end`; Friedman 1989 on QDA's need for records per
-  covariance entry, the factor fitted on the own-data tables), else ``"kernel"`` (random
-  Fourier features of the public-standardised columns, Rahimi & Recht 2007;
-  ``pate.teachers.features.RandomFourierFeatures``) and (records per class / sigma) ** 0.75
-  public principal axes of them (:func:`pate.core.mean_release.kernel_dims`; an empirical power law
-  fitted on the own-data tables, ``docs/plan.md``). Sizes and the calibrated noise only.
+* ``mechanism = "auto"`` (needs ``target_eps``; :func:`auto_mechanism`): the registry's choice
+  (``pate.mechanisms.auto_choice``): one release of the records when the user asked for no
+  teachers (teacher model "auto", number of teachers open), else teacher votes with the noise
+  calibrated to ``target_eps`` for every planned query (a threshold check would only discard
+  answers already paid for). A fixed rule: no data is looked at to choose. (``pate.fit`` without
+  ``target_eps`` takes the fixed-noise choice with the noise given.)
+* ``threshold`` (left out): :data:`THRESHOLD_FRACTION` x T ([P18]'s MNIST setting).
+* ``num_teachers``: [P18]'s trade-off (at a fixed sigma / T one answer costs 1 / T^2 as much):
+  the *smallest* T of :data:`TEACHER_GRID` whose budget buys :data:`TARGET_LABELS_PER_CLASS`
+  answers per class at :data:`TARGET_NOISE` (or whose fixed noise is at most that), never above
+  declared records / (:data:`MIN_RECORDS_PER_CLASS` x classes) or :data:`MAX_TEACHERS`.
+* ``queries`` (calibrated noise): the most public items whose calibrated noise stays at
+  :data:`TARGET_NOISE` x T, at least ``MIN_LABELS_PER_CLASS x classes`` while below
+  :data:`DROWNING_NOISE`; with fixed noise every public item (the ledger stops asking).
+* ``[knn] features``, ``rule`` and ``dims`` (a release on a table, left out):
+  :mod:`pate.run.planner.front_end`, from the sizes and the calibrated noise only.
 
 A run marked ``[run] smoke_test = true`` (it only checks that the pipeline works; its report
 says so first) gets the refusals as warnings.

@@ -1,4 +1,4 @@
-"""The planner's choice of a table's class-means front-end (``[knn] features``, ``rule``,
+"""The planner's choice of a table's front-end for a mechanism that releases once (``[knn] features``, ``rule``,
 ``dims``, and the automatic student's ``targets``): sizes and the calibrated noise only, so it
 is free (:func:`pate.core.mean_release.table_front_end`)."""
 
@@ -9,7 +9,7 @@ from pate.run.planner.model import Facts
 
 
 def plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
-    """A class-means release on a table, when the user named no front-end: the quadratic
+    """A release of the records on a table, when the user named no front-end: the quadratic
     features and the "qda" rule when the sizes afford every class's covariance, else random
     Fourier features (``[knn] features = "kernel"``) with, when left open, their PCA dimensions
     from the sizes and the calibrated noise (:func:`pate.core.mean_release.table_front_end`,

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pate import mechanisms
 from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
@@ -35,13 +36,13 @@ TEACHER_GRID = (5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 250, 300, 400, 500
 #: Confident GNMax's threshold when the planner sets it: 0.8 x teachers ([P18] MNIST: 200 of 250).
 THRESHOLD_FRACTION = 0.8
 #: What ``mechanism = "auto"`` becomes with calibrated noise (a fixed rule, see the module
-#: docstring).
-AUTO_MECHANISM = "gnmax"
+#: docstring): the registered mechanism that says so (its spec's ``auto_for``).
+AUTO_MECHANISM = mechanisms.auto_choice(mechanisms.AUTO_WITH_TEACHERS)
 #: What ``mechanism = "auto"`` becomes with a target when the user left the teachers open too
-#: (teacher model "auto", number of teachers open): one class-means release (module docstring).
-AUTO_NO_TEACHERS = "class-means"
+#: (teacher model "auto", number of teachers open): one release of the records (module docstring).
+AUTO_NO_TEACHERS = mechanisms.auto_choice(mechanisms.AUTO_WITHOUT_TEACHERS)
 #: What ``pate.fit``'s ``mechanism="auto"`` becomes without ``target_eps`` (noise given).
-FIXED_NOISE_MECHANISM = "confident-gnmax"
+FIXED_NOISE_MECHANISM = mechanisms.auto_choice(mechanisms.AUTO_FIXED_NOISE)
 
 #: Refused when the declared number of private records is off from the loaded split's by more
 #: than this factor either way (the plan would be sized for another dataset).

@@ -1,6 +1,6 @@
 """The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
 the rest (module :mod:`pate.run.planner` lists every rule and its source); :func:`plan_for`
-checks a filled config. A table's class-means front-end is chosen in
+checks a filled config. A table's front-end for a release is chosen in
 :mod:`pate.run.planner.front_end`; the helpers of the plan step (``needs_plan``, ``probe``,
 ``ledger_remaining``, ...) are in :mod:`pate.run.planner.steps`."""
 
@@ -21,6 +21,7 @@ from pate.run.planner.costs import (
 )
 from pate.run.planner.front_end import plan_table_front_end
 from pate.run.planner.model import (
+    AUTO_MECHANISM,
     AUTO_NO_TEACHERS,
     DROWNING_CHECK_NOISE,
     DROWNING_NOISE,
@@ -153,13 +154,13 @@ class _Planning:
         if chosen == AUTO_NO_TEACHERS:
             self.part.pop("num_teachers", None)  # no teachers: nothing to split them by
             why = (
-                'mechanism "auto" with a target and no teachers asked for: one class-means '
-                "release labels every public item for the whole target (no per-query cost); "
-                "name a teacher model or num_teachers for teacher votes (GNMax)"
+                f'mechanism "auto" with a target and no teachers asked for: {spec.title}, '
+                f"{spec.kind.title}, for the whole target; name a teacher model or "
+                f"num_teachers for teacher votes ({mechanisms.get(AUTO_MECHANISM).title})"
             )
         else:
             why = (
-                'mechanism "auto" with a target and teachers asked for: GNMax, noise '
+                f'mechanism "auto" with a target and teachers asked for: {spec.title}, noise '
                 "calibrated to target_eps for every asked query (a threshold check would "
                 "discard answers already paid for)"
             )
@@ -252,7 +253,7 @@ class _Planning:
         self.agg["queries"] = self.queries
 
     def _plan_single_release(self) -> None:
-        """Class-means: one release labels every public item."""
+        """A mechanism that releases once: one release labels every public item."""
         wording = self.wording
         self.queries = self.cap
         if self.user_queries is None:
@@ -274,7 +275,7 @@ class _Planning:
         plan_table_front_end(self.config, self.facts, noise, self.filled)
 
     def _plan_votes(self) -> None:
-        """Teacher votes (or Private-kNN neighbours): voters, threshold, queries, noise, answers."""
+        """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
         spec, params, wording = self.spec, self.params, self.wording
         if spec.kind.reads_private_records:
             self.voters = voters_of(spec, None, params)
@@ -510,8 +511,8 @@ class _Planning:
             + (
                 ""
                 if spec.kind.reads_private_records
-                else f", or {setting_text('mechanism', 'class-means', wording)} (one release "
-                "labels every public item, no cost per query)"
+                else f", or {setting_text('mechanism', AUTO_NO_TEACHERS, wording)} "
+                f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})"
             ),
         )
 
@@ -569,8 +570,8 @@ class _Planning:
                     f"{classes} classes",
                     key,
                     f"{assignment_text(key, eps_needed, wording)} or more, or "
-                    f"{setting_text('mechanism', 'class-means', wording)} (one release labels "
-                    "every public item)",
+                    f"{setting_text('mechanism', AUTO_NO_TEACHERS, wording)} "
+                    f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})",
                 )
         else:
             self.checked.append(

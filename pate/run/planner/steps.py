@@ -50,8 +50,9 @@ def needs_plan(config: dict) -> bool:
 
 
 def auto_mechanism(config: dict) -> str:
-    """What ``mechanism = "auto"`` becomes with a target: class-means when the user asked for no
-    teachers (teacher model "auto" and the number of teachers open), else GNMax (the module
+    """What ``mechanism = "auto"`` becomes with a target: the registry's choice without teachers
+    when the user asked for none (teacher model "auto" and the number of teachers open), else
+    its choice with teachers (``pate.mechanisms.auto_choice``; the module
     docstring of :mod:`pate.run.planner`, "Filling in"). Reads the config only."""
     teachers = (config.get("teachers") or {}).get("model", "auto")
     count = (config.get("partition") or {}).get("num_teachers", "auto")

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 
 from pate import mechanisms
-from pate.run.report import formatting as F
+from pate.run.report import formatting, wording
 from pate.run.report import resources as RS
-from pate.run.report import wording as W
 from pate.run.report.model import (
     PLOT_NAMES,
     PLOTS_DIR,
@@ -56,7 +55,7 @@ def document(report: dict, *, internal: bool = False) -> list[Block]:
 
 
 INTERNAL_BANNER = (
-    f"**INTERNAL REPORT \u2014 {W.NOT_PRIVATE}.** It holds figures computed from the private "
+    f"**INTERNAL REPORT \u2014 {wording.NOT_PRIVATE}.** It holds figures computed from the private "
     f"records that no noise covers, marked INTERNAL. For the operator only: keep it in the run "
     f"directory's private/ folder and share the publishable report (report.md, report.html, "
     f"report.json, plots/) instead."
@@ -74,12 +73,12 @@ def _title(report: dict, internal: bool) -> list[Block]:
         ]
     else:
         blocks = [Heading(f"Privacy report: {run['name']}", level=1)]
-    if W.is_smoke_test(report):
-        blocks.append(Paragraph(W.SMOKE_BANNER))
+    if wording.is_smoke_test(report):
+        blocks.append(Paragraph(wording.SMOKE_BANNER))
     if report["privacy"].get("noise_seeded") is True:
-        blocks.append(Paragraph(W.SEEDED_BANNER))
+        blocks.append(Paragraph(wording.SEEDED_BANNER))
     if report["privacy"].get("keys_seeded") is True:
-        blocks.append(Paragraph(W.KEYS_SEEDED_BANNER))
+        blocks.append(Paragraph(wording.KEYS_SEEDED_BANNER))
     blocks.append(
         Paragraph(
             f"**{'What may be published' if internal else 'What this report publishes'}:** "
@@ -103,7 +102,7 @@ def _title(report: dict, internal: bool) -> list[Block]:
 
 def _mark(text: str) -> str:
     """A line with its internal mark in bold."""
-    return text.replace(W.INTERNAL_MARK, f"**{W.INTERNAL_MARK}**")
+    return text.replace(wording.INTERNAL_MARK, f"**{wording.INTERNAL_MARK}**")
 
 
 def _at_a_glance(report: dict, internal: bool) -> list[Block]:
@@ -112,18 +111,18 @@ def _at_a_glance(report: dict, internal: bool) -> list[Block]:
     q, u = report["queries"], report["utility"]
     if "student_accuracy" in u:
         lines = [
-            f"**Student** (the released model): {F.pct(u['student_accuracy'])} on "
-            f"{F.count(u['evaluation_size'])} evaluation items"
+            f"**Student** (the released model): {formatting.pct(u['student_accuracy'])} on "
+            f"{formatting.count(u['evaluation_size'])} evaluation items"
             + (
                 ""
                 if "majority_class_rate" not in u
                 else f"; always answering the majority class gives "
-                f"{F.pct(u['majority_class_rate'])}, guessing {F.pct(u['chance_rate'])}"
+                f"{formatting.pct(u['majority_class_rate'])}, guessing {formatting.pct(u['chance_rate'])}"
             )
             + (
                 ""
                 if u.get("evaluation_public") is True
-                else f" ({W.INTERNAL_MARK} evaluation data not declared public)"
+                else f" ({wording.INTERNAL_MARK} evaluation data not declared public)"
             )
             + "."
         ]
@@ -134,23 +133,25 @@ def _at_a_glance(report: dict, internal: bool) -> list[Block]:
         ]
     if u.get("teacher_mean_accuracy") is not None:
         lines.append(
-            f"**Teachers** ({W.INTERNAL_MARK} computed from the private records): "
-            f"{F.pct(u['teacher_mean_accuracy'])} each on average; their noiseless plurality "
-            f"vote {F.pct(u['plurality_vote_accuracy'])}."
+            f"**Teachers** ({wording.INTERNAL_MARK} computed from the private records): "
+            f"{formatting.pct(u['teacher_mean_accuracy'])} each on average; their noiseless plurality "
+            f"vote {formatting.pct(u['plurality_vote_accuracy'])}."
         )
     answered = u.get("answered_labels", q["answered"])
-    text = f"**Labels:** {F.count(answered)} of {F.count(q['asked'])} queries answered"
+    text = f"**Labels:** {formatting.count(answered)} of {formatting.count(q['asked'])} queries answered"
     if u.get("label_accuracy_answered") is not None:
-        text += f", {F.pct(u['label_accuracy_answered'])} of them right (benchmark-only figure)"
+        text += f", {formatting.pct(u['label_accuracy_answered'])} of them right (benchmark-only figure)"
     agreement = u.get("answered_plurality_agreement")
     if agreement is not None:
         text += (
-            f"; {F.pct(agreement)} agree with the teachers' plurality vote "
-            f"({W.INTERNAL_MARK} computed from the private votes)"
+            f"; {formatting.pct(agreement)} agree with the teachers' plurality vote "
+            f"({wording.INTERNAL_MARK} computed from the private votes)"
         )
     lines.append(text + ".")
     if u.get("student_steps") is not None:
-        lines.append(f"**Student training:** {F.count(u['student_steps'])} optimiser steps.")
+        lines.append(
+            f"**Student training:** {formatting.count(u['student_steps'])} optimiser steps."
+        )
     blocks: list[Block] = [
         Heading("What you get"),
         BulletList(tuple(_mark(line) for line in lines)),
@@ -168,9 +169,9 @@ def _statement(report: dict, internal: bool) -> list[Block]:
     """The plain-language statement (the NOT PRIVATE marks and a weak guarantee in bold), then
     the warnings other than the utility ones (those are in the first section)."""
     blocks: list[Block] = [Heading("Privacy statement")]
-    weak = W.weak_guarantee(report)
-    for head, text in W.statement_paragraphs(report):
-        text = text.replace(W.NOT_PRIVATE, f"**{W.NOT_PRIVATE}**")
+    weak = wording.weak_guarantee(report)
+    for head, text in wording.statement_paragraphs(report):
+        text = text.replace(wording.NOT_PRIVATE, f"**{wording.NOT_PRIVATE}**")
         if weak:
             text = text.replace(weak, f"**{weak}**")
         blocks.append(Paragraph(f"**{head}:** {text}"))
@@ -188,25 +189,33 @@ def _epsilon_rows(report: dict) -> list[list[str]]:
     """The rows of every epsilon the report holds: (quantity, value, publishable)."""
     p, s = report["privacy"], report["privacy"]["sanitized"]
     rows = [
-        ["Guarantee \u03b5 (answers + release, data-independent)", F.eps(p["eps_guarantee"]), "yes"]
+        [
+            "Guarantee \u03b5 (answers + release, data-independent)",
+            formatting.eps(p["eps_guarantee"]),
+            "yes",
+        ]
     ]
     if "eps_sanitized" in p:
-        rows.append(["Sanitized data-dependent \u03b5 (released)", F.eps(p["eps_sanitized"])])
+        rows.append(
+            ["Sanitized data-dependent \u03b5 (released)", formatting.eps(p["eps_sanitized"])]
+        )
         rows[-1].append("yes" if CONDITIONS["release_public"](report) else _NO)
     if "eps_sanitized_upper_2std" in s:
-        rows.append(["Sanitized \u03b5 + 2 noise std", F.eps(s["eps_sanitized_upper_2std"]), _NO])
+        rows.append(
+            ["Sanitized \u03b5 + 2 noise std", formatting.eps(s["eps_sanitized_upper_2std"]), _NO]
+        )
     rows.append(
         [
-            f"Data-independent \u03b5 of the answers (order {F.param(p['order_data_independent'])})",
-            F.eps(p["eps_data_independent"]),
+            f"Data-independent \u03b5 of the answers (order {formatting.param(p['order_data_independent'])})",
+            formatting.eps(p["eps_data_independent"]),
             "yes",
         ]
     )
     if "eps_data_dependent" in p:
         rows.append(
             [
-                f"Data-dependent \u03b5 (order {F.param(p['order'])})",
-                F.eps(p["eps_data_dependent"]),
+                f"Data-dependent \u03b5 (order {formatting.param(p['order'])})",
+                formatting.eps(p["eps_data_dependent"]),
                 _NO,
             ]
         )
@@ -220,16 +229,16 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
     s = p["sanitized"]
     rows = _epsilon_rows(report)
     rows += [
-        ["\u03b4", F.delta(p["delta"]), "yes"],
+        ["\u03b4", formatting.delta(p["delta"]), "yes"],
         [
             "Neighbouring relation",
-            f"{W.RELATION_TEXT[p['neighbouring_relation']][0]}-level, added or removed",
+            f"{wording.RELATION_TEXT[p['neighbouring_relation']][0]}-level, added or removed",
             "yes",
         ],
         [
             "Mechanism",
             f"{mechanisms.get(p['mechanism']).title} "
-            f"({W.params_text(p['mechanism'], p['params'])})",
+            f"({wording.params_text(p['mechanism'], p['params'])})",
             "yes",
         ],
     ]
@@ -237,15 +246,15 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
         rows.append(
             [
                 "Teachers",
-                F.count(p["num_teachers"]),
+                formatting.count(p["num_teachers"]),
                 "yes" if CONDITIONS["teachers"](report) else _NO,
             ]
         )
     rows.append(
         [
             "Sanitization (fixed in advance)",
-            f"\u03bb = {F.param(s['order'])}, \u03b2 = {F.param(s['beta'])}, "
-            f"\u03c3_ss = {F.param(s['sigma_ss'])}; release RDP {F.sig(s['rdp_gnss'])}",
+            f"\u03bb = {formatting.param(s['order'])}, \u03b2 = {formatting.param(s['beta'])}, "
+            f"\u03c3_ss = {formatting.param(s['sigma_ss'])}; release RDP {formatting.sig(s['rdp_gnss'])}",
             "yes",
         ]
     )
@@ -253,7 +262,7 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
         rows.append(
             [
                 "Smooth sensitivity; sanitization noise std",
-                f"{F.sig(s['smooth_sensitivity'])}; {F.sig(s['noise_std'])}",
+                f"{formatting.sig(s['smooth_sensitivity'])}; {formatting.sig(s['noise_std'])}",
                 _NO,
             ]
         )
@@ -261,13 +270,15 @@ def _privacy_numbers(report: dict, internal: bool) -> list[Block]:
         [
             "Conversion, orders",
             f"{p['conversion']}, {len(p['orders'])} orders in "
-            f"[{F.param(min(p['orders']))}, {F.param(max(p['orders']))}]",
+            f"[{formatting.param(min(p['orders']))}, {formatting.param(max(p['orders']))}]",
             "yes",
         ]
     )
     if "records" in p:
         rows.append(_records_row(p["records"]))
-    if W.samples_records(report):  # no teachers, no sanitized release, no data-dependent analysis
+    if wording.samples_records(
+        report
+    ):  # no teachers, no sanitized release, no data-dependent analysis
         dropped = ("Sanitized", "Data-dependent", "Teachers", "Smooth")
         rows = [r for r in rows if not r[0].startswith(dropped)]
         rows[0][0] = "Guarantee \u03b5 (everything released, data-independent)"
@@ -293,7 +304,7 @@ def _records_row(records: dict) -> list[str]:
     )
     return [
         "Private records the run was sized from",
-        f"{F.count(records['declared'])} ({basis}; the exact count is internal)",
+        f"{formatting.count(records['declared'])} ({basis}; the exact count is internal)",
         "yes",
     ]
 
@@ -301,7 +312,7 @@ def _records_row(records: dict) -> list[str]:
 def _why_renyi(report: dict, internal: bool) -> list[Block]:
     """Basic and advanced composition beside the Renyi-DP figure ([M17], [DRV10])."""
     p, q = report["privacy"], report["queries"]
-    comp, delta = p["composition"], F.delta(p["delta"])
+    comp, delta = p["composition"], formatting.delta(p["delta"])
     rdp_eps = p["eps_data_independent"]
     best_classic = min(comp["basic_eps"], comp["advanced_eps"])
     if best_classic > rdp_eps > 0:
@@ -316,22 +327,22 @@ def _why_renyi(report: dict, internal: bool) -> list[Block]:
         )
     if mechanisms.get(p["mechanism"]).kind.releases_once:
         text = (
-            f"One release labels all {F.count(q['asked'])} queries asked, so nothing is composed "
+            f"One release labels all {formatting.count(q['asked'])} queries asked, so nothing is composed "
             f"across queries: the release on its own is (\u03b5\u2080 = "
-            f"{F.eps(comp['per_query_eps'])}, \u03b4\u2080 = {F.delta(comp['per_query_delta'])})-"
+            f"{formatting.eps(comp['per_query_eps'])}, \u03b4\u2080 = {formatting.delta(comp['per_query_delta'])})-"
             f"differentially private, and the classic bounds below are for that one mechanism. "
             f"Renyi-DP accounting (Mironov 2017), used for this report, gives \u03b5 = "
-            f"{F.eps(rdp_eps)} at \u03b4 = {delta}. {verdict}"
+            f"{formatting.eps(rdp_eps)} at \u03b4 = {delta}. {verdict}"
         )
     else:
         text = (
-            f"Each query on its own is (\u03b5\u2080 = {F.eps(comp['per_query_eps'])}, "
-            f"\u03b4\u2080 = {F.delta(comp['per_query_delta'])})-differentially private. Composing "
-            f"{F.count(comp['queries_composed'])} such queries with basic composition (the "
-            f"epsilons add up) gives \u03b5 = {F.eps(comp['basic_eps'])}; advanced composition (Dwork, "
-            f"Rothblum and Vadhan 2010) gives \u03b5 = {F.eps(comp['advanced_eps'])} at \u03b4 = "
-            f"{F.delta(comp['delta'])}. Renyi-DP accounting (Mironov 2017), used for this report, "
-            f"tracks the Gaussian noise exactly across queries and gives \u03b5 = {F.eps(rdp_eps)} "
+            f"Each query on its own is (\u03b5\u2080 = {formatting.eps(comp['per_query_eps'])}, "
+            f"\u03b4\u2080 = {formatting.delta(comp['per_query_delta'])})-differentially private. Composing "
+            f"{formatting.count(comp['queries_composed'])} such queries with basic composition (the "
+            f"epsilons add up) gives \u03b5 = {formatting.eps(comp['basic_eps'])}; advanced composition (Dwork, "
+            f"Rothblum and Vadhan 2010) gives \u03b5 = {formatting.eps(comp['advanced_eps'])} at \u03b4 = "
+            f"{formatting.delta(comp['delta'])}. Renyi-DP accounting (Mironov 2017), used for this report, "
+            f"tracks the Gaussian noise exactly across queries and gives \u03b5 = {formatting.eps(rdp_eps)} "
             f"at \u03b4 = {delta} (data-independent, before any data-dependent saving). {verdict}"
         )
     return [
@@ -342,11 +353,15 @@ def _why_renyi(report: dict, internal: bool) -> list[Block]:
             [
                 [
                     "Basic composition",
-                    F.eps(comp["basic_eps"]),
-                    f"{F.count(comp['queries_composed'])} \u00d7 \u03b4\u2080",
+                    formatting.eps(comp["basic_eps"]),
+                    f"{formatting.count(comp['queries_composed'])} \u00d7 \u03b4\u2080",
                 ],
-                ["Advanced composition", F.eps(comp["advanced_eps"]), F.delta(comp["delta"])],
-                ["Renyi DP (data-independent)", F.eps(rdp_eps), delta],
+                [
+                    "Advanced composition",
+                    formatting.eps(comp["advanced_eps"]),
+                    formatting.delta(comp["delta"]),
+                ],
+                ["Renyi DP (data-independent)", formatting.eps(rdp_eps), delta],
             ],
         ),
     ]
@@ -360,17 +375,20 @@ def _queries_and_budget(report: dict, internal: bool) -> list[Block]:
         _table(
             ["Item", "Value"],
             [
-                ["Public items available", F.count(q["public_size"])],
-                ["Queries asked", F.count(q["asked"])],
+                ["Public items available", formatting.count(q["public_size"])],
+                ["Queries asked", formatting.count(q["asked"])],
                 [
                     "Queries answered",
-                    f"{F.count(q['answered'])} "
-                    f"({F.pct(q['answered'] / q['asked'] if q['asked'] else 0.0)})",
+                    f"{formatting.count(q['answered'])} "
+                    f"({formatting.pct(q['answered'] / q['asked'] if q['asked'] else 0.0)})",
                 ],
-                ["Labelled by the student (no privacy cost)", F.count(q["labelled_by_student"])],
+                [
+                    "Labelled by the student (no privacy cost)",
+                    formatting.count(q["labelled_by_student"]),
+                ],
                 [
                     "Run budget",
-                    f"\u03b5 = {F.eps(budget['eps'])}, \u03b4 = {F.delta(budget['delta'])} "
+                    f"\u03b5 = {formatting.eps(budget['eps'])}, \u03b4 = {formatting.delta(budget['delta'])} "
                     f"({budget['basis']})",
                 ],
                 ["Stop reason", q["stop_reason"] or budget["stop_reason"] or "all queries asked"],
@@ -387,12 +405,15 @@ def _ledger(report: dict, internal: bool) -> list[Block]:
     ledger = p["ledger"] if "ledger" in p else None
     if ledger is not None:
         rows = [
-            ["Dataset", W.dataset_name(ledger)],
-            ["Spent \u03b5", F.eps(ledger["spent_eps"])],
-            ["Budget \u03b5", _or_none(F.eps, ledger.get("budget_eps"))],
-            ["Budget \u03b4", _or_none(F.delta, ledger.get("budget_delta"))],
-            ["Remaining \u03b5", _or_none(F.eps, ledger.get("remaining_eps"), "n/a")],
-            ["Runs / events", f"{F.count(ledger['runs'])} / {F.count(ledger['events'])}"],
+            ["Dataset", wording.dataset_name(ledger)],
+            ["Spent \u03b5", formatting.eps(ledger["spent_eps"])],
+            ["Budget \u03b5", _or_none(formatting.eps, ledger.get("budget_eps"))],
+            ["Budget \u03b4", _or_none(formatting.delta, ledger.get("budget_delta"))],
+            ["Remaining \u03b5", _or_none(formatting.eps, ledger.get("remaining_eps"), "n/a")],
+            [
+                "Runs / events",
+                f"{formatting.count(ledger['runs'])} / {formatting.count(ledger['events'])}",
+            ],
         ]
         if "path" in ledger:
             rows.insert(0, ["Ledger (INTERNAL: a path on this machine)", ledger["path"]])
@@ -409,10 +430,10 @@ def _ledger(report: dict, internal: bool) -> list[Block]:
                 [
                     [
                         c["time_utc"],
-                        _or_none(F.eps, c["old_eps"]),
-                        _or_none(F.delta, c["old_delta"]),
-                        _or_none(F.eps, c["new_eps"]),
-                        _or_none(F.delta, c["new_delta"]),
+                        _or_none(formatting.eps, c["old_eps"]),
+                        _or_none(formatting.delta, c["old_delta"]),
+                        _or_none(formatting.eps, c["new_eps"]),
+                        _or_none(formatting.delta, c["new_delta"]),
                     ]
                     for c in changes
                 ],
@@ -425,31 +446,35 @@ def _utility(report: dict, internal: bool) -> list[Block]:
     """The accuracies of the student (where its evaluation data is public, or in the internal
     report, marked) and of the teachers (internal), where the teachers trained, per class."""
     u = report["utility"]
-    mark = "" if u.get("evaluation_public") is True else f" ({W.INTERNAL_MARK} evaluation data)"
+    mark = (
+        "" if u.get("evaluation_public") is True else f" ({wording.INTERNAL_MARK} evaluation data)"
+    )
     rows = []
     if "student_accuracy" in u:
         rows.append(
             [
-                f"Student (evaluation split, {F.count(u['evaluation_size'])} items)"
+                f"Student (evaluation split, {formatting.count(u['evaluation_size'])} items)"
                 + ("" if "student_alone_accuracy" not in u else ", times its labelling rule")
                 + mark,
-                F.pct(u["student_accuracy"]),
+                formatting.pct(u["student_accuracy"]),
             ]
         )
     if "student_alone_accuracy" in u:
-        rows.append([f"Student alone{mark}", F.pct(u["student_alone_accuracy"])])
+        rows.append([f"Student alone{mark}", formatting.pct(u["student_alone_accuracy"])])
     if u.get("teacher_mean_accuracy") is not None:
         rows += [
             [
-                f"Teachers, mean \u00b1 std ({W.INTERNAL_MARK} private records)",
-                f"{F.pct(u['teacher_mean_accuracy'])} \u00b1 {F.pct(u['teacher_accuracy_std'])}",
+                f"Teachers, mean \u00b1 std ({wording.INTERNAL_MARK} private records)",
+                f"{formatting.pct(u['teacher_mean_accuracy'])} \u00b1 {formatting.pct(u['teacher_accuracy_std'])}",
             ],
             [
-                f"Plurality vote of all teachers, no noise ({W.INTERNAL_MARK} private votes)",
-                F.pct(u["plurality_vote_accuracy"]),
+                f"Plurality vote of all teachers, no noise ({wording.INTERNAL_MARK} private votes)",
+                formatting.pct(u["plurality_vote_accuracy"]),
             ],
         ]
-    rows.append(["Labels of the answered queries", F.pct(u.get("label_accuracy_answered"))])
+    rows.append(
+        ["Labels of the answered queries", formatting.pct(u.get("label_accuracy_answered"))]
+    )
     blocks: list[Block] = [
         Heading("Utility"),
         _table(["Model", "Accuracy"], [[_mark(a), b] for a, b in rows]),
@@ -467,7 +492,7 @@ def _utility(report: dict, internal: bool) -> list[Block]:
         blocks.append(Paragraph(f"Label accuracy of the answered queries is not available: {note}"))
     else:
         blocks.append(Paragraph(f"**Label accuracy is a benchmark-only figure:** {note}"))
-    where = None if W.samples_records(report) else RS.execution_text(report)
+    where = None if wording.samples_records(report) else RS.execution_text(report)
     texts = (where, RS.threads_text(report), RS.gpu_memory_text(report), RS.precision_text(report))
     for text in texts:
         if text:
@@ -477,8 +502,8 @@ def _utility(report: dict, internal: bool) -> list[Block]:
             _table(
                 ["Class", f"Student accuracy{mark}"],
                 [
-                    [n, "n/a (no evaluation items)" if acc is None else F.pct(acc)]
-                    for n, acc in zip(F.class_names(u), u["student_per_class_accuracy"])
+                    [n, "n/a (no evaluation items)" if acc is None else formatting.pct(acc)]
+                    for n, acc in zip(formatting.class_names(u), u["student_per_class_accuracy"])
                 ],
             )
         )
@@ -499,7 +524,7 @@ def _plots(report: dict, internal: bool) -> list[Block]:
             "These plots show only data-independent figures, released values and figures on "
             "data declared public: they **may be published**."
         ),
-        *(Figure(name, W.CAPTIONS[name][0], internal=False) for name in public),
+        *(Figure(name, wording.CAPTIONS[name][0], internal=False) for name in public),
     ]
     if not internal:
         return blocks
@@ -508,13 +533,13 @@ def _plots(report: dict, internal: bool) -> list[Block]:
         Paragraph(
             f"These plots draw data-dependent curves or vote margins computed from the "
             f"private teacher votes, or figures on evaluation data not declared public: "
-            f"**{W.NOT_PRIVATE}**. Publish the versions above instead."
+            f"**{wording.NOT_PRIVATE}**. Publish the versions above instead."
         ),
     ]
     for name in PLOT_NAMES:
         if name in public:
             continue
-        caption = W.CAPTIONS[name][0]
+        caption = wording.CAPTIONS[name][0]
         if name == "vote_margins":
             note = report["vote_margins"]["note"].strip().rstrip(".")
             if note:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.report.publishable import PUBLICATION, public_part
 from pate.run.report.report_warnings import report_warnings
 from pate.run.report.wording import plain_language_statement
@@ -61,10 +61,10 @@ PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "conf
 #: internal ones are in ``private/plots/`` (:data:`INTERNAL_PLOTS_DIR`).
 PLOTS_DIR = "plots"
 #: The internal report's files and plots, relative to the run directory (:mod:`pate.run.rundir`).
-INTERNAL_DIR = R.PRIVATE_DIR
-INTERNAL_PLOTS_DIR = R.INTERNAL_PLOTS
-INTERNAL_MD = R.REPORT_INTERNAL_MD
-INTERNAL_JSON = R.REPORT_INTERNAL_JSON
+INTERNAL_DIR = rundir.PRIVATE_DIR
+INTERNAL_PLOTS_DIR = rundir.INTERNAL_PLOTS
+INTERNAL_MD = rundir.REPORT_INTERNAL_MD
+INTERNAL_JSON = rundir.REPORT_INTERNAL_JSON
 
 
 def public_plot_names(report: dict) -> tuple[str, ...]:
@@ -115,13 +115,13 @@ def public_report(report: dict) -> dict:
 
 
 def read_rule_check(run_dir: Path):
-    """The class-means rule check the aggregate stage recorded (``aggregate.json``,
+    """The labelling rule's check a release's aggregate stage recorded (``aggregate.json``,
     ``records.rule_check``: :class:`pate.core.release_check.RuleCheck`), None for other runs or
     an unreadable summary."""
     from pate.core.release_check import RuleCheck
 
     try:
-        summary = json.loads((Path(run_dir) / R.AGGREGATE).read_text())
+        summary = json.loads((Path(run_dir) / rundir.AGGREGATE).read_text())
         data = (summary.get("records") or {}).get("rule_check")
         return None if data is None else RuleCheck.from_dict(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import math
 
-from pate.run.report import formatting as F
+from pate.run.report import formatting
 from pate.run.report.model import PLOT_NAMES
 
 __all__ = ["publishable_plot_data", "render_plots"]
@@ -100,7 +100,7 @@ def _epsilon_axes(ax, answered_count, curves, *, fallback_x, sanitized, guarante
             marker="D",
             color="#2e7d32",
             zorder=3,
-            label=f"{label} \u03b5 = {F.eps(value)}",
+            label=f"{label} \u03b5 = {formatting.eps(value)}",
         )
     ax.scatter(
         [x_end],
@@ -109,10 +109,10 @@ def _epsilon_axes(ax, answered_count, curves, *, fallback_x, sanitized, guarante
         s=110,
         color="#1b1f24",
         zorder=3,
-        label=f"guarantee \u03b5 = {F.eps(guarantee)}",
+        label=f"guarantee \u03b5 = {formatting.eps(guarantee)}",
     )
     ax.set_xlabel("answered queries")
-    ax.set_ylabel(f"\u03b5 at \u03b4 = {F.delta(delta)}")
+    ax.set_ylabel(f"\u03b5 at \u03b4 = {formatting.delta(delta)}")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
@@ -179,7 +179,7 @@ def _plot_rdp(a: dict):
                 s=40,
                 zorder=3,
                 edgecolor="black",
-                label=f"chosen order {label}: \u03bb = {F.param(order)}",
+                label=f"chosen order {label}: \u03bb = {formatting.param(order)}",
             )
     _rdp_axes(
         ax, p["rdp_data_independent"] + p["rdp_data_dependent"], "RDP of the run at order \u03bb"
@@ -193,7 +193,7 @@ def _plot_confusion(a: dict):
 
     u = a["utility"]
     cm = u["confusion_matrix"]
-    names = F.class_names(u)
+    names = formatting.class_names(u)
     m = len(cm)
     size = min(3.5 + 0.4 * m, 12.0)
     fig = Figure(figsize=(size + 1.2, size))
@@ -206,7 +206,9 @@ def _plot_confusion(a: dict):
     ax.set_yticklabels(names, fontsize=8)
     ax.set_xlabel("predicted class")
     ax.set_ylabel("true class")
-    ax.set_title(f"Student on the evaluation split (accuracy {F.pct(u['student_accuracy'])})")
+    ax.set_title(
+        f"Student on the evaluation split (accuracy {formatting.pct(u['student_accuracy'])})"
+    )
     peak = max((v for row in cm for v in row), default=0)
     if m <= 30:
         for i, row in enumerate(cm):
@@ -314,7 +316,7 @@ def _plot_rdp_public(view: dict):
             s=40,
             zorder=3,
             edgecolor="black",
-            label=f"chosen order: \u03bb = {F.param(order)}",
+            label=f"chosen order: \u03bb = {formatting.param(order)}",
         )
     _rdp_axes(ax, series, "data-independent RDP at order \u03bb")
     _public_stamp(ax, "Renyi-DP per order", "data-independent figures")

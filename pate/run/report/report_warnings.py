@@ -6,7 +6,7 @@ publishable report's warnings come from its public fields alone."""
 
 from __future__ import annotations
 
-from pate.run.report import formatting as F
+from pate.run.report import formatting
 from pate.run.report.wording import (
     INTERNAL_MARK,
     WEAK_EPSILON,
@@ -74,8 +74,8 @@ def _publication_warnings(a: dict) -> list[str]:
     weak = weak_guarantee(a)
     if weak:
         out.append(
-            f"The guarantee \u03b5 = {F.eps(p['eps_guarantee'])} is above "
-            f"{F.param(WEAK_EPSILON)}. {weak} Quote it only with this caveat; answer fewer "
+            f"The guarantee \u03b5 = {formatting.eps(p['eps_guarantee'])} is above "
+            f"{formatting.param(WEAK_EPSILON)}. {weak} Quote it only with this caveat; answer fewer "
             f"queries or add more noise for a stronger guarantee."
         )
     if p.get("ledger_enforced") is False:
@@ -86,7 +86,7 @@ def _publication_warnings(a: dict) -> list[str]:
     raised = [c for c in p.get("budget_changes") or [] if _budget_raised(c)]
     if raised:
         out.append(
-            f"The dataset's budget was raised {F.count(len(raised))} time(s) (see Budget "
+            f"The dataset's budget was raised {formatting.count(len(raised))} time(s) (see Budget "
             f"changes): the original budget no longer bounds the total privacy loss."
         )
     return out
@@ -103,15 +103,15 @@ def _analysis_warnings(a: dict) -> list[str]:
         if key in p and p[key] in (lo, hi) and len(orders) > 1:
             mark = f"{INTERNAL_MARK} " if key == "order" else ""  # the data-dependent order
             out.append(
-                f"{mark}privacy.{key} = {F.param(p[key])} is at the edge of the order grid "
-                f"[{F.param(lo)}, {F.param(hi)}]: the best order may lie outside it; widen "
+                f"{mark}privacy.{key} = {formatting.param(p[key])} is at the edge of the order grid "
+                f"[{formatting.param(lo)}, {formatting.param(hi)}]: the best order may lie outside it; widen "
                 f"the orders in the config for a tighter (never looser) epsilon."
             )
     if p["eps_guarantee"] < p["eps_data_independent"] * (1 - 1e-9):
         out.append(
-            f"privacy.eps_guarantee ({F.eps(p['eps_guarantee'])}) is smaller than the "
+            f"privacy.eps_guarantee ({formatting.eps(p['eps_guarantee'])}) is smaller than the "
             f"data-independent epsilon of the answers alone "
-            f"({F.eps(p['eps_data_independent'])}), which composition cannot give: check "
+            f"({formatting.eps(p['eps_data_independent'])}), which composition cannot give: check "
             f"the analysis before quoting it."
         )
     if samples_records(a):
@@ -123,15 +123,15 @@ def _analysis_warnings(a: dict) -> list[str]:
         )
     elif "eps_sanitized" in p and p["eps_sanitized"] >= p["eps_data_independent"]:
         out.append(
-            f"The sanitized epsilon ({F.eps(p['eps_sanitized'])}) is not smaller than the "
-            f"data-independent epsilon of the answers ({F.eps(p['eps_data_independent'])}): "
+            f"The sanitized epsilon ({formatting.eps(p['eps_sanitized'])}) is not smaller than the "
+            f"data-independent epsilon of the answers ({formatting.eps(p['eps_data_independent'])}): "
             f"on this run the data-dependent analysis saves less than its release costs. "
             f"Publishing only the data-independent figure, without the sanitized one, gives "
-            f"the stronger guarantee (\u03b5 = {F.eps(p['eps_data_independent'])})."
+            f"the stronger guarantee (\u03b5 = {formatting.eps(p['eps_data_independent'])})."
         )
     if "num_teachers" in p and not samples_records(a) and p["delta"] >= 1.0 / p["num_teachers"]:
         out.append(
-            f"\u03b4 = {F.delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
+            f"\u03b4 = {formatting.delta(p['delta'])} is at least 1/{p['num_teachers']} (one over the "
             f"number of teachers, a lower bound on the number of sensitive records): a "
             f"\u03b4 this large allows leaking whole records; choose \u03b4 well below "
             f"1/(number of sensitive records)."
@@ -159,6 +159,6 @@ def _querying_warnings(a: dict) -> list[str]:
     if ledger is not None and ledger["remaining_eps"] is not None and ledger["remaining_eps"] < 0:
         out.append(
             f"The ledger's budget for dataset {dataset_name(ledger)} is overspent "
-            f"(remaining \u03b5 = {F.eps(ledger['remaining_eps'])})."
+            f"(remaining \u03b5 = {formatting.eps(ledger['remaining_eps'])})."
         )
     return out

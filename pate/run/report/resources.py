@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pate.run import rundir as R
+from pate.run import rundir
 
 __all__ = [
     "COMPUTING_STAGES",
@@ -32,7 +32,7 @@ COMPUTING_STAGES = ("teachers", "votes", "aggregate", "student")
 
 def _summary(run_dir: Path, stage: str) -> dict | None:
     try:
-        info = json.loads((Path(run_dir) / R.STAGE_DIR / f"{stage}.json").read_text())
+        info = json.loads((Path(run_dir) / rundir.STAGE_DIR / f"{stage}.json").read_text())
     except (OSError, ValueError):
         return None
     return info if isinstance(info, dict) else None

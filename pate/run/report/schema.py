@@ -107,7 +107,7 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
         "student_per_class_accuracy": "[float?]",
         "confusion_matrix": "[[int]]",
         "class_names": "[str]?",
-        # null for a run without teachers (Private-kNN)
+        # null for a run without teachers (its mechanism reads the private records)
         "teacher_mean_accuracy": "float?",
         "teacher_accuracy_std": "float?",
         "plurality_vote_accuracy": "float?",
@@ -130,7 +130,7 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
 # ledger_enforced: false when the privacy ledger was
 # turned off; budget_changes: the dataset budget's changes recorded by the ledger; calibration:
 # what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none);
-# prior_rounds: the earlier runs whose released student embeds this Private-kNN run ({"runs":
+# prior_rounds: the earlier runs whose released student embeds this run ({"runs":
 # [{"run_dir", "run_id", "eps"}], "eps"}: their composed cost, included in eps_guarantee).
 # records: the number of private records the run was sized from and where it came from
 # ("declared": [data] records; "builtin": a built-in dataset's published size), never the exact

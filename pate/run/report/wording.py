@@ -73,13 +73,13 @@ def params_text(mechanism: str, params: dict) -> str:
 
 
 def samples_records(a: dict) -> bool:
-    """The run's mechanism samples the private records itself (Private-kNN): no teachers, no
+    """The run's mechanism reads the private records itself: no teachers, no
     data-dependent analysis, no sanitized release; its wording comes from its spec."""
     return mechanisms.get(a["privacy"]["mechanism"]).kind.reads_private_records
 
 
 def _rule_text(a: dict) -> str:
-    """How a run whose one release labels every query (class-means) labelled from it ("" for
+    """How a run whose one release labels every query labelled from it ("" for
     any other mechanism)."""
     if not mechanisms.get(a["privacy"]["mechanism"]).kind.releases_once:
         return ""

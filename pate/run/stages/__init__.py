@@ -18,40 +18,19 @@ report     ``report.json``, ``report.md``, ``report.html``, ``plots/*.png`` (pub
 =========  =====================================================================================
 
 A run of a mechanism that reads the private records itself (its kind's
-``reads_private_records``: Private-kNN, class-means) trains no teachers: partition and teachers
+``reads_private_records``) trains no teachers: partition and teachers
 are recorded as skipped (``stages/<stage>.json`` with ``skipped`` and ``reason``, see
 :func:`skip_reason`); its votes stage writes ``knn_embeddings.npz`` (public-fitted embeddings of
 the public and private splits) and its aggregate stage draws from the records inside each ledger
-round, after the round's reservation (:func:`aggregate`: one loop per kind of mechanism, all on
-the round driver of :mod:`pate.run.stages.rounds`).
+round, after the round's reservation (:func:`aggregate`: one loop per kind of mechanism, each on
+the round driver of :mod:`pate.run.stages.rounds`). Which votes stage and which aggregate loop a
+run has is its kind's (``kind.votes_stage``, ``kind.aggregate_loop``: :mod:`pate.mechanisms.kinds`).
 
-Symbols
--------
-``STAGE_FUNCTIONS``
-    stage name -> function ``(run) -> info dict`` (the info is saved in ``stages/<stage>.json``).
-``run_stage(run, stage)``
-    Check the stage's prerequisite is done and it is not, run it, mark it done (a stage that
-    does not apply to the run, :func:`skip_reason`, is marked skipped instead, every time).
-``skip_reason(config, stage)``
-    Why ``stage`` does not apply to a run of ``config`` (None when it does).
-``preflight(run, stages=...)``
-    Every check that needs the machine, the data or the ledger, before any work: the device of
-    the stages about to run (:func:`check_device`), sizes, the dataset's identity and budget
-    in the ledger (:func:`authorize`), and that the ledger can cover the run's planned worst
-    case before any teacher trains (:func:`check_budget_fits`).
-``authorize(run, ledger)``
-    Register the private split's identity (:func:`pate.ledger.dataset_identity`) and resolve the
-    run's budget against the ledger's lifetime budget: a new dataset takes ``budget_eps`` (else
-    the run's ``target_eps``); a run that leaves it out takes the ledger's; a different one is
-    refused, naming both and the command that changes the ledger's.
-``check_budget_fits(run, ledger, dataset)``
-    Reserve-and-release the planned worst case (public facts only); refused: exit 3, with what is
-    left and the pasteable commands that raise the budget and resume.
-``release_plan(config, ...)``
-    Whether a sanitized data-dependent epsilon is released, decided from public quantities.
-``knn_prior(run)``
-    A later Private-kNN round (``[knn] features = "student"``): the earlier run whose released
-    student embeds it, checked, and that run's privacy cost (composed into this run's guarantee).
+Symbols (each documented where it is defined): ``STAGE_FUNCTIONS`` and ``run_stage``
+(:mod:`~pate.run.stages.runner`), ``skip_reason`` and ``knn_prior`` (:mod:`~pate.run.stages.records`),
+``preflight``, ``check_device`` and ``check_data`` (:mod:`~pate.run.stages.preflight`),
+``authorize`` and ``check_budget_fits`` (:mod:`~pate.run.stages.budget`), ``release_plan``
+(:mod:`~pate.run.stages.release`).
 
 The stages live one per file (``partition``, ``teachers``, ``votes``, ``aggregate``, ``student``,
 ``analysis``, ``report``), beside what they share: :mod:`~pate.run.stages.runner` (``run_stage``),
@@ -79,7 +58,6 @@ from pate.run.stages.release import release_plan
 from pate.run.stages.report import report
 from pate.run.stages.runner import (
     STAGE_FUNCTIONS,
-    THREADS_SOURCE,
     TORCH_STAGES,
     run_stage,
     skip_reason,
@@ -90,7 +68,6 @@ from pate.run.stages.votes import votes
 
 __all__ = [
     "STAGE_FUNCTIONS",
-    "THREADS_SOURCE",
     "TORCH_STAGES",
     "run_stage",
     "preflight",

@@ -5,32 +5,18 @@ Whatever the mechanism, the stage opens the ledger, resolves the run's dataset a
 and then either returns the published answers (``aggregate.json`` is written last, after every
 charge), or resumes an interrupted stage from its pending file (committing the rounds the ledger
 holds as drawn, then publishing: :func:`pate.run.stages.resume.finish_pending`), or runs the loop of the
-mechanism's kind (:data:`KIND_LOOPS`), each built on the one round driver
+mechanism's kind (its ``aggregate_loop``: :mod:`pate.mechanisms.kinds`), each built-in one on the one round driver
 :func:`pate.run.stages.rounds.ask_in_rounds` (reserve -> mark drawn -> draw -> write pending -> commit), with
 ``labels.npy``/``answered.npy``/``aggregate.json`` written only after the last commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from pate import mechanisms
 from pate.run import rundir as R
 from pate.run.rundir import Run
-from pate.run.stages.aggregate_release import aggregate_release
-from pate.run.stages.aggregate_sample import aggregate_sample
-from pate.run.stages.aggregate_votes import aggregate_votes
 from pate.run.stages.budget import authorize
 from pate.run.stages.pending import aggregate_info
 from pate.run.stages.resume import finish_pending, settle_lost_draws
-
-#: The aggregate loop of each kind of mechanism (``pate.mechanisms.KINDS``), by kind name:
-#: ``loop(run, spec, ledger, dataset, run_id) -> info``.
-KIND_LOOPS: dict[str, Callable[..., dict]] = {
-    mechanisms.VOTE.name: aggregate_votes,
-    mechanisms.SAMPLE.name: aggregate_sample,
-    mechanisms.RELEASE.name: aggregate_release,
-}
 
 
 def aggregate(run: Run) -> dict:
@@ -50,7 +36,7 @@ def aggregate(run: Run) -> dict:
         if run.path(R.PENDING).exists() or run.path(R.PENDING_SUMMARY).exists():
             return finish_pending(run, ledger, dataset, run_id)
         settle_lost_draws(ledger, dataset, run_id)  # a crash after a draw, before its pending file
-        return KIND_LOOPS[spec.kind.name](run, spec, ledger, dataset, run_id)
+        return spec.kind.step("aggregate_loop")(run, spec, ledger, dataset, run_id)
     finally:
         if ledger is not None:
             ledger.close()

@@ -1,11 +1,11 @@
-"""The aggregate stage of a "release" mechanism (class-means): one noisy release of the private
+"""The aggregate stage of a "release" mechanism: one noisy release of the private
 records labels every query, in one round of the round driver
 (:func:`pate.run.stages.rounds.ask_in_rounds`).
 
 The release's data-independent cost (public arithmetic: it depends on the noise only) is checked
 against the config's budget (earlier rounds included) and reserved in the ledger; only then is the
 release drawn from the run's noise stream and the queries scored from it and the public rows
-(``spec.release_scores``; for class-means the private class sums, ``[knn] rule`` labelling them),
+(``spec.release_scores``, its labelling rule ``[knn] rule``),
 the labels and scores put in the pending file and the event committed. The release itself is
 never saved; the labelling rule's class scores are published with the labels.
 """
@@ -18,29 +18,18 @@ from pate.core.errors import BudgetExceededError
 from pate.run.rundir import Run
 from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
-from pate.run.stages.records import records_inputs, records_summary
+from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
 from pate.run.stages.rounds import Answers, Rounds, ask_in_rounds
 
 
-def _reserve_release(
-    run: Run,
-    spec,
-    ledger,
-    dataset,
-    run_id: str,
-    event,
-    eps_of,
-    *,
-    queries: int,
-    orders,
-    budget_eps: float,
-    delta: float,
-    prior,
-    prior_rdp,
-):
+def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charged):
     """The release's reservation (None without a ledger or without a query), after the config's
-    budget was checked; BudgetExceededError where it does not fit."""
-    cost = eps_of(prior_rdp + event.rdp_data_independent)
+    budget was checked; BudgetExceededError where it does not fit. ``charged``: ``(run_id,
+    dataset, ledger)``."""
+    run_id, dataset, ledger = charged
+    eps_of, queries, orders, prior = inputs.eps_of, inputs.queries, inputs.orders, inputs.prior
+    budget_eps, delta = inputs.budget_eps, inputs.delta
+    cost = eps_of(inputs.prior_rdp + event.rdp_data_independent)
     if queries and cost > budget_eps:
         raise BudgetExceededError(
             f"the config's budget (eps={budget_eps:g} at delta={delta:g}) does not cover the one "
@@ -64,59 +53,32 @@ def _reserve_release(
 def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
     """The aggregate stage of a "release" mechanism (see the module docstring)."""
     inputs = records_inputs(run, spec)
-    params, public, private, private_labels, num_classes, num_queries, queries, orders, *rest = (
-        inputs
-    )
-    budget_eps, delta, conversion, plan, prior, prior_rdp = rest
+    queries, num_classes, orders = inputs.queries, inputs.num_classes, inputs.orders
     event = spec.event(
         np.zeros((queries, num_classes)),
-        params,
+        inputs.params,
         answered=np.ones(queries, dtype=bool),
         orders=orders,
     )
     events = [event] if queries else []
-    answers, rounds = Answers.empty(num_queries, num_classes=num_classes), Rounds()
-    records = {"statistic": spec.released_statistic, "private_records": int(private.shape[0])}
-    reservation = _reserve_release(
-        run,
-        spec,
-        ledger,
-        dataset,
-        run_id,
-        event,
-        inputs.eps_of,
-        queries=queries,
-        orders=orders,
-        budget_eps=budget_eps,
-        delta=delta,
-        prior=prior,
-        prior_rdp=prior_rdp,
-    )
-    ask = _release_asker(
-        run, spec, event, params, public, private, private_labels, answers, records, queries
-    )
+    answers, rounds = Answers.empty(inputs.num_queries, num_classes=num_classes), Rounds()
+    records = {
+        "statistic": spec.released_statistic,
+        "private_records": int(inputs.private.shape[0]),
+    }
+    reservation = _reserve_release(run, spec, inputs, event, (run_id, dataset, ledger))
+    ask = _release_asker(run, spec, inputs, event, answers, records)
 
-    def summary_now():
+    def summary_now():  # the one release: every query asked, reserved and answered at once
+        progress = Rounds(asked=queries, reserved=queries, rounds=rounds.rounds)
         return records_summary(
+            run,
             spec,
-            params,
+            inputs,
             events,
-            config=run.config,
-            orders=orders,
-            delta=delta,
-            conversion=conversion,
-            budget_eps=budget_eps,
-            asked=queries,
+            progress,
             answered=queries,
-            offered=queries,
-            stop_reason=None,
-            run_id=run_id,
-            dataset=dataset,
-            ledger=ledger,
-            plan=plan,
-            reserved=queries,
-            rounds=rounds.rounds,
-            prior=prior,
+            charged=(run_id, dataset, ledger),
             records=records,
         )
 
@@ -139,13 +101,13 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
     return aggregate_info(summary)
 
 
-def _release_asker(
-    run: Run, spec, event, params, public, private, private_labels, answers, records, queries
-):
+def _release_asker(run: Run, spec, inputs: RecordsInputs, event, answers, records):
     """The round driver's ``ask``: the one release, drawn only when called (inside the
     reservation), every query's scores and label put in ``answers``, the release's details in
     ``records``."""
-    num_classes = int(answers.scores.shape[1])
+    num_classes, queries = int(answers.scores.shape[1]), inputs.queries
+    public, private, private_labels = inputs.public, inputs.private, inputs.private_labels
+    params = inputs.params
 
     def ask(start, n):
         # Drawn only now, inside the reservation: the release and its noise; the scores are

@@ -1,9 +1,9 @@
-"""The aggregate stage of a "sample" mechanism (Private-kNN): every query's histogram is drawn
+"""The aggregate stage of a "sample" mechanism: every query's histogram is drawn
 from a fresh sample of the private records inside its round's reservation, on the round driver
 (:func:`pate.run.stages.rounds.ask_in_rounds`).
 
 Each round first reserves in the ledger the worst case of as many queries as fit; only then are
-the round's histograms drawn (``spec.sample_votes``: for Private-kNN, ``pate.core.knn.knn_votes``, a
+the round's histograms drawn (``spec.sample_votes``, e.g. the k nearest of a
 fresh Poisson sample of the private records per query) and the noisy answers (``spec.draw``),
 both from the run's noise stream; the answers go to the pending file and the round's event is
 committed. Every asked query costs the same data-independent RDP, so how many fit is decided from
@@ -85,46 +85,6 @@ def _first_round(
     return first
 
 
-def _summary(
-    run: Run,
-    spec,
-    inputs: RecordsInputs,
-    events: list,
-    answers: Answers,
-    rounds: Rounds,
-    *,
-    run_id: str,
-    dataset,
-    ledger,
-) -> dict:
-    """``aggregate.json`` of a sample run after the rounds so far (:func:`records_summary`)."""
-    return records_summary(
-        spec,
-        inputs.params,
-        events,
-        config=run.config,
-        orders=inputs.orders,
-        delta=inputs.delta,
-        conversion=inputs.conversion,
-        budget_eps=inputs.budget_eps,
-        asked=rounds.asked,
-        answered=int(answers.answered[: rounds.asked].sum()),
-        offered=inputs.queries,
-        stop_reason=rounds.stop_reason,
-        run_id=run_id,
-        dataset=dataset,
-        ledger=ledger,
-        plan=inputs.plan,
-        reserved=rounds.reserved,
-        rounds=rounds.rounds,
-        prior=inputs.prior,
-        knn={
-            "histograms": "drawn per round after its reservation; never saved",
-            "private_records": int(inputs.private.shape[0]),
-        },
-    )
-
-
 def _asker(spec, inputs: RecordsInputs, answers: Answers, events: list, noise) -> Callable:
     """The round driver's ``ask(start, n)`` of a sample run: draws queries ``start .. start + n
     - 1`` into ``answers`` and their event into ``events``."""
@@ -156,17 +116,19 @@ def aggregate_sample(run: Run, spec, ledger, dataset: str | None, run_id: str) -
     worst = spec.worst_case_query_rdp(inputs.params, orders=inputs.orders)
     answers, rounds, events = Answers.empty(inputs.num_queries), Rounds(), []
 
-    def summary_now():
-        return _summary(
+    def summary_now():  # aggregate.json after the rounds so far
+        return records_summary(
             run,
             spec,
             inputs,
             events,
-            answers,
             rounds,
-            run_id=run_id,
-            dataset=dataset,
-            ledger=ledger,
+            answered=int(answers.answered[: rounds.asked].sum()),
+            charged=(run_id, dataset, ledger),
+            knn={
+                "histograms": "drawn per round after its reservation; never saved",
+                "private_records": int(inputs.private.shape[0]),
+            },
         )
 
     allowed = _allowed(

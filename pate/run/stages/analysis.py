@@ -6,7 +6,7 @@ import logging
 
 from pate import mechanisms
 from pate.core.io import atomic_write_json
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 
 logger = logging.getLogger("pate")
@@ -16,7 +16,7 @@ def analysis_stage(run: Run) -> dict:
     from pate.run.run_analysis import build_analysis
 
     doc = build_analysis(run)
-    atomic_write_json(run.path(R.ANALYSIS), doc)
+    atomic_write_json(run.path(rundir.ANALYSIS), doc)
     p = doc["privacy"]
     if mechanisms.get(p["mechanism"]).kind.reads_private_records:
         logger.info(

@@ -40,19 +40,18 @@ def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
 
 def run_identity(run: Run):
     """The private split's identity (hashed once per open run: preflight, the ledger and a
-    later Private-kNN round all ask for it)."""
+    later round embedded by an earlier run's student all ask for it)."""
     from pate.ledger import dataset_identity
 
-    if "identity" not in run.objects:
-        run.objects["identity"] = dataset_identity(run.data.private.x, run.data.private.y)
-    return run.objects["identity"]
+    if run.context.identity is None:
+        run.context.identity = dataset_identity(run.data.private.x, run.data.private.y)
+    return run.context.identity
 
 
 def caller_of(run: Run) -> str | None:
     """Who started the run: :data:`pate.run.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
     name keyword arguments), None for the CLI (TOML keys and flags)."""
-    caller = run.objects.get("caller") or run.objects.get("wording")
-    return PYTHON_SOURCE if caller in (PYTHON_SOURCE, "python") else caller
+    return run.context.caller
 
 
 def authorize(run: Run, ledger) -> str:
@@ -75,7 +74,7 @@ def authorize(run: Run, ledger) -> str:
     register = given if given is not None else s.aggregator.target_eps
     # a started run that names the budget it last ran under (its config.json's) may go on with
     # the ledger's when that was changed since; a budget asked for anew must be the ledger's
-    resumed = given is not None and given == run.objects.get("recorded_budget_eps")
+    resumed = given is not None and given == run.context.recorded_budget_eps
     digest = ledger.dataset_id(identity)
     _check_same_records(run, digest)
     known = ledger.datasets()
@@ -104,7 +103,7 @@ def authorize(run: Run, ledger) -> str:
             "spends, then also registered as the lifetime budget)"
         )
     ledger.register_identity(identity, name=name)
-    run.objects["dataset_id"] = digest  # run.json keeps it (Run.start): a resume checks it
+    run.context.dataset_id = digest  # run.json keeps it (Run.start): a resume checks it
     budget = ledger.budget(digest)
     if budget is None:
         _register_budget(run, ledger, digest, eps=register, given=given)
@@ -198,9 +197,9 @@ def _check_budget(
     if (b_delta, b_conv) == (delta, conversion) and (eps is None or eps == b_eps):
         return
     if (b_delta, b_conv) == (delta, conversion) and resumed:
-        if run.objects.get("budget_noted") == b_eps:
+        if run.context.budget_noted == b_eps:
             return
-        run.objects["budget_noted"] = b_eps
+        run.context.budget_noted = b_eps
         logger.warning(
             "the ledger %s holds the lifetime budget eps=%g for the dataset %r; "
             "this run last ran under eps=%g and goes on with the ledger's",
@@ -257,7 +256,7 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
     those are, and what the first is -- from public facts only (the
     mechanism, its noise, the number of public items and of classes): the whole planned cost
     for a run with a ``target_eps`` (its calibrated worst case: every query answered) and for a
-    mechanism that releases once (class-means); else one query (a run with set noise stops when
+    mechanism that releases once; else one query (a run with set noise stops when
     the budget runs out, the aggregate stage reserves as many as fit). None when the run asks
     no query."""
     config = run.config

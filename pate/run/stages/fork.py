@@ -83,7 +83,7 @@ def fork(source, config: dict) -> pathlib.Path:
                 and name != R.VOTES
                 and (source / R.KNN_EMBEDDINGS).exists()
             ):
-                continue  # a Private-kNN run: no partition, no teachers
+                continue  # a run that reads the records: no partition, no teachers
             if name == R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
                 name = R.KNN_EMBEDDINGS
             (shutil.copytree if (source / name).is_dir() else shutil.copy2)(
@@ -101,6 +101,6 @@ def fork(source, config: dict) -> pathlib.Path:
 
 
 #: What a forked run reuses: the files and the finished stages up to the vote matrix (a
-#: Private-kNN run: its skipped stages and ``knn_embeddings.npz``).
+#: run that reads the private records: its skipped stages and ``knn_embeddings.npz``).
 FORKED_FILES = (R.PARTITION, R.TEACHERS, R.VOTES)
 FORKED_STAGES = ("partition", "teachers", "votes")

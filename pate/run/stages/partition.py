@@ -9,16 +9,16 @@ from pate.run.stages.budget import run_identity
 
 
 def partition(run: Run) -> dict:
-    from pate.core import partition as P
+    from pate.core.partition import partition_by_unit, partition_random
 
     cfg = run.config.partition
     # the run's secret partition key (OS entropy in private/keys.json, unless [run] seed)
     k, key, seed = cfg.num_teachers, run.key("partition"), R.keys_seed(run.config)
     if cfg.mode == "random":  # a keyed hash of each record's content key (the ledger's)
-        part = P.partition_random(run_identity(run).record_keys, num_teachers=k, key=key, seed=seed)
+        part = partition_random(run_identity(run).record_keys, num_teachers=k, key=key, seed=seed)
     else:
         unit_ids = load_npy(cfg.unit_ids, what="[partition] unit_ids")
-        part = P.partition_by_unit(unit_ids, num_teachers=k, key=key, seed=seed)
+        part = partition_by_unit(unit_ids, num_teachers=k, key=key, seed=seed)
     part.save(run.path(R.PARTITION))
     sizes = part.shard_sizes
     return {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pate.core.io import check_writable_dir, load_npy
 from pate.run import rundir as R
 from pate.run.config import PYTHON_SOURCE, assignment
-from pate.run.rundir import Run
+from pate.run.rundir import Run, RunContext
 from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
 from pate.run.stages.records import check_records_data, skip_reason
 from pate.teachers.errors import ConfigError
@@ -17,14 +17,14 @@ def is_estimator(model) -> bool:
     return hasattr(model, "fit") and hasattr(model, "get_params")
 
 
-def _computes_here(config: dict, stage: str, objects: dict) -> bool:
+def _computes_here(config: dict, stage: str, context: RunContext | None) -> bool:
     """Whether ``stage`` trains a torch model on this machine's ``[run] device``: the student
-    (unless it is a scikit-learn estimator given from Python, in ``objects``), and the teachers
+    (unless it is a scikit-learn estimator given from Python, in ``context``), and the teachers
     on the local backend (a cluster's workers check their own devices)."""
     if stage == "student":
         model = config.student.model  # None: "auto"
         if isinstance(model, str) and model.startswith("python:"):
-            return not is_estimator(objects.get("student_model"))
+            return not is_estimator(context and context.student_model)
         return True
     return (
         stage == "teachers"
@@ -33,12 +33,12 @@ def _computes_here(config: dict, stage: str, objects: dict) -> bool:
     )
 
 
-def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) -> None:
+def check_device(config: dict, stages=R.STAGES, *, context: RunContext | None = None) -> None:
     """Refuse a ``[run] device`` that this machine lacks (e.g. "cuda" without a GPU) before any
-    of ``stages`` runs, when one of them computes here (:func:`_computes_here`; ``objects``: the
-    run's models given from Python). Otherwise a run without teachers (class-means,
-    Private-kNN) would draw and charge its release and only then fail in the student stage."""
-    users = [stage for stage in stages if _computes_here(config, stage, objects or {})]
+    of ``stages`` runs, when one of them computes here (:func:`_computes_here`; ``context``: the
+    run's models given from Python). Otherwise a run without teachers would draw and charge
+    its answers and only then fail in the student stage."""
+    users = [stage for stage in stages if _computes_here(config, stage, context)]
     if not users:
         return
     from pate.teachers.ensemble import resolve_device
@@ -110,7 +110,7 @@ def check_student_model(run: Run) -> None:
     except ConfigError:
         raise
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
-        python = run.objects.get("caller") == PYTHON_SOURCE
+        python = run.context.caller == PYTHON_SOURCE
         fix = (
             ""
             if not run.started
@@ -123,7 +123,7 @@ def check_student_model(run: Run) -> None:
             + ")."
         )
         raise ConfigError(
-            f"{assignment('student', 'model', setting, source=run.objects.get('caller'))}: "
+            f"{assignment('student', 'model', setting, source=run.context.caller)}: "
             f"{exc}; the student cannot be built, so the run was refused before anything was "
             "written, drawn or charged (the student is a zoo network, a "
             "'package.module:factory' returning a torch.nn.Module or a scikit-learn "
@@ -140,7 +140,7 @@ def preflight(run: Run, *, stages=R.STAGES) -> None:
     while the student has yet to train and a stage up to it is about to run, the student must be
     buildable (:func:`check_student_model`): nothing that can fail after the charge is left to
     fail there."""
-    check_device(run.config, stages, objects=run.objects)
+    check_device(run.config, stages, context=run.context)
     check_writable(run)
     if "aggregate" in stages:
         run.check_not_a_copy()

@@ -19,15 +19,11 @@ from pate.teachers.errors import ConfigError
 
 
 def skip_reason(config: dict, stage: str) -> str | None:
-    """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that samples
-    the private records itself (Private-kNN) has no partition and no teachers."""
+    """Why ``stage`` does not apply to a run of ``config``, or None: a mechanism that reads the
+    private records itself has no partition and no teachers."""
     spec = config.aggregator.spec
     if spec.kind.reads_private_records and stage in ("partition", "teachers"):
-        return (
-            f"mechanism {spec.name!r} ({spec.title}) trains no teachers: the private records "
-            "themselves vote, through their nearest neighbours in a fresh sample per query "
-            "(the votes stage embeds them, the aggregate stage draws the histograms)"
-        )
+        return f"mechanism {spec.name!r} ({spec.title}) trains no teachers: {spec.voters_text}"
     return None
 
 
@@ -41,7 +37,7 @@ def feature_cache(run: Run):
 
 
 def embedding_features(run: Run) -> tuple[str, int, int]:
-    """(features, dims, feature count) of a Private-kNN run's embedding (ConfigError if the
+    """(features, dims, feature count) of the records' embedding (ConfigError if the
     data cannot take them): public sizes only -- the declared number of private records
     (:meth:`pate.run.config.DataTable.declared_records`), never the exact count --, no record is read."""
     data = run.data
@@ -111,7 +107,7 @@ def check_records_data(run: Run) -> None:
 
 
 def knn_prior(run: Run) -> dict | None:
-    """The earlier round of a Private-kNN run whose neighbour search is embedded by an earlier
+    """The earlier round of a run that reads the records, embedded by an earlier
     run's released student (``[knn] features = "student"``, ``student_run``), and its privacy
     cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp": [...]}`` -- every event that
     run charged (its answers and any release, data-independent), plus its own earlier rounds, at
@@ -119,7 +115,7 @@ def knn_prior(run: Run) -> dict | None:
 
     Why it composes: that student is a function of the public data and of the earlier run's
     released labels only, so this run's mechanism (a fixed embedding applied to each private
-    record, then Private-kNN) keeps the sensitivity of ``pate.analysis.private_knn``; but what
+    record, then the mechanism) keeps the mechanism's sensitivity; but what
     this run releases depends on both rounds, so its guarantee is the composition (adaptive
     composition of RDP: the curves add). The student is usable only if that run drew fresh
     noise and was charged to this run's ledger for the same records (the ledger then holds both
@@ -304,33 +300,26 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
 
 
 def records_summary(
-    spec,
-    params,
-    events,
-    *,
-    config,
-    orders,
-    delta,
-    conversion,
-    budget_eps,
-    asked,
-    answered,
-    offered,
-    stop_reason,
-    run_id,
-    dataset,
-    ledger,
-    plan,
-    reserved,
-    rounds,
-    prior,
-    **mechanism_part,
+    run: Run, spec, inputs: RecordsInputs, events, progress, *, answered, charged, **mechanism_part
 ) -> dict:
-    """``aggregate.json`` of a mechanism that reads the private records: the realised cost of
-    ``events`` is the data-independent one (there is no data-dependent bound), no sanitized
-    release; ``prior`` the earlier rounds this run's embedding depends on (their cost is in the
+    """``aggregate.json`` of a mechanism that reads the private records after the rounds so far
+    (``progress``: a :class:`pate.run.stages.rounds.Rounds`; ``answered`` queries answered),
+    charged ``(run_id, dataset, ledger)``: the realised cost of ``events`` is the
+    data-independent one (there is no data-dependent bound), no sanitized release;
+    ``inputs.prior`` the earlier rounds this run's embedding depends on (their cost is in the
     guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
     from pate import analysis
+
+    config, params, prior, plan = run.config, inputs.params, inputs.prior, inputs.plan
+    orders, delta, conversion = inputs.orders, inputs.delta, inputs.conversion
+    budget_eps, offered = inputs.budget_eps, inputs.queries
+    asked, stop_reason, reserved, rounds = (
+        progress.asked,
+        progress.stop_reason,
+        progress.reserved,
+        progress.rounds,
+    )
+    run_id, dataset, ledger = charged
 
     rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
     eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)

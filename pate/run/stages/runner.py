@@ -67,9 +67,6 @@ def run_stage(run: Run, stage: str) -> dict:
     return run.mark(stage, info)
 
 
-#: Where an explicit ``[run] threads`` came from: ``run.objects["threads_source"]``, set by the
-#: ``pate`` command ("flag") and :func:`pate.fit` ("keyword"); else it is the config's.
-THREADS_SOURCE = "threads_source"
 #: The stages that compute with torch (the others set its threads only if it is loaded already:
 #: `pate analyze` and `pate report` stay torch-free).
 TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
@@ -79,11 +76,11 @@ def _apply_threads(run: Run, stage: str) -> dict:
     """The CPU threads ``stage`` computes with (:func:`pate.core.threads.configure`: ``[run]
     threads``, else $OMP_NUM_THREADS, else the usable CPUs); the record its summary keeps under
     ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
-    from pate.core import threads as T
+    from pate.core import threads
 
-    return T.configure(
+    return threads.configure(
         explicit=run.config.run.threads,
-        explicit_source=run.objects.get(THREADS_SOURCE, "config"),
+        explicit_source=run.context.threads_source,
         torch=stage in TORCH_STAGES,
     )
 

@@ -53,7 +53,7 @@ def student(run: Run) -> dict:
         resume=True,
     )
     if not isinstance(settings["model"], str):
-        run.objects["fitted_student"] = model
+        run.context.fitted_student = model
     # built before the training, so that a run it cannot serve fails before any work
     head = rule_head(run, labels) if bool(run.config.student.combine_with_rule) else None
     run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
@@ -98,7 +98,7 @@ def student(run: Run) -> dict:
 
 
 def rule_head(run: Run, labels: np.ndarray):
-    """The labelling rule of this class-means run as a torch head (``[student]
+    """The labelling rule of this run's release as a torch head (``[student]
     combine_with_rule``; :mod:`pate.student.rule_product`): its public front-end refitted on the
     public split (checked against ``knn_embeddings.npz``), the rule recovered exactly from the
     published ``label_scores.npy`` (``pate.core.mean_release.recover_rule``), and the head checked to
@@ -218,5 +218,5 @@ def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
         train_seconds=round(seconds, 2),
     )
     atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
-    run.objects["fitted_student"] = model
+    run.context.fitted_student = model
     return {"accuracy": metrics["accuracy"]}

@@ -19,8 +19,12 @@ logger = logging.getLogger("pate")
 
 
 def votes(run: Run) -> dict:
-    if run.config.aggregator.spec.kind.reads_private_records:
-        return _knn_embeddings(run)
+    """The votes stage of the run's mechanism kind (its ``votes_stage``)."""
+    return run.config.aggregator.spec.kind.step("votes_stage")(run)
+
+
+def teacher_votes(run: Run) -> dict:
+    """The votes stage of a "vote" mechanism: the teachers' vote counts on the public split."""
     from pate.core.votes import votes_from_predictions
 
     public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
@@ -33,10 +37,10 @@ def votes(run: Run) -> dict:
     }
 
 
-def _knn_embeddings(run: Run) -> dict:
-    """The votes stage of a run whose mechanism reads the private records (Private-kNN, noisy
-    class means): embeddings of the public and private splits for its neighbour search or class
-    means, fitted on PUBLIC data only (the ``[knn] features`` front-end, standardised
+def record_embeddings(run: Run) -> dict:
+    """The votes stage of a run whose mechanism reads the private records: embeddings of the
+    public and private splits for its sample or release, fitted on PUBLIC data only (the
+    ``[knn] features`` front-end, standardised
     with public statistics, then a PCA of the public rows), so the embedding itself reveals
     nothing about the private records. Writes ``knn_embeddings.npz``, the private embeddings a
     block at a time as they are computed (never all in memory); no histogram is drawn."""

@@ -395,22 +395,25 @@ def test_the_kinds():
         "sample": (True, False, False, False),
         "release": (True, True, True, False),
     }
+    steps = dict(votes_stage="m:votes", aggregate_loop="m:loop")
     with pytest.raises(ValueError, match="reads the private records"):
-        mechanisms.MechanismKind("once", "once", reads_private_records=False, releases_once=True)
+        mechanisms.MechanismKind("once", "once", False, **steps, releases_once=True)
+    with pytest.raises(ValueError, match='aggregate_loop must be "module:function"'):
+        mechanisms.MechanismKind("vote", "no loop", False, "m:votes", "a loop")
     with pytest.raises(TypeError):
         mechanisms.KINDS["x"] = mechanisms.VOTE  # read-only
+    for kind in mechanisms.KINDS.values():  # every built-in kind's steps exist
+        assert callable(kind.step("votes_stage")) and callable(kind.step("aggregate_loop"))
+    assert mechanisms.VOTE.step("aggregate_loop").__name__ == "aggregate_votes"
 
     @dataclasses.dataclass(frozen=True)
-    class Unknown(RandomizedResponse):
-        kind = mechanisms.MechanismKind("vote", "a kind no stage knows", False)
+    class NotAKind(RandomizedResponse):
+        kind = "vote"
 
-    unknown = Unknown(
+    unknown = NotAKind(
         **{f.name: getattr(TOY, f.name) for f in dataclasses.fields(TOY)} | {"name": "unknown-kind"}
     )
-    with pytest.raises(
-        TypeError,
-        match="its kind must be one of mechanisms.VOTE, mechanisms.SAMPLE, mechanisms.RELEASE",
-    ):
+    with pytest.raises(TypeError, match="its kind must be a mechanisms.MechanismKind"):
         mechanisms.register(unknown)
     assert "unknown-kind" not in mechanisms.REGISTRY
     for name in ("lnmax", "class-means"):  # only a kind's own draw applies

@@ -24,7 +24,7 @@ from pate import analysis, mechanisms
 from pate.analysis.rdp import gnmax_rdp
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.run import rundir as R
+from pate.run import rundir
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CONFIDENT = 'mechanism = "confident-gnmax"\nthreshold = 7.0\nsigma1 = 2.0\nsigma2 = 2.0'
@@ -148,7 +148,7 @@ def _run(
 
 
 def _stage(run_dir: pathlib.Path, stage: str) -> dict:
-    return json.loads((run_dir / R.STAGE_DIR / f"{stage}.json").read_text())
+    return json.loads((run_dir / rundir.STAGE_DIR / f"{stage}.json").read_text())
 
 
 def _report(run_dir: pathlib.Path, spec) -> None:
@@ -175,14 +175,14 @@ def test_a_toy_vote_mechanism_runs_through_pate_run_and_the_report(
         small_digits, tmp_path, 'mechanism = "toy-vote"\nsigma = 4.0', teachers=True
     )
     assert not _stage(run_dir, "teachers").get("skipped")  # the vote kind trains teachers
-    summary = json.loads((run_dir / R.AGGREGATE).read_text())
+    summary = json.loads((run_dir / rundir.AGGREGATE).read_text())
     assert summary["mechanism"] == "toy-vote" and summary["queries_asked"] == 400
     labels, answered = np.load(run_dir / "labels.npy"), np.load(run_dir / "answered.npy")
     assert answered[:400].all() and not answered[400:].any() and (labels[:400] >= 0).all()
     assert not (run_dir / "label_scores.npy").exists()
     # the ledger charged what the toy's own cost says for the votes it answered
     (event,) = [e for e in events if e.mechanism == "toy-vote"]
-    votes = np.load(run_dir / R.VOTES)[:400]
+    votes = np.load(run_dir / rundir.VOTES)[:400]
     want = gnmax_rdp(votes, sigma=4.0, orders=event.orders, data_dependent=False).sum(axis=0)
     np.testing.assert_allclose(event.rdp_data_independent, want, rtol=1e-12)
     assert event.queries == event.answered == 400
@@ -202,8 +202,8 @@ def test_a_toy_sample_mechanism_runs_through_pate_run_and_the_report(
         queries=100,
     )
     assert _stage(run_dir, "partition")["skipped"] and _stage(run_dir, "teachers")["skipped"]
-    assert (run_dir / R.KNN_EMBEDDINGS).exists() and not (run_dir / R.VOTES).exists()
-    summary = json.loads((run_dir / R.AGGREGATE).read_text())
+    assert (run_dir / rundir.KNN_EMBEDDINGS).exists() and not (run_dir / rundir.VOTES).exists()
+    summary = json.loads((run_dir / rundir.AGGREGATE).read_text())
     assert summary["mechanism"] == "toy-sample" and summary["queries_asked"] == 100
     assert summary["knn"]["private_records"] == 1000
     # every asked query is charged the same data-independent cost, answered or not
@@ -220,7 +220,7 @@ def test_a_toy_release_mechanism_runs_through_pate_run_and_the_report(
     run_dir, events = _run(
         small_digits, tmp_path, 'mechanism = "toy-release"\nsigma = 3.0', teachers=False
     )
-    summary = json.loads((run_dir / R.AGGREGATE).read_text())
+    summary = json.loads((run_dir / rundir.AGGREGATE).read_text())
     assert summary["mechanism"] == "toy-release" and summary["queries_asked"] == 400
     assert summary["records"]["rule"] == "lda" and summary["records"]["statistic"]
     (event,) = events  # one release, charged once for every query

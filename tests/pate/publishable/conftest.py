@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pate.run.report import formatting as F
+from pate.run.report import formatting
 from pate.run.report.publishable import leaf_paths
 
 
@@ -16,7 +16,7 @@ def renderings(value) -> set[str]:
     or as JSON does (none for a flag, a string or zero)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value == 0:
         return set()
-    return {F.pct(value), F.eps(value), F.sig(value), repr(value)}
+    return {formatting.pct(value), formatting.eps(value), formatting.sig(value), repr(value)}
 
 
 def _lengths(doc) -> list[int]:

@@ -12,8 +12,8 @@ import pytest
 
 from pate.cli import main
 from pate.run import report as rep
-from pate.run import rundir as R
-from pate.run.report import formatting as F
+from pate.run import rundir
+from pate.run.report import formatting
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +25,13 @@ def released(tmp_path_factory, small_digits):
     run_dir = tmp / "run"
     argv = ["run", "--config", str(config), "--run-dir", str(run_dir)]
     assert main([*argv, "--ledger", str(tmp / "ledger.sqlite3"), "--no-progress"]) == 0
-    analysis = json.loads((run_dir / R.ANALYSIS).read_text())
+    analysis = json.loads((run_dir / rundir.ANALYSIS).read_text())
     return run_dir, analysis
 
 
 def _renderings(value: float) -> set[str]:
     """How the report may write ``value``."""
-    return {F.sig(value), F.eps(value), repr(value)}
+    return {formatting.sig(value), formatting.eps(value), repr(value)}
 
 
 def test_the_release_was_drawn_and_charged(released):
@@ -39,7 +39,7 @@ def test_the_release_was_drawn_and_charged(released):
     s = analysis["privacy"]["sanitized"]
     assert s["fallback"] is None and s["smooth_sensitivity"] > 0 and s["noise_std"] > 0
     assert s["noise_std"] == pytest.approx(s["smooth_sensitivity"] * s["sigma_ss"])
-    events = json.loads((run_dir / R.AGGREGATE).read_text())["events"]
+    events = json.loads((run_dir / rundir.AGGREGATE).read_text())["events"]
     assert "gnss-release" in [e["mechanism"] for e in events] and s["charged"] is True
 
 
@@ -56,14 +56,14 @@ def test_the_smooth_sensitivity_and_the_noise_std_are_internal_only(released, le
         for key in secret:
             for shown in _renderings(s[key]):
                 assert not leaks(text, shown, public), (name, key, shown)
-    internal = json.loads((run_dir / R.REPORT_INTERNAL_JSON).read_text())
+    internal = json.loads((run_dir / rundir.REPORT_INTERNAL_JSON).read_text())
     assert {k: internal["privacy"]["sanitized"][k] for k in secret} == {k: s[k] for k in secret}
-    md = (run_dir / R.REPORT_INTERNAL_MD).read_text()
+    md = (run_dir / rundir.REPORT_INTERNAL_MD).read_text()
     row = next(line for line in md.splitlines() if line.startswith("| Smooth sensitivity"))
-    assert F.sig(s["smooth_sensitivity"]) in row and F.sig(s["noise_std"]) in row
+    assert formatting.sig(s["smooth_sensitivity"]) in row and formatting.sig(s["noise_std"]) in row
     assert row.endswith("| **NO \u2014 INTERNAL** |")
     paragraph = next(line for line in md.splitlines() if "Sanitized data-dependent epsilon" in line)
-    assert f"smooth sensitivity {F.sig(s['smooth_sensitivity'])}" in paragraph
+    assert f"smooth sensitivity {formatting.sig(s['smooth_sensitivity'])}" in paragraph
     assert rep.NOT_PRIVATE in paragraph
 
 
@@ -73,7 +73,7 @@ def test_the_charged_sanitized_epsilon_is_public(released):
     public = json.loads((run_dir / "report.json").read_text())
     assert public["privacy"]["eps_sanitized"] == p["eps_sanitized"]
     assert public["privacy"]["sanitized"]["charged"] is True
-    assert F.eps(p["eps_sanitized"]) in (run_dir / "report.md").read_text()
+    assert formatting.eps(p["eps_sanitized"]) in (run_dir / "report.md").read_text()
     assert "released with its own charge" in public["statement"]
 
 

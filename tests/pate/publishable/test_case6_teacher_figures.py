@@ -13,7 +13,7 @@ import pytest
 
 import pate
 from pate.cli.commands.run import internal_summary
-from pate.run.report import formatting as F
+from pate.run.report import formatting
 
 DISAGREE = (
     "answered labels disagree with the"  # "... teachers' plurality vote" / "... plurality vote"
@@ -81,9 +81,9 @@ def test_teacher_figures_and_the_warning_are_only_in_the_internal_report(drowned
     ):
         assert key not in public["utility"], key
     figures = [
-        F.pct(u["teacher_mean_accuracy"]),
-        F.pct(u["plurality_vote_accuracy"]),
-        F.pct(u["answered_plurality_agreement"]),
+        formatting.pct(u["teacher_mean_accuracy"]),
+        formatting.pct(u["plurality_vote_accuracy"]),
+        formatting.pct(u["answered_plurality_agreement"]),
     ]
     for name, text in _texts(drowned.run_dir).items():
         assert DISAGREE not in text, name
@@ -97,7 +97,7 @@ def test_teacher_figures_and_the_warning_are_only_in_the_internal_report(drowned
         assert figure in internal_md
     marked = f"**{MARK}**"
     teachers = next(line for line in internal_md.splitlines() if line.startswith("- **Teachers**"))
-    assert marked in teachers and F.pct(u["teacher_mean_accuracy"]) in teachers
+    assert marked in teachers and formatting.pct(u["teacher_mean_accuracy"]) in teachers
     warning = next(line for line in internal_md.splitlines() if DISAGREE in line)
     assert warning.startswith(f"- {marked}")
 

@@ -18,7 +18,7 @@ import pytest
 
 from pate.cli import main
 from pate.run import report as rep
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.report.publishable import (
     CONDITIONS,
     NOT_PUBLIC,
@@ -103,7 +103,7 @@ def run(request, tmp_path_factory, small_digits, digits_pool):
     argv = ["run", "--config", str(config), "--run-dir", str(run_dir), "--no-progress"]
     assert main([*argv, "--ledger", str(tmp / "ledger.sqlite3")]) == 0
     public = json.loads((run_dir / "report.json").read_text())
-    internal = json.loads((run_dir / R.REPORT_INTERNAL_JSON).read_text())
+    internal = json.loads((run_dir / rundir.REPORT_INTERNAL_JSON).read_text())
     assert internal["privacy"]["mechanism"] == request.param
     assert internal["utility"]["evaluation_public"] is False  # rows of the pool, not declared
     return run_dir, public, internal
@@ -167,7 +167,7 @@ def test_the_publishable_plots_are_the_public_ones(run):
     on_disk = sorted(p.name for p in (run_dir / "plots").iterdir())
     assert on_disk == sorted(f"{name}.png" for name in public["plots"])
     assert "confusion_matrix" not in public["plots"]  # the evaluation rows: not declared public
-    hidden = sorted(p.name for p in (run_dir / R.PRIVATE_PLOTS_DIR).iterdir())
+    hidden = sorted(p.name for p in (run_dir / rundir.PRIVATE_PLOTS_DIR).iterdir())
     assert hidden == sorted(f"{n}.png" for n in internal["plots"] if n not in public["plots"])
 
 
@@ -205,18 +205,22 @@ def test_the_publishable_files_do_not_move_with_any_internal_figure(run, tmp_pat
     """Neighbouring data that leaves the charged outputs alone may move every internal figure:
     the publishable report.md, report.html, report.json and plots stay byte for byte the same."""
     run_dir, _, _ = run
-    analysis = json.loads((run_dir / R.ANALYSIS).read_text())
+    analysis = json.loads((run_dir / rundir.ANALYSIS).read_text())
     outputs = []
     for name, doc in (("same", analysis), ("moved", _perturb_internal(analysis))):
         folder = tmp_path / name
-        (folder / R.ANALYSIS).parent.mkdir(parents=True)
-        (folder / R.ANALYSIS).write_text(json.dumps(doc))
+        (folder / rundir.ANALYSIS).parent.mkdir(parents=True)
+        (folder / rundir.ANALYSIS).write_text(json.dumps(doc))
         rep.write_report(folder)
         public = sorted(["report.md", "report.html", "report.json"])
-        public += sorted(f"{R.PLOTS_DIR}/{p.name}" for p in (folder / R.PLOTS_DIR).iterdir())
+        public += sorted(
+            f"{rundir.PLOTS_DIR}/{p.name}" for p in (folder / rundir.PLOTS_DIR).iterdir()
+        )
         outputs.append({rel: (folder / rel).read_bytes() for rel in public})
     assert outputs[0] == outputs[1]
-    internal = [(tmp_path / n / R.REPORT_INTERNAL_JSON).read_bytes() for n in ("same", "moved")]
+    internal = [
+        (tmp_path / n / rundir.REPORT_INTERNAL_JSON).read_bytes() for n in ("same", "moved")
+    ]
     assert internal[0] != internal[1]  # the internal report does show them
 
 

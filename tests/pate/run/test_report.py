@@ -22,7 +22,7 @@ import pytest
 
 from pate.cli import main
 from pate.run import report as rep
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.report.render import inline_html
 
 FMNIST_CLASSES = [
@@ -272,7 +272,7 @@ def make_analysis(
 
 def analysis_file(run_dir) -> Path:
     """Where a run keeps its analysis (``private/analysis.json``), its folder created."""
-    path = Path(run_dir) / R.ANALYSIS
+    path = Path(run_dir) / rundir.ANALYSIS
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -318,8 +318,8 @@ def test_every_file_is_written_and_nothing_else(written):
     run_dir, _, result = written
     names = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")}
     expected = {
-        R.PRIVATE_DIR,
-        R.ANALYSIS,
+        rundir.PRIVATE_DIR,
+        rundir.ANALYSIS,
         "report.json",
         "report.md",
         "report.html",
@@ -621,7 +621,7 @@ def test_malformed_analysis_names_file_and_key_and_writes_nothing(tmp_path, edit
     with pytest.raises(ValueError) as info:
         rep.write_report(tmp_path)
     assert message in str(info.value) and str(analysis_file(tmp_path)) in str(info.value)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [R.PRIVATE_DIR]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rundir.PRIVATE_DIR]
 
 
 def test_missing_or_unreadable_input_writes_nothing(tmp_path):
@@ -635,7 +635,7 @@ def test_missing_or_unreadable_input_writes_nothing(tmp_path):
     analysis_file(tmp_path).write_text("[1, 2]")
     with pytest.raises(ValueError, match="must be a JSON object"):
         rep.write_report(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [R.PRIVATE_DIR]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rundir.PRIVATE_DIR]
 
 
 def test_validate_and_build_are_pure(tmp_path):
@@ -674,7 +674,7 @@ def test_cli_bad_input_one_clean_line(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--json"]) == 2
     captured = capsys.readouterr()
     assert "utility.plurality_vote_accuracy" in captured.err and captured.out == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == [R.PRIVATE_DIR]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rundir.PRIVATE_DIR]
 
 
 def test_cli_does_not_import_torch(tmp_path):
@@ -1272,7 +1272,7 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     make_analysis(tmp_path)
     rep.write_report(tmp_path)
     assert "CPU threads" not in internal_md(tmp_path)
-    (tmp_path / R.STAGE_DIR).mkdir(parents=True)
+    (tmp_path / rundir.STAGE_DIR).mkdir(parents=True)
     record = {
         "count": 2,
         "source": "affinity",
@@ -1281,8 +1281,8 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
         "wait_policy": "passive",
         "load_average": 0.5,
     }
-    (tmp_path / R.STAGE_DIR / "student.json").write_text(json.dumps({"threads": record}))
-    (tmp_path / R.STAGE_DIR / "teachers.json").write_text(
+    (tmp_path / rundir.STAGE_DIR / "student.json").write_text(json.dumps({"threads": record}))
+    (tmp_path / rundir.STAGE_DIR / "teachers.json").write_text(
         json.dumps({"threads": dict(record, count=1, source="flag", detail="--threads 1")})
     )
     rep.write_report(tmp_path)
@@ -1295,7 +1295,7 @@ def test_the_cpu_threads_of_each_stage_are_reported(tmp_path):
     ) in md
     assert "CPU threads" not in (tmp_path / "report.md").read_text()  # internal only
     # a student trained in two processes (pate.student.parallel) says so
-    (tmp_path / R.STAGE_DIR / "student.json").write_text(
+    (tmp_path / rundir.STAGE_DIR / "student.json").write_text(
         json.dumps({"threads": dict(record, count=1, source="busy", detail="d"), "processes": 2})
     )
     rep.write_report(tmp_path)
@@ -1310,8 +1310,8 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
     stages/<stage>.json) is in report.json and in the documents; a CPU-only run has no line, and
     a malformed record is ignored rather than trusted."""
     make_analysis(tmp_path)
-    (tmp_path / R.STAGE_DIR).mkdir(parents=True)
-    (tmp_path / R.STAGE_DIR / "votes.json").write_text(json.dumps({"gpu_memory": "lots"}))
+    (tmp_path / rundir.STAGE_DIR).mkdir(parents=True)
+    (tmp_path / rundir.STAGE_DIR / "votes.json").write_text(json.dumps({"gpu_memory": "lots"}))
     rep.write_report(tmp_path)
     result = internal_json(tmp_path)
     assert "gpu_memory" not in result
@@ -1322,7 +1322,7 @@ def test_the_peak_gpu_memory_of_each_stage_is_reported(tmp_path):
         "peak_allocated_bytes": 3 * 2**29,
         "peak_reserved_bytes": 2**31,
     }
-    (tmp_path / R.STAGE_DIR / "teachers.json").write_text(json.dumps({"gpu_memory": [peak]}))
+    (tmp_path / rundir.STAGE_DIR / "teachers.json").write_text(json.dumps({"gpu_memory": [peak]}))
     rep.write_report(tmp_path)
     result = internal_json(tmp_path)
     assert result["gpu_memory"] == {"teachers": [peak]}
@@ -1338,13 +1338,13 @@ def test_a_student_trained_in_bfloat16_says_so(tmp_path):
     (``[student] amp``); the report states bfloat16 and stays silent on float32 or on a run
     without the record."""
     make_analysis(tmp_path)
-    (tmp_path / R.STAGE_DIR).mkdir(parents=True)
-    (tmp_path / R.STAGE_DIR / "student.json").write_text(json.dumps({"precision": "float32"}))
+    (tmp_path / rundir.STAGE_DIR).mkdir(parents=True)
+    (tmp_path / rundir.STAGE_DIR / "student.json").write_text(json.dumps({"precision": "float32"}))
     rep.write_report(tmp_path)
     result = internal_json(tmp_path)
     assert result["student_precision"] == "float32"
     assert "Student precision" not in internal_md(tmp_path)
-    (tmp_path / R.STAGE_DIR / "student.json").write_text(
+    (tmp_path / rundir.STAGE_DIR / "student.json").write_text(
         json.dumps({"precision": "bfloat16 autocast"})
     )
     rep.write_report(tmp_path)
@@ -1353,7 +1353,7 @@ def test_a_student_trained_in_bfloat16_says_so(tmp_path):
     md = internal_md(tmp_path)
     assert "**Student precision:** its training passes ran in bfloat16 autocast" in md
     assert "Student precision" not in (tmp_path / "report.html").read_text()  # internal only
-    (tmp_path / R.STAGE_DIR / "student.json").write_text(json.dumps({"precision": 16}))
+    (tmp_path / rundir.STAGE_DIR / "student.json").write_text(json.dumps({"precision": 16}))
     rep.write_report(tmp_path)
     assert "student_precision" not in internal_json(tmp_path)
 

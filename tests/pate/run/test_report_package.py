@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.report import render
 
 REPORT = Path(__file__).resolve().parents[3] / "pate" / "run" / "report"
@@ -58,7 +58,7 @@ def _private_uses(tree: ast.Module) -> list[str]:
             for name in node.names:
                 if name.name.startswith("_"):
                     found.append(f"from {node.module} import {name.name}")
-                if node.module == "pate.run.report":  # from pate.run.report import formatting as F
+                if node.module == "pate.run.report":  # from pate.run.report import formatting
                     aliases.add(name.asname or name.name)
         elif isinstance(node, ast.Import):
             for name in node.names:
@@ -129,13 +129,15 @@ def test_the_rule_check_a_run_recorded_is_read_back(tmp_path):
     from pate.run.report.model import read_rule_check
 
     assert read_rule_check(tmp_path) is None  # no summary
-    (tmp_path / R.PRIVATE_DIR).mkdir()
+    (tmp_path / rundir.PRIVATE_DIR).mkdir()
     check = RuleCheck(rule="qda", chosen="qda", ratios={"qda": 5.0, "qda-shrunk": 5.5})
-    (tmp_path / R.AGGREGATE).write_text(json.dumps({"records": {"rule_check": check.to_dict()}}))
+    (tmp_path / rundir.AGGREGATE).write_text(
+        json.dumps({"records": {"rule_check": check.to_dict()}})
+    )
     back = read_rule_check(tmp_path)
     assert back == check and back.weak and 5.0 > MISMATCH_WARNING
     assert "not reproduced by the labelling rule (qda)" in back.warning_text()
-    (tmp_path / R.AGGREGATE).write_text(json.dumps({"records": {"rule": "logistic"}}))
+    (tmp_path / rundir.AGGREGATE).write_text(json.dumps({"records": {"rule": "logistic"}}))
     assert read_rule_check(tmp_path) is None
-    (tmp_path / R.AGGREGATE).write_text('{"records": {"rule_check": {"chosen": 1}}}')
+    (tmp_path / rundir.AGGREGATE).write_text('{"records": {"rule_check": {"chosen": 1}}}')
     assert read_rule_check(tmp_path) is None
