@@ -44,11 +44,9 @@ Symbols
     are compared as float32: records whose float32 values are equal are the same record
     (conservative: more sharing, never less). What is *not* the same record: rescaled,
     re-normalised or augmented values, values in another order within the record (e.g. HWC
-    against CHW images), a changed label. ``legacy_record_keys`` are the keys schema <= 2 stored
-    (the per-record shape hashed too).
+    against CHW images), a changed label.
 ``DatasetIdentity``
-    ``(digest, record_keys, num_records, legacy_record_keys)`` of a dataset: what the ledger
-    knows it by (the legacy keys link what an older ledger holds under them).
+    ``(digest, record_keys, num_records)`` of a dataset: what the ledger knows it by.
 ``dataset_identity(x, y)``
     The identity **every pate entry point uses** (``pate run``, ``pate budget digest --config``):
     ``record_keys`` and their ``dataset_digest``. The same records in any order, in any file, give
@@ -62,7 +60,8 @@ Symbols
     ``$PATE_LEDGER``, else ``$XDG_DATA_HOME/pate/ledger.sqlite3``, else
     ``~/.local/share/pate/ledger.sqlite3``.
 ``SCHEMA_VERSION``
-    The ``PRAGMA user_version`` this code reads and writes.
+    The ``PRAGMA user_version`` this code reads and writes (4); a file of any other version is
+    refused with a ``LedgerError`` naming both versions, never converted.
 ``CONVERSIONS``
     ``("classic", "tight")``: the conversions a budget may be judged with.
 
@@ -71,12 +70,10 @@ Accounting rules
 * **One neighbouring relation: add or remove one record.** Every budget is a promise for that
   relation (``datasets.relation``, ``Budget.relation``) and every event states the relation its
   bound is for (``PrivacyEvent.relation``, in the stored payload). The ledger composes only
-  add/remove events: an event stated for replace-one -- what the teacher votes of a pate-learn
-  before the keyed-hash partition were (``analysis.legacy_relation`` reads an event stored
-  without a relation) -- makes every charge, reservation, prior and summary touching its dataset
-  fail with a ``LedgerError`` that says so and what to do (a new ledger file for new runs). A
-  replace-one bound cannot be converted: that partition reshuffled the records when one was
-  added, so no add/remove bound follows from it.
+  add/remove events: an event stated for replace-one makes every charge, reservation, prior and
+  summary touching its dataset fail with a ``LedgerError`` (a sum of bounds for different
+  relations bounds neither); a stored event without a relation is refused as malformed, never
+  given one.
 * Spend is judged on the **data-independent** RDP of each event by default. The data-dependent
   RDP (Papernot et al. 2018, "Scalable Private Learning with PATE", Sec. 4) depends on the votes,
   so an epsilon computed from it is not itself differentially private; a dataset may opt in with
@@ -137,28 +134,11 @@ Accounting rules
 Storage: SQLite in WAL mode, ``synchronous=FULL``, a busy timeout, ``PRAGMA user_version`` for
 the schema and an application marker in table ``meta``. Every event and reservation row carries
 the sha256 of its canonical JSON payload, checked on every read. A new ledger is built in a
-temporary file and hard-linked into place, so a half-initialised ledger never exists. A
-version-1 ledger is migrated in place in one transaction (the record tables and the
-``datasets.conversion`` column, ``'classic'`` for every existing budget, are added and
-``user_version`` bumped; every row is kept); a version-2 file written before budgets had a
-conversion (no ``datasets.conversion`` column) gains the column in place the same way. A
-version-1 or -2 file becomes version 3 the same way: ``identities.key_version`` (1 for every
-stored identity: their keys hashed the shape) and ``datasets.relation`` (``'add-remove'``) are
-added; events are not rewritten. Registering records on such a ledger also looks them up under
-their legacy keys and under their legacy digest: every matching legacy record gains its current
-key and the datasets are linked, so an old budget keeps binding the same records in any layout
-from then on (records an old ledger holds in one layout and that are only ever seen again in
-another cannot be recognised: the old keys depend on the shape). Any other file that is not a
-ledger of this version is never written to. A file of schema <= 3 becomes version 4 in one
-transaction (``rekey``): table ``reservations`` gains the status ``'drawn'``, and every stored
-record key and dataset id (in every table and in the audit log) is keyed with a new secret; the
-unkeyed ones are gone afterwards. Record keys live in
-``identities`` / ``records`` (indexed by key), overlap links in ``links``. A dataset's later
-names live in ``dataset_names`` (its first stays in ``datasets.name``); a file without that table
-gains it in place, in one transaction and without a new ``user_version`` (the table only adds),
-and a dataset that an earlier pate-learn renamed after each run's data (audit action ``rename``)
-gets its first name back from the audit log, the others as later names -- except a name another
-dataset holds by then, which stays theirs.
+temporary file and hard-linked into place, so a half-initialised ledger never exists. A file that
+is not a ledger of this schema version is never written to: an older one (a pre-release
+pate-learn's) is refused with its version named, and new runs take a new ledger file. Record keys
+live in ``identities`` / ``records`` (indexed by key), overlap links in ``links``. A dataset's
+later names live in ``dataset_names`` (its first stays in ``datasets.name``).
 
 Modules
 -------
@@ -168,11 +148,10 @@ import each other one way (no cycles), from ``ledger`` down to ``formats``.
 
 ``ledger``       ``Ledger`` and ``Reservation``: argument checks, one transaction per call.
 ``store``        the file and its connection: creation, opening, schema check, transactions.
-``schema``       the DDL, version checks and in-place migrations (``SCHEMA_VERSION``).
+``schema``       the DDL and the version check (``SCHEMA_VERSION``).
 ``names``        a dataset's first and later names (table ``dataset_names``).
 ``identity``     record keys, ``dataset_digest``, ``DatasetIdentity`` / ``dataset_identity``.
 ``keying``       the ledger's secret (its key file) and the keyed record keys and dataset ids.
-``rekey``        the one conversion of a schema <= 3 file to keyed ids (schema 4).
 ``datasets``     resolving, registering, records, links and each dataset's budget row.
 ``blocks``       Sage blocks.
 ``events``       events and reservation curves as stored (payloads, checksums).
@@ -188,27 +167,10 @@ import each other one way (no cycles), from ``ledger`` down to ``formats``.
 ``validation``   checks of caller input.
 """
 
-# Also importable from here, as before the split (not part of ``import *``): APPLICATION, BASES,
-# KEY_VERSION, LEDGER_RELATION, legacy_record_keys, BudgetExceededError and LedgerError.
-from pate.core.errors import BudgetExceededError, LedgerError  # noqa: F401
-from pate.ledger.data import (  # noqa: F401
-    BASES,
-    CONVERSIONS,
-    LEDGER_RELATION,
-    Budget,
-    ReservationInfo,
-    StoredEvent,
-)
-from pate.ledger.identity import (  # noqa: F401
-    KEY_VERSION,
-    DatasetIdentity,
-    dataset_digest,
-    dataset_identity,
-    legacy_record_keys,
-    record_keys,
-)
+from pate.ledger.data import CONVERSIONS, Budget, ReservationInfo, StoredEvent
+from pate.ledger.identity import DatasetIdentity, dataset_digest, dataset_identity, record_keys
 from pate.ledger.ledger import DEFAULT_LEASE_SECONDS, Ledger, Reservation
-from pate.ledger.schema import APPLICATION, SCHEMA_VERSION  # noqa: F401
+from pate.ledger.schema import SCHEMA_VERSION
 from pate.ledger.store import DEFAULT_TIMEOUT_SECONDS, default_ledger_path
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""The audit log (table ``audit``): every registration, name, link, block, budget change,
-migration and reservation expiry or release, as canonical JSON, oldest first."""
+"""The audit log (table ``audit``): every registration, name, link, block, budget change
+and reservation expiry or release, as canonical JSON, oldest first."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pate.ledger.formats import canonical, utc_now
 
 
 def write_audit(
-    conn: sqlite3.Connection, dataset: str | None, action: str, detail: dict[str, Any]
+    conn: sqlite3.Connection, dataset: str, action: str, detail: dict[str, Any]
 ) -> None:
-    """One audit row (``dataset`` None: about the whole file, e.g. a migration)."""
+    """One audit row about ``dataset``."""
     conn.execute(
         "INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, ?, ?, ?)",
         (dataset, utc_now(), action, canonical(detail)),
@@ -35,18 +35,8 @@ def budget_changes(audit_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if row["action"] != "set-budget":
             continue
         d = row["detail"]
-        prev = d.get("previous") or {}
-        conversion = d.get("conversion") or "classic"
-        previous = (
-            None
-            if prev.get("eps") is None
-            else {
-                "eps": prev["eps"],
-                "delta": prev["delta"],
-                "basis": prev["basis"],
-                "conversion": prev.get("conversion") or "classic",
-            }
-        )
+        conversion = d["conversion"]
+        previous = None if d["previous"]["eps"] is None else d["previous"]
         if previous is None:
             change = "initial"
         elif (
@@ -72,8 +62,8 @@ def budget_changes(audit_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "conversion": conversion,
                 "previous": previous,
                 "change": change,
-                "spent_eps": d.get("spent_eps"),
-                "reason": d.get("reason"),
+                "spent_eps": d["spent_eps"],
+                "reason": d["reason"],
             }
         )
     return out

@@ -28,19 +28,16 @@ from pate.ledger.stored import view
 def check_relations(events: Sequence[Any], path: Any) -> None:
     """Refuse (``LedgerError``) to compose events stated for another neighbouring relation than
     the ledger's (add/remove): a sum of bounds for different relations bounds neither, and a
-    replace-one bound cannot be turned into an add/remove one (the partition those events came
-    from moved most records when one was added)."""
+    replace-one bound does not give an add/remove one."""
     other = [e for e in events if e.relation != LEDGER_RELATION]
     if other:
         mechanisms = sorted({e.mechanism for e in other})
         raise LedgerError(
             f"the ledger at {path} holds {len(other)} event(s) ({', '.join(mechanisms)}) on these "
-            f"records that were analysed for replace-one neighbours (teacher votes recorded by a "
-            f"pate-learn whose partition reshuffled the records when one was added); pate-learn "
-            f"now states every guarantee for adding or removing one record, and the two cannot "
-            f"be composed without understating epsilon. Nothing was recorded. Keep that ledger "
-            f"for the old runs and give new runs a new ledger file (--ledger FILE, [privacy] "
-            f"ledger or PATE_LEDGER)"
+            f"records that were analysed for replace-one neighbours; the ledger states every "
+            f"budget for adding or removing one record, and the two cannot be composed without "
+            f"understating epsilon. Nothing was recorded. Give new runs a new ledger file "
+            f"(--ledger FILE, [privacy] ledger or PATE_LEDGER)"
         )
 
 

@@ -17,7 +17,7 @@ from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.data import Budget
 from pate.ledger.formats import utc_now
-from pate.ledger.identity import HEX_DIGITS, KEY_VERSION, distinct_keys, is_digest, key_bytes
+from pate.ledger.identity import HEX_DIGITS, KEY_VERSION, distinct_keys, is_digest
 from pate.ledger.keying import KeyedIdentity, keyed_digest
 from pate.ledger.names import add_name, aliases, first_name, name_owner
 
@@ -113,7 +113,6 @@ def add_records(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[tuple
     if iid is None:  # sqlite3 sets it after every INSERT
         raise LedgerError(f"the ledger did not return the id of the identity of {identity.digest}")
     conn.executemany("INSERT INTO records (key, identity) VALUES (?, ?)", ((k, iid) for k in keys))
-    by_legacy_digest = _upgrade_legacy(conn, identity)
     shared = conn.execute(
         "SELECT i.dataset, count(*) FROM records r1 JOIN records r2 "
         "ON r2.key = r1.key AND r2.identity <> r1.identity "
@@ -121,8 +120,6 @@ def add_records(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[tuple
         "GROUP BY i.dataset ORDER BY i.dataset",
         (iid,),
     ).fetchall()
-    found = {other for other, _ in shared}
-    shared += [(other, identity.num_records) for other in by_legacy_digest if other not in found]
     now = utc_now()
     for other, count in shared:
         a, b = sorted((identity.digest, other))
@@ -143,47 +140,6 @@ def add_records(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[tuple
         },
     )
     return shared
-
-
-def _upgrade_legacy(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[str]:
-    """Link what a ledger of schema <= 2 holds under the legacy record keys to ``identity``.
-
-    Every record of a legacy identity that ``identity`` holds too (found by its legacy key)
-    gains its current key, so that it links to ``identity`` -- and to any later copy of
-    the same records in any layout -- like a record registered now. Returns the datasets
-    registered under ``identity``'s legacy digest (by digest alone, e.g. ``pate budget set
-    --dataset`` with the digest an older ``pate budget digest`` printed): they are linked
-    too. A legacy dataset whose records are only ever seen again in another layout than
-    the one the old ledger hashed cannot be recognised (the old keys include the shape)."""
-    legacy = identity.legacy_record_keys
-    if legacy is None:
-        return []
-    by_digest = [
-        r[0]
-        for r in conn.execute(
-            "SELECT digest FROM datasets WHERE digest=? AND digest<>?",
-            (identity.legacy_digest, identity.digest),
-        )
-    ]
-    if not conn.execute(
-        "SELECT 1 FROM identities WHERE key_version < ? LIMIT 1", (KEY_VERSION,)
-    ).fetchone():
-        return by_digest
-    current = {
-        bytes(k): bytes(c) for k, c in zip(key_bytes(legacy), key_bytes(identity.record_keys))
-    }
-    old_keys = list(current)
-    upgraded = []
-    for start in range(0, len(old_keys), 500):
-        chunk = old_keys[start : start + 500]
-        for key, iid in conn.execute(
-            "SELECT r.key, r.identity FROM records r JOIN identities i ON i.id = r.identity "
-            "WHERE i.key_version < ? AND r.key IN (" + ",".join("?" * len(chunk)) + ")",
-            (KEY_VERSION, *chunk),
-        ):
-            upgraded.append((current[bytes(key)], int(iid)))
-    conn.executemany("INSERT OR IGNORE INTO records (key, identity) VALUES (?, ?)", upgraded)
-    return by_digest
 
 
 def overlapping(conn: sqlite3.Connection, identity: KeyedIdentity) -> list[dict[str, Any]]:
@@ -211,31 +167,18 @@ def _overlap_counts(
     conn: sqlite3.Connection, identity: KeyedIdentity, keys: list[bytes]
 ) -> dict[str, int]:
     """Shared distinct records of every registered dataset holding one of ``keys`` (the
-    distinct keys of ``identity``) or its legacy keys; 0 for ``identity`` itself if registered."""
-    key_sets = [keys]
-    if identity.legacy_record_keys is not None:  # what a schema <= 2 ledger holds them as
-        key_sets.append(distinct_keys(identity.legacy_record_keys))
+    distinct keys of ``identity``); 0 for ``identity`` itself if registered."""
     counts: dict[str, int] = {}
-    for key_set in key_sets:
-        found: dict[str, int] = {}
-        for start in range(0, len(key_set), 500):
-            chunk = key_set[start : start + 500]
-            for ds, count in conn.execute(
-                "SELECT i.dataset, count(*) FROM records r JOIN identities i "
-                "ON i.id = r.identity WHERE r.key IN ("
-                + ",".join("?" * len(chunk))
-                + ") GROUP BY i.dataset",
-                chunk,
-            ):
-                found[ds] = found.get(ds, 0) + int(count)
-        for ds, count in found.items():  # a legacy dataset may hold both kinds of key
-            counts[ds] = max(counts.get(ds, 0), count)
-    legacy_digest = identity.legacy_digest
-    if (
-        legacy_digest is not None
-        and conn.execute("SELECT 1 FROM datasets WHERE digest=?", (legacy_digest,)).fetchone()
-    ):
-        counts[legacy_digest] = max(counts.get(legacy_digest, 0), len(keys))
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        for ds, count in conn.execute(
+            "SELECT i.dataset, count(*) FROM records r JOIN identities i "
+            "ON i.id = r.identity WHERE r.key IN ("
+            + ",".join("?" * len(chunk))
+            + ") GROUP BY i.dataset",
+            chunk,
+        ):
+            counts[ds] = counts.get(ds, 0) + int(count)
     if conn.execute("SELECT 1 FROM datasets WHERE digest=?", (identity.digest,)).fetchone():
         counts.setdefault(identity.digest, 0)
     return counts

@@ -63,8 +63,6 @@ def load_event(row: Sequence[Any], path: Any) -> Any:
     """The ``PrivacyEvent`` of an events row ``(id, payload, sha256, ...)`` of the ledger at
     ``path``, its checksum verified."""
     PrivacyEvent, _, _ = accountant()
-    from pate.analysis.accountant import legacy_relation
-
     event_id, payload, digest = row[0], row[1], row[2]
     if sha256_text(payload) != digest:
         raise LedgerError(
@@ -72,19 +70,13 @@ def load_event(row: Sequence[Any], path: Any) -> Any:
             "(the file was altered or damaged); the ledger was left untouched -- "
             "restore it from a backup"
         )
-    d = json.loads(payload)
-    # an event stored before events carried a relation: the one it was analysed under
-    relation = d.get("relation") or legacy_relation(d["mechanism"])
-    return PrivacyEvent(
-        mechanism=d["mechanism"],
-        params=d["params"],
-        orders=np.asarray(d["orders"], dtype=np.float64),
-        rdp=np.asarray(d["rdp"], dtype=np.float64),
-        rdp_data_independent=np.asarray(d["rdp_data_independent"], dtype=np.float64),
-        queries=int(d["queries"]),
-        answered=int(d["answered"]),
-        relation=relation,
-    )
+    try:
+        return PrivacyEvent.from_dict(json.loads(payload))
+    except (ValueError, TypeError) as exc:  # e.g. no relation: never guessed
+        raise LedgerError(
+            f"event {event_id} in the ledger at {path} is malformed ({exc}); the ledger was "
+            "left untouched -- restore it from a backup"
+        ) from None
 
 
 def load_curve(rid: str, payload: str, digest: str, path: Any) -> tuple[np.ndarray, np.ndarray]:

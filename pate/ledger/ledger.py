@@ -168,8 +168,7 @@ class Ledger:
 
     def link(self, dataset: str, other: str, *, reason: str | None = None) -> None:
         """Declare by hand that ``dataset`` and ``other`` share records (idempotent), e.g. a
-        dataset whose budget was set under an id digest, or one an older pate-learn registered
-        under another digest, and the identity ``pate run`` registers now. From then on their
+        dataset whose budget was set under an id digest and the identity ``pate run`` registers. From then on their
         spend counts against each other exactly as for datasets linked by their record keys.
         Links are never removed (that could only understate spend)."""
         if reason is not None and (not isinstance(reason, str) or not reason.strip()):

@@ -1,4 +1,4 @@
-"""The ledger file and its one connection: creation, opening, schema check and migration,
+"""The ledger file and its one connection: creation, opening, schema and key checks,
 transactions and the translation of SQLite errors into ``LedgerError``.
 
 SQLite in WAL mode, ``synchronous=FULL``, a busy timeout. A new ledger is built in a temporary
@@ -9,23 +9,17 @@ ledger of a version this code reads is never written to.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import pathlib
 import socket
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 from pate.core.errors import LedgerError
 from pate.ledger import keying, schema
-from pate.ledger.names import add_names_table
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
-T = TypeVar("T")
 
 
 def default_ledger_path() -> pathlib.Path:
@@ -46,8 +40,9 @@ def default_ledger_path() -> pathlib.Path:
 class Store:
     """One open ledger file: ``path``, the lock ``timeout`` (seconds), this ``hostname`` (whose
     processes' reservations are checked directly, :mod:`pate.ledger.liveness`) and one
-    connection, used through :meth:`transaction`. Opening checks the schema and migrates an
-    older ledger in place; ``create`` builds a missing file (and its folder)."""
+    connection, used through :meth:`transaction`. Opening checks the schema version and the key
+    file (a ledger of another version is refused); ``create`` builds a missing file (and its
+    folder)."""
 
     def __init__(self, path: pathlib.Path, *, create: bool, timeout: float) -> None:
         self.timeout = timeout
@@ -141,21 +136,14 @@ class Store:
         return self._conn
 
     def _check_schema(self) -> None:
+        """Refuse a file that is not a ledger of this schema version or whose key file is not
+        its own (:func:`pate.ledger.schema.check_version`); make sure it is in WAL mode."""
         try:
-            version, tables, app = schema.read_state(self._open_conn())
+            schema.check_version(self._open_conn(), self.path)
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
-        schema.check_state(self.path, version, tables, app)
-        if version < schema.SCHEMA_VERSION:  # the one conversion to keyed ids makes the key
-            exists = keying.key_path(self.path).exists()
-            self.secret = keying.read_key(self.path) if exists else keying.create_key(self.path)
-        else:
-            self.secret = keying.read_key(self.path)
-            self._check_key()
-        if version < schema.SCHEMA_VERSION or not self._ask(schema.has_current_columns):
-            self._migrate()
-        if not self._ask(schema.has_names_table):
-            self._migrate_names()
+        self.secret = keying.read_key(self.path)
+        self._check_key()
         try:
             mode = self._open_conn().execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -163,18 +151,16 @@ class Store:
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
 
-    def _ask(self, question: Callable[[sqlite3.Connection], T]) -> T:
-        """``question(connection)`` outside a transaction, its SQLite errors translated."""
-        try:
-            return question(self._open_conn())
-        except sqlite3.Error as exc:
-            raise self.translate(exc) from exc
-
     def _check_key(self) -> None:
         """Refuse a key file that is not this ledger's (its check value differs)."""
-        row = self._ask(
-            lambda conn: conn.execute("SELECT value FROM meta WHERE key='key_check'").fetchone()
-        )
+        try:
+            row = (
+                self._open_conn()
+                .execute("SELECT value FROM meta WHERE key='key_check'")
+                .fetchone()
+            )
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
         if row is None or row[0] != keying.key_check(self.secret):
             raise LedgerError(
                 f"the key file {keying.key_path(self.path)} is not the key of the ledger at "
@@ -182,32 +168,6 @@ class Store:
                 "key no record and no dataset of the ledger would be found again). Nothing was "
                 "written"
             )
-
-    def _migrate(self) -> None:
-        """:func:`pate.ledger.schema.migrate` in one write transaction, then logged."""
-        with self.transaction(write=True) as conn:
-            version, added = schema.migrate(conn, self.path, self.secret)
-        if added:
-            logger.info(
-                "migrated the ledger at %s from schema version %d to %d (added %s)",
-                self.path,
-                version,
-                schema.SCHEMA_VERSION,
-                "; ".join(added),
-            )
-
-    def _migrate_names(self) -> None:
-        """:func:`pate.ledger.names.add_names_table` in one write transaction, then logged."""
-        with self.transaction(write=True) as conn:
-            restored = add_names_table(conn)
-        if restored is None:
-            return  # another process added it first
-        logger.info(
-            "added table dataset_names to the ledger at %s (restored the first name of %d "
-            "renamed dataset(s))",
-            self.path,
-            len(restored),
-        )
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
