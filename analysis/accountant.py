@@ -68,6 +68,8 @@ RELATIONS = {
     REPLACE_ONE: "two datasets are neighbours when they have the same size and differ in one "
     "record",
 }
+
+
 def _frozen_array(values: npt.ArrayLike, name: str) -> FloatArray:
     arr = np.array(values, dtype=np.float64)
     if arr.ndim != 1:

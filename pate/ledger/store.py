@@ -155,9 +155,7 @@ class Store:
         """Refuse a key file that is not this ledger's (its check value differs)."""
         try:
             row = (
-                self._open_conn()
-                .execute("SELECT value FROM meta WHERE key='key_check'")
-                .fetchone()
+                self._open_conn().execute("SELECT value FROM meta WHERE key='key_check'").fetchone()
             )
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc

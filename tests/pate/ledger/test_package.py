@@ -18,6 +18,7 @@ FILES = sorted(PACKAGE.glob("*.py"))
 MAX_FILE_LINES = 700
 MAX_FUNCTION_LINES = 80
 
+
 def test_the_package_has_its_modules():
     names = {f.stem for f in FILES}
     assert {

@@ -358,9 +358,7 @@ def _fill(mount: pathlib.Path, filler: pathlib.Path, *, leave: int) -> None:
             pass
 
 
-def test_a_pending_file_of_another_format_is_refused_with_it_named_not_published(
-    tmp_path, capsys
-):
+def test_a_pending_file_of_another_format_is_refused_with_it_named_not_published(tmp_path, capsys):
     ledger = tmp_path / "ledger.sqlite3"
     run_dir = votes_run(tmp_path / "run", ledger).run_dir
     labels = np.zeros(597, dtype=np.int64)
