@@ -242,10 +242,8 @@ class Ledger:
         """Every budget change of ``dataset``, oldest first: ``time_utc``, the new ``eps``,
         ``delta``, ``basis``, ``conversion``, the ``previous`` budget (``None`` for the first),
         ``change`` (``"initial"``, ``"raised"``, ``"lowered"`` or ``"unchanged"``, on eps at equal
-        delta, basis and conversion, else ``"changed"``), ``spent_eps`` at the time (``None`` for
-        changes recorded before schema version 2) and ``reason``. Changes recorded before budgets
-        had a conversion read as ``"classic"`` (what they were judged with). A report shows these
-        next to the spend."""
+        delta, basis and conversion, else ``"changed"``), ``spent_eps`` at the time and
+        ``reason``. A report shows these next to the spend."""
         return budget_changes(self.audit_log(dataset))
 
     def budget(self, dataset: str) -> Budget | None:
