@@ -146,32 +146,35 @@ The package is split along the ledger's seams; every name above is importable fr
 ``pate.ledger`` itself, which is the only import callers need. Within the package the modules
 import each other one way (no cycles), from ``ledger`` down to ``formats``.
 
-``ledger``       ``Ledger`` and ``Reservation``: argument checks, one transaction per call.
-``store``        the file and its connection: creation, opening, schema check, transactions.
-``schema``       the DDL and the version check (``SCHEMA_VERSION``).
-``names``        a dataset's first and later names (table ``dataset_names``).
-``identity``     record keys, ``dataset_digest``, ``DatasetIdentity`` / ``dataset_identity``.
-``keying``       the ledger's secret (its key file) and the keyed record keys and dataset ids.
-``datasets``     resolving, registering, records, links and each dataset's budget row.
-``blocks``       Sage blocks.
-``events``       events and reservation curves as stored (payloads, checksums).
-``stored``       reading committed events and live reservations back; what counts against a dataset.
-``composition``  shared orders, composition per block, prior RDP.
-``budgets``      whether new spend fits every budget it touches; setting a budget.
-``spending``     reserve, mark drawn, charge, commit, forfeit, release, expire.
-``summaries``    ``summary`` and ``history``.
-``liveness``     whether a reservation's process still runs.
-``audit``        the audit log.
-``formats``      UTC timestamps, canonical JSON and its checksums.
-``data``         plain data (``Budget``, ``StoredEvent``, ``ReservationInfo``).
-``validation``   checks of caller input.
+``ledger``           ``Ledger`` and ``Reservation``: argument checks, one transaction per call.
+``ledger_file``      the file and its connection: creation, opening, schema and key checks,
+                     transactions (``LedgerFile``).
+``schema``           the DDL and the version check (``SCHEMA_VERSION``).
+``names``            a dataset's first and later names (table ``dataset_names``).
+``identity``         record keys, ``dataset_digest``, ``DatasetIdentity`` / ``dataset_identity``.
+``keying``           the ledger's secret (its key file) and the keyed record keys and dataset ids.
+``dataset_registry`` resolving, registering, records, links and each dataset's budget row.
+``blocks``           Sage blocks.
+``events``           events and reservation curves as stored (payloads, checksums).
+``recorded_spend``   committed events and live reservations read back (``StoredEvent``,
+                     ``ReservationInfo``); what counts against a dataset (``Item``).
+``composition``      shared orders, composition per block, prior RDP.
+``budget``           a dataset's ``Budget`` and the bases, conversions and relation it takes.
+``budget_checks``    whether new spend fits every budget it touches; setting a budget.
+``spending``         reserve, mark drawn, charge, commit, forfeit, release, expire.
+``summaries``        ``summary`` and ``history``.
+``liveness``         whether a reservation's process still runs.
+``audit``            the audit log.
+``formats``          UTC timestamps, canonical JSON and its checksums.
+``validation``       checks of caller input.
 """
 
-from pate.ledger.data import CONVERSIONS, Budget, ReservationInfo, StoredEvent
+from pate.ledger.budget import CONVERSIONS, Budget
 from pate.ledger.identity import DatasetIdentity, dataset_digest, dataset_identity, record_keys
 from pate.ledger.ledger import DEFAULT_LEASE_SECONDS, Ledger, Reservation
+from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, default_ledger_path
+from pate.ledger.recorded_spend import ReservationInfo, StoredEvent
 from pate.ledger.schema import SCHEMA_VERSION
-from pate.ledger.store import DEFAULT_TIMEOUT_SECONDS, default_ledger_path
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pate.ledger.audit import write_audit
-from pate.ledger.datasets import label
+from pate.ledger.dataset_registry import label
 from pate.ledger.formats import utc_now
 
 

@@ -18,11 +18,11 @@ import numpy as np
 
 from pate.core.errors import LedgerError
 from pate.ledger.blocks import block_rows
-from pate.ledger.data import LEDGER_RELATION, Budget, Item
-from pate.ledger.datasets import budget_of
+from pate.ledger.budget import LEDGER_RELATION, Budget
+from pate.ledger.dataset_registry import budget_of
 from pate.ledger.events import accountant
-from pate.ledger.store import Store
-from pate.ledger.stored import view
+from pate.ledger.ledger_file import LedgerFile
+from pate.ledger.recorded_spend import Item, view
 
 
 def check_relations(events: Sequence[Any], path: Any) -> None:
@@ -113,7 +113,7 @@ def worst_eps(
 
 
 def prior(
-    store: Store,
+    ledger_file: LedgerFile,
     conn: sqlite3.Connection,
     digest: str,
     orders: np.ndarray,
@@ -128,12 +128,12 @@ def prior(
     if data_dependent is None:
         budget = budget_of(conn, digest)
         data_dependent = bool(budget and budget.data_dependent)
-    events, live = view(store, conn, digest, exclude)
+    events, live = view(ledger_file, conn, digest, exclude)
     items = events + (live if include_reservations else [])
     out = np.zeros(orders.shape, dtype=np.float64)
     if not items:
         return out
-    check_relations([it.event for it in items], store.path)
+    check_relations([it.event for it in items], ledger_file.path)
     common = set(orders.tolist())
     for it in items:
         common &= set(np.asarray(it.event.orders, dtype=np.float64).tolist())

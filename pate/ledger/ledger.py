@@ -1,7 +1,7 @@
 """The ``Ledger`` (one SQLite file, many datasets) and the ``Reservation`` it hands out: the
 public face of the ledger. Each public method checks its arguments, then runs one transaction of
-:class:`pate.ledger.store.Store` through the functions of the package's modules (datasets,
-blocks, budgets, spending, summaries)."""
+:class:`pate.ledger.ledger_file.LedgerFile` through the functions of the package's modules
+(dataset_registry, blocks, budget_checks, spending, summaries)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,20 @@ import numpy as np
 
 from pate.analysis.validation import check_choice, check_delta, check_positive
 from pate.core.errors import LedgerError
-from pate.ledger import budgets, datasets, spending, summaries
+from pate.ledger import budget_checks, dataset_registry, spending, summaries
 from pate.ledger.audit import budget_changes, read_audit
 from pate.ledger.blocks import add_block, block_rows, target_blocks
+from pate.ledger.budget import BASES, CONVERSIONS, Budget
 from pate.ledger.composition import prior
-from pate.ledger.data import BASES, CONVERSIONS, Budget, ReservationInfo, StoredEvent
 from pate.ledger.identity import DatasetIdentity, check_identity, is_digest
 from pate.ledger.keying import keyed_digest, keyed_identity
-from pate.ledger.store import DEFAULT_TIMEOUT_SECONDS, Store, default_ledger_path
-from pate.ledger.stored import reservation_infos, stored_events
+from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, LedgerFile, default_ledger_path
+from pate.ledger.recorded_spend import (
+    ReservationInfo,
+    StoredEvent,
+    reservation_infos,
+    stored_events,
+)
 from pate.ledger.validation import (
     check_curve,
     check_digest,
@@ -72,11 +77,11 @@ class Ledger:
             raise TypeError(f"create must be True or False, got {create!r}")
         self.timeout = check_positive(timeout, "timeout")
         self.path = pathlib.Path(path).expanduser()
-        self._store = Store(self.path, create=create, timeout=self.timeout)
+        self._file = LedgerFile(self.path, create=create, timeout=self.timeout)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        self._store.close()
+        self._file.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -88,14 +93,14 @@ class Ledger:
         return f"Ledger({str(self.path)!r})"
 
     def _txn(self, *, write: bool) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        return self._store.transaction(write=write)
+        return self._file.transaction(write=write)
 
     def _resolve(self, conn: sqlite3.Connection, dataset: Any) -> str:
-        return datasets.resolve(conn, dataset, self.path, self._store.secret)
+        return dataset_registry.resolve(conn, dataset, self.path, self._file.secret)
 
     def _label(self, digest: str) -> str:
         with self._txn(write=False) as conn:
-            return datasets.label(conn, digest)
+            return dataset_registry.label(conn, digest)
 
     # ---- datasets -----------------------------------------------------------------------
 
@@ -110,7 +115,7 @@ class Ledger:
         the ledger's secret (:mod:`pate.ledger.keying`), so it tells nothing about the records
         to whoever lacks the key file. Computes only; nothing is registered."""
         identity = check_identity(identity)
-        return keyed_digest(self._store.secret, identity.digest)
+        return keyed_digest(self._file.secret, identity.digest)
 
     def register_dataset(self, digest: str, *, name: str | None = None) -> str:
         """Add a dataset by its sha256 ``digest`` (idempotent) and return its id: ``digest``
@@ -122,8 +127,8 @@ class Ledger:
         digest = check_digest(digest)
         name = check_name(name, "name")
         with self._txn(write=True) as conn:
-            digest = datasets.stored_id(conn, digest, self._store.secret)
-            datasets.register(conn, digest, name)
+            digest = dataset_registry.stored_id(conn, digest, self._file.secret)
+            dataset_registry.register(conn, digest, name)
         return digest
 
     def register_identity(self, identity: DatasetIdentity, *, name: str | None = None) -> str:
@@ -136,12 +141,12 @@ class Ledger:
         digest alone (e.g. ``pate budget set --dataset DIGEST``) keeps its budget and events and
         gains its records. ``name`` as in :meth:`register_dataset`.
         """
-        keyed = keyed_identity(self._store.secret, check_identity(identity))
+        keyed = keyed_identity(self._file.secret, check_identity(identity))
         name = check_name(name, "name")
         with self._txn(write=True) as conn:
-            datasets.register(conn, keyed.digest, name)
-            shared = datasets.add_records(conn, keyed)
-            label = datasets.label(conn, keyed.digest)
+            dataset_registry.register(conn, keyed.digest, name)
+            shared = dataset_registry.add_records(conn, keyed)
+            label = dataset_registry.label(conn, keyed.digest)
         if shared:
             logger.info(
                 "dataset %s shares records with %d registered dataset(s); their spend "
@@ -156,15 +161,15 @@ class Ledger:
         registered): the dataset with the same digest first if registered (``"same": True``, also
         when it was registered by digest alone), then every dataset holding at least one of its
         record keys, with ``shared_records`` (distinct), ``num_records`` and ``budget``."""
-        keyed = keyed_identity(self._store.secret, check_identity(identity))
+        keyed = keyed_identity(self._file.secret, check_identity(identity))
         with self._txn(write=False) as conn:
-            return datasets.overlapping(conn, keyed)
+            return dataset_registry.overlapping(conn, keyed)
 
     def linked(self, dataset: str) -> list[dict[str, Any]]:
         """The datasets linked to ``dataset`` (sharing records with it): digest, name, number of
         shared distinct records and budget."""
         with self._txn(write=False) as conn:
-            return datasets.linked_datasets(conn, self._resolve(conn, dataset))
+            return dataset_registry.linked_datasets(conn, self._resolve(conn, dataset))
 
     def link(self, dataset: str, other: str, *, reason: str | None = None) -> None:
         """Declare by hand that ``dataset`` and ``other`` share records (idempotent), e.g. a
@@ -175,7 +180,7 @@ class Ledger:
             raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
         with self._txn(write=True) as conn:
             pair = (self._resolve(conn, dataset), self._resolve(conn, other))
-            datasets.add_link(conn, pair, (dataset, other), reason)
+            dataset_registry.add_link(conn, pair, (dataset, other), reason)
 
     def datasets(self) -> list[dict[str, Any]]:
         """Every dataset: digest, name (the first it was registered with), ``aliases`` (its
@@ -183,7 +188,7 @@ class Ledger:
         ``conversion``), number of events, number of records (``None`` when registered by digest
         alone) and the digests of the datasets linked to it."""
         with self._txn(write=False) as conn:
-            return datasets.list_datasets(conn)
+            return dataset_registry.list_datasets(conn)
 
     # ---- budgets ------------------------------------------------------------------------
 
@@ -219,14 +224,16 @@ class Ledger:
         basis = BASES[1] if data_dependent else BASES[0]
         with self._txn(write=True) as conn:
             if isinstance(dataset, str) and is_digest(dataset.strip().lower()):
-                digest = datasets.stored_id(conn, dataset.strip().lower(), self._store.secret)
-                datasets.register(conn, digest, name)
+                digest = dataset_registry.stored_id(
+                    conn, dataset.strip().lower(), self._file.secret
+                )
+                dataset_registry.register(conn, digest, name)
             else:
                 digest = self._resolve(conn, dataset)
                 if name is not None:
-                    datasets.register(conn, digest, name)
+                    dataset_registry.register(conn, digest, name)
             budget = Budget(eps, delta, basis, conversion)
-            old, spent = budgets.write_budget(self._store, conn, digest, budget, reason)
+            old, spent = budget_checks.write_budget(self._file, conn, digest, budget, reason)
         if old[0] is not None and spent > 0:
             logger.warning(
                 "budget of dataset %s changed from eps=%g to eps=%g after eps=%.4g was "
@@ -249,7 +256,7 @@ class Ledger:
     def budget(self, dataset: str) -> Budget | None:
         """The budget of ``dataset``; ``None`` when none was set (spend is then recorded, unlimited)."""
         with self._txn(write=False) as conn:
-            return datasets.budget_of(conn, self._resolve(conn, dataset))
+            return dataset_registry.budget_of(conn, self._resolve(conn, dataset))
 
     # ---- blocks (Sage) -------------------------------------------------------------------
 
@@ -273,20 +280,20 @@ class Ledger:
         """The recorded events of ``dataset`` (optionally one run's), oldest first."""
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
-            return stored_events(self._store, conn, digest, run_id)
+            return stored_events(self._file, conn, digest, run_id)
 
     def reservations(self, dataset: str, *, live_only: bool = True) -> list[ReservationInfo]:
         """Reservations of ``dataset``: the live ones (default) or all, oldest first."""
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
-            return reservation_infos(self._store, conn, digest, live_only)
+            return reservation_infos(self._file, conn, digest, live_only)
 
     def reconcile(self, dataset: str | None = None) -> list[str]:
         """Mark reservations of crashed runs ``expired`` (their process is gone, or -- for runs on
         other hosts -- their lease ran out); returns their ids. Every write does this first."""
         with self._txn(write=True) as conn:
             digest = None if dataset is None else self._resolve(conn, dataset)
-            return spending.reconcile(self._store, conn, digest)
+            return spending.reconcile(self._file, conn, digest)
 
     # ---- what is spent ------------------------------------------------------------------
 
@@ -316,7 +323,7 @@ class Ledger:
             digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
             return prior(
-                self._store,
+                self._file,
                 conn,
                 digest,
                 orders,
@@ -347,8 +354,8 @@ class Ledger:
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
-            return budgets.constraints(
-                self._store, conn, digest, orders, target=target, exclude=exclude_reservation
+            return budget_checks.constraints(
+                self._file, conn, digest, orders, target=target, exclude=exclude_reservation
             )
 
     # ---- spending -----------------------------------------------------------------------
@@ -380,7 +387,7 @@ class Ledger:
             digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
             rid, block_names = spending.reserve(
-                self._store,
+                self._file,
                 conn,
                 digest,
                 target,
@@ -406,8 +413,8 @@ class Ledger:
         with self._txn(write=True) as conn:
             digest = self._resolve(conn, dataset)
             target = target_blocks(conn, digest, blocks)
-            spending.reconcile_group(self._store, conn, digest)
-            return spending.record(self._store, conn, digest, events, target, run_id, None)
+            spending.reconcile_group(self._file, conn, digest)
+            return spending.record(self._file, conn, digest, events, target, run_id, None)
 
     def commit(self, reservation_id: str, events: Sequence[Any]) -> list[int]:
         """Record ``events`` in place of reservation ``reservation_id`` (live or drawn: e.g. a
@@ -415,7 +422,7 @@ class Ledger:
         within the reservation always fits. Returns the event ids."""
         events = check_events(events)
         with self._txn(write=True) as conn:
-            return spending.commit(self._store, conn, reservation_id, events)
+            return spending.commit(self._file, conn, reservation_id, events)
 
     def mark_drawn(self, reservation_id: str) -> None:
         """Mark a live reservation drawn BEFORE any noise is drawn inside it (committed
@@ -423,20 +430,20 @@ class Ledger:
         its process dies; only :meth:`commit` (the round's events) or :meth:`forfeit` closes it.
         ``LedgerError`` if it is no longer live (nothing may be drawn then)."""
         with self._txn(write=True) as conn:
-            spending.mark_drawn(self._store, conn, reservation_id)
+            spending.mark_drawn(self._file, conn, reservation_id)
 
     def forfeit(self, reservation_id: str) -> list[int]:
         """Close a drawn reservation whose answers were lost (its run died before keeping them)
         as one event of its whole bound (``"lost-drawn-answers"``): the budget stays spent."""
         with self._txn(write=True) as conn:
-            return spending.forfeit(self._store, conn, reservation_id)
+            return spending.forfeit(self._file, conn, reservation_id)
 
     def release(self, reservation_id: str) -> bool:
         """Give back a live reservation (nothing spent). Returns False if it was no longer live."""
         if not isinstance(reservation_id, str) or not reservation_id:
             raise TypeError(f"reservation_id must be a non-empty string, got {reservation_id!r}")
         with self._txn(write=True) as conn:
-            return spending.release(self._store, conn, reservation_id)
+            return spending.release(self._file, conn, reservation_id)
 
     def _heartbeat(self, reservation_id: str) -> None:
         with self._txn(write=True) as conn:
@@ -458,7 +465,7 @@ class Ledger:
         linked dataset's with its own)."""
         with self._txn(write=False) as conn:
             digest = self._resolve(conn, dataset)
-            out = summaries.summary(self._store, conn, digest)
+            out = summaries.summary(self._file, conn, digest)
         out["budget_changes"] = self.budget_changes(digest)
         return out
 
@@ -471,7 +478,7 @@ class Ledger:
         Events of linked datasets (sharing records with this one) are listed too, with their
         ``dataset`` digest and ``linked: True``; they count in every block."""
         with self._txn(write=False) as conn:
-            return summaries.history(self._store, conn, self._resolve(conn, dataset))
+            return summaries.history(self._file, conn, self._resolve(conn, dataset))
 
     def audit_log(self, dataset: str) -> list[dict[str, Any]]:
         """Budget changes, registrations, record links, block registrations and reservation

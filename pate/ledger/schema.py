@@ -4,7 +4,7 @@
 holds the application marker and the check value of the ledger's key (:mod:`pate.ledger.keying`).
 A file of any other version is refused, never converted: version 4 is the first format
 pate-learn released. The functions here run inside the caller's transaction
-(:class:`pate.ledger.store.Store`).
+(:class:`pate.ledger.ledger_file.LedgerFile`).
 """
 
 from __future__ import annotations

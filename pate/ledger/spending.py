@@ -26,16 +26,16 @@ import numpy as np
 from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
 from pate.ledger.blocks import block_rows
-from pate.ledger.budgets import check_fits
-from pate.ledger.data import Item
-from pate.ledger.datasets import linked_pairs
+from pate.ledger.budget_checks import check_fits
+from pate.ledger.dataset_registry import linked_pairs
 from pate.ledger.events import accountant, event_payload, load_curve, reservation_event
 from pate.ledger.formats import canonical, sha256_text, utc_now
+from pate.ledger.ledger_file import LedgerFile
 from pate.ledger.liveness import is_stale, process_token
-from pate.ledger.store import Store
+from pate.ledger.recorded_spend import Item
 
 
-def reconcile(store: Store, conn: sqlite3.Connection, digest: str | None) -> list[str]:
+def reconcile(ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str | None) -> list[str]:
     """Mark the live reservations (of ``digest``; None: of every dataset) whose process is dead
     ``expired``; returns their ids."""
     sql = (
@@ -47,7 +47,7 @@ def reconcile(store: Store, conn: sqlite3.Connection, digest: str | None) -> lis
     ).fetchall()
     expired = []
     for rid, ds, run_id, pid, token, host, beat, lease in rows:
-        if is_stale(pid, token, host, beat, lease, here=store.hostname):
+        if is_stale(pid, token, host, beat, lease, here=ledger_file.hostname):
             conn.execute(
                 "UPDATE reservations SET status='expired', closed_utc=? WHERE id=?",
                 (utc_now(), rid),
@@ -61,21 +61,21 @@ def reconcile(store: Store, conn: sqlite3.Connection, digest: str | None) -> lis
                     "run_id": run_id,
                     "pid": pid,
                     "hostname": host,
-                    "reason": "process gone" if host == store.hostname else "lease expired",
+                    "reason": "process gone" if host == ledger_file.hostname else "lease expired",
                 },
             )
             expired.append(rid)
     return expired
 
 
-def reconcile_group(store: Store, conn: sqlite3.Connection, digest: str) -> None:
+def reconcile_group(ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str) -> None:
     """:func:`reconcile` ``digest`` and every dataset linked to it (every write does this first)."""
     for d in [digest] + [other for other, _ in linked_pairs(conn, digest)]:
-        reconcile(store, conn, d)
+        reconcile(ledger_file, conn, d)
 
 
 def reserve(
-    store: Store,
+    ledger_file: LedgerFile,
     conn: sqlite3.Connection,
     digest: str,
     target: frozenset[int],
@@ -90,9 +90,9 @@ def reserve(
     rid = uuid.uuid4().hex
     payload = canonical({"orders": orders.tolist(), "rdp": curve.tolist()})
     pid = os.getpid()
-    reconcile_group(store, conn, digest)
+    reconcile_group(ledger_file, conn, digest)
     check_fits(
-        store,
+        ledger_file,
         conn,
         digest,
         [Item(reservation_event(orders, curve, rid), target)],
@@ -113,7 +113,7 @@ def reserve(
             sha256_text(payload),
             pid,
             process_token(pid),
-            store.hostname,
+            ledger_file.hostname,
             utc_now(),
             now,
             lease,
@@ -124,7 +124,7 @@ def reserve(
 
 
 def record(
-    store: Store,
+    ledger_file: LedgerFile,
     conn: sqlite3.Connection,
     digest: str,
     events: list[Any],
@@ -137,7 +137,7 @@ def record(
     new = [Item(e, target) for e in events]
     if new:
         check_fits(
-            store,
+            ledger_file,
             conn,
             digest,
             new,
@@ -174,30 +174,32 @@ def record(
     return ids
 
 
-def commit(store: Store, conn: sqlite3.Connection, rid: str, events: list[Any]) -> list[int]:
+def commit(
+    ledger_file: LedgerFile, conn: sqlite3.Connection, rid: str, events: list[Any]
+) -> list[int]:
     """Record the realised ``events`` of reservation ``rid`` (live or drawn) and close it as
     committed."""
     row = conn.execute(
         "SELECT status, dataset, run_id FROM reservations WHERE id=?", (rid,)
     ).fetchone()
     if row is None:
-        raise LedgerError(f"reservation {rid} is not in the ledger at {store.path}")
+        raise LedgerError(f"reservation {rid} is not in the ledger at {ledger_file.path}")
     status, digest, run_id = row
     if status == "committed":
         raise LedgerError(f"reservation {rid} was already committed; reserve again for more spend")
-    reconcile_group(store, conn, digest)
+    reconcile_group(ledger_file, conn, digest)
     target = frozenset(
         r[0]
         for r in conn.execute("SELECT block FROM reservation_blocks WHERE reservation=?", (rid,))
     )
-    ids = record(store, conn, digest, events, target, run_id, rid)
+    ids = record(ledger_file, conn, digest, events, target, run_id, rid)
     conn.execute(
         "UPDATE reservations SET status='committed', closed_utc=? WHERE id=?", (utc_now(), rid)
     )
     return ids
 
 
-def mark_drawn(store: Store, conn: sqlite3.Connection, rid: str) -> None:
+def mark_drawn(ledger_file: LedgerFile, conn: sqlite3.Connection, rid: str) -> None:
     """Mark live reservation ``rid`` drawn, before its run draws any noise inside it: from now
     on its whole bound counts as spent, whatever happens to the process (``LedgerError`` when it
     is no longer live: then nothing may be drawn under it)."""
@@ -205,13 +207,13 @@ def mark_drawn(store: Store, conn: sqlite3.Connection, rid: str) -> None:
     if row is None or row[0] != "active":
         raise LedgerError(
             f"reservation {rid} is {'not in the ledger' if row is None else row[0]} at "
-            f"{store.path}, not live: no noise may be drawn under it; reserve again"
+            f"{ledger_file.path}, not live: no noise may be drawn under it; reserve again"
         )
     conn.execute("UPDATE reservations SET status='drawn' WHERE id=?", (rid,))
     write_audit(conn, row[1], "draw-reservation", {"reservation": rid})
 
 
-def forfeit(store: Store, conn: sqlite3.Connection, rid: str) -> list[int]:
+def forfeit(ledger_file: LedgerFile, conn: sqlite3.Connection, rid: str) -> list[int]:
     """Turn drawn reservation ``rid``, whose answers are lost, into one event of its whole
     bound (mechanism ``"lost-drawn-answers"``, nothing answered): the budget stays spent and the
     history shows why. Refused while another process that holds it still runs."""
@@ -223,17 +225,17 @@ def forfeit(store: Store, conn: sqlite3.Connection, rid: str) -> list[int]:
     if row is None or row[0] != "drawn":
         raise LedgerError(
             f"reservation {rid} is {'not in the ledger' if row is None else row[0]} at "
-            f"{store.path}, not drawn: only a drawn reservation is forfeited"
+            f"{ledger_file.path}, not drawn: only a drawn reservation is forfeited"
         )
     pid, token, host, beat, lease = row[3:]
-    mine = host == store.hostname and pid == os.getpid()
-    if not mine and not is_stale(pid, token, host, beat, lease, here=store.hostname):
+    mine = host == ledger_file.hostname and pid == os.getpid()
+    if not mine and not is_stale(pid, token, host, beat, lease, here=ledger_file.hostname):
         raise LedgerError(
             f"reservation {rid} is held by process {pid} on {host}, which still runs (it may "
             "still keep and commit its answers); nothing was forfeited. Try again when it has "
             "finished"
         )
-    orders, rdp = load_curve(rid, row[1], row[2], store.path)
+    orders, rdp = load_curve(rid, row[1], row[2], ledger_file.path)
     PrivacyEvent, _, _ = accountant()
     event = PrivacyEvent(
         mechanism="lost-drawn-answers",
@@ -244,17 +246,17 @@ def forfeit(store: Store, conn: sqlite3.Connection, rid: str) -> list[int]:
         queries=0,
         answered=0,
     )
-    return commit(store, conn, rid, [event])
+    return commit(ledger_file, conn, rid, [event])
 
 
-def release(store: Store, conn: sqlite3.Connection, reservation_id: str) -> bool:
+def release(ledger_file: LedgerFile, conn: sqlite3.Connection, reservation_id: str) -> bool:
     """Give back live reservation ``reservation_id``; False if it was no longer live."""
     row = conn.execute(
         "SELECT dataset, status FROM reservations WHERE id=?", (reservation_id,)
     ).fetchone()
     if row is None:
         raise ValueError(
-            f"reservation {reservation_id!r} is not in the ledger at {store.path}; "
+            f"reservation {reservation_id!r} is not in the ledger at {ledger_file.path}; "
             "list live ones with `pate budget show --dataset ...`"
         )
     if row[1] != "active":

@@ -12,20 +12,27 @@ from typing import Any
 import numpy as np
 
 from pate.ledger.blocks import block_rows
+from pate.ledger.budget import Budget
 from pate.ledger.composition import compose, restrict, scopes, shared_grid, worst_eps
-from pate.ledger.data import Budget, Item, ReservationInfo
-from pate.ledger.datasets import budget_of, linked_pairs
+from pate.ledger.dataset_registry import budget_of, linked_pairs
 from pate.ledger.events import accountant
+from pate.ledger.ledger_file import LedgerFile
 from pate.ledger.names import aliases, first_name
-from pate.ledger.store import Store
-from pate.ledger.stored import ViewCache, reservation_infos, stored_events, view
+from pate.ledger.recorded_spend import (
+    Item,
+    ReservationInfo,
+    ViewCache,
+    reservation_infos,
+    stored_events,
+    view,
+)
 
 
-def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, Any]:
+def summary(ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str) -> dict[str, Any]:
     """:meth:`pate.ledger.Ledger.summary` without ``budget_changes`` (read from the audit log)."""
     budget = budget_of(conn, digest)
     cache: ViewCache = {}
-    events, live = view(store, conn, digest, None, cache)
+    events, live = view(ledger_file, conn, digest, None, cache)
     names = dict(block_rows(conn, digest))
     runs = conn.execute(
         "SELECT count(DISTINCT run_id) FROM events WHERE dataset=?", (digest,)
@@ -40,7 +47,7 @@ def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, An
         "dataset": digest,
         "name": first_name(conn, digest),
         "aliases": aliases(conn, digest),
-        "ledger": str(store.path),
+        "ledger": str(ledger_file.path),
         "records": None if records is None else int(records[0]),
         "budget": None if budget is None else dataclasses.asdict(budget),
         "events": len(own),
@@ -49,7 +56,7 @@ def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, An
         "runs": runs,
     }
     all_items = events + live
-    grid = shared_grid([it.event for it in all_items], store.path) if all_items else None
+    grid = shared_grid([it.event for it in all_items], ledger_file.path) if all_items else None
     out["orders"] = (
         None
         if grid is None
@@ -64,9 +71,9 @@ def summary(store: Store, conn: sqlite3.Connection, digest: str) -> dict[str, An
     )
     out["blocks"] = blocks if names else []
     out["reservations"] = _live_reservations(
-        reservation_infos(store, conn, digest, live_only=False), budget
+        reservation_infos(ledger_file, conn, digest, live_only=False), budget
     )
-    linked = _linked_spend(store, conn, digest, cache)
+    linked = _linked_spend(ledger_file, conn, digest, cache)
     out["linked"] = linked
     candidates = ([(out["remaining"], digest)] if out["remaining"] is not None else []) + [
         (row["remaining"], row["dataset"]) for row in linked if row["remaining"] is not None
@@ -158,18 +165,18 @@ def _live_reservations(infos: list[ReservationInfo], budget: Budget | None) -> l
 
 
 def _linked_spend(
-    store: Store, conn: sqlite3.Connection, digest: str, cache: ViewCache
+    ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str, cache: ViewCache
 ) -> list[dict[str, Any]]:
     """Every dataset linked to ``digest`` with its own budget, spend and remaining epsilon."""
     linked = []
     for other, shared in linked_pairs(conn, digest):
         other_budget = budget_of(conn, other)
-        other_events, other_live = view(store, conn, other, None, cache)
+        other_events, other_live = view(ledger_file, conn, other, None, cache)
         both = other_events + other_live
         reserved = (
             None
             if other_budget is None
-            else (worst_eps(conn, other, both, other_budget, store.path) if both else 0.0)
+            else (worst_eps(conn, other, both, other_budget, ledger_file.path) if both else 0.0)
         )
         linked.append(
             {
@@ -192,14 +199,14 @@ def _linked_spend(
     return linked
 
 
-def history(store: Store, conn: sqlite3.Connection, digest: str) -> list[dict[str, Any]]:
+def history(ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str) -> list[dict[str, Any]]:
     """:meth:`pate.ledger.Ledger.history`: one row per event of ``digest`` and of its linked
     datasets, oldest first, with its own and the cumulative (worst block) epsilon."""
     _, _, eps_from_rdp = accountant()
     budget = budget_of(conn, digest)
-    stored = stored_events(store, conn, digest)
+    stored = stored_events(ledger_file, conn, digest)
     for other, _ in linked_pairs(conn, digest):
-        stored += stored_events(store, conn, other)
+        stored += stored_events(ledger_file, conn, other)
     names = dict(block_rows(conn, digest))
     stored.sort(key=lambda s: s.id)
     rows = [
@@ -222,7 +229,7 @@ def history(store: Store, conn: sqlite3.Connection, digest: str) -> list[dict[st
     ]
     if not stored or budget is None:
         return rows
-    grid = shared_grid([s.event for s in stored], store.path)
+    grid = shared_grid([s.event for s in stored], ledger_file.path)
     dd = budget.data_dependent
     per_event = np.stack(
         [

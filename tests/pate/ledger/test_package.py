@@ -24,12 +24,12 @@ def test_the_package_has_its_modules():
     assert {
         "__init__",
         "ledger",
-        "store",
+        "ledger_file",
         "schema",
         "identity",
         "liveness",
         "spending",
-        "budgets",
+        "budget_checks",
         "summaries",
     } <= names, names
 

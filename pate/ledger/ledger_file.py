@@ -37,7 +37,7 @@ def default_ledger_path() -> pathlib.Path:
     return pathlib.Path(base) / "pate" / "ledger.sqlite3"
 
 
-class Store:
+class LedgerFile:
     """One open ledger file: ``path``, the lock ``timeout`` (seconds), this ``hostname`` (whose
     processes' reservations are checked directly, :mod:`pate.ledger.liveness`) and one
     connection, used through :meth:`transaction`. Opening checks the schema version and the key

@@ -19,17 +19,17 @@ import numpy as np
 from pate.core.errors import BudgetExceededError
 from pate.ledger.audit import write_audit
 from pate.ledger.blocks import block_rows
+from pate.ledger.budget import Budget
 from pate.ledger.composition import compose, prior, scopes, shared_grid, worst_eps
-from pate.ledger.data import Budget, Item
-from pate.ledger.datasets import budget_of, label, linked_pairs
+from pate.ledger.dataset_registry import budget_of, label, linked_pairs
 from pate.ledger.events import accountant
+from pate.ledger.ledger_file import LedgerFile
 from pate.ledger.names import first_name
-from pate.ledger.store import Store
-from pate.ledger.stored import ViewCache, view
+from pate.ledger.recorded_spend import Item, ViewCache, view
 
 
 def check_fits(
-    store: Store,
+    ledger_file: LedgerFile,
     conn: sqlite3.Connection,
     digest: str,
     new: Sequence[Item],
@@ -42,13 +42,13 @@ def check_fits(
     of ``digest`` (in the ``target`` blocks) and of every dataset linked to it (every block)."""
     cache: ViewCache = {}
     for d, shared in [(digest, None)] + linked_pairs(conn, digest):
-        events, live = view(store, conn, d, exclude, cache)
+        events, live = view(ledger_file, conn, d, exclude, cache)
         if d == digest:
-            _check_one(store, conn, d, events + live, list(new), target, what=what)
+            _check_one(ledger_file, conn, d, events + live, list(new), target, what=what)
         else:
             moved = [Item(it.event, frozenset(), it.reservation, digest) for it in new]
             _check_one(
-                store,
+                ledger_file,
                 conn,
                 d,
                 events + live,
@@ -61,7 +61,7 @@ def check_fits(
 
 
 def _check_one(
-    store: Store,
+    ledger_file: LedgerFile,
     conn: sqlite3.Connection,
     digest: str,
     existing: list[Item],
@@ -76,7 +76,7 @@ def _check_one(
     ``target`` block (every block when empty); ``origin``: the dataset ``new`` is charged on,
     when it is another one (linked to ``digest``, sharing ``shared`` records)."""
     # Even without a budget, refuse what could never be composed with the rest.
-    grid = shared_grid([it.event for it in existing + new], store.path)
+    grid = shared_grid([it.event for it in existing + new], ledger_file.path)
     budget = budget_of(conn, digest)
     if budget is None:
         return
@@ -90,7 +90,9 @@ def _check_one(
             worst = (block, float(eps))
     if worst is None:
         return
-    worst_spent = worst_eps(conn, digest, existing, budget, store.path, target) if existing else 0.0
+    worst_spent = (
+        worst_eps(conn, digest, existing, budget, ledger_file.path, target) if existing else 0.0
+    )
     alone = compose(new, grid, budget.data_dependent) if new else None
     requested = (
         float(eps_from_rdp(alone, orders=grid, delta=budget.delta, conversion=budget.conversion)[0])
@@ -115,14 +117,14 @@ def _check_one(
         f"request alone "
         f"costs eps={requested:.4g}, remaining: eps={remaining:.4g} (committed events, drawn and "
         f"live reservations, of {name} and of the datasets sharing records with it). Nothing was "
-        f"recorded. See `pate budget show --dataset {name} --ledger {store.path}`.",
+        f"recorded. See `pate budget show --dataset {name} --ledger {ledger_file.path}`.",
         requested=requested,
         remaining=remaining,
     )
 
 
 def constraints(
-    store: Store,
+    ledger_file: LedgerFile,
     conn: sqlite3.Connection,
     digest: str,
     orders: np.ndarray,
@@ -137,7 +139,7 @@ def constraints(
         if budget is None:
             continue
         spent = prior(
-            store,
+            ledger_file,
             conn,
             d,
             orders,
@@ -164,7 +166,11 @@ BudgetRow = tuple[float | None, float | None, str | None, str | None]
 
 
 def write_budget(
-    store: Store, conn: sqlite3.Connection, digest: str, budget: Budget, reason: str | None
+    ledger_file: LedgerFile,
+    conn: sqlite3.Connection,
+    digest: str,
+    budget: Budget,
+    reason: str | None,
 ) -> tuple[BudgetRow, float]:
     """Set the budget of ``digest`` to ``budget``; audit the change with the previous budget and
     the spend at the time. Returns (the previous budget row, that spend)."""
@@ -175,8 +181,8 @@ def write_budget(
         "UPDATE datasets SET budget_eps=?, budget_delta=?, basis=?, conversion=? WHERE digest=?",
         (budget.eps, budget.delta, budget.basis, budget.conversion, digest),
     )
-    events, _ = view(store, conn, digest)
-    spent = worst_eps(conn, digest, events, budget, store.path) if events else 0.0
+    events, _ = view(ledger_file, conn, digest)
+    spent = worst_eps(conn, digest, events, budget, ledger_file.path) if events else 0.0
     write_audit(
         conn,
         digest,

@@ -4,7 +4,7 @@ between datasets that share records (Sage-style, conservative) and each dataset'
 A dataset registered with its records (:func:`add_records`) is linked to every registered
 dataset sharing at least one record key (table ``links``, with the number of shared distinct
 records); :func:`add_link` adds a link by hand (shared count unknown). Links are never removed.
-Every function runs inside the caller's transaction (:meth:`pate.ledger.store.Store.transaction`).
+Every function runs inside the caller's transaction (:meth:`pate.ledger.ledger_file.LedgerFile.transaction`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from pate.core.errors import LedgerError
 from pate.ledger.audit import write_audit
-from pate.ledger.data import Budget
+from pate.ledger.budget import Budget
 from pate.ledger.formats import utc_now
 from pate.ledger.identity import HEX_DIGITS, KEY_VERSION, distinct_keys, is_digest
 from pate.ledger.keying import KeyedIdentity, keyed_digest

@@ -1,22 +1,71 @@
 """Reading spend back: the committed events and live reservations of a dataset (each checked
 against its checksum), what counts against a dataset's budget -- its own items and those of
-every dataset linked to it -- and the ``StoredEvent`` / ``ReservationInfo`` reports of them."""
+every dataset linked to it -- and the ``StoredEvent`` / ``ReservationInfo`` reports of them, and
+``Item``: one thing that counts against a budget."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+from typing import Any
+
+import numpy as np
 
 from pate.ledger.blocks import block_rows
-from pate.ledger.data import Item, ReservationInfo, StoredEvent
-from pate.ledger.datasets import linked_pairs
+from pate.ledger.dataset_registry import linked_pairs
 from pate.ledger.events import load_curve, load_event, reservation_event
 from pate.ledger.formats import utc_from_unix
+from pate.ledger.ledger_file import LedgerFile
 from pate.ledger.liveness import is_stale
-from pate.ledger.store import Store
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredEvent:
+    """A ``PrivacyEvent`` as recorded: row ``id``, ``dataset`` digest, ``run_id``, ``time_utc``,
+    ``blocks`` (names; empty = charged to the whole dataset) and the ``event`` itself."""
+
+    id: int
+    dataset: str
+    run_id: str
+    time_utc: str
+    blocks: tuple[str, ...]
+    reservation: str | None
+    event: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ReservationInfo:
+    """A stored reservation: its upper-bound RDP curve, owner process and ``status``
+    (``active``, ``drawn`` -- noise was drawn inside it: spent, never reclaimed --,
+    ``committed``, ``released`` or ``expired``; ``stale``: active, its process gone)."""
+
+    id: str
+    dataset: str
+    run_id: str
+    orders: np.ndarray
+    rdp: np.ndarray
+    blocks: tuple[str, ...]
+    pid: int
+    hostname: str
+    created_utc: str
+    heartbeat_utc: str
+    lease_seconds: float
+    status: str
+    closed_utc: str | None
+
+
+@dataclasses.dataclass
+class Item:
+    """One thing that counts against the budget: an event or a live reservation."""
+
+    event: Any  # PrivacyEvent
+    blocks: frozenset[int]  # empty = the whole dataset (every block)
+    reservation: str | None = None
+    via: str | None = None  # the linked dataset it was recorded on (None: this dataset's own)
 
 
 def load_items(
-    store: Store, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
+    ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
 ) -> tuple[list[Item], list[Item]]:
     """(committed events and drawn reservations -- spent --, live reservations) of a dataset,
     without reservation ``exclude``."""
@@ -28,7 +77,7 @@ def load_items(
     ):
         links.setdefault(ev, set()).add(blk)
     events = [
-        Item(load_event(r, store.path), frozenset(links.get(r[0], ())))
+        Item(load_event(r, ledger_file.path), frozenset(links.get(r[0], ())))
         for r in conn.execute(
             "SELECT id, payload, sha256 FROM events WHERE dataset=? ORDER BY id", (digest,)
         )
@@ -50,10 +99,11 @@ def load_items(
     ):
         drawn = row[8] == "drawn"  # noise drawn inside it: spent, whatever became of its run
         if row[0] == exclude or (
-            not drawn and is_stale(row[3], row[4], row[5], row[6], row[7], here=store.hostname)
+            not drawn
+            and is_stale(row[3], row[4], row[5], row[6], row[7], here=ledger_file.hostname)
         ):
             continue
-        orders, rdp = load_curve(row[0], row[1], row[2], store.path)
+        orders, rdp = load_curve(row[0], row[1], row[2], ledger_file.path)
         item = Item(
             reservation_event(orders, rdp, row[0]),
             frozenset(res_links.get(row[0], ())),
@@ -68,7 +118,7 @@ ViewCache = dict[str, tuple[list[Item], list[Item]]]
 
 
 def view(
-    store: Store,
+    ledger_file: LedgerFile,
     conn: sqlite3.Connection,
     digest: str,
     exclude: str | None = None,
@@ -80,7 +130,7 @@ def view(
 
     def raw(d: str) -> tuple[list[Item], list[Item]]:
         if d not in cache:
-            cache[d] = load_items(store, conn, d, exclude=exclude)
+            cache[d] = load_items(ledger_file, conn, d, exclude=exclude)
         return cache[d]
 
     own_events, own_live = raw(digest)
@@ -93,7 +143,7 @@ def view(
 
 
 def stored_events(
-    store: Store, conn: sqlite3.Connection, digest: str, run_id: str | None = None
+    ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str, run_id: str | None = None
 ) -> list[StoredEvent]:
     """The recorded events of ``digest`` (optionally one run's), oldest first."""
     names = dict(block_rows(conn, digest))
@@ -111,14 +161,20 @@ def stored_events(
         params += (run_id,)
     return [
         StoredEvent(
-            r[0], digest, r[3], r[4], tuple(links.get(r[0], ())), r[5], load_event(r, store.path)
+            r[0],
+            digest,
+            r[3],
+            r[4],
+            tuple(links.get(r[0], ())),
+            r[5],
+            load_event(r, ledger_file.path),
         )
         for r in conn.execute(sql + " ORDER BY id", params)
     ]
 
 
 def reservation_infos(
-    store: Store, conn: sqlite3.Connection, digest: str, live_only: bool
+    ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str, live_only: bool
 ) -> list[ReservationInfo]:
     """The reservations of ``digest`` (those that count against the budget -- active and drawn
     -- only, or all), oldest first; an active one whose process is dead reads as ``"stale"``."""
@@ -139,11 +195,11 @@ def reservation_infos(
         (digest,),
     ):
         status = r[10]
-        if status == "active" and is_stale(r[4], r[5], r[6], r[8], r[9], here=store.hostname):
+        if status == "active" and is_stale(r[4], r[5], r[6], r[8], r[9], here=ledger_file.hostname):
             status = "stale"
         if live_only and status not in ("active", "drawn"):
             continue
-        orders, rdp = load_curve(r[0], r[2], r[3], store.path)
+        orders, rdp = load_curve(r[0], r[2], r[3], ledger_file.path)
         out.append(
             ReservationInfo(
                 r[0],
