@@ -67,78 +67,14 @@ Symbols
 
 Accounting rules
 ----------------
-* **One neighbouring relation: add or remove one record.** Every budget is a promise for that
-  relation (``datasets.relation``, ``Budget.relation``) and every event states the relation its
-  bound is for (``PrivacyEvent.relation``, in the stored payload). The ledger composes only
-  add/remove events: an event stated for replace-one makes every charge, reservation, prior and
-  summary touching its dataset fail with a ``LedgerError`` (a sum of bounds for different
-  relations bounds neither); a stored event without a relation is refused as malformed, never
-  given one.
-* Spend is judged on the **data-independent** RDP of each event by default. The data-dependent
-  RDP (Papernot et al. 2018, "Scalable Private Learning with PATE", Sec. 4) depends on the votes,
-  so an epsilon computed from it is not itself differentially private; a dataset may opt in with
-  ``set_budget(..., data_dependent=True)`` (documented, explicit, and shown as such everywhere).
-* Every epsilon of a dataset is converted from RDP with **its budget's conversion** at its
-  budget's delta (``set_budget(..., conversion=)``; ``"classic"``: Mironov 2017, Prop. 3,
-  the default and what is used where no budget is set; ``"tight"``: Canonne, Kamath & Steinke
-  2020, Prop. 12 / Balle et al. 2020, Thm. 21, never larger than classic). Both are valid
-  RDP -> (eps, delta) conversions, so judging a budget with either never understates epsilon for
-  that budget's definition; the conversion is part of the budget, so a run's online aggregator
-  stops on the same conversion the ledger checks its reservations with. This holds for the fits
-  checks of ``reserve`` / ``charge`` / ``commit`` (each linked dataset with its own budget's
-  conversion and delta), ``summary``, ``history``, ``constraints`` and the spend recorded by
-  ``set_budget``.
-* Events recorded with different Renyi-order grids are composed on the orders **all of them
-  share**: RDP at an order is valid for that order alone, and converting with fewer orders can
-  only raise epsilon, so the total is never understated. No shared order -> ``LedgerError``.
-* Blocks (Sage: Lecuyer et al. 2019, "Privacy Accounting and Quality Control in the Sage
-  Differentially Private ML Platform", block composition): records arriving in time blocks are
-  registered as blocks; an event is charged only to the blocks the teacher ensemble was trained
-  on; every block has its own composition and the dataset's loss is the **max over blocks**, so a
-  new block brings fresh budget. Events recorded before any block existed are charged to every
-  block, present and future (the ledger cannot know which records they used).
-* Overlapping datasets (Sage-style, conservative): a dataset registered with its records
-  (``register_identity``) is **linked** to every registered dataset sharing at least one record
-  key (table ``links``, with the number of shared distinct records). The spend of a dataset X is
-  the composition of the events and live reservations of X *and of every dataset linked to X*: a
-  charge counts against every dataset it touches. An event of a linked dataset counts against
-  every block of X (the ledger cannot tell which of X's blocks it touched). ``reserve``,
-  ``charge`` and a reservation's ``commit`` check, in the same transaction, the budget of X and
-  of every linked dataset (each on its own budget, delta, basis and items, the new spend
-  included); a dataset without a budget is still limited by the budgets of its linked datasets.
-  Direct links suffice: every dataset holding a record of X shares that record with X, so it is
-  linked to X. ``link`` adds a link by hand (shared count unknown); links are never removed. ``prior_rdp``, ``summary`` and ``history`` include linked spend;
-  ``constraints`` lists every budget a run on X must stay within. Datasets registered only by
-  digest (no records) are never linked.
-* Budget authority: ``set_budget`` may raise or lower a budget at any time, also after spend;
-  every change (old and new eps/delta/basis/conversion, the spend at the time, an optional
-  reason) is kept in the audit log and read back with ``budget_changes``.
-* Reservation protocol: ``reserve`` checks, in one ``BEGIN IMMEDIATE`` transaction, that the
-  committed events + every live reservation + the new upper bound fit the budget in every block
-  the run touches, then records the reservation with the process id, host name and a lease.
-  ``commit`` re-checks committed events + other live reservations + the realised events, so spend
-  within a reservation always commits and nothing can ever overspend. Release labels only after
-  ``commit`` returns. A reservation whose process is dead (same host: the pid is gone, a zombie,
-  or reused) or whose lease expired (another host) is marked ``expired`` by the next writer --
-  unless it is ``drawn``: a run marks its reservation drawn before drawing any noise inside it,
-  and from then on it counts as spent (everywhere committed events count) and is never
-  reclaimed; only its commit or forfeit closes it. A crash can lose budget, never leave answers
-  uncharged.
-* Keying (``keying``): every ledger has a 32-byte secret from ``os.urandom`` in its key file
-  ``<ledger>.key`` (0600, created with the ledger). Record keys are stored as HMAC-SHA256(secret,
-  key)[:16] and a dataset's id is HMAC-SHA256(secret, tag + its digest), so the ledger file alone
-  is no membership oracle. A digest given by hand is keyed the same way. A ledger whose key file
-  is missing (or is another ledger's) is refused; a new key is never made for an existing
-  ledger. Reports name a dataset by its name, never by a digest or id.
-
-Storage: SQLite in WAL mode, ``synchronous=FULL``, a busy timeout, ``PRAGMA user_version`` for
-the schema and an application marker in table ``meta``. Every event and reservation row carries
-the sha256 of its canonical JSON payload, checked on every read. A new ledger is built in a
-temporary file and hard-linked into place, so a half-initialised ledger never exists. A file that
-is not a ledger of this schema version is never written to: an older one (a pre-release
-pate-learn's) is refused with its version named, and new runs take a new ledger file. Record keys
-live in ``identities`` / ``records`` (indexed by key), overlap links in ``links``. A dataset's
-later names live in ``dataset_names`` (its first stays in ``datasets.name``).
+docs/ledger.md states them: one neighbouring relation (add or remove one record; an event of
+another is never composed, a stored event without one is refused as malformed), spend judged on
+the data-independent RDP unless a budget opts in, each budget's own RDP -> (eps, delta)
+conversion, composition on the Renyi orders every event shares, Sage blocks (the loss is the max
+over blocks), overlapping datasets linked by shared record keys (a charge counts against every
+dataset it touches), budget changes kept in the audit log, the reservation protocol (drawn
+reservations are spent, never reclaimed), the keyed ids (``keying``) and the storage (SQLite,
+WAL, checksummed payloads, ``SCHEMA_VERSION`` only: any other version is refused, named).
 
 Modules
 -------
