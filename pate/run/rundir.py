@@ -229,7 +229,8 @@ def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.run.stages.authorize`)
     and no part of what a stage computed -- a run stopped by its budget resumes, without
     retraining, once ``pate budget set`` raised it. Applied to a recorded ``config_comparable``
-    too. ``ignore``: the tables that may still change (:func:`open_tables`: ``[student]`` until the student trained)."""
+    too. ``ignore``: the tables that may still change (:func:`open_tables`: ``[student]`` until
+    the student trained)."""
     out = copy.deepcopy(config)
     out.get("run", {}).pop("device", None)
     out.get("run", {}).pop("run_dir", None)
@@ -395,8 +396,7 @@ class Run:
                 f"`pate run --config FILE --run-dir {run_dir}` or a stage "
                 f"command with --config FILE"
             )
-        state = read_json(run_dir / STATE)
-        found = state.get("format") if isinstance(state, dict) else None
+        found = read_summary(run_dir / STATE, frozenset()).get("format")
         if found != FORMAT:  # before its other files are read: they may be laid out otherwise
             raise ConfigError(
                 f"{run_dir} has run format {found!r}, made by another version of pate-learn "
