@@ -1,6 +1,6 @@
 """Budget checks: whether new spend fits the budget of a dataset and of every dataset linked to
 it (``BudgetExceededError`` otherwise, nothing recorded), every budget a run must stay within,
-and setting a budget (the spend at the time kept in the audit log).
+setting a budget (the spend at the time kept in the audit log) and the budget's changes.
 
 ``reserve``, ``charge`` and a reservation's ``commit`` check, in the same transaction, the budget
 of X and of every linked dataset (each on its own budget, delta, basis, conversion and items, the
@@ -10,27 +10,27 @@ datasets.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pate.core.errors import BudgetExceededError
-from pate.ledger.audit import write_audit
-from pate.ledger.blocks import block_rows
-from pate.ledger.budget import Budget
-from pate.ledger.composition import compose, prior, scopes, shared_grid, worst_eps
-from pate.ledger.dataset_registry import budget_of, label, linked_pairs
-from pate.ledger.events import accountant
-from pate.ledger.ledger_file import LedgerFile
-from pate.ledger.names import first_name
+from pate.ledger.composition import compose, epsilon, prior, scopes, shared_grid, worst_eps
+from pate.ledger.dataset_registry import (
+    Budget,
+    block_names,
+    budget_of,
+    first_name,
+    label,
+    linked_pairs,
+)
+from pate.ledger.ledger_file import LedgerConnection, write_audit
 from pate.ledger.recorded_spend import Item, ViewCache, view
 
 
 def check_fits(
-    ledger_file: LedgerFile,
-    conn: sqlite3.Connection,
+    conn: LedgerConnection,
     digest: str,
     new: Sequence[Item],
     target: frozenset[int],
@@ -38,142 +38,99 @@ def check_fits(
     exclude: str | None,
     what: str,
 ) -> None:
-    """Refuse (``BudgetExceededError``) ``new`` items on ``digest`` unless they fit the budget
-    of ``digest`` (in the ``target`` blocks) and of every dataset linked to it (every block)."""
+    """Refuse (``BudgetExceededError``) the ``new`` items on ``digest`` unless they fit the budget
+    of ``digest`` (in the ``target`` blocks) and of every dataset linked to it (every block); the
+    existing items are everything but reservation ``exclude``."""
     cache: ViewCache = {}
-    for d, shared in [(digest, None)] + linked_pairs(conn, digest):
-        events, live = view(ledger_file, conn, d, exclude, cache)
+    for d, shared in [(digest, None), *linked_pairs(conn, digest)]:
+        events, live = view(conn, d, exclude, cache)
         if d == digest:
-            _check_one(ledger_file, conn, d, events + live, list(new), target, what=what)
+            _check_one(conn, d, events + live, list(new), target, what, None)
         else:
             moved = [Item(it.event, frozenset(), it.reservation, digest) for it in new]
-            _check_one(
-                ledger_file,
-                conn,
-                d,
-                events + live,
-                moved,
-                frozenset(),
-                what=what,
-                origin=digest,
-                shared=shared,
-            )
+            _check_one(conn, d, events + live, moved, frozenset(), what, (digest, shared))
 
 
 def _check_one(
-    ledger_file: LedgerFile,
-    conn: sqlite3.Connection,
+    conn: LedgerConnection,
     digest: str,
     existing: list[Item],
     new: list[Item],
     target: frozenset[int],
-    *,
     what: str,
-    origin: str | None = None,
-    shared: int | None = None,
+    linked: tuple[str, int | None] | None,
 ) -> None:
     """Refuse ``new`` unless ``existing`` + ``new`` fit the budget of ``digest`` in every
-    ``target`` block (every block when empty); ``origin``: the dataset ``new`` is charged on,
-    when it is another one (linked to ``digest``, sharing ``shared`` records)."""
+    ``target`` block (every block when empty); ``linked``: the dataset ``new`` is charged on and
+    its number of shared records, when it is another one (linked to ``digest``)."""
     # Even without a budget, refuse what could never be composed with the rest.
-    grid = shared_grid([it.event for it in existing + new], ledger_file.path)
+    grid = shared_grid(conn, [it.event for it in existing + new])
     budget = budget_of(conn, digest)
     if budget is None:
         return
-    _, _, eps_from_rdp = accountant()
-    names = dict(block_rows(conn, digest))
-    worst = None
-    for block, items in scopes(existing + new, names, target or None):
-        total = compose(items, grid, budget.data_dependent)
-        eps, _ = eps_from_rdp(total, orders=grid, delta=budget.delta, conversion=budget.conversion)
-        if float(eps) > budget.eps and (worst is None or float(eps) > worst[1]):
-            worst = (block, float(eps))
-    if worst is None:
+    names = block_names(conn, digest)
+    spends = [
+        (float(epsilon(compose(items, grid, budget.data_dependent), grid, budget)), block)
+        for block, items in scopes(existing + new, target or names)
+    ]
+    eps, block = max(spends, key=lambda spend: spend[0])
+    if eps <= budget.eps:
         return
-    worst_spent = (
-        worst_eps(conn, digest, existing, budget, ledger_file.path, target) if existing else 0.0
-    )
-    alone = compose(new, grid, budget.data_dependent) if new else None
-    requested = (
-        float(eps_from_rdp(alone, orders=grid, delta=budget.delta, conversion=budget.conversion)[0])
-        if new
-        else 0.0
-    )
-    remaining = max(0.0, budget.eps - worst_spent)
+    requested = float(epsilon(compose(new, grid, budget.data_dependent), grid, budget))
+    remaining = max(0.0, budget.eps - worst_eps(conn, digest, existing, budget, target))
     name = label(conn, digest)
-    where = "" if worst[0] is None else f" in block {names[worst[0]]!r}"
-    if origin is None:
+    where = "" if block is None else f" in block {names[block]!r}"
+    if linked is None:
         head = f"{what} on dataset {name} would bring its spend{where}"
     else:
+        shares = "records (linked by hand)" if linked[1] is None else f"{linked[1]} record(s)"
         head = (
-            f"{what} on dataset {label(conn, origin)} would bring the spend of dataset "
-            f"{name}, which shares "
-            f"{'records (linked by hand)' if shared is None else f'{shared} record(s)'} "
-            f"with it,{where}"
+            f"{what} on dataset {label(conn, linked[0])} would bring the spend of dataset "
+            f"{name}, which shares {shares} with it,{where}"
         )
     raise BudgetExceededError(
-        f"{head} to eps={worst[1]:.4g} > budget eps={budget.eps:g} of {name} "
+        f"{head} to eps={eps:.4g} > budget eps={budget.eps:g} of {name} "
         f"(delta={budget.delta:g}, {budget.basis} RDP, {budget.conversion} conversion); this "
         f"request alone "
         f"costs eps={requested:.4g}, remaining: eps={remaining:.4g} (committed events, drawn and "
         f"live reservations, of {name} and of the datasets sharing records with it). Nothing was "
-        f"recorded. See `pate budget show --dataset {name} --ledger {ledger_file.path}`.",
+        f"recorded. See `pate budget show --dataset {name} --ledger {conn.path}`.",
         requested=requested,
         remaining=remaining,
     )
 
 
 def constraints(
-    ledger_file: LedgerFile,
-    conn: sqlite3.Connection,
+    conn: LedgerConnection,
     digest: str,
     orders: np.ndarray,
-    *,
     target: frozenset[int],
     exclude: str | None,
 ) -> list[dict[str, Any]]:
     """Every budget a run on ``digest`` must stay within (:meth:`pate.ledger.Ledger.constraints`)."""
     out = []
-    for d, shared in [(digest, None)] + linked_pairs(conn, digest):
+    for d, shared in [(digest, None), *linked_pairs(conn, digest)]:
         budget = budget_of(conn, d)
-        if budget is None:
-            continue
-        spent = prior(
-            ledger_file,
-            conn,
-            d,
-            orders,
-            target=target if d == digest else frozenset(),
-            include_reservations=True,
-            exclude=exclude,
-            data_dependent=budget.data_dependent,
-        )
-        out.append(
-            {
-                "dataset": d,
-                "name": first_name(conn, d),
-                "budget": budget,
-                "shared_records": shared,
-                "linked": d != digest,
-                "prior_rdp": spent,
-            }
-        )
+        if budget is not None:
+            scope = target if d == digest else frozenset()
+            out.append(
+                {
+                    "dataset": d,
+                    "name": first_name(conn, d),
+                    "budget": budget,
+                    "shared_records": shared,
+                    "linked": d != digest,
+                    "prior_rdp": prior(conn, d, orders, scope, exclude, budget.data_dependent),
+                }
+            )
     return out
 
 
-#: A ``datasets`` row's budget columns: (eps, delta, basis, conversion), all None without one
-BudgetRow = tuple[float | None, float | None, str | None, str | None]
-
-
 def write_budget(
-    ledger_file: LedgerFile,
-    conn: sqlite3.Connection,
-    digest: str,
-    budget: Budget,
-    reason: str | None,
-) -> tuple[BudgetRow, float]:
+    conn: LedgerConnection, digest: str, budget: Budget, reason: str | None
+) -> tuple[float | None, float]:
     """Set the budget of ``digest`` to ``budget``; audit the change with the previous budget and
-    the spend at the time. Returns (the previous budget row, that spend)."""
+    the spend at the time. Returns (the previous budget's eps or None, that spend)."""
     old = conn.execute(
         "SELECT budget_eps, budget_delta, basis, conversion FROM datasets WHERE digest=?", (digest,)
     ).fetchone()
@@ -181,25 +138,35 @@ def write_budget(
         "UPDATE datasets SET budget_eps=?, budget_delta=?, basis=?, conversion=? WHERE digest=?",
         (budget.eps, budget.delta, budget.basis, budget.conversion, digest),
     )
-    events, _ = view(ledger_file, conn, digest)
-    spent = worst_eps(conn, digest, events, budget, ledger_file.path) if events else 0.0
-    write_audit(
-        conn,
-        digest,
-        "set-budget",
-        {
-            "eps": budget.eps,
-            "delta": budget.delta,
-            "basis": budget.basis,
-            "conversion": budget.conversion,
-            "previous": {
-                "eps": old[0],
-                "delta": old[1],
-                "basis": old[2],
-                "conversion": None if old[0] is None else old[3],
-            },
-            "spent_eps": spent,
-            "reason": reason,
-        },
-    )
-    return old, spent
+    spent = worst_eps(conn, digest, view(conn, digest)[0], budget)
+    previous = dict(zip(("eps", "delta", "basis", "conversion"), old))
+    if old[0] is None:
+        previous["conversion"] = None
+    detail = {k: getattr(budget, k) for k in ("eps", "delta", "basis", "conversion")}
+    detail |= {"previous": previous, "spent_eps": spent, "reason": reason}
+    write_audit(conn, digest, "set-budget", detail)
+    return old[0], spent
+
+
+def budget_changes(audit_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The budget changes among ``audit_rows`` (:meth:`pate.ledger.Ledger.budget_changes`)."""
+    out = []
+    for row in audit_rows:
+        if row["action"] != "set-budget":
+            continue
+        new = row["detail"]
+        previous = None if new["previous"]["eps"] is None else new["previous"]
+        if previous is None:
+            change = "initial"
+        elif any(previous[k] != new[k] for k in ("delta", "basis", "conversion")):
+            change = "changed"
+        elif new["eps"] == previous["eps"]:
+            change = "unchanged"
+        else:
+            change = "raised" if new["eps"] > previous["eps"] else "lowered"
+        keys = ("eps", "delta", "basis", "conversion", "spent_eps", "reason")
+        out.append(
+            {"time_utc": row["time_utc"], "previous": previous, "change": change}
+            | {k: new[k] for k in keys}
+        )
+    return out

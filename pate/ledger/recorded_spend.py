@@ -1,28 +1,37 @@
-"""Reading spend back: the committed events and live reservations of a dataset (each checked
-against its checksum), what counts against a dataset's budget -- its own items and those of
-every dataset linked to it -- and the ``StoredEvent`` / ``ReservationInfo`` reports of them, and
-``Item``: one thing that counts against a budget."""
+"""Spend as the ledger stores it and reads it back. An event is stored as canonical JSON with its
+sha256; a reservation's upper-bound curve is read back as an event, so it composes like one; both
+are checked against their checksum on every read (a failure is a ``LedgerError``, the file left
+untouched). Read back, a dataset's spend is reported as ``StoredEvent`` / ``ReservationInfo`` and
+counted against budgets as ``Item``: its own, and that of every dataset linked to it.
+
+A reservation counts while the process that holds it can still commit it: on its own host the
+process is checked directly (gone, a zombie, or its pid reused by another process: dead); one of
+another host is live until its lease runs out after its last heartbeat. Unsure means alive: a
+reservation is only given back when its process is certainly gone.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
+import json
+import os
+import time
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from pate.ledger.blocks import block_rows
-from pate.ledger.dataset_registry import linked_pairs
-from pate.ledger.events import load_curve, load_event, reservation_event
-from pate.ledger.formats import utc_from_unix
-from pate.ledger.ledger_file import LedgerFile
-from pate.ledger.liveness import is_stale
+from pate.analysis.accountant import PrivacyEvent
+from pate.core.errors import LedgerError
+from pate.ledger.dataset_registry import block_names, linked_pairs
+from pate.ledger.ledger_file import LedgerConnection, canonical, sha256_text, utc_from_unix
 
 
 @dataclasses.dataclass(frozen=True)
 class StoredEvent:
     """A ``PrivacyEvent`` as recorded: row ``id``, ``dataset`` digest, ``run_id``, ``time_utc``,
-    ``blocks`` (names; empty = charged to the whole dataset) and the ``event`` itself."""
+    ``blocks`` (names; empty = charged to the whole dataset), the ``reservation`` it was
+    committed under and the ``event`` itself."""
 
     id: int
     dataset: str
@@ -56,7 +65,7 @@ class ReservationInfo:
 
 @dataclasses.dataclass
 class Item:
-    """One thing that counts against the budget: an event or a live reservation."""
+    """One thing that counts against a budget: an event or a live reservation."""
 
     event: Any  # PrivacyEvent
     blocks: frozenset[int]  # empty = the whole dataset (every block)
@@ -64,52 +73,184 @@ class Item:
     via: str | None = None  # the linked dataset it was recorded on (None: this dataset's own)
 
 
+def event_payload(e: Any) -> str:
+    """The canonical JSON stored for ``PrivacyEvent`` ``e`` (its checksum is stored beside it)."""
+    curves = {k: np.asarray(getattr(e, k), dtype=np.float64).tolist() for k in _CURVES}
+    return canonical(
+        curves
+        | {
+            "mechanism": str(e.mechanism),
+            "params": e.params,
+            "queries": int(e.queries),
+            "answered": int(e.answered),
+            "relation": str(e.relation),
+        }
+    )
+
+
+_CURVES = ("orders", "rdp", "rdp_data_independent")
+
+
+def reservation_event(
+    orders: np.ndarray, rdp: np.ndarray, rid: str, mechanism: str = "reservation"
+) -> PrivacyEvent:
+    """Reservation ``rid``'s bound ``rdp`` at ``orders`` as a ``PrivacyEvent`` of ``mechanism``
+    (nothing answered), so it composes through the accountant like any event."""
+    curve = np.asarray(rdp, dtype=np.float64)
+    return PrivacyEvent(
+        mechanism=mechanism,
+        params={"reservation": rid},
+        orders=np.asarray(orders, dtype=np.float64),
+        rdp=curve,
+        rdp_data_independent=curve,
+        queries=0,
+        answered=0,
+    )
+
+
+def checked_payload(conn: LedgerConnection, what: str, payload: str, checksum: str) -> Any:
+    """The JSON ``payload`` of ``what`` (an event or a reservation), its checksum verified."""
+    if sha256_text(payload) != checksum:
+        raise LedgerError(
+            f"{what} in the ledger at {conn.path} fails its checksum "
+            "(the file was altered or damaged); the ledger was left untouched -- "
+            "restore it from a backup"
+        )
+    return json.loads(payload)
+
+
+def load_event(conn: LedgerConnection, event_id: int, payload: str, checksum: str) -> Any:
+    """The ``PrivacyEvent`` of event row ``event_id``, its checksum verified."""
+    try:
+        return PrivacyEvent.from_dict(checked_payload(conn, f"event {event_id}", payload, checksum))
+    except (ValueError, TypeError) as exc:  # e.g. no relation: never guessed
+        raise LedgerError(
+            f"event {event_id} in the ledger at {conn.path} is malformed ({exc}); the ledger was "
+            "left untouched -- restore it from a backup"
+        ) from None
+
+
+def load_curve(
+    conn: LedgerConnection, rid: str, payload: str, checksum: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, rdp) of reservation ``rid``, its checksum verified."""
+    d = checked_payload(conn, f"reservation {rid}", payload, checksum)
+    return np.asarray(d["orders"], dtype=np.float64), np.asarray(d["rdp"], dtype=np.float64)
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks) of a Linux process, or None where /proc can't tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return (fields[0], fields[19]) if len(fields) >= 20 else None
+
+
+def process_token(pid: int) -> str | None:
+    """The start time of process ``pid`` (told apart from a later process given the same pid)."""
+    info = _proc_stat(pid)
+    return None if info is None else info[1]
+
+
+def process_alive(pid: int, token: str | None) -> bool:
+    """Whether process ``pid`` (started at ``token``) still runs on this host; unsure: True."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return True
+    info = _proc_stat(pid)
+    if info is None:
+        return True
+    state, start = info
+    # a zombie or dead process will never commit; another start time: the pid was reused
+    return state not in ("Z", "X") and (token is None or start == token)
+
+
+def is_stale(conn: LedgerConnection, holder: Iterable[Any]) -> bool:
+    """Whether the reservation held by ``holder`` -- its (pid, process token, hostname,
+    heartbeat, lease seconds) -- is dead as seen from this host."""
+    pid, token, hostname, heartbeat, lease = holder
+    if hostname == conn.hostname:
+        return not process_alive(int(pid), token)
+    return bool(time.time() > heartbeat + lease)
+
+
+#: the columns of a reservation's holder, as :func:`is_stale` reads them
+HOLDER = "pid, process_token, hostname, heartbeat, lease_seconds"
+
+
+def _block_names_of(conn: LedgerConnection, digest: str, owner: str) -> dict[Any, list[str]]:
+    """The block names of every event (``owner="event"``) or reservation of ``digest``."""
+    names = block_names(conn, digest)
+    out: dict[Any, list[str]] = {}
+    for key, block in conn.execute(
+        f"SELECT l.{owner}, l.block FROM {owner}_blocks l JOIN {owner}s t ON t.id = l.{owner} "
+        "WHERE t.dataset=? ORDER BY l.block",
+        (digest,),
+    ):
+        out.setdefault(key, []).append(names[block])
+    return out
+
+
+def stored_events(
+    conn: LedgerConnection, digest: str, run_id: str | None = None
+) -> list[StoredEvent]:
+    """The recorded events of ``digest`` (optionally one run's), oldest first."""
+    blocks = _block_names_of(conn, digest, "event")
+    sql = "SELECT id, payload, sha256, run_id, created_utc, reservation FROM events WHERE dataset=?"
+    params = (digest,) if run_id is None else (digest, run_id)
+    rows = conn.execute(sql + ("" if run_id is None else " AND run_id=?") + " ORDER BY id", params)
+    return [
+        StoredEvent(
+            r[0], digest, r[3], r[4], tuple(blocks.get(r[0], ())), r[5], load_event(conn, *r[:3])
+        )
+        for r in rows.fetchall()
+    ]
+
+
+def reservation_infos(
+    conn: LedgerConnection, digest: str, live_only: bool
+) -> list[ReservationInfo]:
+    """The reservations of ``digest`` (those that count against the budget -- active and drawn
+    -- only, or all), oldest first; an active one whose process is dead reads as ``"stale"``."""
+    blocks = _block_names_of(conn, digest, "reservation")
+    out = []
+    for r in conn.execute(
+        f"SELECT id, run_id, payload, sha256, {HOLDER}, created_utc, status, closed_utc "
+        "FROM reservations WHERE dataset=? ORDER BY created_utc",
+        (digest,),
+    ).fetchall():
+        status = "stale" if r[10] == "active" and is_stale(conn, r[4:9]) else r[10]
+        if live_only and status not in ("active", "drawn"):
+            continue
+        orders, rdp = load_curve(conn, r[0], r[2], r[3])
+        info = (r[0], digest, r[1], orders, rdp, tuple(blocks.get(r[0], ())), r[4], r[6], r[9])
+        out.append(ReservationInfo(*info, utc_from_unix(r[7]), r[8], status, r[11]))
+    return out
+
+
 def load_items(
-    ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str, *, exclude: str | None = None
+    conn: LedgerConnection, digest: str, exclude: str | None = None
 ) -> tuple[list[Item], list[Item]]:
     """(committed events and drawn reservations -- spent --, live reservations) of a dataset,
     without reservation ``exclude``."""
-    links: dict[int, set[int]] = {}
-    for ev, blk in conn.execute(
-        "SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
-        "ON e.id = eb.event WHERE e.dataset=?",
-        (digest,),
-    ):
-        links.setdefault(ev, set()).add(blk)
+    ids = {name: bid for bid, name in block_names(conn, digest).items()}
     events = [
-        Item(load_event(r, ledger_file.path), frozenset(links.get(r[0], ())))
-        for r in conn.execute(
-            "SELECT id, payload, sha256 FROM events WHERE dataset=? ORDER BY id", (digest,)
-        )
+        Item(s.event, frozenset(ids[b] for b in s.blocks)) for s in stored_events(conn, digest)
     ]
-    res_links: dict[str, set[int]] = {}
-    for rid, blk in conn.execute(
-        "SELECT rb.reservation, rb.block FROM reservation_blocks rb "
-        "JOIN reservations r ON r.id = rb.reservation "
-        "WHERE r.dataset=? AND r.status IN ('active', 'drawn')",
-        (digest,),
-    ):
-        res_links.setdefault(rid, set()).add(blk)
     live: list[Item] = []
-    for row in conn.execute(
-        "SELECT id, payload, sha256, pid, process_token, hostname, heartbeat, "
-        "lease_seconds, status FROM reservations WHERE dataset=? "
-        "AND status IN ('active', 'drawn') ORDER BY created_utc",
-        (digest,),
-    ):
-        drawn = row[8] == "drawn"  # noise drawn inside it: spent, whatever became of its run
-        if row[0] == exclude or (
-            not drawn
-            and is_stale(row[3], row[4], row[5], row[6], row[7], here=ledger_file.hostname)
-        ):
-            continue
-        orders, rdp = load_curve(row[0], row[1], row[2], ledger_file.path)
-        item = Item(
-            reservation_event(orders, rdp, row[0]),
-            frozenset(res_links.get(row[0], ())),
-            reservation=row[0],
-        )
-        (events if drawn else live).append(item)
+    for r in reservation_infos(conn, digest, live_only=True):
+        if r.id != exclude:
+            event = reservation_event(r.orders, r.rdp, r.id)
+            item = Item(event, frozenset(ids[b] for b in r.blocks), reservation=r.id)
+            (events if r.status == "drawn" else live).append(item)
     return events, live
 
 
@@ -118,8 +259,7 @@ ViewCache = dict[str, tuple[list[Item], list[Item]]]
 
 
 def view(
-    ledger_file: LedgerFile,
-    conn: sqlite3.Connection,
+    conn: LedgerConnection,
     digest: str,
     exclude: str | None = None,
     cache: ViewCache | None = None,
@@ -127,94 +267,11 @@ def view(
     """(events, live reservations) that count against ``digest``: its own (with their blocks)
     and those of every dataset linked to it (each charged to every block: ``blocks`` empty)."""
     cache = {} if cache is None else cache
-
-    def raw(d: str) -> tuple[list[Item], list[Item]]:
+    for d in [digest] + [other for other, _ in linked_pairs(conn, digest)]:
         if d not in cache:
-            cache[d] = load_items(ledger_file, conn, d, exclude=exclude)
-        return cache[d]
-
-    own_events, own_live = raw(digest)
-    events, live = list(own_events), list(own_live)
+            cache[d] = load_items(conn, d, exclude)
+    events, live = list(cache[digest][0]), list(cache[digest][1])
     for other, _ in linked_pairs(conn, digest):
-        linked_events, linked_live = raw(other)
-        events += [Item(it.event, frozenset(), it.reservation, other) for it in linked_events]
-        live += [Item(it.event, frozenset(), it.reservation, other) for it in linked_live]
+        events += [Item(it.event, frozenset(), it.reservation, other) for it in cache[other][0]]
+        live += [Item(it.event, frozenset(), it.reservation, other) for it in cache[other][1]]
     return events, live
-
-
-def stored_events(
-    ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str, run_id: str | None = None
-) -> list[StoredEvent]:
-    """The recorded events of ``digest`` (optionally one run's), oldest first."""
-    names = dict(block_rows(conn, digest))
-    links: dict[int, list[str]] = {}
-    for ev, blk in conn.execute(
-        "SELECT eb.event, eb.block FROM event_blocks eb JOIN events e "
-        "ON e.id = eb.event WHERE e.dataset=? ORDER BY eb.block",
-        (digest,),
-    ):
-        links.setdefault(ev, []).append(names[blk])
-    sql = "SELECT id, payload, sha256, run_id, created_utc, reservation FROM events WHERE dataset=?"
-    params: tuple[str, ...] = (digest,)
-    if run_id is not None:
-        sql += " AND run_id=?"
-        params += (run_id,)
-    return [
-        StoredEvent(
-            r[0],
-            digest,
-            r[3],
-            r[4],
-            tuple(links.get(r[0], ())),
-            r[5],
-            load_event(r, ledger_file.path),
-        )
-        for r in conn.execute(sql + " ORDER BY id", params)
-    ]
-
-
-def reservation_infos(
-    ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str, live_only: bool
-) -> list[ReservationInfo]:
-    """The reservations of ``digest`` (those that count against the budget -- active and drawn
-    -- only, or all), oldest first; an active one whose process is dead reads as ``"stale"``."""
-    names = dict(block_rows(conn, digest))
-    links: dict[str, list[str]] = {}
-    for rid, blk in conn.execute(
-        "SELECT rb.reservation, rb.block FROM reservation_blocks rb "
-        "JOIN reservations r ON r.id = rb.reservation WHERE r.dataset=? "
-        "ORDER BY rb.block",
-        (digest,),
-    ):
-        links.setdefault(rid, []).append(names[blk])
-    out = []
-    for r in conn.execute(
-        "SELECT id, run_id, payload, sha256, pid, process_token, hostname, "
-        "created_utc, heartbeat, lease_seconds, status, closed_utc "
-        "FROM reservations WHERE dataset=? ORDER BY created_utc",
-        (digest,),
-    ):
-        status = r[10]
-        if status == "active" and is_stale(r[4], r[5], r[6], r[8], r[9], here=ledger_file.hostname):
-            status = "stale"
-        if live_only and status not in ("active", "drawn"):
-            continue
-        orders, rdp = load_curve(r[0], r[2], r[3], ledger_file.path)
-        out.append(
-            ReservationInfo(
-                r[0],
-                digest,
-                r[1],
-                orders,
-                rdp,
-                tuple(links.get(r[0], ())),
-                r[4],
-                r[6],
-                r[7],
-                utc_from_unix(r[8]),
-                r[9],
-                status,
-                r[11],
-            )
-        )
-    return out

@@ -1,6 +1,7 @@
-"""Spending: reserving an upper bound, charging and committing events, releasing and expiring
-reservations. Each runs inside the caller's write transaction (``BEGIN IMMEDIATE``), so the
-budget check and the write it allows are one atomic step across processes.
+"""Spending: the ``Reservation`` a ledger hands out, and reserving an upper bound, charging and committing events, marking a reservation
+drawn, forfeiting, releasing and expiring reservations. Each runs inside the caller's write
+transaction (``BEGIN IMMEDIATE``), so the budget check and the write it allows are one atomic
+step across processes.
 
 Reservation protocol: ``reserve`` checks that the committed events + every live reservation + the
 new upper bound fit the budget in every block the run touches, then records the reservation with
@@ -15,117 +16,87 @@ forfeit (its whole bound, as an event: :func:`forfeit`) replaces it.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sqlite3
 import time
 import uuid
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pate.core.errors import LedgerError
-from pate.ledger.audit import write_audit
-from pate.ledger.blocks import block_rows
 from pate.ledger.budget_checks import check_fits
-from pate.ledger.dataset_registry import linked_pairs
-from pate.ledger.events import accountant, event_payload, load_curve, reservation_event
-from pate.ledger.formats import canonical, sha256_text, utc_now
-from pate.ledger.ledger_file import LedgerFile
-from pate.ledger.liveness import is_stale, process_token
-from pate.ledger.recorded_spend import Item
+from pate.ledger.dataset_registry import Budget, block_names, linked_pairs
+from pate.ledger.ledger_file import LedgerConnection, canonical, sha256_text, utc_now, write_audit
+from pate.ledger.recorded_spend import (
+    HOLDER,
+    Item,
+    event_payload,
+    is_stale,
+    load_curve,
+    process_token,
+    reservation_event,
+)
+
+if TYPE_CHECKING:
+    from pate.ledger.ledger import Ledger
 
 
-def reconcile(ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str | None) -> list[str]:
-    """Mark the live reservations (of ``digest``; None: of every dataset) whose process is dead
+def reconcile(conn: LedgerConnection, digests: list[str] | None) -> list[str]:
+    """Mark the live reservations (of ``digests``; None: of every dataset) whose process is dead
     ``expired``; returns their ids."""
-    sql = (
-        "SELECT id, dataset, run_id, pid, process_token, hostname, heartbeat, lease_seconds "
-        "FROM reservations WHERE status='active'"
-    )
     rows = conn.execute(
-        sql + (" AND dataset=?" if digest else ""), (digest,) if digest else ()
+        f"SELECT id, dataset, run_id, {HOLDER} FROM reservations WHERE status='active'"
     ).fetchall()
     expired = []
-    for rid, ds, run_id, pid, token, host, beat, lease in rows:
-        if is_stale(pid, token, host, beat, lease, here=ledger_file.hostname):
+    for rid, ds, run_id, *holder in rows:
+        if (digests is None or ds in digests) and is_stale(conn, holder):
             conn.execute(
                 "UPDATE reservations SET status='expired', closed_utc=? WHERE id=?",
                 (utc_now(), rid),
             )
-            write_audit(
-                conn,
-                ds,
-                "expire-reservation",
-                {
-                    "reservation": rid,
-                    "run_id": run_id,
-                    "pid": pid,
-                    "hostname": host,
-                    "reason": "process gone" if host == ledger_file.hostname else "lease expired",
-                },
-            )
+            pid, host = holder[0], holder[2]
+            reason = "process gone" if host == conn.hostname else "lease expired"
+            detail = {"reservation": rid, "run_id": run_id, "pid": pid, "hostname": host}
+            write_audit(conn, ds, "expire-reservation", detail | {"reason": reason})
             expired.append(rid)
     return expired
 
 
-def reconcile_group(ledger_file: LedgerFile, conn: sqlite3.Connection, digest: str) -> None:
+def reconcile_group(conn: LedgerConnection, digest: str) -> None:
     """:func:`reconcile` ``digest`` and every dataset linked to it (every write does this first)."""
-    for d in [digest] + [other for other, _ in linked_pairs(conn, digest)]:
-        reconcile(ledger_file, conn, d)
+    reconcile(conn, [digest] + [other for other, _ in linked_pairs(conn, digest)])
 
 
 def reserve(
-    ledger_file: LedgerFile,
-    conn: sqlite3.Connection,
+    conn: LedgerConnection,
     digest: str,
     target: frozenset[int],
-    *,
-    orders: np.ndarray,
-    curve: np.ndarray,
+    curve: tuple[np.ndarray, np.ndarray],
     run_id: str,
     lease: float,
 ) -> tuple[str, tuple[str, ...]]:
-    """Check and record a reservation of ``curve`` (RDP at ``orders``) on the ``target`` blocks
-    of ``digest``; returns its id and the names of its blocks."""
-    rid = uuid.uuid4().hex
-    payload = canonical({"orders": orders.tolist(), "rdp": curve.tolist()})
-    pid = os.getpid()
-    reconcile_group(ledger_file, conn, digest)
-    check_fits(
-        ledger_file,
-        conn,
-        digest,
-        [Item(reservation_event(orders, curve, rid), target)],
-        target,
-        exclude=None,
-        what=f"reserving for run {run_id}",
-    )
-    now = time.time()
+    """Check and record a reservation of ``curve`` (orders, RDP) on the ``target`` blocks of
+    ``digest``; returns its id and the names of its blocks."""
+    rid, pid = uuid.uuid4().hex, os.getpid()
+    orders, rdp = curve
+    payload = canonical({"orders": orders.tolist(), "rdp": rdp.tolist()})
+    reconcile_group(conn, digest)
+    item = Item(reservation_event(orders, rdp, rid), target)
+    check_fits(conn, digest, [item], target, exclude=None, what=f"reserving for run {run_id}")
     conn.execute(
-        "INSERT INTO reservations (id, dataset, run_id, payload, sha256, pid, "
-        "process_token, hostname, created_utc, heartbeat, lease_seconds, status) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')",
-        (
-            rid,
-            digest,
-            run_id,
-            payload,
-            sha256_text(payload),
-            pid,
-            process_token(pid),
-            ledger_file.hostname,
-            utc_now(),
-            now,
-            lease,
-        ),
+        "INSERT INTO reservations (id, dataset, run_id, payload, sha256, created_utc, status, "
+        f"{HOLDER}) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
+        (rid, digest, run_id, payload, sha256_text(payload), utc_now())
+        + (pid, process_token(pid), conn.hostname, time.time(), lease),
     )
     conn.executemany("INSERT INTO reservation_blocks VALUES (?, ?)", [(rid, b) for b in target])
-    return rid, tuple(n for b, n in block_rows(conn, digest) if b in target)
+    return rid, tuple(n for b, n in block_names(conn, digest).items() if b in target)
 
 
 def record(
-    ledger_file: LedgerFile,
-    conn: sqlite3.Connection,
+    conn: LedgerConnection,
     digest: str,
     events: list[Any],
     target: frozenset[int],
@@ -134,36 +105,19 @@ def record(
 ) -> list[int]:
     """Check ``events`` (against everything but ``reservation``, whose bound they replace) and
     record them on the ``target`` blocks of ``digest``; returns their ids."""
-    new = [Item(e, target) for e in events]
-    if new:
-        check_fits(
-            ledger_file,
-            conn,
-            digest,
-            new,
-            target,
-            exclude=reservation,
-            what=f"charging {len(events)} event(s) of run {run_id}",
-        )
-    ids = []
-    now = utc_now()
+    if events:
+        what = f"charging {len(events)} event(s) of run {run_id}"
+        new = [Item(e, target) for e in events]
+        check_fits(conn, digest, new, target, exclude=reservation, what=what)
+    ids, now = [], utc_now()
     for e in events:
         payload = event_payload(e)
         cur = conn.execute(
             "INSERT INTO events (dataset, run_id, created_utc, reservation, "
             "mechanism, queries, answered, payload, sha256) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                digest,
-                run_id,
-                now,
-                reservation,
-                e.mechanism,
-                int(e.queries),
-                int(e.answered),
-                payload,
-                sha256_text(payload),
-            ),
+            (digest, run_id, now, reservation, e.mechanism, int(e.queries), int(e.answered))
+            + (payload, sha256_text(payload)),
         )
         if cur.lastrowid is None:  # sqlite3 sets it after every INSERT
             raise LedgerError(f"the ledger did not return the id of an event of {digest}")
@@ -174,32 +128,27 @@ def record(
     return ids
 
 
-def commit(
-    ledger_file: LedgerFile, conn: sqlite3.Connection, rid: str, events: list[Any]
-) -> list[int]:
+def commit(conn: LedgerConnection, rid: str, events: list[Any]) -> list[int]:
     """Record the realised ``events`` of reservation ``rid`` (live or drawn) and close it as
     committed."""
     row = conn.execute(
         "SELECT status, dataset, run_id FROM reservations WHERE id=?", (rid,)
     ).fetchone()
     if row is None:
-        raise LedgerError(f"reservation {rid} is not in the ledger at {ledger_file.path}")
+        raise LedgerError(f"reservation {rid} is not in the ledger at {conn.path}")
     status, digest, run_id = row
     if status == "committed":
         raise LedgerError(f"reservation {rid} was already committed; reserve again for more spend")
-    reconcile_group(ledger_file, conn, digest)
-    target = frozenset(
-        r[0]
-        for r in conn.execute("SELECT block FROM reservation_blocks WHERE reservation=?", (rid,))
-    )
-    ids = record(ledger_file, conn, digest, events, target, run_id, rid)
+    reconcile_group(conn, digest)
+    blocks = conn.execute("SELECT block FROM reservation_blocks WHERE reservation=?", (rid,))
+    ids = record(conn, digest, events, frozenset(r[0] for r in blocks), run_id, rid)
     conn.execute(
         "UPDATE reservations SET status='committed', closed_utc=? WHERE id=?", (utc_now(), rid)
     )
     return ids
 
 
-def mark_drawn(ledger_file: LedgerFile, conn: sqlite3.Connection, rid: str) -> None:
+def mark_drawn(conn: LedgerConnection, rid: str) -> None:
     """Mark live reservation ``rid`` drawn, before its run draws any noise inside it: from now
     on its whole bound counts as spent, whatever happens to the process (``LedgerError`` when it
     is no longer live: then nothing may be drawn under it)."""
@@ -207,71 +156,140 @@ def mark_drawn(ledger_file: LedgerFile, conn: sqlite3.Connection, rid: str) -> N
     if row is None or row[0] != "active":
         raise LedgerError(
             f"reservation {rid} is {'not in the ledger' if row is None else row[0]} at "
-            f"{ledger_file.path}, not live: no noise may be drawn under it; reserve again"
+            f"{conn.path}, not live: no noise may be drawn under it; reserve again"
         )
     conn.execute("UPDATE reservations SET status='drawn' WHERE id=?", (rid,))
     write_audit(conn, row[1], "draw-reservation", {"reservation": rid})
 
 
-def forfeit(ledger_file: LedgerFile, conn: sqlite3.Connection, rid: str) -> list[int]:
+def forfeit(conn: LedgerConnection, rid: str) -> list[int]:
     """Turn drawn reservation ``rid``, whose answers are lost, into one event of its whole
     bound (mechanism ``"lost-drawn-answers"``, nothing answered): the budget stays spent and the
     history shows why. Refused while another process that holds it still runs."""
     row = conn.execute(
-        "SELECT status, payload, sha256, pid, process_token, hostname, heartbeat, lease_seconds "
-        "FROM reservations WHERE id=?",
-        (rid,),
+        f"SELECT status, payload, sha256, {HOLDER} FROM reservations WHERE id=?", (rid,)
     ).fetchone()
     if row is None or row[0] != "drawn":
         raise LedgerError(
             f"reservation {rid} is {'not in the ledger' if row is None else row[0]} at "
-            f"{ledger_file.path}, not drawn: only a drawn reservation is forfeited"
+            f"{conn.path}, not drawn: only a drawn reservation is forfeited"
         )
-    pid, token, host, beat, lease = row[3:]
-    mine = host == ledger_file.hostname and pid == os.getpid()
-    if not mine and not is_stale(pid, token, host, beat, lease, here=ledger_file.hostname):
+    pid, host = row[3], row[5]
+    mine = host == conn.hostname and pid == os.getpid()
+    if not mine and not is_stale(conn, row[3:]):
         raise LedgerError(
             f"reservation {rid} is held by process {pid} on {host}, which still runs (it may "
             "still keep and commit its answers); nothing was forfeited. Try again when it has "
             "finished"
         )
-    orders, rdp = load_curve(rid, row[1], row[2], ledger_file.path)
-    PrivacyEvent, _, _ = accountant()
-    event = PrivacyEvent(
-        mechanism="lost-drawn-answers",
-        params={"reservation": rid},
-        orders=orders,
-        rdp=rdp,
-        rdp_data_independent=rdp,
-        queries=0,
-        answered=0,
-    )
-    return commit(ledger_file, conn, rid, [event])
+    orders, rdp = load_curve(conn, rid, row[1], row[2])
+    return commit(conn, rid, [reservation_event(orders, rdp, rid, "lost-drawn-answers")])
 
 
-def release(ledger_file: LedgerFile, conn: sqlite3.Connection, reservation_id: str) -> bool:
-    """Give back live reservation ``reservation_id``; False if it was no longer live."""
-    row = conn.execute(
-        "SELECT dataset, status FROM reservations WHERE id=?", (reservation_id,)
-    ).fetchone()
+def release(conn: LedgerConnection, rid: str) -> bool:
+    """Give back live reservation ``rid``; False if it was no longer live."""
+    row = conn.execute("SELECT dataset, status FROM reservations WHERE id=?", (rid,)).fetchone()
     if row is None:
         raise ValueError(
-            f"reservation {reservation_id!r} is not in the ledger at {ledger_file.path}; "
+            f"reservation {rid!r} is not in the ledger at {conn.path}; "
             "list live ones with `pate budget show --dataset ...`"
         )
     if row[1] != "active":
         return False
     conn.execute(
-        "UPDATE reservations SET status='released', closed_utc=? WHERE id=?",
-        (utc_now(), reservation_id),
+        "UPDATE reservations SET status='released', closed_utc=? WHERE id=?", (utc_now(), rid)
     )
-    write_audit(conn, row[0], "release-reservation", {"reservation": reservation_id})
+    write_audit(conn, row[0], "release-reservation", {"reservation": rid})
     return True
 
 
-def heartbeat(conn: sqlite3.Connection, reservation_id: str) -> None:
-    """Renew the lease of live reservation ``reservation_id``."""
+def heartbeat(conn: LedgerConnection, rid: str) -> None:
+    """Renew the lease of live reservation ``rid``."""
     conn.execute(
-        "UPDATE reservations SET heartbeat=? WHERE id=? AND status='active'",
-        (time.time(), reservation_id),
+        "UPDATE reservations SET heartbeat=? WHERE id=? AND status='active'", (time.time(), rid)
     )
+
+
+class Reservation:
+    """A live upper bound on one run's spend (see :meth:`Ledger.reserve`).
+
+    Use it as a context manager: leaving the block without ``commit`` releases it (also on an
+    exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        rid: str,
+        dataset: str,
+        run_id: str,
+        curve: tuple[np.ndarray, np.ndarray],
+        blocks: tuple[str, ...],
+    ) -> None:
+        self.ledger, self.id, self.dataset, self.run_id = ledger, rid, dataset, run_id
+        self.orders, self.rdp = curve
+        self.blocks = blocks
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Reservation(id={self.id!r}, run_id={self.run_id!r}, dataset={self.dataset[:12]!r})"
+
+    @property
+    def budget(self) -> Budget | None:
+        return self.ledger.budget(self.dataset)
+
+    def prior_rdp(self, orders: Any = None) -> np.ndarray:
+        """RDP already spent or reserved by *others* in this run's blocks (element-wise max over
+        blocks) at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.prior_rdp(
+            self.dataset,
+            orders=self.orders if orders is None else orders,
+            blocks=list(self.blocks) or None,
+            exclude_reservation=self.id,
+        )
+
+    def constraints(self, orders: Any = None) -> list[dict[str, Any]]:
+        """Every budget this run must stay within (:meth:`Ledger.constraints`), others' spend as
+        prior, at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.constraints(
+            self.dataset,
+            orders=self.orders if orders is None else orders,
+            blocks=list(self.blocks) or None,
+            exclude_reservation=self.id,
+        )
+
+    def heartbeat(self) -> None:
+        """Renew the lease (only needed for runs that other hosts might otherwise reclaim)."""
+        self.ledger.heartbeat(self.id)
+
+    def commit(self, events: Sequence[Any]) -> list[int]:
+        """Record the run's realised ``events`` and release the rest of the reservation, atomically.
+        Spend within the reservation always fits; beyond it, it must fit the remaining budget or
+        ``BudgetExceededError`` is raised, nothing is recorded and the reservation stays live.
+        Release answers only after this returns."""
+        if self.closed:
+            raise LedgerError(
+                f"reservation {self.id} is already closed; reserve again for more spend"
+            )
+        ids = self.ledger.commit(self.id, events)
+        self.closed = True
+        return ids
+
+    def mark_drawn(self) -> None:
+        """:meth:`Ledger.mark_drawn`: call it before drawing any noise inside this reservation;
+        from then on it is spent (a release gives nothing back)."""
+        self.ledger.mark_drawn(self.id)
+
+    def release(self) -> None:
+        """Give the whole reservation back (nothing spent); a drawn one stays spent."""
+        if not self.closed:
+            self.ledger.release(self.id)
+            self.closed = True
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.closed:
+            with contextlib.suppress(LedgerError):
+                self.release()

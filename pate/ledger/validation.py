@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.validation import check_int, check_orders
-from pate.ledger.events import accountant, event_payload
 from pate.ledger.identity import is_digest
+from pate.ledger.recorded_spend import event_payload
 
 
 def check_digest(digest: Any) -> str:
@@ -72,7 +73,6 @@ def check_curve(rdp: Any, orders: np.ndarray, name: str) -> np.ndarray:
 
 def check_events(events: Any) -> list[Any]:
     """``events`` (one ``PrivacyEvent`` or a list) as a list of valid, storable events."""
-    PrivacyEvent, _, _ = accountant()
     if isinstance(events, PrivacyEvent):
         events = [events]
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
@@ -99,3 +99,10 @@ def check_events(events: Any) -> list[Any]:
         except (TypeError, ValueError) as exc:
             raise TypeError(f"events[{i}].params must be JSON-serialisable: {exc}") from None
     return out
+
+
+def check_reason(reason: Any) -> str | None:
+    """``reason`` (a non-empty string, or None), or a ``TypeError`` naming it."""
+    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+        raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
+    return reason
