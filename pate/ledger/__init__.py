@@ -7,10 +7,10 @@ whenever they are needed. docs/ledger.md states its accounting rules and describ
 name below; ``pate.ledger`` is the only import callers need.
 
 Modules (each imports only those above it in this list, read bottom-up):
-``ledger``           ``Ledger``: argument checks, one transaction per call.
+``ledger``           ``Ledger`` and ``Reservation``: argument checks, one transaction per call.
 ``validation``       checks of caller input.
 ``summaries``        ``summary`` and ``history``.
-``spending``         ``Reservation``; reserve, mark drawn, charge, commit, forfeit, release, expire.
+``spending``         reserve, mark drawn, charge, commit, forfeit, release, expire.
 ``budget_checks``    whether new spend fits every budget it touches; setting a budget; its changes.
 ``composition``      shared orders, composition per block, prior RDP, epsilon on a budget.
 ``recorded_spend``   events and reservations as stored and read back; process liveness.
@@ -22,10 +22,9 @@ Modules (each imports only those above it in this list, read bottom-up):
 
 from pate.ledger.dataset_registry import CONVERSIONS, Budget
 from pate.ledger.identity import DatasetIdentity, dataset_digest, dataset_identity, record_keys
-from pate.ledger.ledger import DEFAULT_LEASE_SECONDS, Ledger
+from pate.ledger.ledger import DEFAULT_LEASE_SECONDS, Ledger, Reservation
 from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, SCHEMA_VERSION, default_ledger_path
 from pate.ledger.recorded_spend import ReservationInfo, StoredEvent
-from pate.ledger.spending import Reservation
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -110,6 +110,17 @@ def resolve(conn: LedgerConnection, dataset: Any) -> str:
     )
 
 
+def resolve_or_register(conn: LedgerConnection, dataset: Any, name: str | None) -> str:
+    """The id of ``dataset`` (:func:`resolve`), registered first when it is a digest not in the
+    ledger yet; given ``name`` too when there is one (:func:`register`)."""
+    if isinstance(dataset, str) and is_digest(dataset.strip().lower()):
+        digest = stored_id(conn, dataset.strip().lower())
+    else:
+        digest = resolve(conn, dataset)
+    register(conn, digest, name)
+    return digest
+
+
 def first_name(conn: LedgerConnection, digest: str) -> str | None:
     """The first name of ``digest`` (``datasets.name``; None when it has none)."""
     row = conn.execute("SELECT name FROM datasets WHERE digest=?", (digest,)).fetchone()

@@ -27,17 +27,10 @@ _KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
 
 
 def dataset_digest(ids: Any) -> str:
-    """sha256 hex identity of a sensitive dataset from the ids of its records -- the one digest
-    definition of the ledger.
-
-    ``ids`` is a 1-D array of unique integer ids, of unique strings, or of record keys (dtype
-    ``S16`` from :func:`record_keys`; a multiset: identical records may repeat). The digest does
-    not depend on the order of the ids: the same records give the same dataset. Integers are
-    hashed as little-endian int64, strings as length-prefixed UTF-8 and record keys as their 16
-    raw bytes, each kind under its own tag, so ``[1, 2]`` and ``["1", "2"]`` are different
-    datasets. Every pate entry point identifies its private data with :func:`dataset_identity`,
-    i.e. ``dataset_digest(record_keys(x, y))``; explicit ids are for datasets registered by hand.
-    """
+    """The sha256 hex digest of a dataset from the ids of its records, in any order -- the one
+    digest definition of the ledger (docs/ledger.md). ``ids``: a 1-D array of unique integers, of
+    unique strings, or of record keys (``S16`` from :func:`record_keys`; a multiset), each kind
+    hashed under its own tag."""
     if isinstance(ids, (str, bytes)) or ids is None:
         raise TypeError(f"ids must be a 1-D array of record ids, got {type(ids).__name__}")
     arr = np.asarray(ids)
@@ -80,14 +73,10 @@ def dataset_digest(ids: Any) -> str:
 
 
 def record_keys(x: Any, y: Any) -> np.ndarray:
-    """One 16-byte content key per record: an ``(n,)`` array of dtype ``S16`` (``pate.ledger``).
-
-    ``x`` is ``(n, ...)`` numeric (any dtype; compared as float32), ``y`` the ``n`` integer
-    labels. Key ``i`` is the first 16 bytes of sha256(tag, ``x[i]`` flattened in C order as
-    little-endian float32, ``y[i]`` as little-endian int64): the same values give the same key
-    whatever the array's layout -- ``(n, 1, 8, 8)`` or ``(n, 64)``, float32 or float64, labels of
-    any integer width. Use ``keys.tobytes()`` (not ``keys[i]``, which numpy strips of trailing
-    zero bytes) for the raw bytes.
+    """One 16-byte content key per record, an ``(n,)`` array of dtype ``S16`` (docs/ledger.md):
+    the first 16 bytes of sha256(tag, ``x[i]`` flattened in C order as little-endian float32,
+    ``y[i]`` as little-endian int64), whatever the array's layout or dtype. ``keys.tobytes()``
+    gives the raw bytes (``keys[i]`` strips trailing zero bytes).
     """
     if x is None or isinstance(x, (str, bytes)):
         raise TypeError(f"x must be an array of records, got {type(x).__name__}")
@@ -214,13 +203,9 @@ def _sorted_keys(keys: np.ndarray) -> np.ndarray:
 def distinct_keys(keys: np.ndarray) -> list[bytes]:
     """The raw bytes of each distinct record key, in lexicographic byte order."""
     words = _sorted_keys(keys)
-    if words.shape[0] > 1:
-        keep = np.ones(words.shape[0], dtype=bool)
-        keep[1:] = np.any(words[1:] != words[:-1], axis=1)
-        words = words[keep]
-    raw = words.tobytes()
-    k = RECORD_KEY_BYTES
-    return [raw[i : i + k] for i in range(0, len(raw), k)]
+    keep = np.ones(words.shape[0], dtype=bool)
+    keep[1:] = np.any(words[1:] != words[:-1], axis=1)
+    return key_bytes(words[keep])
 
 
 def is_digest(text: str) -> bool:

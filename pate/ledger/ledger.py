@@ -1,4 +1,5 @@
-"""The ``Ledger`` (one SQLite file, many datasets): the public face of the ledger. Each public method checks its arguments, then runs one transaction of
+"""The ``Ledger`` (one SQLite file, many datasets) and the ``Reservation`` it hands out: the
+public face of the ledger. Each public method checks its arguments, then runs one transaction of
 :class:`pate.ledger.ledger_file.LedgerFile` through the functions of the package's modules."""
 
 from __future__ import annotations
@@ -13,34 +14,22 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.validation import check_choice, check_delta, check_positive
-from pate.ledger import budget_checks, dataset_registry, spending, summaries
+from pate.core.errors import LedgerError
+from pate.ledger import (
+    budget_checks,
+    dataset_registry,
+    ledger_file,
+    recorded_spend,
+    spending,
+    summaries,
+    validation,
+)
 from pate.ledger.composition import prior
 from pate.ledger.dataset_registry import BASES, CONVERSIONS, Budget
-from pate.ledger.identity import DatasetIdentity, check_identity, is_digest
+from pate.ledger.identity import DatasetIdentity, check_identity
 from pate.ledger.keying import keyed_digest, keyed_identity
-from pate.ledger.ledger_file import (
-    DEFAULT_TIMEOUT_SECONDS,
-    LedgerConnection,
-    LedgerFile,
-    default_ledger_path,
-    read_audit,
-)
-from pate.ledger.recorded_spend import (
-    ReservationInfo,
-    StoredEvent,
-    reservation_infos,
-    stored_events,
-)
-from pate.ledger.spending import Reservation
-from pate.ledger.validation import (
-    check_curve,
-    check_digest,
-    check_events,
-    check_grid,
-    check_name,
-    check_reason,
-    check_run_id,
-)
+from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, LedgerConnection
+from pate.ledger.recorded_spend import ReservationInfo, StoredEvent
 
 logger = logging.getLogger(__name__)
 
@@ -48,17 +37,11 @@ DEFAULT_LEASE_SECONDS = 900.0
 
 
 class Ledger:
-    """A privacy-budget ledger in one SQLite file (docs/ledger.md).
-
-    Parameters
-    ----------
-    path : str or path-like, optional
-        The ledger file; default :func:`default_ledger_path`.
-    create : bool
-        Create the file (and its folder) when it does not exist. With ``False`` a missing
-        ledger raises ``LedgerError`` and nothing is written to disk.
-    timeout : float
-        Seconds to wait for another process's write lock before raising ``LedgerError``.
+    """A privacy-budget ledger in the SQLite file ``path`` (default:
+    :func:`pate.ledger.default_ledger_path`; docs/ledger.md). ``create``: create the file (and its
+    folder) when it does not exist; with ``False`` a missing ledger raises ``LedgerError`` and
+    nothing is written to disk. ``timeout``: seconds to wait for another process's write lock
+    before raising ``LedgerError``.
 
     A ``Ledger`` holds one connection: use it from one thread, and open a new ``Ledger`` in each
     process (connections must not cross ``fork``). It is a context manager that closes itself.
@@ -72,14 +55,14 @@ class Ledger:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         if path is None:
-            path = default_ledger_path()
+            path = ledger_file.default_ledger_path()
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a file path, got {type(path).__name__}")
         if not isinstance(create, bool):
             raise TypeError(f"create must be True or False, got {create!r}")
         self.timeout = check_positive(timeout, "timeout")
         self.path = pathlib.Path(path).expanduser()
-        self._file = LedgerFile(self.path, create=create, timeout=self.timeout)
+        self._file = ledger_file.LedgerFile(self.path, create=create, timeout=self.timeout)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -95,17 +78,17 @@ class Ledger:
         return f"Ledger({str(self.path)!r})"
 
     @contextlib.contextmanager
-    def _on(self, dataset: str, *, write: bool = False) -> Iterator[tuple[LedgerConnection, str]]:
+    def _resolved(
+        self, dataset: str, *, write: bool = False
+    ) -> Iterator[tuple[LedgerConnection, str]]:
         """A transaction and the id of ``dataset`` in it."""
         with self._file.transaction(write=write) as conn:
             yield conn, dataset_registry.resolve(conn, dataset)
 
-    # ---- datasets -----------------------------------------------------------------------
-
     def resolve(self, dataset: str) -> str:
         """The id of ``dataset`` given as its id, a name, a digest (of ids or records; the ledger
         keys it) or a unique prefix (>= 8) of its id."""
-        with self._on(dataset) as (_, digest):
+        with self._resolved(dataset) as (_, digest):
             return digest
 
     def dataset_id(self, identity: DatasetIdentity) -> str:
@@ -121,8 +104,8 @@ class Ledger:
         finds it). A ``name`` is its first name, or, if it has one already, one more name that
         resolves it (the first is kept); a name of another dataset is refused (``ValueError``)
         before any write."""
-        digest = check_digest(digest)
-        name = check_name(name, "name")
+        digest = validation.check_digest(digest)
+        name = validation.check_name(name, "name")
         with self._file.transaction(write=True) as conn:
             digest = dataset_registry.stored_id(conn, digest)
             dataset_registry.register(conn, digest, name)
@@ -135,7 +118,7 @@ class Ledger:
         counts against each other. A dataset registered by digest alone keeps its budget and
         events and gains its records. ``name`` as in :meth:`register_dataset`."""
         keyed = keyed_identity(self._file.secret, check_identity(identity))
-        name = check_name(name, "name")
+        name = validation.check_name(name, "name")
         with self._file.transaction(write=True) as conn:
             dataset_registry.register(conn, keyed.digest, name)
             shared = dataset_registry.add_records(conn, keyed)
@@ -161,7 +144,7 @@ class Ledger:
     def linked(self, dataset: str) -> list[dict[str, Any]]:
         """The datasets linked to ``dataset`` (sharing records with it): digest, name, number of
         shared distinct records and budget."""
-        with self._on(dataset) as (conn, digest):
+        with self._resolved(dataset) as (conn, digest):
             return dataset_registry.linked_datasets(conn, digest)
 
     def link(self, dataset: str, other: str, *, reason: str | None = None) -> None:
@@ -169,8 +152,8 @@ class Ledger:
         dataset whose budget was set under an id digest and the identity ``pate run``
         registers: their spend then counts against each other. Links are never removed (that
         could only understate spend)."""
-        reason = check_reason(reason)
-        with self._on(dataset, write=True) as (conn, digest):
+        reason = validation.check_reason(reason)
+        with self._resolved(dataset, write=True) as (conn, digest):
             pair = (digest, dataset_registry.resolve(conn, other))
             dataset_registry.add_link(conn, pair, (dataset, other), reason)
 
@@ -181,8 +164,6 @@ class Ledger:
         datasets linked to it."""
         with self._file.transaction(write=False) as conn:
             return dataset_registry.list_datasets(conn)
-
-    # ---- budgets ------------------------------------------------------------------------
 
     def set_budget(
         self,
@@ -209,15 +190,11 @@ class Ledger:
         delta = check_delta(delta, "delta")
         if not isinstance(data_dependent, bool):
             raise TypeError(f"data_dependent must be True or False, got {data_dependent!r}")
-        name = check_name(name, "name")
-        reason = check_reason(reason)
+        name = validation.check_name(name, "name")
+        reason = validation.check_reason(reason)
         budget = Budget(eps, delta, BASES[1] if data_dependent else BASES[0], conversion)
         with self._file.transaction(write=True) as conn:
-            if isinstance(dataset, str) and is_digest(dataset.strip().lower()):
-                digest = dataset_registry.stored_id(conn, dataset.strip().lower())
-            else:
-                digest = dataset_registry.resolve(conn, dataset)
-            dataset_registry.register(conn, digest, name)  # a new digest, or a new name
+            digest = dataset_registry.resolve_or_register(conn, dataset, name)
             old_eps, spent = budget_checks.write_budget(conn, digest, budget, reason)
             label = name or dataset_registry.label(conn, digest)
         if old_eps is not None and spent > 0:
@@ -241,35 +218,31 @@ class Ledger:
 
     def budget(self, dataset: str) -> Budget | None:
         """The budget of ``dataset``; ``None`` when none was set (spend is then recorded, unlimited)."""
-        with self._on(dataset) as (conn, digest):
+        with self._resolved(dataset) as (conn, digest):
             return dataset_registry.budget_of(conn, digest)
-
-    # ---- blocks (Sage) -------------------------------------------------------------------
 
     def add_block(self, dataset: str, name: str) -> None:
         """Register a time block of records of ``dataset`` (Sage). It starts with fresh budget."""
-        block = check_name(name, "block")
+        block = validation.check_name(name, "block")
         if block is None:
             raise TypeError("block must be a non-empty string, got None")
-        with self._on(dataset, write=True) as (conn, digest):
+        with self._resolved(dataset, write=True) as (conn, digest):
             dataset_registry.add_block(conn, digest, block)
 
     def blocks(self, dataset: str) -> list[str]:
         """Names of the registered blocks of ``dataset``, oldest first."""
-        with self._on(dataset) as (conn, digest):
+        with self._resolved(dataset) as (conn, digest):
             return list(dataset_registry.block_names(conn, digest).values())
-
-    # ---- reading events and reservations ------------------------------------------------
 
     def events(self, dataset: str, *, run_id: str | None = None) -> list[StoredEvent]:
         """The recorded events of ``dataset`` (optionally one run's), oldest first."""
-        with self._on(dataset) as (conn, digest):
-            return stored_events(conn, digest, run_id)
+        with self._resolved(dataset) as (conn, digest):
+            return recorded_spend.stored_events(conn, digest, run_id)
 
     def reservations(self, dataset: str, *, live_only: bool = True) -> list[ReservationInfo]:
         """Reservations of ``dataset``: the live ones (default) or all, oldest first."""
-        with self._on(dataset) as (conn, digest):
-            return reservation_infos(conn, digest, live_only)
+        with self._resolved(dataset) as (conn, digest):
+            return recorded_spend.reservation_infos(conn, digest, live_only)
 
     def reconcile(self, dataset: str | None = None) -> list[str]:
         """Mark reservations of crashed runs ``expired`` (their process is gone, or -- for runs on
@@ -277,8 +250,6 @@ class Ledger:
         with self._file.transaction(write=True) as conn:
             digests = None if dataset is None else [dataset_registry.resolve(conn, dataset)]
             return spending.reconcile(conn, digests)
-
-    # ---- what is spent ------------------------------------------------------------------
 
     def prior_rdp(
         self,
@@ -301,8 +272,8 @@ class Ledger:
         event lacks get ``+inf``. ``data_dependent`` defaults to the dataset's budget basis
         (data-independent when no budget is set).
         """
-        orders = check_grid(orders, "orders")
-        with self._on(dataset) as (conn, digest):
+        orders = validation.check_grid(orders, "orders")
+        with self._resolved(dataset) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
             return prior(
                 conn,
@@ -329,12 +300,10 @@ class Ledger:
         at ``orders`` on that budget's basis (see :meth:`prior_rdp`). A run's own RDP ``r`` fits
         when, for every entry, ``eps_from_rdp(prior_rdp + r, orders=orders, delta=budget.delta,
         conversion=budget.conversion) <= budget.eps``, exactly as :meth:`reserve` checks it."""
-        orders = check_grid(orders, "orders")
-        with self._on(dataset) as (conn, digest):
+        orders = validation.check_grid(orders, "orders")
+        with self._resolved(dataset) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
             return budget_checks.constraints(conn, digest, orders, target, exclude_reservation)
-
-    # ---- spending -----------------------------------------------------------------------
 
     def reserve(
         self,
@@ -355,11 +324,11 @@ class Ledger:
         this process (pid, host); it stays live while the process runs on this host, or until
         ``lease_seconds`` after the last ``heartbeat()`` as seen from other hosts.
         """
-        orders = check_grid(orders, "orders")
-        curve = check_curve(rdp, orders, "rdp")
-        run_id = check_run_id(run_id)
+        orders = validation.check_grid(orders, "orders")
+        curve = validation.check_curve(rdp, orders, "rdp")
+        run_id = validation.check_run_id(run_id)
         lease = check_positive(lease_seconds, "lease_seconds")
-        with self._on(dataset, write=True) as (conn, digest):
+        with self._resolved(dataset, write=True) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
             rid, names = spending.reserve(conn, digest, target, (orders, curve), run_id, lease)
         return Reservation(self, rid, digest, run_id, (orders, curve), names)
@@ -374,9 +343,9 @@ class Ledger:
     ) -> list[int]:
         """Check and record ``events`` in one transaction (no reservation). Raises
         ``BudgetExceededError`` and records nothing if they do not fit. Returns the event ids."""
-        events = check_events(events)
-        run_id = check_run_id(run_id)
-        with self._on(dataset, write=True) as (conn, digest):
+        events = validation.check_events(events)
+        run_id = validation.check_run_id(run_id)
+        with self._resolved(dataset, write=True) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
             spending.reconcile_group(conn, digest)
             return spending.record(conn, digest, events, target, run_id, None)
@@ -385,7 +354,7 @@ class Ledger:
         """Record ``events`` in place of reservation ``reservation_id`` (live or drawn: e.g. a
         drawn one whose run crashed after drawing, by the run's resume) and close it; spend
         within the reservation always fits. Returns the event ids."""
-        events = check_events(events)
+        events = validation.check_events(events)
         with self._file.transaction(write=True) as conn:
             return spending.commit(conn, reservation_id, events)
 
@@ -410,27 +379,22 @@ class Ledger:
         with self._file.transaction(write=True) as conn:
             return spending.release(conn, reservation_id)
 
-    def heartbeat(self, reservation_id: str) -> None:
-        """Renew the lease of live reservation ``reservation_id`` (:meth:`Reservation.heartbeat`)."""
+    def _heartbeat(self, reservation_id: str) -> None:
         with self._file.transaction(write=True) as conn:
             spending.heartbeat(conn, reservation_id)
 
-    # ---- reports ------------------------------------------------------------------------
-
     def summary(self, dataset: str) -> dict[str, Any]:
-        """Everything ``pate budget show`` prints, as JSON-able data (a pipeline report can embed
-        it): budget, spent epsilon (committed; worst block) on the budget's basis and on both RDP
-        kinds, spent + reserved, remaining, per-block spend, live reservations, event counts.
-
-        Spend includes the events and live reservations of the datasets linked to this one
+        """Everything ``pate budget show`` prints, as JSON-able data: budget, spent epsilon
+        (committed; worst block) on the budget's basis and on both RDP kinds, spent + reserved,
+        remaining, per-block spend, live reservations, event counts. Spend includes the events and live reservations of the datasets linked to this one
         (``linked_events`` counts those events); ``linked`` lists those datasets with their own
         budget and remaining, ``remaining_effective`` is the least remaining epsilon over this
         dataset's and the linked budgets and ``limited_by`` the digest it comes from;
         ``budget_changes`` lists every budget change (:meth:`budget_changes`). Every epsilon is
         converted with its budget's conversion at its delta (each linked dataset's with its own)."""
-        with self._on(dataset) as (conn, digest):
+        with self._resolved(dataset) as (conn, digest):
             out = summaries.summary(conn, digest)
-            changes = budget_checks.budget_changes(read_audit(conn, digest))
+            changes = budget_checks.budget_changes(ledger_file.read_audit(conn, digest))
         return out | {"budget_changes": changes}
 
     def history(self, dataset: str) -> list[dict[str, Any]]:
@@ -439,11 +403,95 @@ class Ledger:
         basis at the budget's delta with the budget's conversion (``None`` when no budget is set).
         Events of linked datasets are listed too, with their ``dataset`` digest and ``linked:
         True``; they count in every block."""
-        with self._on(dataset) as (conn, digest):
+        with self._resolved(dataset) as (conn, digest):
             return summaries.history(conn, digest)
 
     def audit_log(self, dataset: str) -> list[dict[str, Any]]:
         """Budget changes, registrations, names, record links, block registrations, reservation
         draws, expiries and releases, oldest first."""
-        with self._on(dataset) as (conn, digest):
-            return read_audit(conn, digest)
+        with self._resolved(dataset) as (conn, digest):
+            return ledger_file.read_audit(conn, digest)
+
+
+class Reservation:
+    """A live upper bound on one run's spend (see :meth:`Ledger.reserve`).
+
+    Use it as a context manager: leaving the block without ``commit`` releases it (also on an
+    exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        rid: str,
+        dataset: str,
+        run_id: str,
+        curve: tuple[np.ndarray, np.ndarray],
+        blocks: tuple[str, ...],
+    ) -> None:
+        self.ledger, self.id, self.dataset, self.run_id = ledger, rid, dataset, run_id
+        self.orders, self.rdp = curve
+        self.blocks = blocks
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Reservation(id={self.id!r}, run_id={self.run_id!r}, dataset={self.dataset[:12]!r})"
+
+    @property
+    def budget(self) -> Budget | None:
+        return self.ledger.budget(self.dataset)
+
+    def _others(self, orders: Any) -> dict[str, Any]:
+        """The spend of others in this run's blocks at ``orders`` (default: the reservation's)."""
+        orders = self.orders if orders is None else orders
+        return {
+            "orders": orders,
+            "blocks": list(self.blocks) or None,
+            "exclude_reservation": self.id,
+        }
+
+    def prior_rdp(self, orders: Any = None) -> np.ndarray:
+        """RDP already spent or reserved by *others* in this run's blocks (element-wise max over
+        blocks) at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.prior_rdp(self.dataset, **self._others(orders))
+
+    def constraints(self, orders: Any = None) -> list[dict[str, Any]]:
+        """Every budget this run must stay within (:meth:`Ledger.constraints`), others' spend as
+        prior, at ``orders`` (default: the reservation's orders)."""
+        return self.ledger.constraints(self.dataset, **self._others(orders))
+
+    def heartbeat(self) -> None:
+        """Renew the lease (only needed for runs that other hosts might otherwise reclaim)."""
+        self.ledger._heartbeat(self.id)
+
+    def commit(self, events: Sequence[Any]) -> list[int]:
+        """Record the run's realised ``events`` and release the rest of the reservation, atomically.
+        Spend within the reservation always fits; beyond it, it must fit the remaining budget or
+        ``BudgetExceededError`` is raised, nothing is recorded and the reservation stays live.
+        Release answers only after this returns."""
+        if self.closed:
+            raise LedgerError(
+                f"reservation {self.id} is already closed; reserve again for more spend"
+            )
+        ids = self.ledger.commit(self.id, events)
+        self.closed = True
+        return ids
+
+    def mark_drawn(self) -> None:
+        """:meth:`Ledger.mark_drawn`: call it before drawing any noise inside this reservation;
+        from then on it is spent (a release gives nothing back)."""
+        self.ledger.mark_drawn(self.id)
+
+    def release(self) -> None:
+        """Give the whole reservation back (nothing spent); a drawn one stays spent."""
+        if not self.closed:
+            self.ledger.release(self.id)
+            self.closed = True
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.closed:
+            with contextlib.suppress(LedgerError):
+                self.release()

@@ -1,5 +1,5 @@
-"""Spend as the ledger stores it and reads it back. An event is stored as canonical JSON with its
-sha256; a reservation's upper-bound curve is read back as an event, so it composes like one; both
+"""Spend as the ledger stores it and reads it back. An event is stored as the canonical JSON of its
+``to_dict()`` with its sha256; a reservation's upper-bound curve is read back as an event, so it composes like one; both
 are checked against their checksum on every read (a failure is a ``LedgerError``, the file left
 untouched). Read back, a dataset's spend is reported as ``StoredEvent`` / ``ReservationInfo`` and
 counted against budgets as ``Item``: its own, and that of every dataset linked to it.
@@ -24,7 +24,7 @@ import numpy as np
 from pate.analysis.accountant import PrivacyEvent
 from pate.core.errors import LedgerError
 from pate.ledger.dataset_registry import block_names, linked_pairs
-from pate.ledger.ledger_file import LedgerConnection, canonical, sha256_text, utc_from_unix
+from pate.ledger.ledger_file import LedgerConnection, sha256_text, utc_from_unix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,24 +71,6 @@ class Item:
     blocks: frozenset[int]  # empty = the whole dataset (every block)
     reservation: str | None = None
     via: str | None = None  # the linked dataset it was recorded on (None: this dataset's own)
-
-
-def event_payload(e: Any) -> str:
-    """The canonical JSON stored for ``PrivacyEvent`` ``e`` (its checksum is stored beside it)."""
-    curves = {k: np.asarray(getattr(e, k), dtype=np.float64).tolist() for k in _CURVES}
-    return canonical(
-        curves
-        | {
-            "mechanism": str(e.mechanism),
-            "params": e.params,
-            "queries": int(e.queries),
-            "answered": int(e.answered),
-            "relation": str(e.relation),
-        }
-    )
-
-
-_CURVES = ("orders", "rdp", "rdp_data_independent")
 
 
 def reservation_event(
@@ -183,7 +165,7 @@ def is_stale(conn: LedgerConnection, holder: Iterable[Any]) -> bool:
 
 
 #: the columns of a reservation's holder, as :func:`is_stale` reads them
-HOLDER = "pid, process_token, hostname, heartbeat, lease_seconds"
+HOLDER_COLUMNS = "pid, process_token, hostname, heartbeat, lease_seconds"
 
 
 def _block_names_of(conn: LedgerConnection, digest: str, owner: str) -> dict[Any, list[str]]:
@@ -223,7 +205,7 @@ def reservation_infos(
     blocks = _block_names_of(conn, digest, "reservation")
     out = []
     for r in conn.execute(
-        f"SELECT id, run_id, payload, sha256, {HOLDER}, created_utc, status, closed_utc "
+        f"SELECT id, run_id, payload, sha256, {HOLDER_COLUMNS}, created_utc, status, closed_utc "
         "FROM reservations WHERE dataset=? ORDER BY created_utc",
         (digest,),
     ).fetchall():

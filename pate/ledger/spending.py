@@ -1,53 +1,43 @@
-"""Spending: the ``Reservation`` a ledger hands out, and reserving an upper bound, charging and committing events, marking a reservation
-drawn, forfeiting, releasing and expiring reservations. Each runs inside the caller's write
-transaction (``BEGIN IMMEDIATE``), so the budget check and the write it allows are one atomic
-step across processes.
+"""Spending: reserve, charge, commit, mark drawn, forfeit, release and expire reservations. Each runs inside the caller's write transaction (``BEGIN IMMEDIATE``), so the
+budget check and the write it allows are one atomic step across processes.
 
-Reservation protocol: ``reserve`` checks that the committed events + every live reservation + the
-new upper bound fit the budget in every block the run touches, then records the reservation with
-the process id, host name and a lease. ``commit`` re-checks committed events + other live
-reservations + the realised events, so spend within a reservation always commits and nothing can
-ever overspend. A reservation whose process is dead (same host: the pid is gone, a zombie, or
-reused) or whose lease expired (another host) is marked ``expired`` by the next writer -- unless
-it is ``drawn`` (:func:`mark_drawn`: its run was about to draw noise inside it): a drawn
-reservation counts as spent and is never reclaimed; only its commit (the round's events) or its
-forfeit (its whole bound, as an event: :func:`forfeit`) replaces it.
+Reservation protocol (docs/ledger.md): ``reserve`` checks that the committed events + every drawn
+and live reservation + the new upper bound fit every budget it touches, then records the
+reservation with the process id, host name and a lease. ``commit`` re-checks with the realised
+events in place of the bound, so spend within a reservation always commits and nothing can ever
+overspend. The next writer marks ``expired`` a reservation whose process is dead (or whose lease
+ran out, on another host) -- unless it is ``drawn`` (:func:`mark_drawn`): a drawn reservation is
+spent and never reclaimed; only its commit or its forfeit (its whole bound as an event) closes it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from pate.core.errors import LedgerError
 from pate.ledger.budget_checks import check_fits
-from pate.ledger.dataset_registry import Budget, block_names, linked_pairs
+from pate.ledger.dataset_registry import block_names, linked_pairs
 from pate.ledger.ledger_file import LedgerConnection, canonical, sha256_text, utc_now, write_audit
 from pate.ledger.recorded_spend import (
-    HOLDER,
+    HOLDER_COLUMNS,
     Item,
-    event_payload,
     is_stale,
     load_curve,
     process_token,
     reservation_event,
 )
 
-if TYPE_CHECKING:
-    from pate.ledger.ledger import Ledger
-
 
 def reconcile(conn: LedgerConnection, digests: list[str] | None) -> list[str]:
     """Mark the live reservations (of ``digests``; None: of every dataset) whose process is dead
     ``expired``; returns their ids."""
     rows = conn.execute(
-        f"SELECT id, dataset, run_id, {HOLDER} FROM reservations WHERE status='active'"
+        f"SELECT id, dataset, run_id, {HOLDER_COLUMNS} FROM reservations WHERE status='active'"
     ).fetchall()
     expired = []
     for rid, ds, run_id, *holder in rows:
@@ -87,7 +77,7 @@ def reserve(
     check_fits(conn, digest, [item], target, exclude=None, what=f"reserving for run {run_id}")
     conn.execute(
         "INSERT INTO reservations (id, dataset, run_id, payload, sha256, created_utc, status, "
-        f"{HOLDER}) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
+        f"{HOLDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
         (rid, digest, run_id, payload, sha256_text(payload), utc_now())
         + (pid, process_token(pid), conn.hostname, time.time(), lease),
     )
@@ -111,7 +101,7 @@ def record(
         check_fits(conn, digest, new, target, exclude=reservation, what=what)
     ids, now = [], utc_now()
     for e in events:
-        payload = event_payload(e)
+        payload = canonical(e.to_dict())
         cur = conn.execute(
             "INSERT INTO events (dataset, run_id, created_utc, reservation, "
             "mechanism, queries, answered, payload, sha256) "
@@ -167,7 +157,7 @@ def forfeit(conn: LedgerConnection, rid: str) -> list[int]:
     bound (mechanism ``"lost-drawn-answers"``, nothing answered): the budget stays spent and the
     history shows why. Refused while another process that holds it still runs."""
     row = conn.execute(
-        f"SELECT status, payload, sha256, {HOLDER} FROM reservations WHERE id=?", (rid,)
+        f"SELECT status, payload, sha256, {HOLDER_COLUMNS} FROM reservations WHERE id=?", (rid,)
     ).fetchone()
     if row is None or row[0] != "drawn":
         raise LedgerError(
@@ -208,88 +198,3 @@ def heartbeat(conn: LedgerConnection, rid: str) -> None:
     conn.execute(
         "UPDATE reservations SET heartbeat=? WHERE id=? AND status='active'", (time.time(), rid)
     )
-
-
-class Reservation:
-    """A live upper bound on one run's spend (see :meth:`Ledger.reserve`).
-
-    Use it as a context manager: leaving the block without ``commit`` releases it (also on an
-    exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
-    """
-
-    def __init__(
-        self,
-        ledger: Ledger,
-        rid: str,
-        dataset: str,
-        run_id: str,
-        curve: tuple[np.ndarray, np.ndarray],
-        blocks: tuple[str, ...],
-    ) -> None:
-        self.ledger, self.id, self.dataset, self.run_id = ledger, rid, dataset, run_id
-        self.orders, self.rdp = curve
-        self.blocks = blocks
-        self.closed = False
-
-    def __repr__(self) -> str:
-        return f"Reservation(id={self.id!r}, run_id={self.run_id!r}, dataset={self.dataset[:12]!r})"
-
-    @property
-    def budget(self) -> Budget | None:
-        return self.ledger.budget(self.dataset)
-
-    def prior_rdp(self, orders: Any = None) -> np.ndarray:
-        """RDP already spent or reserved by *others* in this run's blocks (element-wise max over
-        blocks) at ``orders`` (default: the reservation's orders)."""
-        return self.ledger.prior_rdp(
-            self.dataset,
-            orders=self.orders if orders is None else orders,
-            blocks=list(self.blocks) or None,
-            exclude_reservation=self.id,
-        )
-
-    def constraints(self, orders: Any = None) -> list[dict[str, Any]]:
-        """Every budget this run must stay within (:meth:`Ledger.constraints`), others' spend as
-        prior, at ``orders`` (default: the reservation's orders)."""
-        return self.ledger.constraints(
-            self.dataset,
-            orders=self.orders if orders is None else orders,
-            blocks=list(self.blocks) or None,
-            exclude_reservation=self.id,
-        )
-
-    def heartbeat(self) -> None:
-        """Renew the lease (only needed for runs that other hosts might otherwise reclaim)."""
-        self.ledger.heartbeat(self.id)
-
-    def commit(self, events: Sequence[Any]) -> list[int]:
-        """Record the run's realised ``events`` and release the rest of the reservation, atomically.
-        Spend within the reservation always fits; beyond it, it must fit the remaining budget or
-        ``BudgetExceededError`` is raised, nothing is recorded and the reservation stays live.
-        Release answers only after this returns."""
-        if self.closed:
-            raise LedgerError(
-                f"reservation {self.id} is already closed; reserve again for more spend"
-            )
-        ids = self.ledger.commit(self.id, events)
-        self.closed = True
-        return ids
-
-    def mark_drawn(self) -> None:
-        """:meth:`Ledger.mark_drawn`: call it before drawing any noise inside this reservation;
-        from then on it is spent (a release gives nothing back)."""
-        self.ledger.mark_drawn(self.id)
-
-    def release(self) -> None:
-        """Give the whole reservation back (nothing spent); a drawn one stays spent."""
-        if not self.closed:
-            self.ledger.release(self.id)
-            self.closed = True
-
-    def __enter__(self) -> Reservation:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if not self.closed:
-            with contextlib.suppress(LedgerError):
-                self.release()

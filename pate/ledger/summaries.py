@@ -15,9 +15,9 @@ from pate.ledger.dataset_registry import (
     Budget,
     aliases,
     block_names,
-    budget_dict,
     budget_of,
     first_name,
+    linked_datasets,
     linked_pairs,
 )
 from pate.ledger.ledger_file import LedgerConnection
@@ -127,25 +127,16 @@ def _live_reservations(
 
 def _linked_spend(conn: LedgerConnection, digest: str, cache: ViewCache) -> list[dict[str, Any]]:
     """Every dataset linked to ``digest`` with its own budget, spend and remaining epsilon."""
-    linked = []
-    for other, shared in linked_pairs(conn, digest):
-        budget = budget_of(conn, other)
-        events, live = view(conn, other, None, cache)
-        reserved = None if budget is None else worst_eps(conn, other, events + live, budget)
-        linked.append(
-            {
-                "dataset": other,
-                "shared_records": shared,
-                "name": first_name(conn, other),
-                "budget": budget_dict(conn, other),
-                "events": sum(1 for it in events if it.via is None and it.reservation is None),
-                "live_reservations": sum(1 for it in live if it.via is None),
-                "spent_and_reserved": reserved,
-                "remaining": None
-                if reserved is None or budget is None
-                else max(0.0, budget.eps - reserved),
-            }
-        )
+    linked = linked_datasets(conn, digest)
+    for row in linked:
+        budget = budget_of(conn, row["dataset"])
+        events, live = view(conn, row["dataset"], None, cache)
+        row["events"] = sum(1 for it in events if it.via is None and it.reservation is None)
+        row["live_reservations"] = sum(1 for it in live if it.via is None)
+        row["spent_and_reserved"] = row["remaining"] = None
+        if budget is not None:
+            reserved = worst_eps(conn, row["dataset"], events + live, budget)
+            row["spent_and_reserved"], row["remaining"] = reserved, max(0.0, budget.eps - reserved)
     return linked
 
 

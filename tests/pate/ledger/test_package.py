@@ -79,6 +79,6 @@ def test_every_public_name_is_importable_from_the_package():
 
 def test_the_public_classes_are_one_class_each():
     """``pate.ledger.Reservation`` is the class the ledger hands out (tests patch its ``commit``)."""
-    from pate.ledger.spending import Reservation
+    from pate.ledger.ledger import Reservation
 
     assert pate.ledger.Reservation is Reservation

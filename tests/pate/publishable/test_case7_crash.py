@@ -79,7 +79,7 @@ def aggregate(run_dir: pathlib.Path) -> dict:
 KILLED_AT = textwrap.dedent(
     """
     import os, signal, sys
-    import pate.ledger.spending as ledger_module
+    import pate.ledger.ledger as ledger_module
     import pate.run.stages.rounds as rounds
     from pate.run import stages
     from pate.run.rundir import Run
