@@ -228,9 +228,11 @@ class LedgerFile:
             self._create_file()
         self._conn = self._connect()
         try:
-            self._check()
-        except BaseException:
+            self._check(self._conn)
+        except BaseException as exc:
             self.close()
+            if isinstance(exc, sqlite3.Error):
+                raise self.translate(exc) from exc
             raise
 
     def _create_file(self) -> None:
@@ -289,28 +291,18 @@ class LedgerFile:
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from exc
         conn.path, conn.timeout, conn.hostname = self.path, self.timeout, socket.gethostname()
-        try:
-            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA synchronous=FULL")
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self.translate(exc) from exc
         return conn
 
-    def _check(self) -> None:
-        """Refuse (the file left untouched) a file that is not a pate-learn ledger, a ledger of
-        another schema version, or one whose key file is not its own; then read its secret and
-        make sure it is in WAL mode."""
-        conn = self._open_conn()
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
-            meta = dict(conn.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
-        except sqlite3.Error as exc:
-            raise self.translate(exc) from exc
+    def _check(self, conn: LedgerConnection) -> None:
+        """Set the connection up, and refuse (the file left untouched) a file that is not a
+        pate-learn ledger, a ledger of another schema version, or one whose key file is not its
+        own; then read its secret and make sure it is in WAL mode."""
+        conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA synchronous=FULL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        meta = dict(conn.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
         if meta.get("application") != APPLICATION:
             raise LedgerError(
                 f"{self.path} exists but is not a pate-learn ledger (user_version {version}, "
@@ -339,11 +331,8 @@ class LedgerFile:
                 "key no record and no dataset of the ledger would be found again). Nothing was "
                 "written"
             )
-        try:
-            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.Error as exc:
-            raise self.translate(exc) from exc
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
 
     def _open_conn(self) -> LedgerConnection:
         """The connection, or a ``LedgerError`` once :meth:`close` has closed it."""
@@ -392,20 +381,12 @@ class LedgerFile:
         conn = self._open_conn()
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except sqlite3.Error as exc:
-            raise self.translate(exc) from exc
-        try:
-            yield conn
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise self.translate(exc) from exc
-            raise
-        else:
             try:
+                yield conn
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-                raise self.translate(exc) from exc
+                raise
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
