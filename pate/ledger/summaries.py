@@ -144,10 +144,8 @@ def history(conn: LedgerConnection, digest: str) -> list[dict[str, Any]]:
     """:meth:`pate.ledger.Ledger.history`: one row per event of ``digest`` and of its linked
     datasets, oldest first, with its own and the cumulative (worst block) epsilon."""
     budget = budget_of(conn, digest)
-    stored = stored_events(conn, digest)
-    for other, _ in linked_pairs(conn, digest):
-        stored += stored_events(conn, other)
-    stored.sort(key=lambda s: s.id)
+    datasets = [digest, *(other for other, _ in linked_pairs(conn, digest))]
+    stored = sorted((s for d in datasets for s in stored_events(conn, d)), key=lambda s: s.id)
     rows = [
         {
             "id": s.id,
@@ -173,17 +171,11 @@ def history(conn: LedgerConnection, digest: str) -> list[dict[str, Any]]:
     per_event = np.stack([getattr(restrict(s.event, grid), kind) for s in stored])
     # After each event, the epsilon of every event up to it, worst over the blocks: prefix
     # compositions, each one recomposed with the accountant at the points it changes.
-    names = block_names(conn, digest)
+    charged = [s.blocks if s.dataset == digest else () for s in stored]  # (): every block
     cumulative = np.zeros(len(stored))
-    blocks: list[int | None] = [*names] or [None]
+    blocks: list[str | None] = [*block_names(conn, digest).values()] or [None]
     for block in blocks:
-        mask = np.array(
-            [
-                block is None or s.dataset != digest or not s.blocks or names[block] in s.blocks
-                for s in stored
-            ],
-            dtype=float,
-        )
+        mask = np.array([block is None or not b or block in b for b in charged], dtype=float)
         prefix = epsilon(np.cumsum(per_event * mask[:, None], axis=0), grid, budget)
         cumulative = np.maximum(cumulative, np.where(np.cumsum(mask) > 0, prefix, 0.0))
     alone = np.atleast_1d(epsilon(per_event, grid, budget))
