@@ -3,10 +3,10 @@
 Per sensitive dataset the ledger keeps the **events** each run spent
 (:class:`pate.analysis.accountant.PrivacyEvent`) -- never just a final epsilon -- and recomposes
 totals with :class:`pate.analysis.accountant.RdpAccountant` and :func:`analysis.eps_from_rdp`
-whenever they are needed. docs/ledger.md states its accounting rules and describes every public
-name below; ``pate.ledger`` is the only import callers need.
+whenever they are needed. docs/ledger.md states its accounting rules and describes every name of
+``__all__``; ``pate.ledger`` is the only import callers need.
 
-Modules (each imports only those above it in this list, read bottom-up):
+Modules (each imports only modules listed after it):
 ``ledger``           ``Ledger`` and ``Reservation``: argument checks, one transaction per call.
 ``validation``       checks of caller input.
 ``summaries``        ``summary`` and ``history``.
