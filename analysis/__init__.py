@@ -12,7 +12,6 @@ from pate.analysis.accountant import (
     RdpAccountant,
     confident_gnmax_event,
     gnmax_event,
-    legacy_relation,
     lnmax_event,
 )
 from pate.analysis.calibration import (
@@ -64,7 +63,6 @@ __all__ = [
     "ADD_REMOVE",
     "REPLACE_ONE",
     "RELATIONS",
-    "legacy_relation",
     "DEFAULT_ORDERS",
     "REFERENCE_ORDERS",
     "gnmax_log_q",

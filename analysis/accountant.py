@@ -24,9 +24,7 @@ for different relations (a sum of bounds for different relations bounds neither)
   class-means and Private-kNN are derived for it in their modules. DP-SGD (Opacus,
   dp_accounting) states its epsilon for the same relation, so the numbers compare.
 * ``"replace-one"`` (:data:`REPLACE_ONE`): D and D' have the same size and differ in one record.
-  Only events recorded by pate-learn before the keyed-hash partition carry it (their teachers
-  came from a seeded permutation of the records, which adding one record reshuffles, so their
-  vote bounds hold for replacement only); :func:`legacy_relation` tells which.
+  No mechanism of pate-learn states its events for it; the ledger refuses to compose such events.
 """
 
 from __future__ import annotations
@@ -59,7 +57,6 @@ __all__ = [
     "ADD_REMOVE",
     "REPLACE_ONE",
     "RELATIONS",
-    "legacy_relation",
 ]
 
 ADD_REMOVE = "add-remove"
@@ -71,16 +68,6 @@ RELATIONS = {
     REPLACE_ONE: "two datasets are neighbours when they have the same size and differ in one "
     "record",
 }
-#: Mechanisms whose events written before events carried a relation were add/remove already.
-_ADD_REMOVE_BEFORE_RELATIONS = frozenset({"class-means", "private-knn"})
-
-
-def legacy_relation(mechanism: str) -> str:
-    """The relation of an event stored without one (written by pate-learn before relations were
-    recorded): class-means and Private-kNN were derived for add/remove; every other mechanism
-    (the teacher votes, the sanitized release, a reservation) used a seeded-permutation
-    partition, valid for replace-one only (module docstring)."""
-    return ADD_REMOVE if mechanism in _ADD_REMOVE_BEFORE_RELATIONS else REPLACE_ONE
 
 
 def _frozen_array(values: npt.ArrayLike, name: str) -> FloatArray:
@@ -156,13 +143,12 @@ class PrivacyEvent:
             "rdp_data_independent",
             "queries",
             "answered",
+            "relation",
         }
         missing = keys - set(data)
-        if missing:
+        if missing:  # a relation is never guessed: the bound may hold for another one only
             raise ValueError(f"a privacy event needs the keys {sorted(missing)}")
-        # an event written before events carried a relation: the one it was analysed under
-        relation = data.get("relation") or legacy_relation(str(data["mechanism"]))
-        return cls(**{k: data[k] for k in keys}, relation=relation)
+        return cls(**{k: data[k] for k in keys})
 
     def on_orders(self, orders: npt.ArrayLike) -> PrivacyEvent:
         """This event restricted to ``orders`` (each must be one of this event's orders)."""

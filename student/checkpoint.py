@@ -67,11 +67,24 @@ WEIGHTS_KEYS = frozenset(
         "seed",
         "history",
         "n_labelled",
+        "classes",
+        "rule_product",
         "state_dict",
     }
 )
 CHECKPOINT_KEYS = frozenset(
-    {"format", "fingerprint", "seed", "epoch", "model", "ema", "optimizer", "generator", "history"}
+    {
+        "format",
+        "fingerprint",
+        "seed",
+        "epoch",
+        "model",
+        "ema",
+        "optimizer",
+        "generators",
+        "prediction_mean",
+        "history",
+    }
 )
 
 

@@ -57,7 +57,6 @@ from torch import nn
 from pate.student import augment as aug
 from pate.student.checkpoint import FORMAT, not_a_checkpoint
 from pate.student.parallel import SINGLE, Group
-from pate.teachers.scattering import without_kymatio_buffers
 
 __all__ = [
     "Standardize",
@@ -248,21 +247,18 @@ class Training:
     def restore(self, state: dict, *, device: torch.device, checkpoint_path) -> None:
         """Continue from a checkpoint's ``state`` (a damaged one raises ``CheckpointError``)."""
         try:
-            self.model.load_state_dict(without_kymatio_buffers(state["model"]))
+            self.model.load_state_dict(state["model"])
             if self.ema is not None:
-                self.ema.load_state_dict(without_kymatio_buffers(state["ema"]))
+                self.ema.load_state_dict(state["ema"])
             self.optimizer.load_state_dict(state["optimizer"])
-            states = _generator_states(state)
-            if states is None:
-                raise KeyError("generators")
+            states = list(state["generators"])
             if len(states) != len(self.generators):
                 raise ValueError(
                     f"it holds {len(states)} generator states for {len(self.generators)} shards"
                 )
             for generator, generator_state in zip(self.generators, states):
                 generator.set_state(generator_state)
-            if state.get("prediction_mean") is not None:
-                self.prediction_mean = state["prediction_mean"].to(device)
+            self.prediction_mean = state["prediction_mean"].to(device)
             self.history = list(state["history"])
             self.start_epoch = int(state["epoch"])
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -285,7 +281,6 @@ class Training:
             "model": self.model.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "optimizer": self.optimizer.state_dict(),
-            "generator": self.generators[0].get_state(),
             "generators": [g.get_state() for g in self.generators],
             "prediction_mean": self.prediction_mean.cpu(),
             "history": self.history,
@@ -327,17 +322,10 @@ def step_shards(
     return possible if device.type == "cpu" else 1
 
 
-def _generator_states(state: dict) -> list | None:
-    """A checkpoint's generator states, one per shard (a checkpoint written before shards holds
-    one, as ``"generator"``); None where it holds none."""
-    states = state.get("generators") or ([state["generator"]] if "generator" in state else None)
-    return list(states) if isinstance(states, list | tuple) else None
-
-
 def saved_shards(state: dict) -> int | None:
     """The shards a checkpoint's ``state`` was drawn in (None where it does not say)."""
-    states = _generator_states(state)
-    return None if states is None else len(states)
+    states = state.get("generators")
+    return len(states) if isinstance(states, list | tuple) else None
 
 
 def shard_seeds(seed: int, shards: int) -> list[int]:

@@ -28,7 +28,6 @@ from pate.student.checkpoint import (
 )
 from pate.student.settings import TRAINING_PARAMS, resolve_device
 from pate.student.trainer import Standardize
-from pate.teachers.scattering import without_kymatio_buffers
 
 __all__ = ["write_student", "read_student"]
 
@@ -94,7 +93,7 @@ def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
         name = model
     net = build_model(name, input_shape=input_shape, num_classes=num_classes)
     state = blob["state_dict"]
-    product = blob.get("rule_product")  # absent in files written before it existed
+    product = blob["rule_product"]  # None: no labelling-rule head
     prefix = "student." if product else ""
     network: torch.nn.Module = Standardize(
         net, torch.zeros_like(state[prefix + "mean"]), torch.ones_like(state[prefix + "std"])
@@ -110,7 +109,7 @@ def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
             num_classes=num_classes,
         )
         network = RuleProduct(network, head, float(product["temperature"]))
-    network.load_state_dict(without_kymatio_buffers(state))
+    network.load_state_dict(state)
     return network
 
 
@@ -129,10 +128,7 @@ def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model)
     )
     student.model = settings["model"]
     student.model_ = network
-    classes = blob.get("classes")  # absent in files written before classes_ existed
-    student.classes_ = (
-        np.arange(num_classes, dtype=np.int64) if classes is None else np.asarray(classes)
-    )
+    student.classes_ = np.asarray(blob["classes"])
     student.n_features_in_ = input_shape[0]
     student.model_name_ = blob["model_name"]
     student.num_classes_ = num_classes
@@ -142,5 +138,5 @@ def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model)
     student.device_ = dev
     student.settings_ = settings
     student.n_labelled_ = int(blob["n_labelled"])
-    student.rule_product_ = blob.get("rule_product") or None
+    student.rule_product_ = blob["rule_product"] or None
     return student

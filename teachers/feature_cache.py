@@ -17,10 +17,9 @@ refused and one readable by others is narrowed to 0700. ``pate cache clear`` rem
 Layout -- ``<root>/<name>/features.npy`` and ``<root>/<name>/entry.json``, ``name`` the sha256
 of the entry's key (:class:`EntryKey`: the front-end, its settings, the input shape, the number of
 rows and :func:`input_digest` of the inputs, and :data:`FORMAT`). ``entry.json`` repeats the key
-and records the array's shape and dtype, the file's size and its sha256 checksum (an entry
-written before 28 Nov 2026 records blake2b, checked as such). An entry is used only when all of
-them match (the whole file is re-hashed at every open, streamed: about 1 s per GB where the CPU
-has SHA instructions, where sha256 is 2x faster than blake2b); a corrupt, truncated, foreign or
+and records the array's shape and dtype, the file's size and its sha256 checksum. An entry is
+used only when all of them match (the whole file is re-hashed at every open, streamed: about 1 s
+per GB where the CPU has SHA instructions, where sha256 is 2x faster than blake2b); a corrupt, truncated, foreign or
 stale entry is logged, moved aside and rebuilt, never trusted.
 
 Writing -- the features are computed a chunk of rows at a time into a private temporary folder
@@ -96,8 +95,6 @@ CHUNK_ROWS = 1024
 _FEATURES, _ENTRY, _TMP = "features.npy", "entry.json", ".tmp-"
 _OFF = frozenset({"", "0", "off", "false", "no", "none"})
 _HASH_BLOCK = 1 << 22  # bytes read at a time when checksumming
-#: The checksum written with a new entry, then the one an older entry may record instead.
-_CHECKSUMS = ("sha256", "blake2b")
 logger = logging.getLogger("pate.teachers.feature_cache")
 
 
@@ -250,12 +247,8 @@ def pread_rows(path, offset: int, dtype: np.dtype, row_shape: tuple, rows) -> np
     return out
 
 
-def _hasher(algorithm: str):
-    return hashlib.sha256() if algorithm == "sha256" else hashlib.blake2b(digest_size=32)
-
-
-def _checksum(path: pathlib.Path, algorithm: str = _CHECKSUMS[0]) -> str:
-    h = _hasher(algorithm)
+def _checksum(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(_HASH_BLOCK):
             h.update(block)
@@ -333,10 +326,9 @@ class FeatureCache:
             return f"{_FEATURES} holds {arr.dtype} {arr.shape}, not float32 {want}"
         if size != meta.get("bytes"):
             return f"{_FEATURES} has {size} bytes, {meta.get('bytes')} were written"
-        algorithm = next((a for a in _CHECKSUMS if isinstance(meta.get(a), str)), None)
-        if algorithm is None:
-            return f"{_ENTRY} records no checksum"
-        if _checksum(path, algorithm) != meta[algorithm]:
+        if not isinstance(meta.get("sha256"), str):
+            return f"{_ENTRY} records no sha256 checksum"
+        if _checksum(path) != meta["sha256"]:
             return f"{_FEATURES} does not match its checksum (damaged)"
         return None
 
@@ -365,7 +357,7 @@ class FeatureCache:
         try:
             path = tmp / _FEATURES
             shape = (key.rows, *key.output_shape)
-            h = _hasher(_CHECKSUMS[0])  # of the bytes as written, header included
+            h = hashlib.sha256()  # of the bytes as written, header included
             header = io.BytesIO()
             np.lib.format.write_array_header_1_0(
                 header, {"descr": "<f4", "fortran_order": False, "shape": shape}
@@ -393,7 +385,7 @@ class FeatureCache:
                 "shape": list(shape),
                 "dtype": "<f4",
                 "bytes": path.stat().st_size,
-                _CHECKSUMS[0]: h.hexdigest(),
+                "sha256": h.hexdigest(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             with naming_write_errors(tmp / _ENTRY), open(tmp / _ENTRY, "w", encoding="utf-8") as f:

@@ -42,28 +42,17 @@ that the intermediate arrays stay small (~0.5 MB per 28 x 28 image).
 from __future__ import annotations
 
 import functools
-import re
 
 import numpy as np
 import torch
 
-__all__ = ["Scattering2D", "J", "L", "PATHS", "CHUNK", "without_kymatio_buffers"]
+__all__ = ["Scattering2D", "J", "L", "PATHS", "CHUNK"]
 
 J, L = 2, 8
 #: Scattering paths per input channel for J = 2, L = 8: 1 + J L + L^2 J (J - 1) / 2.
 PATHS = 1 + J * L + L * L * J * (J - 1) // 2
 #: Images (times channels) computed at a time.
 CHUNK = 32
-#: The names kymatio's module gave its filter bank in a state dict (``scattering.tensor<k>``),
-#: which weights files written before this module (up to commit f02adfa) hold.
-_KYMATIO_BUFFER = re.compile(r"(^|\.)scattering\.tensor\d+$")
-
-
-def without_kymatio_buffers(state: dict) -> dict:
-    """``state`` without kymatio's filter-bank buffers: a student saved with kymatio's module
-    loads into this one (the filters were a fixed function of the image size, so nothing that
-    was learned is dropped)."""
-    return {k: v for k, v in state.items() if not _KYMATIO_BUFFER.search(k)}
 
 
 def _padded_shape(height: int, width: int) -> tuple[int, int]:

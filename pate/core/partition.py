@@ -38,9 +38,8 @@ user gave on purpose: then the split is reproducible by anyone who knows the see
 record; removing one takes it out of its shard: exactly one teacher's training set changes, the
 number of teachers does not, and so one vote at most moves -- the histogram change every bound
 of :mod:`pate.analysis.rdp` assumes. (A split that deals a seeded permutation of the rows
-round-robin, as pate-learn did before, moves most records when one is added -- 865 of 1000 on
-digits -- so its bounds held only for replacing a record; see ``analysis.legacy_relation``.)
-Identical records share a key, hence a shard; that is still one record added or removed.
+round-robin moves most records when one is added -- 865 of 1000 on digits -- so its bounds
+would hold only for replacing a record.) Identical records share a key, hence a shard; that is still one record added or removed.
 
 With ``mode="unit"`` the hash is of the unit id: adding, removing or changing any records of one
 privacy unit changes one teacher, so the guarantee is per *unit* (user-level DP), which implies
@@ -89,7 +88,7 @@ MODES = ("random", "unit")
 PARTITION_FILENAME = "partition.npz"
 #: The neighbouring relation the partition is stable under (module docstring).
 RELATION = "add-remove"
-_FORMAT_VERSION = 2  # 1: a seeded permutation dealt round-robin (replace-one only); refused
+_FORMAT_VERSION = 2  # any other version is refused, never read
 _KEY_BYTES = 32
 
 
@@ -342,17 +341,10 @@ class Partition:
             raise PartitionError(
                 f"{str(path)!r} is not a partition file: missing {sorted(missing)}"
             )
-        if int(fields["format_version"]) == 1:
-            raise PartitionError(
-                f"{str(path)!r} was written by an older pate-learn whose split (a seeded "
-                "permutation of the records) reshuffles when a record is added, so its bounds "
-                "hold for replacing a record only; this pate-learn states add/remove guarantees. "
-                "Start a new run directory (the teachers must be retrained on a stable split)"
-            )
         if int(fields["format_version"]) != _FORMAT_VERSION:
             raise PartitionError(
-                f"{str(path)!r} has format version {int(fields['format_version'])}; "
-                f"this pate-learn reads version {_FORMAT_VERSION}"
+                f"{str(path)!r} has format version {int(fields['format_version'])}; this "
+                f"pate-learn reads version {_FORMAT_VERSION} only: start a new run directory"
             )
         seed = int(fields["seed"])
         try:

@@ -3,9 +3,7 @@
 ``record_keys(x, y)`` hashes each record's values (float32, C order, whatever the array's
 layout) and label; ``dataset_digest`` is the sha256 of sorted ids or record keys;
 ``dataset_identity(x, y)`` is what every pate entry point registers and charges; a ledger stores
-them only keyed with its secret (:mod:`pate.ledger.keying`), never as such. The keys that
-ledgers of schema version <= 2 stored (the per-record shape hashed too) are the *legacy* keys
-(``legacy_record_keys``), kept only to link what such a ledger holds to the same records now.
+them only keyed with its secret (:mod:`pate.ledger.keying`), never as such.
 """
 
 from __future__ import annotations
@@ -18,30 +16,21 @@ import numpy as np
 
 from pate.analysis.mapped import release_read
 
-#: The record-key version this code registers (identities.key_version); 1 = schema <= 2's keys.
+#: The record-key definition this code registers (``identities.key_version``; the tag below).
 KEY_VERSION = 2
 RECORD_KEY_BYTES = 16
 HEX_DIGITS = frozenset("0123456789abcdef")
 
-# v2 (now): the record's values flattened in C order, whatever the array's layout.
+# The record's values flattened in C order, whatever the array's layout.
 _RECORD_TAG = b"pate-learn record flat float32-le/int64 v2\n"
-# v1 (ledgers written before schema 3): the same, under the per-record shape.
-_RECORD_TAG_V1 = b"pate-learn record float32-le/int64 v1\n"
 _KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
 
 
 def dataset_digest(ids: Any) -> str:
-    """sha256 hex identity of a sensitive dataset from the ids of its records -- the one digest
-    definition of the ledger.
-
-    ``ids`` is a 1-D array of unique integer ids, of unique strings, or of record keys (dtype
-    ``S16`` from :func:`record_keys`; a multiset: identical records may repeat). The digest does
-    not depend on the order of the ids: the same records give the same dataset. Integers are
-    hashed as little-endian int64, strings as length-prefixed UTF-8 and record keys as their 16
-    raw bytes, each kind under its own tag, so ``[1, 2]`` and ``["1", "2"]`` are different
-    datasets. Every pate entry point identifies its private data with :func:`dataset_identity`,
-    i.e. ``dataset_digest(record_keys(x, y))``; explicit ids are for datasets registered by hand.
-    """
+    """The sha256 hex digest of a dataset from the ids of its records, in any order -- the one
+    digest definition of the ledger (docs/ledger.md). ``ids``: a 1-D array of unique integers, of
+    unique strings, or of record keys (``S16`` from :func:`record_keys`; a multiset), each kind
+    hashed under its own tag."""
     if isinstance(ids, (str, bytes)) or ids is None:
         raise TypeError(f"ids must be a 1-D array of record ids, got {type(ids).__name__}")
     arr = np.asarray(ids)
@@ -84,35 +73,11 @@ def dataset_digest(ids: Any) -> str:
 
 
 def record_keys(x: Any, y: Any) -> np.ndarray:
-    """One 16-byte content key per record: an ``(n,)`` array of dtype ``S16`` (``pate.ledger``).
-
-    ``x`` is ``(n, ...)`` numeric (any dtype; compared as float32), ``y`` the ``n`` integer
-    labels. Key ``i`` is the first 16 bytes of sha256(tag, ``x[i]`` flattened in C order as
-    little-endian float32, ``y[i]`` as little-endian int64): the same values give the same key
-    whatever the array's layout -- ``(n, 1, 8, 8)`` or ``(n, 64)``, float32 or float64, labels of
-    any integer width. Use ``keys.tobytes()`` (not ``keys[i]``, which numpy strips of trailing
-    zero bytes) for the raw bytes.
+    """One 16-byte content key per record, an ``(n,)`` array of dtype ``S16`` (docs/ledger.md):
+    the first 16 bytes of sha256(tag, ``x[i]`` flattened in C order as little-endian float32,
+    ``y[i]`` as little-endian int64), whatever the array's layout or dtype. ``keys.tobytes()``
+    gives the raw bytes (``keys[i]`` strips trailing zero bytes).
     """
-    return _record_keys(x, y, legacy=False)[0]
-
-
-def legacy_record_keys(x: Any, y: Any) -> np.ndarray:
-    """The record keys ledgers of schema version <= 2 stored (the per-record shape was hashed
-    too, so a reshaped copy had other keys). Only used to link those ledgers' datasets to the
-    same records registered now."""
-    keys = _record_keys(x, y, legacy=True)[1]
-    if keys is None:  # legacy=True always hashes them: an internal invariant, not a user input
-        raise RuntimeError("the legacy record keys were not computed")
-    return keys
-
-
-#: Bytes of records converted to canonical float32 at a time by :func:`_record_keys` (a copy of
-#: the whole split would double the memory the data takes).
-_BLOCK_BYTES = 1 << 24
-
-
-def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """(keys, legacy keys or None) of ``(x, y)``, hashed in one pass over the records."""
     if x is None or isinstance(x, (str, bytes)):
         raise TypeError(f"x must be an array of records, got {type(x).__name__}")
     xa = np.asarray(x)
@@ -129,21 +94,23 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
         labels = ya.astype("<i8")
     else:
         raise TypeError(f"y must hold integer labels, got dtype {ya.dtype}; pass class indices")
-    n = xa.shape[0]
-    flat = xa.reshape(n, -1)
+    return _hash_records(xa.reshape(xa.shape[0], -1), labels)
+
+
+#: Bytes of records converted to canonical float32 at a time by :func:`_hash_records` (a copy of
+#: the whole split would double the memory the data takes).
+_BLOCK_BYTES = 1 << 24
+
+
+def _hash_records(flat: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The record keys of the ``(n, d)`` records ``flat`` and their int64 ``labels``."""
+    n = flat.shape[0]
     base = hashlib.sha256(_RECORD_TAG)
-    base_v1 = None
-    if legacy:
-        shape = np.asarray(xa.shape[1:], dtype="<i8")
-        base_v1 = hashlib.sha256(_RECORD_TAG_V1)
-        base_v1.update(len(shape).to_bytes(8, "little"))
-        base_v1.update(shape.tobytes())
     row_bytes = flat.shape[1] * 4
     # numpy's stubs give ndarray the buffer protocol (``__buffer__``) from Python 3.12 only
     yv = memoryview(np.ascontiguousarray(labels).view(np.uint8))  # type: ignore[arg-type]
     k = RECORD_KEY_BYTES
     out = bytearray(n * k)
-    out_v1 = bytearray(n * k) if legacy else None
     step = max(1, _BLOCK_BYTES // max(1, row_bytes))  # rows converted at a time, not all
     for start in range(0, n, step):
         # Canonical float32: +0.0 for -0.0 (adding 0 does it), one NaN bit pattern for every NaN.
@@ -160,13 +127,7 @@ def _record_keys(x: Any, y: Any, *, legacy: bool) -> tuple[np.ndarray, np.ndarra
             h.update(row)
             h.update(label)
             out[i * k : (i + 1) * k] = h.digest()[:k]
-            if base_v1 is not None and out_v1 is not None:  # both set together, with ``legacy``
-                h = base_v1.copy()
-                h.update(row)
-                h.update(label)
-                out_v1[i * k : (i + 1) * k] = h.digest()[:k]
-    keys = np.frombuffer(bytes(out), dtype=f"S{k}")
-    return keys, None if out_v1 is None else np.frombuffer(bytes(out_v1), dtype=f"S{k}")
+    return np.frombuffer(bytes(out), dtype=f"S{k}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -178,16 +139,6 @@ class DatasetIdentity:
     digest: str
     record_keys: np.ndarray
     num_records: int
-    #: the keys ledgers of schema <= 2 stored for the same records (to link their datasets)
-    legacy_record_keys: np.ndarray | None = None
-
-    @property
-    def legacy_digest(self) -> str | None:
-        """The digest schema-<= 2 ledgers (and ``pate budget digest`` before them) gave these
-        records, or None when the legacy keys were not computed."""
-        if self.legacy_record_keys is None:
-            return None
-        return dataset_digest(self.legacy_record_keys)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DatasetIdentity) and other.digest == self.digest
@@ -204,10 +155,9 @@ def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
     """The ledger identity of the records ``(x, y)``: what every pate entry point registers and
     charges (``pate run``, ``pate budget digest --config``). Independent of row order, file,
     format, array layout (shape, float or integer width), dataset name and run folder; changes
-    when any record's values or label change. It carries the legacy keys too, so that a ledger
-    written before the layout-free keys links these records to what it holds under the old ones."""
-    keys, legacy = _record_keys(x, y, legacy=True)
-    return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]), legacy)
+    when any record's values or label change."""
+    keys = record_keys(x, y)
+    return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]))
 
 
 def check_identity(identity: Any) -> DatasetIdentity:
@@ -233,14 +183,6 @@ def check_identity(identity: Any) -> DatasetIdentity:
             f"identity.digest {identity.digest!r} is not the digest of its record keys; "
             "build identities with pate.ledger.dataset_identity(x, y)"
         )
-    legacy = identity.legacy_record_keys
-    if legacy is not None and (
-        np.asarray(legacy).dtype != keys.dtype or np.asarray(legacy).shape != keys.shape
-    ):
-        raise ValueError(
-            "identity.legacy_record_keys must be one S16 key per record, like "
-            "identity.record_keys; build identities with dataset_identity(x, y)"
-        )
     return identity
 
 
@@ -261,13 +203,9 @@ def _sorted_keys(keys: np.ndarray) -> np.ndarray:
 def distinct_keys(keys: np.ndarray) -> list[bytes]:
     """The raw bytes of each distinct record key, in lexicographic byte order."""
     words = _sorted_keys(keys)
-    if words.shape[0] > 1:
-        keep = np.ones(words.shape[0], dtype=bool)
-        keep[1:] = np.any(words[1:] != words[:-1], axis=1)
-        words = words[keep]
-    raw = words.tobytes()
-    k = RECORD_KEY_BYTES
-    return [raw[i : i + k] for i in range(0, len(raw), k)]
+    keep = np.ones(words.shape[0], dtype=bool)
+    keep[1:] = np.any(words[1:] != words[:-1], axis=1)
+    return key_bytes(words[keep])
 
 
 def is_digest(text: str) -> bool:

@@ -125,28 +125,18 @@ def keyed_keys(secret: bytes, raw: list[bytes]) -> list[bytes]:
 @dataclasses.dataclass(frozen=True, eq=False)
 class KeyedIdentity:
     """A :class:`DatasetIdentity` as one ledger stores it: its ``digest`` is the ledger's id of
-    the dataset, ``record_keys`` (``S16``) the keyed record keys, and the legacy keys and digest
-    (of schema <= 2 ledgers, to link what those held) keyed the same way."""
+    the dataset and ``record_keys`` (``S16``) the keyed record keys."""
 
     digest: str
     record_keys: np.ndarray
     num_records: int
-    legacy_record_keys: np.ndarray | None
-    legacy_digest: str | None
-
-
-def _as_keys(raw: list[bytes]) -> np.ndarray:
-    return np.frombuffer(b"".join(raw), dtype=f"S{RECORD_KEY_BYTES}")
 
 
 def keyed_identity(secret: bytes, identity: DatasetIdentity) -> KeyedIdentity:
     """``identity`` under the secret of one ledger (:class:`KeyedIdentity`)."""
-    legacy = identity.legacy_record_keys
-    legacy_digest = identity.legacy_digest
+    keys = keyed_keys(secret, key_bytes(identity.record_keys))
     return KeyedIdentity(
         keyed_digest(secret, identity.digest),
-        _as_keys(keyed_keys(secret, key_bytes(identity.record_keys))),
+        np.frombuffer(b"".join(keys), dtype=f"S{RECORD_KEY_BYTES}"),
         identity.num_records,
-        None if legacy is None else _as_keys(keyed_keys(secret, key_bytes(legacy))),
-        None if legacy_digest is None else keyed_digest(secret, legacy_digest),
     )

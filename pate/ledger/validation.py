@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from pate.analysis.validation import check_int, check_orders
-from pate.ledger.events import accountant, event_payload
+from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.validation import check_orders
 from pate.ledger.identity import is_digest
 
 
@@ -71,8 +71,8 @@ def check_curve(rdp: Any, orders: np.ndarray, name: str) -> np.ndarray:
 
 
 def check_events(events: Any) -> list[Any]:
-    """``events`` (one ``PrivacyEvent`` or a list) as a list of valid, storable events."""
-    PrivacyEvent, _, _ = accountant()
+    """``events`` (one ``PrivacyEvent`` or a list) as a list of events, each on orders without
+    repeats (a ``PrivacyEvent`` checks the rest of itself when it is made)."""
     if isinstance(events, PrivacyEvent):
         events = [events]
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
@@ -87,15 +87,12 @@ def check_events(events: Any) -> list[Any]:
                 f"events[{i}] must be an pate.analysis.accountant.PrivacyEvent, got "
                 f"{type(e).__name__}"
             )
-        orders = check_grid(e.orders, f"events[{i}].orders")
-        check_curve(e.rdp, orders, f"events[{i}].rdp")
-        check_curve(e.rdp_data_independent, orders, f"events[{i}].rdp_data_independent")
-        q = check_int(e.queries, f"events[{i}].queries", minimum=0)
-        a = check_int(e.answered, f"events[{i}].answered", minimum=0)
-        if a > q:
-            raise ValueError(f"events[{i}].answered ({a}) must not exceed queries ({q})")
-        try:
-            event_payload(e)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"events[{i}].params must be JSON-serialisable: {exc}") from None
+        check_grid(e.orders, f"events[{i}].orders")
     return out
+
+
+def check_reason(reason: Any) -> str | None:
+    """``reason`` (a non-empty string, or None), or a ``TypeError`` naming it."""
+    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+        raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
+    return reason

@@ -21,16 +21,15 @@ Symbols
     (``config.json``, ``run.json``, ``plan.json``), the released labels (the charged
     mechanism's outputs), the student and the public report (``REPORT_JSON``, ``REPORT_MD``,
     ``REPORT_HTML``, ``PLOTS_DIR``): :mod:`pate.run.export` bundles the publishable part. A run
-    of the layout before it (format 2) is refused by :meth:`Run.open`.
+    of another format than :data:`FORMAT` (``run.json``'s ``format``) is refused by
+    :meth:`Run.open` with the format named.
 ``CONFIG, STATE, KEYS, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING,
 STUDENT_WEIGHTS, STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, STAGE_DIR, REPORT_JSON``
     File names inside a run directory (``run.path(name)``). ``PENDING`` holds answers
     that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
     labels; only the aggregate stage, on ``--resume``, commits or discards it. It is ONE file,
     written atomically: the arrays and, in its ``state`` member (UTF-8 JSON bytes), the summary and
-    each round's ledger reservation ids (see :mod:`pate.run.stages`). ``PENDING_SUMMARY``
-    (``aggregate.pending.json``) is the second file of the earlier two-file layout, only
-    recognised (and refused) on resume.
+    each round's ledger reservation ids (see :mod:`pate.run.stages`).
 ``PRIVATE_DIR, REPORT_INTERNAL_MD, REPORT_INTERNAL_JSON, INTERNAL_PLOTS``
     ``private/`` (owner-only): what must never be shared; the internal report and its plots
     (docs/publishing.md).
@@ -122,7 +121,6 @@ LABEL_SCORES = "label_scores.npy"
 ANSWERED = "answered.npy"
 AGGREGATE = _PRIVATE + "aggregate.json"
 PENDING = _PRIVATE + "aggregate.pending.npz"
-PENDING_SUMMARY = _PRIVATE + "aggregate.pending.json"
 #: the released student (publishable)
 STUDENT_WEIGHTS = "student.pt"
 STUDENT_CHECKPOINTS = "student"
@@ -139,10 +137,7 @@ REPORT_INTERNAL_MD = _PRIVATE + "report_internal.md"
 REPORT_INTERNAL_JSON = _PRIVATE + "report_internal.json"
 PRIVATE_PLOTS_DIR = _PRIVATE + "plots"
 INTERNAL_PLOTS = PRIVATE_PLOTS_DIR
-#: Files of the layout before the private folder (format 2): found at the top of a run
-#: directory, they make a resume refuse it (:meth:`Run.open`).
-OLD_LAYOUT = ("partition.npz", "votes.npy", "knn_embeddings.npz", "analysis.json", "stages")
-
+#: The format of a run directory (``run.json``'s ``format``); any other is refused.
 FORMAT = 3
 
 #: Keys of ``aggregate.json``.
@@ -239,8 +234,8 @@ def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.run.stages.authorize`)
     and no part of what a stage computed -- a run stopped by its budget resumes, without
     retraining, once ``pate budget set`` raised it. Applied to a recorded ``config_comparable``
-    too, so that runs recorded before a key was exempted compare the same way. ``ignore``: the
-    tables that may still change (:func:`open_tables`: ``[student]`` until the student trained)."""
+    too. ``ignore``: the tables that may still change (:func:`open_tables`: ``[student]`` until
+    the student trained)."""
     out = copy.deepcopy(config)
     out.get("run", {}).pop("device", None)
     out.get("run", {}).pop("run_dir", None)
@@ -430,20 +425,14 @@ class Run:
                 f"`pate run --config FILE --run-dir {run_dir}` or a stage "
                 f"command with --config FILE"
             )
+        found = read_summary(run_dir / STATE, frozenset()).get("format")
+        if found != FORMAT:  # before its other files are read: they may be laid out otherwise
+            raise ConfigError(
+                f"{run_dir} has run format {found!r}, made by another version of pate-learn "
+                f"(this one reads run format {FORMAT} only); start a new run"
+            )
+        state = read_summary(run_dir / STATE, STATE_KEYS)
         config = build(read_json(run_dir / CONFIG), where=str(run_dir / CONFIG))
-        state = read_summary(run_dir / STATE, STATE_KEYS - {"ledger"})
-        if state.get("format") in (1, 2):
-            raise ConfigError(
-                f"{run_dir} was made by an earlier pate-learn (run format "
-                f"{state.get('format')}): its sensitive files (partition, votes, embeddings, "
-                f"analysis) lie beside its report, not in {run_dir / PRIVATE_DIR}; it cannot be "
-                "resumed or exported: start a new run"
-            )
-        if state.get("format") != FORMAT or "ledger" not in state:
-            raise ConfigError(
-                f"{run_dir} was made by another version of pate-learn (run format "
-                f"{state.get('format')!r}, this version reads {FORMAT}); start a new run"
-            )
         run = cls(run_dir, config, state, progress=progress)
         # the lifetime budget the run last ran under: a resume that names it goes on with the
         # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)

@@ -1,7 +1,7 @@
 """One neighbouring relation (issue #30): add or remove one record.
 
-* every event states its relation; an event stored without one is read with the relation it was
-  analysed under (``legacy_relation``), and the accountant refuses to compose two relations;
+* every event states its relation; an event stored without one is refused, never given one, and
+  the accountant refuses to compose two relations;
 * every mechanism's data-independent bound is checked against an independent implementation,
   dp_accounting's RDP accountant under ``ADD_OR_REMOVE_ONE`` (its default): GNMax (one vote moves:
   a Gaussian of noise multiplier sigma / sqrt(2)), Confident GNMax (the threshold check: sigma1,
@@ -28,7 +28,6 @@ from pate.analysis import (
     REPLACE_ONE,
     PrivacyEvent,
     RdpAccountant,
-    legacy_relation,
 )
 from pate.analysis.class_means import class_means_event
 from pate.analysis.private_knn import private_knn_event, private_knn_noise_multiplier
@@ -75,20 +74,11 @@ def test_every_event_states_its_relation_and_round_trips():
         assert builder.relation == ADD_REMOVE
 
 
-def test_events_written_before_relations_are_read_with_the_one_they_were_analysed_under():
+def test_an_event_stored_without_a_relation_is_refused_never_guessed():
     old = _event().to_dict()
     del old["relation"]
-    assert PrivacyEvent.from_dict(old).relation == REPLACE_ONE  # seeded-permutation teachers
-    for mechanism, relation in (
-        ("class-means", ADD_REMOVE),
-        ("private-knn", ADD_REMOVE),
-        ("gnmax", REPLACE_ONE),
-        ("confident-gnmax", REPLACE_ONE),
-        ("gnss-release", REPLACE_ONE),
-        ("lnmax", REPLACE_ONE),
-    ):
-        assert legacy_relation(mechanism) == relation
-        assert PrivacyEvent.from_dict(dict(old, mechanism=mechanism)).relation == relation
+    with pytest.raises(ValueError, match=r"needs the keys \['relation'\]"):
+        PrivacyEvent.from_dict(old)
 
 
 def test_the_accountant_refuses_to_compose_two_relations():

@@ -554,30 +554,3 @@ def test_a_crafted_checkpoint_is_refused_on_resume_before_training(
         assert str(folder / CHECKPOINT_NAME) in str(info.value), kind
         assert f"delete {folder / CHECKPOINT_NAME}" in str(info.value), kind
     assert not marker.exists()
-
-
-def test_a_scatternet_student_saved_with_kymatio_buffers_still_loads(
-    digits, first_k_labels, tmp_path
-):
-    """Weights files written before pate's own scattering module hold kymatio's filter bank
-    as ``...scattering.tensor<k>`` buffers; they load (the filters are a fixed function of the
-    image size), and nothing else is dropped: an unknown key still fails."""
-    student = _tiny_student(digits, first_k_labels, "scatternet_cnn", steps=2)
-    path = student.save(tmp_path / "student.pt")
-    blob = torch.load(path, weights_only=True)
-    blob["state_dict"] = {
-        **blob["state_dict"],
-        "net.0.scattering.tensor0": torch.zeros(12, 12, 1),
-        "net.0.scattering.tensor17": torch.zeros(6, 6, 1),
-    }
-    torch.save(blob, tmp_path / "old.pt")
-    loaded = Student.load(tmp_path / "old.pt")
-    assert np.allclose(
-        loaded.predict_proba(digits.evaluation.x[:10]),
-        student.predict_proba(digits.evaluation.x[:10]),
-        atol=1e-6,
-    )
-    blob["state_dict"]["net.0.stray"] = torch.zeros(1)
-    torch.save(blob, tmp_path / "stray.pt")
-    with pytest.raises(Exception, match="stray"):
-        Student.load(tmp_path / "stray.pt")

@@ -33,7 +33,7 @@ def aggregate(run: Run) -> dict:
         if run.path(R.AGGREGATE).exists():  # published: charged before it was written
             run.path(R.PENDING).unlink(missing_ok=True)  # a crash before publish removed it
             return aggregate_info(R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS))
-        if run.path(R.PENDING).exists() or run.path(R.PENDING_SUMMARY).exists():
+        if run.path(R.PENDING).exists():
             return finish_pending(run, ledger, dataset, run_id)
         settle_lost_draws(ledger, dataset, run_id)  # a crash after a draw, before its pending file
         return spec.kind.step("aggregate_loop")(run, spec, ledger, dataset, run_id)

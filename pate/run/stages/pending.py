@@ -13,7 +13,7 @@ from pate.run import rundir as R
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
-#: Version of the pending file's ``state`` (the earlier two-file layout had none).
+#: Version of the pending file's ``state``; a file of any other version is refused.
 PENDING_FORMAT = 2
 
 
@@ -41,36 +41,33 @@ def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> N
 
 
 def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
-    """(arrays, state) of the pending file; an interrupted run of an earlier version (two files,
-    ``aggregate.pending.npz`` + ``aggregate.pending.json``, charged by counting) is refused: what
-    it published could not be checked against the ledger."""
-    legacy = run.path(R.PENDING_SUMMARY).exists()
-    arrays = {} if legacy else load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
-    if legacy or "state" not in arrays:
-        raise ConfigError(
-            f"{run.run_dir} holds the answers of an aggregate stage interrupted under an earlier "
-            f"version of pate-learn ({R.PENDING} + {R.PENDING_SUMMARY}), whose charge this "
-            "version cannot check against the ledger: they are not published. Delete both files "
-            "(their answers are not published: do not share them; what the ledger charged for "
-            "them stays spent), "
-            "then run the aggregate stage again"
-        )
+    """(arrays, state) of the pending file; one of another format version is refused with the
+    version named (its charge could not be checked against the ledger)."""
+    arrays = load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
     try:
         state = json.loads(arrays.pop("state").astype(np.uint8).tobytes().decode())
-        ok = (
-            isinstance(state, dict)
-            and state.get("format") == PENDING_FORMAT
-            and isinstance(state.get("summary"), dict)
-            and isinstance(state.get("rounds"), list)
-            and all(
-                isinstance(r, dict)
-                and isinstance(r.get("keys"), list)
-                and isinstance(r.get("events"), list)
-                for r in state["rounds"]
-            )
+        version = state.get("format") if isinstance(state, dict) else None
+    except (KeyError, ValueError, TypeError, AttributeError):  # no state, not UTF-8 JSON bytes
+        state, version = None, None
+    if isinstance(version, int) and version != PENDING_FORMAT:
+        raise ConfigError(
+            f"{run.path(R.PENDING)} is a pending file of format {version}, written by another "
+            f"version of pate-learn (this one reads format {PENDING_FORMAT}); its answers are "
+            "not published. Delete it (do not share its answers; what the ledger charged for "
+            "them stays spent), then run the aggregate stage again"
         )
-    except (ValueError, TypeError):  # not UTF-8, not JSON, not bytes
-        ok = False
+    ok = (
+        isinstance(state, dict)
+        and version == PENDING_FORMAT
+        and isinstance(state.get("summary"), dict)
+        and isinstance(state.get("rounds"), list)
+        and all(
+            isinstance(r, dict)
+            and isinstance(r.get("keys"), list)
+            and isinstance(r.get("events"), list)
+            for r in state["rounds"]
+        )
+    )
     if not ok or not {"labels", "answered"} <= set(arrays):
         raise CorruptFileError(
             f"{run.path(R.PENDING)} is not a pending file of this version of "

@@ -158,7 +158,7 @@ def preflight(run: Run, *, stages=R.STAGES) -> None:
         # nothing drawn yet: not published (aggregate.json, maybe before its stage file), no
         # pending answers (the resume charges and publishes those, whatever is left)
         drawing = not any(
-            run.path(name).exists() for name in (R.AGGREGATE, R.PENDING, R.PENDING_SUMMARY)
+            run.path(name).exists() for name in (R.AGGREGATE, R.PENDING)
         ) and not run.done("aggregate")
         if drawing and any(s in stages for s in R.STAGES[: R.STAGES.index("aggregate") + 1]):
             check_budget_fits(run, ledger, dataset)

@@ -69,8 +69,8 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     the pending file names the reservation id(s) it was drawn under, and the ledger stores that
     id with every committed event. Events of another run, or of another copy of this run
     directory, carry other reservation ids and are never taken for this one's. A round whose
-    reservation the ledger holds neither as charged nor as drawn (a pending file of an earlier
-    version, or of another ledger) is refused: its answers were never charged, so they are not
+    reservation the ledger holds neither as charged nor as drawn (a pending file of another
+    ledger) is refused: its answers were never charged, so they are not
     published."""
     arrays, state = read_pending(run, run_id)
     labels, answered = arrays["labels"], arrays["answered"]
@@ -104,8 +104,7 @@ def _commit_drawn_rounds(run: Run, ledger, dataset: str, run_id: str, rounds: li
             raise ConfigError(
                 f"{run.path(R.PENDING)} holds answers drawn under ledger reservation(s) "
                 f"{', '.join(entry['keys'])}, which the ledger {ledger.path} holds neither as "
-                "charged nor as drawn (a pending file of an earlier version of pate-learn, or "
-                "of another ledger): they were never charged, so they are not published. "
+                "charged nor as drawn (a pending file of another ledger): they were never charged, so they are not published. "
                 "Delete the file (do not share its answers), then run the aggregate stage again"
             )
         ledger.commit(held[0], [PrivacyEvent.from_dict(e) for e in entry["events"]])

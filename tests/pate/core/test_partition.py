@@ -250,12 +250,12 @@ def test_save_load_roundtrip_and_verification(tmp_path):
         Partition.load(tmp_path / "junk.npz")
 
 
-def test_a_partition_written_by_the_replace_one_split_is_refused(tmp_path):
+def test_a_partition_of_another_format_version_is_refused_with_it_named(tmp_path):
     r = partition_random(_keys(20), num_teachers=2, rng=np.random.default_rng(0))
     fields = dict(np.load(r.save(tmp_path / "p.npz")))
     fields["format_version"] = np.int64(1)
     np.savez(tmp_path / "old.npz", **fields)
-    with pytest.raises(PartitionError, match="replacing a record only"):
+    with pytest.raises(PartitionError, match="format version 1; this pate-learn reads version 2"):
         Partition.load(tmp_path / "old.npz")
 
 

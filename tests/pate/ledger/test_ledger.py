@@ -238,63 +238,6 @@ def test_cli_show_and_list_by_first_and_later_names(tmp_path, capsys):
     assert row["name"] == "digits" and row["aliases"] == ["npz:digits-copy.npz"]
 
 
-def _as_written_before_dataset_names(path):
-    """Turn ``path`` into a ledger as an earlier pate-learn left it: no dataset_names table."""
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE dataset_names")
-    conn.execute("DELETE FROM meta WHERE key='added_dataset_names_utc'")
-    conn.commit()
-    return conn
-
-
-def test_a_ledger_without_dataset_names_gains_it_and_gets_its_first_names_back(path, event):
-    other = dataset_digest([1])
-    with Ledger(path) as led:
-        led.set_budget(DIGEST, eps=2.0, delta=DELTA, name="digits")
-        led.charge("digits", [event], run_id="r1")
-        led.register_dataset(other, name="plain")
-        before = led.summary("digits")
-        digest, other = led.resolve(DIGEST), led.resolve(other)  # the ids it stores
-    conn = _as_written_before_dataset_names(path)
-    # what earlier versions did on each run from another source: rename, audited
-    audit = "INSERT INTO audit (dataset, time_utc, action, detail) VALUES (?, 't', 'rename', ?)"
-    for old, new in (("digits", "npz:a.npz"), ("npz:a.npz", "npz:b.npz")):
-        conn.execute("UPDATE datasets SET name=? WHERE digest=?", (new, digest))
-        conn.execute(audit, (digest, json.dumps({"old": old, "new": new})))
-    # the other dataset renamed too, to a name that since went to another dataset
-    conn.execute("UPDATE datasets SET name='later' WHERE digest=?", (other,))
-    conn.execute(audit, (other, json.dumps({"old": "plain", "new": "later"})))
-    conn.execute(
-        "INSERT INTO datasets (digest, name, created_utc) VALUES (?, 'plain', 'z')",
-        (dataset_digest([2]),),
-    )
-    conn.commit()
-    conn.close()
-    with Ledger(path, create=False) as led:
-        rows = {d["digest"]: d for d in led.datasets()}
-        assert (rows[digest]["name"], rows[digest]["aliases"]) == (
-            "digits",
-            ["npz:a.npz", "npz:b.npz"],
-        )
-        assert (rows[other]["name"], rows[other]["aliases"]) == ("later", [])  # "plain" is taken
-        assert led.resolve("digits") == led.resolve("npz:b.npz") == digest
-        after = led.summary("digits")
-        for key in ("spent", "remaining", "events", "budget"):
-            assert after[key] == before[key]
-        assert led.audit_log("digits")[-1] == {
-            "time_utc": led.audit_log("digits")[-1]["time_utc"],
-            "action": "restore-first-name",
-            "detail": {"name": "digits", "aliases": ["npz:a.npz", "npz:b.npz"], "was": "npz:b.npz"},
-        }
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
-    with Ledger(path) as led:  # once: reopening changes nothing
-        assert {d["digest"]: d for d in led.datasets()} == rows
-
-
 # ------------------------------------------------------------------------------ refusing overspend
 
 
@@ -510,6 +453,26 @@ def test_newer_schema_is_refused_untouched(ledger, path):
     with pytest.raises(LedgerError, match="newer pate-learn"):
         Ledger(path)
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_an_older_schema_is_refused_with_its_version_named_never_converted(ledger, path, version):
+    """Version 4 is the first released format: an older ledger (a pre-release pate-learn's) is
+    refused with the version found and the one read, and the way on (a new ledger); nothing in
+    the file or its key file changes."""
+    ledger.close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={version}")
+    conn.commit()
+    conn.close()
+    before, key = path.read_bytes(), (path.parent / (path.name + ".key")).read_bytes()
+    with pytest.raises(LedgerError) as refused:
+        Ledger(path)
+    message = str(refused.value)
+    assert f"schema version {version}," in message and "reads schema version 4 only" in message
+    assert "start a new ledger" in message
+    assert path.read_bytes() == before
+    assert (path.parent / (path.name + ".key")).read_bytes() == key
 
 
 def test_missing_ledger_is_not_created_when_reading(tmp_path):

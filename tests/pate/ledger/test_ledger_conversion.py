@@ -1,12 +1,11 @@
 """The RDP -> (eps, delta) conversion is part of a dataset's budget: every epsilon the ledger
 computes for a dataset (fits checks of reserve / charge / commit, summary, history, constraints,
 the spend recorded by set_budget) uses that dataset's budget conversion, each linked dataset its
-own; the schema migrations add the column in place; ``pate budget set --conversion``."""
+own; ``pate budget set --conversion``."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from pate.analysis import DEFAULT_ORDERS, PrivacyEvent, eps_from_rdp
 from pate.cli import main as cli_main
 from pate.core.errors import BudgetExceededError
-from pate.ledger import SCHEMA_VERSION, Budget, Ledger, dataset_digest
+from pate.ledger import Budget, Ledger, dataset_digest
 
 DELTA = 1e-5
 ORDERS = np.asarray(DEFAULT_ORDERS, dtype=np.float64)
@@ -171,76 +170,6 @@ def test_linked_datasets_are_each_checked_with_their_own_conversion(path):
             assert spent == pytest.approx(TIGHT if c["name"] == "x" else CLASSIC, rel=1e-12)
         with pytest.raises(BudgetExceededError, match=r"spend of dataset x.*tight conversion"):
             led.charge("y", [event_of(CURVE)])
-
-
-def _drop_conversion(path, *, version: int) -> None:
-    """Make the file an older one: no datasets.conversion column (and no conversion in the audit
-    details, which were written without it)."""
-    conn = sqlite3.connect(path)
-    conn.execute("ALTER TABLE datasets DROP COLUMN conversion")
-    conn.execute("ALTER TABLE datasets DROP COLUMN relation")  # schema 3's, likewise
-    for rid, detail in conn.execute("SELECT id, detail FROM audit").fetchall():
-        d = json.loads(detail)
-        d.pop("conversion", None)
-        if isinstance(d.get("previous"), dict):
-            d["previous"].pop("conversion", None)
-        conn.execute("UPDATE audit SET detail=? WHERE id=?", (json.dumps(d), rid))
-    if version == 1:
-        for table in ("links", "records", "identities"):
-            conn.execute(f"DROP TABLE {table}")
-    else:
-        conn.execute("ALTER TABLE identities DROP COLUMN key_version")
-    conn.execute(f"PRAGMA user_version={version}")
-    conn.commit()
-    assert "conversion" not in {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}
-    conn.close()
-
-
-@pytest.mark.parametrize("version", [2, 1])
-def test_older_file_without_the_column_is_migrated_in_place_as_classic(path, version):
-    with Ledger(path) as led:
-        led.set_budget(A, eps=5.0, delta=DELTA, name="old")
-        led.charge("old", [event_of(CURVE)], run_id="r1")
-        led.add_block("old", "b1")
-        led.charge("old", [event_of(CURVE)], run_id="r2", blocks=["b1"])
-        led.set_budget("old", eps=6.0, delta=DELTA, reason="more")
-        led.register_dataset(B, name="no-budget")
-        before = led.summary("old")
-    _drop_conversion(path, version=version)
-    with Ledger(path) as led:
-        after = led.summary("old")
-        assert [e.run_id for e in led.events("old")] == ["r1", "r2"]
-        for key in ("spent", "spent_and_reserved", "remaining", "events", "blocks", "budget"):
-            assert after[key] == before[key]
-        assert after["budget"]["conversion"] == "classic"
-        assert [(c["change"], c["conversion"]) for c in led.budget_changes("old")] == [
-            ("initial", "classic"),
-            ("raised", "classic"),
-        ]
-        assert {d["name"]: d["conversion"] for d in led.datasets()} == {
-            "old": "classic",
-            "no-budget": "classic",
-        }
-        led.set_budget("old", eps=6.0, delta=DELTA, conversion="tight")  # the column works
-        assert led.summary("old")["spent"] == pytest.approx(
-            float(eps_from_rdp(2 * CURVE, orders=ORDERS, delta=DELTA, conversion="tight")[0]),
-            rel=1e-12,
-        )
-    with Ledger(path) as led:  # opening again migrates nothing more
-        assert led.budget("old").conversion == "tight"
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
-    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
-    migrations = [
-        json.loads(d)
-        for (d,) in conn.execute("SELECT detail FROM audit WHERE action='migrate-schema'")
-    ]
-    assert len(migrations) == 1 and migrations[0]["from"] == version
-    assert "datasets.conversion" in migrations[0]["added"]
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    with pytest.raises(sqlite3.IntegrityError):  # the column keeps its CHECK constraint
-        conn.execute("UPDATE datasets SET conversion='exact'")
-    conn.close()
 
 
 def test_cli_set_conversion_then_show_and_list(tmp_path, capsys):

@@ -1,20 +1,18 @@
 """One dataset identity: content keys per record, order-independent digests, overlap links that
-make a charge count against every dataset it touches, the v1 -> v2 migration, budget changes in
-the audit log, and ``pate budget digest --config``."""
+make a charge count against every dataset it touches, budget changes in the audit log, and
+``pate budget digest --config``."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import numpy as np
 import pytest
 
 from pate.analysis import DEFAULT_ORDERS, RdpAccountant, gnmax_event
 from pate.cli import main as cli_main
-from pate.core.errors import BudgetExceededError, LedgerError
+from pate.core.errors import BudgetExceededError
 from pate.ledger import (
-    SCHEMA_VERSION,
     DatasetIdentity,
     Ledger,
     dataset_digest,
@@ -298,55 +296,6 @@ def test_budget_changes_are_recorded_with_spend(path, event):
         assert s["budget_changes"] == changes and s["remaining"] == 0.0
 
 
-# ------------------------------------------------------------------------------ migration
-
-
-def test_version_1_ledger_is_migrated_in_place_keeping_its_events(path, event, data):
-    digest = dataset_digest(np.arange(100))
-    with Ledger(path) as led:
-        led.set_budget(digest, eps=2.0, delta=DELTA, name="old")
-        led.charge("old", [event], run_id="r1")
-        led.add_block("old", "b1")
-        led.charge("old", [event], run_id="r2", blocks=["b1"])
-        before = led.summary("old")
-    # Turn it into the version-1 file an older pate-learn wrote (same tables, minus version 2's).
-    conn = sqlite3.connect(path)
-    for table in ("links", "records", "identities"):
-        conn.execute(f"DROP TABLE {table}")
-    conn.execute("ALTER TABLE datasets DROP COLUMN conversion")
-    conn.execute("ALTER TABLE datasets DROP COLUMN relation")
-    conn.execute("PRAGMA user_version=1")
-    conn.commit()
-    conn.close()
-    with Ledger(path) as led:
-        after = led.summary("old")
-        assert [e.run_id for e in led.events("old")] == ["r1", "r2"]
-        for key in ("spent", "spent_and_reserved", "remaining", "events", "budget", "blocks"):
-            assert after[key] == before[key]
-        assert any(a["action"] == "set-budget" for a in led.audit_log("old"))
-        assert led.budget("old").conversion == "classic"
-        x, y = data
-        led.register_identity(dataset_identity(x, y), name="new")  # the new tables work
-        led.charge("old", [event])
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
-    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 3
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
-
-
-def test_unknown_old_version_is_refused_untouched(path):
-    Ledger(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version=0")
-    conn.commit()
-    conn.close()
-    before = path.read_bytes()
-    with pytest.raises(LedgerError, match="unknown schema version 0"):
-        Ledger(path)
-    assert path.read_bytes() == before
-
-
 # ------------------------------------------------------------------------------ CLI
 
 
@@ -502,17 +451,16 @@ def test_link_by_hand_joins_an_id_digest_budget_to_the_identity(tmp_path, capsys
 def test_record_keys_converted_a_block_at_a_time_are_the_keys_of_one_block(monkeypatch):
     """The records are converted to canonical float32 a block of rows at a time (issue #33: no
     float32 copy of the whole split); the keys are those of the whole split at once."""
-    from pate.ledger import identity as I
+    from pate.ledger import identity
 
     rng = np.random.default_rng(4)
     x = rng.random((37, 3, 4)).astype(np.float64)
     x[3, 0, 0], x[20, 1, 2], x[36, 2, 3] = -0.0, np.nan, -np.nan
     y = rng.integers(0, 5, 37)
-    whole = I.dataset_identity(x, y)
-    monkeypatch.setattr(I, "_BLOCK_BYTES", 5 * 12 * 4)  # 5 rows a block
-    blocks = I.dataset_identity(x, y)
+    whole = identity.dataset_identity(x, y)
+    monkeypatch.setattr(identity, "_BLOCK_BYTES", 5 * 12 * 4)  # 5 rows a block
+    blocks = identity.dataset_identity(x, y)
     assert blocks.digest == whole.digest
     assert blocks.record_keys.tobytes() == whole.record_keys.tobytes()
-    assert blocks.legacy_record_keys.tobytes() == whole.legacy_record_keys.tobytes()
     x[36, 2, 3] = 0.5  # and the keys still see every row
-    assert I.dataset_identity(x, y).digest != whole.digest
+    assert identity.dataset_identity(x, y).digest != whole.digest

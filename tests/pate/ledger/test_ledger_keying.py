@@ -1,9 +1,8 @@
-"""pate.ledger.keying and the conversion of schema <= 3 files (pate.ledger.rekey): the ledger's
-secret, keyed record keys and dataset ids, and what the one conversion keeps."""
+"""pate.ledger.keying: the ledger's secret, keyed record keys and dataset ids (the file holds no
+unkeyed digest or record key)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -60,28 +59,7 @@ def test_keyed_values_depend_on_the_secret_only_through_hmac():
     assert all(len(k) == 16 for k in keyed_keys(a, keys)) and keyed_keys(a, keys)[0] != keys[0]
 
 
-def _unkeyed(path, ids: dict[str, str]) -> None:
-    """Make the ledger at ``path`` one that schema 3 wrote: every dataset under its unkeyed
-    digest (``ids``: keyed -> unkeyed, also in the audit details), record keys unkeyed, no key."""
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys=OFF")
-    links = conn.execute("SELECT a, b, shared, created_utc FROM links").fetchall()
-    conn.execute("DELETE FROM links")
-    conn.executemany(
-        "INSERT INTO links VALUES (?, ?, ?, ?)",
-        [(*sorted((ids.get(a, a), ids.get(b, b))), s, t) for a, b, s, t in links],
-    )
-    for keyed, plain in ids.items():
-        conn.execute("UPDATE datasets SET digest=? WHERE digest=?", (plain, keyed))
-        for table in ("blocks", "events", "reservations", "identities", "dataset_names", "audit"):
-            conn.execute(f"UPDATE {table} SET dataset=? WHERE dataset=?", (plain, keyed))
-        conn.execute("UPDATE audit SET detail=replace(detail, ?, ?)", (keyed, plain))
-    conn.commit()
-    conn.close()
-    key_path(path).unlink()
-
-
-def test_the_conversion_keeps_links_names_blocks_events_and_reservations(tmp_path, data, event):
+def test_the_file_holds_no_unkeyed_digest_or_record_key(tmp_path, data, event):
     x, y = data
     path = tmp_path / "ledger.sqlite3"
     whole, part = dataset_identity(x, y), dataset_identity(x[:50], y[:50])
@@ -94,49 +72,18 @@ def test_the_conversion_keeps_links_names_blocks_events_and_reservations(tmp_pat
         led.set_budget(by_ids, eps=5.0, delta=DELTA, name="by-ids")
         led.add_block("whole", "b1")
         led.charge("part", [event], run_id="r1")
-        live = led.reserve("whole", orders=event.orders, rdp=event.rdp_data_independent)
-        before = {name: led.summary(name) for name in ("whole", "part", "by-ids")}
-        ids = {
-            led.resolve("whole"): whole.digest,
-            led.resolve("part"): part.digest,
-            led.resolve("by-ids"): by_ids,
-        }
-    _unkeyed(path, ids)
-    conn = sqlite3.connect(path)
-    conn.execute("DELETE FROM meta WHERE key='key_check'")
-    conn.execute("PRAGMA user_version=3")
-    conn.commit()
-    conn.close()
-    with Ledger(path) as led:
-        for name, summary in before.items():
-            after = led.summary(name)
-            for key in ("spent", "spent_and_reserved", "remaining", "events", "budget", "records"):
-                assert after[key] == summary[key], (name, key)
-            assert {row["name"] for row in after["linked"]} == {
-                row["name"] for row in summary["linked"]
-            }
+        led.reserve("whole", orders=event.orders, rdp=event.rdp_data_independent)
         assert led.resolve("whole-too") == led.resolve("whole") == led.resolve(whole.digest)
         assert led.resolve(by_ids) == led.resolve("by-ids")  # a digest given by hand: keyed
-        assert led.blocks("whole") == ["b1"]
-        assert [r.id for r in led.reservations("whole")] == [live.id]
-        assert led.summary("part")["events"] == 1
-    text = path.read_bytes()
+        assert led.resolve("whole") == keyed_digest(read_key(path), whole.digest)
+    text = path.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("ledger.sqlite3-*"))
     conn = sqlite3.connect(path)
     stored = [bytes(k) for (k,) in conn.execute("SELECT key FROM records")]
     audit = " ".join(d for (d,) in conn.execute("SELECT detail FROM audit"))
-    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-    sql = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall())
-    assert "'drawn'" in sql["reservations"] and "reservations_v4" not in " ".join(sql.values())
-    assert "REFERENCES reservations(id)" in sql["reservation_blocks"]
-    migrations = [
-        json.loads(d)
-        for (d,) in conn.execute("SELECT detail FROM audit WHERE action='migrate-schema'")
-    ]
     conn.close()
-    for plain in ids.values():
+    for plain in (whole.digest, part.digest, by_ids):
         assert plain not in audit and plain.encode() not in text
     assert not set(distinct_keys(whole.record_keys)) & set(stored)
-    assert migrations[-1]["from"] == 3 and "reservations.status 'drawn'" in migrations[-1]["added"]
 
 
 def test_a_key_file_that_is_not_a_key_is_refused(tmp_path):

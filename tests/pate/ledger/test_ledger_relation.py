@@ -1,6 +1,6 @@
 """Issue #30 in the ledger: one neighbouring relation (add/remove) for every budget and every
-event composed against it, and one identity per set of records whatever their array layout --
-also for ledgers written before either existed (schema <= 2)."""
+event composed against it (a stored event without one is refused, never given one), and one
+identity per set of records whatever their array layout."""
 
 from __future__ import annotations
 
@@ -14,13 +14,7 @@ import pytest
 from pate.analysis import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, gnmax_event
 from pate.analysis.class_means import class_means_event
 from pate.core.errors import BudgetExceededError, LedgerError
-from pate.ledger import (
-    DatasetIdentity,
-    Ledger,
-    dataset_digest,
-    dataset_identity,
-    legacy_record_keys,
-)
+from pate.ledger import Ledger, dataset_digest, dataset_identity
 
 DELTA = 1e-5
 VOTES = np.tile(np.array([[200, 30, 20]]), (30, 1))
@@ -39,12 +33,17 @@ def digits():
     return d.images[:500, None].astype(np.float32), d.target[:500]  # (N, 1, 8, 8)
 
 
-def _strip_relations(path) -> None:
-    """Make every stored event one an older pate-learn wrote: no relation in the payload."""
+def _set_relations(path, relation) -> None:
+    """Rewrite the relation of every stored gnmax event (``None``: none at all), checksums kept
+    valid: what a ledger written by some other program could hold."""
     conn = sqlite3.connect(path)
     for rid, payload in conn.execute("SELECT id, payload FROM events").fetchall():
         d = json.loads(payload)
-        d.pop("relation", None)
+        if d["mechanism"] != "gnmax":
+            continue
+        d.pop("relation")
+        if relation is not None:
+            d["relation"] = relation
         text = json.dumps(d, sort_keys=True, separators=(",", ":"))
         conn.execute(
             "UPDATE events SET payload=?, sha256=? WHERE id=?",
@@ -91,10 +90,10 @@ def test_a_replace_one_event_is_never_recorded(path):
         assert led.events("d") == []
 
 
-def test_an_old_ledger_mixing_relations_is_refused_not_summed(path):
-    """Break 1: class-means (add/remove) and teacher votes from the old split (replace-one)
-    were composed in one dataset's total, a bound under neither relation. Every later charge,
-    reservation and summary on that dataset is refused, naming the relation and the fix."""
+def test_a_ledger_mixing_relations_is_refused_not_summed(path):
+    """Break 1: add/remove and replace-one events composed in one dataset's total are a bound
+    under neither relation. Every later charge, reservation and summary on that dataset is
+    refused, naming the relation and the fix."""
     digest = dataset_digest(np.arange(50))
     with Ledger(path) as led:
         led.set_budget(digest, eps=10.0, delta=DELTA, name="d")
@@ -105,7 +104,7 @@ def test_an_old_ledger_mixing_relations_is_refused_not_summed(path):
                 class_means_event(sigma=4.245, count_weight=0.3, queries=9000),
             ],
         )
-    _strip_relations(path)
+    _set_relations(path, REPLACE_ONE)
     with Ledger(path) as led:
         stored = [s.event for s in led.events("d")]
         assert [e.relation for e in stored] == [REPLACE_ONE, ADD_REMOVE]
@@ -120,17 +119,16 @@ def test_an_old_ledger_mixing_relations_is_refused_not_summed(path):
         assert len(led.events("d")) == 2  # nothing recorded
 
 
-def test_an_old_ledger_with_add_remove_events_only_keeps_working(path):
+def test_a_stored_event_without_a_relation_is_refused_never_guessed(path):
     digest = dataset_digest(np.arange(50))
     with Ledger(path) as led:
         led.set_budget(digest, eps=10.0, delta=DELTA, name="d")
-        led.charge("d", [class_means_event(sigma=4.245, count_weight=0.3, queries=9000)])
-        spent = led.summary("d")["spent"]
-    _strip_relations(path)
+        led.charge("d", [gnmax_event(VOTES, sigma=40.0)])
+    _set_relations(path, None)
     with Ledger(path) as led:
-        assert led.summary("d")["spent"] == spent
-        led.charge("d", [class_means_event(sigma=4.245, count_weight=0.3, queries=10)])
-        assert len(led.events("d")) == 2
+        for read in (lambda: led.events("d"), lambda: led.summary("d")):
+            with pytest.raises(LedgerError, match=r"event 1 .* is malformed .*relation"):
+                read()
 
 
 def test_a_reshaped_copy_of_the_records_is_the_same_dataset(path, digits):
@@ -155,61 +153,3 @@ def test_a_reshaped_copy_of_the_records_is_the_same_dataset(path, digits):
     y2 = y.copy()
     y2[0] = (y2[0] + 1) % 10
     assert dataset_identity(x, y2).digest != flat.digest
-
-
-def _legacy_ledger(path, x, y, *, eps=1.0) -> str:
-    """A ledger as schema 2 wrote it, converted to schema 4: the records under their legacy keys
-    (key version 1), the dataset under the legacy digest (both keyed), its budget exhausted;
-    returns the dataset's id."""
-    keys = legacy_record_keys(x, y)
-    legacy = DatasetIdentity(dataset_digest(keys), keys, int(keys.size))
-    event = class_means_event(sigma=2.0, count_weight=0.3, queries=100)
-    with Ledger(path) as led:
-        led.register_identity(legacy, name="old-digits")
-        led.set_budget("old-digits", eps=eps, delta=DELTA)
-        with pytest.raises(BudgetExceededError):
-            for _ in range(100):
-                led.charge("old-digits", [event])
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE identities SET key_version=1")
-    conn.commit()
-    conn.close()
-    with Ledger(path) as led:
-        return led.resolve(legacy.digest)
-
-
-def test_records_an_old_ledger_holds_under_legacy_keys_stay_bound_to_its_budget(path, digits):
-    x, y = digits
-    legacy = _legacy_ledger(path, x, y)
-    event = class_means_event(sigma=2.0, count_weight=0.3, queries=100)
-    ident = dataset_identity(x, y)
-    with Ledger(path) as led:
-        assert led.dataset_id(ident) != legacy == led.resolve(ident.legacy_digest)
-        overlap = {o["dataset"]: o["shared_records"] for o in led.overlapping(ident)}
-        assert overlap[legacy] == len(np.unique(ident.legacy_record_keys))
-        led.register_identity(ident, name="digits")
-        led.set_budget("digits", eps=100.0, delta=DELTA)  # a fresh, large budget of its own
-        assert [link["dataset"] for link in led.linked("digits")] == [legacy]
-        with pytest.raises(BudgetExceededError, match="old-digits"):
-            led.charge("digits", [event])  # the old dataset's exhausted budget binds
-        # once seen in the old layout, the records link in any layout
-        flat = (x.reshape(len(x), 64)[:400], y[:400])
-        subset = dataset_identity(*flat)
-        led.register_identity(subset, name="digits-flat-subset")
-        linked = {link["dataset"] for link in led.linked("digits-flat-subset")}
-        assert legacy in linked and led.dataset_id(ident) in linked
-        with pytest.raises(BudgetExceededError, match="old-digits"):
-            led.charge("digits-flat-subset", [event])
-
-
-def test_a_budget_set_on_the_digest_an_older_pate_printed_binds(path, digits):
-    x, y = digits
-    ident = dataset_identity(x, y)
-    with Ledger(path) as led:
-        led.set_budget(ident.legacy_digest, eps=0.5, delta=DELTA, name="by-old-digest")
-        led.register_identity(ident)
-        assert [link["dataset"] for link in led.linked(ident.digest)] == [
-            led.resolve("by-old-digest")
-        ]
-        with pytest.raises(BudgetExceededError, match="by-old-digest"):
-            led.charge(ident.digest, [gnmax_event(VOTES, sigma=5.0)])

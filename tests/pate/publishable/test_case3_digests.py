@@ -83,7 +83,7 @@ def test_the_report_of_a_run_names_the_dataset_and_holds_no_digest_of_its_record
         stored = led.dataset_id(identity)
         (row,) = led.datasets()
     assert row["digest"] == stored != identity.digest and row["name"] == "digits"
-    digests = {identity.digest, stored, identity.legacy_digest}
+    digests = {identity.digest, stored}
     report = ""
     for name in PUBLISHED:
         path = run_dir / name
@@ -163,59 +163,19 @@ def test_a_ledger_without_its_key_file_is_refused_never_rekeyed(tmp_path, digits
         Ledger(path)
 
 
-def _as_schema_3(path, identity) -> None:
-    """Turn the ledger at ``path`` into one as schema 3 wrote it: the unkeyed dataset digest and
-    record keys, no key file."""
-    secret = read_key(path)
-    keyed = keyed_digest(secret, identity.digest)
+def test_an_old_unkeyed_ledger_is_refused_with_its_version_named_never_keyed(
+    tmp_path, digits_private
+):
+    x, y = digits_private
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as led:
+        led.register_identity(dataset_identity(x, y), name="digits")
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys=OFF")
-    conn.execute("UPDATE datasets SET digest=? WHERE digest=?", (identity.digest, keyed))
-    for table in ("blocks", "events", "reservations", "identities", "dataset_names", "audit"):
-        conn.execute(f"UPDATE {table} SET dataset=? WHERE dataset=?", (identity.digest, keyed))
-    (iid,) = conn.execute("SELECT id FROM identities").fetchone()
-    conn.execute("DELETE FROM records")
-    conn.executemany(
-        "INSERT INTO records (key, identity) VALUES (?, ?)",
-        [(key, iid) for key in distinct_keys(identity.record_keys)],
-    )
-    conn.execute("DELETE FROM meta WHERE key='key_check'")
     conn.execute("PRAGMA user_version=3")
     conn.commit()
     conn.close()
-    key_path(path).unlink()
-
-
-def test_an_old_ledger_is_converted_once_keeping_its_budgets(tmp_path, digits_private):
-    from pate.analysis import gnmax_event
-
-    x, y = digits_private
-    path = tmp_path / "ledger.sqlite3"
-    identity = dataset_identity(x, y)
-    event = gnmax_event(np.tile([[30, 5, 5]], (20, 1)), sigma=4.0)
-    with Ledger(path) as led:
-        led.register_identity(identity, name="digits")
-        led.set_budget("digits", eps=30.0, delta=DELTA)
-        led.charge("digits", [event], run_id="r1")
-        before = led.summary("digits")
-    _as_schema_3(path, identity)
-    keys = distinct_keys(identity.record_keys)
-    assert set(keys) <= set(_stored_values(path))  # what an old ledger held
-    with Ledger(path) as led:
-        after = led.summary("digits")
-        for key in ("spent", "remaining", "events", "budget", "records"):
-            assert after[key] == before[key]
-        # a run of the same records finds its budget (no fresh one)
-        assert led.register_identity(identity, name="digits") == led.resolve("digits")
-        assert len(led.datasets()) == 1
-    assert stat.S_IMODE(os.stat(key_path(path)).st_mode) == 0o600
-    values = _stored_values(path)
-    assert not set(keys) & set(values)
-    assert not any(identity.digest.encode() in v for v in values)
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
-    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
-    with Ledger(path) as led:  # once: opening again changes nothing
-        assert led.summary("digits")["spent"] == before["spent"]
+    key_path(path).unlink()  # schema 3 had no key file
+    before = path.read_bytes()
+    with pytest.raises(LedgerError, match=r"schema version 3, .*reads schema version 4 only"):
+        Ledger(path)
+    assert not key_path(path).exists() and path.read_bytes() == before

@@ -216,15 +216,17 @@ def test_export_refuses_anything_internal(default_run, tmp_path, capsys):
     assert not list(tmp_path.glob(".*export-*"))  # nothing half-written left behind
 
 
-def test_a_run_of_the_old_layout_is_refused(default_run, tmp_path):
+def test_a_run_of_an_older_format_is_refused_with_it_named(default_run, tmp_path):
     old = tmp_path / "old"
     old.mkdir()
     state = json.loads((default_run / R.STATE).read_text())
     (old / R.STATE).write_text(json.dumps(dict(state, format=2)))
     shutil.copy(default_run / R.CONFIG, old / R.CONFIG)
-    with pytest.raises(ConfigError, match="earlier pate-learn .* start a new run"):
+    with pytest.raises(
+        ConfigError, match=r"run format 2, .* reads run format 3 only\); start a new run"
+    ):
         R.Run.open(old)
-    with pytest.raises(ConfigError, match="earlier pate-learn"):
+    with pytest.raises(ConfigError, match="run format 2"):
         pate.export(old, tmp_path / "out")
 
 

@@ -356,18 +356,22 @@ def _fill(mount: pathlib.Path, filler: pathlib.Path, *, leave: int) -> None:
             pass
 
 
-def test_the_earlier_two_file_pending_layout_is_refused_not_published(tmp_path, capsys):
+def test_a_pending_file_of_another_format_is_refused_with_it_named_not_published(tmp_path, capsys):
     ledger = tmp_path / "ledger.sqlite3"
     run_dir = votes_run(tmp_path / "run", ledger).run_dir
     labels = np.zeros(597, dtype=np.int64)
-    atomic_savez(run_dir / R.PENDING, labels=labels, answered=labels >= 0)
-    (run_dir / R.PENDING_SUMMARY).write_text("{}")
+    state = json.dumps({"format": 1, "summary": {}, "rounds": []}).encode()
+    atomic_savez(
+        run_dir / R.PENDING,
+        labels=labels,
+        answered=labels >= 0,
+        state=np.frombuffer(state, dtype=np.uint8),
+    )
     assert main(["aggregate", "--run-dir", str(run_dir), "--no-progress"]) == 2
-    err = capsys.readouterr().err
-    assert "earlier version" in err and "Delete both files" in err and len(err.splitlines()) == 1
+    (refusal,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert "pending file of format 1" in refusal and "reads format 2" in refusal
     assert published(run_dir) == 0 and charged(ledger, run_dir) == 0
     (run_dir / R.PENDING).unlink()
-    (run_dir / R.PENDING_SUMMARY).unlink()
     assert main(["aggregate", "--run-dir", str(run_dir), "--no-progress"]) == 0
     assert 0 < published(run_dir) <= charged(ledger, run_dir)
 
@@ -566,3 +570,17 @@ def test_the_directory_check_reads_the_inode_and_tolerates_a_renumbered_device(t
     Run(
         run.run_dir, run.config, {k: v for k, v in state.items() if k != "directory"}
     ).check_not_a_copy()
+
+
+@pytest.mark.parametrize("found", [1, 2, 4, None])
+def test_a_run_of_another_format_is_refused_with_it_named_before_its_files_are_read(
+    tmp_path, found
+):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / R.STATE).write_text(json.dumps({"format": found, "run_id": "old"}))
+    (run_dir / R.CONFIG).write_text("{}")  # not a config of this version: never read
+    with pytest.raises(ConfigError) as refused:
+        Run.open(run_dir)
+    assert f"run format {found!r}" in str(refused.value)
+    assert f"reads run format {R.FORMAT} only" in str(refused.value)
