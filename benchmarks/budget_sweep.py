@@ -28,12 +28,12 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
 
-    from pate.run import rundir as R
+    from pate.run import rundir
     from pate.run.config import build
     from pate.run.pipeline import Pipeline, fork_run
 
     source = pathlib.Path(args.run_dir)
-    base = json.loads((source / R.CONFIG).read_text())
+    base = json.loads((source / rundir.CONFIG).read_text())
     rows = []
     for budget in args.budgets:
         config = json.loads(json.dumps(base))

@@ -227,13 +227,13 @@ def accuracy(w, b, x: np.ndarray, y: np.ndarray) -> float:
 def load_features(*, data_root=None, cache_root=None):
     """Group-normalised flattened ScatterNet features and labels of the pipeline's three
     Fashion-MNIST splits: {"private": (x, y), "public": ..., "evaluation": ...}."""
-    from pate.teachers import feature_cache as FC
+    from pate.teachers import feature_cache
     from pate.teachers.data import load_pate_data
     from pate.teachers.features import scatter_features
 
     data = load_pate_data("fashion-mnist", root=data_root)
-    root = cache_root or os.environ.get(FC.ENV)
-    cache = FC.FeatureCache(root) if root else None
+    root = cache_root or os.environ.get(feature_cache.ENV)
+    cache = feature_cache.FeatureCache(root) if root else None
     out = {}
     for name in ("private", "public", "evaluation"):
         split = getattr(data, name)

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
 
     from pate.core.partition import partition_random
     from pate.ledger import record_keys
-    from pate.teachers import features as F
+    from pate.teachers import features
     from pate.teachers.data import load_pate_data
     from pate.teachers.ensemble import TeacherConfig, train_teachers
 
@@ -79,8 +79,8 @@ def main(argv=None) -> int:
         print(json.dumps(rows[-1]), flush=True)
     if not args.skip_ceiling:
         start = time.perf_counter()
-        pub, ev = F.scatter(data.public.x), F.scatter(data.evaluation.x)
-        norm = F.Standardizer.fit(pub)
+        pub, ev = features.scatter(data.public.x), features.scatter(data.evaluation.x)
+        norm = features.Standardizer.fit(pub)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # lbfgs' iteration-limit warning
             clf = LogisticRegression(C=0.01, max_iter=300).fit(

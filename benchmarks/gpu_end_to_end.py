@@ -191,7 +191,7 @@ def front_end_agreement(rows: int = 8192) -> dict:
     import numpy as np
     import torch
 
-    from pate.teachers import features as F
+    from pate.teachers import features
     from pate.teachers.builtin_datasets import DEFAULT_FASHION_MNIST_DIR, read_idx
 
     images = read_idx(DEFAULT_FASHION_MNIST_DIR / "t10k-images-idx3-ubyte.gz")[:rows]
@@ -199,12 +199,12 @@ def front_end_agreement(rows: int = 8192) -> dict:
     out = {"rows": int(len(x))}
     results = {}
     for device in ("cpu", "cuda:0"):
-        with F.computing_on(device):
-            F.scatter(x[:1024])  # warm-up (cuFFT plans, threads)
+        with features.computing_on(device):
+            features.scatter(x[:1024])  # warm-up (cuFFT plans, threads)
             if device != "cpu":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            results[device] = F.scatter(x)
+            results[device] = features.scatter(x)
             out[f"{device.split(':')[0]}_s"] = round(time.perf_counter() - t0, 3)
     diff = np.abs(results["cpu"] - results["cuda:0"])
     out["max_abs_diff"] = float(diff.max())

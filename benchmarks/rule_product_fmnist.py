@@ -46,14 +46,20 @@ import numpy as np
 def _checked_runs(parser, run_dirs):
     """(path, config) per run directory, refused before any work unless each is a finished
     class-means run with a PCA front-end."""
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
     runs = []
     for name in run_dirs:
         path = pathlib.Path(name)
         missing = [
             f
-            for f in (R.CONFIG, R.KNN_EMBEDDINGS, R.LABEL_SCORES, R.LABELS, R.STUDENT_WEIGHTS)
+            for f in (
+                rundir.CONFIG,
+                rundir.KNN_EMBEDDINGS,
+                rundir.LABEL_SCORES,
+                rundir.LABELS,
+                rundir.STUDENT_WEIGHTS,
+            )
             if not (path / f).is_file()
         ]
         if missing:
@@ -61,7 +67,7 @@ def _checked_runs(parser, run_dirs):
                 f"run directory {name!r} has no {', '.join(missing)} (a finished "
                 "class-means run: `pate run --config fashion-mnist-class-means`)"
             )
-        config = json.loads((path / R.CONFIG).read_text())
+        config = json.loads((path / rundir.CONFIG).read_text())
         mechanism = config.get("aggregator", {}).get("mechanism")
         if mechanism != "class-means":
             parser.error(f"run directory {name!r}: mechanism {mechanism!r}, not 'class-means'")
@@ -89,7 +95,7 @@ def main(argv=None) -> int:
     import torch
 
     from pate.core.mean_release import recover_rule
-    from pate.run import rundir as R
+    from pate.run import rundir
     from pate.student.rule_product import product_log_proba
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
@@ -107,21 +113,21 @@ def main(argv=None) -> int:
             )
             fronts[key] = (data, public, front.embed(data.evaluation.x))
         data, pub_emb, ev_emb = fronts[key]
-        saved = np.load(path / R.KNN_EMBEDDINGS, allow_pickle=False)["public"]
+        saved = np.load(path / rundir.KNN_EMBEDDINGS, allow_pickle=False)["public"]
         if saved.shape != pub_emb.shape or np.abs(saved - pub_emb).max() > 1e-4:
             print(
                 f"{path}: its public embeddings differ from the recomputed front-end; skipped",
                 file=sys.stderr,
             )
             continue
-        labels = np.load(path / R.LABELS, allow_pickle=False)
-        scores = np.load(path / R.LABEL_SCORES, allow_pickle=False)
+        labels = np.load(path / rundir.LABELS, allow_pickle=False)
+        scores = np.load(path / rundir.LABEL_SCORES, allow_pickle=False)
         answered = labels >= 0
         rule_name = knn.get("rule", "lda")
         rule_ev = recover_rule(
             saved, np.where(answered[:, None], scores, np.nan), rule=rule_name
         ).scores(ev_emb)
-        student = Student.load(path / R.STUDENT_WEIGHTS)
+        student = Student.load(path / rundir.STUDENT_WEIGHTS)
         if student.rule_product_ is not None:
             print(
                 f"{path}: its student is already released times its rule "
@@ -131,7 +137,7 @@ def main(argv=None) -> int:
             continue
         proba = student.predict_proba(data.evaluation.x)
         y = np.asarray(data.evaluation.y)
-        aggregate = json.loads((path / R.AGGREGATE).read_text())
+        aggregate = json.loads((path / rundir.AGGREGATE).read_text())
         row = {
             "run_dir": str(path),
             "eps": aggregate.get("eps_data_independent"),

@@ -165,9 +165,9 @@ def measured(argv: list[str], log: pathlib.Path) -> dict:
 def _cache_summary(run_dir: pathlib.Path, stage: str = "votes") -> dict:
     """The feature-cache hits and misses of the votes (or teachers) stage, and the votes
     stage's front-end seconds: whether a run found the features cached."""
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
-    path = run_dir / R.STAGE_DIR / f"{stage}.json"
+    path = run_dir / rundir.STAGE_DIR / f"{stage}.json"
     if not path.exists():
         return {}
     info = json.loads(path.read_text())
@@ -180,9 +180,9 @@ def _cache_summary(run_dir: pathlib.Path, stage: str = "votes") -> dict:
 def _stage_seconds(run_dir: pathlib.Path, stage: str) -> dict:
     """The stage's own seconds (its summary in ``rundir.STAGE_DIR``), without the child's
     start-up."""
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
-    path = run_dir / R.STAGE_DIR / f"{stage}.json"
+    path = run_dir / rundir.STAGE_DIR / f"{stage}.json"
     if not path.exists():
         return {}
     info = json.loads(path.read_text())
@@ -191,7 +191,7 @@ def _stage_seconds(run_dir: pathlib.Path, stage: str) -> dict:
 
 def _runs(args, folder, config, name) -> list[dict]:
     """One child (``pate run --until``), or with ``--per-stage`` one child per stage."""
-    from pate.run import rundir as R
+    from pate.run import rundir
 
     run_dir = folder / "runs" / name
     base = [
@@ -207,7 +207,7 @@ def _runs(args, folder, config, name) -> list[dict]:
         str(folder / f"ledger-{name}.sqlite3"),
         "--no-progress",
     ]
-    stages = R.STAGES[: R.STAGES.index(args.until) + 1]
+    stages = rundir.STAGES[: rundir.STAGES.index(args.until) + 1]
     if not args.per_stage:
         argv = base + ([] if args.until == "report" else ["--until", args.until])
         row = measured(argv, folder / f"{name}.log")

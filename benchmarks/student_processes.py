@@ -116,7 +116,7 @@ def _draws(batches, share: int):
 def _gradients(training, batches, draw, share: int) -> None:
     """Forward and backward of one step's ``draw`` (the gradients left in the weights)."""
     import torch
-    import torch.nn.functional as F
+    from torch.nn import functional
 
     kept = KEPT // share
     with torch.no_grad():
@@ -124,7 +124,7 @@ def _gradients(training, batches, draw, share: int) -> None:
     strong = draw.unlabelled_strong[:kept]
     logits = training.forward(torch.cat([draw.labelled, strong]))
     n = draw.rows.numel()
-    loss = F.cross_entropy(logits[:n], batches.y[draw.rows]) + F.cross_entropy(
+    loss = functional.cross_entropy(logits[:n], batches.y[draw.rows]) + functional.cross_entropy(
         logits[n:], pseudo[:kept]
     )
     training.optimizer.zero_grad(set_to_none=True)

@@ -44,7 +44,7 @@ def plain_loop(data, shards, seeds, config, device):
     Returns the (T, N_eval) predictions; like the vectorized run it also predicts the public split.
     """
     import torch
-    import torch.nn.functional as F
+    from torch.nn import functional
 
     from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
@@ -72,7 +72,7 @@ def plain_loop(data, shards, seeds, config, device):
                     None if flips is None else flips[sl],
                 )
                 opt.zero_grad(set_to_none=True)
-                F.cross_entropy(model(xb), y[rows[sl]]).backward()
+                functional.cross_entropy(model(xb), y[rows[sl]]).backward()
                 opt.step()
         with torch.no_grad():  # the same outputs as the vectorized run: public and evaluation
             for i in range(0, len(x_pub), 256):
@@ -103,7 +103,7 @@ def work_flops(
     every epoch; a shard's last batch may be short) and of its forward passes over
     ``predicted_items`` items. Counted once per distinct batch size on a throw-away model."""
     import torch
-    import torch.nn.functional as F
+    from torch.nn import functional
 
     from pate.teachers.models import build_model
 
@@ -113,7 +113,7 @@ def work_flops(
     def step(b):  # one training step (forward + backward) on a batch of b items
         if b not in step_cache:
             x, y = torch.zeros(b, *input_shape), torch.zeros(b, dtype=torch.long)
-            step_cache[b] = counted_flops(lambda: F.cross_entropy(model(x), y).backward())
+            step_cache[b] = counted_flops(lambda: functional.cross_entropy(model(x), y).backward())
         return step_cache[b]
 
     per_epoch = sum(

@@ -134,11 +134,11 @@ def score_released_model(run_dir: pathlib.Path, splits: dict) -> dict:
     """Accuracies of the run's released model on each of ``splits`` (name -> ArraySplit), loaded
     from ``run_dir`` as ``pate predict`` loads it; for a student times its rule also the two
     factors alone: ``{"released": {name: acc}, "student_alone": {...}, "rule_alone": {...}}``."""
-    from pate.run import rundir as R
+    from pate.run import rundir
     from pate.student.rule_product import RuleProduct
     from pate.student.train import Student
 
-    student = Student.load(pathlib.Path(run_dir) / R.STUDENT_WEIGHTS)
+    student = Student.load(pathlib.Path(run_dir) / rundir.STUDENT_WEIGHTS)
     scores = {"released": {name: _accuracy(student, s) for name, s in splits.items()}}
     product = student.model_
     if isinstance(product, RuleProduct):

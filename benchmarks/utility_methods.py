@@ -350,10 +350,10 @@ def class_means_rule_budget(
     (row field ``released_model = False``), but it is post-processing of the release."""
 
     import numpy as np
-    import utility_holdout as H
+    import utility_holdout
 
     from pate.core.io import load_npy
-    from pate.run import rundir as R
+    from pate.run import rundir
     from pate.run.pipeline import Pipeline
     from pate.run.rundir import Run
     from pate.run.stages.student import rule_head  # the head the released product carries
@@ -363,11 +363,11 @@ def class_means_rule_budget(
     config = _class_means_fork(base_dir, base_config, target, delta=delta, run_dir=run_dir)
     Pipeline(config, resume=True, progress=False).run(until="aggregate")
     run = Run.open(run_dir, progress=False)
-    labels = load_npy(run.path(R.LABELS))
+    labels = load_npy(run.path(rundir.LABELS))
     head = rule_head(run, labels)
-    scores = {name: H.factor_accuracy(head, split) for name, split in splits.items()}
+    scores = {name: utility_holdout.factor_accuracy(head, split) for name, split in splits.items()}
     public = run.data.public
-    aggregate = json.loads(run.path(R.AGGREGATE).read_text())
+    aggregate = json.loads(run.path(rundir.AGGREGATE).read_text())
     return {
         "method": "Noisy class means, its labelling rule alone (not released)",
         "kind": "guarantee",
@@ -380,8 +380,8 @@ def class_means_rule_budget(
         "aggregator": {k: v for k, v in config.to_dict()["aggregator"].items() if k != "queries"},
         "dims": base_config.knn.dims,
         "rule": config.knn.rule,
-        **{f"accuracy{H.FIELD[name]}": acc for name, acc in scores.items()},
-        "holdout": H.HOLDOUT_SET in scores,
+        **{f"accuracy{utility_holdout.FIELD[name]}": acc for name, acc in scores.items()},
+        "holdout": utility_holdout.HOLDOUT_SET in scores,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
@@ -404,13 +404,13 @@ def _run_fields(config: dict, seed: int | None, holdout) -> dict:
 def _holdout_scores(run_dir: pathlib.Path, heldout) -> dict:
     """The row fields of a held-out run: its released model (and a product's factors) scored on
     the 10000 held-out private images (benchmarks/utility_holdout.py)."""
-    import utility_holdout as H
+    import utility_holdout
 
-    scores = H.score_released_model(run_dir, {H.HOLDOUT_SET: heldout})
-    fields = {"holdout": True, "accuracy_holdout": scores["released"][H.HOLDOUT_SET]}
+    scores = utility_holdout.score_released_model(run_dir, {utility_holdout.HOLDOUT_SET: heldout})
+    fields = {"holdout": True, "accuracy_holdout": scores["released"][utility_holdout.HOLDOUT_SET]}
     for key in ("student_alone", "rule_alone"):
         if key in scores:
-            fields[f"{key}_accuracy_holdout"] = scores[key][H.HOLDOUT_SET]
+            fields[f"{key}_accuracy_holdout"] = scores[key][utility_holdout.HOLDOUT_SET]
     return fields
 
 

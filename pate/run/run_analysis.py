@@ -24,7 +24,7 @@ import numpy as np
 from pate import analysis, mechanisms
 from pate.analysis.errors import CorruptFileError
 from pate.core.io import load_npy, read_json
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import PrivacyTable
 from pate.run.rundir import Run
 from pate.run.utility_warnings import scale_warnings, split_utility_warnings
@@ -183,7 +183,7 @@ def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
             summary["params"], private_records=run.config.data.declared_records(run.data)[0]
         )
         return votes, num_teachers
-    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    votes_all = load_npy(run.path(rundir.VOTES), what="the votes stage")
     return votes_all[:asked], int(votes_all[0].sum())
 
 
@@ -191,12 +191,12 @@ def _load_saved(run: Run) -> _Saved:
     """Read the aggregate stage's summary, answered mask and labels (and the votes stage's votes)."""
     config = run.config
     priv = config.privacy
-    summary = R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS)
+    summary = rundir.read_summary(run.path(rundir.AGGREGATE), rundir.AGGREGATE_KEYS)
     spec = mechanisms.get(summary["mechanism"])
     orders = config.privacy.order_grid()
     delta, conversion = priv.delta, priv.conversion
-    answered_all = load_npy(run.path(R.ANSWERED), what="the aggregate stage")
-    labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
+    answered_all = load_npy(run.path(rundir.ANSWERED), what="the aggregate stage")
+    labels = load_npy(run.path(rundir.LABELS), what="the aggregate stage")
     asked = int(summary["queries_asked"])
     votes, num_teachers = _votes(run, spec, summary, asked)
     return _Saved(
@@ -223,11 +223,11 @@ def _check_charged(
     stated_for = sorted({e.relation for e in events} - {analysis.ADD_REMOVE})
     if stated_for:  # an aggregate.json written before the stable (keyed-hash) partition
         raise CorruptFileError(
-            f"{run.path(R.AGGREGATE)} holds privacy events analysed for {', '.join(stated_for)} "
+            f"{run.path(rundir.AGGREGATE)} holds privacy events analysed for {', '.join(stated_for)} "
             "neighbours (written by a pate-learn whose teacher split reshuffled the records when "
             "one was added); this pate-learn states every guarantee for adding or removing one "
             "record and cannot report that run's. Start a new run directory",
-            path=run.path(R.AGGREGATE),
+            path=run.path(rundir.AGGREGATE),
         )
     charged = analysis.RdpAccountant(orders).compose(
         *[e for e in events if e.mechanism != "gnss-release"]
@@ -370,9 +370,9 @@ def _margins_and_teachers(run: Run, saved: _Saved) -> tuple[dict, str, dict]:
         margins = top2[:, 0] - top2[:, 1]
         counts, edges = np.histogram(margins, bins=min(25, num_teachers), range=(0, num_teachers))
         margin_note = "internal: derived from the private votes; do not publish"
-        part = Partition.load(run.path(R.PARTITION))
+        part = Partition.load(run.path(rundir.PARTITION))
         relation = "unit" if part.neighbouring_relation.startswith("unit") else "record"
-        teachers = read_json(run.path(R.TEACHER_METRICS))
+        teachers = read_json(run.path(rundir.TEACHER_METRICS))
     margins_doc = {
         "bin_edges": edges.tolist(),
         "counts": counts.astype(int).tolist(),
@@ -399,7 +399,7 @@ def _student_figures(run: Run, saved: _Saved) -> _StudentFigures:
     # only where the public split's true label is known (in-memory public data may have none: -1)
     known = saved.answered_all & (np.asarray(data.public.y) >= 0)
     label_acc = float(np.mean(labels[known] == data.public.y[known])) if known.any() else None
-    student = R.read_summary(run.path(R.STUDENT_METRICS), R.STUDENT_METRICS_KEYS)
+    student = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
     # INTERNAL: computed from the private votes (like the vote margins)
     agreement = None
     if not saved.reads_records and answered.any():
@@ -492,7 +492,7 @@ def _privacy_section(
             min(s.asked, 1) if s.spec.kind.releases_once else s.asked,
         ),
         "noise_seeded": bool(summary["noise_seeded"]),
-        "keys_seeded": R.keys_seed(config) is not None,
+        "keys_seeded": rundir.keys_seed(config) is not None,
         "calibration": config.calibration(),
         "private": config.is_private,
         "ledger_enforced": summary.get("dataset") is not None,

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from pate.run import rundir as R
+from pate.run import rundir
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +31,10 @@ def test_a_setting_is_target_threshold_and_two_sigmas(sweep):
 def test_bad_arguments_stop_before_any_work(sweep, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         sweep.main(["1/350/250/120", "--base-run", str(tmp_path)])
-    assert exc.value.code == 2 and f"has no {R.VOTES}" in capsys.readouterr().err
-    (tmp_path / R.VOTES).parent.mkdir()
-    (tmp_path / R.VOTES).write_bytes(b"")
-    (tmp_path / R.CONFIG).write_text("{}")
+    assert exc.value.code == 2 and f"has no {rundir.VOTES}" in capsys.readouterr().err
+    (tmp_path / rundir.VOTES).parent.mkdir()
+    (tmp_path / rundir.VOTES).write_bytes(b"")
+    (tmp_path / rundir.CONFIG).write_text("{}")
     with pytest.raises(SystemExit):
         sweep.main(["1/350/250/120", "--base-run", str(tmp_path), "--steps", "700"])
     assert "--steps must be a positive multiple of 500" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from pate.run import rundir as R
+from pate.run import rundir
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def bench(load_benchmark):
 
 
 def test_summary_of_a_run_directory(bench, tmp_path):
-    stages = tmp_path / R.STAGE_DIR
+    stages = tmp_path / rundir.STAGE_DIR
     stages.mkdir(parents=True)
     peak = {"index": 0, "name": "card", "peak_allocated_bytes": 2**20, "peak_reserved_bytes": 2**21}
     (stages / "teachers.json").write_text(
@@ -36,8 +36,8 @@ def test_summary_of_a_run_directory(bench, tmp_path):
     )
     (stages / "votes.json").write_text(json.dumps({"skipped": True, "seconds": 0.0}))
     # the public report (its publishable part) is not read: the internal report is
-    (tmp_path / R.REPORT_JSON).write_text(json.dumps({"privacy": {"eps_guarantee": 3.99}}))
-    (tmp_path / R.REPORT_INTERNAL_JSON).write_text(
+    (tmp_path / rundir.REPORT_JSON).write_text(json.dumps({"privacy": {"eps_guarantee": 3.99}}))
+    (tmp_path / rundir.REPORT_INTERNAL_JSON).write_text(
         json.dumps({"utility": {"student_accuracy": 0.8}, "privacy": {"eps_guarantee": 3.99}})
     )
     out = bench.summarise(tmp_path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pate.run import rundir as R
+from pate.run import rundir
 
 
 @pytest.fixture(scope="module")
@@ -17,20 +17,20 @@ def rule_product(load_benchmark):
 def test_a_directory_that_is_not_a_finished_class_means_run_is_refused(
     rule_product, tmp_path, capsys
 ):
-    (tmp_path / R.CONFIG).write_text('{"aggregator": {"mechanism": "gnmax"}}')
+    (tmp_path / rundir.CONFIG).write_text('{"aggregator": {"mechanism": "gnmax"}}')
     with pytest.raises(SystemExit) as exit_info:
         rule_product.main([str(tmp_path)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    files = (R.KNN_EMBEDDINGS, R.LABEL_SCORES, R.LABELS, R.STUDENT_WEIGHTS)
+    files = (rundir.KNN_EMBEDDINGS, rundir.LABEL_SCORES, rundir.LABELS, rundir.STUDENT_WEIGHTS)
     assert f"has no {', '.join(files)}" in err
-    (tmp_path / R.PRIVATE_DIR).mkdir()
+    (tmp_path / rundir.PRIVATE_DIR).mkdir()
     for name in files:
         (tmp_path / name).write_bytes(b"")
     with pytest.raises(SystemExit):
         rule_product.main([str(tmp_path)])
     assert "mechanism 'gnmax', not 'class-means'" in capsys.readouterr().err
-    (tmp_path / R.CONFIG).write_text(
+    (tmp_path / rundir.CONFIG).write_text(
         '{"aggregator": {"mechanism": "class-means"}, "knn": {"features": "student"}}'
     )
     with pytest.raises(SystemExit):

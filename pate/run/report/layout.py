@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 
 from pate import mechanisms
-from pate.run.report import formatting, wording
-from pate.run.report import resources as RS
+from pate.run.report import formatting, resources, wording
 from pate.run.report.model import (
     PLOT_NAMES,
     PLOTS_DIR,
@@ -492,8 +491,13 @@ def _utility(report: dict, internal: bool) -> list[Block]:
         blocks.append(Paragraph(f"Label accuracy of the answered queries is not available: {note}"))
     else:
         blocks.append(Paragraph(f"**Label accuracy is a benchmark-only figure:** {note}"))
-    where = None if wording.samples_records(report) else RS.execution_text(report)
-    texts = (where, RS.threads_text(report), RS.gpu_memory_text(report), RS.precision_text(report))
+    where = None if wording.samples_records(report) else resources.execution_text(report)
+    texts = (
+        where,
+        resources.threads_text(report),
+        resources.gpu_memory_text(report),
+        resources.precision_text(report),
+    )
     for text in texts:
         if text:
             blocks.append(Paragraph(text))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pate import mechanisms
-from pate.run import rundir as R
+from pate.run import rundir
 
 __all__ = [
     "ANALYSIS_FILE",
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 #: Where the analysis lies in a run directory (:mod:`pate.run.rundir` names every file).
-ANALYSIS_FILE = R.ANALYSIS
+ANALYSIS_FILE = rundir.ANALYSIS
 
 # Leaf specs: "int", "float", "str", "bool", "dict" (any JSON object), "[int]", "[float]",
 # "[str]", "[[int]]"; a trailing "?" allows null; a tuple is a choice among strings; a nested

@@ -14,7 +14,7 @@ import math
 
 from pate import mechanisms
 from pate.run.config import RunConfig
-from pate.run.report import formatting as F
+from pate.run.report import formatting
 
 __all__ = [
     "CAPTIONS",
@@ -69,7 +69,7 @@ def params_text(mechanism: str, params: dict) -> str:
     if not params:
         return "no parameters"
     symbols = {p.name: p.display for p in mechanisms.get(mechanism).params}
-    return ", ".join(f"{symbols.get(k, k)} = {F.param(v)}" for k, v in params.items())
+    return ", ".join(f"{symbols.get(k, k)} = {formatting.param(v)}" for k, v in params.items())
 
 
 def samples_records(a: dict) -> bool:
@@ -163,14 +163,16 @@ def _prior_rounds(p: dict) -> str:
     if not prior:
         return ""
     runs = ", ".join(
-        f"{r['run_dir']} (\u03b5 = {F.eps(r['eps'])})" if "run_dir" in r else F.eps(r["eps"])
+        f"{r['run_dir']} (\u03b5 = {formatting.eps(r['eps'])})"
+        if "run_dir" in r
+        else formatting.eps(r["eps"])
         for r in prior["runs"]
     )
     return (
         f", composed with the cost of the earlier rounds whose released student embeds "
         f"this run's neighbour search: {runs}. On their own, the earlier rounds cost "
-        f"\u03b5 = {F.eps(prior['eps'])} and this run's queries \u03b5 = "
-        f"{F.eps(p['eps_data_independent'])}"
+        f"\u03b5 = {formatting.eps(prior['eps'])} and this run's queries \u03b5 = "
+        f"{formatting.eps(p['eps_data_independent'])}"
     )
 
 
@@ -195,8 +197,8 @@ def weak_guarantee(a: dict) -> str | None:
         factor = f" {factor}"
     text = (
         f"This bound protects individuals very weakly: an epsilon above "
-        f"{F.param(WEAK_EPSILON)} allows an attacker's odds about any one {who} to change by "
-        f"a factor of e^{F.eps(eps)}{factor}"
+        f"{formatting.param(WEAK_EPSILON)} allows an attacker's odds about any one {who} to change by "
+        f"a factor of e^{formatting.eps(eps)}{factor}"
     )
     if eps >= 50.0:
         text += ", which is no meaningful protection"
@@ -257,12 +259,12 @@ def _mechanism_paragraphs(a: dict) -> list[tuple[str, str]]:
                 + (
                     f"no teachers: {mechanisms.get(p['mechanism']).voters_text}. {_rule_text(a)}"
                     if samples_records(a)
-                    else f"{F.count(p['num_teachers'])} teachers, each trained on a disjoint part of the "
+                    else f"{formatting.count(p['num_teachers'])} teachers, each trained on a disjoint part of the "
                     f"sensitive data. "
                 )
                 + f"Privacy is accounted with Renyi differential privacy over {len(p['orders'])} "
                 f"orders and converted to (\u03b5, \u03b4) with the {p['conversion']} conversion at "
-                f"\u03b4 = {F.delta(p['delta'])}."
+                f"\u03b4 = {formatting.delta(p['delta'])}."
             ),
         )
     ]
@@ -275,7 +277,7 @@ def _mechanism_paragraphs(a: dict) -> list[tuple[str, str]]:
                 (
                     f"The noise was calibrated for a target before any data was seen: {chosen}, "
                     f"{cal['method']}. The realised guarantee below is at most the target "
-                    f"(ε = {F.eps(cal['target_eps'])}); it is lower when fewer queries were answered "
+                    f"(ε = {formatting.eps(cal['target_eps'])}); it is lower when fewer queries were answered "
                     "than the calibration assumed."
                 ),
             )
@@ -289,21 +291,21 @@ def _queries_text(a: dict) -> str:
     answered_frac = q["answered"] / q["asked"] if q["asked"] else 0.0
     text = (
         f"The student asked {'the private records' if samples_records(a) else 'the teachers'} "
-        f"about {F.count(q['asked'])} of "
-        f"{F.count(q['public_size'])} public items (declared public by the user); "
-        f"{F.count(q['answered'])} ({F.pct(answered_frac)}) were answered and used as training "
+        f"about {formatting.count(q['asked'])} of "
+        f"{formatting.count(q['public_size'])} public items (declared public by the user); "
+        f"{formatting.count(q['answered'])} ({formatting.pct(answered_frac)}) were answered and used as training "
         "labels."
     )
     from_pool = (a.get("utility") or {}).get("public_from_pool") or 0
     if from_pool:
         text += (
-            f" {F.count(from_pool)} of the public items are rows of the user's own file marked "
+            f" {formatting.count(from_pool)} of the public items are rows of the user's own file marked "
             "public: the teachers label them and the student learns from them WITHOUT any "
             "privacy protection (this report's guarantee does not cover them)."
         )
     if q["labelled_by_student"]:
         text += (
-            f" A further {F.count(q['labelled_by_student'])} public items were labelled by "
+            f" A further {formatting.count(q['labelled_by_student'])} public items were labelled by "
             f"the student itself (semi-supervised training), at no privacy cost."
         )
     stop = q["stop_reason"] or p["budget"]["stop_reason"]
@@ -322,8 +324,8 @@ def _records_guarantee(a: dict) -> list[tuple[str, str]]:
         (
             "Guarantee",
             (
-                f"The released student satisfies (\u03b5 = {F.eps(p['eps_guarantee'])}, \u03b4 = "
-                f"{F.delta(p['delta'])})-differential privacy with respect to "
+                f"The released student satisfies (\u03b5 = {formatting.eps(p['eps_guarantee'])}, \u03b4 = "
+                f"{formatting.delta(p['delta'])})-differential privacy with respect to "
                 f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training "
                 "data. "
                 + (f"{weak} " if weak else "")
@@ -335,8 +337,8 @@ def _records_guarantee(a: dict) -> list[tuple[str, str]]:
                     else " and the labels it was trained on"
                 )
                 + " \u2014 whatever the data: it is "
-                + spec.cost_text.format(asked=F.count(q["asked"]))
-                + f" (order \u03bb = {F.param(p['order_data_independent'])})"
+                + spec.cost_text.format(asked=formatting.count(q["asked"]))
+                + f" (order \u03bb = {formatting.param(p['order_data_independent'])})"
                 + _prior_rounds(p)
                 + "."
             ),
@@ -361,8 +363,8 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
         (
             "Guarantee",
             (
-                f"The released student satisfies (\u03b5 = {F.eps(p['eps_guarantee'])}, \u03b4 = "
-                f"{F.delta(p['delta'])})-differential privacy with respect to "
+                f"The released student satisfies (\u03b5 = {formatting.eps(p['eps_guarantee'])}, \u03b4 = "
+                f"{formatting.delta(p['delta'])})-differential privacy with respect to "
                 f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training data. "
                 + (f"{weak} " if weak else "")
                 + "This bound holds for everything the run releases \u2014 the student model, the labels "
@@ -372,9 +374,9 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
                     else "it was trained on"
                 )
                 + f" \u2014 whatever the data: it is the "
-                f"data-independent cost of the {F.count(q['answered'])} answers "
-                f"(\u03b5 = {F.eps(p['eps_data_independent'])} on its own, at order "
-                f"\u03bb = {F.param(p['order_data_independent'])}) composed with the cost of releasing the "
+                f"data-independent cost of the {formatting.count(q['answered'])} answers "
+                f"(\u03b5 = {formatting.eps(p['eps_data_independent'])} on its own, at order "
+                f"\u03bb = {formatting.param(p['order_data_independent'])}) composed with the cost of releasing the "
                 f"sanitized epsilon."
             ),
         ),
@@ -386,7 +388,7 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
         (
             "Data-dependent epsilon",
             (
-                f"\u03b5 = {F.eps(p['eps_data_dependent'])} (order \u03bb = {F.param(p['order'])}) "
+                f"\u03b5 = {formatting.eps(p['eps_data_dependent'])} (order \u03bb = {formatting.param(p['order'])}) "
                 f"\u2014 {NOT_PRIVATE}. It is computed directly from the private teacher votes, so "
                 f"publishing it would itself leak information about the sensitive data; it is shown for "
                 f"tuning and for checking the sanitized figure only. The vote-margin histogram and the "
@@ -401,10 +403,10 @@ def _sanitized_text(p: dict) -> str:
     """The sanitized data-dependent epsilon: its smooth-sensitivity release, or its fallback to
     the data-independent cost. The smooth sensitivity, the noise it scales and the conservative
     reading built on them are INTERNAL: only the internal report holds and says them."""
-    s, delta = p["sanitized"], F.delta(p["delta"])
+    s, delta = p["sanitized"], formatting.delta(p["delta"])
     fixed = (
-        f"The order \u03bb = {F.param(s['order'])}, smoothness \u03b2 = "
-        f"{F.param(s['beta'])} and noise multiplier \u03c3_ss = {F.param(s['sigma_ss'])} "
+        f"The order \u03bb = {formatting.param(s['order'])}, smoothness \u03b2 = "
+        f"{formatting.param(s['beta'])} and noise multiplier \u03c3_ss = {formatting.param(s['sigma_ss'])} "
         f"were fixed in the configuration before the votes were seen"
     )
     if "eps_sanitized" not in p:
@@ -414,18 +416,18 @@ def _sanitized_text(p: dict) -> str:
         )
     if s["fallback"] is not None:
         text = (
-            f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
+            f"\u03b5 = {formatting.eps(p['eps_sanitized'])} (\u03b4 = {delta}). The smooth-sensitivity "
             f"release fell back to the data-independent cost at order "
-            f"\u03bb = {F.param(s['order'])} because {s['fallback']}; no noise was added and "
+            f"\u03bb = {formatting.param(s['order'])} because {s['fallback']}; no noise was added and "
             f"nothing data-dependent is released. The release parameters (smoothness "
-            f"\u03b2 = {F.param(s['beta'])}, noise multiplier \u03c3_ss = "
-            f"{F.param(s['sigma_ss'])}) were fixed in the configuration before the votes were seen."
+            f"\u03b2 = {formatting.param(s['beta'])}, noise multiplier \u03c3_ss = "
+            f"{formatting.param(s['sigma_ss'])}) were fixed in the configuration before the votes were seen."
         )
     else:
         if "smooth_sensitivity" in s:
             noise = (
-                f"Gaussian noise of standard deviation {F.sig(s['noise_std'])} (smooth "
-                f"sensitivity {F.sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss; both "
+                f"Gaussian noise of standard deviation {formatting.sig(s['noise_std'])} (smooth "
+                f"sensitivity {formatting.sig(s['smooth_sensitivity'])} \u00d7 \u03c3_ss; both "
                 f"{NOT_PRIVATE}: the smooth sensitivity is computed from the private votes)"
             )
         else:
@@ -435,20 +437,20 @@ def _sanitized_text(p: dict) -> str:
                 "published)"
             )
         text = (
-            f"\u03b5 = {F.eps(p['eps_sanitized'])} (\u03b4 = {delta}), released with its own "
+            f"\u03b5 = {formatting.eps(p['eps_sanitized'])} (\u03b4 = {delta}), released with its own "
             f"charge. When the teachers agree strongly, the data-dependent analysis of Papernot "
             f"et al. (2018) charges much less than the worst case, but it is computed from the "
             f"private votes, so it is published only after sanitization with the "
             f"smooth-sensitivity (GNSS) mechanism: {noise} was added to the Renyi divergence at "
-            f"order \u03bb = {F.param(s['order'])}. {fixed}, and the cost of this release (Renyi "
-            f"divergence {F.sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is "
+            f"order \u03bb = {formatting.param(s['order'])}. {fixed}, and the cost of this release (Renyi "
+            f"divergence {formatting.sig(s['rdp_gnss'])} at order \u03bb) is included in the figure. It is "
             f"a private measurement of the privacy loss actually incurred on this data, not a "
             f"worst-case bound."
         )
         if "eps_sanitized_upper_2std" in s:
             text += (
                 f" Because of the noise, a conservative reading adds two standard deviations: "
-                f"\u03b5 \u2264 {F.eps(s['eps_sanitized_upper_2std'])} ({NOT_PRIVATE})."
+                f"\u03b5 \u2264 {formatting.eps(s['eps_sanitized_upper_2std'])} ({NOT_PRIVATE})."
             )
     if p["eps_sanitized"] >= p["eps_guarantee"]:
         text += (
@@ -468,13 +470,13 @@ def _utility_text(u: dict) -> str:
         )
     internal = "" if u.get("evaluation_public") is True else f" ({NOT_PRIVATE})"
     text = (
-        f"The student's accuracy is {F.pct(u['student_accuracy'])} on "
-        f"{F.count(u['evaluation_size'])} held-out evaluation items{internal}"
+        f"The student's accuracy is {formatting.pct(u['student_accuracy'])} on "
+        f"{formatting.count(u['evaluation_size'])} held-out evaluation items{internal}"
     )
     if u.get("teacher_mean_accuracy") is not None:
         text += (
-            f"; teachers: {F.pct(u['teacher_mean_accuracy'])} on average; the noiseless "
-            f"plurality vote of all teachers: {F.pct(u['plurality_vote_accuracy'])} "
+            f"; teachers: {formatting.pct(u['teacher_mean_accuracy'])} on average; the noiseless "
+            f"plurality vote of all teachers: {formatting.pct(u['plurality_vote_accuracy'])} "
             f"({NOT_PRIVATE}: computed from the private votes)"
         )
     text += "."
@@ -482,7 +484,7 @@ def _utility_text(u: dict) -> str:
         text += (
             f" The released model is the student times its labelling rule (their class "
             f"probabilities multiplied: post-processing of the one release and of public data, no "
-            f"further privacy cost); the student alone: {F.pct(u['student_alone_accuracy'])}."
+            f"further privacy cost); the student alone: {formatting.pct(u['student_alone_accuracy'])}."
         )
     return text
 
@@ -495,16 +497,16 @@ def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
         where = f" ({ledger['path']})" if "path" in ledger else ""
         text = (
             f"The privacy ledger{where} records "
-            f"\u03b5 = {F.eps(ledger['spent_eps'])} spent on dataset {dataset_name(ledger)} over "
-            f"{F.count(ledger['runs'])} run(s) ({F.count(ledger['events'])} events), this run "
+            f"\u03b5 = {formatting.eps(ledger['spent_eps'])} spent on dataset {dataset_name(ledger)} over "
+            f"{formatting.count(ledger['runs'])} run(s) ({formatting.count(ledger['events'])} events), this run "
             f"included."
         )
         if ledger["budget_eps"] is not None:
-            text += f" The dataset's budget is \u03b5 = {F.eps(ledger['budget_eps'])}"
+            text += f" The dataset's budget is \u03b5 = {formatting.eps(ledger['budget_eps'])}"
             if ledger["budget_delta"] is not None:
-                text += f" at \u03b4 = {F.delta(ledger['budget_delta'])}"
+                text += f" at \u03b4 = {formatting.delta(ledger['budget_delta'])}"
             if ledger["remaining_eps"] is not None:
-                text += f"; \u03b5 = {F.eps(ledger['remaining_eps'])} remains"
+                text += f"; \u03b5 = {formatting.eps(ledger['remaining_eps'])} remains"
             text += "."
         paras.append(("Cumulative spend", text))
     changes = p.get("budget_changes") or []
@@ -518,7 +520,7 @@ def _ledger_paragraphs(p: dict) -> list[tuple[str, str]]:
             (
                 "Budget changes",
                 (
-                    f"The dataset's privacy budget was changed {F.count(len(changes))} time(s) in the "
+                    f"The dataset's privacy budget was changed {formatting.count(len(changes))} time(s) in the "
                     f"ledger: {listed}. A budget raised after spending no longer bounds the total "
                     f"privacy loss of the dataset by the original figure."
                 ),
@@ -538,8 +540,8 @@ def dataset_name(ledger: dict) -> str:
 def _budget_text(eps: float | None, delta: float | None) -> str:
     if eps is None:
         return "no budget"
-    text = f"\u03b5 = {F.eps(eps)}"
-    return text if delta is None else f"{text}, \u03b4 = {F.delta(delta)}"
+    text = f"\u03b5 = {formatting.eps(eps)}"
+    return text if delta is None else f"{text}, \u03b4 = {formatting.delta(delta)}"
 
 
 def plain_language_statement(analysis: dict) -> str:

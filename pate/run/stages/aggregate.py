@@ -12,7 +12,7 @@ mechanism's kind (its ``aggregate_loop``: :mod:`pate.mechanisms.kinds`), each bu
 
 from __future__ import annotations
 
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.budget import authorize
 from pate.run.stages.pending import aggregate_info
@@ -30,10 +30,12 @@ def aggregate(run: Run) -> dict:
     ledger = run.ledger()
     try:
         dataset = authorize(run, ledger) if ledger is not None else None
-        if run.path(R.AGGREGATE).exists():  # published: charged before it was written
-            run.path(R.PENDING).unlink(missing_ok=True)  # a crash before publish removed it
-            return aggregate_info(R.read_summary(run.path(R.AGGREGATE), R.AGGREGATE_KEYS))
-        if run.path(R.PENDING).exists():
+        if run.path(rundir.AGGREGATE).exists():  # published: charged before it was written
+            run.path(rundir.PENDING).unlink(missing_ok=True)  # a crash before publish removed it
+            return aggregate_info(
+                rundir.read_summary(run.path(rundir.AGGREGATE), rundir.AGGREGATE_KEYS)
+            )
+        if run.path(rundir.PENDING).exists():
             return finish_pending(run, ledger, dataset, run_id)
         settle_lost_draws(ledger, dataset, run_id)  # a crash after a draw, before its pending file
         return spec.kind.step("aggregate_loop")(run, spec, ledger, dataset, run_id)

@@ -19,7 +19,7 @@ import numpy as np
 
 from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import setting
 from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint
@@ -188,7 +188,7 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     ``labels.npy`` before it is charged."""
     config = run.config
     params = config.aggregator_params()
-    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    votes_all = load_npy(run.path(rundir.VOTES), what="the votes stage")
     num_queries = votes_all.shape[0]
     queries_setting = config.aggregator.queries
     queries = min(num_queries if queries_setting is None else queries_setting, num_queries)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from pate.core.errors import BudgetExceededError
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import PYTHON_SOURCE, assignment, budget_command, setting
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
@@ -317,7 +317,7 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
     )
     if caller == PYTHON_SOURCE:
         then = ""
-    elif (run.run_dir / R.STATE).exists():  # a started run continues where it stopped
+    elif (run.run_dir / rundir.STATE).exists():  # a started run continues where it stopped
         then = f", then `pate run --run-dir {run.run_dir} --resume`"
     else:  # nothing was started: the same command again
         then = ", then run this command again"

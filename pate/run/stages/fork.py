@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 
 from pate.core.io import atomic_write_json, staged_folder
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
@@ -54,7 +54,7 @@ def fork(source, config: dict) -> pathlib.Path:
     import shutil
 
     source = pathlib.Path(source)
-    missing = [s for s in FORKED_STAGES if not (source / R.STAGE_DIR / f"{s}.json").exists()]
+    missing = [s for s in FORKED_STAGES if not (source / rundir.STAGE_DIR / f"{s}.json").exists()]
     if missing:
         raise ConfigError(
             f"{source} has not finished stage(s) {', '.join(missing)}; run "
@@ -76,31 +76,34 @@ def fork(source, config: dict) -> pathlib.Path:
         run = Run.create(config, progress=False, run_dir=staging)
         run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
         run.start()
-        (staging / R.STAGE_DIR).mkdir()
+        (staging / rundir.STAGE_DIR).mkdir()
         for name in FORKED_FILES:
             if (
                 not (source / name).exists()
-                and name != R.VOTES
-                and (source / R.KNN_EMBEDDINGS).exists()
+                and name != rundir.VOTES
+                and (source / rundir.KNN_EMBEDDINGS).exists()
             ):
                 continue  # a run that reads the records: no partition, no teachers
-            if name == R.VOTES and (source / R.KNN_EMBEDDINGS).exists():
-                name = R.KNN_EMBEDDINGS
+            if name == rundir.VOTES and (source / rundir.KNN_EMBEDDINGS).exists():
+                name = rundir.KNN_EMBEDDINGS
             (shutil.copytree if (source / name).is_dir() else shutil.copy2)(
                 source / name, staging / name
             )
-        if (source / R.KEYS).exists():  # the same keys: the same shards, the same data split
-            shutil.copy2(source / R.KEYS, staging / R.KEYS)
+        if (source / rundir.KEYS).exists():  # the same keys: the same shards, the same data split
+            shutil.copy2(source / rundir.KEYS, staging / rundir.KEYS)
         for stage in FORKED_STAGES:
             shutil.copy2(
-                source / R.STAGE_DIR / f"{stage}.json", staging / R.STAGE_DIR / f"{stage}.json"
+                source / rundir.STAGE_DIR / f"{stage}.json",
+                staging / rundir.STAGE_DIR / f"{stage}.json",
             )
     # the run now lives at the target (same inode): record that path, not the staging folder's
-    atomic_write_json(target / R.STATE, dict(run.state, directory=R.directory_identity(target)))
+    atomic_write_json(
+        target / rundir.STATE, dict(run.state, directory=rundir.directory_identity(target))
+    )
     return target
 
 
 #: What a forked run reuses: the files and the finished stages up to the vote matrix (a
 #: run that reads the private records: its skipped stages and ``knn_embeddings.npz``).
-FORKED_FILES = (R.PARTITION, R.TEACHERS, R.VOTES)
+FORKED_FILES = (rundir.PARTITION, rundir.TEACHERS, rundir.VOTES)
 FORKED_STAGES = ("partition", "teachers", "votes")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pate.core.io import load_npy
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.budget import run_identity
 
@@ -13,13 +13,13 @@ def partition(run: Run) -> dict:
 
     cfg = run.config.partition
     # the run's secret partition key (OS entropy in private/keys.json, unless [run] seed)
-    k, key, seed = cfg.num_teachers, run.key("partition"), R.keys_seed(run.config)
+    k, key, seed = cfg.num_teachers, run.key("partition"), rundir.keys_seed(run.config)
     if cfg.mode == "random":  # a keyed hash of each record's content key (the ledger's)
         part = partition_random(run_identity(run).record_keys, num_teachers=k, key=key, seed=seed)
     else:
         unit_ids = load_npy(cfg.unit_ids, what="[partition] unit_ids")
         part = partition_by_unit(unit_ids, num_teachers=k, key=key, seed=seed)
-    part.save(run.path(R.PARTITION))
+    part.save(run.path(rundir.PARTITION))
     sizes = part.shard_sizes
     return {
         "num_teachers": k,

@@ -9,7 +9,7 @@ import numpy as np
 
 from pate.analysis.errors import CorruptFileError
 from pate.core.io import atomic_save_npy, atomic_savez, atomic_write_json, load_npz
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
@@ -32,7 +32,7 @@ def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> N
         "rounds": rounds,
     }
     atomic_savez(
-        run.path(R.PENDING),
+        run.path(rundir.PENDING),
         labels=labels,
         answered=answered,
         state=np.frombuffer(json.dumps(state, sort_keys=True).encode(), dtype=np.uint8),
@@ -43,7 +43,7 @@ def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> N
 def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
     """(arrays, state) of the pending file; one of another format version is refused with the
     version named (its charge could not be checked against the ledger)."""
-    arrays = load_npz(run.path(R.PENDING), what="an interrupted aggregate stage")
+    arrays = load_npz(run.path(rundir.PENDING), what="an interrupted aggregate stage")
     try:
         state = json.loads(arrays.pop("state").astype(np.uint8).tobytes().decode())
         version = state.get("format") if isinstance(state, dict) else None
@@ -51,7 +51,7 @@ def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
         state, version = None, None
     if isinstance(version, int) and version != PENDING_FORMAT:
         raise ConfigError(
-            f"{run.path(R.PENDING)} is a pending file of format {version}, written by another "
+            f"{run.path(rundir.PENDING)} is a pending file of format {version}, written by another "
             f"version of pate-learn (this one reads format {PENDING_FORMAT}); its answers are "
             "not published. Delete it (do not share its answers; what the ledger charged for "
             "them stays spent), then run the aggregate stage again"
@@ -70,14 +70,14 @@ def read_pending(run: Run, run_id: str) -> tuple[dict, dict]:
     )
     if not ok or not {"labels", "answered"} <= set(arrays):
         raise CorruptFileError(
-            f"{run.path(R.PENDING)} is not a pending file of this version of "
+            f"{run.path(rundir.PENDING)} is not a pending file of this version of "
             "pate-learn (modified or damaged); its answers are not published. "
             "Delete it to discard them, then run the aggregate stage again",
-            path=run.path(R.PENDING),
+            path=run.path(rundir.PENDING),
         )
     if state.get("run_id") != run_id:
         raise ConfigError(
-            f"{run.path(R.PENDING)} holds the answers of run {state.get('run_id')}, "
+            f"{run.path(rundir.PENDING)} holds the answers of run {state.get('run_id')}, "
             f"not of this run ({run_id}); they are not published. Delete it, then "
             "run the aggregate stage again"
         )
@@ -88,13 +88,13 @@ def publish(run: Run, labels, answered, summary, scores=None) -> None:
     """Write the charged answers (and the labelling rule's class ``scores``, where the mechanism
     gives them) where the later stages read them, then drop the pending copy."""
     if scores is None:
-        run.path(R.LABEL_SCORES).unlink(missing_ok=True)  # never a stale earlier aggregate's
+        run.path(rundir.LABEL_SCORES).unlink(missing_ok=True)  # never a stale earlier aggregate's
     else:
-        atomic_save_npy(run.path(R.LABEL_SCORES), scores)
-    atomic_save_npy(run.path(R.LABELS), labels)
-    atomic_save_npy(run.path(R.ANSWERED), answered)
-    atomic_write_json(run.path(R.AGGREGATE), summary)
-    run.path(R.PENDING).unlink(missing_ok=True)
+        atomic_save_npy(run.path(rundir.LABEL_SCORES), scores)
+    atomic_save_npy(run.path(rundir.LABELS), labels)
+    atomic_save_npy(run.path(rundir.ANSWERED), answered)
+    atomic_write_json(run.path(rundir.AGGREGATE), summary)
+    run.path(rundir.PENDING).unlink(missing_ok=True)
 
 
 def aggregate_info(summary: dict) -> dict:

@@ -4,7 +4,7 @@ student can be built, the ledger's dataset and budget."""
 from __future__ import annotations
 
 from pate.core.io import check_writable_dir, load_npy
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import PYTHON_SOURCE, assignment
 from pate.run.rundir import Run, RunContext
 from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
@@ -33,7 +33,7 @@ def _computes_here(config: dict, stage: str, context: RunContext | None) -> bool
     )
 
 
-def check_device(config: dict, stages=R.STAGES, *, context: RunContext | None = None) -> None:
+def check_device(config: dict, stages=rundir.STAGES, *, context: RunContext | None = None) -> None:
     """Refuse a ``[run] device`` that this machine lacks (e.g. "cuda" without a GPU) before any
     of ``stages`` runs, when one of them computes here (:func:`_computes_here`; ``context``: the
     run's models given from Python). Otherwise a run without teachers would draw and charge
@@ -85,7 +85,13 @@ def check_writable(run: Run) -> None:
     """Every folder the run writes can be written (the run directory, its private folder and the
     folders in them), creating nothing (:func:`pate.core.io.check_writable_dir`)."""
     check_writable_dir(run.run_dir, label="--run-dir")
-    for name in (R.PRIVATE_DIR, R.STAGE_DIR, R.TEACHERS, R.PLOTS_DIR, R.PRIVATE_PLOTS_DIR):
+    for name in (
+        rundir.PRIVATE_DIR,
+        rundir.STAGE_DIR,
+        rundir.TEACHERS,
+        rundir.PLOTS_DIR,
+        rundir.PRIVATE_PLOTS_DIR,
+    ):
         check_writable_dir(run.path(name), label="the run's folder")
 
 
@@ -131,7 +137,7 @@ def check_student_model(run: Run) -> None:
         ) from None
 
 
-def preflight(run: Run, *, stages=R.STAGES) -> None:
+def preflight(run: Run, *, stages=rundir.STAGES) -> None:
     """The device of ``stages`` (those about to run), that a run about to aggregate is in its
     own directory (not a copy: :meth:`pate.run.rundir.Run.check_not_a_copy`), data sizes, then the
     ledger's dataset and budget, and -- while the aggregate stage has yet to draw anything --
@@ -146,7 +152,7 @@ def preflight(run: Run, *, stages=R.STAGES) -> None:
         run.check_not_a_copy()
     check_data(run)
     if not run.done("student") and any(
-        s in stages for s in R.STAGES[: R.STAGES.index("student") + 1]
+        s in stages for s in rundir.STAGES[: rundir.STAGES.index("student") + 1]
     ):
         check_student_model(run)
     ledger = run.ledger()
@@ -158,9 +164,11 @@ def preflight(run: Run, *, stages=R.STAGES) -> None:
         # nothing drawn yet: not published (aggregate.json, maybe before its stage file), no
         # pending answers (the resume charges and publishes those, whatever is left)
         drawing = not any(
-            run.path(name).exists() for name in (R.AGGREGATE, R.PENDING)
+            run.path(name).exists() for name in (rundir.AGGREGATE, rundir.PENDING)
         ) and not run.done("aggregate")
-        if drawing and any(s in stages for s in R.STAGES[: R.STAGES.index("aggregate") + 1]):
+        if drawing and any(
+            s in stages for s in rundir.STAGES[: rundir.STAGES.index("aggregate") + 1]
+        ):
             check_budget_fits(run, ledger, dataset)
     finally:
         ledger.close()

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pate.core.io import load_npz
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.budget import run_identity
 from pate.run.stages.release import release_plan
@@ -164,13 +164,13 @@ def _usable_earlier_run(run: Run, path: pathlib.Path, where: str) -> tuple[dict,
     """``(aggregate.json of the earlier run at path, this run's dataset digest)``; ConfigError
     (``where`` names the setting) unless that run finished, drew fresh noise, and was charged to
     this run's ledger for the same records."""
-    for name in (R.STUDENT_WEIGHTS, R.AGGREGATE):
+    for name in (rundir.STUDENT_WEIGHTS, rundir.AGGREGATE):
         if not (path / name).is_file():
             raise ConfigError(
                 f"{where}: {path / name} does not exist; name the directory of a "
                 "finished run (its student trained)"
             )
-    summary = R.read_summary(path / R.AGGREGATE, R.AGGREGATE_KEYS)
+    summary = rundir.read_summary(path / rundir.AGGREGATE, rundir.AGGREGATE_KEYS)
     if summary["noise_seeded"]:
         raise ConfigError(
             f"{where}: that run's noise was seeded (not private); its student "
@@ -268,7 +268,7 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
     priv = s.privacy
     params = spec.validate(config.aggregator_params(), prefix="[aggregator] ")
     # the private embeddings memory-mapped: read a block at a time, never all held (issue #33)
-    emb = load_npz(run.path(R.KNN_EMBEDDINGS), what="the votes stage", mapped=("private",))
+    emb = load_npz(run.path(rundir.KNN_EMBEDDINGS), what="the votes stage", mapped=("private",))
     public, private = emb["public"], emb["private"]
     num_classes, num_queries = int(emb["num_classes"]), public.shape[0]
     orders = config.privacy.order_grid()

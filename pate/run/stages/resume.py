@@ -16,7 +16,7 @@ import logging
 
 from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.pending import aggregate_info, publish, read_pending
 from pate.run.stages.release import draw_release, release_plan
@@ -78,7 +78,7 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     summary, rounds = state["summary"], state["rounds"]
     if ledger is None:
         raise ConfigError(
-            f"{run.path(R.PENDING)} holds answers drawn inside ledger reservations, "
+            f"{run.path(rundir.PENDING)} holds answers drawn inside ledger reservations, "
             "but this run has no ledger; they are not published. Delete it (its answers were "
             "never charged here: do not share them), then run the aggregate stage again"
         )
@@ -102,7 +102,7 @@ def _commit_drawn_rounds(run: Run, ledger, dataset: str, run_id: str, rounds: li
         held = [key for key in entry["keys"] if key in drawn]
         if not held:
             raise ConfigError(
-                f"{run.path(R.PENDING)} holds answers drawn under ledger reservation(s) "
+                f"{run.path(rundir.PENDING)} holds answers drawn under ledger reservation(s) "
                 f"{', '.join(entry['keys'])}, which the ledger {ledger.path} holds neither as "
                 "charged nor as drawn (a pending file of another ledger): they were never charged, so they are not published. "
                 "Delete the file (do not share its answers), then run the aggregate stage again"
@@ -123,7 +123,7 @@ def _draw_release(
 
     summary, rounds = state["summary"], state["rounds"]
     config, asked = run.config, int(summary["queries_asked"])
-    votes_all = load_npy(run.path(R.VOTES), what="the votes stage")
+    votes_all = load_npy(run.path(rundir.VOTES), what="the votes stage")
     orders = config.privacy.order_grid()
     plan = release_plan(
         config,

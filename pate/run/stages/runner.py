@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable
 
 from pate.core import gpu_memory
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.aggregate import aggregate
 from pate.run.stages.analysis import analysis_stage
@@ -33,20 +33,20 @@ def run_stage(run: Run, stage: str) -> dict:
     import time
 
     if stage not in STAGE_FUNCTIONS:
-        raise ValueError(f"stage must be one of {', '.join(R.STAGES)}, got {stage!r}")
+        raise ValueError(f"stage must be one of {', '.join(rundir.STAGES)}, got {stage!r}")
     # stages that do not apply to this run (and come before this one) are recorded as skipped
-    for earlier in R.STAGES[: R.STAGES.index(stage) + 1]:
+    for earlier in rundir.STAGES[: rundir.STAGES.index(stage) + 1]:
         reason = skip_reason(run.config, earlier)
         if reason is None:
             break
         info = _skip(run, earlier, reason)
         if earlier == stage:
             return info
-    before = R.PREREQUISITES[stage]
+    before = rundir.PREREQUISITES[stage]
     if before is not None and not run.done(before):
         raise ConfigError(
             f"{run.run_dir}: stage {stage!r} needs stage {before!r} first (run "
-            f"`pate {R.COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
+            f"`pate {rundir.COMMANDS[before]} --run-dir {run.run_dir}`, or `pate run "
             f"--run-dir {run.run_dir} --resume`)"
         )
     if run.done(stage):

@@ -8,7 +8,7 @@ import numpy as np
 
 from pate.core.errors import BudgetExceededError
 from pate.core.io import atomic_write_json, load_npy
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.preflight import is_estimator
 from pate.run.stages.records import embedding_features, feature_cache
@@ -27,10 +27,10 @@ def student(run: Run) -> dict:
     data = run.data
     settings = run.config.student_settings()
     settings.setdefault("flip", run.config.data.name in FLIP_DATASETS)
-    labels = load_npy(run.path(R.LABELS), what="the aggregate stage")
+    labels = load_npy(run.path(rundir.LABELS), what="the aggregate stage")
     if labels.ndim != 1 or labels.shape[0] != len(data.public):
         raise ConfigError(
-            f"{run.path(R.LABELS)} holds {labels.shape} labels for "
+            f"{run.path(rundir.LABELS)} holds {labels.shape} labels for "
             f"{len(data.public)} public items; start a new run directory"
         )
     temperature = run.config.student.soft_temperature()
@@ -49,14 +49,14 @@ def student(run: Run) -> dict:
         num_classes=data.num_classes,
         random_state=run.streams().student,
         progress=run.progress,
-        checkpoint_dir=run.path(R.STUDENT_CHECKPOINTS),
+        checkpoint_dir=run.path(rundir.STUDENT_CHECKPOINTS),
         resume=True,
     )
     if not isinstance(settings["model"], str):
         run.context.fitted_student = model
     # built before the training, so that a run it cannot serve fails before any work
     head = rule_head(run, labels) if bool(run.config.student.combine_with_rule) else None
-    run.path(R.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
+    run.path(rundir.STUDENT_CHECKPOINTS).mkdir(exist_ok=True)
     # Only the public inputs and the released labels reach the student.
     t0 = time.perf_counter()
     model.fit(data.public.x, labels, soft_targets=soft_targets)
@@ -65,7 +65,7 @@ def student(run: Run) -> dict:
     if head is not None:
         alone = float(np.mean(model.predict(data.evaluation.x) == np.asarray(data.evaluation.y)))
         model.combine_with_rule(head, temperature=temperature)
-    model.save(run.path(R.STUDENT_WEIGHTS))
+    model.save(run.path(rundir.STUDENT_WEIGHTS))
     metrics = evaluation_metrics(
         data.evaluation.y, model.predict(data.evaluation.x), num_classes=data.num_classes
     )
@@ -83,7 +83,7 @@ def student(run: Run) -> dict:
         processes=model.processes_,
         **({} if temperature is None else {"temperature": temperature}),
     )
-    atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
+    atomic_write_json(run.path(rundir.STUDENT_METRICS), metrics)
     logger.info("student: trained in %s", model.precision_)
     logger.info(
         "student: accuracy %.4f on the evaluation split (INTERNAL unless the evaluation data is "
@@ -115,15 +115,15 @@ def rule_head(run: Run, labels: np.ndarray):
     front, public = PublicFrontEnd.fit_transform(
         public_x, features=features, dims=dims, cache=feature_cache(run)
     )
-    with np.load(run.path(R.KNN_EMBEDDINGS), allow_pickle=False) as saved:
+    with np.load(run.path(rundir.KNN_EMBEDDINGS), allow_pickle=False) as saved:
         saved_public = saved["public"]
     if saved_public.shape != public.shape or not np.allclose(saved_public, public, atol=1e-4):
         raise ConfigError(
-            f"the public embeddings in {run.path(R.KNN_EMBEDDINGS)} are not those of "
+            f"the public embeddings in {run.path(rundir.KNN_EMBEDDINGS)} are not those of "
             f"this run's [knn] front-end refitted now ({features}, {dims} dims); "
             "start a new run directory"
         )
-    scores = load_npy(run.path(R.LABEL_SCORES), what="the aggregate stage")
+    scores = load_npy(run.path(rundir.LABEL_SCORES), what="the aggregate stage")
     answered = labels >= 0
     try:
         recovered = recover_rule(
@@ -132,7 +132,7 @@ def rule_head(run: Run, labels: np.ndarray):
     except ValueError as exc:
         raise ConfigError(
             f"[student] combine_with_rule = true: the labelling rule cannot be "
-            f"recovered from {run.path(R.LABEL_SCORES)} ({exc}); set "
+            f"recovered from {run.path(rundir.LABEL_SCORES)} ({exc}); set "
             "combine_with_rule = false"
         ) from None
     head = RuleHead.from_fitted(
@@ -165,7 +165,7 @@ def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarra
     answered items (zeros elsewhere): the student's soft targets (``[student] targets``)."""
     from scipy.special import softmax
 
-    path = run.path(R.LABEL_SCORES)
+    path = run.path(rundir.LABEL_SCORES)
     if not path.exists():
         raise ConfigError(
             f'[student] targets = "soft" needs the class scores {path}, which '
@@ -217,6 +217,6 @@ def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
         settings={"estimator": repr(estimator)},
         train_seconds=round(seconds, 2),
     )
-    atomic_write_json(run.path(R.STUDENT_METRICS), metrics)
+    atomic_write_json(run.path(rundir.STUDENT_METRICS), metrics)
     run.context.fitted_student = model
     return {"accuracy": metrics["accuracy"]}

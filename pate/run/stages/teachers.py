@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.records import feature_cache
 from pate.teachers.errors import ConfigError
@@ -18,10 +18,10 @@ def teachers(run: Run) -> dict:
     from pate.teachers.cluster import ClusterConfig
     from pate.teachers.ensemble import TeacherConfig, auto_epochs, train_teachers
 
-    part = Partition.load(run.path(R.PARTITION))
+    part = Partition.load(run.path(rundir.PARTITION))
     if part.num_records != len(run.data.private):
         raise ConfigError(
-            f"{run.path(R.PARTITION)} covers {part.num_records} records but the "
+            f"{run.path(rundir.PARTITION)} covers {part.num_records} records but the "
             f"private split has {len(run.data.private)}; start a new run directory"
         )
     seeds = run.streams().teacher_seeds(part.num_teachers)
@@ -48,7 +48,7 @@ def teachers(run: Run) -> dict:
             part.shards,
             seeds,
             recipe,
-            out_dir=run.path(R.TEACHERS),
+            out_dir=run.path(rundir.TEACHERS),
             resume=True,
             progress=run.progress,
             cluster=cluster,

@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 
 from pate.core.io import atomic_save_npy, atomic_writer, load_npz
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.records import embedding_features, feature_cache, knn_prior
 
@@ -27,9 +27,9 @@ def teacher_votes(run: Run) -> dict:
     """The votes stage of a "vote" mechanism: the teachers' vote counts on the public split."""
     from pate.core.votes import votes_from_predictions
 
-    public = load_npz(run.path(R.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
+    public = load_npz(run.path(rundir.TEACHER_PREDICTIONS), what="the teachers stage")["public"]
     counts = votes_from_predictions(public, num_classes=run.data.num_classes)
-    atomic_save_npy(run.path(R.VOTES), counts)
+    atomic_save_npy(run.path(rundir.VOTES), counts)
     return {
         "queries": int(counts.shape[0]),
         "classes": int(counts.shape[1]),
@@ -58,7 +58,7 @@ def record_embeddings(run: Run) -> dict:
         )
         private_blocks = front.embed_blocks(data.private.x, cache=cache)
     private_rows = _save_embeddings(
-        run.path(R.KNN_EMBEDDINGS),
+        run.path(rundir.KNN_EMBEDDINGS),
         public=public,
         private_blocks=private_blocks,
         private_rows=len(data.private),
@@ -85,7 +85,7 @@ def record_embeddings(run: Run) -> dict:
         "features": features,
         "dims": int(dims),
         "feature_count": width,
-        "embedding": R.KNN_EMBEDDINGS,
+        "embedding": rundir.KNN_EMBEDDINGS,
         **front_end,
     }
 
@@ -99,7 +99,7 @@ def _student_embeddings(run: Run) -> tuple[np.ndarray, list[np.ndarray]]:
     # checked again (the directory may have changed since preflight); the last run of the
     # chain is the one whose student embeds
     path = pathlib.Path(knn_prior(run)["runs"][-1]["run_dir"])
-    model = Student.load(path / R.STUDENT_WEIGHTS)
+    model = Student.load(path / rundir.STUDENT_WEIGHTS)
     public, private = (
         np.sqrt(model.predict_proba(x)).astype(np.float32)
         for x in (run.data.public.x, run.data.private.x)

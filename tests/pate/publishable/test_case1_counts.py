@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 import pate
-from pate.run import planner as P
-from pate.run import rundir as R
+from pate.run import planner, rundir
 from pate.run.config import build, facts_of, load, plan, read_toml
 from pate.run.pipeline import PLAN
 from pate.teachers.data import load_pate_data
@@ -153,7 +152,7 @@ def test_own_data_without_a_declaration_is_refused_before_any_work(tmp_path):
 @pytest.mark.parametrize("declared", [200, 2000])
 def test_a_declaration_far_from_the_truth_is_refused_and_says_what_to_declare(declared):
     private, public, evaluation = table(440)
-    with pytest.raises(P.PlanError, match=r"records=440\b") as refused:
+    with pytest.raises(planner.PlanError, match=r"records=440\b") as refused:
         pate.plan(
             private,
             public,
@@ -205,7 +204,7 @@ def neighbour_runs(tmp_path_factory):
 
 #: The files a run publishes (the report, its JSON, the plan); the saved config too when a run
 #: keeps it beside them.
-PUBLISHABLE = ("report.md", "report.html", R.REPORT_JSON, PLAN, R.CONFIG)
+PUBLISHABLE = ("report.md", "report.html", rundir.REPORT_JSON, PLAN, rundir.CONFIG)
 
 
 def test_plan_json_and_the_report_are_the_same_for_d_and_d_plus_one(neighbour_runs):
@@ -214,7 +213,7 @@ def test_plan_json_and_the_report_are_the_same_for_d_and_d_plus_one(neighbour_ru
     plan_d = json.loads((d / PLAN).read_text())
     assert plan_d["facts"]["private_records"] == 480
     assert plan_d["facts"]["records_basis"] == "declared"
-    report_d, report_d1 = (json.loads((r / R.REPORT_JSON).read_text()) for r in (d, d1))
+    report_d, report_d1 = (json.loads((r / rundir.REPORT_JSON).read_text()) for r in (d, d1))
     assert report_d["privacy"]["mechanism"] == "class-means"
     assert report_d["config"]["planned"] == report_d1["config"]["planned"]
     # class-means has no teachers: the publishable report names none (the internal one holds the
@@ -293,7 +292,9 @@ def test_the_released_student_s_design_is_the_same_for_d_and_d_plus_one(neighbou
     torch = pytest.importorskip("torch")
     design = ("format", "model_name", "input_shape", "num_classes", "settings", "n_labelled")
     blobs = [
-        torch.load(neighbour_runs[n] / R.STUDENT_WEIGHTS, weights_only=True, map_location="cpu")
+        torch.load(
+            neighbour_runs[n] / rundir.STUDENT_WEIGHTS, weights_only=True, map_location="cpu"
+        )
         for n in (477, 478)
     ]
     assert [{k: b[k] for k in design} for b in blobs][0] == {k: blobs[1][k] for k in design}

@@ -149,7 +149,7 @@ def test_the_held_out_evaluation_split_is_stable_and_keyed_per_run(tmp_path):
 def test_evaluation_on_private_pool_records_is_marked_internal(tmp_path):
     from sklearn.linear_model import LogisticRegression
 
-    from pate.run import rundir as R
+    from pate.run import rundir
 
     source = _write(tmp_path / "d.csv", _rows(400))
     assert load_pate_data(source).evaluation_public is False  # held out of the private rows
@@ -171,7 +171,9 @@ def test_evaluation_on_private_pool_records_is_marked_internal(tmp_path):
         ledger=False,
         run_dir=tmp_path / "run",
     )
-    analysis = json.loads(R.Run.open(result.run_dir, progress=False).path(R.ANALYSIS).read_text())
+    analysis = json.loads(
+        rundir.Run.open(result.run_dir, progress=False).path(rundir.ANALYSIS).read_text()
+    )
     assert analysis["utility"]["evaluation_public"] is False
     assert analysis["utility"]["public_from_pool"] == 80
 

@@ -30,8 +30,7 @@ from pate.analysis import eps_from_rdp
 from pate.core.errors import LedgerError
 from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
-from pate.run import rundir as R
-from pate.run import stages
+from pate.run import rundir, stages
 from pate.run.config import load
 from pate.run.rundir import Run
 
@@ -58,9 +57,9 @@ def votes_run(folder: pathlib.Path, ledger: pathlib.Path) -> pathlib.Path:
     config = load(DIGITS, run_dir=str(folder), ledger=str(ledger), overrides=overrides)
     run = Run.create(config, progress=False)
     run.start()
-    atomic_save_npy(run.path(R.VOTES), _votes())
-    atomic_savez(run.path(R.PARTITION), synthetic=np.zeros(1))
-    run.path(R.TEACHERS).mkdir()
+    atomic_save_npy(run.path(rundir.VOTES), _votes())
+    atomic_savez(run.path(rundir.PARTITION), synthetic=np.zeros(1))
+    run.path(rundir.TEACHERS).mkdir()
     for stage in ("partition", "teachers"):
         run.mark(stage, {"synthetic": True})
     run.mark("votes", {"queries": 597, "classes": 10, "teachers": 10})
@@ -111,16 +110,16 @@ def kill_aggregate(run_dir: pathlib.Path, at: str) -> None:
 
 
 def run_id_of(run_dir: pathlib.Path) -> str:
-    return json.loads((run_dir / R.STATE).read_text())["run_id"] + ":aggregate"
+    return json.loads((run_dir / rundir.STATE).read_text())["run_id"] + ":aggregate"
 
 
 def published(run_dir: pathlib.Path) -> int:
     """Answers in the files a later stage or a user reads (labels.npy, answered.npy)."""
     counts = [0]
-    if (run_dir / R.LABELS).exists():
-        counts.append(int((np.load(run_dir / R.LABELS) >= 0).sum()))
-    if (run_dir / R.ANSWERED).exists():
-        counts.append(int(np.load(run_dir / R.ANSWERED).sum()))
+    if (run_dir / rundir.LABELS).exists():
+        counts.append(int((np.load(run_dir / rundir.LABELS) >= 0).sum()))
+    if (run_dir / rundir.ANSWERED).exists():
+        counts.append(int(np.load(run_dir / rundir.ANSWERED).sum()))
     return max(counts)
 
 
@@ -128,7 +127,7 @@ def test_sigkill_between_the_pending_write_and_the_commit_keeps_the_budget_spent
     ledger = tmp_path / "ledger.sqlite3"
     first = votes_run(tmp_path / "first", ledger)
     kill_aggregate(first, "commit")
-    with np.load(first / R.PENDING, allow_pickle=False) as pending:
+    with np.load(first / rundir.PENDING, allow_pickle=False) as pending:
         on_disk = int(pending["answered"].sum())
         (entry,) = json.loads(pending["state"].tobytes().decode())["rounds"]
     assert on_disk > 0 and published(first) == 0
@@ -163,7 +162,7 @@ def test_sigkill_between_the_pending_write_and_the_commit_keeps_the_budget_spent
     # resuming the first commits its round's events under its drawn reservation and publishes
     caplog.set_level(logging.INFO)
     info = aggregate(first)
-    assert published(first) == on_disk and not (first / R.PENDING).exists()
+    assert published(first) == on_disk and not (first / rundir.PENDING).exists()
     with Ledger(ledger) as led:
         events = led.events(dataset, run_id=run_id_of(first))
         assert events[0].reservation in entry["keys"]
@@ -171,7 +170,7 @@ def test_sigkill_between_the_pending_write_and_the_commit_keeps_the_budget_spent
         assert sum(e.event.answered for e in events) == on_disk
         assert all(r.status != "drawn" for r in led.reservations(dataset, live_only=False))
         assert led.summary(dataset)["spent"] <= BUDGET + 1e-9
-    said = caplog.text + json.dumps(info) + (first / R.AGGREGATE).read_text()
+    said = caplog.text + json.dumps(info) + (first / rundir.AGGREGATE).read_text()
     assert "discarded" not in said and "never released" not in said
 
 
@@ -181,7 +180,7 @@ def test_sigkill_after_the_draw_before_the_pending_write_loses_the_budget_and_sa
     ledger = tmp_path / "ledger.sqlite3"
     run_dir = votes_run(tmp_path / "run", ledger)
     kill_aggregate(run_dir, "pending")
-    assert not (run_dir / R.PENDING).exists() and published(run_dir) == 0
+    assert not (run_dir / rundir.PENDING).exists() and published(run_dir) == 0
     with Ledger(ledger) as led:
         (dataset,) = [d["digest"] for d in led.datasets()]
         (held,) = [r for r in led.reservations(dataset) if r.status == "drawn"]

@@ -18,7 +18,7 @@ import pytest
 import pate
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import build, load
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
@@ -74,7 +74,7 @@ def test_pate_run_refuses_an_unbuildable_student_before_the_charge(tmp_path, sma
     assert f'[student] model = "{BAD_STUDENT}"' in err and "unknown model" in err
     assert "before anything was written, drawn or charged" in err
     assert events(ledger) == []
-    assert not (run_dir / R.STATE).exists()  # nothing half-written: no run was started
+    assert not (run_dir / rundir.STATE).exists()  # nothing half-written: no run was started
 
 
 def test_a_stage_command_refuses_it_before_the_release(tmp_path, small_digits, capsys):
@@ -83,7 +83,7 @@ def test_a_stage_command_refuses_it_before_the_release(tmp_path, small_digits, c
     common = ["--run-dir", str(run_dir), "--ledger", str(ledger), "--no-progress"]
     assert main(["partition", "--config", str(config), *common]) == 2
     assert "unknown model" in capsys.readouterr().err
-    assert events(ledger) == [] and not (run_dir / R.STATE).exists()
+    assert events(ledger) == [] and not (run_dir / rundir.STATE).exists()
 
 
 def test_pate_fit_refuses_it_before_the_charge(tmp_path):
@@ -102,7 +102,7 @@ def test_pate_fit_refuses_it_before_the_charge(tmp_path):
     assert f"student='{BAD_STUDENT}'" in str(caught.value)
     assert "unknown model" in str(caught.value)
     assert events(ledger) == []
-    assert not (tmp_path / "run" / R.STATE).exists()
+    assert not (tmp_path / "run" / rundir.STATE).exists()
 
 
 def test_a_charged_run_resumes_with_a_corrected_student(tmp_path, small_digits):
@@ -120,7 +120,7 @@ def test_a_charged_run_resumes_with_a_corrected_student(tmp_path, small_digits):
     bad = build(bad, run_dir=str(run_dir), ledger=str(ledger))
     with pytest.raises(ConfigError, match="unknown model"):
         Pipeline(bad, resume=True).run()
-    assert not (run_dir / R.STUDENT_WEIGHTS).exists()
+    assert not (run_dir / rundir.STUDENT_WEIGHTS).exists()
 
     fixed = build(
         dict(first, student=dict(first["student"], model="mlp")),
@@ -128,8 +128,8 @@ def test_a_charged_run_resumes_with_a_corrected_student(tmp_path, small_digits):
         ledger=str(ledger),
     )
     Pipeline(fixed, resume=True).run()
-    assert json.loads((run_dir / R.CONFIG).read_text())["student"]["model"] == "mlp"
-    assert json.loads((run_dir / R.STUDENT_METRICS).read_text())["model"] == "mlp"
+    assert json.loads((run_dir / rundir.CONFIG).read_text())["student"]["model"] == "mlp"
+    assert json.loads((run_dir / rundir.STUDENT_METRICS).read_text())["model"] == "mlp"
     assert len(events(ledger)) == len(charged)  # charged once, never again
 
     # once the student trained, its settings are fixed like every other

@@ -20,16 +20,16 @@ import pytest
 
 import pate
 from pate.cli import main
-from pate.core import keys as K
+from pate.core import keys as run_keys
 from pate.core.partition import Partition, teacher_of
 from pate.ledger import record_keys
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.report.wording import KEYS_SEEDED_BANNER
 from pate.teachers.data import load_pate_data
 from pate.teachers.errors import ConfigError
 
 #: What may lie outside private/: settings, the charged outputs, the student, the public report.
-PUBLISHABLE_ARRAYS = {R.LABELS, R.ANSWERED, R.LABEL_SCORES}
+PUBLISHABLE_ARRAYS = {rundir.LABELS, rundir.ANSWERED, rundir.LABEL_SCORES}
 
 
 def unseeded(small_digits, folder, **kwargs) -> pathlib.Path:
@@ -83,12 +83,12 @@ def test_two_default_runs_get_different_partitions_from_stored_keys(tmp_path, sm
             )
             == 0
         )
-        parts.append(Partition.load(run_dir / R.PARTITION))
-        keys.append(K.read_keys(run_dir / R.KEYS)["partition"])
-        assert mode(run_dir / R.KEYS) == 0o600 and mode(run_dir / R.PRIVATE_DIR) == 0o700
+        parts.append(Partition.load(run_dir / rundir.PARTITION))
+        keys.append(run_keys.read_keys(run_dir / rundir.KEYS)["partition"])
+        assert mode(run_dir / rundir.KEYS) == 0o600 and mode(run_dir / rundir.PRIVATE_DIR) == 0o700
         # a resume reads the same key back
-        assert R.Run.open(run_dir).key("partition") == keys[-1]
-    assert keys[0] != keys[1] and len(keys[0]) == K.KEY_BYTES
+        assert rundir.Run.open(run_dir).key("partition") == keys[-1]
+    assert keys[0] != keys[1] and len(keys[0]) == run_keys.KEY_BYTES
     assert not np.array_equal(parts[0].assignment, parts[1].assignment)
     assert parts[0].seed is None  # not from a seed
     # each partition is the keyed hash under its stored key: whoever lacks private/ lacks it
@@ -100,27 +100,27 @@ def test_two_default_runs_get_different_partitions_from_stored_keys(tmp_path, sm
 
 
 def test_a_seeded_run_says_its_keys_are_not_private(seeded_run, default_run):
-    report = json.loads((seeded_run / R.REPORT_JSON).read_text())
+    report = json.loads((seeded_run / rundir.REPORT_JSON).read_text())
     assert report["privacy"]["keys_seeded"] is True
-    assert KEYS_SEEDED_BANNER in (seeded_run / R.REPORT_MD).read_text()
+    assert KEYS_SEEDED_BANNER in (seeded_run / rundir.REPORT_MD).read_text()
     assert any("not private" in w and "[run] seed" in w for w in report["warnings"])
-    assert not (seeded_run / R.KEYS).exists()  # derived from the seed, nothing to keep
-    default = json.loads((default_run / R.REPORT_JSON).read_text())
+    assert not (seeded_run / rundir.KEYS).exists()  # derived from the seed, nothing to keep
+    default = json.loads((default_run / rundir.REPORT_JSON).read_text())
     assert default["privacy"]["keys_seeded"] is False
-    assert KEYS_SEEDED_BANNER not in (default_run / R.REPORT_MD).read_text()
+    assert KEYS_SEEDED_BANNER not in (default_run / rundir.REPORT_MD).read_text()
 
 
 def test_the_private_folder_holds_the_sensitive_files(default_run):
-    private = default_run / R.PRIVATE_DIR
+    private = default_run / rundir.PRIVATE_DIR
     assert mode(private) == 0o700
     for name in (
-        R.PARTITION,
-        R.VOTES,
-        R.TEACHER_PREDICTIONS,
-        R.AGGREGATE,
-        R.ANALYSIS,
-        R.KEYS,
-        f"{R.STAGE_DIR}/votes.json",
+        rundir.PARTITION,
+        rundir.VOTES,
+        rundir.TEACHER_PREDICTIONS,
+        rundir.AGGREGATE,
+        rundir.ANALYSIS,
+        rundir.KEYS,
+        f"{rundir.STAGE_DIR}/votes.json",
     ):
         path = default_run / name
         assert path.is_file() and path.resolve().is_relative_to(private.resolve()), name
@@ -134,7 +134,12 @@ def test_the_private_folder_holds_the_sensitive_files(default_run):
     arrays = {p for p in outside if p.endswith((".npy", ".npz"))}
     assert arrays <= PUBLISHABLE_ARRAYS, arrays - PUBLISHABLE_ARRAYS
     assert not any(p.startswith(("teachers/", "stages/")) for p in outside)
-    assert {R.REPORT_MD, R.REPORT_HTML, R.REPORT_JSON, R.STUDENT_WEIGHTS} <= set(outside)
+    assert {
+        rundir.REPORT_MD,
+        rundir.REPORT_HTML,
+        rundir.REPORT_JSON,
+        rundir.STUDENT_WEIGHTS,
+    } <= set(outside)
 
 
 def test_class_means_embeddings_are_private(tmp_path, small_digits):
@@ -157,8 +162,8 @@ def test_class_means_embeddings_are_private(tmp_path, small_digits):
     )
     run_dir = tmp_path / "run"
     run(config, run_dir, tmp_path / "ledger.sqlite3", "--until", "votes")
-    assert (run_dir / R.KNN_EMBEDDINGS).is_file()
-    assert (run_dir / R.KNN_EMBEDDINGS).parent == run_dir / R.PRIVATE_DIR
+    assert (run_dir / rundir.KNN_EMBEDDINGS).is_file()
+    assert (run_dir / rundir.KNN_EMBEDDINGS).parent == run_dir / rundir.PRIVATE_DIR
     assert not list(run_dir.glob("*.npz"))
 
 
@@ -167,9 +172,14 @@ def test_export_writes_the_bundle_and_its_manifest(default_run, tmp_path):
     assert main(["export", str(default_run), str(out)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     paths = [entry["path"] for entry in manifest["files"]]
-    assert {R.STUDENT_WEIGHTS, R.REPORT_MD, R.REPORT_HTML, R.REPORT_JSON} <= set(paths)
-    assert not any(p.startswith(R.PRIVATE_DIR) for p in paths)
-    assert R.LABELS not in paths  # only on request (--labels)
+    assert {
+        rundir.STUDENT_WEIGHTS,
+        rundir.REPORT_MD,
+        rundir.REPORT_HTML,
+        rundir.REPORT_JSON,
+    } <= set(paths)
+    assert not any(p.startswith(rundir.PRIVATE_DIR) for p in paths)
+    assert rundir.LABELS not in paths  # only on request (--labels)
     for entry in manifest["files"]:
         data = (out / entry["path"]).read_bytes()
         assert (
@@ -183,27 +193,29 @@ def test_export_writes_the_bundle_and_its_manifest(default_run, tmp_path):
     )
     # from Python, with the released labels
     pate.export(default_run, tmp_path / "with-labels", labels=True)
-    assert (tmp_path / "with-labels" / R.LABELS).is_file()
+    assert (tmp_path / "with-labels" / rundir.LABELS).is_file()
 
 
 def test_export_refuses_anything_internal(default_run, tmp_path, capsys):
     copy = tmp_path / "copy"
     shutil.copytree(default_run, copy, symlinks=True)
     # a plot of the report that is a private file (by its path, or through a link)
-    report = json.loads((copy / R.REPORT_JSON).read_text())
-    (copy / "plots" / "leak.png").symlink_to(copy / R.VOTES)
+    report = json.loads((copy / rundir.REPORT_JSON).read_text())
+    (copy / "plots" / "leak.png").symlink_to(copy / rundir.VOTES)
     (tmp_path / "outside.png").write_bytes(b"not the run's")
-    for rel in (R.ANALYSIS, "plots/leak.png", "../outside.png"):
-        (copy / R.REPORT_JSON).write_text(json.dumps(dict(report, plots={"confusion_matrix": rel})))
+    for rel in (rundir.ANALYSIS, "plots/leak.png", "../outside.png"):
+        (copy / rundir.REPORT_JSON).write_text(
+            json.dumps(dict(report, plots={"confusion_matrix": rel}))
+        )
         with pytest.raises(ConfigError):
             pate.export(copy, tmp_path / "out")
     # a report.json that carries its internal part
-    (copy / R.REPORT_JSON).write_text(json.dumps(dict(report, internal={"eps": 1.0})))
+    (copy / rundir.REPORT_JSON).write_text(json.dumps(dict(report, internal={"eps": 1.0})))
     assert main(["export", str(copy), str(tmp_path / "out")]) == 2
     assert f"RUN_DIR {copy}" in capsys.readouterr().err
     # an unfinished run: no report stage
-    (copy / R.REPORT_JSON).write_text(json.dumps(report))
-    os.remove(copy / R.STAGE_DIR / "report.json")
+    (copy / rundir.REPORT_JSON).write_text(json.dumps(report))
+    os.remove(copy / rundir.STAGE_DIR / "report.json")
     with pytest.raises(ConfigError, match="missing or unfinished"):
         pate.export(copy, tmp_path / "out")
     assert not (tmp_path / "out").exists()
@@ -219,13 +231,13 @@ def test_export_refuses_anything_internal(default_run, tmp_path, capsys):
 def test_a_run_of_an_older_format_is_refused_with_it_named(default_run, tmp_path):
     old = tmp_path / "old"
     old.mkdir()
-    state = json.loads((default_run / R.STATE).read_text())
-    (old / R.STATE).write_text(json.dumps(dict(state, format=2)))
-    shutil.copy(default_run / R.CONFIG, old / R.CONFIG)
+    state = json.loads((default_run / rundir.STATE).read_text())
+    (old / rundir.STATE).write_text(json.dumps(dict(state, format=2)))
+    shutil.copy(default_run / rundir.CONFIG, old / rundir.CONFIG)
     with pytest.raises(
         ConfigError, match=r"run format 2, .* reads run format 3 only\); start a new run"
     ):
-        R.Run.open(old)
+        rundir.Run.open(old)
     with pytest.raises(ConfigError, match="run format 2"):
         pate.export(old, tmp_path / "out")
 
@@ -234,19 +246,19 @@ def test_a_fork_keeps_the_keys_in_its_own_private_folder(default_run, tmp_path):
     from pate.run.config import build
     from pate.run.pipeline import fork_run
 
-    raw = json.loads((default_run / R.CONFIG).read_text())
+    raw = json.loads((default_run / rundir.CONFIG).read_text())
     target = fork_run(default_run, build(raw, run_dir=str(tmp_path / "fork")))
-    assert K.read_keys(target / R.KEYS) == K.read_keys(default_run / R.KEYS)
-    assert mode(target / R.PRIVATE_DIR) == 0o700 and (target / R.VOTES).is_file()
+    assert run_keys.read_keys(target / rundir.KEYS) == run_keys.read_keys(default_run / rundir.KEYS)
+    assert mode(target / rundir.PRIVATE_DIR) == 0o700 and (target / rundir.VOTES).is_file()
 
 
 def test_keys_drawn_before_the_run_started_are_kept(tmp_path, small_digits):
     """A key drawn by a run's checks before it started (a pool's split key, through
     pate.core.keys.run_key) does not make the run directory "not empty", and is kept."""
     run_dir = tmp_path / "run"
-    split = K.run_key(run_dir, "split")
+    split = run_keys.run_key(run_dir, "split")
     config = unseeded(small_digits, tmp_path)
     argv = ["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger"]
     assert main([*argv, "--no-progress"]) == 0
-    stored = K.read_keys(run_dir / R.KEYS)
+    stored = run_keys.read_keys(run_dir / rundir.KEYS)
     assert stored["split"] == split and set(stored) == {"split", "partition"}

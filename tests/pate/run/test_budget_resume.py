@@ -17,7 +17,7 @@ import pate
 from pate.cli import main
 from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger, dataset_identity
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.teachers.errors import ConfigError
 
 HINT = re.compile(r"`(pate [^`]+)`")
@@ -51,7 +51,9 @@ def _digest(digits):
 
 def _teacher_files(run_dir):
     return {
-        p: p.stat().st_mtime_ns for p in sorted((run_dir / R.TEACHERS).rglob("*")) if p.is_file()
+        p: p.stat().st_mtime_ns
+        for p in sorted((run_dir / rundir.TEACHERS).rglob("*"))
+        if p.is_file()
     }
 
 
@@ -76,7 +78,7 @@ def test_readme_example_twice_the_second_is_refused_before_any_training(tmp_path
         ledger=tmp_path / "ledger.sqlite3",
     )
     first = pate.fit("digits", run_dir=tmp_path / "first", **args)
-    assert first.epsilon <= 8.0 and (tmp_path / "first" / R.TEACHERS).is_dir()
+    assert first.epsilon <= 8.0 and (tmp_path / "first" / rundir.TEACHERS).is_dir()
     t0 = time.perf_counter()
     with pytest.raises(BudgetExceededError) as caught:
         pate.fit("digits", run_dir=tmp_path / "second", **args)
@@ -148,7 +150,7 @@ def test_until_hint_works_when_pasted(tmp_path, small_digits, capsys, monkeypatc
     out = capsys.readouterr().out
     hint = re.search(r"continue with: (pate run .*)$", out, re.M).group(1)
     assert _run(*shlex.split(hint)[1:], "--until", "teachers", "--no-progress") == 0
-    assert (tmp_path / "runs" / "digits" / R.STAGE_DIR / "teachers.json").is_file()
+    assert (tmp_path / "runs" / "digits" / rundir.STAGE_DIR / "teachers.json").is_file()
     # the stage commands' hint works too
     out = capsys.readouterr().out
     hint = re.search(r"continue with: (pate run .*)$", out, re.M).group(1)
@@ -274,7 +276,7 @@ def test_the_old_and_the_new_config_resume_after_the_budget_is_raised(
         == 0
     )
     assert _teacher_files(run_dir) == teachers
-    assert json.loads((run_dir / R.AGGREGATE).read_text())["budget_eps"] == 2000.0
+    assert json.loads((run_dir / rundir.AGGREGATE).read_text())["budget_eps"] == 2000.0
     # a new run asking for another budget than the ledger's is refused in TOML words
     capsys.readouterr()
     assert (

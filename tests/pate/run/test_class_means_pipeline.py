@@ -20,7 +20,7 @@ from pate.cli import main
 from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
 from pate.run import report as rep
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import SOFT_TARGET_TEMPERATURE, ConfigError, load, packaged_configs
 from pate.run.pipeline import Pipeline, fork_run
 
@@ -82,11 +82,11 @@ def cm_run(tmp_path_factory, small_digits):
 def test_pate_run_end_to_end(cm_run):
     config, run_dir, ledger = cm_run
     for stage in ("partition", "teachers"):
-        info = json.loads((run_dir / R.STAGE_DIR / f"{stage}.json").read_text())
+        info = json.loads((run_dir / rundir.STAGE_DIR / f"{stage}.json").read_text())
         assert info["skipped"] is True and "trains no teachers" in info["reason"]
     assert not any((run_dir / name).exists() for name in ("partition.npz", "teachers", "votes.npy"))
     labels, answered = np.load(run_dir / "labels.npy"), np.load(run_dir / "answered.npy")
-    a = json.loads((run_dir / R.ANALYSIS).read_text())
+    a = json.loads((run_dir / rundir.ANALYSIS).read_text())
     p, q = a["privacy"], a["queries"]
     assert labels.shape == answered.shape == (597,)
     assert q["asked"] == q["answered"] == 400 and answered[:400].all() and not answered[400:].any()
@@ -106,7 +106,7 @@ def test_pate_run_end_to_end(cm_run):
     assert a["utility"]["label_accuracy_answered"] > 0.80
 
     # one release, charged once: orders (1 + kappa^2) / (2 sigma^2), the default kappa = 0.3
-    summary = json.loads((run_dir / R.AGGREGATE).read_text())
+    summary = json.loads((run_dir / rundir.AGGREGATE).read_text())
     events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
     assert [(e.mechanism, e.queries, e.answered) for e in events] == [("class-means", 400, 400)]
     orders = load(config).privacy.order_grid()
@@ -152,7 +152,7 @@ def test_the_cost_does_not_depend_on_the_number_of_queries(cm_run, tmp_path):
         )
         fork_run(run_dir, config)
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
-        summary = json.loads((tmp_path / f"q{queries}" / R.AGGREGATE).read_text())
+        summary = json.loads((tmp_path / f"q{queries}" / rundir.AGGREGATE).read_text())
         assert summary["queries_answered"] == queries
         eps.append(summary["eps_data_independent"])
     assert eps[0] == eps[1] > 0
@@ -180,7 +180,7 @@ def test_a_budget_below_the_release_draws_and_charges_nothing(tmp_path, small_di
         Pipeline(config, resume=True, progress=False).run(until="aggregate")
     assert not any(
         (tmp_path / "run" / name).exists()
-        for name in (R.LABELS, R.ANSWERED, R.AGGREGATE, R.PENDING)
+        for name in (rundir.LABELS, rundir.ANSWERED, rundir.AGGREGATE, rundir.PENDING)
     )
     if ledger:
         assert spend(tmp_path / "ledger.sqlite3") == (0.0, [])
@@ -205,7 +205,7 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
         )
     monkeypatch.undo()
     assert not (run_dir / "labels.npy").exists() and not (run_dir / "label_scores.npy").exists()
-    pending = np.load(run_dir / R.PENDING)
+    pending = np.load(run_dir / rundir.PENDING)
     pending, pending_scores = pending["labels"], pending["scores"]
     drawn, events = spend(ledger_path)
     assert drawn > 0 and events == []  # the drawn reservation counts as spent: no event yet
@@ -215,7 +215,7 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
         )
     np.testing.assert_array_equal(np.load(run_dir / "labels.npy"), pending)
     np.testing.assert_array_equal(np.load(run_dir / "label_scores.npy"), pending_scores)
-    assert not (run_dir / R.PENDING).exists()
+    assert not (run_dir / rundir.PENDING).exists()
     _, events = spend(ledger_path)
     assert [(e.mechanism, e.queries) for e in events] == [("class-means", 400)]
 
@@ -280,7 +280,7 @@ def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits,
     for name in ("labels.npy", "answered.npy"):
         np.testing.assert_array_equal(np.load(whole / name), np.load(steps / name))
     assert spend(tmp_path / "whole.sqlite3")[0] == spend(tmp_path / "steps.sqlite3")[0] > 0
-    report = json.loads((whole / R.ANALYSIS).read_text())
+    report = json.loads((whole / rundir.ANALYSIS).read_text())
     assert report["privacy"]["noise_seeded"] is True
 
 
@@ -420,13 +420,13 @@ def test_a_student_on_soft_targets_trains_to_the_published_scores(
     np.testing.assert_array_equal(seen["y"], labels)
     np.testing.assert_allclose(seen["targets"][:400], softmax(5 * scores[:400], axis=1), rtol=1e-12)
     assert (seen["targets"][400:] == 0).all()
-    metrics = json.loads((run_dir / R.STUDENT_METRICS).read_text())
+    metrics = json.loads((run_dir / rundir.STUDENT_METRICS).read_text())
     assert metrics["targets"] == "soft" and metrics["temperature"] == 5.0
     assert metrics["settings"]["soft_targets"] is True
     assert json.loads((run_dir / "config.json").read_text())["student"]["targets"] == "soft"
     assert spend(ledger)[0] == charged > 0 and len(spend(ledger)[1]) == len(events) == 1
     # a run's student on hard labels (the default) says so too
-    assert json.loads((cm_run[1] / R.STUDENT_METRICS).read_text())["targets"] == "hard"
+    assert json.loads((cm_run[1] / rundir.STUDENT_METRICS).read_text())["targets"] == "hard"
 
 
 @pytest.mark.parametrize("rule", ["logistic", "lda"])
@@ -481,7 +481,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
         )
         == 0
     )
-    metrics = json.loads((run_dir / R.STUDENT_METRICS).read_text())
+    metrics = json.loads((run_dir / rundir.STUDENT_METRICS).read_text())
     assert metrics["combined_with_rule"] is True and 0 <= metrics["student_alone_accuracy"] <= 1
     student = Student.load(run_dir / "student.pt")
     assert student.rule_product_ == {
@@ -495,7 +495,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     data = load_pate_data("digits")
     cfg = load(config)
     x_eval = np.asarray(data.evaluation.x, dtype=np.float32)
-    emb = np.load(run_dir / R.KNN_EMBEDDINGS)["public"]
+    emb = np.load(run_dir / rundir.KNN_EMBEDDINGS)["public"]
     scores = np.load(run_dir / "label_scores.npy")
     recovered = recover_rule(emb, scores, rule=rule)  # NaN rows: the unasked items
     pca = PublicPCA.fit(np.asarray(data.public.x, dtype=np.float32)[: len(emb)], dims=16)
@@ -513,7 +513,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     assert spend(ledger)[0] == charged > 0 and len(spend(ledger)[1]) == len(events) == 1
     # the report says what is released, and the student's own accuracy beside it
     assert main(["run", "--run-dir", str(run_dir), "--resume", "--no-progress"]) == 0
-    utility = json.loads((run_dir / R.ANALYSIS).read_text())["utility"]
+    utility = json.loads((run_dir / rundir.ANALYSIS).read_text())["utility"]
     assert utility["student_accuracy"] == metrics["accuracy"]
     assert utility["student_alone_accuracy"] == metrics["student_alone_accuracy"]
     # measured on digits' evaluation split, a built-in benchmark's test split that its source
@@ -521,24 +521,24 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     # data, in both reports, unmarked
     assert utility["evaluation_public"] is True
     mark = "(**INTERNAL (do not publish):** evaluation data)"
-    for name in (R.REPORT_INTERNAL_MD, R.REPORT_MD):
+    for name in (rundir.REPORT_INTERNAL_MD, rundir.REPORT_MD):
         report = (run_dir / name).read_text()
         assert "The released model is the student times its labelling rule" in report, name
         assert "| Student alone |" in report and mark not in report, name
         assert "items), times its labelling rule |" in report, name
     # measured on evaluation data not declared public (rows of the user's pool): the same
     # figures are in the internal report only, marked
-    analysis_doc = json.loads((run_dir / R.ANALYSIS).read_text())
+    analysis_doc = json.loads((run_dir / rundir.ANALYSIS).read_text())
     analysis_doc["utility"]["evaluation_public"] = False
     undeclared = tmp_path / "undeclared"
-    (undeclared / R.ANALYSIS).parent.mkdir(parents=True)
-    (undeclared / R.ANALYSIS).write_text(json.dumps(analysis_doc))
+    (undeclared / rundir.ANALYSIS).parent.mkdir(parents=True)
+    (undeclared / rundir.ANALYSIS).write_text(json.dumps(analysis_doc))
     rep.write_report(undeclared)
-    report = (undeclared / R.REPORT_INTERNAL_MD).read_text()
+    report = (undeclared / rundir.REPORT_INTERNAL_MD).read_text()
     assert "The released model is the student times its labelling rule" in report
     assert f"| Student alone {mark} |" in report
     assert f"items), times its labelling rule {mark} |" in report
-    assert "Student alone" not in (undeclared / R.REPORT_MD).read_text()
+    assert "Student alone" not in (undeclared / rundir.REPORT_MD).read_text()
 
 
 def test_combining_with_the_rule_is_refused_without_soft_targets_or_a_pca_front_end(
@@ -686,7 +686,7 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
             f'Labelling rule ([knn] rule = "{name}", post-processing)'
             in (tmp_path / name / "report.md").read_text()
         )
-        records = json.loads((tmp_path / name / R.AGGREGATE).read_text())["records"]
+        records = json.loads((tmp_path / name / rundir.AGGREGATE).read_text())["records"]
         assert records["rule"] == name
         assert records.get("ridge") == (LOGISTIC_RIDGE if name == "logistic" else None)
     (spent_lda, events_lda), (spent, events) = (
@@ -697,7 +697,7 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     np.testing.assert_array_equal(
         events[0].rdp_data_independent, events_lda[0].rdp_data_independent
     )
-    e = np.load(tmp_path / "logistic" / R.KNN_EMBEDDINGS)
+    e = np.load(tmp_path / "logistic" / rundir.KNN_EMBEDDINGS)
     release = noisy_class_means(
         e["public"],
         e["private"],
@@ -921,9 +921,9 @@ def test_python_api_calibrates_one_release_for_a_target(tmp_path, digits, count_
     # the rule's class scores come back with the labels, and the student trained to them
     assert result.label_scores.shape == (400, 10)
     np.testing.assert_array_equal(result.label_scores.argmax(axis=1), result.labels)
-    metrics = json.loads((tmp_path / "run" / R.STUDENT_METRICS).read_text())
+    metrics = json.loads((tmp_path / "run" / rundir.STUDENT_METRICS).read_text())
     assert (metrics["targets"], metrics["temperature"]) == ("soft", 5.0)
-    records = json.loads((tmp_path / "run" / R.AGGREGATE).read_text())["records"]
+    records = json.loads((tmp_path / "run" / rundir.AGGREGATE).read_text())["records"]
     assert records["rule"] == "logistic"
     assert result.answered_mask.sum() == 400  # every public item, for the one release's cost
     kappa = 0.3 if count_weight is None else count_weight  # the mechanism's default, or given
@@ -970,7 +970,7 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["knn"] == {"features": "quadratic", "rule": "qda"}
     assert config["student"]["targets"] == "soft" and config["student"]["temperature"] == 1.0
-    records = json.loads((tmp_path / "run" / R.AGGREGATE).read_text())["records"]
+    records = json.loads((tmp_path / "run" / rundir.AGGREGATE).read_text())["records"]
     assert records["rule"] == "qda" and records["dims"] == 44
     assert (
         'Labelling rule ([knn] rule = "qda", post-processing)'

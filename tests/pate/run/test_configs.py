@@ -12,7 +12,7 @@ import pytest
 import pate
 from pate.cli import main
 from pate.cli.commands import init_config
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import RunConfig, load, packaged_configs, plan, resolve_config
 from pate.teachers.errors import ConfigError
 
@@ -241,7 +241,7 @@ def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert (
         plan["mechanism"] == "class-means"
-        and (tmp_path / "run" / R.STAGE_DIR / "partition.json").is_file()
+        and (tmp_path / "run" / rundir.STAGE_DIR / "partition.json").is_file()
     )
     from pate.teachers.data import load_pate_data
 
@@ -272,7 +272,7 @@ def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):
     )
     saved = json.loads((tmp_path / "run" / "config.json").read_text(encoding="utf-8"))
     assert saved["run"]["name"] == "digits"
-    assert (tmp_path / "run" / R.PARTITION).is_file()
+    assert (tmp_path / "run" / rundir.PARTITION).is_file()
 
 
 def test_run_json_prints_the_stage_result(tmp_path, capsys):

@@ -28,8 +28,7 @@ from pate.core import io as pate_io
 from pate.core.errors import RunDirError
 from pate.core.io import atomic_save_npy, atomic_savez
 from pate.ledger import Ledger
-from pate.run import rundir as R
-from pate.run import stages
+from pate.run import rundir, stages
 from pate.run.config import build, load
 from pate.run.pipeline import fork_run
 from pate.run.rundir import Run, RunCopyError
@@ -69,9 +68,9 @@ def votes_run(
     config = load(DIGITS, run_dir=str(folder), ledger=str(ledger), overrides=overrides)
     run = Run.create(config, progress=False)
     run.start()
-    atomic_save_npy(run.path(R.VOTES), VOTES)
-    atomic_savez(run.path(R.PARTITION), synthetic=np.zeros(1))  # what fork_run copies
-    run.path(R.TEACHERS).mkdir()
+    atomic_save_npy(run.path(rundir.VOTES), VOTES)
+    atomic_savez(run.path(rundir.PARTITION), synthetic=np.zeros(1))  # what fork_run copies
+    run.path(rundir.TEACHERS).mkdir()
     for stage in ("partition", "teachers"):
         run.mark(stage, {"synthetic": True})
     run.mark("votes", {"queries": 597, "classes": 10, "teachers": 10})
@@ -89,7 +88,7 @@ def aggregate(run_dir) -> dict:
 
 
 def ledger_events(ledger_path, run_dir):
-    run_id = json.loads((pathlib.Path(run_dir) / R.STATE).read_text())["run_id"] + ":aggregate"
+    run_id = json.loads((pathlib.Path(run_dir) / rundir.STATE).read_text())["run_id"] + ":aggregate"
     with Ledger(ledger_path) as ledger:
         (dataset,) = [d["digest"] for d in ledger.datasets()]
         return ledger.events(dataset, run_id=run_id)
@@ -100,10 +99,10 @@ def published(run_dir) -> int:
     ``answered.npy``, whichever exist (a crash may fall between them)."""
     run_dir = pathlib.Path(run_dir)
     counts = [0]
-    if (run_dir / R.LABELS).exists():
-        counts.append(int((np.load(run_dir / R.LABELS) >= 0).sum()))
-    if (run_dir / R.ANSWERED).exists():
-        counts.append(int(np.load(run_dir / R.ANSWERED).sum()))
+    if (run_dir / rundir.LABELS).exists():
+        counts.append(int((np.load(run_dir / rundir.LABELS) >= 0).sum()))
+    if (run_dir / rundir.ANSWERED).exists():
+        counts.append(int(np.load(run_dir / rundir.ANSWERED).sum()))
     return max(counts)
 
 
@@ -117,7 +116,7 @@ def charged(ledger_path, run_dir, keys=None) -> int:
 
 
 def pending_keys(run_dir) -> set[str]:
-    with np.load(pathlib.Path(run_dir) / R.PENDING, allow_pickle=False) as pending:
+    with np.load(pathlib.Path(run_dir) / rundir.PENDING, allow_pickle=False) as pending:
         state = json.loads(pending["state"].tobytes().decode())
     return {key for entry in state["rounds"] for key in entry["keys"]}
 
@@ -159,13 +158,13 @@ def test_every_failing_write_fsync_and_rename_then_resume_never_publishes_unchar
         crashed = _aggregate_failing(run_dir, monkeypatch, module, name, failing)
         # at the crash: whatever is readable is charged
         assert published(run_dir) <= charged(ledger, run_dir)
-        if (run_dir / R.PENDING).exists():
+        if (run_dir / rundir.PENDING).exists():
             rounds.add(len(pending_keys(run_dir)))
         if not crashed:
             break
         crashes += 1
         aggregate(run_dir)  # --resume
-        assert not (run_dir / R.PENDING).exists()
+        assert not (run_dir / rundir.PENDING).exists()
         assert 0 < published(run_dir) <= charged(ledger, run_dir)
         # no round charged twice: one committed event per reservation id
         keys = [e.reservation for e in ledger_events(ledger, run_dir)]
@@ -205,7 +204,7 @@ def test_a_pending_round_is_charged_under_its_own_drawn_reservation_exactly_once
         status = {r.id: r.status for r in led.reservations(dataset, live_only=False)}
         assert status[calls[2]] == "drawn"
         assert led.summary(dataset)["drawn_reservations"] == 1
-    drawn = int(np.load(run_dir / R.PENDING)["answered"].sum())
+    drawn = int(np.load(run_dir / rundir.PENDING)["answered"].sum())
     monkeypatch.setattr(ledger_module.Reservation, "commit", original)
     aggregate(run_dir)
     assert published(run_dir) == drawn == charged(ledger, run_dir)
@@ -213,7 +212,7 @@ def test_a_pending_round_is_charged_under_its_own_drawn_reservation_exactly_once
     keys = [e.reservation for e in events]
     assert [e.event.mechanism for e in events] == ["confident-gnmax"] * 3 + ["gnss-release"]
     assert len(keys) == len(set(keys)) and keys[:3] == calls
-    assert not (run_dir / R.PENDING).exists()
+    assert not (run_dir / rundir.PENDING).exists()
 
 
 # the mechanisms that read the private records themselves (no teachers, no votes.npy)
@@ -266,7 +265,7 @@ def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
     while True:
         k += 1
         ledger = tmp_path / f"ledger{k}.sqlite3"
-        raw = json.loads((base / R.CONFIG).read_text())
+        raw = json.loads((base / rundir.CONFIG).read_text())
         raw["aggregator"]["noise_seed"] = 0
         run_dir = fork_run(base, build(raw, run_dir=str(tmp_path / f"k{k}"), ledger=str(ledger)))
         failing = Failing(original, k)
@@ -275,10 +274,10 @@ def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
         if not crashed:
             break
         aggregate(run_dir)
-        assert not (run_dir / R.PENDING).exists()
+        assert not (run_dir / rundir.PENDING).exists()
         assert 0 < published(run_dir) <= charged(ledger, run_dir)
         if mechanism == "class-means":  # the class scores are published with the labels only
-            assert (run_dir / R.LABEL_SCORES).exists()
+            assert (run_dir / rundir.LABEL_SCORES).exists()
         shutil.rmtree(run_dir)
     assert failing.calls == k - 1 >= 4
 
@@ -313,7 +312,7 @@ def test_a_real_full_disk_at_every_size_never_publishes_uncharged(tmp_path):
             filler.unlink()
             if outcomes[-1] == "full":
                 aggregate(run_dir)  # --resume, with room again
-            assert not (run_dir / R.PENDING).exists()
+            assert not (run_dir / rundir.PENDING).exists()
             assert 0 < published(run_dir) <= charged(ledger, run_dir)
             assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
             shutil.rmtree(run_dir)
@@ -362,7 +361,7 @@ def test_a_pending_file_of_another_format_is_refused_with_it_named_not_published
     labels = np.zeros(597, dtype=np.int64)
     state = json.dumps({"format": 1, "summary": {}, "rounds": []}).encode()
     atomic_savez(
-        run_dir / R.PENDING,
+        run_dir / rundir.PENDING,
         labels=labels,
         answered=labels >= 0,
         state=np.frombuffer(state, dtype=np.uint8),
@@ -371,7 +370,7 @@ def test_a_pending_file_of_another_format_is_refused_with_it_named_not_published
     (refusal,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert "pending file of format 1" in refusal and "reads format 2" in refusal
     assert published(run_dir) == 0 and charged(ledger, run_dir) == 0
-    (run_dir / R.PENDING).unlink()
+    (run_dir / rundir.PENDING).unlink()
     assert main(["aggregate", "--run-dir", str(run_dir), "--no-progress"]) == 0
     assert 0 < published(run_dir) <= charged(ledger, run_dir)
 
@@ -390,7 +389,7 @@ def test_a_pending_file_of_another_run_is_not_published(tmp_path):
             aggregate(runs[0])
     finally:
         ledger_module.Reservation.commit = original
-    shutil.copy2(runs[0] / R.PENDING, runs[1] / R.PENDING)
+    shutil.copy2(runs[0] / rundir.PENDING, runs[1] / rundir.PENDING)
     with pytest.raises(ConfigError, match="not of this run"):
         aggregate(runs[1])
     assert published(runs[1]) == 0 and charged(ledger, runs[1]) == 0
@@ -429,15 +428,15 @@ def test_a_copied_run_directory_is_refused_before_drawing(tmp_path, capsys):
     assert main(["aggregate", "--run-dir", str(copy), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
-    run_id = json.loads((original / R.STATE).read_text())["run_id"]
+    run_id = json.loads((original / rundir.STATE).read_text())["run_id"]
     assert f"is a copy of run {run_id}" in err and "fork_run" in err, err
     with pytest.raises(RunCopyError, match="is a copy of run"):
         stages.run_stage(Run.open(copy, progress=False), "aggregate")  # without preflight
-    assert published(copy) == 0 and not (copy / R.PENDING).exists()
+    assert published(copy) == 0 and not (copy / rundir.PENDING).exists()
     assert charged(ledger, original) == 0  # nothing drawn, nothing charged
     # the remedy: a fork of the copy is a run of its own
     config = build(
-        json.loads((copy / R.CONFIG).read_text()),
+        json.loads((copy / rundir.CONFIG).read_text()),
         run_dir=str(tmp_path / "fork"),
         ledger=str(ledger),
     )
@@ -471,10 +470,10 @@ def test_copies_crash_complete_resume_never_publish_uncharged(tmp_path, crashed)
     if a == copy:
         with pytest.raises(RunCopyError):
             aggregate(a)
-        assert not (a / R.PENDING).exists()
+        assert not (a / rundir.PENDING).exists()
     else:
         crash_before_commit(a)
-        assert (a / R.PENDING).exists()
+        assert (a / rundir.PENDING).exists()
     if b == copy:
         with pytest.raises(RunCopyError):
             aggregate(b)
@@ -514,7 +513,7 @@ def test_without_the_copy_check_resume_charges_its_own_rounds_as_a_separate_rele
     crash_before_commit(a)
     a_keys = pending_keys(a)
     assert ledger_events(ledger, a) == [] and len(a_keys) == 1  # one round drawn, not charged
-    with np.load(a / R.PENDING, allow_pickle=False) as pending:
+    with np.load(a / rundir.PENDING, allow_pickle=False) as pending:
         (a_round,) = json.loads(pending["state"].tobytes().decode())["rounds"]
     aggregate(b)
     lost = [e for e in ledger_events(ledger, b) if e.event.mechanism == "lost-drawn-answers"]
@@ -531,29 +530,29 @@ def test_without_the_copy_check_resume_charges_its_own_rounds_as_a_separate_rele
     assert np.all(own.rdp_data_independent <= a_events[0].event.rdp_data_independent + 1e-12)
     assert 0 < published(a) == own.answered
     # the labels differ: two releases with independent noise, each charged
-    assert not np.array_equal(np.load(a / R.LABELS), np.load(b / R.LABELS))
+    assert not np.array_equal(np.load(a / rundir.LABELS), np.load(b / rundir.LABELS))
 
 
 def test_run_json_records_the_directory_and_a_fork_gets_its_own(tmp_path):
     ledger = tmp_path / "ledger.sqlite3"
     run = votes_run(tmp_path / "run", ledger)
-    recorded = json.loads((run.run_dir / R.STATE).read_text())["directory"]
+    recorded = json.loads((run.run_dir / rundir.STATE).read_text())["directory"]
     st = run.run_dir.stat()
     assert (recorded["device"], recorded["inode"]) == (st.st_dev, st.st_ino)
     config = build(
-        json.loads((run.run_dir / R.CONFIG).read_text()),
+        json.loads((run.run_dir / rundir.CONFIG).read_text()),
         run_dir=str(tmp_path / f"fork-{uuid.uuid4().hex[:6]}"),
         ledger=str(ledger),
     )
     fork = fork_run(run.run_dir, config)
-    forked = json.loads((fork / R.STATE).read_text())["directory"]
+    forked = json.loads((fork / rundir.STATE).read_text())["directory"]
     assert forked["inode"] != recorded["inode"] and forked["path"] == str(fork.resolve())
 
 
 def test_the_directory_check_reads_the_inode_and_tolerates_a_renumbered_device(tmp_path):
     ledger = tmp_path / "ledger.sqlite3"
     run = votes_run(tmp_path / "run", ledger)
-    state = json.loads((run.run_dir / R.STATE).read_text())
+    state = json.loads((run.run_dir / rundir.STATE).read_text())
     recorded = state["directory"]
     # the same path and inode under another device number (a reboot renumbered it): the same run
     Run(
@@ -578,9 +577,9 @@ def test_a_run_of_another_format_is_refused_with_it_named_before_its_files_are_r
 ):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / R.STATE).write_text(json.dumps({"format": found, "run_id": "old"}))
-    (run_dir / R.CONFIG).write_text("{}")  # not a config of this version: never read
+    (run_dir / rundir.STATE).write_text(json.dumps({"format": found, "run_id": "old"}))
+    (run_dir / rundir.CONFIG).write_text("{}")  # not a config of this version: never read
     with pytest.raises(ConfigError) as refused:
         Run.open(run_dir)
     assert f"run format {found!r}" in str(refused.value)
-    assert f"reads run format {R.FORMAT} only" in str(refused.value)
+    assert f"reads run format {rundir.FORMAT} only" in str(refused.value)

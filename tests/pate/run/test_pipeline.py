@@ -11,14 +11,14 @@ import pytest
 from pate import analysis
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import build, load
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = REPO / "configs" / "digits.toml"
-OUTPUTS = (R.VOTES, R.LABELS, R.ANSWERED)
+OUTPUTS = (rundir.VOTES, rundir.LABELS, rundir.ANSWERED)
 
 
 def load_config(tmp, name, **aggregator):
@@ -46,21 +46,21 @@ def test_every_stage_writes_its_outputs(full_run):
     for name in (
         "config.json",
         "run.json",
-        R.PARTITION,
-        R.TEACHER_METRICS,
-        R.TEACHER_PREDICTIONS,
+        rundir.PARTITION,
+        rundir.TEACHER_METRICS,
+        rundir.TEACHER_PREDICTIONS,
         *OUTPUTS,
-        R.AGGREGATE,
+        rundir.AGGREGATE,
         "student.pt",
-        R.STUDENT_METRICS,
-        R.ANALYSIS,
+        rundir.STUDENT_METRICS,
+        rundir.ANALYSIS,
         "report.json",
         "report.md",
         "report.html",
     ):
         assert (run_dir / name).is_file(), name
     for stage in ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report"):
-        assert (run_dir / R.STAGE_DIR / f"{stage}.json").is_file()
+        assert (run_dir / rundir.STAGE_DIR / f"{stage}.json").is_file()
     saved = json.loads((run_dir / "config.json").read_text())
     assert saved["aggregator"]["mechanism"] == "confident-gnmax" and saved["run"]["seed"] == 0
     assert report["config"] == saved
@@ -69,7 +69,7 @@ def test_every_stage_writes_its_outputs(full_run):
 def test_reported_epsilon_equals_analysis_recomputed_from_saved_votes(full_run):
     pipeline, report, _ = full_run
     run_dir, cfg = pipeline.run_dir, pipeline.config.to_dict()
-    votes = np.load(run_dir / R.VOTES)
+    votes = np.load(run_dir / rundir.VOTES)
     answered = np.load(run_dir / "answered.npy")
     labels = np.load(run_dir / "labels.npy")
     asked = report["queries"]["asked"]
@@ -149,8 +149,8 @@ def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once
     monkeypatch.undo()
     # Nothing uncharged reaches labels.npy; the drawn answers wait in the pending file.
     assert not (pipeline.run_dir / "labels.npy").exists()
-    assert not (pipeline.run_dir / R.STAGE_DIR / "aggregate.json").exists()
-    pending = np.load(pipeline.run_dir / R.PENDING)["labels"]
+    assert not (pipeline.run_dir / rundir.STAGE_DIR / "aggregate.json").exists()
+    pending = np.load(pipeline.run_dir / rundir.PENDING)["labels"]
     with Ledger(ledger_path) as ledger:
         (dataset,) = ledger.datasets()
         assert ledger.events(dataset["digest"]) == []
@@ -162,7 +162,7 @@ def test_crash_before_the_ledger_commit_writes_no_labels_and_resume_charges_once
         ).run(until="aggregate")
     labels = np.load(pipeline.run_dir / "labels.npy")
     np.testing.assert_array_equal(labels, pending)
-    assert not (pipeline.run_dir / R.PENDING).exists()
+    assert not (pipeline.run_dir / rundir.PENDING).exists()
     with Ledger(ledger_path) as ledger:
         events = ledger.events(dataset["digest"])
     assert [e.event.mechanism for e in events] == ["confident-gnmax", "gnss-release"]
@@ -280,7 +280,7 @@ def test_the_planned_release_fits_the_budget_and_is_charged_with_the_answers(ful
     pipeline, report, ledger_path = full_run
     p = report["privacy"]
     assert p["eps_guarantee"] <= pipeline.config.privacy.budget_eps
-    summary = json.loads((pipeline.run_dir / R.AGGREGATE).read_text())
+    summary = json.loads((pipeline.run_dir / rundir.AGGREGATE).read_text())
     charged = [e["mechanism"] for e in summary["events"]]
     assert charged == ["confident-gnmax", "gnss-release"]  # the digits config releases
     assert summary["release"]["fallback"] is None and p["sanitized"]["noise_std"] > 0
@@ -299,7 +299,7 @@ def test_a_release_that_would_take_over_half_the_budget_is_skipped(tmp_path):
         ledger_path=tmp_path / "ledger.sqlite3",
     )
     pipeline.run(until="aggregate")
-    summary = json.loads((pipeline.run_dir / R.AGGREGATE).read_text())
+    summary = json.loads((pipeline.run_dir / rundir.AGGREGATE).read_text())
     assert (
         summary["release"] is None
         and "more than half of the budget" in summary["release_plan"]["fallback"]
@@ -320,19 +320,19 @@ def test_fork_run_reuses_the_votes_and_finishes_with_other_settings(full_run, tm
     config["aggregator"]["queries"] = 40
     config = build(config)
     target = fork_run(pipeline.run_dir, config)
-    assert np.array_equal(np.load(target / R.VOTES), np.load(pipeline.run_dir / R.VOTES))
+    assert np.array_equal(np.load(target / rundir.VOTES), np.load(pipeline.run_dir / rundir.VOTES))
     forked = Pipeline(config, resume=True, progress=False).run()
     p = forked["privacy"]
     assert forked["queries"]["asked"] <= 40
     # No release: the reported (sanitized) eps is the data-independent one, nothing smaller.
     assert p["eps_sanitized"] == pytest.approx(p["eps_data_independent"], rel=1e-12)
-    summary = json.loads((target / R.AGGREGATE).read_text())
+    summary = json.loads((target / rundir.AGGREGATE).read_text())
     assert summary["release"] is None and "release = false" in summary["release_plan"]["fallback"]
     assert [e["mechanism"] for e in summary["events"]] == ["confident-gnmax"]
     with pytest.raises(ConfigError, match="source itself"):
         fork_run(target, config)
     unfinished = tmp_path / "empty"
-    (unfinished / R.STAGE_DIR).mkdir(parents=True)
+    (unfinished / rundir.STAGE_DIR).mkdir(parents=True)
     with pytest.raises(ConfigError, match="has not finished"):
         fork_run(unfinished, config)
 
@@ -381,7 +381,7 @@ def test_fork_never_deletes_what_it_did_not_create(full_run, tmp_path):
     # the source itself, and a folder inside it (new or existing)
     with pytest.raises(ConfigError, match="source itself"):
         fork_run(source, _fork_config(pipeline, source))
-    for inside in (source / "fork", source / "teachers", source / R.STAGE_DIR / ".." / "x"):
+    for inside in (source / "fork", source / "teachers", source / rundir.STAGE_DIR / ".." / "x"):
         with pytest.raises(ConfigError, match="inside the source run"):
             fork_run(source, _fork_config(pipeline, inside))
     assert _snapshot(source) == before
@@ -399,7 +399,7 @@ def test_fork_into_an_empty_folder_and_a_failed_fork_leaves_nothing(
     empty = tmp_path / "empty"
     empty.mkdir()
     target = fork_run(pipeline.run_dir, _fork_config(pipeline, empty))
-    assert target == empty and (empty / "run.json").is_file() and (empty / R.VOTES).is_file()
+    assert target == empty and (empty / "run.json").is_file() and (empty / rundir.VOTES).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
     # a copy that fails half-way leaves neither the target nor a half-copied staging folder
     real_copy, calls = shutil.copy2, []

@@ -13,16 +13,18 @@ import pytest
 
 import pate
 from pate.cli import main
-from pate.run import planner as P
+from pate.run import planner
 from pate.run.config import RunConfig, build, facts_of, planning
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-DIGITS = P.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
-BREAST = P.Facts(private_records=400, classes=2, public_items=114, input_shape=(30,))
-TABLE = P.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(30,))
+DIGITS = planner.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
+BREAST = planner.Facts(private_records=400, classes=2, public_items=114, input_shape=(30,))
+TABLE = planner.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(30,))
 #: 64 columns: 2144 quadratic features, more than 5000 records per class afford
-WIDE_TABLE = P.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(64,))
-FMNIST = P.Facts(private_records=60000, classes=10, public_items=9000, input_shape=(1, 28, 28))
+WIDE_TABLE = planner.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(64,))
+FMNIST = planner.Facts(
+    private_records=60000, classes=10, public_items=9000, input_shape=(1, 28, 28)
+)
 
 
 def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=False) -> dict:
@@ -66,7 +68,7 @@ def plan_for(config: dict, facts, *, wording="config", remaining_eps=None):
 
 def test_drowning_calibrated_noise_is_refused_naming_target_eps():
     """Issue #31: 20 teachers, 500 queries, eps 2 calibrated sigma2 = 80, sigma1 = 301 and ran."""
-    with pytest.raises(P.PlanError) as caught:
+    with pytest.raises(planner.PlanError) as caught:
         plan(
             {
                 "mechanism": "confident-gnmax",
@@ -88,7 +90,7 @@ def test_drowning_calibrated_noise_is_refused_naming_target_eps():
 
 def test_drowning_fixed_noise_is_refused_naming_the_parameter():
     """Issue #31: 10 teachers on breast_cancer at eps 1 had sigma = 81 (8 x the ensemble)."""
-    with pytest.raises(P.PlanError) as caught:
+    with pytest.raises(planner.PlanError) as caught:
         plan({"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0)
     assert caught.value.setting == "sigma=" and "sigma/teachers = 8.1" in str(caught.value)
     assert "Fix: sigma=2 (0.2 x 10 voters)" in str(caught.value)
@@ -96,7 +98,7 @@ def test_drowning_fixed_noise_is_refused_naming_the_parameter():
 
 def test_a_coin_flip_threshold_check_is_refused():
     with pytest.raises(
-        P.PlanError, match=r"sigma1/teachers = 3: the check is a coin flip"
+        planner.PlanError, match=r"sigma1/teachers = 3: the check is a coin flip"
     ) as caught:
         plan(
             {"mechanism": "confident-gnmax", "threshold": 40.0, "sigma1": 150.0, "sigma2": 10.0},
@@ -109,7 +111,7 @@ def test_a_coin_flip_threshold_check_is_refused():
 
 def test_tiny_shards_are_refused_naming_num_teachers():
     with pytest.raises(
-        P.PlanError, match=r"2.5 private records per teacher \(0.25 per class"
+        planner.PlanError, match=r"2.5 private records per teacher \(0.25 per class"
     ) as caught:
         plan({"mechanism": "gnmax", "sigma": 40.0}, DIGITS, teachers=400, budget=100.0)
     assert (
@@ -118,13 +120,13 @@ def test_tiny_shards_are_refused_naming_num_teachers():
 
 
 def test_more_teachers_than_records_is_refused_by_the_planner():
-    with pytest.raises(P.PlanError, match="exceeds the declared 1000 private records"):
+    with pytest.raises(planner.PlanError, match="exceeds the declared 1000 private records"):
         plan({"mechanism": "gnmax", "sigma": 400.0}, DIGITS, teachers=5000, budget=100.0)
 
 
 def test_too_few_answers_for_the_classes_is_refused_naming_the_budget():
     # the main job's noise, but a budget that buys almost nothing
-    with pytest.raises(P.PlanError) as caught:
+    with pytest.raises(planner.PlanError) as caught:
         plan(
             {
                 "mechanism": "confident-gnmax",
@@ -143,7 +145,7 @@ def test_too_few_answers_for_the_classes_is_refused_naming_the_budget():
 
 
 def test_too_few_queries_asked_is_refused_naming_queries():
-    with pytest.raises(P.PlanError, match="queries=30 asks for fewer labels") as caught:
+    with pytest.raises(planner.PlanError, match="queries=30 asks for fewer labels") as caught:
         plan(
             {"mechanism": "gnmax", "sigma": "auto", "target_eps": 20.0, "queries": 30},
             DIGITS,
@@ -160,7 +162,7 @@ def test_a_smoke_test_gets_warnings_instead_of_refusals():
 
 
 def test_the_config_wording_names_toml_keys():
-    with pytest.raises(P.PlanError) as caught:
+    with pytest.raises(planner.PlanError) as caught:
         plan(
             {"mechanism": "gnmax", "sigma": 40.0},
             DIGITS,
@@ -170,7 +172,7 @@ def test_the_config_wording_names_toml_keys():
         )
     assert caught.value.setting == "[partition] num_teachers"
     assert "[partition] num_teachers = 50 or fewer" in caught.value.fix
-    with pytest.raises(P.PlanError) as caught:
+    with pytest.raises(planner.PlanError) as caught:
         plan(
             {"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0, wording="config"
         )
@@ -193,10 +195,10 @@ def test_defaults_fit_the_data_and_the_budget(facts, eps):
     assert got.mechanism == "gnmax" and config["aggregator"]["mechanism"] == "gnmax"
     assert set(got.filled) >= {"num_teachers", "queries"}
     t = got.num_teachers
-    assert config["partition"]["num_teachers"] == t and t <= P.MAX_TEACHERS
-    assert facts.private_records / t >= P.MIN_RECORDS_PER_CLASS * facts.classes
-    assert got.relative_noise["sigma/teachers"] <= P.DROWNING_NOISE
-    assert P.MIN_LABELS_PER_CLASS * facts.classes <= got.queries <= facts.public_items
+    assert config["partition"]["num_teachers"] == t and t <= planner.MAX_TEACHERS
+    assert facts.private_records / t >= planner.MIN_RECORDS_PER_CLASS * facts.classes
+    assert got.relative_noise["sigma/teachers"] <= planner.DROWNING_NOISE
+    assert planner.MIN_LABELS_PER_CLASS * facts.classes <= got.queries <= facts.public_items
     assert got.guarantee_eps <= eps * (1 + 1e-9)
     # the run that follows uses exactly these values: the filled config validates
     assert RunConfig.from_dict(config).aggregator.queries == got.queries
@@ -212,12 +214,12 @@ def test_more_budget_never_needs_more_teachers_and_buys_more_answers():
 def test_queries_are_not_all_the_public_items_when_that_would_drown_the_votes():
     config, got = plan(dict(AUTO, target_eps=2.0), TABLE)
     assert got.queries < TABLE.public_items
-    assert got.relative_noise["sigma/teachers"] == pytest.approx(P.TARGET_NOISE, rel=0.05)
+    assert got.relative_noise["sigma/teachers"] == pytest.approx(planner.TARGET_NOISE, rel=0.05)
 
 
 def test_digits_at_eps_2_is_refused_with_what_would_work():
     """Issue #31: digits, 50 teachers, eps 2 gave a 28 % student; the planner says why first."""
-    with pytest.raises(P.PlanError, match="drowns the votes") as caught:
+    with pytest.raises(planner.PlanError, match="drowns the votes") as caught:
         plan(AUTO, DIGITS)
     eps_needed = float(caught.value.fix.split("target_eps=")[1].split()[0])
     _, got = plan(dict(AUTO, target_eps=eps_needed * 1.01), DIGITS)  # and that fix works
@@ -226,9 +228,12 @@ def test_digits_at_eps_2_is_refused_with_what_would_work():
 
 def test_the_plan_needs_counts_and_shapes_only(monkeypatch):
     """No record is read: the data source does not exist, and loading any data fails."""
-    import pate.teachers.data as D
 
-    monkeypatch.setattr(D, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded"))
+    import pate.teachers.data as teacher_data
+
+    monkeypatch.setattr(
+        teacher_data, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded")
+    )
     config = raw(dict(AUTO, target_eps=4.0))
     filled = planning.plan(RunConfig.from_dict(config), facts=TABLE)[0].to_dict()
     assert filled["partition"]["num_teachers"] >= 1 and filled["planned"]["filled"]
@@ -275,7 +280,7 @@ def test_the_plan_reads_the_declared_records_and_says_so(tmp_path, caplog):
 @pytest.mark.parametrize("declared", [200, 1000])
 def test_a_declaration_off_by_more_than_a_factor_2_is_refused_in_toml_words(tmp_path, declared):
     config = _table_config(tmp_path, 700, declared)
-    with pytest.raises(P.PlanError) as refused:
+    with pytest.raises(planner.PlanError) as refused:
         planning.plan(build(config))
     assert refused.value.setting == "[data] records"
     assert f"[data] records = {declared}" in str(refused.value)
@@ -283,9 +288,12 @@ def test_a_declaration_off_by_more_than_a_factor_2_is_refused_in_toml_words(tmp_
 
 
 def test_own_data_without_records_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    import pate.teachers.data as D
 
-    monkeypatch.setattr(D, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded"))
+    import pate.teachers.data as teacher_data
+
+    monkeypatch.setattr(
+        teacher_data, "load_pate_data", lambda *a, **k: pytest.fail("data was loaded")
+    )
     with pytest.raises(pate.ConfigError, match=r"\[data\] records is needed for your own data"):
         build(_table_config(tmp_path, 700, None))
     with pytest.raises(pate.ConfigError, match="records must be"):
@@ -295,18 +303,20 @@ def test_own_data_without_records_is_refused_before_it_is_read(tmp_path, monkeyp
 def test_facts_name_their_basis():
     assert DIGITS.records_basis == "declared"
     with pytest.raises(pate.ConfigError, match="records_basis must be one of declared, builtin"):
-        P.Facts(private_records=1, classes=2, public_items=1, input_shape=(3,), records_basis="x")
+        planner.Facts(
+            private_records=1, classes=2, public_items=1, input_shape=(3,), records_basis="x"
+        )
 
 
 def test_every_shipped_config_plans():
     facts = {
         "fashion-mnist": FMNIST,
         "mnist": FMNIST,
-        "digits": P.Facts(
+        "digits": planner.Facts(
             private_records=1000, classes=10, public_items=597, input_shape=(1, 8, 8)
         ),
     }
-    own = P.Facts(private_records=20000, classes=5, public_items=4000, input_shape=(20,))
+    own = planner.Facts(private_records=20000, classes=5, public_items=4000, input_shape=(20,))
     for path in sorted((REPO / "pate" / "configs").glob("*.toml")):
         config = normalize(tomllib.loads(path.read_text()))
         got = plan_for(config, facts.get(config["data"]["name"], own))
@@ -325,7 +335,7 @@ def test_a_left_out_confident_gnmax_threshold_is_0_8_teachers():
     )
     assert config["aggregator"]["threshold"] == pytest.approx(0.8 * got.num_teachers)
     assert got.filled["threshold"]["value"] == pytest.approx(0.8 * got.num_teachers)
-    assert got.relative_noise["sigma2/teachers"] <= P.TARGET_NOISE + 1e-9
+    assert got.relative_noise["sigma2/teachers"] <= planner.TARGET_NOISE + 1e-9
 
 
 def test_the_fashion_mnist_facts_give_the_main_jobs_teachers():
@@ -475,9 +485,9 @@ def test_auto_with_no_teachers_asked_for_is_one_class_means_release():
     assert got.mechanism == "class-means" and got.num_teachers is None
     assert got.queries == DIGITS.public_items and "class-means" in got.filled["mechanism"]["value"]
     assert "num_teachers" not in config["partition"]
-    assert P.auto_mechanism({"teachers": {"model": "mlp"}}) == "gnmax"
-    assert P.auto_mechanism({"partition": {"num_teachers": 40}}) == "gnmax"
-    assert P.auto_mechanism({"teachers": {"model": "auto"}}) == "class-means"
+    assert planner.auto_mechanism({"teachers": {"model": "mlp"}}) == "gnmax"
+    assert planner.auto_mechanism({"partition": {"num_teachers": 40}}) == "gnmax"
+    assert planner.auto_mechanism({"teachers": {"model": "auto"}}) == "class-means"
 
 
 def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_the_noise():
@@ -534,7 +544,7 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert config["knn"]["features"] == "kernel" and "dims" in kept.filled
     # with the noise given (nothing calibrated) the front-end is still chosen before the run
     given = raw({"mechanism": "class-means", "sigma": 3.0})
-    assert P.needs_plan(normalize(given))
+    assert planner.needs_plan(normalize(given))
     config, _ = plan_config(given, TABLE, wording="python")
     assert config["knn"]["features"] == "quadratic"
 
@@ -593,7 +603,7 @@ def test_fixed_confident_noise_with_the_threshold_left_out_plans():
     assert config["aggregator"]["threshold"] == got.noise["threshold"] == 200.0
     assert got.noise["sigma1"] == 150.0 and got.noise["sigma2"] == 40.0
     assert 0 < got.answers < FMNIST.public_items and got.guarantee_eps <= 4.0
-    assert P.needs_plan(
+    assert planner.needs_plan(
         normalize(
             {
                 **raw(

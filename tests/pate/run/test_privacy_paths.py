@@ -19,8 +19,7 @@ import pytest
 
 from pate.cli import main
 from pate.ledger import Ledger, dataset_identity
-from pate.run import rundir as R
-from pate.run import stages
+from pate.run import rundir, stages
 from pate.run.config import build, load
 from pate.run.pipeline import Pipeline, fork_run
 from pate.run.rundir import Run
@@ -80,7 +79,7 @@ def test_pate_aggregate_after_an_exhausted_budget_is_refused(base, tmp_path, cap
     err = capsys.readouterr().err
     assert rc == 3 and "no room for even one query" in err, err
     assert "pate budget set --dataset" in err and f"pate run --run-dir {second} --resume" in err
-    assert not (second / "labels.npy").exists() and not (second / R.PENDING).exists()
+    assert not (second / "labels.npy").exists() and not (second / rundir.PENDING).exists()
     assert spent(ledger) == before  # nothing drawn, nothing charged
     # and the student cannot train on labels that were never released
     assert main(["train-student", "--run-dir", str(second), "--no-progress"]) != 0
@@ -340,7 +339,7 @@ def test_two_concurrent_runs_never_leave_uncharged_labels(base, tmp_path):
     codes = [p.returncode for p in procs]
     assert set(codes) <= {0, 3} and 0 in codes, results
     for run_dir, code in zip(runs, codes):
-        assert not (run_dir / R.PENDING).exists()
+        assert not (run_dir / rundir.PENDING).exists()
         if code == 0:
             labels = np.load(run_dir / "labels.npy")
             assert charged_answers(ledger, run_dir) == int((labels >= 0).sum())

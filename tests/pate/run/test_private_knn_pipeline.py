@@ -15,7 +15,7 @@ import pytest
 from pate import analysis, mechanisms
 from pate.cli import main
 from pate.ledger import Ledger
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import RunConfig, load, plan
 from pate.run.pipeline import Pipeline
 from pate.teachers.errors import ConfigError
@@ -79,15 +79,15 @@ def knn_run(tmp_path_factory, small_digits):
 def test_pate_run_end_to_end(knn_run):
     config, run_dir, ledger = knn_run
     for stage in ("partition", "teachers"):  # no teachers: recorded as skipped, with the reason
-        info = json.loads((run_dir / R.STAGE_DIR / f"{stage}.json").read_text())
+        info = json.loads((run_dir / rundir.STAGE_DIR / f"{stage}.json").read_text())
         assert info["skipped"] is True and "trains no teachers" in info["reason"]
     assert not any((run_dir / name).exists() for name in ("partition.npz", "teachers", "votes.npy"))
-    emb = np.load(run_dir / R.KNN_EMBEDDINGS)
+    emb = np.load(run_dir / rundir.KNN_EMBEDDINGS)
     assert emb["public"].shape == (597, 16) and emb["private"].shape == (1000, 16)
     assert emb["private_labels"].shape == (1000,)
 
     labels, answered = np.load(run_dir / "labels.npy"), np.load(run_dir / "answered.npy")
-    a = json.loads((run_dir / R.ANALYSIS).read_text())
+    a = json.loads((run_dir / rundir.ANALYSIS).read_text())
     p, q = a["privacy"], a["queries"]
     assert labels.shape == answered.shape == (597,)
     assert q["asked"] == 400 and not answered[400:].any()
@@ -96,7 +96,7 @@ def test_pate_run_end_to_end(knn_run):
     assert a["utility"]["label_accuracy_answered"] > 0.8  # the neighbours do vote sensibly
 
     # the data-independent cost of every asked query, from the charged events
-    summary = json.loads((run_dir / R.AGGREGATE).read_text())
+    summary = json.loads((run_dir / rundir.AGGREGATE).read_text())
     events = [analysis.PrivacyEvent.from_dict(e) for e in summary["events"]]
     assert [e.mechanism for e in events] == ["private-knn"] and events[0].queries == 400
     orders = load(config).privacy.order_grid()
@@ -116,13 +116,13 @@ def test_pate_run_end_to_end(knn_run):
     assert "no teachers" in report and "Where the teachers trained" not in report
     assert (run_dir / "plots" / "epsilon_vs_answered_public.png").stat().st_size > 0
     for name in ("vote_margins", "rdp_per_order"):  # internal (private/)
-        assert (run_dir / R.PRIVATE_PLOTS_DIR / f"{name}.png").stat().st_size > 0
-        assert not (run_dir / R.PLOTS_DIR / f"{name}.png").exists()
+        assert (run_dir / rundir.PRIVATE_PLOTS_DIR / f"{name}.png").stat().st_size > 0
+        assert not (run_dir / rundir.PLOTS_DIR / f"{name}.png").exists()
     # the confusion matrix on the evaluation split: publishable only where that split is
     # declared public -- digits' is a built-in benchmark's test split (its source says so)
     assert a["utility"]["evaluation_public"] is True
-    assert (run_dir / R.PLOTS_DIR / "confusion_matrix.png").stat().st_size > 0
-    assert not (run_dir / R.PRIVATE_PLOTS_DIR / "confusion_matrix.png").exists()
+    assert (run_dir / rundir.PLOTS_DIR / "confusion_matrix.png").stat().st_size > 0
+    assert not (run_dir / rundir.PRIVATE_PLOTS_DIR / "confusion_matrix.png").exists()
 
 
 def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
@@ -142,11 +142,11 @@ def test_fork_run_reuses_the_embeddings(knn_run, tmp_path):
     fork_run(run_dir, config)
     Pipeline(config, resume=True, progress=False).run(until="aggregate")
     a, b = (
-        np.load(run_dir / R.KNN_EMBEDDINGS),
-        np.load(tmp_path / "fork" / R.KNN_EMBEDDINGS),
+        np.load(run_dir / rundir.KNN_EMBEDDINGS),
+        np.load(tmp_path / "fork" / rundir.KNN_EMBEDDINGS),
     )
     np.testing.assert_array_equal(a["private"], b["private"])
-    assert json.loads((tmp_path / "fork" / R.AGGREGATE).read_text())["queries_asked"] == 50
+    assert json.loads((tmp_path / "fork" / rundir.AGGREGATE).read_text())["queries_asked"] == 50
     assert len(spend(ledger)[1]) == 2  # its own charge
 
 
@@ -198,11 +198,11 @@ def test_stage_commands_equal_pate_run_with_seeded_noise(tmp_path, small_digits,
     assert "teachers: skipped, it does not apply to this run" in out and "no teachers" in out
     for name in ("labels.npy", "answered.npy"):
         np.testing.assert_array_equal(np.load(whole / name), np.load(steps / name))
-    a, b = np.load(whole / R.KNN_EMBEDDINGS), np.load(steps / R.KNN_EMBEDDINGS)
+    a, b = np.load(whole / rundir.KNN_EMBEDDINGS), np.load(steps / rundir.KNN_EMBEDDINGS)
     for key in a.files:
         np.testing.assert_array_equal(a[key], b[key])
-    pa = json.loads((whole / R.ANALYSIS).read_text())["privacy"]
-    pb = json.loads((steps / R.ANALYSIS).read_text())["privacy"]
+    pa = json.loads((whole / rundir.ANALYSIS).read_text())["privacy"]
+    pb = json.loads((steps / rundir.ANALYSIS).read_text())["privacy"]
     for key in ("eps_data_independent", "eps_guarantee", "rdp_data_independent"):
         assert pa[key] == pb[key], key
     assert spend(tmp_path / "whole.sqlite3")[0] == spend(tmp_path / "steps.sqlite3")[0] > 0
@@ -235,7 +235,7 @@ def test_a_small_budget_answers_fewer_queries_and_is_never_exceeded(tmp_path, sm
         ledger=str(tmp_path / "ledger.sqlite3") if ledger else False,
     )
     Pipeline(config, progress=False).run(until="aggregate")
-    summary = json.loads((tmp_path / "run" / R.AGGREGATE).read_text())
+    summary = json.loads((tmp_path / "run" / rundir.AGGREGATE).read_text())
     asked, orders = summary["queries_asked"], config.privacy.order_grid()
     worst = per_query_rdp(config)
     assert 0 < asked < 400 and "privacy budget" in summary["stop_reason"]
@@ -267,8 +267,8 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
         )
     monkeypatch.undo()
     assert not (run_dir / "labels.npy").exists()
-    assert not (run_dir / R.STAGE_DIR / "aggregate.json").exists()
-    pending = np.load(run_dir / R.PENDING)["labels"]
+    assert not (run_dir / rundir.STAGE_DIR / "aggregate.json").exists()
+    pending = np.load(run_dir / rundir.PENDING)["labels"]
     with Ledger(ledger_path) as ledger:
         (dataset,) = ledger.datasets()
         assert ledger.events(dataset["digest"]) == []
@@ -278,7 +278,7 @@ def test_crash_before_the_ledger_commit_and_resume_charges_once(
         )
     labels = np.load(run_dir / "labels.npy")
     np.testing.assert_array_equal(labels, pending)
-    assert not (run_dir / R.PENDING).exists()
+    assert not (run_dir / rundir.PENDING).exists()
     _, events = spend(ledger_path)
     assert [e.mechanism for e in events] == ["private-knn"]
     assert events[0].queries == 400 and events[0].answered == int((labels >= 0).sum())
@@ -311,7 +311,7 @@ def test_the_embedding_is_fitted_on_public_data_only(tmp_path, small_digits, dig
         )
         run = Run.create(load(config, ledger=False), progress=False, run_dir=tmp_path / name)
         stages.run_stage(run, "votes")
-        embeddings.append(np.load(tmp_path / name / R.KNN_EMBEDDINGS))
+        embeddings.append(np.load(tmp_path / name / rundir.KNN_EMBEDDINGS))
     same, changed = embeddings
     np.testing.assert_array_equal(same["public"], changed["public"])
     np.testing.assert_array_equal(same["private"][1:], changed["private"][1:])
@@ -326,7 +326,7 @@ def test_scatternet_features_on_digits(tmp_path, small_digits):
     run = Run.create(load(config, ledger=False), progress=False, run_dir=tmp_path / "run")
     info = stages.run_stage(run, "votes")
     assert info["features"] == "scatternet" and info["feature_count"] == 81 * 2 * 2
-    assert np.load(tmp_path / "run" / R.KNN_EMBEDDINGS)["public"].shape == (597, 16)
+    assert np.load(tmp_path / "run" / rundir.KNN_EMBEDDINGS)["public"].shape == (597, 16)
     assert parsed_knn_run().knn_settings((1, 8, 8))["features"] == "scatternet"  # the default
     assert parsed_knn_run().knn_settings((64,))["features"] == "none"
 
@@ -352,7 +352,7 @@ def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_
     assert first["root"] == str(tmp_path / ".feature-cache")
     assert stat.S_IMODE((tmp_path / ".feature-cache").stat().st_mode) == 0o700
     assert all(i["front_end_seconds"] >= 0 for i in infos)
-    a, b = (np.load(tmp_path / name / R.KNN_EMBEDDINGS) for name in ("first", "second"))
+    a, b = (np.load(tmp_path / name / rundir.KNN_EMBEDDINGS) for name in ("first", "second"))
     np.testing.assert_array_equal(a["public"], b["public"])
     np.testing.assert_array_equal(a["private"], b["private"])
     # [run] feature_cache = false: computed in memory, nothing written beside the run
@@ -368,7 +368,7 @@ def test_the_votes_stage_reads_scatternet_features_from_the_cache_of_an_earlier_
     info = stages.run_stage(run, "votes")
     assert info["feature_cache"] is None and not (tmp_path / "off" / ".feature-cache").exists()
     np.testing.assert_array_equal(
-        np.load(tmp_path / "off" / "run" / R.KNN_EMBEDDINGS)["private"], a["private"]
+        np.load(tmp_path / "off" / "run" / rundir.KNN_EMBEDDINGS)["private"], a["private"]
     )
 
 
@@ -450,7 +450,7 @@ def test_another_runs_reservation_limits_the_rounds_to_what_the_ledger_holds(
         Pipeline(config, resume=True, progress=False, ledger_path=ledger_path).run(
             until="aggregate"
         )
-        summary = json.loads((tmp_path / "run" / R.AGGREGATE).read_text())
+        summary = json.loads((tmp_path / "run" / rundir.AGGREGATE).read_text())
         asked = summary["queries_asked"]
         assert 0 < asked < allowed and "ledger" in summary["stop_reason"]
         assert eps(asked + held) <= 5.0 < eps(asked + held + 1)  # exactly what the ledger held
@@ -509,12 +509,12 @@ def test_a_second_round_embeds_with_the_first_rounds_student_and_composes_its_co
         )
         == 0
     )
-    emb = np.load(run_dir / R.KNN_EMBEDDINGS)
+    emb = np.load(run_dir / rundir.KNN_EMBEDDINGS)
     # square roots of the first student's class probabilities: unit rows, one column per class
     assert emb["public"].shape == (597, 10) and emb["private"].shape == (1000, 10)
     np.testing.assert_allclose((emb["private"].astype(np.float64) ** 2).sum(axis=1), 1.0, atol=1e-5)
-    first = json.loads((first_dir / R.ANALYSIS).read_text())["privacy"]
-    second = json.loads((run_dir / R.ANALYSIS).read_text())["privacy"]
+    first = json.loads((first_dir / rundir.ANALYSIS).read_text())["privacy"]
+    second = json.loads((run_dir / rundir.ANALYSIS).read_text())["privacy"]
     orders = np.asarray(second["orders"])
     composed = np.asarray(first["rdp_data_independent"]) + np.asarray(
         second["rdp_data_independent"]
@@ -526,7 +526,7 @@ def test_a_second_round_embeds_with_the_first_rounds_student_and_composes_its_co
     assert second["prior_rounds"]["runs"] == [
         {
             "run_dir": str(first_dir.resolve()),
-            "run_id": json.loads((first_dir / R.AGGREGATE).read_text())["run_id"],
+            "run_id": json.loads((first_dir / rundir.AGGREGATE).read_text())["run_id"],
             "eps": pytest.approx(first["eps_guarantee"], rel=1e-9),
         }
     ]
@@ -556,7 +556,7 @@ def test_a_second_round_embeds_with_the_first_rounds_student_and_composes_its_co
         )
         == 0
     )
-    third = json.loads((third_dir / R.ANALYSIS).read_text())["privacy"]
+    third = json.loads((third_dir / rundir.ANALYSIS).read_text())["privacy"]
     assert [r["run_dir"] for r in third["prior_rounds"]["runs"]] == [
         str(first_dir.resolve()),
         str(run_dir.resolve()),
@@ -629,10 +629,10 @@ def test_an_unusable_first_round_is_refused_before_anything_is_written(
 
     tampered = tmp_path / "tampered"
     shutil.copytree(first_dir, tampered)
-    summary = json.loads((tampered / R.AGGREGATE).read_text())
+    summary = json.loads((tampered / rundir.AGGREGATE).read_text())
     for event in summary["events"]:
         event["rdp_data_independent"] = [x / 2 for x in event["rdp_data_independent"]]
-    (tampered / R.AGGREGATE).write_text(json.dumps(summary))
+    (tampered / rundir.AGGREGATE).write_text(json.dumps(summary))
     cases.append((tampered, knn_ledger, "does not hold the charges of that run"))
     for i, (first, ledger_path, message) in enumerate(cases):
         config = student_round(small_digits, tmp_path, first, name=f"r{i}.toml")
