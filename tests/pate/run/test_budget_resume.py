@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import time
 
 import pytest
 
@@ -79,16 +78,13 @@ def test_readme_example_twice_the_second_is_refused_before_any_training(tmp_path
     )
     first = pate.fit("digits", run_dir=tmp_path / "first", **args)
     assert first.epsilon <= 8.0 and (tmp_path / "first" / rundir.TEACHERS).is_dir()
-    t0 = time.perf_counter()
     with pytest.raises(BudgetExceededError) as caught:
         pate.fit("digits", run_dir=tmp_path / "second", **args)
-    seconds = time.perf_counter() - t0
     message = str(caught.value)
     assert "target_eps=" in message and ".set_budget(" in message, message
     assert "[aggregator]" not in message and "[privacy]" not in message, message
     assert "Nothing was trained" in message
     assert not (tmp_path / "second").exists()  # no partition, no teachers/, no run.json
-    assert seconds < 30, seconds  # refused from sizes and the ledger, not after training
     # the suggested call is a working Python call: raising the budget lets the run go on
     call = re.search(r"`(pate\.ledger\.Ledger\([^`]+)`", message).group(1)
     exec(call, {"pate": pate})
@@ -323,7 +319,6 @@ def test_a_cli_run_whose_budget_is_spent_trains_nothing(tmp_path, small_digits, 
     capsys.readouterr()
     # [privacy] budget_eps left out: the ledger's lifetime budget applies
     unset = small_digits(tmp_path, replace=(("budget_eps = 1000.0", "#"),), name="unset.toml")
-    t0 = time.perf_counter()
     assert (
         _run(
             "run",
@@ -337,7 +332,6 @@ def test_a_cli_run_whose_budget_is_spent_trains_nothing(tmp_path, small_digits, 
         )
         == 3
     )
-    assert time.perf_counter() - t0 < 30
     err = capsys.readouterr().err
     assert "has no room for even one query" in err and "pate budget set --dataset" in err, err
     assert not (tmp_path / "b").exists()
