@@ -19,7 +19,7 @@ from pate.run.rundir import Run
 from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
-from pate.run.stages.rounds import Answers, Rounds, ask_in_rounds
+from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds
 
 
 def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charged):
@@ -82,15 +82,12 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
             records=records,
         )
 
+    rounds.first = (reservation, queries)
     ask_in_rounds(
         run,
-        ledger,
-        dataset,
-        run_id,
-        orders=orders,
+        Charging(ledger, dataset, run_id, orders),
         worst=event.rdp_data_independent,
         limit=queries,
-        first=(reservation, queries),
         ask=ask,
         answers=answers,
         summary=summary_now,

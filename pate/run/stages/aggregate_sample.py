@@ -21,7 +21,7 @@ from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
-from pate.run.stages.rounds import Answers, Rounds, ask_in_rounds, max_fitting
+from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds, max_fitting
 
 
 def _allowed(eps_of, *, prior_rdp, worst, queries: int, budget_eps: float) -> int:
@@ -35,24 +35,15 @@ def _allowed(eps_of, *, prior_rdp, worst, queries: int, budget_eps: float) -> in
 
 
 def _first_round(
-    run: Run,
-    spec,
-    ledger,
-    dataset,
-    run_id: str,
-    inputs: RecordsInputs,
-    *,
-    allowed: int,
-    worst,
+    run: Run, spec, charging: Charging, inputs: RecordsInputs, *, allowed: int, worst
 ) -> tuple:
     """The first round's ``(reservation, n)`` (``(None, 0)`` without a ledger); BudgetExceededError
     where not even one query fits the config's budget or the ledger."""
     eps_of, prior = inputs.eps_of, inputs.prior
+    ledger, dataset = charging.ledger, charging.dataset
     first = (None, 0)
     if ledger is not None:
-        first = max_fitting(
-            ledger, dataset, orders=inputs.orders, worst=worst, limit=max(1, allowed), run_id=run_id
-        )
+        first = max_fitting(charging, worst=worst, limit=max(1, allowed))
     if allowed == 0 or (ledger is not None and first[0] is None):
         try:  # the message reads the ledger while the reservation is still held
             where = (
@@ -138,18 +129,16 @@ def aggregate_sample(run: Run, spec, ledger, dataset: str | None, run_id: str) -
         queries=queries,
         budget_eps=inputs.budget_eps,
     )
-    first = _first_round(run, spec, ledger, dataset, run_id, inputs, allowed=allowed, worst=worst)
+    charging = Charging(ledger, dataset, run_id, inputs.orders)
+    first = _first_round(run, spec, charging, inputs, allowed=allowed, worst=worst)
+    rounds.first = first
     try:
         noise = run.noise_streams().noise
         ask_in_rounds(
             run,
-            ledger,
-            dataset,
-            run_id,
-            orders=inputs.orders,
+            charging,
             worst=worst,
             limit=allowed,
-            first=first,
             ask=_asker(spec, inputs, answers, events, noise),
             answers=answers,
             summary=summary_now,

@@ -25,7 +25,14 @@ from pate.run.rundir import Run
 from pate.run.stages.budget import caller_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.release import draw_release, release_plan
-from pate.run.stages.rounds import Answers, Rounds, ask_in_rounds, commit_round, max_fitting
+from pate.run.stages.rounds import (
+    Answers,
+    Charging,
+    Rounds,
+    ask_in_rounds,
+    commit_round,
+    max_fitting,
+)
 
 
 @dataclasses.dataclass
@@ -73,26 +80,15 @@ def _planned_release(config: dict, *, num_teachers: int, num_classes: int, order
     return plan
 
 
-def _reserve(
-    run: Run,
-    spec,
-    ledger,
-    dataset: str | None,
-    run_id: str,
-    *,
-    worst,
-    queries: int,
-    orders,
-    held: _Reserved,
-) -> None:
+def _reserve(run: Run, spec, charging: Charging, *, worst, queries: int, held: _Reserved) -> None:
     """Reserve the planned release (``held.plan``) and the first round in ``held`` (the release
     is dropped, with its reason in the plan, where it no longer fits or leaves no room for one
     query); BudgetExceededError where not even one query fits."""
-    plan = held.plan
+    plan, ledger, dataset, orders = held.plan, charging.ledger, charging.dataset, charging.orders
     release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
     if ledger is not None and plan["release"]:
         try:
-            held.release = ledger.reserve(dataset, orders=orders, rdp=release_rdp, run_id=run_id)
+            held.release = charging.reserve(release_rdp)
         except BudgetExceededError:
             held.plan = dict(
                 plan,
@@ -106,9 +102,7 @@ def _reserve(
     held.prior = release_rdp.copy()
     if ledger is None:
         return
-    held.first = max_fitting(
-        ledger, dataset, orders=orders, worst=worst, limit=queries, run_id=run_id
-    )
+    held.first = max_fitting(charging, worst=worst, limit=queries)
     if held.first[0] is None and held.release is not None:
         # answers before the release: without room for one query, the release goes
         held.release.release()
@@ -121,9 +115,7 @@ def _reserve(
                 "query; the release was skipped and the data-independent epsilon is reported"
             ),
         )
-        held.first = max_fitting(
-            ledger, dataset, orders=orders, worst=worst, limit=queries, run_id=run_id
-        )
+        held.first = max_fitting(charging, worst=worst, limit=queries)
     if held.first[0] is None:
         summary = ledger.summary(dataset)
         raise BudgetExceededError(
@@ -141,11 +133,8 @@ def _summary(
     aggregator,
     *,
     config: dict,
-    orders,
+    charging: Charging,
     queries: int,
-    run_id: str,
-    dataset,
-    ledger,
     plan: dict,
     rounds: Rounds,
     events=None,
@@ -155,7 +144,7 @@ def _summary(
     (the aggregator's own totals include the prior: other runs' spend and the planned release)."""
     from pate import analysis
 
-    priv = config.privacy
+    priv, orders, ledger = config.privacy, charging.orders, charging.ledger
     events = list(aggregator.accountant.events) if events is None else events
     s = aggregator.summary()
     for dd, key in ((False, "eps_data_independent"), (True, "eps_data_dependent")):
@@ -169,8 +158,8 @@ def _summary(
         s["order_" + key[4:]] = float(order)
     return dict(
         s,
-        run_id=run_id,
-        dataset=dataset,
+        run_id=charging.run_id,
+        dataset=charging.dataset,
         ledger=None if ledger is None else str(ledger.path),
         events=[e.to_dict() for e in events],
         queries_offered=int(queries),
@@ -201,31 +190,19 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
     )
     worst = spec.worst_case_query_rdp(params, orders=orders)
     held = _Reserved(plan)
+    charging = Charging(ledger, dataset, run_id, orders)
     try:
-        _reserve(
-            run,
-            spec,
-            ledger,
-            dataset,
-            run_id,
-            worst=worst,
-            queries=queries,
-            orders=orders,
-            held=held,
-        )
+        _reserve(run, spec, charging, worst=worst, queries=queries, held=held)
         noise = run.noise_streams()
         aggregator = _online_aggregator(spec, config, params, rng=noise.noise, prior=held.prior)
-        answers, rounds = Answers.empty(num_queries), Rounds()
+        answers, rounds = Answers.empty(num_queries), Rounds(first=held.first)
 
         def summary_now(events=None, release=None):
             return _summary(
                 aggregator,
                 config=config,
-                orders=orders,
+                charging=charging,
                 queries=queries,
-                run_id=run_id,
-                dataset=dataset,
-                ledger=ledger,
                 plan=held.plan,
                 rounds=rounds,
                 events=events,
@@ -234,13 +211,9 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
 
         ask_in_rounds(
             run,
-            ledger,
-            dataset,
-            run_id,
-            orders=orders,
+            charging,
             worst=worst,
             limit=queries,
-            first=held.first,
             ask=_asker(aggregator, votes_all, answers),
             answers=answers,
             summary=summary_now,
@@ -257,7 +230,6 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
             aggregator,
             summary_now,
             noise=noise,
-            orders=orders,
         )
         publish(run, answers.labels, answers.answered, summary)
         return aggregate_info(summary)
@@ -326,13 +298,13 @@ def _release_round(
     summary_now,
     *,
     noise,
-    orders,
 ) -> dict:
     """The planned sanitized release, drawn once after the answers inside its own reservation
     (its last round), and the summary to publish."""
     from pate.analysis import PrivacyEvent
 
     events, release, plan = list(aggregator.accountant.events), None, held.plan
+    orders = run.config.privacy.order_grid()  # the grid the plan's rdp was computed on
     if plan["release"]:
         asked = rounds.asked
         if held.release is not None:

@@ -16,6 +16,7 @@ Symbols
 -------
 ``Answers``        the arrays a stage draws into and publishes: labels, answered, class scores.
 ``Rounds``         how far the rounds have come (the stage's summaries read it).
+``Charging``       where a loop's rounds are charged: the ledger, the dataset, the run id, the orders.
 ``max_fitting``    the largest reservation of n x a per-query worst case that the ledger allows now.
 ``commit_round``   write the pending file with a round's charge, then commit the round's events
                    (in place of its drawn reservation).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -63,11 +65,28 @@ class Rounds:
     reserved: int = 0
     rounds: int = 0
     stop_reason: str | None = None
+    #: a reservation taken before any noise existed, for the first round: ``(reservation, n)``
+    first: tuple = (None, 0)
     #: the pending file's rounds: ``{"keys": [reservation id], "events": [event dict]}``
     charges: list = dataclasses.field(default_factory=list)
 
 
-def max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str):
+@dataclasses.dataclass(frozen=True)
+class Charging:
+    """Where an aggregate loop's rounds are charged: ``ledger`` (None: no ledger), the id of the
+    run's ``dataset`` in it, the ``run_id`` its reservations carry, and the RDP ``orders``."""
+
+    ledger: Any
+    dataset: str | None
+    run_id: str
+    orders: np.ndarray
+
+    def reserve(self, rdp):
+        """A reservation of ``rdp`` (BudgetExceededError where it does not fit)."""
+        return self.ledger.reserve(self.dataset, orders=self.orders, rdp=rdp, run_id=self.run_id)
+
+
+def max_fitting(charging: Charging, *, worst, limit: int):
     """The largest n <= limit whose worst case (n x ``worst``) the ledger can reserve now, and
     that reservation (None, 0 when not even one query fits). Tries ``limit`` first, then a
     binary search of reservation attempts (each one checked by the ledger itself, linked
@@ -75,7 +94,7 @@ def max_fitting(ledger, dataset: str, *, orders, worst, limit: int, run_id: str)
 
     def attempt(n):
         try:
-            return ledger.reserve(dataset, orders=orders, rdp=n * worst, run_id=run_id)
+            return charging.reserve(n * worst)
         except BudgetExceededError:
             return None
 
@@ -109,14 +128,10 @@ def commit_round(
 
 def ask_in_rounds(
     run: Run,
-    ledger,
-    dataset: str | None,
-    run_id: str,
+    charging: Charging,
     *,
-    orders,
     worst,
     limit: int,
-    first,
     ask: Callable,
     answers: Answers,
     summary: Callable,
@@ -124,7 +139,7 @@ def ask_in_rounds(
 ) -> None:
     """The charge-before-publish loop, the same for every kind of mechanism.
 
-    Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``first``
+    Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``rounds.first``
     (reserved before any noise existed: ``(reservation, n)`` or ``(None, 0)``), then the most
     queries whose worst case (``worst`` each) fits now (:func:`max_fitting`) --, marks it drawn
     (spent, never reclaimed) and only then calls ``ask(start, n)``, which draws the answers of
@@ -135,12 +150,10 @@ def ask_in_rounds(
     query (``rounds.stop_reason`` says so)."""
     while rounds.asked < limit:
         reservation, n = None, limit - rounds.asked
-        if first[0] is not None:
-            (reservation, n), first = first, (None, 0)
-        elif ledger is not None:
-            reservation, n = max_fitting(
-                ledger, dataset, orders=orders, worst=worst, limit=n, run_id=run_id
-            )
+        if rounds.first[0] is not None:
+            (reservation, n), rounds.first = rounds.first, (None, 0)
+        elif charging.ledger is not None:
+            reservation, n = max_fitting(charging, worst=worst, limit=n)
             if reservation is None:
                 rounds.stop_reason = (
                     f"privacy budget: the ledger's remaining budget does not cover one more "
