@@ -18,7 +18,7 @@ F(x)    the run's public front-end: ScatterNet features standardised with public
 e(x)    (F(x) - mean) @ axes.T: the public PCA (``pate.teachers.features.PublicPCA``), rounded
         to float32 as the run's ``knn_embeddings.npz`` holds it
 s(e)    the rule's class scores, ``rule_features(e) @ W.T + b`` with (W, b) recovered exactly
-        from the published ``label_scores.npy`` (``pate.core.mean_release.recover_rule``)
+        from the published ``label_scores.npy`` (``pate.core.labelling_rules.recover_rule``)
 T       the soft targets' temperature (``[student] temperature``)
 p_S     the student's class probabilities
 
@@ -53,7 +53,7 @@ class RuleHead(nn.Module):
 
     def __init__(self, *, input_shape, features: str, rule: str, dims: int, num_classes: int):
         super().__init__()
-        from pate.core.mean_release import RULES
+        from pate.core.labelling_rules import RULES
         from pate.teachers.features import ScatterNet, feature_shape
 
         if features not in ("scatternet", "kernel", "none"):
@@ -89,7 +89,7 @@ class RuleHead(nn.Module):
     @classmethod
     def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> RuleHead:
         """The head of a run: its public ``front`` (``pate.teachers.features.PublicFrontEnd``)
-        and the ``recovered`` rule (``pate.core.mean_release.RecoveredRule``)."""
+        and the ``recovered`` rule (``pate.core.labelling_rules.RecoveredRule``)."""
         pca = front.pca
         head = cls(
             input_shape=input_shape,

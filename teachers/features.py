@@ -67,7 +67,7 @@ import numpy as np
 import scipy.linalg
 
 from pate.analysis.validation import check_choice, check_int
-from pate.core.mean_release import QUADRATIC_MAX_WIDTH, quadratic_width
+from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
 from pate.teachers import feature_cache as FC
 
 __all__ = [
@@ -454,7 +454,7 @@ class RandomFourierFeatures:
     linear rule in the embedding. In the kernel's feature space the class mean is the class's
     kernel mean embedding and the nearest-mean rule becomes a kernel rule (a Parzen-like
     classifier), which separates classes a straight boundary cannot; the public PCA that follows
-    keeps the few directions the release can afford (``pate.core.mean_release.kernel_dims``)."""
+    keeps the few directions the release can afford (``pate.core.tuned_defaults.kernel_dims``)."""
 
     mean: np.ndarray
     std: np.ndarray
@@ -511,7 +511,7 @@ class QuadraticFeatures:
     Why a class-means release needs it: the class sums of phi are the class sums of z and of
     z z^T, so one release holds every class's mean and second-moment matrix, and the public
     covariance of z is the public mean of z z^T. The "qda" rule
-    (:func:`pate.core.mean_release.quadratic_discriminant`) reads back each class's Gaussian, a rule
+    (:func:`pate.core.quadratic_rule.quadratic_discriminant`) reads back each class's Gaussian, a rule
     quadratic in the inputs (nested shells, classes of several clusters, classes that differ in
     spread), where a nearest-mean rule is linear in its embedding."""
 

@@ -13,9 +13,9 @@ come from one distribution; N the released total count, n the public rows). The 
 r is ||Y - S_hat(r)||^2 over every class and coordinate of the sums.
 
 Why not the counts: the count column measures the labels' class proportions with little noise,
-so a reading's proportion error outweighs how well it reproduces the classes' shapes (nested
-shells at eps 1: the shrunk reading, 16 points more accurate, put 48 % of the rows in a class of
-33 % and lost on the counts alone), and every reading shares the released counts as its priors.
+so a reading's proportion error outweighs how well it reproduces the classes' shapes (an
+example measured: docs/own_data.md, "The rule check"), and every reading shares the released
+counts as its priors.
 
 Data fission (Rasines & Young 2022, Biometrika; Leiner et al. 2023, "Data fission", JASA):
 comparing a rule with the Y it was read from rewards a rule that copies Y's noise. So Y is split
@@ -32,14 +32,14 @@ What the mismatch should be: with the true labels, E ||Y2 - S_hat||^2 is the rel
 2 sigma^2 m d plus the sampling of the public estimate and of the private sums around their
 common expectation, at most (N^2 / n + N) mean public ||u||^2 (:func:`expected_mismatch`).
 The ratio of a rule's mismatch to that is near 1 (or below) for a rule that labels like the
-truth; above ``MISMATCH_WARNING`` the release's class statistics are not reproduced by the rule:
+truth; above ``MISMATCH_WARNING`` (a tuned default: :mod:`pate.core.tuned_defaults`) the release's class statistics are not reproduced by the rule:
 many of its labels are likely wrong (classes that overlap, or not shaped as the rule assumes),
 a free and honest signal that :func:`checked_rule` logs as a warning. The ratio measures the class statistics, not the
 accuracy: a rule can confuse two classes whose statistics agree and still pass.
 
 Candidates (:data:`CANDIDATES`): for ``"qda"``, quadratic discriminant analysis with the class
 moments as released and with each class's deviation from the public moments shrunk by its noise
-level (:func:`pate.core.mean_release.quadratic_discriminant`, ``shrink``); ``"lda"`` is checked
+level (:func:`pate.core.quadratic_rule.quadratic_discriminant`, ``shrink``); ``"lda"`` is checked
 alone (the warning only). ``"logistic"`` is not checked (its fit to the release's moments would
 be repeated per split; it is the image path's rule).
 """
@@ -55,21 +55,14 @@ import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.validation import check_choice, check_embeddings
-from pate.core.mean_release import (
-    RULES,
-    LinearLabeller,
-    NoisyClassMeans,
-    QuadraticDiscriminant,
-    labelling_rule,
-    quadratic_discriminant,
-    release_from_statistic,
-    rule_features,
-)
+from pate.core.labelling_rules import RULES, LinearLabeller, labelling_rule, rule_features
+from pate.core.mean_release import NoisyClassMeans, release_from_statistic
+from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
+from pate.core.tuned_defaults import MISMATCH_WARNING
 
 __all__ = [
     "CHECK_DRAWS",
     "CHECK_SEED",
-    "MISMATCH_WARNING",
     "CANDIDATES",
     "RuleCheck",
     "fission",
@@ -85,12 +78,6 @@ logger = logging.getLogger(__name__)
 CHECK_DRAWS = 3
 #: The fixed public seed of the fission noise Z (public randomness: the check is deterministic).
 CHECK_SEED = 31_0031
-#: Above this ratio of mismatch to what noise and sampling explain, the rule does not reproduce
-#: the release's class statistics: a warning. A heuristic set on ``benchmarks/unseen_tables.py``
-#: and development runs on its tables at eps 2 (docs/own_data.md): readings whose labels were 79
-#: to 97 % right came out at 0.9 to 1.5, the moments as released on nested shells at 1.4 to 2.2,
-#: 57 % right labels (heavy-tailed classes that overlap: the non-private model gets 56 %) at 5.9.
-MISMATCH_WARNING = 3.0
 
 Labeller = NoisyClassMeans | LinearLabeller | QuadraticDiscriminant
 #: rule -> {candidate name: how it is read from a release and the public embeddings}

@@ -127,7 +127,7 @@ def knn_settings(
     class-means run on a table (its rule is then nonlinear in the inputs), else "none" (None
     when ``input_shape`` is unknown and the config does not say). A kernel's ``dims``, when left
     out, come from ``sizes`` = (declared private records, classes, public items) and the noise
-    sigma (:func:`pate.core.mean_release.kernel_dims`; 64 until both are known)."""
+    sigma (:func:`pate.core.tuned_defaults.kernel_dims`; 64 until both are known)."""
     given = config.get("knn") or {}
     out = dict(KNN_DEFAULTS, **given)
     if "features" not in out and input_shape is not None:
@@ -148,14 +148,14 @@ def knn_settings(
         and not isinstance(sigma, bool)
         and sigma > 0
     ):
-        from pate.core.mean_release import kernel_dims
+        from pate.core.tuned_defaults import kernel_dims
 
         records, classes, public = sizes
         out["dims"] = kernel_dims(
             private_records=records, num_classes=classes, sigma=float(sigma), public_items=public
         )
     if out.get("features") == "quadratic" and input_shape is not None:
-        from pate.core.mean_release import quadratic_width
+        from pate.core.quadratic_rule import quadratic_width
 
         out["dims"] = quadratic_width(math.prod(int(s) for s in input_shape))  # no reduction
     return out

@@ -505,7 +505,7 @@ def _check_knn_features(config: dict, source: str, knn: dict) -> None:
 def _check_knn_rule(config: dict, source: str, knn: dict) -> None:
     """[knn] rule: only for a mechanism that labels from one release, one of its rules."""
     from pate.analysis import validation as v
-    from pate.core.mean_release import RULES
+    from pate.core.labelling_rules import RULES
 
     mechanism = config["aggregator"]["mechanism"]
     if not mechanisms.get(mechanism).kind.releases_once:

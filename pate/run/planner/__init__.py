@@ -93,15 +93,15 @@ Filling in (only what the user left open):
 * ``[knn] features``, ``rule`` and ``dims`` (a class-means release on a table, left out; planned
   even when the noise is given): ``"quadratic"`` with the ``"qda"`` rule (the columns and their
   pairwise products, so the release holds every class's mean and covariance: quadratic
-  discriminant analysis, ``pate.core.mean_release.quadratic_discriminant``; the class moments as
+  discriminant analysis, ``pate.core.quadratic_rule.quadratic_discriminant``; the class moments as
   released or shrunk by their noise level, whichever's public labels reproduce the release:
   ``pate.core.release_check``, free) when an average class
   has at least ``QDA_RECORDS_PER_FEATURE`` (5) private records per quadratic feature
-  (:func:`pate.core.mean_release.table_front_end`; Friedman 1989 on QDA's need for records per
+  (:func:`pate.core.tuned_defaults.table_front_end`; Friedman 1989 on QDA's need for records per
   covariance entry, the factor fitted on the own-data tables), else ``"kernel"`` (random
   Fourier features of the public-standardised columns, Rahimi & Recht 2007;
   ``pate.teachers.features.RandomFourierFeatures``) and (records per class / sigma) ** 0.75
-  public principal axes of them (:func:`pate.core.mean_release.kernel_dims`; an empirical power law
+  public principal axes of them (:func:`pate.core.tuned_defaults.kernel_dims`; an empirical power law
   fitted on the own-data tables, ``docs/plan.md``). Sizes and the calibrated noise only.
 
 A run marked ``[run] smoke_test = true`` (it only checks that the pipeline works; its report
