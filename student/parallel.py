@@ -1,11 +1,10 @@
 """Data-parallel training of the student on the CPU: one training in several processes.
 
-Why processes. On a 2-core machine one process on two threads is no faster than on one
-(make demo's FixMatch step: 20.8 ms against 20.5 ms), because each of the step's small operations
-waits for both threads; beside two 2-thread torch loops it takes 3.2x its idle time. Two
-processes of one thread each, each drawing and training on half of every batch, wait for each
-other twice a step instead of once per operation: 16.8 ms idle and 43.6 ms beside the two loops,
-2.1x the idle two-thread step (``benchmarks/student_processes.py``, docs/threads.md).
+Why processes. On a 2-core machine one process on two threads is barely faster than on one,
+because each of the step's small operations waits for both threads, and far slower beside busy
+neighbours. Two processes of one thread each, each drawing and training on half of every batch,
+wait for each other twice a step instead of once per operation (measured: docs/threads.md,
+``benchmarks/student_processes.py``).
 
 How. A step's batch is drawn as fixed *shards*, each from its own generator
 (:func:`pate.student.trainer.step_shards`): the draws do not depend on the number of processes,

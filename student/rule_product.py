@@ -4,9 +4,8 @@
 A class-means run labels the public items by a rule fitted to its one noisy release
 (:mod:`pate.core.mean_release`) and trains the student to that rule's soft targets. The student learns
 from 9000 public images; the rule was fitted to the release, which summarises all the private
-records. Multiplying their class probabilities gives a model that is better than either (on
-Fashion-MNIST, +0.5 to +1.0 points over the student on the evaluation split at eps 0.5 to 2:
-``benchmarks/rule_product_fmnist.py``, docs/benchmarks.md). Both experts are post-processing of the
+records. Multiplying their class probabilities gives a model that is better than either
+(measured: docs/benchmarks.md, ``benchmarks/rule_product_fmnist.py``). Both experts are post-processing of the
 release and of public data, so the product costs no privacy.
 
 Symbols

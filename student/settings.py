@@ -91,9 +91,7 @@ OTHER_PARAMS = (
 # ------------------------------------------------------------------------------ training length
 
 #: ``epochs=None`` (the default, "auto"): at least this many optimiser steps in all, whatever the
-#: number of labelled or public items (docs/student.md, "Training length"). Before, a fixed 20
-#: epochs gave scikit-learn digits' 597 public items 2 FixMatch steps per epoch: 40 steps, and a
-#: student at 14.5 % while its labels were 53 % right.
+#: number of labelled or public items (why, measured: docs/student.md, "Training length").
 MIN_STUDENT_STEPS = 1000
 #: ... and at least this many epochs (the former fixed default).
 MIN_STUDENT_EPOCHS = 20

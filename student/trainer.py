@@ -84,8 +84,8 @@ logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
 ALIGNMENT_MOMENTUM = 0.99  # distribution alignment's running mean: about the last 100 steps
 #: Zoo networks whose weights are kept channels-last on the CPU: the convolutions (oneDNN) and
-#: max-pooling of their training step run 1.3-1.6x faster than in the default layout
-#: (docs/pipeline.md, "Speed"); same arithmetic, rounding-level differences only.
+#: max-pooling of their training step run faster than in the default layout (measured:
+#: docs/pipeline.md, "Speed"); same arithmetic, rounding-level differences only.
 CHANNELS_LAST_MODELS = ("cnn28", "cnn32", "cnn8")
 
 
@@ -211,8 +211,8 @@ class Training:
             momentum=settings["momentum"],
             nesterov=settings["momentum"] > 0,
             weight_decay=settings["weight_decay"],
-            # One kernel per step for all the weights (0.3 ms instead of 0.7 ms for cnn28 on
-            # the 2-core VM); the same update, rounded otherwise.
+            # One kernel per step for all the weights (measured: docs/student.md, "Speed");
+            # the same update, rounded otherwise.
             fused=_fusable(params, device),
         )
         generators = [torch.Generator().manual_seed(s) for s in shard_seeds(seed, shards)]
@@ -317,8 +317,8 @@ def step_shards(
     """How many shards a step's batch is drawn as: on the CPU :data:`STEP_SHARDS` where
     ``network``'s rows are independent (:func:`rows_independent`) and the batch has a row for
     each, else 1 (the processes' gradients would not add up to the batch's). On a GPU 1: one
-    process trains there, and drawing the shards apart only costs (make demo's student step on an
-    H200: 6.27 ms in two shards, 5.60 ms in one; ``benchmarks/results/student_cuda_shards.json``).
+    process trains there, and drawing the shards apart only costs (measured: docs/pipeline.md,
+    ``benchmarks/results/student_cuda_shards.json``).
     A run resumed from a checkpoint drawn in ``resumed`` shards keeps that count where the
     network allows it, so that it continues the draws it began on another device."""
     possible = STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
@@ -446,10 +446,9 @@ class StepDraw:
 
 
 #: The augmented views of a chunk of steps are drawn together, at most this many bytes of them:
-#: one call per augmentation for the chunk instead of one per step. FixMatch's step on 28x28
-#: images augments 224 small images in some 60 tensor operations; drawn 23 steps at a time (16
-#: MiB of them) the augmentations cost 4.4 ms a step instead of 16 ms on this project's 2-core VM
-#: (docs/pipeline.md, "Speed"). Each image draws its own augmentation either way.
+#: one call per augmentation for the chunk instead of one per step (FixMatch's step on 28x28
+#: images augments 224 small images in some 60 tensor operations; measured: docs/student.md,
+#: "Speed"). Each image draws its own augmentation either way.
 DRAW_BYTES = 16 * 2**20
 #: ... and at most this many steps per chunk.
 MAX_STEPS_PER_DRAW = 32
@@ -488,8 +487,8 @@ def draw_steps(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
 
 
 #: The rows a step keeps are a multiple of this (unconfident rows, weighted 0, fill it up): a
-#: handful of batch shapes instead of one per count, as oneDNN keeps kernels per shape (one
-#: per count cost the main job's student 340 MiB more peak memory in bfloat16).
+#: handful of batch shapes instead of one per count, as oneDNN keeps kernels per shape
+#: (measured: docs/student.md, "Speed").
 KEPT_ROWS_MULTIPLE = 16
 
 

@@ -19,8 +19,8 @@ of the entry's key (:class:`EntryKey`: the front-end, its settings, the input sh
 rows and :func:`input_digest` of the inputs, and :data:`FORMAT`). ``entry.json`` repeats the key
 and records the array's shape and dtype, the file's size and its sha256 checksum (an entry
 written before 28 Nov 2026 records blake2b, checked as such). An entry is used only when all of
-them match (the whole file is re-hashed at every open, streamed: about 1 s per GB where the CPU
-has SHA instructions, where sha256 is 2x faster than blake2b); a corrupt, truncated, foreign or
+them match (the whole file is re-hashed at every open, streamed; its cost: docs/feature_cache.md);
+a corrupt, truncated, foreign or
 stale entry is logged, moved aside and rebuilt, never trusted.
 
 Writing -- the features are computed a chunk of rows at a time into a private temporary folder
@@ -228,8 +228,8 @@ def pread_rows(path, offset: int, dtype: np.dtype, row_shape: tuple, rows) -> np
     """The rows ``rows`` (indices, any order, repeats allowed) of the C-ordered array of
     ``dtype`` and ``row_shape`` stored at byte ``offset`` of the file ``path``, in that order:
     every run of consecutive (sorted) rows is read with one ``pread`` into a fresh buffer, never
-    through a memory map (whose fault-around would make a scattered gather resident: 1024 random
-    rows of a 244 MiB map raised the peak by 245 MiB)."""
+    through a memory map (whose fault-around would make a scattered gather resident: measured in
+    docs/feature_cache.md)."""
     rows = np.asarray(rows)
     row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
     order = np.argsort(rows, kind="stable")

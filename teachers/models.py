@@ -107,9 +107,7 @@ def _image_shape(name: str, input_shape: tuple[int, ...], side: int) -> int:
 # Every 2x2 max-pool here comes before its ReLU. Max and ReLU commute (ReLU is monotone:
 # max(relu(a), relu(b)) = relu(max(a, b))), so each network is the usual ReLU-then-pool one: the
 # same function, gradients, parameter names and initialisation (tests/teachers/test_models.py),
-# while the ReLU and its backward pass touch 4x fewer activations: make demo's whole student step
-# (augmentations included) 0.94x the time, median of 5 alternating rounds on 2 threads beside
-# other jobs (benchmarks/student_step.py, results/student_step_pool_relu.json).
+# while the ReLU and its backward pass touch 4x fewer activations (measured: docs/student.md).
 
 
 def _cnn28(channels: int, num_classes: int):

@@ -287,8 +287,9 @@ def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLU
     """``(MarkedPool, class_names)`` of a csv file (module docstring). Two passes over the file,
     a row at a time: the first finds the header, the label and split columns and the number of
     rows, the second writes the features into one preallocated array (never every cell as a
-    string: those took ~10x the array's memory). The label set is ``classes`` (declared), else
-    the labels of the rows marked public; a label outside it is refused by row and value."""
+    string, which took many times the array's memory: docs/pipeline.md). The label set is
+    ``classes`` (declared), else the labels of the rows marked public; a label outside it is
+    refused by row and value."""
     if not path.is_file():
         raise DatasetNotFoundError(
             f"csv file {path} does not exist; give csv:PATH of an existing "

@@ -6,7 +6,7 @@ own Morlet filter bank (``kymatio.scattering2d.filter_bank``), padding and outpu
 features are interchangeable with kymatio's (``tests/teachers/test_scattering.py`` compares the
 two to float32 rounding). Kymatio computes it path by path (81 per channel, each a filter
 product, a periodization and an inverse FFT of the whole batch); here each layer is a few large
-operations, 2.7-3.2x faster on a CPU (``benchmarks/scattering_speed.py``).
+operations, faster on a CPU (measured: docs/teachers.md, ``benchmarks/scattering_speed.py``).
 
 Kymatio's algorithm, for an image u reflect-padded to (M', N') (``compute_padding``) with the
 low-pass filters phi_0 (M' x N') and phi_1 (M'/2 x N'/2) and the 16 wavelets psi (8 at scale

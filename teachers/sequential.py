@@ -11,11 +11,11 @@ Symbols
     dropout) is seeded from the teacher's seed and the epoch.
 ``step_threads(model, *, input_shape, batch_size, device) -> int | None``
     1 when one training step of ``model`` on a CPU is too small to share between threads (a
-    forward pass of a batch under :data:`ONE_THREAD_MACS` multiply-adds: a linear teacher on
+    forward pass of a batch under ``ONE_THREAD_MACS`` multiply-adds: a linear teacher on
     ScatterNet features, ``cnn8``), else None (the process's thread count). Waking a second
     thread for each of a tiny step's operations costs more than it saves, and beside busy
     neighbours every such wake-up waits for a descheduled thread; :class:`SequentialChunk`
-    trains such teachers with one thread (:data:`ONE_THREAD_MACS` has the measurements).
+    trains such teachers with one thread (:data:`pate.core.tuned_defaults.ONE_THREAD_MACS`).
 ``fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs=1) -> list``
     Tabular teachers: ``sklearn.base.clone(estimator)`` per shard, each with its own
     ``random_state`` (when the estimator has one), fitted in parallel with joblib on flattened
@@ -38,10 +38,10 @@ import importlib
 
 import numpy as np
 
+from pate.core.tuned_defaults import ONE_THREAD_MACS
 from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
 __all__ = [
-    "ONE_THREAD_MACS",
     "step_threads",
     "SequentialChunk",
     "fit_sklearn_teachers",
@@ -49,12 +49,6 @@ __all__ = [
     "sklearn_random_states",
     "make_sklearn_estimator",
 ]
-
-
-#: A batch's forward pass below this many multiply-adds trains on one thread (measured on 2
-#: idle cores, ms per step with 1 / 2 threads: linear on 81x7x7 features, 1.3 M: 1.0 / 1.6;
-#: cnn8, 3 M: 3.3 / 4.3; mlp on the features, 33 M: 11.2 / 10.7; cnn28, 35 M: 19.7 / 13.2).
-ONE_THREAD_MACS = 10_000_000
 
 
 def forward_macs(model, example) -> int:

@@ -25,9 +25,7 @@ Symbols
       is trained on a CPU with its gradient in closed form (:func:`_linear_grad_fn`: softmax
       minus the smoothed one-hot target, two batched matrix products) and predicts with the
       chunk's weights in one matrix product, instead of through ``vmap(grad(...))``: the same
-      numbers up to float32 rounding (tested); for 31 linear teachers on ScatterNet features (2
-      cores) a gradient takes 1.8 ms instead of 3.8 ms, and ``make demo``'s teachers predict in
-      1.7 s instead of 3.5 s.
+      numbers up to float32 rounding (tested), faster (measured: docs/teachers.md).
     ``train_epoch(epoch)``, ``predict(x)``, ``state_dict()``, ``load_state_dict()``,
     ``stacked_params()``.
 ``vmap_support(model, *, input_shape, num_classes) -> str | None``
@@ -79,8 +77,7 @@ def has_convolution(module) -> bool:
 def sequential_is_faster(model: str, input_shape, num_classes: int, *, device) -> bool:
     """Whether ``trainer="auto"`` trains ``model`` one teacher after another on ``device``:
     on a CPU when it has a convolution (benchmarks/teachers_vmap.py: vmap's grouped convolutions
-    are slow there); vmapped elsewhere and on a CPU without one (250 linear teachers on
-    ScatterNet features, 2 cores: 42 s vmapped vs 67 s one after another)."""
+    are slow there); vmapped elsewhere and on a CPU without one (measured: docs/teachers.md)."""
     import torch
 
     if torch.device(device).type != "cpu":
@@ -350,7 +347,7 @@ class VectorizedChunk:
 
         On CUDA all teachers of the chunk predict at once (vmap); on CPU too when the model has no
         convolution (the chunk's weights in one matrix product: the inputs are read once, not once
-        per teacher; 3.2x faster for 35 linear teachers on ScatterNet features), else one teacher
+        per teacher; measured: docs/teachers.md), else one teacher
         at a time on large batches, faster there than a vmapped (grouped) convolution.
         """
         import torch

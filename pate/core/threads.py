@@ -2,10 +2,8 @@
 
 On a shared machine torch's default (one OpenMP thread per core the machine has, spinning while
 it waits for its siblings) is the wrong choice: a thread that spins for a descheduled sibling
-burns the very core that sibling needs. Measured on a 2-core VM with one core kept busy by a
-Python loop: ``make demo``'s teachers 3.2x and its student 3.5x slower, where sharing one of two
-cores should cost at most 2x (docs/threads.md, ``benchmarks/threads.py``). This module chooses
-the thread count from the CPUs the process may actually use and makes idle threads sleep.
+burns the very core that sibling needs (measured: docs/threads.md). This module chooses the
+thread count from the CPUs the process may actually use and makes idle threads sleep.
 
 The choice (:func:`choose`), first that applies:
 
@@ -25,9 +23,7 @@ The choice (:func:`choose`), first that applies:
    averaged over 0.05 s when a stage starts; source ``"busy"``): ``cpus - others`` rounded, at
    least 1. Only where the usable CPUs are the whole machine's (the count is machine-wide) and
    only for the stages that compute with torch. A thread that shares a core with a neighbour
-   waits for it at every parallel operation: ``make demo`` beside one busy core took 215 s on
-   two threads and 139 s on one (beside two 2-thread torch loops 399 s and 401 s: no gain, no
-   loss), while on the idle machine two threads beat one, 92 s to 135 s (``docs/threads.md``).
+   waits for it at every parallel operation (measured: docs/threads.md).
 
 The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
 (GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
@@ -36,24 +32,6 @@ nothing added beside it (``GOMP_SPINCOUNT`` overrides ``OMP_WAIT_POLICY`` in GNU
 (``import torch``, or scikit-learn): the ``pate`` command sets them first thing, ``pate.fit`` /
 ``pate.plan`` at their start; where an OpenMP library is already loaded it is too late, and a
 log line says so.
-
-Symbols
--------
-``ThreadChoice``  ``count``, ``source``, ``cpus`` (usable CPUs), ``detail``; ``as_dict()``
-``usable_cpus(*, affinity=None, cgroup_root=..., proc_cgroup=...) -> (int, source, detail)``
-``other_runnable(*, samples, interval_s, loadavg=..., own_tasks=...) -> float | None``
-    the mean number of runnable threads of other processes on this machine
-``choose(*, explicit=None, explicit_source="config", environ=None, torch_threads=None,
-    others=None, **usable)`` -> ``ThreadChoice`` (``others``: a callable giving
-    :func:`other_runnable`, asked only when the choice is automatic)
-``caller_torch_threads() -> int | None``  torch's count where the caller set it, not pate
-``cpu_budget() -> int``  the CPUs a computation may spread over in threads or processes
-``check_threads(value, name) -> int``  an explicit setting, validated (int >= 1)
-``prepare_environment(environ=None) -> str``  the wait policy: what was done
-``apply(choice, *, torch=True) -> dict``  torch's and BLAS/OpenMP pools set to ``choice.count``
-``configure(*, explicit=None, explicit_source="config", torch=True) -> dict``
-    ``prepare_environment`` + ``choose`` + ``apply``; the record a stage summary keeps
-    (``{"count", "source", "cpus", "detail", "others", "wait_policy", "load_average"}``)
 """
 
 from __future__ import annotations
@@ -435,9 +413,7 @@ def cpu_budget() -> int:
     processes that share a step wait for each other once or twice a step, not at every
     operation. Where fewer others run, one thread takes the core they leave free, and a
     second process would share a core with a neighbour and hold its partner back at every
-    step. Measured (``benchmarks/demo_neighbours.py``, 2-core VM, 28 Nov 2026): beside two
-    2-thread torch loops ``make demo``'s student took 234 s in two processes against 280 s on
-    one thread; beside one busy core 132 s against 93 s (docs/threads.md)."""
+    step (measured: docs/threads.md)."""
     torch = sys.modules.get("torch")
     current = int(torch.get_num_threads()) if torch is not None else None
     if _last is not None and (current is None or current == _torch_set):

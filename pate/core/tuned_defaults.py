@@ -1,5 +1,4 @@
-"""Defaults of the class-means release tuned on benchmarks (one place, so that they are not
-mistaken for derived values): each was chosen by looking at results of development runs, and
+"""Defaults tuned on benchmarks (one place, so that they are not mistaken for derived values): each was chosen by looking at results of development runs, and
 docs/ lists the runs and the measurements beside their results files. A change here is a new
 choice to measure and record there.
 
@@ -11,6 +10,8 @@ choice to measure and record there.
   ``benchmarks/own_data.py`` tables at eps 1 to 4 (docs/plan.md, ``[knn] features``).
 * ``MISMATCH_WARNING`` (:mod:`pate.core.release_check`): ``benchmarks/unseen_tables.py`` and runs
   on its tables at eps 2 (docs/own_data.md, "The rule check").
+* ``ONE_THREAD_MACS`` (:func:`pate.teachers.sequential.step_threads`): steps timed on one and two
+  idle cores (docs/threads.md, "One exception inside the teachers stage").
 
 Every function here reads public sizes and the noise only (no record): its choice is free.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "QDA_RECORDS_PER_FEATURE",
     "QDA_MIN_COLUMNS",
     "table_front_end",
+    "ONE_THREAD_MACS",
 ]
 
 #: Ridge penalty of the public-marginal logistic rule, on W in u-coordinates (||u|| <= 1).
@@ -37,6 +39,9 @@ LOGISTIC_RIDGE = 1e-3
 #: Above this ratio of a rule's mismatch to what noise and sampling explain, the rule does not
 #: reproduce the release's class statistics: a warning (:func:`pate.core.release_check.checked_rule`).
 MISMATCH_WARNING = 3.0
+#: A sequential teacher whose batch's forward pass is below this many multiply-adds trains on one
+#: thread on a CPU (:func:`pate.teachers.sequential.step_threads`).
+ONE_THREAD_MACS = 10_000_000
 #: A table's quadratic front-end is chosen (:func:`table_front_end`) when an average class has at
 #: least this many private records per quadratic feature.
 QDA_RECORDS_PER_FEATURE = 5

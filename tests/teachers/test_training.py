@@ -436,23 +436,26 @@ def test_tiny_sequential_steps_run_on_one_thread(digits, monkeypatch):
     process's thread count is restored afterwards; a cnn28 step is not tiny."""
     import torch
 
-    from pate.teachers import sequential as S
+    from pate.core.tuned_defaults import ONE_THREAD_MACS
+    from pate.teachers import sequential
     from pate.teachers.models import build_model
 
     tiny = build_model("cnn8", input_shape=(1, 8, 8), num_classes=10)
     big = build_model("cnn28", input_shape=(1, 28, 28), num_classes=10)
-    assert S.step_threads(tiny, input_shape=(1, 8, 8), batch_size=32, device="cpu") == 1
-    assert S.step_threads(big, input_shape=(1, 28, 28), batch_size=32, device="cpu") is None
-    assert S.forward_macs(big, torch.zeros((32, 1, 28, 28))) > S.ONE_THREAD_MACS
+    assert sequential.step_threads(tiny, input_shape=(1, 8, 8), batch_size=32, device="cpu") == 1
+    assert (
+        sequential.step_threads(big, input_shape=(1, 28, 28), batch_size=32, device="cpu") is None
+    )
+    assert sequential.forward_macs(big, torch.zeros((32, 1, 28, 28))) > ONE_THREAD_MACS
 
     seen = []
-    train_epoch = S.SequentialChunk._train_epoch
+    train_epoch = sequential.SequentialChunk._train_epoch
 
     def spy(self, epoch):
         seen.append(torch.get_num_threads())
         return train_epoch(self, epoch)
 
-    monkeypatch.setattr(S.SequentialChunk, "_train_epoch", spy)
+    monkeypatch.setattr(sequential.SequentialChunk, "_train_epoch", spy)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
