@@ -56,12 +56,13 @@ import pathlib
 import sys
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 
 from pate.analysis.validation import check_int, describe
 from pate.teachers.checkpoint import atomic_torch_save, atomic_write_json, load_torch
-from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
+from pate.teachers.cluster import ChunkTask, ClusterConfig, RaySession, progress_name, train_chunk
 from pate.teachers.devices import available_bytes, choose_chunk_size, resolve_device
 from pate.teachers.ensemble_dir import (
     FORMAT_VERSION,
@@ -80,7 +81,7 @@ from pate.teachers.recipe import (
     TeacherConfig,
     auto_epochs,
 )
-from pate.teachers.result import EnsembleResult, finish, plurality_accuracy
+from pate.teachers.result import EnsembleResult, ensemble_result, plurality_accuracy, write_result
 from pate.teachers.scaling import scale_warning, standardized_data
 from pate.teachers.sklearn_teachers import train_sklearn
 
@@ -182,6 +183,33 @@ def _fingerprint(config: TeacherConfig, data, shards, seeds) -> dict:
 # ----------------------------------------------------------------------------- training
 
 
+@dataclasses.dataclass(frozen=True)
+class EnsembleJob:
+    """What every chunk of one ensemble shares: the ``data`` the teachers learn on (features and
+    public standardisation applied), their ``shards`` and ``seeds``, the resolved recipe
+    ``config``, the ``trainer`` and ``device``, and the output directory ``out`` (None: nothing
+    is written)."""
+
+    data: Any
+    shards: list
+    seeds: list
+    config: TeacherConfig
+    trainer: str
+    device: str
+    out: pathlib.Path | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkPlan:
+    """How the ensemble is cut: teachers per chunk (``chunk_size``), the ``chunks`` (lists of
+    teacher indices) and the saved ``state`` (``state.json``'s dict, updated as chunks finish;
+    None without an output directory)."""
+
+    chunk_size: int
+    chunks: list
+    state: dict | None
+
+
 def train_teachers(
     data,
     shards,
@@ -216,15 +244,11 @@ def train_teachers(
     trainer = _choose_trainer(config, data, device, peek_state(out_dir) if resume else None)
     state = open_out_dir(out_dir, fingerprint, resume)
     out = pathlib.Path(out_dir) if out_dir is not None else None
+    job = EnsembleJob(data, shards, seeds, config, trainer, device, out)
     if on_ray:
-        return _train_in_ray_session(
-            data, shards, seeds, config, cluster, trainer, device, state, fingerprint, out, progress
-        )
+        return _train_in_ray_session(job, cluster, state, fingerprint, progress)
     chunk_size = _chunk_size(state, config, data, len(shards), num_classes, device, None, None)
-    chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, "")
-    return _train_here(
-        data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
-    )
+    return _train_here(job, _plan(job, state, fingerprint, chunk_size, ""), progress)
 
 
 def _checked_arguments(config, cluster, resume) -> TeacherConfig:
@@ -252,38 +276,24 @@ def _training_device(config: TeacherConfig, ray_cluster: ClusterConfig | None) -
 
 
 def _train_in_ray_session(
-    data, shards, seeds, config, cluster, trainer, device, state, fingerprint, out, progress
+    job: EnsembleJob, cluster: ClusterConfig, state, fingerprint, progress
 ) -> EnsembleResult:
     """The chunks planned for the cluster's task slots and trained on Ray."""
     with RaySession(cluster) as session:
-        num_classes = int(data.num_classes)
+        data = job.data
         chunk_size = _chunk_size(
-            state, config, data, len(shards), num_classes, device, session, cluster
-        )
-        chunks, state = _plan(
-            out,
             state,
-            fingerprint,
-            chunk_size,
-            trainer,
-            seeds,
-            config,
-            device,
-            f"on Ray ({session.slots} task slot(s))",
-        )
-        return _train_on_ray(
+            job.config,
             data,
-            shards,
-            seeds,
-            config,
+            len(job.shards),
+            int(data.num_classes),
+            job.device,
             session,
-            trainer,
-            device,
-            chunk_size,
-            chunks,
-            state,
-            out,
-            progress,
+            cluster,
+        )
+        where = f"on Ray ({session.slots} task slot(s))"
+        return _train_on_ray(
+            job, session, _plan(job, state, fingerprint, chunk_size, where), progress
         )
 
 
@@ -339,19 +349,19 @@ def _choose_trainer(config: TeacherConfig, data, device: str, saved_state: dict 
     return trainer
 
 
-def _train_here(
-    data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
-) -> EnsembleResult:
+def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     """The chunks in this process, one after another (finished ones of a resumed run read
     back); every chunk's ``chunk_NNNN.pt`` written as it finishes."""
     import torch
     from tqdm.auto import tqdm
 
+    data, config, device, out, chunks = job.data, job.config, job.device, job.out, plan.chunks
+
     held = _held_private(data, device)  # None: a chunk's rows read when it starts
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    public_preds, eval_preds = _prediction_arrays(data, len(shards))
-    completed = set(state["completed"]) if out is not None else set()
+    public_preds, eval_preds = _prediction_arrays(data, len(job.shards))
+    completed = set(plan.state["completed"]) if out is not None else set()
     bar = tqdm(
         total=len(chunks) * config.epochs,
         file=sys.stderr,
@@ -369,31 +379,16 @@ def _train_here(
                 bar.update(config.epochs)
                 continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
-            outcome = _train_chunk_here(
-                data,
-                shards,
-                seeds,
-                config,
-                trainer,
-                device,
-                ci,
-                members,
-                held,
-                x_pub,
-                x_eval,
-                out=out,
-                on_epoch=bar.update,
-            )
+            outcome = _train_chunk_here(job, ci, members, held, x_pub, x_eval, on_epoch=bar.update)
             public_preds[lo:hi] = outcome.public_predictions
             eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
                 params = outcome.unit.stacked_params()
                 _save_chunk(
                     out,
-                    state,
+                    plan.state,
                     ci,
-                    lo,
-                    hi,
+                    (lo, hi),
                     params,
                     public_preds[lo:hi],
                     eval_preds[lo:hi],
@@ -403,22 +398,27 @@ def _train_here(
     finally:
         bar.close()
     seconds = time.perf_counter() - started
-    result = finish(
-        data,
-        public_preds,
-        eval_preds,
-        int(data.num_classes),
-        trainer,
-        device,
-        chunk_size,
-        seconds,
-        out,
-        config,
-    )
+    result = _finished(job, public_preds, eval_preds, plan.chunk_size, seconds)
     execution = {"backend": "local", "torch_threads": torch.get_num_threads()}
-    if trainer == "sequential":
+    if job.trainer == "sequential":
         execution["step_threads"] = _sequential_step_threads(data, config, device)
     return dataclasses.replace(result, execution=execution)
+
+
+def _finished(job: EnsembleJob, public_preds, eval_preds, chunk_size, seconds) -> EnsembleResult:
+    """The ensemble's result, also written to ``job.out`` (when there is one)."""
+    result = ensemble_result(
+        job.data,
+        public_preds,
+        eval_preds,
+        trainer=job.trainer,
+        device=job.device,
+        chunk_size=chunk_size,
+        seconds=seconds,
+    )
+    if job.out is not None:
+        write_result(job.out, result, job.config, job.data.name)
+    return result
 
 
 def _sequential_step_threads(data, config, device) -> int:
@@ -463,51 +463,32 @@ def _read_back_chunk(out, ci, lo, hi, public_preds, eval_preds) -> None:
     eval_preds[lo:hi] = saved["eval_predictions"].numpy()
 
 
-def _train_chunk_here(
-    data,
-    shards,
-    seeds,
-    config,
-    trainer,
-    device,
-    ci,
-    members,
-    held,
-    x_pub,
-    x_eval,
-    *,
-    out,
-    on_epoch,
-):
+def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_epoch):
     """Train chunk ``ci`` (teachers ``members``) here: on the held private split, or on its
     shards' rows read for it (dropped when it returns)."""
     import torch
 
-    member_shards = [shards[t] for t in members]
+    data, device, out = job.data, job.device, job.out
+    member_shards = [job.shards[t] for t in members]
     if held is None:
         x_c, y_c, member_shards = _chunk_rows(data.private, member_shards)
         x_priv, y_priv = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
         del x_c, y_c
     else:
         x_priv, y_priv = held
-    return train_chunk(
-        trainer,
-        config,
-        ci,
-        [seeds[t] for t in members],
-        member_shards,
-        x_priv,
-        y_priv,
-        x_pub,
-        x_eval,
+    task = ChunkTask(
+        trainer=job.trainer,
+        config=job.config,
+        chunk=ci,
+        seeds=[job.seeds[t] for t in members],
+        shards=member_shards,
         input_shape=data.input_shape,
         num_classes=int(data.num_classes),
         device=device,
-        resume_from=[] if out is None else [out / PROGRESS, out / progress_name(ci)],
+        resume_from=() if out is None else (out / PROGRESS, out / progress_name(ci)),
         checkpoint_path=None if out is None else out / PROGRESS,
-        on_epoch=on_epoch,
-        save=atomic_torch_save,
     )
+    return train_chunk(task, x_priv, y_priv, x_pub, x_eval, on_epoch=on_epoch)
 
 
 def _chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
@@ -553,8 +534,9 @@ def _chunk_size(state, config, data, num_teachers, num_classes, device, session,
     return size
 
 
-def _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, where):
+def _plan(job: EnsembleJob, state, fingerprint, chunk_size: int, where: str) -> ChunkPlan:
     """The chunks (lists of teacher indices) and the saved state (``state.json`` written)."""
+    out, trainer, seeds = job.out, job.trainer, job.seeds
     num_teachers = len(seeds)
     chunks = [
         list(range(i, min(i + chunk_size, num_teachers)))
@@ -575,18 +557,18 @@ def _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, w
     logger.info(
         "teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s%s",
         num_teachers,
-        config.model,
-        device,
+        job.config.model,
+        job.device,
         trainer,
         len(chunks),
         chunk_size,
         f" {where}" if where else "",
         f" ({done} already done)" if done else "",
     )
-    return chunks, state
+    return ChunkPlan(chunk_size, chunks, state)
 
 
-def _save_chunk(out, state, ci, lo, hi, params, public, evaluation, *, local: bool) -> None:
+def _save_chunk(out, state, ci, teachers, params, public, evaluation, *, local: bool) -> None:
     """A finished chunk: ``chunk_NNNN.pt``, then ``state.json``, then its progress checkpoint
     goes (the same files and order whichever backend trained it). ``progress.pt`` is the chunk
     in training locally; under Ray it may be another chunk's (a run started locally): it goes
@@ -596,7 +578,7 @@ def _save_chunk(out, state, ci, lo, hi, params, public, evaluation, *, local: bo
     atomic_torch_save(
         out / f"chunk_{ci:04d}.pt",
         {
-            "teachers": [lo, hi],
+            "teachers": list(teachers),
             "params": params,
             "public_predictions": torch.from_numpy(np.ascontiguousarray(public)),
             "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation)),
@@ -610,12 +592,13 @@ def _save_chunk(out, state, ci, lo, hi, params, public, evaluation, *, local: bo
 
 
 def _train_on_ray(
-    data, shards, seeds, config, session, trainer, device, chunk_size, chunks, state, out, progress
+    job: EnsembleJob, session: RaySession, plan: ChunkPlan, progress
 ) -> EnsembleResult:
     """The chunks as Ray tasks (:class:`pate.teachers.cluster.RaySession`); the driver keeps
     ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
-    public_preds, eval_preds = _prediction_arrays(data, len(shards))
-    completed = set(state["completed"]) if out is not None else set()
+    data, out, chunks = job.data, job.out, plan.chunks
+    public_preds, eval_preds = _prediction_arrays(data, len(job.shards))
+    completed = set(plan.state["completed"]) if out is not None else set()
     todo = []
     for ci, members in enumerate(chunks):
         if ci in completed:  # finished chunks are read back, never trained again
@@ -631,13 +614,20 @@ def _train_on_ray(
         if out is not None:
             params = result["params"]
             _save_chunk(
-                out, state, ci, lo, hi, params, public_preds[lo:hi], eval_preds[lo:hi], local=False
+                out,
+                plan.state,
+                ci,
+                (lo, hi),
+                params,
+                public_preds[lo:hi],
+                eval_preds[lo:hi],
+                local=False,
             )
         workers[ci] = result["worker"]
 
     started = time.perf_counter()
     session.run(
-        _ray_jobs(data, shards, seeds, config, session, trainer, device, chunks, todo, out),
+        _ray_jobs(job, session, chunks, todo),
         data.public.x,
         data.evaluation.x,
         on_result,
@@ -648,21 +638,10 @@ def _train_on_ray(
     seconds = time.perf_counter() - started
     if out is not None and (out / PROGRESS).exists():
         os.unlink(out / PROGRESS)  # a local run's, for a chunk finished above
-    result = finish(
-        data,
-        public_preds,
-        eval_preds,
-        int(data.num_classes),
-        trainer,
-        device,
-        chunk_size,
-        seconds,
-        out,
-        config,
-    )
+    result = _finished(job, public_preds, eval_preds, plan.chunk_size, seconds)
     execution = dict(
         session.resources(),
-        teachers_per_task=chunk_size,
+        teachers_per_task=plan.chunk_size,
         num_chunks=len(chunks),
         chunks_trained=len(todo),
         chunks_reused=len(chunks) - len(todo),
@@ -671,21 +650,22 @@ def _train_on_ray(
     return dataclasses.replace(result, execution=execution)
 
 
-def _ray_jobs(data, shards, seeds, config, session, trainer, device, chunks, todo, out):
+def _ray_jobs(job: EnsembleJob, session: RaySession, chunks, todo):
     """``(chunk, spec, x_rows, y_rows)`` of every chunk in ``todo``, built one at a time as the
     session submits it: the driver holds the private rows of the chunks in flight only (the
     task receives only its chunk's rows, the shards re-indexed into them)."""
+    data, out = job.data, job.out
     for ci in todo:
         members = chunks[ci]
-        x_c, y_c, local = _chunk_rows(data.private, [shards[t] for t in members])
+        x_c, y_c, local = _chunk_rows(data.private, [job.shards[t] for t in members])
         spec = {
             "chunk": ci,
             "teachers": [members[0], members[-1] + 1],
-            "seeds": [seeds[t] for t in members],
+            "seeds": [job.seeds[t] for t in members],
             "shards": local,
-            "config": config,
-            "trainer": trainer,
-            "device": device,
+            "config": job.config,
+            "trainer": job.trainer,
+            "device": job.device,
             "threads": session.cluster.cpus_per_task,
             "input_shape": tuple(data.input_shape),
             "num_classes": int(data.num_classes),

@@ -8,10 +8,11 @@ Symbols
     ``execution``: where (``backend`` and its resources; not in ``summary()`` nor metrics.json).
 ``plurality_accuracy(predictions, labels, *, num_classes)``
     Accuracy of the noiseless plurality vote (ties go to the lowest class index).
-``finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size, seconds, out,
-config)``
-    The result; with an ``out`` directory also ``predictions.npz`` (``public``, ``evaluation``,
-    ``evaluation_labels``) and ``metrics.json`` there.
+``ensemble_result(data, public_preds, eval_preds, *, trainer, device, chunk_size, seconds)``
+    The result of these predictions (accuracies against ``data``'s evaluation labels).
+``write_result(out, result, config, dataset)``
+    ``predictions.npz`` (``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``
+    in ``out``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from pate.teachers.checkpoint import atomic_savez, atomic_write_json
 
-__all__ = ["EnsembleResult", "plurality_accuracy", "finish"]
+__all__ = ["EnsembleResult", "plurality_accuracy", "ensemble_result", "write_result"]
 
 
 @dataclass(frozen=True)
@@ -74,11 +75,11 @@ def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
     return float(np.mean(votes.argmax(axis=1) == labels))
 
 
-def finish(
-    data, public_preds, eval_preds, num_classes, trainer, device, chunk_size, seconds, out, config
+def ensemble_result(
+    data, public_preds, eval_preds, *, trainer: str, device: str, chunk_size: int, seconds: float
 ) -> EnsembleResult:
-    """The :class:`EnsembleResult` of these predictions; with ``out`` also written there as
-    ``predictions.npz`` and ``metrics.json``."""
+    """The :class:`EnsembleResult` of these predictions of the teachers."""
+    num_classes = int(data.num_classes)
     y_eval = data.evaluation.y
     acc = (eval_preds == y_eval[None, :]).mean(axis=1)
     result = EnsembleResult(
@@ -93,18 +94,21 @@ def finish(
         chunk_size=chunk_size,
         train_seconds=seconds,
     )
-    if out is not None:
-        atomic_savez(
-            out / "predictions.npz",
-            public=public_preds,
-            evaluation=eval_preds,
-            evaluation_labels=y_eval,
-        )
-        metrics = dict(
-            result.summary(),
-            teacher_accuracy=[round(float(a), 6) for a in acc],
-            recipe=config.fingerprint(),
-            dataset=data.name,
-        )
-        atomic_write_json(out / "metrics.json", metrics)
     return result
+
+
+def write_result(out, result: EnsembleResult, config, dataset: str) -> None:
+    """``predictions.npz`` and ``metrics.json`` of ``result`` in the folder ``out``."""
+    atomic_savez(
+        out / "predictions.npz",
+        public=result.public_predictions,
+        evaluation=result.eval_predictions,
+        evaluation_labels=result.eval_labels,
+    )
+    metrics = dict(
+        result.summary(),
+        teacher_accuracy=[round(float(a), 6) for a in result.teacher_accuracy],
+        recipe=config.fingerprint(),
+        dataset=dataset,
+    )
+    atomic_write_json(out / "metrics.json", metrics)

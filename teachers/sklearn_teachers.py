@@ -44,7 +44,7 @@ from pate.teachers.checkpoint import (
     load_plain_npz,
 )
 from pate.teachers.ensemble_dir import STATE, open_out_dir
-from pate.teachers.result import finish
+from pate.teachers.result import ensemble_result, write_result
 
 __all__ = [
     "train_sklearn",
@@ -72,13 +72,6 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     run are read back); returns the :class:`pate.teachers.result.EnsembleResult`."""
     from tqdm.auto import tqdm
 
-    from pate.teachers.sequential import make_sklearn_estimator
-
-    estimator = (
-        make_sklearn_estimator(config.model, config.model_params)
-        if isinstance(config.model, str)
-        else config.model
-    )
     num_teachers = len(shards)
     _check_two_classes(data.private.y, shards)  # before any fitting
     state = open_out_dir(out_dir, fingerprint, resume)
@@ -110,7 +103,7 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
             saved = _chunk_predictions(
-                data, shards, seeds, config, estimator, ci, members, out=out, state=state
+                data, shards, seeds, config, ci, members, out=out, state=state
             )
             public_preds[lo:hi] = saved["public_predictions"]
             eval_preds[lo:hi] = saved["eval_predictions"]
@@ -118,18 +111,19 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     bad = (public_preds < 0) | (public_preds >= data.num_classes)
     if np.any(bad):
         raise ValueError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
-    return finish(
+    seconds = time.perf_counter() - started
+    result = ensemble_result(
         data,
         public_preds,
         eval_preds,
-        int(data.num_classes),
-        "sklearn",
-        "cpu",
-        chunk_size,
-        time.perf_counter() - started,
-        out,
-        config,
+        trainer="sklearn",
+        device="cpu",
+        chunk_size=chunk_size,
+        seconds=seconds,
     )
+    if out is not None:
+        write_result(out, result, config, data.name)
+    return result
 
 
 def _check_two_classes(y: np.ndarray, shards) -> None:
@@ -162,13 +156,13 @@ def _start_state(
     return state
 
 
-def _chunk_predictions(
-    data, shards, seeds, config, estimator, ci: int, members: list, *, out, state
-) -> dict:
+def _chunk_predictions(data, shards, seeds, config, ci: int, members: list, *, out, state) -> dict:
     """The predictions of chunk ``ci`` (teachers ``members``): read back when a resumed run
-    finished it, else fitted now (and saved, with the state, when there is an output folder)."""
+    finished it, else fitted now, each teacher a clone of the recipe's estimator (and saved,
+    with the state, when there is an output folder)."""
     from pate.teachers.sequential import (
         fit_sklearn_teachers,
+        make_sklearn_estimator,
         sklearn_predict,
         sklearn_random_states,
     )
@@ -188,6 +182,11 @@ def _chunk_predictions(
             n_public=len(data.public),
             n_eval=len(data.evaluation),
         )
+    estimator = (
+        make_sklearn_estimator(config.model, config.model_params)
+        if isinstance(config.model, str)
+        else config.model
+    )
     fitted = fit_sklearn_teachers(
         estimator,
         data.private.x,

@@ -333,19 +333,22 @@ def test_input_errors_before_any_work(digits):
 def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(
     digits, tmp_path, monkeypatch
 ):
-    from pate.teachers import ensemble
+    from pate.teachers import checkpoint, ensemble
 
     shards = random_shards(len(digits.private), SIZES)
     config = TeacherConfig(
         model="cnn8", epochs=3, batch_size=16, lr=0.01, chunk_size=2, trainer="vectorized"
     )
     saved = []
-    original = ensemble.atomic_torch_save
-    monkeypatch.setattr(
-        ensemble,
-        "atomic_torch_save",
-        lambda path, obj: (saved.append(path.name), original(path, obj))[1],
-    )
+    original = checkpoint.atomic_torch_save
+
+    def counted(path, obj):
+        saved.append(path.name)
+        return original(path, obj)
+
+    # the chunk's progress checkpoints (pate.teachers.cluster.train_chunk) and its chunk file
+    monkeypatch.setattr(checkpoint, "atomic_torch_save", counted)
+    monkeypatch.setattr(ensemble, "atomic_torch_save", counted)
     every = train_teachers(
         digits, shards, SEEDS, config, out_dir=tmp_path / "every", progress=False
     )
