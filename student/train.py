@@ -110,7 +110,7 @@ from torch import nn
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
 from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
-from pate.student.epochs import train_epochs
+from pate.student.epochs import CheckpointTarget, EpochLoop, train_epochs
 from pate.student.inputs import (
     check_inputs,
     check_labels,
@@ -417,14 +417,9 @@ class Student(ClassifierMixin, BaseEstimator):
         train_epochs(
             training,
             batches,
-            settings,
-            num_classes=num_classes,
-            device=device,
+            EpochLoop(settings, num_classes, device, self.validation),
+            checkpoint=CheckpointTarget(checkpoint_path, fingerprint, seed),
             progress=self.progress,
-            validation=self.validation,
-            checkpoint_path=checkpoint_path,
-            fingerprint=fingerprint,
-            seed=seed,
             on_epoch_end=self.on_epoch_end,
             processes=processes,
             threads_each=threads_each,
