@@ -177,7 +177,7 @@ def active_labels(
         ``"margin"`` (uncertainty of a student trained on the labels so far).
     threshold, sigma1, sigma2, student_confidence, rng : Interactive-GNMax parameters
         (``pate.core.aggregators.interactive_gnmax``); or ``aggregator``: a
-        ``pate.core.aggregators.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
+        ``pate.core.online_aggregator.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
         privacy budget (the loop stops when it stops).
     student_params : settings of the per-round :class:`pate.student.train.Student` (e.g.
         ``{"method": "supervised", "epochs": 5, "random_state": 0}``).
@@ -253,7 +253,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
     """Either an online aggregator of a mechanism that uses the student, or every
     Interactive-GNMax parameter and ``rng`` (validated before any noise is drawn), not both."""
     from pate import mechanisms
-    from pate.core.aggregators import OnlineAggregator
+    from pate.core.online_aggregator import OnlineAggregator
 
     if aggregator is not None:
         if (
