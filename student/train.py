@@ -1,93 +1,20 @@
-"""Training the student: supervised or semi-supervised (FixMatch) on the privately labelled public split.
+"""Training the student: supervised or semi-supervised (FixMatch) on the privately labelled
+public split (:func:`train_student`, the scikit-learn estimator :class:`Student`; methods,
+settings, labels and soft targets: docs/student.md).
 
 The student is the only model PATE releases. It is trained on the *public* inputs only: the
 items the aggregator answered carry its noisy labels, the unanswered ones are unlabelled data.
 Nothing else may reach it -- never the private split, the teachers' votes or the teachers'
 weights -- and :func:`train_student` enforces this at the API: it takes an array of public
 inputs and a 1-D array of released labels, and refuses anything else with a ``TypeError``.
-
-Symbols
--------
-``train_student(public_x, labels, *, model="auto", method="fixmatch", **settings) -> Student``
-    ``public_x``: (N_public, C, H, W) images in [0, 1] or (N_public, F) tabular float features;
-    ``labels``: (N_public,) int64, the released label of each public item or ``-1`` where the
-    aggregator did not answer. Returns a fitted :class:`Student`.
-``Student(...)``
-    A scikit-learn classifier (``ClassifierMixin`` + ``BaseEstimator``): the constructor stores
-    settings (keyword-only), ``fit(X, y)`` returns ``self``, ``random_state`` is None, a
-    non-negative int or a ``numpy.random.Generator`` such as
-    ``pate.core.rng.make_streams(seed).student`` (consumed by ``fit``, like a ``RandomState``).
-    Fitted attributes end in ``_``: ``classes_``, ``n_features_in_`` (``X.shape[1]`` as
-    scikit-learn counts it: features of tabular inputs, channels of images), ``model_``,
-    ``model_name_``, ``num_classes_``, ``input_shape_``, ``history_``, ``seed_``, ``device_``,
-    ``settings_``, ``n_labelled_``, ``precision_``, ``processes_``. ``predict_proba(X)``, ``predict(X)``, ``score(X, y)``
-    (accuracy, from ``ClassifierMixin``), ``save(path)``, ``Student.load(path)``,
-    ``get_params()`` / ``set_params()`` / ``sklearn.base.clone``. Works in
-    ``sklearn.pipeline.make_pipeline`` and ``sklearn.model_selection.cross_val_score``.
-``STUDENT_CHECKS_EXPECTED_TO_FAIL``
-    ``{check name: reason}``: the scikit-learn estimator checks
-    (``sklearn.utils.estimator_checks``) the Student fails by design, for
-    ``expected_failed_checks=``.
-``STUDENT_CHECKS_PLATFORM_DEPENDENT``
-    ``{check name: reason}``: checks that pass or fail by float32 rounding of the platform's
-    kernels (expected failures where they fail, never silently skipped).
-``logger``: ``logging.getLogger("pate.student")`` (shown by the pate CLI).
-
-Labels (``y``)
---------------
-``-1`` marks an unlabelled item (the aggregator did not answer); it is never a class.
-Integer labels (and floats with integral values) are class indices ``0 .. num_classes - 1``:
-``classes_`` is ``arange(num_classes)`` with ``num_classes`` the parameter or
-``max(y) + 1`` -- a class with no answered item is still a class (PATE's released labels).
-Any other labels (strings, booleans, objects; ``-1`` in an object array = unlabelled) are
-encoded by their sorted distinct answered values, which become ``classes_``; ``predict``
-returns them. Continuous targets are refused (``ValueError: Unknown label type``).
-
-Soft targets (``fit(X, y, soft_targets=P)``)
--------------------------------------------
-``P`` (N, len(classes_)) float class probabilities per public item (rows of the labelled items
-non-negative, summing to 1, their largest entry at the item's label in ``y``; unlabelled rows
-are ignored). The labelled loss is then the cross-entropy to ``P``'s row instead of to the
-one-hot label: a labelling rule's confidence (``pate.core.mean_release``: the noisy class means'
-logistic rule, whose released class scores are post-processing of the charged release) tells
-the student which released labels are doubtful. Integer matrices are refused (votes never reach
-the student), as are rows that are not probabilities (a float votes matrix sums to the number of
-teachers).
-
-``METHODS``: ``("fixmatch", "supervised")``.
-``resolve_device(spec)``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-``auto_model_name(input_shape)``: the zoo model used for ``model="auto"``.
-``CHECKPOINT_NAME``: file name of the per-epoch checkpoint inside ``checkpoint_dir``.
-
-Methods
--------
-* ``"supervised"``: cross-entropy on the answered items, with the weak augmentation.
-* ``"fixmatch"`` (Sohn et al. 2020, "FixMatch: Simplifying Semi-Supervised Learning with
-  Consistency and Confidence", NeurIPS): each step draws ``batch_size`` labelled items and
-  ``unlabeled_ratio * batch_size`` items of the whole public pool. The loss is the
-  cross-entropy on the weakly augmented labelled batch plus ``unlabeled_weight`` times the
-  cross-entropy between the model's prediction on a *strongly* augmented view and the hard
-  pseudo-label of the *weakly* augmented view, kept only where the pseudo-label's confidence
-  is at least ``threshold``. SGD with Nesterov momentum, cosine decay ``lr * cos(7 pi k / 16 K)``,
-  optional exponential moving average of the weights (``ema_decay``) used for prediction.
-  Images use :func:`pate.student.augment.weak_augment` / :func:`pate.student.augment.strong_augment`;
-  tabular features use Gaussian jitter and SCARF-style feature corruption
-  (:mod:`pate.student.augment`).
-
-Inputs are standardised inside the model by the public pool's per-channel (images) or
-per-feature (tabular) mean and standard deviation (public statistics only).
-
-Reproducibility and resume: every random draw (initialisation, batches, augmentations) comes
-from one seed. With ``checkpoint_dir`` a checkpoint (model, EMA, optimiser, generator states,
-history) is written atomically after every epoch; ``resume=True`` continues from it and gives
-the same weights as an uninterrupted run. A checkpoint is tied to a fingerprint of the
-inputs, labels and settings; resuming with anything different is refused.
+``-1`` marks an unlabelled item; it is never a class.
 
 This module holds the estimator; its settings' names, checks and training length are in
 :mod:`pate.student.settings`, the input checks in :mod:`pate.student.inputs`, the training run
 (network, optimiser, random draws, step) in :mod:`pate.student.trainer`, the epoch loop in
-:mod:`pate.student.epochs` (data-parallel in several processes: :mod:`pate.student.parallel`), the weights file
-in :mod:`pate.student.weights_file`, the files' format in :mod:`pate.student.checkpoint`.
+:mod:`pate.student.epochs` (data-parallel in several processes: :mod:`pate.student.parallel`),
+the weights file in :mod:`pate.student.weights_file`, the files' format in
+:mod:`pate.student.checkpoint`.
 """
 
 from __future__ import annotations
