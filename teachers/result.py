@@ -1,19 +1,4 @@
-"""What training the teachers gives: their predictions and accuracies, and the files that hold them.
-
-Symbols
--------
-``EnsembleResult``
-    ``public_predictions`` (T, N_public), ``eval_predictions`` (T, N_eval), ``eval_labels``,
-    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained;
-    ``execution``: where (``backend`` and its resources; not in ``summary()`` nor metrics.json).
-``plurality_accuracy(predictions, labels, *, num_classes)``
-    Accuracy of the noiseless plurality vote (ties go to the lowest class index).
-``ensemble_result(data, public_preds, eval_preds, *, trainer, device, chunk_size, seconds)``
-    The result of these predictions (accuracies against ``data``'s evaluation labels).
-``write_result(out, result, config, dataset)``
-    ``predictions.npz`` (``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``
-    in ``out``.
-"""
+"""What training the teachers gives: their predictions and accuracies, and the files that hold them."""
 
 from __future__ import annotations
 
@@ -28,6 +13,10 @@ __all__ = ["EnsembleResult", "plurality_accuracy", "ensemble_result", "write_res
 
 @dataclass(frozen=True)
 class EnsembleResult:
+    """``public_predictions`` (T, N_public), ``eval_predictions`` (T, N_eval), ``eval_labels``,
+    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained;
+    ``execution``: where (``backend`` and its resources; not in ``summary()`` nor metrics.json)."""
+
     public_predictions: np.ndarray
     eval_predictions: np.ndarray
     eval_labels: np.ndarray
@@ -65,7 +54,8 @@ class EnsembleResult:
 
 
 def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
-    """Accuracy of the (noiseless) plurality vote of ``predictions`` (T, N) against ``labels``."""
+    """Accuracy of the (noiseless) plurality vote of ``predictions`` (T, N) against ``labels``
+    (ties go to the lowest class index)."""
     from pate.core.votes import votes_from_predictions
 
     labels = np.asarray(labels)
@@ -98,7 +88,8 @@ def ensemble_result(
 
 
 def write_result(out, result: EnsembleResult, config, dataset: str) -> None:
-    """``predictions.npz`` and ``metrics.json`` of ``result`` in the folder ``out``."""
+    """``predictions.npz`` (``public``, ``evaluation``, ``evaluation_labels``) and
+    ``metrics.json`` of ``result`` in the folder ``out``."""
     atomic_savez(
         out / "predictions.npz",
         public=result.public_predictions,

@@ -4,33 +4,8 @@ The mechanisms themselves (parameters, noise step, privacy cost) are the specs o
 :mod:`pate.mechanisms`; this module runs them on vote matrices, one-shot or online against a
 budget (:mod:`pate.core.online_aggregator`), and works for any registered mechanism.
 
-Symbols
--------
-votes          (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on query i; every
-               row sums to the number of teachers T.
-``AggregationResult``
-    Frozen output of an aggregator: ``labels`` (n,) int64 (-1: no label), ``answered_mask``
-    (n,) bool (the *teachers* answered: the GNMax step ran and was charged), ``source`` (n,)
-    str ("teachers" | "student" | "none" | "not-asked"), ``asked_mask`` (n,) bool (the query
-    was submitted to the mechanism and charged), and ``event``, the
-    :class:`pate.analysis.accountant.PrivacyEvent` of the realised cost.
-``lnmax(votes, *, scale, rng)``
-    argmax_j (votes_j + Laplace(0, scale)) ([P17]; pure (2/scale)-DP per query).
-``gnmax(votes, *, sigma, rng)``
-    argmax_j (votes_j + N(0, sigma^2)) ([P18] Section 4.1).
-``confident_gnmax(votes, *, threshold, sigma1, sigma2, rng)``
-    Answer only if max_j votes_j + N(0, sigma1^2) >= threshold, then GNMax(sigma2)
-    ([P18] Algorithm 1).
-``interactive_gnmax(votes, *, student_probabilities, threshold, sigma1, sigma2, student_confidence, rng)``
-    Threshold check on round(max_j (votes_j - T p_j)) + N(0, sigma1^2) where p is the student's
-    predicted distribution; if passed, GNMax(sigma2) on the votes; if not and the student's top
-    probability >= student_confidence, the student's own argmax label is kept at no privacy
-    cost; otherwise -1 ([P18] Algorithm 2).
-``aggregate(mechanism, votes, *, rng, orders=..., student_probabilities=None, **params)``
-    Any registered mechanism, once on every query (the four functions above call it).
-
-Answering queries one at a time or in batches against an (eps, delta) budget is
-:class:`pate.core.online_aggregator.OnlineAggregator`.
+``votes`` is an (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on query i; every
+row sums to the number of teachers T.
 
 Privacy cost
 ------------

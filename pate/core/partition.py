@@ -1,30 +1,5 @@
 """Split the sensitive records into disjoint teacher shards.
 
-Symbols
--------
-``Partition``
-    Frozen record of a split: ``assignment`` (N,) int64 (teacher of each record),
-    ``num_teachers``, ``mode`` ("random" | "unit"), ``seed``, ``ids_digest``
-    (sha256 of the ids used) and, in unit mode, ``unit_ids``. ``.shards`` lists the sorted
-    record indices of each teacher; ``.save(path)`` / ``Partition.load(path, ids=...)``.
-``partition_random(record_keys, *, num_teachers, key=None, rng=None)``
-    Each record's teacher is a keyed hash of the record's content key
-    (``pate.ledger.record_keys(x, y)``) under ``key`` (a run's secret key,
-    :mod:`pate.core.keys`) or a random key drawn from ``rng``.
-``partition_by_unit(unit_ids, *, num_teachers, key=None, rng=None)``
-    Each privacy unit's (a patient's, a user's) teacher is a keyed hash of its id: all records
-    of one unit land in the same shard.
-``teacher_of(items, *, num_teachers, key)``
-    The keyed hash itself: the teacher of each item (bytes), from the item alone.
-``check_partition(partition, num_records)``
-    Proves disjointness, coverage and non-empty shards (and unit consistency); raises
-    ``PartitionError`` otherwise.
-``ids_digest(ids)``
-    The sha256 hex fingerprint of an id array **in its order**, independent of its integer
-    width / byte order: it ties a saved partition to the exact ids (and row order) it assigns.
-    It is not a dataset identity and never reaches the privacy ledger; the one dataset identity
-    (order-independent, from the records' content) is ``pate.ledger.dataset_identity``.
-
 Neighbouring relation: add or remove one record
 -----------------------------------------------
 PATE's guarantee (Papernot et al., ICLR 2017, 2018) rests on each sensitive item influencing at
@@ -38,8 +13,7 @@ user gave on purpose: then the split is reproducible by anyone who knows the see
 record; removing one takes it out of its shard: exactly one teacher's training set changes, the
 number of teachers does not, and so one vote at most moves -- the histogram change every bound
 of :mod:`pate.analysis.rdp` assumes. (A split that deals a seeded permutation of the rows
-round-robin, as pate-learn did before, moves most records when one is added -- 865 of 1000 on
-digits -- so its bounds held only for replacing a record; see ``analysis.legacy_relation``.)
+round-robin, as pate-learn did before, moves most records when one is added: docs/aggregators.md.)
 Identical records share a key, hence a shard; that is still one record added or removed.
 
 With ``mode="unit"`` the hash is of the unit id: adding, removing or changing any records of one

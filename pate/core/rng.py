@@ -1,20 +1,5 @@
 """Explicit randomness for a PATE run: one seed, independent named streams.
 
-Symbols
--------
-``Streams``
-    The random streams of one run. ``partition``, ``noise``, ``student`` and ``release`` are
-    generators; ``teacher_seeds(num_teachers)`` gives one integer seed per teacher (for
-    ``torch.Generator.manual_seed`` or scikit-learn's ``random_state``).
-``SecureGenerator``
-    A generator-like object whose every draw comes from the operating system's entropy pool
-    (``os.urandom``); it offers ``random``, ``normal``, ``laplace``, ``standard_normal``,
-    ``exponential`` and ``integers``.
-``make_streams(seed=None, *, secure=False)``
-    Build the ``Streams`` of a run.
-``check_rng(rng, name="rng")``
-    Validate a random generator argument (a ``numpy.random.Generator`` or a ``SecureGenerator``).
-
 Stream independence
 -------------------
 One ``numpy.random.SeedSequence(seed)`` is the root. Each stage gets a child with a *fixed*
