@@ -19,14 +19,8 @@ stops the write and the whole source is checked the usual way, so the error name
 and column as without a cache (:func:`pate.teachers.data_checks.check_features`) and no entry is
 left.
 
-Symbols
--------
 ``DECODED_IMAGES``, ``NPZ_MEMBER``, ``NPZ_POOL``, ``CONVERTED``: the entries' front-end names
 (``pate cache list``).
-``decoded_images(cache, folder, order, digests, *, mode, size, decode)``
-``npz_rows(cache, path, name, *, order=None, what)``
-``converted_rows(cache, x, convert, *, digest, settings)``
-``file_digest(path)``: sha256 hex of a file's bytes.
 """
 
 from __future__ import annotations
