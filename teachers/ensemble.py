@@ -20,11 +20,6 @@ cluster=None)``
     chunk files are written here, by the driver, in the same format).
 ``EnsembleResult``, ``plurality_accuracy``
     What training gives (predictions, accuracies, where it ran): :mod:`pate.teachers.result`.
-``PRIVATE_CHUNK_BYTES``
-    With ScatterNet features read from the feature cache, the private rows of a chunk of
-    teachers are read (and standardised) when the chunk starts and dropped when it ends, and
-    the chunk holds at most about this many bytes of them (128 MiB; at least one teacher): the
-    teachers' memory does not grow with the private split. Teachers train alike in any chunk.
 ``load_teacher_models(out_dir)``
     The trained torch teachers of an ``out_dir`` as a list of ``nn.Module`` (eval mode).
 
@@ -41,6 +36,8 @@ logger ``"pate.teachers.ensemble"``, a child of ``"pate"`` (the CLI shows it on 
 progress bars are tqdm's, on stderr, off with ``progress=False``.
 
 The recipe is :mod:`pate.teachers.recipe`, the devices :mod:`pate.teachers.devices`, the
+chunks :mod:`pate.teachers.chunks` (``PRIVATE_CHUNK_BYTES``: how many private rows a chunk
+reads at a time), the chunks as Ray tasks :mod:`pate.teachers.ray_training`, the
 result and its files :mod:`pate.teachers.result`, the output directory
 :mod:`pate.teachers.ensemble_dir`, scikit-learn teachers (their chunk checkpoints, never
 pickles) :mod:`pate.teachers.sklearn_teachers`; every name above is importable from here.
@@ -56,24 +53,33 @@ import pathlib
 import sys
 import time
 import warnings
-from typing import Any
 
 import numpy as np
 
 from pate.analysis.validation import check_int, describe
-from pate.teachers.checkpoint import atomic_torch_save, atomic_write_json, load_torch
-from pate.teachers.cluster import ChunkTask, ClusterConfig, RaySession, progress_name, train_chunk
-from pate.teachers.devices import available_bytes, choose_chunk_size, resolve_device
+from pate.teachers.chunks import (
+    ChunkPlan,
+    EnsembleJob,
+    chunk_rows,
+    chunk_size_for,
+    finished_result,
+    plan_chunks,
+    prediction_arrays,
+    read_back_chunk,
+    save_chunk,
+)
+from pate.teachers.cluster import ChunkTask, ClusterConfig, progress_name, train_chunk
+from pate.teachers.devices import choose_chunk_size, resolve_device
 from pate.teachers.ensemble_dir import (
     FORMAT_VERSION,
     PROGRESS,
-    STATE,
     load_teacher_models,
     open_out_dir,
     peek_state,
 )
 from pate.teachers.errors import ConfigError
 from pate.teachers.features import FeatureRows, feature_rows
+from pate.teachers.ray_training import train_in_ray_session
 from pate.teachers.recipe import (
     AUTO_EPOCHS_RANGE,
     MIN_TEACHER_STEPS,
@@ -81,7 +87,7 @@ from pate.teachers.recipe import (
     TeacherConfig,
     auto_epochs,
 )
-from pate.teachers.result import EnsembleResult, ensemble_result, plurality_accuracy, write_result
+from pate.teachers.result import EnsembleResult, plurality_accuracy
 from pate.teachers.scaling import scale_warning, standardized_data
 from pate.teachers.sklearn_teachers import train_sklearn
 
@@ -100,7 +106,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
-PRIVATE_CHUNK_BYTES = 128 * 2**20
 
 
 # ----------------------------------------------------------------------------- validation
@@ -183,33 +188,6 @@ def _fingerprint(config: TeacherConfig, data, shards, seeds) -> dict:
 # ----------------------------------------------------------------------------- training
 
 
-@dataclasses.dataclass(frozen=True)
-class EnsembleJob:
-    """What every chunk of one ensemble shares: the ``data`` the teachers learn on (features and
-    public standardisation applied), their ``shards`` and ``seeds``, the resolved recipe
-    ``config``, the ``trainer`` and ``device``, and the output directory ``out`` (None: nothing
-    is written)."""
-
-    data: Any
-    shards: list
-    seeds: list
-    config: TeacherConfig
-    trainer: str
-    device: str
-    out: pathlib.Path | None
-
-
-@dataclasses.dataclass(frozen=True)
-class ChunkPlan:
-    """How the ensemble is cut: teachers per chunk (``chunk_size``), the ``chunks`` (lists of
-    teacher indices) and the saved ``state`` (``state.json``'s dict, updated as chunks finish;
-    None without an output directory)."""
-
-    chunk_size: int
-    chunks: list
-    state: dict | None
-
-
 def train_teachers(
     data,
     shards,
@@ -246,9 +224,9 @@ def train_teachers(
     out = pathlib.Path(out_dir) if out_dir is not None else None
     job = EnsembleJob(data, shards, seeds, config, trainer, device, out)
     if on_ray:
-        return _train_in_ray_session(job, cluster, state, fingerprint, progress)
-    chunk_size = _chunk_size(state, config, data, len(shards), num_classes, device, None, None)
-    return _train_here(job, _plan(job, state, fingerprint, chunk_size, ""), progress)
+        return train_in_ray_session(job, cluster, state, fingerprint, progress)
+    chunk_size = chunk_size_for(state, config, data, len(shards), num_classes, device, None, None)
+    return _train_here(job, plan_chunks(job, state, fingerprint, chunk_size, ""), progress)
 
 
 def _checked_arguments(config, cluster, resume) -> TeacherConfig:
@@ -273,28 +251,6 @@ def _training_device(config: TeacherConfig, ray_cluster: ClusterConfig | None) -
         return ray_cluster.task_device(config.device)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"[cluster] {exc}") from None
-
-
-def _train_in_ray_session(
-    job: EnsembleJob, cluster: ClusterConfig, state, fingerprint, progress
-) -> EnsembleResult:
-    """The chunks planned for the cluster's task slots and trained on Ray."""
-    with RaySession(cluster) as session:
-        data = job.data
-        chunk_size = _chunk_size(
-            state,
-            job.config,
-            data,
-            len(job.shards),
-            int(data.num_classes),
-            job.device,
-            session,
-            cluster,
-        )
-        where = f"on Ray ({session.slots} task slot(s))"
-        return _train_on_ray(
-            job, session, _plan(job, state, fingerprint, chunk_size, where), progress
-        )
 
 
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
@@ -360,7 +316,7 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     held = _held_private(data, device)  # None: a chunk's rows read when it starts
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    public_preds, eval_preds = _prediction_arrays(data, len(job.shards))
+    public_preds, eval_preds = prediction_arrays(data, len(job.shards))
     completed = set(plan.state["completed"]) if out is not None else set()
     bar = tqdm(
         total=len(chunks) * config.epochs,
@@ -375,7 +331,7 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
             if ci in completed:
-                _read_back_chunk(out, ci, lo, hi, public_preds, eval_preds)
+                read_back_chunk(out, ci, lo, hi, public_preds, eval_preds)
                 bar.update(config.epochs)
                 continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
@@ -384,7 +340,7 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
             eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
                 params = outcome.unit.stacked_params()
-                _save_chunk(
+                save_chunk(
                     out,
                     plan.state,
                     ci,
@@ -398,27 +354,11 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     finally:
         bar.close()
     seconds = time.perf_counter() - started
-    result = _finished(job, public_preds, eval_preds, plan.chunk_size, seconds)
+    result = finished_result(job, public_preds, eval_preds, plan.chunk_size, seconds)
     execution = {"backend": "local", "torch_threads": torch.get_num_threads()}
     if job.trainer == "sequential":
         execution["step_threads"] = _sequential_step_threads(data, config, device)
     return dataclasses.replace(result, execution=execution)
-
-
-def _finished(job: EnsembleJob, public_preds, eval_preds, chunk_size, seconds) -> EnsembleResult:
-    """The ensemble's result, also written to ``job.out`` (when there is one)."""
-    result = ensemble_result(
-        job.data,
-        public_preds,
-        eval_preds,
-        trainer=job.trainer,
-        device=job.device,
-        chunk_size=chunk_size,
-        seconds=seconds,
-    )
-    if job.out is not None:
-        write_result(job.out, result, job.config, job.data.name)
-    return result
 
 
 def _sequential_step_threads(data, config, device) -> int:
@@ -448,21 +388,6 @@ def _held_private(data, device):
     return x, torch.from_numpy(data.private.y).to(device)
 
 
-def _prediction_arrays(data, num_teachers: int) -> tuple[np.ndarray, np.ndarray]:
-    """Empty (teachers, public) and (teachers, evaluation) int64 prediction arrays."""
-    return (
-        np.empty((num_teachers, len(data.public)), dtype=np.int64),
-        np.empty((num_teachers, len(data.evaluation)), dtype=np.int64),
-    )
-
-
-def _read_back_chunk(out, ci, lo, hi, public_preds, eval_preds) -> None:
-    """A finished chunk of a resumed run: its predictions read from ``chunk_NNNN.pt``."""
-    saved = load_torch(out / f"chunk_{ci:04d}.pt")
-    public_preds[lo:hi] = saved["public_predictions"].numpy()
-    eval_preds[lo:hi] = saved["eval_predictions"].numpy()
-
-
 def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_epoch):
     """Train chunk ``ci`` (teachers ``members``) here: on the held private split, or on its
     shards' rows read for it (dropped when it returns)."""
@@ -471,7 +396,7 @@ def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_
     data, device, out = job.data, job.device, job.out
     member_shards = [job.shards[t] for t in members]
     if held is None:
-        x_c, y_c, member_shards = _chunk_rows(data.private, member_shards)
+        x_c, y_c, member_shards = chunk_rows(data.private, member_shards)
         x_priv, y_priv = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
         del x_c, y_c
     else:
@@ -489,186 +414,3 @@ def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_
         checkpoint_path=None if out is None else out / PROGRESS,
     )
     return train_chunk(task, x_priv, y_priv, x_pub, x_eval, on_epoch=on_epoch)
-
-
-def _chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """(x, y) of the rows of a chunk's shards, one shard after another, and the shards
-    re-indexed into them: each teacher sees the same records in the same order as in the whole
-    split. ``private``: an :class:`~pate.teachers.data.ArraySplit` or :class:`FeatureRows`."""
-    rows = np.concatenate(member_shards)
-    bounds = np.cumsum([0] + [len(s) for s in member_shards])
-    local = [np.arange(bounds[i], bounds[i + 1], dtype=np.int64) for i in range(len(member_shards))]
-    x = private.take(rows) if isinstance(private, FeatureRows) else private.x[rows]
-    return x, private.y[rows], local
-
-
-def _chunk_size(state, config, data, num_teachers, num_classes, device, session, cluster) -> int:
-    """Teachers per chunk: a resumed run keeps its own; under Ray ``teachers_per_task``, else
-    ``chunk_size``, else from the cluster's task slots; locally ``chunk_size``, else from the
-    free memory."""
-    from pate.teachers.vectorized import per_teacher_bytes
-
-    if state is not None and "chunk_size" in state:
-        return int(state["chunk_size"])
-    if session is not None:
-        if cluster.teachers_per_task is not None:
-            return min(cluster.teachers_per_task, num_teachers)
-        return session.default_chunk_size(num_teachers, config.chunk_size)
-    if config.chunk_size is not None:
-        return choose_chunk_size(num_teachers, 1, config.chunk_size)
-    per_teacher = per_teacher_bytes(
-        config.model,
-        input_shape=data.input_shape,
-        num_classes=num_classes,
-        batch_size=config.batch_size,
-    )
-    budget = (
-        int(config.memory_budget_mb * 2**20)
-        if config.memory_budget_mb is not None
-        else available_bytes(device)
-    )
-    size = choose_chunk_size(num_teachers, per_teacher, budget)
-    if isinstance(data.private, FeatureRows):  # the chunk's private rows are read for it
-        shard_bytes = data.private.row_bytes * -(-len(data.private) // num_teachers)
-        size = min(size, max(1, PRIVATE_CHUNK_BYTES // shard_bytes))
-    return size
-
-
-def _plan(job: EnsembleJob, state, fingerprint, chunk_size: int, where: str) -> ChunkPlan:
-    """The chunks (lists of teacher indices) and the saved state (``state.json`` written)."""
-    out, trainer, seeds = job.out, job.trainer, job.seeds
-    num_teachers = len(seeds)
-    chunks = [
-        list(range(i, min(i + chunk_size, num_teachers)))
-        for i in range(0, num_teachers, chunk_size)
-    ]
-    if out is not None:
-        state = dict(
-            state or {},
-            fingerprint=fingerprint,
-            chunk_size=chunk_size,
-            num_chunks=len(chunks),
-            trainer=trainer,
-            seeds=seeds,
-            completed=(state or {}).get("completed", []),
-        )
-        atomic_write_json(out / STATE, state)
-    done = len((state or {}).get("completed", []))
-    logger.info(
-        "teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s%s",
-        num_teachers,
-        job.config.model,
-        job.device,
-        trainer,
-        len(chunks),
-        chunk_size,
-        f" {where}" if where else "",
-        f" ({done} already done)" if done else "",
-    )
-    return ChunkPlan(chunk_size, chunks, state)
-
-
-def _save_chunk(out, state, ci, teachers, params, public, evaluation, *, local: bool) -> None:
-    """A finished chunk: ``chunk_NNNN.pt``, then ``state.json``, then its progress checkpoint
-    goes (the same files and order whichever backend trained it). ``progress.pt`` is the chunk
-    in training locally; under Ray it may be another chunk's (a run started locally): it goes
-    when the stage ends."""
-    import torch
-
-    atomic_torch_save(
-        out / f"chunk_{ci:04d}.pt",
-        {
-            "teachers": list(teachers),
-            "params": params,
-            "public_predictions": torch.from_numpy(np.ascontiguousarray(public)),
-            "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation)),
-        },
-    )
-    state["completed"] = sorted(set(state["completed"]) | {ci})
-    atomic_write_json(out / STATE, state)
-    for name in ((PROGRESS,) if local else ()) + (progress_name(ci),):
-        if (out / name).exists():
-            os.unlink(out / name)
-
-
-def _train_on_ray(
-    job: EnsembleJob, session: RaySession, plan: ChunkPlan, progress
-) -> EnsembleResult:
-    """The chunks as Ray tasks (:class:`pate.teachers.cluster.RaySession`); the driver keeps
-    ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
-    data, out, chunks = job.data, job.out, plan.chunks
-    public_preds, eval_preds = _prediction_arrays(data, len(job.shards))
-    completed = set(plan.state["completed"]) if out is not None else set()
-    todo = []
-    for ci, members in enumerate(chunks):
-        if ci in completed:  # finished chunks are read back, never trained again
-            _read_back_chunk(out, ci, members[0], members[-1] + 1, public_preds, eval_preds)
-        else:
-            todo.append(ci)
-    workers: dict[int, dict] = {}
-
-    def on_result(ci: int, result: dict) -> None:
-        lo, hi = result["teachers"]
-        public_preds[lo:hi] = result["public_predictions"]
-        eval_preds[lo:hi] = result["eval_predictions"]
-        if out is not None:
-            params = result["params"]
-            _save_chunk(
-                out,
-                plan.state,
-                ci,
-                (lo, hi),
-                params,
-                public_preds[lo:hi],
-                eval_preds[lo:hi],
-                local=False,
-            )
-        workers[ci] = result["worker"]
-
-    started = time.perf_counter()
-    session.run(
-        _ray_jobs(job, session, chunks, todo),
-        data.public.x,
-        data.evaluation.x,
-        on_result,
-        progress=progress,
-        done=len(chunks) - len(todo),
-        total=len(chunks),
-    )
-    seconds = time.perf_counter() - started
-    if out is not None and (out / PROGRESS).exists():
-        os.unlink(out / PROGRESS)  # a local run's, for a chunk finished above
-    result = _finished(job, public_preds, eval_preds, plan.chunk_size, seconds)
-    execution = dict(
-        session.resources(),
-        teachers_per_task=plan.chunk_size,
-        num_chunks=len(chunks),
-        chunks_trained=len(todo),
-        chunks_reused=len(chunks) - len(todo),
-        workers={str(k): v for k, v in sorted(workers.items())},
-    )
-    return dataclasses.replace(result, execution=execution)
-
-
-def _ray_jobs(job: EnsembleJob, session: RaySession, chunks, todo):
-    """``(chunk, spec, x_rows, y_rows)`` of every chunk in ``todo``, built one at a time as the
-    session submits it: the driver holds the private rows of the chunks in flight only (the
-    task receives only its chunk's rows, the shards re-indexed into them)."""
-    data, out = job.data, job.out
-    for ci in todo:
-        members = chunks[ci]
-        x_c, y_c, local = _chunk_rows(data.private, [job.shards[t] for t in members])
-        spec = {
-            "chunk": ci,
-            "teachers": [members[0], members[-1] + 1],
-            "seeds": [job.seeds[t] for t in members],
-            "shards": local,
-            "config": job.config,
-            "trainer": job.trainer,
-            "device": job.device,
-            "threads": session.cluster.cpus_per_task,
-            "input_shape": tuple(data.input_shape),
-            "num_classes": int(data.num_classes),
-            "out_dir": None if out is None else str(out.resolve()),
-        }
-        yield ci, spec, x_c, y_c

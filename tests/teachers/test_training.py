@@ -333,7 +333,7 @@ def test_input_errors_before_any_work(digits):
 def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(
     digits, tmp_path, monkeypatch
 ):
-    from pate.teachers import checkpoint, ensemble
+    from pate.teachers import checkpoint, chunks
 
     shards = random_shards(len(digits.private), SIZES)
     config = TeacherConfig(
@@ -348,7 +348,7 @@ def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(
 
     # the chunk's progress checkpoints (pate.teachers.cluster.train_chunk) and its chunk file
     monkeypatch.setattr(checkpoint, "atomic_torch_save", counted)
-    monkeypatch.setattr(ensemble, "atomic_torch_save", counted)
+    monkeypatch.setattr(chunks, "atomic_torch_save", counted)
     every = train_teachers(
         digits, shards, SEEDS, config, out_dir=tmp_path / "every", progress=False
     )
