@@ -47,14 +47,12 @@ from pate.teachers.data_checks import (
     check_labels,
     label_set,
 )
+from pate.teachers.image_folder import IMAGE_EXTENSIONS, check_image_size, load_imagefolder
 from pate.teachers.own_data import (
-    IMAGE_EXTENSIONS,
     SPLIT_COLUMN,
     SPLIT_VALUES,
     MarkedPool,
-    check_image_size,
     load_csv,
-    load_imagefolder,
     load_npz,
 )
 
