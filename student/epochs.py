@@ -1,9 +1,9 @@
 """The student's epoch loop, in one process or data-parallel in several
 (:mod:`pate.student.parallel`).
 
-A step's batch is drawn as fixed shards (:func:`pate.student.trainer.step_shards`), shard ``k``
+A step's batch is drawn as fixed shards (:func:`pate.student.draws.step_shards`), shard ``k``
 from ``training.generators[k]``: ``batch_size`` labelled rows and ``batch_size *
-unlabeled_ratio`` unlabelled ones split by :func:`pate.student.trainer.shard_sizes`. Process
+unlabeled_ratio`` unlabelled ones split by :func:`pate.student.draws.shard_sizes`. Process
 ``r`` of ``P`` draws the shards ``k`` with ``k % P == r``; one process draws them all and puts
 each step's shards together. Either way every shard draws the same rows and views, so a run
 resumed from a checkpoint, or trained with another number of processes, draws what an
@@ -30,17 +30,9 @@ from typing import Any
 import torch
 
 from pate.student.checkpoint import atomic_save
+from pate.student.draws import Batches, StepDraw, draw_steps, shard_sizes, steps_per_draw
 from pate.student.parallel import Group, data_parallel
-from pate.student.trainer import (
-    Batches,
-    StepDraw,
-    Training,
-    accuracy,
-    draw_steps,
-    shard_sizes,
-    step,
-    steps_per_draw,
-)
+from pate.student.trainer import Training, accuracy, step
 
 __all__ = ["EpochLoop", "CheckpointTarget", "draw_shards", "train_epochs"]
 
@@ -71,7 +63,7 @@ def draw_shards(
 ) -> list[StepDraw]:
     """The inputs of ``steps`` steps from ``shards``, each ``(batches drawing from the shard's
     generator, the shard's labelled rows)``: each shard drawn as a batch of its own size
-    (:func:`pate.student.trainer.draw_steps`), the shards' rows of a step put together in order."""
+    (:func:`pate.student.draws.draw_steps`), the shards' rows of a step put together in order."""
     drawn = [
         draw_steps(batches, {**settings, "batch_size": size}, steps) for batches, size in shards
     ]

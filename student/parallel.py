@@ -7,7 +7,7 @@ wait for each other twice a step instead of once per operation (measured: docs/t
 ``benchmarks/student_processes.py``).
 
 How. A step's batch is drawn as fixed *shards*, each from its own generator
-(:func:`pate.student.trainer.step_shards`): the draws do not depend on the number of processes,
+(:func:`pate.student.draws.step_shards`): the draws do not depend on the number of processes,
 and one process drawing every shard trains on what two processes drawing one each train on.
 Each process computes its shards' share of the loss, normalised by the whole batch's size, so the
 loss is the sum of the processes' shares and so is its gradient. :class:`Group` sums tensors over

@@ -37,6 +37,7 @@ from torch import nn
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
 from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
+from pate.student.draws import Batches, rows_independent, saved_shards, step_shards
 from pate.student.epochs import CheckpointTarget, EpochLoop, train_epochs
 from pate.student.inputs import (
     check_inputs,
@@ -57,14 +58,7 @@ from pate.student.settings import (
     short_training_warning,
     validated_settings,
 )
-from pate.student.trainer import (
-    Batches,
-    Training,
-    build_network,
-    rows_independent,
-    saved_shards,
-    step_shards,
-)
+from pate.student.trainer import Training, build_network
 from pate.student.weights_file import read_student, write_student
 
 __all__ = [
