@@ -113,11 +113,11 @@ def _processes(requested: Any, shards: int, device: torch.device) -> tuple[int, 
 
 
 class Student(ClassifierMixin, BaseEstimator):
-    """The student model, a scikit-learn classifier; see the module docstring.
+    """The student model, a scikit-learn classifier (its contract: docs/student.md, "The
+    estimator's contract").
 
     ``fit(X, y)``: ``X`` the public inputs, (N, C, H, W) images in [0, 1] or (N, F) float
-    features; ``y`` one label per item, ``-1`` where unlabelled (see "Labels" in the module
-    docstring). In a cross-validation or a grid search every clone trains from scratch (leave
+    features; ``y`` one label per item, ``-1`` where unlabelled (labels: docs/student.md). In a cross-validation or a grid search every clone trains from scratch (leave
     ``checkpoint_dir`` None there: the clones would share one checkpoint).
 
     Parameters
@@ -274,7 +274,7 @@ class Student(ClassifierMixin, BaseEstimator):
         """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered).
 
         ``soft_targets``: None, or (N, len(classes_)) class probabilities that replace the
-        one-hot labels in the labelled loss ("Soft targets" in the module docstring).
+        one-hot labels in the labelled loss (docs/student.md, "The estimator's contract").
         Returns ``self``. Only the public inputs and the released labels may be passed: the
         private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
         models are refused with a ``TypeError``.

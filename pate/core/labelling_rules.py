@@ -200,7 +200,7 @@ def labelling_rule(
 def rule_features(embeddings: npt.ArrayLike, geometry: PublicGeometry, rule: str) -> FloatArray:
     """What ``rule``'s class scores are affine in, per row (float64): the clipped, scaled u(e)
     for "logistic" (:class:`LinearLabeller`), the whitened w(e) for "lda"
-    (:class:`NoisyClassMeans`; the module docstring defines u and w). "qda" is not affine in
+    (:class:`NoisyClassMeans`; :mod:`pate.core.mean_release` defines u and w). "qda" is not affine in
     any such map: refused (ValueError)."""
     rule = check_choice(rule, "rule", LINEAR_RULES)
     e = check_embeddings(embeddings, "embeddings")
