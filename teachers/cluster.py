@@ -1,47 +1,6 @@
 """Where the teachers are trained: the work of one chunk, and the backends that run the chunks.
 
-Teachers are independent, so a teacher ensemble is a list of chunks (consecutive teachers trained
-together: vectorized on a GPU or without convolutions, else one after another on a CPU) that can
-run anywhere. The *local* backend runs them one after another in this process (:func:`pate.teachers.ensemble.train_teachers`,
-today's behaviour; Ray is never imported). The *ray* backend runs one Ray task per chunk, on a
-laptop (``ray.init()`` starts a local Ray) or on a cluster (``address = "auto"``).
-
-Symbols
--------
-``ClusterConfig``
-    The ``[cluster]`` table (frozen dataclass): ``backend`` ("local" | "ray"), ``address``
-    (None: start a local Ray, or use the one this process already started with ``ray.init``;
-    "auto" or "HOST:PORT": join a running cluster), ``num_cpus`` (CPUs of a local Ray; None = all),
-    ``cpus_per_task`` (also the task's torch thread count), ``gpus_per_task`` (> 0: the task trains
-    on its GPU with the vectorized trainer; fractions share a GPU), ``teachers_per_task`` (the
-    chunk size under Ray; None: ``[teachers] chunk_size`` if set, else about four chunks per
-    task slot on CPUs and one per slot on GPUs) and ``max_retries`` (a chunk whose worker dies is
-    run again at most this many times). Invalid values raise ``ValueError``/``TypeError`` naming
-    the key and the value.
-``train_chunk(task, x, y, x_public, x_eval, *, on_epoch=None)``
-    The work of one chunk (a :class:`ChunkTask`), the same for every backend: build the chunk's
-    teachers, continue from the first checkpoint in ``task.resume_from`` that belongs to the
-    chunk, train the remaining epochs (checkpointing to ``task.checkpoint_path`` as
-    ``config.checkpoint`` / ``checkpoint_every_s`` say), and predict the public and evaluation
-    items. ``task.shards`` index rows of ``x``/``y`` (a Ray task receives only its chunk's rows,
-    re-indexed: the batches, hence the teachers, are the same).
-``RaySession(cluster)``
-    Context manager: joins or starts Ray (and stops a Ray it started on exit), checks that a task
-    fits on the cluster (:class:`ConfigError` otherwise), ``slots`` (tasks that can run at once),
-    ``resources()`` (what the report records) and ``run(jobs, x_public, x_eval, on_result,
-    progress)``: one task per job, the public and evaluation inputs put once into the object
-    store, each chunk's private rows shipped with its task, results handed to ``on_result`` in
-    the order they finish, one progress bar over the chunks.
-
-Files. A Ray task that sees the run directory (shared storage) checkpoints its chunk there as
-``progress_NNNN.pt`` (the local backend's ``progress.pt``, one per chunk since chunks run at
-once), so a retried chunk continues from its last checkpoint; without shared storage a retried
-chunk starts again from its first epoch. The driver writes ``chunk_NNNN.pt`` and ``state.json``
-from what the tasks return, exactly as the local backend does, so a run directory does not say
-which backend trained it (``state.json`` records no backend; the stage summary does).
-
-Nothing random is drawn in a task but the teachers' own training, seeded per teacher; the
-aggregator's noise is drawn later, on the driver, by the aggregate stage.
+More: docs/cluster.md, "pate.teachers.cluster".
 """
 
 from __future__ import annotations
@@ -84,7 +43,7 @@ def progress_name(chunk: int) -> str:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Where the teachers' chunks run (see the module docstring)."""
+    """Where the teachers' chunks run (docs/cluster.md, "pate.teachers.cluster")."""
 
     backend: str = "local"
     address: str | None = None
@@ -188,7 +147,7 @@ class ChunkTask:
 def train_chunk(
     task: ChunkTask, x, y, x_public, x_eval, *, on_epoch: Callable[[int], None] | None = None
 ) -> ChunkOutcome:
-    """Train one chunk of teachers (see the module docstring); ``on_epoch(n)`` counts epochs;
+    """Train one chunk of teachers (docs/cluster.md, "pate.teachers.cluster"); ``on_epoch(n)`` counts epochs;
     checkpoints are written atomically."""
     from pate.teachers.checkpoint import atomic_torch_save, load_torch
 
@@ -286,7 +245,7 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
 
 
 class RaySession:
-    """Ray for one teachers stage (see the module docstring)."""
+    """Ray for one teachers stage (docs/cluster.md, "pate.teachers.cluster")."""
 
     def __init__(self, cluster: ClusterConfig) -> None:
         if not cluster.is_ray:

@@ -1,46 +1,6 @@
 """Train a whole teacher ensemble: chunking, checkpoints, resume, predictions and accuracy.
 
-Symbols
--------
-``TeacherConfig``
-    The training recipe (frozen dataclass; :mod:`pate.teachers.recipe` describes every field
-    and how ``TeacherConfig.resolved(data)`` decides the "auto" ones), with :func:`auto_epochs`,
-    ``MIN_TEACHER_STEPS``, ``AUTO_EPOCHS_RANGE`` and ``TRAINERS``.
-``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True,
-cluster=None)``
-    Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
-    an :class:`EnsembleResult`. Same-architecture torch teachers are trained together in chunks
-    on a GPU (:mod:`pate.teachers.vectorized`); on CPU, and for models that cannot be vmapped,
-    teachers are trained one after another (:mod:`pate.teachers.sequential`), unless ``trainer``
-    names one. A resumed run keeps the trainer it started with. With
-    ``out_dir`` every epoch (or chunk) is checkpointed atomically and ``resume=True`` continues
-    an interrupted run to the same teachers as an uninterrupted one. ``cluster`` (a
-    :class:`pate.teachers.cluster.ClusterConfig`; None = local): with ``backend="ray"`` every
-    chunk is a Ray task (same predictions, bit for bit on CPU at the same thread count; the
-    chunk files are written here, by the driver, in the same format).
-``EnsembleResult``, ``plurality_accuracy``
-    What training gives (predictions, accuracies, where it ran): :mod:`pate.teachers.result`.
-``load_teacher_models(out_dir)``
-    The trained torch teachers of an ``out_dir`` as a list of ``nn.Module`` (eval mode).
-
-Files in ``out_dir`` (normally ``<run_dir>/teachers``): ``state.json`` (recipe fingerprint,
-seeds, chunking, completed chunks), ``progress.pt`` (the chunk in training, removed when it is
-done; ``progress_NNNN.pt`` under Ray, one per chunk in training), ``chunk_NNNN.pt`` (torch:
-trained weights and predictions of a chunk, read back with ``weights_only=True``), ``chunk_NNNN.npz`` (scikit-learn:
-:mod:`pate.teachers.sklearn_teachers`), ``predictions.npz``
-(``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``. No file in a run
-directory is ever a pickle, and none is read in a way that can run code.
-
-Messages (the trainer chosen, a fallback from vmap, ignored pickles) go to the ``logging``
-logger ``"pate.teachers.ensemble"``, a child of ``"pate"`` (the CLI shows it on stderr);
-progress bars are tqdm's, on stderr, off with ``progress=False``.
-
-The recipe is :mod:`pate.teachers.recipe`, the devices :mod:`pate.teachers.devices`, the
-chunks :mod:`pate.teachers.chunks` (``PRIVATE_CHUNK_BYTES``: how many private rows a chunk
-reads at a time), the chunks as Ray tasks :mod:`pate.teachers.ray_training`, the
-result and its files :mod:`pate.teachers.result`, the output directory
-:mod:`pate.teachers.ensemble_dir`, scikit-learn teachers (their chunk checkpoints, never
-pickles) :mod:`pate.teachers.sklearn_teachers`; every name above is importable from here.
+More: docs/teachers.md, "pate.teachers.ensemble".
 """
 
 from __future__ import annotations
@@ -199,7 +159,15 @@ def train_teachers(
     progress: bool = True,
     cluster: ClusterConfig | None = None,
 ) -> EnsembleResult:
-    """Train one teacher per shard (see the module docstring); returns an :class:`EnsembleResult`."""
+    """Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]``; returns an
+    :class:`EnsembleResult`.
+
+    Same-architecture torch teachers train together in chunks on a GPU (vectorized), one after
+    another on a CPU or when they cannot be vmapped (sequential), unless ``config.trainer`` names
+    one; a resumed run keeps its trainer. With ``out_dir`` every epoch (or chunk) is checkpointed
+    atomically and ``resume=True`` continues an interrupted run to the same teachers.
+    ``cluster`` with ``backend="ray"``: every chunk is a Ray task (same predictions).
+    """
     config = _checked_arguments(config, cluster, resume)
     shards = _check_shards(shards, len(data.private))
     config, data = _resolved(config, data, shards)

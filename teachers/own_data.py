@@ -2,19 +2,7 @@
 :mod:`pate.teachers.image_folder`; the formats: docs/teachers.md; :mod:`pate.teachers.data`
 splits what these return).
 
-Symbols
--------
-``load_npz(path, *, cache=None, source=None, classes=None, split_column=SPLIT_COLUMN)``:
-``("splits", six arrays, class_names)`` or ``("pool", MarkedPool, class_names)``.
-``load_csv(path, *, classes=None, split_column=SPLIT_COLUMN)``: ``(MarkedPool, class_names)``;
-every value checked, rows and columns named as in the file.
-``MarkedPool(x, y, split, num_classes)``: a single pool whose every row the user marked
-``private``, ``public`` or ``evaluation`` (``split``: codes 0, 1, 2); its labels are class indices
-of the declared label set (``-1``: an unknown public label). A pool without marking is refused
-(:func:`unmarked_pool`): its "public" rows would come out of the user's sensitive file.
-``SPLIT_COLUMN``, ``SPLIT_VALUES``: the default name of the column / array that marks each row's
-split, and its values.
-Messages go to the ``logging`` logger ``"pate.teachers.data"``.
+More: docs/own_data.md, "pate.teachers.own_data".
 """
 
 from __future__ import annotations
@@ -60,7 +48,7 @@ PRIVATE, PUBLIC, EVALUATION = range(3)
 
 @dataclass(frozen=True)
 class MarkedPool:
-    """A pool whose rows the user marked (module docstring); ``split`` holds codes 0, 1, 2, and
+    """A pool whose rows the user marked (docs/own_data.md, "pate.teachers.own_data"); ``split`` holds codes 0, 1, 2, and
     the rows are in split order (private, public, evaluation; each in the file's order)."""
 
     x: np.ndarray
@@ -116,7 +104,7 @@ def load_npz(
     classes=None,
     split_column: str = SPLIT_COLUMN,
 ):
-    """``(kind, arrays, class_names)`` of an ``.npz`` (module docstring). The private images are
+    """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md, "pate.teachers.own_data"). The private images are
     memory-mapped where stored uncompressed as float32; otherwise, with a ``cache``
     (:class:`pate.teachers.feature_cache.FeatureCache`), they are written into it as float32 and
     mapped from there, and a pool ``x`` is written in its split order (private rows, then public,
@@ -273,7 +261,7 @@ def _csv_layout(path: pathlib.Path, split_column: str):
 
 
 def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLUMN):
-    """``(MarkedPool, class_names)`` of a csv file (module docstring). Two passes over the file,
+    """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md, "pate.teachers.own_data"). Two passes over the file,
     a row at a time: the first finds the header, the label and split columns and the number of
     rows, the second writes the features into one preallocated array (never every cell as a
     string, which took many times the array's memory: docs/pipeline.md). The label set is

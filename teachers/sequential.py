@@ -1,34 +1,6 @@
 """Sequential fallback: teachers trained one after another.
 
-Symbols
--------
-``SequentialChunk(config, seeds, shards, x, y, *, input_shape, num_classes, device)``
-    Same interface as :class:`pate.teachers.vectorized.VectorizedChunk`, for architectures that
-    ``vmap`` cannot batch (BatchNorm, data-dependent control flow, ...): each teacher is an
-    ordinary ``nn.Module`` with its own ``torch.optim`` optimiser, fed the same batches and
-    augmentations (:func:`pate.teachers.schedule.epoch_plan`) as the vectorized trainer, so both
-    trainers produce the same teachers up to floating-point rounding. Its own randomness (e.g.
-    dropout) is seeded from the teacher's seed and the epoch.
-``step_threads(model, *, input_shape, batch_size, device) -> int | None``
-    1 when one training step of ``model`` on a CPU is too small to share between threads (a
-    forward pass of a batch under ``ONE_THREAD_MACS`` multiply-adds: a linear teacher on
-    ScatterNet features, ``cnn8``), else None (the process's thread count). Waking a second
-    thread for each of a tiny step's operations costs more than it saves, and beside busy
-    neighbours every such wake-up waits for a descheduled thread; :class:`SequentialChunk`
-    trains such teachers with one thread (:data:`pate.core.tuned_defaults.ONE_THREAD_MACS`).
-``fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs=1) -> list``
-    Tabular teachers: ``sklearn.base.clone(estimator)`` per shard, each with its own
-    ``random_state`` (when the estimator has one), fitted in parallel with joblib on flattened
-    inputs. The fitted estimators live in memory only: they are never written to disk (a
-    pickled estimator in a run directory could run code when read back; see
-    :mod:`pate.teachers.ensemble` for what a scikit-learn chunk checkpoint holds instead).
-``sklearn_predict(estimators, x) -> (T, N) int64``
-    Predicted labels of every fitted estimator.
-``sklearn_random_states(estimators) -> (T,) int64``
-    The integer ``random_state`` each fitted estimator was given (``-1`` for an estimator without
-    one): the per-teacher metadata saved next to the predictions.
-``make_sklearn_estimator(spec, params)``
-    ``"sklearn:package.module.Class"`` (any importable estimator class) with keyword ``params``.
+More: docs/teachers.md, "pate.teachers.sequential".
 """
 
 from __future__ import annotations
@@ -75,7 +47,7 @@ def forward_macs(model, example) -> int:
 
 
 def step_threads(model, *, input_shape, batch_size: int, device) -> int | None:
-    """1 for a CPU step under :data:`ONE_THREAD_MACS`, else None (see the module docstring)."""
+    """1 for a CPU step under :data:`ONE_THREAD_MACS`, else None (docs/teachers.md, "pate.teachers.sequential")."""
     import torch
 
     if torch.device(device).type != "cpu":

@@ -7,25 +7,7 @@ there); ``load_sklearn_chunk`` reads a finished chunk back, ``warn_about_pickles
 ``*.pkl`` files of an output directory (never opened). Messages go to the logger
 ``"pate.teachers.ensemble"``.
 
-scikit-learn chunk checkpoints
-------------------------------
-A finished chunk of scikit-learn teachers is saved as ``chunk_NNNN.npz``: plain int64 arrays
-``format`` (1), ``teachers`` ([lo, hi): the teacher indices of the chunk), ``seeds``,
-``random_states`` (what each estimator was given; -1 when it has none), ``shard_sizes``,
-``public_predictions`` (hi-lo, N_public) and ``eval_predictions`` (hi-lo, N_eval). A resumed run
-reads it with ``np.load(..., allow_pickle=False)`` and checks every array against the run
-(teacher range, seeds, shard sizes, shapes, labels in [0, num_classes)); a missing, damaged or
-foreign chunk raises :class:`pate.teachers.checkpoint.CheckpointError` naming the file.
-
-Why predictions and not the fitted estimators: a fitted scikit-learn estimator can only be
-saved as a pickle (or joblib, also a pickle), and unpickling a file planted in a run directory
-runs its payload; formats like skops still have to be told which types to trust. Nothing after
-this stage needs the estimators: voting reads ``predictions.npz``, the student learns from the
-released labels, and :func:`pate.teachers.ensemble_dir.load_teacher_models` serves torch teachers only. An unfinished
-chunk is simply fitted again on resume (each estimator's ``random_state`` comes from its
-teacher's seed, so the resumed run equals an uninterrupted one). ``*.pkl`` files found in
-``out_dir`` (planted, or left by a version that pickled its chunks) are never opened: a resume
-logs a warning, and a chunk that exists only as ``.pkl`` raises :class:`CheckpointError`.
+More: docs/teachers.md, "pate.teachers.sklearn_teachers".
 """
 
 from __future__ import annotations

@@ -1,46 +1,6 @@
 """Train a chunk of same-architecture teachers simultaneously with ``torch.func``.
 
-Symbols
--------
-``VectorizedChunk(config, seeds, shards, x, y, *, input_shape, num_classes, device)``
-    ``T`` teachers of one architecture: their parameters are stacked with
-    ``torch.func.stack_module_state`` into ``{name: (T, ...)}`` tensors, and one training step of
-    all ``T`` is ``vmap(grad(loss))`` over ``functional_call`` followed by a
-    :class:`pate.teachers.optim.StackedOptimizer` update (per-teacher Adam/SGD state).
-
-    * Teacher ``t`` only ever sees rows ``shards[t]`` of ``x``: its batch at step ``s`` is
-      positions ``s*B:(s+1)*B`` of its own epoch order (:func:`pate.teachers.schedule.epoch_plan`).
-      Shards of unequal size are handled by masking: a short shard's last batch is padded with
-      copies of its *own* first record at weight 0, and once a shard is exhausted the teacher is
-      inactive (no parameter, moment or step-count change) until the epoch ends. The loss is
-      ``sum(w * CE) / sum(w)`` -- exactly the mean over the real records -- so every teacher
-      receives the same updates as when trained alone (``pate.teachers.sequential``).
-    * Per-teacher randomness (batch order, augmentation) comes from each teacher's seed, drawn
-      outside the model; a custom module's own randomness (e.g. dropout) runs under
-      ``vmap(randomness="different")`` with torch's RNG seeded from the chunk's seeds and the
-      epoch (reproducible for a given chunk size, which a resumed run reuses).
-    * On CUDA the whole private array stays on the device (batches are gathered there) and the
-      forward pass runs under bfloat16 autocast (``amp=True``).
-    * A linear model (``Flatten`` then ``Linear``, or a ``Linear`` alone: :func:`linear_keys`)
-      is trained on a CPU with its gradient in closed form (:func:`_linear_grad_fn`: softmax
-      minus the smoothed one-hot target, two batched matrix products) and predicts with the
-      chunk's weights in one matrix product, instead of through ``vmap(grad(...))``: the same
-      numbers up to float32 rounding (tested), faster (measured: docs/teachers.md).
-    ``train_epoch(epoch)``, ``predict(x)``, ``state_dict()``, ``load_state_dict()``,
-    ``stacked_params()``.
-``vmap_support(model, *, input_shape, num_classes) -> str | None``
-    ``None`` if the architecture can be trained by :class:`VectorizedChunk`, else the reason.
-``linear_keys(module) -> (weight, bias) | None``
-    The parameter names of a model that is one linear layer of its flattened input.
-``has_convolution(module) -> bool``, ``has_batchnorm(module) -> bool``
-    Whether a module holds a convolution: on a CPU, vmap turns it into a grouped convolution
-    whose backward pass is slow, so ``trainer="auto"`` trains such teachers one after another
-    there and vmaps the others (linear and MLP teachers: all their work is matrix products).
-``sequential_is_faster(model, input_shape, num_classes, *, device) -> bool``
-    True on a CPU for a model with a convolution (``trainer="auto"`` then trains sequentially).
-``per_teacher_bytes(model, *, input_shape, num_classes, batch_size, eval_batch)``
-    Estimated memory of one teacher in a chunk (weights, gradients, optimiser moments,
-    temporaries and activations), used to choose the chunk size.
+More: docs/teachers.md, "pate.teachers.vectorized".
 """
 
 from __future__ import annotations
@@ -226,7 +186,7 @@ def per_teacher_bytes(
 
 
 class VectorizedChunk:
-    """All teachers of one chunk, trained together (see the module docstring)."""
+    """All teachers of one chunk, trained together (docs/teachers.md, "pate.teachers.vectorized")."""
 
     def __init__(self, config, seeds, shards, x, y, *, input_shape, num_classes, device) -> None:
         import torch
