@@ -1,20 +1,7 @@
 """The student's epoch loop, in one process or data-parallel in several
 (:mod:`pate.student.parallel`).
 
-A step's batch is drawn as fixed shards (:func:`pate.student.draws.step_shards`), shard ``k``
-from ``training.generators[k]``: ``batch_size`` labelled rows and ``batch_size *
-unlabeled_ratio`` unlabelled ones split by :func:`pate.student.draws.shard_sizes`. Process
-``r`` of ``P`` draws the shards ``k`` with ``k % P == r``; one process draws them all and puts
-each step's shards together. Either way every shard draws the same rows and views, so a run
-resumed from a checkpoint, or trained with another number of processes, draws what an
-uninterrupted one would have drawn.
-
-Symbols
--------
-``draw_shards(shards, settings, steps) -> list[StepDraw]``: ``steps`` steps of some shards.
-``train_epochs(training, batches, loop, *, checkpoint, ..., processes=1, threads_each=1)``
-    The epochs from ``training.start_epoch`` on (an :class:`EpochLoop`), a checkpoint (a
-    :class:`CheckpointTarget`) after each.
+More: docs/student.md, "pate.student.epochs".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """What may reach the student, checked: its public inputs, released labels and soft targets.
 
-The student is trained on the *public* inputs and the aggregator's released labels only. These
-checks run before any work and refuse, with a ``TypeError`` or ``ValueError`` naming the
-argument, everything else: the private split (a ``PateData``), an ``ArraySplit`` (true labels),
-the teachers' votes, predictions or weights, and malformed arrays. What is accepted (labels,
-soft targets): docs/student.md, "The estimator's contract".
-
-Symbols
--------
-``check_inputs(x, name, *, fit)``: inputs as C-contiguous float32 ``(N, C, H, W)`` or ``(N, F)``.
-``check_public_x(public_x)``: :func:`check_inputs` for fitting, the argument named ``public_x``.
-``check_labels(labels, num_public, num_classes, name="labels")``: ``(encoded, classes)``.
-``check_soft_targets(soft_targets, labels, num_classes)``: checked class probabilities.
-``refuse_non_public(obj, name)``: the ``TypeError`` for what must never reach the student.
-``as_array(obj, name, what)``, ``unlabelled_mask(y)``: helpers of the above.
+More: docs/student.md, "pate.student.inputs".
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """The student's settings: their names, their checks and the training length they leave open.
 
-:class:`pate.student.train.Student` stores its settings as given (scikit-learn's convention);
-:func:`validated_settings` checks them all before any work and returns them as plain values,
-and :func:`fill_training_length` fills what depends on the data (``pad``, ``steps_per_epoch``,
-``epochs``). The defaults and what each setting means are in :class:`Student`'s docstring.
-
-Symbols
--------
-``METHODS``: ``("fixmatch", "supervised")``.
-``TRAINING_PARAMS``: the settings that change the trained weights (the checkpoint fingerprint);
-``OTHER_PARAMS``: the others (device, seed, progress, checkpoints, callbacks, validation data).
-``MIN_STUDENT_STEPS``, ``MIN_STUDENT_EPOCHS``, ``auto_epochs(steps_per_epoch)``,
-``short_training_warning(epochs, steps_per_epoch)``: the training length of ``epochs=None``.
-``fill_training_length(settings, x, num_labelled) -> bool``: ``pad``, ``steps_per_epoch`` and
-    ``epochs`` filled in; True when the epochs given make fewer than ``MIN_STUDENT_STEPS`` steps.
-``validated_settings(student) -> dict``: every setting of a ``Student`` checked.
-``resolve_device(spec)``, ``auto_model_name(input_shape)``, ``seed_from(random_state)``.
+More: docs/student.md, "pate.student.settings".
 """
 
 from __future__ import annotations

@@ -2,31 +2,7 @@
 supervised training (its random draws are :mod:`pate.student.draws`, the methods are described
 in docs/student.md, the epoch loop is :mod:`pate.student.epochs`).
 
-Every random draw comes from the run's seed: the initial weights are drawn under
-``torch.random.fork_rng`` seeded with it (the global generator is untouched), the batches and
-augmentations from one ``torch.Generator`` per shard of the batch (:func:`pate.student.draws.step_shards`; one
-shard: the generator is seeded with the run's seed). A checkpoint holds the generators' states,
-so a resumed run draws what an uninterrupted one would have drawn.
-
-Symbols
--------
-``Standardize(net, mean, std)``
-    The network behind a standardisation by the public pool's statistics (its buffers ``mean``
-    and ``std`` are part of the state dict).
-``input_stats(x)``: per-channel (images) or per-feature (tabular) mean and std of ``x``.
-``build_network(spec, *, seed, x, input_shape, num_classes, device)``
-    A freshly initialised zoo network (``spec``: a model name or a factory) inside
-    :class:`Standardize`; returns it and the std it divides by.
-``Training``
-    The state of a run: model, EMA copy, optimiser, generators, the running mean of the predicted
-    class probabilities (distribution alignment), history and the first epoch still to train;
-    ``update_ema(decay)`` averages the weights into the EMA copy; ``forward(x)`` the training
-    network's float32 logits, computed under bfloat16 autocast where ``amp`` is on.
-``bf16_native(device)``: a CUDA GPU with bfloat16, or a CPU with AMX tiles.
-``CHANNELS_LAST_MODELS``: the zoo networks kept channels-last on the CPU (faster, same results).
-``step(training, batches, draw, settings, sums, *, num_classes, group=SINGLE)``
-    One optimiser step on this process's shards of a batch (gradients summed over ``group``).
-``accuracy(model, x, y, *, device)``: accuracy on held-out data (monitoring only).
+More: docs/student.md, "pate.student.trainer".
 """
 
 from __future__ import annotations
@@ -152,7 +128,7 @@ def _fusable(params: list[torch.Tensor], device: torch.device) -> bool:
 
 @dataclass
 class Training:
-    """The state of one run (see the module docstring); :meth:`start` makes a fresh one."""
+    """The state of one run (docs/student.md); :meth:`start` makes a fresh one."""
 
     model: nn.Module
     ema: nn.Module | None

@@ -43,7 +43,7 @@ def progress_name(chunk: int) -> str:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Where the teachers' chunks run (docs/cluster.md, "pate.teachers.cluster")."""
+    """Where the teachers' chunks run (docs/cluster.md)."""
 
     backend: str = "local"
     address: str | None = None
@@ -147,7 +147,7 @@ class ChunkTask:
 def train_chunk(
     task: ChunkTask, x, y, x_public, x_eval, *, on_epoch: Callable[[int], None] | None = None
 ) -> ChunkOutcome:
-    """Train one chunk of teachers (docs/cluster.md, "pate.teachers.cluster"); ``on_epoch(n)`` counts epochs;
+    """Train one chunk of teachers (docs/cluster.md); ``on_epoch(n)`` counts epochs;
     checkpoints are written atomically."""
     from pate.teachers.checkpoint import atomic_torch_save, load_torch
 
@@ -245,7 +245,7 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
 
 
 class RaySession:
-    """Ray for one teachers stage (docs/cluster.md, "pate.teachers.cluster")."""
+    """Ray for one teachers stage (docs/cluster.md)."""
 
     def __init__(self, cluster: ClusterConfig) -> None:
         if not cluster.is_ray:

@@ -179,7 +179,7 @@ def check_classes(
 def label_set(
     source: str, *, declared=None, named=None, public_labels=None
 ) -> tuple[int, tuple[str, ...] | None]:
-    """``(num_classes, class_names or None)`` of the declared label set (docs/teachers.md, "pate.teachers.data_checks"):
+    """``(num_classes, class_names or None)`` of the declared label set (docs/teachers.md):
     ``declared`` (the user's class names), else ``named`` (the source's own names), else the
     largest known label of ``public_labels`` + 1 (names unknown)."""
     for names in (declared, named):

@@ -224,7 +224,7 @@ def _fsync_dir(folder: pathlib.Path) -> None:
 
 
 class FeatureCache:
-    """The cache in folder ``root`` (docs/feature_cache.md, "pate.teachers.feature_cache"); created (mode 0700) on first
+    """The cache in folder ``root`` (docs/feature_cache.md); created (mode 0700) on first
     use. ``summary()``: ``{"root", "hits", "misses", "entries": [{"front_end", "rows", "hit",
     "seconds"}, ...]}`` of this object's lookups."""
 

@@ -48,7 +48,7 @@ PRIVATE, PUBLIC, EVALUATION = range(3)
 
 @dataclass(frozen=True)
 class MarkedPool:
-    """A pool whose rows the user marked (docs/own_data.md, "pate.teachers.own_data"); ``split`` holds codes 0, 1, 2, and
+    """A pool whose rows the user marked (docs/own_data.md); ``split`` holds codes 0, 1, 2, and
     the rows are in split order (private, public, evaluation; each in the file's order)."""
 
     x: np.ndarray
@@ -104,7 +104,7 @@ def load_npz(
     classes=None,
     split_column: str = SPLIT_COLUMN,
 ):
-    """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md, "pate.teachers.own_data"). The private images are
+    """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md). The private images are
     memory-mapped where stored uncompressed as float32; otherwise, with a ``cache``
     (:class:`pate.teachers.feature_cache.FeatureCache`), they are written into it as float32 and
     mapped from there, and a pool ``x`` is written in its split order (private rows, then public,
@@ -261,7 +261,7 @@ def _csv_layout(path: pathlib.Path, split_column: str):
 
 
 def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLUMN):
-    """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md, "pate.teachers.own_data"). Two passes over the file,
+    """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md). Two passes over the file,
     a row at a time: the first finds the header, the label and split columns and the number of
     rows, the second writes the features into one preallocated array (never every cell as a
     string, which took many times the array's memory: docs/pipeline.md). The label set is

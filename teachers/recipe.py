@@ -76,7 +76,7 @@ def auto_epochs(shard_size: float | None, *, batch_size: int = 32) -> int:
 
 @dataclass(frozen=True)
 class TeacherConfig:
-    """Training recipe of the teachers (docs/teachers.md, "pate.teachers.recipe")."""
+    """Training recipe of the teachers (docs/teachers.md)."""
 
     model: Any = "auto"
     epochs: int | None = None

@@ -83,7 +83,7 @@ def _filter_periodize(z: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
 
 class Scattering2D(torch.nn.Module):
     """(B, C, H, W) images -> (B, C * 81, H / 4, W / 4) scattering coefficients
-    (docs/teachers.md, "pate.teachers.scattering"); H and W multiples of 4 and at least 8."""
+    (docs/teachers.md); H and W multiples of 4 and at least 8."""
 
     def __init__(self, height: int, width: int):
         super().__init__()

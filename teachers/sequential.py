@@ -47,7 +47,7 @@ def forward_macs(model, example) -> int:
 
 
 def step_threads(model, *, input_shape, batch_size: int, device) -> int | None:
-    """1 for a CPU step under :data:`ONE_THREAD_MACS`, else None (docs/teachers.md, "pate.teachers.sequential")."""
+    """1 for a CPU step under :data:`ONE_THREAD_MACS`, else None (docs/teachers.md)."""
     import torch
 
     if torch.device(device).type != "cpu":

@@ -186,7 +186,7 @@ def per_teacher_bytes(
 
 
 class VectorizedChunk:
-    """All teachers of one chunk, trained together (docs/teachers.md, "pate.teachers.vectorized")."""
+    """All teachers of one chunk, trained together (docs/teachers.md)."""
 
     def __init__(self, config, seeds, shards, x, y, *, input_shape, num_classes, device) -> None:
         import torch

@@ -1,34 +1,10 @@
 """The rules that label the queries of a class-means release (``[knn] rule``:
 "lda", "logistic", "qda"; :func:`labelling_rule`), and the recovery of a linear rule from its
 published scores (:func:`recover_rule`). Every rule reads only the release
-(:mod:`pate.core.mean_release`, whose docstring defines u, w, R, S) and public embeddings: all
+(:mod:`pate.core.mean_release`; u, w, R, S: docs/own_data.md) and public embeddings: all
 are post-processing.
 
-The public-marginal logistic rule (:func:`public_logistic`; a run's ``[knn] rule = "logistic"``)
--------------------------------------------------------------------------------------------
-LDA assumes Gaussian classes with the public covariance. A multinomial logistic model
-p(j | u) = softmax(W u + b)_j makes no assumption on the inputs, and its average log-likelihood on
-the private records splits into a part that needs the labels and a part that does not:
-
-    (1/N) sum_i log p(y_i | u_i) = sum_j (<W_j, S_j> + b_j n_j) / N  -  (1/N) sum_i lse(W u_i + b)
-
-where S_j is the sum of u over class j and n_j its count (the rows of the released statistic),
-and lse the log-sum-exp. The first part is a linear function of S; the second depends on the
-private inputs only, not on their labels. PATE assumes the public and private inputs come from
-one distribution, so the rule replaces it by its public average, and S, n by the noisy release:
-
-    F(W, b) = (1/n) sum_{public u} lse(W u + b) - sum_j pi_j (<W_j, mu_j> / R + b_j)
-              + (ridge / 2) ||W||^2
-
-(pi_j mu_j / R = noisy S_j / sum of the noisy counts, so F reads the release only). F is convex
-(lse is convex, the rest linear or quadratic); at its minimum the public model moments match the
-released ones: (1/n) sum p(j | u) u = pi_j mu_j / R - ridge W_j and (1/n) sum p(j | u) = pi_j
-(moment matching, the maximum-entropy view of logistic regression). Without noise and with the
-public rows as the private records, F is exactly the ridge-penalised logistic regression of those
-rows (the cross-check in the tests). Everything F reads is the release or public: the rule is
-post-processing and costs nothing. Queries are mapped like the public rows it was fitted on
-(whitened, clipped, divided by R). Its ridge ``LOGISTIC_RIDGE`` is a tuned default
-(:mod:`pate.core.tuned_defaults`).
+More: docs/own_data.md, "pate.core.labelling_rules".
 """
 
 from __future__ import annotations
@@ -95,7 +71,7 @@ LINEAR_RULES = ("lda", "logistic")
 
 @dataclasses.dataclass(frozen=True)
 class LinearLabeller:
-    """The public-marginal logistic rule (module docstring): class scores
+    """The public-marginal logistic rule (docs/own_data.md): class scores
     ``u(e) @ weights.T + bias`` with u the clipped, scaled embedding of ``geometry``."""
 
     weights: np.ndarray
@@ -114,7 +90,7 @@ class LinearLabeller:
 def public_logistic(
     release: NoisyClassMeans, public: npt.ArrayLike, *, ridge: float = LOGISTIC_RIDGE
 ) -> LinearLabeller:
-    """Fit the public-marginal logistic rule to a class-means ``release`` (module docstring).
+    """Fit the public-marginal logistic rule to a class-means ``release`` (docs/own_data.md).
 
     ``public`` (n >= 1, d): the public embeddings (the same map as the release's); ``ridge`` > 0.
     Reads the release and the public rows only (post-processing: no privacy cost). The convex

@@ -11,35 +11,7 @@ their accuracy is (the noise on the means).
 This module is part of the pate core layer (numpy, scipy and ``pate.analysis`` / ``pate.core.rng``
 only).
 
-Symbols
--------
-public    (n, d) embeddings of ALL the public items (from a map fitted on public data only);
-          the whitening statistics and the clipping radius are computed from them
-queries   (q, d) embeddings of the public items to label (usually ``public`` itself)
-private   (N, d) embeddings of the private records; labels (N,) their classes in [0, m)
-s         per-axis standard deviations of ``public`` (plus ``WHITEN_FLOOR`` x their mean
-          variance, so that no axis is divided by ~0); w(e) = e / s, the whitened embedding.
-          The public embeddings are centred (``public_pca_embedding`` centres them on the public
-          mean); their principal axes are uncorrelated, so in w-coordinates the public
-          covariance is (close to) the identity and LDA is a nearest-class-mean rule
-R         ``CLIP_QUANTILE`` quantile of the norms ||w(e)|| over the public rows
-u         w(e) min(1, R / ||w(e)||) / R: the clipped, scaled embedding, ||u|| <= 1
-kappa     ``count_weight`` > 0: the weight of a record's count in its contribution
-S         (m, d + 1): row j = (sum of u over class j's private records, kappa x count of class
-          j); released as S + N(0, sigma^2 I) (sensitivity sqrt(1 + kappa^2):
-          ``pate.analysis.class_means``, which also says why a small kappa is better)
-n_j       (noisy last entry of row j) / kappa: the noisy count of class j (noise std sigma / kappa)
-mu_j      R * (noisy row sum of u) / max(n_j, 1): the noisy class mean (w-coordinates)
-pi_j      max(n_j, 1) / sum_j max(n_j, 1): the noisy class prior
-score     score_j(w) = <mu_j, w> - ||mu_j||^2 / 2 + log pi_j (LDA with identity covariance);
-          the label is argmax_j score_j(w(query)), ties to the lower class
-
-Randomness: the noise is ``rng.standard_normal((m, d + 1))`` scaled by sigma, drawn once; its
-draw depends only on (m, d), never on the data. Queries are not clipped by the LDA rule (labelling
-them is post-processing).
-
-The labelling rules that read the release are in :mod:`pate.core.labelling_rules` and
-:mod:`pate.core.quadratic_rule`; the defaults tuned on benchmarks in :mod:`pate.core.tuned_defaults`.
+More: docs/own_data.md, "pate.core.mean_release".
 """
 
 from __future__ import annotations
@@ -79,7 +51,7 @@ SUM_ROWS = 4096
 
 @dataclasses.dataclass(frozen=True)
 class PublicGeometry:
-    """The public whitening ``scale`` (d,) and clipping ``radius`` R (module docstring)."""
+    """The public whitening ``scale`` (d,) and clipping ``radius`` R (docs/own_data.md)."""
 
     scale: np.ndarray
     radius: float
@@ -137,7 +109,7 @@ def class_sums(
     geometry: PublicGeometry,
     count_weight: float,
 ) -> FloatArray:
-    """The sensitive statistic S, (m, d + 1) float64 (module docstring): each row's clipped
+    """The sensitive statistic S, (m, d + 1) float64 (docs/own_data.md): each row's clipped
     sum of u and, last, ``count_weight`` times the class count. Every record adds a row vector
     of norm <= sqrt(1 + count_weight**2)."""
     m = check_int(num_classes, "num_classes", minimum=2)
@@ -215,7 +187,7 @@ def noisy_class_means(
     num_classes: int,
     rng: Rng,
 ) -> NoisyClassMeans:
-    """Release S + N(0, sigma^2 I) once and post-process it into the LDA rule (module docstring).
+    """Release S + N(0, sigma^2 I) once and post-process it into the LDA rule (docs/own_data.md).
 
     public (n >= 2, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
     sigma > 0; count_weight (kappa) > 0, the weight of the counts in S (the release costs

@@ -1,37 +1,6 @@
 """How many CPU threads this process computes with, and how its idle threads wait.
 
-On a shared machine torch's default (one OpenMP thread per core the machine has, spinning while
-it waits for its siblings) is the wrong choice: a thread that spins for a descheduled sibling
-burns the very core that sibling needs (measured: docs/threads.md). This module chooses the
-thread count from the CPUs the process may actually use and makes idle threads sleep.
-
-The choice (:func:`choose`), first that applies:
-
-1. an explicit setting: ``--threads N``, ``[run] threads = N``, ``pate.fit(threads=N)``
-   (source ``"flag"`` / ``"config"`` / ``"keyword"``);
-2. ``OMP_NUM_THREADS`` in the environment (source ``"env"``): the user's own choice, never
-   overridden silently;
-3. torch's thread count as the caller left it, where it is below the usable CPUs (a script
-   that called ``torch.set_num_threads(1)`` before ``pate.fit`` or a :class:`Pipeline`; source
-   ``"torch"``);
-4. the CPUs this process may use: its CPU affinity (``os.sched_getaffinity``; source
-   ``"affinity"``), lowered to the cgroup's CPU quota where one is set (cgroup v2 ``cpu.max``,
-   v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``, the smallest along the cgroup's path, rounded
-   up; source ``"cgroup"``);
-5. lowered by the threads of other processes that are running on those CPUs
-   (:func:`other_runnable`: ``/proc/loadavg``'s runnable threads, less this process's own,
-   averaged over 0.05 s when a stage starts; source ``"busy"``): ``cpus - others`` rounded, at
-   least 1. Only where the usable CPUs are the whole machine's (the count is machine-wide) and
-   only for the stages that compute with torch. A thread that shares a core with a neighbour
-   waits for it at every parallel operation (measured: docs/threads.md).
-
-The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
-(GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
-the environment unless the user set them; a user's own ``OMP_WAIT_POLICY`` is left alone with
-nothing added beside it (``GOMP_SPINCOUNT`` overrides ``OMP_WAIT_POLICY`` in GNU OpenMP). OpenMP reads them once, when its library is loaded
-(``import torch``, or scikit-learn): the ``pate`` command sets them first thing, ``pate.fit`` /
-``pate.plan`` at their start; where an OpenMP library is already loaded it is too late, and a
-log line says so.
+More: docs/threads.md, "pate.core.threads".
 """
 
 from __future__ import annotations
@@ -63,7 +32,7 @@ RUNNABLE_SAMPLES, RUNNABLE_INTERVAL_S = 10, 0.005
 
 @dataclasses.dataclass(frozen=True)
 class ThreadChoice:
-    """The thread count chosen and why (see the module docstring)."""
+    """The thread count chosen and why (docs/threads.md)."""
 
     count: int
     #: "flag", "config", "keyword", "env", "torch", "affinity", "cgroup" or "busy"
@@ -234,7 +203,7 @@ def other_runnable(
 
 
 def _lowered_by_others(cpus: int, source: str, detail: str, others: float | None) -> ThreadChoice:
-    """The usable CPUs less the other processes' runnable threads (module docstring, step 5)."""
+    """The usable CPUs less the other processes' runnable threads (docs/threads.md, step 5)."""
     machine = os.cpu_count() or cpus
     if others is None or cpus != machine or others < 0.5:
         return ThreadChoice(cpus, source, cpus, detail)
@@ -263,7 +232,7 @@ def choose(
     cgroup_root: pathlib.Path = _CGROUP_ROOT,
     proc_cgroup: pathlib.Path = _PROC_CGROUP,
 ) -> ThreadChoice:
-    """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else
+    """The thread count (docs/threads.md): ``explicit`` (from ``explicit_source``), else
     ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
     count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
     else the usable CPUs, lowered by ``others()`` (:func:`other_runnable`) where given."""

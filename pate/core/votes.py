@@ -1,16 +1,5 @@
-"""Teacher votes: from predictions to the (queries, classes) vote matrix.
-
-Symbols
--------
-``votes_from_predictions(predictions, *, num_classes)``
-    (teachers, queries) int labels -> (queries, classes) int64 vote counts.
-``votes_from_probabilities(probabilities, *, num_classes)``
-    (teachers, queries, classes) probabilities -> vote counts (each teacher votes its argmax;
-    ties go to the lowest class index, as ``numpy.argmax``).
-``save_votes(run_dir, votes)`` / ``load_votes(path)``
-    The only place votes live: ``<run_dir>/votes.npy`` (written atomically).
-``describe_votes(votes)``
-    A safe one-line description (shape only): votes are sensitive and are never printed.
+"""Teacher votes: from predictions to the (queries, classes) vote matrix, saved only as
+``<run_dir>/votes.npy`` and never printed (sensitive).
 
 ``num_classes`` is always explicit, never inferred from the data, so a class no teacher predicts
 still has a column. Every row of a vote matrix sums to the number of teachers.
