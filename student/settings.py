@@ -251,9 +251,9 @@ def _check_run_options(st: Any) -> None:
 def resolve_device(spec: Any = "auto") -> torch.device:
     """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
 
-    The same rules and messages as the teachers (``pate.teachers.ensemble.resolve_device``).
+    The same rules and messages as the teachers (``pate.teachers.devices.resolve_device``).
     """
-    from pate.teachers.ensemble import resolve_device as _resolve
+    from pate.teachers.devices import resolve_device as _resolve
 
     if isinstance(spec, torch.device):
         spec = str(spec)

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from pate.teachers.checkpoint import atomic_torch_save, atomic_write_json, load_torch
+from pate.core.io import atomic_write_json
+from pate.teachers.checkpoint import atomic_torch_save, load_torch
 from pate.teachers.cluster import progress_name
 from pate.teachers.devices import available_bytes, choose_chunk_size
 from pate.teachers.ensemble_dir import PROGRESS, STATE

@@ -29,41 +29,17 @@ from pate.teachers.chunks import (
     save_chunk,
 )
 from pate.teachers.cluster import ChunkTask, ClusterConfig, progress_name, train_chunk
-from pate.teachers.devices import choose_chunk_size, resolve_device
-from pate.teachers.ensemble_dir import (
-    FORMAT_VERSION,
-    PROGRESS,
-    load_teacher_models,
-    open_out_dir,
-    peek_state,
-)
+from pate.teachers.devices import resolve_device
+from pate.teachers.ensemble_dir import FORMAT_VERSION, PROGRESS, open_out_dir, peek_state
 from pate.teachers.errors import ConfigError
 from pate.teachers.features import FeatureRows, feature_rows
 from pate.teachers.ray_training import train_in_ray_session
-from pate.teachers.recipe import (
-    AUTO_EPOCHS_RANGE,
-    MIN_TEACHER_STEPS,
-    TRAINERS,
-    TeacherConfig,
-    auto_epochs,
-)
-from pate.teachers.result import EnsembleResult, plurality_accuracy
+from pate.teachers.recipe import TeacherConfig
+from pate.teachers.result import EnsembleResult
 from pate.teachers.scaling import scale_warning, standardized_data
 from pate.teachers.sklearn_teachers import train_sklearn
 
-__all__ = [
-    "TeacherConfig",
-    "EnsembleResult",
-    "train_teachers",
-    "plurality_accuracy",
-    "load_teacher_models",
-    "resolve_device",
-    "choose_chunk_size",
-    "TRAINERS",
-    "auto_epochs",
-    "MIN_TEACHER_STEPS",
-    "AUTO_EPOCHS_RANGE",
-]
+__all__ = ["train_teachers"]
 
 logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
 

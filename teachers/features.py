@@ -2,57 +2,8 @@
 
 A front-end maps images to features with filters that are fixed in advance (they look at no
 data), so it costs no privacy. Its normalisation statistics come from the *public* split only.
-Tramer & Boneh (2021, "Differentially Private Learning Needs Better Features (or Much More
-Data)", ICLR) showed that a linear model on ScatterNet features beats end-to-end CNNs under
-differential privacy on MNIST, Fashion-MNIST and CIFAR-10; here the same features make better
-teachers (each sees a few hundred private images), a better student and an embedding for
-Private-kNN.
 
-Symbols
--------
-``FEATURES``       the front-end names: ``"none"`` (raw inputs) and ``"scatternet"``.
-``J``, ``L``       the scattering scale (2: a 4x smaller grid) and number of orientations (8).
-``ScatterNet()``   a torch module without parameters: (B, C, H, W) images in [0, 1] ->
-                   (B, C * 81, H / 4, W / 4) scattering coefficients (order 0, 1 and 2 for J = 2,
-                   L = 8: 1 + J L + L^2 J (J - 1) / 2 = 81 per input channel). H and W must be
-                   multiples of 4. Kymatio's transform and Morlet filter bank (Andreux et al.
-                   2020, "Kymatio: Scattering Transforms in Python", JMLR), computed a layer at
-                   a time (:mod:`pate.teachers.scattering`).
-``scatter(x, *, batch_size)``  numpy (N, C, H, W) -> float32 (N, C * 81, H / 4, W / 4),
-                   a batch at a time (default: the cache's chunk; the features of a batch
-                   agree with those of another batching to float32 rounding, not bit for bit).
-``scatter_features(x, *, cache)``  the same as a :class:`pate.teachers.feature_cache.
-                   CachedFeatures`: read from / written to the on-disk feature cache ``cache``
-                   (default: :func:`pate.teachers.feature_cache.active`), computed in memory
-                   without one; ``.chunks()`` yields it a block of rows at a time.
-``computing_on(device)``  the device the ScatterNet front-end computes on inside a ``with``
-                   block (default "cpu"; each stage of a run computes it on the run's device). An
-                   entry computed on a GPU is cached under its own key (``"device": "cuda"``):
-                   its features agree with the CPU's to float32 rounding, not bit for bit.
-``Standardizer``   per-channel mean and standard deviation of public features;
-                   ``Standardizer.fit(public_features)`` (an array or ``CachedFeatures``, read a
-                   chunk at a time), ``transform(features)``.
-``feature_data(data, features, *, cache)``  a :class:`pate.teachers.data.PateData` whose three
-                   splits are replaced by their standardised features (statistics from
-                   ``data.public`` only); ``features="none"`` returns ``data`` itself. The raw
-                   features never stand in memory beside the standardised ones: they are read
-                   (or computed) a chunk at a time.
-``feature_rows(data, features, *, cache)``  the same with the private split a
-                   :class:`FeatureRows` (``take(rows)``: standardised rows read from the cache
-                   on demand; what the teachers train on, a chunk of shards at a time).
-``public_pca_embedding(public, others, *, dims)``  flattened features projected on the first
-                   ``dims`` principal axes of the *public* rows (for Private-kNN distances).
-``KNN_FEATURES``   the front-ends of the mechanisms that read the private records (``[knn]
-                   features``): ``FEATURES`` plus ``"kernel"``, random Fourier features of a
-                   table (:class:`RandomFourierFeatures`) -- a class-means release then labels
-                   by a nonlinear rule (nested shells, two moons, classes of several clusters) --
-                   and ``"quadratic"``, a table's columns and their pairwise products
-                   (:class:`QuadraticFeatures`): the release then holds every class's mean and
-                   second moments, and the ``"qda"`` rule labels by quadratic discriminant
-                   analysis.
-
-Note: ``import kymatio.torch`` fails with scipy >= 1.15 (its 3-D frontend imports
-``scipy.special.sph_harm``); the 2-D frontend is imported directly.
+More: docs/teachers.md, "pate.teachers.features".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pate.teachers.checkpoint import atomic_savez, atomic_write_json
+from pate.core.io import atomic_savez, atomic_write_json
 
 __all__ = ["EnsembleResult", "plurality_accuracy", "ensemble_result", "write_result"]
 

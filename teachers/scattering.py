@@ -1,5 +1,8 @@
 """The ScatterNet front-end's scattering transform (J = 2, L = 8), computed a whole layer at once.
 
+Kymatio's 2-D modules are imported directly: ``import kymatio.torch`` fails with scipy >= 1.15
+(its 3-D frontend imports ``scipy.special.sph_harm``).
+
 More: docs/teachers.md, "pate.teachers.scattering".
 """
 

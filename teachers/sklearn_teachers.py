@@ -19,12 +19,8 @@ import time
 
 import numpy as np
 
-from pate.teachers.checkpoint import (
-    CheckpointError,
-    atomic_savez,
-    atomic_write_json,
-    load_plain_npz,
-)
+from pate.core.io import atomic_savez, atomic_write_json
+from pate.teachers.checkpoint import CheckpointError, load_plain_npz
 from pate.teachers.ensemble_dir import STATE, open_out_dir
 from pate.teachers.result import ensemble_result, write_result
 

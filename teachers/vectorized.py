@@ -159,9 +159,7 @@ def vmap_support(model: str, *, input_shape, num_classes: int) -> str | None:
     return None
 
 
-def per_teacher_bytes(
-    model: str, *, input_shape, num_classes: int, batch_size: int, eval_batch: int = EVAL_BATCH
-) -> int:
+def per_teacher_bytes(model: str, *, input_shape, num_classes: int, batch_size: int) -> int:
     import torch
 
     net = init_teacher(model, 0, input_shape=input_shape, num_classes=num_classes).eval()
@@ -181,7 +179,7 @@ def per_teacher_bytes(
     # weights + grads + 2 moments + ~5 temporaries of the update; activations kept for backward,
     # their gradients and layout copies made by batched convolutions (x4); augmented inputs.
     train = 9 * param_bytes + batch_size * (4 * act[0] + 3 * in_bytes)
-    evaluate = eval_batch * 2 * act[0]
+    evaluate = EVAL_BATCH * 2 * act[0]
     return int(train + evaluate)
 
 

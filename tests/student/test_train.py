@@ -316,7 +316,7 @@ def test_refuses_teachers(digits, first_k_labels, no_training):
         train_student(digits.public.x, labels, teachers=[teacher])
     # The teachers' training result (their predictions on the public split) and raw
     # (teachers, queries) predictions are refused too.
-    from pate.teachers.ensemble import EnsembleResult
+    from pate.teachers.result import EnsembleResult
 
     preds = np.tile(digits.public.y, (5, 1))
     result = EnsembleResult(

@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch")
 
 from pate.core.errors import PartitionError  # noqa: E402
 from pate.teachers.data import ArraySplit  # noqa: E402
-from pate.teachers.ensemble import TeacherConfig, plurality_accuracy, train_teachers  # noqa: E402
+from pate.teachers.ensemble import TeacherConfig, train_teachers  # noqa: E402
 from pate.teachers.errors import ConfigError
+from pate.teachers.result import plurality_accuracy  # noqa: E402
 from pate.teachers.sequential import SequentialChunk  # noqa: E402
 from pate.teachers.vectorized import VectorizedChunk  # noqa: E402
 
@@ -123,7 +124,7 @@ def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
     assert metrics["teacher_accuracy"] == pytest.approx(list(acc), abs=1e-6)
     with np.load(tmp_path / "t" / "predictions.npz") as npz:
         np.testing.assert_array_equal(npz["public"], res.public_predictions)
-    from pate.teachers.ensemble import load_teacher_models
+    from pate.teachers.ensemble_dir import load_teacher_models
 
     models = load_teacher_models(tmp_path / "t")
     with torch.no_grad():

@@ -41,7 +41,7 @@ def check_device(config: dict, stages=R.STAGES, *, objects: dict | None = None) 
     users = [stage for stage in stages if _computes_here(config, stage, objects or {})]
     if not users:
         return
-    from pate.teachers.ensemble import resolve_device
+    from pate.teachers.devices import resolve_device
 
     device = C.sections(config).run.device
     try:
