@@ -46,11 +46,8 @@ from pate.student.inputs import (
 )
 from pate.student.parallel import choose_processes
 from pate.student.settings import (
-    METHODS,
-    MIN_STUDENT_STEPS,
     OTHER_PARAMS,
     TRAINING_PARAMS,
-    auto_epochs,
     auto_model_name,
     fill_training_length,
     resolve_device,
@@ -64,12 +61,6 @@ from pate.student.weights_file import read_student, write_student
 __all__ = [
     "train_student",
     "Student",
-    "METHODS",
-    "resolve_device",
-    "auto_model_name",
-    "auto_epochs",
-    "short_training_warning",
-    "MIN_STUDENT_STEPS",
     "CHECKPOINT_NAME",
     "STUDENT_CHECKS_EXPECTED_TO_FAIL",
     "STUDENT_CHECKS_PLATFORM_DEPENDENT",
@@ -130,7 +121,7 @@ class Student(ClassifierMixin, BaseEstimator):
     method : ``"fixmatch"`` or ``"supervised"``.
     epochs : number of epochs (checkpoint granularity); None (default, "auto"):
         ``max(20, ceil(MIN_STUDENT_STEPS / steps_per_epoch))``, at least 1000 optimiser steps in
-        all (:func:`auto_epochs`). Fewer than 1000 steps in all are logged as a warning.
+        all (:func:`pate.student.settings.auto_epochs`). Fewer than 1000 steps in all are logged as a warning.
     steps_per_epoch : optimiser steps per epoch; None = one pass over the public pool at
         ``unlabeled_ratio * batch_size`` per step (fixmatch) or one pass over the answered items
         (supervised).

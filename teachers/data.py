@@ -34,11 +34,9 @@ from pate.analysis.validation import check_int, describe
 from pate.teachers.builtin_datasets import (
     CLASS_NAMES,
     DATASET_NAMES,
-    DEFAULT_FASHION_MNIST_DIR,
     load_cifar10,
     load_idx_dataset,
     load_svhn,
-    read_idx,
 )
 from pate.teachers.data_checks import (
     check_classes,
@@ -47,7 +45,7 @@ from pate.teachers.data_checks import (
     check_labels,
     label_set,
 )
-from pate.teachers.image_folder import IMAGE_EXTENSIONS, check_image_size, load_imagefolder
+from pate.teachers.image_folder import check_image_size, load_imagefolder
 from pate.teachers.own_data import (
     SPLIT_COLUMN,
     SPLIT_VALUES,
@@ -62,7 +60,6 @@ __all__ = [
     "ArraySplit",
     "PateData",
     "load_pate_data",
-    "read_idx",
     "check_features",
     "check_labels",
     "check_classes",
@@ -71,9 +68,7 @@ __all__ = [
     "held_out",
     "check_class_names",
     "DATASET_NAMES",
-    "DEFAULT_FASHION_MNIST_DIR",
     "CLASS_NAMES",
-    "IMAGE_EXTENSIONS",
     "SPLIT_COLUMN",
     "SPLIT_VALUES",
     "HELD_OUT_BUCKETS",

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from pate.student.train import CHECKPOINT_NAME, Student, resolve_device, train_student
+from pate.student.settings import resolve_device
+from pate.student.train import CHECKPOINT_NAME, Student, train_student
 
 FAST = dict(epochs=2, steps_per_epoch=10, progress=False, device="cpu", num_classes=10)
 
