@@ -29,10 +29,6 @@ def default_pad(height: int) -> int:
     return max(1, int(round(0.125 * int(height))))
 
 
-def _uniform(n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
-    return torch.rand(n, generator=generator).to(device)
-
-
 def _signs(n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
     return (torch.randint(0, 2, (n,), generator=generator) * 2 - 1).to(device, torch.float32)
 

@@ -12,6 +12,7 @@ More: docs/teachers.md, "pate.teachers.sklearn_teachers".
 
 from __future__ import annotations
 
+import importlib
 import logging
 import pathlib
 import sys
@@ -28,6 +29,8 @@ __all__ = [
     "train_sklearn",
     "load_sklearn_chunk",
     "warn_about_pickles",
+    "make_sklearn_estimator",
+    "fit_sklearn_teachers",
     "CHUNK_FORMAT",
     "CHUNK_KEYS",
 ]
@@ -138,13 +141,6 @@ def _chunk_predictions(data, shards, seeds, config, ci: int, members: list, *, o
     """The predictions of chunk ``ci`` (teachers ``members``): read back when a resumed run
     finished it, else fitted now, each teacher a clone of the recipe's estimator (and saved,
     with the state, when there is an output folder)."""
-    from pate.teachers.sequential import (
-        fit_sklearn_teachers,
-        make_sklearn_estimator,
-        sklearn_predict,
-        sklearn_random_states,
-    )
-
     lo, hi = members[0], members[-1] + 1
     expected = {
         "teachers": np.array([lo, hi], dtype=np.int64),
@@ -242,3 +238,65 @@ def load_sklearn_chunk(
         if a.size and (a.min() < 0 or a.max() >= num_classes):
             raise fail(f"{k} holds labels outside [0, {num_classes})")
     return {k: a.astype(np.int64) for k, a in arrays.items()}
+
+
+def make_sklearn_estimator(spec: str, params: dict | None = None):
+    """Instantiate ``"sklearn:package.module.Class"`` with keyword ``params``."""
+    path = spec[len("sklearn:") :] if spec.startswith("sklearn:") else spec
+    module_name, _, cls_name = path.rpartition(".")
+    if not module_name:
+        raise ValueError(
+            f"model {spec!r}: give a scikit-learn estimator as "
+            "'sklearn:package.module.Class', e.g. "
+            "'sklearn:sklearn.linear_model.LogisticRegression'"
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"model {spec!r}: cannot import {path!r} ({exc})") from None
+    try:
+        est = cls(**(params or {}))
+    except TypeError as exc:
+        raise ValueError(f"model {spec!r}: bad model_params {params!r} ({exc})") from None
+    if not (hasattr(est, "fit") and hasattr(est, "predict") and hasattr(est, "get_params")):
+        raise TypeError(
+            f"model {spec!r} is not a scikit-learn estimator (needs fit, predict, get_params)"
+        )
+    return est
+
+
+def _fit_one(estimator, x, y, seed):
+    from sklearn.base import clone
+
+    est = clone(estimator)
+    if "random_state" in est.get_params():
+        est.set_params(random_state=int(seed) % (2**32))
+    return est.fit(x, y)
+
+
+def fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs: int = 1) -> list:
+    """A clone of ``estimator`` fitted on each shard (flattened inputs; every shard holds two
+    classes: checked by the caller, before any fitting)."""
+    from joblib import Parallel, delayed
+
+    flat = np.asarray(x).reshape(len(x), -1)
+    y = np.asarray(y)
+    return Parallel(n_jobs=n_jobs)(
+        delayed(_fit_one)(estimator, flat[shard], y[shard], seed)
+        for shard, seed in zip(shards, seeds)
+    )
+
+
+def sklearn_predict(estimators, x) -> np.ndarray:
+    flat = np.asarray(x).reshape(len(x), -1)
+    return np.stack([np.asarray(e.predict(flat)) for e in estimators]).astype(np.int64)
+
+
+def sklearn_random_states(estimators) -> np.ndarray:
+    out = []
+    for e in estimators:
+        rs = e.get_params().get("random_state")
+        out.append(
+            int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else -1
+        )
+    return np.asarray(out, dtype=np.int64)

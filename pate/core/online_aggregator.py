@@ -210,16 +210,6 @@ class OnlineAggregator:
         """Data-independent RDP of one more query if the teachers answer it, shape (k,)."""
         return self._spec.worst_case_query_rdp(self._params, orders=self._orders)
 
-    def worst_case_query_eps(self) -> tuple[float, float]:
-        """(eps, order) of prior + spent + one more worst-case query (data-independent)."""
-        eps, order = eps_from_rdp(
-            self.total_rdp() + self.worst_case_query_rdp(),
-            orders=self._orders,
-            delta=self._delta,
-            conversion=self._conversion,
-        )
-        return float(eps), float(order)
-
     def _eps(self, rdp: FloatArray) -> FloatOrArray:
         eps, _ = eps_from_rdp(
             rdp, orders=self._orders, delta=self._delta, conversion=self._conversion
