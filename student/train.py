@@ -7,14 +7,8 @@ items the aggregator answered carry its noisy labels, the unanswered ones are un
 Nothing else may reach it -- never the private split, the teachers' votes or the teachers'
 weights -- and :func:`train_student` enforces this at the API: it takes an array of public
 inputs and a 1-D array of released labels, and refuses anything else with a ``TypeError``.
-``-1`` marks an unlabelled item; it is never a class.
-
-This module holds the estimator; its settings' names, checks and training length are in
-:mod:`pate.student.settings`, the input checks in :mod:`pate.student.inputs`, the training run
-(network, optimiser, random draws, step) in :mod:`pate.student.trainer`, the epoch loop in
-:mod:`pate.student.epochs` (data-parallel in several processes: :mod:`pate.student.parallel`),
-the weights file in :mod:`pate.student.weights_file`, the files' format in
-:mod:`pate.student.checkpoint`.
+``-1`` marks an unlabelled item; it is never a class. The modules around it:
+docs/architecture.md.
 """
 
 from __future__ import annotations

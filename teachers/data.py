@@ -14,10 +14,6 @@ an image file that cannot be decoded, a non-finite feature or a label that is no
 raises :class:`pate.analysis.errors.InputError` naming the split, the row and the value
 (:mod:`pate.teachers.data_checks`). Messages go to the ``logging`` logger
 ``"pate.teachers.data"`` (a child of ``"pate"``).
-
-The input checks are :mod:`pate.teachers.data_checks`, the built-in datasets' readers
-:mod:`pate.teachers.builtin_datasets`, the readers of the user's own files
-:mod:`pate.teachers.own_data`.
 """
 
 from __future__ import annotations
