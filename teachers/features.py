@@ -269,7 +269,8 @@ def _raw_features(x, shape, cache) -> FC.CachedFeatures:
 
 
 def feature_data(data, features: str, *, cache: FC.FeatureCache | None = None):
-    """``data`` with every split replaced by its standardised ``features`` (see the module)."""
+    """``data`` with every split replaced by its standardised ``features`` (statistics of
+    ``data.public`` only; ``"none"``: ``data`` itself), raw features read a chunk at a time."""
     rows = feature_rows(data, features, cache=cache)
     if rows is data:
         return data

@@ -528,20 +528,11 @@ def partition_random(
 ) -> Partition:
     """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under
     ``key`` (a run's secret key, :func:`pate.core.keys.run_key`) or a 32-byte key drawn from
-    ``rng`` -- stable under adding or removing a record (module docstring).
-
-    Parameters
-    ----------
-    record_keys : (N,) S16
-        The records' content keys, ``pate.ledger.record_keys(x, y)``.
-    num_teachers : int, 1 <= num_teachers <= N
-    rng : numpy.random.Generator or SecureGenerator (e.g. ``make_streams(seed).partition``)
-    key : bytes (16 to 64), optional
-        The hash key itself, instead of ``rng`` (exactly one of the two).
-    seed : int, optional
-        Recorded in the partition (the seed the ``rng`` came from), for the audit trail.
-    record_ids : (N,) ids, optional
-        Ids of the records, for the digest (``arange(N)`` by default).
+    ``rng`` (exactly one of the two; ``key``: 16 to 64 bytes) -- stable under adding or removing
+    a record (module docstring). ``record_keys``: (N,) S16 content keys,
+    ``pate.ledger.record_keys(x, y)``; 1 <= ``num_teachers`` <= N; ``seed``: the seed ``rng``
+    came from, recorded for the audit trail; ``record_ids``: the ids of the digest
+    (``arange(N)`` by default).
     """
     keys = _check_record_keys(record_keys)
     num_records = len(keys)

@@ -29,18 +29,9 @@ VOTES_FILENAME = "votes.npy"
 
 
 def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
-    """Count the teachers' predicted labels per query.
-
-    Parameters
-    ----------
-    predictions : (teachers, queries) integer array
-        ``predictions[t, q]`` is teacher t's label for query q, in [0, num_classes).
-    num_classes : int >= 2
-
-    Returns
-    -------
-    votes : (queries, num_classes) int64, every row summing to the number of teachers.
-    """
+    """(queries, num_classes) int64 counts of the teachers' labels, every row summing to the
+    number of teachers; ``predictions[t, q]`` is teacher t's label for query q, in
+    [0, num_classes), ``num_classes`` >= 2."""
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(predictions, (str, bytes)) or predictions is None:
         raise TypeError(
@@ -77,15 +68,11 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
 def votes_from_probabilities(
     probabilities: Any, *, num_classes: int, atol: float = 1e-3
 ) -> np.ndarray:
-    """Each teacher votes for its most probable class.
+    """Each teacher votes for its most probable class (ties: the lowest index, as ``argmax``).
 
-    Parameters
-    ----------
-    probabilities : (teachers, queries, num_classes) array of probabilities
-        Non-negative and summing to 1 (within ``atol``) over the last axis; logits are refused
-        (apply a softmax first, or pass ``logits.argmax(-1)`` to ``votes_from_predictions``).
-    num_classes : int >= 2
-        Must equal ``probabilities.shape[-1]``.
+    ``probabilities``: (teachers, queries, num_classes), non-negative and summing to 1 (within
+    ``atol``) over the last axis; logits are refused (apply a softmax first, or pass
+    ``logits.argmax(-1)`` to :func:`votes_from_predictions`). ``num_classes`` >= 2.
     """
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(probabilities, (str, bytes)) or probabilities is None:
