@@ -33,7 +33,6 @@ __all__ = [
     "fill_training_length",
     "validated_settings",
     "resolve_device",
-    "auto_model_name",
     "seed_from",
 ]
 
@@ -258,19 +257,6 @@ def resolve_device(spec: Any = "auto") -> torch.device:
     if isinstance(spec, torch.device):
         spec = str(spec)
     return torch.device(_resolve(spec))
-
-
-def auto_model_name(input_shape: tuple[int, ...]) -> str:
-    """The zoo model for ``model="auto"``: cnn28 / cnn32 / cnn8 by image side, else the MLP."""
-    if len(input_shape) == 3:
-        side = input_shape[1:]
-        if side == (28, 28):
-            return "cnn28"
-        if side == (32, 32):
-            return "cnn32"
-        if side == (8, 8):
-            return "cnn8"
-    return "mlp"
 
 
 def seed_from(random_state: Any) -> int | None:

@@ -42,7 +42,6 @@ from pate.student.parallel import choose_processes
 from pate.student.settings import (
     OTHER_PARAMS,
     TRAINING_PARAMS,
-    auto_model_name,
     fill_training_length,
     resolve_device,
     seed_from,
@@ -51,6 +50,7 @@ from pate.student.settings import (
 )
 from pate.student.trainer import Training, build_network
 from pate.student.weights_file import read_student, write_student
+from pate.teachers.models import auto_model_name
 
 __all__ = [
     "train_student",

@@ -19,6 +19,7 @@ __all__ = [
     "import_factory",
     "is_factory_spec",
     "factory_estimator",
+    "auto_model_name",
 ]
 
 MODEL_NAMES = (
@@ -310,3 +311,17 @@ def build_model(name: str, *, input_shape, num_classes: int):
     if not isinstance(model, nn.Module):
         raise TypeError(f"model {name!r} must build a torch.nn.Module, got {type(model).__name__}")
     return model
+
+
+def auto_model_name(input_shape: tuple[int, ...]) -> str:
+    """The zoo model of ``model="auto"`` (teachers and student): cnn28 / cnn32 / cnn8 by image
+    side, else the MLP."""
+    if len(input_shape) == 3:
+        side = tuple(input_shape[1:])
+        if side == (28, 28):
+            return "cnn28"
+        if side == (32, 32):
+            return "cnn32"
+        if side == (8, 8):
+            return "cnn8"
+    return "mlp"

@@ -20,7 +20,7 @@ from pate.analysis.validation import (
 )
 from pate.teachers.devices import check_device_spelling
 from pate.teachers.features import FEATURES
-from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, is_model_name
+from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, auto_model_name, is_model_name
 from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.scaling import STANDARDIZE
 from pate.teachers.schedule import AUGMENTATIONS
@@ -170,14 +170,7 @@ class TeacherConfig:
         if model == "auto" and self.features != "none":
             model = "linear"  # on fixed features (Tramer & Boneh 2021): see pate.teachers.features
         elif model == "auto":
-            if len(shape) == 3 and shape[1:] == (28, 28):
-                model = "cnn28"
-            elif len(shape) == 3 and shape[1:] == (32, 32):
-                model = "cnn32"
-            elif len(shape) == 3 and shape[1:] == (8, 8):
-                model = "cnn8"
-            else:
-                model = "mlp"
+            model = auto_model_name(shape)
         augment = self.augment
         if augment == "auto":
             augment = AUTO_AUGMENT.get(data.name, "none") if len(shape) == 3 else "none"

@@ -95,8 +95,7 @@ def check_student_model(run: Run) -> None:
     network's skeleton built for the data's input shape and classes -- no training, no file --,
     so that a name that only looks right (``"sklearn:..."``: the student is a torch network or
     an estimator given from Python) is refused before the release is drawn and charged."""
-    from pate.student.settings import auto_model_name
-    from pate.teachers.models import build_model
+    from pate.teachers.models import auto_model_name, build_model
 
     data = run.data
     setting = C.student_settings(run.config).get("model", "auto")
