@@ -1,11 +1,7 @@
 """scikit-learn teachers: fitted in chunks here (joblib workers), their predictions checkpointed
-as plain arrays, never as pickles.
-
-``train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)`` is the
-scikit-learn path of :func:`pate.teachers.ensemble.train_teachers` (same arguments, checked
-there); ``load_sklearn_chunk`` reads a finished chunk back, ``warn_about_pickles`` logs the
-``*.pkl`` files of an output directory (never opened). Messages go to the logger
-``"pate.teachers.ensemble"``.
+as plain arrays, never as pickles: the scikit-learn path of
+:func:`pate.teachers.ensemble.train_teachers` (its arguments checked there). Messages go to the
+logger ``"pate.teachers.ensemble"``.
 
 More: docs/teachers.md, "pate.teachers.sklearn_teachers".
 """
