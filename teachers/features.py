@@ -171,6 +171,15 @@ def _scatter_blocks(x: np.ndarray, cache) -> iter:
         yield apply(x[i : i + FC.CHUNK_ROWS])
 
 
+def _stacked(blocks, shape: tuple, transform=None) -> np.ndarray:
+    """float32 (N, *shape[1:]) filled from ``blocks`` of rows in order, each ``transform``ed."""
+    out, i = np.empty(shape, dtype=np.float32), 0
+    for block in blocks:
+        out[i : i + len(block)] = block if transform is None else transform(block)
+        i += len(block)
+    return out
+
+
 def _blocks_of(rows) -> iter:
     """Blocks of rows of an array or of :class:`~pate.teachers.feature_cache.CachedFeatures`."""
     if isinstance(rows, FC.CachedFeatures):
@@ -248,12 +257,9 @@ class FeatureRows:
         """The whole split as a :class:`pate.teachers.data.ArraySplit` (held in memory)."""
         from pate.teachers.data import ArraySplit
 
-        out = np.empty(self.shape, dtype=np.float32)
-        i = 0
-        for block in self.raw.chunks():
-            out[i : i + len(block)] = self.standardizer.transform(block)
-            i += len(block)
-        return ArraySplit(out, self.y)
+        return ArraySplit(
+            _stacked(self.raw.chunks(), self.shape, self.standardizer.transform), self.y
+        )
 
 
 def _raw_features(x, shape, cache) -> FC.CachedFeatures:
@@ -261,10 +267,8 @@ def _raw_features(x, shape, cache) -> FC.CachedFeatures:
     chunk at a time, as the cache computes them."""
     if cache is not None:
         return scatter_features(x, cache=cache)
-    t0, out, i = time.perf_counter(), np.empty((len(x),) + shape, dtype=np.float32), 0
-    for block in _scatter_blocks(x, None):
-        out[i : i + len(block)] = block
-        i += len(block)
+    t0 = time.perf_counter()
+    out = _stacked(_scatter_blocks(x, None), (len(x),) + shape)
     return FC.CachedFeatures(out, None, time.perf_counter() - t0)
 
 
@@ -296,11 +300,8 @@ def feature_rows(data, features: str, *, cache: FC.FeatureCache | None = None):
     }
     for name in ("public", "evaluation"):
         x = getattr(data, name).x
-        out = np.empty((len(x),) + shape, dtype=np.float32)
-        i = 0
-        for block in public.chunks() if name == "public" else _scatter_blocks(x, cache):
-            out[i : i + len(block)] = norm.transform(block)
-            i += len(block)
+        blocks = public.chunks() if name == "public" else _scatter_blocks(x, cache)
+        out = _stacked(blocks, (len(x),) + shape, norm.transform)
         splits[name] = ArraySplit(out, getattr(data, name).y)
     logger.info(
         "features: ScatterNet (J=%d, L=%d) %s -> %s, normalised with public statistics",

@@ -12,21 +12,15 @@ record is decided by the record alone, ``blake2b(record key, key=K) mod num_teac
 user gave on purpose: then the split is reproducible by anyone who knows the seed). Adding a record puts it into one shard and moves no other
 record; removing one takes it out of its shard: exactly one teacher's training set changes, the
 number of teachers does not, and so one vote at most moves -- the histogram change every bound
-of :mod:`pate.analysis.rdp` assumes. (A split that deals a seeded permutation of the rows
-round-robin, as pate-learn did before, moves most records when one is added: docs/aggregators.md.)
+of :mod:`pate.analysis.rdp` assumes.
 Identical records share a key, hence a shard; that is still one record added or removed.
 
 With ``mode="unit"`` the hash is of the unit id: adding, removing or changing any records of one
 privacy unit changes one teacher, so the guarantee is per *unit* (user-level DP), which implies
 the record-level one. ``Partition.neighbouring_relation`` states which one holds.
 
-*Shard sizes.* A hash split is not exactly balanced: shard sizes are multinomial, about
-N/T +- sqrt(N/T) (60000 records over 250 teachers: 240 +- 15.5). The teachers already train
-on shards of unequal size (the vectorized trainer masks the short ones). A shard left empty is
-refused (``PartitionError``, "use fewer teachers"); for a fixed dataset its probability over the
-key is at most T (1 - 1/T)^N <= T exp(-N/T) -- below 1e-7 at 20 records per teacher and 50
-teachers, and the planner's minimum shard size keeps it negligible. There is no class-balanced
-("stratified") mode: dealing records class by class is not stable under adding a record.
+Shard sizes are about N/T +- sqrt(N/T); a shard left empty is refused (``PartitionError``):
+docs/aggregators.md. No class-balanced ("stratified") mode: it is not stable under adding a record.
 """
 
 from __future__ import annotations
