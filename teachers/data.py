@@ -106,24 +106,15 @@ class ArraySplit:
 class PateData:
     """The private / public / evaluation splits of one dataset.
 
-    The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` is the
-    sensitive data the teachers are trained on (sharded by ``pate.core.partition``), ``public`` the
-    unlabelled inputs the teachers vote on (the student's training pool), ``evaluation`` the
-    held-out items used only to measure teacher and student accuracy. ``num_classes`` and
-    ``class_names`` are the DECLARED label set, never discovered from the private labels (one
-    added record must not add a class; issue #48): the class names the user declared (``[data]
-    classes``, ``pate.fit(classes=...)``), else the names a source declares (:data:`CLASS_NAMES`
-    of the built-in datasets, the class folders of an ``imagefolder:``'s ``test/``, an ``npz:``'s
-    ``class_names``), else the labels of the public split (indices ``0 ..`` the largest; names
-    None: unknown). A class may have no records. ``evaluation_public``: True only for a built-in
-    dataset's test split (a public benchmark's) and where the user declares the evaluation data
-    public (``[data] evaluation_public = true``, ``pate.fit(evaluation_public=True)``: a file's
-    evaluation split of its own -- ``x_evaluation``, an image folder's ``test/`` --, pool rows
-    marked ``evaluation``, arrays); False (the default) everywhere else: the user's evaluation
-    data, and anything held out of the private rows, may be as sensitive as the private records,
-    so figures measured on them are internal.
-    ``public_from_pool``: how many public inputs are rows of the user's pool marked public
-    (used without any protection; 0 for a source whose public split is its own).
+    The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` the
+    sensitive data the teachers train on, ``public`` the unlabelled inputs the teachers vote on
+    (the student's pool), ``evaluation`` held-out items that only measure accuracy.
+    ``num_classes`` and ``class_names`` are the DECLARED label set, never discovered from the
+    private labels (names None: unknown; a class may have no records). ``evaluation_public``:
+    True only where a built-in benchmark's or the user's declaration makes the evaluation data
+    public (False: figures measured on it are internal). ``public_from_pool``: how many public
+    inputs are rows of the user's pool marked public (used without protection). The rules:
+    docs/teachers.md, "Declared, never discovered".
     """
 
     name: str

@@ -150,21 +150,9 @@ def load_imagefolder(
     class_names)``. The classes are ``classes`` (declared), else the class folders of ``test/``
     (the public split; an empty folder counts); a training class folder outside them is refused.
     A single folder ``PATH/<class>/<image>`` is refused (:func:`unmarked_pool`). Each image is
-    decoded straight into its row of one preallocated array per folder.
-
-    Every image is converted to one colour mode -- greyscale ``L`` (1 channel) when all images
-    of the dataset are greyscale, else ``RGB`` (3 channels; greyscale images are replicated,
-    alpha is dropped) -- and resized (bilinear, antialiased, aspect ratio not kept) to
-    ``image_size`` = ``(height, width)``; by default the size of the first image (first class
-    in sorted order, first file in sorted order, of ``train/`` when there is one). An image
-    already of that size is not resampled, so a folder of same-size images reads exactly.
-
-    ``cache`` (a :class:`pate.teachers.feature_cache.FeatureCache`, or None): each folder's
-    images are decoded a chunk at a time into an entry of the cache and returned as its
-    read-only memory map, so that memory stays bounded by a chunk and a later run (or stage) on
-    the same files skips the decoding. The entry's key is the sha256 of the files' bytes in row
-    order with the mode and size (a copied folder hits; an edited image misses); without a
-    cache every image is decoded into one in-memory array.
+    decoded straight into its row of one preallocated array per folder (with a ``cache``: into
+    an entry of it, a chunk at a time, returned as its read-only memory map). Colour mode and
+    resizing: docs/teachers.md, "Data"; the cache entry: docs/feature_cache.md.
     """
     if not path.is_dir():
         raise DatasetNotFoundError(
