@@ -79,33 +79,11 @@ def quadratic_discriminant(
     from a class-means ``release`` over a table's quadratic features; post-processing of the
     release and the ``public`` embeddings only (no privacy cost).
 
-    The embedding is e = phi(x) - (public mean of phi), phi = [z, (z_i z_k)_{i <= k}] with z
-    centred on the public mean (:class:`pate.teachers.features.QuadraticFeatures`), so the
-    public mean of z is 0 and the public mean of z_i z_k is C_ik, C = (1/n) sum_public z z^T the
-    public covariance (computed here from the public embeddings' first F columns). The release's
-    noisy class mean of e, means_j * s (un-whitened), splits into a_j (F) and b_j (F (F + 1) / 2):
-
-        m_j = a_j                    (the class mean of z)
-        Sigma_j = B_j + C - m_j m_j^T   (B_j: b_j as a symmetric F x F matrix)
-
-    since E_j[z z^T] = B_j + C. Noise: the release adds N(0, sigma^2) to each coordinate of a
-    class's sum of u = w / R (clipped), so each entry of B_j carries noise of standard deviation
-    tau = R sigma s_a / n_j (s_a that coordinate's public scale, n_j the noisy count), and the
-    F x F noise matrix has spectral norm about 2 sqrt(F) tau_rms (the semicircle edge of a
-    symmetric matrix with independent entries; Bai & Yin 1988). Eigenvalues of Sigma_j below that
-    level cannot be told from noise: each is raised to it (and to 1e-6 x trace(C) / F, a
-    numerical floor). Clipped rows (||w|| > R) shrink their class's moments: a bias, not a
-    privacy matter. Scores: log N(z; m_j, Sigma_j) + log pi_j.
-
-    ``shrink``: first soft-threshold each coordinate of the class's mean embedding (a_j, b_j:
-    its deviation from the public moments, which are 0 after centring) at sqrt(2 ln D) times
-    its noise standard deviation R sigma s_a / n_j (D = F + F (F + 1) / 2 coordinates): the
-    universal threshold of Donoho & Johnstone (1994, Biometrika 81), above which no coordinate
-    of pure noise rises with probability -> 1 as D grows. Where the release cannot tell a class
-    from the public rows the class takes the public moments, and every deviation is shrunk
-    by its noise level; better where few coordinates carry the classes (nested shells beside
-    noise columns), slightly worse where many do. :func:`pate.core.release_check.checked_rule`
-    chooses between the two from the release and the public rows (free)."""
+    The class means and covariances read from the release, the eigenvalue floor at the noise
+    level and ``shrink`` (soft-thresholding each coordinate of a class's mean embedding at its
+    universal threshold, Donoho & Johnstone 1994): docs/own_data.md,
+    "pate.core.quadratic_rule". :func:`pate.core.release_check.checked_rule` chooses between
+    ``shrink`` and not from the release and the public rows (free)."""
     pub = check_embeddings(public, "public")
     width = release.means.shape[1]
     f = _columns_of(width)
