@@ -68,25 +68,14 @@ SOURCES = ("teachers", "student", "none", "not-asked")
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AggregationResult:
-    """What an aggregator released for a batch of queries, and what it cost.
-
-    Attributes
-    ----------
-    labels : (n,) int64, read-only
-        The released label of each query; -1 where no label was released.
-    answered_mask : (n,) bool, read-only
-        The teachers answered (the GNMax step ran and is charged).
-    source : (n,) str, read-only
-        "teachers" (noisy teacher answer), "student" (Interactive-GNMax kept the confident
-        student's label, free), "none" (not answered: label -1) or "not-asked" (an online
-        aggregator stopped before this query to respect its budget: label -1, not charged).
-    asked_mask : (n,) bool, read-only
-        The query went through the mechanism and its threshold check (if any) is charged.
-    event : pate.analysis.accountant.PrivacyEvent
-        Realised cost of the asked queries.
-    stop_reason : str or None
-        Why an online aggregator stopped before the end of the batch (None otherwise).
-    """
+    """What an aggregator released for a batch of n queries, and what it cost (arrays
+    read-only): ``labels`` (n,) int64, -1 where none was released; ``answered_mask`` (n,) the
+    teachers answered (the GNMax step ran and is charged); ``asked_mask`` (n,) the query went
+    through the mechanism (its threshold check, if any, charged); ``source`` (n,) str:
+    "teachers", "student" (Interactive-GNMax kept the confident student's label, free), "none"
+    (not answered) or "not-asked" (an online aggregator stopped first: not charged);
+    ``event`` the realised :class:`PrivacyEvent` of the asked queries; ``stop_reason`` why an
+    online aggregator stopped before the end of the batch (None otherwise)."""
 
     labels: np.ndarray
     answered_mask: np.ndarray

@@ -120,22 +120,11 @@ def ids_digest(ids: Any) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Partition:
-    """A split of N sensitive records among ``num_teachers`` disjoint shards.
-
-    Attributes
-    ----------
-    assignment : (N,) int64, read-only
-        Teacher index (0..num_teachers-1) of every record.
-    num_teachers : int
-    mode : "random" | "stratified" | "unit"
-    seed : int or None
-        Seed of the run that built it (None: secure / unseeded).
-    ids_digest : str
-        sha256 hex of the ids the split was built for: the unit ids in unit mode, the record ids
-        (``arange(N)`` unless given) otherwise. ``Partition.load(path, ids=...)`` verifies it.
-    unit_ids : (N,) array or None
-        Unit id of every record (unit mode only).
-    """
+    """A split of N sensitive records among ``num_teachers`` disjoint shards: ``assignment``
+    (N,) int64 read-only, every record's teacher; ``mode`` (:data:`MODES`); ``seed`` of the run
+    that built it (None: secure / unseeded); ``ids_digest`` the sha256 hex of the ids it was
+    built for (the unit ids in unit mode, else the record ids, ``arange(N)`` unless given),
+    verified by ``Partition.load(path, ids=...)``; ``unit_ids`` (N,) (unit mode only)."""
 
     assignment: np.ndarray
     num_teachers: int

@@ -204,18 +204,11 @@ def _check_scale(scale: Any) -> None:
 
 @dataclass(frozen=True)
 class Streams:
-    """The independent random streams of one PATE run (build with :func:`make_streams`).
-
-    Attributes
-    ----------
-    seed : int or None
-        The root seed (None in secure mode).
-    secure : bool
-        Whether ``noise`` and ``release`` draw from OS entropy.
-    partition, noise, student, release
-        Generators of the partitioner, the aggregator's noise, the student's training and
-        any later noisy release (``SecureGenerator`` for noise/release in secure mode).
-    """
+    """The independent random streams of one PATE run (build with :func:`make_streams`):
+    ``seed`` the root seed (None in secure mode), ``secure`` whether ``noise`` and ``release``
+    draw from OS entropy (``SecureGenerator``s), and the generators of the partitioner
+    (``partition``), the aggregator's noise (``noise``), the student's training (``student``)
+    and any later noisy release (``release``)."""
 
     seed: int | None
     secure: bool

@@ -374,15 +374,9 @@ def cpu_budget() -> int:
     """The CPUs a computation of this process may spread over, in threads or in processes
     (the student's data-parallel training, ``pate.student.parallel``): the count pate chose
     (:func:`configure`) while torch still holds it; torch's current thread count where the
-    caller chose it (or pate never did).
-
-    One exception: where the count was lowered because other processes' threads fill every
-    usable CPU (source ``"busy"`` with at least ``cpus`` others), the usable CPUs. There every
-    runnable thread gets a fair share of the CPUs, so each process of ours adds one share, and
-    processes that share a step wait for each other once or twice a step, not at every
-    operation. Where fewer others run, one thread takes the core they leave free, and a
-    second process would share a core with a neighbour and hold its partner back at every
-    step (measured: docs/threads.md)."""
+    caller chose it (or pate never did). One exception: where the count was lowered because
+    other processes' threads fill every usable CPU (source ``"busy"`` with at least ``cpus``
+    others), the usable CPUs (why, measured: docs/threads.md)."""
     torch = sys.modules.get("torch")
     current = int(torch.get_num_threads()) if torch is not None else None
     if _last is not None and (current is None or current == _torch_set):
