@@ -127,14 +127,10 @@ class Student(ClassifierMixin, BaseEstimator):
         used for prediction.
     distribution_alignment : FixMatch only: rescale the weak view's class probabilities by
         ``uniform / running mean of the predictions`` before taking the pseudo-label
-        (ReMixMatch's distribution alignment, Berthelot et al. 2020, with a uniform target):
-        counters a student that under-predicts classes the released labels rarely name. It
-        assumes the public pool's classes are about balanced -- a public assumption, never a
-        statistic of private data.
+        (ReMixMatch, Berthelot et al. 2020; assumes the public pool about balanced).
     amp : the training passes under bfloat16 autocast where the device computes bfloat16
-        natively (a CUDA GPU that supports it, a CPU with AMX tiles:
-        ``pate.student.trainer.bf16_native``); weights, optimiser, losses and predictions stay
-        float32. False: float32 throughout. ``precision_`` says what a fit used.
+        natively (docs/student.md); False: float32 throughout. ``precision_`` says what a fit
+        used.
     flip : horizontal flips in the weak augmentation (only where a flip preserves the label,
         see ``pate.student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
         of the side). strong_ops : RandAugment operations per image. cutout : largest Cutout side
@@ -142,12 +138,9 @@ class Student(ClassifierMixin, BaseEstimator):
     num_classes : number of classes; None = ``max(labels) + 1`` (pass it explicitly when some
         class may have no answered item).
     device : ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    processes : ``"auto"`` or an int >= 1: on a CPU, how many processes share each step (each
-        draws and trains on its shards of the batch, the gradients are summed in shared
-        memory: ``pate.student.parallel``). ``"auto"``: one per CPU the training may use
-        (``pate.core.threads.cpu_budget``), at most the step's shards (2; 1 for a network with
-        BatchNorm). The same draws and, up to float rounding, the same weights whatever the
-        count; ``processes_`` says what a fit used.
+    processes : ``"auto"`` or an int >= 1: on a CPU, how many processes share each step (the
+        same draws and, up to float rounding, the same weights whatever the count; "auto" and
+        how: docs/student.md). ``processes_`` says what a fit used.
     random_state : None, a non-negative int, or a ``numpy.random.Generator``.
     progress : show a tqdm progress bar on stderr.
     checkpoint_dir : directory for the per-epoch checkpoint (None = no checkpoints).
