@@ -93,11 +93,9 @@ class _Barrier:
     timeout breaks it for good), and whose last arrival goes on at once.
 
     Each party waits on a semaphore of its own, which the last party to arrive releases
-    without waiting for anyone. (A ``multiprocessing.Condition`` would make the notifying
-    process wait until every sleeper has woken and then hand its lock to each in turn: on a
-    busy machine three scheduler wake-ups in a row each step.) A party waits only on its own semaphore, and
-    the last arrival of a generation releases only the parties counted in it, so a fast party
-    can never pass a later generation on a release meant for a slow one."""
+    without waiting for anyone (why not a ``multiprocessing.Condition``: docs/threads.md). The
+    last arrival of a generation releases only the parties counted in it, so a fast party can
+    never pass a later generation on a release meant for a slow one."""
 
     def __init__(self, context: Any, parties: int) -> None:
         self.parties = parties
