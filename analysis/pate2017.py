@@ -51,13 +51,13 @@ import numpy.typing as npt
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.rdp import logsumexp_rows
 from pate.analysis.validation import (
+    check_bool,
     check_delta,
     check_distances,
     check_moment,
     check_moments,
     check_positive,
     check_votes,
-    describe,
 )
 
 __all__ = [
@@ -211,8 +211,7 @@ def lnmax_q_2017(votes: npt.ArrayLike, *, noise_eps: float, approx: bool = False
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
-    if not isinstance(approx, (bool, np.bool_)):
-        raise TypeError(f"approx must be True or False, got {describe(approx)}")
+    check_bool(approx, "approx")
     log_q = _log_q_approx(votes, gamma) if approx else _log_q(votes, gamma)
     q: FloatArray = np.exp(log_q)
     return q

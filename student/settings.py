@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from pate.analysis.validation import (
+    check_bool,
     check_choice,
     check_int,
     check_nonnegative,
@@ -194,18 +195,9 @@ def _checked_optimisation(st: Any) -> dict:
 def _checked_augmentation(st: Any) -> dict:
     """Distribution alignment and the augmentations' settings."""
     s: dict[str, Any] = {}
-    if not isinstance(st.distribution_alignment, (bool, np.bool_)):
-        raise TypeError(
-            f"distribution_alignment must be True or False, got "
-            f"{describe(st.distribution_alignment)}"
-        )
-    s["distribution_alignment"] = bool(st.distribution_alignment)
-    if not isinstance(st.amp, (bool, np.bool_)):
-        raise TypeError(f"amp must be True or False, got {describe(st.amp)}")
-    s["amp"] = bool(st.amp)
-    if not isinstance(st.flip, (bool, np.bool_)):
-        raise TypeError(f"flip must be True or False, got {describe(st.flip)}")
-    s["flip"] = bool(st.flip)
+    s["distribution_alignment"] = check_bool(st.distribution_alignment, "distribution_alignment")
+    s["amp"] = check_bool(st.amp, "amp")
+    s["flip"] = check_bool(st.flip, "flip")
     s["pad"] = None if st.pad is None else check_int(st.pad, "pad", minimum=0)
     s["strong_ops"] = check_int(st.strong_ops, "strong_ops", minimum=0)
     s["cutout"] = check_nonnegative(st.cutout, "cutout")
@@ -221,11 +213,8 @@ def _check_run_options(st: Any) -> None:
         if isinstance(st.processes, str):
             raise ValueError(f"processes must be 'auto' or an int >= 1, got {st.processes!r}")
         check_int(st.processes, "processes", minimum=1)
-    if not isinstance(st.progress, (bool, np.bool_)):
-        raise TypeError(f"progress must be True or False, got {describe(st.progress)}")
-    if not isinstance(st.resume, (bool, np.bool_)):
-        raise TypeError(f"resume must be True or False, got {describe(st.resume)}")
-    if st.resume and st.checkpoint_dir is None:
+    check_bool(st.progress, "progress")
+    if check_bool(st.resume, "resume") and st.checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir (where the checkpoint is)")
     if st.on_epoch_end is not None and not callable(st.on_epoch_end):
         raise TypeError(f"on_epoch_end must be callable or None, got {describe(st.on_epoch_end)}")

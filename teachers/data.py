@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pate.analysis.mapped import release_read
-from pate.analysis.validation import check_int, describe
+from pate.analysis.validation import check_bool, check_int, describe
 from pate.teachers.builtin_datasets import (
     CLASS_NAMES,
     DATASET_NAMES,
@@ -229,8 +229,7 @@ def load_pate_data(
             f"unknown dataset name {name!r}; use one of "
             f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH"
         )
-    if not isinstance(download, bool):
-        raise TypeError(f"download must be True or False, got {describe(download)}")
+    download = check_bool(download, "download")
     public_size = _check_size(public_size, "public_size")
     eval_size = _check_size(eval_size, "eval_size")
     image_size = check_image_size(image_size)
@@ -247,10 +246,7 @@ def load_pate_data(
     classes = check_class_names(classes)
     if not isinstance(split_column, str) or not split_column.strip():
         raise TypeError(f"split_column must be a column name, got {describe(split_column)}")
-    if not isinstance(evaluation_public, bool):
-        raise TypeError(
-            f"evaluation_public must be True or False, got {describe(evaluation_public)}"
-        )
+    evaluation_public = check_bool(evaluation_public, "evaluation_public")
     root_path = None if root is None else pathlib.Path(root).expanduser()
     if download and root_path is None:
         raise ValueError(

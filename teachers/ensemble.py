@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from pate.analysis.validation import check_int, describe
+from pate.analysis.validation import check_bool, check_int, describe
 from pate.teachers.chunks import (
     ChunkPlan,
     EnsembleJob,
@@ -181,8 +181,7 @@ def _checked_arguments(config, cluster, resume) -> TeacherConfig:
         raise TypeError(f"config must be a TeacherConfig, got {describe(config)}")
     if cluster is not None and not isinstance(cluster, ClusterConfig):
         raise TypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
-    if not isinstance(resume, bool):
-        raise TypeError(f"resume must be True or False, got {describe(resume)}")
+    check_bool(resume, "resume")
     return config
 
 

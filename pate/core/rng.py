@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from pate.analysis.arrays import FloatArray, IntArray
-from pate.analysis.validation import check_int, describe
+from pate.analysis.validation import check_bool, check_int, describe
 
 __all__ = ["Streams", "SecureGenerator", "Rng", "make_streams", "check_rng", "STREAM_KEYS"]
 
@@ -266,8 +266,7 @@ def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
     >>> labels_rng = streams.noise           # numpy Generator, seeded from child (2,)
     >>> seeds = streams.teacher_seeds(3)     # three distinct ints for three teachers
     """
-    if not isinstance(secure, (bool, np.bool_)):
-        raise TypeError(f"secure must be True or False, got {describe(secure)}")
+    check_bool(secure, "secure")
     if secure:
         if seed is not None:
             raise ValueError(
