@@ -7,18 +7,6 @@ the map is closed, so a scan over the whole array would end up holding the whole
 calls :func:`release_read` on each block it has finished with keeps about one block resident (the
 pages stay in the kernel's page cache, shared and reclaimable, and are read again if touched
 again).
-
-Symbols
--------
-``npz_member_map(path, name)``
-    A read-only ``numpy.memmap`` of the array ``name`` of the ``.npz`` archive ``path`` when it is
-    stored uncompressed (``numpy.savez``; not ``savez_compressed``) with a plain dtype and at least
-    one value, else None (the caller reads it the usual way).
-``release_read(block)``
-    Drop from the resident set the pages of the read-only memory map that the C-contiguous view
-    ``block`` lies in (a no-op for an array that is not such a view). Safe whatever the block:
-    the map is read-only and file-backed, so nothing is lost; the values read later are the
-    file's.
 """
 
 from __future__ import annotations
@@ -38,8 +26,9 @@ _LOCAL_SIGNATURE = b"PK\x03\x04"
 
 
 def npz_member_map(path: str | pathlib.Path, name: str) -> np.memmap[Any, Any] | None:
-    """A read-only memory map of the array ``name`` of the ``.npz`` archive ``path`` (module
-    docstring); None where it cannot be mapped (compressed, object dtype, empty, absent)."""
+    """A read-only ``numpy.memmap`` of the array ``name`` of the ``.npz`` archive ``path`` when it
+    is stored uncompressed (``numpy.savez``) with a plain dtype and at least one value, else None
+    (the caller reads it the usual way)."""
     path = pathlib.Path(path)
     with zipfile.ZipFile(path) as archive:
         try:
@@ -89,7 +78,9 @@ def _read_only_map(block: np.ndarray) -> mmap.mmap | None:
 
 
 def release_read(block: np.ndarray) -> None:
-    """Drop the pages of ``block`` from the resident set (module docstring)."""
+    """Drop from the resident set the pages of the read-only memory map that the C-contiguous view
+    ``block`` lies in (a no-op for any other array). Safe: the map is read-only and file-backed,
+    so the values read later are the file's."""
     if not isinstance(block, np.ndarray) or block.nbytes == 0 or not block.flags.c_contiguous:
         return
     mapped = _read_only_map(block)

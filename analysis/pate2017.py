@@ -49,14 +49,15 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.rdp import logsumexp_rows
 from pate.analysis.validation import (
+    check_bool,
     check_delta,
     check_distances,
     check_moment,
     check_moments,
     check_positive,
     check_votes,
-    describe,
 )
 
 __all__ = [
@@ -85,14 +86,6 @@ def _log_pr_beats(gaps: FloatArray) -> FloatArray:
     return out
 
 
-def _logsumexp_last(terms: FloatArray) -> FloatArray:
-    top = np.max(terms, axis=-1, keepdims=True)
-    safe_top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        out: FloatArray = np.log(np.sum(np.exp(terms - safe_top), axis=-1)) + safe_top[..., 0]
-    return out
-
-
 def _log_q(votes: IntArray, gamma: float) -> FloatArray:
     """(n,) log q of Lemma 4 (union bound over j != j*), capped at log(1 - 1/m)."""
     n, m = votes.shape
@@ -101,7 +94,7 @@ def _log_q(votes: IntArray, gamma: float) -> FloatArray:
     gaps = gamma * (votes[rows, winner][:, None] - votes).astype(np.float64)
     terms = _log_pr_beats(gaps)
     terms[rows, winner] = -np.inf
-    return np.minimum(_logsumexp_last(terms), math.log1p(-1.0 / m))
+    return np.minimum(logsumexp_rows(terms), math.log1p(-1.0 / m))
 
 
 def _log_q_approx(votes: IntArray, gamma: float) -> FloatArray:
@@ -176,7 +169,7 @@ def _sorted_shift_log_q(votes: IntArray, gamma: float, shifts: IntArray) -> Floa
     first = _log_pr_beats(gamma * np.abs(v0 - v1).astype(np.float64))[..., None]
     rest = _log_pr_beats(gamma * (top[..., None] - c[:, None, 2:]).astype(np.float64))
     terms = np.concatenate([first, rest], axis=-1)
-    return np.minimum(_logsumexp_last(terms), math.log1p(-1.0 / m))
+    return np.minimum(logsumexp_rows(terms), math.log1p(-1.0 / m))
 
 
 def _sens_at_k(votes: IntArray, gamma: float, moment: float, ks: IntArray) -> FloatArray:
@@ -218,8 +211,7 @@ def lnmax_q_2017(votes: npt.ArrayLike, *, noise_eps: float, approx: bool = False
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
-    if not isinstance(approx, (bool, np.bool_)):
-        raise TypeError(f"approx must be True or False, got {describe(approx)}")
+    check_bool(approx, "approx")
     log_q = _log_q_approx(votes, gamma) if approx else _log_q(votes, gamma)
     q: FloatArray = np.exp(log_q)
     return q

@@ -81,18 +81,6 @@ not converge within 2^22 terms gives +inf at that order (conservative). 2^-48 + 
 added to every log A_alpha to cover float rounding, so the value returned is an upper bound. gamma = 1 is the Gaussian
 mechanism, alpha / (2 z^2); gamma = 0 releases nothing about the data: 0.
 
-Public functions
-----------------
-``sampled_gaussian_rdp(*, sampling_rate, noise_multiplier, orders)`` -> (k,) RDP per order.
-``private_knn_noise_multiplier(*, sigma1, sigma2)`` -> z = 1 / sqrt(1/sigma1^2 + 2/sigma2^2).
-``private_knn_query_rdp(*, sampling_rate, sigma1, sigma2, orders)`` -> (k,) RDP of one asked query.
-``private_knn_event(*, answered, k, sampling_rate, threshold, sigma1, sigma2, orders)`` -> the
-    :class:`~pate.analysis.accountant.PrivacyEvent` of a run (every asked query charged).
-``private_knn_log_pr_answered(histograms, *, threshold, sigma1)`` -> (n,) log Pr[answered] given
-    the (already sampled) histograms; rows may sum to different totals (|S_i| < k).
-``calibrate_private_knn_sigma2(*, eps, delta, num_queries, sampling_rate, sigma1, ...)`` -> the
-    smallest sigma2 meeting a target (sigma1 fixed).
-
 References
 ----------
 [ZYW20] Zhu, Yu, Wang. "Private-kNN: Practical Differential Privacy for Computer Vision",

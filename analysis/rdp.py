@@ -85,7 +85,7 @@ def _log1mexp(x: npt.ArrayLike) -> FloatArray:
     return out
 
 
-def _logsumexp_rows(terms: FloatArray) -> FloatArray:
+def logsumexp_rows(terms: FloatArray) -> FloatArray:
     """log(sum(exp(terms))) over the last axis; rows of all -inf give -inf."""
     top = np.max(terms, axis=-1, keepdims=True)
     safe_top = np.where(np.isfinite(top), top, 0.0)
@@ -184,7 +184,7 @@ def gnmax_log_q_unchecked(votes: IntArray, sigma: float) -> FloatArray:
     scale = math.sqrt(2.0 * sigma**2)
     terms: FloatArray = log_ndtr(-(gaps / scale))
     terms[rows, winner] = -np.inf
-    log_q = _logsumexp_rows(terms)
+    log_q = logsumexp_rows(terms)
     return np.minimum(log_q, math.log(1.0 - 1.0 / m))
 
 
@@ -317,7 +317,7 @@ def _lnmax_log_q(votes: IntArray, scale: float) -> FloatArray:
     # Pr[j beats i*] <= (2 + g)/4 exp(-g) with g = gap/scale ([P17] Lemma 4's Laplace tail).
     terms = np.log(2.0 - normalized) + math.log(0.25) + normalized
     terms[rows, winner] = -np.inf
-    return np.minimum(_logsumexp_rows(terms), math.log(1.0 - 1.0 / m))
+    return np.minimum(logsumexp_rows(terms), math.log(1.0 - 1.0 / m))
 
 
 def lnmax_log_q(votes: npt.ArrayLike, *, scale: float) -> FloatArray:

@@ -18,6 +18,7 @@ bound smaller.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Protocol
 
@@ -291,36 +292,47 @@ def release_sanitized_epsilon(
         counts,
         mask,
         base_votes,
-        num_teachers=num_teachers,
-        threshold=threshold,
-        sigma1=sigma1,
-        sigma2=sigma2,
-        order=order,
-        beta=beta,
-        sigma_ss=sigma_ss,
-        delta=delta,
-        rng=rng,
-        conversion=conversion,
+        _AggregatorNoise(num_teachers, threshold, sigma1, sigma2),
+        _ReleaseSettings(order, beta, sigma_ss, delta, conversion),
+        rng,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _AggregatorNoise:
+    """The run's aggregator: ``num_teachers``, the threshold check (``threshold``, ``sigma1``;
+    None for plain GNMax) and GNMax's ``sigma2``, checked."""
+
+    num_teachers: int
+    threshold: float | None
+    sigma1: float | None
+    sigma2: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _ReleaseSettings:
+    """The release's settings, fixed before the votes are seen, checked: the RDP ``order``,
+    ``beta``, ``sigma_ss``, ``delta`` and the RDP-to-DP ``conversion``."""
+
+    order: float
+    beta: float
+    sigma_ss: float
+    delta: float
+    conversion: str
 
 
 def _sanitized_release(
     counts: IntArray,
     mask: BoolArray,
     base_votes: FloatArray | None,
-    *,
-    num_teachers: int,
-    threshold: float | None,
-    sigma1: float | None,
-    sigma2: float,
-    order: float,
-    beta: float,
-    sigma_ss: float,
-    delta: float,
+    noise: _AggregatorNoise,
+    settings: _ReleaseSettings,
     rng: NormalSource,
-    conversion: str,
 ) -> SanitizedRelease:
     """The release of :func:`release_sanitized_epsilon` on its checked arguments."""
+    threshold, sigma1, sigma2 = noise.threshold, noise.sigma1, noise.sigma2
+    order, beta, sigma_ss, delta = settings.order, settings.beta, settings.sigma_ss, settings.delta
+    conversion = settings.conversion
     n_answered = int(mask.sum())
     delta_term = conversion_term(order=order, delta=delta, conversion=conversion)
     threshold_cost = (
@@ -340,7 +352,14 @@ def _sanitized_release(
     }
 
     rdp_realised, ls_total, ind1, ind2 = _run_cost_and_ls(
-        counts, num_teachers, threshold, sigma1, sigma2, order, base_votes, mask.astype(np.float64)
+        counts,
+        noise.num_teachers,
+        threshold,
+        sigma1,
+        sigma2,
+        order,
+        base_votes,
+        mask.astype(np.float64),
     )
     fallback = None
     if ind1 and ind2:

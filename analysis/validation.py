@@ -26,6 +26,7 @@ __all__ = [
     "check_int",
     "check_baseline",
     "check_choice",
+    "check_bool",
     "check_unit_interval",
     "check_probabilities",
     "describe",
@@ -202,6 +203,13 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
         )
     chosen: str = value  # one of ``choices``
     return chosen
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """True or False (a numpy bool too), as a Python bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {describe(value)}")
+    return bool(value)
 
 
 def check_unit_interval(value: Any, name: str) -> float:

@@ -59,7 +59,9 @@ def embeddings(name: str):
 
 
 def compare(name: str, releases: int, count_weights=(1.0,)) -> list[dict]:
-    from pate.core.mean_release import LOGISTIC_RIDGE, noisy_class_means, public_logistic
+    from pate.core.labelling_rules import public_logistic
+    from pate.core.mean_release import noisy_class_means
+    from pate.core.tuned_defaults import LOGISTIC_RIDGE
 
     start = time.perf_counter()
     data, public, private, evaluation = embeddings(name)

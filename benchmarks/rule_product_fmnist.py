@@ -9,7 +9,7 @@ rule's coefficients are the exact least-squares solution of
 
     scores = [x(public), 1] @ coef        (x = u or w; n public rows, d + 1 unknowns per class)
 
-and this script recovers them with ``pate.core.mean_release.recover_rule`` (refused unless the fit is
+and this script recovers them with ``pate.core.labelling_rules.recover_rule`` (refused unless the fit is
 exact to 1e-8 relative, which needs n >= d + 1 public rows of full rank). Nothing private is
 read: the rule and the student are both post-processing of the one release and of public data,
 so combining them costs no privacy. A run with ``[student] combine_with_rule = true`` releases
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from pate.core.mean_release import recover_rule
+    from pate.core.labelling_rules import recover_rule
     from pate.run import rundir
     from pate.student.rule_product import product_log_proba
     from pate.student.train import Student

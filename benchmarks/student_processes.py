@@ -4,7 +4,7 @@ of one thread each, idle and beside two 2-thread torch loops (issue #33, the 3x 
 The step is make demo's FixMatch step on 28x28 images without the trainer's bookkeeping:
 ``cnn28`` as :func:`pate.student.trainer.build_network` makes it (channels-last, bfloat16
 autocast where the CPU has AMX), the rows and augmented views drawn from a public pool of 9000
-random images by :class:`pate.student.trainer.Batches` (32 labelled rows, 96 unlabelled ones with
+random images by :class:`pate.student.draws.Batches` (32 labelled rows, 96 unlabelled ones with
 their weak and strong views; the views of a chunk of steps drawn at once, as the trainer draws
 them), a no-gradient forward of the weak views, a forward and backward of
 the labelled views and 80 of the strong ones (about make demo's mask rate), Nesterov SGD and the
@@ -22,8 +22,8 @@ EMA. Variants (``VARIANTS``):
   ``--steps`` steps, the second timed.
 * ``student_cuda``, ``student_cuda_shards2`` (only when named, on a machine with a CUDA GPU):
   the same trainer on ``cuda`` in one process, its batch drawn whole as shipped
-  (:func:`pate.student.trainer.step_shards` is 1 on a GPU) or, in the child, as the
-  :data:`pate.student.trainer.STEP_SHARDS` shards a CPU draws: what drawing in shards would
+  (:func:`pate.student.draws.step_shards` is 1 on a GPU) or, in the child, as the
+  :data:`pate.student.draws.STEP_SHARDS` shards a CPU draws: what drawing in shards would
   cost where no second process shares the step.
 
 Each (condition, variant) runs in a fresh child process (``--steps`` steps after 5 untimed
@@ -90,7 +90,7 @@ def _batches(seed: int):
     import numpy as np
     import torch
 
-    from pate.student.trainer import Batches
+    from pate.student.draws import Batches
 
     rng = np.random.default_rng(1)
     x = rng.random((9000, 1, 28, 28), dtype=np.float32)
@@ -103,8 +103,8 @@ def _batches(seed: int):
 
 def _draws(batches, share: int):
     """The steps' inputs, drawn as the trainer draws them: the views of a chunk of steps at a
-    time (:func:`pate.student.trainer.draw_steps`), ``1 / share`` of each batch."""
-    from pate.student.trainer import draw_steps, steps_per_draw
+    time (:func:`pate.student.draws.draw_steps`), ``1 / share`` of each batch."""
+    from pate.student.draws import draw_steps, steps_per_draw
 
     settings = {**SETTINGS, "method": "fixmatch", "batch_size": BATCH // share}
     settings["unlabeled_ratio"] = UNLABELLED // BATCH
@@ -224,10 +224,10 @@ def _student(variant: str, steps: int) -> float:
     torch.set_num_threads(1 if variant == "student_threads1" else 2)
     device = "cuda" if variant.startswith("student_cuda") else "cpu"
     if variant == "student_cuda_shards2":
-        from pate.student import train, trainer
+        from pate.student import draws, train
 
         def as_on_a_cpu(network, batch_size, *, device, resumed=None):
-            return trainer.step_shards(network, batch_size, device=torch.device("cpu"))
+            return draws.step_shards(network, batch_size, device=torch.device("cpu"))
 
         train.step_shards = as_on_a_cpu  # type: ignore[assignment]
     rng = np.random.default_rng(1)

@@ -187,12 +187,9 @@ def main(argv=None) -> int:
     from pate.core.rng import make_streams
     from pate.ledger import record_keys
     from pate.teachers.data import load_pate_data
-    from pate.teachers.ensemble import (
-        TeacherConfig,
-        plurality_accuracy,
-        resolve_device,
-        train_teachers,
-    )
+    from pate.teachers.devices import resolve_device
+    from pate.teachers.ensemble import TeacherConfig, train_teachers
+    from pate.teachers.result import plurality_accuracy
 
     if args.threads:
         torch.set_num_threads(args.threads)

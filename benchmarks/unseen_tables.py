@@ -186,7 +186,7 @@ def dataset(name: str):
 
 def planned_front_end(ds) -> str:
     """What the planner will choose for this table at any eps (sizes only)."""
-    from pate.core.mean_release import table_front_end
+    from pate.core.tuned_defaults import table_front_end
 
     s = ds.splits
     return table_front_end(

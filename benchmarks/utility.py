@@ -617,7 +617,7 @@ def run_methods(args, argv, out: pathlib.Path) -> int:
     import torch
 
     from pate.teachers.data import load_pate_data
-    from pate.teachers.ensemble import resolve_device
+    from pate.teachers.devices import resolve_device
 
     methods = set(args.methods) - ({"dpsgd-scatter", "dpsgd-cnn"} if args.skip_dpsgd else set())
     if args.threads:

@@ -1,29 +1,6 @@
 """Data augmentations for the semi-supervised student, on torch tensors only (no downloads, no PIL).
 
-Symbols:
-
-- ``weak_augment(x, *, generator, flip, pad)``: FixMatch's weak view of a batch of images
-  ``x`` (N, C, H, W) in [0, 1]: optional random horizontal flip, then a random translation of
-  up to ``pad`` pixels (reflect-pad and random crop), each drawn independently per image.
-- ``strong_augment(x, *, generator, num_ops=2, cutout=0.5, fill=0.5)``: FixMatch's strong view,
-  a RandAugment variant (Cubuk et al. 2020, "RandAugment"; Sohn et al. 2020, "FixMatch",
-  section 2.3 and appendix D): per image, ``num_ops`` operations drawn uniformly from
-  ``IMAGE_OPS`` with a magnitude drawn uniformly in [0, 1] (RandAugment with random magnitude,
-  as in FixMatch's "RA" variant), followed by Cutout (DeVries & Taylor 2017) of a square of
-  side up to ``cutout`` x the image side. Colour and geometric operations are vectorised over
-  the batch (one affine ``grid_sample`` per operation slot).
-- ``weak_augment_tabular(x, *, generator, feature_std, noise=0.05)`` and
-  ``strong_augment_tabular(x, *, generator, feature_std, corruption=0.3, noise=0.2)``: the
-  tabular analogues for (N, F) features: Gaussian jitter scaled by each feature's standard
-  deviation, and for the strong view SCARF-style feature corruption (Bahri et al. 2022,
-  "SCARF"): each feature is replaced, with probability ``corruption``, by the same feature of
-  another random row of the batch (a draw from its empirical marginal), plus larger jitter.
-- ``default_pad(height)``: 12.5 % of the side (at least 1 pixel), FixMatch's translation range.
-- ``FLIP_DATASETS``: dataset names for which a horizontal flip preserves the label
-  (natural images and clothing; not digits or characters).
-
-Every random draw comes from the explicit ``torch.Generator`` (on the CPU) so that a seeded
-student run is reproducible and resumable.
+More: docs/student.md, "pate.student.augment".
 """
 
 from __future__ import annotations
@@ -50,10 +27,6 @@ FLIP_DATASETS = frozenset({"fashion-mnist", "cifar10"})
 def default_pad(height: int) -> int:
     """FixMatch's translation range: 12.5 % of the image side, at least one pixel."""
     return max(1, int(round(0.125 * int(height))))
-
-
-def _uniform(n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
-    return torch.rand(n, generator=generator).to(device)
 
 
 def _signs(n: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:

@@ -1,16 +1,7 @@
 """The student's files: the per-epoch checkpoint and the saved weights, written atomically and
 read back with ``weights_only=True`` (no code in a file runs).
 
-Symbols
--------
-``CHECKPOINT_NAME``: file name of the per-epoch checkpoint inside ``checkpoint_dir``.
-``FORMAT``: the ``format`` entry of every student file (``"pate-learn-student/1"``).
-``WEIGHTS_KEYS``, ``CHECKPOINT_KEYS``: the keys :meth:`pate.student.train.Student.save` and the
-per-epoch checkpoint write (checked on load).
-``atomic_save(obj, path)``: ``torch.save`` to ``path`` atomically (its folder created).
-``load_student_file(path, keys, *, remedy)``: a student file of pate-learn, checked.
-``not_a_checkpoint(path, exc, *, remedy)``: the ``CheckpointError`` for a damaged or foreign file.
-``plain_classes(classes)``: ``classes_`` as plain Python values (what a weights-only file holds).
+More: docs/student.md, "pate.student.checkpoint".
 """
 
 from __future__ import annotations

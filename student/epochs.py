@@ -1,24 +1,14 @@
 """The student's epoch loop, in one process or data-parallel in several
 (:mod:`pate.student.parallel`).
 
-A step's batch is drawn as fixed shards (:func:`pate.student.trainer.step_shards`), shard ``k``
-from ``training.generators[k]``: ``batch_size`` labelled rows and ``batch_size *
-unlabeled_ratio`` unlabelled ones split by :func:`pate.student.trainer.shard_sizes`. Process
-``r`` of ``P`` draws the shards ``k`` with ``k % P == r``; one process draws them all and puts
-each step's shards together. Either way every shard draws the same rows and views, so a run
-resumed from a checkpoint, or trained with another number of processes, draws what an
-uninterrupted one would have drawn.
-
-Symbols
--------
-``draw_shards(shards, settings, steps) -> list[StepDraw]``: ``steps`` steps of some shards.
-``train_epochs(training, batches, settings, *, ..., processes=1, threads_each=1)``
-    The epochs from ``training.start_epoch`` on, a checkpoint after each.
+More: docs/student.md, "pate.student.epochs".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pathlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,19 +17,32 @@ from typing import Any
 import torch
 
 from pate.student.checkpoint import atomic_save
+from pate.student.draws import Batches, StepDraw, draw_steps, shard_sizes, steps_per_draw
 from pate.student.parallel import Group, data_parallel
-from pate.student.trainer import (
-    Batches,
-    StepDraw,
-    Training,
-    accuracy,
-    draw_steps,
-    shard_sizes,
-    step,
-    steps_per_draw,
-)
+from pate.student.trainer import Training, accuracy, step
 
-__all__ = ["draw_shards", "train_epochs"]
+__all__ = ["EpochLoop", "CheckpointTarget", "draw_shards", "train_epochs"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochLoop:
+    """What every epoch of one student's training reads: the resolved ``settings``,
+    ``num_classes``, the ``device`` and the ``validation`` split ((x, y); None: none)."""
+
+    settings: dict
+    num_classes: int
+    device: torch.device
+    validation: tuple[Any, Any] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointTarget:
+    """Where the checkpoint after each epoch goes (``path``; None: none), with the
+    ``fingerprint`` and ``seed`` it records."""
+
+    path: pathlib.Path | None
+    fingerprint: str
+    seed: int
 
 
 def draw_shards(
@@ -47,7 +50,7 @@ def draw_shards(
 ) -> list[StepDraw]:
     """The inputs of ``steps`` steps from ``shards``, each ``(batches drawing from the shard's
     generator, the shard's labelled rows)``: each shard drawn as a batch of its own size
-    (:func:`pate.student.trainer.draw_steps`), the shards' rows of a step put together in order."""
+    (:func:`pate.student.draws.draw_steps`), the shards' rows of a step put together in order."""
     drawn = [
         draw_steps(batches, {**settings, "batch_size": size}, steps) for batches, size in shards
     ]
@@ -72,16 +75,14 @@ def _joined(parts: Sequence[StepDraw]) -> StepDraw:
 def _epoch(
     training: Training,
     shards: Sequence[tuple[Batches, int]],
-    settings: dict,
+    loop: EpochLoop,
     epoch: int,
     bar,
     *,
-    num_classes: int,
-    validation: tuple[Any, Any] | None,
-    device: torch.device,
     group: Group,
 ) -> dict:
     """Train one epoch on this process's ``shards``; returns its record of ``history_``."""
+    settings, num_classes = loop.settings, loop.num_classes
     t0 = time.perf_counter()
     n = settings["steps_per_epoch"]
     total_steps = settings["epochs"] * n
@@ -115,8 +116,10 @@ def _epoch(
     if settings["method"] == "fixmatch":
         record["loss_unlabelled"] = float(sums["loss_unlabelled"]) / n
         record["mask_rate"] = float(sums["mask_rate"]) / n
-    if validation is not None:
-        record["validation_accuracy"] = accuracy(training.final, *validation, device=device)
+    if loop.validation is not None:
+        record["validation_accuracy"] = accuracy(
+            training.final, *loop.validation, device=loop.device
+        )
         training.model.train()
     return record
 
@@ -124,18 +127,16 @@ def _epoch(
 def _epochs(
     training: Training,
     batches: Batches,
-    settings: dict,
+    loop: EpochLoop,
     group: Group,
     bar,
     *,
-    num_classes: int,
-    device: torch.device,
-    validation: tuple[Any, Any] | None,
     after_epoch: Callable[[int, dict], None] | None,
 ) -> None:
     """The epochs of ``group.rank``'s shards; after each, every shard's generator is brought up
     to date in every process (the checkpoint holds them all) and ``after_epoch(epoch, record)``
     is called."""
+    settings = loop.settings
     generators = training.generators
     count = len(generators)
     owners = [k % group.size for k in range(count)]
@@ -146,17 +147,7 @@ def _epochs(
         if owners[k] == group.rank
     ]
     for epoch in range(training.start_epoch, settings["epochs"]):
-        record = _epoch(
-            training,
-            mine,
-            settings,
-            epoch,
-            bar,
-            num_classes=num_classes,
-            validation=validation,
-            device=device,
-            group=group,
-        )
+        record = _epoch(training, mine, loop, epoch, bar, group=group)
         if group.size > 1:
             states = group.share_states([g.get_state() for g in generators], owners)
             for k, generator in enumerate(generators):
@@ -179,22 +170,17 @@ _NO_BAR = _NoBar()
 def train_epochs(
     training: Training,
     batches: Batches,
-    settings: dict,
+    loop: EpochLoop,
     *,
-    num_classes: int,
-    device: torch.device,
+    checkpoint: CheckpointTarget,
     progress: bool,
-    validation: tuple[Any, Any] | None,
-    checkpoint_path,
-    fingerprint: str,
-    seed: int,
     on_epoch_end: Callable[[int, dict], None] | None,
     processes: int = 1,
     threads_each: int = 1,
 ) -> None:
-    """The epochs from ``training.start_epoch`` to ``settings["epochs"]``: after each, its
+    """The epochs from ``training.start_epoch`` to ``loop.settings["epochs"]``: after each, its
     record is appended to ``training.history``, the checkpoint written (when
-    ``checkpoint_path``) and ``on_epoch_end(epoch, record)`` called. With ``processes > 1``
+    ``checkpoint.path``) and ``on_epoch_end(epoch, record)`` called. With ``processes > 1``
     (at most ``len(training.generators)``) the steps are shared with forked helper processes,
     each on ``threads_each`` threads, as is this one meanwhile (:mod:`pate.student.parallel`)."""
     training.model.train()
@@ -204,28 +190,27 @@ def train_epochs(
         _epochs(
             training,
             batches,
-            settings,
+            dataclasses.replace(loop, validation=None),
             group,
             _NO_BAR,  # no tqdm in a forked process: its lock may have been held at the fork
-            num_classes=num_classes,
-            device=device,
-            validation=None,
             after_epoch=None,
         )
 
     def after_epoch(epoch: int, record: dict) -> None:
         training.history.append(record)
         bar.set_postfix(loss=f"{record['loss_labelled']:.3f}")
-        if checkpoint_path is not None:
+        if checkpoint.path is not None:
             atomic_save(
-                training.checkpoint(fingerprint=fingerprint, seed=seed, epoch=epoch + 1),
-                checkpoint_path,
+                training.checkpoint(
+                    fingerprint=checkpoint.fingerprint, seed=checkpoint.seed, epoch=epoch + 1
+                ),
+                checkpoint.path,
             )
         if on_epoch_end is not None:
             on_epoch_end(epoch + 1, record)
 
     state_size = training.generators[0].get_state().numel()
-    slot_size = max(num_classes, 3, sum(p.numel() for p in training.model.parameters()))
+    slot_size = max(loop.num_classes, 3, sum(p.numel() for p in training.model.parameters()))
     with data_parallel(
         processes,
         helper,
@@ -233,19 +218,9 @@ def train_epochs(
         slot_size=slot_size,
         threads_each=threads_each,
     ) as group:
-        bar = _progress_bar(training, settings, progress)  # after the fork (see helper)
+        bar = _progress_bar(training, loop.settings, progress)  # after the fork (see helper)
         try:
-            _epochs(
-                training,
-                batches,
-                settings,
-                group,
-                bar,
-                num_classes=num_classes,
-                device=device,
-                validation=validation,
-                after_epoch=after_epoch,
-            )
+            _epochs(training, batches, loop, group, bar, after_epoch=after_epoch)
         finally:
             bar.close()
 

@@ -1,16 +1,6 @@
 """Evaluation of the student on the held-out evaluation split (numpy only).
 
-Symbols:
-
-- ``confusion_matrix(y_true, y_pred, *, num_classes) -> (num_classes, num_classes) int64``:
-  entry ``[i, j]`` counts evaluation items of true class ``i`` predicted as ``j``.
-- ``evaluation_metrics(y_true, y_pred, *, num_classes) -> dict``: JSON-able report with
-  ``accuracy``, ``per_class_accuracy`` (``None`` for a class absent from ``y_true``),
-  ``per_class_support``, ``confusion_matrix`` (nested lists) and ``num_examples``.
-- ``evaluate_student(student, x, y, *, num_classes=None) -> dict``: the same for a fitted
-  student's predictions on ``x``.
-- ``save_json(obj, path)``: writes JSON atomically (temporary file in the same directory, then
-  ``os.replace``), so a crash never leaves a half-written report.
+More: docs/student.md, "pate.student.evaluate".
 """
 
 from __future__ import annotations

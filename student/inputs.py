@@ -1,19 +1,6 @@
 """What may reach the student, checked: its public inputs, released labels and soft targets.
 
-The student is trained on the *public* inputs and the aggregator's released labels only. These
-checks run before any work and refuse, with a ``TypeError`` or ``ValueError`` naming the
-argument, everything else: the private split (a ``PateData``), an ``ArraySplit`` (true labels),
-the teachers' votes, predictions or weights, and malformed arrays. "Labels" and "Soft targets"
-in :mod:`pate.student.train` describe what is accepted.
-
-Symbols
--------
-``check_inputs(x, name, *, fit)``: inputs as C-contiguous float32 ``(N, C, H, W)`` or ``(N, F)``.
-``check_public_x(public_x)``: :func:`check_inputs` for fitting, the argument named ``public_x``.
-``check_labels(labels, num_public, num_classes, name="labels")``: ``(encoded, classes)``.
-``check_soft_targets(soft_targets, labels, num_classes)``: checked class probabilities.
-``refuse_non_public(obj, name)``: the ``TypeError`` for what must never reach the student.
-``as_array(obj, name, what)``, ``unlabelled_mask(y)``: helpers of the above.
+More: docs/student.md, "pate.student.inputs".
 """
 
 from __future__ import annotations
@@ -176,7 +163,7 @@ def check_labels(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(encoded, classes)``: int64 class indices (-1 = unlabelled) and ``classes_``.
 
-    See "Labels" in the module docstring. Refused: votes matrices, per-teacher predictions,
+    Labels: docs/student.md, "The estimator's contract". Refused: votes matrices, per-teacher predictions,
     probabilities, continuous targets, labels below -1 or at/above ``num_classes``, no answered
     item, and a single class when ``num_classes`` is not given.
     """
@@ -297,8 +284,8 @@ def _encode_class_labels(
 
 
 def check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) -> np.ndarray:
-    """Soft targets as float64 (N, num_classes), checked ("Soft targets" in the module
-    docstring); ``labels`` are the encoded labels (-1 = unlabelled). Unlabelled rows are zeroed."""
+    """Soft targets as float64 (N, num_classes), checked (docs/student.md, "The
+    estimator's contract"); ``labels`` are the encoded labels (-1 = unlabelled). Unlabelled rows are zeroed."""
     refuse_non_public(soft_targets, "soft_targets")
     targets = as_array(soft_targets, "soft_targets", "an (N, classes) array of class probabilities")
     if targets.dtype.kind in "iub":

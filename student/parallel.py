@@ -1,42 +1,6 @@
 """Data-parallel training of the student on the CPU: one training in several processes.
 
-Why processes. On a 2-core machine one process on two threads is no faster than on one
-(make demo's FixMatch step: 20.8 ms against 20.5 ms), because each of the step's small operations
-waits for both threads; beside two 2-thread torch loops it takes 3.2x its idle time. Two
-processes of one thread each, each drawing and training on half of every batch, wait for each
-other twice a step instead of once per operation: 16.8 ms idle and 43.6 ms beside the two loops,
-2.1x the idle two-thread step (``benchmarks/student_processes.py``, docs/threads.md).
-
-How. A step's batch is drawn as fixed *shards*, each from its own generator
-(:func:`pate.student.trainer.step_shards`): the draws do not depend on the number of processes,
-and one process drawing every shard trains on what two processes drawing one each train on.
-Each process computes its shards' share of the loss, normalised by the whole batch's size, so the
-loss is the sum of the processes' shares and so is its gradient. :class:`Group` sums tensors over
-the processes in shared memory: the gradients before every optimiser step, the mean prediction of
-distribution alignment, the epoch's loss sums and (for the checkpoint) the generators' states.
-Every process sums the same numbers in the same order and takes the same update, so their
-weights stay the same bit for bit; only the first (the caller's) keeps the EMA, validates and
-writes checkpoints. One process against two gives the same training up to float rounding (the
-sums are taken in another order), tested.
-
-The helpers are forked (``fork``: they share the public pool and the model without a copy, and
-the caller's model factory need not be importable) and compute on one thread each, as PyTorch's
-DataLoader workers do, so a forked OpenMP runtime never starts threads. Where ``fork`` is not
-available, the student trains in one process. A helper that fails stops the training with an
-error naming it; a helper dies with its parent (Linux's parent-death signal, else it notices that
-its parent is gone at its next wait); waits poll every :data:`POLL_S` seconds for a lost peer.
-
-Symbols
--------
-``POLL_S``: how often a waiting process checks that its peers are alive.
-``fork_available() -> bool``
-``autograd_survives_fork() -> bool``: False where torch sees a GPU.
-``choose_processes(requested, *, shards, device, cpus) -> int``: the processes a training uses.
-``Group``: ``rank``, ``size``; ``all_sum(tensor)``, ``sum_gradients(params)``,
-    ``share_states(states, owners)``; :data:`SINGLE` is the one-process group (no-ops).
-``data_parallel(processes, helper, *, threads_each)``: a context manager that forks
-    ``processes - 1`` helpers running ``helper(group)`` and yields the caller's group (rank 0).
-``ParallelTrainingError``: a helper failed or was lost.
+More: docs/student.md, "pate.student.parallel".
 """
 
 from __future__ import annotations
@@ -129,11 +93,9 @@ class _Barrier:
     timeout breaks it for good), and whose last arrival goes on at once.
 
     Each party waits on a semaphore of its own, which the last party to arrive releases
-    without waiting for anyone. (A ``multiprocessing.Condition`` would make the notifying
-    process wait until every sleeper has woken and then hand its lock to each in turn: on a
-    busy machine three scheduler wake-ups in a row each step.) A party waits only on its own semaphore, and
-    the last arrival of a generation releases only the parties counted in it, so a fast party
-    can never pass a later generation on a release meant for a slow one."""
+    without waiting for anyone (why not a ``multiprocessing.Condition``: docs/threads.md). The
+    last arrival of a generation releases only the parties counted in it, so a fast party can
+    never pass a later generation on a release meant for a slow one."""
 
     def __init__(self, context: Any, parties: int) -> None:
         self.parties = parties

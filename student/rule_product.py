@@ -1,29 +1,7 @@
 """The student times its labelling rule: the released model of a class-means run with
 ``[student] combine_with_rule = true`` (a product of experts).
 
-A class-means run labels the public items by a rule fitted to its one noisy release
-(:mod:`pate.core.mean_release`) and trains the student to that rule's soft targets. The student learns
-from 9000 public images; the rule was fitted to the release, which summarises all the private
-records. Multiplying their class probabilities gives a model that is better than either (on
-Fashion-MNIST, +0.5 to +1.0 points over the student on the evaluation split at eps 0.5 to 2:
-``benchmarks/rule_product_fmnist.py``, docs/benchmarks.md). Both experts are post-processing of the
-release and of public data, so the product costs no privacy.
-
-Symbols
--------
-x       an input (an image (C, H, W), or a feature vector)
-F(x)    the run's public front-end: ScatterNet features standardised with public statistics
-        (``[knn] features = "scatternet"``), a table's random Fourier features (``"kernel"``,
-        ``pate.teachers.features.RandomFourierFeatures``), or x itself (``"none"``); flattened
-e(x)    (F(x) - mean) @ axes.T: the public PCA (``pate.teachers.features.PublicPCA``), rounded
-        to float32 as the run's ``knn_embeddings.npz`` holds it
-s(e)    the rule's class scores, ``rule_features(e) @ W.T + b`` with (W, b) recovered exactly
-        from the published ``label_scores.npy`` (``pate.core.mean_release.recover_rule``)
-T       the soft targets' temperature (``[student] temperature``)
-p_S     the student's class probabilities
-
-The released model predicts  p(j | x) ∝ p_S(j | x) · softmax(T · s(e(x)))_j ;
-:class:`RuleProduct` returns its logits  log p_S + log softmax(T · s), so ``softmax`` of them is p.
+More: docs/student.md, "pate.student.rule_product".
 """
 
 from __future__ import annotations
@@ -47,13 +25,13 @@ def product_log_proba(student_proba, rule_scores, *, temperature: float) -> np.n
 
 
 class RuleHead(nn.Module):
-    """x -> s(e(x)) (module docstring), float64. Built empty from its shapes (what
+    """x -> s(e(x)) (docs/student.md), float64. Built empty from its shapes (what
     ``Student.load`` needs), then filled by :meth:`from_fitted`; every array is a buffer, so the
     head travels in the student's state dict."""
 
     def __init__(self, *, input_shape, features: str, rule: str, dims: int, num_classes: int):
         super().__init__()
-        from pate.core.mean_release import RULES
+        from pate.core.labelling_rules import RULES
         from pate.teachers.features import ScatterNet, feature_shape
 
         if features not in ("scatternet", "kernel", "none"):
@@ -89,7 +67,7 @@ class RuleHead(nn.Module):
     @classmethod
     def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> RuleHead:
         """The head of a run: its public ``front`` (``pate.teachers.features.PublicFrontEnd``)
-        and the ``recovered`` rule (``pate.core.mean_release.RecoveredRule``)."""
+        and the ``recovered`` rule (``pate.core.labelling_rules.RecoveredRule``)."""
         pca = front.pca
         head = cls(
             input_shape=input_shape,
@@ -142,7 +120,7 @@ class RuleHead(nn.Module):
 
 
 class RuleProduct(nn.Module):
-    """The released model: logits log p_S(x) + log softmax(T · head(x)) (module docstring)."""
+    """The released model: logits log p_S(x) + log softmax(T · head(x)) (docs/student.md)."""
 
     def __init__(self, student: nn.Module, head: RuleHead, temperature: float):
         super().__init__()

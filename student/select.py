@@ -1,39 +1,6 @@
 """Which public items to send to the aggregator: "first k" or active selection by the student.
 
-Every answered query costs privacy budget, so the choice of queries matters. Two protocols:
-
-* ``"first"``: the first k public items in order, the protocol of Papernot et al. 2017/2018.
-* ``"entropy"`` / ``"margin"``: active selection. A student trained on the labels released so
-  far scores every public item not yet asked, and the next batch is the items it is least sure
-  of: the highest predictive entropy, or the smallest margin between its two most probable
-  classes (uncertainty sampling; Settles 2009, "Active Learning Literature Survey", 3.1).
-  The batch is then aggregated with Interactive-GNMax (Papernot et al. 2018, "Scalable Private
-  Learning with PATE", Algorithm 2) using that student's predicted probabilities: the teachers
-  answer only where they disagree with the student; where they do not and the student is
-  confident, the student's own label is kept at no privacy cost.
-
-Symbols
--------
-``SELECTION_MODES``: ``("first", "entropy", "margin")``.
-``first_k(num_public, *, k) -> (k,) int64``: indices ``0 .. k-1``.
-``uncertainty(probabilities, *, criterion) -> (n,) float``: larger = less certain
-    (``"entropy"``: -sum p log p; ``"margin"``: -(p_top1 - p_top2)).
-``select_uncertain(probabilities, *, k, criterion="entropy", exclude=None) -> (k,) int64``:
-    the ``k`` most uncertain rows not in the boolean ``exclude`` mask, most uncertain first
-    (ties by index).
-``active_labels(public_x, votes, *, rounds, batch_size, ...) -> ActiveResult``: the query loop
-    described above.
-``ActiveResult``: ``labels`` (N_public,) int64 (-1 = no label), ``asked_mask``,
-    ``answered_mask`` (the teachers answered), ``source`` (per item: "teachers", "student",
-    "none", "not-asked"), ``query_order`` (indices in the order asked), ``events`` (one
-    :class:`pate.analysis.accountant.PrivacyEvent` per round -- compose them with an
-    ``RdpAccountant`` or record them in the ledger), ``rounds`` (per-round counts).
-
-Where the votes go: ``active_labels`` receives the teachers' votes on the public items only to
-hand the selected rows to the aggregator. The students it trains receive the public inputs and
-the *released* labels, nothing else (:func:`pate.student.train.train_student` enforces it). The
-selection depends only on released labels and public inputs, i.e. it is post-processing of
-earlier releases, and each round's cost is composed adaptively by the accountant.
+More: docs/student.md, "pate.student.select".
 """
 
 from __future__ import annotations
@@ -121,7 +88,7 @@ def select_uncertain(
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ActiveResult:
-    """Outcome of :func:`active_labels` (see the module docstring)."""
+    """Outcome of :func:`active_labels` (docs/student.md)."""
 
     labels: np.ndarray
     asked_mask: np.ndarray
@@ -177,7 +144,7 @@ def active_labels(
         ``"margin"`` (uncertainty of a student trained on the labels so far).
     threshold, sigma1, sigma2, student_confidence, rng : Interactive-GNMax parameters
         (``pate.core.aggregators.interactive_gnmax``); or ``aggregator``: a
-        ``pate.core.aggregators.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
+        ``pate.core.online_aggregator.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
         privacy budget (the loop stops when it stops).
     student_params : settings of the per-round :class:`pate.student.train.Student` (e.g.
         ``{"method": "supervised", "epochs": 5, "random_state": 0}``).
@@ -253,7 +220,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
     """Either an online aggregator of a mechanism that uses the student, or every
     Interactive-GNMax parameter and ``rng`` (validated before any noise is drawn), not both."""
     from pate import mechanisms
-    from pate.core.aggregators import OnlineAggregator
+    from pate.core.online_aggregator import OnlineAggregator
 
     if aggregator is not None:
         if (

@@ -1,21 +1,6 @@
 """The student's settings: their names, their checks and the training length they leave open.
 
-:class:`pate.student.train.Student` stores its settings as given (scikit-learn's convention);
-:func:`validated_settings` checks them all before any work and returns them as plain values,
-and :func:`fill_training_length` fills what depends on the data (``pad``, ``steps_per_epoch``,
-``epochs``). The defaults and what each setting means are in :class:`Student`'s docstring.
-
-Symbols
--------
-``METHODS``: ``("fixmatch", "supervised")``.
-``TRAINING_PARAMS``: the settings that change the trained weights (the checkpoint fingerprint);
-``OTHER_PARAMS``: the others (device, seed, progress, checkpoints, callbacks, validation data).
-``MIN_STUDENT_STEPS``, ``MIN_STUDENT_EPOCHS``, ``auto_epochs(steps_per_epoch)``,
-``short_training_warning(epochs, steps_per_epoch)``: the training length of ``epochs=None``.
-``fill_training_length(settings, x, num_labelled) -> bool``: ``pad``, ``steps_per_epoch`` and
-    ``epochs`` filled in; True when the epochs given make fewer than ``MIN_STUDENT_STEPS`` steps.
-``validated_settings(student) -> dict``: every setting of a ``Student`` checked.
-``resolve_device(spec)``, ``auto_model_name(input_shape)``, ``seed_from(random_state)``.
+More: docs/student.md, "pate.student.settings".
 """
 
 from __future__ import annotations
@@ -28,6 +13,7 @@ import numpy as np
 import torch
 
 from pate.analysis.validation import (
+    check_bool,
     check_choice,
     check_int,
     check_nonnegative,
@@ -48,7 +34,6 @@ __all__ = [
     "fill_training_length",
     "validated_settings",
     "resolve_device",
-    "auto_model_name",
     "seed_from",
 ]
 
@@ -91,9 +76,7 @@ OTHER_PARAMS = (
 # ------------------------------------------------------------------------------ training length
 
 #: ``epochs=None`` (the default, "auto"): at least this many optimiser steps in all, whatever the
-#: number of labelled or public items (docs/student.md, "Training length"). Before, a fixed 20
-#: epochs gave scikit-learn digits' 597 public items 2 FixMatch steps per epoch: 40 steps, and a
-#: student at 14.5 % while its labels were 53 % right.
+#: number of labelled or public items (why, measured: docs/student.md, "Training length").
 MIN_STUDENT_STEPS = 1000
 #: ... and at least this many epochs (the former fixed default).
 MIN_STUDENT_EPOCHS = 20
@@ -212,18 +195,9 @@ def _checked_optimisation(st: Any) -> dict:
 def _checked_augmentation(st: Any) -> dict:
     """Distribution alignment and the augmentations' settings."""
     s: dict[str, Any] = {}
-    if not isinstance(st.distribution_alignment, (bool, np.bool_)):
-        raise TypeError(
-            f"distribution_alignment must be True or False, got "
-            f"{describe(st.distribution_alignment)}"
-        )
-    s["distribution_alignment"] = bool(st.distribution_alignment)
-    if not isinstance(st.amp, (bool, np.bool_)):
-        raise TypeError(f"amp must be True or False, got {describe(st.amp)}")
-    s["amp"] = bool(st.amp)
-    if not isinstance(st.flip, (bool, np.bool_)):
-        raise TypeError(f"flip must be True or False, got {describe(st.flip)}")
-    s["flip"] = bool(st.flip)
+    s["distribution_alignment"] = check_bool(st.distribution_alignment, "distribution_alignment")
+    s["amp"] = check_bool(st.amp, "amp")
+    s["flip"] = check_bool(st.flip, "flip")
     s["pad"] = None if st.pad is None else check_int(st.pad, "pad", minimum=0)
     s["strong_ops"] = check_int(st.strong_ops, "strong_ops", minimum=0)
     s["cutout"] = check_nonnegative(st.cutout, "cutout")
@@ -239,11 +213,8 @@ def _check_run_options(st: Any) -> None:
         if isinstance(st.processes, str):
             raise ValueError(f"processes must be 'auto' or an int >= 1, got {st.processes!r}")
         check_int(st.processes, "processes", minimum=1)
-    if not isinstance(st.progress, (bool, np.bool_)):
-        raise TypeError(f"progress must be True or False, got {describe(st.progress)}")
-    if not isinstance(st.resume, (bool, np.bool_)):
-        raise TypeError(f"resume must be True or False, got {describe(st.resume)}")
-    if st.resume and st.checkpoint_dir is None:
+    check_bool(st.progress, "progress")
+    if check_bool(st.resume, "resume") and st.checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir (where the checkpoint is)")
     if st.on_epoch_end is not None and not callable(st.on_epoch_end):
         raise TypeError(f"on_epoch_end must be callable or None, got {describe(st.on_epoch_end)}")
@@ -268,26 +239,13 @@ def _check_run_options(st: Any) -> None:
 def resolve_device(spec: Any = "auto") -> torch.device:
     """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
 
-    The same rules and messages as the teachers (``pate.teachers.ensemble.resolve_device``).
+    The same rules and messages as the teachers (``pate.teachers.devices.resolve_device``).
     """
-    from pate.teachers.ensemble import resolve_device as _resolve
+    from pate.teachers.devices import resolve_device as _resolve
 
     if isinstance(spec, torch.device):
         spec = str(spec)
     return torch.device(_resolve(spec))
-
-
-def auto_model_name(input_shape: tuple[int, ...]) -> str:
-    """The zoo model for ``model="auto"``: cnn28 / cnn32 / cnn8 by image side, else the MLP."""
-    if len(input_shape) == 3:
-        side = input_shape[1:]
-        if side == (28, 28):
-            return "cnn28"
-        if side == (32, 32):
-            return "cnn32"
-        if side == (8, 8):
-            return "cnn8"
-    return "mlp"
 
 
 def seed_from(random_state: Any) -> int | None:

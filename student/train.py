@@ -1,93 +1,14 @@
-"""Training the student: supervised or semi-supervised (FixMatch) on the privately labelled public split.
+"""Training the student: supervised or semi-supervised (FixMatch) on the privately labelled
+public split (:func:`train_student`, the scikit-learn estimator :class:`Student`; methods,
+settings, labels and soft targets: docs/student.md).
 
 The student is the only model PATE releases. It is trained on the *public* inputs only: the
 items the aggregator answered carry its noisy labels, the unanswered ones are unlabelled data.
 Nothing else may reach it -- never the private split, the teachers' votes or the teachers'
 weights -- and :func:`train_student` enforces this at the API: it takes an array of public
 inputs and a 1-D array of released labels, and refuses anything else with a ``TypeError``.
-
-Symbols
--------
-``train_student(public_x, labels, *, model="auto", method="fixmatch", **settings) -> Student``
-    ``public_x``: (N_public, C, H, W) images in [0, 1] or (N_public, F) tabular float features;
-    ``labels``: (N_public,) int64, the released label of each public item or ``-1`` where the
-    aggregator did not answer. Returns a fitted :class:`Student`.
-``Student(...)``
-    A scikit-learn classifier (``ClassifierMixin`` + ``BaseEstimator``): the constructor stores
-    settings (keyword-only), ``fit(X, y)`` returns ``self``, ``random_state`` is None, a
-    non-negative int or a ``numpy.random.Generator`` such as
-    ``pate.core.rng.make_streams(seed).student`` (consumed by ``fit``, like a ``RandomState``).
-    Fitted attributes end in ``_``: ``classes_``, ``n_features_in_`` (``X.shape[1]`` as
-    scikit-learn counts it: features of tabular inputs, channels of images), ``model_``,
-    ``model_name_``, ``num_classes_``, ``input_shape_``, ``history_``, ``seed_``, ``device_``,
-    ``settings_``, ``n_labelled_``, ``precision_``, ``processes_``. ``predict_proba(X)``, ``predict(X)``, ``score(X, y)``
-    (accuracy, from ``ClassifierMixin``), ``save(path)``, ``Student.load(path)``,
-    ``get_params()`` / ``set_params()`` / ``sklearn.base.clone``. Works in
-    ``sklearn.pipeline.make_pipeline`` and ``sklearn.model_selection.cross_val_score``.
-``STUDENT_CHECKS_EXPECTED_TO_FAIL``
-    ``{check name: reason}``: the scikit-learn estimator checks
-    (``sklearn.utils.estimator_checks``) the Student fails by design, for
-    ``expected_failed_checks=``.
-``STUDENT_CHECKS_PLATFORM_DEPENDENT``
-    ``{check name: reason}``: checks that pass or fail by float32 rounding of the platform's
-    kernels (expected failures where they fail, never silently skipped).
-``logger``: ``logging.getLogger("pate.student")`` (shown by the pate CLI).
-
-Labels (``y``)
---------------
-``-1`` marks an unlabelled item (the aggregator did not answer); it is never a class.
-Integer labels (and floats with integral values) are class indices ``0 .. num_classes - 1``:
-``classes_`` is ``arange(num_classes)`` with ``num_classes`` the parameter or
-``max(y) + 1`` -- a class with no answered item is still a class (PATE's released labels).
-Any other labels (strings, booleans, objects; ``-1`` in an object array = unlabelled) are
-encoded by their sorted distinct answered values, which become ``classes_``; ``predict``
-returns them. Continuous targets are refused (``ValueError: Unknown label type``).
-
-Soft targets (``fit(X, y, soft_targets=P)``)
--------------------------------------------
-``P`` (N, len(classes_)) float class probabilities per public item (rows of the labelled items
-non-negative, summing to 1, their largest entry at the item's label in ``y``; unlabelled rows
-are ignored). The labelled loss is then the cross-entropy to ``P``'s row instead of to the
-one-hot label: a labelling rule's confidence (``pate.core.mean_release``: the noisy class means'
-logistic rule, whose released class scores are post-processing of the charged release) tells
-the student which released labels are doubtful. Integer matrices are refused (votes never reach
-the student), as are rows that are not probabilities (a float votes matrix sums to the number of
-teachers).
-
-``METHODS``: ``("fixmatch", "supervised")``.
-``resolve_device(spec)``: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-``auto_model_name(input_shape)``: the zoo model used for ``model="auto"``.
-``CHECKPOINT_NAME``: file name of the per-epoch checkpoint inside ``checkpoint_dir``.
-
-Methods
--------
-* ``"supervised"``: cross-entropy on the answered items, with the weak augmentation.
-* ``"fixmatch"`` (Sohn et al. 2020, "FixMatch: Simplifying Semi-Supervised Learning with
-  Consistency and Confidence", NeurIPS): each step draws ``batch_size`` labelled items and
-  ``unlabeled_ratio * batch_size`` items of the whole public pool. The loss is the
-  cross-entropy on the weakly augmented labelled batch plus ``unlabeled_weight`` times the
-  cross-entropy between the model's prediction on a *strongly* augmented view and the hard
-  pseudo-label of the *weakly* augmented view, kept only where the pseudo-label's confidence
-  is at least ``threshold``. SGD with Nesterov momentum, cosine decay ``lr * cos(7 pi k / 16 K)``,
-  optional exponential moving average of the weights (``ema_decay``) used for prediction.
-  Images use :func:`pate.student.augment.weak_augment` / :func:`pate.student.augment.strong_augment`;
-  tabular features use Gaussian jitter and SCARF-style feature corruption
-  (:mod:`pate.student.augment`).
-
-Inputs are standardised inside the model by the public pool's per-channel (images) or
-per-feature (tabular) mean and standard deviation (public statistics only).
-
-Reproducibility and resume: every random draw (initialisation, batches, augmentations) comes
-from one seed. With ``checkpoint_dir`` a checkpoint (model, EMA, optimiser, generator states,
-history) is written atomically after every epoch; ``resume=True`` continues from it and gives
-the same weights as an uninterrupted run. A checkpoint is tied to a fingerprint of the
-inputs, labels and settings; resuming with anything different is refused.
-
-This module holds the estimator; its settings' names, checks and training length are in
-:mod:`pate.student.settings`, the input checks in :mod:`pate.student.inputs`, the training run
-(network, optimiser, random draws, step) in :mod:`pate.student.trainer`, the epoch loop in
-:mod:`pate.student.epochs` (data-parallel in several processes: :mod:`pate.student.parallel`), the weights file
-in :mod:`pate.student.weights_file`, the files' format in :mod:`pate.student.checkpoint`.
+``-1`` marks an unlabelled item; it is never a class. The modules around it:
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -110,7 +31,8 @@ from torch import nn
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
 from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
-from pate.student.epochs import train_epochs
+from pate.student.draws import Batches, rows_independent, saved_shards, step_shards
+from pate.student.epochs import CheckpointTarget, EpochLoop, train_epochs
 from pate.student.inputs import (
     check_inputs,
     check_labels,
@@ -118,37 +40,21 @@ from pate.student.inputs import (
 )
 from pate.student.parallel import choose_processes
 from pate.student.settings import (
-    METHODS,
-    MIN_STUDENT_STEPS,
     OTHER_PARAMS,
     TRAINING_PARAMS,
-    auto_epochs,
-    auto_model_name,
     fill_training_length,
     resolve_device,
     seed_from,
     short_training_warning,
     validated_settings,
 )
-from pate.student.trainer import (
-    Batches,
-    Training,
-    build_network,
-    rows_independent,
-    saved_shards,
-    step_shards,
-)
+from pate.student.trainer import Training, build_network
 from pate.student.weights_file import read_student, write_student
+from pate.teachers.models import auto_model_name
 
 __all__ = [
     "train_student",
     "Student",
-    "METHODS",
-    "resolve_device",
-    "auto_model_name",
-    "auto_epochs",
-    "short_training_warning",
-    "MIN_STUDENT_STEPS",
     "CHECKPOINT_NAME",
     "STUDENT_CHECKS_EXPECTED_TO_FAIL",
     "STUDENT_CHECKS_PLATFORM_DEPENDENT",
@@ -192,11 +98,11 @@ def _processes(requested: Any, shards: int, device: torch.device) -> tuple[int, 
 
 
 class Student(ClassifierMixin, BaseEstimator):
-    """The student model, a scikit-learn classifier; see the module docstring.
+    """The student model, a scikit-learn classifier (its contract: docs/student.md, "The
+    estimator's contract").
 
     ``fit(X, y)``: ``X`` the public inputs, (N, C, H, W) images in [0, 1] or (N, F) float
-    features; ``y`` one label per item, ``-1`` where unlabelled (see "Labels" in the module
-    docstring). In a cross-validation or a grid search every clone trains from scratch (leave
+    features; ``y`` one label per item, ``-1`` where unlabelled (labels: docs/student.md). In a cross-validation or a grid search every clone trains from scratch (leave
     ``checkpoint_dir`` None there: the clones would share one checkpoint).
 
     Parameters
@@ -209,7 +115,7 @@ class Student(ClassifierMixin, BaseEstimator):
     method : ``"fixmatch"`` or ``"supervised"``.
     epochs : number of epochs (checkpoint granularity); None (default, "auto"):
         ``max(20, ceil(MIN_STUDENT_STEPS / steps_per_epoch))``, at least 1000 optimiser steps in
-        all (:func:`auto_epochs`). Fewer than 1000 steps in all are logged as a warning.
+        all (:func:`pate.student.settings.auto_epochs`). Fewer than 1000 steps in all are logged as a warning.
     steps_per_epoch : optimiser steps per epoch; None = one pass over the public pool at
         ``unlabeled_ratio * batch_size`` per step (fixmatch) or one pass over the answered items
         (supervised).
@@ -221,14 +127,10 @@ class Student(ClassifierMixin, BaseEstimator):
         used for prediction.
     distribution_alignment : FixMatch only: rescale the weak view's class probabilities by
         ``uniform / running mean of the predictions`` before taking the pseudo-label
-        (ReMixMatch's distribution alignment, Berthelot et al. 2020, with a uniform target):
-        counters a student that under-predicts classes the released labels rarely name. It
-        assumes the public pool's classes are about balanced -- a public assumption, never a
-        statistic of private data.
+        (ReMixMatch, Berthelot et al. 2020; assumes the public pool about balanced).
     amp : the training passes under bfloat16 autocast where the device computes bfloat16
-        natively (a CUDA GPU that supports it, a CPU with AMX tiles:
-        ``pate.student.trainer.bf16_native``); weights, optimiser, losses and predictions stay
-        float32. False: float32 throughout. ``precision_`` says what a fit used.
+        natively (docs/student.md); False: float32 throughout. ``precision_`` says what a fit
+        used.
     flip : horizontal flips in the weak augmentation (only where a flip preserves the label,
         see ``pate.student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
         of the side). strong_ops : RandAugment operations per image. cutout : largest Cutout side
@@ -236,12 +138,9 @@ class Student(ClassifierMixin, BaseEstimator):
     num_classes : number of classes; None = ``max(labels) + 1`` (pass it explicitly when some
         class may have no answered item).
     device : ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    processes : ``"auto"`` or an int >= 1: on a CPU, how many processes share each step (each
-        draws and trains on its shards of the batch, the gradients are summed in shared
-        memory: ``pate.student.parallel``). ``"auto"``: one per CPU the training may use
-        (``pate.core.threads.cpu_budget``), at most the step's shards (2; 1 for a network with
-        BatchNorm). The same draws and, up to float rounding, the same weights whatever the
-        count; ``processes_`` says what a fit used.
+    processes : ``"auto"`` or an int >= 1: on a CPU, how many processes share each step (the
+        same draws and, up to float rounding, the same weights whatever the count; "auto" and
+        how: docs/student.md). ``processes_`` says what a fit used.
     random_state : None, a non-negative int, or a ``numpy.random.Generator``.
     progress : show a tqdm progress bar on stderr.
     checkpoint_dir : directory for the per-epoch checkpoint (None = no checkpoints).
@@ -353,7 +252,7 @@ class Student(ClassifierMixin, BaseEstimator):
         """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered).
 
         ``soft_targets``: None, or (N, len(classes_)) class probabilities that replace the
-        one-hot labels in the labelled loss ("Soft targets" in the module docstring).
+        one-hot labels in the labelled loss (docs/student.md, "The estimator's contract").
         Returns ``self``. Only the public inputs and the released labels may be passed: the
         private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
         models are refused with a ``TypeError``.
@@ -417,14 +316,9 @@ class Student(ClassifierMixin, BaseEstimator):
         train_epochs(
             training,
             batches,
-            settings,
-            num_classes=num_classes,
-            device=device,
+            EpochLoop(settings, num_classes, device, self.validation),
+            checkpoint=CheckpointTarget(checkpoint_path, fingerprint, seed),
             progress=self.progress,
-            validation=self.validation,
-            checkpoint_path=checkpoint_path,
-            fingerprint=fingerprint,
-            seed=seed,
             on_epoch_end=self.on_epoch_end,
             processes=processes,
             threads_each=threads_each,

@@ -1,45 +1,8 @@
-"""One training run of the student: its network, optimiser and random draws, and the step of
-FixMatch or supervised training (the methods are described in :mod:`pate.student.train`; the
-epoch loop is :mod:`pate.student.epochs`).
+"""One training run of the student: its network and optimiser, and the step of FixMatch or
+supervised training (its random draws are :mod:`pate.student.draws`, the methods are described
+in docs/student.md, the epoch loop is :mod:`pate.student.epochs`).
 
-Every random draw comes from the run's seed: the initial weights are drawn under
-``torch.random.fork_rng`` seeded with it (the global generator is untouched), the batches and
-augmentations from one ``torch.Generator`` per shard of the batch (:func:`step_shards`; one
-shard: the generator is seeded with the run's seed). A checkpoint holds the generators' states,
-so a resumed run draws what an uninterrupted one would have drawn.
-
-Symbols
--------
-``Standardize(net, mean, std)``
-    The network behind a standardisation by the public pool's statistics (its buffers ``mean``
-    and ``std`` are part of the state dict).
-``input_stats(x)``: per-channel (images) or per-feature (tabular) mean and std of ``x``.
-``build_network(spec, *, seed, x, input_shape, num_classes, device)``
-    A freshly initialised zoo network (``spec``: a model name or a factory) inside
-    :class:`Standardize`; returns it and the std it divides by.
-``Training``
-    The state of a run: model, EMA copy, optimiser, generators, the running mean of the predicted
-    class probabilities (distribution alignment), history and the first epoch still to train;
-    ``update_ema(decay)`` averages the weights into the EMA copy; ``forward(x)`` the training
-    network's float32 logits, computed under bfloat16 autocast where ``amp`` is on.
-``bf16_native(device)``: a CUDA GPU with bfloat16, or a CPU with AMX tiles.
-``CHANNELS_LAST_MODELS``: the zoo networks kept channels-last on the CPU (faster, same results).
-``Batches``
-    The public pool on the device and what a step draws from it: labelled rows, unlabelled
-    rows, weak and strong augmentations, the labelled loss (hard labels or soft targets);
-    ``skip_unconfident``: FixMatch's training pass leaves out the unlabelled rows whose
-    pseudo-label is below the threshold (the same loss and gradients, less arithmetic).
-``rows_independent(network)``: whether each row's output depends on that row alone.
-``StepDraw``, ``steps_per_draw(batches, settings)``, ``draw_steps(batches, settings, steps)``,
-``DRAW_BYTES``, ``MAX_STEPS_PER_DRAW``
-    A step's inputs (its rows and augmented views); the views of a chunk of steps are drawn
-    together (each augmentation called once per chunk, never across the end of an epoch).
-``STEP_SHARDS``, ``step_shards(network, batch_size, *, device, resumed)``, ``saved_shards(state)``,
-``shard_seeds(seed, shards)``, ``shard_sizes(total, shards)``: a step's batch drawn as shards,
-    each from its own generator (one on a GPU).
-``step(training, batches, draw, settings, sums, *, num_classes, group=SINGLE)``
-    One optimiser step on this process's shards of a batch (gradients summed over ``group``).
-``accuracy(model, x, y, *, device)``: accuracy on held-out data (monitoring only).
+More: docs/student.md, "pate.student.trainer".
 """
 
 from __future__ import annotations
@@ -54,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pate.student import augment as aug
 from pate.student.checkpoint import FORMAT, not_a_checkpoint
+from pate.student.draws import Batches, StepDraw, shard_seeds
 from pate.student.parallel import SINGLE, Group
 
 __all__ = [
@@ -64,16 +27,6 @@ __all__ = [
     "build_network",
     "bf16_native",
     "Training",
-    "Batches",
-    "StepDraw",
-    "steps_per_draw",
-    "draw_steps",
-    "rows_independent",
-    "STEP_SHARDS",
-    "step_shards",
-    "saved_shards",
-    "shard_seeds",
-    "shard_sizes",
     "step",
     "accuracy",
     "ALIGNMENT_MOMENTUM",
@@ -83,8 +36,8 @@ logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
 ALIGNMENT_MOMENTUM = 0.99  # distribution alignment's running mean: about the last 100 steps
 #: Zoo networks whose weights are kept channels-last on the CPU: the convolutions (oneDNN) and
-#: max-pooling of their training step run 1.3-1.6x faster than in the default layout
-#: (docs/pipeline.md, "Speed"); same arithmetic, rounding-level differences only.
+#: max-pooling of their training step run faster than in the default layout (measured:
+#: docs/pipeline.md, "Speed"); same arithmetic, rounding-level differences only.
 CHANNELS_LAST_MODELS = ("cnn28", "cnn32", "cnn8")
 
 
@@ -174,7 +127,7 @@ def _fusable(params: list[torch.Tensor], device: torch.device) -> bool:
 
 @dataclass
 class Training:
-    """The state of one run (see the module docstring); :meth:`start` makes a fresh one."""
+    """The state of one run (docs/student.md); :meth:`start` makes a fresh one."""
 
     model: nn.Module
     ema: nn.Module | None
@@ -210,8 +163,8 @@ class Training:
             momentum=settings["momentum"],
             nesterov=settings["momentum"] > 0,
             weight_decay=settings["weight_decay"],
-            # One kernel per step for all the weights (0.3 ms instead of 0.7 ms for cnn28 on
-            # the 2-core VM); the same update, rounded otherwise.
+            # One kernel per step for all the weights (measured: docs/student.md, "Speed");
+            # the same update, rounded otherwise.
             fused=_fusable(params, device),
         )
         generators = [torch.Generator().manual_seed(s) for s in shard_seeds(seed, shards)]
@@ -287,197 +240,9 @@ class Training:
         }
 
 
-def rows_independent(network: nn.Module) -> bool:
-    """Whether each row's output depends on that row alone in training mode, so that leaving a
-    row out of a batch changes no other row's output or gradient: no BatchNorm (its batch
-    statistics couple the rows), and every layer one of torch.nn's or pate's own (a custom
-    layer might couple them; it is not guessed at)."""
-    from pate.teachers.vectorized import has_batchnorm
-
-    trusted = ("torch.nn.", "pate.", "kymatio.")
-    return not has_batchnorm(network) and all(
-        type(module).__module__.startswith(trusted) for module in network.modules()
-    )
-
-
-#: A step's batch is drawn as this many shards, each from its own generator, where the network's
-#: rows are independent (:func:`step_shards`): what lets two processes share a step
-#: (:mod:`pate.student.parallel`) with the same draws as one.
-STEP_SHARDS = 2
-
-
-def step_shards(
-    network: nn.Module, batch_size: int, *, device: torch.device, resumed: int | None = None
-) -> int:
-    """How many shards a step's batch is drawn as: on the CPU :data:`STEP_SHARDS` where
-    ``network``'s rows are independent (:func:`rows_independent`) and the batch has a row for
-    each, else 1 (the processes' gradients would not add up to the batch's). On a GPU 1: one
-    process trains there, and drawing the shards apart only costs (make demo's student step on an
-    H200: 6.27 ms in two shards, 5.60 ms in one; ``benchmarks/results/student_cuda_shards.json``).
-    A run resumed from a checkpoint drawn in ``resumed`` shards keeps that count where the
-    network allows it, so that it continues the draws it began on another device."""
-    possible = STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
-    if resumed is not None and resumed in (1, possible):
-        return resumed
-    return possible if device.type == "cpu" else 1
-
-
-def saved_shards(state: dict) -> int | None:
-    """The shards a checkpoint's ``state`` was drawn in (None where it does not say)."""
-    states = state.get("generators")
-    return len(states) if isinstance(states, list | tuple) else None
-
-
-def shard_seeds(seed: int, shards: int) -> list[int]:
-    """The seeds of the shards' generators: ``seed`` itself for one shard, else one derived
-    from ``(seed, shard)`` for each (numpy's ``SeedSequence``: unrelated streams)."""
-    if shards == 1:
-        return [seed]
-    return [
-        int(np.random.SeedSequence([seed, shard]).generate_state(1, np.uint64)[0])
-        for shard in range(shards)
-    ]
-
-
-def shard_sizes(total: int, shards: int) -> list[int]:
-    """``total`` rows split into ``shards`` near-equal consecutive parts."""
-    return [total * (k + 1) // shards - total * k // shards for k in range(shards)]
-
-
-class Batches:
-    """The public pool on ``device`` and the draws of a step, all from ``generator``
-    (:meth:`drawing_with`: the same pool, drawn from another generator)."""
-
-    def __init__(
-        self,
-        x: np.ndarray,
-        y: np.ndarray,
-        targets: np.ndarray | None,
-        labelled: np.ndarray,
-        std: np.ndarray,
-        settings: dict,
-        *,
-        generator: torch.Generator,
-        device: torch.device,
-        skip_unconfident: bool = False,
-    ) -> None:
-        self.x = torch.from_numpy(x).to(device)
-        self.y = torch.from_numpy(y).to(device)
-        self.targets = (
-            None if targets is None else torch.from_numpy(targets.astype(np.float32)).to(device)
-        )
-        self.labelled = torch.from_numpy(labelled)
-        self.image = x.ndim == 4
-        self.feature_std = torch.from_numpy(std.reshape(-1)).to(device) if not self.image else None
-        self.settings = settings
-        self.generator = generator
-        self.device = device
-        #: FixMatch leaves the unconfident unlabelled rows out of the training pass (only for a
-        #: network whose rows are independent: :func:`rows_independent`).
-        self.skip_unconfident = skip_unconfident
-
-    def drawing_with(self, generator: torch.Generator) -> Batches:
-        """The same pool and settings (not copied), drawn from ``generator``."""
-        twin = copy.copy(self)
-        twin.generator = generator
-        return twin
-
-    def labelled_rows(self, size: int) -> torch.Tensor:
-        """``size`` answered items, drawn with replacement (their rows of the pool)."""
-        pick = self.labelled[
-            torch.randint(0, self.labelled.numel(), (size,), generator=self.generator)
-        ]
-        return pick.to(self.device)
-
-    def unlabelled_rows(self, size: int) -> torch.Tensor:
-        """``size`` items of the whole public pool, drawn with replacement."""
-        return torch.randint(0, self.x.shape[0], (size,), generator=self.generator).to(self.device)
-
-    def labelled_loss(self, logits: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
-        """Cross-entropy of the labelled rows to their one-hot labels, or to their soft targets,
-        summed and divided by ``total`` (the whole batch's rows: the processes' shares add up
-        to the batch's mean)."""
-        if self.targets is None:
-            return F.cross_entropy(logits, self.y[rows], reduction="sum") / total
-        return -(self.targets[rows] * F.log_softmax(logits, dim=1)).sum() / total
-
-    def weak(self, batch: torch.Tensor) -> torch.Tensor:
-        s = self.settings
-        if self.image:
-            return aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
-        return aug.weak_augment_tabular(
-            batch, generator=self.generator, feature_std=self.feature_std
-        )
-
-    def strong(self, batch: torch.Tensor) -> torch.Tensor:
-        s = self.settings
-        if self.image:
-            batch = aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
-            return aug.strong_augment(
-                batch, generator=self.generator, num_ops=s["strong_ops"], cutout=s["cutout"]
-            )
-        return aug.strong_augment_tabular(
-            batch, generator=self.generator, feature_std=self.feature_std
-        )
-
-
-@dataclass(frozen=True)
-class StepDraw:
-    """What one step trains on: the labelled rows of the pool (for their labels or targets),
-    the weak views of those rows, and for FixMatch the weak and strong views of its unlabelled
-    rows (None for supervised training)."""
-
-    rows: torch.Tensor
-    labelled: torch.Tensor
-    unlabelled_weak: torch.Tensor | None
-    unlabelled_strong: torch.Tensor | None
-
-
-#: The augmented views of a chunk of steps are drawn together, at most this many bytes of them:
-#: one call per augmentation for the chunk instead of one per step. FixMatch's step on 28x28
-#: images augments 224 small images in some 60 tensor operations; drawn 23 steps at a time (16
-#: MiB of them) the augmentations cost 4.4 ms a step instead of 16 ms on this project's 2-core VM
-#: (docs/pipeline.md, "Speed"). Each image draws its own augmentation either way.
-DRAW_BYTES = 16 * 2**20
-#: ... and at most this many steps per chunk.
-MAX_STEPS_PER_DRAW = 32
-
-
-def steps_per_draw(batches: Batches, settings: dict) -> int:
-    """How many steps' views :func:`draw_steps` makes at once (at least one)."""
-    row_bytes = batches.x[0].numel() * batches.x.element_size()
-    views = settings["batch_size"]
-    if settings["method"] == "fixmatch":
-        views *= 1 + 2 * settings["unlabeled_ratio"]
-    return max(1, min(MAX_STEPS_PER_DRAW, DRAW_BYTES // max(1, views * row_bytes)))
-
-
-def draw_steps(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
-    """The inputs of ``steps`` steps, each augmentation called once for all of them (the random
-    draws in this order: labelled rows, unlabelled rows, their weak views, their strong views,
-    the labelled rows' weak views)."""
-    bs = settings["batch_size"]
-    rows = batches.labelled_rows(bs * steps)
-    weak = strong = None
-    if settings["method"] == "fixmatch":
-        mu = bs * settings["unlabeled_ratio"]  # unlabelled rows per step
-        xu = batches.x[batches.unlabelled_rows(mu * steps)]
-        weak, strong = batches.weak(xu), batches.strong(xu)
-    labelled = batches.weak(batches.x[rows])
-    return [
-        StepDraw(
-            rows[k * bs : (k + 1) * bs],
-            labelled[k * bs : (k + 1) * bs],
-            None if weak is None else weak[k * mu : (k + 1) * mu],
-            None if strong is None else strong[k * mu : (k + 1) * mu],
-        )
-        for k in range(steps)
-    ]
-
-
 #: The rows a step keeps are a multiple of this (unconfident rows, weighted 0, fill it up): a
-#: handful of batch shapes instead of one per count, as oneDNN keeps kernels per shape (one
-#: per count cost the main job's student 340 MiB more peak memory in bfloat16).
+#: handful of batch shapes instead of one per count, as oneDNN keeps kernels per shape
+#: (measured: docs/student.md, "Speed").
 KEPT_ROWS_MULTIPLE = 16
 
 

@@ -1,12 +1,6 @@
 """The released student's weights file: what :meth:`pate.student.train.Student.save` writes and
 :meth:`pate.student.train.Student.load` reads back (``weights_only=True``: no code in the file
 runs). The file's format, its atomic writing and its checks are in :mod:`pate.student.checkpoint`.
-
-Symbols
--------
-``write_student(student, path) -> pathlib.Path``: a fitted student's weights and settings.
-``read_student(cls, path, *, device, model) -> Student``: a fitted ``cls`` from such a file; any
-    other file raises :class:`pate.teachers.checkpoint.CheckpointError` naming it.
 """
 
 from __future__ import annotations
@@ -57,7 +51,8 @@ def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
 
 
 def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Any:
-    """A fitted ``cls`` (the Student class) from a file written by :func:`write_student`."""
+    """A fitted ``cls`` (the Student class) from a file written by :func:`write_student`; any
+    other file raises :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
     path = pathlib.Path(path)
     if not path.exists():
         raise FileNotFoundError(

@@ -1,17 +1,8 @@
 """The built-in datasets, read offline: Fashion-MNIST, MNIST, KMNIST (IDX files), CIFAR-10 (its
-python batches), SVHN (its ``.mat`` files); where they are looked for and how to obtain them
-(:func:`pate.teachers.data.load_pate_data` describes the layouts and splits them).
-
-Symbols
--------
-``DATASET_NAMES``: the names :func:`pate.teachers.data.load_pate_data` accepts (besides the
-``npz:``/``csv:``/``imagefolder:`` prefixes). ``CLASS_NAMES``: their class names, in label order.
-``DEFAULT_FASHION_MNIST_DIR``: where Debian's ``dataset-fashion-mnist`` puts its files.
-``read_idx(path)``: an IDX file (LeCun's MNIST format), gzip-compressed or not.
-``load_idx_dataset(name, root, download)``, ``load_cifar10(root, download)``,
-``load_svhn(root, download)``: ``(x_train, y_train, x_test, y_test)``, images float32 in
-``[0, 1]``; a missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying
-how to obtain it (``download=True`` lets torchvision fetch it into ``root``).
+python batches), SVHN (its ``.mat`` files), each as ``(x_train, y_train, x_test, y_test)``, images
+float32 in ``[0, 1]`` (:func:`pate.teachers.data.load_pate_data` describes the layouts and splits
+them). A missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying how to
+obtain it (``download=True`` lets torchvision fetch it into ``root``).
 """
 
 from __future__ import annotations

@@ -3,30 +3,7 @@ it is stored is written once, a chunk at a time, into an entry of
 :class:`pate.teachers.feature_cache.FeatureCache` as float32 rows, and memory-mapped from there
 by this run and every later one on the same files.
 
-* an ``imagefolder:``'s decoded images (:func:`decoded_images`; the reader is
-  :mod:`pate.teachers.own_data`);
-* an ``npz:`` member that is compressed (``numpy.savez_compressed``) or not float32
-  (:func:`npz_rows`), read from the archive as a stream;
-* an ``npz:`` pool ``x`` in the order of its rows' split marks (private, public, evaluation), so that
-  the private split is a slice of one mapped array instead of a gathered copy;
-* a built-in dataset's training images as float32 (:func:`converted_rows`; the readers are
-  :mod:`pate.teachers.builtin_datasets`), whose uint8 source is a fraction of their size.
-
-An entry's key holds the sha256 of the files it is made of (every image's bytes in row order;
-the whole ``.npz`` file) and what was done to them, so an edited file is a miss, never a stale
-hit. Values are checked as they are written: a block with a value that is not finite as float32
-stops the write and the whole source is checked the usual way, so the error names the file's row
-and column as without a cache (:func:`pate.teachers.data_checks.check_features`) and no entry is
-left.
-
-Symbols
--------
-``DECODED_IMAGES``, ``NPZ_MEMBER``, ``NPZ_POOL``, ``CONVERTED``: the entries' front-end names
-(``pate cache list``).
-``decoded_images(cache, folder, order, digests, *, mode, size, decode)``
-``npz_rows(cache, path, name, *, order=None, what)``
-``converted_rows(cache, x, convert, *, digest, settings)``
-``file_digest(path)``: sha256 hex of a file's bytes.
+More: docs/feature_cache.md, "pate.teachers.cached_data".
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""Atomic, code-free checkpoint files for teacher training.
+"""Atomic, code-free checkpoint files for teacher training (the torch-free atomic writers are
+:mod:`pate.core.io`'s).
 
 A kill -9 at any moment leaves either the old or the new file. Nothing in a run directory is
 ever a pickle: torch checkpoints are read with ``weights_only=True`` (tensors and plain
 containers only) and scikit-learn chunks are plain ``.npz`` arrays read with
 ``allow_pickle=False``, so a file planted in a run directory cannot run code when it is read.
-
-Symbols
--------
-``atomic_write_bytes(path, data)``, ``atomic_write_json(path, obj)``,
-``atomic_torch_save(path, obj)``, ``atomic_savez(path, **arrays)``
-    Write to a temporary file in the same directory, fsync, then ``os.replace`` (the torch-free
-    ones are :mod:`pate.core.io`'s, re-exported here).
-``load_torch(path, *, remedy=None)``
-    ``torch.load(path, map_location="cpu", weights_only=True)`` of a checkpoint written by this
-    package: no code runs. A missing, damaged or foreign file raises :class:`CheckpointError`
-    naming the file; ``remedy`` (a sentence) replaces the default advice of deleting the
-    directory holding it.
-``CheckpointError``
-    ``PateError`` and ``ValueError``: a checkpoint in a run directory is missing, damaged, not
-    written by pate-learn, or belongs to another run. The message names the file and says what
-    to delete; attribute ``path`` names it too.
-``load_plain_npz(path, *, keys, remedy=None) -> dict[str, np.ndarray]``
-    Read an ``.npz`` of plain numeric arrays with ``allow_pickle=False``; the archive must hold
-    exactly ``keys`` (an iterable of names), each a non-object array. Anything else (missing,
-    not a zip, a pickle, an object array, other keys) raises :class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -38,13 +19,10 @@ import zlib
 import numpy as np
 
 from pate.analysis.errors import PateError
-from pate.core.io import atomic_savez, atomic_write_bytes, atomic_write_json
+from pate.core.io import atomic_write_bytes
 
 __all__ = [
-    "atomic_write_bytes",
-    "atomic_write_json",
     "atomic_torch_save",
-    "atomic_savez",
     "load_torch",
     "load_plain_npz",
     "CheckpointError",
@@ -52,10 +30,8 @@ __all__ = [
 
 
 class CheckpointError(PateError, ValueError):
-    """A checkpoint in a run directory is missing, damaged, foreign or from another run.
-
-    Attribute ``path`` (a string) names the file.
-    """
+    """A checkpoint in a run directory is missing, damaged, foreign or from another run: the
+    message names the file and says what to delete; attribute ``path`` (a string) names it too."""
 
     def __init__(self, message: str, *, path=None) -> None:
         super().__init__(message)
@@ -67,6 +43,7 @@ def _default_remedy(path: pathlib.Path) -> str:
 
 
 def atomic_torch_save(path, obj) -> pathlib.Path:
+    """``torch.save`` to a temporary file in the same directory, fsync, then ``os.replace``."""
     import torch
 
     buffer = io.BytesIO()
@@ -75,6 +52,9 @@ def atomic_torch_save(path, obj) -> pathlib.Path:
 
 
 def load_torch(path, *, remedy: str | None = None):
+    """``torch.load(path, map_location="cpu", weights_only=True)``: no code runs. A missing,
+    damaged or foreign file raises :class:`CheckpointError`; ``remedy`` (a sentence) replaces
+    the default advice of deleting the directory holding it."""
     import torch
 
     path = pathlib.Path(path)
@@ -106,6 +86,8 @@ def load_torch(path, *, remedy: str | None = None):
 
 
 def load_plain_npz(path, *, keys, remedy: str | None = None) -> dict:
+    """The arrays of an ``.npz`` read with ``allow_pickle=False``; it must hold exactly ``keys``,
+    each a plain numeric array. Anything else raises :class:`CheckpointError`."""
     path = pathlib.Path(path)
     keys = set(keys)
     advice = (remedy or _default_remedy(path)).rstrip(".")

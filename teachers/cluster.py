@@ -1,47 +1,6 @@
 """Where the teachers are trained: the work of one chunk, and the backends that run the chunks.
 
-Teachers are independent, so a teacher ensemble is a list of chunks (consecutive teachers trained
-together: vectorized on a GPU or without convolutions, else one after another on a CPU) that can
-run anywhere. The *local* backend runs them one after another in this process (:func:`pate.teachers.ensemble.train_teachers`,
-today's behaviour; Ray is never imported). The *ray* backend runs one Ray task per chunk, on a
-laptop (``ray.init()`` starts a local Ray) or on a cluster (``address = "auto"``).
-
-Symbols
--------
-``ClusterConfig``
-    The ``[cluster]`` table (frozen dataclass): ``backend`` ("local" | "ray"), ``address``
-    (None: start a local Ray, or use the one this process already started with ``ray.init``;
-    "auto" or "HOST:PORT": join a running cluster), ``num_cpus`` (CPUs of a local Ray; None = all),
-    ``cpus_per_task`` (also the task's torch thread count), ``gpus_per_task`` (> 0: the task trains
-    on its GPU with the vectorized trainer; fractions share a GPU), ``teachers_per_task`` (the
-    chunk size under Ray; None: ``[teachers] chunk_size`` if set, else about four chunks per
-    task slot on CPUs and one per slot on GPUs) and ``max_retries`` (a chunk whose worker dies is
-    run again at most this many times). Invalid values raise ``ValueError``/``TypeError`` naming
-    the key and the value.
-``train_chunk(trainer, config, chunk, seeds, shards, x, y, x_public, x_eval, *, input_shape,
-num_classes, device, resume_from=(), checkpoint_path=None, on_epoch=None, save=None)``
-    The work of one chunk, the same for every backend: build the chunk's teachers, continue from
-    the first checkpoint in ``resume_from`` that belongs to ``chunk``, train the remaining epochs
-    (checkpointing to ``checkpoint_path`` as ``config.checkpoint`` / ``checkpoint_every_s`` say),
-    and predict the public and evaluation items. ``shards`` index rows of ``x``/``y`` (a Ray task
-    receives only its chunk's rows, re-indexed: the batches, hence the teachers, are the same).
-``RaySession(cluster)``
-    Context manager: joins or starts Ray (and stops a Ray it started on exit), checks that a task
-    fits on the cluster (:class:`ConfigError` otherwise), ``slots`` (tasks that can run at once),
-    ``resources()`` (what the report records) and ``run(jobs, x_public, x_eval, on_result,
-    progress)``: one task per job, the public and evaluation inputs put once into the object
-    store, each chunk's private rows shipped with its task, results handed to ``on_result`` in
-    the order they finish, one progress bar over the chunks.
-
-Files. A Ray task that sees the run directory (shared storage) checkpoints its chunk there as
-``progress_NNNN.pt`` (the local backend's ``progress.pt``, one per chunk since chunks run at
-once), so a retried chunk continues from its last checkpoint; without shared storage a retried
-chunk starts again from its first epoch. The driver writes ``chunk_NNNN.pt`` and ``state.json``
-from what the tasks return, exactly as the local backend does, so a run directory does not say
-which backend trained it (``state.json`` records no backend; the stage summary does).
-
-Nothing random is drawn in a task but the teachers' own training, seeded per teacher; the
-aggregator's noise is drawn later, on the driver, by the aggregate stage.
+More: docs/cluster.md, "pate.teachers.cluster".
 """
 
 from __future__ import annotations
@@ -65,6 +24,7 @@ from pate.teachers.errors import ConfigError
 __all__ = [
     "ClusterConfig",
     "BACKENDS",
+    "ChunkTask",
     "train_chunk",
     "ChunkOutcome",
     "RaySession",
@@ -83,7 +43,7 @@ def progress_name(chunk: int) -> str:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Where the teachers' chunks run (see the module docstring)."""
+    """Where the teachers' chunks run (docs/cluster.md)."""
 
     backend: str = "local"
     address: str | None = None
@@ -164,50 +124,53 @@ class ChunkOutcome:
     start_epoch: int  # > 0: continued from a checkpoint
 
 
+@dataclass(frozen=True)
+class ChunkTask:
+    """What one chunk of teachers trains, whichever backend runs it: the ``trainer``
+    ("vectorized" | "sequential"), the recipe ``config``, the ``chunk``'s index, its teachers'
+    ``seeds`` and ``shards`` (indices into the rows the chunk is given), ``input_shape``,
+    ``num_classes`` and ``device``; the checkpoints it may continue from (``resume_from``, the
+    first that belongs to the chunk) and the one it writes (``checkpoint_path``; None: none)."""
+
+    trainer: str
+    config: Any
+    chunk: int
+    seeds: list
+    shards: list
+    input_shape: tuple
+    num_classes: int
+    device: str
+    resume_from: tuple = ()
+    checkpoint_path: pathlib.Path | None = None
+
+
 def train_chunk(
-    trainer: str,
-    config,
-    chunk: int,
-    seeds,
-    shards,
-    x,
-    y,
-    x_public,
-    x_eval,
-    *,
-    input_shape,
-    num_classes: int,
-    device: str,
-    resume_from=(),
-    checkpoint_path=None,
-    on_epoch: Callable[[int], None] | None = None,
-    save: Callable | None = None,
+    task: ChunkTask, x, y, x_public, x_eval, *, on_epoch: Callable[[int], None] | None = None
 ) -> ChunkOutcome:
-    """Train one chunk of teachers (see the module docstring); ``on_epoch(n)`` counts epochs,
-    ``save(path, obj)`` writes a checkpoint (default: atomically)."""
+    """Train one chunk of teachers (docs/cluster.md); ``on_epoch(n)`` counts epochs;
+    checkpoints are written atomically."""
     from pate.teachers.checkpoint import atomic_torch_save, load_torch
 
-    save = atomic_torch_save if save is None else save
-
-    if trainer == "vectorized":
+    config, checkpoint_path = task.config, task.checkpoint_path
+    if task.trainer == "vectorized":
         from pate.teachers.vectorized import VectorizedChunk as cls
     else:
         from pate.teachers.sequential import SequentialChunk as cls
     unit = cls(
         config,
-        list(seeds),
-        list(shards),
+        list(task.seeds),
+        list(task.shards),
         x,
         y,
-        input_shape=input_shape,
-        num_classes=num_classes,
-        device=device,
+        input_shape=task.input_shape,
+        num_classes=task.num_classes,
+        device=task.device,
     )
     start_epoch = 0
-    for path in resume_from:
+    for path in task.resume_from:
         if path is not None and pathlib.Path(path).exists():
             prog = load_torch(path)
-            if int(prog["chunk"]) == chunk:
+            if int(prog["chunk"]) == task.chunk:
                 unit.load_state_dict(prog["state"])
                 start_epoch = int(prog["epochs_done"])
                 if on_epoch is not None:
@@ -224,9 +187,9 @@ def train_chunk(
             and epoch + 1 < config.epochs
             and time.perf_counter() - last_saved >= config.checkpoint_every_s
         ):
-            save(
+            atomic_torch_save(
                 checkpoint_path,
-                {"chunk": chunk, "epochs_done": epoch + 1, "state": unit.state_dict()},
+                {"chunk": task.chunk, "epochs_done": epoch + 1, "state": unit.state_dict()},
             )
             last_saved = time.perf_counter()
     return ChunkOutcome(unit, unit.predict(x_public), unit.predict(x_eval), start_epoch)
@@ -253,19 +216,19 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
     ckpt = out / progress_name(spec["chunk"]) if shared else None
     # a run started locally may have left this chunk half-trained in progress.pt
     resume_from = [ckpt, out / LOCAL_PROGRESS] if shared else []
-    outcome = train_chunk(
-        spec["trainer"],
-        spec["config"],
-        spec["chunk"],
-        spec["seeds"],
-        spec["shards"],
-        *tensors,
+    task = ChunkTask(
+        trainer=spec["trainer"],
+        config=spec["config"],
+        chunk=spec["chunk"],
+        seeds=spec["seeds"],
+        shards=spec["shards"],
         input_shape=spec["input_shape"],
         num_classes=spec["num_classes"],
         device=device,
-        resume_from=resume_from,
+        resume_from=tuple(resume_from),
         checkpoint_path=ckpt,
     )
+    outcome = train_chunk(task, *tensors)
     return {
         "teachers": list(spec["teachers"]),
         "params": outcome.unit.stacked_params(),
@@ -282,7 +245,7 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
 
 
 class RaySession:
-    """Ray for one teachers stage (see the module docstring)."""
+    """Ray for one teachers stage (docs/cluster.md)."""
 
     def __init__(self, cluster: ClusterConfig) -> None:
         if not cluster.is_ray:

@@ -1,95 +1,19 @@
-"""Dataset loaders for PATE, working offline, and the PATE protocol split.
+"""Dataset loaders for PATE, working offline, and the PATE protocol split: :func:`load_pate_data`
+gives a :class:`PateData` (the built-in datasets, ``npz:``, ``csv:`` and ``imagefolder:``
+sources, the split and the declared label set: docs/teachers.md, "Data").
 
-Symbols
--------
-``ArraySplit(x, y)``
-    One split: ``x`` float32 -- images ``(N, C, H, W)`` in ``[0, 1]`` or tabular ``(N, F)`` --
-    and ``y`` int64 labels ``(N,)`` (``-1`` where a label is unknown, e.g. an unlabelled public
-    split read from a user's ``.npz``).
-``PateData(name, private, public, evaluation, num_classes, input_shape, class_names=None,
-evaluation_public=False, public_from_pool=0)``
-    The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` is the
-    sensitive data the teachers are trained on (sharded by ``pate.core.partition``), ``public`` the
-    unlabelled inputs the teachers vote on (the student's training pool), ``evaluation`` the
-    held-out items used only to measure teacher and student accuracy. ``num_classes`` and
-    ``class_names`` are the DECLARED label set, never discovered from the private labels (one
-    added record must not add a class; issue #48): the class names the user declared (``[data]
-    classes``, ``pate.fit(classes=...)``), else the names a source declares (:data:`CLASS_NAMES`
-    of the built-in datasets, the class folders of an ``imagefolder:``'s ``test/``, an ``npz:``'s
-    ``class_names``), else the labels of the public split (indices ``0 ..`` the largest; names
-    None: unknown). A class may have no records. ``evaluation_public``: True only for a built-in
-    dataset's test split (a public benchmark's) and where the user declares the evaluation data
-    public (``[data] evaluation_public = true``, ``pate.fit(evaluation_public=True)``: a file's
-    evaluation split of its own -- ``x_evaluation``, an image folder's ``test/`` --, pool rows
-    marked ``evaluation``, arrays); False (the default) everywhere else: the user's evaluation
-    data, and anything held out of the private rows, may be as sensitive as the private records,
-    so figures measured on them are internal.
-    ``public_from_pool``: how many public inputs are rows of the user's pool marked public
-    (used without any protection; 0 for a source whose public split is its own).
-``load_pate_data(name, *, root=None, download=False, public_size=None, eval_size=None,
-image_size=None, cache=None, classes=None, split_column="split", evaluation_public=False,
-split_key=None)``
-    Load one of:
-
-    * ``"fashion-mnist"``, ``"mnist"``, ``"kmnist"``, ``"cifar10"``, ``"svhn"``: private = the
-      training split; public = the first ``public_size`` (default 9000) test items; evaluation =
-      the last ``eval_size`` (default 1000) test items (the two never overlap).
-      Fashion-MNIST is read from ``/usr/share/datasets/fashion-mnist`` (Debian's
-      ``dataset-fashion-mnist``) when ``root`` is None; otherwise every dataset is read from a
-      torchvision root in torchvision's own layout (``<root>/FashionMNIST/raw/*.gz``,
-      ``<root>/MNIST/raw``, ``<root>/KMNIST/raw``, ``<root>/cifar-10-batches-py``,
-      ``<root>/{train,test}_32x32.mat``). ``download=True`` lets torchvision fetch a missing
-      dataset into ``root``; nothing is downloaded otherwise.
-    * ``"digits"``: scikit-learn's ``load_digits`` (1797 8x8 images, shipped with sklearn),
-      ``(N, 1, 8, 8)`` in ``[0, 1]``, permuted with a fixed seed 0: private 1000, public 597,
-      evaluation 200.
-    * ``"npz:PATH"``: either arrays ``x_private, y_private, x_public, x_evaluation,
-      y_evaluation`` (``y_public`` optional) or a single pool ``x, y`` with an array ``split``
-      (``split_column``) marking each row ``private``, ``public`` or ``evaluation``;
-      ``"csv:PATH"``: a numeric table, label in the column named ``label`` (or ``y``,
-      ``target``, ``class``), else in the last column, and the split in the column named
-      ``split`` (``split_column``; a header row names the columns); ``"imagefolder:PATH"``: read
-      with torchvision's ``ImageFolder`` from ``PATH/train/<class>/<image>`` (private) and
-      ``PATH/test/<class>/<image>`` (public and evaluation: the train/test protocol above),
-      image files in sub-folders of a class folder included. Images of any sizes are resized
-      (bilinear, antialiased, aspect ratio not kept) to ``image_size`` -- an int or ``(height,
-      width)``, by default the size of the first image of ``train/`` in sorted order; an image
-      already of that size is read exactly. All images become greyscale (1 channel) when every
-      one is greyscale, else RGB (3 channels; alpha dropped).
-
-    A pool is never split into "public" rows on pate-learn's own (issue #48): one without a
-    split marking, or an image folder without ``train/``/``test/``, is refused. Where no row is
-    marked ``evaluation``, the rows of the evaluation split are held out of the private rows by
-    a keyed hash of each record (``pate.core.partition.teacher_of`` of its content key, a tenth
-    of them), so that adding or removing a record moves no other; ``split_key`` (16 to 64 bytes;
-    a run stores one drawn from OS entropy) keys it, None draws a fresh one. Evaluation rows of
-    the pool are private records (``evaluation_public`` False) unless ``evaluation_public=True``
-    declares the rows marked ``evaluation`` public (held-out rows never are).
-
-``CLASS_NAMES``, ``IMAGE_EXTENSIONS``
-    The built-in datasets' class names; the file suffixes ``imagefolder:`` reads.
-
-``check_features(x, what)``, ``check_labels(y, what, unknown_ok=False)``, ``check_classes(source,
-splits, num_classes, declared=None)``, ``check_in_label_set(y, num_classes, what)``
-    The input checks every dataset passes, from a file or from memory (``pate.fit``), before it
-    is partitioned, trained on or charged: features finite (as float32: NaN, +-inf and float64
-    beyond float32's range are refused), labels integer class indices (``2.5`` and NaN refused,
-    ``3.0`` accepted; negative refused, ``-1`` allowed for an unknown public label), and at most
-    as many classes as private records (a label of 10**7 on 1000 records would otherwise size
-    every vote histogram for 10**7 + 1 classes), every label inside the declared label set. Each
-    raises
-    :class:`pate.analysis.errors.InputError` naming the split (and file/array), the row (and
-    column or position) and the value.
+A pool is never split into "public" rows on pate-learn's own (issue #48): one without a split
+marking, or an image folder without ``train/``/``test/``, is refused. Where no row is marked
+``evaluation``, the rows of the evaluation split are held out of the private rows by a keyed hash
+of each record (``pate.core.partition.teacher_of`` of its content key, a tenth of them), so that
+adding or removing a record moves no other; ``split_key`` keys it.
 
 Errors: a missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying how to
 obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read;
 an image file that cannot be decoded, a non-finite feature or a label that is not a class index
-raises :class:`pate.analysis.errors.InputError` naming it.
-Messages go to the ``logging`` logger ``"pate.teachers.data"`` (a child of ``"pate"``).
-
-The input checks are :mod:`pate.teachers.data_checks`, the built-in datasets' readers
-:mod:`pate.teachers.builtin_datasets`, the readers of the user's own files
-:mod:`pate.teachers.own_data`; every name above is importable from here.
+raises :class:`pate.analysis.errors.InputError` naming the split, the row and the value
+(:mod:`pate.teachers.data_checks`). Messages go to the ``logging`` logger
+``"pate.teachers.data"`` (a child of ``"pate"``).
 """
 
 from __future__ import annotations
@@ -102,15 +26,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pate.analysis.mapped import release_read
-from pate.analysis.validation import check_int, describe
+from pate.analysis.validation import check_bool, check_int, describe
 from pate.teachers.builtin_datasets import (
     CLASS_NAMES,
     DATASET_NAMES,
-    DEFAULT_FASHION_MNIST_DIR,
     load_cifar10,
     load_idx_dataset,
     load_svhn,
-    read_idx,
 )
 from pate.teachers.data_checks import (
     check_classes,
@@ -119,14 +41,12 @@ from pate.teachers.data_checks import (
     check_labels,
     label_set,
 )
+from pate.teachers.image_folder import check_image_size, load_imagefolder
 from pate.teachers.own_data import (
-    IMAGE_EXTENSIONS,
     SPLIT_COLUMN,
     SPLIT_VALUES,
     MarkedPool,
-    check_image_size,
     load_csv,
-    load_imagefolder,
     load_npz,
 )
 
@@ -136,7 +56,6 @@ __all__ = [
     "ArraySplit",
     "PateData",
     "load_pate_data",
-    "read_idx",
     "check_features",
     "check_labels",
     "check_classes",
@@ -145,9 +64,7 @@ __all__ = [
     "held_out",
     "check_class_names",
     "DATASET_NAMES",
-    "DEFAULT_FASHION_MNIST_DIR",
     "CLASS_NAMES",
-    "IMAGE_EXTENSIONS",
     "SPLIT_COLUMN",
     "SPLIT_VALUES",
     "HELD_OUT_BUCKETS",
@@ -187,7 +104,18 @@ class ArraySplit:
 
 @dataclass(frozen=True)
 class PateData:
-    """The private / public / evaluation splits of one dataset (see the module docstring)."""
+    """The private / public / evaluation splits of one dataset.
+
+    The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` the
+    sensitive data the teachers train on, ``public`` the unlabelled inputs the teachers vote on
+    (the student's pool), ``evaluation`` held-out items that only measure accuracy.
+    ``num_classes`` and ``class_names`` are the DECLARED label set, never discovered from the
+    private labels (names None: unknown; a class may have no records). ``evaluation_public``:
+    True only where a built-in benchmark's or the user's declaration makes the evaluation data
+    public (False: figures measured on it are internal). ``public_from_pool``: how many public
+    inputs are rows of the user's pool marked public (used without protection). The rules:
+    docs/teachers.md, "Declared, never discovered".
+    """
 
     name: str
     private: ArraySplit
@@ -196,7 +124,7 @@ class PateData:
     num_classes: int
     input_shape: tuple[int, ...]
     class_names: tuple[str, ...] | None = None
-    #: fail closed: evaluation data is public only where its source says so (module docstring)
+    #: fail closed: evaluation data is public only where its source says so
     evaluation_public: bool = False
     public_from_pool: int = 0
 
@@ -276,7 +204,8 @@ def load_pate_data(
     evaluation_public: bool = False,
     split_key=None,
 ) -> PateData:
-    """Load dataset ``name`` and split it into private / public / evaluation (module docstring).
+    """Load dataset ``name`` and split it into private / public / evaluation (the sources and
+    the split: docs/teachers.md, "Data").
 
     ``classes``: the declared class names (a list of strings; label ``i`` is ``classes[i]``);
     ``split_column``: the CSV column / npz array marking a pool's rows; ``evaluation_public``:
@@ -300,8 +229,7 @@ def load_pate_data(
             f"unknown dataset name {name!r}; use one of "
             f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH"
         )
-    if not isinstance(download, bool):
-        raise TypeError(f"download must be True or False, got {describe(download)}")
+    download = check_bool(download, "download")
     public_size = _check_size(public_size, "public_size")
     eval_size = _check_size(eval_size, "eval_size")
     image_size = check_image_size(image_size)
@@ -318,10 +246,7 @@ def load_pate_data(
     classes = check_class_names(classes)
     if not isinstance(split_column, str) or not split_column.strip():
         raise TypeError(f"split_column must be a column name, got {describe(split_column)}")
-    if not isinstance(evaluation_public, bool):
-        raise TypeError(
-            f"evaluation_public must be True or False, got {describe(evaluation_public)}"
-        )
+    evaluation_public = check_bool(evaluation_public, "evaluation_public")
     root_path = None if root is None else pathlib.Path(root).expanduser()
     if download and root_path is None:
         raise ValueError(

@@ -1,25 +1,7 @@
 """The input checks every dataset passes, from a file or from memory (``pate.fit``), before it is
 partitioned, trained on or charged (described in :mod:`pate.teachers.data`).
 
-Symbols
--------
-``check_features(x, what, *, where=...)``, ``check_labels(y, what, *, unknown_ok=False,
-where=...)``, ``check_classes(source, splits, num_classes, *, declared=None)``
-    Each raises :class:`pate.analysis.errors.InputError` naming the split (``what``: and
-    file/array), the row (and column or position) and the value; ``where(shape, index)`` words
-    the position.
-``label_set(source, *, declared=None, named=None, public_labels=None)``
-    ``(num_classes, class_names or None)``: the declared label set -- the class names the user
-    declared (``[data] classes``, ``pate.fit(classes=...)``), else names that come with the
-    source (a built-in dataset's, an ``npz:``'s ``class_names``), else the labels of the PUBLIC
-    split (``public_labels``; ``-1`` = unknown) -- never the private labels (issue #48: one
-    added private record must not add a class). Raises :class:`InputError` saying how to
-    declare the classes when there is none of these.
-``check_in_label_set(y, num_classes, what, *, where=...)``
-    Refuse a label outside ``0 .. num_classes - 1`` (a private or evaluation label outside the
-    declared set is bad input, refused before anything is charged), naming the source, the row
-    and the value.
-``NOTHING_DONE``: the end of their messages (nothing was trained, written or charged).
+More: docs/teachers.md, "pate.teachers.data_checks".
 """
 
 from __future__ import annotations
@@ -197,7 +179,7 @@ def check_classes(
 def label_set(
     source: str, *, declared=None, named=None, public_labels=None
 ) -> tuple[int, tuple[str, ...] | None]:
-    """``(num_classes, class_names or None)`` of the declared label set (module docstring):
+    """``(num_classes, class_names or None)`` of the declared label set (docs/teachers.md):
     ``declared`` (the user's class names), else ``named`` (the source's own names), else the
     largest known label of ``public_labels`` + 1 (names unknown)."""
     for names in (declared, named):

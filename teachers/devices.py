@@ -1,13 +1,4 @@
-"""Where the teachers train: the device, and how many teachers fit in its memory at once.
-
-Symbols
--------
-``resolve_device(device)``: ``"auto"`` -> ``"cuda:0"`` when a GPU is visible, else ``"cpu"``; a
-named GPU must exist (``ValueError`` saying what to use instead).
-``check_device_spelling(device)``: the spelling check of ``resolve_device``, without probing.
-``available_bytes(device)``: the memory a chunk of teachers may take.
-``choose_chunk_size(num_teachers, per_teacher, budget)``: teachers per chunk, balanced.
-"""
+"""Where the teachers train: the device, and how many teachers fit in its memory at once."""
 
 from __future__ import annotations
 

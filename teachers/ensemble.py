@@ -1,49 +1,6 @@
 """Train a whole teacher ensemble: chunking, checkpoints, resume, predictions and accuracy.
 
-Symbols
--------
-``TeacherConfig``
-    The training recipe (frozen dataclass; :mod:`pate.teachers.recipe` describes every field
-    and how ``TeacherConfig.resolved(data)`` decides the "auto" ones), with :func:`auto_epochs`,
-    ``MIN_TEACHER_STEPS``, ``AUTO_EPOCHS_RANGE`` and ``TRAINERS``.
-``train_teachers(data, shards, seeds, config, *, out_dir=None, resume=False, progress=True,
-cluster=None)``
-    Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]`` and return
-    an :class:`EnsembleResult`. Same-architecture torch teachers are trained together in chunks
-    on a GPU (:mod:`pate.teachers.vectorized`); on CPU, and for models that cannot be vmapped,
-    teachers are trained one after another (:mod:`pate.teachers.sequential`), unless ``trainer``
-    names one. A resumed run keeps the trainer it started with. With
-    ``out_dir`` every epoch (or chunk) is checkpointed atomically and ``resume=True`` continues
-    an interrupted run to the same teachers as an uninterrupted one. ``cluster`` (a
-    :class:`pate.teachers.cluster.ClusterConfig`; None = local): with ``backend="ray"`` every
-    chunk is a Ray task (same predictions, bit for bit on CPU at the same thread count; the
-    chunk files are written here, by the driver, in the same format).
-``EnsembleResult``, ``plurality_accuracy``
-    What training gives (predictions, accuracies, where it ran): :mod:`pate.teachers.result`.
-``PRIVATE_CHUNK_BYTES``
-    With ScatterNet features read from the feature cache, the private rows of a chunk of
-    teachers are read (and standardised) when the chunk starts and dropped when it ends, and
-    the chunk holds at most about this many bytes of them (128 MiB; at least one teacher): the
-    teachers' memory does not grow with the private split. Teachers train alike in any chunk.
-``load_teacher_models(out_dir)``
-    The trained torch teachers of an ``out_dir`` as a list of ``nn.Module`` (eval mode).
-
-Files in ``out_dir`` (normally ``<run_dir>/teachers``): ``state.json`` (recipe fingerprint,
-seeds, chunking, completed chunks), ``progress.pt`` (the chunk in training, removed when it is
-done; ``progress_NNNN.pt`` under Ray, one per chunk in training), ``chunk_NNNN.pt`` (torch:
-trained weights and predictions of a chunk, read back with ``weights_only=True``), ``chunk_NNNN.npz`` (scikit-learn:
-:mod:`pate.teachers.sklearn_teachers`), ``predictions.npz``
-(``public``, ``evaluation``, ``evaluation_labels``) and ``metrics.json``. No file in a run
-directory is ever a pickle, and none is read in a way that can run code.
-
-Messages (the trainer chosen, a fallback from vmap, ignored pickles) go to the ``logging``
-logger ``"pate.teachers.ensemble"``, a child of ``"pate"`` (the CLI shows it on stderr);
-progress bars are tqdm's, on stderr, off with ``progress=False``.
-
-The recipe is :mod:`pate.teachers.recipe`, the devices :mod:`pate.teachers.devices`, the
-result and its files :mod:`pate.teachers.result`, the output directory
-:mod:`pate.teachers.ensemble_dir`, scikit-learn teachers (their chunk checkpoints, never
-pickles) :mod:`pate.teachers.sklearn_teachers`; every name above is importable from here.
+More: docs/teachers.md, "pate.teachers.ensemble".
 """
 
 from __future__ import annotations
@@ -59,47 +16,32 @@ import warnings
 
 import numpy as np
 
-from pate.analysis.validation import check_int, describe
-from pate.teachers.checkpoint import atomic_torch_save, atomic_write_json, load_torch
-from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
-from pate.teachers.devices import available_bytes, choose_chunk_size, resolve_device
-from pate.teachers.ensemble_dir import (
-    FORMAT_VERSION,
-    PROGRESS,
-    STATE,
-    load_teacher_models,
-    open_out_dir,
-    peek_state,
+from pate.analysis.validation import check_bool, check_int, describe
+from pate.teachers.chunks import (
+    ChunkPlan,
+    EnsembleJob,
+    chunk_rows,
+    chunk_size_for,
+    finished_result,
+    plan_chunks,
+    prediction_arrays,
+    read_back_chunk,
+    save_chunk,
 )
+from pate.teachers.cluster import ChunkTask, ClusterConfig, progress_name, train_chunk
+from pate.teachers.devices import resolve_device
+from pate.teachers.ensemble_dir import FORMAT_VERSION, PROGRESS, open_out_dir, peek_state
 from pate.teachers.errors import ConfigError
 from pate.teachers.features import FeatureRows, feature_rows
-from pate.teachers.recipe import (
-    AUTO_EPOCHS_RANGE,
-    MIN_TEACHER_STEPS,
-    TRAINERS,
-    TeacherConfig,
-    auto_epochs,
-)
-from pate.teachers.result import EnsembleResult, finish, plurality_accuracy
+from pate.teachers.ray_training import train_in_ray_session
+from pate.teachers.recipe import TeacherConfig
+from pate.teachers.result import EnsembleResult
 from pate.teachers.scaling import scale_warning, standardized_data
 from pate.teachers.sklearn_teachers import train_sklearn
 
-__all__ = [
-    "TeacherConfig",
-    "EnsembleResult",
-    "train_teachers",
-    "plurality_accuracy",
-    "load_teacher_models",
-    "resolve_device",
-    "choose_chunk_size",
-    "TRAINERS",
-    "auto_epochs",
-    "MIN_TEACHER_STEPS",
-    "AUTO_EPOCHS_RANGE",
-]
+__all__ = ["train_teachers"]
 
 logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
-PRIVATE_CHUNK_BYTES = 128 * 2**20
 
 
 # ----------------------------------------------------------------------------- validation
@@ -193,7 +135,15 @@ def train_teachers(
     progress: bool = True,
     cluster: ClusterConfig | None = None,
 ) -> EnsembleResult:
-    """Train one teacher per shard (see the module docstring); returns an :class:`EnsembleResult`."""
+    """Train teacher ``t`` on ``data.private`` rows ``shards[t]`` with seed ``seeds[t]``; returns an
+    :class:`EnsembleResult`.
+
+    Same-architecture torch teachers train together in chunks on a GPU (vectorized), one after
+    another on a CPU or when they cannot be vmapped (sequential), unless ``config.trainer`` names
+    one; a resumed run keeps its trainer. With ``out_dir`` every epoch (or chunk) is checkpointed
+    atomically and ``resume=True`` continues an interrupted run to the same teachers.
+    ``cluster`` with ``backend="ray"``: every chunk is a Ray task (same predictions).
+    """
     config = _checked_arguments(config, cluster, resume)
     shards = _check_shards(shards, len(data.private))
     config, data = _resolved(config, data, shards)
@@ -216,15 +166,11 @@ def train_teachers(
     trainer = _choose_trainer(config, data, device, peek_state(out_dir) if resume else None)
     state = open_out_dir(out_dir, fingerprint, resume)
     out = pathlib.Path(out_dir) if out_dir is not None else None
+    job = EnsembleJob(data, shards, seeds, config, trainer, device, out)
     if on_ray:
-        return _train_in_ray_session(
-            data, shards, seeds, config, cluster, trainer, device, state, fingerprint, out, progress
-        )
-    chunk_size = _chunk_size(state, config, data, len(shards), num_classes, device, None, None)
-    chunks, state = _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, "")
-    return _train_here(
-        data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
-    )
+        return train_in_ray_session(job, cluster, state, fingerprint, progress)
+    chunk_size = chunk_size_for(state, config, data, len(shards), num_classes, device, None, None)
+    return _train_here(job, plan_chunks(job, state, fingerprint, chunk_size, ""), progress)
 
 
 def _checked_arguments(config, cluster, resume) -> TeacherConfig:
@@ -235,8 +181,7 @@ def _checked_arguments(config, cluster, resume) -> TeacherConfig:
         raise TypeError(f"config must be a TeacherConfig, got {describe(config)}")
     if cluster is not None and not isinstance(cluster, ClusterConfig):
         raise TypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
-    if not isinstance(resume, bool):
-        raise TypeError(f"resume must be True or False, got {describe(resume)}")
+    check_bool(resume, "resume")
     return config
 
 
@@ -249,42 +194,6 @@ def _training_device(config: TeacherConfig, ray_cluster: ClusterConfig | None) -
         return ray_cluster.task_device(config.device)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"[cluster] {exc}") from None
-
-
-def _train_in_ray_session(
-    data, shards, seeds, config, cluster, trainer, device, state, fingerprint, out, progress
-) -> EnsembleResult:
-    """The chunks planned for the cluster's task slots and trained on Ray."""
-    with RaySession(cluster) as session:
-        num_classes = int(data.num_classes)
-        chunk_size = _chunk_size(
-            state, config, data, len(shards), num_classes, device, session, cluster
-        )
-        chunks, state = _plan(
-            out,
-            state,
-            fingerprint,
-            chunk_size,
-            trainer,
-            seeds,
-            config,
-            device,
-            f"on Ray ({session.slots} task slot(s))",
-        )
-        return _train_on_ray(
-            data,
-            shards,
-            seeds,
-            config,
-            session,
-            trainer,
-            device,
-            chunk_size,
-            chunks,
-            state,
-            out,
-            progress,
-        )
 
 
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
@@ -339,19 +248,19 @@ def _choose_trainer(config: TeacherConfig, data, device: str, saved_state: dict 
     return trainer
 
 
-def _train_here(
-    data, shards, seeds, config, trainer, device, chunk_size, chunks, state, out, progress
-) -> EnsembleResult:
+def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     """The chunks in this process, one after another (finished ones of a resumed run read
     back); every chunk's ``chunk_NNNN.pt`` written as it finishes."""
     import torch
     from tqdm.auto import tqdm
 
+    data, config, device, out, chunks = job.data, job.config, job.device, job.out, plan.chunks
+
     held = _held_private(data, device)  # None: a chunk's rows read when it starts
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    public_preds, eval_preds = _prediction_arrays(data, len(shards))
-    completed = set(state["completed"]) if out is not None else set()
+    public_preds, eval_preds = prediction_arrays(data, len(job.shards))
+    completed = set(plan.state["completed"]) if out is not None else set()
     bar = tqdm(
         total=len(chunks) * config.epochs,
         file=sys.stderr,
@@ -365,35 +274,20 @@ def _train_here(
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
             if ci in completed:
-                _read_back_chunk(out, ci, lo, hi, public_preds, eval_preds)
+                read_back_chunk(out, ci, lo, hi, public_preds, eval_preds)
                 bar.update(config.epochs)
                 continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
-            outcome = _train_chunk_here(
-                data,
-                shards,
-                seeds,
-                config,
-                trainer,
-                device,
-                ci,
-                members,
-                held,
-                x_pub,
-                x_eval,
-                out=out,
-                on_epoch=bar.update,
-            )
+            outcome = _train_chunk_here(job, ci, members, held, x_pub, x_eval, on_epoch=bar.update)
             public_preds[lo:hi] = outcome.public_predictions
             eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
                 params = outcome.unit.stacked_params()
-                _save_chunk(
+                save_chunk(
                     out,
-                    state,
+                    plan.state,
                     ci,
-                    lo,
-                    hi,
+                    (lo, hi),
                     params,
                     public_preds[lo:hi],
                     eval_preds[lo:hi],
@@ -403,20 +297,9 @@ def _train_here(
     finally:
         bar.close()
     seconds = time.perf_counter() - started
-    result = finish(
-        data,
-        public_preds,
-        eval_preds,
-        int(data.num_classes),
-        trainer,
-        device,
-        chunk_size,
-        seconds,
-        out,
-        config,
-    )
+    result = finished_result(job, public_preds, eval_preds, plan.chunk_size, seconds)
     execution = {"backend": "local", "torch_threads": torch.get_num_threads()}
-    if trainer == "sequential":
+    if job.trainer == "sequential":
         execution["step_threads"] = _sequential_step_threads(data, config, device)
     return dataclasses.replace(result, execution=execution)
 
@@ -448,247 +331,29 @@ def _held_private(data, device):
     return x, torch.from_numpy(data.private.y).to(device)
 
 
-def _prediction_arrays(data, num_teachers: int) -> tuple[np.ndarray, np.ndarray]:
-    """Empty (teachers, public) and (teachers, evaluation) int64 prediction arrays."""
-    return (
-        np.empty((num_teachers, len(data.public)), dtype=np.int64),
-        np.empty((num_teachers, len(data.evaluation)), dtype=np.int64),
-    )
-
-
-def _read_back_chunk(out, ci, lo, hi, public_preds, eval_preds) -> None:
-    """A finished chunk of a resumed run: its predictions read from ``chunk_NNNN.pt``."""
-    saved = load_torch(out / f"chunk_{ci:04d}.pt")
-    public_preds[lo:hi] = saved["public_predictions"].numpy()
-    eval_preds[lo:hi] = saved["eval_predictions"].numpy()
-
-
-def _train_chunk_here(
-    data,
-    shards,
-    seeds,
-    config,
-    trainer,
-    device,
-    ci,
-    members,
-    held,
-    x_pub,
-    x_eval,
-    *,
-    out,
-    on_epoch,
-):
+def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_epoch):
     """Train chunk ``ci`` (teachers ``members``) here: on the held private split, or on its
     shards' rows read for it (dropped when it returns)."""
     import torch
 
-    member_shards = [shards[t] for t in members]
+    data, device, out = job.data, job.device, job.out
+    member_shards = [job.shards[t] for t in members]
     if held is None:
-        x_c, y_c, member_shards = _chunk_rows(data.private, member_shards)
+        x_c, y_c, member_shards = chunk_rows(data.private, member_shards)
         x_priv, y_priv = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
         del x_c, y_c
     else:
         x_priv, y_priv = held
-    return train_chunk(
-        trainer,
-        config,
-        ci,
-        [seeds[t] for t in members],
-        member_shards,
-        x_priv,
-        y_priv,
-        x_pub,
-        x_eval,
+    task = ChunkTask(
+        trainer=job.trainer,
+        config=job.config,
+        chunk=ci,
+        seeds=[job.seeds[t] for t in members],
+        shards=member_shards,
         input_shape=data.input_shape,
         num_classes=int(data.num_classes),
         device=device,
-        resume_from=[] if out is None else [out / PROGRESS, out / progress_name(ci)],
+        resume_from=() if out is None else (out / PROGRESS, out / progress_name(ci)),
         checkpoint_path=None if out is None else out / PROGRESS,
-        on_epoch=on_epoch,
-        save=atomic_torch_save,
     )
-
-
-def _chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """(x, y) of the rows of a chunk's shards, one shard after another, and the shards
-    re-indexed into them: each teacher sees the same records in the same order as in the whole
-    split. ``private``: an :class:`~pate.teachers.data.ArraySplit` or :class:`FeatureRows`."""
-    rows = np.concatenate(member_shards)
-    bounds = np.cumsum([0] + [len(s) for s in member_shards])
-    local = [np.arange(bounds[i], bounds[i + 1], dtype=np.int64) for i in range(len(member_shards))]
-    x = private.take(rows) if isinstance(private, FeatureRows) else private.x[rows]
-    return x, private.y[rows], local
-
-
-def _chunk_size(state, config, data, num_teachers, num_classes, device, session, cluster) -> int:
-    """Teachers per chunk: a resumed run keeps its own; under Ray ``teachers_per_task``, else
-    ``chunk_size``, else from the cluster's task slots; locally ``chunk_size``, else from the
-    free memory."""
-    from pate.teachers.vectorized import per_teacher_bytes
-
-    if state is not None and "chunk_size" in state:
-        return int(state["chunk_size"])
-    if session is not None:
-        if cluster.teachers_per_task is not None:
-            return min(cluster.teachers_per_task, num_teachers)
-        return session.default_chunk_size(num_teachers, config.chunk_size)
-    if config.chunk_size is not None:
-        return choose_chunk_size(num_teachers, 1, config.chunk_size)
-    per_teacher = per_teacher_bytes(
-        config.model,
-        input_shape=data.input_shape,
-        num_classes=num_classes,
-        batch_size=config.batch_size,
-    )
-    budget = (
-        int(config.memory_budget_mb * 2**20)
-        if config.memory_budget_mb is not None
-        else available_bytes(device)
-    )
-    size = choose_chunk_size(num_teachers, per_teacher, budget)
-    if isinstance(data.private, FeatureRows):  # the chunk's private rows are read for it
-        shard_bytes = data.private.row_bytes * -(-len(data.private) // num_teachers)
-        size = min(size, max(1, PRIVATE_CHUNK_BYTES // shard_bytes))
-    return size
-
-
-def _plan(out, state, fingerprint, chunk_size, trainer, seeds, config, device, where):
-    """The chunks (lists of teacher indices) and the saved state (``state.json`` written)."""
-    num_teachers = len(seeds)
-    chunks = [
-        list(range(i, min(i + chunk_size, num_teachers)))
-        for i in range(0, num_teachers, chunk_size)
-    ]
-    if out is not None:
-        state = dict(
-            state or {},
-            fingerprint=fingerprint,
-            chunk_size=chunk_size,
-            num_chunks=len(chunks),
-            trainer=trainer,
-            seeds=seeds,
-            completed=(state or {}).get("completed", []),
-        )
-        atomic_write_json(out / STATE, state)
-    done = len((state or {}).get("completed", []))
-    logger.info(
-        "teachers: %d %s teachers on %s, %s trainer, %d chunk(s) of up to %d%s%s",
-        num_teachers,
-        config.model,
-        device,
-        trainer,
-        len(chunks),
-        chunk_size,
-        f" {where}" if where else "",
-        f" ({done} already done)" if done else "",
-    )
-    return chunks, state
-
-
-def _save_chunk(out, state, ci, lo, hi, params, public, evaluation, *, local: bool) -> None:
-    """A finished chunk: ``chunk_NNNN.pt``, then ``state.json``, then its progress checkpoint
-    goes (the same files and order whichever backend trained it). ``progress.pt`` is the chunk
-    in training locally; under Ray it may be another chunk's (a run started locally): it goes
-    when the stage ends."""
-    import torch
-
-    atomic_torch_save(
-        out / f"chunk_{ci:04d}.pt",
-        {
-            "teachers": [lo, hi],
-            "params": params,
-            "public_predictions": torch.from_numpy(np.ascontiguousarray(public)),
-            "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation)),
-        },
-    )
-    state["completed"] = sorted(set(state["completed"]) | {ci})
-    atomic_write_json(out / STATE, state)
-    for name in ((PROGRESS,) if local else ()) + (progress_name(ci),):
-        if (out / name).exists():
-            os.unlink(out / name)
-
-
-def _train_on_ray(
-    data, shards, seeds, config, session, trainer, device, chunk_size, chunks, state, out, progress
-) -> EnsembleResult:
-    """The chunks as Ray tasks (:class:`pate.teachers.cluster.RaySession`); the driver keeps
-    ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
-    public_preds, eval_preds = _prediction_arrays(data, len(shards))
-    completed = set(state["completed"]) if out is not None else set()
-    todo = []
-    for ci, members in enumerate(chunks):
-        if ci in completed:  # finished chunks are read back, never trained again
-            _read_back_chunk(out, ci, members[0], members[-1] + 1, public_preds, eval_preds)
-        else:
-            todo.append(ci)
-    workers: dict[int, dict] = {}
-
-    def on_result(ci: int, result: dict) -> None:
-        lo, hi = result["teachers"]
-        public_preds[lo:hi] = result["public_predictions"]
-        eval_preds[lo:hi] = result["eval_predictions"]
-        if out is not None:
-            params = result["params"]
-            _save_chunk(
-                out, state, ci, lo, hi, params, public_preds[lo:hi], eval_preds[lo:hi], local=False
-            )
-        workers[ci] = result["worker"]
-
-    started = time.perf_counter()
-    session.run(
-        _ray_jobs(data, shards, seeds, config, session, trainer, device, chunks, todo, out),
-        data.public.x,
-        data.evaluation.x,
-        on_result,
-        progress=progress,
-        done=len(chunks) - len(todo),
-        total=len(chunks),
-    )
-    seconds = time.perf_counter() - started
-    if out is not None and (out / PROGRESS).exists():
-        os.unlink(out / PROGRESS)  # a local run's, for a chunk finished above
-    result = finish(
-        data,
-        public_preds,
-        eval_preds,
-        int(data.num_classes),
-        trainer,
-        device,
-        chunk_size,
-        seconds,
-        out,
-        config,
-    )
-    execution = dict(
-        session.resources(),
-        teachers_per_task=chunk_size,
-        num_chunks=len(chunks),
-        chunks_trained=len(todo),
-        chunks_reused=len(chunks) - len(todo),
-        workers={str(k): v for k, v in sorted(workers.items())},
-    )
-    return dataclasses.replace(result, execution=execution)
-
-
-def _ray_jobs(data, shards, seeds, config, session, trainer, device, chunks, todo, out):
-    """``(chunk, spec, x_rows, y_rows)`` of every chunk in ``todo``, built one at a time as the
-    session submits it: the driver holds the private rows of the chunks in flight only (the
-    task receives only its chunk's rows, the shards re-indexed into them)."""
-    for ci in todo:
-        members = chunks[ci]
-        x_c, y_c, local = _chunk_rows(data.private, [shards[t] for t in members])
-        spec = {
-            "chunk": ci,
-            "teachers": [members[0], members[-1] + 1],
-            "seeds": [seeds[t] for t in members],
-            "shards": local,
-            "config": config,
-            "trainer": trainer,
-            "device": device,
-            "threads": session.cluster.cpus_per_task,
-            "input_shape": tuple(data.input_shape),
-            "num_classes": int(data.num_classes),
-            "out_dir": None if out is None else str(out.resolve()),
-        }
-        yield ci, spec, x_c, y_c
+    return train_chunk(task, x_priv, y_priv, x_pub, x_eval, on_epoch=on_epoch)

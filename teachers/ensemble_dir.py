@@ -1,15 +1,6 @@
-"""The teachers' output directory (normally ``<run_dir>/teachers``): its state, checked on resume,
-and the trained torch teachers read back from it.
-
-Symbols
--------
-``STATE``, ``PROGRESS``: ``state.json`` (recipe fingerprint, seeds, chunking, completed chunks)
-and ``progress.pt`` (the chunk in training locally).
-``FORMAT_VERSION``: the ``format`` of the fingerprint in ``state.json``.
-``peek_state(out_dir)``: the saved state, or None.
-``open_out_dir(out_dir, fingerprint, resume)``: create ``out_dir``, or check it for a resume
-(a different fingerprint is refused with a ``ConfigError`` naming the settings that differ).
-``load_teacher_models(out_dir)``: the trained torch teachers as ``nn.Module`` (eval mode).
+"""The teachers' output directory (normally ``<run_dir>/teachers``): its state (``state.json``:
+recipe fingerprint, seeds, chunking, completed chunks), checked on resume, and the trained torch
+teachers read back from it.
 """
 
 from __future__ import annotations

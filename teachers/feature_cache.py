@@ -1,53 +1,7 @@
 """An on-disk cache of front-end features: computed once per input data and front-end settings,
 memory-mapped by every later run and config that asks for the same features.
 
-The ScatterNet front-end (:mod:`pate.teachers.features`) maps every 28x28 image to 81 x 7 x 7
-floats (16 KB, 20 times its input). Held in memory for 70 000 images that is 1.1 GB per copy,
-and every config that uses the front-end recomputed it (minutes on two cores). An entry of this
-cache holds the features of one split as a ``.npy`` file that readers memory-map or read a chunk
-of rows at a time (:meth:`CachedFeatures.chunks`), so memory stays bounded by a chunk. The same
-entries hold the data a run converts once before any front-end (a built-in dataset's training
-images as float32, an image folder decoded, an npz decompressed or dealt in split order:
-:mod:`pate.teachers.cached_data`).
-
-The features hold information about PRIVATE records (they are a fixed function of them): the
-cache folder is created with mode 0700 (owner only), an existing folder of another user is
-refused and one readable by others is narrowed to 0700. ``pate cache clear`` removes it.
-
-Layout -- ``<root>/<name>/features.npy`` and ``<root>/<name>/entry.json``, ``name`` the sha256
-of the entry's key (:class:`EntryKey`: the front-end, its settings, the input shape, the number of
-rows and :func:`input_digest` of the inputs, and :data:`FORMAT`). ``entry.json`` repeats the key
-and records the array's shape and dtype, the file's size and its sha256 checksum. An entry is
-used only when all of them match (the whole file is re-hashed at every open, streamed: about 1 s
-per GB where the CPU has SHA instructions, where sha256 is 2x faster than blake2b); a corrupt, truncated, foreign or
-stale entry is logged, moved aside and rebuilt, never trusted.
-
-Writing -- the features are computed a chunk of rows at a time into a private temporary folder
-``<root>/.tmp-<name>-<random>/`` (file written with ``write``, checksummed as it goes, fsynced),
-then the folder is renamed to ``<name>`` in one step (``rename`` of a directory is atomic and
-refuses a non-empty target): a crash leaves a ``.tmp-`` folder (``pate cache clear`` removes it)
-and never a half entry. Two runs computing the same entry at once: both compute, the first
-rename wins, the second finds the entry there, checks it and uses it (its own copy is deleted).
-
-Symbols
--------
-``FORMAT``            version of the entry layout (part of every key).
-``ENV``               ``PATE_FEATURE_CACHE``: the cache folder when ``[run] feature_cache`` is
-                      not set (``off`` / ``0`` / ``false`` / empty: no cache).
-``DIRNAME``           ``.feature-cache``: the default folder's name, next to the run directories.
-``CHUNK_ROWS``        rows computed, written and read at a time (1024: 16 MB of ScatterNet
-                      features of 28x28 images).
-``resolve_root(setting, *, runs_root)``  the cache folder of a run (None: no cache).
-``input_digest(x)``   sha256 of the inputs, in order, as float32 (what the features depend on).
-``EntryKey``          what an entry is the features of.
-``CachedFeatures``    one split's features: ``.chunks(rows)`` a block at a time, ``.take(rows)``
-                      the rows asked for (both read from the file, never through the map).
-``pread_rows(path, offset, dtype, row_shape, rows)``  rows of an array stored in a file, read
-                      with ``pread`` (a scattered gather that stays out of the resident set).
-``FeatureCache(root)``  ``.features(key, x, compute)`` -> :class:`CachedFeatures`;
-                      ``.entries()``, ``.clear()``; ``.summary()`` the hits and misses so far.
-``using(cache)`` / ``active()``  the cache the front-end uses inside a ``with`` block (the
-                      teachers stage, whose features are computed inside ``train_teachers``).
+More: docs/feature_cache.md, "pate.teachers.feature_cache".
 """
 
 from __future__ import annotations
@@ -225,8 +179,8 @@ def pread_rows(path, offset: int, dtype: np.dtype, row_shape: tuple, rows) -> np
     """The rows ``rows`` (indices, any order, repeats allowed) of the C-ordered array of
     ``dtype`` and ``row_shape`` stored at byte ``offset`` of the file ``path``, in that order:
     every run of consecutive (sorted) rows is read with one ``pread`` into a fresh buffer, never
-    through a memory map (whose fault-around would make a scattered gather resident: 1024 random
-    rows of a 244 MiB map raised the peak by 245 MiB)."""
+    through a memory map (whose fault-around would make a scattered gather resident: measured in
+    docs/feature_cache.md)."""
     rows = np.asarray(rows)
     row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
     order = np.argsort(rows, kind="stable")
@@ -264,7 +218,7 @@ def _fsync_dir(folder: pathlib.Path) -> None:
 
 
 class FeatureCache:
-    """The cache in folder ``root`` (see the module docstring); created (mode 0700) on first
+    """The cache in folder ``root`` (docs/feature_cache.md); created (mode 0700) on first
     use. ``summary()``: ``{"root", "hits", "misses", "entries": [{"front_end", "rows", "hit",
     "seconds"}, ...]}`` of this object's lookups."""
 

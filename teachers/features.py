@@ -2,57 +2,8 @@
 
 A front-end maps images to features with filters that are fixed in advance (they look at no
 data), so it costs no privacy. Its normalisation statistics come from the *public* split only.
-Tramer & Boneh (2021, "Differentially Private Learning Needs Better Features (or Much More
-Data)", ICLR) showed that a linear model on ScatterNet features beats end-to-end CNNs under
-differential privacy on MNIST, Fashion-MNIST and CIFAR-10; here the same features make better
-teachers (each sees a few hundred private images), a better student and an embedding for
-Private-kNN.
 
-Symbols
--------
-``FEATURES``       the front-end names: ``"none"`` (raw inputs) and ``"scatternet"``.
-``J``, ``L``       the scattering scale (2: a 4x smaller grid) and number of orientations (8).
-``ScatterNet()``   a torch module without parameters: (B, C, H, W) images in [0, 1] ->
-                   (B, C * 81, H / 4, W / 4) scattering coefficients (order 0, 1 and 2 for J = 2,
-                   L = 8: 1 + J L + L^2 J (J - 1) / 2 = 81 per input channel). H and W must be
-                   multiples of 4. Kymatio's transform and Morlet filter bank (Andreux et al.
-                   2020, "Kymatio: Scattering Transforms in Python", JMLR), computed a layer at
-                   a time (:mod:`pate.teachers.scattering`).
-``scatter(x, *, batch_size)``  numpy (N, C, H, W) -> float32 (N, C * 81, H / 4, W / 4),
-                   a batch at a time (default: the cache's chunk; the features of a batch
-                   agree with those of another batching to float32 rounding, not bit for bit).
-``scatter_features(x, *, cache)``  the same as a :class:`pate.teachers.feature_cache.
-                   CachedFeatures`: read from / written to the on-disk feature cache ``cache``
-                   (default: :func:`pate.teachers.feature_cache.active`), computed in memory
-                   without one; ``.chunks()`` yields it a block of rows at a time.
-``computing_on(device)``  the device the ScatterNet front-end computes on inside a ``with``
-                   block (default "cpu"; each stage of a run computes it on the run's device). An
-                   entry computed on a GPU is cached under its own key (``"device": "cuda"``):
-                   its features agree with the CPU's to float32 rounding, not bit for bit.
-``Standardizer``   per-channel mean and standard deviation of public features;
-                   ``Standardizer.fit(public_features)`` (an array or ``CachedFeatures``, read a
-                   chunk at a time), ``transform(features)``.
-``feature_data(data, features, *, cache)``  a :class:`pate.teachers.data.PateData` whose three
-                   splits are replaced by their standardised features (statistics from
-                   ``data.public`` only); ``features="none"`` returns ``data`` itself. The raw
-                   features never stand in memory beside the standardised ones: they are read
-                   (or computed) a chunk at a time.
-``feature_rows(data, features, *, cache)``  the same with the private split a
-                   :class:`FeatureRows` (``take(rows)``: standardised rows read from the cache
-                   on demand; what the teachers train on, a chunk of shards at a time).
-``public_pca_embedding(public, others, *, dims)``  flattened features projected on the first
-                   ``dims`` principal axes of the *public* rows (for Private-kNN distances).
-``KNN_FEATURES``   the front-ends of the mechanisms that read the private records (``[knn]
-                   features``): ``FEATURES`` plus ``"kernel"``, random Fourier features of a
-                   table (:class:`RandomFourierFeatures`) -- a class-means release then labels
-                   by a nonlinear rule (nested shells, two moons, classes of several clusters) --
-                   and ``"quadratic"``, a table's columns and their pairwise products
-                   (:class:`QuadraticFeatures`): the release then holds every class's mean and
-                   second moments, and the ``"qda"`` rule labels by quadratic discriminant
-                   analysis.
-
-Note: ``import kymatio.torch`` fails with scipy >= 1.15 (its 3-D frontend imports
-``scipy.special.sph_harm``); the 2-D frontend is imported directly.
+More: docs/teachers.md, "pate.teachers.features".
 """
 
 from __future__ import annotations
@@ -67,7 +18,7 @@ import numpy as np
 import scipy.linalg
 
 from pate.analysis.validation import check_choice, check_int
-from pate.core.mean_release import QUADRATIC_MAX_WIDTH, quadratic_width
+from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
 from pate.teachers import feature_cache as FC
 
 __all__ = [
@@ -220,6 +171,15 @@ def _scatter_blocks(x: np.ndarray, cache) -> iter:
         yield apply(x[i : i + FC.CHUNK_ROWS])
 
 
+def _stacked(blocks, shape: tuple, transform=None) -> np.ndarray:
+    """float32 (N, *shape[1:]) filled from ``blocks`` of rows in order, each ``transform``ed."""
+    out, i = np.empty(shape, dtype=np.float32), 0
+    for block in blocks:
+        out[i : i + len(block)] = block if transform is None else transform(block)
+        i += len(block)
+    return out
+
+
 def _blocks_of(rows) -> iter:
     """Blocks of rows of an array or of :class:`~pate.teachers.feature_cache.CachedFeatures`."""
     if isinstance(rows, FC.CachedFeatures):
@@ -297,12 +257,9 @@ class FeatureRows:
         """The whole split as a :class:`pate.teachers.data.ArraySplit` (held in memory)."""
         from pate.teachers.data import ArraySplit
 
-        out = np.empty(self.shape, dtype=np.float32)
-        i = 0
-        for block in self.raw.chunks():
-            out[i : i + len(block)] = self.standardizer.transform(block)
-            i += len(block)
-        return ArraySplit(out, self.y)
+        return ArraySplit(
+            _stacked(self.raw.chunks(), self.shape, self.standardizer.transform), self.y
+        )
 
 
 def _raw_features(x, shape, cache) -> FC.CachedFeatures:
@@ -310,15 +267,14 @@ def _raw_features(x, shape, cache) -> FC.CachedFeatures:
     chunk at a time, as the cache computes them."""
     if cache is not None:
         return scatter_features(x, cache=cache)
-    t0, out, i = time.perf_counter(), np.empty((len(x),) + shape, dtype=np.float32), 0
-    for block in _scatter_blocks(x, None):
-        out[i : i + len(block)] = block
-        i += len(block)
+    t0 = time.perf_counter()
+    out = _stacked(_scatter_blocks(x, None), (len(x),) + shape)
     return FC.CachedFeatures(out, None, time.perf_counter() - t0)
 
 
 def feature_data(data, features: str, *, cache: FC.FeatureCache | None = None):
-    """``data`` with every split replaced by its standardised ``features`` (see the module)."""
+    """``data`` with every split replaced by its standardised ``features`` (statistics of
+    ``data.public`` only; ``"none"``: ``data`` itself), raw features read a chunk at a time."""
     rows = feature_rows(data, features, cache=cache)
     if rows is data:
         return data
@@ -344,11 +300,8 @@ def feature_rows(data, features: str, *, cache: FC.FeatureCache | None = None):
     }
     for name in ("public", "evaluation"):
         x = getattr(data, name).x
-        out = np.empty((len(x),) + shape, dtype=np.float32)
-        i = 0
-        for block in public.chunks() if name == "public" else _scatter_blocks(x, cache):
-            out[i : i + len(block)] = norm.transform(block)
-            i += len(block)
+        blocks = public.chunks() if name == "public" else _scatter_blocks(x, cache)
+        out = _stacked(blocks, (len(x),) + shape, norm.transform)
         splits[name] = ArraySplit(out, getattr(data, name).y)
     logger.info(
         "features: ScatterNet (J=%d, L=%d) %s -> %s, normalised with public statistics",
@@ -454,7 +407,7 @@ class RandomFourierFeatures:
     linear rule in the embedding. In the kernel's feature space the class mean is the class's
     kernel mean embedding and the nearest-mean rule becomes a kernel rule (a Parzen-like
     classifier), which separates classes a straight boundary cannot; the public PCA that follows
-    keeps the few directions the release can afford (``pate.core.mean_release.kernel_dims``)."""
+    keeps the few directions the release can afford (``pate.core.tuned_defaults.kernel_dims``)."""
 
     mean: np.ndarray
     std: np.ndarray
@@ -511,7 +464,7 @@ class QuadraticFeatures:
     Why a class-means release needs it: the class sums of phi are the class sums of z and of
     z z^T, so one release holds every class's mean and second-moment matrix, and the public
     covariance of z is the public mean of z z^T. The "qda" rule
-    (:func:`pate.core.mean_release.quadratic_discriminant`) reads back each class's Gaussian, a rule
+    (:func:`pate.core.quadratic_rule.quadratic_discriminant`) reads back each class's Gaussian, a rule
     quadratic in the inputs (nested shells, classes of several clusters, classes that differ in
     spread), where a nearest-mean rule is linear in its embedding."""
 

@@ -1,46 +1,6 @@
 """Model zoo for teachers (and students): small networks that ``torch.func.vmap`` can batch.
 
-Symbols
--------
-``build_model(name, *, input_shape, num_classes) -> torch.nn.Module``
-    ``name`` is one of :data:`MODEL_NAMES` or ``"package.module:factory"``:
-
-    * ``"cnn28"`` -- 28x28 images (any number of channels): two 3x3 conv layers (16, 32
-      channels, ReLU, 2x2 max-pool) and a 2-layer head (128 hidden units); ~206k weights,
-      ~1.1 M multiply-adds per image, small enough to train 250 teachers on a CPU. The
-      default for Fashion-MNIST / MNIST / KMNIST teachers.
-    * ``"cnn32"`` -- 32x32 images (CIFAR-10, SVHN): three conv blocks with GroupNorm.
-    * ``"mlp"`` -- any input, flattened: two hidden layers (256, 128) with ReLU.
-    * ``"cnn8"`` -- tiny CNN for sklearn's 8x8 digits (tests, examples).
-    * ``"linear"`` -- any input, flattened: one linear layer (multinomial logistic regression),
-      the teacher on fixed ScatterNet features (``[teachers] features = "scatternet"``).
-    * ``"scatter_cnn"`` -- a small CNN head for ScatterNet features (C x 7 x 7, from 28x28
-      images): two 3x3 conv layers (64 channels, ReLU), 2x2 max-pool, linear (Tramer & Boneh
-      2021's ScatterNet+CNN, without normalisation layers so that it can be vmapped).
-    * ``"scatternet_cnn"`` -- images (C, H, W) with H, W multiples of 4 and >= 8: the fixed
-      ScatterNet front-end (:func:`pate.teachers.features.ScatterNet`, no parameters),
-      GroupNorm (9 groups per input channel) and the ``scatter_cnn`` head -- Tramer & Boneh
-      2021's ScatterNet+CNN on raw images, so that a student can use the front-end with its
-      image augmentations (the front-end's cost dominates a CPU step). A student model:
-      teachers compute the front-end once instead (``[teachers] features = "scatternet"``)
-      and train ``scatter_cnn`` on its output.
-    * ``"wrn16_4"`` -- images of any size >= 4x4 (any number of channels): the wide residual
-      network WRN-16-4 with GroupNorm (:mod:`pate.teachers.wide_resnet`), ~2.75 M weights,
-      ~0.35 G multiply-adds per 28x28 image: the stronger student, for a GPU.
-    * ``"module:factory"`` -- ``factory`` is imported from ``module`` and called with
-      ``input_shape=`` and ``num_classes=`` (when it accepts them); it must return an
-      ``nn.Module`` mapping a ``(N, *input_shape)`` float batch to ``(N, num_classes)`` logits,
-      or a scikit-learn estimator (a ``Pipeline`` too; :func:`factory_estimator`, resolved by
-      the run's stages, :meth:`pate.run.rundir.Run.python_object`).
-    * a Python callable -- the same factory given directly (the Python API,
-      :func:`pate.api.fit`): no import path, no ``PYTHONPATH``; it is never saved to disk, so
-      resuming such a run needs the same callable again.
-
-No zoo model uses BatchNorm (its running statistics are in-place state that ``vmap`` cannot
-batch) nor any in-model randomness (dropout): per-teacher randomness (batch order, data
-augmentation) is drawn outside the model from each teacher's own seed, so the vectorized and
-the sequential trainer produce the same teachers, whatever the chunking. Custom modules may
-use dropout; see ``pate.teachers.vectorized`` for how their randomness is handled.
+More: docs/teachers.md, "pate.teachers.models".
 """
 
 from __future__ import annotations
@@ -59,6 +19,7 @@ __all__ = [
     "import_factory",
     "is_factory_spec",
     "factory_estimator",
+    "auto_model_name",
 ]
 
 MODEL_NAMES = (
@@ -107,9 +68,7 @@ def _image_shape(name: str, input_shape: tuple[int, ...], side: int) -> int:
 # Every 2x2 max-pool here comes before its ReLU. Max and ReLU commute (ReLU is monotone:
 # max(relu(a), relu(b)) = relu(max(a, b))), so each network is the usual ReLU-then-pool one: the
 # same function, gradients, parameter names and initialisation (tests/teachers/test_models.py),
-# while the ReLU and its backward pass touch 4x fewer activations: make demo's whole student step
-# (augmentations included) 0.94x the time, median of 5 alternating rounds on 2 threads beside
-# other jobs (benchmarks/student_step.py, results/student_step_pool_relu.json).
+# while the ReLU and its backward pass touch 4x fewer activations (measured: docs/student.md).
 
 
 def _cnn28(channels: int, num_classes: int):
@@ -352,3 +311,17 @@ def build_model(name: str, *, input_shape, num_classes: int):
     if not isinstance(model, nn.Module):
         raise TypeError(f"model {name!r} must build a torch.nn.Module, got {type(model).__name__}")
     return model
+
+
+def auto_model_name(input_shape: tuple[int, ...]) -> str:
+    """The zoo model of ``model="auto"`` (teachers and student): cnn28 / cnn32 / cnn8 by image
+    side, else the MLP."""
+    if len(input_shape) == 3:
+        side = tuple(input_shape[1:])
+        if side == (28, 28):
+            return "cnn28"
+        if side == (32, 32):
+            return "cnn32"
+        if side == (8, 8):
+            return "cnn8"
+    return "mlp"

@@ -1,41 +1,21 @@
-"""The user's own data files: ``npz:PATH``, ``csv:PATH`` and ``imagefolder:PATH`` (the formats are
-described in :mod:`pate.teachers.data`, which splits what these return).
+"""The user's own data files: ``npz:PATH`` and ``csv:PATH`` (``imagefolder:PATH`` is
+:mod:`pate.teachers.image_folder`; the formats: docs/teachers.md; :mod:`pate.teachers.data`
+splits what these return).
 
-Symbols
--------
-``load_npz(path, *, cache=None, source=None, classes=None, split_column=SPLIT_COLUMN)``:
-``("splits", six arrays, class_names)`` or ``("pool", MarkedPool, class_names)``.
-``load_csv(path, *, classes=None, split_column=SPLIT_COLUMN)``: ``(MarkedPool, class_names)``;
-every value checked, rows and columns named as in the file.
-``MarkedPool(x, y, split, num_classes)``: a single pool whose every row the user marked
-``private``, ``public`` or ``evaluation`` (``split``: codes 0, 1, 2); its labels are class indices
-of the declared label set (``-1``: an unknown public label). A pool without marking is refused
-(:func:`unmarked_pool`): its "public" rows would come out of the user's sensitive file.
-``load_imagefolder(path, image_size, *, cache=None, classes=None)``: ``("train-test", arrays,
-class_names)`` of ``PATH/train`` (private) and ``PATH/test`` (public and evaluation);
-torchvision's ``ImageFolder``, one colour mode, one size. A single folder is refused.
-``SPLIT_COLUMN``, ``SPLIT_VALUES``: the default name of the column / array that marks each row's
-split, and its values.
-``check_image_size(image_size)``: an int or ``(height, width)`` as ``(height, width)``.
-``IMAGE_EXTENSIONS``: the file suffixes ``imagefolder:`` reads.
-Messages go to the ``logging`` logger ``"pate.teachers.data"``.
+More: docs/own_data.md, "pate.teachers.own_data".
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
-import io
 import logging
 import pathlib
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from pate.analysis.errors import InputError
 from pate.analysis.mapped import npz_member_map
-from pate.analysis.validation import check_int, describe
 from pate.teachers import cached_data
 from pate.teachers.data_checks import (
     DECLARE_CLASSES,
@@ -50,11 +30,8 @@ from pate.teachers.errors import DatasetNotFoundError
 __all__ = [
     "load_npz",
     "load_csv",
-    "load_imagefolder",
-    "check_image_size",
     "unmarked_pool",
     "MarkedPool",
-    "IMAGE_EXTENSIONS",
     "SPLIT_COLUMN",
     "SPLIT_VALUES",
 ]
@@ -71,7 +48,7 @@ PRIVATE, PUBLIC, EVALUATION = range(3)
 
 @dataclass(frozen=True)
 class MarkedPool:
-    """A pool whose rows the user marked (module docstring); ``split`` holds codes 0, 1, 2, and
+    """A pool whose rows the user marked (docs/own_data.md); ``split`` holds codes 0, 1, 2, and
     the rows are in split order (private, public, evaluation; each in the file's order)."""
 
     x: np.ndarray
@@ -127,7 +104,7 @@ def load_npz(
     classes=None,
     split_column: str = SPLIT_COLUMN,
 ):
-    """``(kind, arrays, class_names)`` of an ``.npz`` (module docstring). The private images are
+    """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md). The private images are
     memory-mapped where stored uncompressed as float32; otherwise, with a ``cache``
     (:class:`pate.teachers.feature_cache.FeatureCache`), they are written into it as float32 and
     mapped from there, and a pool ``x`` is written in its split order (private rows, then public,
@@ -284,11 +261,12 @@ def _csv_layout(path: pathlib.Path, split_column: str):
 
 
 def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLUMN):
-    """``(MarkedPool, class_names)`` of a csv file (module docstring). Two passes over the file,
+    """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md). Two passes over the file,
     a row at a time: the first finds the header, the label and split columns and the number of
     rows, the second writes the features into one preallocated array (never every cell as a
-    string: those took ~10x the array's memory). The label set is ``classes`` (declared), else
-    the labels of the rows marked public; a label outside it is refused by row and value."""
+    string, which took many times the array's memory: docs/pipeline.md). The label set is
+    ``classes`` (declared), else the labels of the rows marked public; a label outside it is
+    refused by row and value."""
     if not path.is_file():
         raise DatasetNotFoundError(
             f"csv file {path} does not exist; give csv:PATH of an existing "
@@ -384,197 +362,3 @@ def _csv_labels(labels: list[str], split: np.ndarray, classes, what: str, where)
             )
         y[row] = index
     return y, names
-
-
-#: File suffixes read as images by ``imagefolder:`` (case-insensitive; other files are skipped).
-IMAGE_EXTENSIONS = (
-    ".png",
-    ".jpg",
-    ".jpeg",
-    ".bmp",
-    ".gif",
-    ".tif",
-    ".tiff",
-    ".webp",
-    ".ppm",
-    ".pgm",
-)
-#: PIL modes read as one greyscale channel; any other mode makes the dataset RGB.
-_GREY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"})
-
-
-def check_image_size(image_size) -> tuple[int, int] | None:
-    """``image_size`` as ``(height, width)``: an int ``s`` means ``(s, s)``; None stays None."""
-    if image_size is None:
-        return None
-    if isinstance(image_size, (list, tuple)):
-        if len(image_size) != 2:
-            raise ValueError(
-                f"image_size must be one integer or a (height, width) pair, got "
-                f"{describe(image_size)}"
-            )
-        return (
-            check_int(image_size[0], "image_size height", minimum=1),
-            check_int(image_size[1], "image_size width", minimum=1),
-        )
-    side = check_int(image_size, "image_size", minimum=1)
-    return side, side
-
-
-def _image_folder(directory: pathlib.Path, classes: list[str] | None, source: str):
-    """torchvision's ``ImageFolder`` over ``directory``, with ``classes`` (None: its own class
-    folders); a class folder outside ``classes`` is refused by name."""
-    from torchvision.datasets import ImageFolder
-
-    class _Folder(ImageFolder):
-        def find_classes(self, root):
-            if classes is None:
-                return super().find_classes(root)
-            return list(classes), {c: i for i, c in enumerate(classes)}
-
-    found = sorted(d.name for d in directory.iterdir() if d.is_dir())
-    if not found:
-        raise ValueError(
-            f"image folder {directory} has no class sub-directories; lay it out as "
-            f"{directory}/<class>/<image>"
-        )
-    unknown = sorted(set(found) - set(classes or found))
-    if unknown:
-        raise InputError(
-            f"{source}: the class folder {str(directory / unknown[0])!r} is outside the "
-            f"declared classes {list(classes or [])} (declared, else the class folders of "
-            f"test/, the public split); a label outside the declared set is refused: move "
-            f"its images, or {DECLARE_CLASSES} ({NOTHING_DONE})"
-        )
-    folder = _Folder(
-        str(directory),
-        allow_empty=True,
-        is_valid_file=lambda p: p.lower().endswith(IMAGE_EXTENSIONS),
-    )
-    if not folder.samples:
-        raise ValueError(
-            f"image folder {directory} holds no images (suffixes read: "
-            f"{', '.join(IMAGE_EXTENSIONS)})"
-        )
-    return folder
-
-
-def _image_header(path: str, *, digest: bool = False):
-    """``(mode, (height, width), sha256 of the file's bytes or None)`` of one image file."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        if digest:
-            with open(path, "rb") as fh:
-                data = fh.read()
-            source: Any = io.BytesIO(data)
-        else:
-            source = path
-        with Image.open(source) as im:
-            header = im.mode, (int(im.height), int(im.width))
-    except (UnidentifiedImageError, OSError) as exc:
-        raise InputError(
-            f"image folder: {path} cannot be read as an image ({exc}); remove or replace it"
-        ) from None
-    return (*header, hashlib.sha256(data).digest() if digest else None)
-
-
-def _decode(folder, order: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Decode the images ``order`` of ``folder`` (its transform set) into the rows of ``out``."""
-    for row, i in enumerate(np.asarray(order).tolist()):
-        try:
-            out[row] = folder[i][0]
-        except (OSError, ValueError) as exc:
-            raise InputError(
-                f"image folder: {folder.samples[i][0]} cannot be read as an image ({exc}); "
-                "remove or replace it"
-            ) from None
-    return out
-
-
-class _ToArray:
-    """PIL image -> float32 ``(C, H, W)`` array in ``[0, 1]`` (``uint8 / 255``)."""
-
-    def __call__(self, image) -> np.ndarray:
-        arr = np.asarray(image, dtype=np.uint8)
-        arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
-        return arr.astype(np.float32) / 255.0
-
-
-def load_imagefolder(
-    path: pathlib.Path, image_size: tuple[int, int] | None, *, cache=None, classes=None
-):
-    """Read ``PATH/train/<class>/<image>`` (private) and ``PATH/test/<class>/<image>`` (public
-    and evaluation) with torchvision's ``ImageFolder``; returns ``("train-test", arrays,
-    class_names)``. The classes are ``classes`` (declared), else the class folders of ``test/``
-    (the public split; an empty folder counts); a training class folder outside them is refused.
-    A single folder ``PATH/<class>/<image>`` is refused (:func:`unmarked_pool`). Each image is
-    decoded straight into its row of one preallocated array per folder.
-
-    Every image is converted to one colour mode -- greyscale ``L`` (1 channel) when all images
-    of the dataset are greyscale, else ``RGB`` (3 channels; greyscale images are replicated,
-    alpha is dropped) -- and resized (bilinear, antialiased, aspect ratio not kept) to
-    ``image_size`` = ``(height, width)``; by default the size of the first image (first class
-    in sorted order, first file in sorted order, of ``train/`` when there is one). An image
-    already of that size is not resampled, so a folder of same-size images reads exactly.
-
-    ``cache`` (a :class:`pate.teachers.feature_cache.FeatureCache`, or None): each folder's
-    images are decoded a chunk at a time into an entry of the cache and returned as its
-    read-only memory map, so that memory stays bounded by a chunk and a later run (or stage) on
-    the same files skips the decoding. The entry's key is the sha256 of the files' bytes in row
-    order with the mode and size (a copied folder hits; an edited image misses); without a
-    cache every image is decoded into one in-memory array.
-    """
-    if not path.is_dir():
-        raise DatasetNotFoundError(
-            f"image folder {path} does not exist; give imagefolder:PATH of a directory "
-            "laid out as PATH/train/<class>/<image> and PATH/test/<class>/<image>"
-        )
-    from torchvision import transforms
-
-    source = f"imagefolder:{path}"
-    if not ((path / "train").is_dir() and (path / "test").is_dir()):
-        raise unmarked_pool(
-            source,
-            f"Lay it out as {path}/train/<class>/<image> (the private records) and "
-            f"{path}/test/<class>/<image> (public images, used without protection, and the "
-            f"evaluation images)",
-        )
-    test = _image_folder(path / "test", classes, source)
-    classes = list(test.classes)
-    folders = [_image_folder(path / "train", classes, source), test]
-    # the file digests only where a cache keys on them (the files are read once either way)
-    scanned = [[_image_header(p, digest=cache is not None) for p, _ in f.samples] for f in folders]
-    mode = "L" if all(m in _GREY_MODES for h in scanned for m, _, _ in h) else "RGB"
-    size = image_size if image_size is not None else scanned[0][0][1]
-    transform = transforms.Compose(
-        [transforms.Lambda(lambda im: im.convert(mode)), transforms.Resize(size), _ToArray()]
-    )
-    arrays = []
-    for folder, files in zip(folders, scanned):
-        folder.transform = transform
-        n = len(folder.samples)
-        order, ys = np.arange(n), np.asarray(folder.targets, dtype=np.int64)
-        if cache is None:
-            xs = _decode(folder, order, np.empty((n, 1 if mode == "L" else 3, *size), np.float32))
-        else:
-            xs = cached_data.decoded_images(
-                cache,
-                folder,
-                order,
-                [files[i][2] for i in order],
-                mode=mode,
-                size=size,
-                decode=_decode,
-            )
-        arrays += [xs, ys]
-    logger.info(
-        "imagefolder %s: %d images, %d classes, %s %dx%d",
-        path,
-        sum(len(f.samples) for f in folders),
-        len(classes),
-        mode,
-        size[0],
-        size[1],
-    )
-    return "train-test", tuple(arrays), classes

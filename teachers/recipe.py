@@ -1,38 +1,6 @@
 """The teachers' training recipe: :class:`TeacherConfig`, and how its "auto" fields are decided.
 
-Symbols
--------
-``TeacherConfig``
-    The training recipe (frozen dataclass): ``model`` ("auto", a zoo name, "module:factory",
-    "sklearn:package.module.Class" or a scikit-learn estimator instance), ``epochs``,
-    ``batch_size``, ``lr``, ``optimizer`` ("adam" | "adamw" | "sgd"), ``weight_decay``,
-    ``momentum`` (SGD), ``augment`` ("auto" | "none" | "shift" | "flip" | "shift+flip"),
-    ``label_smoothing``, ``trainer`` ("auto" | "vectorized" | "sequential"; "auto" = sequential
-    for a model with convolutions on CPU, where it is the faster one, else vectorized when the
-    model can be vmapped), ``device``
-    ("auto" | "cpu" | "cuda" | "cuda:N"), ``chunk_size`` (teachers trained together; None =
-    chosen from available memory), ``memory_budget_mb``, ``checkpoint`` ("epoch" | "chunk"),
-    ``checkpoint_every_s`` (with "epoch": write a mid-chunk checkpoint only once this many seconds
-    have passed since the chunk's last one; 0 = after every epoch. A GPU epoch of 250 teachers
-    takes a fraction of a second while their checkpoint -- weights and optimiser moments, about
-    0.6 GB for cnn28 -- takes longer to write), ``amp`` (bfloat16 autocast on CUDA), ``n_jobs`` (joblib workers for scikit-learn
-    teachers), ``model_params`` (keyword arguments of a scikit-learn estimator), ``features``
-    ("none" | "scatternet": the teachers learn on fixed ScatterNet features of the images,
-    normalised with public statistics, :mod:`pate.teachers.features`; the model "auto" is then
-    ``linear`` and there is no augmentation).
-    ``TeacherConfig.resolved(data)`` fills the "auto" fields for a dataset: model ``cnn28`` /
-    ``cnn32`` / ``cnn8`` for 28x28 / 32x32 / 8x8 images, ``mlp`` otherwise; augmentation
-    ``none`` for Fashion-MNIST (measured best at 20 epochs, see the README), ``shift+flip`` for
-    CIFAR-10, ``shift`` for MNIST / KMNIST / SVHN / digits, ``none`` for user data; ``epochs``
-    None from the shard size (:func:`auto_epochs`: at least ``MIN_TEACHER_STEPS`` = 200 steps,
-    20 to 200 epochs); ``standardize`` ("auto" | "public" | "none"): "auto" standardises the
-    tabular inputs of zoo models with the public split's statistics
-    (:mod:`pate.teachers.scaling`; a user's raw model on wildly scaled inputs is warned about
-    instead). Default optimiser: Adam, lr 2e-3, batch 32.
-``auto_epochs(shard_size, *, batch_size=32)``, ``MIN_TEACHER_STEPS``, ``AUTO_EPOCHS_RANGE``
-    The epochs of ``epochs=None`` (docs/teachers.md, "Training length").
-``TRAINERS``: ``("auto", "vectorized", "sequential")``.
-``is_sklearn_model(model)``: a scikit-learn model (name or estimator instance).
+More: docs/teachers.md, "pate.teachers.recipe".
 """
 
 from __future__ import annotations
@@ -52,7 +20,7 @@ from pate.analysis.validation import (
 )
 from pate.teachers.devices import check_device_spelling
 from pate.teachers.features import FEATURES
-from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, is_model_name
+from pate.teachers.models import MODEL_NAMES, STUDENT_ONLY_MODELS, auto_model_name, is_model_name
 from pate.teachers.optim import OPTIMIZERS
 from pate.teachers.scaling import STANDARDIZE
 from pate.teachers.schedule import AUGMENTATIONS
@@ -108,7 +76,7 @@ def auto_epochs(shard_size: float | None, *, batch_size: int = 32) -> int:
 
 @dataclass(frozen=True)
 class TeacherConfig:
-    """Training recipe of the teachers (see the module docstring)."""
+    """Training recipe of the teachers (docs/teachers.md)."""
 
     model: Any = "auto"
     epochs: int | None = None
@@ -202,14 +170,7 @@ class TeacherConfig:
         if model == "auto" and self.features != "none":
             model = "linear"  # on fixed features (Tramer & Boneh 2021): see pate.teachers.features
         elif model == "auto":
-            if len(shape) == 3 and shape[1:] == (28, 28):
-                model = "cnn28"
-            elif len(shape) == 3 and shape[1:] == (32, 32):
-                model = "cnn32"
-            elif len(shape) == 3 and shape[1:] == (8, 8):
-                model = "cnn8"
-            else:
-                model = "mlp"
+            model = auto_model_name(shape)
         augment = self.augment
         if augment == "auto":
             augment = AUTO_AUGMENT.get(data.name, "none") if len(shape) == 3 else "none"

@@ -1,18 +1,4 @@
-"""What training the teachers gives: their predictions and accuracies, and the files that hold them.
-
-Symbols
--------
-``EnsembleResult``
-    ``public_predictions`` (T, N_public), ``eval_predictions`` (T, N_eval), ``eval_labels``,
-    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained;
-    ``execution``: where (``backend`` and its resources; not in ``summary()`` nor metrics.json).
-``plurality_accuracy(predictions, labels, *, num_classes)``
-    Accuracy of the noiseless plurality vote (ties go to the lowest class index).
-``finish(data, public_preds, eval_preds, num_classes, trainer, device, chunk_size, seconds, out,
-config)``
-    The result; with an ``out`` directory also ``predictions.npz`` (``public``, ``evaluation``,
-    ``evaluation_labels``) and ``metrics.json`` there.
-"""
+"""What training the teachers gives: their predictions and accuracies, and the files that hold them."""
 
 from __future__ import annotations
 
@@ -20,13 +6,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pate.teachers.checkpoint import atomic_savez, atomic_write_json
+from pate.core.io import atomic_savez, atomic_write_json
 
-__all__ = ["EnsembleResult", "plurality_accuracy", "finish"]
+__all__ = ["EnsembleResult", "plurality_accuracy", "ensemble_result", "write_result"]
 
 
 @dataclass(frozen=True)
 class EnsembleResult:
+    """``public_predictions`` (T, N_public), ``eval_predictions`` (T, N_eval), ``eval_labels``,
+    ``teacher_accuracy`` (T,), ``plurality_accuracy``, ``num_classes`` and how it was trained;
+    ``execution``: where (``backend`` and its resources; not in ``summary()`` nor metrics.json)."""
+
     public_predictions: np.ndarray
     eval_predictions: np.ndarray
     eval_labels: np.ndarray
@@ -64,7 +54,8 @@ class EnsembleResult:
 
 
 def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
-    """Accuracy of the (noiseless) plurality vote of ``predictions`` (T, N) against ``labels``."""
+    """Accuracy of the (noiseless) plurality vote of ``predictions`` (T, N) against ``labels``
+    (ties go to the lowest class index)."""
     from pate.core.votes import votes_from_predictions
 
     labels = np.asarray(labels)
@@ -74,11 +65,11 @@ def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
     return float(np.mean(votes.argmax(axis=1) == labels))
 
 
-def finish(
-    data, public_preds, eval_preds, num_classes, trainer, device, chunk_size, seconds, out, config
+def ensemble_result(
+    data, public_preds, eval_preds, *, trainer: str, device: str, chunk_size: int, seconds: float
 ) -> EnsembleResult:
-    """The :class:`EnsembleResult` of these predictions; with ``out`` also written there as
-    ``predictions.npz`` and ``metrics.json``."""
+    """The :class:`EnsembleResult` of these predictions of the teachers."""
+    num_classes = int(data.num_classes)
     y_eval = data.evaluation.y
     acc = (eval_preds == y_eval[None, :]).mean(axis=1)
     result = EnsembleResult(
@@ -93,18 +84,22 @@ def finish(
         chunk_size=chunk_size,
         train_seconds=seconds,
     )
-    if out is not None:
-        atomic_savez(
-            out / "predictions.npz",
-            public=public_preds,
-            evaluation=eval_preds,
-            evaluation_labels=y_eval,
-        )
-        metrics = dict(
-            result.summary(),
-            teacher_accuracy=[round(float(a), 6) for a in acc],
-            recipe=config.fingerprint(),
-            dataset=data.name,
-        )
-        atomic_write_json(out / "metrics.json", metrics)
     return result
+
+
+def write_result(out, result: EnsembleResult, config, dataset: str) -> None:
+    """``predictions.npz`` (``public``, ``evaluation``, ``evaluation_labels``) and
+    ``metrics.json`` of ``result`` in the folder ``out``."""
+    atomic_savez(
+        out / "predictions.npz",
+        public=result.public_predictions,
+        evaluation=result.eval_predictions,
+        evaluation_labels=result.eval_labels,
+    )
+    metrics = dict(
+        result.summary(),
+        teacher_accuracy=[round(float(a), 6) for a in result.teacher_accuracy],
+        recipe=config.fingerprint(),
+        dataset=dataset,
+    )
+    atomic_write_json(out / "metrics.json", metrics)

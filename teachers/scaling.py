@@ -1,42 +1,8 @@
 """Tabular inputs on their scales: standardisation with PUBLIC statistics, and a warning for a
-user's raw model.
+user's raw model (the rules, and why the limit is 100: docs/teachers.md, "Input scaling").
 
-Teachers and the student see the same public split, and the public split is public: its
-per-feature mean and standard deviation cost no privacy. Nothing here ever reads a private
-record's value -- a statistic of the private split would have to be charged to the ledger like
-a query, and is not used.
-
-Rules (docs/teachers.md, "Input scaling"):
-
-* Zoo models (``"mlp"``, ``"linear"``, ``"auto"`` for tabular inputs) see every split
-  standardised feature by feature with the public split's mean and standard deviation
-  (``[teachers] standardize = "auto"``, the default; ``"public"`` forces it for any torch model,
-  ``"none"`` turns it off). The student standardises inside its network with the same
-  statistics (:mod:`pate.student.train`).
-* A model of the user's own (a torch factory, a ``module:factory``, a scikit-learn estimator)
-  gets its inputs unchanged. When its tabular inputs have wildly different scales -- the ratio
-  of the largest to the smallest standard deviation of the non-constant public features is above
-  :data:`SCALE_RATIO_LIMIT` -- :func:`scale_warning` says so and what to do, unless the model
-  handles scale itself: a scikit-learn ``Pipeline`` with a scaler step, or a tree ensemble
-  (split thresholds do not depend on a feature's unit).
-
-Why 100: a rule of thumb, not a measured threshold -- a factor of 100 between feature units
-(cents and thousands, metres and millimetres) already slows gradient descent and skews an L2
-penalty, and a lower limit would warn about most real tables. What is measured
-(tests/teachers/test_scaling.py): on make_classification with 12 features on scales 0.01 ..
-1000, three MLP teachers reach more than 60 % standardised and stay within 25 points of chance
-raw.
-
-Symbols
--------
-``SCALE_RATIO_LIMIT``  100.0
-``STANDARDIZE``        ``("auto", "public", "none")``
-``public_scale_ratio(public_x) -> float | None``  largest / smallest std of the non-constant
-    public features (tabular (N, F) inputs; None for images or fewer than 2 varying features).
-``handles_scale(model) -> bool``  whether a scikit-learn model takes care of feature scales.
-``scale_warning(public_x, model, *, role) -> str | None``  the warning (None: nothing to say).
-``PublicScaler.fit(public_x)``, ``transform(x)``  per-feature standardisation, public statistics.
-``standardized_data(data) -> PateData``  every split standardised with ``data.public``'s statistics.
+Nothing here ever reads a private record's value: a statistic of the private split would have to
+be charged to the ledger like a query, and is not used.
 """
 
 from __future__ import annotations
@@ -90,7 +56,8 @@ _SCALE_FREE = (
 
 
 def public_scale_ratio(public_x) -> float | None:
-    """Largest over smallest standard deviation of the public features that vary."""
+    """Largest over smallest standard deviation of the public features that vary (tabular (N, F)
+    inputs; None for images or fewer than 2 varying features)."""
     x = np.asarray(public_x)
     if x.ndim != 2 or x.shape[0] < 2:
         return None
@@ -116,7 +83,8 @@ def _steps(model):
 
 
 def handles_scale(model) -> bool:
-    """Whether a scikit-learn ``model`` takes care of feature scales itself (see the module)."""
+    """Whether a scikit-learn ``model`` takes care of feature scales itself: a ``Pipeline`` with a
+    scaler step, or a tree model."""
     names = {type(step).__name__ for step in _steps(model)}
     return bool(names & set(_SCALERS)) or type(model).__name__ in _SCALE_FREE
 

@@ -1,42 +1,9 @@
 """The ScatterNet front-end's scattering transform (J = 2, L = 8), computed a whole layer at once.
 
-The function is kymatio's ``Scattering2D(J=2, shape=(H, W), L=8)`` (Andreux et al. 2020, JMLR;
-the scattering transform of Bruna & Mallat 2013 as used by Tramer & Boneh 2021), with kymatio's
-own Morlet filter bank (``kymatio.scattering2d.filter_bank``), padding and output order: the
-features are interchangeable with kymatio's (``tests/teachers/test_scattering.py`` compares the
-two to float32 rounding). Kymatio computes it path by path (81 per channel, each a filter
-product, a periodization and an inverse FFT of the whole batch); here each layer is a few large
-operations, 2.7-3.2x faster on a CPU (``benchmarks/scattering_speed.py``).
+Kymatio's 2-D modules are imported directly: ``import kymatio.torch`` fails with scipy >= 1.15
+(its 3-D frontend imports ``scipy.special.sph_harm``).
 
-Kymatio's algorithm, for an image u reflect-padded to (M', N') (``compute_padding``) with the
-low-pass filters phi_0 (M' x N') and phi_1 (M'/2 x N'/2) and the 16 wavelets psi (8 at scale
-j = 0, then 8 at j = 1, each M' x N', Fourier-domain and real), ``P_k`` the periodization of a
-spectrum by k (the mean of its k x k blocks), ``F`` the 2-D FFT, ``crop`` the removal of one
-border row and column of the output grid:
-
-    S_0           = crop(Re F^-1 P_4(F(u) phi_0))
-    U_1[j=0, t]   = |F^-1(F(u) psi[0, t])|                   (M' x N')
-    U_1[j=1, t]   = |F^-1 P_2(F(u) psi[1, t])|               (M'/2 x N'/2)
-    S_1[j, t]     = crop(Re F^-1 P_(4/2^j)(F(U_1[j, t]) phi_j))
-    U_2[t1, t2]   = |F^-1 P_2(F(U_1[0, t1]) psi[1, t2])|      (j1 = 0 < j2 = 1 only)
-    S_2[t1, t2]   = crop(Re F^-1 P_2(F(U_2[t1, t2]) phi_1))
-
-Two identities make it a few large operations:
-
-1. ``S = crop(Re F^-1 P_k(F(v) phi))`` is linear in the real image v: a fixed (pixels x outputs)
-   matrix, computed once (in float64) by applying the formula to every unit image. Each S above
-   is then one matrix product for all paths of a layer -- no FFT, product, periodization or
-   inverse FFT per path. (Why it is exact: P_k then an inverse FFT at the smaller size is the
-   full-size inverse FFT subsampled by k, a linear operation.)
-2. ``P_2(z psi_f)`` for the 8 filters f at once: at each frequency w of the small grid, the
-   output is sum over the 4 blocks b of z[b, w] psi_f[b, w] / 4 -- a (4 -> 8) matrix per
-   frequency, so one batched matrix product over the frequencies for all images and filters.
-
-The output is ``(B, C * 81, H / 4, W / 4)``: per input channel, order 0, the 16 first-order paths
-in the filter order (j, then t), then the 64 second-order paths (t1, then t2) -- kymatio's order.
-No parameters; the constants are float64 buffers (they follow ``.to(device)``), cast to the
-input's floating dtype, in which it computes (float32: complex64 FFTs), a chunk of :data:`CHUNK` images at a time so
-that the intermediate arrays stay small (~0.5 MB per 28 x 28 image).
+More: docs/teachers.md, "pate.teachers.scattering".
 """
 
 from __future__ import annotations
@@ -107,8 +74,8 @@ def _filter_periodize(z: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
 
 
 class Scattering2D(torch.nn.Module):
-    """(B, C, H, W) images -> (B, C * 81, H / 4, W / 4) scattering coefficients (see the module
-    docstring); H and W multiples of 4 and at least 8."""
+    """(B, C, H, W) images -> (B, C * 81, H / 4, W / 4) scattering coefficients
+    (docs/teachers.md); H and W multiples of 4 and at least 8."""
 
     def __init__(self, height: int, width: int):
         super().__init__()

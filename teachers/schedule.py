@@ -1,20 +1,6 @@
-"""Per-teacher randomness shared by the vectorized and the sequential trainer.
-
-Symbols
--------
-``epoch_plan(seed, epoch, num_records, *, max_shift, flip) -> EpochPlan``
-    The order in which a teacher visits its own shard in one epoch, and the augmentation of each
-    visit (a random translation of up to ``max_shift`` pixels per axis, zero-padded, and a
-    horizontal flip with probability 1/2 when ``flip``). Drawn from
-    ``numpy.random.default_rng([seed, epoch])``: stateless, so a run resumed at an epoch boundary
-    draws exactly what an uninterrupted run draws, and independent of how teachers are chunked.
-``augment(x, shifts, flips)``
-    Apply a plan's augmentation to a torch batch ``(N, C, H, W)`` (on any device).
-``init_teacher(model, seed, *, input_shape, num_classes)``
-    Build teacher ``model`` with torch's RNG seeded from the teacher's own seed (on CPU, so the
-    initial weights do not depend on the device).
-``AUGMENTATIONS``
-    Accepted augmentation names: ``"none"``, ``"shift"``, ``"flip"``, ``"shift+flip"``.
+"""Per-teacher randomness shared by the vectorized and the sequential trainer: drawn from each
+teacher's own seed, outside the model, so that both trainers and every chunking produce the
+same teachers.
 """
 
 from __future__ import annotations
@@ -63,6 +49,10 @@ def parse_augmentation(name: str, input_shape: tuple[int, ...]) -> tuple[int, bo
 def epoch_plan(
     seed: int, epoch: int, num_records: int, *, max_shift: int = 0, flip: bool = False
 ) -> EpochPlan:
+    """The order in which a teacher visits its shard in one epoch, and each visit's augmentation
+    (a translation of up to ``max_shift`` pixels per axis, zero-padded; a horizontal flip with
+    probability 1/2 when ``flip``). Drawn from ``default_rng([seed, epoch])``: stateless, so a run
+    resumed at an epoch boundary draws what an uninterrupted one draws."""
     rng = np.random.default_rng([int(seed), int(epoch)])
     order = rng.permutation(num_records)
     shifts = rng.integers(-max_shift, max_shift + 1, size=(num_records, 2)) if max_shift else None

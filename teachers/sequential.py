@@ -1,60 +1,21 @@
 """Sequential fallback: teachers trained one after another.
 
-Symbols
--------
-``SequentialChunk(config, seeds, shards, x, y, *, input_shape, num_classes, device)``
-    Same interface as :class:`pate.teachers.vectorized.VectorizedChunk`, for architectures that
-    ``vmap`` cannot batch (BatchNorm, data-dependent control flow, ...): each teacher is an
-    ordinary ``nn.Module`` with its own ``torch.optim`` optimiser, fed the same batches and
-    augmentations (:func:`pate.teachers.schedule.epoch_plan`) as the vectorized trainer, so both
-    trainers produce the same teachers up to floating-point rounding. Its own randomness (e.g.
-    dropout) is seeded from the teacher's seed and the epoch.
-``step_threads(model, *, input_shape, batch_size, device) -> int | None``
-    1 when one training step of ``model`` on a CPU is too small to share between threads (a
-    forward pass of a batch under :data:`ONE_THREAD_MACS` multiply-adds: a linear teacher on
-    ScatterNet features, ``cnn8``), else None (the process's thread count). Waking a second
-    thread for each of a tiny step's operations costs more than it saves, and beside busy
-    neighbours every such wake-up waits for a descheduled thread; :class:`SequentialChunk`
-    trains such teachers with one thread (:data:`ONE_THREAD_MACS` has the measurements).
-``fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs=1) -> list``
-    Tabular teachers: ``sklearn.base.clone(estimator)`` per shard, each with its own
-    ``random_state`` (when the estimator has one), fitted in parallel with joblib on flattened
-    inputs. The fitted estimators live in memory only: they are never written to disk (a
-    pickled estimator in a run directory could run code when read back; see
-    :mod:`pate.teachers.ensemble` for what a scikit-learn chunk checkpoint holds instead).
-``sklearn_predict(estimators, x) -> (T, N) int64``
-    Predicted labels of every fitted estimator.
-``sklearn_random_states(estimators) -> (T,) int64``
-    The integer ``random_state`` each fitted estimator was given (``-1`` for an estimator without
-    one): the per-teacher metadata saved next to the predictions.
-``make_sklearn_estimator(spec, params)``
-    ``"sklearn:package.module.Class"`` (any importable estimator class) with keyword ``params``.
+More: docs/teachers.md, "pate.teachers.sequential".
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 
 import numpy as np
 
+from pate.core.tuned_defaults import ONE_THREAD_MACS
 from pate.teachers.schedule import augment, epoch_plan, init_teacher, parse_augmentation
 
 __all__ = [
-    "ONE_THREAD_MACS",
     "step_threads",
     "SequentialChunk",
-    "fit_sklearn_teachers",
-    "sklearn_predict",
-    "sklearn_random_states",
-    "make_sklearn_estimator",
 ]
-
-
-#: A batch's forward pass below this many multiply-adds trains on one thread (measured on 2
-#: idle cores, ms per step with 1 / 2 threads: linear on 81x7x7 features, 1.3 M: 1.0 / 1.6;
-#: cnn8, 3 M: 3.3 / 4.3; mlp on the features, 33 M: 11.2 / 10.7; cnn28, 35 M: 19.7 / 13.2).
-ONE_THREAD_MACS = 10_000_000
 
 
 def forward_macs(model, example) -> int:
@@ -81,7 +42,7 @@ def forward_macs(model, example) -> int:
 
 
 def step_threads(model, *, input_shape, batch_size: int, device) -> int | None:
-    """1 for a CPU step under :data:`ONE_THREAD_MACS`, else None (see the module docstring)."""
+    """1 for a CPU step under :data:`ONE_THREAD_MACS`, else None (docs/teachers.md)."""
     import torch
 
     if torch.device(device).type != "cpu":
@@ -219,73 +180,3 @@ class SequentialChunk:
                     preds.append(logits.float().argmax(dim=-1).cpu())
                 out.append(torch.cat(preds))
         return torch.stack(out).numpy().astype(np.int64)
-
-
-# ------------------------------------------------------------------------------ scikit-learn
-
-
-def make_sklearn_estimator(spec: str, params: dict | None = None):
-    """Instantiate ``"sklearn:package.module.Class"`` with keyword ``params``."""
-    path = spec[len("sklearn:") :] if spec.startswith("sklearn:") else spec
-    module_name, _, cls_name = path.rpartition(".")
-    if not module_name:
-        raise ValueError(
-            f"model {spec!r}: give a scikit-learn estimator as "
-            "'sklearn:package.module.Class', e.g. "
-            "'sklearn:sklearn.linear_model.LogisticRegression'"
-        )
-    try:
-        cls = getattr(importlib.import_module(module_name), cls_name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"model {spec!r}: cannot import {path!r} ({exc})") from None
-    try:
-        est = cls(**(params or {}))
-    except TypeError as exc:
-        raise ValueError(f"model {spec!r}: bad model_params {params!r} ({exc})") from None
-    if not (hasattr(est, "fit") and hasattr(est, "predict") and hasattr(est, "get_params")):
-        raise TypeError(
-            f"model {spec!r} is not a scikit-learn estimator (needs fit, predict, get_params)"
-        )
-    return est
-
-
-def _fit_one(estimator, x, y, seed):
-    from sklearn.base import clone
-
-    est = clone(estimator)
-    if "random_state" in est.get_params():
-        est.set_params(random_state=int(seed) % (2**32))
-    return est.fit(x, y)
-
-
-def fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs: int = 1) -> list:
-    from joblib import Parallel, delayed
-
-    flat = np.asarray(x).reshape(len(x), -1)
-    y = np.asarray(y)
-    for t, shard in enumerate(shards):
-        if len(np.unique(y[shard])) < 2:
-            raise ValueError(
-                f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
-                "scikit-learn classifiers need at least two. Use a stratified "
-                "partition or fewer teachers"
-            )
-    return Parallel(n_jobs=n_jobs)(
-        delayed(_fit_one)(estimator, flat[shard], y[shard], seed)
-        for shard, seed in zip(shards, seeds)
-    )
-
-
-def sklearn_predict(estimators, x) -> np.ndarray:
-    flat = np.asarray(x).reshape(len(x), -1)
-    return np.stack([np.asarray(e.predict(flat)) for e in estimators]).astype(np.int64)
-
-
-def sklearn_random_states(estimators) -> np.ndarray:
-    out = []
-    for e in estimators:
-        rs = e.get_params().get("random_state")
-        out.append(
-            int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else -1
-        )
-    return np.asarray(out, dtype=np.int64)

@@ -1,35 +1,14 @@
 """scikit-learn teachers: fitted in chunks here (joblib workers), their predictions checkpointed
-as plain arrays, never as pickles.
+as plain arrays, never as pickles: the scikit-learn path of
+:func:`pate.teachers.ensemble.train_teachers` (its arguments checked there). Messages go to the
+logger ``"pate.teachers.ensemble"``.
 
-``train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)`` is the
-scikit-learn path of :func:`pate.teachers.ensemble.train_teachers` (same arguments, checked
-there); ``load_sklearn_chunk`` reads a finished chunk back, ``warn_about_pickles`` logs the
-``*.pkl`` files of an output directory (never opened). Messages go to the logger
-``"pate.teachers.ensemble"``.
-
-scikit-learn chunk checkpoints
-------------------------------
-A finished chunk of scikit-learn teachers is saved as ``chunk_NNNN.npz``: plain int64 arrays
-``format`` (1), ``teachers`` ([lo, hi): the teacher indices of the chunk), ``seeds``,
-``random_states`` (what each estimator was given; -1 when it has none), ``shard_sizes``,
-``public_predictions`` (hi-lo, N_public) and ``eval_predictions`` (hi-lo, N_eval). A resumed run
-reads it with ``np.load(..., allow_pickle=False)`` and checks every array against the run
-(teacher range, seeds, shard sizes, shapes, labels in [0, num_classes)); a missing, damaged or
-foreign chunk raises :class:`pate.teachers.checkpoint.CheckpointError` naming the file.
-
-Why predictions and not the fitted estimators: a fitted scikit-learn estimator can only be
-saved as a pickle (or joblib, also a pickle), and unpickling a file planted in a run directory
-runs its payload; formats like skops still have to be told which types to trust. Nothing after
-this stage needs the estimators: voting reads ``predictions.npz``, the student learns from the
-released labels, and :func:`pate.teachers.ensemble_dir.load_teacher_models` serves torch teachers only. An unfinished
-chunk is simply fitted again on resume (each estimator's ``random_state`` comes from its
-teacher's seed, so the resumed run equals an uninterrupted one). ``*.pkl`` files found in
-``out_dir`` (planted, or left by a version that pickled its chunks) are never opened: a resume
-logs a warning, and a chunk that exists only as ``.pkl`` raises :class:`CheckpointError`.
+More: docs/teachers.md, "pate.teachers.sklearn_teachers".
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import pathlib
 import sys
@@ -37,19 +16,17 @@ import time
 
 import numpy as np
 
-from pate.teachers.checkpoint import (
-    CheckpointError,
-    atomic_savez,
-    atomic_write_json,
-    load_plain_npz,
-)
+from pate.core.io import atomic_savez, atomic_write_json
+from pate.teachers.checkpoint import CheckpointError, load_plain_npz
 from pate.teachers.ensemble_dir import STATE, open_out_dir
-from pate.teachers.result import finish
+from pate.teachers.result import ensemble_result, write_result
 
 __all__ = [
     "train_sklearn",
     "load_sklearn_chunk",
     "warn_about_pickles",
+    "make_sklearn_estimator",
+    "fit_sklearn_teachers",
     "CHUNK_FORMAT",
     "CHUNK_KEYS",
 ]
@@ -72,13 +49,6 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     run are read back); returns the :class:`pate.teachers.result.EnsembleResult`."""
     from tqdm.auto import tqdm
 
-    from pate.teachers.sequential import make_sklearn_estimator
-
-    estimator = (
-        make_sklearn_estimator(config.model, config.model_params)
-        if isinstance(config.model, str)
-        else config.model
-    )
     num_teachers = len(shards)
     _check_two_classes(data.private.y, shards)  # before any fitting
     state = open_out_dir(out_dir, fingerprint, resume)
@@ -110,7 +80,7 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
         for ci, members in enumerate(chunks):
             lo, hi = members[0], members[-1] + 1
             saved = _chunk_predictions(
-                data, shards, seeds, config, estimator, ci, members, out=out, state=state
+                data, shards, seeds, config, ci, members, out=out, state=state
             )
             public_preds[lo:hi] = saved["public_predictions"]
             eval_preds[lo:hi] = saved["eval_predictions"]
@@ -118,18 +88,19 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     bad = (public_preds < 0) | (public_preds >= data.num_classes)
     if np.any(bad):
         raise ValueError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
-    return finish(
+    seconds = time.perf_counter() - started
+    result = ensemble_result(
         data,
         public_preds,
         eval_preds,
-        int(data.num_classes),
-        "sklearn",
-        "cpu",
-        chunk_size,
-        time.perf_counter() - started,
-        out,
-        config,
+        trainer="sklearn",
+        device="cpu",
+        chunk_size=chunk_size,
+        seconds=seconds,
     )
+    if out is not None:
+        write_result(out, result, config, data.name)
+    return result
 
 
 def _check_two_classes(y: np.ndarray, shards) -> None:
@@ -162,17 +133,10 @@ def _start_state(
     return state
 
 
-def _chunk_predictions(
-    data, shards, seeds, config, estimator, ci: int, members: list, *, out, state
-) -> dict:
+def _chunk_predictions(data, shards, seeds, config, ci: int, members: list, *, out, state) -> dict:
     """The predictions of chunk ``ci`` (teachers ``members``): read back when a resumed run
-    finished it, else fitted now (and saved, with the state, when there is an output folder)."""
-    from pate.teachers.sequential import (
-        fit_sklearn_teachers,
-        sklearn_predict,
-        sklearn_random_states,
-    )
-
+    finished it, else fitted now, each teacher a clone of the recipe's estimator (and saved,
+    with the state, when there is an output folder)."""
     lo, hi = members[0], members[-1] + 1
     expected = {
         "teachers": np.array([lo, hi], dtype=np.int64),
@@ -188,6 +152,11 @@ def _chunk_predictions(
             n_public=len(data.public),
             n_eval=len(data.evaluation),
         )
+    estimator = (
+        make_sklearn_estimator(config.model, config.model_params)
+        if isinstance(config.model, str)
+        else config.model
+    )
     fitted = fit_sklearn_teachers(
         estimator,
         data.private.x,
@@ -265,3 +234,65 @@ def load_sklearn_chunk(
         if a.size and (a.min() < 0 or a.max() >= num_classes):
             raise fail(f"{k} holds labels outside [0, {num_classes})")
     return {k: a.astype(np.int64) for k, a in arrays.items()}
+
+
+def make_sklearn_estimator(spec: str, params: dict | None = None):
+    """Instantiate ``"sklearn:package.module.Class"`` with keyword ``params``."""
+    path = spec[len("sklearn:") :] if spec.startswith("sklearn:") else spec
+    module_name, _, cls_name = path.rpartition(".")
+    if not module_name:
+        raise ValueError(
+            f"model {spec!r}: give a scikit-learn estimator as "
+            "'sklearn:package.module.Class', e.g. "
+            "'sklearn:sklearn.linear_model.LogisticRegression'"
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"model {spec!r}: cannot import {path!r} ({exc})") from None
+    try:
+        est = cls(**(params or {}))
+    except TypeError as exc:
+        raise ValueError(f"model {spec!r}: bad model_params {params!r} ({exc})") from None
+    if not (hasattr(est, "fit") and hasattr(est, "predict") and hasattr(est, "get_params")):
+        raise TypeError(
+            f"model {spec!r} is not a scikit-learn estimator (needs fit, predict, get_params)"
+        )
+    return est
+
+
+def _fit_one(estimator, x, y, seed):
+    from sklearn.base import clone
+
+    est = clone(estimator)
+    if "random_state" in est.get_params():
+        est.set_params(random_state=int(seed) % (2**32))
+    return est.fit(x, y)
+
+
+def fit_sklearn_teachers(estimator, x, y, shards, seeds, *, n_jobs: int = 1) -> list:
+    """A clone of ``estimator`` fitted on each shard (flattened inputs; every shard holds two
+    classes: checked by the caller, before any fitting)."""
+    from joblib import Parallel, delayed
+
+    flat = np.asarray(x).reshape(len(x), -1)
+    y = np.asarray(y)
+    return Parallel(n_jobs=n_jobs)(
+        delayed(_fit_one)(estimator, flat[shard], y[shard], seed)
+        for shard, seed in zip(shards, seeds)
+    )
+
+
+def sklearn_predict(estimators, x) -> np.ndarray:
+    flat = np.asarray(x).reshape(len(x), -1)
+    return np.stack([np.asarray(e.predict(flat)) for e in estimators]).astype(np.int64)
+
+
+def sklearn_random_states(estimators) -> np.ndarray:
+    out = []
+    for e in estimators:
+        rs = e.get_params().get("random_state")
+        out.append(
+            int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else -1
+        )
+    return np.asarray(out, dtype=np.int64)

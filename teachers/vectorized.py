@@ -1,48 +1,6 @@
 """Train a chunk of same-architecture teachers simultaneously with ``torch.func``.
 
-Symbols
--------
-``VectorizedChunk(config, seeds, shards, x, y, *, input_shape, num_classes, device)``
-    ``T`` teachers of one architecture: their parameters are stacked with
-    ``torch.func.stack_module_state`` into ``{name: (T, ...)}`` tensors, and one training step of
-    all ``T`` is ``vmap(grad(loss))`` over ``functional_call`` followed by a
-    :class:`pate.teachers.optim.StackedOptimizer` update (per-teacher Adam/SGD state).
-
-    * Teacher ``t`` only ever sees rows ``shards[t]`` of ``x``: its batch at step ``s`` is
-      positions ``s*B:(s+1)*B`` of its own epoch order (:func:`pate.teachers.schedule.epoch_plan`).
-      Shards of unequal size are handled by masking: a short shard's last batch is padded with
-      copies of its *own* first record at weight 0, and once a shard is exhausted the teacher is
-      inactive (no parameter, moment or step-count change) until the epoch ends. The loss is
-      ``sum(w * CE) / sum(w)`` -- exactly the mean over the real records -- so every teacher
-      receives the same updates as when trained alone (``pate.teachers.sequential``).
-    * Per-teacher randomness (batch order, augmentation) comes from each teacher's seed, drawn
-      outside the model; a custom module's own randomness (e.g. dropout) runs under
-      ``vmap(randomness="different")`` with torch's RNG seeded from the chunk's seeds and the
-      epoch (reproducible for a given chunk size, which a resumed run reuses).
-    * On CUDA the whole private array stays on the device (batches are gathered there) and the
-      forward pass runs under bfloat16 autocast (``amp=True``).
-    * A linear model (``Flatten`` then ``Linear``, or a ``Linear`` alone: :func:`linear_keys`)
-      is trained on a CPU with its gradient in closed form (:func:`_linear_grad_fn`: softmax
-      minus the smoothed one-hot target, two batched matrix products) and predicts with the
-      chunk's weights in one matrix product, instead of through ``vmap(grad(...))``: the same
-      numbers up to float32 rounding (tested); for 31 linear teachers on ScatterNet features (2
-      cores) a gradient takes 1.8 ms instead of 3.8 ms, and ``make demo``'s teachers predict in
-      1.7 s instead of 3.5 s.
-    ``train_epoch(epoch)``, ``predict(x)``, ``state_dict()``, ``load_state_dict()``,
-    ``stacked_params()``.
-``vmap_support(model, *, input_shape, num_classes) -> str | None``
-    ``None`` if the architecture can be trained by :class:`VectorizedChunk`, else the reason.
-``linear_keys(module) -> (weight, bias) | None``
-    The parameter names of a model that is one linear layer of its flattened input.
-``has_convolution(module) -> bool``, ``has_batchnorm(module) -> bool``
-    Whether a module holds a convolution: on a CPU, vmap turns it into a grouped convolution
-    whose backward pass is slow, so ``trainer="auto"`` trains such teachers one after another
-    there and vmaps the others (linear and MLP teachers: all their work is matrix products).
-``sequential_is_faster(model, input_shape, num_classes, *, device) -> bool``
-    True on a CPU for a model with a convolution (``trainer="auto"`` then trains sequentially).
-``per_teacher_bytes(model, *, input_shape, num_classes, batch_size, eval_batch)``
-    Estimated memory of one teacher in a chunk (weights, gradients, optimiser moments,
-    temporaries and activations), used to choose the chunk size.
+More: docs/teachers.md, "pate.teachers.vectorized".
 """
 
 from __future__ import annotations
@@ -79,8 +37,7 @@ def has_convolution(module) -> bool:
 def sequential_is_faster(model: str, input_shape, num_classes: int, *, device) -> bool:
     """Whether ``trainer="auto"`` trains ``model`` one teacher after another on ``device``:
     on a CPU when it has a convolution (benchmarks/teachers_vmap.py: vmap's grouped convolutions
-    are slow there); vmapped elsewhere and on a CPU without one (250 linear teachers on
-    ScatterNet features, 2 cores: 42 s vmapped vs 67 s one after another)."""
+    are slow there); vmapped elsewhere and on a CPU without one (measured: docs/teachers.md)."""
     import torch
 
     if torch.device(device).type != "cpu":
@@ -202,9 +159,7 @@ def vmap_support(model: str, *, input_shape, num_classes: int) -> str | None:
     return None
 
 
-def per_teacher_bytes(
-    model: str, *, input_shape, num_classes: int, batch_size: int, eval_batch: int = EVAL_BATCH
-) -> int:
+def per_teacher_bytes(model: str, *, input_shape, num_classes: int, batch_size: int) -> int:
     import torch
 
     net = init_teacher(model, 0, input_shape=input_shape, num_classes=num_classes).eval()
@@ -224,12 +179,12 @@ def per_teacher_bytes(
     # weights + grads + 2 moments + ~5 temporaries of the update; activations kept for backward,
     # their gradients and layout copies made by batched convolutions (x4); augmented inputs.
     train = 9 * param_bytes + batch_size * (4 * act[0] + 3 * in_bytes)
-    evaluate = eval_batch * 2 * act[0]
+    evaluate = EVAL_BATCH * 2 * act[0]
     return int(train + evaluate)
 
 
 class VectorizedChunk:
-    """All teachers of one chunk, trained together (see the module docstring)."""
+    """All teachers of one chunk, trained together (docs/teachers.md)."""
 
     def __init__(self, config, seeds, shards, x, y, *, input_shape, num_classes, device) -> None:
         import torch
@@ -350,7 +305,7 @@ class VectorizedChunk:
 
         On CUDA all teachers of the chunk predict at once (vmap); on CPU too when the model has no
         convolution (the chunk's weights in one matrix product: the inputs are read once, not once
-        per teacher; 3.2x faster for 35 linear teachers on ScatterNet features), else one teacher
+        per teacher; measured: docs/teachers.md), else one teacher
         at a time on large batches, faster there than a vmapped (grouped) convolution.
         """
         import torch

@@ -1,22 +1,6 @@
 """A wide residual network for small images: the stronger student (``model = "wrn16_4"``).
 
-Zagoruyko & Komodakis 2016, "Wide Residual Networks" (BMVC): pre-activation basic blocks
-(norm, ReLU, 3x3 conv, norm, ReLU, 3x3 conv, plus the shortcut), three stages whose widths are
-``widen x (16, 32, 64)`` channels, the second and third halving the resolution, then global
-average pooling and a linear layer. FixMatch (Sohn et al. 2020) uses WRN-28-2 on 32x32 images;
-the zoo's ``wrn16_4`` is WRN-16-4 (depth 16 = 6 n + 4 with n = 2 blocks per stage, as the paper
-counts layers), for 28x28 Fashion-MNIST images:
-
-    28x28 -> stem 3x3 conv (16) -> stage 1: 2 blocks, 64 ch, 28x28
-          -> stage 2: 2 blocks, 128 ch, 14x14 -> stage 3: 2 blocks, 256 ch, 7x7
-          -> GroupNorm, ReLU, global average pool -> linear
-
-~2.75 M weights and ~0.35 G multiply-adds per 28x28 image: a GPU student (the FixMatch
-student's step is ~1000 images), about 30x the cnn28's cost on a CPU.
-
-GroupNorm (8 groups) instead of BatchNorm, as everywhere in the zoo: no running statistics, so
-a model's output does not depend on what else is in the batch and ``torch.func.vmap`` can batch
-it. Symbols: ``wide_resnet(channels, num_classes, *, depth, widen)`` builds one.
+More: docs/teachers.md, "pate.teachers.wide_resnet".
 """
 
 from __future__ import annotations

@@ -12,9 +12,6 @@ Symbols
 queries   (n, d) embeddings of the public queries
 private   (N, d) embeddings of the private records; labels (N,) their classes in [0, m)
 k         neighbours per query; gamma ``sampling_rate``; m ``num_classes``
-``knn_votes(queries, private, labels, *, k, sampling_rate, num_classes, rng, batch_size=None)``
-    (n, m) int64: row i counts the labels of the k nearest records of S_i (all of S_i when
-    |S_i| < k), so row sums are min(k, |S_i|).
 
 Exactness
 ---------

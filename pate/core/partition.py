@@ -1,30 +1,5 @@
 """Split the sensitive records into disjoint teacher shards.
 
-Symbols
--------
-``Partition``
-    Frozen record of a split: ``assignment`` (N,) int64 (teacher of each record),
-    ``num_teachers``, ``mode`` ("random" | "unit"), ``seed``, ``ids_digest``
-    (sha256 of the ids used) and, in unit mode, ``unit_ids``. ``.shards`` lists the sorted
-    record indices of each teacher; ``.save(path)`` / ``Partition.load(path, ids=...)``.
-``partition_random(record_keys, *, num_teachers, key=None, rng=None)``
-    Each record's teacher is a keyed hash of the record's content key
-    (``pate.ledger.record_keys(x, y)``) under ``key`` (a run's secret key,
-    :mod:`pate.core.keys`) or a random key drawn from ``rng``.
-``partition_by_unit(unit_ids, *, num_teachers, key=None, rng=None)``
-    Each privacy unit's (a patient's, a user's) teacher is a keyed hash of its id: all records
-    of one unit land in the same shard.
-``teacher_of(items, *, num_teachers, key)``
-    The keyed hash itself: the teacher of each item (bytes), from the item alone.
-``check_partition(partition, num_records)``
-    Proves disjointness, coverage and non-empty shards (and unit consistency); raises
-    ``PartitionError`` otherwise.
-``ids_digest(ids)``
-    The sha256 hex fingerprint of an id array **in its order**, independent of its integer
-    width / byte order: it ties a saved partition to the exact ids (and row order) it assigns.
-    It is not a dataset identity and never reaches the privacy ledger; the one dataset identity
-    (order-independent, from the records' content) is ``pate.ledger.dataset_identity``.
-
 Neighbouring relation: add or remove one record
 -----------------------------------------------
 PATE's guarantee (Papernot et al., ICLR 2017, 2018) rests on each sensitive item influencing at
@@ -37,21 +12,15 @@ record is decided by the record alone, ``blake2b(record key, key=K) mod num_teac
 user gave on purpose: then the split is reproducible by anyone who knows the seed). Adding a record puts it into one shard and moves no other
 record; removing one takes it out of its shard: exactly one teacher's training set changes, the
 number of teachers does not, and so one vote at most moves -- the histogram change every bound
-of :mod:`pate.analysis.rdp` assumes. (A split that deals a seeded permutation of the rows
-round-robin moves most records when one is added -- 865 of 1000 on digits -- so its bounds
-would hold only for replacing a record.) Identical records share a key, hence a shard; that is still one record added or removed.
+of :mod:`pate.analysis.rdp` assumes.
+Identical records share a key, hence a shard; that is still one record added or removed.
 
 With ``mode="unit"`` the hash is of the unit id: adding, removing or changing any records of one
 privacy unit changes one teacher, so the guarantee is per *unit* (user-level DP), which implies
 the record-level one. ``Partition.neighbouring_relation`` states which one holds.
 
-*Shard sizes.* A hash split is not exactly balanced: shard sizes are multinomial, about
-N/T +- sqrt(N/T) (60000 records over 250 teachers: 240 +- 15.5). The teachers already train
-on shards of unequal size (the vectorized trainer masks the short ones). A shard left empty is
-refused (``PartitionError``, "use fewer teachers"); for a fixed dataset its probability over the
-key is at most T (1 - 1/T)^N <= T exp(-N/T) -- below 1e-7 at 20 records per teacher and 50
-teachers, and the planner's minimum shard size keeps it negligible. There is no class-balanced
-("stratified") mode: dealing records class by class is not stable under adding a record.
+Shard sizes are about N/T +- sqrt(N/T); a shard left empty is refused (``PartitionError``):
+docs/aggregators.md. No class-balanced ("stratified") mode: it is not stable under adding a record.
 """
 
 from __future__ import annotations
@@ -151,22 +120,11 @@ def ids_digest(ids: Any) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Partition:
-    """A split of N sensitive records among ``num_teachers`` disjoint shards.
-
-    Attributes
-    ----------
-    assignment : (N,) int64, read-only
-        Teacher index (0..num_teachers-1) of every record.
-    num_teachers : int
-    mode : "random" | "stratified" | "unit"
-    seed : int or None
-        Seed of the run that built it (None: secure / unseeded).
-    ids_digest : str
-        sha256 hex of the ids the split was built for: the unit ids in unit mode, the record ids
-        (``arange(N)`` unless given) otherwise. ``Partition.load(path, ids=...)`` verifies it.
-    unit_ids : (N,) array or None
-        Unit id of every record (unit mode only).
-    """
+    """A split of N sensitive records among ``num_teachers`` disjoint shards: ``assignment``
+    (N,) int64 read-only, every record's teacher; ``mode`` (:data:`MODES`); ``seed`` of the run
+    that built it (None: secure / unseeded); ``ids_digest`` the sha256 hex of the ids it was
+    built for (the unit ids in unit mode, else the record ids, ``arange(N)`` unless given),
+    verified by ``Partition.load(path, ids=...)``; ``unit_ids`` (N,) (unit mode only)."""
 
     assignment: np.ndarray
     num_teachers: int
@@ -546,20 +504,11 @@ def partition_random(
 ) -> Partition:
     """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under
     ``key`` (a run's secret key, :func:`pate.core.keys.run_key`) or a 32-byte key drawn from
-    ``rng`` -- stable under adding or removing a record (module docstring).
-
-    Parameters
-    ----------
-    record_keys : (N,) S16
-        The records' content keys, ``pate.ledger.record_keys(x, y)``.
-    num_teachers : int, 1 <= num_teachers <= N
-    rng : numpy.random.Generator or SecureGenerator (e.g. ``make_streams(seed).partition``)
-    key : bytes (16 to 64), optional
-        The hash key itself, instead of ``rng`` (exactly one of the two).
-    seed : int, optional
-        Recorded in the partition (the seed the ``rng`` came from), for the audit trail.
-    record_ids : (N,) ids, optional
-        Ids of the records, for the digest (``arange(N)`` by default).
+    ``rng`` (exactly one of the two; ``key``: 16 to 64 bytes) -- stable under adding or removing
+    a record (module docstring). ``record_keys``: (N,) S16 content keys,
+    ``pate.ledger.record_keys(x, y)``; 1 <= ``num_teachers`` <= N; ``seed``: the seed ``rng``
+    came from, recorded for the audit trail; ``record_ids``: the ids of the digest
+    (``arange(N)`` by default).
     """
     keys = _check_record_keys(record_keys)
     num_records = len(keys)

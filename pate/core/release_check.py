@@ -1,47 +1,6 @@
 """Choosing and checking a class-means release's labelling rule from the release itself (free).
 
-A class-means release (:mod:`pate.core.mean_release`) is the noisy statistic Y = S + N(0, sigma^2
-I), S the per-class sums of the clipped embeddings u and the weighted counts. Several rules can
-label the public rows from one Y; which labels best is a property of the private records, but
-the release can say which rule it agrees with -- at no privacy cost -- because a good rule's
-public labelling reproduces the released class sums:
-
-    S_hat_j(r) = (N / n) (sum of u over the public rows that rule r labels j)
-
-estimates S_j's sums when r labels like the truth (PATE's assumption: public and private rows
-come from one distribution; N the released total count, n the public rows). The **mismatch** of
-r is ||Y - S_hat(r)||^2 over every class and coordinate of the sums.
-
-Why not the counts: the count column measures the labels' class proportions with little noise,
-so a reading's proportion error outweighs how well it reproduces the classes' shapes (nested
-shells at eps 1: the shrunk reading, 16 points more accurate, put 48 % of the rows in a class of
-33 % and lost on the counts alone), and every reading shares the released counts as its priors.
-
-Data fission (Rasines & Young 2022, Biometrika; Leiner et al. 2023, "Data fission", JASA):
-comparing a rule with the Y it was read from rewards a rule that copies Y's noise. So Y is split
-with public noise Z ~ N(0, sigma^2 I) drawn from the fixed seed ``CHECK_SEED``: Y1 = Y + Z and
-Y2 = Y - Z are independent Gaussians around S (covariance 2 sigma^2 I each: Cov(Y1, Y2) =
-sigma^2 I - sigma^2 I = 0). Each candidate is read from Y1 (noise sigma sqrt 2) and compared with
-Y2; ``CHECK_DRAWS`` splits are averaged. The chosen rule is then read from the whole Y.
-
-Why it is free: Y1, Y2, the candidates, their public labels and the mismatches are functions of
-the release Y, the public rows and public randomness Z only -- post-processing (Dwork & Roth
-2014, Proposition 2.1) -- so the choice and the check cost no privacy and nothing is charged.
-
-What the mismatch should be: with the true labels, E ||Y2 - S_hat||^2 is the release noise
-2 sigma^2 m d plus the sampling of the public estimate and of the private sums around their
-common expectation, at most (N^2 / n + N) mean public ||u||^2 (:func:`expected_mismatch`).
-The ratio of a rule's mismatch to that is near 1 (or below) for a rule that labels like the
-truth; above ``MISMATCH_WARNING`` the release's class statistics are not reproduced by the rule:
-many of its labels are likely wrong (classes that overlap, or not shaped as the rule assumes),
-a free and honest signal that :func:`checked_rule` logs as a warning. The ratio measures the class statistics, not the
-accuracy: a rule can confuse two classes whose statistics agree and still pass.
-
-Candidates (:data:`CANDIDATES`): for ``"qda"``, quadratic discriminant analysis with the class
-moments as released and with each class's deviation from the public moments shrunk by its noise
-level (:func:`pate.core.mean_release.quadratic_discriminant`, ``shrink``); ``"lda"`` is checked
-alone (the warning only). ``"logistic"`` is not checked (its fit to the release's moments would
-be repeated per split; it is the image path's rule).
+More: docs/own_data.md, "pate.core.release_check".
 """
 
 from __future__ import annotations
@@ -55,21 +14,14 @@ import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.validation import check_choice, check_embeddings
-from pate.core.mean_release import (
-    RULES,
-    LinearLabeller,
-    NoisyClassMeans,
-    QuadraticDiscriminant,
-    labelling_rule,
-    quadratic_discriminant,
-    release_from_statistic,
-    rule_features,
-)
+from pate.core.labelling_rules import RULES, LinearLabeller, labelling_rule, rule_features
+from pate.core.mean_release import NoisyClassMeans, release_from_statistic
+from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
+from pate.core.tuned_defaults import MISMATCH_WARNING
 
 __all__ = [
     "CHECK_DRAWS",
     "CHECK_SEED",
-    "MISMATCH_WARNING",
     "CANDIDATES",
     "RuleCheck",
     "fission",
@@ -85,12 +37,6 @@ logger = logging.getLogger(__name__)
 CHECK_DRAWS = 3
 #: The fixed public seed of the fission noise Z (public randomness: the check is deterministic).
 CHECK_SEED = 31_0031
-#: Above this ratio of mismatch to what noise and sampling explain, the rule does not reproduce
-#: the release's class statistics: a warning. A heuristic set on ``benchmarks/unseen_tables.py``
-#: and development runs on its tables at eps 2 (docs/own_data.md): readings whose labels were 79
-#: to 97 % right came out at 0.9 to 1.5, the moments as released on nested shells at 1.4 to 2.2,
-#: 57 % right labels (heavy-tailed classes that overlap: the non-private model gets 56 %) at 5.9.
-MISMATCH_WARNING = 3.0
 
 Labeller = NoisyClassMeans | LinearLabeller | QuadraticDiscriminant
 #: rule -> {candidate name: how it is read from a release and the public embeddings}
@@ -170,7 +116,7 @@ def fission(
 def mismatch(statistic: np.ndarray, u: np.ndarray, labels: IntArray, *, total: float) -> float:
     """||statistic's class sums - S_hat||^2: S_hat the class sums of the public rows ``u``
     (clipped, scaled) under ``labels``, scaled from the n public rows to ``total``. The count
-    column is left out (module docstring, "Why not the counts")."""
+    column is left out (docs/own_data.md: "Why not the counts")."""
     estimate = np.zeros((statistic.shape[0], u.shape[1]))
     np.add.at(estimate, labels, u)
     estimate *= total / len(u)
@@ -179,7 +125,7 @@ def mismatch(statistic: np.ndarray, u: np.ndarray, labels: IntArray, *, total: f
 
 def expected_mismatch(u: np.ndarray, *, num_classes: int, sigma: float, total: float) -> float:
     """The mismatch a rule that labels like the truth should show against one fission half
-    (module docstring): 2 sigma^2 m d + (N^2 / n + N) mean ||u||^2."""
+    (docs/own_data.md): 2 sigma^2 m d + (N^2 / n + N) mean ||u||^2."""
     n, d = u.shape
     spread = float(np.mean(np.einsum("ij,ij->i", u, u)))
     return float(2.0 * sigma**2 * num_classes * d + (total**2 / n + total) * spread)
@@ -190,9 +136,8 @@ def checked_rule(
 ) -> tuple[Labeller, RuleCheck | None]:
     """The labeller of ``rule`` for a class-means ``release`` and the public embeddings, and
     its check (None where the rule is not checked or the release has no statistic): among the
-    rule's :data:`CANDIDATES`, the one whose public labels reproduce the release best (module
-    docstring), read from the whole release. Post-processing only; a weak match is logged as a
-    warning (``RuleCheck.warning_text``)."""
+    rule's :data:`CANDIDATES`, the one whose public labels reproduce the release best (docs/own_data.md),
+    read from the whole release. Post-processing only; a weak match is logged as a warning (``RuleCheck.warning_text``)."""
     rule = check_choice(rule, "rule", RULES)
     pub = check_embeddings(public, "public").astype(np.float64)
     if rule not in CANDIDATES or release.statistic is None or release.count_weight is None:

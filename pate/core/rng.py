@@ -1,20 +1,5 @@
 """Explicit randomness for a PATE run: one seed, independent named streams.
 
-Symbols
--------
-``Streams``
-    The random streams of one run. ``partition``, ``noise``, ``student`` and ``release`` are
-    generators; ``teacher_seeds(num_teachers)`` gives one integer seed per teacher (for
-    ``torch.Generator.manual_seed`` or scikit-learn's ``random_state``).
-``SecureGenerator``
-    A generator-like object whose every draw comes from the operating system's entropy pool
-    (``os.urandom``); it offers ``random``, ``normal``, ``laplace``, ``standard_normal``,
-    ``exponential`` and ``integers``.
-``make_streams(seed=None, *, secure=False)``
-    Build the ``Streams`` of a run.
-``check_rng(rng, name="rng")``
-    Validate a random generator argument (a ``numpy.random.Generator`` or a ``SecureGenerator``).
-
 Stream independence
 -------------------
 One ``numpy.random.SeedSequence(seed)`` is the root. Each stage gets a child with a *fixed*
@@ -48,7 +33,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from pate.analysis.arrays import FloatArray, IntArray
-from pate.analysis.validation import check_int, describe
+from pate.analysis.validation import check_bool, check_int, describe
 
 __all__ = ["Streams", "SecureGenerator", "Rng", "make_streams", "check_rng", "STREAM_KEYS"]
 
@@ -219,18 +204,11 @@ def _check_scale(scale: Any) -> None:
 
 @dataclass(frozen=True)
 class Streams:
-    """The independent random streams of one PATE run (build with :func:`make_streams`).
-
-    Attributes
-    ----------
-    seed : int or None
-        The root seed (None in secure mode).
-    secure : bool
-        Whether ``noise`` and ``release`` draw from OS entropy.
-    partition, noise, student, release
-        Generators of the partitioner, the aggregator's noise, the student's training and
-        any later noisy release (``SecureGenerator`` for noise/release in secure mode).
-    """
+    """The independent random streams of one PATE run (build with :func:`make_streams`):
+    ``seed`` the root seed (None in secure mode), ``secure`` whether ``noise`` and ``release``
+    draw from OS entropy (``SecureGenerator``s), and the generators of the partitioner
+    (``partition``), the aggregator's noise (``noise``), the student's training (``student``)
+    and any later noisy release (``release``)."""
 
     seed: int | None
     secure: bool
@@ -288,8 +266,7 @@ def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
     >>> labels_rng = streams.noise           # numpy Generator, seeded from child (2,)
     >>> seeds = streams.teacher_seeds(3)     # three distinct ints for three teachers
     """
-    if not isinstance(secure, (bool, np.bool_)):
-        raise TypeError(f"secure must be True or False, got {describe(secure)}")
+    check_bool(secure, "secure")
     if secure:
         if seed is not None:
             raise ValueError(

@@ -1,59 +1,6 @@
 """How many CPU threads this process computes with, and how its idle threads wait.
 
-On a shared machine torch's default (one OpenMP thread per core the machine has, spinning while
-it waits for its siblings) is the wrong choice: a thread that spins for a descheduled sibling
-burns the very core that sibling needs. Measured on a 2-core VM with one core kept busy by a
-Python loop: ``make demo``'s teachers 3.2x and its student 3.5x slower, where sharing one of two
-cores should cost at most 2x (docs/threads.md, ``benchmarks/threads.py``). This module chooses
-the thread count from the CPUs the process may actually use and makes idle threads sleep.
-
-The choice (:func:`choose`), first that applies:
-
-1. an explicit setting: ``--threads N``, ``[run] threads = N``, ``pate.fit(threads=N)``
-   (source ``"flag"`` / ``"config"`` / ``"keyword"``);
-2. ``OMP_NUM_THREADS`` in the environment (source ``"env"``): the user's own choice, never
-   overridden silently;
-3. torch's thread count as the caller left it, where it is below the usable CPUs (a script
-   that called ``torch.set_num_threads(1)`` before ``pate.fit`` or a :class:`Pipeline`; source
-   ``"torch"``);
-4. the CPUs this process may use: its CPU affinity (``os.sched_getaffinity``; source
-   ``"affinity"``), lowered to the cgroup's CPU quota where one is set (cgroup v2 ``cpu.max``,
-   v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``, the smallest along the cgroup's path, rounded
-   up; source ``"cgroup"``);
-5. lowered by the threads of other processes that are running on those CPUs
-   (:func:`other_runnable`: ``/proc/loadavg``'s runnable threads, less this process's own,
-   averaged over 0.05 s when a stage starts; source ``"busy"``): ``cpus - others`` rounded, at
-   least 1. Only where the usable CPUs are the whole machine's (the count is machine-wide) and
-   only for the stages that compute with torch. A thread that shares a core with a neighbour
-   waits for it at every parallel operation: ``make demo`` beside one busy core took 215 s on
-   two threads and 139 s on one (beside two 2-thread torch loops 399 s and 401 s: no gain, no
-   loss), while on the idle machine two threads beat one, 92 s to 135 s (``docs/threads.md``).
-
-The waiting (:func:`prepare_environment`): ``OMP_WAIT_POLICY=PASSIVE``, ``GOMP_SPINCOUNT=0``
-(GNU OpenMP, which torch's Linux wheels use) and ``KMP_BLOCKTIME=0`` (Intel OpenMP) are put in
-the environment unless the user set them; a user's own ``OMP_WAIT_POLICY`` is left alone with
-nothing added beside it (``GOMP_SPINCOUNT`` overrides ``OMP_WAIT_POLICY`` in GNU OpenMP). OpenMP reads them once, when its library is loaded
-(``import torch``, or scikit-learn): the ``pate`` command sets them first thing, ``pate.fit`` /
-``pate.plan`` at their start; where an OpenMP library is already loaded it is too late, and a
-log line says so.
-
-Symbols
--------
-``ThreadChoice``  ``count``, ``source``, ``cpus`` (usable CPUs), ``detail``; ``as_dict()``
-``usable_cpus(*, affinity=None, cgroup_root=..., proc_cgroup=...) -> (int, source, detail)``
-``other_runnable(*, samples, interval_s, loadavg=..., own_tasks=...) -> float | None``
-    the mean number of runnable threads of other processes on this machine
-``choose(*, explicit=None, explicit_source="config", environ=None, torch_threads=None,
-    others=None, **usable)`` -> ``ThreadChoice`` (``others``: a callable giving
-    :func:`other_runnable`, asked only when the choice is automatic)
-``caller_torch_threads() -> int | None``  torch's count where the caller set it, not pate
-``cpu_budget() -> int``  the CPUs a computation may spread over in threads or processes
-``check_threads(value, name) -> int``  an explicit setting, validated (int >= 1)
-``prepare_environment(environ=None) -> str``  the wait policy: what was done
-``apply(choice, *, torch=True) -> dict``  torch's and BLAS/OpenMP pools set to ``choice.count``
-``configure(*, explicit=None, explicit_source="config", torch=True) -> dict``
-    ``prepare_environment`` + ``choose`` + ``apply``; the record a stage summary keeps
-    (``{"count", "source", "cpus", "detail", "others", "wait_policy", "load_average"}``)
+More: docs/threads.md, "pate.core.threads".
 """
 
 from __future__ import annotations
@@ -85,7 +32,7 @@ RUNNABLE_SAMPLES, RUNNABLE_INTERVAL_S = 10, 0.005
 
 @dataclasses.dataclass(frozen=True)
 class ThreadChoice:
-    """The thread count chosen and why (see the module docstring)."""
+    """The thread count chosen and why (docs/threads.md)."""
 
     count: int
     #: "flag", "config", "keyword", "env", "torch", "affinity", "cgroup" or "busy"
@@ -256,7 +203,7 @@ def other_runnable(
 
 
 def _lowered_by_others(cpus: int, source: str, detail: str, others: float | None) -> ThreadChoice:
-    """The usable CPUs less the other processes' runnable threads (module docstring, step 5)."""
+    """The usable CPUs less the other processes' runnable threads (docs/threads.md, step 5)."""
     machine = os.cpu_count() or cpus
     if others is None or cpus != machine or others < 0.5:
         return ThreadChoice(cpus, source, cpus, detail)
@@ -285,7 +232,7 @@ def choose(
     cgroup_root: pathlib.Path = _CGROUP_ROOT,
     proc_cgroup: pathlib.Path = _PROC_CGROUP,
 ) -> ThreadChoice:
-    """The thread count (module docstring): ``explicit`` (from ``explicit_source``), else
+    """The thread count (docs/threads.md): ``explicit`` (from ``explicit_source``), else
     ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
     count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
     else the usable CPUs, lowered by ``others()`` (:func:`other_runnable`) where given."""
@@ -427,17 +374,9 @@ def cpu_budget() -> int:
     """The CPUs a computation of this process may spread over, in threads or in processes
     (the student's data-parallel training, ``pate.student.parallel``): the count pate chose
     (:func:`configure`) while torch still holds it; torch's current thread count where the
-    caller chose it (or pate never did).
-
-    One exception: where the count was lowered because other processes' threads fill every
-    usable CPU (source ``"busy"`` with at least ``cpus`` others), the usable CPUs. There every
-    runnable thread gets a fair share of the CPUs, so each process of ours adds one share, and
-    processes that share a step wait for each other once or twice a step, not at every
-    operation. Where fewer others run, one thread takes the core they leave free, and a
-    second process would share a core with a neighbour and hold its partner back at every
-    step. Measured (``benchmarks/demo_neighbours.py``, 2-core VM, 28 Nov 2026): beside two
-    2-thread torch loops ``make demo``'s student took 234 s in two processes against 280 s on
-    one thread; beside one busy core 132 s against 93 s (docs/threads.md)."""
+    caller chose it (or pate never did). One exception: where the count was lowered because
+    other processes' threads fill every usable CPU (source ``"busy"`` with at least ``cpus``
+    others), the usable CPUs (why, measured: docs/threads.md)."""
     torch = sys.modules.get("torch")
     current = int(torch.get_num_threads()) if torch is not None else None
     if _last is not None and (current is None or current == _torch_set):

@@ -1,16 +1,5 @@
-"""Teacher votes: from predictions to the (queries, classes) vote matrix.
-
-Symbols
--------
-``votes_from_predictions(predictions, *, num_classes)``
-    (teachers, queries) int labels -> (queries, classes) int64 vote counts.
-``votes_from_probabilities(probabilities, *, num_classes)``
-    (teachers, queries, classes) probabilities -> vote counts (each teacher votes its argmax;
-    ties go to the lowest class index, as ``numpy.argmax``).
-``save_votes(run_dir, votes)`` / ``load_votes(path)``
-    The only place votes live: ``<run_dir>/votes.npy`` (written atomically).
-``describe_votes(votes)``
-    A safe one-line description (shape only): votes are sensitive and are never printed.
+"""Teacher votes: from predictions to the (queries, classes) vote matrix, saved only as
+``<run_dir>/votes.npy`` and never printed (sensitive).
 
 ``num_classes`` is always explicit, never inferred from the data, so a class no teacher predicts
 still has a column. Every row of a vote matrix sums to the number of teachers.
@@ -40,18 +29,9 @@ VOTES_FILENAME = "votes.npy"
 
 
 def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
-    """Count the teachers' predicted labels per query.
-
-    Parameters
-    ----------
-    predictions : (teachers, queries) integer array
-        ``predictions[t, q]`` is teacher t's label for query q, in [0, num_classes).
-    num_classes : int >= 2
-
-    Returns
-    -------
-    votes : (queries, num_classes) int64, every row summing to the number of teachers.
-    """
+    """(queries, num_classes) int64 counts of the teachers' labels, every row summing to the
+    number of teachers; ``predictions[t, q]`` is teacher t's label for query q, in
+    [0, num_classes), ``num_classes`` >= 2."""
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(predictions, (str, bytes)) or predictions is None:
         raise TypeError(
@@ -88,15 +68,11 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
 def votes_from_probabilities(
     probabilities: Any, *, num_classes: int, atol: float = 1e-3
 ) -> np.ndarray:
-    """Each teacher votes for its most probable class.
+    """Each teacher votes for its most probable class (ties: the lowest index, as ``argmax``).
 
-    Parameters
-    ----------
-    probabilities : (teachers, queries, num_classes) array of probabilities
-        Non-negative and summing to 1 (within ``atol``) over the last axis; logits are refused
-        (apply a softmax first, or pass ``logits.argmax(-1)`` to ``votes_from_predictions``).
-    num_classes : int >= 2
-        Must equal ``probabilities.shape[-1]``.
+    ``probabilities``: (teachers, queries, num_classes), non-negative and summing to 1 (within
+    ``atol``) over the last axis; logits are refused (apply a softmax first, or pass
+    ``logits.argmax(-1)`` to :func:`votes_from_predictions`). ``num_classes`` >= 2.
     """
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(probabilities, (str, bytes)) or probabilities is None:

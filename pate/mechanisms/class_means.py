@@ -147,8 +147,9 @@ class _ClassMeans(MechanismSpec):
         """The noisy class sums (``pate.core.mean_release.noisy_class_means``), then the scores of
         the labelling ``rule`` on the first ``queries`` public rows, chosen among its variants
         and checked against the release (``pate.core.release_check.checked_rule``: free)."""
-        from pate.core.mean_release import LOGISTIC_RIDGE, noisy_class_means
+        from pate.core.mean_release import noisy_class_means
         from pate.core.release_check import checked_rule
+        from pate.core.tuned_defaults import LOGISTIC_RIDGE
 
         release = noisy_class_means(
             public,

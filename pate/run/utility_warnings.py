@@ -45,7 +45,7 @@ def utility_warnings(u: dict, *, num_classes: int, answered: int) -> list[str]:
         )
     steps = u.get("student_steps")
     if steps is not None:
-        from pate.student.train import MIN_STUDENT_STEPS
+        from pate.student.settings import MIN_STUDENT_STEPS
 
         if steps < MIN_STUDENT_STEPS:
             out.append(

@@ -9,18 +9,17 @@ import torch
 from torch import nn
 
 from pate.student import parallel
-from pate.student.epochs import draw_shards
-from pate.student.train import Student
-from pate.student.trainer import (
+from pate.student.draws import (
     STEP_SHARDS,
     Batches,
-    Standardize,
-    Training,
     saved_shards,
     shard_seeds,
     shard_sizes,
     step_shards,
 )
+from pate.student.epochs import draw_shards
+from pate.student.train import Student
+from pate.student.trainer import Standardize, Training
 from pate.teachers.checkpoint import CheckpointError
 
 needs_fork = pytest.mark.skipif(

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from pate.core.mean_release import labelling_rule, noisy_class_means, recover_rule
+from pate.core.labelling_rules import labelling_rule, recover_rule
+from pate.core.mean_release import noisy_class_means
 from pate.student.rule_product import RuleHead, RuleProduct, product_log_proba
 from pate.student.train import Student
 from pate.teachers.features import PublicFrontEnd

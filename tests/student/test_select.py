@@ -139,7 +139,7 @@ def test_active_mode_validates_before_any_noise(digits, public_votes):
 
 
 def test_active_mode_stops_with_an_online_aggregator_budget(digits, public_votes):
-    from pate.core.aggregators import OnlineAggregator
+    from pate.core.online_aggregator import OnlineAggregator
 
     agg = OnlineAggregator(
         "interactive-gnmax",
@@ -164,7 +164,7 @@ def test_active_mode_stops_with_an_online_aggregator_budget(digits, public_votes
 
 
 def test_aggregator_must_use_the_student(digits, public_votes):
-    from pate.core.aggregators import OnlineAggregator
+    from pate.core.online_aggregator import OnlineAggregator
 
     agg = OnlineAggregator(
         "confident-gnmax",

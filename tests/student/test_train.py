@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from pate.student.train import CHECKPOINT_NAME, Student, resolve_device, train_student
+from pate.student.settings import resolve_device
+from pate.student.train import CHECKPOINT_NAME, Student, train_student
 
 FAST = dict(epochs=2, steps_per_epoch=10, progress=False, device="cpu", num_classes=10)
 
@@ -316,7 +317,7 @@ def test_refuses_teachers(digits, first_k_labels, no_training):
         train_student(digits.public.x, labels, teachers=[teacher])
     # The teachers' training result (their predictions on the public split) and raw
     # (teachers, queries) predictions are refused too.
-    from pate.teachers.ensemble import EnsembleResult
+    from pate.teachers.result import EnsembleResult
 
     preds = np.tile(digits.public.y, (5, 1))
     result = EnsembleResult(

@@ -9,22 +9,24 @@ import pytest
 import torch
 from torch import nn
 
-from pate.student.trainer import (
-    CHANNELS_LAST_MODELS,
+from pate.student.draws import (
     DRAW_BYTES,
-    KEPT_ROWS_MULTIPLE,
     MAX_STEPS_PER_DRAW,
     Batches,
+    draw_steps,
+    rows_independent,
+    steps_per_draw,
+)
+from pate.student.trainer import (
+    CHANNELS_LAST_MODELS,
+    KEPT_ROWS_MULTIPLE,
     Standardize,
     Training,
     _kept_rows,
     bf16_native,
     build_network,
-    draw_steps,
     input_stats,
-    rows_independent,
     step,
-    steps_per_draw,
 )
 from pate.teachers.checkpoint import CheckpointError
 

@@ -10,13 +10,8 @@ import numpy as np
 import pytest
 
 from pate.run import rundir as R
-from pate.student.train import (
-    MIN_STUDENT_STEPS,
-    Student,
-    auto_epochs,
-    short_training_warning,
-    train_student,
-)
+from pate.student.settings import MIN_STUDENT_STEPS, auto_epochs, short_training_warning
+from pate.student.train import Student, train_student
 
 
 def test_auto_epochs_reach_the_minimum_number_of_steps():

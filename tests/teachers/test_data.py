@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pate.analysis.errors import InputError
-from pate.teachers.data import ArraySplit, load_pate_data, read_idx
+from pate.teachers.builtin_datasets import read_idx
+from pate.teachers.data import ArraySplit, load_pate_data
 from pate.teachers.errors import DatasetNotFoundError
 
 
@@ -453,7 +454,7 @@ def test_non_finite_image_features_name_the_position():
     data = load_pate_data("digits")
     x = data.private.x.copy()
     x[12, 0, 3, 5] = np.nan
-    from pate.teachers.data import check_features
+    from pate.teachers.data_checks import check_features
 
     with pytest.raises(InputError, match=r"private: row 12, position \(0, 3, 5\) is nan"):
         check_features(x, "private")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pate.analysis.errors import InputError
-from pate.teachers import cached_data, own_data
+from pate.teachers import cached_data, image_folder
 from pate.teachers.data import load_pate_data
 from pate.teachers.feature_cache import FeatureCache
 
@@ -44,7 +44,7 @@ def _no_decoding(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("decoded again: the cache entry was not used")
 
-    monkeypatch.setattr(own_data, "_decode", refuse)
+    monkeypatch.setattr(image_folder, "_decode", refuse)
 
 
 def test_cached_images_equal_decoded_ones_and_are_decoded_once(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import pytest
 
 from pate.cli import main
 from pate.run import rundir as R
-from pate.teachers import sequential
+from pate.teachers import sklearn_teachers
 from pate.teachers.checkpoint import CheckpointError, load_plain_npz, load_torch
 from pate.teachers.ensemble import TeacherConfig, train_teachers
 
@@ -62,7 +62,7 @@ def _config():
 
 
 def _crash_on_second_chunk(monkeypatch):
-    original = sequential.fit_sklearn_teachers
+    original = sklearn_teachers.fit_sklearn_teachers
     calls = {"n": 0}
 
     def crashing(*args, **kwargs):
@@ -71,7 +71,7 @@ def _crash_on_second_chunk(monkeypatch):
             raise KeyboardInterrupt("simulated crash")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(sequential, "fit_sklearn_teachers", crashing)
+    monkeypatch.setattr(sklearn_teachers, "fit_sklearn_teachers", crashing)
     return original
 
 
@@ -111,7 +111,7 @@ def test_resume_ignores_planted_pickles_and_equals_a_clean_run(
     original = _crash_on_second_chunk(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out, progress=False)
-    monkeypatch.setattr(sequential, "fit_sklearn_teachers", original)
+    monkeypatch.setattr(sklearn_teachers, "fit_sklearn_teachers", original)
     assert (out / "chunk_0000.npz").exists() and not (out / "chunk_0001.npz").exists()
     marker = tmp_path / "payload_ran"
     for name in ("chunk_0000.pkl", "chunk_0001.pkl"):  # one finished chunk, one unfinished
@@ -265,7 +265,7 @@ def test_cli_resume_with_planted_pickle(tmp_path, monkeypatch, capsys, small_dig
     ]
     original = _crash_on_second_chunk(monkeypatch)
     assert main(args) == 130  # Ctrl-C in the second chunk: one line, exit 130
-    monkeypatch.setattr(sequential, "fit_sklearn_teachers", original)
+    monkeypatch.setattr(sklearn_teachers, "fit_sklearn_teachers", original)
     damaged = tmp_path / "damaged"
     shutil.copytree(run, damaged)
     marker = tmp_path / "payload_ran"

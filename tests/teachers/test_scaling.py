@@ -12,13 +12,8 @@ import numpy as np
 import pytest
 
 from pate.teachers.data import ArraySplit, PateData
-from pate.teachers.ensemble import (
-    AUTO_EPOCHS_RANGE,
-    MIN_TEACHER_STEPS,
-    TeacherConfig,
-    auto_epochs,
-    train_teachers,
-)
+from pate.teachers.ensemble import train_teachers
+from pate.teachers.recipe import AUTO_EPOCHS_RANGE, MIN_TEACHER_STEPS, TeacherConfig, auto_epochs
 from pate.teachers.scaling import (
     SCALE_RATIO_LIMIT,
     PublicScaler,

@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from pate.teachers import ensemble as E
+from pate.teachers import chunks, ensemble
 from pate.teachers import feature_cache as FC
 from pate.teachers import features as F
 from pate.teachers.data import ArraySplit, PateData
@@ -106,26 +106,26 @@ def test_teachers_on_streamed_rows_are_the_teachers_on_held_features(
     seeds = [11, 12, 13, 14, 15, 16]
     recipe = dict(model="linear", epochs=3, lr=1e-2, batch_size=4, device="cpu", trainer=trainer)
     # held: the features computed and held whole, the teachers trained on them as raw inputs
-    held = E.train_teachers(
+    held = ensemble.train_teachers(
         F.feature_data(data, "scatternet"),
         shards,
         seeds,
-        E.TeacherConfig(features="none", **recipe),
+        ensemble.TeacherConfig(features="none", **recipe),
         progress=False,
     )
     # streamed: read from the cache, two teachers' rows at a time (10 rows of 1296 bytes each)
-    monkeypatch.setattr(E, "PRIVATE_CHUNK_BYTES", 2 * 10 * 81 * 2 * 2 * 4)
+    monkeypatch.setattr(chunks, "PRIVATE_CHUNK_BYTES", 2 * 10 * 81 * 2 * 2 * 4)
     taken = []
     real_take = F.FeatureRows.take
     monkeypatch.setattr(
         F.FeatureRows, "take", lambda self, r: taken.append(len(r)) or real_take(self, r)
     )
     with FC.using(FC.FeatureCache(tmp_path / "cache")):
-        streamed = E.train_teachers(
+        streamed = ensemble.train_teachers(
             data,
             shards,
             seeds,
-            E.TeacherConfig(features="scatternet", **recipe),
+            ensemble.TeacherConfig(features="scatternet", **recipe),
             out_dir=tmp_path / "teachers",
             progress=False,
         )

@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch")
 
 from pate.core.errors import PartitionError  # noqa: E402
 from pate.teachers.data import ArraySplit  # noqa: E402
-from pate.teachers.ensemble import TeacherConfig, plurality_accuracy, train_teachers  # noqa: E402
+from pate.teachers.ensemble import TeacherConfig, train_teachers  # noqa: E402
 from pate.teachers.errors import ConfigError
+from pate.teachers.result import plurality_accuracy  # noqa: E402
 from pate.teachers.sequential import SequentialChunk  # noqa: E402
 from pate.teachers.vectorized import VectorizedChunk  # noqa: E402
 
@@ -123,7 +124,7 @@ def test_ensemble_learns_and_reports_accuracy(digits, tmp_path):
     assert metrics["teacher_accuracy"] == pytest.approx(list(acc), abs=1e-6)
     with np.load(tmp_path / "t" / "predictions.npz") as npz:
         np.testing.assert_array_equal(npz["public"], res.public_predictions)
-    from pate.teachers.ensemble import load_teacher_models
+    from pate.teachers.ensemble_dir import load_teacher_models
 
     models = load_teacher_models(tmp_path / "t")
     with torch.no_grad():
@@ -333,19 +334,22 @@ def test_input_errors_before_any_work(digits):
 def test_checkpoint_interval_skips_mid_chunk_checkpoints_and_keeps_the_teachers(
     digits, tmp_path, monkeypatch
 ):
-    from pate.teachers import ensemble
+    from pate.teachers import checkpoint, chunks
 
     shards = random_shards(len(digits.private), SIZES)
     config = TeacherConfig(
         model="cnn8", epochs=3, batch_size=16, lr=0.01, chunk_size=2, trainer="vectorized"
     )
     saved = []
-    original = ensemble.atomic_torch_save
-    monkeypatch.setattr(
-        ensemble,
-        "atomic_torch_save",
-        lambda path, obj: (saved.append(path.name), original(path, obj))[1],
-    )
+    original = checkpoint.atomic_torch_save
+
+    def counted(path, obj):
+        saved.append(path.name)
+        return original(path, obj)
+
+    # the chunk's progress checkpoints (pate.teachers.cluster.train_chunk) and its chunk file
+    monkeypatch.setattr(checkpoint, "atomic_torch_save", counted)
+    monkeypatch.setattr(chunks, "atomic_torch_save", counted)
     every = train_teachers(
         digits, shards, SEEDS, config, out_dir=tmp_path / "every", progress=False
     )
@@ -436,23 +440,26 @@ def test_tiny_sequential_steps_run_on_one_thread(digits, monkeypatch):
     process's thread count is restored afterwards; a cnn28 step is not tiny."""
     import torch
 
-    from pate.teachers import sequential as S
+    from pate.core.tuned_defaults import ONE_THREAD_MACS
+    from pate.teachers import sequential
     from pate.teachers.models import build_model
 
     tiny = build_model("cnn8", input_shape=(1, 8, 8), num_classes=10)
     big = build_model("cnn28", input_shape=(1, 28, 28), num_classes=10)
-    assert S.step_threads(tiny, input_shape=(1, 8, 8), batch_size=32, device="cpu") == 1
-    assert S.step_threads(big, input_shape=(1, 28, 28), batch_size=32, device="cpu") is None
-    assert S.forward_macs(big, torch.zeros((32, 1, 28, 28))) > S.ONE_THREAD_MACS
+    assert sequential.step_threads(tiny, input_shape=(1, 8, 8), batch_size=32, device="cpu") == 1
+    assert (
+        sequential.step_threads(big, input_shape=(1, 28, 28), batch_size=32, device="cpu") is None
+    )
+    assert sequential.forward_macs(big, torch.zeros((32, 1, 28, 28))) > ONE_THREAD_MACS
 
     seen = []
-    train_epoch = S.SequentialChunk._train_epoch
+    train_epoch = sequential.SequentialChunk._train_epoch
 
     def spy(self, epoch):
         seen.append(torch.get_num_threads())
         return train_epoch(self, epoch)
 
-    monkeypatch.setattr(S.SequentialChunk, "_train_epoch", spy)
+    monkeypatch.setattr(sequential.SequentialChunk, "_train_epoch", spy)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

@@ -50,7 +50,7 @@ Tables and keys (unknown tables and keys are errors, never ignored)::
                  Fourier features; default "scatternet" for images whose sides are multiples
                  of 4 and >= 8, "kernel" for a class-means table, else "none") and dims
                  (default 64; a kernel's from the noise and the sizes,
-                 pate.core.mean_release.kernel_dims): principal axes fitted on the public split
+                 pate.core.tuned_defaults.kernel_dims): principal axes fitted on the public split
                  only (:meth:`RunConfig.knn_settings`); or
                  features = "student" with student_run = an earlier run's directory: that run's
                  released student embeds (a next round; its privacy cost is composed into this

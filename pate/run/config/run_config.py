@@ -258,14 +258,14 @@ class RunConfig:
             and isinstance(sigma, float)
             and sigma > 0
         ):
-            from pate.core.mean_release import kernel_dims
+            from pate.core.tuned_defaults import kernel_dims
 
             records, classes, public = sizes
             out["dims"] = kernel_dims(
                 private_records=records, num_classes=classes, sigma=sigma, public_items=public
             )
         if out.get("features") == "quadratic" and input_shape is not None:
-            from pate.core.mean_release import quadratic_width
+            from pate.core.quadratic_rule import quadratic_width
 
             out["dims"] = quadratic_width(math.prod(int(s) for s in input_shape))  # no reduction
         return out

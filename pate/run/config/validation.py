@@ -425,7 +425,7 @@ def _check_knn(config: RunConfig, knn_run: bool) -> None:
 
 def _check_knn_rule(config: RunConfig, releases_once: bool) -> None:
     """[knn] rule: only for a mechanism that labels from one release, one of its rules."""
-    from pate.core.mean_release import RULES
+    from pate.core.labelling_rules import RULES
 
     rule = config.knn.rule
     if not releases_once:

@@ -1,6 +1,6 @@
 """The planner's choice of a table's front-end for a mechanism that releases once (``[knn] features``, ``rule``,
 ``dims``, and the automatic student's ``targets``): sizes and the calibrated noise only, so it
-is free (:func:`pate.core.mean_release.table_front_end`)."""
+is free (:func:`pate.core.tuned_defaults.table_front_end`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ def plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) 
     """A release of the records on a table, when the user named no front-end: the quadratic
     features and the "qda" rule when the sizes afford every class's covariance, else random
     Fourier features (``[knn] features = "kernel"``) with, when left open, their PCA dimensions
-    from the sizes and the calibrated noise (:func:`pate.core.mean_release.table_front_end`,
-    :func:`pate.core.mean_release.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
+    from the sizes and the calibrated noise (:func:`pate.core.tuned_defaults.table_front_end`,
+    :func:`pate.core.tuned_defaults.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
     noise only: free)."""
-    from pate.core.mean_release import table_front_end
+    from pate.core.tuned_defaults import table_front_end
 
     knn = config.get("knn") or {}
     sigma = noise.get("sigma")
@@ -41,7 +41,7 @@ def plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) 
 def _plan_quadratic(config: dict, knn: dict, filled: dict) -> None:
     """The quadratic features, the "qda" rule when left open and, with it, the automatic
     student's soft targets."""
-    from pate.core.mean_release import QDA_MIN_COLUMNS, QDA_RECORDS_PER_FEATURE
+    from pate.core.tuned_defaults import QDA_MIN_COLUMNS, QDA_RECORDS_PER_FEATURE
 
     filled["features"] = {
         "value": "quadratic",
@@ -79,7 +79,7 @@ def _plan_quadratic(config: dict, knn: dict, filled: dict) -> None:
 
 def _plan_kernel(config: dict, knn: dict, facts: Facts, sigma: float, filled: dict) -> None:
     """The kernel features and, when left open, their PCA dimensions."""
-    from pate.core.mean_release import kernel_dims
+    from pate.core.tuned_defaults import kernel_dims
 
     if "features" not in knn:
         filled["features"] = {

@@ -83,7 +83,7 @@ def _rule_text(a: dict) -> str:
     any other mechanism)."""
     if not mechanisms.get(a["privacy"]["mechanism"]).kind.releases_once:
         return ""
-    from pate.core.mean_release import RULE_TEXT
+    from pate.core.labelling_rules import RULE_TEXT
 
     rule = RunConfig.parse(a["config"]).knn.labelling_rule
     return f'Labelling rule ([knn] rule = "{rule}", post-processing): {RULE_TEXT[rule]}. '

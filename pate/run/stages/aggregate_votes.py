@@ -4,7 +4,7 @@ noisy answers to the teachers' vote counts, asked in ledger rounds on the round 
 
 With a ledger, the queries are asked in rounds: each round reserves (in the ledger, against the
 budget of the dataset and of every dataset sharing records with it, concurrent runs included)
-the worst case of as many queries as fit, asks them (:class:`pate.core.aggregators.OnlineAggregator`,
+the worst case of as many queries as fit, asks them (:class:`pate.core.online_aggregator.OnlineAggregator`,
 which also stops on the config's budget), writes the answers to the pending file, and commits
 their realised cost (always within the reservation). The sanitized release's cost is reserved up
 front and committed when it is drawn, as one more round.
@@ -238,10 +238,10 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
 
 
 def _online_aggregator(spec, config: dict, params: dict, *, rng, prior):
-    """The noisy aggregator of a vote run (:class:`pate.core.aggregators.OnlineAggregator`),
+    """The noisy aggregator of a vote run (:class:`pate.core.online_aggregator.OnlineAggregator`),
     starting from the RDP ``prior`` (what others spent or reserved, the planned release
     included) and stopping by itself on the config's budget."""
-    from pate.core.aggregators import OnlineAggregator
+    from pate.core.online_aggregator import OnlineAggregator
 
     s = config
     agg, priv = s.aggregator, s.privacy

@@ -41,7 +41,7 @@ def check_device(config: dict, stages=rundir.STAGES, *, context: RunContext | No
     users = [stage for stage in stages if _computes_here(config, stage, context)]
     if not users:
         return
-    from pate.teachers.ensemble import resolve_device
+    from pate.teachers.devices import resolve_device
 
     device = config.run.device
     try:
@@ -101,8 +101,7 @@ def check_student_model(run: Run) -> None:
     network's skeleton built for the data's input shape and classes -- no training, no file --,
     so that a name that only looks right (``"sklearn:..."``: the student is a torch network or
     an estimator given from Python) is refused before the release is drawn and charged."""
-    from pate.student.train import auto_model_name
-    from pate.teachers.models import build_model
+    from pate.teachers.models import auto_model_name, build_model
 
     data = run.data
     setting = run.config.student_settings().get("model", "auto")

@@ -59,7 +59,7 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
             )
         return features, dims, KERNEL_FEATURES
     if features == "quadratic":
-        from pate.core.mean_release import QUADRATIC_MAX_WIDTH, quadratic_width
+        from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
 
         if len(data.input_shape) != 1:
             raise ConfigError(

@@ -101,11 +101,11 @@ def rule_head(run: Run, labels: np.ndarray):
     """The labelling rule of this run's release as a torch head (``[student]
     combine_with_rule``; :mod:`pate.student.rule_product`): its public front-end refitted on the
     public split (checked against ``knn_embeddings.npz``), the rule recovered exactly from the
-    published ``label_scores.npy`` (``pate.core.mean_release.recover_rule``), and the head checked to
+    published ``label_scores.npy`` (``pate.core.labelling_rules.recover_rule``), and the head checked to
     reproduce those scores. Reads public data and published files only: post-processing."""
     import torch
 
-    from pate.core.mean_release import recover_rule
+    from pate.core.labelling_rules import recover_rule
     from pate.student.rule_product import RuleHead
     from pate.teachers.features import PublicFrontEnd
 

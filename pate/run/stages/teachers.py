@@ -16,7 +16,8 @@ logger = logging.getLogger("pate")
 def teachers(run: Run) -> dict:
     from pate.core.partition import Partition
     from pate.teachers.cluster import ClusterConfig
-    from pate.teachers.ensemble import TeacherConfig, auto_epochs, train_teachers
+    from pate.teachers.ensemble import TeacherConfig, train_teachers
+    from pate.teachers.recipe import auto_epochs
 
     part = Partition.load(run.path(rundir.PARTITION))
     if part.num_records != len(run.data.private):

@@ -1,4 +1,5 @@
-"""pate.core.aggregators: labels, seeds, secure noise, realised cost, online budget, validation."""
+"""pate.core.aggregators and pate.core.online_aggregator: labels, seeds, secure noise, realised
+cost, online budget, validation."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import pytest
 from pate import analysis
 from pate.core.aggregators import (
     AggregationResult,
-    OnlineAggregator,
     confident_gnmax,
     gnmax,
     interactive_gnmax,
     lnmax,
 )
 from pate.core.errors import BudgetExceededError
+from pate.core.online_aggregator import OnlineAggregator
 from pate.core.rng import SecureGenerator, make_streams
 from pate.core.votes import votes_from_predictions
 

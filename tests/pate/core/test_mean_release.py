@@ -37,24 +37,26 @@ from pate.analysis.class_means import (
     class_means_event,
     class_means_rdp,
 )
-from pate.core.mean_release import (
-    CLIP_QUANTILE,
+from pate.core.labelling_rules import (
     LINEAR_RULES,
-    LOGISTIC_RIDGE,
     RULES,
-    WHITEN_FLOOR,
     LinearLabeller,
-    NoisyClassMeans,
-    PublicGeometry,
-    _clipped,
-    class_sums,
     labelling_rule,
-    noisy_class_means,
-    public_geometry,
     public_logistic,
     recover_rule,
 )
+from pate.core.mean_release import (
+    CLIP_QUANTILE,
+    WHITEN_FLOOR,
+    NoisyClassMeans,
+    PublicGeometry,
+    class_sums,
+    clipped_scaled,
+    noisy_class_means,
+    public_geometry,
+)
 from pate.core.rng import SecureGenerator
+from pate.core.tuned_defaults import LOGISTIC_RIDGE
 
 ORDERS = analysis.DEFAULT_ORDERS
 #: The mechanism's default count weight, and the sensitivity it gives (pate.analysis.class_means)
@@ -665,7 +667,7 @@ def test_logistic_rule_is_sklearns_logistic_regression_without_noise(ridge):
         rng=np.random.default_rng(0),
     )
     ours = public_logistic(release, public, ridge=ridge)
-    u = _clipped(public, release.geometry)
+    u = clipped_scaled(public, release.geometry)
     ref = LogisticRegression(C=1.0 / (ridge * n), tol=1e-12, max_iter=10_000).fit(u, labels)
     np.testing.assert_allclose(ours.weights, ref.coef_, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(_softmax_of(ours, u), ref.predict_proba(u), atol=1e-7)
@@ -684,7 +686,7 @@ def test_logistic_rule_matches_the_released_moments():
         rng=np.random.default_rng(1),
     )
     rule = public_logistic(release, public)
-    u = _clipped(public, release.geometry)
+    u = clipped_scaled(public, release.geometry)
     p = _softmax_of(rule, u)
     prior = np.exp(release.log_prior)
     moments = prior[:, None] * release.means / release.geometry.radius
@@ -986,21 +988,25 @@ def test_class_sums_a_block_at_a_time_are_the_sums_of_one_pass(monkeypatch):
     temporaries are a block's, not every record's."""
     import tracemalloc
 
-    from pate.core import mean_release as CM
+    from pate.core import mean_release
 
     rng = np.random.default_rng(8)
     public = rng.standard_normal((200, 16))
     private = (rng.standard_normal((5000, 16)) * 3).astype(np.float32)
     labels = rng.integers(0, 4, 5000)
-    geometry = CM.public_geometry(public)
+    geometry = mean_release.public_geometry(public)
     whole = np.zeros((4, 17))  # all the rows in one pass, as before the blocks
-    np.add.at(whole[:, :-1], labels, CM._clipped(private.astype(np.float64), geometry))
+    np.add.at(
+        whole[:, :-1], labels, mean_release.clipped_scaled(private.astype(np.float64), geometry)
+    )
     whole[:, -1] = 0.3 * np.bincount(labels, minlength=4)
-    monkeypatch.setattr(CM, "SUM_ROWS", 128)
+    monkeypatch.setattr(mean_release, "SUM_ROWS", 128)
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
-        blocks = CM.class_sums(private, labels, num_classes=4, geometry=geometry, count_weight=0.3)
+        blocks = mean_release.class_sums(
+            private, labels, num_classes=4, geometry=geometry, count_weight=0.3
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -1009,4 +1015,4 @@ def test_class_sums_a_block_at_a_time_are_the_sums_of_one_pass(monkeypatch):
     bad = private.copy()
     bad[4999, 3] = np.nan  # in the last block: refused before any block is summed
     with pytest.raises(ValueError, match="private must be finite"):
-        CM.class_sums(bad, labels, num_classes=4, geometry=geometry, count_weight=0.3)
+        mean_release.class_sums(bad, labels, num_classes=4, geometry=geometry, count_weight=0.3)

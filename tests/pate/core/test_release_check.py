@@ -9,23 +9,18 @@ import logging
 import numpy as np
 import pytest
 
-from pate.core.mean_release import (
-    LinearLabeller,
-    NoisyClassMeans,
-    QuadraticDiscriminant,
-    noisy_class_means,
-    quadratic_discriminant,
-    rule_features,
-)
+from pate.core.labelling_rules import LinearLabeller, rule_features
+from pate.core.mean_release import NoisyClassMeans, noisy_class_means
+from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
 from pate.core.release_check import (
     CHECK_DRAWS,
-    MISMATCH_WARNING,
     RuleCheck,
     checked_rule,
     expected_mismatch,
     fission,
     mismatch,
 )
+from pate.core.tuned_defaults import MISMATCH_WARNING
 from pate.teachers.features import PublicFrontEnd
 
 KAPPA = 0.3

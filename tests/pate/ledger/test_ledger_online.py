@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pate.analysis import eps_from_rdp
-from pate.core.aggregators import OnlineAggregator
+from pate.core.online_aggregator import OnlineAggregator
 from pate.ledger import Ledger, dataset_digest
 
 DELTA = 1e-5

@@ -14,7 +14,8 @@ import pytest
 
 from pate import analysis, mechanisms
 from pate.cli import main
-from pate.core.aggregators import OnlineAggregator, aggregate
+from pate.core.aggregators import aggregate
+from pate.core.online_aggregator import OnlineAggregator
 from pate.core.votes import votes_from_predictions
 
 ORDERS = analysis.DEFAULT_ORDERS

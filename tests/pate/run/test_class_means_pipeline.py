@@ -440,7 +440,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     import torch
     from scipy.special import log_softmax, softmax
 
-    from pate.core.mean_release import recover_rule
+    from pate.core.labelling_rules import recover_rule
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
     from pate.teachers.features import PublicPCA
@@ -654,10 +654,12 @@ def test_soft_targets_are_refused_where_no_scores_are_published(tmp_path, small_
 
 def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     """[knn] rule = "logistic": the same seeded release, the same one charge, and the labels are
-    exactly pate.core.mean_release.public_logistic of that release (recomputed here from the run's
+    exactly pate.core.labelling_rules.public_logistic of that release (recomputed here from the run's
     embeddings and its seeded noise stream); aggregate.json and the report name the rule."""
-    from pate.core.mean_release import LOGISTIC_RIDGE, noisy_class_means, public_logistic
+    from pate.core.labelling_rules import public_logistic
+    from pate.core.mean_release import noisy_class_means
     from pate.core.rng import make_streams
+    from pate.core.tuned_defaults import LOGISTIC_RIDGE
 
     seed = ("queries = 400", "queries = 400\nnoise_seed = 5")
     lda = class_means_config(small_digits, tmp_path, name="lda.toml", replace=(seed,))

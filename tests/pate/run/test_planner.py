@@ -494,7 +494,7 @@ def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_t
     """On a table, "auto" class-means labels through random Fourier features ([knn] features =
     "kernel"); the PCA keeps (records per class / sigma) ** 0.75 axes: more with more records
     or a larger eps, never beyond the public items. Images keep ScatterNet."""
-    from pate.core.mean_release import kernel_dims
+    from pate.core.tuned_defaults import kernel_dims
 
     config, got = plan({"mechanism": "auto", "target_eps": 2.0}, BREAST)
     sigma = got.noise["sigma"]

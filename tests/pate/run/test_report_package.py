@@ -125,7 +125,8 @@ def test_the_rule_check_a_run_recorded_is_read_back(tmp_path):
     malformed summaries give None."""
     import json
 
-    from pate.core.release_check import MISMATCH_WARNING, RuleCheck
+    from pate.core.release_check import RuleCheck
+    from pate.core.tuned_defaults import MISMATCH_WARNING
     from pate.run.report.model import read_rule_check
 
     assert read_rule_check(tmp_path) is None  # no summary

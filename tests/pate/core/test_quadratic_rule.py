@@ -1,5 +1,5 @@
 """The "qda" labelling rule of a class-means release over a table's quadratic features
-(``pate.core.mean_release.quadratic_discriminant``; front-end ``pate.teachers.features.QuadraticFeatures``):
+(``pate.core.quadratic_rule.quadratic_discriminant``; front-end ``pate.teachers.features.QuadraticFeatures``):
 its readback of each class's mean and covariance, cross-checked against scikit-learn's
 QuadraticDiscriminantAnalysis (an independent implementation), its noise floor, and the
 choice of front-end from the sizes."""
@@ -9,19 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.core.mean_release import (
-    LINEAR_RULES,
-    QDA_RECORDS_PER_FEATURE,
+from pate.core.labelling_rules import LINEAR_RULES, labelling_rule, recover_rule, rule_features
+from pate.core.mean_release import noisy_class_means
+from pate.core.quadratic_rule import (
     QUADRATIC_MAX_WIDTH,
     QuadraticDiscriminant,
-    labelling_rule,
-    noisy_class_means,
     quadratic_discriminant,
     quadratic_width,
-    recover_rule,
-    rule_features,
-    table_front_end,
 )
+from pate.core.tuned_defaults import QDA_RECORDS_PER_FEATURE, table_front_end
 from pate.teachers.features import PublicFrontEnd
 
 KAPPA = 0.3

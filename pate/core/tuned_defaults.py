@@ -1,0 +1,101 @@
+"""Defaults tuned on benchmarks (one place, so that they are not mistaken for derived values): each was chosen by looking at results of development runs, and
+docs/ lists the runs and the measurements beside their results files. A change here is a new
+choice to measure and record there.
+
+* ``LOGISTIC_RIDGE`` (the "logistic" rule's ridge): a development simulation on Fashion-MNIST
+  that looked at private data (docs/benchmarks.md, "Choices and what they looked at").
+* :func:`kernel_dims` (``KERNEL_DIMS_*``): an empirical power law fitted to the best dimensions
+  of runs on the ``benchmarks/own_data.py`` tables at eps 2 (docs/plan.md, ``[knn] dims``).
+* :func:`table_front_end` (``QDA_RECORDS_PER_FEATURE``, ``QDA_MIN_COLUMNS``): runs on the
+  ``benchmarks/own_data.py`` tables at eps 1 to 4 (docs/plan.md, ``[knn] features``).
+* ``MISMATCH_WARNING`` (:mod:`pate.core.release_check`): ``benchmarks/unseen_tables.py`` and runs
+  on its tables at eps 2 (docs/own_data.md, "The rule check").
+* ``ONE_THREAD_MACS`` (:func:`pate.teachers.sequential.step_threads`): steps timed on one and two
+  idle cores (docs/threads.md, "One exception inside the teachers stage").
+
+Every function here reads public sizes and the noise only (no record): its choice is free.
+"""
+
+from __future__ import annotations
+
+from pate.analysis.validation import check_int, check_positive
+from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
+
+__all__ = [
+    "LOGISTIC_RIDGE",
+    "MISMATCH_WARNING",
+    "KERNEL_DIMS_EXPONENT",
+    "KERNEL_DIMS_MIN",
+    "KERNEL_DIMS_MAX",
+    "kernel_dims",
+    "QDA_RECORDS_PER_FEATURE",
+    "QDA_MIN_COLUMNS",
+    "table_front_end",
+    "ONE_THREAD_MACS",
+]
+
+#: Ridge penalty of the public-marginal logistic rule, on W in u-coordinates (||u|| <= 1).
+LOGISTIC_RIDGE = 1e-3
+#: Above this ratio of a rule's mismatch to what noise and sampling explain, the rule does not
+#: reproduce the release's class statistics: a warning (:func:`pate.core.release_check.checked_rule`).
+MISMATCH_WARNING = 3.0
+#: A sequential teacher whose batch's forward pass is below this many multiply-adds trains on one
+#: thread on a CPU (:func:`pate.teachers.sequential.step_threads`).
+ONE_THREAD_MACS = 10_000_000
+#: A table's quadratic front-end is chosen (:func:`table_front_end`) when an average class has at
+#: least this many private records per quadratic feature.
+QDA_RECORDS_PER_FEATURE = 5
+#: ... and when the table has at least this many columns (below it the kernel rule is chosen).
+QDA_MIN_COLUMNS = 8
+#: The kernel front-end's PCA dimensions: (records per class / sigma) ** KERNEL_DIMS_EXPONENT,
+#: between KERNEL_DIMS_MIN and KERNEL_DIMS_MAX (:func:`kernel_dims`).
+KERNEL_DIMS_EXPONENT = 0.75
+KERNEL_DIMS_MIN = 8
+KERNEL_DIMS_MAX = 512
+
+
+def kernel_dims(*, private_records: int, num_classes: int, sigma: float, public_items: int) -> int:
+    """How many public principal axes of a table's kernel features (``[knn] features =
+    "kernel"``) a class-means release with noise ``sigma`` can afford: round((n / sigma) **
+    KERNEL_DIMS_EXPONENT) with n = private_records (DECLARED, never the exact count: the dims are
+    published) / num_classes, clamped to [KERNEL_DIMS_MIN, KERNEL_DIMS_MAX] and to the public
+    items. Reads public sizes and the noise only (no record), so the choice is free.
+
+    Why this shape: a class mean is a sum of n clipped rows (norm <= 1) divided by n, released
+    with noise sigma per coordinate, so the noise on it grows like sigma sqrt(d) / n in d
+    dimensions while the kernel rule gains resolution with d at a decreasing rate (the public
+    spectrum decays): more records per class or less noise afford more dimensions. The power
+    law and its exponent are empirical, not derived (tuned on benchmarks: docs/plan.md)."""
+    n = check_int(private_records, "private_records", minimum=1)
+    m = check_int(num_classes, "num_classes", minimum=1)
+    sigma = check_positive(sigma, "sigma")
+    public = check_int(public_items, "public_items", minimum=1)
+    dims = int(round(((n / m) / sigma) ** KERNEL_DIMS_EXPONENT))
+    return max(1, min(max(dims, KERNEL_DIMS_MIN), KERNEL_DIMS_MAX, public))
+
+
+def table_front_end(*, private_records: int, num_classes: int, columns: int) -> str:
+    """The front-end of a class-means release on a table when the user names none: "quadratic"
+    (with the "qda" rule) when the table has at least QDA_MIN_COLUMNS columns, an average class
+    has at least QDA_RECORDS_PER_FEATURE private records per quadratic feature and the features
+    stay within QUADRATIC_MAX_WIDTH, else "kernel". Reads public sizes only (free; the DECLARED
+    private_records, never the exact count: the choice is published).
+
+    Why: each class's covariance has F (F + 1) / 2 entries read from n noisy, clipped sums
+    (n = private_records / num_classes); with few records per entry the class covariances are
+    mostly noise and the kernel rule (which needs no covariance) is the better labeller --
+    Friedman (1989, "Regularized Discriminant Analysis", JASA 84) on QDA's need for many
+    records per covariance entry. With few columns the kernel rule, a kernel density estimate
+    of each class, resolves shapes no Gaussian has (its error grows with the dimension: Stone
+    1980's rate n^(-4 / (4 + d))); with many it dilutes and QDA's Gaussian classes label better.
+    Both constants are empirical (tuned on benchmarks: docs/plan.md)."""
+    n = check_int(private_records, "private_records", minimum=1)
+    m = check_int(num_classes, "num_classes", minimum=1)
+    width = quadratic_width(columns)
+    if (
+        QDA_MIN_COLUMNS <= columns
+        and width <= QUADRATIC_MAX_WIDTH
+        and n / m >= QDA_RECORDS_PER_FEATURE * width
+    ):
+        return "quadratic"
+    return "kernel"
