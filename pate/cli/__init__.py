@@ -46,11 +46,7 @@ COMMAND_MODULES = (
     "pate.cli.commands.init_config",
     "pate.cli.commands.plan",
     "pate.cli.commands.run",
-    "pate.cli.commands.partition",
-    "pate.cli.commands.train_teachers",
-    "pate.cli.commands.vote",
-    "pate.cli.commands.aggregate",
-    "pate.cli.commands.train_student",
+    "pate.cli.commands.stage_cli",  # partition, train-teachers, vote, aggregate, train-student
     "pate.cli.commands.analyze",
     "pate.cli.commands.report",
     "pate.cli.commands.export",

@@ -69,14 +69,13 @@ def run(args: argparse.Namespace) -> int:
         epsilon_summary,
         mark_threads_flag,
         table_overrides,
-        threads_override,
     )
     from pate.run import rundir
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
     ledger = False if args.no_ledger else args.ledger
-    overrides = threads_override(args, table_overrides(args, ("cluster",)))
+    overrides = table_overrides(args, ("cluster",))
     if args.config is None:
         if not (args.resume and args.run_dir):
             raise ValueError(
