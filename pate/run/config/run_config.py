@@ -66,13 +66,11 @@ class RunConfig:
             raise SettingError("config", None, raw, "the configuration must be a TOML table")
         unknown = sorted(set(raw) - set(TABLE_TYPES) - {PLANNED})
         if unknown:
-            raise SettingError(
-                unknown[0],
-                None,
-                raw[unknown[0]],
+            problem = (
                 f"unknown table(s) {', '.join(f'[{u}]' for u in unknown)}; "
-                f"valid tables: {', '.join(f'[{t}]' for t in TABLE_TYPES)}",
+                f"valid tables: {', '.join(f'[{t}]' for t in TABLE_TYPES)}"
             )
+            raise SettingError(unknown[0], None, raw[unknown[0]], problem)
         tables = {t: parsed_table(t, raw.get(t, {})) for t in TABLE_TYPES}
         planned = raw.get(PLANNED)
         if planned is not None and not isinstance(planned, dict):
