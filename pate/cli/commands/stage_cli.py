@@ -122,19 +122,9 @@ def mark_threads_flag(args, run) -> None:
         run.objects[THREADS_SOURCE] = "flag"
 
 
-def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
-    """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
-    parser.add_argument(
-        "--run-dir",
-        required=True,
-        help="the run directory (started by the first command with --config)",
-    )
-    parser.add_argument(
-        "--config",
-        help="TOML file or packaged config name (digits, fashion-mnist, "
-        "...) that starts the run (needed only when --run-dir "
-        "holds no run yet)",
-    )
+def add_start_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--seed``, ``--device`` and ``--ledger`` / ``--no-ledger``: how a new run starts
+    (``pate run``, ``pate plan``, the first stage command); :func:`ledger_flag` reads them."""
     parser.add_argument(
         "--seed",
         type=int,
@@ -151,9 +141,29 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
     ledger.add_argument(
         "--no-ledger",
         action="store_true",
-        help="start the run without a ledger: no budget is enforced (the report "
-        "says so in its first paragraph)",
+        help="no ledger: no budget is enforced (the report says so in its first paragraph)",
     )
+
+
+def ledger_flag(args) -> str | bool | None:
+    """The ``ledger=`` of :func:`pate.run.config.load`: False with ``--no-ledger``."""
+    return False if args.no_ledger else args.ledger
+
+
+def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
+    """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
+    parser.add_argument(
+        "--run-dir",
+        required=True,
+        help="the run directory (started by the first command with --config)",
+    )
+    parser.add_argument(
+        "--config",
+        help="TOML file or packaged config name (digits, fashion-mnist, "
+        "...) that starts the run (needed only when --run-dir "
+        "holds no run yet)",
+    )
+    add_start_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
     add_threads_argument(parser)
@@ -247,7 +257,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
 
     run_dir = pathlib.Path(args.run_dir)
     overrides = table_overrides(args, tables)
-    ledger = False if args.no_ledger else args.ledger
+    ledger = ledger_flag(args)
     progress = not args.no_progress
     if (run_dir / STATE).exists():
         run = Run.open(run_dir, progress=progress)
