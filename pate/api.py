@@ -178,34 +178,18 @@ def fit(
     """
     _prepare_threads(threads)
     config, data, _, models = _configured(locals())
-    return _run_pipeline(
-        config,
-        data,
-        models=models,
-        resume=resume,
-        progress=progress,
-        threads_given=threads is not None,
-    )
-
-
-def _run_pipeline(
-    config: RunConfig, data, *, models: dict, resume: bool, progress: bool, threads_given: bool
-) -> PateResult:
-    """Run every stage of ``config`` (on ``data`` when given in memory, with the caller's model
-    objects ``models`` that are not None) and return the result."""
     from pate.run.config import PYTHON_SOURCE
     from pate.run.pipeline import Pipeline
     from pate.run.stages import THREADS_SOURCE
 
     pipeline = Pipeline(config, resume=resume, progress=progress, wording="python", data=data)
     pipeline.ctx.objects["caller"] = PYTHON_SOURCE  # messages name keyword arguments
-    if threads_given:
+    if threads is not None:
         pipeline.ctx.objects[THREADS_SOURCE] = "keyword"
     if data is not None:
         pipeline.ctx.provide_data(data)
     pipeline.ctx.objects.update({k: v for k, v in models.items() if v is not None})
-    report = pipeline.run()
-    return _result(pipeline.ctx, report)
+    return _result(pipeline.ctx, pipeline.run())
 
 
 def plan(private, public=None, **keywords):

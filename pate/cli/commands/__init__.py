@@ -7,18 +7,12 @@ back as ``{name: value}``, ready for ``MechanismSpec.validate(..., prefix="--")`
 """
 
 
-def _specs(names):
-    from pate import mechanisms
-
-    if names is None:
-        return list(mechanisms.REGISTRY.values())
-    return [mechanisms.get(n) for n in names]
-
-
 def add_noise_arguments(parser, names=None) -> None:
     """The aggregators' noise parameters, shared by `pate analyze` and `pate aggregate`."""
+    from pate import mechanisms
+
     users: dict[str, list] = {}
-    for spec in _specs(names):
+    for spec in map(mechanisms.get, mechanisms.REGISTRY if names is None else names):
         for param in spec.params:
             users.setdefault(param.name, []).append((spec, param))
     for name, pairs in users.items():

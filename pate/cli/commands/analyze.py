@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from pate.cli.commands import add_noise_arguments, noise_parameters
 
@@ -90,18 +89,13 @@ def _parse_orders(text: str):
     return analysis.validation.check_orders(np.array(values), "--orders"), "custom"
 
 
-def _load_npy(path: str, what: str):
-    from pate.core.io import load_npy
-
-    return load_npy(path, what=what)
-
-
 def compute(args) -> dict:
     """The analysis behind the command, as a JSON-able dict."""
     import numpy as np
 
     from pate import analysis, mechanisms
     from pate.analysis import validation
+    from pate.core.io import load_npy
 
     spec = mechanisms.get(args.mechanism)
     orders, orders_name = _parse_orders(args.orders)
@@ -113,11 +107,13 @@ def compute(args) -> dict:
             f"--smooth-sensitivity needs a mechanism with a threshold check and a "
             f"smooth-sensitivity analysis (e.g. confident-gnmax), not {spec.name}"
         )
-    votes = validation.check_votes(_load_npy(args.votes, "--votes"), "--votes")
+    votes = validation.check_votes(load_npy(args.votes, what="--votes"), "--votes")
     n = votes.shape[0]
     answered = None
     if args.answered is not None:
-        answered = validation.check_mask(_load_npy(args.answered, "--answered"), n, "--answered")
+        answered = validation.check_mask(
+            load_npy(args.answered, what="--answered"), n, "--answered"
+        )
         if spec.always_answers:
             raise ValueError(
                 f"--answered does not apply to --mechanism {spec.name}: it answers every query"
@@ -174,8 +170,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     run = rundir.Run.open(args.run_dir, progress=False)
     info = stages.run_stage(run, "analysis")
     if args.json:
-        json.dump(info, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        print(json.dumps(info, indent=2, sort_keys=True))
         return 0
     from pate.cli.commands.stage_cli import epsilon_summary
     from pate.core.io import read_json
@@ -203,8 +198,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"pass --run-dir RUN_DIR, or a vote matrix with {', '.join(missing)}")
     result = compute(args)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json.dumps(result, indent=2))
         return 0
     kind = {
         "expected": "expected (Pr[answered]-weighted)",

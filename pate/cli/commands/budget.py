@@ -321,32 +321,6 @@ _ACTIONS = {
 
 
 def _print_summary(s: dict) -> None:
-    _print_budget_lines(s)
-    if s["orders"]:
-        o = s["orders"]
-        print(f"orders     {o['count']} shared Renyi orders in [{o['min']:g}, {o['max']:g}]")
-    if s["blocks"]:
-        print("blocks (Sage: the dataset's loss is the max over blocks)")
-        print(f"  {'block':<20} {'events':>7} {'spent':>10} {'+reserved':>10}")
-        for r in s["blocks"]:
-            print(
-                f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
-                f"{_fmt(r['spent_and_reserved']):>10}"
-            )
-    if s.get("linked"):
-        _print_linked(s)
-    _print_budget_changes(s)
-    if s["reservations"]:
-        print("reservations (drawn: noise was drawn inside it, counted as spent)")
-        for r in s["reservations"]:
-            print(
-                f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
-                f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]"
-            )
-
-
-def _print_budget_lines(s: dict) -> None:
-    """The summary's head: the dataset, its ledger, its budget, spent, reserved, remaining."""
     b = s["budget"]
     label = f"{s['name']}  ({s['dataset']})" if s["name"] else s["dataset"]
     print(f"dataset    {label}")
@@ -383,42 +357,45 @@ def _print_budget_lines(s: dict) -> None:
             f"{sum(r['status'] != 'drawn' for r in s['reservations'])} live reservation(s))"
         )
         print(f"remaining  eps={_fmt(s['remaining'])}")
-
-
-def _print_linked(s: dict) -> None:
-    """The datasets sharing records with this one, their budgets, and the effective remaining."""
-    print(
-        f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
-        f"({s['linked_events']} event(s)); each also keeps its own budget:"
-    )
-    for r in s["linked"]:
-        b = r["budget"]
-        budget = (
-            "no budget"
-            if b is None
-            else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
-        )
-        shared = (
-            "linked by hand"
-            if r["shared_records"] is None
-            else f"{r['shared_records']} shared record(s)"
-        )
+    if s["orders"]:
+        o = s["orders"]
+        print(f"orders     {o['count']} shared Renyi orders in [{o['min']:g}, {o['max']:g}]")
+    if s["blocks"]:
+        print("blocks (Sage: the dataset's loss is the max over blocks)")
+        print(f"  {'block':<20} {'events':>7} {'spent':>10} {'+reserved':>10}")
+        for r in s["blocks"]:
+            print(
+                f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
+                f"{_fmt(r['spent_and_reserved']):>10}"
+            )
+    if s.get("linked"):
         print(
-            f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
-            f"{budget}, remaining eps={_fmt(r['remaining'])}"
+            f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
+            f"({s['linked_events']} event(s)); each also keeps its own budget:"
         )
-    print(
-        f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
-        f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
-    )
-
-
-def _print_budget_changes(s: dict) -> None:
-    """Every change of the budget after the first one (the audit log)."""
+        for r in s["linked"]:
+            b = r["budget"]
+            budget = (
+                "no budget"
+                if b is None
+                else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
+            )
+            shared = (
+                "linked by hand"
+                if r["shared_records"] is None
+                else f"{r['shared_records']} shared record(s)"
+            )
+            print(
+                f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
+                f"{budget}, remaining eps={_fmt(r['remaining'])}"
+            )
+        print(
+            f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
+            f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
+        )
     changes = [c for c in s.get("budget_changes", []) if c["change"] != "initial"]
-    if not changes:
-        return
-    print("budget changes")
+    if changes:
+        print("budget changes")
     for c in changes:
         prev = c["previous"]
         conv = (
@@ -431,6 +408,13 @@ def _print_budget_changes(s: dict) -> None:
             f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
             f"{'; ' + c['reason'] if c['reason'] else ''}"
         )
+    if s["reservations"]:
+        print("reservations (drawn: noise was drawn inside it, counted as spent)")
+        for r in s["reservations"]:
+            print(
+                f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
+                f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]"
+            )
 
 
 def _print_history(rows: list[dict]) -> None:

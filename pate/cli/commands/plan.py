@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 
 def add_parser(subparsers) -> None:
@@ -63,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
         remaining_eps=planner.ledger_remaining(config.privacy.ledger_path(), data),
     )
     if args.json:
-        json.dump(plan.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json.dumps(plan.to_dict(), indent=2))
     else:
         print("\n".join(plan.lines()))
         if plan.usable:

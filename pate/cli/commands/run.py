@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 
 
 def add_parser(subparsers) -> None:
@@ -99,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
     mark_threads_flag(args, pipeline.ctx)
     result = pipeline.run(until=args.until)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json.dumps(result, indent=2))
     elif args.until in (None, "report"):
         p, q = result["privacy"], result["queries"]
         print(f"run directory      {pipeline.run_dir}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 #: The stage whose outputs each config table determines (a table may change only before it ran).
 TABLE_STAGE = {
@@ -333,8 +332,7 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
     if info.get("skipped"):  # the stage does not apply to this run (e.g. no teachers: Private-kNN)
         describe = lambda run, info: f"skipped, it does not apply to this run: {info['reason']}"  # noqa: E731
     if args.json:
-        json.dump(info, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        print(json.dumps(info, indent=2, sort_keys=True))
     else:
         text = (
             describe(run, info)
