@@ -78,6 +78,10 @@ def _image_size(text: str):
     return sizes[0] if len(sizes) == 1 else sizes
 
 
+def _class_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]
+
+
 def _number_or_auto(text: str):
     if text == "auto":
         return text
@@ -190,42 +194,23 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
             group.add_argument(
                 "--no-" + flag[2:], dest=dest, action="store_false", help=f"{helptext} = false"
             )
-        elif dict in wants:
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar=key.upper(),
-                type=_json_table,
-                help=f"{helptext} (JSON object)",
-            )
-        elif (table, key) == ("data", "image_size"):
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar=key.upper(),
-                type=_image_size,
-                help=f"{helptext} (N or HxW: imagefolder images are resized to it)",
-            )
+            continue
+        metavar, suffix = key.upper(), ""
+        if (table, key) == ("data", "image_size"):
+            parse, suffix = _image_size, " (N or HxW: imagefolder images are resized to it)"
         elif (table, key) == ("data", "classes"):
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar="NAME,NAME,...",
-                type=lambda text: [name.strip() for name in text.split(",")],
-                help=f"{helptext} (the declared class names, comma-separated)",
-            )
+            parse, metavar = _class_names, "NAME,NAME,..."
+            suffix = " (the declared class names, comma-separated)"
+        elif dict in wants:
+            parse, suffix = _json_table, " (JSON object)"
         elif list in wants:
-            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_orders, help=helptext)
+            parse = _orders
         elif float in wants and str in wants:
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar=key.upper(),
-                type=_number_or_auto,
-                help=f"{helptext} (a number, or auto: calibrated for --target-eps and --queries)",
-            )
+            parse = _number_or_auto
+            suffix = " (a number, or auto: calibrated for --target-eps and --queries)"
         else:
-            group.add_argument(flag, dest=dest, metavar=key.upper(), type=wants[0], help=helptext)
+            parse = wants[0]
+        group.add_argument(flag, dest=dest, metavar=metavar, type=parse, help=helptext + suffix)
 
 
 def table_overrides(args, tables) -> dict[str, dict]:
