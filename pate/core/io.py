@@ -93,8 +93,7 @@ def atomic_write_bytes(path: PathArg, data: bytes) -> pathlib.Path:
 def atomic_writer(path: PathArg) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new content into, a piece at a time (a large output
     that is never held whole); on leaving the block it is fsynced and renamed over ``path``,
-    and on an error removed (the module docstring's writers, of which this is the common
-    part)."""
+    and on an error removed (the common part of every atomic writer here)."""
     path = pathlib.Path(path)
     with naming_write_errors(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

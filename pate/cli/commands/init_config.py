@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import re
-import tempfile
 
 
 def add_parser(subparsers) -> None:
@@ -94,7 +92,7 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
             f"--output {target}: the folder {target.parent} does not exist; create "
             "it first, or choose another --output"
         )
-    from pate.core.io import naming_write_errors
+    from pate.core.io import atomic_write_bytes, naming_write_errors
 
     content = entry.read_bytes()
     if not force:
@@ -112,19 +110,8 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
                 target.unlink(missing_ok=True)
                 raise
         return target
-    # --force: write a temporary file next to the target, then replace it in one step
-    with naming_write_errors(target):
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or "."
-        )
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            pathlib.Path(tmp).unlink(missing_ok=True)
-            raise
+    atomic_write_bytes(target, content)  # --force: replaced in one step
+    target.chmod(0o644)
     return target
 
 
