@@ -170,9 +170,8 @@ def fit(
     is what this run may spend, refused before any training when the ledger has less left.
     ``num_teachers``, ``queries`` (how many public items are asked) and ``mechanism="auto"`` are
     chosen by the planner when left out (:func:`plan` shows its choice and refuses, before any
-    work, a run that cannot give a useful student: :mod:`pate.run.planner`). ``teacher_params`` /
-    ``student_params`` are ``[teachers]`` / ``[student]``
-    settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
+    work, a run that cannot give a useful student: :mod:`pate.run.planner`). ``teacher_params``
+    / ``student_params`` are ``[teachers]`` / ``[student]`` settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
     models). ``threads`` is the number of CPU threads to compute with (``[run] threads``; left
     out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.core.threads`).
     """

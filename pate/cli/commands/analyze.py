@@ -1,16 +1,11 @@
-"""`pate analyze`: the privacy analysis of a vote matrix (no torch import: starts fast).
-
-Works for every registered mechanism (:mod:`pate.mechanisms`) that needs no student
-predictions; its noise flags are generated from the registry. ``compute(args)`` returns the
-analysis as a JSON-able dict.
-"""
+"""`pate analyze`: the privacy analysis of a vote matrix for every registered mechanism that
+needs no student predictions (``compute(args)``: a JSON-able dict), or the analysis stage of a
+run directory. No torch import: starts fast."""
 
 from __future__ import annotations
 
 import argparse
 import json
-
-from pate.cli.commands import add_noise_arguments, noise_parameters
 
 
 def _mechanism_names() -> list[str]:
@@ -43,7 +38,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--votes", help="vote matrix (.npy, integer, queries x classes)")
     p.add_argument("--mechanism", choices=names)
-    add_noise_arguments(p, names)
+    _add_noise_arguments(p, names)
     p.add_argument("--delta", type=float)
     p.add_argument("--answered", help="boolean mask of answered queries (.npy), realised cost")
     p.add_argument(
@@ -68,6 +63,23 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=run)
+
+
+def _add_noise_arguments(parser, names) -> None:
+    """One ``--flag`` per noise parameter of the mechanisms ``names`` (from the registry),
+    storing a float (default None) under the parameter's name."""
+    from pate import mechanisms
+
+    users: dict[str, list] = {}
+    for spec in map(mechanisms.get, names):
+        for param in spec.params:
+            users.setdefault(param.name, []).append((spec, param))
+    for name, pairs in users.items():
+        spec, param = pairs[0]
+        titles = ", ".join(s.title for s, _ in pairs)
+        parser.add_argument(
+            param.flag, dest=name, type=float, default=None, help=f"{titles}: {param.help}"
+        )
 
 
 def _parse_orders(text: str):
@@ -100,7 +112,10 @@ def compute(args) -> dict:
     spec = mechanisms.get(args.mechanism)
     orders, orders_name = _parse_orders(args.orders)
     delta = validation.check_delta(args.delta, "--delta")
-    params = spec.validate(noise_parameters(args), prefix="--")
+    noise = {
+        name: getattr(args, name) for name in mechanisms.all_param_names() if hasattr(args, name)
+    }
+    params = spec.validate(noise, prefix="--")
     release = spec.release_params(params)
     if args.smooth_sensitivity and (release is None or release["threshold"] is None):
         raise ValueError(

@@ -369,30 +369,7 @@ def _print_summary(s: dict) -> None:
                 f"{_fmt(r['spent_and_reserved']):>10}"
             )
     if s.get("linked"):
-        print(
-            f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
-            f"({s['linked_events']} event(s)); each also keeps its own budget:"
-        )
-        for r in s["linked"]:
-            b = r["budget"]
-            budget = (
-                "no budget"
-                if b is None
-                else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
-            )
-            shared = (
-                "linked by hand"
-                if r["shared_records"] is None
-                else f"{r['shared_records']} shared record(s)"
-            )
-            print(
-                f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
-                f"{budget}, remaining eps={_fmt(r['remaining'])}"
-            )
-        print(
-            f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
-            f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
-        )
+        _print_linked(s)
     changes = [c for c in s.get("budget_changes", []) if c["change"] != "initial"]
     if changes:
         print("budget changes")
@@ -436,3 +413,31 @@ def _print_history(rows: list[dict]) -> None:
             f"{r['queries']:>8} {r['answered']:>8} {_fmt(r['eps']):>9} {_fmt(r['cumulative_eps']):>10}  "
             f"{where}"
         )
+
+
+def _print_linked(s: dict) -> None:
+    """The datasets sharing records with this one, their budgets, and the effective remaining."""
+    print(
+        f"linked     spend of {len(s['linked'])} dataset(s) sharing records counts here "
+        f"({s['linked_events']} event(s)); each also keeps its own budget:"
+    )
+    for r in s["linked"]:
+        b = r["budget"]
+        budget = (
+            "no budget"
+            if b is None
+            else f"eps={b['eps']:g} at delta={b['delta']:g} ({b['conversion']})"
+        )
+        shared = (
+            "linked by hand"
+            if r["shared_records"] is None
+            else f"{r['shared_records']} shared record(s)"
+        )
+        print(
+            f"  {r['dataset'][:12]} {r['name'] or '-'}: {shared}, "
+            f"{budget}, remaining eps={_fmt(r['remaining'])}"
+        )
+    print(
+        f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
+        f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
+    )
