@@ -58,10 +58,12 @@ def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) 
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run_dir / rel, target)
+            with open(target, "rb") as fh:
+                sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
             entries.append(
                 {
                     "path": rel,
-                    "sha256": _sha256(target),
+                    "sha256": sha256,
                     "bytes": target.stat().st_size,
                     "what": what,
                 }
@@ -81,14 +83,6 @@ def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) 
             path.chmod(0o755 if path.is_dir() else 0o644)
     logger.info("export: %d files and %s in %s", len(files), MANIFEST, out)
     return out
-
-
-def _sha256(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _check_out(run_dir: pathlib.Path, out: pathlib.Path, *, name: str) -> None:
