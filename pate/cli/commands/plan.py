@@ -42,18 +42,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate.cli.commands.stage_cli import ledger_flag, table_overrides
+    from pate.cli.commands.stage_cli import start_flags
     from pate.run import planner
     from pate.run.config import load, planning
 
-    config = load(
-        args.config,
-        seed=args.seed,
-        device=args.device,
-        run_dir=args.run_dir,
-        ledger=ledger_flag(args),
-        overrides=table_overrides(args, ("cluster",)),
-    )
+    config = load(args.config, run_dir=args.run_dir, **start_flags(args, ("cluster",)))
     data = config.load_data()
     _, plan = planning.plan(
         config,

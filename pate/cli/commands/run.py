@@ -54,16 +54,14 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pate.cli.commands.stage_cli import (
         epsilon_summary,
-        ledger_flag,
         mark_threads_flag,
-        table_overrides,
+        start_flags,
     )
     from pate.run import rundir
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
-    ledger = ledger_flag(args)
-    overrides = table_overrides(args, ("cluster",))
+    flags = start_flags(args, ("cluster",))
     if args.config is None:
         if not (args.resume and args.run_dir):
             raise ValueError(
@@ -77,23 +75,10 @@ def run(args: argparse.Namespace) -> int:
                 "start it with --config FILE"
             )
         config = build(
-            json.loads(saved.read_text()),
-            where=str(saved),
-            seed=args.seed,
-            device=args.device,
-            run_dir=args.run_dir,
-            ledger=ledger,
-            overrides=overrides,
+            json.loads(saved.read_text()), where=str(saved), run_dir=args.run_dir, **flags
         )
     else:
-        config = load(
-            args.config,
-            seed=args.seed,
-            device=args.device,
-            run_dir=args.run_dir,
-            ledger=ledger,
-            overrides=overrides,
-        )
+        config = load(args.config, run_dir=args.run_dir, **flags)
     pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress)
     mark_threads_flag(args, pipeline.ctx)
     result = pipeline.run(until=args.until)

@@ -127,7 +127,7 @@ def mark_threads_flag(args, run) -> None:
 
 def add_start_arguments(parser: argparse.ArgumentParser) -> None:
     """``--seed``, ``--device`` and ``--ledger`` / ``--no-ledger``: how a new run starts
-    (``pate run``, ``pate plan``, the first stage command); :func:`ledger_flag` reads them."""
+    (``pate run``, ``pate plan``, the first stage command); :func:`start_flags` reads them."""
     parser.add_argument(
         "--seed",
         type=int,
@@ -148,9 +148,16 @@ def add_start_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def ledger_flag(args) -> str | bool | None:
-    """The ``ledger=`` of :func:`pate.run.config.load`: False with ``--no-ledger``."""
-    return False if args.no_ledger else args.ledger
+def start_flags(args, tables) -> dict:
+    """The keywords of :func:`pate.run.config.load` that the flags set: ``seed``, ``device``,
+    ``ledger`` (False with ``--no-ledger``) and the ``overrides`` of ``tables``
+    (:func:`table_overrides`)."""
+    return {
+        "seed": args.seed,
+        "device": args.device,
+        "ledger": False if args.no_ledger else args.ledger,
+        "overrides": table_overrides(args, tables),
+    }
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
@@ -240,8 +247,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     from pate.teachers.errors import ConfigError
 
     run_dir = pathlib.Path(args.run_dir)
-    overrides = table_overrides(args, tables)
-    ledger = ledger_flag(args)
+    flags = start_flags(args, tables)
     progress = not args.no_progress
     if (run_dir / STATE).exists():
         run = Run.open(run_dir, progress=progress)
@@ -255,13 +261,8 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 f"--seed: the seed of {run_dir} was fixed when the run started; "
                 "use a new --run-dir for another seed"
             )
-        config = build(
-            run.config.to_dict(),
-            where=str(run_dir / "config.json"),
-            overrides=overrides,
-            device=args.device,
-            ledger=None if ledger is None else ledger,
-        )
+        flags.pop("seed")  # None: refused above
+        config = build(run.config.to_dict(), where=str(run_dir / "config.json"), **flags)
         if config.privacy.ledger_path() != run.ledger_path:
             raise ConfigError(
                 f"{run_dir} charges the ledger {run.ledger_path or '(none: off)'} "
@@ -290,14 +291,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 f"--run-dir {run_dir} holds no run yet: pass --config FILE to start "
                 "one (e.g. --config configs/digits.toml)"
             )
-        config = load(
-            args.config,
-            seed=args.seed,
-            device=args.device,
-            run_dir=str(run_dir),
-            ledger=ledger,
-            overrides=overrides,
-        )
+        config = load(args.config, run_dir=str(run_dir), **flags)
         if config.needs_plan:  # settings left to the planner: filled in from the data's sizes
             config, _ = planning.plan(config, config.load_data(run_dir=run_dir))
         run = Run.create(config, progress=progress, run_dir=run_dir)  # writes nothing yet
