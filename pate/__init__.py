@@ -1,15 +1,7 @@
-"""pate-learn: Private Aggregation of Teacher Ensembles.
-
-``pate.fit(...)`` runs the whole pipeline from Python (:mod:`pate.api`): sensitive data in,
-student, released labels and privacy figures out; ``pate.plan(...)`` (same arguments) says what it
-would do, and refuses a run that cannot give a useful student, before any work
-(:mod:`pate.run.planner`); ``pate.export(run_dir, out)`` writes the publishable bundle of a finished
-run (:mod:`pate.run.export`).
-
-Importing ``pate`` never imports torch: the CLI's analysis commands start fast and an
-auditor can use the privacy arithmetic (``pate.analysis``) without it. ``pate.fit`` and
-``pate.PateResult`` are loaded on first use.
-"""
+"""pate-learn: Private Aggregation of Teacher Ensembles. ``pate.fit``, ``pate.plan`` and
+``pate.export`` (:mod:`pate.api`, docs/api.md) are loaded on first use: importing ``pate`` never
+imports torch, so the command line starts fast and an auditor can use the privacy arithmetic
+(``pate.analysis``) without it."""
 
 from pate.analysis.errors import PateError
 from pate.core.errors import BudgetExceededError, LedgerError, PartitionError

@@ -1,69 +1,13 @@
-"""The Python API: sensitive data -> teachers -> noisy labels -> student -> epsilon, in one call.
-
-``pate.fit`` runs the very stages of ``pate run`` (:mod:`pate.run.stages`) on data given in memory
-(numpy arrays, torch ``Dataset``/``DataLoader``) or by name (``"digits"``, ``"npz:PATH"``,
-``"csv:PATH"``, ``"imagefolder:PATH"``, ``"fashion-mnist"``), with teacher and student models
-given as Python objects: a factory returning a ``torch.nn.Module`` (e.g. ``lambda:
-nn.Sequential(...)``, or one taking ``input_shape=`` / ``num_classes=``), a scikit-learn
-estimator (a ``Pipeline`` too) or a zoo name. It charges the same ledger, writes the same run
-directory and report, and returns the trained student, the released labels and the privacy
-figures::
-
-    import pate
-    result = pate.fit((x_private, y_private), x_public, evaluation=(x_eval, y_eval),
-                      records=5000, teacher=make_net, num_teachers=50, target_eps=2.0,
-                      delta=1e-5)
-    result.student.predict(x_new), result.epsilon, result.report_path
-
-Noise: give the mechanism's parameters (``threshold=, sigma1=, sigma2=`` for Confident GNMax,
-``sigma=`` for GNMax, ``scale=`` for LNMax; ``mechanism="private-knn"`` takes ``k=,
-sampling_rate=, threshold=, sigma1=, sigma2=`` and ``knn={"features": ..., "dims": ...}``, and
-``mechanism="class-means"`` takes ``sigma=`` and optionally ``count_weight=`` (default 0.3; one
-release labels every query) and ``knn=`` too,
-with ``"rule": "lda"`` or ``"logistic"`` (how the release labels: :mod:`pate.core.mean_release`);
-both train no teachers: ``teacher`` and ``num_teachers`` are not used), or ``target_eps`` to calibrate them
-(:meth:`pate.run.config.RunConfig.calibration`: the smallest noise whose data-independent cost of ``queries``
-queries, all answered, is at most ``target_eps``; like Opacus' ``make_private_with_epsilon``).
-The noise comes from OS entropy unless ``noise_seed`` is given (the run is then NOT private).
-
-Declared facts (public, never read from the private records; docs/publishing.md): ``classes``
-declares the label set (class names; label ``i`` is ``classes[i]``; else the public labels or a
-built-in dataset's names), and a private or evaluation label outside it is refused before
-anything is spent. ``records`` is the approximate number of private records (needed for your
-own data; a built-in dataset such as ``"digits"`` declares its own): the plan, the report and
-the student are sized from it, never from the exact count, which is internal; a declaration more
-than a factor 2 away from the true count is refused before any work. For a source that is one
-pool of records (``csv:``, an npz ``x, y``): ``split_column`` names the column / array marking
-each row private, public or evaluation (default ``"split"``), ``evaluation_public=True``
-declares the rows marked evaluation public (``[data]`` keys of the same names;
-:mod:`pate.teachers.data`). ``dataset`` names the private records in the report and the ledger
-(default for arrays: ``"in-memory data"``; never derived from the records; a name another set of
-records holds gets a number).
-
-Symbols
--------
-``fit(private, public=None, *, evaluation=None, teacher, num_teachers=None, ...) -> PateResult``
-``plan(...) -> pate.run.planner.Plan``  the same arguments: the plan, before anything is read, trained or spent
-``export(run_dir, out, *, labels=False) -> pathlib.Path``  the publishable bundle of a finished run
-``PateResult``
-    ``student`` (fitted: ``predict``, ``score``), ``labels`` ((public,) int64, -1 = not
-    answered), ``answered_mask``, ``epsilon`` (the guarantee), ``delta``, ``privacy`` (every
-    figure of ``analysis.json``: internal), ``report`` (``report.json``: the publishable
-    report), ``internal_report`` (``private/report_internal.json``: never publish it),
-    ``run_dir``, ``report_path``,
-    ``label_scores`` ((public, classes) class scores of the labelling rule, NaN where not
-    answered, for mechanisms that publish them -- class-means -- else None; a student trains to
-    their softmax with ``student_params={"targets": "soft"}``), ``utility`` (what the run is
-    worth: student, teachers' mean and plurality-vote accuracy, answered labels and their
-    agreement with the plurality vote, the majority-class rate -- internal, except what
-    ``report["utility"]`` repeats; ``print(result)`` marks them) and ``warnings``
-    (the report's: a student near chance or far below its labels or the plurality vote, too few
-    labels, a too-short student, unscaled inputs to a raw model; each says what to change).
-"""
+"""The Python API: sensitive data -> teachers -> noisy labels -> student -> epsilon, in one
+call. ``pate.fit`` runs the stages of ``pate run`` on data given in memory or by name, with model
+objects, charges the same ledger and writes the same run directory and report; ``pate.plan``
+shows the plan first, ``pate.export`` the publishable bundle. The noise keywords, the declared
+facts and :class:`PateResult`: docs/api.md."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -98,32 +42,20 @@ DEFAULT_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_s
 
 @dataclasses.dataclass(frozen=True)
 class PateResult:
-    """What :func:`fit` returns (see the module docstring)."""
+    """What :func:`fit` returns (its fields: docs/api.md)."""
 
     student: Any
     labels: np.ndarray
     answered_mask: np.ndarray
     epsilon: float
     delta: float
-    #: every privacy figure of ``analysis.json`` (INTERNAL: the smooth sensitivity, the
-    #: data-dependent epsilon; publish ``report["privacy"]`` instead)
-    privacy: dict
-    #: the publishable report (``report.json``): only what may be published
-    report: dict
+    privacy: dict  # every figure of analysis.json: INTERNAL
+    report: dict  # report.json: the publishable report
     run_dir: pathlib.Path
     label_scores: np.ndarray | None = None
-    #: what the run is worth (the internal report's ``utility``): ``student_accuracy``,
-    #: ``teacher_mean_accuracy``, ``plurality_vote_accuracy``, ``answered_labels``,
-    #: ``answered_plurality_agreement``, ``label_accuracy_answered``,
-    #: ``majority_class_rate``, ``chance_rate``, ``student_steps``; INTERNAL except what
-    #: ``report["utility"]`` repeats
-    utility: dict = dataclasses.field(default_factory=dict)
-    #: the report's warnings (utility first: each says what to change), also logged; those that
-    #: fire on internal figures start with "INTERNAL (do not publish):"
-    warnings: list = dataclasses.field(default_factory=list)
-    #: the internal report (``private/report_internal.json``): everything, internal figures
-    #: included; never publish it
-    internal_report: dict = dataclasses.field(default_factory=dict)
+    utility: dict = dataclasses.field(default_factory=dict)  # INTERNAL, but report["utility"]
+    warnings: list = dataclasses.field(default_factory=list)  # the report's, also logged
+    internal_report: dict = dataclasses.field(default_factory=dict)  # never publish it
 
     @property
     def report_path(self) -> pathlib.Path:
@@ -223,14 +155,14 @@ def fit(
     threads: int | None = None,
 ) -> PateResult:
     """Train teachers on ``private``, label ``public`` privately, train the student; return it
-    with the labels and the privacy figures (see the module docstring).
+    with the labels and the privacy figures (docs/api.md).
 
     ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     public inputs (labels, if given, are used to report label accuracy and, with no
     ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
     ``classes``, ``records``, ``split_column``, ``evaluation_public`` and ``dataset`` are the
-    public facts the user declares (module docstring, "Declared facts"). ``budget_eps`` is the
+    public facts the user declares (docs/api.md, "Declared facts"). ``budget_eps`` is the
     dataset's lifetime
     budget in the ledger, registered the first time the records are charged (default then:
     ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
@@ -238,90 +170,29 @@ def fit(
     is what this run may spend, refused before any training when the ledger has less left.
     ``num_teachers``, ``queries`` (how many public items are asked) and ``mechanism="auto"`` are
     chosen by the planner when left out (:func:`plan` shows its choice and refuses, before any
-    work, a run that cannot give a useful student: :mod:`pate.run.planner`). ``teacher_params`` /
-    ``student_params`` are ``[teachers]`` / ``[student]``
-    settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
+    work, a run that cannot give a useful student: :mod:`pate.run.planner`). ``teacher_params``
+    / ``student_params`` are ``[teachers]`` / ``[student]`` settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
     models). ``threads`` is the number of CPU threads to compute with (``[run] threads``; left
     out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.core.threads`).
     """
     _prepare_threads(threads)
     config, data, _, models = _configured(locals())
-    return _run_pipeline(
-        config,
-        data,
-        models=models,
-        resume=resume,
-        progress=progress,
-        threads_given=threads is not None,
-    )
-
-
-def _run_pipeline(
-    config: RunConfig, data, *, models: dict, resume: bool, progress: bool, threads_given: bool
-) -> PateResult:
-    """Run every stage of ``config`` (on ``data`` when given in memory, with the caller's model
-    objects ``models`` that are not None) and return the result."""
     from pate.run.config import PYTHON_SOURCE
     from pate.run.pipeline import Pipeline
 
     pipeline = Pipeline(config, resume=resume, progress=progress, wording="python", data=data)
     pipeline.ctx.context.caller = PYTHON_SOURCE  # messages name keyword arguments
-    if threads_given:
+    if threads is not None:
         pipeline.ctx.context.threads_source = "keyword"
     if data is not None:
         pipeline.ctx.provide_data(data)
     for key, model in models.items():
         if model is not None:
             setattr(pipeline.ctx.context, key, model)
-    report = pipeline.run()
-    return _result(pipeline.ctx, report)
+    return _result(pipeline.ctx, pipeline.run())
 
 
-def plan(
-    private,
-    public=None,
-    *,
-    evaluation=None,
-    records: int | None = None,
-    classes: list[str] | None = None,
-    split_column: str | None = None,
-    evaluation_public: bool | None = None,
-    teacher: Any = "auto",
-    student: Any = "auto",
-    num_teachers: int | None = None,
-    mechanism: str = "auto",
-    threshold=None,
-    sigma1=None,
-    sigma2=None,
-    sigma=None,
-    scale=None,
-    k=None,
-    sampling_rate=None,
-    count_weight=None,
-    knn: dict | None = None,
-    target_eps: float | None = None,
-    delta: float = 1e-5,
-    queries: int | None = None,
-    budget_eps: float | None = None,
-    release: bool = False,
-    release_order=None,
-    release_beta=None,
-    release_sigma_ss=None,
-    conversion: str = "classic",
-    ledger: bool | str | pathlib.Path = True,
-    dataset: str | None = None,
-    run_dir: str | pathlib.Path | None = None,
-    name: str = "pate",
-    seed: int | None = None,
-    noise_seed: int | None = None,
-    device: str = "auto",
-    partition: str = "random",
-    teacher_params: dict | None = None,
-    student_params: dict | None = None,
-    progress: bool = False,
-    resume: bool = False,
-    threads: int | None = None,
-):
+def plan(private, public=None, **keywords):
     """The plan of :func:`fit` with the same arguments, made from the declared number of private
     records (``records=``) before any model is trained or any budget is spent
     (:mod:`pate.run.planner`): what the
@@ -331,21 +202,27 @@ def plan(
     :class:`pate.run.planner.PlanError` (naming the keyword argument and a fix) when the plan cannot
     give a useful student. Nothing is written; the ledger is only read (what it has left).
     ``threads`` is checked and kept in the plan's config; the plan itself sets no thread count."""
-    _prepare_threads(threads)
     import tempfile
 
     from pate.run import planner
     from pate.run.config import planning
 
+    arguments = inspect.signature(fit).bind(private, public, **keywords)
+    arguments.apply_defaults()
+    given = dict(arguments.arguments, resume=False)
+    _prepare_threads(given["threads"])
     unused = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
-    if run_dir is None:
-        run_dir = unused
-    resume = False
-    config, data, identity, _ = _configured(locals())
+    if given["run_dir"] is None:
+        given["run_dir"] = unused
+    config, data, identity, _ = _configured(given)
     if data is None:  # the cache of the run dir given (none for the unnamed default)
-        data = config.load_data(cache=run_dir != unused)
+        data = config.load_data(cache=given["run_dir"] != unused)
     remaining = planner.ledger_remaining(config.privacy.ledger_path(), data, identity)
     return planning.plan(config, data, wording="python", remaining_eps=remaining)[1]
+
+
+#: ``help(pate.plan)`` shows fit's keywords: plan takes the same (bound against fit's signature)
+plan.__signature__ = inspect.signature(fit).replace(return_annotation="Plan")  # type: ignore[attr-defined]
 
 
 def _prepare_threads(threads) -> None:

@@ -33,6 +33,7 @@ unchanged):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dis
 import errno
 import importlib
@@ -46,11 +47,7 @@ COMMAND_MODULES = (
     "pate.cli.commands.init_config",
     "pate.cli.commands.plan",
     "pate.cli.commands.run",
-    "pate.cli.commands.partition",
-    "pate.cli.commands.train_teachers",
-    "pate.cli.commands.vote",
-    "pate.cli.commands.aggregate",
-    "pate.cli.commands.train_student",
+    "pate.cli.commands.stage_cli",  # partition, train-teachers, vote, aggregate, train-student
     "pate.cli.commands.analyze",
     "pate.cli.commands.report",
     "pate.cli.commands.export",
@@ -176,29 +173,22 @@ def main(argv: list[str] | None = None) -> int:
         return _report(exc, command, debug)
 
 
-class _progress_log:
+@contextlib.contextmanager
+def _progress_log(command: str | None):
     """The library's ``logging.getLogger("pate")`` messages (stage progress, warnings) as
     ``pate <command>: ...`` lines on stderr while one command runs; removed afterwards."""
+    import logging
 
-    def __init__(self, command: str | None) -> None:
-        import logging
-
-        self.logger = logging.getLogger("pate")
-        self.handler = logging.StreamHandler(sys.stderr)
-        self.handler.setFormatter(logging.Formatter(f"{_prog(command)}: %(message)s"))
-        self.level = self.logger.level
-
-    def __enter__(self):
-        import logging
-
-        self.logger.addHandler(self.handler)
-        self.logger.setLevel(logging.INFO)
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.logger.removeHandler(self.handler)
-        self.logger.setLevel(self.level)
-        return False
+    logger, handler = logging.getLogger("pate"), logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{_prog(command)}: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _prog(command: str | None) -> str:

@@ -1,53 +1,8 @@
-"""Files of pate-learn: atomic writers, readers that name the file on failure, output folders.
-
-Writers -- a kill -9 at any moment leaves either the old file or the new one, never half.
-Every output of pate-learn (partitions, votes, labels, summaries, checkpoints, reports) is written
-through these helpers: write a temporary file in the same directory, fsync, ``os.replace``, then
-fsync the directory (so that the rename itself survives a power loss). A failure at any step
-(``OSError``, e.g. ``ENOSPC``) raises and leaves the old file in place -- or, when only the last
-fsync failed, the new one, whose durability is then not promised.
-
-``atomic_write_bytes(path, data)``, ``atomic_write_json(path, obj)``, ``atomic_save_npy(path,
-array)``, ``atomic_savez(path, **arrays)``: write atomically; return the path. ``atomic_writer(path)``:
-the same as a context manager giving the binary file to write (a large output in pieces). On failure the
-temporary file is removed (the target keeps its old content or stays absent); a full disk
-(``ENOSPC``, ``EDQUOT``, ``EFBIG``), a read-only file system (``EROFS``) or missing rights
-(``EACCES``, ``EPERM``) raise ``RunDirError`` naming the file and what to do
-(:func:`naming_write_errors`, also used by the report's writer).
-
-Readers -- never unpickle, and every failure names the file:
-
-``read_json(path, *, what=None)``  the parsed JSON document. A missing file raises
-    ``FileNotFoundError`` naming the path (and ``what``, a description of the file and of what
-    writes it, e.g. ``"teacher summary (written by `pate train-teachers`)"``); invalid JSON or
-    bytes that are not text raise ``CorruptFileError`` naming the file and the position of the
-    JSON error.
-``load_npy(path, *, what=None)``   the ``numpy.ndarray`` of a ``.npy`` file, read with
-    ``allow_pickle=False``. Missing -> ``FileNotFoundError``; truncated, garbage, an object
-    (pickled) array or an ``.npz`` archive -> ``CorruptFileError``.
-``load_npz(path, *, what=None)``   every array of an ``.npz`` archive, read eagerly into a
-    ``dict`` of name -> ``numpy.ndarray`` (so a corrupt member fails here, not later), the file
-    closed. Same errors as ``load_npy``. ``mapped=(names)``: those members memory-mapped
-    (read-only) where stored uncompressed, not read.
-
-Output folders:
-
-``ensure_writable_dir(path, *, flag)``  create the folder (and its parents) if needed and check
-    that a file can be created in it, before any work is done; returns it as a
-    ``pathlib.Path``. Failure raises ``RunDirError`` naming the path and ``flag`` (the option
-    that named it, e.g. ``"--run-dir"``; None for "output directory").
-``check_writable_dir(path, *, label)``  the same check, creating nothing: the folder if it exists,
-    else the nearest folder above it, where it would be created.
-``staged_folder(target, tag, *, recheck, rename_error)``  a new folder beside ``target`` to assemble
-    into (``pate export``'s bundle, a forked run); renamed onto ``target`` when the body succeeds,
-    removed when it fails: an interrupted assembly leaves nothing half-made, and nothing that
-    existed before is deleted.
-
-``CorruptFileError`` and ``RunDirError`` (``pate.analysis.errors``) are ``ValueError`` subclasses; the
-``pate`` command prints them as one line and exits 2. ``PermissionError`` on reading
-propagates unchanged (its message names the file).
-No torch import here (``pate.teachers.checkpoint`` adds the torch-specific ones).
-"""
+"""Files of pate-learn: atomic writers (a kill -9 at any moment leaves the old file or the new
+one, never half; a full disk, a read-only file system or missing rights raise ``RunDirError``
+naming the file), readers that never unpickle and name the file on every failure
+(``FileNotFoundError``, ``CorruptFileError``), and output folders checked before any work. No
+torch import. The contract of each: docs/pipeline.md ("Files")."""
 
 from __future__ import annotations
 
@@ -138,8 +93,7 @@ def atomic_write_bytes(path: PathArg, data: bytes) -> pathlib.Path:
 def atomic_writer(path: PathArg) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new content into, a piece at a time (a large output
     that is never held whole); on leaving the block it is fsynced and renamed over ``path``,
-    and on an error removed (the module docstring's writers, of which this is the common
-    part)."""
+    and on an error removed (the common part of every atomic writer here)."""
     path = pathlib.Path(path)
     with naming_write_errors(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -221,7 +175,8 @@ def _open_bytes(path: pathlib.Path, what: str | None) -> bytes:
 
 
 def read_json(path: Any, *, what: str | None = None) -> Any:
-    """The JSON document in ``path`` (see the module docstring for the errors)."""
+    """The JSON document in ``path``; missing: ``FileNotFoundError`` naming it (and ``what``, a
+    description of the file); invalid JSON or not text: ``CorruptFileError``."""
     path = _check_path(path)
     data = _open_bytes(path, what)
     try:
@@ -283,7 +238,8 @@ def _corrupt(path: pathlib.Path, what: str | None, exc: BaseException) -> Corrup
 
 
 def load_npy(path: Any, *, what: str | None = None) -> np.ndarray:
-    """The array in the ``.npy`` file ``path`` (see the module docstring for the errors)."""
+    """The array in the ``.npy`` file ``path`` (``allow_pickle=False``); missing:
+    ``FileNotFoundError``; truncated, garbage, pickled or an ``.npz``: ``CorruptFileError``."""
     path = _check_path(path)
     out = _np_load(path, what)
     if not isinstance(out, np.ndarray):
@@ -297,7 +253,7 @@ def load_npy(path: Any, *, what: str | None = None) -> np.ndarray:
 def load_npz(
     path: Any, *, what: str | None = None, mapped: tuple[str, ...] = ()
 ) -> dict[str, np.ndarray]:
-    """Every array of the ``.npz`` archive ``path``, as a dict (see the module docstring); the
+    """Every array of the ``.npz`` archive ``path``, as a dict, read eagerly (errors as :func:`load_npy`); the
     members named in ``mapped`` as read-only memory maps where they are stored uncompressed
     (:func:`pate.analysis.mapped.npz_member_map`: a large member read a block at a time by
     whoever scans it, not held), the others read."""
@@ -321,7 +277,8 @@ def load_npz(
 
 
 def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
-    """Create the folder ``path`` if needed and check that it is writable (see the module docstring)."""
+    """Create the folder ``path`` if needed and check that a file can be created in it, before any
+    work; else ``RunDirError`` naming the path and ``flag`` (None: "output directory")."""
     if flag is not None and not isinstance(flag, str):
         raise TypeError(f"flag must be an option name such as '--run-dir' or None, got {flag!r}")
     folder = _check_path(path, flag or "path")

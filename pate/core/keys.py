@@ -6,24 +6,7 @@ private folder, ``<run_dir>/private/keys.json`` (the folder owner-only, 0700; th
 so that a resume reuses it and nobody without that folder can tell which teacher saw which
 record. A user who seeds the run on purpose (``[run] seed``) gets keys derived from the seed
 (:func:`seeded_key`): reproducible by anyone who knows the seed, which the report then says
-("seeded keys: not private").
-
-Symbols
--------
-``PRIVATE_DIR``, ``KEYS_FILE``
-    The run directory's private folder (``"private"``, re-exported by
-    :mod:`pate.run.rundir`) and the keys' file inside it.
-``fresh_key()``, ``seeded_key(seed, name)``
-    A new key from OS entropy; the key ``name`` derived from a user's seed.
-``read_keys(path)``, ``write_keys(path, keys)``
-    The ``{name: key}`` of a keys file (``{}`` when there is none); write them, owner-only.
-``run_key(run_dir, name, *, seed=None)``
-    The key ``name`` of the run in ``run_dir``: derived from ``seed`` when given, else read from
-    its keys file, created (and stored) the first time it is asked for.
-``make_private_dir(folder)``, ``seal(folder)``
-    Create ``folder`` (and its parents) and make it owner-only (0700); make everything under an
-    existing folder owner-only (folders 0700, files 0600), whatever wrote it.
-"""
+("seeded keys: not private")."""
 
 from __future__ import annotations
 

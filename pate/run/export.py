@@ -1,20 +1,7 @@
-"""The publishable bundle of a finished run: ``pate export RUN_DIR OUT``, ``pate.export(run_dir, out)``.
-
-A run directory keeps everything a run must not publish in its owner-only ``private/`` folder
-(:data:`pate.run.rundir.PRIVATE_DIR`). The bundle is what may be shared: the released student
-(``student.pt``), the public report (``report.md``, ``report.html``, ``report.json``), its
-publishable plots, on request the released labels (the charged mechanism's outputs:
-``labels.npy``, ``answered.npy``, ``label_scores.npy``), and ``manifest.json``: each file's
-sha256, size and what it is.
-
-Refused (:class:`pate.teachers.errors.ConfigError`, naming the argument and its value, before
-anything is written): a folder that holds no run, a run of an earlier layout, a run whose report
-stage has not finished or whose report files are missing, a ``report.json`` that carries its
-internal part (a top-level ``"internal"`` key), any file under ``private/`` or named like the
-internal report, a plot path outside the run directory, and an OUT that exists and is not an
-empty folder. The bundle is assembled in a temporary folder beside OUT and renamed into place:
-an interrupted export leaves no half-written bundle.
-"""
+"""The publishable bundle of a finished run (``pate export RUN_DIR OUT``, ``pate.export``): the
+released student, the public report and its plots, on request the released labels, and
+``manifest.json``; nothing under the run's ``private/`` folder, and anything internal refused
+before a file is written (docs/publishing.md lists the refusals)."""
 
 from __future__ import annotations
 
@@ -24,7 +11,7 @@ import pathlib
 import shutil
 
 from pate.core.io import atomic_write_json, read_json, staged_folder
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
@@ -32,25 +19,25 @@ logger = logging.getLogger("pate")
 MANIFEST = "manifest.json"
 #: What each file of a bundle is (a plot: "plot").
 WHAT = {
-    R.STUDENT_WEIGHTS: "the released student (torch weights; pate.student.Student.load)",
-    R.REPORT_MD: "the privacy report (Markdown), public part",
-    R.REPORT_HTML: "the privacy report (self-contained HTML), public part",
-    R.REPORT_JSON: "the privacy report's figures (JSON), public part",
-    R.LABELS: "the released labels of the public items (-1: not answered), a charged output",
-    R.ANSWERED: "which public items were answered, a charged output",
-    R.LABEL_SCORES: "the labelling rule's class scores of the public items, a charged output",
+    rundir.STUDENT_WEIGHTS: "the released student (torch weights; pate.student.Student.load)",
+    rundir.REPORT_MD: "the privacy report (Markdown), public part",
+    rundir.REPORT_HTML: "the privacy report (self-contained HTML), public part",
+    rundir.REPORT_JSON: "the privacy report's figures (JSON), public part",
+    rundir.LABELS: "the released labels of the public items (-1: not answered), a charged output",
+    rundir.ANSWERED: "which public items were answered, a charged output",
+    rundir.LABEL_SCORES: "the labelling rule's class scores of the public items, a charged output",
 }
 #: The released labels: exported only on request (``labels=True``, ``--labels``).
-LABEL_FILES = (R.LABELS, R.ANSWERED, R.LABEL_SCORES)
+LABEL_FILES = (rundir.LABELS, rundir.ANSWERED, rundir.LABEL_SCORES)
 _INTERNAL_NAMES = (
-    pathlib.PurePath(R.REPORT_INTERNAL_MD).name,
-    pathlib.PurePath(R.REPORT_INTERNAL_JSON).name,
+    pathlib.PurePath(rundir.REPORT_INTERNAL_MD).name,
+    pathlib.PurePath(rundir.REPORT_INTERNAL_JSON).name,
 )
 
 
 def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) -> pathlib.Path:
     """Write the publishable bundle of the finished run in ``run_dir`` to the new folder ``out``
-    (see the module docstring); returns ``out``. ``labels``: add the released labels.
+    (docs/publishing.md); returns ``out``. ``labels``: add the released labels.
     ``names``: how errors name the two arguments ("RUN_DIR", "OUT" for the command;
     "run_dir", "out" from Python)."""
     run_name, out_name = names
@@ -71,15 +58,17 @@ def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) 
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run_dir / rel, target)
+            with open(target, "rb") as fh:
+                sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
             entries.append(
                 {
                     "path": rel,
-                    "sha256": _sha256(target),
+                    "sha256": sha256,
                     "bytes": target.stat().st_size,
                     "what": what,
                 }
             )
-        report = read_json(run_dir / R.REPORT_JSON)
+        report = read_json(run_dir / rundir.REPORT_JSON)
         atomic_write_json(
             staging / MANIFEST,
             {
@@ -96,14 +85,6 @@ def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) 
     return out
 
 
-def _sha256(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _check_out(run_dir: pathlib.Path, out: pathlib.Path, *, name: str) -> None:
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
         raise ConfigError(
@@ -116,12 +97,19 @@ def _check_out(run_dir: pathlib.Path, out: pathlib.Path, *, name: str) -> None:
 
 def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> list[tuple[str, str]]:
     """``(path relative to run_dir, what it is)`` of every file of the bundle, checked."""
-    if not (run_dir / R.STATE).is_file():
-        raise ConfigError(f"{name} {run_dir} holds no run (no {R.STATE}); give a run directory")
-    R.Run.open(run_dir, progress=False)  # refuses a run of an earlier layout
+    if not (run_dir / rundir.STATE).is_file():
+        raise ConfigError(
+            f"{name} {run_dir} holds no run (no {rundir.STATE}); give a run directory"
+        )
+    rundir.Run.open(run_dir, progress=False)  # refuses a run of an earlier layout
     missing = [
         rel
-        for rel in (R.REPORT_JSON, R.REPORT_MD, R.REPORT_HTML, f"{R.STAGE_DIR}/report.json")
+        for rel in (
+            rundir.REPORT_JSON,
+            rundir.REPORT_MD,
+            rundir.REPORT_HTML,
+            f"{rundir.STAGE_DIR}/report.json",
+        )
         if not (run_dir / rel).is_file()
     ]
     if missing:
@@ -129,20 +117,20 @@ def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> lis
             f"{name} {run_dir}: its report is missing or unfinished (no {', '.join(missing)}); "
             f"finish the run first (`pate run --run-dir {run_dir} --resume`)"
         )
-    report = read_json(run_dir / R.REPORT_JSON, what="the run's public report")
+    report = read_json(run_dir / rundir.REPORT_JSON, what="the run's public report")
     if not isinstance(report, dict) or "internal" in report:
         raise ConfigError(
-            f"{name} {run_dir}: {R.REPORT_JSON} carries the report's internal part; it is not "
+            f"{name} {run_dir}: {rundir.REPORT_JSON} carries the report's internal part; it is not "
             f"publishable: regenerate the report (`pate report {run_dir}`)"
         )
-    files = [(rel, WHAT[rel]) for rel in (R.REPORT_MD, R.REPORT_HTML, R.REPORT_JSON)]
-    if (run_dir / R.STUDENT_WEIGHTS).is_file():
-        files.append((R.STUDENT_WEIGHTS, WHAT[R.STUDENT_WEIGHTS]))
+    files = [(rel, WHAT[rel]) for rel in (rundir.REPORT_MD, rundir.REPORT_HTML, rundir.REPORT_JSON)]
+    if (run_dir / rundir.STUDENT_WEIGHTS).is_file():
+        files.append((rundir.STUDENT_WEIGHTS, WHAT[rundir.STUDENT_WEIGHTS]))
     else:
         logger.warning(
             "export: %s has no %s (a scikit-learn student given from Python is never saved)",
             run_dir,
-            R.STUDENT_WEIGHTS,
+            rundir.STUDENT_WEIGHTS,
         )
     files += [_plot(run_dir, plot, rel, name=name) for plot, rel in _plots(report)]
     if labels:
@@ -177,10 +165,10 @@ def _check_publishable(run_dir: pathlib.Path, rel: str, *, name: str) -> None:
     root = run_dir.resolve()
     if (
         not path.is_relative_to(root)
-        or path.is_relative_to(root / R.PRIVATE_DIR)
+        or path.is_relative_to(root / rundir.PRIVATE_DIR)
         or path.name in _INTERNAL_NAMES
     ):
         raise ConfigError(
-            f"{name} {run_dir}: {rel} is internal (under {R.PRIVATE_DIR}/, outside the run "
+            f"{name} {run_dir}: {rel} is internal (under {rundir.PRIVATE_DIR}/, outside the run "
             "directory, or the internal report); it is never exported"
         )

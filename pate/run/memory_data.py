@@ -1,15 +1,7 @@
 """Data given to :func:`pate.fit` / :func:`pate.plan` in memory: numpy arrays, ``(x, y)`` tuples,
 torch ``Dataset`` / ``DataLoader`` objects, checked and turned into the :class:`PateData` a run
 reads, with the ``[data]`` table the config records (the declared facts: classes, records, and a
-name for the records that is never derived from them).
-
-Symbols
--------
-``MEMORY_DATA_NAME``  the name of records given in memory when ``dataset=`` does not name them
-``arrays_of(data, what, *, labels) -> (x, y)``  the arrays of one argument
-``memory_data(private, public, evaluation, classes, name) -> (PateData, DatasetIdentity)``
-``data_source(private, public, evaluation, declared, dataset) -> (data, identity, [data] table)``
-"""
+name for the records that is never derived from them)."""
 
 from __future__ import annotations
 

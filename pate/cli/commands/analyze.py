@@ -1,17 +1,11 @@
-"""`pate analyze`: the privacy analysis of a vote matrix (no torch import: starts fast).
-
-Works for every registered mechanism (:mod:`pate.mechanisms`) that needs no student
-predictions; its noise flags are generated from the registry. ``compute(args)`` returns the
-analysis as a JSON-able dict.
-"""
+"""`pate analyze`: the privacy analysis of a vote matrix for every registered mechanism that
+needs no student predictions (``compute(args)``: a JSON-able dict), or the analysis stage of a
+run directory. No torch import: starts fast."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-
-from pate.cli.commands import add_noise_arguments, noise_parameters
 
 
 def _mechanism_names() -> list[str]:
@@ -44,7 +38,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--votes", help="vote matrix (.npy, integer, queries x classes)")
     p.add_argument("--mechanism", choices=names)
-    add_noise_arguments(p, names)
+    _add_noise_arguments(p, names)
     p.add_argument("--delta", type=float)
     p.add_argument("--answered", help="boolean mask of answered queries (.npy), realised cost")
     p.add_argument(
@@ -71,6 +65,23 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _add_noise_arguments(parser, names) -> None:
+    """One ``--flag`` per noise parameter of the mechanisms ``names`` (from the registry),
+    storing a float (default None) under the parameter's name."""
+    from pate import mechanisms
+
+    users: dict[str, list] = {}
+    for spec in map(mechanisms.get, names):
+        for param in spec.params:
+            users.setdefault(param.name, []).append((spec, param))
+    for name, pairs in users.items():
+        spec, param = pairs[0]
+        titles = ", ".join(s.title for s, _ in pairs)
+        parser.add_argument(
+            param.flag, dest=name, type=float, default=None, help=f"{titles}: {param.help}"
+        )
+
+
 def _parse_orders(text: str):
     import numpy as np
 
@@ -90,34 +101,34 @@ def _parse_orders(text: str):
     return analysis.validation.check_orders(np.array(values), "--orders"), "custom"
 
 
-def _load_npy(path: str, what: str):
-    from pate.core.io import load_npy
-
-    return load_npy(path, what=what)
-
-
 def compute(args) -> dict:
     """The analysis behind the command, as a JSON-able dict."""
     import numpy as np
 
     from pate import analysis, mechanisms
     from pate.analysis import validation
+    from pate.core.io import load_npy
 
     spec = mechanisms.get(args.mechanism)
     orders, orders_name = _parse_orders(args.orders)
     delta = validation.check_delta(args.delta, "--delta")
-    params = spec.validate(noise_parameters(args), prefix="--")
+    noise = {
+        name: getattr(args, name) for name in mechanisms.all_param_names() if hasattr(args, name)
+    }
+    params = spec.validate(noise, prefix="--")
     release = spec.release_params(params)
     if args.smooth_sensitivity and (release is None or release["threshold"] is None):
         raise ValueError(
             f"--smooth-sensitivity needs a mechanism with a threshold check and a "
             f"smooth-sensitivity analysis (e.g. confident-gnmax), not {spec.name}"
         )
-    votes = validation.check_votes(_load_npy(args.votes, "--votes"), "--votes")
+    votes = validation.check_votes(load_npy(args.votes, what="--votes"), "--votes")
     n = votes.shape[0]
     answered = None
     if args.answered is not None:
-        answered = validation.check_mask(_load_npy(args.answered, "--answered"), n, "--answered")
+        answered = validation.check_mask(
+            load_npy(args.answered, what="--answered"), n, "--answered"
+        )
         if spec.always_answers:
             raise ValueError(
                 f"--answered does not apply to --mechanism {spec.name}: it answers every query"
@@ -174,8 +185,7 @@ def _run_stage(args: argparse.Namespace) -> int:
     run = rundir.Run.open(args.run_dir, progress=False)
     info = stages.run_stage(run, "analysis")
     if args.json:
-        json.dump(info, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        print(json.dumps(info, indent=2, sort_keys=True))
         return 0
     from pate.cli.commands.stage_cli import epsilon_summary
     from pate.core.io import read_json
@@ -203,8 +213,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"pass --run-dir RUN_DIR, or a vote matrix with {', '.join(missing)}")
     result = compute(args)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json.dumps(result, indent=2))
         return 0
     kind = {
         "expected": "expected (Pr[answered]-weighted)",

@@ -1,54 +1,68 @@
 """``pate budget``: inspect and set the privacy budget of sensitive datasets in the ledger.
-
-Subcommands (all take ``--ledger PATH``, default ``$PATE_LEDGER`` or
-``~/.local/share/pate/ledger.sqlite3``, and ``--json`` for machine-readable output):
-
-``show --dataset D``       budget (with its conversion), spent epsilon (committed, worst
-                           block), spent + live reservations, remaining, per-block spend, live
-                           reservations.
-``history --dataset D``    every recorded event with its own and the cumulative epsilon.
-``set --dataset D --eps E --delta D [--name N] [--data-dependent] [--conversion C] [--reason TEXT]``
-                           set (or register with) a budget; D is a name or an id a
-                           ``digest --config`` registered, or a sha256 digest (of ids) for a
-                           new dataset (the ledger keys it). ``C`` is the
-                           RDP -> (eps, delta) conversion the budget is judged with,
-                           ``classic`` (default) or ``tight``; a run's ``[privacy] conversion``
-                           must match it. Raising or lowering a spent budget, or changing its
-                           conversion, is allowed and kept in the audit log.
-``add-block --dataset D --block NAME``
-                           register a new time block of records (Sage): fresh budget for it.
-``list``                   every dataset in the ledger: its first name, and the names it was
-                           registered under later (``also named``; any of them resolves it).
-``link --dataset D --with D2 [--reason TEXT]``
-                           declare that two datasets share records (e.g. a budget set under an
-                           id digest and the digest ``pate run`` uses): their spend then counts
-                           against each other. Links are never removed.
-``release --reservation ID``
-                           give back a live reservation by hand (e.g. a run that hung); a
-                           drawn one (noise was drawn inside it) stays spent.
-``digest --config FILE [--ledger PATH]``
-                           register the config's private split in the ledger (its records, the
-                           name ``pate run`` gives it, no budget) and print its id there -- the
-                           ledger keys it with its secret, so the id tells nothing about the
-                           records -- its name, record count and the registered datasets
-                           sharing records with it and their budgets.
-``digest --ids FILE``      the dataset digest of explicit record ids (.npy array, or one id per
-                           line) -- for datasets registered by hand, not what ``pate run`` uses.
-
-``D`` is a digest, a dataset name (the first it was registered with or any later one), or a
-unique digest prefix of at least 8 hex digits.
-
-``digest --config`` registers :func:`pate.run.stages.config_identity`, the identity ``pate run`` uses.
-"""
+The actions (show, history, set, add-block, list, link, release, digest): docs/ledger.md."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import pathlib
 
 DESCRIPTION = "Show, audit and set the privacy budget of sensitive datasets (the ledger)."
+_DATASET_HELP = "dataset digest, name, or unique digest prefix (>= 8 hex digits)"
+_LEDGER_HELP = "ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)"
+
+#: ``pate budget ACTION``: its help, whether it takes ``--dataset``, and its own arguments.
+_PARSERS: dict[str, tuple[str, bool, dict[str, dict]]] = {
+    "show": ("budget, spend, remaining and live reservations of a dataset", True, {}),
+    "history": ("every recorded privacy event of a dataset", True, {}),
+    "set": (
+        "set the (eps, delta) budget of a dataset, registering it if new",
+        True,
+        {
+            "--eps": dict(type=float, required=True, help="total epsilon the dataset may spend"),
+            "--delta": dict(type=float, required=True, help="delta of the (eps, delta) budget"),
+            "--name": dict(
+                help="a readable name for the dataset (a dataset keeps its first name; a "
+                "later one is added to its names, and any of them resolves it)"
+            ),
+            "--data-dependent": dict(
+                action="store_true",
+                help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
+                "differentially private itself; default: data-independent RDP)",
+            ),
+            "--conversion": dict(
+                choices=("classic", "tight"),
+                default="classic",
+                help="RDP -> (eps, delta) conversion every epsilon of this dataset is judged "
+                "with (default: classic); must match the runs' [privacy] conversion",
+            ),
+            "--reason": dict(help="why the budget is set or changed (kept in the audit log)"),
+        },
+    ),
+    "add-block": (
+        "register a new time block of records (Sage block accounting)",
+        True,
+        {"--block": dict(required=True, help="block name, e.g. 2025-06")},
+    ),
+    "list": ("every dataset in the ledger", False, {}),
+    "link": (
+        "declare that two datasets share records (their spend then counts against each other)",
+        True,
+        {
+            "--with": dict(
+                dest="other",
+                required=True,
+                help="the other dataset: digest, name, or unique digest prefix",
+            ),
+            "--reason": dict(help="why (kept in the audit log)"),
+        },
+    ),
+    "release": (
+        "give back a live reservation by hand",
+        False,
+        {"--reservation": dict(required=True, help="reservation id (see `pate budget show`)")},
+    ),
+}
 
 
 def add_parser(subparsers) -> None:
@@ -58,87 +72,14 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="budget_command", metavar="ACTION")
     sub.required = True
-    _common_arguments(
-        sub.add_parser("show", help="budget, spend, remaining and live reservations of a dataset")
-    )
-    _common_arguments(sub.add_parser("history", help="every recorded privacy event of a dataset"))
-    _add_set_parser(sub)
-    p = sub.add_parser(
-        "add-block", help="register a new time block of records (Sage block accounting)"
-    )
-    _common_arguments(p)
-    p.add_argument("--block", required=True, help="block name, e.g. 2025-06")
-    _common_arguments(sub.add_parser("list", help="every dataset in the ledger"), dataset=False)
-    _add_link_parser(sub)
-    p = sub.add_parser("release", help="give back a live reservation by hand")
-    _common_arguments(p, dataset=False)
-    p.add_argument("--reservation", required=True, help="reservation id (see `pate budget show`)")
-    _add_digest_parser(sub)
-
-
-def _common_arguments(p: argparse.ArgumentParser, *, dataset: bool = True) -> None:
-    """``--dataset`` (unless ``dataset=False``), ``--ledger`` and ``--json``."""
-    if dataset:
-        p.add_argument(
-            "--dataset",
-            required=True,
-            help="dataset digest, name, or unique digest prefix (>= 8 hex digits)",
-        )
-    p.add_argument(
-        "--ledger",
-        default=None,
-        help="ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-
-def _add_set_parser(sub) -> None:
-    p = sub.add_parser(
-        "set", help="set the (eps, delta) budget of a dataset, registering it if new"
-    )
-    _common_arguments(p)
-    p.add_argument("--eps", type=float, required=True, help="total epsilon the dataset may spend")
-    p.add_argument("--delta", type=float, required=True, help="delta of the (eps, delta) budget")
-    p.add_argument(
-        "--name",
-        default=None,
-        help="a readable name for the dataset (a dataset keeps its first name; a "
-        "later one is added to its names, and any of them resolves it)",
-    )
-    p.add_argument(
-        "--data-dependent",
-        action="store_true",
-        help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
-        "differentially private itself; default: data-independent RDP)",
-    )
-    p.add_argument(
-        "--conversion",
-        choices=("classic", "tight"),
-        default="classic",
-        help="RDP -> (eps, delta) conversion every epsilon of this dataset is judged "
-        "with (default: classic); must match the runs' [privacy] conversion",
-    )
-    p.add_argument(
-        "--reason", default=None, help="why the budget is set or changed (kept in the audit log)"
-    )
-
-
-def _add_link_parser(sub) -> None:
-    p = sub.add_parser(
-        "link",
-        help="declare that two datasets share records (their spend then counts against each other)",
-    )
-    _common_arguments(p)
-    p.add_argument(
-        "--with",
-        dest="other",
-        required=True,
-        help="the other dataset: digest, name, or unique digest prefix",
-    )
-    p.add_argument("--reason", default=None, help="why (kept in the audit log)")
-
-
-def _add_digest_parser(sub) -> None:
+    for action, (helptext, dataset, arguments) in _PARSERS.items():
+        p = sub.add_parser(action, help=helptext)
+        if dataset:
+            p.add_argument("--dataset", required=True, help=_DATASET_HELP)
+        p.add_argument("--ledger", default=None, help=_LEDGER_HELP)
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        for flag, options in arguments.items():
+            p.add_argument(flag, **options)
     p = sub.add_parser(
         "digest",
         help="register a config's private split in the ledger and print its id (or the "
@@ -147,26 +88,18 @@ def _add_digest_parser(sub) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--config",
-        default=None,
         help="run config (TOML): the digest of its private split, as `pate run` "
         "registers it in the ledger",
     )
     source.add_argument(
-        "--ids",
-        default=None,
-        help=".npy array of explicit record ids, or a text file with one id per line",
+        "--ids", help=".npy array of explicit record ids, or a text file with one id per line"
     )
     p.add_argument(
         "--strings",
         action="store_true",
         help="treat the ids of a text file as strings even if they look like integers",
     )
-    p.add_argument(
-        "--ledger",
-        default=None,
-        help="with --config: the ledger to register the records in (default: $PATE_LEDGER, "
-        "else ~/.local/share/pate/ledger.sqlite3)",
-    )
+    p.add_argument("--ledger", help="with --config: the " + _LEDGER_HELP)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -388,32 +321,6 @@ _ACTIONS = {
 
 
 def _print_summary(s: dict) -> None:
-    _print_budget_lines(s)
-    if s["orders"]:
-        o = s["orders"]
-        print(f"orders     {o['count']} shared Renyi orders in [{o['min']:g}, {o['max']:g}]")
-    if s["blocks"]:
-        print("blocks (Sage: the dataset's loss is the max over blocks)")
-        print(f"  {'block':<20} {'events':>7} {'spent':>10} {'+reserved':>10}")
-        for r in s["blocks"]:
-            print(
-                f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
-                f"{_fmt(r['spent_and_reserved']):>10}"
-            )
-    if s.get("linked"):
-        _print_linked(s)
-    _print_budget_changes(s)
-    if s["reservations"]:
-        print("reservations (drawn: noise was drawn inside it, counted as spent)")
-        for r in s["reservations"]:
-            print(
-                f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
-                f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]"
-            )
-
-
-def _print_budget_lines(s: dict) -> None:
-    """The summary's head: the dataset, its ledger, its budget, spent, reserved, remaining."""
     b = s["budget"]
     label = f"{s['name']}  ({s['dataset']})" if s["name"] else s["dataset"]
     print(f"dataset    {label}")
@@ -450,6 +357,62 @@ def _print_budget_lines(s: dict) -> None:
             f"{sum(r['status'] != 'drawn' for r in s['reservations'])} live reservation(s))"
         )
         print(f"remaining  eps={_fmt(s['remaining'])}")
+    if s["orders"]:
+        o = s["orders"]
+        print(f"orders     {o['count']} shared Renyi orders in [{o['min']:g}, {o['max']:g}]")
+    if s["blocks"]:
+        print("blocks (Sage: the dataset's loss is the max over blocks)")
+        print(f"  {'block':<20} {'events':>7} {'spent':>10} {'+reserved':>10}")
+        for r in s["blocks"]:
+            print(
+                f"  {r['block']:<20} {r['events']:>7} {_fmt(r['spent']):>10} "
+                f"{_fmt(r['spent_and_reserved']):>10}"
+            )
+    if s.get("linked"):
+        _print_linked(s)
+    changes = [c for c in s.get("budget_changes", []) if c["change"] != "initial"]
+    if changes:
+        print("budget changes")
+    for c in changes:
+        prev = c["previous"]
+        conv = (
+            ""
+            if prev["conversion"] == c["conversion"]
+            else f", conversion {prev['conversion']} -> {c['conversion']}"
+        )
+        print(
+            f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
+            f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
+            f"{'; ' + c['reason'] if c['reason'] else ''}"
+        )
+    if s["reservations"]:
+        print("reservations (drawn: noise was drawn inside it, counted as spent)")
+        for r in s["reservations"]:
+            print(
+                f"  {r['id']}  run {r['run_id']}  pid {r['pid']}@{r['hostname']}  since "
+                f"{r['created_utc']}  eps alone={_fmt(r['eps_alone'])}  [{r['status']}]"
+            )
+
+
+def _print_history(rows: list[dict]) -> None:
+    if not rows:
+        print("no events recorded")
+        return
+    print(
+        f"{'id':>5}  {'time (UTC)':<19}  {'run':<12}  {'mechanism':<18} {'queries':>8} {'answered':>8} "
+        f"{'eps':>9} {'cumulative':>10}  blocks"
+    )
+    for r in rows:
+        where = (
+            f"all (linked dataset {r['dataset'][:12]})"
+            if r.get("linked")
+            else (",".join(r["blocks"]) or "all")
+        )
+        print(
+            f"{r['id']:>5}  {r['time_utc'][:19]:<19}  {r['run_id'][:12]:<12}  {r['mechanism']:<18} "
+            f"{r['queries']:>8} {r['answered']:>8} {_fmt(r['eps']):>9} {_fmt(r['cumulative_eps']):>10}  "
+            f"{where}"
+        )
 
 
 def _print_linked(s: dict) -> None:
@@ -478,44 +441,3 @@ def _print_linked(s: dict) -> None:
         f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
         f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
     )
-
-
-def _print_budget_changes(s: dict) -> None:
-    """Every change of the budget after the first one (the audit log)."""
-    changes = [c for c in s.get("budget_changes", []) if c["change"] != "initial"]
-    if not changes:
-        return
-    print("budget changes")
-    for c in changes:
-        prev = c["previous"]
-        conv = (
-            ""
-            if prev["conversion"] == c["conversion"]
-            else f", conversion {prev['conversion']} -> {c['conversion']}"
-        )
-        print(
-            f"  {c['time_utc'][:19]}  {c['change']}: eps={prev['eps']:g} -> {c['eps']:g} "
-            f"(delta={prev['delta']:g} -> {c['delta']:g}{conv}) after eps={_fmt(c['spent_eps'])} spent"
-            f"{'; ' + c['reason'] if c['reason'] else ''}"
-        )
-
-
-def _print_history(rows: list[dict]) -> None:
-    if not rows:
-        print("no events recorded")
-        return
-    print(
-        f"{'id':>5}  {'time (UTC)':<19}  {'run':<12}  {'mechanism':<18} {'queries':>8} {'answered':>8} "
-        f"{'eps':>9} {'cumulative':>10}  blocks"
-    )
-    for r in rows:
-        where = (
-            f"all (linked dataset {r['dataset'][:12]})"
-            if r.get("linked")
-            else (",".join(r["blocks"]) or "all")
-        )
-        print(
-            f"{r['id']:>5}  {r['time_utc'][:19]:<19}  {r['run_id'][:12]:<12}  {r['mechanism']:<18} "
-            f"{r['queries']:>8} {r['answered']:>8} {_fmt(r['eps']):>9} {_fmt(r['cumulative_eps']):>10}  "
-            f"{where}"
-        )

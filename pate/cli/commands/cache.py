@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 
 
 def add_parser(subparsers) -> None:
@@ -92,12 +91,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     entries = cache.entries()
     if args.json:
-        json.dump(
-            {"root": str(root), "bytes": sum(e["bytes"] for e in entries), "entries": entries},
-            sys.stdout,
-            indent=2,
-        )
-        sys.stdout.write("\n")
+        total = sum(e["bytes"] for e in entries)
+        print(json.dumps({"root": str(root), "bytes": total, "entries": entries}, indent=2))
         return 0
     if not entries:
         print(f"the feature cache {root} holds no entries")

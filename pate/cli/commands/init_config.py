@@ -1,32 +1,11 @@
-"""`pate init-config`: an editable copy of a config that ships with pate-learn.
-
-``pate init-config NAME [--output FILE] [--force]``
-    Copy the packaged config ``NAME`` (``pate.run.config.packaged_configs``: ``digits``,
-    ``fashion-mnist``, ``mnist``, ``own-data``; ``-``/``_``, case and ``.toml`` do not matter)
-    to ``FILE`` (default: the packaged file's name, e.g. ``fashion_mnist.toml``, in the working
-    directory; a folder: that name inside it). An existing file is never overwritten without
-    ``--force``; an unknown NAME is an error that lists the packaged names.
-``pate init-config --list``
-    The packaged names, each with the first line of its comment, and where they are installed.
-
-The packaged configs can be run as they are (``pate run --config digits``); a copy is the way
-to change them -- in particular to set a relative ``[privacy] ledger`` path, which is resolved
-against the folder of the config file (for a packaged config, a folder inside the installed
-package).
-
-``packaged_name(name) -> str`` the packaged name that ``name`` means (``ConfigError`` listing
-the packaged names when there is none). ``copy_config(name, output, *, force=False) -> Path``
-writes the copy (``InputError`` when ``output`` exists and ``force`` is false) and returns its
-path.
-"""
+"""`pate init-config`: an editable copy of a config that ships with pate-learn (docs/cli.md):
+:func:`packaged_name` (the packaged name a NAME means), :func:`copy_config` (writes the copy)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import re
-import tempfile
 
 
 def add_parser(subparsers) -> None:
@@ -63,17 +42,13 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _names() -> dict:
-    from pate.run.config import packaged_configs
-
-    return packaged_configs()
-
-
 def packaged_name(name: str) -> str:
-    """The packaged config ``name`` means (``-``/``_``, case and a ``.toml`` suffix ignored)."""
+    """The packaged config ``name`` means (``-``/``_``, case and a ``.toml`` suffix ignored);
+    else ``ConfigError`` listing the packaged names."""
+    from pate.run.config import packaged_configs
     from pate.teachers.errors import ConfigError
 
-    shipped = _names()
+    shipped = packaged_configs()
     text = str(name).strip()
     key = text[: -len(".toml")] if text.lower().endswith(".toml") else text
     key = key.lower().replace("_", "-")
@@ -102,10 +77,13 @@ def _describe(entry, *, width: int = 110) -> str:
 
 
 def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
-    """Copy the packaged config ``name`` to ``output`` (see the module docstring)."""
+    """Copy the packaged config ``name`` to ``output`` (default: the packaged file's name in the
+    working directory; a folder: that name inside it) and return its path; an existing file is
+    overwritten only with ``force`` (else ``InputError``)."""
     from pate.analysis.errors import InputError
+    from pate.run.config import packaged_configs
 
-    entry = _names()[packaged_name(name)]
+    entry = packaged_configs()[packaged_name(name)]
     target = pathlib.Path(entry.name) if output is None else pathlib.Path(output).expanduser()
     if target.is_dir():
         target = target / entry.name
@@ -114,7 +92,7 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
             f"--output {target}: the folder {target.parent} does not exist; create "
             "it first, or choose another --output"
         )
-    from pate.core.io import naming_write_errors
+    from pate.core.io import atomic_write_bytes, naming_write_errors
 
     content = entry.read_bytes()
     if not force:
@@ -132,29 +110,19 @@ def copy_config(name: str, output=None, *, force: bool = False) -> pathlib.Path:
                 target.unlink(missing_ok=True)
                 raise
         return target
-    # --force: write a temporary file next to the target, then replace it in one step
-    with naming_write_errors(target):
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or "."
-        )
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            pathlib.Path(tmp).unlink(missing_ok=True)
-            raise
+    atomic_write_bytes(target, content)  # --force: replaced in one step
+    target.chmod(0o644)
     return target
 
 
 def run(args: argparse.Namespace) -> int:
+    from pate.run.config import packaged_configs
     from pate.teachers.errors import ConfigError
 
     if args.list_configs:
         if args.name is not None or args.output is not None or args.force:
             raise ConfigError("init-config --list takes no NAME, --output or --force")
-        shipped = _names()
+        shipped = packaged_configs()
         width = max((len(n) for n in shipped), default=0)
         for name, entry in shipped.items():
             print(f"{name:<{width}}  {_describe(entry)}")
@@ -167,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.name is None:
         raise ConfigError(
-            f"init-config needs NAME (a packaged config: {', '.join(_names())}) or --list"
+            f"init-config needs NAME (a packaged config: {', '.join(packaged_configs())}) or --list"
         )
     target = copy_config(args.name, args.output, force=args.force)
     print(

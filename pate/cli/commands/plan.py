@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 
 def add_parser(subparsers) -> None:
@@ -33,33 +32,21 @@ def add_parser(subparsers) -> None:
         required=True,
         help=f"a TOML file, or a config shipped with pate-learn: {', '.join(packaged_configs())}",
     )
-    p.add_argument("--seed", type=int, help="override [run] seed")
-    p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
-    ledger = p.add_mutually_exclusive_group()
-    ledger.add_argument("--ledger", help="privacy-budget ledger path (read only: what it has left)")
-    ledger.add_argument("--no-ledger", action="store_true", help="plan without a ledger")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    from pate.cli.commands.stage_cli import add_table_arguments
+    from pate.cli.commands.stage_cli import add_start_arguments, add_table_arguments
 
+    add_start_arguments(p)
     add_table_arguments(p, "cluster")  # the flags of `pate run`
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate.cli.commands.stage_cli import table_overrides
+    from pate.cli.commands.stage_cli import start_flags
     from pate.run import planner
     from pate.run.config import load, planning
 
-    ledger = False if args.no_ledger else args.ledger
-    config = load(
-        args.config,
-        seed=args.seed,
-        device=args.device,
-        run_dir=args.run_dir,
-        ledger=ledger,
-        overrides=table_overrides(args, ("cluster",)),
-    )
+    config = load(args.config, run_dir=args.run_dir, **start_flags(args, ("cluster",)))
     data = config.load_data()
     _, plan = planning.plan(
         config,
@@ -68,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
         remaining_eps=planner.ledger_remaining(config.privacy.ledger_path(), data),
     )
     if args.json:
-        json.dump(plan.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json.dumps(plan.to_dict(), indent=2))
     else:
         print("\n".join(plan.lines()))
         if plan.usable:

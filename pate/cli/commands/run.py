@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 
 
 def add_parser(subparsers) -> None:
+    from pate.run import rundir
     from pate.run.config import packaged_configs
 
     p = subparsers.add_parser(
@@ -30,35 +30,22 @@ def add_parser(subparsers) -> None:
         "--resume --run-dir DIR it may be left out: the run's own config.json is "
         "used",
     )
-    p.add_argument(
-        "--seed",
-        type=int,
-        help="override [run] seed (seeds the run's keys, which are then not private, and the "
-        "teacher and student streams; never the noise)",
-    )
-    p.add_argument("--device", help="override [run] device: auto, cpu, cuda, cuda:N")
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
     p.add_argument("--resume", action="store_true", help="continue the run in the run directory")
-    ledger = p.add_mutually_exclusive_group()
-    ledger.add_argument(
-        "--ledger",
-        help="privacy-budget ledger path (default: [privacy] ledger, "
-        "$PATE_LEDGER, or ~/.local/share/pate/ledger.sqlite3)",
-    )
-    ledger.add_argument(
-        "--no-ledger",
-        action="store_true",
-        help="no ledger: no budget is enforced (the report says so first)",
-    )
     p.add_argument(
         "--until",
-        choices=("partition", "teachers", "votes", "aggregate", "student", "analysis", "report"),
+        choices=rundir.STAGES,
         help="stop after this stage (run again with --resume to continue)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print report.json on stdout at the end")
-    from pate.cli.commands.stage_cli import add_table_arguments, add_threads_argument
+    from pate.cli.commands.stage_cli import (
+        add_start_arguments,
+        add_table_arguments,
+        add_threads_argument,
+    )
 
+    add_start_arguments(p)
     add_threads_argument(p)
     add_table_arguments(p, "cluster")  # --backend ray --address auto ... (docs/cluster.md)
     p.set_defaults(func=run)
@@ -68,15 +55,13 @@ def run(args: argparse.Namespace) -> int:
     from pate.cli.commands.stage_cli import (
         epsilon_summary,
         mark_threads_flag,
-        table_overrides,
-        threads_override,
+        start_flags,
     )
     from pate.run import rundir
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
-    ledger = False if args.no_ledger else args.ledger
-    overrides = threads_override(args, table_overrides(args, ("cluster",)))
+    flags = start_flags(args, ("cluster",))
     if args.config is None:
         if not (args.resume and args.run_dir):
             raise ValueError(
@@ -90,29 +75,15 @@ def run(args: argparse.Namespace) -> int:
                 "start it with --config FILE"
             )
         config = build(
-            json.loads(saved.read_text()),
-            where=str(saved),
-            seed=args.seed,
-            device=args.device,
-            run_dir=args.run_dir,
-            ledger=ledger,
-            overrides=overrides,
+            json.loads(saved.read_text()), where=str(saved), run_dir=args.run_dir, **flags
         )
     else:
-        config = load(
-            args.config,
-            seed=args.seed,
-            device=args.device,
-            run_dir=args.run_dir,
-            ledger=ledger,
-            overrides=overrides,
-        )
+        config = load(args.config, run_dir=args.run_dir, **flags)
     pipeline = Pipeline(config, resume=args.resume, progress=not args.no_progress)
     mark_threads_flag(args, pipeline.ctx)
     result = pipeline.run(until=args.until)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json.dumps(result, indent=2))
     elif args.until in (None, "report"):
         p, q = result["privacy"], result["queries"]
         print(f"run directory      {pipeline.run_dir}")

@@ -1,35 +1,12 @@
-"""What every stage subcommand shares: its flags are generated from the config schema, mapped onto
-the config section of its stage, and the stage function of :mod:`pate.run.stages` is called.
-
-A stage command works on a run directory. The first command of a step-by-step run starts it
-from ``--config FILE`` (exactly as ``pate run`` would: ``config.json``, ``run.json``, run id,
-ledger); later commands reopen it from its ``config.json``. A command's flags override keys of
-its own stage's tables only, and only while that stage has not run (the new config is validated
-and saved, so ``pate run --resume`` and the report see it). The ledger, the seed of the
-non-noise streams and the run id are fixed when the run starts.
-
-Symbols
--------
-``add_stage_arguments(parser, tables)``
-    ``--run-dir``, ``--config``, the global run flags and one flag per key of each table.
-``add_table_arguments(parser, table)``, ``table_overrides(args, tables)``
-    One flag per key of one table; the keys the flags set (``pate run`` uses both for
-    ``[cluster]``, whose settings say where the teachers train and may change at any time).
-``add_threads_argument(parser)``, ``threads_override(args, overrides)``, ``mark_threads_flag(args, run)``
-    ``--threads N`` (``[run] threads``, every stage command and ``pate run``): the override, and
-    the mark that makes the stage summary's ``threads.source`` say "flag".
-``open_run(args, tables, stage)``
-    The :class:`pate.run.rundir.Run` of ``--run-dir``, started or reopened, with the flags applied
-    and :func:`pate.run.stages.preflight` passed (sizes, dataset identity, budget).
-``run_stage_command(args, stage, tables)``
-    ``open_run`` then :func:`pate.run.stages.run_stage`; prints the stage's summary.
-"""
+"""The step-by-step stage commands (``pate partition``, ``train-teachers``, ``vote``,
+``aggregate``, ``train-student``: :data:`STAGE_COMMANDS`) and what they share with ``pate run``:
+flags generated from the config's tables, a run directory started or reopened
+(:func:`open_run`), the stage of :mod:`pate.run.stages` run and summarised. docs/cli.md."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 #: The stage whose outputs each config table determines (a table may change only before it ran).
 TABLE_STAGE = {
@@ -101,6 +78,10 @@ def _image_size(text: str):
     return sizes[0] if len(sizes) == 1 else sizes
 
 
+def _class_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]
+
+
 def _number_or_auto(text: str):
     if text == "auto":
         return text
@@ -136,32 +117,15 @@ def add_threads_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def threads_override(args, overrides: dict) -> dict:
-    """``overrides`` with ``--threads`` as ``{"run": {"threads": N}}`` where it was given."""
-    if getattr(args, "threads", None) is not None:
-        overrides = dict(overrides, run=dict(overrides.get("run", {}), threads=args.threads))
-    return overrides
-
-
 def mark_threads_flag(args, run) -> None:
     """Record that ``[run] threads`` came from ``--threads`` (the stage summary says "flag")."""
     if getattr(args, "threads", None) is not None:
         run.context.threads_source = "flag"
 
 
-def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
-    """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
-    parser.add_argument(
-        "--run-dir",
-        required=True,
-        help="the run directory (started by the first command with --config)",
-    )
-    parser.add_argument(
-        "--config",
-        help="TOML file or packaged config name (digits, fashion-mnist, "
-        "...) that starts the run (needed only when --run-dir "
-        "holds no run yet)",
-    )
+def add_start_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--seed``, ``--device`` and ``--ledger`` / ``--no-ledger``: how a new run starts
+    (``pate run``, ``pate plan``, the first stage command); :func:`start_flags` reads them."""
     parser.add_argument(
         "--seed",
         type=int,
@@ -178,9 +142,36 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
     ledger.add_argument(
         "--no-ledger",
         action="store_true",
-        help="start the run without a ledger: no budget is enforced (the report "
-        "says so in its first paragraph)",
+        help="no ledger: no budget is enforced (the report says so in its first paragraph)",
     )
+
+
+def start_flags(args, tables) -> dict:
+    """The keywords of :func:`pate.run.config.load` that the flags set: ``seed``, ``device``,
+    ``ledger`` (False with ``--no-ledger``) and the ``overrides`` of ``tables``
+    (:func:`table_overrides`)."""
+    return {
+        "seed": args.seed,
+        "device": args.device,
+        "ledger": False if args.no_ledger else args.ledger,
+        "overrides": table_overrides(args, tables),
+    }
+
+
+def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
+    """The run-directory flags and one flag per key of ``tables`` (from the config schema)."""
+    parser.add_argument(
+        "--run-dir",
+        required=True,
+        help="the run directory (started by the first command with --config)",
+    )
+    parser.add_argument(
+        "--config",
+        help="TOML file or packaged config name (digits, fashion-mnist, "
+        "...) that starts the run (needed only when --run-dir "
+        "holds no run yet)",
+    )
+    add_start_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
     add_threads_argument(parser)
@@ -208,56 +199,36 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
             group.add_argument(
                 "--no-" + flag[2:], dest=dest, action="store_false", help=f"{helptext} = false"
             )
-        elif dict in wants:
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar=key.upper(),
-                type=_json_table,
-                help=f"{helptext} (JSON object)",
-            )
-        elif (table, key) == ("data", "image_size"):
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar=key.upper(),
-                type=_image_size,
-                help=f"{helptext} (N or HxW: imagefolder images are resized to it)",
-            )
+            continue
+        metavar, suffix = key.upper(), ""
+        if (table, key) == ("data", "image_size"):
+            parse, suffix = _image_size, " (N or HxW: imagefolder images are resized to it)"
         elif (table, key) == ("data", "classes"):
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar="NAME,NAME,...",
-                type=lambda text: [name.strip() for name in text.split(",")],
-                help=f"{helptext} (the declared class names, comma-separated)",
-            )
+            parse, metavar = _class_names, "NAME,NAME,..."
+            suffix = " (the declared class names, comma-separated)"
+        elif dict in wants:
+            parse, suffix = _json_table, " (JSON object)"
         elif list in wants:
-            group.add_argument(flag, dest=dest, metavar=key.upper(), type=_orders, help=helptext)
+            parse = _orders
         elif float in wants and str in wants:
-            group.add_argument(
-                flag,
-                dest=dest,
-                metavar=key.upper(),
-                type=_number_or_auto,
-                help=f"{helptext} (a number, or auto: calibrated for --target-eps and --queries)",
-            )
+            parse = _number_or_auto
+            suffix = " (a number, or auto: calibrated for --target-eps and --queries)"
         else:
-            group.add_argument(flag, dest=dest, metavar=key.upper(), type=wants[0], help=helptext)
+            parse = wants[0]
+        group.add_argument(flag, dest=dest, metavar=metavar, type=parse, help=helptext + suffix)
 
 
 def table_overrides(args, tables) -> dict[str, dict]:
-    """The config keys of ``tables`` that the flags set: ``{table: {key: value}}``."""
-    return _overrides(args, tables)
-
-
-def _overrides(args, tables) -> dict[str, dict]:
+    """The config keys of ``tables`` that the flags set, and ``--threads`` as ``[run] threads``
+    where it was given: ``{table: {key: value}}``."""
     out: dict[str, dict] = {}
     for name, value in vars(args).items():
         if name.startswith("cfg__") and value is not None:
             _, table, key = name.split("__", 2)
             if table in tables:
                 out.setdefault(table, {})[key] = value
+    if getattr(args, "threads", None) is not None:
+        out.setdefault("run", {})["threads"] = args.threads
     return out
 
 
@@ -274,8 +245,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     from pate.teachers.errors import ConfigError
 
     run_dir = pathlib.Path(args.run_dir)
-    overrides = threads_override(args, _overrides(args, tables))
-    ledger = False if args.no_ledger else args.ledger
+    flags = start_flags(args, tables)
     progress = not args.no_progress
     if (run_dir / STATE).exists():
         run = Run.open(run_dir, progress=progress)
@@ -289,13 +259,8 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 f"--seed: the seed of {run_dir} was fixed when the run started; "
                 "use a new --run-dir for another seed"
             )
-        config = build(
-            run.config.to_dict(),
-            where=str(run_dir / "config.json"),
-            overrides=overrides,
-            device=args.device,
-            ledger=None if ledger is None else ledger,
-        )
+        flags.pop("seed")  # None: refused above
+        config = build(run.config.to_dict(), where=str(run_dir / "config.json"), **flags)
         if config.privacy.ledger_path() != run.ledger_path:
             raise ConfigError(
                 f"{run_dir} charges the ledger {run.ledger_path or '(none: off)'} "
@@ -324,14 +289,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 f"--run-dir {run_dir} holds no run yet: pass --config FILE to start "
                 "one (e.g. --config configs/digits.toml)"
             )
-        config = load(
-            args.config,
-            seed=args.seed,
-            device=args.device,
-            run_dir=str(run_dir),
-            ledger=ledger,
-            overrides=overrides,
-        )
+        config = load(args.config, run_dir=str(run_dir), **flags)
         if config.needs_plan:  # settings left to the planner: filled in from the data's sizes
             config, _ = planning.plan(config, config.load_data(run_dir=run_dir))
         run = Run.create(config, progress=progress, run_dir=run_dir)  # writes nothing yet
@@ -351,8 +309,7 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
     if info.get("skipped"):  # the stage does not apply to this run (e.g. no teachers: Private-kNN)
         describe = lambda run, info: f"skipped, it does not apply to this run: {info['reason']}"  # noqa: E731
     if args.json:
-        json.dump(info, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        print(json.dumps(info, indent=2, sort_keys=True))
     else:
         text = (
             describe(run, info)
@@ -380,3 +337,169 @@ def epsilon_summary(privacy: dict) -> str:
     if sanitized.get("fallback", "none") is None and "eps_sanitized" in privacy:
         return text + f", sanitized {privacy['eps_sanitized']:.4f}"
     return text + " (no sanitized release)"
+
+
+def _describe_partition(run, info) -> str:
+    return (
+        f"{info['num_teachers']} teachers ({info['mode']}) on {run.data.name}; guarantee: "
+        f"{info['neighbouring_relation']}; INTERNAL (do not publish): "
+        f"{len(run.data.private)} private records, shards of {info['shard_size_min']} to "
+        f"{info['shard_size_max']}"
+    )
+
+
+def _describe_teachers(run, info) -> str:
+    from pate.run import rundir
+
+    return (
+        f"{info.get('num_teachers', '?')} teachers; INTERNAL (do not publish): mean accuracy "
+        f"{100 * info['teacher_accuracy_mean']:.2f} %, plurality vote "
+        f"{100 * info['plurality_accuracy']:.2f} % on the evaluation split "
+        f"({run.path(rundir.TEACHER_METRICS)})"
+    )
+
+
+def _describe_votes(run, info) -> str:
+    from pate.run import rundir
+
+    if "embedding" in info:  # Private-kNN: embeddings for its neighbour search, no votes
+        return (
+            f"Private-kNN embeddings ({info['features']} features -> PCA of the public split, "
+            f"{info['dims']} dims) of {info['queries']} public items and the private ones "
+            f"(INTERNAL, do not publish: {info['private_records']}); wrote "
+            f"{run.run_dir / info['embedding']}"
+        )
+    return (
+        f"{info['queries']} queries x {info['classes']} classes from {info['teachers']} "
+        f"teachers; wrote {run.path(rundir.VOTES)}"
+    )
+
+
+def _describe_aggregate(run, info) -> str:
+    from pate import mechanisms
+    from pate.run import rundir
+
+    s = rundir.read_summary(run.path(rundir.AGGREGATE), rundir.AGGREGATE_KEYS)
+    lines = [
+        f"{s['mechanism']}: asked {s['queries_asked']} of {s['queries_offered']}, answered "
+        f"{s['queries_answered']}"
+    ]
+    if s["stop_reason"]:
+        lines.append(f"stopped: {s['stop_reason']}")
+    if mechanisms.get(s["mechanism"]).kind.reads_private_records:
+        lines.append(
+            f"eps of the asked queries at delta={s['delta']:g}: data-independent "
+            f"{s['eps_data_independent']:.4f} (a cost that does not depend on the data; "
+            "no data-dependent bound, no sanitized release)"
+        )
+    else:
+        lines.append(
+            f"eps of these answers at delta={s['delta']:g}: data-independent "
+            f"{s['eps_data_independent']:.4f}, data-dependent "
+            f"{s['eps_data_dependent']:.4f} (depends on the votes, not private to "
+            "publish as is)"
+        )
+    if s["release"] is not None:
+        lines.append(
+            "the sanitized release was drawn and charged too: `pate analyze --run-dir` "
+            "reports the guarantee (answers + release)"
+        )
+    ledger = (
+        f"the ledger {s['ledger']}"
+        if s["ledger"]
+        else "no ledger (--no-ledger: no budget was enforced)"
+    )
+    lines.append("charged to " + ledger)
+    if s["noise_seeded"]:
+        lines.append(
+            "WARNING: the noise was seeded (--noise-seed): the answers are reproducible "
+            "and NOT private"
+        )
+    return "\n".join(lines)
+
+
+def _describe_student(run, info) -> str:
+    from pate.run import rundir
+
+    m = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
+    return (
+        f"{m['method']} {m['model']}: trained on {m['num_labelled']} labelled of "
+        f"{m['num_public']} public items in {m['train_seconds']:.1f} s; accuracy "
+        f"{m['accuracy']:.4f} on {m['num_examples']} evaluation items (INTERNAL unless the "
+        "evaluation data is declared public)"
+    )
+
+
+#: The step-by-step commands, one per stage (``pate <rundir.COMMANDS[stage]>``): the config
+#: tables whose keys are its flags, its one-line help, its description and its summary line.
+STAGE_COMMANDS = {
+    "partition": (
+        ("data", "partition"),
+        "split the sensitive records into disjoint teacher shards (first step of a run)",
+        "Start a run directory from --config (or continue one) and assign every record of "
+        "the private split to exactly one teacher: <run-dir>/partition.npz. The same stage "
+        "as `pate run`: mode random (each record's teacher is a keyed hash of the record, so "
+        "adding or removing a record changes one teacher) or unit (--unit-ids: one "
+        "privacy-unit id per record, e.g. a patient; all records of a unit go to the same "
+        "teacher, so the guarantee is per unit). The dataset's identity and budget are checked "
+        "in the ledger before anything is written. Next: pate train-teachers --run-dir DIR.",
+        _describe_partition,
+    ),
+    "teachers": (
+        ("teachers", "cluster"),  # [cluster]: local or on Ray (docs/cluster.md)
+        "train one teacher per shard of the partition (all teachers at once)",
+        "Train one model per shard of <run-dir>/partition.npz on the private split. "
+        "Same-architecture torch teachers are trained simultaneously with torch.func (vmap), "
+        "in chunks that fit in memory; other models one after another; scikit-learn "
+        "estimators (--model sklearn:package.module.Class) with joblib. Running the command "
+        "again continues an interrupted stage to the same teachers. Prints per-teacher and "
+        "plurality-vote accuracy on the evaluation split (internal figures: do not publish).",
+        _describe_teachers,
+    ),
+    "votes": (
+        (),
+        "count the teachers' votes on the public split (writes votes.npy)",
+        "Build the (queries, classes) vote matrix from the teachers' predictions on the "
+        "public split and write <run-dir>/votes.npy for `pate aggregate`. Only its shape is "
+        "printed.",
+        _describe_votes,
+    ),
+    "aggregate": (
+        ("aggregator", "privacy"),
+        "noisy labels from the teachers' votes, charged to the ledger before release",
+        "Answer the public queries of the run in order with the noisy aggregator, stopping "
+        "before the (eps, delta) budget could be exceeded. The ledger's budget is the one "
+        "authority (a config or flag budget that differs from it is refused before anything "
+        "is drawn); answers are drawn only inside a ledger reservation that covers their "
+        "worst case and are charged before labels.npy is written. Noise comes from OS "
+        "entropy unless --noise-seed is given (then the run is NOT private). The "
+        "data-dependent epsilon is printed for information: it depends on the votes and is "
+        "not private to publish.",
+        _describe_aggregate,
+    ),
+    "student": (
+        ("student",),
+        "train the student (FixMatch or supervised) on the public split and released labels",
+        "Train the student on the public inputs and the labels released by `pate aggregate` "
+        "(only after they were charged), semi-supervised (FixMatch: the unanswered public "
+        "items are unlabelled data) or supervised. Evaluates on the held-out evaluation "
+        "split and writes student.pt and student_metrics.json into the run directory.",
+        _describe_student,
+    ),
+}
+
+
+def add_parser(subparsers) -> None:
+    """One subcommand per entry of :data:`STAGE_COMMANDS`."""
+    import functools
+
+    from pate.run import rundir
+
+    for stage, (tables, helptext, description, describe) in STAGE_COMMANDS.items():
+        parser = subparsers.add_parser(
+            rundir.COMMANDS[stage], help=helptext, description=description
+        )
+        add_stage_arguments(parser, tables)
+        parser.set_defaults(
+            func=functools.partial(run_stage_command, stage=stage, tables=tables, describe=describe)
+        )

@@ -66,13 +66,11 @@ class RunConfig:
             raise SettingError("config", None, raw, "the configuration must be a TOML table")
         unknown = sorted(set(raw) - set(TABLE_TYPES) - {PLANNED})
         if unknown:
-            raise SettingError(
-                unknown[0],
-                None,
-                raw[unknown[0]],
+            problem = (
                 f"unknown table(s) {', '.join(f'[{u}]' for u in unknown)}; "
-                f"valid tables: {', '.join(f'[{t}]' for t in TABLE_TYPES)}",
+                f"valid tables: {', '.join(f'[{t}]' for t in TABLE_TYPES)}"
             )
+            raise SettingError(unknown[0], None, raw[unknown[0]], problem)
         tables = {t: parsed_table(t, raw.get(t, {})) for t in TABLE_TYPES}
         planned = raw.get(PLANNED)
         if planned is not None and not isinstance(planned, dict):
@@ -236,7 +234,7 @@ class RunConfig:
         multiples of 4 and >= 8), to "kernel" for a class-means run on a table, else "none"
         (left out when ``input_shape`` is unknown and the config does not say). A kernel's
         ``dims``, when left out, come from ``sizes`` = (declared private records, classes,
-        public items) and the noise sigma (:func:`pate.core.mean_release.kernel_dims`)."""
+        public items) and the noise sigma (:func:`pate.core.tuned_defaults.kernel_dims`)."""
         given = given_keys(self.knn)
         out = dict({"dims": KNN_DIMS}, **given)
         if "features" not in out and input_shape is not None:

@@ -357,12 +357,10 @@ def _parsed_value(table: str, name: str, field: dataclasses.Field, value: Any) -
     kind, constraints = field.metadata["kind"], field.metadata["constraints"]
     if not type_ok(value, kind):
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        raise SettingError(
-            table,
-            name,
-            value,
-            f"[{table}] {name} must be {' or '.join(TYPE_NAMES[k] for k in kinds)}, got {value!r}",
+        problem = (
+            f"[{table}] {name} must be {' or '.join(TYPE_NAMES[k] for k in kinds)}, got {value!r}"
         )
+        raise SettingError(table, name, value, problem)
     if isinstance(value, float) and not math.isfinite(value):
         raise SettingError(table, name, value, f"[{table}] {name} must be finite, got {value!r}")
     if constraints and not any(
@@ -381,13 +379,11 @@ def parsed_table(table: str, given: Any) -> Any:
     noise_names = mechanisms.all_param_names() if table == "aggregator" else ()
     unknown = sorted(set(given) - set(declared) - set(noise_names))
     if unknown:
-        raise SettingError(
-            table,
-            unknown[0],
-            given[unknown[0]],
+        problem = (
             f"unknown key(s) {', '.join(unknown)} in [{table}]; valid keys: "
-            f"{', '.join([*declared, *noise_names])}",
+            f"{', '.join([*declared, *noise_names])}"
         )
+        raise SettingError(table, unknown[0], given[unknown[0]], problem)
     values: dict[str, Any] = {}
     for name, field in declared.items():
         if name in given:
@@ -405,12 +401,8 @@ def parsed_table(table: str, given: Any) -> Any:
                 if not type_ok(value, (float, str)) or (
                     isinstance(value, float) and not math.isfinite(value)
                 ):
-                    raise SettingError(
-                        table,
-                        name,
-                        value,
-                        f'[{table}] {name} must be a number or "auto", got {value!r}',
-                    )
+                    problem = f'[{table}] {name} must be a number or "auto", got {value!r}'
+                    raise SettingError(table, name, value, problem)
                 noise[name] = value if isinstance(value, str) else float(value)
         values["noise"] = types.MappingProxyType(noise)
     return TABLE_TYPES[table](**values)

@@ -31,28 +31,20 @@ def _checked(table: str, key: str | None, value: Any, fn, *args, **kwargs):
 def _check_run_table(config: RunConfig) -> None:
     run = config.run
     if run.secure and run.seed is not None:
-        raise SettingError(
-            "run",
-            "seed",
-            run.seed,
+        problem = (
             "[run] secure = true draws noise from OS entropy and refuses a seed; "
-            "remove [run] seed (or --seed), or set secure = false",
+            "remove [run] seed (or --seed), or set secure = false"
         )
+        raise SettingError("run", "seed", run.seed, problem)
     if not run.name or "/" in run.name:
-        raise SettingError(
-            "run",
-            "name",
-            run.name,
-            f"[run] name must be a non-empty name without '/', got {run.name!r}",
-        )
+        problem = f"[run] name must be a non-empty name without '/', got {run.name!r}"
+        raise SettingError("run", "name", run.name, problem)
     if run.feature_cache == "":
-        raise SettingError(
-            "run",
-            "feature_cache",
-            "",
+        problem = (
             "[run] feature_cache must be a folder path, true (the default folder) "
-            "or false (no cache), got an empty string",
+            "or false (no cache), got an empty string"
         )
+        raise SettingError("run", "feature_cache", "", problem)
 
 
 def _check_data_table(config: RunConfig) -> None:
@@ -62,35 +54,27 @@ def _check_data_table(config: RunConfig) -> None:
     if data.classes is not None:
         _checked("data", "classes", data.classes, check_class_names, list(data.classes))
     if not data.split_column.strip():
-        raise SettingError(
-            "data",
-            "split_column",
-            "",
-            "[data] split_column must name a column, got an empty string",
-        )
+        problem = "[data] split_column must name a column, got an empty string"
+        raise SettingError("data", "split_column", "", problem)
     if data.records is None and data.name not in DATASET_NAMES:
         raise SettingError("data", "records", None, records_needed_text("[data] records"))
     size = data.image_size
     if size is not None:
         if not data.name.startswith("imagefolder:"):
-            raise SettingError(
-                "data",
-                "image_size",
-                size,
+            problem = (
                 "[data] image_size applies to imagefolder:PATH datasets only "
-                f"(the size their images are resized to), not {data.name!r}",
+                f"(the size their images are resized to), not {data.name!r}"
             )
+            raise SettingError("data", "image_size", size, problem)
         sizes = size if isinstance(size, tuple) else (size,)
         if len(sizes) not in (1, 2) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes
         ):
-            raise SettingError(
-                "data",
-                "image_size",
-                size,
+            problem = (
                 "[data] image_size must be a positive integer or [height, width], got "
-                f"{list(size) if isinstance(size, tuple) else size!r}",
+                f"{list(size) if isinstance(size, tuple) else size!r}"
             )
+            raise SettingError("data", "image_size", size, problem)
 
 
 def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
@@ -100,55 +84,39 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
     if knn_run:
         # no teachers: the private records vote through their nearest neighbours, record-level
         if part.num_teachers is not None or part.unit_ids is not None or part.mode != "random":
-            raise SettingError(
-                "partition",
-                "num_teachers",
-                part.num_teachers,
+            problem = (
                 f"[partition] does not apply to mechanism = {config.aggregator.mechanism!r}: it "
                 "trains no teachers (the private records vote through their nearest "
-                "neighbours, with record-level protection); remove the [partition] table",
+                "neighbours, with record-level protection); remove the [partition] table"
             )
+            raise SettingError("partition", "num_teachers", part.num_teachers, problem)
     elif part.num_teachers in (None, "auto"):
-        raise SettingError(
-            "partition",
-            "num_teachers",
-            part.num_teachers,
+        problem = (
             "[partition] num_teachers was left to the planner but no plan was "
-            "made (pate.run.planner.plan_config); give a number of teachers",
+            "made (pate.run.planner.plan_config); give a number of teachers"
         )
+        raise SettingError("partition", "num_teachers", part.num_teachers, problem)
     if part.mode == "stratified":
-        raise SettingError(
-            "partition",
-            "mode",
-            part.mode,
+        problem = (
             '[partition] mode = "stratified" is no longer offered: dealing the '
             "records class by class moves most records to another teacher when "
             "one record is added, so the guarantee would hold for replacing a "
             'record only. Use mode = "random" (each record\'s teacher is a keyed '
-            "hash of the record: adding or removing one changes one teacher)",
+            "hash of the record: adding or removing one changes one teacher)"
         )
+        raise SettingError("partition", "mode", part.mode, problem)
     if part.mode not in ("random", "unit"):
-        raise SettingError(
-            "partition",
-            "mode",
-            part.mode,
-            f'[partition] mode must be one of "random", "unit", got {part.mode!r}',
-        )
+        problem = f'[partition] mode must be one of "random", "unit", got {part.mode!r}'
+        raise SettingError("partition", "mode", part.mode, problem)
     if (part.mode == "unit") != (part.unit_ids is not None):
-        raise SettingError(
-            "partition",
-            "unit_ids",
-            part.unit_ids,
+        problem = (
             "[partition] unit_ids (a .npy file of one privacy-unit id per private "
-            'record) is required with mode = "unit" and only then',
+            'record) is required with mode = "unit" and only then'
         )
+        raise SettingError("partition", "unit_ids", part.unit_ids, problem)
     if part.unit_ids is not None and not pathlib.Path(part.unit_ids).is_file():
-        raise SettingError(
-            "partition",
-            "unit_ids",
-            part.unit_ids,
-            f"[partition] unit_ids file not found: {part.unit_ids}",
-        )
+        problem = f"[partition] unit_ids file not found: {part.unit_ids}"
+        raise SettingError("partition", "unit_ids", part.unit_ids, problem)
 
 
 def _check_mechanism(config: RunConfig) -> tuple[Any, list[str]]:
@@ -157,50 +125,36 @@ def _check_mechanism(config: RunConfig) -> tuple[Any, list[str]]:
     agg = config.aggregator
     mech = agg.mechanism
     if mech not in mechanisms.REGISTRY:
-        raise SettingError(
-            "aggregator",
-            "mechanism",
-            mech,
-            f"[aggregator] mechanism must be one of {', '.join(mechanisms.REGISTRY)}, got {mech!r}",
+        problem = (
+            f"[aggregator] mechanism must be one of {', '.join(mechanisms.REGISTRY)}, got {mech!r}"
         )
+        raise SettingError("aggregator", "mechanism", mech, problem)
     spec = mechanisms.get(mech)
     if spec.needs_student:
-        raise SettingError(
-            "aggregator",
-            "mechanism",
-            mech,
+        problem = (
             f"[aggregator] mechanism = {mech!r} needs the student's predictions on "
             "every query, which a pipeline run does not have; use it from Python "
-            "(pate.student.select)",
+            "(pate.student.select)"
         )
+        raise SettingError("aggregator", "mechanism", mech, problem)
     required = [p.name for p in spec.params if p.required]
     for name in required:
         if name not in agg.noise:
             optional = [f"{p.name} (default {p.default:g})" for p in spec.params if not p.required]
-            raise SettingError(
-                "aggregator",
-                name,
-                None,
+            problem = (
                 f"[aggregator] mechanism = {mech!r} needs {', '.join(required)}"
                 + (f" (optional: {', '.join(optional)})" if optional else "")
-                + f"; {name} is missing",
+                + f"; {name} is missing"
             )
+            raise SettingError("aggregator", name, None, problem)
     extra = [k for k in agg.noise if k not in spec.param_names]
     if extra:
-        raise SettingError(
-            "aggregator",
-            extra[0],
-            agg.noise[extra[0]],
-            f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}",
-        )
+        problem = f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}"
+        raise SettingError("aggregator", extra[0], agg.noise[extra[0]], problem)
     for name, value in agg.given.items():
         if isinstance(value, str) and value != "auto":
-            raise SettingError(
-                "aggregator",
-                name,
-                value,
-                f'[aggregator] {name} must be a number or "auto", got {value!r}',
-            )
+            problem = f'[aggregator] {name} must be a number or "auto", got {value!r}'
+            raise SettingError("aggregator", name, value, problem)
     return spec, [k for k, v in agg.given.items() if v == "auto"]
 
 
@@ -208,38 +162,28 @@ def _check_queries_and_target(config: RunConfig, auto: list[str]) -> None:
     """``[aggregator] queries`` and ``target_eps`` (the latter only with calibrated noise)."""
     agg, priv = config.aggregator, config.privacy
     if agg.queries == "auto":
-        raise SettingError(
-            "aggregator",
-            "queries",
-            "auto",
-            '[aggregator] queries = "auto" was left to the planner but no plan was made',
-        )
+        problem = '[aggregator] queries = "auto" was left to the planner but no plan was made'
+        raise SettingError("aggregator", "queries", "auto", problem)
     if auto:
         if agg.target_eps is None or agg.queries is None:
-            raise SettingError(
-                "aggregator",
-                "target_eps",
-                agg.target_eps,
+            problem = (
                 f'[aggregator] {", ".join(auto)} = "auto" calibrates the noise '
                 "for a target: set target_eps (the epsilon of this run's answers "
-                "and release) and queries (how many public items are asked)",
+                "and release) and queries (how many public items are asked)"
             )
+            raise SettingError("aggregator", "target_eps", agg.target_eps, problem)
         if priv.budget_eps is not None and agg.target_eps > priv.budget_eps:
-            raise SettingError(
-                "aggregator",
-                "target_eps",
-                agg.target_eps,
+            problem = (
                 f"[aggregator] target_eps ({agg.target_eps:g}, this run's spend) exceeds "
-                f"[privacy] budget_eps ({priv.budget_eps:g}), the dataset's lifetime budget",
+                f"[privacy] budget_eps ({priv.budget_eps:g}), the dataset's lifetime budget"
             )
+            raise SettingError("aggregator", "target_eps", agg.target_eps, problem)
     elif agg.target_eps is not None:
-        raise SettingError(
-            "aggregator",
-            "target_eps",
-            agg.target_eps,
+        problem = (
             '[aggregator] target_eps only applies with a noise parameter = "auto" '
-            '(e.g. sigma2 = "auto"); remove it or calibrate a parameter',
+            '(e.g. sigma2 = "auto"); remove it or calibrate a parameter'
         )
+        raise SettingError("aggregator", "target_eps", agg.target_eps, problem)
 
 
 def _check_noise_and_basis(config: RunConfig, spec) -> None:
@@ -249,54 +193,44 @@ def _check_noise_and_basis(config: RunConfig, spec) -> None:
     params = {k: (1.0 if v == "auto" else v) for k, v in agg.given.items()}
     _checked("aggregator", None, params, spec.validate, params, prefix="[aggregator] ")
     if agg.noise_seed is not None and config.run.secure:
-        raise SettingError(
-            "aggregator",
-            "noise_seed",
-            agg.noise_seed,
+        problem = (
             "[run] secure = true refuses [aggregator] noise_seed (seeded noise "
-            "is replayable); remove one of them",
+            "is replayable); remove one of them"
         )
+        raise SettingError("aggregator", "noise_seed", agg.noise_seed, problem)
     if agg.budget_basis == "data-dependent" and (priv.ledger is not False or priv.private):
-        raise SettingError(
-            "aggregator",
-            "budget_basis",
-            agg.budget_basis,
+        problem = (
             '[aggregator] budget_basis = "data-dependent" stops on a cost that '
             "depends on the private votes: WHEN it stops leaks information no "
             "epsilon accounts for. It is refused unless [privacy] ledger = false "
             "and [privacy] private = false mark the run as an exploration that is "
-            'NOT private; use budget_basis = "data-independent"',
+            'NOT private; use budget_basis = "data-independent"'
         )
+        raise SettingError("aggregator", "budget_basis", agg.budget_basis, problem)
     if priv.ledger == "":
-        raise SettingError(
-            "privacy",
-            "ledger",
-            "",
+        problem = (
             "[privacy] ledger must be a path, true (the default ledger) or false, "
-            "got an empty string",
+            "got an empty string"
         )
+        raise SettingError("privacy", "ledger", "", problem)
 
 
 def _check_privacy_table(config: RunConfig) -> None:
     """The budget without a ledger, the orders and the sanitized release's parameters."""
     priv = config.privacy
     if priv.budget_eps is None and priv.ledger is False and config.aggregator.target_eps is None:
-        raise SettingError(
-            "privacy",
-            "budget_eps",
-            None,
+        problem = (
             "without a ledger ([privacy] ledger = false) the budget is the config's: set "
-            "[privacy] budget_eps (or [aggregator] target_eps with calibrated noise)",
+            "[privacy] budget_eps (or [aggregator] target_eps with calibrated noise)"
         )
+        raise SettingError("privacy", "budget_eps", None, problem)
     priv.order_grid()  # validates
     if not priv.release_order < 1.0 / (2.0 * priv.release_beta):
-        raise SettingError(
-            "privacy",
-            "release_order",
-            priv.release_order,
+        problem = (
             f"[privacy] release_order ({priv.release_order}) must be < 1/(2 release_beta) = "
-            f"{1.0 / (2.0 * priv.release_beta):.6g}; lower release_beta (e.g. 0.4/release_order)",
+            f"{1.0 / (2.0 * priv.release_beta):.6g}; lower release_beta (e.g. 0.4/release_order)"
         )
+        raise SettingError("privacy", "release_order", priv.release_order, problem)
 
 
 def validate(config: RunConfig) -> RunConfig:
@@ -332,14 +266,12 @@ def _check_student_targets(config: RunConfig, spec) -> None:
     student = config.student
     soft = student.targets == "soft"
     if student.temperature is not None and not soft:
-        raise SettingError(
-            "student",
-            "temperature",
-            student.temperature,
+        problem = (
             '[student] temperature applies to targets = "soft" only (it '
             "scales the labelling rule's class scores); remove it or set "
-            'targets = "soft"',
+            'targets = "soft"'
         )
+        raise SettingError("student", "temperature", student.temperature, problem)
     if student.combine_with_rule:
         if not soft:
             problem = (
@@ -359,34 +291,26 @@ def _check_student_targets(config: RunConfig, spec) -> None:
         else:
             problem = ""
         if problem:
-            raise SettingError(
-                "student",
-                "combine_with_rule",
-                True,
-                f"[student] combine_with_rule = true {problem}",
-            )
+            problem = f"[student] combine_with_rule = true {problem}"
+            raise SettingError("student", "combine_with_rule", True, problem)
     if soft and not spec.kind.gives_label_scores:
-        raise SettingError(
-            "student",
-            "targets",
-            "soft",
+        problem = (
             f'[student] targets = "soft" needs class scores for every query, '
             f"which mechanism {spec.name!r} does not publish (it releases a noisy "
-            'argmax only); use targets = "hard", or mechanism = "class-means"',
+            'argmax only); use targets = "hard", or mechanism = "class-means"'
         )
+        raise SettingError("student", "targets", "soft", problem)
 
 
 def _check_knn(config: RunConfig, knn_run: bool) -> None:
     knn = config.knn
     if knn != type(knn)() and not knn_run:
-        raise SettingError(
-            "knn",
-            None,
-            None,
+        problem = (
             f"[knn] applies to the mechanisms that read the private records "
             f'("private-knn", "class-means") only, not '
-            f"{config.aggregator.mechanism!r}; remove the [knn] table",
+            f"{config.aggregator.mechanism!r}; remove the [knn] table"
         )
+        raise SettingError("knn", None, None, problem)
     releases_once = knn_run and mechanisms.get(config.aggregator.mechanism).kind.releases_once
     if knn.features in ("kernel", "quadratic") and not releases_once:
         problem = (
@@ -432,29 +356,21 @@ def _check_knn_rule(config: RunConfig, releases_once: bool) -> None:
         labellers = " or ".join(
             f'"{n}"' for n, spec in mechanisms.REGISTRY.items() if spec.kind.releases_once
         )
-        raise SettingError(
-            "knn",
-            "rule",
-            rule,
+        problem = (
             f"[knn] rule is how {labellers} labels from its release; "
-            f"{config.aggregator.mechanism!r} has none: remove it",
+            f"{config.aggregator.mechanism!r} has none: remove it"
         )
+        raise SettingError("knn", "rule", rule, problem)
     if rule not in RULES:
-        raise SettingError(
-            "knn",
-            "rule",
-            rule,
-            f"[knn] rule must be one of {', '.join(map(json.dumps, RULES))}, got {rule!r}",
-        )
+        problem = f"[knn] rule must be one of {', '.join(map(json.dumps, RULES))}, got {rule!r}"
+        raise SettingError("knn", "rule", rule, problem)
     if rule == "qda" and config.knn.features != "quadratic":
-        raise SettingError(
-            "knn",
-            "rule",
-            rule,
+        problem = (
             "[knn] rule = \"qda\" reads each class's covariance from a release over a table's "
             f'quadratic features: set [knn] features = "quadratic" (got features = '
-            f'{config.knn.features!r}), or rule = "lda" or "logistic"',
+            f'{config.knn.features!r}), or rule = "lda" or "logistic"'
         )
+        raise SettingError("knn", "rule", rule, problem)
 
 
 def _check_cluster(config: RunConfig) -> None:
@@ -463,11 +379,9 @@ def _check_cluster(config: RunConfig) -> None:
     cluster = _checked("cluster", None, None, ClusterConfig, **config.cluster.settings())
     if cluster.is_ray:
         if importlib.util.find_spec("ray") is None:
-            raise SettingError(
-                "cluster",
-                "backend",
-                "ray",
+            problem = (
                 '[cluster] backend = "ray" needs Ray, which is not installed: '
-                "pip install 'pate-learn[ray]' (or backend = \"local\")",
+                "pip install 'pate-learn[ray]' (or backend = \"local\")"
             )
+            raise SettingError("cluster", "backend", "ray", problem)
         _checked("cluster", None, None, cluster.task_device, config.run.device)
