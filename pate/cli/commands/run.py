@@ -7,6 +7,8 @@ import json
 import pathlib
 import sys
 
+from pate.analysis.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     from pate.run.config import packaged_configs
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = threads_override(args, table_overrides(args, ("cluster",)))
     if args.config is None:
         if not (args.resume and args.run_dir):
-            raise ValueError(
+            raise InputError(
                 "--config is required (a TOML file or a packaged name such as "
                 "digits); only `pate run --resume --run-dir DIR` may leave it out"
             )
