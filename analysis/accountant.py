@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, FloatOrArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
 from pate.analysis.validation import (
@@ -73,9 +74,9 @@ RELATIONS = {
 def _frozen_array(values: npt.ArrayLike, name: str) -> FloatArray:
     arr = np.array(values, dtype=np.float64)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+        raise InputError(f"{name} must be 1-D, got shape {arr.shape}")
     if np.any(np.isnan(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name} must be non-negative and not NaN")
+        raise InputError(f"{name} must be non-negative and not NaN")
     arr.setflags(write=False)
     return arr
 
@@ -95,7 +96,7 @@ class PrivacyEvent:
 
     def __post_init__(self) -> None:
         if self.relation not in RELATIONS:
-            raise ValueError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
+            raise InputError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
         orders = check_orders(self.orders)
         orders = orders.copy()
         orders.setflags(write=False)
@@ -107,18 +108,18 @@ class PrivacyEvent:
             _frozen_array(self.rdp_data_independent, "rdp_data_independent"),
         )
         if self.rdp.shape != orders.shape or self.rdp_data_independent.shape != orders.shape:
-            raise ValueError("rdp and rdp_data_independent must have one value per order")
+            raise InputError("rdp and rdp_data_independent must have one value per order")
         if not isinstance(self.mechanism, str) or not self.mechanism:
-            raise TypeError(f"mechanism must be a non-empty string, got {self.mechanism!r}")
+            raise InputTypeError(f"mechanism must be a non-empty string, got {self.mechanism!r}")
         json.dumps(dict(self.params))  # params must be JSON-serialisable (raises TypeError)
         object.__setattr__(self, "params", dict(self.params))
         for name in ("queries", "answered"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+                raise InputError(f"{name} must be a non-negative integer, got {value!r}")
             object.__setattr__(self, name, int(value))
         if self.answered > self.queries:
-            raise ValueError(f"answered ({self.answered}) cannot exceed queries ({self.queries})")
+            raise InputError(f"answered ({self.answered}) cannot exceed queries ({self.queries})")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (floats round-trip exactly through ``json``)."""
@@ -147,7 +148,7 @@ class PrivacyEvent:
         }
         missing = keys - set(data)
         if missing:  # a relation is never guessed: the bound may hold for another one only
-            raise ValueError(f"a privacy event needs the keys {sorted(missing)}")
+            raise InputError(f"a privacy event needs the keys {sorted(missing)}")
         return cls(**{k: data[k] for k in keys})
 
     def on_orders(self, orders: npt.ArrayLike) -> PrivacyEvent:
@@ -157,7 +158,7 @@ class PrivacyEvent:
         try:
             idx = np.array([index[float(o)] for o in grid])
         except KeyError as exc:
-            raise ValueError(
+            raise InputError(
                 f"order {exc.args[0]} is not among this event's orders; "
                 "recompute the event on the accountant's grid"
             ) from None
@@ -180,15 +181,17 @@ class RdpAccountant:
         evs = tuple(events)
         for ev in evs:
             if not isinstance(ev, PrivacyEvent):
-                raise TypeError(f"events must be PrivacyEvent objects, got {type(ev).__name__}")
+                raise InputTypeError(
+                    f"events must be PrivacyEvent objects, got {type(ev).__name__}"
+                )
             if ev.orders.shape != self._orders.shape or not np.array_equal(ev.orders, self._orders):
-                raise ValueError(
+                raise InputError(
                     "every event must be computed on the accountant's orders; "
                     "use event.on_orders(accountant.orders) or recompute it"
                 )
         relations = sorted({ev.relation for ev in evs})
         if len(relations) > 1:
-            raise ValueError(
+            raise InputError(
                 f"cannot compose events stated for different neighbouring relations "
                 f"({', '.join(relations)}): the sum would bound neither; keep them in "
                 "separate accountants"

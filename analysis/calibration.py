@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import check_delta, check_int, check_orders, check_positive
@@ -38,7 +39,7 @@ def smallest_noise(
     eps_of: Callable[[float], float], target: float, what: str, floor_eps: float
 ) -> float:
     if target <= floor_eps:
-        raise ValueError(
+        raise InputError(
             f"eps={target!r} is unreachable at this delta on these orders: even "
             f"infinite noise costs eps={floor_eps:.6g} (the delta term and any extra_rdp). Raise eps or "
             "include larger orders"
@@ -47,7 +48,7 @@ def smallest_noise(
     while eps_of(hi) > target:
         lo, hi = hi, hi * 2.0
         if hi > 1e15:
-            raise ValueError(f"no {what} below 1e15 reaches eps={target!r}")
+            raise InputError(f"no {what} below 1e15 reaches eps={target!r}")
     if eps_of(lo) <= target:
         return lo
     for _ in range(200):
@@ -73,13 +74,13 @@ def extra_rdp_per_order(extra_rdp: npt.ArrayLike | None, orders: FloatArray) -> 
     try:
         extra = np.asarray(extra_rdp, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError("extra_rdp must be an array of RDP values, one per order") from None
+        raise InputTypeError("extra_rdp must be an array of RDP values, one per order") from None
     if extra.shape != orders.shape:
-        raise ValueError(
+        raise InputError(
             f"extra_rdp must have one value per order {orders.shape}, got shape {extra.shape}"
         )
     if np.any(np.isnan(extra)) or np.any(extra < 0):
-        raise ValueError("extra_rdp must be >= 0 (or +inf) at every order")
+        raise InputError("extra_rdp must be >= 0 (or +inf) at every order")
     return extra
 
 
@@ -156,7 +157,7 @@ def calibrate_confident_gnmax(
     n = check_int(num_queries, "num_queries", minimum=1)
     answered = n if max_answered is None else check_int(max_answered, "max_answered", minimum=0)
     if answered > n:
-        raise ValueError(f"max_answered ({answered}) cannot exceed num_queries ({n})")
+        raise InputError(f"max_answered ({answered}) cannot exceed num_queries ({n})")
     ratio = check_positive(sigma1_ratio, "sigma1_ratio")
     orders = check_orders(orders)
     extra = extra_rdp_per_order(extra_rdp, orders)

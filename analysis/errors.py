@@ -7,6 +7,7 @@ builtins keep working.
 ``PateError``            base of every deliberate error; ``pate`` prints it as one line.
 ``InputError``           an unusable user input (a ``ValueError``; exit 2), with its subclass
                          ``CorruptFileError`` (unreadable file, ``path``).
+``InputTypeError``       an input of the wrong type (a ``TypeError``; exit 2).
 
 Every other error lives in the lowest layer that raises it, as a subclass of these:
 :mod:`pate.core.errors` (``BudgetExceededError``, ``LedgerError``, ``PartitionError``,
@@ -27,6 +28,14 @@ class InputError(PateError, ValueError):
     """An input of the user (a file, a folder, an argument) is unusable; the message says why.
 
     A ``ValueError`` subclass, so callers catching the builtin keep working. The ``pate``
+    command prints it as one line and exits 2.
+    """
+
+
+class InputTypeError(PateError, TypeError):
+    """An input of the user has the wrong type; the message says which and what it should be.
+
+    A ``TypeError`` subclass, so callers catching the builtin keep working. The ``pate``
     command prints it as one line and exits 2.
     """
 

@@ -102,6 +102,7 @@ from scipy.special import gammaln, gammasgn, log_ndtr, logsumexp
 from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.arrays import FloatArray
 from pate.analysis.calibration import delta_floor, extra_rdp_per_order, smallest_noise
+from pate.analysis.errors import InputError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (
@@ -288,7 +289,7 @@ def private_knn_event(
     """
     arr = np.asarray(answered)
     if arr.ndim != 1:
-        raise ValueError(
+        raise InputError(
             f"answered must be a 1-D mask with one entry per asked query, got shape {arr.shape}"
         )
     mask = check_mask(arr, arr.shape[0], "answered")
@@ -317,12 +318,12 @@ def private_knn_log_pr_answered(
     unlike teacher votes, rows may sum to different totals (min(k, |S_i|))."""
     arr = np.asarray(histograms)
     if arr.ndim != 2 or arr.shape[1] < 2:
-        raise ValueError(f"histograms must be 2-D (queries, classes >= 2), got shape {arr.shape}")
+        raise InputError(f"histograms must be 2-D (queries, classes >= 2), got shape {arr.shape}")
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)) or (
         arr.size
         and (not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr)))
     ):
-        raise ValueError("histograms must hold non-negative integer counts")
+        raise InputError("histograms must hold non-negative integer counts")
     threshold = check_nonnegative(threshold, "threshold")
     sigma1 = check_positive(sigma1, "sigma1")
     top = arr.max(axis=1).astype(np.float64) if arr.shape[0] else np.zeros(0)
@@ -360,7 +361,7 @@ def calibrate_private_knn_sigma2(
 
     floor = eps_at_z(s1)
     if floor >= eps:
-        raise ValueError(
+        raise InputError(
             f"eps={eps!r} is unreachable with sigma1={s1!r}, sampling_rate={q!r} and "
             f"num_queries={n}: even sigma2 = inf costs eps={floor:.6g}; raise sigma1 "
             "or lower sampling_rate or num_queries"

@@ -50,6 +50,7 @@ import numpy.typing as npt
 from scipy.special import log_ndtr
 
 from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import (
     check_baseline,
     check_choice,
@@ -472,14 +473,14 @@ def eps_from_rdp(
     try:
         rdp = np.asarray(rdp, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError("rdp must be an array of per-order RDP values") from None
+        raise InputTypeError("rdp must be an array of per-order RDP values") from None
     if rdp.ndim == 0 or rdp.shape[-1] != orders.size:
-        raise ValueError(
+        raise InputError(
             f"rdp must have one value per order (last axis of length {orders.size}), "
             f"got shape {rdp.shape}"
         )
     if np.any(np.isnan(rdp)) or np.any(rdp < 0):
-        raise ValueError("rdp must be non-negative and not NaN")
+        raise InputError("rdp must be non-negative and not NaN")
     eps = rdp + _conversion_term(orders, delta, conversion)
     best = np.argmin(eps, axis=-1)
     eps_best = np.take_along_axis(eps, best[..., None], axis=-1)[..., 0]

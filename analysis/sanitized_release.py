@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import BoolArray, FloatArray, IntArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.rdp import (
     conversion_term,
     gnmax_log_q,
@@ -220,7 +221,7 @@ def _check_threshold_check(
 ) -> tuple[float | None, float | None]:
     """(threshold, sigma1) of Confident GNMax checked, or (None, None) for plain GNMax."""
     if (threshold is None) != (sigma1 is None):
-        raise ValueError(
+        raise InputError(
             "threshold and sigma1 go together: both for Confident GNMax, neither for "
             f"plain GNMax (got threshold={threshold!r}, sigma1={sigma1!r})"
         )
@@ -282,12 +283,14 @@ def release_sanitized_epsilon(
     delta = check_delta(delta)
     base_votes = None if baseline is None else check_baseline(baseline, counts.shape)
     if not order < 1.0 / (2.0 * beta):
-        raise ValueError(
+        raise InputError(
             f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r}, got order={order!r} "
             f"with beta={beta!r}; choose beta < 1/(2 order) in advance"
         )
     if not hasattr(rng, "normal"):
-        raise TypeError("rng must be a numpy Generator (or a generator-like object with normal())")
+        raise InputTypeError(
+            "rng must be a numpy Generator (or a generator-like object with normal())"
+        )
     return _sanitized_release(
         counts,
         mask,

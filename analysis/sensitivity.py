@@ -38,6 +38,7 @@ from scipy.optimize import brentq, minimize_scalar
 from scipy.special import erfc, erfcinv, log_ndtr
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.errors import InputError
 from pate.analysis.rdp import (
     gnmax_log_q_unchecked,
     threshold_rdp_from_max,
@@ -103,7 +104,7 @@ def _log_q0(sigma: float, order: float) -> float:
 
     upper = min(-((1.0 + 1.0 / sigma) ** 2), -(((order - 0.99) / sigma) ** 2), -1.0 / sigma**2)
     if not valid(upper):
-        raise ValueError(
+        raise InputError(
             f"no data-dependent GNMax bound exists at sigma={sigma!r}, order={order!r}"
         )
     if dep_minus_ind(upper) < 0:
@@ -112,10 +113,10 @@ def _log_q0(sigma: float, order: float) -> float:
     while dep_minus_ind(lower) > 0:
         lower *= 1.5
         if lower < -1e4:
-            raise ValueError(f"cannot bracket log q0 at sigma={sigma!r}, order={order!r}")
+            raise InputError(f"cannot bracket log q0 at sigma={sigma!r}, order={order!r}")
     root: float = brentq(dep_minus_ind, lower, upper, full_output=False)
     if not valid(root):
-        raise ValueError(f"log q0 at sigma={sigma!r}, order={order!r} is outside Theorem 6's range")
+        raise InputError(f"log q0 at sigma={sigma!r}, order={order!r} is outside Theorem 6's range")
     return float(root)
 
 
@@ -191,7 +192,7 @@ def validate_ls_args(
     counts = check_votes(votes)
     num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
     if counts.shape[0] and int(counts[0].sum()) != num_teachers:
-        raise ValueError(
+        raise InputError(
             f"votes rows sum to {int(counts[0].sum())} but num_teachers is {num_teachers}; "
             "pass the number of teachers that voted"
         )
@@ -457,9 +458,9 @@ def smooth_sensitivity(local_sensitivity: npt.ArrayLike, *, beta: float) -> floa
     beta = check_nonnegative(beta, "beta")
     ls = np.asarray(local_sensitivity, dtype=np.float64)
     if ls.ndim == 0 or ls.shape[-1] == 0:
-        raise ValueError(f"local_sensitivity must have a non-empty last axis, got shape {ls.shape}")
+        raise InputError(f"local_sensitivity must have a non-empty last axis, got shape {ls.shape}")
     if np.any(np.isnan(ls)) or np.any(ls < 0):
-        raise ValueError("local_sensitivity must be non-negative and not NaN")
+        raise InputError("local_sensitivity must be non-negative and not NaN")
     out: FloatArray = np.max(ls * np.exp(-beta * np.arange(ls.shape[-1])), axis=-1)
     return float(out) if ls.ndim == 1 else out
 
@@ -477,7 +478,7 @@ def gnss_rdp(*, beta: float, sigma_ss: float, order: float) -> float:
         return 0.0
     sigma_ss = check_positive(sigma_ss, "sigma_ss")
     if beta > 0 and not order < 1.0 / (2.0 * beta):
-        raise ValueError(
+        raise InputError(
             f"order must be < 1/(2 beta) = {1.0 / (2.0 * beta)!r} for the GNSS bound, "
             f"got order={order!r} with beta={beta!r}; lower beta or the order"
         )

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.arrays import BoolArray, FloatArray, IntArray
+from pate.analysis.errors import InputError, InputTypeError
 
 __all__ = [
     "check_votes",
@@ -46,12 +47,12 @@ def describe(value: Any, limit: int = 60) -> str:
 
 def _as_real(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a real number, got {describe(value)} of type {type(value).__name__}"
         )
     out = float(value)
     if not np.isfinite(out):
-        raise ValueError(f"{name} must be finite, got {out!r}")
+        raise InputError(f"{name} must be finite, got {out!r}")
     return out
 
 
@@ -59,7 +60,7 @@ def check_positive(value: Any, name: str) -> float:
     """A finite real number > 0 (e.g. ``sigma``, ``scale``)."""
     out = _as_real(value, name)
     if out <= 0:
-        raise ValueError(f"{name} must be > 0, got {out!r}")
+        raise InputError(f"{name} must be > 0, got {out!r}")
     return out
 
 
@@ -67,7 +68,7 @@ def check_nonnegative(value: Any, name: str) -> float:
     """A finite real number >= 0 (e.g. ``threshold``)."""
     out = _as_real(value, name)
     if out < 0:
-        raise ValueError(f"{name} must be >= 0, got {out!r}")
+        raise InputError(f"{name} must be >= 0, got {out!r}")
     return out
 
 
@@ -75,19 +76,19 @@ def check_delta(delta: Any, name: str = "delta") -> float:
     """delta of (eps, delta)-DP: a real number strictly inside (0, 1)."""
     out = _as_real(delta, name)
     if not 0.0 < out < 1.0:
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {out!r}")
+        raise InputError(f"{name} must lie strictly between 0 and 1, got {out!r}")
     return out
 
 
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     """An integer (bool refused), optionally >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be an integer, got {describe(value)} of type {type(value).__name__}"
         )
     out = int(value)
     if minimum is not None and out < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {out}")
+        raise InputError(f"{name} must be >= {minimum}, got {out}")
     return out
 
 
@@ -95,7 +96,7 @@ def check_order(order: Any, name: str = "order") -> float:
     """One Renyi order lambda > 1."""
     out = _as_real(order, name)
     if out <= 1:
-        raise ValueError(
+        raise InputError(
             f"{name} must be > 1 (Renyi orders are defined for lambda > 1), got {out!r}"
         )
     return out
@@ -106,14 +107,16 @@ def check_orders(orders: Any, name: str = "orders") -> FloatArray:
     try:
         arr = np.asarray(orders, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a 1-D array of numbers, got {describe(orders)}") from None
+        raise InputTypeError(
+            f"{name} must be a 1-D array of numbers, got {describe(orders)}"
+        ) from None
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array of orders, got shape {arr.shape}")
+        raise InputError(f"{name} must be a non-empty 1-D array of orders, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got {describe(orders)} with non-finite entries")
+        raise InputError(f"{name} must be finite, got {describe(orders)} with non-finite entries")
     if np.any(arr <= 1):
         bad = arr[arr <= 1][0]
-        raise ValueError(
+        raise InputError(
             f"{name} must all be > 1 (Renyi orders are defined for lambda > 1), "
             f"got an order {bad!r}"
         )
@@ -126,40 +129,44 @@ def check_votes(votes: Any, name: str = "votes") -> IntArray:
     Float arrays are accepted only when every entry is integral. Returns an int64 array.
     """
     if isinstance(votes, (str, bytes)) or votes is None:
-        raise TypeError(f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}")
+        raise InputTypeError(
+            f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}"
+        )
     arr = np.asarray(votes)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.integer)
         or np.issubdtype(arr.dtype, np.floating)
         or arr.dtype == np.bool_
     ):
-        raise TypeError(f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}")
+        raise InputTypeError(
+            f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}"
+        )
     if arr.ndim != 2:
-        raise ValueError(
+        raise InputError(
             f"{name} must be 2-D with shape (queries, classes), got shape {arr.shape}; "
             "for a single query pass votes[None, :]"
         )
     if arr.shape[1] < 2:
-        raise ValueError(f"{name} must have at least 2 classes (columns), got shape {arr.shape}")
+        raise InputError(f"{name} must have at least 2 classes (columns), got shape {arr.shape}")
     if np.issubdtype(arr.dtype, np.floating):
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise ValueError(
+            raise InputError(
                 f"{name} must hold integer vote counts, got non-integer values "
                 f"(e.g. {arr[arr != np.round(arr)][:1].tolist()})"
             )
     out = arr.astype(np.int64, copy=False)
     if out.size and out.min() < 0:
-        raise ValueError(f"{name} must be non-negative counts, got a minimum of {int(out.min())}")
+        raise InputError(f"{name} must be non-negative counts, got a minimum of {int(out.min())}")
     if out.shape[0]:
         sums = out.sum(axis=1)
         if np.any(sums != sums[0]):
             row = int(np.argmax(sums != sums[0]))
-            raise ValueError(
+            raise InputError(
                 f"{name} rows must all sum to the number of teachers; row 0 sums to "
                 f"{int(sums[0])} but row {row} sums to {int(sums[row])}"
             )
         if sums[0] <= 0:
-            raise ValueError(
+            raise InputError(
                 f"{name} rows must sum to the number of teachers (> 0), got {int(sums[0])}"
             )
     return out
@@ -174,9 +181,9 @@ def check_mask(mask: Any, length: int, name: str = "answered") -> BoolArray:
         elif arr.size == 0 and arr.ndim == 1:
             arr = arr.astype(bool)
         else:
-            raise TypeError(f"{name} must be a boolean mask, got {describe(mask)}")
+            raise InputTypeError(f"{name} must be a boolean mask, got {describe(mask)}")
     if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(
+        raise InputError(
             f"{name} must be a 1-D mask with one entry per query ({length}), got shape {arr.shape}"
         )
     return arr
@@ -187,18 +194,20 @@ def check_baseline(baseline: Any, shape: tuple[int, int], name: str = "baseline"
     try:
         arr = np.asarray(baseline, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of numbers, got {describe(baseline)}") from None
+        raise InputTypeError(
+            f"{name} must be an array of numbers, got {describe(baseline)}"
+        ) from None
     if arr.shape != tuple(shape):
-        raise ValueError(f"{name} must have the shape of the votes {tuple(shape)}, got {arr.shape}")
+        raise InputError(f"{name} must have the shape of the votes {tuple(shape)}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite")
+        raise InputError(f"{name} must be finite")
     return arr
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     """One of a fixed set of strings."""
     if value not in choices:
-        raise ValueError(
+        raise InputError(
             f"{name} must be one of {', '.join(map(repr, choices))}; got {describe(value)}"
         )
     chosen: str = value  # one of ``choices``
@@ -208,7 +217,7 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
 def check_bool(value: Any, name: str) -> bool:
     """True or False (a numpy bool too), as a Python bool."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {describe(value)}")
+        raise InputTypeError(f"{name} must be True or False, got {describe(value)}")
     return bool(value)
 
 
@@ -216,7 +225,7 @@ def check_unit_interval(value: Any, name: str) -> float:
     """A finite real number in [0, 1] (e.g. a confidence level or a fraction)."""
     out = _as_real(value, name)
     if not 0.0 <= out <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {out!r}")
+        raise InputError(f"{name} must lie in [0, 1], got {out!r}")
     return out
 
 
@@ -228,26 +237,28 @@ def check_probabilities(
     Returns a float64 array. Logits (negative values, sums far from 1) are refused with a hint.
     """
     if isinstance(probabilities, (str, bytes)) or probabilities is None:
-        raise TypeError(f"{name} must be an array of probabilities, got {describe(probabilities)}")
+        raise InputTypeError(
+            f"{name} must be an array of probabilities, got {describe(probabilities)}"
+        )
     try:
         arr = np.asarray(probabilities, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be an array of probabilities, got {describe(probabilities)}"
         ) from None
     if arr.shape != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
+        raise InputError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (found NaN or inf)")
+        raise InputError(f"{name} must be finite (found NaN or inf)")
     if arr.size:
         if arr.min() < 0 or arr.max() > 1:
-            raise ValueError(
+            raise InputError(
                 f"{name} must lie in [0, 1], got values in [{float(arr.min())!r}, "
                 f"{float(arr.max())!r}]; if these are logits apply a softmax first"
             )
         off = float(np.max(np.abs(arr.sum(axis=-1) - 1.0)))
         if off > atol:
-            raise ValueError(
+            raise InputError(
                 f"{name} must sum to 1 over the last axis (within {atol}); a row is "
                 f"off by {off:.3g}; apply a softmax first"
             )
@@ -258,17 +269,19 @@ def check_embeddings(value: Any, name: str) -> FloatArray:
     """A finite float64 (items, features >= 1) array of embeddings (``pate.core.knn``,
     ``pate.core.mean_release``)."""
     if isinstance(value, (str, bytes)) or value is None:
-        raise TypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
+        raise InputTypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a 2-D array of numbers, got {describe(value)}") from None
+        raise InputTypeError(
+            f"{name} must be a 2-D array of numbers, got {describe(value)}"
+        ) from None
     if arr.ndim != 2 or arr.shape[1] < 1:
-        raise ValueError(
+        raise InputError(
             f"{name} must be 2-D with shape (items, features >= 1), got shape {arr.shape}"
         )
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (found NaN or inf)")
+        raise InputError(f"{name} must be finite (found NaN or inf)")
     return arr
 
 
@@ -277,15 +290,15 @@ def check_labels(value: Any, length: int, num_classes: int, name: str = "labels"
     int64."""
     arr = np.asarray(value)
     if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(
+        raise InputError(
             f"{name} must be 1-D with one label per private record ({length}), got "
             f"shape {arr.shape}"
         )
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+        raise InputTypeError(f"{name} must be integers, got dtype {arr.dtype}")
     if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
         bad = arr[(arr < 0) | (arr >= num_classes)][0]
-        raise ValueError(
+        raise InputError(
             f"{name} must lie in [0, num_classes={num_classes}), got a label {int(bad)}"
         )
     return arr.astype(np.int64, copy=False)
@@ -294,13 +307,13 @@ def check_labels(value: Any, length: int, num_classes: int, name: str = "labels"
 def check_moment(value: Any, name: str = "moment") -> float:
     """One moment l: a finite real number >= 1."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a real number >= 1, got {describe(value)} "
             f"of type {type(value).__name__}"
         )
     out = float(value)
     if not math.isfinite(out) or out < 1.0:
-        raise ValueError(
+        raise InputError(
             f"{name} must be a finite number >= 1 (the moments of [P17] are "
             f"l = 1, 2, ...), got {out!r}"
         )
@@ -310,21 +323,21 @@ def check_moment(value: Any, name: str = "moment") -> float:
 def check_moments(moments: Any, name: str = "moments") -> FloatArray:
     """A non-empty 1-D array of finite moments, each >= 1."""
     if isinstance(moments, (str, bytes)) or moments is None:
-        raise TypeError(f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}")
+        raise InputTypeError(f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}")
     try:
         arr = np.asarray(moments, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}"
         ) from None
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(
+        raise InputError(
             f"{name} must be a non-empty 1-D array of moments, got shape {arr.shape}; "
             "e.g. moments=range(1, 9)"
         )
     if not np.all(np.isfinite(arr)) or np.any(arr < 1.0):
         bad = arr[~(np.isfinite(arr) & (arr >= 1.0))][0]
-        raise ValueError(
+        raise InputError(
             f"{name} must all be finite and >= 1, got a moment {bad!r}; e.g. moments=range(1, 9)"
         )
     return arr
@@ -336,11 +349,11 @@ def check_distances(k: Any, name: str = "k") -> tuple[IntArray, bool]:
         return np.array([check_int(k, name, minimum=0)], dtype=np.int64), True
     arr = np.asarray(k)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be an int >= 0 or a non-empty 1-D array of ints, got {describe(k)}"
         )
     if arr.min() < 0:
-        raise ValueError(
+        raise InputError(
             f"{name} must be >= 0 (a distance between histograms), got {int(arr.min())}"
         )
     return arr.astype(np.int64), False

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputTypeError
 from pate.run.config import (
     AggregatorTable,
     DataTable,
@@ -100,7 +101,7 @@ def _model_setting(model: Any, what: str) -> tuple[Any, Any]:
         )
         module = getattr(model, "__module__", None) or cls.__module__
         return f"python:{module}.{label}", model
-    raise TypeError(
+    raise InputTypeError(
         f"{what} must be a zoo name (e.g. 'mlp', 'cnn28'), a factory returning a "
         f"torch.nn.Module, or a scikit-learn estimator; got {type(model).__name__}"
     )
@@ -317,9 +318,9 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
     spec = mechanisms.get(planner.AUTO_MECHANISM if mechanism == "auto" else mechanism)
     no_teachers = spec.kind.reads_private_records  # Private-kNN: the records vote themselves
     if no_teachers and num_teachers is not None:
-        raise TypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
+        raise InputTypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
     if knn is not None and not no_teachers:
-        raise TypeError(
+        raise InputTypeError(
             f"knn= (the public-fitted embedding) applies to the mechanisms that read "
             f"the private records ('private-knn', 'class-means') only, not "
             f"{mechanism!r}"
@@ -331,7 +332,7 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
         if "threshold" in spec.param_names and voters is not None:
             noise.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
     elif not any(name in noise for name in spec.param_names):
-        raise TypeError(
+        raise InputTypeError(
             "give target_eps= (the noise is calibrated to it) or the noise of "
             f"{mechanism} ({', '.join(f'{name}=' for name in spec.param_names)})"
         )
@@ -351,7 +352,7 @@ def _run_dir(run_dir, *, name: str, resume: bool):
         import tempfile
 
         if resume:
-            raise TypeError("resume=True needs the run_dir of the run to continue")
+            raise InputTypeError("resume=True needs the run_dir of the run to continue")
         run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"pate-{name}-")) / "run"
     return run_dir
 

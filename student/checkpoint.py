@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputTypeError
+
 __all__ = [
     "CHECKPOINT_NAME",
     "FORMAT",
@@ -31,7 +33,7 @@ def plain_classes(classes: np.ndarray) -> list:
     out = [c.item() if isinstance(c, np.generic) else c for c in classes.tolist()]
     bad = [c for c in out if not isinstance(c, (str, int, float, bool))]
     if bad:
-        raise TypeError(
+        raise InputTypeError(
             f"cannot save a Student whose classes_ hold {type(bad[0]).__name__} labels "
             f"({bad[0]!r}); use str or int labels to save it"
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int, describe
 
 __all__ = ["confusion_matrix", "evaluation_metrics", "evaluate_student", "save_json"]
@@ -19,13 +20,13 @@ __all__ = ["confusion_matrix", "evaluation_metrics", "evaluate_student", "save_j
 def _check_class_labels(values: Any, name: str, num_classes: int) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of class labels, got shape {arr.shape}")
+        raise InputError(f"{name} must be a 1-D array of class labels, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must hold integer class labels, got {describe(arr)}")
+        raise InputTypeError(f"{name} must hold integer class labels, got {describe(arr)}")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
         bad = int(arr[(arr < 0) | (arr >= num_classes)][0])
-        raise ValueError(
+        raise InputError(
             f"{name} must lie in [0, {num_classes - 1}] (num_classes={num_classes}), "
             f"got a label {bad}"
         )
@@ -38,7 +39,7 @@ def confusion_matrix(y_true: Any, y_pred: Any, *, num_classes: int) -> np.ndarra
     y_true = _check_class_labels(y_true, "y_true", num_classes)
     y_pred = _check_class_labels(y_pred, "y_pred", num_classes)
     if y_true.shape != y_pred.shape:
-        raise ValueError(
+        raise InputError(
             f"y_true and y_pred must have the same length, got {y_true.shape[0]} "
             f"and {y_pred.shape[0]}"
         )
@@ -52,7 +53,7 @@ def evaluation_metrics(y_true: Any, y_pred: Any, *, num_classes: int) -> dict:
     support = cm.sum(axis=1)
     total = int(support.sum())
     if total == 0:
-        raise ValueError("y_true is empty: evaluation needs at least one labelled example")
+        raise InputError("y_true is empty: evaluation needs at least one labelled example")
     correct = np.diag(cm)
     per_class = [float(c / s) if s > 0 else None for c, s in zip(correct, support)]
     return {
@@ -68,13 +69,13 @@ def evaluation_metrics(y_true: Any, y_pred: Any, *, num_classes: int) -> dict:
 def evaluate_student(student: Any, x: Any, y: Any, *, num_classes: int | None = None) -> dict:
     """Metrics of ``student.predict(x)`` against the true labels ``y`` of the evaluation split."""
     if not hasattr(student, "predict"):
-        raise TypeError(
+        raise InputTypeError(
             f"student must be a fitted Student (with predict), got {type(student).__name__}"
         )
     if num_classes is None:
         num_classes = getattr(student, "num_classes_", None)
         if num_classes is None:
-            raise ValueError("num_classes is unknown: pass num_classes= or a fitted Student")
+            raise InputError("num_classes is unknown: pass num_classes= or a fitted Student")
     y_pred = np.asarray(student.predict(x))
     return evaluation_metrics(y, y_pred, num_classes=num_classes)
 

@@ -15,6 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 from torch import nn
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import describe
 
 __all__ = [
@@ -53,24 +54,24 @@ def is_model_like(obj: Any) -> bool:
 def refuse_non_public(obj: Any, name: str) -> None:
     """TypeError for the things that must never reach the student."""
     if looks_like_pate_data(obj):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} is a PateData object, which holds the private split; the student may only see "
             "the public inputs. Pass data.public.x as public_x and the released labels "
             "(e.g. <run_dir>/labels.npy) as labels"
         )
     if looks_like_split(obj):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} is an ArraySplit ({type(obj).__name__}), which carries true labels; pass the "
             "public inputs array (split.x) as public_x and the aggregator's released labels as labels"
         )
     if hasattr(obj, "public_predictions") or hasattr(obj, "teacher_accuracy"):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} is a teacher ensemble result ({type(obj).__name__}); the student must never "
             "receive the teachers' predictions or weights. Vote and aggregate (pate vote, pate "
             "aggregate) and pass the public inputs and the released labels only"
         )
     if is_model_like(obj):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} is a model / teacher ensemble / state dict; the student must never receive "
             "teacher weights. Pass the public inputs and the released labels only"
         )
@@ -81,7 +82,7 @@ def as_array(obj: Any, name: str, what: str) -> np.ndarray:
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu().numpy()
     if scipy.sparse.issparse(obj):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} is a scipy sparse matrix; sparse input is not supported: pass a "
             f"dense array ({name}.toarray())"
         )
@@ -89,7 +90,7 @@ def as_array(obj: Any, name: str, what: str) -> np.ndarray:
         return obj
     if isinstance(obj, (list, tuple)) or hasattr(obj, "__array__"):
         return np.asarray(obj)
-    raise TypeError(f"{name} must be {what}, got {describe(obj)} of type {type(obj).__name__}")
+    raise InputTypeError(f"{name} must be {what}, got {describe(obj)} of type {type(obj).__name__}")
 
 
 def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
@@ -104,7 +105,7 @@ def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
     if x.dtype == object:
         x = x.astype(np.float64)  # TypeError naming the bad element when it is not a number
     if np.iscomplexobj(x):
-        raise ValueError(
+        raise InputError(
             f"Complex data not supported: {name} has dtype {x.dtype}; pass real "
             "images in [0, 1] or real tabular features"
         )
@@ -115,7 +116,7 @@ def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
             if x.ndim == 2 and np.issubdtype(x.dtype, np.integer)
             else f"; convert it with {name}.astype(np.float32) if these are really features"
         )
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a float array (images in [0, 1] or tabular features), "
             f"got {describe(x)}{hint}"
         )
@@ -128,15 +129,15 @@ def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
             if x.ndim == 1
             else ""
         )
-        raise ValueError(f"{name} must have shape (N, C, H, W) or (N, F), got {x.shape}{extra}")
+        raise InputError(f"{name} must have shape (N, C, H, W) or (N, F), got {x.shape}{extra}")
     if fit and x.shape[0] == 0:
-        raise ValueError(f"{name} is empty (shape {x.shape}): the student needs public inputs")
+        raise InputError(f"{name} is empty (shape {x.shape}): the student needs public inputs")
     if x.ndim == 2 and x.shape[1] == 0:
-        raise ValueError(
+        raise InputError(
             f"{name} has 0 feature(s) (shape={x.shape}) while a minimum of 1 is required."
         )
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise InputError(f"{name} contains NaN or infinite values")
     x = np.ascontiguousarray(x, dtype=np.float32)
     return x if x.flags.writeable else x.copy()
 
@@ -169,7 +170,7 @@ def check_labels(
     """
     refuse_non_public(labels, name)
     if labels is None:
-        raise ValueError(
+        raise InputError(
             f"Student requires y to be passed, but the target y is None: pass {name}, "
             "the released label of each public item (-1 = unanswered)"
         )
@@ -180,7 +181,7 @@ def check_labels(
     kind = labels.dtype.kind
     if kind == "f":
         if not np.all(np.isfinite(labels)):
-            raise ValueError(f"{name} contains NaN or infinite values")
+            raise InputError(f"{name} contains NaN or infinite values")
         # Integral floats are class indices; anything else is a regression target.
         if np.any(labels != -1):
             check_classification_targets(labels[labels != -1])  # ValueError: Unknown label type
@@ -195,25 +196,25 @@ def _check_label_shape(labels: np.ndarray, name: str, num_public: int) -> None:
     ValueError unless one label per public item."""
     if labels.ndim == 2:
         if np.issubdtype(labels.dtype, np.integer):
-            raise TypeError(
+            raise InputTypeError(
                 f"{name} has shape {labels.shape}, which looks like a votes matrix (queries, classes) "
                 "or per-teacher predictions (teachers, queries); the student must never see the "
                 "teachers' votes or predictions. Aggregate them (pate aggregate) and pass the "
                 "released labels, shape (N_public,), -1 where unanswered"
             )
-        raise TypeError(
+        raise InputTypeError(
             f"{name} has shape {labels.shape} (probabilities or one-hot?); pass hard "
             "released labels of shape (N_public,), -1 where unanswered"
         )
     if labels.ndim == 3:
-        raise TypeError(
+        raise InputTypeError(
             f"{name} has shape {labels.shape}, which looks like per-teacher predictions; "
             "the student may only receive the aggregator's released labels (N_public,)"
         )
     if labels.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (N_public,), got shape {labels.shape}")
+        raise InputError(f"{name} must be 1-D (N_public,), got shape {labels.shape}")
     if labels.shape[0] != num_public:
-        raise ValueError(
+        raise InputError(
             f"{name} has {labels.shape[0]} entries but the inputs have {num_public} "
             "items: pass one released label per public item (-1 = unanswered)"
         )
@@ -225,18 +226,18 @@ def _encode_class_indices(
     """``(encoded, classes)`` of integer class indices (-1 = unanswered), checked."""
     labels = labels.astype(np.int64)
     if labels.min() < -1:
-        raise ValueError(
+        raise InputError(
             f"{name} must be -1 (unanswered) or a class index, got {int(labels.min())}"
         )
     if num_classes is not None and labels.max() >= num_classes:
-        raise ValueError(f"{name} must be < num_classes={num_classes}, got {int(labels.max())}")
+        raise InputError(f"{name} must be < num_classes={num_classes}, got {int(labels.max())}")
     if not np.any(labels >= 0):
-        raise ValueError(
+        raise InputError(
             f"{name} has no answered item (all -1): the student needs at least one label"
         )
     k = num_classes if num_classes is not None else int(labels.max()) + 1
     if k < 2:
-        raise ValueError(
+        raise InputError(
             f"only one class (class 0) was answered in {name}; pass num_classes= "
             "explicitly (the student needs at least 2 classes)"
         )
@@ -250,30 +251,30 @@ def _encode_class_labels(
     unanswered in an object array): indices into the sorted ``classes``."""
     kind = labels.dtype.kind
     if kind not in "OUSb":
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must hold class indices (-1 = unanswered) or class labels "
             f"(strings, booleans), got {describe(labels)}"
         )
     answered = ~unlabelled_mask(labels) if kind == "O" else np.ones(labels.shape[0], dtype=bool)
     if not answered.any():
-        raise ValueError(
+        raise InputError(
             f"{name} has no answered item (all -1): the student needs at least one label"
         )
     check_classification_targets(labels[answered])
     try:
         classes, encoded = np.unique(labels[answered], return_inverse=True)
     except TypeError as exc:
-        raise TypeError(
+        raise InputTypeError(
             f"{name} mixes label types that cannot be ordered ({exc}); use one type "
             "(e.g. all strings), -1 for unanswered items"
         ) from exc
     if classes.shape[0] < 2:
-        raise ValueError(
+        raise InputError(
             f"only one class ({classes[0]!r}) was answered in {name}; the student "
             "needs at least 2 classes"
         )
     if num_classes is not None and num_classes != classes.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"num_classes={num_classes} but {name} holds {classes.shape[0]} distinct "
             f"labels {classes.tolist()!r}; num_classes only applies to integer class "
             "indices: leave it None for other labels"
@@ -289,15 +290,17 @@ def check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) 
     refuse_non_public(soft_targets, "soft_targets")
     targets = as_array(soft_targets, "soft_targets", "an (N, classes) array of class probabilities")
     if targets.dtype.kind in "iub":
-        raise TypeError(
+        raise InputTypeError(
             f"soft_targets has integer dtype {targets.dtype} (a votes matrix?); the "
             "student never sees votes: pass float class probabilities, or none"
         )
     if targets.dtype.kind != "f":
-        raise TypeError(f"soft_targets must be float class probabilities, got {describe(targets)}")
+        raise InputTypeError(
+            f"soft_targets must be float class probabilities, got {describe(targets)}"
+        )
     expected = (labels.shape[0], num_classes)
     if targets.shape != expected:
-        raise ValueError(
+        raise InputError(
             f"soft_targets must have shape {expected} (one row of class "
             f"probabilities per item, columns in the order of classes_), got "
             f"{targets.shape}"
@@ -306,18 +309,18 @@ def check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) 
     rows = labels >= 0
     labelled = targets[rows]
     if not np.all(np.isfinite(labelled)) or labelled.min(initial=0.0) < 0:
-        raise ValueError("soft_targets must be finite and non-negative on the labelled items")
+        raise InputError("soft_targets must be finite and non-negative on the labelled items")
     sums = labelled.sum(axis=1)
     if not np.allclose(sums, 1.0, rtol=0, atol=1e-6):
         worst = int(np.argmax(np.abs(sums - 1.0)))
-        raise ValueError(
+        raise InputError(
             f"soft_targets' rows must sum to 1 (class probabilities); the labelled "
             f"item {int(np.flatnonzero(rows)[worst])} sums to {sums[worst]:.6g}"
         )
     below_max = labelled[np.arange(labelled.shape[0]), labels[rows]] < labelled.max(axis=1)
     if np.any(below_max):
         bad = int(np.flatnonzero(rows)[int(np.argmax(below_max))])
-        raise ValueError(
+        raise InputError(
             f"soft_targets disagree with y: item {bad} is labelled "
             f"{int(labels[bad])} but its largest probability is at class "
             f"{int(np.argmax(targets[bad]))}; pass the probabilities the labels "

@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from pate.analysis.errors import InputError
+
 __all__ = ["RuleHead", "RuleProduct", "product_log_proba"]
 
 
@@ -19,7 +21,7 @@ def product_log_proba(student_proba, rule_scores, *, temperature: float) -> np.n
     from scipy.special import log_softmax
 
     if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+        raise InputError(f"temperature must be > 0, got {temperature}")
     logp = np.log(np.clip(np.asarray(student_proba, dtype=np.float64), 1e-300, None))
     return logp + log_softmax(temperature * np.asarray(rule_scores, dtype=np.float64), axis=1)
 
@@ -35,9 +37,9 @@ class RuleHead(nn.Module):
         from pate.teachers.features import ScatterNet, feature_shape
 
         if features not in ("scatternet", "kernel", "none"):
-            raise ValueError(f"features must be 'scatternet', 'kernel' or 'none', got {features!r}")
+            raise InputError(f"features must be 'scatternet', 'kernel' or 'none', got {features!r}")
         if rule not in RULES:
-            raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+            raise InputError(f"rule must be one of {RULES}, got {rule!r}")
         self.features, self.rule = features, rule
         shape = tuple(int(s) for s in input_shape)
         if features == "scatternet":
@@ -125,7 +127,7 @@ class RuleProduct(nn.Module):
     def __init__(self, student: nn.Module, head: RuleHead, temperature: float):
         super().__init__()
         if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+            raise InputError(f"temperature must be > 0, got {temperature}")
         self.student, self.head, self.temperature = student, head, float(temperature)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import (
     check_choice,
     check_int,
@@ -36,7 +37,7 @@ def first_k(num_public: int, *, k: int) -> np.ndarray:
     num_public = check_int(num_public, "num_public", minimum=1)
     k = check_int(k, "k", minimum=1)
     if k > num_public:
-        raise ValueError(f"k={k} exceeds the number of public items ({num_public})")
+        raise InputError(f"k={k} exceeds the number of public items ({num_public})")
     return np.arange(k, dtype=np.int64)
 
 
@@ -45,7 +46,7 @@ def _check_probability_matrix(probabilities: Any) -> np.ndarray:
         np.asarray(probabilities) if not isinstance(probabilities, (str, bytes)) else probabilities
     )
     if not isinstance(arr, np.ndarray) or arr.ndim != 2:
-        raise ValueError(
+        raise InputError(
             f"probabilities must be a 2-D (items, classes) array, got {describe(probabilities)}"
         )
     return check_probabilities(arr, arr.shape, "probabilities")
@@ -59,7 +60,7 @@ def uncertainty(probabilities: Any, *, criterion: str = "entropy") -> np.ndarray
         safe = np.clip(p, 1e-12, 1.0)
         return -np.sum(np.where(p > 0, p * np.log(safe), 0.0), axis=1)
     if p.shape[1] < 2:
-        raise ValueError("the margin criterion needs at least 2 classes")
+        raise InputError("the margin criterion needs at least 2 classes")
     top2 = np.sort(p, axis=1)[:, -2:]
     return -(top2[:, 1] - top2[:, 0])
 
@@ -76,12 +77,12 @@ def select_uncertain(
     else:
         exclude = np.asarray(exclude)
         if exclude.dtype != np.bool_ or exclude.shape != (n,):
-            raise ValueError(
+            raise InputError(
                 f"exclude must be a boolean mask of shape ({n},), got {describe(exclude)}"
             )
     candidates = np.flatnonzero(~exclude)
     if k > candidates.size:
-        raise ValueError(f"k={k} exceeds the {candidates.size} items not yet asked")
+        raise InputError(f"k={k} exceeds the {candidates.size} items not yet asked")
     order = np.argsort(-score[candidates], kind="stable")
     return candidates[order[:k]].astype(np.int64)
 
@@ -199,7 +200,7 @@ def _check_round_sizes(
     ``num_votes`` rows of votes and the ``num_public`` public items."""
     n = num_votes
     if n != num_public:
-        raise ValueError(
+        raise InputError(
             f"votes has {n} rows but public_x has {num_public} items: pass the teachers' "
             "votes on every public item, in the same order"
         )
@@ -210,7 +211,7 @@ def _check_round_sizes(
     )
     total = initial_size + (rounds - 1) * batch_size
     if total > n:
-        raise ValueError(
+        raise InputError(
             f"initial_size + (rounds - 1) * batch_size = {total} exceeds the {n} public items"
         )
     return rounds, batch_size, initial_size
@@ -227,7 +228,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
             not isinstance(aggregator, OnlineAggregator)
             or not mechanisms.get(aggregator.mechanism).needs_student
         ):
-            raise TypeError(
+            raise InputTypeError(
                 f"aggregator must be an OnlineAggregator of a mechanism that uses the "
                 f"student's predictions, e.g. OnlineAggregator('interactive-gnmax', "
                 f"...), got {describe(aggregator)}"
@@ -236,7 +237,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
             ["rng"] if rng is not None else []
         )
         if given:
-            raise TypeError(
+            raise InputTypeError(
                 f"pass either aggregator or {', '.join(given)}, not both: the aggregator "
                 "carries its own parameters and noise stream"
             )
@@ -245,7 +246,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
             ["rng"] if rng is None else []
         )
         if missing:
-            raise TypeError(
+            raise InputTypeError(
                 f"active_labels needs {', '.join(missing)} (Interactive-GNMax parameters) "
                 "or an OnlineAggregator('interactive-gnmax', ...) as aggregator"
             )
@@ -259,7 +260,7 @@ def _check_aggregation(aggregator: Any, mechanism_params: dict, rng: Any) -> Non
 def _check_student_confidence(confidence: float | None, *, num_classes: int) -> None:
     """Refuse a ``student_confidence`` at which even a uniform guess would be kept."""
     if confidence is not None and confidence <= 1.0 / num_classes:
-        raise ValueError(
+        raise InputError(
             f"student_confidence={confidence!r} is at most 1/classes = "
             f"{1.0 / num_classes:.4g}: every student label, even a uniform guess, would "
             "be kept; use a confidence well above 1/classes (e.g. 0.9)"

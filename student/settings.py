@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import (
     check_bool,
     check_choice,
@@ -148,7 +149,7 @@ def _checked_model(model: Any) -> str:
         # a factory given from Python: recorded by name (settings stay plain values)
         return "python:" + factory_name(model)
     if not isinstance(model, str):
-        raise TypeError(
+        raise InputTypeError(
             f"model must be a model name string ('auto', 'cnn28', 'mlp', ... or "
             f"'package.module:factory') or a factory returning a torch.nn.Module, "
             f"got {describe(model)}"
@@ -156,7 +157,7 @@ def _checked_model(model: Any) -> str:
     from pate.teachers.models import MODEL_NAMES, is_model_name
 
     if not is_model_name(model):
-        raise ValueError(
+        raise InputError(
             f"model must be 'auto', one of {', '.join(MODEL_NAMES)} or "
             f"'package.module:factory', got {model!r}"
         )
@@ -176,19 +177,19 @@ def _checked_optimisation(st: Any) -> dict:
     s["unlabeled_ratio"] = check_int(st.unlabeled_ratio, "unlabeled_ratio", minimum=1)
     s["threshold"] = check_nonnegative(st.threshold, "threshold")
     if s["threshold"] > 1:
-        raise ValueError(f"threshold is a confidence in [0, 1], got {s['threshold']!r}")
+        raise InputError(f"threshold is a confidence in [0, 1], got {s['threshold']!r}")
     s["unlabeled_weight"] = check_nonnegative(st.unlabeled_weight, "unlabeled_weight")
     s["learning_rate"] = check_positive(st.learning_rate, "learning_rate")
     s["momentum"] = check_nonnegative(st.momentum, "momentum")
     if s["momentum"] >= 1:
-        raise ValueError(f"momentum must be in [0, 1), got {s['momentum']!r}")
+        raise InputError(f"momentum must be in [0, 1), got {s['momentum']!r}")
     s["weight_decay"] = check_nonnegative(st.weight_decay, "weight_decay")
     if st.ema_decay is None:
         s["ema_decay"] = None
     else:
         s["ema_decay"] = check_positive(st.ema_decay, "ema_decay")
         if s["ema_decay"] >= 1:
-            raise ValueError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
+            raise InputError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
     return s
 
 
@@ -202,7 +203,7 @@ def _checked_augmentation(st: Any) -> dict:
     s["strong_ops"] = check_int(st.strong_ops, "strong_ops", minimum=0)
     s["cutout"] = check_nonnegative(st.cutout, "cutout")
     if s["cutout"] > 1:
-        raise ValueError(f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}")
+        raise InputError(f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}")
     return s
 
 
@@ -211,16 +212,18 @@ def _check_run_options(st: Any) -> None:
     data."""
     if not (isinstance(st.processes, str) and st.processes == "auto"):
         if isinstance(st.processes, str):
-            raise ValueError(f"processes must be 'auto' or an int >= 1, got {st.processes!r}")
+            raise InputError(f"processes must be 'auto' or an int >= 1, got {st.processes!r}")
         check_int(st.processes, "processes", minimum=1)
     check_bool(st.progress, "progress")
     if check_bool(st.resume, "resume") and st.checkpoint_dir is None:
-        raise ValueError("resume=True needs checkpoint_dir (where the checkpoint is)")
+        raise InputError("resume=True needs checkpoint_dir (where the checkpoint is)")
     if st.on_epoch_end is not None and not callable(st.on_epoch_end):
-        raise TypeError(f"on_epoch_end must be callable or None, got {describe(st.on_epoch_end)}")
+        raise InputTypeError(
+            f"on_epoch_end must be callable or None, got {describe(st.on_epoch_end)}"
+        )
     if st.validation is not None:
         if not (isinstance(st.validation, tuple) and len(st.validation) == 2):
-            raise TypeError(
+            raise InputTypeError(
                 f"validation must be a tuple (x, y) or None, got {describe(st.validation)}"
             )
         vx, vy = st.validation
@@ -230,7 +233,7 @@ def _check_run_options(st: Any) -> None:
             or vy.ndim != 1
             or vx.shape[0] != vy.shape[0]
         ):
-            raise ValueError("validation must be (x, y) numpy arrays with one label per row of x")
+            raise InputError("validation must be (x, y) numpy arrays with one label per row of x")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -259,7 +262,7 @@ def seed_from(random_state: Any) -> int | None:
         random_state, bool
     ):
         return check_int(random_state, "random_state", minimum=0)
-    raise TypeError(
+    raise InputTypeError(
         f"random_state must be None, a non-negative int or a numpy.random.Generator "
         f"(e.g. pate.core.rng.make_streams(seed).student), got {describe(random_state)}"
     )

@@ -28,6 +28,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import validate_data
 from torch import nn
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
 from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
@@ -216,7 +217,7 @@ class Student(ClassifierMixin, BaseEstimator):
         valid = set(TRAINING_PARAMS + OTHER_PARAMS)
         for name in params:
             if name not in valid:
-                raise ValueError(
+                raise InputError(
                     f"unknown Student parameter {name!r}; valid: {', '.join(sorted(valid))}"
                 )
         return super().set_params(**params)
@@ -367,13 +368,13 @@ class Student(ClassifierMixin, BaseEstimator):
                 ),
             )
             if state.get("fingerprint") != fingerprint:
-                raise ValueError(
+                raise InputError(
                     f"checkpoint {checkpoint_path} was written for different public data, labels or "
                     "settings; delete it (or use a new run directory) to start over, or resume with "
                     "the original settings"
                 )
             if seed is not None and seed != state["seed"]:
-                raise ValueError(
+                raise InputError(
                     f"checkpoint {checkpoint_path} was written with another random_state "
                     f"(seed {state['seed']}, now {seed}); resume with the same seed"
                 )
@@ -419,7 +420,7 @@ class Student(ClassifierMixin, BaseEstimator):
         x = check_inputs(X, "X", fit=False)
         validate_data(self, X if hasattr(X, "columns") else x, reset=False, skip_check_array=True)
         if tuple(x.shape[1:]) != self.input_shape_:
-            raise ValueError(
+            raise InputError(
                 f"X must have shape (N, {', '.join(map(str, self.input_shape_))}) as in "
                 f"fit, got {x.shape}"
             )
@@ -451,9 +452,9 @@ class Student(ClassifierMixin, BaseEstimator):
 
         self._check_fitted()
         if getattr(self, "rule_product_", None) is not None:
-            raise ValueError("this Student is already combined with a labelling rule")
+            raise InputError("this Student is already combined with a labelling rule")
         if not isinstance(head, RuleHead):
-            raise TypeError(
+            raise InputTypeError(
                 f"head must be a pate.student.rule_product.RuleHead, got {type(head).__name__}"
             )
         device = next(self.model_.parameters()).device
@@ -508,7 +509,7 @@ def train_student(
             )
             else ""
         )
-        raise TypeError(
+        raise InputTypeError(
             f"train_student got unexpected argument(s) {', '.join(unknown)}{hint}; "
             f"valid settings: {', '.join(sorted(valid))}"
         )

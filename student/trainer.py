@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pate.analysis.errors import InputError
 from pate.student.checkpoint import FORMAT, not_a_checkpoint
 from pate.student.draws import Batches, StepDraw, shard_seeds
 from pate.student.parallel import SINGLE, Group
@@ -206,7 +207,7 @@ class Training:
             self.optimizer.load_state_dict(state["optimizer"])
             states = list(state["generators"])
             if len(states) != len(self.generators):
-                raise ValueError(
+                raise InputError(
                     f"it holds {len(states)} generator states for {len(self.generators)} shards"
                 )
             for generator, generator_state in zip(self.generators, states):

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pate.analysis.errors import InputError
 from pate.student.checkpoint import (
     FORMAT,
     WEIGHTS_KEYS,
@@ -81,7 +82,7 @@ def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
     name = blob["model_name"]
     if name.startswith("python:"):
         if model is None:
-            raise ValueError(
+            raise InputError(
                 f"{path}: the student's network was built by the Python factory "
                 f"{name[7:]}; pass it again: Student.load(path, model=factory)"
             )

@@ -15,6 +15,7 @@ import pickle
 
 import numpy as np
 
+from pate.analysis.errors import InputError
 from pate.teachers.errors import DatasetNotFoundError
 
 __all__ = [
@@ -77,17 +78,17 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     with opener(path, "rb") as fh:
         raw = fh.read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise ValueError(f"{path} is not an IDX file (bad magic number)")
+        raise InputError(f"{path} is not an IDX file (bad magic number)")
     dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
     code, ndim = raw[2], raw[3]
     if code not in dtypes:
-        raise ValueError(f"{path} has an unknown IDX type code {code:#x}")
+        raise InputError(f"{path} has an unknown IDX type code {code:#x}")
     header = 4 + 4 * ndim
     shape = tuple(int(v) for v in np.frombuffer(raw[4:header], dtype=">u4"))
     dtype = np.dtype(dtypes[code])
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(raw) - header != expected:
-        raise ValueError(
+        raise InputError(
             f"{path} is truncated or corrupt: header says shape {shape} "
             f"({expected} bytes) but {len(raw) - header} bytes follow"
         )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pate.analysis.errors import InputError
 from pate.analysis.mapped import npz_member_map
 from pate.teachers.data_checks import check_features
 from pate.teachers.feature_cache import CachedFeatures, EntryKey, FeatureCache, pread_rows
@@ -120,7 +121,7 @@ class _MemberStream:
     def read(self, rows: int) -> np.ndarray:
         data = self._file.read(rows * self._row_bytes)
         if len(data) != rows * self._row_bytes:
-            raise ValueError(f"the member ended at row {self.next_row} of {self.shape[0]}")
+            raise InputError(f"the member ended at row {self.next_row} of {self.shape[0]}")
         self.next_row += rows
         return np.frombuffer(data, dtype=self.dtype).reshape((rows, *self.row_shape))
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_choice, check_int, check_nonnegative, describe
 from pate.teachers.errors import ConfigError
 
@@ -56,14 +57,14 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         check_choice(self.backend, "backend", BACKENDS)
         if self.address is not None and (not isinstance(self.address, str) or not self.address):
-            raise ValueError(
+            raise InputError(
                 f'address must be "auto" or "HOST:PORT" of a running Ray cluster '
                 f"(or unset: start a local Ray), got {self.address!r}"
             )
         if self.num_cpus is not None:
             check_int(self.num_cpus, "num_cpus", minimum=1)
             if self.address is not None:
-                raise ValueError(
+                raise InputError(
                     "num_cpus sizes a local Ray started by pate-learn; it does not "
                     f"apply with address = {self.address!r} (the cluster's nodes "
                     "declare their own CPUs)"
@@ -71,7 +72,7 @@ class ClusterConfig:
         check_int(self.cpus_per_task, "cpus_per_task", minimum=1)
         gpus = check_nonnegative(self.gpus_per_task, "gpus_per_task")
         if not math.isfinite(gpus) or (gpus > 1 and gpus != int(gpus)):
-            raise ValueError(
+            raise InputError(
                 f"gpus_per_task must be a fraction of one GPU or a whole number of "
                 f"GPUs, got {self.gpus_per_task!r}"
             )
@@ -79,7 +80,7 @@ class ClusterConfig:
             check_int(self.teachers_per_task, "teachers_per_task", minimum=1)
         check_int(self.max_retries, "max_retries", minimum=0)
         if self.num_cpus is not None and self.cpus_per_task > self.num_cpus:
-            raise ValueError(
+            raise InputError(
                 f"cpus_per_task ({self.cpus_per_task}) exceeds num_cpus "
                 f"({self.num_cpus}): no task could ever run"
             )
@@ -91,19 +92,19 @@ class ClusterConfig:
     def task_device(self, device: str) -> str:
         """The torch device of a Ray task for the teachers' ``device`` setting."""
         if not isinstance(device, str):
-            raise TypeError(f"device must be a string, got {describe(device)}")
+            raise InputTypeError(f"device must be a string, got {describe(device)}")
         if device == "auto":
             return "cuda" if self.gpus_per_task > 0 else "cpu"
         if device == "cpu":
             if self.gpus_per_task > 0:
-                raise ValueError(
+                raise InputError(
                     f"gpus_per_task = {self.gpus_per_task:g} reserves GPUs for "
                     'every task but device = "cpu"; set gpus_per_task = 0 or '
                     'device = "auto"'
                 )
             return "cpu"
         if self.gpus_per_task <= 0:
-            raise ValueError(
+            raise InputError(
                 f"device = {device!r} under Ray needs gpus_per_task > 0 (Ray gives "
                 'each task its GPU); set gpus_per_task, or device = "auto"'
             )
@@ -249,7 +250,7 @@ class RaySession:
 
     def __init__(self, cluster: ClusterConfig) -> None:
         if not cluster.is_ray:
-            raise ValueError('RaySession needs a ClusterConfig with backend = "ray"')
+            raise InputError('RaySession needs a ClusterConfig with backend = "ray"')
         self.cluster = cluster
         self.started = False
         self._ray = None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_bool, check_int, describe
 from pate.teachers.builtin_datasets import (
@@ -92,9 +93,9 @@ class ArraySplit:
         x = np.ascontiguousarray(self.x, dtype=np.float32)
         y = np.ascontiguousarray(self.y, dtype=np.int64)
         if x.ndim < 2:
-            raise ValueError(f"x must have shape (N, features) or (N, C, H, W), got {x.shape}")
+            raise InputError(f"x must have shape (N, features) or (N, C, H, W), got {x.shape}")
         if y.ndim != 1 or y.shape[0] != x.shape[0]:
-            raise ValueError(f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
+            raise InputError(f"y must have shape ({x.shape[0]},) to match x, got {y.shape}")
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y)
 
@@ -148,7 +149,7 @@ def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
             eval_size = max(1, n_test // 10)
             public_size = n_test - eval_size
         else:
-            raise ValueError(
+            raise InputError(
                 f"public_size + eval_size = {public_size} + {eval_size} exceeds the "
                 f"{n_test} test items of {name}; choose smaller sizes"
             )
@@ -166,7 +167,7 @@ def _digits_split(x, y, public_size, eval_size):
     eval_size = _DIGITS_EVAL if eval_size is None else eval_size
     public_size = _DIGITS_PUBLIC if public_size is None else public_size
     if public_size + eval_size >= n:
-        raise ValueError(
+        raise InputError(
             f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
             f"records out of {n} in digits; choose smaller sizes"
         )
@@ -223,9 +224,9 @@ def load_pate_data(
     files reads them from there (:mod:`pate.teachers.cached_data`).
     """
     if not isinstance(name, str):
-        raise TypeError(f"name must be a dataset name string, got {describe(name)}")
+        raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
     if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
-        raise ValueError(
+        raise InputError(
             f"unknown dataset name {name!r}; use one of "
             f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH"
         )
@@ -237,19 +238,19 @@ def load_pate_data(
         from pate.teachers.feature_cache import FeatureCache
 
         if not isinstance(cache, FeatureCache):
-            raise TypeError(f"cache must be a FeatureCache or None, got {describe(cache)}")
+            raise InputTypeError(f"cache must be a FeatureCache or None, got {describe(cache)}")
     if image_size is not None and not name.startswith("imagefolder:"):
-        raise ValueError(
+        raise InputError(
             f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
             f"{name!r}; leave it unset"
         )
     classes = check_class_names(classes)
     if not isinstance(split_column, str) or not split_column.strip():
-        raise TypeError(f"split_column must be a column name, got {describe(split_column)}")
+        raise InputTypeError(f"split_column must be a column name, got {describe(split_column)}")
     evaluation_public = check_bool(evaluation_public, "evaluation_public")
     root_path = None if root is None else pathlib.Path(root).expanduser()
     if download and root_path is None:
-        raise ValueError(
+        raise InputError(
             "download=True needs root (--data-root DIR): the directory to download into"
         )
     if name in DATASET_NAMES:
@@ -267,16 +268,18 @@ def check_class_names(classes) -> list[str] | None:
     if classes is None:
         return None
     if isinstance(classes, (str, bytes)) or not isinstance(classes, (list, tuple)):
-        raise TypeError(f"classes must be a list of class names (strings), got {describe(classes)}")
+        raise InputTypeError(
+            f"classes must be a list of class names (strings), got {describe(classes)}"
+        )
     names = list(classes)
     bad = [c for c in names if not isinstance(c, str) or not c.strip()]
     if bad or len(names) < 2:
-        raise ValueError(
+        raise InputError(
             f"classes must list at least two class names (non-empty strings), got {names!r}"
         )
     repeated = sorted({c for c in names if names.count(c) > 1})
     if repeated:
-        raise ValueError(f"classes must name each class once; {repeated} repeat")
+        raise InputError(f"classes must name each class once; {repeated} repeat")
     return names
 
 
@@ -323,7 +326,7 @@ def _own_data(
     and the held-out split's ``key``."""
     prefix, _, rest = name.partition(":")
     if not rest:
-        raise ValueError(f"dataset {name!r} needs a path after '{prefix}:'")
+        raise InputError(f"dataset {name!r} needs a path after '{prefix}:'")
     path = pathlib.Path(rest).expanduser()
     if prefix == "npz":
         kind, arrays, class_names = load_npz(
@@ -335,7 +338,7 @@ def _own_data(
     else:
         kind, arrays, class_names = load_imagefolder(path, image_size, cache=cache, classes=classes)
     if kind != "train-test" and (public_size is not None or eval_size is not None):
-        raise ValueError(
+        raise InputError(
             f"{name} already says which records are public and which evaluate (its splits or "
             f"its {pool['split_column']!r} marks); do not pass public_size/eval_size"
         )
@@ -394,7 +397,7 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
             logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
         held = held_out(private.x, private.y, key)
         if held.all() or not held.any():
-            raise ValueError(
+            raise InputError(
                 f"{name}: holding out a tenth of the private rows for evaluation left "
                 f"{'no private' if held.all() else 'no evaluation'} record; mark rows "
                 f"'evaluation' in the {settings['split_column']!r} marks"
@@ -435,7 +438,7 @@ def _checked_data(
     its evaluation split is public."""
     shapes = {private.x.shape[1:], public.x.shape[1:], evaluation.x.shape[1:]}
     if len(shapes) != 1:
-        raise ValueError(f"{name}: the splits have different input shapes {sorted(shapes)}")
+        raise InputError(f"{name}: the splits have different input shapes {sorted(shapes)}")
     splits = {"private": private, "public": public, "evaluation": evaluation}
     for split, part in splits.items():
         check_features(part.x, f"{name}: {split} split")

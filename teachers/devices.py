@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import describe
 
 __all__ = ["resolve_device", "check_device_spelling", "available_bytes", "choose_chunk_size"]
@@ -12,12 +13,14 @@ __all__ = ["resolve_device", "check_device_spelling", "available_bytes", "choose
 def check_device_spelling(device) -> None:
     """Refuse a device that is not spelled 'auto', 'cpu', 'cuda' or 'cuda:N' (nothing probed)."""
     if not isinstance(device, str):
-        raise TypeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {describe(device)}")
+        raise InputTypeError(
+            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {describe(device)}"
+        )
     if device in ("auto", "cpu", "cuda"):
         return
     if device.startswith("cuda:") and device[5:].isdigit():
         return
-    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    raise InputError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
 def resolve_device(device: str) -> str:
@@ -30,14 +33,14 @@ def resolve_device(device: str) -> str:
     if device == "cpu":
         return "cpu"
     if not torch.cuda.is_available():
-        raise ValueError(
+        raise InputError(
             f"device {device!r} was asked for but no CUDA GPU is available; "
             "use --device cpu (or auto)"
         )
     index = int(device[5:]) if ":" in device else 0
     count = torch.cuda.device_count()
     if index >= count:
-        raise ValueError(f"device {device!r} does not exist: {count} CUDA device(s) visible")
+        raise InputError(f"device {device!r} does not exist: {count} CUDA device(s) visible")
     return f"cuda:{index}"
 
 

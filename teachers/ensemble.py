@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_bool, check_int, describe
 from pate.teachers.chunks import (
     ChunkPlan,
@@ -51,24 +52,24 @@ def _check_shards(shards, num_records: int) -> list[np.ndarray]:
     from pate.core.partition import check_partition
 
     if isinstance(shards, (str, bytes)) or not hasattr(shards, "__len__"):
-        raise TypeError(
+        raise InputTypeError(
             f"shards must be a list of index arrays (Partition.shards), got {describe(shards)}"
         )
     out = []
     for t, s in enumerate(shards):
         arr = np.asarray(s)
         if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
-            raise TypeError(
+            raise InputTypeError(
                 f"shards[{t}] must be a 1-D integer array of record indices, got {describe(s)}"
             )
         out.append(arr.astype(np.int64))
     if not out:
-        raise ValueError("shards is empty: at least one teacher is needed")
+        raise InputError("shards is empty: at least one teacher is needed")
     for t, arr in enumerate(out):
         if arr.size == 0:
-            raise ValueError(f"shards[{t}] is empty: every teacher needs at least one record")
+            raise InputError(f"shards[{t}] is empty: every teacher needs at least one record")
         if arr.min() < 0 or arr.max() >= num_records:
-            raise ValueError(
+            raise InputError(
                 f"shards[{t}] holds record indices outside [0, {num_records}) of the "
                 "private split; was the partition made for another dataset?"
             )
@@ -84,12 +85,12 @@ def _check_shards(shards, num_records: int) -> list[np.ndarray]:
 
 def _check_seeds(seeds, num_teachers: int) -> list[int]:
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__"):
-        raise TypeError(
+        raise InputTypeError(
             f"seeds must be a list of non-negative ints (Streams.teacher_seeds), got "
             f"{describe(seeds)}"
         )
     if len(seeds) != num_teachers:
-        raise ValueError(
+        raise InputError(
             f"seeds has {len(seeds)} entries but there are {num_teachers} shards; "
             "pass one seed per teacher (Streams.teacher_seeds(num_teachers))"
         )
@@ -151,7 +152,7 @@ def train_teachers(
     num_classes = int(data.num_classes)
     y_priv = data.private.y
     if y_priv.min() < 0 or y_priv.max() >= num_classes:
-        raise ValueError(f"private labels must lie in [0, {num_classes})")
+        raise InputError(f"private labels must lie in [0, {num_classes})")
     fingerprint = _fingerprint(config, data, shards, seeds)
 
     on_ray = cluster is not None and cluster.is_ray
@@ -178,9 +179,9 @@ def _checked_arguments(config, cluster, resume) -> TeacherConfig:
     and ``resume`` were checked."""
     config = TeacherConfig() if config is None else config
     if not isinstance(config, TeacherConfig):
-        raise TypeError(f"config must be a TeacherConfig, got {describe(config)}")
+        raise InputTypeError(f"config must be a TeacherConfig, got {describe(config)}")
     if cluster is not None and not isinstance(cluster, ClusterConfig):
-        raise TypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
+        raise InputTypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
     check_bool(resume, "resume")
     return config
 
@@ -233,7 +234,7 @@ def _choose_trainer(config: TeacherConfig, data, device: str, saved_state: dict 
         reason = vmap_support(config.model, input_shape=shape, num_classes=classes)
         if reason is not None:
             if trainer == "vectorized":
-                raise ValueError(
+                raise InputError(
                     f"model {config.model!r} cannot be trained with the vectorized "
                     f"trainer: {reason}; use trainer='sequential' (or 'auto')"
                 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+from pate.analysis.errors import InputError
 from pate.teachers.checkpoint import load_torch
 from pate.teachers.errors import ConfigError
 
@@ -38,11 +39,11 @@ def open_out_dir(out_dir, fingerprint, resume):
     """Create ``out_dir`` or check it for a resume; returns the saved state (or None)."""
     if out_dir is None:
         if resume:
-            raise ValueError("resume=True needs out_dir (the directory with the checkpoints)")
+            raise InputError("resume=True needs out_dir (the directory with the checkpoints)")
         return None
     out = pathlib.Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"out_dir {str(out)!r} exists and is not a directory")
+        raise InputError(f"out_dir {str(out)!r} exists and is not a directory")
     state_path = out / STATE
     if state_path.exists():
         if not resume:
@@ -88,7 +89,7 @@ def load_teacher_models(out_dir) -> list:
         ) from None
     fp = state["fingerprint"]
     if state.get("trainer") == "sklearn" or len(state.get("completed", [])) != state["num_chunks"]:
-        raise ValueError(f"{str(out)!r} does not hold a finished torch ensemble")
+        raise InputError(f"{str(out)!r} does not hold a finished torch ensemble")
     models = []
     for ci in range(state["num_chunks"]):
         saved = load_torch(out / f"chunk_{ci:04d}.pt")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_int
 from pate.core.errors import RunDirError
@@ -59,7 +60,9 @@ def resolve_root(setting, *, runs_root) -> pathlib.Path | None:
         return None
     if setting is not None and setting is not True:
         if not isinstance(setting, (str, os.PathLike)) or not str(setting):
-            raise TypeError(f"feature_cache must be a folder path, true or false, got {setting!r}")
+            raise InputTypeError(
+                f"feature_cache must be a folder path, true or false, got {setting!r}"
+            )
         return pathlib.Path(setting).expanduser()
     env = os.environ.get(ENV)
     if env is not None:
@@ -164,12 +167,12 @@ class CachedFeatures:
         in memory; without an entry, rows of the in-memory array."""
         rows = np.asarray(rows)
         if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
-            raise TypeError(
+            raise InputTypeError(
                 f"rows must be a 1-D array of row indices, got {rows.dtype} {rows.shape}"
             )
         n = len(self)
         if rows.size and (rows.min() < 0 or rows.max() >= n):
-            raise ValueError(f"rows must lie in [0, {n}), got {int(rows.min())}..{int(rows.max())}")
+            raise InputError(f"rows must lie in [0, {n}), got {int(rows.min())}..{int(rows.max())}")
         if self.path is None or not rows.size:
             return np.ascontiguousarray(self.array[rows], dtype=np.float32)
         return pread_rows(self.path, self.array.offset, np.dtype("<f4"), self.array.shape[1:], rows)
@@ -224,7 +227,7 @@ class FeatureCache:
 
     def __init__(self, root) -> None:
         if not isinstance(root, (str, os.PathLike)) or not str(root):
-            raise TypeError(f"root must be a folder path, got {root!r}")
+            raise InputTypeError(f"root must be a folder path, got {root!r}")
         self.root = pathlib.Path(root)
         self._log: list[dict] = []
 
@@ -369,7 +372,7 @@ class FeatureCache:
         else ``compute`` (a function of a block of rows of ``x``) applied a chunk at a time and
         written to the cache (a miss). A bad entry is logged, discarded and rebuilt."""
         if not isinstance(key, EntryKey):
-            raise TypeError(f"key must be an EntryKey, got {type(key).__name__}")
+            raise InputTypeError(f"key must be an EntryKey, got {type(key).__name__}")
         t0 = time.perf_counter()
         folder = self._ensure_root() / key.name
         hit = False
@@ -475,7 +478,7 @@ _ACTIVE: contextvars.ContextVar[FeatureCache | None] = contextvars.ContextVar(
 def using(cache: FeatureCache | None):
     """Inside the block, :func:`active` returns ``cache`` (None: no cache)."""
     if cache is not None and not isinstance(cache, FeatureCache):
-        raise TypeError(f"cache must be a FeatureCache or None, got {type(cache).__name__}")
+        raise InputTypeError(f"cache must be a FeatureCache or None, got {type(cache).__name__}")
     token = _ACTIVE.set(cache)
     try:
         yield cache

@@ -17,6 +17,7 @@ import time
 import numpy as np
 import scipy.linalg
 
+from pate.analysis.errors import InputError
 from pate.analysis.validation import check_choice, check_int
 from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
 from pate.teachers import feature_cache as FC
@@ -73,7 +74,7 @@ def feature_shape(input_shape) -> tuple[int, int, int]:
     """The ScatterNet output shape for an image shape ``(C, H, W)`` (ValueError otherwise)."""
     shape = tuple(int(s) for s in input_shape)
     if len(shape) != 3 or shape[1] % 4 or shape[2] % 4 or min(shape[1:]) < 8:
-        raise ValueError(
+        raise InputError(
             f"features = 'scatternet' needs images (C, H, W) with H and W multiples "
             f"of 4 and at least 8; got input shape {shape}"
         )
@@ -202,7 +203,7 @@ class Standardizer:
             public.array.shape if isinstance(public, FC.CachedFeatures) else np.shape(public)
         )
         if len(shape) != 4 or shape[0] < 2:
-            raise ValueError(f"Standardizer.fit needs (N >= 2, C, H, W) features, got {shape}")
+            raise InputError(f"Standardizer.fit needs (N >= 2, C, H, W) features, got {shape}")
         count = shape[0] * shape[2] * shape[3]
         total = np.zeros(shape[1])
         for block in _blocks_of(public):
@@ -330,7 +331,7 @@ class PublicPCA:
         dims = check_int(dims, "dims", minimum=1)
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if dims > min(pub.shape):
-            raise ValueError(
+            raise InputError(
                 f"dims must be at most min(public items, features) = {min(pub.shape)}, got {dims}"
             )
         shift, unit = np.zeros(pub.shape[1]), np.ones(pub.shape[1])
@@ -365,7 +366,7 @@ class PublicPCA:
             total = block.sum(axis=0) if total is None else total + block.sum(axis=0)
             second = block.T @ block if second is None else second + block.T @ block
         if total is None or dims > min(n, total.shape[0]):
-            raise ValueError(
+            raise InputError(
                 f"dims must be at most min(public items, features) = "
                 f"{min(n, 0 if total is None else total.shape[0])}, got {dims}"
             )
@@ -421,7 +422,7 @@ class RandomFourierFeatures:
         num_features = check_int(num_features, "num_features", minimum=1)
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if pub.shape[0] < 2:
-            raise ValueError(f"the kernel features need at least 2 public rows, got {pub.shape[0]}")
+            raise InputError(f"the kernel features need at least 2 public rows, got {pub.shape[0]}")
         mean, std = pub.mean(axis=0), pub.std(axis=0)
         std = np.where(std > 1e-6, std, 1.0)
         z = np.clip((pub - mean) / std, -KERNEL_CLIP, KERNEL_CLIP)
@@ -478,18 +479,18 @@ class QuadraticFeatures:
 
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if pub.shape[0] < 2:
-            raise ValueError(
+            raise InputError(
                 f"the quadratic features need at least 2 public rows, got {pub.shape[0]}"
             )
         width = quadratic_width(pub.shape[1])
         if width > QUADRATIC_MAX_WIDTH:
-            raise ValueError(
+            raise InputError(
                 f"the quadratic features of {pub.shape[1]} columns would be {width} "
                 f"features (at most {QUADRATIC_MAX_WIDTH}): set [knn] features = "
                 '"kernel"'
             )
         if not np.all(np.isfinite(pub)):
-            raise ValueError("the public rows must be finite to fit the quadratic features")
+            raise InputError("the public rows must be finite to fit the quadratic features")
         levels = (np.arange(min(QUADRATIC_KNOTS, len(pub))) + 0.5) / min(QUADRATIC_KNOTS, len(pub))
         normal = ndtri(levels)
         knots, scores = [], []
@@ -558,7 +559,7 @@ class PublicFrontEnd:
             return out, _concat(pca.project(standardizer.transform(b)) for b in raw.chunks())
         if features == "kernel":
             if front.ndim != 2:
-                raise ValueError(
+                raise InputError(
                     f"features = 'kernel' maps tables (rows of numbers); got inputs "
                     f"of shape {front.shape[1:]}"
                 )
@@ -568,7 +569,7 @@ class PublicFrontEnd:
             return out, out.embed(front)
         if features == "quadratic":
             if front.ndim != 2:
-                raise ValueError(
+                raise InputError(
                     f"features = 'quadratic' maps tables (rows of numbers); got "
                     f"inputs of shape {front.shape[1:]}"
                 )

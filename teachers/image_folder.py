@@ -50,7 +50,7 @@ def check_image_size(image_size) -> tuple[int, int] | None:
         return None
     if isinstance(image_size, (list, tuple)):
         if len(image_size) != 2:
-            raise ValueError(
+            raise InputError(
                 f"image_size must be one integer or a (height, width) pair, got "
                 f"{describe(image_size)}"
             )
@@ -75,7 +75,7 @@ def _image_folder(directory: pathlib.Path, classes: list[str] | None, source: st
 
     found = sorted(d.name for d in directory.iterdir() if d.is_dir())
     if not found:
-        raise ValueError(
+        raise InputError(
             f"image folder {directory} has no class sub-directories; lay it out as "
             f"{directory}/<class>/<image>"
         )
@@ -93,7 +93,7 @@ def _image_folder(directory: pathlib.Path, classes: list[str] | None, source: st
         is_valid_file=lambda p: p.lower().endswith(IMAGE_EXTENSIONS),
     )
     if not folder.samples:
-        raise ValueError(
+        raise InputError(
             f"image folder {directory} holds no images (suffixes read: "
             f"{', '.join(IMAGE_EXTENSIONS)})"
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int, describe
 
 __all__ = [
@@ -48,17 +49,17 @@ def check_input_shape(input_shape, name: str = "input_shape") -> tuple[int, ...]
     try:
         shape = tuple(input_shape)
     except TypeError:
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a tuple of positive ints, got {describe(input_shape)}"
         ) from None
     if not shape:
-        raise ValueError(f"{name} must be non-empty, got {shape}")
+        raise InputError(f"{name} must be non-empty, got {shape}")
     return tuple(check_int(s, f"{name}[{i}]", minimum=1) for i, s in enumerate(shape))
 
 
 def _image_shape(name: str, input_shape: tuple[int, ...], side: int) -> int:
     if len(input_shape) != 3 or input_shape[1:] != (side, side):
-        raise ValueError(
+        raise InputError(
             f"model {name!r} needs input_shape (C, {side}, {side}), got {input_shape}; "
             f"use 'mlp' (any shape) or a 'module:factory' of your own"
         )
@@ -136,7 +137,7 @@ def _scatter_cnn(input_shape: tuple[int, ...], num_classes: int):
     from torch import nn
 
     if len(input_shape) != 3 or min(input_shape[1:]) < 2:
-        raise ValueError(
+        raise InputError(
             f"model 'scatter_cnn' needs (C, H, W) features with H, W >= 2 "
             f"(ScatterNet features of images), got input shape {input_shape}"
         )
@@ -160,7 +161,7 @@ def _scatternet_cnn(input_shape: tuple[int, ...], num_classes: int):
     try:
         shape = feature_shape(input_shape)
     except ValueError:
-        raise ValueError(
+        raise InputError(
             f"model 'scatternet_cnn' needs images (C, H, W) with H and W multiples "
             f"of 4 and at least 8, got input shape {tuple(input_shape)}"
         ) from None
@@ -192,11 +193,11 @@ def import_factory(spec: str):
     """The callable named by ``"package.module:factory"`` (ValueError / TypeError naming it)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise ValueError(f"model {spec!r}: a custom model is given as 'package.module:factory'")
+        raise InputError(f"model {spec!r}: a custom model is given as 'package.module:factory'")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(
+        raise InputError(
             f"model {spec!r}: cannot import module {module_name!r} ({exc}); "
             "make it importable (e.g. add its directory to PYTHONPATH)"
         ) from None
@@ -204,9 +205,9 @@ def import_factory(spec: str):
     for part in attr.split("."):
         factory = getattr(factory, part, None)
         if factory is None:
-            raise ValueError(f"model {spec!r}: module {module_name!r} has no attribute {attr!r}")
+            raise InputError(f"model {spec!r}: module {module_name!r} has no attribute {attr!r}")
     if not callable(factory):
-        raise TypeError(f"model {spec!r}: {attr!r} is not callable")
+        raise InputTypeError(f"model {spec!r}: {attr!r} is not callable")
     return factory
 
 
@@ -234,7 +235,7 @@ def factory_estimator(spec: str, *, input_shape, num_classes: int):
         return None
     if hasattr(built, "fit") and hasattr(built, "get_params"):
         return built
-    raise TypeError(
+    raise InputTypeError(
         f"model {spec!r} must return a torch.nn.Module or a scikit-learn estimator "
         f"(e.g. a Pipeline), got {type(built).__name__}"
     )
@@ -269,7 +270,7 @@ def build_model(name: str, *, input_shape, num_classes: int):
     from torch import nn
 
     if not isinstance(name, str) and not callable(name):
-        raise TypeError(
+        raise InputTypeError(
             f"model must be a name or a factory returning a torch.nn.Module, got {describe(name)}"
         )
     input_shape = check_input_shape(input_shape)
@@ -296,7 +297,7 @@ def build_model(name: str, *, input_shape, num_classes: int):
         from pate.teachers.wide_resnet import wide_resnet
 
         if len(input_shape) != 3 or min(input_shape[1:]) < 4:
-            raise ValueError(
+            raise InputError(
                 f"model 'wrn16_4' needs (C, H, W) images with H, W >= 4, got input "
                 f"shape {input_shape}; use 'mlp' for tabular inputs"
             )
@@ -304,12 +305,14 @@ def build_model(name: str, *, input_shape, num_classes: int):
     elif ":" in name and not name.startswith("sklearn:"):
         model = _from_factory(name, input_shape, num_classes)
     else:
-        raise ValueError(
+        raise InputError(
             f"unknown model {name!r}; use one of {', '.join(MODEL_NAMES)} or "
             "'package.module:factory'"
         )
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model {name!r} must build a torch.nn.Module, got {type(model).__name__}")
+        raise InputTypeError(
+            f"model {name!r} must build a torch.nn.Module, got {type(model).__name__}"
+        )
     return model
 
 

@@ -145,7 +145,7 @@ def load_npz(
                 raise unmarked_pool(source, f"Add an array {split_column!r} {MARKS}")
             pool = _npz_pool(npz, path, cache, source, names, split_column)
             return "pool", pool, names
-    raise ValueError(
+    raise InputError(
         f"npz file {path} must hold arrays x, y, {split_column} or x_private, y_private, "
         f"x_public, x_evaluation, y_evaluation; it has {sorted(keys)}"
     )
@@ -157,7 +157,7 @@ def _npz_class_names(npz, path: pathlib.Path) -> list[str] | None:
         return None
     raw = npz["class_names"]
     if raw.ndim != 1 or raw.dtype.kind not in "US":
-        raise ValueError(
+        raise InputError(
             f"npz file {path}: class_names must be a 1-D array of strings, "
             f"got dtype {raw.dtype} and shape {raw.shape}"
         )
@@ -170,7 +170,7 @@ def _npz_pool(npz, path: pathlib.Path, cache, source: str, names, split_column: 
     what = f"{source}: {{}} (the pool)"
     y, marks = npz["y"], npz[split_column]
     if y.ndim != 1 or marks.shape != y.shape:
-        raise ValueError(
+        raise InputError(
             f"npz file {path}: y and {split_column} must be 1-D with one value per row of x, "
             f"got shapes {y.shape} and {marks.shape}"
         )
@@ -194,7 +194,7 @@ def _npz_pool(npz, path: pathlib.Path, cache, source: str, names, split_column: 
         x = npz["x"]
         check_features(x, what.format("x"))
         if len(x) != len(y):
-            raise ValueError(f"{source}: x has {len(x)} rows but y has {len(y)}")
+            raise InputError(f"{source}: x has {len(x)} rows but y has {len(y)}")
         x = x[order]
     return MarkedPool(x, np.asarray(y, dtype=np.int64)[order], split[order], num_classes)
 
@@ -228,7 +228,7 @@ def _csv_layout(path: pathlib.Path, split_column: str):
     a csv file: the first pass, which also refuses a ragged row and a file without records."""
     first = next(_csv_rows(path), None)
     if first is None:
-        raise ValueError(f"csv file {path} is empty")
+        raise InputError(f"csv file {path} is empty")
 
     def numeric(row):
         try:
@@ -251,12 +251,12 @@ def _csv_layout(path: pathlib.Path, split_column: str):
     rows = 0
     for k, r in enumerate(_csv_rows(path)):  # k + 1: the row's number (header = row 1)
         if len(r) != width:
-            raise ValueError(f"csv file {path}: row {k + 1} has {len(r)} columns, expected {width}")
+            raise InputError(f"csv file {path}: row {k + 1} has {len(r)} columns, expected {width}")
         rows += 1
     if rows == (header is not None):
-        raise ValueError(f"csv file {path} has a header row and no records")
+        raise InputError(f"csv file {path} has a header row and no records")
     if split_col == label_col:
-        raise ValueError(f"csv file {path}: the column {split_column!r} cannot be the label")
+        raise InputError(f"csv file {path}: the column {split_column!r} cannot be the label")
     return header, label_col, split_col, width, rows
 
 
@@ -289,18 +289,18 @@ def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLU
         if k < skip:
             continue
         if k >= rows or len(r) != width:
-            raise ValueError(f"csv file {path} changed while it was read; read it again")
+            raise InputError(f"csv file {path} changed while it was read; read it again")
         labels.append(r[label_col].strip())
         marks.append(r[split_col])
         try:
             feats[k - skip] = [float(r[j]) for j in features]
         except ValueError as exc:
-            raise ValueError(
+            raise InputError(
                 f"csv file {path}: feature columns must be numeric ({exc}); encode "
                 "categorical features first"
             ) from None
     if len(labels) != rows - skip:
-        raise ValueError(f"csv file {path} changed while it was read; read it again")
+        raise InputError(f"csv file {path} changed while it was read; read it again")
     offset = (header is not None) + 1  # row numbers of the file (header = row 1), as above
 
     def where(shape, index):

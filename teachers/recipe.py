@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import (
     check_choice,
     check_int,
@@ -103,18 +104,18 @@ class TeacherConfig:
         m = self.model
         if isinstance(m, str):
             if not is_model_name(m):
-                raise ValueError(
+                raise InputError(
                     f"model must be 'auto', one of {', '.join(MODEL_NAMES)}, "
                     f"'module:factory' or 'sklearn:package.module.Class'; got {m!r}"
                 )
             if m in STUDENT_ONLY_MODELS:
-                raise ValueError(
+                raise InputError(
                     f"model {m!r} is a student model: its ScatterNet front-end "
                     "cannot be vectorized over teachers; for teachers set features "
                     '= "scatternet" with model = "scatter_cnn" or "linear"'
                 )
         elif not is_sklearn_model(m) and not callable(m):
-            raise TypeError(
+            raise InputTypeError(
                 f"model must be a name, a scikit-learn estimator or a factory "
                 f"returning a torch.nn.Module, got {describe(m)}"
             )
@@ -129,7 +130,7 @@ class TeacherConfig:
         check_choice(self.augment, "augment", ("auto",) + AUGMENTATIONS)
         ls = check_nonnegative(self.label_smoothing, "label_smoothing")
         if ls >= 1:
-            raise ValueError(f"label_smoothing must be < 1, got {ls!r}")
+            raise InputError(f"label_smoothing must be < 1, got {ls!r}")
         check_choice(self.trainer, "trainer", TRAINERS)
         check_device_spelling(self.device)
         if self.chunk_size is not None:
@@ -139,19 +140,19 @@ class TeacherConfig:
         check_choice(self.checkpoint, "checkpoint", ("epoch", "chunk"))
         every = check_nonnegative(self.checkpoint_every_s, "checkpoint_every_s")
         if not math.isfinite(every):
-            raise ValueError(
+            raise InputError(
                 f"checkpoint_every_s must be finite (0 = after every epoch), got {every!r}"
             )
         if not isinstance(self.amp, bool):
-            raise TypeError(f"amp must be True or False, got {describe(self.amp)}")
+            raise InputTypeError(f"amp must be True or False, got {describe(self.amp)}")
         check_int(self.n_jobs, "n_jobs")
         if self.n_jobs == 0:
-            raise ValueError("n_jobs must be a positive number of workers or -1 (all cores), got 0")
+            raise InputError("n_jobs must be a positive number of workers or -1 (all cores), got 0")
         if not isinstance(self.model_params, dict):
-            raise TypeError(f"model_params must be a dict, got {describe(self.model_params)}")
+            raise InputTypeError(f"model_params must be a dict, got {describe(self.model_params)}")
         check_choice(self.features, "features", FEATURES)
         if self.model_params and not is_sklearn_model(m):
-            raise ValueError(
+            raise InputError(
                 "model_params only apply to scikit-learn models "
                 "(model='sklearn:package.module.Class')"
             )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pate.analysis.errors import InputError
 from pate.core.io import atomic_savez, atomic_write_json
 
 __all__ = ["EnsembleResult", "plurality_accuracy", "ensemble_result", "write_result"]
@@ -61,7 +62,7 @@ def plurality_accuracy(predictions, labels, *, num_classes: int) -> float:
     labels = np.asarray(labels)
     votes = votes_from_predictions(predictions, num_classes=num_classes)
     if labels.shape != (votes.shape[0],):
-        raise ValueError(f"labels must have shape ({votes.shape[0]},), got {labels.shape}")
+        raise InputError(f"labels must have shape ({votes.shape[0]},), got {labels.shape}")
     return float(np.mean(votes.argmax(axis=1) == labels))
 
 

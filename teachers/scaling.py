@@ -12,6 +12,8 @@ import logging
 
 import numpy as np
 
+from pate.analysis.errors import InputError
+
 __all__ = [
     "SCALE_RATIO_LIMIT",
     "STANDARDIZE",
@@ -132,7 +134,7 @@ class PublicScaler:
     def fit(cls, public_x) -> PublicScaler:
         x = np.asarray(public_x, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 1:
-            raise ValueError(
+            raise InputError(
                 f"PublicScaler.fit needs tabular public inputs (N >= 1, F), got shape {x.shape}"
             )
         std = x.std(axis=0)

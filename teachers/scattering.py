@@ -13,6 +13,8 @@ import functools
 import numpy as np
 import torch
 
+from pate.analysis.errors import InputError
+
 __all__ = ["Scattering2D", "J", "L", "PATHS", "CHUNK"]
 
 J, L = 2, 8
@@ -81,7 +83,7 @@ class Scattering2D(torch.nn.Module):
         super().__init__()
         self.height, self.width = int(height), int(width)
         if self.height % 4 or self.width % 4 or min(self.height, self.width) < 8:
-            raise ValueError(
+            raise InputError(
                 f"Scattering2D needs H and W multiples of 4 and at least 8, got "
                 f"{self.height}x{self.width}"
             )
@@ -97,7 +99,7 @@ class Scattering2D(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, h, w = x.shape
         if (h, w) != (self.height, self.width):
-            raise ValueError(
+            raise InputError(
                 f"Scattering2D built for {self.height}x{self.width} images, got {h}x{w}"
             )
         rows = x.reshape(b * c, 1, h, w)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pate.analysis.errors import InputError
 from pate.analysis.validation import check_choice
 
 __all__ = [
@@ -36,7 +37,7 @@ def parse_augmentation(name: str, input_shape: tuple[int, ...]) -> tuple[int, bo
     """``(max_shift, flip)`` for augmentation ``name`` on inputs of ``input_shape``."""
     check_choice(name, "augment", AUGMENTATIONS)
     if name != "none" and len(input_shape) != 3:
-        raise ValueError(
+        raise InputError(
             f"augment={name!r} needs image inputs (C, H, W), got input shape "
             f"{input_shape}; use augment='none' for tabular data"
         )

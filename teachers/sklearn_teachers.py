@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.core.io import atomic_savez, atomic_write_json
 from pate.teachers.checkpoint import CheckpointError, load_plain_npz
 from pate.teachers.ensemble_dir import STATE, open_out_dir
@@ -87,7 +88,7 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
             bar.update(hi - lo)
     bad = (public_preds < 0) | (public_preds >= data.num_classes)
     if np.any(bad):
-        raise ValueError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
+        raise InputError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
     seconds = time.perf_counter() - started
     result = ensemble_result(
         data,
@@ -107,7 +108,7 @@ def _check_two_classes(y: np.ndarray, shards) -> None:
     """ValueError where a teacher's shard holds a single class (scikit-learn needs two)."""
     for t, shard in enumerate(shards):
         if len(np.unique(y[shard])) < 2:
-            raise ValueError(
+            raise InputError(
                 f"teacher {t}'s shard has a single class ({int(y[shard][0])}); "
                 "scikit-learn classifiers need at least two. Use a stratified "
                 "partition or fewer teachers"
@@ -241,7 +242,7 @@ def make_sklearn_estimator(spec: str, params: dict | None = None):
     path = spec[len("sklearn:") :] if spec.startswith("sklearn:") else spec
     module_name, _, cls_name = path.rpartition(".")
     if not module_name:
-        raise ValueError(
+        raise InputError(
             f"model {spec!r}: give a scikit-learn estimator as "
             "'sklearn:package.module.Class', e.g. "
             "'sklearn:sklearn.linear_model.LogisticRegression'"
@@ -249,13 +250,13 @@ def make_sklearn_estimator(spec: str, params: dict | None = None):
     try:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"model {spec!r}: cannot import {path!r} ({exc})") from None
+        raise InputError(f"model {spec!r}: cannot import {path!r} ({exc})") from None
     try:
         est = cls(**(params or {}))
     except TypeError as exc:
-        raise ValueError(f"model {spec!r}: bad model_params {params!r} ({exc})") from None
+        raise InputError(f"model {spec!r}: bad model_params {params!r} ({exc})") from None
     if not (hasattr(est, "fit") and hasattr(est, "predict") and hasattr(est, "get_params")):
-        raise TypeError(
+        raise InputTypeError(
             f"model {spec!r} is not a scikit-learn estimator (needs fit, predict, get_params)"
         )
     return est

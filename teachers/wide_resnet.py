@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pate.analysis.errors import InputError
+
 __all__ = ["wide_resnet"]
 
 
@@ -64,7 +66,7 @@ class _WideResNet(nn.Module):
 def wide_resnet(channels: int, num_classes: int, *, depth: int = 16, widen: int = 4) -> nn.Module:
     """WRN-``depth``-``widen`` for ``channels``-channel images of any size >= 4x4."""
     if depth < 10 or (depth - 4) % 6:
-        raise ValueError(f"wide_resnet depth must be 6 n + 4 with n >= 1, got {depth!r}")
+        raise InputError(f"wide_resnet depth must be 6 n + 4 with n >= 1, got {depth!r}")
     if widen < 1:
-        raise ValueError(f"wide_resnet widen must be >= 1, got {widen!r}")
+        raise InputError(f"wide_resnet widen must be >= 1, got {widen!r}")
     return _WideResNet(channels, num_classes, depth=depth, widen=widen)

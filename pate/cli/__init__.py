@@ -12,18 +12,16 @@ unchanged):
 
 * expected errors print one line ``pate <command>: error: <message>`` on stderr:
   bad input or configuration (``ConfigError``, ``InputError`` and its ``CorruptFileError`` /
-  ``RunDirError``, ``PartitionError``, and the ``ValueError`` / ``TypeError`` raised on
-  purpose by our validation), missing files or data (``FileNotFoundError``,
+  ``RunDirError``, ``PartitionError``, ``InputTypeError``), missing files or data (``FileNotFoundError``,
   ``DatasetNotFoundError``), unwritable paths (``PermissionError`` and the ``OSError`` of a
   path that cannot be written, named), a full disk or read-only file system (``ENOSPC``,
   ``EDQUOT``, ``EFBIG``, ``EROFS``; the writers of ``pate.core.io`` name the file, see
   ``naming_write_errors``) exit ``EXIT_INPUT`` (2); budget and ledger errors
   (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
-* a plain ``ValueError`` / ``TypeError`` is expected only if it was raised on purpose: the
-  innermost frame of its traceback is in ``pate/analysis/validation.py`` or the config package
-  ``pate/run/config/``, or is an explicit ``raise`` statement in the code of pate-learn (``pate``
-  and its subpackages ``pate.teachers``, ``pate.student``, ``pate.analysis``). Anything else (an error raised by the
-  interpreter, such as ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
+* the error's type alone decides: pate-learn raises every deliberate error as a ``PateError``
+  (``InputError`` / ``InputTypeError`` for unusable input, subclasses of ``ValueError`` /
+  ``TypeError``). Anything else (a plain ``ValueError`` raised by the interpreter, such as
+  ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
   ``pate <command>: internal error: <Type>: <message> -- this is a bug; ...`` and exit
   ``EXIT_SOFTWARE`` (70);
 * Ctrl-C prints ``pate <command>: interrupted`` and exits ``EXIT_INTERRUPTED`` (130);
@@ -34,11 +32,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dis
 import errno
 import importlib
 import os
-import pathlib
 import sys
 import traceback
 
@@ -86,20 +82,6 @@ _PATH_ERRNOS = frozenset(
 _NO_ROOM_ERRNOS = frozenset(
     getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") if hasattr(errno, name)
 )
-
-# The folders of pate and its subpackages, resolved: in a checkout pate/analysis, pate/teachers and
-# pate/student are symlinks to the top-level folders (a traceback names either path); in an
-# installed wheel they are plain folders under pate/.
-_PATE_DIR = pathlib.Path(__file__).resolve().parents[1]
-_PROJECT_DIRS = (
-    _PATE_DIR,
-    *((_PATE_DIR / name).resolve() for name in ("teachers", "student", "analysis")),
-)
-# Every line of these modules, and of the config package, is validation: whatever
-# ValueError/TypeError they raise is expected.
-_VALIDATION_FILES = frozenset({(_PATE_DIR / "analysis").resolve() / "validation.py"})
-_VALIDATION_DIRS = (_PATE_DIR / "run" / "config",)
-_RAISE_OPCODES = frozenset({"RAISE_VARARGS"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,36 +216,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
             "--debug to see which); free space on that file system (or write "
             "elsewhere) and run the command again"
         )
-    if isinstance(exc, (ValueError, TypeError)) and raised_on_purpose(exc):
-        return EXIT_INPUT, _message(exc)
     return EXIT_SOFTWARE, _message(exc)
-
-
-def raised_on_purpose(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised deliberately by pate-learn (see the module docstring).
-
-    Looks at the innermost frame of the traceback: a line of ``pate/analysis/validation.py`` or
-    of the config package ``pate/run/config/``, or an explicit ``raise`` statement (the
-    instruction that raised is ``RAISE_VARARGS``) in a module of ``pate`` or its subpackages.
-    """
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    try:
-        path = pathlib.Path(code.co_filename).resolve()
-    except (OSError, ValueError):
-        return False
-    if path in _VALIDATION_FILES or any(path.is_relative_to(d) for d in _VALIDATION_DIRS):
-        return True
-    if not any(path.is_relative_to(d) for d in _PROJECT_DIRS):
-        return False
-    for instruction in dis.get_instructions(code):
-        if instruction.offset == tb.tb_lasti:
-            return instruction.opname in _RAISE_OPCODES
-    return False
 
 
 def _message(exc: BaseException) -> str:

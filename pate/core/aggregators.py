@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from pate import mechanisms
 from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.errors import InputTypeError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.validation import (
     check_orders,
@@ -184,7 +185,7 @@ def check_param_names(params: dict[str, Any]) -> None:
     known = mechanisms.all_param_names()
     unknown = [k for k in params if k not in known]
     if unknown:
-        raise TypeError(
+        raise InputTypeError(
             f"unknown parameter(s) {', '.join(unknown)}; the mechanisms' parameters "
             f"are {', '.join(known)}"
         )

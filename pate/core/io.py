@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.npyio import NpzFile
 
-from pate.analysis.errors import CorruptFileError
+from pate.analysis.errors import CorruptFileError, InputTypeError
 from pate.analysis.mapped import npz_member_map
 from pate.core.errors import RunDirError
 
@@ -137,7 +137,7 @@ def atomic_savez(path: PathArg, **arrays: npt.ArrayLike) -> pathlib.Path:
     run directory ever holds a pickle."""
     objects = sorted(k for k, a in arrays.items() if np.asarray(a).dtype.hasobject)
     if objects:
-        raise TypeError(
+        raise InputTypeError(
             f"atomic_savez: {', '.join(objects)} would be pickled (object dtype); "
             "save plain numeric or string arrays"
         )
@@ -149,7 +149,7 @@ def atomic_savez(path: PathArg, **arrays: npt.ArrayLike) -> pathlib.Path:
 
 def _check_path(path: Any, name: str = "path") -> pathlib.Path:
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be a file path (str or os.PathLike), got {type(path).__name__}"
         )
     return pathlib.Path(path)
@@ -280,7 +280,9 @@ def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
     """Create the folder ``path`` if needed and check that a file can be created in it, before any
     work; else ``RunDirError`` naming the path and ``flag`` (None: "output directory")."""
     if flag is not None and not isinstance(flag, str):
-        raise TypeError(f"flag must be an option name such as '--run-dir' or None, got {flag!r}")
+        raise InputTypeError(
+            f"flag must be an option name such as '--run-dir' or None, got {flag!r}"
+        )
     folder = _check_path(path, flag or "path")
     label = f"{flag} {folder}" if flag else f"output directory {folder}"
     if folder.exists() and not folder.is_dir():

@@ -15,7 +15,7 @@ import os
 import pathlib
 import secrets
 
-from pate.analysis.errors import CorruptFileError
+from pate.analysis.errors import CorruptFileError, InputError
 from pate.analysis.validation import check_int, describe
 from pate.core.io import atomic_write_json, read_json
 
@@ -41,7 +41,7 @@ _OWNER_ONLY_FILE = 0o600
 
 def _check_name(name: object) -> str:
     if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"a key's name must be a word such as 'partition', got {describe(name)}")
+        raise InputError(f"a key's name must be a word such as 'partition', got {describe(name)}")
     return name
 
 

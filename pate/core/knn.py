@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import BoolArray, FloatArray, IntArray
+from pate.analysis.errors import InputError
 from pate.analysis.validation import check_embeddings, check_int, check_labels, check_unit_interval
 from pate.core.rng import Rng, check_rng
 
@@ -92,7 +93,7 @@ def knn_votes(
     q = check_embeddings(queries, "queries")
     p = check_embeddings(private, "private")
     if q.shape[1] != p.shape[1]:
-        raise ValueError(
+        raise InputError(
             f"queries and private must have the same number of features, got "
             f"{q.shape[1]} and {p.shape[1]}"
         )

@@ -18,6 +18,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_choice, check_embeddings, check_positive
 from pate.core.mean_release import (
     NoisyClassMeans,
@@ -97,7 +98,7 @@ def public_logistic(
     objective F is minimised by L-BFGS from the LDA rule; the result is deterministic.
     """
     if not isinstance(release, NoisyClassMeans):
-        raise TypeError(
+        raise InputTypeError(
             f"release must be a NoisyClassMeans (from noisy_class_means), got "
             f"{type(release).__name__}"
         )
@@ -105,9 +106,9 @@ def public_logistic(
     pub = check_embeddings(public, "public")
     m, d = release.means.shape
     if pub.shape[1] != d:
-        raise ValueError(f"public has {pub.shape[1]} features but the release {d}")
+        raise InputError(f"public has {pub.shape[1]} features but the release {d}")
     if pub.shape[0] < 1:
-        raise ValueError("public needs at least 1 item to fit the rule on")
+        raise InputError("public needs at least 1 item to fit the rule on")
     u = clipped_scaled(pub, release.geometry)
     prior = np.exp(release.log_prior)
     moments = prior[:, None] * release.means / release.geometry.radius  # noisy S_j / sum n
@@ -181,7 +182,7 @@ def rule_features(embeddings: npt.ArrayLike, geometry: PublicGeometry, rule: str
     rule = check_choice(rule, "rule", LINEAR_RULES)
     e = check_embeddings(embeddings, "embeddings")
     if e.shape[1] != geometry.scale.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"embeddings have {e.shape[1]} features, the geometry {geometry.scale.shape[0]}"
         )
     return geometry.whiten(e) if rule == "lda" else clipped_scaled(e, geometry)
@@ -221,20 +222,20 @@ def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> 
     pub = check_embeddings(public, "public")
     sc = np.asarray(scores, dtype=np.float64)
     if sc.ndim != 2 or sc.shape[0] != pub.shape[0] or sc.shape[1] < 2:
-        raise ValueError(
+        raise InputError(
             f"scores must be (n, classes >= 2), one row per public embedding "
             f"({pub.shape[0]}); got shape {sc.shape}"
         )
     labelled = np.all(np.isfinite(sc), axis=1)
     if not np.all(labelled | np.all(np.isnan(sc), axis=1)):
-        raise ValueError("scores must be finite in every labelled row and NaN in the others")
+        raise InputError("scores must be finite in every labelled row and NaN in the others")
     geometry = public_geometry(pub)
     design = np.hstack(
         [rule_features(pub[labelled], geometry, rule), np.ones((int(labelled.sum()), 1))]
     )
     rank = int(np.linalg.matrix_rank(design)) if design.size else 0
     if rank < design.shape[1]:
-        raise ValueError(
+        raise InputError(
             f"the {int(labelled.sum())} labelled public rows do not determine a rule "
             f"in {pub.shape[1]} dims (rank {rank} < {design.shape[1]})"
         )
@@ -244,7 +245,7 @@ def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> 
         np.abs(design @ coef - target).max() / max(float(np.abs(target).max()), 1e-300)
     )
     if residual > RECOVERY_TOLERANCE:
-        raise ValueError(
+        raise InputError(
             f"the scores are not an affine {rule} rule of these public embeddings "
             f"(relative residual {residual:.3g} > {RECOVERY_TOLERANCE:g})"
         )

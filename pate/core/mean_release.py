@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.errors import InputError
 from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_embeddings, check_int, check_labels, check_positive
 from pate.core.rng import Rng, check_rng
@@ -65,17 +66,17 @@ def public_geometry(public: npt.ArrayLike) -> PublicGeometry:
     """Whitening scale and clipping radius from the public embeddings only (>= 2 rows)."""
     pub = check_embeddings(public, "public")
     if pub.shape[0] < 2:
-        raise ValueError(
+        raise InputError(
             f"public needs at least 2 items to estimate its spread, got {pub.shape[0]}"
         )
     var = pub.var(axis=0)
     floor = WHITEN_FLOOR * float(var.mean())
     if not floor > 0:
-        raise ValueError("public embeddings are all identical: no spread to whiten with")
+        raise InputError("public embeddings are all identical: no spread to whiten with")
     scale = np.sqrt(var + floor)
     radius = float(np.quantile(np.linalg.norm(pub / scale, axis=1), CLIP_QUANTILE))
     if not radius > 0:
-        raise ValueError(
+        raise InputError(
             f"the {CLIP_QUANTILE:g} quantile of the public norms is 0: most public "
             "embeddings are at the public mean; use another embedding"
         )
@@ -121,7 +122,7 @@ def class_sums(
         check_embeddings(p[i : i + SUM_ROWS], "private")
         release_read(p[i : i + SUM_ROWS])  # memory-mapped embeddings: not kept resident
     if p.shape[1] != geometry.scale.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"private has {p.shape[1]} features but the public geometry {geometry.scale.shape[0]}"
         )
     y = check_labels(labels, p.shape[0], m)
@@ -140,7 +141,7 @@ def embeddings_of_width(embeddings: npt.ArrayLike, width: int, what: str) -> Flo
     """Embeddings to label, validated against the ``width`` features of ``what`` labels them."""
     e = check_embeddings(embeddings, "embeddings")
     if e.shape[1] != width:
-        raise ValueError(f"embeddings have {e.shape[1]} features, {what} {width}")
+        raise InputError(f"embeddings have {e.shape[1]} features, {what} {width}")
     return e
 
 

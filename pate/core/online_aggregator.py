@@ -16,6 +16,7 @@ import numpy.typing as npt
 from pate import mechanisms
 from pate.analysis.accountant import RdpAccountant
 from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (
@@ -121,16 +122,16 @@ class OnlineAggregator:
         try:
             prior = np.array(prior_rdp, dtype=np.float64)
         except (TypeError, ValueError):
-            raise TypeError(
+            raise InputTypeError(
                 f"prior_rdp must be an array of per-order RDP values, got {describe(prior_rdp)}"
             ) from None
         if prior.shape != self._orders.shape:
-            raise ValueError(
+            raise InputError(
                 f"prior_rdp must have one value per order ({self._orders.size}), "
                 f"got shape {prior.shape}; compute it on the same orders"
             )
         if np.any(np.isnan(prior)) or np.any(prior < 0):
-            raise ValueError("prior_rdp must be non-negative and not NaN")
+            raise InputError("prior_rdp must be non-negative and not NaN")
         return prior
 
     @property
@@ -235,7 +236,7 @@ class OnlineAggregator:
         if counts.shape[0]:
             shape = (int(counts[0].sum()), counts.shape[1])
             if self._shape is not None and shape != self._shape:
-                raise ValueError(
+                raise InputError(
                     f"votes come from {shape[0]} teachers over {shape[1]} classes, "
                     f"but earlier batches from {self._shape[0]} teachers over "
                     f"{self._shape[1]} classes; use one aggregator per ensemble"
@@ -357,7 +358,7 @@ class OnlineAggregator:
         """
         row = np.asarray(votes_row)
         if row.ndim != 1:
-            raise ValueError(
+            raise InputError(
                 f"votes_row must be 1-D (one query's vote counts), got shape "
                 f"{row.shape}; use answer() for a batch"
             )
@@ -365,7 +366,7 @@ class OnlineAggregator:
         if student_probabilities is not None:
             student = np.asarray(student_probabilities)
             if student.ndim != 1:
-                raise ValueError(
+                raise InputError(
                     "student_probabilities must be 1-D (one query) in answer_one, "
                     f"got shape {student.shape}"
                 )

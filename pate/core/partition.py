@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_choice, check_int, describe
 from pate.core.errors import PartitionError
 from pate.core.io import atomic_write_bytes
@@ -67,7 +68,9 @@ _KEY_BYTES = 32
 def _as_ids(ids: Any, name: str) -> np.ndarray:
     """A 1-D array of integer or string ids (no floats, no objects, no missing values)."""
     if isinstance(ids, (str, bytes)) or ids is None:
-        raise TypeError(f"{name} must be a 1-D array of integer or string ids, got {describe(ids)}")
+        raise InputTypeError(
+            f"{name} must be a 1-D array of integer or string ids, got {describe(ids)}"
+        )
     arr = np.asarray(ids)
     if arr.size == 0 and arr.dtype.kind == "f":
         arr = arr.astype(np.int64)  # an empty list
@@ -80,17 +83,17 @@ def _as_ids(ids: Any, name: str) -> np.ndarray:
         ):
             arr = np.asarray(items, dtype=np.int64).reshape(arr.shape)
         else:
-            raise TypeError(
+            raise InputTypeError(
                 f"{name} must hold integers or strings (not a mix), got an object "
                 "array with other values (e.g. None or floats); map them to ids first"
             )
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one id per record), got shape {arr.shape}")
+        raise InputError(f"{name} must be 1-D (one id per record), got shape {arr.shape}")
     if np.issubdtype(arr.dtype, np.integer):
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind in "US":
         return arr.astype(str)
-    raise TypeError(
+    raise InputTypeError(
         f"{name} must hold integer or string ids, got dtype {arr.dtype}; float ids are "
         "refused because they compare ambiguously (e.g. 1.0 vs 1.0000001)"
     )
@@ -139,12 +142,14 @@ class Partition:
         if self.seed is not None:
             check_int(self.seed, "seed", minimum=0)
         if not isinstance(self.ids_digest, str) or len(self.ids_digest) != 64:
-            raise ValueError(
+            raise InputError(
                 f"ids_digest must be a sha256 hex string, got {describe(self.ids_digest)}"
             )
         assignment = np.asarray(self.assignment)
         if assignment.ndim != 1 or not np.issubdtype(assignment.dtype, np.integer):
-            raise TypeError(f"assignment must be a 1-D integer array, got {describe(assignment)}")
+            raise InputTypeError(
+                f"assignment must be a 1-D integer array, got {describe(assignment)}"
+            )
         assignment = assignment.astype(np.int64, copy=True)
         if assignment.size and (assignment.min() < 0 or assignment.max() >= num_teachers):
             raise PartitionError(
@@ -158,11 +163,11 @@ class Partition:
             object.__setattr__(self, "seed", int(self.seed))
         unit_ids = self.unit_ids
         if self.mode == "unit" and unit_ids is None:
-            raise ValueError("unit_ids is required when mode='unit'")
+            raise InputError("unit_ids is required when mode='unit'")
         if unit_ids is not None:
             unit_ids = _as_ids(unit_ids, "unit_ids").copy()
             if unit_ids.shape != assignment.shape:
-                raise ValueError(
+                raise InputError(
                     f"unit_ids must have one id per record ({assignment.size}), got {unit_ids.size}"
                 )
             unit_ids.setflags(write=False)
@@ -255,7 +260,7 @@ class Partition:
         """Write the partition to ``path`` (npz) atomically: temp file + ``os.replace``."""
         path = Path(path)
         if path.suffix != ".npz":
-            raise ValueError(f"path must end in .npz, got {str(path)!r}")
+            raise InputError(f"path must end in .npz, got {str(path)!r}")
         if not path.parent.is_dir():
             raise FileNotFoundError(
                 f"directory {str(path.parent)!r} does not exist; create it first"
@@ -361,7 +366,7 @@ def check_partition(partition: Partition | Sequence[Any], num_records: int) -> N
             _check_units_whole(partition.unit_ids, assignment)
         return None
     if isinstance(partition, (str, bytes, np.ndarray)) or not isinstance(partition, Sequence):
-        raise TypeError(
+        raise InputTypeError(
             "partition must be a Partition or a sequence of per-teacher index arrays, "
             f"got {describe(partition)}"
         )
@@ -371,7 +376,9 @@ def check_partition(partition: Partition | Sequence[Any], num_records: int) -> N
     for t, shard in enumerate(partition):
         idx = np.asarray(shard)
         if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
-            raise TypeError(f"shard {t} must be a 1-D integer index array, got {describe(idx)}")
+            raise InputTypeError(
+                f"shard {t} must be a 1-D integer index array, got {describe(idx)}"
+            )
         if idx.size == 0:
             raise PartitionError(f"shard {t} is empty; use fewer teachers")
         if idx.min() < 0 or idx.max() >= num_records:
@@ -424,9 +431,9 @@ def _digest_for(record_ids: Any, num_records: int) -> str:
         return ids_digest(np.arange(num_records, dtype=np.int64))
     ids = _as_ids(record_ids, "record_ids")
     if ids.size != num_records:
-        raise ValueError(f"record_ids must have one id per record ({num_records}), got {ids.size}")
+        raise InputError(f"record_ids must have one id per record ({num_records}), got {ids.size}")
     if np.unique(ids).size != ids.size:
-        raise ValueError("record_ids must be unique (one id per record)")
+        raise InputError("record_ids must be unique (one id per record)")
     return ids_digest(ids)
 
 
@@ -439,7 +446,7 @@ def teacher_of(items: Sequence[bytes], *, num_teachers: int, key: bytes) -> np.n
     other items (module docstring); the modulo bias is below num_teachers / 2**64."""
     num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
     if not isinstance(key, bytes) or not 16 <= len(key) <= 64:
-        raise TypeError(f"key must be 16 to 64 bytes, got {describe(key)}")
+        raise InputTypeError(f"key must be 16 to 64 bytes, got {describe(key)}")
     out = np.empty(len(items), dtype=np.uint64)
     for i, item in enumerate(items):
         out[i] = int.from_bytes(hashlib.blake2b(item, key=key, digest_size=8).digest(), "little")
@@ -450,7 +457,7 @@ def _draw_key(rng: Any, key: bytes | None = None) -> bytes:
     """The partition's hash key: ``key`` when given (a run's, :mod:`pate.core.keys`), else
     drawn from ``rng``, before any record is looked at."""
     if (rng is None) == (key is None):
-        raise TypeError("give the partition key (key=) or a random stream to draw it (rng=)")
+        raise InputTypeError("give the partition key (key=) or a random stream to draw it (rng=)")
     if key is not None:
         return key
     rng = check_rng(rng)
@@ -461,13 +468,13 @@ def _draw_key(rng: Any, key: bytes | None = None) -> bytes:
 
 def _check_record_keys(record_keys: Any) -> list[bytes]:
     if isinstance(record_keys, (str, bytes)) or record_keys is None:
-        raise TypeError(
+        raise InputTypeError(
             "record_keys must be the (N,) S16 array of pate.ledger.record_keys(x, y), "
             f"got {describe(record_keys)}"
         )
     arr = np.asarray(record_keys)
     if arr.ndim != 1 or arr.dtype.kind != "S" or arr.size == 0:
-        raise TypeError(
+        raise InputTypeError(
             "record_keys must be a non-empty 1-D bytes array (the S16 keys of "
             f"pate.ledger.record_keys(x, y)), got {describe(arr)}"
         )
@@ -541,7 +548,7 @@ def partition_by_unit(
     the unit sizes (no balancing: balancing would move other units when one is added)."""
     ids = _as_ids(unit_ids, "unit_ids")
     if ids.size == 0:
-        raise ValueError("unit_ids is empty; there are no records to split")
+        raise InputError("unit_ids is empty; there are no records to split")
     units, inverse = np.unique(ids, return_inverse=True)
     num_teachers = _check_teachers(num_teachers, units.size, "privacy units")
     _check_seed(seed)

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.errors import InputError
 from pate.analysis.validation import check_embeddings, check_int
 from pate.core.mean_release import NoisyClassMeans, embeddings_of_width, labels_of_scores
 
@@ -37,7 +38,7 @@ def _columns_of(width: int) -> int:
     """F such that quadratic_width(F) == width (a ValueError if none: not quadratic features)."""
     f = int(round((np.sqrt(9.0 + 8.0 * width) - 3.0) / 2.0))
     if f < 1 or quadratic_width(f) != width:
-        raise ValueError(
+        raise InputError(
             f'the "qda" rule reads a release over a table\'s quadratic features '
             f'([knn] features = "quadratic"); embeddings of {width} features are '
             'not (use rule = "lda" or "logistic")'
@@ -88,7 +89,7 @@ def quadratic_discriminant(
     width = release.means.shape[1]
     f = _columns_of(width)
     if pub.shape[1] != width:
-        raise ValueError(f"public has {pub.shape[1]} features, the release {width}")
+        raise InputError(f"public has {pub.shape[1]} features, the release {width}")
     z_pub = pub[:, :f].astype(np.float64)
     public_cov = z_pub.T @ z_pub / len(z_pub)
     numeric_floor = 1e-6 * max(float(np.trace(public_cov)) / f, 1e-300)

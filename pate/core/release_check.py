@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.errors import InputError
 from pate.analysis.validation import check_choice, check_embeddings
 from pate.core.labelling_rules import RULES, LinearLabeller, labelling_rule, rule_features
 from pate.core.mean_release import NoisyClassMeans, release_from_statistic
@@ -72,7 +73,7 @@ class RuleCheck:
         """The check :meth:`to_dict` wrote (a run's ``aggregate.json``, ``records.rule_check``)."""
         ratios = data["mismatch_ratios"]
         if not isinstance(ratios, dict):
-            raise ValueError(f"rule_check.mismatch_ratios must be a mapping, got {ratios!r}")
+            raise InputError(f"rule_check.mismatch_ratios must be a mapping, got {ratios!r}")
         return cls(
             rule=str(data["rule"]),
             chosen=str(data["chosen"]),

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_bool, check_int, describe
 
 __all__ = ["Streams", "SecureGenerator", "Rng", "make_streams", "check_rng", "STREAM_KEYS"]
@@ -54,11 +55,11 @@ def _size_tuple(size: Any) -> tuple[int, ...]:
     try:
         shape = tuple(int(s) for s in size)
     except TypeError:
-        raise TypeError(
+        raise InputTypeError(
             f"size must be None, an int or a tuple of ints, got {describe(size)}"
         ) from None
     if any(s < 0 for s in shape):
-        raise ValueError(f"size must be non-negative, got {shape}")
+        raise InputError(f"size must be non-negative, got {shape}")
     return shape
 
 
@@ -170,12 +171,12 @@ class SecureGenerator:
         low = check_int(low, "low")
         high = check_int(high, "high")
         if high <= low:
-            raise ValueError(f"high must be > low, got low={low}, high={high}")
+            raise InputError(f"high must be > low, got low={low}, high={high}")
         shape = _size_tuple(size)
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         span = high - low
         if span > 2**62:
-            raise ValueError(f"integer range too wide ({span}); use at most 2**62 values")
+            raise InputError(f"integer range too wide ({span}); use at most 2**62 values")
         bits = max(1, (span - 1).bit_length())
         out = np.empty(count, dtype=np.int64)
         filled = 0
@@ -199,7 +200,7 @@ Rng = np.random.Generator | SecureGenerator
 def _check_scale(scale: Any) -> None:
     arr = np.asarray(scale, dtype=np.float64)
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"scale must be finite and >= 0, got {describe(scale)}")
+        raise InputError(f"scale must be finite and >= 0, got {describe(scale)}")
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,7 @@ def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
     check_bool(secure, "secure")
     if secure:
         if seed is not None:
-            raise ValueError(
+            raise InputError(
                 f"secure=True refuses a seed (got seed={describe(seed)}): secure noise is drawn "
                 "from OS entropy and cannot be replayed; drop the seed, or use secure=False "
                 "for a reproducible experiment"
@@ -306,7 +307,7 @@ def check_rng(rng: Any, name: str = "rng") -> Rng:
     """
     if isinstance(rng, (np.random.Generator, SecureGenerator)):
         return rng
-    raise TypeError(
+    raise InputTypeError(
         f"{name} must be a numpy.random.Generator or a pate.core.rng.SecureGenerator, got "
         f"{describe(rng)} of type {type(rng).__name__}; use make_streams(seed).noise, "
         "make_streams(secure=True).noise or numpy.random.default_rng(seed)"

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
+from pate.analysis.errors import InputError, InputTypeError
+
 logger = logging.getLogger("pate")
 
 #: The environment variables that make idle OpenMP threads sleep instead of spinning.
@@ -52,12 +54,12 @@ def check_threads(value: Any, name: str) -> int:
     """An explicit thread count: an integer >= 1 (bool refused); ``name`` is how the caller
     wrote the setting (``--threads``, ``[run] threads``, ``threads=``)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
+        raise InputTypeError(
             f"{name} must be an integer >= 1 (the number of CPU threads), got "
             f"{value!r} of type {type(value).__name__}"
         )
     if value < 1:
-        raise ValueError(
+        raise InputError(
             f"{name} must be an integer >= 1 (the number of CPU threads), got "
             f"{value}; leave it out to use the CPUs this process may use"
         )
@@ -237,7 +239,7 @@ def choose(
     count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
     else the usable CPUs, lowered by ``others()`` (:func:`other_runnable`) where given."""
     if explicit_source not in EXPLICIT_SOURCES:
-        raise ValueError(
+        raise InputError(
             f"explicit_source must be one of {', '.join(EXPLICIT_SOURCES)}, got {explicit_source!r}"
         )
     environ = os.environ if environ is None else environ

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int, check_probabilities, check_votes, describe
 from pate.core.io import atomic_save_npy
 
@@ -34,27 +35,27 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
     [0, num_classes), ``num_classes`` >= 2."""
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(predictions, (str, bytes)) or predictions is None:
-        raise TypeError(
+        raise InputTypeError(
             f"predictions must be a (teachers, queries) integer array, got {describe(predictions)}"
         )
     preds = _to_numpy(predictions)
     if preds.dtype == np.bool_ or not np.issubdtype(preds.dtype, np.integer):
-        raise TypeError(
+        raise InputTypeError(
             f"predictions must hold integer class labels, got {describe(preds)}; "
             "for per-class scores use votes_from_probabilities"
         )
     if preds.ndim != 2:
-        raise ValueError(
+        raise InputError(
             f"predictions must be 2-D with shape (teachers, queries), got shape {preds.shape}"
         )
     num_teachers, num_queries = preds.shape
     if num_teachers < 1:
-        raise ValueError("predictions has no teachers (shape[0] == 0)")
+        raise InputError("predictions has no teachers (shape[0] == 0)")
     preds = preds.astype(np.int64, copy=False)
     bad = (preds < 0) | (preds >= num_classes)
     if np.any(bad):
         t, q = np.unravel_index(int(np.argmax(bad)), preds.shape)
-        raise ValueError(
+        raise InputError(
             f"predictions must lie in [0, num_classes={num_classes}); teacher {t} "
             f"predicted {int(preds[t, q])} for query {q}"
         )
@@ -76,7 +77,7 @@ def votes_from_probabilities(
     """
     num_classes = check_int(num_classes, "num_classes", minimum=2)
     if isinstance(probabilities, (str, bytes)) or probabilities is None:
-        raise TypeError(
+        raise InputTypeError(
             "probabilities must be a (teachers, queries, classes) array, "
             f"got {describe(probabilities)}"
         )
@@ -85,18 +86,18 @@ def votes_from_probabilities(
         not (np.issubdtype(probs.dtype, np.floating) or np.issubdtype(probs.dtype, np.integer))
         or probs.dtype == np.bool_
     ):
-        raise TypeError(f"probabilities must be a float array, got {describe(probs)}")
+        raise InputTypeError(f"probabilities must be a float array, got {describe(probs)}")
     if probs.ndim != 3:
-        raise ValueError(
+        raise InputError(
             "probabilities must be 3-D with shape (teachers, queries, classes), got "
             f"shape {probs.shape}"
         )
     if probs.shape[2] != num_classes:
-        raise ValueError(
+        raise InputError(
             f"probabilities has {probs.shape[2]} classes (last axis) but num_classes={num_classes}"
         )
     if probs.shape[0] < 1:
-        raise ValueError("probabilities has no teachers (shape[0] == 0)")
+        raise InputError("probabilities has no teachers (shape[0] == 0)")
     probs = check_probabilities(probs, probs.shape, "probabilities", atol=atol)
     return votes_from_predictions(np.argmax(probs, axis=2), num_classes=num_classes)
 
@@ -143,12 +144,12 @@ def load_votes(path: str | os.PathLike[str], *, num_classes: int | None = None) 
     try:
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{str(path)!r} is not a readable .npy vote matrix ({exc})") from None
+        raise InputError(f"{str(path)!r} is not a readable .npy vote matrix ({exc})") from None
     votes = check_votes(arr, name=f"votes in {path.name}")
     if num_classes is not None:
         num_classes = check_int(num_classes, "num_classes", minimum=2)
         if votes.shape[1] != num_classes:
-            raise ValueError(
+            raise InputError(
                 f"votes in {path.name} have {votes.shape[1]} classes, expected "
                 f"num_classes={num_classes}"
             )

@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_choice
 from pate.core.errors import LedgerError
 from pate.ledger.identity import HEX_DIGITS, KEY_VERSION, distinct_keys, is_digest
@@ -82,7 +83,9 @@ def resolve(conn: LedgerConnection, dataset: Any) -> str:
     """The id of ``dataset`` given as a stored id, a name, a digest (of ids or records: keyed
     with the ledger's secret) or a unique prefix (>= 8) of a stored id."""
     if not isinstance(dataset, str) or not dataset:
-        raise TypeError(f"dataset must be a digest or a name (a non-empty string), got {dataset!r}")
+        raise InputTypeError(
+            f"dataset must be a digest or a name (a non-empty string), got {dataset!r}"
+        )
     key, low = dataset.strip(), dataset.strip().lower()
     keyed = keyed_digest(conn.secret, low) if is_digest(low) else None
     row = (
@@ -98,7 +101,7 @@ def resolve(conn: LedgerConnection, dataset: Any) -> str:
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            raise ValueError(
+            raise InputError(
                 f"dataset prefix {dataset!r} matches {len(matches)} datasets; "
                 "give more digits of the digest"
             )
@@ -152,11 +155,11 @@ def register(conn: LedgerConnection, digest: str, name: str | None) -> None:
         )
         owner = None if found is None else found[0]
         if owner is not None and owner != digest:
-            raise ValueError(
+            raise InputError(
                 f"name {name!r} already names another dataset (other records); choose another name"
             )
         if is_digest(name.lower()):
-            raise ValueError(f"name {name!r} looks like a digest; choose a readable name")
+            raise InputError(f"name {name!r} looks like a digest; choose a readable name")
     if row is None:
         conn.execute(
             "INSERT INTO datasets (digest, name, created_utc) VALUES (?, ?, ?)",
@@ -273,7 +276,7 @@ def add_link(
     """Link the datasets ``pair`` (digests, resolved from the ``given`` names) by hand."""
     a, b = pair
     if a == b:
-        raise ValueError(
+        raise InputError(
             f"dataset {given[0]!r} and other {given[1]!r} are the same dataset "
             f"({a[:12]}...); link two different datasets"
         )
@@ -312,7 +315,7 @@ def block_names(conn: LedgerConnection, digest: str) -> dict[int, str]:
 def add_block(conn: LedgerConnection, digest: str, name: str) -> None:
     """Register block ``name`` of dataset ``digest`` (a name not registered for it yet)."""
     if name in block_names(conn, digest).values():
-        raise ValueError(
+        raise InputError(
             f"block {name!r} is already registered for dataset "
             f"{label(conn, digest)}; choose a new name for new records"
         )
@@ -329,13 +332,13 @@ def target_blocks(conn: LedgerConnection, digest: str, blocks: Any) -> frozenset
     if blocks is None:
         return frozenset(by_name.values())
     if isinstance(blocks, str) or not isinstance(blocks, Iterable):
-        raise TypeError(f"blocks must be a list of block names or None, got {blocks!r}")
+        raise InputTypeError(f"blocks must be a list of block names or None, got {blocks!r}")
     names = list(blocks)
     if not names:
-        raise ValueError("blocks must name at least one block (None charges every block)")
+        raise InputError("blocks must name at least one block (None charges every block)")
     unknown = [b for b in names if b not in by_name]
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"blocks {unknown!r} are not registered for dataset "
             f"{label(conn, digest)} (registered: {sorted(by_name) or 'none'}); "
             "register them with Ledger.add_block / `pate budget add-block`"

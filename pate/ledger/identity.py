@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.mapped import release_read
 
 #: The record-key definition this code registers (``identities.key_version``; the tag below).
@@ -32,14 +33,14 @@ def dataset_digest(ids: Any) -> str:
     unique strings, or of record keys (``S16`` from :func:`record_keys`; a multiset), each kind
     hashed under its own tag."""
     if isinstance(ids, (str, bytes)) or ids is None:
-        raise TypeError(f"ids must be a 1-D array of record ids, got {type(ids).__name__}")
+        raise InputTypeError(f"ids must be a 1-D array of record ids, got {type(ids).__name__}")
     arr = np.asarray(ids)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"ids must be a non-empty 1-D array of record ids, got shape {arr.shape}")
+        raise InputError(f"ids must be a non-empty 1-D array of record ids, got shape {arr.shape}")
     h = hashlib.sha256()
     if arr.dtype.kind == "S":
         if arr.dtype.itemsize != RECORD_KEY_BYTES:
-            raise TypeError(
+            raise InputTypeError(
                 f"byte ids must be {RECORD_KEY_BYTES}-byte record keys (dtype "
                 f"S{RECORD_KEY_BYTES}, from record_keys), got dtype {arr.dtype}"
             )
@@ -48,27 +49,29 @@ def dataset_digest(ids: Any) -> str:
         return h.hexdigest()
     if arr.dtype != np.bool_ and np.issubdtype(arr.dtype, np.integer):
         if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max() > np.iinfo(np.int64).max:
-            raise ValueError("ids must fit in int64; hash larger ids as strings instead")
+            raise InputError("ids must fit in int64; hash larger ids as strings instead")
         values = np.sort(arr.astype("<i8"))
         if values.size > 1 and np.any(values[1:] == values[:-1]):
             dup = int(values[1:][values[1:] == values[:-1]][0])
-            raise ValueError(f"ids must be unique, got the id {dup} more than once")
+            raise InputError(f"ids must be unique, got the id {dup} more than once")
         h.update(b"pate-learn ids int64\n")
         h.update(values.tobytes())
     elif arr.dtype.kind in ("U", "O"):
         if arr.dtype.kind == "O" and not all(isinstance(v, str) for v in arr):
-            raise TypeError("ids must be integers or strings; got an object array with other types")
+            raise InputTypeError(
+                "ids must be integers or strings; got an object array with other types"
+            )
         texts = sorted(str(v) for v in arr)
         for a, b in zip(texts, texts[1:]):
             if a == b:
-                raise ValueError(f"ids must be unique, got the id {a!r} more than once")
+                raise InputError(f"ids must be unique, got the id {a!r} more than once")
         h.update(b"pate-learn ids utf8\n")
         for v in texts:
             data = v.encode("utf-8")
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)
     else:
-        raise TypeError(f"ids must be integers or strings, got dtype {arr.dtype}")
+        raise InputTypeError(f"ids must be integers or strings, got dtype {arr.dtype}")
     return h.hexdigest()
 
 
@@ -79,21 +82,23 @@ def record_keys(x: Any, y: Any) -> np.ndarray:
     gives the raw bytes (``keys[i]`` strips trailing zero bytes).
     """
     if x is None or isinstance(x, (str, bytes)):
-        raise TypeError(f"x must be an array of records, got {type(x).__name__}")
+        raise InputTypeError(f"x must be an array of records, got {type(x).__name__}")
     xa = np.asarray(x)
     if xa.ndim < 1 or xa.shape[0] == 0:
-        raise ValueError(f"x must hold at least one record (shape (n, ...)), got shape {xa.shape}")
+        raise InputError(f"x must hold at least one record (shape (n, ...)), got shape {xa.shape}")
     if xa.dtype.kind not in "biuf":
-        raise TypeError(f"x must be a numeric array, got dtype {xa.dtype}")
+        raise InputTypeError(f"x must be a numeric array, got dtype {xa.dtype}")
     ya = np.asarray(y)
     if ya.ndim != 1 or ya.shape[0] != xa.shape[0]:
-        raise ValueError(f"y must hold one label per record ({xa.shape[0]}), got shape {ya.shape}")
+        raise InputError(f"y must hold one label per record ({xa.shape[0]}), got shape {ya.shape}")
     if ya.dtype.kind in "biu":
         labels = ya.astype("<i8")
     elif ya.dtype.kind == "f" and np.all(np.isfinite(ya)) and np.all(ya == np.round(ya)):
         labels = ya.astype("<i8")
     else:
-        raise TypeError(f"y must hold integer labels, got dtype {ya.dtype}; pass class indices")
+        raise InputTypeError(
+            f"y must hold integer labels, got dtype {ya.dtype}; pass class indices"
+        )
     return _hash_records(xa.reshape(xa.shape[0], -1), labels)
 
 
@@ -163,23 +168,23 @@ def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
 def check_identity(identity: Any) -> DatasetIdentity:
     """``identity`` if it is a consistent :class:`DatasetIdentity`, else a typed error naming it."""
     if not isinstance(identity, DatasetIdentity):
-        raise TypeError(
+        raise InputTypeError(
             f"identity must be a pate.ledger.DatasetIdentity (from dataset_identity(x, y)), "
             f"got {type(identity).__name__}"
         )
     keys = np.asarray(identity.record_keys)
     if keys.ndim != 1 or keys.dtype != np.dtype(f"S{RECORD_KEY_BYTES}") or keys.size == 0:
-        raise ValueError(
+        raise InputError(
             f"identity.record_keys must be a non-empty 1-D S{RECORD_KEY_BYTES} array, "
             f"got dtype {keys.dtype} and shape {keys.shape}"
         )
     if identity.num_records != keys.size:
-        raise ValueError(
+        raise InputError(
             f"identity.num_records ({identity.num_records}) must equal the number of "
             f"record keys ({keys.size})"
         )
     if dataset_digest(keys) != identity.digest:
-        raise ValueError(
+        raise InputError(
             f"identity.digest {identity.digest!r} is not the digest of its record keys; "
             "build identities with pate.ledger.dataset_identity(x, y)"
         )

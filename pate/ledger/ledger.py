@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputTypeError
 from pate.analysis.validation import check_choice, check_delta, check_positive
 from pate.core.errors import LedgerError
 from pate.ledger import (
@@ -57,9 +58,9 @@ class Ledger:
         if path is None:
             path = ledger_file.default_ledger_path()
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"path must be a file path, got {type(path).__name__}")
+            raise InputTypeError(f"path must be a file path, got {type(path).__name__}")
         if not isinstance(create, bool):
-            raise TypeError(f"create must be True or False, got {create!r}")
+            raise InputTypeError(f"create must be True or False, got {create!r}")
         self.timeout = check_positive(timeout, "timeout")
         self.path = pathlib.Path(path).expanduser()
         self._file = ledger_file.LedgerFile(self.path, create=create, timeout=self.timeout)
@@ -189,7 +190,7 @@ class Ledger:
         conversion = check_choice(conversion, "conversion", CONVERSIONS)
         delta = check_delta(delta, "delta")
         if not isinstance(data_dependent, bool):
-            raise TypeError(f"data_dependent must be True or False, got {data_dependent!r}")
+            raise InputTypeError(f"data_dependent must be True or False, got {data_dependent!r}")
         name = validation.check_name(name, "name")
         reason = validation.check_reason(reason)
         budget = Budget(eps, delta, BASES[1] if data_dependent else BASES[0], conversion)
@@ -225,7 +226,7 @@ class Ledger:
         """Register a time block of records of ``dataset`` (Sage). It starts with fresh budget."""
         block = validation.check_name(name, "block")
         if block is None:
-            raise TypeError("block must be a non-empty string, got None")
+            raise InputTypeError("block must be a non-empty string, got None")
         with self._resolved(dataset, write=True) as (conn, digest):
             dataset_registry.add_block(conn, digest, block)
 
@@ -375,7 +376,9 @@ class Ledger:
     def release(self, reservation_id: str) -> bool:
         """Give back a live reservation (nothing spent). Returns False if it was no longer live."""
         if not isinstance(reservation_id, str) or not reservation_id:
-            raise TypeError(f"reservation_id must be a non-empty string, got {reservation_id!r}")
+            raise InputTypeError(
+                f"reservation_id must be a non-empty string, got {reservation_id!r}"
+            )
         with self._file.transaction(write=True) as conn:
             return spending.release(conn, reservation_id)
 

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from pate.analysis.errors import InputTypeError
 from pate.core.errors import LedgerError
 from pate.ledger import keying
 
@@ -149,7 +150,7 @@ def utc_from_unix(t: float) -> str:
 def _json_default(value: Any) -> Any:
     if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+    raise InputTypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
 def canonical(obj: Any) -> str:

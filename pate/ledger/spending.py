@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputError
 from pate.core.errors import LedgerError
 from pate.ledger.budget_checks import check_fits
 from pate.ledger.dataset_registry import block_names, linked_pairs
@@ -180,7 +181,7 @@ def release(conn: LedgerConnection, rid: str) -> bool:
     """Give back live reservation ``rid``; False if it was no longer live."""
     row = conn.execute("SELECT dataset, status FROM reservations WHERE id=?", (rid,)).fetchone()
     if row is None:
-        raise ValueError(
+        raise InputError(
             f"reservation {rid!r} is not in the ledger at {conn.path}; "
             "list live ones with `pate budget show --dataset ...`"
         )

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_orders
 from pate.ledger.identity import is_digest
 
@@ -17,7 +18,7 @@ from pate.ledger.identity import is_digest
 def check_digest(digest: Any) -> str:
     """``digest`` as 64 lower-case hex characters, or a ``ValueError`` saying how to get one."""
     if not isinstance(digest, str) or not is_digest(digest.strip().lower()):
-        raise ValueError(
+        raise InputError(
             f"digest must be a 64-character sha256 hex string, got {digest!r}; print "
             "the one `pate run` uses with `pate budget digest --config CONFIG` (or "
             "compute pate.ledger.dataset_identity(x, y).digest)"
@@ -30,9 +31,9 @@ def check_name(name: Any, what: str) -> str | None:
     if name is None:
         return None
     if not isinstance(name, str) or not name.strip():
-        raise TypeError(f"{what} must be a non-empty string, got {name!r}")
+        raise InputTypeError(f"{what} must be a non-empty string, got {name!r}")
     if len(name) > 200:
-        raise ValueError(f"{what} must be at most 200 characters, got {len(name)}")
+        raise InputError(f"{what} must be at most 200 characters, got {len(name)}")
     return name.strip()
 
 
@@ -41,7 +42,7 @@ def check_run_id(run_id: Any) -> str:
     if run_id is None:
         return uuid.uuid4().hex
     if not isinstance(run_id, str) or not run_id.strip():
-        raise TypeError(f"run_id must be a non-empty string or None, got {run_id!r}")
+        raise InputTypeError(f"run_id must be a non-empty string or None, got {run_id!r}")
     return run_id
 
 
@@ -49,7 +50,7 @@ def check_grid(orders: Any, name: str) -> np.ndarray:
     """``orders`` as valid Renyi orders without repeats, or a typed error naming ``name``."""
     arr = check_orders(orders, name)
     if np.unique(arr).size != arr.size:
-        raise ValueError(f"{name} must not repeat an order")
+        raise InputError(f"{name} must not repeat an order")
     return arr
 
 
@@ -58,13 +59,13 @@ def check_curve(rdp: Any, orders: np.ndarray, name: str) -> np.ndarray:
     try:
         arr = np.asarray(rdp, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of RDP values, one per order") from None
+        raise InputTypeError(f"{name} must be an array of RDP values, one per order") from None
     if arr.shape != orders.shape:
-        raise ValueError(
+        raise InputError(
             f"{name} must have one value per order {orders.shape}, got shape {arr.shape}"
         )
     if np.any(np.isnan(arr)) or np.any(arr < 0):
-        raise ValueError(
+        raise InputError(
             f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value"
         )
     return arr
@@ -76,14 +77,14 @@ def check_events(events: Any) -> list[Any]:
     if isinstance(events, PrivacyEvent):
         events = [events]
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
-        raise TypeError(
+        raise InputTypeError(
             f"events must be a list of pate.analysis.accountant.PrivacyEvent, got "
             f"{type(events).__name__}"
         )
     out = list(events)
     for i, e in enumerate(out):
         if not isinstance(e, PrivacyEvent):
-            raise TypeError(
+            raise InputTypeError(
                 f"events[{i}] must be an pate.analysis.accountant.PrivacyEvent, got "
                 f"{type(e).__name__}"
             )
@@ -94,5 +95,5 @@ def check_events(events: Any) -> list[Any]:
 def check_reason(reason: Any) -> str | None:
     """``reason`` (a non-empty string, or None), or a ``TypeError`` naming it."""
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):
-        raise TypeError(f"reason must be a non-empty string or None, got {reason!r}")
+        raise InputTypeError(f"reason must be a non-empty string or None, got {reason!r}")
     return reason

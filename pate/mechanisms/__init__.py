@@ -79,6 +79,7 @@ References
 
 from __future__ import annotations
 
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import describe
 from pate.mechanisms import registry as _registry
 from pate.mechanisms.base import MechanismSpec
@@ -136,9 +137,9 @@ NAMES: tuple[str, ...] = tuple(spec.name for spec in _BUILTIN)
 def register(spec: MechanismSpec) -> MechanismSpec:
     """Add ``spec`` to the registry (for tests and plugins); a name already taken is refused."""
     if not isinstance(spec, MechanismSpec):
-        raise TypeError(f"register needs a MechanismSpec, got {describe(spec)}")
+        raise InputTypeError(f"register needs a MechanismSpec, got {describe(spec)}")
     if not isinstance(spec.kind, MechanismKind):
-        raise TypeError(
+        raise InputTypeError(
             f"mechanism {spec.name!r}: its kind must be a mechanisms.MechanismKind (one of "
             f"{', '.join(f'mechanisms.{k.upper()}' for k in KINDS)}, or its own), got "
             f"{describe(spec.kind)}"
@@ -150,6 +151,6 @@ def register(spec: MechanismSpec) -> MechanismSpec:
 def unregister(name: str) -> MechanismSpec:
     """Remove a mechanism added by :func:`register` (the built-in ones cannot be removed)."""
     if name in NAMES:
-        raise ValueError(f"{name!r} is a built-in mechanism and cannot be unregistered")
+        raise InputError(f"{name!r} is a built-in mechanism and cannot be unregistered")
     spec: MechanismSpec = _registry.remove(name)
     return spec

@@ -11,6 +11,7 @@ import numpy as np
 
 from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.arrays import IntArray
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_mask, check_orders, check_probabilities, describe
 from pate.core.rng import Rng
 from pate.mechanisms.kinds import VOTE, MechanismKind
@@ -69,13 +70,13 @@ class MechanismSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name != self.name.strip():
-            raise ValueError(f"a mechanism name must be a non-empty string, got {self.name!r}")
+            raise InputError(f"a mechanism name must be a non-empty string, got {self.name!r}")
         params = tuple(self.params)
         if not all(isinstance(p, Param) for p in params):
-            raise TypeError(f"{self.name}: params must be Param objects")
+            raise InputTypeError(f"{self.name}: params must be Param objects")
         names = [p.name for p in params]
         if len(set(names)) != len(names):
-            raise ValueError(f"{self.name}: duplicate parameter names in {names}")
+            raise InputError(f"{self.name}: duplicate parameter names in {names}")
         object.__setattr__(self, "params", params)
 
     # ------------------------------------------------------------------ parameters
@@ -101,7 +102,7 @@ class MechanismSpec:
         "[aggregator] " a config key).
         """
         if not isinstance(params, Mapping):
-            raise TypeError(
+            raise InputTypeError(
                 f"{self.name}: parameters must be a mapping of names to values, got "
                 f"{describe(params)}"
             )
@@ -113,7 +114,7 @@ class MechanismSpec:
             if v is not None and k not in own and k in all_param_names()
         ]
         if foreign:
-            raise TypeError(
+            raise InputTypeError(
                 f"{', '.join(label(prefix, k) for k in foreign)} is not a parameter "
                 f"of {self.name}; its parameters are {listed}"
             )
@@ -121,7 +122,7 @@ class MechanismSpec:
         missing = [n for n in own if params.get(n) is None]
         if missing:
             suffix = "=..." if not prefix else ""
-            raise TypeError(
+            raise InputTypeError(
                 f"{self.name} needs "
                 f"{', '.join(label(prefix, n) + suffix for n in missing)}; "
                 f"its parameters are {listed}"
@@ -143,14 +144,14 @@ class MechanismSpec:
         """
         if self.needs_student:
             if student is None:
-                raise TypeError(
+                raise InputTypeError(
                     f"{self.name} needs student_probabilities=... (the student's "
                     "(queries, classes) predicted probabilities)"
                 )
             return check_probabilities(student, votes.shape, "student_probabilities")
         if student is not None:
             users = [n for n, s in REGISTRY.items() if s.needs_student]
-            raise TypeError(
+            raise InputTypeError(
                 f"student_probabilities is only used by {', '.join(users) or 'no mechanism'}, "
                 f"not {self.name}"
             )
@@ -291,7 +292,7 @@ class MechanismSpec:
         if not auto:
             return dict(params)
         if not set(auto) <= set(self.calibrated):
-            raise ValueError(
+            raise InputError(
                 f"{self.name} can calibrate {', '.join(self.calibrated) or 'nothing'}, "
                 f"not {', '.join(sorted(set(auto) - set(self.calibrated)))} "
                 "(give a number)"

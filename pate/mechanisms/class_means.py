@@ -15,6 +15,7 @@ from pate.analysis.class_means import (
     class_means_event,
     class_means_rdp,
 )
+from pate.analysis.errors import InputTypeError
 from pate.analysis.validation import check_orders
 from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec
@@ -39,7 +40,7 @@ def _count_weight(params: Mapping[str, Any]) -> float:
     """The count weight of clean class-means ``params``; a TypeError, not a guess, where it is
     missing (e.g. a summary written before the weight existed, when counts weighed 1)."""
     if params.get("count_weight") is None:
-        raise TypeError(
+        raise InputTypeError(
             "class-means parameters without count_weight: pass the parameters "
             "validated by mechanisms.get('class-means').validate(...), which fills "
             "in its default (a run directory written before the count weight "
@@ -73,7 +74,7 @@ class _ClassMeans(MechanismSpec):
         *,
         student: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        raise TypeError(
+        raise InputTypeError(
             f"{self.name} labels queries from one release of the private records' "
             "class sums, not from votes: use pate.core.mean_release.noisy_class_means, or "
             "a run (`pate run`, pate.api), which charges the release first"

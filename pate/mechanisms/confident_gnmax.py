@@ -12,6 +12,7 @@ import numpy as np
 
 from pate.analysis.accountant import PrivacyEvent, confident_gnmax_event
 from pate.analysis.calibration import calibrate_confident_gnmax, calibrate_gnmax_sigma
+from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.rdp import (
     confident_gnmax_rdp,
     gnmax_rdp,
@@ -58,7 +59,7 @@ class ConfidentGNMaxSpec(MechanismSpec):
         source = np.where(answered, "teachers", "none").astype("<U9")
         if self.needs_student:
             if student is None:  # check_student refuses a missing student before any draw
-                raise TypeError(f"{self.name} needs the student's probabilities (student=...)")
+                raise InputTypeError(f"{self.name} needs the student's probabilities (student=...)")
             # The confident student's own label is kept at no privacy cost.
             keep = ~answered & (student.max(axis=1) >= params["student_confidence"])
             labels = np.where(keep, np.argmax(student, axis=1), labels)
@@ -69,7 +70,7 @@ class ConfidentGNMaxSpec(MechanismSpec):
         self, votes: np.ndarray, student: np.ndarray | None, data_dependent: bool
     ) -> np.ndarray | None:
         if self.needs_student and student is None and data_dependent:
-            raise TypeError(
+            raise InputTypeError(
                 f"the data-dependent cost of {self.name} needs the student's "
                 "probabilities (student=...)"
             )
@@ -130,7 +131,7 @@ class ConfidentGNMaxSpec(MechanismSpec):
         given sigma1 / sigma2 ratio of Scalable PATE, 3.75, unless sigma1 is a number -- then
         only sigma2 is chosen, with that sigma1)."""
         if "sigma2" not in auto:
-            raise ValueError(
+            raise InputError(
                 f'{self.name}: calibrate sigma2 (with sigma1 = "auto" too, or a '
                 "fixed sigma1); sigma1 alone cannot be calibrated"
             )

@@ -35,6 +35,8 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pate.analysis.errors import InputError
+
 __all__ = ["MechanismKind", "VOTE", "SAMPLE", "RELEASE", "KINDS"]
 
 
@@ -72,12 +74,12 @@ class MechanismKind:
         for field in ("votes_stage", "aggregate_loop"):
             module, _, function = str(getattr(self, field)).partition(":")
             if not (module and function.isidentifier()):
-                raise ValueError(
+                raise InputError(
                     f'kind {self.name!r}: {field} must be "module:function", got '
                     f"{getattr(self, field)!r}"
                 )
         if self.releases_once and not self.reads_private_records:
-            raise ValueError(
+            raise InputError(
                 f"kind {self.name!r}: a mechanism that releases once reads the "
                 "private records (set reads_private_records=True)"
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pate.analysis.errors import InputError
 from pate.analysis.validation import check_nonnegative, check_positive, check_unit_interval
 
 __all__ = [
@@ -25,7 +26,7 @@ def _check_positive_integer(value: Any, name: str) -> int:
     """An integer >= 1; an integral real (e.g. 300.0 from a float command-line flag) is accepted."""
     out = check_positive(value, name)
     if out != int(out):
-        raise ValueError(f"{name} must be a whole number >= 1, got {out!r}")
+        raise InputError(f"{name} must be a whole number >= 1, got {out!r}")
     return int(out)
 
 
@@ -50,9 +51,9 @@ class Param:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise ValueError(f"Param name must be a Python identifier, got {self.name!r}")
+            raise InputError(f"Param name must be a Python identifier, got {self.name!r}")
         if self.kind not in _CHECKS:
-            raise ValueError(
+            raise InputError(
                 f"Param {self.name}: kind must be one of "
                 f"{', '.join(map(repr, PARAM_KINDS))}, got {self.kind!r}"
             )

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from pate.analysis.accountant import PrivacyEvent
+from pate.analysis.errors import InputError
 from pate.analysis.private_knn import (
     calibrate_private_knn_sigma2,
     private_knn_event,
@@ -114,7 +115,7 @@ class _PrivateKNN(ConfidentGNMaxSpec):
         """sigma2 with sigma1 (and the sampling rate) fixed: the cost depends on both sigmas
         only through z = 1/sqrt(1/sigma1^2 + 2/sigma2^2), which tends to sigma1 as sigma2 grows."""
         if "sigma2" not in auto or "sigma1" in auto:
-            raise ValueError(
+            raise InputError(
                 f'{self.name}: only sigma2 can be calibrated ("auto"), with sigma1 '
                 "and sampling_rate given as numbers"
             )

@@ -8,6 +8,7 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from pate.analysis.errors import InputError
 from pate.analysis.validation import describe
 
 __all__ = [
@@ -38,7 +39,7 @@ def get(name: str) -> Any:
     """The spec of mechanism ``name``; ValueError listing the registered names otherwise."""
     spec = _REGISTRY.get(name) if isinstance(name, str) else None
     if spec is None:
-        raise ValueError(
+        raise InputError(
             f"mechanism must be one of {', '.join(map(repr, _REGISTRY))}; got {describe(name)}"
         )
     return spec
@@ -47,7 +48,7 @@ def get(name: str) -> Any:
 def add(spec: Any) -> None:
     """Store ``spec`` under its name (a name already taken is refused)."""
     if spec.name in _REGISTRY:
-        raise ValueError(f"mechanism {spec.name!r} is already registered; choose another name")
+        raise InputError(f"mechanism {spec.name!r} is already registered; choose another name")
     _REGISTRY[spec.name] = spec
 
 
@@ -64,7 +65,7 @@ def auto_choice(role: str) -> str:
     for spec in _REGISTRY.values():
         if role in spec.auto_for:
             return str(spec.name)
-    raise ValueError(f"no registered mechanism is the automatic choice {role!r}")
+    raise InputError(f"no registered mechanism is the automatic choice {role!r}")
 
 
 def all_param_names() -> tuple[str, ...]:

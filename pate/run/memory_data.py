@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from pate.analysis.errors import InputError, InputTypeError
+
 __all__ = ["MEMORY_DATA_NAME", "arrays_of", "data_source", "memory_data"]
 
 
@@ -18,12 +20,12 @@ def arrays_of(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndar
     yielding (x, y) pairs. ``labels``: "required", "optional"."""
     if isinstance(data, np.ndarray):
         if labels == "required":
-            raise TypeError(f"{what} needs labels: give (x, y), not x alone")
+            raise InputTypeError(f"{what} needs labels: give (x, y), not x alone")
         return data, None
     if isinstance(data, tuple) and len(data) == 2:
         x, y = np.asarray(data[0]), np.asarray(data[1])
         if x.shape[:1] != y.shape[:1] or y.ndim != 1:
-            raise ValueError(
+            raise InputError(
                 f"{what}: x has {x.shape[0]} rows but y has shape {y.shape}; give "
                 "(x, y) with one integer label per row"
             )
@@ -45,9 +47,11 @@ def arrays_of(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndar
         x = np.concatenate(xs)
         y = np.concatenate(ys) if ys else None
         if y is None and labels == "required":
-            raise TypeError(f"{what}: the dataset yields no labels; it must yield (x, y) pairs")
+            raise InputTypeError(
+                f"{what}: the dataset yields no labels; it must yield (x, y) pairs"
+            )
         return x, y
-    raise TypeError(
+    raise InputTypeError(
         f"{what} must be a numpy array, an (x, y) tuple, a torch Dataset or "
         f"DataLoader, got {type(data).__name__}"
     )
@@ -78,7 +82,7 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     xp, yp = arrays_of(private, "private", labels="required")
     xq, yq = arrays_of(public, "public", labels="optional")
     if evaluation is None:
-        raise TypeError(
+        raise InputTypeError(
             "evaluation=(x, y) is needed: labelled held-out data on which the student's "
             "accuracy is measured for the report (never used for training)"
         )
@@ -90,7 +94,7 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     splits = [ArraySplit(xp, yp), ArraySplit(xq, yq), ArraySplit(xe, ye)]
     shapes = {s.x.shape[1:] for s in splits}
     if len(shapes) != 1:
-        raise ValueError(
+        raise InputError(
             f"private, public and evaluation inputs must have one shape per item, got "
             f"{sorted(shapes)}"
         )
@@ -120,16 +124,16 @@ def data_source(private, public, evaluation, declared: dict, dataset=None):
     data = identity = None
     if isinstance(private, str):
         if public is not None or evaluation is not None:
-            raise TypeError(
+            raise InputTypeError(
                 f"private={private!r} names a dataset with its own public and "
                 "evaluation splits; do not pass public= or evaluation="
             )
         data_table = {"name": private}
     else:
         if public is None:
-            raise TypeError("public= (the public inputs the teachers label) is needed")
+            raise InputTypeError("public= (the public inputs the teachers label) is needed")
         if declared["split_column"] is not None:
-            raise TypeError(
+            raise InputTypeError(
                 "split_column= applies to a source that is one pool of records (csv:PATH, "
                 "npz:PATH with x, y); arrays give their public and evaluation inputs apart"
             )

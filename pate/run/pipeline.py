@@ -30,6 +30,7 @@ import logging
 import os
 import pathlib
 
+from pate.analysis.errors import InputError
 from pate.run import planner, rundir, stages
 from pate.run.config import RunConfig, plan, setting
 from pate.run.rundir import Run
@@ -138,7 +139,7 @@ class Pipeline:
         operator's own measurements: ``private/report_internal.json``, docs/publishing.md), or,
         with ``until`` before the report, the stage summaries."""
         if until is not None and until not in STAGES:
-            raise ValueError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
+            raise InputError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
         last = STAGES.index(until) if until is not None else len(STAGES) - 1
         todo = [s for s in STAGES[: last + 1] if not self.ctx.done(s)]
         stages.check_device(self.config, todo, context=self.ctx.context)  # before the data is read

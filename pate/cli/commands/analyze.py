@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from pate.analysis.errors import InputError
+
 
 def _mechanism_names() -> list[str]:
     """The mechanisms `pate analyze` can analyse: those that need no student predictions."""
@@ -94,7 +96,7 @@ def _parse_orders(text: str):
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(
+        raise InputError(
             f"--orders must be 'default', 'reference' or a comma-separated list of "
             f"numbers, got {text!r}"
         ) from None
@@ -118,7 +120,7 @@ def compute(args) -> dict:
     params = spec.validate(noise, prefix="--")
     release = spec.release_params(params)
     if args.smooth_sensitivity and (release is None or release["threshold"] is None):
-        raise ValueError(
+        raise InputError(
             f"--smooth-sensitivity needs a mechanism with a threshold check and a "
             f"smooth-sensitivity analysis (e.g. confident-gnmax), not {spec.name}"
         )
@@ -130,7 +132,7 @@ def compute(args) -> dict:
             load_npy(args.answered, what="--answered"), n, "--answered"
         )
         if spec.always_answers:
-            raise ValueError(
+            raise InputError(
                 f"--answered does not apply to --mechanism {spec.name}: it answers every query"
             )
 
@@ -204,13 +206,13 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, k) is not None
         ]
         if given:
-            raise ValueError(
+            raise InputError(
                 f"--run-dir analyses a run directory with its own config; drop {', '.join(given)}"
             )
         return _run_stage(args)
     missing = [f"--{k}" for k in ("votes", "mechanism", "delta") if getattr(args, k) is None]
     if missing:
-        raise ValueError(f"pass --run-dir RUN_DIR, or a vote matrix with {', '.join(missing)}")
+        raise InputError(f"pass --run-dir RUN_DIR, or a vote matrix with {', '.join(missing)}")
     result = compute(args)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -7,6 +7,8 @@ import json
 import math
 import pathlib
 
+from pate.analysis.errors import InputError
+
 DESCRIPTION = "Show, audit and set the privacy budget of sensitive datasets (the ledger)."
 _DATASET_HELP = "dataset digest, name, or unique digest prefix (>= 8 hex digits)"
 _LEDGER_HELP = "ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)"
@@ -128,7 +130,7 @@ def _load_ids(path: str, strings: bool):
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ValueError(
+        raise InputError(
             f"--ids {path!r} is neither a .npy array nor UTF-8 text with one id per line"
         ) from None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -145,7 +147,7 @@ def _digest(args) -> int:
 
     if args.ids is not None:
         if args.ledger is not None:
-            raise ValueError(
+            raise InputError(
                 "--ledger goes with --config (the overlap of a config's records); "
                 "with --ids only the digest is printed"
             )

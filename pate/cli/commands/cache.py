@@ -12,6 +12,8 @@ import argparse
 import json
 import pathlib
 
+from pate.analysis.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -52,7 +54,7 @@ def cache_root(args: argparse.Namespace) -> pathlib.Path | None:
 
     if args.cache_dir is not None:
         if not args.cache_dir:
-            raise ValueError("--cache-dir must name a folder, got an empty string")
+            raise InputError("--cache-dir must name a folder, got an empty string")
         return pathlib.Path(args.cache_dir).expanduser()
     if args.config is not None:
         from pate.run.config import load

@@ -6,6 +6,8 @@ import argparse
 import json
 import pathlib
 
+from pate.analysis.errors import InputError
+
 
 def add_parser(subparsers) -> None:
     from pate.run import rundir
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     flags = start_flags(args, ("cluster",))
     if args.config is None:
         if not (args.resume and args.run_dir):
-            raise ValueError(
+            raise InputError(
                 "--config is required (a TOML file or a packaged name such as "
                 "digits); only `pate run --resume --run-dir DIR` may leave it out"
             )

@@ -11,6 +11,7 @@ import dataclasses
 import math
 
 from pate import mechanisms
+from pate.analysis.errors import InputError
 from pate.run.planner.costs import (
     answers_fixed,
     argmax_std,
@@ -60,7 +61,7 @@ def plan_config(
     :meth:`pate.run.config.PrivacyTable.order_grid` (the config layer passes them: :func:`pate.run.config.plan`;
     this module never imports it), so the noise is calibrated exactly as the run will."""
     if wording not in ("python", "config"):
-        raise ValueError(f"wording must be 'python' or 'config', got {wording!r}")
+        raise InputError(f"wording must be 'python' or 'config', got {wording!r}")
     planning = _Planning(
         config,
         facts,

@@ -26,6 +26,7 @@ from importlib import resources
 import jinja2
 from markupsafe import Markup
 
+from pate.analysis.errors import InputError
 from pate.run.report.layout import document
 from pate.run.report.model import INTERNAL_DIR, public_report
 from pate.run.report.wording import NOT_PRIVATE
@@ -130,7 +131,7 @@ def render_html(report: dict, images: dict[str, bytes]) -> str:
     report = public_report(report)  # the publishable documents: from the public cut alone
     missing = [name for name in report["plots"] if name not in images]
     if missing:
-        raise ValueError(f"images is missing the plot(s) {', '.join(missing)}")
+        raise InputError(f"images is missing the plot(s) {', '.join(missing)}")
     encoded = {name: base64.b64encode(images[name]).decode("ascii") for name in report["plots"]}
     return (
         _environment()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pate import mechanisms
+from pate.analysis.errors import InputError
 from pate.run import rundir
 
 __all__ = [
@@ -216,7 +217,7 @@ class _Checker:
         self.source = source
 
     def fail(self, key: str, message: str) -> None:
-        raise ValueError(f"{self.source}: key '{key}' {message}; {_REGENERATE}")
+        raise InputError(f"{self.source}: key '{key}' {message}; {_REGENERATE}")
 
     def check(self, data: Any, spec: Any, key: str) -> None:
         if isinstance(spec, dict):
@@ -472,5 +473,5 @@ def load_analysis(run_dir: str | os.PathLike) -> dict:
     try:
         analysis = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path} is not valid JSON ({exc}); {_REGENERATE}") from None
+        raise InputError(f"{path} is not valid JSON ({exc}); {_REGENERATE}") from None
     return validate_analysis(analysis, source=str(path))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
+from pate.analysis.errors import InputError
 from pate.core import gpu_memory
 from pate.run import rundir
 from pate.run.rundir import Run
@@ -33,7 +34,7 @@ def run_stage(run: Run, stage: str) -> dict:
     import time
 
     if stage not in STAGE_FUNCTIONS:
-        raise ValueError(f"stage must be one of {', '.join(rundir.STAGES)}, got {stage!r}")
+        raise InputError(f"stage must be one of {', '.join(rundir.STAGES)}, got {stage!r}")
     # stages that do not apply to this run (and come before this one) are recorded as skipped
     for earlier in rundir.STAGES[: rundir.STAGES.index(stage) + 1]:
         reason = skip_reason(run.config, earlier)

@@ -19,7 +19,7 @@ import pytest
 import pate.cli.commands.budget as budget_command
 from pate.analysis import validation
 from pate.analysis.errors import CorruptFileError, InputError, PateError
-from pate.cli import EXIT_SOFTWARE, classify, main, raised_on_purpose
+from pate.cli import EXIT_SOFTWARE, classify, main
 from pate.core import io as pio
 from pate.core.errors import RunDirError
 from pate.ledger import Ledger, dataset_digest
@@ -298,14 +298,13 @@ def test_classification():
             return exc
         raise AssertionError("no exception")
 
-    # Our validation layer and explicit raises in pate-learn's modules: expected.
-    assert raised_on_purpose(caught(validation.check_positive, -1.0, "--sigma"))
-    assert raised_on_purpose(caught(validation.check_positive, "x", "--sigma"))  # TypeError
-    assert raised_on_purpose(caught(dataset_digest, np.array([1, 1])))  # pate/ledger/identity.py
-    # Raised by the interpreter or inside numpy: a bug.
-    assert not raised_on_purpose(caught(_bug, None))
-    assert not raised_on_purpose(caught(np.reshape, np.arange(3), (2, 2)))
-    assert not raised_on_purpose(ValueError("never raised"))
+    # Our validation and every deliberate raise in pate-learn: typed errors, exit 2.
+    assert classify(caught(validation.check_positive, -1.0, "--sigma"))[0] == 2
+    assert classify(caught(validation.check_positive, "x", "--sigma"))[0] == 2  # a TypeError
+    assert isinstance(caught(validation.check_positive, "x", "--sigma"), TypeError)
+    # Raised by the interpreter or inside numpy, or a plain ValueError: a bug.
+    assert classify(caught(np.reshape, np.arange(3), (2, 2)))[0] == 70
+    assert classify(ValueError("never raised"))[0] == 70
     assert classify(caught(_bug, None))[0] == 70
     assert classify(caught(dataset_digest, np.array([1, 1])))[0] == 2
     assert classify(PermissionError(13, "Permission denied", "/x/run")) == (
