@@ -57,14 +57,14 @@ def parse_setting(text: str) -> tuple[float, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("settings", nargs="+", type=parse_setting, metavar="TARGET/T/SIGMA1/SIGMA2")
     p.add_argument(
         "--base-run",
         required=True,
-        help=f"a run directory with {R.VOTES} and {R.CONFIG} (run up to its votes stage)",
+        help=f"a run directory with {rundir.VOTES} and {rundir.CONFIG} (run up to its votes stage)",
     )
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--steps", type=int, default=4000, help="student steps (multiple of 500)")
@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args(argv)
     base = pathlib.Path(args.base_run)
-    if not (base / R.VOTES).is_file() or not (base / R.CONFIG).is_file():
+    if not (base / rundir.VOTES).is_file() or not (base / rundir.CONFIG).is_file():
         p.error(
-            f"--base-run {str(base)!r} has no {R.VOTES} and {R.CONFIG} (run the pipeline "
+            f"--base-run {str(base)!r} has no {rundir.VOTES} and {rundir.CONFIG} (run the pipeline "
             "up to its votes stage first)"
         )
     if not 0 < args.delta < 1:
@@ -90,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     from pate.teachers.data import load_pate_data
 
     torch.set_num_threads(args.threads)
-    config = json.loads((base / R.CONFIG).read_text())
+    config = json.loads((base / rundir.CONFIG).read_text())
     seed = int(config["run"]["seed"]) + 1
     data = load_pate_data("fashion-mnist", root=args.data_root)
     y = data.public.y
-    votes = np.load(base / R.VOTES, allow_pickle=False)
+    votes = np.load(base / rundir.VOTES, allow_pickle=False)
     rows = []
     for target, aggregator in args.settings:
         release = utility_planning.release_parameters(target, delta=args.delta, conversion="tight")

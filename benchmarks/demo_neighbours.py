@@ -102,10 +102,10 @@ def run_once(
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
     _, wall, rss_kb = lines[-1].split()
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
     stages = {}
-    for path in sorted((run_dir / R.STAGE_DIR).glob("*.json")):
+    for path in sorted((run_dir / rundir.STAGE_DIR).glob("*.json")):
         summary = json.loads(path.read_text())
         stages[path.stem] = {
             "seconds": summary.get("seconds"),
@@ -115,7 +115,7 @@ def run_once(
             "others": (summary.get("threads") or {}).get("others"),
             "processes": summary.get("processes"),
         }
-    analysis = json.loads((run_dir / R.ANALYSIS).read_text())
+    analysis = json.loads((run_dir / rundir.ANALYSIS).read_text())
     return {
         "wall_seconds": float(wall),
         "peak_rss_mib": round(int(rss_kb) / 1024, 1),

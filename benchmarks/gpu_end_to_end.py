@@ -117,11 +117,11 @@ def _json(path: pathlib.Path) -> dict:
 
 def summarise(run_dir: pathlib.Path) -> dict:
     """Stage seconds and GPU peaks, the teachers' and the student's figures, epsilon."""
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
     stages = {}
     for stage in COMPUTING_STAGES:
-        info = _json(run_dir / R.STAGE_DIR / f"{stage}.json")
+        info = _json(run_dir / rundir.STAGE_DIR / f"{stage}.json")
         info = info.get("summary", info) if isinstance(info.get("summary"), dict) else info
         if not info or info.get("skipped"):
             continue
@@ -133,10 +133,10 @@ def summarise(run_dir: pathlib.Path) -> dict:
         if isinstance(cache, dict):
             row["cache_hits"], row["cache_misses"] = cache.get("hits"), cache.get("misses")
         stages[stage] = row
-    teachers = _json(run_dir / R.STAGE_DIR / "teachers.json")
+    teachers = _json(run_dir / rundir.STAGE_DIR / "teachers.json")
     # the operator's own measurement: the internal report (docs/publishing.md); the public
     # report.json holds only the publishable figures
-    report = _json(run_dir / R.REPORT_INTERNAL_JSON)
+    report = _json(run_dir / rundir.REPORT_INTERNAL_JSON)
     utility, privacy = report.get("utility") or {}, report.get("privacy") or {}
     out = {
         "stages": stages,

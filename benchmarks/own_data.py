@@ -461,7 +461,7 @@ def _plan(ds: Dataset, eps: float) -> str | None:
 
 def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     """One pate.fit with defaults only, as a result row."""
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
     s = ds.splits
     row = {
@@ -493,7 +493,7 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     row["plan"] = plan_text
     row["warnings"] = list(dict.fromkeys(logged + [str(w.message) for w in caught]))
     if error is not None:
-        trained = (run_dir / R.TEACHERS).exists()
+        trained = (run_dir / rundir.TEACHERS).exists()
         row.update(
             status="refused" if not trained else "failed",
             refused=not trained,
@@ -512,7 +512,7 @@ def run_one(ds: Dataset, eps: float, ref: dict, *, work: pathlib.Path) -> dict:
     y_pub = s["y_public"]
     label_acc = float(np.mean(labels[answered] == y_pub[answered])) if answered.any() else None
     agreement = plurality_public = None
-    votes_path = run_dir / R.VOTES
+    votes_path = run_dir / rundir.VOTES
     if votes_path.exists():
         votes = np.load(votes_path, allow_pickle=False)
         if votes.ndim == 2 and votes.shape[0] == len(labels):
@@ -557,9 +557,9 @@ def _rule_check(run_dir: pathlib.Path) -> dict | None:
     """The class-means rule check of a run (``records.rule_check`` of its aggregate summary,
     ``rundir.AGGREGATE``: the reading chosen and each reading's mismatch ratio), None for other
     runs."""
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
-    path = run_dir / R.AGGREGATE
+    path = run_dir / rundir.AGGREGATE
     if not path.exists():
         return None
     return (json.loads(path.read_text()).get("records") or {}).get("rule_check")

@@ -119,14 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args(argv)
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
     released = None
     if args.labels_from:
-        path = pathlib.Path(args.labels_from) / R.LABELS
+        path = pathlib.Path(args.labels_from) / rundir.LABELS
         if not path.is_file():
             p.error(
-                f"--labels-from {args.labels_from!r} has no {R.LABELS} (a PATE run directory "
+                f"--labels-from {args.labels_from!r} has no {rundir.LABELS} (a PATE run directory "
                 "after its aggregate stage)"
             )
         released = np.load(path, allow_pickle=False)
@@ -140,11 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.soft_targets is not None:
         from scipy.special import softmax
 
-        scores_path = args.labels_from and pathlib.Path(args.labels_from) / R.LABEL_SCORES
+        scores_path = args.labels_from and pathlib.Path(args.labels_from) / rundir.LABEL_SCORES
         if not scores_path or not scores_path.is_file():
             p.error(
                 "--soft-targets needs --labels-from a class-means run directory (its "
-                f"{R.LABEL_SCORES}, the rule's class scores)"
+                f"{rundir.LABEL_SCORES}, the rule's class scores)"
             )
         if not args.soft_targets > 0:
             p.error(f"--soft-targets must be a temperature > 0, got {args.soft_targets}")

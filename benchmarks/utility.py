@@ -98,8 +98,8 @@ if str(pathlib.Path(__file__).resolve().parent) not in sys.path:  # the sibling 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import utility_common  # noqa: E402
-import utility_holdout as H  # noqa: E402
-import utility_methods as M  # noqa: E402
+import utility_holdout  # noqa: E402
+import utility_methods  # noqa: E402
 from utility_report import write_outputs  # noqa: E402
 
 TARGETS = (0.5, 1.0, 2.0, 4.0)
@@ -263,8 +263,8 @@ def _add_method_arguments(p: argparse.ArgumentParser) -> None:
         "--pate-teachers",
         type=int,
         nargs="+",
-        choices=sorted(M.PATE_ENSEMBLES),
-        default=sorted(M.PATE_ENSEMBLES),
+        choices=sorted(utility_methods.PATE_ENSEMBLES),
+        default=sorted(utility_methods.PATE_ENSEMBLES),
         help="PATE ensemble sizes (default: all)",
     )
     p.add_argument("--skip-dpsgd", action="store_true", help="skip both DP-SGD baselines")
@@ -357,7 +357,7 @@ def _meta(args, argv, methods: set, device: str) -> dict:
 
     return {
         "delta": args.delta,
-        "conversion": M.CONVERSION,
+        "conversion": utility_methods.CONVERSION,
         "device": device,
         "machine": {
             "node": platform.node(),
@@ -401,7 +401,7 @@ def run_dpsgd_scatter(args, meta: dict, data, *, add) -> None:
     meta["scatter_seconds"] = round(time.perf_counter() - t0, 1)
     images = len(data.private.x) + len(data.public.x) + len(data.evaluation.x)
     print(f"ScatterNet features of {images} images: {meta['scatter_seconds']:.0f} s", flush=True)
-    ceiling = M.scatter_ceiling(feats)
+    ceiling = utility_methods.scatter_ceiling(feats)
     meta["ceilings"]["scatternet_logreg_9000_true_labels"] = dict(
         ceiling, label="ScatterNet + logistic regression, 9000 true labels"
     )
@@ -414,7 +414,7 @@ def run_dpsgd_scatter(args, meta: dict, data, *, add) -> None:
     splits = dpsgd_linear.load_features(data_root=args.data_root)
     for target in args.targets:
         add(
-            M.dpsgd_scatter_budget(
+            utility_methods.dpsgd_scatter_budget(
                 splits, target, delta=args.delta, seed=args.dpsgd_seed, holdout=args.holdout
             )
         )
@@ -422,7 +422,7 @@ def run_dpsgd_scatter(args, meta: dict, data, *, add) -> None:
 
 def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=None) -> None:
     """Per seed and ensemble size a base run (partition, teachers, votes), forked per target."""
-    from pate.run import rundir as R  # the run directory's file names
+    from pate.run import rundir  # the run directory's file names
 
     meta["pate_teachers"] = {}
     heldout = None if holdout is None else holdout.split
@@ -430,12 +430,12 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
         for teachers in args.pate_teachers:
 
             def pate_edits(config, teachers=teachers, seed=seed):
-                config["teachers"].update(M.TEACHER_RECIPE)
+                config["teachers"].update(utility_methods.TEACHER_RECIPE)
                 config["partition"]["num_teachers"] = teachers
-                H.edit_config(config, holdout, seed=seed)
+                utility_holdout.edit_config(config, holdout, seed=seed)
 
-            name = f"{teachers}{M.run_suffix(seed)}"
-            base, seconds = M.base_run(
+            name = f"{teachers}{utility_methods.run_suffix(seed)}"
+            base, seconds = utility_methods.base_run(
                 args.config,
                 out / f"pate{name}-base",
                 device=device,
@@ -444,17 +444,17 @@ def run_pate(args, out: pathlib.Path, meta: dict, *, device: str, add, holdout=N
             )
             base_dir = base.run.directory()
             meta["pate_teachers"][name] = dict(
-                json.loads((base_dir / R.STAGE_DIR / "teachers.json").read_text()),
+                json.loads((base_dir / rundir.STAGE_DIR / "teachers.json").read_text()),
                 base_seconds=seconds,
             )
             print(
-                f"PATE base run, {teachers} teachers{M.run_suffix(seed)} (partition, teachers, "
+                f"PATE base run, {teachers} teachers{utility_methods.run_suffix(seed)} (partition, teachers, "
                 f"votes): {seconds:.0f} s",
                 flush=True,
             )
             for target in args.targets:
                 add(
-                    M.pate_budget(
+                    utility_methods.pate_budget(
                         base_dir,
                         base,
                         target,
@@ -474,24 +474,27 @@ def run_knn(
     rounds)."""
 
     for seed in args.run_seeds or [None]:
-        base, seconds = M.base_run(
+        base, seconds = utility_methods.base_run(
             args.knn_config,
-            out / f"knn-base{M.run_suffix(seed)}",
+            out / f"knn-base{utility_methods.run_suffix(seed)}",
             device=device,
             data_root=None if holdout else args.data_root,
-            edit=lambda config, seed=seed: H.edit_config(config, holdout, seed=seed),
+            edit=lambda config, seed=seed: utility_holdout.edit_config(config, holdout, seed=seed),
         )
         meta.setdefault("knn_base_seconds", {})[str(seed)] = seconds
-        print(f"Private-kNN base run{M.run_suffix(seed)} (embeddings): {seconds:.0f} s", flush=True)
+        print(
+            f"Private-kNN base run{utility_methods.run_suffix(seed)} (embeddings): {seconds:.0f} s",
+            flush=True,
+        )
         base_dir = base.run.directory()
         kwargs = dict(
             delta=args.delta, out=out, seed=seed, holdout=None if holdout is None else holdout.split
         )
         for target in args.targets:
             if "knn" in methods:
-                add(M.knn_budget(base_dir, base, target, **kwargs))
+                add(utility_methods.knn_budget(base_dir, base, target, **kwargs))
             if "knn-rounds" in methods:
-                add(M.knn_rounds_budget(base_dir, base, target, **kwargs))
+                add(utility_methods.knn_rounds_budget(base_dir, base, target, **kwargs))
 
 
 def run_class_means(
@@ -512,10 +515,10 @@ def run_class_means(
                 config["student"]["model"] = args.class_means_student
             if args.class_means_dims is not None:
                 config["knn"]["dims"] = args.class_means_dims
-            H.edit_config(config, holdout, seed=seed)
+            utility_holdout.edit_config(config, holdout, seed=seed)
 
-        suffix = M.run_suffix(seed)
-        base, seconds = M.base_run(
+        suffix = utility_methods.run_suffix(seed)
+        base, seconds = utility_methods.base_run(
             args.class_means_config,
             out / f"class-means-base{suffix}",
             device=device,
@@ -529,7 +532,7 @@ def run_class_means(
             continue
         for target in args.targets:
             add(
-                M.class_means_budget(
+                utility_methods.class_means_budget(
                     base.run.directory(),
                     base,
                     target,
@@ -551,7 +554,7 @@ def _rule_alone_runs(args, out: pathlib.Path, base: dict, data, heldout, *, add)
     for repeat in range(args.rule_alone):
         for target in args.targets:
             add(
-                M.class_means_rule_budget(
+                utility_methods.class_means_rule_budget(
                     base.run.directory(),
                     base,
                     target,
@@ -645,7 +648,7 @@ def run_methods(args, argv, out: pathlib.Path) -> int:
             )
 
     data = load_pate_data("fashion-mnist", root=args.data_root)
-    holdout = H.prepare(data, out) if args.holdout else None
+    holdout = utility_holdout.prepare(data, out) if args.holdout else None
     if holdout is not None:
         meta["holdout_data"] = str(holdout.path)
     if "dpsgd-scatter" in methods:  # the ScatterNet baseline and the ceiling first: minutes
@@ -659,7 +662,7 @@ def run_methods(args, argv, out: pathlib.Path) -> int:
     if "dpsgd-cnn" in methods:
         for target in args.targets:
             add(
-                M.dpsgd_cnn_budget(
+                utility_methods.dpsgd_cnn_budget(
                     data,
                     target,
                     delta=args.delta,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
 __all__ = [
     "FLIP_DATASETS",
@@ -67,7 +67,7 @@ def weak_augment(
 
 def _source_index(position: torch.Tensor, size: int, mode: str) -> torch.Tensor:
     """The index in ``[0, size)`` that padding maps ``position`` (in ``[-pad, size + pad)``) to:
-    reflected about the edges (``"reflect"``, as ``F.pad``; needs pad < size) or clamped to
+    reflected about the edges (``"reflect"``, as ``functional.pad``; needs pad < size) or clamped to
     them (``"replicate"``)."""
     if mode == "replicate":
         return position.clamp(0, size - 1)
@@ -146,7 +146,7 @@ def _op_sharpness(x, m, g):
         / 13.0
     )
     kernel = kernel.expand(c, 1, 3, 3)
-    smooth = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
+    smooth = functional.conv2d(functional.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
     return _blend(x, smooth, _enhance_factor(m, _signs(len(m), g, x.device)))
 
 
@@ -162,8 +162,10 @@ def _op_solarize(x, m, g):
 
 
 def _affine(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    grid = functional.affine_grid(theta, list(x.shape), align_corners=False)
+    return functional.grid_sample(
+        x, grid, mode="bilinear", padding_mode="zeros", align_corners=False
+    )
 
 
 def _identity_theta(n: int, device: torch.device) -> torch.Tensor:

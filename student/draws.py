@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.nn import functional
 
 from pate.student import augment as aug
 
@@ -145,8 +145,8 @@ class Batches:
         summed and divided by ``total`` (the whole batch's rows: the processes' shares add up
         to the batch's mean)."""
         if self.targets is None:
-            return F.cross_entropy(logits, self.y[rows], reduction="sum") / total
-        return -(self.targets[rows] * F.log_softmax(logits, dim=1)).sum() / total
+            return functional.cross_entropy(logits, self.y[rows], reduction="sum") / total
+        return -(self.targets[rows] * functional.log_softmax(logits, dim=1)).sum() / total
 
     def weak(self, batch: torch.Tensor) -> torch.Tensor:
         s = self.settings

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.nn import functional
 
 from pate.analysis.errors import InputError
 from pate.student.checkpoint import FORMAT, not_a_checkpoint
@@ -314,11 +314,13 @@ def step(
             kept = _kept_rows(mask)
             logits = training.forward(torch.cat([draw.labelled, strong[kept]]))
             loss_u = (
-                F.cross_entropy(logits[bs:], pseudo[kept], reduction="none") * mask[kept]
+                functional.cross_entropy(logits[bs:], pseudo[kept], reduction="none") * mask[kept]
             ).sum() / total_u
         else:
             logits = training.forward(torch.cat([draw.labelled, strong]))
-            loss_u = (F.cross_entropy(logits[bs:], pseudo, reduction="none") * mask).sum() / total_u
+            loss_u = (
+                functional.cross_entropy(logits[bs:], pseudo, reduction="none") * mask
+            ).sum() / total_u
         loss_x = batches.labelled_loss(logits[:bs], draw.rows, total)
         loss = loss_x + settings["unlabeled_weight"] * loss_u
         sums["loss_unlabelled"] += loss_u.detach()

@@ -20,7 +20,7 @@ import scipy.linalg
 from pate.analysis.errors import InputError
 from pate.analysis.validation import check_choice, check_int
 from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
-from pate.teachers import feature_cache as FC
+from pate.teachers import feature_cache
 
 __all__ = [
     "FEATURES",
@@ -136,7 +136,7 @@ def scatter(x: np.ndarray, *, batch_size: int | None = None) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     shape = feature_shape(x.shape[1:])
     batch_size = check_int(
-        FC.CHUNK_ROWS if batch_size is None else batch_size, "batch_size", minimum=1
+        feature_cache.CHUNK_ROWS if batch_size is None else batch_size, "batch_size", minimum=1
     )
     apply = _scatter_function(x.shape[1:])
     out = np.empty((len(x),) + shape, dtype=np.float32)
@@ -145,16 +145,18 @@ def scatter(x: np.ndarray, *, batch_size: int | None = None) -> np.ndarray:
     return out
 
 
-def scatter_features(x: np.ndarray, *, cache: FC.FeatureCache | None = None) -> FC.CachedFeatures:
+def scatter_features(
+    x: np.ndarray, *, cache: feature_cache.FeatureCache | None = None
+) -> feature_cache.CachedFeatures:
     """ScatterNet features of images ``x`` (N, C, H, W): from the feature cache ``cache`` (None:
     :func:`pate.teachers.feature_cache.active`) when it holds them, else computed (a chunk at a
     time) and cached; without a cache, computed in memory (``hit`` None)."""
     shape = feature_shape(np.shape(x)[1:])
-    cache = FC.active() if cache is None else cache
+    cache = feature_cache.active() if cache is None else cache
     if cache is None:
         t0 = time.perf_counter()
-        return FC.CachedFeatures(scatter(x), None, time.perf_counter() - t0)
-    key = FC.EntryKey.of(
+        return feature_cache.CachedFeatures(scatter(x), None, time.perf_counter() - t0)
+    key = feature_cache.EntryKey.of(
         x, front_end="scatternet", settings=_scatter_settings(), output_shape=shape
     )
     return cache.features(key, x, _scatter_function(np.shape(x)[1:]))
@@ -163,13 +165,13 @@ def scatter_features(x: np.ndarray, *, cache: FC.FeatureCache | None = None) -> 
 def _scatter_blocks(x: np.ndarray, cache) -> iter:
     """ScatterNet features of ``x`` a chunk of rows at a time: read from the cache (written
     first on a miss), or, without one, computed chunk by chunk (never all held at once)."""
-    cache = FC.active() if cache is None else cache
+    cache = feature_cache.active() if cache is None else cache
     if cache is not None:
         yield from scatter_features(x, cache=cache).chunks()
         return
     apply = _scatter_function(np.shape(x)[1:])
-    for i in range(0, len(x), FC.CHUNK_ROWS):
-        yield apply(x[i : i + FC.CHUNK_ROWS])
+    for i in range(0, len(x), feature_cache.CHUNK_ROWS):
+        yield apply(x[i : i + feature_cache.CHUNK_ROWS])
 
 
 def _stacked(blocks, shape: tuple, transform=None) -> np.ndarray:
@@ -183,9 +185,12 @@ def _stacked(blocks, shape: tuple, transform=None) -> np.ndarray:
 
 def _blocks_of(rows) -> iter:
     """Blocks of rows of an array or of :class:`~pate.teachers.feature_cache.CachedFeatures`."""
-    if isinstance(rows, FC.CachedFeatures):
+    if isinstance(rows, feature_cache.CachedFeatures):
         return rows.chunks()
-    return (rows[i : i + FC.CHUNK_ROWS] for i in range(0, len(rows), FC.CHUNK_ROWS))
+    return (
+        rows[i : i + feature_cache.CHUNK_ROWS]
+        for i in range(0, len(rows), feature_cache.CHUNK_ROWS)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +205,9 @@ class Standardizer:
         """Statistics of ``public`` features (N, C, H, W): an array or a ``CachedFeatures``,
         read a chunk at a time in two passes (the mean, then the squared deviations)."""
         shape = tuple(
-            public.array.shape if isinstance(public, FC.CachedFeatures) else np.shape(public)
+            public.array.shape
+            if isinstance(public, feature_cache.CachedFeatures)
+            else np.shape(public)
         )
         if len(shape) != 4 or shape[0] < 2:
             raise InputError(f"Standardizer.fit needs (N >= 2, C, H, W) features, got {shape}")
@@ -231,7 +238,7 @@ class FeatureRows:
     standardised rows asked for (float32, bit for bit those rows of :func:`feature_data`'s
     array); ``shape`` and ``len()`` as the array's; ``row_bytes`` what one row takes."""
 
-    raw: FC.CachedFeatures
+    raw: feature_cache.CachedFeatures
     standardizer: Standardizer
     y: np.ndarray
 
@@ -263,17 +270,17 @@ class FeatureRows:
         )
 
 
-def _raw_features(x, shape, cache) -> FC.CachedFeatures:
+def _raw_features(x, shape, cache) -> feature_cache.CachedFeatures:
     """ScatterNet features of ``x``: the cache's entry, or computed here (held in memory) a
     chunk at a time, as the cache computes them."""
     if cache is not None:
         return scatter_features(x, cache=cache)
     t0 = time.perf_counter()
     out = _stacked(_scatter_blocks(x, None), (len(x),) + shape)
-    return FC.CachedFeatures(out, None, time.perf_counter() - t0)
+    return feature_cache.CachedFeatures(out, None, time.perf_counter() - t0)
 
 
-def feature_data(data, features: str, *, cache: FC.FeatureCache | None = None):
+def feature_data(data, features: str, *, cache: feature_cache.FeatureCache | None = None):
     """``data`` with every split replaced by its standardised ``features`` (statistics of
     ``data.public`` only; ``"none"``: ``data`` itself), raw features read a chunk at a time."""
     rows = feature_rows(data, features, cache=cache)
@@ -282,7 +289,7 @@ def feature_data(data, features: str, *, cache: FC.FeatureCache | None = None):
     return dataclasses.replace(rows, private=rows.private.split())
 
 
-def feature_rows(data, features: str, *, cache: FC.FeatureCache | None = None):
+def feature_rows(data, features: str, *, cache: feature_cache.FeatureCache | None = None):
     """:func:`feature_data` with the private split left as :class:`FeatureRows` (read from the
     feature cache a shard's rows at a time when the teachers ask for them: the private split's
     features are never all in memory; without a cache its raw features are). ``features =
@@ -293,7 +300,7 @@ def feature_rows(data, features: str, *, cache: FC.FeatureCache | None = None):
     if features == "none":
         return data
     shape = feature_shape(data.input_shape)
-    cache = FC.active() if cache is None else cache
+    cache = feature_cache.active() if cache is None else cache
     public = scatter_features(data.public.x, cache=cache)
     norm = Standardizer.fit(public)
     splits = {
@@ -541,7 +548,12 @@ class PublicFrontEnd:
 
     @classmethod
     def fit_transform(
-        cls, public: np.ndarray, *, features: str, dims: int, cache: FC.FeatureCache | None = None
+        cls,
+        public: np.ndarray,
+        *,
+        features: str,
+        dims: int,
+        cache: feature_cache.FeatureCache | None = None,
     ):
         """(the front-end fitted on ``public``, the embedding of ``public``). ScatterNet features
         come from the feature cache ``cache`` (None: the active one, or computed; see
@@ -593,7 +605,9 @@ class PublicFrontEnd:
             pca.project(front),
         )
 
-    def embed(self, x: np.ndarray, *, cache: FC.FeatureCache | None = None) -> np.ndarray:
+    def embed(
+        self, x: np.ndarray, *, cache: feature_cache.FeatureCache | None = None
+    ) -> np.ndarray:
         """float32 (N, dims); ScatterNet features read (or computed) a chunk of rows at a time
         (from the feature cache ``cache``, default the active one), never held all at once."""
         front = np.asarray(x, dtype=np.float32)
@@ -603,7 +617,7 @@ class PublicFrontEnd:
             return self._concat(self.embed_blocks(front, cache=cache), rows=len(front))
         return self.pca.project(front)
 
-    def embed_blocks(self, x: np.ndarray, *, cache: FC.FeatureCache | None = None):
+    def embed_blocks(self, x: np.ndarray, *, cache: feature_cache.FeatureCache | None = None):
         """The rows of :meth:`embed`, float32 (rows, dims) blocks in order, for a caller that
         writes them out as they come instead of holding (N, dims); the same values."""
         front = np.asarray(x, dtype=np.float32)

@@ -126,7 +126,7 @@ class SequentialChunk:
 
     def _train_epoch(self, epoch: int) -> None:
         import torch
-        import torch.nn.functional as F
+        from torch.nn import functional
 
         bs = self.config.batch_size
         dev = self.device
@@ -155,7 +155,7 @@ class SequentialChunk:
                             logits = model(xb)
                     else:  # no autocast context per step (pure overhead when disabled)
                         logits = model(xb)
-                    loss = F.cross_entropy(
+                    loss = functional.cross_entropy(
                         logits.float(),
                         self.y.index_select(0, r),
                         label_smoothing=self.config.label_smoothing,

@@ -111,8 +111,8 @@ def _meta_copy(model):
 
 def _make_fns(base, *, amp_device: str | None, label_smoothing: float):
     import torch
-    import torch.nn.functional as F
     from torch.func import functional_call, grad, vmap
+    from torch.nn import functional
 
     eval_base = _meta_copy(base).eval()  # no dropout etc. when predicting
     base.train()
@@ -127,7 +127,7 @@ def _make_fns(base, *, amp_device: str | None, label_smoothing: float):
         return forward(params, buffers, x, module=eval_base)
 
     def loss(params, buffers, x, y, w):
-        ce = F.cross_entropy(
+        ce = functional.cross_entropy(
             forward(params, buffers, x), y, reduction="none", label_smoothing=label_smoothing
         )
         return (ce * w).sum() / w.sum().clamp(min=1.0)

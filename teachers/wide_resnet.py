@@ -6,8 +6,8 @@ More: docs/teachers.md, "pate.teachers.wide_resnet".
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.nn import functional
 
 from pate.analysis.errors import InputError
 
@@ -30,10 +30,10 @@ class _Block(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.relu(self.norm1(x))
+        out = functional.relu(self.norm1(x))
         skip = x if self.shortcut is None else self.shortcut(out)
         out = self.conv1(out)
-        out = self.conv2(F.relu(self.norm2(out)))
+        out = self.conv2(functional.relu(self.norm2(out)))
         return out + skip
 
 
@@ -59,7 +59,7 @@ class _WideResNet(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.relu(self.norm(self.blocks(self.stem(x))))
+        out = functional.relu(self.norm(self.blocks(self.stem(x))))
         return self.head(out.mean(dim=(2, 3)))
 
 

@@ -31,7 +31,7 @@ import zipfile
 
 import pytest
 
-from pate.run import rundir as R
+from pate.run import rundir
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OURS = ("analysis", "teachers", "student")
@@ -156,8 +156,8 @@ def test_user_modules_named_like_ours_do_not_shadow_pate(tmp_path):
         cwd=work,
         env=env,
     )
-    assert (run_dir / R.PARTITION).is_file()
-    assert (run_dir / R.STAGE_DIR / "partition.json").is_file()
+    assert (run_dir / rundir.PARTITION).is_file()
+    assert (run_dir / rundir.STAGE_DIR / "partition.json").is_file()
 
 
 def _build_wheel(out: pathlib.Path) -> pathlib.Path:
@@ -257,5 +257,5 @@ def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
         sys.exit(rc)
     """)
     _run([sys.executable, "-S", "-c", code], cwd=work, env=env)
-    assert (run_dir / R.PARTITION).is_file()
-    assert (run_dir / R.STAGE_DIR / "partition.json").is_file()
+    assert (run_dir / rundir.PARTITION).is_file()
+    assert (run_dir / rundir.STAGE_DIR / "partition.json").is_file()

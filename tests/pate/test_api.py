@@ -9,7 +9,7 @@ import pytest
 
 import pate
 from pate.ledger import Ledger, dataset_identity
-from pate.run import rundir as R
+from pate.run import rundir
 
 #: The digits' label set, declared (the public inputs below are unlabelled).
 DIGITS_CLASSES = [str(i) for i in range(10)]
@@ -50,7 +50,7 @@ def test_sklearn_pipeline_teachers_and_student_on_tabular_data(sklearn_run, digi
     assert np.all(result.labels[result.answered_mask] >= 0) and np.all(result.labels[120:] == -1)
     assert result.label_scores is None  # GNMax releases a noisy argmax only
     assert result.student.score(flat(digits.evaluation), digits.evaluation.y) > 0.5
-    for name in ("config.json", R.ANALYSIS, "report.md", "report.html", R.AGGREGATE):
+    for name in ("config.json", rundir.ANALYSIS, "report.md", "report.html", rundir.AGGREGATE):
         assert (result.run_dir / name).is_file(), name
     assert not list(result.run_dir.rglob("*.pkl"))  # no pickles, not even of the student
     config = json.loads((result.run_dir / "config.json").read_text())

@@ -10,9 +10,9 @@ import time
 import pytest
 import torch
 
-from pate.student import parallel as P
+from pate.student import parallel
 
-pytestmark = pytest.mark.skipif(not P.fork_available(), reason="needs fork")
+pytestmark = pytest.mark.skipif(not parallel.fork_available(), reason="needs fork")
 CPU = torch.device("cpu")
 
 
@@ -30,50 +30,54 @@ CPU = torch.device("cpu")
     ],
 )
 def test_choose_processes(requested, shards, device, cpus, expected, monkeypatch):
-    monkeypatch.setattr(P, "autograd_survives_fork", lambda: True)  # as on a machine without a GPU
-    got = P.choose_processes(requested, shards=shards, device=torch.device(device), cpus=cpus)
+    monkeypatch.setattr(
+        parallel, "autograd_survives_fork", lambda: True
+    )  # as on a machine without a GPU
+    got = parallel.choose_processes(
+        requested, shards=shards, device=torch.device(device), cpus=cpus
+    )
     assert got == expected
 
 
 def test_choose_processes_says_why_an_explicit_count_is_not_used(caplog, monkeypatch):
     with caplog.at_level("INFO", logger="pate.student"):
-        assert P.choose_processes(2, shards=1, device=CPU, cpus=2) == 1
+        assert parallel.choose_processes(2, shards=1, device=CPU, cpus=2) == 1
     assert "processes=2" in caplog.text and "rows are not independent" in caplog.text
-    monkeypatch.setattr(P, "fork_available", lambda: False)
-    assert P.choose_processes("auto", shards=2, device=CPU, cpus=2) == 1
-    monkeypatch.setattr(P, "fork_available", lambda: True)
+    monkeypatch.setattr(parallel, "fork_available", lambda: False)
+    assert parallel.choose_processes("auto", shards=2, device=CPU, cpus=2) == 1
+    monkeypatch.setattr(parallel, "fork_available", lambda: True)
     daemon = type("Daemon", (), {"daemon": True})()  # a multiprocessing pool's worker
-    monkeypatch.setattr(P.multiprocessing, "current_process", lambda: daemon)
+    monkeypatch.setattr(parallel.multiprocessing, "current_process", lambda: daemon)
     with caplog.at_level("INFO", logger="pate.student"):
-        assert P.choose_processes(2, shards=2, device=CPU, cpus=2) == 1
+        assert parallel.choose_processes(2, shards=2, device=CPU, cpus=2) == 1
     assert "daemonic" in caplog.text
 
 
 def test_no_processes_where_torch_sees_a_gpu(caplog, monkeypatch):
     """There autograd's device threads make every backward pass of a forked process fail."""
-    monkeypatch.setattr(P, "fork_available", lambda: True)
-    monkeypatch.setattr(P, "autograd_survives_fork", lambda: False)
+    monkeypatch.setattr(parallel, "fork_available", lambda: True)
+    monkeypatch.setattr(parallel, "autograd_survives_fork", lambda: False)
     with caplog.at_level("INFO", logger="pate.student"):
-        assert P.choose_processes(2, shards=2, device=CPU, cpus=2) == 1
+        assert parallel.choose_processes(2, shards=2, device=CPU, cpus=2) == 1
     assert "torch sees a GPU" in caplog.text
-    assert P.choose_processes("auto", shards=2, device=CPU, cpus=2) == 1
-    monkeypatch.setattr(P, "autograd_survives_fork", lambda: True)
-    assert P.choose_processes("auto", shards=2, device=CPU, cpus=2) == 2
+    assert parallel.choose_processes("auto", shards=2, device=CPU, cpus=2) == 1
+    monkeypatch.setattr(parallel, "autograd_survives_fork", lambda: True)
+    assert parallel.choose_processes("auto", shards=2, device=CPU, cpus=2) == 2
 
 
 def test_autograd_survives_fork_follows_the_gpus_torch_sees(monkeypatch):
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None and hasattr(accelerator, "device_count"):
         monkeypatch.setattr(accelerator, "device_count", lambda: 1)
-        assert not P.autograd_survives_fork()
+        assert not parallel.autograd_survives_fork()
         monkeypatch.setattr(accelerator, "device_count", lambda: 0)
-        assert P.autograd_survives_fork()
+        assert parallel.autograd_survives_fork()
     else:
         monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-        assert not P.autograd_survives_fork()
+        assert not parallel.autograd_survives_fork()
 
 
-def _sums(group: P.Group, out: list) -> None:
+def _sums(group: parallel.Group, out: list) -> None:
     """Three all_sums, one gradient sum and one share of states: what a training does."""
     for k in range(3):
         out.append(group.all_sum(torch.full((4,), float(group.rank + 1) * (k + 1))).clone())
@@ -95,7 +99,7 @@ def test_the_sums_are_over_every_process_and_the_same_in_each():
         seen[0, :4] = mine[0]
         seen[1, :3] = mine[3]
 
-    with P.data_parallel(2, helper, states=(3, 5), slot_size=8, threads_each=1) as group:
+    with parallel.data_parallel(2, helper, states=(3, 5), slot_size=8, threads_each=1) as group:
         assert (group.rank, group.size) == (0, 2)
         _sums(group, got)
     for k in range(3):
@@ -108,8 +112,10 @@ def test_the_sums_are_over_every_process_and_the_same_in_each():
 
 
 def test_one_process_is_the_single_group():
-    with P.data_parallel(1, lambda group: None, states=(1, 1), slot_size=1, threads_each=1) as g:
-        assert g is P.SINGLE
+    with parallel.data_parallel(
+        1, lambda group: None, states=(1, 1), slot_size=1, threads_each=1
+    ) as g:
+        assert g is parallel.SINGLE
         t = torch.ones(2)
         assert g.all_sum(t) is t
 
@@ -119,8 +125,8 @@ def test_a_failing_helper_stops_the_training_with_an_error_naming_it(capfd):
         raise ValueError("boom in the helper")
 
     threads = torch.get_num_threads()
-    with pytest.raises(P.ParallelTrainingError, match="training process 1 of 2 failed"):
-        with P.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
+    with pytest.raises(parallel.ParallelTrainingError, match="training process 1 of 2 failed"):
+        with parallel.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
             for _ in range(3):
                 group.all_sum(torch.ones(2))
     assert "boom in the helper" in capfd.readouterr().err  # its traceback is shown
@@ -132,8 +138,8 @@ def test_a_killed_helper_is_noticed_while_the_caller_waits():
         os.kill(os.getpid(), signal.SIGKILL)
 
     t0 = time.monotonic()
-    with pytest.raises(P.ParallelTrainingError, match="killed by signal 9"):
-        with P.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
+    with pytest.raises(parallel.ParallelTrainingError, match="killed by signal 9"):
+        with parallel.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
             group.all_sum(torch.ones(2))
     assert time.monotonic() - t0 < 30  # noticed at the next poll, not hung
 
@@ -147,7 +153,7 @@ def test_an_error_in_the_caller_stops_the_helpers():
             group.all_sum(torch.ones(2))
 
     with pytest.raises(KeyError, match="the caller's"):
-        with P.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
+        with parallel.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
             group.all_sum(torch.ones(2))
             raise KeyError("the caller's")
     assert started[0] == 1
@@ -157,8 +163,8 @@ def test_ctrl_c_in_a_helper_stops_it_quietly(capfd):
     def helper(group):
         raise KeyboardInterrupt  # what Ctrl-C raises in every process of the group
 
-    with pytest.raises(P.ParallelTrainingError, match="exit code 130"):
-        with P.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
+    with pytest.raises(parallel.ParallelTrainingError, match="exit code 130"):
+        with parallel.data_parallel(2, helper, states=(1, 1), slot_size=4, threads_each=1) as group:
             for _ in range(3):
                 group.all_sum(torch.ones(2))
     assert "Traceback" not in capfd.readouterr().err  # the caller's own error says it all

@@ -9,7 +9,7 @@ import logging
 import numpy as np
 import pytest
 
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.student.settings import MIN_STUDENT_STEPS, auto_epochs, short_training_warning
 from pate.student.train import Student, train_student
 
@@ -116,7 +116,7 @@ def test_pate_fit_names_a_too_short_student_and_a_raw_teacher_on_unscaled_inputs
     assert "LogisticRegression gets the tabular inputs unscaled" in text
     assert "make_pipeline(StandardScaler()" in text
     assert result.utility["student_steps"] == 5
-    analysis = json.loads((result.run_dir / R.ANALYSIS).read_text())
+    analysis = json.loads((result.run_dir / rundir.ANALYSIS).read_text())
     assert (
         analysis["utility"]["warnings"] == result.warnings[: len(analysis["utility"]["warnings"])]
     )

@@ -500,16 +500,13 @@ def test_array_split_never_truncates_a_label():
 
 def test_a_huge_label_is_refused_at_once_not_sized_into_the_votes(tmp_path):
     """A label of 10**7 made 10**7 + 1 classes: 17 GB and rising in the teachers stage."""
-    import time
 
     y = np.arange(40) % 3
     y[17] = 10**7
     source = _splits_npz(tmp_path / "d.npz", y_private=y)
     abc = ["a", "b", "c"]
-    start = time.perf_counter()
     with pytest.raises(InputError) as caught:
         load_pate_data(source, classes=abc)
-    assert time.perf_counter() - start < 5.0
     assert ("private split: row 17 has label 10000000, outside the declared 3 classes") in str(
         caught.value
     )

@@ -16,8 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from pate.teachers import feature_cache as FC
-from pate.teachers import features as F
+from pate.teachers import feature_cache, features
 from pate.teachers.data import ArraySplit, PateData
 
 
@@ -30,7 +29,7 @@ def _double(block):
 
 
 def _key(x, **settings):
-    return FC.EntryKey.of(
+    return feature_cache.EntryKey.of(
         x, front_end="double", settings=settings or {"factor": 2}, output_shape=np.shape(x)[1:]
     )
 
@@ -41,30 +40,30 @@ def _entry_dirs(root):
 
 def test_a_miss_writes_the_entry_and_a_later_lookup_hits(tmp_path):
     x = _images(40)
-    cache = FC.FeatureCache(tmp_path / "cache")
-    first = F.scatter_features(x, cache=cache)
-    assert first.hit is False and np.array_equal(first.array, F.scatter(x))
+    cache = feature_cache.FeatureCache(tmp_path / "cache")
+    first = features.scatter_features(x, cache=cache)
+    assert first.hit is False and np.array_equal(first.array, features.scatter(x))
     # another cache object (another run) on the same folder reads it back, not recomputing it
-    again = FC.FeatureCache(tmp_path / "cache")
-    second = F.scatter_features(x, cache=again)
+    again = feature_cache.FeatureCache(tmp_path / "cache")
+    second = features.scatter_features(x, cache=again)
     assert second.hit is True and isinstance(second.array, np.memmap)
     assert np.array_equal(second.array, first.array)
     assert not second.array.flags.writeable  # a cache entry is never written through a reader
     assert cache.summary()["misses"] == 1 and again.summary()["hits"] == 1
     assert _entry_dirs(tmp_path / "cache") == [
-        FC.EntryKey.of(
-            x, front_end="scatternet", settings=F.SCATTER_SETTINGS, output_shape=(81, 2, 2)
+        feature_cache.EntryKey.of(
+            x, front_end="scatternet", settings=features.SCATTER_SETTINGS, output_shape=(81, 2, 2)
         ).name
     ]
 
 
 def test_chunks_read_the_entry_a_block_at_a_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 7)  # entries are written 7 rows at a time, too
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 7)  # entries are written 7 rows at a time, too
     x = _images(30)
-    cached = F.scatter_features(x, cache=FC.FeatureCache(tmp_path))
+    cached = features.scatter_features(x, cache=feature_cache.FeatureCache(tmp_path))
     blocks = list(cached.chunks(8))
     assert [len(b) for b in blocks] == [8, 8, 8, 6]
-    assert np.array_equal(np.concatenate(blocks), F.scatter(x))
+    assert np.array_equal(np.concatenate(blocks), features.scatter(x))
     with pytest.raises(ValueError, match="rows"):
         next(cached.chunks(0))
 
@@ -80,10 +79,12 @@ def test_the_key_changes_with_the_data_the_settings_the_shape_and_the_format(mon
     assert _key(x, factor=3).name != base
     assert _key(x.reshape(10, 1, 4, 16)).name != base  # the same bytes, another image shape
     assert (
-        FC.EntryKey.of(x, front_end="other", settings={"factor": 2}, output_shape=(1, 8, 8)).name
+        feature_cache.EntryKey.of(
+            x, front_end="other", settings={"factor": 2}, output_shape=(1, 8, 8)
+        ).name
         != base
     )
-    monkeypatch.setattr(FC, "FORMAT", FC.FORMAT + 1)
+    monkeypatch.setattr(feature_cache, "FORMAT", feature_cache.FORMAT + 1)
     assert _key(x).name != base
     monkeypatch.undo()
     assert _key(x.astype(np.float64)).name == base  # the same float32 values: the same features
@@ -151,7 +152,7 @@ def _older_entry(folder):
 def test_a_damaged_or_foreign_entry_is_rebuilt_never_trusted(tmp_path, damage, caplog):
     x = _images(12)
     key = _key(x)
-    cache = FC.FeatureCache(tmp_path)
+    cache = feature_cache.FeatureCache(tmp_path)
     cache.features(key, x, _double)
     damage(tmp_path / key.name)
     calls = []
@@ -172,7 +173,7 @@ def test_a_damaged_or_foreign_entry_is_rebuilt_never_trusted(tmp_path, damage, c
 def test_an_entry_of_other_data_under_this_name_is_refused(tmp_path):
     """A folder copied from another entry (another data's features) under this key's name."""
     x, other = _images(12), _images(12, seed=1)
-    cache = FC.FeatureCache(tmp_path)
+    cache = feature_cache.FeatureCache(tmp_path)
     cache.features(_key(other), other, _double)
     os.rename(tmp_path / _key(other).name, tmp_path / _key(x).name)
     got = cache.features(_key(x), x, _double)
@@ -180,7 +181,7 @@ def test_an_entry_of_other_data_under_this_name_is_refused(tmp_path):
 
 
 def test_two_threads_computing_one_entry_agree_and_leave_one_entry(tmp_path, monkeypatch):
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 4)
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 4)
     x = _images(16)
     key = _key(x)
     barrier = threading.Barrier(2)
@@ -193,7 +194,7 @@ def test_two_threads_computing_one_entry_agree_and_leave_one_entry(tmp_path, mon
     def work(i):
         try:
             barrier.wait(timeout=30)
-            results[i] = FC.FeatureCache(tmp_path).features(key, x, slow)
+            results[i] = feature_cache.FeatureCache(tmp_path).features(key, x, slow)
         except BaseException as exc:  # noqa: BLE001 -- reported below
             errors.append(exc)
 
@@ -211,16 +212,16 @@ def test_two_threads_computing_one_entry_agree_and_leave_one_entry(tmp_path, mon
 _WRITER = """
 import sys, time
 import numpy as np
-from pate.teachers import feature_cache as FC
-FC.CHUNK_ROWS = 8
+from pate.teachers import feature_cache
+feature_cache.CHUNK_ROWS = 8
 x = np.arange(64 * 5, dtype=np.float32).reshape(64, 5)
-key = FC.EntryKey.of(x, front_end="double", settings={"factor": 2}, output_shape=(5,))
+key = feature_cache.EntryKey.of(x, front_end="double", settings={"factor": 2}, output_shape=(5,))
 start = float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))
 def slow(block):
     time.sleep(0.01)
     return block * 2.0
-got = FC.FeatureCache(sys.argv[1]).features(key, x, slow)
+got = feature_cache.FeatureCache(sys.argv[1]).features(key, x, slow)
 assert np.array_equal(got.array, x * 2)
 print("hit" if got.hit else "miss")
 """
@@ -249,18 +250,18 @@ def test_two_processes_writing_one_entry_both_get_it(tmp_path):
     assert all(o.strip() in ("hit", "miss") for o, _ in outs)
     x = np.arange(64 * 5, dtype=np.float32).reshape(64, 5)
     assert _entry_dirs(tmp_path / "c") == [_key(x).name]
-    assert FC.FeatureCache(tmp_path / "c").features(_key(x), x, _double).hit is True
+    assert feature_cache.FeatureCache(tmp_path / "c").features(_key(x), x, _double).hit is True
 
 
 def test_the_folder_is_owner_only(tmp_path, caplog):
     x = _images(5)
-    FC.FeatureCache(tmp_path / "new" / "cache").features(_key(x), x, _double)
+    feature_cache.FeatureCache(tmp_path / "new" / "cache").features(_key(x), x, _double)
     assert stat.S_IMODE((tmp_path / "new" / "cache").stat().st_mode) == 0o700
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
     os.chmod(shared, 0o755)
     with caplog.at_level("WARNING", logger="pate.teachers.feature_cache"):
-        FC.FeatureCache(shared).features(_key(x), x, _double)
+        feature_cache.FeatureCache(shared).features(_key(x), x, _double)
     assert stat.S_IMODE(shared.stat().st_mode) == 0o700 and "readable by others" in caplog.text
 
 
@@ -268,11 +269,11 @@ def test_a_file_where_the_folder_should_be_is_a_clear_error(tmp_path):
     (tmp_path / "cache").write_text("not a folder")
     x = _images(3)
     with pytest.raises(OSError, match="cache"):
-        FC.FeatureCache(tmp_path / "cache").features(_key(x), x, _double)
+        feature_cache.FeatureCache(tmp_path / "cache").features(_key(x), x, _double)
 
 
 def test_entries_and_clear(tmp_path):
-    cache = FC.FeatureCache(tmp_path / "c")
+    cache = feature_cache.FeatureCache(tmp_path / "c")
     assert cache.entries() == [] and cache.clear() == (0, 0)
     x = _images(6)
     cache.features(_key(x), x, _double)
@@ -291,28 +292,32 @@ def test_entries_and_clear(tmp_path):
 
 
 def test_resolve_root(tmp_path, monkeypatch):
-    monkeypatch.delenv(FC.ENV, raising=False)
-    assert FC.resolve_root(None, runs_root=tmp_path) == tmp_path / ".feature-cache"
-    assert FC.resolve_root(True, runs_root=tmp_path) == tmp_path / ".feature-cache"
-    assert FC.resolve_root(False, runs_root=tmp_path) is None
-    assert FC.resolve_root(str(tmp_path / "mine"), runs_root=tmp_path) == tmp_path / "mine"
-    monkeypatch.setenv(FC.ENV, str(tmp_path / "env"))
-    assert FC.resolve_root(None, runs_root=tmp_path) == tmp_path / "env"
-    assert FC.resolve_root(str(tmp_path / "mine"), runs_root=tmp_path) == tmp_path / "mine"
-    monkeypatch.setenv(FC.ENV, "off")
-    assert FC.resolve_root(None, runs_root=tmp_path) is None
+    monkeypatch.delenv(feature_cache.ENV, raising=False)
+    assert feature_cache.resolve_root(None, runs_root=tmp_path) == tmp_path / ".feature-cache"
+    assert feature_cache.resolve_root(True, runs_root=tmp_path) == tmp_path / ".feature-cache"
+    assert feature_cache.resolve_root(False, runs_root=tmp_path) is None
+    assert (
+        feature_cache.resolve_root(str(tmp_path / "mine"), runs_root=tmp_path) == tmp_path / "mine"
+    )
+    monkeypatch.setenv(feature_cache.ENV, str(tmp_path / "env"))
+    assert feature_cache.resolve_root(None, runs_root=tmp_path) == tmp_path / "env"
+    assert (
+        feature_cache.resolve_root(str(tmp_path / "mine"), runs_root=tmp_path) == tmp_path / "mine"
+    )
+    monkeypatch.setenv(feature_cache.ENV, "off")
+    assert feature_cache.resolve_root(None, runs_root=tmp_path) is None
     with pytest.raises(TypeError, match="feature_cache"):
-        FC.resolve_root(3, runs_root=tmp_path)
+        feature_cache.resolve_root(3, runs_root=tmp_path)
 
 
 def test_using_sets_the_cache_of_the_front_end(tmp_path):
-    cache = FC.FeatureCache(tmp_path)
-    assert FC.active() is None
-    with FC.using(cache):
-        assert FC.active() is cache
-        assert F.scatter_features(_images(4)).hit is False
-    assert FC.active() is None and cache.summary()["misses"] == 1
-    with pytest.raises(TypeError, match="FeatureCache"), FC.using("folder"):
+    cache = feature_cache.FeatureCache(tmp_path)
+    assert feature_cache.active() is None
+    with feature_cache.using(cache):
+        assert feature_cache.active() is cache
+        assert features.scatter_features(_images(4)).hit is False
+    assert feature_cache.active() is None and cache.summary()["misses"] == 1
+    with pytest.raises(TypeError, match="FeatureCache"), feature_cache.using("folder"):
         pass
 
 
@@ -330,34 +335,34 @@ def _data(n_private=40, n_public=30, n_eval=10):
 
 
 def test_feature_data_through_the_cache_is_what_it_computes_without(tmp_path, monkeypatch):
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
     data = _data()
-    plain = F.feature_data(data, "scatternet")
-    cache = FC.FeatureCache(tmp_path)
+    plain = features.feature_data(data, "scatternet")
+    cache = feature_cache.FeatureCache(tmp_path)
     for expect_hits in (0, 3):
-        cached = F.feature_data(data, "scatternet", cache=cache)
+        cached = features.feature_data(data, "scatternet", cache=cache)
         for name in ("public", "private", "evaluation"):
             np.testing.assert_array_equal(getattr(cached, name).x, getattr(plain, name).x)
         assert cache.summary()["hits"] == expect_hits
     # the statistics are the public split's alone, as before the cache
-    raw = F.scatter(data.public.x).astype(np.float64)
+    raw = features.scatter(data.public.x).astype(np.float64)
     mean = raw.mean(axis=(0, 2, 3))
     np.testing.assert_allclose(
         cached.private.x[:, :, 0, 0],
-        (F.scatter(data.private.x)[:, :, 0, 0] - mean) / (raw.std(axis=(0, 2, 3)) + 1e-6),
+        (features.scatter(data.private.x)[:, :, 0, 0] - mean) / (raw.std(axis=(0, 2, 3)) + 1e-6),
         rtol=1e-4,
         atol=1e-4,
     )
 
 
 def test_the_public_front_end_through_the_cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
     data = _data()
-    cache = FC.FeatureCache(tmp_path)
-    front, public = F.PublicFrontEnd.fit_transform(
+    cache = feature_cache.FeatureCache(tmp_path)
+    front, public = features.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8, cache=cache
     )
-    plain, plain_public = F.PublicFrontEnd.fit_transform(
+    plain, plain_public = features.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8
     )
     np.testing.assert_array_equal(public, plain_public)
@@ -365,14 +370,14 @@ def test_the_public_front_end_through_the_cache(tmp_path, monkeypatch):
         front.embed(data.private.x, cache=cache), plain.embed(data.private.x)
     )
     assert cache.summary()["misses"] == 2
-    again, _ = F.PublicFrontEnd.fit_transform(
+    again, _ = features.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8, cache=cache
     )
     np.testing.assert_array_equal(again.pca.axes, front.pca.axes)
     assert cache.summary()["hits"] == 1
     # the chunked axes are the public SVD's (up to sign and rounding)
-    st = F.Standardizer.fit(F.scatter(data.public.x))
-    svd = F.PublicPCA.fit(st.transform(F.scatter(data.public.x)), dims=8)
+    st = features.Standardizer.fit(features.scatter(data.public.x))
+    svd = features.PublicPCA.fit(st.transform(features.scatter(data.public.x)), dims=8)
     np.testing.assert_allclose(np.abs(svd.axes @ front.pca.axes.T), np.eye(8), atol=1e-6)
 
 
@@ -380,19 +385,22 @@ def test_front_end_device_selects_its_own_cache_entries():
     """Issue #33: the ScatterNet front-end computes on the run's device (features.computing_on);
     features computed on a GPU are cached under their own key (they agree with the CPU's to
     float32 rounding, not bit for bit), and the CPU's key is the one it always was."""
-    assert F._scatter_settings() == F.SCATTER_SETTINGS
-    with F.computing_on("cuda:0"):
-        assert F._scatter_settings() == {**F.SCATTER_SETTINGS, "device": "cuda"}
-        with F.computing_on("cpu"):
-            assert F._scatter_settings() == F.SCATTER_SETTINGS
-    assert F._scatter_settings() == F.SCATTER_SETTINGS
+    assert features._scatter_settings() == features.SCATTER_SETTINGS
+    with features.computing_on("cuda:0"):
+        assert features._scatter_settings() == {**features.SCATTER_SETTINGS, "device": "cuda"}
+        with features.computing_on("cpu"):
+            assert features._scatter_settings() == features.SCATTER_SETTINGS
+    assert features._scatter_settings() == features.SCATTER_SETTINGS
     x = np.zeros((2, 1, 8, 8), dtype=np.float32)
-    cpu = FC.EntryKey.of(
-        x, front_end="scatternet", settings=F._scatter_settings(), output_shape=(81, 2, 2)
+    cpu = feature_cache.EntryKey.of(
+        x, front_end="scatternet", settings=features._scatter_settings(), output_shape=(81, 2, 2)
     )
-    with F.computing_on("cuda"):
-        gpu = FC.EntryKey.of(
-            x, front_end="scatternet", settings=F._scatter_settings(), output_shape=(81, 2, 2)
+    with features.computing_on("cuda"):
+        gpu = feature_cache.EntryKey.of(
+            x,
+            front_end="scatternet",
+            settings=features._scatter_settings(),
+            output_shape=(81, 2, 2),
         )
     assert cpu.name != gpu.name
 

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pate.teachers import features as F
+from pate.teachers import features as teacher_features
 from pate.teachers.data import ArraySplit, PateData
 from pate.teachers.ensemble import TeacherConfig, train_teachers
 from pate.teachers.models import build_model
@@ -34,18 +34,20 @@ def _data(side=8, n_private=60, n_public=30, n_eval=20, seed=0):
 
 
 def test_scatter_shape_and_no_parameters():
-    net = F.ScatterNet(28, 28)
+    net = teacher_features.ScatterNet(28, 28)
     assert sum(p.numel() for p in net.parameters()) == 0  # nothing to train, nothing to leak
-    out = F.scatter(_images(5, 28), batch_size=2)
+    out = teacher_features.scatter(_images(5, 28), batch_size=2)
     assert out.shape == (5, 81, 7, 7) and out.dtype == np.float32
-    assert F.feature_shape((3, 32, 32)) == (243, 8, 8)
+    assert teacher_features.feature_shape((3, 32, 32)) == (243, 8, 8)
 
 
 def test_scatter_is_per_image_and_batch_independent():
     x = _images(6, 28)
-    whole = F.scatter(x, batch_size=6)
-    np.testing.assert_allclose(F.scatter(x, batch_size=1), whole, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(F.scatter(x[2:3]), whole[2:3], rtol=1e-5, atol=1e-6)
+    whole = teacher_features.scatter(x, batch_size=6)
+    np.testing.assert_allclose(
+        teacher_features.scatter(x, batch_size=1), whole, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(teacher_features.scatter(x[2:3]), whole[2:3], rtol=1e-5, atol=1e-6)
 
 
 def test_scatter_of_read_only_images_warns_nothing_and_equals_a_writable_copy():
@@ -57,43 +59,43 @@ def test_scatter_of_read_only_images_warns_nothing_and_equals_a_writable_copy():
     frozen.flags.writeable = False
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = F.scatter(frozen, batch_size=3)
-    np.testing.assert_array_equal(out, F.scatter(x, batch_size=3))
+        out = teacher_features.scatter(frozen, batch_size=3)
+    np.testing.assert_array_equal(out, teacher_features.scatter(x, batch_size=3))
     assert not frozen.flags.writeable  # the caller's array is left as it was
 
 
 @pytest.mark.parametrize("shape", [(1, 30, 28), (1, 4, 4), (28, 28)])
 def test_feature_shape_rejects_other_inputs(shape):
     with pytest.raises(ValueError, match="multiples of 4"):
-        F.feature_shape(shape)
+        teacher_features.feature_shape(shape)
 
 
 def test_normalisation_uses_public_statistics_only():
     data = _data()
-    out = F.feature_data(data, "scatternet")
+    out = teacher_features.feature_data(data, "scatternet")
     assert out.input_shape == (81, 2, 2)
     pub = out.public.x
     np.testing.assert_allclose(pub.mean(axis=(0, 2, 3)), 0, atol=1e-4)
     # another private split: the public and evaluation features do not move
     other = dataclasses.replace(data, private=ArraySplit(_images(60, seed=99), data.private.y))
-    out2 = F.feature_data(other, "scatternet")
+    out2 = teacher_features.feature_data(other, "scatternet")
     np.testing.assert_array_equal(out2.public.x, pub)
     np.testing.assert_array_equal(out2.evaluation.x, out.evaluation.x)
     assert not np.array_equal(out2.private.x, out.private.x)
     np.testing.assert_array_equal(out.private.y, data.private.y)
-    assert F.feature_data(data, "none") is data
+    assert teacher_features.feature_data(data, "none") is data
 
 
 def test_public_pca_embedding_is_fitted_on_public_rows():
     rng = np.random.default_rng(0)
     pub, priv = rng.normal(size=(50, 12)), rng.normal(size=(40, 12))
-    e_pub, e_priv = F.public_pca_embedding(pub, priv, dims=4)
+    e_pub, e_priv = teacher_features.public_pca_embedding(pub, priv, dims=4)
     assert e_pub.shape == (50, 4) and e_priv.shape == (40, 4)
-    e_pub2, _ = F.public_pca_embedding(pub, priv * 10, dims=4)
+    e_pub2, _ = teacher_features.public_pca_embedding(pub, priv * 10, dims=4)
     np.testing.assert_array_equal(e_pub, e_pub2)
     np.testing.assert_allclose(e_pub.mean(axis=0), 0, atol=1e-5)
     with pytest.raises(ValueError, match="dims"):
-        F.public_pca_embedding(pub, dims=13)
+        teacher_features.public_pca_embedding(pub, dims=13)
 
 
 def test_teacher_config_features():
@@ -133,11 +135,13 @@ def test_teachers_on_scatternet_features_digits(digits):
 def test_random_fourier_features_approximate_a_gaussian_kernel_fitted_on_public_rows():
     rng = np.random.default_rng(0)
     public = rng.normal(size=(400, 5)) * [1.0, 10.0, 0.1, 1e3, 1.0] + 7.0
-    rff = F.RandomFourierFeatures.fit(public)
-    assert rff.weights.shape == (5, F.KERNEL_FEATURES) and rff.phases.shape == (F.KERNEL_FEATURES,)
+    rff = teacher_features.RandomFourierFeatures.fit(public)
+    assert rff.weights.shape == (5, teacher_features.KERNEL_FEATURES) and rff.phases.shape == (
+        teacher_features.KERNEL_FEATURES,
+    )
     # the map reads the public split's statistics only, and its frequencies come from a fixed
     # public seed: the same public rows give the same map
-    again = F.RandomFourierFeatures.fit(public.copy())
+    again = teacher_features.RandomFourierFeatures.fit(public.copy())
     np.testing.assert_array_equal(rff.weights, again.weights)
     # <phi(x), phi(x')> ~ exp(-gamma ||z - z'||^2), gamma = 1 / (median squared public distance)
     z = (public - rff.mean) / rff.std
@@ -148,25 +152,27 @@ def test_random_fourier_features_approximate_a_gaussian_kernel_fitted_on_public_
     d2 = ((z[:, None] - z[None]) ** 2).sum(-1)
     assert 0.7 < gamma * np.median(d2[np.triu_indices(len(z), 1)]) < 1.4
     with pytest.raises(ValueError, match="at least 2 public rows"):
-        F.RandomFourierFeatures.fit(public[:1])
+        teacher_features.RandomFourierFeatures.fit(public[:1])
 
 
 def test_kernel_front_end_embeds_in_chunks_as_in_one_block(monkeypatch):
     rng = np.random.default_rng(1)
     public, private = rng.normal(size=(300, 6)), rng.normal(size=(250, 6))
-    front, embedded = F.PublicFrontEnd.fit_transform(public, features="kernel", dims=12)
-    monkeypatch.setattr(F, "KERNEL_CHUNK", 7)
+    front, embedded = teacher_features.PublicFrontEnd.fit_transform(
+        public, features="kernel", dims=12
+    )
+    monkeypatch.setattr(teacher_features, "KERNEL_CHUNK", 7)
     np.testing.assert_allclose(
         front.embed(private), front.pca.project(front.kernel.transform(private)), atol=1e-5
     )
     np.testing.assert_allclose(front.embed(public), embedded, atol=1e-5)
     # the chunked PCA finds the SVD's axes (same sign rule)
     features = front.kernel.transform(public)
-    reference = F.PublicPCA.fit(features, dims=12)
+    reference = teacher_features.PublicPCA.fit(features, dims=12)
     np.testing.assert_allclose(np.abs(front.pca.axes @ reference.axes.T), np.eye(12), atol=1e-6)
     np.testing.assert_allclose(front.pca.axes, reference.axes, atol=1e-6)
     with pytest.raises(ValueError, match="maps tables"):
-        F.PublicFrontEnd.fit_transform(_images(20), features="kernel", dims=4)
+        teacher_features.PublicFrontEnd.fit_transform(_images(20), features="kernel", dims=4)
 
 
 def test_a_kernel_class_means_release_separates_rings_a_linear_one_cannot():
@@ -182,7 +188,9 @@ def test_a_kernel_class_means_release_separates_rings_a_linear_one_cannot():
     public, private, y_public, y_private = x[:600], x[600:], y[:600], y[600:]
     right = {}
     for features, dims in (("none", 2), ("kernel", 32)):
-        front, e_public = F.PublicFrontEnd.fit_transform(public, features=features, dims=dims)
+        front, e_public = teacher_features.PublicFrontEnd.fit_transform(
+            public, features=features, dims=dims
+        )
         release = noisy_class_means(
             e_public,
             front.embed(private),

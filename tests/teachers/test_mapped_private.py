@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from pate.ledger.identity import dataset_identity
-from pate.teachers import feature_cache as FC
-from pate.teachers import features as F
+from pate.teachers import feature_cache, features
 from pate.teachers.data import load_pate_data
 
 
@@ -50,7 +49,9 @@ def test_the_private_images_are_the_files_values(tmp_path, save):
     assert _mapped_base(data.public.x) is None  # small splits are read
     held = dataset_identity(arrays["x_private"], arrays["y_private"])
     assert dataset_identity(data.private.x, data.private.y).digest == held.digest
-    assert FC.input_digest(data.private.x) == FC.input_digest(arrays["x_private"])
+    assert feature_cache.input_digest(data.private.x) == feature_cache.input_digest(
+        arrays["x_private"]
+    )
 
 
 def test_a_bad_value_in_a_mapped_split_is_refused(tmp_path):
@@ -79,8 +80,8 @@ def test_the_scans_of_a_mapped_split_keep_a_block_resident(tmp_path):
     before = _resident_mib()
     data = load_pate_data(f"npz:{path}")
     identity = dataset_identity(data.private.x, data.private.y)
-    key = FC.EntryKey.of(
-        data.private.x, front_end="t", settings={}, output_shape=F.feature_shape((1, 32, 32))
+    key = feature_cache.EntryKey.of(
+        data.private.x, front_end="t", settings={}, output_shape=features.feature_shape((1, 32, 32))
     )
     grown = _resident_mib() - before
     assert identity.num_records == 24_000 and key.rows == 24_000

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pate.cli import main
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.teachers import sklearn_teachers
 from pate.teachers.checkpoint import CheckpointError, load_plain_npz, load_torch
 from pate.teachers.ensemble import TeacherConfig, train_teachers
@@ -269,21 +269,21 @@ def test_cli_resume_with_planted_pickle(tmp_path, monkeypatch, capsys, small_dig
     damaged = tmp_path / "damaged"
     shutil.copytree(run, damaged)
     marker = tmp_path / "payload_ran"
-    (run / R.TEACHERS / "chunk_0000.pkl").write_bytes(_payload_bytes(marker))
+    (run / rundir.TEACHERS / "chunk_0000.pkl").write_bytes(_payload_bytes(marker))
     capsys.readouterr()
     assert main(args) == 0  # the same command continues the interrupted stage
     assert not marker.exists()
-    first = np.load(run / R.TEACHERS / "predictions.npz", allow_pickle=False)["public"]
+    first = np.load(run / rundir.TEACHERS / "predictions.npz", allow_pickle=False)["public"]
     # the same partition trained in one go gives the same teachers
     clean = tmp_path / "clean"
     partition(clean)
     assert main(args[:2] + [str(clean)] + args[3:]) == 0
     np.testing.assert_array_equal(
-        first, np.load(clean / R.TEACHERS / "predictions.npz", allow_pickle=False)["public"]
+        first, np.load(clean / rundir.TEACHERS / "predictions.npz", allow_pickle=False)["public"]
     )
     assert not list(clean.rglob("*.pkl"))
     # a damaged chunk: exit code 2 and a message naming the file, no traceback
-    (damaged / R.TEACHERS / "chunk_0000.npz").write_bytes(b"garbage")
+    (damaged / rundir.TEACHERS / "chunk_0000.npz").write_bytes(b"garbage")
     capsys.readouterr()
     assert main(args[:2] + [str(damaged)] + args[3:]) == 2
     err = capsys.readouterr().err

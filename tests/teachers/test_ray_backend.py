@@ -31,7 +31,7 @@ import time
 import numpy as np
 import pytest
 
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.teachers.cluster import ClusterConfig
 from pate.teachers.ensemble import TeacherConfig, train_teachers
 
@@ -128,7 +128,7 @@ def test_local_backend_never_imports_ray(tmp_path, small_digits):
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    info = json.loads((tmp_path / "run" / R.STAGE_DIR / "teachers.json").read_text())
+    info = json.loads((tmp_path / "run" / rundir.STAGE_DIR / "teachers.json").read_text())
     assert info["execution"]["backend"] == "local"
 
 
@@ -324,7 +324,7 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    state_path = run_dir / R.TEACHERS / "state.json"
+    state_path = run_dir / rundir.TEACHERS / "state.json"
     completed: list = []
     try:
         deadline = time.monotonic() + 90
@@ -334,7 +334,7 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
             except (OSError, ValueError):
                 pass
             time.sleep(0.02)
-        before = _files(run_dir / R.TEACHERS)
+        before = _files(run_dir / rundir.TEACHERS)
     finally:
         # the driver, the Ray it started (same session) and its workers
         for pid in _session_processes(driver.pid):
@@ -358,9 +358,9 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
         timeout=300,
     )
     assert resumed.returncode == 0, (resumed.stdout[-1000:], resumed.stderr[-3000:])
-    after = _files(run_dir / R.TEACHERS)
+    after = _files(run_dir / rundir.TEACHERS)
     assert {k: after[k] for k in before} == before  # finished chunks were not written again
-    info = json.loads((run_dir / R.STAGE_DIR / "teachers.json").read_text())["execution"]
+    info = json.loads((run_dir / rundir.STAGE_DIR / "teachers.json").read_text())["execution"]
     assert info["chunks_reused"] == len(completed) and info["chunks_trained"] == 4 - len(completed)
 
     assert (
@@ -380,8 +380,8 @@ def test_killed_driver_resumes_without_retraining_finished_chunks(tmp_path, smal
         == 0
     )
     with (
-        np.load(tmp_path / "local" / R.TEACHERS / "predictions.npz") as a,
-        np.load(run_dir / R.TEACHERS / "predictions.npz") as b,
+        np.load(tmp_path / "local" / rundir.TEACHERS / "predictions.npz") as a,
+        np.load(run_dir / rundir.TEACHERS / "predictions.npz") as b,
     ):
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
 

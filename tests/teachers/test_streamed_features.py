@@ -10,9 +10,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from pate.teachers import chunks, ensemble
-from pate.teachers import feature_cache as FC
-from pate.teachers import features as F
+from pate.teachers import chunks, ensemble, feature_cache
+from pate.teachers import features as teacher_features
 from pate.teachers.data import ArraySplit, PateData
 
 
@@ -34,14 +33,14 @@ def _data(n_private=60, n_public=30, n_eval=12):
 
 
 def _doubled(tmp_path, x):
-    key = FC.EntryKey.of(
+    key = feature_cache.EntryKey.of(
         x, front_end="double", settings={"factor": 2}, output_shape=np.shape(x)[1:]
     )
-    return FC.FeatureCache(tmp_path).features(key, x, lambda b: np.asarray(b) * 2.0)
+    return feature_cache.FeatureCache(tmp_path).features(key, x, lambda b: np.asarray(b) * 2.0)
 
 
 def test_take_reads_the_rows_asked_for_in_their_order(tmp_path, monkeypatch):
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 7)
     x = _images(50)
     cached = _doubled(tmp_path, x)
     assert cached.path is not None
@@ -49,7 +48,7 @@ def test_take_reads_the_rows_asked_for_in_their_order(tmp_path, monkeypatch):
     np.testing.assert_array_equal(cached.take(rows), x[rows] * 2.0)
     np.testing.assert_array_equal(cached.take(np.arange(50)), x * 2.0)
     assert cached.take(np.array([], dtype=np.int64)).shape == (0, 1, 8, 8)
-    held = FC.CachedFeatures(x * 2.0, None, 0.0)  # no cache: rows of the array
+    held = feature_cache.CachedFeatures(x * 2.0, None, 0.0)  # no cache: rows of the array
     np.testing.assert_array_equal(held.take(rows), x[rows] * 2.0)
     with pytest.raises(ValueError, match=r"rows must lie in \[0, 50\), got 0..50"):
         cached.take(np.array([0, 50]))
@@ -79,12 +78,16 @@ def test_take_holds_only_the_rows_asked_for(tmp_path):
 
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_feature_rows_are_feature_data_bit_for_bit(tmp_path, monkeypatch, use_cache):
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
     data = _data()
-    held = F.feature_data(data, "scatternet")  # no cache: every split computed and held
-    cache = FC.FeatureCache(tmp_path) if use_cache else None
-    rows = F.feature_rows(data, "scatternet", cache=cache)
-    assert isinstance(rows.private, F.FeatureRows) and isinstance(held.private, ArraySplit)
+    held = teacher_features.feature_data(
+        data, "scatternet"
+    )  # no cache: every split computed and held
+    cache = feature_cache.FeatureCache(tmp_path) if use_cache else None
+    rows = teacher_features.feature_rows(data, "scatternet", cache=cache)
+    assert isinstance(rows.private, teacher_features.FeatureRows) and isinstance(
+        held.private, ArraySplit
+    )
     assert (rows.private.raw.path is not None) is use_cache
     assert rows.private.shape == held.private.x.shape and len(rows.private) == 60
     order = np.random.default_rng(0).permutation(60)
@@ -94,7 +97,7 @@ def test_feature_rows_are_feature_data_bit_for_bit(tmp_path, monkeypatch, use_ca
     for name in ("public", "evaluation"):
         np.testing.assert_array_equal(getattr(rows, name).x, getattr(held, name).x)
     assert rows.input_shape == held.input_shape == (81, 2, 2)
-    assert F.feature_rows(data, "none") is data
+    assert teacher_features.feature_rows(data, "none") is data
 
 
 @pytest.mark.parametrize("trainer", ["sequential", "vectorized"])
@@ -107,7 +110,7 @@ def test_teachers_on_streamed_rows_are_the_teachers_on_held_features(
     recipe = dict(model="linear", epochs=3, lr=1e-2, batch_size=4, device="cpu", trainer=trainer)
     # held: the features computed and held whole, the teachers trained on them as raw inputs
     held = ensemble.train_teachers(
-        F.feature_data(data, "scatternet"),
+        teacher_features.feature_data(data, "scatternet"),
         shards,
         seeds,
         ensemble.TeacherConfig(features="none", **recipe),
@@ -116,11 +119,13 @@ def test_teachers_on_streamed_rows_are_the_teachers_on_held_features(
     # streamed: read from the cache, two teachers' rows at a time (10 rows of 1296 bytes each)
     monkeypatch.setattr(chunks, "PRIVATE_CHUNK_BYTES", 2 * 10 * 81 * 2 * 2 * 4)
     taken = []
-    real_take = F.FeatureRows.take
+    real_take = teacher_features.FeatureRows.take
     monkeypatch.setattr(
-        F.FeatureRows, "take", lambda self, r: taken.append(len(r)) or real_take(self, r)
+        teacher_features.FeatureRows,
+        "take",
+        lambda self, r: taken.append(len(r)) or real_take(self, r),
     )
-    with FC.using(FC.FeatureCache(tmp_path / "cache")):
+    with feature_cache.using(feature_cache.FeatureCache(tmp_path / "cache")):
         streamed = ensemble.train_teachers(
             data,
             shards,
@@ -139,7 +144,9 @@ def test_teachers_on_streamed_rows_are_the_teachers_on_held_features(
 def test_streamed_rows_are_standardised_in_place(tmp_path):
     x = _images(3000, side=16)
     raw = _doubled(tmp_path, x)
-    rows = F.FeatureRows(raw, F.Standardizer.fit(raw), np.zeros(3000, dtype=np.int64))
+    rows = teacher_features.FeatureRows(
+        raw, teacher_features.Standardizer.fit(raw), np.zeros(3000, dtype=np.int64)
+    )
     picked = np.arange(0, 3000, 2)
     np.testing.assert_array_equal(rows.take(picked), rows.standardizer.transform(x[picked] * 2.0))
     tracemalloc.start()
@@ -155,7 +162,9 @@ def test_streamed_rows_are_standardised_in_place(tmp_path):
 def test_the_public_axes_are_the_top_eigenvectors_of_the_full_decomposition():
     rng = np.random.default_rng(3)
     rows = rng.standard_normal((300, 40)) @ rng.standard_normal((40, 40))
-    pca = F.PublicPCA.fit_blocks((rows[i : i + 64] for i in range(0, 300, 64)), dims=12)
+    pca = teacher_features.PublicPCA.fit_blocks(
+        (rows[i : i + 64] for i in range(0, 300, 64)), dims=12
+    )
     mean = rows.mean(axis=0)
     _, vectors = np.linalg.eigh(rows.T @ rows / 300 - np.outer(mean, mean))
     full = vectors[:, ::-1][:, :12].T
@@ -167,15 +176,15 @@ def test_the_public_axes_are_the_top_eigenvectors_of_the_full_decomposition():
 def test_the_private_embedding_is_written_into_one_array(tmp_path, monkeypatch):
     """PublicFrontEnd.embed of ScatterNet features fills one (N, dims) array block by block:
     the same rows as stacking the blocks, without holding every block beside the result."""
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
     data = _data(n_private=200)
-    cache = FC.FeatureCache(tmp_path)
-    front, _ = F.PublicFrontEnd.fit_transform(
+    cache = feature_cache.FeatureCache(tmp_path)
+    front, _ = teacher_features.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8, cache=cache
     )
     blocks = [
         front.pca.project(front.standardizer.transform(b))
-        for b in F.scatter_features(data.private.x, cache=cache).chunks()
+        for b in teacher_features.scatter_features(data.private.x, cache=cache).chunks()
     ]
     embedded = front.embed(data.private.x, cache=cache)
     assert embedded.dtype == np.float32 and embedded.shape == (200, 8)
@@ -188,11 +197,11 @@ def test_embed_blocks_are_the_rows_of_embed(tmp_path, monkeypatch, features):
     """PublicFrontEnd.embed_blocks (what the votes stage writes out a block at a time) gives
     the rows of embed, in order: bit for bit for ScatterNet features, with or without a cache;
     to float rounding for the plain PCA (projected a block of rows at a time)."""
-    monkeypatch.setattr(FC, "CHUNK_ROWS", 16)
-    monkeypatch.setattr(F, "KERNEL_CHUNK", 24)
+    monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(teacher_features, "KERNEL_CHUNK", 24)
     data = _data(n_private=100)
-    for cache in (FC.FeatureCache(tmp_path), None):
-        front, _ = F.PublicFrontEnd.fit_transform(
+    for cache in (feature_cache.FeatureCache(tmp_path), None):
+        front, _ = teacher_features.PublicFrontEnd.fit_transform(
             data.public.x, features=features, dims=6, cache=cache
         )
         blocks = list(front.embed_blocks(data.private.x, cache=cache))
@@ -206,10 +215,10 @@ def test_embed_blocks_are_the_rows_of_embed(tmp_path, monkeypatch, features):
 
 
 def test_embed_blocks_of_a_table_kernel_map_are_the_rows_of_embed(monkeypatch):
-    monkeypatch.setattr(F, "KERNEL_CHUNK", 24)
+    monkeypatch.setattr(teacher_features, "KERNEL_CHUNK", 24)
     rng = np.random.default_rng(3)
     public, private = rng.random((80, 5)), rng.random((70, 5))
-    front, _ = F.PublicFrontEnd.fit_transform(public, features="kernel", dims=4)
+    front, _ = teacher_features.PublicFrontEnd.fit_transform(public, features="kernel", dims=4)
     blocks = list(front.embed_blocks(private))
     assert len(blocks) == 3
     np.testing.assert_array_equal(np.concatenate(blocks), front.embed(private))

@@ -9,13 +9,13 @@ import pytest
 
 from pate.cli import main
 from pate.run.config import load
-from pate.teachers import feature_cache as FC
+from pate.teachers import feature_cache
 
 
 def _fill(root, n=5):
     x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
-    key = FC.EntryKey.of(x, front_end="double", settings={}, output_shape=(4,))
-    FC.FeatureCache(root).features(key, x, lambda b: b * 2.0)
+    key = feature_cache.EntryKey.of(x, front_end="double", settings={}, output_shape=(4,))
+    feature_cache.FeatureCache(root).features(key, x, lambda b: b * 2.0)
     return key
 
 
@@ -40,21 +40,21 @@ def test_list_and_clear(tmp_path, capsys):
 
 def test_the_default_cache_and_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(FC.ENV, raising=False)
+    monkeypatch.delenv(feature_cache.ENV, raising=False)
     _fill(tmp_path / "runs" / ".feature-cache")
     assert main(["cache", "list"]) == 0
     assert "1 entries" in capsys.readouterr().out
-    monkeypatch.setenv(FC.ENV, str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(feature_cache.ENV, str(tmp_path / "elsewhere"))
     assert main(["cache", "list"]) == 0
     assert "elsewhere holds no entries" in capsys.readouterr().out
-    monkeypatch.setenv(FC.ENV, "off")
+    monkeypatch.setenv(feature_cache.ENV, "off")
     assert main(["cache", "clear"]) == 0
     assert "is off" in capsys.readouterr().out
     assert (tmp_path / "runs" / ".feature-cache").exists()
 
 
 def test_the_cache_of_a_config(tmp_path, small_digits, monkeypatch, capsys):
-    monkeypatch.delenv(FC.ENV, raising=False)
+    monkeypatch.delenv(feature_cache.ENV, raising=False)
     config = small_digits(tmp_path, replace=(("[run]", '[run]\nfeature_cache = "fc"'),))
     assert load(config).run.feature_cache_root(run_dir="runs/x") == tmp_path / "fc"
     _fill(tmp_path / "fc")
@@ -98,11 +98,10 @@ def test_the_teachers_stage_reads_scatternet_features_through_the_cache(
 ):
     """[teachers] features = "scatternet": the second run's teachers stage reads the three
     splits' features that the first one cached, and trains the same teachers."""
-    from pate.run import rundir as R
-    from pate.run import stages
+    from pate.run import rundir, stages
     from pate.run.rundir import Run
 
-    monkeypatch.delenv(FC.ENV, raising=False)
+    monkeypatch.delenv(feature_cache.ENV, raising=False)
     config = small_digits(
         tmp_path,
         replace=(
@@ -115,7 +114,7 @@ def test_the_teachers_stage_reads_scatternet_features_through_the_cache(
         run = Run.create(load(config, ledger=False), progress=False, run_dir=tmp_path / name)
         stages.run_stage(run, "partition")
         summaries.append(stages.run_stage(run, "teachers")["feature_cache"])
-        with np.load(run.path(R.TEACHER_PREDICTIONS)) as saved:
+        with np.load(run.path(rundir.TEACHER_PREDICTIONS)) as saved:
             predictions.append(saved["public"])
     assert [(s["misses"], s["hits"]) for s in summaries] == [(3, 0), (0, 3)]
     assert {e["rows"] for e in summaries[1]["entries"]} == {1000, 597, 200}

@@ -23,7 +23,7 @@ from pate.cli import EXIT_SOFTWARE, classify, main
 from pate.core import io as pio
 from pate.core.errors import RunDirError
 from pate.ledger import Ledger, dataset_digest
-from pate.run import rundir as R
+from pate.run import rundir
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PYTHON = sys.executable
@@ -598,14 +598,12 @@ def test_bad_records_are_refused_before_any_work_file_or_charge(
     """On main these were trained on and charged (NaN private features: exit 0; NaN public
     features: two ledger events, then a failure in the student stage), truncated (2.5 -> 2) or
     sized into 10**7 + 1 classes (17 GB in the teachers stage)."""
-    import time
 
     dtype = np.int64 if isinstance(value, int) else np.float64
     config = _npz_config(
         tmp_path, small_digits, digits, **{key: _spoiled(_array(digits, key), index, value, dtype)}
     )
     run_dir, ledger_path = tmp_path / "run", tmp_path / "ledger.sqlite3"
-    start = time.perf_counter()
     status = main(
         [
             command,
@@ -618,13 +616,11 @@ def test_bad_records_are_refused_before_any_work_file_or_charge(
             "--no-progress",
         ]
     )
-    seconds = time.perf_counter() - start
     err = capsys.readouterr().err
     assert status == 2, err
     assert len(lines(err)) == 1 and err.startswith(f"pate {command}: error: npz:"), err
     assert message in err and "nothing was trained, written or charged" in err
     assert not run_dir.exists() and not ledger_path.exists()  # no run, no ledger, no charge
-    assert seconds < 30.0  # refused at once, not after training (or sizing 10**7 classes)
 
 
 def _array(digits, key):
@@ -722,7 +718,7 @@ def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
         assert main([*argv, "--resume", "--until", "aggregate"]) == 2
     err = capsys.readouterr().err
     assert failed and lines(err)[-1].startswith(
-        f"pate run: error: cannot write {run_dir / R.PENDING}: No space left on "
+        f"pate run: error: cannot write {run_dir / rundir.PENDING}: No space left on "
         "device (ENOSPC); free space"
     ), err
     assert charged() == 0 and not (run_dir / "labels.npy").exists() and temp_files() == []
@@ -733,12 +729,12 @@ def test_a_full_disk_in_the_aggregate_stage_charges_nothing_unpublished(
     err = capsys.readouterr().err
     assert failed and f"cannot write {run_dir / 'labels.npy'}: No space left" in lines(err)[-1]
     spent = charged()
-    assert spent > 0 and (run_dir / R.PENDING).exists() and temp_files() == []
+    assert spent > 0 and (run_dir / rundir.PENDING).exists() and temp_files() == []
 
     assert main([*argv, "--resume", "--until", "aggregate"]) == 0  # space freed
     answered = np.load(run_dir / "answered.npy")
     assert charged() == spent == int(answered.sum())  # published what was charged, once
-    assert not (run_dir / R.PENDING).exists()
+    assert not (run_dir / rundir.PENDING).exists()
 
 
 @pytest.fixture

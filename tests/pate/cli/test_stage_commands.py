@@ -17,7 +17,7 @@ import pytest
 from pate.cli import main
 from pate.core.partition import Partition
 from pate.ledger import Ledger
-from pate.run import rundir as R
+from pate.run import rundir
 
 PRIVACY_KEYS = (
     "eps_data_independent",
@@ -71,7 +71,7 @@ def _ledger_spend(path):
 
 def test_step_by_step_equals_pate_run(both_paths):
     tmp, whole, steps = both_paths
-    for name in (R.PARTITION, R.VOTES, R.LABELS, R.ANSWERED):
+    for name in (rundir.PARTITION, rundir.VOTES, rundir.LABELS, rundir.ANSWERED):
         a, b = np.load(whole / name), np.load(steps / name)
         if name.endswith(".npz"):
             assert sorted(a.files) == sorted(b.files)
@@ -79,21 +79,21 @@ def test_step_by_step_equals_pate_run(both_paths):
                 np.testing.assert_array_equal(a[key], b[key])
         else:
             np.testing.assert_array_equal(a, b)
-    pa = json.loads((whole / R.ANALYSIS).read_text())["privacy"]
-    pb = json.loads((steps / R.ANALYSIS).read_text())["privacy"]
+    pa = json.loads((whole / rundir.ANALYSIS).read_text())["privacy"]
+    pb = json.loads((steps / rundir.ANALYSIS).read_text())["privacy"]
     for key in PRIVACY_KEYS:
         assert pa[key] == pb[key], key
     spend_a, events_a = _ledger_spend(tmp / "whole.sqlite3")
     spend_b, events_b = _ledger_spend(tmp / "steps.sqlite3")
     assert spend_a == spend_b > 0 and events_a == events_b
-    for name in (R.AGGREGATE, R.STUDENT_METRICS):  # same files, same keys
+    for name in (rundir.AGGREGATE, rundir.STUDENT_METRICS):  # same files, same keys
         assert set(json.loads((whole / name).read_text())) == set(
             json.loads((steps / name).read_text())
         )
     for name in ("report.md", "report.html", "report.json"):
         assert (steps / name).is_file()
     for stage in ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report"):
-        assert (steps / R.STAGE_DIR / f"{stage}.json").is_file()
+        assert (steps / rundir.STAGE_DIR / f"{stage}.json").is_file()
 
 
 def test_a_finished_stage_is_not_run_twice(both_paths, capsys):
@@ -150,7 +150,7 @@ def test_flags_override_their_stage_s_table_and_are_saved(tmp_path, small_digits
     info = json.loads(capsys.readouterr().out)
     assert info["num_teachers"] == 5 and info["mode"] == "random"
     assert info["relation"] == "add-remove" and info["shard_size_min"] >= 1
-    assert Partition.load(run / R.PARTITION).num_teachers == 5
+    assert Partition.load(run / rundir.PARTITION).num_teachers == 5
     saved = json.loads((run / "config.json").read_text())
     assert saved["partition"]["num_teachers"] == 5 and saved["privacy"]["ledger"] is False
     # a later stage's flags change its own table (before it ran) and are saved
@@ -210,7 +210,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, small_digits, capsys
     assert message in err and "Traceback" not in err, err
     # nothing of the run is written (a stage that cannot start leaves no run directory behind,
     # except one that was refused for a missing prerequisite after the run was started)
-    assert not (tmp_path / "run" / R.PARTITION).exists()
+    assert not (tmp_path / "run" / rundir.PARTITION).exists()
     assert not (tmp_path / "run" / "labels.npy").exists()
 
 
@@ -271,7 +271,7 @@ def test_a_secure_run_reopens_and_pate_run_resumes_it_without_config(
     assert (
         main(["run", "--run-dir", str(run), "--resume", "--until", "votes", "--no-progress"]) == 0
     )
-    assert (run / R.VOTES).is_file()
+    assert (run / rundir.VOTES).is_file()
     capsys.readouterr()
     assert main(["run", "--run-dir", str(tmp_path / "none"), "--resume"]) == 2
     assert "holds no run" in capsys.readouterr().err

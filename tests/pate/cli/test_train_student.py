@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pate.cli import main
-from pate.run import rundir as R
+from pate.run import rundir
 from pate.run.config import load
 from pate.run.pipeline import Pipeline
 
@@ -45,7 +45,7 @@ def test_train_student_writes_weights_and_metrics(run_dir, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "accuracy" in out
-    metrics = json.loads((run_dir / R.STUDENT_METRICS).read_text())
+    metrics = json.loads((run_dir / rundir.STUDENT_METRICS).read_text())
     labels = np.load(run_dir / "labels.npy")
     assert metrics["num_labelled"] == int((labels >= 0).sum()) and metrics["num_public"] == 597
     # the labels come from fresh noise (78-103 answered in 12 trial runs) and the student trains
@@ -76,7 +76,7 @@ def test_clean_errors(run_dir, tmp_path, capsys):
     assert not (run_dir / "student").exists()
     assert main(["train-student", "--run-dir", str(run_dir), "--method", "magic"]) == 2
     assert "method" in capsys.readouterr().err
-    assert not (run_dir / "student.pt").exists() and not (run_dir / R.STUDENT_METRICS).exists()
+    assert not (run_dir / "student.pt").exists() and not (run_dir / rundir.STUDENT_METRICS).exists()
     assert main(["train-student", "--run-dir", str(tmp_path / "nothing")]) == 2
     assert "--config" in capsys.readouterr().err
 

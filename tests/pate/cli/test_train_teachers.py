@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pate.cli import main
-from pate.run import rundir as R
+from pate.run import rundir
 
 # One torch thread, as in tests/teachers/conftest.py (where these tests lived).
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -67,7 +67,7 @@ def test_train_and_vote_with_flags(tmp_path, capsys, small_digits):
     assert json.loads((run / "config.json").read_text())["teachers"]["epochs"] == 3
     assert main(["vote", "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
-    votes = np.load(run / R.VOTES)
+    votes = np.load(run / rundir.VOTES)
     assert votes.shape == (597, 10) and np.all(votes.sum(axis=1) == 4)
     assert "597 queries x 10 classes" in out
     assert main(["vote", "--run-dir", str(run)]) == 2  # refuses to redo a finished stage
@@ -88,7 +88,7 @@ def test_bad_teacher_settings_write_nothing(tmp_path, capsys, small_digits, argv
     _partition(run, small_digits(tmp_path))
     assert main(["train-teachers", "--run-dir", str(run), *argv]) == 2
     assert message in capsys.readouterr().err
-    assert not (run / R.TEACHERS).exists()  # nothing written
+    assert not (run / rundir.TEACHERS).exists()  # nothing written
     assert json.loads((run / "config.json").read_text())["teachers"] == {
         "model": "cnn8",
         "epochs": 16,
@@ -133,8 +133,8 @@ def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, small_di
     for run in (full, cut):
         _partition(run, config, teachers=4)
     proc = subprocess.Popen(_cli(cut), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    progress = cut / R.TEACHERS / "progress.pt"
-    state = cut / R.TEACHERS / "state.json"
+    progress = cut / rundir.TEACHERS / "progress.pt"
+    state = cut / rundir.TEACHERS / "state.json"
     killed = False
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
@@ -150,19 +150,19 @@ def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, small_di
         time.sleep(0.005)
     proc.wait()
     assert killed, f"the run ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
-    assert not (cut / R.TEACHERS / "predictions.npz").exists()
-    assert not (cut / R.STAGE_DIR / "teachers.json").exists()
+    assert not (cut / rundir.TEACHERS / "predictions.npz").exists()
+    assert not (cut / rundir.STAGE_DIR / "teachers.json").exists()
     subprocess.run(_cli(cut), env=env, check=True, capture_output=True)  # the same command resumes
     subprocess.run(_cli(full), env=env, check=True, capture_output=True)
     with (
-        np.load(full / R.TEACHERS / "predictions.npz") as a,
-        np.load(cut / R.TEACHERS / "predictions.npz") as b,
+        np.load(full / rundir.TEACHERS / "predictions.npz") as a,
+        np.load(cut / rundir.TEACHERS / "predictions.npz") as b,
     ):
         np.testing.assert_array_equal(a["public"], b["public"])
         np.testing.assert_array_equal(a["evaluation"], b["evaluation"])
     import torch
 
     for ci in range(2):
-        wa = torch.load(full / R.TEACHERS / f"chunk_{ci:04d}.pt", weights_only=True)["params"]
-        wb = torch.load(cut / R.TEACHERS / f"chunk_{ci:04d}.pt", weights_only=True)["params"]
+        wa = torch.load(full / rundir.TEACHERS / f"chunk_{ci:04d}.pt", weights_only=True)["params"]
+        wb = torch.load(cut / rundir.TEACHERS / f"chunk_{ci:04d}.pt", weights_only=True)["params"]
         assert all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from pate.analysis.errors import CorruptFileError
-from pate.core import keys as K
+from pate.core import keys as run_keys
 
 
 def mode(path) -> int:
@@ -16,39 +16,42 @@ def mode(path) -> int:
 
 
 def test_a_key_is_drawn_once_stored_owner_only_and_read_back(tmp_path):
-    first = K.run_key(tmp_path, "partition")
-    assert len(first) == K.KEY_BYTES
-    assert K.run_key(tmp_path, "partition") == first  # a resume reads it back
-    split = K.run_key(tmp_path, "split")
-    assert split != first and K.read_keys(tmp_path / K.KEYS_FILE) == {
+    first = run_keys.run_key(tmp_path, "partition")
+    assert len(first) == run_keys.KEY_BYTES
+    assert run_keys.run_key(tmp_path, "partition") == first  # a resume reads it back
+    split = run_keys.run_key(tmp_path, "split")
+    assert split != first and run_keys.read_keys(tmp_path / run_keys.KEYS_FILE) == {
         "partition": first,
         "split": split,
     }
-    assert mode(tmp_path / K.KEYS_FILE) == 0o600 and mode(tmp_path / K.PRIVATE_DIR) == 0o700
-    assert K.run_key(tmp_path / "other", "partition") != first  # another run, another key
+    assert (
+        mode(tmp_path / run_keys.KEYS_FILE) == 0o600
+        and mode(tmp_path / run_keys.PRIVATE_DIR) == 0o700
+    )
+    assert run_keys.run_key(tmp_path / "other", "partition") != first  # another run, another key
 
 
 def test_a_seeded_key_is_derived_and_never_stored(tmp_path):
-    key = K.run_key(tmp_path, "partition", seed=7)
-    assert key == K.seeded_key(7, "partition") != K.seeded_key(8, "partition")
-    assert key != K.seeded_key(7, "split") and len(key) == K.KEY_BYTES
-    assert not (tmp_path / K.KEYS_FILE).exists()
+    key = run_keys.run_key(tmp_path, "partition", seed=7)
+    assert key == run_keys.seeded_key(7, "partition") != run_keys.seeded_key(8, "partition")
+    assert key != run_keys.seeded_key(7, "split") and len(key) == run_keys.KEY_BYTES
+    assert not (tmp_path / run_keys.KEYS_FILE).exists()
 
 
 def test_bad_names_and_tampered_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match="a key's name must be a word"):
-        K.run_key(tmp_path, "../x")
-    path = tmp_path / K.KEYS_FILE
+        run_keys.run_key(tmp_path, "../x")
+    path = tmp_path / run_keys.KEYS_FILE
     path.parent.mkdir()
     path.write_text(json.dumps({"partition": "abc"}))
     with pytest.raises(CorruptFileError, match="32-byte hex keys"):
-        K.read_keys(path)
+        run_keys.read_keys(path)
 
 
 def test_seal_makes_a_folder_owner_only(tmp_path):
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "f").write_text("x")
     (tmp_path / "a" / "b" / "f").chmod(0o644)
-    K.seal(tmp_path / "a")
+    run_keys.seal(tmp_path / "a")
     assert mode(tmp_path / "a") == mode(tmp_path / "a" / "b") == 0o700
     assert mode(tmp_path / "a" / "b" / "f") == 0o600

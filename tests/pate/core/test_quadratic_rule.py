@@ -162,12 +162,12 @@ def test_the_quadratic_front_end_reads_public_rows_only():
     """z is centred on the public mean of the clipped, standardised columns (the public z have
     mean exactly 0), phi = [z, z_i z_k (i <= k)], and the embedding is phi minus its public
     mean: the same for every chunk size, refused for images and for too many columns."""
-    from pate.teachers import features as F
+    from pate.teachers import features as teacher_features
 
     rng = np.random.default_rng(5)
     public = rng.normal(size=(300, 3)) * [1.0, 100.0, 0.01] + 50.0
     public[0, 1] = 1e9  # a wild value: clipped
-    quad = F.QuadraticFeatures.fit(public)
+    quad = teacher_features.QuadraticFeatures.fit(public)
     phi = quad.transform(public)
     assert phi.shape == (300, 9)
     np.testing.assert_allclose(phi[:, :3].mean(axis=0), 0.0, atol=1e-12)
@@ -175,21 +175,25 @@ def test_the_quadratic_front_end_reads_public_rows_only():
     np.testing.assert_allclose(
         phi[:, 3:], np.stack([z[:, i] * z[:, k] for i, k in zip(*np.triu_indices(3))], axis=1)
     )
-    assert np.abs(z).max() <= 2 * F.KERNEL_CLIP
-    front, embedded = F.PublicFrontEnd.fit_transform(public, features="quadratic", dims=None)
+    assert np.abs(z).max() <= 2 * teacher_features.KERNEL_CLIP
+    front, embedded = teacher_features.PublicFrontEnd.fit_transform(
+        public, features="quadratic", dims=None
+    )
     np.testing.assert_allclose(embedded.mean(axis=0), 0.0, atol=1e-4)
     private = rng.normal(size=(50, 3))
     one_block = front.embed(private)
-    old = F.KERNEL_CHUNK
+    old = teacher_features.KERNEL_CHUNK
     try:
-        F.KERNEL_CHUNK = 7
+        teacher_features.KERNEL_CHUNK = 7
         np.testing.assert_allclose(front.embed(private), one_block, atol=1e-6)
     finally:
-        F.KERNEL_CHUNK = old
+        teacher_features.KERNEL_CHUNK = old
     with pytest.raises(ValueError, match="maps tables"):
-        F.PublicFrontEnd.fit_transform(rng.random((20, 1, 8, 8)), features="quadratic", dims=None)
+        teacher_features.PublicFrontEnd.fit_transform(
+            rng.random((20, 1, 8, 8)), features="quadratic", dims=None
+        )
     with pytest.raises(ValueError, match='set \\[knn\\] features = "kernel"'):
-        F.QuadraticFeatures.fit(rng.normal(size=(10, 91)))
+        teacher_features.QuadraticFeatures.fit(rng.normal(size=(10, 91)))
 
 
 def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
@@ -198,13 +202,13 @@ def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
     score, and values beyond the public range get the end scores (a wild value is bounded)."""
     from scipy import stats
 
-    from pate.teachers import features as F
+    from pate.teachers import features as teacher_features
 
     rng = np.random.default_rng(6)
     public = np.column_stack(
         [rng.lognormal(sigma=2.0, size=2000), rng.integers(0, 4, 2000), np.full(2000, 7.0)]
     )
-    quad = F.QuadraticFeatures.fit(public)
+    quad = teacher_features.QuadraticFeatures.fit(public)
     z = quad.transform(public)[:, :3]
     np.testing.assert_allclose(z.mean(axis=0), 0.0, atol=1e-12)
     assert 0.95 < z[:, 0].std() < 1.05 and abs(stats.skew(z[:, 0])) < 0.05
@@ -217,4 +221,4 @@ def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
     far = quad.transform(np.array([[1e12, 99.0, 7.0], [-1e12, -99.0, 7.0]]))[:, :3]
     assert np.all(np.abs(far) <= np.abs(z).max(axis=0) + 1e-12)
     with pytest.raises(ValueError, match="finite"):
-        F.QuadraticFeatures.fit(np.array([[1.0, np.nan], [2.0, 3.0]]))
+        teacher_features.QuadraticFeatures.fit(np.array([[1.0, np.nan], [2.0, 3.0]]))

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from pate.core import threads as T
-from pate.run import rundir as R
+from pate.core import threads
+from pate.run import rundir
 from pate.teachers.errors import ConfigError
 
 
@@ -55,57 +55,57 @@ def _cgroup_v1(tmp_path, quota: str, period: str, *, mount="cpu,cpuacct", path="
 
 def test_no_cgroup_quota_means_the_affinity_mask(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "max 100000", "/": "max 100000"})
-    assert T.cgroup_cpus(**paths) is None
-    assert T.usable_cpus(affinity=6, **paths) == (6, "affinity", "sched_getaffinity: 6 CPUs")
+    assert threads.cgroup_cpus(**paths) is None
+    assert threads.usable_cpus(affinity=6, **paths) == (6, "affinity", "sched_getaffinity: 6 CPUs")
 
 
 def test_cgroup_v2_quota_is_rounded_up_and_lowers_the_affinity(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "150000 100000"})
-    cpus, where = T.cgroup_cpus(**paths)
+    cpus, where = threads.cgroup_cpus(**paths)
     assert cpus == 1.5 and where.endswith("a/b/cpu.max 150000 100000")
-    count, source, detail = T.usable_cpus(affinity=8, **paths)
+    count, source, detail = threads.usable_cpus(affinity=8, **paths)
     assert (count, source) == (2, "cgroup") and "1.5 CPUs" in detail and "affinity 8" in detail
 
 
 def test_cgroup_quota_of_an_ancestor_limits_too(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "400000 100000", "/a": "100000 100000"})
-    assert T.usable_cpus(affinity=8, **paths)[:2] == (1, "cgroup")
+    assert threads.usable_cpus(affinity=8, **paths)[:2] == (1, "cgroup")
 
 
 def test_a_quota_above_the_affinity_leaves_the_affinity(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "800000 100000"})
-    assert T.usable_cpus(affinity=2, **paths)[:2] == (2, "affinity")
+    assert threads.usable_cpus(affinity=2, **paths)[:2] == (2, "affinity")
 
 
 def test_a_tiny_quota_still_gives_one_thread(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "10000 100000"})
-    assert T.usable_cpus(affinity=4, **paths)[:2] == (1, "cgroup")
+    assert threads.usable_cpus(affinity=4, **paths)[:2] == (1, "cgroup")
 
 
 @pytest.mark.parametrize("mount", ["cpu,cpuacct", "cpu"])
 def test_cgroup_v1_cfs_quota(tmp_path, mount):
     paths = _cgroup_v1(tmp_path, "300000", "100000", mount=mount)
-    assert T.cgroup_cpus(**paths)[0] == 3.0
-    assert T.usable_cpus(affinity=16, **paths)[:2] == (3, "cgroup")
+    assert threads.cgroup_cpus(**paths)[0] == 3.0
+    assert threads.usable_cpus(affinity=16, **paths)[:2] == (3, "cgroup")
 
 
 def test_cgroup_v1_without_a_quota(tmp_path):
     paths = _cgroup_v1(tmp_path, "-1", "100000")
-    assert T.cgroup_cpus(**paths) is None
+    assert threads.cgroup_cpus(**paths) is None
 
 
 def test_unreadable_or_garbled_cgroup_files_mean_no_quota(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "lots 100000"})
-    assert T.cgroup_cpus(**paths) is None
+    assert threads.cgroup_cpus(**paths) is None
     missing = dict(cgroup_root=tmp_path / "none", proc_cgroup=tmp_path / "none" / "cgroup")
-    assert T.cgroup_cpus(**missing) is None
-    assert T.usable_cpus(affinity=3, **missing)[:2] == (3, "affinity")
+    assert threads.cgroup_cpus(**missing) is None
+    assert threads.usable_cpus(affinity=3, **missing)[:2] == (3, "affinity")
 
 
 def test_the_affinity_is_read_from_sched_getaffinity(monkeypatch, tmp_path):
-    monkeypatch.setattr(T.os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
     missing = dict(cgroup_root=tmp_path / "none", proc_cgroup=tmp_path / "none" / "cgroup")
-    assert T.usable_cpus(**missing)[:2] == (3, "affinity")
+    assert threads.usable_cpus(**missing)[:2] == (3, "affinity")
 
 
 # ------------------------------------------------------------------------------ precedence
@@ -118,24 +118,24 @@ def _no_cgroup(tmp_path):
 def test_explicit_beats_environment_beats_automatic(tmp_path):
     paths = _no_cgroup(tmp_path)
     env = {"OMP_NUM_THREADS": "3"}
-    flag = T.choose(explicit=5, explicit_source="flag", environ=env, affinity=8, **paths)
+    flag = threads.choose(explicit=5, explicit_source="flag", environ=env, affinity=8, **paths)
     assert (flag.count, flag.source, flag.cpus, flag.detail) == (5, "flag", 8, "--threads 5")
-    from_env = T.choose(environ=env, affinity=8, **paths)
+    from_env = threads.choose(environ=env, affinity=8, **paths)
     assert (from_env.count, from_env.source, from_env.detail) == (3, "env", "OMP_NUM_THREADS=3")
-    auto = T.choose(environ={}, affinity=8, **paths)
+    auto = threads.choose(environ={}, affinity=8, **paths)
     assert (auto.count, auto.source) == (8, "affinity")
 
 
 def test_a_lower_torch_count_of_the_caller_is_kept(tmp_path):
     paths = _no_cgroup(tmp_path)
-    kept = T.choose(environ={}, torch_threads=1, affinity=4, **paths)
+    kept = threads.choose(environ={}, torch_threads=1, affinity=4, **paths)
     assert (kept.count, kept.source, kept.cpus) == (1, "torch", 4)
     assert "torch.get_num_threads() 1 before pate set it" in kept.detail
-    high = T.choose(environ={}, torch_threads=8, affinity=4, **paths)  # above: lowered
+    high = threads.choose(environ={}, torch_threads=8, affinity=4, **paths)  # above: lowered
     assert (high.count, high.source) == (4, "affinity")
-    env = T.choose(environ={"OMP_NUM_THREADS": "3"}, torch_threads=1, affinity=4, **paths)
+    env = threads.choose(environ={"OMP_NUM_THREADS": "3"}, torch_threads=1, affinity=4, **paths)
     assert (env.count, env.source) == (3, "env")
-    flag = T.choose(
+    flag = threads.choose(
         explicit=2, explicit_source="flag", environ={}, torch_threads=1, affinity=4, **paths
     )
     assert (flag.count, flag.source) == (2, "flag")
@@ -146,7 +146,7 @@ def test_the_automatic_count_is_lowered_by_other_processes_running(tmp_path, mon
     take their CPUs: one busy neighbour of two CPUs leaves one thread, more leave at least one;
     a count the user set, or CPUs that are not the whole machine, are not lowered."""
     paths = _no_cgroup(tmp_path)
-    monkeypatch.setattr(T.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
     asked = []
 
     def others(value):
@@ -156,24 +156,26 @@ def test_the_automatic_count_is_lowered_by_other_processes_running(tmp_path, mon
 
         return measure
 
-    idle = T.choose(environ={}, affinity=2, others=others(0.2), **paths)
+    idle = threads.choose(environ={}, affinity=2, others=others(0.2), **paths)
     assert (idle.count, idle.source) == (2, "affinity")
-    one = T.choose(environ={}, affinity=2, others=others(1.0), **paths)
+    one = threads.choose(environ={}, affinity=2, others=others(1.0), **paths)
     assert (one.count, one.source, one.cpus) == (1, "busy", 2)
     assert "1.0 threads of other processes running on average" in one.detail
-    many = T.choose(environ={}, affinity=2, others=others(4.3), **paths)
+    many = threads.choose(environ={}, affinity=2, others=others(4.3), **paths)
     assert (many.count, many.source, many.others) == (1, "busy", 4.3)
     assert (one.others, idle.others) == (1.0, None)  # what cpu_budget reads
-    unknown = T.choose(environ={}, affinity=2, others=others(None), **paths)
+    unknown = threads.choose(environ={}, affinity=2, others=others(None), **paths)
     assert (unknown.count, unknown.source) == (2, "affinity")
     asked.clear()
-    flag = T.choose(explicit=2, explicit_source="flag", environ={}, affinity=2, others=others(4))
-    env = T.choose(environ={"OMP_NUM_THREADS": "2"}, affinity=2, others=others(4), **paths)
+    flag = threads.choose(
+        explicit=2, explicit_source="flag", environ={}, affinity=2, others=others(4)
+    )
+    env = threads.choose(environ={"OMP_NUM_THREADS": "2"}, affinity=2, others=others(4), **paths)
     assert (flag.count, env.count, asked) == (2, 2, [])  # the user's count: not even measured
-    monkeypatch.setattr(T.os, "cpu_count", lambda: 16)
-    big = T.choose(environ={}, affinity=16, others=others(3.4), **paths)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 16)
+    big = threads.choose(environ={}, affinity=16, others=others(3.4), **paths)
     assert (big.count, big.source) == (13, "busy")
-    part = T.choose(environ={}, affinity=2, others=others(4), **paths)  # 2 CPUs of 16: not
+    part = threads.choose(environ={}, affinity=2, others=others(4), **paths)  # 2 CPUs of 16: not
     assert (part.count, part.source) == (2, "affinity")  # lowered by a machine-wide count
 
 
@@ -184,61 +186,69 @@ def test_other_runnable_reads_the_run_queue_less_this_process(tmp_path):
     for tid, state in ((10, "R"), (11, "S"), (12, "R")):
         (tasks / str(tid)).mkdir(parents=True)
         (tasks / str(tid) / "stat").write_text(f"{tid} (pt_main thread) {state} 1 2 3\n")
-    got = T.other_runnable(samples=3, interval_s=0.0, loadavg=loadavg, own_tasks=tasks)
+    got = threads.other_runnable(samples=3, interval_s=0.0, loadavg=loadavg, own_tasks=tasks)
     assert got == 3.0  # 5 runnable on the machine, 2 of them this process's
     loadavg.write_text("garbage\n")
-    assert T.other_runnable(samples=2, interval_s=0.0, loadavg=loadavg, own_tasks=tasks) is None
-    measured = T.other_runnable(samples=2, interval_s=0.001)  # this machine: a number >= 0
+    assert (
+        threads.other_runnable(samples=2, interval_s=0.0, loadavg=loadavg, own_tasks=tasks) is None
+    )
+    measured = threads.other_runnable(samples=2, interval_s=0.001)  # this machine: a number >= 0
     assert measured is None or measured >= 0
 
 
 def test_caller_torch_threads_ignores_pates_own_count(monkeypatch, restore_threads):
     import torch
 
-    monkeypatch.setattr(T, "_torch_set", None)
+    monkeypatch.setattr(threads, "_torch_set", None)
     torch.set_num_threads(1)
-    assert T.caller_torch_threads() == 1  # never set by pate: the caller's
-    T.apply(T.ThreadChoice(1, "flag", 2, "--threads 1"))
-    assert T.caller_torch_threads() is None  # pate's own
+    assert threads.caller_torch_threads() == 1  # never set by pate: the caller's
+    threads.apply(threads.ThreadChoice(1, "flag", 2, "--threads 1"))
+    assert threads.caller_torch_threads() is None  # pate's own
     torch.set_num_threads(2)
-    assert T.caller_torch_threads() == 2  # changed by the caller since
+    assert threads.caller_torch_threads() == 2  # changed by the caller since
 
 
 def test_cgroup_is_named_as_the_source_when_it_decides(tmp_path):
     paths = _cgroup_v2(tmp_path, {"/a/b": "200000 100000"})
-    choice = T.choose(environ={}, affinity=8, **paths)
+    choice = threads.choose(environ={}, affinity=8, **paths)
     assert (choice.count, choice.source, choice.cpus) == (2, "cgroup", 2)
-    assert T.choose(environ={"OMP_NUM_THREADS": "6"}, affinity=8, **paths).count == 6  # user's
+    assert (
+        threads.choose(environ={"OMP_NUM_THREADS": "6"}, affinity=8, **paths).count == 6
+    )  # user's
 
 
 @pytest.mark.parametrize(
     "source, name", [("flag", "--threads"), ("config", "[run] threads"), ("keyword", "threads=")]
 )
 def test_an_explicit_setting_names_its_source(tmp_path, source, name):
-    choice = T.choose(
+    choice = threads.choose(
         explicit=1, explicit_source=source, environ={}, affinity=2, **_no_cgroup(tmp_path)
     )
     assert choice.source == source and choice.detail == f"{name} 1"
     with pytest.raises(ValueError, match=re.escape(name) + r" must be an integer >= 1 .* got 0"):
-        T.choose(explicit=0, explicit_source=source, environ={}, affinity=2, **_no_cgroup(tmp_path))
+        threads.choose(
+            explicit=0, explicit_source=source, environ={}, affinity=2, **_no_cgroup(tmp_path)
+        )
 
 
 def test_nested_omp_num_threads_takes_its_first_level(tmp_path):
-    choice = T.choose(environ={"OMP_NUM_THREADS": "4,2"}, affinity=8, **_no_cgroup(tmp_path))
+    choice = threads.choose(environ={"OMP_NUM_THREADS": "4,2"}, affinity=8, **_no_cgroup(tmp_path))
     assert (choice.count, choice.source) == (4, "env")
 
 
 @pytest.mark.parametrize("bad", ["zero", "0", "-2", "1.5"])
 def test_a_bad_omp_num_threads_is_ignored_with_a_warning(tmp_path, caplog, bad):
     with caplog.at_level("WARNING", logger="pate"):
-        choice = T.choose(environ={"OMP_NUM_THREADS": bad}, affinity=2, **_no_cgroup(tmp_path))
+        choice = threads.choose(
+            environ={"OMP_NUM_THREADS": bad}, affinity=2, **_no_cgroup(tmp_path)
+        )
     assert (choice.count, choice.source) == (2, "affinity")
     assert f"OMP_NUM_THREADS={bad!r}" in caplog.text
 
 
 def test_an_unknown_explicit_source_is_refused():
     with pytest.raises(ValueError, match="explicit_source must be one of flag, config, keyword"):
-        T.choose(explicit=2, explicit_source="cli")
+        threads.choose(explicit=2, explicit_source="cli")
 
 
 @pytest.mark.parametrize(
@@ -254,51 +264,51 @@ def test_an_unknown_explicit_source_is_refused():
 )
 def test_check_threads_names_the_setting_and_value(value, error):
     with pytest.raises(error, match=rf"threads= must be an integer >= 1 .*got {value!r}"):
-        T.check_threads(value, "threads=")
+        threads.check_threads(value, "threads=")
 
 
 # ------------------------------------------------------------------------------ waiting
 
 
 def test_passive_waiting_is_set_unless_the_user_chose(monkeypatch):
-    monkeypatch.setattr(T, "openmp_loaded", lambda: False)
+    monkeypatch.setattr(threads, "openmp_loaded", lambda: False)
     env = {}
-    assert T.prepare_environment(env) == "passive"
+    assert threads.prepare_environment(env) == "passive"
     assert env == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0"}
     user = {"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": "1000"}
-    assert T.prepare_environment(user) == (
+    assert threads.prepare_environment(user) == (
         "OMP_WAIT_POLICY=active (the user's GOMP_SPINCOUNT=1000, OMP_WAIT_POLICY=active kept)"
     )
     assert user == {"OMP_WAIT_POLICY": "active", "GOMP_SPINCOUNT": "1000"}
     spin = {"GOMP_SPINCOUNT": "30000"}  # a spin count of the user's, no policy: the rest added
-    assert T.prepare_environment(spin) == "passive (the user's GOMP_SPINCOUNT=30000 kept)"
+    assert threads.prepare_environment(spin) == "passive (the user's GOMP_SPINCOUNT=30000 kept)"
     assert spin == {"GOMP_SPINCOUNT": "30000", "OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
 
 
 def test_a_users_active_policy_gets_no_spin_count_that_would_undo_it(monkeypatch):
     # GNU OpenMP reads GOMP_SPINCOUNT over OMP_WAIT_POLICY: GOMP_SPINCOUNT=0 beside the user's
     # ACTIVE would make their threads sleep after all
-    monkeypatch.setattr(T, "openmp_loaded", lambda: False)
+    monkeypatch.setattr(threads, "openmp_loaded", lambda: False)
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert T.prepare_environment(env) == (
+    assert threads.prepare_environment(env) == (
         "OMP_WAIT_POLICY=ACTIVE (the user's OMP_WAIT_POLICY=ACTIVE kept)"
     )
     assert env == {"OMP_WAIT_POLICY": "ACTIVE"}
 
 
 def test_too_late_once_openmp_is_loaded(monkeypatch):
-    monkeypatch.setattr(T, "openmp_loaded", lambda: True)
+    monkeypatch.setattr(threads, "openmp_loaded", lambda: True)
     env = {"KMP_BLOCKTIME": "5"}
-    assert T.prepare_environment(env) == (
+    assert threads.prepare_environment(env) == (
         "unchanged: OpenMP was already loaded (environment: KMP_BLOCKTIME=5)"
     )
     assert env == {"KMP_BLOCKTIME": "5"}
 
 
 def test_a_wait_policy_from_the_environment_is_reported_as_such(monkeypatch):
-    monkeypatch.setattr(T, "openmp_loaded", lambda: True)
+    monkeypatch.setattr(threads, "openmp_loaded", lambda: True)
     env = {"OMP_WAIT_POLICY": "PASSIVE"}
-    assert T.prepare_environment(env) == "OMP_WAIT_POLICY=PASSIVE (from the environment)"
+    assert threads.prepare_environment(env) == "OMP_WAIT_POLICY=PASSIVE (from the environment)"
     assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
@@ -306,7 +316,7 @@ def test_openmp_is_seen_once_torch_is_loaded():
     pytest.importorskip("torch")
     import torch  # noqa: F401  (loads libgomp)
 
-    assert T.openmp_loaded()
+    assert threads.openmp_loaded()
 
 
 # ------------------------------------------------------------------------------ applying it
@@ -316,7 +326,7 @@ def test_apply_sets_torch_and_blas_threads(restore_threads):
     import torch
     from threadpoolctl import threadpool_info
 
-    done = T.apply(T.ThreadChoice(1, "flag", 2, "--threads 1"))
+    done = threads.apply(threads.ThreadChoice(1, "flag", 2, "--threads 1"))
     assert done["torch"] == torch.get_num_threads() == 1
     assert all(pool["num_threads"] == 1 for pool in threadpool_info())
 
@@ -325,10 +335,10 @@ def test_configure_records_the_choice_and_logs_it(restore_threads, monkeypatch, 
     import torch
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(T, "_last", None)
-    monkeypatch.setattr(T, "_torch_set", None)
+    monkeypatch.setattr(threads, "_last", None)
+    monkeypatch.setattr(threads, "_torch_set", None)
     with caplog.at_level("INFO", logger="pate"):
-        record = T.configure()
+        record = threads.configure()
     assert record["count"] == 1 and record["source"] == "env"
     assert set(record) == {
         "count",
@@ -374,14 +384,14 @@ def test_config_refuses_a_bad_thread_count(value, message):
 
 
 def test_config_keeps_a_good_thread_count_and_resume_ignores_it():
-    from pate.run import rundir as R
+    from pate.run import rundir
     from pate.run.config import build
 
     config = build(_digits_raw(threads=2), where="t.toml", ledger=False)
     assert config.run.threads == 2
     plain = build(_digits_raw(), where="t.toml", ledger=False)
     assert "threads" not in plain.to_dict()["run"]
-    assert R.comparable(config.to_dict()) == R.comparable(
+    assert rundir.comparable(config.to_dict()) == rundir.comparable(
         plain.to_dict()
     )  # another thread count may resume it
 
@@ -446,7 +456,7 @@ def test_the_stage_summary_records_the_threads_and_their_source(
     run_dir = tmp_path / "run"
     argv = ["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger"]
     assert main(argv + (["--threads", "1"] if how == "flag" else [])) == 0
-    record = json.loads((run_dir / R.STAGE_DIR / "partition.json").read_text())["threads"]
+    record = json.loads((run_dir / rundir.STAGE_DIR / "partition.json").read_text())["threads"]
     assert {k: record[k] for k in expected} == expected
     assert record["cpus"] >= 1 and isinstance(record["wait_policy"], str)
     saved = json.loads((run_dir / "config.json").read_text())["run"]
@@ -466,7 +476,7 @@ def test_the_cli_and_the_api_set_passive_waiting_before_torch_loads(entry, tmp_p
     import sys
 
     repo = pathlib.Path(__file__).resolve().parents[3]
-    env = {k: v for k, v in os.environ.items() if k not in T.PASSIVE_WAIT}
+    env = {k: v for k, v in os.environ.items() if k not in threads.PASSIVE_WAIT}
     env["PYTHONPATH"] = str(repo) + os.pathsep + env.get("PYTHONPATH", "")
     code = (
         f"import os, sys\n{entry}\n"
@@ -495,19 +505,19 @@ def test_the_cpu_budget_is_pates_count_or_the_cpus_where_neighbours_lowered_it(
     import torch
 
     torch.set_num_threads(1)
-    monkeypatch.setattr(T, "_torch_set", 1)
+    monkeypatch.setattr(threads, "_torch_set", 1)
     record = {"count": 1, "source": "affinity", "cpus": 2}
-    monkeypatch.setattr(T, "_last", record)
-    assert T.cpu_budget() == 1
+    monkeypatch.setattr(threads, "_last", record)
+    assert threads.cpu_budget() == 1
     # lowered because other processes' threads fill the CPUs: processes may take every CPU
-    monkeypatch.setattr(T, "_last", {**record, "source": "busy", "others": 4.1})
-    assert T.cpu_budget() == 2
+    monkeypatch.setattr(threads, "_last", {**record, "source": "busy", "others": 4.1})
+    assert threads.cpu_budget() == 2
     # ... but not where a core is left free (one thread takes it)
-    monkeypatch.setattr(T, "_last", {**record, "source": "busy", "others": 1.0})
-    assert T.cpu_budget() == 1
+    monkeypatch.setattr(threads, "_last", {**record, "source": "busy", "others": 1.0})
+    assert threads.cpu_budget() == 1
     # the caller changed torch's count after pate set it: the caller's count
-    monkeypatch.setattr(T, "_torch_set", 3)
-    assert T.cpu_budget() == 1
-    monkeypatch.setattr(T, "_last", None)
+    monkeypatch.setattr(threads, "_torch_set", 3)
+    assert threads.cpu_budget() == 1
+    monkeypatch.setattr(threads, "_last", None)
     torch.set_num_threads(2)
-    assert T.cpu_budget() == 2
+    assert threads.cpu_budget() == 2
