@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import InputTypeError
+from pate.core.errors import BudgetExceededError
 from pate.run.config import (
     AggregatorTable,
     DataTable,
@@ -30,6 +31,7 @@ from pate.run.config import (
 )
 from pate.run.memory_data import data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
+from pate.teachers.errors import ConfigError
 
 __all__ = ["fit", "plan", "export", "PateResult", "PlanError"]
 
@@ -178,19 +180,29 @@ def fit(
     """
     _prepare_threads(threads)
     config, data, _, models = _configured(locals())
-    from pate.run.config import PYTHON_SOURCE
     from pate.run.pipeline import Pipeline
 
-    pipeline = Pipeline(config, resume=resume, progress=progress, wording="python", data=data)
-    pipeline.ctx.context.caller = PYTHON_SOURCE  # messages name keyword arguments
-    if threads is not None:
-        pipeline.ctx.context.threads_source = "keyword"
-    if data is not None:
-        pipeline.ctx.provide_data(data)
-    for key, model in models.items():
-        if model is not None:
-            setattr(pipeline.ctx.context, key, model)
-    return _result(pipeline.ctx, pipeline.run())
+    try:
+        pipeline = Pipeline(config, resume=resume, progress=progress, data=data)
+        if threads is not None:
+            pipeline.ctx.context.threads_source = "keyword"
+        if data is not None:
+            pipeline.ctx.provide_data(data)
+        for key, model in models.items():
+            if model is not None:
+                setattr(pipeline.ctx.context, key, model)
+        return _result(pipeline.ctx, pipeline.run())
+    except (ConfigError, BudgetExceededError) as exc:
+        _reword(exc)
+        raise
+
+
+def _reword(exc: Exception) -> None:
+    """Word a run-time error (raised naming TOML keys and command lines) for :func:`fit`'s
+    caller, once, in place: its message, and a plan error's ``setting`` and ``fix``."""
+    exc.args = (python_wording(str(exc)), *exc.args[1:])
+    if isinstance(exc, PlanError):
+        exc.setting, exc.fix = python_wording(exc.setting), python_wording(exc.fix)
 
 
 def plan(private, public=None, **keywords):

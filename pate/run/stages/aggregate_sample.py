@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pate.core.errors import BudgetExceededError
-from pate.run.config import setting
 from pate.run.rundir import Run
-from pate.run.stages.budget import caller_of, raise_hint
+from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
 from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds, max_fitting
@@ -66,7 +65,7 @@ def _first_round(
                 + (
                     raise_hint(run, ledger, dataset, max(1, inputs.queries) * worst)
                     if ledger is not None
-                    else f"raise {setting('privacy', 'budget_eps', source=caller_of(run))}"
+                    else "raise [privacy] budget_eps"
                 )
             )
         finally:

@@ -20,9 +20,8 @@ import numpy as np
 from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
 from pate.run import rundir
-from pate.run.config import setting
 from pate.run.rundir import Run
-from pate.run.stages.budget import caller_of, raise_hint
+from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.release import draw_release, release_plan
 from pate.run.stages.rounds import (
@@ -282,7 +281,7 @@ def _refuse_no_query(run: Run, ledger, dataset, aggregator, rounds: Rounds, aske
         + (
             raise_hint(run, ledger, dataset, asked_rdp)
             if ledger is not None
-            else f"raise {setting('privacy', 'budget_eps', source=caller_of(run))}"
+            else "raise [privacy] budget_eps"
         ),
         remaining=aggregator.remaining_eps,
     )

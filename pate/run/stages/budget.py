@@ -3,7 +3,6 @@ and the check that the ledger can cover the run's planned worst case before any 
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 
@@ -11,7 +10,7 @@ import numpy as np
 
 from pate.core.errors import BudgetExceededError
 from pate.run import rundir
-from pate.run.config import PYTHON_SOURCE, assignment, budget_command, setting
+from pate.run.config import assignment, budget_command
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
@@ -46,12 +45,6 @@ def run_identity(run: Run):
     if run.context.identity is None:
         run.context.identity = dataset_identity(run.data.private.x, run.data.private.y)
     return run.context.identity
-
-
-def caller_of(run: Run) -> str | None:
-    """Who started the run: :data:`pate.run.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
-    name keyword arguments), None for the CLI (TOML keys and flags)."""
-    return run.context.caller
 
 
 def authorize(run: Run, ledger) -> str:
@@ -95,11 +88,10 @@ def authorize(run: Run, ledger) -> str:
         not any(d["digest"] == digest and d["budget_eps"] is not None for d in known)
         and register is None
     ):
-        caller = caller_of(run)
         raise ConfigError(
             f"the ledger {ledger.path} holds no budget for this dataset ({name or data_name}) "
-            f"yet: set {setting('privacy', 'budget_eps', source=caller)} (its lifetime "
-            f"budget) or {setting('aggregator', 'target_eps', source=caller)} (what this run "
+            f"yet: set [privacy] budget_eps (its lifetime "
+            f"budget) or [aggregator] target_eps (what this run "
             "spends, then also registered as the lifetime budget)"
         )
     ledger.register_identity(identity, name=name)
@@ -164,20 +156,16 @@ def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float 
     priv = run.config.privacy
     ledger.set_budget(digest, eps=eps, delta=priv.delta, conversion=priv.conversion)
     if given is None:
-        caller = caller_of(run)
         label = dataset_ref(ledger, digest)
         logger.warning(
             "the ledger %s registered the dataset %r with the lifetime budget eps=%g, "
-            "this run's %s (%s was not given); later runs on the same records share it. To "
-            "allow more over the dataset's life, give %s the first time, or raise it with %s",
+            "this run's [aggregator] target_eps ([privacy] budget_eps was not given); later "
+            "runs on the same records share it. To allow more over the dataset's life, give "
+            "[privacy] budget_eps the first time, or raise it with %s",
             ledger.path,
             label,
             eps,
-            setting("aggregator", "target_eps", source=caller),
-            setting("privacy", "budget_eps", source=caller),
-            setting("privacy", "budget_eps", source=caller),
             budget_command(
-                caller,
                 ledger=ledger.path,
                 digest=label,
                 eps=eps * 2,
@@ -209,7 +197,6 @@ def _check_budget(
             eps,
         )
         return
-    caller = caller_of(run)
     asked = [
         (key, mine, theirs)
         for key, mine, theirs in (
@@ -220,12 +207,11 @@ def _check_budget(
         if mine is not None and mine != theirs
     ]
     fix = "; ".join(
-        f"set {assignment('privacy', key, theirs, source=caller)}"
+        f"set {assignment('privacy', key, theirs)}"
         + (" or leave it out (the ledger's applies)" if key == "budget_eps" else "")
         for key, _, theirs in asked
     )
     command = budget_command(
-        caller,
         ledger=ledger.path,
         digest=dataset_ref(ledger, digest),
         eps=b_eps if eps is None else eps,
@@ -236,7 +222,7 @@ def _check_budget(
         f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
         f"({b_conv} conversion) for the dataset {dataset_ref(ledger, digest)!r}, but this run "
         "asks for "
-        + ", ".join(assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
+        + ", ".join(assignment("privacy", key, mine) for key, mine, _ in asked)
         + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
         f"`{command}` (recorded, and shown in the report)"
     )
@@ -306,18 +292,14 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
             conversion=budget["conversion"],
         )[0]
     )
-    caller = caller_of(run)
     command = budget_command(
-        caller,
         ledger=ledger.path,
         digest=dataset_ref(ledger, dataset),
         eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"]) + cost)) / 100,
         delta=budget["delta"],
         conversion=budget["conversion"],
     )
-    if caller == PYTHON_SOURCE:
-        then = ""
-    elif (run.run_dir / rundir.STATE).exists():  # a started run continues where it stopped
+    if (run.run_dir / rundir.STATE).exists():  # a started run continues where it stopped
         then = f", then `pate run --run-dir {run.run_dir} --resume`"
     else:  # nothing was started: the same command again
         then = ", then run this command again"
@@ -365,8 +347,6 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         else summary["remaining_effective"]
     )
     remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
-    caller = caller_of(run)
-    name = functools.partial(setting, source=caller)
     limited = summary.get("limited_by")
     where = (
         ""
@@ -374,7 +354,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         else f" (limited by the linked dataset {dataset_ref(ledger, limited)!r})"
     )
     if run.config.aggregator.target_eps is not None:
-        fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
+        fix = "lower [aggregator] target_eps to what is left, or "
     else:
         fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "
     raise BudgetExceededError(

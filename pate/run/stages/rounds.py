@@ -11,16 +11,6 @@ bound) are committed in place of the reservation, and everything is published
 budget, never leaves answers uncharged: the resume commits a pending round's events under its drawn
 reservation and publishes them, and forfeits a drawn reservation whose answers never reached the
 pending file (``pate.run.stages.resume``).
-
-Symbols
--------
-``Answers``        the arrays a stage draws into and publishes: labels, answered, class scores.
-``Rounds``         how far the rounds have come (the stage's summaries read it).
-``Charging``       where a loop's rounds are charged: the ledger, the dataset, the run id, the orders.
-``max_fitting``    the largest reservation of n x a per-query worst case that the ledger allows now.
-``commit_round``   write the pending file with a round's charge, then commit the round's events
-                   (in place of its drawn reservation).
-``ask_in_rounds``  the driver: rounds of reserve -> ``ask`` -> ``commit_round`` up to a limit.
 """
 
 from __future__ import annotations
