@@ -47,12 +47,11 @@ class Pipeline:
     ) -> None:
         if ledger_path is not None:
             config = config.with_ledger(ledger_path)
-        self.resume = bool(resume)
         run_dir = config.run.directory()
         #: the plan made here, once (:meth:`_plan` logs and writes it)
         self._made_plan = None
         started = (run_dir / rundir.STATE).exists()
-        if started and not self.resume:
+        if started and not resume:
             raise ConfigError(
                 f"run directory {run_dir} already holds a run; pass --resume to continue it, or "
                 "choose another --run-dir / [run] name"

@@ -131,9 +131,8 @@ def open_tables(run: Run) -> tuple[str, ...]:
 def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     """The parts of a config that must not change on resume. May change: the device, the CPU
     threads (``[run] threads``), the feature cache's folder (``[run] feature_cache``: the cache is
-    checked at every read, a miss recomputes the same features) and where the teachers train (``[cluster]``), which do not change
-    what is computed; where the run
-    directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
+    checked at every read, a miss recomputes the same features) and where the teachers train
+    (``[cluster]``), which do not change what is computed; where the run directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
     name one directory, whose identity :meth:`Run.check_not_a_copy` checks); and the dataset's
     lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.run.stages.authorize`)
     and no part of what a stage computed -- a run stopped by its budget resumes, without
@@ -141,27 +140,13 @@ def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     too. ``ignore``: the tables that may still change (:func:`open_tables`: ``[student]`` until
     the student trained)."""
     out = copy.deepcopy(config)
-    out.get("run", {}).pop("device", None)
-    out.get("run", {}).pop("run_dir", None)
-    out.get("run", {}).pop("threads", None)  # how fast, not what (pate.core.threads)
-    out.get("run", {}).pop("feature_cache", None)  # where features are cached, not what they are
+    for key in ("device", "run_dir", "threads", "feature_cache"):  # how and where, not what
+        out.get("run", {}).pop(key, None)
     out.get("privacy", {}).pop("budget_eps", None)
     out.pop("cluster", None)
     for table in ignore:  # open_tables(run): may still change
         out.pop(table, None)
     return out
-
-
-def keys_seed(config: RunConfig) -> int | None:
-    """The seed the run's keys are derived from: ``[run] seed`` when the user gave one (the
-    keys are then reproducible by anyone who knows it: not private), None for keys from OS
-    entropy."""
-    return config.run.seed
-
-
-def run_key(run: Run, name: str) -> bytes:
-    """The run's secret key ``name`` (:meth:`Run.key`)."""
-    return run.key(name)
 
 
 def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
@@ -367,7 +352,7 @@ class Run:
         seeded, not private), else 32 bytes of OS entropy kept in ``private/keys.json`` -- drawn
         the first time it is asked for, held in memory until the run starts, read back on
         resume."""
-        seed = keys_seed(self.config)
+        seed = self.config.run.seed
         if seed is not None:
             return run_keys.seeded_key(seed, name)
         if name not in self._keys:

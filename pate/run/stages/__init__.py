@@ -6,41 +6,27 @@ from __future__ import annotations
 
 from pate.run.stages.aggregate import aggregate
 from pate.run.stages.analysis import analysis_stage
-from pate.run.stages.budget import authorize, check_budget_fits, config_identity
-from pate.run.stages.fork import FORKED_FILES, FORKED_STAGES, fork
+from pate.run.stages.budget import authorize, check_budget_fits
+from pate.run.stages.fork import fork
 from pate.run.stages.partition import partition
-from pate.run.stages.pending import PENDING_FORMAT
-from pate.run.stages.preflight import check_data, check_device, preflight
+from pate.run.stages.preflight import check_device, preflight
 from pate.run.stages.records import knn_prior
 from pate.run.stages.release import release_plan
 from pate.run.stages.report import report
-from pate.run.stages.runner import (
-    STAGE_FUNCTIONS,
-    TORCH_STAGES,
-    run_stage,
-    skip_reason,
-)
+from pate.run.stages.runner import run_stage
 from pate.run.stages.student import student
 from pate.run.stages.teachers import teachers
 from pate.run.stages.votes import votes
 
 __all__ = [
-    "STAGE_FUNCTIONS",
-    "TORCH_STAGES",
     "run_stage",
     "preflight",
     "authorize",
     "check_budget_fits",
     "release_plan",
-    "config_identity",
-    "skip_reason",
     "knn_prior",
-    "check_data",
     "check_device",
     "fork",
-    "FORKED_FILES",
-    "FORKED_STAGES",
-    "PENDING_FORMAT",
     "partition",
     "teachers",
     "votes",

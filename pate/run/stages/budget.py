@@ -30,11 +30,23 @@ def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
     run gives it, no budget (``pate budget digest --config``): ``(its id in the ledger, its
     first name, its identity)``; then ``pate budget set --dataset NAME-or-ID`` finds it."""
     identity = config_identity(config)
-    s = config
     digest = ledger.dataset_id(identity)
-    name = _dataset_name(s.privacy.dataset, s.data.name, ledger.datasets(), digest)
+    name = _dataset_name(config.privacy.dataset, config.data.name, ledger.datasets(), digest)
     ledger.register_identity(identity, name=name)
     return digest, dataset_ref(ledger, digest), identity
+
+
+def eps_of(config, rdp) -> float:
+    """The epsilon of the RDP curve ``rdp`` (at the config's orders) at the config's delta and
+    conversion."""
+    from pate import analysis
+
+    priv = config.privacy
+    curve = np.asarray(rdp, dtype=float)
+    orders = priv.order_grid()
+    return float(
+        analysis.eps_from_rdp(curve, orders=orders, delta=priv.delta, conversion=priv.conversion)[0]
+    )
 
 
 def run_identity(run: Run):
@@ -48,51 +60,35 @@ def run_identity(run: Run):
 
 
 def authorize(run: Run, ledger) -> str:
-    """The private split's dataset in ``ledger``, and the run's budget resolved against it.
-
-    The ledger holds each dataset's lifetime budget (the one authority). A new dataset is
-    registered with ``[privacy] budget_eps`` (``budget_eps=``), or, left out, with the run's
-    ``target_eps`` (logged: the lifetime budget is then this run's target until it is raised
-    with ``pate budget set``). A known dataset keeps the ledger's budget: a run that leaves
-    ``budget_eps`` out uses it; a run that asks for a different ``budget_eps`` is refused (naming
-    the setting and how to change the ledger's) before anything is written -- except a started
-    run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
-    ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
-    Sets ``[privacy] budget_eps`` of ``run.config`` to the ledger's budget
-    (:meth:`pate.run.config.RunConfig.with_budget_eps`; in memory: the aggregate stage stops on it)."""
-    s = run.config
-    priv = s.privacy
+    """The private split's dataset in ``ledger``, and the run's budget resolved against it: the
+    ledger's lifetime budget is the one authority (a new dataset registers ``[privacy]
+    budget_eps``, else the run's ``target_eps``; a different budget, delta or conversion is
+    refused before anything is written, except a started run resumed with the budget it last ran
+    under: docs/ledger.md, "One authority"). Sets ``[privacy] budget_eps`` of ``run.config`` (in
+    memory) to the ledger's budget."""
+    priv = run.config.privacy
     identity = run_identity(run)
     given = priv.budget_eps
-    register = given if given is not None else s.aggregator.target_eps
+    register = given if given is not None else run.config.aggregator.target_eps
     # a started run that names the budget it last ran under (its config.json's) may go on with
     # the ledger's when that was changed since; a budget asked for anew must be the ledger's
     resumed = given is not None and given == run.context.recorded_budget_eps
     digest = ledger.dataset_id(identity)
     _check_same_records(run, digest)
     known = ledger.datasets()
-    for d in known:
-        if d["digest"] == digest and d["budget_eps"] is not None:
-            _check_budget(
-                run,
-                ledger,
-                d["digest"],
-                (d["budget_eps"], d["budget_delta"], d["conversion"]),
-                (given, priv.delta, priv.conversion),
-                resumed=resumed,
-            )
-    data_name = s.data.name.removeprefix("memory:")  # pate.fit's arrays: the user's name
+    budgeted = [d for d in known if d["digest"] == digest and d["budget_eps"] is not None]
+    for d in budgeted:
+        have = (d["budget_eps"], d["budget_delta"], d["conversion"])
+        _check_budget(
+            run, ledger, digest, have, (given, priv.delta, priv.conversion), resumed=resumed
+        )
+    data_name = run.config.data.name.removeprefix("memory:")  # pate.fit's arrays: the user's name
     name = _dataset_name(priv.dataset, data_name, known, digest)
-    budget = None
-    if (
-        not any(d["digest"] == digest and d["budget_eps"] is not None for d in known)
-        and register is None
-    ):
+    if not budgeted and register is None:
         raise ConfigError(
             f"the ledger {ledger.path} holds no budget for this dataset ({name or data_name}) "
-            f"yet: set [privacy] budget_eps (its lifetime "
-            f"budget) or [aggregator] target_eps (what this run "
-            "spends, then also registered as the lifetime budget)"
+            "yet: set [privacy] budget_eps (its lifetime budget) or [aggregator] target_eps "
+            "(what this run spends, then also registered as the lifetime budget)"
         )
     ledger.register_identity(identity, name=name)
     run.context.dataset_id = digest  # run.json keeps it (Run.start): a resume checks it
@@ -310,13 +306,8 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     """Refuse (``BudgetExceededError``, exit 3) a run whose planned worst case
     (:func:`_planned_worst_case`) the ledger cannot reserve now -- this dataset's budget and
     every linked one, concurrent runs included, checked by the ledger itself -- before any
-    stage runs: no teacher is trained for a run that could not be answered.
-
-    The check reserves and at once releases: no reservation is held across the teacher training
-    (it may take hours; a reservation held that long would need a heartbeat and would block
-    concurrent runs for that long). The aggregate stage reserves again before any noise is drawn,
-    so a budget spent by another run in between stops the run there (charge-before-release is
-    unchanged), and it resumes without retraining once the budget is raised."""
+    stage runs: no teacher is trained for a run that could not be answered. It reserves and at
+    once releases (why: docs/ledger.md, "Checked before any teacher trains")."""
     planned = _planned_worst_case(run)
     if planned is None:
         return
@@ -327,18 +318,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         return
     except BudgetExceededError:
         pass
-    from pate import analysis
-
-    priv = run.config.privacy
-
-    def eps_of(curve):
-        return float(
-            analysis.eps_from_rdp(
-                curve, orders=orders, delta=priv.delta, conversion=priv.conversion
-            )[0]
-        )
-
-    cost, full_cost = eps_of(rdp), eps_of(full)
+    cost, full_cost = eps_of(run.config, rdp), eps_of(run.config, full)
     summary = ledger.summary(dataset)
     budget = summary["budget"]
     remaining = (
