@@ -180,21 +180,26 @@ def fit(
     """
     _prepare_threads(threads)
     config, data, _, models = _configured(locals())
-    from pate.run.pipeline import Pipeline
-
     try:
-        pipeline = Pipeline(config, resume=resume, progress=progress, data=data)
-        if threads is not None:
-            pipeline.ctx.context.threads_source = "keyword"
-        if data is not None:
-            pipeline.ctx.provide_data(data)
-        for key, model in models.items():
-            if model is not None:
-                setattr(pipeline.ctx.context, key, model)
-        return _result(pipeline.ctx, pipeline.run())
+        return _run(config, data, models, resume=resume, progress=progress, threads=threads)
     except (ConfigError, BudgetExceededError) as exc:
         _reword(exc)
         raise
+
+
+def _run(config, data, models: dict, *, resume: bool, progress: bool, threads) -> PateResult:
+    """The pipeline of :func:`fit` on its checked config, data and model objects."""
+    from pate.run.pipeline import Pipeline
+
+    pipeline = Pipeline(config, resume=resume, progress=progress, data=data)
+    if threads is not None:
+        pipeline.ctx.context.threads_source = "keyword"
+    if data is not None:
+        pipeline.ctx.provide_data(data)
+    for key, model in models.items():
+        if model is not None:
+            setattr(pipeline.ctx.context, key, model)
+    return _result(pipeline.ctx, pipeline.run())
 
 
 def _reword(exc: Exception) -> None:
