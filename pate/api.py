@@ -203,8 +203,8 @@ def _run(config, data, models: dict, *, resume: bool, progress: bool, threads) -
 
 
 def _reword(exc: Exception) -> None:
-    """Word a run-time error (raised naming TOML keys and command lines) for :func:`fit`'s
-    caller, once, in place: its message, and a plan error's ``setting`` and ``fix``."""
+    """Word an error (raised naming TOML keys and command lines) for the caller of :func:`fit`
+    or :func:`plan`, once, in place: its message, and a plan error's ``setting`` and ``fix``."""
     exc.args = (python_wording(str(exc)), *exc.args[1:])
     if isinstance(exc, PlanError):
         exc.setting, exc.fix = python_wording(exc.setting), python_wording(exc.fix)
@@ -236,7 +236,11 @@ def plan(private, public=None, **keywords):
     if data is None:  # the cache of the run dir given (none for the unnamed default)
         data = config.load_data(cache=given["run_dir"] != unused)
     remaining = planner.ledger_remaining(config.privacy.ledger_path(), data, identity)
-    return planning.plan(config, data, wording="python", remaining_eps=remaining)[1]
+    try:
+        return planning.plan(config, data, remaining_eps=remaining)[1]
+    except ConfigError as exc:
+        _reword(exc)
+        raise
 
 
 #: ``help(pate.plan)`` shows fit's keywords: plan takes the same (bound against fit's signature)
