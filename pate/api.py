@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import InputTypeError
+from pate.core.errors import BudgetExceededError
 from pate.run.config import (
     AggregatorTable,
     DataTable,
@@ -30,6 +31,7 @@ from pate.run.config import (
 )
 from pate.run.memory_data import data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
+from pate.teachers.errors import ConfigError
 
 __all__ = ["fit", "plan", "export", "PateResult", "PlanError"]
 
@@ -178,11 +180,18 @@ def fit(
     """
     _prepare_threads(threads)
     config, data, _, models = _configured(locals())
-    from pate.run.config import PYTHON_SOURCE
+    try:
+        return _run(config, data, models, resume=resume, progress=progress, threads=threads)
+    except (ConfigError, BudgetExceededError) as exc:
+        _reword(exc)
+        raise
+
+
+def _run(config, data, models: dict, *, resume: bool, progress: bool, threads) -> PateResult:
+    """The pipeline of :func:`fit` on its checked config, data and model objects."""
     from pate.run.pipeline import Pipeline
 
-    pipeline = Pipeline(config, resume=resume, progress=progress, wording="python", data=data)
-    pipeline.ctx.context.caller = PYTHON_SOURCE  # messages name keyword arguments
+    pipeline = Pipeline(config, resume=resume, progress=progress, data=data)
     if threads is not None:
         pipeline.ctx.context.threads_source = "keyword"
     if data is not None:
@@ -191,6 +200,14 @@ def fit(
         if model is not None:
             setattr(pipeline.ctx.context, key, model)
     return _result(pipeline.ctx, pipeline.run())
+
+
+def _reword(exc: Exception) -> None:
+    """Word an error (raised naming TOML keys and command lines) for the caller of :func:`fit`
+    or :func:`plan`, once, in place: its message, and a plan error's ``setting`` and ``fix``."""
+    exc.args = (python_wording(str(exc)), *exc.args[1:])
+    if isinstance(exc, PlanError):
+        exc.setting, exc.fix = python_wording(exc.setting), python_wording(exc.fix)
 
 
 def plan(private, public=None, **keywords):
@@ -219,7 +236,11 @@ def plan(private, public=None, **keywords):
     if data is None:  # the cache of the run dir given (none for the unnamed default)
         data = config.load_data(cache=given["run_dir"] != unused)
     remaining = planner.ledger_remaining(config.privacy.ledger_path(), data, identity)
-    return planning.plan(config, data, wording="python", remaining_eps=remaining)[1]
+    try:
+        return planning.plan(config, data, remaining_eps=remaining)[1]
+    except ConfigError as exc:
+        _reword(exc)
+        raise
 
 
 #: ``help(pate.plan)`` shows fit's keywords: plan takes the same (bound against fit's signature)

@@ -1,81 +1,8 @@
-"""The registry of PATE aggregation mechanisms: one :class:`MechanismSpec` per mechanism.
-
-A spec holds everything the rest of pate-learn needs to know about a mechanism -- its noise
-parameters and their validation, the noise step, the per-query and worst-case Renyi-DP cost,
-the :class:`pate.analysis.accountant.PrivacyEvent` it charges, the parameters of its
-smooth-sensitivity release and the wording of the privacy report -- so that adding a mechanism
-means adding one spec file here (and its tests), as dp_accounting has one event class per
-mechanism. Every spec has a *kind* (:mod:`pate.mechanisms.kinds`: "vote", "sample" or
-"release", or a kind of its own), and the rest of pate-learn asks the kind, never a mechanism's
-name, what a run of it reads, draws, charges and publishes.
-
-The protocol a mechanism implements (one spec, registered in one line with :func:`register`):
-
-=====================  ====================================================================
-what it reads          ``kind.reads_private_records`` (the teachers' votes, or the records
-                       themselves: then no partition, no teachers) and ``kind.votes_stage``
-how it answers         ``spec.draw`` (votes -> labels); a "sample" kind's ``sample_votes``, a
-                       "release" kind's ``release_scores``; ``kind.aggregate_loop`` the
-                       aggregate stage's loop that draws them inside the ledger's reservations
-the event it charges   ``spec.event`` (a :class:`pate.analysis.accountant.PrivacyEvent`)
-its analysis           ``spec.query_rdp_parts`` (data-dependent and data-independent RDP per
-                       query), ``worst_case_query_rdp``, ``pr_answered``, ``calibrate``,
-                       ``release_params`` (smooth sensitivity); the arithmetic in ``analysis/``
-its report             ``title``, ``reference``, ``description``, ``voters_text``,
-                       ``cost_text``, the parameters' symbols
-the planner's hooks    ``auto_for`` (what ``mechanism = "auto"`` becomes), ``calibrated``
-=====================  ====================================================================
-The RDP arithmetic itself lives in :mod:`pate.analysis`; a spec only wires it. This package is part
-of the pate core layer: it imports :mod:`pate.analysis`, numpy, and (inside the "sample" and
-"release" specs' draws) ``pate.core.knn`` and ``pate.core.mean_release``; ``pate.core.aggregators`` imports it.
-
-Files: ``params`` (:class:`Param` and the shared parameters), ``kinds`` (the kinds), ``base``
-(:class:`MechanismSpec`), ``registry`` (the name -> spec table), and one file per built-in spec:
-``lnmax``, ``gnmax``, ``confident_gnmax`` (Confident and Interactive GNMax), ``private_knn``,
-``class_means``.
-
-Symbols
--------
-votes          (n, m) int vote matrix (``pate.analysis.validation.check_votes``): ``votes[i, j]``
-               teachers voted class j on query i; every row sums to the number of teachers T.
-params         a mechanism's clean noise parameters, the dict returned by
-               :meth:`MechanismSpec.validate` (names -> floats).
-student        (n, m) student probabilities (Interactive-GNMax) or None.
-answered       (n,) bool: the teachers answered query i (the answer step ran and is charged).
-orders         (k,) Renyi orders > 1.
-``Param(name, kind, help, symbol="", default=None)``
-    One noise parameter: ``kind`` is "positive" (> 0), "nonnegative" (>= 0),
-    "unit_interval" (in [0, 1]) or "positive_integer" (an int >= 1; an integral float such as a
-    command-line 300.0 is accepted and returned as an int); ``help`` the CLI help; ``symbol`` how
-    the report writes it; ``default`` the value used when it is not given (None: it must be
-    given). The validated parameters always hold every parameter, defaults included, so an
-    event records the value that was used.
-``MechanismSpec``
-    Base class of the specs (see its methods). A mechanism subclasses it and implements
-    :meth:`~MechanismSpec.draw` and :meth:`~MechanismSpec.query_rdp_parts`; every other method
-    has a default built on those two. Its class attribute ``kind`` is VOTE unless it says
-    otherwise; a SAMPLE spec also implements :meth:`~MechanismSpec.sample_votes`, a RELEASE spec
-    :meth:`~MechanismSpec.release_scores`.
-``MechanismKind``, ``KINDS``, ``VOTE``, ``SAMPLE``, ``RELEASE``
-               the kinds (:mod:`pate.mechanisms.kinds`).
-``REGISTRY``   read-only mapping name -> spec (lnmax, gnmax, confident-gnmax, interactive-gnmax,
-               private-knn, class-means, and whatever :func:`register` added). ``NAMES``: the built-in names.
-``get(name)``  the spec of ``name`` (ValueError listing the valid names otherwise).
-``register(spec)`` / ``unregister(name)``  add / remove a spec (tests, plugins).
-``all_param_names()`` the parameters of every registered mechanism, in a stable order.
-``auto_choice(role)`` what the planner's ``mechanism = "auto"`` becomes in ``role`` (``AUTO_WITH_TEACHERS``,
-               ``AUTO_WITHOUT_TEACHERS``, ``AUTO_FIXED_NOISE``): the spec whose ``auto_for`` names it.
-
-References
-----------
-[P17] Papernot et al., "Semi-supervised Knowledge Transfer for Deep Learning from Private
-      Training Data", ICLR 2017.
-[P18] Papernot et al., "Scalable Private Learning with PATE", ICLR 2018 (arXiv:1802.08908).
-[ZYW20] Zhu, Yu, Wang, "Private-kNN: Practical Differential Privacy for Computer Vision", CVPR 2020.
-[MTZ19] Mironov, Talwar, Zhang, "Renyi Differential Privacy of the Sampled Gaussian Mechanism",
-      arXiv:1908.10530.
-[M17] Mironov, "Renyi Differential Privacy", CSF 2017.
-"""
+"""The registry of PATE aggregation mechanisms: one :class:`MechanismSpec` per mechanism, each
+of one kind (:mod:`pate.mechanisms.kinds`: "vote", "sample", "release", or a kind of its own);
+the rest of pate-learn asks the kind, never a mechanism's name, what a run of it reads, draws,
+charges and publishes. The protocol a spec implements, the arrays it takes, the kinds and the
+references: docs/aggregators.md ("The mechanism protocol")."""
 
 from __future__ import annotations
 

@@ -18,8 +18,6 @@ from pate.mechanisms.kinds import VOTE, MechanismKind
 from pate.mechanisms.params import Param, label
 from pate.mechanisms.registry import REGISTRY, all_param_names
 
-__all__ = ["MechanismSpec", "DUMMY_VOTES", "noisy_argmax", "all_answered", "student_baseline"]
-
 #: A one-teacher, two-class vote row: data-independent costs do not look at the votes.
 DUMMY_VOTES = np.array([[1, 0]])
 

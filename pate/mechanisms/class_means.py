@@ -23,8 +23,6 @@ from pate.mechanisms.kinds import RELEASE, MechanismKind
 from pate.mechanisms.params import SIGMA, Param
 from pate.mechanisms.registry import AUTO_WITHOUT_TEACHERS
 
-__all__ = ["CLASS_MEANS"]
-
 #: The count weight's default (pate.analysis.class_means derives why 0.3 suits d from 16 to 2000).
 COUNT_WEIGHT = Param(
     "count_weight",

@@ -25,8 +25,6 @@ from pate.mechanisms.base import DUMMY_VOTES, MechanismSpec, noisy_argmax, stude
 from pate.mechanisms.params import CONFIDENCE, SIGMA1, SIGMA2, THRESHOLD
 from pate.mechanisms.registry import AUTO_FIXED_NOISE
 
-__all__ = ["CONFIDENT_GNMAX", "INTERACTIVE_GNMAX"]
-
 
 @dataclasses.dataclass(frozen=True)
 class ConfidentGNMaxSpec(MechanismSpec):

@@ -16,8 +16,6 @@ from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
 from pate.mechanisms.params import SIGMA
 from pate.mechanisms.registry import AUTO_WITH_TEACHERS
 
-__all__ = ["GNMAX"]
-
 
 @dataclasses.dataclass(frozen=True)
 class _GNMax(MechanismSpec):

@@ -1,31 +1,11 @@
 """The kinds of mechanism: what a mechanism reads and how its answers are drawn and charged.
 
 Every :class:`~pate.mechanisms.base.MechanismSpec` has exactly one kind (its class attribute
-``kind``). The rest of pate-learn asks the kind -- never a mechanism's name -- which stages a run
-has, what the aggregate stage draws and charges, and what it publishes. A kind names its two
-steps of a run as ``"module:function"`` (the orchestration layer above imports them when a run
-needs them; this module imports nothing of it): ``votes_stage`` what the votes stage writes, and
-``aggregate_loop`` how the aggregate stage draws and charges (each built-in loop on the one round
-driver ``pate.run.stages.rounds``). A new kind is one :class:`MechanismKind` naming its own
-functions, on the spec it is the kind of: ``pate.mechanisms.register`` takes it with the spec.
-
-=======  ========================================================================================
-vote     a noisy answer per query from the teachers' vote counts (LNMax, GNMax, Confident and
-         Interactive GNMax): partition and teachers run, the votes stage writes the vote matrix,
-         each ledger round charges the answers it drew (``spec.draw``, ``spec.event``)
-sample   a noisy answer per query from histograms of a fresh sample of the private records,
-         drawn inside the round's reservation (``spec.sample_votes``): no teachers,
-         the votes stage embeds the records, every query costs the same data-independent RDP
-release  one noisy release of the private records that labels every query
-         (``spec.release_scores``): no teachers, one event charged before the
-         release is drawn, the labelling rule's class scores published with the labels
-=======  ========================================================================================
-
-Symbols
--------
-``MechanismKind``  one kind: ``name``, ``title``, and what it implies (its attributes).
-``VOTE``, ``SAMPLE``, ``RELEASE``  the kinds; ``KINDS`` all of them, by name.
-"""
+``kind``). A kind names its two steps of a run as ``"module:function"`` (the orchestration layer
+above imports them when a run needs them; this module imports nothing of it): ``votes_stage``
+what the votes stage writes, and ``aggregate_loop`` how the aggregate stage draws and charges. A
+new kind is one :class:`MechanismKind` naming its own functions, on the spec it is the kind of.
+The built-in kinds (vote, sample, release): docs/aggregators.md."""
 
 from __future__ import annotations
 
@@ -36,8 +16,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pate.analysis.errors import InputError
-
-__all__ = ["MechanismKind", "VOTE", "SAMPLE", "RELEASE", "KINDS"]
 
 
 @dataclasses.dataclass(frozen=True)

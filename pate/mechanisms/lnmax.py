@@ -15,8 +15,6 @@ from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
 from pate.mechanisms.params import SCALE
 
-__all__ = ["LNMAX"]
-
 
 @dataclasses.dataclass(frozen=True)
 class _LNMax(MechanismSpec):

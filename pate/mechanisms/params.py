@@ -9,18 +9,6 @@ from typing import Any
 from pate.analysis.errors import InputError
 from pate.analysis.validation import check_nonnegative, check_positive, check_unit_interval
 
-__all__ = [
-    "Param",
-    "PARAM_KINDS",
-    "label",
-    "SCALE",
-    "SIGMA",
-    "THRESHOLD",
-    "SIGMA1",
-    "SIGMA2",
-    "CONFIDENCE",
-]
-
 
 def _check_positive_integer(value: Any, name: str) -> int:
     """An integer >= 1; an integral real (e.g. 300.0 from a float command-line flag) is accepted."""

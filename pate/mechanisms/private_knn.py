@@ -23,8 +23,6 @@ from pate.mechanisms.confident_gnmax import ConfidentGNMaxSpec
 from pate.mechanisms.kinds import SAMPLE, MechanismKind
 from pate.mechanisms.params import SIGMA1, SIGMA2, THRESHOLD, Param
 
-__all__ = ["PRIVATE_KNN"]
-
 K = Param("k", "positive_integer", "Private-kNN: neighbours per query", "k")
 SAMPLING_RATE = Param(
     "sampling_rate",

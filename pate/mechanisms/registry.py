@@ -11,18 +11,6 @@ from typing import Any
 from pate.analysis.errors import InputError
 from pate.analysis.validation import describe
 
-__all__ = [
-    "REGISTRY",
-    "get",
-    "all_param_names",
-    "add",
-    "remove",
-    "auto_choice",
-    "AUTO_WITH_TEACHERS",
-    "AUTO_WITHOUT_TEACHERS",
-    "AUTO_FIXED_NOISE",
-]
-
 #: What ``mechanism = "auto"`` may become (a spec's ``auto_for``): with a target and teachers
 #: asked for, with a target and no teachers asked for, and (``pate.fit``) without a target.
 AUTO_WITH_TEACHERS = "with teachers"

@@ -1,28 +1,12 @@
 """``pate run``: sensitive data to a released student and a privacy report, in one command.
 
-The pipeline only sequences and resumes the stages of :mod:`pate.run.stages` (each implemented once,
-shared with the stage subcommands and the Python API) over a run directory
-(:class:`pate.run.rundir.Run`, ``runs/<name>/`` by default). Before any work it makes the plan
-(:mod:`pate.run.planner`: from the data's counts and the config only; a plan that cannot give a useful
-student is refused, naming the setting and a fix; ``plan.json``), then runs
-:func:`pate.run.stages.preflight`: the data's sizes, then the private split's identity and budget in
-the ledger (a run asking for another lifetime budget than the ledger's is refused before anything
-is written or drawn), then whether the ledger can cover the run's planned worst case -- before
-any teacher trains (:func:`pate.run.stages.check_budget_fits`).
-
-A stage that finished leaves ``stages/<stage>.json``; ``resume=True`` skips finished stages and
-continues an interrupted one from its checkpoints. What must not change on resume is
-:func:`pate.run.rundir.comparable` (the lifetime budget and the run directory's spelling may: a run
-stopped by its budget resumes after ``pate budget set`` without retraining; ``[student]`` may until
-the student trained, :data:`pate.run.rundir.OPEN_UNTIL`); a refused resume names the first setting
-that differs. The aggregate stage charges the ledger before
-it writes any label, and on resume charges answers it finds pending instead of drawing new noise
--- no query is ever answered or charged twice. Randomness: the run's secret keys (the partition's)
-come from OS entropy and are kept in ``private/keys.json`` (:mod:`pate.core.keys`) unless ``[run]
-seed`` is given (then derived from it, and the report says so), and ``[run] seed`` (else OS
-entropy) spawns the teacher and student streams (:mod:`pate.core.rng`); the aggregator's and the release's noise come
-from OS entropy unless ``[aggregator] noise_seed`` is set (then the run is NOT private).
-"""
+The pipeline only sequences and resumes the stages of :mod:`pate.run.stages` over a run directory
+(:class:`pate.run.rundir.Run`): the plan first (:mod:`pate.run.planner`, ``plan.json``), then
+:func:`pate.run.stages.preflight` (the data, the ledger's dataset and budget, whether the ledger
+can cover the planned worst case) before any teacher trains. A finished stage leaves
+``stages/<stage>.json``; ``resume=True`` skips finished stages and continues an interrupted one
+(what must not change: :func:`pate.run.rundir.comparable`). The plan, the preflight, resuming,
+the charge before any label and the randomness: docs/pipeline.md."""
 
 from __future__ import annotations
 
@@ -32,17 +16,14 @@ import pathlib
 
 from pate.analysis.errors import InputError
 from pate.run import planner, rundir, stages
-from pate.run.config import RunConfig, plan, setting
+from pate.run.config import RunConfig, plan
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 
-STAGES = rundir.STAGES
 #: The run's plan (:mod:`pate.run.planner`), written when the run starts.
 PLAN = "plan.json"
-FORKED_FILES, FORKED_STAGES = stages.FORKED_FILES, stages.FORKED_STAGES
-release_plan = stages.release_plan
 
 
 class Pipeline:
@@ -62,28 +43,22 @@ class Pipeline:
         resume: bool = False,
         progress: bool = True,
         ledger_path: str | os.PathLike | None = None,
-        wording: str = "config",
         data=None,
     ) -> None:
-        #: How the plan's refusals name settings: "config" (TOML keys) or "python" (pate.fit).
-        self.wording = wording
         if ledger_path is not None:
             config = config.with_ledger(ledger_path)
-        self.resume = bool(resume)
         run_dir = config.run.directory()
         #: the plan made here, once (:meth:`_plan` logs and writes it)
         self._made_plan = None
         started = (run_dir / rundir.STATE).exists()
-        if started and not self.resume:
-            how = (
-                "pass resume=True to continue it, or choose another run_dir="
-                if wording == "python"
-                else "pass --resume to continue it, or choose another --run-dir / [run] name"
+        if started and not resume:
+            raise ConfigError(
+                f"run directory {run_dir} already holds a run; pass --resume to continue it, or "
+                "choose another --run-dir / [run] name"
             )
-            raise ConfigError(f"run directory {run_dir} already holds a run; {how}")
         if config.needs_plan:  # settings left to the planner: filled in before the run opens
             data = config.load_data(run_dir=run_dir) if data is None else data
-            config, self._made_plan = plan(config, data, wording=wording)
+            config, self._made_plan = plan(config, data)
         if started:
             run = Run.open(run_dir, progress=progress)
             recorded = run.state.get("config_comparable")
@@ -93,9 +68,7 @@ class Pipeline:
                 not isinstance(recorded, dict)
                 or rundir.comparable(recorded, ignore=still_open) != now
             ):
-                raise ConfigError(
-                    _differs(run_dir, recorded, now, wording=wording, ignore=still_open)
-                )
+                raise ConfigError(_differs(run_dir, recorded, now, ignore=still_open))
             #: a table still open changed: config.json is rewritten once the checks passed
             self._changed = rundir.comparable(recorded) != rundir.comparable(config.to_dict())
             run.config = config  # the device may differ
@@ -112,24 +85,16 @@ class Pipeline:
     def config(self) -> RunConfig:
         return self.ctx.config
 
-    @property
-    def state(self) -> dict:
-        return self.ctx.state
-
-    @property
-    def data(self):
-        return self.ctx.data
-
     def _plan(self):
         """The plan step (:mod:`pate.run.planner`): before the partition, from the data's counts and
         the config alone, refused (``PlanError``) when it cannot give a useful student; logged,
         and written to ``plan.json`` once the run starts. None once the partition is done (the
         run's plan.json holds it)."""
-        if self.ctx.done(STAGES[0]) or (self.run_dir / PLAN).exists():
+        if self.ctx.done(rundir.STAGES[0]) or (self.run_dir / PLAN).exists():
             return None
         made = self._made_plan
         if made is None:  # nothing was left to the planner: its checks, once
-            _, made = plan(self.config, self.ctx.data, wording=self.wording)
+            _, made = plan(self.config, self.ctx.data)
         planner.log_plan(made)
         return made
 
@@ -138,20 +103,20 @@ class Pipeline:
         report (``report.json``), with ``internal`` the internal one (everything, for the
         operator's own measurements: ``private/report_internal.json``, docs/publishing.md), or,
         with ``until`` before the report, the stage summaries."""
-        if until is not None and until not in STAGES:
-            raise InputError(f"until must be one of {', '.join(STAGES)}, got {until!r}")
-        last = STAGES.index(until) if until is not None else len(STAGES) - 1
-        todo = [s for s in STAGES[: last + 1] if not self.ctx.done(s)]
+        if until is not None and until not in rundir.STAGES:
+            raise InputError(f"until must be one of {', '.join(rundir.STAGES)}, got {until!r}")
+        last = rundir.STAGES.index(until) if until is not None else len(rundir.STAGES) - 1
+        todo = [s for s in rundir.STAGES[: last + 1] if not self.ctx.done(s)]
         stages.check_device(self.config, todo, context=self.ctx.context)  # before the data is read
         plan = self._plan()
-        stages.preflight(self.ctx, stages=[s for s in STAGES[: last + 1] if not self.ctx.done(s)])
+        stages.preflight(self.ctx, stages=todo)
         self.ctx.start()
         if self._changed:  # a corrected [student] table, checked by the preflight
             self.ctx.update_config(self.config)
         if plan is not None:
             planner.write_plan(self.run_dir / PLAN, plan)
         results = {}
-        for stage in STAGES:
+        for stage in rundir.STAGES:
             if self.ctx.done(stage):
                 logger.info("%s: already done, skipped", stage)
                 results[stage] = self.ctx.stage_info(stage)
@@ -168,10 +133,9 @@ class Pipeline:
         )
 
 
-def _differs(run_dir, recorded, now: dict, *, wording: str = "config", ignore=()) -> str:
-    """Why a config cannot resume ``run_dir``: the first key that differs, by name (a TOML key,
-    or a keyword argument with ``wording="python"``), and what works instead."""
-    python = wording == "python"
+def _differs(run_dir, recorded, now: dict, *, ignore=()) -> str:
+    """Why a config cannot resume ``run_dir``: the first key that differs, by name, and what
+    works instead."""
     where = "the configuration"
     if isinstance(recorded, dict):
         recorded = rundir.comparable(recorded, ignore=ignore)
@@ -179,19 +143,11 @@ def _differs(run_dir, recorded, now: dict, *, wording: str = "config", ignore=()
             a, b = recorded.get(table, {}), now.get(table, {})
             if a != b and isinstance(a, dict) and isinstance(b, dict):
                 key = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))[0]
-                name = setting(table, key, source="python" if python else None)
                 where = (
-                    f"{name} (started with {a.get(key, '(unset)')!r}, now "
+                    f"[{table}] {key} (started with {a.get(key, '(unset)')!r}, now "
                     f"{b.get(key, '(unset)')!r})"
                 )
                 break
-    if python:
-        return (
-            f"resume=True: {where} differs from the configuration {run_dir} was started "
-            "with (its config.json); call again with the arguments it was started with and "
-            f"resume=True (or `pate run --run-dir {run_dir} --resume` in a shell), or start "
-            "a new run (another run_dir=, or pate.run.pipeline.fork_run to keep its teachers)"
-        )
     return (
         f"--resume: {where} differs from the configuration {run_dir} was started with (its "
         f"config.json); continue it as it was with `pate run --run-dir {run_dir} --resume`, "

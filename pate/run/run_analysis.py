@@ -492,7 +492,7 @@ def _privacy_section(
             min(s.asked, 1) if s.spec.kind.releases_once else s.asked,
         ),
         "noise_seeded": bool(summary["noise_seeded"]),
-        "keys_seeded": rundir.keys_seed(config) is not None,
+        "keys_seeded": config.run.seed is not None,
         "calibration": config.calibration(),
         "private": config.is_private,
         "ledger_enforced": summary.get("dataset") is not None,

@@ -1,72 +1,6 @@
 """The run directory: every file a run writes, the JSON summaries, and the open run (:class:`Run`).
-
-Producers (:mod:`pate.run.stages`) and consumers (:mod:`pate.run.run_analysis`, :mod:`pate.run.report`, the
-CLI) name files through this module only.
-
-Symbols
--------
-``STAGES``
-    The stages of a run, in order. Each writes its outputs, then ``stages/<stage>.json``.
-``PREREQUISITES``
-    The stage that must be done before each stage may run.
-``COMMANDS``
-    The ``pate`` subcommand of each stage.
-``PRIVATE_DIR``
-    ``"private"``: the run directory's owner-only folder (0700; files 0600) of everything a run
-    must not publish -- the partition, the teachers, the votes, the embeddings of the private
-    records, the pending answers, ``aggregate.json``, ``student_metrics.json``, the stage
-    summaries, ``analysis.json``, the internal report (``REPORT_INTERNAL_MD``,
-    ``REPORT_INTERNAL_JSON``, ``PRIVATE_PLOTS_DIR``) and the keys (``KEYS``). Each constant
-    below that names a sensitive file holds the ``private/`` prefix. At the top: the settings
-    (``config.json``, ``run.json``, ``plan.json``), the released labels (the charged
-    mechanism's outputs), the student and the public report (``REPORT_JSON``, ``REPORT_MD``,
-    ``REPORT_HTML``, ``PLOTS_DIR``): :mod:`pate.run.export` bundles the publishable part. A run
-    of another format than :data:`FORMAT` (``run.json``'s ``format``) is refused by
-    :meth:`Run.open` with the format named.
-``CONFIG, STATE, KEYS, PARTITION, TEACHERS, VOTES, LABELS, ANSWERED, AGGREGATE, PENDING,
-STUDENT_WEIGHTS, STUDENT_METRICS, STUDENT_CHECKPOINTS, ANALYSIS, STAGE_DIR, REPORT_JSON``
-    File names inside a run directory (``run.path(name)``). ``PENDING`` holds answers
-    that were drawn inside a ledger reservation but not yet committed: no stage ever reads it as
-    labels; only the aggregate stage, on ``--resume``, commits or discards it. It is ONE file,
-    written atomically: the arrays and, in its ``state`` member (UTF-8 JSON bytes), the summary and
-    each round's ledger reservation ids (see :mod:`pate.run.stages`).
-``PRIVATE_DIR, REPORT_INTERNAL_MD, REPORT_INTERNAL_JSON, INTERNAL_PLOTS``
-    ``private/`` (owner-only): what must never be shared; the internal report and its plots
-    (docs/publishing.md).
-``LABEL_SCORES``
-    ``label_scores.npy`` (mechanisms whose labelling rule scores every class,
-    ``kind.gives_label_scores``): (queries, classes) float64 class scores of every public item, NaN where
-    unanswered; ``labels.npy`` is their argmax. Post-processing of the charged release, written
-    with the labels (never before the charge); a student with ``[student] targets = "soft"``
-    trains to their softmax. Absent for the other mechanisms.
-``KNN_EMBEDDINGS``
-    ``knn_embeddings.npz`` (runs whose mechanism reads the private records, written by the votes stage instead of
-    ``votes.npy``): ``public`` (n, dims) and ``private`` (N, dims) float32 embeddings -- a PCA
-    fitted on the public split only, after the ``[knn] features`` front-end --, ``private_labels``
-    (N,) and ``num_classes``. Sensitive (the private records' embeddings and labels): never
-    printed. What the aggregate stage draws from them (histograms, a release) is never saved.
-``AGGREGATE_KEYS, STUDENT_METRICS_KEYS, STATE_KEYS``
-    The keys every ``aggregate.json`` / ``student_metrics.json`` / ``run.json`` holds, whichever
-    path wrote it; :func:`read_summary` checks them.
-``Run.key(name)``, ``run_key(run, name)``, ``keys_seed(config)``
-    The run's secret key ``name`` (``"partition"``, ``"split"``): OS entropy kept in
-    ``private/keys.json`` (:mod:`pate.core.keys`), or derived from ``[run] seed`` when the user
-    gave one (``keys_seed``; the report then says the keys are not private).
-``OPEN_UNTIL``, ``open_tables(run)``, ``comparable(config, ignore=())``
-    What must not change on resume, and the tables that still may (``[student]`` until the
-    student trained).
-``Run``
-    An open run: its directory, validated config, state (``run.json``: run id, stream seed,
-    ledger, the directory it was started in), the lazily loaded dataset, random streams, the
-    ledger and the stage markers. ``Run.create(config, ...)`` starts one (writes
-    ``config.json`` and ``run.json``), ``Run.open(run_dir, ...)`` reopens one;
-    ``Run.check_not_a_copy()`` refuses a copy of a run directory (``RunCopyError``) before the
-    aggregate stage draws or charges anything.
-``directory_identity(run_dir)``, ``RunCopyError``
-    ``run.json``'s ``directory``: the path, device and inode of the directory the run started
-    in. A copy (``cp -r``, a restored backup, a move to another filesystem) has another device
-    or inode and is refused by the aggregate stage: fork it (``fork_run``) instead.
-"""
+Producers (:mod:`pate.run.stages`) and consumers (the analysis, the report, the CLI) name files
+through this module only; what each file holds: docs/pipeline.md ("The run directory")."""
 
 from __future__ import annotations
 
@@ -142,44 +76,14 @@ FORMAT = 3
 
 #: Keys of ``aggregate.json``.
 AGGREGATE_KEYS = frozenset(
-    {
-        "mechanism",
-        "params",
-        "budget_eps",
-        "delta",
-        "budget_basis",
-        "conversion",
-        "queries_offered",
-        "queries_asked",
-        "queries_answered",
-        "stop_reason",
-        "eps_data_independent",
-        "eps_data_dependent",
-        "run_id",
-        "dataset",
-        "ledger",
-        "events",
-        "release",
-        "release_plan",
-        "noise_seeded",
-        "reserved_queries",
-        "rounds",
-    }
+    "mechanism params budget_eps delta budget_basis conversion queries_offered queries_asked "
+    "queries_answered stop_reason eps_data_independent eps_data_dependent run_id dataset "
+    "ledger events release release_plan noise_seeded reserved_queries rounds".split()
 )
 #: Keys of ``student_metrics.json``.
 STUDENT_METRICS_KEYS = frozenset(
-    {
-        "accuracy",
-        "per_class_accuracy",
-        "confusion_matrix",
-        "num_examples",
-        "method",
-        "model",
-        "num_labelled",
-        "num_public",
-        "settings",
-        "train_seconds",
-    }
+    "accuracy per_class_accuracy confusion_matrix num_examples method model num_labelled "
+    "num_public settings train_seconds".split()
 )
 #: Keys of ``run.json``.
 STATE_KEYS = frozenset(
@@ -227,9 +131,8 @@ def open_tables(run: Run) -> tuple[str, ...]:
 def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     """The parts of a config that must not change on resume. May change: the device, the CPU
     threads (``[run] threads``), the feature cache's folder (``[run] feature_cache``: the cache is
-    checked at every read, a miss recomputes the same features) and where the teachers train (``[cluster]``), which do not change
-    what is computed; where the run
-    directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
+    checked at every read, a miss recomputes the same features) and where the teachers train
+    (``[cluster]``), which do not change what is computed; where the run directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
     name one directory, whose identity :meth:`Run.check_not_a_copy` checks); and the dataset's
     lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.run.stages.authorize`)
     and no part of what a stage computed -- a run stopped by its budget resumes, without
@@ -237,27 +140,13 @@ def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
     too. ``ignore``: the tables that may still change (:func:`open_tables`: ``[student]`` until
     the student trained)."""
     out = copy.deepcopy(config)
-    out.get("run", {}).pop("device", None)
-    out.get("run", {}).pop("run_dir", None)
-    out.get("run", {}).pop("threads", None)  # how fast, not what (pate.core.threads)
-    out.get("run", {}).pop("feature_cache", None)  # where features are cached, not what they are
+    for key in ("device", "run_dir", "threads", "feature_cache"):  # how and where, not what
+        out.get("run", {}).pop(key, None)
     out.get("privacy", {}).pop("budget_eps", None)
     out.pop("cluster", None)
     for table in ignore:  # open_tables(run): may still change
         out.pop(table, None)
     return out
-
-
-def keys_seed(config: RunConfig) -> int | None:
-    """The seed the run's keys are derived from: ``[run] seed`` when the user gave one (the
-    keys are then reproducible by anyone who knows it: not private), None for keys from OS
-    entropy."""
-    return config.run.seed
-
-
-def run_key(run: Run, name: str) -> bytes:
-    """The run's secret key ``name`` (:meth:`Run.key`)."""
-    return run.key(name)
 
 
 def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
@@ -286,8 +175,6 @@ class RunContext:
 
     Attributes
     ----------
-    caller : ``pate.run.config.PYTHON_SOURCE`` when ``pate.fit`` runs it (messages name keyword
-        arguments), None for the CLI (TOML keys and flags).
     threads_source : where an explicit ``[run] threads`` came from: "config", "flag" (a stage
         command's ``--threads``) or "keyword" (``pate.fit(threads=...)``).
     teacher_model, student_model : the models given as Python objects (config values
@@ -300,7 +187,6 @@ class RunContext:
     budget_noted : the lifetime budget already noted on the log in this process.
     """
 
-    caller: str | None = None
     threads_source: str = "config"
     teacher_model: Any = None
     student_model: Any = None
@@ -466,7 +352,7 @@ class Run:
         seeded, not private), else 32 bytes of OS entropy kept in ``private/keys.json`` -- drawn
         the first time it is asked for, held in memory until the run starts, read back on
         resume."""
-        seed = keys_seed(self.config)
+        seed = self.config.run.seed
         if seed is not None:
             return run_keys.seeded_key(seed, name)
         if name not in self._keys:

@@ -14,11 +14,9 @@ from pate.run.config.loading import (
     resolve_config,
 )
 from pate.run.config.messages import (
-    PYTHON_SOURCE,
     assignment,
     budget_command,
     python_wording,
-    setting,
 )
 from pate.run.config.planning import facts_of, plan
 from pate.run.config.run_config import SPLIT_KEY_PATH, RunConfig, evaluation_split_key
@@ -42,7 +40,6 @@ from pate.teachers.errors import ConfigError
 __all__ = [
     "CONFIGS_FOLDER",
     "CONFIGS_PACKAGE",
-    "PYTHON_SOURCE",
     "SOFT_TARGET_TEMPERATURE",
     "SPLIT_KEY_PATH",
     "TABLE_TYPES",
@@ -73,6 +70,5 @@ __all__ = [
     "python_wording",
     "read_toml",
     "resolve_config",
-    "setting",
     "validate",
 ]

@@ -1,7 +1,7 @@
-"""How a message names a setting for its caller: a TOML key (``[privacy] budget_eps``) for the
-command line, a keyword argument (``budget_eps=``) for :func:`pate.fit`. The config's errors
-name TOML keys (:class:`pate.run.config.tables.SettingError`); the Python front end words them
-once (:func:`python_wording`)."""
+"""How a message names a setting. Every error names TOML keys (``[privacy] budget_eps``,
+``[privacy] budget_eps = 120``) and the command lines that fix it (:func:`assignment`,
+:func:`budget_command`); the Python front end words each message once, at its boundary
+(:func:`python_wording`: ``budget_eps=``, ``budget_eps=120``, ``Ledger(...).set_budget(...)``)."""
 
 from __future__ import annotations
 
@@ -12,55 +12,74 @@ from typing import Any
 
 from pate.run.config.tables import TABLE_TYPES, keys_of, keyword
 
-#: The ``source`` of a run started by :func:`pate.fit`: its run-time messages name keyword
-#: arguments, not TOML keys (:func:`setting`).
-PYTHON_SOURCE = "pate.fit"
-_PYTHON_SOURCES = frozenset({PYTHON_SOURCE, "python"})
 
-
-def setting(table: str, key: str, *, source: str | None) -> str:
-    """A config key as the caller wrote it: ``budget_eps=`` (a keyword argument) for a run of
-    :func:`pate.fit` (``source == PYTHON_SOURCE``), else the TOML key ``[privacy] budget_eps``."""
-    return keyword(table, key) if source in _PYTHON_SOURCES else f"[{table}] {key}"
-
-
-def assignment(table: str, key: str, value: Any, *, source: str | None) -> str:
-    """A setting with a value as the caller writes it: ``budget_eps=120`` from :func:`pate.fit`,
-    ``[privacy] budget_eps = 120`` in a TOML config."""
+def assignment(table: str, key: str, value: Any) -> str:
+    """A setting with a value as a TOML config writes it: ``[privacy] budget_eps = 120``."""
     text = f"{value:g}" if isinstance(value, float) else json.dumps(value)
-    if source in _PYTHON_SOURCES:
-        return keyword(table, key) + (text if not isinstance(value, str) else repr(value))
     return f"[{table}] {key} = {text}"
 
 
-def budget_command(
-    source: str | None, *, ledger, digest: str, eps: float, delta: float, conversion: str
-) -> str:
-    """How the caller changes a dataset's lifetime budget in the ledger: a Python call for
-    :func:`pate.fit`, the ``pate budget set`` command line for the CLI (both pasteable)."""
-    if source in _PYTHON_SOURCES:
-        return (
-            f"pate.ledger.Ledger({str(ledger)!r}).set_budget({digest!r}, eps={eps:.10g}, "
-            f"delta={delta:g}, conversion={conversion!r})"
-        )
+def budget_command(*, ledger, digest: str, eps: float, delta: float, conversion: str) -> str:
+    """The pasteable ``pate budget set`` command line that changes a dataset's lifetime budget."""
     return (
         f"pate budget set --dataset {shlex.quote(digest)} --eps {eps:.10g} --delta {delta:g} --conversion "
         f"{conversion} --ledger {shlex.quote(str(ledger))}"
     )
 
 
+_WORD = r"""((?:'[^']*'|"[^"]*"|[^\s'"`])+)"""  # one shell word, as shlex.quote writes it
+_BUDGET_COMMAND = re.compile(
+    rf"pate budget set --dataset {_WORD} --eps (\S+) --delta (\S+) --conversion (\S+) "
+    rf"--ledger {_WORD}"
+)
+_ASSIGNMENT = re.compile(r"\[(\w+)\] (\w+) = (\"(?:[^\"\\]|\\.)*\"|[-+\w.]+)")
 _TOML_KEY = re.compile(r"\[(\w+)\] (\w+)")
+#: the command line's own phrases, and what :func:`pate.fit` says instead
+_PHRASES = (
+    (re.compile(r"^--resume: "), "resume=True: "),
+    (
+        re.compile(r"continue it as it was with (`pate run --run-dir \S+ --resume`)"),
+        r"call again with the arguments it was started with and resume=True (or \1 in a shell)",
+    ),
+    (
+        re.compile(r"`pate run --run-dir \S+ --resume --config FILE`"),
+        "the same pate.fit call with resume=True",
+    ),
+    (re.compile(r", then (`pate run --run-dir \S+ --resume`|run this command again)"), ""),
+    (re.compile(r"pass --resume to continue"), "pass resume=True to continue"),
+    (re.compile(r"another --run-dir / \[run\] name"), "another run_dir="),
+    (re.compile(r"or fork_run to keep"), "or pate.run.pipeline.fork_run to keep"),
+)
+
+
+def _declared(table: str, key: str) -> bool:
+    return table in TABLE_TYPES and (key in keys_of(table) or table == "aggregator")
+
+
+def _python_call(match: re.Match) -> str:
+    digest, eps, delta, conversion, ledger = match.groups()
+    return (
+        f"pate.ledger.Ledger({shlex.split(ledger)[0]!r}).set_budget({shlex.split(digest)[0]!r}, "
+        f"eps={eps}, delta={delta}, conversion={conversion!r})"
+    )
+
+
+def _python_assignment(match: re.Match) -> str:
+    table, key, text = match.groups()
+    if not _declared(table, key):
+        return match.group(0)
+    return keyword(table, key) + (repr(json.loads(text)) if text.startswith('"') else text)
 
 
 def python_wording(message: str) -> str:
-    """``message`` (a config error, naming TOML keys) as :func:`pate.fit` words it: each
-    ``[table] key`` of a declared key becomes its keyword (``[privacy] budget_eps`` ->
-    ``budget_eps=``); a table named alone stays."""
-
-    def name(match: re.Match) -> str:
-        table, key = match.groups()
-        if table in TABLE_TYPES and (key in keys_of(table) or table == "aggregator"):
-            return keyword(table, key)
-        return match.group(0)
-
-    return _TOML_KEY.sub(name, message)
+    """``message`` (an error naming TOML keys and command lines) as :func:`pate.fit` words it:
+    ``[privacy] budget_eps = 120`` -> ``budget_eps=120``, ``[privacy] budget_eps`` ->
+    ``budget_eps=`` (a table named alone stays), ``pate budget set ...`` -> the
+    ``pate.ledger.Ledger(...).set_budget(...)`` call, ``--resume`` -> ``resume=True``."""
+    for phrase, python in _PHRASES:
+        message = phrase.sub(python, message)
+    message = _BUDGET_COMMAND.sub(_python_call, message)
+    message = _ASSIGNMENT.sub(_python_assignment, message)
+    return _TOML_KEY.sub(
+        lambda m: keyword(*m.groups()) if _declared(*m.groups()) else m.group(0), message
+    )

@@ -1,14 +1,8 @@
-"""The aggregate stage: noisy labels within the budget; nothing reaches ``labels.npy`` before it is
-charged.
-
-Whatever the mechanism, the stage opens the ledger, resolves the run's dataset and budget in it,
-and then either returns the published answers (``aggregate.json`` is written last, after every
-charge), or resumes an interrupted stage from its pending file (committing the rounds the ledger
-holds as drawn, then publishing: :func:`pate.run.stages.resume.finish_pending`), or runs the loop of the
-mechanism's kind (its ``aggregate_loop``: :mod:`pate.mechanisms.kinds`), each built-in one on the one round driver
-:func:`pate.run.stages.rounds.ask_in_rounds` (reserve -> mark drawn -> draw -> write pending -> commit), with
-``labels.npy``/``answered.npy``/``aggregate.json`` written only after the last commit.
-"""
+"""The aggregate stage: noisy labels within the budget; nothing reaches ``labels.npy`` before it
+is charged. It resolves the run's dataset and budget in the ledger, then returns the published
+answers, or resumes an interrupted stage (:func:`pate.run.stages.resume.finish_pending`), or runs
+the loop of the mechanism's kind (its ``aggregate_loop``) on the round driver
+(:func:`pate.run.stages.rounds.ask_in_rounds`); ``aggregate.json`` is written last."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""The aggregate stage of a "release" mechanism: one noisy release of the private
-records labels every query, in one round of the round driver
-(:func:`pate.run.stages.rounds.ask_in_rounds`).
-
-The release's data-independent cost (public arithmetic: it depends on the noise only) is checked
-against the config's budget (earlier rounds included) and reserved in the ledger; only then is the
-release drawn from the run's noise stream and the queries scored from it and the public rows
-(``spec.release_scores``, its labelling rule ``[knn] rule``),
-the labels and scores put in the pending file and the event committed. The release itself is
-never saved; the labelling rule's class scores are published with the labels.
-"""
+"""The aggregate stage of a "release" mechanism: the release's data-independent cost is checked
+against the config's budget (earlier rounds included) and reserved; only then is one noisy
+release of the private records drawn and every query scored from it (``spec.release_scores``,
+the rule ``[knn] rule``), in one round of :func:`pate.run.stages.rounds.ask_in_rounds`. The
+release itself is never saved; the rule's class scores are published with the labels."""
 
 from __future__ import annotations
 

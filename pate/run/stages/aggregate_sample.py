@@ -1,24 +1,17 @@
-"""The aggregate stage of a "sample" mechanism: every query's histogram is drawn
-from a fresh sample of the private records inside its round's reservation, on the round driver
-(:func:`pate.run.stages.rounds.ask_in_rounds`).
-
-Each round first reserves in the ledger the worst case of as many queries as fit; only then are
-the round's histograms drawn (``spec.sample_votes``, e.g. the k nearest of a
-fresh Poisson sample of the private records per query) and the noisy answers (``spec.draw``),
-both from the run's noise stream; the answers go to the pending file and the round's event is
-committed. Every asked query costs the same data-independent RDP, so how many fit is decided from
-public quantities only. Without a ledger the config's budget decides it. The histograms are never
-saved; nothing is released beyond the answers (no smooth-sensitivity release).
-"""
+"""The aggregate stage of a "sample" mechanism: each round reserves the worst case of as many
+queries as fit (public quantities only: every query costs the same data-independent RDP), then
+draws the round's histograms from a fresh sample of the private records (``spec.sample_votes``)
+and the noisy answers (``spec.draw``) on the round driver
+(:func:`pate.run.stages.rounds.ask_in_rounds`). The histograms are never saved; no
+smooth-sensitivity release."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from pate.core.errors import BudgetExceededError
-from pate.run.config import setting
 from pate.run.rundir import Run
-from pate.run.stages.budget import caller_of, raise_hint
+from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
 from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds, max_fitting
@@ -66,7 +59,7 @@ def _first_round(
                 + (
                     raise_hint(run, ledger, dataset, max(1, inputs.queries) * worst)
                     if ledger is not None
-                    else f"raise {setting('privacy', 'budget_eps', source=caller_of(run))}"
+                    else "raise [privacy] budget_eps"
                 )
             )
         finally:

@@ -1,14 +1,8 @@
 """The aggregate stage of a "vote" mechanism (LNMax, GNMax, Confident and Interactive GNMax):
-noisy answers to the teachers' vote counts, asked in ledger rounds on the round driver
-(:func:`pate.run.stages.rounds.ask_in_rounds`), then the planned sanitized release.
-
-With a ledger, the queries are asked in rounds: each round reserves (in the ledger, against the
-budget of the dataset and of every dataset sharing records with it, concurrent runs included)
-the worst case of as many queries as fit, asks them (:class:`pate.core.online_aggregator.OnlineAggregator`,
-which also stops on the config's budget), writes the answers to the pending file, and commits
-their realised cost (always within the reservation). The sanitized release's cost is reserved up
-front and committed when it is drawn, as one more round.
-"""
+noisy answers to the teachers' vote counts (:class:`pate.core.online_aggregator.OnlineAggregator`,
+which also stops on the config's budget), asked in ledger rounds on the round driver
+(:func:`pate.run.stages.rounds.ask_in_rounds`), then the planned sanitized release, whose cost is
+reserved up front and committed when it is drawn, as one more round."""
 
 from __future__ import annotations
 
@@ -20,9 +14,8 @@ import numpy as np
 from pate.core.errors import BudgetExceededError
 from pate.core.io import load_npy
 from pate.run import rundir
-from pate.run.config import setting
 from pate.run.rundir import Run
-from pate.run.stages.budget import caller_of, raise_hint
+from pate.run.stages.budget import eps_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.release import draw_release, release_plan
 from pate.run.stages.rounds import (
@@ -30,6 +23,7 @@ from pate.run.stages.rounds import (
     Charging,
     Rounds,
     ask_in_rounds,
+    charged_part,
     commit_round,
     max_fitting,
 )
@@ -52,30 +46,25 @@ class _Reserved:
                 unused.release()  # nothing was drawn for it
 
 
+def _dropped(plan: dict, why: str) -> dict:
+    """``plan`` without its sanitized release, saying ``why`` (its ``fallback``)."""
+    return dict(plan, release=False, fallback=why)
+
+
 def _planned_release(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
     """The sanitized release, planned before any noise is drawn (its parameters are in the
     config, its cost is data-independent), so that the answers leave room for it; skipped when
     it alone would cost more than half the budget (public quantities only)."""
-    priv = config.privacy
-    budget_eps = priv.budget_eps
+    budget_eps = config.privacy.budget_eps
     plan = release_plan(config, num_teachers=num_teachers, num_classes=num_classes, orders=orders)
     if plan["release"]:
-        from pate import analysis
-
-        release_eps = float(
-            analysis.eps_from_rdp(
-                plan["rdp"], orders=orders, delta=priv.delta, conversion=priv.conversion
-            )[0]
-        )
+        release_eps = eps_of(config, plan["rdp"])
         if release_eps > budget_eps / 2:  # public quantities only: no data looked at
-            plan = dict(
+            plan = _dropped(
                 plan,
-                release=False,
-                fallback=(
-                    f"the release alone would cost eps={release_eps:.4g}, more than half of the "
-                    f"budget ({budget_eps:g}); it was skipped (raise release_sigma_ss or the "
-                    "budget to release a sanitized epsilon)"
-                ),
+                f"the release alone would cost eps={release_eps:.4g}, more than half of the "
+                f"budget ({budget_eps:g}); it was skipped (raise release_sigma_ss or the "
+                "budget to release a sanitized epsilon)",
             )
     return plan
 
@@ -90,13 +79,10 @@ def _reserve(run: Run, spec, charging: Charging, *, worst, queries: int, held: _
         try:
             held.release = charging.reserve(release_rdp)
         except BudgetExceededError:
-            held.plan = dict(
+            held.plan = _dropped(
                 plan,
-                release=False,
-                fallback=(
-                    "the ledger's remaining budget does not cover the sanitized release; it was "
-                    "skipped and the data-independent epsilon is reported"
-                ),
+                "the ledger's remaining budget does not cover the sanitized release; it was "
+                "skipped and the data-independent epsilon is reported",
             )
             release_rdp = np.zeros(orders.size)
     held.prior = release_rdp.copy()
@@ -107,13 +93,10 @@ def _reserve(run: Run, spec, charging: Charging, *, worst, queries: int, held: _
         # answers before the release: without room for one query, the release goes
         held.release.release()
         held.release = None
-        held.plan = dict(
+        held.plan = _dropped(
             held.plan,
-            release=False,
-            fallback=(
-                "the ledger's remaining budget does not cover the sanitized release and one "
-                "query; the release was skipped and the data-independent epsilon is reported"
-            ),
+            "the ledger's remaining budget does not cover the sanitized release and one "
+            "query; the release was skipped and the data-independent epsilon is reported",
         )
         held.first = max_fitting(charging, worst=worst, limit=queries)
     if held.first[0] is None:
@@ -156,20 +139,12 @@ def _summary(
         )
         s[key] = float(eps)
         s["order_" + key[4:]] = float(order)
-    return dict(
-        s,
-        run_id=charging.run_id,
-        dataset=charging.dataset,
-        ledger=None if ledger is None else str(ledger.path),
-        events=[e.to_dict() for e in events],
-        queries_offered=int(queries),
-        release=release,
-        release_plan={k: v for k, v in plan.items() if k != "rdp"},
-        noise_seeded=(config.aggregator.noise_seed is not None),
-        reserved_queries=int(rounds.reserved),
-        stop_reason=rounds.stop_reason,
-        rounds=rounds.rounds,
-    )
+    charged = (charging.run_id, charging.dataset, ledger)
+    return {
+        **s,
+        **charged_part(config, charged, events=events, queries=queries, plan=plan, rounds=rounds),
+        "release": release,
+    }
 
 
 def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
@@ -282,7 +257,7 @@ def _refuse_no_query(run: Run, ledger, dataset, aggregator, rounds: Rounds, aske
         + (
             raise_hint(run, ledger, dataset, asked_rdp)
             if ledger is not None
-            else f"raise {setting('privacy', 'budget_eps', source=caller_of(run))}"
+            else "raise [privacy] budget_eps"
         ),
         remaining=aggregator.remaining_eps,
     )

@@ -3,7 +3,6 @@ and the check that the ledger can cover the run's planned worst case before any 
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 
@@ -11,7 +10,7 @@ import numpy as np
 
 from pate.core.errors import BudgetExceededError
 from pate.run import rundir
-from pate.run.config import PYTHON_SOURCE, assignment, budget_command, setting
+from pate.run.config import assignment, budget_command
 from pate.run.rundir import Run
 from pate.teachers.errors import ConfigError
 
@@ -31,11 +30,23 @@ def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
     run gives it, no budget (``pate budget digest --config``): ``(its id in the ledger, its
     first name, its identity)``; then ``pate budget set --dataset NAME-or-ID`` finds it."""
     identity = config_identity(config)
-    s = config
     digest = ledger.dataset_id(identity)
-    name = _dataset_name(s.privacy.dataset, s.data.name, ledger.datasets(), digest)
+    name = _dataset_name(config.privacy.dataset, config.data.name, ledger.datasets(), digest)
     ledger.register_identity(identity, name=name)
     return digest, dataset_ref(ledger, digest), identity
+
+
+def eps_of(config, rdp) -> float:
+    """The epsilon of the RDP curve ``rdp`` (at the config's orders) at the config's delta and
+    conversion."""
+    from pate import analysis
+
+    priv = config.privacy
+    curve = np.asarray(rdp, dtype=float)
+    orders = priv.order_grid()
+    return float(
+        analysis.eps_from_rdp(curve, orders=orders, delta=priv.delta, conversion=priv.conversion)[0]
+    )
 
 
 def run_identity(run: Run):
@@ -48,59 +59,36 @@ def run_identity(run: Run):
     return run.context.identity
 
 
-def caller_of(run: Run) -> str | None:
-    """Who started the run: :data:`pate.run.config.PYTHON_SOURCE` for :func:`pate.fit` (messages
-    name keyword arguments), None for the CLI (TOML keys and flags)."""
-    return run.context.caller
-
-
 def authorize(run: Run, ledger) -> str:
-    """The private split's dataset in ``ledger``, and the run's budget resolved against it.
-
-    The ledger holds each dataset's lifetime budget (the one authority). A new dataset is
-    registered with ``[privacy] budget_eps`` (``budget_eps=``), or, left out, with the run's
-    ``target_eps`` (logged: the lifetime budget is then this run's target until it is raised
-    with ``pate budget set``). A known dataset keeps the ledger's budget: a run that leaves
-    ``budget_eps`` out uses it; a run that asks for a different ``budget_eps`` is refused (naming
-    the setting and how to change the ledger's) before anything is written -- except a started
-    run resumed with the budget it last ran under (its ``config.json``'s), which goes on with the
-    ledger's when ``pate budget set`` changed it since (logged). ``delta`` and ``conversion`` must always agree.
-    Sets ``[privacy] budget_eps`` of ``run.config`` to the ledger's budget
-    (:meth:`pate.run.config.RunConfig.with_budget_eps`; in memory: the aggregate stage stops on it)."""
-    s = run.config
-    priv = s.privacy
+    """The private split's dataset in ``ledger``, and the run's budget resolved against it: the
+    ledger's lifetime budget is the one authority (a new dataset registers ``[privacy]
+    budget_eps``, else the run's ``target_eps``; a different budget, delta or conversion is
+    refused before anything is written, except a started run resumed with the budget it last ran
+    under: docs/ledger.md, "One authority"). Sets ``[privacy] budget_eps`` of ``run.config`` (in
+    memory) to the ledger's budget."""
+    priv = run.config.privacy
     identity = run_identity(run)
     given = priv.budget_eps
-    register = given if given is not None else s.aggregator.target_eps
+    register = given if given is not None else run.config.aggregator.target_eps
     # a started run that names the budget it last ran under (its config.json's) may go on with
     # the ledger's when that was changed since; a budget asked for anew must be the ledger's
     resumed = given is not None and given == run.context.recorded_budget_eps
     digest = ledger.dataset_id(identity)
     _check_same_records(run, digest)
     known = ledger.datasets()
-    for d in known:
-        if d["digest"] == digest and d["budget_eps"] is not None:
-            _check_budget(
-                run,
-                ledger,
-                d["digest"],
-                (d["budget_eps"], d["budget_delta"], d["conversion"]),
-                (given, priv.delta, priv.conversion),
-                resumed=resumed,
-            )
-    data_name = s.data.name.removeprefix("memory:")  # pate.fit's arrays: the user's name
+    budgeted = [d for d in known if d["digest"] == digest and d["budget_eps"] is not None]
+    for d in budgeted:
+        have = (d["budget_eps"], d["budget_delta"], d["conversion"])
+        _check_budget(
+            run, ledger, digest, have, (given, priv.delta, priv.conversion), resumed=resumed
+        )
+    data_name = run.config.data.name.removeprefix("memory:")  # pate.fit's arrays: the user's name
     name = _dataset_name(priv.dataset, data_name, known, digest)
-    budget = None
-    if (
-        not any(d["digest"] == digest and d["budget_eps"] is not None for d in known)
-        and register is None
-    ):
-        caller = caller_of(run)
+    if not budgeted and register is None:
         raise ConfigError(
             f"the ledger {ledger.path} holds no budget for this dataset ({name or data_name}) "
-            f"yet: set {setting('privacy', 'budget_eps', source=caller)} (its lifetime "
-            f"budget) or {setting('aggregator', 'target_eps', source=caller)} (what this run "
-            "spends, then also registered as the lifetime budget)"
+            "yet: set [privacy] budget_eps (its lifetime budget) or [aggregator] target_eps "
+            "(what this run spends, then also registered as the lifetime budget)"
         )
     ledger.register_identity(identity, name=name)
     run.context.dataset_id = digest  # run.json keeps it (Run.start): a resume checks it
@@ -164,20 +152,16 @@ def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float 
     priv = run.config.privacy
     ledger.set_budget(digest, eps=eps, delta=priv.delta, conversion=priv.conversion)
     if given is None:
-        caller = caller_of(run)
         label = dataset_ref(ledger, digest)
         logger.warning(
             "the ledger %s registered the dataset %r with the lifetime budget eps=%g, "
-            "this run's %s (%s was not given); later runs on the same records share it. To "
-            "allow more over the dataset's life, give %s the first time, or raise it with %s",
+            "this run's [aggregator] target_eps ([privacy] budget_eps was not given); later "
+            "runs on the same records share it. To allow more over the dataset's life, give "
+            "[privacy] budget_eps the first time, or raise it with %s",
             ledger.path,
             label,
             eps,
-            setting("aggregator", "target_eps", source=caller),
-            setting("privacy", "budget_eps", source=caller),
-            setting("privacy", "budget_eps", source=caller),
             budget_command(
-                caller,
                 ledger=ledger.path,
                 digest=label,
                 eps=eps * 2,
@@ -209,7 +193,6 @@ def _check_budget(
             eps,
         )
         return
-    caller = caller_of(run)
     asked = [
         (key, mine, theirs)
         for key, mine, theirs in (
@@ -220,12 +203,11 @@ def _check_budget(
         if mine is not None and mine != theirs
     ]
     fix = "; ".join(
-        f"set {assignment('privacy', key, theirs, source=caller)}"
+        f"set {assignment('privacy', key, theirs)}"
         + (" or leave it out (the ledger's applies)" if key == "budget_eps" else "")
         for key, _, theirs in asked
     )
     command = budget_command(
-        caller,
         ledger=ledger.path,
         digest=dataset_ref(ledger, digest),
         eps=b_eps if eps is None else eps,
@@ -236,7 +218,7 @@ def _check_budget(
         f"the ledger {ledger.path} holds the lifetime budget eps={b_eps:g}, delta={b_delta:g} "
         f"({b_conv} conversion) for the dataset {dataset_ref(ledger, digest)!r}, but this run "
         "asks for "
-        + ", ".join(assignment("privacy", key, mine, source=caller) for key, mine, _ in asked)
+        + ", ".join(assignment("privacy", key, mine) for key, mine, _ in asked)
         + f". The ledger is the one authority: {fix}; or change the ledger's budget with "
         f"`{command}` (recorded, and shown in the report)"
     )
@@ -306,18 +288,14 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
             conversion=budget["conversion"],
         )[0]
     )
-    caller = caller_of(run)
     command = budget_command(
-        caller,
         ledger=ledger.path,
         digest=dataset_ref(ledger, dataset),
         eps=math.ceil(100 * (max(budget["eps"], summary["spent_and_reserved"]) + cost)) / 100,
         delta=budget["delta"],
         conversion=budget["conversion"],
     )
-    if caller == PYTHON_SOURCE:
-        then = ""
-    elif (run.run_dir / rundir.STATE).exists():  # a started run continues where it stopped
+    if (run.run_dir / rundir.STATE).exists():  # a started run continues where it stopped
         then = f", then `pate run --run-dir {run.run_dir} --resume`"
     else:  # nothing was started: the same command again
         then = ", then run this command again"
@@ -328,13 +306,8 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
     """Refuse (``BudgetExceededError``, exit 3) a run whose planned worst case
     (:func:`_planned_worst_case`) the ledger cannot reserve now -- this dataset's budget and
     every linked one, concurrent runs included, checked by the ledger itself -- before any
-    stage runs: no teacher is trained for a run that could not be answered.
-
-    The check reserves and at once releases: no reservation is held across the teacher training
-    (it may take hours; a reservation held that long would need a heartbeat and would block
-    concurrent runs for that long). The aggregate stage reserves again before any noise is drawn,
-    so a budget spent by another run in between stops the run there (charge-before-release is
-    unchanged), and it resumes without retraining once the budget is raised."""
+    stage runs: no teacher is trained for a run that could not be answered. It reserves and at
+    once releases (why: docs/ledger.md, "Checked before any teacher trains")."""
     planned = _planned_worst_case(run)
     if planned is None:
         return
@@ -345,18 +318,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         return
     except BudgetExceededError:
         pass
-    from pate import analysis
-
-    priv = run.config.privacy
-
-    def eps_of(curve):
-        return float(
-            analysis.eps_from_rdp(
-                curve, orders=orders, delta=priv.delta, conversion=priv.conversion
-            )[0]
-        )
-
-    cost, full_cost = eps_of(rdp), eps_of(full)
+    cost, full_cost = eps_of(run.config, rdp), eps_of(run.config, full)
     summary = ledger.summary(dataset)
     budget = summary["budget"]
     remaining = (
@@ -365,8 +327,6 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         else summary["remaining_effective"]
     )
     remaining = 0.0 if remaining < 1e-9 else remaining  # rounding of a spent budget
-    caller = caller_of(run)
-    name = functools.partial(setting, source=caller)
     limited = summary.get("limited_by")
     where = (
         ""
@@ -374,7 +334,7 @@ def check_budget_fits(run: Run, ledger, dataset: str) -> None:
         else f" (limited by the linked dataset {dataset_ref(ledger, limited)!r})"
     )
     if run.config.aggregator.target_eps is not None:
-        fix = f"lower {name('aggregator', 'target_eps')} to what is left, or "
+        fix = "lower [aggregator] target_eps to what is left, or "
     else:
         fix = f"use more noise (all {queries} queries cost eps={full_cost:.4g}), or "
     raise BudgetExceededError(

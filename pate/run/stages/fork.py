@@ -77,15 +77,12 @@ def fork(source, config: dict) -> pathlib.Path:
         run.state.update(stream_seed=parent.state["stream_seed"], forked_from=parent.run_id)
         run.start()
         (staging / rundir.STAGE_DIR).mkdir()
-        for name in FORKED_FILES:
-            if (
-                not (source / name).exists()
-                and name != rundir.VOTES
-                and (source / rundir.KNN_EMBEDDINGS).exists()
-            ):
-                continue  # a run that reads the records: no partition, no teachers
-            if name == rundir.VOTES and (source / rundir.KNN_EMBEDDINGS).exists():
+        records = (source / rundir.KNN_EMBEDDINGS).exists()  # a run that reads the records:
+        for name in FORKED_FILES:  # its embeddings, and no partition, no teachers
+            if records and name == rundir.VOTES:
                 name = rundir.KNN_EMBEDDINGS
+            elif records and not (source / name).exists():
+                continue
             (shutil.copytree if (source / name).is_dir() else shutil.copy2)(
                 source / name, staging / name
             )

@@ -13,7 +13,7 @@ def partition(run: Run) -> dict:
 
     cfg = run.config.partition
     # the run's secret partition key (OS entropy in private/keys.json, unless [run] seed)
-    k, key, seed = cfg.num_teachers, run.key("partition"), rundir.keys_seed(run.config)
+    k, key, seed = cfg.num_teachers, run.key("partition"), run.config.run.seed
     if cfg.mode == "random":  # a keyed hash of each record's content key (the ledger's)
         part = partition_random(run_identity(run).record_keys, num_teachers=k, key=key, seed=seed)
     else:

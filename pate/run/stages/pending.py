@@ -18,13 +18,11 @@ PENDING_FORMAT = 2
 
 
 def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> None:
-    """The answers drawn so far, in ONE file written atomically (temp file, fsync, rename, fsync
-    of the directory: :func:`pate.core.io.atomic_savez`): the arrays, and in the ``state`` member
-    (UTF-8 JSON, as uint8 bytes) the summary to publish and ``rounds``, one entry per ledger
-    round -- ``{"keys": [reservation ids], "events": [event dicts]}`` --, written BEFORE the round's
-    reservation is committed. The ledger records each committed event with its reservation id,
-    so a resume knows exactly which rounds were charged (:func:`finish_pending`): no count, no
-    second file that could be older or newer than the first."""
+    """The answers drawn so far, in ONE file written atomically
+    (:func:`pate.core.io.atomic_savez`): the arrays, and in the ``state`` member (UTF-8 JSON
+    bytes) the summary to publish and ``rounds`` -- ``{"keys": [reservation ids], "events":
+    [event dicts]}`` per ledger round --, written BEFORE the round's reservation is committed (a
+    resume finds the charged rounds by reservation id: :func:`pate.run.stages.resume.finish_pending`)."""
     state = {
         "format": PENDING_FORMAT,
         "run_id": summary["run_id"],

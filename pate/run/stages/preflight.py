@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pate.core.io import check_writable_dir, load_npy
 from pate.run import rundir
-from pate.run.config import PYTHON_SOURCE, assignment
+from pate.run.config import assignment
 from pate.run.rundir import Run, RunContext
 from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
 from pate.run.stages.records import check_records_data, skip_reason
@@ -115,20 +115,14 @@ def check_student_model(run: Run) -> None:
     except ConfigError:
         raise
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
-        python = run.context.caller == PYTHON_SOURCE
         fix = (
             ""
             if not run.started
-            else " Correct it and resume: the student's settings may change until it trained ("
-            + (
-                "the same pate.fit call with resume=True"
-                if python
-                else f"`pate run --run-dir {run.run_dir} --resume --config FILE`"
-            )
-            + ")."
+            else " Correct it and resume: the student's settings may change until it trained "
+            f"(`pate run --run-dir {run.run_dir} --resume --config FILE`)."
         )
         raise ConfigError(
-            f"{assignment('student', 'model', setting, source=run.context.caller)}: "
+            f"{assignment('student', 'model', setting)}: "
             f"{exc}; the student cannot be built, so the run was refused before anything was "
             "written, drawn or charged (the student is a zoo network, a "
             "'package.module:factory' returning a torch.nn.Module or a scikit-learn "

@@ -13,8 +13,9 @@ import numpy as np
 from pate.core.io import load_npz
 from pate.run import rundir
 from pate.run.rundir import Run
-from pate.run.stages.budget import run_identity
+from pate.run.stages.budget import eps_of, run_identity
 from pate.run.stages.release import release_plan
+from pate.run.stages.rounds import charged_part
 from pate.teachers.errors import ConfigError
 
 
@@ -48,25 +49,18 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
     features, dims = settings["features"], settings["dims"]
     if features == "student":  # the earlier student's class probabilities, no PCA
         return features, int(data.num_classes), int(data.num_classes)
+    if features in ("kernel", "quadratic") and len(data.input_shape) != 1:
+        raise ConfigError(
+            f'[knn] features = "{features}" maps tables; {data.name} has inputs of shape '
+            f'{tuple(data.input_shape)}: set [knn] features = "scatternet" or "none"'
+        )
     if features == "kernel":
         from pate.teachers.features import KERNEL_FEATURES
 
-        if len(data.input_shape) != 1:
-            raise ConfigError(
-                f'[knn] features = "kernel" maps tables; {data.name} has inputs '
-                f"of shape {tuple(data.input_shape)}: set [knn] features = "
-                '"scatternet" or "none"'
-            )
         return features, dims, KERNEL_FEATURES
     if features == "quadratic":
         from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
 
-        if len(data.input_shape) != 1:
-            raise ConfigError(
-                f'[knn] features = "quadratic" maps tables; {data.name} has inputs '
-                f"of shape {tuple(data.input_shape)}: set [knn] features = "
-                '"scatternet" or "none"'
-            )
         width = quadratic_width(int(data.input_shape[0]))
         if width > QUADRATIC_MAX_WIDTH:
             raise ConfigError(
@@ -111,17 +105,10 @@ def knn_prior(run: Run) -> dict | None:
     run's released student (``[knn] features = "student"``, ``student_run``), and its privacy
     cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp": [...]}`` -- every event that
     run charged (its answers and any release, data-independent), plus its own earlier rounds, at
-    this run's orders. None for any other run.
-
-    Why it composes: that student is a function of the public data and of the earlier run's
-    released labels only, so this run's mechanism (a fixed embedding applied to each private
-    record, then the mechanism) keeps the mechanism's sensitivity; but what
-    this run releases depends on both rounds, so its guarantee is the composition (adaptive
-    composition of RDP: the curves add). The student is usable only if that run drew fresh
-    noise and was charged to this run's ledger for the same records (the ledger then holds both
-    rounds against one budget), with the same orders; otherwise ConfigError, naming
-    ``[knn] student_run`` and the reason, before anything is drawn."""
-    from pate import analysis
+    this run's orders. None for any other run. ConfigError, naming ``[knn] student_run`` and the
+    reason, before anything is drawn, unless that run drew fresh noise and was charged to this
+    run's ledger for the same records, at the same orders (why it composes: docs/pipeline.md,
+    "Rounds")."""
 
     knn = run.config.knn
     if knn.features != "student":
@@ -147,10 +134,7 @@ def knn_prior(run: Run) -> dict | None:
             "(or of its earlier rounds) as its aggregate.json records them "
             "(modified, or from another ledger); it cannot be composed"
         )
-    priv = run.config.privacy
-    eps = analysis.eps_from_rdp(
-        ledgered[0], orders=orders, delta=priv.delta, conversion=priv.conversion
-    )[0]
+    eps = eps_of(run.config, ledgered[0])
     return {
         "runs": [
             *earlier["runs"],
@@ -257,12 +241,9 @@ class RecordsInputs(NamedTuple):
 
 
 def records_inputs(run: Run, spec) -> RecordsInputs:
-    """What the aggregate stage of a mechanism that reads the private records starts from:
-    (params, public, private, private_labels, num_classes, num_queries, queries, orders,
-    budget_eps, delta, conversion, plan, prior, prior_rdp) -- the validated parameters, the
-    votes stage's embeddings, how many queries are offered, the privacy settings, the (no)
-    release plan, and an earlier round whose student embeds this run (:func:`knn_prior`): its
-    cost counts against the config's budget."""
+    """What the aggregate stage of a mechanism that reads the private records starts from (see
+    :class:`RecordsInputs`): an earlier round whose student embeds this run (:func:`knn_prior`)
+    counts against the config's budget."""
     config = run.config
     s = config
     priv = s.privacy
@@ -310,44 +291,35 @@ def records_summary(
     guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
     from pate import analysis
 
-    config, params, prior, plan = run.config, inputs.params, inputs.prior, inputs.plan
-    orders, delta, conversion = inputs.orders, inputs.delta, inputs.conversion
-    budget_eps, offered = inputs.budget_eps, inputs.queries
-    asked, stop_reason, reserved, rounds = (
-        progress.asked,
-        progress.stop_reason,
-        progress.reserved,
-        progress.rounds,
-    )
-    run_id, dataset, ledger = charged
+    config, orders = run.config, inputs.orders
 
     rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
-    eps, order = analysis.eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)
+    eps, order = analysis.eps_from_rdp(
+        rdp, orders=orders, delta=inputs.delta, conversion=inputs.conversion
+    )
     return {
         "mechanism": spec.name,
-        "params": dict(params),
-        "budget_eps": budget_eps,
-        "delta": delta,
+        "params": dict(inputs.params),
+        "budget_eps": inputs.budget_eps,
+        "delta": inputs.delta,
         "budget_basis": config.aggregator.budget_basis.replace("-", "_"),
-        "conversion": conversion,
-        "queries_asked": int(asked),
+        "conversion": inputs.conversion,
+        "queries_asked": int(progress.asked),
         "queries_answered": int(answered),
         "eps_data_independent": float(eps),
         "order_data_independent": float(order),
         "eps_data_dependent": float(eps),
         "order_data_dependent": float(order),
         "prior_included": False,
-        "stop_reason": stop_reason,
-        "run_id": run_id,
-        "dataset": dataset,
-        "ledger": None if ledger is None else str(ledger.path),
-        "events": [e.to_dict() for e in events],
-        "queries_offered": int(offered),
+        **charged_part(
+            config,
+            charged,
+            events=events,
+            queries=inputs.queries,
+            plan=inputs.plan,
+            rounds=progress,
+        ),
         "release": None,
-        "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
-        "noise_seeded": (config.aggregator.noise_seed is not None),
-        "reserved_queries": int(reserved),
-        "rounds": rounds,
         **mechanism_part,
-        "prior": prior,
+        "prior": inputs.prior,
     }

@@ -1,14 +1,8 @@
-"""The resume of an interrupted aggregate stage.
-
-Every round's reservation was marked ``drawn`` in the ledger before its noise was drawn
-(:mod:`pate.run.stages.rounds`), so it is spent whatever became of the process. A round of the
-pending file whose reservation the ledger holds as drawn gets its recorded events committed in its
-place (they fit by construction) and its answers are published; a drawn reservation of this run
-whose answers never reached the pending file is forfeited (its whole bound stays spent, recorded
-as a ``lost-drawn-answers`` event, and the log says the budget was lost). Which rounds were charged
-is read from the ledger by reservation id, never by counting. The planned sanitized release is
-drawn if the interruption came before it.
-"""
+"""The resume of an interrupted aggregate stage: commit each pending round whose reservation
+the ledger holds as drawn (by reservation id, never by counting), forfeit a drawn reservation
+whose answers never reached the pending file (``lost-drawn-answers``: its bound stays spent),
+publish, and draw the planned sanitized release if the interruption came before it
+(docs/pipeline.md)."""
 
 from __future__ import annotations
 

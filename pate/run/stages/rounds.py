@@ -1,27 +1,8 @@
-"""The round driver of the aggregate stage: reserve -> mark drawn -> draw -> write pending ->
-commit, the same for every kind of mechanism (each kind's loop, ``pate.run.stages.aggregate_<kind>``, gives
-it ``ask``).
-
-Fail closed: the charge is committed before any noise is drawn. A round's reservation is marked
-``drawn`` in the ledger (durably) before ``ask`` draws its answers: from then on its whole bound
-counts as spent and is never reclaimed, whatever happens to the process. The answers are written to
-the pending file (with the round's reservation id), then the round's actual events (within the
-bound) are committed in place of the reservation, and everything is published
-(``pate.run.stages.pending.publish``) only after the last commit. A crash after the mark loses
-budget, never leaves answers uncharged: the resume commits a pending round's events under its drawn
-reservation and publishes them, and forfeits a drawn reservation whose answers never reached the
-pending file (``pate.run.stages.resume``).
-
-Symbols
--------
-``Answers``        the arrays a stage draws into and publishes: labels, answered, class scores.
-``Rounds``         how far the rounds have come (the stage's summaries read it).
-``Charging``       where a loop's rounds are charged: the ledger, the dataset, the run id, the orders.
-``max_fitting``    the largest reservation of n x a per-query worst case that the ledger allows now.
-``commit_round``   write the pending file with a round's charge, then commit the round's events
-                   (in place of its drawn reservation).
-``ask_in_rounds``  the driver: rounds of reserve -> ``ask`` -> ``commit_round`` up to a limit.
-"""
+"""The round driver of the aggregate stage, the same for every kind of mechanism (each kind's
+loop gives it ``ask``): reserve -> mark drawn (durably: from then on the whole bound counts as
+spent) -> draw -> write pending -> commit the round's events in place of its reservation, and
+publish only after the last commit. Fail closed: a crash loses budget, never leaves answers
+uncharged (docs/pipeline.md; the resume: :mod:`pate.run.stages.resume`)."""
 
 from __future__ import annotations
 
@@ -84,6 +65,27 @@ class Charging:
     def reserve(self, rdp):
         """A reservation of ``rdp`` (BudgetExceededError where it does not fit)."""
         return self.ledger.reserve(self.dataset, orders=self.orders, rdp=rdp, run_id=self.run_id)
+
+
+def charged_part(
+    config, charged: tuple, *, events, queries: int, plan: dict, rounds: Rounds
+) -> dict:
+    """The keys of ``aggregate.json`` every kind of mechanism writes alike: who was charged
+    (``charged``: run id, dataset, ledger), the events, the queries offered, the release plan,
+    whether the noise was seeded, and how far the rounds came."""
+    run_id, dataset, ledger = charged
+    return {
+        "run_id": run_id,
+        "dataset": dataset,
+        "ledger": None if ledger is None else str(ledger.path),
+        "events": [e.to_dict() for e in events],
+        "queries_offered": int(queries),
+        "release_plan": {k: v for k, v in plan.items() if k != "rdp"},
+        "noise_seeded": config.aggregator.noise_seed is not None,
+        "reserved_queries": int(rounds.reserved),
+        "stop_reason": rounds.stop_reason,
+        "rounds": rounds.rounds,
+    }
 
 
 def max_fitting(charging: Charging, *, worst, limit: int):

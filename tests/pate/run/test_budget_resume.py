@@ -374,12 +374,19 @@ def test_a_resume_with_a_changed_setting_names_it(tmp_path, small_digits, capsys
 
 
 def test_setting_names_follow_the_caller():
-    from pate.run.config import PYTHON_SOURCE, build, python_wording, setting
+    from pate.run.config import assignment, budget_command, build, python_wording
 
-    assert setting("privacy", "budget_eps", source=PYTHON_SOURCE) == "budget_eps="
-    assert setting("partition", "num_teachers", source=PYTHON_SOURCE) == "num_teachers="
-    assert setting("student", "epochs", source=PYTHON_SOURCE) == "student_params={'epochs': ...}"
-    assert setting("privacy", "budget_eps", source="configs/x.toml") == "[privacy] budget_eps"
+    assert python_wording("[privacy] budget_eps") == "budget_eps="
+    assert python_wording("[partition] num_teachers") == "num_teachers="
+    assert python_wording("[student] epochs") == "student_params={'epochs': ...}"
+    assert python_wording(assignment("student", "model", "mlp")) == "student='mlp'"
+    command = budget_command(
+        ledger="/l s", digest="d's", eps=2.5, delta=1e-5, conversion="improved"
+    )
+    assert python_wording(f"`{command}`, then run this command again") == (
+        "`pate.ledger.Ledger('/l s').set_budget(\"d's\", eps=2.5, delta=1e-05, "
+        "conversion='improved')`"
+    )
     with pytest.raises(ConfigError, match=r"\[aggregator\] target_eps \(9") as caught:
         build(
             {

@@ -102,7 +102,7 @@ def test_the_ledger_holds_exactly_the_run_s_charge(full_run):
     with Ledger(ledger_path) as ledger:
         (dataset,) = ledger.datasets()
         events = ledger.events(dataset["digest"])
-    assert [e.run_id for e in events] == [pipeline.state["run_id"] + ":aggregate"] * 2
+    assert [e.run_id for e in events] == [pipeline.ctx.state["run_id"] + ":aggregate"] * 2
     assert events[0].event.answered == report["queries"]["answered"]
     assert report["privacy"]["ledger"]["events"] == 2  # the answers and the sanitized release
 
@@ -239,7 +239,7 @@ def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
 
 
 def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
-    from pate.run.pipeline import release_plan
+    from pate.run.stages import release_plan
 
     orders = analysis.DEFAULT_ORDERS
     fmnist = load(REPO / "configs" / "fashion_mnist.toml")

@@ -235,7 +235,7 @@ def test_a_config_budget_that_differs_from_the_ledger_s_is_refused_before_anythi
     assert "pate budget set" in err
     assert not target.exists()
     # raising the ledger's budget is possible, recorded, and then the config agrees
-    digest = dataset_identity(base.data.private.x, base.data.private.y).digest
+    digest = dataset_identity(base.ctx.data.private.x, base.ctx.data.private.y).digest
     assert (
         main(
             [
@@ -274,7 +274,7 @@ def test_a_refused_stage_command_changes_no_file_of_the_run(base, tmp_path, caps
     the run directory exactly as it was (main rewrote config.json and run.json first)."""
     ledger = tmp_path / "ledger.sqlite3"
     run_dir = forked(base, tmp_path, "refused", ledger=ledger, privacy={"budget_eps": 40.0})
-    digest = dataset_identity(base.data.private.x, base.data.private.y).digest
+    digest = dataset_identity(base.ctx.data.private.x, base.ctx.data.private.y).digest
     with Ledger(ledger) as led:
         led.set_budget(digest, eps=40.0, delta=1e-5)
     before = _snapshot(run_dir)
@@ -404,7 +404,7 @@ def test_a_fork_gets_its_own_run_id_and_its_own_charges(base, tmp_path):
     ledger = tmp_path / "ledger.sqlite3"
     forks = [forked(base, tmp_path, f"fork{i}", ledger=ledger) for i in range(2)]
     ids = {json.loads((f / "run.json").read_text())["run_id"] for f in forks}
-    assert len(ids) == 2 and base.state["run_id"] not in ids
+    assert len(ids) == 2 and base.ctx.state["run_id"] not in ids
     for f in forks:
         Pipeline(
             build(json.loads((f / "config.json").read_text())), resume=True, progress=False
