@@ -36,9 +36,9 @@ def public_renderings(public: dict) -> set[str]:
 
 def shows(text: str, number: str) -> bool:
     """``number`` appears in ``text`` as a whole number (not inside a longer one, nor in the
-    base64 of an embedded image)."""
+    base64 of an embedded image, nor as a CSS colour such as ``#333``)."""
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]*", "", text)
-    return re.search(rf"(?<![\w.]){re.escape(number)}(?!\w|\.\d)", text) is not None
+    return re.search(rf"(?<![\w.#]){re.escape(number)}(?!\w|\.\d)", text) is not None
 
 
 def shows_beyond(text: str, number: str, public: dict) -> bool:
