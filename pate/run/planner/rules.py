@@ -1,13 +1,11 @@
 """The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
-the rest (module :mod:`pate.run.planner` lists every rule and its source); :func:`plan_for`
-checks a filled config. A table's front-end for a release is chosen in
+the rest (every rule and its source: ``docs/plan.md``). A table's front-end for a release is chosen in
 :mod:`pate.run.planner.front_end`; the helpers of the plan step (``needs_plan``, ``probe``,
 ``ledger_remaining``, ...) are in :mod:`pate.run.planner.steps`."""
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 
 from pate import mechanisms
@@ -637,27 +635,3 @@ class _Planning:
             + tuple(f"(smoke test, not refused) {p}" for p in self.problems if self.smoke),
             usable=not self.problems,
         )
-
-
-def plan_for(
-    config: dict,
-    facts: Facts,
-    *,
-    calibration,
-    orders,
-    wording: str = "config",
-    remaining_eps: float | None = None,
-) -> Plan:
-    """The plan of a config whose settings are all set (a filled one, from
-    :func:`pate.run.config.plan`): the checks of :func:`plan_config`, with what the planner had
-    filled in (the config's ``planned`` entry) reported as chosen. Raises :class:`PlanError`."""
-    _, plan = plan_config(
-        config,
-        facts,
-        calibration=calibration,
-        orders=orders,
-        wording=wording,
-        remaining_eps=remaining_eps,
-    )
-    filled = dict((config.get("planned") or {}).get("filled") or {})
-    return dataclasses.replace(plan, filled=dict(filled, **plan.filled))

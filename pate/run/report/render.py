@@ -27,8 +27,9 @@ import jinja2
 from markupsafe import Markup
 
 from pate.analysis.errors import InputError
+from pate.run import rundir
 from pate.run.report.layout import document
-from pate.run.report.model import INTERNAL_DIR, public_report
+from pate.run.report.model import public_report
 from pate.run.report.wording import NOT_PRIVATE
 
 __all__ = [
@@ -97,7 +98,7 @@ def _environment() -> jinja2.Environment:
 
 def _internal_links(report: dict) -> dict[str, str]:
     """The plots' paths relative to ``private/``, where the internal report lies."""
-    prefix = INTERNAL_DIR + "/"
+    prefix = rundir.PRIVATE_DIR + "/"
     return {
         name: path[len(prefix) :] if path.startswith(prefix) else f"../{path}"
         for name, path in report["plots"].items()

@@ -30,19 +30,19 @@ __all__ = [
 COMPUTING_STAGES = ("teachers", "votes", "aggregate", "student")
 
 
-def _summary(run_dir: Path, stage: str) -> dict | None:
+def _summary(run_dir: Path, stage: str) -> dict:
+    """``stages/<stage>.json``; {} when absent or unreadable."""
     try:
         info = json.loads((Path(run_dir) / rundir.STAGE_DIR / f"{stage}.json").read_text())
     except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def read_execution(run_dir: Path) -> dict | None:
     """``execution`` of ``<run_dir>/stages/teachers.json`` (where the teachers trained: the
     backend and its resources), if recorded; None otherwise."""
-    info = _summary(run_dir, "teachers")
-    ex = info.get("execution") if info is not None else None
+    ex = _summary(run_dir, "teachers").get("execution")
     return ex if isinstance(ex, dict) else None
 
 
@@ -55,9 +55,9 @@ def read_threads(run_dir: Path) -> dict | None:
     out = {}
     for stage in COMPUTING_STAGES:
         info = _summary(run_dir, stage)
-        threads = info.get("threads") if info is not None else None
+        threads = info.get("threads")
         if isinstance(threads, dict) and isinstance(threads.get("count"), int):
-            processes = info.get("processes") if info is not None else None
+            processes = info.get("processes")
             if isinstance(processes, int) and processes > 1:
                 threads = dict(threads, processes=processes)
             out[stage] = threads
@@ -70,8 +70,7 @@ def read_gpu_memory(run_dir: Path) -> dict | None:
     no stage did (a run on CPUs only)."""
     out = {}
     for stage in COMPUTING_STAGES:
-        info = _summary(run_dir, stage)
-        peaks = info.get("gpu_memory") if info is not None else None
+        peaks = _summary(run_dir, stage).get("gpu_memory")
         if isinstance(peaks, list) and peaks and all(isinstance(p, dict) for p in peaks):
             out[stage] = peaks
     return out or None
@@ -153,8 +152,7 @@ def read_precision(run_dir: Path) -> str | None:
     """``precision`` of ``<run_dir>/stages/student.json`` ("float32" or "bfloat16 autocast",
     :class:`pate.student.train.Student`'s ``precision_``); None when not recorded (a
     scikit-learn student, or a run made before it was)."""
-    info = _summary(run_dir, "student")
-    precision = info.get("precision") if info is not None else None
+    precision = _summary(run_dir, "student").get("precision")
     return precision if isinstance(precision, str) else None
 
 

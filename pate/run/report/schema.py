@@ -242,51 +242,37 @@ class _Checker:
             if data is None:
                 return
             spec = spec[:-1]
-        ok = {
-            "int": is_int,
-            "float": is_real,
-            "str": lambda v: isinstance(v, str),
-            "bool": lambda v: isinstance(v, bool),
-            "dict": lambda v: isinstance(v, dict),
-        }
-        if spec in ok:
-            if not ok[spec](data):
-                kind = {
-                    "int": "an integer",
-                    "float": "a number (not NaN)",
-                    "str": "a string",
-                    "bool": "true or false",
-                    "dict": "a JSON object",
-                }[spec]
-                self.fail(key, f"must be {kind}, got {_short(data)}")
-            return
         if spec == "[change]":
             if not isinstance(data, list):
                 self.fail(key, f"must be a list of budget changes, got {_short(data)}")
             for i, change in enumerate(data):
                 self.check(change, _BUDGET_CHANGE, f"{key}[{i}]")
-            return
-        if spec == "[[int]]":
-            if not (
-                isinstance(data, list)
-                and all(isinstance(row, list) and all(is_int(v) for v in row) for row in data)
-            ):
+        elif spec == "[[int]]":
+            if not (isinstance(data, list) and all(_LEAVES["[int]"][0](row) for row in data)):
                 self.fail(key, f"must be a list of lists of integers, got {_short(data)}")
-            return
-        item = {
-            "[int]": is_int,
-            "[float]": is_real,
-            "[float?]": lambda v: v is None or is_real(v),
-            "[str]": lambda v: isinstance(v, str),
-        }[spec]
-        if not (isinstance(data, list) and all(item(v) for v in data)):
-            kind = {
-                "[int]": "integers",
-                "[float]": "numbers (not NaN)",
-                "[float?]": "numbers (not NaN) or nulls",
-                "[str]": "strings",
-            }[spec]
-            self.fail(key, f"must be a list of {kind}, got {_short(data)}")
+        elif not _LEAVES[spec][0](data):
+            self.fail(key, f"must be {_LEAVES[spec][1]}, got {_short(data)}")
+
+
+def _list_of(item) -> Any:
+    return lambda v: isinstance(v, list) and all(item(x) for x in v)
+
+
+# Each leaf spec: (check, what it must be).
+_LEAVES: dict[str, tuple[Any, str]] = {
+    "int": (is_int, "an integer"),
+    "float": (is_real, "a number (not NaN)"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "dict": (lambda v: isinstance(v, dict), "a JSON object"),
+    "[int]": (_list_of(is_int), "a list of integers"),
+    "[float]": (_list_of(is_real), "a list of numbers (not NaN)"),
+    "[float?]": (
+        _list_of(lambda v: v is None or is_real(v)),
+        "a list of numbers (not NaN) or nulls",
+    ),
+    "[str]": (_list_of(lambda v: isinstance(v, str)), "a list of strings"),
+}
 
 
 def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:

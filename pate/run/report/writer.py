@@ -13,11 +13,8 @@ import tempfile
 from pathlib import Path
 
 from pate.core.io import naming_write_errors
+from pate.run import rundir
 from pate.run.report.model import (
-    INTERNAL_DIR,
-    INTERNAL_JSON,
-    INTERNAL_MD,
-    INTERNAL_PLOTS_DIR,
     PLOTS_DIR,
     build_report,
     public_report,
@@ -38,7 +35,7 @@ __all__ = ["INTERNAL_REPORT_FILES", "REPORT_FILES", "write_report"]
 #: The publishable report's files (its plots in ``plots/``).
 REPORT_FILES = ("report.json", "report.md", "report.html")
 #: The internal report's files (its plots in ``private/plots/``).
-INTERNAL_REPORT_FILES = (INTERNAL_JSON, INTERNAL_MD)
+INTERNAL_REPORT_FILES = (rundir.REPORT_INTERNAL_JSON, rundir.REPORT_INTERNAL_MD)
 
 
 def _file_mode() -> int:
@@ -115,18 +112,18 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     images = {**public_images, **render_plots(full, internal_names)}
     targets = [(run_dir / full["plots"][name], images[name]) for name in full["plots"]]
     targets += [
-        (run_dir / INTERNAL_MD, render_markdown(full, internal=True).encode("utf-8")),
-        (run_dir / INTERNAL_JSON, _json_bytes(full)),
+        (run_dir / rundir.REPORT_INTERNAL_MD, render_markdown(full, internal=True).encode("utf-8")),
+        (run_dir / rundir.REPORT_INTERNAL_JSON, _json_bytes(full)),
         (run_dir / "report.md", render_markdown(public).encode("utf-8")),
         (run_dir / "report.html", render_html(public, public_images).encode("utf-8")),
         (run_dir / "report.json", _json_bytes(public)),
     ]
-    private = run_dir / INTERNAL_DIR
+    private = run_dir / rundir.PRIVATE_DIR
     with naming_write_errors(private):
         private.mkdir(mode=0o700, exist_ok=True)
         private.chmod(0o700)
         (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
-        (run_dir / INTERNAL_PLOTS_DIR).mkdir(mode=0o700, exist_ok=True)
+        (run_dir / rundir.INTERNAL_PLOTS).mkdir(mode=0o700, exist_ok=True)
     mode = _file_mode()
     staged: list[tuple[Path, Path]] = []
     try:
