@@ -317,7 +317,7 @@ class _Planning:
 
     def _choose_num_teachers(self) -> None:
         """The fewest teachers from :data:`TEACHER_GRID` whose noise stays at :data:`TARGET_NOISE`
-        (the module docstring's ``num_teachers`` filling rule)."""
+        (docs/plan.md, "What it fills in")."""
         facts, classes, params, cap = self.facts, self.classes, self.params, self.cap
         t_max = self.t_most
         grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
