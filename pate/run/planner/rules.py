@@ -217,6 +217,18 @@ class _Planning:
             out["threshold"] = THRESHOLD_FRACTION * voters
         return out
 
+    def _noise_or_refuse(self, voters: float | None, at: str) -> dict:
+        """The noise for the planned queries; a target no noise reaches is refused."""
+        noise = self.noise_for(self.queries, voters)
+        if noise is None:
+            wording = self.wording
+            raise PlanError(
+                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at {at}",
+                setting=setting_name("target_eps", wording),
+                fix=f"raise {setting_name('target_eps', wording)}",
+            )
+        return noise
+
     def relative(self, noise: dict | None, voters: float | None) -> float:
         """The argmax noise's standard deviation over ``voters`` (inf when there is none)."""
         got = argmax_std(self.spec, noise or {})
@@ -253,29 +265,20 @@ class _Planning:
 
     def _plan_single_release(self) -> None:
         """A mechanism that releases once: one release labels every public item."""
-        wording = self.wording
         self.queries = self.cap
         if self.user_queries is None:
             self.filled["queries"] = {
                 "value": self.queries,
                 "why": "every public item: one release labels them all at no further cost",
             }
-        noise = self.noise_for(self.queries, None)
-        if noise is None:
-            raise PlanError(
-                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at this "
-                "delta",
-                setting=setting_name("target_eps", wording),
-                fix=f"raise {setting_name('target_eps', wording)}",
-            )
-        self.noise = noise
+        self.noise = self._noise_or_refuse(None, "this delta")
         self.answers = self.queries
         self.voters = None
-        plan_table_front_end(self.config, self.facts, noise, self.filled)
+        plan_table_front_end(self.config, self.facts, self.noise, self.filled)
 
     def _plan_votes(self) -> None:
         """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
-        spec, params, wording = self.spec, self.params, self.wording
+        spec, params = self.spec, self.params
         if spec.kind.reads_private_records:
             self.voters = voters_of(spec, None, params)
         else:
@@ -293,15 +296,7 @@ class _Planning:
                 "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. 2018: 200 of 250)",
             }
         self._choose_queries()
-        noise = self.noise_for(self.queries, voters)
-        if noise is None:
-            raise PlanError(
-                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at "
-                f"delta = {self.priv['delta']:g}",
-                setting=setting_name("target_eps", wording),
-                fix=f"raise {setting_name('target_eps', wording)}",
-            )
-        self.noise = noise
+        self.noise = noise = self._noise_or_refuse(voters, f"delta = {self.priv['delta']:g}")
         self.answers = (
             self.queries
             if self.calibrated
@@ -391,7 +386,7 @@ class _Planning:
     # ------------------------------------------------------------------ checks
 
     def check(self) -> None:
-        """Every check (the module docstring's rules 1 to 3); refusals go to ``problems``."""
+        """Every check (docs/plan.md, "What it refuses"); refusals go to ``problems``."""
         teachers = self.teachers
         self.records = self.facts.private_records / teachers if teachers else None
         self.rel = self._relative_noise()
