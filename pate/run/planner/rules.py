@@ -412,7 +412,7 @@ class _Planning:
         return rel
 
     def _check_shards(self) -> None:
-        """Rule 2: shards large enough to learn."""
+        """Shards large enough to learn."""
         teachers, records, classes, wording = (
             self.teachers,
             self.records,
@@ -446,7 +446,7 @@ class _Planning:
             )
 
     def _check_noise(self) -> None:
-        """Rule 1: the argmax noise must not drown the votes."""
+        """The argmax noise must not drown the votes."""
         main = next((k for k in self.rel if not k.startswith("sigma1")), None)
         if main is None:
             return
@@ -474,7 +474,7 @@ class _Planning:
                 )
 
     def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
-        """Rule 1 with calibrated noise: the refusal names the target and what would work."""
+        """Drowning noise, calibrated: the refusal names the target and what would work."""
         spec, voters, queries, wording = self.spec, self.voters, self.queries, self.wording
         ok = dict(self.noise)
         ok[_STD_KEY.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
@@ -511,7 +511,7 @@ class _Planning:
         )
 
     def _check_threshold_noise(self) -> None:
-        """Rule 1 for Confident GNMax's threshold check: not a coin flip."""
+        """Confident GNMax's threshold check: not a coin flip."""
         rel, wording = self.rel, self.wording
         s1 = next((k for k in rel if k.startswith("sigma1")), None)
         if s1 is None:
@@ -533,7 +533,7 @@ class _Planning:
             )
 
     def _check_answers(self) -> None:
-        """Rule 3: enough worst-case answers to teach a student."""
+        """Enough worst-case answers to teach a student."""
         need, classes, answers, wording = self.need, self.classes, self.answers, self.wording
         if self.n_pub < need:
             self.refuse(
