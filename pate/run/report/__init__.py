@@ -12,37 +12,30 @@ from __future__ import annotations
 from pate.run.report.model import (
     INTERNAL_PLOT_NAMES,
     PLOT_NAMES,
-    PLOTS_DIR,
     PUBLIC_PLOT_NAMES,
     build_report,
     public_report,
 )
 from pate.run.report.plots import publishable_plot_data, render_plots
 from pate.run.report.publishable import PUBLIC_FIELDS, public_part
-from pate.run.report.render import render_html, render_markdown
-from pate.run.report.schema import ANALYSIS_FILE, ANALYSIS_SCHEMA, load_analysis, validate_analysis
-from pate.run.report.wording import NOT_PRIVATE, WEAK_EPSILON, plain_language_statement
+from pate.run.report.render import render_markdown
+from pate.run.report.schema import validate_analysis
+from pate.run.report.wording import NOT_PRIVATE, plain_language_statement
 from pate.run.report.writer import INTERNAL_REPORT_FILES, REPORT_FILES, write_report
 
 __all__ = [
-    "ANALYSIS_FILE",
-    "ANALYSIS_SCHEMA",
     "INTERNAL_PLOT_NAMES",
     "INTERNAL_REPORT_FILES",
     "NOT_PRIVATE",
-    "PLOTS_DIR",
     "PLOT_NAMES",
     "PUBLIC_FIELDS",
     "PUBLIC_PLOT_NAMES",
     "REPORT_FILES",
-    "WEAK_EPSILON",
     "build_report",
-    "load_analysis",
     "plain_language_statement",
     "public_part",
     "public_report",
     "publishable_plot_data",
-    "render_html",
     "render_markdown",
     "render_plots",
     "validate_analysis",
