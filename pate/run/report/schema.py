@@ -124,18 +124,8 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
     "vote_margins": {"bin_edges": "[float]", "counts": "[int]", "note": "str"},
 }
 
-# Optional keys of "privacy" (absent from older analysis.json files: the report then says
-# nothing about them). noise_seeded: the aggregator's and the release's noise came from a seed the
-# user gave (replayable, hence not private); keys_seeded: the run's secret keys (the partition's,
-# a pool's split) were derived from [run] seed (pate.core.keys: reproducible, not private);
-# ledger_enforced: false when the privacy ledger was
-# turned off; budget_changes: the dataset budget's changes recorded by the ledger; calibration:
-# what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none);
-# prior_rounds: the earlier runs whose released student embeds this run ({"runs":
-# [{"run_dir", "run_id", "eps"}], "eps"}: their composed cost, included in eps_guarantee).
-# records: the number of private records the run was sized from and where it came from
-# ("declared": [data] records; "builtin": a built-in dataset's published size), never the exact
-# count (pate.run.config.DataTable.declared_records).
+# Optional keys of "privacy" (absent: the report says nothing about them; what each means:
+# docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "keys_seeded": "bool",
@@ -145,20 +135,9 @@ _OPTIONAL_PRIVACY: dict[str, Any] = {
     "prior_rounds": "dict?",
     "records": {"declared": "int", "basis": ("declared", "builtin")},
 }
-# Optional keys of "run": smoke_test (the run only checks that the pipeline works; false when
-# absent, as in files written before the key existed).
+# Optional keys of "run" (docs/publishing.md).
 _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
-# Optional keys of "utility": student_alone_accuracy (the released model is the student times its
-# labelling rule, ``[student] combine_with_rule``: the student's own accuracy, for comparison).
-# What the run is worth in plain words (the report's first section; absent from files written
-# before these keys existed): answered_labels, answered_plurality_agreement (INTERNAL: from the
-# private votes; null without teachers), majority_class_rate and chance_rate (evaluation split),
-# student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings,
-# warnings and internal_warnings (pate.run.utility_warnings.split_utility_warnings: those judged
-# on public figures, and those that fire only on internal ones; each says what to change) and
-# evaluation_public (the evaluation data was declared public: the student's figures on it may be
-# published; false when absent: e.g. rows of the user's sensitive pool) and public_from_pool
-# (public inputs that are rows of the user's file marked public, used without protection).
+# Optional keys of "utility" (what each means: docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
     "evaluation_public": "bool",
