@@ -1,5 +1,5 @@
-"""The plan's data: the planner's constants (module :mod:`pate.run.planner` gives their
-sources), how a setting is named in the caller's words, :class:`PlanError`, the
+"""The plan's data: the planner's constants (their sources and measurements:
+``docs/plan.md``), how a setting is named in the caller's words, :class:`PlanError`, the
 non-private :class:`Facts` a plan reads and the :class:`Plan` it returns."""
 
 from __future__ import annotations
@@ -15,19 +15,20 @@ from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
 
-#: Refused above: the argmax noise std relative to the voters (rule 1).
+# The rules' constants; their sources and measurements: docs/plan.md, "What it refuses".
+#: Refused above: the argmax noise std relative to the voters (noise drowns the votes).
 DROWNING_NOISE = 0.5
-#: What the planner aims at when it chooses teachers and queries (rule 1).
+#: What the planner aims at when it chooses teachers and queries (noise drowns the votes).
 TARGET_NOISE = 0.2
-#: Refused above: Confident GNMax's sigma1 relative to the teachers (rule 1).
+#: Refused above: Confident GNMax's sigma1 relative to the teachers (a coin-flip check).
 DROWNING_CHECK_NOISE = 2.0
-#: Refused below: private records per teacher per class (rule 2).
+#: Refused below: private records per teacher per class (shards too small).
 MIN_RECORDS_PER_CLASS = 2
-#: The planner's preference when it chooses the number of teachers (rule 2).
+#: The planner's preference when it chooses the number of teachers (shards too small).
 TARGET_RECORDS_PER_CLASS = 5
-#: Refused below: worst-case answers per class the budget buys (rule 3).
+#: Refused below: worst-case answers per class the budget buys (too few answers).
 MIN_LABELS_PER_CLASS = 10
-#: Warned below; what the planner aims at (rule 3).
+#: Warned below; what the planner aims at (too few answers).
 TARGET_LABELS_PER_CLASS = 50
 #: The most teachers the planner chooses by itself.
 MAX_TEACHERS = 1000
@@ -35,11 +36,11 @@ MAX_TEACHERS = 1000
 TEACHER_GRID = (5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 250, 300, 400, 500, 750, 1000)
 #: Confident GNMax's threshold when the planner sets it: 0.8 x teachers ([P18] MNIST: 200 of 250).
 THRESHOLD_FRACTION = 0.8
-#: What ``mechanism = "auto"`` becomes with calibrated noise (a fixed rule, see the module
-#: docstring): the registered mechanism that says so (its spec's ``auto_for``).
+#: What ``mechanism = "auto"`` becomes with calibrated noise (a fixed rule: docs/plan.md): the
+#: registered mechanism that says so (its spec's ``auto_for``).
 AUTO_MECHANISM = mechanisms.auto_choice(mechanisms.AUTO_WITH_TEACHERS)
 #: What ``mechanism = "auto"`` becomes with a target when the user left the teachers open too
-#: (teacher model "auto", number of teachers open): one release of the records (module docstring).
+#: (teacher model "auto", number of teachers open): one release of the records (docs/plan.md).
 AUTO_NO_TEACHERS = mechanisms.auto_choice(mechanisms.AUTO_WITHOUT_TEACHERS)
 #: What ``pate.fit``'s ``mechanism="auto"`` becomes without ``target_eps`` (noise given).
 FIXED_NOISE_MECHANISM = mechanisms.auto_choice(mechanisms.AUTO_FIXED_NOISE)
@@ -109,7 +110,7 @@ class PlanError(ConfigError):
 
 @dataclasses.dataclass(frozen=True)
 class Facts:
-    """The public facts a plan is made from (see the module docstring). ``private_records`` is
+    """The public facts a plan is made from (docs/plan.md). ``private_records`` is
     the DECLARED number of private records (``records_basis``: a key of :data:`RECORDS_BASES`),
     never the count of the loaded split: every figure the plan publishes is the same for a
     dataset and that dataset with one record more or less."""
@@ -179,7 +180,7 @@ def facts_of(data, *, records: int, basis: str, wording: str = "config") -> Fact
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """What a run will do and what to expect (see the module docstring)."""
+    """What a run will do and what to expect (docs/plan.md)."""
 
     facts: Facts
     mechanism: str

@@ -1,13 +1,11 @@
 """The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
-the rest (module :mod:`pate.run.planner` lists every rule and its source); :func:`plan_for`
-checks a filled config. A table's front-end for a release is chosen in
+the rest (every rule and its source: ``docs/plan.md``). A table's front-end for a release is chosen in
 :mod:`pate.run.planner.front_end`; the helpers of the plan step (``needs_plan``, ``probe``,
 ``ledger_remaining``, ...) are in :mod:`pate.run.planner.steps`."""
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 
 from pate import mechanisms
@@ -219,6 +217,18 @@ class _Planning:
             out["threshold"] = THRESHOLD_FRACTION * voters
         return out
 
+    def _noise_or_refuse(self, voters: float | None, at: str) -> dict:
+        """The noise for the planned queries; a target no noise reaches is refused."""
+        noise = self.noise_for(self.queries, voters)
+        if noise is None:
+            wording = self.wording
+            raise PlanError(
+                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at {at}",
+                setting=setting_name("target_eps", wording),
+                fix=f"raise {setting_name('target_eps', wording)}",
+            )
+        return noise
+
     def relative(self, noise: dict | None, voters: float | None) -> float:
         """The argmax noise's standard deviation over ``voters`` (inf when there is none)."""
         got = argmax_std(self.spec, noise or {})
@@ -255,29 +265,20 @@ class _Planning:
 
     def _plan_single_release(self) -> None:
         """A mechanism that releases once: one release labels every public item."""
-        wording = self.wording
         self.queries = self.cap
         if self.user_queries is None:
             self.filled["queries"] = {
                 "value": self.queries,
                 "why": "every public item: one release labels them all at no further cost",
             }
-        noise = self.noise_for(self.queries, None)
-        if noise is None:
-            raise PlanError(
-                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at this "
-                "delta",
-                setting=setting_name("target_eps", wording),
-                fix=f"raise {setting_name('target_eps', wording)}",
-            )
-        self.noise = noise
+        self.noise = self._noise_or_refuse(None, "this delta")
         self.answers = self.queries
         self.voters = None
-        plan_table_front_end(self.config, self.facts, noise, self.filled)
+        plan_table_front_end(self.config, self.facts, self.noise, self.filled)
 
     def _plan_votes(self) -> None:
         """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
-        spec, params, wording = self.spec, self.params, self.wording
+        spec, params = self.spec, self.params
         if spec.kind.reads_private_records:
             self.voters = voters_of(spec, None, params)
         else:
@@ -295,15 +296,7 @@ class _Planning:
                 "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. 2018: 200 of 250)",
             }
         self._choose_queries()
-        noise = self.noise_for(self.queries, voters)
-        if noise is None:
-            raise PlanError(
-                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at "
-                f"delta = {self.priv['delta']:g}",
-                setting=setting_name("target_eps", wording),
-                fix=f"raise {setting_name('target_eps', wording)}",
-            )
-        self.noise = noise
+        self.noise = noise = self._noise_or_refuse(voters, f"delta = {self.priv['delta']:g}")
         self.answers = (
             self.queries
             if self.calibrated
@@ -319,7 +312,7 @@ class _Planning:
 
     def _choose_num_teachers(self) -> None:
         """The fewest teachers from :data:`TEACHER_GRID` whose noise stays at :data:`TARGET_NOISE`
-        (the module docstring's ``num_teachers`` filling rule)."""
+        (docs/plan.md, "What it fills in")."""
         facts, classes, params, cap = self.facts, self.classes, self.params, self.cap
         t_max = self.t_most
         grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
@@ -393,7 +386,7 @@ class _Planning:
     # ------------------------------------------------------------------ checks
 
     def check(self) -> None:
-        """Every check (the module docstring's rules 1 to 3); refusals go to ``problems``."""
+        """Every check (docs/plan.md, "What it refuses"); refusals go to ``problems``."""
         teachers = self.teachers
         self.records = self.facts.private_records / teachers if teachers else None
         self.rel = self._relative_noise()
@@ -419,7 +412,7 @@ class _Planning:
         return rel
 
     def _check_shards(self) -> None:
-        """Rule 2: shards large enough to learn."""
+        """Shards large enough to learn."""
         teachers, records, classes, wording = (
             self.teachers,
             self.records,
@@ -453,7 +446,7 @@ class _Planning:
             )
 
     def _check_noise(self) -> None:
-        """Rule 1: the argmax noise must not drown the votes."""
+        """The argmax noise must not drown the votes."""
         main = next((k for k in self.rel if not k.startswith("sigma1")), None)
         if main is None:
             return
@@ -481,7 +474,7 @@ class _Planning:
                 )
 
     def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
-        """Rule 1 with calibrated noise: the refusal names the target and what would work."""
+        """Drowning noise, calibrated: the refusal names the target and what would work."""
         spec, voters, queries, wording = self.spec, self.voters, self.queries, self.wording
         ok = dict(self.noise)
         ok[_STD_KEY.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
@@ -518,7 +511,7 @@ class _Planning:
         )
 
     def _check_threshold_noise(self) -> None:
-        """Rule 1 for Confident GNMax's threshold check: not a coin flip."""
+        """Confident GNMax's threshold check: not a coin flip."""
         rel, wording = self.rel, self.wording
         s1 = next((k for k in rel if k.startswith("sigma1")), None)
         if s1 is None:
@@ -540,7 +533,7 @@ class _Planning:
             )
 
     def _check_answers(self) -> None:
-        """Rule 3: enough worst-case answers to teach a student."""
+        """Enough worst-case answers to teach a student."""
         need, classes, answers, wording = self.need, self.classes, self.answers, self.wording
         if self.n_pub < need:
             self.refuse(
@@ -637,27 +630,3 @@ class _Planning:
             + tuple(f"(smoke test, not refused) {p}" for p in self.problems if self.smoke),
             usable=not self.problems,
         )
-
-
-def plan_for(
-    config: dict,
-    facts: Facts,
-    *,
-    calibration,
-    orders,
-    wording: str = "config",
-    remaining_eps: float | None = None,
-) -> Plan:
-    """The plan of a config whose settings are all set (a filled one, from
-    :func:`pate.run.config.plan`): the checks of :func:`plan_config`, with what the planner had
-    filled in (the config's ``planned`` entry) reported as chosen. Raises :class:`PlanError`."""
-    _, plan = plan_config(
-        config,
-        facts,
-        calibration=calibration,
-        orders=orders,
-        wording=wording,
-        remaining_eps=remaining_eps,
-    )
-    filled = dict((config.get("planned") or {}).get("filled") or {})
-    return dataclasses.replace(plan, filled=dict(filled, **plan.filled))

@@ -52,8 +52,8 @@ def needs_plan(config: dict) -> bool:
 def auto_mechanism(config: dict) -> str:
     """What ``mechanism = "auto"`` becomes with a target: the registry's choice without teachers
     when the user asked for none (teacher model "auto" and the number of teachers open), else
-    its choice with teachers (``pate.mechanisms.auto_choice``; the module
-    docstring of :mod:`pate.run.planner`, "Filling in"). Reads the config only."""
+    its choice with teachers (``pate.mechanisms.auto_choice``; docs/plan.md,
+    "What it fills in"). Reads the config only."""
     teachers = (config.get("teachers") or {}).get("model", "auto")
     count = (config.get("partition") or {}).get("num_teachers", "auto")
     return AUTO_NO_TEACHERS if teachers == "auto" and count in (None, "auto") else AUTO_MECHANISM

@@ -1,7 +1,5 @@
 """How the report writes numbers: epsilons, deltas, percentages, counts and parameters, the same
-in the statement, the tables, the warnings and the plots (``from pate.run.report import formatting
-as F``; ``F.eps(x)``).
-"""
+in the statement, the tables, the warnings and the plots."""
 
 from __future__ import annotations
 

@@ -528,7 +528,7 @@ def _plots(report: dict, internal: bool) -> list[Block]:
             "These plots show only data-independent figures, released values and figures on "
             "data declared public: they **may be published**."
         ),
-        *(Figure(name, wording.CAPTIONS[name][0], internal=False) for name in public),
+        *(Figure(name, wording.CAPTIONS[name], internal=False) for name in public),
     ]
     if not internal:
         return blocks
@@ -543,7 +543,7 @@ def _plots(report: dict, internal: bool) -> list[Block]:
     for name in PLOT_NAMES:
         if name in public:
             continue
-        caption = wording.CAPTIONS[name][0]
+        caption = wording.CAPTIONS[name]
         if name == "vote_margins":
             note = report["vote_margins"]["note"].strip().rstrip(".")
             if note:

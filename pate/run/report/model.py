@@ -21,10 +21,6 @@ from pate.run.report.report_warnings import report_warnings
 from pate.run.report.wording import plain_language_statement
 
 __all__ = [
-    "INTERNAL_DIR",
-    "INTERNAL_JSON",
-    "INTERNAL_MD",
-    "INTERNAL_PLOTS_DIR",
     "INTERNAL_PLOT_NAMES",
     "PLOTS_DIR",
     "PLOT_NAMES",
@@ -58,13 +54,8 @@ INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
 #: matrix only where the evaluation data is declared public (:func:`public_plot_names`).
 PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
 #: The folder of the run directory that holds the publishable plots (``plots/<name>.png``); the
-#: internal ones are in ``private/plots/`` (:data:`INTERNAL_PLOTS_DIR`).
+#: internal ones are in ``private/plots/`` (``rundir.INTERNAL_PLOTS``).
 PLOTS_DIR = "plots"
-#: The internal report's files and plots, relative to the run directory (:mod:`pate.run.rundir`).
-INTERNAL_DIR = rundir.PRIVATE_DIR
-INTERNAL_PLOTS_DIR = rundir.INTERNAL_PLOTS
-INTERNAL_MD = rundir.REPORT_INTERNAL_MD
-INTERNAL_JSON = rundir.REPORT_INTERNAL_JSON
 
 
 def public_plot_names(report: dict) -> tuple[str, ...]:
@@ -82,7 +73,7 @@ def plot_paths(report: dict) -> dict[str, str]:
     ``plots/``, the others in ``private/plots/``."""
     public = public_plot_names(public_part(report))
     return {
-        name: f"{PLOTS_DIR if name in public else INTERNAL_PLOTS_DIR}/{name}.png"
+        name: f"{PLOTS_DIR if name in public else rundir.INTERNAL_PLOTS}/{name}.png"
         for name in PLOT_NAMES
     }
 

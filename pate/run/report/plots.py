@@ -30,6 +30,14 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+def _figure(figsize=(6.4, 4.0)):
+    """A matplotlib Figure (no pyplot) and its one Axes."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    return fig, fig.add_subplot()
+
+
 def _internal_stamp(ax, title: str) -> None:
     """The title, with a red subtitle saying the plot holds non-private figures."""
     ax.set_title(title, pad=16)
@@ -59,11 +67,8 @@ def _rdp_axes(ax, plotted: list, ylabel: str) -> None:
 
 
 def _plot_epsilon(a: dict):
-    from matplotlib.figure import Figure
-
     p, c = a["privacy"], a["curves"]
-    fig = Figure(figsize=(6.4, 4.0))
-    ax = fig.add_subplot()
+    fig, ax = _figure()
     curves = [
         (c["eps_data_independent"], "data-independent (publishable)", {"color": "#1f5fa8"}),
         (c["eps_data_dependent"], "data-dependent (NOT PRIVATE)", {"color": "#b00020", "ls": "--"}),
@@ -118,13 +123,26 @@ def _epsilon_axes(ax, answered_count, curves, *, fallback_x, sanitized, guarante
     ax.legend(fontsize=8, loc="upper left")
 
 
-def _plot_margins(a: dict):
-    from matplotlib.figure import Figure
+def _rdp_series(ax, orders, series, order, color, label, style, chosen="chosen order") -> None:
+    """One RDP-per-order curve with its chosen order marked."""
+    ax.plot(orders, series, color=color, lw=2, marker=".", ms=3, label=label, **style)
+    ax.axvline(order, color=color, lw=1, ls=":")
+    if order in orders:
+        ax.scatter(
+            [order],
+            [series[orders.index(order)]],
+            color=color,
+            s=40,
+            zorder=3,
+            edgecolor="black",
+            label=f"{chosen}: \u03bb = {formatting.param(order)}",
+        )
 
+
+def _plot_margins(a: dict):
     vm = a["vote_margins"]
     edges, counts = vm["bin_edges"], vm["counts"]
-    fig = Figure(figsize=(6.4, 4.0))
-    ax = fig.add_subplot()
+    fig, ax = _figure()
     if counts:
         widths = [hi - lo for lo, hi in zip(edges[:-1], edges[1:])]
         ax.bar(edges[:-1], counts, width=widths, align="edge", color="#6d6875", edgecolor="white")
@@ -141,46 +159,15 @@ def _plot_margins(a: dict):
 
 
 def _plot_rdp(a: dict):
-    from matplotlib.figure import Figure
-
     p = a["privacy"]
     orders = p["orders"]
-    fig = Figure(figsize=(6.4, 4.0))
-    ax = fig.add_subplot()
-    ax.plot(
-        orders,
-        p["rdp_data_independent"],
-        color="#1f5fa8",
-        lw=2,
-        marker=".",
-        ms=3,
-        label="data-independent (publishable)",
-    )
-    ax.plot(
-        orders,
-        p["rdp_data_dependent"],
-        color="#b00020",
-        lw=2,
-        ls="--",
-        marker=".",
-        ms=3,
-        label="data-dependent (NOT PRIVATE)",
-    )
-    for order, series, color, label in (
-        (p["order_data_independent"], p["rdp_data_independent"], "#1f5fa8", "data-independent"),
-        (p["order"], p["rdp_data_dependent"], "#b00020", "data-dependent"),
-    ):
-        ax.axvline(order, color=color, lw=1, ls=":")
-        if order in orders:
-            ax.scatter(
-                [order],
-                [series[orders.index(order)]],
-                color=color,
-                s=40,
-                zorder=3,
-                edgecolor="black",
-                label=f"chosen order {label}: \u03bb = {formatting.param(order)}",
-            )
+    fig, ax = _figure()
+    independent, dependent = p["rdp_data_independent"], p["rdp_data_dependent"]
+    chosen = "chosen order data-independent"
+    label = "data-independent (publishable)"
+    _rdp_series(ax, orders, independent, p["order_data_independent"], "#1f5fa8", label, {}, chosen)
+    chosen, label = "chosen order data-dependent", "data-dependent (NOT PRIVATE)"
+    _rdp_series(ax, orders, dependent, p["order"], "#b00020", label, {"ls": "--"}, chosen)
     _rdp_axes(
         ax, p["rdp_data_independent"] + p["rdp_data_dependent"], "RDP of the run at order \u03bb"
     )
@@ -189,15 +176,12 @@ def _plot_rdp(a: dict):
 
 
 def _plot_confusion(a: dict):
-    from matplotlib.figure import Figure
-
     u = a["utility"]
     cm = u["confusion_matrix"]
     names = formatting.class_names(u)
     m = len(cm)
     size = min(3.5 + 0.4 * m, 12.0)
-    fig = Figure(figsize=(size + 1.2, size))
-    ax = fig.add_subplot()
+    fig, ax = _figure((size + 1.2, size))
     image = ax.imshow(cm, cmap="Blues")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     ax.set_xticks(range(m))
@@ -265,10 +249,7 @@ def _public_stamp(ax, title: str, shows: str) -> None:
 
 def _plot_epsilon_public(view: dict):
     """The publishable epsilon plot, from :func:`publishable_plot_data` only."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 4.0))
-    ax = fig.add_subplot()
+    fig, ax = _figure()
     _epsilon_axes(
         ax,
         view["answered_count"],
@@ -292,32 +273,10 @@ def _plot_epsilon_public(view: dict):
 
 def _plot_rdp_public(view: dict):
     """The publishable Renyi-DP plot, from :func:`publishable_plot_data` only."""
-    from matplotlib.figure import Figure
-
     orders, series = view["orders"], view["rdp_data_independent"]
     order = view["order_data_independent"]
-    fig = Figure(figsize=(6.4, 4.0))
-    ax = fig.add_subplot()
-    ax.plot(
-        orders,
-        series,
-        color="#1f5fa8",
-        lw=2,
-        marker=".",
-        ms=3,
-        label="data-independent RDP of the queries",
-    )
-    ax.axvline(order, color="#1f5fa8", lw=1, ls=":")
-    if order in orders:
-        ax.scatter(
-            [order],
-            [series[orders.index(order)]],
-            color="#1f5fa8",
-            s=40,
-            zorder=3,
-            edgecolor="black",
-            label=f"chosen order: \u03bb = {formatting.param(order)}",
-        )
+    fig, ax = _figure()
+    _rdp_series(ax, orders, series, order, "#1f5fa8", "data-independent RDP of the queries", {})
     _rdp_axes(ax, series, "data-independent RDP at order \u03bb")
     _public_stamp(ax, "Renyi-DP per order", "data-independent figures")
     return fig

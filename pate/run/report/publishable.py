@@ -1,25 +1,10 @@
 """The one line between what a run may publish and what it may not (docs/publishing.md).
 
-Every field of the publishable report (``report.json``, and through it ``report.md`` and
-``report.html``, which are rendered from it alone) is
-
-* **declared**: a fact the user declared public (the config's settings, the declared classes,
-  the mechanism and its parameters, delta, the budget);
-* **charged**: the output of a mechanism whose cost the ledger recorded (the noisy answers and
-  how many there were, the sanitized epsilon released with its own charge);
-* **derived**: post-processing of declared and charged fields only (the data-independent
-  epsilon, the guarantee, a figure computed on data declared public);
-* **constant**: the same for every run of this pate-learn (wording, the schema's format).
-
-:data:`PUBLIC_FIELDS` is that allow-list, with the reason for each field, in ONE place: the
-publishable report is cut out of the full one by :func:`public_part`, which keeps a field
-only when the allow-list names it (or a folder above it) and its condition holds. Everything
-else -- the smooth sensitivity and what it scales, the raw data-dependent epsilon and curves,
-the teachers' and the noise-free plurality vote's figures, exact counts, figures on evaluation
-data not declared public, paths and times of the operator's machine -- stays in the internal
-report (``private/report_internal.json``). :data:`NOT_PUBLIC` names what is carved out of a
-public folder, with the reason. ``tests/pate/publishable/test_provenance.py`` walks every
-field of the report.json of a run of each mechanism against this table.
+:data:`PUBLIC_FIELDS` is the allow-list of the publishable report's fields, each with why it is
+public (declared, charged, derived or constant), in ONE place: :func:`public_part` keeps a field
+only when the allow-list names it (or a folder above it) and its condition holds; everything else
+stays in the internal report. :data:`NOT_PUBLIC` names what is carved out of a public folder, with
+the reason.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """``report.md`` and ``report.html`` from the report's blocks (:func:`pate.run.report.layout.document`),
 through the jinja2 templates shipped in ``pate/run/report/templates/`` (found with
-:mod:`importlib.resources`, so they work from a wheel or a zipped install too):
-
-* ``report.md.j2``: Markdown; plots linked relative to the run directory;
-* ``report.html.j2``: one self-contained page (the stylesheet ``report.css`` inlined, plots
-  embedded as base64 PNG, no external resource) that renders offline.
-
-To restyle or translate the report, edit these templates: they receive ``blocks`` (typed blocks
-of :mod:`pate.run.report.model`, dispatched on ``block.kind``), ``title``, ``plots`` (name -> path),
-``images`` (name -> base64 PNG, HTML only) and ``not_private`` (:data:`NOT_PRIVATE`). The
-filters ``md_cell`` (a Markdown table cell), ``inline_html`` (block text to HTML: escaped,
-``**bold**`` and ```code``` marks turned into tags), ``html_text`` (escaped, quotes kept) and
-``html_attr`` (escaped, quotes too) escape what the templates print; HTML autoescaping is on for
-anything printed without them.
+:mod:`importlib.resources`, so they work from a wheel or a zipped install too): ``report.md.j2``
+(plots linked relative to the run directory) and ``report.html.j2`` (one self-contained page that
+renders offline). What the templates receive, to restyle or translate the report:
+docs/publishing.md.
 """
 
 from __future__ import annotations
@@ -27,8 +18,9 @@ import jinja2
 from markupsafe import Markup
 
 from pate.analysis.errors import InputError
+from pate.run import rundir
 from pate.run.report.layout import document
-from pate.run.report.model import INTERNAL_DIR, public_report
+from pate.run.report.model import public_report
 from pate.run.report.wording import NOT_PRIVATE
 
 __all__ = [
@@ -97,7 +89,7 @@ def _environment() -> jinja2.Environment:
 
 def _internal_links(report: dict) -> dict[str, str]:
     """The plots' paths relative to ``private/``, where the internal report lies."""
-    prefix = INTERNAL_DIR + "/"
+    prefix = rundir.PRIVATE_DIR + "/"
     return {
         name: path[len(prefix) :] if path.startswith(prefix) else f"../{path}"
         for name, path in report["plots"].items()

@@ -1,10 +1,8 @@
-"""What a run computed on, as its report states it: where the teachers trained (the backend and
-its resources, :func:`read_execution` / :func:`execution_text`), the CPU threads of each stage
-(:func:`read_threads` / :func:`threads_text`, docs/threads.md) and the peak GPU memory of each
-stage that used a GPU (:func:`read_gpu_memory` / :func:`gpu_memory_text`,
-:mod:`pate.core.gpu_memory`) and the precision the student trained in (:func:`read_precision` /
-:func:`precision_text`). Read from the stages' summaries ``stages/<stage>.json``; none of it
-changes what is computed, hence no privacy figure.
+"""What a run computed on, as its report states it (:func:`read_resources`, then one ``*_text``
+each): where the teachers trained (the backend and its resources), the CPU threads of each stage
+(docs/threads.md), the peak GPU memory of each stage that used a GPU (:mod:`pate.core.gpu_memory`)
+and the precision the student trained in. Read from the stages' summaries ``stages/<stage>.json``;
+none of it changes what is computed, hence no privacy figure.
 """
 
 from __future__ import annotations
@@ -19,10 +17,7 @@ __all__ = [
     "execution_text",
     "gpu_memory_text",
     "precision_text",
-    "read_execution",
-    "read_gpu_memory",
-    "read_precision",
-    "read_threads",
+    "read_resources",
     "threads_text",
 ]
 
@@ -30,23 +25,36 @@ __all__ = [
 COMPUTING_STAGES = ("teachers", "votes", "aggregate", "student")
 
 
-def _summary(run_dir: Path, stage: str) -> dict | None:
+def _summary(run_dir: Path, stage: str) -> dict:
+    """``stages/<stage>.json``; {} when absent or unreadable."""
     try:
         info = json.loads((Path(run_dir) / rundir.STAGE_DIR / f"{stage}.json").read_text())
     except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
-def read_execution(run_dir: Path) -> dict | None:
+def read_resources(run_dir: Path) -> dict:
+    """The report's keys on what the run computed on, those its stages recorded: ``execution``
+    (the backend and its resources, docs/cluster.md), ``threads``, ``gpu_memory`` and
+    ``student_precision`` (float32, or bfloat16 autocast: ``[student] amp``)."""
+    found = {
+        "execution": _execution(run_dir),
+        "threads": _threads(run_dir),
+        "gpu_memory": _gpu_memory(run_dir),
+        "student_precision": _precision(run_dir),
+    }
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def _execution(run_dir: Path) -> dict | None:
     """``execution`` of ``<run_dir>/stages/teachers.json`` (where the teachers trained: the
     backend and its resources), if recorded; None otherwise."""
-    info = _summary(run_dir, "teachers")
-    ex = info.get("execution") if info is not None else None
+    ex = _summary(run_dir, "teachers").get("execution")
     return ex if isinstance(ex, dict) else None
 
 
-def read_threads(run_dir: Path) -> dict | None:
+def _threads(run_dir: Path) -> dict | None:
     """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
     ``stages/<stage>.json`` recorded them (:mod:`pate.core.threads`: count, source, cpus, detail,
     wait_policy; and ``processes`` where the stage trained in several processes, the student's
@@ -55,23 +63,22 @@ def read_threads(run_dir: Path) -> dict | None:
     out = {}
     for stage in COMPUTING_STAGES:
         info = _summary(run_dir, stage)
-        threads = info.get("threads") if info is not None else None
+        threads = info.get("threads")
         if isinstance(threads, dict) and isinstance(threads.get("count"), int):
-            processes = info.get("processes") if info is not None else None
+            processes = info.get("processes")
             if isinstance(processes, int) and processes > 1:
                 threads = dict(threads, processes=processes)
             out[stage] = threads
     return out or None
 
 
-def read_gpu_memory(run_dir: Path) -> dict | None:
+def _gpu_memory(run_dir: Path) -> dict | None:
     """``{stage: [per device: index, name, peak_allocated_bytes, peak_reserved_bytes]}``: the
     peak GPU memory of each stage that used a CUDA device, as its summary recorded it; None when
     no stage did (a run on CPUs only)."""
     out = {}
     for stage in COMPUTING_STAGES:
-        info = _summary(run_dir, stage)
-        peaks = info.get("gpu_memory") if info is not None else None
+        peaks = _summary(run_dir, stage).get("gpu_memory")
         if isinstance(peaks, list) and peaks and all(isinstance(p, dict) for p in peaks):
             out[stage] = peaks
     return out or None
@@ -149,12 +156,11 @@ def gpu_memory_text(report: dict) -> str | None:
     )
 
 
-def read_precision(run_dir: Path) -> str | None:
+def _precision(run_dir: Path) -> str | None:
     """``precision`` of ``<run_dir>/stages/student.json`` ("float32" or "bfloat16 autocast",
     :class:`pate.student.train.Student`'s ``precision_``); None when not recorded (a
     scikit-learn student, or a run made before it was)."""
-    info = _summary(run_dir, "student")
-    precision = info.get("precision") if info is not None else None
+    precision = _summary(run_dir, "student").get("precision")
     return precision if isinstance(precision, str) else None
 
 

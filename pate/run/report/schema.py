@@ -124,18 +124,8 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
     "vote_margins": {"bin_edges": "[float]", "counts": "[int]", "note": "str"},
 }
 
-# Optional keys of "privacy" (absent from older analysis.json files: the report then says
-# nothing about them). noise_seeded: the aggregator's and the release's noise came from a seed the
-# user gave (replayable, hence not private); keys_seeded: the run's secret keys (the partition's,
-# a pool's split) were derived from [run] seed (pate.core.keys: reproducible, not private);
-# ledger_enforced: false when the privacy ledger was
-# turned off; budget_changes: the dataset budget's changes recorded by the ledger; calibration:
-# what "auto" noise parameters were calibrated to for a target epsilon, and how (null: none);
-# prior_rounds: the earlier runs whose released student embeds this run ({"runs":
-# [{"run_dir", "run_id", "eps"}], "eps"}: their composed cost, included in eps_guarantee).
-# records: the number of private records the run was sized from and where it came from
-# ("declared": [data] records; "builtin": a built-in dataset's published size), never the exact
-# count (pate.run.config.DataTable.declared_records).
+# Optional keys of "privacy" (absent: the report says nothing about them; what each means:
+# docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "keys_seeded": "bool",
@@ -145,20 +135,9 @@ _OPTIONAL_PRIVACY: dict[str, Any] = {
     "prior_rounds": "dict?",
     "records": {"declared": "int", "basis": ("declared", "builtin")},
 }
-# Optional keys of "run": smoke_test (the run only checks that the pipeline works; false when
-# absent, as in files written before the key existed).
+# Optional keys of "run" (docs/publishing.md).
 _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
-# Optional keys of "utility": student_alone_accuracy (the released model is the student times its
-# labelling rule, ``[student] combine_with_rule``: the student's own accuracy, for comparison).
-# What the run is worth in plain words (the report's first section; absent from files written
-# before these keys existed): answered_labels, answered_plurality_agreement (INTERNAL: from the
-# private votes; null without teachers), majority_class_rate and chance_rate (evaluation split),
-# student_steps (optimiser steps of the torch student; null for an estimator), scale_warnings,
-# warnings and internal_warnings (pate.run.utility_warnings.split_utility_warnings: those judged
-# on public figures, and those that fire only on internal ones; each says what to change) and
-# evaluation_public (the evaluation data was declared public: the student's figures on it may be
-# published; false when absent: e.g. rows of the user's sensitive pool) and public_from_pool
-# (public inputs that are rows of the user's file marked public, used without protection).
+# Optional keys of "utility" (what each means: docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
     "evaluation_public": "bool",
@@ -242,51 +221,37 @@ class _Checker:
             if data is None:
                 return
             spec = spec[:-1]
-        ok = {
-            "int": is_int,
-            "float": is_real,
-            "str": lambda v: isinstance(v, str),
-            "bool": lambda v: isinstance(v, bool),
-            "dict": lambda v: isinstance(v, dict),
-        }
-        if spec in ok:
-            if not ok[spec](data):
-                kind = {
-                    "int": "an integer",
-                    "float": "a number (not NaN)",
-                    "str": "a string",
-                    "bool": "true or false",
-                    "dict": "a JSON object",
-                }[spec]
-                self.fail(key, f"must be {kind}, got {_short(data)}")
-            return
         if spec == "[change]":
             if not isinstance(data, list):
                 self.fail(key, f"must be a list of budget changes, got {_short(data)}")
             for i, change in enumerate(data):
                 self.check(change, _BUDGET_CHANGE, f"{key}[{i}]")
-            return
-        if spec == "[[int]]":
-            if not (
-                isinstance(data, list)
-                and all(isinstance(row, list) and all(is_int(v) for v in row) for row in data)
-            ):
+        elif spec == "[[int]]":
+            if not (isinstance(data, list) and all(_LEAVES["[int]"][0](row) for row in data)):
                 self.fail(key, f"must be a list of lists of integers, got {_short(data)}")
-            return
-        item = {
-            "[int]": is_int,
-            "[float]": is_real,
-            "[float?]": lambda v: v is None or is_real(v),
-            "[str]": lambda v: isinstance(v, str),
-        }[spec]
-        if not (isinstance(data, list) and all(item(v) for v in data)):
-            kind = {
-                "[int]": "integers",
-                "[float]": "numbers (not NaN)",
-                "[float?]": "numbers (not NaN) or nulls",
-                "[str]": "strings",
-            }[spec]
-            self.fail(key, f"must be a list of {kind}, got {_short(data)}")
+        elif not _LEAVES[spec][0](data):
+            self.fail(key, f"must be {_LEAVES[spec][1]}, got {_short(data)}")
+
+
+def _list_of(item) -> Any:
+    return lambda v: isinstance(v, list) and all(item(x) for x in v)
+
+
+# Each leaf spec: (check, what it must be).
+_LEAVES: dict[str, tuple[Any, str]] = {
+    "int": (is_int, "an integer"),
+    "float": (is_real, "a number (not NaN)"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "dict": (lambda v: isinstance(v, dict), "a JSON object"),
+    "[int]": (_list_of(is_int), "a list of integers"),
+    "[float]": (_list_of(is_real), "a list of numbers (not NaN)"),
+    "[float?]": (
+        _list_of(lambda v: v is None or is_real(v)),
+        "a list of numbers (not NaN) or nulls",
+    ),
+    "[str]": (_list_of(lambda v: isinstance(v, str)), "a list of strings"),
+}
 
 
 def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:

@@ -314,22 +314,29 @@ def _queries_text(a: dict) -> str:
     return text
 
 
+def _guarantee_opening(a: dict) -> str:
+    """The guarantee paragraph up to "everything the run releases \u2014 the student model"."""
+    p = a["privacy"]
+    weak = weak_guarantee(a)
+    return (
+        f"The released student satisfies (\u03b5 = {formatting.eps(p['eps_guarantee'])}, \u03b4 = "
+        f"{formatting.delta(p['delta'])})-differential privacy with respect to "
+        f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training data. "
+        + (f"{weak} " if weak else "")
+        + "This bound holds for everything the run releases \u2014 the student model"
+    )
+
+
 def _records_guarantee(a: dict) -> list[tuple[str, str]]:
     """The guarantee of a mechanism that samples the private records itself (no teachers): its
     cost does not depend on the data, and nothing data-dependent is released."""
     p, q = a["privacy"], a["queries"]
     spec = mechanisms.get(p["mechanism"])
-    weak = weak_guarantee(a)
     return [
         (
             "Guarantee",
             (
-                f"The released student satisfies (\u03b5 = {formatting.eps(p['eps_guarantee'])}, \u03b4 = "
-                f"{formatting.delta(p['delta'])})-differential privacy with respect to "
-                f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training "
-                "data. "
-                + (f"{weak} " if weak else "")
-                + "This bound holds for everything the run releases \u2014 the student model"
+                _guarantee_opening(a)
                 + (
                     ", the labels it was trained on and the labelling rule's class scores of every "
                     "item (label_scores.npy, post-processing of the same release)"
@@ -358,16 +365,12 @@ def _teachers_guarantee(a: dict) -> list[tuple[str, str]]:
     """The guarantee of a teachers' run, its sanitized data-dependent epsilon and the raw
     data-dependent one (:data:`NOT_PRIVATE`)."""
     p, q = a["privacy"], a["queries"]
-    weak = weak_guarantee(a)
     paras = [
         (
             "Guarantee",
             (
-                f"The released student satisfies (\u03b5 = {formatting.eps(p['eps_guarantee'])}, \u03b4 = "
-                f"{formatting.delta(p['delta'])})-differential privacy with respect to "
-                f"{RELATION_TEXT[p['neighbouring_relation']][1]} of the sensitive training data. "
-                + (f"{weak} " if weak else "")
-                + "This bound holds for everything the run releases \u2014 the student model, the labels "
+                _guarantee_opening(a)
+                + ", the labels "
                 + (
                     "it was trained on and the sanitized epsilon below"
                     if "eps_sanitized" in p
@@ -550,36 +553,30 @@ def plain_language_statement(analysis: dict) -> str:
     return "\n\n".join(f"{head}: {text}" for head, text in statement_paragraphs(analysis))
 
 
-# The caption of each plot and whether it is INTERNAL (computed from the private votes).
-CAPTIONS: dict[str, tuple[str, bool]] = {
+# The caption of each plot (which are internal: pate.run.report.model.INTERNAL_PLOT_NAMES).
+CAPTIONS: dict[str, str] = {
     "epsilon_vs_answered": (
         "Epsilon (at the run's \u03b4) against the number of answered queries: data-independent "
-        "(publishable) and data-dependent (internal).",
-        True,
+        "(publishable) and data-dependent (internal)."
     ),
     "vote_margins": (
-        "Histogram of vote margins (top-1 minus top-2 vote count) over the queries asked.",
-        True,
+        "Histogram of vote margins (top-1 minus top-2 vote count) over the queries asked."
     ),
     "rdp_per_order": (
         "Renyi-DP of the whole run at each order (log scale), data-independent and "
-        "data-dependent (internal), with the orders chosen for the conversion marked.",
-        True,
+        "data-dependent (internal), with the orders chosen for the conversion marked."
     ),
     "confusion_matrix": (
         "Confusion matrix of the student on the evaluation split (rows: true class, "
-        "columns: predicted class).",
-        False,
+        "columns: predicted class)."
     ),
     "epsilon_vs_answered_public": (
         "Data-independent epsilon (at the run's \u03b4) against the number of answered queries, "
         "with the guarantee and the sanitized epsilon that the run releases; no data-dependent "
-        "curve.",
-        False,
+        "curve."
     ),
     "rdp_per_order_public": (
         "Data-independent Renyi-DP of the run's queries at each order (log scale), with the "
-        "order chosen for the conversion marked; no data-dependent curve.",
-        False,
+        "order chosen for the conversion marked; no data-dependent curve."
     ),
 }

@@ -13,11 +13,8 @@ import tempfile
 from pathlib import Path
 
 from pate.core.io import naming_write_errors
+from pate.run import rundir
 from pate.run.report.model import (
-    INTERNAL_DIR,
-    INTERNAL_JSON,
-    INTERNAL_MD,
-    INTERNAL_PLOTS_DIR,
     PLOTS_DIR,
     build_report,
     public_report,
@@ -25,12 +22,7 @@ from pate.run.report.model import (
 )
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
-from pate.run.report.resources import (
-    read_execution,
-    read_gpu_memory,
-    read_precision,
-    read_threads,
-)
+from pate.run.report.resources import read_resources
 from pate.run.report.schema import load_analysis
 
 __all__ = ["INTERNAL_REPORT_FILES", "REPORT_FILES", "write_report"]
@@ -38,7 +30,7 @@ __all__ = ["INTERNAL_REPORT_FILES", "REPORT_FILES", "write_report"]
 #: The publishable report's files (its plots in ``plots/``).
 REPORT_FILES = ("report.json", "report.md", "report.html")
 #: The internal report's files (its plots in ``private/plots/``).
-INTERNAL_REPORT_FILES = (INTERNAL_JSON, INTERNAL_MD)
+INTERNAL_REPORT_FILES = (rundir.REPORT_INTERNAL_JSON, rundir.REPORT_INTERNAL_MD)
 
 
 def _file_mode() -> int:
@@ -69,21 +61,10 @@ def _full_report(run_dir: Path) -> dict:
     """The full (internal) report of a run: the analysis, its wording, and what the run computed
     on (the backend, threads, GPU memory, precision)."""
     report = build_report(load_analysis(run_dir))
-    execution = read_execution(run_dir)
-    if execution is not None:
-        report["execution"] = execution  # the backend and its resources (docs/cluster.md)
+    report.update(read_resources(run_dir))
     check = read_rule_check(run_dir)
     if check is not None and check.weak:  # the release's statistics not reproduced (free)
         report["warnings"].append(check.warning_text())
-    threads = read_threads(run_dir)
-    if threads is not None:
-        report["threads"] = threads  # the CPU threads of each stage (docs/threads.md)
-    gpu_memory = read_gpu_memory(run_dir)
-    if gpu_memory is not None:
-        report["gpu_memory"] = gpu_memory  # the peak GPU memory of each stage that used one
-    precision = read_precision(run_dir)
-    if precision is not None:
-        report["student_precision"] = precision  # float32, or bfloat16 autocast ([student] amp)
     return report
 
 
@@ -92,20 +73,12 @@ def _json_bytes(doc: dict) -> bytes:
 
 
 def write_report(run_dir: str | os.PathLike) -> dict:
-    """Generate the two reports of a run from ``<run_dir>/analysis.json`` (docs/publishing.md).
-
-    The publishable report: ``report.json`` (:func:`pate.run.report.model.public_report`: only
-    the fields :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows, the statement,
-    warnings and plots worded from them), ``report.md``, ``report.html`` (self-contained,
-    renders offline) and ``plots/<name>.png`` of its publishable plots. The internal report,
-    in ``private/`` (created owner-only): ``report_internal.json`` (everything: the analysis,
-    its wording with the internal figures marked, the backend and resources the run used),
-    ``report_internal.md`` and ``private/plots/<name>.png`` of the other plots. Each file is
-    written atomically (temporary file + ``os.replace``), ``report.json`` last; a plot of an
-    earlier version left in ``plots/`` that is not publishable is removed. The input is
-    validated first: a missing run directory or file raises ``FileNotFoundError``, a malformed
-    file or a missing key raises ``ValueError`` naming the file and the key, and nothing is
-    written. Returns the content of ``report.json``.
+    """Generate the two reports of a run from ``<run_dir>/analysis.json`` (the files: the module
+    docstring; docs/publishing.md). ``report.json`` holds only what
+    :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows; ``private/`` is created owner-only; a
+    plot left in ``plots/`` that is not publishable is removed. A missing run directory or file
+    raises ``FileNotFoundError``, a malformed file ``ValueError`` naming the file and the key, and
+    then nothing is written. Returns the content of ``report.json``.
     """
     run_dir = Path(run_dir)
     full = _full_report(run_dir)
@@ -115,18 +88,18 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     images = {**public_images, **render_plots(full, internal_names)}
     targets = [(run_dir / full["plots"][name], images[name]) for name in full["plots"]]
     targets += [
-        (run_dir / INTERNAL_MD, render_markdown(full, internal=True).encode("utf-8")),
-        (run_dir / INTERNAL_JSON, _json_bytes(full)),
+        (run_dir / rundir.REPORT_INTERNAL_MD, render_markdown(full, internal=True).encode("utf-8")),
+        (run_dir / rundir.REPORT_INTERNAL_JSON, _json_bytes(full)),
         (run_dir / "report.md", render_markdown(public).encode("utf-8")),
         (run_dir / "report.html", render_html(public, public_images).encode("utf-8")),
         (run_dir / "report.json", _json_bytes(public)),
     ]
-    private = run_dir / INTERNAL_DIR
+    private = run_dir / rundir.PRIVATE_DIR
     with naming_write_errors(private):
         private.mkdir(mode=0o700, exist_ok=True)
         private.chmod(0o700)
         (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
-        (run_dir / INTERNAL_PLOTS_DIR).mkdir(mode=0o700, exist_ok=True)
+        (run_dir / rundir.INTERNAL_PLOTS).mkdir(mode=0o700, exist_ok=True)
     mode = _file_mode()
     staged: list[tuple[Path, Path]] = []
     try:

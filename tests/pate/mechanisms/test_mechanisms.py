@@ -373,7 +373,13 @@ def test_the_stages_and_the_orchestration_ask_the_kind_never_a_flag_or_a_name():
             *(root / "pate/run/planner").glob("*.py"),
             *(
                 root / "pate/run" / f
-                for f in ("run_analysis.py", "utility_warnings.py", "rundir.py", "pipeline.py")
+                for f in (
+                    "run_analysis.py",
+                    "run_cost.py",
+                    "utility_warnings.py",
+                    "rundir.py",
+                    "pipeline.py",
+                )
             ),
             root / "pate/api.py",
         }
