@@ -37,7 +37,9 @@ PUBLISHED = ("report.md", "report.html", "report.json")
 
 def _hex_runs(text: str) -> set[str]:
     """Every word of 8 or more hex digits with a letter in ``text`` (not a number, not a part of
-    a hyphenated name such as the run id), lower-cased."""
+    a hyphenated name such as the run id, nor inside the base64 of an embedded image, where
+    such runs occur by chance), lower-cased."""
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]*", "", text)
     word = r"(?<![0-9a-zA-Z.\-_])[0-9a-fA-F]{8,}(?![0-9a-zA-Z\-_])"
     runs = {m.lower() for m in re.findall(word, text)}
     return {run for run in runs if re.search("[a-f]", run)}
