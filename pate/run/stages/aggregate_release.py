@@ -16,12 +16,11 @@ from pate.run.stages.records import RecordsInputs, records_inputs, records_summa
 from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds
 
 
-def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charged):
+def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charging: Charging):
     """The release's reservation (None without a ledger or without a query), after the config's
-    budget was checked; BudgetExceededError where it does not fit. ``charged``: ``(run_id,
-    dataset, ledger)``."""
-    run_id, dataset, ledger = charged
-    eps_of, queries, orders, prior = inputs.eps_of, inputs.queries, inputs.orders, inputs.prior
+    budget was checked; BudgetExceededError where it does not fit."""
+    ledger, dataset = charging.ledger, charging.dataset
+    eps_of, queries, prior = inputs.eps_of, inputs.queries, inputs.prior
     budget_eps, delta = inputs.budget_eps, inputs.delta
     cost = eps_of(inputs.prior_rdp + event.rdp_data_independent)
     if queries and cost > budget_eps:
@@ -35,7 +34,7 @@ def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charged):
     if not queries or ledger is None:
         return None
     try:
-        return ledger.reserve(dataset, orders=orders, rdp=event.rdp_data_independent, run_id=run_id)
+        return charging.reserve(event.rdp_data_independent)
     except BudgetExceededError as exc:
         raise BudgetExceededError(
             f"{exc}; the one release of {spec.title} does not fit, nothing was drawn or "
@@ -60,7 +59,8 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
         "statistic": spec.released_statistic,
         "private_records": int(inputs.private.shape[0]),
     }
-    reservation = _reserve_release(run, spec, inputs, event, (run_id, dataset, ledger))
+    charging = Charging(ledger, dataset, run_id, orders)
+    reservation = _reserve_release(run, spec, inputs, event, charging)
     ask = _release_asker(run, spec, inputs, event, answers, records)
 
     def summary_now():  # the one release: every query asked, reserved and answered at once
@@ -72,14 +72,14 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
             events,
             progress,
             answered=queries,
-            charged=(run_id, dataset, ledger),
+            charging=charging,
             records=records,
         )
 
     rounds.first = (reservation, queries)
     ask_in_rounds(
         run,
-        Charging(ledger, dataset, run_id, orders),
+        charging,
         worst=event.rdp_data_independent,
         limit=queries,
         ask=ask,

@@ -108,7 +108,7 @@ def aggregate_sample(run: Run, spec, ledger, dataset: str | None, run_id: str) -
             events,
             rounds,
             answered=int(answers.answered[: rounds.asked].sum()),
-            charged=(run_id, dataset, ledger),
+            charging=charging,
             knn={
                 "histograms": "drawn per round after its reservation; never saved",
                 "private_records": int(inputs.private.shape[0]),

@@ -127,7 +127,7 @@ def _summary(
     (the aggregator's own totals include the prior: other runs' spend and the planned release)."""
     from pate import analysis
 
-    priv, orders, ledger = config.privacy, charging.orders, charging.ledger
+    priv, orders = config.privacy, charging.orders
     events = list(aggregator.accountant.events) if events is None else events
     s = aggregator.summary()
     for dd, key in ((False, "eps_data_independent"), (True, "eps_data_dependent")):
@@ -139,10 +139,9 @@ def _summary(
         )
         s[key] = float(eps)
         s["order_" + key[4:]] = float(order)
-    charged = (charging.run_id, charging.dataset, ledger)
     return {
         **s,
-        **charged_part(config, charged, events=events, queries=queries, plan=plan, rounds=rounds),
+        **charged_part(config, charging, events=events, queries=queries, plan=plan, rounds=rounds),
         "release": release,
     }
 

@@ -281,11 +281,11 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
 
 
 def records_summary(
-    run: Run, spec, inputs: RecordsInputs, events, progress, *, answered, charged, **mechanism_part
+    run: Run, spec, inputs: RecordsInputs, events, progress, *, answered, charging, **mechanism_part
 ) -> dict:
     """``aggregate.json`` of a mechanism that reads the private records after the rounds so far
     (``progress``: a :class:`pate.run.stages.rounds.Rounds`; ``answered`` queries answered),
-    charged ``(run_id, dataset, ledger)``: the realised cost of ``events`` is the
+    charged to ``charging`` (a :class:`pate.run.stages.rounds.Charging`): the realised cost of ``events`` is the
     data-independent one (there is no data-dependent bound), no sanitized release;
     ``inputs.prior`` the earlier rounds this run's embedding depends on (their cost is in the
     guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
@@ -313,7 +313,7 @@ def records_summary(
         "prior_included": False,
         **charged_part(
             config,
-            charged,
+            charging,
             events=events,
             queries=inputs.queries,
             plan=inputs.plan,

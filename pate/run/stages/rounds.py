@@ -68,15 +68,15 @@ class Charging:
 
 
 def charged_part(
-    config, charged: tuple, *, events, queries: int, plan: dict, rounds: Rounds
+    config, charging: Charging, *, events, queries: int, plan: dict, rounds: Rounds
 ) -> dict:
     """The keys of ``aggregate.json`` every kind of mechanism writes alike: who was charged
-    (``charged``: run id, dataset, ledger), the events, the queries offered, the release plan,
+    (``charging``: run id, dataset, ledger), the events, the queries offered, the release plan,
     whether the noise was seeded, and how far the rounds came."""
-    run_id, dataset, ledger = charged
+    ledger = charging.ledger
     return {
-        "run_id": run_id,
-        "dataset": dataset,
+        "run_id": charging.run_id,
+        "dataset": charging.dataset,
         "ledger": None if ledger is None else str(ledger.path),
         "events": [e.to_dict() for e in events],
         "queries_offered": int(queries),
