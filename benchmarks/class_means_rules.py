@@ -47,7 +47,8 @@ SETTINGS = {
 
 def embeddings(name: str):
     from pate.teachers.data import load_pate_data
-    from pate.teachers.features import feature_data, public_pca_embedding
+    from pate.teachers.features import feature_data
+    from pate.teachers.public_embedding import public_pca_embedding
 
     features, dims, _ = SETTINGS[name]
     data = load_pate_data(name)

@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     from pate.student.rule_product import product_log_proba
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
-    from pate.teachers.features import PublicFrontEnd
+    from pate.teachers.public_embedding import PublicFrontEnd
 
     torch.set_num_threads(2)
     fronts, rows = {}, []

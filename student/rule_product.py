@@ -49,7 +49,7 @@ class RuleHead(nn.Module):
             self.register_buffer("feature_std", torch.ones(front[0], 1, 1))
             width = int(np.prod(front))
         elif features == "kernel":
-            from pate.teachers.features import KERNEL_FEATURES
+            from pate.teachers.public_embedding import KERNEL_FEATURES
 
             columns, width = int(np.prod(shape)), KERNEL_FEATURES
             self.register_buffer("kernel_mean", torch.zeros(columns, dtype=torch.float64))
@@ -68,7 +68,7 @@ class RuleHead(nn.Module):
 
     @classmethod
     def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> RuleHead:
-        """The head of a run: its public ``front`` (``pate.teachers.features.PublicFrontEnd``)
+        """The head of a run: its public ``front`` (``pate.teachers.public_embedding.PublicFrontEnd``)
         and the ``recovered`` rule (``pate.core.labelling_rules.RecoveredRule``)."""
         pca = front.pca
         head = cls(
@@ -104,7 +104,7 @@ class RuleHead(nn.Module):
             f = (self.scatter(f) - self.feature_mean) / self.feature_std
         f = f.reshape(f.shape[0], -1).double()
         if self.features == "kernel":
-            from pate.teachers.features import KERNEL_CLIP
+            from pate.teachers.public_embedding import KERNEL_CLIP
 
             z = ((f - self.kernel_mean) / self.kernel_std).clamp(-KERNEL_CLIP, KERNEL_CLIP)
             f = (2.0 / self.kernel_weights.shape[1]) ** 0.5 * torch.cos(

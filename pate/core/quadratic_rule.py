@@ -1,5 +1,5 @@
 """The "qda" labelling rule of a class-means release over a table's quadratic features
-(:func:`quadratic_discriminant`; the front-end is :class:`pate.teachers.features.QuadraticFeatures`):
+(:func:`quadratic_discriminant`; the front-end is :class:`pate.teachers.public_embedding.QuadraticFeatures`):
 each class's Gaussian read back from the released sums of the columns and their products.
 Post-processing of the release (:mod:`pate.core.mean_release`) and the public embeddings only."""
 
@@ -28,7 +28,7 @@ QUADRATIC_MAX_WIDTH = 4185
 
 def quadratic_width(columns: int) -> int:
     """How many features a table's quadratic front-end makes of ``columns`` columns
-    (:class:`pate.teachers.features.QuadraticFeatures`): each column and each product of two
+    (:class:`pate.teachers.public_embedding.QuadraticFeatures`): each column and each product of two
     (squares included), F + F (F + 1) / 2."""
     f = check_int(columns, "columns", minimum=1)
     return f + f * (f + 1) // 2

@@ -12,7 +12,7 @@ from pate.core.labelling_rules import labelling_rule, recover_rule
 from pate.core.mean_release import noisy_class_means
 from pate.student.rule_product import RuleHead, RuleProduct, product_log_proba
 from pate.student.train import Student
-from pate.teachers.features import PublicFrontEnd
+from pate.teachers.public_embedding import PublicFrontEnd
 
 
 def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150):

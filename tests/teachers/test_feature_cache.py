@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from pate.teachers import feature_cache, features
+from pate.teachers import feature_cache, features, public_embedding
 from pate.teachers.data import ArraySplit, PateData
 
 
@@ -359,10 +359,10 @@ def test_the_public_front_end_through_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
     data = _data()
     cache = feature_cache.FeatureCache(tmp_path)
-    front, public = features.PublicFrontEnd.fit_transform(
+    front, public = public_embedding.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8, cache=cache
     )
-    plain, plain_public = features.PublicFrontEnd.fit_transform(
+    plain, plain_public = public_embedding.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8
     )
     np.testing.assert_array_equal(public, plain_public)
@@ -370,14 +370,14 @@ def test_the_public_front_end_through_the_cache(tmp_path, monkeypatch):
         front.embed(data.private.x, cache=cache), plain.embed(data.private.x)
     )
     assert cache.summary()["misses"] == 2
-    again, _ = features.PublicFrontEnd.fit_transform(
+    again, _ = public_embedding.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8, cache=cache
     )
     np.testing.assert_array_equal(again.pca.axes, front.pca.axes)
     assert cache.summary()["hits"] == 1
     # the chunked axes are the public SVD's (up to sign and rounding)
     st = features.Standardizer.fit(features.scatter(data.public.x))
-    svd = features.PublicPCA.fit(st.transform(features.scatter(data.public.x)), dims=8)
+    svd = public_embedding.PublicPCA.fit(st.transform(features.scatter(data.public.x)), dims=8)
     np.testing.assert_allclose(np.abs(svd.axes @ front.pca.axes.T), np.eye(8), atol=1e-6)
 
 

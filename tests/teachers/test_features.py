@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pate.teachers import features as teacher_features
+from pate.teachers import public_embedding
 from pate.teachers.data import ArraySplit, PateData
 from pate.teachers.ensemble import TeacherConfig, train_teachers
 from pate.teachers.models import build_model
@@ -89,13 +90,13 @@ def test_normalisation_uses_public_statistics_only():
 def test_public_pca_embedding_is_fitted_on_public_rows():
     rng = np.random.default_rng(0)
     pub, priv = rng.normal(size=(50, 12)), rng.normal(size=(40, 12))
-    e_pub, e_priv = teacher_features.public_pca_embedding(pub, priv, dims=4)
+    e_pub, e_priv = public_embedding.public_pca_embedding(pub, priv, dims=4)
     assert e_pub.shape == (50, 4) and e_priv.shape == (40, 4)
-    e_pub2, _ = teacher_features.public_pca_embedding(pub, priv * 10, dims=4)
+    e_pub2, _ = public_embedding.public_pca_embedding(pub, priv * 10, dims=4)
     np.testing.assert_array_equal(e_pub, e_pub2)
     np.testing.assert_allclose(e_pub.mean(axis=0), 0, atol=1e-5)
     with pytest.raises(ValueError, match="dims"):
-        teacher_features.public_pca_embedding(pub, dims=13)
+        public_embedding.public_pca_embedding(pub, dims=13)
 
 
 def test_teacher_config_features():
@@ -135,13 +136,13 @@ def test_teachers_on_scatternet_features_digits(digits):
 def test_random_fourier_features_approximate_a_gaussian_kernel_fitted_on_public_rows():
     rng = np.random.default_rng(0)
     public = rng.normal(size=(400, 5)) * [1.0, 10.0, 0.1, 1e3, 1.0] + 7.0
-    rff = teacher_features.RandomFourierFeatures.fit(public)
-    assert rff.weights.shape == (5, teacher_features.KERNEL_FEATURES) and rff.phases.shape == (
-        teacher_features.KERNEL_FEATURES,
+    rff = public_embedding.RandomFourierFeatures.fit(public)
+    assert rff.weights.shape == (5, public_embedding.KERNEL_FEATURES) and rff.phases.shape == (
+        public_embedding.KERNEL_FEATURES,
     )
     # the map reads the public split's statistics only, and its frequencies come from a fixed
     # public seed: the same public rows give the same map
-    again = teacher_features.RandomFourierFeatures.fit(public.copy())
+    again = public_embedding.RandomFourierFeatures.fit(public.copy())
     np.testing.assert_array_equal(rff.weights, again.weights)
     # <phi(x), phi(x')> ~ exp(-gamma ||z - z'||^2), gamma = 1 / (median squared public distance)
     z = (public - rff.mean) / rff.std
@@ -152,27 +153,27 @@ def test_random_fourier_features_approximate_a_gaussian_kernel_fitted_on_public_
     d2 = ((z[:, None] - z[None]) ** 2).sum(-1)
     assert 0.7 < gamma * np.median(d2[np.triu_indices(len(z), 1)]) < 1.4
     with pytest.raises(ValueError, match="at least 2 public rows"):
-        teacher_features.RandomFourierFeatures.fit(public[:1])
+        public_embedding.RandomFourierFeatures.fit(public[:1])
 
 
 def test_kernel_front_end_embeds_in_chunks_as_in_one_block(monkeypatch):
     rng = np.random.default_rng(1)
     public, private = rng.normal(size=(300, 6)), rng.normal(size=(250, 6))
-    front, embedded = teacher_features.PublicFrontEnd.fit_transform(
+    front, embedded = public_embedding.PublicFrontEnd.fit_transform(
         public, features="kernel", dims=12
     )
-    monkeypatch.setattr(teacher_features, "KERNEL_CHUNK", 7)
+    monkeypatch.setattr(public_embedding, "KERNEL_CHUNK", 7)
     np.testing.assert_allclose(
         front.embed(private), front.pca.project(front.kernel.transform(private)), atol=1e-5
     )
     np.testing.assert_allclose(front.embed(public), embedded, atol=1e-5)
     # the chunked PCA finds the SVD's axes (same sign rule)
     features = front.kernel.transform(public)
-    reference = teacher_features.PublicPCA.fit(features, dims=12)
+    reference = public_embedding.PublicPCA.fit(features, dims=12)
     np.testing.assert_allclose(np.abs(front.pca.axes @ reference.axes.T), np.eye(12), atol=1e-6)
     np.testing.assert_allclose(front.pca.axes, reference.axes, atol=1e-6)
     with pytest.raises(ValueError, match="maps tables"):
-        teacher_features.PublicFrontEnd.fit_transform(_images(20), features="kernel", dims=4)
+        public_embedding.PublicFrontEnd.fit_transform(_images(20), features="kernel", dims=4)
 
 
 def test_a_kernel_class_means_release_separates_rings_a_linear_one_cannot():
@@ -188,7 +189,7 @@ def test_a_kernel_class_means_release_separates_rings_a_linear_one_cannot():
     public, private, y_public, y_private = x[:600], x[600:], y[:600], y[600:]
     right = {}
     for features, dims in (("none", 2), ("kernel", 32)):
-        front, e_public = teacher_features.PublicFrontEnd.fit_transform(
+        front, e_public = public_embedding.PublicFrontEnd.fit_transform(
             public, features=features, dims=dims
         )
         release = noisy_class_means(

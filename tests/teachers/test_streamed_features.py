@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from pate.teachers import chunks, ensemble, feature_cache
+from pate.teachers import chunks, ensemble, feature_cache, public_embedding
 from pate.teachers import features as teacher_features
 from pate.teachers.data import ArraySplit, PateData
 
@@ -162,7 +162,7 @@ def test_streamed_rows_are_standardised_in_place(tmp_path):
 def test_the_public_axes_are_the_top_eigenvectors_of_the_full_decomposition():
     rng = np.random.default_rng(3)
     rows = rng.standard_normal((300, 40)) @ rng.standard_normal((40, 40))
-    pca = teacher_features.PublicPCA.fit_blocks(
+    pca = public_embedding.PublicPCA.fit_blocks(
         (rows[i : i + 64] for i in range(0, 300, 64)), dims=12
     )
     mean = rows.mean(axis=0)
@@ -179,7 +179,7 @@ def test_the_private_embedding_is_written_into_one_array(tmp_path, monkeypatch):
     monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
     data = _data(n_private=200)
     cache = feature_cache.FeatureCache(tmp_path)
-    front, _ = teacher_features.PublicFrontEnd.fit_transform(
+    front, _ = public_embedding.PublicFrontEnd.fit_transform(
         data.public.x, features="scatternet", dims=8, cache=cache
     )
     blocks = [
@@ -198,10 +198,10 @@ def test_embed_blocks_are_the_rows_of_embed(tmp_path, monkeypatch, features):
     the rows of embed, in order: bit for bit for ScatterNet features, with or without a cache;
     to float rounding for the plain PCA (projected a block of rows at a time)."""
     monkeypatch.setattr(feature_cache, "CHUNK_ROWS", 16)
-    monkeypatch.setattr(teacher_features, "KERNEL_CHUNK", 24)
+    monkeypatch.setattr(public_embedding, "KERNEL_CHUNK", 24)
     data = _data(n_private=100)
     for cache in (feature_cache.FeatureCache(tmp_path), None):
-        front, _ = teacher_features.PublicFrontEnd.fit_transform(
+        front, _ = public_embedding.PublicFrontEnd.fit_transform(
             data.public.x, features=features, dims=6, cache=cache
         )
         blocks = list(front.embed_blocks(data.private.x, cache=cache))
@@ -215,10 +215,10 @@ def test_embed_blocks_are_the_rows_of_embed(tmp_path, monkeypatch, features):
 
 
 def test_embed_blocks_of_a_table_kernel_map_are_the_rows_of_embed(monkeypatch):
-    monkeypatch.setattr(teacher_features, "KERNEL_CHUNK", 24)
+    monkeypatch.setattr(public_embedding, "KERNEL_CHUNK", 24)
     rng = np.random.default_rng(3)
     public, private = rng.random((80, 5)), rng.random((70, 5))
-    front, _ = teacher_features.PublicFrontEnd.fit_transform(public, features="kernel", dims=4)
+    front, _ = public_embedding.PublicFrontEnd.fit_transform(public, features="kernel", dims=4)
     blocks = list(front.embed_blocks(private))
     assert len(blocks) == 3
     np.testing.assert_array_equal(np.concatenate(blocks), front.embed(private))

@@ -55,7 +55,7 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
             f'{tuple(data.input_shape)}: set [knn] features = "scatternet" or "none"'
         )
     if features == "kernel":
-        from pate.teachers.features import KERNEL_FEATURES
+        from pate.teachers.public_embedding import KERNEL_FEATURES
 
         return features, dims, KERNEL_FEATURES
     if features == "quadratic":

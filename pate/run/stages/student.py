@@ -107,7 +107,7 @@ def rule_head(run: Run, labels: np.ndarray):
 
     from pate.core.labelling_rules import recover_rule
     from pate.student.rule_product import RuleHead
-    from pate.teachers.features import PublicFrontEnd
+    from pate.teachers.public_embedding import PublicFrontEnd
 
     data = run.data
     features, dims, _ = embedding_features(run)

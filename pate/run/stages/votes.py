@@ -44,7 +44,7 @@ def record_embeddings(run: Run) -> dict:
     with public statistics, then a PCA of the public rows), so the embedding itself reveals
     nothing about the private records. Writes ``knn_embeddings.npz``, the private embeddings a
     block at a time as they are computed (never all in memory); no histogram is drawn."""
-    from pate.teachers.features import PublicFrontEnd
+    from pate.teachers.public_embedding import PublicFrontEnd
 
     data = run.data
     features, dims, width = embedding_features(run)

@@ -1,5 +1,5 @@
 """The "qda" labelling rule of a class-means release over a table's quadratic features
-(``pate.core.quadratic_rule.quadratic_discriminant``; front-end ``pate.teachers.features.QuadraticFeatures``):
+(``pate.core.quadratic_rule.quadratic_discriminant``; front-end ``pate.teachers.public_embedding.QuadraticFeatures``):
 its readback of each class's mean and covariance, cross-checked against scikit-learn's
 QuadraticDiscriminantAnalysis (an independent implementation), its noise floor, and the
 choice of front-end from the sizes."""
@@ -18,7 +18,8 @@ from pate.core.quadratic_rule import (
     quadratic_width,
 )
 from pate.core.tuned_defaults import QDA_RECORDS_PER_FEATURE, table_front_end
-from pate.teachers.features import PublicFrontEnd
+from pate.teachers import public_embedding
+from pate.teachers.public_embedding import PublicFrontEnd
 
 KAPPA = 0.3
 
@@ -162,12 +163,11 @@ def test_the_quadratic_front_end_reads_public_rows_only():
     """z is centred on the public mean of the clipped, standardised columns (the public z have
     mean exactly 0), phi = [z, z_i z_k (i <= k)], and the embedding is phi minus its public
     mean: the same for every chunk size, refused for images and for too many columns."""
-    from pate.teachers import features as teacher_features
 
     rng = np.random.default_rng(5)
     public = rng.normal(size=(300, 3)) * [1.0, 100.0, 0.01] + 50.0
     public[0, 1] = 1e9  # a wild value: clipped
-    quad = teacher_features.QuadraticFeatures.fit(public)
+    quad = public_embedding.QuadraticFeatures.fit(public)
     phi = quad.transform(public)
     assert phi.shape == (300, 9)
     np.testing.assert_allclose(phi[:, :3].mean(axis=0), 0.0, atol=1e-12)
@@ -175,25 +175,25 @@ def test_the_quadratic_front_end_reads_public_rows_only():
     np.testing.assert_allclose(
         phi[:, 3:], np.stack([z[:, i] * z[:, k] for i, k in zip(*np.triu_indices(3))], axis=1)
     )
-    assert np.abs(z).max() <= 2 * teacher_features.KERNEL_CLIP
-    front, embedded = teacher_features.PublicFrontEnd.fit_transform(
+    assert np.abs(z).max() <= 2 * public_embedding.KERNEL_CLIP
+    front, embedded = public_embedding.PublicFrontEnd.fit_transform(
         public, features="quadratic", dims=None
     )
     np.testing.assert_allclose(embedded.mean(axis=0), 0.0, atol=1e-4)
     private = rng.normal(size=(50, 3))
     one_block = front.embed(private)
-    old = teacher_features.KERNEL_CHUNK
+    old = public_embedding.KERNEL_CHUNK
     try:
-        teacher_features.KERNEL_CHUNK = 7
+        public_embedding.KERNEL_CHUNK = 7
         np.testing.assert_allclose(front.embed(private), one_block, atol=1e-6)
     finally:
-        teacher_features.KERNEL_CHUNK = old
+        public_embedding.KERNEL_CHUNK = old
     with pytest.raises(ValueError, match="maps tables"):
-        teacher_features.PublicFrontEnd.fit_transform(
+        public_embedding.PublicFrontEnd.fit_transform(
             rng.random((20, 1, 8, 8)), features="quadratic", dims=None
         )
     with pytest.raises(ValueError, match='set \\[knn\\] features = "kernel"'):
-        teacher_features.QuadraticFeatures.fit(rng.normal(size=(10, 91)))
+        public_embedding.QuadraticFeatures.fit(rng.normal(size=(10, 91)))
 
 
 def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
@@ -202,13 +202,11 @@ def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
     score, and values beyond the public range get the end scores (a wild value is bounded)."""
     from scipy import stats
 
-    from pate.teachers import features as teacher_features
-
     rng = np.random.default_rng(6)
     public = np.column_stack(
         [rng.lognormal(sigma=2.0, size=2000), rng.integers(0, 4, 2000), np.full(2000, 7.0)]
     )
-    quad = teacher_features.QuadraticFeatures.fit(public)
+    quad = public_embedding.QuadraticFeatures.fit(public)
     z = quad.transform(public)[:, :3]
     np.testing.assert_allclose(z.mean(axis=0), 0.0, atol=1e-12)
     assert 0.95 < z[:, 0].std() < 1.05 and abs(stats.skew(z[:, 0])) < 0.05
@@ -221,4 +219,4 @@ def test_the_quadratic_front_end_maps_every_column_to_public_normal_scores():
     far = quad.transform(np.array([[1e12, 99.0, 7.0], [-1e12, -99.0, 7.0]]))[:, :3]
     assert np.all(np.abs(far) <= np.abs(z).max(axis=0) + 1e-12)
     with pytest.raises(ValueError, match="finite"):
-        teacher_features.QuadraticFeatures.fit(np.array([[1.0, np.nan], [2.0, 3.0]]))
+        public_embedding.QuadraticFeatures.fit(np.array([[1.0, np.nan], [2.0, 3.0]]))

@@ -21,7 +21,7 @@ from pate.core.release_check import (
     mismatch,
 )
 from pate.core.tuned_defaults import MISMATCH_WARNING
-from pate.teachers.features import PublicFrontEnd
+from pate.teachers.public_embedding import PublicFrontEnd
 
 KAPPA = 0.3
 

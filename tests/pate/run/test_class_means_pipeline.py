@@ -443,7 +443,7 @@ def test_the_released_model_can_be_the_student_times_its_labelling_rule(
     from pate.core.labelling_rules import recover_rule
     from pate.student.train import Student
     from pate.teachers.data import load_pate_data
-    from pate.teachers.features import PublicPCA
+    from pate.teachers.public_embedding import PublicPCA
 
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
     config = class_means_config(small_digits, tmp_path, rule=rule)
