@@ -24,7 +24,9 @@ def test_one_checkout_small_folder_with_and_without_a_cache(bench, tmp_path, cap
     result = json.loads(out.read_text())
     assert result["images"] == 30 and result["images_mib_float32"] == 0.0
     (row,) = result["rows"]
-    assert row["load_mib"] >= row["imports_mib"] > 0
+    # two separate processes: their peaks differ by a few MiB of noise, so a 30-image load may
+    # even read as slightly below the bare imports (CI saw 1105.4 against 1106.0)
+    assert row["imports_mib"] > 0 and row["load_mib"] > 0.95 * row["imports_mib"]
     assert row["reading_mib"] == round(row["load_mib"] - row["imports_mib"], 1)
     for what in ("load", "cache_miss", "cache_hit"):  # the two loads through a fresh cache
         assert row[f"{what}_mib"] > row["imports_mib"] / 2 and row[f"{what}_seconds"] > 0
