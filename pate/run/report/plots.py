@@ -225,7 +225,11 @@ def publishable_plot_data(report: dict) -> dict:
         "eps_data_independent": list(c["eps_data_independent"]),
         "answered": report["queries"]["answered"],
         "eps_guarantee": p["eps_guarantee"],
-        "eps_sanitized": p.get("eps_sanitized"),
+        # a sanitized epsilon is drawn only where one was released (a teachers' run whose
+        # release was drawn and charged): never a "released" line for a run without one
+        "eps_sanitized": p.get("eps_sanitized")
+        if (p.get("sanitized") or {}).get("fallback") is None
+        else None,
         "orders": list(p["orders"]),
         "rdp_data_independent": list(p["rdp_data_independent"]),
         "order_data_independent": p["order_data_independent"],

@@ -50,7 +50,8 @@ def _release_public(report: dict) -> bool:
     ``gnss-release`` event, ``privacy.sanitized.charged``), or the release fell back to the
     data-independent cost (no data-dependent figure at all)."""
     sanitized = (report.get("privacy") or {}).get("sanitized") or {}
-    return sanitized.get("charged") is True or sanitized.get("fallback") is not None
+    released = sanitized.get("charged") is True or sanitized.get("fallback") is not None
+    return released and _has_teachers(report)
 
 
 def _has_teachers(report: dict) -> bool:
@@ -98,13 +99,13 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "privacy.eps_sanitized": Public(
         _C, "the smooth-sensitivity release, charged as its own event", when="release_public"
     ),
-    "privacy.sanitized.order": Public(_D, "[privacy] release_order"),
-    "privacy.sanitized.beta": Public(_D, "[privacy] release_beta"),
-    "privacy.sanitized.sigma_ss": Public(_D, "[privacy] release_sigma_ss"),
-    "privacy.sanitized.rdp_gnss": Public(_P, "the release's cost, from beta and sigma_ss alone"),
-    "privacy.sanitized.eps_data_independent": Public(_P, "the worst case at the release order"),
-    "privacy.sanitized.fallback": Public(_P, "why no release was drawn, decided before the votes"),
-    "privacy.sanitized.charged": Public(_C, "whether the release was charged to the ledger"),
+    "privacy.sanitized.order": Public(_D, "[privacy] release_order", when="teachers"),
+    "privacy.sanitized.beta": Public(_D, "[privacy] release_beta", when="teachers"),
+    "privacy.sanitized.sigma_ss": Public(_D, "[privacy] release_sigma_ss", when="teachers"),
+    "privacy.sanitized.rdp_gnss": Public(_P, "the release's cost, from beta and sigma_ss alone", when="teachers"),
+    "privacy.sanitized.eps_data_independent": Public(_P, "the worst case at the release order", when="teachers"),
+    "privacy.sanitized.fallback": Public(_P, "why no release was drawn, decided before the votes", when="teachers"),
+    "privacy.sanitized.charged": Public(_C, "whether the release was charged to the ledger", when="teachers"),
     "privacy.eps_guarantee": Public(_P, "the charged answers composed with the release's cost"),
     "privacy.prior_rounds.eps": Public(_C, "the charged cost of the earlier rounds"),
     "privacy.prior_rounds.runs[].eps": Public(_C, "the charged cost of each earlier round"),
@@ -124,6 +125,8 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "privacy.ledger.events": Public(_C, "the number of charged events"),
     "privacy.ledger.linked_events": Public(_C, "the number of charged events of linked datasets"),
     "privacy.ledger.runs": Public(_C, "the number of runs that charged the dataset"),
+    "privacy.ledger.sum_of_charges_eps": Public(_P, "the charged events' epsilons, summed"),
+    "privacy.ledger.next_run_eps": Public(_P, "the charged events composed with this run's again"),
     "privacy.ledger.budget_changes": Public(_D, "the budgets the user set"),
     "queries": Public(_C, "how many queries were asked and answered: the charged answers"),
     "utility.class_names": Public(_D, "the declared label set"),

@@ -1,8 +1,11 @@
-"""``report.md`` and ``report.html`` from the report's blocks (:func:`pate.run.report.layout.document`),
-through the jinja2 templates shipped in ``pate/run/report/templates/`` (found with
-:mod:`importlib.resources`, so they work from a wheel or a zipped install too): ``report.md.j2``
-(plots linked relative to the run directory) and ``report.html.j2`` (one self-contained page that
-renders offline). What the templates receive, to restyle or translate the report:
+"""``report.md`` and ``report.html`` from the jinja2 templates shipped in
+``pate/run/report/templates/`` (found with :mod:`importlib.resources`, so they work from a wheel
+or a zipped install too). ``report.md.j2`` writes the report once, as Markdown: the first page in
+plain words (``first_page.md.j2``, with the part that differs per mechanism kind in
+``kind_<kind>.md.j2``), then the technical appendix (``appendix.md.j2``, whose statement is
+``statement.md.j2``) and its glossary (``glossary.md.j2``). ``report.html.j2`` wraps the same
+Markdown, turned into HTML by :func:`markdown_html`, in one self-contained page (inline CSS, plots
+as data: URIs, no script). What the templates receive, to restyle or translate the report:
 docs/publishing.md.
 """
 
@@ -11,24 +14,29 @@ from __future__ import annotations
 import base64
 import functools
 import html
+import json
 import re
 from importlib import resources
 
 import jinja2
 from markupsafe import Markup
 
+from pate import mechanisms
 from pate.analysis.errors import InputError
 from pate.run import rundir
-from pate.run.report.layout import document
-from pate.run.report.model import public_report
-from pate.run.report.wording import NOT_PRIVATE
+from pate.run.report import formatting, report_warnings, wording
+from pate.run.report import resources as run_resources
+from pate.run.report.model import PLOT_NAMES, PLOTS_DIR, PUBLIC_PLOT_NAMES, public_report
+from pate.run.report.publishable import CONDITIONS, PUBLICATION
 
 __all__ = [
     "TEMPLATES",
     "inline_html",
+    "markdown_html",
     "md_cell",
     "render_html",
     "render_markdown",
+    "render_statement",
     "template_source",
 ]
 
@@ -54,19 +62,58 @@ def md_cell(text) -> str:
 
 
 def inline_html(text) -> Markup:
-    """Block text as HTML: escaped (quotes kept), ``**bold**`` as ``<strong>`` and ```code```
-    as ``<code>``."""
-    escaped = html.escape(str(text), quote=False)
+    """Markdown inline text as HTML: escaped (quotes kept), ``**bold**``, ``*italic*``,
+    ```code``` and ``[text](#anchor)`` links."""
+    escaped = html.escape(str(text), quote=False).replace("\\|", "|")
+    escaped = re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
     escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
-    return Markup(re.sub(r"`(.+?)`", r"<code>\1</code>", escaped))
+    escaped = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", escaped)
+    return Markup(re.sub(r"\[([^\]]+)\]\((#[\w-]+)\)", r'<a href="\2">\1</a>', escaped))
 
 
-def _html_text(text) -> Markup:
-    return Markup(html.escape(str(text), quote=False))
+def anchor(text: str) -> str:
+    """The id of a heading: its words in lower case, joined by hyphens."""
+    return "-".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def _html_attr(text) -> Markup:
-    return Markup(html.escape(str(text), quote=True))
+def _html_block(block: str, images: dict[str, str]) -> str:
+    """One Markdown block (no blank line inside) as HTML."""
+    lines = block.splitlines()
+    if block.startswith("#"):
+        level, text = len(block) - len(block.lstrip("#")), block.lstrip("#").strip()
+        return f'<h{level} id="{anchor(text)}">{inline_html(text)}</h{level}>'
+    if block.startswith("```"):
+        return f"<pre><code>{html.escape(chr(10).join(lines[1:-1]), quote=False)}</code></pre>"
+    if block.startswith("- "):
+        items = "".join(f"<li>{inline_html(line[2:])}</li>" for line in lines)
+        return f"<ul>{items}</ul>"
+    if block.startswith("|"):
+        rows = [re.split(r"(?<!\\)\|", line.strip())[1:-1] for line in lines]
+        head = "".join(f"<th>{inline_html(c.strip())}</th>" for c in rows[0])
+        body = "".join(
+            "<tr>" + "".join(f"<td>{inline_html(c.strip())}</td>" for c in row) + "</tr>"
+            for row in rows[2:]
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    image = re.fullmatch(r"!\[([\w-]+)\]\([^)]*\)", lines[0])
+    if image:
+        name = image.group(1)
+        caption = inline_html(" ".join(lines[1:])).replace(
+            "Publishable.", '<span class="public">Publishable</span>', 1
+        )
+        return (
+            f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{images[name]}">'
+            f"<figcaption>{caption}</figcaption></figure>"
+        )
+    css = ' class="note"' if re.fullmatch(r"\*[^*].*[^*]\*", block) else ""
+    return f"<p{css}>{inline_html(' '.join(lines))}</p>"
+
+
+def markdown_html(markdown: str, images: dict[str, str]) -> Markup:
+    """The Markdown the report's templates write (headings, paragraphs, lists, tables, fenced
+    code, figures), as HTML; ``images`` maps each figure's name to its base64 PNG."""
+    blocks = [b.strip("\n") for b in re.split(r"\n\s*\n", markdown) if b.strip()]
+    return Markup("\n".join(_html_block(block, images) for block in blocks))
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,13 +129,23 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(
-        md_cell=md_cell, inline_html=inline_html, html_text=_html_text, html_attr=_html_attr
+        md_cell=md_cell,
+        eps=formatting.eps,
+        delta=formatting.delta,
+        pct=formatting.pct,
+        count=formatting.count,
+        param=formatting.param,
+        sig=formatting.sig,
+        odds=wording.odds_factor,
     )
     return env
 
 
-def _internal_links(report: dict) -> dict[str, str]:
-    """The plots' paths relative to ``private/``, where the internal report lies."""
+def _plot_links(report: dict, internal: bool) -> dict[str, str]:
+    """The plots' paths relative to the report: the run directory, or ``private/`` for the
+    internal report."""
+    if not internal:
+        return dict(report["plots"])
     prefix = rundir.PRIVATE_DIR + "/"
     return {
         name: path[len(prefix) :] if path.startswith(prefix) else f"../{path}"
@@ -96,43 +153,111 @@ def _internal_links(report: dict) -> dict[str, str]:
     }
 
 
+def _context(report: dict, internal: bool) -> dict:
+    """What the templates receive (docs/publishing.md): the report's objects and its facts in
+    words."""
+    p, u = report["privacy"], report["utility"]
+    spec = mechanisms.get(p["mechanism"])
+    listed = report_warnings.utility_warnings(report)
+    public_plots = [n for n in PUBLIC_PLOT_NAMES if report["plots"].get(n, "").startswith(PLOTS_DIR)]
+    return {
+        "r": report,
+        "p": p,
+        "q": report["queries"],
+        "u": u,
+        "internal": internal,
+        "spec": spec,
+        "kind": spec.kind.name,
+        "teachers": not spec.kind.reads_private_records,
+        "person": p["neighbouring_relation"] == "unit",
+        "params": wording.params_text(p["mechanism"], p["params"]),
+        "rule_text": _rule_text(report, spec),
+        "weak": wording.weak_guarantee(report),
+        "weak_limit": wording.WEAK_EPSILON,
+        "not_private": wording.NOT_PRIVATE,
+        "mark": wording.INTERNAL_MARK,
+        "smoke": wording.is_smoke_test(report),
+        "dataset": wording.dataset_name(p["ledger"]) if p.get("ledger") else None,
+        "release_public": CONDITIONS["release_public"](report),
+        "publication": PUBLICATION,
+        "utility_warnings": listed,
+        "other_warnings": [w for w in report["warnings"] if w not in listed],
+        "resources": [
+            text
+            for text in (
+                None if spec.kind.reads_private_records else run_resources.execution_text(report),
+                run_resources.threads_text(report),
+                run_resources.gpu_memory_text(report),
+                run_resources.precision_text(report),
+            )
+            if text
+        ],
+        "public_plots": public_plots,
+        "internal_plots": [n for n in PLOT_NAMES if n in report["plots"] and n not in public_plots],
+        "captions": wording.CAPTIONS,
+        "links": _plot_links(report, internal),
+        "per_class": list(zip(formatting.class_names(u), u["student_per_class_accuracy"]))
+        if "student_per_class_accuracy" in u
+        else [],
+        "calibrated": wording.params_text(p["mechanism"], (p.get("calibration") or {}).get("calibrated") or {}),
+        "config_json": json.dumps(report["config"], indent=2, sort_keys=True),
+    }
+
+
+def _rule_text(report: dict, spec) -> str:
+    """How a run whose one release labels every query labelled from it ("" otherwise)."""
+    if not spec.kind.releases_once:
+        return ""
+    from pate.core.labelling_rules import RULE_TEXT
+    from pate.run.config import RunConfig
+
+    rule = RunConfig.parse(report["config"]).knn.labelling_rule
+    return f'Labelling rule ([knn] rule = "{rule}", post-processing): {RULE_TEXT[rule]}.'
+
+
+def _tidy(markdown: str) -> str:
+    """The templates' Markdown with each paragraph on one line (tables, lists, code and figures
+    keep their lines) and blocks one blank line apart."""
+    blocks = [b.strip("\n") for b in re.split(r"\n[ \t]*\n", markdown) if b.strip()]
+    out = []
+    for block in blocks:
+        if not block.startswith(("|", "- ", "```", "![")):
+            block = re.sub(r"\s*\n\s*", " ", block)
+            block = re.sub(r" +([,.;)])(?= |$)", r"\1", re.sub(r" {2,}", " ", block))
+        out.append(block)
+    return "\n\n".join(out)
+
+
+def render_statement(analysis: dict) -> str:
+    """The privacy statement of a (validated) analysis, as plain-text paragraphs ("Head: text")
+    separated by blank lines (``statement.md.j2``)."""
+    report = {"plots": {}, "warnings": [], **analysis}
+    return _tidy(_environment().get_template("statement.md.j2").render(_context(report, False), b=""))
+
+
 def render_markdown(report: dict, *, internal: bool = False) -> str:
-    """``report.md``: the publishable report (:func:`pate.run.report.model.public_report`, cut out
-    of ``report`` when given the full one) as Markdown, plots linked relative to the run directory; with ``internal``, the internal report
-    ``private/report_internal.md`` of the full one (:func:`pate.run.report.build_report`), plots
-    linked relative to ``private/``."""
+    """``report.md``: the publishable report (:func:`pate.run.report.model.public_report`, cut
+    out of ``report`` when given the full one), plots linked relative to the run directory; with
+    ``internal``, the internal report ``private/report_internal.md`` of the full one
+    (:func:`pate.run.report.build_report`), plots linked relative to ``private/``."""
     if not internal:  # the publishable documents are rendered from the public cut alone
         report = public_report(report)
-    return (
-        _environment()
-        .get_template("report.md.j2")
-        .render(
-            blocks=document(report, internal=internal),
-            title=f"Privacy report: {report['run']['name']}",
-            plots=_internal_links(report) if internal else report["plots"],
-            not_private=NOT_PRIVATE,
-        )
-    )
+    text = _environment().get_template("report.md.j2").render(_context(report, internal), b="**")
+    return _tidy(text) + "\n"
 
 
 def render_html(report: dict, images: dict[str, bytes]) -> str:
-    """``report.html``: the publishable report (cut out of ``report`` by
-    :func:`pate.run.report.model.public_report` when given the full one) as one self-contained page (inline CSS, its plots
-    embedded as base64 PNG, no external resource) that renders offline. ``images`` maps each
-    plot name of ``report["plots"]`` to its PNG bytes."""
+    """``report.html``: the publishable report (cut out of ``report`` when given the full one)
+    as one self-contained page (inline CSS, plots embedded as base64 PNG, no script) that renders
+    offline and prints. ``images`` maps each plot name of ``report["plots"]`` to its PNG bytes."""
     report = public_report(report)  # the publishable documents: from the public cut alone
     missing = [name for name in report["plots"] if name not in images]
     if missing:
         raise InputError(f"images is missing the plot(s) {', '.join(missing)}")
     encoded = {name: base64.b64encode(images[name]).decode("ascii") for name in report["plots"]}
+    body = markdown_html(render_markdown(report), encoded)
     return (
         _environment()
         .get_template("report.html.j2")
-        .render(
-            blocks=document(report),
-            title=f"Privacy report: {report['run']['name']}",
-            plots=report["plots"],
-            images=encoded,
-            not_private=NOT_PRIVATE,
-        )
+        .render(title=f"Privacy report: {report['run']['name']}", body=body)
     )

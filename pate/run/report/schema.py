@@ -151,6 +151,8 @@ _OPTIONAL_UTILITY: dict[str, Any] = {
     "scale_warnings": "[str]",
     "warnings": "[str]",
     "internal_warnings": "[str]",
+    # a non-private model trained on the same private rows: internal, never in PUBLIC_FIELDS
+    "reference_accuracy": "float?",
 }
 _BUDGET_CHANGE = {
     "time_utc": "str",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pate.core.io import naming_write_errors
 from pate.run import rundir
+from pate.run.report.ledger_outlook import ledger_outlook
 from pate.run.report.model import (
     PLOTS_DIR,
     build_report,
@@ -60,7 +61,12 @@ def _stage(path: Path, data: bytes, mode: int) -> Path:
 def _full_report(run_dir: Path) -> dict:
     """The full (internal) report of a run: the analysis, its wording, and what the run computed
     on (the backend, threads, GPU memory, precision)."""
-    report = build_report(load_analysis(run_dir))
+    analysis = load_analysis(run_dir)
+    if analysis["privacy"].get("ledger"):  # the budget in words: the sum, one more run
+        analysis["privacy"]["ledger"].update(
+            ledger_outlook(analysis["privacy"]["ledger"], analysis["run"].get("run_id"))
+        )
+    report = build_report(analysis)
     report.update(read_resources(run_dir))
     check = read_rule_check(run_dir)
     if check is not None and check.weak:  # the release's statistics not reproduced (free)

@@ -426,7 +426,6 @@ def test_markdown_sections_numbers_and_links(written):
     for section in (
         "## Privacy statement",
         "## Privacy numbers",
-        "## Why Renyi differential privacy",
         "## Queries and budget",
         "## Privacy ledger",
         "## Utility",
@@ -441,11 +440,8 @@ def test_markdown_sections_numbers_and_links(written):
         assert f"](plots/{n}.png)" in md and f"](../plots/{n}.png)" in internal
     for n in INTERNAL_NOW:
         assert f"{n}.png" not in md and f"](plots/{n}.png)" in internal
-    comp = a["privacy"]["composition"]
-    for doc in (md, internal):
-        assert f"{comp['basic_eps']:.4g}" in doc and f"{comp['advanced_eps']:.4g}" in doc
-        ratio = min(comp["basic_eps"], comp["advanced_eps"]) / a["privacy"]["eps_data_independent"]
-        assert f"{ratio:.1f}\u00d7 tighter" in doc
+    for doc in (md, internal):  # classic composition beside RDP added nothing (issue #51)
+        assert "Advanced composition" not in doc and "tighter" not in doc
         assert "91.2%" in doc and "known only in benchmarks" in doc
         assert '"release_sigma_ss": 30.0' in doc  # the effective config
     assert "78.3% \u00b1 1.2%" in internal and "86.1%" in internal
@@ -475,7 +471,9 @@ def test_html_is_self_contained_with_statement_and_images(written):
     parser = _Images()
     parser.feed(page)
     assert len(parser.sources) == len(PUBLIC_NOW) == 2
-    assert all(link.startswith("data:image/png;base64,") for link in parser.links)  # offline
+    anchors = [link for link in parser.links if link.startswith("#")]
+    assert all(link.startswith("data:image/png;base64,") for link in parser.links if link[0] != "#")
+    assert anchors and all(f'id="{link[1:]}"' in page for link in anchors)  # links resolve
     embedded = sorted(base64.b64decode(src.split(",", 1)[1]) for src in parser.sources)
     assert embedded == sorted((run_dir / f"plots/{n}.png").read_bytes() for n in PUBLIC_NOW)
     for par in result["statement"].split("\n\n"):
@@ -644,11 +642,11 @@ def test_validate_and_build_are_pure(tmp_path):
     report = rep.build_report(rep.validate_analysis(a))
     assert a == before
     assert set(report) == set(a) | {"statement", "plots", "warnings", "publication"}
-    assert rep.plain_language_statement(a) == report["statement"]
+    assert rep.render_statement(a) == report["statement"]
     full = copy.deepcopy(report)
     public = rep.public_report(report)
     assert report == full and set(public) <= set(report)
-    assert rep.plain_language_statement(public) == public["statement"]
+    assert rep.render_statement(public) == public["statement"]
 
 
 def test_cli_json_equals_report_json(tmp_path, capsys):
@@ -746,7 +744,7 @@ def test_seeded_noise_opens_every_statement_with_not_private(tmp_path):
     page = (tmp_path / "report.html").read_text()
     body = page[page.index("<body>") :]
     assert body.index("NOT differentially private") < body.index("What this report publishes")
-    statement_html = body.split("<h2>Privacy statement</h2>\n")[1]
+    statement_html = body.split('<h2 id="privacy-statement">Privacy statement</h2>\n')[1]
     assert statement_html.startswith("<p><strong>NOT DIFFERENTIALLY PRIVATE (seeded noise):")
 
 
@@ -947,7 +945,7 @@ def test_smoke_test_is_said_at_the_very_top(tmp_path):
     assert md.split("\n\n")[:2] == ["# Privacy report: fmnist-test", SMOKE_BANNER]
     page = (tmp_path / "report.html").read_text()
     body = page[page.index("<body>\n") + len("<body>\n") :].splitlines()
-    assert body[0] == "<h1>Privacy report: fmnist-test</h1>"
+    assert body[0] == '<h1 id="privacy-report-fmnist-test">Privacy report: fmnist-test</h1>'
     assert body[1] == f"<p>{inline_html(SMOKE_BANNER)}</p>"
     assert body[1].startswith("<p><strong>SMOKE TEST: this run only checks")
 
@@ -975,7 +973,7 @@ def test_no_smoke_test_no_banner(value):
     assert "smoke" not in report["statement"].lower()
     assert not any("smoke" in w.lower() for w in report["warnings"])
     md = rep.render_markdown(report)
-    assert "SMOKE" not in md and md.split("\n\n")[1].startswith("**What this report publishes")
+    assert "SMOKE" not in md and md.split("\n\n")[1] == "## Summary in plain words"
 
 
 def test_smoke_test_must_be_a_boolean():
@@ -1026,13 +1024,13 @@ def test_publishable_plots_exist_and_are_marked(written):
     public = md.split("## Plots: publishable")[1].split("## Effective")[0]
     assert "may be published" in public
     for name in PUBLIC_NOW:
-        assert f"![{name}](plots/{name}.png)\n\nPublishable. " in public
+        assert f"![{name}](plots/{name}.png)\nPublishable. " in public
     for name in INTERNAL_NOW:
         assert f"{name}.png" not in md
     full = internal_md(run_dir)
     internal = full.split("## Plots: INTERNAL (do not publish)")[1].split("## Effective")[0]
     for name in INTERNAL_NOW:
-        marked = f"![{name}](plots/{name}.png)\n\n**INTERNAL \u2014 {rep.NOT_PRIVATE}.**"
+        marked = f"![{name}](plots/{name}.png)\n**INTERNAL \u2014 {rep.NOT_PRIVATE}.**"
         assert marked in internal, name
     for name in PUBLIC_NOW:
         assert f"![{name}](../plots/{name}.png)\n\nPublishable. " in full
@@ -1218,10 +1216,10 @@ def test_the_first_section_says_what_the_run_is_worth_with_its_warnings():
     report = rep.build_report(rep.validate_analysis(a))
     assert report["warnings"][: len(warnings)] == warnings  # utility first
     md = rep.render_markdown(report, internal=True)
-    first = md.index("## What you get")
-    assert (
-        first < md.index("## Privacy statement") and md.count("## ") - md[first:].count("## ") == 0
-    )
+    first = md.index("## What you get")  # the appendix's first section, after the first page
+    appendix = md.index("## Technical appendix")
+    assert md.index("## Summary in plain words") < appendix < first < md.index("## Privacy statement")
+    assert md[appendix + 2 : first].count("## ") == 0
     glance = md[first : md.index("## Privacy statement")]
     assert "30.0%" in glance and "majority class gives 12.0%" in glance
     assert (

@@ -1,0 +1,214 @@
+"""The report as its reader meets it (issue #51): the first page of each mechanism's report in
+plain words, the contradictions a class-means report used to hold (one test each) and the budget
+in words, on small real runs (``pate.fit`` on digits, scikit-learn models: seconds each)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import matplotlib.axes
+import pytest
+
+import pate
+from pate.run import report as rep
+from pate.run import rundir
+
+MECHANISMS = ("class-means", "gnmax", "confident-gnmax", "private-knn", "lnmax")
+#: Terms a data-protection officer cannot be expected to know: the first page may use one only
+#: where it defines it (in italics, followed by its meaning).
+JARGON = (
+    "kappa",
+    "κ",
+    "whitened",
+    "embedding",
+    "order",
+    "lambda",
+    "λ",
+    "classic conversion",
+    "conversion",
+    "data-independent",
+    "data-dependent",
+    "smooth sensitivity",
+    "sensitivity",
+    "GNSS",
+    "post-processing",
+    "neighbour",
+    "neighbours",
+    "RDP",
+    "Renyi",
+    "Rényi",
+    "composition",
+    "sanitized",
+    "argmax",
+    "plurality",
+    "σ",
+    "teacher",
+    "student",
+    "epsilon",
+    "delta",
+)
+HEX_DIGEST = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def _fit(digits, folder, mechanism: str, name: str):
+    from sklearn.linear_model import LogisticRegression
+
+    def flat(split):
+        return split.x.reshape(len(split.x), -1)
+
+    return pate.fit(
+        (flat(digits.private), digits.private.y),
+        flat(digits.public),
+        evaluation=(flat(digits.evaluation), digits.evaluation.y),
+        evaluation_public=True,
+        records=1000,
+        classes=[str(i) for i in range(10)],
+        teacher=LogisticRegression(max_iter=100),
+        student=LogisticRegression(max_iter=100),
+        num_teachers=None if mechanism in ("class-means", "private-knn") else 10,
+        mechanism=mechanism,
+        target_eps=2.0,
+        queries=60,
+        budget_eps=6.0,
+        ledger=folder / "ledger.sqlite3",
+        dataset="digits-reader",
+        run_dir=folder / name,
+        name=name,
+    )
+
+
+@pytest.fixture(scope="module", params=MECHANISMS)
+def run_dir(request, tmp_path_factory, digits):
+    folder = tmp_path_factory.mktemp(request.param)
+    return _fit(digits, folder, request.param, "first").run_dir
+
+
+@pytest.fixture(scope="module")
+def class_means_runs(tmp_path_factory, digits):
+    """Two runs of the same class-means config on one dataset: the budget in words."""
+    folder = tmp_path_factory.mktemp("class-means-twice")
+    return [_fit(digits, folder, "class-means", name).run_dir for name in ("one", "two")]
+
+
+def first_page(markdown: str) -> str:
+    start = markdown.index("## Summary in plain words")
+    return markdown[start : markdown.index("## Technical appendix")]
+
+
+def undefined_jargon(page: str) -> list[str]:
+    """The jargon of :data:`JARGON` that ``page`` uses outside a definition: a term in italics
+    (single asterisks) followed by its meaning in brackets or after a colon, or named in
+    "(this is called *term*)"."""
+    defined = r"(?<!\*)\*([^*]+)\*(?!\*)(?=\s*[(:])|\(this is called \*[^*]+\*\)|\(the \*[^*]+\*\)"
+    plain = re.sub(defined, " ", page)
+    return [t for t in JARGON if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", plain, re.I)]
+
+
+def test_the_first_page_uses_no_undefined_jargon(run_dir):
+    for path in (run_dir / rundir.REPORT_MD, run_dir / rundir.REPORT_INTERNAL_MD):
+        page = first_page(path.read_text())
+        assert undefined_jargon(page) == [], (path.name, page)
+        for heading in ("Who is protected", "Against what", "How strongly", "What is published"):
+            assert f"**{heading}:**" in page
+        assert "Must not be shared" in page and "Is the model any good" in page
+        assert re.search(r"e\^ε = [0-9.,]+", page)  # epsilon in words, by the odds reading
+        assert "[glossary](#glossary)" in page and "## Glossary" in path.read_text()
+
+
+def test_the_reader_test_catches_jargon():
+    assert undefined_jargon("the data-dependent epsilon at order 8") == [
+        "order",
+        "data-dependent",
+        "epsilon",
+    ]
+    assert undefined_jargon("*epsilon* (ε, the privacy loss) and (this is called *Rényi composition*)") == []
+
+
+def test_the_first_page_says_what_it_is_worth_against_the_majority_class(run_dir):
+    public = json.loads((run_dir / rundir.REPORT_JSON).read_text())
+    u = public["utility"]
+    page = first_page((run_dir / rundir.REPORT_MD).read_text())
+    assert f"right on {u['student_accuracy'] * 100:.1f}%" in page
+    assert f"most common class would be right on {u['majority_class_rate'] * 100:.1f}%" in page
+
+
+def _legend_labels(monkeypatch, report: dict) -> list[str]:
+    labels: list[str] = []
+    legend = matplotlib.axes.Axes.legend
+
+    def spy(self, *args, **kwargs):
+        labels.extend(self.get_legend_handles_labels()[1])
+        return legend(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", spy)
+    rep.render_plots(report, tuple(report["plots"]))
+    return labels
+
+
+def _class_means(class_means_runs):
+    run_dir = class_means_runs[0]
+    public = json.loads((run_dir / rundir.REPORT_JSON).read_text())
+    docs = [(run_dir / name).read_text() for name in (rundir.REPORT_MD, "report.html")]
+    return run_dir, public, docs, (run_dir / rundir.REPORT_INTERNAL_MD).read_text()
+
+
+def test_a_class_means_plot_legend_claims_no_sanitized_release(class_means_runs, monkeypatch):
+    run_dir, public, docs, _ = _class_means(class_means_runs)
+    assert "**No sanitized release:**" in docs[0]
+    labels = _legend_labels(monkeypatch, public)
+    assert labels and not any("sanitized" in label for label in labels)
+
+
+def test_a_class_means_report_lists_no_sanitization_parameters(class_means_runs):
+    _, public, docs, internal = _class_means(class_means_runs)
+    assert "sanitized" not in public["privacy"] and "eps_sanitized" not in public["privacy"]
+    for doc in (*docs, internal):
+        assert "σ_ss" not in doc and "β =" not in doc and "Sanitization" not in doc
+
+
+def test_a_class_means_run_has_no_vote_margin_plot(class_means_runs):
+    run_dir, public, _, internal = _class_means(class_means_runs)
+    full = json.loads((run_dir / rundir.REPORT_INTERNAL_JSON).read_text())
+    assert "vote_margins" not in full["plots"] and "vote_margins" not in internal
+    assert not list(run_dir.rglob("vote_margins.png"))
+
+
+def test_a_class_means_report_speaks_of_no_teachers_where_it_has_none(class_means_runs):
+    _, _, docs, internal = _class_means(class_means_runs)
+    for doc in (*docs, internal):
+        assert "teachers' vote" not in doc and "close to its labels" not in doc
+        assert "teacher" not in first_page(doc) if doc.startswith("#") else True
+        glance = doc[doc.index("What you get") : doc.index("Privacy statement")]
+        assert "teacher" not in glance.lower()
+
+
+def test_no_classic_composition_that_adds_nothing(class_means_runs, run_dir):
+    for folder in (class_means_runs[0], run_dir):
+        for name in (rundir.REPORT_MD, "report.html", rundir.REPORT_INTERNAL_MD):
+            doc = (folder / name).read_text()
+            assert "Advanced composition" not in doc and "tighter" not in doc
+
+
+def test_the_dataset_is_named_by_the_users_name_not_a_digest(class_means_runs):
+    run_dir = class_means_runs[0]
+    for name in (rundir.REPORT_MD, "report.html", rundir.REPORT_JSON):
+        doc = (run_dir / name).read_text()
+        assert '"digits-reader"' in doc or "digits-reader" in doc
+        assert not HEX_DIGEST.search(doc), name
+
+
+def test_the_budget_in_words_and_one_more_run_is_what_the_next_run_costs(class_means_runs):
+    one, two = (json.loads((d / rundir.REPORT_JSON).read_text()) for d in class_means_runs)
+    first, second = one["privacy"]["ledger"], two["privacy"]["ledger"]
+    assert first["runs"] == 1 and second["runs"] == 2
+    # what the first report said one more run would bring the total to is what it did
+    assert second["spent_eps"] == pytest.approx(first["next_run_eps"], rel=1e-9)
+    assert second["spent_eps"] < second["sum_of_charges_eps"]  # Rényi composition
+    page = first_page((class_means_runs[1] / rundir.REPORT_MD).read_text())
+    eps = rep.formatting.eps
+    assert f"this run spent ε = {eps(two['privacy']['eps_guarantee'])}" in page
+    assert f'"digits-reader" has spent ε = {eps(second["spent_eps"])} in all' in page
+    assert f"adding up what each charge cost on its own (ε = {eps(second['sum_of_charges_eps'])})" in page
+    assert f"ε = {eps(second['remaining_eps'])} is left" in page
+    assert f"One more run like this one would bring the total to ε = {eps(second['next_run_eps'])}" in page
