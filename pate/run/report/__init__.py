@@ -18,8 +18,9 @@ from pate.run.report.model import (
 )
 from pate.run.report.plots import publishable_plot_data, render_plots
 from pate.run.report.publishable import PUBLIC_FIELDS, public_part
-from pate.run.report.render import render_markdown, render_statement
+from pate.run.report.render import render_markdown
 from pate.run.report.schema import validate_analysis
+from pate.run.report.templating import render_statement
 from pate.run.report.wording import NOT_PRIVATE
 from pate.run.report.writer import INTERNAL_REPORT_FILES, REPORT_FILES, write_report
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from pate.run import rundir
 from pate.run.report.publishable import PUBLICATION, public_part
 from pate.run.report.report_warnings import report_warnings
+from pate.run.report.templating import render_statement
 from pate.run.report.wording import samples_records
 
 __all__ = [
@@ -70,8 +71,6 @@ def build_report(analysis: dict) -> dict:
     ``plots`` (name -> path relative to the run directory), ``warnings`` (a list of strings,
     internal ones marked) and ``publication`` (the rule). Pure: writes nothing. The publishable
     report is cut out of it by :func:`public_report`."""
-    from pate.run.report.render import render_statement
-
     report = json.loads(json.dumps(analysis))  # a deep copy, JSON types only
     report["statement"] = render_statement(analysis)
     report["plots"] = plot_paths(analysis)
@@ -84,8 +83,6 @@ def public_report(report: dict) -> dict:
     """The publishable report (``report.json``): the fields of the full ``report`` that
     :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows, and the statement, warnings and
     plots worded and drawn from those fields alone. Pure."""
-    from pate.run.report.render import render_statement
-
     worded = ("statement", "warnings", "plots", "publication")
     public = public_part({k: v for k, v in report.items() if k not in worded})
     public["statement"] = render_statement(public)

@@ -102,10 +102,18 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "privacy.sanitized.order": Public(_D, "[privacy] release_order", when="teachers"),
     "privacy.sanitized.beta": Public(_D, "[privacy] release_beta", when="teachers"),
     "privacy.sanitized.sigma_ss": Public(_D, "[privacy] release_sigma_ss", when="teachers"),
-    "privacy.sanitized.rdp_gnss": Public(_P, "the release's cost, from beta and sigma_ss alone", when="teachers"),
-    "privacy.sanitized.eps_data_independent": Public(_P, "the worst case at the release order", when="teachers"),
-    "privacy.sanitized.fallback": Public(_P, "why no release was drawn, decided before the votes", when="teachers"),
-    "privacy.sanitized.charged": Public(_C, "whether the release was charged to the ledger", when="teachers"),
+    "privacy.sanitized.rdp_gnss": Public(
+        _P, "the release's cost, from beta and sigma_ss alone", when="teachers"
+    ),
+    "privacy.sanitized.eps_data_independent": Public(
+        _P, "the worst case at the release order", when="teachers"
+    ),
+    "privacy.sanitized.fallback": Public(
+        _P, "why no release was drawn, decided before the votes", when="teachers"
+    ),
+    "privacy.sanitized.charged": Public(
+        _C, "whether the release was charged to the ledger", when="teachers"
+    ),
     "privacy.eps_guarantee": Public(_P, "the charged answers composed with the release's cost"),
     "privacy.prior_rounds.eps": Public(_C, "the charged cost of the earlier rounds"),
     "privacy.prior_rounds.runs[].eps": Public(_C, "the charged cost of each earlier round"),

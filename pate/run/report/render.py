@@ -1,238 +1,16 @@
-"""``report.md`` and ``report.html`` from the jinja2 templates shipped in
-``pate/run/report/templates/`` (found with :mod:`importlib.resources`, so they work from a wheel
-or a zipped install too). ``report.md.j2`` writes the report once, as Markdown: the first page in
-plain words (``first_page.md.j2``, with the part that differs per mechanism kind in
-``kind_<kind>.md.j2``), then the technical appendix (``appendix.md.j2``, whose statement is
-``statement.md.j2``) and its glossary (``glossary.md.j2``). ``report.html.j2`` wraps the same
-Markdown, turned into HTML by :func:`markdown_html`, in one self-contained page (inline CSS, plots
-as data: URIs, no script). What the templates receive, to restyle or translate the report:
-docs/publishing.md.
-"""
+"""``report.md`` and ``report.html``: the publishable report (cut out of the full one) or the
+internal one, rendered through the templates of :mod:`pate.run.report.templating`: the Markdown
+once, and the HTML page from that same Markdown."""
 
 from __future__ import annotations
 
 import base64
-import functools
-import html
-import json
-import re
-from importlib import resources
 
-import jinja2
-from markupsafe import Markup
-
-from pate import mechanisms
 from pate.analysis.errors import InputError
-from pate.run import rundir
-from pate.run.report import formatting, report_warnings, wording
-from pate.run.report import resources as run_resources
-from pate.run.report.model import PLOT_NAMES, PLOTS_DIR, PUBLIC_PLOT_NAMES, public_report
-from pate.run.report.publishable import CONDITIONS, PUBLICATION
+from pate.run.report.model import public_report
+from pate.run.report.templating import context, environment, markdown_html, tidy
 
-__all__ = [
-    "TEMPLATES",
-    "inline_html",
-    "markdown_html",
-    "md_cell",
-    "render_html",
-    "render_markdown",
-    "render_statement",
-    "template_source",
-]
-
-#: The template folder, inside the package ``pate.run.report``.
-TEMPLATES = "templates"
-
-
-def template_source(name: str) -> str:
-    """The text of the packaged template ``name`` (``templates/<name>``, via importlib.resources).
-    Raises ``jinja2.TemplateNotFound`` naming it when the package does not hold it."""
-    entry = resources.files("pate.run.report").joinpath(TEMPLATES, name)
-    if not entry.is_file():
-        raise jinja2.TemplateNotFound(
-            f"{name} (pate/run/report/{TEMPLATES}/{name} is missing from the installed package: "
-            f"reinstall pate-learn)"
-        )
-    return entry.read_text(encoding="utf-8")
-
-
-def md_cell(text) -> str:
-    """A Markdown table cell: ``|`` escaped, line breaks as spaces."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def inline_html(text) -> Markup:
-    """Markdown inline text as HTML: escaped (quotes kept), ``**bold**``, ``*italic*``,
-    ```code``` and ``[text](#anchor)`` links."""
-    escaped = html.escape(str(text), quote=False).replace("\\|", "|")
-    escaped = re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
-    escaped = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escaped)
-    escaped = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", escaped)
-    return Markup(re.sub(r"\[([^\]]+)\]\((#[\w-]+)\)", r'<a href="\2">\1</a>', escaped))
-
-
-def anchor(text: str) -> str:
-    """The id of a heading: its words in lower case, joined by hyphens."""
-    return "-".join(re.findall(r"[a-z0-9]+", text.lower()))
-
-
-def _html_block(block: str, images: dict[str, str]) -> str:
-    """One Markdown block (no blank line inside) as HTML."""
-    lines = block.splitlines()
-    if block.startswith("#"):
-        level, text = len(block) - len(block.lstrip("#")), block.lstrip("#").strip()
-        return f'<h{level} id="{anchor(text)}">{inline_html(text)}</h{level}>'
-    if block.startswith("```"):
-        return f"<pre><code>{html.escape(chr(10).join(lines[1:-1]), quote=False)}</code></pre>"
-    if block.startswith("- "):
-        items = "".join(f"<li>{inline_html(line[2:])}</li>" for line in lines)
-        return f"<ul>{items}</ul>"
-    if block.startswith("|"):
-        rows = [re.split(r"(?<!\\)\|", line.strip())[1:-1] for line in lines]
-        head = "".join(f"<th>{inline_html(c.strip())}</th>" for c in rows[0])
-        body = "".join(
-            "<tr>" + "".join(f"<td>{inline_html(c.strip())}</td>" for c in row) + "</tr>"
-            for row in rows[2:]
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    image = re.fullmatch(r"!\[([\w-]+)\]\([^)]*\)", lines[0])
-    if image:
-        name = image.group(1)
-        caption = inline_html(" ".join(lines[1:])).replace(
-            "Publishable.", '<span class="public">Publishable</span>', 1
-        )
-        return (
-            f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{images[name]}">'
-            f"<figcaption>{caption}</figcaption></figure>"
-        )
-    css = ' class="note"' if re.fullmatch(r"\*[^*].*[^*]\*", block) else ""
-    return f"<p{css}>{inline_html(' '.join(lines))}</p>"
-
-
-def markdown_html(markdown: str, images: dict[str, str]) -> Markup:
-    """The Markdown the report's templates write (headings, paragraphs, lists, tables, fenced
-    code, figures), as HTML; ``images`` maps each figure's name to its base64 PNG."""
-    blocks = [b.strip("\n") for b in re.split(r"\n\s*\n", markdown) if b.strip()]
-    return Markup("\n".join(_html_block(block, images) for block in blocks))
-
-
-@functools.lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(template_source),
-        autoescape=jinja2.select_autoescape(
-            enabled_extensions=("html.j2",), default_for_string=False, default=False
-        ),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters.update(
-        md_cell=md_cell,
-        eps=formatting.eps,
-        delta=formatting.delta,
-        pct=formatting.pct,
-        count=formatting.count,
-        param=formatting.param,
-        sig=formatting.sig,
-        odds=wording.odds_factor,
-    )
-    return env
-
-
-def _plot_links(report: dict, internal: bool) -> dict[str, str]:
-    """The plots' paths relative to the report: the run directory, or ``private/`` for the
-    internal report."""
-    if not internal:
-        return dict(report["plots"])
-    prefix = rundir.PRIVATE_DIR + "/"
-    return {
-        name: path[len(prefix) :] if path.startswith(prefix) else f"../{path}"
-        for name, path in report["plots"].items()
-    }
-
-
-def _context(report: dict, internal: bool) -> dict:
-    """What the templates receive (docs/publishing.md): the report's objects and its facts in
-    words."""
-    p, u = report["privacy"], report["utility"]
-    spec = mechanisms.get(p["mechanism"])
-    listed = report_warnings.utility_warnings(report)
-    public_plots = [n for n in PUBLIC_PLOT_NAMES if report["plots"].get(n, "").startswith(PLOTS_DIR)]
-    return {
-        "r": report,
-        "p": p,
-        "q": report["queries"],
-        "u": u,
-        "internal": internal,
-        "spec": spec,
-        "kind": spec.kind.name,
-        "teachers": not spec.kind.reads_private_records,
-        "person": p["neighbouring_relation"] == "unit",
-        "params": wording.params_text(p["mechanism"], p["params"]),
-        "rule_text": _rule_text(report, spec),
-        "weak": wording.weak_guarantee(report),
-        "weak_limit": wording.WEAK_EPSILON,
-        "not_private": wording.NOT_PRIVATE,
-        "mark": wording.INTERNAL_MARK,
-        "smoke": wording.is_smoke_test(report),
-        "dataset": wording.dataset_name(p["ledger"]) if p.get("ledger") else None,
-        "release_public": CONDITIONS["release_public"](report),
-        "publication": PUBLICATION,
-        "utility_warnings": listed,
-        "other_warnings": [w for w in report["warnings"] if w not in listed],
-        "resources": [
-            text
-            for text in (
-                None if spec.kind.reads_private_records else run_resources.execution_text(report),
-                run_resources.threads_text(report),
-                run_resources.gpu_memory_text(report),
-                run_resources.precision_text(report),
-            )
-            if text
-        ],
-        "public_plots": public_plots,
-        "internal_plots": [n for n in PLOT_NAMES if n in report["plots"] and n not in public_plots],
-        "captions": wording.CAPTIONS,
-        "links": _plot_links(report, internal),
-        "per_class": list(zip(formatting.class_names(u), u["student_per_class_accuracy"]))
-        if "student_per_class_accuracy" in u
-        else [],
-        "calibrated": wording.params_text(p["mechanism"], (p.get("calibration") or {}).get("calibrated") or {}),
-        "config_json": json.dumps(report["config"], indent=2, sort_keys=True),
-    }
-
-
-def _rule_text(report: dict, spec) -> str:
-    """How a run whose one release labels every query labelled from it ("" otherwise)."""
-    if not spec.kind.releases_once:
-        return ""
-    from pate.core.labelling_rules import RULE_TEXT
-    from pate.run.config import RunConfig
-
-    rule = RunConfig.parse(report["config"]).knn.labelling_rule
-    return f'Labelling rule ([knn] rule = "{rule}", post-processing): {RULE_TEXT[rule]}.'
-
-
-def _tidy(markdown: str) -> str:
-    """The templates' Markdown with each paragraph on one line (tables, lists, code and figures
-    keep their lines) and blocks one blank line apart."""
-    blocks = [b.strip("\n") for b in re.split(r"\n[ \t]*\n", markdown) if b.strip()]
-    out = []
-    for block in blocks:
-        if not block.startswith(("|", "- ", "```", "![")):
-            block = re.sub(r"\s*\n\s*", " ", block)
-            block = re.sub(r" +([,.;)])(?= |$)", r"\1", re.sub(r" {2,}", " ", block))
-        out.append(block)
-    return "\n\n".join(out)
-
-
-def render_statement(analysis: dict) -> str:
-    """The privacy statement of a (validated) analysis, as plain-text paragraphs ("Head: text")
-    separated by blank lines (``statement.md.j2``)."""
-    report = {"plots": {}, "warnings": [], **analysis}
-    return _tidy(_environment().get_template("statement.md.j2").render(_context(report, False), b=""))
+__all__ = ["render_html", "render_markdown"]
 
 
 def render_markdown(report: dict, *, internal: bool = False) -> str:
@@ -242,8 +20,8 @@ def render_markdown(report: dict, *, internal: bool = False) -> str:
     (:func:`pate.run.report.build_report`), plots linked relative to ``private/``."""
     if not internal:  # the publishable documents are rendered from the public cut alone
         report = public_report(report)
-    text = _environment().get_template("report.md.j2").render(_context(report, internal), b="**")
-    return _tidy(text) + "\n"
+    text = environment().get_template("report.md.j2").render(context(report, internal), b="**")
+    return tidy(text) + "\n"
 
 
 def render_html(report: dict, images: dict[str, bytes]) -> str:
@@ -257,7 +35,7 @@ def render_html(report: dict, images: dict[str, bytes]) -> str:
     encoded = {name: base64.b64encode(images[name]).decode("ascii") for name in report["plots"]}
     body = markdown_html(render_markdown(report), encoded)
     return (
-        _environment()
+        environment()
         .get_template("report.html.j2")
         .render(title=f"Privacy report: {report['run']['name']}", body=body)
     )

@@ -116,7 +116,10 @@ def _analysis_warnings(a: dict) -> list[str]:
         )
     if samples_records(a):
         pass  # no sanitized release at all (the statement says so); no teachers
-    elif p["sanitized"]["fallback"] is not None and "release = false" not in p["sanitized"]["fallback"]:
+    elif (
+        p["sanitized"]["fallback"] is not None
+        and "release = false" not in p["sanitized"]["fallback"]
+    ):
         out.append(
             f"The sanitized epsilon fell back to the data-independent one: "
             f"{p['sanitized']['fallback']}."

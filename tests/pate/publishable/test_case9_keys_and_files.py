@@ -24,9 +24,11 @@ from pate.core import keys as run_keys
 from pate.core.partition import Partition, teacher_of
 from pate.ledger import record_keys
 from pate.run import rundir
-from pate.run.report.wording import KEYS_SEEDED_BANNER
 from pate.teachers.data import load_pate_data
 from pate.teachers.errors import ConfigError
+
+#: The banner of a report whose keys were derived from [run] seed (templates/report.md.j2).
+KEYS_SEEDED_BANNER = "**This run's keys are seeded, not private: they were derived from [run] seed"
 
 #: What may lie outside private/: settings, the charged outputs, the student, the public report.
 PUBLISHABLE_ARRAYS = {rundir.LABELS, rundir.ANSWERED, rundir.LABEL_SCORES}

@@ -23,7 +23,7 @@ import pytest
 from pate.cli import main
 from pate.run import report as rep
 from pate.run import rundir
-from pate.run.report.render import inline_html
+from pate.run.report.templating import inline_html
 
 FMNIST_CLASSES = [
     "T-shirt/top",
@@ -484,7 +484,7 @@ def test_html_is_self_contained_with_statement_and_images(written):
 
 
 def test_documents_come_from_the_packaged_templates(written):
-    from pate.run.report.render import template_source
+    from pate.run.report.templating import template_source
 
     run_dir, _, _ = written
     page = (run_dir / "report.html").read_text()
@@ -1218,7 +1218,9 @@ def test_the_first_section_says_what_the_run_is_worth_with_its_warnings():
     md = rep.render_markdown(report, internal=True)
     first = md.index("## What you get")  # the appendix's first section, after the first page
     appendix = md.index("## Technical appendix")
-    assert md.index("## Summary in plain words") < appendix < first < md.index("## Privacy statement")
+    assert (
+        md.index("## Summary in plain words") < appendix < first < md.index("## Privacy statement")
+    )
     assert md[appendix + 2 : first].count("## ") == 0
     glance = md[first : md.index("## Privacy statement")]
     assert "30.0%" in glance and "majority class gives 12.0%" in glance

@@ -12,10 +12,26 @@ import jinja2
 import pytest
 
 from pate.run import rundir
-from pate.run.report import render
+from pate.run.report import templating
 
 REPORT = Path(__file__).resolve().parents[3] / "pate" / "run" / "report"
-TEMPLATES = ("report.md.j2", "report.html.j2", "report.css")
+TEMPLATES = (
+    "appendix.md.j2",
+    "budget_words.md.j2",
+    "first_page.md.j2",
+    "glossary.md.j2",
+    "kind_release.md.j2",
+    "kind_sample.md.j2",
+    "kind_vote.md.j2",
+    "ledger.md.j2",
+    "plots.md.j2",
+    "report.css",
+    "report.html.j2",
+    "report.md.j2",
+    "sanitized.md.j2",
+    "statement.md.j2",
+    "utility.md.j2",
+)
 
 
 def _modules() -> list[Path]:
@@ -111,12 +127,12 @@ def test_templates_are_found_via_importlib_resources(name):
     entry = resources.files("pate.run.report").joinpath("templates", name)
     assert entry.is_file(), f"pate/run/report/templates/{name} is not in the package"
     text = entry.read_text(encoding="utf-8")
-    assert text.strip() and render.template_source(name) == text
+    assert text.strip() and templating.template_source(name) == text
 
 
 def test_a_missing_template_says_what_to_do():
     with pytest.raises(jinja2.TemplateNotFound, match="nope.j2 .*reinstall pate-learn"):
-        render.template_source("nope.j2")
+        templating.template_source("nope.j2")
 
 
 def test_the_rule_check_a_run_recorded_is_read_back(tmp_path):

@@ -122,7 +122,10 @@ def test_the_reader_test_catches_jargon():
         "data-dependent",
         "epsilon",
     ]
-    assert undefined_jargon("*epsilon* (ε, the privacy loss) and (this is called *Rényi composition*)") == []
+    assert (
+        undefined_jargon("*epsilon* (ε, the privacy loss) and (this is called *Rényi composition*)")
+        == []
+    )
 
 
 def test_the_first_page_says_what_it_is_worth_against_the_majority_class(run_dir):
@@ -209,6 +212,12 @@ def test_the_budget_in_words_and_one_more_run_is_what_the_next_run_costs(class_m
     eps = rep.formatting.eps
     assert f"this run spent ε = {eps(two['privacy']['eps_guarantee'])}" in page
     assert f'"digits-reader" has spent ε = {eps(second["spent_eps"])} in all' in page
-    assert f"adding up what each charge cost on its own (ε = {eps(second['sum_of_charges_eps'])})" in page
+    assert (
+        f"adding up what each charge cost on its own (ε = {eps(second['sum_of_charges_eps'])})"
+        in page
+    )
     assert f"ε = {eps(second['remaining_eps'])} is left" in page
-    assert f"One more run like this one would bring the total to ε = {eps(second['next_run_eps'])}" in page
+    assert (
+        f"One more run like this one would bring the total to ε = {eps(second['next_run_eps'])}"
+        in page
+    )
