@@ -96,7 +96,7 @@ def _html_block(block: str, images: dict[str, str]) -> str:
     image = re.fullmatch(r"!\[([\w-]+)\]\([^)]*\)", lines[0])
     if image:
         name = image.group(1)
-        caption = inline_html(" ".join(lines[1:])).replace(
+        caption = str(inline_html(" ".join(lines[1:]))).replace(
             "Publishable.", '<span class="public">Publishable</span>', 1
         )
         return (

@@ -1033,7 +1033,7 @@ def test_publishable_plots_exist_and_are_marked(written):
         marked = f"![{name}](plots/{name}.png)\n**INTERNAL \u2014 {rep.NOT_PRIVATE}.**"
         assert marked in internal, name
     for name in PUBLIC_NOW:
-        assert f"![{name}](../plots/{name}.png)\n\nPublishable. " in full
+        assert f"![{name}](../plots/{name}.png)\nPublishable. " in full
     page = (run_dir / "report.html").read_text()
     for name in rep.PLOT_NAMES:
         if name in PUBLIC_NOW:

@@ -51,12 +51,32 @@ JARGON = (
 HEX_DIGEST = re.compile(r"\b[0-9a-f]{64}\b")
 
 
+#: What each mechanism needs on 1,000 digits to pass the planner: class-means at a low epsilon
+#: (one release), the teachers' mechanisms with ten teachers at a higher one, Private-kNN with
+#: its parameters on a 16-dimensional public PCA.
+SETTINGS = {
+    "class-means": {"target_eps": 2.0, "budget_eps": 6.0},
+    "private-knn": {
+        "k": 20,
+        "sampling_rate": 0.3,
+        "threshold": 10,
+        "sigma1": 4,
+        "sigma2": 2,
+        "knn": {"features": "none", "dims": 16},
+        "budget_eps": 200.0,
+    },
+}
+
+
 def _fit(digits, folder, mechanism: str, name: str):
     from sklearn.linear_model import LogisticRegression
 
     def flat(split):
         return split.x.reshape(len(split.x), -1)
 
+    settings = SETTINGS.get(
+        mechanism, {"num_teachers": 10, "target_eps": 50.0, "budget_eps": 200.0}
+    )
     return pate.fit(
         (flat(digits.private), digits.private.y),
         flat(digits.public),
@@ -66,15 +86,13 @@ def _fit(digits, folder, mechanism: str, name: str):
         classes=[str(i) for i in range(10)],
         teacher=LogisticRegression(max_iter=100),
         student=LogisticRegression(max_iter=100),
-        num_teachers=None if mechanism in ("class-means", "private-knn") else 10,
         mechanism=mechanism,
-        target_eps=2.0,
-        queries=60,
-        budget_eps=6.0,
+        queries=100,
         ledger=folder / "ledger.sqlite3",
         dataset="digits-reader",
         run_dir=folder / name,
         name=name,
+        **settings,
     )
 
 
@@ -97,12 +115,20 @@ def first_page(markdown: str) -> str:
 
 
 def undefined_jargon(page: str) -> list[str]:
-    """The jargon of :data:`JARGON` that ``page`` uses outside a definition: a term in italics
-    (single asterisks) followed by its meaning in brackets or after a colon, or named in
-    "(this is called *term*)"."""
-    defined = r"(?<!\*)\*([^*]+)\*(?!\*)(?=\s*[(:])|\(this is called \*[^*]+\*\)|\(the \*[^*]+\*\)"
-    plain = re.sub(defined, " ", page)
-    return [t for t in JARGON if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", plain, re.I)]
+    """The terms of :data:`JARGON` that ``page`` uses without defining them. A definition is a
+    term in italics (single asterisks) followed by its meaning in brackets or after a colon, or
+    named in "(this is called *term*)" or "(the *term*)" after the sentence that explains it."""
+    defined = re.findall(
+        r"(?<!\*)\*([^*]+)\*(?!\*)(?=\s*[(:])|\(this is called \*([^*]+)\*\)|\(the \*([^*]+)\*\)",
+        page,
+    )
+    terms = " ".join(part for match in defined for part in match).lower()
+    return [
+        term
+        for term in JARGON
+        if re.search(rf"(?<!\w){re.escape(term)}(?!\w)", page, re.I)
+        and not re.search(rf"(?<!\w){re.escape(term.lower())}(?!\w)", terms)
+    ]
 
 
 def test_the_first_page_uses_no_undefined_jargon(run_dir):
@@ -112,7 +138,9 @@ def test_the_first_page_uses_no_undefined_jargon(run_dir):
         for heading in ("Who is protected", "Against what", "How strongly", "What is published"):
             assert f"**{heading}:**" in page
         assert "Must not be shared" in page and "Is the model any good" in page
-        assert re.search(r"e\^ε = [0-9.,]+", page)  # epsilon in words, by the odds reading
+        assert re.search(
+            r"e\^ε (= [0-9.,]+|≈ [0-9.]+ × 10\^\d+|, more than 10\^[\d,]+), except", page
+        )  # epsilon in words, by the odds reading
         assert "[glossary](#glossary)" in page and "## Glossary" in path.read_text()
 
 
