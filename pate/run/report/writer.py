@@ -26,12 +26,15 @@ from pate.run.report.render import render_html, render_markdown
 from pate.run.report.resources import read_resources
 from pate.run.report.schema import load_analysis
 
-__all__ = ["INTERNAL_REPORT_FILES", "REPORT_FILES", "write_report"]
+__all__ = ["INTERNAL_REPORT_FILES", "REFERENCE_FILE", "REPORT_FILES", "write_report"]
 
 #: The publishable report's files (its plots in ``plots/``).
 REPORT_FILES = ("report.json", "report.md", "report.html")
 #: The internal report's files (its plots in ``private/plots/``).
 INTERNAL_REPORT_FILES = (rundir.REPORT_INTERNAL_JSON, rundir.REPORT_INTERNAL_MD)
+#: The accuracy of a non-private reference model on the same private rows, written by the report
+#: stage (:func:`pate.run.stages.report.reference_accuracy`): INTERNAL.
+REFERENCE_FILE = f"{rundir.PRIVATE_DIR}/reference.json"
 
 
 def _file_mode() -> int:
@@ -66,6 +69,9 @@ def _full_report(run_dir: Path) -> dict:
         analysis["privacy"]["ledger"].update(
             ledger_outlook(analysis["privacy"]["ledger"], analysis["run"].get("run_id"))
         )
+    reference = run_dir / REFERENCE_FILE
+    if reference.is_file():  # internal: utility.reference_accuracy is not in PUBLIC_FIELDS
+        analysis["utility"]["reference_accuracy"] = json.loads(reference.read_text())["accuracy"]
     report = build_report(analysis)
     report.update(read_resources(run_dir))
     check = read_rule_check(run_dir)

@@ -115,9 +115,10 @@ def test_pate_run_end_to_end(knn_run):
     assert "Private-kNN" in report and "No sanitized release" in report
     assert "no teachers" in report and "Where the teachers trained" not in report
     assert (run_dir / "plots" / "epsilon_vs_answered_public.png").stat().st_size > 0
-    for name in ("vote_margins", "rdp_per_order"):  # internal (private/)
+    for name in ("rdp_per_order",):  # internal (private/)
         assert (run_dir / rundir.PRIVATE_PLOTS_DIR / f"{name}.png").stat().st_size > 0
         assert not (run_dir / rundir.PLOTS_DIR / f"{name}.png").exists()
+    assert not list(run_dir.rglob("vote_margins.png"))  # no votes, no vote-margin plot (#51)
     # the confusion matrix on the evaluation split: publishable only where that split is
     # declared public -- digits' is a built-in benchmark's test split (its source says so)
     assert a["utility"]["evaluation_public"] is True

@@ -20,6 +20,7 @@ TEMPLATES = (
     "budget_words.md.j2",
     "first_page.md.j2",
     "glossary.md.j2",
+    "kind_other.md.j2",
     "kind_release.md.j2",
     "kind_sample.md.j2",
     "kind_vote.md.j2",

@@ -162,6 +162,15 @@ def test_the_first_page_says_what_it_is_worth_against_the_majority_class(run_dir
     page = first_page((run_dir / rundir.REPORT_MD).read_text())
     assert f"right on {u['student_accuracy'] * 100:.1f}%" in page
     assert f"most common class would be right on {u['majority_class_rate'] * 100:.1f}%" in page
+    # the non-private reference on the same private rows: the internal report only
+    full = json.loads((run_dir / rundir.REPORT_INTERNAL_JSON).read_text())["utility"]
+    internal = first_page((run_dir / rundir.REPORT_INTERNAL_MD).read_text())
+    reference = full["reference_accuracy"]
+    assert reference > u["majority_class_rate"]
+    assert (
+        f"without privacy on the same private rows is right on {reference * 100:.1f}%" in internal
+    )
+    assert "reference_accuracy" not in u and "without privacy" not in page
 
 
 def _legend_labels(monkeypatch, report: dict) -> list[str]:
