@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pate.core.io import naming_write_errors
 from pate.run import rundir
-from pate.run.report.ledger_outlook import ledger_outlook
 from pate.run.report.model import (
     PLOTS_DIR,
     build_report,
@@ -26,7 +25,13 @@ from pate.run.report.render import render_html, render_markdown
 from pate.run.report.resources import read_resources
 from pate.run.report.schema import load_analysis
 
-__all__ = ["INTERNAL_REPORT_FILES", "REFERENCE_FILE", "REPORT_FILES", "write_report"]
+__all__ = [
+    "INTERNAL_REPORT_FILES",
+    "OUTLOOK_FILE",
+    "REFERENCE_FILE",
+    "REPORT_FILES",
+    "write_report",
+]
 
 #: The publishable report's files (its plots in ``plots/``).
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -35,6 +40,9 @@ INTERNAL_REPORT_FILES = (rundir.REPORT_INTERNAL_JSON, rundir.REPORT_INTERNAL_MD)
 #: The accuracy of a non-private reference model on the same private rows, written by the report
 #: stage (:func:`pate.run.stages.report.reference_accuracy`): INTERNAL.
 REFERENCE_FILE = f"{rundir.PRIVATE_DIR}/reference.json"
+#: The dataset's budget outlook the report stage read from the ledger
+#: (:func:`pate.run.report.ledger_outlook.ledger_outlook`): post-processing of charged events.
+OUTLOOK_FILE = f"{rundir.PRIVATE_DIR}/ledger_outlook.json"
 
 
 def _file_mode() -> int:
@@ -65,11 +73,9 @@ def _full_report(run_dir: Path) -> dict:
     """The full (internal) report of a run: the analysis, its wording, and what the run computed
     on (the backend, threads, GPU memory, precision)."""
     analysis = load_analysis(run_dir)
-    if analysis["privacy"].get("ledger"):  # the budget in words: the sum, one more run
-        analysis["privacy"]["ledger"].update(
-            ledger_outlook(analysis["privacy"]["ledger"], analysis["run"].get("run_id"))
-        )
-    reference = run_dir / REFERENCE_FILE
+    outlook, reference = run_dir / OUTLOOK_FILE, run_dir / REFERENCE_FILE
+    if outlook.is_file() and analysis["privacy"].get("ledger"):  # the budget in words
+        analysis["privacy"]["ledger"].update(json.loads(outlook.read_text()))
     if reference.is_file():  # internal: utility.reference_accuracy is not in PUBLIC_FIELDS
         analysis["utility"]["reference_accuracy"] = json.loads(reference.read_text())["accuracy"]
     report = build_report(analysis)

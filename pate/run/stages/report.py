@@ -1,7 +1,9 @@
 """The report stage: the publishable report (report.json, report.md, report.html, plots/) and the
-internal one (private/report_internal.json, .md, private/plots/), with, for the internal report
-only, the accuracy of a non-private reference model trained on the same private rows
-(``private/reference.json``, :func:`reference_accuracy`)."""
+internal one (private/report_internal.json, .md, private/plots/), from the run's analysis and two
+files this stage writes first: the dataset's budget outlook read from the ledger
+(``private/ledger_outlook.json``: the sum of the charges, the total after one more run like this
+one) and, for the internal report only, the accuracy of a non-private reference model trained on
+the same private rows (``private/reference.json``, :func:`reference_accuracy`)."""
 
 from __future__ import annotations
 
@@ -45,14 +47,25 @@ def reference_accuracy(run: Run) -> float | None:
     return float(model.score(evaluation, data.evaluation.y[known]))
 
 
+def _write_private(path, doc: dict) -> None:
+    """``doc`` as JSON at ``path`` under ``private/``, owner-only."""
+    path.write_text(json.dumps(doc) + "\n")
+    path.chmod(0o600)
+
+
 def report(run: Run) -> dict:
     from pate.run.report import INTERNAL_REPORT_FILES, REPORT_FILES, write_report
-    from pate.run.report.writer import REFERENCE_FILE
+    from pate.run.report.ledger_outlook import ledger_outlook
+    from pate.run.report.schema import load_analysis
+    from pate.run.report.writer import OUTLOOK_FILE, REFERENCE_FILE
 
     accuracy = reference_accuracy(run)
     if accuracy is not None:
         reference = {"accuracy": accuracy, "model": "logistic regression, standardised inputs"}
-        (run.run_dir / REFERENCE_FILE).write_text(json.dumps(reference) + "\n")
-        (run.run_dir / REFERENCE_FILE).chmod(0o600)
+        _write_private(run.run_dir / REFERENCE_FILE, reference)
+    analysis = load_analysis(run.run_dir)  # the budget in words, as the ledger stands now
+    outlook = ledger_outlook(analysis["privacy"].get("ledger"), analysis["run"].get("run_id"))
+    if outlook:
+        _write_private(run.run_dir / OUTLOOK_FILE, outlook)
     doc = write_report(run.run_dir)
     return {"files": [*REPORT_FILES, *doc["plots"].values(), *INTERNAL_REPORT_FILES]}
