@@ -36,11 +36,12 @@ def reference_accuracy(run: Run) -> float | None:
     except ConfigError as exc:  # a pate.fit run resumed without its data
         logger.info("no non-private reference for the internal report: %s", exc)
         return None
-    x, y = data.private.x.reshape(len(data.private.x), -1), data.private.y
-    known = data.evaluation.y >= 0
-    if x.size > REFERENCE_LIMIT or not known.any() or len(np.unique(y)) < 2:
-        logger.info("no non-private reference for the internal report (%d private values)", x.size)
+    labelled, known = data.private.y >= 0, data.evaluation.y >= 0
+    size = int(np.size(data.private.x))
+    if size > REFERENCE_LIMIT or not known.any() or len(np.unique(data.private.y[labelled])) < 2:
+        logger.info("no non-private reference for the internal report (%d private values)", size)
         return None
+    x, y = data.private.x[labelled].reshape(int(labelled.sum()), -1), data.private.y[labelled]
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300))
     model.fit(x, y)
     evaluation = data.evaluation.x[known].reshape(int(known.sum()), -1)
