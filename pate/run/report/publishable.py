@@ -50,8 +50,9 @@ def _release_public(report: dict) -> bool:
     ``gnss-release`` event, ``privacy.sanitized.charged``), or the release fell back to the
     data-independent cost (no data-dependent figure at all)."""
     sanitized = (report.get("privacy") or {}).get("sanitized") or {}
-    released = sanitized.get("charged") is True or sanitized.get("fallback") is not None
-    return released and _has_teachers(report)
+    fallback = sanitized.get("fallback")
+    released = sanitized.get("charged") is True or fallback is not None
+    return released and _has_teachers(report) and "release = false" not in (fallback or "")
 
 
 def _has_teachers(report: dict) -> bool:

@@ -12,6 +12,7 @@ from pate.run.report.wording import (
     WEAK_EPSILON,
     dataset_name,
     is_smoke_test,
+    release_asked,
     samples_records,
     weak_guarantee,
 )
@@ -114,12 +115,9 @@ def _analysis_warnings(a: dict) -> list[str]:
             f"({formatting.eps(p['eps_data_independent'])}), which composition cannot give: check "
             f"the analysis before quoting it."
         )
-    if samples_records(a):
-        pass  # no sanitized release at all (the statement says so); no teachers
-    elif (
-        p["sanitized"]["fallback"] is not None
-        and "release = false" not in p["sanitized"]["fallback"]
-    ):
+    if not release_asked(a):
+        pass  # no sanitized release asked for, or none at all (the statement says so)
+    elif p["sanitized"]["fallback"] is not None:
         out.append(
             f"The sanitized epsilon fell back to the data-independent one: "
             f"{p['sanitized']['fallback']}."

@@ -168,6 +168,7 @@ def context(report: dict, internal: bool) -> dict:
         "spec": spec,
         "kind": spec.kind.name,
         "teachers": not spec.kind.reads_private_records,
+        "release": wording.release_asked(report),
         "person": p["neighbouring_relation"] == "unit",
         "params": wording.params_text(p["mechanism"], p["params"]),
         "rule_text": _rule_text(report, spec),

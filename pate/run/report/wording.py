@@ -22,6 +22,7 @@ __all__ = [
     "is_smoke_test",
     "odds_factor",
     "params_text",
+    "release_asked",
     "samples_records",
     "weak_guarantee",
 ]
@@ -45,6 +46,14 @@ def samples_records(a: dict) -> bool:
     """The run's mechanism reads the private records itself: no teachers, no
     data-dependent analysis, no sanitized release; its wording comes from its spec."""
     return mechanisms.get(a["privacy"]["mechanism"]).kind.reads_private_records
+
+
+def release_asked(a: dict) -> bool:
+    """A teachers' run whose config asked for the sanitized release ([privacy] release = true;
+    the release stage's fallback says so when it did not): only then does the report speak of a
+    sanitized epsilon."""
+    fallback = ((a["privacy"].get("sanitized") or {}).get("fallback")) or ""
+    return not samples_records(a) and "release = false" not in fallback
 
 
 def is_smoke_test(a: dict) -> bool:
