@@ -258,3 +258,14 @@ def test_the_budget_in_words_and_one_more_run_is_what_the_next_run_costs(class_m
         f"One more run like this one would bring the total to ε = {eps(second['next_run_eps'])}"
         in page
     )
+
+
+def test_a_run_that_asked_for_no_sanitized_release_neither_shows_nor_warns_about_one(run_dir):
+    """[privacy] release = false is the default: no teachers' run warns that its sanitized epsilon
+    "fell back", and none lists a sanitized epsilon or its parameters (issue #51)."""
+    public = json.loads((run_dir / rundir.REPORT_JSON).read_text())
+    assert "eps_sanitized" not in public["privacy"]
+    assert not any("sanitized" in warning for warning in public["warnings"])
+    for name in (rundir.REPORT_MD, rundir.REPORT_INTERNAL_MD):
+        doc = (run_dir / name).read_text()
+        assert "Sanitized data-dependent ε (released)" not in doc and "σ_ss =" not in doc
