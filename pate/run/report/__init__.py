@@ -3,8 +3,10 @@ publishable report (``report.json``, ``report.md``, ``report.html``, ``plots/``)
 full one by the allow-list :data:`PUBLIC_FIELDS` and worded and drawn from that cut alone, and the
 internal one (``private/report_internal.*``, ``private/plots/``), marked :data:`NOT_PRIVATE`.
 
-The report never recomputes a privacy number, never loads the votes and never imports torch. What
-each report says, the line between them and the package's modules: ``docs/publishing.md``.
+The writer never recomputes a privacy number, never loads the votes and never imports torch; the
+budget outlook (:mod:`pate.run.report.ledger_outlook`) is read from the ledger by the report
+stage, beside the analysis. What each report says, the line between them and the package's
+modules: ``docs/publishing.md``.
 """
 
 from __future__ import annotations
