@@ -2,9 +2,10 @@
 cost): the column roles (:class:`TableColumns`) and the encoder (:class:`TableEncoder`).
 
 The built-in encoder: numeric columns get median imputation, a missing indicator for each column
-with gaps in the public rows, a signed log for the columns it makes less skewed, then
-standardisation with the public mean and std (clipped to +-:data:`CLIP` std, so a wild value of a
-private row cannot dominate a model); categorical columns get most-frequent imputation and one-hot
+with gaps in the public rows, then each is mapped through its public quantiles (at most
+:data:`QUANTILES`) to standard-normal scores: any scale, skew or heavy tail becomes the same
+bounded bell, and a wild value of a private row gets the end score (+-5.2), so it cannot dominate
+a model; categorical columns get most-frequent imputation and one-hot
 codes of the categories seen in the public rows (a category not seen there: all zeros). Its fitted
 state is plain numbers and category names, derived from public rows only: publishable, and stored
 as JSON beside the released student (:meth:`TableEncoder.to_json`). A user's own scikit-learn
@@ -21,15 +22,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from pate.analysis.errors import InputError, InputTypeError
 
-__all__ = ["CLIP", "TableColumns", "FittedOnPublic", "TableEncoder"]
+__all__ = ["QUANTILES", "TableColumns", "FittedOnPublic", "TableEncoder"]
 
-CLIP = 5.0
+QUANTILES = 1000
+_BOUND = 1e-7  # the scores of the public extremes: +-5.2 (scikit-learn's bound)
 _FORMAT = "pate-table-encoder"
 _VERSION = 1
-_SKEW_LIMIT = 1.0  # a column more skewed than this gets the signed log when that reduces it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,13 +58,15 @@ class FittedOnPublic:
     transformer: Any
 
 
-def _signed_log(values: np.ndarray) -> np.ndarray:
-    return np.sign(values) * np.log1p(np.abs(values))
-
-
-def _skew(values: np.ndarray) -> float:
-    std = values.std()
-    return 0.0 if std <= 0 else float(np.mean(((values - values.mean()) / std) ** 3))
+def _normal_scores(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+    """``values`` mapped through the public quantiles to standard-normal scores (ties: the mean
+    of the lowest and highest rank, as scikit-learn's QuantileTransformer; beyond the public
+    range: the end scores, +-5.2)."""
+    ranks = np.linspace(0.0, 1.0, quantiles.size)
+    forward = np.interp(values, quantiles, ranks)
+    backward = -np.interp(-values, -quantiles[::-1], -ranks[::-1])
+    share = np.clip(0.5 * (forward + backward), _BOUND, 1.0 - _BOUND)
+    return special.ndtri(share)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +74,7 @@ class _Numeric:
     name: str
     median: float
     indicator: bool
-    log: bool
-    center: float
-    scale: float
+    quantiles: tuple[float, ...]
 
     @classmethod
     def fit(cls, name: str, values: np.ndarray) -> _Numeric:
@@ -82,25 +84,19 @@ class _Numeric:
                 f"column {name!r} has no value in the public rows: the encoder fits on public "
                 f"rows only and has nothing to fit; drop it (drop=[{name!r}])"
             )
-        logged = _signed_log(seen)
-        log = abs(_skew(seen)) > _SKEW_LIMIT and abs(_skew(logged)) < abs(_skew(seen))
-        shaped = logged if log else seen
-        std = float(shaped.std())
+        count = min(QUANTILES, seen.size)
         return cls(
             name=name,
             median=float(np.median(seen)),
             indicator=bool(seen.size < values.size),
-            log=bool(log),
-            center=float(shaped.mean()),
-            scale=std if std > 1e-12 else 1.0,
+            quantiles=tuple(float(q) for q in np.quantile(seen, np.linspace(0, 1, count))),
         )
 
     def encode(self, values: np.ndarray) -> list[np.ndarray]:
         missing = np.isnan(values)
         filled = np.where(missing, self.median, values)
-        shaped = _signed_log(filled) if self.log else filled
-        scaled = np.clip((shaped - self.center) / self.scale, -CLIP, CLIP)
-        return [scaled, missing.astype(np.float64)] if self.indicator else [scaled]
+        scores = _normal_scores(filled, np.asarray(self.quantiles, dtype=np.float64))
+        return [scores, missing.astype(np.float64)] if self.indicator else [scores]
 
     def names(self) -> list[str]:
         return [self.name, f"{self.name}_missing"] if self.indicator else [self.name]
@@ -285,12 +281,11 @@ class TableEncoder:
         lines = []
         if self._numeric:
             gaps = [column.name for column in self._numeric if column.indicator]
-            logged = [column.name for column in self._numeric if column.log]
             lines.append(
                 f"numeric columns ({len(self._numeric)}): gaps filled with the public median"
                 + (f", a missing indicator for {gaps}" if gaps else "")
-                + (f"; signed log for the skewed {logged}" if logged else "")
-                + f"; standardised with the public mean and std, clipped to +-{CLIP:g} std"
+                + "; each mapped through its public quantiles to normal scores (bounded: a value "
+                "beyond the public range gets the end score)"
             )
         if self._categorical:
             counts = ", ".join(f"{c.name}: {len(c.categories)}" for c in self._categorical)
@@ -335,7 +330,10 @@ class TableEncoder:
                 id=names["id"],
                 **{key: tuple(names[key]) for key in ("numeric", "categorical", "dropped")},
             )
-            numeric = tuple(_Numeric(**column) for column in state["numeric"])
+            numeric = tuple(
+                _Numeric(c["name"], float(c["median"]), bool(c["indicator"]), tuple(c["quantiles"]))
+                for c in state["numeric"]
+            )
             categorical = tuple(
                 _Categorical(column["name"], column["fill"], tuple(column["categories"]))
                 for column in state["categorical"]
@@ -343,7 +341,7 @@ class TableEncoder:
             rows = int(state["public_rows"])
         except (KeyError, TypeError) as error:
             raise InputError(f"table encoder JSON is incomplete or malformed ({error})") from None
-        if any(not math.isfinite(v) for c in numeric for v in (c.median, c.center, c.scale)):
+        if any(not math.isfinite(v) for c in numeric for v in (c.median, *c.quantiles)):
             raise InputError("table encoder JSON has a statistic that is not a finite number")
         return cls(columns, public_rows=rows, numeric=numeric, categorical=categorical)
 
