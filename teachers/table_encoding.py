@@ -49,6 +49,15 @@ class TableColumns:
     def features(self) -> tuple[str, ...]:
         return self.numeric + self.categorical
 
+    @classmethod
+    def from_json(cls, names: dict) -> TableColumns:
+        """The roles from ``dataclasses.asdict``'s dictionary (a JSON file's)."""
+        return cls(
+            label=names["label"],
+            id=names["id"],
+            **{key: tuple(names[key]) for key in ("numeric", "categorical", "dropped")},
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class FittedOnPublic:
@@ -324,12 +333,7 @@ class TableEncoder:
                 f"re-export the run with this version of pate-learn"
             )
         try:
-            names = state["columns"]
-            columns = TableColumns(
-                label=names["label"],
-                id=names["id"],
-                **{key: tuple(names[key]) for key in ("numeric", "categorical", "dropped")},
-            )
+            columns = TableColumns.from_json(state["columns"])
             numeric = tuple(
                 _Numeric(c["name"], float(c["median"]), bool(c["indicator"]), tuple(c["quantiles"]))
                 for c in state["numeric"]
