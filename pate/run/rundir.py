@@ -57,6 +57,8 @@ AGGREGATE = _PRIVATE + "aggregate.json"
 PENDING = _PRIVATE + "aggregate.pending.npz"
 #: the released student (publishable)
 STUDENT_WEIGHTS = "student.pt"
+#: its table encoder, fitted on public rows (JSON; pate.student.raw_rows.ENCODER_FILE)
+STUDENT_ENCODER = "student_encoder.json"
 STUDENT_CHECKPOINTS = "student"
 STUDENT_METRICS = _PRIVATE + "student_metrics.json"
 ANALYSIS = _PRIVATE + "analysis.json"

@@ -66,6 +66,7 @@ def student(run: Run) -> dict:
         alone = float(np.mean(model.predict(data.evaluation.x) == np.asarray(data.evaluation.y)))
         model.combine_with_rule(head, temperature=temperature)
     model.save(run.path(rundir.STUDENT_WEIGHTS))
+    save_encoder(run)
     metrics = evaluation_metrics(
         data.evaluation.y, model.predict(data.evaluation.x), num_classes=data.num_classes
     )
@@ -95,6 +96,23 @@ def student(run: Run) -> dict:
         "precision": model.precision_,
         "processes": model.processes_,  # pate.student.parallel (1: one process)
     }
+
+
+def save_encoder(run: Run) -> None:
+    """Beside the student, what turns raw table rows into its inputs (``student_encoder.json``:
+    the public-fitted encoder and the declared class names; :mod:`pate.student.raw_rows`)."""
+    encoder = getattr(run.data, "encoder", None)  # PateData.encoder: tables with named columns
+    if encoder is None:
+        return
+    from pate.student.raw_rows import write_encoder_file
+
+    write_encoder_file(run.path(rundir.STUDENT_ENCODER), encoder, run.data.class_names)
+    if not encoder.builtin:
+        logger.warning(
+            "student: the preprocessing transformer %s is not stored with the student (no "
+            "pickles); keep it, and pass it to pate.student.raw_rows.RawRowStudent.load",
+            type(encoder.transformer).__name__,
+        )
 
 
 def rule_head(run: Run, labels: np.ndarray):
