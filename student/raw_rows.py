@@ -40,6 +40,7 @@ def write_encoder_file(
         "feature_names": list(encoder.feature_names),
         "encoder": encoder.to_json() if encoder.builtin else None,
         "transformer": None if encoder.builtin else type(encoder.transformer).__name__,
+        "describe": encoder.describe(),
     }
     atomic_write_json(path, state)
     return path

@@ -93,6 +93,17 @@ STATE_KEYS = frozenset(
 )
 
 
+def preprocessing_lines(run_dir) -> list[str]:
+    """What turned the run's table rows into features, in plain lines for the report (the
+    encoder's description in ``student_encoder.json``: fitted on public rows only, so
+    publishable); [] for a run on arrays or before its student stage."""
+    path = pathlib.Path(run_dir) / STUDENT_ENCODER
+    if not path.is_file():
+        return []
+    lines = read_json(path, what="the student's table encoder").get("describe")
+    return [str(line) for line in lines] if isinstance(lines, list) else []
+
+
 def now_utc() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 

@@ -115,7 +115,9 @@ def test_the_student_stage_writes_the_encoder_beside_the_student(tmp_path):
     state = json.loads((tmp_path / rundir.STUDENT_ENCODER).read_text())
     assert state["class_names"] == list(CLASSES)
     assert TableEncoder.from_json(state["encoder"]).to_json() == encoder.to_json()
+    assert rundir.preprocessing_lines(tmp_path) == encoder.describe()
     arrays = types.SimpleNamespace(data=types.SimpleNamespace(encoder=None), path=run.path)
     (tmp_path / rundir.STUDENT_ENCODER).unlink()
     save_encoder(arrays)  # a run on arrays: no file
     assert not (tmp_path / rundir.STUDENT_ENCODER).exists()
+    assert rundir.preprocessing_lines(tmp_path) == []

@@ -33,6 +33,7 @@ def student(run: Run) -> dict:
             f"{run.path(rundir.LABELS)} holds {labels.shape} labels for "
             f"{len(data.public)} public items; start a new run directory"
         )
+    save_encoder(run)  # also for a scikit-learn student: the report describes the preprocessing
     temperature = run.config.student.soft_temperature()
     model = run.python_object("student_model", settings.get("model", "auto"))
     if is_estimator(model):
@@ -66,7 +67,6 @@ def student(run: Run) -> dict:
         alone = float(np.mean(model.predict(data.evaluation.x) == np.asarray(data.evaluation.y)))
         model.combine_with_rule(head, temperature=temperature)
     model.save(run.path(rundir.STUDENT_WEIGHTS))
-    save_encoder(run)
     metrics = evaluation_metrics(
         data.evaluation.y, model.predict(data.evaluation.x), num_classes=data.num_classes
     )
