@@ -60,6 +60,10 @@ class PateResult:
     warnings: list = dataclasses.field(default_factory=list)  # the report's, also logged
     internal_report: dict = dataclasses.field(default_factory=dict)  # never publish it
 
+    def predict(self, rows) -> np.ndarray:
+        """The released student's predictions (raw rows of a table: ``student`` encodes them)."""
+        return self.student.predict(rows)
+
     @property
     def report_path(self) -> pathlib.Path:
         return self.run_dir / "report.html"
@@ -397,6 +401,11 @@ def _result(run, report: dict) -> PateResult:
         from pate.student.train import Student
 
         student = Student.load(run.path(rundir.STUDENT_WEIGHTS))
+    encoder = getattr(run.data, "encoder", None)  # PateData.encoder: a table's rows
+    if encoder is not None:
+        from pate.student.raw_rows import RawRowStudent
+
+        student = RawRowStudent(student, encoder, run.data.class_names)
     internal = read_json(run.path(rundir.REPORT_INTERNAL_JSON))
     scores = run.path(rundir.LABEL_SCORES)
     return PateResult(
