@@ -168,9 +168,7 @@ def _is_fitted(transformer: Any) -> bool:
 
     try:
         check_is_fitted(transformer)
-    except NotFittedError:
-        return False
-    except TypeError:  # not a scikit-learn estimator: check_is_fitted refuses it
+    except (NotFittedError, TypeError):  # TypeError: not a scikit-learn estimator
         return False
     return True
 
