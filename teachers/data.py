@@ -63,17 +63,8 @@ __all__ = [
     "PateData",
     "load_pate_data",
     "table_data",
-    "check_features",
-    "check_labels",
-    "check_classes",
-    "check_in_label_set",
-    "label_set",
     "held_out",
     "check_class_names",
-    "DATASET_NAMES",
-    "CLASS_NAMES",
-    "SPLIT_COLUMN",
-    "SPLIT_VALUES",
     "HELD_OUT_BUCKETS",
 ]
 
@@ -134,9 +125,8 @@ class PateData:
     #: fail closed: evaluation data is public only where its source says so
     evaluation_public: bool = False
     public_from_pool: int = 0
-    #: a table's (docs/own_data.md): what turned its raw rows into ``x`` (fitted on the public
-    #: rows only; None: none, or ``preprocess="none"``), its columns' roles, and one
-    #: privacy-unit id per private row (from ``id=``; None: each row is its own unit)
+    #: a table's (docs/own_data.md): what turned its raw rows into ``x`` (fitted on public rows;
+    #: None: not a table, or ``preprocess="none"``), its columns, one unit id per private row
     encoder: Any = None
     columns: TableColumns | None = None
     unit_ids: np.ndarray | None = None
@@ -244,13 +234,9 @@ def load_pate_data(
     """
     if not isinstance(name, str):
         raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
-    if table is not None:
-        from pate.teachers.tables import table_name
-
+    if table is not None:  # name: the private table
         classes = check_class_names(classes)
-        return table_data(
-            name, table, name=table_name(name) or name, classes=classes, split_key=split_key
-        )
+        return table_data(name, table, name=name, classes=classes, split_key=split_key)
     if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
         raise InputError(
             f"unknown dataset name {name!r}; use one of "
@@ -417,19 +403,8 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
     evaluation = ArraySplit(pool.x[ends[1] :], pool.y[ends[1] :])
     evaluation_public = bool(settings["evaluation_public"]) and bool(counts[2] > 0)
     if counts[2] == 0:
-        key = settings["key"]() if callable(settings["key"]) else settings["key"]
-        if key is None:
-            key = os.urandom(32)
-            logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
-        held = held_out(private.x, private.y, key)
-        if held.all() or not held.any():
-            raise InputError(
-                f"{name}: holding out a tenth of the private rows for evaluation left "
-                f"{'no private' if held.all() else 'no evaluation'} record; mark rows "
-                f"'evaluation' in the {settings['split_column']!r} marks"
-            )
-        evaluation = ArraySplit(private.x[held], private.y[held])
-        private = ArraySplit(private.x[~held], private.y[~held])
+        marks = f"mark rows 'evaluation' in the {settings['split_column']!r} marks"
+        private, evaluation, _ = _hold_out(name, private, settings["key"], marks)
     public, evaluation = _in_memory(public, evaluation)
     logger.warning(
         "%s: %d public inputs are rows of your file marked public: the student learns from "
@@ -441,6 +416,25 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
     return replace(data, evaluation_public=evaluation_public, public_from_pool=len(public))
 
 
+def _hold_out(name: str, private: ArraySplit, key, fix: str, *, units=None):
+    """``(private, evaluation, held)``: a keyed-hash tenth of the private rows (of the units,
+    where ``units`` names one per row) held out for evaluation (:func:`held_out`); ``key``: the
+    key, a function returning it, or None (a fresh one); ``fix``: what to do when the tenth
+    leaves no private or no evaluation record."""
+    key = key() if callable(key) else key
+    if key is None:
+        key = os.urandom(32)
+        logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
+    held = held_out(private.x, private.y, key, units=units)
+    if held.all() or not held.any():
+        raise InputError(
+            f"{name}: holding out a tenth of the private rows for evaluation left "
+            f"{'no private' if held.all() else 'no evaluation'} record; {fix}"
+        )
+    keep = ArraySplit(private.x[~held], private.y[~held])
+    return keep, ArraySplit(private.x[held], private.y[held]), held
+
+
 def table_data(private, spec: TableSpec, *, name: str, classes=None, split_key=None) -> PateData:
     """The :class:`PateData` of tables with named columns (:func:`pate.teachers.tables.
     load_tables`): the private table ``private`` and ``spec``'s public and evaluation tables,
@@ -450,19 +444,12 @@ def table_data(private, spec: TableSpec, *, name: str, classes=None, split_key=N
 
     tables = load_tables(private, spec, classes)
     x, y, unit_ids = tables.x, tables.y, tables.unit_ids
+    splits = [ArraySplit(x[s], y[s]) for s in x]  # private, public[, evaluation]
     if "evaluation" not in x:
-        key = split_key() if callable(split_key) else split_key
-        held = held_out(x["private"], y["private"], key or os.urandom(32), units=unit_ids)
-        if held.all() or not held.any():
-            raise InputError(
-                f"{name}: holding out a tenth of the private rows for evaluation left "
-                f"{'no private' if held.all() else 'no evaluation'} record; give an "
-                f"evaluation table (evaluation=, [data] evaluation)"
-            )
-        x["evaluation"], y["evaluation"] = x["private"][held], y["private"][held]
-        x["private"], y["private"] = x["private"][~held], y["private"][~held]
+        fix = "give an evaluation table (evaluation=, [data] evaluation)"
+        splits[0], evaluation, held = _hold_out(name, splits[0], split_key, fix, units=unit_ids)
+        splits.append(evaluation)
         unit_ids = None if unit_ids is None else unit_ids[~held]
-    splits = [ArraySplit(x[s], y[s]) for s in ("private", "public", "evaluation")]
     data = _checked_data(name, *splits, tables.class_names)
     return replace(data, encoder=tables.encoder, columns=tables.columns, unit_ids=unit_ids)
 

@@ -4,6 +4,9 @@ table's words (file, row as the file counts it, column, value) before anything i
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -182,3 +185,93 @@ def test_preprocess_none_and_a_transformer(frames):
     assert load_tables(private, spec, OUTCOMES).x["private"].shape == (600, 4 + 2 + 4 + 2)
     with pytest.raises(InputTypeError, match="preprocess must be"):
         load_tables(private, TableSpec(public=public, preprocess="scale", **SPEC), OUTCOMES)
+
+
+# ------------------------------------------------------------------- through pate.fit and pate run
+
+FIT = dict(classes=OUTCOMES, target_eps=2.0, records=600, seed=0, **SPEC)
+QUICK = dict(student_params={"epochs": 200})
+
+
+def test_fit_runs_the_hospital_tables_from_frames_and_from_csv(frames, files, tmp_path):
+    import pate
+
+    private, public, evaluation = frames
+    unlabelled = public.assign(outcome=None)
+    ledger = tmp_path / "ledger.sqlite3"
+    result = pate.fit(
+        private,
+        unlabelled,
+        evaluation=evaluation,
+        ledger=ledger,
+        run_dir=tmp_path / "a",
+        **FIT,
+        **QUICK,
+    )
+    assert result.epsilon <= 2.0 + 1e-9 and result.labels.shape == (300,)
+    majority = evaluation["outcome"].value_counts(normalize=True).max()
+    assert result.internal_report["utility"]["student_accuracy"] > majority
+    config = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert config["data"]["name"] == "memory:in-memory data"
+    assert config["data"]["label"] == "outcome" and config["data"]["id"] == "patient_id"
+    paths = [str(files[split]) for split in ("private", "public", "evaluation")]
+    result = pate.fit(
+        paths[0],
+        paths[1],
+        evaluation=paths[2],
+        ledger=False,
+        run_dir=tmp_path / "b",
+        **FIT,
+        **QUICK,
+    )
+    config = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert config["data"]["name"] == f"csv:{paths[0]}"
+    assert config["data"]["public"] == f"csv:{paths[1]}"
+
+
+@pytest.mark.parametrize(
+    "case, change, split, spec",
+    [
+        ("id", lambda frame: None, "public", {"id": None}),
+        ("label", lambda frame: None, "private", {"label": "result"}),
+        (
+            "number",
+            lambda frame: frame.__setitem__("age", frame["age"].fillna("old")),
+            "private",
+            {},
+        ),
+        ("columns", lambda frame: frame.insert(1, "ward", "B"), "public", {}),
+    ],
+)
+def test_a_bad_table_charges_nothing_through_fit_and_pate_run(
+    case, change, split, spec, files, tmp_path, capsys
+):
+    """Each bad-table case of issue #50: one line naming file, row and column; no run, no
+    ledger entry, through pate.fit and through `pate run --config`."""
+    import pate
+    from pate.cli import main
+
+    frame = pd.read_csv(files[split], dtype=str)
+    change(frame)
+    frame.to_csv(files[split], index=False)
+    ledger = tmp_path / "ledger.sqlite3"
+    keywords = dict(FIT, **spec, ledger=ledger, run_dir=tmp_path / "run")
+    paths = [str(files[s]) for s in ("private", "public", "evaluation")]
+    with pytest.raises(InputError) as caught:
+        pate.fit(paths[0], paths[1], evaluation=paths[2], **keywords)
+    assert f"file {files[split]}, row " in str(caught.value) and "column '" in str(caught.value)
+    config = tmp_path / "run.toml"
+    text = (pathlib.Path(pate.__file__).parent / "configs" / "own_data.toml").read_text()
+    for name, path in zip(("private", "public", "evaluation"), paths):
+        text = text.replace(f'"csv:{name}.csv"', f'"csv:{path}"')
+    text = text.replace("records = 5000", "records = 600")
+    text = text.replace("[privacy]\n", f'[privacy]\nledger = "{ledger}"\n')
+    if "id" in spec:
+        text = text.replace('id = "patient_id"', "")
+    config.write_text(
+        text.replace('label = "outcome"', f'label = "{spec.get("label", "outcome")}"')
+    )
+    assert main(["run", "--config", str(config), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"file {files[split]}, row " in err and "column '" in err
+    assert not (tmp_path / "run").exists() and not ledger.exists()
