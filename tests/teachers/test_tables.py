@@ -229,6 +229,31 @@ def test_fit_runs_the_hospital_tables_from_frames_and_from_csv(frames, files, tm
     assert config["data"]["public"] == f"csv:{paths[1]}"
 
 
+def template(paths, ledger) -> str:
+    """The own-data template pointed at the three CSV tables (600 private rows declared)."""
+    import pate
+
+    text = (pathlib.Path(pate.__file__).parent / "configs" / "own_data.toml").read_text()
+    for name, path in zip(("private", "public", "evaluation"), paths):
+        text = text.replace(f'"csv:{name}.csv"', f'"csv:{path}"')
+    text = text.replace("records = 5000", "records = 600")
+    return text.replace("[privacy]\n", f'[privacy]\nledger = "{ledger}"\n')
+
+
+def test_pate_run_runs_the_hospital_csv_files(files, tmp_path):
+    from pate.cli import main
+
+    paths = [str(files[s]) for s in ("private", "public", "evaluation")]
+    config = tmp_path / "run.toml"
+    text = template(paths, tmp_path / "ledger.sqlite3")
+    config.write_text(text.replace("[student]\n", "[student]\nepochs = 200\n"))
+    assert main(["run", "--config", str(config), "--run-dir", str(tmp_path / "run")]) == 0
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["privacy"]["eps_guarantee"] <= 2.0 + 1e-9
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())["data"]
+    assert saved["public"] == f"csv:{paths[1]}" and saved["id"] == "patient_id"
+
+
 @pytest.mark.parametrize(
     "case, change, split, spec",
     [
@@ -261,11 +286,7 @@ def test_a_bad_table_charges_nothing_through_fit_and_pate_run(
         pate.fit(paths[0], paths[1], evaluation=paths[2], **keywords)
     assert f"file {files[split]}, row " in str(caught.value) and "column '" in str(caught.value)
     config = tmp_path / "run.toml"
-    text = (pathlib.Path(pate.__file__).parent / "configs" / "own_data.toml").read_text()
-    for name, path in zip(("private", "public", "evaluation"), paths):
-        text = text.replace(f'"csv:{name}.csv"', f'"csv:{path}"')
-    text = text.replace("records = 5000", "records = 600")
-    text = text.replace("[privacy]\n", f'[privacy]\nledger = "{ledger}"\n')
+    text = template(paths, ledger)
     if "id" in spec:
         text = text.replace('id = "patient_id"', "")
     config.write_text(
