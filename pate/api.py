@@ -29,7 +29,7 @@ from pate.run.config import (
     TeachersTable,
     python_wording,
 )
-from pate.run.memory_data import data_source
+from pate.run.memory_data import TABLE_KEYWORDS, data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 from pate.teachers.errors import ConfigError
 
@@ -121,6 +121,10 @@ def fit(
     public=None,
     *,
     evaluation=None,
+    label: str | None = None,
+    id: str | None = None,
+    drop: list[str] | None = None,
+    preprocess: Any = None,
     records: int | None = None,
     classes: list[str] | None = None,
     split_column: str | None = None,
@@ -168,6 +172,9 @@ def fit(
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     public inputs (labels, if given, are used to report label accuracy and, with no
     ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
+    Tables (DataFrames, CSV / Parquet paths) name their columns: ``label``, the privacy-unit
+    ``id``, ``drop`` (ignored), ``preprocess`` ("auto", "none" or a scikit-learn transformer,
+    fitted on the public rows only; docs/own_data.md).
     ``classes``, ``records``, ``split_column``, ``evaluation_public`` and ``dataset`` are the
     public facts the user declares (docs/api.md, "Declared facts"). ``budget_eps`` is the
     dataset's lifetime
@@ -281,7 +288,10 @@ def _configured(keywords: Mapping[str, Any]):
     name) and its identity, the model objects given for teacher and student (by stage key).
     A config error names the keyword arguments (:func:`pate.run.config.python_wording`)."""
     given = keywords
-    declared = {name: given[name] for name in ("classes", "split_column", "evaluation_public")}
+    declared = {
+        name: given[name]
+        for name in ("classes", "split_column", "evaluation_public", *TABLE_KEYWORDS)
+    }
     data, identity, data_table = data_source(
         given["private"], given["public"], given["evaluation"], declared, given["dataset"]
     )

@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
             "leaves to the planner ([partition] num_teachers, [aggregator] queries, the Confident "
             'GNMax threshold, mechanism = "auto"), check what it sets, and print what to expect '
             "(records per teacher, noise relative to the ensemble, the answers the budget buys, "
-            "the guarantee). Works from [data] records (the declared, public number of private "
+            "the guarantee; for a table, which columns it uses and how). Works from [data] records (the declared, public number of private "
             "records; built-in datasets declare their own), the public split's size, the classes "
             "and the input shape (and what the ledger has left); writes nothing. Exit 0 when the "
             "plan is usable, 2 with the setting to change and a fix when it is not "
@@ -54,10 +54,15 @@ def run(args: argparse.Namespace) -> int:
         wording="config",
         remaining_eps=planner.ledger_remaining(config.privacy.ledger_path(), data),
     )
+    columns = []
+    if data.columns is not None:  # a table: which columns the run uses, and how
+        from pate.teachers.tables import column_lines
+
+        columns = column_lines(data.columns, data.encoder)
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps(dict(plan.to_dict(), columns=columns), indent=2))
     else:
-        print("\n".join(plan.lines()))
+        print("\n".join([*plan.lines(), *columns]))
         if plan.usable:
             print(f"usable      yes: `pate run --config {args.config}` runs this plan")
         else:  # only a smoke test gets here: its refusals are warnings
