@@ -128,6 +128,9 @@ class PateData:
     #: fail closed: evaluation data is public only where its source says so
     evaluation_public: bool = False
     public_from_pool: int = 0
+    #: one privacy-unit id per private row (str or int; a person may have several rows), from
+    #: the table's id column; None: each record is its own unit
+    unit_ids: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- splitting
