@@ -6,8 +6,6 @@ an id column a re-encoded copy is a new dataset (and the report's sentence says 
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
