@@ -200,9 +200,9 @@ class Partition:
         """Which neighbouring datasets the PATE guarantee is stated for, in words."""
         if self.mode == "unit":
             return (
-                "unit-level: datasets differing by the records of one privacy unit (e.g. one "
-                "patient) added or removed; each unit's teacher is a keyed hash of its id, so "
-                "exactly one teacher's shard changes"
+                "unit-level: datasets differing by all the records of one privacy unit (a "
+                "person, e.g. one patient) added or removed; each unit's teacher is a keyed hash "
+                "of its id, so exactly one teacher's shard changes"
             )
         return (
             "record-level: datasets differing by one record added or removed; each record's "

@@ -31,21 +31,6 @@ _KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
 # A privacy unit's id as UTF-8 text (an integer id as its decimal digits).
 _UNIT_TAG = b"pate-learn unit id utf8 v1\n"
 
-#: What the report says of a dataset known by its records' values (no id column).
-BY_RECORDS_NOTE = (
-    "The ledger knows these private records by their values: a re-encoded copy of them "
-    "(standardised, rescaled, one-hot encoded, a column added or dropped) is a new dataset to "
-    "the ledger, with a budget of its own. Name an id column (id= / [data] id) to bind the "
-    "budget to the people instead."
-)
-#: What the report says of a dataset known by its people (an id column).
-BY_PEOPLE_NOTE = (
-    "The ledger knows these private records by (keyed hashes of) their people's ids: the same "
-    "people re-encoded (standardised, rescaled, one-hot encoded, a column added or dropped, "
-    "rows reordered) spend from the same budget, and a table sharing people with this one is "
-    "linked to it."
-)
-
 
 def dataset_digest(ids: Any) -> str:
     """The sha256 hex digest of a dataset from the ids of its records, in any order -- the one
@@ -228,9 +213,21 @@ def private_identity(data: Any) -> DatasetIdentity:
 
 
 def identity_note(by_people: bool) -> str:
-    """The report's sentence on what the ledger knows the private records by:
-    :data:`BY_PEOPLE_NOTE` with an id column (``by_people``), else :data:`BY_RECORDS_NOTE`."""
-    return BY_PEOPLE_NOTE if by_people else BY_RECORDS_NOTE
+    """The report's sentence on what the ledger knows the private records by: their people's ids
+    (``by_people``: an id column), else their values."""
+    if by_people:
+        return (
+            "The ledger knows these private records by (keyed hashes of) their people's ids: the "
+            "same people re-encoded (standardised, rescaled, one-hot encoded, a column added or "
+            "dropped, rows reordered) spend from the same budget, and a table sharing people "
+            "with this one is linked to it."
+        )
+    return (
+        "The ledger knows these private records by their values: a re-encoded copy of them "
+        "(standardised, rescaled, one-hot encoded, a column added or dropped) is a new dataset "
+        "to the ledger, with a budget of its own. Name an id column (id= / [data] id) to bind "
+        "the budget to the people instead."
+    )
 
 
 def check_identity(identity: Any) -> DatasetIdentity:
