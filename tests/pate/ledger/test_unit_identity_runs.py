@@ -19,7 +19,7 @@ import pate
 import pate.api
 from pate.core.errors import BudgetExceededError
 from pate.core.partition import Partition
-from pate.ledger import Ledger
+from pate.ledger import Ledger, unit_identity
 from pate.run import rundir
 from pate.teachers.errors import ConfigError
 from tests.pate.ledger.test_unit_identity import encoded, raw_table
@@ -104,22 +104,38 @@ def test_a_conflicting_partition_setting_is_refused_before_any_charge(tmp_path, 
     assert not (tmp_path / "run" / rundir.STATE).exists()
 
 
+def class_means(tmp_path, x, y):
+    return pate.fit(
+        (x, y),
+        x[:60],
+        evaluation=(x[:60], y[:60]),
+        classes=CLASSES,
+        records=len(y),
+        mechanism="class-means",
+        sigma="auto",
+        student=LogisticRegression(max_iter=200),
+        knn={"features": "none"},
+        target_eps=60.0,
+        ledger=tmp_path / "ledger.sqlite3",
+        run_dir=tmp_path / "run",
+    )
+
+
 def test_a_mechanism_that_reads_rows_refuses_a_person_with_several(tmp_path, with_people):
     """Class-means bounds what one row changes: with two rows per person it is refused."""
     numeric, category, y, ids = raw_table()
     with_people(ids)
     with pytest.raises(ConfigError, match="gives some person several rows"):
-        pate.fit(
-            (encoded(numeric, category, "codes"), y),
-            encoded(numeric, category, "codes")[:60],
-            evaluation=(encoded(numeric, category, "codes")[:60], y[:60]),
-            classes=CLASSES,
-            records=len(y),
-            mechanism="class-means",
-            sigma="auto",
-            knn={"features": "none"},
-            target_eps=60.0,
-            ledger=tmp_path / "ledger.sqlite3",
-            run_dir=tmp_path / "run",
-        )
+        class_means(tmp_path, encoded(numeric, category, "codes"), y)
     assert not (tmp_path / "ledger.sqlite3").exists()
+
+
+def test_a_mechanism_that_reads_rows_charges_the_people_with_one_row_each(tmp_path, with_people):
+    numeric, category, y, ids = raw_table()
+    once = np.unique(ids, return_index=True)[1]  # one row per person
+    with_people(ids[once])
+    class_means(tmp_path, encoded(numeric, category, "standardised")[once], y[once])
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        (dataset,) = ledger.datasets()
+        assert dataset["digest"] == ledger.dataset_id(unit_identity(ids[once]))
+        assert ledger.summary(dataset["digest"])["spent"] > 0
