@@ -77,11 +77,19 @@ def check_data(run: Run) -> None:
             f"private records of {data.name}"
         )
     unit_ids = unit_ids_of(run)
-    if unit_ids is not None and unit_ids.shape[0] != len(data.private):
-        where = "[partition] unit_ids" if data.unit_ids is None else "the id column ([data] id)"
+    if unit_ids is None:
+        return
+    where = "[partition] unit_ids" if data.unit_ids is None else "the id column ([data] id)"
+    if unit_ids.shape[0] != len(data.private):
         raise ConfigError(
             f"{where} has {unit_ids.shape[0]} ids but the private "
             f"split has {len(data.private)} records"
+        )
+    people = np.unique(unit_ids.astype(str)).size
+    if k > people:
+        raise ConfigError(
+            f"[partition] num_teachers ({k}) exceeds the {people} people ({where}) of "
+            f"{data.name}: a person's rows go to one teacher"
         )
 
 

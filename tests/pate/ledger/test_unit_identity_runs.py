@@ -104,6 +104,14 @@ def test_a_conflicting_partition_setting_is_refused_before_any_charge(tmp_path, 
     assert not (tmp_path / "run" / rundir.STATE).exists()
 
 
+def test_more_teachers_than_people_is_refused_before_any_charge(tmp_path, with_people):
+    numeric, category, y, ids = raw_table()
+    with_people(ids % 4)  # 300 rows of 4 people
+    with pytest.raises(ConfigError, match=r"\(5\) exceeds the 4 people"):
+        fit(tmp_path, encoded(numeric, category, "codes"), y, "run", target_eps=60.0)
+    assert not (tmp_path / "ledger.sqlite3").exists()
+
+
 def class_means(tmp_path, x, y):
     return pate.fit(
         (x, y),
