@@ -158,7 +158,7 @@ def fit(
     seed: int | None = None,
     noise_seed: int | None = None,
     device: str = "auto",
-    partition: str = "random",
+    partition: str | None = None,
     teacher_params: dict | None = None,
     student_params: dict | None = None,
     progress: bool = False,

@@ -162,10 +162,11 @@ class DataTable(_Table):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PartitionTable(_Table):
     """``[partition]``: how many teachers (None: a mechanism without teachers; "auto": left to
-    the planner) and how records are dealt to them."""
+    the planner) and how records are dealt to them (``mode`` None: by person when the data has
+    an id column, else record by record: :func:`pate.run.stages.partition.unit_ids_of`)."""
 
     num_teachers: int | str | None = key((int, str), None, AT_LEAST_ONE, "auto")
-    mode: str = key(str, "random", keyword="partition=")
+    mode: str | None = key(str, None, keyword="partition=")
     unit_ids: str | None = key(str, None)
 
 

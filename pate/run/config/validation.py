@@ -136,7 +136,11 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
     part = config.partition
     if knn_run:
         # no teachers: the private records vote through their nearest neighbours, record-level
-        if part.num_teachers is not None or part.unit_ids is not None or part.mode != "random":
+        if (
+            part.num_teachers is not None
+            or part.unit_ids is not None
+            or part.mode not in (None, "random")
+        ):
             problem = (
                 f"[partition] does not apply to mechanism = {config.aggregator.mechanism!r}: it "
                 "trains no teachers (the private records vote through their nearest "
@@ -158,7 +162,7 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
             "hash of the record: adding or removing one changes one teacher)"
         )
         raise SettingError("partition", "mode", part.mode, problem)
-    if part.mode not in ("random", "unit"):
+    if part.mode not in (None, "random", "unit"):
         problem = f'[partition] mode must be one of "random", "unit", got {part.mode!r}'
         raise SettingError("partition", "mode", part.mode, problem)
     if (part.mode == "unit") != (part.unit_ids is not None):

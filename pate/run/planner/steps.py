@@ -94,10 +94,10 @@ def ledger_remaining(path, data, identity=None) -> float | None:
     registered). Reads the ledger, writes nothing."""
     if path is None or not path.is_file():
         return None
-    from pate.ledger import Ledger, dataset_identity
+    from pate.ledger import Ledger, private_identity
 
     if identity is None:
-        identity = dataset_identity(data.private.x, data.private.y)
+        identity = private_identity(data)
     with Ledger(path, create=False) as ledger:
         digest = ledger.dataset_id(identity)
         if not any(d["digest"] == digest for d in ledger.datasets()):

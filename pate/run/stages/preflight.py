@@ -3,11 +3,14 @@ student can be built, the ledger's dataset and budget."""
 
 from __future__ import annotations
 
-from pate.core.io import check_writable_dir, load_npy
+import numpy as np
+
+from pate.core.io import check_writable_dir
 from pate.run import rundir
 from pate.run.config import assignment
 from pate.run.rundir import Run, RunContext
 from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
+from pate.run.stages.partition import unit_ids_of
 from pate.run.stages.records import check_records_data, skip_reason
 from pate.teachers.errors import ConfigError
 
@@ -64,6 +67,7 @@ def check_data(run: Run) -> None:
             f"public items of {data.name}"
         )
     if s.aggregator.spec.kind.reads_private_records:
+        _check_one_row_per_person(run)
         check_records_data(run)
         return
     k = s.partition.num_teachers
@@ -72,13 +76,37 @@ def check_data(run: Run) -> None:
             f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
             f"private records of {data.name}"
         )
-    if s.partition.mode == "unit":
-        unit_ids = load_npy(s.partition.unit_ids, what="[partition] unit_ids")
-        if unit_ids.shape[0] != len(data.private):
-            raise ConfigError(
-                f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
-                f"split has {len(data.private)} records"
-            )
+    unit_ids = unit_ids_of(run)
+    if unit_ids is None:
+        return
+    where = "[partition] unit_ids" if data.unit_ids is None else "the id column ([data] id)"
+    if unit_ids.shape[0] != len(data.private):
+        raise ConfigError(
+            f"{where} has {unit_ids.shape[0]} ids but the private "
+            f"split has {len(data.private)} records"
+        )
+    people = np.unique(unit_ids.astype(str)).size
+    if k > people:
+        raise ConfigError(
+            f"[partition] num_teachers ({k}) exceeds the {people} people ({where}) of "
+            f"{data.name}: a person's rows go to one teacher"
+        )
+
+
+def _check_one_row_per_person(run: Run) -> None:
+    """A mechanism that reads the private records bounds what one record changes; with an id
+    column the unit is a person, so a person with several rows is refused (before anything is
+    written or charged) rather than protected per row only."""
+    ids = run.data.unit_ids
+    if ids is None or np.unique(ids.astype(str)).size == len(ids):
+        return
+    spec = run.config.aggregator.spec
+    raise ConfigError(
+        f"mechanism {spec.name!r} ({spec.title}) protects one private row, but the id column "
+        "([data] id) gives some person several rows, so the guarantee would not hold per "
+        'person: use a mechanism with teachers ([aggregator] mechanism, e.g. "gnmax"), '
+        "whose partition puts all of a person's rows in one teacher, or keep one row per person"
+    )
 
 
 def check_writable(run: Run) -> None:
