@@ -2,10 +2,10 @@
 with nothing but the table's names.
 
 The generator (seeded, 1 000 to 50 000 rows): an id column with several rows per person for
-some people, numeric columns on scales 0.25 .. 20 000 (normal, lognormal and heavy-tailed
-lognormal, some whole numbers), categorical text columns with skewed category frequencies,
-about 2 % gaps (missing cells; written to CSV as an empty cell or ``NA``, half each), imbalanced
-classes named by text labels, the label column anywhere but last. Each table is split BY PERSON
+some people, numeric columns on scales 0.25 .. 20 000 (shifted normal, lognormal, heavy-tailed
+lognormal, scaled counts), categorical text columns with skewed category frequencies, about
+2 % gaps (written to CSV as an empty cell or ``NA``, half each), imbalanced classes named by
+text labels, the label column fourth (not last). Each table is split BY PERSON
 (no person in two splits) into private (labelled), public (no label column: unlabelled) and
 evaluation (labelled) pandas DataFrames; the public rows' true labels are kept aside, for the
 benchmark's label accuracy only. :func:`hospital` is issue #50's scenario: ``patient_id``, 14
@@ -22,7 +22,8 @@ the same private rows, both scored on the evaluation rows; then, as a new user w
 with the harness's plumbing only (a temporary ``run_dir`` and ``ledger``). Before it,
 ``pate.plan`` with the same arguments: whether pate said before training that the run would be
 weak (a refusal or a plan warning). Per table: rows, classes, majority / non-private / student
-accuracy, gap closed = (student - majority) / (non-private - majority), seconds. PROVISIONAL
+accuracy, gap closed = (student - majority) / (non-private - majority), seconds, and issue
+#50's bar (gap closed >= 0.8 at eps 2, or said before training). PROVISIONAL
 like benchmarks/own_data.py: while ``records=`` is still required, the harness declares the
 private row count only after pate refused without it (before any work); the row says so.
 
@@ -30,6 +31,7 @@ private row count only after pate refused without it (before any work); the row 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/messy_tables.py --quick       # CI: small tables
     .venv/bin/python benchmarks/messy_tables.py --tables clinic-1k --references-only --json
     .venv/bin/python benchmarks/messy_tables.py --out benchmarks/results/messy_tables.json
+    .venv/bin/python benchmarks/messy_tables.py --docs docs/benchmarks.md   # its table from --out
 
 The non-private accuracy is fitted on private rows: it is the benchmark's own measurement on
 synthetic tables, never something pate publishes.
@@ -38,7 +40,6 @@ synthetic tables, never something pate publishes.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import pathlib
 import sys
@@ -48,7 +49,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(pathlib.Path(__file__).resolve().parent) not in sys.path:  # the sibling module below
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import docs_blocks  # noqa: E402
+import own_data  # noqa: E402  (its split sizes, gap formula, warning capture, commit stamp)
+
 DEFAULT_EPS = 2.0
 #: share of people with several rows; their rows share the person's categories and half the
 #: variance of the numeric columns
@@ -62,20 +68,6 @@ HOSPITAL_NUMERIC = (
     "systolic_bp", "platelets", "cholesterol", "prior_days", "ldh", "charges",
 )  # fmt: skip
 SPLITS = ("private", "public", "evaluation")
-
-
-def _own_data():
-    """benchmarks/own_data.py (not a package: loaded from its file), for its split sizes, gap
-    formula, warning capture and commit stamp."""
-    spec = importlib.util.spec_from_file_location(
-        "_messy_own_data", ROOT / "benchmarks" / "own_data.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-OWN = _own_data()
 
 
 class TableSpec(NamedTuple):
@@ -195,7 +187,7 @@ def quick(spec: TableSpec) -> TableSpec:
 def split_rows(spec: TableSpec) -> dict[str, int]:
     """Rows per split (exact)."""
     if spec.public_rows is None:
-        return dict(zip(SPLITS, OWN.split_sizes(spec.rows), strict=True))
+        return dict(zip(SPLITS, own_data.split_sizes(spec.rows), strict=True))
     evaluation = int(round(0.2 * spec.rows))
     return {"private": spec.rows - evaluation, "public": spec.public_rows, "evaluation": evaluation}
 
@@ -377,7 +369,7 @@ def _plan_and_fit(table: MessyTable, keywords: dict) -> tuple[dict, object]:
     if said["refusal"] is not None:
         return said, None
     start = time.perf_counter()
-    with OWN._captured() as (logged, caught):
+    with own_data._captured() as (logged, caught):
         try:
             result = pate.fit(table.private, table.public, **keywords)
         except Exception as exc:  # a failure (or a late refusal): recorded, the benchmark goes on
@@ -402,7 +394,8 @@ def pate_row(table: MessyTable, ref: dict, *, eps: float, work: pathlib.Path) ->
         target_eps=eps, run_dir=work / f"run-{table.name}", ledger=work / "ledger.sqlite3",
     )  # fmt: skip
     said, result = _plan_and_fit(table, keywords)
-    row = dict(said, eps=eps, warned_before_training=bool(said["refusal"] or said["plan_warnings"]))
+    warned = bool(said["refusal"] or said["plan_warnings"])
+    row = dict(said, eps=eps, warned_before_training=warned, meets_bar=warned)
     if result is None:
         return dict(row, status="refused" if said["refusal"] else "failed", student=None)
     truth = table.evaluation[table.label].to_numpy(dtype=object)
@@ -412,7 +405,7 @@ def pate_row(table: MessyTable, ref: dict, *, eps: float, work: pathlib.Path) ->
     named = np.asarray(table.classes, dtype=object)[labels[answered]]
     right = named == table.public_labels[answered]
     student = float(result.utility["student_accuracy"])
-    gap = OWN.gap_closed(student, ref["majority"], ref["non_private"])
+    gap = own_data.gap_closed(student, ref["majority"], ref["non_private"])
     row.update(  # the raw rows' accuracy: the released student on the evaluation frame as given
         status="ok",
         student=round(student, 4),
@@ -422,6 +415,7 @@ def pate_row(table: MessyTable, ref: dict, *, eps: float, work: pathlib.Path) ->
         eps_guarantee=round(float(result.epsilon), 4),
         mechanism=result.privacy.get("mechanism"),
         gap_closed=None if gap is None else round(gap, 4),
+        meets_bar=warned or (gap is not None and gap >= own_data.GAP_TARGET),
     )  # fmt: skip
     return row
 
@@ -433,7 +427,7 @@ def run(specs: list[TableSpec], *, seed: int, eps: float, with_pate: bool, out=N
     """Every table: its references and, ``with_pate``, one ``pate.fit``; the results (written
     to ``out`` after every table when given)."""
     results = {
-        "meta": {"commit": OWN._commit(), "seed": seed, "eps": eps, "delta": "pate's default"},
+        "meta": {"commit": own_data._commit(), "seed": seed, "eps": eps},
         "rows": [],
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -453,7 +447,7 @@ def run(specs: list[TableSpec], *, seed: int, eps: float, with_pate: bool, out=N
             row["wall_seconds"] = round(time.perf_counter() - start, 1)
             results["rows"].append(row)
             if out is not None:
-                OWN.save_results(pathlib.Path(out), results)
+                own_data.save_results(pathlib.Path(out), results)
             print(f"{spec.name}: {_said(row)} ({row['wall_seconds']:.0f} s)", file=sys.stderr)
     return results
 
@@ -471,17 +465,28 @@ def markdown_table(results: dict) -> str:
     """One line per table."""
     head = (
         "| table | rows (private / public / evaluation) | classes | majority % | non-private % "
-        "| student % | gap closed | s | said before training |"
+        "| student % | gap closed | s | said before training | #50's bar |"
     )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in results["rows"]:
         sizes = " / ".join(str(r["rows"][name]) for name in SPLITS)
         gap = "–" if r.get("gap_closed") is None else f"{r['gap_closed'] + 0.0:.2f}"
-        student = OWN._pct(r.get("student")) if r.get("status", "ok") == "ok" else r["status"]
-        cells = [r["table"], sizes, str(r["classes"]), OWN._pct(r["majority"])]
-        cells += [OWN._pct(r["non_private"]), student, gap, f"{r['wall_seconds']:.0f}"]
-        lines.append("| " + " | ".join(cells + [_said(r).replace("|", "\\|")]) + " |")
+        student = own_data._pct(r.get("student")) if r.get("status", "ok") == "ok" else r["status"]
+        cells = [r["table"], sizes, str(r["classes"]), own_data._pct(r["majority"])]
+        cells += [own_data._pct(r["non_private"]), student, gap, f"{r['wall_seconds']:.0f}"]
+        bar = {True: "met", False: "**missed**", None: "–"}[r.get("meets_bar")]
+        lines.append("| " + " | ".join(cells + [_said(r).replace("|", "\\|"), bar]) + " |")
     return "\n".join(lines)
+
+
+DOCS_TAG = "messy_tables table"
+
+
+def write_docs(doc: pathlib.Path) -> int:
+    """Rewrite every ``<!-- messy_tables table: RESULTS -->`` block of ``doc`` from its file."""
+    return docs_blocks.write_docs(
+        doc, DOCS_TAG, lambda path: markdown_table(json.loads(path.read_text()))
+    )
 
 
 def main(argv=None) -> int:
@@ -493,7 +498,11 @@ def main(argv=None) -> int:
     parser.add_argument("--references-only", action="store_true", help="no pate.fit")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--out", default=None, metavar="FILE.json", help="also write them here")
+    parser.add_argument("--docs", default=None, metavar="FILE.md", help="rewrite its tables")
     args = parser.parse_args(argv)
+    if args.docs:
+        print(f"rewrote {write_docs(pathlib.Path(args.docs))} table(s) in {args.docs}")
+        return 0
     specs = [quick(TABLES[name]) if args.quick else TABLES[name] for name in args.tables]
     results = run(
         specs, seed=args.seed, eps=args.eps, with_pate=not args.references_only, out=args.out

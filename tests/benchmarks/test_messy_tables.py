@@ -149,16 +149,37 @@ def test_markdown_table_says_what_pate_said(messy):
     )  # fmt: skip
     results = {
         "rows": [
-            dict(base, table="a", status="ok", student=0.82, gap_closed=0.8, plan_warnings=[]),
+            dict(base, table="a", status="ok", student=0.82, gap_closed=0.8, plan_warnings=[],
+                 meets_bar=True),
             dict(base, table="b", status="ok", student=0.6, gap_closed=0.25,
-                 plan_warnings=["labels near chance | raise eps"]),
-            dict(base, table="c", status="refused", student=None, refusal="PlanError: too few"),
+                 plan_warnings=["labels near chance | raise eps"], meets_bar=True),
+            dict(base, table="c", status="refused", student=None, refusal="PlanError: too few",
+                 meets_bar=True),
+            dict(base, table="e", status="ok", student=0.7, gap_closed=0.5, meets_bar=False),
             dict(base, table="d"),
         ]
     }  # fmt: skip
     lines = messy.markdown_table(results).splitlines()
-    assert len(lines) == 6
-    assert lines[2] == "| a | 750 / 200 / 50 | 3 | 50.0 | 90.0 | 82.0 | 0.80 | 12 | nothing |"
-    assert lines[3].endswith("| 0.25 | 12 | warned: labels near chance \\| raise eps |")
-    assert "| refused | – |" in lines[4] and lines[4].endswith("refused: PlanError: too few |")
-    assert lines[5].endswith("| – | – | 12 | (references only) |")
+    assert len(lines) == 7
+    assert lines[2] == "| a | 750 / 200 / 50 | 3 | 50.0 | 90.0 | 82.0 | 0.80 | 12 | nothing | met |"
+    assert lines[3].endswith("| 0.25 | 12 | warned: labels near chance \\| raise eps | met |")
+    assert "| refused | – |" in lines[4] and lines[4].endswith("PlanError: too few | met |")
+    assert lines[5].endswith("| 70.0 | 0.50 | 12 | nothing | **missed** |")
+    assert lines[6].endswith("| – | – | 12 | (references only) | – |")
+
+
+def test_docs_blocks_are_rewritten_from_their_results_file(messy, tmp_path):
+    row = dict(
+        table="t", rows={"private": 8, "public": 1, "evaluation": 1}, classes=2, majority=0.5,
+        non_private=1.0, wall_seconds=1.0,
+    )  # fmt: skip
+    results = tmp_path / "messy.json"
+    results.write_text(json.dumps({"rows": [row]}))
+    doc = tmp_path / "page.md"
+    doc.write_text(
+        f"before\n<!-- messy_tables table: {results} -->\nold\n<!-- /messy_tables table -->\n"
+    )
+    assert messy.main(["--docs", str(doc)]) == 0
+    text = doc.read_text()
+    assert "old" not in text and messy.markdown_table({"rows": [row]}) in text
+    assert text.startswith("before\n") and text.endswith("<!-- /messy_tables table -->\n")
