@@ -309,7 +309,8 @@ def _model_frame(frame, table: MessyTable, categories: dict):
 
     features = frame.drop(columns=[c for c in (table.id, table.label) if c in frame.columns])
     for column, known in categories.items():
-        features[column] = pd.Categorical(features[column], categories=known)
+        values = features[column].where(features[column].isin(known))
+        features[column] = pd.Categorical(values, categories=known)
     return features
 
 
