@@ -466,7 +466,7 @@ def markdown_table(results: dict) -> str:
     """One line per table."""
     head = (
         "| table | rows (private / public / evaluation) | classes | majority % | non-private % "
-        "| student % | gap closed | s | said before training | #50's bar |"
+        "| student % | gap closed | pate s | said before training | #50's bar |"
     )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in results["rows"]:
@@ -474,7 +474,9 @@ def markdown_table(results: dict) -> str:
         gap = "–" if r.get("gap_closed") is None else f"{r['gap_closed'] + 0.0:.2f}"
         student = own_data._pct(r.get("student")) if r.get("status", "ok") == "ok" else r["status"]
         cells = [r["table"], sizes, str(r["classes"]), own_data._pct(r["majority"])]
-        cells += [own_data._pct(r["non_private"]), student, gap, f"{r['wall_seconds']:.0f}"]
+        spent = r.get("plan_seconds", 0) + (r.get("seconds") or 0) if "status" in r else None
+        seconds = "–" if spent is None else f"{spent:.0f}"
+        cells += [own_data._pct(r["non_private"]), student, gap, seconds]
         bar = {True: "met", False: "**missed**", None: "–"}[r.get("meets_bar")]
         lines.append("| " + " | ".join(cells + [_said(r).replace("|", "\\|"), bar]) + " |")
     return "\n".join(lines)

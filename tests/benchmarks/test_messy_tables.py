@@ -145,7 +145,7 @@ def test_the_harness_with_references_only(messy, capsys):
 def test_markdown_table_says_what_pate_said(messy):
     base = dict(
         rows={"private": 750, "public": 200, "evaluation": 50}, classes=3, majority=0.5,
-        non_private=0.9, wall_seconds=12.3,
+        non_private=0.9, wall_seconds=30.0, plan_seconds=0.3, seconds=12.0,
     )  # fmt: skip
     results = {
         "rows": [
@@ -165,7 +165,7 @@ def test_markdown_table_says_what_pate_said(messy):
     assert lines[3].endswith("| 0.25 | 12 | warned: labels near chance \\| raise eps | met |")
     assert "| refused | – |" in lines[4] and lines[4].endswith("PlanError: too few | met |")
     assert lines[5].endswith("| 70.0 | 0.50 | 12 | nothing | **missed** |")
-    assert lines[6].endswith("| – | – | 12 | (references only) | – |")
+    assert lines[6].endswith("| – | – | – | (references only) | – |")
 
 
 def test_docs_blocks_are_rewritten_from_their_results_file(messy, tmp_path):
