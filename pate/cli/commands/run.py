@@ -8,6 +8,10 @@ import pathlib
 
 from pate.analysis.errors import InputError
 
+#: The config tables whose keys are flags of `pate run` (and `pate plan`): where the teachers
+#: train, and the aggregator's mechanism, noise, queries and target_eps.
+RUN_TABLES = ("cluster", "aggregator")
+
 
 def add_parser(subparsers) -> None:
     from pate.run import rundir
@@ -50,6 +54,7 @@ def add_parser(subparsers) -> None:
     add_start_arguments(p)
     add_threads_argument(p)
     add_table_arguments(p, "cluster")  # --backend ray --address auto ... (docs/cluster.md)
+    add_table_arguments(p, "aggregator")  # --sigma2 auto --target-eps 1 --queries 2000 ...
     p.set_defaults(func=run)
 
 
@@ -63,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
-    flags = start_flags(args, ("cluster",))
+    flags = start_flags(args, RUN_TABLES)
     if args.config is None:
         if not (args.resume and args.run_dir):
             raise InputError(
