@@ -43,6 +43,17 @@ def test_the_readme_lists_every_shipped_config_and_only_those(capsys):
     assert sorted(printed) == sorted(listed)
 
 
+def test_init_config_writes_the_editable_copies_the_readme_names(tmp_path, monkeypatch):
+    assert "pate init-config own-data         # an editable copy in this folder: own_data.toml" in (
+        README
+    )
+    monkeypatch.chdir(tmp_path)
+    for name, written in (("own-data", "own_data.toml"), ("digits", "digits.toml")):
+        assert f"pate init-config {name}" in README
+        assert main(["init-config", name]) == 0
+        assert (tmp_path / written).read_bytes() == packaged_configs()[name].read_bytes()
+
+
 def test_the_fit_example_after_the_quick_start(tmp_path, monkeypatch, small_digits, capsys):
     """The quick start (`pate run --config digits`: digits' budget eps 1000 in the default
     ledger), then the README's example twice: the first runs into digits-run/ and its own
@@ -64,6 +75,7 @@ def test_the_fit_example_after_the_quick_start(tmp_path, monkeypatch, small_digi
     namespace: dict = {"__name__": "__readme__"}
     exec(compile(fit_example(), "README.md", "exec"), namespace)
     result = namespace["result"]
+    assert result.epsilon <= 8.0  # "the guarantee (eps <= 8)"
     assert (work / "digits-run" / "report.html").is_file()
     assert result.report_path.resolve() == (work / "digits-run" / "report.html").resolve()
     left = [p.name for p in system_temp.iterdir() if not p.name.startswith("torchinductor_")]
@@ -96,6 +108,9 @@ def test_target_eps_is_a_flag_of_pate_run_through_the_config(tmp_path, small_dig
     flags = ["--sigma2", "auto", "--target-eps", "100", "--queries", "200"]
     assert main(["run", "--config", str(config), "--run-dir", str(run_dir), *flags,
                  "--until", "partition", "--no-progress"]) == 0  # fmt: skip
+    assert main(["plan", "--config", str(config), *flags]) == 0  # the same flags
+    planned = capsys.readouterr().out
+    assert "target eps = 100" in planned and "with the same flags runs this plan" in planned
     aggregator = json.loads((run_dir / "config.json").read_text())["aggregator"]
     assert aggregator["target_eps"] == 100 and aggregator["queries"] == 200
     assert aggregator["sigma2"] == "auto"  # calibrated for the target when it aggregates

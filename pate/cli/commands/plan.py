@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from pate.run import planner
     from pate.run.config import load, planning
 
-    config = load(args.config, run_dir=args.run_dir, **start_flags(args, RUN_TABLES))
+    flags = start_flags(args, RUN_TABLES)
+    config = load(args.config, run_dir=args.run_dir, **flags)
     data = config.load_data()
     _, plan = planning.plan(
         config,
@@ -62,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(plan.lines()))
         if plan.usable:
-            print(f"usable      yes: `pate run --config {args.config}` runs this plan")
+            same = " with the same flags" if flags["overrides"] else ""
+            print(f"usable      yes: `pate run --config {args.config}`{same} runs this plan")
         else:  # only a smoke test gets here: its refusals are warnings
             print(
                 "usable      no: [run] smoke_test = true runs it anyway, to check that the "

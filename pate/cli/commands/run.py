@@ -8,8 +8,7 @@ import pathlib
 
 from pate.analysis.errors import InputError
 
-#: The config tables whose keys are flags of `pate run` (and `pate plan`): where the teachers
-#: train, and the aggregator's mechanism, noise, queries and target_eps.
+#: The config tables whose keys are flags of `pate run` and `pate plan` (docs/cli.md).
 RUN_TABLES = ("cluster", "aggregator")
 
 
@@ -53,8 +52,8 @@ def add_parser(subparsers) -> None:
 
     add_start_arguments(p)
     add_threads_argument(p)
-    add_table_arguments(p, "cluster")  # --backend ray --address auto ... (docs/cluster.md)
-    add_table_arguments(p, "aggregator")  # --sigma2 auto --target-eps 1 --queries 2000 ...
+    for table in RUN_TABLES:  # --backend ray (docs/cluster.md), --target-eps 1, --sigma2 auto
+        add_table_arguments(p, table)
     p.set_defaults(func=run)
 
 
