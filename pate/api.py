@@ -83,10 +83,11 @@ class PateResult:
             extra += f", warnings={len(self.warnings)}"
         if shown:
             extra += ", INTERNAL (do not publish): " + ", ".join(shown.values())
+        asked = (self.report.get("queries") or {}).get("asked", self.labels.size)
         return (
             f"PateResult(epsilon={self.epsilon:.4g}, delta={self.delta:g}, answered="
-            f"{int(self.answered_mask.sum())}/{self.labels.size}{extra}, "
-            f"run_dir={str(self.run_dir)!r})"
+            f"{int(self.answered_mask.sum())} of {asked} asked ({self.labels.size} public "
+            f"items){extra}, run_dir={str(self.run_dir)!r})"
         )
 
 

@@ -34,19 +34,23 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    from pate.cli.commands.run import RUN_TABLES
     from pate.cli.commands.stage_cli import add_start_arguments, add_table_arguments
 
     add_start_arguments(p)
-    add_table_arguments(p, "cluster")  # the flags of `pate run`
+    for table in RUN_TABLES:  # the flags of `pate run`
+        add_table_arguments(p, table)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pate.cli.commands.run import RUN_TABLES
     from pate.cli.commands.stage_cli import start_flags
     from pate.run import planner
     from pate.run.config import load, planning
 
-    config = load(args.config, run_dir=args.run_dir, **start_flags(args, ("cluster",)))
+    flags = start_flags(args, RUN_TABLES)
+    config = load(args.config, run_dir=args.run_dir, **flags)
     data = config.load_data()
     _, plan = planning.plan(
         config,
@@ -64,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join([*plan.lines(), *columns]))
         if plan.usable:
-            print(f"usable      yes: `pate run --config {args.config}` runs this plan")
+            same = " with the same flags" if flags["overrides"] else ""
+            print(f"usable      yes: `pate run --config {args.config}`{same} runs this plan")
         else:  # only a smoke test gets here: its refusals are warnings
             print(
                 "usable      no: [run] smoke_test = true runs it anyway, to check that the "
