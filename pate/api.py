@@ -412,7 +412,7 @@ def _result(run, report: dict) -> PateResult:
         from pate.student.train import Student
 
         student = Student.load(run.path(rundir.STUDENT_WEIGHTS))
-    encoder = getattr(run.data, "encoder", None)  # PateData.encoder: a table's rows
+    encoder = run.data.encoder  # a table's rows
     if encoder is not None:
         from pate.student.raw_rows import RawRowStudent
 

@@ -22,7 +22,7 @@ import logging
 import os
 import pathlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from pate.teachers.own_data import (
 )
 
 if TYPE_CHECKING:  # pandas is imported where a table is read, not with this module
-    from pate.teachers.table_encoding import TableColumns
+    from pate.teachers.table_encoding import TableColumns, TableEncoder
     from pate.teachers.tables import TableSpec
 
 logger = logging.getLogger("pate.teachers.data")
@@ -127,7 +127,7 @@ class PateData:
     public_from_pool: int = 0
     #: a table's (docs/own_data.md): what turned its raw rows into ``x`` (fitted on public rows;
     #: None: not a table, or ``preprocess="none"``), its columns, one unit id per private row
-    encoder: Any = None
+    encoder: TableEncoder | None = None
     columns: TableColumns | None = None
     unit_ids: np.ndarray | None = None
 

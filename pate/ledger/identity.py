@@ -172,15 +172,16 @@ def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
 
 def unit_identity(unit_ids: Any) -> DatasetIdentity:
     """The ledger identity of private rows known by their privacy unit (a person: the table's id
-    column): one record key per row, the first 16 bytes of sha256(tag, the row's unit id as UTF-8
-    text), so a person's rows share a key and nothing else of the row counts. The same people
+    column): one record key per person, the first 16 bytes of sha256(tag, the unit id as UTF-8
+    text), so nothing of a row counts but whose it is, and a person's rows added or dropped
+    leave the identity as it was. The same people
     re-encoded, with columns added or dropped, or reordered are the same dataset; people added or
     removed link to it (shared keys). ``unit_ids``: a 1-D array of integer or string ids, one per
     row; an integer id and its decimal text are the same person (conservative: more sharing)."""
     ids = as_ids(unit_ids, "unit_ids")
     if ids.size == 0:
         raise InputError("unit_ids is empty: one privacy-unit id per private row is needed")
-    units, rows = np.unique(ids.astype(str), return_inverse=True)
+    units, rows = np.unique(ids.astype(str), return_inverse=True)  # rows: for the error only
     blank = np.flatnonzero(np.char.strip(units) == "")
     if blank.size:
         row = int(np.flatnonzero(rows.reshape(-1) == blank[0])[0])
@@ -194,7 +195,7 @@ def unit_identity(unit_ids: Any) -> DatasetIdentity:
         h = base.copy()
         h.update(unit.encode("utf-8"))
         unit_keys.append(h.digest()[:RECORD_KEY_BYTES])
-    keys = np.asarray(unit_keys, dtype=f"S{RECORD_KEY_BYTES}")[rows.reshape(-1)]
+    keys = np.asarray(unit_keys, dtype=f"S{RECORD_KEY_BYTES}")  # one per person
     return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]))
 
 

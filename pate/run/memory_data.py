@@ -70,7 +70,7 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
     anything is written or charged; the label set is ``classes`` (declared), else the public
     labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
-    from pate.ledger import dataset_identity
+    from pate.ledger import private_identity
     from pate.teachers.data import ArraySplit, PateData, check_class_names
     from pate.teachers.data_checks import (
         check_classes,
@@ -105,7 +105,6 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     for split, part in by_split.items():
         check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
     check_classes("pate.fit", by_split, num_classes, declared=num_classes)
-    identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(
         name=f"memory:{name}",  # the user's name for the records, never derived from them
         private=splits[0],
@@ -115,6 +114,7 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
         input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
         class_names=names,
     )
+    identity = private_identity(data)
     return data, identity
 
 
@@ -181,10 +181,10 @@ def data_source(private, public, evaluation, declared: dict, dataset=None):
     ``split_column``, ``evaluation_public``, :data:`TABLE_KEYWORDS`; None: not)."""
     data = identity = None
     if _is_table(private, public):
-        from pate.ledger import dataset_identity
+        from pate.ledger import private_identity
 
         data, data_table = table_source(private, public, evaluation, declared, dataset)
-        identity = dataset_identity(data.private.x, data.private.y)
+        identity = private_identity(data)
         declared = {k: v for k, v in declared.items() if k not in TABLE_KEYWORDS}
     elif isinstance(private, str):
         if public is not None or evaluation is not None:

@@ -83,7 +83,9 @@ def _margins_and_teachers(run: Run, saved: run_cost.Saved) -> tuple[dict, str, d
             f"{saved.spec.title}: no vote margins; what the private records "
             "contributed was drawn inside the aggregate stage and never saved"
         )
-        relation = "record"  # every record may be sampled for any query: no partition
+        # every row may be read for any query: no partition; with an id column one row per
+        # person is read (pate.run.stages.records.private_rows), so the bound is per person
+        relation = "record" if run.data.unit_ids is None else "unit"
         teachers = {
             "teacher_accuracy_mean": None,
             "teacher_accuracy_std": None,

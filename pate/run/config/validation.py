@@ -165,6 +165,13 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
     if part.mode not in (None, "random", "unit"):
         problem = f'[partition] mode must be one of "random", "unit", got {part.mode!r}'
         raise SettingError("partition", "mode", part.mode, problem)
+    if config.data.id is not None and (part.mode is not None or part.unit_ids is not None):
+        problem = (
+            f"[data] id = {config.data.id!r} names each row's person, and the teachers are "
+            "dealt by person; remove [partition] mode and unit_ids (a record-by-record deal "
+            "would split a person among teachers)"
+        )
+        raise SettingError("partition", "mode", part.mode, problem)
     if (part.mode == "unit") != (part.unit_ids is not None):
         problem = (
             "[partition] unit_ids (a .npy file of one privacy-unit id per private "

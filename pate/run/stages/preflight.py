@@ -67,7 +67,6 @@ def check_data(run: Run) -> None:
             f"public items of {data.name}"
         )
     if s.aggregator.spec.kind.reads_private_records:
-        _check_one_row_per_person(run)
         check_records_data(run)
         return
     k = s.partition.num_teachers
@@ -91,22 +90,6 @@ def check_data(run: Run) -> None:
             f"[partition] num_teachers ({k}) exceeds the {people} people ({where}) of "
             f"{data.name}: a person's rows go to one teacher"
         )
-
-
-def _check_one_row_per_person(run: Run) -> None:
-    """A mechanism that reads the private records bounds what one record changes; with an id
-    column the unit is a person, so a person with several rows is refused (before anything is
-    written or charged) rather than protected per row only."""
-    ids = run.data.unit_ids
-    if ids is None or np.unique(ids.astype(str)).size == len(ids):
-        return
-    spec = run.config.aggregator.spec
-    raise ConfigError(
-        f"mechanism {spec.name!r} ({spec.title}) protects one private row, but the id column "
-        "([data] id) gives some person several rows, so the guarantee would not hold per "
-        'person: use a mechanism with teachers ([aggregator] mechanism, e.g. "gnmax"), '
-        "whose partition puts all of a person's rows in one teacher, or keep one row per person"
-    )
 
 
 def check_writable(run: Run) -> None:

@@ -101,7 +101,7 @@ def student(run: Run) -> dict:
 def save_encoder(run: Run) -> None:
     """Beside the student, what turns raw table rows into its inputs (``student_encoder.json``:
     the public-fitted encoder and the declared class names; :mod:`pate.student.raw_rows`)."""
-    encoder = getattr(run.data, "encoder", None)  # PateData.encoder: tables with named columns
+    encoder = run.data.encoder  # tables with named columns
     if encoder is None:
         return
     from pate.student.raw_rows import write_encoder_file

@@ -129,13 +129,18 @@ def class_means(tmp_path, x, y):
     )
 
 
-def test_a_mechanism_that_reads_rows_refuses_a_person_with_several(tmp_path, with_people):
-    """Class-means bounds what one row changes: with two rows per person it is refused."""
+def test_a_mechanism_that_reads_rows_reads_one_row_per_person(tmp_path, with_people):
+    """Class-means bounds what one row changes: with two rows per person it reads each person's
+    first row only, so adding or removing a person changes one row and the bound is per person."""
     numeric, category, y, ids = raw_table()
     with_people(ids)
-    with pytest.raises(ConfigError, match="gives some person several rows"):
-        class_means(tmp_path, encoded(numeric, category, "codes"), y)
-    assert not (tmp_path / "ledger.sqlite3").exists()
+    class_means(tmp_path, encoded(numeric, category, "codes"), y)
+    with np.load(tmp_path / "run" / rundir.KNN_EMBEDDINGS) as saved:
+        assert saved["private"].shape[0] == np.unique(ids).size < len(ids)
+        first = np.sort(np.unique(ids, return_index=True)[1])
+        np.testing.assert_array_equal(saved["private_labels"], y[first])
+    report = json.loads((tmp_path / "run" / rundir.REPORT_JSON).read_text())
+    assert report["privacy"]["neighbouring_relation"] == "unit"
 
 
 def test_a_mechanism_that_reads_rows_charges_the_people_with_one_row_each(tmp_path, with_people):
