@@ -392,7 +392,7 @@ def pate_row(table: MessyTable, ref: dict, *, eps: float, work: pathlib.Path) ->
     """One ``pate.fit`` with the table's names and ``target_eps`` only, as a result row."""
     keywords = dict(
         evaluation=table.evaluation, label=table.label, id=table.id, classes=list(table.classes),
-        target_eps=eps, run_dir=work / f"run-{table.name}", ledger=work / "ledger.sqlite3",
+        target_eps=eps, run_dir=work / f"run-{table.name}", ledger=work / f"ledger-{table.name}.sqlite3",  # the tables share person ids
     )  # fmt: skip
     said, result = _plan_and_fit(table, keywords)
     warned = bool(said["refusal"] or said["plan_warnings"])
