@@ -9,7 +9,6 @@ import copy
 import math
 
 from pate import mechanisms
-from pate.analysis.errors import InputError
 from pate.run.planner.costs import (
     answers_fixed,
     argmax_std,
@@ -49,23 +48,19 @@ def plan_config(
     *,
     calibration,
     orders,
-    wording: str = "config",
     remaining_eps: float | None = None,
 ) -> tuple[dict, Plan]:
     """Fill in what ``config`` (the on-disk form: :meth:`pate.run.config.RunConfig.to_dict`) leaves open and check
     the rest against ``facts``; returns ``(filled config, plan)`` or raises :class:`PlanError`.
-    ``wording`` ("python" or "config") is how errors name settings. The config is not modified.
+    Errors name settings as TOML keys (``pate.fit`` rewords them). The config is not modified.
     ``calibration`` and ``orders`` are :meth:`pate.run.config.RunConfig.calibration` and
     :meth:`pate.run.config.PrivacyTable.order_grid` (the config layer passes them: :func:`pate.run.config.plan`;
     this module never imports it), so the noise is calibrated exactly as the run will."""
-    if wording not in ("python", "config"):
-        raise InputError(f"wording must be 'python' or 'config', got {wording!r}")
     planning = _Planning(
         config,
         facts,
         calibration=calibration,
         orders=orders,
-        wording=wording,
         remaining_eps=remaining_eps,
     )
     planning.choose_mechanism()
@@ -91,12 +86,11 @@ class _Planning:
         *,
         calibration,
         orders,
-        wording: str,
         remaining_eps: float | None,
     ) -> None:
         config = copy.deepcopy(config)
         config.pop("planned", None)
-        self.config, self.facts, self.wording = config, facts, wording
+        self.config, self.facts = config, facts
         self.calibration, self.remaining_eps = calibration, remaining_eps
         self.order_grid = orders(config)
         self.agg, self.priv = config["aggregator"], config["privacy"]
@@ -111,20 +105,20 @@ class _Planning:
         self.voters: float | None = None
 
     def refuse(self, message: str, key: str, fix: str) -> None:
-        self.problems.append(PlanError(message, setting=setting_name(key, self.wording), fix=fix))
+        self.problems.append(PlanError(message, setting=setting_name(key), fix=fix))
 
     # ------------------------------------------------------------------ the mechanism
 
     def choose_mechanism(self) -> None:
         """``mechanism = "auto"`` resolved (:func:`auto_mechanism`), the spec, and which noise is
         calibrated."""
-        agg, wording = self.agg, self.wording
+        agg = self.agg
         if agg["mechanism"] == "auto":
             self._choose_auto_mechanism()
         spec = self.spec = mechanisms.get(agg["mechanism"])
         if spec.needs_student:
             raise ConfigError(
-                f"{setting_text('mechanism', spec.name, wording)} needs the student's "
+                f"{setting_text('mechanism', spec.name)} needs the student's "
                 "predictions on every query; a run cannot plan it"
             )
         if open_threshold(spec, agg):
@@ -136,13 +130,13 @@ class _Planning:
 
     def _choose_auto_mechanism(self) -> None:
         """What ``mechanism = "auto"`` becomes (needs a target), with why, in ``filled``."""
-        agg, wording = self.agg, self.wording
+        agg = self.agg
         if self.target is None:
             raise PlanError(
-                f"{setting_text('mechanism', 'auto', wording)} chooses the mechanism and "
+                f"{setting_text('mechanism', 'auto')} chooses the mechanism and "
                 "calibrates its noise to a target",
-                setting=setting_name("target_eps", wording),
-                fix=f"give {setting_name('target_eps', wording)} (the epsilon this run may "
+                setting=setting_name("target_eps"),
+                fix=f"give {setting_name('target_eps')} (the epsilon this run may "
                 "spend), or name a mechanism with its noise",
             )
         chosen = auto_mechanism(self.config)
@@ -221,11 +215,10 @@ class _Planning:
         """The noise for the planned queries; a target no noise reaches is refused."""
         noise = self.noise_for(self.queries, voters)
         if noise is None:
-            wording = self.wording
             raise PlanError(
-                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at {at}",
-                setting=setting_name("target_eps", wording),
-                fix=f"raise {setting_name('target_eps', wording)}",
+                f"{setting_text('target_eps', self.eps_plan)} is unreachable at {at}",
+                setting=setting_name("target_eps"),
+                fix=f"raise {setting_name('target_eps')}",
             )
         return noise
 
@@ -413,20 +406,15 @@ class _Planning:
 
     def _check_shards(self) -> None:
         """Shards large enough to learn."""
-        teachers, records, classes, wording = (
-            self.teachers,
-            self.records,
-            self.classes,
-            self.wording,
-        )
+        teachers, records, classes = self.teachers, self.records, self.classes
         private_records = self.facts.private_records
         least = MIN_RECORDS_PER_CLASS * classes
         if teachers > private_records:
             self.refuse(
-                f"{setting_text('num_teachers', teachers, wording)} exceeds the declared "
+                f"{setting_text('num_teachers', teachers)} exceeds the declared "
                 f"{private_records} private records",
                 "num_teachers",
-                f"{assignment_text('num_teachers', max(1, private_records // least), wording)} or "
+                f"{assignment_text('num_teachers', max(1, private_records // least))} or "
                 "fewer, or leave it out and the planner chooses",
             )
         elif records < least:
@@ -436,7 +424,7 @@ class _Planning:
                 f"({records / classes:.2f} per class for {classes} classes): shards too small "
                 f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)",
                 "num_teachers",
-                f"{assignment_text('num_teachers', t_ok, wording)} or fewer for the declared "
+                f"{assignment_text('num_teachers', t_ok)} or fewer for the declared "
                 f"{private_records} private records, or leave it out and the planner "
                 "chooses, or bring more private records",
             )
@@ -458,10 +446,10 @@ class _Planning:
             else:
                 good = TARGET_NOISE * self.voters / (math.sqrt(2) if key == "scale" else 1)
                 self.refuse(
-                    f"{setting_text(key, float(self.noise[key]), self.wording)} is {main} = "
+                    f"{setting_text(key, float(self.noise[key]))} is {main} = "
                     f"{level:.3g}: it drowns the votes (refused above {DROWNING_NOISE:g})",
                     key,
-                    f"{assignment_text(key, good, self.wording)} ({TARGET_NOISE:g} x "
+                    f"{assignment_text(key, good)} ({TARGET_NOISE:g} x "
                     f"{self.voters:g} voters), or more voters",
                 )
         else:
@@ -475,7 +463,7 @@ class _Planning:
 
     def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
         """Drowning noise, calibrated: the refusal names the target and what would work."""
-        spec, voters, queries, wording = self.spec, self.voters, self.queries, self.wording
+        spec, voters, queries = self.spec, self.voters, self.queries
         ok = dict(self.noise)
         ok[_STD_KEY.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
         if "sigma1" in ok and self.params.get("sigma1") == "auto":
@@ -486,33 +474,33 @@ class _Planning:
             ""
             if spec.kind.reads_private_records or self.teachers >= self.t_most
             else (
-                f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
+                f", or more teachers ({setting_name('num_teachers')}; each answer costs "
                 "1/teachers^2 as much at the same relative noise) if the private records allow"
             )
         )
         fewer_text = (
-            f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
+            f", or ask fewer queries ({assignment_text('queries', fewer)})"
             if fewer >= self.need
             else ""
         )
         self.refuse(
             f"the noise calibrated for {queries} queries at "
-            f"{setting_text('target_eps', self.eps_plan, wording)} is {main} = {level:.3g}: it "
+            f"{setting_text('target_eps', self.eps_plan)} is {main} = {level:.3g}: it "
             f"drowns the votes (refused above {DROWNING_NOISE:g})",
             "target_eps",
-            f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}"
+            f"{assignment_text('target_eps', eps_needed)} or more{fewer_text}"
             + more
             + (
                 ""
                 if spec.kind.reads_private_records
-                else f", or {setting_text('mechanism', AUTO_NO_TEACHERS, wording)} "
+                else f", or {setting_text('mechanism', AUTO_NO_TEACHERS)} "
                 f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})"
             ),
         )
 
     def _check_threshold_noise(self) -> None:
         """Confident GNMax's threshold check: not a coin flip."""
-        rel, wording = self.rel, self.wording
+        rel = self.rel
         s1 = next((k for k in rel if k.startswith("sigma1")), None)
         if s1 is None:
             return
@@ -522,10 +510,10 @@ class _Planning:
                 f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin "
                 f"flip (refused above {DROWNING_CHECK_NOISE:g})",
                 key,
-                f"{assignment_text('sigma1', 0.6 * self.voters, wording)} (0.6 x voters, "
+                f"{assignment_text('sigma1', 0.6 * self.voters)} (0.6 x voters, "
                 "Papernot et al. 2018)"
                 if key == "sigma1"
-                else f"a larger {setting_name('target_eps', wording)} or fewer queries",
+                else f"a larger {setting_name('target_eps')} or fewer queries",
             )
         else:
             self.checked.append(
@@ -534,7 +522,7 @@ class _Planning:
 
     def _check_answers(self) -> None:
         """Enough worst-case answers to teach a student."""
-        need, classes, answers, wording = self.need, self.classes, self.answers, self.wording
+        need, classes, answers = self.need, self.classes, self.answers
         if self.n_pub < need:
             self.refuse(
                 f"{self.n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per "
@@ -546,11 +534,10 @@ class _Planning:
             user_queries = self.user_queries
             if user_queries is not None and user_queries < need:
                 self.refuse(
-                    f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels "
+                    f"{setting_text('queries', int(user_queries))} asks for fewer labels "
                     f"than {MIN_LABELS_PER_CLASS} per class for {classes} classes",
                     "queries",
-                    f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
-                    "planner chooses",
+                    f"{setting_name('queries')} >= {need}, or leave it out and the planner chooses",
                 )
             else:
                 key = "target_eps" if self.target is not None else "budget_eps"
@@ -559,12 +546,12 @@ class _Planning:
                     self.config, self.spec, self.spec.validate(ok), need, self.order_grid
                 )
                 self.refuse(
-                    f"the budget ({setting_text(key, self.eps_plan, wording)}) buys {answers} "
+                    f"the budget ({setting_text(key, self.eps_plan)}) buys {answers} "
                     f"answers in the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for "
                     f"{classes} classes",
                     key,
-                    f"{assignment_text(key, eps_needed, wording)} or more, or "
-                    f"{setting_text('mechanism', AUTO_NO_TEACHERS, wording)} "
+                    f"{assignment_text(key, eps_needed)} or more, or "
+                    f"{setting_text('mechanism', AUTO_NO_TEACHERS)} "
                     f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})",
                 )
         else:
