@@ -4,6 +4,8 @@ is free (:func:`pate.core.tuned_defaults.table_front_end`)."""
 
 from __future__ import annotations
 
+import math
+
 from pate.run.planner.costs import is_number
 from pate.run.planner.model import Facts
 
@@ -103,3 +105,25 @@ def _plan_kernel(config: dict, knn: dict, facts: Facts, sigma: float, filled: di
         }
         knn = dict(knn, dims=dims)
     config["knn"] = dict(knn, features="kernel")
+
+
+def release_dims(config: dict, facts: Facts, sigma: float, filled: dict) -> int:
+    """The width of a release's rows: the quadratic features' width, the kernel's dims (as
+    :func:`plan_table_front_end` sizes them at ``sigma`` when the planner chose them), else
+    ``[knn] dims`` (the default's, at most the raw inputs' size without features)."""
+    from pate.core.quadratic_rule import quadratic_width
+    from pate.core.tuned_defaults import kernel_dims
+    from pate.run.config.tables import KNN_DIMS
+
+    knn, size = config.get("knn") or {}, math.prod(facts.input_shape)
+    if knn.get("features") == "quadratic":
+        return quadratic_width(size)
+    if knn.get("features") == "kernel" and "dims" in filled:
+        return kernel_dims(
+            private_records=facts.private_records,
+            num_classes=max(facts.classes, 2),
+            sigma=sigma,
+            public_items=max(facts.public_items, 1),
+        )
+    dims = knn.get("dims") or KNN_DIMS
+    return min(dims, size) if knn.get("features", "none") == "none" else dims

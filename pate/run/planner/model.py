@@ -196,6 +196,8 @@ class Plan:
     checked: tuple[str, ...]
     warnings: tuple[str, ...]
     usable: bool = True
+    #: predicted share of labels equal to the noiseless rule's (pate.run.planner.quality)
+    label_agreement: float | None = None
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -245,6 +247,12 @@ class Plan:
             f"{self.budget_eps:g}{target}; sanitized release "
             f"{'on' if self.release else 'off'})"
         )
+        if self.label_agreement is not None:
+            out.append(
+                f"labels      about {100 * self.label_agreement:.0f} % expected equal to the "
+                f"noiseless {'vote' if self.num_teachers or 'k' in self.noise else 'rule'}'s "
+                f"(chance {100 / max(f.classes, 2):.0f} %; docs/plan.md)"
+            )
         if self.remaining_eps is not None:
             out.append(f"ledger      eps = {self.remaining_eps:.4g} left for these records")
         for key, item in self.filled.items():

@@ -9,6 +9,7 @@ import copy
 import math
 
 from pate import mechanisms
+from pate.run.planner import quality
 from pate.run.planner.costs import (
     answers_fixed,
     argmax_std,
@@ -17,7 +18,7 @@ from pate.run.planner.costs import (
     voters_of,
     worst_eps,
 )
-from pate.run.planner.front_end import plan_table_front_end
+from pate.run.planner.front_end import plan_table_front_end, release_dims
 from pate.run.planner.model import (
     AUTO_MECHANISM,
     AUTO_NO_TEACHERS,
@@ -70,6 +71,8 @@ def plan_config(
     return planning.finish()
 
 
+#: The largest target epsilon a refusal searches for labels that are not near chance.
+_MOST_EPS = 1000.0
 # the noise parameter a relative-noise label ("sigma/teachers", "sqrt(2) scale/k") names
 _STD_KEY = {"sigma2": "sigma2", "sigma": "sigma", "scale": "scale"}
 
@@ -385,8 +388,13 @@ class _Planning:
         self.rel = self._relative_noise()
         if teachers:
             self._check_shards()
+        refused = len(self.problems)
         self._check_noise()
+        drowned = len(self.problems) > refused
         self._check_threshold_noise()
+        self.agreement = self._agreement(self.noise)
+        if self.agreement is not None and not drowned:  # the noise check named the same cause
+            self._check_labels()
         if not self.spec.kind.releases_once:
             self._check_answers()
 
@@ -454,12 +462,6 @@ class _Planning:
                 )
         else:
             self.checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
-            if level > TARGET_NOISE + 1e-9:
-                self.warnings.append(
-                    f"noise {main} = {level:.3g} is above the planned "
-                    f"{TARGET_NOISE:g}: expect many answered labels to differ from "
-                    "the plurality vote"
-                )
 
     def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
         """Drowning noise, calibrated: the refusal names the target and what would work."""
@@ -520,6 +522,67 @@ class _Planning:
                 f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}"
             )
 
+    def _agreement(self, noise: dict) -> float | None:
+        """The predicted share of labels equal to the noiseless rule's
+        (:mod:`pate.run.planner.quality`; None when the mechanism fits neither model)."""
+        if all(is_number(v) for v in noise.values()):
+            noise = self.spec.validate(noise)  # with the defaults (count_weight)
+        std = argmax_std(self.spec, noise)
+        if self.voters and std is not None:
+            return quality.vote_agreement(
+                voters=self.voters, noise_std=std[1], classes=self.classes
+            )
+        if self.spec.kind.releases_once and all(
+            is_number(noise.get(k)) for k in ("sigma", "count_weight")
+        ):
+            return quality.class_means_agreement(
+                records_per_class=self.facts.private_records / self.classes,
+                sigma=float(noise["sigma"]),
+                dims=release_dims(self.config, self.facts, float(noise["sigma"]), self.filled),
+                count_weight=float(noise["count_weight"]),
+                classes=self.classes,
+            )
+        return None
+
+    def _check_labels(self) -> None:
+        """Labels near chance are refused, weak ones warned, each naming the smallest target
+        epsilon whose calibrated noise the model calls useful (:data:`quality.WEAK_LABELS`)."""
+        agreement, classes = self.agreement, self.classes
+        share = quality.closed(agreement, classes)
+        said = (
+            f"the plan predicts {100 * agreement:.0f} % of the labels equal to the noiseless "
+            f"{'vote' if self.voters else 'rule'}'s (chance: {100 / classes:.0f} %; model: "
+            "docs/plan.md)"
+        )
+        if share >= quality.WEAK_LABELS:
+            self.checked.append(said)
+            return
+
+        def useful(eps: float) -> bool:
+            trial = copy.deepcopy(self.config)
+            trial["aggregator"]["target_eps"] = eps
+            noise = calibrated_noise(trial, self.queries, self.calibration)
+            agreement = None if noise is None else self._agreement(dict(self.noise, **noise))
+            return agreement is not None and quality.closed(agreement, classes) >= (
+                quality.WEAK_LABELS
+            )
+
+        key = (
+            "target_eps"
+            if self.calibrated
+            else (argmax_std(self.spec, self.noise) or ("sigma",))[0]
+        )
+        eps = quality.smallest_eps(useful, self.eps_plan, most=_MOST_EPS) if self.calibrated else 0
+        fix = (
+            f"{assignment_text(key, eps)} or more"
+            if eps
+            else f"less noise ({setting_name(key)}) or more private records per class"
+        )
+        if share < quality.NEAR_CHANCE:
+            self.refuse(f"{said}: the labels would be near chance", key, fix)
+        else:
+            self.warnings.append(f"{said}: weak labels; {fix}")
+
     def _check_answers(self) -> None:
         """Enough worst-case answers to teach a student."""
         need, classes, answers = self.need, self.classes, self.answers
@@ -558,13 +621,23 @@ class _Planning:
             self.checked.append(
                 f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)"
             )
-            if answers < min(self.want, self.n_pub):
+            student = self.config.get("student") or {}
+            learns_unlabelled = (student.get("method") or "fixmatch") == "fixmatch" and not str(
+                student.get("model") or "auto"
+            ).startswith(("python:", "sklearn:"))
+            if answers < min(self.want, self.n_pub) and not learns_unlabelled:
+                asked = self.user_queries is not None and answers >= self.queries
                 self.warnings.append(
-                    f"the budget guarantees {answers} answers (worst case; more "
-                    "when a threshold check declines queries), fewer than "
-                    f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
-                    "may be weak unless it also learns from the unlabelled public "
-                    "items; a larger eps buys more"
+                    (
+                        f"{setting_text('queries', self.queries)} asks for"
+                        if asked
+                        else f"the budget guarantees {answers} answers (worst case),"
+                    )
+                    + f" fewer than {TARGET_LABELS_PER_CLASS} labels per class for a student "
+                    "that learns from its labels alone; "
+                    + ("ask more queries" if asked else "a larger eps buys more")
+                    + ', or [student] method = "fixmatch" (it also learns from the '
+                    "unlabelled public items)"
                 )
 
     # ------------------------------------------------------------------ the plan
@@ -616,4 +689,5 @@ class _Planning:
             warnings=tuple(self.warnings)
             + tuple(f"(smoke test, not refused) {p}" for p in self.problems if self.smoke),
             usable=not self.problems,
+            label_agreement=self.agreement,
         )
