@@ -25,17 +25,11 @@ def plan(
 
     if facts is None:
         facts = facts_of(config, config.load_data() if data is None else data)
-    given = config.to_dict()
-    filled, made = planner.plan_config(
-        given,
-        facts,
-        calibration=lambda d: RunConfig.parse(d).calibration(),
-        orders=lambda d: RunConfig.parse(d).privacy.order_grid(),
-        remaining_eps=remaining_eps,
-    )
+    filled, made = planner.plan_config(config, facts, remaining_eps=remaining_eps)
     earlier = dict((config.planned or {}).get("filled") or {})
     made = dataclasses.replace(made, filled=dict(earlier, **made.filled))
-    return (config if filled == given else RunConfig.from_dict(filled)), made
+    given, planned = config.to_dict(), filled.to_dict()
+    return (config if planned == given else RunConfig.from_dict(planned)), made
 
 
 def facts_of(config: RunConfig, data):

@@ -5,10 +5,11 @@ the rest (every rule and its source: ``docs/plan.md``). A table's front-end for 
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 
 from pate import mechanisms
+from pate.run.config.keys import frozen
 from pate.run.planner import quality
 from pate.run.planner.costs import (
     answers_fixed,
@@ -16,6 +17,7 @@ from pate.run.planner.costs import (
     calibrated_noise,
     is_number,
     voters_of,
+    with_noise,
     worst_eps,
 )
 from pate.run.planner.front_end import plan_table_front_end, release_dims
@@ -43,27 +45,13 @@ from pate.run.planner.steps import auto_mechanism, open_threshold
 from pate.teachers.errors import ConfigError
 
 
-def plan_config(
-    config: dict,
-    facts: Facts,
-    *,
-    calibration,
-    orders,
-    remaining_eps: float | None = None,
-) -> tuple[dict, Plan]:
-    """Fill in what ``config`` (the on-disk form: :meth:`pate.run.config.RunConfig.to_dict`) leaves open and check
-    the rest against ``facts``; returns ``(filled config, plan)`` or raises :class:`PlanError`.
-    Errors name settings as TOML keys (``pate.fit`` rewords them). The config is not modified.
-    ``calibration`` and ``orders`` are :meth:`pate.run.config.RunConfig.calibration` and
-    :meth:`pate.run.config.PrivacyTable.order_grid` (the config layer passes them: :func:`pate.run.config.plan`;
-    this module never imports it), so the noise is calibrated exactly as the run will."""
-    planning = _Planning(
-        config,
-        facts,
-        calibration=calibration,
-        orders=orders,
-        remaining_eps=remaining_eps,
-    )
+def plan_config(config, facts: Facts, *, remaining_eps: float | None = None) -> tuple:
+    """Fill in what ``config`` (a parsed :class:`pate.run.config.RunConfig`) leaves open and
+    check the rest against ``facts``; returns ``(filled config, plan)`` or raises
+    :class:`PlanError`. Errors name settings as TOML keys (``pate.fit`` rewords them). The noise
+    is calibrated by the config's own :meth:`pate.run.config.RunConfig.calibration`, exactly as
+    the run will."""
+    planning = _Planning(config, facts, remaining_eps=remaining_eps)
     planning.choose_mechanism()
     planning.set_budget()
     planning.choose_teachers_and_queries()
@@ -82,58 +70,48 @@ class _Planning:
     teachers and queries, the checks, the plan), one method per phase in that order. It works
     on a deep copy of the config; ``problems`` collects the refusals of the checks."""
 
-    def __init__(
-        self,
-        config: dict,
-        facts: Facts,
-        *,
-        calibration,
-        orders,
-        remaining_eps: float | None,
-    ) -> None:
-        config = copy.deepcopy(config)
-        config.pop("planned", None)
-        self.config, self.facts = config, facts
-        self.calibration, self.remaining_eps = calibration, remaining_eps
-        self.order_grid = orders(config)
-        self.agg, self.priv = config["aggregator"], config["privacy"]
-        self.part = config.setdefault("partition", {})
-        self.smoke = bool(config["run"].get("smoke_test", False))
+    def __init__(self, config, facts: Facts, *, remaining_eps: float | None) -> None:
+        self.config = dataclasses.replace(config, planned=None)
+        self.facts, self.remaining_eps = facts, remaining_eps
+        self.order_grid = config.privacy.order_grid()
+        self.priv = config.privacy  # the planner never changes [privacy]
+        self.smoke = config.run.smoke_test
         self.filled: dict[str, dict] = {}
         self.checked: list[str] = []
         self.warnings: list[str] = []
         self.problems: list[PlanError] = []
-        self.target = self.agg.get("target_eps")
+        self.target = config.aggregator.target_eps
         self.teachers: int | None = None
         self.voters: float | None = None
 
     def refuse(self, message: str, key: str, fix: str) -> None:
         self.problems.append(PlanError(message, setting=setting_name(key), fix=fix))
 
+    def set_aggregator(self, **values) -> None:
+        self.config = self.config.replace("aggregator", **values)
+
     # ------------------------------------------------------------------ the mechanism
 
     def choose_mechanism(self) -> None:
         """``mechanism = "auto"`` resolved (:func:`auto_mechanism`), the spec, and which noise is
         calibrated."""
-        agg = self.agg
-        if agg["mechanism"] == "auto":
+        if self.config.aggregator.mechanism == "auto":
             self._choose_auto_mechanism()
-        spec = self.spec = mechanisms.get(agg["mechanism"])
+        spec = self.spec = self.config.aggregator.spec
         if spec.needs_student:
             raise ConfigError(
                 f"{setting_text('mechanism', spec.name)} needs the student's "
                 "predictions on every query; a run cannot plan it"
             )
-        if open_threshold(spec, agg):
-            agg["threshold"] = "auto"
-        self.params = {k: agg[k] for k in spec.param_names if k in agg}
+        if open_threshold(spec, self.config.aggregator.noise):
+            self.config = with_noise(self.config, threshold="auto")
+        self.params = dict(self.config.aggregator.given)
         # the noise is calibrated to the target; an open threshold is filled in from the voters
         # (noise_for), never calibrated
         self.calibrated = any(v == "auto" for k, v in self.params.items() if k != "threshold")
 
     def _choose_auto_mechanism(self) -> None:
         """What ``mechanism = "auto"`` becomes (needs a target), with why, in ``filled``."""
-        agg = self.agg
         if self.target is None:
             raise PlanError(
                 f"{setting_text('mechanism', 'auto')} chooses the mechanism and "
@@ -143,12 +121,12 @@ class _Planning:
                 "spend), or name a mechanism with its noise",
             )
         chosen = auto_mechanism(self.config)
-        agg["mechanism"] = chosen
+        self.set_aggregator(mechanism=chosen)
         spec = mechanisms.get(chosen)
-        for key in spec.calibrated:
-            agg.setdefault(key, "auto")
-        if chosen == AUTO_NO_TEACHERS:
-            self.part.pop("num_teachers", None)  # no teachers: nothing to split them by
+        open_noise = {key: "auto" for key in spec.calibrated}
+        self.config = with_noise(self.config, **dict(open_noise, **self.config.aggregator.noise))
+        if chosen == AUTO_NO_TEACHERS:  # no teachers: nothing to split them by
+            self.config = self.config.replace("partition", num_teachers=None)
             why = (
                 f'mechanism "auto" with a target and no teachers asked for: {spec.title}, '
                 f"{spec.kind.title}, for the whole target; name a teacher model or "
@@ -170,7 +148,7 @@ class _Planning:
         # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
         # the ledger has left for it; else the ledger's budget applies, checked before any training
         # (pate.run.stages.check_budget_fits) -- the plan then assumes no limit of its own
-        budget = self.priv.get("budget_eps")
+        budget = self.priv.budget_eps
         self.budget = float(
             budget
             if budget is not None
@@ -192,7 +170,8 @@ class _Planning:
         self.n_pub, self.classes = facts.public_items, max(facts.classes, 2)
         self.need = MIN_LABELS_PER_CLASS * self.classes
         self.want = TARGET_LABELS_PER_CLASS * self.classes
-        self.user_queries = self.agg.get("queries") if is_number(self.agg.get("queries")) else None
+        asked = self.config.aggregator.queries
+        self.user_queries = asked if is_number(asked) else None
         self.cap = (
             min(int(self.user_queries), self.n_pub) if self.user_queries is not None else self.n_pub
         )
@@ -206,7 +185,7 @@ class _Planning:
         """The final noise parameters for ``queries`` (calibrated or as given)."""
         out = dict(self.params)
         if self.calibrated:
-            cal = calibrated_noise(self.config, queries, self.calibration)
+            cal = calibrated_noise(self.config, queries)
             if cal is None:
                 return None
             out.update(cal)
@@ -257,7 +236,7 @@ class _Planning:
             self._plan_votes()
         if self.queries > self.n_pub:
             self.queries = self.n_pub
-        self.agg["queries"] = self.queries
+        self.set_aggregator(queries=self.queries)
 
     def _plan_single_release(self) -> None:
         """A mechanism that releases once: one release labels every public item."""
@@ -270,7 +249,7 @@ class _Planning:
         self.noise = self._noise_or_refuse(None, "this delta")
         self.answers = self.queries
         self.voters = None
-        plan_table_front_end(self.config, self.facts, self.noise, self.filled)
+        self.config = plan_table_front_end(self.config, self.facts, self.noise, self.filled)
 
     def _plan_votes(self) -> None:
         """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
@@ -278,7 +257,7 @@ class _Planning:
         if spec.kind.reads_private_records:
             self.voters = voters_of(spec, None, params)
         else:
-            user_t = self.part.get("num_teachers")
+            user_t = self.config.partition.num_teachers
             if is_number(user_t):
                 self.teachers = int(user_t)
             else:
@@ -286,13 +265,14 @@ class _Planning:
             self.voters = float(self.teachers)
         voters = self.voters
         if "threshold" in params and params["threshold"] in (None, "auto") and voters:
-            self.agg["threshold"] = params["threshold"] = THRESHOLD_FRACTION * voters
+            params["threshold"] = THRESHOLD_FRACTION * voters
+            self.config = with_noise(self.config, threshold=params["threshold"])
             self.filled["threshold"] = {
                 "value": params["threshold"],
                 "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. 2018: 200 of 250)",
             }
         self._choose_queries()
-        self.noise = noise = self._noise_or_refuse(voters, f"delta = {self.priv['delta']:g}")
+        self.noise = noise = self._noise_or_refuse(voters, f"delta = {self.priv.delta:g}")
         self.answers = (
             self.queries
             if self.calibrated
@@ -349,7 +329,7 @@ class _Planning:
                 "teachers; a larger budget would allow fewer"
             )
         self.teachers = chosen
-        self.part["num_teachers"] = chosen
+        self.config = self.config.replace("partition", num_teachers=chosen)
         self.filled["num_teachers"] = {"value": chosen, "why": why}
 
     def _choose_queries(self) -> None:
@@ -559,9 +539,8 @@ class _Planning:
             return
 
         def useful(eps: float) -> bool:
-            trial = copy.deepcopy(self.config)
-            trial["aggregator"]["target_eps"] = eps
-            noise = calibrated_noise(trial, self.queries, self.calibration)
+            trial = self.config.replace("aggregator", target_eps=eps)
+            noise = calibrated_noise(trial, self.queries)
             agreement = None if noise is None else self._agreement(dict(self.noise, **noise))
             return agreement is not None and quality.closed(agreement, classes) >= (
                 quality.WEAK_LABELS
@@ -621,9 +600,9 @@ class _Planning:
             self.checked.append(
                 f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)"
             )
-            student = self.config.get("student") or {}
-            learns_unlabelled = (student.get("method") or "fixmatch") == "fixmatch" and not str(
-                student.get("model") or "auto"
+            student = self.config.student
+            learns_unlabelled = (student.method or "fixmatch") == "fixmatch" and not str(
+                student.model or "auto"
             ).startswith(("python:", "sklearn:"))
             if answers < min(self.want, self.n_pub) and not learns_unlabelled:
                 asked = self.user_queries is not None and answers >= self.queries
@@ -642,7 +621,7 @@ class _Planning:
 
     # ------------------------------------------------------------------ the plan
 
-    def finish(self) -> tuple[dict, Plan]:
+    def finish(self) -> tuple:
         """``(filled config, plan)``, or the first refusal (with the others in its fix)."""
         plan = self._plan()
         problems = self.problems
@@ -651,8 +630,7 @@ class _Planning:
             more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""
             message = str(first)[: -len(f". Fix: {first.fix}")]
             raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
-        self.config["planned"] = {"filled": self.filled}
-        return self.config, plan
+        return dataclasses.replace(self.config, planned=frozen({"filled": self.filled})), plan
 
     def _plan(self) -> Plan:
         """The :class:`Plan` of what was chosen and checked (usable when nothing was refused)."""
@@ -666,9 +644,7 @@ class _Planning:
         if spec.kind.releases_once and self.calibrated:
             guarantee = self.eps_plan
         numeric = all(is_number(v) for v in clean.values())
-        releases = bool(self.priv.get("release", True)) and (
-            not numeric or spec.release_params(clean) is not None
-        )
+        releases = self.priv.release and (not numeric or spec.release_params(clean) is not None)
         return Plan(
             facts=self.facts,
             mechanism=spec.name,
@@ -679,7 +655,7 @@ class _Planning:
             records_per_teacher=self.records,
             answers=int(answers),
             guarantee_eps=guarantee,
-            delta=float(self.priv["delta"]),
+            delta=float(self.priv.delta),
             budget_eps=self.budget,
             target_eps=float(target) if target is not None else None,
             release=releases,

@@ -480,9 +480,13 @@ def test_auto_with_no_teachers_asked_for_is_one_class_means_release():
     assert got.mechanism == "class-means" and got.num_teachers is None
     assert got.queries == DIGITS.public_items and "class-means" in got.filled["mechanism"]["value"]
     assert "num_teachers" not in config["partition"]
-    assert planner.auto_mechanism({"teachers": {"model": "mlp"}}) == "gnmax"
-    assert planner.auto_mechanism({"partition": {"num_teachers": 40}}) == "gnmax"
-    assert planner.auto_mechanism({"teachers": {"model": "auto"}}) == "class-means"
+    auto = raw({"mechanism": "auto", "target_eps": 2.0})
+    for tables, chosen in (
+        ({"teachers": {"model": "mlp"}}, "gnmax"),
+        ({"partition": {"num_teachers": 40}}, "gnmax"),
+        ({"teachers": {"model": "auto"}}, "class-means"),
+    ):
+        assert planner.auto_mechanism(RunConfig.parse(dict(auto, **tables))) == chosen
 
 
 def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_the_noise():
@@ -539,7 +543,7 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert config["knn"]["features"] == "kernel" and "dims" in kept.filled
     # with the noise given (nothing calibrated) the front-end is still chosen before the run
     given = raw({"mechanism": "class-means", "sigma": 3.0})
-    assert planner.needs_plan(normalize(given))
+    assert planner.needs_plan(RunConfig.parse(given))
     config, _ = plan_config(given, TABLE)
     assert config["knn"]["features"] == "quadratic"
 
@@ -599,18 +603,16 @@ def test_fixed_confident_noise_with_the_threshold_left_out_plans():
     assert got.noise["sigma1"] == 150.0 and got.noise["sigma2"] == 40.0
     assert 0 < got.answers < FMNIST.public_items and got.guarantee_eps <= 4.0
     assert planner.needs_plan(
-        normalize(
-            {
-                **raw(
-                    {
-                        "mechanism": "confident-gnmax",
-                        "sigma1": 150.0,
-                        "sigma2": 40.0,
-                        "threshold": "auto",
-                    },
-                    teachers=250,
-                    budget=4.0,
-                )
-            }
+        RunConfig.parse(
+            raw(
+                {
+                    "mechanism": "confident-gnmax",
+                    "sigma1": 150.0,
+                    "sigma2": 40.0,
+                    "threshold": "auto",
+                },
+                teachers=250,
+                budget=4.0,
+            )
         )
     )
