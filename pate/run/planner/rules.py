@@ -61,8 +61,6 @@ def plan_config(config, facts: Facts, *, remaining_eps: float | None = None) -> 
 
 #: The largest target epsilon a refusal searches for labels that are not near chance.
 _MOST_EPS = 1000.0
-# the noise parameter a relative-noise label ("sigma/teachers", "sqrt(2) scale/k") names
-_STD_KEY = {"sigma2": "sigma2", "sigma": "sigma", "scale": "scale"}
 
 
 class _Planning:
@@ -447,7 +445,7 @@ class _Planning:
         """Drowning noise, calibrated: the refusal names the target and what would work."""
         spec, voters, queries = self.spec, self.voters, self.queries
         ok = dict(self.noise)
-        ok[_STD_KEY.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
+        ok[key] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
         if "sigma1" in ok and self.params.get("sigma1") == "auto":
             ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
         eps_needed = worst_eps(self.config, spec, spec.validate(ok), queries, self.order_grid)
