@@ -613,8 +613,8 @@ class _Planning:
                     + f" fewer than {TARGET_LABELS_PER_CLASS} labels per class for a student "
                     "that learns from its labels alone; "
                     + ("ask more queries" if asked else "a larger eps buys more")
-                    + ', or [student] method = "fixmatch" (it also learns from the '
-                    "unlabelled public items)"
+                    + ", or a student that also learns from the unlabelled public items "
+                    '(the torch student with [student] method = "fixmatch")'
                 )
 
     # ------------------------------------------------------------------ the plan
