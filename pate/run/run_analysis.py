@@ -322,7 +322,10 @@ def build_analysis(run: Run) -> dict:
     doc["privacy"]["records"] = {"declared": records, "basis": basis}
     u = doc["utility"]
     u["warnings"], u["internal_warnings"] = split_utility_warnings(
-        u, num_classes=int(run.data.num_classes), answered=int(saved.answered.sum())
+        u,
+        num_classes=int(run.data.num_classes),
+        answered=int(saved.answered.sum()),
+        smoke_test=bool(config.run.smoke_test),
     )
     for warning in u["warnings"]:
         logger.warning("utility: %s", warning)

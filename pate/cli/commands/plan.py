@@ -55,7 +55,6 @@ def run(args: argparse.Namespace) -> int:
     _, plan = planning.plan(
         config,
         data,
-        wording="config",
         remaining_eps=planner.ledger_remaining(config.privacy.ledger_path(), data),
     )
     columns = []
