@@ -29,7 +29,7 @@ from pate.run.config import (
     TeachersTable,
     python_wording,
 )
-from pate.run.memory_data import data_source
+from pate.run.memory_data import TABLE_KEYWORDS, data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 from pate.teachers.errors import ConfigError
 
@@ -60,6 +60,10 @@ class PateResult:
     warnings: list = dataclasses.field(default_factory=list)  # the report's, also logged
     internal_report: dict = dataclasses.field(default_factory=dict)  # never publish it
 
+    def predict(self, rows) -> np.ndarray:
+        """The released student's predictions (raw rows of a table: ``student`` encodes them)."""
+        return self.student.predict(rows)
+
     @property
     def report_path(self) -> pathlib.Path:
         return self.run_dir / "report.html"
@@ -79,10 +83,11 @@ class PateResult:
             extra += f", warnings={len(self.warnings)}"
         if shown:
             extra += ", INTERNAL (do not publish): " + ", ".join(shown.values())
+        asked = (self.report.get("queries") or {}).get("asked", self.labels.size)
         return (
             f"PateResult(epsilon={self.epsilon:.4g}, delta={self.delta:g}, answered="
-            f"{int(self.answered_mask.sum())}/{self.labels.size}{extra}, "
-            f"run_dir={str(self.run_dir)!r})"
+            f"{int(self.answered_mask.sum())} of {asked} asked ({self.labels.size} public "
+            f"items){extra}, run_dir={str(self.run_dir)!r})"
         )
 
 
@@ -117,6 +122,10 @@ def fit(
     public=None,
     *,
     evaluation=None,
+    label: str | None = None,
+    id: str | None = None,
+    drop: list[str] | None = None,
+    preprocess: Any = None,
     records: int | None = None,
     classes: list[str] | None = None,
     split_column: str | None = None,
@@ -150,7 +159,7 @@ def fit(
     seed: int | None = None,
     noise_seed: int | None = None,
     device: str = "auto",
-    partition: str = "random",
+    partition: str | None = None,
     teacher_params: dict | None = None,
     student_params: dict | None = None,
     progress: bool = False,
@@ -164,6 +173,9 @@ def fit(
     string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
     public inputs (labels, if given, are used to report label accuracy and, with no
     ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
+    Tables (DataFrames, CSV / Parquet paths) name their columns: ``label``, the privacy-unit
+    ``id``, ``drop`` (ignored), ``preprocess`` ("auto", "none" or a scikit-learn transformer,
+    fitted on the public rows only; docs/own_data.md).
     ``classes``, ``records``, ``split_column``, ``evaluation_public`` and ``dataset`` are the
     public facts the user declares (docs/api.md, "Declared facts"). ``budget_eps`` is the
     dataset's lifetime
@@ -277,7 +289,10 @@ def _configured(keywords: Mapping[str, Any]):
     name) and its identity, the model objects given for teacher and student (by stage key).
     A config error names the keyword arguments (:func:`pate.run.config.python_wording`)."""
     given = keywords
-    declared = {name: given[name] for name in ("classes", "split_column", "evaluation_public")}
+    declared = {
+        name: given[name]
+        for name in ("classes", "split_column", "evaluation_public", *TABLE_KEYWORDS)
+    }
     data, identity, data_table = data_source(
         given["private"], given["public"], given["evaluation"], declared, given["dataset"]
     )
@@ -397,6 +412,11 @@ def _result(run, report: dict) -> PateResult:
         from pate.student.train import Student
 
         student = Student.load(run.path(rundir.STUDENT_WEIGHTS))
+    encoder = run.data.encoder  # a table's rows
+    if encoder is not None:
+        from pate.student.raw_rows import RawRowStudent
+
+        student = RawRowStudent(student, encoder, run.data.class_names)
     internal = read_json(run.path(rundir.REPORT_INTERNAL_JSON))
     scores = run.path(rundir.LABEL_SCORES)
     return PateResult(

@@ -22,6 +22,7 @@ import logging
 import os
 import pathlib
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,23 +52,19 @@ from pate.teachers.own_data import (
     load_npz,
 )
 
+if TYPE_CHECKING:  # pandas is imported where a table is read, not with this module
+    from pate.teachers.table_encoding import TableColumns, TableEncoder
+    from pate.teachers.tables import TableSpec
+
 logger = logging.getLogger("pate.teachers.data")
 
 __all__ = [
     "ArraySplit",
     "PateData",
     "load_pate_data",
-    "check_features",
-    "check_labels",
-    "check_classes",
-    "check_in_label_set",
-    "label_set",
+    "table_data",
     "held_out",
     "check_class_names",
-    "DATASET_NAMES",
-    "CLASS_NAMES",
-    "SPLIT_COLUMN",
-    "SPLIT_VALUES",
     "HELD_OUT_BUCKETS",
 ]
 
@@ -128,6 +125,11 @@ class PateData:
     #: fail closed: evaluation data is public only where its source says so
     evaluation_public: bool = False
     public_from_pool: int = 0
+    #: a table's (docs/own_data.md): what turned its raw rows into ``x`` (fitted on public rows;
+    #: None: not a table, or ``preprocess="none"``), its columns, one unit id per private row
+    encoder: TableEncoder | None = None
+    columns: TableColumns | None = None
+    unit_ids: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- splitting
@@ -177,17 +179,21 @@ def _digits_split(x, y, public_size, eval_size):
     return tuple(ArraySplit(x[p], y[p]) for p in parts)
 
 
-def held_out(x: np.ndarray, y: np.ndarray, key: bytes) -> np.ndarray:
+def held_out(x: np.ndarray, y: np.ndarray, key: bytes, *, units=None) -> np.ndarray:
     """Which records of ``(x, y)`` are held out for evaluation: those whose keyed hash (of the
-    record's content key, :func:`pate.ledger.record_keys`) falls in bucket 0 of
+    record's content key, :func:`pate.ledger.record_keys`; of its privacy unit's id where
+    ``units`` gives one per record, so that a person's rows go together) falls in bucket 0 of
     :data:`HELD_OUT_BUCKETS`. A record's place depends on the record and ``key`` alone, so that
     adding or removing a record moves no other (as the partition: :mod:`pate.core.partition`)."""
     from pate.core.partition import teacher_of
     from pate.ledger import record_keys
 
-    keys = record_keys(x, y)
-    raw, width = np.ascontiguousarray(keys).tobytes(), keys.dtype.itemsize
-    items = [raw[i : i + width] for i in range(0, len(raw), width)]
+    if units is not None:
+        items = [str(unit).encode() for unit in units]
+    else:
+        keys = record_keys(x, y)
+        raw, width = np.ascontiguousarray(keys).tobytes(), keys.dtype.itemsize
+        items = [raw[i : i + width] for i in range(0, len(raw), width)]
     return teacher_of(items, num_teachers=HELD_OUT_BUCKETS, key=key) == 0
 
 
@@ -204,6 +210,7 @@ def load_pate_data(
     split_column: str = SPLIT_COLUMN,
     evaluation_public: bool = False,
     split_key=None,
+    table: TableSpec | None = None,
 ) -> PateData:
     """Load dataset ``name`` and split it into private / public / evaluation (the sources and
     the split: docs/teachers.md, "Data").
@@ -212,7 +219,9 @@ def load_pate_data(
     ``split_column``: the CSV column / npz array marking a pool's rows; ``evaluation_public``:
     the pool's rows marked ``evaluation`` are public data; ``split_key``: the key of a held-out
     evaluation split, or a function returning it, called only when one is held out (None: a
-    fresh key from OS entropy).
+    fresh key from OS entropy). ``table``: ``name`` is a table with named columns (CSV,
+    Parquet), its public and evaluation tables, label, id, dropped columns and preprocessing
+    declared there (:mod:`pate.teachers.tables`; docs/own_data.md).
 
     ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
     ``s`` means ``(s, s)``); None keeps the size of the first image.
@@ -225,6 +234,9 @@ def load_pate_data(
     """
     if not isinstance(name, str):
         raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
+    if table is not None:  # name: the private table
+        classes = check_class_names(classes)
+        return table_data(name, table, name=name, classes=classes, split_key=split_key)
     if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
         raise InputError(
             f"unknown dataset name {name!r}; use one of "
@@ -391,19 +403,8 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
     evaluation = ArraySplit(pool.x[ends[1] :], pool.y[ends[1] :])
     evaluation_public = bool(settings["evaluation_public"]) and bool(counts[2] > 0)
     if counts[2] == 0:
-        key = settings["key"]() if callable(settings["key"]) else settings["key"]
-        if key is None:
-            key = os.urandom(32)
-            logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
-        held = held_out(private.x, private.y, key)
-        if held.all() or not held.any():
-            raise InputError(
-                f"{name}: holding out a tenth of the private rows for evaluation left "
-                f"{'no private' if held.all() else 'no evaluation'} record; mark rows "
-                f"'evaluation' in the {settings['split_column']!r} marks"
-            )
-        evaluation = ArraySplit(private.x[held], private.y[held])
-        private = ArraySplit(private.x[~held], private.y[~held])
+        marks = f"mark rows 'evaluation' in the {settings['split_column']!r} marks"
+        private, evaluation, _ = _hold_out(name, private, settings["key"], marks)
     public, evaluation = _in_memory(public, evaluation)
     logger.warning(
         "%s: %d public inputs are rows of your file marked public: the student learns from "
@@ -413,6 +414,44 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
     )
     data = _checked_data(name, private, public, evaluation, class_names)
     return replace(data, evaluation_public=evaluation_public, public_from_pool=len(public))
+
+
+def _hold_out(name: str, private: ArraySplit, key, fix: str, *, units=None):
+    """``(private, evaluation, held)``: a keyed-hash tenth of the private rows (of the units,
+    where ``units`` names one per row) held out for evaluation (:func:`held_out`); ``key``: the
+    key, a function returning it, or None (a fresh one); ``fix``: what to do when the tenth
+    leaves no private or no evaluation record."""
+    key = key() if callable(key) else key
+    if key is None:
+        key = os.urandom(32)
+        logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
+    held = held_out(private.x, private.y, key, units=units)
+    if held.all() or not held.any():
+        raise InputError(
+            f"{name}: holding out a tenth of the private rows for evaluation left "
+            f"{'no private' if held.all() else 'no evaluation'} record; {fix}"
+        )
+    keep = ArraySplit(private.x[~held], private.y[~held])
+    return keep, ArraySplit(private.x[held], private.y[held]), held
+
+
+def table_data(private, spec: TableSpec, *, name: str, classes=None, split_key=None) -> PateData:
+    """The :class:`PateData` of tables with named columns (:func:`pate.teachers.tables.
+    load_tables`): the private table ``private`` and ``spec``'s public and evaluation tables,
+    encoded by the public-fitted encoder; without an evaluation table, a keyed-hash tenth of
+    the private units is held out for it (as a pool's: :func:`held_out`)."""
+    from pate.teachers.tables import load_tables
+
+    tables = load_tables(private, spec, classes)
+    x, y, unit_ids = tables.x, tables.y, tables.unit_ids
+    splits = [ArraySplit(x[s], y[s]) for s in x]  # private, public[, evaluation]
+    if "evaluation" not in x:
+        fix = "give an evaluation table (evaluation=, [data] evaluation)"
+        splits[0], evaluation, held = _hold_out(name, splits[0], split_key, fix, units=unit_ids)
+        splits.append(evaluation)
+        unit_ids = None if unit_ids is None else unit_ids[~held]
+    data = _checked_data(name, *splits, tables.class_names)
+    return replace(data, encoder=tables.encoder, columns=tables.columns, unit_ids=unit_ids)
 
 
 def _read_whole(mapped: np.ndarray) -> np.ndarray:

@@ -17,6 +17,8 @@ __all__ = [
     "check_classes",
     "check_in_label_set",
     "label_set",
+    "class_indices",
+    "declared_or_public_classes",
     "DECLARE_CLASSES",
     "NOTHING_DONE",
 ]
@@ -211,3 +213,53 @@ def check_in_label_set(y, num_classes: int, what: str, *, where=_where) -> None:
         f"{'s' if count != 1 else ''} in all); a label outside the declared set is refused: "
         f"fix the record, or {DECLARE_CLASSES} ({NOTHING_DONE})"
     )
+
+
+def _as_index(text: str) -> int | None:
+    """The class index a label cell writes (``3``, ``3.0``), or None (a name, ``2.5``, ``-1``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if np.isfinite(value) and value == round(value) and value >= 0 else None
+
+
+def declared_or_public_classes(classes, public: list[str], what: str) -> list[str]:
+    """The class names: ``classes`` (declared), else those of the public label cells ``public``
+    (indices 0 .. their largest, or their names in sorted order); never the private labels."""
+    if classes is None:
+        if not public:
+            raise InputError(
+                f"{what}: no public row has a label, so nothing declares the set of classes "
+                f"(it is never read from the private rows: one added record would add a "
+                f"class); {DECLARE_CLASSES} ({NOTHING_DONE})"
+            )
+        indices = [_as_index(t) for t in public]
+        if all(i is not None for i in indices):
+            classes = [str(i) for i in range(max(i for i in indices if i is not None) + 1)]
+        else:
+            classes = sorted(set(public))
+    return [str(c) for c in classes]
+
+
+def class_indices(labels: list[str], names: list[str], where, *, unlabelled_ok) -> np.ndarray:
+    """The class indices of label cells: a cell is a name of ``names`` or an index ``0 ..
+    K-1``; an empty cell is -1 where ``unlabelled_ok`` (a bool, or one per cell). ``where(row)``
+    names a cell's place in the message refusing a label outside the set."""
+    lookup = {c: i for i, c in enumerate(names)}
+    unlabelled = np.broadcast_to(np.asarray(unlabelled_ok, dtype=bool), (len(labels),))
+    y = np.empty(len(labels), dtype=np.int64)
+    for row, text in enumerate(labels):
+        index = lookup.get(text)
+        if index is None:
+            index = _as_index(text)
+        if not text and unlabelled[row]:
+            index = -1
+        elif index is None or index >= len(names):
+            raise InputError(
+                f"{where(row)} has label {text!r}, outside the declared classes {names}; a "
+                f"label outside the declared set is refused: fix the record, or "
+                f"{DECLARE_CLASSES} ({NOTHING_DONE})"
+            )
+        y[row] = index
+    return y

@@ -18,11 +18,12 @@ from pate.analysis.errors import InputError
 from pate.analysis.mapped import npz_member_map
 from pate.teachers import cached_data
 from pate.teachers.data_checks import (
-    DECLARE_CLASSES,
     NOTHING_DONE,
     check_features,
     check_in_label_set,
     check_labels,
+    class_indices,
+    declared_or_public_classes,
     label_set,
 )
 from pate.teachers.errors import DatasetNotFoundError
@@ -317,48 +318,13 @@ def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLU
     return MarkedPool(feats.astype(np.float32)[order], y[order], split[order], len(names)), names
 
 
-def _as_index(text: str) -> int | None:
-    """The class index a label cell writes (``3``, ``3.0``), or None (a name, ``2.5``, ``-1``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return int(value) if np.isfinite(value) and value == round(value) and value >= 0 else None
-
-
 def _csv_labels(labels: list[str], split: np.ndarray, classes, what: str, where):
-    """``(class indices, class names)`` of a csv's label cells: a cell is a name of the label
-    set or a class index ``0 .. K-1``; the set is ``classes`` (declared), else the labels of the
-    public rows (indices 0 .. their largest, or their names in sorted order). An empty cell of a
-    public row is an unknown label (-1)."""
+    """``(class indices, class names)`` of a csv's label cells (the set: ``classes``, else the
+    public rows' labels; an empty cell of a public row is an unknown label, -1)."""
     public = [t for t, s in zip(labels, split) if s == PUBLIC and t]
-    if classes is None:
-        if not public:
-            raise InputError(
-                f"{what}: no row marked public has a label, so nothing declares the set of "
-                f"classes (it is never read from the private rows: one added record would "
-                f"add a class); {DECLARE_CLASSES} ({NOTHING_DONE})"
-            )
-        indices = [_as_index(t) for t in public]
-        if all(i is not None for i in indices):
-            classes = [str(i) for i in range(max(i for i in indices if i is not None) + 1)]
-        else:
-            classes = sorted(set(public))
-    names = [str(c) for c in classes]
-    lookup = {c: i for i, c in enumerate(names)}
-    y = np.empty(len(labels), dtype=np.int64)
-    for row, text in enumerate(labels):
-        index = lookup.get(text)
-        if index is None:
-            index = _as_index(text)
-        if not text and split[row] == PUBLIC:
-            index = -1
-        elif index is None or index >= len(names):
-            raise InputError(
-                f"{what}: {where((len(labels),), (row,))} (marked "
-                f"{SPLIT_VALUES[split[row]]}) has label {text!r}, outside the declared classes "
-                f"{names}; a label outside the declared set is refused: fix the record, or "
-                f"{DECLARE_CLASSES} ({NOTHING_DONE})"
-            )
-        y[row] = index
-    return y, names
+    names = declared_or_public_classes(classes, public, what)
+
+    def at(row: int) -> str:
+        return f"{what}: {where((len(labels),), (row,))} (marked {SPLIT_VALUES[split[row]]})"
+
+    return class_indices(labels, names, at, unlabelled_ok=split == PUBLIC), names

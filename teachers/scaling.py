@@ -85,10 +85,19 @@ def _steps(model):
 
 
 def handles_scale(model) -> bool:
-    """Whether a scikit-learn ``model`` takes care of feature scales itself: a ``Pipeline`` with a
-    scaler step, or a tree model."""
-    names = {type(step).__name__ for step in _steps(model)}
-    return bool(names & set(_SCALERS)) or type(model).__name__ in _SCALE_FREE
+    """Whether a scikit-learn ``model`` takes care of feature scales itself: a scaler step in it
+    (a ``Pipeline`` that scales), or trees only (a tree model, alone or inside a ``Pipeline`` or
+    a meta-estimator: a tree's splits do not depend on a feature's scale)."""
+    steps = _steps(model)
+    if {type(step).__name__ for step in steps} & set(_SCALERS):
+        return True
+    leaves = [step for step in steps if len(_steps(step)) == 1 and not _passes(step)]
+    return bool(leaves) and all(type(step).__name__ in _SCALE_FREE for step in leaves)
+
+
+def _passes(step) -> bool:
+    """A Pipeline's or ColumnTransformer's "passthrough" / "drop" / None step."""
+    return step is None or isinstance(step, str)
 
 
 def scale_warning(public_x, model, *, role: str = "teacher") -> str | None:

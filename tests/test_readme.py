@@ -28,12 +28,3 @@ def test_python_examples_run(path, tmp_path, monkeypatch, capsys):
     namespace: dict = {"__name__": "__readme__"}
     for block in python_blocks(path):
         exec(compile(block, str(path), "exec"), namespace)
-
-
-def test_the_quick_start_counts_the_shipped_configs():
-    """The README's `pate init-config --list` line says how many configs ship; it is that many."""
-    from pate.run.config import packaged_configs
-
-    line = next(x for x in README.read_text().splitlines() if "pate init-config --list" in x)
-    count = int(re.search(r"every shipped config \((\d+)\)", line).group(1))
-    assert count == len(packaged_configs())

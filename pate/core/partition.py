@@ -65,7 +65,7 @@ _KEY_BYTES = 32
 # --------------------------------------------------------------------------- ids and digests
 
 
-def _as_ids(ids: Any, name: str) -> np.ndarray:
+def as_ids(ids: Any, name: str) -> np.ndarray:
     """A 1-D array of integer or string ids (no floats, no objects, no missing values)."""
     if isinstance(ids, (str, bytes)) or ids is None:
         raise InputTypeError(
@@ -104,7 +104,7 @@ def ids_digest(ids: Any) -> str:
     str as UTF-8), used only to check that a saved partition matches its records and their order.
     Not a dataset identity: the privacy ledger identifies data with
     ``pate.ledger.dataset_identity(x, y)`` (order-independent, from the records' content)."""
-    arr = _as_ids(ids, "ids")
+    arr = as_ids(ids, "ids")
     h = hashlib.sha256()
     if np.issubdtype(arr.dtype, np.integer):
         h.update(b"pate-ids:int64:%d:" % arr.size)
@@ -165,7 +165,7 @@ class Partition:
         if self.mode == "unit" and unit_ids is None:
             raise InputError("unit_ids is required when mode='unit'")
         if unit_ids is not None:
-            unit_ids = _as_ids(unit_ids, "unit_ids").copy()
+            unit_ids = as_ids(unit_ids, "unit_ids").copy()
             if unit_ids.shape != assignment.shape:
                 raise InputError(
                     f"unit_ids must have one id per record ({assignment.size}), got {unit_ids.size}"
@@ -200,9 +200,9 @@ class Partition:
         """Which neighbouring datasets the PATE guarantee is stated for, in words."""
         if self.mode == "unit":
             return (
-                "unit-level: datasets differing by the records of one privacy unit (e.g. one "
-                "patient) added or removed; each unit's teacher is a keyed hash of its id, so "
-                "exactly one teacher's shard changes"
+                "unit-level: datasets differing by all the records of one privacy unit (a "
+                "person, e.g. one patient) added or removed; each unit's teacher is a keyed hash "
+                "of its id, so exactly one teacher's shard changes"
             )
         return (
             "record-level: datasets differing by one record added or removed; each record's "
@@ -323,7 +323,7 @@ class Partition:
             raise PartitionError(f"{str(path)!r} holds an invalid partition: {exc}") from None
         check_partition(partition, partition.num_records)
         if ids is not None:
-            given = _as_ids(ids, "ids")
+            given = as_ids(ids, "ids")
             if given.size != partition.num_records:
                 raise PartitionError(
                     f"ids has {given.size} entries but the partition at {str(path)!r} covers "
@@ -429,7 +429,7 @@ def _check_teachers(num_teachers: Any, available: int, what: str) -> int:
 def _digest_for(record_ids: Any, num_records: int) -> str:
     if record_ids is None:
         return ids_digest(np.arange(num_records, dtype=np.int64))
-    ids = _as_ids(record_ids, "record_ids")
+    ids = as_ids(record_ids, "record_ids")
     if ids.size != num_records:
         raise InputError(f"record_ids must have one id per record ({num_records}), got {ids.size}")
     if np.unique(ids).size != ids.size:
@@ -546,7 +546,7 @@ def partition_by_unit(
     :func:`partition_random`), so adding or removing
     a unit's records changes that unit's teacher alone (module docstring). Shard sizes follow
     the unit sizes (no balancing: balancing would move other units when one is added)."""
-    ids = _as_ids(unit_ids, "unit_ids")
+    ids = as_ids(unit_ids, "unit_ids")
     if ids.size == 0:
         raise InputError("unit_ids is empty; there are no records to split")
     units, inverse = np.unique(ids, return_inverse=True)

@@ -17,11 +17,19 @@ Modules (each imports only modules listed after it):
 ``dataset_registry`` resolving and registering datasets; names, records, links, blocks, ``Budget``.
 ``ledger_file``      the file: schema, opening and checks, transactions, text formats, audit rows.
 ``keying``           the ledger's secret (its key file), keyed record keys and dataset ids.
-``identity``         record keys, ``dataset_digest``, ``DatasetIdentity`` / ``dataset_identity``.
+``identity``         record and unit keys, ``dataset_digest``, ``DatasetIdentity``, ``private_identity``.
 """
 
 from pate.ledger.dataset_registry import CONVERSIONS, Budget
-from pate.ledger.identity import DatasetIdentity, dataset_digest, dataset_identity, record_keys
+from pate.ledger.identity import (
+    DatasetIdentity,
+    dataset_digest,
+    dataset_identity,
+    identity_note,
+    private_identity,
+    record_keys,
+    unit_identity,
+)
 from pate.ledger.ledger import DEFAULT_LEASE_SECONDS, Ledger, Reservation
 from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, SCHEMA_VERSION, default_ledger_path
 from pate.ledger.recorded_spend import ReservationInfo, StoredEvent
@@ -40,5 +48,8 @@ __all__ = [
     "dataset_digest",
     "dataset_identity",
     "default_ledger_path",
+    "identity_note",
+    "private_identity",
     "record_keys",
+    "unit_identity",
 ]

@@ -2,8 +2,10 @@
 
 ``record_keys(x, y)`` hashes each record's values (float32, C order, whatever the array's
 layout) and label; ``dataset_digest`` is the sha256 of sorted ids or record keys;
-``dataset_identity(x, y)`` is what every pate entry point registers and charges; a ledger stores
-them only keyed with its secret (:mod:`pate.ledger.keying`), never as such.
+``unit_identity(unit_ids)`` keys each row by its privacy unit (a person) instead;
+``private_identity(data)`` is what every pate entry point registers and charges (the people's
+when the data has an id column, else the records'); a ledger stores them only keyed with its
+secret (:mod:`pate.ledger.keying`), never as such.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.mapped import release_read
+from pate.core.partition import as_ids
 
 #: The record-key definition this code registers (``identities.key_version``; the tag below).
 KEY_VERSION = 2
@@ -25,6 +28,8 @@ HEX_DIGITS = frozenset("0123456789abcdef")
 # The record's values flattened in C order, whatever the array's layout.
 _RECORD_TAG = b"pate-learn record flat float32-le/int64 v2\n"
 _KEYS_TAG = b"pate-learn record-keys sha256/128 v1\n"
+# A privacy unit's id as UTF-8 text (an integer id as its decimal digits).
+_UNIT_TAG = b"pate-learn unit id utf8 v1\n"
 
 
 def dataset_digest(ids: Any) -> str:
@@ -163,6 +168,67 @@ def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
     when any record's values or label change."""
     keys = record_keys(x, y)
     return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]))
+
+
+def unit_identity(unit_ids: Any) -> DatasetIdentity:
+    """The ledger identity of private rows known by their privacy unit (a person: the table's id
+    column): one record key per person, the first 16 bytes of sha256(tag, the unit id as UTF-8
+    text), so nothing of a row counts but whose it is, and a person's rows added or dropped
+    leave the identity as it was. The same people
+    re-encoded, with columns added or dropped, or reordered are the same dataset; people added or
+    removed link to it (shared keys). ``unit_ids``: a 1-D array of integer or string ids, one per
+    row; an integer id and its decimal text are the same person (conservative: more sharing)."""
+    ids = as_ids(unit_ids, "unit_ids")
+    if ids.size == 0:
+        raise InputError("unit_ids is empty: one privacy-unit id per private row is needed")
+    units, rows = np.unique(ids.astype(str), return_inverse=True)  # rows: for the error only
+    blank = np.flatnonzero(np.char.strip(units) == "")
+    if blank.size:
+        row = int(np.flatnonzero(rows.reshape(-1) == blank[0])[0])
+        raise InputError(
+            f"unit_ids[{row}] is empty ({str(units[blank[0]])!r}): every private row needs the "
+            "id of its person; fill the id column or drop the row"
+        )
+    base = hashlib.sha256(_UNIT_TAG)
+    unit_keys = []
+    for unit in units.tolist():
+        h = base.copy()
+        h.update(unit.encode("utf-8"))
+        unit_keys.append(h.digest()[:RECORD_KEY_BYTES])
+    keys = np.asarray(unit_keys, dtype=f"S{RECORD_KEY_BYTES}")  # one per person
+    return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]))
+
+
+def private_identity(data: Any) -> DatasetIdentity:
+    """The ledger identity of the private split of ``data`` (a ``PateData``) that every pate entry
+    point registers and charges: its people's, :func:`unit_identity` of ``data.unit_ids``, when
+    the data names them (an id column), else its records', :func:`dataset_identity`."""
+    if data.unit_ids is None:
+        return dataset_identity(data.private.x, data.private.y)
+    if len(data.unit_ids) != len(data.private.y):
+        raise InputError(
+            f"unit_ids holds {len(data.unit_ids)} ids but the private split has "
+            f"{len(data.private.y)} rows: one privacy-unit id per private row is needed"
+        )
+    return unit_identity(data.unit_ids)
+
+
+def identity_note(by_people: bool) -> str:
+    """The report's sentence on what the ledger knows the private records by: their people's ids
+    (``by_people``: an id column), else their values."""
+    if by_people:
+        return (
+            "The ledger knows these private records by (keyed hashes of) their people's ids: the "
+            "same people re-encoded (standardised, rescaled, one-hot encoded, a column added or "
+            "dropped, rows reordered) spend from the same budget, and a table sharing people "
+            "with this one is linked to it."
+        )
+    return (
+        "The ledger knows these private records by their values: a re-encoded copy of them "
+        "(standardised, rescaled, one-hot encoded, a column added or dropped) is a new dataset "
+        "to the ledger, with a budget of its own. Name an id column (id= / [data] id) to bind "
+        "the budget to the people instead."
+    )
 
 
 def check_identity(identity: Any) -> DatasetIdentity:

@@ -20,6 +20,8 @@ MANIFEST = "manifest.json"
 #: What each file of a bundle is (a plot: "plot").
 WHAT = {
     rundir.STUDENT_WEIGHTS: "the released student (torch weights; pate.student.Student.load)",
+    rundir.STUDENT_ENCODER: "the student's table encoder, fitted on public rows only, and the "
+    "declared class names (JSON; pate.student.raw_rows.RawRowStudent.load takes raw rows)",
     rundir.REPORT_MD: "the privacy report (Markdown), public part",
     rundir.REPORT_HTML: "the privacy report (self-contained HTML), public part",
     rundir.REPORT_JSON: "the privacy report's figures (JSON), public part",
@@ -126,6 +128,8 @@ def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> lis
     files = [(rel, WHAT[rel]) for rel in (rundir.REPORT_MD, rundir.REPORT_HTML, rundir.REPORT_JSON)]
     if (run_dir / rundir.STUDENT_WEIGHTS).is_file():
         files.append((rundir.STUDENT_WEIGHTS, WHAT[rundir.STUDENT_WEIGHTS]))
+        if (run_dir / rundir.STUDENT_ENCODER).is_file():
+            files.append((rundir.STUDENT_ENCODER, _encoder_what(run_dir)))
     else:
         logger.warning(
             "export: %s has no %s (a scikit-learn student given from Python is never saved)",
@@ -138,6 +142,24 @@ def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> lis
     for rel, _ in files:
         _check_publishable(run_dir, rel, name=name)
     return files
+
+
+def _encoder_what(run_dir: pathlib.Path) -> str:
+    """What the bundle's encoder file is; it says when the user's own transformer is missing."""
+    transformer = read_json(run_dir / rundir.STUDENT_ENCODER).get("transformer")
+    if transformer is None:
+        return WHAT[rundir.STUDENT_ENCODER]
+    logger.warning(
+        "export: the run's preprocessing was the user's own %s, which is not in the bundle "
+        "(no pickles); whoever loads the student must pass it (RawRowStudent.load(..., "
+        "transformer=...))",
+        transformer,
+    )
+    return (
+        f"the student's table columns and class names; its preprocessing, the user's own "
+        f"{transformer}, is NOT included (no pickles): pass the fitted transformer to "
+        f"pate.student.raw_rows.RawRowStudent.load"
+    )
 
 
 def _plots(report: dict) -> list[tuple[str, str]]:

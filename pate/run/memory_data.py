@@ -1,11 +1,14 @@
 """Data given to :func:`pate.fit` / :func:`pate.plan` in memory: numpy arrays, ``(x, y)`` tuples,
-torch ``Dataset`` / ``DataLoader`` objects, checked and turned into the :class:`PateData` a run
-reads, with the ``[data]`` table the config records (the declared facts: classes, records, and a
-name for the records that is never derived from them)."""
+torch ``Dataset`` / ``DataLoader`` objects, tables (pandas DataFrames, CSV / Parquet paths),
+checked and turned into the :class:`PateData` a run reads, with the ``[data]`` table the config
+records (the declared facts: classes, records, the label / id / dropped columns, and a name for
+the records that is never derived from them)."""
 
 from __future__ import annotations
 
 import dataclasses
+import pathlib
+import sys
 from typing import Any
 
 import numpy as np
@@ -67,11 +70,9 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
     anything is written or charged; the label set is ``classes`` (declared), else the public
     labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
-    from pate.ledger import dataset_identity
-    from pate.teachers.data import (
-        ArraySplit,
-        PateData,
-        check_class_names,
+    from pate.ledger import private_identity
+    from pate.teachers.data import ArraySplit, PateData, check_class_names
+    from pate.teachers.data_checks import (
         check_classes,
         check_features,
         check_in_label_set,
@@ -104,7 +105,6 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     for split, part in by_split.items():
         check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
     check_classes("pate.fit", by_split, num_classes, declared=num_classes)
-    identity = dataset_identity(splits[0].x, splits[0].y)
     data = PateData(
         name=f"memory:{name}",  # the user's name for the records, never derived from them
         private=splits[0],
@@ -114,15 +114,79 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
         input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
         class_names=names,
     )
+    identity = private_identity(data)
     return data, identity
+
+
+#: The keywords of :func:`pate.fit` that describe a table's columns (``[data]`` keys).
+TABLE_KEYWORDS = ("label", "id", "drop", "preprocess")
+
+
+def _is_table(private, public) -> bool:
+    """Whether ``private`` (with a ``public`` source) is a table: a DataFrame or a CSV /
+    Parquet path (pandas is imported only where one may be given)."""
+    pandas = sys.modules.get("pandas")  # a DataFrame exists only once pandas is imported
+    if public is None:
+        return False
+    if pandas is not None and isinstance(private, pandas.DataFrame):
+        return True
+    if not isinstance(private, (str, pathlib.Path)):
+        return False
+    from pate.teachers.tables import is_table
+
+    return is_table(private)
+
+
+def table_source(private, public, evaluation, declared: dict, dataset=None):
+    """``(data, [data] table)`` of tables given to :func:`pate.fit`, read and checked now
+    (:func:`pate.teachers.data.table_data`). Files are recorded by path (``csv:PATH``); with a
+    DataFrame or a transformer among them, the records are named ``memory:DATASET``."""
+    from pate.teachers.data import table_data
+    from pate.teachers.tables import TableSpec, table_name
+
+    if declared["split_column"] is not None:
+        raise InputTypeError(
+            "split_column= applies to one pool of records (csv:PATH alone); tables given "
+            "with public= give their public and evaluation rows apart"
+        )
+    columns = {k: declared[k] for k in TABLE_KEYWORDS if declared[k] is not None}
+    if "drop" in columns:
+        drop = columns["drop"]
+        columns["drop"] = [drop] if isinstance(drop, str) else list(drop)
+    spec = TableSpec(public, evaluation, **dict(columns, drop=tuple(columns.get("drop", ()))))
+    preprocess = columns.get("preprocess", "auto")
+    files = [table_name(source) for source in (private, public, evaluation)]
+    by_path = isinstance(preprocess, str) and files[0] and files[1]
+    by_path = by_path and (evaluation is None or files[2])
+    name = files[0] if by_path else f"memory:{dataset or MEMORY_DATA_NAME}"
+    data = table_data(private, spec, name=name, classes=declared["classes"])
+    table = {"name": name, **columns, "preprocess": _preprocess_name(preprocess)}
+    if by_path:
+        table.update(public=files[1], evaluation=files[2])
+    return data, table
+
+
+def _preprocess_name(preprocess) -> str:
+    """How the config records ``preprocess=``: its name, or ``python:module.Class``."""
+    if isinstance(preprocess, str):
+        return preprocess
+    kind = type(preprocess)
+    return f"python:{kind.__module__}.{kind.__qualname__}"
 
 
 def data_source(private, public, evaluation, declared: dict, dataset=None):
     """``(data, identity, [data] table)``: a dataset name is read later by the stages (``data``
-    and ``identity`` None); arrays are checked now (:func:`memory_data`). ``declared``: the
-    ``[data]`` facts given (``classes``, ``split_column``, ``evaluation_public``; None: not)."""
+    and ``identity`` None); arrays and tables are checked now (:func:`memory_data`,
+    :func:`table_source`). ``declared``: the ``[data]`` facts given (``classes``,
+    ``split_column``, ``evaluation_public``, :data:`TABLE_KEYWORDS`; None: not)."""
     data = identity = None
-    if isinstance(private, str):
+    if _is_table(private, public):
+        from pate.ledger import private_identity
+
+        data, data_table = table_source(private, public, evaluation, declared, dataset)
+        identity = private_identity(data)
+        declared = {k: v for k, v in declared.items() if k not in TABLE_KEYWORDS}
+    elif isinstance(private, str):
         if public is not None or evaluation is not None:
             raise InputTypeError(
                 f"private={private!r} names a dataset with its own public and "
@@ -132,6 +196,12 @@ def data_source(private, public, evaluation, declared: dict, dataset=None):
     else:
         if public is None:
             raise InputTypeError("public= (the public inputs the teachers label) is needed")
+        given = [k for k in TABLE_KEYWORDS if declared.get(k) is not None]
+        if given:
+            raise InputTypeError(
+                f"{', '.join(f'{k}=' for k in given)} name columns of a table: give private= "
+                f"and public= as pandas DataFrames or CSV / Parquet paths (arrays have no names)"
+            )
         if declared["split_column"] is not None:
             raise InputTypeError(
                 "split_column= applies to a source that is one pool of records (csv:PATH, "
@@ -140,9 +210,9 @@ def data_source(private, public, evaluation, declared: dict, dataset=None):
         data, identity = memory_data(
             private, public, evaluation, declared["classes"], dataset or MEMORY_DATA_NAME
         )
-        if declared["evaluation_public"]:  # declared: the student's figures on it are public
-            data = dataclasses.replace(data, evaluation_public=True)
         data_table = {"name": data.name}
+    if data is not None and declared["evaluation_public"]:
+        data = dataclasses.replace(data, evaluation_public=True)  # the student's figures: public
     data_table.update({k: v for k, v in declared.items() if v is not None})
     if isinstance(data_table.get("classes"), tuple):  # a TOML list
         data_table["classes"] = list(data_table["classes"])

@@ -83,7 +83,9 @@ def _margins_and_teachers(run: Run, saved: run_cost.Saved) -> tuple[dict, str, d
             f"{saved.spec.title}: no vote margins; what the private records "
             "contributed was drawn inside the aggregate stage and never saved"
         )
-        relation = "record"  # every record may be sampled for any query: no partition
+        # every row may be read for any query: no partition; with an id column one row per
+        # person is read (pate.run.stages.records.private_rows), so the bound is per person
+        relation = "record" if run.data.unit_ids is None else "unit"
         teachers = {
             "teacher_accuracy_mean": None,
             "teacher_accuracy_std": None,
@@ -320,7 +322,10 @@ def build_analysis(run: Run) -> dict:
     doc["privacy"]["records"] = {"declared": records, "basis": basis}
     u = doc["utility"]
     u["warnings"], u["internal_warnings"] = split_utility_warnings(
-        u, num_classes=int(run.data.num_classes), answered=int(saved.answered.sum())
+        u,
+        num_classes=int(run.data.num_classes),
+        answered=int(saved.answered.sum()),
+        smoke_test=bool(config.run.smoke_test),
     )
     for warning in u["warnings"]:
         logger.warning("utility: %s", warning)

@@ -57,6 +57,8 @@ AGGREGATE = _PRIVATE + "aggregate.json"
 PENDING = _PRIVATE + "aggregate.pending.npz"
 #: the released student (publishable)
 STUDENT_WEIGHTS = "student.pt"
+#: its table encoder, fitted on public rows (JSON; pate.student.raw_rows.ENCODER_FILE)
+STUDENT_ENCODER = "student_encoder.json"
 STUDENT_CHECKPOINTS = "student"
 STUDENT_METRICS = _PRIVATE + "student_metrics.json"
 ANALYSIS = _PRIVATE + "analysis.json"
@@ -89,6 +91,17 @@ STUDENT_METRICS_KEYS = frozenset(
 STATE_KEYS = frozenset(
     {"format", "run_id", "created", "stream_seed", "ledger", "config_comparable"}
 )
+
+
+def preprocessing_lines(run_dir) -> list[str]:
+    """What turned the run's table rows into features, in plain lines for the report (the
+    encoder's description in ``student_encoder.json``: fitted on public rows only, so
+    publishable); [] for a run on arrays or before its student stage."""
+    path = pathlib.Path(run_dir) / STUDENT_ENCODER
+    if not path.is_file():
+        return []
+    lines = read_json(path, what="the student's table encoder").get("describe")
+    return [str(line) for line in lines] if isinstance(lines, list) else []
 
 
 def now_utc() -> str:

@@ -22,17 +22,24 @@ MIN_LABELS_PER_CLASS = 10
 #: below this share of answered labels agreeing with the teachers' plurality, the noise decides
 #: most answers.
 MIN_AGREEMENT = 0.5
+NOISE_FIX = (
+    "use less noise for the same budget: fewer queries (queries=, [aggregator] queries), fewer "
+    "teachers, or a larger target epsilon"
+)
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def utility_warnings(u: dict, *, num_classes: int, answered: int) -> list[str]:
+def utility_warnings(
+    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False
+) -> list[str]:
     """Plain-language warnings about what the run's student is worth, each naming what to
     change (the rules above; docs/student.md). ``u``: the ``utility`` object of
     ``analysis.json`` (student_accuracy, majority_class_rate, plurality_vote_accuracy,
-    label_accuracy_answered, answered_plurality_agreement, student_steps, scale_warnings)."""
+    label_accuracy_answered, answered_plurality_agreement, student_steps, scale_warnings). A
+    smoke test (it only checks that the pipeline works) trains short on purpose: not warned."""
     out = []
     accuracy_warning = _student_accuracy_warning(u, num_classes=num_classes, answered=answered)
     if accuracy_warning is not None:
@@ -44,7 +51,7 @@ def utility_warnings(u: dict, *, num_classes: int, answered: int) -> list[str]:
             f"threshold buys more."
         )
     steps = u.get("student_steps")
-    if steps is not None:
+    if steps is not None and not smoke_test:
         from pate.student.settings import MIN_STUDENT_STEPS
 
         if steps < MIN_STUDENT_STEPS:
@@ -65,17 +72,21 @@ EVALUATION_FIGURES = ("student_accuracy", "majority_class_rate")
 
 
 def split_utility_warnings(
-    u: dict, *, num_classes: int, answered: int
+    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False
 ) -> tuple[list[str], list[str]]:
     """``(public, internal)``: the warnings judged on the publishable figures of ``u`` alone
     (the teachers' and the noise-free plurality vote's figures left out, and the student's
     accuracy unless ``u["evaluation_public"]``), and those that fire only with the internal
     figures (docs/publishing.md: whether a warning appears is itself a bit about the data)."""
-    everything = utility_warnings(u, num_classes=num_classes, answered=answered)
+    everything = utility_warnings(
+        u, num_classes=num_classes, answered=answered, smoke_test=smoke_test
+    )
     view = {**u, **dict.fromkeys(INTERNAL_FIGURES)}
     if u.get("evaluation_public") is not True:
         view = {k: v for k, v in view.items() if k not in EVALUATION_FIGURES}
-    public = utility_warnings(view, num_classes=num_classes, answered=answered)
+    public = utility_warnings(
+        view, num_classes=num_classes, answered=answered, smoke_test=smoke_test
+    )
     return public, [w for w in everything if w not in public]
 
 
@@ -91,48 +102,21 @@ def _student_accuracy_warning(u: dict, *, num_classes: int, answered: int) -> st
     chance = 1.0 / max(2, num_classes)
     majority = u.get("majority_class_rate")
     baseline = max(chance, majority if majority is not None else 0.0)
-    noise_fix = (
-        "use less noise for the same budget: fewer queries (queries=, [aggregator] "
-        "queries), fewer teachers, or a larger target epsilon"
-    )
     drowned = agreement is not None and agreement < MIN_AGREEMENT and answered > 0
     if student <= baseline + NEAR_CHANCE:
-        text = (
+        return (
             f"The student ({_pct(student)}) is near chance: always answering the evaluation "
-            f"split's majority class gives {_pct(baseline)}."
+            f"split's majority class gives {_pct(baseline)}. "
+            + _near_chance_cause(u, baseline, num_classes=num_classes, answered=answered)
         )
-        if plurality is not None and plurality <= baseline + NEAR_CHANCE:
-            text += (
-                f" The teachers' plurality vote is near chance too ({_pct(plurality)}): each "
-                f"teacher learned too little. Give each teacher more records (fewer "
-                f"teachers), use teacher='auto', or a model suited to these inputs "
-                f"(scaled tabular features)."
-            )
-        elif drowned:
-            text += (
-                " Most answered labels disagree with the teachers' plurality vote: the noise "
-                f"decides the answers; {noise_fix}."
-            )
-        elif answered < MIN_LABELS_PER_CLASS * num_classes:
-            text += (
-                f" It had {answered} labels for {num_classes} classes: answer more queries "
-                f"(a larger budget, or less noise)."
-            )
-        else:
-            text += (
-                " Its labels are better than that: train the student longer (leave its "
-                "epochs unset, student='auto') or with a model suited to the inputs."
-            )
-        return text
     elif labels is not None and student < labels - BELOW_LABELS:
         return (
             f"The student ({_pct(student)}) is far below the accuracy of its own labels "
-            f"({_pct(labels)}): it did not learn what it was given. Train it longer (leave "
-            f"its epochs unset: auto trains at least 1000 steps), or use student='auto'."
+            f"({_pct(labels)}): it did not learn what it was given. {_training_fix(u)}"
         )
     elif plurality is not None and student < plurality - BELOW_PLURALITY:
         cause = (
-            f"most answered labels disagree with the plurality vote; {noise_fix}"
+            f"most answered labels disagree with the plurality vote; {NOISE_FIX}"
             if drowned
             else "answer more queries, use less noise, or train the student longer"
         )
@@ -143,9 +127,59 @@ def _student_accuracy_warning(u: dict, *, num_classes: int, answered: int) -> st
     elif drowned:
         return (
             f"Most answered labels disagree with the teachers' plurality vote: the noise "
-            f"decides the answers; {noise_fix}."
+            f"decides the answers; {NOISE_FIX}."
         )
     return None
+
+
+def _training_fix(u: dict) -> str:
+    """How to train the student better: longer only when its given epochs were short (unset
+    epochs train at least MIN_STUDENT_STEPS steps)."""
+    from pate.student.settings import MIN_STUDENT_STEPS
+
+    steps = u.get("student_steps")
+    if steps is not None and steps < MIN_STUDENT_STEPS:
+        return (
+            f"Train it longer: its epochs give {steps} optimiser steps (leave them unset: "
+            f"at least {MIN_STUDENT_STEPS})."
+        )
+    return "Use student='auto' or a model suited to the inputs (scaled tabular features)."
+
+
+def _near_chance_cause(u: dict, baseline: float, *, num_classes: int, answered: int) -> str:
+    """Why a student near chance is there, from the figures ``u`` holds (the first that
+    applies): teachers who learned too little, noise that decides the answers, too few labels,
+    labels near chance themselves, else the student's training."""
+    plurality, labels = u.get("plurality_vote_accuracy"), u.get("label_accuracy_answered")
+    agreement = u.get("answered_plurality_agreement")
+    if plurality is not None and plurality <= baseline + NEAR_CHANCE:
+        return (
+            f"The teachers' plurality vote is near chance too ({_pct(plurality)}): each "
+            "teacher learned too little. Give each teacher more records (fewer teachers), use "
+            "teacher='auto', or a model suited to these inputs (scaled tabular features)."
+        )
+    if agreement is not None and agreement < MIN_AGREEMENT and answered > 0:
+        return (
+            "Most answered labels disagree with the teachers' plurality vote: the noise "
+            f"decides the answers; {NOISE_FIX}."
+        )
+    if answered < MIN_LABELS_PER_CLASS * num_classes:
+        return (
+            f"It had {answered} labels for {num_classes} classes: answer more queries (a "
+            "larger budget, or less noise)."
+        )
+    if labels is not None and labels <= baseline + NEAR_CHANCE:
+        return (
+            f"Its labels are near chance too ({_pct(labels)}): the noise decides them. Use a "
+            "larger target epsilon (`pate plan` names one), or more private records per class."
+        )
+    if labels is None:
+        return (
+            "Whether its labels are better could not be checked (the public labels are not "
+            "known): if `pate plan` warned of weak labels, they are the problem (a larger "
+            f"target epsilon); otherwise: {_training_fix(u)}"
+        )
+    return f"Its labels are better ({_pct(labels)}). {_training_fix(u)}"
 
 
 def _model_object(run: Run, key: str, setting):

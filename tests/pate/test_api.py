@@ -313,6 +313,9 @@ def test_custom_torch_modules_and_torch_datasets(tmp_path, digits):
     )
     assert 0 < int(result.answered_mask.sum()) <= 100
     assert result.student.predict(digits.evaluation.x).shape == (200,)
+    assert np.array_equal(
+        result.predict(digits.evaluation.x), result.student.predict(digits.evaluation.x)
+    )
     assert not result.privacy["ledger_enforced"] and result.privacy["noise_seeded"]
     from pate.student.train import Student
 

@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
             "leaves to the planner ([partition] num_teachers, [aggregator] queries, the Confident "
             'GNMax threshold, mechanism = "auto"), check what it sets, and print what to expect '
             "(records per teacher, noise relative to the ensemble, the answers the budget buys, "
-            "the guarantee). Works from [data] records (the declared, public number of private "
+            "the guarantee; for a table, which columns it uses and how). Works from [data] records (the declared, public number of private "
             "records; built-in datasets declare their own), the public split's size, the classes "
             "and the input shape (and what the ledger has left); writes nothing. Exit 0 when the "
             "plan is usable, 2 with the setting to change and a fix when it is not "
@@ -34,32 +34,41 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    from pate.cli.commands.run import RUN_TABLES
     from pate.cli.commands.stage_cli import add_start_arguments, add_table_arguments
 
     add_start_arguments(p)
-    add_table_arguments(p, "cluster")  # the flags of `pate run`
+    for table in RUN_TABLES:  # the flags of `pate run`
+        add_table_arguments(p, table)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pate.cli.commands.run import RUN_TABLES
     from pate.cli.commands.stage_cli import start_flags
     from pate.run import planner
     from pate.run.config import load, planning
 
-    config = load(args.config, run_dir=args.run_dir, **start_flags(args, ("cluster",)))
+    flags = start_flags(args, RUN_TABLES)
+    config = load(args.config, run_dir=args.run_dir, **flags)
     data = config.load_data()
     _, plan = planning.plan(
         config,
         data,
-        wording="config",
         remaining_eps=planner.ledger_remaining(config.privacy.ledger_path(), data),
     )
+    columns = []
+    if data.columns is not None:  # a table: which columns the run uses, and how
+        from pate.teachers.tables import column_lines
+
+        columns = column_lines(data.columns, data.encoder)
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps(dict(plan.to_dict(), columns=columns), indent=2))
     else:
-        print("\n".join(plan.lines()))
+        print("\n".join([*plan.lines(), *columns]))
         if plan.usable:
-            print(f"usable      yes: `pate run --config {args.config}` runs this plan")
+            same = " with the same flags" if flags["overrides"] else ""
+            print(f"usable      yes: `pate run --config {args.config}`{same} runs this plan")
         else:  # only a smoke test gets here: its refusals are warnings
             print(
                 "usable      no: [run] smoke_test = true runs it anyway, to check that the "

@@ -8,6 +8,9 @@ import pathlib
 
 from pate.analysis.errors import InputError
 
+#: The config tables whose keys are flags of `pate run` and `pate plan` (docs/cli.md).
+RUN_TABLES = ("cluster", "aggregator")
+
 
 def add_parser(subparsers) -> None:
     from pate.run import rundir
@@ -49,7 +52,8 @@ def add_parser(subparsers) -> None:
 
     add_start_arguments(p)
     add_threads_argument(p)
-    add_table_arguments(p, "cluster")  # --backend ray --address auto ... (docs/cluster.md)
+    for table in RUN_TABLES:  # --backend ray (docs/cluster.md), --target-eps 1, --sigma2 auto
+        add_table_arguments(p, table)
     p.set_defaults(func=run)
 
 
@@ -63,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
-    flags = start_flags(args, ("cluster",))
+    flags = start_flags(args, RUN_TABLES)
     if args.config is None:
         if not (args.resume and args.run_dir):
             raise InputError(

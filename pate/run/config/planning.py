@@ -13,33 +13,26 @@ def plan(
     data=None,
     *,
     facts=None,
-    wording: str = "config",
     remaining_eps: float | None = None,
 ):
     """``(planned config, plan)``: ``config`` with what it left to the planner filled in
     (validated once more only then), and the :class:`pate.run.planner.Plan`, made from
     ``facts`` (None: the public facts of ``data``, or of the ``[data]`` source loaded when
     ``data`` is None too: :func:`facts_of`). Raises :class:`pate.run.planner.PlanError`
-    naming the setting as ``wording`` says ("config": TOML keys, "python": keywords)."""
+    naming the setting by its TOML key (``pate.fit`` and ``pate.plan`` reword it:
+    :func:`pate.run.config.python_wording`)."""
     from pate.run import planner
 
     if facts is None:
-        facts = facts_of(config, config.load_data() if data is None else data, wording)
-    given = config.to_dict()
-    filled, made = planner.plan_config(
-        given,
-        facts,
-        calibration=lambda d: RunConfig.parse(d).calibration(),
-        orders=lambda d: RunConfig.parse(d).privacy.order_grid(),
-        wording=wording,
-        remaining_eps=remaining_eps,
-    )
+        facts = facts_of(config, config.load_data() if data is None else data)
+    filled, made = planner.plan_config(config, facts, remaining_eps=remaining_eps)
     earlier = dict((config.planned or {}).get("filled") or {})
     made = dataclasses.replace(made, filled=dict(earlier, **made.filled))
-    return (config if filled == given else RunConfig.from_dict(filled)), made
+    given, planned = config.to_dict(), filled.to_dict()
+    return (config if planned == given else RunConfig.from_dict(planned)), made
 
 
-def facts_of(config: RunConfig, data, wording: str = "config"):
+def facts_of(config: RunConfig, data):
     """The public facts (:class:`pate.run.planner.Facts`) a plan of ``config`` is made from:
     ``data``'s public sizes with the declared number of private records
     (:meth:`pate.run.config.tables.DataTable.declared_records`; a declaration far from the
@@ -47,4 +40,4 @@ def facts_of(config: RunConfig, data, wording: str = "config"):
     from pate.run import planner
 
     records, basis = config.data.declared_records(data)
-    return planner.facts_of(data, records=records, basis=basis, wording=wording)
+    return planner.facts_of(data, records=records, basis=basis)

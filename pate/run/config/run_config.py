@@ -137,14 +137,14 @@ class RunConfig:
         """Whether a setting is left to the planner (:func:`pate.run.planner.needs_plan`)."""
         from pate.run.planner import needs_plan
 
-        return needs_plan(self.to_dict())
+        return needs_plan(self)
 
     def probe(self) -> RunConfig:
         """This config with placeholders where the planner will fill in
         (:func:`pate.run.planner.probe`), to validate everything else first."""
         from pate.run.planner import probe
 
-        return RunConfig.parse(probe(self.to_dict()))
+        return probe(self)
 
     # -------------------------------------------------------------- what the config says
 

@@ -90,7 +90,10 @@ class DataTable(_Table):
     """``[data]``: the data source, its public and evaluation sizes, and the public facts the
     user declares: the label set (``classes``), the column marking a pool's rows
     (``split_column``), whether its evaluation rows are public (``evaluation_public``) and the
-    approximate number of private records (``records``, :meth:`declared_records`)."""
+    approximate number of private records (``records``, :meth:`declared_records`). A table with
+    named columns (``name`` a CSV / Parquet file) names its own ``public`` and ``evaluation``
+    files, its ``label`` and privacy-unit ``id`` columns, the columns to ``drop`` and how it is
+    encoded (``preprocess``: docs/own_data.md)."""
 
     name: str = key(str, REQUIRED, keyword="private=")
     root: str | None = key(str, None)
@@ -102,6 +105,28 @@ class DataTable(_Table):
     classes: tuple[str, ...] | None = key(list, None)
     split_column: str = key(str, "split")
     evaluation_public: bool = key(bool, False)
+    public: str | None = key(str, None, keyword="public=")
+    evaluation: str | None = key(str, None, keyword="evaluation=")
+    label: str | None = key(str, None)
+    id: str | None = key(str, None)
+    drop: tuple[str, ...] | None = key(list, None)
+    preprocess: str = key(str, "auto")
+
+    def table(self):
+        """The :class:`pate.teachers.tables.TableSpec` of a table with its own public file
+        (None: a dataset name, or one pool marked by ``split_column``)."""
+        if self.public is None:
+            return None
+        from pate.teachers.tables import TableSpec
+
+        return TableSpec(
+            public=self.public,
+            evaluation=self.evaluation,
+            label=self.label,
+            id=self.id,
+            drop=tuple(self.drop or ()),
+            preprocess=self.preprocess,
+        )
 
     def loader_settings(self) -> dict:
         """Keyword arguments of :func:`pate.teachers.data.load_pate_data` (besides the name)."""
@@ -114,6 +139,7 @@ class DataTable(_Table):
             "classes": None if self.classes is None else list(self.classes),
             "split_column": self.split_column,
             "evaluation_public": self.evaluation_public,
+            "table": self.table(),
         }
         if size is not None:
             out["image_size"] = tuple(size) if isinstance(size, tuple) else size
@@ -124,7 +150,7 @@ class DataTable(_Table):
         works from -- ``"declared"``: ``records``, the approximate number the user states as
         public; ``"builtin"``: a built-in dataset's private split (a published fact). Never the
         count of the user's own loaded records (that is internal)."""
-        from pate.teachers.data import DATASET_NAMES
+        from pate.teachers.builtin_datasets import DATASET_NAMES
 
         if self.records is not None:
             return int(self.records), "declared"
@@ -136,10 +162,11 @@ class DataTable(_Table):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PartitionTable(_Table):
     """``[partition]``: how many teachers (None: a mechanism without teachers; "auto": left to
-    the planner) and how records are dealt to them."""
+    the planner) and how records are dealt to them (``mode`` None: by person when the data has
+    an id column, else record by record: :func:`pate.run.stages.partition.unit_ids_of`)."""
 
     num_teachers: int | str | None = key((int, str), None, AT_LEAST_ONE, "auto")
-    mode: str = key(str, "random", keyword="partition=")
+    mode: str | None = key(str, None, keyword="partition=")
     unit_ids: str | None = key(str, None)
 
 

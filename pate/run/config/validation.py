@@ -48,7 +48,8 @@ def _check_run_table(config: RunConfig) -> None:
 
 
 def _check_data_table(config: RunConfig) -> None:
-    from pate.teachers.data import DATASET_NAMES, check_class_names
+    from pate.teachers.builtin_datasets import DATASET_NAMES
+    from pate.teachers.data import check_class_names
 
     data = config.data
     if data.classes is not None:
@@ -58,6 +59,7 @@ def _check_data_table(config: RunConfig) -> None:
         raise SettingError("data", "split_column", "", problem)
     if data.records is None and data.name not in DATASET_NAMES:
         raise SettingError("data", "records", None, records_needed_text("[data] records"))
+    _check_table_keys(data)
     size = data.image_size
     if size is not None:
         if not data.name.startswith("imagefolder:"):
@@ -77,13 +79,68 @@ def _check_data_table(config: RunConfig) -> None:
             raise SettingError("data", "image_size", size, problem)
 
 
+def _check_table_keys(data) -> None:
+    """The keys of a table with named columns: ``public`` (and ``evaluation``) with a CSV or
+    Parquet ``name`` and a ``label``; ``label``, ``id``, ``drop`` and ``preprocess`` only there
+    (or for tables given to ``pate.fit``, recorded as ``memory:`` data)."""
+    declared = {"label": data.label, "id": data.id, "drop": data.drop}
+    declared["preprocess"] = None if data.preprocess == "auto" else data.preprocess
+    if (
+        data.public is None
+        and data.evaluation is None
+        and all(value is None for value in declared.values())
+    ):
+        return  # no table: pandas is not imported
+    from pate.teachers.tables import PREPROCESS, is_table
+
+    in_memory = data.name.startswith("memory:")
+    if data.public is not None and not is_table(data.name):
+        problem = (
+            f"[data] public names the public table of a table with named columns; [data] name "
+            f"must then be a CSV or Parquet file (csv:PATH, parquet:PATH), not {data.name!r}"
+        )
+        raise SettingError("data", "public", data.public, problem)
+    for name in ("public", "evaluation"):
+        value = getattr(data, name)
+        if value is not None and not is_table(value):
+            problem = f"[data] {name} must be a CSV or Parquet file (csv:PATH, parquet:PATH)"
+            raise SettingError("data", name, value, problem)
+    if data.evaluation is not None and data.public is None:
+        problem = "[data] evaluation needs [data] public (the public table beside it)"
+        raise SettingError("data", "evaluation", data.evaluation, problem)
+    if data.public is not None and data.label is None:
+        problem = '[data] label must name the label column of the tables (e.g. "outcome")'
+        raise SettingError("data", "label", None, problem)
+    for name, value in declared.items():
+        if value is not None and data.public is None and not in_memory:
+            problem = (
+                f"[data] {name} applies to a table with named columns and its own public "
+                f'file: give [data] public = "csv:PATH" (or leave {name} out)'
+            )
+            raise SettingError("data", name, value, problem)
+    if data.drop is not None and not all(isinstance(c, str) and c for c in data.drop):
+        problem = "[data] drop must be a list of column names"
+        raise SettingError("data", "drop", list(data.drop), problem)
+    objects = in_memory and data.preprocess.startswith("python:")  # a transformer given to fit
+    if data.preprocess not in PREPROCESS and not objects:
+        problem = f"[data] preprocess must be one of {', '.join(PREPROCESS)}"
+        raise SettingError("data", "preprocess", data.preprocess, problem)
+    if data.public is not None and (data.public_size or data.eval_size):
+        problem = "[data] public_size / eval_size do not apply: the tables give their own rows"
+        raise SettingError("data", "public_size", data.public_size, problem)
+
+
 def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
     """``[partition]``: a number of teachers, or the whole table left out by a mechanism that
     trains no teachers; the mode and its unit ids."""
     part = config.partition
     if knn_run:
         # no teachers: the private records vote through their nearest neighbours, record-level
-        if part.num_teachers is not None or part.unit_ids is not None or part.mode != "random":
+        if (
+            part.num_teachers is not None
+            or part.unit_ids is not None
+            or part.mode not in (None, "random")
+        ):
             problem = (
                 f"[partition] does not apply to mechanism = {config.aggregator.mechanism!r}: it "
                 "trains no teachers (the private records vote through their nearest "
@@ -105,8 +162,15 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
             "hash of the record: adding or removing one changes one teacher)"
         )
         raise SettingError("partition", "mode", part.mode, problem)
-    if part.mode not in ("random", "unit"):
+    if part.mode not in (None, "random", "unit"):
         problem = f'[partition] mode must be one of "random", "unit", got {part.mode!r}'
+        raise SettingError("partition", "mode", part.mode, problem)
+    if config.data.id is not None and (part.mode is not None or part.unit_ids is not None):
+        problem = (
+            f"[data] id = {config.data.id!r} names each row's person, and the teachers are "
+            "dealt by person; remove [partition] mode and unit_ids (a record-by-record deal "
+            "would split a person among teachers)"
+        )
         raise SettingError("partition", "mode", part.mode, problem)
     if (part.mode == "unit") != (part.unit_ids is not None):
         problem = (

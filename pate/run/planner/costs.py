@@ -1,46 +1,41 @@
 """What a plan costs and buys: the worst-case epsilon of n answers, the answers a budget
 buys at fixed noise, the noise calibrated for n queries, the voters and the argmax noise
-of a mechanism (reads the config and the mechanism spec only)."""
+of a mechanism (reads the typed config and the mechanism spec only)."""
 
 from __future__ import annotations
 
-import copy
 import math
+import types
 
 from pate.teachers.errors import ConfigError
 
 
-def release_rdp(config: dict, spec, params: dict, grid):
+def release_rdp(config, spec, params: dict, grid):
+    """The planned sanitized release's RDP (None without one) of ``config`` (a
+    :class:`pate.run.config.RunConfig`)."""
     from pate import analysis
 
-    priv = config["privacy"]
-    if not (bool(priv.get("release", True)) and spec.release_params(params) is not None):
+    priv = config.privacy
+    if not (priv.release and spec.release_params(params) is not None):
         return None
     return analysis.gnss_rdp_curve(
-        beta=priv["release_beta"], sigma_ss=priv["release_sigma_ss"], orders=grid
+        beta=priv.release_beta, sigma_ss=priv.release_sigma_ss, orders=grid
     )
 
 
-def worst_eps(config: dict, spec, params: dict, n: int, grid) -> float:
+def worst_eps(config, spec, params: dict, n: int, grid) -> float:
     """The data-independent eps of ``n`` asked queries, all answered (with the release)."""
     from pate.analysis.rdp import eps_from_rdp
 
-    orders = grid
-    rdp = n * spec.worst_case_query_rdp(params, orders=orders)
+    rdp = n * spec.worst_case_query_rdp(params, orders=grid)
     extra = release_rdp(config, spec, params, grid)
     if extra is not None:
         rdp = rdp + extra
-    return float(
-        eps_from_rdp(
-            rdp,
-            orders=orders,
-            delta=config["privacy"]["delta"],
-            conversion=config["privacy"]["conversion"],
-        )[0]
-    )
+    priv = config.privacy
+    return float(eps_from_rdp(rdp, orders=grid, delta=priv.delta, conversion=priv.conversion)[0])
 
 
-def answers_fixed(config: dict, spec, params: dict, budget: float, cap: int, grid) -> int:
+def answers_fixed(config, spec, params: dict, budget: float, cap: int, grid) -> int:
     """How many queries, all answered, fixed noise ``params`` buys within ``budget`` (<= cap)."""
     if cap <= 0 or worst_eps(config, spec, params, 1, grid) > budget:
         return 0
@@ -56,15 +51,20 @@ def answers_fixed(config: dict, spec, params: dict, budget: float, cap: int, gri
     return lo
 
 
-def calibrated_noise(config: dict, queries: int, calibration) -> dict | None:
-    """The ``"auto"`` noise of ``config`` calibrated for ``queries`` (pate.run.config.RunConfig.calibration),
-    None when the target is unreachable."""
-    trial = copy.deepcopy(config)
-    trial["aggregator"]["queries"] = int(queries)
-    if trial["aggregator"].get("threshold") == "auto":
-        trial["aggregator"]["threshold"] = 1.0  # set after the teachers; calibration ignores it
+def with_noise(config, **values):
+    """``config`` with these ``[aggregator]`` noise parameters set (not validated)."""
+    noise = dict(config.aggregator.noise, **values)
+    return config.replace("aggregator", noise=types.MappingProxyType(noise))
+
+
+def calibrated_noise(config, queries: int) -> dict | None:
+    """The ``"auto"`` noise of ``config`` calibrated for ``queries``
+    (:meth:`pate.run.config.RunConfig.calibration`), None when the target is unreachable."""
+    trial = config.replace("aggregator", queries=int(queries))
+    if trial.aggregator.noise.get("threshold") == "auto":
+        trial = with_noise(trial, threshold=1.0)  # set after the teachers; calibration ignores it
     try:
-        return calibration(trial)["calibrated"]
+        return dict(trial.calibration()["calibrated"])
     except ConfigError:
         return None
 

@@ -1,6 +1,7 @@
 """The planner's choice of a table's front-end for a mechanism that releases once (``[knn] features``, ``rule``,
 ``dims``, and the automatic student's ``targets``): sizes and the calibrated noise only, so it
-is free (:func:`pate.core.tuned_defaults.table_front_end`)."""
+is free (:func:`pate.core.tuned_defaults.table_front_end`), and the width of the release's rows
+(:func:`release_dims`)."""
 
 from __future__ import annotations
 
@@ -8,37 +9,32 @@ from pate.run.planner.costs import is_number
 from pate.run.planner.model import Facts
 
 
-def plan_table_front_end(config: dict, facts: Facts, noise: dict, filled: dict) -> None:
+def plan_table_front_end(config, facts: Facts, noise: dict, filled: dict):
     """A release of the records on a table, when the user named no front-end: the quadratic
     features and the "qda" rule when the sizes afford every class's covariance, else random
     Fourier features (``[knn] features = "kernel"``) with, when left open, their PCA dimensions
     from the sizes and the calibrated noise (:func:`pate.core.tuned_defaults.table_front_end`,
-    :func:`pate.core.tuned_defaults.kernel_dims`). Written into ``config`` and ``filled`` (sizes and
+    :func:`pate.core.tuned_defaults.kernel_dims`). Returns ``config`` (a
+    :class:`pate.run.config.RunConfig`) with them set, and records them in ``filled`` (sizes and
     noise only: free)."""
     from pate.core.tuned_defaults import table_front_end
 
-    knn = config.get("knn") or {}
-    sigma = noise.get("sigma")
-    if (
-        len(facts.input_shape) != 1
-        or knn.get("features", "kernel") != "kernel"
-        or not is_number(sigma)
-    ):
-        return
+    features, sigma = config.knn.features, noise.get("sigma")
+    if len(facts.input_shape) != 1 or features not in (None, "kernel") or not is_number(sigma):
+        return config
     classes = max(facts.classes, 2)
     if (
-        "features" not in knn
+        features is None
         and table_front_end(
             private_records=facts.private_records, num_classes=classes, columns=facts.input_shape[0]
         )
         == "quadratic"
     ):
-        _plan_quadratic(config, knn, filled)
-    else:
-        _plan_kernel(config, knn, facts, float(sigma), filled)
+        return _plan_quadratic(config, filled)
+    return _plan_kernel(config, facts, float(sigma), filled)
 
 
-def _plan_quadratic(config: dict, knn: dict, filled: dict) -> None:
+def _plan_quadratic(config, filled: dict):
     """The quadratic features, the "qda" rule when left open and, with it, the automatic
     student's soft targets."""
     from pate.core.tuned_defaults import QDA_MIN_COLUMNS, QDA_RECORDS_PER_FEATURE
@@ -50,8 +46,8 @@ def _plan_quadratic(config: dict, knn: dict, filled: dict) -> None:
         "class for each column and product of two: the release holds every "
         "class's mean and covariance",
     }
-    knn = dict(knn, features="quadratic")
-    if "rule" not in knn:
+    config = config.replace("knn", features="quadratic")
+    if config.knn.rule is None:
         filled["rule"] = {
             "value": "qda",
             "why": "quadratic discriminant analysis read from "
@@ -59,9 +55,9 @@ def _plan_quadratic(config: dict, knn: dict, filled: dict) -> None:
             "or shrunk by their noise level, whichever's public labels reproduce the "
             "release (free)",
         }
-        knn["rule"] = "qda"
-        student = dict(config.get("student") or {})
-        if "targets" not in student and student.get("model", "auto") == "auto":
+        config = config.replace("knn", rule="qda")
+        student = config.student
+        if student.targets is None and (student.model or "auto") == "auto":
             # the qda rule's class probabilities carry its confidence: development runs on
             # the own-data tables (2 to 3 each, eps 2) gave +4 points on shells, +1.5 on the
             # 40 000-row table, 0 on mixed (docs/plan.md)
@@ -71,24 +67,24 @@ def _plan_quadratic(config: dict, knn: dict, filled: dict) -> None:
                 "qda rule's class probabilities "
                 "(temperature 1), not its labels alone",
             }
-            config["student"] = dict(
-                student, targets="soft", temperature=student.get("temperature", 1.0)
+            config = config.replace(
+                "student", targets="soft", temperature=student.temperature or 1.0
             )
-    config["knn"] = knn
+    return config
 
 
-def _plan_kernel(config: dict, knn: dict, facts: Facts, sigma: float, filled: dict) -> None:
+def _plan_kernel(config, facts: Facts, sigma: float, filled: dict):
     """The kernel features and, when left open, their PCA dimensions."""
     from pate.core.tuned_defaults import kernel_dims
 
-    if "features" not in knn:
+    if config.knn.features is None:
         filled["features"] = {
             "value": "kernel",
             "why": "a table: the release labels through "
             "random Fourier features of the public-"
             "standardised columns (a nonlinear rule)",
         }
-    if "dims" not in knn:
+    if config.knn.dims is None:
         dims = kernel_dims(
             private_records=facts.private_records,
             num_classes=max(facts.classes, 2),
@@ -101,5 +97,21 @@ def _plan_kernel(config: dict, knn: dict, facts: Facts, sigma: float, filled: di
             "features: (records per class / sigma) ** 0.75 "
             "(more records or less noise afford more)",
         }
-        knn = dict(knn, dims=dims)
-    config["knn"] = dict(knn, features="kernel")
+        config = config.replace("knn", dims=dims)
+    return config.replace("knn", features="kernel")
+
+
+def release_dims(config, facts: Facts, sigma: float, filled: dict) -> int:
+    """The width of a release's rows: the quadratic features' width, the kernel's dims (as
+    :func:`plan_table_front_end` sizes them at ``sigma`` when the planner chose them), else
+    ``[knn] dims`` (the default's, at most the raw inputs' size without features)."""
+    from pate.core.tuned_defaults import kernel_dims
+
+    if "dims" in filled:
+        return kernel_dims(
+            private_records=facts.private_records,
+            num_classes=max(facts.classes, 2),
+            sigma=sigma,
+            public_items=max(facts.public_items, 1),
+        )
+    return int(config.knn_settings(facts.input_shape)["dims"])

@@ -1,5 +1,5 @@
 """The plan's data: the planner's constants (their sources and measurements:
-``docs/plan.md``), how a setting is named in the caller's words, :class:`PlanError`, the
+``docs/plan.md``), how an error names a setting, :class:`PlanError`, the
 non-private :class:`Facts` a plan reads and the :class:`Plan` it returns."""
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ RECORDS_BASES = {
     "builtin": "the built-in dataset's published size",
 }
 
-#: How a setting is named to the caller: keyword arguments in Python, TOML keys in a config.
+#: How a setting is named in an error (TOML keys; ``pate.fit`` and ``pate.plan`` reword them at
+#: their boundary: :func:`pate.run.config.python_wording`).
 _CONFIG_NAMES = {
     "records": "[data] records",
     "num_teachers": "[partition] num_teachers",
@@ -69,22 +70,17 @@ _CONFIG_NAMES = {
 }
 
 
-def setting_name(key: str, wording: str) -> str:
-    """``num_teachers=`` (wording "python") or ``[partition] num_teachers`` ("config")."""
-    if wording == "python":
-        return f"{key}="
+def setting_name(key: str) -> str:
+    """``[partition] num_teachers`` for ``num_teachers``."""
     return _CONFIG_NAMES.get(key, f"[aggregator] {key}")
 
 
-def assignment_text(key: str, value: float, wording: str) -> str:
-    """How to write ``key`` set to a (rounded up) number, in the caller's wording."""
-    shown = f"{value:.3g}"
-    return f"{key}={shown}" if wording == "python" else f"{setting_name(key, wording)} = {shown}"
+def assignment_text(key: str, value: float) -> str:
+    """``key`` set to a (rounded up) number: ``[aggregator] target_eps = 0.84``."""
+    return f"{setting_name(key)} = {value:.3g}"
 
 
-def setting_text(key: str, value: Any, wording: str) -> str:
-    if wording == "python":
-        return f"{key}={value!r}"
+def setting_text(key: str, value: Any) -> str:
     shown = (
         f'"{value}"'
         if isinstance(value, str)
@@ -94,12 +90,12 @@ def setting_text(key: str, value: Any, wording: str) -> str:
         if isinstance(value, bool)
         else value
     )
-    return f"{setting_name(key, wording)} = {shown}"
+    return f"{setting_name(key)} = {shown}"
 
 
 class PlanError(ConfigError):
-    """A plan that cannot give a useful student: ``setting`` names what to change (in the
-    caller's wording), ``fix`` says to what; the message holds both."""
+    """A plan that cannot give a useful student: ``setting`` names what to change, ``fix`` says
+    to what; the message holds both."""
 
     def __init__(self, message: str, *, setting: str, fix: str, plan: Plan | None = None):
         super().__init__(f"{message}. Fix: {fix}")
@@ -140,7 +136,7 @@ class Facts:
         return "image" if len(self.input_shape) == 3 else "tabular"
 
 
-def facts_of(data, *, records: int, basis: str, wording: str = "config") -> Facts:
+def facts_of(data, *, records: int, basis: str) -> Facts:
     """The public facts of a loaded :class:`pate.teachers.data.PateData`: the declared number of
     private records ``records`` (``basis``: :meth:`pate.run.config.DataTable.declared_records`), its public
     split's size, declared class count and input shape (no record is read).
@@ -153,15 +149,15 @@ def facts_of(data, *, records: int, basis: str, wording: str = "config") -> Fact
     if basis == "declared" and not (
         exact / RECORDS_TOLERANCE <= records <= exact * RECORDS_TOLERANCE
     ):
-        key = setting_name("records", wording)
+        key = setting_name("records")
         suggestion = int(float(f"{exact:.2g}"))  # two significant digits: to the operator only
         raise PlanError(
-            f"{setting_text('records', records, wording)} is more than a factor "
+            f"{setting_text('records', records)} is more than a factor "
             f"{RECORDS_TOLERANCE:g} away from the number of private records of {data.name} "
             "(internal: not published)",
             setting=key,
             fix=f"declare about as many private records as you have, e.g. "
-            f"{setting_text('records', suggestion, wording)} (public: the plan is sized from it)",
+            f"{setting_text('records', suggestion)} (public: the plan is sized from it)",
         )
     logger.info(
         "plan: internal, not published: the private split holds %d records; the plan uses %d (%s)",
@@ -200,6 +196,8 @@ class Plan:
     checked: tuple[str, ...]
     warnings: tuple[str, ...]
     usable: bool = True
+    #: predicted share of labels equal to the noiseless rule's (pate.run.planner.quality)
+    label_agreement: float | None = None
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -249,6 +247,12 @@ class Plan:
             f"{self.budget_eps:g}{target}; sanitized release "
             f"{'on' if self.release else 'off'})"
         )
+        if self.label_agreement is not None:
+            out.append(
+                f"labels      about {100 * self.label_agreement:.0f} % expected equal to the "
+                f"noiseless {'vote' if self.num_teachers or 'k' in self.noise else 'rule'}'s "
+                f"(chance {100 / max(f.classes, 2):.0f} %; docs/plan.md)"
+            )
         if self.remaining_eps is not None:
             out.append(f"ledger      eps = {self.remaining_eps:.4g} left for these records")
         for key, item in self.filled.items():

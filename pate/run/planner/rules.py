@@ -5,20 +5,22 @@ the rest (every rule and its source: ``docs/plan.md``). A table's front-end for 
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 
 from pate import mechanisms
-from pate.analysis.errors import InputError
+from pate.run.config.keys import frozen
+from pate.run.planner import quality
 from pate.run.planner.costs import (
     answers_fixed,
     argmax_std,
     calibrated_noise,
     is_number,
     voters_of,
+    with_noise,
     worst_eps,
 )
-from pate.run.planner.front_end import plan_table_front_end
+from pate.run.planner.front_end import plan_table_front_end, release_dims
 from pate.run.planner.model import (
     AUTO_MECHANISM,
     AUTO_NO_TEACHERS,
@@ -43,31 +45,13 @@ from pate.run.planner.steps import auto_mechanism, open_threshold
 from pate.teachers.errors import ConfigError
 
 
-def plan_config(
-    config: dict,
-    facts: Facts,
-    *,
-    calibration,
-    orders,
-    wording: str = "config",
-    remaining_eps: float | None = None,
-) -> tuple[dict, Plan]:
-    """Fill in what ``config`` (the on-disk form: :meth:`pate.run.config.RunConfig.to_dict`) leaves open and check
-    the rest against ``facts``; returns ``(filled config, plan)`` or raises :class:`PlanError`.
-    ``wording`` ("python" or "config") is how errors name settings. The config is not modified.
-    ``calibration`` and ``orders`` are :meth:`pate.run.config.RunConfig.calibration` and
-    :meth:`pate.run.config.PrivacyTable.order_grid` (the config layer passes them: :func:`pate.run.config.plan`;
-    this module never imports it), so the noise is calibrated exactly as the run will."""
-    if wording not in ("python", "config"):
-        raise InputError(f"wording must be 'python' or 'config', got {wording!r}")
-    planning = _Planning(
-        config,
-        facts,
-        calibration=calibration,
-        orders=orders,
-        wording=wording,
-        remaining_eps=remaining_eps,
-    )
+def plan_config(config, facts: Facts, *, remaining_eps: float | None = None) -> tuple:
+    """Fill in what ``config`` (a parsed :class:`pate.run.config.RunConfig`) leaves open and
+    check the rest against ``facts``; returns ``(filled config, plan)`` or raises
+    :class:`PlanError`. Errors name settings as TOML keys (``pate.fit`` rewords them). The noise
+    is calibrated by the config's own :meth:`pate.run.config.RunConfig.calibration`, exactly as
+    the run will."""
+    planning = _Planning(config, facts, remaining_eps=remaining_eps)
     planning.choose_mechanism()
     planning.set_budget()
     planning.choose_teachers_and_queries()
@@ -75,8 +59,8 @@ def plan_config(
     return planning.finish()
 
 
-# the noise parameter a relative-noise label ("sigma/teachers", "sqrt(2) scale/k") names
-_STD_KEY = {"sigma2": "sigma2", "sigma": "sigma", "scale": "scale"}
+#: The largest target epsilon a refusal searches for labels that are not near chance.
+_MOST_EPS = 1000.0
 
 
 class _Planning:
@@ -84,74 +68,63 @@ class _Planning:
     teachers and queries, the checks, the plan), one method per phase in that order. It works
     on a deep copy of the config; ``problems`` collects the refusals of the checks."""
 
-    def __init__(
-        self,
-        config: dict,
-        facts: Facts,
-        *,
-        calibration,
-        orders,
-        wording: str,
-        remaining_eps: float | None,
-    ) -> None:
-        config = copy.deepcopy(config)
-        config.pop("planned", None)
-        self.config, self.facts, self.wording = config, facts, wording
-        self.calibration, self.remaining_eps = calibration, remaining_eps
-        self.order_grid = orders(config)
-        self.agg, self.priv = config["aggregator"], config["privacy"]
-        self.part = config.setdefault("partition", {})
-        self.smoke = bool(config["run"].get("smoke_test", False))
+    def __init__(self, config, facts: Facts, *, remaining_eps: float | None) -> None:
+        self.config = dataclasses.replace(config, planned=None)
+        self.facts, self.remaining_eps = facts, remaining_eps
+        self.order_grid = config.privacy.order_grid()
+        self.priv = config.privacy  # the planner never changes [privacy]
+        self.smoke = config.run.smoke_test
         self.filled: dict[str, dict] = {}
         self.checked: list[str] = []
         self.warnings: list[str] = []
         self.problems: list[PlanError] = []
-        self.target = self.agg.get("target_eps")
+        self.target = config.aggregator.target_eps
         self.teachers: int | None = None
         self.voters: float | None = None
 
     def refuse(self, message: str, key: str, fix: str) -> None:
-        self.problems.append(PlanError(message, setting=setting_name(key, self.wording), fix=fix))
+        self.problems.append(PlanError(message, setting=setting_name(key), fix=fix))
+
+    def set_aggregator(self, **values) -> None:
+        self.config = self.config.replace("aggregator", **values)
 
     # ------------------------------------------------------------------ the mechanism
 
     def choose_mechanism(self) -> None:
         """``mechanism = "auto"`` resolved (:func:`auto_mechanism`), the spec, and which noise is
         calibrated."""
-        agg, wording = self.agg, self.wording
-        if agg["mechanism"] == "auto":
+        if self.config.aggregator.mechanism == "auto":
             self._choose_auto_mechanism()
-        spec = self.spec = mechanisms.get(agg["mechanism"])
+        spec = self.spec = self.config.aggregator.spec
         if spec.needs_student:
             raise ConfigError(
-                f"{setting_text('mechanism', spec.name, wording)} needs the student's "
+                f"{setting_text('mechanism', spec.name)} needs the student's "
                 "predictions on every query; a run cannot plan it"
             )
-        if open_threshold(spec, agg):
-            agg["threshold"] = "auto"
-        self.params = {k: agg[k] for k in spec.param_names if k in agg}
+        if open_threshold(spec, self.config.aggregator.noise):
+            self.config = with_noise(self.config, threshold="auto")
+        self.params = dict(self.config.aggregator.given)
         # the noise is calibrated to the target; an open threshold is filled in from the voters
         # (noise_for), never calibrated
         self.calibrated = any(v == "auto" for k, v in self.params.items() if k != "threshold")
 
     def _choose_auto_mechanism(self) -> None:
         """What ``mechanism = "auto"`` becomes (needs a target), with why, in ``filled``."""
-        agg, wording = self.agg, self.wording
         if self.target is None:
             raise PlanError(
-                f"{setting_text('mechanism', 'auto', wording)} chooses the mechanism and "
+                f"{setting_text('mechanism', 'auto')} chooses the mechanism and "
                 "calibrates its noise to a target",
-                setting=setting_name("target_eps", wording),
-                fix=f"give {setting_name('target_eps', wording)} (the epsilon this run may "
+                setting=setting_name("target_eps"),
+                fix=f"give {setting_name('target_eps')} (the epsilon this run may "
                 "spend), or name a mechanism with its noise",
             )
         chosen = auto_mechanism(self.config)
-        agg["mechanism"] = chosen
+        self.set_aggregator(mechanism=chosen)
         spec = mechanisms.get(chosen)
-        for key in spec.calibrated:
-            agg.setdefault(key, "auto")
-        if chosen == AUTO_NO_TEACHERS:
-            self.part.pop("num_teachers", None)  # no teachers: nothing to split them by
+        open_noise = {key: "auto" for key in spec.calibrated}
+        self.config = with_noise(self.config, **dict(open_noise, **self.config.aggregator.noise))
+        if chosen == AUTO_NO_TEACHERS:  # no teachers: nothing to split them by
+            self.config = self.config.replace("partition", num_teachers=None)
             why = (
                 f'mechanism "auto" with a target and no teachers asked for: {spec.title}, '
                 f"{spec.kind.title}, for the whole target; name a teacher model or "
@@ -173,7 +146,7 @@ class _Planning:
         # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
         # the ledger has left for it; else the ledger's budget applies, checked before any training
         # (pate.run.stages.check_budget_fits) -- the plan then assumes no limit of its own
-        budget = self.priv.get("budget_eps")
+        budget = self.priv.budget_eps
         self.budget = float(
             budget
             if budget is not None
@@ -195,7 +168,8 @@ class _Planning:
         self.n_pub, self.classes = facts.public_items, max(facts.classes, 2)
         self.need = MIN_LABELS_PER_CLASS * self.classes
         self.want = TARGET_LABELS_PER_CLASS * self.classes
-        self.user_queries = self.agg.get("queries") if is_number(self.agg.get("queries")) else None
+        asked = self.config.aggregator.queries
+        self.user_queries = asked if is_number(asked) else None
         self.cap = (
             min(int(self.user_queries), self.n_pub) if self.user_queries is not None else self.n_pub
         )
@@ -209,7 +183,7 @@ class _Planning:
         """The final noise parameters for ``queries`` (calibrated or as given)."""
         out = dict(self.params)
         if self.calibrated:
-            cal = calibrated_noise(self.config, queries, self.calibration)
+            cal = calibrated_noise(self.config, queries)
             if cal is None:
                 return None
             out.update(cal)
@@ -221,11 +195,10 @@ class _Planning:
         """The noise for the planned queries; a target no noise reaches is refused."""
         noise = self.noise_for(self.queries, voters)
         if noise is None:
-            wording = self.wording
             raise PlanError(
-                f"{setting_text('target_eps', self.eps_plan, wording)} is unreachable at {at}",
-                setting=setting_name("target_eps", wording),
-                fix=f"raise {setting_name('target_eps', wording)}",
+                f"{setting_text('target_eps', self.eps_plan)} is unreachable at {at}",
+                setting=setting_name("target_eps"),
+                fix=f"raise {setting_name('target_eps')}",
             )
         return noise
 
@@ -261,7 +234,7 @@ class _Planning:
             self._plan_votes()
         if self.queries > self.n_pub:
             self.queries = self.n_pub
-        self.agg["queries"] = self.queries
+        self.set_aggregator(queries=self.queries)
 
     def _plan_single_release(self) -> None:
         """A mechanism that releases once: one release labels every public item."""
@@ -274,7 +247,7 @@ class _Planning:
         self.noise = self._noise_or_refuse(None, "this delta")
         self.answers = self.queries
         self.voters = None
-        plan_table_front_end(self.config, self.facts, self.noise, self.filled)
+        self.config = plan_table_front_end(self.config, self.facts, self.noise, self.filled)
 
     def _plan_votes(self) -> None:
         """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
@@ -282,7 +255,7 @@ class _Planning:
         if spec.kind.reads_private_records:
             self.voters = voters_of(spec, None, params)
         else:
-            user_t = self.part.get("num_teachers")
+            user_t = self.config.partition.num_teachers
             if is_number(user_t):
                 self.teachers = int(user_t)
             else:
@@ -290,13 +263,14 @@ class _Planning:
             self.voters = float(self.teachers)
         voters = self.voters
         if "threshold" in params and params["threshold"] in (None, "auto") and voters:
-            self.agg["threshold"] = params["threshold"] = THRESHOLD_FRACTION * voters
+            params["threshold"] = THRESHOLD_FRACTION * voters
+            self.config = with_noise(self.config, threshold=params["threshold"])
             self.filled["threshold"] = {
                 "value": params["threshold"],
                 "why": f"{THRESHOLD_FRACTION:g} x teachers (Papernot et al. 2018: 200 of 250)",
             }
         self._choose_queries()
-        self.noise = noise = self._noise_or_refuse(voters, f"delta = {self.priv['delta']:g}")
+        self.noise = noise = self._noise_or_refuse(voters, f"delta = {self.priv.delta:g}")
         self.answers = (
             self.queries
             if self.calibrated
@@ -353,7 +327,7 @@ class _Planning:
                 "teachers; a larger budget would allow fewer"
             )
         self.teachers = chosen
-        self.part["num_teachers"] = chosen
+        self.config = self.config.replace("partition", num_teachers=chosen)
         self.filled["num_teachers"] = {"value": chosen, "why": why}
 
     def _choose_queries(self) -> None:
@@ -392,8 +366,13 @@ class _Planning:
         self.rel = self._relative_noise()
         if teachers:
             self._check_shards()
+        refused = len(self.problems)
         self._check_noise()
+        drowned = len(self.problems) > refused
         self._check_threshold_noise()
+        self.agreement = self._agreement(self.noise)
+        if self.agreement is not None and not drowned:  # the noise check named the same cause
+            self._check_labels()
         if not self.spec.kind.releases_once:
             self._check_answers()
 
@@ -413,20 +392,15 @@ class _Planning:
 
     def _check_shards(self) -> None:
         """Shards large enough to learn."""
-        teachers, records, classes, wording = (
-            self.teachers,
-            self.records,
-            self.classes,
-            self.wording,
-        )
+        teachers, records, classes = self.teachers, self.records, self.classes
         private_records = self.facts.private_records
         least = MIN_RECORDS_PER_CLASS * classes
         if teachers > private_records:
             self.refuse(
-                f"{setting_text('num_teachers', teachers, wording)} exceeds the declared "
+                f"{setting_text('num_teachers', teachers)} exceeds the declared "
                 f"{private_records} private records",
                 "num_teachers",
-                f"{assignment_text('num_teachers', max(1, private_records // least), wording)} or "
+                f"{assignment_text('num_teachers', max(1, private_records // least))} or "
                 "fewer, or leave it out and the planner chooses",
             )
         elif records < least:
@@ -436,7 +410,7 @@ class _Planning:
                 f"({records / classes:.2f} per class for {classes} classes): shards too small "
                 f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)",
                 "num_teachers",
-                f"{assignment_text('num_teachers', t_ok, wording)} or fewer for the declared "
+                f"{assignment_text('num_teachers', t_ok)} or fewer for the declared "
                 f"{private_records} private records, or leave it out and the planner "
                 "chooses, or bring more private records",
             )
@@ -458,26 +432,20 @@ class _Planning:
             else:
                 good = TARGET_NOISE * self.voters / (math.sqrt(2) if key == "scale" else 1)
                 self.refuse(
-                    f"{setting_text(key, float(self.noise[key]), self.wording)} is {main} = "
+                    f"{setting_text(key, float(self.noise[key]))} is {main} = "
                     f"{level:.3g}: it drowns the votes (refused above {DROWNING_NOISE:g})",
                     key,
-                    f"{assignment_text(key, good, self.wording)} ({TARGET_NOISE:g} x "
+                    f"{assignment_text(key, good)} ({TARGET_NOISE:g} x "
                     f"{self.voters:g} voters), or more voters",
                 )
         else:
             self.checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
-            if level > TARGET_NOISE + 1e-9:
-                self.warnings.append(
-                    f"noise {main} = {level:.3g} is above the planned "
-                    f"{TARGET_NOISE:g}: expect many answered labels to differ from "
-                    "the plurality vote"
-                )
 
     def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
         """Drowning noise, calibrated: the refusal names the target and what would work."""
-        spec, voters, queries, wording = self.spec, self.voters, self.queries, self.wording
+        spec, voters, queries = self.spec, self.voters, self.queries
         ok = dict(self.noise)
-        ok[_STD_KEY.get(key, key)] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
+        ok[key] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
         if "sigma1" in ok and self.params.get("sigma1") == "auto":
             ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
         eps_needed = worst_eps(self.config, spec, spec.validate(ok), queries, self.order_grid)
@@ -486,33 +454,33 @@ class _Planning:
             ""
             if spec.kind.reads_private_records or self.teachers >= self.t_most
             else (
-                f", or more teachers ({setting_name('num_teachers', wording)}; each answer costs "
+                f", or more teachers ({setting_name('num_teachers')}; each answer costs "
                 "1/teachers^2 as much at the same relative noise) if the private records allow"
             )
         )
         fewer_text = (
-            f", or ask fewer queries ({assignment_text('queries', fewer, wording)})"
+            f", or ask fewer queries ({assignment_text('queries', fewer)})"
             if fewer >= self.need
             else ""
         )
         self.refuse(
             f"the noise calibrated for {queries} queries at "
-            f"{setting_text('target_eps', self.eps_plan, wording)} is {main} = {level:.3g}: it "
+            f"{setting_text('target_eps', self.eps_plan)} is {main} = {level:.3g}: it "
             f"drowns the votes (refused above {DROWNING_NOISE:g})",
             "target_eps",
-            f"{assignment_text('target_eps', eps_needed, wording)} or more{fewer_text}"
+            f"{assignment_text('target_eps', eps_needed)} or more{fewer_text}"
             + more
             + (
                 ""
                 if spec.kind.reads_private_records
-                else f", or {setting_text('mechanism', AUTO_NO_TEACHERS, wording)} "
+                else f", or {setting_text('mechanism', AUTO_NO_TEACHERS)} "
                 f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})"
             ),
         )
 
     def _check_threshold_noise(self) -> None:
         """Confident GNMax's threshold check: not a coin flip."""
-        rel, wording = self.rel, self.wording
+        rel = self.rel
         s1 = next((k for k in rel if k.startswith("sigma1")), None)
         if s1 is None:
             return
@@ -522,19 +490,79 @@ class _Planning:
                 f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin "
                 f"flip (refused above {DROWNING_CHECK_NOISE:g})",
                 key,
-                f"{assignment_text('sigma1', 0.6 * self.voters, wording)} (0.6 x voters, "
+                f"{assignment_text('sigma1', 0.6 * self.voters)} (0.6 x voters, "
                 "Papernot et al. 2018)"
                 if key == "sigma1"
-                else f"a larger {setting_name('target_eps', wording)} or fewer queries",
+                else f"a larger {setting_name('target_eps')} or fewer queries",
             )
         else:
             self.checked.append(
                 f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}"
             )
 
+    def _agreement(self, noise: dict) -> float | None:
+        """The predicted share of labels equal to the noiseless rule's
+        (:mod:`pate.run.planner.quality`; None when the mechanism fits neither model)."""
+        if all(is_number(v) for v in noise.values()):
+            noise = self.spec.validate(noise)  # with the defaults (count_weight)
+        std = argmax_std(self.spec, noise)
+        if self.voters and std is not None:
+            return quality.vote_agreement(
+                voters=self.voters, noise_std=std[1], classes=self.classes
+            )
+        if self.spec.kind.releases_once and all(
+            is_number(noise.get(k)) for k in ("sigma", "count_weight")
+        ):
+            return quality.class_means_agreement(
+                records_per_class=self.facts.private_records / self.classes,
+                sigma=float(noise["sigma"]),
+                dims=release_dims(self.config, self.facts, float(noise["sigma"]), self.filled),
+                count_weight=float(noise["count_weight"]),
+                classes=self.classes,
+            )
+        return None
+
+    def _check_labels(self) -> None:
+        """Labels near chance are refused, weak ones warned, each naming the smallest target
+        epsilon whose calibrated noise the model calls useful (:data:`quality.WEAK_LABELS`)."""
+        agreement, classes = self.agreement, self.classes
+        share = quality.closed(agreement, classes)
+        said = (
+            f"the plan predicts {100 * agreement:.0f} % of the labels equal to the noiseless "
+            f"{'vote' if self.voters else 'rule'}'s (chance: {100 / classes:.0f} %; model: "
+            "docs/plan.md)"
+        )
+        if share >= quality.WEAK_LABELS:
+            self.checked.append(said)
+            return
+
+        def useful(eps: float) -> bool:
+            trial = self.config.replace("aggregator", target_eps=eps)
+            noise = calibrated_noise(trial, self.queries)
+            agreement = None if noise is None else self._agreement(dict(self.noise, **noise))
+            return agreement is not None and quality.closed(agreement, classes) >= (
+                quality.WEAK_LABELS
+            )
+
+        key = (
+            "target_eps"
+            if self.calibrated
+            else (argmax_std(self.spec, self.noise) or ("sigma",))[0]
+        )
+        eps = quality.smallest_eps(useful, self.eps_plan, most=_MOST_EPS) if self.calibrated else 0
+        fix = (
+            f"{assignment_text(key, eps)} or more"
+            if eps
+            else f"less noise ({setting_name(key)}) or more private records per class"
+        )
+        if share < quality.NEAR_CHANCE:
+            self.refuse(f"{said}: the labels would be near chance", key, fix)
+        else:
+            self.warnings.append(f"{said}: weak labels; {fix}")
+
     def _check_answers(self) -> None:
         """Enough worst-case answers to teach a student."""
-        need, classes, answers, wording = self.need, self.classes, self.answers, self.wording
+        need, classes, answers = self.need, self.classes, self.answers
         if self.n_pub < need:
             self.refuse(
                 f"{self.n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per "
@@ -546,11 +574,10 @@ class _Planning:
             user_queries = self.user_queries
             if user_queries is not None and user_queries < need:
                 self.refuse(
-                    f"{setting_text('queries', int(user_queries), wording)} asks for fewer labels "
+                    f"{setting_text('queries', int(user_queries))} asks for fewer labels "
                     f"than {MIN_LABELS_PER_CLASS} per class for {classes} classes",
                     "queries",
-                    f"{setting_name('queries', wording)} >= {need}, or leave it out and the "
-                    "planner chooses",
+                    f"{setting_name('queries')} >= {need}, or leave it out and the planner chooses",
                 )
             else:
                 key = "target_eps" if self.target is not None else "budget_eps"
@@ -559,30 +586,40 @@ class _Planning:
                     self.config, self.spec, self.spec.validate(ok), need, self.order_grid
                 )
                 self.refuse(
-                    f"the budget ({setting_text(key, self.eps_plan, wording)}) buys {answers} "
+                    f"the budget ({setting_text(key, self.eps_plan)}) buys {answers} "
                     f"answers in the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for "
                     f"{classes} classes",
                     key,
-                    f"{assignment_text(key, eps_needed, wording)} or more, or "
-                    f"{setting_text('mechanism', AUTO_NO_TEACHERS, wording)} "
+                    f"{assignment_text(key, eps_needed)} or more, or "
+                    f"{setting_text('mechanism', AUTO_NO_TEACHERS)} "
                     f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})",
                 )
         else:
             self.checked.append(
                 f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)"
             )
-            if answers < min(self.want, self.n_pub):
+            student = self.config.student
+            learns_unlabelled = (student.method or "fixmatch") == "fixmatch" and not str(
+                student.model or "auto"
+            ).startswith(("python:", "sklearn:"))
+            if answers < min(self.want, self.n_pub) and not learns_unlabelled:
+                asked = self.user_queries is not None and answers >= self.queries
                 self.warnings.append(
-                    f"the budget guarantees {answers} answers (worst case; more "
-                    "when a threshold check declines queries), fewer than "
-                    f"{TARGET_LABELS_PER_CLASS} per class: a student on so few labels "
-                    "may be weak unless it also learns from the unlabelled public "
-                    "items; a larger eps buys more"
+                    (
+                        f"{setting_text('queries', self.queries)} asks for"
+                        if asked
+                        else f"the budget guarantees {answers} answers (worst case),"
+                    )
+                    + f" fewer than {TARGET_LABELS_PER_CLASS} labels per class for a student "
+                    "that learns from its labels alone; "
+                    + ("ask more queries" if asked else "a larger eps buys more")
+                    + ", or a student that also learns from the unlabelled public items "
+                    '(the torch student with [student] method = "fixmatch")'
                 )
 
     # ------------------------------------------------------------------ the plan
 
-    def finish(self) -> tuple[dict, Plan]:
+    def finish(self) -> tuple:
         """``(filled config, plan)``, or the first refusal (with the others in its fix)."""
         plan = self._plan()
         problems = self.problems
@@ -591,8 +628,7 @@ class _Planning:
             more = "; also: " + "; ".join(str(p) for p in problems[1:]) if len(problems) > 1 else ""
             message = str(first)[: -len(f". Fix: {first.fix}")]
             raise PlanError(message, setting=first.setting, fix=first.fix + more, plan=plan)
-        self.config["planned"] = {"filled": self.filled}
-        return self.config, plan
+        return dataclasses.replace(self.config, planned=frozen({"filled": self.filled})), plan
 
     def _plan(self) -> Plan:
         """The :class:`Plan` of what was chosen and checked (usable when nothing was refused)."""
@@ -606,9 +642,7 @@ class _Planning:
         if spec.kind.releases_once and self.calibrated:
             guarantee = self.eps_plan
         numeric = all(is_number(v) for v in clean.values())
-        releases = bool(self.priv.get("release", True)) and (
-            not numeric or spec.release_params(clean) is not None
-        )
+        releases = self.priv.release and (not numeric or spec.release_params(clean) is not None)
         return Plan(
             facts=self.facts,
             mechanism=spec.name,
@@ -619,7 +653,7 @@ class _Planning:
             records_per_teacher=self.records,
             answers=int(answers),
             guarantee_eps=guarantee,
-            delta=float(self.priv["delta"]),
+            delta=float(self.priv.delta),
             budget_eps=self.budget,
             target_eps=float(target) if target is not None else None,
             release=releases,
@@ -629,4 +663,5 @@ class _Planning:
             warnings=tuple(self.warnings)
             + tuple(f"(smoke test, not refused) {p}" for p in self.problems if self.smoke),
             usable=not self.problems,
+            label_agreement=self.agreement,
         )

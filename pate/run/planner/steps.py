@@ -5,10 +5,10 @@ budget, and logging and writing the plan."""
 
 from __future__ import annotations
 
-import copy
 import logging
 
 from pate import mechanisms
+from pate.run.planner.costs import with_noise
 from pate.run.planner.model import AUTO_MECHANISM, AUTO_NO_TEACHERS, Plan
 
 logger = logging.getLogger("pate")
@@ -20,72 +20,70 @@ def log_plan(plan: Plan) -> None:
         (logger.warning if line.startswith("WARNING") else logger.info)("plan: %s", line)
 
 
-def open_threshold(spec, agg: dict) -> bool:
+def open_threshold(spec, noise) -> bool:
+    """Whether a Confident GNMax threshold is left to the planner (``noise``: the
+    ``[aggregator]`` noise parameters)."""
     return (
         "threshold" in spec.param_names
-        and agg.get("threshold") in (None, "auto")
+        and noise.get("threshold") in (None, "auto")
         and not spec.kind.reads_private_records
     )
 
 
-def needs_plan(config: dict) -> bool:
-    """Whether a normalised config leaves a setting to the planner: ``mechanism = "auto"``, no
-    (or "auto") ``[partition] num_teachers`` for a mechanism with teachers, ``queries = "auto"``
-    or no queries with calibrated noise, or no (or "auto") Confident GNMax threshold."""
-    agg = config["aggregator"]
-    if agg.get("mechanism") == "auto" or agg.get("queries") == "auto":
+def needs_plan(config) -> bool:
+    """Whether a parsed :class:`pate.run.config.RunConfig` leaves a setting to the planner:
+    ``mechanism = "auto"``, no (or "auto") ``[partition] num_teachers`` for a mechanism with
+    teachers, ``queries = "auto"`` or no queries with calibrated noise, or no (or "auto")
+    Confident GNMax threshold."""
+    agg = config.aggregator
+    if agg.mechanism == "auto" or agg.queries == "auto":
         return True
-    spec = mechanisms.REGISTRY.get(agg.get("mechanism"))
+    spec = mechanisms.REGISTRY.get(agg.mechanism)
     if spec is None:
         return False  # validation names the mechanism
-    if (
-        not spec.kind.reads_private_records
-        and (config.get("partition") or {}).get("num_teachers", "auto") == "auto"
-    ):
+    if not spec.kind.reads_private_records and config.partition.num_teachers in (None, "auto"):
         return True
-    if spec.kind.releases_once and "features" not in (config.get("knn") or {}):
+    if spec.kind.releases_once and config.knn.features is None:
         return True  # a table's front-end is chosen from the sizes (:func:`pate.run.planner.front_end.plan_table_front_end`)
-    calibrated = any(agg.get(k) == "auto" for k in spec.param_names if k != "threshold")
-    return (calibrated and "queries" not in agg) or open_threshold(spec, agg)
+    calibrated = any(agg.noise.get(k) == "auto" for k in spec.param_names if k != "threshold")
+    return (calibrated and agg.queries is None) or open_threshold(spec, agg.noise)
 
 
-def auto_mechanism(config: dict) -> str:
+def auto_mechanism(config) -> str:
     """What ``mechanism = "auto"`` becomes with a target: the registry's choice without teachers
     when the user asked for none (teacher model "auto" and the number of teachers open), else
     its choice with teachers (``pate.mechanisms.auto_choice``; docs/plan.md,
     "What it fills in"). Reads the config only."""
-    teachers = (config.get("teachers") or {}).get("model", "auto")
-    count = (config.get("partition") or {}).get("num_teachers", "auto")
-    return AUTO_NO_TEACHERS if teachers == "auto" and count in (None, "auto") else AUTO_MECHANISM
+    open_count = config.partition.num_teachers in (None, "auto")
+    return AUTO_NO_TEACHERS if config.teachers.model == "auto" and open_count else AUTO_MECHANISM
 
 
-def probe(config: dict) -> dict:
-    """``config`` with placeholders where the planner will fill in (to validate everything else
-    first, with the usual messages)."""
-    out = copy.deepcopy(config)
-    agg = out["aggregator"]
-    if agg.get("mechanism") == "auto":
-        agg["mechanism"] = auto_mechanism(config) if "target_eps" in agg else AUTO_MECHANISM
-        if agg["mechanism"] == AUTO_NO_TEACHERS:
-            out.setdefault("partition", {}).pop("num_teachers", None)
-        if "target_eps" in agg:
-            for key in mechanisms.get(agg["mechanism"]).calibrated:
-                agg.setdefault(key, "auto")
-    spec = mechanisms.REGISTRY.get(agg["mechanism"])
+def probe(config):
+    """``config`` (a parsed :class:`pate.run.config.RunConfig`) with placeholders where the
+    planner will fill in (to validate everything else first, with the usual messages)."""
+    agg = config.aggregator
+    if agg.mechanism == "auto":
+        targeted = agg.target_eps is not None
+        chosen = auto_mechanism(config) if targeted else AUTO_MECHANISM
+        config = config.replace("aggregator", mechanism=chosen)
+        if chosen == AUTO_NO_TEACHERS:
+            config = config.replace("partition", num_teachers=None)
+        if targeted:
+            open_noise = {k: "auto" for k in mechanisms.get(chosen).calibrated}
+            config = with_noise(config, **dict(open_noise, **config.aggregator.noise))
+    agg = config.aggregator
+    spec = mechanisms.REGISTRY.get(agg.mechanism)
     if spec is None:
-        return out
-    if (
-        not spec.kind.reads_private_records
-        and out.setdefault("partition", {}).get("num_teachers", "auto") == "auto"
+        return config
+    if not spec.kind.reads_private_records and config.partition.num_teachers in (None, "auto"):
+        config = config.replace("partition", num_teachers=1)
+    if agg.queries == "auto" or (
+        agg.queries is None and any(agg.noise.get(k) == "auto" for k in spec.param_names)
     ):
-        out["partition"]["num_teachers"] = 1
-    if agg.get("queries") == "auto" or (
-        "queries" not in agg and any(agg.get(k) == "auto" for k in spec.param_names)
-    ):
-        agg["queries"] = 1
-    if open_threshold(spec, agg):
-        agg["threshold"] = 1.0
-    return out
+        config = config.replace("aggregator", queries=1)
+    if open_threshold(spec, agg.noise):
+        config = with_noise(config, threshold=1.0)
+    return config
 
 
 def ledger_remaining(path, data, identity=None) -> float | None:
@@ -94,10 +92,10 @@ def ledger_remaining(path, data, identity=None) -> float | None:
     registered). Reads the ledger, writes nothing."""
     if path is None or not path.is_file():
         return None
-    from pate.ledger import Ledger, dataset_identity
+    from pate.ledger import Ledger, private_identity
 
     if identity is None:
-        identity = dataset_identity(data.private.x, data.private.y)
+        identity = private_identity(data)
     with Ledger(path, create=False) as ledger:
         digest = ledger.dataset_id(identity)
         if not any(d["digest"] == digest for d in ledger.datasets()):

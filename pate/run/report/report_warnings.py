@@ -118,10 +118,12 @@ def _analysis_warnings(a: dict) -> list[str]:
     if not release_asked(a):
         pass  # no sanitized release asked for, or none at all (the statement says so)
     elif p["sanitized"]["fallback"] is not None:
-        out.append(
-            f"The sanitized epsilon fell back to the data-independent one: "
-            f"{p['sanitized']['fallback']}."
-        )
+        # no release asked for ([privacy] release = false, pate.fit's default): not news
+        if not p["sanitized"]["fallback"].startswith("[privacy] release = false"):
+            out.append(
+                f"The sanitized epsilon fell back to the data-independent one: "
+                f"{p['sanitized']['fallback']}."
+            )
     elif "eps_sanitized" in p and p["eps_sanitized"] >= p["eps_data_independent"]:
         out.append(
             f"The sanitized epsilon ({formatting.eps(p['eps_sanitized'])}) is not smaller than the "

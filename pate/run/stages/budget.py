@@ -18,11 +18,11 @@ logger = logging.getLogger("pate")
 
 
 def config_identity(config: dict):
-    """The ledger identity of a config's private split (what ``pate budget digest`` prints)."""
-    from pate.ledger import dataset_identity
+    """The ledger identity of a config's private split (what ``pate budget digest`` prints):
+    its people's with an id column, else its records' (:func:`pate.ledger.private_identity`)."""
+    from pate.ledger import private_identity
 
-    data = config.load_data()
-    return dataset_identity(data.private.x, data.private.y)
+    return private_identity(config.load_data())
 
 
 def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
@@ -51,11 +51,12 @@ def eps_of(config, rdp) -> float:
 
 def run_identity(run: Run):
     """The private split's identity (hashed once per open run: preflight, the ledger and a
-    later round embedded by an earlier run's student all ask for it)."""
-    from pate.ledger import dataset_identity
+    later round embedded by an earlier run's student all ask for it): its people's with an id
+    column, else its records' (:func:`pate.ledger.private_identity`)."""
+    from pate.ledger import private_identity
 
     if run.context.identity is None:
-        run.context.identity = dataset_identity(run.data.private.x, run.data.private.y)
+        run.context.identity = private_identity(run.data)
     return run.context.identity
 
 

@@ -3,11 +3,14 @@ student can be built, the ledger's dataset and budget."""
 
 from __future__ import annotations
 
-from pate.core.io import check_writable_dir, load_npy
+import numpy as np
+
+from pate.core.io import check_writable_dir
 from pate.run import rundir
 from pate.run.config import assignment
 from pate.run.rundir import Run, RunContext
 from pate.run.stages.budget import authorize, check_budget_fits, resolve_budget_without_ledger
+from pate.run.stages.partition import unit_ids_of
 from pate.run.stages.records import check_records_data, skip_reason
 from pate.teachers.errors import ConfigError
 
@@ -72,13 +75,21 @@ def check_data(run: Run) -> None:
             f"[partition] num_teachers ({k}) exceeds the {len(data.private)} "
             f"private records of {data.name}"
         )
-    if s.partition.mode == "unit":
-        unit_ids = load_npy(s.partition.unit_ids, what="[partition] unit_ids")
-        if unit_ids.shape[0] != len(data.private):
-            raise ConfigError(
-                f"[partition] unit_ids has {unit_ids.shape[0]} ids but the private "
-                f"split has {len(data.private)} records"
-            )
+    unit_ids = unit_ids_of(run)
+    if unit_ids is None:
+        return
+    where = "[partition] unit_ids" if data.unit_ids is None else "the id column ([data] id)"
+    if unit_ids.shape[0] != len(data.private):
+        raise ConfigError(
+            f"{where} has {unit_ids.shape[0]} ids but the private "
+            f"split has {len(data.private)} records"
+        )
+    people = np.unique(unit_ids.astype(str)).size
+    if k > people:
+        raise ConfigError(
+            f"[partition] num_teachers ({k}) exceeds the {people} people ({where}) of "
+            f"{data.name}: a person's rows go to one teacher"
+        )
 
 
 def check_writable(run: Run) -> None:

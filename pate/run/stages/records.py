@@ -81,6 +81,17 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
     return features, dims, width
 
 
+def private_rows(run: Run) -> np.ndarray | None:
+    """The private rows a mechanism that reads the records may use: with an id column, each
+    person's first row in the table's order and no other (the choice for one person depends on
+    that person's rows alone), so adding or removing a person changes at most one row and the
+    record-level bound of the mechanism holds per person; None: every row (no id column)."""
+    ids = run.data.unit_ids
+    if ids is None:
+        return None
+    return np.sort(np.unique(ids.astype(str), return_index=True)[1])
+
+
 def check_records_data(run: Run) -> None:
     features, dims, width = embedding_features(run)
     limit = min(len(run.data.public), width)
@@ -93,10 +104,12 @@ def check_records_data(run: Run) -> None:
             "public split"
         )
     k = run.config.aggregator_params().get("k")  # Private-kNN's neighbours per query
-    if k is not None and k > len(run.data.private):
+    rows = private_rows(run)
+    usable = len(run.data.private) if rows is None else rows.size
+    if k is not None and k > usable:
         raise ConfigError(
-            f"[aggregator] k ({k}) exceeds the {len(run.data.private)} private "
-            f"records of {run.data.name}"
+            f"[aggregator] k ({k}) exceeds the {usable} private "
+            f"{'records' if rows is None else 'people'} of {run.data.name}"
         )
 
 

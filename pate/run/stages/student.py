@@ -33,6 +33,7 @@ def student(run: Run) -> dict:
             f"{run.path(rundir.LABELS)} holds {labels.shape} labels for "
             f"{len(data.public)} public items; start a new run directory"
         )
+    save_encoder(run)  # also for a scikit-learn student: the report describes the preprocessing
     temperature = run.config.student.soft_temperature()
     model = run.python_object("student_model", settings.get("model", "auto"))
     if is_estimator(model):
@@ -95,6 +96,23 @@ def student(run: Run) -> dict:
         "precision": model.precision_,
         "processes": model.processes_,  # pate.student.parallel (1: one process)
     }
+
+
+def save_encoder(run: Run) -> None:
+    """Beside the student, what turns raw table rows into its inputs (``student_encoder.json``:
+    the public-fitted encoder and the declared class names; :mod:`pate.student.raw_rows`)."""
+    encoder = run.data.encoder  # tables with named columns
+    if encoder is None:
+        return
+    from pate.student.raw_rows import write_encoder_file
+
+    write_encoder_file(run.path(rundir.STUDENT_ENCODER), encoder, run.data.class_names)
+    if not encoder.builtin:
+        logger.warning(
+            "student: the preprocessing transformer %s is not stored with the student (no "
+            "pickles); keep it, and pass it to pate.student.raw_rows.RawRowStudent.load",
+            type(encoder.transformer).__name__,
+        )
 
 
 def rule_head(run: Run, labels: np.ndarray):

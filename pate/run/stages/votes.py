@@ -13,7 +13,7 @@ import numpy as np
 from pate.core.io import atomic_save_npy, atomic_writer, load_npz
 from pate.run import rundir
 from pate.run.rundir import Run
-from pate.run.stages.records import embedding_features, feature_cache, knn_prior
+from pate.run.stages.records import embedding_features, feature_cache, knn_prior, private_rows
 
 logger = logging.getLogger("pate")
 
@@ -47,22 +47,25 @@ def record_embeddings(run: Run) -> dict:
     from pate.teachers.public_embedding import PublicFrontEnd
 
     data = run.data
+    rows = private_rows(run)  # with an id column: one row per person
+    private_x = data.private.x if rows is None else data.private.x[rows]
+    private_y = data.private.y if rows is None else data.private.y[rows]
     features, dims, width = embedding_features(run)
     front_end = {}  # the front-end's seconds and feature-cache lookups (not for a student's)
     if features == "student":
-        public, private_blocks = _student_embeddings(run)
+        public, private_blocks = _student_embeddings(run, private_x)
     else:
         cache, t0 = feature_cache(run), time.perf_counter()
         front, public = PublicFrontEnd.fit_transform(
             data.public.x, features=features, dims=dims, cache=cache
         )
-        private_blocks = front.embed_blocks(data.private.x, cache=cache)
-    private_rows = _save_embeddings(
+        private_blocks = front.embed_blocks(private_x, cache=cache)
+    embedded = _save_embeddings(
         run.path(rundir.KNN_EMBEDDINGS),
         public=public,
         private_blocks=private_blocks,
-        private_rows=len(data.private),
-        private_labels=np.asarray(data.private.y, dtype=np.int64),
+        private_rows=len(private_y),
+        private_labels=np.asarray(private_y, dtype=np.int64),
         num_classes=data.num_classes,
     )
     if features != "student":
@@ -76,12 +79,12 @@ def record_embeddings(run: Run) -> dict:
         features,
         dims,
         len(public),
-        private_rows,
+        embedded,
     )
     return {
         "queries": int(public.shape[0]),
         "classes": int(data.num_classes),
-        "private_records": private_rows,
+        "private_records": embedded,
         "features": features,
         "dims": int(dims),
         "feature_count": width,
@@ -90,8 +93,8 @@ def record_embeddings(run: Run) -> dict:
     }
 
 
-def _student_embeddings(run: Run) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(public embeddings, [private embeddings]) of the earlier round's released student: square
+def _student_embeddings(run: Run, private_x) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(public embeddings, [embeddings of ``private_x``]) of the earlier round's released student: square
     roots of its class probabilities (Euclidean distance between them is the Hellinger
     distance)."""
     from pate.student.train import Student
@@ -101,8 +104,7 @@ def _student_embeddings(run: Run) -> tuple[np.ndarray, list[np.ndarray]]:
     path = pathlib.Path(knn_prior(run)["runs"][-1]["run_dir"])
     model = Student.load(path / rundir.STUDENT_WEIGHTS)
     public, private = (
-        np.sqrt(model.predict_proba(x)).astype(np.float32)
-        for x in (run.data.public.x, run.data.private.x)
+        np.sqrt(model.predict_proba(x)).astype(np.float32) for x in (run.data.public.x, private_x)
     )
     return public, [private]
 

@@ -198,6 +198,29 @@ def test_export_writes_the_bundle_and_its_manifest(default_run, tmp_path):
     assert (tmp_path / "with-labels" / rundir.LABELS).is_file()
 
 
+def test_export_carries_the_students_table_encoder(default_run, tmp_path, caplog):
+    import pandas as pd
+
+    from pate.student.raw_rows import write_encoder_file
+    from pate.teachers.table_encoding import TableColumns, TableEncoder
+
+    copy = tmp_path / "copy"
+    shutil.copytree(default_run, copy, symlinks=True)
+    columns = TableColumns(label="y", id=None, numeric=("a",), categorical=())
+    encoder = TableEncoder.fit_public(pd.DataFrame({"a": [1.0, 2.0, 5.0]}), columns)
+    write_encoder_file(copy / rundir.STUDENT_ENCODER, encoder, ("no", "yes"))
+    manifest = json.loads((pate.export(copy, tmp_path / "built-in") / "manifest.json").read_text())
+    what = {entry["path"]: entry["what"] for entry in manifest["files"]}
+    assert "fitted on public rows only" in what[rundir.STUDENT_ENCODER]
+    state = json.loads((copy / rundir.STUDENT_ENCODER).read_text())
+    state.update(encoder=None, transformer="ColumnTransformer")
+    (copy / rundir.STUDENT_ENCODER).write_text(json.dumps(state))
+    manifest = json.loads((pate.export(copy, tmp_path / "user") / "manifest.json").read_text())
+    what = {entry["path"]: entry["what"] for entry in manifest["files"]}
+    assert "ColumnTransformer, is NOT included" in what[rundir.STUDENT_ENCODER]
+    assert "must pass it" in caplog.text
+
+
 def test_export_refuses_anything_internal(default_run, tmp_path, capsys):
     copy = tmp_path / "copy"
     shutil.copytree(default_run, copy, symlinks=True)

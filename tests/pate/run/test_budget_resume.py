@@ -120,7 +120,7 @@ def test_two_targets_on_one_lifetime_budget(tmp_path, digits):
 
 def test_a_new_dataset_without_any_budget_is_refused_naming_the_settings(tmp_path, digits):
     with pytest.raises(ConfigError, match=r"budget_eps=.*target_eps="):
-        _fit(digits, tmp_path, "run", sigma=40.0)
+        _fit(digits, tmp_path, "run", sigma=4.0)
     assert not (tmp_path / "run").exists()
 
 

@@ -24,13 +24,8 @@ def test_configs_are_shipped():
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
-def test_shipped_config_validates(path, tmp_path, monkeypatch):
-    if (
-        path.name == "own_data.toml"
-    ):  # the planner checks its declared records: a file must be there
-        monkeypatch.chdir(tmp_path)
-        _write_table(tmp_path / "my_data.csv")
-    config = load(path)
+def test_shipped_config_validates(path):
+    config = load(path)  # loading reads no data (own-data's tables need not be there)
     assert config.run.name and config.privacy.delta < 1
     assert config.privacy.release_order < 1 / (2 * config.privacy.release_beta)
 
@@ -104,7 +99,6 @@ def test_the_configs_are_package_data_of_the_wheel():
 )
 def test_a_packaged_name_resolves_from_any_folder(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no configs/ here
-    _write_table(tmp_path / "my_data.csv")  # own-data's records (the planner checks them)
     stem = name.lower().removesuffix(".toml").replace("-", "_")
     expected = load(REPO / "pate" / "configs" / f"{stem}.toml")
     assert load(name) == expected
@@ -156,45 +150,46 @@ def test_shipped_configs_set_no_relative_ledger():
         assert privacy.get("ledger", True) is True, path.name
 
 
-def _write_table(path: pathlib.Path, rows: int = 6000) -> None:
-    """A 3-column table of ``rows`` rows: 6000 leave 4200 private records, about the 5000 the
-    own-data template declares (within the factor 2 the planner accepts)."""
-    import numpy as np
+def _write_tables(folder: pathlib.Path, private_rows: int = 3000) -> None:
+    """The own-data template's three tables (tests/teachers/test_tables.py's hospital export):
+    3000 private rows, about the 5000 the template declares (within the factor 2 the planner
+    accepts); the public rows unlabelled."""
+    from tests.teachers.test_tables import hospital
 
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(rows, 3))
-    y = (x[:, 0] > 0).astype(int)
-    # the template's marks (evaluation marked: no held-out split, whose key is drawn per run)
-    split = [("public", "evaluation", "private", "private", "private")[i % 5] for i in range(rows)]
-    lines = ["f1,f2,f3,label,split"] + [
-        f"{a:.4f},{b:.4f},{c:.4f},{t},{m}" for (a, b, c), t, m in zip(x, y, split)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    hospital(private_rows, 0).to_csv(folder / "private.csv", index=False)
+    public = hospital(300, 1, first_id=900000).assign(outcome="")
+    public.to_csv(folder / "public.csv", index=False)
+    hospital(200, 2, first_id=950000).to_csv(folder / "evaluation.csv", index=False)
 
 
 def test_own_data_leaves_the_choices_to_the_planner(tmp_path, monkeypatch):
     """The template plans from the records it declares (mechanism "auto", a target eps, no number
-    of teachers): unchanged, it names the data file it needs; pointed at a table it plans."""
+    of teachers): unchanged, it names the data file it needs; pointed at tables it plans."""
     monkeypatch.chdir(tmp_path)
     given = load("own-data")  # loading reads no data: the plan does, where the run starts
     assert given.needs_plan and given.aggregator.mechanism == "auto"
-    with pytest.raises(pate.DatasetNotFoundError, match="my_data.csv does not exist"):
+    with pytest.raises(pate.DatasetNotFoundError, match="private.csv does not exist"):
         plan(given)
-    _write_table(tmp_path / "my_data.csv")
+    _write_tables(tmp_path)
     config, _ = plan(given)
-    assert config.data.name == "csv:my_data.csv"
+    assert config.data.name == "csv:private.csv" and config.data.label == "outcome"
     assert config.teachers.model == "auto" and config.privacy.ledger is True
     assert config.aggregator.mechanism in ("auto", "class-means")  # the planner decides
     assert config.privacy.budget_eps <= 4.0
     text = (REPO / "configs" / "own_data.toml").read_text(encoding="utf-8")
     for documented in (
         "csv:PATH",
+        "parquet:PATH",
         "npz:PATH",
         "imagefolder:PATH",
         "x_private",
         "y_public",
         "split",
         "classes",
+        "label = ",
+        "id = ",
+        "drop = ",
+        "preprocess = ",
         "PATH/train/<class>/<image>",
         "PATH/test",
         "REPLACE",
@@ -204,52 +199,28 @@ def test_own_data_leaves_the_choices_to_the_planner(tmp_path, monkeypatch):
         assert documented in text, documented
 
 
-def test_own_data_template_runs_on_a_csv(tmp_path, monkeypatch, capsys):
-    """The documented CSV rules hold: a header, the label in a column named `label` (not the
-    last one), text labels; a copy of the template pointed at it runs (partition only). 4000
-    rows leave 2800 private records, within a factor 2 of the 5000 the template declares."""
-    import numpy as np
-
+def test_own_data_template_runs_on_named_tables(tmp_path, monkeypatch, capsys):
+    """A copy of the template pointed at three CSV tables with named columns (an id, gaps, text
+    columns, a text label) plans, printing which columns it uses and how, and runs (partition
+    only)."""
     monkeypatch.chdir(tmp_path)
-    rng = np.random.default_rng(0)
-    rows = ["Label,f1,f2,Split,f3"] + [
-        f"{'yes' if i % 2 else 'no'},{rng.normal():.4f},{rng.normal():.4f},"
-        f"{'public' if i % 5 == 0 else 'private'},{i % 7}"
-        for i in range(4000)
-    ]
-    pathlib.Path("my_data.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    _write_tables(tmp_path)
     assert main(["init-config", "own-data", "--output", "my_run.toml"]) == 0
-    copy = pathlib.Path("my_run.toml")  # the user declares the classes in the copy
-    text = copy.read_text(encoding="utf-8")
-    copy.write_text(text.replace('["class0", "class1"]', '["no", "yes"]'), encoding="utf-8")
-    assert (
-        main(
-            [
-                "run",
-                "--config",
-                "my_run.toml",
-                "--run-dir",
-                "run",
-                "--no-ledger",
-                "--until",
-                "partition",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    capsys.readouterr()
+    assert main(["plan", "--config", "my_run.toml", "--no-ledger"]) == 0
+    shown = capsys.readouterr().out
+    assert "categorical sex, region, smoker" in shown and "id          patient_id" in shown
+    assert "encoding    " in shown and "public rows" in shown
+    flags = ["--run-dir", "run", "--no-ledger", "--until", "partition", "--no-progress"]
+    assert main(["run", "--config", "my_run.toml", *flags]) == 0
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert (
         plan["mechanism"] == "class-means"
         and (tmp_path / "run" / rundir.STAGE_DIR / "partition.json").is_file()
     )
-    from pate.teachers.data import load_pate_data
-
-    data = load_pate_data("csv:my_data.csv")
-    assert data.input_shape == (3,) and data.num_classes == 2 and data.class_names == ("no", "yes")
-    assert len(data.private) + len(data.public) + len(data.evaluation) == 4000
-    assert len(data.public) == data.public_from_pool == 800  # the rows marked public
-    assert 250 < len(data.evaluation) < 400 and not data.evaluation_public  # a tenth held out
+    data = load("my_run.toml").load_data(cache=False)
+    assert data.class_names == ("home", "readmitted", "died") and len(data.unit_ids) == 3000
+    assert (len(data.private), len(data.public), len(data.evaluation)) == (3000, 300, 200)
 
 
 def test_run_a_packaged_config_from_any_folder(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """The planner (pate.run.planner, `pate plan`, pate.plan and the plan step of pate run / pate.fit):
-each refusal planted, in the caller's wording, the filled-in defaults on a few data sizes, and
+each refusal planted, in TOML words (pate.fit rewords them), the filled-in defaults on a few data sizes, and
 that a plan needs counts and shapes only."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import pate
 from pate.cli import main
 from pate.run import planner
-from pate.run.config import RunConfig, build, facts_of, planning
+from pate.run.config import RunConfig, build, facts_of, planning, python_wording
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 DIGITS = planner.Facts(private_records=1000, classes=10, public_items=597, input_shape=(64,))
@@ -41,8 +41,8 @@ def raw(aggregator: dict, *, teachers=None, budget=None, release=False, smoke=Fa
     return normalize(out)
 
 
-def plan(aggregator, facts, *, wording="python", **kw):
-    return plan_config(raw(aggregator, **kw), facts, wording=wording)
+def plan(aggregator, facts, **kw):
+    return plan_config(raw(aggregator, **kw), facts)
 
 
 def normalize(given: dict) -> dict:
@@ -50,17 +50,15 @@ def normalize(given: dict) -> dict:
     return RunConfig.parse(given).to_dict()
 
 
-def plan_config(config: dict, facts, *, wording="config", remaining_eps=None):
+def plan_config(config: dict, facts, *, remaining_eps=None):
     """``(filled config, plan)`` of the on-disk form ``config`` (pate.run.config.plan)."""
-    planned, made = planning.plan(
-        RunConfig.parse(config), facts=facts, wording=wording, remaining_eps=remaining_eps
-    )
+    planned, made = planning.plan(RunConfig.parse(config), facts=facts, remaining_eps=remaining_eps)
     return planned.to_dict(), made
 
 
-def plan_for(config: dict, facts, *, wording="config", remaining_eps=None):
+def plan_for(config: dict, facts, *, remaining_eps=None):
     """The plan of ``config`` (pate.run.config.plan)."""
-    return plan_config(config, facts, wording=wording, remaining_eps=remaining_eps)[1]
+    return plan_config(config, facts, remaining_eps=remaining_eps)[1]
 
 
 # --------------------------------------------------------------------------- refusals
@@ -82,9 +80,9 @@ def test_drowning_calibrated_noise_is_refused_naming_target_eps():
             teachers=20,
         )
     err = caught.value
-    assert err.setting == "target_eps=" and "drowns the votes" in str(err)
+    assert err.setting == "[aggregator] target_eps" and "drowns the votes" in str(err)
     assert "sigma2/teachers = 4" in str(err)  # 80 / 20
-    assert "Fix: target_eps=" in str(err) and "or more" in str(err)
+    assert "Fix: [aggregator] target_eps = " in str(err) and "or more" in str(err)
     assert isinstance(err, pate.ConfigError)
 
 
@@ -92,8 +90,9 @@ def test_drowning_fixed_noise_is_refused_naming_the_parameter():
     """Issue #31: 10 teachers on breast_cancer at eps 1 had sigma = 81 (8 x the ensemble)."""
     with pytest.raises(planner.PlanError) as caught:
         plan({"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0)
-    assert caught.value.setting == "sigma=" and "sigma/teachers = 8.1" in str(caught.value)
-    assert "Fix: sigma=2 (0.2 x 10 voters)" in str(caught.value)
+    assert caught.value.setting == "[aggregator] sigma"
+    assert "sigma/teachers = 8.1" in str(caught.value)
+    assert "Fix: [aggregator] sigma = 2 (0.2 x 10 voters)" in str(caught.value)
 
 
 def test_a_coin_flip_threshold_check_is_refused():
@@ -106,7 +105,8 @@ def test_a_coin_flip_threshold_check_is_refused():
             teachers=50,
             budget=100.0,
         )
-    assert caught.value.setting == "sigma1=" and "sigma1=30" in caught.value.fix
+    assert caught.value.setting == "[aggregator] sigma1"
+    assert "[aggregator] sigma1 = 30" in caught.value.fix
 
 
 def test_tiny_shards_are_refused_naming_num_teachers():
@@ -114,9 +114,8 @@ def test_tiny_shards_are_refused_naming_num_teachers():
         planner.PlanError, match=r"2.5 private records per teacher \(0.25 per class"
     ) as caught:
         plan({"mechanism": "gnmax", "sigma": 40.0}, DIGITS, teachers=400, budget=100.0)
-    assert (
-        caught.value.setting == "num_teachers=" and "num_teachers=50 or fewer" in caught.value.fix
-    )
+    assert caught.value.setting == "[partition] num_teachers"
+    assert "[partition] num_teachers = 50 or fewer" in caught.value.fix
 
 
 def test_more_teachers_than_records_is_refused_by_the_planner():
@@ -140,18 +139,22 @@ def test_too_few_answers_for_the_classes_is_refused_naming_the_budget():
             budget=0.3,
         )
     err = caught.value
-    assert err.setting == "budget_eps=" and "fewer than 10 per class for 10 classes" in str(err)
-    assert "budget_eps=" in err.fix and "class-means" in err.fix
+    assert err.setting == "[privacy] budget_eps"
+    assert "fewer than 10 per class for 10 classes" in str(err)
+    assert "[privacy] budget_eps = " in err.fix and "class-means" in err.fix
 
 
 def test_too_few_queries_asked_is_refused_naming_queries():
-    with pytest.raises(planner.PlanError, match="queries=30 asks for fewer labels") as caught:
+    with pytest.raises(
+        planner.PlanError, match=r"\[aggregator\] queries = 30 asks for fewer labels"
+    ) as caught:
         plan(
             {"mechanism": "gnmax", "sigma": "auto", "target_eps": 20.0, "queries": 30},
             DIGITS,
             teachers=10,
         )
-    assert caught.value.setting == "queries=" and "queries= >= 100" in caught.value.fix
+    assert caught.value.setting == "[aggregator] queries"
+    assert "[aggregator] queries >= 100" in caught.value.fix
 
 
 def test_a_smoke_test_gets_warnings_instead_of_refusals():
@@ -161,25 +164,17 @@ def test_a_smoke_test_gets_warnings_instead_of_refusals():
     assert not got.usable and any("smoke test, not refused" in w for w in got.warnings)
 
 
-def test_the_config_wording_names_toml_keys():
+def test_planner_errors_are_worded_once_and_read_in_python_terms_through_python_wording():
+    """The planner words its errors for TOML; pate.fit / pate.plan reword them at their boundary
+    (pate.run.config.python_wording; end to end: test_pate_fit_refuses_in_python_wording...)."""
     with pytest.raises(planner.PlanError) as caught:
-        plan(
-            {"mechanism": "gnmax", "sigma": 40.0},
-            DIGITS,
-            teachers=400,
-            budget=100.0,
-            wording="config",
-        )
-    assert caught.value.setting == "[partition] num_teachers"
-    assert "[partition] num_teachers = 50 or fewer" in caught.value.fix
+        plan({"mechanism": "gnmax", "sigma": 40.0}, DIGITS, teachers=400, budget=100.0)
+    assert python_wording(caught.value.setting) == "num_teachers="
+    assert "num_teachers=50 or fewer" in python_wording(caught.value.fix)
     with pytest.raises(planner.PlanError) as caught:
-        plan(
-            {"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0, wording="config"
-        )
-    assert (
-        "[aggregator] sigma = 81" in str(caught.value)
-        and "[aggregator] sigma = 2" in caught.value.fix
-    )
+        plan({"mechanism": "gnmax", "sigma": 81.0}, BREAST, teachers=10, budget=1.0)
+    python = python_wording(str(caught.value))
+    assert "sigma=81" in python and "Fix: sigma=2" in python and "[aggregator]" not in python
 
 
 # --------------------------------------------------------------------------- filled in
@@ -221,7 +216,7 @@ def test_digits_at_eps_2_is_refused_with_what_would_work():
     """Issue #31: digits, 50 teachers, eps 2 gave a 28 % student; the planner says why first."""
     with pytest.raises(planner.PlanError, match="drowns the votes") as caught:
         plan(AUTO, DIGITS)
-    eps_needed = float(caught.value.fix.split("target_eps=")[1].split()[0])
+    eps_needed = float(caught.value.fix.split("[aggregator] target_eps = ")[1].split()[0])
     _, got = plan(dict(AUTO, target_eps=eps_needed * 1.01), DIGITS)  # and that fix works
     assert got.usable
 
@@ -485,9 +480,13 @@ def test_auto_with_no_teachers_asked_for_is_one_class_means_release():
     assert got.mechanism == "class-means" and got.num_teachers is None
     assert got.queries == DIGITS.public_items and "class-means" in got.filled["mechanism"]["value"]
     assert "num_teachers" not in config["partition"]
-    assert planner.auto_mechanism({"teachers": {"model": "mlp"}}) == "gnmax"
-    assert planner.auto_mechanism({"partition": {"num_teachers": 40}}) == "gnmax"
-    assert planner.auto_mechanism({"teachers": {"model": "auto"}}) == "class-means"
+    auto = raw({"mechanism": "auto", "target_eps": 2.0})
+    for tables, chosen in (
+        ({"teachers": {"model": "mlp"}}, "gnmax"),
+        ({"partition": {"num_teachers": 40}}, "gnmax"),
+        ({"teachers": {"model": "auto"}}, "class-means"),
+    ):
+        assert planner.auto_mechanism(RunConfig.parse(dict(auto, **tables))) == chosen
 
 
 def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_the_noise():
@@ -508,7 +507,7 @@ def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_t
     # what the user set stays
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["knn"] = {"features": "none", "dims": 5}
-    config, kept = plan_config(mine, BREAST, wording="python")
+    config, kept = plan_config(mine, BREAST)
     assert config["knn"] == {"features": "none", "dims": 5} and "dims" not in kept.filled
     assert kernel_dims(private_records=10, num_classes=2, sigma=100.0, public_items=50) == 8
     assert kernel_dims(private_records=10**7, num_classes=2, sigma=0.1, public_items=10**5) == 512
@@ -532,20 +531,20 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert got.filled["targets"]["value"] == "soft"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["student"] = dict(mine.get("student") or {}, targets="hard")
-    config, kept = plan_config(mine, TABLE, wording="python")
+    config, kept = plan_config(mine, TABLE)
     assert config["student"]["targets"] == "hard" and "targets" not in kept.filled
     assert RunConfig.parse(config).knn.labelling_rule == "qda"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["knn"] = {"features": "quadratic", "rule": "lda"}
-    config, kept = plan_config(mine, TABLE, wording="python")
+    config, kept = plan_config(mine, TABLE)
     assert config["knn"] == {"features": "quadratic", "rule": "lda"} and "rule" not in kept.filled
     mine["knn"] = {"features": "kernel"}
-    config, kept = plan_config(mine, TABLE, wording="python")
+    config, kept = plan_config(mine, TABLE)
     assert config["knn"]["features"] == "kernel" and "dims" in kept.filled
     # with the noise given (nothing calibrated) the front-end is still chosen before the run
     given = raw({"mechanism": "class-means", "sigma": 3.0})
-    assert planner.needs_plan(normalize(given))
-    config, _ = plan_config(given, TABLE, wording="python")
+    assert planner.needs_plan(RunConfig.parse(given))
+    config, _ = plan_config(given, TABLE)
     assert config["knn"]["features"] == "quadratic"
 
 
@@ -604,18 +603,16 @@ def test_fixed_confident_noise_with_the_threshold_left_out_plans():
     assert got.noise["sigma1"] == 150.0 and got.noise["sigma2"] == 40.0
     assert 0 < got.answers < FMNIST.public_items and got.guarantee_eps <= 4.0
     assert planner.needs_plan(
-        normalize(
-            {
-                **raw(
-                    {
-                        "mechanism": "confident-gnmax",
-                        "sigma1": 150.0,
-                        "sigma2": 40.0,
-                        "threshold": "auto",
-                    },
-                    teachers=250,
-                    budget=4.0,
-                )
-            }
+        RunConfig.parse(
+            raw(
+                {
+                    "mechanism": "confident-gnmax",
+                    "sigma1": 150.0,
+                    "sigma2": 40.0,
+                    "threshold": "auto",
+                },
+                teachers=250,
+                budget=4.0,
+            )
         )
     )

@@ -1149,11 +1149,11 @@ def test_a_healthy_run_gets_no_utility_warning():
             ),
             ["near chance", "disagree with the teachers' plurality vote", "fewer queries"],
         ),
-        # near chance with good labels: the student (a too-short one, say)
-        (dict(student_accuracy=0.15), ["near chance", "train the student longer"]),
+        # near chance with good labels, trained long enough: the student's model
+        (dict(student_accuracy=0.15), ["near chance", "Its labels are better", "student='auto'"]),
         # far below its own labels (issue #31: labels 53 %, student 14.5 % -> here 53 / 30)
         (
-            dict(student_accuracy=0.3, label_accuracy_answered=0.53),
+            dict(student_accuracy=0.3, label_accuracy_answered=0.53, student_steps=120),
             ["far below the accuracy of its own labels", "Train it longer"],
         ),
         # far below the plurality vote, labels unknown (breast cancer: 98.9 % vote, 54 % student)

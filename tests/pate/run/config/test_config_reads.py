@@ -20,12 +20,6 @@ CONFIG_NAMES = frozenset({"config", "cfg", "conf"})
 
 #: Modules that may still read the dict, each with why.
 ALLOWED = {
-    # The planner fills in the on-disk form of a config (settings left to it: num_teachers,
-    # queries, mechanism = "auto"); pate.run.config.plan hands it the dict and parses the result.
-    "pate/run/planner/rules.py": "fills in the on-disk form of a config",
-    "pate/run/planner/front_end.py": "fills in a table's front-end in the same dict (rules.py's)",
-    "pate/run/planner/steps.py": "probes and checks the same dict before it is validated",
-    "pate/run/planner/costs.py": "costs a plan of a not yet validated dict (the planner's)",
     # The report's schema check reads the copy of the config inside an analysis.json read from
     # disk, which may be malformed or hand-edited: it checks each value's type itself and names
     # the document's field (config.privacy.release_order), never a section of a live config.

@@ -1,0 +1,138 @@
+"""Warnings that are right (issue #51): each names a cause true for the run and advice that would
+help -- the student's training length only when its given epochs were short, the labels when
+they are the problem, no optimiser-step warning for a smoke test, no scale warning for trees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pate.run.utility_warnings import split_utility_warnings, utility_warnings
+from pate.teachers.scaling import handles_scale, scale_warning
+
+HEALTHY = {
+    "student_accuracy": 0.88,
+    "plurality_vote_accuracy": 0.93,
+    "label_accuracy_answered": 0.9,
+    "answered_plurality_agreement": 0.95,
+    "majority_class_rate": 0.12,
+    "student_steps": 4000,
+    "scale_warnings": [],
+}
+
+
+def warned(**change) -> str:
+    return " ".join(utility_warnings({**HEALTHY, **change}, num_classes=10, answered=320))
+
+
+def test_train_longer_is_advised_only_when_the_given_epochs_were_short():
+    assert "Train it longer: its epochs give 120 optimiser steps" in warned(
+        student_accuracy=0.15, student_steps=120
+    )
+    unset = warned(student_accuracy=0.15)  # auto epochs: at least 1000 steps
+    assert "near chance" in unset and "longer" not in unset and "epochs" not in unset
+    assert "longer" not in warned(student_accuracy=0.3, label_accuracy_answered=0.53)
+
+
+def test_labels_near_chance_are_named_as_the_problem_not_the_student():
+    """Issue #51: every label one class (33 % right on 3 classes), class-means (no votes)."""
+    u = {
+        "student_accuracy": 0.34,
+        "label_accuracy_answered": 0.333,
+        "majority_class_rate": 0.34,
+        "student_steps": 3000,
+    }
+    text = " ".join(utility_warnings(u, num_classes=3, answered=3000))
+    assert "Its labels are near chance too (33.3 %)" in text and "larger target epsilon" in text
+    assert "longer" not in text and "epochs" not in text
+    unknown = dict(u, label_accuracy_answered=None)  # public labels unknown: not claimed better
+    text = " ".join(utility_warnings(unknown, num_classes=3, answered=3000))
+    assert "could not be checked" in text and "Its labels are better" not in text
+    assert "longer" not in text
+
+
+def test_a_smoke_test_is_not_warned_about_its_own_optimiser_steps():
+    short = dict(HEALTHY, student_steps=120)
+    assert "120 optimiser steps" in " ".join(utility_warnings(short, num_classes=10, answered=320))
+    assert utility_warnings(short, num_classes=10, answered=320, smoke_test=True) == []
+    public, internal = split_utility_warnings(short, num_classes=10, answered=320, smoke_test=True)
+    assert public == internal == []
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda sk: sk["HistGradientBoostingClassifier"](),
+        lambda sk: sk["make_pipeline"](sk["HistGradientBoostingClassifier"]()),
+        lambda sk: sk["make_pipeline"]("passthrough", sk["RandomForestClassifier"]()),
+        lambda sk: sk["BaggingClassifier"](sk["RandomForestClassifier"]()),
+        lambda sk: sk["make_pipeline"](sk["StandardScaler"](), sk["LogisticRegression"]()),
+    ],
+)
+def test_no_scale_warning_for_trees_or_a_pipeline_that_scales(build):
+    sk = _sklearn()
+    public = np.random.default_rng(0).normal(size=(50, 3)) * np.array([1e-3, 1.0, 1e3])
+    model = build(sk)
+    assert handles_scale(model)
+    assert scale_warning(public, model, role="student") is None
+
+
+def test_a_scale_sensitive_model_is_still_warned_even_beside_a_tree():
+    sk = _sklearn()
+    public = np.random.default_rng(0).normal(size=(50, 3)) * np.array([1e-3, 1.0, 1e3])
+    for model in (
+        sk["make_pipeline"](sk["LogisticRegression"]()),
+        sk["make_pipeline"](sk["PCA"](), sk["RandomForestClassifier"]()),
+    ):
+        assert not handles_scale(model)
+        assert "unscaled" in scale_warning(public, model, role="teacher")
+
+
+def _sklearn() -> dict:
+    from sklearn.decomposition import PCA
+    from sklearn.ensemble import (
+        BaggingClassifier,
+        HistGradientBoostingClassifier,
+        RandomForestClassifier,
+    )
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return {
+        "PCA": PCA,
+        "BaggingClassifier": BaggingClassifier,
+        "HistGradientBoostingClassifier": HistGradientBoostingClassifier,
+        "RandomForestClassifier": RandomForestClassifier,
+        "LogisticRegression": LogisticRegression,
+        "make_pipeline": make_pipeline,
+        "StandardScaler": StandardScaler,
+    }
+
+
+@pytest.mark.parametrize(
+    "fallback, warns",
+    [
+        ("[privacy] release = false: only the data-independent epsilon is reported", False),
+        ("conditions C5/C6 do not hold at this order and sigma2", True),
+    ],
+)
+def test_the_sanitized_fallback_is_warned_only_when_a_release_was_asked_for(fallback, warns):
+    """Issue #51: every teacher run from pate.fit warned that the sanitized epsilon fell back
+    because [privacy] release = false -- its default."""
+    from pate.run.report.report_warnings import report_warnings
+
+    privacy = {
+        "mechanism": "gnmax",
+        "orders": [2.0, 8.0, 32.0],
+        "order_data_independent": 8.0,
+        "eps_guarantee": 2.0,
+        "eps_data_independent": 2.0,
+        "sanitized": {"fallback": fallback},
+        "delta": 1e-5,
+        "num_teachers": 50,
+        "budget": {"basis": "data-independent", "stop_reason": None},
+    }
+    a = {"run": {}, "privacy": privacy, "utility": {}, "queries": {"answered": 100}}
+    text = " ".join(report_warnings(a))
+    assert ("fell back to the data-independent one" in text) is warns
