@@ -279,6 +279,8 @@ def _utility_section(
         "chance_rate": 1.0 / data.num_classes,
         "student_steps": figures.steps,
         "scale_warnings": scale_warnings(run, saved.reads_records),
+        # a table's encoder, fitted on the public rows only ([] for arrays)
+        "preprocessing": rundir.preprocessing_lines(run.run_dir),
     }
 
 

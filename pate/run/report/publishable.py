@@ -145,6 +145,7 @@ PUBLIC_FIELDS: dict[str, Public] = {
     "utility.label_accuracy_note": Public(_K, "what that figure means"),
     "utility.student_steps": Public(_P, "the declared epochs times the steps the labels give"),
     "utility.scale_warnings": Public(_P, "checks of the public inputs only"),
+    "utility.preprocessing": Public(_D, "the table's encoder: statistics of the public rows only"),
     "utility.warnings": Public(_P, "the utility rules applied to the public figures only"),
     "utility.evaluation_public": Public(_D, "whether the evaluation data was declared public"),
     "utility.public_from_pool": Public(

@@ -149,6 +149,7 @@ _OPTIONAL_UTILITY: dict[str, Any] = {
     "chance_rate": "float",
     "student_steps": "int?",
     "scale_warnings": "[str]",
+    "preprocessing": "[str]",
     "warnings": "[str]",
     "internal_warnings": "[str]",
     # a non-private model trained on the same private rows: internal, never in PUBLIC_FIELDS

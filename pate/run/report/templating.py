@@ -21,6 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from pate import mechanisms
+from pate.ledger import identity_note
 from pate.run import rundir
 from pate.run.report import formatting, report_warnings, wording
 from pate.run.report import resources as run_resources
@@ -203,6 +204,7 @@ def context(report: dict, internal: bool) -> dict:
             p["mechanism"], (p.get("calibration") or {}).get("calibrated") or {}
         ),
         "config_json": json.dumps(report["config"], indent=2, sort_keys=True),
+        "identity_note": identity_note(bool((report["config"].get("data") or {}).get("id"))),
     }
 
 
