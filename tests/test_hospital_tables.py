@@ -176,6 +176,13 @@ def test_pate_run_from_a_config_naming_the_files(hospital, from_cli):
     _, files, _ = hospital
     report = json.loads((from_cli / rundir.REPORT_JSON).read_text())
     assert float(report["privacy"]["eps_guarantee"]) <= TARGET_EPS + 1e-9
+    # the report names the public-fitted encoding, that the guarantee covers people, and that
+    # the ledger knows the records by their people
+    assert (
+        report["utility"]["preprocessing"] and report["privacy"]["neighbouring_relation"] == "unit"
+    )
+    text = (from_cli / rundir.REPORT_MD).read_text()
+    assert "fitted on the public rows only" in text and "their people's ids" in text
     internal = json.loads((from_cli / rundir.REPORT_INTERNAL_JSON).read_text())
     student = RawRowStudent.load(from_cli)
     _check_raw_predictions(student, files, float(internal["utility"]["student_accuracy"]))
