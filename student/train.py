@@ -312,6 +312,7 @@ class Student(ClassifierMixin, BaseEstimator):
             logger.warning(
                 "student: %s",
                 short_training_warning(settings["epochs"], settings["steps_per_epoch"]),
+                extra={"short_training": True},  # a smoke test's run leaves it out
             )
         processes, threads_each = _processes(self.processes, shards, device)
         train_epochs(

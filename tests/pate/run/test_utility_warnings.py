@@ -4,6 +4,8 @@ they are the problem, no optimiser-step warning for a smoke test, no scale warni
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,30 @@ def test_the_sanitized_fallback_is_warned_only_when_a_release_was_asked_for(fall
     a = {"run": {}, "privacy": privacy, "utility": {}, "queries": {"answered": 100}}
     text = " ".join(report_warnings(a))
     assert ("fell back to the data-independent one" in text) is warns
+
+
+@pytest.mark.parametrize("smoke_test", [True, False])
+def test_the_shipped_smoke_test_does_not_warn_about_its_own_short_student(
+    smoke_test, tmp_path, caplog
+):
+    """configs/digits.toml is a smoke test: its student is short on purpose, so neither its
+    training nor its report warns about the optimiser steps; the same run declared a real one
+    is told (the warning is still there where it is true)."""
+    import json
+    import logging
+
+    from pate.cli import main
+    from pate.run import rundir
+    from pate.run.config import CONFIGS_FOLDER
+
+    text = (pathlib.Path(CONFIGS_FOLDER) / "digits.toml").read_text()  # as shipped: seconds
+    config = tmp_path / "digits.toml"
+    config.write_text(
+        text if smoke_test else text.replace("smoke_test = true", "smoke_test = false")
+    )
+    with caplog.at_level(logging.WARNING, logger="pate"):
+        assert main(["run", "--config", str(config), "--run-dir", str(tmp_path / "run")]) == 0
+    logged = [r.getMessage() for r in caplog.records if "optimiser steps" in r.getMessage()]
+    report = json.loads((tmp_path / "run" / rundir.REPORT_JSON).read_text())
+    in_report = [w for w in report["warnings"] if "optimiser steps" in w]
+    assert (not logged and not in_report) if smoke_test else (logged and in_report)
