@@ -15,7 +15,11 @@ from pate import analysis
 from pate.core.io import read_json
 from pate.run import run_cost, rundir
 from pate.run.rundir import Run
-from pate.run.utility_warnings import scale_warnings, split_utility_warnings
+from pate.run.utility_warnings import (
+    more_labels_advice,
+    scale_warnings,
+    split_utility_warnings,
+)
 
 logger = logging.getLogger("pate.run.run_analysis")
 
@@ -328,6 +332,7 @@ def build_analysis(run: Run) -> dict:
         num_classes=int(run.data.num_classes),
         answered=int(saved.answered.sum()),
         smoke_test=bool(config.run.smoke_test),
+        more_labels=more_labels_advice(saved.spec),
     )
     for warning in u["warnings"]:
         logger.warning("utility: %s", warning)

@@ -32,8 +32,17 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
+def more_labels_advice(spec) -> str:
+    """What buys more answered labels with the mechanism ``spec`` (a registry spec)."""
+    if spec.kind.releases_once:
+        return "more public items (the one release labels every one of them)"
+    if spec.always_answers:
+        return "a larger budget or less noise"
+    return "a larger budget, less noise or a lower threshold"
+
+
 def utility_warnings(
-    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False
+    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False, more_labels: str = ""
 ) -> list[str]:
     """Plain-language warnings about what the run's student is worth, each naming what to
     change (the rules above; docs/student.md). ``u``: the ``utility`` object of
@@ -47,8 +56,8 @@ def utility_warnings(
     if 0 < answered < MIN_LABELS_PER_CLASS * num_classes:
         out.append(
             f"Only {answered} labels were answered for {num_classes} classes (fewer than "
-            f"{MIN_LABELS_PER_CLASS} per class): a larger budget, less noise or a lower "
-            f"threshold buys more."
+            f"{MIN_LABELS_PER_CLASS} per class): "
+            f"{more_labels or 'a larger budget, less noise or a lower threshold'} buys more."
         )
     steps = u.get("student_steps")
     if steps is not None and not smoke_test:
@@ -72,21 +81,20 @@ EVALUATION_FIGURES = ("student_accuracy", "majority_class_rate")
 
 
 def split_utility_warnings(
-    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False
+    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False, more_labels: str = ""
 ) -> tuple[list[str], list[str]]:
     """``(public, internal)``: the warnings judged on the publishable figures of ``u`` alone
     (the teachers' and the noise-free plurality vote's figures left out, and the student's
     accuracy unless ``u["evaluation_public"]``), and those that fire only with the internal
     figures (docs/publishing.md: whether a warning appears is itself a bit about the data)."""
-    everything = utility_warnings(
-        u, num_classes=num_classes, answered=answered, smoke_test=smoke_test
+    settings = dict(
+        num_classes=num_classes, answered=answered, smoke_test=smoke_test, more_labels=more_labels
     )
+    everything = utility_warnings(u, **settings)
     view = {**u, **dict.fromkeys(INTERNAL_FIGURES)}
     if u.get("evaluation_public") is not True:
         view = {k: v for k, v in view.items() if k not in EVALUATION_FIGURES}
-    public = utility_warnings(
-        view, num_classes=num_classes, answered=answered, smoke_test=smoke_test
-    )
+    public = utility_warnings(view, **settings)
     return public, [w for w in everything if w not in public]
 
 

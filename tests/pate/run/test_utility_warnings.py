@@ -165,3 +165,22 @@ def test_the_shipped_smoke_test_does_not_warn_about_its_own_short_student(
     report = json.loads((tmp_path / "run" / rundir.REPORT_JSON).read_text())
     in_report = [w for w in report["warnings"] if "optimiser steps" in w]
     assert (not logged and not in_report) if smoke_test else (logged and in_report)
+
+
+def test_few_labels_advice_names_only_levers_the_mechanism_has():
+    from pate import mechanisms
+    from pate.run.utility_warnings import more_labels_advice
+
+    def advice(name: str) -> str:
+        return " ".join(
+            utility_warnings(
+                HEALTHY,
+                num_classes=10,
+                answered=40,
+                more_labels=more_labels_advice(mechanisms.get(name)),
+            )
+        )
+
+    assert "lower threshold" in advice("confident-gnmax")
+    assert "lower threshold" not in advice("gnmax") and "less noise" in advice("gnmax")
+    assert "more public items" in advice("class-means") and "budget" not in advice("class-means")
