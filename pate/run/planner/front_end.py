@@ -23,15 +23,47 @@ def plan_table_front_end(config, facts: Facts, noise: dict, filled: dict):
     if len(facts.input_shape) != 1 or features not in (None, "kernel") or not is_number(sigma):
         return config
     classes = max(facts.classes, 2)
-    if (
-        features is None
-        and table_front_end(
-            private_records=facts.private_records, num_classes=classes, columns=facts.input_shape[0]
-        )
-        == "quadratic"
-    ):
+    chosen = features or table_front_end(
+        private_records=facts.private_records, num_classes=classes, columns=facts.input_shape[0]
+    )
+    if chosen == "quadratic":
         return _plan_quadratic(config, filled)
+    if chosen == "none":
+        return _plan_linear(config, facts, float(sigma), filled)
     return _plan_kernel(config, facts, float(sigma), filled)
+
+
+def _plan_linear(config, facts: Facts, sigma: float, filled: dict):
+    """The table's own columns (public-standardised, a public PCA sized by the noise) and the
+    "lda" rule: a table of many columns with too few records for every class's covariance."""
+    from pate.core.tuned_defaults import (
+        LINEAR_MIN_COLUMNS,
+        LINEAR_RECORDS_PER_COLUMN,
+        linear_dims,
+    )
+
+    filled["features"] = {
+        "value": "none",
+        "why": f"a table of {LINEAR_MIN_COLUMNS} or more columns, with at least "
+        f"{LINEAR_RECORDS_PER_COLUMN} private records per class for each: the release labels by linear "
+        "discriminant analysis of its public-standardised columns, the covariance read from "
+        "the public rows (a kernel rule dilutes in many dimensions)",
+    }
+    config = config.replace("knn", features="none")
+    if config.knn.dims is None:
+        dims = linear_dims(
+            columns=facts.input_shape[0],
+            private_records=facts.private_records,
+            num_classes=max(facts.classes, 2),
+            sigma=sigma,
+        )
+        filled["dims"] = {
+            "value": dims,
+            "why": f"{dims} public principal axes of the columns: (records per class / sigma) "
+            "** 0.75, at most the columns (more records or less noise afford more)",
+        }
+        config = config.replace("knn", dims=dims)
+    return config
 
 
 def _plan_quadratic(config, filled: dict):
@@ -105,8 +137,15 @@ def release_dims(config, facts: Facts, sigma: float, filled: dict) -> int:
     """The width of a release's rows: the quadratic features' width, the kernel's dims (as
     :func:`plan_table_front_end` sizes them at ``sigma`` when the planner chose them), else
     ``[knn] dims`` (the default's, at most the raw inputs' size without features)."""
-    from pate.core.tuned_defaults import kernel_dims
+    from pate.core.tuned_defaults import kernel_dims, linear_dims
 
+    if "dims" in filled and filled.get("features", {}).get("value") == "none":
+        return linear_dims(
+            columns=facts.input_shape[0],
+            private_records=facts.private_records,
+            num_classes=max(facts.classes, 2),
+            sigma=sigma,
+        )
     if "dims" in filled:
         return kernel_dims(
             private_records=facts.private_records,
