@@ -133,6 +133,26 @@ def _plan_kernel(config, facts: Facts, sigma: float, filled: dict):
     return config.replace("knn", features="kernel")
 
 
+def table_size_warning(facts: Facts) -> str | None:
+    """A table with fewer than LINEAR_RECORDS_PER_COLUMN declared private records per class for
+    each column: what the messy-table benchmark measured such tables' students to close (declared
+    facts only: free), or None."""
+    from pate.core.tuned_defaults import LINEAR_RECORDS_PER_COLUMN
+
+    if len(facts.input_shape) != 1:
+        return None
+    columns, per_class = facts.input_shape[0], facts.private_records / max(facts.classes, 2)
+    if per_class >= LINEAR_RECORDS_PER_COLUMN * columns:
+        return None
+    return (
+        f"a table of {columns} (encoded) columns with {per_class:.0f} declared private records "
+        f"per class, {per_class / columns:.1f} per column (below {LINEAR_RECORDS_PER_COLUMN}): "
+        "on the messy-table benchmark such tables' students closed 0.1-0.6 of the gap between "
+        "the majority class and a non-private model at eps 2 (docs/plan.md); expect a weak "
+        "student, or give more private records per class, fewer columns or a larger target eps"
+    )
+
+
 def release_dims(config, facts: Facts, sigma: float, filled: dict) -> int:
     """The width of a release's rows: the quadratic features' width, the kernel's dims (as
     :func:`plan_table_front_end` sizes them at ``sigma`` when the planner chose them), else

@@ -536,6 +536,11 @@ def test_a_wide_table_with_many_records_labels_by_lda_of_its_own_columns():
     config, got = plan({"mechanism": "auto", "target_eps": 2.0}, few)
     assert config["knn"]["features"] == "kernel"
     assert linear_dims(columns=64, private_records=60, num_classes=6, sigma=50.0) == 8
+    # fewer than 20 records per class for each column: said before training, naming the cause
+    said = [w for w in got.warnings if "per column (below 20)" in w]
+    assert len(said) == 1 and "64 (encoded) columns with 1000 declared" in said[0], got.warnings
+    _, wide = plan({"mechanism": "auto", "target_eps": 2.0}, WIDE_TABLE)
+    assert not any("per column" in w for w in wide.warnings)
 
 
 def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
