@@ -69,7 +69,7 @@ class RuleHead(nn.Module):
     @classmethod
     def from_fitted(cls, *, input_shape, front, recovered, num_classes: int) -> RuleHead:
         """The head of a run: its public ``front`` (``pate.teachers.public_embedding.PublicFrontEnd``)
-        and the ``recovered`` rule (``pate.core.labelling_rules.RecoveredRule``)."""
+        and the ``recovered`` rule (``pate.core.labelling_rules.AffineRule``)."""
         pca = front.pca
         head = cls(
             input_shape=input_shape,

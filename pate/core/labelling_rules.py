@@ -29,17 +29,17 @@ from pate.core.mean_release import (
     public_geometry,
 )
 from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
-from pate.core.tuned_defaults import LOGISTIC_RIDGE
+from pate.core.tuned_defaults import LDA_FLOOR, LOGISTIC_RIDGE
 
 __all__ = [
     "RULES",
     "RULE_TEXT",
     "LINEAR_RULES",
-    "LinearLabeller",
+    "AffineRule",
+    "linear_discriminant",
     "public_logistic",
     "labelling_rule",
     "rule_features",
-    "RecoveredRule",
     "recover_rule",
     "RECOVERY_TOLERANCE",
 ]
@@ -54,8 +54,9 @@ RECOVERY_TOLERANCE = 1e-8
 #: The labelling rules of a class-means release (``[knn] rule``; :func:`labelling_rule`), with
 #: how the privacy report words them.
 RULE_TEXT = {
-    "lda": "each query gets the class whose noisy mean is nearest in the public-whitened "
-    "embedding, plus the log of its noisy prior (linear discriminant analysis)",
+    "lda": "each query gets the class of highest score under linear discriminant analysis: "
+    "the noisy class means and priors, with the within-class covariance read as the public "
+    "embeddings' covariance less the noisy means' spread (its eigenvalues floored)",
     "logistic": "each query is labelled by a logistic regression fitted to the release and to "
     "the public inputs alone (the public inputs stand in for the sensitive inputs' "
     f"distribution; ridge {LOGISTIC_RIDGE:g})",
@@ -71,26 +72,57 @@ LINEAR_RULES = ("lda", "logistic")
 
 
 @dataclasses.dataclass(frozen=True)
-class LinearLabeller:
-    """The public-marginal logistic rule (docs/own_data.md): class scores
-    ``u(e) @ weights.T + bias`` with u the clipped, scaled embedding of ``geometry``."""
+class AffineRule:
+    """A labelling rule whose class scores are ``rule_features(e) @ weights.T + bias``
+    (:func:`rule_features`): "lda" in the whitened w, "logistic" in the clipped, scaled u."""
 
+    rule: str
     weights: np.ndarray
     bias: np.ndarray
     geometry: PublicGeometry
 
     def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
         e = embeddings_of_width(embeddings, self.weights.shape[1], "the rule")
-        out: FloatArray = clipped_scaled(e, self.geometry) @ self.weights.T + self.bias
+        out: FloatArray = rule_features(e, self.geometry, self.rule) @ self.weights.T + self.bias
         return out
 
     def predict(self, embeddings: npt.ArrayLike) -> IntArray:
         return labels_of_scores(self.scores(embeddings))
 
 
+def linear_discriminant(release: NoisyClassMeans, public: npt.ArrayLike) -> AffineRule:
+    """Linear discriminant analysis (Hastie, Tibshirani & Friedman 2009, Section 4.3) read from a
+    class-means ``release`` and the ``public`` embeddings (n >= 2, d); post-processing only.
+
+    In the whitened coordinates w, the within-class covariance is the public rows' total
+    covariance T less the spread of the noisy class means around their prior-weighted centre
+    (B), plus the spread the noise adds to B (sum_j pi_j (R sigma / n_j)^2 per axis), its
+    eigenvalues floored at ``LDA_FLOOR`` times T's mean eigenvalue (docs/own_data.md,
+    "pate.core.labelling_rules"). Class j scores ``w @ P mu_j - mu_j @ P mu_j / 2 + log pi_j``
+    with P the inverse of that covariance."""
+    pub = release.geometry.whiten(embeddings_of_width(public, release.means.shape[1], "the means"))
+    if pub.shape[0] < 2:
+        raise InputError(f"public needs at least 2 items to estimate a covariance, got {len(pub)}")
+    centred = pub - pub.mean(axis=0)
+    total = centred.T @ centred / len(pub)
+    prior, means = np.exp(release.log_prior), release.means
+    spread = means - prior @ means
+    noise = float(np.sum(prior * (release.geometry.radius * release.sigma / release.counts) ** 2))
+    within = total - spread.T @ (spread * prior[:, None]) + noise * np.eye(len(total))
+    values, vectors = np.linalg.eigh(within)
+    values = np.maximum(values, LDA_FLOOR * max(float(np.trace(total)) / len(total), 1e-300))
+    weights = ((means @ vectors) / values) @ vectors.T
+    return AffineRule(
+        rule="lda",
+        weights=weights,
+        bias=release.log_prior - 0.5 * np.einsum("jd,jd->j", weights, means),
+        geometry=release.geometry,
+    )
+
+
 def public_logistic(
     release: NoisyClassMeans, public: npt.ArrayLike, *, ridge: float = LOGISTIC_RIDGE
-) -> LinearLabeller:
+) -> AffineRule:
     """Fit the public-marginal logistic rule to a class-means ``release`` (docs/own_data.md).
 
     ``public`` (n >= 1, d): the public embeddings (the same map as the release's); ``ridge`` > 0.
@@ -152,7 +184,8 @@ def public_logistic(
             gap,
         )
     theta = result.x
-    return LinearLabeller(
+    return AffineRule(
+        rule="logistic",
         weights=theta[: m * d].reshape(m, d).copy(),
         bias=theta[m * d :].copy(),
         geometry=release.geometry,
@@ -163,21 +196,24 @@ def labelling_rule(
     release: NoisyClassMeans,
     public: npt.ArrayLike,
     rule: str,
-) -> NoisyClassMeans | LinearLabeller | QuadraticDiscriminant:
-    """What labels the queries of a class-means ``release``: ``"lda"``, the release itself
-    (nearest noisy class mean, best with few private records or much noise), or ``"logistic"``,
-    :func:`public_logistic` fitted on ``public`` (better with many records, e.g. Fashion-MNIST's
-    60000: docs/aggregators.md). Both have ``predict(embeddings)``; both are post-processing."""
+) -> AffineRule | QuadraticDiscriminant:
+    """What labels the queries of a class-means ``release``: ``"lda"``,
+    :func:`linear_discriminant`, ``"logistic"``, :func:`public_logistic` fitted on ``public``
+    (better with many records, e.g. Fashion-MNIST's 60000: docs/aggregators.md), or ``"qda"``
+    over a table's quadratic features. All have ``predict(embeddings)``; all are
+    post-processing."""
     rule = check_choice(rule, "rule", RULES)
     if rule == "qda":
         return quadratic_discriminant(release, public)
-    return release if rule == "lda" else public_logistic(release, public)
+    return (
+        linear_discriminant(release, public) if rule == "lda" else public_logistic(release, public)
+    )
 
 
 def rule_features(embeddings: npt.ArrayLike, geometry: PublicGeometry, rule: str) -> FloatArray:
     """What ``rule``'s class scores are affine in, per row (float64): the clipped, scaled u(e)
-    for "logistic" (:class:`LinearLabeller`), the whitened w(e) for "lda"
-    (:class:`NoisyClassMeans`; :mod:`pate.core.mean_release` defines u and w). "qda" is not affine in
+    for "logistic" (:func:`public_logistic`), the whitened w(e) for "lda"
+    (:func:`linear_discriminant`; :mod:`pate.core.mean_release` defines u and w). "qda" is not affine in
     any such map: refused (ValueError)."""
     rule = check_choice(rule, "rule", LINEAR_RULES)
     e = check_embeddings(embeddings, "embeddings")
@@ -188,24 +224,7 @@ def rule_features(embeddings: npt.ArrayLike, geometry: PublicGeometry, rule: str
     return geometry.whiten(e) if rule == "lda" else clipped_scaled(e, geometry)
 
 
-@dataclasses.dataclass(frozen=True)
-class RecoveredRule:
-    """A labelling rule recovered from its published scores (:func:`recover_rule`): class
-    scores ``rule_features(e) @ weights.T + bias``."""
-
-    rule: str
-    weights: np.ndarray
-    bias: np.ndarray
-    geometry: PublicGeometry
-
-    def scores(self, embeddings: npt.ArrayLike) -> FloatArray:
-        out: FloatArray = (
-            rule_features(embeddings, self.geometry, self.rule) @ self.weights.T + self.bias
-        )
-        return out
-
-
-def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> RecoveredRule:
+def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> AffineRule:
     """The labelling rule behind published class ``scores`` (n, m) of the ``public`` embeddings
     (n, d), as a class-means run publishes them: ``label_scores.npy`` (NaN rows for the items it
     did not label) and ``knn_embeddings.npz``.
@@ -249,6 +268,6 @@ def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> 
             f"the scores are not an affine {rule} rule of these public embeddings "
             f"(relative residual {residual:.3g} > {RECOVERY_TOLERANCE:g})"
         )
-    return RecoveredRule(
+    return AffineRule(
         rule=rule, weights=coef[:-1].T.copy(), bias=coef[-1].copy(), geometry=geometry
     )

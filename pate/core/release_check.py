@@ -15,7 +15,13 @@ import numpy.typing as npt
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.errors import InputError
 from pate.analysis.validation import check_choice, check_embeddings
-from pate.core.labelling_rules import RULES, LinearLabeller, labelling_rule, rule_features
+from pate.core.labelling_rules import (
+    RULES,
+    AffineRule,
+    labelling_rule,
+    linear_discriminant,
+    rule_features,
+)
 from pate.core.mean_release import NoisyClassMeans, release_from_statistic
 from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
 from pate.core.tuned_defaults import MISMATCH_WARNING
@@ -39,14 +45,14 @@ CHECK_DRAWS = 3
 #: The fixed public seed of the fission noise Z (public randomness: the check is deterministic).
 CHECK_SEED = 31_0031
 
-Labeller = NoisyClassMeans | LinearLabeller | QuadraticDiscriminant
+Labeller = AffineRule | QuadraticDiscriminant
 #: rule -> {candidate name: how it is read from a release and the public embeddings}
 CANDIDATES: dict[str, dict[str, Callable[[NoisyClassMeans, FloatArray], Labeller]]] = {
     "qda": {
         "qda": lambda release, public: quadratic_discriminant(release, public),
         "qda-shrunk": lambda release, public: quadratic_discriminant(release, public, shrink=True),
     },
-    "lda": {"lda": lambda release, public: release},
+    "lda": {"lda": linear_discriminant},
 }
 
 

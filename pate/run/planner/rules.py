@@ -20,7 +20,7 @@ from pate.run.planner.costs import (
     with_noise,
     worst_eps,
 )
-from pate.run.planner.front_end import plan_table_front_end, release_dims
+from pate.run.planner.front_end import plan_table_front_end, release_dims, table_size_warning
 from pate.run.planner.model import (
     AUTO_MECHANISM,
     AUTO_NO_TEACHERS,
@@ -248,6 +248,7 @@ class _Planning:
         self.answers = self.queries
         self.voters = None
         self.config = plan_table_front_end(self.config, self.facts, self.noise, self.filled)
+        self.warnings.extend(filter(None, [table_size_warning(self.facts)]))
 
     def _plan_votes(self) -> None:
         """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""

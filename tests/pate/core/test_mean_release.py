@@ -40,8 +40,9 @@ from pate.analysis.class_means import (
 from pate.core.labelling_rules import (
     LINEAR_RULES,
     RULES,
-    LinearLabeller,
+    AffineRule,
     labelling_rule,
+    linear_discriminant,
     public_logistic,
     recover_rule,
 )
@@ -718,7 +719,7 @@ def test_logistic_rule_is_post_processing():
     np.testing.assert_array_equal(a.weights, b.weights)
     np.testing.assert_array_equal(a.bias, b.bias)
     np.testing.assert_array_equal(a.predict(test), b.predict(test))
-    assert isinstance(a, LinearLabeller) and a.scores(test).shape == (len(test), 4)
+    assert isinstance(a, AffineRule) and a.scores(test).shape == (len(test), 4)
     np.testing.assert_array_equal(np.argmax(a.scores(test), axis=1), a.predict(test))
 
 
@@ -763,7 +764,10 @@ def test_labelling_rule():
         rng=np.random.default_rng(4),
     )
     assert RULES == ("lda", "logistic", "qda")
-    assert labelling_rule(release, public, "lda") is release
+    lda = labelling_rule(release, public, "lda")
+    assert isinstance(lda, AffineRule) and lda.rule == "lda"
+    np.testing.assert_array_equal(lda.weights, linear_discriminant(release, public).weights)
+    assert np.mean(lda.predict(test) == test_labels) >= 0.95
     rule = labelling_rule(release, public, "logistic")
     np.testing.assert_array_equal(rule.weights, public_logistic(release, public).weights)
     assert np.mean(rule.predict(test) == test_labels) >= 0.95
@@ -1016,3 +1020,38 @@ def test_class_sums_a_block_at_a_time_are_the_sums_of_one_pass(monkeypatch):
     bad[4999, 3] = np.nan  # in the last block: refused before any block is summed
     with pytest.raises(ValueError, match="private must be finite"):
         mean_release.class_sums(bad, labels, num_classes=4, geometry=geometry, count_weight=0.3)
+
+
+def test_linear_discriminant_reads_the_within_class_covariance_from_the_public_rows():
+    """Two classes with one shared, strongly correlated covariance: the Bayes rule is linear but
+    not the nearest mean. With little noise, linear_discriminant (public total covariance less
+    the noisy means' spread) labels like scikit-learn's LDA fitted on the private rows and far
+    better than the nearest noisy mean; a constant public column (no spread) cannot blow up its
+    weights (the eigenvalue floor). Its scores are an exact "lda" rule: recover_rule finds it."""
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    rng = np.random.default_rng(50)
+    cov = np.array([[1.0, 0.95, 0.0], [0.95, 1.0, 0.0], [0.0, 0.0, 1e-12]])
+    shift = np.array([0.5, 0.0, 0.0])
+
+    def draw(n):
+        y = rng.integers(0, 2, n)
+        return rng.multivariate_normal(np.zeros(3), cov, n) + y[:, None] * shift, y
+
+    (public, _), (private, labels), (test, test_labels) = draw(4000), draw(20000), draw(4000)
+    release = noisy_class_means(
+        public, private, labels, sigma=0.01, count_weight=KAPPA, num_classes=2,
+        rng=np.random.default_rng(1),
+    )  # fmt: skip
+    rule = linear_discriminant(release, public)
+    ours = np.mean(rule.predict(test) == test_labels)
+    reference = (
+        LinearDiscriminantAnalysis().fit(private[:, :2], labels).score(test[:, :2], test_labels)
+    )
+    nearest = np.mean(release.predict(test) == test_labels)
+    assert ours >= reference - 0.01 and ours >= nearest + 0.1, (ours, reference, nearest)
+    assert np.all(np.isfinite(rule.weights)) and np.abs(rule.weights).max() < 1e3
+    recovered = recover_rule(public, rule.scores(public), rule="lda")
+    np.testing.assert_allclose(recovered.scores(test), rule.scores(test), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="at least 2"):
+        linear_discriminant(release, public[:1])

@@ -71,8 +71,14 @@ def test_quadratic_width_and_the_choice_of_front_end():
     # breast-cancer-like (30 columns, 455 records) and digits-like tables keep the kernel
     assert table_front_end(private_records=455, num_classes=2, columns=30) == "kernel"
     assert table_front_end(private_records=1438, num_classes=10, columns=64) == "kernel"
-    # beyond the widest quadratic map, whatever the records
-    assert table_front_end(private_records=10**9, num_classes=2, columns=91) == "kernel"
+    # beyond the widest quadratic map: the columns and the "lda" rule, with 20 records per class
+    # for each column (else the kernel)
+    assert table_front_end(private_records=10**9, num_classes=2, columns=91) == "none"
+    assert table_front_end(private_records=2 * 20 * 91, num_classes=2, columns=91) == "none"
+    assert table_front_end(private_records=2 * 20 * 91 - 2, num_classes=2, columns=91) == "kernel"
+    # the hospital of benchmarks/messy_tables.py: 38 encoded columns, 6400 records, 3 classes
+    assert table_front_end(private_records=6400, num_classes=3, columns=38) == "none"
+    assert table_front_end(private_records=10**6, num_classes=2, columns=19) == "quadratic"
     with pytest.raises(ValueError, match="columns"):
         quadratic_width(0)
 

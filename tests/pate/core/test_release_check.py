@@ -9,7 +9,7 @@ import logging
 import numpy as np
 import pytest
 
-from pate.core.labelling_rules import LinearLabeller, rule_features
+from pate.core.labelling_rules import AffineRule, rule_features
 from pate.core.mean_release import NoisyClassMeans, noisy_class_means
 from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
 from pate.core.release_check import (
@@ -137,9 +137,10 @@ def test_what_is_checked_and_what_is_not():
     (public_x, public_y), (private_x, private_y) = _shells(6, n=5000)
     e_public, release = _release(public_x, private_x, private_y, sigma=2.0, classes=3)
     labeller, check = checked_rule(release, e_public, "lda")
-    assert labeller is release and isinstance(check, RuleCheck) and check.chosen == "lda"
+    assert isinstance(labeller, AffineRule) and labeller.rule == "lda"
+    assert isinstance(check, RuleCheck) and check.chosen == "lda"
     labeller, check = checked_rule(release, e_public, "logistic")
-    assert isinstance(labeller, LinearLabeller) and check is None
+    assert isinstance(labeller, AffineRule) and check is None
     bare = NoisyClassMeans(
         means=release.means,
         log_prior=release.log_prior,

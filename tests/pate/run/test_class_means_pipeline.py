@@ -653,7 +653,7 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
     """[knn] rule = "logistic": the same seeded release, the same one charge, and the labels are
     exactly pate.core.labelling_rules.public_logistic of that release (recomputed here from the run's
     embeddings and its seeded noise stream); aggregate.json and the report name the rule."""
-    from pate.core.labelling_rules import public_logistic
+    from pate.core.labelling_rules import linear_discriminant, public_logistic
     from pate.core.mean_release import noisy_class_means
     from pate.core.rng import make_streams
     from pate.core.tuned_defaults import LOGISTIC_RIDGE
@@ -706,7 +706,9 @@ def test_the_logistic_rule_labels_from_the_same_release(tmp_path, small_digits):
         num_classes=10,
         rng=make_streams(5).noise,
     )
-    np.testing.assert_array_equal(labels["lda"][:400], release.predict(e["public"][:400]))
+    np.testing.assert_array_equal(
+        labels["lda"][:400], linear_discriminant(release, e["public"]).predict(e["public"][:400])
+    )
     np.testing.assert_array_equal(
         labels["logistic"][:400], public_logistic(release, e["public"]).predict(e["public"][:400])
     )

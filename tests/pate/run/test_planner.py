@@ -499,7 +499,9 @@ def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_t
     sigma = got.noise["sigma"]
     assert config["knn"]["features"] == "kernel" and got.filled["features"]["value"] == "kernel"
     assert config["knn"]["dims"] == got.filled["dims"]["value"] == round((200 / sigma) ** 0.75)
-    _, big = plan({"mechanism": "auto", "target_eps": 2.0}, WIDE_TABLE)
+    narrow = planner.Facts(private_records=30000, classes=6, public_items=8000, input_shape=(6,))
+    _, big = plan({"mechanism": "auto", "target_eps": 2.0}, narrow)
+    assert big.filled["features"]["value"] == "kernel"
     _, loose = plan({"mechanism": "auto", "target_eps": 8.0}, BREAST)
     assert big.filled["dims"]["value"] > got.filled["dims"]["value"] < loose.filled["dims"]["value"]
     config, image = plan({"mechanism": "auto", "target_eps": 2.0}, FMNIST)
@@ -514,6 +516,31 @@ def test_a_table_s_class_means_release_labels_through_kernel_features_sized_by_t
     assert kernel_dims(private_records=10**7, num_classes=2, sigma=0.1, public_items=30) == 30
     with pytest.raises(ValueError, match="sigma"):
         kernel_dims(private_records=10, num_classes=2, sigma=0.0, public_items=50)
+
+
+def test_a_wide_table_with_many_records_labels_by_lda_of_its_own_columns():
+    """Too wide for every class's covariance (64 columns, 2144 quadratic features) but with 20
+    or more records per class for each column: "auto" class-means releases the columns
+    themselves ([knn] features = "none", the "lda" rule) through a public PCA of at most the
+    columns, sized by the noise; the plan says so. Fewer records per column: the kernel."""
+    from pate.core.tuned_defaults import linear_dims
+
+    config, got = plan({"mechanism": "auto", "target_eps": 2.0}, WIDE_TABLE)
+    sigma = got.noise["sigma"]
+    assert config["knn"]["features"] == "none" and got.filled["features"]["value"] == "none"
+    dims = linear_dims(columns=64, private_records=30000, num_classes=6, sigma=sigma)
+    assert config["knn"]["dims"] == got.filled["dims"]["value"] == dims == 64
+    assert RunConfig.parse(config).knn.labelling_rule == "lda"
+    assert any("features = none" in line for line in got.lines())
+    few = planner.Facts(private_records=6000, classes=6, public_items=8000, input_shape=(64,))
+    config, got = plan({"mechanism": "auto", "target_eps": 2.0}, few)
+    assert config["knn"]["features"] == "kernel"
+    assert linear_dims(columns=64, private_records=60, num_classes=6, sigma=50.0) == 8
+    # fewer than 20 records per class for each column: said before training, naming the cause
+    said = [w for w in got.warnings if "per column (below 20)" in w]
+    assert len(said) == 1 and "64 (encoded) columns with 1000 declared" in said[0], got.warnings
+    _, wide = plan({"mechanism": "auto", "target_eps": 2.0}, WIDE_TABLE)
+    assert not any("per column" in w for w in wide.warnings)
 
 
 def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
