@@ -222,3 +222,18 @@ def scale_warnings(run: Run, reads_records: bool) -> list[str]:
         if warning:
             out.append(warning)
     return out
+
+
+#: Below this share of the gap between the majority class and the non-private reference that the
+#: student closes, the run is named weak (issue #50's bar), in the log and the internal report.
+WEAK_GAP_CLOSED = 0.8
+
+
+def gap_closed(utility: dict, reference: float | None) -> float | None:
+    """(student - majority) / (reference - majority) of the evaluation figures in ``utility``
+    and the non-private ``reference`` accuracy; None where a figure is missing or the reference
+    does not beat the majority class. INTERNAL (both figures are)."""
+    student, majority = utility.get("student_accuracy"), utility.get("majority_class_rate")
+    if reference is None or student is None or majority is None or reference <= majority:
+        return None
+    return (student - majority) / (reference - majority)

@@ -26,6 +26,7 @@ from pate.run import rundir
 from pate.run.report import formatting, report_warnings, wording
 from pate.run.report import resources as run_resources
 from pate.run.report.publishable import CONDITIONS, PUBLICATION
+from pate.run.utility_warnings import WEAK_GAP_CLOSED, gap_closed
 
 __all__ = [
     "TEMPLATES",
@@ -204,6 +205,8 @@ def context(report: dict, internal: bool) -> dict:
             p["mechanism"], (p.get("calibration") or {}).get("calibrated") or {}
         ),
         "config_json": json.dumps(report["config"], indent=2, sort_keys=True),
+        "gap_closed": gap_closed(u, u.get("reference_accuracy")) if internal else None,
+        "weak_gap": WEAK_GAP_CLOSED,
         "identity_note": identity_note(bool((report["config"].get("data") or {}).get("id"))),
     }
 

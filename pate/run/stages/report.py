@@ -59,12 +59,23 @@ def report(run: Run) -> dict:
     from pate.run.report.ledger_outlook import ledger_outlook
     from pate.run.report.schema import load_analysis
     from pate.run.report.writer import OUTLOOK_FILE, REFERENCE_FILE
+    from pate.run.utility_warnings import WEAK_GAP_CLOSED, gap_closed
 
     accuracy = reference_accuracy(run)
     if accuracy is not None:
         reference = {"accuracy": accuracy, "model": "logistic regression, standardised inputs"}
         _write_private(run.run_dir / REFERENCE_FILE, reference)
     analysis = load_analysis(run.run_dir)  # the budget in words, as the ledger stands now
+    closed = gap_closed(analysis["utility"], accuracy)
+    if closed is not None and closed < WEAK_GAP_CLOSED:
+        logger.warning(
+            "utility (INTERNAL, do not publish): a weak result: the student closes only %.2f of "
+            "the gap between always answering the most common class and a non-private logistic "
+            "regression on the same private rows (%.1f %%); more private records, a larger "
+            "budget or a teacher model that suits the data would help (docs/student.md)",
+            closed,
+            100 * accuracy,
+        )
     outlook = ledger_outlook(analysis["privacy"].get("ledger"), analysis["run"].get("run_id"))
     if outlook:
         _write_private(run.run_dir / OUTLOOK_FILE, outlook)

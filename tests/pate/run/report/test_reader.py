@@ -171,6 +171,23 @@ def test_the_first_page_says_what_it_is_worth_against_the_majority_class(run_dir
         f"without privacy on the same private rows is right on {reference * 100:.1f}%" in internal
     )
     assert "reference_accuracy" not in u and "without privacy" not in page
+    # a weak result is named against it, in the internal report only (issue #50's 0.8 bar)
+    from pate.run.utility_warnings import WEAK_GAP_CLOSED, gap_closed
+
+    closed = gap_closed(full, reference)
+    assert ("This is a weak result" in internal) == (
+        closed is not None and closed < WEAK_GAP_CLOSED
+    )
+    assert "weak result" not in page
+
+
+def test_gap_closed_is_the_share_of_the_majority_to_reference_gap():
+    from pate.run.utility_warnings import gap_closed
+
+    figures = {"student_accuracy": 0.75, "majority_class_rate": 0.5}
+    assert gap_closed(figures, 0.9) == pytest.approx(0.625)
+    assert gap_closed(figures, 0.5) is None and gap_closed(figures, None) is None
+    assert gap_closed({"majority_class_rate": 0.5}, 0.9) is None  # the student's figure unknown
 
 
 def _legend_labels(monkeypatch, report: dict) -> list[str]:
