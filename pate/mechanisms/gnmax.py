@@ -1,4 +1,5 @@
-"""GNMax [P18, Section 4.1]: the Gaussian noisy argmax of the teachers' votes ("vote" kind)."""
+"""GNMax [P18, Section 4.1]: the Gaussian noisy argmax of the teachers' votes ("vote" kind); its
+class also serves LNMax (:mod:`pate.mechanisms.lnmax`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pate.analysis.accountant import PrivacyEvent, gnmax_event
-from pate.analysis.calibration import calibrate_gnmax_sigma
-from pate.analysis.rdp import gnmax_rdp
+from pate.analysis.calibration import calibrate_gnmax_sigma, calibrate_lnmax_scale
+from pate.analysis.rdp import gnmax_rdp, lnmax_rdp
 from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
 from pate.mechanisms.params import SIGMA
@@ -18,7 +18,13 @@ from pate.mechanisms.registry import AUTO_WITH_TEACHERS
 
 
 @dataclasses.dataclass(frozen=True)
-class _GNMax(MechanismSpec):
+class NoisyArgmaxSpec(MechanismSpec):
+    """The noisy argmax of the votes, every query answered and charged: Gaussian noise of
+    ``sigma`` (GNMax), or Laplace noise of ``scale`` where :attr:`laplace` (LNMax)."""
+
+    laplace: ClassVar[bool] = False
+    calibrated: ClassVar[tuple[str, ...]] = ("sigma",)
+
     def draw(
         self,
         votes: np.ndarray,
@@ -27,9 +33,11 @@ class _GNMax(MechanismSpec):
         *,
         student: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n = votes.shape[0]
-        labels = noisy_argmax(votes, rng.normal(0.0, params["sigma"], size=votes.shape))
-        return (labels, *all_answered(n))
+        if self.laplace:
+            noise = rng.laplace(0.0, params["scale"], size=votes.shape)
+        else:
+            noise = rng.normal(0.0, params["sigma"], size=votes.shape)
+        return (noisy_argmax(votes, noise), *all_answered(votes.shape[0]))
 
     def query_rdp_parts(
         self,
@@ -40,34 +48,30 @@ class _GNMax(MechanismSpec):
         data_dependent: bool,
         student: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        answer = gnmax_rdp(
-            votes, sigma=params["sigma"], orders=orders, data_dependent=data_dependent
-        )
+        if self.laplace:
+            answer = lnmax_rdp(
+                votes, scale=params["scale"], orders=orders, data_dependent=data_dependent
+            )
+        else:
+            answer = gnmax_rdp(
+                votes, sigma=params["sigma"], orders=orders, data_dependent=data_dependent
+            )
         return np.zeros_like(answer), answer
-
-    def event(
-        self,
-        votes: np.ndarray,
-        params: Mapping[str, float],
-        *,
-        answered: Any,
-        orders: Any,
-        student: np.ndarray | None = None,
-    ) -> PrivacyEvent:
-        return gnmax_event(votes, sigma=params["sigma"], orders=orders)
-
-    calibrated: ClassVar[tuple[str, ...]] = ("sigma",)
 
     def _calibrate(
         self, params: Mapping[str, Any], *, auto: list[str], **kw: Any
     ) -> dict[str, float]:
+        if self.laplace:
+            return {"scale": calibrate_lnmax_scale(**kw)}
         return {"sigma": calibrate_gnmax_sigma(**kw)}
 
     def release_params(self, params: Mapping[str, float]) -> dict[str, float | None] | None:
+        if self.laplace:
+            return None  # no smooth-sensitivity analysis of LNMax
         return {"threshold": None, "sigma1": None, "sigma2": float(params["sigma"])}
 
 
-GNMAX = _GNMax(
+GNMAX = NoisyArgmaxSpec(
     name="gnmax",
     title="GNMax",
     params=(SIGMA,),
