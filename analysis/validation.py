@@ -33,6 +33,7 @@ __all__ = [
     "check_moment",
     "check_moments",
     "check_distances",
+    "check_rdp_curve",
 ]
 
 
@@ -87,6 +88,20 @@ def check_delta(delta: Any, name: str = "delta") -> float:
     if not 0.0 < out < 1.0:
         raise InputError(f"{name} must lie strictly between 0 and 1, got {out!r}")
     return out
+
+
+def check_rdp_curve(rdp: Any, orders: FloatArray, name: str) -> FloatArray:
+    """``rdp`` as one value >= 0 (or +inf) per order of ``orders``; else a typed error."""
+    arr = _float_array(rdp, name, "an array of RDP values, one per order")
+    if arr.shape != orders.shape:
+        raise InputError(
+            f"{name} must have one value per order {orders.shape}, got shape {arr.shape}"
+        )
+    if np.any(np.isnan(arr)) or np.any(arr < 0):
+        raise InputError(
+            f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value"
+        )
+    return arr
 
 
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:

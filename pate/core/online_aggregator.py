@@ -16,7 +16,7 @@ import numpy.typing as npt
 from pate import mechanisms
 from pate.analysis.accountant import RdpAccountant
 from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
-from pate.analysis.errors import InputError, InputTypeError
+from pate.analysis.errors import InputError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (
@@ -24,8 +24,8 @@ from pate.analysis.validation import (
     check_delta,
     check_orders,
     check_positive,
+    check_rdp_curve,
     check_votes,
-    describe,
 )
 from pate.core.aggregators import AggregationResult, aggregation_result, check_param_names
 from pate.core.errors import BudgetExceededError
@@ -119,20 +119,7 @@ class OnlineAggregator:
     def _check_prior(self, prior_rdp: npt.ArrayLike | None) -> FloatArray:
         if prior_rdp is None:
             return np.zeros(self._orders.size)
-        try:
-            prior = np.array(prior_rdp, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InputTypeError(
-                f"prior_rdp must be an array of per-order RDP values, got {describe(prior_rdp)}"
-            ) from None
-        if prior.shape != self._orders.shape:
-            raise InputError(
-                f"prior_rdp must have one value per order ({self._orders.size}), "
-                f"got shape {prior.shape}; compute it on the same orders"
-            )
-        if np.any(np.isnan(prior)) or np.any(prior < 0):
-            raise InputError("prior_rdp must be non-negative and not NaN")
-        return prior
+        return check_rdp_curve(prior_rdp, self._orders, "prior_rdp").copy()
 
     @property
     def mechanism(self) -> str:
