@@ -136,16 +136,7 @@ class PrivacyEvent:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrivacyEvent:
-        keys = {
-            "mechanism",
-            "params",
-            "orders",
-            "rdp",
-            "rdp_data_independent",
-            "queries",
-            "answered",
-            "relation",
-        }
+        keys = {field.name for field in dataclasses.fields(cls)}
         missing = keys - set(data)
         if missing:  # a relation is never guessed: the bound may hold for another one only
             raise InputError(f"a privacy event needs the keys {sorted(missing)}")
