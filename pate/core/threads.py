@@ -46,9 +46,6 @@ class ThreadChoice:
     #: source "busy": the other processes' running threads seen (:func:`other_runnable`)
     others: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def check_threads(value: Any, name: str) -> int:
     """An explicit thread count: an integer >= 1 (bool refused); ``name`` is how the caller
@@ -402,7 +399,7 @@ def configure(
         others=other_runnable if torch else None,
     )
     apply(choice, torch=torch)
-    record = dict(choice.as_dict(), wait_policy=wait, load_average=load_average())
+    record = dict(dataclasses.asdict(choice), wait_policy=wait, load_average=load_average())
     if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {
         k: record[k] for k in ("count", "source", "wait_policy")
     }:
