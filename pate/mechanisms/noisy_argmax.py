@@ -1,5 +1,5 @@
-"""GNMax [P18, Section 4.1]: the Gaussian noisy argmax of the teachers' votes ("vote" kind); its
-class also serves LNMax (:mod:`pate.mechanisms.lnmax`)."""
+"""GNMax [P18, Section 4.1] and LNMax [P17]: the Gaussian or Laplace noisy argmax of the teachers'
+votes ("vote" kind)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pate.analysis.calibration import calibrate_gnmax_sigma, calibrate_lnmax_sca
 from pate.analysis.rdp import gnmax_rdp, lnmax_rdp
 from pate.core.rng import Rng
 from pate.mechanisms.base import MechanismSpec, all_answered, noisy_argmax
-from pate.mechanisms.params import SIGMA
+from pate.mechanisms.params import SCALE, SIGMA
 from pate.mechanisms.registry import AUTO_WITH_TEACHERS
 
 
@@ -81,5 +81,25 @@ GNMAX = NoisyArgmaxSpec(
     description=(
         "every query is answered with the class whose teacher vote count is largest after "
         "Gaussian noise is added to each count. Every query is charged the noisy argmax."
+    ),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LNMax(NoisyArgmaxSpec):
+    laplace: ClassVar[bool] = True
+    calibrated: ClassVar[tuple[str, ...]] = ("scale",)
+
+
+LNMAX = _LNMax(
+    name="lnmax",
+    title="LNMax",
+    params=(SCALE,),
+    always_answers=True,
+    reference="Papernot et al. 2017",
+    description=(
+        "every query is answered with the class whose teacher vote count is largest after "
+        "Laplace noise is added to each count. Every query is charged the noisy argmax "
+        "(pure \u03b5 = 2/scale per query, or less where the teachers agree)."
     ),
 )
