@@ -204,16 +204,6 @@ class OnlineAggregator:
         )
         return eps
 
-    # -- cost per query (from the mechanism's spec)
-    def _per_query_rdp(
-        self, votes: np.ndarray, student: np.ndarray | None, *, data_dependent: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(always-charged cost, cost if the teachers answer), each (n, k)."""
-        check, answer = self._spec.query_rdp_parts(
-            votes, self._params, orders=self._orders, data_dependent=data_dependent, student=student
-        )
-        return check, check + answer
-
     # -- answering
     def _validate_batch(
         self, votes: npt.ArrayLike, student_probabilities: Any
@@ -301,20 +291,26 @@ class OnlineAggregator:
         student: np.ndarray | None,
         dd: bool,
     ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        """(lo, hi, always-charged cost, cost if the teachers answer) per block of queries, the
+        costs (hi - lo, k) from the mechanism's spec."""
         n = votes.shape[0]
         for lo in range(0, n, self.chunk_size):
             hi = min(n, lo + self.chunk_size)
-            always, if_answered = self._per_query_rdp(
-                votes[lo:hi], None if student is None else student[lo:hi], data_dependent=dd
+            check, answer = self._spec.query_rdp_parts(
+                votes[lo:hi],
+                self._params,
+                orders=self._orders,
+                data_dependent=dd,
+                student=None if student is None else student[lo:hi],
             )
-            yield lo, hi, always, if_answered
+            yield lo, hi, check, check + answer
 
     def _refuse_if_over(
         self, votes: IntArray, student: np.ndarray | None, base: FloatArray, dd: bool
     ) -> None:
         """Raise BudgetExceededError (before any noise) if the batch could exceed the budget."""
         n = votes.shape[0]
-        worst_total, fits, running = base.copy(), None, base
+        fits, running = None, base
         for lo, _hi, _, if_answered in self._chunk_costs(votes, student, dd):
             prefix = running[None, :] + np.cumsum(if_answered, axis=0)
             if fits is None:
@@ -322,8 +318,7 @@ class OnlineAggregator:
                 if over.size:
                     fits = lo + int(over[0])
             running = prefix[-1]
-        worst_total = running
-        worst_eps, spent_eps = self._eps(worst_total), self._eps(base)
+        worst_eps, spent_eps = self._eps(running), self._eps(base)
         if worst_eps > self._budget_eps:
             raise BudgetExceededError(
                 f"answering these {n} queries could bring the {self._basis.replace('_', '-')} "
