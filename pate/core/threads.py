@@ -127,12 +127,8 @@ def cgroup_cpus(
                     period = _read(folder / "cpu.cfs_period_us")
                     cpus = _quota_cpus(quota, period)
                     if cpus is not None:
-                        found.append(
-                            (
-                                cpus,
-                                f"{folder}/cpu.cfs_quota_us {quota} / cpu.cfs_period_us {period}",
-                            )
-                        )
+                        where = f"{folder}/cpu.cfs_quota_us {quota} / cpu.cfs_period_us {period}"
+                        found.append((cpus, where))
     return min(found) if found else None
 
 
