@@ -97,9 +97,7 @@ class PrivacyEvent:
     def __post_init__(self) -> None:
         if self.relation not in RELATIONS:
             raise InputError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
-        orders = check_orders(self.orders)
-        orders = orders.copy()
-        orders.setflags(write=False)
+        orders = _frozen_array(check_orders(self.orders), "orders")
         object.__setattr__(self, "orders", orders)
         object.__setattr__(self, "rdp", _frozen_array(self.rdp, "rdp"))
         object.__setattr__(
@@ -136,16 +134,7 @@ class PrivacyEvent:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrivacyEvent:
-        keys = {
-            "mechanism",
-            "params",
-            "orders",
-            "rdp",
-            "rdp_data_independent",
-            "queries",
-            "answered",
-            "relation",
-        }
+        keys = {field.name for field in dataclasses.fields(cls)}
         missing = keys - set(data)
         if missing:  # a relation is never guessed: the bound may hold for another one only
             raise InputError(f"a privacy event needs the keys {sorted(missing)}")
@@ -176,8 +165,7 @@ class RdpAccountant:
     def __init__(
         self, orders: npt.ArrayLike = DEFAULT_ORDERS, events: Iterable[PrivacyEvent] = ()
     ) -> None:
-        self._orders = check_orders(orders).copy()
-        self._orders.setflags(write=False)
+        self._orders = _frozen_array(check_orders(orders), "orders")
         evs = tuple(events)
         for ev in evs:
             if not isinstance(ev, PrivacyEvent):

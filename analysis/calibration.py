@@ -27,10 +27,16 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray
-from pate.analysis.errors import InputError, InputTypeError
+from pate.analysis.errors import InputError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
-from pate.analysis.validation import check_delta, check_int, check_orders, check_positive
+from pate.analysis.validation import (
+    check_delta,
+    check_int,
+    check_orders,
+    check_positive,
+    check_rdp_curve,
+)
 
 __all__ = ["calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax"]
 
@@ -71,17 +77,7 @@ def delta_floor(orders: FloatArray, delta: float, conversion: str, extra: FloatA
 def extra_rdp_per_order(extra_rdp: npt.ArrayLike | None, orders: FloatArray) -> FloatArray:
     if extra_rdp is None:
         return np.zeros(orders.size)
-    try:
-        extra = np.asarray(extra_rdp, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputTypeError("extra_rdp must be an array of RDP values, one per order") from None
-    if extra.shape != orders.shape:
-        raise InputError(
-            f"extra_rdp must have one value per order {orders.shape}, got shape {extra.shape}"
-        )
-    if np.any(np.isnan(extra)) or np.any(extra < 0):
-        raise InputError("extra_rdp must be >= 0 (or +inf) at every order")
-    return extra
+    return check_rdp_curve(extra_rdp, orders, "extra_rdp")
 
 
 def calibrate_gnmax_sigma(

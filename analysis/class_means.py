@@ -48,18 +48,9 @@ GNMax answer (Papernot et al. 2018: vote sensitivity sqrt(2)); in general it is 
 GNMax noise sigma sqrt(2 / (1 + kappa^2)), which is how :func:`calibrate_class_means_sigma`
 calibrates. The cost is paid once for the whole labelling.
 
-*Why a count weight.* The noisy count of class j is (its released entry) / kappa, with noise std
-sigma / kappa; the sums keep noise std sigma. At a fixed cost (fixed Delta / sigma) a small kappa
-moves noise from the d sum entries to the one count entry: with sigma_1 = sigma / Delta the noise
-of unit sensitivity, the class mean S_j / n_j has squared error about
-sigma_1^2 (1 + kappa^2) (d + c^2 / kappa^2) / n_j^2, with c = ||S_j|| / n_j <= 1 the norm of the
-clipped mean. This is smallest at kappa^2 = c / sqrt(d), independently of n_j. The mechanism's
-default kappa = 0.3 (``pate.mechanisms``) is within 8 % of that optimum for d from 16 to 2000 and
-c from 0.25 to 1 (but 18 % at d = 16, c = 1), with a squared error 1.15 to 1.83 times smaller than
-kappa = 1's there. At d = 512 the sums' noise std is 1.35 times smaller than with kappa = 1
-(sqrt(2) / sqrt(1.09)) and the counts' 2.5 times larger: a relative error sigma / (kappa n_j)
-under 0.5 % for Fashion-MNIST's ~6000 records per class at eps >= 0.5. Only below d ~ 10 can
-kappa = 1 be better.
+*Why a count weight.* At a fixed cost a small kappa moves noise from the d sum entries to the one
+count entry; the class means' squared error is smallest at kappa^2 = c / sqrt(d), with c <= 1 the
+norm of the clipped mean (the derivation and the default 0.3's margins: docs/analysis.md).
 
 *Post-processing.* The class counts (released entry / kappa), the class means, the class priors,
 the discriminant functions and the labels of any number of public queries are functions of the

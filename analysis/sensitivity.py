@@ -39,12 +39,7 @@ from scipy.special import erfc, erfcinv, log_ndtr
 
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.errors import InputError
-from pate.analysis.rdp import (
-    gnmax_log_q_unchecked,
-    threshold_rdp_from_max,
-    top_votes,
-    unique_apply,
-)
+from pate.analysis.rdp import gnmax_log_q_unchecked, threshold_rdp_from_max, top_votes, unique_apply
 from pate.analysis.validation import (
     check_baseline,
     check_int,

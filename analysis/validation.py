@@ -7,7 +7,6 @@ what is expected instead.
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any
 
@@ -34,6 +33,7 @@ __all__ = [
     "check_moment",
     "check_moments",
     "check_distances",
+    "check_rdp_curve",
 ]
 
 
@@ -54,6 +54,16 @@ def _as_real(value: Any, name: str) -> float:
     if not np.isfinite(out):
         raise InputError(f"{name} must be finite, got {out!r}")
     return out
+
+
+def _float_array(value: Any, name: str, expected: str) -> FloatArray:
+    """``value`` as a float64 array; a TypeError saying ``expected`` where it is not numbers."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise InputTypeError(f"{name} must be {expected}, got {describe(value)}")
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputTypeError(f"{name} must be {expected}, got {describe(value)}") from None
 
 
 def check_positive(value: Any, name: str) -> float:
@@ -80,6 +90,20 @@ def check_delta(delta: Any, name: str = "delta") -> float:
     return out
 
 
+def check_rdp_curve(rdp: Any, orders: FloatArray, name: str) -> FloatArray:
+    """``rdp`` as one value >= 0 (or +inf) per order of ``orders``; else a typed error."""
+    arr = _float_array(rdp, name, "an array of RDP values, one per order")
+    if arr.shape != orders.shape:
+        raise InputError(
+            f"{name} must have one value per order {orders.shape}, got shape {arr.shape}"
+        )
+    if np.any(np.isnan(arr)) or np.any(arr < 0):
+        raise InputError(
+            f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value"
+        )
+    return arr
+
+
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     """An integer (bool refused), optionally >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
@@ -104,12 +128,7 @@ def check_order(order: Any, name: str = "order") -> float:
 
 def check_orders(orders: Any, name: str = "orders") -> FloatArray:
     """A non-empty 1-D array of finite Renyi orders, each > 1 (any order, duplicates allowed)."""
-    try:
-        arr = np.asarray(orders, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputTypeError(
-            f"{name} must be a 1-D array of numbers, got {describe(orders)}"
-        ) from None
+    arr = _float_array(orders, name, "a 1-D array of numbers")
     if arr.ndim != 1 or arr.size == 0:
         raise InputError(f"{name} must be a non-empty 1-D array of orders, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -191,12 +210,7 @@ def check_mask(mask: Any, length: int, name: str = "answered") -> BoolArray:
 
 def check_baseline(baseline: Any, shape: tuple[int, int], name: str = "baseline") -> FloatArray:
     """Interactive-GNMax baseline (student probabilities x teachers): finite floats of ``shape``."""
-    try:
-        arr = np.asarray(baseline, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputTypeError(
-            f"{name} must be an array of numbers, got {describe(baseline)}"
-        ) from None
+    arr = _float_array(baseline, name, "an array of numbers")
     if arr.shape != tuple(shape):
         raise InputError(f"{name} must have the shape of the votes {tuple(shape)}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -236,16 +250,7 @@ def check_probabilities(
 
     Returns a float64 array. Logits (negative values, sums far from 1) are refused with a hint.
     """
-    if isinstance(probabilities, (str, bytes)) or probabilities is None:
-        raise InputTypeError(
-            f"{name} must be an array of probabilities, got {describe(probabilities)}"
-        )
-    try:
-        arr = np.asarray(probabilities, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputTypeError(
-            f"{name} must be an array of probabilities, got {describe(probabilities)}"
-        ) from None
+    arr = _float_array(probabilities, name, "an array of probabilities")
     if arr.shape != tuple(shape):
         raise InputError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -268,14 +273,7 @@ def check_probabilities(
 def check_embeddings(value: Any, name: str) -> FloatArray:
     """A finite float64 (items, features >= 1) array of embeddings (``pate.core.knn``,
     ``pate.core.mean_release``)."""
-    if isinstance(value, (str, bytes)) or value is None:
-        raise InputTypeError(f"{name} must be a 2-D array of embeddings, got {describe(value)}")
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputTypeError(
-            f"{name} must be a 2-D array of numbers, got {describe(value)}"
-        ) from None
+    arr = _float_array(value, name, "a 2-D array of embeddings")
     if arr.ndim != 2 or arr.shape[1] < 1:
         raise InputError(
             f"{name} must be 2-D with shape (items, features >= 1), got shape {arr.shape}"
@@ -306,13 +304,8 @@ def check_labels(value: Any, length: int, num_classes: int, name: str = "labels"
 
 def check_moment(value: Any, name: str = "moment") -> float:
     """One moment l: a finite real number >= 1."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise InputTypeError(
-            f"{name} must be a real number >= 1, got {describe(value)} "
-            f"of type {type(value).__name__}"
-        )
-    out = float(value)
-    if not math.isfinite(out) or out < 1.0:
+    out = _as_real(value, name)
+    if out < 1.0:
         raise InputError(
             f"{name} must be a finite number >= 1 (the moments of [P17] are "
             f"l = 1, 2, ...), got {out!r}"
@@ -322,14 +315,7 @@ def check_moment(value: Any, name: str = "moment") -> float:
 
 def check_moments(moments: Any, name: str = "moments") -> FloatArray:
     """A non-empty 1-D array of finite moments, each >= 1."""
-    if isinstance(moments, (str, bytes)) or moments is None:
-        raise InputTypeError(f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}")
-    try:
-        arr = np.asarray(moments, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputTypeError(
-            f"{name} must be a 1-D array of numbers >= 1, got {describe(moments)}"
-        ) from None
+    arr = _float_array(moments, name, "a 1-D array of numbers >= 1")
     if arr.ndim != 1 or arr.size == 0:
         raise InputError(
             f"{name} must be a non-empty 1-D array of moments, got shape {arr.shape}; "

@@ -42,10 +42,7 @@ from pate import mechanisms
 from pate.analysis.accountant import PrivacyEvent
 from pate.analysis.errors import InputTypeError
 from pate.analysis.orders import DEFAULT_ORDERS
-from pate.analysis.validation import (
-    check_orders,
-    check_votes,
-)
+from pate.analysis.validation import check_orders, check_votes
 from pate.core.rng import Rng, check_rng
 from pate.mechanisms.base import MechanismSpec
 

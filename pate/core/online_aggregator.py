@@ -16,7 +16,7 @@ import numpy.typing as npt
 from pate import mechanisms
 from pate.analysis.accountant import RdpAccountant
 from pate.analysis.arrays import FloatArray, FloatOrArray, IntArray
-from pate.analysis.errors import InputError, InputTypeError
+from pate.analysis.errors import InputError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import eps_from_rdp
 from pate.analysis.validation import (
@@ -24,8 +24,8 @@ from pate.analysis.validation import (
     check_delta,
     check_orders,
     check_positive,
+    check_rdp_curve,
     check_votes,
-    describe,
 )
 from pate.core.aggregators import AggregationResult, aggregation_result, check_param_names
 from pate.core.errors import BudgetExceededError
@@ -119,20 +119,7 @@ class OnlineAggregator:
     def _check_prior(self, prior_rdp: npt.ArrayLike | None) -> FloatArray:
         if prior_rdp is None:
             return np.zeros(self._orders.size)
-        try:
-            prior = np.array(prior_rdp, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InputTypeError(
-                f"prior_rdp must be an array of per-order RDP values, got {describe(prior_rdp)}"
-            ) from None
-        if prior.shape != self._orders.shape:
-            raise InputError(
-                f"prior_rdp must have one value per order ({self._orders.size}), "
-                f"got shape {prior.shape}; compute it on the same orders"
-            )
-        if np.any(np.isnan(prior)) or np.any(prior < 0):
-            raise InputError("prior_rdp must be non-negative and not NaN")
-        return prior
+        return check_rdp_curve(prior_rdp, self._orders, "prior_rdp").copy()
 
     @property
     def mechanism(self) -> str:
@@ -216,16 +203,6 @@ class OnlineAggregator:
             rdp, orders=self._orders, delta=self._delta, conversion=self._conversion
         )
         return eps
-
-    # -- cost per query (from the mechanism's spec)
-    def _per_query_rdp(
-        self, votes: np.ndarray, student: np.ndarray | None, *, data_dependent: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(always-charged cost, cost if the teachers answer), each (n, k)."""
-        check, answer = self._spec.query_rdp_parts(
-            votes, self._params, orders=self._orders, data_dependent=data_dependent, student=student
-        )
-        return check, check + answer
 
     # -- answering
     def _validate_batch(
@@ -314,20 +291,26 @@ class OnlineAggregator:
         student: np.ndarray | None,
         dd: bool,
     ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        """(lo, hi, always-charged cost, cost if the teachers answer) per block of queries, the
+        costs (hi - lo, k) from the mechanism's spec."""
         n = votes.shape[0]
         for lo in range(0, n, self.chunk_size):
             hi = min(n, lo + self.chunk_size)
-            always, if_answered = self._per_query_rdp(
-                votes[lo:hi], None if student is None else student[lo:hi], data_dependent=dd
+            check, answer = self._spec.query_rdp_parts(
+                votes[lo:hi],
+                self._params,
+                orders=self._orders,
+                data_dependent=dd,
+                student=None if student is None else student[lo:hi],
             )
-            yield lo, hi, always, if_answered
+            yield lo, hi, check, check + answer
 
     def _refuse_if_over(
         self, votes: IntArray, student: np.ndarray | None, base: FloatArray, dd: bool
     ) -> None:
         """Raise BudgetExceededError (before any noise) if the batch could exceed the budget."""
         n = votes.shape[0]
-        worst_total, fits, running = base.copy(), None, base
+        fits, running = None, base
         for lo, _hi, _, if_answered in self._chunk_costs(votes, student, dd):
             prefix = running[None, :] + np.cumsum(if_answered, axis=0)
             if fits is None:
@@ -335,8 +318,7 @@ class OnlineAggregator:
                 if over.size:
                     fits = lo + int(over[0])
             running = prefix[-1]
-        worst_total = running
-        worst_eps, spent_eps = self._eps(worst_total), self._eps(base)
+        worst_eps, spent_eps = self._eps(running), self._eps(base)
         if worst_eps > self._budget_eps:
             raise BudgetExceededError(
                 f"answering these {n} queries could bring the {self._basis.replace('_', '-')} "

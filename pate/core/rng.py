@@ -32,7 +32,7 @@ from typing import Any, overload
 import numpy as np
 from scipy.special import ndtri
 
-from pate.analysis.arrays import FloatArray, IntArray
+from pate.analysis.arrays import FloatArray
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_bool, check_int, describe
 
@@ -122,22 +122,6 @@ class SecureGenerator:
         return self._finish(np.asarray(values, dtype=np.float64), shape)
 
     @overload
-    def exponential(self, scale: Any = 1.0, size: None = None) -> float: ...
-
-    @overload
-    def exponential(self, scale: Any = 1.0, *, size: SizeArg) -> FloatArray: ...
-
-    @overload
-    def exponential(self, scale: Any, size: SizeArg) -> FloatArray: ...
-
-    def exponential(self, scale: Any = 1.0, size: Any = None) -> float | FloatArray:
-        """Exponential with mean ``scale`` (``-scale * log U``)."""
-        _check_scale(scale)
-        shape = _size_tuple(size)
-        values = -scale * np.log(self._uniform_open(shape))
-        return self._finish(np.asarray(values, dtype=np.float64), shape)
-
-    @overload
     def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: None = None) -> float: ...
 
     @overload
@@ -154,40 +138,6 @@ class SecureGenerator:
         e2 = -np.log(self._uniform_open(shape))
         values = loc + scale * (e1 - e2)
         return self._finish(np.asarray(values, dtype=np.float64), shape)
-
-    @overload
-    def integers(self, low: int, high: int | None = None, size: None = None) -> int: ...
-
-    @overload
-    def integers(self, low: int, high: int | None = None, *, size: SizeArg) -> IntArray: ...
-
-    @overload
-    def integers(self, low: int, high: int | None, size: SizeArg) -> IntArray: ...
-
-    def integers(self, low: int, high: int | None = None, size: Any = None) -> int | IntArray:
-        """Uniform integers in [low, high) by rejection sampling (no modulo bias)."""
-        if high is None:
-            low, high = 0, low
-        low = check_int(low, "low")
-        high = check_int(high, "high")
-        if high <= low:
-            raise InputError(f"high must be > low, got low={low}, high={high}")
-        shape = _size_tuple(size)
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        span = high - low
-        if span > 2**62:
-            raise InputError(f"integer range too wide ({span}); use at most 2**62 values")
-        bits = max(1, (span - 1).bit_length())
-        out = np.empty(count, dtype=np.int64)
-        filled = 0
-        while filled < count:
-            need = count - filled
-            words = np.frombuffer(os.urandom(8 * 2 * need), dtype="<u8") >> np.uint64(64 - bits)
-            good = words[words < span][:need].astype(np.int64)
-            out[filled : filled + good.size] = good
-            filled += good.size
-        out += low
-        return int(out[0]) if not shape else out.reshape(shape)
 
     def __repr__(self) -> str:
         return "SecureGenerator(os.urandom)"

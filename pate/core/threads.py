@@ -46,9 +46,6 @@ class ThreadChoice:
     #: source "busy": the other processes' running threads seen (:func:`other_runnable`)
     others: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def check_threads(value: Any, name: str) -> int:
     """An explicit thread count: an integer >= 1 (bool refused); ``name`` is how the caller
@@ -130,12 +127,8 @@ def cgroup_cpus(
                     period = _read(folder / "cpu.cfs_period_us")
                     cpus = _quota_cpus(quota, period)
                     if cpus is not None:
-                        found.append(
-                            (
-                                cpus,
-                                f"{folder}/cpu.cfs_quota_us {quota} / cpu.cfs_period_us {period}",
-                            )
-                        )
+                        where = f"{folder}/cpu.cfs_quota_us {quota} / cpu.cfs_period_us {period}"
+                        found.append((cpus, where))
     return min(found) if found else None
 
 
@@ -402,7 +395,7 @@ def configure(
         others=other_runnable if torch else None,
     )
     apply(choice, torch=torch)
-    record = dict(choice.as_dict(), wait_policy=wait, load_average=load_average())
+    record = dict(dataclasses.asdict(choice), wait_policy=wait, load_average=load_average())
     if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {
         k: record[k] for k in ("count", "source", "wait_policy")
     }:

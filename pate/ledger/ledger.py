@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import InputTypeError
-from pate.analysis.validation import check_choice, check_delta, check_positive
+from pate.analysis.validation import check_choice, check_delta, check_positive, check_rdp_curve
 from pate.core.errors import LedgerError
 from pate.ledger import (
     budget_checks,
@@ -326,7 +326,7 @@ class Ledger:
         ``lease_seconds`` after the last ``heartbeat()`` as seen from other hosts.
         """
         orders = validation.check_grid(orders, "orders")
-        curve = validation.check_curve(rdp, orders, "rdp")
+        curve = check_rdp_curve(rdp, orders, "rdp")
         run_id = validation.check_run_id(run_id)
         lease = check_positive(lease_seconds, "lease_seconds")
         with self._resolved(dataset, write=True) as (conn, digest):

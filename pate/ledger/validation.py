@@ -54,23 +54,6 @@ def check_grid(orders: Any, name: str) -> np.ndarray:
     return arr
 
 
-def check_curve(rdp: Any, orders: np.ndarray, name: str) -> np.ndarray:
-    """``rdp`` as one value >= 0 (or +inf) per order of ``orders``; else a typed error."""
-    try:
-        arr = np.asarray(rdp, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputTypeError(f"{name} must be an array of RDP values, one per order") from None
-    if arr.shape != orders.shape:
-        raise InputError(
-            f"{name} must have one value per order {orders.shape}, got shape {arr.shape}"
-        )
-    if np.any(np.isnan(arr)) or np.any(arr < 0):
-        raise InputError(
-            f"{name} must be >= 0 (or +inf) at every order, got NaN or a negative value"
-        )
-    return arr
-
-
 def check_events(events: Any) -> list[Any]:
     """``events`` (one ``PrivacyEvent`` or a list) as a list of events, each on orders without
     repeats (a ``PrivacyEvent`` checks the rest of itself when it is made)."""

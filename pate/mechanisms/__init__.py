@@ -12,9 +12,8 @@ from pate.mechanisms import registry as _registry
 from pate.mechanisms.base import MechanismSpec
 from pate.mechanisms.class_means import CLASS_MEANS
 from pate.mechanisms.confident_gnmax import CONFIDENT_GNMAX, INTERACTIVE_GNMAX
-from pate.mechanisms.gnmax import GNMAX
 from pate.mechanisms.kinds import KINDS, RELEASE, SAMPLE, VOTE, MechanismKind
-from pate.mechanisms.lnmax import LNMAX
+from pate.mechanisms.noisy_argmax import GNMAX, LNMAX
 from pate.mechanisms.params import PARAM_KINDS, Param
 from pate.mechanisms.private_knn import PRIVATE_KNN
 from pate.mechanisms.registry import (

@@ -449,7 +449,7 @@ def test_online_prior_rdp_is_counted():
         _online(prior_rdp=prior * 100)
     with pytest.raises(ValueError, match="one value per order"):
         _online(prior_rdp=prior[:5])
-    with pytest.raises(ValueError, match="non-negative"):
+    with pytest.raises(ValueError, match="prior_rdp must be >= 0"):
         _online(prior_rdp=-prior)
 
 

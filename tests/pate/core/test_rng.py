@@ -88,9 +88,6 @@ def test_secure_generator_distributions():
     assert stats.kstest(laplace.ravel(), "laplace", args=(-1.0, 0.5)).pvalue > 1e-4
     u = g.random(n)
     assert 0 < u.min() and u.max() < 1
-    ints = g.integers(3, 8, size=n)
-    assert set(np.unique(ints)) == {3, 4, 5, 6, 7}
-    assert stats.chisquare(np.bincount(ints - 3)).pvalue > 1e-4
     assert isinstance(g.normal(), float) and isinstance(g.laplace(0, 1), float)
     with pytest.raises(ValueError, match="scale"):
         g.normal(0, -1, size=3)
