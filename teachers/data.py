@@ -135,12 +135,6 @@ class PateData:
 # --------------------------------------------------------------------------- splitting
 
 
-def _check_size(value, name):
-    if value is None:
-        return None
-    return check_int(value, name, minimum=1)
-
-
 def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
     public_size = _PROTOCOL_PUBLIC if public_size is None else public_size
     eval_size = _PROTOCOL_EVAL if eval_size is None else eval_size
@@ -243,8 +237,10 @@ def load_pate_data(
             f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH"
         )
     download = check_bool(download, "download")
-    public_size = _check_size(public_size, "public_size")
-    eval_size = _check_size(eval_size, "eval_size")
+    public_size, eval_size = (
+        None if size is None else check_int(size, label, minimum=1)
+        for size, label in ((public_size, "public_size"), (eval_size, "eval_size"))
+    )
     image_size = check_image_size(image_size)
     if cache is not None:
         from pate.teachers.feature_cache import FeatureCache
@@ -305,18 +301,15 @@ def _builtin_splits(
 ):
     """``(private, public, evaluation)`` of a built-in dataset (the training images through
     ``cache`` when given)."""
-    if name in ("fashion-mnist", "mnist", "kmnist"):
-        return _protocol_split(
-            *load_idx_dataset(name, root, download, cache=cache), public_size, eval_size, name
+    if name != "digits":
+        arrays = (
+            load_cifar10(root, download, cache=cache)
+            if name == "cifar10"
+            else load_svhn(root, download, cache=cache)
+            if name == "svhn"
+            else load_idx_dataset(name, root, download, cache=cache)
         )
-    if name == "cifar10":
-        return _protocol_split(
-            *load_cifar10(root, download, cache=cache), public_size, eval_size, name
-        )
-    if name == "svhn":
-        return _protocol_split(
-            *load_svhn(root, download, cache=cache), public_size, eval_size, name
-        )
+        return _protocol_split(*arrays, public_size, eval_size, name)
     from sklearn.datasets import load_digits
 
     digits = load_digits()
