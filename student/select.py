@@ -21,7 +21,6 @@ from pate.analysis.validation import (
 
 __all__ = [
     "SELECTION_MODES",
-    "first_k",
     "uncertainty",
     "select_uncertain",
     "active_labels",
@@ -30,15 +29,6 @@ __all__ = [
 
 SELECTION_MODES = ("first", "entropy", "margin")
 _CRITERIA = ("entropy", "margin")
-
-
-def first_k(num_public: int, *, k: int) -> np.ndarray:
-    """The first ``k`` public items (the papers' protocol)."""
-    num_public = check_int(num_public, "num_public", minimum=1)
-    k = check_int(k, "k", minimum=1)
-    if k > num_public:
-        raise InputError(f"k={k} exceeds the number of public items ({num_public})")
-    return np.arange(k, dtype=np.int64)
 
 
 def _check_probability_matrix(probabilities: Any) -> np.ndarray:
