@@ -90,14 +90,6 @@ STUDENT_CHECKS_PLATFORM_DEPENDENT = {
 }
 
 
-def _processes(requested: Any, shards: int, device: torch.device) -> tuple[int, int]:
-    """``(processes, threads each)`` of a fit (:func:`pate.student.parallel.choose_processes`
-    within :func:`pate.core.threads.cpu_budget`)."""
-    budget = cpu_budget()
-    processes = choose_processes(requested, shards=shards, device=device, cpus=budget)
-    return processes, max(1, budget // processes)
-
-
 class Student(ClassifierMixin, BaseEstimator):
     """The student model, a scikit-learn classifier (its contract: docs/student.md, "The
     estimator's contract").
@@ -314,7 +306,8 @@ class Student(ClassifierMixin, BaseEstimator):
                 short_training_warning(settings["epochs"], settings["steps_per_epoch"]),
                 extra={"short_training": True},  # a smoke test's run leaves it out
             )
-        processes, threads_each = _processes(self.processes, shards, device)
+        budget = cpu_budget()
+        processes = choose_processes(self.processes, shards=shards, device=device, cpus=budget)
         train_epochs(
             training,
             batches,
@@ -323,7 +316,7 @@ class Student(ClassifierMixin, BaseEstimator):
             progress=self.progress,
             on_epoch_end=self.on_epoch_end,
             processes=processes,
-            threads_each=threads_each,
+            threads_each=max(1, budget // processes),
         )
 
         training.final.eval()

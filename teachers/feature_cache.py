@@ -289,9 +289,6 @@ class FeatureCache:
             return f"{_FEATURES} does not match its checksum (damaged)"
         return None
 
-    def _open(self, folder: pathlib.Path) -> np.ndarray:
-        return np.load(folder / _FEATURES, mmap_mode="r", allow_pickle=False)
-
     def _discard(self, folder: pathlib.Path) -> None:
         """Move a bad entry out of the way (a rename, so a concurrent reader keeps its open
         file), then delete it."""
@@ -408,7 +405,8 @@ class FeatureCache:
             "read from the cache" if hit else "computed and cached",
             seconds,
         )
-        return CachedFeatures(self._open(folder), hit, seconds, folder / _FEATURES)
+        features = np.load(folder / _FEATURES, mmap_mode="r", allow_pickle=False)
+        return CachedFeatures(features, hit, seconds, folder / _FEATURES)
 
     def summary(self) -> dict:
         hits = sum(1 for e in self._log if e["hit"])

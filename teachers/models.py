@@ -211,10 +211,6 @@ def import_factory(spec: str):
     return factory
 
 
-def _from_factory(spec: str, input_shape, num_classes):
-    return call_factory(import_factory(spec), input_shape, num_classes)
-
-
 def is_factory_spec(name) -> bool:
     """Whether ``name`` is a ``"package.module:factory"`` reference (not ``sklearn:`` /
     ``python:``)."""
@@ -303,7 +299,7 @@ def build_model(name: str, *, input_shape, num_classes: int):
             )
         model = wide_resnet(input_shape[0], num_classes, depth=16, widen=4)
     elif ":" in name and not name.startswith("sklearn:"):
-        model = _from_factory(name, input_shape, num_classes)
+        model = call_factory(import_factory(name), input_shape, num_classes)
     else:
         raise InputError(
             f"unknown model {name!r}; use one of {', '.join(MODEL_NAMES)} or "

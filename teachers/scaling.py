@@ -91,13 +91,13 @@ def handles_scale(model) -> bool:
     steps = _steps(model)
     if {type(step).__name__ for step in steps} & set(_SCALERS):
         return True
-    leaves = [step for step in steps if len(_steps(step)) == 1 and not _passes(step)]
+    # a Pipeline's or ColumnTransformer's "passthrough" / "drop" / None step is no leaf
+    leaves = [
+        step
+        for step in steps
+        if len(_steps(step)) == 1 and not (step is None or isinstance(step, str))
+    ]
     return bool(leaves) and all(type(step).__name__ in _SCALE_FREE for step in leaves)
-
-
-def _passes(step) -> bool:
-    """A Pipeline's or ColumnTransformer's "passthrough" / "drop" / None step."""
-    return step is None or isinstance(step, str)
 
 
 def scale_warning(public_x, model, *, role: str = "teacher") -> str | None:

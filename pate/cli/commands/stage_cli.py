@@ -39,14 +39,6 @@ NOT_FLAGS = {
 }
 
 
-def _flag(table: str, key: str) -> str:
-    return FLAG_NAMES.get((table, key), "--" + key.replace("_", "-"))
-
-
-def _dest(table: str, key: str) -> str:
-    return f"cfg__{table}__{key}"
-
-
 def _json_table(text: str) -> dict:
     try:
         value = json.loads(text)
@@ -191,7 +183,8 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
     for key, want in declared.items():
         if (table, key) in NOT_FLAGS:
             continue
-        flag, dest = _flag(table, key), _dest(table, key)
+        flag = FLAG_NAMES.get((table, key), "--" + key.replace("_", "-"))
+        dest = f"cfg__{table}__{key}"
         wants = want if isinstance(want, tuple) else (want,)
         helptext = f"[{table}] {key}"
         if bool in wants:
