@@ -185,28 +185,16 @@ def _op_rotate(x, m, g):
     return _affine(x, theta)
 
 
-def _op_shear_x(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 0, 1] = _signs(len(m), g, x.device) * 0.3 * m
-    return _affine(x, theta)
+def _shift_op(row: int, column: int, factor: float):
+    """Shear (an off-diagonal entry of theta) or translate (its last column, ``factor`` 2: grid
+    units span 2) by up to 0.3."""
 
+    def op(x, m, g):
+        theta = _identity_theta(len(m), x.device)
+        theta[:, row, column] = _signs(len(m), g, x.device) * 0.3 * m * factor
+        return _affine(x, theta)
 
-def _op_shear_y(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 1, 0] = _signs(len(m), g, x.device) * 0.3 * m
-    return _affine(x, theta)
-
-
-def _op_translate_x(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 0, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0  # grid units span 2
-    return _affine(x, theta)
-
-
-def _op_translate_y(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 1, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0
-    return _affine(x, theta)
+    return op
 
 
 #: The RandAugment operations (FixMatch's RA list, minus the PIL-only ones), name -> function.
@@ -221,10 +209,10 @@ IMAGE_OPS = {
     "posterize": _op_posterize,
     "solarize": _op_solarize,
     "rotate": _op_rotate,
-    "shear_x": _op_shear_x,
-    "shear_y": _op_shear_y,
-    "translate_x": _op_translate_x,
-    "translate_y": _op_translate_y,
+    "shear_x": _shift_op(0, 1, 1.0),
+    "shear_y": _shift_op(1, 0, 1.0),
+    "translate_x": _shift_op(0, 2, 2.0),
+    "translate_y": _shift_op(1, 2, 2.0),
 }
 _OP_LIST = tuple(IMAGE_OPS.values())
 
