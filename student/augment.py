@@ -78,15 +78,11 @@ def _source_index(position: torch.Tensor, size: int, mode: str) -> torch.Tensor:
 # --------------------------------------------------------------------------- strong (images)
 
 
-def _blend(x: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """PIL ImageEnhance semantics: other + factor * (x - other), clipped to [0, 1]."""
-    f = factor[:, None, None, None]
+def _enhance(x: torch.Tensor, other: torch.Tensor, m: torch.Tensor, g) -> torch.Tensor:
+    """PIL ImageEnhance semantics, other + factor * (x - other) clipped to [0, 1], with FixMatch's
+    RA factor in [0.05, 1.95] (Brightness, Color, Contrast, Sharpness)."""
+    f = (1.0 + _signs(len(m), g, x.device) * 0.95 * m)[:, None, None, None]
     return (other + f * (x - other)).clamp(0.0, 1.0)
-
-
-def _enhance_factor(m: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
-    # FixMatch's RA range for Brightness/Color/Contrast/Sharpness: factor in [0.05, 1.95].
-    return 1.0 + signs * 0.95 * m
 
 
 def _op_identity(x, m, g):
@@ -120,13 +116,13 @@ def _op_equalize(x, m, g):
 
 
 def _op_brightness(x, m, g):
-    return _blend(x, torch.zeros_like(x), _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, torch.zeros_like(x), m, g)
 
 
 def _op_contrast(x, m, g):
     gray = x.mean(dim=1, keepdim=True)
     mean = gray.mean(dim=(2, 3), keepdim=True).expand_as(x)
-    return _blend(x, mean, _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, mean, m, g)
 
 
 def _op_color(x, m, g):
@@ -134,7 +130,7 @@ def _op_color(x, m, g):
         return x
     weights = torch.tensor([0.299, 0.587, 0.114], device=x.device, dtype=x.dtype)
     gray = (x * weights[None, :, None, None]).sum(dim=1, keepdim=True).expand_as(x)
-    return _blend(x, gray, _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, gray, m, g)
 
 
 def _op_sharpness(x, m, g):
@@ -147,7 +143,7 @@ def _op_sharpness(x, m, g):
     )
     kernel = kernel.expand(c, 1, 3, 3)
     smooth = functional.conv2d(functional.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
-    return _blend(x, smooth, _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, smooth, m, g)
 
 
 def _op_posterize(x, m, g):
