@@ -1,8 +1,7 @@
 """The student's epoch loop, in one process or data-parallel in several
 (:mod:`pate.student.parallel`).
 
-More: docs/student.md, "pate.student.epochs".
-"""
+More: docs/student.md, "pate.student.epochs"."""
 
 from __future__ import annotations
 
