@@ -256,19 +256,6 @@ def _prepare_threads(threads) -> None:
     prepare_environment()
 
 
-# the noise and mechanism parameters of fit/plan, passed on to [aggregator] when given
-_NOISE_KEYWORDS = (
-    "threshold",
-    "sigma1",
-    "sigma2",
-    "sigma",
-    "scale",
-    "k",
-    "sampling_rate",
-    "count_weight",
-)
-
-
 def _configured(keywords: Mapping[str, Any]):
     """``(config, data, identity, models)`` of fit's / plan's keywords (by name): the typed
     config built from them and validated once, the data given in memory (None for a dataset
@@ -332,7 +319,10 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
     from pate import mechanisms
     from pate.run import planner
 
-    noise = {name: given[name] for name in _NOISE_KEYWORDS if given[name] is not None}
+    # the registered mechanisms' noise parameters that fit takes, passed on when given
+    noise = {
+        name: given[name] for name in mechanisms.all_param_names() if given.get(name) is not None
+    }
     mechanism, num_teachers, knn = given["mechanism"], given["num_teachers"], given["knn"]
     target_eps = given["target_eps"]
     if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism
