@@ -98,9 +98,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
 
 def unit_float32(images: np.ndarray) -> np.ndarray:
-    """uint8 images as float32 in [0, 1] (``images / 255`` in float32, bit for bit
-    ``images.astype(np.float32) / 255.0``), written once into the result: no float32 temporary
-    beside it (the former ``astype`` then divide held two float32 copies of every split)."""
+    """uint8 images as float32 in [0, 1], bit for bit ``images.astype(np.float32) / 255.0``,
+    written once into the result (no float32 temporary beside it)."""
     out = np.empty(images.shape, dtype=np.float32)
     np.divide(images, np.float32(255.0), out=out, dtype=np.float32)
     return out
