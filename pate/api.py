@@ -167,29 +167,18 @@ def fit(
     threads: int | None = None,
 ) -> PateResult:
     """Train teachers on ``private``, label ``public`` privately, train the student; return it
-    with the labels and the privacy figures (docs/api.md).
+    with the labels and the privacy figures (the arguments, declared facts and the result:
+    docs/api.md).
 
-    ``private`` is ``(x, y)`` (or a torch Dataset/DataLoader of pairs, or a dataset name / source
-    string, then ``public`` and ``evaluation`` come from that source's splits); ``public`` the
-    public inputs (labels, if given, are used to report label accuracy and, with no
-    ``classes``, give the label set); ``evaluation`` labelled held-out data for the report.
-    Tables (DataFrames, CSV / Parquet paths) name their columns: ``label``, the privacy-unit
-    ``id``, ``drop`` (ignored), ``preprocess`` ("auto", "none" or a scikit-learn transformer,
-    fitted on the public rows only; docs/own_data.md).
-    ``classes``, ``records``, ``split_column``, ``evaluation_public`` and ``dataset`` are the
-    public facts the user declares (docs/api.md, "Declared facts"). ``budget_eps`` is the
-    dataset's lifetime
-    budget in the ledger, registered the first time the records are charged (default then:
-    ``target_eps``; afterwards the ledger's applies, and a different ``budget_eps`` is refused:
-    raise it with ``pate.ledger.Ledger(path).set_budget`` or ``pate budget set``); ``target_eps``
-    is what this run may spend, refused before any training when the ledger has less left.
-    ``num_teachers``, ``queries`` (how many public items are asked) and ``mechanism="auto"`` are
-    chosen by the planner when left out (:func:`plan` shows its choice and refuses, before any
-    work, a run that cannot give a useful student: :mod:`pate.run.planner`). ``teacher_params``
-    / ``student_params`` are ``[teachers]`` / ``[student]`` settings (e.g. ``{"epochs": 20}``). ``resume=True`` continues ``run_dir`` (same data, same
-    models). ``threads`` is the number of CPU threads to compute with (``[run] threads``; left
-    out: ``$OMP_NUM_THREADS``, else the CPUs this process may use: :mod:`pate.core.threads`).
-    """
+    ``private`` is ``(x, y)``, a torch Dataset/DataLoader of pairs, a table, or a dataset name /
+    source (then ``public`` and ``evaluation`` come from its splits). ``budget_eps`` is the
+    dataset's lifetime budget in the ledger, registered the first time its records are charged
+    (default: ``target_eps``; later a different one is refused: ``pate budget set``);
+    ``target_eps`` is what this run may spend, refused before any training when the ledger has
+    less left. What is left out (``num_teachers``, ``queries``, ``mechanism="auto"``) the
+    planner chooses (:func:`plan`). ``teacher_params`` / ``student_params``: ``[teachers]`` /
+    ``[student]`` settings; ``resume=True`` continues ``run_dir``; ``threads``: CPU threads
+    (:mod:`pate.core.threads`)."""
     _prepare_threads(threads)
     config, data, _, models = _configured(locals())
     try:
@@ -223,15 +212,12 @@ def _reword(exc: Exception) -> None:
 
 
 def plan(private, public=None, **keywords):
-    """The plan of :func:`fit` with the same arguments, made from the declared number of private
-    records (``records=``) before any model is trained or any budget is spent
-    (:mod:`pate.run.planner`): what the
-    planner fills in (``num_teachers``, ``queries``, the threshold, the mechanism when "auto"),
-    what to expect (records per teacher, noise relative to the ensemble, the answers the budget
-    buys, the guarantee) and the warnings. Returns a :class:`pate.run.planner.Plan`; raises
-    :class:`pate.run.planner.PlanError` (naming the keyword argument and a fix) when the plan cannot
-    give a useful student. Nothing is written; the ledger is only read (what it has left).
-    ``threads`` is checked and kept in the plan's config; the plan itself sets no thread count."""
+    """The plan of :func:`fit` with the same arguments, from the declared number of private
+    records before any model is trained or budget spent (:mod:`pate.run.planner`): what the
+    planner fills in, what to expect and the warnings. Returns a
+    :class:`pate.run.planner.Plan`; raises :class:`pate.run.planner.PlanError` (naming the
+    keyword and a fix) for a plan that cannot give a useful student. Nothing is written; the
+    ledger is only read."""
     import tempfile
 
     from pate.run import planner
@@ -268,19 +254,6 @@ def _prepare_threads(threads) -> None:
     if threads is not None:
         check_threads(threads, "threads=")
     prepare_environment()
-
-
-# the noise and mechanism parameters of fit/plan, passed on to [aggregator] when given
-_NOISE_KEYWORDS = (
-    "threshold",
-    "sigma1",
-    "sigma2",
-    "sigma",
-    "scale",
-    "k",
-    "sampling_rate",
-    "count_weight",
-)
 
 
 def _configured(keywords: Mapping[str, Any]):
@@ -346,7 +319,10 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
     from pate import mechanisms
     from pate.run import planner
 
-    noise = {name: given[name] for name in _NOISE_KEYWORDS if given[name] is not None}
+    # the registered mechanisms' noise parameters that fit takes, passed on when given
+    noise = {
+        name: given[name] for name in mechanisms.all_param_names() if given.get(name) is not None
+    }
     mechanism, num_teachers, knn = given["mechanism"], given["num_teachers"], given["knn"]
     target_eps = given["target_eps"]
     if mechanism == "auto" and target_eps is None:  # fixed noise: the auto rule's mechanism

@@ -1,7 +1,6 @@
 """Data augmentations for the semi-supervised student, on torch tensors only (no downloads, no PIL).
 
-More: docs/student.md, "pate.student.augment".
-"""
+More: docs/student.md, "pate.student.augment"."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def weak_augment(
     """Random horizontal flip (if ``flip``) and random translation by up to ``pad`` pixels.
 
     Translation is reflect-padding by ``pad`` then a random ``H x W`` crop per image, as in
-    FixMatch's weak augmentation. Returns a new tensor of the same shape.
-    """
+    FixMatch's weak augmentation. Returns a new tensor of the same shape."""
     n, c, h, w = x.shape
     device = x.device
     flip_mask = (torch.rand(n, generator=generator) < 0.5).to(device) if flip else None
@@ -78,15 +76,11 @@ def _source_index(position: torch.Tensor, size: int, mode: str) -> torch.Tensor:
 # --------------------------------------------------------------------------- strong (images)
 
 
-def _blend(x: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """PIL ImageEnhance semantics: other + factor * (x - other), clipped to [0, 1]."""
-    f = factor[:, None, None, None]
+def _enhance(x: torch.Tensor, other: torch.Tensor, m: torch.Tensor, g) -> torch.Tensor:
+    """PIL ImageEnhance semantics, other + factor * (x - other) clipped to [0, 1], with FixMatch's
+    RA factor in [0.05, 1.95] (Brightness, Color, Contrast, Sharpness)."""
+    f = (1.0 + _signs(len(m), g, x.device) * 0.95 * m)[:, None, None, None]
     return (other + f * (x - other)).clamp(0.0, 1.0)
-
-
-def _enhance_factor(m: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
-    # FixMatch's RA range for Brightness/Color/Contrast/Sharpness: factor in [0.05, 1.95].
-    return 1.0 + signs * 0.95 * m
 
 
 def _op_identity(x, m, g):
@@ -120,13 +114,13 @@ def _op_equalize(x, m, g):
 
 
 def _op_brightness(x, m, g):
-    return _blend(x, torch.zeros_like(x), _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, torch.zeros_like(x), m, g)
 
 
 def _op_contrast(x, m, g):
     gray = x.mean(dim=1, keepdim=True)
     mean = gray.mean(dim=(2, 3), keepdim=True).expand_as(x)
-    return _blend(x, mean, _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, mean, m, g)
 
 
 def _op_color(x, m, g):
@@ -134,7 +128,7 @@ def _op_color(x, m, g):
         return x
     weights = torch.tensor([0.299, 0.587, 0.114], device=x.device, dtype=x.dtype)
     gray = (x * weights[None, :, None, None]).sum(dim=1, keepdim=True).expand_as(x)
-    return _blend(x, gray, _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, gray, m, g)
 
 
 def _op_sharpness(x, m, g):
@@ -147,7 +141,7 @@ def _op_sharpness(x, m, g):
     )
     kernel = kernel.expand(c, 1, 3, 3)
     smooth = functional.conv2d(functional.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
-    return _blend(x, smooth, _enhance_factor(m, _signs(len(m), g, x.device)))
+    return _enhance(x, smooth, m, g)
 
 
 def _op_posterize(x, m, g):
@@ -185,28 +179,16 @@ def _op_rotate(x, m, g):
     return _affine(x, theta)
 
 
-def _op_shear_x(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 0, 1] = _signs(len(m), g, x.device) * 0.3 * m
-    return _affine(x, theta)
+def _shift_op(row: int, column: int, factor: float):
+    """Shear (an off-diagonal entry of theta) or translate (its last column, ``factor`` 2: grid
+    units span 2) by up to 0.3."""
 
+    def op(x, m, g):
+        theta = _identity_theta(len(m), x.device)
+        theta[:, row, column] = _signs(len(m), g, x.device) * 0.3 * m * factor
+        return _affine(x, theta)
 
-def _op_shear_y(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 1, 0] = _signs(len(m), g, x.device) * 0.3 * m
-    return _affine(x, theta)
-
-
-def _op_translate_x(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 0, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0  # grid units span 2
-    return _affine(x, theta)
-
-
-def _op_translate_y(x, m, g):
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 1, 2] = _signs(len(m), g, x.device) * 0.3 * m * 2.0
-    return _affine(x, theta)
+    return op
 
 
 #: The RandAugment operations (FixMatch's RA list, minus the PIL-only ones), name -> function.
@@ -221,10 +203,10 @@ IMAGE_OPS = {
     "posterize": _op_posterize,
     "solarize": _op_solarize,
     "rotate": _op_rotate,
-    "shear_x": _op_shear_x,
-    "shear_y": _op_shear_y,
-    "translate_x": _op_translate_x,
-    "translate_y": _op_translate_y,
+    "shear_x": _shift_op(0, 1, 1.0),
+    "shear_y": _shift_op(1, 0, 1.0),
+    "translate_x": _shift_op(0, 2, 2.0),
+    "translate_y": _shift_op(1, 2, 2.0),
 }
 _OP_LIST = tuple(IMAGE_OPS.values())
 
@@ -257,8 +239,7 @@ def strong_augment(
     """RandAugment (``num_ops`` random ops, random magnitudes) followed by Cutout.
 
     ``x``: (N, C, H, W) in [0, 1]. Each image draws its own operations and magnitudes.
-    ``cutout``: the largest Cutout side as a fraction of the image side (0 disables it).
-    """
+    ``cutout``: the largest Cutout side as a fraction of the image side (0 disables it)."""
     n = x.shape[0]
     device = x.device
     out = x

@@ -3,8 +3,7 @@ generator (:func:`step_shards`; one on a GPU), the public pool on the device and
 draws from it (:class:`Batches`: labelled and unlabelled rows, weak and strong views, the
 labelled loss), and the views of a chunk of steps drawn together (:func:`draw_steps`, each
 augmentation called once per chunk, never across the end of an epoch). A checkpoint holds the
-generators' states, so a resumed run draws what an uninterrupted one would have drawn.
-"""
+generators' states, so a resumed run draws what an uninterrupted one would have drawn."""
 
 from __future__ import annotations
 
@@ -58,11 +57,8 @@ def step_shards(
 ) -> int:
     """How many shards a step's batch is drawn as: on the CPU :data:`STEP_SHARDS` where
     ``network``'s rows are independent (:func:`rows_independent`) and the batch has a row for
-    each, else 1 (the processes' gradients would not add up to the batch's). On a GPU 1: one
-    process trains there, and drawing the shards apart only costs (measured: docs/pipeline.md,
-    ``benchmarks/results/student_cuda_shards.json``).
-    A run resumed from a checkpoint drawn in ``resumed`` shards keeps that count where the
-    network allows it, so that it continues the draws it began on another device."""
+    each, else 1; on a GPU 1 (why: docs/pipeline.md). A run resumed from ``resumed`` shards
+    keeps that count where the network allows it, to continue the draws it began."""
     possible = STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
     if resumed is not None and resumed in (1, possible):
         return resumed

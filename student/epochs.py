@@ -1,8 +1,5 @@
 """The student's epoch loop, in one process or data-parallel in several
-(:mod:`pate.student.parallel`).
-
-More: docs/student.md, "pate.student.epochs".
-"""
+(:mod:`pate.student.parallel`). More: docs/student.md, "pate.student.epochs"."""
 
 from __future__ import annotations
 
@@ -11,6 +8,7 @@ import math
 import pathlib
 import sys
 import time
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -157,14 +155,8 @@ def _epochs(
             after_epoch(epoch, record)
 
 
-class _NoBar:
-    """A progress bar that shows nothing (a helper process's)."""
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-
-_NO_BAR = _NoBar()
+#: A helper process's progress bar: it shows nothing.
+_NO_BAR = types.SimpleNamespace(update=lambda n=1: None)
 
 
 def train_epochs(

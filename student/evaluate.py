@@ -1,12 +1,9 @@
 """Evaluation of the student on the held-out evaluation split (numpy only).
 
-More: docs/student.md, "pate.student.evaluate".
-"""
+More: docs/student.md, "pate.student.evaluate"."""
 
 from __future__ import annotations
 
-import os
-import pathlib
 from typing import Any
 
 import numpy as np
@@ -14,7 +11,7 @@ import numpy as np
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int, describe
 
-__all__ = ["confusion_matrix", "evaluation_metrics", "evaluate_student", "save_json"]
+__all__ = ["confusion_matrix", "evaluation_metrics"]
 
 
 def _check_class_labels(values: Any, name: str, num_classes: int) -> np.ndarray:
@@ -64,26 +61,3 @@ def evaluation_metrics(y_true: Any, y_pred: Any, *, num_classes: int) -> dict:
         "per_class_support": [int(s) for s in support],
         "confusion_matrix": cm.tolist(),
     }
-
-
-def evaluate_student(student: Any, x: Any, y: Any, *, num_classes: int | None = None) -> dict:
-    """Metrics of ``student.predict(x)`` against the true labels ``y`` of the evaluation split."""
-    if not hasattr(student, "predict"):
-        raise InputTypeError(
-            f"student must be a fitted Student (with predict), got {type(student).__name__}"
-        )
-    if num_classes is None:
-        num_classes = getattr(student, "num_classes_", None)
-        if num_classes is None:
-            raise InputError("num_classes is unknown: pass num_classes= or a fitted Student")
-    y_pred = np.asarray(student.predict(x))
-    return evaluation_metrics(y, y_pred, num_classes=num_classes)
-
-
-def save_json(obj: Any, path: str | os.PathLike) -> pathlib.Path:
-    """Write ``obj`` as indented JSON to ``path`` atomically (temp file + ``os.replace``)."""
-    from pate.core.io import atomic_write_json
-
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_json(path, obj)

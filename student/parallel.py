@@ -1,7 +1,6 @@
 """Data-parallel training of the student on the CPU: one training in several processes.
 
-More: docs/student.md, "pate.student.parallel".
-"""
+More: docs/student.md, "pate.student.parallel"."""
 
 from __future__ import annotations
 
@@ -52,10 +51,7 @@ def fork_available() -> bool:
 
 def autograd_survives_fork() -> bool:
     """Whether a forked process can run a backward pass: not where torch sees a GPU, even for a
-    training on the CPU. torch's autograd engine then starts a thread per device at its first
-    backward pass, and a process forked after that refuses every backward pass ("Unable to
-    handle autograd's threading in combination with fork-based multiprocessing"; seen on a
-    machine with an H200 where the teachers, or an earlier fit, had trained in the parent)."""
+    training on the CPU (autograd's per-device threads refuse a fork: docs/student.md)."""
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None and hasattr(accelerator, "device_count"):
         return int(accelerator.device_count()) == 0

@@ -1,7 +1,6 @@
 """Which public items to send to the aggregator: "first k" or active selection by the student.
 
-More: docs/student.md, "pate.student.select".
-"""
+More: docs/student.md, "pate.student.select"."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ from pate.analysis.validation import (
 
 __all__ = [
     "SELECTION_MODES",
-    "first_k",
     "uncertainty",
     "select_uncertain",
     "active_labels",
@@ -30,15 +28,6 @@ __all__ = [
 
 SELECTION_MODES = ("first", "entropy", "margin")
 _CRITERIA = ("entropy", "margin")
-
-
-def first_k(num_public: int, *, k: int) -> np.ndarray:
-    """The first ``k`` public items (the papers' protocol)."""
-    num_public = check_int(num_public, "num_public", minimum=1)
-    k = check_int(k, "k", minimum=1)
-    if k > num_public:
-        raise InputError(f"k={k} exceeds the number of public items ({num_public})")
-    return np.arange(k, dtype=np.int64)
 
 
 def _check_probability_matrix(probabilities: Any) -> np.ndarray:
@@ -132,28 +121,18 @@ def active_labels(
     aggregator: Any = None,
     student_params: dict | None = None,
 ) -> ActiveResult:
-    """Label public items in rounds, each batch chosen by a student trained on the labels so far.
+    """Label public items in rounds, each batch chosen by a student trained on the labels so far
+    (docs/student.md, "Query selection").
 
-    Parameters
-    ----------
-    public_x : (N_public, ...) float array of public inputs (given to the students).
-    votes : (N_public, classes) int votes of the teachers on every public item (given only to
-        the aggregator, row by row as items are selected).
-    rounds : number of aggregation rounds (>= 1). batch_size : queries per round after the
-        first; initial_size : queries of the first round (default ``batch_size``).
-    criterion : ``"first"`` (next items in order: no student is trained), ``"entropy"`` or
-        ``"margin"`` (uncertainty of a student trained on the labels so far).
-    threshold, sigma1, sigma2, student_confidence, rng : Interactive-GNMax parameters
-        (``pate.core.aggregators.interactive_gnmax``); or ``aggregator``: a
-        ``pate.core.online_aggregator.OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
-        privacy budget (the loop stops when it stops).
-    student_params : settings of the per-round :class:`pate.student.train.Student` (e.g.
-        ``{"method": "supervised", "epochs": 5, "random_state": 0}``).
-
-    The first round has no student: it uses uniform probabilities, for which Interactive-GNMax
-    is Confident-GNMax with the threshold raised by T / classes and no free student labels.
-    Every argument is validated before any noise is drawn.
-    """
+    ``votes`` (the teachers' votes on every public item) go to the aggregator only, row by row
+    as items are selected; ``public_x`` to the students. ``initial_size`` (default
+    ``batch_size``) queries in the first round, which has no student (uniform probabilities:
+    Confident-GNMax with the threshold raised by T / classes). ``criterion``: ``"first"`` (in
+    order, no student), ``"entropy"`` or ``"margin"``. The Interactive-GNMax noise
+    (``threshold``, ``sigma1``, ``sigma2``, ``student_confidence``, ``rng``), or an
+    ``aggregator`` (an ``OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
+    budget); ``student_params``: the per-round :class:`pate.student.train.Student` settings.
+    Every argument is validated before any noise is drawn."""
     from pate.student.inputs import check_public_x
 
     criterion = check_choice(criterion, "criterion", SELECTION_MODES)

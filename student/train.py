@@ -1,15 +1,8 @@
-"""Training the student: supervised or semi-supervised (FixMatch) on the privately labelled
-public split (:func:`train_student`, the scikit-learn estimator :class:`Student`; methods,
-settings, labels and soft targets: docs/student.md).
-
-The student is the only model PATE releases. It is trained on the *public* inputs only: the
-items the aggregator answered carry its noisy labels, the unanswered ones are unlabelled data.
-Nothing else may reach it -- never the private split, the teachers' votes or the teachers'
-weights -- and :func:`train_student` enforces this at the API: it takes an array of public
-inputs and a 1-D array of released labels, and refuses anything else with a ``TypeError``.
-``-1`` marks an unlabelled item; it is never a class. The modules around it:
-docs/architecture.md.
-"""
+"""Training the student, the only model PATE releases: supervised or semi-supervised (FixMatch)
+on the privately labelled public split (:func:`train_student`, the scikit-learn estimator
+:class:`Student`; methods, settings, labels and soft targets: docs/student.md). Only public
+inputs and released labels reach it -- never the private split, the votes or the teachers --
+and the API refuses anything else with a ``TypeError``; ``-1`` marks an unlabelled item."""
 
 from __future__ import annotations
 
@@ -90,67 +83,29 @@ STUDENT_CHECKS_PLATFORM_DEPENDENT = {
 }
 
 
-def _processes(requested: Any, shards: int, device: torch.device) -> tuple[int, int]:
-    """``(processes, threads each)`` of a fit (:func:`pate.student.parallel.choose_processes`
-    within :func:`pate.core.threads.cpu_budget`)."""
-    budget = cpu_budget()
-    processes = choose_processes(requested, shards=shards, device=device, cpus=budget)
-    return processes, max(1, budget // processes)
-
-
 class Student(ClassifierMixin, BaseEstimator):
-    """The student model, a scikit-learn classifier (its contract: docs/student.md, "The
-    estimator's contract").
+    """The student model, a scikit-learn classifier (its contract, labels, soft targets and the
+    FixMatch step: docs/student.md, "The estimator's contract").
 
     ``fit(X, y)``: ``X`` the public inputs, (N, C, H, W) images in [0, 1] or (N, F) float
-    features; ``y`` one label per item, ``-1`` where unlabelled (labels: docs/student.md). In a cross-validation or a grid search every clone trains from scratch (leave
-    ``checkpoint_dir`` None there: the clones would share one checkpoint).
+    features; ``y`` one label per item, ``-1`` where unlabelled. Every clone of a
+    cross-validation trains from scratch (leave ``checkpoint_dir`` None there).
 
-    Parameters
-    ----------
-    model : str
-        ``"auto"`` (cnn28 / cnn32 / cnn8 by image size, else mlp) or any name accepted by
-        ``pate.teachers.models.build_model`` (including ``"package.module:factory"``). A model
-        *instance* is refused: the student always starts from a fresh initialisation, never
-        from teacher weights.
-    method : ``"fixmatch"`` or ``"supervised"``.
-    epochs : number of epochs (checkpoint granularity); None (default, "auto"):
-        ``max(20, ceil(MIN_STUDENT_STEPS / steps_per_epoch))``, at least 1000 optimiser steps in
-        all (:func:`pate.student.settings.auto_epochs`). Fewer than 1000 steps in all are logged as a warning.
-    steps_per_epoch : optimiser steps per epoch; None = one pass over the public pool at
-        ``unlabeled_ratio * batch_size`` per step (fixmatch) or one pass over the answered items
-        (supervised).
-    batch_size : labelled items per step. unlabeled_ratio : FixMatch's mu (unlabelled batch =
-        mu * batch_size). threshold : FixMatch's confidence threshold tau for pseudo-labels.
-    unlabeled_weight : FixMatch's lambda_u. learning_rate, momentum, weight_decay : SGD
-        (Nesterov) settings; the rate decays as ``cos(7 pi k / 16 K)``.
-    ema_decay : None, or the decay in (0, 1) of an exponential moving average of the weights
-        used for prediction.
-    distribution_alignment : FixMatch only: rescale the weak view's class probabilities by
-        ``uniform / running mean of the predictions`` before taking the pseudo-label
-        (ReMixMatch, Berthelot et al. 2020; assumes the public pool about balanced).
-    amp : the training passes under bfloat16 autocast where the device computes bfloat16
-        natively (docs/student.md); False: float32 throughout. ``precision_`` says what a fit
-        used.
-    flip : horizontal flips in the weak augmentation (only where a flip preserves the label,
-        see ``pate.student.augment.FLIP_DATASETS``). pad : translation range in pixels (None = 12.5 %
-        of the side). strong_ops : RandAugment operations per image. cutout : largest Cutout side
-        as a fraction of the image side.
-    num_classes : number of classes; None = ``max(labels) + 1`` (pass it explicitly when some
-        class may have no answered item).
-    device : ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    processes : ``"auto"`` or an int >= 1: on a CPU, how many processes share each step (the
-        same draws and, up to float rounding, the same weights whatever the count; "auto" and
-        how: docs/student.md). ``processes_`` says what a fit used.
-    random_state : None, a non-negative int, or a ``numpy.random.Generator``.
-    progress : show a tqdm progress bar on stderr.
-    checkpoint_dir : directory for the per-epoch checkpoint (None = no checkpoints).
-    resume : continue from ``checkpoint_dir``'s checkpoint when there is one.
-    on_epoch_end : optional callable ``(epoch, record)`` called after each epoch's checkpoint
-        (``record`` is the epoch's entry of ``history_``).
-    validation : optional ``(x, y)`` held-out data whose accuracy is recorded in ``history_``
-        after every epoch (monitoring only: it never influences training).
-    """
+    Parameters: ``model`` ``"auto"`` (cnn28 / cnn32 / cnn8 by image size, else mlp) or a name
+    of ``pate.teachers.models.build_model`` (a model *instance* is refused: the student never
+    starts from teacher weights); ``method`` ``"fixmatch"`` or ``"supervised"``; ``epochs``
+    (None: at least 1000 optimiser steps, :func:`pate.student.settings.auto_epochs`) and
+    ``steps_per_epoch`` (None: one pass over the pool, or the answered items if supervised);
+    ``batch_size`` labelled items a step; FixMatch's ``unlabeled_ratio`` (mu), ``threshold``
+    (tau), ``unlabeled_weight`` (lambda_u), ``distribution_alignment`` (ReMixMatch); SGD's
+    ``learning_rate``, ``momentum``, ``weight_decay`` (cosine decay); ``ema_decay`` (None or in
+    (0, 1): averaged weights predict); ``amp`` (bfloat16 autocast where native; ``precision_``
+    says); augmentation ``flip``, ``pad`` (None: 12.5 % of the side), ``strong_ops``,
+    ``cutout``; ``num_classes`` (None: ``max(labels) + 1``); ``device`` (``"auto"``, ``"cpu"``,
+    ``"cuda"``, ``"cuda:N"``); ``processes`` (``"auto"`` or >= 1 processes sharing each CPU
+    step, the same weights up to float rounding; ``processes_`` says); ``random_state``;
+    ``progress`` (tqdm); ``checkpoint_dir`` and ``resume`` (a per-epoch checkpoint);
+    ``on_epoch_end(epoch, record)``; ``validation`` ``(x, y)`` monitored in ``history_`` only."""
 
     def __init__(
         self,
@@ -256,8 +211,7 @@ class Student(ClassifierMixin, BaseEstimator):
         one-hot labels in the labelled loss (docs/student.md, "The estimator's contract").
         Returns ``self``. Only the public inputs and the released labels may be passed: the
         private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
-        models are refused with a ``TypeError``.
-        """
+        models are refused with a ``TypeError``."""
         return self._fit(X, y, names=("X", "y"), soft_targets=soft_targets)
 
     def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> Student:
@@ -314,7 +268,8 @@ class Student(ClassifierMixin, BaseEstimator):
                 short_training_warning(settings["epochs"], settings["steps_per_epoch"]),
                 extra={"short_training": True},  # a smoke test's run leaves it out
             )
-        processes, threads_each = _processes(self.processes, shards, device)
+        budget = cpu_budget()
+        processes = choose_processes(self.processes, shards=shards, device=device, cpus=budget)
         train_epochs(
             training,
             batches,
@@ -323,7 +278,7 @@ class Student(ClassifierMixin, BaseEstimator):
             progress=self.progress,
             on_epoch_end=self.on_epoch_end,
             processes=processes,
-            threads_each=threads_each,
+            threads_each=max(1, budget // processes),
         )
 
         training.final.eval()
@@ -497,8 +452,7 @@ def train_student(
     ``soft_targets``: None, or class probabilities per item (:meth:`Student.fit`).
     ``settings`` are the other :class:`Student` parameters (``epochs``, ``random_state``,
     ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
-    with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
-    """
+    with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models."""
     valid = set(TRAINING_PARAMS + OTHER_PARAMS) - {"model", "method"}
     unknown = sorted(set(settings) - valid)
     if unknown:

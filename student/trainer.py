@@ -1,9 +1,6 @@
-"""One training run of the student: its network and optimiser, and the step of FixMatch or
-supervised training (its random draws are :mod:`pate.student.draws`, the methods are described
-in docs/student.md, the epoch loop is :mod:`pate.student.epochs`).
-
-More: docs/student.md, "pate.student.trainer".
-"""
+"""One training run of the student: its network, optimiser and FixMatch or supervised step
+(draws: :mod:`pate.student.draws`; the epoch loop: :mod:`pate.student.epochs`; more:
+docs/student.md, "pate.student.trainer")."""
 
 from __future__ import annotations
 

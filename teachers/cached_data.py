@@ -1,10 +1,7 @@
 """The user's data files through the feature cache (issue #33): what cannot be memory-mapped as
-it is stored is written once, a chunk at a time, into an entry of
-:class:`pate.teachers.feature_cache.FeatureCache` as float32 rows, and memory-mapped from there
-by this run and every later one on the same files.
-
-More: docs/feature_cache.md, "pate.teachers.cached_data".
-"""
+stored is written once, a chunk at a time, into a
+:class:`pate.teachers.feature_cache.FeatureCache` entry as float32 rows and mapped from there
+(docs/feature_cache.md, "pate.teachers.cached_data")."""
 
 from __future__ import annotations
 
@@ -187,17 +184,19 @@ def npz_rows(
     key = EntryKey(
         front_end=NPZ_POOL,
         # the order itself, not its name: another dealing of the rows is another entry
-        settings={"member": name, "order_sha256": _order_digest(rows), "dtype": "float32"},
+        settings={
+            "member": name,
+            "order_sha256": hashlib.sha256(
+                np.ascontiguousarray(rows, dtype="<i8").tobytes()
+            ).hexdigest(),
+            "dtype": "float32",
+        },
         input_shape=tuple(int(s) for s in shape[1:]),
         output_shape=tuple(int(s) for s in shape[1:]),
         rows=int(shape[0]),
         digest=digest,
     )
     return cache.features(key, rows, gather).array
-
-
-def _order_digest(rows: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(rows, dtype="<i8").tobytes()).hexdigest()
 
 
 def _stream_entry(cache, path, name, shape, dtype, digest, what) -> CachedFeatures:

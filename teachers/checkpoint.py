@@ -1,11 +1,7 @@
-"""Atomic, code-free checkpoint files for teacher training (the torch-free atomic writers are
-:mod:`pate.core.io`'s).
-
-A kill -9 at any moment leaves either the old or the new file. Nothing in a run directory is
-ever a pickle: torch checkpoints are read with ``weights_only=True`` (tensors and plain
-containers only) and scikit-learn chunks are plain ``.npz`` arrays read with
-``allow_pickle=False``, so a file planted in a run directory cannot run code when it is read.
-"""
+"""Atomic, code-free checkpoint files for teacher training (the torch-free writers:
+:mod:`pate.core.io`): a kill -9 leaves the old or the new file; torch checkpoints are read with
+``weights_only=True`` and scikit-learn chunks are ``.npz`` read with ``allow_pickle=False``, so
+a file planted in a run directory cannot run code when it is read."""
 
 from __future__ import annotations
 

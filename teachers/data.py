@@ -1,20 +1,9 @@
 """Dataset loaders for PATE, working offline, and the PATE protocol split: :func:`load_pate_data`
-gives a :class:`PateData` (the built-in datasets, ``npz:``, ``csv:`` and ``imagefolder:``
-sources, the split and the declared label set: docs/teachers.md, "Data").
-
-A pool is never split into "public" rows on pate-learn's own (issue #48): one without a split
-marking, or an image folder without ``train/``/``test/``, is refused. Where no row is marked
-``evaluation``, the rows of the evaluation split are held out of the private rows by a keyed hash
-of each record (``pate.core.partition.teacher_of`` of its content key, a tenth of them), so that
-adding or removing a record moves no other; ``split_key`` keys it.
-
-Errors: a missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying how to
-obtain it; a bad argument raises ``ValueError``/``TypeError`` naming it, before any file is read;
-an image file that cannot be decoded, a non-finite feature or a label that is not a class index
-raises :class:`pate.analysis.errors.InputError` naming the split, the row and the value
-(:mod:`pate.teachers.data_checks`). Messages go to the ``logging`` logger
-``"pate.teachers.data"`` (a child of ``"pate"``).
-"""
+gives a :class:`PateData` (the sources, the split, the declared label set and the held-out
+evaluation split: docs/teachers.md, "Data"). A pool is never split into "public" rows on
+pate-learn's own (issue #48). A missing dataset raises
+:class:`pate.teachers.errors.DatasetNotFoundError`; bad input an ``InputError`` naming the
+split, row and value (:mod:`pate.teachers.data_checks`), before any file is read where it can."""
 
 from __future__ import annotations
 
@@ -102,18 +91,12 @@ class ArraySplit:
 
 @dataclass(frozen=True)
 class PateData:
-    """The private / public / evaluation splits of one dataset.
-
-    The three splits of the PATE protocol (Papernot et al. 2017, section 4): ``private`` the
-    sensitive data the teachers train on, ``public`` the unlabelled inputs the teachers vote on
-    (the student's pool), ``evaluation`` held-out items that only measure accuracy.
-    ``num_classes`` and ``class_names`` are the DECLARED label set, never discovered from the
-    private labels (names None: unknown; a class may have no records). ``evaluation_public``:
-    True only where a built-in benchmark's or the user's declaration makes the evaluation data
-    public (False: figures measured on it are internal). ``public_from_pool``: how many public
-    inputs are rows of the user's pool marked public (used without protection). The rules:
-    docs/teachers.md, "Declared, never discovered".
-    """
+    """The private / public / evaluation splits of one dataset (Papernot et al. 2017, section
+    4): the teachers train on ``private``, vote on ``public`` (the student's pool);
+    ``evaluation`` only measures. ``num_classes`` / ``class_names`` are the DECLARED label set,
+    never discovered from private labels; ``evaluation_public`` is True only where a source
+    declares it; ``public_from_pool`` counts public inputs that are rows of the user's pool
+    (docs/teachers.md, "Declared, never discovered")."""
 
     name: str
     private: ArraySplit
@@ -133,12 +116,6 @@ class PateData:
 
 
 # --------------------------------------------------------------------------- splitting
-
-
-def _check_size(value, name):
-    if value is None:
-        return None
-    return check_int(value, name, minimum=1)
 
 
 def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
@@ -212,26 +189,16 @@ def load_pate_data(
     split_key=None,
     table: TableSpec | None = None,
 ) -> PateData:
-    """Load dataset ``name`` and split it into private / public / evaluation (the sources and
-    the split: docs/teachers.md, "Data").
+    """Load dataset ``name`` and split it into private / public / evaluation (the sources, the
+    split and every argument: docs/teachers.md, "Data").
 
-    ``classes``: the declared class names (a list of strings; label ``i`` is ``classes[i]``);
-    ``split_column``: the CSV column / npz array marking a pool's rows; ``evaluation_public``:
-    the pool's rows marked ``evaluation`` are public data; ``split_key``: the key of a held-out
-    evaluation split, or a function returning it, called only when one is held out (None: a
-    fresh key from OS entropy). ``table``: ``name`` is a table with named columns (CSV,
-    Parquet), its public and evaluation tables, label, id, dropped columns and preprocessing
-    declared there (:mod:`pate.teachers.tables`; docs/own_data.md).
-
-    ``image_size`` (``imagefolder:`` only): resize every image to ``(height, width)`` (an int
-    ``s`` means ``(s, s)``); None keeps the size of the first image.
-    ``cache`` (a :class:`pate.teachers.feature_cache.FeatureCache` or None; not used by
-    ``digits`` and ``csv:``): a built-in dataset's training images as float32, an image
-    folder's decoded images, a compressed or non-float32 ``x_private`` and an ``npz:`` pool
-    ``x`` in split order are written into it once and memory-mapped (the private split stays
-    mapped, the public and evaluation splits are read into memory); a later load of the same
-    files reads them from there (:mod:`pate.teachers.cached_data`).
-    """
+    ``classes``: the declared class names; ``split_column``: the column / npz array marking a
+    pool's rows; ``evaluation_public``: a pool's rows marked ``evaluation`` are public;
+    ``split_key``: the key (or a function returning it) of a held-out evaluation split (None: a
+    fresh key); ``table``: ``name`` is a table with named columns (docs/own_data.md);
+    ``image_size`` (``imagefolder:`` only): resize to ``(height, width)``; ``cache`` (a
+    :class:`pate.teachers.feature_cache.FeatureCache`): large arrays written once and
+    memory-mapped (:mod:`pate.teachers.cached_data`)."""
     if not isinstance(name, str):
         raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
     if table is not None:  # name: the private table
@@ -243,8 +210,10 @@ def load_pate_data(
             f"{', '.join(DATASET_NAMES)}, or npz:PATH, csv:PATH, imagefolder:PATH"
         )
     download = check_bool(download, "download")
-    public_size = _check_size(public_size, "public_size")
-    eval_size = _check_size(eval_size, "eval_size")
+    public_size, eval_size = (
+        None if size is None else check_int(size, label, minimum=1)
+        for size, label in ((public_size, "public_size"), (eval_size, "eval_size"))
+    )
     image_size = check_image_size(image_size)
     if cache is not None:
         from pate.teachers.feature_cache import FeatureCache
@@ -305,18 +274,15 @@ def _builtin_splits(
 ):
     """``(private, public, evaluation)`` of a built-in dataset (the training images through
     ``cache`` when given)."""
-    if name in ("fashion-mnist", "mnist", "kmnist"):
-        return _protocol_split(
-            *load_idx_dataset(name, root, download, cache=cache), public_size, eval_size, name
+    if name != "digits":
+        arrays = (
+            load_cifar10(root, download, cache=cache)
+            if name == "cifar10"
+            else load_svhn(root, download, cache=cache)
+            if name == "svhn"
+            else load_idx_dataset(name, root, download, cache=cache)
         )
-    if name == "cifar10":
-        return _protocol_split(
-            *load_cifar10(root, download, cache=cache), public_size, eval_size, name
-        )
-    if name == "svhn":
-        return _protocol_split(
-            *load_svhn(root, download, cache=cache), public_size, eval_size, name
-        )
+        return _protocol_split(*arrays, public_size, eval_size, name)
     from sklearn.datasets import load_digits
 
     digits = load_digits()

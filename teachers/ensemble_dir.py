@@ -1,7 +1,5 @@
 """The teachers' output directory (normally ``<run_dir>/teachers``): its state (``state.json``:
-recipe fingerprint, seeds, chunking, completed chunks), checked on resume, and the trained torch
-teachers read back from it.
-"""
+recipe fingerprint, seeds, chunking, completed chunks), checked on resume."""
 
 from __future__ import annotations
 
@@ -9,7 +7,6 @@ import json
 import pathlib
 
 from pate.analysis.errors import InputError
-from pate.teachers.checkpoint import load_torch
 from pate.teachers.errors import ConfigError
 
 __all__ = [
@@ -18,7 +15,6 @@ __all__ = [
     "FORMAT_VERSION",
     "peek_state",
     "open_out_dir",
-    "load_teacher_models",
 ]
 
 STATE, PROGRESS = "state.json", "progress.pt"
@@ -74,33 +70,3 @@ def open_out_dir(out_dir, fingerprint, resume):
         return state
     out.mkdir(parents=True, exist_ok=True)
     return None
-
-
-def load_teacher_models(out_dir) -> list:
-    """The trained torch teachers saved in ``out_dir``, in teacher order, in eval mode."""
-    from pate.teachers.schedule import init_teacher
-
-    out = pathlib.Path(out_dir)
-    try:
-        state = json.loads((out / STATE).read_text())
-    except (OSError, ValueError) as exc:
-        raise FileNotFoundError(
-            f"no trained teachers in {str(out)!r} ({exc}); run `pate train-teachers` first"
-        ) from None
-    fp = state["fingerprint"]
-    if state.get("trainer") == "sklearn" or len(state.get("completed", [])) != state["num_chunks"]:
-        raise InputError(f"{str(out)!r} does not hold a finished torch ensemble")
-    models = []
-    for ci in range(state["num_chunks"]):
-        saved = load_torch(out / f"chunk_{ci:04d}.pt")
-        lo, hi = saved["teachers"]
-        for i in range(hi - lo):
-            net = init_teacher(
-                fp["recipe"]["model"],
-                0,
-                input_shape=tuple(fp["input_shape"]),
-                num_classes=fp["num_classes"],
-            )
-            net.load_state_dict({k: v[i] for k, v in saved["params"].items()})
-            models.append(net.eval())
-    return models

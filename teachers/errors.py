@@ -1,11 +1,7 @@
-"""The errors of a run's configuration and data, raised from the teachers' layer up.
-
-Each message says what went wrong *and* what to do instead; both are
-:class:`pate.analysis.errors.PateError` and the builtin error that callers may catch.
-
-``ConfigError``          an invalid configuration file or override (a ``ValueError``; exit 2).
-``DatasetNotFoundError`` a dataset is missing (a ``FileNotFoundError``; exit 2).
-"""
+"""The errors of a run's configuration and data, raised from the teachers' layer up, each a
+:class:`pate.analysis.errors.PateError` and the builtin error callers may catch, its message
+saying what went wrong and what to do: ``ConfigError`` (a ``ValueError``) and
+``DatasetNotFoundError`` (a ``FileNotFoundError``), both exit 2."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """An on-disk cache of front-end features: computed once per input data and front-end settings,
 memory-mapped by every later run and config that asks for the same features.
 
-More: docs/feature_cache.md, "pate.teachers.feature_cache".
-"""
+More: docs/feature_cache.md, "pate.teachers.feature_cache"."""
 
 from __future__ import annotations
 
@@ -144,21 +143,14 @@ class CachedFeatures:
         into fresh buffers (not through the memory map, whose touched pages would count in the
         process's resident memory until it ends), so a pass over a split holds one block."""
         rows = check_int(rows, "rows", minimum=1)
-        n = len(self)
-        if self.path is None:
-            for i in range(0, n, rows):
+        for i in range(0, len(self), rows):
+            if self.path is None:
                 yield self.array[i : i + rows]
-            return
-        row_shape = self.array.shape[1:]
-        row_bytes = int(np.prod(row_shape)) * 4
-        offset = self.array.offset
-        with open(self.path, "rb") as f:
-            for i in range(0, n, rows):
-                m = min(rows, n - i)
-                buf = os.pread(f.fileno(), m * row_bytes, offset + i * row_bytes)
-                if len(buf) != m * row_bytes:
-                    raise OSError(f"{self.path}: short read at row {i} (file changed while read)")
-                yield np.frombuffer(buf, dtype="<f4").reshape((m,) + row_shape)
+            else:
+                block = np.arange(i, min(i + rows, len(self)))
+                yield pread_rows(
+                    self.path, self.array.offset, np.dtype("<f4"), self.array.shape[1:], block
+                )
 
     def take(self, rows) -> np.ndarray:
         """float32 ``(len(rows), ...)``: the features of the rows ``rows`` (indices, any order,
@@ -289,9 +281,6 @@ class FeatureCache:
             return f"{_FEATURES} does not match its checksum (damaged)"
         return None
 
-    def _open(self, folder: pathlib.Path) -> np.ndarray:
-        return np.load(folder / _FEATURES, mmap_mode="r", allow_pickle=False)
-
     def _discard(self, folder: pathlib.Path) -> None:
         """Move a bad entry out of the way (a rename, so a concurrent reader keeps its open
         file), then delete it."""
@@ -385,18 +374,17 @@ class FeatureCache:
                     "feature cache: entry %s is not used and is rebuilt: %s", folder, problem
                 )
                 self._discard(folder)
-        if not hit:
+        for attempt in range(0 if hit else 2):
             folder, ours = self._write(key, x, compute)
             problem = None if ours else self._valid(folder, key)  # ours: hashed as written
-            if problem is not None:  # a concurrent writer's entry, damaged: ours again
-                self._discard(folder)
-                folder, ours = self._write(key, x, compute)
-                problem = None if ours else self._valid(folder, key)
-                if problem is not None:
-                    raise RuntimeError(
-                        f"feature cache {folder}: an entry just written fails its "
-                        f"check ({problem}); is another process writing there?"
-                    )
+            if problem is None:
+                break
+            if attempt:
+                raise RuntimeError(
+                    f"feature cache {folder}: an entry just written fails its "
+                    f"check ({problem}); is another process writing there?"
+                )
+            self._discard(folder)  # a concurrent writer's entry, damaged: ours again
         seconds = time.perf_counter() - t0
         self._log.append(
             {"front_end": key.front_end, "rows": key.rows, "hit": hit, "seconds": round(seconds, 3)}
@@ -408,7 +396,8 @@ class FeatureCache:
             "read from the cache" if hit else "computed and cached",
             seconds,
         )
-        return CachedFeatures(self._open(folder), hit, seconds, folder / _FEATURES)
+        features = np.load(folder / _FEATURES, mmap_mode="r", allow_pickle=False)
+        return CachedFeatures(features, hit, seconds, folder / _FEATURES)
 
     def summary(self) -> dict:
         hits = sum(1 for e in self._log if e["hit"])

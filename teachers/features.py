@@ -1,11 +1,7 @@
 """Data-independent feature front-ends: ScatterNet features for teachers, students and kNN
-(the public embeddings of the mechanisms that read the records: :mod:`pate.teachers.public_embedding`).
-
-A front-end maps images to features with filters that are fixed in advance (they look at no
-data), so it costs no privacy. Its normalisation statistics come from the *public* split only.
-
-More: docs/teachers.md, "pate.teachers.features".
-"""
+(:mod:`pate.teachers.public_embedding`). Its filters are fixed in advance (they look at no
+data), its normalisation comes from the *public* split: it costs no privacy. More:
+docs/teachers.md, "pate.teachers.features"."""
 
 from __future__ import annotations
 

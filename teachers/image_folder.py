@@ -2,8 +2,7 @@
 ``PATH/train`` (private) and ``PATH/test`` (public and evaluation) read with torchvision's
 ``ImageFolder``, one colour mode, one size (the format: docs/teachers.md; a single folder is
 refused: :func:`pate.teachers.own_data.unmarked_pool`). Messages go to the ``logging`` logger
-``"pate.teachers.data"``.
-"""
+``"pate.teachers.data"``."""
 
 from __future__ import annotations
 
@@ -145,15 +144,12 @@ class _ToArray:
 def load_imagefolder(
     path: pathlib.Path, image_size: tuple[int, int] | None, *, cache=None, classes=None
 ):
-    """Read ``PATH/train/<class>/<image>`` (private) and ``PATH/test/<class>/<image>`` (public
-    and evaluation) with torchvision's ``ImageFolder``; returns ``("train-test", arrays,
-    class_names)``. The classes are ``classes`` (declared), else the class folders of ``test/``
-    (the public split; an empty folder counts); a training class folder outside them is refused.
-    A single folder ``PATH/<class>/<image>`` is refused (:func:`unmarked_pool`). Each image is
-    decoded straight into its row of one preallocated array per folder (with a ``cache``: into
-    an entry of it, a chunk at a time, returned as its read-only memory map). Colour mode and
-    resizing: docs/teachers.md, "Data"; the cache entry: docs/feature_cache.md.
-    """
+    """``("train-test", arrays, class_names)`` of ``PATH/train/<class>/<image>`` (private) and
+    ``PATH/test/<class>/<image>`` (public and evaluation). The classes are ``classes``
+    (declared), else the class folders of ``test/``; a training class outside them, or a single
+    folder (:func:`unmarked_pool`), is refused. Each image is decoded straight into its row of
+    one array per folder (with a ``cache``: into an entry of it, returned memory-mapped).
+    Colour mode and resizing: docs/teachers.md, "Data"; the cache entry: docs/feature_cache.md."""
     if not path.is_dir():
         raise DatasetNotFoundError(
             f"image folder {path} does not exist; give imagefolder:PATH of a directory "

@@ -1,7 +1,6 @@
 """Model zoo for teachers (and students): small networks that ``torch.func.vmap`` can batch.
 
-More: docs/teachers.md, "pate.teachers.models".
-"""
+More: docs/teachers.md, "pate.teachers.models"."""
 
 from __future__ import annotations
 
@@ -72,20 +71,21 @@ def _image_shape(name: str, input_shape: tuple[int, ...], side: int) -> int:
 # while the ReLU and its backward pass touch 4x fewer activations (measured: docs/student.md).
 
 
-def _cnn28(channels: int, num_classes: int):
+def _small_cnn(channels: int, num_classes: int, side: int, hidden: int):
+    """cnn28 (side 28, hidden 128) and cnn8 (side 8, hidden 64): two conv-pool-ReLU blocks."""
     from torch import nn
 
     return nn.Sequential(
         nn.Conv2d(channels, 16, 3, padding=1),
-        nn.MaxPool2d(2),  # 16 x 14 x 14 (pool, then ReLU: see above)
+        nn.MaxPool2d(2),  # 16 x side/2 x side/2 (pool, then ReLU: see above)
         nn.ReLU(),
         nn.Conv2d(16, 32, 3, padding=1),
-        nn.MaxPool2d(2),  # 32 x 7 x 7
+        nn.MaxPool2d(2),  # 32 x side/4 x side/4
         nn.ReLU(),
         nn.Flatten(),
-        nn.Linear(32 * 7 * 7, 128),
+        nn.Linear(32 * (side // 4) ** 2, hidden),
         nn.ReLU(),
-        nn.Linear(128, num_classes),
+        nn.Linear(hidden, num_classes),
     )
 
 
@@ -172,23 +172,6 @@ def _scatternet_cnn(input_shape: tuple[int, ...], num_classes: int):
     )
 
 
-def _cnn8(channels: int, num_classes: int):
-    from torch import nn
-
-    return nn.Sequential(
-        nn.Conv2d(channels, 16, 3, padding=1),
-        nn.MaxPool2d(2),  # 16 x 4 x 4
-        nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.MaxPool2d(2),  # 32 x 2 x 2
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(32 * 2 * 2, 64),
-        nn.ReLU(),
-        nn.Linear(64, num_classes),
-    )
-
-
 def import_factory(spec: str):
     """The callable named by ``"package.module:factory"`` (ValueError / TypeError naming it)."""
     module_name, _, attr = spec.partition(":")
@@ -209,10 +192,6 @@ def import_factory(spec: str):
     if not callable(factory):
         raise InputTypeError(f"model {spec!r}: {attr!r} is not callable")
     return factory
-
-
-def _from_factory(spec: str, input_shape, num_classes):
-    return call_factory(import_factory(spec), input_shape, num_classes)
 
 
 def is_factory_spec(name) -> bool:
@@ -278,12 +257,12 @@ def build_model(name: str, *, input_shape, num_classes: int):
     if callable(name):
         model = call_factory(name, input_shape, num_classes)
         name = factory_name(name)
-    elif name == "cnn28":
-        model = _cnn28(_image_shape(name, input_shape, 28), num_classes)
+    elif name in ("cnn28", "cnn8"):
+        side = int(name[3:])
+        channels = _image_shape(name, input_shape, side)
+        model = _small_cnn(channels, num_classes, side, hidden=128 if side == 28 else 64)
     elif name == "cnn32":
         model = _cnn32(_image_shape(name, input_shape, 32), num_classes)
-    elif name == "cnn8":
-        model = _cnn8(_image_shape(name, input_shape, 8), num_classes)
     elif name in ("mlp", "linear"):
         features = 1
         for s in input_shape:
@@ -303,7 +282,7 @@ def build_model(name: str, *, input_shape, num_classes: int):
             )
         model = wide_resnet(input_shape[0], num_classes, depth=16, widen=4)
     elif ":" in name and not name.startswith("sklearn:"):
-        model = _from_factory(name, input_shape, num_classes)
+        model = call_factory(import_factory(name), input_shape, num_classes)
     else:
         raise InputError(
             f"unknown model {name!r}; use one of {', '.join(MODEL_NAMES)} or "

@@ -117,16 +117,11 @@ class StackedOptimizer:
         return step_size, bias_correction2_sqrt
 
     def _adam_in_place(self, param, grad, state, shape, mask=None) -> None:
-        """Adam / AdamW for every teacher, in place: the operations of ``torch.optim.Adam`` in
-        the same order (the same numbers as a copying update, tests/teachers/test_optim.py),
-        without copies (most of a linear teacher's step).
-
-        With ``mask`` (``(T, 1, ...)`` bool, False for a teacher that sits out this step) the
-        teachers that sit out are left exactly as they were, without the copies and selections
-        of a masked copying update (measured: docs/teachers.md): their gradient is
-        replaced by 0 and their coefficients by the identity (a moment's weight 0, a decay 1, a
-        step size 0), so every operation adds 0 to or multiplies by 1 each of their numbers; an
-        active teacher's coefficients are the same float32 numbers as the scalar ones."""
+        """Adam / AdamW for every teacher, in place: ``torch.optim.Adam``'s operations in the same
+        order (the same numbers as a copying update: tests/teachers/test_optim.py), without
+        copies. With ``mask`` (``(T, 1, ...)`` bool, False for a teacher that sits out this
+        step) a sitting-out teacher's gradient is 0 and its coefficients the identity (weight
+        0, decay 1, step 0), so it stays exactly as it was (why: docs/teachers.md)."""
         import torch
 
         lr, wd = self.lr, self.weight_decay

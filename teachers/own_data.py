@@ -1,9 +1,6 @@
-"""The user's own data files: ``npz:PATH`` and ``csv:PATH`` (``imagefolder:PATH`` is
-:mod:`pate.teachers.image_folder`; the formats: docs/teachers.md; :mod:`pate.teachers.data`
-splits what these return).
-
-More: docs/own_data.md, "pate.teachers.own_data".
-"""
+"""The user's own data files: ``npz:PATH`` and ``csv:PATH`` (``imagefolder:PATH``:
+:mod:`pate.teachers.image_folder`; :mod:`pate.teachers.data` splits what these return). More:
+docs/own_data.md, "pate.teachers.own_data"."""
 
 from __future__ import annotations
 
@@ -105,14 +102,11 @@ def load_npz(
     classes=None,
     split_column: str = SPLIT_COLUMN,
 ):
-    """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md). The private images are
-    memory-mapped where stored uncompressed as float32; otherwise, with a ``cache``
-    (:class:`pate.teachers.feature_cache.FeatureCache`), they are written into it as float32 and
-    mapped from there, and a pool ``x`` is written in its split order (private rows, then public,
-    then evaluation; its labels and marks checked first, so that an error names the file's row);
-    without one they are read into memory. ``source`` names the data in messages (default
-    ``npz:PATH``); ``classes``: the declared class names (else the file's ``class_names``, else
-    the public labels); ``split_column``: the array marking a pool's rows."""
+    """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md). Uncompressed float32
+    private images are memory-mapped; otherwise, with a ``cache``, written into it as float32
+    (a pool's ``x`` in split order, its labels and marks checked first) and mapped from there;
+    without one read into memory. ``source`` names the data in messages; ``classes``: the
+    declared class names (else the file's ``class_names``, else the public labels)."""
     source = source or f"npz:{path}"
     if not path.is_file():
         raise DatasetNotFoundError(
@@ -262,12 +256,10 @@ def _csv_layout(path: pathlib.Path, split_column: str):
 
 
 def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLUMN):
-    """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md). Two passes over the file,
-    a row at a time: the first finds the header, the label and split columns and the number of
-    rows, the second writes the features into one preallocated array (never every cell as a
-    string, which took many times the array's memory: docs/pipeline.md). The label set is
-    ``classes`` (declared), else the labels of the rows marked public; a label outside it is
-    refused by row and value."""
+    """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md), in two passes a row at a
+    time: the header, label and split columns and the row count, then the features into one
+    preallocated array. The label set is ``classes`` (declared), else the labels of the rows
+    marked public; a label outside it is refused by row and value."""
     if not path.is_file():
         raise DatasetNotFoundError(
             f"csv file {path} does not exist; give csv:PATH of an existing "

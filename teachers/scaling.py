@@ -2,8 +2,7 @@
 user's raw model (the rules, and why the limit is 100: docs/teachers.md, "Input scaling").
 
 Nothing here ever reads a private record's value: a statistic of the private split would have to
-be charged to the ledger like a query, and is not used.
-"""
+be charged to the ledger like a query, and is not used."""
 
 from __future__ import annotations
 
@@ -91,13 +90,13 @@ def handles_scale(model) -> bool:
     steps = _steps(model)
     if {type(step).__name__ for step in steps} & set(_SCALERS):
         return True
-    leaves = [step for step in steps if len(_steps(step)) == 1 and not _passes(step)]
+    # a Pipeline's or ColumnTransformer's "passthrough" / "drop" / None step is no leaf
+    leaves = [
+        step
+        for step in steps
+        if len(_steps(step)) == 1 and not (step is None or isinstance(step, str))
+    ]
     return bool(leaves) and all(type(step).__name__ in _SCALE_FREE for step in leaves)
-
-
-def _passes(step) -> bool:
-    """A Pipeline's or ColumnTransformer's "passthrough" / "drop" / None step."""
-    return step is None or isinstance(step, str)
 
 
 def scale_warning(public_x, model, *, role: str = "teacher") -> str | None:

@@ -1,7 +1,6 @@
 """Sequential fallback: teachers trained one after another.
 
-More: docs/teachers.md, "pate.teachers.sequential".
-"""
+More: docs/teachers.md, "pate.teachers.sequential"."""
 
 from __future__ import annotations
 

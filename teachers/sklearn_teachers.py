@@ -1,10 +1,7 @@
-"""scikit-learn teachers: fitted in chunks here (joblib workers), their predictions checkpointed
-as plain arrays, never as pickles: the scikit-learn path of
-:func:`pate.teachers.ensemble.train_teachers` (its arguments checked there). Messages go to the
-logger ``"pate.teachers.ensemble"``.
-
-More: docs/teachers.md, "pate.teachers.sklearn_teachers".
-"""
+"""scikit-learn teachers, fitted in chunks (joblib workers), their predictions checkpointed as
+plain arrays, never pickles: the scikit-learn path of
+:func:`pate.teachers.ensemble.train_teachers`. More: docs/teachers.md,
+"pate.teachers.sklearn_teachers"."""
 
 from __future__ import annotations
 

@@ -1,32 +1,10 @@
-"""The ``pate`` command: argparse subcommands, one module each under ``pate.cli.commands``.
-
-Each command module defines ``add_parser(subparsers)`` (which sets ``func``) and must not
-import torch at module import time, so that ``pate analyze`` starts fast.
-
-``build_parser()``  the argument parser (every command and sub-action accepts ``--debug``).
-``main(argv=None)`` run one command; returns the exit status (``pate.__main__`` and the
-                    ``pate`` console script pass it to ``sys.exit``).
-
-How errors end (``--debug`` or ``PATE_DEBUG=1`` prints the full traceback first, exit status
-unchanged):
-
-* expected errors print one line ``pate <command>: error: <message>`` on stderr:
-  bad input or configuration (``ConfigError``, ``InputError`` and its ``CorruptFileError`` /
-  ``RunDirError``, ``PartitionError``, ``InputTypeError``), missing files or data (``FileNotFoundError``,
-  ``DatasetNotFoundError``), unwritable paths (``PermissionError`` and the ``OSError`` of a
-  path that cannot be written, named), a full disk or read-only file system (``ENOSPC``,
-  ``EDQUOT``, ``EFBIG``, ``EROFS``; the writers of ``pate.core.io`` name the file, see
-  ``naming_write_errors``) exit ``EXIT_INPUT`` (2); budget and ledger errors
-  (``BudgetExceededError``, ``LedgerError``, other ``PateError``) exit ``EXIT_BUDGET`` (3);
-* the error's type alone decides: pate-learn raises every deliberate error as a ``PateError``
-  (``InputError`` / ``InputTypeError`` for unusable input, subclasses of ``ValueError`` /
-  ``TypeError``). Anything else (a plain ``ValueError`` raised by the interpreter, such as
-  ``'int' object is not subscriptable``, or deep inside a library) is a bug: one line
-  ``pate <command>: internal error: <Type>: <message> -- this is a bug; ...`` and exit
-  ``EXIT_SOFTWARE`` (70);
-* Ctrl-C prints ``pate <command>: interrupted`` and exits ``EXIT_INTERRUPTED`` (130);
-* a closed standard output (``pate budget list --json | head -1``) ends quietly with exit 0.
-"""
+"""The ``pate`` command: argparse subcommands, one module each under ``pate.cli.commands``
+(each defines ``add_parser(subparsers)``, which sets ``func``, and imports no torch at import
+time, so that ``pate analyze`` starts fast). :func:`main` runs one command and returns its exit
+status; how errors end (one line, exit 2 input / 3 budget / 70 a bug / 130 Ctrl-C; ``--debug``
+or ``PATE_DEBUG=1`` for the traceback; a closed standard output ends quietly): docs/cli.md,
+"Errors and exit status". The error's type alone decides: every deliberate error is a
+``PateError``; anything else is a bug."""
 
 from __future__ import annotations
 
@@ -62,18 +40,8 @@ DEBUG_HELP = "on any error, print the full traceback (also: environment PATE_DEB
 _PATH_ERRNOS = frozenset(
     getattr(errno, name)
     for name in (
-        "EACCES",
-        "EPERM",
-        "EROFS",
-        "ENOSPC",
-        "EDQUOT",
-        "ENOTDIR",
-        "EISDIR",
-        "EEXIST",
-        "ENAMETOOLONG",
-        "ELOOP",
-        "ENOENT",
-    )
+        "EACCES EPERM EROFS ENOSPC EDQUOT ENOTDIR EISDIR EEXIST ENAMETOOLONG ELOOP ENOENT"
+    ).split()
     if hasattr(errno, name)
 )
 

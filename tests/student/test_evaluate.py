@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from pate.student.evaluate import confusion_matrix, evaluation_metrics, save_json
+from pate.student.evaluate import confusion_matrix, evaluation_metrics
 
 
 def test_confusion_matrix_counts():
@@ -27,12 +27,3 @@ def test_metrics_refuse_bad_labels():
         confusion_matrix([0, 1], [0], num_classes=2)
     with pytest.raises(TypeError, match="y_true"):
         confusion_matrix([0.5, 1.0], [0, 1], num_classes=2)
-
-
-def test_save_json_is_atomic(tmp_path):
-    path = save_json({"a": 1}, tmp_path / "m.json")
-    assert json.loads(path.read_text()) == {"a": 1}
-    with pytest.raises(TypeError):
-        save_json({"a": object()}, tmp_path / "m.json")
-    assert json.loads(path.read_text()) == {"a": 1}  # old file intact
-    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]  # no temp file left

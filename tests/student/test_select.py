@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from pate.student.select import active_labels, first_k, select_uncertain, uncertainty
+from pate.student.select import active_labels, select_uncertain, uncertainty
 
 MECH = dict(threshold=30.0, sigma1=10.0, sigma2=5.0, student_confidence=0.9)
 QUICK_STUDENT = dict(
@@ -19,14 +19,6 @@ def public_votes(digits):
     from pate.core.votes import votes_from_predictions
 
     return votes_from_predictions(preds, num_classes=10)
-
-
-def test_first_k():
-    assert first_k(10, k=3).tolist() == [0, 1, 2]
-    with pytest.raises(ValueError, match="exceeds"):
-        first_k(3, k=4)
-    with pytest.raises(ValueError, match="k"):
-        first_k(3, k=0)
 
 
 def test_uncertainty_orders():

@@ -1,10 +1,6 @@
-"""`pate cache list|clear`: the on-disk front-end feature cache (docs/feature_cache.md).
-
-Which cache: ``--cache-dir DIR``; else that of ``--config FILE|NAME`` (``[run] feature_cache``,
-else ``$PATE_FEATURE_CACHE``, else ``.feature-cache`` beside its run directory); else
-``$PATE_FEATURE_CACHE``, else ``runs/.feature-cache`` (the default of ``pate run`` from this
-folder).
-"""
+"""`pate cache list|clear`: the on-disk front-end feature cache (docs/feature_cache.md): that
+of ``--cache-dir DIR``, else of ``--config FILE|NAME``, else ``$PATE_FEATURE_CACHE``, else
+``runs/.feature-cache``."""
 
 from __future__ import annotations
 

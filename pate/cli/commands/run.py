@@ -7,13 +7,13 @@ import json
 import pathlib
 
 from pate.analysis.errors import InputError
+from pate.run import rundir
 
 #: The config tables whose keys are flags of `pate run` and `pate plan` (docs/cli.md).
 RUN_TABLES = ("cluster", "aggregator")
 
 
 def add_parser(subparsers) -> None:
-    from pate.run import rundir
     from pate.run.config import packaged_configs
 
     p = subparsers.add_parser(
@@ -63,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
         mark_threads_flag,
         start_flags,
     )
-    from pate.run import rundir
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 

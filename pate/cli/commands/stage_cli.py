@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from pate.run import rundir
+
 #: The stage whose outputs each config table determines (a table may change only before it ran).
 TABLE_STAGE = {
     "run": "partition",
@@ -37,14 +39,6 @@ NOT_FLAGS = {
     ("run", "smoke_test"),
     ("privacy", "ledger"),
 }
-
-
-def _flag(table: str, key: str) -> str:
-    return FLAG_NAMES.get((table, key), "--" + key.replace("_", "-"))
-
-
-def _dest(table: str, key: str) -> str:
-    return f"cfg__{table}__{key}"
 
 
 def _json_table(text: str) -> dict:
@@ -191,7 +185,8 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
     for key, want in declared.items():
         if (table, key) in NOT_FLAGS:
             continue
-        flag, dest = _flag(table, key), _dest(table, key)
+        flag = FLAG_NAMES.get((table, key), "--" + key.replace("_", "-"))
+        dest = f"cfg__{table}__{key}"
         wants = want if isinstance(want, tuple) else (want,)
         helptext = f"[{table}] {key}"
         if bool in wants:
@@ -317,8 +312,6 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) 
             else ", ".join(f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
         )
         print(f"{stage}: {text}")
-        from pate.run import rundir
-
         later = rundir.STAGES[rundir.STAGES.index(stage) + 1 :]
         if later:
             print(f"next: pate {rundir.COMMANDS[later[0]]} --run-dir {run.run_dir}")
@@ -349,8 +342,6 @@ def _describe_partition(run, info) -> str:
 
 
 def _describe_teachers(run, info) -> str:
-    from pate.run import rundir
-
     return (
         f"{info.get('num_teachers', '?')} teachers; INTERNAL (do not publish): mean accuracy "
         f"{100 * info['teacher_accuracy_mean']:.2f} %, plurality vote "
@@ -360,8 +351,6 @@ def _describe_teachers(run, info) -> str:
 
 
 def _describe_votes(run, info) -> str:
-    from pate.run import rundir
-
     if "embedding" in info:  # Private-kNN: embeddings for its neighbour search, no votes
         return (
             f"Private-kNN embeddings ({info['features']} features -> PCA of the public split, "
@@ -377,7 +366,6 @@ def _describe_votes(run, info) -> str:
 
 def _describe_aggregate(run, info) -> str:
     from pate import mechanisms
-    from pate.run import rundir
 
     s = rundir.read_summary(run.path(rundir.AGGREGATE), rundir.AGGREGATE_KEYS)
     lines = [
@@ -419,8 +407,6 @@ def _describe_aggregate(run, info) -> str:
 
 
 def _describe_student(run, info) -> str:
-    from pate.run import rundir
-
     m = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
     return (
         f"{m['method']} {m['model']}: trained on {m['num_labelled']} labelled of "
@@ -492,8 +478,6 @@ STAGE_COMMANDS = {
 def add_parser(subparsers) -> None:
     """One subcommand per entry of :data:`STAGE_COMMANDS`."""
     import functools
-
-    from pate.run import rundir
 
     for stage, (tables, helptext, description, describe) in STAGE_COMMANDS.items():
         parser = subparsers.add_parser(

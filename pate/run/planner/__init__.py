@@ -1,12 +1,8 @@
-"""The plan: what a run will do and whether it can give a useful student, before any private
-record is read, any model trained or any budget spent (``pate plan``, ``pate.plan`` and the first
-step of every ``pate run`` / ``pate.fit``: :func:`plan_config`).
-
-It looks only at public facts (:class:`Facts`: the DECLARED number of private records, never the
-exact count), fills in what the user left open, checks what the user set, and refuses a plan that
-cannot give a useful student with a :class:`PlanError` naming the setting and a fix. Every rule,
-its source and the measurements behind its constants are in ``docs/plan.md``.
-"""
+"""The plan: what a run will do and whether it can give a useful student, from public facts
+only (:class:`Facts`: the DECLARED number of private records), before any private record is
+read, model trained or budget spent (``pate plan``, ``pate.plan``, the first step of ``pate
+run`` / ``pate.fit``: :func:`plan_config`). A plan that cannot give a useful student is refused
+with a :class:`PlanError` naming the setting and a fix; every rule: ``docs/plan.md``."""
 
 from pate.run.planner.model import (
     AUTO_MECHANISM,

@@ -138,13 +138,10 @@ class Facts:
 
 def facts_of(data, *, records: int, basis: str) -> Facts:
     """The public facts of a loaded :class:`pate.teachers.data.PateData`: the declared number of
-    private records ``records`` (``basis``: :meth:`pate.run.config.DataTable.declared_records`), its public
-    split's size, declared class count and input shape (no record is read).
-
-    The loaded private split's exact count is internal: it is only compared with ``records`` --
-    a declaration off by more than :data:`RECORDS_TOLERANCE` either way is refused here, before
-    anything is trained or charged (a refusal publishes nothing) -- and logged to the operator
-    marked internal; it reaches no plan, no report and no published file."""
+    private records (``basis``: :meth:`pate.run.config.DataTable.declared_records`), the public
+    split's size, the declared class count and the input shape. The exact private count is
+    internal: only compared with ``records`` (off by more than :data:`RECORDS_TOLERANCE`:
+    refused before anything is trained or charged) and logged marked internal."""
     exact = len(data.private)
     if basis == "declared" and not (
         exact / RECORDS_TOLERANCE <= records <= exact * RECORDS_TOLERANCE

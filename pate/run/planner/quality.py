@@ -49,16 +49,9 @@ def vote_agreement(*, voters: float, noise_std: float, classes: int) -> float:
 def class_means_agreement(
     *, records_per_class: float, sigma: float, dims: int, count_weight: float, classes: int
 ) -> float:
-    """Predicted share of labels equal to the class-means rule's on the exact class sums.
-
-    A record's clipped embedding has norm <= 1 and spreads about 1 / sqrt(dims) per coordinate;
-    two class means lie delta = :data:`CLASS_SEPARATION` / sqrt(dims) apart. A class mean
-    (sum / count) carries noise tau = sigma / records_per_class per coordinate and, from the
-    noisy count, at most tau / count_weight more along the mean (pate.analysis.class_means: the
-    mean's squared error is tau^2 (dims + c^2 / kappa^2), c <= 1). For a query at its class's
-    mean the nearest-mean score gap to another class is delta^2 with noise std
-    2 tau sqrt(delta^2 + (dims + 1 / kappa^2) tau^2) (the displaced means and their squared
-    norms); that ratio is the margin of :func:`kept` (times sqrt(2): the gap is a difference)."""
+    """Predicted share of labels equal to the class-means rule's on the exact class sums: the
+    nearest-mean score gap delta^2 over its noise, times sqrt(2), as the margin of :func:`kept`
+    (the derivation: docs/plan.md, "What the labels will be worth", "Class-means")."""
     if sigma <= 0:
         return 1.0
     tau = sigma / max(records_per_class, 1e-12)

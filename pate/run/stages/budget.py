@@ -234,14 +234,10 @@ def resolve_budget_without_ledger(run: Run) -> None:
 
 
 def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | None:
-    """The data-independent RDP this run must be able to reserve before any private record is
-    read, the RDP of all its planned queries (what a raised budget should cover), how many
-    those are, and what the first is -- from public facts only (the
-    mechanism, its noise, the number of public items and of classes): the whole planned cost
-    for a run with a ``target_eps`` (its calibrated worst case: every query answered) and for a
-    mechanism that releases once; else one query (a run with set noise stops when
-    the budget runs out, the aggregate stage reserves as many as fit). None when the run asks
-    no query."""
+    """``(rdp to reserve before any private record is read, rdp of all planned queries, their
+    number, the first's)`` from public facts only: the whole planned cost for a run with a
+    ``target_eps`` or a mechanism that releases once, else one query (set noise stops when the
+    budget runs out). None when the run asks no query."""
     config = run.config
     agg = config.aggregator
     spec = agg.spec

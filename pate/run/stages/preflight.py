@@ -142,14 +142,11 @@ def check_student_model(run: Run) -> None:
 
 
 def preflight(run: Run, *, stages=rundir.STAGES) -> None:
-    """The device of ``stages`` (those about to run), that a run about to aggregate is in its
-    own directory (not a copy: :meth:`pate.run.rundir.Run.check_not_a_copy`), data sizes, then the
-    ledger's dataset and budget, and -- while the aggregate stage has yet to draw anything --
-    that the ledger can cover the run's planned worst case (:func:`check_budget_fits`): all of
-    it before any work or any file. The run folder must be writable (:func:`check_writable`), and
-    while the student has yet to train and a stage up to it is about to run, the student must be
-    buildable (:func:`check_student_model`): nothing that can fail after the charge is left to
-    fail there."""
+    """Everything that can fail before any work or file, in order: the device of ``stages``
+    (those about to run), the run in its own directory
+    (:meth:`pate.run.rundir.Run.check_not_a_copy`), data sizes, the ledger's dataset and budget and, before the aggregate stage draws, that the
+    ledger covers the planned worst case (:func:`check_budget_fits`); a writable run folder
+    and, before the student trains, a buildable student (:func:`check_student_model`)."""
     check_device(run.config, stages, context=run.context)
     check_writable(run)
     if "aggregate" in stages:

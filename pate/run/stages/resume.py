@@ -57,15 +57,10 @@ def settle_lost_draws(ledger, dataset: str | None, run_id: str) -> None:
 def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
     """Resume after a crash between drawing and publishing: commit the events of every pending
     round whose reservation the ledger holds as drawn, forfeit the drawn reservations whose
-    answers are not in the pending file, then publish.
-
-    Which rounds were charged is read from the ledger by key, never by counting: each round of
-    the pending file names the reservation id(s) it was drawn under, and the ledger stores that
-    id with every committed event. Events of another run, or of another copy of this run
-    directory, carry other reservation ids and are never taken for this one's. A round whose
-    reservation the ledger holds neither as charged nor as drawn (a pending file of another
-    ledger) is refused: its answers were never charged, so they are not
-    published."""
+    answers are not in the pending file, then publish. Rounds are matched by reservation id
+    (kept in the pending file and with every committed event), never by counting; a round whose
+    reservation the ledger holds neither as charged nor as drawn (another ledger's pending
+    file) is refused: its answers were never charged."""
     arrays, state = read_pending(run, run_id)
     labels, answered = arrays["labels"], arrays["answered"]
     scores = arrays.get("scores")

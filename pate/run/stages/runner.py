@@ -55,7 +55,14 @@ def run_stage(run: Run, stage: str) -> dict:
             f"{run.run_dir}: stage {stage!r} is already done; start a new run directory to redo it"
         )
     run.start()
-    threads = _apply_threads(run, stage)
+    from pate.core import threads as cpu_threads
+
+    # [run] threads, else $OMP_NUM_THREADS, else the usable CPUs: the record the summary keeps
+    threads = cpu_threads.configure(
+        explicit=run.config.run.threads,
+        explicit_source=run.context.threads_source,
+        torch=stage in TORCH_STAGES,
+    )
     gpu_memory.reset()
     t0 = time.perf_counter()
     with _front_end_device(run, stage):
@@ -71,19 +78,6 @@ def run_stage(run: Run, stage: str) -> dict:
 #: The stages that compute with torch (the others set its threads only if it is loaded already:
 #: `pate analyze` and `pate report` stay torch-free).
 TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
-
-
-def _apply_threads(run: Run, stage: str) -> dict:
-    """The CPU threads ``stage`` computes with (:func:`pate.core.threads.configure`: ``[run]
-    threads``, else $OMP_NUM_THREADS, else the usable CPUs); the record its summary keeps under
-    ``threads`` (``count``, ``source``, ``cpus``, ``detail``, ``wait_policy``, ``load_average``)."""
-    from pate.core import threads
-
-    return threads.configure(
-        explicit=run.config.run.threads,
-        explicit_source=run.context.threads_source,
-        torch=stage in TORCH_STAGES,
-    )
 
 
 def _front_end_device(run: Run, stage: str):
