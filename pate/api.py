@@ -178,7 +178,8 @@ def fit(
     less left. What is left out (``num_teachers``, ``queries``, ``mechanism="auto"``) the
     planner chooses (:func:`plan`). ``teacher_params`` / ``student_params``: ``[teachers]`` /
     ``[student]`` settings; ``resume=True`` continues ``run_dir``; ``threads``: CPU threads
-    (:mod:`pate.core.threads`)."""
+    (:mod:`pate.core.threads`).
+    """
     _prepare_threads(threads)
     config, data, _, models = _configured(locals())
     try:

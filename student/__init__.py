@@ -1,2 +1,3 @@
 """The student: the only released model, trained on privately labelled public data (its modules:
-docs/architecture.md, docs/student.md). Importing ``pate.student`` itself does not import torch."""
+docs/architecture.md, docs/student.md). Importing ``pate.student`` itself does not import torch.
+"""

@@ -1,6 +1,7 @@
 """Data augmentations for the semi-supervised student, on torch tensors only (no downloads, no PIL).
 
-More: docs/student.md, "pate.student.augment"."""
+More: docs/student.md, "pate.student.augment".
+"""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def weak_augment(
     """Random horizontal flip (if ``flip``) and random translation by up to ``pad`` pixels.
 
     Translation is reflect-padding by ``pad`` then a random ``H x W`` crop per image, as in
-    FixMatch's weak augmentation. Returns a new tensor of the same shape."""
+    FixMatch's weak augmentation. Returns a new tensor of the same shape.
+    """
     n, c, h, w = x.shape
     device = x.device
     flip_mask = (torch.rand(n, generator=generator) < 0.5).to(device) if flip else None
@@ -239,7 +241,8 @@ def strong_augment(
     """RandAugment (``num_ops`` random ops, random magnitudes) followed by Cutout.
 
     ``x``: (N, C, H, W) in [0, 1]. Each image draws its own operations and magnitudes.
-    ``cutout``: the largest Cutout side as a fraction of the image side (0 disables it)."""
+    ``cutout``: the largest Cutout side as a fraction of the image side (0 disables it).
+    """
     n = x.shape[0]
     device = x.device
     out = x

@@ -1,7 +1,8 @@
 """The student's files: the per-epoch checkpoint and the saved weights, written atomically and
 read back with ``weights_only=True`` (no code in a file runs).
 
-More: docs/student.md, "pate.student.checkpoint"."""
+More: docs/student.md, "pate.student.checkpoint".
+"""
 
 from __future__ import annotations
 

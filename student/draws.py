@@ -3,7 +3,8 @@ generator (:func:`step_shards`; one on a GPU), the public pool on the device and
 draws from it (:class:`Batches`: labelled and unlabelled rows, weak and strong views, the
 labelled loss), and the views of a chunk of steps drawn together (:func:`draw_steps`, each
 augmentation called once per chunk, never across the end of an epoch). A checkpoint holds the
-generators' states, so a resumed run draws what an uninterrupted one would have drawn."""
+generators' states, so a resumed run draws what an uninterrupted one would have drawn.
+"""
 
 from __future__ import annotations
 

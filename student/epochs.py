@@ -1,5 +1,8 @@
 """The student's epoch loop, in one process or data-parallel in several
-(:mod:`pate.student.parallel`). More: docs/student.md, "pate.student.epochs"."""
+(:mod:`pate.student.parallel`).
+
+More: docs/student.md, "pate.student.epochs".
+"""
 
 from __future__ import annotations
 

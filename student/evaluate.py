@@ -1,6 +1,7 @@
 """Evaluation of the student on the held-out evaluation split (numpy only).
 
-More: docs/student.md, "pate.student.evaluate"."""
+More: docs/student.md, "pate.student.evaluate".
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """What may reach the student, checked: its public inputs, released labels and soft targets.
 
-More: docs/student.md, "pate.student.inputs"."""
+More: docs/student.md, "pate.student.inputs".
+"""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
 
     Refused: the things that must never reach the student (:func:`refuse_non_public`),
     integer arrays (a 2-D one looks like a votes matrix), complex, sparse, NaN/inf, other ranks,
-    and (``fit``) no rows or (tabular) no features."""
+    and (``fit``) no rows or (tabular) no features.
+    """
     refuse_non_public(x, name)
     x = as_array(x, name, "a numpy array of public inputs (or an array-like of floats)")
     if x.dtype == object:
@@ -164,7 +166,8 @@ def check_labels(
 
     Labels: docs/student.md, "The estimator's contract". Refused: votes matrices, per-teacher predictions,
     probabilities, continuous targets, labels below -1 or at/above ``num_classes``, no answered
-    item, and a single class when ``num_classes`` is not given."""
+    item, and a single class when ``num_classes`` is not given.
+    """
     refuse_non_public(labels, name)
     if labels is None:
         raise InputError(

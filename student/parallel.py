@@ -1,6 +1,7 @@
 """Data-parallel training of the student on the CPU: one training in several processes.
 
-More: docs/student.md, "pate.student.parallel"."""
+More: docs/student.md, "pate.student.parallel".
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 behind it. Its file ``student_encoder.json`` lies beside ``student.pt`` in a run directory and
 in an exported bundle (:data:`pate.run.rundir.STUDENT_ENCODER`); it holds the built-in encoder's
 public statistics as JSON, or, for a user's own scikit-learn transformer (never stored: no
-pickles), its name and columns, and the loader then takes the fitted transformer as an argument."""
+pickles), its name and columns, and the loader then takes the fitted transformer as an argument.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The student times its labelling rule: the released model of a class-means run with
 ``[student] combine_with_rule = true`` (a product of experts).
 
-More: docs/student.md, "pate.student.rule_product"."""
+More: docs/student.md, "pate.student.rule_product".
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Which public items to send to the aggregator: "first k" or active selection by the student.
 
-More: docs/student.md, "pate.student.select"."""
+More: docs/student.md, "pate.student.select".
+"""
 
 from __future__ import annotations
 
@@ -132,7 +133,8 @@ def active_labels(
     (``threshold``, ``sigma1``, ``sigma2``, ``student_confidence``, ``rng``), or an
     ``aggregator`` (an ``OnlineAggregator("interactive-gnmax", ...)`` that also enforces a
     budget); ``student_params``: the per-round :class:`pate.student.train.Student` settings.
-    Every argument is validated before any noise is drawn."""
+    Every argument is validated before any noise is drawn.
+    """
     from pate.student.inputs import check_public_x
 
     criterion = check_choice(criterion, "criterion", SELECTION_MODES)

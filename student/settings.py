@@ -1,6 +1,7 @@
 """The student's settings: their names, their checks and the training length they leave open.
 
-More: docs/student.md, "pate.student.settings"."""
+More: docs/student.md, "pate.student.settings".
+"""
 
 from __future__ import annotations
 
@@ -241,7 +242,8 @@ def _check_run_options(st: Any) -> None:
 def resolve_device(spec: Any = "auto") -> torch.device:
     """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
 
-    The same rules and messages as the teachers (``pate.teachers.devices.resolve_device``)."""
+    The same rules and messages as the teachers (``pate.teachers.devices.resolve_device``).
+    """
     from pate.teachers.devices import resolve_device as _resolve
 
     if isinstance(spec, torch.device):

@@ -2,7 +2,8 @@
 on the privately labelled public split (:func:`train_student`, the scikit-learn estimator
 :class:`Student`; methods, settings, labels and soft targets: docs/student.md). Only public
 inputs and released labels reach it -- never the private split, the votes or the teachers --
-and the API refuses anything else with a ``TypeError``; ``-1`` marks an unlabelled item."""
+and the API refuses anything else with a ``TypeError``; ``-1`` marks an unlabelled item.
+"""
 
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ class Student(ClassifierMixin, BaseEstimator):
     ``"cuda"``, ``"cuda:N"``); ``processes`` (``"auto"`` or >= 1 processes sharing each CPU
     step, the same weights up to float rounding; ``processes_`` says); ``random_state``;
     ``progress`` (tqdm); ``checkpoint_dir`` and ``resume`` (a per-epoch checkpoint);
-    ``on_epoch_end(epoch, record)``; ``validation`` ``(x, y)`` monitored in ``history_`` only."""
+    ``on_epoch_end(epoch, record)``; ``validation`` ``(x, y)`` monitored in ``history_`` only.
+    """
 
     def __init__(
         self,
@@ -211,7 +213,8 @@ class Student(ClassifierMixin, BaseEstimator):
         one-hot labels in the labelled loss (docs/student.md, "The estimator's contract").
         Returns ``self``. Only the public inputs and the released labels may be passed: the
         private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
-        models are refused with a ``TypeError``."""
+        models are refused with a ``TypeError``.
+        """
         return self._fit(X, y, names=("X", "y"), soft_targets=soft_targets)
 
     def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> Student:
@@ -452,7 +455,8 @@ def train_student(
     ``soft_targets``: None, or class probabilities per item (:meth:`Student.fit`).
     ``settings`` are the other :class:`Student` parameters (``epochs``, ``random_state``,
     ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
-    with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models."""
+    with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
+    """
     valid = set(TRAINING_PARAMS + OTHER_PARAMS) - {"model", "method"}
     unknown = sorted(set(settings) - valid)
     if unknown:

@@ -1,6 +1,7 @@
 """One training run of the student: its network, optimiser and FixMatch or supervised step
 (draws: :mod:`pate.student.draws`; the epoch loop: :mod:`pate.student.epochs`; more:
-docs/student.md, "pate.student.trainer")."""
+docs/student.md, "pate.student.trainer").
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 python batches), SVHN (its ``.mat`` files), each as ``(x_train, y_train, x_test, y_test)``, images
 float32 in ``[0, 1]`` (:func:`pate.teachers.data.load_pate_data` describes the layouts and splits
 them). A missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying how to
-obtain it (``download=True`` lets torchvision fetch it into ``root``)."""
+obtain it (``download=True`` lets torchvision fetch it into ``root``).
+"""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
     Header: two zero bytes, a type code (0x08 = uint8, 0x09 int8, 0x0B int16, 0x0C int32,
     0x0D float32, 0x0E float64), the number of dimensions, then one big-endian uint32 per
-    dimension."""
+    dimension.
+    """
     path = pathlib.Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as fh:

@@ -1,7 +1,8 @@
 """Atomic, code-free checkpoint files for teacher training (the torch-free writers:
 :mod:`pate.core.io`): a kill -9 leaves the old or the new file; torch checkpoints are read with
 ``weights_only=True`` and scikit-learn chunks are ``.npz`` read with ``allow_pickle=False``, so
-a file planted in a run directory cannot run code when it is read."""
+a file planted in a run directory cannot run code when it is read.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Where the teachers are trained: the work of one chunk, and the backends that run the chunks.
 
-More: docs/cluster.md, "pate.teachers.cluster"."""
+More: docs/cluster.md, "pate.teachers.cluster".
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@ gives a :class:`PateData` (the sources, the split, the declared label set and th
 evaluation split: docs/teachers.md, "Data"). A pool is never split into "public" rows on
 pate-learn's own (issue #48). A missing dataset raises
 :class:`pate.teachers.errors.DatasetNotFoundError`; bad input an ``InputError`` naming the
-split, row and value (:mod:`pate.teachers.data_checks`), before any file is read where it can."""
+split, row and value (:mod:`pate.teachers.data_checks`), before any file is read where it can.
+"""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ class PateData:
     ``evaluation`` only measures. ``num_classes`` / ``class_names`` are the DECLARED label set,
     never discovered from private labels; ``evaluation_public`` is True only where a source
     declares it; ``public_from_pool`` counts public inputs that are rows of the user's pool
-    (docs/teachers.md, "Declared, never discovered")."""
+    (docs/teachers.md, "Declared, never discovered").
+    """
 
     name: str
     private: ArraySplit
@@ -198,7 +200,8 @@ def load_pate_data(
     fresh key); ``table``: ``name`` is a table with named columns (docs/own_data.md);
     ``image_size`` (``imagefolder:`` only): resize to ``(height, width)``; ``cache`` (a
     :class:`pate.teachers.feature_cache.FeatureCache`): large arrays written once and
-    memory-mapped (:mod:`pate.teachers.cached_data`)."""
+    memory-mapped (:mod:`pate.teachers.cached_data`).
+    """
     if not isinstance(name, str):
         raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
     if table is not None:  # name: the private table

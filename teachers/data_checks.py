@@ -1,7 +1,8 @@
 """The input checks every dataset passes, from a file or from memory (``pate.fit``), before it is
 partitioned, trained on or charged (described in :mod:`pate.teachers.data`).
 
-More: docs/teachers.md, "pate.teachers.data_checks"."""
+More: docs/teachers.md, "pate.teachers.data_checks".
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Train a whole teacher ensemble: chunking, checkpoints, resume, predictions and accuracy.
 
-More: docs/teachers.md, "pate.teachers.ensemble"."""
+More: docs/teachers.md, "pate.teachers.ensemble".
+"""
 
 from __future__ import annotations
 
@@ -142,7 +143,8 @@ def train_teachers(
     another on a CPU or when they cannot be vmapped (sequential), unless ``config.trainer`` names
     one; a resumed run keeps its trainer. With ``out_dir`` every epoch (or chunk) is checkpointed
     atomically and ``resume=True`` continues an interrupted run to the same teachers.
-    ``cluster`` with ``backend="ray"``: every chunk is a Ray task (same predictions)."""
+    ``cluster`` with ``backend="ray"``: every chunk is a Ray task (same predictions).
+    """
     config = _checked_arguments(config, cluster, resume)
     shards = _check_shards(shards, len(data.private))
     config, data = _resolved(config, data, shards)

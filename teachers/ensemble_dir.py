@@ -1,5 +1,6 @@
 """The teachers' output directory (normally ``<run_dir>/teachers``): its state (``state.json``:
-recipe fingerprint, seeds, chunking, completed chunks), checked on resume."""
+recipe fingerprint, seeds, chunking, completed chunks), checked on resume.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The errors of a run's configuration and data, raised from the teachers' layer up, each a
 :class:`pate.analysis.errors.PateError` and the builtin error callers may catch, its message
 saying what went wrong and what to do: ``ConfigError`` (a ``ValueError``) and
-``DatasetNotFoundError`` (a ``FileNotFoundError``), both exit 2."""
+``DatasetNotFoundError`` (a ``FileNotFoundError``), both exit 2.
+"""
 
 from __future__ import annotations
 

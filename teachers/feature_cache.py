@@ -1,7 +1,8 @@
 """An on-disk cache of front-end features: computed once per input data and front-end settings,
 memory-mapped by every later run and config that asks for the same features.
 
-More: docs/feature_cache.md, "pate.teachers.feature_cache"."""
+More: docs/feature_cache.md, "pate.teachers.feature_cache".
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Data-independent feature front-ends: ScatterNet features for teachers, students and kNN
 (:mod:`pate.teachers.public_embedding`). Its filters are fixed in advance (they look at no
 data), its normalisation comes from the *public* split: it costs no privacy. More:
-docs/teachers.md, "pate.teachers.features"."""
+docs/teachers.md, "pate.teachers.features".
+"""
 
 from __future__ import annotations
 

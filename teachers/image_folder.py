@@ -2,7 +2,8 @@
 ``PATH/train`` (private) and ``PATH/test`` (public and evaluation) read with torchvision's
 ``ImageFolder``, one colour mode, one size (the format: docs/teachers.md; a single folder is
 refused: :func:`pate.teachers.own_data.unmarked_pool`). Messages go to the ``logging`` logger
-``"pate.teachers.data"``."""
+``"pate.teachers.data"``.
+"""
 
 from __future__ import annotations
 
@@ -149,7 +150,8 @@ def load_imagefolder(
     (declared), else the class folders of ``test/``; a training class outside them, or a single
     folder (:func:`unmarked_pool`), is refused. Each image is decoded straight into its row of
     one array per folder (with a ``cache``: into an entry of it, returned memory-mapped).
-    Colour mode and resizing: docs/teachers.md, "Data"; the cache entry: docs/feature_cache.md."""
+    Colour mode and resizing: docs/teachers.md, "Data"; the cache entry: docs/feature_cache.md.
+    """
     if not path.is_dir():
         raise DatasetNotFoundError(
             f"image folder {path} does not exist; give imagefolder:PATH of a directory "

@@ -1,6 +1,7 @@
 """Model zoo for teachers (and students): small networks that ``torch.func.vmap`` can batch.
 
-More: docs/teachers.md, "pate.teachers.models"."""
+More: docs/teachers.md, "pate.teachers.models".
+"""
 
 from __future__ import annotations
 

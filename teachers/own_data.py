@@ -1,6 +1,7 @@
 """The user's own data files: ``npz:PATH`` and ``csv:PATH`` (``imagefolder:PATH``:
 :mod:`pate.teachers.image_folder`; :mod:`pate.teachers.data` splits what these return). More:
-docs/own_data.md, "pate.teachers.own_data"."""
+docs/own_data.md, "pate.teachers.own_data".
+"""
 
 from __future__ import annotations
 

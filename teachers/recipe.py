@@ -1,6 +1,7 @@
 """The teachers' training recipe: :class:`TeacherConfig`, and how its "auto" fields are decided.
 
-More: docs/teachers.md, "pate.teachers.recipe"."""
+More: docs/teachers.md, "pate.teachers.recipe".
+"""
 
 from __future__ import annotations
 

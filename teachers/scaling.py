@@ -2,7 +2,8 @@
 user's raw model (the rules, and why the limit is 100: docs/teachers.md, "Input scaling").
 
 Nothing here ever reads a private record's value: a statistic of the private split would have to
-be charged to the ledger like a query, and is not used."""
+be charged to the ledger like a query, and is not used.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The ScatterNet front-end's scattering transform (J = 2, L = 8), a whole layer at once.
 Kymatio's 2-D modules are imported directly (``import kymatio.torch`` fails with scipy >=
-1.15). More: docs/teachers.md, "pate.teachers.scattering"."""
+1.15). More: docs/teachers.md, "pate.teachers.scattering".
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Per-teacher randomness shared by the vectorized and the sequential trainer: drawn from each
 teacher's own seed, outside the model, so that both trainers and every chunking produce the
-same teachers."""
+same teachers.
+"""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def augment(x, shifts, flips, *, max_shift: int | None = None):
     """Translate (zero padding) and/or horizontally flip each image of ``x`` (N, C, H, W).
 
     ``shifts``: (N, 2) integer tensor or None; ``flips``: (N,) bool tensor or None;
-    ``max_shift``: a bound on ``|shifts|`` (avoids a device sync on GPU; computed if None)."""
+    ``max_shift``: a bound on ``|shifts|`` (avoids a device sync on GPU; computed if None).
+    """
     import torch
 
     if shifts is None and flips is None:

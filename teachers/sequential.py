@@ -1,6 +1,7 @@
 """Sequential fallback: teachers trained one after another.
 
-More: docs/teachers.md, "pate.teachers.sequential"."""
+More: docs/teachers.md, "pate.teachers.sequential".
+"""
 
 from __future__ import annotations
 

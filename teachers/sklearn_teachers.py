@@ -1,7 +1,8 @@
 """scikit-learn teachers, fitted in chunks (joblib workers), their predictions checkpointed as
 plain arrays, never pickles: the scikit-learn path of
 :func:`pate.teachers.ensemble.train_teachers`. More: docs/teachers.md,
-"pate.teachers.sklearn_teachers"."""
+"pate.teachers.sklearn_teachers".
+"""
 
 from __future__ import annotations
 

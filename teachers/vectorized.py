@@ -1,6 +1,7 @@
 """Train a chunk of same-architecture teachers simultaneously with ``torch.func``.
 
-More: docs/teachers.md, "pate.teachers.vectorized"."""
+More: docs/teachers.md, "pate.teachers.vectorized".
+"""
 
 from __future__ import annotations
 
@@ -305,7 +306,8 @@ class VectorizedChunk:
         On CUDA all teachers of the chunk predict at once (vmap); on CPU too when the model has no
         convolution (the chunk's weights in one matrix product: the inputs are read once, not once
         per teacher; measured: docs/teachers.md), else one teacher
-        at a time on large batches, faster there than a vmapped (grouped) convolution."""
+        at a time on large batches, faster there than a vmapped (grouped) convolution.
+        """
         import torch
         from torch.func import functional_call
 

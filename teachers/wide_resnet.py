@@ -1,6 +1,7 @@
 """A wide residual network for small images: the stronger student (``model = "wrn16_4"``).
 
-More: docs/teachers.md, "pate.teachers.wide_resnet"."""
+More: docs/teachers.md, "pate.teachers.wide_resnet".
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`pate cache list|clear`: the on-disk front-end feature cache (docs/feature_cache.md): that
 of ``--cache-dir DIR``, else of ``--config FILE|NAME``, else ``$PATE_FEATURE_CACHE``, else
-``runs/.feature-cache``."""
+``runs/.feature-cache``.
+"""
 
 from __future__ import annotations
 

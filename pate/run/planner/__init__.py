@@ -2,7 +2,8 @@
 only (:class:`Facts`: the DECLARED number of private records), before any private record is
 read, model trained or budget spent (``pate plan``, ``pate.plan``, the first step of ``pate
 run`` / ``pate.fit``: :func:`plan_config`). A plan that cannot give a useful student is refused
-with a :class:`PlanError` naming the setting and a fix; every rule: ``docs/plan.md``."""
+with a :class:`PlanError` naming the setting and a fix; every rule: ``docs/plan.md``.
+"""
 
 from pate.run.planner.model import (
     AUTO_MECHANISM,

@@ -36,7 +36,8 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
     and classes): no release for a mechanism without a smooth-sensitivity analysis (LNMax), when
     the data-dependent bounds can never beat the data-independent ones at the release order, or
     when conditions C5/C6 fail. The cost curve is [P18] Theorem 23 at every order below
-    1/(2 beta) and infinite above (only those orders can carry it)."""
+    1/(2 beta) and infinite above (only those orders can carry it).
+    """
     from pate import analysis
     from pate.analysis.sanitized_release import (
         is_data_independent_step1,
