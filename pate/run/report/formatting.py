@@ -8,7 +8,11 @@ from typing import Any
 
 from pate.run.report.schema import is_real
 
-__all__ = ["class_names", "count", "delta", "eps", "param", "pct", "sig"]
+__all__ = ["class_names", "count", "delta", "eps", "left", "param", "pct", "sig"]
+
+
+#: Below this, what is left of a budget is floating-point residue (shown as 0).
+EPS_RESIDUE = 1e-9
 
 
 def eps(x: float) -> str:
@@ -16,6 +20,12 @@ def eps(x: float) -> str:
     if math.isinf(x):
         return "infinity"
     return f"{x:.4g}"
+
+
+def left(x: float) -> str:
+    """What is left of a budget, as :func:`eps` writes it, "0" for a floating-point residue
+    (below :data:`EPS_RESIDUE` either way: a budget less exactly its charges)."""
+    return "0" if abs(x) < EPS_RESIDUE else eps(x)
 
 
 def sig(x: float, digits: int = 3) -> str:

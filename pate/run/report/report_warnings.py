@@ -159,7 +159,11 @@ def _querying_warnings(a: dict) -> list[str]:
             "runs whose numbers will be published."
         )
     ledger = p.get("ledger")
-    if ledger is not None and ledger["remaining_eps"] is not None and ledger["remaining_eps"] < 0:
+    if (
+        ledger is not None
+        and ledger["remaining_eps"] is not None
+        and ledger["remaining_eps"] < -formatting.EPS_RESIDUE
+    ):
         out.append(
             f"The ledger's budget for dataset {dataset_name(ledger)} is overspent "
             f"(remaining \u03b5 = {formatting.eps(ledger['remaining_eps'])})."

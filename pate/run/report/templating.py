@@ -131,6 +131,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(
         md_cell=md_cell,
         eps=formatting.eps,
+        left=formatting.left,
         delta=formatting.delta,
         pct=formatting.pct,
         count=formatting.count,

@@ -141,6 +141,10 @@ def test_a_mechanism_that_reads_rows_reads_one_row_per_person(tmp_path, with_peo
         np.testing.assert_array_equal(saved["private_labels"], y[first])
     report = json.loads((tmp_path / "run" / rundir.REPORT_JSON).read_text())
     assert report["privacy"]["neighbouring_relation"] == "unit"
+    # the report says why the bound is per person: one row each, not a split by person
+    text = (tmp_path / "run" / rundir.REPORT_MD).read_text()
+    assert "only one record of each person (their first) was read" in text
+    assert "split by unit" not in text
 
 
 def test_a_mechanism_that_reads_rows_charges_the_people_with_one_row_each(tmp_path, with_people):
