@@ -240,6 +240,26 @@ def template(paths, ledger) -> str:
     return text.replace("[privacy]\n", f'[privacy]\nledger = "{ledger}"\n')
 
 
+def test_pate_plan_and_pate_plan_from_python_show_the_columns_the_same_way(files, tmp_path, capsys):
+    """issue #50: "The same through the CLI and Python": both print which columns are used, how."""
+    import pate
+    from pate.cli import main
+
+    paths = [str(files[s]) for s in ("private", "public", "evaluation")]
+    config = tmp_path / "run.toml"
+    config.write_text(template(paths, tmp_path / "ledger.sqlite3"))
+    assert main(["plan", "--config", str(config)]) == 0
+    printed = capsys.readouterr().out
+    plan = pate.plan(
+        *paths[:2], evaluation=paths[2], label="outcome", id="patient_id",
+        classes=OUTCOMES, records=600, target_eps=2.0, ledger=tmp_path / "ledger.sqlite3",
+    )  # fmt: skip
+    assert plan.columns and "numeric     age, creatinine, charges, stay_days" in plan.columns
+    assert all(line in printed for line in plan.columns) and str(plan).endswith(plan.columns[-1])
+    assert plan.to_dict()["columns"] == list(plan.columns)
+    assert not (tmp_path / "ledger.sqlite3").exists()  # a plan charges nothing
+
+
 def test_pate_run_runs_the_hospital_csv_files(files, tmp_path):
     from pate.cli import main
 

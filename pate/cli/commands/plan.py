@@ -57,15 +57,10 @@ def run(args: argparse.Namespace) -> int:
         data,
         remaining_eps=planner.ledger_remaining(config.privacy.ledger_path(), data),
     )
-    columns = []
-    if data.columns is not None:  # a table: which columns the run uses, and how
-        from pate.teachers.tables import column_lines
-
-        columns = column_lines(data.columns, data.encoder)
     if args.json:
-        print(json.dumps(dict(plan.to_dict(), columns=columns), indent=2))
+        print(json.dumps(plan.to_dict(), indent=2))
     else:
-        print("\n".join([*plan.lines(), *columns]))
+        print(plan)
         if plan.usable:
             same = " with the same flags" if flags["overrides"] else ""
             print(f"usable      yes: `pate run --config {args.config}`{same} runs this plan")

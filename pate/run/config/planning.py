@@ -24,10 +24,15 @@ def plan(
     from pate.run import planner
 
     if facts is None:
-        facts = facts_of(config, config.load_data() if data is None else data)
+        data = config.load_data() if data is None else data
+        facts = facts_of(config, data)
     filled, made = planner.plan_config(config, facts, remaining_eps=remaining_eps)
     earlier = dict((config.planned or {}).get("filled") or {})
     made = dataclasses.replace(made, filled=dict(earlier, **made.filled))
+    if data is not None and data.columns is not None:  # a table: which columns, and how
+        from pate.teachers.tables import column_lines
+
+        made = dataclasses.replace(made, columns=tuple(column_lines(data.columns, data.encoder)))
     given, planned = config.to_dict(), filled.to_dict()
     return (config if planned == given else RunConfig.from_dict(planned)), made
 

@@ -195,6 +195,8 @@ class Plan:
     usable: bool = True
     #: predicted share of labels equal to the noiseless rule's (pate.run.planner.quality)
     label_agreement: float | None = None
+    #: a table's columns and how they are used, one line each (pate.teachers.tables.column_lines)
+    columns: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -202,7 +204,11 @@ class Plan:
             out["facts"], kind=self.facts.kind, input_shape=list(self.facts.input_shape)
         )
         out["checked"], out["warnings"] = list(self.checked), list(self.warnings)
+        out["columns"] = list(self.columns)
         return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
 
     def lines(self) -> list[str]:
         """The plan in plain words, one line each (what ``pate plan`` prints)."""
@@ -258,7 +264,7 @@ class Plan:
             out.append(f"checked     {line}")
         for line in self.warnings:
             out.append(f"WARNING     {line}")
-        return out
+        return [*out, *self.columns]
 
 
 # ------------------------------------------------------------------------------ arithmetic
