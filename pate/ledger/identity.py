@@ -173,22 +173,21 @@ def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
 def unit_identity(unit_ids: Any) -> DatasetIdentity:
     """The ledger identity of private rows known by their privacy unit (a person: the table's id
     column): one record key per person, the first 16 bytes of sha256(tag, the unit id as UTF-8
-    text), so nothing of a row counts but whose it is, and a person's rows added or dropped
-    leave the identity as it was. The same people
-    re-encoded, with columns added or dropped, or reordered are the same dataset; people added or
+    text), so nothing of a row counts but whose it is. The same people re-encoded, with columns
+    or rows of theirs added or dropped, or reordered are the same dataset; people added or
     removed link to it (shared keys). ``unit_ids``: a 1-D array of integer or string ids, one per
     row; an integer id and its decimal text are the same person (conservative: more sharing)."""
     ids = as_ids(unit_ids, "unit_ids")
     if ids.size == 0:
         raise InputError("unit_ids is empty: one privacy-unit id per private row is needed")
-    units, rows = np.unique(ids.astype(str), return_inverse=True)  # rows: for the error only
-    blank = np.flatnonzero(np.char.strip(units) == "")
+    texts = ids.astype(str)
+    blank = np.flatnonzero(np.char.strip(texts) == "")
     if blank.size:
-        row = int(np.flatnonzero(rows.reshape(-1) == blank[0])[0])
         raise InputError(
-            f"unit_ids[{row}] is empty ({str(units[blank[0]])!r}): every private row needs the "
-            "id of its person; fill the id column or drop the row"
+            f"unit_ids[{int(blank[0])}] is empty ({str(texts[blank[0]])!r}): every private row "
+            "needs the id of its person; fill the id column or drop the row"
         )
+    units = np.unique(texts)
     base = hashlib.sha256(_UNIT_TAG)
     unit_keys = []
     for unit in units.tolist():
