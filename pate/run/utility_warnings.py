@@ -38,11 +38,20 @@ def more_labels_advice(spec) -> str:
         return "more public items (the one release labels every one of them)"
     if spec.always_answers:
         return "a larger budget or less noise"
-    return "a larger budget, less noise or a lower threshold"
+    return EVERY_LEVER
+
+
+#: What buys more answered labels when the mechanism is not known (every lever of any).
+EVERY_LEVER = "a larger budget, less noise or a lower threshold"
 
 
 def utility_warnings(
-    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False, more_labels: str = ""
+    u: dict,
+    *,
+    num_classes: int,
+    answered: int,
+    smoke_test: bool = False,
+    more_labels: str = EVERY_LEVER,
 ) -> list[str]:
     """Plain-language warnings about what the run's student is worth, each naming what to
     change (the rules above; docs/student.md). ``u``: the ``utility`` object of
@@ -56,8 +65,7 @@ def utility_warnings(
     if 0 < answered < MIN_LABELS_PER_CLASS * num_classes:
         out.append(
             f"Only {answered} labels were answered for {num_classes} classes (fewer than "
-            f"{MIN_LABELS_PER_CLASS} per class): "
-            f"{more_labels or 'a larger budget, less noise or a lower threshold'} buys more."
+            f"{MIN_LABELS_PER_CLASS} per class): {more_labels} buys more."
         )
     steps = u.get("student_steps")
     if steps is not None and not smoke_test:
@@ -81,7 +89,12 @@ EVALUATION_FIGURES = ("student_accuracy", "majority_class_rate")
 
 
 def split_utility_warnings(
-    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False, more_labels: str = ""
+    u: dict,
+    *,
+    num_classes: int,
+    answered: int,
+    smoke_test: bool = False,
+    more_labels: str = EVERY_LEVER,
 ) -> tuple[list[str], list[str]]:
     """``(public, internal)``: the warnings judged on the publishable figures of ``u`` alone
     (the teachers' and the noise-free plurality vote's figures left out, and the student's
