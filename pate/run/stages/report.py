@@ -71,8 +71,8 @@ def report(run: Run) -> dict:
         logger.warning(
             "utility (INTERNAL, do not publish): a weak result: the student closes only %.2f of "
             "the gap between always answering the most common class and a non-private logistic "
-            "regression on the same private rows (%.1f %%); more private records, a larger "
-            "budget or a teacher model that suits the data would help (docs/student.md)",
+            "regression on the same private rows (%.1f %%); more private records or a larger "
+            "budget would help (docs/student.md)",
             closed,
             100 * accuracy,
         )
