@@ -1,30 +1,19 @@
 """Noisy aggregation of teacher votes: LNMax, GNMax, Confident-GNMax, Interactive-GNMax.
 
-The mechanisms themselves (parameters, noise step, privacy cost) are the specs of the registry
-:mod:`pate.mechanisms`; this module runs them on vote matrices, one-shot or online against a
-budget (:mod:`pate.core.online_aggregator`), and works for any registered mechanism.
+Runs any registered mechanism (:mod:`pate.mechanisms`: parameters, noise step, cost) on an
+(n, m) int vote matrix (``votes[i, j]`` teachers voted class j on query i; rows sum to T), one-shot
+here or online against a budget (:mod:`pate.core.online_aggregator`).
 
-``votes`` is an (n, m) int vote matrix: ``votes[i, j]`` teachers voted class j on query i; every
-row sums to the number of teachers T.
+Privacy cost: each call returns the realised ``PrivacyEvent`` built by the spec from
+``pate.analysis`` (no privacy arithmetic lives here): the threshold check is charged for every
+query asked, the GNMax step only for the answered ones. ``event.rdp`` is data-dependent (NOT
+private to publish); ``event.rdp_data_independent`` is the worst case, publishable as is.
 
-Privacy cost
-------------
-Every function returns the realised cost as a ``PrivacyEvent`` built by the mechanism's spec
-from ``pate.analysis`` (no privacy arithmetic lives here): the threshold check is charged for every query
-asked, the GNMax step only for the queries the teachers answered. ``event.rdp`` is the
-data-dependent RDP (it depends on the votes and is NOT itself private to publish);
-``event.rdp_data_independent`` is the worst-case RDP that may be published as is.
+Randomness: ``rng`` is a ``numpy.random.Generator`` or the ``SecureGenerator`` of
+:func:`pate.core.rng.make_streams`. Noise is drawn for all queries in a fixed order (threshold
+noise (n,), then argmax noise (n, m)) whatever the outcome, so the stream's state never depends
+on the votes; every argument is validated before any noise is drawn.
 
-Randomness
-----------
-``rng`` is a ``numpy.random.Generator`` (e.g. ``pate.core.rng.make_streams(seed).noise``) or the
-``SecureGenerator`` of ``make_streams(secure=True).noise`` (OS entropy). Noise is drawn for all
-queries in a fixed order (threshold noise (n,), then argmax noise (n, m)) regardless of the
-outcome, so the state of the stream after a call never depends on the votes. Every argument is
-validated before any noise is drawn.
-
-References
-----------
 [P17] Papernot et al., "Semi-supervised Knowledge Transfer for Deep Learning from Private
       Training Data", ICLR 2017.
 [P18] Papernot et al., "Scalable Private Learning with PATE", ICLR 2018 (arXiv:1802.08908).
@@ -93,11 +82,6 @@ class AggregationResult:
         return self.event.mechanism
 
     @property
-    def labelled_mask(self) -> np.ndarray:
-        """A label was released (by the teachers or, in Interactive-GNMax, the student)."""
-        return self.labels >= 0
-
-    @property
     def num_queries(self) -> int:
         return int(self.labels.size)
 
@@ -111,7 +95,8 @@ class AggregationResult:
 
     @property
     def num_labelled(self) -> int:
-        return int(self.labelled_mask.sum())
+        """Queries given a label (by the teachers or, in Interactive-GNMax, the student)."""
+        return int((self.labels >= 0).sum())
 
     def counts(self) -> dict[str, int]:
         """How many queries came from each source (no per-query information)."""
@@ -157,12 +142,9 @@ def aggregate(
     student_probabilities: Any = None,
     **params: Any,
 ) -> AggregationResult:
-    """Run any registered mechanism (:mod:`pate.mechanisms`) once on every query of ``votes``.
-
-    ``params`` are the mechanism's noise parameters (by name); ``student_probabilities`` the
-    student's (queries, classes) predictions for a mechanism that needs them. Every argument
-    is validated before any noise is drawn.
-    """
+    """Run any registered mechanism once on every query of ``votes``: ``params`` its noise
+    parameters by name, ``student_probabilities`` the student's (queries, classes) predictions
+    for a mechanism that needs them."""
     spec: MechanismSpec = mechanisms.get(mechanism)
     check_param_names(params)
     counts = check_votes(votes)

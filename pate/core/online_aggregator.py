@@ -101,8 +101,11 @@ class OnlineAggregator:
         self._basis = check_choice(budget_basis, "budget_basis", BUDGET_BASES)
         self._conversion = check_choice(conversion, "conversion", ("classic", "tight"))
         self._rng = check_rng(rng)
-        self._prior = self._check_prior(prior_rdp)
-        self._mechanism: str = self._spec.name
+        self._prior = (
+            np.zeros(self._orders.size)
+            if prior_rdp is None
+            else check_rdp_curve(prior_rdp, self._orders, "prior_rdp").copy()
+        )
         self._accountant = RdpAccountant(self._orders)
         self._shape: tuple[int, int] | None = None  # (teachers, classes) of the first batch
         self._stopped: str | None = None
@@ -116,40 +119,13 @@ class OnlineAggregator:
             )
 
     # -- configuration and state
-    def _check_prior(self, prior_rdp: npt.ArrayLike | None) -> FloatArray:
-        if prior_rdp is None:
-            return np.zeros(self._orders.size)
-        return check_rdp_curve(prior_rdp, self._orders, "prior_rdp").copy()
-
     @property
     def mechanism(self) -> str:
-        return self._mechanism
+        return self._spec.name
 
     @property
     def params(self) -> dict[str, float]:
         return dict(self._params)
-
-    @property
-    def budget_eps(self) -> float:
-        return self._budget_eps
-
-    @property
-    def delta(self) -> float:
-        return self._delta
-
-    @property
-    def budget_basis(self) -> str:
-        return self._basis
-
-    @property
-    def orders(self) -> np.ndarray:
-        return self._orders
-
-    @property
-    def prior_rdp(self) -> np.ndarray:
-        out = self._prior.copy()
-        out.setflags(write=False)
-        return out
 
     @property
     def accountant(self) -> RdpAccountant:
@@ -163,11 +139,6 @@ class OnlineAggregator:
     @property
     def queries_answered(self) -> int:
         return self._accountant.answered
-
-    @property
-    def stop_reason(self) -> str | None:
-        """Why the last batch stopped early (None if it did not)."""
-        return self._stopped
 
     def total_rdp(self, *, data_dependent: bool = False) -> FloatArray:
         """prior_rdp + the realised RDP of every event so far, shape (k,)."""
@@ -193,10 +164,6 @@ class OnlineAggregator:
         """budget_eps minus the eps spent on the budget basis (>= 0 by construction)."""
         spent, _ = self.epsilon(data_dependent=self._basis == "data_dependent")
         return max(0.0, self._budget_eps - spent)
-
-    def worst_case_query_rdp(self) -> np.ndarray:
-        """Data-independent RDP of one more query if the teachers answer it, shape (k,)."""
-        return self._spec.worst_case_query_rdp(self._params, orders=self._orders)
 
     def _eps(self, rdp: FloatArray) -> FloatOrArray:
         eps, _ = eps_from_rdp(
@@ -361,7 +328,7 @@ class OnlineAggregator:
         eps_di, order_di = self.epsilon(data_dependent=False)
         eps_dd, order_dd = self.epsilon(data_dependent=True)
         return {
-            "mechanism": self._mechanism,
+            "mechanism": self._spec.name,
             "params": dict(self._params),
             "budget_eps": self._budget_eps,
             "delta": self._delta,
@@ -380,7 +347,7 @@ class OnlineAggregator:
     def __repr__(self) -> str:
         eps, _ = self.epsilon(data_dependent=self._basis == "data_dependent")
         return (
-            f"OnlineAggregator({self._mechanism}, asked={self.queries_asked}, "
+            f"OnlineAggregator({self._spec.name}, asked={self.queries_asked}, "
             f"answered={self.queries_answered}, eps={eps:.4g}/{self._budget_eps:g} "
             f"({self._basis}), delta={self._delta:g})"
         )
