@@ -49,8 +49,6 @@ logger = logging.getLogger("pate.teachers.ensemble")  # shown by the pate CLI
 
 
 def _check_shards(shards, num_records: int) -> list[np.ndarray]:
-    from pate.core.partition import check_partition
-
     if isinstance(shards, (str, bytes)) or not hasattr(shards, "__len__"):
         raise InputTypeError(
             f"shards must be a list of index arrays (Partition.shards), got {describe(shards)}"
@@ -76,10 +74,12 @@ def _check_shards(shards, num_records: int) -> list[np.ndarray]:
     # Disjointness is what makes one record influence one teacher only (PATE's guarantee).
     counts = np.bincount(np.concatenate(out), minlength=num_records)
     if np.any(counts > 1):
-        check_partition(out, num_records)  # raises PartitionError naming the overlap
         from pate.core.errors import PartitionError
 
-        raise PartitionError("shards overlap: a record is assigned to more than one teacher")
+        raise PartitionError(
+            f"shards overlap: record {int(np.argmax(counts > 1))} is assigned to more than one "
+            "teacher; every record must go to exactly one teacher"
+        )
     return out
 
 

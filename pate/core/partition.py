@@ -209,24 +209,6 @@ class Partition:
             "teacher is a keyed hash of the record, so exactly one teacher's shard changes"
         )
 
-    def summary(self) -> dict[str, Any]:
-        """A JSON-able description (no record-level information)."""
-        sizes = self.shard_sizes
-        out = {
-            "mode": self.mode,
-            "num_teachers": self.num_teachers,
-            "num_records": self.num_records,
-            "seed": self.seed,
-            "ids_digest": self.ids_digest,
-            "shard_size_min": int(sizes.min()) if sizes.size else 0,
-            "shard_size_max": int(sizes.max()) if sizes.size else 0,
-            "relation": self.relation,
-            "neighbouring_relation": self.neighbouring_relation,
-        }
-        if self.unit_ids is not None:
-            out["num_units"] = int(np.unique(self.unit_ids).size)
-        return out
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Partition):
             return NotImplemented
@@ -342,68 +324,24 @@ class Partition:
 # --------------------------------------------------------------------------- checks
 
 
-def check_partition(partition: Partition | Sequence[Any], num_records: int) -> None:
-    """Prove that ``partition`` splits ``num_records`` records into disjoint, non-empty shards.
-
-    ``partition`` is a :class:`Partition` or a sequence of per-teacher index arrays. Raises
-    ``PartitionError`` on overlap (a record in two shards), missing or out-of-range records,
-    an empty shard, or (unit mode) a unit spread over several shards. Returns None.
-    """
+def check_partition(partition: Partition, num_records: int) -> None:
+    """Prove that ``partition`` splits ``num_records`` records into non-empty shards with, in
+    unit mode, every privacy unit in one shard; else ``PartitionError``."""
     num_records = check_int(num_records, "num_records", minimum=1)
-    if isinstance(partition, Partition):
-        assignment = partition.assignment
-        if assignment.size != num_records:
-            raise PartitionError(
-                f"the partition covers {assignment.size} records, expected "
-                f"{num_records}; re-run `pate partition` on the current data"
-            )
-        sizes = partition.shard_sizes
-        if np.any(sizes == 0):
-            raise PartitionError(
-                f"teacher {int(np.argmin(sizes))} has an empty shard; use fewer teachers"
-            )
-        if partition.unit_ids is not None:
-            _check_units_whole(partition.unit_ids, assignment)
-        return None
-    if isinstance(partition, (str, bytes, np.ndarray)) or not isinstance(partition, Sequence):
-        raise InputTypeError(
-            "partition must be a Partition or a sequence of per-teacher index arrays, "
-            f"got {describe(partition)}"
-        )
-    if len(partition) == 0:
-        raise PartitionError("the partition has no shards")
-    owner = np.full(num_records, -1, dtype=np.int64)
-    for t, shard in enumerate(partition):
-        idx = np.asarray(shard)
-        if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
-            raise InputTypeError(
-                f"shard {t} must be a 1-D integer index array, got {describe(idx)}"
-            )
-        if idx.size == 0:
-            raise PartitionError(f"shard {t} is empty; use fewer teachers")
-        if idx.min() < 0 or idx.max() >= num_records:
-            raise PartitionError(f"shard {t} holds record indices outside [0, {num_records})")
-        if np.unique(idx).size != idx.size:
-            raise PartitionError(f"shard {t} lists a record twice")
-        taken = owner[idx] >= 0
-        if np.any(taken):
-            rec = int(idx[np.argmax(taken)])
-            raise PartitionError(
-                f"shards overlap: record {rec} is in shard {int(owner[rec])} "
-                f"and shard {t}; every record must go to exactly one teacher"
-            )
-        owner[idx] = t
-    if np.any(owner < 0):
-        missing = int(np.sum(owner < 0))
+    assignment = partition.assignment
+    if assignment.size != num_records:
         raise PartitionError(
-            f"{missing} record(s) belong to no shard (first: record "
-            f"{int(np.argmax(owner < 0))}); every record must be covered"
+            f"the partition covers {assignment.size} records, expected "
+            f"{num_records}; re-run `pate partition` on the current data"
         )
-    return None
-
-
-def _check_units_whole(unit_ids: np.ndarray, assignment: np.ndarray) -> None:
-    _, inverse = np.unique(unit_ids, return_inverse=True)
+    sizes = partition.shard_sizes
+    if np.any(sizes == 0):
+        raise PartitionError(
+            f"teacher {int(np.argmin(sizes))} has an empty shard; use fewer teachers"
+        )
+    if partition.unit_ids is None:
+        return
+    _, inverse = np.unique(partition.unit_ids, return_inverse=True)
     lo = np.full(inverse.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(inverse.max() + 1, -1, dtype=np.int64)
     np.minimum.at(lo, inverse, assignment)

@@ -317,7 +317,7 @@ def test_sklearn_teachers(digits, tmp_path):
 
 def test_input_errors_before_any_work(digits):
     shards = random_shards(len(digits.private), [50, 50])
-    with pytest.raises(PartitionError):
+    with pytest.raises(PartitionError, match=r"shards overlap: record \d+ is assigned"):
         train_teachers(
             digits, [shards[0], np.concatenate([shards[1], shards[0][:1]])], [1, 2], progress=False
         )

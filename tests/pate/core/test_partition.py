@@ -31,7 +31,6 @@ def _keys(n: int, seed: int = 0) -> np.ndarray:
 
 def _covers_disjointly(p: Partition, n: int) -> None:
     check_partition(p, n)
-    check_partition(p.shards, n)
     merged = np.sort(np.concatenate(p.shards))
     assert np.array_equal(merged, np.arange(n))
     for t, shard in enumerate(p.shards):
@@ -111,8 +110,6 @@ def test_random_split_covers_disjointly_with_sizes_near_the_mean():
     assert p.relation == "add-remove" and "added or removed" in p.neighbouring_relation
     sizes = p.shard_sizes
     assert sizes.sum() == 3000 and np.all(np.abs(sizes - 300) < 6 * np.sqrt(300))
-    s = p.summary()
-    assert s["relation"] == "add-remove" and s["shard_size_min"] == sizes.min()
 
 
 def test_split_is_deterministic_from_the_key_stream_and_independent_of_row_order():
@@ -182,19 +179,7 @@ def test_an_empty_shard_is_refused_with_advice():
         partition_random(_keys(12), num_teachers=12, rng=np.random.default_rng(0))
 
 
-def test_check_partition_detects_overlap_gaps_and_empty_shards():
-    good = [np.array([0, 1]), np.array([2, 3])]
-    check_partition(good, 4)
-    with pytest.raises(PartitionError, match="overlap: record 1"):
-        check_partition([np.array([0, 1]), np.array([1, 2, 3])], 4)
-    with pytest.raises(PartitionError, match="belong to no shard"):
-        check_partition([np.array([0]), np.array([2, 3])], 4)
-    with pytest.raises(PartitionError, match="empty"):
-        check_partition([np.array([0, 1, 2, 3]), np.array([], dtype=int)], 4)
-    with pytest.raises(PartitionError, match="outside"):
-        check_partition([np.array([0, 1]), np.array([2, 4])], 4)
-    with pytest.raises(PartitionError, match="twice"):
-        check_partition([np.array([0, 0, 1]), np.array([2, 3])], 4)
+def test_check_partition_detects_empty_shards_wrong_sizes_and_split_units():
     p = Partition(
         assignment=np.array([0, 0, 0]),
         num_teachers=2,
