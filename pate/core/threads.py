@@ -20,8 +20,13 @@ logger = logging.getLogger("pate")
 
 #: The environment variables that make idle OpenMP threads sleep instead of spinning.
 PASSIVE_WAIT = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0"}
-#: Where the explicit setting came from (how messages and the record name it).
-EXPLICIT_SOURCES = ("flag", "config", "keyword")
+#: How each source of an explicit setting ("flag", "config", "keyword") writes it.
+_EXPLICIT_NAMES = {"flag": "--threads", "config": "[run] threads", "keyword": "threads="}
+#: Why idle threads spin on: OpenMP was loaded before :func:`prepare_environment`.
+_TOO_LATE = (
+    "; too late to make them sleep in this process: on a shared machine set "
+    "OMP_WAIT_POLICY=PASSIVE before starting Python, or call pate.fit before importing torch"
+)
 #: The OpenMP runtimes whose wait policy is fixed once they are loaded.
 _OPENMP_LIBRARIES = ("libgomp", "libiomp", "libomp")
 _CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
@@ -231,18 +236,14 @@ def choose(
     ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
     count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
     else the usable CPUs, lowered by ``others()`` (:func:`other_runnable`) where given."""
-    if explicit_source not in EXPLICIT_SOURCES:
-        raise InputError(
-            f"explicit_source must be one of {', '.join(EXPLICIT_SOURCES)}, got {explicit_source!r}"
-        )
     environ = os.environ if environ is None else environ
     cpus, source, detail = usable_cpus(
         affinity=affinity, cgroup_root=cgroup_root, proc_cgroup=proc_cgroup
     )
     if explicit is not None:
-        name = {"flag": "--threads", "config": "[run] threads", "keyword": "threads="}
-        count = check_threads(explicit, name[explicit_source])
-        return ThreadChoice(count, explicit_source, cpus, f"{name[explicit_source]} {count}")
+        name = _EXPLICIT_NAMES[explicit_source]
+        count = check_threads(explicit, name)
+        return ThreadChoice(count, explicit_source, cpus, f"{name} {count}")
     env = environ.get("OMP_NUM_THREADS", "").strip()
     if env:
         env_count = _env_threads(env)
@@ -396,23 +397,10 @@ def configure(
     )
     apply(choice, torch=torch)
     record = dict(dataclasses.asdict(choice), wait_policy=wait, load_average=load_average())
-    if _last is None or {k: _last[k] for k in ("count", "source", "wait_policy")} != {
-        k: record[k] for k in ("count", "source", "wait_policy")
-    }:
-        usable = (
-            ""
-            if choice.source in ("affinity", "cgroup", "busy")
-            else f"; {choice.cpus} usable CPUs"
-        )
-        late = (
-            (
-                "; too late to make them sleep in this process: on a shared machine set "
-                "OMP_WAIT_POLICY=PASSIVE before starting Python, or call pate.fit before "
-                "importing torch"
-            )
-            if wait.startswith("unchanged")
-            else ""
-        )
+    if _last is None or any(_last[k] != record[k] for k in ("count", "source", "wait_policy")):
+        automatic = choice.source in ("affinity", "cgroup", "busy")
+        usable = "" if automatic else f"; {choice.cpus} usable CPUs"
+        late = _TOO_LATE if wait.startswith("unchanged") else ""
         logger.info(
             "threads: %d (%s: %s%s); idle threads wait: %s%s",
             choice.count,

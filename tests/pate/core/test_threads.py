@@ -246,11 +246,6 @@ def test_a_bad_omp_num_threads_is_ignored_with_a_warning(tmp_path, caplog, bad):
     assert f"OMP_NUM_THREADS={bad!r}" in caplog.text
 
 
-def test_an_unknown_explicit_source_is_refused():
-    with pytest.raises(ValueError, match="explicit_source must be one of flag, config, keyword"):
-        threads.choose(explicit=2, explicit_source="cli")
-
-
 @pytest.mark.parametrize(
     "value, error",
     [
