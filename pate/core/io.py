@@ -159,15 +159,13 @@ def _label(path: pathlib.Path, what: str | None) -> str:
     return f"{path} ({what})" if what else str(path)
 
 
-def _missing(path: pathlib.Path, what: str | None) -> FileNotFoundError:
-    return FileNotFoundError(f"file not found: {_label(path, what)}")
-
-
-def _open_bytes(path: pathlib.Path, what: str | None) -> bytes:
+@contextlib.contextmanager
+def _reading(path: pathlib.Path, what: str | None) -> Iterator[None]:
+    """A missing ``path`` raises ``FileNotFoundError`` naming it, a folder ``CorruptFileError``."""
     try:
-        return path.read_bytes()
+        yield
     except FileNotFoundError:
-        raise _missing(path, what) from None
+        raise FileNotFoundError(f"file not found: {_label(path, what)}") from None
     except IsADirectoryError:
         raise CorruptFileError(
             f"{_label(path, what)} is a directory, not a file", path=path
@@ -178,7 +176,8 @@ def read_json(path: Any, *, what: str | None = None) -> Any:
     """The JSON document in ``path``; missing: ``FileNotFoundError`` naming it (and ``what``, a
     description of the file); invalid JSON or not text: ``CorruptFileError``."""
     path = _check_path(path)
-    data = _open_bytes(path, what)
+    with _reading(path, what):
+        data = path.read_bytes()
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
@@ -200,19 +199,14 @@ _NUMPY_CORRUPT = (ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError
 
 
 def _np_load(path: pathlib.Path, what: str | None) -> np.ndarray | NpzFile:
-    try:
-        loaded: np.ndarray | NpzFile = np.load(path, allow_pickle=False)
-        return loaded
-    except FileNotFoundError:
-        raise _missing(path, what) from None
-    except IsADirectoryError:
-        raise CorruptFileError(
-            f"{_label(path, what)} is a directory, not a file", path=path
-        ) from None
-    except PermissionError:
-        raise
-    except _NUMPY_CORRUPT as exc:
-        raise _corrupt(path, what, exc) from None
+    with _reading(path, what):
+        try:
+            loaded: np.ndarray | NpzFile = np.load(path, allow_pickle=False)
+            return loaded
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except _NUMPY_CORRUPT as exc:
+            raise _corrupt(path, what, exc) from None
 
 
 def _corrupt(path: pathlib.Path, what: str | None, exc: BaseException) -> CorruptFileError:
@@ -279,10 +273,6 @@ def load_npz(
 def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
     """Create the folder ``path`` if needed and check that a file can be created in it, before any
     work; else ``RunDirError`` naming the path and ``flag`` (None: "output directory")."""
-    if flag is not None and not isinstance(flag, str):
-        raise InputTypeError(
-            f"flag must be an option name such as '--run-dir' or None, got {flag!r}"
-        )
     folder = _check_path(path, flag or "path")
     label = f"{flag} {folder}" if flag else f"output directory {folder}"
     if folder.exists() and not folder.is_dir():

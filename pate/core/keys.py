@@ -26,7 +26,6 @@ __all__ = [
     "fresh_key",
     "make_private_dir",
     "read_keys",
-    "run_key",
     "seal",
     "seeded_key",
     "write_keys",
@@ -108,18 +107,3 @@ def write_keys(path: str | os.PathLike[str], keys: dict[str, bytes]) -> pathlib.
     atomic_write_json(path, {_check_name(k): v.hex() for k, v in sorted(keys.items())})
     path.chmod(_OWNER_ONLY_FILE)
     return path
-
-
-def run_key(run_dir: str | os.PathLike[str], name: str, *, seed: int | None = None) -> bytes:
-    """The key ``name`` of the run in ``run_dir``: :func:`seeded_key` when ``seed`` is given
-    (nothing stored), else the one in ``<run_dir>/private/keys.json``, drawn from OS entropy
-    and stored there the first time (a resume reads the same key back)."""
-    name = _check_name(name)
-    if seed is not None:
-        return seeded_key(seed, name)
-    path = pathlib.Path(run_dir) / KEYS_FILE
-    keys = read_keys(path)
-    if name not in keys:
-        keys[name] = fresh_key()
-        write_keys(path, keys)
-    return keys[name]

@@ -448,7 +448,7 @@ def partition_random(
     record_ids: Any = None,
 ) -> Partition:
     """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under
-    ``key`` (a run's secret key, :func:`pate.core.keys.run_key`) or a 32-byte key drawn from
+    ``key`` (a run's secret key, :mod:`pate.core.keys`) or a 32-byte key drawn from
     ``rng`` (exactly one of the two; ``key``: 16 to 64 bytes) -- stable under adding or removing
     a record (module docstring). ``record_keys``: (N,) S16 content keys,
     ``pate.ledger.record_keys(x, y)``; 1 <= ``num_teachers`` <= N; ``seed``: the seed ``rng``

@@ -15,32 +15,25 @@ def mode(path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_a_key_is_drawn_once_stored_owner_only_and_read_back(tmp_path):
-    first = run_keys.run_key(tmp_path, "partition")
-    assert len(first) == run_keys.KEY_BYTES
-    assert run_keys.run_key(tmp_path, "partition") == first  # a resume reads it back
-    split = run_keys.run_key(tmp_path, "split")
-    assert split != first and run_keys.read_keys(tmp_path / run_keys.KEYS_FILE) == {
-        "partition": first,
-        "split": split,
-    }
-    assert (
-        mode(tmp_path / run_keys.KEYS_FILE) == 0o600
-        and mode(tmp_path / run_keys.PRIVATE_DIR) == 0o700
-    )
-    assert run_keys.run_key(tmp_path / "other", "partition") != first  # another run, another key
+def test_keys_are_stored_owner_only_and_read_back(tmp_path):
+    keys = {"partition": run_keys.fresh_key(), "split": run_keys.fresh_key()}
+    path = tmp_path / run_keys.KEYS_FILE
+    assert run_keys.read_keys(path) == {}  # none drawn yet
+    run_keys.write_keys(path, keys)
+    assert keys["partition"] != keys["split"] and len(keys["split"]) == run_keys.KEY_BYTES
+    assert run_keys.read_keys(path) == keys  # a resume reads them back
+    assert mode(path) == 0o600 and mode(tmp_path / run_keys.PRIVATE_DIR) == 0o700
 
 
-def test_a_seeded_key_is_derived_and_never_stored(tmp_path):
-    key = run_keys.run_key(tmp_path, "partition", seed=7)
+def test_a_seeded_key_is_derived_from_the_seed_and_the_name():
+    key = run_keys.seeded_key(7, "partition")
     assert key == run_keys.seeded_key(7, "partition") != run_keys.seeded_key(8, "partition")
     assert key != run_keys.seeded_key(7, "split") and len(key) == run_keys.KEY_BYTES
-    assert not (tmp_path / run_keys.KEYS_FILE).exists()
 
 
 def test_bad_names_and_tampered_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match="a key's name must be a word"):
-        run_keys.run_key(tmp_path, "../x")
+        run_keys.seeded_key(7, "../x")
     path = tmp_path / run_keys.KEYS_FILE
     path.parent.mkdir()
     path.write_text(json.dumps({"partition": "abc"}))

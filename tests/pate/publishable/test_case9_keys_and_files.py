@@ -278,10 +278,11 @@ def test_a_fork_keeps_the_keys_in_its_own_private_folder(default_run, tmp_path):
 
 
 def test_keys_drawn_before_the_run_started_are_kept(tmp_path, small_digits):
-    """A key drawn by a run's checks before it started (a pool's split key, through
-    pate.core.keys.run_key) does not make the run directory "not empty", and is kept."""
+    """A key stored before the run started (a pool's split key in private/keys.json) does not
+    make the run directory "not empty", and is kept."""
     run_dir = tmp_path / "run"
-    split = run_keys.run_key(run_dir, "split")
+    split = run_keys.fresh_key()
+    run_keys.write_keys(run_dir / rundir.KEYS, {"split": split})
     config = unseeded(small_digits, tmp_path)
     argv = ["partition", "--config", str(config), "--run-dir", str(run_dir), "--no-ledger"]
     assert main([*argv, "--no-progress"]) == 0
