@@ -14,7 +14,7 @@ from pate.mechanisms.class_means import CLASS_MEANS
 from pate.mechanisms.confident_gnmax import CONFIDENT_GNMAX, INTERACTIVE_GNMAX
 from pate.mechanisms.kinds import KINDS, RELEASE, SAMPLE, VOTE, MechanismKind
 from pate.mechanisms.noisy_argmax import GNMAX, LNMAX
-from pate.mechanisms.params import PARAM_KINDS, Param
+from pate.mechanisms.params import Param
 from pate.mechanisms.private_knn import PRIVATE_KNN
 from pate.mechanisms.registry import (
     AUTO_FIXED_NOISE,
@@ -31,7 +31,6 @@ __all__ = [
     "MechanismSpec",
     "REGISTRY",
     "NAMES",
-    "PARAM_KINDS",
     "get",
     "register",
     "unregister",

@@ -36,10 +36,8 @@ class MechanismSpec:
     needs_student : the mechanism needs the student's predicted probabilities per query.
     always_answers : every query asked is answered (no threshold check); an ``answered`` mask
         is then meaningless and every asked query is charged the answer step.
-    kind : (class attribute) its :class:`~pate.mechanisms.kinds.MechanismKind` -- "vote" (the
-        teachers' votes), "sample" (a fresh sample of the private records per query) or
-        "release" (one release of the private records labels every query): what a run of it
-        reads, draws, charges and publishes. A "sample" spec implements :meth:`sample_votes`,
+    kind : (class attribute) its :class:`~pate.mechanisms.kinds.MechanismKind`: what a run of
+        it reads, draws, charges and publishes. A "sample" spec implements :meth:`sample_votes`,
         a "release" spec :meth:`release_scores`.
     voters_text : (records mechanisms) how the records vote instead of teachers, for the report.
     cost_text : (records mechanisms) what the data-independent guarantee is the cost of.
@@ -63,7 +61,6 @@ class MechanismSpec:
     cost_text: str = ""
     auto_for: tuple[str, ...] = ()
 
-    #: See the class docstring: what the mechanism reads and how a run draws and charges it.
     kind: ClassVar[MechanismKind] = VOTE
 
     def __post_init__(self) -> None:
@@ -81,12 +78,6 @@ class MechanismSpec:
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
-
-    def param(self, name: str) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(f"{name} is not a parameter of {self.name}")
 
     def validate(self, params: Mapping[str, Any], *, prefix: str = "") -> dict[str, float]:
         """The clean parameters (floats -- ints for "positive_integer" ones --, in :attr:`params`

@@ -35,14 +35,11 @@ COUNT_WEIGHT = Param(
 
 
 def _count_weight(params: Mapping[str, Any]) -> float:
-    """The count weight of clean class-means ``params``; a TypeError, not a guess, where it is
-    missing (e.g. a summary written before the weight existed, when counts weighed 1)."""
+    """The count weight of clean class-means ``params``; a TypeError, not a guess, if missing."""
     if params.get("count_weight") is None:
         raise InputTypeError(
-            "class-means parameters without count_weight: pass the parameters "
-            "validated by mechanisms.get('class-means').validate(...), which fills "
-            "in its default (a run directory written before the count weight "
-            "existed weighted the counts like the sums: count_weight = 1)"
+            "class-means parameters without count_weight: pass the parameters validated by "
+            "mechanisms.get('class-means').validate(...), which fills in its default"
         )
     weight: float = params["count_weight"]
     return weight

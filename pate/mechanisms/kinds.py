@@ -1,11 +1,6 @@
-"""The kinds of mechanism: what a mechanism reads and how its answers are drawn and charged.
-
-Every :class:`~pate.mechanisms.base.MechanismSpec` has exactly one kind (its class attribute
-``kind``). A kind names its two steps of a run as ``"module:function"`` (the orchestration layer
-above imports them when a run needs them; this module imports nothing of it): ``votes_stage``
-what the votes stage writes, and ``aggregate_loop`` how the aggregate stage draws and charges. A
-new kind is one :class:`MechanismKind` naming its own functions, on the spec it is the kind of.
-The built-in kinds (vote, sample, release): docs/aggregators.md."""
+"""The kinds of mechanism: what a mechanism (a spec's class attribute ``kind``) reads and how its
+answers are drawn and charged, each step of a run named as ``"module:function"`` (the layer above
+imports it when a run needs it). The built-in kinds (vote, sample, release): docs/aggregators.md."""
 
 from __future__ import annotations
 

@@ -24,7 +24,6 @@ _CHECKS = {
     "unit_interval": check_unit_interval,
     "positive_integer": _check_positive_integer,
 }
-PARAM_KINDS = tuple(_CHECKS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +42,7 @@ class Param:
         if self.kind not in _CHECKS:
             raise InputError(
                 f"Param {self.name}: kind must be one of "
-                f"{', '.join(map(repr, PARAM_KINDS))}, got {self.kind!r}"
+                f"{', '.join(map(repr, _CHECKS))}, got {self.kind!r}"
             )
         if self.default is not None:
             object.__setattr__(self, "default", self.check(self.default, f"{self.name} default"))

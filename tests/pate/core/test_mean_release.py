@@ -58,10 +58,11 @@ from pate.core.mean_release import (
 )
 from pate.core.rng import SecureGenerator
 from pate.core.tuned_defaults import LOGISTIC_RIDGE
+from pate.mechanisms.class_means import COUNT_WEIGHT
 
 ORDERS = analysis.DEFAULT_ORDERS
 #: The mechanism's default count weight, and the sensitivity it gives (pate.analysis.class_means)
-KAPPA = mechanisms.get("class-means").param("count_weight").default
+KAPPA = COUNT_WEIGHT.default
 SENS = math.sqrt(1.0 + KAPPA**2)
 
 
@@ -808,8 +809,8 @@ def test_logistic_rule_validation():
 def test_spec_flags_and_worst_case():
     spec = mechanisms.get("class-means")
     assert spec.name == "class-means" and spec.param_names == ("sigma", "count_weight")
-    assert spec.param("count_weight").default == 0.3 and not spec.param("count_weight").required
-    assert spec.param("sigma").required
+    sigma, count_weight = spec.params
+    assert count_weight.default == 0.3 and not count_weight.required and sigma.required
     assert spec.kind.releases_once and spec.kind.reads_private_records and spec.always_answers
     assert not spec.needs_student and spec.release_params({"sigma": 1.0}) is None
     for s in (0.5, 3.0, 40.0):
