@@ -26,7 +26,6 @@ docs/aggregators.md. No class-balanced ("stratified") mode: it is not stable und
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ import numpy.typing as npt
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_choice, check_int, describe
 from pate.core.errors import PartitionError
-from pate.core.io import atomic_write_bytes
+from pate.core.io import atomic_savez, load_npz
 from pate.core.rng import check_rng
 
 __all__ = [
@@ -257,11 +256,7 @@ class Partition:
         }
         if self.unit_ids is not None:
             arrays["unit_ids"] = self.unit_ids
-        buffer = io.BytesIO()
-        # numpy's stub matches ``**arrays`` against savez's ``allow_pickle: bool`` too
-        np.savez(buffer, **arrays)  # type: ignore[arg-type]
-        atomic_write_bytes(path, buffer.getvalue())
-        return path
+        return atomic_savez(path, **arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, ids: Any = None) -> Partition:
@@ -273,13 +268,7 @@ class Partition:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no partition at {str(path)!r}; run `pate partition` first")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                fields = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise PartitionError(
-                f"{str(path)!r} is not a readable partition file ({exc})"
-            ) from None
+        fields = load_npz(path, what="a partition")
         required = {"format_version", "assignment", "num_teachers", "mode", "seed", "ids_digest"}
         missing = required - set(fields)
         if missing:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pate.analysis.errors import CorruptFileError
 from pate.core.errors import PartitionError
 from pate.core.partition import (
     Partition,
@@ -231,7 +232,7 @@ def test_save_load_roundtrip_and_verification(tmp_path):
     with pytest.raises(FileNotFoundError, match="pate partition"):
         Partition.load(tmp_path / "missing.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(PartitionError, match="not a readable"):
+    with pytest.raises(CorruptFileError, match="not a readable"):
         Partition.load(tmp_path / "junk.npz")
 
 
