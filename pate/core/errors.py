@@ -1,15 +1,6 @@
-"""The errors the pate core raises: the privacy budget, the ledger, the partition, run folders.
-
-Each message says what went wrong *and* what to do instead; every class is a
-:class:`pate.analysis.errors.PateError` (the base of every deliberate error, with the input
-errors, in :mod:`pate.analysis.errors`). The layers above import them from here.
-
-``BudgetExceededError``  spending would exceed the privacy budget (exit 3 from ``pate``).
-``LedgerError``          the budget ledger cannot be read or written safely (exit 3).
-``PartitionError``       an invalid partition of the sensitive data (a ``ValueError``; exit 2).
-``RunDirError``          an output folder that cannot be written (an ``InputError``, ``path`` and
-                         ``flag``; exit 2).
-"""
+"""The errors the pate core raises (the privacy budget, the ledger, the partition, run folders),
+each a :class:`pate.analysis.errors.PateError` whose message says what went wrong and what to do;
+the layers above import them from here. The ``pate`` command's exit status: docs/cli.md."""
 
 from __future__ import annotations
 

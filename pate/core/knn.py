@@ -4,14 +4,7 @@ Private-kNN [ZYW20] uses the private records themselves as "teachers": for every
 draws a fresh Poisson sample of the private records (each record independently with probability
 ``sampling_rate``) and counts the labels of the query's k nearest sampled records. The histograms
 are sensitive (like teacher votes); the noisy Confident-GNMax step and its privacy cost are the
-"private-knn" spec of :mod:`pate.mechanisms` (analysis: :mod:`pate.analysis.private_knn`). This
-module is part of the pate core layer (numpy and ``pate.analysis`` / ``pate.core.rng`` only).
-
-Symbols
--------
-queries   (n, d) embeddings of the public queries
-private   (N, d) embeddings of the private records; labels (N,) their classes in [0, m)
-k         neighbours per query; gamma ``sampling_rate``; m ``num_classes``
+"private-knn" spec of :mod:`pate.mechanisms` (analysis: :mod:`pate.analysis.private_knn`).
 
 Exactness
 ---------
@@ -79,14 +72,11 @@ def knn_votes(
     rng: Rng,
     batch_size: int | None = None,
 ) -> IntArray:
-    """Label histograms of the k nearest records of a fresh Poisson sample per query.
-
-    queries (n, d), private (N, d) finite embeddings; labels (N,) ints in [0, num_classes);
-    k >= 1; sampling_rate in [0, 1]; num_classes >= 2; rng a numpy Generator or
-    pate.core.rng.SecureGenerator; batch_size None (memory-bounded: DEFAULT_BATCH_ELEMENTS // N
-    queries) or a positive int. Returns (n, num_classes) int64, row sums min(k, |S_i|).
-    Everything is validated before any randomness is drawn.
-    """
+    """(n, num_classes) int64 label histograms of the k nearest records of a fresh Poisson sample
+    per query, row sums min(k, |S_i|): queries (n, d) and private (N, d) finite embeddings of the
+    public queries and the private records, labels (N,) in [0, num_classes); batch_size None
+    (memory-bounded: DEFAULT_BATCH_ELEMENTS // N queries) or a positive int. Everything is
+    validated before any randomness is drawn."""
     k = check_int(k, "k", minimum=1)
     gamma = check_unit_interval(sampling_rate, "sampling_rate")
     m = check_int(num_classes, "num_classes", minimum=2)

@@ -67,15 +67,7 @@ class OnlineAggregator:
     The realised cost of each batch (threshold check for every query asked, GNMax step for
     the answered ones) is composed into an immutable :class:`analysis.RdpAccountant`:
     ``accountant`` holds this aggregator's events (for a ledger), ``epsilon(...)`` the totals
-    including ``prior_rdp``.
-
-    Examples
-    --------
-    >>> from pate.core.rng import make_streams
-    >>> agg = OnlineAggregator("confident-gnmax", threshold=200, sigma1=150, sigma2=40,
-    ...                        budget_eps=2.0, delta=1e-5, rng=make_streams(0).noise)
-    >>> result = agg.answer(votes)            # stops cleanly when the budget is reached
-    >>> agg.epsilon(data_dependent=False)     # (eps, order) spent so far, prior included
+    including ``prior_rdp`` (an example: docs/aggregators.md).
     """
 
     def __init__(

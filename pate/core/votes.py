@@ -26,7 +26,9 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
         raise InputTypeError(
             f"predictions must be a (teachers, queries) integer array, got {describe(predictions)}"
         )
-    preds = _to_numpy(predictions)
+    if hasattr(predictions, "detach"):  # a torch tensor, without importing torch
+        predictions = predictions.detach().cpu().numpy()
+    preds = np.asarray(predictions)
     if preds.dtype == np.bool_ or not np.issubdtype(preds.dtype, np.integer):
         raise InputTypeError(
             f"predictions must hold integer class labels, got {describe(preds)}; "
@@ -50,10 +52,3 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
     flat = (np.arange(num_queries, dtype=np.int64)[None, :] * num_classes + preds).ravel()
     votes = np.bincount(flat, minlength=num_queries * num_classes).reshape(num_queries, num_classes)
     return votes.astype(np.int64, copy=False)
-
-
-def _to_numpy(x: Any) -> np.ndarray:
-    # Accept torch tensors without importing torch.
-    if hasattr(x, "detach") and hasattr(x, "cpu") and hasattr(x, "numpy"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
