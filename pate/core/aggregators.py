@@ -1,4 +1,4 @@
-"""Noisy aggregation of teacher votes: LNMax, GNMax, Confident-GNMax, Interactive-GNMax.
+"""Noisy aggregation of teacher votes: any registered mechanism, Confident- and Interactive-GNMax.
 
 Runs any registered mechanism (:mod:`pate.mechanisms`: parameters, noise step, cost) on an
 (n, m) int vote matrix (``votes[i, j]`` teachers voted class j on query i; rows sum to T), one-shot
@@ -38,8 +38,6 @@ from pate.mechanisms.base import MechanismSpec
 __all__ = [
     "AggregationResult",
     "aggregate",
-    "lnmax",
-    "gnmax",
     "confident_gnmax",
     "interactive_gnmax",
     "SOURCES",
@@ -168,24 +166,6 @@ def check_param_names(params: dict[str, Any]) -> None:
             f"unknown parameter(s) {', '.join(unknown)}; the mechanisms' parameters "
             f"are {', '.join(known)}"
         )
-
-
-def lnmax(
-    votes: npt.ArrayLike, *, scale: float, rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS
-) -> AggregationResult:
-    """LNMax ([P17]): the argmax of the votes plus Laplace(0, ``scale``) noise on every count.
-
-    Every query is answered; pure (2/scale)-DP per query. ``orders`` is the Renyi grid of the
-    returned event.
-    """
-    return aggregate("lnmax", votes, rng=rng, orders=orders, scale=scale)
-
-
-def gnmax(
-    votes: npt.ArrayLike, *, sigma: float, rng: Rng, orders: npt.ArrayLike = DEFAULT_ORDERS
-) -> AggregationResult:
-    """GNMax ([P18]): the argmax of the votes plus N(0, ``sigma``^2) noise on every count."""
-    return aggregate("gnmax", votes, rng=rng, orders=orders, sigma=sigma)
 
 
 def confident_gnmax(

@@ -7,13 +7,7 @@ import numpy as np
 import pytest
 
 from pate import analysis, mechanisms
-from pate.core.aggregators import (
-    AggregationResult,
-    confident_gnmax,
-    gnmax,
-    interactive_gnmax,
-    lnmax,
-)
+from pate.core.aggregators import AggregationResult, aggregate, confident_gnmax, interactive_gnmax
 from pate.core.errors import BudgetExceededError
 from pate.core.online_aggregator import OnlineAggregator
 from pate.core.rng import SecureGenerator, make_streams
@@ -49,8 +43,8 @@ def _votes(n=300, teachers=100, classes=5, seed=0):
 
 
 CALLS = {
-    "lnmax": lambda v, rng: lnmax(v, scale=20.0, rng=rng),
-    "gnmax": lambda v, rng: gnmax(v, sigma=20.0, rng=rng),
+    "lnmax": lambda v, rng: aggregate("lnmax", v, scale=20.0, rng=rng),
+    "gnmax": lambda v, rng: aggregate("gnmax", v, sigma=20.0, rng=rng),
     "confident-gnmax": lambda v, rng: confident_gnmax(
         v, threshold=60, sigma1=20, sigma2=20, rng=rng
     ),
@@ -89,13 +83,17 @@ def test_result_shape_and_types(name):
 
 def test_low_noise_returns_plain_argmax():
     v = _votes()
-    assert np.array_equal(gnmax(v, sigma=1e-3, rng=np.random.default_rng(0)).labels, v.argmax(1))
-    assert np.array_equal(lnmax(v, scale=1e-2, rng=np.random.default_rng(0)).labels, v.argmax(1))
+    assert np.array_equal(
+        aggregate("gnmax", v, sigma=1e-3, rng=np.random.default_rng(0)).labels, v.argmax(1)
+    )
+    assert np.array_equal(
+        aggregate("lnmax", v, scale=1e-2, rng=np.random.default_rng(0)).labels, v.argmax(1)
+    )
 
 
 def test_high_noise_is_close_to_uniform():
     v = np.tile([[10, 0, 0, 0]], (20000, 1))
-    labels = gnmax(v, sigma=1e4, rng=np.random.default_rng(0)).labels
+    labels = aggregate("gnmax", v, sigma=1e4, rng=np.random.default_rng(0)).labels
     freq = np.bincount(labels, minlength=4) / labels.size
     assert np.all(np.abs(freq - 0.25) < 0.02)
 
@@ -148,7 +146,7 @@ def test_interactive_gnmax_three_outcomes():
 
 
 def test_empty_batch():
-    r = gnmax(np.zeros((0, 3), dtype=int), sigma=1.0, rng=np.random.default_rng(0))
+    r = aggregate("gnmax", np.zeros((0, 3), dtype=int), sigma=1.0, rng=np.random.default_rng(0))
     assert r.labels.shape == (0,) and r.event.queries == 0 and np.all(r.event.rdp == 0)
 
 
@@ -208,14 +206,16 @@ def test_confident_realised_cost_equals_analysis_with_answered_mask():
 
 def test_gnmax_and_lnmax_cost_equal_analysis():
     v = _votes()
-    r = gnmax(v, sigma=3.0, rng=np.random.default_rng(0), orders=analysis.REFERENCE_ORDERS)
+    r = aggregate(
+        "gnmax", v, sigma=3.0, rng=np.random.default_rng(0), orders=analysis.REFERENCE_ORDERS
+    )
     np.testing.assert_array_equal(r.event.orders, analysis.REFERENCE_ORDERS)
     np.testing.assert_allclose(
         r.event.rdp,
         analysis.gnmax_rdp(v, sigma=3.0, orders=analysis.REFERENCE_ORDERS).sum(0),
         rtol=1e-12,
     )
-    r = lnmax(v, scale=2.0, rng=np.random.default_rng(0))
+    r = aggregate("lnmax", v, scale=2.0, rng=np.random.default_rng(0))
     np.testing.assert_allclose(
         r.event.rdp_data_independent,
         analysis.lnmax_rdp(v, scale=2.0, orders=ORDERS, data_dependent=False).sum(0),
@@ -226,15 +226,27 @@ def test_gnmax_and_lnmax_cost_equal_analysis():
 # --------------------------------------------------------------------------- validation first
 
 BAD = [
-    (lambda rng: gnmax([[1, 2], [3, 1]], sigma=1, rng=rng), ValueError, "rows must all sum"),
-    (lambda rng: gnmax([1, 2], sigma=1, rng=rng), ValueError, "2-D"),
-    (lambda rng: gnmax([[-1, 2]], sigma=1, rng=rng), ValueError, "non-negative"),
-    (lambda rng: gnmax([[1.5, 2.5]], sigma=1, rng=rng), ValueError, "integer"),
-    (lambda rng: gnmax([[1, 2]], sigma=0, rng=rng), ValueError, "sigma must be > 0"),
-    (lambda rng: gnmax([[1, 2]], sigma=float("nan"), rng=rng), ValueError, "sigma must be finite"),
-    (lambda rng: gnmax([[1, 2]], sigma="1", rng=rng), TypeError, "sigma"),
-    (lambda rng: gnmax([[1, 2]], sigma=1, rng=rng, orders=[0.5]), ValueError, "orders"),
-    (lambda rng: lnmax([[1, 2]], scale=-1, rng=rng), ValueError, "scale must be > 0"),
+    (
+        lambda rng: aggregate("gnmax", [[1, 2], [3, 1]], sigma=1, rng=rng),
+        ValueError,
+        "rows must all sum",
+    ),
+    (lambda rng: aggregate("gnmax", [1, 2], sigma=1, rng=rng), ValueError, "2-D"),
+    (lambda rng: aggregate("gnmax", [[-1, 2]], sigma=1, rng=rng), ValueError, "non-negative"),
+    (lambda rng: aggregate("gnmax", [[1.5, 2.5]], sigma=1, rng=rng), ValueError, "integer"),
+    (lambda rng: aggregate("gnmax", [[1, 2]], sigma=0, rng=rng), ValueError, "sigma must be > 0"),
+    (
+        lambda rng: aggregate("gnmax", [[1, 2]], sigma=float("nan"), rng=rng),
+        ValueError,
+        "sigma must be finite",
+    ),
+    (lambda rng: aggregate("gnmax", [[1, 2]], sigma="1", rng=rng), TypeError, "sigma"),
+    (
+        lambda rng: aggregate("gnmax", [[1, 2]], sigma=1, rng=rng, orders=[0.5]),
+        ValueError,
+        "orders",
+    ),
+    (lambda rng: aggregate("lnmax", [[1, 2]], scale=-1, rng=rng), ValueError, "scale must be > 0"),
     (
         lambda rng: confident_gnmax([[1, 2]], threshold=-1, sigma1=1, sigma2=1, rng=rng),
         ValueError,
@@ -316,12 +328,12 @@ def test_bad_input_rejected_before_any_noise(call, exc, match):
 @pytest.mark.parametrize("bad", [0, None, np.random.RandomState(0), "secure"])
 def test_rng_must_be_a_generator(bad):
     with pytest.raises(TypeError, match="rng must be"):
-        gnmax([[1, 2]], sigma=1, rng=bad)
+        aggregate("gnmax", [[1, 2]], sigma=1, rng=bad)
 
 
 def test_parameters_are_keyword_only():
     with pytest.raises(TypeError):
-        gnmax([[1, 2]], 1.0, np.random.default_rng(0))  # type: ignore[misc]
+        aggregate("gnmax", [[1, 2]], 1.0, np.random.default_rng(0))  # type: ignore[misc]
 
 
 # --------------------------------------------------------------------------- online mode
@@ -582,8 +594,6 @@ def test_online_chunking_does_not_change_anything():
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_aggregate_by_name_equals_the_named_function(name):
-    from pate.core.aggregators import aggregate
-
     v = _votes()
     named = CALLS[name](v, np.random.default_rng(4))
     kw = {
@@ -605,8 +615,6 @@ def test_aggregate_by_name_equals_the_named_function(name):
 
 
 def test_unknown_parameter_names_are_refused_before_any_noise():
-    from pate.core.aggregators import aggregate
-
     spy = SpyRng()
     with pytest.raises(TypeError, match="unknown parameter"):
         aggregate("gnmax", [[1, 2]], sigma=1.0, sigmaa=2.0, rng=spy)

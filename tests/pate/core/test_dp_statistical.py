@@ -22,7 +22,7 @@ from scipy import stats
 
 from pate import analysis, mechanisms
 from pate.analysis.private_knn import private_knn_query_rdp
-from pate.core.aggregators import confident_gnmax, gnmax, interactive_gnmax, lnmax
+from pate.core.aggregators import aggregate, interactive_gnmax
 from pate.core.knn import knn_votes
 
 DRAWS = 200_000
@@ -69,8 +69,7 @@ def _run(mechanism, votes, seed, **params):
     if mechanism == "interactive-gnmax":
         student = np.tile(np.asarray(params.pop("student"))[None, :], (DRAWS, 1))
         return interactive_gnmax(tiled, student_probabilities=student, rng=rng, **params).labels
-    fn = {"lnmax": lnmax, "gnmax": gnmax, "confident-gnmax": confident_gnmax}[mechanism]
-    return fn(tiled, rng=rng, **params).labels
+    return aggregate(mechanism, tiled, rng=rng, **params).labels
 
 
 # Neighbouring pairs near a decision boundary, where the output distribution moves most.
