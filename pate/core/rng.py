@@ -200,51 +200,31 @@ def _child(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
 
 
 def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
-    """Build the named, independent random streams of a run from one seed.
-
-    Parameters
-    ----------
-    seed : int >= 0 or None
-        Root seed. ``None`` (not secure) draws a fresh root from OS entropy; the run is then
-        not reproducible.
-    secure : bool
-        Draw the aggregator's noise from OS entropy. A seed is refused: a reproducible noise
-        stream is one an adversary who learns the seed can replay.
-
-    Examples
-    --------
-    >>> streams = make_streams(7)
-    >>> labels_rng = streams.noise           # numpy Generator, seeded from child (2,)
-    >>> seeds = streams.teacher_seeds(3)     # three distinct ints for three teachers
-    """
+    """The named, independent random streams of a run from one root ``seed`` (int >= 0; None: a
+    fresh root from OS entropy, not reproducible). ``secure=True`` draws the ``noise`` and
+    ``release`` streams from OS entropy at every call and refuses a seed: a reproducible noise
+    stream is one an adversary who learns the seed can replay."""
     check_bool(secure, "secure")
-    if secure:
-        if seed is not None:
-            raise InputError(
-                f"secure=True refuses a seed (got seed={describe(seed)}): secure noise is drawn "
-                "from OS entropy and cannot be replayed; drop the seed, or use secure=False "
-                "for a reproducible experiment"
-            )
-        root = np.random.SeedSequence()  # fresh OS entropy for the non-noise streams
-        return Streams(
-            seed=None,
-            secure=True,
-            partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
-            noise=SecureGenerator(),
-            student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
-            release=SecureGenerator(),
-            _root=root,
+    if secure and seed is not None:
+        raise InputError(
+            f"secure=True refuses a seed (got seed={describe(seed)}): secure noise is drawn "
+            "from OS entropy and cannot be replayed; drop the seed, or use secure=False "
+            "for a reproducible experiment"
         )
     if seed is not None:
         seed = check_int(seed, "seed", minimum=0)
-    root = np.random.SeedSequence(seed)
+    root = np.random.SeedSequence(seed)  # seed None: fresh OS entropy
+
+    def stream(name: str) -> np.random.Generator:
+        return np.random.default_rng(_child(root, STREAM_KEYS[name]))
+
     return Streams(
         seed=seed,
-        secure=False,
-        partition=np.random.default_rng(_child(root, STREAM_KEYS["partition"])),
-        noise=np.random.default_rng(_child(root, STREAM_KEYS["noise"])),
-        student=np.random.default_rng(_child(root, STREAM_KEYS["student"])),
-        release=np.random.default_rng(_child(root, STREAM_KEYS["release"])),
+        secure=secure,
+        partition=stream("partition"),
+        noise=SecureGenerator() if secure else stream("noise"),
+        student=stream("student"),
+        release=SecureGenerator() if secure else stream("release"),
         _root=root,
     )
 

@@ -232,10 +232,9 @@ def choose(
     cgroup_root: pathlib.Path = _CGROUP_ROOT,
     proc_cgroup: pathlib.Path = _PROC_CGROUP,
 ) -> ThreadChoice:
-    """The thread count (docs/threads.md): ``explicit`` (from ``explicit_source``), else
-    ``OMP_NUM_THREADS`` of ``environ`` (default ``os.environ``), else ``torch_threads`` (torch's
-    count as the caller left it, :func:`caller_torch_threads`) where it is below the usable CPUs,
-    else the usable CPUs, lowered by ``others()`` (:func:`other_runnable`) where given."""
+    """The thread count, first that applies (docs/threads.md): ``explicit``, ``OMP_NUM_THREADS``
+    of ``environ`` (default ``os.environ``), ``torch_threads`` (:func:`caller_torch_threads`) below
+    the usable CPUs, the usable CPUs lowered by ``others()`` (:func:`other_runnable`) if given."""
     environ = os.environ if environ is None else environ
     cpus, source, detail = usable_cpus(
         affinity=affinity, cgroup_root=cgroup_root, proc_cgroup=proc_cgroup
@@ -289,10 +288,8 @@ _wait: str | None = None
 
 def prepare_environment(environ: MutableMapping[str, str] | None = None) -> str:
     """Make idle OpenMP threads sleep (:data:`PASSIVE_WAIT`), keeping every variable the user
-    set; where the user set ``OMP_WAIT_POLICY`` nothing is added (``GOMP_SPINCOUNT=0`` would
-    override their ``ACTIVE``). Returns what happened: "passive", "passive (the user's
-    GOMP_SPINCOUNT=100 kept)", "OMP_WAIT_POLICY=ACTIVE (the user's ... kept)", or
-    "unchanged: ..." (too late)."""
+    set (beside their own ``OMP_WAIT_POLICY`` nothing is added); returns what happened, e.g.
+    "passive", "OMP_WAIT_POLICY=ACTIVE (the user's ... kept)" or "unchanged: ..." (too late)."""
     global _wait
     environ = os.environ if environ is None else environ
     if _wait is not None and environ is os.environ:  # set before OpenMP loaded: still in force
@@ -367,12 +364,9 @@ def caller_torch_threads() -> int | None:
 
 
 def cpu_budget() -> int:
-    """The CPUs a computation of this process may spread over, in threads or in processes
-    (the student's data-parallel training, ``pate.student.parallel``): the count pate chose
-    (:func:`configure`) while torch still holds it; torch's current thread count where the
-    caller chose it (or pate never did). One exception: where the count was lowered because
-    other processes' threads fill every usable CPU (source ``"busy"`` with at least ``cpus``
-    others), the usable CPUs (why, measured: docs/threads.md)."""
+    """The CPUs a computation of this process may spread over, in threads or processes: the count
+    pate chose (:func:`configure`) while torch still holds it, else torch's current count; the
+    usable CPUs where others' threads fill them all (source "busy", docs/threads.md)."""
     torch = sys.modules.get("torch")
     current = int(torch.get_num_threads()) if torch is not None else None
     if _last is not None and (current is None or current == _torch_set):
