@@ -3,17 +3,15 @@
 Neighbouring relation: add or remove one record
 -----------------------------------------------
 PATE's guarantee (Papernot et al., ICLR 2017, 2018) rests on each sensitive item influencing at
-most one teacher, so that a neighbouring dataset changes at most one vote. pate-learn states
-every guarantee for *adding or removing* one record (the relation DP-SGD, Opacus and
-dp_accounting use), so the partition must be **stable** under that change: the teacher of a
-record is decided by the record alone, ``blake2b(record key, key=K) mod num_teachers``, with K a
-32-byte key fixed before any record is read: the run's ``"partition"`` key
-(:mod:`pate.core.keys`: OS entropy kept in the run's private folder, or derived from a seed the
-user gave on purpose: then the split is reproducible by anyone who knows the seed). Adding a record puts it into one shard and moves no other
-record; removing one takes it out of its shard: exactly one teacher's training set changes, the
-number of teachers does not, and so one vote at most moves -- the histogram change every bound
-of :mod:`pate.analysis.rdp` assumes.
-Identical records share a key, hence a shard; that is still one record added or removed.
+most one teacher, so that a neighbouring dataset changes at most one vote. Every guarantee here
+is for *adding or removing* one record, so the partition must be **stable** under that change:
+a record's teacher is decided by the record alone, ``blake2b(record key, key=K) mod
+num_teachers``, with K a 32-byte key fixed before any record is read (the run's ``"partition"``
+key, :mod:`pate.core.keys`). Adding a record puts it into one shard and moves no other; removing
+one takes it out of its shard: one teacher's training set changes, the number of teachers does
+not, and so one vote at most moves -- the histogram change every bound of
+:mod:`pate.analysis.rdp` assumes. Identical records share a key, hence a shard; that is still
+one record added or removed.
 
 With ``mode="unit"`` the hash is of the unit id: adding, removing or changing any records of one
 privacy unit changes one teacher, so the guarantee is per *unit* (user-level DP), which implies
@@ -436,14 +434,10 @@ def partition_random(
     seed: int | None = None,
     record_ids: Any = None,
 ) -> Partition:
-    """Shards decided record by record: record i goes to ``teacher_of(record_keys[i])`` under
-    ``key`` (a run's secret key, :mod:`pate.core.keys`) or a 32-byte key drawn from
-    ``rng`` (exactly one of the two; ``key``: 16 to 64 bytes) -- stable under adding or removing
-    a record (module docstring). ``record_keys``: (N,) S16 content keys,
-    ``pate.ledger.record_keys(x, y)``; 1 <= ``num_teachers`` <= N; ``seed``: the seed ``rng``
-    came from, recorded for the audit trail; ``record_ids``: the ids of the digest
-    (``arange(N)`` by default).
-    """
+    """Record i goes to ``teacher_of(record_keys[i])`` (the (N,) S16 keys of
+    ``pate.ledger.record_keys(x, y)``) under ``key`` (16 to 64 bytes) or a 32-byte key drawn from
+    ``rng``, exactly one of the two; ``seed``: the seed ``rng`` came from, for the audit trail;
+    ``record_ids``: the ids of the digest (``arange(N)`` by default)."""
     keys = _check_record_keys(record_keys)
     num_records = len(keys)
     num_teachers = _check_teachers(num_teachers, num_records, "records")
@@ -468,11 +462,9 @@ def partition_by_unit(
     key: bytes | None = None,
     seed: int | None = None,
 ) -> Partition:
-    """Shards such that all records of one privacy unit (patient, user) go to one teacher: the
-    unit's teacher is ``teacher_of`` its id under ``key`` (or one drawn from ``rng``, as
-    :func:`partition_random`), so adding or removing
-    a unit's records changes that unit's teacher alone (module docstring). Shard sizes follow
-    the unit sizes (no balancing: balancing would move other units when one is added)."""
+    """All records of one privacy unit (patient, user) go to one teacher, ``teacher_of`` its id
+    (keys as :func:`partition_random`); shard sizes follow the unit sizes (balancing would move
+    other units when one is added)."""
     ids = as_ids(unit_ids, "unit_ids")
     if ids.size == 0:
         raise InputError("unit_ids is empty; there are no records to split")

@@ -1,20 +1,14 @@
 """Explicit randomness for a PATE run: one seed, independent named streams.
 
-Stream independence
--------------------
-One ``numpy.random.SeedSequence(seed)`` is the root. Each stage gets a child with a *fixed*
-spawn key (``partition`` 0, ``teachers`` 1, ``noise`` 2, ``student`` 3, ``release`` 4), so the
-streams are statistically independent, never share state, and adding a stage later does not
-change the numbers of the existing ones. Teacher ``t`` uses the grandchild ``(1, t)``.
+One ``numpy.random.SeedSequence(seed)`` is the root; each stage gets a child with a *fixed*
+spawn key (:data:`STREAM_KEYS`), so the streams are statistically independent, never share
+state, and adding a stage later does not change the numbers of the existing ones. Teacher ``t``
+uses the grandchild ``(1, t)``.
 
-Secure mode
------------
-``make_streams(secure=True)`` refuses a seed. Its ``noise`` and ``release`` streams are
-``SecureGenerator`` objects: uniform variates are built from 53 random bits read from
-``os.urandom`` for every draw (nothing is cached, no PRNG state exists that could be recovered
-or replayed), and normal / Laplace variates are obtained by exact transforms of those uniforms.
-The other streams (partition, teachers, student) are seeded from fresh OS entropy, so they are
-not reproducible either.
+Secure mode (``make_streams(secure=True)``): the ``noise`` and ``release`` streams are
+``SecureGenerator`` objects, whose uniforms are 53 random bits read from ``os.urandom`` for every
+draw (no PRNG state exists that could be recovered or replayed), normal / Laplace variates exact
+transforms of them; the other streams are seeded from fresh OS entropy.
 
 Floating point: uniforms lie on a 2**-53 grid, so the inverse-CDF normal never goes beyond
 about 8.3 standard deviations (a tail of probability < 1e-16 per draw is cut off). The
@@ -155,11 +149,10 @@ def _check_scale(scale: Any) -> None:
 
 @dataclass(frozen=True)
 class Streams:
-    """The independent random streams of one PATE run (build with :func:`make_streams`):
-    ``seed`` the root seed (None in secure mode), ``secure`` whether ``noise`` and ``release``
-    draw from OS entropy (``SecureGenerator``s), and the generators of the partitioner
-    (``partition``), the aggregator's noise (``noise``), the student's training (``student``)
-    and any later noisy release (``release``)."""
+    """The independent random streams of one PATE run (:func:`make_streams`): ``seed`` the root
+    seed (None: unseeded), ``secure`` whether ``noise`` and ``release`` are ``SecureGenerator``s,
+    and the generators of the partition, the aggregator's noise, the student and any later noisy
+    release."""
 
     seed: int | None
     secure: bool
@@ -170,13 +163,9 @@ class Streams:
     _root: np.random.SeedSequence = field(repr=False)
 
     def teacher_seeds(self, num_teachers: int) -> list[int]:
-        """One independent seed in [0, 2**32) per teacher, distinct from each other.
-
-        Teacher ``t`` gets the first 32-bit word of ``SeedSequence`` grandchild ``(1, t)``,
-        so its seed does not depend on ``num_teachers`` (teacher 3 of 10 = teacher 3 of 250).
-        2**32 is the range scikit-learn's ``random_state`` accepts; ``torch.manual_seed``
-        accepts it too.
-        """
+        """One distinct seed in [0, 2**32) (scikit-learn's ``random_state`` range) per teacher:
+        teacher ``t`` gets the first 32-bit word of grandchild ``(1, t)``, so its seed does not
+        depend on ``num_teachers`` (teacher 3 of 10 = teacher 3 of 250)."""
         num_teachers = check_int(num_teachers, "num_teachers", minimum=1)
         seeds: list[int] = []
         used: set[int] = set()
@@ -230,11 +219,8 @@ def make_streams(seed: int | None = None, *, secure: bool = False) -> Streams:
 
 
 def check_rng(rng: Any, name: str = "rng") -> Rng:
-    """Return ``rng`` if it is a ``numpy.random.Generator`` or a :class:`SecureGenerator`.
-
-    Integers, None and the legacy ``RandomState`` are refused, so that randomness is always
-    explicit and every stream comes from :func:`make_streams` or ``numpy.random.default_rng``.
-    """
+    """``rng`` if it is a ``numpy.random.Generator`` or a :class:`SecureGenerator`; integers,
+    None and the legacy ``RandomState`` are refused, so that randomness is always explicit."""
     if isinstance(rng, (np.random.Generator, SecureGenerator)):
         return rng
     raise InputTypeError(

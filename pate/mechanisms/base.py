@@ -80,15 +80,12 @@ class MechanismSpec:
         return tuple(p.name for p in self.params)
 
     def validate(self, params: Mapping[str, Any], *, prefix: str = "") -> dict[str, float]:
-        """The clean parameters (floats -- ints for "positive_integer" ones --, in :attr:`params`
-        order) of ``params``.
+        """The clean parameters (floats; ints for "positive_integer"), in :attr:`params` order.
 
-        ``params`` may hold other keys (e.g. a config table's ``mechanism``); a key that is a
-        parameter of *another* registered mechanism and is not None is refused (TypeError), as
-        is a missing or None parameter of this one that has no default (TypeError; one with a
-        default gets it); an invalid value raises the ValueError/TypeError of its check. Errors
-        name the parameter with ``prefix`` ("--" gives command-line flags, e.g. "--sigma1";
-        "[aggregator] " a config key).
+        Other keys of ``params`` are ignored, but one that is a parameter of *another* mechanism
+        and not None is refused (TypeError), as is a missing parameter without default; an
+        invalid value raises its check's error. Errors name the parameter with ``prefix`` ("--":
+        command-line flags, e.g. "--sigma1"; "[aggregator] " a config key).
         """
         if not isinstance(params, Mapping):
             raise InputTypeError(

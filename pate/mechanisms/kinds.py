@@ -15,24 +15,16 @@ from pate.analysis.errors import InputError
 
 @dataclasses.dataclass(frozen=True)
 class MechanismKind:
-    """A kind of mechanism (see the module docstring).
+    """A kind of mechanism (see the module docstring): ``name`` and ``title`` in prose.
 
-    Attributes
-    ----------
-    name : "vote", "sample" or "release".
-    title : its name in prose.
-    reads_private_records : the mechanism reads the private records itself, not teachers' votes:
-        a run has no partition and no teachers (skipped), its votes stage writes public-fitted
-        embeddings of both splits, and the records (or their sample) vote instead of teachers.
-    releases_once : one noisy release labels every query; the whole cost is one event, charged
-        before the release is drawn, whatever the number of queries (``spec.draw`` does not
-        apply). Implies ``reads_private_records``.
-    gives_label_scores : the labelling rule scores every class of every query (post-processing of
-        the charged release); the aggregate stage publishes the scores with the labels, for a
-        student trained on soft targets (``[student] targets = "soft"``).
-    votes_stage : ``"module:function"``, ``function(run) -> info``: the votes stage of its runs.
-    aggregate_loop : ``"module:function"``, ``function(run, spec, ledger, dataset, run_id) ->
-        info``: the aggregate stage's loop once the ledger and budget are resolved.
+    ``reads_private_records``: the mechanism reads the private records itself, not teachers' votes
+    (a run has no partition and no teachers; its votes stage writes public-fitted embeddings of
+    both splits). ``releases_once``: one noisy release labels every query, its one event charged
+    before it is drawn (``spec.draw`` does not apply; implies ``reads_private_records``).
+    ``gives_label_scores``: the labelling rule's class scores (post-processing of the release) are
+    published with the labels, for a student trained on soft targets. ``votes_stage``
+    (``function(run) -> info``) and ``aggregate_loop`` (``function(run, spec, ledger, dataset,
+    run_id) -> info``, once the ledger and budget are resolved): ``"module:function"``.
     """
 
     name: str
