@@ -41,7 +41,6 @@ __all__ = [
     "confident_gnmax",
     "interactive_gnmax",
     "SOURCES",
-    "aggregation_result",
     "check_param_names",
 ]
 
@@ -71,7 +70,7 @@ class AggregationResult:
 
     def __post_init__(self) -> None:
         for name in ("labels", "answered_mask", "source", "asked_mask"):
-            arr = np.array(getattr(self, name))
+            arr = np.array(getattr(self, name), dtype=np.int64 if name == "labels" else None)
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -108,26 +107,6 @@ class AggregationResult:
         )
 
 
-def aggregation_result(
-    labels: np.ndarray,
-    answered: np.ndarray,
-    source: np.ndarray,
-    event: PrivacyEvent,
-    asked: np.ndarray | None = None,
-    stop_reason: str | None = None,
-) -> AggregationResult:
-    if asked is None:
-        asked = np.ones(labels.shape[0], dtype=bool)
-    return AggregationResult(
-        labels=labels.astype(np.int64, copy=False),
-        answered_mask=answered,
-        source=source,
-        asked_mask=asked,
-        event=event,
-        stop_reason=stop_reason,
-    )
-
-
 # --------------------------------------------------------------------------- one-shot mechanisms
 
 
@@ -150,12 +129,8 @@ def aggregate(
     student = spec.check_student(student_probabilities, counts)
     grid, rng = check_orders(orders), check_rng(rng)
     labels, answered, source = spec.draw(counts, p, rng, student=student)
-    return aggregation_result(
-        labels,
-        answered,
-        source,
-        spec.event(counts, p, answered=answered, orders=grid, student=student),
-    )
+    event = spec.event(counts, p, answered=answered, orders=grid, student=student)
+    return AggregationResult(labels, answered, source, np.ones(labels.shape[0], bool), event)
 
 
 def check_param_names(params: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ from pate.analysis.validation import (
     check_rdp_curve,
     check_votes,
 )
-from pate.core.aggregators import AggregationResult, aggregation_result, check_param_names
+from pate.core.aggregators import AggregationResult, check_param_names
 from pate.core.errors import BudgetExceededError
 from pate.core.rng import Rng, check_rng
 from pate.mechanisms.base import MechanismSpec
@@ -237,9 +237,7 @@ class OnlineAggregator:
         self._accountant = self._accountant.compose(event)
         if n and self._shape is None:
             self._shape = (int(counts[0].sum()), counts.shape[1])
-        return aggregation_result(
-            labels, answered, source, event, asked=asked, stop_reason=stop_reason
-        )
+        return AggregationResult(labels, answered, source, asked, event, stop_reason)
 
     #: Queries per block of the (queries, orders) cost arrays (bounds memory on large batches).
     chunk_size = 2048
