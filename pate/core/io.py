@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import os
 import pathlib
@@ -127,9 +126,9 @@ def atomic_write_json(path: PathArg, obj: Any) -> pathlib.Path:
 
 
 def atomic_save_npy(path: PathArg, array: npt.ArrayLike) -> pathlib.Path:
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(array), allow_pickle=False)
-    return atomic_write_bytes(path, buffer.getvalue())
+    with atomic_writer(path) as fh:
+        np.save(fh, np.asarray(array), allow_pickle=False)
+    return pathlib.Path(path)
 
 
 def atomic_savez(path: PathArg, **arrays: npt.ArrayLike) -> pathlib.Path:
@@ -141,10 +140,10 @@ def atomic_savez(path: PathArg, **arrays: npt.ArrayLike) -> pathlib.Path:
             f"atomic_savez: {', '.join(objects)} would be pickled (object dtype); "
             "save plain numeric or string arrays"
         )
-    buffer = io.BytesIO()
-    # numpy's stub matches ``**arrays`` against savez's ``allow_pickle: bool`` too
-    np.savez(buffer, **arrays)  # type: ignore[arg-type]
-    return atomic_write_bytes(path, buffer.getvalue())
+    with atomic_writer(path) as fh:
+        # numpy's stub matches ``**arrays`` against savez's ``allow_pickle: bool`` too
+        np.savez(fh, **arrays)  # type: ignore[arg-type]
+    return pathlib.Path(path)
 
 
 def _check_path(path: Any, name: str = "path") -> pathlib.Path:

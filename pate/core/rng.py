@@ -42,19 +42,8 @@ SizeArg = int | np.integer[Any] | tuple[int, ...]
 
 
 def _size_tuple(size: Any) -> tuple[int, ...]:
-    if size is None:
-        return ()
-    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
-        size = (int(size),)
-    try:
-        shape = tuple(int(s) for s in size)
-    except TypeError:
-        raise InputTypeError(
-            f"size must be None, an int or a tuple of ints, got {describe(size)}"
-        ) from None
-    if any(s < 0 for s in shape):
-        raise InputError(f"size must be non-negative, got {shape}")
-    return shape
+    """numpy's ``size``: None (one float), an int or a tuple of ints (an array's shape)."""
+    return () if size is None else tuple(int(n) for n in np.atleast_1d(size))
 
 
 class SecureGenerator:
