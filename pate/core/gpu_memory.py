@@ -1,11 +1,7 @@
-"""The peak GPU memory of one stage: what torch's CUDA caching allocator held at most while the
-stage ran, per device it used (``torch.cuda.max_memory_allocated`` for the tensors,
-``max_memory_reserved`` for the allocator's cached blocks, which is what other processes on the
-card cannot use; the CUDA context itself, a few hundred MB, is in neither).
-
-Torch is never imported here: a stage that did not load torch, or did not initialise CUDA, has
-no GPU memory to report (``None``). The counters are process-wide, so :func:`reset` is called
-before a stage and :func:`peaks` after it; a stage that initialises CUDA itself starts from zero.
+"""The peak GPU memory of one stage, per device: torch's ``max_memory_allocated`` (tensors) and
+``max_memory_reserved`` (the caching allocator's blocks, what other processes cannot use; the
+CUDA context is in neither). Torch is never imported here: a stage without torch or CUDA has
+``None``. The counters are process-wide: :func:`reset` before a stage, :func:`peaks` after it.
 """
 
 from __future__ import annotations

@@ -42,14 +42,10 @@ class OnlineAggregator:
 
     Parameters
     ----------
-    mechanism : a registered mechanism (:data:`pate.mechanisms.REGISTRY`): "lnmax", "gnmax",
-        "confident-gnmax", "interactive-gnmax", ...
+    mechanism : a registered mechanism (:data:`pate.mechanisms.REGISTRY`), ``**params`` its
+        noise parameters by name (those of other mechanisms and unknown names are refused).
     budget_eps, delta : the (eps, delta) budget of the whole dataset, prior spending included.
-    rng : numpy Generator or pate.core.rng.SecureGenerator
-    **params : the mechanism's noise parameters by name (scale / sigma / threshold, sigma1,
-        sigma2 / student_confidence for the built-in ones); those of other mechanisms and
-        unknown names are refused.
-    orders : Renyi orders of the accounting (default ``analysis.DEFAULT_ORDERS``).
+    rng : numpy Generator or pate.core.rng.SecureGenerator; ``orders`` the Renyi orders.
     prior_rdp : (k,) array or None
         RDP already spent on this dataset by earlier releases (e.g. from the ledger), on
         ``orders``. It is added to both totals; pass the data-independent RDP of the earlier
@@ -138,11 +134,8 @@ class OnlineAggregator:
         return total
 
     def epsilon(self, *, data_dependent: bool = False) -> tuple[float, float]:
-        """(eps, order) spent at ``delta`` so far, prior included.
-
-        ``data_dependent=False`` (default) is the publishable worst case; the data-dependent
-        value depends on the votes and is not private to publish as is.
-        """
+        """(eps, order) spent at ``delta`` so far, prior included: the publishable worst case, or
+        with ``data_dependent`` the value that depends on the votes (not private to publish)."""
         eps, order = eps_from_rdp(
             self.total_rdp(data_dependent=data_dependent),
             orders=self._orders,

@@ -24,29 +24,22 @@ DUMMY_VOTES = np.array([[1, 0]])
 
 @dataclasses.dataclass(frozen=True)
 class MechanismSpec:
-    """A PATE aggregation mechanism: parameters, noise step, privacy cost and report wording.
+    """A PATE aggregation mechanism: parameters, noise step, privacy cost and report wording
+    (the protocol: docs/aggregators.md).
 
-    Attributes
-    ----------
-    name : registry key, e.g. "confident-gnmax" (also ``PrivacyEvent.mechanism``).
-    title : its name in prose, e.g. "Confident GNMax".
-    params : its noise parameters, in the order they are reported.
-    description : one or two sentences for the privacy report: what it does, what is charged.
-    reference : where it is defined, e.g. "Papernot et al. 2018, Algorithm 1".
-    needs_student : the mechanism needs the student's predicted probabilities per query.
-    always_answers : every query asked is answered (no threshold check); an ``answered`` mask
-        is then meaningless and every asked query is charged the answer step.
-    kind : (class attribute) its :class:`~pate.mechanisms.kinds.MechanismKind`: what a run of
-        it reads, draws, charges and publishes. A "sample" spec implements :meth:`sample_votes`,
-        a "release" spec :meth:`release_scores`.
-    voters_text : (records mechanisms) how the records vote instead of teachers, for the report.
-    cost_text : (records mechanisms) what the data-independent guarantee is the cost of.
-    auto_for : the roles (``pate.mechanisms.AUTO_*``) in which the planner's ``mechanism =
-        "auto"`` becomes this mechanism.
+    ``name`` its registry key (also ``PrivacyEvent.mechanism``), ``title`` its name in prose,
+    ``params`` its noise parameters in report order, ``description`` what it does and what is
+    charged (report prose), ``reference`` where it is defined. ``needs_student``: it needs the
+    student's probabilities per query; ``always_answers``: every query asked is answered and
+    charged the answer step (no threshold check, no ``answered`` mask). ``voters_text`` /
+    ``cost_text`` (records kinds): how the records vote, what the guarantee is the cost of.
+    ``auto_for``: the roles (``pate.mechanisms.AUTO_*``) where ``mechanism = "auto"`` becomes it.
+    The class attribute ``kind`` (:class:`~pate.mechanisms.kinds.MechanismKind`) says what a run
+    of it reads, draws, charges and publishes.
 
-    Subclasses implement :meth:`draw` and :meth:`query_rdp_parts`; they may override
-    :meth:`event` (e.g. to use a ``pate.analysis`` event builder), :meth:`pr_answered`,
-    :meth:`expected_rdp` and :meth:`release_params`.
+    Subclasses implement :meth:`draw` and :meth:`query_rdp_parts` (a "sample" kind also
+    :meth:`sample_votes`, a "release" kind :meth:`release_scores`); they may override
+    :meth:`event`, :meth:`pr_answered`, :meth:`expected_rdp` and :meth:`release_params`.
     """
 
     name: str
