@@ -305,10 +305,8 @@ def ensure_writable_dir(path: Any, *, flag: str | None) -> pathlib.Path:
 
 def check_writable_dir(path: Any, *, label: str) -> pathlib.Path:
     """Refuse (``RunDirError`` naming ``label`` and the path) a folder that could not be created
-    or written, touching nothing (not even a folder's modification time): the folder, if it
-    exists, else the nearest folder above it that exists (where it would be created), must be a
-    directory this process may write to and enter (``os.access``: the permissions and a
-    read-only file system); a file in its place or on its way is refused. Returns the folder."""
+    or written, touching nothing: the folder, else its nearest existing parent, must be a
+    directory this process may write to and enter (``os.access``). Returns the folder."""
     folder = _check_path(path, label)
     where = folder
     while not where.exists() and where.parent != where:

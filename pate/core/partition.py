@@ -258,11 +258,8 @@ class Partition:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, ids: Any = None) -> Partition:
-        """Read a partition written by :meth:`save`; with ``ids`` verify it was built for them.
-
-        ``ids`` are the unit ids (unit mode) or the record ids (otherwise; ``arange(N)`` by
-        default). A mismatch raises ``PartitionError``: the data changed since the split.
-        """
+        """Read a partition written by :meth:`save`; with ``ids`` (the unit ids in unit mode, else
+        the record ids) verify it was built for them, else ``PartitionError``: the data changed."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no partition at {str(path)!r}; run `pate partition` first")
@@ -442,7 +439,6 @@ def partition_random(
     num_records = len(keys)
     num_teachers = _check_teachers(num_teachers, num_records, "records")
     digest = _digest_for(record_ids, num_records)
-    _check_seed(seed)
     assignment = teacher_of(keys, num_teachers=num_teachers, key=_draw_key(rng, key))
     _no_empty_shard(assignment, num_teachers, "records")
     return Partition(
@@ -470,7 +466,6 @@ def partition_by_unit(
         raise InputError("unit_ids is empty; there are no records to split")
     units, inverse = np.unique(ids, return_inverse=True)
     num_teachers = _check_teachers(num_teachers, units.size, "privacy units")
-    _check_seed(seed)
     unit_teacher = teacher_of(
         _unit_bytes(units), num_teachers=num_teachers, key=_draw_key(rng, key)
     )
@@ -483,8 +478,3 @@ def partition_by_unit(
         ids_digest=ids_digest(ids),
         unit_ids=ids,
     )
-
-
-def _check_seed(seed: Any) -> None:
-    if seed is not None:
-        check_int(seed, "seed", minimum=0)
