@@ -152,13 +152,9 @@ def confident_gnmax(
     rng: Rng,
     orders: npt.ArrayLike = DEFAULT_ORDERS,
 ) -> AggregationResult:
-    """Confident-GNMax ([P18] Algorithm 1).
-
-    A query is answered only when max_j votes_j + N(0, sigma1^2) >= ``threshold``; the answer is
-    then GNMax(sigma2). Unanswered queries get label -1. The event charges the threshold check
-    for every query and the GNMax step for the answered ones only, i.e. it equals
-    ``analysis.confident_gnmax_rdp(votes, ..., answered=result.answered_mask)``.
-    """
+    """Confident-GNMax ([P18] Algorithm 1): a query is answered (else label -1) only when
+    max_j votes_j + N(0, sigma1^2) >= ``threshold``, then by GNMax(sigma2); the event equals
+    ``analysis.confident_gnmax_rdp(votes, ..., answered=result.answered_mask)``."""
     return aggregate(
         "confident-gnmax",
         votes,
@@ -181,17 +177,11 @@ def interactive_gnmax(
     rng: Rng,
     orders: npt.ArrayLike = DEFAULT_ORDERS,
 ) -> AggregationResult:
-    """Interactive-GNMax ([P18] Algorithm 2).
-
-    ``student_probabilities`` (n, m) is the student's predicted distribution on the queries.
-    The threshold check runs on round(max_j (votes_j - T p_j)) + N(0, sigma1^2) (T = number of
-    teachers): it passes when the teachers disagree with a student. Then:
-
-    * check passed: the teachers answer with GNMax(sigma2) on the votes (source "teachers");
-    * check failed and max_j p_j >= ``student_confidence``: the student's argmax is kept, at no
-      privacy cost (it only depends on the student) (source "student");
-    * otherwise: label -1 (source "none").
-    """
+    """Interactive-GNMax ([P18] Algorithm 2), with ``student_probabilities`` p (n, m): the check
+    runs on round(max_j (votes_j - T p_j)) + N(0, sigma1^2), T teachers, passing when the teachers
+    disagree with the student; passed: GNMax(sigma2) on the votes (source "teachers"); failed
+    and max_j p_j >= ``student_confidence``: the student's argmax, free (it depends on the
+    student only; source "student"); otherwise label -1 (source "none")."""
     return aggregate(
         "interactive-gnmax",
         votes,

@@ -223,10 +223,6 @@ class Partition:
             and same_units
         )
 
-    # mutable-looking arrays inside: not hashable (None is how Python spells it; object's
-    # ``__hash__`` is a method, hence the ignore)
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return (
             f"Partition(mode={self.mode!r}, num_teachers={self.num_teachers}, "
