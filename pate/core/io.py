@@ -334,11 +334,9 @@ def staged_folder(
     recheck: Callable[[], None],
     rename_error: Callable[[OSError], Exception],
 ) -> Iterator[pathlib.Path]:
-    """A new, uniquely named folder beside ``target`` (``.<name>.<tag>-<hex>``) for the body to
-    fill. When the body returns, ``recheck()`` runs again (nothing appeared at ``target``
-    meanwhile) and the folder is renamed onto ``target`` -- a missing path or an empty folder only
-    (rename refuses a non-empty one); a failed rename raises ``rename_error(exc)``. When anything
-    fails, the staged folder (the one this call created, only) is removed."""
+    """A new folder beside ``target`` (``.<name>.<tag>-<hex>``) for the body to fill, then
+    ``recheck()`` and a rename onto ``target`` (missing or an empty folder; a failure raises
+    ``rename_error(exc)``); when anything fails the staged folder is removed."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.{tag}-{secrets.token_hex(6)}"
     staging.mkdir()

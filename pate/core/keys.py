@@ -1,12 +1,8 @@
-"""The secret keys of a run: which teacher gets which record (``"partition"``), which rows of a
-pool are split off (``"split"``), each a named 32-byte key.
-
-A key comes from the operating system's entropy (:mod:`secrets`) and is kept in the run's
-private folder, ``<run_dir>/private/keys.json`` (the folder owner-only, 0700; the file 0600),
-so that a resume reuses it and nobody without that folder can tell which teacher saw which
-record. A user who seeds the run on purpose (``[run] seed``) gets keys derived from the seed
-(:func:`seeded_key`): reproducible by anyone who knows the seed, which the report then says
-("seeded keys: not private")."""
+"""The secret keys of a run (``"partition"``: which teacher gets which record; ``"split"``: which
+rows of a pool are split off), each 32 bytes of OS entropy kept owner-only in
+``<run_dir>/private/keys.json``, so that a resume reuses it and nobody without that folder can
+tell which teacher saw which record; or, for a run seeded on purpose, derived from the seed
+(:func:`seeded_key`: reproducible by anyone who knows it, and the report says so)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Answering PATE queries online against a privacy budget: :class:`OnlineAggregator` runs any
-registered mechanism (:mod:`pate.mechanisms`) a query or a batch at a time, stops (or refuses)
-*before* an answer could exceed the (eps, delta) budget, and charges the realised cost. The
-one-shot aggregators and their result are :mod:`pate.core.aggregators`; the privacy cost and the
-randomness are as described there.
-"""
+registered mechanism a query or a batch at a time, stops (or refuses) *before* an answer could
+exceed the (eps, delta) budget, and charges the realised cost (the cost and the randomness as in
+:mod:`pate.core.aggregators`)."""
 
 from __future__ import annotations
 

@@ -153,14 +153,6 @@ def usable_cpus(
     return mask, "affinity", f"sched_getaffinity: {mask} CPUs"
 
 
-def load_average() -> float | None:
-    """The 1-minute load average (recorded with the choice), or None where unavailable."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
-
-
 def _own_running(own_tasks: pathlib.Path) -> int:
     """This process's threads in state R (running or runnable), from ``/proc/self/task``."""
     count = 0
@@ -245,8 +237,11 @@ def choose(
         return ThreadChoice(count, explicit_source, cpus, f"{name} {count}")
     env = environ.get("OMP_NUM_THREADS", "").strip()
     if env:
-        env_count = _env_threads(env)
-        if env_count is not None:
+        try:  # its first entry ("4,2": nested levels)
+            env_count = int(env.split(",")[0])
+        except ValueError:
+            env_count = 0
+        if env_count >= 1:
             return ThreadChoice(env_count, "env", cpus, f"OMP_NUM_THREADS={env}")
         logger.warning("threads: OMP_NUM_THREADS=%r is not a positive integer; it is ignored", env)
     if torch_threads is not None and 1 <= torch_threads < cpus:
@@ -258,15 +253,6 @@ def choose(
             f"caller's torch.set_num_threads, or torch's default; {detail})",
         )
     return _lowered_by_others(cpus, source, detail, None if others is None else others())
-
-
-def _env_threads(text: str) -> int | None:
-    """OMP_NUM_THREADS's count: an integer >= 1, or its first entry ("4,2": nested levels)."""
-    try:
-        count = int(text.split(",")[0])
-    except ValueError:
-        return None
-    return count if count >= 1 else None
 
 
 # ------------------------------------------------------------------------------ applying it
@@ -390,7 +376,11 @@ def configure(
         others=other_runnable if torch else None,
     )
     apply(choice, torch=torch)
-    record = dict(dataclasses.asdict(choice), wait_policy=wait, load_average=load_average())
+    try:  # the 1-minute load average, recorded with the choice
+        load = round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):  # not Unix
+        load = None
+    record = dict(dataclasses.asdict(choice), wait_policy=wait, load_average=load)
     if _last is None or any(_last[k] != record[k] for k in ("count", "source", "wait_policy")):
         automatic = choice.source in ("affinity", "cgroup", "busy")
         usable = "" if automatic else f"; {choice.cpus} usable CPUs"
