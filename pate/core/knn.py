@@ -19,8 +19,7 @@ lowest-index records tied with it are taken.
 Randomness
 ----------
 The sample of query i is ``rng.random(N) < sampling_rate``, drawn batch by batch in query order:
-the stream consumed depends only on (n, N), never on the data, and not on ``batch_size``
-(a (b1, N) then a (b2, N) draw equals one (b1 + b2, N) draw for numpy's Generator).
+the stream consumed depends only on (n, N), never on the data nor on ``batch_size``.
 
 [ZYW20] Zhu, Yu, Wang. "Private-kNN: Practical Differential Privacy for Computer Vision", CVPR 2020.
 """

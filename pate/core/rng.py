@@ -47,11 +47,8 @@ def _size_tuple(size: Any) -> tuple[int, ...]:
 
 
 class SecureGenerator:
-    """Random variates drawn from OS entropy (``os.urandom``) at every call; it has no seed.
-
-    Mirrors the subset of :class:`numpy.random.Generator` the aggregators use. Scalars are
-    returned as Python floats when ``size`` is None, arrays otherwise.
-    """
+    """Random variates drawn from OS entropy (``os.urandom``) at every call, without a seed: the
+    subset of :class:`numpy.random.Generator` the aggregators use, with the same signatures."""
 
     secure = True
 

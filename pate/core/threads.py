@@ -174,11 +174,9 @@ def other_runnable(
     loadavg: pathlib.Path = _PROC_LOADAVG,
     own_tasks: pathlib.Path = _PROC_SELF_TASK,
 ) -> float | None:
-    """The mean number of threads of other processes that are running or waiting for a CPU on
-    this machine: the fourth field of ``/proc/loadavg`` (``runnable/all``, machine-wide, this
-    process's running threads included) less this process's threads in state R, over
-    ``samples`` readings ``interval_s`` apart; None where ``/proc/loadavg`` is unreadable (not
-    Linux)."""
+    """The mean number of other processes' threads running or waiting for a CPU: the runnable
+    count of ``/proc/loadavg`` less this process's threads in state R, over ``samples`` readings
+    ``interval_s`` apart; None where ``/proc/loadavg`` is unreadable (not Linux)."""
     import time
 
     seen: list[int] = []

@@ -1,8 +1,7 @@
-"""The registry of PATE aggregation mechanisms: one :class:`MechanismSpec` per mechanism, each
-of one kind (:mod:`pate.mechanisms.kinds`: "vote", "sample", "release", or a kind of its own);
-the rest of pate-learn asks the kind, never a mechanism's name, what a run of it reads, draws,
-charges and publishes. The protocol a spec implements, the arrays it takes, the kinds and the
-references: docs/aggregators.md ("The mechanism protocol")."""
+"""The registry of PATE aggregation mechanisms: one :class:`MechanismSpec` per mechanism, each of
+one kind (:mod:`pate.mechanisms.kinds`), which the rest of pate-learn asks, never a mechanism's
+name, what a run reads, draws, charges and publishes (docs/aggregators.md, "The mechanism
+protocol")."""
 
 from __future__ import annotations
 
