@@ -385,11 +385,6 @@ def _draw_key(rng: Any, key: bytes | None = None) -> bytes:
 
 
 def _check_record_keys(record_keys: Any) -> list[bytes]:
-    if isinstance(record_keys, (str, bytes)) or record_keys is None:
-        raise InputTypeError(
-            "record_keys must be the (N,) S16 array of pate.ledger.record_keys(x, y), "
-            f"got {describe(record_keys)}"
-        )
     arr = np.asarray(record_keys)
     if arr.ndim != 1 or arr.dtype.kind != "S" or arr.size == 0:
         raise InputTypeError(

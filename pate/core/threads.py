@@ -105,12 +105,9 @@ def _ancestors(root: pathlib.Path, cgroup_path: str) -> Iterator[pathlib.Path]:
 def cgroup_cpus(
     *, cgroup_root: pathlib.Path = _CGROUP_ROOT, proc_cgroup: pathlib.Path = _PROC_CGROUP
 ) -> tuple[float, str] | None:
-    """The CPU quota of this process's cgroup as ``(cpus, where)``, or None when none is set.
-
-    cgroup v2: ``<root>/<path>/cpu.max`` ("quota period", or "max period"); cgroup v1:
-    ``<root>/cpu[,cpuacct]/<path>/cpu.cfs_quota_us`` and ``cpu.cfs_period_us`` (-1: none).
-    The path comes from ``/proc/self/cgroup``; each ancestor is read too and the smallest wins.
-    """
+    """The CPU quota of this process's cgroup (path from ``/proc/self/cgroup``, ancestors too:
+    the smallest wins) as ``(cpus, where)``, or None: cgroup v2 ``cpu.max`` ("quota period"),
+    v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (-1: none)."""
     text = _read(proc_cgroup) or ""
     found: list[tuple[float, str]] = []
     for line in text.splitlines():
@@ -304,10 +301,9 @@ def _pairs(settings: dict[str, Any]) -> str:
 
 
 def apply(choice: ThreadChoice, *, torch: bool = True) -> dict[str, Any]:
-    """Set torch's intra-op threads (and inter-op, where torch still allows it) and the BLAS /
-    OpenMP pools of the loaded libraries (threadpoolctl) to ``choice.count``. ``torch=False``
-    touches torch only if it is already imported. Returns torch's counts as set (``{"torch":
-    n, "torch_interop": n}``; empty where torch was left alone)."""
+    """Set torch's threads (intra-op; inter-op where torch still allows it; ``torch=False``: only
+    if torch is imported) and the loaded BLAS / OpenMP pools to ``choice.count``; returns torch's
+    counts as set, ``{"torch": n, "torch_interop": n}`` (empty where torch was left alone)."""
     global _torch_set
     done: dict[str, Any] = {}
     if torch or "torch" in sys.modules:

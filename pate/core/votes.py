@@ -22,10 +22,6 @@ def votes_from_predictions(predictions: Any, *, num_classes: int) -> np.ndarray:
     number of teachers; ``predictions[t, q]`` is teacher t's label for query q, in
     [0, num_classes), ``num_classes`` >= 2."""
     num_classes = check_int(num_classes, "num_classes", minimum=2)
-    if isinstance(predictions, (str, bytes)) or predictions is None:
-        raise InputTypeError(
-            f"predictions must be a (teachers, queries) integer array, got {describe(predictions)}"
-        )
     if hasattr(predictions, "detach"):  # a torch tensor, without importing torch
         predictions = predictions.detach().cpu().numpy()
     preds = np.asarray(predictions)
