@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pate.analysis import eps_from_rdp
+from pate import mechanisms
+from pate.analysis import DEFAULT_ORDERS, eps_from_rdp
 from pate.core.online_aggregator import OnlineAggregator
 from pate.ledger import Ledger, dataset_digest
 
@@ -35,11 +36,8 @@ def test_two_runs_with_reservations_share_the_budget_safely(tmp_path):
                 prior_rdp=res.prior_rdp(),
             )
 
-        probe = OnlineAggregator(
-            "gnmax", sigma=40.0, budget_eps=BUDGET, delta=DELTA, rng=np.random.default_rng(0)
-        )
-        per_query = probe.worst_case_query_rdp()
-        orders = probe.orders
+        orders = DEFAULT_ORDERS  # the aggregators' default
+        per_query = mechanisms.get("gnmax").worst_case_query_rdp({"sigma": 40.0}, orders=orders)
         run_a = led.reserve("clinic", orders=orders, rdp=20 * per_query, run_id="a")
         run_b = led.reserve("clinic", orders=orders, rdp=20 * per_query, run_id="b")
 
