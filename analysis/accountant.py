@@ -49,17 +49,6 @@ from pate.analysis.validation import (
     check_votes,
 )
 
-__all__ = [
-    "PrivacyEvent",
-    "RdpAccountant",
-    "gnmax_event",
-    "lnmax_event",
-    "confident_gnmax_event",
-    "ADD_REMOVE",
-    "REPLACE_ONE",
-    "RELATIONS",
-]
-
 ADD_REMOVE = "add-remove"
 REPLACE_ONE = "replace-one"
 #: The relations an event may be stated for, each in plain words (the report prints them).
@@ -237,28 +226,33 @@ class RdpAccountant:
 # --------------------------------------------------------------------------- event builders
 
 
+def _all_answered(
+    mechanism: str, noise: tuple[str, float], votes: npt.ArrayLike, orders: npt.ArrayLike
+) -> PrivacyEvent:
+    """``mechanism`` (``gnmax_rdp`` or ``lnmax_rdp`` at the ``noise`` (name, value)) answered
+    every query in ``votes``: the realised cost."""
+    counts = check_votes(votes)
+    grid = check_orders(orders)
+    per_query = gnmax_rdp if mechanism == "gnmax" else lnmax_rdp
+    kwargs: dict[str, Any] = {noise[0]: noise[1], "orders": grid}
+    dep: FloatArray = per_query(counts, **kwargs).sum(axis=0)  # checks the noise
+    ind: FloatArray = per_query(counts, **kwargs, data_dependent=False).sum(axis=0)
+    n = counts.shape[0]
+    return PrivacyEvent(mechanism, {noise[0]: float(noise[1])}, grid, dep, ind, n, n)
+
+
 def gnmax_event(
     votes: npt.ArrayLike, *, sigma: float, orders: npt.ArrayLike = DEFAULT_ORDERS
 ) -> PrivacyEvent:
     """GNMax answered every query in ``votes`` (realised cost)."""
-    counts = check_votes(votes)
-    grid = check_orders(orders)
-    dep: FloatArray = gnmax_rdp(counts, sigma=sigma, orders=grid).sum(axis=0)
-    ind: FloatArray = gnmax_rdp(counts, sigma=sigma, orders=grid, data_dependent=False).sum(axis=0)
-    n = counts.shape[0]
-    return PrivacyEvent("gnmax", {"sigma": float(sigma)}, grid, dep, ind, n, n)
+    return _all_answered("gnmax", ("sigma", sigma), votes, orders)
 
 
 def lnmax_event(
     votes: npt.ArrayLike, *, scale: float, orders: npt.ArrayLike = DEFAULT_ORDERS
 ) -> PrivacyEvent:
     """LNMax answered every query in ``votes`` (realised cost)."""
-    counts = check_votes(votes)
-    grid = check_orders(orders)
-    dep: FloatArray = lnmax_rdp(counts, scale=scale, orders=grid).sum(axis=0)
-    ind: FloatArray = lnmax_rdp(counts, scale=scale, orders=grid, data_dependent=False).sum(axis=0)
-    n = counts.shape[0]
-    return PrivacyEvent("lnmax", {"scale": float(scale)}, grid, dep, ind, n, n)
+    return _all_answered("lnmax", ("scale", scale), votes, orders)
 
 
 def confident_gnmax_event(
@@ -277,25 +271,10 @@ def confident_gnmax_event(
     grid = check_orders(orders)
     mask = check_mask(answered, counts.shape[0], "answered")
     base = None if baseline is None else check_baseline(baseline, counts.shape)
-    dep = confident_gnmax_rdp(
-        counts,
-        threshold=threshold,
-        sigma1=sigma1,
-        sigma2=sigma2,
-        orders=grid,
-        answered=mask,
-        baseline=base,
-    )
-    ind = confident_gnmax_rdp(
-        counts,
-        threshold=threshold,
-        sigma1=sigma1,
-        sigma2=sigma2,
-        orders=grid,
-        answered=mask,
-        baseline=base,
-        data_dependent=False,
-    )
+    noise: dict[str, Any] = {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2}
+    kwargs = noise | {"orders": grid, "answered": mask, "baseline": base}
+    dep = confident_gnmax_rdp(counts, **kwargs)  # checks the noise parameters
+    ind = confident_gnmax_rdp(counts, **kwargs, data_dependent=False)
     mechanism = "confident-gnmax" if base is None else "interactive-gnmax"
-    params = {"threshold": float(threshold), "sigma1": float(sigma1), "sigma2": float(sigma2)}
+    params = {name: float(value) for name, value in noise.items()}
     return PrivacyEvent(mechanism, params, grid, dep, ind, counts.shape[0], int(mask.sum()))

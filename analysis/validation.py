@@ -15,27 +15,6 @@ import numpy as np
 from pate.analysis.arrays import BoolArray, FloatArray, IntArray
 from pate.analysis.errors import InputError, InputTypeError
 
-__all__ = [
-    "check_votes",
-    "check_positive",
-    "check_nonnegative",
-    "check_delta",
-    "check_orders",
-    "check_order",
-    "check_mask",
-    "check_int",
-    "check_baseline",
-    "check_choice",
-    "check_bool",
-    "check_unit_interval",
-    "check_probabilities",
-    "describe",
-    "check_moment",
-    "check_moments",
-    "check_distances",
-    "check_rdp_curve",
-]
-
 
 def describe(value: Any, limit: int = 60) -> str:
     """A short, safe rendering of ``value`` for error messages (never a whole array)."""
@@ -143,20 +122,10 @@ def check_orders(orders: Any, name: str = "orders") -> FloatArray:
 
 
 def check_votes(votes: Any, name: str = "votes") -> IntArray:
-    """A (queries, classes) matrix of non-negative integer vote counts with equal row sums.
-
-    Float arrays are accepted only when every entry is integral. Returns an int64 array.
-    """
-    if isinstance(votes, (str, bytes)) or votes is None:
-        raise InputTypeError(
-            f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}"
-        )
+    """A (queries, classes) int64 matrix of non-negative vote counts with equal row sums (floats
+    are accepted when every entry is integral)."""
     arr = np.asarray(votes)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.integer)
-        or np.issubdtype(arr.dtype, np.floating)
-        or arr.dtype == np.bool_
-    ):
+    if arr.dtype.kind not in "biuf":  # str, bytes and None (object) too
         raise InputTypeError(
             f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}"
         )
@@ -243,13 +212,9 @@ def check_unit_interval(value: Any, name: str) -> float:
     return out
 
 
-def check_probabilities(
-    probabilities: Any, shape: tuple[int, ...], name: str = "probabilities", *, atol: float = 1e-3
-) -> FloatArray:
-    """Finite probabilities of ``shape`` in [0, 1], summing to 1 (within ``atol``) on the last axis.
-
-    Returns a float64 array. Logits (negative values, sums far from 1) are refused with a hint.
-    """
+def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str) -> FloatArray:
+    """Finite float64 probabilities of ``shape`` in [0, 1], summing to 1 (within 1e-3) on the last
+    axis; logits are refused with a hint."""
     arr = _float_array(probabilities, name, "an array of probabilities")
     if arr.shape != tuple(shape):
         raise InputError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
@@ -262,9 +227,9 @@ def check_probabilities(
                 f"{float(arr.max())!r}]; if these are logits apply a softmax first"
             )
         off = float(np.max(np.abs(arr.sum(axis=-1) - 1.0)))
-        if off > atol:
+        if off > 1e-3:
             raise InputError(
-                f"{name} must sum to 1 over the last axis (within {atol}); a row is "
+                f"{name} must sum to 1 over the last axis (within 0.001); a row is "
                 f"off by {off:.3g}; apply a softmax first"
             )
     return arr
