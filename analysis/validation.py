@@ -8,6 +8,7 @@ what is expected instead.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,9 @@ def describe(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _as_real(value: Any, name: str) -> float:
+def _as_real(value: Any, name: str, valid: Callable[[float], bool], expected: str) -> float:
+    """``value`` as a finite float for which ``valid`` holds, else a typed error: ``name`` must
+    ``expected``."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         raise InputTypeError(
             f"{name} must be a real number, got {describe(value)} of type {type(value).__name__}"
@@ -32,6 +35,8 @@ def _as_real(value: Any, name: str) -> float:
     out = float(value)
     if not np.isfinite(out):
         raise InputError(f"{name} must be finite, got {out!r}")
+    if not valid(out):
+        raise InputError(f"{name} must {expected}, got {out!r}")
     return out
 
 
@@ -47,26 +52,17 @@ def _float_array(value: Any, name: str, expected: str) -> FloatArray:
 
 def check_positive(value: Any, name: str) -> float:
     """A finite real number > 0 (e.g. ``sigma``, ``scale``)."""
-    out = _as_real(value, name)
-    if out <= 0:
-        raise InputError(f"{name} must be > 0, got {out!r}")
-    return out
+    return _as_real(value, name, lambda out: out > 0, "be > 0")
 
 
 def check_nonnegative(value: Any, name: str) -> float:
     """A finite real number >= 0 (e.g. ``threshold``)."""
-    out = _as_real(value, name)
-    if out < 0:
-        raise InputError(f"{name} must be >= 0, got {out!r}")
-    return out
+    return _as_real(value, name, lambda out: out >= 0, "be >= 0")
 
 
 def check_delta(delta: Any, name: str = "delta") -> float:
     """delta of (eps, delta)-DP: a real number strictly inside (0, 1)."""
-    out = _as_real(delta, name)
-    if not 0.0 < out < 1.0:
-        raise InputError(f"{name} must lie strictly between 0 and 1, got {out!r}")
-    return out
+    return _as_real(delta, name, lambda out: 0.0 < out < 1.0, "lie strictly between 0 and 1")
 
 
 def check_rdp_curve(rdp: Any, orders: FloatArray, name: str) -> FloatArray:
@@ -97,12 +93,9 @@ def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
 
 def check_order(order: Any, name: str = "order") -> float:
     """One Renyi order lambda > 1."""
-    out = _as_real(order, name)
-    if out <= 1:
-        raise InputError(
-            f"{name} must be > 1 (Renyi orders are defined for lambda > 1), got {out!r}"
-        )
-    return out
+    return _as_real(
+        order, name, lambda out: out > 1, "be > 1 (Renyi orders are defined for lambda > 1)"
+    )
 
 
 def check_orders(orders: Any, name: str = "orders") -> FloatArray:
@@ -206,10 +199,7 @@ def check_bool(value: Any, name: str) -> bool:
 
 def check_unit_interval(value: Any, name: str) -> float:
     """A finite real number in [0, 1] (e.g. a confidence level or a fraction)."""
-    out = _as_real(value, name)
-    if not 0.0 <= out <= 1.0:
-        raise InputError(f"{name} must lie in [0, 1], got {out!r}")
-    return out
+    return _as_real(value, name, lambda out: 0.0 <= out <= 1.0, "lie in [0, 1]")
 
 
 def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str) -> FloatArray:
@@ -269,13 +259,8 @@ def check_labels(value: Any, length: int, num_classes: int, name: str = "labels"
 
 def check_moment(value: Any, name: str = "moment") -> float:
     """One moment l: a finite real number >= 1."""
-    out = _as_real(value, name)
-    if out < 1.0:
-        raise InputError(
-            f"{name} must be a finite number >= 1 (the moments of [P17] are "
-            f"l = 1, 2, ...), got {out!r}"
-        )
-    return out
+    expected = "be a finite number >= 1 (the moments of [P17] are l = 1, 2, ...)"
+    return _as_real(value, name, lambda out: out >= 1.0, expected)
 
 
 def check_moments(moments: Any, name: str = "moments") -> FloatArray:
