@@ -41,13 +41,7 @@ from pate.analysis.arrays import FloatArray, FloatOrArray
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
-from pate.analysis.validation import (
-    check_baseline,
-    check_delta,
-    check_mask,
-    check_orders,
-    check_votes,
-)
+from pate.analysis.validation import check_baseline, check_mask, check_orders, check_votes
 
 ADD_REMOVE = "add-remove"
 REPLACE_ONE = "replace-one"
@@ -86,14 +80,10 @@ class PrivacyEvent:
     def __post_init__(self) -> None:
         if self.relation not in RELATIONS:
             raise InputError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
-        orders = _frozen_array(check_orders(self.orders), "orders")
-        object.__setattr__(self, "orders", orders)
-        object.__setattr__(self, "rdp", _frozen_array(self.rdp, "rdp"))
-        object.__setattr__(
-            self,
-            "rdp_data_independent",
-            _frozen_array(self.rdp_data_independent, "rdp_data_independent"),
-        )
+        object.__setattr__(self, "orders", check_orders(self.orders))
+        for name in ("orders", "rdp", "rdp_data_independent"):
+            object.__setattr__(self, name, _frozen_array(getattr(self, name), name))
+        orders = self.orders
         if self.rdp.shape != orders.shape or self.rdp_data_independent.shape != orders.shape:
             raise InputError("rdp and rdp_data_independent must have one value per order")
         if not isinstance(self.mechanism, str) or not self.mechanism:
@@ -110,16 +100,9 @@ class PrivacyEvent:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (floats round-trip exactly through ``json``)."""
-        return {
-            "mechanism": self.mechanism,
-            "params": dict(self.params),
-            "orders": self.orders.tolist(),
-            "rdp": self.rdp.tolist(),
-            "rdp_data_independent": self.rdp_data_independent.tolist(),
-            "queries": self.queries,
-            "answered": self.answered,
-            "relation": self.relation,
-        }
+        out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        curves = {name: out[name].tolist() for name in ("orders", "rdp", "rdp_data_independent")}
+        return out | curves | {"params": dict(self.params)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrivacyEvent:
@@ -211,7 +194,6 @@ class RdpAccountant:
         self, *, delta: float, data_dependent: bool = True, conversion: str = "classic"
     ) -> tuple[FloatOrArray, FloatOrArray]:
         """(eps, order) of the composition at ``delta`` (see :func:`analysis.eps_from_rdp`)."""
-        check_delta(delta)
         return eps_from_rdp(
             self.rdp(data_dependent), orders=self._orders, delta=delta, conversion=conversion
         )

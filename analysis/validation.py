@@ -156,13 +156,11 @@ def check_votes(votes: Any, name: str = "votes") -> IntArray:
 def check_mask(mask: Any, length: int, name: str = "answered") -> BoolArray:
     """A 1-D boolean mask with one entry per query."""
     arr = np.asarray(mask)
+    zero_one = np.issubdtype(arr.dtype, np.integer) and np.all((arr == 0) | (arr == 1))
     if arr.dtype != np.bool_:
-        if np.issubdtype(arr.dtype, np.integer) and arr.size and np.all((arr == 0) | (arr == 1)):
-            arr = arr.astype(bool)
-        elif arr.size == 0 and arr.ndim == 1:
-            arr = arr.astype(bool)
-        else:
+        if not (arr.size and zero_one) and not (arr.size == 0 and arr.ndim == 1):
             raise InputTypeError(f"{name} must be a boolean mask, got {describe(mask)}")
+        arr = arr.astype(bool)
     if arr.ndim != 1 or arr.shape[0] != length:
         raise InputError(
             f"{name} must be a 1-D mask with one entry per query ({length}), got shape {arr.shape}"

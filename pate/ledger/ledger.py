@@ -5,6 +5,7 @@ public face of the ledger. Each public method checks its arguments, then runs on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import pathlib
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import InputTypeError
-from pate.analysis.validation import check_choice, check_delta, check_positive, check_rdp_curve
+from pate.analysis.validation import check_bool, check_delta, check_positive, check_rdp_curve
 from pate.core.errors import LedgerError
 from pate.ledger import (
     budget_checks,
@@ -26,7 +27,7 @@ from pate.ledger import (
     validation,
 )
 from pate.ledger.composition import prior
-from pate.ledger.dataset_registry import BASES, CONVERSIONS, Budget
+from pate.ledger.dataset_registry import BASES, Budget
 from pate.ledger.identity import DatasetIdentity, check_identity
 from pate.ledger.keying import keyed_digest, keyed_identity
 from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, LedgerConnection
@@ -56,8 +57,7 @@ class Ledger:
             path = ledger_file.default_ledger_path()
         if not isinstance(path, (str, os.PathLike)):
             raise InputTypeError(f"path must be a file path, got {type(path).__name__}")
-        if not isinstance(create, bool):
-            raise InputTypeError(f"create must be True or False, got {create!r}")
+        create = check_bool(create, "create")
         self.timeout = check_positive(timeout, "timeout")
         self.path = pathlib.Path(path).expanduser()
         self._file = ledger_file.LedgerFile(self.path, create=create, timeout=self.timeout)
@@ -174,13 +174,11 @@ class Ledger:
         change is audited with the old budget, the spend at the time and ``reason``
         (:meth:`budget_changes`)."""
         eps = check_positive(eps, "eps")
-        conversion = check_choice(conversion, "conversion", CONVERSIONS)
         delta = check_delta(delta, "delta")
-        if not isinstance(data_dependent, bool):
-            raise InputTypeError(f"data_dependent must be True or False, got {data_dependent!r}")
+        basis = BASES[1] if check_bool(data_dependent, "data_dependent") else BASES[0]
         name = validation.check_name(name, "name")
         reason = validation.check_reason(reason)
-        budget = Budget(eps, delta, BASES[1] if data_dependent else BASES[0], conversion)
+        budget = Budget(eps, delta, basis, conversion)  # checks the conversion
         with self._file.transaction(write=True) as conn:
             digest = dataset_registry.resolve_or_register(conn, dataset, name)
             old_eps, spent = budget_checks.write_budget(conn, digest, budget, reason)
@@ -308,7 +306,7 @@ class Ledger:
         with self._resolved(dataset, write=True) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
             rid, names = spending.reserve(conn, digest, target, (orders, curve), run_id, lease)
-        return Reservation(self, rid, digest, run_id, (orders, curve), names)
+        return Reservation(self, rid, digest, run_id, orders, curve, names)
 
     def charge(
         self,
@@ -387,26 +385,22 @@ class Ledger:
             return ledger_file.read_audit(conn, digest)
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Reservation:
-    """A live upper bound on one run's spend (see :meth:`Ledger.reserve`).
+    """A live upper bound ``rdp`` at ``orders`` on one run's spend (see :meth:`Ledger.reserve`).
 
     Use it as a context manager: leaving the block without ``commit`` releases it (also on an
     exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
     """
 
-    def __init__(
-        self,
-        ledger: Ledger,
-        rid: str,
-        dataset: str,
-        run_id: str,
-        curve: tuple[np.ndarray, np.ndarray],
-        blocks: tuple[str, ...],
-    ) -> None:
-        self.ledger, self.id, self.dataset, self.run_id = ledger, rid, dataset, run_id
-        self.orders, self.rdp = curve
-        self.blocks = blocks
-        self.closed = False
+    ledger: Ledger
+    id: str
+    dataset: str
+    run_id: str
+    orders: np.ndarray
+    rdp: np.ndarray
+    blocks: tuple[str, ...]
+    closed: bool = False
 
     def __repr__(self) -> str:
         return f"Reservation(id={self.id!r}, run_id={self.run_id!r}, dataset={self.dataset[:12]!r})"
