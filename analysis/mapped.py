@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["npz_member_map", "release_read"]
-
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a zip member's local file header (30 bytes)
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 
