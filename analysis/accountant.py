@@ -41,24 +41,7 @@ from pate.analysis.arrays import FloatArray, FloatOrArray
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.rdp import confident_gnmax_rdp, eps_from_rdp, gnmax_rdp, lnmax_rdp
-from pate.analysis.validation import (
-    check_baseline,
-    check_delta,
-    check_mask,
-    check_orders,
-    check_votes,
-)
-
-__all__ = [
-    "PrivacyEvent",
-    "RdpAccountant",
-    "gnmax_event",
-    "lnmax_event",
-    "confident_gnmax_event",
-    "ADD_REMOVE",
-    "REPLACE_ONE",
-    "RELATIONS",
-]
+from pate.analysis.validation import check_baseline, check_mask, check_orders, check_votes
 
 ADD_REMOVE = "add-remove"
 REPLACE_ONE = "replace-one"
@@ -97,14 +80,10 @@ class PrivacyEvent:
     def __post_init__(self) -> None:
         if self.relation not in RELATIONS:
             raise InputError(f"relation must be one of {sorted(RELATIONS)}, got {self.relation!r}")
-        orders = _frozen_array(check_orders(self.orders), "orders")
-        object.__setattr__(self, "orders", orders)
-        object.__setattr__(self, "rdp", _frozen_array(self.rdp, "rdp"))
-        object.__setattr__(
-            self,
-            "rdp_data_independent",
-            _frozen_array(self.rdp_data_independent, "rdp_data_independent"),
-        )
+        object.__setattr__(self, "orders", check_orders(self.orders))
+        for name in ("orders", "rdp", "rdp_data_independent"):
+            object.__setattr__(self, name, _frozen_array(getattr(self, name), name))
+        orders = self.orders
         if self.rdp.shape != orders.shape or self.rdp_data_independent.shape != orders.shape:
             raise InputError("rdp and rdp_data_independent must have one value per order")
         if not isinstance(self.mechanism, str) or not self.mechanism:
@@ -121,16 +100,9 @@ class PrivacyEvent:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (floats round-trip exactly through ``json``)."""
-        return {
-            "mechanism": self.mechanism,
-            "params": dict(self.params),
-            "orders": self.orders.tolist(),
-            "rdp": self.rdp.tolist(),
-            "rdp_data_independent": self.rdp_data_independent.tolist(),
-            "queries": self.queries,
-            "answered": self.answered,
-            "relation": self.relation,
-        }
+        out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        curves = {name: out[name].tolist() for name in ("orders", "rdp", "rdp_data_independent")}
+        return out | curves | {"params": dict(self.params)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrivacyEvent:
@@ -222,7 +194,6 @@ class RdpAccountant:
         self, *, delta: float, data_dependent: bool = True, conversion: str = "classic"
     ) -> tuple[FloatOrArray, FloatOrArray]:
         """(eps, order) of the composition at ``delta`` (see :func:`analysis.eps_from_rdp`)."""
-        check_delta(delta)
         return eps_from_rdp(
             self.rdp(data_dependent), orders=self._orders, delta=delta, conversion=conversion
         )
@@ -237,28 +208,33 @@ class RdpAccountant:
 # --------------------------------------------------------------------------- event builders
 
 
+def _all_answered(
+    mechanism: str, noise: tuple[str, float], votes: npt.ArrayLike, orders: npt.ArrayLike
+) -> PrivacyEvent:
+    """``mechanism`` (``gnmax_rdp`` or ``lnmax_rdp`` at the ``noise`` (name, value)) answered
+    every query in ``votes``: the realised cost."""
+    counts = check_votes(votes)
+    grid = check_orders(orders)
+    per_query = gnmax_rdp if mechanism == "gnmax" else lnmax_rdp
+    kwargs: dict[str, Any] = {noise[0]: noise[1], "orders": grid}
+    dep: FloatArray = per_query(counts, **kwargs).sum(axis=0)  # checks the noise
+    ind: FloatArray = per_query(counts, **kwargs, data_dependent=False).sum(axis=0)
+    n = counts.shape[0]
+    return PrivacyEvent(mechanism, {noise[0]: float(noise[1])}, grid, dep, ind, n, n)
+
+
 def gnmax_event(
     votes: npt.ArrayLike, *, sigma: float, orders: npt.ArrayLike = DEFAULT_ORDERS
 ) -> PrivacyEvent:
     """GNMax answered every query in ``votes`` (realised cost)."""
-    counts = check_votes(votes)
-    grid = check_orders(orders)
-    dep: FloatArray = gnmax_rdp(counts, sigma=sigma, orders=grid).sum(axis=0)
-    ind: FloatArray = gnmax_rdp(counts, sigma=sigma, orders=grid, data_dependent=False).sum(axis=0)
-    n = counts.shape[0]
-    return PrivacyEvent("gnmax", {"sigma": float(sigma)}, grid, dep, ind, n, n)
+    return _all_answered("gnmax", ("sigma", sigma), votes, orders)
 
 
 def lnmax_event(
     votes: npt.ArrayLike, *, scale: float, orders: npt.ArrayLike = DEFAULT_ORDERS
 ) -> PrivacyEvent:
     """LNMax answered every query in ``votes`` (realised cost)."""
-    counts = check_votes(votes)
-    grid = check_orders(orders)
-    dep: FloatArray = lnmax_rdp(counts, scale=scale, orders=grid).sum(axis=0)
-    ind: FloatArray = lnmax_rdp(counts, scale=scale, orders=grid, data_dependent=False).sum(axis=0)
-    n = counts.shape[0]
-    return PrivacyEvent("lnmax", {"scale": float(scale)}, grid, dep, ind, n, n)
+    return _all_answered("lnmax", ("scale", scale), votes, orders)
 
 
 def confident_gnmax_event(
@@ -277,25 +253,10 @@ def confident_gnmax_event(
     grid = check_orders(orders)
     mask = check_mask(answered, counts.shape[0], "answered")
     base = None if baseline is None else check_baseline(baseline, counts.shape)
-    dep = confident_gnmax_rdp(
-        counts,
-        threshold=threshold,
-        sigma1=sigma1,
-        sigma2=sigma2,
-        orders=grid,
-        answered=mask,
-        baseline=base,
-    )
-    ind = confident_gnmax_rdp(
-        counts,
-        threshold=threshold,
-        sigma1=sigma1,
-        sigma2=sigma2,
-        orders=grid,
-        answered=mask,
-        baseline=base,
-        data_dependent=False,
-    )
+    noise: dict[str, Any] = {"threshold": threshold, "sigma1": sigma1, "sigma2": sigma2}
+    kwargs = noise | {"orders": grid, "answered": mask, "baseline": base}
+    dep = confident_gnmax_rdp(counts, **kwargs)  # checks the noise parameters
+    ind = confident_gnmax_rdp(counts, **kwargs, data_dependent=False)
     mechanism = "confident-gnmax" if base is None else "interactive-gnmax"
-    params = {"threshold": float(threshold), "sigma1": float(sigma1), "sigma2": float(sigma2)}
+    params = {name: float(value) for name, value in noise.items()}
     return PrivacyEvent(mechanism, params, grid, dep, ind, counts.shape[0], int(mask.sum()))

@@ -38,8 +38,6 @@ from pate.analysis.validation import (
     check_rdp_curve,
 )
 
-__all__ = ["calibrate_gnmax_sigma", "calibrate_lnmax_scale", "calibrate_confident_gnmax"]
-
 
 def smallest_noise(
     eps_of: Callable[[float], float], target: float, what: str, floor_eps: float
@@ -80,6 +78,29 @@ def extra_rdp_per_order(extra_rdp: npt.ArrayLike | None, orders: FloatArray) -> 
     return check_rdp_curve(extra_rdp, orders, "extra_rdp")
 
 
+def _calibrate(
+    rdp_of: Callable[[float, FloatArray], FloatArray],
+    what: str,
+    eps: float,
+    delta: float,
+    orders: npt.ArrayLike,
+    conversion: str,
+    extra_rdp: npt.ArrayLike | None,
+) -> float:
+    """The smallest noise ``what`` whose data-independent RDP ``rdp_of(noise, orders)``,
+    composed with ``extra_rdp``, is (eps, delta)-DP (:func:`smallest_noise`)."""
+    eps = check_positive(eps, "eps")
+    delta = check_delta(delta)
+    grid = check_orders(orders)
+    extra = extra_rdp_per_order(extra_rdp, grid)
+
+    def eps_of(noise: float) -> float:
+        rdp = rdp_of(noise, grid) + extra
+        return float(eps_from_rdp(rdp, orders=grid, delta=delta, conversion=conversion)[0])
+
+    return smallest_noise(eps_of, eps, what, delta_floor(grid, delta, conversion, extra))
+
+
 def calibrate_gnmax_sigma(
     *,
     eps: float,
@@ -91,20 +112,10 @@ def calibrate_gnmax_sigma(
 ) -> float:
     """Smallest sigma such that ``num_queries`` GNMax answers (composed with ``extra_rdp``) are
     (eps, delta)-DP (data-independent bound)."""
-    eps = check_positive(eps, "eps")
-    delta = check_delta(delta)
     n = check_int(num_queries, "num_queries", minimum=1)
-    orders = check_orders(orders)
-    extra = extra_rdp_per_order(extra_rdp, orders)
-
-    def eps_of(sigma: float) -> float:
-        return float(
-            eps_from_rdp(
-                n * orders / sigma**2 + extra, orders=orders, delta=delta, conversion=conversion
-            )[0]
-        )
-
-    return smallest_noise(eps_of, eps, "sigma", delta_floor(orders, delta, conversion, extra))
+    return _calibrate(
+        lambda sigma, grid: n * grid / sigma**2, "sigma", eps, delta, orders, conversion, extra_rdp
+    )
 
 
 def calibrate_lnmax_scale(
@@ -118,18 +129,13 @@ def calibrate_lnmax_scale(
 ) -> float:
     """Smallest Laplace scale such that ``num_queries`` LNMax answers (composed with
     ``extra_rdp``) are (eps, delta)-DP."""
-    eps = check_positive(eps, "eps")
-    delta = check_delta(delta)
     n = check_int(num_queries, "num_queries", minimum=1)
-    orders = check_orders(orders)
-    extra = extra_rdp_per_order(extra_rdp, orders)
 
-    def eps_of(scale: float) -> float:
+    def rdp_of(scale: float, grid: FloatArray) -> FloatArray:
         pure = 2.0 / scale
-        rdp = n * np.minimum(0.5 * pure * pure * orders, pure) + extra
-        return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
+        return n * np.minimum(0.5 * pure * pure * grid, pure)
 
-    return smallest_noise(eps_of, eps, "scale", delta_floor(orders, delta, conversion, extra))
+    return _calibrate(rdp_of, "scale", eps, delta, orders, conversion, extra_rdp)
 
 
 def calibrate_confident_gnmax(
@@ -148,19 +154,14 @@ def calibrate_confident_gnmax(
 
     The default ratio 3.75 is the Scalable-PATE MNIST setting (sigma1=150, sigma2=40).
     """
-    eps = check_positive(eps, "eps")
-    delta = check_delta(delta)
     n = check_int(num_queries, "num_queries", minimum=1)
     answered = n if max_answered is None else check_int(max_answered, "max_answered", minimum=0)
     if answered > n:
         raise InputError(f"max_answered ({answered}) cannot exceed num_queries ({n})")
     ratio = check_positive(sigma1_ratio, "sigma1_ratio")
-    orders = check_orders(orders)
-    extra = extra_rdp_per_order(extra_rdp, orders)
 
-    def eps_of(sigma2: float) -> float:
-        rdp = n * orders / (2.0 * (ratio * sigma2) ** 2) + answered * orders / sigma2**2 + extra
-        return float(eps_from_rdp(rdp, orders=orders, delta=delta, conversion=conversion)[0])
+    def rdp_of(sigma2: float, grid: FloatArray) -> FloatArray:
+        return n * grid / (2.0 * (ratio * sigma2) ** 2) + answered * grid / sigma2**2
 
-    sigma2 = smallest_noise(eps_of, eps, "sigma2", delta_floor(orders, delta, conversion, extra))
+    sigma2 = _calibrate(rdp_of, "sigma2", eps, delta, orders, conversion, extra_rdp)
     return ratio * sigma2, sigma2

@@ -70,13 +70,6 @@ from pate.analysis.calibration import calibrate_gnmax_sigma
 from pate.analysis.orders import DEFAULT_ORDERS
 from pate.analysis.validation import check_int, check_orders, check_positive
 
-__all__ = [
-    "class_means_sensitivity",
-    "class_means_rdp",
-    "class_means_event",
-    "calibrate_class_means_sigma",
-]
-
 MECHANISM = "class-means"
 
 

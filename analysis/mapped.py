@@ -1,12 +1,9 @@
 """Arrays read from files through read-only memory maps, without keeping them resident.
 
-A large split (the private images, the private embeddings) can be handed to the code that scans it
-as an ordinary ``numpy`` array that is a read-only memory map of a file: its pages are read from
-the file when a scan touches them. Touched pages of a map stay in the process's resident set until
-the map is closed, so a scan over the whole array would end up holding the whole file; a scan that
-calls :func:`release_read` on each block it has finished with keeps about one block resident (the
-pages stay in the kernel's page cache, shared and reclaimable, and are read again if touched
-again).
+A large split (the private images or embeddings) is scanned as a read-only memory map of a file.
+Touched pages of a map stay in the process's resident set until the map is closed, so a scan
+that calls :func:`release_read` on each block it has finished keeps about one block resident
+(the pages stay in the kernel's page cache, and are read again if touched again).
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ import zipfile
 from typing import Any
 
 import numpy as np
-
-__all__ = ["npz_member_map", "release_read"]
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a zip member's local file header (30 bytes)
 _LOCAL_SIGNATURE = b"PK\x03\x04"

@@ -30,5 +30,3 @@ DEFAULT_ORDERS: FloatArray = np.unique(
     )
 )
 DEFAULT_ORDERS.setflags(write=False)
-
-__all__ = ["REFERENCE_ORDERS", "DEFAULT_ORDERS"]

@@ -8,33 +8,13 @@ what is expected instead.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from pate.analysis.arrays import BoolArray, FloatArray, IntArray
 from pate.analysis.errors import InputError, InputTypeError
-
-__all__ = [
-    "check_votes",
-    "check_positive",
-    "check_nonnegative",
-    "check_delta",
-    "check_orders",
-    "check_order",
-    "check_mask",
-    "check_int",
-    "check_baseline",
-    "check_choice",
-    "check_bool",
-    "check_unit_interval",
-    "check_probabilities",
-    "describe",
-    "check_moment",
-    "check_moments",
-    "check_distances",
-    "check_rdp_curve",
-]
 
 
 def describe(value: Any, limit: int = 60) -> str:
@@ -45,7 +25,9 @@ def describe(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _as_real(value: Any, name: str) -> float:
+def _as_real(value: Any, name: str, valid: Callable[[float], bool], expected: str) -> float:
+    """``value`` as a finite float for which ``valid`` holds, else a typed error: ``name`` must
+    ``expected``."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         raise InputTypeError(
             f"{name} must be a real number, got {describe(value)} of type {type(value).__name__}"
@@ -53,6 +35,8 @@ def _as_real(value: Any, name: str) -> float:
     out = float(value)
     if not np.isfinite(out):
         raise InputError(f"{name} must be finite, got {out!r}")
+    if not valid(out):
+        raise InputError(f"{name} must {expected}, got {out!r}")
     return out
 
 
@@ -68,26 +52,17 @@ def _float_array(value: Any, name: str, expected: str) -> FloatArray:
 
 def check_positive(value: Any, name: str) -> float:
     """A finite real number > 0 (e.g. ``sigma``, ``scale``)."""
-    out = _as_real(value, name)
-    if out <= 0:
-        raise InputError(f"{name} must be > 0, got {out!r}")
-    return out
+    return _as_real(value, name, lambda out: out > 0, "be > 0")
 
 
 def check_nonnegative(value: Any, name: str) -> float:
     """A finite real number >= 0 (e.g. ``threshold``)."""
-    out = _as_real(value, name)
-    if out < 0:
-        raise InputError(f"{name} must be >= 0, got {out!r}")
-    return out
+    return _as_real(value, name, lambda out: out >= 0, "be >= 0")
 
 
 def check_delta(delta: Any, name: str = "delta") -> float:
     """delta of (eps, delta)-DP: a real number strictly inside (0, 1)."""
-    out = _as_real(delta, name)
-    if not 0.0 < out < 1.0:
-        raise InputError(f"{name} must lie strictly between 0 and 1, got {out!r}")
-    return out
+    return _as_real(delta, name, lambda out: 0.0 < out < 1.0, "lie strictly between 0 and 1")
 
 
 def check_rdp_curve(rdp: Any, orders: FloatArray, name: str) -> FloatArray:
@@ -118,12 +93,9 @@ def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
 
 def check_order(order: Any, name: str = "order") -> float:
     """One Renyi order lambda > 1."""
-    out = _as_real(order, name)
-    if out <= 1:
-        raise InputError(
-            f"{name} must be > 1 (Renyi orders are defined for lambda > 1), got {out!r}"
-        )
-    return out
+    return _as_real(
+        order, name, lambda out: out > 1, "be > 1 (Renyi orders are defined for lambda > 1)"
+    )
 
 
 def check_orders(orders: Any, name: str = "orders") -> FloatArray:
@@ -143,20 +115,10 @@ def check_orders(orders: Any, name: str = "orders") -> FloatArray:
 
 
 def check_votes(votes: Any, name: str = "votes") -> IntArray:
-    """A (queries, classes) matrix of non-negative integer vote counts with equal row sums.
-
-    Float arrays are accepted only when every entry is integral. Returns an int64 array.
-    """
-    if isinstance(votes, (str, bytes)) or votes is None:
-        raise InputTypeError(
-            f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}"
-        )
+    """A (queries, classes) int64 matrix of non-negative vote counts with equal row sums (floats
+    are accepted when every entry is integral)."""
     arr = np.asarray(votes)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.integer)
-        or np.issubdtype(arr.dtype, np.floating)
-        or arr.dtype == np.bool_
-    ):
+    if arr.dtype.kind not in "biuf":  # str, bytes and None (object) too
         raise InputTypeError(
             f"{name} must be a 2-D array of integer vote counts, got {describe(votes)}"
         )
@@ -194,13 +156,11 @@ def check_votes(votes: Any, name: str = "votes") -> IntArray:
 def check_mask(mask: Any, length: int, name: str = "answered") -> BoolArray:
     """A 1-D boolean mask with one entry per query."""
     arr = np.asarray(mask)
+    zero_one = np.issubdtype(arr.dtype, np.integer) and np.all((arr == 0) | (arr == 1))
     if arr.dtype != np.bool_:
-        if np.issubdtype(arr.dtype, np.integer) and arr.size and np.all((arr == 0) | (arr == 1)):
-            arr = arr.astype(bool)
-        elif arr.size == 0 and arr.ndim == 1:
-            arr = arr.astype(bool)
-        else:
+        if not (arr.size and zero_one) and not (arr.size == 0 and arr.ndim == 1):
             raise InputTypeError(f"{name} must be a boolean mask, got {describe(mask)}")
+        arr = arr.astype(bool)
     if arr.ndim != 1 or arr.shape[0] != length:
         raise InputError(
             f"{name} must be a 1-D mask with one entry per query ({length}), got shape {arr.shape}"
@@ -237,19 +197,12 @@ def check_bool(value: Any, name: str) -> bool:
 
 def check_unit_interval(value: Any, name: str) -> float:
     """A finite real number in [0, 1] (e.g. a confidence level or a fraction)."""
-    out = _as_real(value, name)
-    if not 0.0 <= out <= 1.0:
-        raise InputError(f"{name} must lie in [0, 1], got {out!r}")
-    return out
+    return _as_real(value, name, lambda out: 0.0 <= out <= 1.0, "lie in [0, 1]")
 
 
-def check_probabilities(
-    probabilities: Any, shape: tuple[int, ...], name: str = "probabilities", *, atol: float = 1e-3
-) -> FloatArray:
-    """Finite probabilities of ``shape`` in [0, 1], summing to 1 (within ``atol``) on the last axis.
-
-    Returns a float64 array. Logits (negative values, sums far from 1) are refused with a hint.
-    """
+def check_probabilities(probabilities: Any, shape: tuple[int, ...], name: str) -> FloatArray:
+    """Finite float64 probabilities of ``shape`` in [0, 1], summing to 1 (within 1e-3) on the last
+    axis; logits are refused with a hint."""
     arr = _float_array(probabilities, name, "an array of probabilities")
     if arr.shape != tuple(shape):
         raise InputError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
@@ -262,9 +215,9 @@ def check_probabilities(
                 f"{float(arr.max())!r}]; if these are logits apply a softmax first"
             )
         off = float(np.max(np.abs(arr.sum(axis=-1) - 1.0)))
-        if off > atol:
+        if off > 1e-3:
             raise InputError(
-                f"{name} must sum to 1 over the last axis (within {atol}); a row is "
+                f"{name} must sum to 1 over the last axis (within 0.001); a row is "
                 f"off by {off:.3g}; apply a softmax first"
             )
     return arr
@@ -304,13 +257,8 @@ def check_labels(value: Any, length: int, num_classes: int, name: str = "labels"
 
 def check_moment(value: Any, name: str = "moment") -> float:
     """One moment l: a finite real number >= 1."""
-    out = _as_real(value, name)
-    if out < 1.0:
-        raise InputError(
-            f"{name} must be a finite number >= 1 (the moments of [P17] are "
-            f"l = 1, 2, ...), got {out!r}"
-        )
-    return out
+    expected = "be a finite number >= 1 (the moments of [P17] are l = 1, 2, ...)"
+    return _as_real(value, name, lambda out: out >= 1.0, expected)
 
 
 def check_moments(moments: Any, name: str = "moments") -> FloatArray:

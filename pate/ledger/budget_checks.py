@@ -1,11 +1,7 @@
 """Budget checks: whether new spend fits the budget of a dataset and of every dataset linked to
-it (``BudgetExceededError`` otherwise, nothing recorded), every budget a run must stay within,
-setting a budget (the spend at the time kept in the audit log) and the budget's changes.
-
-``reserve``, ``charge`` and a reservation's ``commit`` check, in the same transaction, the budget
-of X and of every linked dataset (each on its own budget, delta, basis, conversion and items, the
-new spend included); a dataset without a budget is still limited by the budgets of its linked
-datasets.
+it, each on its own budget, delta, basis, conversion and items (``BudgetExceededError``
+otherwise, nothing recorded; a dataset without a budget is still limited by its linked ones);
+every budget a run must stay within; setting a budget (audited) and the budget's changes.
 """
 
 from __future__ import annotations
@@ -139,9 +135,7 @@ def write_budget(
         (budget.eps, budget.delta, budget.basis, budget.conversion, digest),
     )
     spent = worst_eps(conn, digest, view(conn, digest)[0], budget)
-    previous = dict(zip(("eps", "delta", "basis", "conversion"), old))
-    if old[0] is None:
-        previous["conversion"] = None
+    previous = dict(zip(("eps", "delta", "basis", "conversion"), old))  # eps None: the first
     detail = {k: getattr(budget, k) for k in ("eps", "delta", "basis", "conversion")}
     detail |= {"previous": previous, "spent_eps": spent, "reason": reason}
     write_audit(conn, digest, "set-budget", detail)

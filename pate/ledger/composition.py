@@ -67,16 +67,9 @@ def shared_grid(conn: LedgerConnection, events: Sequence[Any]) -> np.ndarray:
     return np.array(sorted(common), dtype=np.float64)
 
 
-def restrict(event: Any, grid: np.ndarray) -> Any:
-    """``event`` with its RDP curves restricted to the orders of ``grid`` (all present)."""
-    if np.array_equal(np.asarray(event.orders, dtype=np.float64), grid):
-        return event
-    return event.on_orders(grid)
-
-
 def compose(items: Sequence[Item], grid: np.ndarray, data_dependent: bool) -> np.ndarray:
     """The RDP at ``grid`` of ``items`` composed (data-dependent or data-independent RDP)."""
-    acc = RdpAccountant(orders=grid).compose(*[restrict(it.event, grid) for it in items])
+    acc = RdpAccountant(orders=grid).compose(*[it.event.on_orders(grid) for it in items])
     return np.asarray(acc.rdp(data_dependent=data_dependent), dtype=np.float64)
 
 

@@ -56,9 +56,9 @@ def dataset_digest(ids: Any) -> str:
         if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max() > np.iinfo(np.int64).max:
             raise InputError("ids must fit in int64; hash larger ids as strings instead")
         values = np.sort(arr.astype("<i8"))
-        if values.size > 1 and np.any(values[1:] == values[:-1]):
-            dup = int(values[1:][values[1:] == values[:-1]][0])
-            raise InputError(f"ids must be unique, got the id {dup} more than once")
+        repeated = values[1:][values[1:] == values[:-1]]
+        if repeated.size:
+            raise InputError(f"ids must be unique, got the id {int(repeated[0])} more than once")
         h.update(b"pate-learn ids int64\n")
         h.update(values.tobytes())
     elif arr.dtype.kind in ("U", "O"):
@@ -96,15 +96,12 @@ def record_keys(x: Any, y: Any) -> np.ndarray:
     ya = np.asarray(y)
     if ya.ndim != 1 or ya.shape[0] != xa.shape[0]:
         raise InputError(f"y must hold one label per record ({xa.shape[0]}), got shape {ya.shape}")
-    if ya.dtype.kind in "biu":
-        labels = ya.astype("<i8")
-    elif ya.dtype.kind == "f" and np.all(np.isfinite(ya)) and np.all(ya == np.round(ya)):
-        labels = ya.astype("<i8")
-    else:
+    integral = ya.dtype.kind == "f" and np.all(np.isfinite(ya)) and np.all(ya == np.round(ya))
+    if ya.dtype.kind not in "biu" and not integral:
         raise InputTypeError(
             f"y must hold integer labels, got dtype {ya.dtype}; pass class indices"
         )
-    return _hash_records(xa.reshape(xa.shape[0], -1), labels)
+    return _hash_records(xa.reshape(xa.shape[0], -1), ya.astype("<i8"))
 
 
 #: Bytes of records converted to canonical float32 at a time by :func:`_hash_records` (a copy of
@@ -140,25 +137,16 @@ def _hash_records(flat: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.frombuffer(bytes(out), dtype=f"S{k}")
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True)
 class DatasetIdentity:
     """What the ledger knows a dataset by: ``digest`` (64 hex, :func:`dataset_digest` of the
     record keys), ``record_keys`` (``S16``, one per record, in the data's order) and
-    ``num_records``. Two identities are equal when their digests are."""
+    ``num_records``. Two identities are equal when their digests are. The repr shows no digest:
+    it is a hash of the records (a membership test for whoever sees it)."""
 
-    digest: str
-    record_keys: np.ndarray
-    num_records: int
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DatasetIdentity) and other.digest == self.digest
-
-    def __hash__(self) -> int:
-        return hash(self.digest)
-
-    def __repr__(self) -> str:
-        # no digest: it is a hash of the records (a membership test for whoever sees it)
-        return f"DatasetIdentity(num_records={self.num_records})"
+    digest: str = dataclasses.field(repr=False)
+    record_keys: np.ndarray = dataclasses.field(compare=False, repr=False)
+    num_records: int = dataclasses.field(compare=False)
 
 
 def dataset_identity(x: Any, y: Any) -> DatasetIdentity:
@@ -187,13 +175,10 @@ def unit_identity(unit_ids: Any) -> DatasetIdentity:
             f"unit_ids[{int(blank[0])}] is empty ({str(texts[blank[0]])!r}): every private row "
             "needs the id of its person; fill the id column or drop the row"
         )
-    units = np.unique(texts)
-    base = hashlib.sha256(_UNIT_TAG)
-    unit_keys = []
-    for unit in units.tolist():
-        h = base.copy()
-        h.update(unit.encode("utf-8"))
-        unit_keys.append(h.digest()[:RECORD_KEY_BYTES])
+    unit_keys = [
+        hashlib.sha256(_UNIT_TAG + unit.encode("utf-8")).digest()[:RECORD_KEY_BYTES]
+        for unit in np.unique(texts).tolist()
+    ]
     keys = np.asarray(unit_keys, dtype=f"S{RECORD_KEY_BYTES}")  # one per person
     return DatasetIdentity(dataset_digest(keys), keys, int(keys.shape[0]))
 

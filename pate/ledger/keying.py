@@ -39,6 +39,18 @@ def key_path(ledger_path: pathlib.Path) -> pathlib.Path:
     return ledger_path.with_name(ledger_path.name + ".key")
 
 
+def link_new(tmp: str, path: pathlib.Path) -> None:
+    """Hard-link the finished, fsynced file ``tmp`` to ``path``, never over a file (if another
+    process linked its own first, theirs stays), and make the link durable."""
+    with contextlib.suppress(FileExistsError):
+        os.link(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def create_key(ledger_path: pathlib.Path) -> bytes:
     """A fresh secret written to the ledger's key file (mode 0600, fsynced, hard-linked into
     place, never over an existing file); the existing one if another process created it first."""
@@ -50,13 +62,7 @@ def create_key(ledger_path: pathlib.Path) -> bytes:
         os.fsync(fd)
         os.close(fd)
         fd = -1
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        link_new(tmp, path)
     except OSError as exc:
         raise LedgerError(f"cannot create the ledger's key file {path}: {exc}") from exc
     finally:
@@ -113,13 +119,7 @@ def keyed_digest(secret: bytes, digest: str) -> str:
 
 def keyed_keys(secret: bytes, raw: list[bytes]) -> list[bytes]:
     """The stored form of each 16-byte record key of ``raw``: its HMAC, truncated to 16 bytes."""
-    base = hmac.new(secret, digestmod=hashlib.sha256)
-    out = []
-    for key in raw:
-        h = base.copy()
-        h.update(key)
-        out.append(h.digest()[:RECORD_KEY_BYTES])
-    return out
+    return [hmac.digest(secret, key, "sha256")[:RECORD_KEY_BYTES] for key in raw]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -5,6 +5,7 @@ public face of the ledger. Each public method checks its arguments, then runs on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import pathlib
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import InputTypeError
-from pate.analysis.validation import check_choice, check_delta, check_positive, check_rdp_curve
+from pate.analysis.validation import check_bool, check_delta, check_positive, check_rdp_curve
 from pate.core.errors import LedgerError
 from pate.ledger import (
     budget_checks,
@@ -26,7 +27,7 @@ from pate.ledger import (
     validation,
 )
 from pate.ledger.composition import prior
-from pate.ledger.dataset_registry import BASES, CONVERSIONS, Budget
+from pate.ledger.dataset_registry import BASES, Budget
 from pate.ledger.identity import DatasetIdentity, check_identity
 from pate.ledger.keying import keyed_digest, keyed_identity
 from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, LedgerConnection
@@ -39,13 +40,10 @@ DEFAULT_LEASE_SECONDS = 900.0
 
 class Ledger:
     """A privacy-budget ledger in the SQLite file ``path`` (default:
-    :func:`pate.ledger.default_ledger_path`; docs/ledger.md). ``create``: create the file (and its
-    folder) when it does not exist; with ``False`` a missing ledger raises ``LedgerError`` and
-    nothing is written to disk. ``timeout``: seconds to wait for another process's write lock
-    before raising ``LedgerError``.
-
-    A ``Ledger`` holds one connection: use it from one thread, and open a new ``Ledger`` in each
-    process (connections must not cross ``fork``). It is a context manager that closes itself.
+    :func:`pate.ledger.default_ledger_path`; docs/ledger.md). ``create=False``: a missing ledger
+    raises ``LedgerError`` and nothing is written. ``timeout``: seconds to wait for another
+    process's write lock before raising ``LedgerError``. One connection: use it from one thread,
+    a new ``Ledger`` in each process; a context manager that closes itself.
     """
 
     def __init__(
@@ -59,8 +57,7 @@ class Ledger:
             path = ledger_file.default_ledger_path()
         if not isinstance(path, (str, os.PathLike)):
             raise InputTypeError(f"path must be a file path, got {type(path).__name__}")
-        if not isinstance(create, bool):
-            raise InputTypeError(f"create must be True or False, got {create!r}")
+        create = check_bool(create, "create")
         self.timeout = check_positive(timeout, "timeout")
         self.path = pathlib.Path(path).expanduser()
         self._file = ledger_file.LedgerFile(self.path, create=create, timeout=self.timeout)
@@ -99,12 +96,10 @@ class Ledger:
         return keyed_digest(self._file.secret, check_identity(identity).digest)
 
     def register_dataset(self, digest: str, *, name: str | None = None) -> str:
-        """Add a dataset by its sha256 ``digest`` (idempotent) and return its id: ``digest``
-        when it is already a stored id, else ``digest`` keyed with the ledger's secret (a digest
-        of ids, or of records from ``dataset_identity(x, y).digest``: a run on those records
-        finds it). A ``name`` is its first name, or, if it has one already, one more name that
-        resolves it (the first is kept); a name of another dataset is refused (``ValueError``)
-        before any write."""
+        """Add a dataset by its sha256 ``digest`` (of ids or records; idempotent) and return its
+        id: ``digest`` if it is a stored id, else ``digest`` keyed with the ledger's secret.
+        ``name``: its first name, else one more name that resolves it; a name of another dataset
+        is refused (``ValueError``) before any write."""
         digest = validation.check_digest(digest)
         name = validation.check_name(name, "name")
         with self._file.transaction(write=True) as conn:
@@ -113,11 +108,9 @@ class Ledger:
         return digest
 
     def register_identity(self, identity: DatasetIdentity, *, name: str | None = None) -> str:
-        """Register a dataset with its records (idempotent) and return its id
-        (:meth:`dataset_id`); the ledger stores its record keys keyed with its secret and links
-        the dataset to every registered dataset sharing a record key: from then on their spend
-        counts against each other. A dataset registered by digest alone keeps its budget and
-        events and gains its records. ``name`` as in :meth:`register_dataset`."""
+        """Register a dataset with its records (idempotent; its keyed record keys stored) and
+        return its id (:meth:`dataset_id`); it is linked to every registered dataset sharing a
+        record: their spend counts against each other. ``name`` as in :meth:`register_dataset`."""
         keyed = keyed_identity(self._file.secret, check_identity(identity))
         name = validation.check_name(name, "name")
         with self._file.transaction(write=True) as conn:
@@ -134,10 +127,9 @@ class Ledger:
         return keyed.digest
 
     def overlapping(self, identity: DatasetIdentity) -> list[dict[str, Any]]:
-        """Registered datasets that share records with ``identity`` (read only): the dataset of
-        the same digest first if registered (``"same": True``, also when registered by digest
-        alone), then every dataset holding one of its record keys, with ``shared_records``
-        (distinct), ``num_records`` and ``budget``."""
+        """Registered datasets sharing records with ``identity`` (read only): its own first if
+        registered (``"same": True``), then the others, with ``shared_records`` (distinct),
+        ``num_records`` and ``budget``."""
         keyed = keyed_identity(self._file.secret, check_identity(identity))
         with self._file.transaction(write=False) as conn:
             return dataset_registry.overlapping(conn, keyed)
@@ -149,10 +141,8 @@ class Ledger:
             return dataset_registry.linked_datasets(conn, digest)
 
     def link(self, dataset: str, other: str, *, reason: str | None = None) -> None:
-        """Declare by hand that ``dataset`` and ``other`` share records (idempotent), e.g. a
-        dataset whose budget was set under an id digest and the identity ``pate run``
-        registers: their spend then counts against each other. Links are never removed (that
-        could only understate spend)."""
+        """Declare by hand that ``dataset`` and ``other`` share records (idempotent): their spend
+        then counts against each other. Links are never removed (that could understate spend)."""
         reason = validation.check_reason(reason)
         with self._resolved(dataset, write=True) as (conn, digest):
             pair = (digest, dataset_registry.resolve(conn, other))
@@ -177,23 +167,18 @@ class Ledger:
         name: str | None = None,
         reason: str | None = None,
     ) -> Budget:
-        """Set the total budget ``(eps, delta)`` of ``dataset`` (registered here if it is a new
-        digest). ``data_dependent=True`` judges spend on the realised data-dependent RDP, whose
-        epsilon is *not* differentially private itself (Papernot et al. 2018); the default
-        judges it on the data-independent RDP. ``conversion`` (``"classic"`` or ``"tight"``) is
-        the RDP -> (eps, delta) conversion every epsilon of this dataset is judged with; a run's
-        ``[privacy] conversion`` must be the same. Raising, lowering (below what was spent: no
-        further spend succeeds) or changing the conversion is the data owner's decision; every
-        change is kept in the audit log with the old and new budget, the spend at the time and
-        ``reason`` (:meth:`budget_changes`)."""
+        """Set the total budget ``(eps, delta)`` of ``dataset`` (registered if a new digest).
+        ``data_dependent=True`` judges spend on the realised data-dependent RDP, whose epsilon is
+        *not* differentially private itself (Papernot et al. 2018). ``conversion``: the RDP ->
+        (eps, delta) conversion of every epsilon of this dataset (a run's must match). Every
+        change is audited with the old budget, the spend at the time and ``reason``
+        (:meth:`budget_changes`)."""
         eps = check_positive(eps, "eps")
-        conversion = check_choice(conversion, "conversion", CONVERSIONS)
         delta = check_delta(delta, "delta")
-        if not isinstance(data_dependent, bool):
-            raise InputTypeError(f"data_dependent must be True or False, got {data_dependent!r}")
+        basis = BASES[1] if check_bool(data_dependent, "data_dependent") else BASES[0]
         name = validation.check_name(name, "name")
         reason = validation.check_reason(reason)
-        budget = Budget(eps, delta, BASES[1] if data_dependent else BASES[0], conversion)
+        budget = Budget(eps, delta, basis, conversion)  # checks the conversion
         with self._file.transaction(write=True) as conn:
             digest = dataset_registry.resolve_or_register(conn, dataset, name)
             old_eps, spent = budget_checks.write_budget(conn, digest, budget, reason)
@@ -246,8 +231,8 @@ class Ledger:
             return recorded_spend.reservation_infos(conn, digest, live_only)
 
     def reconcile(self, dataset: str | None = None) -> list[str]:
-        """Mark reservations of crashed runs ``expired`` (their process is gone, or -- for runs on
-        other hosts -- their lease ran out); returns their ids. Every write does this first."""
+        """Mark ``expired`` the reservations of crashed runs (process gone; on other hosts: lease
+        run out) and return their ids; every write does this first."""
         with self._file.transaction(write=True) as conn:
             digests = None if dataset is None else [dataset_registry.resolve(conn, dataset)]
             return spending.reconcile(conn, digests)
@@ -262,17 +247,12 @@ class Ledger:
         exclude_reservation: str | None = None,
         data_dependent: bool | None = None,
     ) -> np.ndarray:
-        """The RDP already spent on ``dataset`` at ``orders`` -- what an online aggregator adds its
-        own cost to (``OnlineAggregator(..., prior_rdp=...)``) so that it stops before the budget.
-
-        Composes the committed events and (by default) the other live reservations of every
-        block in ``blocks`` (default: all) and returns the element-wise max over those blocks, an
-        upper bound on each block's curve; the events and live reservations of every dataset
-        linked to ``dataset`` count in every block. This is the prior against ``dataset``'s own
-        budget (:meth:`constraints` gives one per linked budget too). Orders that some recorded
-        event lacks get ``+inf``. ``data_dependent`` defaults to the dataset's budget basis
-        (data-independent when no budget is set).
-        """
+        """The RDP already spent on ``dataset`` at ``orders``, what an online aggregator adds its
+        own cost to (``OnlineAggregator(..., prior_rdp=...)``): the committed events and (by
+        default) live reservations, composed per block of ``blocks`` (default: all; linked
+        datasets' spend counts in every block), element-wise max over the blocks; ``+inf`` at
+        an order some event lacks. The prior against ``dataset``'s own budget only
+        (:meth:`constraints`: every budget). ``data_dependent``: default the budget's basis."""
         orders = validation.check_grid(orders, "orders")
         with self._resolved(dataset) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
@@ -294,13 +274,11 @@ class Ledger:
         blocks: Sequence[str] | None = None,
         exclude_reservation: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Every budget a run on ``dataset`` must stay within, each with what is already spent
-        against it: the budget of ``dataset`` itself (if set) and of every linked dataset that
-        has one. Each entry: ``dataset`` (digest), ``name``, ``budget`` (:class:`Budget`),
-        ``shared_records`` (``None`` for ``dataset`` itself), ``linked`` (bool) and ``prior_rdp``
-        at ``orders`` on that budget's basis (see :meth:`prior_rdp`). A run's own RDP ``r`` fits
-        when, for every entry, ``eps_from_rdp(prior_rdp + r, orders=orders, delta=budget.delta,
-        conversion=budget.conversion) <= budget.eps``, exactly as :meth:`reserve` checks it."""
+        """Every budget a run on ``dataset`` must stay within (its own if set, and every linked
+        dataset's): ``dataset`` (digest), ``name``, ``budget`` (:class:`Budget`),
+        ``shared_records`` (``None`` for ``dataset`` itself), ``linked`` and ``prior_rdp`` at
+        ``orders`` on that budget's basis (:meth:`prior_rdp`). A run's own RDP ``r`` fits when
+        ``eps_from_rdp(prior_rdp + r, ...)`` is within each ``budget`` (:meth:`reserve`'s check)."""
         orders = validation.check_grid(orders, "orders")
         with self._resolved(dataset) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
@@ -316,15 +294,11 @@ class Ledger:
         blocks: Sequence[str] | None = None,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> Reservation:
-        """Reserve an upper bound ``rdp`` (per order of ``orders``) on what a run may spend -- e.g.
-        the data-independent cost of the most queries it may ask -- before it spends anything.
-
-        Atomically checks committed events + live reservations + this bound against the budget in
-        every block in ``blocks`` (default: every registered block) and raises
-        ``BudgetExceededError`` (nothing recorded) if it does not fit. The reservation belongs to
-        this process (pid, host); it stays live while the process runs on this host, or until
-        ``lease_seconds`` after the last ``heartbeat()`` as seen from other hosts.
-        """
+        """Reserve an upper bound ``rdp`` (per order of ``orders``) on what a run may spend,
+        before it spends anything; ``BudgetExceededError`` (nothing recorded) unless committed
+        events + live reservations + this bound fit the budget in every block of ``blocks``
+        (default: all). It belongs to this process: live while the process runs on this host,
+        or (seen from other hosts) until ``lease_seconds`` after the last ``heartbeat()``."""
         orders = validation.check_grid(orders, "orders")
         curve = check_rdp_curve(rdp, orders, "rdp")
         run_id = validation.check_run_id(run_id)
@@ -332,7 +306,7 @@ class Ledger:
         with self._resolved(dataset, write=True) as (conn, digest):
             target = dataset_registry.target_blocks(conn, digest, blocks)
             rid, names = spending.reserve(conn, digest, target, (orders, curve), run_id, lease)
-        return Reservation(self, rid, digest, run_id, (orders, curve), names)
+        return Reservation(self, rid, digest, run_id, orders, curve, names)
 
     def charge(
         self,
@@ -387,25 +361,20 @@ class Ledger:
             spending.heartbeat(conn, reservation_id)
 
     def summary(self, dataset: str) -> dict[str, Any]:
-        """Everything ``pate budget show`` prints, as JSON-able data: budget, spent epsilon
-        (committed; worst block) on the budget's basis and on both RDP kinds, spent + reserved,
-        remaining, per-block spend, live reservations, event counts. Spend includes the events and live reservations of the datasets linked to this one
-        (``linked_events`` counts those events); ``linked`` lists those datasets with their own
-        budget and remaining, ``remaining_effective`` is the least remaining epsilon over this
-        dataset's and the linked budgets and ``limited_by`` the digest it comes from;
-        ``budget_changes`` lists every budget change (:meth:`budget_changes`). Every epsilon is
-        converted with its budget's conversion at its delta (each linked dataset's with its own)."""
+        """What ``pate budget show`` prints, as JSON-able data: budget, spent epsilon (committed;
+        worst block) on the budget's basis and on both RDP kinds, spent + reserved, remaining,
+        per-block spend, live reservations, event counts (``linked_events``: of linked datasets,
+        whose spend counts here), ``linked`` (each with its own budget and remaining),
+        ``remaining_effective`` (the least remaining over all those budgets) and ``limited_by``
+        (its digest), ``budget_changes``. Each epsilon is at its own budget's delta and conversion.
+        """
         with self._resolved(dataset) as (conn, digest):
-            out = summaries.summary(conn, digest)
-            changes = budget_checks.budget_changes(ledger_file.read_audit(conn, digest))
-        return out | {"budget_changes": changes}
+            return summaries.summary(conn, digest)
 
     def history(self, dataset: str) -> list[dict[str, Any]]:
-        """One row per event, oldest first: run, time, mechanism, queries, answered, blocks, the
-        event's own epsilon and the cumulative epsilon (worst block) after it, both on the budget's
-        basis at the budget's delta with the budget's conversion (``None`` when no budget is set).
-        Events of linked datasets are listed too, with their ``dataset`` digest and ``linked:
-        True``; they count in every block."""
+        """One row per event (linked datasets' too: ``linked: True``, counted in every block),
+        oldest first: run, time, mechanism, queries, answered, blocks, its own epsilon and the
+        cumulative (worst block) epsilon after it, on the budget (``None`` without a budget)."""
         with self._resolved(dataset) as (conn, digest):
             return summaries.history(conn, digest)
 
@@ -416,26 +385,22 @@ class Ledger:
             return ledger_file.read_audit(conn, digest)
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Reservation:
-    """A live upper bound on one run's spend (see :meth:`Ledger.reserve`).
+    """A live upper bound ``rdp`` at ``orders`` on one run's spend (see :meth:`Ledger.reserve`).
 
     Use it as a context manager: leaving the block without ``commit`` releases it (also on an
     exception). ``prior_rdp(orders)`` is what the run's online aggregator must add its own cost to.
     """
 
-    def __init__(
-        self,
-        ledger: Ledger,
-        rid: str,
-        dataset: str,
-        run_id: str,
-        curve: tuple[np.ndarray, np.ndarray],
-        blocks: tuple[str, ...],
-    ) -> None:
-        self.ledger, self.id, self.dataset, self.run_id = ledger, rid, dataset, run_id
-        self.orders, self.rdp = curve
-        self.blocks = blocks
-        self.closed = False
+    ledger: Ledger
+    id: str
+    dataset: str
+    run_id: str
+    orders: np.ndarray
+    rdp: np.ndarray
+    blocks: tuple[str, ...]
+    closed: bool = False
 
     def __repr__(self) -> str:
         return f"Reservation(id={self.id!r}, run_id={self.run_id!r}, dataset={self.dataset[:12]!r})"

@@ -196,13 +196,12 @@ def default_ledger_path() -> pathlib.Path:
 
 
 class LedgerConnection(sqlite3.Connection):
-    """The connection to one ledger file, knowing its ``path``, the lock ``timeout`` (seconds),
-    this ``hostname`` (whose processes' reservations are checked directly) and the ledger's
-    ``secret`` (:mod:`pate.ledger.keying`). Every function of the package runs on one, inside a
-    transaction of :class:`LedgerFile`."""
+    """The connection to one ledger file, knowing its ``path``, this ``hostname`` (whose
+    processes' reservations are checked directly) and the ledger's ``secret``
+    (:mod:`pate.ledger.keying`). Every function of the package runs on one, inside a transaction
+    of :class:`LedgerFile`."""
 
     path: pathlib.Path
-    timeout: float
     hostname: str
     secret: bytes
 
@@ -237,8 +236,8 @@ class LedgerFile:
             raise
 
     def _create_file(self) -> None:
-        """Create the key file, then build the schema in a temporary file and hard-link it into
-        place (never over a file: if another process created it first, theirs is used)."""
+        """Create the key file, then build the schema in a temporary file and link it into place
+        (:func:`pate.ledger.keying.link_new`)."""
         folder = self.path.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -265,13 +264,7 @@ class LedgerFile:
                 conn.close()
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
-            try:
-                os.link(tmp, self.path)
-            except FileExistsError:
-                pass
-            except OSError:  # no hard links on this filesystem: rename, never over a file
-                if not self.path.exists():
-                    os.replace(tmp, self.path)
+            keying.link_new(tmp, self.path)  # a file system without hard links failed above
         except (OSError, sqlite3.Error) as exc:  # sqlite3: e.g. a full disk ("disk I/O error")
             raise LedgerError(
                 f"cannot create a ledger at {self.path}: {exc}; check that its "
@@ -291,7 +284,7 @@ class LedgerFile:
             )
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open the ledger at {self.path}: {exc}") from exc
-        conn.path, conn.timeout, conn.hostname = self.path, self.timeout, socket.gethostname()
+        conn.path, conn.hostname = self.path, socket.gethostname()
         return conn
 
     def _check(self, conn: LedgerConnection) -> None:

@@ -1,13 +1,12 @@
-"""Spend as the ledger stores it and reads it back. An event is stored as the canonical JSON of its
-``to_dict()`` with its sha256; a reservation's upper-bound curve is read back as an event, so it composes like one; both
-are checked against their checksum on every read (a failure is a ``LedgerError``, the file left
-untouched). Read back, a dataset's spend is reported as ``StoredEvent`` / ``ReservationInfo`` and
-counted against budgets as ``Item``: its own, and that of every dataset linked to it.
+"""Spend as the ledger stores it and reads it back: an event as the canonical JSON of its
+``to_dict()`` with its sha256, a reservation's upper-bound curve read back as an event (so it
+composes like one); each checksum is checked on every read (``LedgerError``, the file left
+untouched). A dataset's spend reads as ``StoredEvent`` / ``ReservationInfo``, and counts against
+budgets as ``Item``: its own and that of every dataset linked to it.
 
-A reservation counts while the process that holds it can still commit it: on its own host the
-process is checked directly (gone, a zombie, or its pid reused by another process: dead); one of
-another host is live until its lease runs out after its last heartbeat. Unsure means alive: a
-reservation is only given back when its process is certainly gone.
+A reservation counts while its process can still commit it: on its own host the process is
+checked directly (gone, a zombie, or its pid reused: dead); one of another host is live until its
+lease runs out after its last heartbeat. Unsure means alive.
 """
 
 from __future__ import annotations
@@ -78,16 +77,7 @@ def reservation_event(
 ) -> PrivacyEvent:
     """Reservation ``rid``'s bound ``rdp`` at ``orders`` as a ``PrivacyEvent`` of ``mechanism``
     (nothing answered), so it composes through the accountant like any event."""
-    curve = np.asarray(rdp, dtype=np.float64)
-    return PrivacyEvent(
-        mechanism=mechanism,
-        params={"reservation": rid},
-        orders=np.asarray(orders, dtype=np.float64),
-        rdp=curve,
-        rdp_data_independent=curve,
-        queries=0,
-        answered=0,
-    )
+    return PrivacyEvent(mechanism, {"reservation": rid}, orders, rdp, rdp, queries=0, answered=0)
 
 
 def checked_payload(conn: LedgerConnection, what: str, payload: str, checksum: str) -> Any:

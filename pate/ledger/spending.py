@@ -1,13 +1,11 @@
-"""Spending: reserve, charge, commit, mark drawn, forfeit, release and expire reservations. Each runs inside the caller's write transaction (``BEGIN IMMEDIATE``), so the
-budget check and the write it allows are one atomic step across processes.
+"""Spending: reserve, charge, commit, mark drawn, forfeit, release and expire reservations, each
+inside the caller's write transaction (``BEGIN IMMEDIATE``): the budget check and the write it
+allows are one atomic step across processes.
 
-Reservation protocol (docs/ledger.md): ``reserve`` checks that the committed events + every drawn
-and live reservation + the new upper bound fit every budget it touches, then records the
-reservation with the process id, host name and a lease. ``commit`` re-checks with the realised
-events in place of the bound, so spend within a reservation always commits and nothing can ever
-overspend. The next writer marks ``expired`` a reservation whose process is dead (or whose lease
-ran out, on another host) -- unless it is ``drawn`` (:func:`mark_drawn`): a drawn reservation is
-spent and never reclaimed; only its commit or its forfeit (its whole bound as an event) closes it.
+The reservation protocol is docs/ledger.md's: ``commit`` re-checks with the realised events in
+place of the bound, so spend within a reservation always commits and nothing can overspend; a
+``drawn`` reservation (:func:`mark_drawn`) is spent and never reclaimed, only its commit or its
+forfeit (its whole bound as an event) closes it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from pate.ledger.composition import compose, epsilon, restrict, scopes, shared_grid, worst_eps
+from pate.ledger.budget_checks import budget_changes
+from pate.ledger.composition import compose, epsilon, scopes, shared_grid, worst_eps
 from pate.ledger.dataset_registry import (
     Budget,
     aliases,
@@ -20,12 +21,12 @@ from pate.ledger.dataset_registry import (
     linked_datasets,
     linked_pairs,
 )
-from pate.ledger.ledger_file import LedgerConnection
+from pate.ledger.ledger_file import LedgerConnection, read_audit
 from pate.ledger.recorded_spend import Item, ViewCache, reservation_infos, stored_events, view
 
 
 def summary(conn: LedgerConnection, digest: str) -> dict[str, Any]:
-    """:meth:`pate.ledger.Ledger.summary` without ``budget_changes`` (read from the audit log)."""
+    """:meth:`pate.ledger.Ledger.summary`."""
     budget = budget_of(conn, digest)
     cache: ViewCache = {}
     events, live = view(conn, digest, None, cache)
@@ -68,6 +69,7 @@ def summary(conn: LedgerConnection, digest: str) -> dict[str, Any]:
         "linked": linked,
         "remaining_effective": None if least is None else least[0],
         "limited_by": None if least is None else least[1],
+        "budget_changes": budget_changes(read_audit(conn, digest)),
     }
 
 
@@ -168,7 +170,7 @@ def history(conn: LedgerConnection, digest: str) -> list[dict[str, Any]]:
         return rows
     grid = shared_grid(conn, [s.event for s in stored])
     kind = "rdp" if budget.data_dependent else "rdp_data_independent"
-    per_event = np.stack([getattr(restrict(s.event, grid), kind) for s in stored])
+    per_event = np.stack([getattr(s.event.on_orders(grid), kind) for s in stored])
     # After each event, the epsilon of every event up to it, worst over the blocks: prefix
     # compositions, each one recomposed with the accountant at the points it changes.
     charged = [s.blocks if s.dataset == digest else () for s in stored]  # (): every block
