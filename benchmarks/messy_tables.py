@@ -73,6 +73,8 @@ SPLITS = ("private", "public", "evaluation")
 EVALUATION_ROWS = 10_000
 #: bootstrap draws of the evaluation rows behind the gap closed's standard error
 BOOTSTRAP_DRAWS = 1_000
+#: how a run names a weak result after training (its internal warning, pate.run.stages.report)
+WEAK_RESULT = "a weak result"
 
 
 class TableSpec(NamedTuple):
@@ -454,6 +456,7 @@ def pate_row(table: MessyTable, ref: dict, right: dict, *, eps: float, work: pat
         gap_closed=None if gap is None else round(gap, 4),
         gap_closed_se=None if se is None else round(se, 4),
         meets_bar=warned or (gap is not None and gap >= own_data.GAP_TARGET),
+        named_weak_after_training=any(WEAK_RESULT in w for w in said["warnings"]),
     )  # fmt: skip
     return row
 
@@ -519,6 +522,8 @@ def markdown_table(results: dict) -> str:
         seconds = "–" if spent is None else f"{spent:.0f}"
         cells += [own_data._pct(r["non_private"]), student, gap, seconds]
         bar = {True: "met", False: "**missed**", None: "–"}[r.get("meets_bar")]
+        if r.get("meets_bar") is False and r.get("named_weak_after_training"):
+            bar += " (named weak after training)"
         lines.append("| " + " | ".join(cells + [_said(r).replace("|", "\\|"), bar]) + " |")
     return "\n".join(lines)
 
