@@ -121,10 +121,25 @@ def test_references_on_a_small_table(messy):
     table = messy.generate(messy.TABLES["clinic-1k"], seed=0)
     ref = messy.references(table)
     private, evaluation = table.private[table.label], table.evaluation[table.label]
+    assert len(evaluation) == messy.EVALUATION_ROWS  # every table's: new people, the same size
     assert ref["majority"] == round(float(np.mean(evaluation == private.mode()[0])), 4)
+    assert ref["non_private"] == round(float(np.mean(ref["right"]["non_private"])), 4)
     assert ref["majority"] + 0.05 < ref["non_private"] <= 1.0  # the model learns something
     again = messy.references(table)
     assert (again["majority"], again["non_private"]) == (ref["majority"], ref["non_private"])
+
+
+def test_the_gap_closed_has_a_bootstrap_standard_error(messy):
+    rng = np.random.default_rng(0)
+    right = {"majority": rng.random(10_000) < 0.9, "non_private": rng.random(10_000) < 0.95}
+    student = rng.random(10_000) < 0.92
+    se = messy.gap_standard_error(student, right)
+    # the gap is about 5 points: one point of accuracy is 0.2 of it, its noise on 10 000 rows
+    # about 0.4 points, so the standard error is near 0.1, and four times as large on 625 rows
+    assert 0.05 < se < 0.2
+    few = messy.gap_standard_error(student[:625], {k: v[:625] for k, v in right.items()})
+    assert 3 * se < few
+    assert messy.gap_standard_error(student, {"majority": student, "non_private": student}) is None
 
 
 def test_predicted_names_takes_indices_or_names(messy):
@@ -157,15 +172,20 @@ def test_markdown_table_says_what_pate_said(messy):
                  meets_bar=True),
             dict(base, table="e", status="ok", student=0.7, gap_closed=0.5, meets_bar=False),
             dict(base, table="d"),
+            dict(base, table="f", status="ok", student=0.7, gap_closed=0.5, gap_closed_se=0.04,
+                 meets_bar=False, named_weak_after_training=True),
         ]
     }  # fmt: skip
     lines = messy.markdown_table(results).splitlines()
-    assert len(lines) == 7
+    assert len(lines) == 8
     assert lines[2] == "| a | 750 / 200 / 50 | 3 | 50.0 | 90.0 | 82.0 | 0.80 | 12 | nothing | met |"
     assert lines[3].endswith("| 0.25 | 12 | warned: labels near chance \\| raise eps | met |")
     assert "| refused | – |" in lines[4] and lines[4].endswith("PlanError: too few | met |")
     assert lines[5].endswith("| 70.0 | 0.50 | 12 | nothing | **missed** |")
     assert lines[6].endswith("| – | – | – | (references only) | – |")
+    assert lines[7].endswith(
+        "| 0.50 ± 0.04 | 12 | nothing | **missed** (named weak after training) |"
+    )
 
 
 def test_docs_blocks_are_rewritten_from_their_results_file(messy, tmp_path):

@@ -247,7 +247,9 @@ class _Planning:
         self.noise = self._noise_or_refuse(None, "this delta")
         self.answers = self.queries
         self.voters = None
-        self.config = plan_table_front_end(self.config, self.facts, self.noise, self.filled)
+        self.config = plan_table_front_end(
+            self.config, self.facts, self.noise, self.filled, every_item=self.queries >= self.n_pub
+        )
         self.warnings.extend(filter(None, [table_size_warning(self.facts)]))
 
     def _plan_votes(self) -> None:

@@ -532,6 +532,13 @@ def test_a_wide_table_with_many_records_labels_by_lda_of_its_own_columns():
     assert config["knn"]["dims"] == got.filled["dims"]["value"] == dims == 64
     assert RunConfig.parse(config).knn.labelling_rule == "lda"
     assert any("features = none" in line for line in got.lines())
+    # the automatic student learns the rule's class probabilities from every public item; with
+    # fewer queries than public items it keeps FixMatch for the unlabelled rest
+    assert config["student"] == {"targets": "soft", "temperature": 1.0, "method": "supervised"}
+    assert got.filled["method"]["value"] == "supervised"
+    config, fewer = plan({"mechanism": "auto", "target_eps": 2.0, "queries": 4000}, WIDE_TABLE)
+    assert config["student"] == {"targets": "soft", "temperature": 1.0}
+    assert "method" not in fewer.filled
     few = planner.Facts(private_records=6000, classes=6, public_items=8000, input_shape=(64,))
     config, got = plan({"mechanism": "auto", "target_eps": 2.0}, few)
     assert config["knn"]["features"] == "kernel"
@@ -557,9 +564,10 @@ def test_a_large_table_s_class_means_release_reads_each_class_s_covariance():
     assert config["student"]["targets"] == "soft" and config["student"]["temperature"] == 1.0
     assert got.filled["targets"]["value"] == "soft"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
-    mine["student"] = dict(mine.get("student") or {}, targets="hard")
+    mine["student"] = dict(mine.get("student") or {}, targets="hard", method="fixmatch")
     config, kept = plan_config(mine, TABLE)
     assert config["student"]["targets"] == "hard" and "targets" not in kept.filled
+    assert config["student"]["method"] == "fixmatch" and "method" not in kept.filled
     assert RunConfig.parse(config).knn.labelling_rule == "qda"
     mine = raw({"mechanism": "auto", "target_eps": 2.0})
     mine["knn"] = {"features": "quadratic", "rule": "lda"}
