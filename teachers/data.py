@@ -454,7 +454,7 @@ def _checked_data(
     num_classes, names = label_set(name, declared=class_names, public_labels=public.y)
     for split, part in splits.items():
         check_in_label_set(part.y, num_classes, f"{name}: {split} split")
-    check_classes(name, splits, num_classes, declared=num_classes)
+    check_classes(name, len(private), num_classes)
     return PateData(
         name=name,
         private=private,
